@@ -1,0 +1,70 @@
+"""The ``dtsim`` command line.
+
+Each subcommand lives in its own module under :mod:`sim.commands` and defines
+``NAME`` (the subcommand), ``HELP`` (one line), ``add_arguments(parser)`` and
+``run(args) -> int``. The CLI parses, lets the library validate, and turns any
+:class:`~sim.errors.ConfigError` into one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from . import commands
+from .errors import ConfigError
+
+__all__ = ["main", "build_parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line (no usage dump) and exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _command_modules() -> list[ModuleType]:
+    mods = []
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        mods.append(importlib.import_module(f"{commands.__name__}.{info.name}"))
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand registered."""
+    parser = _Parser(
+        prog="dtsim",
+        description="Discrete-event simulator of decentralised training on unreliable workers.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for mod in _command_modules():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``dtsim`` and ``python -m sim``; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except ConfigError as exc:
+        print(f"dtsim {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"dtsim {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""``dtsim failures``: simulate workers in failure domains; measured vs asked."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from ..failures import DISTRIBUTIONS, ClusterConfig, failures_model
+from ..results import summarize
+from ..runner import replicate
+from ._common import add_run_options, emit_json, print_table
+
+NAME = "failures"
+HELP = "simulate a cluster of failing workers in domains; print measured vs target availability"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = ClusterConfig()
+    p.add_argument("--workers", type=int, default=d.workers, help=f"workers (default {d.workers})")
+    p.add_argument("--domains", type=int, default=d.domains,
+                   help=f"failure domains; worker i in domain i %% domains (default {d.domains})")
+    p.add_argument("--availability", type=float, default=d.availability,
+                   help=f"each worker's own availability a (default {d.availability})")
+    p.add_argument("--mean-downtime", type=float, default=d.mean_downtime,
+                   help=f"mean worker outage length (default {d.mean_downtime})")
+    p.add_argument("--domain-outage", type=float, default=d.domain_outage,
+                   help=f"unavailability rho of each domain (default {d.domain_outage})")
+    p.add_argument("--domain-downtime", type=float, default=d.domain_mean_downtime,
+                   help=f"mean domain outage length (default {d.domain_mean_downtime})")
+    p.add_argument("--distribution", default=d.distribution, metavar="NAME",
+                   help="up/down duration law: " + ", ".join(DISTRIBUTIONS))
+    p.add_argument("--shape", type=float, default=None,
+                   help="Weibull shape k (default 0.7) or lognormal sigma (default 1.0)")
+    p.add_argument("--trace", default=None, metavar="CSV",
+                   help="replay worker outages from a CSV of worker,start,end rows")
+    p.add_argument("--horizon", type=float, default=d.horizon,
+                   help=f"simulated time per replication (default {d.horizon:g})")
+    add_run_options(p, replications=10, executor=False)
+    p.add_argument("--executor", default="serial", metavar="NAME",
+                   help="serial (default) or local (process pool)")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = ClusterConfig(
+        workers=args.workers, domains=args.domains, availability=args.availability,
+        mean_downtime=args.mean_downtime, domain_outage=args.domain_outage,
+        domain_mean_downtime=args.domain_downtime, distribution=args.distribution,
+        shape=args.shape, horizon=args.horizon, trace=args.trace,
+    )
+    records = replicate(failures_model, cfg, replications=args.replications, seed=args.seed,
+                        executor=args.executor)
+    errors = [r["error"] for r in records if r["error"]]
+    if errors:
+        raise RuntimeError(errors[0])
+    est = summarize(records, ["worker_availability", "effective_availability",
+                              "domain_unavailability", "joint_outage", "worker_transitions"])
+    a, rho = cfg.availability, cfg.domain_outage
+    joint = float(np.mean([rho + (1 - rho) * (1 - a) ** r for r in cfg.workers_per_domain if r]))
+    out = {
+        "worker_availability": est["worker_availability"].mean,
+        "worker_availability_ci": est["worker_availability"],
+        "target_availability": a,
+        "effective_availability": est["effective_availability"].mean,
+        "effective_availability_ci": est["effective_availability"],
+        "target_effective_availability": a * (1 - rho),
+        "domain_unavailability": est["domain_unavailability"].mean,
+        "domain_unavailability_ci": est["domain_unavailability"],
+        "target_domain_unavailability": rho,
+        "joint_outage": est["joint_outage"].mean,
+        "joint_outage_ci": est["joint_outage"],
+        "predicted_joint_outage": joint,
+        "transitions_per_worker_per_time": est["worker_transitions"].mean,
+        "simulated_time": cfg.horizon * args.replications,
+        "replications": args.replications,
+        "seed": args.seed,
+    }
+    if cfg.trace is not None:
+        for k in ("target_availability", "target_effective_availability", "predicted_joint_outage"):
+            out[k] = None
+    if args.json:
+        emit_json(out)
+        return 0
+    rows = []
+    for label, key, target in [
+        ("worker availability", "worker_availability", out["target_availability"]),
+        ("effective availability", "effective_availability", out["target_effective_availability"]),
+        ("domain unavailability", "domain_unavailability", rho),
+        ("joint outage of a domain", "joint_outage", out["predicted_joint_outage"]),
+    ]:
+        e = est[key]
+        ok = "" if target is None else ("yes" if e.contains(target) else "NO")
+        rows.append((label, "-" if target is None else f"{target:.6g}", str(e), ok))
+    print(f"{cfg.workers} workers in {cfg.domains} domains, {cfg.distribution} durations, "
+          f"{args.replications} replications x {cfg.horizon:g} time units, seed {args.seed}")
+    print_table(rows, ("quantity", "target", "measured (95% CI)", "in CI"))
+    return 0

@@ -1,0 +1,715 @@
+"""Workers that fail and recover, in a hierarchy of correlated failure domains.
+
+Every *component* (a domain such as a region, rack or host, or a worker) has
+its own up/down process: an alternating renewal process whose up and down
+durations come from a pluggable :class:`Distribution` (exponential, Weibull,
+lognormal, deterministic) or from a replayed trace. A component is
+*effectively* up when it and every ancestor domain are up, so a domain outage
+takes down every worker below it at the same instant, and they come back only
+when both they and the domain are up.
+
+Components announce effective transitions as SimPy events
+(:meth:`Component.next_transition`) and through callbacks
+(:meth:`Component.on_change`); nothing polls. The cause carried by a transition
+is a frozen :class:`Transition`, suitable for ``process.interrupt(cause)``.
+
+Stationary start
+----------------
+Each process starts in its stationary regime: up with probability
+``mean_up / (mean_up + mean_down)``, and the time to the first transition drawn
+from the *equilibrium* (residual-life) distribution of the current phase. For
+an alternating renewal process this makes the state at every time ``t >= 0``
+distributed as in the long run, for every distribution offered here (not only
+the exponential), so availability is right from time 0 and no warm-up is
+needed. Residual lives are sampled exactly as ``U * X~`` with ``U`` uniform and
+``X~`` the length-biased duration: ``Gamma(1 + 1/k)``-based for Weibull,
+``lognormal(mu + sigma**2, sigma)`` for lognormal, the constant itself for
+deterministic. A replayed trace starts at trace time 0 as recorded (no
+stationarity claim).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import simpy
+from scipy import special
+
+from .errors import (
+    ConfigError,
+    check,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+)
+from .rng import Streams
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "Distribution",
+    "Exponential",
+    "Weibull",
+    "LogNormal",
+    "Deterministic",
+    "make_distribution",
+    "Transition",
+    "Component",
+    "Domain",
+    "Worker",
+    "FailureModel",
+    "GroupMonitor",
+    "Trace",
+    "read_trace",
+    "up_down_means",
+    "ClusterConfig",
+    "failures_model",
+]
+
+DISTRIBUTIONS = ("exponential", "weibull", "lognormal", "deterministic")
+
+
+# --------------------------------------------------------------------------- distributions
+
+
+@dataclass(frozen=True)
+class Exponential:
+    """Exponential durations with the given mean (memoryless)."""
+
+    mean: float
+
+    def __post_init__(self) -> None:
+        check_positive("mean", self.mean)
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return float(rng.exponential(self.mean))
+
+    def residual(self, rng: np.random.Generator) -> float:
+        """Equilibrium residual life (for the exponential, the law itself)."""
+        return float(rng.exponential(self.mean))
+
+
+@dataclass(frozen=True)
+class Weibull:
+    """Weibull durations with the given mean and shape ``k`` (k < 1: heavy tail)."""
+
+    mean: float
+    shape: float = 0.7
+
+    def __post_init__(self) -> None:
+        check_positive("mean", self.mean)
+        check_positive("shape", self.shape)
+
+    @property
+    def scale(self) -> float:
+        return self.mean / math.gamma(1.0 + 1.0 / self.shape)
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return float(self.scale * rng.weibull(self.shape))
+
+    def residual(self, rng: np.random.Generator) -> float:
+        # Length-biased Weibull: (X/scale)**k ~ Gamma(1 + 1/k, 1).
+        g = rng.gamma(1.0 + 1.0 / self.shape)
+        return float(rng.random() * self.scale * g ** (1.0 / self.shape))
+
+
+@dataclass(frozen=True)
+class LogNormal:
+    """Lognormal durations with the given mean and log-scale ``sigma``."""
+
+    mean: float
+    sigma: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_positive("mean", self.mean)
+        check_positive("sigma", self.sigma)
+
+    @property
+    def mu(self) -> float:
+        return math.log(self.mean) - self.sigma**2 / 2
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return float(rng.lognormal(self.mu, self.sigma))
+
+    def residual(self, rng: np.random.Generator) -> float:
+        # Length-biased lognormal(mu, s) is lognormal(mu + s**2, s).
+        return float(rng.random() * rng.lognormal(self.mu + self.sigma**2, self.sigma))
+
+
+@dataclass(frozen=True)
+class Deterministic:
+    """Every duration equals ``mean``."""
+
+    mean: float
+
+    def __post_init__(self) -> None:
+        check_positive("mean", self.mean)
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return self.mean
+
+    def residual(self, rng: np.random.Generator) -> float:
+        return float(rng.random() * self.mean)
+
+
+Distribution = Exponential | Weibull | LogNormal | Deterministic
+
+
+def make_distribution(kind: str, mean: float, shape: float | None = None) -> Distribution:
+    """Build a duration distribution by name.
+
+    Parameters
+    ----------
+    kind : {"exponential", "weibull", "lognormal", "deterministic"}
+    mean : float
+        Mean duration (> 0).
+    shape : float, optional
+        Weibull shape ``k`` (default 0.7) or lognormal ``sigma`` (default 1.0);
+        ignored by the others.
+    """
+    check_choice("distribution", kind, DISTRIBUTIONS)
+    if kind == "exponential":
+        return Exponential(mean)
+    if kind == "weibull":
+        return Weibull(mean, 0.7 if shape is None else shape)
+    if kind == "lognormal":
+        return LogNormal(mean, 1.0 if shape is None else shape)
+    return Deterministic(mean)
+
+
+def up_down_means(availability: float, mean_downtime: float, *, name: str = "availability") -> tuple[float, float]:
+    """Mean up and down times from availability ``a`` and mean downtime ``d``.
+
+    ``mean_up = a d / (1 - a)``. ``a = 1`` gives an infinite up time (never
+    fails); ``a = 0`` gives an infinite down time (never recovers).
+    """
+    a = check_probability(name, availability)
+    d = check_positive("mean_downtime", mean_downtime)
+    if a == 1.0:
+        return math.inf, d
+    if a == 0.0:
+        return d, math.inf
+    return a * d / (1.0 - a), d
+
+
+# --------------------------------------------------------------------------- traces
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Replayed outage intervals: ``intervals[worker] = ((start, end), ...)`` of downtime."""
+
+    intervals: dict[str, tuple[tuple[float, float], ...]]
+    path: str = ""
+
+    @property
+    def workers(self) -> list[str]:
+        return list(self.intervals)
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read a CSV trace of per-worker down intervals.
+
+    The file has a header with columns ``worker,start,end`` and optionally
+    ``state`` (``down``, the default, or ``up``; rows marked ``up`` only
+    document up periods, which are implied between down intervals). A worker
+    is up outside its down intervals; after its last interval it stays up.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``trace``, when the file is missing, unreadable or malformed
+        (with the line number and what is wrong).
+    """
+    p = Path(path)
+    try:
+        fh = p.open(newline="")
+    except OSError as exc:
+        raise ConfigError("trace", "a readable CSV file", f"{path} ({exc.strerror})") from None
+    per: dict[str, list[tuple[float, float]]] = {}
+    with fh:
+        reader = csv.DictReader(fh)
+        cols = set(reader.fieldnames or [])
+        check({"worker", "start", "end"} <= cols, "trace",
+              "a CSV file with columns worker,start,end", f"{path} (columns: {sorted(cols)})")
+        for lineno, row in enumerate(reader, start=2):
+            where = f"{path}:{lineno}"
+            state = (row.get("state") or "down").strip().lower()
+            check(state in ("up", "down"), "trace", "a CSV file whose state is up or down", f"{where} ({state})")
+            try:
+                start, end = float(row["start"]), float(row["end"])
+            except (TypeError, ValueError):
+                raise ConfigError("trace", "a CSV file of numeric start,end",
+                                  f"{where} ({row['start']!r}, {row['end']!r})") from None
+            check(math.isfinite(start) and math.isfinite(end) and 0 <= start < end, "trace",
+                  "a CSV file with 0 <= start < end", f"{where} ({start}, {end})")
+            worker = (row["worker"] or "").strip()
+            check(worker != "", "trace", "a CSV file with a worker name on every row", where)
+            if state == "down":
+                per.setdefault(worker, []).append((start, end))
+            else:
+                per.setdefault(worker, [])
+    check(bool(per), "trace", "a CSV file with at least one interval", str(path))
+    out: dict[str, tuple[tuple[float, float], ...]] = {}
+    for w, ivs in per.items():
+        ivs.sort()
+        for (s0, e0), (s1, _) in zip(ivs, ivs[1:], strict=False):
+            check(s1 >= e0, "trace", "a CSV file without overlapping intervals per worker",
+                  f"{path} (worker {w}: [{s0}, {e0}] overlaps [{s1}, ...])")
+        out[w] = tuple(ivs)
+    return Trace(out, str(path))
+
+
+# --------------------------------------------------------------------------- components
+
+
+@dataclass(frozen=True)
+class Transition:
+    """An effective up/down transition of a component (an interrupt cause)."""
+
+    component: str
+    up: bool
+    time: float
+
+
+class Component:
+    """A failure domain or worker: an own up/down process under a parent domain.
+
+    Attributes
+    ----------
+    name : str
+    parent : Domain or None
+    own_up : bool
+        State of this component's own process.
+    up : bool
+        Effective state: own state and every ancestor up.
+    """
+
+    kind = "component"
+
+    def __init__(self, model: FailureModel, name: str, parent: Domain | None) -> None:
+        self.model = model
+        self.env = model.env
+        self.name = name
+        self.parent = parent
+        self.children: list[Component] = []
+        self.own_up = True
+        self.up = True
+        self._callbacks: list[Callable[[Component, bool, float], None]] = []
+        self._event: simpy.Event | None = None
+        self._since = 0.0
+        self.up_time = 0.0
+        self.own_up_time = 0.0
+        self._own_since = 0.0
+        self.transitions = 0  # effective transitions
+        self.own_transitions = 0
+        if parent is not None:
+            parent.children.append(self)
+
+    # -- observation -------------------------------------------------------
+    def next_transition(self) -> simpy.Event:
+        """An event that fires with a :class:`Transition` at the next effective change."""
+        if self._event is None or self._event.triggered:
+            self._event = self.env.event()
+        return self._event
+
+    def on_change(self, callback: Callable[[Component, bool, float], None]) -> None:
+        """Call ``callback(component, up, time)`` at every effective transition."""
+        self._callbacks.append(callback)
+
+    def ancestors(self) -> list[Domain]:
+        """Domains above this component, nearest first."""
+        out = []
+        p = self.parent
+        while p is not None:
+            out.append(p)
+            p = p.parent
+        return out
+
+    def availability(self, now: float | None = None) -> float:
+        """Fraction of ``[0, now]`` this component was effectively up."""
+        t = self.env.now if now is None else now
+        if t <= 0:
+            return float(self.up)
+        return (self.up_time + (t - self._since if self.up else 0.0)) / t
+
+    def own_availability(self, now: float | None = None) -> float:
+        """Fraction of ``[0, now]`` this component's own process was up."""
+        t = self.env.now if now is None else now
+        if t <= 0:
+            return float(self.own_up)
+        return (self.own_up_time + (t - self._own_since if self.own_up else 0.0)) / t
+
+    # -- state changes -----------------------------------------------------
+    def _set_own(self, up: bool) -> None:
+        if up == self.own_up:
+            return
+        now = self.env.now
+        if self.own_up:
+            self.own_up_time += now - self._own_since
+        self._own_since = now
+        self.own_up = up
+        self.own_transitions += 1
+        self._refresh()
+
+    def _refresh(self) -> None:
+        up = self.own_up and (self.parent is None or self.parent.up)
+        if up == self.up:
+            return
+        now = self.env.now
+        if self.up:
+            self.up_time += now - self._since
+        self._since = now
+        self.up = up
+        self.transitions += 1
+        for child in self.children:
+            child._refresh()
+        if self._callbacks or self._event is not None:
+            cause = Transition(self.name, up, now)
+            for cb in self._callbacks:
+                cb(self, up, now)
+            if self._event is not None and not self._event.triggered:
+                ev, self._event = self._event, None
+                ev.succeed(cause)
+
+    def _init_state(self, own_up: bool) -> None:
+        self.own_up = own_up
+        self.up = own_up and (self.parent is None or self.parent.up)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {'up' if self.up else 'down'}>"
+
+
+class Domain(Component):
+    """A failure domain (region, rack, host...); its outage downs everything below."""
+
+    kind = "domain"
+
+
+class Worker(Component):
+    """A worker (leaf of the hierarchy)."""
+
+    kind = "worker"
+
+
+class _Renewal:
+    """The alternating up/down renewal process driving one component."""
+
+    def __init__(self, comp: Component, up: Distribution | None, down: Distribution | None,
+                 rng: np.random.Generator) -> None:
+        # ``up is None``: never fails; ``down is None``: never recovers.
+        self.comp, self.up, self.down, self.rng = comp, up, down, rng
+
+    def initial_state(self) -> bool:
+        if self.up is None:
+            return True
+        if self.down is None:
+            return False
+        p_up = self.up.mean / (self.up.mean + self.down.mean)
+        return bool(self.rng.random() < p_up)
+
+    def run(self, env: simpy.Environment):
+        comp = self.comp
+        phase = self.up if comp.own_up else self.down
+        if phase is None:
+            return
+        yield env.timeout(phase.residual(self.rng))
+        while True:
+            comp._set_own(not comp.own_up)
+            phase = self.up if comp.own_up else self.down
+            if phase is None:
+                return
+            yield env.timeout(phase.sample(self.rng))
+
+
+class _Replay:
+    """Replays a worker's down intervals from a trace."""
+
+    def __init__(self, comp: Component, intervals: Sequence[tuple[float, float]]) -> None:
+        self.comp, self.intervals = comp, intervals
+
+    def initial_state(self) -> bool:
+        return not (self.intervals and self.intervals[0][0] <= 0.0)
+
+    def run(self, env: simpy.Environment):
+        for start, end in self.intervals:
+            if start > env.now:
+                yield env.timeout(start - env.now)
+            self.comp._set_own(False)
+            yield env.timeout(end - env.now)
+            self.comp._set_own(True)
+
+
+class FailureModel:
+    """A hierarchy of domains and workers with their up/down processes.
+
+    Build and wire first (:meth:`add_domain`, :meth:`add_worker`), then
+    :meth:`start` the processes (desmod's elaborate phase); then ``env.run``.
+
+    Parameters
+    ----------
+    env : simpy.Environment
+    streams : Streams
+        Component ``c`` draws from ``streams.rng("failures:" + c)`` only, so
+        adding a component never changes another's draws.
+
+    Examples
+    --------
+    >>> import simpy
+    >>> env = simpy.Environment()
+    >>> fm = FailureModel(env, Streams(1))
+    >>> rack = fm.add_domain("rack0", unavailability=0.01, mean_downtime=5.0)
+    >>> w = fm.add_worker("w0", rack, availability=0.9, mean_downtime=2.0)
+    >>> fm.start(); env.run(until=100.0)
+    """
+
+    def __init__(self, env: simpy.Environment, streams: Streams) -> None:
+        self.env = env
+        self.streams = streams
+        self.components: dict[str, Component] = {}
+        self._drivers: list[Any] = []
+        self._on_start: list[Callable[[], None]] = []
+        self._started = False
+
+    @property
+    def domains(self) -> list[Domain]:
+        return [c for c in self.components.values() if isinstance(c, Domain)]
+
+    @property
+    def workers(self) -> list[Worker]:
+        return [c for c in self.components.values() if isinstance(c, Worker)]
+
+    def _add(self, cls: type[Component], name: str, parent: Domain | str | None) -> Component:
+        check(not self._started, "model", "modified before start()", name)
+        check(name not in self.components, "name", "unique among components", name)
+        if isinstance(parent, str):
+            check(parent in self.components and isinstance(self.components[parent], Domain),
+                  "parent", "an existing domain", parent)
+            parent = self.components[parent]  # type: ignore[assignment]
+        comp = cls(self, name, parent)  # type: ignore[arg-type]
+        self.components[name] = comp
+        return comp
+
+    def _renewal(self, comp: Component, p_up: float, mean_downtime: float, distribution: str,
+                 shape: float | None, *, name: str) -> _Renewal:
+        mean_up, mean_down = up_down_means(p_up, mean_downtime, name=name)
+        up = None if math.isinf(mean_up) else make_distribution(distribution, mean_up, shape)
+        down = None if math.isinf(mean_down) else make_distribution(distribution, mean_down, shape)
+        return _Renewal(comp, up, down, self.streams.rng("failures:" + comp.name))
+
+    def add_domain(
+        self,
+        name: str,
+        parent: Domain | str | None = None,
+        *,
+        unavailability: float = 0.0,
+        mean_downtime: float = 1.0,
+        distribution: str = "exponential",
+        shape: float | None = None,
+    ) -> Domain:
+        """Add a failure domain that is out a fraction ``unavailability`` of the time."""
+        u = check_probability("domain_outage", unavailability)
+        comp = self._add(Domain, name, parent)
+        self._drivers.append(self._renewal(comp, 1.0 - u, mean_downtime, distribution, shape,
+                                           name="domain_outage"))
+        return comp  # type: ignore[return-value]
+
+    def add_worker(
+        self,
+        name: str,
+        parent: Domain | str | None = None,
+        *,
+        availability: float = 1.0,
+        mean_downtime: float = 1.0,
+        distribution: str = "exponential",
+        shape: float | None = None,
+        trace: Sequence[tuple[float, float]] | None = None,
+    ) -> Worker:
+        """Add a worker up a fraction ``availability`` of the time (or replaying ``trace``)."""
+        comp = self._add(Worker, name, parent)
+        if trace is not None:
+            self._drivers.append(_Replay(comp, tuple(trace)))
+        else:
+            self._drivers.append(self._renewal(comp, availability, mean_downtime, distribution,
+                                               shape, name="availability"))
+        return comp  # type: ignore[return-value]
+
+    def start(self) -> None:
+        """Draw stationary initial states (top-down) and start every process."""
+        check(not self._started, "model", "started once", "start()")
+        self._started = True
+        by_comp = {d.comp: d for d in self._drivers}
+        # Parents before children, so effective states are consistent.
+        order = sorted(self.components.values(), key=lambda c: len(c.ancestors()))
+        for comp in order:
+            comp._init_state(by_comp[comp].initial_state())
+        for hook in self._on_start:
+            hook()
+        for d in self._drivers:
+            self.env.process(d.run(self.env))
+
+
+class GroupMonitor:
+    """Joint outage of a group of components, tracked through callbacks.
+
+    Records the time spent with exactly ``k`` members down (``time_down[k]``),
+    so the fraction of time all are down is ``time_down[-1] / now``.
+    """
+
+    def __init__(self, members: Iterable[Component]) -> None:
+        self.members = list(members)
+        check(bool(self.members), "members", "a non-empty group", self.members)
+        self.env = self.members[0].env
+        self.time_down = np.zeros(len(self.members) + 1)
+        self.outages = 0  # number of entries into the all-down state
+        self._reset()
+        model = self.members[0].model
+        if not model._started:  # initial states are drawn by start(): count again then
+            model._on_start.append(self._reset)
+        for m in self.members:
+            m.on_change(self._changed)
+
+    def _reset(self) -> None:
+        self.down = sum(not m.up for m in self.members)
+        self._since = self.env.now
+
+    def _changed(self, comp: Component, up: bool, now: float) -> None:
+        self.time_down[self.down] += now - self._since
+        self._since = now
+        self.down += -1 if up else 1
+        if self.down == len(self.members):
+            self.outages += 1
+
+    def fractions(self, now: float | None = None) -> np.ndarray:
+        """Fraction of ``[0, now]`` spent with exactly k members down, k = 0..size."""
+        t = self.env.now if now is None else now
+        out = self.time_down.copy()
+        out[self.down] += t - self._since
+        return out / t if t > 0 else out
+
+    def all_down_fraction(self, now: float | None = None) -> float:
+        """Fraction of time every member was down at once."""
+        return float(self.fractions(now)[-1])
+
+
+# --------------------------------------------------------------------------- the cluster model
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Workers spread round-robin over flat failure domains (the ``dtsim failures`` model).
+
+    Parameters
+    ----------
+    workers : int
+        Number of workers (>= 1).
+    domains : int
+        Number of failure domains (>= 1); worker ``i`` sits in domain ``i % domains``.
+    availability : float
+        Each worker's own availability ``a`` in [0, 1].
+    mean_downtime : float
+        Mean length of a worker outage (> 0).
+    domain_outage : float
+        Each domain's unavailability ``rho`` in [0, 1].
+    domain_mean_downtime : float
+        Mean length of a domain outage (> 0).
+    distribution : str
+        Up/down duration law for workers and domains.
+    shape : float or None
+        Weibull shape or lognormal sigma.
+    horizon : float
+        Simulated time per replication (> 0).
+    trace : str or None
+        CSV trace to replay instead of the renewal processes for workers
+        (workers take the trace's workers in order).
+    """
+
+    workers: int = 16
+    domains: int = 4
+    availability: float = 0.9
+    mean_downtime: float = 1.0
+    domain_outage: float = 0.01
+    domain_mean_downtime: float = 5.0
+    distribution: str = "exponential"
+    shape: float | None = None
+    horizon: float = 10_000.0
+    trace: str | None = None
+    _trace: Trace | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_int("workers", self.workers, low=1)
+        check_int("domains", self.domains, low=1)
+        check_probability("availability", self.availability)
+        check_positive("mean_downtime", self.mean_downtime)
+        check_probability("domain_outage", self.domain_outage)
+        check_positive("domain_mean_downtime", self.domain_mean_downtime)
+        check_choice("distribution", self.distribution, DISTRIBUTIONS)
+        if self.shape is not None:
+            check_positive("shape", self.shape)
+        check_positive("horizon", self.horizon)
+        if self.trace is not None:
+            tr = read_trace(self.trace)
+            check(len(tr.workers) >= self.workers, "workers",
+                  f"at most the trace's {len(tr.workers)} workers", self.workers)
+            object.__setattr__(self, "_trace", tr)
+
+    @property
+    def workers_per_domain(self) -> list[int]:
+        return [len(range(d, self.workers, self.domains)) for d in range(self.domains)]
+
+
+def build_cluster(config: ClusterConfig, env: simpy.Environment, streams: Streams) -> FailureModel:
+    """Build (but do not start) the failure model of a :class:`ClusterConfig`."""
+    fm = FailureModel(env, streams)
+    doms = [
+        fm.add_domain(f"domain{d}", unavailability=config.domain_outage,
+                      mean_downtime=config.domain_mean_downtime,
+                      distribution=config.distribution, shape=config.shape)
+        for d in range(config.domains)
+    ]
+    names = config._trace.workers if config._trace is not None else None
+    for i in range(config.workers):
+        dom = doms[i % config.domains]
+        if names is not None:
+            fm.add_worker(f"worker{i}", dom, trace=config._trace.intervals[names[i]])  # type: ignore[union-attr]
+        else:
+            fm.add_worker(f"worker{i}", dom, availability=config.availability,
+                          mean_downtime=config.mean_downtime,
+                          distribution=config.distribution, shape=config.shape)
+    return fm
+
+
+def failures_model(config: ClusterConfig, streams: Streams) -> dict[str, float]:
+    """One replication of the cluster: measured availabilities and joint outages.
+
+    Returns
+    -------
+    dict
+        ``worker_availability`` (mean own up-fraction over workers),
+        ``effective_availability`` (up including domains),
+        ``domain_unavailability`` (mean over domains), ``joint_outage`` (mean
+        over domains of the fraction of time all its workers were down),
+        ``worker_transitions`` (own transitions per worker per unit time).
+    """
+    env = simpy.Environment()
+    fm = build_cluster(config, env, streams)
+    domains = fm.domains
+    groups = [GroupMonitor([c for c in d.children]) for d in domains if d.children]
+    fm.start()
+    env.run(until=config.horizon)
+    t = config.horizon
+    workers = fm.workers
+    return {
+        "worker_availability": float(np.mean([w.own_availability(t) for w in workers])),
+        "effective_availability": float(np.mean([w.availability(t) for w in workers])),
+        "domain_unavailability": float(np.mean([1.0 - d.availability(t) for d in domains])),
+        "joint_outage": float(np.mean([g.all_down_fraction(t) for g in groups])),
+        "worker_transitions": float(np.mean([w.own_transitions for w in workers]) / t),
+    }

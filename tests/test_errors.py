@@ -1,0 +1,65 @@
+"""Tests of the one-line validation messages and their CLI handling."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from sim.errors import ConfigError, check_choice, check_int, check_positive, check_probability
+
+
+def test_message_template():
+    """Messages read 'name' must be rule: value."""
+    assert str(ConfigError("availability", "in [0, 1]", 1.5)) == "'availability' must be in [0, 1]: 1.5"
+
+
+def test_pickles_across_processes():
+    """A ConfigError survives pickling (process pools, Dask workers)."""
+    e = pickle.loads(pickle.dumps(ConfigError("x", "> 0", -1)))
+    assert str(e) == "'x' must be > 0: -1" and e.name == "x"
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: check_probability("p", float("nan")), "'p' must be in [0, 1]: nan"),
+        (lambda: check_probability("p", 0.0, open_low=True), "'p' must be in (0, 1]: 0.0"),
+        (lambda: check_probability("p", "a"), "'p' must be in [0, 1]: 'a'"),
+        (lambda: check_positive("t", float("inf")), "'t' must be > 0: inf"),
+        (lambda: check_int("n", 2.5, low=1), "'n' must be an integer >= 1: 2.5"),
+        (lambda: check_int("n", 9, low=1, high=8), "'n' must be an integer in [1, 8]: 9"),
+        (lambda: check_choice("k", "z", ["a", "b"]), "'k' must be one of a, b: 'z'"),
+    ],
+)
+def test_checks(call, message):
+    """Each checker raises the exact message."""
+    with pytest.raises(ConfigError) as ei:
+        call()
+    assert str(ei.value) == message
+
+
+def test_valid_values_pass():
+    """Valid values come back converted."""
+    assert check_probability("p", 1) == 1.0
+    assert check_int("n", 3, low=1) == 3
+    assert check_positive("t", 2) == 2.0
+
+
+def test_cli_bad_input_is_one_line_exit_2():
+    """The CLI prints one line naming parameter, rule and value, exits 2, no traceback."""
+    proc = subprocess.run([sys.executable, "-m", "sim", "failures", "--availability", "1.5"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == "dtsim failures: error: 'availability' must be in [0, 1]: 1.5\n"
+
+
+def test_cli_unknown_option_exit_2():
+    """An unknown option is a one-line usage error with exit 2."""
+    proc = subprocess.run([sys.executable, "-m", "sim", "failures", "--bogus"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -1,0 +1,263 @@
+"""Tests of the failure model: renewal processes, domains, accounting, traces."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import simpy
+
+from sim.errors import ConfigError
+from sim.failures import (
+    ClusterConfig,
+    Deterministic,
+    Exponential,
+    FailureModel,
+    GroupMonitor,
+    LogNormal,
+    Transition,
+    Weibull,
+    failures_model,
+    make_distribution,
+    read_trace,
+    up_down_means,
+)
+from sim.results import mean_ci
+from sim.rng import Streams
+from sim.runner import replicate
+
+
+def _second_moment(d) -> float:
+    if isinstance(d, Exponential):
+        return 2 * d.mean**2
+    if isinstance(d, Weibull):
+        return d.scale**2 * math.gamma(1 + 2 / d.shape)
+    if isinstance(d, LogNormal):
+        return math.exp(2 * d.mu + 2 * d.sigma**2)
+    return d.mean**2
+
+
+@pytest.mark.parametrize(
+    "dist", [Exponential(2.0), Weibull(2.0, 0.6), Weibull(2.0, 2.5), LogNormal(2.0, 1.2), Deterministic(2.0)]
+)
+def test_sample_and_residual_means(dist):
+    """Samples have the asked mean; residual lives have mean E[X^2] / (2 E[X])."""
+    rng = np.random.default_rng(7)
+    n = 200_000
+    x = np.array([dist.sample(rng) for _ in range(n)])
+    y = np.array([dist.residual(rng) for _ in range(n)])
+    assert abs(x.mean() - dist.mean) <= 4 * x.std() / math.sqrt(n) + 1e-12
+    target = _second_moment(dist) / (2 * dist.mean)
+    assert abs(y.mean() - target) <= 4 * y.std() / math.sqrt(n)
+
+
+def test_up_down_means():
+    """Mean up time is a d / (1 - a); the extremes never fail or never recover."""
+    assert up_down_means(0.9, 2.0) == pytest.approx((18.0, 2.0))
+    assert up_down_means(1.0, 2.0) == (math.inf, 2.0)
+    assert up_down_means(0.0, 2.0) == (2.0, math.inf)
+
+
+@pytest.mark.parametrize("distribution", ["exponential", "weibull", "lognormal", "deterministic"])
+def test_worker_and_domain_availability_match_targets(distribution):
+    """Measured availability of workers and domains matches a and 1 - rho (4 SE)."""
+    cfg = ClusterConfig(workers=8, domains=4, availability=0.7, mean_downtime=1.0,
+                        domain_outage=0.1, domain_mean_downtime=2.0,
+                        distribution=distribution, horizon=4000.0)
+    recs = replicate(failures_model, cfg, replications=12, seed=11)
+    for key, target in [("worker_availability", 0.7), ("domain_unavailability", 0.1),
+                        ("effective_availability", 0.7 * 0.9)]:
+        e = mean_ci(r[key] for r in recs)
+        assert abs(e.mean - target) <= 4 * e.se + 1e-9, (key, e, target)
+        assert e.se < 0.01
+
+
+@pytest.mark.parametrize("distribution", ["exponential", "weibull", "lognormal", "deterministic"])
+def test_stationary_from_time_zero(distribution):
+    """At a time shortly after 0 the up fraction over many workers is already a."""
+    env = simpy.Environment()
+    fm = FailureModel(env, Streams(3))
+    n = 6000
+    ws = [fm.add_worker(f"w{i}", availability=0.6, mean_downtime=5.0,
+                        distribution=distribution, shape=0.5 if distribution == "weibull" else None)
+          for i in range(n)]
+    fm.start()
+    env.run(until=0.5)
+    frac = np.mean([w.up for w in ws])
+    assert abs(frac - 0.6) <= 4 * math.sqrt(0.6 * 0.4 / n)
+
+
+def test_domain_outage_downs_all_workers_at_once():
+    """A domain outage downs every worker under it at the same instant; recovery needs both."""
+    env = simpy.Environment()
+    fm = FailureModel(env, Streams(5))
+    region = fm.add_domain("region", unavailability=0.2, mean_downtime=3.0)
+    rack = fm.add_domain("rack", region, unavailability=0.2, mean_downtime=2.0)
+    ws = [fm.add_worker(f"w{i}", rack, availability=0.7, mean_downtime=1.0) for i in range(4)]
+    seen = {"down": 0, "up": 0}
+    times: dict[str, list[tuple[float, bool]]] = {w.name: [] for w in ws}
+    for w in ws:
+        w.on_change(lambda c, up, t: times[c.name].append((t, up)))
+
+    def check_domain(comp, up, t):
+        for w in ws:
+            assert w.up == (w.own_up and rack.up and region.up)
+            if not up:
+                assert not w.up
+        seen["up" if up else "down"] += 1
+        if not up:  # every worker that was up went down at exactly this instant
+            for w in ws:
+                if w.own_up:
+                    assert times[w.name][-1] == (t, False)
+
+    rack.on_change(check_domain)
+    fm.start()
+    env.run(until=2000.0)
+    assert seen["down"] > 50 and seen["up"] > 50
+    # consistency of accounting: effective availability <= own, and <= the rack's
+    for w in ws:
+        assert w.availability() <= w.own_availability() + 1e-12
+        assert w.availability() <= rack.availability() + 1e-12
+
+
+def test_next_transition_event_carries_cause():
+    """next_transition() fires at the next effective change with a Transition."""
+    env = simpy.Environment()
+    fm = FailureModel(env, Streams(9))
+    w = fm.add_worker("w", availability=0.5, mean_downtime=1.0)
+    got = []
+
+    def watcher(env):
+        for _ in range(5):
+            cause = yield w.next_transition()
+            got.append(cause)
+
+    fm.start()
+    env.process(watcher(env))
+    env.run(until=100.0)
+    assert len(got) == 5
+    assert all(isinstance(c, Transition) and c.component == "w" for c in got)
+    assert [c.up for c in got] == [got[0].up, not got[0].up] * 2 + [got[0].up]
+    assert all(b.time > a.time for a, b in zip(got, got[1:], strict=False))
+
+
+@pytest.mark.parametrize("a,rho,r", [(0.6, 0.05, 3), (0.8, 0.02, 2)])
+def test_joint_outage_of_a_domain(a, rho, r):
+    """All r workers of a domain are down together rho + (1-rho)(1-a)^r of the time."""
+    cfg = ClusterConfig(workers=r * 3, domains=3, availability=a, mean_downtime=1.0,
+                        domain_outage=rho, domain_mean_downtime=2.0, horizon=10_000.0)
+    recs = replicate(failures_model, cfg, replications=12, seed=2)
+    e = mean_ci(r_["joint_outage"] for r_ in recs)
+    target = rho + (1 - rho) * (1 - a) ** r
+    assert abs(e.mean - target) <= 4 * e.se
+    independent = (1 - a * (1 - rho)) ** r  # what ignoring the shared domain would predict
+    assert abs(e.mean - independent) > 4 * e.se
+
+
+def test_group_monitor_fractions_sum_to_one():
+    """The time-with-k-down fractions form a distribution matching the binomial when independent."""
+    env = simpy.Environment()
+    fm = FailureModel(env, Streams(1))
+    ws = [fm.add_worker(f"w{i}", availability=0.5, mean_downtime=1.0) for i in range(3)]
+    g = GroupMonitor(ws)
+    fm.start()
+    env.run(until=20_000.0)
+    f = g.fractions()
+    assert f.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(f, [1 / 8, 3 / 8, 3 / 8, 1 / 8], atol=0.02)
+    assert g.outages > 100
+
+
+def test_same_seed_bit_identical_serial_and_pool():
+    """The same seed gives identical records on serial and process-pool execution."""
+    cfg = ClusterConfig(workers=6, domains=2, horizon=500.0, distribution="weibull")
+    a = replicate(failures_model, cfg, replications=4, seed=123)
+    b = replicate(failures_model, cfg, replications=4, seed=123, executor="local", workers=2)
+    strip = lambda rs: [{k: v for k, v in r.items() if k != "wall_time"} for r in rs]  # noqa: E731
+    assert strip(a) == strip(b)
+    c = replicate(failures_model, cfg, replications=4, seed=124)
+    assert strip(a) != strip(c)
+
+
+def _transition_times(extra: bool) -> list[tuple[float, bool]]:
+    env = simpy.Environment()
+    fm = FailureModel(env, Streams(42))
+    d = fm.add_domain("d0", unavailability=0.1, mean_downtime=2.0)
+    if extra:
+        d2 = fm.add_domain("d_extra", unavailability=0.3)
+        fm.add_worker("w_extra", d2, availability=0.4)
+    w = fm.add_worker("w0", d, availability=0.8, mean_downtime=1.0)
+    out: list[tuple[float, bool]] = []
+    w.on_change(lambda c, up, t: out.append((t, up)))
+    fm.start()
+    env.run(until=300.0)
+    return out
+
+
+def test_adding_a_component_does_not_change_other_draws():
+    """A new domain and worker leave an existing worker's transitions bit-identical."""
+    base = _transition_times(False)
+    assert len(base) > 20
+    assert _transition_times(True) == base
+
+
+def test_trace_replay(tmp_path):
+    """A trace replays its down intervals exactly; the worker is up elsewhere."""
+    p = tmp_path / "trace.csv"
+    p.write_text("worker,start,end,state\nA,0,2,down\nA,5,6,down\nB,1,3,down\nB,3,4,up\n")
+    cfg = ClusterConfig(workers=2, domains=1, domain_outage=0.0, horizon=10.0, trace=str(p))
+    rec = failures_model(cfg, Streams(0))
+    # A down 3 of 10, B down 2 of 10
+    assert rec["worker_availability"] == pytest.approx(((10 - 3) + (10 - 2)) / 20)
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("worker,begin,end\nA,0,1\n", "'trace' must be a CSV file with columns worker,start,end: "),
+        ("worker,start,end\nA,0,x\n", "'trace' must be a CSV file of numeric start,end: "),
+        ("worker,start,end\nA,3,1\n", "'trace' must be a CSV file with 0 <= start < end: "),
+        ("worker,start,end\nA,0,3\nA,2,4\n", "'trace' must be a CSV file without overlapping intervals per worker: "),
+    ],
+)
+def test_malformed_trace_messages(tmp_path, content, message):
+    """Malformed traces raise one ConfigError line naming 'trace'."""
+    p = tmp_path / "t.csv"
+    p.write_text(content)
+    with pytest.raises(ConfigError) as ei:
+        read_trace(p)
+    assert str(ei.value).startswith(message)
+    assert "\n" not in str(ei.value)
+
+
+def test_missing_trace_message(tmp_path):
+    """An unreadable trace names the path and the reason."""
+    with pytest.raises(ConfigError, match=r"^'trace' must be a readable CSV file: '.*nope.csv \(No such file or directory\)'$"):
+        read_trace(tmp_path / "nope.csv")
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"availability": 1.5}, "'availability' must be in [0, 1]: 1.5"),
+        ({"domain_outage": -0.1}, "'domain_outage' must be in [0, 1]: -0.1"),
+        ({"mean_downtime": 0.0}, "'mean_downtime' must be > 0: 0.0"),
+        ({"workers": 0}, "'workers' must be an integer >= 1: 0"),
+        ({"horizon": -5.0}, "'horizon' must be > 0: -5.0"),
+        ({"distribution": "gamma"},
+         "'distribution' must be one of exponential, weibull, lognormal, deterministic: 'gamma'"),
+    ],
+)
+def test_config_errors(kwargs, message):
+    """Bad cluster configs raise at construction with the exact one-line message."""
+    with pytest.raises(ConfigError) as ei:
+        ClusterConfig(**kwargs)
+    assert str(ei.value) == message
+
+
+def test_make_distribution_shapes():
+    """make_distribution maps names and shape to the right law."""
+    assert make_distribution("weibull", 2.0, 1.5) == Weibull(2.0, 1.5)
+    assert make_distribution("lognormal", 2.0) == LogNormal(2.0, 1.0)
+    assert make_distribution("deterministic", 3.0) == Deterministic(3.0)
