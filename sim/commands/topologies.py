@@ -1,0 +1,106 @@
+"""``dtsim topologies``: list the topology families, or build one spec and describe it."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+import numpy as np
+
+from ._common import emit_json, print_table
+
+NAME = "topologies"
+HELP = "list topology families with their parameters (or build a spec and describe it)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``dtsim topologies``."""
+    p.add_argument("spec", nargs="?", default=None, metavar="SPEC",
+                   help="a topology spec to build and describe (ring:n=64, torus:dims=8x8, "
+                        "datacenter:regions=3,racks=4,hosts=8, a graph file, module:function)")
+    p.add_argument("--nodes", type=int, default=None, metavar="N",
+                   help="total nodes when the spec does not set the size")
+    p.add_argument("--seed", type=int, default=None, help="seed for random families")
+    p.add_argument("--stages", type=int, default=None, metavar="L",
+                   help="also place L pipeline stages on the layout")
+    p.add_argument("--replicas", type=int, default=2, metavar="R",
+                   help="replicas per stage for --stages (default 2)")
+    p.add_argument("--policy", default="shared", metavar="NAME",
+                   help="placement policy for --stages: shared, spread, packed, random")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def _listing() -> list[dict[str, Any]]:
+    import topologies
+
+    return [
+        {"family": f.name, "kind": f.kind, "sized_by": f.sized_by,
+         "params": {k: ("required" if v is topologies.REQUIRED else topologies.format_value(v))
+                    for k, v in f.params.items()},
+         "summary": f.summary}
+        for f in topologies.families()
+    ]
+
+
+def _describe(args: argparse.Namespace) -> dict[str, Any]:
+    import topologies
+
+    G = topologies.build(args.spec, nodes=args.nodes, seed=args.seed)
+    degrees = np.fromiter((d for _, d in G.degree()), dtype=np.int64, count=G.number_of_nodes())
+    lat = np.fromiter((d for _, _, d in G.edges(data="latency")), dtype=float,
+                      count=G.number_of_edges())
+    bw = np.fromiter((d for _, _, d in G.edges(data="bandwidth")), dtype=float,
+                     count=G.number_of_edges())
+    out: dict[str, Any] = {
+        "spec": G.graph["spec"], "family": G.graph["family"],
+        "nodes": G.number_of_nodes(), "edges": G.number_of_edges(),
+        "degree_min": int(degrees.min()), "degree_mean": float(degrees.mean()),
+        "degree_max": int(degrees.max()),
+        "latency_min": float(lat.min()), "latency_max": float(lat.max()),
+        "bandwidth_min": float(bw.min()), "bandwidth_max": float(bw.max()),
+    }
+    domains = G.graph.get("domains") or {}
+    if domains:
+        levels: dict[str, int] = {}
+        for info in domains.values():
+            levels[info.get("level", "?")] = levels.get(info.get("level", "?"), 0) + 1
+        out["domains_per_level"] = levels
+    if args.stages is not None:
+        from sim.rng import Streams
+
+        rng = Streams(args.seed or 0).rng("placement")
+        placement = topologies.place(G, args.stages, args.replicas, args.policy, rng=rng)
+        out["placement"] = placement.records()
+        out["_placement_text"] = placement.render()
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """List the families, or describe the graph ``args.spec`` builds."""
+    if args.spec is None:
+        rows = _listing()
+        if args.json:
+            emit_json({"families": rows})
+            return 0
+        for r in rows:
+            params = ", ".join(f"{k} (required)" if v == "required" else f"{k}={v}"
+                               for k, v in r["params"].items())
+            print(f"{r['family']}  ({r['kind']}; --nodes sets {r['sized_by']})")
+            print(f"    {r['summary']}")
+            print(f"    {params}")
+        print("\nspec: FAMILY[:key=value,...] | FILE.graphml/.gml/.edges/.edgelist/.txt"
+              " | module:function[:key=value,...]")
+        return 0
+    info = _describe(args)
+    text = info.pop("_placement_text", None)
+    if args.json:
+        emit_json(info)
+        return 0
+    rows = [(k, f"{v:.6g}" if isinstance(v, float) and math.isfinite(v) else str(v))
+            for k, v in info.items() if k != "placement"]
+    print_table(rows, ("field", "value"))
+    if text is not None:
+        print()
+        print(text)
+    return 0

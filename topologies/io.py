@@ -1,0 +1,259 @@
+"""Reading and writing graph files: GraphML, GML and edge lists.
+
+Files carry what they carry: edge ``latency``/``bandwidth`` and node
+``domain`` are read when present (numeric strings become numbers, a domain
+string becomes a chain) and :func:`topologies.validate_graph` fills the rest.
+
+Edge-list lines (``.edges``, ``.edgelist``, ``.txt``; ``#`` starts a comment)::
+
+    u v                      # an edge with default attributes
+    u v latency              # an edge with a latency
+    u v latency bandwidth    # ... and a bandwidth
+    u v key=value ...        # any attributes
+    u v {'latency': 2.0}     # networkx.write_edgelist(G, path) format
+    u                        # an isolated node
+
+A node's ``domain`` in a file is a string: names separated by ``;`` give the
+chain as written (``"region0;region0/rack1"``); a single ``/`` path is
+expanded to its prefixes (``"region0/rack1"`` -> ``("region0", "region0/rack1")``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from sim.errors import ConfigError
+
+__all__ = ["GRAPH_EXTENSIONS", "read_graph", "write_graph", "domain_chain", "is_graph_file"]
+
+#: File name endings read as graph files.
+GRAPH_EXTENSIONS = (".graphml", ".gml", ".edges", ".edgelist", ".txt")
+
+_INT = re.compile(r"[+-]?\d+")
+
+
+def is_graph_file(spec: str) -> bool:
+    """True when ``spec`` names a graph file by its ending."""
+    return spec.lower().endswith(GRAPH_EXTENSIONS)
+
+
+def _coerce(value: Any) -> Any:
+    """A numeric string as int or float; anything else unchanged."""
+    if not isinstance(value, str):
+        return value
+    s = value.strip()
+    if _INT.fullmatch(s):
+        return int(s)
+    try:
+        return float(s)
+    except ValueError:
+        return value
+
+
+def domain_chain(value: Any) -> tuple[str, ...]:
+    """A node's domain chain from a tuple, list or file string (see the module docstring).
+
+    Parameters
+    ----------
+    value : str or sequence of str
+        ``"a;a/b"`` (explicit chain), ``"a/b/c"`` (prefix chain), ``""`` (none)
+        or a sequence of names.
+
+    Returns
+    -------
+    tuple of str
+    """
+    if isinstance(value, str):
+        s = value.strip()
+        if not s:
+            return ()
+        if ";" in s:
+            return tuple(x.strip() for x in s.split(";") if x.strip())
+        parts = s.split("/")
+        return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return tuple(str(x) for x in value)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _read_edgelist(path: Path) -> nx.Graph:
+    G = nx.Graph()
+    usage = "'u v [latency [bandwidth]]', 'u v key=value ...' or 'u v {dict}'"
+    with path.open(encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            tokens = line.split(None, 2)
+            if len(tokens) == 1:
+                G.add_node(tokens[0])
+                continue
+            u, v = tokens[0], tokens[1]
+            rest = tokens[2] if len(tokens) == 3 else ""
+            data: dict[str, Any] = {}
+            if rest.startswith("{"):
+                try:
+                    data = ast.literal_eval(rest)
+                except (ValueError, SyntaxError):
+                    data = None  # type: ignore[assignment]
+                if not isinstance(data, dict):
+                    raise ValueError(f"line {lineno}: expected {usage}, got {line!r}")
+            elif rest:
+                extra = rest.split()
+                if all("=" in t for t in extra):
+                    data = dict(t.split("=", 1) for t in extra)
+                elif len(extra) <= 2 and not any("=" in t for t in extra):
+                    data = dict(zip(("latency", "bandwidth"), extra, strict=False))
+                    for key, val in data.items():
+                        if not isinstance(_coerce(val), (int, float)):
+                            raise ValueError(f"line {lineno}: {key} is not a number: {val!r}")
+                else:
+                    raise ValueError(f"line {lineno}: expected {usage}, got {line!r}")
+            G.add_edge(u, v, **{str(k): _coerce(x) for k, x in data.items()})
+    return G
+
+
+def _read_gml(path: Path) -> nx.Graph:
+    try:
+        return nx.read_gml(path, label="label")
+    except nx.NetworkXError as exc:
+        if "label" not in str(exc):
+            raise
+        return nx.read_gml(path, label="id")
+
+
+def _normalise(G: nx.Graph) -> nx.Graph:
+    """Undirected simple graph, integer labels when all are integers, typed attributes."""
+    if G.is_directed():
+        G = G.to_undirected()
+    if G.is_multigraph():
+        G = nx.Graph(G)
+    labels = list(G.nodes)
+    if labels and all(isinstance(x, str) and _INT.fullmatch(x.strip()) for x in labels):
+        G = nx.relabel_nodes(G, {x: int(x) for x in labels}, copy=True)
+    for _, data in G.nodes(data=True):
+        for key in list(data):
+            data[key] = domain_chain(data[key]) if key == "domain" else _coerce(data[key])
+    for _, _, data in G.edges(data=True):
+        for key in list(data):
+            data[key] = _coerce(data[key])
+    graph = G.graph
+    if isinstance(graph.get("domains_json"), str):
+        graph["domains"] = json.loads(graph.pop("domains_json"))
+    if isinstance(graph.get("levels"), str):
+        graph["levels"] = tuple(graph["levels"].split("/"))
+    if "domains" not in graph:
+        domains: dict[str, dict[str, Any]] = {}
+        for _, chain in G.nodes(data="domain"):
+            for depth, name in enumerate(chain or ()):
+                domains.setdefault(name, {"unavailability": 0.0, "level": f"level{depth}",
+                                          "parent": chain[depth - 1] if depth else None})
+        if domains:
+            graph["domains"] = domains
+    return G
+
+
+def read_graph(path: str | Path) -> nx.Graph:
+    """Read a GraphML, GML or edge-list file into an undirected :class:`networkx.Graph`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file; the format follows its ending (:data:`GRAPH_EXTENSIONS`).
+
+    Returns
+    -------
+    networkx.Graph
+        Attributes as read (numeric strings converted); not yet validated.
+
+    Raises
+    ------
+    ConfigError
+        ``'topology'`` naming the path and the parser's reason.
+    """
+    p = Path(path)
+    rule = "a readable graph file"
+    if not p.is_file():
+        raise ConfigError("topology", f"{rule} (no such file)", str(path))
+    ext = p.suffix.lower()
+    try:
+        if ext == ".graphml":
+            G = nx.read_graphml(p)
+        elif ext == ".gml":
+            G = _read_gml(p)
+        else:
+            G = _read_edgelist(p)
+        return _normalise(G)
+    except ConfigError:
+        raise
+    except Exception as exc:  # any parser failure becomes one line naming the file
+        raise ConfigError("topology", f"{rule} ({_one_line(exc)})", str(path)) from None
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def write_graph(G: nx.Graph, path: str | Path) -> Path:
+    """Write ``G`` as GraphML, GML or an edge list (by the file ending), readable back.
+
+    Domain chains become ``;``-joined strings, ``G.graph["domains"]`` a JSON
+    string, other non-scalar attributes strings.
+
+    Parameters
+    ----------
+    G : networkx.Graph
+        The graph (for example a built topology).
+    path : str or Path
+        Destination; ``.graphml``, ``.gml`` or an edge-list ending.
+
+    Returns
+    -------
+    Path
+    """
+    p = Path(path)
+    ext = p.suffix.lower()
+    H = nx.Graph()
+    for key, value in G.graph.items():
+        if key == "domains":
+            H.graph["domains_json"] = json.dumps(value)
+        elif key == "levels":
+            H.graph["levels"] = "/".join(value)
+        else:
+            H.graph[key] = _scalar(value)
+    for node, data in G.nodes(data=True):
+        attrs = {k: (";".join(v) if k == "domain" else _scalar(v)) for k, v in data.items()}
+        H.add_node(node, **attrs)
+    for u, v, data in G.edges(data=True):
+        H.add_edge(u, v, **{k: _scalar(x) for k, x in data.items()})
+    if ext == ".graphml":
+        nx.write_graphml(H, p)
+    elif ext == ".gml":
+        nx.write_gml(H, p, stringizer=str)
+    elif ext in GRAPH_EXTENSIONS:
+        with p.open("w", encoding="utf-8") as fh:
+            for node in H.nodes:
+                if H.degree(node) == 0:
+                    fh.write(f"{node}\n")
+            for u, v, data in H.edges(data=True):
+                fh.write(f"{u} {v} {data.get('latency', 1.0)!r} "
+                         f"{_fmt_bw(data.get('bandwidth', math.inf))}\n")
+    else:
+        raise ConfigError("path", "a file ending in " + ", ".join(GRAPH_EXTENSIONS), str(path))
+    return p
+
+
+def _fmt_bw(x: Any) -> str:
+    return "inf" if x == math.inf else repr(x)
