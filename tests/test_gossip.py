@@ -1,0 +1,373 @@
+"""Tests of sim.gossip: validation, protocols, invariants and the Study B closed forms."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim import analytic
+from sim.cli import main
+from sim.errors import ConfigError
+from sim.gossip import (
+    GossipConfig,
+    GossipSystem,
+    gossip_model,
+    random_maximal_matching,
+    summarize_runs,
+)
+from sim.rng import Streams
+from sim.runner import replicate
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _run(cfg: GossipConfig, reps: int, seed: int = 1) -> dict:
+    return summarize_runs(replicate(gossip_model, cfg, replications=reps, seed=seed), cfg)
+
+
+def _within(est, exact: float, k: float = 4.0) -> bool:
+    return abs(est.mean - exact) <= k * est.se
+
+
+def _error(**kw) -> str:
+    with pytest.raises(ConfigError) as e:
+        GossipConfig(**kw)
+    return str(e.value)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_odd_n_matching_complete_message():
+    """Odd n with matching on the complete graph is refused naming 'nodes'."""
+    assert _error(nodes=7) == "'nodes' must be even for protocol matching on the complete graph: 7"
+
+
+def test_small_n_message():
+    """n < 2 is refused."""
+    assert _error(nodes=1, protocol="edge") == "'nodes' must be an integer >= 2: 1"
+
+
+def test_too_many_adversaries_message():
+    """As many adversaries as nodes is refused."""
+    assert (_error(nodes=4, adversary="stubborn", num_adversaries=4)
+            == "'num_adversaries' must be an integer in [0, 3]: 4")
+
+
+def test_negative_clip_and_noise_messages():
+    """Negative tau and negative noise are refused."""
+    assert _error(clip=-1.0) == "'clip' must be >= 0: -1.0"
+    assert _error(noise=-0.5) == "'noise' must be >= 0: -0.5"
+
+
+def test_disconnected_graph_message():
+    """A disconnected graph is refused naming 'topology'."""
+    g = nx.Graph([(0, 1), (2, 3)])
+    assert (_error(graph=g, topology="two-pieces", nodes=None, protocol="edge")
+            == "'topology' must be a connected graph: 'two-pieces'")
+
+
+def test_unknown_adversary_message():
+    """An unknown adversary kind lists the valid ones."""
+    assert (_error(adversary="evil")
+            == "'adversary' must be one of none, stubborn, alie, dissensus, signflip: 'evil'")
+
+
+def test_unknown_topology_lists_families():
+    """An unknown topology name is refused with the valid families listed."""
+    msg = _error(topology="hexagon")
+    assert msg.startswith("'topology' must be a family (")
+    for fam in ("complete", "ring", "torus", "random-regular", "erdos-renyi", "watts-strogatz"):
+        assert fam.replace("-", "_") in msg
+
+
+def test_cli_bad_input_is_one_line_exit_2(capsys):
+    """The CLI turns bad input into one line on stderr and exit status 2."""
+    assert main(["gossip", "--nodes", "7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["dtsim gossip: error: 'nodes' must be even for protocol matching on the complete graph: 7"]
+
+
+# --------------------------------------------------------------------------- mechanics
+
+
+def test_maximal_matching_is_a_maximal_matching():
+    """The random greedy matching uses each node once and leaves no edge with two free ends."""
+    g = nx.random_regular_graph(3, 40, seed=2)
+    u = np.array([a for a, _ in g.edges()])
+    v = np.array([b for _, b in g.edges()])
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        e = random_maximal_matching(u, v, 40, rng=rng)
+        ends = np.concatenate([u[e], v[e]])
+        assert len(set(ends.tolist())) == ends.size
+        free = np.ones(40, dtype=bool)
+        free[ends] = False
+        assert not np.any(free[u] & free[v])
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), protocol=st.sampled_from(["matching", "edge", "async"]),
+       topo=st.sampled_from(["complete", "ring", "star"]), dim=st.integers(1, 3),
+       clip=st.sampled_from([None, 0.3]))
+def test_honest_averaging_conserves_sum_and_hull(seed, protocol, topo, dim, clip):
+    """All-honest exchanges keep the honest sum and stay in the box of the initial values."""
+    graphs = {"ring": nx.cycle_graph(10), "star": nx.star_graph(9)}
+    kw = dict(nodes=10, protocol=protocol, rounds=15, dim=dim, clip=clip)
+    if topo != "complete":
+        kw.update(graph=graphs[topo], topology=topo, nodes=None)
+        if protocol == "async":  # instantaneous exchanges so values in flight are current
+            g = graphs[topo].copy()
+            nx.set_edge_attributes(g, 0.0, "latency")
+            kw["graph"] = g
+    elif protocol == "async":
+        g = nx.complete_graph(10)
+        nx.set_edge_attributes(g, 0.0, "latency")
+        kw.update(graph=g, topology="complete", nodes=None)
+    cfg = GossipConfig(**kw)
+    system = GossipSystem(cfg, Streams(seed))
+    x0 = system.x.copy()
+    system.run()
+    np.testing.assert_allclose(system.x.sum(axis=0), x0.sum(axis=0), rtol=0, atol=1e-11)
+    assert np.all(system.x >= x0.min(axis=0) - 1e-12)
+    assert np.all(system.x <= x0.max(axis=0) + 1e-12)
+
+
+def test_stubborn_rows_never_move():
+    """Stubborn nodes keep b whatever the protocol, and their peers move toward it."""
+    for protocol in ("matching", "edge", "async"):
+        cfg = GossipConfig(nodes=8, protocol=protocol, rounds=20, adversary="stubborn",
+                           num_adversaries=2, adversary_value=5.0)
+        system = GossipSystem(cfg, Streams(3))
+        rec = system.run()
+        np.testing.assert_array_equal(system.x[:2], 5.0)
+        assert rec.gap[-1] / rec.gap[0] < 1.0
+
+
+def test_same_seed_same_result():
+    """A replication depends only on (seed, replication)."""
+    cfg = GossipConfig(nodes=12, protocol="edge", rounds=200, adversary="alie", noise=0.1)
+    a = gossip_model(cfg, Streams(9).replication(2))
+    b = gossip_model(cfg, Streams(9).replication(2))
+    np.testing.assert_array_equal(a["disagreement"], b["disagreement"])
+
+
+def test_clock_advances_per_protocol():
+    """Matching rounds last the slowest exchange, edge steps 2/n, async horizons are time."""
+    g = nx.cycle_graph(6)
+    nx.set_edge_attributes(g, 2.5, "latency")
+    rec = gossip_model(GossipConfig(graph=g, topology="ring", nodes=None, rounds=4), Streams(0))
+    np.testing.assert_allclose(rec["time"], [0, 2.5, 5.0, 7.5, 10.0])
+    rec = gossip_model(GossipConfig(nodes=10, protocol="edge", rounds=10, record_every=5), Streams(0))
+    np.testing.assert_allclose(rec["time"], [0, 1.0, 2.0])
+    rec = gossip_model(GossipConfig(nodes=10, protocol="async", rounds=3), Streams(0))
+    np.testing.assert_allclose(rec["time"], [0, 1, 2, 3])
+    assert rec["exchanges"] > 0
+
+
+def test_attacks_and_adaptive_clip_run():
+    """Every attack runs under every defence on a sparse graph, in several dimensions."""
+    g = nx.random_regular_graph(4, 20, seed=1)
+    for kind in ("alie", "dissensus", "signflip"):
+        for extra in ({}, {"clip": 0.2}, {"adaptive_clip": True}):
+            for protocol in ("matching", "edge", "async"):
+                cfg = GossipConfig(graph=g, topology="rr", nodes=None, protocol=protocol, rounds=10,
+                                   adversary=kind, num_adversaries=2, dim=2, **extra)
+                rec = gossip_model(cfg, Streams(4))
+                assert np.all(np.isfinite(rec["disagreement"]))
+
+
+def test_async_churn_runs_and_offline_nodes_are_skipped():
+    """With availability < 1 async still runs, and fewer exchanges happen."""
+    base = GossipConfig(nodes=20, protocol="async", rounds=20)
+    churn = GossipConfig(nodes=20, protocol="async", rounds=20, availability=0.5, mean_downtime=2.0)
+    full = gossip_model(base, Streams(1))["exchanges"]
+    half = gossip_model(churn, Streams(1))["exchanges"]
+    assert 0 < half < 0.7 * full
+
+
+# --------------------------------------------------------------------------- Study B validation
+
+
+@pytest.mark.parametrize("n", [4, 10, 100, 10_000])
+def test_contraction_per_matching_round(n):
+    """E[D'] = (n-2)/(2(n-1)) D per perfect-matching round (1/2 fails at small n)."""
+    reps = {4: 4000, 10: 1500, 100: 300, 10_000: 40}[n]
+    cfg = GossipConfig(nodes=n, rounds=12)
+    est = _run(cfg, reps)["contraction_per_round_ci"]
+    c = (n - 2) / (2 * (n - 1))
+    assert _within(est, c)
+    if n <= 10:
+        assert not _within(est, 0.5)
+
+
+def test_noise_floor_within_one_percent():
+    """The stationary D after averaging is (n-1)(n-2)s^2/n within 1% (and 4 SE)."""
+    n, s = 100, 0.5
+    cfg = GossipConfig(nodes=n, rounds=2500, noise=s, burn_in=40)
+    out = _run(cfg, 8)
+    exact = (n - 1) * (n - 2) * s**2 / n
+    est = out["noise_floor_ci"]
+    assert _within(est, exact)
+    assert abs(est.mean / exact - 1) < 0.01 and est.high - est.low < 0.02 * exact
+    # the floor measured before averaging would be 2 (n-1)^2 s^2 / n: clearly excluded
+    assert not _within(est, 2 * (n - 1) ** 2 * s**2 / n)
+
+
+@pytest.mark.parametrize("n", [6, 20])
+def test_capture_rate_per_step(n):
+    """One stubborn node: E[m - b] shrinks by 1 - 1/(n(n-1)) per single-pair step."""
+    steps = n * (n - 1)
+    cfg = GossipConfig(nodes=n, protocol="edge", rounds=steps, record_every=steps,
+                       adversary="stubborn", adversary_value=10.0)
+    out = _run(cfg, 400)
+    est = out["capture_rate_ci"]
+    exact = 1 - 1 / (n * (n - 1))
+    assert out["capture_steps"] == steps
+    assert _within(est, exact)
+    assert not _within(est, 1 - 1 / (n - 1) ** 2)  # counting only honest nodes in n fails
+
+
+def test_capture_rate_per_matching_round():
+    """Per perfect-matching round the capture factor is 1 - 1/(2(n-1))."""
+    n = 10
+    cfg = GossipConfig(nodes=n, rounds=10, adversary="stubborn")
+    est = _run(cfg, 400)["capture_rate_ci"]
+    assert _within(est, 1 - 1 / (2 * (n - 1)))
+
+
+def test_clipped_creep_far_and_near():
+    """Clipped capture creeps at tau/(n(n-1)) per step when b is far, and slower when near."""
+    n, tau = 10, 0.5
+    bound = tau / (n * (n - 1))
+    far = GossipConfig(nodes=n, protocol="edge", rounds=2000, record_every=100,
+                       adversary="stubborn", adversary_value=1000.0, clip=tau)
+    out = _run(far, 100)
+    est = out["creep_per_step_ci"]
+    assert out["creep_steps"] == 2000
+    assert _within(est, bound)
+    assert est.mean <= bound + 4 * est.se
+    near = GossipConfig(nodes=n, protocol="edge", rounds=400, record_every=400,
+                        adversary="stubborn", adversary_value=0.0, clip=tau)
+    recs = replicate(gossip_model, near, replications=200, seed=2)
+    toward = np.array([r["toward"][-1] / 400 for r in recs])
+    assert toward.mean() < 0.8 * bound
+
+
+@pytest.mark.parametrize("graph", [nx.cycle_graph(12), nx.grid_2d_graph(4, 4, periodic=True)],
+                         ids=["ring", "torus"])
+def test_edge_gossip_matches_exact_recursions(graph):
+    """On a ring and a torus, simulated E[D(t)] and stubborn E[m(t)] match the exact recursions."""
+    steps, every = 240, 40
+    honest = GossipConfig(graph=graph, topology="g", nodes=None, protocol="edge", rounds=steps,
+                          record_every=every)
+    out = _run(honest, 1500)
+    exact = out["predicted_disagreement"]
+    assert exact[0] == pytest.approx(graph.number_of_nodes() - 1)
+    z = np.abs(out["disagreement"] - exact) / out["disagreement_se"]
+    assert np.all(z[1:] < 4.0)
+    # the spectral bound lambda_2(E[W])^t is far from the exact decay: the comparison can fail
+    stub = GossipConfig(graph=graph, topology="g", nodes=None, protocol="edge", rounds=steps,
+                        record_every=every, adversary="stubborn", adversary_value=4.0)
+    out = _run(stub, 1500)
+    z = np.abs(out["honest_mean"] - out["predicted_honest_mean"]) / out["honest_mean_se"]
+    assert np.all(z[1:] < 4.0)
+    assert out["predicted_honest_mean"][-1] > 0.2  # the stubborn pull is visible
+
+
+def test_async_capture_matches_poisson_clock():
+    """Async on the complete graph with instant exchanges: E[m(t) - b] = (m0 - b) exp(-t/(n-1))."""
+    n, horizon = 8, 14
+    g = nx.complete_graph(n)
+    nx.set_edge_attributes(g, 0.0, "latency")
+    cfg = GossipConfig(graph=g, topology="complete", nodes=None, protocol="async", rounds=horizon,
+                       record_every=horizon, adversary="stubborn", adversary_value=10.0)
+    recs = replicate(gossip_model, cfg, replications=600, seed=5)
+    ratios = np.array([r["gap"][-1] / r["gap"][0] for r in recs])
+    se = ratios.std(ddof=1) / math.sqrt(ratios.size)
+    assert abs(ratios.mean() - math.exp(-horizon / (n - 1))) < 4 * se
+
+
+def test_vectorised_matching_speed():
+    """The complete-graph matching engine does n = 10^5 in well under a second per round."""
+    cfg = GossipConfig(nodes=100_000, rounds=10)
+    t0 = time.perf_counter()
+    gossip_model(cfg, Streams(0))
+    per_round = (time.perf_counter() - t0) / 10
+    assert per_round < 0.1
+
+
+def test_analytic_closed_forms_are_the_ones_used():
+    """The predictions reported are sim.analytic's closed forms."""
+    cfg = GossipConfig(nodes=20, noise=0.3, rounds=5)
+    out = _run(cfg, 3)
+    assert out["predicted_contraction"] == pytest.approx(analytic.matching_contraction(20))
+    assert out["predicted_noise_floor"] == pytest.approx(analytic.noise_floor(20, 0.3))
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_json_keys(capsys):
+    """--json prints one object with the series and the measured/exact pairs."""
+    assert main(["gossip", "--nodes", "10", "--protocol", "edge", "--rounds", "200",
+                 "--adversary", "stubborn", "--clip", "0.5", "--adversary-value", "100",
+                 "--replications", "5", "--json", "--record-every", "20"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("time", "disagreement", "disagreement_se", "honest_mean", "honest_mean_se",
+                "creep_per_step", "creep_bound"):
+        assert key in out
+    assert len(out["time"]) == len(out["disagreement"]) == 11
+    assert out["creep_bound"] == pytest.approx(0.5 / 90)
+    assert main(["gossip", "--nodes", "16", "--rounds", "60", "--noise", "0.1",
+                 "--replications", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("contraction_per_round", "predicted_contraction", "noise_floor", "noise_floor_ci",
+                "predicted_noise_floor", "predicted_disagreement"):
+        assert key in out
+    assert main(["gossip", "--nodes", "10", "--protocol", "edge", "--rounds", "100",
+                 "--adversary", "stubborn", "--replications", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("capture_rate", "predicted_capture_rate", "predicted_honest_mean"):
+        assert key in out
+
+
+def test_cli_text_table(capsys):
+    """Without --json a table of simulated vs exact is printed."""
+    assert main(["gossip", "--topology", "ring", "--nodes", "8", "--protocol", "edge",
+                 "--rounds", "50", "--replications", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "simulated" in text and "exact" in text
+
+
+def test_edge_on_complete_graph_matches_closed_form():
+    """Random-pair gossip on the complete graph: E[D(t)] = (n-1)(1 - 1/(n-1))^t."""
+    n = 8
+    cfg = GossipConfig(nodes=n, protocol="edge", rounds=60, record_every=10)
+    out = _run(cfg, 1000)
+    assert out["predicted_contraction"] == pytest.approx(1 - 1 / (n - 1))
+    z = np.abs(out["disagreement"] - out["predicted_disagreement"]) / out["disagreement_se"]
+    assert np.all(z[1:] < 4.0)
+
+
+@pytest.mark.slow
+def test_experiment_quick_reproduces_every_claim(tmp_path):
+    """experiments/stubborn_gossip.py --quick: every Study B claim agrees and figures are written."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "experiments" / "stubborn_gossip.py"
+    spec = importlib.util.spec_from_file_location("stubborn_gossip", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = mod.reproduce(True, tmp_path, log=lambda m: None)
+    assert all(r["agrees"] for r in rows), [r["claim"] for r in rows if not r["agrees"]]
+    for name in ("disagreement_vs_rounds", "noise_floor_vs_n", "honest_mean_vs_steps", "creep_vs_tau"):
+        assert (tmp_path / f"{name}.png").exists()
