@@ -310,6 +310,10 @@ class Component:
         self._own_since = 0.0
         self.transitions = 0  # effective transitions
         self.own_transitions = 0
+        # Time of the next *scheduled* own transition (inf: none; 0: not known
+        # yet). Set by the driving process; lets a reader know for certain
+        # that nothing changes before then (the pipeline's lookahead).
+        self.next_own_change = 0.0
         if parent is not None:
             parent.children.append(self)
 
@@ -419,14 +423,20 @@ class _Renewal:
         comp = self.comp
         phase = self.up if comp.own_up else self.down
         if phase is None:
+            comp.next_own_change = math.inf
             return
-        yield env.timeout(phase.residual(self.rng))
+        delay = phase.residual(self.rng)
+        comp.next_own_change = env.now + delay
+        yield env.timeout(delay)
         while True:
             comp._set_own(not comp.own_up)
             phase = self.up if comp.own_up else self.down
             if phase is None:
+                comp.next_own_change = math.inf
                 return
-            yield env.timeout(phase.sample(self.rng))
+            delay = phase.sample(self.rng)
+            comp.next_own_change = env.now + delay
+            yield env.timeout(delay)
 
 
 class _Replay:
@@ -441,10 +451,13 @@ class _Replay:
     def run(self, env: simpy.Environment):
         for start, end in self.intervals:
             if start > env.now:
+                self.comp.next_own_change = start
                 yield env.timeout(start - env.now)
             self.comp._set_own(False)
+            self.comp.next_own_change = end
             yield env.timeout(end - env.now)
             self.comp._set_own(True)
+        self.comp.next_own_change = math.inf
 
 
 class FailureModel:
