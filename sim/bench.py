@@ -1,0 +1,747 @@
+"""Benchmarks measured side by side in one run, as ratios to a bare SimPy yardstick.
+
+Machines differ and a shared machine is noisy, so absolute rates mean little;
+what ``dtsim bench`` reports are the figures of one run *and* their ratios to
+the bare SimPy rate measured in the same run. The parts:
+
+a. ``simpy``: bare SimPy ``timeout`` events per second (the yardstick).
+b. ``pipeline``: stage crossings per second of the pipeline DES
+   (:mod:`sim.pipeline`), 48 stages, failing workers, failover (nonzero
+   detection timeout) and skipping on.
+c. ``async_gossip``: exchanges per second of the per-node SimPy ``async``
+   gossip (:mod:`sim.gossip`).
+d. ``matching``: node updates per second of the vectorised complete-graph
+   matching gossip at ``n = 1e3 .. 1e6`` and of a bare numpy
+   permute-and-average of the same size.
+e. ``stylised``: microbatch trials per second of the vectorised snapshot
+   engine (:mod:`sim.vector`).
+f. ``rare``: time for importance sampling (:mod:`sim.rare`) to reach a 10%
+   relative error at a drop probability of about 1e-9.
+g. ``sweep``: speedup over serial of 20 equal tasks on 2 local workers through
+   :func:`sim.runner.sweep`, next to a plain ``ProcessPoolExecutor`` running
+   the same tasks, and the same on a 2-worker Dask ``LocalCluster``.
+h. ``memory``: peak resident memory (``ru_maxrss`` of a fresh subprocess) of a
+   1e5-node ``async`` gossip run and of pipeline runs of 1e4 and 1e6
+   microbatches with per-microbatch records off (the difference is the
+   growth), and the ``tracemalloc`` peak of the pipeline run alone at 1e4 and
+   1e5 (``--quick``) or 1e6 microbatches, which sees growth the RSS of the
+   imports would hide.
+
+Every rate is the best of a few repeats (the least disturbed by other load).
+:func:`run_bench` returns one flat dict; :data:`TARGETS` lists the targets of
+issue 7 and :func:`check_targets` evaluates them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import simpy
+
+from .errors import check, check_int
+from .rng import Streams
+
+__all__ = [
+    "PARTS",
+    "Target",
+    "TARGETS",
+    "bench_simpy",
+    "bench_pipeline",
+    "bench_async_gossip",
+    "bench_matching",
+    "bench_stylised",
+    "bench_rare",
+    "bench_sweep",
+    "bench_memory",
+    "run_bench",
+    "check_targets",
+    "append_jsonl",
+    "MATCHING_SIZES",
+]
+
+PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory")
+MATCHING_SIZES = (1_000, 10_000, 100_000, 1_000_000)
+
+
+def _best_rate(fn: Callable[[], tuple[float, float]], repeats: int) -> tuple[float, float]:
+    """Run ``fn() -> (work, seconds)`` ``repeats`` times; the best rate and its seconds."""
+    best, secs = 0.0, math.nan
+    for _ in range(repeats):
+        work, dt = fn()
+        if dt > 0 and work / dt > best:
+            best, secs = work / dt, dt
+    return best, secs
+
+
+# --------------------------------------------------------------------------- (a) yardstick
+
+
+def bench_simpy(events: int = 200_000, repeats: int = 3) -> dict[str, float]:
+    """Bare SimPy rate: one process yielding ``events`` timeouts of 1.
+
+    Parameters
+    ----------
+    events : int
+        Timeouts per repeat.
+    repeats : int
+        Best of this many repeats.
+
+    Returns
+    -------
+    dict
+        ``simpy_timeouts_per_s``.
+    """
+    def once() -> tuple[float, float]:
+        env = simpy.Environment()
+
+        def loop():
+            timeout = env.timeout
+            for _ in range(events):
+                yield timeout(1.0)
+
+        env.process(loop())
+        t0 = time.perf_counter()
+        env.run()
+        return events, time.perf_counter() - t0
+
+    rate, _ = _best_rate(once, repeats)
+    return {"simpy_timeouts_per_s": rate}
+
+
+# --------------------------------------------------------------------------- (b) pipeline DES
+
+
+def pipeline_bench_config(microbatches: int) -> Any:
+    """The pipeline of the crossing benchmark.
+
+    48 stages of 2 replicas (96 workers of availability 0.9, outages of mean
+    20 stage times), shared stage domains (``rho = 1e-3``), skip budget 2,
+    compute time 1 per stage, failover after a detection timeout of 0.5, one
+    arrival per time unit.
+    """
+    from .pipeline import PipelineConfig
+
+    return PipelineConfig(stages=48, replicas=2, skip_budget=2, availability=0.9,
+                          domain_outage=1e-3, stage_time=1.0, detection_timeout=0.5,
+                          mean_downtime=20.0, domain_downtime=20.0, microbatches=microbatches,
+                          rate=1.0)
+
+
+def bench_pipeline(microbatches: int = 4000, repeats: int = 2) -> dict[str, float]:
+    """Stage crossings per second of the pipeline DES (see :func:`pipeline_bench_config`).
+
+    Parameters
+    ----------
+    microbatches : int
+        Microbatches per repeat.
+    repeats : int
+        Best of this many repeats (each with its own replication streams).
+
+    Returns
+    -------
+    dict
+        ``pipeline_crossings_per_s``, ``pipeline_failovers_per_microbatch``,
+        ``pipeline_mean_skipped``, ``pipeline_microbatches``.
+    """
+    from .pipeline import pipeline_model
+
+    cfg = pipeline_bench_config(microbatches)
+    extra: dict[str, float] = {}
+    rep = iter(range(repeats))
+
+    def once() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        m = pipeline_model(cfg, Streams(0).replication(next(rep)))
+        dt = time.perf_counter() - t0
+        extra.update(pipeline_failovers_per_microbatch=m["failovers_per_microbatch"],
+                     pipeline_mean_skipped=m["mean_skipped"], pipeline_drop_rate=m["drop_rate"])
+        return m["stage_crossings"], dt
+
+    rate, _ = _best_rate(once, repeats)
+    return {"pipeline_crossings_per_s": rate, "pipeline_microbatches": float(microbatches), **extra}
+
+
+# --------------------------------------------------------------------------- (c) async gossip
+
+
+def bench_async_gossip(nodes: int = 1000, horizon: int = 10, repeats: int = 2) -> dict[str, float]:
+    """Exchanges per second of the per-node SimPy ``async`` gossip on the complete graph.
+
+    Parameters
+    ----------
+    nodes : int
+        Nodes, each a SimPy process waking at rate 1.
+    horizon : int
+        Simulated time units (about ``nodes * horizon`` exchanges).
+    repeats : int
+        Best of this many repeats.
+
+    Returns
+    -------
+    dict
+        ``async_exchanges_per_s``, ``async_nodes``.
+    """
+    from .gossip import GossipConfig, GossipSystem
+
+    cfg = GossipConfig(topology="complete", nodes=nodes, protocol="async", rounds=horizon,
+                       record_every=horizon)
+    rep = iter(range(repeats))
+
+    def once() -> tuple[float, float]:
+        system = GossipSystem(cfg, Streams(0).replication(next(rep)))
+        t0 = time.perf_counter()
+        system.run()
+        return system.exchanges, time.perf_counter() - t0
+
+    rate, _ = _best_rate(once, repeats)
+    return {"async_exchanges_per_s": rate, "async_nodes": float(nodes)}
+
+
+# --------------------------------------------------------------------------- (d) matching gossip
+
+
+def bench_matching(sizes: Iterable[int] = MATCHING_SIZES, updates: float = 4e6,
+                   repeats: int = 2) -> dict[str, float]:
+    """Node updates per second of vectorised matching gossip vs bare numpy, per size.
+
+    Parameters
+    ----------
+    sizes : iterable of int
+        Node counts (even).
+    updates : float
+        About this many node updates per measurement (at least 3 rounds).
+    repeats : int
+        Best of this many repeats.
+
+    Returns
+    -------
+    dict
+        For each ``n``: ``matching_updates_per_s_n{n}``, ``matching_round_ms_n{n}``,
+        ``numpy_updates_per_s_n{n}``, ``matching_vs_numpy_n{n}`` (ratio of the
+        two rates). The numpy reference does, per round, a random permutation,
+        a pairing of its halves, and the average written to both ends.
+    """
+    out: dict[str, float] = {}
+    for n in sizes:
+        n = check_int("nodes", n, low=2)
+        rounds = max(3, int(updates // n))
+        sim_rate = _matching_rate(n, rounds, repeats)
+        np_rate = _numpy_rate(n, rounds, repeats)
+        out[f"matching_updates_per_s_n{n}"] = sim_rate
+        out[f"matching_round_ms_n{n}"] = 1e3 * n / sim_rate
+        out[f"numpy_updates_per_s_n{n}"] = np_rate
+        out[f"matching_vs_numpy_n{n}"] = sim_rate / np_rate
+    return out
+
+
+def _matching_rate(n: int, rounds: int, repeats: int) -> float:
+    """Node updates/s of :class:`sim.gossip.GossipSystem` matching rounds (complete graph)."""
+    from .gossip import GossipConfig, GossipSystem
+
+    cfg = GossipConfig(topology="complete", nodes=n, protocol="matching", rounds=rounds,
+                       record_every=rounds)
+    rep = iter(range(repeats))
+
+    def once() -> tuple[float, float]:
+        system = GossipSystem(cfg, Streams(1).replication(next(rep)))
+        t0 = time.perf_counter()
+        system.run()
+        return float(n * rounds), time.perf_counter() - t0
+
+    return _best_rate(once, repeats)[0]
+
+
+def _numpy_rate(n: int, rounds: int, repeats: int) -> float:
+    """Node updates/s of a bare numpy permute-pair-average round of ``n`` values."""
+    rng = np.random.default_rng(n)
+
+    def once() -> tuple[float, float]:
+        x = rng.standard_normal((n, 1))
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            perm = rng.permutation(n)
+            a, b = perm[0::2], perm[1::2]
+            avg = (x[a] + x[b]) * 0.5
+            x[a] = avg
+            x[b] = avg
+        return float(n * rounds), time.perf_counter() - t0
+
+    return _best_rate(once, repeats)[0]
+
+
+# --------------------------------------------------------------------------- (e) stylised
+
+
+def bench_stylised(microbatches: int = 20_000_000, repeats: int = 2) -> dict[str, float]:
+    """Microbatch trials per second of :func:`sim.vector.simulate_stylised`.
+
+    The study's point ``L = 48, r = 3, s = 1, a = 0.9, rho = 1e-3``.
+
+    Returns
+    -------
+    dict
+        ``stylised_trials_per_s``, ``stylised_drop_rate``, ``stylised_exact``.
+    """
+    from .analytic import drop_probability
+    from .vector import simulate_stylised
+
+    rng = Streams(2).rng("bench")
+    res: dict[str, float] = {}
+
+    def once() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        r = simulate_stylised(48, 3, 1, 0.9, 1e-3, microbatches=microbatches, rng=rng)
+        dt = time.perf_counter() - t0
+        res["stylised_drop_rate"] = r.drop_rate
+        return microbatches, dt
+
+    rate, _ = _best_rate(once, repeats)
+    return {"stylised_trials_per_s": rate, **res,
+            "stylised_exact": drop_probability(48, 3, 1, 0.9, 1e-3)}
+
+
+# --------------------------------------------------------------------------- (f) rare events
+
+
+def bench_rare(repeats: int = 5) -> dict[str, float]:
+    """Importance sampling to a 10% relative error at drop probabilities near 1e-9.
+
+    Independent stages: ``L = 48, r = 3, s = 4, a = 0.9`` (exact 1.65e-9);
+    shared racks: 12 racks of 4 stages, ``r = 3, s = 6, a = 0.9, rho = 1e-5``
+    (exact 8.1e-9). Median over ``repeats`` seeds.
+
+    Returns
+    -------
+    dict
+        ``rare_seconds``, ``rare_samples``, ``rare_estimate``, ``rare_rel_error``,
+        ``rare_exact``, ``rare_naive_samples``, and the same with ``rare_shared_``.
+    """
+    from .analytic import drop_probability, exact_drop_probability
+    from .rare import importance_drop_probability, importance_placement_probability
+
+    out: dict[str, float] = {}
+    runs = [importance_drop_probability(48, 3, 4, 0.9, 0.0, rng=Streams(3).rng("rare", i),
+                                        target_rel_error=0.1) for i in range(repeats)]
+    runs.sort(key=lambda r: r.seconds)
+    mid = runs[len(runs) // 2]
+    out.update(rare_seconds=mid.seconds, rare_samples=float(mid.samples),
+               rare_estimate=mid.estimate, rare_rel_error=mid.rel_error,
+               rare_exact=drop_probability(48, 3, 4, 0.9, 0.0), rare_naive_samples=mid.naive_samples)
+    rd = [[(f"rack{j // 4}",)] * 3 for j in range(48)]
+    do = {f"rack{i}": 1e-5 for i in range(12)}
+    runs = [importance_placement_probability(rd, do, 0.9, 6, rng=Streams(3).rng("rare_shared", i),
+                                             target_rel_error=0.1) for i in range(repeats)]
+    runs.sort(key=lambda r: r.seconds)
+    mid = runs[len(runs) // 2]
+    out.update(rare_shared_seconds=mid.seconds, rare_shared_samples=float(mid.samples),
+               rare_shared_estimate=mid.estimate, rare_shared_rel_error=mid.rel_error,
+               rare_shared_exact=exact_drop_probability(rd, do, 0.9, 6),
+               rare_shared_naive_samples=mid.naive_samples)
+    return out
+
+
+# --------------------------------------------------------------------------- (g) sweeps
+
+
+def sweep_task_config(microbatches: int) -> Any:
+    """The equal task of the sweep benchmark (a pipeline DES replication)."""
+    return pipeline_bench_config(microbatches)
+
+
+def _plain_run(ex: Any, model: Callable, cfg: Any, tasks: int, seed: int) -> float:
+    from .runner import run_one
+
+    t0 = time.perf_counter()
+    futures = [ex.submit(run_one, model, cfg, seed, k) for k in range(tasks)]
+    for f in futures:
+        f.result()
+    return time.perf_counter() - t0
+
+
+def bench_sweep(tasks: int = 20, workers: int = 2, microbatches: int = 2500,
+                dask: bool = True, repeats: int = 2) -> dict[str, float]:
+    """Sweep speedup over serial: the runner vs a plain executor, locally and on Dask.
+
+    Parameters
+    ----------
+    tasks : int
+        Equal tasks (replications of one pipeline config).
+    workers : int
+        Worker processes.
+    microbatches : int
+        Size of each task (see :func:`sweep_task_config`).
+    dask : bool
+        Also measure a ``workers``-worker Dask ``LocalCluster`` (started
+        before the clock starts).
+    repeats : int
+        Runner and plain runs alternate this many times; the best of each counts.
+
+    Returns
+    -------
+    dict
+        ``sweep_serial_s``, ``sweep_task_s``, ``sweep_local_s``, ``sweep_plain_pool_s``,
+        ``sweep_local_speedup``, ``sweep_plain_pool_speedup``,
+        ``sweep_local_vs_plain`` (runner speedup / plain speedup), and with Dask
+        ``sweep_dask_s``, ``sweep_plain_dask_s``, ``sweep_dask_speedup``,
+        ``sweep_plain_dask_speedup``, ``sweep_dask_vs_plain``. Local pools are
+        created inside the timed region for both (equal start-up cost).
+    """
+    from .pipeline import pipeline_model
+    from .runner import sweep
+
+    tasks = check_int("tasks", tasks, low=1)
+    workers = check_int("workers", workers, low=1)
+    cfg = sweep_task_config(microbatches)
+    out: dict[str, float] = {"sweep_tasks": float(tasks), "sweep_workers": float(workers)}
+
+    def runner_time(executor: Any) -> float:
+        t0 = time.perf_counter()
+        res = sweep(pipeline_model, cfg, replications=tasks, seed=5, executor=executor)
+        dt = time.perf_counter() - t0
+        check(res.errors == 0, "sweep", "free of task errors", res.errors)
+        return dt
+
+    serial = runner_time("serial")
+    out["sweep_serial_s"] = serial
+    out["sweep_task_s"] = serial / tasks
+
+    def local_runner() -> float:
+        t0 = time.perf_counter()
+        with ProcessPoolExecutor(max_workers=workers) as ex:
+            runner_time(ex)
+        return time.perf_counter() - t0
+
+    def local_plain() -> float:
+        t0 = time.perf_counter()
+        with ProcessPoolExecutor(max_workers=workers) as ex:
+            _plain_run(ex, pipeline_model, cfg, tasks, 5)
+        return time.perf_counter() - t0
+
+    plain_times, local_times = [], []
+    for _ in range(repeats):  # interleaved, best of each: the least disturbed by other load
+        plain_times.append(local_plain())
+        local_times.append(local_runner())
+    local, plain = min(local_times), min(plain_times)
+    out.update(sweep_local_s=local, sweep_plain_pool_s=plain,
+               sweep_local_speedup=serial / local, sweep_plain_pool_speedup=serial / plain,
+               sweep_local_vs_plain=plain / local)
+    if dask:
+        try:
+            from .runner import DaskExecutor
+            dex = DaskExecutor(workers=workers)
+        except Exception as exc:  # dask missing or failing: say so, do not fake it
+            out["sweep_dask_error"] = f"{type(exc).__name__}: {exc}"  # type: ignore[assignment]
+            return out
+        try:
+            _plain_run(dex, pipeline_model, sweep_task_config(20), 2 * workers, 0)  # warm up
+            d_plain, d_runner = [], []
+            for _ in range(repeats):
+                d_plain.append(_plain_run(dex, pipeline_model, cfg, tasks, 5))
+                d_runner.append(runner_time(dex))
+        finally:
+            dex.shutdown()
+        dr, dp = min(d_runner), min(d_plain)
+        out.update(sweep_dask_s=dr, sweep_plain_dask_s=dp,
+                   sweep_dask_speedup=serial / dr, sweep_plain_dask_speedup=serial / dp,
+                   sweep_dask_vs_plain=dp / dr)
+    return out
+
+
+# --------------------------------------------------------------------------- (h) memory
+
+_MEMORY_SCRIPTS = {
+    "baseline": """
+        import sim.gossip, sim.pipeline
+        """,
+    "async_gossip": """
+        from sim.gossip import GossipConfig, GossipSystem
+        from sim.rng import Streams
+        cfg = GossipConfig(topology="complete", nodes={nodes}, protocol="async",
+                           rounds={horizon}, record_every={horizon})
+        system = GossipSystem(cfg, Streams(0).replication(0))
+        system.run()
+        extra = {{"exchanges": system.exchanges}}
+        """,
+    "pipeline": """
+        import tracemalloc
+        from sim.pipeline import PipelineConfig, pipeline_model
+        from sim.rng import Streams
+        cfg = PipelineConfig(stages=48, replicas=3, skip_budget=1, availability=0.9,
+                             domain_outage=1e-3, microbatches={microbatches}, rate=1000.0,
+                             records=False)
+        if {traced}:
+            tracemalloc.start()
+        m = pipeline_model(cfg, Streams(0).replication(0))
+        traced = tracemalloc.get_traced_memory()[1] / 2**20 if {traced} else None
+        extra = {{"drop_rate": m["drop_rate"], "microbatches": m["microbatches"],
+                  "traced_peak_mib": traced}}
+        """,
+}
+
+
+def _peak_rss(kind: str, timeout: float = 900.0, **params: Any) -> dict[str, float]:
+    """Run one memory script in a fresh interpreter; its peak RSS in MiB and wall time."""
+    body = textwrap.dedent(_MEMORY_SCRIPTS[kind]).format(**params)
+    code = ("import json, resource, time\nt0 = time.perf_counter()\nextra = {}\n" + body +
+            "\nprint(json.dumps({'peak_mib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss"
+            " / 1024, 'seconds': time.perf_counter() - t0, **extra}))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory benchmark {kind} failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bench_memory(gossip_nodes: int = 100_000, gossip_horizon: int = 2,
+                 pipeline_small: int = 10_000, pipeline_large: int = 1_000_000,
+                 traced_large: int = 100_000) -> dict[str, float]:
+    """Peak memory of big runs, each in a fresh subprocess.
+
+    Parameters
+    ----------
+    gossip_nodes, gossip_horizon : int
+        The ``async`` gossip run (complete graph, latency 1).
+    pipeline_small, pipeline_large : int
+        Microbatches of the two pipeline runs whose peak RSS is compared (48
+        stages, snapshot crossing, 1000 arrivals per time unit, records off).
+    traced_large : int
+        Microbatches of the pipeline run whose Python allocations are traced
+        (``tracemalloc`` peak, compared with ``pipeline_small`` traced the same
+        way; tracing slows the run about fivefold).
+
+    Returns
+    -------
+    dict
+        ``mem_baseline_mib`` (peak RSS of an interpreter with sim imported),
+        ``mem_async_gossip_peak_mib``, ``mem_async_gossip_exchanges``,
+        ``mem_pipeline_small_peak_mib``, ``mem_pipeline_large_peak_mib``,
+        ``mem_pipeline_growth_mib`` (RSS, large minus small),
+        ``mem_pipeline_traced_small_mib``, ``mem_pipeline_traced_large_mib``,
+        ``mem_pipeline_traced_growth_mib`` (tracemalloc peaks of the run alone)
+        and the microbatch counts.
+    """
+    base = _peak_rss("baseline")
+    gos = _peak_rss("async_gossip", nodes=int(gossip_nodes), horizon=int(gossip_horizon))
+    small = _peak_rss("pipeline", microbatches=int(pipeline_small), traced=False)
+    large = _peak_rss("pipeline", microbatches=int(pipeline_large), traced=False)
+    t_small = _peak_rss("pipeline", microbatches=int(pipeline_small), traced=True)
+    t_large = _peak_rss("pipeline", microbatches=int(traced_large), traced=True)
+    return {
+        "mem_baseline_mib": base["peak_mib"],
+        "mem_async_gossip_nodes": float(gossip_nodes),
+        "mem_async_gossip_peak_mib": gos["peak_mib"],
+        "mem_async_gossip_exchanges": float(gos["exchanges"]),
+        "mem_async_gossip_seconds": gos["seconds"],
+        "mem_pipeline_small_microbatches": float(pipeline_small),
+        "mem_pipeline_large_microbatches": float(pipeline_large),
+        "mem_pipeline_small_peak_mib": small["peak_mib"],
+        "mem_pipeline_large_peak_mib": large["peak_mib"],
+        "mem_pipeline_growth_mib": large["peak_mib"] - small["peak_mib"],
+        "mem_pipeline_large_seconds": large["seconds"],
+        "mem_pipeline_traced_large_microbatches": float(traced_large),
+        "mem_pipeline_traced_small_mib": t_small["traced_peak_mib"],
+        "mem_pipeline_traced_large_mib": t_large["traced_peak_mib"],
+        "mem_pipeline_traced_growth_mib": t_large["traced_peak_mib"] - t_small["traced_peak_mib"],
+    }
+
+
+# --------------------------------------------------------------------------- the suite
+
+
+#: Sizes of every part for ``--quick`` and for the full run.
+SIZES: dict[str, dict[str, dict[str, Any]]] = {
+    "quick": {
+        "simpy": {"events": 200_000, "repeats": 3},
+        "pipeline": {"microbatches": 2000, "repeats": 2},
+        "async_gossip": {"nodes": 1000, "horizon": 5, "repeats": 2},
+        "matching": {"updates": 2e6, "repeats": 2},
+        "stylised": {"microbatches": 10_000_000, "repeats": 2},
+        "rare": {"repeats": 5},
+        "sweep": {"tasks": 20, "workers": 2, "microbatches": 2500},
+        "memory": {"gossip_nodes": 100_000, "gossip_horizon": 2, "pipeline_small": 10_000,
+                   "pipeline_large": 1_000_000, "traced_large": 100_000},
+    },
+    "full": {
+        "simpy": {"events": 1_000_000, "repeats": 5},
+        "pipeline": {"microbatches": 10_000, "repeats": 3},
+        "async_gossip": {"nodes": 1000, "horizon": 30, "repeats": 3},
+        "matching": {"updates": 2e7, "repeats": 3},
+        "stylised": {"microbatches": 100_000_000, "repeats": 3},
+        "rare": {"repeats": 21},
+        "sweep": {"tasks": 20, "workers": 2, "microbatches": 15000, "repeats": 3},
+        "memory": {"gossip_nodes": 100_000, "gossip_horizon": 5, "pipeline_small": 10_000,
+                   "pipeline_large": 1_000_000, "traced_large": 1_000_000},
+    },
+}
+
+_FUNCS: dict[str, Callable[..., dict[str, float]]] = {
+    "simpy": bench_simpy, "pipeline": bench_pipeline, "async_gossip": bench_async_gossip,
+    "matching": bench_matching, "stylised": bench_stylised, "rare": bench_rare,
+    "sweep": bench_sweep, "memory": bench_memory,
+}
+
+#: Figures divided by the yardstick (``<figure>_per_timeout``).
+_RATIOS = ("pipeline_crossings_per_s", "async_exchanges_per_s", "stylised_trials_per_s",
+           *(f"matching_updates_per_s_n{n}" for n in MATCHING_SIZES),
+           *(f"numpy_updates_per_s_n{n}" for n in MATCHING_SIZES))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target of issue 7: ``key op value`` (op is ``>=`` or ``<=``)."""
+
+    key: str
+    op: str
+    value: float
+    text: str
+
+    def met(self, results: Mapping[str, Any]) -> bool | None:
+        """True/False, or None when the figure was not measured."""
+        v = results.get(self.key)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+            return None
+        return v >= self.value if self.op == ">=" else v <= self.value
+
+
+TARGETS: tuple[Target, ...] = (
+    Target("pipeline_crossings_per_timeout", ">=", 0.5,
+           "pipeline DES: >= 0.5 stage crossings per bare SimPy timeout"),
+    Target("async_exchanges_per_timeout", ">=", 0.3,
+           "async gossip DES: >= 0.3 exchanges per bare SimPy timeout"),
+    Target("matching_round_ms_n100000", "<=", 10.0,
+           "vectorised matching at n=1e5: <= 10 ms per round"),
+    Target("matching_vs_numpy_n100000", ">=", 0.5,
+           "vectorised matching at n=1e5: >= 0.5 of bare numpy permute-and-average"),
+    Target("stylised_trials_per_s", ">=", 1e7,
+           "vectorised stylised pipeline: >= 1e7 microbatch trials/s"),
+    Target("rare_seconds", "<=", 2.0,
+           "importance sampling: 10% relative error at p ~ 1e-9 within 2 s"),
+    Target("sweep_local_vs_plain", ">=", 0.9,
+           "sweep, 2 local workers: speedup within 10% of a plain ProcessPoolExecutor"),
+    Target("sweep_dask_vs_plain", ">=", 0.9,
+           "sweep, 2-worker Dask LocalCluster: speedup within 10% of plain Dask submission"),
+    Target("mem_async_gossip_peak_mib", "<=", 2048.0,
+           "memory: 1e5-node async gossip run under 2 GiB peak"),
+    Target("mem_pipeline_growth_mib", "<=", 16.0,
+           "memory: pipeline DES peak RSS does not grow, 1e4 -> 1e6 microbatches (records off)"),
+    Target("mem_pipeline_traced_growth_mib", "<=", 1.0,
+           "memory: pipeline DES traced allocations do not grow with microbatches (records off)"),
+)
+
+
+def check_targets(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Evaluate :data:`TARGETS` on a result dict.
+
+    Returns
+    -------
+    list of dict
+        ``key``, ``value``, ``op``, ``target``, ``met`` (None when not measured), ``text``.
+    """
+    return [{"key": t.key, "value": results.get(t.key), "op": t.op, "target": t.value,
+             "met": t.met(results), "text": t.text} for t in TARGETS]
+
+
+def _git_commit() -> str:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        p = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True, timeout=5, check=False)
+        return p.stdout.strip()
+    except Exception:  # no git: the record simply lacks the commit
+        return ""
+
+
+def run_bench(quick: bool = False, parts: Iterable[str] | None = None,
+              progress: Callable[[str, float], None] | None = None) -> dict[str, Any]:
+    """Run the benchmark suite and return one flat record.
+
+    Parameters
+    ----------
+    quick : bool
+        Smaller sizes (the whole suite in well under 3 minutes).
+    parts : iterable of str, optional
+        Subset of :data:`PARTS` (default all). The yardstick ``simpy`` always runs.
+    progress : callable, optional
+        Called as ``progress(part, seconds)`` after each part.
+
+    Returns
+    -------
+    dict
+        Metadata (``timestamp``, ``quick``, ``commit``, ``python``, ``numpy``,
+        ``simpy``, ``cpus``), every figure of the parts run, each rate's
+        ``<name>_per_timeout`` ratio to the yardstick (with ``_per_s`` dropped
+        from the name), ``part_seconds_<part>`` (wall time of each part) and
+        ``<part>_error`` when a part fails.
+    """
+    from . import __version__
+
+    chosen = list(PARTS) if parts is None else list(dict.fromkeys(["simpy", *parts]))
+    for p in chosen:
+        check(p in PARTS, "parts", "names from " + ", ".join(PARTS), p)
+    sizes = SIZES["quick" if quick else "full"]
+    out: dict[str, Any] = {
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "quick": bool(quick), "version": __version__, "commit": _git_commit(),
+        "python": platform.python_version(), "numpy": np.__version__,
+        "simpy": getattr(simpy, "__version__", ""), "cpus": os.cpu_count() or 0,
+        "machine": platform.machine(),
+    }
+    t_all = time.perf_counter()
+    for p in chosen:
+        t0 = time.perf_counter()
+        try:
+            out.update(_FUNCS[p](**sizes[p]))
+        except Exception as exc:  # a missing or failing part is reported, never faked
+            out[f"{p}_error"] = f"{type(exc).__name__}: {exc}"
+        dt = time.perf_counter() - t0
+        out[f"part_seconds_{p}"] = dt
+        if progress is not None:
+            progress(p, dt)
+    yard = out.get("simpy_timeouts_per_s")
+    if yard:
+        for key in _RATIOS:
+            if isinstance(out.get(key), float):
+                out[key.replace("_per_s", "_per_timeout")] = out[key] / yard
+    out["total_seconds"] = time.perf_counter() - t_all
+    out["targets_met"] = sum(1 for r in check_targets(out) if r["met"])
+    out["targets_missed"] = [r["key"] for r in check_targets(out) if r["met"] is False]
+    out["targets_unmeasured"] = [r["key"] for r in check_targets(out) if r["met"] is None]
+    return out
+
+
+def append_jsonl(path: str | Path, record: Mapping[str, Any]) -> Path:
+    """Append ``record`` as one JSON line (non-finite numbers become null).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file (parents are created).
+    record : mapping
+
+    Returns
+    -------
+    Path
+    """
+    from .commands._common import to_jsonable
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fh.write(json.dumps(to_jsonable(dict(record)), allow_nan=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    return path

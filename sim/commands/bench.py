@@ -1,0 +1,120 @@
+"""``dtsim bench``: every performance figure of one run, side by side, with ratios to SimPy."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from ..bench import MATCHING_SIZES, PARTS, append_jsonl, check_targets, run_bench
+from ..errors import check
+from ._common import emit_json, print_table
+
+NAME = "bench"
+HELP = "measure simulator speed and memory side by side (ratios to a bare SimPy loop)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true",
+                   help="smaller sizes (the whole suite in under 3 minutes)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--out", default="out/bench.jsonl", metavar="FILE",
+                   help="append the run as one JSON line to FILE (default out/bench.jsonl; "
+                        "'-' to skip)")
+    p.add_argument("--parts", default=None, metavar="LIST",
+                   help="comma-separated subset of " + ",".join(PARTS) + " (simpy always runs)")
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return "-"
+        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-2):
+            return f"{v:.3g}"
+        return f"{v:.3f}".rstrip("0").rstrip(".") if abs(v) < 100 else f"{v:.1f}"
+    return "-" if v is None else str(v)
+
+
+def _rows(res: dict) -> list[tuple[str, ...]]:
+    y = res.get("simpy_timeouts_per_s")
+    rows: list[tuple[str, ...]] = []
+
+    def add(label: str, key: str, unit: str, ratio_key: str | None = None) -> None:
+        if key not in res:
+            return
+        ratio = res.get(ratio_key) if ratio_key else None
+        rows.append((label, _fmt(res[key]), unit, _fmt(ratio) if ratio is not None else ""))
+
+    add("(a) bare SimPy timeouts", "simpy_timeouts_per_s", "/s", None)
+    if y:
+        rows[-1] = rows[-1][:3] + ("1",)
+    add("(b) pipeline DES stage crossings", "pipeline_crossings_per_s", "/s",
+        "pipeline_crossings_per_timeout")
+    add("(c) async gossip exchanges", "async_exchanges_per_s", "/s", "async_exchanges_per_timeout")
+    for n in MATCHING_SIZES:
+        add(f"(d) matching gossip updates n={n:g}", f"matching_updates_per_s_n{n}", "/s",
+            f"matching_updates_per_timeout_n{n}")
+        add(f"    bare numpy permute-average n={n:g}", f"numpy_updates_per_s_n{n}", "/s",
+            f"numpy_updates_per_timeout_n{n}")
+        add(f"    matching round n={n:g}", f"matching_round_ms_n{n}", "ms")
+        add(f"    matching / numpy n={n:g}", f"matching_vs_numpy_n{n}", "x")
+    add("(e) stylised vector trials", "stylised_trials_per_s", "/s", "stylised_trials_per_timeout")
+    add("(f) IS time to 10% at p=1.65e-9", "rare_seconds", "s")
+    add("    IS samples used", "rare_samples", "")
+    add("    plain MC samples for the same error", "rare_naive_samples", "")
+    add("    shared racks: IS time to 10% at p=8.1e-9", "rare_shared_seconds", "s")
+    add("(g) serial, 20 tasks", "sweep_serial_s", "s")
+    add("    runner, 2 local workers: speedup", "sweep_local_speedup", "x")
+    add("    plain ProcessPoolExecutor: speedup", "sweep_plain_pool_speedup", "x")
+    add("    runner / plain (local)", "sweep_local_vs_plain", "x")
+    add("    runner, 2-worker Dask: speedup", "sweep_dask_speedup", "x")
+    add("    plain Dask submission: speedup", "sweep_plain_dask_speedup", "x")
+    add("    runner / plain (Dask)", "sweep_dask_vs_plain", "x")
+    add("(h) peak RSS, interpreter + sim", "mem_baseline_mib", "MiB")
+    add("    peak RSS, 1e5-node async gossip", "mem_async_gossip_peak_mib", "MiB")
+    add("    peak RSS, pipeline 1e4 microbatches", "mem_pipeline_small_peak_mib", "MiB")
+    add("    peak RSS, pipeline 1e6 microbatches", "mem_pipeline_large_peak_mib", "MiB")
+    add("    growth 1e4 -> 1e6 microbatches", "mem_pipeline_growth_mib", "MiB")
+    add("    traced peak, pipeline 1e4 microbatches", "mem_pipeline_traced_small_mib", "MiB")
+    if "mem_pipeline_traced_large_microbatches" in res:
+        n = res["mem_pipeline_traced_large_microbatches"]
+        add(f"    traced peak, pipeline {n:.0e} microbatches", "mem_pipeline_traced_large_mib", "MiB")
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    parts = None
+    if args.parts:
+        parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+        for p in parts:
+            check(p in PARTS, "parts", "names from " + ", ".join(PARTS), p)
+
+    def progress(part: str, seconds: float) -> None:
+        if not args.json:
+            print(f"  {part}: {seconds:.1f} s", file=sys.stderr, flush=True)
+
+    res = run_bench(quick=args.quick, parts=parts, progress=progress)
+    targets = check_targets(res)
+    res["targets"] = targets
+    if args.out and args.out != "-":
+        append_jsonl(args.out, res)
+    if args.json:
+        emit_json(res)
+        return 0
+    print(f"dtsim bench{' --quick' if args.quick else ''}: {res['timestamp']}, commit "
+          f"{res['commit'] or '?'}, {res['cpus']} cpus, python {res['python']}, "
+          f"{res['total_seconds']:.0f} s")
+    print_table(_rows(res), ("figure", "value", "unit", "per SimPy timeout"))
+    print()
+    trows = []
+    for t in targets:
+        met = {True: "yes", False: "NO", None: "not measured"}[t["met"]]
+        trows.append((t["text"], _fmt(t["value"]), f"{t['op']} {t['target']:g}", met))
+    print_table(trows, ("target", "measured", "wanted", "met"))
+    errors = [(k, v) for k, v in res.items()
+              if k in {f"{p}_error" for p in PARTS} | {"sweep_dask_error"}]
+    for k, v in errors:
+        print(f"{k}: {v}")
+    if args.out and args.out != "-":
+        print(f"appended to {args.out}")
+    return 0

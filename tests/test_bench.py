@@ -1,0 +1,125 @@
+"""Smoke tests of the benchmark pieces and of ``dtsim bench`` (tiny sizes, no timing assertions)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from sim import bench
+from sim.cli import main
+
+TINY = {
+    "simpy": {"events": 2000, "repeats": 1},
+    "pipeline": {"microbatches": 30, "repeats": 1},
+    "async_gossip": {"nodes": 40, "horizon": 2, "repeats": 1},
+    "matching": {"sizes": (100, 1000), "updates": 2e3, "repeats": 1},
+    "stylised": {"microbatches": 20_000, "repeats": 1},
+    "rare": {"repeats": 1},
+    "sweep": {"tasks": 2, "workers": 1, "microbatches": 5, "dask": False, "repeats": 1},
+    "memory": {"gossip_nodes": 20, "gossip_horizon": 1, "pipeline_small": 10,
+               "pipeline_large": 100, "traced_large": 100},
+}
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """Shrink every part so a whole run takes seconds."""
+    monkeypatch.setitem(bench.SIZES, "quick", TINY)
+
+
+def positive(x) -> bool:
+    return isinstance(x, float) and math.isfinite(x) and x > 0
+
+
+def test_simpy_and_des_rates_are_positive():
+    """The yardstick, pipeline and async gossip parts return positive rates."""
+    assert positive(bench.bench_simpy(**TINY["simpy"])["simpy_timeouts_per_s"])
+    p = bench.bench_pipeline(**TINY["pipeline"])
+    assert positive(p["pipeline_crossings_per_s"]) and p["pipeline_microbatches"] == 30
+    assert positive(bench.bench_async_gossip(**TINY["async_gossip"])["async_exchanges_per_s"])
+
+
+def test_matching_reports_every_size():
+    """The matching part reports the engine and numpy rates and their ratio for each size."""
+    m = bench.bench_matching(**TINY["matching"])
+    for n in (100, 1000):
+        assert positive(m[f"matching_updates_per_s_n{n}"])
+        assert positive(m[f"numpy_updates_per_s_n{n}"])
+        assert m[f"matching_vs_numpy_n{n}"] == pytest.approx(
+            m[f"matching_updates_per_s_n{n}"] / m[f"numpy_updates_per_s_n{n}"])
+
+
+def test_stylised_and_rare_agree_with_exact():
+    """The stylised and importance-sampling parts measure correct answers, not just speed."""
+    s = bench.bench_stylised(microbatches=400_000, repeats=1)
+    se = math.sqrt(s["stylised_exact"] / 400_000)
+    assert abs(s["stylised_drop_rate"] - s["stylised_exact"]) <= 4 * se
+    r = bench.bench_rare(repeats=1)
+    assert r["rare_rel_error"] <= 0.1 and r["rare_shared_rel_error"] <= 0.1
+    assert abs(r["rare_estimate"] / r["rare_exact"] - 1) < 0.4
+    assert abs(r["rare_shared_estimate"] / r["rare_shared_exact"] - 1) < 0.4
+
+
+def test_sweep_part_runs_runner_and_plain_pool():
+    """The sweep part times serial, runner and plain pool runs of the same tasks."""
+    s = bench.bench_sweep(**TINY["sweep"])
+    for key in ("sweep_serial_s", "sweep_local_s", "sweep_plain_pool_s", "sweep_local_vs_plain"):
+        assert positive(s[key]), key
+    assert "sweep_dask_s" not in s
+
+
+def test_memory_subprocess_reports_peak():
+    """A memory script runs in a fresh interpreter and reports its peak RSS."""
+    r = bench._peak_rss("pipeline", microbatches=50, traced=True)
+    assert r["peak_mib"] > 10 and r["microbatches"] == 50 and r["traced_peak_mib"] > 0
+
+
+def test_targets_evaluate_and_flag_unmeasured():
+    """Targets are met, missed, or None when the figure is absent."""
+    rows = {r["key"]: r["met"] for r in bench.check_targets(
+        {"stylised_trials_per_s": 2e7, "rare_seconds": 5.0})}
+    assert rows["stylised_trials_per_s"] is True
+    assert rows["rare_seconds"] is False
+    assert rows["pipeline_crossings_per_timeout"] is None
+
+
+def test_run_bench_ratios_and_jsonl(tiny, tmp_path):
+    """run_bench adds ratios to the yardstick; append_jsonl appends one line per run."""
+    res = bench.run_bench(quick=True, parts=["stylised", "pipeline"])
+    assert res["stylised_trials_per_timeout"] == pytest.approx(
+        res["stylised_trials_per_s"] / res["simpy_timeouts_per_s"])
+    assert "pipeline_crossings_per_timeout" in res and "part_seconds_stylised" in res
+    path = tmp_path / "b.jsonl"
+    bench.append_jsonl(path, res)
+    bench.append_jsonl(path, {"x": math.nan})
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[1]) == {"x": None}
+    assert json.loads(lines[0])["stylised_trials_per_s"] == res["stylised_trials_per_s"]
+
+
+def test_cli_json_and_out_file(tiny, tmp_path, capsys):
+    """``dtsim bench --quick --json --out FILE`` prints one object and appends it to FILE."""
+    out = tmp_path / "bench.jsonl"
+    assert main(["bench", "--quick", "--json", "--parts", "stylised,rare", "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    stored = json.loads(out.read_text().splitlines()[-1])
+    assert printed["stylised_trials_per_s"] == stored["stylised_trials_per_s"]
+    assert {t["key"] for t in printed["targets"]} == {t.key for t in bench.TARGETS}
+
+
+def test_cli_table(tiny, capsys):
+    """The text output shows the figures and the targets table."""
+    assert main(["bench", "--quick", "--parts", "stylised", "--out", "-"]) == 0
+    text = capsys.readouterr().out
+    assert "(e) stylised vector trials" in text and "per SimPy timeout" in text
+    assert "not measured" in text
+
+
+def test_cli_bad_part(capsys):
+    """An unknown part is one line and exit 2."""
+    assert main(["bench", "--parts", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("dtsim bench: error: 'parts' must be names from "
+                   + ", ".join(bench.PARTS) + ": 'nope'")
