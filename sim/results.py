@@ -10,7 +10,9 @@ correlated in time.
 from __future__ import annotations
 
 import csv
+import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +21,18 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-__all__ = ["Estimate", "mean_ci", "summarize", "write_csv", "read_csv"]
+__all__ = [
+    "Estimate",
+    "mean_ci",
+    "summarize",
+    "write_csv",
+    "read_csv",
+    "to_cell",
+    "from_cell",
+    "summary_rows",
+    "format_number",
+    "write_report",
+]
 
 
 @dataclass(frozen=True)
@@ -131,3 +144,198 @@ def read_csv(path: str | Path) -> list[dict[str, Any]]:
 
     with Path(path).open(newline="") as fh:
         return [{k: conv(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def to_cell(value: Any) -> Any:
+    """A value fit for one CSV cell: a Python scalar, a string or None.
+
+    numpy scalars become Python numbers; arrays, lists, tuples and dicts become
+    compact JSON; anything else that is not a scalar becomes its ``str``.
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, (np.ndarray, list, tuple, dict)):
+        arr = value.tolist() if isinstance(value, np.ndarray) else value
+        try:
+            return json.dumps(arr, separators=(",", ":"), default=str)
+        except ValueError:
+            return str(arr)
+    return str(value)
+
+
+def from_cell(text: str) -> Any:
+    """Inverse of :func:`to_cell` for a cell read back from CSV (JSON stays text)."""
+    if text == "":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def summary_rows(
+    records: Sequence[Mapping[str, Any]],
+    points: Sequence[Mapping[str, Any]],
+    *,
+    metrics: Sequence[str],
+    confidence: float = 0.95,
+) -> list[dict[str, Any]]:
+    """Per-point summary of task records: one row per point.
+
+    Parameters
+    ----------
+    records : list of dict
+        Task records carrying ``point`` (the point index) and ``error``.
+    points : list of dict
+        Parameters of each point, in index order.
+    metrics : list of str
+        Metrics to estimate.
+    confidence : float
+        Level of the intervals.
+
+    Returns
+    -------
+    list of dict
+        ``point``, the point's parameters, ``replications`` (tasks without
+        error), ``errors``, then for each metric ``m``: ``m_mean``, ``m_se``,
+        ``m_low`` and ``m_high`` (Student-t interval across replications).
+    """
+    by_point: dict[int, list[Mapping[str, Any]]] = {i: [] for i in range(len(points))}
+    for r in records:
+        by_point.setdefault(int(r["point"]), []).append(r)
+    rows = []
+    for i, params in enumerate(points):
+        recs = by_point[i]
+        ok = [r for r in recs if not r.get("error")]
+        row: dict[str, Any] = {"point": i}
+        row.update({k: to_cell(v) for k, v in params.items()})
+        row["replications"] = len(ok)
+        row["errors"] = len(recs) - len(ok)
+        for m in metrics:
+            vals = [float(r[m]) for r in ok if _numeric(r.get(m))]
+            e = mean_ci(vals, confidence)
+            row[f"{m}_mean"], row[f"{m}_se"] = e.mean, e.se
+            row[f"{m}_low"], row[f"{m}_high"] = e.low, e.high
+        rows.append(row)
+    return rows
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+# --------------------------------------------------------------------------- report
+
+
+def format_number(x: Any) -> str:
+    """Compact text for a number in a table (4 significant digits, ``nan`` kept)."""
+    if x is None:
+        return ""
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if v == int(v) and abs(v) < 1e6:
+        return str(int(v))
+    return f"{v:.4g}"
+
+
+def _estimate_text(est: Any) -> str:
+    if isinstance(est, Estimate):
+        return f"{format_number(est.mean)} [{format_number(est.low)}, {format_number(est.high)}]"
+    return format_number(est)
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def write_report(
+    studies: Sequence[Mapping[str, Any]],
+    path: str | Path,
+    *,
+    title: str = "dtsim reproduction report",
+    preamble: str = "",
+) -> Path:
+    """Write a Markdown report with one claims table per study and its figures.
+
+    Parameters
+    ----------
+    studies : list of dict
+        Each with ``title`` (str), ``rows`` (list of claim rows: dicts with
+        ``claim``, ``exact``, ``estimate`` (an :class:`Estimate`, a number or
+        None) and ``agrees`` (bool), optionally ``note``, listed under the
+        table), ``figures`` (list of image paths, embedded
+        relative to the report) and optionally ``error`` (a study that failed
+        to run) and ``note`` (a line of text under the title).
+    path : path
+        The report file (``report.md``); its folder is created.
+    title : str
+        First heading.
+    preamble : str
+        Text under the title (for example the command and seed).
+
+    Returns
+    -------
+    Path
+        The file written (atomically).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n_claims = sum(len(s.get("rows", ())) for s in studies)
+    n_bad = sum(1 for s in studies for r in s.get("rows", ()) if not r.get("agrees"))
+    n_failed = sum(1 for s in studies if s.get("error"))
+    lines = [f"# {title}", ""]
+    if preamble:
+        lines += [preamble, ""]
+    if n_bad == 0 and n_failed == 0:
+        lines.append(f"All {n_claims} claims agree: each exact value lies inside its simulated 95% interval"
+                     " (or within the stated tolerance).")
+    else:
+        lines.append(f"**{n_bad} of {n_claims} claims disagree; {n_failed} studies failed to run.**")
+    lines.append("")
+    for s in studies:
+        lines += [f"## {s['title']}", ""]
+        if s.get("note"):
+            lines += [str(s["note"]), ""]
+        if s.get("error"):
+            lines += [f"**The study failed to run:** `{_md(s['error'])}`", ""]
+        rows = s.get("rows", ())
+        if rows:
+            lines += ["| claim | exact | simulated (95% CI) | agrees |", "|---|---|---|---|"]
+            for r in rows:
+                agrees = "yes" if r.get("agrees") else "**no**"
+                lines.append(f"| {_md(r.get('claim', ''))} | {_md(format_number(r.get('exact')))} | "
+                             f"{_md(_estimate_text(r.get('estimate')))} | {agrees} |")
+            lines.append("")
+            notes = [(r.get("claim", ""), r.get("note")) for r in rows if r.get("note")]
+            if notes:
+                lines += ["Notes:", ""] + [f"- *{_md(c)}*: {_md(n)}" for c, n in notes] + [""]
+        for fig in s.get("figures", ()):
+            rel = os.path.relpath(Path(fig).resolve(), path.parent.resolve())
+            lines += [f"![{Path(fig).stem}]({Path(rel).as_posix()})", ""]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,92 @@
+"""``dtsim run``: run an experiment sweep into its results folder (resumable)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..results import format_number
+from ..runner import EXECUTORS, SweepResult, default_out, load_experiment, run_experiment
+from ._common import print_table
+
+NAME = "run"
+HELP = "run an experiment file's sweep (resumable) and write its results folder"
+
+__all__ = ["NAME", "HELP", "add_arguments", "add_executor_options", "run", "print_summary"]
+
+
+def add_executor_options(p: argparse.ArgumentParser, *, default: str = "local") -> None:
+    """``--executor --scheduler --workers --seed --quiet`` (shared with ``reproduce``)."""
+    p.add_argument("--executor", default=None, metavar="NAME",
+                   help=f"{' | '.join(EXECUTORS)} (default {default}; dask when --scheduler is given)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="address of an existing Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="local processes or local Dask workers (default: all cores)")
+    p.add_argument("--seed", type=int, default=None, help="root seed (default: the experiment's)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``dtsim run``."""
+    p.add_argument("experiment", metavar="EXPERIMENT.py", help="experiment file, e.g. experiments/example_sweep.py")
+    p.add_argument("--quick", action="store_true", help="the experiment's QUICK settings (small, for CI)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="results folder (default out/NAME, or out/NAME_quick)")
+    add_executor_options(p)
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first task that raises")
+    p.add_argument("--batch", type=int, default=None, metavar="K",
+                   help="replications per executor call (default: the experiment's BATCH, or 1)")
+
+
+def resolve_executor(executor: str | None, scheduler: str | None, default: str = "local") -> str:
+    """The executor name: as given, else dask with a scheduler, else ``default``."""
+    if executor is not None:
+        return executor
+    return "dask" if scheduler else default
+
+
+def print_summary(result: SweepResult, *, max_metrics: int = 6) -> None:
+    """Print one line per point: parameters and ``mean [low, high]`` per metric."""
+    metrics = result.metrics[:max_metrics]
+    rows = []
+    for s in result.summary(metrics):
+        cells = [format_number(s[f]) if isinstance(s.get(f), (int, float)) else str(s.get(f))
+                 for f in result.factors]
+        cells.append(f"{s['replications']}" + (f" ({s['errors']} failed)" if s["errors"] else ""))
+        for m in metrics:
+            cells.append(f"{format_number(s[f'{m}_mean'])} [{format_number(s[f'{m}_low'])}, "
+                         f"{format_number(s[f'{m}_high'])}]")
+        rows.append(tuple(cells))
+    print_table(rows, tuple(result.factors) + ("reps",) + tuple(metrics))
+    if len(result.metrics) > max_metrics:
+        print(f"(+{len(result.metrics) - max_metrics} more metrics in summary.csv)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the experiment; exit 1 when a task failed, 0 otherwise."""
+    exp = load_experiment(args.experiment, quick=args.quick)
+    out = Path(args.out) if args.out else default_out(exp)
+    result = run_experiment(
+        exp, out=out, seed=args.seed,
+        executor=resolve_executor(args.executor, args.scheduler),
+        workers=args.workers, scheduler=args.scheduler, fail_fast=args.fail_fast,
+        progress=False if args.quiet else None, batch=args.batch,
+    )
+    print_summary(result)
+    n = len(result.records)
+    print(f"\n{exp.name}: {n} tasks ({result.ran} run now, {result.reused} from the store, "
+          f"{result.errors} failed); results in {out}/ (records.csv, summary.csv)")
+    if result.stale:
+        print(f"{result.stale} stored records were stale (config, seed or code changed, or failed)"
+              " and were recomputed")
+    if result.errors:
+        first = result.failed()[0]
+        print(f"dtsim run: {result.errors} tasks failed, first (point {first['point']}, replication "
+              f"{first['replication']}): {first['error']}; tracebacks in {out}/errors.log",
+              file=sys.stderr)
+        if result.interrupted:
+            print("dtsim run: stopped at the first failure (--fail-fast)", file=sys.stderr)
+        return 1
+    return 0

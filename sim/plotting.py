@@ -1,0 +1,516 @@
+"""Figures from results tables; the only module that imports matplotlib.
+
+Functions here draw from tables (lists of flat dicts, as stored in an
+experiment's ``summary.csv``), so figures can be redrawn without re-running
+anything (``dtsim plot OUTDIR``). They use :class:`matplotlib.figure.Figure`
+directly (no pyplot state, no GUI backend) and write PNG files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+__all__ = ["plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossip_estimates"]
+
+
+# --------------------------------------------------------------------------- sweeps (runner)
+
+
+def _num(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def plot_sweep(
+    rows: Sequence[Mapping[str, Any]],
+    x: str,
+    y: str,
+    path: str | Path,
+    *,
+    group: str | None = None,
+    exact: str | None = None,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    logy: bool = False,
+) -> Path:
+    """Plot a metric's mean and 95% interval against one factor.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Summary rows (one per point) with ``x``, ``{y}_mean``, ``{y}_low`` and
+        ``{y}_high`` (as written by the sweep runner).
+    x : str
+        Column on the horizontal axis (a numeric factor, or any values,
+        placed in order of appearance).
+    y : str
+        Metric name.
+    path : path
+        PNG file to write.
+    group : str, optional
+        Column splitting the points into one line each.
+    exact : str, optional
+        Column with an exact reference value, drawn dashed per group.
+    title, xlabel, ylabel : str, optional
+        Labels (default: the column names).
+    logy : bool
+        Logarithmic vertical axis.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(6, 4), layout="constrained")
+    ax = fig.add_subplot()
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r.get(group) if group else None, []).append(r)
+    xs_all = [r.get(x) for r in rows]
+    numeric = all(not math.isnan(_num(v)) for v in xs_all)
+    order = {v: i for i, v in enumerate(dict.fromkeys(map(str, xs_all)))}
+    for g, rs in groups.items():
+        xs = [_num(r.get(x)) if numeric else order[str(r.get(x))] for r in rs]
+        idx = sorted(range(len(rs)), key=lambda i: xs[i])
+        xs = [xs[i] for i in idx]
+        rs = [rs[i] for i in idx]
+        m = [_num(r.get(f"{y}_mean")) for r in rs]
+        lo = [max(mi - _num(r.get(f"{y}_low")), 0.0) for mi, r in zip(m, rs, strict=True)]
+        hi = [max(_num(r.get(f"{y}_high")) - mi, 0.0) for mi, r in zip(m, rs, strict=True)]
+        label = f"{group}={g}" if group else "simulated (95% CI)"
+        line = ax.errorbar(xs, m, yerr=[lo, hi], marker="o", capsize=3, label=label)
+        if exact:
+            ex = [_num(r.get(exact)) for r in rs]
+            ax.plot(xs, ex, linestyle="--", color=line[0].get_color(),
+                    label="exact" if not group else None)
+    if not numeric:
+        ax.set_xticks(list(order.values()), list(order.keys()))
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y)
+    if title:
+        ax.set_title(title)
+    if group or exact:
+        ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def plot_summary_table(
+    rows: Sequence[Mapping[str, Any]],
+    factors: Sequence[str],
+    metrics: Sequence[str],
+    out_dir: str | Path,
+) -> list[Path]:
+    """One PNG per metric against the first factor (lines by the second).
+
+    The default figures of an experiment without its own ``analyse``; with no
+    factor, the metric is drawn per point index.
+    """
+    out = []
+    x = factors[0] if factors else "point"
+    group = factors[1] if len(factors) > 1 else None
+    for m in metrics:
+        out.append(plot_sweep(rows, x, m, Path(out_dir) / f"{m}.png", group=group))
+    return out
+
+
+# --------------------------------------------------------------------------- gossip (Study B)
+# Used by experiments/stubborn_gossip.py; series and estimates in, PNG out.
+
+
+def plot_gossip_series(
+    series: Sequence[Mapping[str, Any]],
+    path: str | Path,
+    *,
+    title: str | None = None,
+    xlabel: str = "round",
+    ylabel: str = "",
+    logy: bool = False,
+) -> Path:
+    """Simulated series with 95% bands and their exact curves.
+
+    Parameters
+    ----------
+    series : list of dict
+        Each with ``label``, ``x``, ``mean`` and optionally ``low``/``high``
+        (a band) and ``exact`` (a dashed curve at the same ``x``).
+    path : str or Path
+        PNG file to write (its folder is created).
+    title, xlabel, ylabel : str
+    logy : bool
+        Log-scale y axis (non-positive points are dropped).
+
+    Returns
+    -------
+    Path
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.add_subplot()
+    for i, s in enumerate(series):
+        color = f"C{i % 10}"
+        x = [float(v) for v in s["x"]]
+        y = [float(v) for v in s["mean"]]
+        keep = [k for k, v in enumerate(y) if not logy or v > 0]
+        ax.plot([x[k] for k in keep], [y[k] for k in keep], color=color, label=f"{s['label']} (sim)")
+        if s.get("low") is not None and s.get("high") is not None:
+            lo = [float(v) for v in s["low"]]
+            hi = [float(v) for v in s["high"]]
+            kk = [k for k in keep if not logy or lo[k] > 0]
+            ax.fill_between([x[k] for k in kk], [lo[k] for k in kk], [hi[k] for k in kk],
+                            color=color, alpha=0.2, linewidth=0)
+        if s.get("exact") is not None:
+            ex = [float(v) for v in s["exact"]]
+            ke = [k for k, v in enumerate(ex) if not logy or v > 0]
+            ax.plot([x[k] for k in ke], [ex[k] for k in ke], color=color, linestyle="--",
+                    label=f"{s['label']} (exact)")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def plot_gossip_estimates(
+    x: Sequence[float],
+    estimates: Sequence[Any],
+    path: str | Path,
+    *,
+    exact_x: Sequence[float] | None = None,
+    exact_y: Sequence[float] | None = None,
+    title: str | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    logx: bool = False,
+    logy: bool = False,
+) -> Path:
+    """Point estimates with 95% intervals against a factor, with the exact curve.
+
+    Parameters
+    ----------
+    x : sequence of float
+        Factor values.
+    estimates : sequence of Estimate
+        One :class:`~sim.results.Estimate` (``mean``, ``low``, ``high``) per ``x``.
+    path : str or Path
+        PNG file to write.
+    exact_x, exact_y : sequence of float, optional
+        The exact curve (drawn as a line).
+    title, xlabel, ylabel : str
+    logx, logy : bool
+
+    Returns
+    -------
+    Path
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.add_subplot()
+    if exact_x is not None and exact_y is not None:
+        ax.plot(list(exact_x), list(exact_y), color="k", linestyle="--", label="exact")
+    m = [e.mean for e in estimates]
+    err = [[e.mean - e.low for e in estimates], [e.high - e.mean for e in estimates]]
+    ax.errorbar(list(x), m, yerr=err, fmt="o", color="C0", capsize=3, label="simulated (95% CI)")
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
+
+
+# --------------------------------------------------------------------------- pipeline (Study A)
+
+__all__ += ["plot_drop_vs_replicas", "plot_workers_vs_skip", "plot_kappa_sweep"]
+
+
+def _pipeline_fig(path: str | Path, ncols: int = 1) -> tuple[Path, Figure, list[Any]]:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(6.4 * ncols, 4.4), layout="constrained")
+    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    return path, fig, axes
+
+
+def plot_drop_vs_replicas(curves: Sequence[Mapping[str, Any]], path: str | Path, *,
+                          stages: int, availability: float, domain_outage: float) -> Path:
+    """Drop rate against replicas per stage, one line per skip budget, with the floors.
+
+    Parameters
+    ----------
+    curves : list of dict
+        One per skip budget: ``skip_budget``, ``replicas`` (list of r),
+        ``exact`` (drop rate per r), ``simulated`` (list of ``(r, Estimate)``)
+        and ``floor`` (the shared-domain limit ``P(Bin(L, rho) > s)``).
+    path : path
+        PNG file to write.
+    stages, availability, domain_outage : float
+        For the title.
+
+    Returns
+    -------
+    Path
+    """
+    path, fig, (ax,) = _pipeline_fig(path)
+    for i, c in enumerate(curves):
+        color = f"C{i}"
+        ax.plot(c["replicas"], c["exact"], color=color, marker=".",
+                label=f"s={c['skip_budget']} exact")
+        pts = c.get("simulated") or []
+        if pts:
+            xs = [r for r, _ in pts]
+            m = [e.mean for _, e in pts]
+            err = [[max(e.mean - e.low, 0.0) for _, e in pts],
+                   [max(e.high - e.mean, 0.0) for _, e in pts]]
+            ax.errorbar(xs, m, yerr=err, fmt="o", mfc="none", color=color, capsize=3)
+        if c.get("floor", 0) > 0:
+            ax.axhline(c["floor"], color=color, linestyle=":", linewidth=1)
+    ax.axhline(0.01, color="gray", linestyle="--", linewidth=0.8, label="1% target")
+    ax.set_yscale("log")
+    ax.set_xlabel("replicas per stage r")
+    ax.set_ylabel("drop rate P(Bin(L, q) > s)")
+    ax.set_title(f"Drop rate vs r (L={stages}, a={availability}, rho={domain_outage:g}); "
+                 "dotted: shared-domain floors, circles: simulated (95% CI)", fontsize="small")
+    ax.legend(fontsize="x-small", ncols=2)
+    ax.grid(alpha=0.3, which="both")
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def plot_workers_vs_skip(series: Sequence[Mapping[str, Any]], path: str | Path, *,
+                         stages: int, availability: float, target_drop: float) -> Path:
+    """Workers needed for a target drop rate against the skip budget.
+
+    Parameters
+    ----------
+    series : list of dict
+        One per domain outage: ``domain_outage`` and ``points``, a list of
+        ``(s, workers or None)`` (None where infeasible).
+    path : path
+        PNG file to write.
+    stages, availability, target_drop : float
+        For the title.
+
+    Returns
+    -------
+    Path
+    """
+    path, fig, (ax,) = _pipeline_fig(path)
+    for i, srs in enumerate(series):
+        pts = [(s, w) for s, w in srs["points"] if w is not None]
+        if pts:
+            ax.plot([s for s, _ in pts], [w for _, w in pts], color=f"C{i}",
+                    marker="os^"[i % 3], markersize=9 - 2.5 * i, linestyle=("-", "--", ":")[i % 3],
+                    label=f"rho={srs['domain_outage']:g}")
+        bad = [s for s, w in srs["points"] if w is None]
+        if bad:
+            ax.plot(bad, [0] * len(bad), "x", color=f"C{i}",
+                    label=f"rho={srs['domain_outage']:g}: infeasible (floor above target)")
+        for s, w in pts:
+            if (s, w) in ((0, 240), (4, 96)) and srs["domain_outage"] == 0:
+                ax.annotate(f"{w}", (s, w), textcoords="offset points", xytext=(6, 6))
+    ax.set_xlabel("skip budget s")
+    ax.set_ylabel("workers L*r")
+    ax.set_title(f"Workers needed for drop rate <= {target_drop:g} vs skip budget "
+                 f"(L={stages}, a={availability})", fontsize="small")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def plot_kappa_sweep(rows: Sequence[Mapping[str, Any]], path: str | Path, *,
+                     stages: int, availability: float, domain_outage: float) -> Path:
+    """Cost-optimal (r, s) and its gain over no-skip against the skip penalty kappa.
+
+    Parameters
+    ----------
+    rows : list of dict
+        One per kappa: ``kappa``, ``replicas``, ``skip_budget``, ``gain``
+        (exact) and optionally ``gain_sim``, ``gain_low``, ``gain_high``.
+    path : path
+        PNG file to write.
+    stages, availability, domain_outage : float
+        For the title.
+
+    Returns
+    -------
+    Path
+    """
+    path, fig, (ax1, ax2) = _pipeline_fig(path, ncols=2)
+    k = [r["kappa"] for r in rows]
+    ax1.plot(k, [r["skip_budget"] for r in rows], "o-", color="C0", label="skip budget s")
+    ax1.plot(k, [r["replicas"] for r in rows], "s-", color="C1", label="replicas r")
+    for ax in (ax1, ax2):
+        ax.set_xscale("log")
+        ax.set_xticks(k, [f"{v:g}" for v in k])
+        ax.minorticks_off()
+    ax1.set_xlabel("skip penalty kappa")
+    ax1.set_ylabel("optimal design")
+    ax1.set_title("Optimal (r, s) vs kappa", fontsize="small")
+    ax1.legend(fontsize="small")
+    ax1.grid(alpha=0.3)
+    ax2.plot(k, [r["gain"] for r in rows], "k--", label="exact")
+    if all("gain_sim" in r for r in rows):
+        m = [r["gain_sim"] for r in rows]
+        err = [[r["gain_sim"] - r["gain_low"] for r in rows],
+               [r["gain_high"] - r["gain_sim"] for r in rows]]
+        ax2.errorbar(k, m, yerr=err, fmt="o", color="C0", capsize=3, label="simulated (95% CI)")
+    ax2.axhline(1.0, color="gray", linewidth=0.8)
+    ax2.set_xlabel("skip penalty kappa")
+    ax2.set_ylabel("gain = no-skip cost / optimal cost")
+    ax2.set_title("Gain of the optimal design over no-skip vs kappa", fontsize="small")
+    ax2.legend(fontsize="small")
+    ax2.grid(alpha=0.3)
+    fig.suptitle(f"Cost-optimal pipeline design (L={stages}, a={availability}, "
+                 f"rho={domain_outage:g})", fontsize="medium")
+    fig.savefig(path, dpi=120)
+    return path
+
+
+# --------------------------------------------------------------------------- stress tests: gossip
+# Used by experiments/sparse_graphs.py, async_latency.py, stronger_adversaries.py and churn.py
+# (issue 8, experiments 7-10): simulated curves or points with 95% intervals, their exact or
+# closed-form references, and a caption line under the axes.
+
+__all__ += ["plot_stress_panels"]
+
+
+def plot_stress_panels(
+    panels: Sequence[Mapping[str, Any]],
+    path: str | Path,
+    *,
+    caption: str = "",
+    title: str | None = None,
+    ncols: int | None = None,
+) -> Path:
+    """One or more panels of simulated series (95% intervals) against reference curves.
+
+    Parameters
+    ----------
+    panels : list of dict
+        One per panel (side by side), with ``xlabel``, ``ylabel``, optional
+        ``title``, ``logx``, ``logy``, ``hline`` (a horizontal reference
+        value), ``xticks`` (``(positions, labels)``, e.g. for categorical axes;
+        ``rotate=False`` keeps the labels level),
+        ``legend`` (``"outside"`` puts it right of the axes), ``ylim`` and ``series``: a list of dicts with ``label``, ``x``,
+        ``mean`` and optionally ``low``/``high`` (drawn as error bars for
+        ``style="points"``, else as a band) and ``ref_x``/``ref_y`` with
+        ``ref_label`` (a reference curve, dashed, same colour) and
+        ``ref_style`` (a matplotlib line style, default ``"--"``; ``"none"``
+        with ``ref_marker`` draws markers only).
+    path : str or Path
+        PNG file to write (its folder is created).
+    caption : str
+        A line of text under the panels saying what is drawn.
+    title : str, optional
+        Figure title.
+    ncols : int, optional
+        Panels per row (default: all in one row).
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    k = max(len(panels), 1)
+    cols = min(k, ncols or k)
+    rows = -(-k // cols)
+    wide = any(p.get("legend") == "outside" for p in panels)
+    fig = Figure(figsize=(5.6 * cols + (3.0 if wide else 0.0), 4.2 * rows + 0.6), layout="constrained")
+    axes = [fig.add_subplot(rows, cols, i + 1) for i in range(k)]
+    for ax, panel in zip(axes, panels, strict=False):
+        logy = bool(panel.get("logy"))
+        for i, s in enumerate(panel.get("series", [])):
+            color = s.get("color", f"C{i % 10}")
+            x = [_num(v) for v in s.get("x", [])]
+            y = [_num(v) for v in s.get("mean", [])]
+            keep = [j for j, v in enumerate(y) if math.isfinite(v) and (not logy or v > 0)]
+            xs, ys = [x[j] for j in keep], [y[j] for j in keep]
+            lo = s.get("low")
+            hi = s.get("high")
+            if s.get("style") == "points":
+                err = None
+                if lo is not None and hi is not None:
+                    err = [[max(ys[q] - _num(lo[j]), 0.0) if math.isfinite(_num(lo[j])) else 0.0
+                            for q, j in enumerate(keep)],
+                           [max(_num(hi[j]) - ys[q], 0.0) if math.isfinite(_num(hi[j])) else 0.0
+                            for q, j in enumerate(keep)]]
+                ax.errorbar(xs, ys, yerr=err, fmt=s.get("marker", "o"), color=color, capsize=3,
+                            label=s.get("label"))
+            else:
+                ax.plot(xs, ys, color=color, label=s.get("label"))
+                if lo is not None and hi is not None:
+                    band = [j for j in keep if math.isfinite(_num(lo[j])) and math.isfinite(_num(hi[j]))
+                            and (not logy or _num(lo[j]) > 0)]
+                    ax.fill_between([x[j] for j in band], [_num(lo[j]) for j in band],
+                                    [_num(hi[j]) for j in band], color=color, alpha=0.2, linewidth=0)
+            if s.get("ref_x") is not None and s.get("ref_y") is not None:
+                rx = [_num(v) for v in s["ref_x"]]
+                ry = [_num(v) for v in s["ref_y"]]
+                kr = [j for j, v in enumerate(ry) if math.isfinite(v) and (not logy or v > 0)]
+                ax.plot([rx[j] for j in kr], [ry[j] for j in kr], color=color,
+                        linestyle=s.get("ref_style", "--"), marker=s.get("ref_marker"),
+                        markersize=14 if s.get("ref_marker") else None, label=s.get("ref_label"))
+        if panel.get("hline") is not None:
+            ax.axhline(float(panel["hline"]), color="gray", linewidth=0.8, linestyle=":")
+        if panel.get("logx"):
+            ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        if panel.get("ylim") is not None:
+            ax.set_ylim(*panel["ylim"])
+        if panel.get("xticks") is not None:
+            from matplotlib.ticker import NullLocator
+
+            pos, names = panel["xticks"]
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticks(list(pos), list(names), rotation=30 if panel.get("rotate", True) else 0,
+                          ha="right" if panel.get("rotate", True) else "center", fontsize="small")
+        ax.set_xlabel(panel.get("xlabel", ""))
+        ax.set_ylabel(panel.get("ylabel", ""))
+        if panel.get("title"):
+            ax.set_title(panel["title"], fontsize="small")
+        if any(s.get("label") or s.get("ref_label") for s in panel.get("series", [])):
+            if panel.get("legend") == "outside":
+                ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
+            else:
+                ax.legend(fontsize="x-small")
+        ax.grid(alpha=0.3, which="both")
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    if caption:
+        fig.get_layout_engine().set(rect=(0, 0.1 / rows, 1, 1 - 0.1 / rows))
+        fig.text(0.01, 0.01, caption, fontsize="x-small", wrap=True, va="bottom")
+    fig.savefig(path, dpi=120)
+    return path

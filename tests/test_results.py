@@ -1,0 +1,207 @@
+"""Tests of sim.results (estimates, cells, summaries, the report writer) and dtsim reproduce."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from sim.cli import main
+from sim.results import (
+    Estimate,
+    format_number,
+    from_cell,
+    mean_ci,
+    read_csv,
+    summarize,
+    summary_rows,
+    to_cell,
+    write_csv,
+    write_report,
+)
+
+
+def test_mean_ci_matches_student_t():
+    """mean_ci is the sample mean with a Student-t half-width over replications."""
+    x = [1.0, 2.0, 4.0, 7.0]
+    e = mean_ci(x)
+    se = np.std(x, ddof=1) / 2
+    assert e.mean == 3.5 and e.se == pytest.approx(se)
+    assert e.high - e.mean == pytest.approx(stats.t.ppf(0.975, 3) * se)
+    assert e.n == 4 and e.contains(3.5) and not e.contains(100)
+
+
+def test_mean_ci_edge_cases():
+    """One value gives an infinite interval, none gives NaN; NaNs are ignored."""
+    one = mean_ci([2.0])
+    assert one.mean == 2.0 and math.isinf(one.high)
+    assert math.isnan(mean_ci([]).mean)
+    assert mean_ci([1.0, float("nan"), 3.0]).n == 2
+
+
+def test_mean_ci_coverage_is_95_percent():
+    """About 95% of intervals from 5 normal replications cover the true mean (a z interval would not)."""
+    rng = np.random.default_rng(12345)
+    trials = 4000
+    hits = sum(mean_ci(rng.normal(1.0, 2.0, size=5)).contains(1.0) for _ in range(trials))
+    se = math.sqrt(0.95 * 0.05 / trials)
+    assert abs(hits / trials - 0.95) < 4 * se  # a normal-quantile interval covers ~0.88 here
+
+
+def test_summarize_skips_errors():
+    """summarize estimates numeric metrics over records without error."""
+    recs = [{"replication": 0, "seed": 1, "y": 1.0, "error": ""},
+            {"replication": 1, "seed": 1, "y": 3.0, "error": ""},
+            {"replication": 2, "seed": 1, "error": "boom"}]
+    out = summarize(recs)
+    assert list(out) == ["y"] and out["y"].mean == 2.0 and out["y"].n == 2
+
+
+def test_cells_round_trip():
+    """to_cell/from_cell keep scalars and turn arrays into JSON text."""
+    assert to_cell(np.float64(0.1)) == 0.1 and type(to_cell(np.int64(3))) is int
+    assert to_cell(np.array([1, 2])) == "[1,2]" and to_cell((1, "a")) == '[1,"a"]'
+    assert to_cell(np.bool_(True)) is True
+    for v in (0, -4, 0.1, 1e-300, "ring", True, False):
+        assert from_cell(str(v) if not isinstance(v, float) else repr(v)) == v
+    assert from_cell("") is None and math.isnan(from_cell("nan"))
+
+
+def test_write_read_csv_round_trip(tmp_path):
+    """write_csv/read_csv keep records (union of keys)."""
+    recs = [{"a": 1, "b": 0.5}, {"a": 2, "c": "x"}]
+    back = read_csv(write_csv(recs, tmp_path / "r.csv"))
+    assert back == [{"a": 1, "b": 0.5, "c": None}, {"a": 2, "b": None, "c": "x"}]
+
+
+def test_summary_rows_per_point():
+    """summary_rows gives one row per point with mean, se and interval, counting errors."""
+    recs = [{"point": 0, "y": 1.0, "error": ""}, {"point": 0, "y": 3.0, "error": ""},
+            {"point": 1, "y": 5.0, "error": ""}, {"point": 1, "error": "x"}]
+    rows = summary_rows(recs, [{"a": 1}, {"a": 2}, {"a": 3}], metrics=["y"])
+    assert [r["a"] for r in rows] == [1, 2, 3]
+    e = mean_ci([1.0, 3.0])
+    assert (rows[0]["y_mean"], rows[0]["y_low"], rows[0]["y_high"]) == (e.mean, e.low, e.high)
+    assert (rows[1]["replications"], rows[1]["errors"]) == (1, 1)
+    assert rows[2]["replications"] == 0 and math.isnan(rows[2]["y_mean"])
+
+
+def test_format_number():
+    """Numbers in tables: integers plain, others 4 significant digits."""
+    assert format_number(240) == "240" and format_number(0.0046913) == "0.004691"
+    assert format_number(float("nan")) == "nan" and format_number(None) == ""
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _rows(agree=True):
+    return [{"claim": "floor drop rate, L=48", "exact": 0.04691,
+             "estimate": Estimate(0.0470, 0.0002, 0.0466, 0.0474, 20), "agrees": True,
+             "note": "interval wide"},
+            {"claim": "workers for 1e-3 | s=4", "exact": 96, "estimate": 96.0, "agrees": agree}]
+
+
+def test_write_report_tables_and_figures(tmp_path):
+    """The report has one claims table per study and embeds each figure by relative path."""
+    fig = tmp_path / "a" / "fig one.png"
+    fig.parent.mkdir()
+    fig.write_bytes(b"\x89PNG")
+    path = write_report([{"title": "Study A", "rows": _rows(), "figures": [fig]},
+                         {"title": "Study B", "rows": _rows()[:1], "figures": []}],
+                        tmp_path / "report.md")
+    text = path.read_text()
+    assert text.count("| claim | exact | simulated (95% CI) | agrees |") == 2
+    assert "| floor drop rate, L=48 | 0.04691 | 0.047 [0.0466, 0.0474] | yes |" in text
+    assert "| workers for 1e-3 \\| s=4 | 96 | 96 | yes |" in text
+    assert "![fig one](a/fig one.png)" in text
+    assert "- *floor drop rate, L=48*: interval wide" in text
+    assert "All 3 claims agree" in text
+    assert text.index("## Study A") < text.index("## Study B")
+
+
+def test_write_report_flags_disagreement(tmp_path):
+    """A disagreeing claim is marked and counted at the top."""
+    text = write_report([{"title": "S", "rows": _rows(agree=False)}], tmp_path / "r.md").read_text()
+    assert "| **no** |" in text and "**1 of 2 claims disagree; 0 studies failed to run.**" in text
+
+
+FAKE = '''
+from pathlib import Path
+from sim.results import Estimate, mean_ci
+from sim.runner import replicate
+
+TITLE = "{title}"
+
+
+def model(config, streams):
+    return {{"y": streams.rng("y").normal(config, 1.0)}}
+
+
+def reproduce(quick, out, seed, executor="serial"):
+    recs = replicate(model, 2.0, replications=8 if quick else 30, seed=seed, executor=executor)
+    est = mean_ci([r["y"] for r in recs])
+    (Path(out) / "{fig}.png").write_bytes(b"\\x89PNG fake")
+    {body}
+    return [{{"claim": "mean is 2", "exact": 2.0, "estimate": est, "agrees": est.contains(2.0)}},
+            {{"claim": "always", "exact": 1, "estimate": 1, "agrees": {agree}}}]
+'''
+
+
+def fake_experiments(tmp_path: Path, *, agree=True, fail_b=False) -> Path:
+    d = tmp_path / "experiments"
+    d.mkdir()
+    (d / "replicate_or_skip.py").write_text(
+        FAKE.format(title="Fake A", fig="a_fig", body="pass", agree=agree))
+    (d / "stubborn_gossip.py").write_text(
+        FAKE.format(title="Fake B", fig="b_fig", agree=True,
+                    body='raise RuntimeError("engine broke")' if fail_b else "pass"))
+    return d
+
+
+def test_reproduce_writes_report(tmp_path, capsys):
+    """dtsim reproduce runs each study's reproduce() and writes report.md; exit 0 when all agree."""
+    d = fake_experiments(tmp_path)
+    out = tmp_path / "out"
+    rc = main(["reproduce", "--quick", "--experiments", str(d), "--out", str(out),
+               "--executor", "local", "--workers", "2", "--quiet"])
+    assert rc == 0, capsys.readouterr().err
+    text = (out / "report.md").read_text()
+    assert "## Fake A" in text and "## Fake B" in text
+    assert text.count("| mean is 2 | 2 |") == 2
+    assert "![a_fig](replicate_or_skip/a_fig.png)" in text
+    assert "![b_fig](stubborn_gossip/b_fig.png)" in text
+    assert "All 4 claims agree" in text
+    assert "report:" in capsys.readouterr().out
+
+
+def test_reproduce_exits_nonzero_on_disagreement(tmp_path, capsys):
+    """A disagreeing claim makes dtsim reproduce exit 1 (report still written)."""
+    d = fake_experiments(tmp_path, agree=False)
+    rc = main(["reproduce", "--experiments", str(d), "--out", str(tmp_path / "o"), "--executor",
+               "serial", "--quiet"])
+    assert rc == 1
+    assert "| always | 1 | 1 | **no** |" in (tmp_path / "o" / "report.md").read_text()
+    assert "claims disagree" in capsys.readouterr().err
+
+
+def test_reproduce_failed_study_keeps_the_other(tmp_path, capsys):
+    """A study that raises is reported as failed, the other's table stays, exit 1."""
+    d = fake_experiments(tmp_path, fail_b=True)
+    rc = main(["reproduce", "--quick", "--experiments", str(d), "--out", str(tmp_path / "o"),
+               "--executor", "serial", "--quiet"])
+    assert rc == 1
+    text = (tmp_path / "o" / "report.md").read_text()
+    assert "| mean is 2 |" in text and "RuntimeError: engine broke" in text
+    assert "FAILED TO RUN" in capsys.readouterr().out
+
+
+def test_reproduce_bad_executor(tmp_path, capsys):
+    """An unknown executor is one line, exit 2."""
+    d = fake_experiments(tmp_path)
+    assert main(["reproduce", "--experiments", str(d), "--executor", "mpi"]) == 2
+    assert capsys.readouterr().err == (
+        "dtsim reproduce: error: 'executor' must be one of serial, local, dask: 'mpi'\n")

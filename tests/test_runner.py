@@ -1,0 +1,474 @@
+"""Tests of sim.runner: replications, sweeps, executors, resume, experiment files, CLI."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import sim.runner as runner
+from sim.cli import main
+from sim.errors import ConfigError
+from sim.rng import Streams
+from sim.runner import (
+    expand_points,
+    load_experiment,
+    make_tasks,
+    point_key,
+    replicate,
+    run_experiment,
+    sweep,
+    task_streams,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+EXPERIMENT = '''"""A tiny experiment for the runner tests."""
+import sys
+import time
+from dataclasses import dataclass
+
+import sim.runner
+from sim.errors import check_probability
+
+NAME = "{name}"
+
+
+@dataclass(frozen=True)
+class Config:
+    p: float = 0.5
+    n: int = 1000
+    sleep: float = 0.0
+    fail_at: float = -1.0
+
+    def __post_init__(self):
+        check_probability("p", self.p)
+
+
+BASE = Config(sleep={sleep})
+FACTORS = {factors}
+REPLICATIONS = {reps}
+QUICK = {{"REPLICATIONS": 2}}
+
+
+def model(config, streams):
+    if config.sleep:
+        time.sleep(config.sleep)
+    if config.p == config.fail_at:
+        raise RuntimeError(f"boom at p={{config.p}}")
+    rng = streams.rng("draw")
+    return {{"rate": rng.binomial(config.n, config.p) / config.n, "u": float(rng.random()){extra}}}
+
+
+if __name__ == "__main__":
+    sys.exit(sim.runner.main_for(__file__))
+'''
+
+
+def write_experiment(path: Path, *, name="tiny", factors=None, reps=4, sleep=0.0, extra="") -> Path:
+    factors = {"p": [0.1, 0.3, 0.5]} if factors is None else factors
+    path.write_text(EXPERIMENT.format(name=name, factors=repr(factors), reps=reps, sleep=sleep,
+                                      extra=extra))
+    return path
+
+
+def comparable(records):
+    """Records without the wall time (the only field allowed to differ)."""
+    return [{k: v for k, v in r.items() if k != "wall_time"} for r in records]
+
+
+def stored_rows(out: Path):
+    with (out / "records.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return sorted(({k: v for k, v in r.items() if k != "wall_time"} for r in rows),
+                  key=lambda r: (int(r["point"]), int(r["replication"])))
+
+
+@pytest.fixture(autouse=True)
+def _stable_sources(monkeypatch):
+    """Pin the sim-sources hash so concurrent edits elsewhere cannot invalidate stores mid-test."""
+    monkeypatch.setenv("DTSIM_CODE_PIN", "pinned")  # inherited by subprocesses too
+
+
+@dataclass(frozen=True)
+class Cfg:
+    p: float = 0.5
+    n: int = 50
+
+
+def binomial_model(config: Cfg, streams: Streams) -> dict:
+    """Module-level model for the in-process sweep tests."""
+    rng = streams.rng("draw")
+    return {"rate": rng.binomial(config.n, config.p) / config.n}
+
+
+# --------------------------------------------------------------------------- points and streams
+
+
+def test_grid_is_cartesian_first_factor_slowest():
+    """A grid expands to the cartesian product, first factor varying slowest."""
+    pts = expand_points({"a": [1, 2], "b": ["x", "y", "z"]})
+    assert pts == [{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 1, "b": "z"},
+                   {"a": 2, "b": "x"}, {"a": 2, "b": "y"}, {"a": 2, "b": "z"}]
+    assert expand_points({}) == [{}]
+    assert expand_points(points=[{"a": 3}]) == [{"a": 3}]
+
+
+def test_bad_factors_messages():
+    """Bad factors name the field, the rule and the value."""
+    with pytest.raises(ConfigError) as e:
+        expand_points({"p": []})
+    assert str(e.value) == "'factors['p']' must be a non-empty list of values: []"
+    with pytest.raises(ConfigError) as e:
+        make_tasks(Cfg(), [{"q": 1}], replications=2, seed=0)
+    assert str(e.value) == "'factors' must be fields of Cfg: 'q'"
+    with pytest.raises(ConfigError) as e:
+        expand_points({"p": [1]}, [{"p": 1}])
+    assert str(e.value) == "'points' must be given without factors (give one of them), not: 'both'"
+
+
+def test_point_streams_depend_on_parameters_not_position():
+    """A point's draws do not change when other points are added or reordered."""
+    a = sweep(binomial_model, Cfg(), points=[{"p": 0.2}, {"p": 0.7}], replications=3, seed=5,
+              executor="serial")
+    b = sweep(binomial_model, Cfg(), points=[{"p": 0.9}, {"p": 0.7}, {"p": 0.1}], replications=3,
+              seed=5, executor="serial")
+    ra = [r["rate"] for r in a.records if r["p"] == 0.7]
+    rb = [r["rate"] for r in b.records if r["p"] == 0.7]
+    assert ra == rb
+    s1 = task_streams(5, {"p": 0.7}, 0).rng("draw").random()
+    s2 = task_streams(5, {"p": 0.2}, 0).rng("draw").random()
+    assert s1 != s2 and point_key({"p": 0.7}) == point_key({"p": 0.7})
+
+
+def test_empty_point_matches_replicate():
+    """A sweep of the base config alone uses the streams of replicate()."""
+    s = sweep(binomial_model, Cfg(), factors={}, replications=4, seed=11, executor="serial")
+    r = replicate(binomial_model, Cfg(), replications=4, seed=11)
+    assert [x["rate"] for x in s.records] == [x["rate"] for x in r]
+
+
+def test_replicate_serial_equals_pool():
+    """replicate() gives identical results serially and on a process pool."""
+    a = replicate(binomial_model, Cfg(), replications=6, seed=3, executor="serial")
+    b = replicate(binomial_model, Cfg(), replications=6, seed=3, executor="local", workers=2)
+    assert comparable(a) == comparable(b)
+
+
+def test_batching_does_not_change_results():
+    """Running several replications per executor call gives the same records."""
+    a = sweep(binomial_model, Cfg(), factors={"p": [0.2, 0.4]}, replications=5, seed=1,
+              executor="serial")
+    b = sweep(binomial_model, Cfg(), factors={"p": [0.2, 0.4]}, replications=5, seed=1,
+              executor="local", workers=2, batch=3)
+    assert comparable(a.records) == comparable(b.records)
+
+
+def test_sweep_estimates_match_the_model():
+    """Per-point estimates cover the binomial mean (a wrong stream or point mapping would not)."""
+    res = sweep(binomial_model, Cfg(n=200), factors={"p": [0.1, 0.6]}, replications=40, seed=2,
+                executor="serial")
+    rows = res.summary()
+    for row in rows:
+        se = row["rate_se"]
+        assert abs(row["rate_mean"] - row["p"]) < 4 * se
+        assert se == pytest.approx((row["p"] * (1 - row["p"]) / 200 / 40) ** 0.5, rel=0.35)
+
+
+# --------------------------------------------------------------------------- executors
+
+
+def test_same_table_on_serial_local_and_dask(tmp_path):
+    """The same sweep gives identical result tables on serial, local and a 2-worker dask cluster."""
+    exp = load_experiment(write_experiment(tmp_path / "tiny.py", reps=3))
+    outs = {}
+    for ex in ("serial", "local", "dask"):
+        res = run_experiment(exp, out=tmp_path / ex, executor=ex, workers=2, progress=False)
+        assert res.ran == 9 and res.errors == 0
+        outs[ex] = res
+    assert comparable(outs["serial"].records) == comparable(outs["local"].records)
+    assert comparable(outs["serial"].records) == comparable(outs["dask"].records)
+    assert stored_rows(tmp_path / "serial") == stored_rows(tmp_path / "dask")
+    summaries = {ex: (tmp_path / ex / "summary.csv").read_text() for ex in outs}
+    assert summaries["serial"] == summaries["local"] == summaries["dask"]
+
+
+def test_existing_scheduler_address(tmp_path, capsys):
+    """dtsim run --scheduler ADDRESS uses an existing Dask cluster, with the serial run's results."""
+    distributed = pytest.importorskip("distributed")
+    f = write_experiment(tmp_path / "tiny.py", reps=2)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=":0") as cluster:
+        rc = main(["run", str(f), "--scheduler", cluster.scheduler_address,
+                   "--out", str(tmp_path / "d"), "--quiet"])
+    assert rc == 0, capsys.readouterr().err
+    assert main(["run", str(f), "--executor", "serial", "--out", str(tmp_path / "s"),
+                 "--quiet"]) == 0
+    assert stored_rows(tmp_path / "d") == stored_rows(tmp_path / "s")
+
+
+def test_unreachable_scheduler_is_a_clear_error_within_seconds(tmp_path, capsys):
+    """An unreachable Dask scheduler gives one line and exit 2 within a few seconds."""
+    f = write_experiment(tmp_path / "tiny.py")
+    t0 = time.time()
+    rc = main(["run", str(f), "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path / "o"),
+               "--quiet"])
+    assert rc == 2 and time.time() - t0 < 15
+    assert capsys.readouterr().err == (
+        "dtsim run: error: 'scheduler' must be a reachable Dask scheduler address: "
+        "'tcp://127.0.0.1:9'\n")
+
+
+def test_unknown_executor(tmp_path, capsys):
+    """An unknown executor name is one line and exit 2."""
+    f = write_experiment(tmp_path / "tiny.py")
+    assert main(["run", str(f), "--executor", "gpu", "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == (
+        "dtsim run: error: 'executor' must be one of serial, local, dask: 'gpu'\n")
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_raising_task_is_recorded_and_the_rest_complete(tmp_path, capsys):
+    """A task that raises is recorded with its error; the other tasks complete; exit 1."""
+    f = tmp_path / "tiny.py"
+    write_experiment(f, reps=3)
+    f.write_text(f.read_text().replace("BASE = Config(sleep=0.0)", "BASE = Config(fail_at=0.3)"))
+    out = tmp_path / "o"
+    rc = main(["run", str(f), "--executor", "local", "--workers", "2", "--out", str(out), "--quiet"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "3 tasks failed" in err and "RuntimeError: boom at p=0.3" in err
+    rows = stored_rows(out)
+    assert len(rows) == 9
+    bad = [r for r in rows if r["error"]]
+    assert [r["p"] for r in bad] == ["0.3"] * 3 and all(r["rate"] == "" for r in bad)
+    assert all(r["rate"] != "" for r in rows if not r["error"])
+    assert "boom at p=0.3" in (out / "errors.log").read_text()
+    summary = {r["p"]: r for r in csv.DictReader((out / "summary.csv").open())}
+    assert summary["0.3"]["errors"] == "3" and summary["0.1"]["replications"] == "3"
+
+
+def test_fail_fast_stops_at_first_error(tmp_path, capsys):
+    """--fail-fast stops the sweep at the first failing task."""
+    f = tmp_path / "tiny.py"
+    write_experiment(f, reps=3)
+    f.write_text(f.read_text().replace("BASE = Config(sleep=0.0)", "BASE = Config(fail_at=0.1)"))
+    out = tmp_path / "o"
+    rc = main(["run", str(f), "--executor", "serial", "--out", str(out), "--fail-fast", "--quiet"])
+    assert rc == 1
+    assert "--fail-fast" in capsys.readouterr().err
+    assert len(stored_rows(out)) == 1
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def test_sigkill_then_rerun_completes_each_task_exactly_once(tmp_path):
+    """A run killed with SIGKILL resumes: every task once, same results as an uninterrupted run."""
+    f = write_experiment(tmp_path / "tiny.py", reps=20, sleep=0.03)
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [PY, str(f), "--executor", "local", "--workers", "2", "--out", str(out), "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=tmp_path)
+    records = out / "records.csv"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if records.exists() and records.read_text().count("\n") >= 15:
+            break
+        time.sleep(0.01)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    os.kill(proc.pid, signal.SIGKILL)  # the driver only: its pool workers must follow it
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    deadline = time.time() + 10
+    while any(Path(f"/proc/{c}").exists() for c in children) and time.time() < deadline:
+        time.sleep(0.05)
+    alive = [c for c in children if Path(f"/proc/{c}").exists()]
+    try:
+        assert not alive, "pool workers outlived the killed driver"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL) if alive else None
+    done_before = len(stored_rows(out))
+    assert 14 <= done_before < 60
+    res = run_experiment(load_experiment(f), out=out, executor="local", workers=2, progress=False)
+    assert res.reused == done_before and res.ran == 60 - done_before
+    rows = stored_rows(out)
+    keys = [(r["point"], r["replication"]) for r in rows]
+    assert len(keys) == 60 and len(set(keys)) == 60
+    clean = run_experiment(load_experiment(f), out=tmp_path / "clean", executor="serial",
+                           progress=False)
+    assert rows == stored_rows(tmp_path / "clean")
+    assert comparable(res.records) == comparable(clean.records)
+
+
+def test_rerun_reuses_everything(tmp_path):
+    """Re-running a finished sweep recomputes nothing and returns the same records."""
+    f = write_experiment(tmp_path / "tiny.py")
+    a = run_experiment(load_experiment(f), out=tmp_path / "o", executor="serial", progress=False)
+    b = run_experiment(load_experiment(f), out=tmp_path / "o", executor="serial", progress=False)
+    assert (b.ran, b.reused) == (0, 12)
+    assert a.records == b.records
+
+
+def test_changing_a_factor_value_recomputes_only_that_point(tmp_path):
+    """Editing one factor value recomputes that point only; other points are reused untouched."""
+    f = write_experiment(tmp_path / "tiny.py", factors={"p": [0.1, 0.3, 0.5]})
+    out = tmp_path / "o"
+    a = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    write_experiment(f, factors={"p": [0.1, 0.4, 0.5]})
+    b = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    assert (b.ran, b.reused, b.stale) == (4, 8, 4)
+    keep = [r for r in a.records if r["p"] in (0.1, 0.5)]
+    assert [r for r in b.records if r["p"] in (0.1, 0.5)] == keep  # wall times too: not re-run
+    assert sorted({r["p"] for r in stored_rows(out)}) == ["0.1", "0.4", "0.5"]
+
+
+def test_code_pin_and_sources_hash(monkeypatch):
+    """The sources hash covers sim/ (not the CLI or plotting); DTSIM_CODE_PIN replaces it."""
+    assert runner.code_version()["sim"] == "pinned"
+    monkeypatch.delenv("DTSIM_CODE_PIN")
+    real = runner.code_version()["sim"]
+    assert len(real) == 16 and real == runner._sources_hash()
+
+
+def test_experiment_code_hash_ignores_parameters():
+    """Editing parameters, comments or analyse() keeps the code hash; editing the model does not."""
+    src = write_experiment.__globals__["EXPERIMENT"].format(
+        name="a", factors="{}", reps=2, sleep=0.0, extra="")
+    h = runner.experiment_code_hash(src)
+    assert runner.experiment_code_hash(src.replace("REPLICATIONS = 2", "REPLICATIONS = 9  # more")) == h
+    assert runner.experiment_code_hash(src.replace('NAME = "a"', 'NAME = "b"')) == h
+    assert runner.experiment_code_hash(src.replace("rng.random()", "rng.random() * 2")) != h
+
+
+def test_changing_the_model_or_seed_recomputes_everything(tmp_path):
+    """A changed model (code version) or seed invalidates every stored task."""
+    f = write_experiment(tmp_path / "tiny.py")
+    out = tmp_path / "o"
+    run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    b = run_experiment(load_experiment(f), out=out, executor="serial", seed=9, progress=False)
+    assert (b.ran, b.reused) == (12, 0)
+    write_experiment(f, extra=', "v": 2')
+    c = run_experiment(load_experiment(f), out=out, executor="serial", seed=9, progress=False)
+    assert (c.ran, c.reused) == (12, 0) and all(r["v"] == 2 for r in c.records)
+
+
+def test_more_replications_are_added_not_recomputed(tmp_path):
+    """Raising REPLICATIONS runs only the new replications."""
+    f = write_experiment(tmp_path / "tiny.py", reps=2)
+    out = tmp_path / "o"
+    run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    write_experiment(f, reps=5)
+    b = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    assert (b.ran, b.reused) == (9, 6)
+
+
+def test_folder_of_another_experiment_is_refused(tmp_path, capsys):
+    """An output folder holding another experiment's results: one line, exit 2."""
+    out = tmp_path / "o"
+    a = write_experiment(tmp_path / "a.py", name="alpha")
+    b = write_experiment(tmp_path / "b.py", name="beta")
+    assert main(["run", str(a), "--executor", "serial", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(b), "--executor", "serial", "--out", str(out), "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        f"dtsim run: error: 'out' must be a folder of experiment 'beta', not of 'alpha': '{out}'\n")
+
+
+# --------------------------------------------------------------------------- experiment files
+
+
+def test_experiment_without_definitions(tmp_path, capsys):
+    """An experiment file missing the expected definitions: one line naming them, exit 2."""
+    f = tmp_path / "bad.py"
+    f.write_text("NAME = 'bad'\nFACTORS = {}\n")
+    assert main(["run", str(f)]) == 2
+    assert capsys.readouterr().err == (
+        f"dtsim run: error: 'experiment' must be a file defining BASE, REPLICATIONS, model: '{f}'\n")
+    assert main(["run", str(tmp_path / "missing.py")]) == 2
+    assert "'experiment' must be an existing .py file" in capsys.readouterr().err
+
+
+def test_bad_point_config_is_caught_before_running(tmp_path, capsys):
+    """A point that is not a valid config fails at construction with the config's message."""
+    f = write_experiment(tmp_path / "tiny.py", factors={"p": [0.5, 1.5]})
+    assert main(["run", str(f), "--executor", "serial", "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == "dtsim run: error: 'p' must be in [0, 1]: 1.5\n"
+    assert not (tmp_path / "o").exists()
+
+
+def test_quick_overrides(tmp_path):
+    """QUICK overrides the module settings and uses its own default folder."""
+    f = write_experiment(tmp_path / "tiny.py")
+    exp = load_experiment(f, quick=True)
+    assert exp.replications == 2 and runner.default_out(exp) == Path("out/tiny_quick")
+
+
+def test_example_experiment_runs_as_a_script_and_replots(tmp_path):
+    """python experiments/example_sweep.py --quick works like dtsim run; dtsim plot redraws."""
+    out = tmp_path / "ex"
+    p = subprocess.run([PY, str(ROOT / "experiments" / "example_sweep.py"), "--quick", "--executor",
+                        "local", "--workers", "2", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "example_sweep: 20 tasks (20 run now" in p.stdout
+    png = out / "joint_outage.png"
+    assert png.stat().st_size > 1000
+    png.unlink()
+    q = subprocess.run([PY, "-m", "sim", "plot", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert q.returncode == 0, q.stderr
+    assert png.exists() and str(png) in q.stdout
+
+
+def test_plot_without_analyse_draws_default_figures(tmp_path, capsys):
+    """dtsim plot on an experiment without analyse() draws one figure per metric."""
+    f = write_experiment(tmp_path / "tiny.py")
+    out = tmp_path / "o"
+    assert main(["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]) == 0
+    assert main(["plot", str(out)]) == 0
+    assert (out / "rate.png").exists() and (out / "u.png").exists()
+
+
+DYING = '''"""A worker dies (os._exit) the first time it runs a task of point p=0.3."""
+import os
+from pathlib import Path
+
+NAME = "dying"
+BASE = {{"p": 0.0}}
+FACTORS = {{"p": [0.1, 0.3, 0.5]}}
+REPLICATIONS = 3
+MARKER = Path({marker!r})
+
+
+def model(config, streams):
+    if config["p"] == 0.3 and not MARKER.exists():
+        MARKER.write_text("died once")
+        os._exit(1)
+    return {{"x": streams.rng("x").random()}}
+'''
+
+
+@pytest.mark.parametrize("executor", ["local", pytest.param("dask", marks=pytest.mark.slow)])
+def test_dead_worker_tasks_are_retried(tmp_path, executor):
+    """A worker process that dies mid-task has its tasks rerun; the sweep completes unchanged."""
+    f = tmp_path / "dying.py"
+    marker = tmp_path / "marker"
+    f.write_text(DYING.format(marker=str(marker)))
+    exp = load_experiment(f)
+    res = run_experiment(exp, out=tmp_path / "o", executor=executor, workers=2, progress=False)
+    assert marker.exists()  # a worker did die
+    assert res.ran == 9 and res.errors == 0
+    ref = sweep(exp.model, exp.base, factors=exp.factors, replications=3, seed=0,
+                executor="serial")  # marker present: nothing dies in-process
+    assert [(r["p"], r["x"]) for r in res.records] == [(r["p"], r["x"]) for r in ref.records]

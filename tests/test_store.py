@@ -1,0 +1,201 @@
+"""Tests of sim.store: the append-only CSV results store, its manifest and resume rules."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sim.errors import ConfigError
+from sim.rng import Streams
+from sim.runner import make_tasks, sweep
+from sim.store import Store, read_manifest, read_records
+
+
+@dataclass(frozen=True)
+class Cfg:
+    p: float = 0.5
+
+
+def model(config: Cfg, streams: Streams) -> dict:
+    """Draws a float that must survive the CSV round trip bit for bit."""
+    rng = streams.rng("x")
+    return {"x": float(rng.random()) * config.p, "tiny": 1e-300 * rng.random(), "k": 3}
+
+
+def flaky(config: Cfg, streams: Streams) -> dict:
+    """Fails at p = 0.2 unless the marker file (named in the environment) exists."""
+    if config.p == 0.2 and not Path(os.environ["DTSIM_TEST_MARKER"]).exists():
+        raise RuntimeError("not yet")
+    return {"x": config.p}
+
+
+def run(out, fn=model, factors=None, reps=3, **kw):
+    return sweep(fn, Cfg(), factors=factors or {"p": [0.2, 0.9]}, replications=reps, seed=4,
+                 executor="serial", out=out, name="store-test", **kw)
+
+
+def test_floats_round_trip_exactly(tmp_path):
+    """Floats read back from records.csv are bit-identical to the model's values."""
+    fresh = sweep(model, Cfg(), factors={"p": [0.2, 0.9]}, replications=3, seed=4,
+                  executor="serial")
+    stored = run(tmp_path / "o")
+    back = read_records(tmp_path / "o")
+    for a, b in zip(fresh.records, sorted(back, key=lambda r: (r["point"], r["replication"])),
+                    strict=True):
+        assert a["x"] == b["x"] and a["tiny"] == b["tiny"] and b["k"] == 3
+    assert [r["x"] for r in stored.records] == [r["x"] for r in fresh.records]
+
+
+def test_records_load_in_pandas(tmp_path):
+    """records.csv and summary.csv load straight into pandas with the expected columns."""
+    pd = pytest.importorskip("pandas")
+    run(tmp_path / "o")
+    df = pd.read_csv(tmp_path / "o" / "records.csv")
+    assert list(df.columns[:5]) == ["point", "replication", "seed", "point_key", "config_hash"]
+    assert {"p", "x", "tiny", "k", "wall_time", "error"} <= set(df.columns)
+    assert len(df) == 6
+    s = pd.read_csv(tmp_path / "o" / "summary.csv")
+    assert list(s["p"]) == [0.2, 0.9]
+    assert {"x_mean", "x_se", "x_low", "x_high", "replications", "errors"} <= set(s.columns)
+    assert s["x_mean"][0] == pytest.approx(df[df.p == 0.2].x.mean(), rel=1e-12)
+
+
+def test_manifest_lists_points_and_hashes(tmp_path):
+    """The manifest names the experiment and each point's parameters and config hash."""
+    run(tmp_path / "o")
+    m = read_manifest(tmp_path / "o")
+    assert m["experiment"] == "store-test" and m["seed"] == 4 and m["replications"] == 3
+    assert [p["params"] for p in m["points"]] == [{"p": 0.2}, {"p": 0.9}]
+    assert len({p["config_hash"] for p in m["points"]}) == 2
+
+
+def test_torn_last_line_is_dropped_and_recomputed(tmp_path):
+    """A partial last line (a write cut by a crash) is discarded and that task re-run."""
+    out = tmp_path / "o"
+    first = run(out)
+    f = out / "records.csv"
+    text = f.read_text()
+    lines = text.splitlines(keepends=True)
+    f.write_text("".join(lines[:-1]) + lines[-1][:15])
+    again = run(out)
+    assert (again.ran, again.reused) == (1, 5)
+    assert [r["x"] for r in again.records] == [r["x"] for r in first.records]
+    assert f.read_text().count("\n") == 7
+
+
+def test_failed_tasks_are_retried_on_rerun(tmp_path, monkeypatch):
+    """Records of tasks that raised are dropped and those tasks re-run next time."""
+    marker = tmp_path / "marker"
+    monkeypatch.setenv("DTSIM_TEST_MARKER", str(marker))
+    out = tmp_path / "o"
+    a = run(out, fn=flaky)
+    assert a.errors == 3
+    marker.write_text("now")
+    b = run(out, fn=flaky)
+    assert (b.ran, b.reused, b.errors, b.stale) == (3, 3, 0, 3)
+    rows = list(csv.DictReader((out / "records.csv").open()))
+    assert len(rows) == 6 and not any(r["error"] for r in rows)
+
+
+def test_new_metric_columns_extend_the_header(tmp_path, monkeypatch):
+    """A record with new columns (first success after errors) rewrites the header, keeping rows."""
+    monkeypatch.setenv("DTSIM_TEST_MARKER", str(tmp_path / "never"))
+    out = tmp_path / "o"
+    res = run(out, fn=flaky, factors={"p": [0.2, 0.5]}, reps=2)
+    with (out / "records.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4 and "x" in rows[0]
+    assert [r["x"] for r in rows if not r["error"]] == ["0.5", "0.5"]
+    assert res.errors == 2
+
+
+def test_other_experiment_folder_is_refused(tmp_path):
+    """Opening a folder of another experiment raises a one-line ConfigError."""
+    run(tmp_path / "o")
+    with pytest.raises(ConfigError) as e:
+        Store.open(tmp_path / "o", name="other")
+    assert str(e.value) == (
+        f"'out' must be a folder of experiment 'other', not of 'store-test': '{tmp_path / 'o'}'")
+
+
+def test_records_without_manifest_are_refused(tmp_path):
+    """A folder with records.csv but no manifest is not silently adopted."""
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "records.csv").write_text("point\n")
+    with pytest.raises(ConfigError) as e:
+        Store.open(tmp_path / "o", name="x")
+    assert str(e.value) == (
+        f"'out' must be a folder with a manifest.json beside its records.csv: '{tmp_path / 'o'}'")
+
+
+def test_a_file_is_not_a_folder(tmp_path):
+    """--out naming a file is refused."""
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ConfigError) as e:
+        Store.open(tmp_path / "f", name="x")
+    assert str(e.value) == f"'out' must be a folder: '{tmp_path / 'f'}'"
+
+
+def test_two_runs_cannot_share_a_folder(tmp_path):
+    """While one run holds the folder, a second is refused."""
+    s = Store.open(tmp_path / "o", name="x")
+    try:
+        with pytest.raises(ConfigError) as e:
+            Store.open(tmp_path / "o", name="x")
+        assert str(e.value) == f"'out' must be a folder no other run is using: '{tmp_path / 'o'}'"
+    finally:
+        s.close()
+    Store.open(tmp_path / "o", name="x").close()
+
+
+def test_reconcile_drops_duplicates_and_unknown_tasks(tmp_path):
+    """Duplicate and unknown records are dropped; kept ones are returned typed."""
+    out = tmp_path / "o"
+    run(out)
+    f = out / "records.csv"
+    lines = f.read_text().splitlines(keepends=True)
+    f.write_text("".join(lines) + lines[1] + lines[1].replace(lines[1].split(",")[4], "ffffffffffffffff"))
+    _, tasks = make_tasks(Cfg(), [{"p": 0.2}, {"p": 0.9}], replications=3, seed=4)
+    with Store.open(out, name="store-test") as s:
+        done = s.reconcile(tasks)
+        assert s.dropped == 2
+    assert len(done) == 6 and f.read_text().count("\n") == 7
+    assert all(isinstance(r["x"], float) and isinstance(r["config_hash"], str) for r in done.values())
+
+
+def test_ctrl_c_leaves_a_consistent_store(tmp_path):
+    """SIGINT mid-run exits 130 and leaves complete lines and a matching summary."""
+    exp = tmp_path / "slow.py"
+    exp.write_text(
+        "import sys, time\nimport sim.runner\nNAME='slow'\nBASE={'p': 0}\n"
+        "FACTORS={'p': [1, 2]}\nREPLICATIONS=40\n"
+        "def model(config, streams):\n    time.sleep(0.02)\n    return {'y': streams.rng('y').random()}\n"
+        "if __name__ == '__main__':\n    sys.exit(sim.runner.main_for(__file__))\n")
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, str(exp), "--executor", "serial", "--out", str(out),
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if (out / "records.csv").exists() and (out / "records.csv").read_text().count("\n") >= 11:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().endswith("dtsim run: interrupted")
+    text = (out / "records.csv").read_text()
+    assert text.endswith("\n")
+    n = text.count("\n") - 1
+    assert 10 <= n < 80
+    summary = list(csv.DictReader((out / "summary.csv").open()))
+    assert sum(int(r["replications"]) for r in summary) == n
+    assert all(not math.isnan(float(r["y_mean"])) for r in summary if int(r["replications"]) > 1)
