@@ -7,10 +7,20 @@ Seeds and errors
 Failure model
     FailureModel, Domain, Worker, Transition, GroupMonitor, ClusterConfig,
     failures_model, make_distribution, read_trace
-Replications and results
-    replicate, run_one, Estimate, mean_ci, summarize
+Study A: pipelines of unreliable stages
+    PipelineConfig, pipeline_model, run_pipeline, simulate_stylised,
+    importance_drop_probability
+Study B: gossip averaging
+    GossipConfig, gossip_model, make_adversary, make_defence
+Replications, sweeps and results
+    replicate, run_one, sweep, SweepResult, run_experiment, Estimate, mean_ci,
+    summarize
+Exact references
+    the module :mod:`sim.analytic` (``from sim import analytic``)
 """
 
+from . import analytic
+from .adversaries import make_adversary, make_defence
 from .errors import ConfigError
 from .failures import (
     ClusterConfig,
@@ -23,9 +33,13 @@ from .failures import (
     make_distribution,
     read_trace,
 )
+from .gossip import GossipConfig, gossip_model
+from .pipeline import PipelineConfig, pipeline_model, run_pipeline
+from .rare import importance_drop_probability
 from .results import Estimate, mean_ci, summarize
 from .rng import Streams
-from .runner import replicate, run_one
+from .runner import SweepResult, replicate, run_experiment, run_one, sweep
+from .vector import simulate_stylised
 
 __version__ = "0.1.0"
 
@@ -41,8 +55,21 @@ __all__ = [
     "failures_model",
     "make_distribution",
     "read_trace",
+    "PipelineConfig",
+    "pipeline_model",
+    "run_pipeline",
+    "simulate_stylised",
+    "importance_drop_probability",
+    "GossipConfig",
+    "gossip_model",
+    "make_adversary",
+    "make_defence",
     "replicate",
     "run_one",
+    "sweep",
+    "SweepResult",
+    "run_experiment",
+    "analytic",
     "Estimate",
     "mean_ci",
     "summarize",

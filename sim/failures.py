@@ -39,14 +39,12 @@ from typing import Any
 
 import numpy as np
 import simpy
-from scipy import special
 
 from .errors import (
     ConfigError,
     check,
     check_choice,
     check_int,
-    check_nonnegative,
     check_positive,
     check_probability,
 )

@@ -310,8 +310,7 @@ def write_report(
     if preamble:
         lines += [preamble, ""]
     if n_bad == 0 and n_failed == 0:
-        lines.append(f"All {n_claims} claims agree: each exact value lies inside its simulated 95% interval"
-                     " (or within the stated tolerance).")
+        lines.append(f"All {n_claims} claims agree under the rule above.")
     else:
         lines.append(f"**{n_bad} of {n_claims} claims disagree; {n_failed} studies failed to run.**")
     lines.append("")

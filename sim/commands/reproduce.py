@@ -206,8 +206,10 @@ def run(args: argparse.Namespace) -> int:
     cmd = "dtsim reproduce" + (" --quick" if args.quick else "")
     preamble = (f"`{cmd}` -- seed {seed}, executor {executor}, {time.time() - t0:.0f} s, "
                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. An exact value agrees when it "
-                "lies inside the simulated 95% interval (across independent replications) "
-                "or within the claim's stated tolerance.")
+                "lies inside the simulated 95% interval (across independent replications), "
+                "within the claim's stated tolerance, or, in a table of many claims, inside "
+                "the table's family-wise (Bonferroni) 95% interval; rows that pass only on the "
+                "family-wise interval say so in the notes.")
     report = write_report(studies, out / "report.md", preamble=preamble)
     bad = 0
     for s in studies:
