@@ -9,10 +9,12 @@ b. ``pipeline``: stage crossings per second of the pipeline DES
    (:mod:`sim.pipeline`), 48 stages, failing workers, failover (nonzero
    detection timeout) and skipping on.
 c. ``async_gossip``: exchanges per second of the per-node SimPy ``async``
-   gossip (:mod:`sim.gossip`).
+   gossip (:mod:`sim.gossip`), next to the wakes per second of as many bare
+   SimPy processes that do nothing but wake (the floor of any per-node design).
 d. ``matching``: node updates per second of the vectorised complete-graph
    matching gossip at ``n = 1e3 .. 1e6`` and of a bare numpy
-   permute-and-average of the same size.
+   permute-and-average of the same size, and of the per-node DES engine of
+   the same protocol at ``n = 1e3``.
 e. ``stylised``: microbatch trials per second of the vectorised snapshot
    engine (:mod:`sim.vector`).
 f. ``rare``: time for importance sampling (:mod:`sim.rare`) to reach a 10%
@@ -178,8 +180,12 @@ def bench_pipeline(microbatches: int = 4000, repeats: int = 2) -> dict[str, floa
 # --------------------------------------------------------------------------- (c) async gossip
 
 
-def bench_async_gossip(nodes: int = 1000, horizon: int = 10, repeats: int = 2) -> dict[str, float]:
+def bench_async_gossip(nodes: int = 1000, horizon: int = 30, repeats: int = 2) -> dict[str, float]:
     """Exchanges per second of the per-node SimPy ``async`` gossip on the complete graph.
+
+    Exchanges take the default latency 1, so about ``nodes`` of them are still
+    in flight at the horizon and not counted; a horizon of tens of time units
+    keeps that (and the start of ``nodes`` processes) to a few percent.
 
     Parameters
     ----------
@@ -193,29 +199,59 @@ def bench_async_gossip(nodes: int = 1000, horizon: int = 10, repeats: int = 2) -
     Returns
     -------
     dict
-        ``async_exchanges_per_s``, ``async_nodes``.
+        ``async_exchanges_per_s``, ``async_nodes``, ``async_build_s`` (wiring
+        the system: random blocks, processes) and ``async_path`` (the
+        implementation path, see :attr:`sim.gossip.GossipSystem.async_path`);
+        ``async_bare_wakes_per_s``, the rate of ``nodes`` bare SimPy processes
+        that only wake on their Poisson clocks (the floor of any per-node
+        design: with ``nodes`` timeouts pending, SimPy's heap makes a wake
+        cost about two bare timeouts), and ``async_exchanges_per_bare_wake``.
     """
     from .gossip import GossipConfig, GossipSystem
 
     cfg = GossipConfig(topology="complete", nodes=nodes, protocol="async", rounds=horizon,
                        record_every=horizon)
     rep = iter(range(repeats))
+    info: dict[str, Any] = {}
 
     def once() -> tuple[float, float]:
-        system = GossipSystem(cfg, Streams(0).replication(next(rep)))
         t0 = time.perf_counter()
+        system = GossipSystem(cfg, Streams(0).replication(next(rep)))
+        t1 = time.perf_counter()
         system.run()
-        return system.exchanges, time.perf_counter() - t0
+        info.update(async_build_s=t1 - t0, async_path=system.async_path)
+        return system.exchanges, time.perf_counter() - t1
 
     rate, _ = _best_rate(once, repeats)
-    return {"async_exchanges_per_s": rate, "async_nodes": float(nodes)}
+    wake_rate, _ = _best_rate(lambda: _bare_wakes(nodes, horizon), repeats)
+    return {"async_exchanges_per_s": rate, "async_nodes": float(nodes), **info,
+            "async_bare_wakes_per_s": wake_rate, "async_exchanges_per_bare_wake": rate / wake_rate}
+
+
+def _bare_wakes(nodes: int, horizon: float) -> tuple[float, float]:
+    """``nodes`` SimPy processes waking at rate 1 and doing nothing else: (wakes, seconds)."""
+    env = simpy.Environment()
+    gaps = np.random.default_rng(nodes).exponential(1.0, size=(nodes, int(2 * horizon) + 20))
+
+    def node(row: list[float]):
+        timeout = env.timeout
+        for g in row:
+            yield timeout(g)
+
+    for row in gaps.tolist():
+        env.process(node(row))
+    wakes = int(np.sum(np.cumsum(gaps, axis=1) <= horizon))
+    t0 = time.perf_counter()
+    env.run(until=horizon)
+    return wakes, time.perf_counter() - t0
 
 
 # --------------------------------------------------------------------------- (d) matching gossip
 
 
 def bench_matching(sizes: Iterable[int] = MATCHING_SIZES, updates: float = 4e6,
-                   repeats: int = 2) -> dict[str, float]:
+                   repeats: int = 2, des_sizes: Iterable[int] = (1000,),
+                   des_rounds: int = 5) -> dict[str, float]:
     """Node updates per second of vectorised matching gossip vs bare numpy, per size.
 
     Parameters
@@ -226,6 +262,9 @@ def bench_matching(sizes: Iterable[int] = MATCHING_SIZES, updates: float = 4e6,
         About this many node updates per measurement (at least 3 rounds).
     repeats : int
         Best of this many repeats.
+    des_sizes : iterable of int
+        Sizes at which the per-node DES engine of the same protocol is also
+        timed (``des_rounds`` rounds), to show what vectorising buys.
 
     Returns
     -------
@@ -233,7 +272,9 @@ def bench_matching(sizes: Iterable[int] = MATCHING_SIZES, updates: float = 4e6,
         For each ``n``: ``matching_updates_per_s_n{n}``, ``matching_round_ms_n{n}``,
         ``numpy_updates_per_s_n{n}``, ``matching_vs_numpy_n{n}`` (ratio of the
         two rates). The numpy reference does, per round, a random permutation,
-        a pairing of its halves, and the average written to both ends.
+        a pairing of its halves, and the average written to both ends. For each
+        DES size: ``matching_des_updates_per_s_n{n}`` and
+        ``matching_vector_vs_des_n{n}`` (how many times faster the vector engine is).
     """
     out: dict[str, float] = {}
     for n in sizes:
@@ -245,15 +286,21 @@ def bench_matching(sizes: Iterable[int] = MATCHING_SIZES, updates: float = 4e6,
         out[f"matching_round_ms_n{n}"] = 1e3 * n / sim_rate
         out[f"numpy_updates_per_s_n{n}"] = np_rate
         out[f"matching_vs_numpy_n{n}"] = sim_rate / np_rate
+    for n in des_sizes:
+        n = check_int("nodes", n, low=2)
+        des_rate = _matching_rate(n, des_rounds, 1, engine="des")
+        out[f"matching_des_updates_per_s_n{n}"] = des_rate
+        vec = out.get(f"matching_updates_per_s_n{n}") or _matching_rate(n, des_rounds, repeats)
+        out[f"matching_vector_vs_des_n{n}"] = vec / des_rate
     return out
 
 
-def _matching_rate(n: int, rounds: int, repeats: int) -> float:
+def _matching_rate(n: int, rounds: int, repeats: int, engine: str = "vector") -> float:
     """Node updates/s of :class:`sim.gossip.GossipSystem` matching rounds (complete graph)."""
     from .gossip import GossipConfig, GossipSystem
 
     cfg = GossipConfig(topology="complete", nodes=n, protocol="matching", rounds=rounds,
-                       record_every=rounds)
+                       record_every=rounds, engine=engine)
     rep = iter(range(repeats))
 
     def once() -> tuple[float, float]:
@@ -567,7 +614,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "quick": {
         "simpy": {"events": 200_000, "repeats": 3},
         "pipeline": {"microbatches": 2000, "repeats": 2},
-        "async_gossip": {"nodes": 1000, "horizon": 5, "repeats": 2},
+        "async_gossip": {"nodes": 1000, "horizon": 60, "repeats": 3},
         "matching": {"updates": 2e6, "repeats": 2},
         "stylised": {"microbatches": 10_000_000, "repeats": 2},
         "rare": {"repeats": 5},
@@ -578,7 +625,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
         "pipeline": {"microbatches": 10_000, "repeats": 3},
-        "async_gossip": {"nodes": 1000, "horizon": 30, "repeats": 3},
+        "async_gossip": {"nodes": 1000, "horizon": 100, "repeats": 3},
         "matching": {"updates": 2e7, "repeats": 3},
         "stylised": {"microbatches": 100_000_000, "repeats": 3},
         "rare": {"repeats": 21},
@@ -595,7 +642,8 @@ _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
 }
 
 #: Figures divided by the yardstick (``<figure>_per_timeout``).
-_RATIOS = ("pipeline_crossings_per_s", "async_exchanges_per_s", "stylised_trials_per_s",
+_RATIOS = ("pipeline_crossings_per_s", "async_exchanges_per_s", "async_bare_wakes_per_s",
+           "stylised_trials_per_s",
            *(f"matching_updates_per_s_n{n}" for n in MATCHING_SIZES),
            *(f"numpy_updates_per_s_n{n}" for n in MATCHING_SIZES))
 

@@ -371,3 +371,216 @@ def test_experiment_quick_reproduces_every_claim(tmp_path):
     assert all(r["agrees"] for r in rows), [r["claim"] for r in rows if not r["agrees"]]
     for name in ("disagreement_vs_rounds", "noise_floor_vs_n", "honest_mean_vs_steps", "creep_vs_tau"):
         assert (tmp_path / f"{name}.png").exists()
+
+
+# --------------------------------------------------------------------------- async implementation paths
+
+
+def _ring_with_latencies(n: int = 12) -> nx.Graph:
+    g = nx.cycle_graph(n)
+    g.add_edges_from((i, (i + 3) % n) for i in range(0, n, 2))
+    nx.set_edge_attributes(g, {e: 0.5 + (k % 3) * 0.25 for k, e in enumerate(g.edges())}, "latency")
+    return g
+
+
+_PATH_CASES = {
+    "plain": dict(nodes=12, noise=0.2),
+    "stubborn-clip": dict(nodes=12, adversary="stubborn", adversary_value=3.0, clip=0.4, noise=0.1),
+    "sparse-heap": dict(graph=_ring_with_latencies(), topology="g", nodes=None,
+                        adversary="stubborn", num_adversaries=2, noise=0.1, clip=0.3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_PATH_CASES))
+def test_async_paths_give_the_same_trajectories(case):
+    """Merged deliveries, one event per delivery and the vector path agree for one seed."""
+    cfg = GossipConfig(protocol="async", rounds=12, record_every=3, **_PATH_CASES[case])
+    runs = {}
+    for path in ("merged", "events", "vector"):
+        system = GossipSystem(cfg, Streams(7), path=path)
+        assert system.async_path == path
+        runs[path] = (system.run(), system)
+    ref, ref_sys = runs["events"]
+    assert ref_sys.exchanges > 100
+    for path in ("merged", "vector"):
+        rec, system = runs[path]
+        assert system.exchanges == ref_sys.exchanges
+        np.testing.assert_array_equal(rec.exchanges, ref.exchanges)
+        np.testing.assert_allclose(rec.disagreement, ref.disagreement, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(system.x, ref_sys.x, rtol=1e-9, atol=1e-12)
+
+
+def test_async_path_choice_and_message():
+    """auto picks merged, events or vector by what the configuration allows; others are refused."""
+    assert GossipSystem(GossipConfig(protocol="async"), Streams(0)).async_path == "merged"
+    churn = GossipConfig(protocol="async", availability=0.8)
+    assert GossipSystem(churn, Streams(0)).async_path == "events"
+    assert GossipSystem(GossipConfig(protocol="async", dim=2), Streams(0)).async_path == "vector"
+    with pytest.raises(ConfigError) as e:
+        GossipSystem(churn, Streams(0), path="merged")
+    assert str(e.value) == "'path' must be auto or events for this configuration: 'merged'"
+    with pytest.raises(ConfigError) as e:
+        GossipSystem(churn, Streams(0), path="fast")
+    assert str(e.value) == "'path' must be one of auto, merged, events, vector: 'fast'"
+
+
+def test_async_exchange_count_with_latency():
+    """With exchange time d, E[exchanges completed by T] = n * rate * (T - d) (merged path)."""
+    n, horizon, d, rate = 30, 8, 1.5, 2.0
+    g = nx.complete_graph(n)
+    nx.set_edge_attributes(g, d, "latency")
+    cfg = GossipConfig(graph=g, topology="complete", nodes=None, protocol="async", rounds=horizon,
+                       record_every=horizon, wake_rate=rate)
+    counts = []
+    for k in range(40):
+        system = GossipSystem(cfg, Streams(11).replication(k))
+        assert system.async_path == "merged"
+        system.run()
+        counts.append(system.exchanges)
+    counts = np.array(counts, dtype=float)
+    se = counts.std(ddof=1) / math.sqrt(counts.size)
+    assert abs(counts.mean() - n * rate * (horizon - d)) < 4 * se
+    assert abs(counts.mean() - n * rate * horizon) > 4 * se  # counting sends instead would fail
+
+
+def test_async_speed_against_bare_simpy():
+    """The async DES costs a few bare SimPy timeouts per exchange (CPU time, best of 3)."""
+    import simpy
+
+    def bare(events=100_000):
+        env = simpy.Environment()
+
+        def loop():
+            for _ in range(events):
+                yield env.timeout(1.0)
+
+        env.process(loop())
+        t0 = time.process_time()
+        env.run()
+        return events / (time.process_time() - t0)
+
+    cfg = GossipConfig(nodes=1000, protocol="async", rounds=10, record_every=10)
+    best = 0.0
+    for k in range(3):
+        y = bare()
+        system = GossipSystem(cfg, Streams(0).replication(k))
+        t0 = time.process_time()
+        system.run()
+        best = max(best, system.exchanges / (time.process_time() - t0) / y)
+    assert best > 0.15  # the benchmark target is 0.3; this guards against a return to ~0.02
+
+
+def test_async_build_of_1e5_nodes_is_quick():
+    """Wiring 10^5 async nodes takes seconds, not the ~15 s of one generator per node."""
+    cfg = GossipConfig(nodes=100_000, protocol="async", rounds=1)
+    t0 = time.perf_counter()
+    GossipSystem(cfg, Streams(0))
+    assert time.perf_counter() - t0 < 6.0
+
+
+# --------------------------------------------------------------------------- matching engines
+
+
+def test_engine_messages():
+    """A vector engine outside matching, and unknown engines, are refused."""
+    assert (_error(protocol="async", engine="vector")
+            == "'engine' must be des or auto for protocol async: 'vector'")
+    assert (_error(protocol="edge", engine="vector")
+            == "'engine' must be des or auto for protocol edge: 'vector'")
+    assert _error(engine="gpu") == "'engine' must be one of auto, des, vector: 'gpu'"
+
+
+def test_engine_resolution_and_cli_keys(capsys):
+    """auto runs the vector engine for matching and the DES otherwise, and says so in JSON."""
+    assert GossipConfig().resolved_engine == "vector"
+    assert GossipConfig(engine="des").resolved_engine == "des"
+    assert GossipConfig(protocol="edge").resolved_engine == "des"
+    assert GossipConfig(protocol="async").engine_reason.startswith("async:")
+    assert main(["gossip", "--nodes", "8", "--rounds", "5", "--replications", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine"] == "vector" and out["engine_reason"].startswith("auto:")
+    assert main(["gossip", "--nodes", "8", "--rounds", "5", "--replications", "2", "--json",
+                 "--engine", "des"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine"] == "des" and out["engine_reason"] == "requested: engine des"
+
+
+_ENGINE_CASES = {
+    "noise": dict(nodes=10, noise=0.3),
+    "stubborn-clip": dict(nodes=12, adversary="stubborn", clip=0.5, noise=0.1),
+    "alie-dim2": dict(nodes=10, adversary="alie", num_adversaries=2, dim=2, noise=0.2),
+    "dissensus-adaptive": dict(nodes=10, adversary="dissensus", num_adversaries=2, adaptive_clip=True),
+    "sparse-latencies": dict(graph=_ring_with_latencies(), topology="g", nodes=None, noise=0.2,
+                             adversary="signflip", clip=0.3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_ENGINE_CASES))
+def test_des_engine_replays_the_vector_rounds(case):
+    """With one seed, the per-node DES and the vector engine compute the same rounds and times."""
+    kw = dict(rounds=15, **_ENGINE_CASES[case])
+    a = gossip_model(GossipConfig(engine="vector", **kw), Streams(3))
+    b = gossip_model(GossipConfig(engine="des", **kw), Streams(3))
+    np.testing.assert_allclose(b["disagreement"], a["disagreement"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(b["time"], a["time"])
+    assert a["exchanges"] == b["exchanges"]
+
+
+def _per_rep(cfg: GossipConfig, seed: int, reps: int, metric) -> tuple[float, float]:
+    vals = np.array([metric(r) for r in replicate(gossip_model, cfg, replications=reps, seed=seed)])
+    return float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size))
+
+
+def _cross_validate(kw: dict, metric, reps: int, exact: float, wrong: float) -> None:
+    """Vector and DES (independent seeds) agree with each other and with ``exact``, not ``wrong``."""
+    mv, sv = _per_rep(GossipConfig(engine="vector", **kw), 101, reps, metric)
+    md, sd = _per_rep(GossipConfig(engine="des", **kw), 202, reps, metric)
+    assert abs(mv - md) < 4 * math.hypot(sv, sd), (mv, md, sv, sd)
+    for m, s in ((mv, sv), (md, sd)):
+        assert abs(m - exact) < 4 * s, (m, s, exact)
+        assert abs(m - wrong) > 4 * s, (m, s, wrong)
+
+
+def test_cross_validate_engines_contraction():
+    """n = 6 honest, no noise: E[D_3 / D_0] = c^3 with c = (n-2)/(2(n-1)) in both engines."""
+    n = 6
+    c = (n - 2) / (2 * (n - 1))
+    _cross_validate(dict(nodes=n, rounds=3), lambda r: r["disagreement"][3] / r["disagreement"][0],
+                    reps=1500, exact=c**3, wrong=0.5**3)
+
+
+def test_cross_validate_engines_noise_floor():
+    """n = 10, s = 0.5: the floor after averaging (n-1)(n-2)s^2/n in both engines."""
+    n, s = 10, 0.5
+    _cross_validate(dict(nodes=n, rounds=40, noise=s, burn_in=10), lambda r: r["noise_floor"],
+                    reps=150, exact=(n - 1) * (n - 2) * s**2 / n, wrong=2 * (n - 1) ** 2 * s**2 / n)
+
+
+def test_cross_validate_engines_stubborn_capture():
+    """One stubborn node, n = 10: E[m_t - b] / (m_0 - b) = (1 - 1/(2(n-1)))^t in both engines."""
+    n, t = 10, 8
+    _cross_validate(dict(nodes=n, rounds=t, adversary="stubborn"),
+                    lambda r: r["gap"][-1] / r["gap"][0], reps=400,
+                    exact=(1 - 1 / (2 * (n - 1))) ** t, wrong=(1 - 1 / (2 * n)) ** t)
+
+
+def test_cross_validate_engines_clipped_creep():
+    """Far stubborn b with clip tau, n = 10: the honest mean creeps tau/(2(n-1)) per round."""
+    n, tau = 10, 0.5
+    _cross_validate(dict(nodes=n, rounds=40, record_every=40, adversary="stubborn",
+                         adversary_value=1000.0, clip=tau, noise=0.05),
+                    lambda r: r["toward"][-1] / 40, reps=60,
+                    exact=tau / (2 * (n - 1)), wrong=tau / (2 * n))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [100, 1000])
+def test_cross_validate_engines_large_n(n):
+    """At n = 100 and 1000 (stubborn, clip, noise) both engines give the same final D and gap."""
+    kw = dict(nodes=n, rounds=20, record_every=20, adversary="stubborn", adversary_value=2.0,
+              clip=0.5, noise=0.1)
+    reps = {100: 200, 1000: 40}[n]
+    for metric in (lambda r: r["final_disagreement"], lambda r: r["gap"][-1]):
+        mv, sv = _per_rep(GossipConfig(engine="vector", **kw), 5, reps, metric)
+        md, sd = _per_rep(GossipConfig(engine="des", **kw), 6, reps, metric)
+        assert abs(mv - md) < 4 * math.hypot(sv, sd), (mv, md, sv, sd)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..adversaries import ADVERSARIES
-from ..gossip import PROTOCOLS, GossipConfig, _spec_family, gossip_model, summarize_runs
+from ..gossip import ENGINES, PROTOCOLS, GossipConfig, _spec_family, gossip_model, summarize_runs
 from ..runner import replicate
 from ._common import add_run_options, emit_json, print_table
 
@@ -62,6 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="async: fraction of time each node is online (default 1, no churn)")
     p.add_argument("--mean-downtime", type=float, default=1.0, metavar="T",
                    help="async: mean offline period (default 1)")
+    p.add_argument("--engine", default="auto", metavar="E",
+                   help="matching rounds: " + ", ".join(ENGINES) + " (default auto: the vectorised "
+                        "engine; des runs every node as a SimPy process, slower, for cross-checks)")
     add_run_options(p, replications=20)
 
 
@@ -94,6 +97,7 @@ def config_from_args(args: argparse.Namespace) -> GossipConfig:
         availability=args.availability,
         mean_downtime=args.mean_downtime,
         topology_seed=args.topology_seed,
+        engine=args.engine,
     )
 
 
@@ -119,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
             "adversary": cfg.adversary, "num_adversaries": cfg.num_adversaries,
             "adversary_value": cfg.value if cfg.adversary != "none" else None,
             "clip": cfg.clip, "adaptive_clip": cfg.adaptive_clip, "seed": args.seed,
+            "engine": cfg.resolved_engine, "engine_reason": cfg.engine_reason,
             "errors": errors,
         }
         payload.update(report)
@@ -126,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if not errors else 1
     print(f"gossip: {cfg.protocol} on {cfg.topology} with n = {cfg.n} "
           f"({cfg.honest_count} honest), {report['replications']} replications, seed {args.seed}")
+    print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
     rows = []
     for key, exact, label in _ROWS:
         if key in report or exact in report:
