@@ -417,16 +417,16 @@ def plot_stress_panels(
     Parameters
     ----------
     panels : list of dict
-        One per panel (side by side), with ``xlabel``, ``ylabel``, optional
-        ``title``, ``logx``, ``logy``, ``hline`` (a horizontal reference
-        value), ``xticks`` (``(positions, labels)``, e.g. for categorical axes;
-        ``rotate=False`` keeps the labels level),
-        ``legend`` (``"outside"`` puts it right of the axes), ``ylim`` and ``series``: a list of dicts with ``label``, ``x``,
-        ``mean`` and optionally ``low``/``high`` (drawn as error bars for
-        ``style="points"``, else as a band) and ``ref_x``/``ref_y`` with
-        ``ref_label`` (a reference curve, dashed, same colour) and
-        ``ref_style`` (a matplotlib line style, default ``"--"``; ``"none"``
-        with ``ref_marker`` draws markers only).
+        One per panel, with ``xlabel``, ``ylabel`` and optionally ``title``,
+        ``logx``, ``logy``, ``ylim``, ``hline`` (a horizontal reference
+        value), ``xticks`` (``(positions, labels)``, e.g. for categorical
+        axes; ``rotate=False`` keeps the labels level), ``legend``
+        (``"outside"`` puts it right of the axes) and ``series``: a list of
+        dicts with ``label``, ``x``, ``mean`` and optionally ``color``,
+        ``low``/``high`` (error bars for ``style="points"`` with ``marker``,
+        else a band) and ``ref_x``/``ref_y`` with ``ref_label`` (a reference
+        curve, dashed, same colour), ``ref_style`` (a matplotlib line style,
+        default ``"--"``; ``"none"`` with ``ref_marker`` draws markers only).
     path : str or Path
         PNG file to write (its folder is created).
     caption : str
