@@ -72,6 +72,7 @@ __all__ = [
     "ARRIVALS",
     "PENALTIES",
     "STAGE_TIME_DISTRIBUTIONS",
+    "DEFAULT_REPLICAS",
     "DomainPlacement",
     "PipelineConfig",
     "PipelineRun",
@@ -90,6 +91,9 @@ __all__ = [
 ARRIVALS = ("fixed", "poisson", "back_to_back")
 PENALTIES = ("multiplicative", "additive")
 STAGE_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognormal")
+
+#: Replicas per stage when neither ``replicas`` nor a placement is given.
+DEFAULT_REPLICAS = 3
 
 _BLOCK = 4096  # random durations are drawn in blocks of this size
 _ALWAYS = math.inf  # registered compute end when no transfer follows: any failure interrupts
@@ -228,6 +232,13 @@ def _count(name: str, value: Any) -> int:
     return check_int(name, value, low=1)
 
 
+def _counts_text(counts: Sequence[int]) -> str:
+    """``(3, 3, 3)`` -> ``"3 per stage"``; unequal counts as a comma list."""
+    if len(set(counts)) == 1:
+        return f"{counts[0]} per stage"
+    return ",".join(map(str, counts))
+
+
 def quality_table(stages: int, skip_penalty: float,
                   penalty: str | Callable[[int], float] = "multiplicative") -> tuple[float, ...]:
     """Quality kept by a microbatch that skipped ``k`` stages, for ``k = 0..stages``.
@@ -272,8 +283,12 @@ class PipelineConfig:
     ----------
     stages : int
         Number of stages ``L`` (>= 1).
-    replicas : int or tuple of int
-        Replicas per stage ``r`` (>= 1), one value or one per stage.
+    replicas : int, tuple of int or None
+        Replicas per stage ``r`` (>= 1), one value or one per stage. ``None``
+        (the default) means :data:`DEFAULT_REPLICAS` per stage, or the
+        placement's counts when a placement is given; a value given together
+        with a placement must equal the placement's counts (it is never
+        silently overridden).
     skip_budget : int
         Stages a microbatch may skip, ``0 <= s <= L``.
     availability : float
@@ -308,7 +323,11 @@ class PipelineConfig:
         Microbatches per replication (>= 1).
     arrival : {"fixed", "poisson", "back_to_back"}
         Arrivals every ``1/rate``, as a Poisson process of ``rate``, or each
-        microbatch entering when the previous one leaves.
+        microbatch entering when the previous one leaves. Beware that with
+        ``back_to_back`` a microbatch dropped (or skipping every stage) in zero
+        time lets the next one enter at the same instant, where it meets the
+        same outage: per-microbatch drop rates are then not comparable with
+        the snapshot law. Use ``fixed`` or ``poisson`` to measure drop rates.
     rate : float
         Arrival rate (> 0) for ``fixed`` and ``poisson``.
     max_wait : float
@@ -318,7 +337,8 @@ class PipelineConfig:
         Time to detect a failed replica before failing over (>= 0).
     placement : DomainPlacement, topologies Placement, pair, or None
         Failure domains of each replica; ``None`` is the study's placement.
-        When given it fixes ``replicas`` and ``domain_outage`` is ignored.
+        When given it fixes ``replicas`` (which must then be ``None`` or agree
+        with it) and ``domain_outage`` is ignored.
     records : bool
         Keep per-microbatch records in preallocated arrays.
     trace : bool
@@ -326,7 +346,7 @@ class PipelineConfig:
     """
 
     stages: int = 48
-    replicas: int | tuple[int, ...] = 3
+    replicas: int | tuple[int, ...] | None = None
     skip_budget: int = 0
     availability: float = 0.9
     domain_outage: float = 0.0
@@ -358,9 +378,15 @@ class PipelineConfig:
             check(len(pl.replica_domains) == L, "placement", f"{L} stages (one per stage)",
                   len(pl.replica_domains))
             object.__setattr__(self, "placement", pl)
+            if self.replicas is not None:
+                given = _per_stage("replicas", self.replicas, L, _count)
+                check(given == pl.replicas, "replicas",
+                      f"unset or the placement's replica counts ({_counts_text(pl.replicas)})",
+                      self.replicas)
             object.__setattr__(self, "replicas", pl.replicas)
         else:
-            object.__setattr__(self, "replicas", _per_stage("replicas", self.replicas, L, _count))
+            reps = DEFAULT_REPLICAS if self.replicas is None else self.replicas
+            object.__setattr__(self, "replicas", _per_stage("replicas", reps, L, _count))
         check_int("skip_budget", self.skip_budget, low=0, high=L)
         check_probability("availability", self.availability)
         check_probability("domain_outage", self.domain_outage)

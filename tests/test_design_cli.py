@@ -102,7 +102,8 @@ def test_pipeline_json_keys(capsys):
     """dtsim pipeline --json has the documented keys and a sane interval."""
     out = run_json(capsys, "pipeline", "--stages", "10", "--replicas", "2", "--skip-budget", "1",
                    "--availability", "0.8", "--domain-outage", "0.01", "--skip-penalty", "0.2",
-                   "--microbatches", "2000", "--replications", "4", "--seed", "3")
+                   "--microbatches", "2000", "--replications", "4", "--seed", "3",
+                   "--engine", "des")
     for key in ("drop_rate", "drop_rate_ci", "predicted_drop_rate", "workers", "mean_quality",
                 "goodput", "latency_mean", "latency_p99", "mean_skipped", "simulated_time",
                 "seed"):

@@ -1,4 +1,20 @@
-"""``dtsim pipeline``: simulate Study A's pipeline; simulated drop rate vs the exact tail."""
+"""``dtsim pipeline``: simulate Study A's pipeline; simulated drop rate vs the exact tail.
+
+Three ways to answer, all printed side by side with the exact value:
+
+* ``--method simulate --engine des``: the discrete-event simulation (timing,
+  failover, waiting, time-correlated outages);
+* ``--method simulate --engine vector``: the vectorised snapshot Monte Carlo of
+  :mod:`sim.vector`, valid only where it answers the same question as the DES
+  (:func:`sim.vector.vector_engine_applies`); latency, goodput in time and
+  failovers need time and are reported as null;
+* ``--method importance``: importance sampling of the snapshot drop
+  probability (:func:`sim.rare.importance_from_config`), for drop
+  probabilities far below what plain simulation resolves.
+
+``--engine auto`` (the default) picks the vector engine exactly where it
+applies, and the output says which engine ran and why.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError, check_choice, check_int, check_positive
 from ..failures import DISTRIBUTIONS
 from ..pipeline import (
     ARRIVALS,
+    DEFAULT_REPLICAS,
     PENALTIES,
     STAGE_TIME_DISTRIBUTIONS,
     PipelineConfig,
@@ -24,12 +42,19 @@ from ..pipeline import (
 from ..results import summarize
 from ..rng import Streams
 from ..runner import replicate
+from ..vector import ENGINES, select_engine, vector_engine_applies, vector_pipeline_model
 from ._common import add_run_options, emit_json, print_table
 
 NAME = "pipeline"
 HELP = "simulate a pipeline with replicas, failover and skipping; drop rate vs the exact tail"
 
 PLACEMENTS = ("shared", "spread", "packed", "random")
+METHODS = ("simulate", "importance")
+#: Replications when ``--replications`` is not given.
+DEFAULT_REPLICATIONS = 10
+#: Metrics of the DES that need simulated time; null with the vector engine.
+TIMED_METRICS = ("goodput", "latency_mean", "latency_p50", "latency_p99",
+                 "failovers_per_microbatch", "simulated_time", "worker_time")
 
 
 def int_list(text: str) -> int | tuple[int, ...]:
@@ -56,9 +81,9 @@ def add_model_arguments(p: argparse.ArgumentParser, *, microbatches: int | None 
     """The pipeline model's options (shared with ``dtsim design --verify``)."""
     d = PipelineConfig()
     mb = d.microbatches if microbatches is None else microbatches
-    r0 = PipelineConfig.__dataclass_fields__["replicas"].default
-    p.add_argument("--replicas", type=int_list, default=r0,
-                   help=f"replicas per stage r, or one per stage as a comma list (default {r0})")
+    p.add_argument("--replicas", type=int_list, default=None,
+                   help="replicas per stage r, or one per stage as a comma list "
+                        f"(default {DEFAULT_REPLICAS}; with --topology, the count placed per stage)")
     p.add_argument("--mean-downtime", type=float, default=d.mean_downtime,
                    help=f"mean worker outage length (default {d.mean_downtime})")
     p.add_argument("--domain-downtime", type=float, default=d.domain_downtime,
@@ -117,7 +142,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", default=None, metavar="CSV",
                    help="also write the event trace of replication 0 to this CSV file "
                         "(time, microbatch, event, stage, replica)")
-    add_run_options(p, replications=10)
+    p.add_argument("--engine", default="auto", metavar="NAME",
+                   help="simulation engine: des, vector (snapshot Monte Carlo, only where it "
+                        "answers the same question as the DES) or auto (default: vector where "
+                        "it applies, else des)")
+    p.add_argument("--method", default="simulate", metavar="NAME",
+                   help="simulate (default) or importance (importance sampling of the snapshot "
+                        "drop probability, for rare drops)")
+    p.add_argument("--samples", type=int, default=None, metavar="N",
+                   help="with --method importance: draws to make (default 10000), or with "
+                        "--target-rel-error the most draws (default 10**7)")
+    p.add_argument("--target-rel-error", type=float, default=None, metavar="R",
+                   help="with --method importance: stop once the relative standard error is "
+                        "at most R")
+    add_run_options(p, replications=DEFAULT_REPLICATIONS)
+    # None marks "not given": --method importance refuses these rather than ignore them.
+    p.set_defaults(replications=None, microbatches=None)
 
 
 def write_trace(cfg: PipelineConfig, seed: int, path: str) -> Path:
@@ -132,8 +172,25 @@ def write_trace(cfg: PipelineConfig, seed: int, path: str) -> Path:
     return out
 
 
-def config_from_args(args: argparse.Namespace, **override: Any) -> tuple[PipelineConfig, Any]:
-    """Build the :class:`PipelineConfig` (and the placement, if a topology) from CLI args."""
+def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = None,
+                     **override: Any) -> tuple[PipelineConfig, Any]:
+    """Build the :class:`PipelineConfig` (and the placement, if a topology) from CLI args.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed ``dtsim pipeline`` options (``replicas`` and ``microbatches`` may be
+        None: not given, the config's defaults apply).
+    layout_latency : bool, optional
+        With a topology, whether its link latencies become the hop latencies
+        (default: unless ``--no-layout-latency``).
+    **override
+        Config fields that replace the options.
+
+    Returns
+    -------
+    (PipelineConfig, Placement or None)
+    """
     kw: dict[str, Any] = dict(
         stages=args.stages, replicas=args.replicas, skip_budget=args.skip_budget,
         availability=args.availability, domain_outage=args.domain_outage,
@@ -146,6 +203,8 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> tuple[Pipelin
         microbatches=args.microbatches, arrival=args.arrival, rate=args.rate,
         max_wait=args.max_wait, detection_timeout=args.detection_timeout,
     )
+    if kw["microbatches"] is None:
+        del kw["microbatches"]
     kw.update(override)
     placement = None
     topology = getattr(args, "topology", None)
@@ -158,7 +217,9 @@ def config_from_args(args: argparse.Namespace, **override: Any) -> tuple[Pipelin
         placement = place(layout, base.stages, list(base.replicas), args.placement,
                           rng=Streams(args.seed).rng("placement"))
         kw["placement"] = placement
-        if not getattr(args, "no_layout_latency", False):
+        if layout_latency is None:
+            layout_latency = not getattr(args, "no_layout_latency", False)
+        if layout_latency:
             hops = layout_hop_times(layout, placement.hosts, base.transfer_size)
             kw.update(latency=hops if hops else 0.0, transfer_size=0.0)
     return PipelineConfig(**kw), placement
@@ -176,79 +237,316 @@ def exact_quality(cfg: PipelineConfig) -> float | None:
 
 
 def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any = "serial",
-             workers: int | None = None) -> dict[str, Any]:
-    """Run the replications and return the CLI's JSON payload (intervals as Estimates)."""
+             workers: int | None = None, engine: str = "des") -> dict[str, Any]:
+    """Run the replications and return the CLI's JSON payload (intervals as Estimates).
+
+    Parameters
+    ----------
+    cfg : PipelineConfig
+    replications : int
+        Independent replications (the intervals are across them).
+    seed : int
+        Root seed.
+    executor, workers
+        As for :func:`sim.runner.replicate`.
+    engine : {"des", "vector", "auto"}
+        See :func:`sim.vector.select_engine`; ``vector`` where it does not
+        apply is a :class:`~sim.errors.ConfigError`.
+
+    Returns
+    -------
+    dict
+        The payload of ``dtsim pipeline --json``: ``engine`` and
+        ``engine_reason`` say which engine ran; the metrics that need simulated
+        time (goodput, latency, failovers, simulated and worker time) are None
+        with the vector engine.
+    """
+    used, reason = select_engine(cfg, engine)
+    model = vector_pipeline_model if used == "vector" else pipeline_model
     t0 = time.perf_counter()
-    records = replicate(pipeline_model, cfg, replications=replications, seed=seed,
+    records = replicate(model, cfg, replications=replications, seed=seed,
                         executor=executor, workers=workers)
     wall = time.perf_counter() - t0
     errors = [r["error"] for r in records if r["error"]]
     if errors:
         raise RuntimeError(errors[0])
     est = summarize(records)
+    timed = used == "des"
     exact_ok = cfg.instant and cfg.max_wait == 0
     crossings = sum(r["stage_crossings"] for r in records)
     busy = sum(r["wall_time"] for r in records)
+    n_total = cfg.microbatches * replications
+
+    def mean(key: str) -> float | None:
+        return est[key].mean if timed else None
+
     return {
+        "method": "simulate",
+        "engine": used,
+        "engine_reason": reason,
         "drop_rate": est["drop_rate"].mean,
         "drop_rate_ci": est["drop_rate"],
-        "predicted_drop_rate": predicted_drop_rate(cfg),
+        "predicted_drop_rate": exact_drop_rate(cfg),
         "exact_applies": bool(exact_ok),
         "workers": cfg.workers,
         "mean_quality": est["mean_quality"].mean,
         "mean_quality_ci": est["mean_quality"],
         "predicted_mean_quality": exact_quality(cfg),
-        "goodput": est["goodput"].mean,
-        "goodput_ci": est["goodput"],
-        "latency_mean": est["latency_mean"].mean,
-        "latency_p50": est["latency_p50"].mean,
-        "latency_p99": est["latency_p99"].mean,
+        "goodput": mean("goodput"),
+        "goodput_ci": est["goodput"] if timed else None,
+        "latency_mean": mean("latency_mean"),
+        "latency_p50": mean("latency_p50"),
+        "latency_p99": mean("latency_p99"),
         "mean_skipped": est["mean_skipped"].mean,
         "skipped_distribution": [est[f"skipped_{k}"].mean for k in range(cfg.skip_budget + 1)],
-        "failovers_per_microbatch": est["failovers_per_microbatch"].mean,
-        "worker_time": est["worker_time"].mean * replications,
-        "simulated_time": est["simulated_time"].mean * replications,
+        "failovers_per_microbatch": mean("failovers_per_microbatch"),
+        "worker_time": est["worker_time"].mean * replications if timed else None,
+        "simulated_time": est["simulated_time"].mean * replications if timed else None,
         "microbatches": cfg.microbatches,
         "replications": replications,
-        "stage_crossings_per_second": crossings / busy if busy > 0 else None,
+        "stage_crossings_per_second": crossings / busy if timed and busy > 0 else None,
+        "microbatches_per_second": n_total / busy if busy > 0 else None,
         "wall_time": wall,
         "seed": seed,
     }
 
 
+def exact_drop_rate(cfg: PipelineConfig) -> float | None:
+    """:func:`sim.pipeline.predicted_drop_rate`, or None where the exact law is out of reach.
+
+    The exact law of a placement enumerates the shared domains the stages
+    depend on at once; a placement too wide for that has no exact reference
+    (the simulation and the importance estimate still run).
+    """
+    try:
+        return predicted_drop_rate(cfg)
+    except ConfigError:
+        return None
+
+
+def importance_applies(cfg: PipelineConfig) -> None:
+    """Raise :class:`~sim.errors.ConfigError` unless importance sampling answers ``cfg``.
+
+    The estimator computes the snapshot drop probability, which is the
+    pipeline's long-run drop rate exactly where the vector engine applies
+    (:func:`sim.vector.vector_engine_applies`): zero crossing time,
+    ``max_wait = 0``, stationary outages, arrivals independent of failures.
+    """
+    ok, reason = vector_engine_applies(cfg)
+    if not ok:
+        raise ConfigError("method", f"simulate for this configuration ({reason})", "importance")
+
+
+def estimate_importance(cfg: PipelineConfig, *, seed: int, samples: int | None = None,
+                        target_rel_error: float | None = None) -> dict[str, Any]:
+    """Importance-sampling estimate of the drop probability, as the CLI's JSON payload.
+
+    The study's placement uses exponential tilting of the stage outages
+    (:func:`sim.rare.importance_from_config`); a placement with shared domains
+    uses :func:`sim.rare.stratified_placement_probability` (strata of domain
+    outages weighted by their exact probability), which does not miss a
+    combination of domain outages the way a per-domain tilt can.
+
+    Parameters
+    ----------
+    cfg : PipelineConfig
+        A snapshot configuration (see :func:`importance_applies`), with the
+        study's placement or any placement with shared domains.
+    seed : int
+        Root seed; the draws come from ``Streams(seed).rng("importance")``.
+    samples : int, optional
+        Draws to make (default 10 000), or with ``target_rel_error`` the most
+        draws (default 10**7).
+    target_rel_error : float, optional
+        Stop once the relative standard error is at most this.
+
+    Returns
+    -------
+    dict
+        ``method`` ("importance"), ``drop_rate``, ``drop_rate_ci`` (95%,
+        normal, ``[low, high]``), ``predicted_drop_rate`` (exact),
+        or None where the placement is too wide for exact enumeration,
+        ``agrees`` (the exact value lies in the interval, None without it),
+        ``rel_error``, ``effective_sample_size``, ``samples`` (random draws),
+        ``enumerated`` (domain configurations summed exactly), ``hits`` (terms
+        of the estimate that are nonzero), ``estimator``, ``tilt``, ``naive_samples`` (plain Monte Carlo
+        draws for the same relative error), ``target_rel_error``, ``workers``,
+        ``wall_time``, ``seed``.
+
+    Raises
+    ------
+    ConfigError
+        When the configuration is not a snapshot one, or for a bad budget.
+    """
+    from ..rare import importance_from_config, stratified_placement_probability
+
+    importance_applies(cfg)
+    if samples is not None:
+        check_int("samples", samples, low=2)
+    if target_rel_error is not None:
+        check_positive("target_rel_error", target_rel_error)
+    rng = Streams(seed).rng("importance")
+    t0 = time.perf_counter()
+    if cfg.placement is None:
+        estimator = "exponential tilting of the stage outages"
+        res = importance_from_config(cfg, rng=rng, samples=samples,
+                                     target_rel_error=target_rel_error)
+    else:
+        estimator = ("stratified by the number of domains out per class (small strata "
+                     "summed exactly, the others sampled)")
+        pl = cfg.placement
+        res = stratified_placement_probability(
+            pl.replica_domains, pl.domain_outage, cfg.availability, cfg.skip_budget,
+            rng=rng, samples=samples, target_rel_error=target_rel_error)
+    wall = time.perf_counter() - t0
+    exact = exact_drop_rate(cfg)
+    return {
+        "method": "importance",
+        "estimator": estimator,
+        "engine": None,
+        "engine_reason": "importance sampling of the snapshot drop probability",
+        "drop_rate": res.estimate,
+        "drop_rate_ci": [res.low, res.high],
+        "predicted_drop_rate": exact,
+        "agrees": None if exact is None else bool(res.contains(exact)),
+        "rel_error": res.rel_error,
+        "standard_error": res.se,
+        "effective_sample_size": res.ess,
+        "samples": res.samples,
+        "enumerated": res.enumerated,
+        "hits": res.hits,
+        "tilt": res.tilt,
+        "naive_samples": res.naive_samples,
+        "target_rel_error": target_rel_error,
+        "workers": cfg.workers,
+        "wall_time": wall,
+        "seed": seed,
+    }
+
+
+def _check_options(args: argparse.Namespace) -> str:
+    """Validate the method, the engine and the options that go with them; return the method."""
+    method = check_choice("method", args.method, METHODS)
+    check_choice("engine", args.engine, ENGINES)
+    if method == "simulate":
+        for name, value in (("samples", args.samples), ("target_rel_error", args.target_rel_error)):
+            if value is not None:
+                raise ConfigError(name, "given only with --method importance", value)
+        if args.replications is not None:
+            check_int("replications", args.replications, low=1)
+        return method
+    # importance: refuse what it would otherwise silently ignore
+    refused = (
+        ("engine", args.engine, args.engine != "auto", "auto with --method importance "
+         "(it draws snapshots itself)"),
+        ("replications", args.replications, args.replications is not None,
+         "unset with --method importance (its draws are independent; use --samples)"),
+        ("microbatches", args.microbatches, args.microbatches is not None,
+         "unset with --method importance (use --samples)"),
+        ("executor", args.executor, args.executor != "serial",
+         "serial with --method importance"),
+        ("workers", args.workers, args.workers is not None, "unset with --method importance"),
+        ("trace", args.trace, args.trace is not None,
+         "unset with --method importance (it has no event trace)"),
+    )
+    for name, value, bad, rule in refused:
+        if bad:
+            raise ConfigError(name, rule, value)
+    return method
+
+
+def _print_importance(out: dict[str, Any], cfg: PipelineConfig, args: argparse.Namespace,
+                      placement: Any) -> None:
+    print(f"L={cfg.stages} stages x r={_replicas_text(cfg)} replicas ({cfg.workers} workers), "
+          f"s={cfg.skip_budget}, a={cfg.availability}, "
+          f"rho={cfg.domain_outage if placement is None else 'layout'}; seed {args.seed}")
+    print("method: importance sampling of the snapshot drop probability"
+          + (" (layout failure domains; link latencies not used)" if placement is not None else ""))
+    print(f"estimator: {out['estimator']}")
+    lo, hi = out["drop_rate_ci"]
+    exact = out["predicted_drop_rate"]
+    agrees = "" if out["agrees"] is None else ("yes" if out["agrees"] else "NO")
+    print_table([("drop rate", "-" if exact is None else f"{exact:.6g}",
+                  f"{out['drop_rate']:.6g} [{lo:.6g}, {hi:.6g}]", agrees)],
+                ("quantity", "exact", "importance sampling (95% CI)", "agrees"))
+    naive = out["naive_samples"]
+    enum = f", {out['enumerated']} domain configurations summed exactly" \
+        if out["enumerated"] else ""
+    if naive is None or not math.isfinite(naive):
+        cost = ("no sampling error (the interval's width is the rounding and the mass of the "
+                "strata not visited)" if out["samples"] == 0 else "no drop was seen")
+    else:
+        cost = f"plain Monte Carlo would need {naive:.3g} microbatches for this error"
+    print(f"relative error {out['rel_error']:.3g}, effective sample size "
+          f"{out['effective_sample_size']:.0f}, {out['samples']} samples{enum}; {cost}; "
+          f"{out['wall_time']:.3g} s")
+
+
+def _replicas_text(cfg: PipelineConfig) -> str:
+    reps = cfg.replicas
+    return str(reps[0]) if len(set(reps)) == 1 else ",".join(map(str, reps))  # type: ignore[arg-type]
+
+
 def run(args: argparse.Namespace) -> int:
-    cfg, placement = config_from_args(args)
+    method = _check_options(args)
+    if method == "importance":
+        cfg, placement = config_from_args(args, layout_latency=False)
+    else:
+        cfg, placement = config_from_args(args)
     if args.show_placement and placement is not None and not args.json:
         render = getattr(placement, "render", None)
         print(render() if callable(render) else str(placement))
         print()
-    out = simulate(cfg, replications=args.replications, seed=args.seed,
-                   executor=args.executor, workers=args.workers)
-    if args.trace:
-        out["trace_file"] = str(write_trace(cfg, args.seed, args.trace))
+    if method == "importance":
+        out = estimate_importance(cfg, seed=args.seed, samples=args.samples,
+                                  target_rel_error=args.target_rel_error)
+    else:
+        reps = DEFAULT_REPLICATIONS if args.replications is None else args.replications
+        engine = args.engine
+        if args.trace:  # the event trace is the DES's
+            if engine == "vector":
+                raise ConfigError("trace", "unset with --engine vector (it has no event trace)",
+                                  args.trace)
+            engine = "des"
+        out = simulate(cfg, replications=reps, seed=args.seed, executor=args.executor,
+                       workers=args.workers, engine=engine)
+        if args.trace and args.engine == "auto":
+            out["engine_reason"] = "auto: --trace needs the discrete-event simulation"
+        if args.trace:
+            out["trace_file"] = str(write_trace(cfg, args.seed, args.trace))
     if args.json:
         if args.show_placement and placement is not None:
             out["placement"] = [[list(c) for c in s] for s in cfg.domain_placement.replica_domains]
         emit_json(out)
         return 0
-    reps = cfg.replicas
-    r_text = str(reps[0]) if len(set(reps)) == 1 else ",".join(map(str, reps))  # type: ignore[arg-type]
-    print(f"L={cfg.stages} stages x r={r_text} replicas ({cfg.workers} workers), s={cfg.skip_budget}, "
-          f"a={cfg.availability}, rho={cfg.domain_outage if placement is None else 'layout'}, "
-          f"kappa={cfg.skip_penalty}; {args.replications} replications x {cfg.microbatches} "
+    if method == "importance":
+        _print_importance(out, cfg, args, placement)
+        return 0
+    print(f"L={cfg.stages} stages x r={_replicas_text(cfg)} replicas ({cfg.workers} workers), "
+          f"s={cfg.skip_budget}, a={cfg.availability}, "
+          f"rho={cfg.domain_outage if placement is None else 'layout'}, "
+          f"kappa={cfg.skip_penalty}; {out['replications']} replications x {cfg.microbatches} "
           f"microbatches, seed {args.seed}")
+    print(f"engine: {out['engine']} ({out['engine_reason']})")
     exact_note = "" if out["exact_applies"] else " (snapshot reference; timing changes the law)"
     rows = []
     for label, key, exact in [("drop rate", "drop_rate", out["predicted_drop_rate"]),
                               ("mean quality (delivered)", "mean_quality", out["predicted_mean_quality"]),
                               ("goodput", "goodput", None)]:
         e = out[key + "_ci"]
+        if e is None:
+            continue
         ok = "" if exact is None or not out["exact_applies"] else ("yes" if e.contains(exact) else "NO")
         rows.append((label, "-" if exact is None else f"{exact:.6g}", str(e), ok))
     print_table(rows, ("quantity", "exact" + exact_note, "simulated (95% CI)", "agrees"))
-    print(f"mean skipped {out['mean_skipped']:.4g}; latency mean {out['latency_mean']:.4g}, "
-          f"p50 {out['latency_p50']:.4g}, p99 {out['latency_p99']:.4g}; failovers per microbatch "
-          f"{out['failovers_per_microbatch']:.4g}; simulated time {out['simulated_time']:.6g}")
+    if out["engine"] == "des":
+        print(f"mean skipped {out['mean_skipped']:.4g}; latency mean {out['latency_mean']:.4g}, "
+              f"p50 {out['latency_p50']:.4g}, p99 {out['latency_p99']:.4g}; failovers per "
+              f"microbatch {out['failovers_per_microbatch']:.4g}; simulated time "
+              f"{out['simulated_time']:.6g}")
+    else:
+        print(f"mean skipped {out['mean_skipped']:.4g}; latency, goodput in time and failovers: "
+              "not answered by the vector engine (use --engine des)")
     if args.trace:
         print(f"event trace of replication 0 written to {out['trace_file']}")
     return 0
