@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import networkx as nx
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import topologies
 from sim import analytic
 from sim.cli import main
 from sim.errors import ConfigError
@@ -261,10 +261,11 @@ def test_clipped_creep_far_and_near():
     assert toward.mean() < 0.8 * bound
 
 
-@pytest.mark.parametrize("graph", [nx.cycle_graph(12), nx.grid_2d_graph(4, 4, periodic=True)],
-                         ids=["ring", "torus"])
+@pytest.mark.parametrize("graph", [nx.cycle_graph(12), nx.grid_2d_graph(4, 4, periodic=True),
+                                   topologies.build("random-regular:n=14,degree=3", seed=1)],
+                         ids=["ring", "torus", "random-regular"])
 def test_edge_gossip_matches_exact_recursions(graph):
-    """On a ring and a torus, simulated E[D(t)] and stubborn E[m(t)] match the exact recursions."""
+    """On ring, torus and random 3-regular graphs, simulated E[D(t)] and stubborn E[m(t)] match the exact recursions."""
     steps, every = 240, 40
     honest = GossipConfig(graph=graph, topology="g", nodes=None, protocol="edge", rounds=steps,
                           record_every=every)
@@ -295,13 +296,16 @@ def test_async_capture_matches_poisson_clock():
     assert abs(ratios.mean() - math.exp(-horizon / (n - 1))) < 4 * se
 
 
-def test_vectorised_matching_speed():
-    """The complete-graph matching engine does n = 10^5 in well under a second per round."""
-    cfg = GossipConfig(nodes=100_000, rounds=10)
-    t0 = time.perf_counter()
-    gossip_model(cfg, Streams(0))
-    per_round = (time.perf_counter() - t0) / 10
-    assert per_round < 0.1
+def test_vectorised_matching_at_1e5_nodes():
+    """The complete-graph matching engine carries n = 10^5 and contracts D by (n-2)/(2(n-1))."""
+    n = 100_000
+    cfg = GossipConfig(nodes=n, rounds=3)
+    rec = gossip_model(cfg, Streams(0))
+    d = np.asarray(rec["disagreement"], dtype=float)
+    ratios = d[1:] / d[:-1]
+    # D' / D concentrates at n = 1e5: its sd is about sqrt(2/n) relative, so 4 sd is ~0.02
+    assert np.all(np.abs(ratios - analytic.matching_contraction(n)) < 4 * math.sqrt(2 / n))
+    assert rec["exchanges"] == 3 * n / 2
 
 
 def test_analytic_closed_forms_are_the_ones_used():
@@ -441,41 +445,6 @@ def test_async_exchange_count_with_latency():
     se = counts.std(ddof=1) / math.sqrt(counts.size)
     assert abs(counts.mean() - n * rate * (horizon - d)) < 4 * se
     assert abs(counts.mean() - n * rate * horizon) > 4 * se  # counting sends instead would fail
-
-
-def test_async_speed_against_bare_simpy():
-    """The async DES costs a few bare SimPy timeouts per exchange (CPU time, best of 3)."""
-    import simpy
-
-    def bare(events=100_000):
-        env = simpy.Environment()
-
-        def loop():
-            for _ in range(events):
-                yield env.timeout(1.0)
-
-        env.process(loop())
-        t0 = time.process_time()
-        env.run()
-        return events / (time.process_time() - t0)
-
-    cfg = GossipConfig(nodes=1000, protocol="async", rounds=10, record_every=10)
-    best = 0.0
-    for k in range(3):
-        y = bare()
-        system = GossipSystem(cfg, Streams(0).replication(k))
-        t0 = time.process_time()
-        system.run()
-        best = max(best, system.exchanges / (time.process_time() - t0) / y)
-    assert best > 0.15  # the benchmark target is 0.3; this guards against a return to ~0.02
-
-
-def test_async_build_of_1e5_nodes_is_quick():
-    """Wiring 10^5 async nodes takes seconds, not the ~15 s of one generator per node."""
-    cfg = GossipConfig(nodes=100_000, protocol="async", rounds=1)
-    t0 = time.perf_counter()
-    GossipSystem(cfg, Streams(0))
-    assert time.perf_counter() - t0 < 6.0
 
 
 # --------------------------------------------------------------------------- matching engines
