@@ -118,6 +118,8 @@ __all__ = [
 ]
 
 PROTOCOLS = ("matching", "edge", "async")
+#: Size of the complete graph when neither ``nodes`` nor the spec gives one.
+DEFAULT_COMPLETE_NODES = 16
 #: Implementation paths of the ``async`` protocol (see :attr:`GossipSystem.async_path`).
 ASYNC_PATHS = ("auto", "merged", "events", "vector")
 #: Engines of the ``matching`` protocol (see :attr:`GossipConfig.resolved_engine`).
@@ -142,7 +144,9 @@ class GossipConfig:
         ``graph`` is given.
     nodes : int or None
         Number of nodes ``n`` (adversaries included) for families sized by one
-        number; required for ``complete`` unless the spec gives ``n``.
+        number (``--nodes``); when neither it nor the spec gives a size, the
+        complete graph has 16 nodes. A value that contradicts the size the spec
+        gives is refused.
     protocol : {"matching", "edge", "async"}
     rounds : int
         Matching rounds, edge steps, or (``async``) simulated time units.
@@ -188,7 +192,7 @@ class GossipConfig:
     """
 
     topology: str = "complete"
-    nodes: int | None = 16
+    nodes: int | None = None
     protocol: str = "matching"
     rounds: int = 50
     noise: float = 0.0
@@ -359,7 +363,10 @@ class _Network:
             if family == "complete":
                 from topologies import num_nodes
 
-                n = num_nodes(cfg.topology, nodes=cfg.nodes)
+                nodes = cfg.nodes
+                if nodes is None and "n" not in params:
+                    nodes = DEFAULT_COMPLETE_NODES
+                n = num_nodes(cfg.topology, nodes=nodes)
                 check_int("nodes", n, low=2)
                 lat = float(params.get("latency", lat))
                 bw = float(params.get("bandwidth", bw))

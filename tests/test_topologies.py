@@ -205,7 +205,7 @@ def test_spec_forms_and_values():
 def test_nodes_and_seed_fill_only_missing_parameters():
     """--nodes sets the size parameter and --seed the seed, unless the spec gives them."""
     assert str(T.resolve("ring", nodes=10)) == "ring:n=10"
-    assert str(T.resolve("ring:n=12", nodes=10)) == "ring:n=12"
+    assert str(T.resolve("ring:n=12", nodes=12)) == "ring:n=12"
     assert str(T.resolve("torus", nodes=64)) == "torus:dims=8x8"
     assert str(T.resolve("hypercube", nodes=64)) == "hypercube:dim=6"
     assert str(T.resolve("datacenter:regions=3,racks=4", nodes=96)) == \
@@ -215,6 +215,13 @@ def test_nodes_and_seed_fill_only_missing_parameters():
     assert str(T.resolve("erdos_renyi:seed=1", nodes=50, seed=3)) == "erdos_renyi:seed=1,n=50"
     assert T.build("watts_strogatz", nodes=20, seed=4).graph["spec"] == \
         "watts_strogatz:n=20,seed=4"
+
+
+def test_nodes_contradicting_the_spec_is_refused():
+    """--nodes that disagrees with the size the spec gives is an error, not silently ignored."""
+    with pytest.raises(ConfigError) as ei:
+        T.resolve("ring:n=12", nodes=10)
+    assert str(ei.value) == "'nodes' must be unset or equal to the 12 nodes of topology ring:n=12: 10"
 
 
 def test_registry_lists_params_with_defaults():

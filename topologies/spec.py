@@ -365,6 +365,11 @@ def resolve(spec: str | TopologySpec, *, nodes: int | None = None,
     params = dict(s.params)
     if s.family is not None:
         fam = REGISTRY[s.family]
+        if fam.sized_by in params and nodes is not None:
+            given = fam.node_count(params)
+            if given != nodes:
+                raise ConfigError("nodes", f"unset or equal to the {given} nodes of topology {s}",
+                                  nodes)
         if fam.sized_by not in params and nodes is not None:
             try:
                 params[fam.sized_by] = fam.size_param(nodes, params)

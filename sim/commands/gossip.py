@@ -9,7 +9,15 @@ from typing import Any
 import numpy as np
 
 from ..adversaries import ADVERSARIES
-from ..gossip import ENGINES, PROTOCOLS, GossipConfig, _spec_family, gossip_model, summarize_runs
+from ..gossip import (
+    DEFAULT_COMPLETE_NODES,
+    ENGINES,
+    PROTOCOLS,
+    GossipConfig,
+    _spec_family,
+    gossip_model,
+    summarize_runs,
+)
 from ..runner import replicate
 from ._common import add_run_options, emit_json, print_table
 
@@ -74,7 +82,7 @@ def config_from_args(args: argparse.Namespace) -> GossipConfig:
     if nodes is None:
         family, params = _spec_family(args.topology)
         if family == "complete" and "n" not in params:
-            nodes = 16
+            nodes = DEFAULT_COMPLETE_NODES
     burn_in = args.burn_in
     if burn_in is None:
         burn_in = args.rounds // 2 if isinstance(args.rounds, int) and args.rounds > 0 else 0
