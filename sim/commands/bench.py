@@ -62,7 +62,7 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
     add("(f) IS time to 10% at p=1.65e-9", "rare_seconds", "s")
     add("    IS samples used", "rare_samples", "")
     add("    plain MC samples for the same error", "rare_naive_samples", "")
-    add("    shared racks: IS time to 10% at p=8.1e-9", "rare_shared_seconds", "s")
+    add("    shared racks, stratified: time at p=8.1e-9", "rare_shared_seconds", "s")
     add("(g) serial, 20 tasks", "sweep_serial_s", "s")
     add("    runner, 2 local workers: speedup", "sweep_local_speedup", "x")
     add("    plain ProcessPoolExecutor: speedup", "sweep_plain_pool_speedup", "x")

@@ -341,11 +341,11 @@ def estimate_importance(cfg: PipelineConfig, *, seed: int, samples: int | None =
                         target_rel_error: float | None = None) -> dict[str, Any]:
     """Importance-sampling estimate of the drop probability, as the CLI's JSON payload.
 
-    The study's placement uses exponential tilting of the stage outages
-    (:func:`sim.rare.importance_from_config`); a placement with shared domains
-    uses :func:`sim.rare.stratified_placement_probability` (strata of domain
-    outages weighted by their exact probability), which does not miss a
-    combination of domain outages the way a per-domain tilt can.
+    One code path, :func:`sim.rare.importance_from_config`: the study's
+    placement uses exponential tilting of the stage outages; a placement with
+    shared domains uses :func:`sim.rare.stratified_placement_probability`
+    (strata of domain outages weighted by their exact probability), which does
+    not miss a combination of domain outages the way a per-domain tilt can.
 
     Parameters
     ----------
@@ -378,7 +378,7 @@ def estimate_importance(cfg: PipelineConfig, *, seed: int, samples: int | None =
     ConfigError
         When the configuration is not a snapshot one, or for a bad budget.
     """
-    from ..rare import importance_from_config, stratified_placement_probability
+    from ..rare import importance_from_config
 
     importance_applies(cfg)
     if samples is not None:
@@ -387,17 +387,11 @@ def estimate_importance(cfg: PipelineConfig, *, seed: int, samples: int | None =
         check_positive("target_rel_error", target_rel_error)
     rng = Streams(seed).rng("importance")
     t0 = time.perf_counter()
-    if cfg.placement is None:
-        estimator = "exponential tilting of the stage outages"
-        res = importance_from_config(cfg, rng=rng, samples=samples,
-                                     target_rel_error=target_rel_error)
-    else:
-        estimator = ("stratified by the number of domains out per class (small strata "
-                     "summed exactly, the others sampled)")
-        pl = cfg.placement
-        res = stratified_placement_probability(
-            pl.replica_domains, pl.domain_outage, cfg.availability, cfg.skip_budget,
-            rng=rng, samples=samples, target_rel_error=target_rel_error)
+    res = importance_from_config(cfg, rng=rng, samples=samples,
+                                 target_rel_error=target_rel_error)
+    estimator = ("exponential tilting of the stage outages" if cfg.placement is None else
+                 "stratified by the number of domains out per class (small strata "
+                 "summed exactly, the others sampled)")
     wall = time.perf_counter() - t0
     exact = exact_drop_rate(cfg)
     return {
