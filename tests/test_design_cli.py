@@ -77,6 +77,17 @@ def test_design_verify_simulates(capsys):
     low, high = out["simulated_drop_rate_ci"]
     assert low <= out["drop_rate"] <= high
     assert out["simulated_agrees"] is True
+    assert out["simulated_method"] == "simulation"
+
+
+def test_design_verify_rare_drop_uses_importance_sampling(capsys):
+    """A drop rate too rare to simulate (1.5e-9) is verified by importance sampling, not 0 [0, 0]."""
+    out = run_json(capsys, "design", "--skip-penalty", "0.1", "--verify",
+                   "--microbatches", "2000", "--replications", "4")
+    assert out["simulated_method"] == "importance sampling"
+    low, high = out["simulated_drop_rate_ci"]
+    assert 0 < low <= out["drop_rate"] <= high and high - low < 0.5 * out["drop_rate"]
+    assert out["drop_rate"] == pytest.approx(1.4996e-09, rel=1e-3)
 
 
 def test_design_text_output(capsys):
