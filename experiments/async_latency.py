@@ -32,7 +32,6 @@ Writes ``wallclock.png``, ``time_to_1e6.png``, ``async.csv`` and ``async.md``.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import replace
@@ -44,7 +43,7 @@ import numpy as np
 import sim.runner
 from sim import analytic
 from sim.gossip import GossipConfig, gossip_model
-from sim.results import mean_ci, write_csv
+from sim.results import as_array, crossing, format_4g, mean_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -86,22 +85,6 @@ def matching_rounds(n: int, factor: float = FACTOR) -> float:
     return math.log(factor) / math.log(analytic.matching_contraction(n))
 
 
-def crossing(x: np.ndarray, y: np.ndarray, level: float) -> float:
-    """First ``x`` where ``y`` falls to ``level`` (log-linear interpolation), nan if never."""
-    y = np.asarray(y, dtype=float)
-    below = np.flatnonzero(y <= level)
-    if below.size == 0:
-        return math.nan
-    k = int(below[0])
-    if k == 0:
-        return float(x[0])
-    y0, y1 = y[k - 1], max(y[k], 1e-300)
-    if not (y0 > 0):
-        return float(x[k])
-    f = (math.log(y0) - math.log(level)) / (math.log(y0) - math.log(y1))
-    return float(x[k - 1] + f * (x[k] - x[k - 1]))
-
-
 # ----------------------------------------------------------------------------- model
 
 
@@ -126,10 +109,6 @@ def model(config: GossipConfig, streams: Streams) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- analysis
 
 
-def _array(v: Any) -> np.ndarray:
-    return np.asarray(json.loads(v) if isinstance(v, str) else v, dtype=float)
-
-
 def _label(cfg: GossipConfig) -> str:
     if cfg.protocol == "matching":
         return "sync matchings (geo latencies)"
@@ -140,14 +119,11 @@ def _label(cfg: GossipConfig) -> str:
 def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     """One row per variant: times to 1e-6 (simulated, closed form), exchange rate, drift."""
     rows = []
-    for p, params in enumerate(results.points):
-        recs = [r for r in results.records if r["point"] == p and not r.get("error")]
-        if not recs:
-            continue
+    for params, recs in results.point_records():
         cfg = replace(BASE, **params)
         n = cfg.n
-        R = np.stack([_array(r["ratio"]) for r in recs])
-        T = np.stack([_array(r["time"]) for r in recs])
+        R = np.stack([as_array(r["ratio"]) for r in recs])
+        T = np.stack([as_array(r["time"]) for r in recs])
         x = T.mean(axis=0)
         ests = [mean_ci(R[:, j]) for j in range(R.shape[1])]
         mean = np.array([e.mean for e in ests])
@@ -187,27 +163,16 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "nan" if not math.isfinite(v) else f"{v:.4g}"
-    return str(v)
-
-
 def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
     """Figures, table and the printed finding."""
     from sim.plotting import plot_stress_panels
 
     out_dir = Path(out_dir)
     rows = table(results)
-    public = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
-    write_csv(public, out_dir / "async.csv")
     cols = ["variant", "t_sim_ms", "t_sim_low", "t_sim_high", "t_closed_form_ms", "sim_over_cf",
             "per_run_t_ms", "exchanges_per_node_ms", "round_ms", "drift"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for r in public]
-    text = "\n".join(lines)
-    (out_dir / "async.md").write_text("# Async vs synchronous gossip on a geo layout (times in ms)\n\n"
-                                      + text + "\n")
+    title = "Async vs synchronous gossip on a geo layout (times in ms)"
+    text = write_tables(rows, cols, out_dir, "async", title, fmt=format_4g)
     series = []
     for i, r in enumerate(rows):
         series.append({"label": r["variant"], "x": r["_x"], "mean": r["_mean"], "low": r["_low"],

@@ -36,7 +36,6 @@ Writes ``churn.png``, ``churn.csv`` and ``churn.md`` and prints the finding.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass, replace
@@ -48,7 +47,7 @@ import numpy as np
 import sim.runner
 from sim.errors import check_int, check_positive
 from sim.gossip import GossipConfig, gossip_model
-from sim.results import mean_ci, write_csv
+from sim.results import as_array, format_4g, mean_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -159,10 +158,6 @@ def model(config: ChurnConfig, streams: Streams) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- analysis
 
 
-def _array(v: Any) -> np.ndarray:
-    return np.asarray(json.loads(v) if isinstance(v, str) else v, dtype=float)
-
-
 def _log_interval(values: np.ndarray) -> tuple[float, float, float]:
     """Mean and a 95% interval on the log scale (delta method), for ratios spanning decades."""
     e = mean_ci(values)
@@ -173,17 +168,14 @@ def _log_interval(values: np.ndarray) -> tuple[float, float, float]:
 def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     """One row per point: contraction rate and noise floor, simulated (95% CI) and closed form."""
     rows = []
-    for p, params in enumerate(results.points):
-        recs = [r for r in results.records if r["point"] == p and not r.get("error")]
-        if not recs:
-            continue
+    for params, recs in results.point_records():
         cfg = replace(BASE, **params)
         n, t = cfg.nodes, cfg.contraction_time
         m, lo, hi = _log_interval(np.array([float(r["ratio_end"]) for r in recs]))
         rate_cf = contraction_rate(n, cfg.availability, cfg.wake_rate)
         fl = mean_ci([float(r["noise_floor"]) for r in recs])
         fl_cf = async_noise_floor(n, cfg.noise)
-        R = np.stack([_array(r["ratio"]) for r in recs])
+        R = np.stack([as_array(r["ratio"]) for r in recs])
         rate = -math.log(m) / t
         rows.append({
             "availability": cfg.availability,
@@ -200,28 +192,17 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "nan" if not math.isfinite(v) else f"{v:.4g}"
-    return str(v)
-
-
 def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
     """Figure, table and the printed finding."""
     from sim.plotting import plot_stress_panels
 
     out_dir = Path(out_dir)
     rows = table(results)
-    public = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
-    write_csv(public, out_dir / "churn.csv")
     cols = ["availability", "mean_downtime", "rate", "rate_low", "rate_high", "rate_closed_form",
             "rate_over_cf", "noise_floor", "noise_floor_low", "noise_floor_high",
             "noise_floor_closed_form", "floor_over_cf"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for r in public]
-    text = "\n".join(lines)
-    (out_dir / "churn.md").write_text("# Churn: contraction rate and noise floor vs availability\n\n"
-                                      + text + "\n")
+    title = "Churn: contraction rate and noise floor vs availability"
+    text = write_tables(rows, cols, out_dir, "churn", title, fmt=format_4g)
     full = [r for r in rows if r["availability"] == 1.0]
     downs = sorted({r["mean_downtime"] for r in rows if r["availability"] < 1})
     rate_s, floor_s = [], []

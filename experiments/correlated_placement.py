@@ -45,7 +45,7 @@ import topologies
 from sim import analytic
 from sim.errors import check_choice, check_int, check_positive, check_probability
 from sim.pipeline import PipelineConfig, pipeline_model
-from sim.results import mean_ci, write_csv
+from sim.results import format_4g, mean_ci, write_tables
 from sim.rng import Streams
 from topologies.placement import place
 
@@ -163,10 +163,7 @@ def model(config: PlacementConfig, streams: Streams) -> dict[str, float]:
 def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     """One row per (policy, s): simulated drop rate (95% CI), exact, binomial, ratios."""
     rows = []
-    for i, params in enumerate(results.points):
-        recs = [r for r in results.records if r["point"] == i and not r.get("error")]
-        if not recs:
-            continue
+    for params, recs in results.point_records():
         cfg = replace(BASE, **params)
         exact, indep = (tails(d) for d in out_stage_laws(cfg))
         for s in SKIPS:
@@ -197,12 +194,6 @@ def choices(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "nan" if not math.isfinite(v) else f"{v:.4g}"
-    return str(v)
-
-
 COLUMNS = ["policy", "skip_budget", "drop", "drop_low", "drop_high", "exact", "binomial",
            "exact_over_binomial", "exact_in_interval", "binomial_in_interval"]
 
@@ -213,13 +204,8 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
 
     out_dir = Path(out_dir)
     rows = table(results)
-    write_csv(rows, out_dir / "placement.csv")
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in rows]
-    text = "\n".join(lines)
-    (out_dir / "placement.md").write_text(
-        "# Correlated placement: drop rate vs skip budget, simulated vs exact vs binomial\n\n"
-        + text + "\n")
+    title = "Correlated placement: drop rate vs skip budget, simulated vs exact vs binomial"
+    text = write_tables(rows, COLUMNS, out_dir, "placement", title, fmt=format_4g)
     panels = []
     for pol in POLICIES:
         rs = [r for r in rows if r["policy"] == pol]

@@ -32,7 +32,6 @@ Writes ``failover.png``, ``failover.csv`` and ``failover.md`` and prints the fin
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -41,7 +40,7 @@ from typing import Any
 import sim.runner
 from sim import analytic
 from sim.pipeline import PipelineConfig, pipeline_model
-from sim.results import mean_ci, write_csv
+from sim.results import format_4g, mean_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -104,10 +103,7 @@ def model(config: PipelineConfig, streams: Streams) -> dict[str, float]:
 def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     """One row per (timeout, r): simulated (95% CI) against the snapshot closed form."""
     rows = []
-    for i, params in enumerate(results.points):
-        recs = [r for r in results.records if r["point"] == i and not r.get("error")]
-        if not recs:
-            continue
+    for params, recs in results.point_records():
         cfg = replace(BASE, **params)
         cf = snapshot_goodput(cfg) / cfg.workers
         row: dict[str, Any] = {"detection_timeout": cfg.detection_timeout,
@@ -144,12 +140,6 @@ def best_replicas(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "nan" if not math.isfinite(v) else f"{v:.4g}"
-    return str(v)
-
-
 COLUMNS = ["detection_timeout", "replicas", "goodput_per_worker", "goodput_per_worker_low",
            "goodput_per_worker_high", "goodput_per_worker_cf", "goodput_over_cf", "mean_skipped",
            "latency_mean", "latency_p99", "latency_p99_low", "latency_p99_high",
@@ -162,13 +152,8 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
 
     out_dir = Path(out_dir)
     rows = table(results)
-    write_csv(rows, out_dir / "failover.csv")
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in rows]
-    text = "\n".join(lines)
-    (out_dir / "failover.md").write_text(
-        "# Failover costs time: goodput per worker and p99 latency vs r and detection timeout\n\n"
-        + text + "\n")
+    title = "Failover costs time: goodput per worker and p99 latency vs r and detection timeout"
+    text = write_tables(rows, COLUMNS, out_dir, "failover", title, fmt=format_4g)
     timeouts = sorted({r["detection_timeout"] for r in rows})
     reps = sorted({r["replicas"] for r in rows})
     ticks = (list(range(len(timeouts))), [f"{t:g}" for t in timeouts])

@@ -36,7 +36,7 @@ from scipy import stats
 import sim.runner
 from sim import analytic
 from sim.pipeline import PipelineConfig, predicted_drop_rate, run_pipeline
-from sim.results import mean_ci, write_csv
+from sim.results import format_4g, mean_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -133,10 +133,7 @@ def references(config: PipelineConfig) -> dict[str, float]:
 def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     """One row per law: simulated (95% CI) and closed-form values."""
     rows = []
-    for i, params in enumerate(results.points):
-        recs = [r for r in results.records if r["point"] == i and not r.get("error")]
-        if not recs:
-            continue
+    for params, recs in results.point_records():
         cfg = replace(BASE, **params)
         ref = references(cfg)
         row: dict[str, Any] = {
@@ -163,12 +160,6 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "nan" if not math.isfinite(v) else f"{v:.4g}"
-    return str(v)
-
-
 COLUMNS = ["law", "cv", "drop", "drop_low", "drop_high", "drop_cf", "goodput", "goodput_cf",
            "goodput_p01", "window_sd", "window_sd_cf", "over_2x", "over_2x_low", "over_2x_high",
            "over_2x_cf", "over_2x_vs_exponential", "over_5x", "over_5x_cf"]
@@ -180,13 +171,8 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
 
     out_dir = Path(out_dir)
     rows = table(results)
-    write_csv(rows, out_dir / "repairs.csv")
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in rows]
-    text = "\n".join(lines)
-    (out_dir / "repairs.md").write_text(
-        "# Heavy-tailed repairs: drop rate, burstiness, goodput at equal availability and mean\n\n"
-        + text + "\n")
+    title = "Heavy-tailed repairs: drop rate, burstiness, goodput at equal availability and mean"
+    text = write_tables(rows, COLUMNS, out_dir, "repairs", title, fmt=format_4g)
     x = list(range(len(rows)))
     ticks = (x, [r["law"] for r in rows])
 

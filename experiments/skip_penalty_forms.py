@@ -37,7 +37,7 @@ import sim.runner
 from sim import analytic
 from sim.errors import check_choice, check_int, check_positive, check_probability
 from sim.pipeline import PipelineConfig, pipeline_model
-from sim.results import mean_ci, write_csv
+from sim.results import format_4g, mean_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -182,10 +182,7 @@ def exact_mass(config: PenaltyConfig) -> float:
 def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     """One row per (form, kappa): optimal design, simulated and exact cost and gain."""
     est: dict[tuple[str, float, str], dict[str, Any]] = {}
-    for i, params in enumerate(results.points):
-        recs = [r for r in results.records if r["point"] == i and not r.get("error")]
-        if not recs:
-            continue
+    for params, recs in results.point_records():
         cfg = replace(BASE, **params)
         m = mean_ci([r["quality_mass"] for r in recs])
         workers = STAGES * cfg.replicas
@@ -224,12 +221,6 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "nan" if not math.isfinite(v) else f"{v:.4g}"
-    return str(v)
-
-
 COLUMNS = ["form", "kappa", "replicas", "skip_budget", "workers", "noskip_replicas", "cost",
            "cost_low", "cost_high", "exact_cost", "gain", "gain_low", "gain_high", "exact_gain",
            "threshold_max_skips"]
@@ -241,12 +232,8 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
 
     out_dir = Path(out_dir)
     rows = table(results)
-    write_csv(rows, out_dir / "penalties.csv")
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in rows]
-    text = "\n".join(lines)
-    (out_dir / "penalties.md").write_text(
-        "# Skip penalty forms: cost-optimal design and gain over no-skip\n\n" + text + "\n")
+    title = "Skip penalty forms: cost-optimal design and gain over no-skip"
+    text = write_tables(rows, COLUMNS, out_dir, "penalties", title, fmt=format_4g)
     design_s, gain_s = [], []
     kappas = sorted({r["kappa"] for r in rows})
     ticks = (list(range(len(kappas))), [f"{k:g}" for k in kappas])

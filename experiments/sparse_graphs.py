@@ -32,7 +32,6 @@ output folder and prints the table and the finding.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass, replace
@@ -47,7 +46,7 @@ import sim.runner
 from sim import analytic
 from sim.errors import check, check_choice, check_int, check_probability
 from sim.gossip import GossipConfig, gossip_model
-from sim.results import mean_ci, write_csv
+from sim.results import as_array, crossing, format_4g, mean_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -229,22 +228,6 @@ def exact_curve(family: str, nodes: int, horizon_rounds: float, topology_seed: i
     return steps / half, np.asarray(vals, dtype=float)
 
 
-def crossing(x: np.ndarray, y: np.ndarray, level: float) -> float:
-    """First ``x`` where ``y`` falls to ``level`` (log-linear interpolation), nan if never."""
-    y = np.asarray(y, dtype=float)
-    below = np.flatnonzero(y <= level)
-    if below.size == 0:
-        return math.nan
-    k = int(below[0])
-    if k == 0:
-        return float(x[0])
-    y0, y1 = y[k - 1], max(y[k], 1e-300)
-    if not (y0 > 0):
-        return float(x[k])
-    f = (math.log(y0) - math.log(level)) / (math.log(y0) - math.log(y1))
-    return float(x[k - 1] + f * (x[k] - x[k - 1]))
-
-
 def spectral_rounds(family: str, nodes: int, factor: float, topology_seed: int = 0) -> float:
     """Rounds for ``lambda_2(E[W])**t`` to reach ``factor``."""
     return math.log(factor) / math.log(spectral_rate(family, nodes, topology_seed)) / (nodes / 2.0)
@@ -294,20 +277,13 @@ def model(config: SparseConfig, streams: Streams) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- analysis
 
 
-def _array(v: Any) -> np.ndarray:
-    return np.asarray(json.loads(v) if isinstance(v, str) else v, dtype=float)
-
-
 def point_table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     """One row per graph: simulated and exact crossing rounds, spectral prediction, intervals."""
     rows = []
-    for p, params in enumerate(results.points):
-        recs = [r for r in results.records if r["point"] == p and not r.get("error")]
-        if not recs:
-            continue
+    for params, recs in results.point_records():
         cfg = replace(BASE, **params)
         fam, n = cfg.family, cfg.nodes
-        R = np.stack([_array(r["ratio"]) for r in recs])
+        R = np.stack([as_array(r["ratio"]) for r in recs])
         x = np.arange(R.shape[1]) * float(recs[0]["record_rounds"])
         ests = [mean_ci(R[:, j]) for j in range(R.shape[1])]
         mean = np.array([e.mean for e in ests])
@@ -340,28 +316,17 @@ def point_table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "nan" if not math.isfinite(v) else f"{v:.4g}"
-    return str(v)
-
-
 def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
     """Figures, the table and the printed finding."""
     from sim.plotting import plot_stress_panels
 
     out_dir = Path(out_dir)
     rows = point_table(results)
-    public = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
-    write_csv(public, out_dir / "rounds.csv")
     cols = ["family", "n", "rounds_sim", "rounds_sim_low", "rounds_sim_high", "rounds_exact",
             "rounds_spectral", "spectral_over_exact", "per_run_rounds", "runs", "q05_at_exact",
             "median_at_exact", "q95_at_exact"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for r in public]
-    table = "\n".join(lines)
-    (out_dir / "rounds.md").write_text(
-        "# Rounds (of n/2 edge steps) to reduce E[D] by 1e6\n\n" + table + "\n")
+    title = "Rounds (of n/2 edge steps) to reduce E[D] by 1e6"
+    table = write_tables(rows, cols, out_dir, "rounds", title, fmt=format_4g)
     fams = list(dict.fromkeys(r["family"] for r in rows))
     series = []
     for i, fam in enumerate(fams):

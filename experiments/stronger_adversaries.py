@@ -46,7 +46,7 @@ import numpy as np
 
 import sim.runner
 from sim.gossip import GossipConfig, gossip_model
-from sim.results import mean_ci, write_csv
+from sim.results import format_4g, mean_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -161,25 +161,10 @@ def _graph_name(spec: str) -> str:
     return next((g for g, s in GRAPHS.items() if s == spec), spec)
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "nan" if not math.isfinite(v) else f"{v:.4g}"
-    return str(v)
-
-
-def _md(rows: list[dict[str, Any]], cols: list[str]) -> str:
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def tables(results: sim.runner.SweepResult) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The creep rows (part 1) and the attack rows (part 2)."""
     creep, attacks = [], []
-    for p, params in enumerate(results.points):
-        recs = [r for r in results.records if r["point"] == p and not r.get("error")]
-        if not recs:
-            continue
+    for params, recs in results.point_records():
         cfg = replace(BASE, **_params(params))
         k = len(cfg.adversary_positions)
         if cfg.rounds == CREEP_STEPS and cfg.adversary_value == CREEP_B:
@@ -218,16 +203,14 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
 
     out_dir = Path(out_dir)
     creep, attacks = tables(results)
-    write_csv(creep, out_dir / "creep.csv")
-    write_csv(attacks, out_dir / "attacks.csv")
     ccols = ["graph", "k", "creep_per_step", "creep_low", "creep_high", "k_tau_over_n_n1",
              "sim_over_k_bound", "degree_weighted", "far_steps"]
     acols = ["attack", "k", "defence", "drift", "drift_low", "drift_high", "drift_median", "drift_bound",
              "final_D", "final_D_low", "final_D_high", "final_D_median"]
-    ct, at = _md(creep, ccols), _md(attacks, acols)
-    (out_dir / "creep.md").write_text(f"# Creep per step, k far stubborn nodes, tau={TAU}, n={N}\n\n{ct}\n")
-    (out_dir / "attacks.md").write_text(
-        f"# Attacks x defences, n={N}, {ATTACK_STEPS} edge steps, tau={TAU}\n\n{at}\n")
+    ct = write_tables(creep, ccols, out_dir, "creep",
+                      f"Creep per step, k far stubborn nodes, tau={TAU}, n={N}", fmt=format_4g)
+    at = write_tables(attacks, acols, out_dir, "attacks",
+                      f"Attacks x defences, n={N}, {ATTACK_STEPS} edge steps, tau={TAU}", fmt=format_4g)
     series = []
     for i, g in enumerate(dict.fromkeys(r["graph"] for r in creep)):
         rs = sorted([r for r in creep if r["graph"] == g], key=lambda r: r["k"])

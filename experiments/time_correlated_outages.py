@@ -29,7 +29,6 @@ Writes ``windows.png``, ``windows.csv`` and ``windows.md`` and prints the findin
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import replace
@@ -41,7 +40,7 @@ from scipy import stats
 
 import sim.runner
 from sim.pipeline import PipelineConfig, predicted_drop_rate, run_pipeline
-from sim.results import mean_ci, write_csv
+from sim.results import as_array, format_4g, mean_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -136,23 +135,16 @@ def model(config: PipelineConfig, streams: Streams) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- analysis
 
 
-def _hist(v: Any) -> np.ndarray:
-    return np.asarray(json.loads(v) if isinstance(v, str) else v, dtype=float)
-
-
 def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     """One row per downtime: drop rate and window statistics, simulated (95% CI) vs binomial."""
     rows = []
-    for i, params in enumerate(results.points):
-        recs = [r for r in results.records if r["point"] == i and not r.get("error")]
-        if not recs:
-            continue
+    for params, recs in results.point_records():
         cfg = replace(BASE, **params)
         p = predicted_drop_rate(cfg)
         d = mean_ci([r["drop_rate"] for r in recs])
         ov = mean_ci([r["window_over_2x"] for r in recs])
         sd = mean_ci([r["window_sd"] for r in recs])
-        hists = [_hist(r["window_hist"]) for r in recs]
+        hists = [as_array(r["window_hist"]) for r in recs]
         hist = np.sum(hists, axis=0)
         bin_ov = binomial_window_exceed(p, WINDOW)
         cut5 = math.floor(5 * p * WINDOW)  # windows with more drops than this are over 5x
@@ -178,12 +170,6 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "nan" if not math.isfinite(v) else f"{v:.4g}"
-    return str(v)
-
-
 COLUMNS = ["mean_downtime", "drop_rate", "drop_low", "drop_high", "drop_binomial",
            "window_sd", "window_sd_binomial", "over_2x", "over_2x_low", "over_2x_high",
            "over_2x_binomial", "over_2x_ratio", "over_5x", "over_5x_low", "over_5x_high",
@@ -196,13 +182,8 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
 
     out_dir = Path(out_dir)
     rows = table(results)
-    public = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
-    write_csv(public, out_dir / "windows.csv")
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in public]
-    text = "\n".join(lines)
-    (out_dir / "windows.md").write_text(
-        f"# Time-correlated outages: drop rate and {WINDOW}-microbatch windows\n\n" + text + "\n")
+    title = f"Time-correlated outages: drop rate and {WINDOW}-microbatch windows"
+    text = write_tables(rows, COLUMNS, out_dir, "windows", title, fmt=format_4g)
     x = [r["mean_downtime"] for r in rows]
     p = rows[0]["drop_binomial"] if rows else math.nan
     mean_panel = {

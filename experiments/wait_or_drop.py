@@ -41,7 +41,7 @@ from scipy import stats
 import sim.runner
 from sim import analytic
 from sim.pipeline import PipelineConfig, pipeline_model
-from sim.results import mean_ci, write_csv
+from sim.results import format_4g, mean_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -113,10 +113,7 @@ def model(config: PipelineConfig, streams: Streams) -> dict[str, float]:
 def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     """One row per (s, max_wait): simulated (95% CI) against the binomial law and the approximation."""
     rows = []
-    for i, params in enumerate(results.points):
-        recs = [r for r in results.records if r["point"] == i and not r.get("error")]
-        if not recs:
-            continue
+    for params, recs in results.point_records():
         cfg = replace(BASE, **params)
         drop_a, lat_a = approx_wait(cfg)
         row: dict[str, Any] = {"skip_budget": cfg.skip_budget, "max_wait": cfg.max_wait,
@@ -135,12 +132,6 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "nan" if not math.isfinite(v) else f"{v:.4g}"
-    return str(v)
-
-
 COLUMNS = ["skip_budget", "max_wait", "drop_rate", "drop_rate_low", "drop_rate_high",
            "drop_binomial", "drop_approx", "drop_reduction", "latency_mean", "latency_mean_low",
            "latency_mean_high", "latency_mean_approx", "latency_p99", "waits_per_microbatch"]
@@ -152,12 +143,8 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
 
     out_dir = Path(out_dir)
     rows = table(results)
-    write_csv(rows, out_dir / "wait.csv")
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in rows]
-    text = "\n".join(lines)
-    (out_dir / "wait.md").write_text("# Waiting instead of dropping: drop rate vs latency\n\n"
-                                     + text + "\n")
+    title = "Waiting instead of dropping: drop rate vs latency"
+    text = write_tables(rows, COLUMNS, out_dir, "wait", title, fmt=format_4g)
     drop_s, trade_s = [], []
     for i, s in enumerate(sorted({r["skip_budget"] for r in rows})):
         rs = sorted((r for r in rows if r["skip_budget"] == s and r["max_wait"] > 0),

@@ -131,6 +131,32 @@ def plot_summary_table(
 # Used by experiments/stubborn_gossip.py; series and estimates in, PNG out.
 
 
+def _gossip_fig(path: str | Path) -> tuple[Path, Figure, Any]:
+    """A one-axes figure for the gossip plots (the folder of ``path`` is created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(6.4, 4.2))
+    return path, fig, fig.add_subplot()
+
+
+def _finish_gossip_fig(fig: Figure, ax: Any, path: Path, *, title: str | None, xlabel: str,
+                       ylabel: str, logx: bool = False, logy: bool = False) -> Path:
+    """Scales, labels, legend and grid of a gossip plot, then save it to ``path``."""
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
+
+
 def plot_gossip_series(
     series: Sequence[Mapping[str, Any]],
     path: str | Path,
@@ -157,10 +183,7 @@ def plot_gossip_series(
     -------
     Path
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(6.4, 4.2))
-    ax = fig.add_subplot()
+    path, fig, ax = _gossip_fig(path)
     for i, s in enumerate(series):
         color = f"C{i % 10}"
         x = [float(v) for v in s["x"]]
@@ -178,17 +201,8 @@ def plot_gossip_series(
             ke = [k for k, v in enumerate(ex) if not logy or v > 0]
             ax.plot([x[k] for k in ke], [ex[k] for k in ke], color=color, linestyle="--",
                     label=f"{s['label']} (exact)")
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return _finish_gossip_fig(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel,
+                              logy=logy)
 
 
 def plot_gossip_estimates(
@@ -223,28 +237,14 @@ def plot_gossip_estimates(
     -------
     Path
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(6.4, 4.2))
-    ax = fig.add_subplot()
+    path, fig, ax = _gossip_fig(path)
     if exact_x is not None and exact_y is not None:
         ax.plot(list(exact_x), list(exact_y), color="k", linestyle="--", label="exact")
     m = [e.mean for e in estimates]
     err = [[e.mean - e.low for e in estimates], [e.high - e.mean for e in estimates]]
     ax.errorbar(list(x), m, yerr=err, fmt="o", color="C0", capsize=3, label="simulated (95% CI)")
-    if logx:
-        ax.set_xscale("log")
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return _finish_gossip_fig(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel,
+                              logx=logx, logy=logy)
 
 
 # --------------------------------------------------------------------------- pipeline (Study A)

@@ -13,7 +13,7 @@ import csv
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,11 @@ __all__ = [
     "from_cell",
     "summary_rows",
     "format_number",
+    "format_4g",
+    "markdown_table",
+    "write_tables",
+    "as_array",
+    "crossing",
     "write_report",
 ]
 
@@ -258,7 +263,122 @@ def format_number(x: Any) -> str:
         return "inf" if v > 0 else "-inf"
     if v == int(v) and abs(v) < 1e6:
         return str(int(v))
-    return f"{v:.4g}"
+    # Near +-1 (rates such as 1 - 1/(n(n-1))) keep 4 significant digits of the gap to 1.
+    gap = abs(1.0 - abs(v))
+    digits = 4 + max(0, math.ceil(-math.log10(gap)) - 1) if 0 < gap < 0.01 else 4
+    return f"{v:.{digits}g}"
+
+
+def format_4g(x: Any) -> str:
+    """Plain text for a table cell: floats to 4 significant digits, anything else by ``str``.
+
+    Unlike :func:`format_number`, booleans stay ``True``/``False``, None stays ``None`` and
+    every non-finite float (``inf`` included) is written ``nan``; the stress experiments'
+    tables use it.
+    """
+    if isinstance(x, float):
+        return "nan" if not math.isfinite(x) else f"{x:.4g}"
+    return str(x)
+
+
+def markdown_table(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    fmt: Callable[[Any], str] = format_number,
+) -> str:
+    """A Markdown table of some columns of ``rows``.
+
+    Parameters
+    ----------
+    rows : list of dict
+        One table line each; every row holds every column.
+    columns : list of str
+        Keys shown, in order (also the header).
+    fmt : callable, optional
+        Text of one cell (default :func:`format_number`).
+
+    Returns
+    -------
+    str
+        Header, separator and one line per row, joined by newlines (no final newline).
+    """
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(r[c]) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_tables(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    out_dir: str | Path,
+    stem: str,
+    title: str,
+    fmt: Callable[[Any], str] = format_number,
+) -> str:
+    """Write ``rows`` as ``stem.csv`` (all public keys) and ``stem.md`` (a titled Markdown table).
+
+    Parameters
+    ----------
+    rows : list of dict
+        The table; keys starting with ``_`` (plot data) are left out of the CSV.
+    columns : list of str
+        Columns of the Markdown table.
+    out_dir : path
+        Folder of both files (created if needed).
+    stem : str
+        File name without extension.
+    title : str
+        First-level heading of the Markdown file.
+    fmt : callable, optional
+        Text of one Markdown cell (default :func:`format_number`).
+
+    Returns
+    -------
+    str
+        The Markdown table (without the heading), for printing.
+    """
+    out_dir = Path(out_dir)
+    write_csv([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
+              out_dir / f"{stem}.csv")
+    text = markdown_table(rows, columns, fmt)
+    (out_dir / f"{stem}.md").write_text(f"# {title}\n\n{text}\n")
+    return text
+
+
+def as_array(value: Any) -> np.ndarray:
+    """A list-valued metric as a float array (stored results hold it as JSON text)."""
+    return np.asarray(json.loads(value) if isinstance(value, str) else value, dtype=float)
+
+
+def crossing(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, level: float) -> float:
+    """First ``x`` where a decaying curve ``y`` falls to ``level``.
+
+    Parameters
+    ----------
+    x, y : array-like
+        The curve, ``x`` increasing.
+    level : float
+        The level (> 0).
+
+    Returns
+    -------
+    float
+        Interpolated log-linearly between the last point above ``level`` and
+        the first at or below it (``x[0]`` when ``y[0]`` is already there);
+        nan when ``y`` never reaches ``level``.
+    """
+    y = np.asarray(y, dtype=float)
+    below = np.flatnonzero(y <= level)
+    if below.size == 0:
+        return math.nan
+    k = int(below[0])
+    if k == 0:
+        return float(x[0])
+    y0, y1 = y[k - 1], max(y[k], 1e-300)
+    if not (y0 > 0):
+        return float(x[k])
+    f = (math.log(y0) - math.log(level)) / (math.log(y0) - math.log(y1))
+    return float(x[k - 1] + f * (x[k] - x[k - 1]))
 
 
 def _estimate_text(est: Any) -> str:

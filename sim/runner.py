@@ -658,9 +658,22 @@ class SweepResult:
 
     def estimates(self, point: int) -> dict[str, Estimate]:
         """Estimates (mean with CI across replications) of every metric at one point."""
-        ok = [r for r in self.records if r["point"] == point and not r.get("error")]
+        ok = self._ok_records(point)
         return {m: mean_ci([r[m] for r in ok if _is_number(r.get(m))], self.confidence)
                 for m in self.metrics}
+
+    def point_records(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        """Each point's parameters with the records of its tasks that did not raise.
+
+        Points where every task raised are skipped.
+        """
+        for i, params in enumerate(self.points):
+            ok = self._ok_records(i)
+            if ok:
+                yield params, ok
+
+    def _ok_records(self, point: int) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["point"] == point and not r.get("error")]
 
     def failed(self) -> list[dict[str, Any]]:
         """Records of the tasks that raised."""

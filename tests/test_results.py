@@ -12,8 +12,12 @@ from scipy import stats
 from sim.cli import main
 from sim.results import (
     Estimate,
+    as_array,
+    crossing,
+    format_4g,
     format_number,
     from_cell,
+    markdown_table,
     mean_ci,
     read_csv,
     summarize,
@@ -21,6 +25,7 @@ from sim.results import (
     to_cell,
     write_csv,
     write_report,
+    write_tables,
 )
 
 
@@ -93,6 +98,43 @@ def test_format_number():
     """Numbers in tables: integers plain, others 4 significant digits."""
     assert format_number(240) == "240" and format_number(0.0046913) == "0.004691"
     assert format_number(float("nan")) == "nan" and format_number(None) == ""
+
+
+def test_format_4g():
+    """The experiments' cell text: floats to 4 digits, non-finite as nan, others by str."""
+    assert format_4g(0.0046913) == "0.004691" and format_4g(2.0) == "2" and format_4g(20000.0) == "2e+04"
+    assert format_4g(math.inf) == "nan" and format_4g(np.float64(1.23456)) == "1.235"
+    assert (format_4g(3), format_4g(True), format_4g(None), format_4g("ring")) == ("3", "True", "None", "ring")
+
+
+def test_markdown_table_layout():
+    """markdown_table: header, separator, one line per row, chosen columns in order."""
+    rows = [{"a": 1, "b": 0.5, "_x": [1]}, {"a": 2, "b": math.nan, "_x": [2]}]
+    assert markdown_table(rows, ["b", "a"]) == "| b | a |\n|---|---|\n| 0.5 | 1 |\n| nan | 2 |"
+    assert markdown_table(rows, ["a"], fmt=lambda v: f"<{v}>") == "| a |\n|---|\n| <1> |\n| <2> |"
+
+
+def test_write_tables_writes_csv_and_md(tmp_path):
+    """write_tables: CSV of the public keys, a titled Markdown table, and the table returned."""
+    rows = [{"a": 1, "b": math.inf, "_x": [1]}, {"a": 2, "b": 0.25, "_x": [2]}]
+    text = write_tables(rows, ["a", "b"], tmp_path / "out", "t", "Title", fmt=format_4g)
+    assert text == "| a | b |\n|---|---|\n| 1 | nan |\n| 2 | 0.25 |"
+    assert (tmp_path / "out" / "t.md").read_text() == f"# Title\n\n{text}\n"
+    assert read_csv(tmp_path / "out" / "t.csv") == [{"a": 1, "b": math.inf}, {"a": 2, "b": 0.25}]
+
+
+def test_crossing_is_log_linear_and_nan_when_never_reached():
+    """crossing interpolates log-linearly, starts at x[0] when y[0] is low, nan when never reached."""
+    x = np.arange(0, 11, 2.0)
+    y = 10.0 ** (-x)
+    assert crossing(x, y, 1e-5) == pytest.approx(5.0) and crossing(x, y, 10.0) == 0.0
+    assert math.isnan(crossing(x, y, 1e-30))
+
+
+def test_as_array_reads_lists_and_json():
+    """as_array: a list metric in memory or as JSON text read back from a results folder."""
+    assert as_array([1, 2]).tolist() == [1.0, 2.0] == as_array("[1, 2]").tolist()
+    assert as_array(np.arange(2)).dtype == float
 
 
 # --------------------------------------------------------------------------- report

@@ -183,6 +183,16 @@ def test_sweep_estimates_match_the_model():
         assert se == pytest.approx((row["p"] * (1 - row["p"]) / 200 / 40) ** 0.5, rel=0.35)
 
 
+def test_point_records_skip_failed_tasks_and_points():
+    """point_records yields each point's parameters with its successful records only."""
+    recs = [{"point": 0, "replication": 0, "error": None}, {"point": 0, "replication": 1, "error": "x"},
+            {"point": 1, "replication": 0, "error": "boom"}, {"point": 2, "replication": 0}]
+    res = runner.SweepResult(name="t", points=[{"p": 1}, {"p": 2}, {"p": 3}], factors=["p"],
+                             records=recs)
+    got = list(res.point_records())
+    assert got == [({"p": 1}, [recs[0]]), ({"p": 3}, [recs[3]])]
+
+
 # --------------------------------------------------------------------------- executors
 
 

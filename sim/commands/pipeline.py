@@ -23,6 +23,7 @@ import csv
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,24 +58,24 @@ TIMED_METRICS = ("goodput", "latency_mean", "latency_p50", "latency_p99",
                  "failovers_per_microbatch", "simulated_time", "worker_time")
 
 
-def int_list(text: str) -> int | tuple[int, ...]:
-    """``"3"`` -> 3, ``"3,2,3"`` -> (3, 2, 3) (validation is the config's)."""
+def _comma_list(text: str, convert: Callable[[str], Any], what: str) -> Any:
+    """One value, or a tuple of them from a comma list, each read by ``convert``."""
     parts = [p.strip() for p in str(text).split(",")]
     try:
-        vals = tuple(int(p) for p in parts)
+        vals = tuple(convert(p) for p in parts)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or a comma list: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {what} or a comma list: {text!r}") from None
     return vals[0] if len(vals) == 1 else vals
+
+
+def int_list(text: str) -> int | tuple[int, ...]:
+    """``"3"`` -> 3, ``"3,2,3"`` -> (3, 2, 3) (validation is the config's)."""
+    return _comma_list(text, int, "an integer")
 
 
 def float_list(text: str) -> float | tuple[float, ...]:
     """``"1.5"`` -> 1.5, ``"1,2"`` -> (1.0, 2.0)."""
-    parts = [p.strip() for p in str(text).split(",")]
-    try:
-        vals = tuple(float(p) for p in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or a comma list: {text!r}") from None
-    return vals[0] if len(vals) == 1 else vals
+    return _comma_list(text, float, "a number")
 
 
 def add_model_arguments(p: argparse.ArgumentParser, *, microbatches: int | None = None) -> None:
