@@ -158,6 +158,17 @@ class Neighbourhood:
 
     def honest_sqdist(self, x: np.ndarray, peers: np.ndarray) -> np.ndarray:
         """``sum_{honest j in N(p)} |x_j - x_p|^2`` for each peer ``p``."""
+        peers = np.asarray(peers)
+        if self._adj_h is not None:
+            # summed term by term over each peer's honest neighbours (O(its degree))
+            rows = self._adj_h[peers]
+            r = np.repeat(np.arange(peers.size), np.diff(rows.indptr))
+            diff = x[rows.indices] - x[peers][r]
+            return np.bincount(r, weights=np.einsum("ij,ij->i", diff, diff), minlength=peers.size)
+        # expanded sums, on values centred on the honest mean: uncentred, they cancel
+        # catastrophically near consensus far from 0
+        if self.h:
+            x = x - x[self.honest].mean(axis=0)
         cnt, s1, s2 = self.honest_sums(x, peers)
         xp = x[peers]
         val = s2 - 2.0 * np.einsum("ij,ij->i", xp, s1) + cnt * np.einsum("ij,ij->i", xp, xp)

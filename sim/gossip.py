@@ -356,6 +356,10 @@ class _Network:
         graph = cfg.graph
         complete = False
         lat, bw = cfg.latency, cfg.bandwidth
+        if graph is not None and cfg.nodes is not None:
+            check(cfg.nodes == graph.number_of_nodes(), "nodes",
+                  f"unset or equal to the {graph.number_of_nodes()} nodes of the given graph",
+                  cfg.nodes)
         if graph is None:
             if cfg.nodes is not None:
                 check_int("nodes", cfg.nodes, low=2)
@@ -383,6 +387,9 @@ class _Network:
         check(nx.is_connected(graph) if not graph.is_directed() else nx.is_weakly_connected(graph),
               "topology", "a connected graph", cfg.topology)
         graph = nx.Graph(graph) if graph.is_directed() or graph.is_multigraph() else graph
+        if nx.number_of_selfloops(graph):  # self-loops carry no exchange: drop them everywhere
+            graph = graph.copy()
+            graph.remove_edges_from(list(nx.selfloop_edges(graph)))
         nodes = list(graph.nodes())
         pos = {node: i for i, node in enumerate(nodes)}
         m = graph.number_of_edges()

@@ -410,6 +410,16 @@ class PipelineConfig:
         check_choice("arrival", self.arrival, ARRIVALS)
         check_positive("rate", self.rate)
         check_nonnegative("max_wait", self.max_wait, allow_inf=True)
+        if self.max_wait == math.inf and self.skip_budget < L:
+            # A microbatch waiting forever at a stage that never recovers would
+            # never leave, and the run would never end.
+            pl = self.domain_placement
+            dead = {d for d, u in pl.domain_outage.items() if u == 1.0}
+            stuck = self.availability == 0.0 or any(
+                all(dead.intersection(chain) for chain in stage) for stage in pl.replica_domains)
+            check(not stuck, "max_wait",
+                  "finite when a stage never recovers (availability 0 or a domain outage of 1)",
+                  self.max_wait)
         check_nonnegative("detection_timeout", self.detection_timeout)
         if self.arrival == "back_to_back":
             check(not self.instant, "arrival",
@@ -761,6 +771,15 @@ class Pipeline:
         fast = self.trace is None
         lookahead = fast and self.lookahead
         nxt, comps, s = self._next_change, self._stage_components, self.s
+        if draw is not None:
+            # Draw this microbatch's compute times now, in stage order, so the
+            # stream is consumed identically with or without lookahead (which
+            # looks at later stages early) and whatever else is in flight.
+            stage_time = list(stage_time)
+            for i in range(j0, L):
+                if stage_time[i]:
+                    stage_time[i] *= draw()
+            draw = None
         failovers = 0
         j = j0
         while j < L:
@@ -816,11 +835,11 @@ class Pipeline:
                         del reg[proc]
                         failovers += 1
                         k, status = yield from self._stage(mb, j, k, proc, compute, True)
+                        failovers += abs(status) >> 1
                         if status < 0:
                             self.crossings += j - j0
                             self._finish(mb, t0, k, failovers, False)
                             return
-                        failovers += status >> 1
                         j += 1
                         continue
                     del reg[proc]
@@ -829,11 +848,11 @@ class Pipeline:
                 j += 1
                 continue
             k, status = yield from self._stage(mb, j, k, proc, compute, False)
+            failovers += abs(status) >> 1
             if status < 0:
                 self.crossings += j - j0
                 self._finish(mb, t0, k, failovers, False)
                 return
-            failovers += status >> 1
             j += 1
         self.crossings += L - j0
         self._finish(mb, t0, k, failovers, True)
@@ -841,8 +860,9 @@ class Pipeline:
     def _stage(self, mb: int, j: int, k: int, proc: Any, compute: float, failed: bool):
         """General handling of stage ``j``: skip, wait, drop, serve with failover, trace.
 
-        Returns ``(k, status)``: ``status`` is -1 when dropped, otherwise
-        ``2 * failovers + 1`` (served, or skipped with ``k`` incremented).
+        Returns ``(k, status)``: ``status`` is ``-(2 * failovers + 1)`` when
+        dropped, otherwise ``2 * failovers + 1`` (served, or skipped with ``k``
+        incremented); ``failovers`` counts the failures met here either way.
         """
         env = self.env
         live = self.live[j]
@@ -873,7 +893,7 @@ class Pipeline:
                     else:
                         yield ev | env.timeout(max_wait)
                 if not live:
-                    return k, -1
+                    return k, -(2 * failovers + 1)
             w = next(iter(live))
             if tr is not None:
                 tr.append((env.now, mb, "serve", j, w - self.stage_workers[j][0]))

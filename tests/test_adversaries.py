@@ -130,3 +130,19 @@ def test_bad_kind_and_radius_messages():
     with pytest.raises(ConfigError) as e:
         FixedClip(-1.0)
     assert str(e.value) == "'clip' must be >= 0: -1.0"
+
+
+@pytest.mark.parametrize("graph", [None, nx.cycle_graph(20)], ids=["complete", "ring"])
+def test_adaptive_radius_is_accurate_far_from_zero(graph):
+    """The oracle radius keeps its accuracy near consensus far from 0 (no cancellation in sum |x_j - x_i|^2)."""
+    rng = np.random.default_rng(5)
+    x = 1000.0 + 1e-6 * rng.standard_normal((20, 2))
+    honest = np.ones(20, dtype=bool)
+    honest[[0, 7]] = False
+    v = _view(x, honest, graph)
+    peers = np.flatnonzero(honest)
+    adj = (np.ones((20, 20)) - np.eye(20) if graph is None
+           else nx.to_numpy_array(graph, nodelist=range(20)))
+    exact = np.array([sum(float(np.sum((x[j] - x[i]) ** 2)) for j in range(20) if adj[i, j] and honest[j])
+                      for i in peers])
+    np.testing.assert_allclose(v.nbhd.honest_sqdist(x, peers), exact, rtol=1e-6)

@@ -244,7 +244,7 @@ def test_capture_rate_per_matching_round():
 
 
 def test_clipped_creep_far_and_near():
-    """Clipped capture creeps at tau/(n(n-1)) per step when b is far, and slower when near."""
+    """Clipped capture creeps at tau/(n(n-1)) per step when b is far, and is geometric again when near."""
     n, tau = 10, 0.5
     bound = tau / (n * (n - 1))
     far = GossipConfig(nodes=n, protocol="edge", rounds=2000, record_every=100,
@@ -254,11 +254,14 @@ def test_clipped_creep_far_and_near():
     assert out["creep_steps"] == 2000
     assert _within(est, bound)
     assert est.mean <= bound + 4 * est.se
-    near = GossipConfig(nodes=n, protocol="edge", rounds=400, record_every=400,
-                        adversary="stubborn", adversary_value=0.0, clip=tau)
-    recs = replicate(gossip_model, near, replications=200, seed=2)
-    toward = np.array([r["toward"][-1] / 400 for r in recs])
-    assert toward.mean() < 0.8 * bound
+    # near: every honest node within tau of b (and it stays so, inside the hull of the values
+    # and b), so the clip is inactive and geometric capture at 1 - 1/(n(n-1)) per step resumes
+    steps = n * (n - 1)
+    near = GossipConfig(nodes=n, protocol="edge", rounds=steps, record_every=steps, init_std=0.01,
+                        adversary="stubborn", adversary_value=0.2, clip=tau)
+    out = _run(near, 400, seed=2)
+    assert _within(out["capture_rate_ci"], 1 - 1 / (n * (n - 1)))
+    assert "creep_per_step" not in out  # never farther than tau: no creep window
 
 
 @pytest.mark.parametrize("graph", [nx.cycle_graph(12), nx.grid_2d_graph(4, 4, periodic=True),
@@ -553,3 +556,25 @@ def test_cross_validate_engines_large_n(n):
         mv, sv = _per_rep(GossipConfig(engine="vector", **kw), 5, reps, metric)
         md, sd = _per_rep(GossipConfig(engine="des", **kw), 6, reps, metric)
         assert abs(mv - md) < 4 * math.hypot(sv, sd), (mv, md, sv, sd)
+
+
+def test_self_loops_are_dropped_everywhere():
+    """A graph with a self-loop runs, is summarised with the exact recursion of the simple graph, and no node is its own neighbour."""
+    g = nx.cycle_graph(8)
+    g.add_edge(0, 0)
+    cfg = GossipConfig(graph=g, topology="g", nodes=None, protocol="edge", rounds=40, record_every=10,
+                       adversary="dissensus", num_adversaries=1, adversary_nodes=(4,))
+    system = GossipSystem(cfg, Streams(0))
+    np.testing.assert_array_equal(system.nbhd.honest_degree(np.arange(8)), [2, 2, 2, 1, 2, 1, 2, 2])
+    honest = GossipConfig(graph=g, topology="g", nodes=None, protocol="edge", rounds=40, record_every=10)
+    out = _run(honest, 3)
+    np.testing.assert_allclose(out["predicted_disagreement"],
+                               analytic.edge_gossip_disagreement(nx.cycle_graph(8), 40, record_every=10))
+
+
+def test_nodes_contradicting_a_given_graph_is_refused():
+    """nodes that disagrees with a graph passed in is an error, not silently ignored."""
+    with pytest.raises(ConfigError) as ei:
+        gossip_model(GossipConfig(graph=nx.cycle_graph(8), nodes=10, protocol="edge", rounds=2),
+                     Streams(0))
+    assert str(ei.value) == "'nodes' must be unset or equal to the 8 nodes of the given graph: 10"

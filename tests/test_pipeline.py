@@ -182,6 +182,27 @@ def test_failover_charges_recompute_and_detection():
         assert nxt[2] in ("failover", "skip", "drop", "wait", "serve")
 
 
+@pytest.mark.parametrize("stage_time_distribution", ["deterministic", "exponential"])
+def test_failovers_counted_for_dropped_microbatches(stage_time_distribution):
+    """Failures met before a drop count as failovers; the traced path gives the same records."""
+    base = dict(stages=8, replicas=1, availability=0.7, stage_time=0.5, rate=3.0,
+                stage_time_distribution=stage_time_distribution, mean_downtime=0.7,
+                skip_budget=2, max_wait=0.4, domain_outage=0.1, microbatches=500,
+                records=True)
+    traced = run_pipeline(PipelineConfig(trace=True, **base), Streams(0))
+    fails = np.zeros(500, dtype=int)
+    for e in traced.trace:
+        if e[2] == "fail":
+            fails[e[1]] += 1
+    dropped_after_fail = (~traced.records["delivered"]) & (fails > 0)
+    assert dropped_after_fail.sum() > 10
+    assert np.array_equal(traced.records["failovers"], fails)
+    fast = run_pipeline(PipelineConfig(**base), Streams(0))
+    for key in traced.records:
+        assert np.array_equal(fast.records[key], traced.records[key], equal_nan=key in (
+            "arrival", "finish")), key
+
+
 def test_waiting_for_recovery_lowers_drop_rate():
     """max_wait > 0 lets microbatches wait for a replica: fewer drops, some waits."""
     base = dict(stages=10, replicas=1, availability=0.9, microbatches=3000, rate=1.0)
@@ -338,6 +359,12 @@ def test_pipeline_builds_before_running():
     (dict(microbatches=0), "'microbatches' must be an integer >= 1: 0"),
     (dict(rate=0), "'rate' must be > 0: 0"),
     (dict(max_wait=-1), "'max_wait' must be >= 0: -1"),
+    (dict(max_wait=math.inf, availability=0.0),
+     "'max_wait' must be finite when a stage never recovers (availability 0 or a domain "
+     "outage of 1): inf"),
+    (dict(stages=2, max_wait=math.inf, domain_outage=1.0),
+     "'max_wait' must be finite when a stage never recovers (availability 0 or a domain "
+     "outage of 1): inf"),
     (dict(detection_timeout=-2), "'detection_timeout' must be >= 0: -2"),
     (dict(arrival="burst"), "'arrival' must be one of fixed, poisson, back_to_back: 'burst'"),
     (dict(penalty="linear"), "'penalty' must be one of multiplicative, additive: 'linear'"),
@@ -352,6 +379,16 @@ def test_bad_input_messages(kwargs, message):
     with pytest.raises(ConfigError) as info:
         PipelineConfig(**kwargs)
     assert str(info.value) == message
+
+
+def test_infinite_wait_allowed_where_every_stage_recovers():
+    """max_wait = inf runs to the end when stages recover, or when the budget skips them all."""
+    m = pipeline_model(PipelineConfig(stages=3, replicas=1, availability=0.5, max_wait=math.inf,
+                                      microbatches=50), Streams(0))
+    assert m["drop_rate"] == 0.0 and m["microbatches"] == 50
+    m = pipeline_model(PipelineConfig(stages=3, replicas=1, availability=0.0, max_wait=math.inf,
+                                      skip_budget=3, microbatches=5), Streams(0))
+    assert m["mean_skipped"] == 3.0
 
 
 def test_zero_times_are_valid():
@@ -404,6 +441,9 @@ def test_experiment_quick_reproduces_every_claim(tmp_path):
     dict(stages=10, replicas=2, availability=0.7, stage_time=0.5,
          stage_time_distribution="exponential", arrival="back_to_back", mean_downtime=2.0,
          skip_budget=3, detection_timeout=0.3, max_wait=0.5, failure_distribution="weibull"),
+    dict(stages=10, replicas=2, availability=0.7, stage_time=0.5,
+         stage_time_distribution="exponential", rate=2.0, mean_downtime=2.0,
+         skip_budget=3, detection_timeout=0.3),  # random compute times, several in flight
 ])
 def test_lookahead_gives_identical_results(kwargs):
     """Crossing several stages in one timeout (lookahead) changes nothing but speed."""
