@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from . import commands
-from .errors import ConfigError
+from .errors import ConfigError, SimulationError
 
 __all__ = ["main", "build_parser"]
 
@@ -61,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"dtsim {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except SimulationError as exc:
+        print(f"dtsim {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"dtsim {args.command}: interrupted", file=sys.stderr)
         return 130

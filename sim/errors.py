@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "ConfigError",
+    "SimulationError",
     "check",
     "check_probability",
     "check_positive",
@@ -33,6 +34,20 @@ class ConfigError(ValueError):
 
     def __reduce__(self):  # picklable across process pools and Dask workers
         return (type(self), (self.name, self.rule, self.value))
+
+
+class SimulationError(RuntimeError):
+    """A replication raised while running; the CLI prints one line and exits 1."""
+
+    @classmethod
+    def from_records(cls, records: list[dict[str, Any]]) -> SimulationError | None:
+        """The first failed replication of ``records`` as an error, or None if none failed."""
+        failed = [r for r in records if r.get("error")]
+        if not failed:
+            return None
+        r = failed[0]
+        return cls(f"{len(failed)} of {len(records)} replications failed; replication "
+                   f"{r.get('replication')}: {r['error']}")
 
 
 def check(ok: bool, name: str, rule: str, value: Any) -> None:

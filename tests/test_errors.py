@@ -63,3 +63,19 @@ def test_cli_unknown_option_exit_2():
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def _broken_model(config, streams):
+    raise ValueError("engine broke")
+
+
+def test_failed_replication_is_one_line_exit_1(monkeypatch, capsys):
+    """A replication that raises is reported as one line with exit 1, not a traceback."""
+    import sim.commands.failures as cmd
+    from sim.cli import main
+
+    monkeypatch.setattr(cmd, "failures_model", _broken_model)
+    assert main(["failures", "--replications", "3", "--horizon", "10"]) == 1
+    err = capsys.readouterr().err
+    assert err == ("dtsim failures: error: 3 of 3 replications failed; "
+                   "replication 0: ValueError: engine broke\n")

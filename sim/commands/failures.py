@@ -6,6 +6,7 @@ import argparse
 
 import numpy as np
 
+from ..errors import SimulationError
 from ..failures import DISTRIBUTIONS, ClusterConfig, failures_model
 from ..results import summarize
 from ..runner import replicate
@@ -50,9 +51,9 @@ def run(args: argparse.Namespace) -> int:
     )
     records = replicate(failures_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor)
-    errors = [r["error"] for r in records if r["error"]]
-    if errors:
-        raise RuntimeError(errors[0])
+    failure = SimulationError.from_records(records)
+    if failure is not None:
+        raise failure
     est = summarize(records, ["worker_availability", "effective_availability",
                               "domain_unavailability", "joint_outage", "worker_transitions"])
     a, rho = cfg.availability, cfg.domain_outage

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, check_choice, check_int, check_positive
+from ..errors import ConfigError, SimulationError, check_choice, check_int, check_positive
 from ..failures import DISTRIBUTIONS
 from ..pipeline import (
     ARRIVALS,
@@ -268,9 +268,9 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
     records = replicate(model, cfg, replications=replications, seed=seed,
                         executor=executor, workers=workers)
     wall = time.perf_counter() - t0
-    errors = [r["error"] for r in records if r["error"]]
-    if errors:
-        raise RuntimeError(errors[0])
+    failure = SimulationError.from_records(records)
+    if failure is not None:
+        raise failure
     est = summarize(records)
     timed = used == "des"
     exact_ok = cfg.instant and cfg.max_wait == 0
