@@ -1,0 +1,83 @@
+"""Compare two snapshots written by ``tools/snapshot.sh``, bit for bit.
+
+    python tools/compare_snapshots.py BEFORE AFTER
+
+Every text file under BEFORE is compared with its twin under AFTER. Fields that
+measure the machine, not the model, are left out: CSV columns ``wall_time``,
+``config_hash`` and ``point_key`` (identities, not results), JSON keys that hold
+run times, ``manifest.json`` (code hashes) and figures. Exit 1 when anything else
+differs, listing each difference.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+SKIP_COLUMNS = {"wall_time", "config_hash", "point_key", "seconds"}
+TIME_KEY = re.compile(r"(seconds|wall_time|elapsed|runtime|_s$)")
+TIME_TEXT = re.compile(r"\b\d+(\.\d+)?\s?(s|ms|seconds|min)\b")
+
+
+def _json_clean(obj):
+    if isinstance(obj, dict):
+        return {k: _json_clean(v) for k, v in obj.items() if not TIME_KEY.search(k)}
+    if isinstance(obj, list):
+        return [_json_clean(v) for v in obj]
+    return obj
+
+
+def _normalise(path: Path) -> str:
+    text = path.read_text(errors="replace")
+    if path.suffix == ".csv":
+        rows = list(csv.reader(io.StringIO(text)))
+        if rows:
+            keep = [i for i, c in enumerate(rows[0]) if c not in SKIP_COLUMNS]
+            return "\n".join(",".join(r[i] for i in keep if i < len(r)) for r in rows)
+    try:
+        return json.dumps(_json_clean(json.loads(text)), sort_keys=True, indent=0)
+    except ValueError:
+        pass
+    lines = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("{") and stripped.endswith("}"):
+            try:
+                line = json.dumps(_json_clean(json.loads(stripped)), sort_keys=True)
+            except ValueError:
+                pass
+        lines.append(TIME_TEXT.sub("<time>", line))
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    a, b = Path(argv[0]), Path(argv[1])
+    bad = 0
+    for fa in sorted(a.rglob("*")):
+        if fa.is_dir() or fa.suffix in {".png", ".pdf", ".svg", ".lock"} or fa.name in {
+                "manifest.json", "errors.log"} or fa.suffix == ".err":
+            continue
+        rel = fa.relative_to(a)
+        fb = b / rel
+        if not fb.exists():
+            print(f"MISSING {rel}")
+            bad += 1
+            continue
+        na, nb = _normalise(fa), _normalise(fb)
+        if na != nb:
+            bad += 1
+            la, lb = na.splitlines(), nb.splitlines()
+            first = next((i for i, (x, y) in enumerate(zip(la, lb, strict=False)) if x != y), min(len(la), len(lb)))
+            print(f"DIFFERS {rel} (line {first + 1})")
+            print(f"  before: {la[first][:300] if first < len(la) else '<end>'}")
+            print(f"  after:  {lb[first][:300] if first < len(lb) else '<end>'}")
+    print(f"{bad} file(s) differ" if bad else "identical (timings and identities aside)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
