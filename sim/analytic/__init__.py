@@ -56,7 +56,7 @@ import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 from scipy.stats import binom
 
-from .errors import (
+from ..errors import (
     ConfigError,
     check,
     check_choice,
