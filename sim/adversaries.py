@@ -45,6 +45,7 @@ for distributed learning", NeurIPS 2019 (ALIE).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -209,6 +210,15 @@ class Adversary:
         """The point the attacker drags the honest mean to, if it has one (stubborn ``b``)."""
         return None
 
+    def constant(self) -> float | None:
+        """The one number sent in every coordinate to every peer at all times, if there is one.
+
+        Engines ask this for their scalar fast paths (``dim = 1``): a constant
+        attacker sends it without a call to :meth:`send`. ``None`` (the
+        default) sends through :meth:`send` on the vector path.
+        """
+        return None
+
 
 class Stubborn(Adversary):
     """Holds ``b`` (in every coordinate) and sends it to everyone."""
@@ -226,6 +236,9 @@ class Stubborn(Adversary):
 
     def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
         return np.full((len(peers), view.x.shape[1]), self.value)
+
+    def constant(self) -> float:
+        return self.value
 
 
 class ALIE(Adversary):
@@ -315,8 +328,23 @@ def clip_rows(diff: np.ndarray, tau: float | np.ndarray) -> np.ndarray:
     return diff * scale[:, None]
 
 
+def _half(diff: float) -> float:
+    return diff * 0.5
+
+
 class Defence:
-    """How an honest node moves toward a received value: ``x_i += step(diff)``."""
+    """How an honest node moves toward a received value: ``x_i += step(diff)``.
+
+    Engines ask a defence three things, and never its type: :meth:`radius`
+    (from the state when the receiver commits to the exchange), :meth:`move`
+    (the move for a difference and that radius) and, for the scalar fast paths
+    (``dim = 1``), :meth:`scalar_move` (the same rule as a function of one
+    float, or ``None`` when it depends on the state). :meth:`plain` says the
+    move is exactly ``diff / 2`` with no clipping, which lets the all-honest
+    matching average ``(x_a + x_b) / 2`` directly. A subclass overrides
+    :meth:`radius` (a clipping rule) or :meth:`move` (any other rule), and
+    :meth:`scalar_move` to keep the fast paths.
+    """
 
     kind = "none"
 
@@ -324,16 +352,36 @@ class Defence:
         """Clipping radius of each receiver (``inf``: no clipping)."""
         return math.inf
 
-    def step(self, view: View, diff: np.ndarray, receivers: np.ndarray) -> np.ndarray:
-        """The move ``clip(diff, tau_i) / 2`` of each receiver."""
-        tau = self.radius(view, receivers)
+    def move(self, diff: np.ndarray, tau: np.ndarray | float) -> np.ndarray:
+        """The move ``clip(diff, tau) / 2`` of each row of ``diff`` (the one vector clipping)."""
         if np.all(np.isinf(tau)):
             return diff / 2.0
         return clip_rows(diff, tau) / 2.0
 
+    def step(self, view: View, diff: np.ndarray, receivers: np.ndarray) -> np.ndarray:
+        """The move of each receiver: :meth:`move` with the receivers' :meth:`radius`."""
+        return self.move(diff, self.radius(view, receivers))
+
+    def scalar_move(self) -> Callable[[float], float] | None:
+        """The move as a function of a scalar difference, when it does not depend on the state.
+
+        ``None`` (the default) keeps the engines on their vector paths.
+        """
+        return None
+
+    def plain(self) -> bool:
+        """True when every move is exactly ``diff / 2`` (plain averaging)."""
+        return False
+
 
 class NoDefence(Defence):
     """Plain pairwise averaging: ``x_i += diff / 2``."""
+
+    def scalar_move(self) -> Callable[[float], float]:
+        return _half
+
+    def plain(self) -> bool:
+        return True
 
 
 class FixedClip(Defence):
@@ -346,6 +394,14 @@ class FixedClip(Defence):
 
     def radius(self, view: View, receivers: np.ndarray) -> float:
         return self.tau
+
+    def scalar_move(self) -> Callable[[float], float]:
+        tau = self.tau
+
+        def clipped_half(diff: float) -> float:
+            return (tau if diff > tau else (-tau if diff < -tau else diff)) * 0.5
+
+        return clipped_half
 
 
 class AdaptiveClip(Defence):

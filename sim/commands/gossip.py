@@ -10,11 +10,10 @@ import numpy as np
 
 from ..adversaries import ADVERSARIES
 from ..gossip import (
-    DEFAULT_COMPLETE_NODES,
     ENGINES,
     PROTOCOLS,
     GossipConfig,
-    _spec_family,
+    default_nodes,
     gossip_model,
     summarize_runs,
 )
@@ -78,11 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> GossipConfig:
     """Build (and so validate) the :class:`~sim.gossip.GossipConfig` of the options."""
-    nodes = args.nodes
-    if nodes is None:
-        family, params = _spec_family(args.topology)
-        if family == "complete" and "n" not in params:
-            nodes = DEFAULT_COMPLETE_NODES
+    nodes = default_nodes(args.topology, args.nodes)
     burn_in = args.burn_in
     if burn_in is None:
         burn_in = args.rounds // 2 if isinstance(args.rounds, int) and args.rounds > 0 else 0

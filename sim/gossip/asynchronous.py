@@ -1,0 +1,317 @@
+"""The ``async`` protocol: every node a SimPy process on its own Poisson clock.
+
+A node wakes at rate ``wake_rate`` and gossips with a uniformly random (online)
+neighbour; the exchange takes the edge's ``latency + size / bandwidth`` and the
+values in flight are the ones sent: at delivery each honest end moves toward
+the value its peer sent at the start. With ``availability < 1`` each node is a
+worker of :mod:`sim.failures` going up and down; an offline node neither starts
+exchanges (its wake-ups while down are skipped, which by memorylessness pauses
+its clock) nor is chosen as a peer, and an exchange delivered to an offline
+node is lost at that end. ``rounds`` is the simulated horizon. A node's noise is
+added when it wakes, before sending; a node update advances both ends to the
+current time when an exchange starts, and the receiving end before a delivery.
+
+Speed. A wake is one SimPy timeout; random numbers come in per-node blocks
+drawn for all nodes at once from one stream per concern (``wake``,
+``partners``, ``noise``) and refilled per node from the same streams (the
+refill order is fixed by the event order, so a seed fixes every draw). One node
+loop serves three paths (:attr:`AsyncGossip.async_path`): ``merged`` and
+``events`` keep scalar values in a list of floats and exchange through the
+scalar kernel; ``vector`` keeps numpy rows and exchanges through the vector
+kernel (any dimension, attack, defence and node update). On ``merged`` (no
+churn, every exchange taking time) deliveries are queued with their due time and
+applied, in due order, by the next wake (or record) after it instead of by an
+event of their own -- nothing reads a value in between, so the trajectory is
+that of ``events``. The all-honest, unclipped complete graph has its own
+merged loop with the averaging inline (the benchmark's hot path).
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import itertools
+import math
+from collections import deque
+from typing import Any
+
+import numpy as np
+from simpy import Timeout
+
+from ..errors import check
+from .state import GossipSystem
+
+__all__ = ["AsyncGossip"]
+
+
+class AsyncGossip(GossipSystem):
+    """Nodes on Poisson clocks, exchanges in flight, optional churn (see the module docstring)."""
+
+    pause_gc = True
+
+    def __init__(self, *args: Any, path: str = "auto", **kwargs: Any) -> None:
+        super().__init__(*args, path=path, **kwargs)
+        cfg, n, env, net = self.cfg, self.n, self.env, self.net
+        if cfg.availability < 1.0:
+            from ..failures import FailureModel
+
+            fm = FailureModel(env, self.streams)
+            self._workers = [fm.add_worker(f"node{i}", availability=cfg.availability,
+                                           mean_downtime=cfg.mean_downtime) for i in range(n)]
+            fm.start()
+        scalar = path in ("auto", "merged", "events") and self.scalar_ok()
+        self._scalar = scalar
+        # a chunk covers the expected wakes of the horizon (plus slack), at most 64
+        expect = cfg.wake_rate * cfg.rounds
+        self._chunk = c = int(min(64, max(4, math.ceil(1.2 * expect + 3 * math.sqrt(expect) + 2))))
+        self._mean_gap = 1.0 / cfg.wake_rate
+        self._rng_wake = self.streams.rng("wake")
+        gaps = self._rng_wake.exponential(self._mean_gap, size=(n, c)).tolist()
+        self._direct_peers = net.complete and self._workers is None
+        us = self._peer_block(np.arange(n), c)
+        zs: list[Any]
+        if cfg.noise > 0:
+            z = self.rng_noise.standard_normal(size=(n, c * self.d))
+            zs = z.tolist() if scalar else list(z.reshape(n, c, self.d))
+        else:
+            zs = [None] * n
+        if not net.complete:
+            self._csr_indices = net.indices.tolist()
+            self._csr_delay = net.nbr_delay.tolist()
+            self._csr_ptr = net.indptr.tolist()
+        if scalar:
+            self._scalar_values = []  # filled from ``x`` when the run starts
+        delays = np.unique(net.nbr_delay) if not net.complete else [net.complete_delay]
+        self._const_delay = float(delays[0]) if len(delays) == 1 else math.nan
+        self._lazy = (scalar and path in ("auto", "merged") and self._workers is None
+                      and float(np.min(delays)) > 0)
+        self._fifo = not math.isnan(self._const_delay)
+        self._queue: Any = deque() if self._fifo else []
+        self._seq = itertools.count()
+        self._last = np.zeros(n) if self._updating else None
+        node = self._node
+        if self._lazy:
+            self._path = "merged"
+            if net.complete and self.n_adv == 0 and self.defence.plain():
+                node = self._plain_node
+        else:
+            self._path = "events" if scalar else "vector"
+        # creating 1e5 processes would otherwise trigger a cascade of full
+        # garbage collections (nothing created here is garbage)
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for i in range(n):
+                env.process(node(i, gaps[i], us[i], zs[i]))
+        finally:
+            if was_enabled:
+                gc.enable()
+        check(path in ("auto", self._path), "path",
+                     f"auto or {self._path} for this configuration", path)
+
+    @property
+    def async_path(self) -> str:
+        """Implementation path: ``merged``, ``events`` or ``vector`` (see the module docstring).
+
+        All three give the same trajectories for the same seed where they
+        apply (up to rounding).
+        """
+        return self._path
+
+    # -- random blocks and peers ----------------------------------------------
+    def _peer_block(self, nodes: np.ndarray, c: int) -> list[list[Any]]:
+        """Peer draws of ``c`` wakes for each of ``nodes`` (stream ``partners``).
+
+        On the complete graph without churn the peers themselves (uniform over
+        the other nodes); otherwise uniforms in [0, 1) that :meth:`_pick`
+        turns into an online neighbour.
+        """
+        rng = self.rng_partners
+        if self._direct_peers:
+            j = rng.integers(self.n - 1, size=(nodes.size, c))
+            j += j >= nodes[:, None]
+            return j.tolist()
+        return rng.random(size=(nodes.size, c)).tolist()
+
+    def _refill(self, i: int, with_noise: bool) -> tuple[list[float], list[Any], Any]:
+        """Fresh blocks of wake gaps, peer draws and (scalar or vector) noise for node ``i``."""
+        c = self._chunk
+        gaps = self._rng_wake.exponential(self._mean_gap, size=c).tolist()
+        us = self._peer_block(np.array([i]), c)[0]
+        zs = None
+        if with_noise:
+            z = self.rng_noise.standard_normal(size=c * self.d)
+            zs = z.tolist() if self._scalar else z.reshape(c, self.d)
+        return gaps, us, zs
+
+    def _pick(self, i: int, u: float) -> tuple[int, float] | None:
+        """Peer of ``i`` and the exchange time, from one uniform ``u`` (None: nobody online).
+
+        Uniform over the (online) neighbours: on the complete graph a rejection
+        draw among the other nodes (falling back to a scan after 64 misses),
+        on a sparse graph an index into the online neighbours.
+        """
+        workers = self._workers
+        if self.net.complete:
+            n1, delay = self.n - 1, self.net.complete_delay
+            j = int(u * n1)
+            j += j >= i
+            if workers is None or workers[j].up:
+                return j, delay
+            rng = self.rng_partners
+            for _ in range(64):
+                j = int(rng.random() * n1)
+                j += j >= i
+                if workers[j].up:
+                    return j, delay
+            cand = [j for j in range(self.n) if j != i and workers[j].up]
+            return (cand[int(u * len(cand))], delay) if cand else None
+        lo, hi = self._csr_ptr[i], self._csr_ptr[i + 1]
+        if hi == lo:
+            return None
+        idx = self._csr_indices
+        if workers is None:
+            k = lo + int(u * (hi - lo))
+        else:
+            ks = [k for k in range(lo, hi) if workers[idx[k]].up]
+            if not ks:
+                return None
+            k = ks[int(u * len(ks))]
+        return idx[k], self._csr_delay[k]
+
+    # -- the node loop --------------------------------------------------------
+    def _node(self, i: int, gaps: list[float], us: list[Any], zs: Any):
+        """Process of node ``i`` (every path)."""
+        env = self.env
+        timeout = env.timeout
+        x = self._scalar_values if self._scalar else self.x
+        queue, flush, workers = self._queue, self._flush, self._workers
+        direct, pick, const_delay = self._direct_peers, self._pick, self.net.complete_delay
+        sent, post = (self._sent_scalar, self._post_merged) if self._lazy else (
+            (self._sent_scalar if self._scalar else self._sent_vector), self._post_event)
+        advance = self._advance if self._updating else None
+        s = 0.0 if self.is_adv[i] else self.cfg.noise
+        now = env.now
+        c, k = len(gaps), 0
+        while True:
+            if k == c:
+                gaps, us, zs = self._refill(i, zs is not None)
+                k = 0
+            g = gaps[k]
+            yield timeout(g)
+            now += g
+            if queue and queue[0][0] <= now:
+                flush(now)
+            u = us[k]
+            kk = k
+            k += 1
+            if workers is not None and not workers[i].up:
+                continue
+            if direct:
+                j, delay = u, const_delay
+            else:
+                got = pick(i, u)
+                if got is None:
+                    continue
+                j, delay = got
+            if advance is not None:
+                advance(i, now)
+                advance(j, now)
+            if s:
+                x[i] += s * zs[kk]  # type: ignore[index]
+            post(now, i, j, sent(i, j), sent(j, i), delay)
+
+    def _plain_node(self, i: int, gaps: list[float], js: list[int], zs: list[float] | None):
+        """:meth:`_node` on the complete graph, all honest, plain averaging, merged path.
+
+        The hot path of the benchmark: the due deliveries are applied inline.
+        """
+        env = self.env
+        xs = self._scalar_values
+        queue = self._queue
+        push = queue.append
+        pop = queue.popleft
+        delay = self._const_delay
+        s = self.cfg.noise
+        now = env.now
+        while True:
+            for k in range(len(gaps)):
+                g = gaps[k]
+                yield Timeout(env, g)
+                now += g
+                if queue and queue[0][0] <= now:
+                    m = len(queue)
+                    while queue and queue[0][0] <= now:
+                        _, a, b, va, vb = pop()
+                        xs[a] = (xs[a] + vb) * 0.5  # type: ignore[index]
+                        xs[b] = (xs[b] + va) * 0.5  # type: ignore[index]
+                    self.exchanges += m - len(queue)
+                if s:
+                    xs[i] += s * zs[k]  # type: ignore[index]
+                j = js[k]
+                push((now + delay, i, j, xs[i], xs[j]))  # type: ignore[index]
+            gaps, js, zs = self._refill(i, zs is not None)
+
+    # -- what is sent, posted and delivered -------------------------------------
+    def _sent_scalar(self, src: int, dst: int) -> float:
+        return self._constant if self._adv_list[src] else self._scalar_values[src]  # type: ignore[return-value, index]
+
+    def _sent_vector(self, src: int, dst: int) -> np.ndarray:
+        s = np.array([src])
+        return self.sent(s, np.array([dst]), self.x[s].copy())[0]
+
+    def _post_merged(self, now: float, i: int, j: int, vi: Any, vj: Any, delay: float) -> None:
+        if self._fifo:
+            self._queue.append((now + delay, i, j, vi, vj))
+        else:
+            heapq.heappush(self._queue, (now + delay, next(self._seq), i, j, vi, vj))
+
+    def _post_event(self, now: float, i: int, j: int, vi: Any, vj: Any, delay: float) -> None:
+        if delay > 0:
+            self.env.timeout(delay, (i, j, vi, vj)).callbacks.append(self._deliver_event)
+        else:
+            self._deliver(i, j, vi, vj)
+
+    def _deliver_event(self, event: Any) -> None:
+        self._deliver(*event.value)
+
+    def _deliver(self, i: int, j: int, vi: Any, vj: Any) -> None:
+        """Both honest, online ends move toward the value the other sent."""
+        if self._scalar:
+            self.exchange_scalar(self._scalar_values, i, j, vi, vj)  # type: ignore[arg-type]
+        else:
+            workers = self._workers
+            for dst, val in ((i, vj), (j, vi)):
+                if self.honest[dst] and (workers is None or workers[dst].up):
+                    if self._last is not None:
+                        self._advance(dst, self.env.now)
+                    self.receive(np.array([dst]), val[None, :])
+        self.exchanges += 1
+
+    def _flush(self, now: float) -> None:
+        """Apply, in due order, the queued deliveries due by ``now`` (merged path)."""
+        queue, fifo = self._queue, self._fifo
+        pop = queue.popleft if fifo else (lambda: heapq.heappop(queue))
+        while queue and queue[0][0] <= now:
+            item = pop()
+            self._deliver(*(item[1:] if fifo else item[2:]))
+
+    def _advance(self, i: int, now: float) -> None:
+        """The node update's local work of node ``i`` since it last ran."""
+        if self.honest[i]:
+            last = self._last
+            self.update.advance(self.x, i, now - last[i], rng=self.rng_update)  # type: ignore[index, arg-type]
+            last[i] = now  # type: ignore[index]
+
+    # -- run ------------------------------------------------------------------
+    def record(self, k: int) -> None:
+        if self._queue:
+            self._flush(self.env.now)
+        super().record(k)
+
+    def process(self):
+        """The recorder: records at the record times until the horizon."""
+        steps = self.records.steps
+        for k in range(1, steps.size):
+            yield self.env.timeout(float(steps[k] - steps[k - 1]))
+            self.record(k)

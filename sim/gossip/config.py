@@ -1,0 +1,378 @@
+"""The gossip experiment as a value: :class:`GossipConfig` and its size function.
+
+A config holds numbers, strings and tuples only, so it hashes the same in every
+process. A graph passed in is kept as a :class:`GraphValue` (nodes and edges in
+networkx's iteration order, with their numeric attributes). Validation needs the
+number of nodes: :func:`network_size` gives it without building the complete
+graph; other families are built once per process through the cache of
+:func:`sim.gossip.network.topology_graph`, so a builder's own message reports a
+bad spec exactly as before, and the built network is never stored on the config.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from ..adversaries import ADVERSARIES, DEFAULT_VALUES
+from ..errors import (
+    check,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+)
+
+__all__ = [
+    "PROTOCOLS",
+    "ASYNC_PATHS",
+    "ENGINES",
+    "DEFAULT_COMPLETE_NODES",
+    "GossipConfig",
+    "GraphValue",
+    "spec_family",
+    "default_nodes",
+    "network_size",
+]
+
+PROTOCOLS = ("matching", "edge", "async")
+#: Size of the complete graph when neither ``nodes`` nor the spec gives one.
+DEFAULT_COMPLETE_NODES = 16
+#: Implementation paths of the ``async`` protocol (see :attr:`AsyncGossip.async_path`).
+ASYNC_PATHS = ("auto", "merged", "events", "vector")
+#: The ``--engine`` vocabulary of gossip (the registered engines of :mod:`sim.gossip.engines`).
+ENGINES = ("auto", "des", "vector")
+
+_ATTR_TYPES = (bool, int, float, str, np.integer, np.floating)
+
+
+@dataclass(frozen=True)
+class GraphValue:
+    """A given graph as a value: nodes and edges (with numeric attributes) in iteration order.
+
+    Build with :meth:`from_networkx`; :meth:`to_networkx` gives back a graph whose
+    node order and edge iteration order are those of the original.
+    """
+
+    nodes: tuple[Any, ...]
+    edges: tuple[tuple[Any, Any, tuple[tuple[str, Any], ...]], ...]
+
+    @classmethod
+    def from_networkx(cls, graph: nx.Graph) -> GraphValue:
+        """The value form of an undirected simple graph (attributes: numbers and strings)."""
+        edges = tuple(
+            (a, b, tuple(sorted((k, v.item() if isinstance(v, np.generic) else v)
+                                for k, v in attrs.items() if isinstance(v, _ATTR_TYPES))))
+            for a, b, attrs in graph.edges(data=True))
+        return cls(tuple(graph.nodes()), edges)
+
+    def to_networkx(self) -> nx.Graph:
+        """The graph (same node order and edge iteration order as the original)."""
+        g = nx.Graph()
+        g.add_nodes_from(self.nodes)
+        g.add_edges_from((a, b, dict(attrs)) for a, b, attrs in self.edges)
+        return g
+
+    @property
+    def number_of_nodes(self) -> int:
+        """Number of nodes."""
+        return len(self.nodes)
+
+
+def spec_family(spec: str) -> tuple[str | None, dict[str, Any]]:
+    """Family name of a topology spec (None for files and user builders) and its parameters.
+
+    Parameters
+    ----------
+    spec : str
+        A topology spec ``NAME[:key=value,...]``, a graph file or ``module:function``.
+
+    Returns
+    -------
+    tuple
+        ``(family or None, params)``.
+
+    Raises
+    ------
+    ConfigError
+        ``'topology'`` for an empty or malformed spec.
+    """
+    check(isinstance(spec, str) and spec.strip() != "", "topology", "a non-empty spec string", spec)
+    from topologies import parse_spec
+
+    parsed = parse_spec(spec)
+    return parsed.family, dict(parsed.params)
+
+
+def default_nodes(topology: str, nodes: int | None) -> int | None:
+    """``nodes``, or :data:`DEFAULT_COMPLETE_NODES` for a complete spec that gives no size."""
+    if nodes is None:
+        family, params = spec_family(topology)
+        if family == "complete" and "n" not in params:
+            return DEFAULT_COMPLETE_NODES
+    return nodes
+
+
+def _simple(graph: nx.Graph) -> nx.Graph:
+    """The undirected simple graph gossip runs on (self-loops carry no exchange)."""
+    graph = nx.Graph(graph) if graph.is_directed() or graph.is_multigraph() else graph
+    if nx.number_of_selfloops(graph):
+        graph = graph.copy()
+        graph.remove_edges_from(list(nx.selfloop_edges(graph)))
+    return graph
+
+
+def check_graph(graph: nx.Graph, nodes: int | None, topology: str) -> nx.Graph:
+    """Validate a graph to gossip on; return its undirected simple form.
+
+    Raises
+    ------
+    ConfigError
+        ``'nodes'`` when it contradicts the graph or the graph has fewer than 2
+        nodes, ``'topology'`` when the graph is not connected.
+    """
+    if nodes is not None:
+        check(nodes == graph.number_of_nodes(), "nodes",
+              f"unset or equal to the {graph.number_of_nodes()} nodes of the given graph", nodes)
+    check_int("nodes", graph.number_of_nodes(), low=2)
+    check(nx.is_connected(graph) if not graph.is_directed() else nx.is_weakly_connected(graph),
+          "topology", "a connected graph", topology)
+    return _simple(graph)
+
+
+def network_size(topology: str, nodes: int | None, topology_seed: int | None,
+                 graph: GraphValue | None = None) -> tuple[int, bool]:
+    """``(n, complete)`` of a config's network, validating the spec.
+
+    The complete graph is sized from its spec (never built). Any other spec is
+    built once per process (cached by value), so the family's own checks run
+    and report as they always have.
+    """
+    if graph is not None:
+        return graph.number_of_nodes, False
+    if nodes is not None:
+        check_int("nodes", nodes, low=2)
+    family, params = spec_family(topology)
+    if family == "complete":
+        from topologies import num_nodes
+
+        size = nodes
+        if size is None and "n" not in params:
+            size = DEFAULT_COMPLETE_NODES
+        return check_int("nodes", num_nodes(topology, nodes=size), low=2), True
+    from .network import topology_graph
+
+    return topology_graph(topology, nodes, topology_seed).number_of_nodes(), False
+
+
+@dataclass(frozen=True)
+class GossipConfig:
+    """One gossip experiment, validated before anything runs (values only).
+
+    Parameters
+    ----------
+    topology : str
+        Topology spec ``NAME[:key=value,...]`` from :mod:`topologies` (for
+        example ``complete``, ``ring``, ``torus:dims=4x4``); a label only when
+        ``graph`` is given.
+    nodes : int or None
+        Number of nodes ``n`` (adversaries included) for families sized by one
+        number (``--nodes``); when neither it nor the spec gives a size, the
+        complete graph has 16 nodes. A value that contradicts the size the spec
+        gives is refused.
+    protocol : {"matching", "edge", "async"}
+    rounds : int
+        Matching rounds, edge steps, or (``async``) simulated time units.
+    noise : float
+        Standard deviation ``s`` of the per-round noise (>= 0).
+    dim : int
+        Dimension of every node's value.
+    adversary : {"none", "stubborn", "alie", "dissensus", "signflip"}
+    num_adversaries : int or None
+        Number of adversarial nodes (default 1 with an adversary, else 0).
+    adversary_value : float or None
+        ``b`` (stubborn), ``z`` (ALIE), ``eps`` (dissensus); per-kind default.
+    adversary_nodes : tuple of int or None
+        Positions (in the graph's node order) of the adversaries; default the
+        first ``num_adversaries``.
+    clip : float or None
+        Fixed trust-region radius ``tau`` for honest nodes.
+    adaptive_clip : bool
+        Self-centred clipping with the ClippedGossip oracle radius.
+    record_every : int
+        Record every this many rounds/steps (time units for ``async``).
+    burn_in : int
+        Rounds/steps (time for ``async``) excluded from the noise-floor average.
+    init_mean, init_std : float
+        Honest initial values are i.i.d. ``N(init_mean, init_std**2)``.
+    wake_rate : float
+        Poisson wake-up rate of each node (``async``).
+    size : float
+        Message size; an exchange over an edge takes ``latency + size / bandwidth``.
+    latency, bandwidth : float
+        Defaults for edges without those attributes (1 and infinity).
+    availability, mean_downtime : float
+        Churn of nodes in ``async`` (:mod:`sim.failures`; availability 1 = none).
+    topology_seed : int or None
+        Seed of random topology families (the graph is fixed across replications).
+    engine : {"auto", "des", "vector"}
+        How ``matching`` rounds are computed: ``vector`` (numpy over all
+        pairs at once), ``des`` (every node a SimPy process, every exchange a
+        message in flight; slower, for cross-validation) or ``auto`` (see
+        :attr:`resolved_engine`). ``edge`` and ``async`` have only their DES.
+    graph : networkx.Graph, GraphValue or None
+        A ready graph to use instead of building ``topology``; a networkx graph
+        is validated and kept as its :class:`GraphValue`.
+    """
+
+    topology: str = "complete"
+    nodes: int | None = None
+    protocol: str = "matching"
+    rounds: int = 50
+    noise: float = 0.0
+    dim: int = 1
+    adversary: str = "none"
+    num_adversaries: int | None = None
+    adversary_value: float | None = None
+    adversary_nodes: tuple[int, ...] | None = None
+    clip: float | None = None
+    adaptive_clip: bool = False
+    record_every: int = 1
+    burn_in: int = 0
+    init_mean: float = 0.0
+    init_std: float = 1.0
+    wake_rate: float = 1.0
+    size: float = 1.0
+    latency: float = 1.0
+    bandwidth: float = math.inf
+    availability: float = 1.0
+    mean_downtime: float = 1.0
+    topology_seed: int | None = None
+    engine: str = "auto"
+    graph: GraphValue | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        check_choice("protocol", self.protocol, PROTOCOLS)
+        check_choice("engine", self.engine, ENGINES)
+        if self.protocol != "matching":
+            check(self.engine != "vector", "engine", f"des or auto for protocol {self.protocol}",
+                  self.engine)
+        check_int("rounds", self.rounds, low=1)
+        check_nonnegative("noise", self.noise)
+        check_int("dim", self.dim, low=1)
+        check_choice("adversary", self.adversary, ADVERSARIES)
+        if self.clip is not None:
+            check_nonnegative("clip", self.clip)
+        check(not (self.adaptive_clip and self.clip is not None), "clip",
+              "unset when adaptive clipping is on", self.clip)
+        check_int("record_every", self.record_every, low=1)
+        check_int("burn_in", self.burn_in, low=0)
+        check(math.isfinite(float(self.init_mean)), "init_mean", "finite", self.init_mean)
+        check_nonnegative("init_std", self.init_std)
+        check_positive("wake_rate", self.wake_rate)
+        check_nonnegative("size", self.size)
+        check_nonnegative("latency", self.latency)
+        check_positive("bandwidth", self.bandwidth, allow_inf=True)
+        check_probability("availability", self.availability, open_low=True)
+        check_positive("mean_downtime", self.mean_downtime)
+        if self.adversary_value is not None:
+            check(math.isfinite(float(self.adversary_value)), "adversary_value", "finite",
+                  self.adversary_value)
+        if self.graph is not None:
+            g = self.graph
+            if isinstance(g, nx.Graph):
+                g = GraphValue.from_networkx(check_graph(g, self.nodes, self.topology))
+            else:
+                check(isinstance(g, GraphValue), "graph", "a networkx graph or a GraphValue",
+                      type(g).__name__)
+                _check_value(g, self.nodes, self.topology)
+            object.__setattr__(self, "graph", g)
+        n, complete = network_size(self.topology, self.nodes, self.topology_seed, self.graph)
+        object.__setattr__(self, "_size", (n, complete))  # a cache of two values, not a field
+        if self.protocol == "matching" and complete:
+            check(n % 2 == 0, "nodes", "even for protocol matching on the complete graph", n)
+        k = self.num_adversaries
+        if self.adversary_nodes is not None:
+            check(self.adversary != "none", "adversary_nodes", "unset without an adversary kind",
+                  self.adversary_nodes)
+            pos = tuple(check_int("adversary_nodes", p, low=0, high=n - 1) for p in self.adversary_nodes)
+            check(len(set(pos)) == len(pos), "adversary_nodes", "distinct positions", self.adversary_nodes)
+            check(k is None or k == len(pos), "num_adversaries",
+                  f"equal to the number of adversary_nodes ({len(pos)})", k)
+            check(len(pos) < n, "adversary_nodes", f"fewer than the {n} nodes", self.adversary_nodes)
+            object.__setattr__(self, "adversary_nodes", pos)
+            k = len(pos)
+        if k is None:
+            k = 0 if self.adversary == "none" else 1
+        k = check_int("num_adversaries", k, low=0, high=n - 1)
+        if self.adversary == "none":
+            check(k == 0, "num_adversaries", "0 without an adversary kind", k)
+        object.__setattr__(self, "num_adversaries", k)
+
+    # -- derived ---------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        """Number of nodes, adversaries included."""
+        return self._size[0]
+
+    @property
+    def complete(self) -> bool:
+        """True when the topology is the (implicit) complete graph."""
+        return self._size[1]
+
+    @property
+    def adversary_positions(self) -> tuple[int, ...]:
+        """Node positions of the adversaries."""
+        if self.adversary_nodes is not None:
+            return tuple(self.adversary_nodes)
+        return tuple(range(int(self.num_adversaries or 0)))
+
+    @property
+    def honest_count(self) -> int:
+        """Number of honest nodes."""
+        return self.n - len(self.adversary_positions)
+
+    @property
+    def value(self) -> float:
+        """The adversary parameter actually used (per-kind default when unset)."""
+        return DEFAULT_VALUES[self.adversary] if self.adversary_value is None else float(self.adversary_value)
+
+    @property
+    def network_graph(self) -> nx.Graph:
+        """The graph as (frozen) networkx; the complete graph is built on demand."""
+        from .network import build_network
+
+        net = build_network(self)
+        return nx.complete_graph(self.n) if net.graph is None else net.graph
+
+    @property
+    def resolved_engine(self) -> str:
+        """The engine that runs: ``"vector"`` or ``"des"`` (see :func:`sim.gossip.engines.resolved_engine`)."""
+        from .engines import resolved_engine
+
+        return resolved_engine(self)
+
+    @property
+    def engine_reason(self) -> str:
+        """One sentence saying why :attr:`resolved_engine` runs."""
+        from .engines import engine_reason
+
+        return engine_reason(self)
+
+    def record_steps(self) -> np.ndarray:
+        """Round/step (or time) index of every record: 0, k, 2k, ..., and ``rounds``."""
+        s = np.arange(0, self.rounds + 1, self.record_every, dtype=np.int64)
+        if s[-1] != self.rounds:
+            s = np.append(s, self.rounds)
+        return s
+
+
+def _check_value(value: GraphValue, nodes: int | None, topology: str) -> None:
+    from .network import value_graph
+
+    check_graph(value_graph(value), nodes, topology)

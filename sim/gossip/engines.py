@@ -1,0 +1,290 @@
+"""Gossip's engines and exact references, registered with :mod:`sim.engines` (family ``"gossip"``).
+
+Two engines answer gossip configs: ``vector`` (matching rounds with numpy,
+:class:`~sim.gossip.matching.MatchingVector`) and ``des`` (per-node
+discrete-event simulation; its class follows the protocol:
+:class:`~sim.gossip.matching_des.MatchingDES`,
+:class:`~sim.gossip.edge.EdgeGossip`, :class:`~sim.gossip.asynchronous.AsyncGossip`).
+``--engine auto`` takes ``vector`` wherever it applies. The references are the
+closed forms and exact recursions of Study B in :mod:`sim.analytic`; each says
+when it is exact, and :func:`predictions` gathers the values of those that are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import engines as registry
+from ..engines import Applies, Engine, Reference
+from .asynchronous import AsyncGossip
+from .config import GossipConfig
+from .edge import EdgeGossip
+from .matching import MatchingVector
+from .matching_des import MatchingDES
+from .state import GossipSystem
+
+__all__ = ["VectorEngine", "DESEngine", "system_class", "resolved_engine", "engine_reason",
+           "predictions", "EXACT_BUDGET"]
+
+#: Largest ``n**2 * steps`` (disagreement) or ``n * steps`` (mean) for which the
+#: exact recursions of :mod:`sim.analytic` are evaluated for a report.
+EXACT_BUDGET = 2e9
+
+_METRICS = ("n", "honest", "exchanges", "sim_time", "final_disagreement", "noise_floor",
+            "capture_ratio", "creep_per_step", "creep_steps")
+_DES_REASONS = {
+    "matching": "every node a SimPy process and every exchange a message in flight "
+                "(the cross-check of the vectorised engine)",
+    "edge": "single-pair steps are simulated one at a time in order (there is no vectorised engine)",
+    "async": "only the per-node DES models Poisson clocks, exchanges in flight and churn",
+}
+
+
+class _GossipEngine(Engine):
+    family = "gossip"
+    metrics = _METRICS
+
+    def system_class(self, config: GossipConfig) -> type[GossipSystem]:  # pragma: no cover
+        """The class that simulates ``config``."""
+        raise NotImplementedError
+
+    def run(self, config: GossipConfig, streams: Any) -> dict[str, Any]:
+        from .model import gossip_model
+
+        return gossip_model(config, streams)
+
+
+class VectorEngine(_GossipEngine):
+    """Matching rounds computed with numpy over all pairs at once."""
+
+    name = "vector"
+    speed = 10
+
+    def applies(self, config: GossipConfig) -> Applies:
+        if config.protocol == "matching":
+            return Applies(True, "matching rounds are synchronous, so the vectorised engine "
+                                 "computes the same rounds as the per-node DES (same matching, "
+                                 "noise, adversaries, clipping and round time)")
+        return Applies(False, _DES_REASONS[config.protocol])
+
+    def system_class(self, config: GossipConfig) -> type[GossipSystem]:
+        return MatchingVector
+
+
+class DESEngine(_GossipEngine):
+    """Per-node discrete-event simulation of any protocol."""
+
+    name = "des"
+    speed = 50
+
+    def applies(self, config: GossipConfig) -> Applies:
+        return Applies(True, _DES_REASONS[config.protocol])
+
+    def system_class(self, config: GossipConfig) -> type[GossipSystem]:
+        return {"matching": MatchingDES, "edge": EdgeGossip, "async": AsyncGossip}[config.protocol]
+
+
+def _engine(config: GossipConfig) -> _GossipEngine:
+    return registry.select("gossip", config, config.engine).engine  # type: ignore[return-value]
+
+
+def system_class(config: GossipConfig) -> type[GossipSystem]:
+    """The engine class that simulates ``config`` (the one :func:`sim.engines.select` picks)."""
+    return _engine(config).system_class(config)
+
+
+def resolved_engine(config: GossipConfig) -> str:
+    """The engine that runs ``config``: ``"vector"`` or ``"des"``."""
+    return _engine(config).name
+
+
+def engine_reason(config: GossipConfig) -> str:
+    """One sentence saying why :func:`resolved_engine` runs (printed by ``dtsim gossip``)."""
+    sel = registry.select("gossip", config, config.engine)
+    if config.protocol != "matching":
+        return f"{config.protocol}: {sel.engine.applies(config).reason}"
+    if config.engine == "auto":
+        return sel.reason
+    return f"requested: engine {sel.name}"
+
+
+# --------------------------------------------------------------------------- references
+
+
+def _clipped(c: GossipConfig) -> bool:
+    return c.clip is not None or c.adaptive_clip
+
+
+def _k(c: GossipConfig) -> int:
+    return len(c.adversary_positions)
+
+
+class _GossipReference(Reference):
+    family = "gossip"
+    rule = ""
+
+    def ok(self, c: GossipConfig) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def applies(self, config: GossipConfig) -> Applies:
+        return Applies(bool(self.ok(config)), ("exact for " if self.ok(config) else "needs ") + self.rule)
+
+
+class MatchingComplete(_GossipReference):
+    """Perfect matchings on the complete graph, all honest: contraction, noise floor, ``E[D_t]``."""
+
+    name = "matching_complete"
+    metrics = ("predicted_contraction", "predicted_noise_floor", "predicted_disagreement")
+    rule = "matching on the complete graph, all honest, no clip"
+
+    def ok(self, c: GossipConfig) -> bool:
+        return c.protocol == "matching" and c.complete and _k(c) == 0 and not _clipped(c)
+
+    def predict(self, c: GossipConfig) -> dict[str, Any]:
+        from .. import analytic
+
+        n, d, s = c.n, c.dim, c.noise
+        out: dict[str, Any] = {}
+        cc = float(analytic.matching_contraction(n))
+        out["predicted_contraction"] = cc
+        if s > 0:
+            out["predicted_noise_floor"] = float(analytic.noise_floor(n, s)) * d
+        steps = c.record_steps()
+        series = np.empty(steps.size)
+        cur, r = (n - 1) * c.init_std**2 * d, 0
+        add = (n - 1) * s**2 * d
+        for idx, st in enumerate(steps):
+            while r < st:
+                cur = cc * (cur + add)
+                r += 1
+            series[idx] = cur
+        out["predicted_disagreement"] = series
+        return out
+
+
+class EdgeComplete(_GossipReference):
+    """One random pair on the complete graph: ``E[D'] = (1 - 1/(n-1)) D`` exactly.
+
+    One pair lowers ``D`` by ``(x_i - x_j)^2 / 2`` and ``sum_{i<j} (x_i - x_j)^2 = n D``.
+    """
+
+    name = "edge_complete"
+    metrics = ("predicted_contraction", "predicted_disagreement")
+    rule = "edge on the complete graph, all honest, no noise, no clip"
+
+    def ok(self, c: GossipConfig) -> bool:
+        return c.protocol == "edge" and _k(c) == 0 and c.noise == 0 and not _clipped(c) and c.complete
+
+    def predict(self, c: GossipConfig) -> dict[str, Any]:
+        n, t = c.n, c.record_steps().astype(float)
+        return {"predicted_contraction": 1.0 - 1.0 / (n - 1),
+                "predicted_disagreement": (n - 1) * c.init_std**2 * c.dim * (1.0 - 1.0 / (n - 1)) ** t}
+
+
+class EdgeRecursion(_GossipReference):
+    """The exact second-moment recursion of random-edge gossip on any graph."""
+
+    name = "edge_recursion"
+    metrics = ("predicted_disagreement",)
+    rule = "edge on a sparse graph, all honest, no noise, no clip, n**2 * steps <= 2e9"
+
+    def ok(self, c: GossipConfig) -> bool:
+        return (c.protocol == "edge" and _k(c) == 0 and c.noise == 0 and not _clipped(c)
+                and not c.complete and c.n * c.n * c.rounds <= EXACT_BUDGET)
+
+    def predict(self, c: GossipConfig) -> dict[str, Any]:
+        from .. import analytic
+
+        ed = analytic.edge_gossip_disagreement(c.network_graph, int(c.rounds), record_every=c.record_every)
+        return {"predicted_disagreement": np.asarray(ed, dtype=float) * c.init_std**2 * c.dim}
+
+
+def _one_stubborn_complete(c: GossipConfig) -> bool:
+    return (c.adversary == "stubborn" and _k(c) == 1 and c.complete
+            and c.protocol in ("edge", "matching"))
+
+
+class Capture(_GossipReference):
+    """One stubborn node on the complete graph: ``E[m_t - b] = r**t (m_0 - b)``."""
+
+    name = "capture"
+    metrics = ("predicted_capture_rate", "predicted_honest_mean")
+    rule = "one stubborn node on the complete graph, edge or matching, no clip"
+
+    def ok(self, c: GossipConfig) -> bool:
+        return _one_stubborn_complete(c) and not _clipped(c)
+
+    def predict(self, c: GossipConfig) -> dict[str, Any]:
+        from .. import analytic
+
+        r = float(analytic.capture_rate(c.n) if c.protocol == "edge"
+                  else analytic.matching_capture_rate(c.n))
+        b, t = c.value, c.record_steps().astype(float)
+        return {"predicted_capture_rate": r, "predicted_honest_mean": b + (c.init_mean - b) * r**t}
+
+
+class Creep(_GossipReference):
+    """One stubborn node against a fixed clip on the complete graph: the creep of ``m`` toward ``b``."""
+
+    name = "creep"
+    metrics = ("creep_bound",)
+    rule = "one stubborn node on the complete graph, edge or matching, a fixed clip"
+
+    def ok(self, c: GossipConfig) -> bool:
+        return _one_stubborn_complete(c) and c.clip is not None
+
+    def predict(self, c: GossipConfig) -> dict[str, Any]:
+        from .. import analytic
+
+        fn = analytic.creep_bound if c.protocol == "edge" else analytic.matching_creep
+        return {"creep_bound": float(fn(c.n, c.clip))}
+
+
+class StubbornRecursion(_GossipReference):
+    """The exact first-moment recursion of random-edge gossip with stubborn nodes on any graph."""
+
+    name = "stubborn_recursion"
+    metrics = ("predicted_honest_mean",)
+    rule = "stubborn nodes with edge on a sparse graph, no clip, n * steps <= 2e9"
+
+    def ok(self, c: GossipConfig) -> bool:
+        return (c.adversary == "stubborn" and _k(c) >= 1 and c.protocol == "edge"
+                and not _clipped(c) and not c.complete and c.n * c.rounds <= EXACT_BUDGET)
+
+    def predict(self, c: GossipConfig) -> dict[str, Any]:
+        from .. import analytic
+
+        G = c.network_graph
+        nodes = list(G.nodes())
+        stub = {nodes[p]: c.value for p in c.adversary_positions}
+        hm = analytic.stubborn_honest_mean(G, stub, c.init_mean, int(c.rounds), record_every=c.record_every)
+        return {"predicted_honest_mean": np.asarray(hm, dtype=float)}
+
+
+for _obj in (VectorEngine(), DESEngine(), MatchingComplete(), EdgeComplete(), EdgeRecursion(),
+             Capture(), Creep(), StubbornRecursion()):
+    registry.register(_obj)
+
+
+def predictions(config: GossipConfig) -> dict[str, Any]:
+    """Exact predictions that apply to ``config``, from :func:`sim.engines.predictions`.
+
+    Returns
+    -------
+    dict
+        Any of: ``predicted_contraction`` (complete graph, all honest, no
+        clip: per matching round, or per ``edge`` step without noise),
+        ``predicted_noise_floor`` (same, with noise; summed over
+        coordinates), ``predicted_disagreement`` (series at the record steps:
+        matching on the complete graph, all honest, no clip, with or without noise; or
+        ``edge`` on any graph, all honest, no noise, no clip),
+        ``predicted_capture_rate`` (one stubborn node on the complete graph,
+        ``edge`` per step or ``matching`` per round, no clip),
+        ``predicted_honest_mean`` (the same, or stubborn nodes with ``edge`` on
+        a sparse graph, no clip: the first-moment recursion), and
+        ``creep_bound`` (one stubborn node on the complete graph with a fixed clip).
+    """
+    return {m: p["value"] for m, p in registry.predictions("gossip", config).items()
+            if p["value"] is not None}
