@@ -81,6 +81,7 @@ class AsyncGossip(GossipSystem):
             self._csr_ptr = net.indptr.tolist()
         if scalar:
             self._scalar_values = []  # filled from ``x`` when the run starts
+            self._exchange = self.scalar_kernel()
         delays = np.unique(net.nbr_delay) if not net.complete else [net.complete_delay]
         self._const_delay = float(delays[0]) if len(delays) == 1 else math.nan
         self._lazy = (scalar and path in ("auto", "merged") and self._workers is None
@@ -257,8 +258,10 @@ class AsyncGossip(GossipSystem):
         return self._constant if self._adv_list[src] else self._scalar_values[src]  # type: ignore[return-value, index]
 
     def _sent_vector(self, src: int, dst: int) -> np.ndarray:
+        if not self._adv_list[src]:
+            return self.x[src].copy()
         s = np.array([src])
-        return self.sent(s, np.array([dst]), self.x[s].copy())[0]
+        return self.sent(s, np.array([dst]), self.x[s])[0]
 
     def _post_merged(self, now: float, i: int, j: int, vi: Any, vj: Any, delay: float) -> None:
         if self._fifo:
@@ -278,7 +281,7 @@ class AsyncGossip(GossipSystem):
     def _deliver(self, i: int, j: int, vi: Any, vj: Any) -> None:
         """Both honest, online ends move toward the value the other sent."""
         if self._scalar:
-            self.exchange_scalar(self._scalar_values, i, j, vi, vj)  # type: ignore[arg-type]
+            self._exchange(self._scalar_values, i, j, vi, vj)  # type: ignore[arg-type]
         else:
             workers = self._workers
             for dst, val in ((i, vj), (j, vi)):

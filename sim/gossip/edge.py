@@ -51,7 +51,7 @@ class EdgeGossip(GossipSystem):
     def _scalar_steps(self, ii: list[int], jj: list[int]) -> None:
         adv = self._adv_list
         const = self._constant
-        exchange = self.exchange_scalar
+        exchange = self.scalar_kernel()
         xs = self.x[:, 0].tolist()
         for i, j in zip(ii, jj, strict=True):
             ai, aj = adv[i], adv[j]

@@ -95,7 +95,7 @@ class MatchingDES(MatchingVector):
             j = self._partner[i]
             if j < 0:
                 continue  # unmatched this round
-            sent = self.sent(idx, np.array([j]), x[idx].copy())[0]
+            sent = x[i].copy() if honest else self.sent(idx, np.array([j]), x[idx])[0]
             # the radius from the state after noise and before any update
             tau = defence.radius(self.view, idx) if honest else None
             self._inbox[j] = env.timeout(self._pdelay[i], sent)

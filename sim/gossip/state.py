@@ -5,14 +5,15 @@ mask, the adversary, the defence, the node update, the neighbourhood view, the
 records and the clock -- and the two kernels every engine exchanges through:
 :meth:`GossipSystem.receive` (vector: honest nodes move toward values received,
 simultaneously, through the defence) with :meth:`GossipSystem.exchange_pairs`
-on top of it, and :meth:`GossipSystem.exchange_scalar` (one pair on Python
-floats, for the ``dim = 1`` fast paths). ``GossipSystem(config, streams)``
+on top of it, and the function :meth:`GossipSystem.scalar_kernel` returns (one
+pair on Python floats, for the ``dim = 1`` fast paths). ``GossipSystem(config, streams)``
 builds the engine class that runs the config (see :mod:`sim.gossip.engines`).
 """
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
@@ -193,13 +194,22 @@ class GossipSystem:
         if dst.size:
             self.receive(dst, val)
 
-    def exchange_scalar(self, xs: list[float], i: int, j: int, vi: float, vj: float) -> None:
-        """Scalar kernel: the honest (and online) ends of ``(i, j)`` move toward what the other sent."""
+    def scalar_kernel(self) -> Callable[[list[float], int, int, float, float], None]:
+        """Scalar kernel ``exchange(xs, i, j, vi, vj)``: the honest (and online) ends of ``(i, j)``
+        move toward what the other sent, by the defence's :meth:`~sim.adversaries.Defence.scalar_move`.
+
+        Values are Python floats in ``xs``; call this once the engine is wired (churn included).
+        """
         move, adv, workers = self._smove, self._adv_list, self._workers
-        if not adv[i] and (workers is None or workers[i].up):
-            xs[i] += move(vj - xs[i])  # type: ignore[misc]
-        if not adv[j] and (workers is None or workers[j].up):
-            xs[j] += move(vi - xs[j])  # type: ignore[misc]
+        assert move is not None
+
+        def exchange(xs: list[float], i: int, j: int, vi: float, vj: float) -> None:
+            if not adv[i] and (workers is None or workers[i].up):
+                xs[i] += move(vj - xs[i])
+            if not adv[j] and (workers is None or workers[j].up):
+                xs[j] += move(vi - xs[j])
+
+        return exchange
 
     # -- run ----------------------------------------------------------------
     def process(self):  # pragma: no cover - interface
