@@ -39,6 +39,7 @@ import numpy as np
 from simpy import Timeout
 
 from ..errors import check
+from .async_draws import AsyncDraws
 from .state import GossipSystem
 
 __all__ = ["AsyncGossip"]
@@ -61,24 +62,9 @@ class AsyncGossip(GossipSystem):
             fm.start()
         scalar = path in ("auto", "merged", "events") and self.scalar_ok()
         self._scalar = scalar
-        # a chunk covers the expected wakes of the horizon (plus slack), at most 64
-        expect = cfg.wake_rate * cfg.rounds
-        self._chunk = c = int(min(64, max(4, math.ceil(1.2 * expect + 3 * math.sqrt(expect) + 2))))
-        self._mean_gap = 1.0 / cfg.wake_rate
-        self._rng_wake = self.streams.rng("wake")
-        gaps = self._rng_wake.exponential(self._mean_gap, size=(n, c)).tolist()
-        self._direct_peers = net.complete and self._workers is None
-        us = self._peer_block(np.arange(n), c)
-        zs: list[Any]
-        if cfg.noise > 0:
-            z = self.rng_noise.standard_normal(size=(n, c * self.d))
-            zs = z.tolist() if scalar else list(z.reshape(n, c, self.d))
-        else:
-            zs = [None] * n
-        if not net.complete:
-            self._csr_indices = net.indices.tolist()
-            self._csr_delay = net.nbr_delay.tolist()
-            self._csr_ptr = net.indptr.tolist()
+        self._draws = draws = AsyncDraws(self, scalar, self._workers)
+        gaps, us, zs = draws.initial(cfg.noise > 0)
+        self._direct_peers = draws.direct
         if scalar:
             self._scalar_values = []  # filled from ``x`` when the run starts
             self._exchange = self.scalar_kernel()
@@ -107,8 +93,7 @@ class AsyncGossip(GossipSystem):
         finally:
             if was_enabled:
                 gc.enable()
-        check(path in ("auto", self._path), "path",
-                     f"auto or {self._path} for this configuration", path)
+        check(path in ("auto", self._path), "path", f"auto or {self._path} for this configuration", path)
 
     @property
     def async_path(self) -> str:
@@ -119,67 +104,6 @@ class AsyncGossip(GossipSystem):
         """
         return self._path
 
-    # -- random blocks and peers ----------------------------------------------
-    def _peer_block(self, nodes: np.ndarray, c: int) -> list[list[Any]]:
-        """Peer draws of ``c`` wakes for each of ``nodes`` (stream ``partners``).
-
-        On the complete graph without churn the peers themselves (uniform over
-        the other nodes); otherwise uniforms in [0, 1) that :meth:`_pick`
-        turns into an online neighbour.
-        """
-        rng = self.rng_partners
-        if self._direct_peers:
-            j = rng.integers(self.n - 1, size=(nodes.size, c))
-            j += j >= nodes[:, None]
-            return j.tolist()
-        return rng.random(size=(nodes.size, c)).tolist()
-
-    def _refill(self, i: int, with_noise: bool) -> tuple[list[float], list[Any], Any]:
-        """Fresh blocks of wake gaps, peer draws and (scalar or vector) noise for node ``i``."""
-        c = self._chunk
-        gaps = self._rng_wake.exponential(self._mean_gap, size=c).tolist()
-        us = self._peer_block(np.array([i]), c)[0]
-        zs = None
-        if with_noise:
-            z = self.rng_noise.standard_normal(size=c * self.d)
-            zs = z.tolist() if self._scalar else z.reshape(c, self.d)
-        return gaps, us, zs
-
-    def _pick(self, i: int, u: float) -> tuple[int, float] | None:
-        """Peer of ``i`` and the exchange time, from one uniform ``u`` (None: nobody online).
-
-        Uniform over the (online) neighbours: on the complete graph a rejection
-        draw among the other nodes (falling back to a scan after 64 misses),
-        on a sparse graph an index into the online neighbours.
-        """
-        workers = self._workers
-        if self.net.complete:
-            n1, delay = self.n - 1, self.net.complete_delay
-            j = int(u * n1)
-            j += j >= i
-            if workers is None or workers[j].up:
-                return j, delay
-            rng = self.rng_partners
-            for _ in range(64):
-                j = int(rng.random() * n1)
-                j += j >= i
-                if workers[j].up:
-                    return j, delay
-            cand = [j for j in range(self.n) if j != i and workers[j].up]
-            return (cand[int(u * len(cand))], delay) if cand else None
-        lo, hi = self._csr_ptr[i], self._csr_ptr[i + 1]
-        if hi == lo:
-            return None
-        idx = self._csr_indices
-        if workers is None:
-            k = lo + int(u * (hi - lo))
-        else:
-            ks = [k for k in range(lo, hi) if workers[idx[k]].up]
-            if not ks:
-                return None
-            k = ks[int(u * len(ks))]
-        return idx[k], self._csr_delay[k]
-
     # -- the node loop --------------------------------------------------------
     def _node(self, i: int, gaps: list[float], us: list[Any], zs: Any):
         """Process of node ``i`` (every path)."""
@@ -187,7 +111,8 @@ class AsyncGossip(GossipSystem):
         timeout = env.timeout
         x = self._scalar_values if self._scalar else self.x
         queue, flush, workers = self._queue, self._flush, self._workers
-        direct, pick, const_delay = self._direct_peers, self._pick, self.net.complete_delay
+        direct, const_delay = self._direct_peers, self.net.complete_delay
+        pick, refill = self._draws.pick, self._draws.refill
         sent, post = (self._sent_scalar, self._post_merged) if self._lazy else (
             (self._sent_scalar if self._scalar else self._sent_vector), self._post_event)
         advance = self._advance if self._updating else None
@@ -196,7 +121,7 @@ class AsyncGossip(GossipSystem):
         c, k = len(gaps), 0
         while True:
             if k == c:
-                gaps, us, zs = self._refill(i, zs is not None)
+                gaps, us, zs = refill(i, zs is not None)
                 k = 0
             g = gaps[k]
             yield timeout(g)
@@ -251,7 +176,7 @@ class AsyncGossip(GossipSystem):
                     xs[i] += s * zs[k]  # type: ignore[index]
                 j = js[k]
                 push((now + delay, i, j, xs[i], xs[j]))  # type: ignore[index]
-            gaps, js, zs = self._refill(i, zs is not None)
+            gaps, js, zs = self._draws.refill(i, zs is not None)
 
     # -- what is sent, posted and delivered -------------------------------------
     def _sent_scalar(self, src: int, dst: int) -> float:
