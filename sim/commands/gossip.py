@@ -13,6 +13,7 @@ from ..gossip import (
     ENGINES,
     PROTOCOLS,
     GossipConfig,
+    comparison_rows,
     default_nodes,
     gossip_model,
     summarize_runs,
@@ -22,15 +23,6 @@ from ._common import add_run_options, emit_json, print_table
 
 NAME = "gossip"
 HELP = "gossip averaging on a graph with stubborn, adversarial or clipped peers (Study B)"
-
-#: Scalar keys of the report, in the order they are printed: (measured, exact, label).
-_ROWS = (
-    ("contraction_per_round", "predicted_contraction", "contraction per round/step"),
-    ("noise_floor", "predicted_noise_floor", "noise floor E[D]"),
-    ("capture_rate", "predicted_capture_rate", "capture rate of E[m - b]"),
-    ("creep_per_step", "creep_bound", "creep of m toward b per round/step"),
-)
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the ``dtsim gossip`` options."""
@@ -135,18 +127,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"gossip: {cfg.protocol} on {cfg.topology} with n = {cfg.n} "
           f"({cfg.honest_count} honest), {report['replications']} replications, seed {args.seed}")
     print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
-    rows = []
-    for key, exact, label in _ROWS:
-        if key in report or exact in report:
-            ci = report.get(key + "_ci")
-            rows.append((label, _fmt(report.get(key)),
-                         f"[{_fmt(ci.low)}, {_fmt(ci.high)}]" if ci is not None else "-",
-                         _fmt(report.get(exact))))
-    rows.append(("final disagreement D", _fmt(float(report["disagreement"][-1])), "-",
-                 _fmt(float(report["predicted_disagreement"][-1]))
-                 if "predicted_disagreement" in report else "-"))
-    if rows:
-        print_table(rows, ("quantity", "simulated", "95% CI", "exact"))
+    rows = [(r["quantity"], _fmt(r["simulated"]),
+             f"[{_fmt(r['interval'].low)}, {_fmt(r['interval'].high)}]" if r["interval"] is not None else "-",
+             _fmt(r["exact"])) for r in comparison_rows(report)]
+    print_table(rows, ("quantity", "simulated", "95% CI", "exact"))
     for e in errors:
         print(f"replication error: {e}")
     return 0 if not errors else 1

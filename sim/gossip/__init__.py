@@ -63,7 +63,7 @@ from .edge import EdgeGossip
 from .engines import engine_reason, predictions, resolved_engine, system_class
 from .matching import MatchingVector
 from .matching_des import MatchingDES
-from .model import gossip_model, summarize_runs
+from .model import comparison_rows, gossip_model, summarize_runs
 from .network import Network, build_network, random_maximal_matching
 from .records import Records
 from .state import GossipSystem
@@ -96,4 +96,5 @@ __all__ = [
     "predictions",
     "gossip_model",
     "summarize_runs",
+    "comparison_rows",
 ]

@@ -17,7 +17,15 @@ from .engines import predictions
 from .state import GossipSystem
 from .update import NodeUpdate
 
-__all__ = ["gossip_model", "summarize_runs"]
+__all__ = ["gossip_model", "summarize_runs", "comparison_rows"]
+
+#: Scalar keys of the report compared with an exact value: (measured, exact, label).
+COMPARED = (
+    ("contraction_per_round", "predicted_contraction", "contraction per round/step"),
+    ("noise_floor", "predicted_noise_floor", "noise floor E[D]"),
+    ("capture_rate", "predicted_capture_rate", "capture rate of E[m - b]"),
+    ("creep_per_step", "creep_bound", "creep of m toward b per round/step"),
+)
 
 
 # --------------------------------------------------------------------------- the model
@@ -195,3 +203,30 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
                 out["creep_steps"] = int(steps[w])
     out.update(pred)
     return out
+
+
+def comparison_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Simulated against exact, one record per quantity of a :func:`summarize_runs` report.
+
+    Parameters
+    ----------
+    report : dict
+        The output of :func:`summarize_runs`.
+
+    Returns
+    -------
+    list of dict
+        ``quantity``, ``simulated``, ``interval`` (an :class:`~sim.results.Estimate`
+        or None) and ``exact`` (None where no reference applies), for each
+        quantity of :data:`COMPARED` the report carries, then the final
+        disagreement ``D``.
+    """
+    rows = []
+    for key, exact, label in COMPARED:
+        if key in report or exact in report:
+            rows.append({"quantity": label, "simulated": report.get(key),
+                         "interval": report.get(key + "_ci"), "exact": report.get(exact)})
+    pd = report.get("predicted_disagreement")
+    rows.append({"quantity": "final disagreement D", "simulated": float(report["disagreement"][-1]),
+                 "interval": None, "exact": float(pd[-1]) if pd is not None else None})
+    return rows
