@@ -322,9 +322,10 @@ def clip_rows(diff: np.ndarray, tau: float | np.ndarray) -> np.ndarray:
     ndarray, shape (k, d)
     """
     norms = np.sqrt(np.einsum("ij,ij->i", diff, diff))
-    tau = np.broadcast_to(np.asarray(tau, dtype=float), norms.shape)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(norms > tau, tau / norms, 1.0)
+    t = np.asarray(tau, dtype=float)
+    over = norms > t  # so norms > 0 where it divides
+    scale = np.ones_like(norms)
+    scale[over] = (t if t.ndim == 0 else t[over]) / norms[over]
     return diff * scale[:, None]
 
 

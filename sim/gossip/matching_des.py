@@ -87,6 +87,7 @@ class MatchingDES(MatchingVector):
         row = int(self._noise_row[i])
         idx = np.array([i])
         defence = self.defence
+        plain = defence.plain()  # every move is diff / 2: no radius to ask
         while True:
             yield self._start
             if honest and self._round_noise is not None:
@@ -97,11 +98,13 @@ class MatchingDES(MatchingVector):
                 continue  # unmatched this round
             sent = x[i].copy() if honest else self.sent(idx, np.array([j]), x[idx])[0]
             # the radius from the state after noise and before any update
-            tau = defence.radius(self.view, idx) if honest else None
+            tau = defence.radius(self.view, idx) if honest and not plain else None
             self._inbox[j] = env.timeout(self._pdelay[i], sent)
             yield self._recv
             received = yield self._inbox[i]
-            if honest:
+            if honest and plain:
+                x[i] += (received - x[i]) / 2.0
+            elif honest:
                 x[i] += defence.move((received - x[i])[None, :], tau)[0]  # type: ignore[arg-type]
             self._arrived += 1
             if self._arrived == self._matched:

@@ -56,7 +56,7 @@ class Network:
     complete_delay: float
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=8)
 def topology_graph(topology: str, nodes: int | None, seed: int | None) -> nx.Graph:
     """The validated simple graph a (non-complete) spec builds, once per process (frozen)."""
     import topologies
@@ -64,7 +64,7 @@ def topology_graph(topology: str, nodes: int | None, seed: int | None) -> nx.Gra
     return nx.freeze(check_graph(topologies.build(topology, nodes=nodes, seed=seed), None, topology))
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=8)
 def value_graph(value: GraphValue) -> nx.Graph:
     """The graph of a :class:`GraphValue`, once per process (frozen)."""
     return nx.freeze(value.to_networkx())
@@ -75,7 +75,7 @@ def _readonly(*arrays: np.ndarray) -> None:
         a.setflags(write=False)
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=8)
 def _build(topology: str, nodes: int | None, seed: int | None, graph: GraphValue | None,
            latency: float, bandwidth: float, size: float) -> Network:
     empty = np.empty(0, dtype=np.int64)
