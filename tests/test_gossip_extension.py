@@ -193,8 +193,9 @@ def test_constant_adversary_follows_the_exact_capture_law(protocol, steps, rate)
 
 
 def test_node_update_runs_where_the_protocol_says_matching():
-    """Matching: every honest node, once per round, before the averaging; vector and DES agree."""
-    kw = dict(nodes=10, rounds=8, protocol="matching", adversary="stubborn", adversary_value=3.0)
+    """Matching: every honest node, once per round, after the noise and before the averaging; vector and DES agree."""
+    kw = dict(nodes=10, rounds=8, protocol="matching", adversary="stubborn", adversary_value=3.0,
+              noise=0.3, clip=0.7)
     out = {}
     for engine in ("vector", "des"):
         pull = Pull(c=-2.0, eta=0.3)
