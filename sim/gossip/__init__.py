@@ -67,7 +67,7 @@ from .model import comparison_rows, gossip_model, summarize_runs
 from .network import Network, build_network, random_maximal_matching
 from .records import Records
 from .state import GossipSystem
-from .update import NodeUpdate, NoUpdate
+from .update import NodeUpdate, NoUpdate, default_update
 
 __all__ = [
     "PROTOCOLS",
@@ -90,6 +90,7 @@ __all__ = [
     "AsyncGossip",
     "NodeUpdate",
     "NoUpdate",
+    "default_update",
     "system_class",
     "resolved_engine",
     "engine_reason",

@@ -26,7 +26,7 @@ from ..rng import Streams
 from .config import ASYNC_PATHS, GossipConfig
 from .network import build_network
 from .records import Records
-from .update import NodeUpdate, NoUpdate
+from .update import NodeUpdate, default_update
 
 __all__ = ["GossipSystem"]
 
@@ -53,7 +53,8 @@ class GossipSystem:
     defence : Defence, optional
         Default: the config's ``clip`` / ``adaptive_clip``.
     update : NodeUpdate, optional
-        Local computation between exchanges (default :class:`NoUpdate`).
+        Local computation between exchanges (default: :func:`~sim.gossip.update.default_update`,
+        pure averaging).
     """
 
     #: Pause the garbage collector during :meth:`run` (engines allocating an event per wake).
@@ -96,7 +97,7 @@ class GossipSystem:
             if iv is not None:
                 self.x[adv_pos] = iv
         self.defence = defence if defence is not None else make_defence(config.clip, config.adaptive_clip)
-        self.update = update if update is not None else NoUpdate()
+        self.update = update if update is not None else default_update(config)
         self._updating = not self.update.is_identity()
         self.rng_update = streams.rng("update") if self._updating else None
         if net.complete:

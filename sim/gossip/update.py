@@ -14,7 +14,9 @@ Every engine asks one :class:`NodeUpdate` at fixed points of its protocol:
     changed: at each end of an exchange when it starts, and at a receiving end
     before a delivery is applied.
 
-The default, :class:`NoUpdate`, computes nothing: pure averaging, and the
+The update a config asks for is built by :func:`default_update` (the one
+place a config field choosing local training would be read); the default,
+:class:`NoUpdate`, computes nothing: pure averaging, and the
 scalar fast paths stay valid (:meth:`NodeUpdate.is_identity`). A subclass that
 trains (local gradient steps) overrides the two methods and
 :meth:`NodeUpdate.is_identity`; every engine then takes its vector path and
@@ -23,9 +25,14 @@ calls it, with a generator from the replication's own ``update`` stream.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-__all__ = ["NodeUpdate", "NoUpdate"]
+if TYPE_CHECKING:
+    from .config import GossipConfig
+
+__all__ = ["NodeUpdate", "NoUpdate", "default_update"]
 
 
 class NodeUpdate:
@@ -53,3 +60,8 @@ class NodeUpdate:
 
 class NoUpdate(NodeUpdate):
     """Pure averaging: no local computation."""
+
+
+def default_update(config: GossipConfig) -> NodeUpdate:
+    """The node update ``config`` asks for: today always :class:`NoUpdate` (pure averaging)."""
+    return NoUpdate()
