@@ -286,3 +286,23 @@ def test_a_new_protocol_runs_on_the_shared_kernels():
     a = Alternating(stub, Streams(2).replication(0))
     b = Alternating(stub, Streams(2).replication(0), adversary=Beacon(4.0))
     np.testing.assert_array_equal(a.run().gap, b.run().gap)
+
+
+class Idle(NodeUpdate):
+    """An update that engines must call (not the identity) but that changes nothing."""
+
+    def is_identity(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize(("label", "kw", "path"), CASES, ids=_IDS)
+def test_an_idle_update_reduces_to_averaging(label, kw, path):
+    """With an update that does nothing, every engine gives the averaging trajectories (its vector path)."""
+    cfg = _cfg(kw)
+    ref, ref_rec, _ = _run(cfg)
+    mine, rec, _ = _run(cfg, update=Idle())
+    if cfg.protocol == "async":
+        assert mine.async_path == "vector"
+    assert mine.exchanges == ref.exchanges
+    np.testing.assert_allclose(rec.disagreement, ref_rec.disagreement, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(mine.x[mine.honest], ref.x[ref.honest], rtol=1e-9, atol=1e-12)
