@@ -77,6 +77,9 @@ __all__ = [
 ]
 
 _BATCH = 1 << 12
+#: Relative rounding allowed on the ends of a stratified interval: sums of up to
+#: 10**7 positive terms, each a Poisson-binomial tail with about L roundings.
+_ROUNDING = 1e-9
 
 
 @dataclass(frozen=True)
@@ -711,9 +714,12 @@ def stratified_placement_probability(
     err = se()
     rel = err / est if est > 0 else math.inf
     ess = y1 * y1 / y2 if y2 > 0 else 0.0
-    slack = 1e-9 * exact_sum  # rounding of the exactly summed strata
     # a sampled stratum with no hit may still hold up to 3/n of its mass (rule of three)
     unseen = sum(st.mass * 3.0 / st.n for _, st in strata if st.hits == 0 and st.n)
+    # Rounding of every term (summed strata, sampled strata, the unvisited tail), not
+    # only of the summed ones: when the unvisited strata drop surely (h = 1) the upper
+    # end equals the exact value in real arithmetic and floats land either side of it.
+    slack = _ROUNDING * (est + remainder + unseen)
     return ImportanceResult(est, max(est - z * err - slack, 0.0),
                             est + z * err + remainder + unseen + slack, err, rel,
                             ess, drawn, hits, 0.0, math.nan, time.perf_counter() - t0,

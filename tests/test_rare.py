@@ -207,3 +207,22 @@ def test_bad_input_messages():
         stratified_placement_probability(rd, do, 0.9, 1, rng=rng(0), enumerate_limit=0)
     with pytest.raises(ConfigError, match=r"^'skip_budget' must be an integer in \[0, 4\]: 5$"):
         stratified_placement_probability(rd, do, 0.9, 5, rng=rng(0))
+
+
+def test_tight_upper_end_is_rounding_not_lost_mass():
+    """Racks of 4 stages, s=4: the strata left unvisited drop surely, so the upper end is exact up to rounding."""
+    rd, do = packed(12, 4, 4, 1e-5)
+    exact = analytic.exact_drop_probability(rd, do, 0.9, 4)
+    res = stratified_placement_probability(rd, do, 0.9, 4, rng=rng(5), target_rel_error=0.02,
+                                           enumerate_limit=1)
+    # truncation: three racks out (mass C(12,3) 1e-15) is not visited; it is 4e-7 of the value
+    lost = exact - res.estimate
+    assert 0.9 * 220 * 1e-15 < lost < 1.1 * 220 * 1e-15
+    # every unvisited configuration drops, so estimate + unvisited mass is the exact value
+    assert res.high - res.estimate == pytest.approx(lost, rel=1e-6)
+    assert res.contains(exact)
+    # visiting every stratum leaves only rounding
+    full = stratified_placement_probability(rd, do, 0.9, 4, rng=rng(5), target_rel_error=0.02,
+                                            enumerate_limit=1, tail_tolerance=1e-15)
+    assert full.estimate == pytest.approx(exact, rel=1e-12)
+    assert full.contains(exact)
