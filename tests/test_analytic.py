@@ -312,7 +312,7 @@ def test_exact_placement_properties(L, s, a, rho, reps):
     (lambda: A.quality_mass(4, 0.1, 1, 0.2, penalty="linear"),
      "'penalty' must be one of multiplicative, additive: 'linear'"),
     (lambda: A.quality_mass(4, 0.1, 1, 0.2, penalty=lambda k: 2.0),
-     "'penalty' must be a function k -> quality in [0, 1]: <lambda>(0) = 2.0"),
+     "'penalty' must be a function k -> quality in [0, 1]: '<lambda>(0) = 2.0'"),
     (lambda: A.min_replicas(48, 0.9, 0.0, 0, 0.0), "'target_drop' must be in (0, 1]: 0.0"),
     (lambda: A.min_replicas(48, 0.9, 0.0, 0, 0.1, max_replicas=0),
      "'max_replicas' must be an integer >= 1: 0"),

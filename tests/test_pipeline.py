@@ -12,16 +12,14 @@ from scipy import stats
 
 from sim.errors import ConfigError
 from sim.pipeline import (
-    DomainPlacement,
     Pipeline,
     PipelineConfig,
-    as_placement,
-    default_placement,
     layout_hop_times,
     pipeline_model,
     quality_table,
     run_pipeline,
 )
+from topologies.placement import Placement, from_value, shared_per_stage
 from sim.results import mean_ci, summarize
 from sim.rng import Streams
 from sim.runner import replicate
@@ -111,7 +109,7 @@ def test_skip_distribution_matches_binomial_pmf():
 def test_shared_domain_placement_is_not_binomial():
     """Two stages in one domain: drop = 1-(1-rho)a^2, not the independent law."""
     rho, a = 0.2, 0.9
-    pl = DomainPlacement(((("d",),), (("d",),)), {"d": rho})
+    pl = Placement(((("d",),), (("d",),)), {"d": rho})
     cfg = PipelineConfig(stages=2, placement=pl, availability=a, microbatches=4000, rate=2.0)
     est = estimate(cfg, "drop_rate")
     shared = 1 - (1 - rho) * a * a
@@ -305,21 +303,30 @@ def _half_if_any(k: int) -> float:
 
 
 def test_placements_normalise():
-    """Placements: the study's default, objects with attributes, and pairs."""
-    pl = default_placement((2, 1), 0.1)
+    """Placements: the study's default, pairs in either value form; no duck typing."""
+    pl = shared_per_stage((2, 1), 0.1)
     assert pl.replica_domains == ((("stage0",), ("stage0",)), (("stage1",),))
     assert pl.domain_outage == {"stage0": 0.1, "stage1": 0.1}
 
-    class Obj:
-        replica_domains = [[("r0", "r0/k0")], [("r0", "r0/k1")]]
-        domain_outage = {"r0": 0.0, "r0/k0": 0.1}
-
-    p2 = as_placement(Obj())
+    rd = [[("r0", "r0/k0")], [("r0", "r0/k1")]]
+    outage = {"r0": 0.0, "r0/k0": 0.1}
+    p2 = from_value((rd, outage))
     assert p2.replicas == (1, 1)
-    assert as_placement((Obj.replica_domains, Obj.domain_outage)) == p2
-    cfg = PipelineConfig(stages=2, placement=Obj(), microbatches=20)
+    assert from_value(p2.value()) == p2
+    cfg = PipelineConfig(stages=2, placement=(rd, outage), microbatches=20)
     assert cfg.replicas == (1, 1)
+    assert cfg.placement == p2.value() and cfg.domain_placement == p2
+    assert hash(cfg) == hash(PipelineConfig(stages=2, placement=p2, microbatches=20))
     assert pipeline_model(cfg, Streams(0))["microbatches"] == 20
+
+    class Obj:
+        replica_domains = rd
+        domain_outage = outage
+
+    with pytest.raises(ConfigError) as info:
+        PipelineConfig(stages=2, placement=Obj())
+    assert str(info.value).startswith(
+        "'placement' must be a Placement or a (replica_domains, domain_outage) pair: ")
 
 
 def test_layout_hop_times():
@@ -371,7 +378,7 @@ def test_pipeline_builds_before_running():
     (dict(arrival="back_to_back"),
      "'arrival' must be fixed or poisson when stage_time, latency and transfer_size are all 0: "
      "'back_to_back'"),
-    (dict(stages=3, placement=DomainPlacement(((("d",),),), {})),
+    (dict(stages=3, placement=Placement(((("d",),),), {})),
      "'placement' must be 3 stages (one per stage): 1"),
 ])
 def test_bad_input_messages(kwargs, message):
@@ -460,15 +467,6 @@ def test_lookahead_gives_identical_results(kwargs):
     assert np.array_equal(a.records["skipped"], b.records["skipped"])
     assert np.allclose(a.records["finish"], b.records["finish"], rtol=1e-12)
     assert a.metrics["failovers_per_microbatch"] > 0
-
-
-def test_crossing_benchmark_reports_rate():
-    """measure_crossing_rate runs the benchmark pipeline and reports crossings per second."""
-    from sim.pipeline import BENCH_CONFIG, measure_crossing_rate
-
-    out = measure_crossing_rate(dataclasses.replace(BENCH_CONFIG, microbatches=200))
-    assert out["stage_crossings"] > 0.9 * 200 * 48
-    assert out["crossings_per_second"] > 0 and out["failovers_per_microbatch"] >= 0
 
 
 def test_latency_quantiles_from_histogram_match_records():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import sim.rare as rare
+import sim.pipeline.rare as rare
 import topologies
 from sim import analytic
 from sim.errors import ConfigError
-from sim.pipeline import DomainPlacement, PipelineConfig
-from sim.rare import (
+from sim.pipeline import PipelineConfig
+from sim.pipeline.rare import (
     exponential_tilt,
     importance_drop_probability,
     importance_from_config,
@@ -18,7 +18,7 @@ from sim.rare import (
     stratified_placement_probability,
 )
 from sim.rng import Streams
-from topologies.placement import place
+from topologies.placement import Placement, place
 
 
 def rng(seed: int) -> np.random.Generator:
@@ -147,7 +147,7 @@ def test_two_racks_out_at_once_regression():
     pl = place(topologies.datacenter(2, 8, 9), 48, 3, "packed")
     exact = analytic.exact_drop_probability(pl.replica_domains, pl.domain_outage, 0.97, 4)
     assert exact == pytest.approx(3.19e-4, rel=2e-3)
-    cfg = PipelineConfig(stages=48, placement=DomainPlacement(pl.replica_domains, pl.domain_outage),
+    cfg = PipelineConfig(stages=48, placement=Placement(pl.replica_domains, pl.domain_outage),
                          skip_budget=4, availability=0.97)
     res = importance_from_config(cfg, rng=rng(11), target_rel_error=0.03)
     assert res.contains(exact), (res, exact)
@@ -189,7 +189,7 @@ def test_from_config_uses_the_placement():
     assert res.contains(analytic.drop_probability(48, 3, 4, 0.9)) or \
         abs(res.estimate - analytic.drop_probability(48, 3, 4, 0.9)) <= 4 * res.se
     rd, do = packed(12, 4, 3, 1e-3)
-    cfg = PipelineConfig(stages=48, placement=DomainPlacement(rd, do), skip_budget=4)
+    cfg = PipelineConfig(stages=48, placement=Placement(rd, do), skip_budget=4)
     res = importance_from_config(cfg, rng=rng(9), target_rel_error=0.05)
     exact = analytic.exact_drop_probability(rd, do, 0.9, 4)
     assert within(res, exact), (res, exact)

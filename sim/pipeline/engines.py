@@ -169,7 +169,7 @@ def vector_pipeline_model(config: PipelineConfig, streams: Streams) -> dict[str,
     ConfigError
         Where :class:`VectorEngine` does not apply.
     """
-    engines.select(FAMILY, config, VectorEngine.name)
+    choose_engine(config, VectorEngine.name)
     rng = streams.rng("vector")
     quality = np.asarray(config.quality, dtype=float)
     if config.study_placement:
@@ -228,8 +228,18 @@ def choose_engine(config: PipelineConfig, engine: str = "auto") -> tuple[Selecti
     Raises
     ------
     ConfigError
-        As :func:`sim.engines.select`.
+        For an unknown engine (as :func:`sim.engines.select`), or a named
+        engine that does not apply: ``'engine' must be des for this
+        configuration (<its reason>): 'vector'``.
     """
+    for e in engines.engines(FAMILY):
+        if e.name != engine:
+            continue
+        verdict = e.applies(config)
+        if not verdict:
+            fit = [x.name for x in engines.engines(FAMILY) if x.name != engine and x.applies(config)]
+            raise ConfigError("engine", f"{' or '.join(fit) or 'another engine'} for this "
+                              f"configuration ({verdict.reason})", engine)
     sel = engines.select(FAMILY, config, engine)
     if engine == "auto":
         return sel, "auto: " + sel.considered[0][2]
