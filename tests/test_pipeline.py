@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import tracemalloc
 
@@ -19,10 +18,10 @@ from sim.pipeline import (
     quality_table,
     run_pipeline,
 )
-from topologies.placement import Placement, from_value, shared_per_stage
 from sim.results import mean_ci, summarize
 from sim.rng import Streams
 from sim.runner import replicate
+from topologies.placement import Placement, from_value, shared_per_stage
 
 
 def exact_tail(L: int, r: int, s: int, a: float, rho: float) -> float:
