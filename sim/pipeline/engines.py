@@ -26,8 +26,9 @@ crossing time and ``max_wait = 0``, see :func:`snapshot_exact`):
     :func:`sim.analytic.exact_drop_probability`), where the enumeration is
     feasible.
 ``quality_closed_form``
-    Mean quality of delivered microbatches and quality mass per microbatch
-    (study's placement, equal replicas).
+    Mean quality of delivered microbatches, quality mass per microbatch and
+    the design cost ``L r / E[quality(K); K <= s]`` (study's placement, equal
+    replicas).
 
 :func:`snapshot_predictions` evaluates them on the snapshot of a config (the
 same placement with the crossing made instant): the value a timed
@@ -281,6 +282,16 @@ def _binomial_case(config: PipelineConfig) -> bool:
     return config.study_placement and len(set(config.replicas)) == 1  # type: ignore[arg-type]
 
 
+def _study_applies(config: PipelineConfig, law: str) -> Applies:
+    """A closed form of Study A: exact for a snapshot crossing, study's placement, equal replicas."""
+    exact = snapshot_exact(config)
+    if not exact:
+        return exact
+    if not _binomial_case(config):
+        return Applies(False, "a placement is given or replicas differ between stages")
+    return Applies(True, law)
+
+
 @functools.lru_cache(maxsize=128)
 def _placement_drop(value: Any, availability: float, skip_budget: int) -> tuple[float | None, str]:
     """Exact drop probability of a placement value, or None and why it is out of reach."""
@@ -310,12 +321,7 @@ class BinomialDrop(Reference):
 
     def applies(self, config: PipelineConfig) -> Applies:
         """Exact for a snapshot crossing on the study's placement with equal replicas."""
-        exact = snapshot_exact(config)
-        if not exact:
-            return exact
-        if not _binomial_case(config):
-            return Applies(False, "a placement is given or replicas differ between stages")
-        return Applies(True, "P(Bin(L, q) > s), q = rho + (1 - rho)(1 - a)^r")
+        return _study_applies(config, "P(Bin(L, q) > s), q = rho + (1 - rho)(1 - a)^r")
 
     def predict(self, config: PipelineConfig) -> dict[str, float]:
         """``{"drop_rate": P(Bin(L, q) > s)}`` (:func:`sim.analytic.drop_probability`)."""
@@ -352,23 +358,23 @@ class PlacementExactDrop(Reference):
 
 
 class QualityClosedForm(Reference):
-    """Mean quality of delivered microbatches and quality per microbatch (study's placement)."""
+    """Mean quality of delivered microbatches, quality per microbatch and design cost (study's placement)."""
 
     name = "quality_closed_form"
     family = FAMILY
-    metrics = ("mean_quality", "quality_mass")
+    metrics = ("mean_quality", "quality_mass", "cost")
 
     def applies(self, config: PipelineConfig) -> Applies:
         """Exact for a snapshot crossing on the study's placement with equal replicas."""
-        exact = snapshot_exact(config)
-        if not exact:
-            return exact
-        if not _binomial_case(config):
-            return Applies(False, "a placement is given or replicas differ between stages")
-        return Applies(True, "E[quality(K) | K <= s], K ~ Bin(L, q)")
+        return _study_applies(config, "E[quality(K) | K <= s], K ~ Bin(L, q); "
+                                      "cost L r / E[quality(K); K <= s]")
 
     def predict(self, config: PipelineConfig) -> dict[str, float]:
-        """:func:`sim.analytic.mean_quality_delivered` and :func:`sim.analytic.quality_mass`."""
+        """:func:`sim.analytic.mean_quality_delivered`, :func:`~sim.analytic.quality_mass`, :func:`~sim.analytic.design_cost`.
+
+        ``cost`` is workers per unit of quality-weighted goodput, ``workers / quality_mass``
+        in the simulation's terms.
+        """
         from .. import analytic
 
         q = analytic.stage_outage(config.availability, config.replicas[0],  # type: ignore[index]
@@ -377,6 +383,10 @@ class QualityClosedForm(Reference):
         return {
             "mean_quality": float(analytic.mean_quality_delivered(*args, penalty=config.penalty)),
             "quality_mass": float(analytic.quality_mass(*args, penalty=config.penalty)),
+            "cost": float(analytic.design_cost(
+                config.stages, config.replicas[0], config.skip_budget,  # type: ignore[index]
+                config.availability, config.domain_outage, config.skip_penalty,
+                penalty=config.penalty)),
         }
 
 
