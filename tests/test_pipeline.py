@@ -502,3 +502,26 @@ def test_additive_penalty_mean_quality():
     pk = stats.binom.pmf(k, L, 1 - a)
     exact = float((np.maximum(0, 1 - kappa * k) * pk).sum() / pk.sum())
     assert abs(est.mean - exact) <= 4 * est.se
+
+
+def test_config_with_placement_hashes_alike_in_two_processes():
+    """A placement is stored as values, so the config's hash is the same in another process."""
+    import os
+    import subprocess
+    import sys
+
+    import topologies
+    from sim.runner import config_hash
+
+    make = ("topologies.place(topologies.build('datacenter:regions=2,racks=2,hosts=4'), 4, 2, "
+            "'packed')")
+    code = ("import topologies\nfrom sim.pipeline import PipelineConfig\n"
+            "from sim.runner import config_hash\n"
+            f"print(config_hash(PipelineConfig(stages=4, placement={make}), 1))\n")
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env=env).stdout.strip()
+    layout = topologies.build("datacenter:regions=2,racks=2,hosts=4")
+    cfg = PipelineConfig(stages=4, placement=topologies.place(layout, 4, 2, "packed"))
+    assert isinstance(cfg.placement, tuple)
+    assert config_hash(cfg, 1) == other
