@@ -136,3 +136,30 @@ def test_skip_penalty_one_law_two_evaluations():
     with pytest.raises(ConfigError) as info:
         SkipPenalty(1.5)
     assert str(info.value) == "'skip_penalty' must be in [0, 1]: 1.5"
+
+
+def test_importance_engine_is_the_cli_estimate():
+    """The registered rare-event engine draws from stream 'importance' exactly as --method importance."""
+    from sim.pipeline import ImportanceEngine, estimate_importance
+    from sim.rng import Streams
+
+    cfg = PipelineConfig(stages=48, replicas=3, skip_budget=4)
+    run = ImportanceEngine().run(cfg, Streams(2))
+    cli = estimate_importance(cfg, seed=2)
+    assert run["drop_rate"] == cli["drop_rate"]
+    assert [run["drop_rate_low"], run["drop_rate_high"]] == cli["drop_rate_ci"]
+    assert run["drop_rate_low"] <= analytic.drop_probability(48, 3, 4, 0.9) <= run["drop_rate_high"]
+    assert not ImportanceEngine().applies(PipelineConfig(stage_time=1.0))
+
+
+def test_on_layout_places_and_takes_link_latencies():
+    """on_layout stores the placement's value and the layout's hop latencies (or not)."""
+    from sim.pipeline import on_layout
+
+    base = PipelineConfig(stages=4, replicas=2)
+    cfg, pl = on_layout(base, "datacenter:regions=2,racks=2,hosts=4", "spread", seed=1)
+    assert cfg.placement == pl.value() and cfg.replicas == (2, 2, 2, 2)
+    assert len(cfg.latency) == 3 and not cfg.instant
+    snap, _ = on_layout(base, "datacenter:regions=2,racks=2,hosts=4", "spread", seed=1,
+                        layout_latency=False)
+    assert snap.instant and snap.placement == cfg.placement

@@ -40,7 +40,7 @@ from ..pipeline import (
     PipelineConfig,
     comparison_rows,
     estimate_importance,
-    layout_hop_times,
+    on_layout,
     run_pipeline,
     simulate,
 )
@@ -205,23 +205,13 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
     if kw["microbatches"] is None:
         del kw["microbatches"]
     kw.update(override)
-    placement = None
+    cfg = PipelineConfig(**kw)
     topology = getattr(args, "topology", None)
-    if topology:
-        import topologies
-        from topologies.placement import place
-
-        base = PipelineConfig(**kw)  # validates stages and replicas first
-        layout = topologies.build(topology, seed=args.seed)
-        placement = place(layout, base.stages, list(base.replicas), args.placement,
-                          rng=Streams(args.seed).rng("placement"))
-        kw["placement"] = placement
-        if layout_latency is None:
-            layout_latency = not getattr(args, "no_layout_latency", False)
-        if layout_latency:
-            hops = layout_hop_times(layout, placement.hosts, base.transfer_size)
-            kw.update(latency=hops if hops else 0.0, transfer_size=0.0)
-    return PipelineConfig(**kw), placement
+    if not topology:
+        return cfg, None
+    if layout_latency is None:
+        layout_latency = not getattr(args, "no_layout_latency", False)
+    return on_layout(cfg, topology, args.placement, seed=args.seed, layout_latency=layout_latency)
 
 
 def _check_options(args: argparse.Namespace) -> str:

@@ -42,6 +42,7 @@ from .config import (
     STAGE_TIME_DISTRIBUTIONS,
     PipelineConfig,
     layout_hop_times,
+    on_layout,
     quality_table,
     stage_time_laws,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "quality_table",
     "stage_time_laws",
     "layout_hop_times",
+    "on_layout",
     "Pipeline",
     "PipelineRun",
     "run_pipeline",

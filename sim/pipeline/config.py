@@ -8,6 +8,7 @@ by :attr:`PipelineConfig.domain_placement`, never stored on the config.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ __all__ = [
     "PipelineConfig",
     "quality_table",
     "layout_hop_times",
+    "on_layout",
 ]
 
 ARRIVALS = ("fixed", "poisson", "back_to_back")
@@ -326,3 +328,42 @@ class PipelineConfig:
         if self.placement is not None:
             return from_value(self.placement)
         return shared_per_stage(self.replicas, self.domain_outage)  # type: ignore[arg-type]
+
+
+def on_layout(config: PipelineConfig, topology: str, policy: str = "shared", *, seed: int = 0,
+              layout_latency: bool = True) -> tuple[PipelineConfig, Placement]:
+    """Place a pipeline's replicas on a layout: the config with that placement, and the placement.
+
+    Parameters
+    ----------
+    config : PipelineConfig
+        The pipeline (its ``stages`` and ``replicas`` are placed).
+    topology : str
+        A layout spec for :func:`topologies.build` (``datacenter:regions=2,...``,
+        a graph file, ``module:function``).
+    policy : str
+        A placement policy of :func:`topologies.placement.place`.
+    seed : int
+        Seeds random layouts and the ``random`` policy (stream ``placement``).
+    layout_latency : bool
+        Whether the layout's link latencies become the hop latencies
+        (:func:`layout_hop_times`, the activation size folded in).
+
+    Returns
+    -------
+    (PipelineConfig, Placement)
+        The config stores the placement's value form; the placement is for display.
+    """
+    import topologies
+    from topologies.placement import place
+
+    from ..rng import Streams
+
+    layout = topologies.build(topology, seed=seed)
+    placement = place(layout, config.stages, list(config.replicas),  # type: ignore[arg-type]
+                      policy, rng=Streams(seed).rng("placement"))
+    kw: dict[str, Any] = {"placement": placement}
+    if layout_latency:
+        hops = layout_hop_times(layout, placement.hosts, config.transfer_size)
+        kw.update(latency=hops if hops else 0.0, transfer_size=0.0)
+    return dataclasses.replace(config, **kw), placement
