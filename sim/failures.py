@@ -2,8 +2,10 @@
 
 Every *component* (a domain such as a region, rack or host, or a worker) has
 its own up/down process: an alternating renewal process whose up and down
-durations come from a pluggable :class:`Distribution` (exponential, Weibull,
-lognormal, deterministic) or from a replayed trace. A component is
+durations come from a pluggable duration law (exponential, Weibull,
+lognormal, deterministic, or one added by :func:`register_distribution`) or
+from a replayed trace. The same laws, at mean 1, give the pipeline its random
+compute times. A component is
 *effectively* up when it and every ancestor domain are up, so a domain outage
 takes down every worker below it at the same instant, and they come back only
 when both they and the domain are up.
