@@ -61,6 +61,7 @@ __all__ = [
     "Deterministic",
     "make_distribution",
     "register_distribution",
+    "unregister_distribution",
     "distribution_names",
     "check_distribution",
     "Transition",
@@ -220,6 +221,17 @@ def register_distribution(name: str, factory: Callable[[float, float | None], An
           "a non-empty name without ':'", name)
     check(callable(factory), "factory", "a callable factory(mean, shape)", factory)
     _LAWS[name] = factory
+
+
+def unregister_distribution(name: str) -> None:
+    """Remove a law added by :func:`register_distribution` (built-in laws stay).
+
+    Parameters
+    ----------
+    name : str
+    """
+    check(name not in DISTRIBUTIONS, "name", "a law added by register_distribution", name)
+    _LAWS.pop(name, None)
 
 
 def distribution_names() -> tuple[str, ...]:

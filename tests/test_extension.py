@@ -13,7 +13,13 @@ import simpy
 import topologies
 from sim import analytic
 from sim.engines import predictions
-from sim.failures import ClusterConfig, FailureModel, failures_model, register_distribution
+from sim.failures import (
+    ClusterConfig,
+    FailureModel,
+    failures_model,
+    register_distribution,
+    unregister_distribution,
+)
 from sim.pipeline import PipelineConfig, pipeline_model
 from sim.results import summarize
 from sim.rng import Streams
@@ -44,7 +50,12 @@ class HalfUniform:
         return float(rng.random() * x)
 
 
-register_distribution("half_uniform", lambda mean, shape: HalfUniform(mean))
+@pytest.fixture
+def half_uniform():
+    """The law registered under "half_uniform" for one test, then removed."""
+    register_distribution("half_uniform", lambda mean, shape: HalfUniform(mean))
+    yield "half_uniform"
+    unregister_distribution("half_uniform")
 
 
 def _downtimes(distribution: str) -> np.ndarray:
@@ -67,9 +78,9 @@ def _downtimes(distribution: str) -> np.ndarray:
     return np.array(lengths)
 
 
-def test_new_law_shapes_the_outages():
+def test_new_law_shapes_the_outages(half_uniform):
     """Every outage of the user's law lies in [1, 3] (mean 2); the exponential law's do not."""
-    mine = _downtimes("half_uniform")
+    mine = _downtimes(half_uniform)
     assert mine.size > 500
     assert mine.min() >= 1.0 and mine.max() <= 3.0
     assert mine.mean() == pytest.approx(2.0, abs=4 * (2 / math.sqrt(12)) / math.sqrt(mine.size))
@@ -77,10 +88,10 @@ def test_new_law_shapes_the_outages():
     assert (expo < 1.0).mean() > 0.3  # 1 - e^{-1/2} = 0.39: the wrong law is visibly different
 
 
-def test_new_law_availability_matches_its_means():
+def test_new_law_availability_matches_its_means(half_uniform):
     """failures_model with the user's law: availability a and 2 / (up + down) transitions per time."""
     cfg = ClusterConfig(workers=8, domains=2, availability=0.8, mean_downtime=2.0,
-                        domain_outage=0.0, distribution="half_uniform", horizon=2000.0)
+                        domain_outage=0.0, distribution=half_uniform, horizon=2000.0)
     recs = replicate(failures_model, cfg, replications=12, seed=21)
     est = summarize(recs, ["worker_availability", "worker_transitions"])
     up, down = 0.8 * 2.0 / 0.2, 2.0
@@ -91,17 +102,17 @@ def test_new_law_availability_matches_its_means():
     assert abs(t.mean - 2.0 / (2 * up + down)) > 4 * t.se  # a law with the wrong up mean fails
 
 
-def test_new_law_runs_in_the_pipeline_des():
+def test_new_law_runs_in_the_pipeline_des(half_uniform):
     """The pipeline DES accepts the user's law for failures and compute times by name."""
     cfg = PipelineConfig(stages=6, replicas=2, skip_budget=0, availability=0.8, domain_outage=0.02,
-                         failure_distribution="half_uniform", mean_downtime=0.5,
+                         failure_distribution=half_uniform, mean_downtime=0.5,
                          domain_downtime=0.5, microbatches=3000)
     recs = replicate(pipeline_model, cfg, replications=10, seed=22)
     est = summarize(recs, ["drop_rate"])["drop_rate"]
     exact = analytic.drop_probability(6, 2, 0, 0.8, 0.02)
     assert abs(est.mean - exact) <= 4 * est.se
     timed = PipelineConfig(stages=3, replicas=1, availability=1.0, stage_time=2.0,
-                           stage_time_distribution="half_uniform", microbatches=400)
+                           stage_time_distribution=half_uniform, microbatches=400)
     lat = summarize(replicate(pipeline_model, timed, replications=4, seed=23),
                     ["latency_mean", "latency_p99"])
     assert lat["latency_mean"].mean == pytest.approx(6.0, rel=0.05)
@@ -139,3 +150,15 @@ def test_new_topology_places_correlated_stages():
                     ["drop_rate"])["drop_rate"]
     assert abs(est.mean - exact["value"]) <= 4 * est.se
     assert abs(est.mean - independent) > 4 * est.se  # one-domain-per-stage law rejected
+
+
+def test_unregistered_law_is_refused(half_uniform):
+    """A law's name is refused once it is removed; built-in laws cannot be removed."""
+    unregister_distribution(half_uniform)
+    with pytest.raises(ValueError) as info:
+        ClusterConfig(distribution=half_uniform)
+    assert str(info.value) == ("'distribution' must be one of exponential, weibull, lognormal, "
+                               "deterministic: 'half_uniform'")
+    register_distribution(half_uniform, lambda mean, shape: HalfUniform(mean))
+    with pytest.raises(ValueError):
+        unregister_distribution("weibull")
