@@ -127,10 +127,16 @@ class Weibull:
         return self.mean / math.gamma(1.0 + 1.0 / self.shape)
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> Any:
-        """One duration (a float), or an array of ``size`` durations."""
+        """One duration (a float), or an array of ``size`` durations.
+
+        The array is ``mean * (W / Gamma(1 + 1/k))``, the single draw
+        ``(mean / Gamma(1 + 1/k)) * W``: the same law, each rounded as its
+        callers (the pipeline's unit-mean compute times, the failure processes)
+        always rounded it, so no number moves.
+        """
         if size is None:
             return float(self.scale * rng.weibull(self.shape))
-        return self.scale * rng.weibull(self.shape, size)
+        return self.mean * (rng.weibull(self.shape, size) / math.gamma(1.0 + 1.0 / self.shape))
 
     def residual(self, rng: np.random.Generator) -> float:
         """Equilibrium residual life: ``U`` times the length-biased duration."""
