@@ -35,11 +35,11 @@ from .failures import (
 )
 from .gossip import GossipConfig, gossip_model
 from .pipeline import PipelineConfig, pipeline_model, run_pipeline
-from .rare import importance_drop_probability
+from .pipeline.rare import importance_drop_probability
+from .pipeline.vector import simulate_stylised
 from .results import Estimate, mean_ci, summarize
 from .rng import Streams
 from .runner import SweepResult, replicate, run_experiment, run_one, sweep
-from .vector import simulate_stylised
 
 __version__ = "0.1.0"
 

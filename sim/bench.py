@@ -16,8 +16,8 @@ d. ``matching``: node updates per second of the vectorised complete-graph
    permute-and-average of the same size, and of the per-node DES engine of
    the same protocol at ``n = 1e3``.
 e. ``stylised``: microbatch trials per second of the vectorised snapshot
-   engine (:mod:`sim.vector`).
-f. ``rare``: time for the rare-event estimators (:mod:`sim.rare`) to reach a
+   engine (:mod:`sim.pipeline.vector`).
+f. ``rare``: time for the rare-event estimators (:mod:`sim.pipeline.rare`) to reach a
    10% relative error at a drop probability of about 1e-9: exponential
    tilting for independent stages, the stratified estimator for stages
    sharing racks.
@@ -341,7 +341,7 @@ def _numpy_rate(n: int, rounds: int, repeats: int) -> float:
 
 
 def bench_stylised(microbatches: int = 20_000_000, repeats: int = 2) -> dict[str, float]:
-    """Microbatch trials per second of :func:`sim.vector.simulate_stylised`.
+    """Microbatch trials per second of :func:`sim.pipeline.vector.simulate_stylised`.
 
     The study's point ``L = 48, r = 3, s = 1, a = 0.9, rho = 1e-3``.
 
@@ -351,7 +351,7 @@ def bench_stylised(microbatches: int = 20_000_000, repeats: int = 2) -> dict[str
         ``stylised_trials_per_s``, ``stylised_drop_rate``, ``stylised_exact``.
     """
     from .analytic import drop_probability
-    from .vector import simulate_stylised
+    from .pipeline.vector import simulate_stylised
 
     rng = Streams(2).rng("bench")
     res: dict[str, float] = {}
@@ -375,10 +375,10 @@ def bench_rare(repeats: int = 5) -> dict[str, float]:
     """Rare-event estimators to a 10% relative error at drop probabilities near 1e-9.
 
     Independent stages: ``L = 48, r = 3, s = 4, a = 0.9`` (exact 1.65e-9),
-    exponential tilting (:func:`sim.rare.importance_drop_probability`);
+    exponential tilting (:func:`sim.pipeline.rare.importance_drop_probability`);
     shared racks: 12 racks of 4 stages, ``r = 3, s = 6, a = 0.9, rho = 1e-5``
     (exact 8.1e-9), the stratified estimator
-    (:func:`sim.rare.stratified_placement_probability`, default settings,
+    (:func:`sim.pipeline.rare.stratified_placement_probability`, default settings,
     which sum this layout's strata exactly). Median time over ``repeats`` seeds.
 
     Returns
@@ -392,7 +392,7 @@ def bench_rare(repeats: int = 5) -> dict[str, float]:
         exact sum has no sampling error).
     """
     from .analytic import drop_probability, exact_drop_probability
-    from .rare import importance_drop_probability, stratified_placement_probability
+    from .pipeline.rare import importance_drop_probability, stratified_placement_probability
 
     out: dict[str, float] = {}
     runs = [importance_drop_probability(48, 3, 4, 0.9, 0.0, rng=Streams(3).rng("rare", i),

@@ -2,8 +2,10 @@
 
 Every *component* (a domain such as a region, rack or host, or a worker) has
 its own up/down process: an alternating renewal process whose up and down
-durations come from a pluggable :class:`Distribution` (exponential, Weibull,
-lognormal, deterministic) or from a replayed trace. A component is
+durations come from a pluggable duration law (exponential, Weibull,
+lognormal, deterministic, or one added by :func:`register_distribution`) or
+from a replayed trace. The same laws, at mean 1, give the pipeline its random
+compute times. A component is
 *effectively* up when it and every ancestor domain are up, so a domain outage
 takes down every worker below it at the same instant, and they come back only
 when both they and the domain are up.
@@ -58,6 +60,10 @@ __all__ = [
     "LogNormal",
     "Deterministic",
     "make_distribution",
+    "register_distribution",
+    "unregister_distribution",
+    "distribution_names",
+    "check_distribution",
     "Transition",
     "Component",
     "Domain",
@@ -71,10 +77,17 @@ __all__ = [
     "failures_model",
 ]
 
+#: The built-in up/down duration laws (:func:`register_distribution` adds more).
 DISTRIBUTIONS = ("exponential", "weibull", "lognormal", "deterministic")
 
 
 # --------------------------------------------------------------------------- distributions
+#
+# A duration law is any object with a ``mean``, ``sample(rng, size=None)`` (one
+# duration, or an array of ``size``) and ``residual(rng)`` (one draw of the
+# equilibrium residual life, for the stationary start). The same objects give
+# the failure processes their durations and the pipeline its unit-mean compute
+# times (``make_distribution(kind, 1.0, shape).sample(rng, n)``).
 
 
 @dataclass(frozen=True)
@@ -86,8 +99,11 @@ class Exponential:
     def __post_init__(self) -> None:
         check_positive("mean", self.mean)
 
-    def sample(self, rng: np.random.Generator) -> float:
-        return float(rng.exponential(self.mean))
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> Any:
+        """One duration (a float), or an array of ``size`` durations."""
+        if size is None:
+            return float(rng.exponential(self.mean))
+        return rng.exponential(self.mean, size)
 
     def residual(self, rng: np.random.Generator) -> float:
         """Equilibrium residual life (for the exponential, the law itself)."""
@@ -107,12 +123,23 @@ class Weibull:
 
     @property
     def scale(self) -> float:
+        """``mean / Gamma(1 + 1/k)``."""
         return self.mean / math.gamma(1.0 + 1.0 / self.shape)
 
-    def sample(self, rng: np.random.Generator) -> float:
-        return float(self.scale * rng.weibull(self.shape))
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> Any:
+        """One duration (a float), or an array of ``size`` durations.
+
+        The array is ``mean * (W / Gamma(1 + 1/k))``, the single draw
+        ``(mean / Gamma(1 + 1/k)) * W``: the same law, each rounded as its
+        callers (the pipeline's unit-mean compute times, the failure processes)
+        always rounded it, so no number moves.
+        """
+        if size is None:
+            return float(self.scale * rng.weibull(self.shape))
+        return self.mean * (rng.weibull(self.shape, size) / math.gamma(1.0 + 1.0 / self.shape))
 
     def residual(self, rng: np.random.Generator) -> float:
+        """Equilibrium residual life: ``U`` times the length-biased duration."""
         # Length-biased Weibull: (X/scale)**k ~ Gamma(1 + 1/k, 1).
         g = rng.gamma(1.0 + 1.0 / self.shape)
         return float(rng.random() * self.scale * g ** (1.0 / self.shape))
@@ -131,12 +158,17 @@ class LogNormal:
 
     @property
     def mu(self) -> float:
+        """``log(mean) - sigma**2 / 2``."""
         return math.log(self.mean) - self.sigma**2 / 2
 
-    def sample(self, rng: np.random.Generator) -> float:
-        return float(rng.lognormal(self.mu, self.sigma))
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> Any:
+        """One duration (a float), or an array of ``size`` durations."""
+        if size is None:
+            return float(rng.lognormal(self.mu, self.sigma))
+        return rng.lognormal(self.mu, self.sigma, size)
 
     def residual(self, rng: np.random.Generator) -> float:
+        """Equilibrium residual life: ``U`` times the length-biased duration."""
         # Length-biased lognormal(mu, s) is lognormal(mu + s**2, s).
         return float(rng.random() * rng.lognormal(self.mu + self.sigma**2, self.sigma))
 
@@ -150,36 +182,95 @@ class Deterministic:
     def __post_init__(self) -> None:
         check_positive("mean", self.mean)
 
-    def sample(self, rng: np.random.Generator) -> float:
-        return self.mean
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> Any:
+        """``mean`` (or an array of ``size`` copies)."""
+        if size is None:
+            return self.mean
+        return np.full(size, float(self.mean))
 
     def residual(self, rng: np.random.Generator) -> float:
+        """Equilibrium residual life: uniform on ``[0, mean]``."""
         return float(rng.random() * self.mean)
 
 
 Distribution = Exponential | Weibull | LogNormal | Deterministic
 
+#: Name -> ``factory(mean, shape)`` of every duration law (built-in and registered).
+_LAWS: dict[str, Callable[[float, float | None], Any]] = {
+    "exponential": lambda mean, shape: Exponential(mean),
+    "weibull": lambda mean, shape: Weibull(mean, 0.7 if shape is None else shape),
+    "lognormal": lambda mean, shape: LogNormal(mean, 1.0 if shape is None else shape),
+    "deterministic": lambda mean, shape: Deterministic(mean),
+}
 
-def make_distribution(kind: str, mean: float, shape: float | None = None) -> Distribution:
+
+def register_distribution(name: str, factory: Callable[[float, float | None], Any]) -> None:
+    """Add a duration law usable by name wherever a distribution is asked for.
+
+    Parameters
+    ----------
+    name : str
+        The law's name (``failure_distribution``, ``distribution``,
+        ``stage_time_distribution``, ``--distribution``).
+    factory : callable
+        ``factory(mean, shape)`` returning an object with ``mean``,
+        ``sample(rng, size=None)`` and ``residual(rng)`` (see
+        :class:`Weibull`); ``shape`` is None when not given.
+
+    Notes
+    -----
+    The registry lives in the process: a process pool started afterwards
+    sees the law when the module that registers it is imported by the task
+    (the experiment file or the model's module).
+    """
+    check(isinstance(name, str) and name != "" and ":" not in name, "name",
+          "a non-empty name without ':'", name)
+    check(callable(factory), "factory", "a callable factory(mean, shape)", factory)
+    _LAWS[name] = factory
+
+
+def unregister_distribution(name: str) -> None:
+    """Remove a law added by :func:`register_distribution` (built-in laws stay).
+
+    Parameters
+    ----------
+    name : str
+    """
+    check(name not in DISTRIBUTIONS, "name", "a law added by register_distribution", name)
+    _LAWS.pop(name, None)
+
+
+def distribution_names() -> tuple[str, ...]:
+    """Every duration law's name, built-in ones first."""
+    return tuple(_LAWS)
+
+
+def check_distribution(name: str, value: Any) -> str:
+    """Check that ``value`` names a duration law (the one rule for every config)."""
+    return check_choice(name, value, distribution_names())
+
+
+def make_distribution(kind: str, mean: float, shape: float | None = None) -> Any:
     """Build a duration distribution by name.
 
     Parameters
     ----------
-    kind : {"exponential", "weibull", "lognormal", "deterministic"}
+    kind : str
+        ``"exponential"``, ``"weibull"``, ``"lognormal"``, ``"deterministic"``,
+        or a name added by :func:`register_distribution`.
     mean : float
         Mean duration (> 0).
     shape : float, optional
         Weibull shape ``k`` (default 0.7) or lognormal ``sigma`` (default 1.0);
         ignored by the others.
+
+    Returns
+    -------
+    object
+        A duration law (``mean``, ``sample``, ``residual``).
     """
-    check_choice("distribution", kind, DISTRIBUTIONS)
-    if kind == "exponential":
-        return Exponential(mean)
-    if kind == "weibull":
-        return Weibull(mean, 0.7 if shape is None else shape)
-    if kind == "lognormal":
-        return LogNormal(mean, 1.0 if shape is None else shape)
-    return Deterministic(mean)
+    check_distribution("distribution", kind)
+    return _LAWS[kind](mean, shape)
 
 
 def up_down_means(availability: float, mean_downtime: float, *, name: str = "availability") -> tuple[float, float]:
@@ -404,7 +495,7 @@ class Worker(Component):
 class _Renewal:
     """The alternating up/down renewal process driving one component."""
 
-    def __init__(self, comp: Component, up: Distribution | None, down: Distribution | None,
+    def __init__(self, comp: Component, up: Any | None, down: Any | None,
                  rng: np.random.Generator) -> None:
         # ``up is None``: never fails; ``down is None``: never recovers.
         self.comp, self.up, self.down, self.rng = comp, up, down, rng
@@ -661,7 +752,7 @@ class ClusterConfig:
         check_positive("mean_downtime", self.mean_downtime)
         check_probability("domain_outage", self.domain_outage)
         check_positive("domain_mean_downtime", self.domain_mean_downtime)
-        check_choice("distribution", self.distribution, DISTRIBUTIONS)
+        check_distribution("distribution", self.distribution)
         if self.shape is not None:
             check_positive("shape", self.shape)
         check_positive("horizon", self.horizon)

@@ -106,7 +106,7 @@ def snapshot_out_stages(pa, worker_downtime: float, domain_downtime: float, gaps
 
     Parameters
     ----------
-    pa : sim.vector.PlacementArrays
+    pa : sim.pipeline.vector.PlacementArrays
         The placement (domains that can fail, workers' own down probabilities,
         chains and stages).
     worker_downtime, domain_downtime : float

@@ -264,3 +264,21 @@ def test_make_distribution_shapes():
     assert make_distribution("weibull", 2.0, 1.5) == Weibull(2.0, 1.5)
     assert make_distribution("lognormal", 2.0) == LogNormal(2.0, 1.0)
     assert make_distribution("deterministic", 3.0) == Deterministic(3.0)
+
+
+@pytest.mark.parametrize("kind, shape", [("exponential", None), ("weibull", 0.7), ("weibull", 1.5),
+                                         ("lognormal", 1.0), ("lognormal", 2.0)])
+def test_unit_mean_block_draws(kind, shape):
+    """The laws at mean 1, drawn in blocks, are the pipeline's compute-time draws (bit for bit) with mean 1."""
+    n = 200_000
+    got = make_distribution(kind, 1.0, shape).sample(np.random.default_rng(5), n)
+    rng = np.random.default_rng(5)
+    if kind == "exponential":
+        want = rng.exponential(1.0, n)
+    elif kind == "weibull":
+        want = rng.weibull(shape, n) / math.gamma(1.0 + 1.0 / shape)
+    else:
+        want = rng.lognormal(-shape * shape / 2.0, shape, n)
+    assert np.array_equal(got, want)
+    assert abs(got.mean() - 1.0) <= 4 * got.std() / math.sqrt(n)
+    assert abs(got.mean() - 1.2) > 4 * got.std() / math.sqrt(n)

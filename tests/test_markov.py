@@ -7,8 +7,8 @@ import pytest
 
 from sim.markov import sample_states, snapshot_out_stages
 from sim.pipeline import PipelineConfig, run_pipeline
+from sim.pipeline.vector import placement_arrays
 from sim.rng import Streams
-from sim.vector import placement_arrays
 
 
 def _lag1(up: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

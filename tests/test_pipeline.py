@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import tracemalloc
 
@@ -12,11 +11,8 @@ from scipy import stats
 
 from sim.errors import ConfigError
 from sim.pipeline import (
-    DomainPlacement,
     Pipeline,
     PipelineConfig,
-    as_placement,
-    default_placement,
     layout_hop_times,
     pipeline_model,
     quality_table,
@@ -25,6 +21,7 @@ from sim.pipeline import (
 from sim.results import mean_ci, summarize
 from sim.rng import Streams
 from sim.runner import replicate
+from topologies.placement import Placement, from_value, shared_per_stage
 
 
 def exact_tail(L: int, r: int, s: int, a: float, rho: float) -> float:
@@ -111,7 +108,7 @@ def test_skip_distribution_matches_binomial_pmf():
 def test_shared_domain_placement_is_not_binomial():
     """Two stages in one domain: drop = 1-(1-rho)a^2, not the independent law."""
     rho, a = 0.2, 0.9
-    pl = DomainPlacement(((("d",),), (("d",),)), {"d": rho})
+    pl = Placement(((("d",),), (("d",),)), {"d": rho})
     cfg = PipelineConfig(stages=2, placement=pl, availability=a, microbatches=4000, rate=2.0)
     est = estimate(cfg, "drop_rate")
     shared = 1 - (1 - rho) * a * a
@@ -305,21 +302,30 @@ def _half_if_any(k: int) -> float:
 
 
 def test_placements_normalise():
-    """Placements: the study's default, objects with attributes, and pairs."""
-    pl = default_placement((2, 1), 0.1)
+    """Placements: the study's default, pairs in either value form; no duck typing."""
+    pl = shared_per_stage((2, 1), 0.1)
     assert pl.replica_domains == ((("stage0",), ("stage0",)), (("stage1",),))
     assert pl.domain_outage == {"stage0": 0.1, "stage1": 0.1}
 
-    class Obj:
-        replica_domains = [[("r0", "r0/k0")], [("r0", "r0/k1")]]
-        domain_outage = {"r0": 0.0, "r0/k0": 0.1}
-
-    p2 = as_placement(Obj())
+    rd = [[("r0", "r0/k0")], [("r0", "r0/k1")]]
+    outage = {"r0": 0.0, "r0/k0": 0.1}
+    p2 = from_value((rd, outage))
     assert p2.replicas == (1, 1)
-    assert as_placement((Obj.replica_domains, Obj.domain_outage)) == p2
-    cfg = PipelineConfig(stages=2, placement=Obj(), microbatches=20)
+    assert from_value(p2.value()) == p2
+    cfg = PipelineConfig(stages=2, placement=(rd, outage), microbatches=20)
     assert cfg.replicas == (1, 1)
+    assert cfg.placement == p2.value() and cfg.domain_placement == p2
+    assert hash(cfg) == hash(PipelineConfig(stages=2, placement=p2, microbatches=20))
     assert pipeline_model(cfg, Streams(0))["microbatches"] == 20
+
+    class Obj:
+        replica_domains = rd
+        domain_outage = outage
+
+    with pytest.raises(ConfigError) as info:
+        PipelineConfig(stages=2, placement=Obj())
+    assert str(info.value).startswith(
+        "'placement' must be a Placement or a (replica_domains, domain_outage) pair: ")
 
 
 def test_layout_hop_times():
@@ -371,7 +377,7 @@ def test_pipeline_builds_before_running():
     (dict(arrival="back_to_back"),
      "'arrival' must be fixed or poisson when stage_time, latency and transfer_size are all 0: "
      "'back_to_back'"),
-    (dict(stages=3, placement=DomainPlacement(((("d",),),), {})),
+    (dict(stages=3, placement=Placement(((("d",),),), {})),
      "'placement' must be 3 stages (one per stage): 1"),
 ])
 def test_bad_input_messages(kwargs, message):
@@ -462,15 +468,6 @@ def test_lookahead_gives_identical_results(kwargs):
     assert a.metrics["failovers_per_microbatch"] > 0
 
 
-def test_crossing_benchmark_reports_rate():
-    """measure_crossing_rate runs the benchmark pipeline and reports crossings per second."""
-    from sim.pipeline import BENCH_CONFIG, measure_crossing_rate
-
-    out = measure_crossing_rate(dataclasses.replace(BENCH_CONFIG, microbatches=200))
-    assert out["stage_crossings"] > 0.9 * 200 * 48
-    assert out["crossings_per_second"] > 0 and out["failovers_per_microbatch"] >= 0
-
-
 def test_latency_quantiles_from_histogram_match_records():
     """Constant-memory latency quantiles agree with exact ones from records within 0.5%."""
     base = dict(stages=5, replicas=2, availability=0.8, stage_time=1.0,
@@ -505,3 +502,26 @@ def test_additive_penalty_mean_quality():
     pk = stats.binom.pmf(k, L, 1 - a)
     exact = float((np.maximum(0, 1 - kappa * k) * pk).sum() / pk.sum())
     assert abs(est.mean - exact) <= 4 * est.se
+
+
+def test_config_with_placement_hashes_alike_in_two_processes():
+    """A placement is stored as values, so the config's hash is the same in another process."""
+    import os
+    import subprocess
+    import sys
+
+    import topologies
+    from sim.runner import config_hash
+
+    make = ("topologies.place(topologies.build('datacenter:regions=2,racks=2,hosts=4'), 4, 2, "
+            "'packed')")
+    code = ("import topologies\nfrom sim.pipeline import PipelineConfig\n"
+            "from sim.runner import config_hash\n"
+            f"print(config_hash(PipelineConfig(stages=4, placement={make}), 1))\n")
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env=env).stdout.strip()
+    layout = topologies.build("datacenter:regions=2,racks=2,hosts=4")
+    cfg = PipelineConfig(stages=4, placement=topologies.place(layout, 4, 2, "packed"))
+    assert isinstance(cfg.placement, tuple)
+    assert config_hash(cfg, 1) == other

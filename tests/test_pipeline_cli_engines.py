@@ -10,11 +10,11 @@ import pytest
 import topologies
 from sim import analytic
 from sim.cli import main
-from sim.commands.pipeline import estimate_importance, simulate
-from sim.pipeline import DomainPlacement, PipelineConfig, default_placement
-from sim.rare import stratified_placement_probability
+from sim.pipeline import PipelineConfig, estimate_importance, simulate
+from sim.pipeline.rare import stratified_placement_probability
 from sim.rng import Streams
-from topologies.placement import place
+from topologies.placement import Placement, place
+from topologies.placement import shared_per_stage as default_placement
 
 TIMED = ("goodput", "goodput_ci", "latency_mean", "latency_p50", "latency_p99",
          "failovers_per_microbatch", "simulated_time", "worker_time",
@@ -99,7 +99,7 @@ def test_trace_runs_the_des(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--engine", "gpu"], "'engine' must be one of des, vector, auto: 'gpu'"),
+    (["--engine", "gpu"], "'engine' must be one of auto, vector, des: 'gpu'"),
     (["--method", "exact"], "'method' must be one of simulate, importance: 'exact'"),
     (["--engine", "vector", "--stage-time", "1"],
      "'engine' must be des for this configuration (stage_time, latency or transfer_size is "
@@ -321,7 +321,7 @@ def test_explicit_replicas_conflicting_with_a_placement_are_refused():
         PipelineConfig(stages=4, placement=pl, replicas=3)
     assert str(info.value) == ("'replicas' must be unset or the placement's replica counts "
                                "(2 per stage): 3")
-    pl2 = DomainPlacement(default_placement([2, 3, 2, 2], 0.01).replica_domains, {})
+    pl2 = Placement(default_placement([2, 3, 2, 2], 0.01).replica_domains, {})
     with pytest.raises(ValueError) as info:
         PipelineConfig(stages=4, placement=pl2, replicas=(2, 2, 2, 2))
     assert str(info.value) == ("'replicas' must be unset or the placement's replica counts "

@@ -10,19 +10,23 @@ from scipy import stats
 
 from sim import analytic
 from sim.errors import ConfigError
-from sim.pipeline import DomainPlacement, PipelineConfig, pipeline_model
+from sim.pipeline import PipelineConfig, SkipPenalty, choose_engine, pipeline_model
+from sim.pipeline.engines import VectorEngine, vector_pipeline_model
+from sim.pipeline.vector import placement_arrays, simulate_placement, simulate_stylised
 from sim.results import summarize
 from sim.rng import Streams
 from sim.runner import replicate
-from sim.vector import (
-    placement_arrays,
-    quality_by_skips,
-    select_engine,
-    simulate_placement,
-    simulate_stylised,
-    vector_engine_applies,
-    vector_pipeline_model,
-)
+from topologies.placement import Placement
+
+
+def vector_engine_applies(cfg: PipelineConfig) -> tuple[bool, str]:
+    verdict = VectorEngine().applies(cfg)
+    return verdict.ok, verdict.reason
+
+
+def select_engine(cfg: PipelineConfig, engine: str) -> tuple[str, str]:
+    sel, reason = choose_engine(cfg, engine)
+    return sel.name, reason
 
 
 def rng(seed: int) -> np.random.Generator:
@@ -95,8 +99,11 @@ def test_mean_quality_matches_exact():
 
 def test_additive_and_callable_penalties():
     """Quality tables for the additive rule and a user function."""
-    assert np.allclose(quality_by_skips(4, 0.3, "additive"), [1, 0.7, 0.4, 0.1, 0.0])
-    assert np.allclose(quality_by_skips(3, 0.0, lambda k: 1 / (1 + k)), [1, 1 / 2, 1 / 3, 1 / 4])
+    k = np.arange(5)
+    assert np.allclose(SkipPenalty(0.3, "additive").weights(k), [1, 0.7, 0.4, 0.1, 0.0])
+    assert np.allclose(SkipPenalty(0.0, lambda k: 1 / (1 + k)).weights(k[:4]),
+                       [1, 1 / 2, 1 / 3, 1 / 4])
+    assert SkipPenalty(0.3, "additive").table(4) == pytest.approx((1, 0.7, 0.4, 0.1, 0.0))
 
 
 def test_packed_placement_matches_exact_and_not_binomial():
@@ -201,7 +208,7 @@ def test_vector_engine_agrees_with_des(extra):
 def test_vector_engine_agrees_with_des_on_packed_placement():
     """On a placement whose stages share racks the DES and the vector engine agree."""
     rd, do = packed(4, 3, 2, 0.03)
-    cfg = PipelineConfig(stages=12, placement=DomainPlacement(rd, do), skip_budget=2,
+    cfg = PipelineConfig(stages=12, placement=Placement(rd, do), skip_budget=2,
                          availability=0.8, mean_downtime=0.5, domain_downtime=0.5,
                          microbatches=1500)
     est, vec = _des_vs_vector(cfg, 20, 12)
@@ -216,7 +223,7 @@ def test_select_engine():
     assert select_engine(PipelineConfig(), "des")[0] == "des"
     with pytest.raises(ConfigError, match=r"^'engine' must be des for this configuration \(stage_time"):
         select_engine(PipelineConfig(stage_time=1.0), "vector")
-    with pytest.raises(ConfigError, match=r"^'engine' must be one of des, vector, auto: 'gpu'$"):
+    with pytest.raises(ConfigError, match=r"^'engine' must be one of auto, vector, des: 'gpu'$"):
         select_engine(PipelineConfig(), "gpu")
 
 

@@ -31,7 +31,7 @@ from .graphs import (
 )
 from .io import read_graph, write_graph
 from .layouts import datacenter, geo
-from .placement import POLICIES, Placement, place
+from .placement import POLICIES, Placement, from_value, place, shared_per_stage
 from .registry import REGISTRY, REQUIRED, Family, families, family_names, get_family
 from .spec import (
     TopologySpec,
@@ -55,5 +55,5 @@ __all__ = [
     "num_nodes", "parse_value", "format_value", "read_graph", "write_graph",
     "EdgeArrays", "edge_arrays",
     # placement
-    "POLICIES", "Placement", "place",
+    "POLICIES", "Placement", "place", "from_value", "shared_per_stage",
 ]

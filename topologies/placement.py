@@ -32,51 +32,97 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from sim.errors import ConfigError, check, check_choice, check_int
+from sim.errors import ConfigError, check, check_choice, check_int, check_probability
 
-__all__ = ["POLICIES", "Placement", "place"]
+__all__ = ["POLICIES", "Placement", "place", "from_value", "shared_per_stage"]
 
 #: The placement policies, in listing order.
 POLICIES = ("shared", "spread", "packed", "random")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Placement:
-    """Where every replica of every stage runs.
+    """Where every replica of every stage runs, and the failure domains above it.
+
+    The one placement type: :func:`place` returns it, :func:`from_value` rebuilds
+    it from the value form a :class:`sim.pipeline.PipelineConfig` stores, and the
+    pipeline engines and exact references read it.
 
     Attributes
     ----------
-    policy : str
-        The policy that made it.
-    hosts : tuple of tuple
-        ``hosts[j][i]``: the layout node running replica ``i`` of stage ``j``.
     replica_domains : tuple of tuple of tuple of str
-        ``replica_domains[j][i]``: that host's failure-domain chain, outermost first.
+        ``replica_domains[j][i]``: the failure-domain chain of replica ``i`` of
+        stage ``j``, outermost first (an empty chain: no domain).
     domain_outage : dict[str, float]
-        Unavailability of every domain in ``replica_domains``.
+        Unavailability of each domain (domains not listed never fail).
+    policy : str
+        The policy that made it (empty when given directly).
+    hosts : tuple of tuple
+        ``hosts[j][i]``: the layout node running replica ``i`` of stage ``j``
+        (empty when the placement was not made on a layout).
     domain_level : dict[str, str]
-        Level name of every domain in ``replica_domains``.
+        Level name of every domain in ``replica_domains`` (when known).
     stage_latency : tuple of tuple of tuple of float
         ``stage_latency[j][a][b]``: latency from replica ``a`` of stage ``j`` to
-        replica ``b`` of stage ``j + 1`` (the edge, else the shortest path).
+        replica ``b`` of stage ``j + 1`` (the edge, else the shortest path;
+        empty when not made on a layout).
+
+    Notes
+    -----
+    Two placements are equal when their domain chains and outages are (and,
+    when made on a layout, their policy and hosts).
     """
 
-    policy: str
-    hosts: tuple[tuple[Any, ...], ...]
     replica_domains: tuple[tuple[tuple[str, ...], ...], ...]
-    domain_outage: dict[str, float] = field(compare=False)
-    domain_level: dict[str, str] = field(compare=False)
-    stage_latency: tuple[tuple[tuple[float, ...], ...], ...] = field(compare=False)
+    domain_outage: dict[str, float] = field(default_factory=dict)
+    policy: str = ""
+    hosts: tuple[tuple[Any, ...], ...] = ()
+    domain_level: dict[str, str] = field(default_factory=dict)
+    stage_latency: tuple[tuple[tuple[float, ...], ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        rd = tuple(tuple(tuple(str(d) for d in chain) for chain in stage)
+                   for stage in self.replica_domains)
+        object.__setattr__(self, "replica_domains", rd)
+        check(len(rd) >= 1, "placement", "at least one stage", len(rd))
+        for stage in rd:
+            check(len(stage) >= 1, "placement", "at least one replica per stage", stage)
+        outage = {str(k): check_probability("domain_outage", v)
+                  for k, v in dict(self.domain_outage).items()}
+        object.__setattr__(self, "domain_outage", outage)
+        parents: dict[str, str | None] = {}
+        for stage in rd:
+            for chain in stage:
+                for depth, name in enumerate(chain):
+                    parent = chain[depth - 1] if depth else None
+                    check(parents.setdefault(name, parent) == parent, "placement",
+                          "a consistent domain hierarchy (one parent per domain)", name)
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.replica_domains, tuple(sorted(self.domain_outage.items())), self.policy,
+                self.hosts)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Placement):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def value(self) -> tuple[tuple[tuple[tuple[str, ...], ...], ...], tuple[tuple[str, float], ...]]:
+        """The value form ``(replica_domains, sorted (domain, outage) pairs)`` a config stores."""
+        return self.replica_domains, tuple(sorted(self.domain_outage.items()))
 
     @property
     def stages(self) -> int:
         """Number of stages."""
-        return len(self.hosts)
+        return len(self.replica_domains)
 
     @property
     def replicas(self) -> tuple[int, ...]:
         """Replicas of each stage."""
-        return tuple(len(stage) for stage in self.hosts)
+        return tuple(len(stage) for stage in self.replica_domains)
 
     def stages_by_domain(self) -> dict[str, list[int]]:
         """For each domain, the stages with at least one replica inside it."""
@@ -93,7 +139,7 @@ class Placement:
     def records(self) -> list[dict[str, Any]]:
         """One flat record per replica: stage, replica, host, domain chain text."""
         return [
-            {"stage": j, "replica": i, "host": self.hosts[j][i],
+            {"stage": j, "replica": i, "host": self.hosts[j][i] if self.hosts else None,
              "domain": " > ".join(self.replica_domains[j][i])}
             for j in range(self.stages) for i in range(self.replicas[j])
         ]
@@ -108,7 +154,7 @@ class Placement:
         counts = self.replicas
         each = (str(counts[0]) if len(set(counts)) == 1
                 else "(" + ",".join(map(str, counts)) + ")")
-        lines = [f"placement {self.policy}: {self.stages} stages x {each} replicas"]
+        lines = [f"placement {self.policy or 'given'}: {self.stages} stages x {each} replicas"]
         for k, r in enumerate(rows):
             lines.append("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip())
             if k == 0:
@@ -125,6 +171,55 @@ class Placement:
 
     def __str__(self) -> str:
         return self.render()
+
+
+def from_value(value: Any) -> Placement:
+    """A :class:`Placement` from any of its accepted forms.
+
+    Parameters
+    ----------
+    value : Placement or pair
+        A placement, or a pair ``(replica_domains, domain_outage)`` whose second
+        item is a mapping or a sequence of ``(domain, outage)`` pairs (the value
+        form of :meth:`Placement.value`).
+
+    Returns
+    -------
+    Placement
+
+    Raises
+    ------
+    ConfigError
+        ``'placement'`` for anything else.
+    """
+    if isinstance(value, Placement):
+        return value
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        rd, outage = value
+        if isinstance(outage, dict):
+            return Placement(rd, outage)
+        if isinstance(outage, (tuple, list)) and all(
+                isinstance(p, (tuple, list)) and len(p) == 2 for p in outage):
+            return Placement(rd, dict(outage))
+    raise ConfigError("placement", "a Placement or a (replica_domains, domain_outage) pair", value)
+
+
+def shared_per_stage(replicas: Sequence[int], domain_outage: float) -> Placement:
+    """The study's placement: stage ``j``'s replicas all in its own domain ``stage{j}``.
+
+    Parameters
+    ----------
+    replicas : sequence of int
+        Replicas of each stage.
+    domain_outage : float
+        Unavailability of every stage's domain.
+
+    Returns
+    -------
+    Placement
+    """
+    return Placement(tuple(((f"stage{j}",),) * r for j, r in enumerate(replicas)),
+                     {f"stage{j}": domain_outage for j in range(len(replicas))})
 
 
 def _levels(layout: nx.Graph, hosts: list[Any]) -> tuple[list[tuple[str, ...]], int, int]:
@@ -285,7 +380,8 @@ def place(layout: nx.Graph, stages: int, replicas: int | Sequence[int],
         tuple(tuple(_latency(layout, a, b) for b in host_sets[j + 1]) for a in host_sets[j])
         for j in range(stages - 1)
     )
-    return Placement(policy, host_sets, rdomains, outage, levels, latency)
+    return Placement(rdomains, outage, policy=policy, hosts=host_sets, domain_level=levels,
+                     stage_latency=latency)
 
 
 def _latency(G: nx.Graph, a: Any, b: Any) -> float:

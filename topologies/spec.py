@@ -311,6 +311,9 @@ def _load_target(target: str) -> Callable[..., Any]:
             if modspec is None or modspec.loader is None:
                 raise ImportError(f"cannot load {mod_name}")
             module = importlib.util.module_from_spec(modspec)
+            # registered before it runs, as an import would be: a dataclass in the
+            # file looks its module up in sys.modules while it is being defined
+            sys.modules[modspec.name] = module
             modspec.loader.exec_module(module)
         else:
             if os.getcwd() not in sys.path:  # console scripts do not put the cwd on the path

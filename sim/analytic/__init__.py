@@ -57,7 +57,6 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 from scipy.stats import binom
 
 from ..errors import (
-    ConfigError,
     check,
     check_choice,
     check_int,
@@ -346,21 +345,10 @@ def skipped_distribution(stages: int, q: float, skip_budget: int) -> np.ndarray:
 
 
 def _quality_weights(k: np.ndarray, skip_penalty: float, penalty: Penalty) -> np.ndarray:
-    """Quality of a microbatch that skipped ``k`` stages, for each entry of ``k``."""
-    kappa = check_probability("skip_penalty", skip_penalty)
-    if callable(penalty):
-        w = np.array([penalty(int(x)) for x in k], dtype=float)
-        bad = ~np.isfinite(w) | (w < 0) | (w > 1)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ConfigError("penalty", f"a function returning a quality in [0, 1] (at k={int(k[i])})",
-                              float(w[i]))
-        return w
-    kind = check_choice("penalty", penalty, ["multiplicative", "additive"])
-    kf = k.astype(float)
-    if kind == "multiplicative":
-        return (1.0 - kappa) ** kf
-    return np.maximum(0.0, 1.0 - kappa * kf)
+    """Quality of a microbatch that skipped ``k`` stages (:class:`sim.pipeline.penalty.SkipPenalty`)."""
+    from ..pipeline.penalty import SkipPenalty
+
+    return SkipPenalty(skip_penalty, penalty).weights(k)
 
 
 def quality_mass(stages: int, q: float, skip_budget: int, skip_penalty: float,

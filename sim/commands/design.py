@@ -1,15 +1,14 @@
-"""``dtsim design``: the fewest replicas for a target drop rate, or the cost-optimal design."""
+"""``dtsim design``: the fewest replicas for a target drop rate, or the cost-optimal design.
+
+The answers and the check by simulation are :mod:`sim.pipeline.design`'s; this
+module parses, calls and prints.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from ..errors import check_int, check_probability
-from ..pipeline import PipelineConfig
-from ..rare import importance_from_config
-from ..results import Estimate
-from ..rng import Streams
+from ..pipeline.design import design, verify
 from ._common import emit_json, print_table
 
 NAME = "design"
@@ -50,107 +49,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="serial (default) or local (process pool)")
     v.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes for --executor local")
-
-
-def design(stages: int, availability: float, domain_outage: float, *,
-           skip_budget: int | None = None, target_drop: float = 1e-3,
-           skip_penalty: float | None = None, penalty: str = "multiplicative",
-           max_replicas: int | None = None) -> dict[str, Any]:
-    """Answer the design question exactly (the payload of ``dtsim design --json``).
-
-    Parameters
-    ----------
-    stages, availability, domain_outage : see :class:`sim.pipeline.PipelineConfig`
-    skip_budget : int, optional
-        Fixed skip budget (default 0 when ``skip_penalty`` is None).
-    target_drop : float
-        Target drop rate in (0, 1).
-    skip_penalty : float, optional
-        With no ``skip_budget``: return the cost-optimal ``(r, s)``
-        (:func:`sim.analytic.optimal_design`).
-    penalty : str
-        Quality law after skips.
-    max_replicas : int, optional
-        Largest ``r`` searched.
-
-    Returns
-    -------
-    dict
-        Minimum-replica mode: ``mode="min_replicas"``, ``feasible``, ``replicas``,
-        ``workers``, ``drop_rate``, ``floor``, ``reason``, ``skip_budget``.
-        Optimal mode: ``mode="optimal"``, ``replicas``, ``skip_budget``, ``cost``,
-        ``noskip_replicas``, ``noskip_cost``, ``gain``, ``workers``, ``drop_rate``,
-        ``mean_quality``.
-    """
-    from .. import analytic
-
-    L = check_int("stages", stages, low=1)
-    if skip_budget is not None:
-        check_int("skip_budget", skip_budget, low=0, high=L)
-    base = {"stages": stages, "availability": availability, "domain_outage": domain_outage}
-    extra = {} if max_replicas is None else {"max_replicas": max_replicas}
-    if skip_penalty is not None and skip_budget is None:
-        opt = analytic.optimal_design(stages, availability, domain_outage, skip_penalty,
-                                      penalty=penalty, **extra)
-        q = analytic.stage_outage(availability, opt.replicas, domain_outage)
-        return {
-            "mode": "optimal", **base, "skip_penalty": skip_penalty, "penalty": penalty,
-            "feasible": True,
-            "replicas": opt.replicas, "skip_budget": opt.skip_budget, "cost": opt.cost,
-            "noskip_replicas": opt.noskip_replicas, "noskip_cost": opt.noskip_cost,
-            "gain": opt.gain, "workers": stages * opt.replicas,
-            "drop_rate": float(analytic.drop_probability(stages, opt.replicas, opt.skip_budget,
-                                                         availability, domain_outage)),
-            "mean_quality": float(analytic.mean_quality_delivered(
-                stages, q, opt.skip_budget, skip_penalty, penalty=penalty)),
-        }
-    s = 0 if skip_budget is None else skip_budget
-    check_probability("target_drop", target_drop, open_low=True, open_high=True)
-    d = analytic.min_replicas(stages, availability, domain_outage, s, target_drop, **extra)
-    return {
-        "mode": "min_replicas", **base, "skip_budget": s, "target_drop": target_drop,
-        "feasible": bool(d.feasible), "replicas": d.replicas, "workers": d.workers,
-        "drop_rate": float(d.drop_rate), "floor": float(d.floor), "reason": d.reason,
-    }
-
-
-#: Below this many expected drops, --verify estimates the drop rate by importance sampling.
-RESOLVABLE_DROPS = 30
-
-
-def verify(out: dict[str, Any], *, microbatches: int, replications: int, rate: float,
-           mean_downtime: float, seed: int, executor: Any = "serial",
-           workers: int | None = None, skip_penalty: float = 0.0,
-           penalty: str = "multiplicative") -> dict[str, Any]:
-    """Simulate the chosen design (snapshot model) and return its drop rate estimate."""
-    from .pipeline import simulate
-
-    cfg = PipelineConfig(
-        stages=out["stages"], replicas=out["replicas"], skip_budget=out["skip_budget"],
-        availability=out["availability"], domain_outage=out["domain_outage"],
-        skip_penalty=skip_penalty, penalty=penalty, mean_downtime=mean_downtime,
-        domain_downtime=mean_downtime, microbatches=microbatches, rate=rate,
-    )
-    sim = simulate(cfg, replications=replications, seed=seed, executor=executor, workers=workers)
-    est = sim["drop_rate_ci"]
-    method = "simulation"
-    if sim["predicted_drop_rate"] * microbatches * replications < RESOLVABLE_DROPS:
-        # Too rare for plain simulation to resolve (fewer than RESOLVABLE_DROPS drops
-        # expected): estimate the drop probability by importance sampling instead.
-        res = importance_from_config(cfg, rng=Streams(seed).rng("verify-importance"),
-                                     target_rel_error=0.05)
-        est = Estimate(res.estimate, res.se, res.low, res.high, res.samples)
-        method = "importance sampling"
-    return {
-        "simulated_drop_rate": est.mean,
-        "simulated_drop_rate_ci": est,
-        "simulated_agrees": bool(est.contains(sim["predicted_drop_rate"])),
-        "simulated_method": method,
-        "simulated_microbatches": microbatches * replications,
-        "simulated_mean_quality": sim["mean_quality"],
-        "simulated_mean_quality_ci": sim["mean_quality_ci"],
-        "seed": seed,
-    }
 
 
 def run(args: argparse.Namespace) -> int:

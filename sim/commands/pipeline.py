@@ -5,12 +5,15 @@ Three ways to answer, all printed side by side with the exact value:
 * ``--method simulate --engine des``: the discrete-event simulation (timing,
   failover, waiting, time-correlated outages);
 * ``--method simulate --engine vector``: the vectorised snapshot Monte Carlo of
-  :mod:`sim.vector`, valid only where it answers the same question as the DES
-  (:func:`sim.vector.vector_engine_applies`); latency, goodput in time and
-  failovers need time and are reported as null;
+  :mod:`sim.pipeline.vector`, valid only where it answers the same question as
+  the DES (:class:`sim.pipeline.engines.VectorEngine`); latency, goodput in
+  time and failovers need time and are reported as null;
 * ``--method importance``: importance sampling of the snapshot drop
-  probability (:func:`sim.rare.importance_from_config`), for drop
+  probability (:func:`sim.pipeline.estimate_importance`), for drop
   probabilities far below what plain simulation resolves.
+
+The comparison with the exact values is built by :mod:`sim.pipeline.compare`;
+this module parses, calls and prints.
 
 ``--engine auto`` (the default) picks the vector engine exactly where it
 applies, and the output says which engine ran and why.
@@ -22,12 +25,12 @@ import argparse
 import csv
 import dataclasses
 import math
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, SimulationError, check_choice, check_int, check_positive
+from .. import engines
+from ..errors import ConfigError, check_choice, check_int
 from ..failures import DISTRIBUTIONS
 from ..pipeline import (
     ARRIVALS,
@@ -35,15 +38,13 @@ from ..pipeline import (
     PENALTIES,
     STAGE_TIME_DISTRIBUTIONS,
     PipelineConfig,
-    layout_hop_times,
-    pipeline_model,
-    predicted_drop_rate,
+    comparison_rows,
+    estimate_importance,
+    on_layout,
     run_pipeline,
+    simulate,
 )
-from ..results import summarize
 from ..rng import Streams
-from ..runner import replicate
-from ..vector import ENGINES, select_engine, vector_engine_applies, vector_pipeline_model
 from ._common import add_run_options, emit_json, print_table
 
 NAME = "pipeline"
@@ -53,9 +54,6 @@ PLACEMENTS = ("shared", "spread", "packed", "random")
 METHODS = ("simulate", "importance")
 #: Replications when ``--replications`` is not given.
 DEFAULT_REPLICATIONS = 10
-#: Metrics of the DES that need simulated time; null with the vector engine.
-TIMED_METRICS = ("goodput", "latency_mean", "latency_p50", "latency_p99",
-                 "failovers_per_microbatch", "simulated_time", "worker_time")
 
 
 def _comma_list(text: str, convert: Callable[[str], Any], what: str) -> Any:
@@ -207,222 +205,19 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
     if kw["microbatches"] is None:
         del kw["microbatches"]
     kw.update(override)
-    placement = None
+    cfg = PipelineConfig(**kw)
     topology = getattr(args, "topology", None)
-    if topology:
-        import topologies
-        from topologies.placement import place
-
-        base = PipelineConfig(**kw)  # validates stages and replicas first
-        layout = topologies.build(topology, seed=args.seed)
-        placement = place(layout, base.stages, list(base.replicas), args.placement,
-                          rng=Streams(args.seed).rng("placement"))
-        kw["placement"] = placement
-        if layout_latency is None:
-            layout_latency = not getattr(args, "no_layout_latency", False)
-        if layout_latency:
-            hops = layout_hop_times(layout, placement.hosts, base.transfer_size)
-            kw.update(latency=hops if hops else 0.0, transfer_size=0.0)
-    return PipelineConfig(**kw), placement
-
-
-def exact_quality(cfg: PipelineConfig) -> float | None:
-    """Exact mean quality of delivered microbatches (study placement, equal replicas)."""
-    from .. import analytic
-
-    if cfg.placement is not None or len(set(cfg.replicas)) != 1:  # type: ignore[arg-type]
-        return None
-    q = analytic.stage_outage(cfg.availability, cfg.replicas[0], cfg.domain_outage)  # type: ignore[index]
-    return float(analytic.mean_quality_delivered(cfg.stages, q, cfg.skip_budget,
-                                                 cfg.skip_penalty, penalty=cfg.penalty))
-
-
-def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any = "serial",
-             workers: int | None = None, engine: str = "des") -> dict[str, Any]:
-    """Run the replications and return the CLI's JSON payload (intervals as Estimates).
-
-    Parameters
-    ----------
-    cfg : PipelineConfig
-    replications : int
-        Independent replications (the intervals are across them).
-    seed : int
-        Root seed.
-    executor, workers
-        As for :func:`sim.runner.replicate`.
-    engine : {"des", "vector", "auto"}
-        See :func:`sim.vector.select_engine`; ``vector`` where it does not
-        apply is a :class:`~sim.errors.ConfigError`.
-
-    Returns
-    -------
-    dict
-        The payload of ``dtsim pipeline --json``: ``engine`` and
-        ``engine_reason`` say which engine ran; the metrics that need simulated
-        time (goodput, latency, failovers, simulated and worker time) are None
-        with the vector engine.
-    """
-    used, reason = select_engine(cfg, engine)
-    model = vector_pipeline_model if used == "vector" else pipeline_model
-    t0 = time.perf_counter()
-    records = replicate(model, cfg, replications=replications, seed=seed,
-                        executor=executor, workers=workers)
-    wall = time.perf_counter() - t0
-    failure = SimulationError.from_records(records)
-    if failure is not None:
-        raise failure
-    est = summarize(records)
-    timed = used == "des"
-    exact_ok = cfg.instant and cfg.max_wait == 0
-    crossings = sum(r["stage_crossings"] for r in records)
-    busy = sum(r["wall_time"] for r in records)
-    n_total = cfg.microbatches * replications
-
-    def mean(key: str) -> float | None:
-        return est[key].mean if timed else None
-
-    return {
-        "method": "simulate",
-        "engine": used,
-        "engine_reason": reason,
-        "drop_rate": est["drop_rate"].mean,
-        "drop_rate_ci": est["drop_rate"],
-        "predicted_drop_rate": exact_drop_rate(cfg),
-        "exact_applies": bool(exact_ok),
-        "workers": cfg.workers,
-        "mean_quality": est["mean_quality"].mean,
-        "mean_quality_ci": est["mean_quality"],
-        "predicted_mean_quality": exact_quality(cfg),
-        "goodput": mean("goodput"),
-        "goodput_ci": est["goodput"] if timed else None,
-        "latency_mean": mean("latency_mean"),
-        "latency_p50": mean("latency_p50"),
-        "latency_p99": mean("latency_p99"),
-        "mean_skipped": est["mean_skipped"].mean,
-        "skipped_distribution": [est[f"skipped_{k}"].mean for k in range(cfg.skip_budget + 1)],
-        "failovers_per_microbatch": mean("failovers_per_microbatch"),
-        "worker_time": est["worker_time"].mean * replications if timed else None,
-        "simulated_time": est["simulated_time"].mean * replications if timed else None,
-        "microbatches": cfg.microbatches,
-        "replications": replications,
-        "stage_crossings_per_second": crossings / busy if timed and busy > 0 else None,
-        "microbatches_per_second": n_total / busy if busy > 0 else None,
-        "wall_time": wall,
-        "seed": seed,
-    }
-
-
-def exact_drop_rate(cfg: PipelineConfig) -> float | None:
-    """:func:`sim.pipeline.predicted_drop_rate`, or None where the exact law is out of reach.
-
-    The exact law of a placement enumerates the shared domains the stages
-    depend on at once; a placement too wide for that has no exact reference
-    (the simulation and the importance estimate still run).
-    """
-    try:
-        return predicted_drop_rate(cfg)
-    except ConfigError:
-        return None
-
-
-def importance_applies(cfg: PipelineConfig) -> None:
-    """Raise :class:`~sim.errors.ConfigError` unless importance sampling answers ``cfg``.
-
-    The estimator computes the snapshot drop probability, which is the
-    pipeline's long-run drop rate exactly where the vector engine applies
-    (:func:`sim.vector.vector_engine_applies`): zero crossing time,
-    ``max_wait = 0``, stationary outages, arrivals independent of failures.
-    """
-    ok, reason = vector_engine_applies(cfg)
-    if not ok:
-        raise ConfigError("method", f"simulate for this configuration ({reason})", "importance")
-
-
-def estimate_importance(cfg: PipelineConfig, *, seed: int, samples: int | None = None,
-                        target_rel_error: float | None = None) -> dict[str, Any]:
-    """Importance-sampling estimate of the drop probability, as the CLI's JSON payload.
-
-    One code path, :func:`sim.rare.importance_from_config`: the study's
-    placement uses exponential tilting of the stage outages; a placement with
-    shared domains uses :func:`sim.rare.stratified_placement_probability`
-    (strata of domain outages weighted by their exact probability), which does
-    not miss a combination of domain outages the way a per-domain tilt can.
-
-    Parameters
-    ----------
-    cfg : PipelineConfig
-        A snapshot configuration (see :func:`importance_applies`), with the
-        study's placement or any placement with shared domains.
-    seed : int
-        Root seed; the draws come from ``Streams(seed).rng("importance")``.
-    samples : int, optional
-        Draws to make (default 10 000), or with ``target_rel_error`` the most
-        draws (default 10**7).
-    target_rel_error : float, optional
-        Stop once the relative standard error is at most this.
-
-    Returns
-    -------
-    dict
-        ``method`` ("importance"), ``drop_rate``, ``drop_rate_ci`` (95%,
-        normal, ``[low, high]``), ``predicted_drop_rate`` (exact),
-        or None where the placement is too wide for exact enumeration,
-        ``agrees`` (the exact value lies in the interval, None without it),
-        ``rel_error``, ``effective_sample_size``, ``samples`` (random draws),
-        ``enumerated`` (domain configurations summed exactly), ``hits`` (terms
-        of the estimate that are nonzero), ``estimator``, ``tilt``, ``naive_samples`` (plain Monte Carlo
-        draws for the same relative error), ``target_rel_error``, ``workers``,
-        ``wall_time``, ``seed``.
-
-    Raises
-    ------
-    ConfigError
-        When the configuration is not a snapshot one, or for a bad budget.
-    """
-    from ..rare import importance_from_config
-
-    importance_applies(cfg)
-    if samples is not None:
-        check_int("samples", samples, low=2)
-    if target_rel_error is not None:
-        check_positive("target_rel_error", target_rel_error)
-    rng = Streams(seed).rng("importance")
-    t0 = time.perf_counter()
-    res = importance_from_config(cfg, rng=rng, samples=samples,
-                                 target_rel_error=target_rel_error)
-    estimator = ("exponential tilting of the stage outages" if cfg.placement is None else
-                 "stratified by the number of domains out per class (small strata "
-                 "summed exactly, the others sampled)")
-    wall = time.perf_counter() - t0
-    exact = exact_drop_rate(cfg)
-    return {
-        "method": "importance",
-        "estimator": estimator,
-        "engine": None,
-        "engine_reason": "importance sampling of the snapshot drop probability",
-        "drop_rate": res.estimate,
-        "drop_rate_ci": [res.low, res.high],
-        "predicted_drop_rate": exact,
-        "agrees": None if exact is None else bool(res.contains(exact)),
-        "rel_error": res.rel_error,
-        "standard_error": res.se,
-        "effective_sample_size": res.ess,
-        "samples": res.samples,
-        "enumerated": res.enumerated,
-        "hits": res.hits,
-        "tilt": res.tilt,
-        "naive_samples": res.naive_samples,
-        "target_rel_error": target_rel_error,
-        "workers": cfg.workers,
-        "wall_time": wall,
-        "seed": seed,
-    }
+    if not topology:
+        return cfg, None
+    if layout_latency is None:
+        layout_latency = not getattr(args, "no_layout_latency", False)
+    return on_layout(cfg, topology, args.placement, seed=args.seed, layout_latency=layout_latency)
 
 
 def _check_options(args: argparse.Namespace) -> str:
     """Validate the method, the engine and the options that go with them; return the method."""
     method = check_choice("method", args.method, METHODS)
-    check_choice("engine", args.engine, ENGINES)
+    check_choice("engine", args.engine, engines.engine_names("pipeline"))
     if method == "simulate":
         for name, value in (("samples", args.samples), ("target_rel_error", args.target_rel_error)):
             if value is not None:
@@ -489,8 +284,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         cfg, placement = config_from_args(args)
     if args.show_placement and placement is not None and not args.json:
-        render = getattr(placement, "render", None)
-        print(render() if callable(render) else str(placement))
+        print(placement.render())
         print()
     if method == "importance":
         out = estimate_importance(cfg, seed=args.seed, samples=args.samples,
@@ -525,14 +319,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"engine: {out['engine']} ({out['engine_reason']})")
     exact_note = "" if out["exact_applies"] else " (snapshot reference; timing changes the law)"
     rows = []
-    for label, key, exact in [("drop rate", "drop_rate", out["predicted_drop_rate"]),
-                              ("mean quality (delivered)", "mean_quality", out["predicted_mean_quality"]),
-                              ("goodput", "goodput", None)]:
-        e = out[key + "_ci"]
-        if e is None:
-            continue
-        ok = "" if exact is None or not out["exact_applies"] else ("yes" if e.contains(exact) else "NO")
-        rows.append((label, "-" if exact is None else f"{exact:.6g}", str(e), ok))
+    for c in comparison_rows(out):
+        ok = "" if c.agrees is None else ("yes" if c.agrees else "NO")
+        rows.append((c.quantity, "-" if c.exact is None else f"{c.exact:.6g}", str(c.estimate), ok))
     print_table(rows, ("quantity", "exact" + exact_note, "simulated (95% CI)", "agrees"))
     if out["engine"] == "des":
         print(f"mean skipped {out['mean_skipped']:.4g}; latency mean {out['latency_mean']:.4g}, "

@@ -1,4 +1,4 @@
-"""Study A as a discrete-event simulation: pipeline stages, replicas, failover, skipping.
+"""The pipeline DES engine: stages, replicas, failover, skipping, in simulated time.
 
 A microbatch crosses ``L`` stages in order. Stage ``j`` is held by ``r_j``
 replica workers placed in failure domains (by default the study's placement:
@@ -49,456 +49,46 @@ failover and waiting only.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import simpy
 
-from .errors import (
-    ConfigError,
-    check,
-    check_choice,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    check_probability,
-)
-from .failures import DISTRIBUTIONS, FailureModel, Transition
-from .rng import Streams
+from ..failures import FailureModel, Transition, make_distribution
+from ..rng import Streams
+from .config import PipelineConfig
 
 __all__ = [
-    "ARRIVALS",
-    "PENALTIES",
-    "STAGE_TIME_DISTRIBUTIONS",
-    "DEFAULT_REPLICAS",
-    "DomainPlacement",
-    "PipelineConfig",
     "PipelineRun",
     "Pipeline",
-    "quality_table",
-    "default_placement",
-    "as_placement",
-    "layout_hop_times",
-    "predicted_drop_rate",
     "run_pipeline",
     "pipeline_model",
-    "BENCH_CONFIG",
-    "measure_crossing_rate",
 ]
-
-ARRIVALS = ("fixed", "poisson", "back_to_back")
-PENALTIES = ("multiplicative", "additive")
-STAGE_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognormal")
-
-#: Replicas per stage when neither ``replicas`` nor a placement is given.
-DEFAULT_REPLICAS = 3
 
 _BLOCK = 4096  # random durations are drawn in blocks of this size
 _ALWAYS = math.inf  # registered compute end when no transfer follows: any failure interrupts
-
-
-# --------------------------------------------------------------------------- placement
-
-
-@dataclass(frozen=True)
-class DomainPlacement:
-    """Where each replica sits: its chain of failure domains, outermost first.
-
-    Parameters
-    ----------
-    replica_domains : tuple of tuple of tuple of str
-        ``replica_domains[j][i]`` is the domain chain of replica ``i`` of stage
-        ``j``, for example ``("region0", "region0/rack1")``; an empty chain
-        means the replica sits in no domain.
-    domain_outage : dict
-        Unavailability of each domain (domains not listed never fail).
-
-    Notes
-    -----
-    This is the shape of :func:`sim.analytic.exact_drop_probability` and of a
-    ``topologies.placement.Placement`` (any object with those two attributes is
-    accepted by :func:`as_placement`).
-    """
-
-    replica_domains: tuple[tuple[tuple[str, ...], ...], ...]
-    domain_outage: dict[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        rd = tuple(tuple(tuple(str(d) for d in chain) for chain in stage)
-                   for stage in self.replica_domains)
-        object.__setattr__(self, "replica_domains", rd)
-        check(len(rd) >= 1, "placement", "at least one stage", len(rd))
-        for stage in rd:
-            check(len(stage) >= 1, "placement", "at least one replica per stage", stage)
-        outage = {str(k): check_probability("domain_outage", v)
-                  for k, v in dict(self.domain_outage).items()}
-        object.__setattr__(self, "domain_outage", outage)
-        parents: dict[str, str | None] = {}
-        for stage in rd:
-            for chain in stage:
-                for depth, name in enumerate(chain):
-                    parent = chain[depth - 1] if depth else None
-                    check(parents.setdefault(name, parent) == parent, "placement",
-                          "a consistent domain hierarchy (one parent per domain)", name)
-
-    @property
-    def replicas(self) -> tuple[int, ...]:
-        """Replicas per stage."""
-        return tuple(len(s) for s in self.replica_domains)
-
-    def __hash__(self) -> int:
-        return hash((self.replica_domains, tuple(sorted(self.domain_outage.items()))))
-
-
-def default_placement(replicas: Sequence[int], domain_outage: float) -> DomainPlacement:
-    """The study's placement: stage ``j``'s replicas all in domain ``stage{j}``."""
-    return DomainPlacement(
-        tuple(((f"stage{j}",),) * r for j, r in enumerate(replicas)),
-        {f"stage{j}": domain_outage for j in range(len(replicas))},
-    )
-
-
-def as_placement(obj: Any) -> DomainPlacement:
-    """Normalise a placement: a :class:`DomainPlacement`, any object with
-    ``replica_domains`` and ``domain_outage`` attributes (a topologies
-    ``Placement``), or a pair ``(replica_domains, domain_outage)``."""
-    if isinstance(obj, DomainPlacement):
-        return obj
-    if hasattr(obj, "replica_domains") and hasattr(obj, "domain_outage"):
-        return DomainPlacement(obj.replica_domains, dict(obj.domain_outage))
-    if isinstance(obj, (tuple, list)) and len(obj) == 2 and isinstance(obj[1], dict):
-        return DomainPlacement(obj[0], obj[1])
-    raise ConfigError("placement", "a Placement or a (replica_domains, domain_outage) pair", obj)
-
-
-def layout_hop_times(layout: Any, hosts: Sequence[Sequence[Any]],
-                     transfer_size: float = 0.0) -> tuple[float, ...]:
-    """Transfer time of each hop ``j -> j+1`` from a layout's links.
-
-    Parameters
-    ----------
-    layout : networkx.Graph
-        A layout (for example ``topologies.build("datacenter:...")``) whose edges
-        carry ``latency`` and ``bandwidth``.
-    hosts : sequence of sequence
-        ``hosts[j]``: the layout nodes of stage ``j``'s replicas (a placement's ``hosts``).
-    transfer_size : float
-        Activation size sent per hop (>= 0).
-
-    Returns
-    -------
-    tuple of float
-        For each hop, ``latency + size/bandwidth`` averaged over every pair of
-        a replica of stage ``j`` and a replica of stage ``j+1`` (zero for a
-        pair on the same host); the serving replica is whichever is live, so
-        the mean is the natural constant.
-    """
-    size = check_nonnegative("transfer_size", transfer_size)
-    out = []
-    for a, b in zip(hosts[:-1], hosts[1:], strict=True):
-        total = 0.0
-        for u in a:
-            for v in b:
-                if u == v:
-                    continue
-                check(layout.has_edge(u, v), "topology", "a layout linking every pair of hosts",
-                      f"no link {u}-{v}")
-                e = layout.edges[u, v]
-                bw = float(e.get("bandwidth", math.inf))
-                total += float(e.get("latency", 0.0)) + (size / bw if size else 0.0)
-        out.append(total / (len(a) * len(b)))
-    return tuple(out)
-
-
-# --------------------------------------------------------------------------- config
-
-
-def _per_stage(name: str, value: Any, stages: int, conv: Callable[[str, Any], Any],
-               count: int | None = None) -> tuple:
-    """A scalar or one value per stage (``count`` values), each checked by ``conv``."""
-    n = stages if count is None else count
-    if isinstance(value, (list, tuple, np.ndarray)):
-        vals = tuple(value)
-        what = "stage" if count is None else "hop"
-        check(len(vals) == n, name, f"one value or {n} values (one per {what})", value)
-        return tuple(conv(name, v) for v in vals)
-    v = conv(name, value)
-    return (v,) * n
-
-
-def _count(name: str, value: Any) -> int:
-    return check_int(name, value, low=1)
-
-
-def _counts_text(counts: Sequence[int]) -> str:
-    """``(3, 3, 3)`` -> ``"3 per stage"``; unequal counts as a comma list."""
-    if len(set(counts)) == 1:
-        return f"{counts[0]} per stage"
-    return ",".join(map(str, counts))
-
-
-def quality_table(stages: int, skip_penalty: float,
-                  penalty: str | Callable[[int], float] = "multiplicative") -> tuple[float, ...]:
-    """Quality kept by a microbatch that skipped ``k`` stages, for ``k = 0..stages``.
-
-    Parameters
-    ----------
-    stages : int
-    skip_penalty : float
-        ``kappa`` in [0, 1].
-    penalty : {"multiplicative", "additive"} or callable
-        ``(1 - kappa)**k``, ``max(0, 1 - kappa k)``, or ``penalty(k)`` (a
-        picklable, top-level function returning a number in [0, 1]).
-
-    Returns
-    -------
-    tuple of float
-    """
-    kappa = check_probability("skip_penalty", skip_penalty)
-    if callable(penalty):
-        out = []
-        for k in range(stages + 1):
-            try:
-                v = float(penalty(k))
-            except Exception as exc:  # a user function that fails is bad input
-                raise ConfigError("penalty", "a function k -> quality in [0, 1]",
-                                  f"{getattr(penalty, '__name__', penalty)} ({exc})") from None
-            check(0.0 <= v <= 1.0, "penalty", "a function k -> quality in [0, 1]",
-                  f"{getattr(penalty, '__name__', penalty)}({k}) = {v}")
-            out.append(v)
-        return tuple(out)
-    check_choice("penalty", penalty, PENALTIES)
-    if penalty == "multiplicative":
-        return tuple((1.0 - kappa) ** k for k in range(stages + 1))
-    return tuple(max(0.0, 1.0 - kappa * k) for k in range(stages + 1))
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """One pipeline experiment (validated on construction).
-
-    Parameters
-    ----------
-    stages : int
-        Number of stages ``L`` (>= 1).
-    replicas : int, tuple of int or None
-        Replicas per stage ``r`` (>= 1), one value or one per stage. ``None``
-        (the default) means :data:`DEFAULT_REPLICAS` per stage, or the
-        placement's counts when a placement is given; a value given together
-        with a placement must equal the placement's counts (it is never
-        silently overridden).
-    skip_budget : int
-        Stages a microbatch may skip, ``0 <= s <= L``.
-    availability : float
-        Each worker's own availability ``a``.
-    domain_outage : float
-        Unavailability ``rho`` of each stage's shared domain (default placement).
-    skip_penalty : float
-        Quality lost per skip, ``kappa`` in [0, 1].
-    penalty : {"multiplicative", "additive"} or callable
-        How quality falls with skips (see :func:`quality_table`).
-    mean_downtime : float
-        Mean worker outage length (> 0).
-    domain_downtime : float
-        Mean domain outage length (> 0).
-    failure_distribution : str
-        Up/down duration law of workers and domains (see :mod:`sim.failures`).
-    failure_shape : float or None
-        Weibull shape or lognormal sigma of the failure law.
-    stage_time : float or tuple of float
-        Mean compute time per stage (>= 0; zero is the study's snapshot model).
-    stage_time_distribution : str
-        ``deterministic`` (constant), ``exponential``, ``weibull`` or ``lognormal``.
-    stage_time_shape : float or None
-        Weibull shape or lognormal sigma of the compute time.
-    latency : float or tuple of float
-        Transfer latency per hop between consecutive stages (``L - 1`` hops).
-    transfer_size : float
-        Activation size sent per hop (>= 0).
-    bandwidth : float
-        Link bandwidth (> 0, may be ``inf``); a hop takes ``latency + size/bandwidth``.
-    microbatches : int
-        Microbatches per replication (>= 1).
-    arrival : {"fixed", "poisson", "back_to_back"}
-        Arrivals every ``1/rate``, as a Poisson process of ``rate``, or each
-        microbatch entering when the previous one leaves. Beware that with
-        ``back_to_back`` a microbatch dropped (or skipping every stage) in zero
-        time lets the next one enter at the same instant, where it meets the
-        same outage: per-microbatch drop rates are then not comparable with
-        the snapshot law. Use ``fixed`` or ``poisson`` to measure drop rates.
-    rate : float
-        Arrival rate (> 0) for ``fixed`` and ``poisson``.
-    max_wait : float
-        How long a microbatch waits at an out stage when its budget is spent
-        (>= 0, may be ``inf``; 0 is the study's rule: drop at once).
-    detection_timeout : float
-        Time to detect a failed replica before failing over (>= 0).
-    placement : DomainPlacement, topologies Placement, pair, or None
-        Failure domains of each replica; ``None`` is the study's placement.
-        When given it fixes ``replicas`` (which must then be ``None`` or agree
-        with it) and ``domain_outage`` is ignored.
-    records : bool
-        Keep per-microbatch records in preallocated arrays.
-    trace : bool
-        Keep an event trace ``(time, microbatch, event, stage, replica)``.
-    """
-
-    stages: int = 48
-    replicas: int | tuple[int, ...] | None = None
-    skip_budget: int = 0
-    availability: float = 0.9
-    domain_outage: float = 0.0
-    skip_penalty: float = 0.0
-    penalty: str | Callable[[int], float] = "multiplicative"
-    mean_downtime: float = 1.0
-    domain_downtime: float = 1.0
-    failure_distribution: str = "exponential"
-    failure_shape: float | None = None
-    stage_time: float | tuple[float, ...] = 0.0
-    stage_time_distribution: str = "deterministic"
-    stage_time_shape: float | None = None
-    latency: float | tuple[float, ...] = 0.0
-    transfer_size: float = 0.0
-    bandwidth: float = math.inf
-    microbatches: int = 10_000
-    arrival: str = "fixed"
-    rate: float = 1.0
-    max_wait: float = 0.0
-    detection_timeout: float = 0.0
-    placement: Any = None
-    records: bool = False
-    trace: bool = False
-
-    def __post_init__(self) -> None:
-        L = check_int("stages", self.stages, low=1)
-        if self.placement is not None:
-            pl = as_placement(self.placement)
-            check(len(pl.replica_domains) == L, "placement", f"{L} stages (one per stage)",
-                  len(pl.replica_domains))
-            object.__setattr__(self, "placement", pl)
-            if self.replicas is not None:
-                given = _per_stage("replicas", self.replicas, L, _count)
-                check(given == pl.replicas, "replicas",
-                      f"unset or the placement's replica counts ({_counts_text(pl.replicas)})",
-                      self.replicas)
-            object.__setattr__(self, "replicas", pl.replicas)
-        else:
-            reps = DEFAULT_REPLICAS if self.replicas is None else self.replicas
-            object.__setattr__(self, "replicas", _per_stage("replicas", reps, L, _count))
-        check_int("skip_budget", self.skip_budget, low=0, high=L)
-        check_probability("availability", self.availability)
-        check_probability("domain_outage", self.domain_outage)
-        quality_table(L, self.skip_penalty, self.penalty)  # validates both
-        check_positive("mean_downtime", self.mean_downtime)
-        check_positive("domain_downtime", self.domain_downtime)
-        check_choice("failure_distribution", self.failure_distribution, DISTRIBUTIONS)
-        if self.failure_shape is not None:
-            check_positive("failure_shape", self.failure_shape)
-        object.__setattr__(self, "stage_time",
-                           _per_stage("stage_time", self.stage_time, L, check_nonnegative))
-        check_choice("stage_time_distribution", self.stage_time_distribution,
-                     STAGE_TIME_DISTRIBUTIONS)
-        if self.stage_time_shape is not None:
-            check_positive("stage_time_shape", self.stage_time_shape)
-        object.__setattr__(self, "latency",
-                           _per_stage("latency", self.latency, L, check_nonnegative, max(L - 1, 0)))
-        check_nonnegative("transfer_size", self.transfer_size)
-        check_positive("bandwidth", self.bandwidth, allow_inf=True)
-        check_int("microbatches", self.microbatches, low=1)
-        check_choice("arrival", self.arrival, ARRIVALS)
-        check_positive("rate", self.rate)
-        check_nonnegative("max_wait", self.max_wait, allow_inf=True)
-        if self.max_wait == math.inf and self.skip_budget < L:
-            # A microbatch waiting forever at a stage that never recovers would
-            # never leave, and the run would never end.
-            pl = self.domain_placement
-            dead = {d for d, u in pl.domain_outage.items() if u == 1.0}
-            stuck = self.availability == 0.0 or any(
-                all(dead.intersection(chain) for chain in stage) for stage in pl.replica_domains)
-            check(not stuck, "max_wait",
-                  "finite when a stage never recovers (availability 0 or a domain outage of 1)",
-                  self.max_wait)
-        check_nonnegative("detection_timeout", self.detection_timeout)
-        if self.arrival == "back_to_back":
-            check(not self.instant, "arrival",
-                  "fixed or poisson when stage_time, latency and transfer_size are all 0",
-                  self.arrival)
-
-    # -- derived -------------------------------------------------------------
-    @property
-    def quality(self) -> tuple[float, ...]:
-        """Quality kept after ``k`` skips, ``k = 0..L``."""
-        return quality_table(self.stages, self.skip_penalty, self.penalty)
-
-    @property
-    def hop_times(self) -> tuple[float, ...]:
-        """Transfer time of each hop ``j -> j+1``."""
-        extra = self.transfer_size / self.bandwidth if self.transfer_size else 0.0
-        return tuple(lat + extra for lat in self.latency)  # type: ignore[union-attr]
-
-    @property
-    def instant(self) -> bool:
-        """True when crossing the pipeline takes no simulated time (the snapshot model)."""
-        return not any(self.stage_time) and not any(self.hop_times)  # type: ignore[arg-type]
-
-    @property
-    def workers(self) -> int:
-        """Total number of replica workers."""
-        return int(sum(self.replicas))  # type: ignore[arg-type]
-
-    @property
-    def domain_placement(self) -> DomainPlacement:
-        """The placement used (the study's when none was given)."""
-        if self.placement is not None:
-            return self.placement
-        return default_placement(self.replicas, self.domain_outage)  # type: ignore[arg-type]
-
-
-def predicted_drop_rate(config: PipelineConfig) -> float:
-    """Exact snapshot drop probability for the config's placement and parameters.
-
-    Uses :func:`sim.analytic.drop_probability` (``P(Bin(L, q) > s)``) for the
-    study's placement with equal replicas, and
-    :func:`sim.analytic.exact_drop_probability` (conditioning on shared
-    domains) otherwise. It is the exact answer of the simulation when
-    ``config.instant`` and ``max_wait == 0``; otherwise it is the snapshot
-    reference.
-    """
-    from . import analytic
-
-    reps = config.replicas
-    if config.placement is None and len(set(reps)) == 1:  # type: ignore[arg-type]
-        return float(analytic.drop_probability(config.stages, reps[0], config.skip_budget,  # type: ignore[index]
-                                               config.availability, config.domain_outage))
-    pl = config.domain_placement
-    return float(analytic.exact_drop_probability(
-        [list(s) for s in pl.replica_domains], dict(pl.domain_outage),
-        config.availability, config.skip_budget))
 
 
 # --------------------------------------------------------------------------- simulation
 
 
 class _UnitDraws:
-    """Unit-mean random durations drawn in blocks (scale by the stage's mean)."""
+    """Unit-mean random durations drawn in blocks (scale by the stage's mean).
+
+    The law is :func:`sim.failures.make_distribution` at mean 1, the same
+    duration law the failure processes use.
+    """
 
     def __init__(self, kind: str, shape: float | None, rng: np.random.Generator) -> None:
-        self.kind, self.rng = kind, rng
-        if kind == "weibull":
-            k = 0.7 if shape is None else shape
-            self._draw = lambda n: rng.weibull(k, n) / math.gamma(1.0 + 1.0 / k)
-        elif kind == "lognormal":
-            sig = 1.0 if shape is None else shape
-            self._draw = lambda n: rng.lognormal(-sig * sig / 2.0, sig, n)
-        else:
-            self._draw = lambda n: rng.exponential(1.0, n)
+        self.law = make_distribution(kind, 1.0, shape)
+        self.rng = rng
         self._buf: list[float] = []
 
     def __call__(self) -> float:
         if not self._buf:
-            self._buf = self._draw(_BLOCK).tolist()
+            self._buf = self.law.sample(self.rng, _BLOCK).tolist()
         return self._buf.pop()
 
 
@@ -1031,50 +621,3 @@ def pipeline_model(config: PipelineConfig, streams: Streams) -> dict[str, float]
         ``stage_crossings``, ``simulated_time``, ``workers``, ``worker_time``.
     """
     return run_pipeline(config, streams).metrics
-
-
-#: The benchmark pipeline: 48 stages x 2 replicas (96 failing workers, a = 0.9,
-#: outages of 50 time units), unit compute time, one microbatch per time unit
-#: (48 in flight), failover with a detection timeout and a skip budget of 2.
-BENCH_CONFIG = PipelineConfig(
-    stages=48, replicas=2, availability=0.9, mean_downtime=50.0, domain_downtime=50.0,
-    stage_time=1.0, rate=1.0, skip_budget=2, detection_timeout=0.5, microbatches=5_000,
-)
-
-
-def measure_crossing_rate(config: PipelineConfig = BENCH_CONFIG, *, seed: int = 0,
-                          lookahead: bool = True) -> dict[str, float]:
-    """Stage crossings per second of wall time of one run of the DES.
-
-    Parameters
-    ----------
-    config : PipelineConfig
-        The pipeline to time (default :data:`BENCH_CONFIG`).
-    seed : int
-        Root seed.
-    lookahead : bool
-        Cross several stages per ``timeout`` when no transition can intervene
-        (the default); False times the one-timeout-per-stage path.
-
-    Returns
-    -------
-    dict
-        ``stage_crossings``, ``seconds`` (wall time of build and run),
-        ``crossings_per_second``, ``failovers_per_microbatch``,
-        ``mean_skipped``, ``microbatches``.
-    """
-    import time
-
-    t0 = time.perf_counter()
-    p = Pipeline(config, Streams(seed))
-    p.lookahead = lookahead
-    m = p.run().metrics
-    dt = time.perf_counter() - t0
-    return {
-        "stage_crossings": m["stage_crossings"],
-        "seconds": dt,
-        "crossings_per_second": m["stage_crossings"] / dt if dt > 0 else math.nan,
-        "failovers_per_microbatch": m["failovers_per_microbatch"],
-        "mean_skipped": m["mean_skipped"],
-        "microbatches": m["microbatches"],
-    }

@@ -1,4 +1,4 @@
-"""Vectorised Monte Carlo of the stylised pipeline (Study A's snapshot model).
+"""The vector engine: vectorised Monte Carlo of the snapshot model (Study A).
 
 Under the study's assumptions every microbatch sees a fresh, independent
 snapshot of the stationary system: worker ``w`` is down with probability
@@ -20,7 +20,8 @@ memory:
 
 When does this answer the DES's question?
 -----------------------------------------
-:func:`vector_engine_applies` says so for a :class:`sim.pipeline.PipelineConfig`.
+:class:`sim.pipeline.engines.VectorEngine` says so for a
+:class:`sim.pipeline.PipelineConfig` (``applies``).
 The DES and this engine agree on the *long-run rate* of drops (and on the
 distribution of skips and the mean quality) when the crossing is a snapshot
 (zero compute and transfer time, hence no failure during service, no failover
@@ -47,34 +48,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError, check, check_int, check_probability
-from .rng import Streams
+from ..errors import check, check_int, check_probability
+from .penalty import SkipPenalty
 
 __all__ = [
     "DEFAULT_CHUNK",
     "StylisedResult",
-    "quality_by_skips",
     "stage_outage_probabilities",
     "simulate_stylised",
     "simulate_placement",
     "PlacementArrays",
     "placement_arrays",
-    "vector_engine_applies",
-    "vector_pipeline_model",
-    "ENGINES",
-    "select_engine",
     "binomial_groups",
 ]
 
 #: Microbatches drawn per numpy call (memory stays constant whatever the total).
 DEFAULT_CHUNK = 1 << 16
-
-PENALTIES = ("multiplicative", "additive")
-
 
 # --------------------------------------------------------------------------- results
 
@@ -175,37 +167,6 @@ class StylisedResult:
 
 
 # --------------------------------------------------------------------------- inputs
-
-
-def quality_by_skips(stages: int, skip_penalty: float,
-                     penalty: str | Callable[[int], float] = "multiplicative") -> np.ndarray:
-    """Quality kept after ``k`` skips for ``k = 0..stages``.
-
-    Parameters
-    ----------
-    stages : int
-    skip_penalty : float
-        ``kappa`` in [0, 1].
-    penalty : {"multiplicative", "additive"} or callable
-        ``(1 - kappa)**k``, ``max(0, 1 - kappa k)``, or ``penalty(k)`` in [0, 1].
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    L = check_int("stages", stages, low=1)
-    kappa = check_probability("skip_penalty", skip_penalty)
-    k = np.arange(L + 1)
-    if callable(penalty):
-        vals = np.array([float(penalty(int(i))) for i in k])
-        check(bool(np.all((vals >= 0) & (vals <= 1))), "penalty",
-              "a function k -> quality in [0, 1]", getattr(penalty, "__name__", penalty))
-        return vals
-    check(penalty in PENALTIES, "penalty", "one of " + ", ".join(PENALTIES) + " or a function",
-          penalty)
-    if penalty == "multiplicative":
-        return (1.0 - kappa) ** k
-    return np.maximum(0.0, 1.0 - kappa * k)
 
 
 def _replicas_per_stage(stages: int, replicas: int | Sequence[int]) -> np.ndarray:
@@ -324,7 +285,7 @@ def simulate_stylised(
     skip_penalty : float
         ``kappa`` in [0, 1].
     penalty : {"multiplicative", "additive"} or callable
-        See :func:`quality_by_skips`.
+        See :class:`~sim.pipeline.penalty.SkipPenalty`.
     microbatches : int
         Independent microbatches to simulate.
     rng : numpy.random.Generator
@@ -343,7 +304,7 @@ def simulate_stylised(
     """
     s, n, c = _check_common(stages, skip_budget, microbatches, chunk)
     q = stage_outage_probabilities(stages, replicas, availability, domain_outage)
-    quality = quality_by_skips(stages, skip_penalty, penalty)
+    quality = SkipPenalty(skip_penalty, penalty).weights(np.arange(int(stages) + 1))
     draw = _binomial_sum_sampler(binomial_groups(q), rng)
     hist = _run_chunks(draw, int(stages), n, c)
     return StylisedResult(n, hist, s, quality)
@@ -527,7 +488,7 @@ def simulate_placement(
     skip_budget : int
         ``s`` in ``[0, L]``.
     skip_penalty, penalty
-        See :func:`quality_by_skips`.
+        See :class:`~sim.pipeline.penalty.SkipPenalty`.
     microbatches : int
         Independent microbatches to simulate.
     rng : numpy.random.Generator
@@ -554,133 +515,6 @@ def simulate_placement(
     pa = placement_arrays(replica_domains, domain_outage, availability)
     L = pa.stages
     s, n, c = _check_common(L, skip_budget, microbatches, chunk)
-    quality = quality_by_skips(L, skip_penalty, penalty)
+    quality = SkipPenalty(skip_penalty, penalty).weights(np.arange(L + 1))
     hist = _run_chunks(_placement_sampler(pa, rng), L, n, c)
     return StylisedResult(n, hist, s, quality)
-
-
-# --------------------------------------------------------------------------- pipeline glue
-
-
-def vector_engine_applies(config: Any) -> tuple[bool, str]:
-    """Whether the vector engine answers the same question as the pipeline DES.
-
-    Parameters
-    ----------
-    config : sim.pipeline.PipelineConfig
-
-    Returns
-    -------
-    (bool, str)
-        ``(True, reason)`` when the DES's long-run drop rate, skip distribution
-        and mean quality equal the snapshot model's; otherwise ``(False,
-        reason)`` naming the first assumption that does not hold.
-
-    Notes
-    -----
-    Required: zero compute time and zero transfer time (so the crossing is a
-    snapshot and no failure can happen during service, hence no failover),
-    ``max_wait = 0`` (an out stage past the budget drops at once), and
-    stationary failure processes (no replayed trace). Fixed and Poisson arrivals
-    are chosen independently of the failure process, so each microbatch sees the
-    stationary state and the drop *rate* agrees with any up/down duration law,
-    except deterministic durations with fixed arrivals (both periodic: the
-    arrivals may sample one phase of the failure cycle forever, so a run's
-    long-run rate need not be the snapshot average; refused). The time correlation of successive microbatches (burstiness of drops) is
-    not reproduced; latency, goodput and failovers are not answered.
-    """
-    if not getattr(config, "instant", False):
-        return False, "stage_time, latency or transfer_size is nonzero (the crossing takes time)"
-    if getattr(config, "max_wait", 0.0) != 0:
-        return False, "max_wait > 0 (a microbatch may wait for a recovery)"
-    if getattr(config, "trace_file", None) or getattr(config, "failure_trace", None):
-        return False, "failures are replayed from a trace (not stationary)"
-    if getattr(config, "arrival", "fixed") not in ("fixed", "poisson"):
-        return False, f"arrival {config.arrival!r} may depend on the failure process"
-    if getattr(config, "failure_distribution", "") == "deterministic" \
-            and getattr(config, "arrival", "fixed") == "fixed":
-        return False, ("deterministic up/down durations with fixed arrivals (arrivals can lock "
-                       "to the failure phase, so one run's rate is not the snapshot average)")
-    return True, ("snapshot model: zero crossing time, max_wait 0, stationary independent "
-                  "outages, arrivals independent of failures (drop rate matches; "
-                  "burstiness in time does not)")
-
-
-ENGINES = ("des", "vector", "auto")
-
-
-def select_engine(config: Any, engine: str = "auto") -> tuple[str, str]:
-    """Which engine answers a pipeline config: ``("des" | "vector", reason)``.
-
-    Parameters
-    ----------
-    config : sim.pipeline.PipelineConfig
-    engine : {"des", "vector", "auto"}
-        ``auto`` picks the vector engine only where :func:`vector_engine_applies`.
-
-    Returns
-    -------
-    (str, str)
-        The engine used and why (one line, for the CLI to print).
-
-    Raises
-    ------
-    ConfigError
-        For an unknown engine, or ``vector`` where it does not apply.
-    """
-    check(engine in ENGINES, "engine", "one of " + ", ".join(ENGINES), engine)
-    ok, reason = vector_engine_applies(config)
-    if engine == "des":
-        return "des", "asked for the discrete-event simulation"
-    if engine == "vector":
-        if not ok:
-            raise ConfigError("engine", "des for this configuration (" + reason + ")", "vector")
-        return "vector", reason
-    if ok:
-        return "vector", "auto: " + reason
-    return "des", "auto: " + reason
-
-
-def _uniform_default(config: Any) -> bool:
-    return getattr(config, "placement", None) is None
-
-
-def vector_pipeline_model(config: Any, streams: Streams) -> dict[str, float]:
-    """One replication of the snapshot model for a pipeline config (vector engine).
-
-    A model for :func:`sim.runner.replicate`: draws ``config.microbatches``
-    independent snapshots from the stream ``vector`` and returns the metrics of
-    :func:`sim.pipeline.pipeline_model` that the snapshot model answers:
-    ``microbatches``, ``drop_rate``, ``delivered_rate``, ``mean_quality``,
-    ``quality_mass``, ``mean_skipped``, ``skipped_k`` (``k = 0..s``) and
-    ``stage_crossings``.
-
-    Parameters
-    ----------
-    config : sim.pipeline.PipelineConfig
-    streams : Streams
-
-    Returns
-    -------
-    dict
-
-    Raises
-    ------
-    ConfigError
-        When :func:`vector_engine_applies` says the engine does not apply.
-    """
-    ok, reason = vector_engine_applies(config)
-    if not ok:
-        raise ConfigError("engine", "des for this configuration (" + reason + ")", "vector")
-    rng = streams.rng("vector")
-    quality = np.asarray(config.quality, dtype=float)
-    if _uniform_default(config):
-        res = simulate_stylised(config.stages, config.replicas, config.skip_budget,
-                                config.availability, config.domain_outage,
-                                microbatches=config.microbatches, rng=rng)
-    else:
-        pl = config.placement
-        res = simulate_placement(pl.replica_domains, pl.domain_outage, config.availability,
-                                 config.skip_budget, microbatches=config.microbatches, rng=rng)
-    res = StylisedResult(res.microbatches, res.out_histogram, res.skip_budget, quality)
-    return res.metrics()

@@ -1,4 +1,4 @@
-"""Rare drop probabilities by importance sampling.
+"""The importance-sampling engine: rare snapshot drop probabilities.
 
 Plain Monte Carlo needs about ``100 / p`` microbatches for a 10% relative
 error at drop probability ``p`` (``1e11`` at ``p = 1e-9``). Importance sampling
@@ -59,7 +59,8 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from .errors import check, check_int, check_positive, check_probability
+from ..errors import check, check_int, check_positive, check_probability
+from .config import PipelineConfig
 from .vector import (
     PlacementArrays,
     binomial_groups,
@@ -77,6 +78,9 @@ __all__ = [
 ]
 
 _BATCH = 1 << 12
+#: Relative rounding allowed on the ends of a stratified interval: sums of up to
+#: 10**7 positive terms, each a Poisson-binomial tail with about L roundings.
+_ROUNDING = 1e-9
 
 
 @dataclass(frozen=True)
@@ -388,7 +392,7 @@ def importance_from_config(config: Any, *, rng: np.random.Generator, samples: in
     study's placement (``placement`` None: one domain per stage, stages
     independent) and :func:`stratified_placement_probability` for a placement
     with shared domains. It estimates the snapshot drop probability (the
-    question of :func:`sim.vector.vector_engine_applies`).
+    question the vector engine answers; see :class:`sim.pipeline.engines.ImportanceEngine`).
 
     Parameters
     ----------
@@ -402,14 +406,13 @@ def importance_from_config(config: Any, *, rng: np.random.Generator, samples: in
     -------
     ImportanceResult
     """
-    check(hasattr(config, "stages") and hasattr(config, "skip_budget"), "config",
-          "a PipelineConfig", config)
-    if getattr(config, "placement", None) is None:
+    check(isinstance(config, PipelineConfig), "config", "a PipelineConfig", config)
+    if config.study_placement:
         return importance_drop_probability(
             config.stages, config.replicas, config.skip_budget, config.availability,
             config.domain_outage, samples=samples, rng=rng, target_rel_error=target_rel_error,
             confidence=confidence)
-    pl = config.placement
+    pl = config.domain_placement
     return stratified_placement_probability(
         pl.replica_domains, pl.domain_outage, config.availability, config.skip_budget,
         samples=samples, rng=rng, target_rel_error=target_rel_error, confidence=confidence)
@@ -711,9 +714,12 @@ def stratified_placement_probability(
     err = se()
     rel = err / est if est > 0 else math.inf
     ess = y1 * y1 / y2 if y2 > 0 else 0.0
-    slack = 1e-9 * exact_sum  # rounding of the exactly summed strata
     # a sampled stratum with no hit may still hold up to 3/n of its mass (rule of three)
     unseen = sum(st.mass * 3.0 / st.n for _, st in strata if st.hits == 0 and st.n)
+    # Rounding of every term (summed strata, sampled strata, the unvisited tail), not
+    # only of the summed ones: when the unvisited strata drop surely (h = 1) the upper
+    # end equals the exact value in real arithmetic and floats land either side of it.
+    slack = _ROUNDING * (est + remainder + unseen)
     return ImportanceResult(est, max(est - z * err - slack, 0.0),
                             est + z * err + remainder + unseen + slack, err, rel,
                             ess, drawn, hits, 0.0, math.nan, time.perf_counter() - t0,

@@ -1,0 +1,369 @@
+"""The pipeline's configuration: a frozen dataclass of values, validated on construction.
+
+:class:`PipelineConfig` holds numbers, strings and tuples only. A placement is
+stored in its value form (``(replica_domains, ((domain, outage), ...))``); the
+:class:`topologies.placement.Placement` it describes is built after validation
+by :attr:`PipelineConfig.domain_placement`, never stored on the config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from topologies.placement import Placement, from_value, shared_per_stage
+
+from ..errors import (
+    check,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+)
+from ..failures import check_distribution, distribution_names
+from .penalty import PENALTIES, SkipPenalty
+
+__all__ = [
+    "ARRIVALS",
+    "PENALTIES",
+    "STAGE_TIME_DISTRIBUTIONS",
+    "stage_time_laws",
+    "DEFAULT_REPLICAS",
+    "PipelineConfig",
+    "quality_table",
+    "layout_hop_times",
+    "on_layout",
+]
+
+ARRIVALS = ("fixed", "poisson", "back_to_back")
+#: The built-in compute-time laws: constant, or a unit-mean duration law of
+#: :mod:`sim.failures` (a law added there by ``register_distribution`` is accepted too).
+STAGE_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognormal")
+
+
+def stage_time_laws() -> tuple[str, ...]:
+    """Every accepted ``stage_time_distribution``: "deterministic", then every duration law."""
+    return ("deterministic", *(n for n in distribution_names() if n != "deterministic"))
+
+#: Replicas per stage when neither ``replicas`` nor a placement is given.
+DEFAULT_REPLICAS = 3
+
+
+def layout_hop_times(layout: Any, hosts: Sequence[Sequence[Any]],
+                     transfer_size: float = 0.0) -> tuple[float, ...]:
+    """Transfer time of each hop ``j -> j+1`` from a layout's links.
+
+    Parameters
+    ----------
+    layout : networkx.Graph
+        A layout (for example ``topologies.build("datacenter:...")``) whose edges
+        carry ``latency`` and ``bandwidth``.
+    hosts : sequence of sequence
+        ``hosts[j]``: the layout nodes of stage ``j``'s replicas (a placement's ``hosts``).
+    transfer_size : float
+        Activation size sent per hop (>= 0).
+
+    Returns
+    -------
+    tuple of float
+        For each hop, ``latency + size/bandwidth`` averaged over every pair of
+        a replica of stage ``j`` and a replica of stage ``j+1`` (zero for a
+        pair on the same host); the serving replica is whichever is live, so
+        the mean is the natural constant.
+    """
+    size = check_nonnegative("transfer_size", transfer_size)
+    out = []
+    for a, b in zip(hosts[:-1], hosts[1:], strict=True):
+        total = 0.0
+        for u in a:
+            for v in b:
+                if u == v:
+                    continue
+                check(layout.has_edge(u, v), "topology", "a layout linking every pair of hosts",
+                      f"no link {u}-{v}")
+                e = layout.edges[u, v]
+                bw = float(e.get("bandwidth", math.inf))
+                total += float(e.get("latency", 0.0)) + (size / bw if size else 0.0)
+        out.append(total / (len(a) * len(b)))
+    return tuple(out)
+
+
+def _per_stage(name: str, value: Any, stages: int, conv: Callable[[str, Any], Any],
+               count: int | None = None) -> tuple:
+    """A scalar or one value per stage (``count`` values), each checked by ``conv``."""
+    n = stages if count is None else count
+    if isinstance(value, (list, tuple, np.ndarray)):
+        vals = tuple(value)
+        what = "stage" if count is None else "hop"
+        check(len(vals) == n, name, f"one value or {n} values (one per {what})", value)
+        return tuple(conv(name, v) for v in vals)
+    v = conv(name, value)
+    return (v,) * n
+
+
+def _count(name: str, value: Any) -> int:
+    return check_int(name, value, low=1)
+
+
+def _counts_text(counts: Sequence[int]) -> str:
+    """``(3, 3, 3)`` -> ``"3 per stage"``; unequal counts as a comma list."""
+    if len(set(counts)) == 1:
+        return f"{counts[0]} per stage"
+    return ",".join(map(str, counts))
+
+
+def quality_table(stages: int, skip_penalty: float,
+                  penalty: str | Callable[[int], float] = "multiplicative") -> tuple[float, ...]:
+    """Quality kept by a microbatch that skipped ``k`` stages, for ``k = 0..stages``.
+
+    Parameters
+    ----------
+    stages : int
+    skip_penalty : float
+        ``kappa`` in [0, 1].
+    penalty : {"multiplicative", "additive"} or callable
+        See :class:`~sim.pipeline.penalty.SkipPenalty`.
+
+    Returns
+    -------
+    tuple of float
+    """
+    return SkipPenalty(skip_penalty, penalty).table(stages)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """One pipeline experiment (validated on construction).
+
+    Parameters
+    ----------
+    stages : int
+        Number of stages ``L`` (>= 1).
+    replicas : int, tuple of int or None
+        Replicas per stage ``r`` (>= 1), one value or one per stage. ``None``
+        (the default) means :data:`DEFAULT_REPLICAS` per stage, or the
+        placement's counts when a placement is given; a value given together
+        with a placement must equal the placement's counts (it is never
+        silently overridden).
+    skip_budget : int
+        Stages a microbatch may skip, ``0 <= s <= L``.
+    availability : float
+        Each worker's own availability ``a``.
+    domain_outage : float
+        Unavailability ``rho`` of each stage's shared domain (default placement).
+    skip_penalty : float
+        Quality lost per skip, ``kappa`` in [0, 1].
+    penalty : {"multiplicative", "additive"} or callable
+        How quality falls with skips (see :class:`~sim.pipeline.penalty.SkipPenalty`).
+    mean_downtime : float
+        Mean worker outage length (> 0).
+    domain_downtime : float
+        Mean domain outage length (> 0).
+    failure_distribution : str
+        Up/down duration law of workers and domains (see :mod:`sim.failures`).
+    failure_shape : float or None
+        Weibull shape or lognormal sigma of the failure law.
+    stage_time : float or tuple of float
+        Mean compute time per stage (>= 0; zero is the study's snapshot model).
+    stage_time_distribution : str
+        ``deterministic`` (constant), ``exponential``, ``weibull`` or ``lognormal``.
+    stage_time_shape : float or None
+        Weibull shape or lognormal sigma of the compute time.
+    latency : float or tuple of float
+        Transfer latency per hop between consecutive stages (``L - 1`` hops).
+    transfer_size : float
+        Activation size sent per hop (>= 0).
+    bandwidth : float
+        Link bandwidth (> 0, may be ``inf``); a hop takes ``latency + size/bandwidth``.
+    microbatches : int
+        Microbatches per replication (>= 1).
+    arrival : {"fixed", "poisson", "back_to_back"}
+        Arrivals every ``1/rate``, as a Poisson process of ``rate``, or each
+        microbatch entering when the previous one leaves. Beware that with
+        ``back_to_back`` a microbatch dropped (or skipping every stage) in zero
+        time lets the next one enter at the same instant, where it meets the
+        same outage: per-microbatch drop rates are then not comparable with
+        the snapshot law. Use ``fixed`` or ``poisson`` to measure drop rates.
+    rate : float
+        Arrival rate (> 0) for ``fixed`` and ``poisson``.
+    max_wait : float
+        How long a microbatch waits at an out stage when its budget is spent
+        (>= 0, may be ``inf``; 0 is the study's rule: drop at once).
+    detection_timeout : float
+        Time to detect a failed replica before failing over (>= 0).
+    placement : Placement, pair, or None
+        Failure domains of each replica; ``None`` is the study's placement.
+        A :class:`topologies.placement.Placement` or a pair
+        ``(replica_domains, domain_outage)`` is accepted and stored in its value
+        form (:meth:`~topologies.placement.Placement.value`). When given it
+        fixes ``replicas`` (which must then be ``None`` or agree with it) and
+        ``domain_outage`` is ignored.
+    records : bool
+        Keep per-microbatch records in preallocated arrays.
+    trace : bool
+        Keep an event trace ``(time, microbatch, event, stage, replica)``.
+    """
+
+    stages: int = 48
+    replicas: int | tuple[int, ...] | None = None
+    skip_budget: int = 0
+    availability: float = 0.9
+    domain_outage: float = 0.0
+    skip_penalty: float = 0.0
+    penalty: str | Callable[[int], float] = "multiplicative"
+    mean_downtime: float = 1.0
+    domain_downtime: float = 1.0
+    failure_distribution: str = "exponential"
+    failure_shape: float | None = None
+    stage_time: float | tuple[float, ...] = 0.0
+    stage_time_distribution: str = "deterministic"
+    stage_time_shape: float | None = None
+    latency: float | tuple[float, ...] = 0.0
+    transfer_size: float = 0.0
+    bandwidth: float = math.inf
+    microbatches: int = 10_000
+    arrival: str = "fixed"
+    rate: float = 1.0
+    max_wait: float = 0.0
+    detection_timeout: float = 0.0
+    placement: Any = None
+    records: bool = False
+    trace: bool = False
+
+    def __post_init__(self) -> None:
+        L = check_int("stages", self.stages, low=1)
+        if self.placement is not None:
+            pl = from_value(self.placement)
+            check(len(pl.replica_domains) == L, "placement", f"{L} stages (one per stage)",
+                  len(pl.replica_domains))
+            object.__setattr__(self, "placement", pl.value())
+            if self.replicas is not None:
+                given = _per_stage("replicas", self.replicas, L, _count)
+                check(given == pl.replicas, "replicas",
+                      f"unset or the placement's replica counts ({_counts_text(pl.replicas)})",
+                      self.replicas)
+            object.__setattr__(self, "replicas", pl.replicas)
+        else:
+            reps = DEFAULT_REPLICAS if self.replicas is None else self.replicas
+            object.__setattr__(self, "replicas", _per_stage("replicas", reps, L, _count))
+        check_int("skip_budget", self.skip_budget, low=0, high=L)
+        check_probability("availability", self.availability)
+        check_probability("domain_outage", self.domain_outage)
+        self.skip_law.table(L)  # validates kappa, the form, and a user function's values
+        check_positive("mean_downtime", self.mean_downtime)
+        check_positive("domain_downtime", self.domain_downtime)
+        check_distribution("failure_distribution", self.failure_distribution)
+        if self.failure_shape is not None:
+            check_positive("failure_shape", self.failure_shape)
+        object.__setattr__(self, "stage_time",
+                           _per_stage("stage_time", self.stage_time, L, check_nonnegative))
+        check_choice("stage_time_distribution", self.stage_time_distribution, stage_time_laws())
+        if self.stage_time_shape is not None:
+            check_positive("stage_time_shape", self.stage_time_shape)
+        object.__setattr__(self, "latency",
+                           _per_stage("latency", self.latency, L, check_nonnegative, max(L - 1, 0)))
+        check_nonnegative("transfer_size", self.transfer_size)
+        check_positive("bandwidth", self.bandwidth, allow_inf=True)
+        check_int("microbatches", self.microbatches, low=1)
+        check_choice("arrival", self.arrival, ARRIVALS)
+        check_positive("rate", self.rate)
+        check_nonnegative("max_wait", self.max_wait, allow_inf=True)
+        if self.max_wait == math.inf and self.skip_budget < L:
+            # A microbatch waiting forever at a stage that never recovers would
+            # never leave, and the run would never end.
+            pl = self.domain_placement
+            dead = {d for d, u in pl.domain_outage.items() if u == 1.0}
+            stuck = self.availability == 0.0 or any(
+                all(dead.intersection(chain) for chain in stage) for stage in pl.replica_domains)
+            check(not stuck, "max_wait",
+                  "finite when a stage never recovers (availability 0 or a domain outage of 1)",
+                  self.max_wait)
+        check_nonnegative("detection_timeout", self.detection_timeout)
+        if self.arrival == "back_to_back":
+            check(not self.instant, "arrival",
+                  "fixed or poisson when stage_time, latency and transfer_size are all 0",
+                  self.arrival)
+
+    # -- derived -------------------------------------------------------------
+    @property
+    def skip_law(self) -> SkipPenalty:
+        """The skip penalty as a value object."""
+        return SkipPenalty(self.skip_penalty, self.penalty)
+
+    @property
+    def quality(self) -> tuple[float, ...]:
+        """Quality kept after ``k`` skips, ``k = 0..L``."""
+        return self.skip_law.table(self.stages)
+
+    @property
+    def hop_times(self) -> tuple[float, ...]:
+        """Transfer time of each hop ``j -> j+1``."""
+        extra = self.transfer_size / self.bandwidth if self.transfer_size else 0.0
+        return tuple(lat + extra for lat in self.latency)  # type: ignore[union-attr]
+
+    @property
+    def instant(self) -> bool:
+        """True when crossing the pipeline takes no simulated time (the snapshot model)."""
+        return not any(self.stage_time) and not any(self.hop_times)  # type: ignore[arg-type]
+
+    @property
+    def workers(self) -> int:
+        """Total number of replica workers."""
+        return int(sum(self.replicas))  # type: ignore[arg-type]
+
+    @property
+    def study_placement(self) -> bool:
+        """True for the study's placement: no placement given, one domain per stage."""
+        return self.placement is None
+
+    @property
+    def domain_placement(self) -> Placement:
+        """The placement used, built from the stored value (the study's when none was given)."""
+        if self.placement is not None:
+            return from_value(self.placement)
+        return shared_per_stage(self.replicas, self.domain_outage)  # type: ignore[arg-type]
+
+
+def on_layout(config: PipelineConfig, topology: str, policy: str = "shared", *, seed: int = 0,
+              layout_latency: bool = True) -> tuple[PipelineConfig, Placement]:
+    """Place a pipeline's replicas on a layout: the config with that placement, and the placement.
+
+    Parameters
+    ----------
+    config : PipelineConfig
+        The pipeline (its ``stages`` and ``replicas`` are placed).
+    topology : str
+        A layout spec for :func:`topologies.build` (``datacenter:regions=2,...``,
+        a graph file, ``module:function``).
+    policy : str
+        A placement policy of :func:`topologies.placement.place`.
+    seed : int
+        Seeds random layouts and the ``random`` policy (stream ``placement``).
+    layout_latency : bool
+        Whether the layout's link latencies become the hop latencies
+        (:func:`layout_hop_times`, the activation size folded in).
+
+    Returns
+    -------
+    (PipelineConfig, Placement)
+        The config stores the placement's value form; the placement is for display.
+    """
+    import topologies
+    from topologies.placement import place
+
+    from ..rng import Streams
+
+    layout = topologies.build(topology, seed=seed)
+    placement = place(layout, config.stages, list(config.replicas),  # type: ignore[arg-type]
+                      policy, rng=Streams(seed).rng("placement"))
+    kw: dict[str, Any] = {"placement": placement}
+    if layout_latency:
+        hops = layout_hop_times(layout, placement.hosts, config.transfer_size)
+        kw.update(latency=hops if hops else 0.0, transfer_size=0.0)
+    return dataclasses.replace(config, **kw), placement

@@ -1,0 +1,130 @@
+"""Pipeline design: the fewest replicas for a target drop rate, or the cost-optimal ``(r, s)``.
+
+:func:`design` answers exactly from the closed forms of :mod:`sim.analytic`;
+:func:`verify` simulates the chosen design and returns the comparison (by
+importance sampling where the drop rate is too rare to simulate, the rule of
+:func:`sim.pipeline.compare.estimate_drop_rate`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import check_int, check_probability
+from .compare import estimate_drop_rate
+from .config import PipelineConfig
+
+__all__ = ["design", "verify"]
+
+
+def design(stages: int, availability: float, domain_outage: float, *,
+           skip_budget: int | None = None, target_drop: float = 1e-3,
+           skip_penalty: float | None = None, penalty: str = "multiplicative",
+           max_replicas: int | None = None) -> dict[str, Any]:
+    """Answer the design question exactly (the payload of ``dtsim design --json``).
+
+    Parameters
+    ----------
+    stages, availability, domain_outage : see :class:`sim.pipeline.PipelineConfig`
+    skip_budget : int, optional
+        Fixed skip budget (default 0 when ``skip_penalty`` is None).
+    target_drop : float
+        Target drop rate in (0, 1).
+    skip_penalty : float, optional
+        With no ``skip_budget``: return the cost-optimal ``(r, s)``
+        (:func:`sim.analytic.optimal_design`).
+    penalty : str
+        Quality law after skips.
+    max_replicas : int, optional
+        Largest ``r`` searched.
+
+    Returns
+    -------
+    dict
+        Minimum-replica mode: ``mode="min_replicas"``, ``feasible``, ``replicas``,
+        ``workers``, ``drop_rate``, ``floor``, ``reason``, ``skip_budget``.
+        Optimal mode: ``mode="optimal"``, ``replicas``, ``skip_budget``, ``cost``,
+        ``noskip_replicas``, ``noskip_cost``, ``gain``, ``workers``, ``drop_rate``,
+        ``mean_quality``.
+    """
+    from .. import analytic
+
+    L = check_int("stages", stages, low=1)
+    if skip_budget is not None:
+        check_int("skip_budget", skip_budget, low=0, high=L)
+    base = {"stages": stages, "availability": availability, "domain_outage": domain_outage}
+    extra = {} if max_replicas is None else {"max_replicas": max_replicas}
+    if skip_penalty is not None and skip_budget is None:
+        opt = analytic.optimal_design(stages, availability, domain_outage, skip_penalty,
+                                      penalty=penalty, **extra)
+        q = analytic.stage_outage(availability, opt.replicas, domain_outage)
+        return {
+            "mode": "optimal", **base, "skip_penalty": skip_penalty, "penalty": penalty,
+            "feasible": True,
+            "replicas": opt.replicas, "skip_budget": opt.skip_budget, "cost": opt.cost,
+            "noskip_replicas": opt.noskip_replicas, "noskip_cost": opt.noskip_cost,
+            "gain": opt.gain, "workers": stages * opt.replicas,
+            "drop_rate": float(analytic.drop_probability(stages, opt.replicas, opt.skip_budget,
+                                                         availability, domain_outage)),
+            "mean_quality": float(analytic.mean_quality_delivered(
+                stages, q, opt.skip_budget, skip_penalty, penalty=penalty)),
+        }
+    s = 0 if skip_budget is None else skip_budget
+    check_probability("target_drop", target_drop, open_low=True, open_high=True)
+    d = analytic.min_replicas(stages, availability, domain_outage, s, target_drop, **extra)
+    return {
+        "mode": "min_replicas", **base, "skip_budget": s, "target_drop": target_drop,
+        "feasible": bool(d.feasible), "replicas": d.replicas, "workers": d.workers,
+        "drop_rate": float(d.drop_rate), "floor": float(d.floor), "reason": d.reason,
+    }
+
+
+def verify(out: dict[str, Any], *, microbatches: int, replications: int, rate: float,
+           mean_downtime: float, seed: int, executor: Any = "serial",
+           workers: int | None = None, skip_penalty: float = 0.0,
+           penalty: str = "multiplicative") -> dict[str, Any]:
+    """Simulate the design ``out`` (snapshot model) and return its drop rate estimate.
+
+    Parameters
+    ----------
+    out : dict
+        A :func:`design` record (``stages``, ``replicas``, ``skip_budget``,
+        ``availability``, ``domain_outage``).
+    microbatches, replications : int
+        Per replication, and replications.
+    rate : float
+        Microbatch arrival rate (in units of 1 / mean downtime).
+    mean_downtime : float
+        Mean worker and domain outage.
+    seed : int
+    executor, workers
+        As for :func:`sim.runner.replicate`.
+    skip_penalty, penalty
+        The skip penalty law.
+
+    Returns
+    -------
+    dict
+        ``simulated_drop_rate``, ``simulated_drop_rate_ci`` (an Estimate),
+        ``simulated_agrees``, ``simulated_method``, ``simulated_microbatches``,
+        ``simulated_mean_quality``, ``simulated_mean_quality_ci``, ``seed``.
+    """
+    cfg = PipelineConfig(
+        stages=out["stages"], replicas=out["replicas"], skip_budget=out["skip_budget"],
+        availability=out["availability"], domain_outage=out["domain_outage"],
+        skip_penalty=skip_penalty, penalty=penalty, mean_downtime=mean_downtime,
+        domain_downtime=mean_downtime, microbatches=microbatches, rate=rate,
+    )
+    res = estimate_drop_rate(cfg, replications=replications, seed=seed, executor=executor,
+                             workers=workers)
+    est = res["estimate"]
+    return {
+        "simulated_drop_rate": est.mean,
+        "simulated_drop_rate_ci": est,
+        "simulated_agrees": res["agrees"],
+        "simulated_method": res["method"],
+        "simulated_microbatches": res["microbatches"],
+        "simulated_mean_quality": res["mean_quality"],
+        "simulated_mean_quality_ci": res["mean_quality_ci"],
+        "seed": seed,
+    }
