@@ -1,12 +1,13 @@
 """Compare two snapshots written by ``tools/snapshot.sh``, bit for bit.
 
-    python tools/compare_snapshots.py BEFORE AFTER
+    python tools/compare_snapshots.py BEFORE AFTER [--common]
 
 Every text file under BEFORE is compared with its twin under AFTER. Fields that
 measure the machine, not the model, are left out: CSV columns ``wall_time``,
 ``config_hash`` and ``point_key`` (identities, not results), JSON keys that hold
 run times, ``manifest.json`` (code hashes) and figures. Exit 1 when anything else
-differs, listing each difference.
+differs, listing each difference. ``--common`` compares only the files both
+snapshots have (a quick snapshot against a full one).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import sys
 from pathlib import Path
 
 SKIP_COLUMNS = {"wall_time", "config_hash", "point_key", "seconds"}
-TIME_KEY = re.compile(r"(seconds|wall_time|elapsed|runtime|_s$)")
-TIME_TEXT = re.compile(r"\b\d+(\.\d+)?\s?(s|ms|seconds|min)\b")
+TIME_KEY = re.compile(r"(seconds|wall_time|elapsed|runtime|_s$|per_second)")
+TIME_TEXT = re.compile(r"\b\d+(\.\d+)?\s?(s|ms|seconds|min)\b|\d{4}-\d\d-\d\d \d\d:\d\d( UTC)?")
 
 
 def _json_clean(obj):
@@ -31,8 +32,8 @@ def _json_clean(obj):
     return obj
 
 
-def _normalise(path: Path) -> str:
-    text = path.read_text(errors="replace")
+def _normalise(path: Path, root: Path) -> str:
+    text = path.read_text(errors="replace").replace(str(root.resolve()), "<snapshot>")
     if path.suffix == ".csv":
         rows = list(csv.reader(io.StringIO(text)))
         if rows:
@@ -55,6 +56,8 @@ def _normalise(path: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
+    only_common = "--common" in argv
+    argv = [x for x in argv if x != "--common"]
     a, b = Path(argv[0]), Path(argv[1])
     bad = 0
     for fa in sorted(a.rglob("*")):
@@ -64,10 +67,11 @@ def main(argv: list[str]) -> int:
         rel = fa.relative_to(a)
         fb = b / rel
         if not fb.exists():
-            print(f"MISSING {rel}")
-            bad += 1
+            if not only_common:
+                print(f"MISSING {rel}")
+                bad += 1
             continue
-        na, nb = _normalise(fa), _normalise(fb)
+        na, nb = _normalise(fa, a), _normalise(fb, b)
         if na != nb:
             bad += 1
             la, lb = na.splitlines(), nb.splitlines()
