@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.markov import sample_states, snapshot_out_stages
-from sim.pipeline import PipelineConfig, run_pipeline
-from sim.pipeline.vector import placement_arrays
+from sim import engines
+from sim.markov import sample_states
+from sim.pipeline import PipelineConfig, markov_run, run_pipeline
 from sim.rng import Streams
 
 
@@ -70,12 +70,7 @@ def test_snapshot_pipeline_matches_the_des_with_time_correlation(placement):
     for k in range(12):
         rec = run_pipeline(cfg, Streams(11).replication(k)).records
         des.append(~rec["delivered"])
-    pl = cfg.domain_placement
-    pa = placement_arrays(pl.replica_domains, pl.domain_outage, cfg.availability)
-    rng = np.random.default_rng(13)
-    fast = [snapshot_out_stages(pa, cfg.mean_downtime, cfg.domain_downtime,
-                                np.full(cfg.microbatches, 1 / cfg.rate), rng=rng) > 1
-            for _ in range(12)]
+    fast = [~markov_run(cfg, Streams(13).replication(k)).records["delivered"] for k in range(12)]
 
     def stats(runs):
         p = np.array([r.mean() for r in runs])
@@ -88,3 +83,32 @@ def test_snapshot_pipeline_matches_the_des_with_time_correlation(placement):
     assert abs(j1 - j2) <= 4 * np.hypot(t1, t2), (j1, j2)
     # the memoryless snapshot would put the joint at p^2: far below what both engines see
     assert j2 - m2 ** 2 > 8 * t2
+
+
+def test_markov_engine_metrics_match_the_des():
+    """Poisson arrivals: drop rate, skips and goodput agree with the DES at 4 sigma; timing is exact."""
+    cfg = PipelineConfig(stages=10, replicas=2, skip_budget=2, availability=0.7, mean_downtime=2.0,
+                         domain_outage=0.03, domain_downtime=4.0, skip_penalty=0.2,
+                         arrival="poisson", rate=1.5, microbatches=4000)
+    sel = engines.select("pipeline", cfg, "markov")
+    des = [run_pipeline(cfg, Streams(21).replication(k)).metrics for k in range(10)]
+    fast = [sel.engine.run(cfg, Streams(22).replication(k)) for k in range(10)]
+    for key in ("drop_rate", "mean_skipped", "quality_mass", "goodput", "skipped_0"):
+        a = np.array([m[key] for m in des])
+        b = np.array([m[key] for m in fast])
+        se = np.hypot(a.std(ddof=1), b.std(ddof=1)) / np.sqrt(len(a))
+        assert abs(a.mean() - b.mean()) <= 4 * se, (key, a.mean(), b.mean(), se)
+    assert {m["stage_crossings"] for m in fast} == {float(10 * 4000)}
+    assert all(m["latency_mean"] == 0.0 and m["failovers_per_microbatch"] == 0.0 for m in fast)
+
+
+def test_markov_engine_refuses_what_it_does_not_answer():
+    """Timed crossings, waiting and non-exponential laws are refused with the reason."""
+    assert not engines.select("pipeline", PipelineConfig(stages=4, microbatches=10),
+                              "auto").name == "markov"  # the vector engine is faster there
+    for kw, reason in [({"stage_time": 1.0}, "crossing takes time"),
+                       ({"max_wait": 1.0}, "max_wait > 0"),
+                       ({"failure_distribution": "weibull", "failure_shape": 0.7},
+                        "not exponential")]:
+        verdict = engines.engines("pipeline")[1].applies(PipelineConfig(stages=4, **kw))
+        assert not verdict and reason in verdict.reason

@@ -323,14 +323,14 @@ def run(args: argparse.Namespace) -> int:
         ok = "" if c.agrees is None else ("yes" if c.agrees else "NO")
         rows.append((c.quantity, "-" if c.exact is None else f"{c.exact:.6g}", str(c.estimate), ok))
     print_table(rows, ("quantity", "exact" + exact_note, "simulated (95% CI)", "agrees"))
-    if out["engine"] == "des":
+    if out.get("latency_mean") is not None:
         print(f"mean skipped {out['mean_skipped']:.4g}; latency mean {out['latency_mean']:.4g}, "
               f"p50 {out['latency_p50']:.4g}, p99 {out['latency_p99']:.4g}; failovers per "
               f"microbatch {out['failovers_per_microbatch']:.4g}; simulated time "
               f"{out['simulated_time']:.6g}")
     else:
         print(f"mean skipped {out['mean_skipped']:.4g}; latency, goodput in time and failovers: "
-              "not answered by the vector engine (use --engine des)")
+              f"not answered by the {out['engine']} engine (use --engine des)")
     if args.trace:
         print(f"event trace of replication 0 written to {out['trace_file']}")
     return 0

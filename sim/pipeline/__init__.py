@@ -57,6 +57,7 @@ from .engines import (
     snapshot_predictions,
     vector_pipeline_model,
 )
+from .markov import MarkovEngine, markov_run, snapshot_out_stages
 from .penalty import PENALTIES, SkipPenalty
 
 __all__ = [
@@ -77,6 +78,9 @@ __all__ = [
     "DESEngine",
     "VectorEngine",
     "ImportanceEngine",
+    "MarkovEngine",
+    "markov_run",
+    "snapshot_out_stages",
     "choose_engine",
     "snapshot_exact",
     "snapshot_of",
