@@ -35,3 +35,4 @@ __all__ = [
     "TrainingConfig", "read_speeds", "replica_name", "ROUTING_POLICIES", "Routing",
     "SCHEDULE_POLICIES", "Schedule", "METRICS", "TrainingSystem", "training_model",
 ]
+from . import engines  # noqa: F401,E402  (registers the family's engine and references)

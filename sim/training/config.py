@@ -155,7 +155,7 @@ class TrainingConfig:
     routing : {"queue", "least-loaded", "weighted", "round-robin"}
         See :data:`PAIRS` for which schedule has which.
     forward_time : float or tuple of float
-        Nominal forward time per stage (> 0); a replica of speed ``v`` takes ``t / v``.
+        Nominal forward time per stage (>= 0; 0 with no backward is Study A's snapshot); a replica of speed ``v`` takes ``t / v``.
     backward_ratio : float
         Backward time over forward time (>= 0; 0 means forward passes only).
     pass_time_distribution : {"deterministic", "exponential"}
@@ -279,7 +279,7 @@ class TrainingConfig:
         check(self.routing in PAIRS[self.schedule], "routing",
               f"one of {', '.join(PAIRS[self.schedule])} with schedule {self.schedule}",
               self.routing)
-        set_("forward_time", _per("forward_time", self.forward_time, L, check_positive))
+        set_("forward_time", _per("forward_time", self.forward_time, L, check_nonnegative))
         check_nonnegative("backward_ratio", self.backward_ratio)
         check_choice("pass_time_distribution", self.pass_time_distribution, PASS_TIME_DISTRIBUTIONS)
         check_nonnegative("speed_spread", self.speed_spread)

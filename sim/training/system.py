@@ -27,7 +27,7 @@ __all__ = ["TrainingSystem", "draw_speeds", "training_model", "METRICS"]
 #: Metrics of one replication (see :func:`training_model`).
 METRICS = (
     "throughput", "throughput_steady", "goodput", "step_time_mean", "step_time_p50",
-    "step_time_p99", "wall_time", "bubble_fraction", "utilisation", "latency_mean",
+    "step_time_p99", "training_time", "bubble_fraction", "utilisation", "latency_mean",
     "drop_rate", "mean_quality", "mean_skipped", "passes", "lost_passes", "reroutes",
     "recomputes", "skips", "waits", "restarts", "checkpoints", "preemptions", "workers",
     "worker_hours", "samples", "samples_per_second", "samples_per_worker_hour", "cost",
@@ -157,7 +157,7 @@ class TrainingSystem:
             "step_time_mean": float(st.mean()) if st.size else nan,
             "step_time_p50": float(np.quantile(st, 0.5)) if st.size else nan,
             "step_time_p99": float(np.quantile(st, 0.99)) if st.size else nan,
-            "wall_time": wall,
+            "training_time": wall,
             "bubble_fraction": bubble,
             "utilisation": busy / (c.workers * wall) if wall > 0 else nan,
             "latency_mean": tr.latency_sum / tr.delivered if tr.delivered else nan,
@@ -191,7 +191,7 @@ def training_model(config: TrainingConfig, streams: Streams) -> dict[str, float]
         time between the first and last 10 % of completions, free of fill and
         drain), ``goodput`` (quality-weighted), ``step_time_mean``/``_p50``/
         ``_p99`` (every completed step attempt; async: time per ``m``
-        completions), ``wall_time`` (to finish ``N`` steps), ``bubble_fraction``
+        completions), ``training_time`` (simulated wall time to finish ``N`` steps; not the runner's ``wall_time``), ``bubble_fraction``
         (idle fraction of the replicas during the steps' compute phases; async:
         over the run), ``utilisation`` (busy fraction, mean over replicas),
         ``latency_mean`` (microbatch sojourn), ``drop_rate``, ``mean_quality``,
