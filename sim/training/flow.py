@@ -68,18 +68,20 @@ class Flow:
         self.download_time = c.download_time
         self.fixed = bool(schedule.fixed_pipelines)
         self.lost = dict.fromkeys(LOST_CAUSES, 0.0)
+        self.draw = (_Exponentials(streams.rng("pass_time"))
+                     if c.pass_time_distribution == "exponential" else None)
         self.shared = [(deque(), deque()) for _ in range(L)]
+        self.idle: list[dict[Replica, None]] = [{} for _ in range(L)]
         self.stages: list[list[Replica]] = [
             [Replica(self, j, i, speeds[j][i], replica_name(j, i), self.shared[j],
-                     schedule.forward_limit(j, L)) for i in range(len(speeds[j]))]
+                     schedule.forward_limit(j, L), self.idle[j]) for i in range(len(speeds[j]))]
             for j in range(L)]
         self.replicas = [r for st in self.stages for r in st]
         self.live: list[list[Replica]] = [[] for _ in range(L)]
         self.n_out = L
         self.policies = [make_routing(c.routing) for _ in range(L)]
         self.uniform = Uniforms(streams.rng("routing"))
-        self.draw = (_Exponentials(streams.rng("pass_time"))
-                     if c.pass_time_distribution == "exponential" else None)
+        self.track = False  # set by a trainer that needs each stage's participants
         self.waiters: list[list[tuple[Microbatch, float]]] = [[] for _ in range(L)]
         self.passes = self.lost_passes = self.reroutes = 0
         self.skips = self.waits = self.recomputes = 0
@@ -118,6 +120,7 @@ class Flow:
         """A replica went down: its queued passes are re-queued; the stage may be lost."""
         j = rep.stage
         out = False
+        self.idle[j].pop(rep, None)
         if was_live:
             self.live[j].remove(rep)
             out = not self.live[j]
@@ -137,18 +140,12 @@ class Flow:
             self.trainer.stage_lost(j)
 
     # -- passes ----------------------------------------------------------------------
-    def pass_time(self, rep: Replica, mb: Microbatch) -> float:
-        """Duration of ``mb``'s next pass on ``rep``."""
-        t = self.bwd[mb.stage] if mb.back else self.fwd[mb.stage]
-        if self.draw is not None:
-            t *= self.draw()
-        return t / rep.speed
-
     def pass_done(self, rep: Replica, mb: Microbatch, work: float) -> None:
         """``rep`` completed ``mb``'s pass: move the microbatch on."""
         self.passes += 1
         j = mb.stage
-        self.trainer.participated(j, rep)
+        if self.track:
+            self.trainer.participated(j, rep)
         if not mb.back:
             if mb.target >= 0:
                 self.lost["recompute"] += work
@@ -233,10 +230,9 @@ class Flow:
         recompute = mb.target >= 0
         if rep is None:
             self.shared[j][0 if recompute else 1].append(mb)
-            for r in live:
-                if r.current is None:
-                    r.wake()
-                    break
+            idle = self.idle[j]
+            if idle:
+                next(iter(idle)).wake()
         else:
             (rep.hi if recompute else rep.lo).append(mb)
             rep.wake()

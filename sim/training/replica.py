@@ -94,13 +94,14 @@ class Replica:
     """
 
     def __init__(self, system: Any, stage: int, index: int, speed: float, name: str,
-                 shared: tuple[deque, deque], limit: int | None) -> None:
+                 shared: tuple[deque, deque], limit: int | None, idle: dict) -> None:
         self.system = system
         self.env: simpy.Environment = system.env
         self.stage, self.index, self.speed, self.name = stage, index, speed, name
         self.hi: deque = deque()
         self.lo: deque = deque()
         self.shared = shared
+        self.idle = idle  # the stage's live replicas waiting for work (an ordered set)
         self.limit = limit
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -114,6 +115,10 @@ class Replica:
         self._idle: simpy.Event | None = None
         self._in_timeout = False
         self.proc: simpy.Process | None = None
+        # the pass times of this replica's stage at its speed (a draw scales them)
+        self.fwd_work = system.fwd[stage] / speed
+        self.bwd_work = system.bwd[stage] / speed
+        self.draw = system.draw
 
     @property
     def up(self) -> bool:
@@ -151,6 +156,7 @@ class Replica:
         ev = self._idle
         if ev is not None:
             self._idle = None
+            self.idle.pop(self, None)
             ev.succeed()
 
     def abort(self, cause: Aborted) -> None:
@@ -203,9 +209,15 @@ class Replica:
             mb = self.take()
             if mb is None:
                 self._idle = env.event()
+                self.idle[self] = None
                 yield self._idle
                 continue
-            work = system.pass_time(self, mb)
+            work = self.bwd_work if mb.back else self.fwd_work
+            if self.draw is not None:
+                work *= self.draw()
+            if work <= 0.0:  # a zero-time pass cannot be interrupted: no event
+                system.pass_done(self, mb, 0.0)
+                continue
             self.current = mb
             t0 = env.now
             self._in_timeout = True

@@ -60,11 +60,13 @@ class LeastLoaded(Routing):
     name = "least-loaded"
 
     def choose(self, live: Sequence[Any], uniform: Callable[[], float]) -> Any:
-        best = live[0]
-        load = best.load
+        best, load = None, 1 << 62
         for r in live:
-            if r.load < load:
-                best, load = r, r.load
+            n = r.load
+            if n < load:
+                if n == 0:
+                    return r
+                best, load = r, n
         return best
 
 

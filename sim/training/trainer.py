@@ -105,11 +105,11 @@ class StepTrainer(Trainer):
         self._in_step: list[Microbatch] = []
         c = config
         self.track = c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0)
+        flow.track = self.track
 
     # hooks ------------------------------------------------------------------------------
     def participated(self, j: int, rep: Any) -> None:
-        if self.track:
-            self.step.participants[j].add(rep)  # type: ignore[union-attr]
+        self.step.participants[j].add(rep)  # type: ignore[union-attr]
 
     def forward_done(self, mb: Microbatch) -> None:
         st = mb.step
