@@ -10,9 +10,10 @@ rules:
   re-queued at its stage after the detection timeout;
 * a backward pass whose replica lost the activations (it failed since) first
   recomputes the forward passes from the last stage still holding them;
-* at a stage with no live replica a forward pass skips it while the skip
-  budget lasts (quality penalty), else waits up to ``max_wait`` for a replica
-  to come back, else the trainer is told (drop, or lose the step).
+* at a stage with no live replica a pass (a forward, or a recomputation for a
+  backward) skips it while the skip budget lasts (the stage acts as the
+  identity both ways, at the quality penalty), else waits up to ``max_wait``
+  for a replica to come back, else the trainer is told (drop, or lose the step).
 
 What a step is, and what a drop or a lost stage means, is the trainer's
 (:mod:`sim.training.trainer`).
@@ -268,11 +269,16 @@ class Flow:
 
     def out_stage(self, mb: Microbatch, j: int) -> None:
         """Stage ``j`` has no live replica: skip, wait, or tell the trainer."""
-        if mb.target < 0 and mb.skipped < self.s:
+        if mb.skipped < self.s:  # skipped as the identity, forward and backward
             mb.skipped += 1
             self.skips += 1
             mb.holders[j] = None
-            self.forward_next(mb, j)
+            if mb.target == j:  # the backward it was recomputing for: skip that too
+                mb.target = -1
+                mb.back = True
+                self.backward_next(mb, j)
+            else:
+                self.forward_next(mb, j)
             return
         if self.max_wait > 0:
             self.waits += 1

@@ -15,6 +15,7 @@ alike.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any
 
@@ -303,10 +304,15 @@ class AsyncTrainer(Trainer):
 
 
 def steady_throughput(finish_times: list[float], trim: float = 0.1) -> float:
-    """Completions per time between the first and last ``trim`` fraction of completions."""
+    """Completions per time in ``(T1, T2]``, T1 and T2 the ``trim`` and ``1 - trim`` completions.
+
+    Counting the completions in the half-open window (not the ranks between the
+    two quantiles) keeps simultaneous completions from being counted at both ends.
+    """
     t = sorted(finish_times)
     n = len(t)
     lo, hi = int(n * trim), n - 1 - int(n * trim)
     if hi <= lo or t[hi] <= t[lo]:
         return math.nan
-    return (hi - lo) / (t[hi] - t[lo])
+    t1, t2 = t[lo], t[hi]
+    return (bisect.bisect_right(t, t2) - bisect.bisect_right(t, t1)) / (t2 - t1)
