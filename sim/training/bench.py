@@ -19,11 +19,12 @@ from .system import TrainingSystem
 __all__ = ["BENCH_CONFIG", "bare_timeouts_per_second", "measure_pass_rate"]
 
 #: 48 stages x 8 replicas (384 workers of availability 0.9, outages of mean 50
-#: forward times), SWARM with least-loaded routing, 64 microbatches per step,
+#: forward times), SWARM steps of 512 microbatches (a contended pipeline: more
+#: than the 384 replicas can hold at once) from one shared queue per stage,
 #: backward twice the forward, failover after a detection timeout of 0.5, a
 #: skip budget of 2 and waits of up to 5 at out stages.
 BENCH_CONFIG = TrainingConfig(
-    stages=48, replicas=8, microbatches=64, steps=6, schedule="swarm", routing="least-loaded",
+    stages=48, replicas=8, microbatches=512, steps=2, schedule="swarm", routing="queue",
     forward_time=1.0, backward_ratio=2.0, availability=0.9, mean_downtime=50.0,
     detection_timeout=0.5, skip_budget=2, max_wait=5.0, sync="none",
 )

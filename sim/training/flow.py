@@ -127,9 +127,7 @@ class Flow:
             out = not self.live[j]
             if out:
                 self.n_out += 1
-        queued = list(rep.hi) + list(rep.lo)
-        rep.hi.clear()
-        rep.lo.clear()
+        queued = rep.drain()
         if out:
             for q in self.shared[j]:
                 queued.extend(q)
@@ -157,7 +155,9 @@ class Flow:
             if mb.target == j:
                 mb.target = -1
                 mb.back = True
-                rep.hi.append(mb)
+                rep.push(mb, True)
+            elif j + 1 < self.L and self.hops[j] <= 0.0:
+                self.arrive_fwd(mb, j + 1)
             else:
                 self.forward_next(mb, j)
         else:
@@ -235,8 +235,7 @@ class Flow:
             if idle:
                 next(iter(idle)).wake()
         else:
-            (rep.hi if recompute else rep.lo).append(mb)
-            rep.wake()
+            rep.push(mb, recompute)
 
     def arrive_back(self, mb: Microbatch, j: int) -> None:
         """``mb`` needs its backward pass at stage ``j``, on the replica holding its activations."""
@@ -249,8 +248,7 @@ class Flow:
             return
         rep, epoch = h
         if rep.live and rep.epoch == epoch:
-            rep.hi.append(mb)
-            rep.wake()
+            rep.push(mb, True)
             return
         i = j - 1
         while i >= 0 and not self._holds(mb.holders[i]):

@@ -88,7 +88,7 @@ class Replica:
     epoch : int
         Incremented at every failure: activations held under an older epoch are gone.
     load : int
-        Passes queued at it plus the one in service.
+        Passes queued at it plus the one in service (kept up to date, not computed).
     busy_time : float
         Time spent in passes (completed or lost).
     """
@@ -105,6 +105,7 @@ class Replica:
         self.limit = limit
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.load = 0  # passes queued here plus the one in service
         self.fm_up = True
         self.spot_up = True
         self.loaded = True
@@ -122,22 +123,19 @@ class Replica:
 
     @property
     def up(self) -> bool:
+        """The worker is up (failure model) and present (spot)."""
         return self.fm_up and self.spot_up
-
-    @property
-    def load(self) -> int:
-        return len(self.hi) + len(self.lo) + (self.current is not None)
 
     # -- state ---------------------------------------------------------------------
     def set_state(self, *, fm_up: bool | None = None, spot_up: bool | None = None,
                   cause: Any = None) -> None:
         """Apply a failure-model or spot transition; going down interrupts the work in hand."""
-        was = self.up
+        was = self.fm_up and self.spot_up
         if fm_up is not None:
             self.fm_up = fm_up
         if spot_up is not None:
             self.spot_up = spot_up
-        now = self.up
+        now = self.fm_up and self.spot_up
         if was and not now:
             was_live = self.live
             self.live = False
@@ -150,6 +148,16 @@ class Replica:
                 self.proc.interrupt(cause)  # type: ignore[union-attr]
         elif now and not was:
             self.wake()
+
+    def push(self, mb: Microbatch, urgent: bool) -> None:
+        """Queue ``mb`` here (backward passes and recomputations are urgent) and wake."""
+        (self.hi if urgent else self.lo).append(mb)
+        self.load += 1
+        ev = self._idle
+        if ev is not None:
+            self._idle = None
+            self.idle.pop(self, None)
+            ev.succeed()
 
     def wake(self) -> None:
         """Resume the server if it waits for work or for coming up."""
@@ -165,30 +173,54 @@ class Replica:
             self._in_timeout = False
             self.proc.interrupt(cause)  # type: ignore[union-attr]
 
+    def drain(self) -> list[Microbatch]:
+        """Empty the private queues (the replica went down); what they held."""
+        out = list(self.hi) + list(self.lo)
+        self.hi.clear()
+        self.lo.clear()
+        self.load = 1 if self.current is not None else 0
+        return out
+
     def take(self) -> Microbatch | None:
         """The next pass to serve (dead microbatches are dropped on the way)."""
-        hi, lo = self.hi, self.lo
+        hi = self.hi
+        while hi:
+            mb = hi.popleft()
+            if not mb.dead:
+                return mb
+            self.load -= 1
         shi, slo = self.shared
-        for q in (hi, shi):
-            while q:
-                mb = q.popleft()
-                if not mb.dead:
-                    return mb
+        while shi:
+            mb = shi.popleft()
+            if not mb.dead:
+                self.load += 1
+                return mb
         if self.limit is not None and self.in_flight >= self.limit:
             return None
-        for q in (lo, slo):
-            while q:
-                mb = q.popleft()
-                if not mb.dead:
-                    return mb
+        lo = self.lo
+        while lo:
+            mb = lo.popleft()
+            if not mb.dead:
+                return mb
+            self.load -= 1
+        while slo:
+            mb = slo.popleft()
+            if not mb.dead:
+                self.load += 1
+                return mb
         return None
 
     # -- the server process ---------------------------------------------------------
     def serve(self):
         """Serve passes while live; download weights after every recovery."""
         env, system = self.env, self.system
+        timeout = env.timeout
+        take = self.take
+        pass_done = system.pass_done
+        draw = self.draw
+        fwd_work, bwd_work = self.fwd_work, self.bwd_work
         while True:
-            if not self.up:
+            if not (self.fm_up and self.spot_up):
                 self._idle = env.event()
                 yield self._idle
                 continue
@@ -197,7 +229,7 @@ class Replica:
                 t0 = env.now
                 self._in_timeout = True
                 try:
-                    yield env.timeout(dt)
+                    yield timeout(dt)
                 except simpy.Interrupt:
                     system.lost["download"] += env.now - t0
                     continue
@@ -206,32 +238,36 @@ class Replica:
                 self.loaded = True
                 system.replica_live(self)
                 continue
-            mb = self.take()
-            if mb is None:
-                self._idle = env.event()
-                self.idle[self] = None
-                yield self._idle
-                continue
-            work = self.bwd_work if mb.back else self.fwd_work
-            if self.draw is not None:
-                work *= self.draw()
-            if work <= 0.0:  # a zero-time pass cannot be interrupted: no event
-                system.pass_done(self, mb, 0.0)
-                continue
-            self.current = mb
-            t0 = env.now
-            self._in_timeout = True
-            try:
-                yield env.timeout(work)
-            except simpy.Interrupt as it:
+            while self.live:  # the hot loop: one timeout per pass
+                mb = take()
+                if mb is None:
+                    self._idle = env.event()
+                    self.idle[self] = None
+                    yield self._idle
+                    continue
+                work = bwd_work if mb.back else fwd_work
+                if draw is not None:
+                    work *= draw()
+                if work <= 0.0:  # a zero-time pass cannot be interrupted: no event
+                    self.load -= 1
+                    pass_done(self, mb, 0.0)
+                    continue
+                self.current = mb
+                t0 = env.now
+                self._in_timeout = True
+                try:
+                    yield timeout(work)
+                except simpy.Interrupt as it:
+                    self.current = None
+                    self.load -= 1
+                    self.busy_time += env.now - t0
+                    system.pass_lost(self, mb, it.cause, env.now - t0)
+                    continue
+                self._in_timeout = False
                 self.current = None
-                self.busy_time += env.now - t0
-                system.pass_lost(self, mb, it.cause, env.now - t0)
-                continue
-            self._in_timeout = False
-            self.current = None
-            self.busy_time += work
-            system.pass_done(self, mb, work)
+                self.load -= 1
+                self.busy_time += work
+                pass_done(self, mb, work)
 
 
 class SpotSlot:
