@@ -100,7 +100,7 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
     plot_sweep(rows, "spread", "throughput_steady", Path(out_dir) / "throughput_vs_spread.png",
                group="routing", exact="bound_mean", xlabel="speed spread sigma (lognormal)",
                ylabel="steady throughput (microbatches / s)",
-               title="Async, 8 stages x 4 replicas: routing vs the saturated bound (dashed)")
+               title="Async 8x4: routing vs saturated bound (dashed)")
     lines = ["| spread | routing | bound | steady throughput (95% CI) | fraction of bound |",
              "|---|---|---|---|---|"]
     for r in rows:
