@@ -70,7 +70,7 @@ def test_1f1b_in_flight_at_most_L_minus_j_and_gpipe_holds_all():
 ])
 def test_mmc_sojourn(c, lam, wrong):
     """Mean sojourn of one stage of c replicas under queue routing equals the Erlang C formula."""
-    cfg = TrainingConfig(stages=1, replicas=c, microbatches=100, steps=100, schedule="async",
+    cfg = TrainingConfig(stages=1, replicas=c, microbatches=100, steps=200, schedule="async",
                          routing="queue", backward_ratio=0, pass_time_distribution="exponential",
                          arrival="poisson", arrival_rate=lam)
     est = _est(cfg, "latency_mean", 16, seed=1)
