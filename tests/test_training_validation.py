@@ -180,3 +180,27 @@ def test_snapshot_law_and_study_a_des(kw):
     old = replicate(pipeline_model, pc, replications=20, seed=5)
     diff = np.array([x["drop_rate"] - y["drop_rate"] for x, y in zip(recs, old, strict=True)])
     assert abs(diff.mean()) <= max(4 * diff.std(ddof=1) / math.sqrt(len(diff)), 1e-3)
+
+
+def test_timed_failover_without_contention_matches_study_a_des():
+    """Forward-only crossings at a low rate (no queueing): Study A's timed DES, path by path."""
+    kw = dict(stages=6, replicas=2, availability=0.8, skip_budget=1, mean_downtime=20.0,
+              domain_downtime=20.0, detection_timeout=0.5)
+    cfg = TrainingConfig(**kw, forward_time=1.0, backward_ratio=0, schedule="async",
+                         routing="least-loaded", arrival="fixed", arrival_rate=0.05,
+                         microbatches=100, steps=10)
+    new = replicate(training_model, cfg, replications=10, seed=7)
+    old = replicate(pipeline_model, PipelineConfig(**kw, stage_time=1.0, arrival="fixed",
+                                                   rate=0.05, microbatches=1000),
+                    replications=10, seed=7)
+    free = replicate(pipeline_model, PipelineConfig(**{**kw, "detection_timeout": 0.0},
+                                                    stage_time=1.0, arrival="fixed", rate=0.05,
+                                                    microbatches=1000),
+                     replications=10, seed=7)
+    for m in ("drop_rate", "latency_mean", "mean_skipped"):
+        d = np.array([a[m] - b[m] for a, b in zip(new, old, strict=True)])
+        se = d.std(ddof=1) / math.sqrt(len(d))
+        assert abs(d.mean()) <= 4 * se + 1e-12, (m, d.mean(), se)
+    # wrong model: free failover (no detection timeout) has a visibly shorter latency
+    d = np.array([a["latency_mean"] - b["latency_mean"] for a, b in zip(new, free, strict=True)])
+    assert d.mean() > 4 * d.std(ddof=1) / math.sqrt(len(d))
