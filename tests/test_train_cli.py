@@ -47,6 +47,12 @@ BAD = [
     (["--replications", "0"], "'replications' must be an integer >= 1: 0"),
     (["--engine", "vector"], "'engine' must be one of auto, des: 'vector'"),
     (["--availability", "1.5"], "'availability' must be in [0, 1]: 1.5"),
+    (["--availability", "0", "--restart-cost", "5"],
+     "'restart_cost' must be unset when a stage never recovers (availability 0 or a domain "
+     "outage of 1): 5.0"),
+    (["--availability", "0", "--max-wait", "inf"],
+     "'max_wait' must be finite when a stage never recovers (availability 0 or a domain "
+     "outage of 1): inf"),
 ]
 
 

@@ -178,7 +178,8 @@ class TrainingConfig:
     availability, mean_downtime, domain_outage, domain_downtime,
     failure_distribution, failure_shape, placement, failure_trace
         The failure model of :mod:`sim.failures` (as in Study A's pipeline);
-        ``failure_trace`` is a CSV of down intervals of workers ``s{j}r{i}``.
+        ``failure_trace`` is a CSV of down intervals of workers ``s{j}r{i}``
+        (workers it does not list follow the availability model).
     mtbf, replace_time : float
         Spot model: each worker is preempted after an exponential time of mean
         ``mtbf`` (inf: never) and replaced ``replace_time`` later.
@@ -330,14 +331,19 @@ class TrainingConfig:
                 check_nonnegative("price", self.price)
         check_positive("samples_per_microbatch", self.samples_per_microbatch)
         check_positive("hour", self.hour)
-        if self.max_wait == math.inf and self.skip_budget < L:
-            pl = self.domain_placement
-            dead = {d for d, u in pl.domain_outage.items() if u == 1.0}
-            stuck = self.availability == 0.0 or any(
-                all(dead.intersection(chain) for chain in stage) for stage in pl.replica_domains)
-            check(not stuck, "max_wait",
+        pl = self.domain_placement
+        dead = {d for d, u in pl.domain_outage.items() if u == 1.0}
+        stuck = self.availability == 0.0 or any(
+            all(dead.intersection(chain) for chain in stage) for stage in pl.replica_domains)
+        if stuck and self.max_wait == math.inf and self.skip_budget < L:
+            check(False, "max_wait",
                   "finite when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.max_wait)
+        if stuck and self.restart_cost is not None:
+            # a restart waits for every stage to have a live replica: it would never end
+            check(False, "restart_cost",
+                  "unset when a stage never recovers (availability 0 or a domain outage of 1)",
+                  self.restart_cost)
 
     # -- derived ---------------------------------------------------------------
     @property
