@@ -163,7 +163,10 @@ class Flow:
         else:
             if rep.in_flight > 0:
                 rep.in_flight -= 1
-            self.backward_next(mb, j)
+            if j > 0 and self.hops[j - 1] <= 0.0:
+                self.arrive_back(mb, j - 1)
+            else:
+                self.backward_next(mb, j)
 
     def pass_lost(self, rep: Replica, mb: Microbatch, cause: Any, elapsed: float) -> None:
         """``rep`` lost ``mb``'s pass (``cause`` is a frozen dataclass)."""
@@ -219,23 +222,25 @@ class Flow:
             self.out_stage(mb, j)
             return
         rep = None
-        if self.fixed and mb.pipe >= 0:
-            st = self.stages[j]
-            pref = st[mb.pipe % len(st)]
-            if pref.live:
-                rep = pref
-        if rep is None:
+        if self.fixed:
+            if mb.pipe >= 0:
+                st = self.stages[j]
+                pref = st[mb.pipe % len(st)]
+                if pref.live:
+                    rep = pref
+            if rep is None:
+                rep = self.policies[j].choose(live, self.uniform)
+                if mb.pipe < 0 and rep is not None:
+                    mb.pipe = rep.index
+        else:
             rep = self.policies[j].choose(live, self.uniform)
-            if self.fixed and mb.pipe < 0 and rep is not None:
-                mb.pipe = rep.index
-        recompute = mb.target >= 0
         if rep is None:
-            self.shared[j][0 if recompute else 1].append(mb)
+            self.shared[j][0 if mb.target >= 0 else 1].append(mb)
             idle = self.idle[j]
             if idle:
                 next(iter(idle)).wake()
         else:
-            rep.push(mb, recompute)
+            rep.push(mb, mb.target >= 0)
 
     def arrive_back(self, mb: Microbatch, j: int) -> None:
         """``mb`` needs its backward pass at stage ``j``, on the replica holding its activations."""

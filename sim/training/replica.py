@@ -238,8 +238,15 @@ class Replica:
                 self.loaded = True
                 system.replica_live(self)
                 continue
+            hi, shi = self.hi, self.shared[0]
             while self.live:  # the hot loop: one timeout per pass
-                mb = take()
+                if hi and not hi[0].dead:  # fast path: a backward pass waits here
+                    mb = hi.popleft()
+                elif shi and not shi[0].dead and not hi:
+                    mb = shi.popleft()
+                    self.load += 1
+                else:
+                    mb = take()
                 if mb is None:
                     self._idle = env.event()
                     self.idle[self] = None
