@@ -191,6 +191,7 @@ class Flow:
         ev.callbacks.append(lambda _e: fn(mb, j))
 
     def forward_next(self, mb: Microbatch, j: int) -> None:
+        """``mb`` finished its forward pass at ``j``: on to ``j + 1``, or tell the trainer."""
         if j + 1 == self.L:
             if self.has_back:
                 self.trainer.forward_done(mb)
@@ -200,10 +201,12 @@ class Flow:
         self.later(self.hops[j], self.arrive_fwd, mb, j + 1)
 
     def start_backward(self, mb: Microbatch) -> None:
+        """Begin ``mb``'s backward passes at the last stage."""
         mb.back = True
         self.arrive_back(mb, self.L - 1)
 
     def backward_next(self, mb: Microbatch, j: int) -> None:
+        """``mb`` finished its backward pass at ``j``: on to ``j - 1``, or done."""
         if j == 0:
             self.trainer.finished(mb)
             return

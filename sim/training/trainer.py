@@ -72,13 +72,25 @@ class Trainer:
 
     # hooks the flow calls ---------------------------------------------------------
     def participated(self, j: int, rep: Any) -> None:
-        pass
+        """``rep`` of stage ``j`` served a pass of the current step (sync participants)."""
 
     def all_live(self) -> None:
-        pass
+        """Every stage has a live replica again."""
 
     def stage_lost(self, j: int) -> None:
-        pass
+        """Stage ``j`` has no live replica left (its weights are gone)."""
+
+    def forward_done(self, mb: Microbatch) -> None:
+        """``mb`` finished its forward pass at the last stage."""
+        raise NotImplementedError  # pragma: no cover
+
+    def finished(self, mb: Microbatch) -> None:
+        """``mb`` finished (its backward pass at stage 0, or its last forward)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def blocked(self, mb: Microbatch, j: int) -> None:
+        """``mb`` met out stage ``j`` with no skip and no wait left."""
+        raise NotImplementedError  # pragma: no cover
 
     def _delivered(self, mb: Microbatch) -> None:
         now = self.env.now
