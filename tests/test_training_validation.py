@@ -50,6 +50,23 @@ def test_schedule_step_time_and_bubble_exact(schedule, L, m, tf, B):
     assert abs(out["step_time_mean"] - m * L * (1 + B) * tf) > 1e-6
 
 
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("routing", ["round-robin", "least-loaded"])
+@pytest.mark.parametrize("L,r,m", [(4, 2, 8), (5, 3, 9)])
+def test_r_fixed_pipelines_split_the_step(schedule, routing, L, r, m):
+    """r replicas per stage are r pipelines: (m/r + L - 1)(t_f + t_b), exactly."""
+    cfg = TrainingConfig(stages=L, replicas=r, microbatches=m, steps=2, schedule=schedule,
+                         routing=routing, sync="none")
+    sysm = TrainingSystem(cfg, Streams(0).replication(0))
+    out = sysm.run()
+    T = analytic.pipeline_step_time(L, m // r, 1.0, 2.0)
+    assert sysm.trainer.step_times == pytest.approx([T, T], abs=1e-12)
+    assert out["bubble_fraction"] == pytest.approx(analytic.pipeline_bubble_fraction(L, m // r))
+    assert predictions("training", cfg)["step_time_mean"]["value"] == pytest.approx(T)
+    # wrong model: the replicas ignored (one pipeline of m)
+    assert abs(out["step_time_mean"] - analytic.pipeline_step_time(L, m, 1.0, 2.0)) > 1.0
+
+
 def test_1f1b_in_flight_at_most_L_minus_j_and_gpipe_holds_all():
     """1F1B holds at most L - j microbatches at stage j; GPipe holds all m at every stage."""
     L, m = 5, 12

@@ -63,7 +63,12 @@ def _first(*checks: tuple[bool, str]) -> Applies | None:
 
 
 class ScheduleReference(Reference):
-    """``(m + L - 1)(t_f + t_b)`` and ``(L - 1)/(m + L - 1)`` for GPipe and 1F1B."""
+    """``(m + L - 1)(t_f + t_b)`` and ``(L - 1)/(m + L - 1)`` for GPipe and 1F1B.
+
+    With ``r`` replicas per stage the fixed pipelines are ``r`` independent
+    copies; a balanced split (round robin or least-loaded, ``r`` dividing
+    ``m``) gives each ``m / r`` microbatches, so ``m`` becomes ``m / r``.
+    """
 
     name = "schedule"
     family = "training"
@@ -72,7 +77,13 @@ class ScheduleReference(Reference):
     def applies(self, c: Any) -> Applies:
         no = _first(
             (c.schedule not in ("gpipe", "1f1b"), "needs schedule gpipe or 1f1b"),
-            (any(r != 1 for r in c.replicas), "needs one replica per stage"),
+            (len(set(c.replicas)) != 1, "needs as many replicas at every stage"),
+            (c.replicas[0] > 1 and (c.microbatches % c.replicas[0] != 0
+                                    or c.routing not in ("round-robin", "least-loaded")),
+             "needs one replica per stage, or r dividing m with a balanced routing "
+             "(round-robin, least-loaded)"),
+            (c.replicas[0] > 1 and c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0),
+             "needs no gradient sync time (sync none, or no parameters and no latency)"),
             (c.pass_time_distribution != "deterministic", "needs deterministic pass times"),
             (len(set(c.forward_time)) != 1 or c.forward_time[0] == 0,
              "needs equal positive forward times"),
@@ -81,14 +92,16 @@ class ScheduleReference(Reference):
             (any(c.hop_times), "needs no transfer time"),
             (c.optimizer_time > 0 or c.checkpoint_every > 0, "needs no optimizer or checkpoint time"),
         )
-        return no if no is not None else Applies(True, "GPipe/1F1B with equal deterministic stages, one replica each")
+        return no if no is not None else Applies(
+            True, "GPipe/1F1B with equal deterministic stages on fixed pipelines")
 
     def predict(self, c: Any) -> dict[str, Any]:
         v = _speed_one(c)
         tf = c.forward_time[0] / v
-        T = analytic.pipeline_step_time(c.stages, c.microbatches, tf, c.backward_ratio * tf)
+        per_pipe = c.microbatches // c.replicas[0]
+        T = analytic.pipeline_step_time(c.stages, per_pipe, tf, c.backward_ratio * tf)
         return {"step_time_mean": T,
-                "bubble_fraction": analytic.pipeline_bubble_fraction(c.stages, c.microbatches),
+                "bubble_fraction": analytic.pipeline_bubble_fraction(c.stages, per_pipe),
                 "training_time": c.steps * T, "throughput": c.microbatches / T}
 
 
