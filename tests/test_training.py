@@ -156,3 +156,24 @@ def test_read_speeds_and_config_checks(tmp_path):
     with pytest.raises(ConfigError, match=r"'replicas' must be unset or the speeds'/placement's "
                                           r"counts \(2, 1\): 3"):
         TrainingConfig(stages=2, speeds=speeds, replicas=3)
+
+
+def test_max_time_stops_a_run_that_would_not_finish():
+    """A restart loop that rarely completes a step stops at max_time, unfinished."""
+    cfg = TrainingConfig(stages=5, microbatches=2, steps=5, schedule="1f1b", domain_outage=0.05,
+                         mtbf=20.0, restart_cost=2.0, checkpoint_every=3, checkpoint_cost=1.0,
+                         backward_ratio=0.0, forward_time=0.5, latency=0.1, max_time=500.0)
+    s, m = _run(cfg, seed=974)
+    assert s.env.now == 500.0
+    assert m["finished"] == 0.0 and m["steps_done"] < 5 and np.isnan(m["training_time"])
+    assert m["restarts"] > 10
+
+
+def test_step_released_into_an_out_stage_restarts(tmp_path):
+    """A step whose first stage is out at release loses the step from the coordinator itself."""
+    trace = _trace(tmp_path, [("s0r0", 0.0, 4.0)])
+    cfg = TrainingConfig(stages=2, microbatches=2, steps=1, schedule="gpipe",
+                         failure_trace=trace, restart_cost=1.0)
+    _, m = _run(cfg)
+    # lost at 0, stage 0 back at 4, restart [4, 5], the step (2 + 1) x 3 = 9: done at 14
+    assert m["restarts"] == 1 and m["training_time"] == pytest.approx(14.0)

@@ -122,6 +122,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--hour", type=float, default=3600.0, help="time units per hour (default 3600)")
     a("--arrival", default=d.arrival, help="async only: " + ", ".join(ARRIVALS))
     a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
+    a("--max-time", type=float, default=math.inf,
+      help="stop each replication at this simulated time (default inf: when N steps are done)")
     a("--engine", default="auto", help="training engine: auto or des")
     add_run_options(p, replications=10)
 
@@ -162,7 +164,7 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         max_wait=args.max_wait, checkpoint_every=args.checkpoint_every,
         checkpoint_cost=args.checkpoint_cost, restart_cost=args.restart_cost,
         samples_per_microbatch=args.samples_per_microbatch, hour=args.hour,
-        arrival=args.arrival, arrival_rate=args.arrival_rate,
+        arrival=args.arrival, arrival_rate=args.arrival_rate, max_time=args.max_time,
     )
     file_prices = None
     if args.speeds is not None:
@@ -208,6 +210,7 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         "step_time_mean": est["step_time_mean"].mean, "step_time_ci": est["step_time_mean"],
         "step_time_p50": est["step_time_p50"].mean, "step_time_p99": est["step_time_p99"].mean,
         "wall_time_mean": est["training_time"].mean, "wall_time_ci": est["training_time"],
+        "finished": est["finished"].mean, "steps_done": est["steps_done"].mean,
         "bubble_fraction": est["bubble_fraction"].mean, "utilisation": est["utilisation"].mean,
         "latency_mean": est["latency_mean"].mean, "latency_mean_ci": est["latency_mean"],
         "drop_rate": est["drop_rate"].mean, "drop_rate_ci": est["drop_rate"],
@@ -256,6 +259,10 @@ def run(args: argparse.Namespace) -> int:
         ok = "" if exact is None else ("yes" if e.low - 1e-12 <= exact <= e.high + 1e-12 else "NO")
         rows.append((label, "-" if exact is None else f"{exact:.6g}", str(e), ok))
     print_table(rows, ("quantity", "exact", "simulated (95% CI)", "agrees"))
+    if out["finished"] < 1:
+        print(f"{(1 - out['finished']) * args.replications:.0f} of {args.replications} "
+              f"replications stopped at --max-time {args.max_time:g} before {cfg.steps} steps "
+              f"(mean steps done {out['steps_done']:.4g}); time to train is not measured")
     lost = ", ".join(f"{k} {v:.4g}" for k, v in out["lost_time"].items() if v)
     print(f"bubble {out['bubble_fraction']:.4g}, utilisation {out['utilisation']:.4g}; "
           f"lost time: {lost or 'none'}")

@@ -202,6 +202,10 @@ class TrainingConfig:
         Async only: all microbatches available at once, or arriving at
         ``arrival_rate`` (Poisson or evenly spaced).
     arrival_rate : float
+    max_time : float
+        Stop the run at this simulated time even if ``N`` steps are not done
+        (inf: run to the end); the metrics then say ``finished = 0``, and
+        throughput and cost are over the time run.
     """
 
     stages: int = 4
@@ -244,6 +248,7 @@ class TrainingConfig:
     hour: float = 3600.0
     arrival: str = "saturated"
     arrival_rate: float = 1.0
+    max_time: float = math.inf
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -324,6 +329,7 @@ class TrainingConfig:
         check(self.arrival == "saturated" or self.schedule == "async", "arrival",
               "saturated unless schedule is async", self.arrival)
         check_positive("arrival_rate", self.arrival_rate)
+        check_positive("max_time", self.max_time, allow_inf=True)
         if self.price is not None:
             if isinstance(self.price, (list, tuple)):
                 set_("price", _grid("price", self.price, self.replicas, check_nonnegative))

@@ -56,6 +56,7 @@ def _no_failures(c: Any) -> str | None:
 
 
 def _first(*checks: tuple[bool, str]) -> Applies | None:
+    """The first failed check as a refusal, or None when all pass."""
     for bad, why in checks:
         if bad:
             return Applies(False, why)
@@ -76,6 +77,7 @@ class ScheduleReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule not in ("gpipe", "1f1b"), "needs schedule gpipe or 1f1b"),
             (len(set(c.replicas)) != 1, "needs as many replicas at every stage"),
             (c.replicas[0] > 1 and (c.microbatches % c.replicas[0] != 0
@@ -114,6 +116,7 @@ class MMcReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.stages != 1, "needs one stage"),
             (c.schedule != "async" or c.arrival != "poisson", "needs async Poisson arrivals"),
             (c.routing != "queue", "needs queue routing"),
@@ -149,6 +152,7 @@ class SaturatedReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule != "async" or c.arrival != "saturated", "needs async with a saturated supply"),
             (c.routing != "weighted", "needs weighted routing"),
             (c.speed_spread > 0, "needs given (not drawn) speeds"),
@@ -177,6 +181,7 @@ class DalyReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.stages != 1 or c.replicas[0] != 1, "needs one worker (one stage, one replica)"),
             (c.schedule == "async", "needs a step barrier"),
             (c.mtbf == math.inf, "needs preemptions (mtbf)"),
@@ -205,6 +210,7 @@ class SnapshotReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule != "async" or c.arrival == "saturated",
              "needs async arrivals at a rate (fixed or poisson)"),
             (any(c.forward_time) or c.backward_ratio != 0 or any(c.hop_times),

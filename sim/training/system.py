@@ -27,7 +27,7 @@ __all__ = ["TrainingSystem", "draw_speeds", "training_model", "METRICS"]
 #: Metrics of one replication (see :func:`training_model`).
 METRICS = (
     "throughput", "throughput_steady", "goodput", "step_time_mean", "step_time_p50",
-    "step_time_p99", "training_time", "bubble_fraction", "utilisation", "latency_mean",
+    "step_time_p99", "training_time", "finished", "steps_done", "bubble_fraction", "utilisation", "latency_mean",
     "drop_rate", "mean_quality", "mean_skipped", "passes", "lost_passes", "reroutes",
     "recomputes", "skips", "waits", "restarts", "checkpoints", "preemptions", "workers",
     "worker_hours", "samples", "samples_per_second", "samples_per_worker_hour", "cost",
@@ -115,7 +115,10 @@ class TrainingSystem:
         for slot in self.spots:
             self.env.process(slot.run(self.env))
         self.trainer.proc = self.env.process(self.trainer.run())
-        self.env.run(until=self.trainer.done)
+        until = self.trainer.done
+        if self.config.max_time < math.inf:
+            until = self.env.any_of([until, self.env.timeout(self.config.max_time)])
+        self.env.run(until=until)
         return self.metrics()
 
     def metrics(self) -> dict[str, float]:
@@ -123,8 +126,9 @@ class TrainingSystem:
         c, tr, flow = self.config, self.trainer, self.flow
         wall = self.env.now
         nan = math.nan
+        finished = tr.done.triggered
         if self.schedule.step_barrier:
-            kept = [tr.kept[k] for k in range(c.steps)]
+            kept = [tr.kept[k] for k in range(tr.steps_done)]
             delivered = sum(d for d, _ in kept)
             quality = sum(q for _, q in kept)
             steps = tr.step_times
@@ -157,7 +161,9 @@ class TrainingSystem:
             "step_time_mean": float(st.mean()) if st.size else nan,
             "step_time_p50": float(np.quantile(st, 0.5)) if st.size else nan,
             "step_time_p99": float(np.quantile(st, 0.99)) if st.size else nan,
-            "training_time": wall,
+            "training_time": wall if finished else nan,
+            "finished": float(finished),
+            "steps_done": float(tr.steps_done),
             "bubble_fraction": bubble,
             "utilisation": busy / (c.workers * wall) if wall > 0 else nan,
             "latency_mean": tr.latency_sum / tr.delivered if tr.delivered else nan,

@@ -66,6 +66,7 @@ class Trainer:
         self.finish_times: list[float] = []
         self.restarts = 0
         self.checkpoints = 0
+        self.steps_done = 0
         self.proc: simpy.Process | None = None
         self.done = env.event()
         flow.trainer = self
@@ -178,20 +179,28 @@ class StepTrainer(Trainer):
     def _interrupt(self, cause: Any) -> None:
         if self.active and not self._pending:
             self._pending = True
-            self.proc.interrupt(cause)  # type: ignore[union-attr]
+            proc = self.proc
+            if self.env.active_process is proc:
+                # raised from the coordinator itself (releasing a step into an out
+                # stage): deliver it at its next yield
+                ev = self.env.timeout(0.0)
+                ev.callbacks.append(lambda _e: proc.interrupt(cause) if proc.is_alive else None)
+            else:
+                proc.interrupt(cause)  # type: ignore[union-attr]
 
     # the coordinator ------------------------------------------------------------------
     def run(self):
         """Steps until ``N`` are done, with checkpoints and restarts."""
         c, env = self.c, self.env
         N, K = c.steps, c.checkpoint_every
-        k = ckpt = 0
+        k = ckpt = self.steps_done = 0
         since = env.now  # work after this instant is lost by a restart
         self.active = True
         while k < N:
             try:
                 self.kept[k] = yield from self._step(k)
                 k += 1
+                self.steps_done = k
                 if K and (k % K == 0 or k == N):
                     yield env.timeout(c.checkpoint_cost)
                     self.flow.lost["checkpoint"] += c.checkpoint_cost
@@ -201,7 +210,7 @@ class StepTrainer(Trainer):
                 self._pending = False
                 self._abort()
                 self.flow.lost["restart"] += env.now - since
-                k = ckpt
+                k = self.steps_done = ckpt
                 yield from self._restart()
                 since = env.now
         self.active = False
@@ -289,6 +298,7 @@ class AsyncTrainer(Trainer):
 
     def _left(self) -> None:
         self.remaining -= 1
+        self.steps_done = (self.total - self.remaining) // self.c.microbatches
         if self.remaining == 0:
             self.done.succeed()
 
