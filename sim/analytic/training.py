@@ -1,0 +1,418 @@
+"""Exact references for pipeline training in simulated wall clock.
+
+Pure functions of their arguments (no simulation, no random numbers), checked
+against the training DES of :mod:`sim.training`:
+
+* :func:`pipeline_step_time`, :func:`pipeline_bubble_fraction`: GPipe and
+  1F1B (PipeDream-flush) schedules with equal deterministic stage times;
+* :func:`erlang_c`, :func:`mmc_sojourn`: one stage of ``c`` replicas sharing
+  one FIFO queue (M/M/c);
+* :func:`saturated_throughput`, :func:`fill_drain_time`,
+  :func:`finite_throughput_bound`: a saturated pipeline whose microbatches
+  are routed in proportion to replica speed (SWARM parallelism);
+* :func:`checkpoint_segment_time`, :func:`checkpoint_wall_time`,
+  :func:`young_interval`, :func:`daly_interval`: checkpoint and restart under
+  Poisson failures (Young 1974, Daly 2006);
+* :func:`ring_allreduce_time`: the time of a ring all-reduce.
+
+References
+----------
+.. [GPipe] Y. Huang et al., "GPipe: efficient training of giant neural
+   networks using pipeline parallelism", NeurIPS 2019.
+.. [PDF] D. Narayanan et al., "Memory-efficient pipeline-parallel DNN
+   training" (PipeDream-2BW / PipeDream-flush), ICML 2021.
+.. [Erlang] A. K. Erlang (1917); see L. Kleinrock, "Queueing Systems,
+   Volume 1: Theory", Wiley 1975, section 3.5 (M/M/m).
+.. [SWARM] M. Ryabinin, T. Dettmers, M. Diskin, A. Borzunov, "SWARM
+   parallelism: training large models can be surprisingly
+   communication-efficient", ICML 2023.
+.. [Young] J. W. Young, "A first order approximation to the optimum
+   checkpoint interval", Communications of the ACM 17(9), 1974.
+.. [Daly] J. T. Daly, "A higher order estimate of the optimum
+   checkpoint interval for restart dumps", Future Generation Computer
+   Systems 22(3), 2006.
+.. [Ring] P. Patarasuk, X. Yuan, "Bandwidth optimal all-reduce algorithms
+   for clusters of workstations", J. Parallel Distrib. Comput. 69(2), 2009.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..errors import check, check_int, check_nonnegative, check_positive
+
+__all__ = [
+    "pipeline_step_time",
+    "pipeline_bubble_fraction",
+    "erlang_c",
+    "mmc_sojourn",
+    "saturated_throughput",
+    "fill_drain_time",
+    "finite_throughput_bound",
+    "checkpoint_segment_time",
+    "checkpoint_wall_time",
+    "young_interval",
+    "daly_interval",
+    "ring_allreduce_time",
+]
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+def pipeline_step_time(stages: int, microbatches: int, forward_time: float,
+                       backward_time: float) -> float:
+    """Time of one GPipe or 1F1B step with equal deterministic stage times.
+
+    Parameters
+    ----------
+    stages : int
+        Pipeline stages ``L`` (>= 1), one replica each.
+    microbatches : int
+        Microbatches per step ``m`` (>= 1).
+    forward_time, backward_time : float
+        Forward time ``t_f`` and backward time ``t_b`` of one microbatch at
+        one stage (>= 0).
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    .. math:: T_{step} = (m + L - 1)(t_f + t_b)
+
+    Each stage does ``m (t_f + t_b)`` of work and waits ``(L - 1)(t_f + t_b)``
+    for the pipeline to fill and drain. It holds for GPipe (all forwards,
+    then all backwards) and for 1F1B with at most ``L - j`` microbatches in
+    flight at stage ``j`` (PipeDream-flush), with no transfer time, no
+    gradient synchronisation and no optimizer time.
+
+    References
+    ----------
+    [GPipe]_, [PDF]_.
+    """
+    L = check_int("stages", stages, low=1)
+    m = check_int("microbatches", microbatches, low=1)
+    tf = check_nonnegative("forward_time", forward_time)
+    tb = check_nonnegative("backward_time", backward_time)
+    return (m + L - 1) * (tf + tb)
+
+
+def pipeline_bubble_fraction(stages: int, microbatches: int) -> float:
+    """Idle fraction of each stage in a GPipe or 1F1B step.
+
+    Notes
+    -----
+    .. math:: \\text{bubble} = \\frac{L - 1}{m + L - 1}
+
+    (one minus ``m (t_f + t_b) / T_step``, see :func:`pipeline_step_time`;
+    interleaving ``v`` model chunks per stage divides it by ``v``).
+
+    References
+    ----------
+    [GPipe]_, [PDF]_.
+    """
+    L = check_int("stages", stages, low=1)
+    m = check_int("microbatches", microbatches, low=1)
+    return (L - 1) / (m + L - 1)
+
+
+# --------------------------------------------------------------------------- M/M/c
+
+
+def erlang_c(servers: int, offered_load: float) -> float:
+    """Erlang C: the probability that an arrival waits in an M/M/c queue.
+
+    Parameters
+    ----------
+    servers : int
+        Servers ``c`` (>= 1).
+    offered_load : float
+        ``A = lambda / mu`` in Erlangs, ``0 <= A < c``.
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    With the Erlang B recursion :math:`B_0 = 1`,
+    :math:`B_k = A B_{k-1} / (k + A B_{k-1})` (numerically stable),
+
+    .. math:: C(c, A) = \\frac{B_c}{1 - (A/c)(1 - B_c)}.
+
+    References
+    ----------
+    [Erlang]_.
+    """
+    c = check_int("servers", servers, low=1)
+    A = check_nonnegative("offered_load", offered_load)
+    check(A < c, "offered_load", f"< servers ({c}) for a stable queue", offered_load)
+    b = 1.0
+    for k in range(1, c + 1):
+        b = A * b / (k + A * b)
+    rho = A / c
+    return b / (1.0 - rho * (1.0 - b))
+
+
+def mmc_sojourn(servers: int, arrival_rate: float, service_rate: float) -> float:
+    """Mean time in system (wait plus service) of an M/M/c queue.
+
+    Parameters
+    ----------
+    servers : int
+        Identical servers ``c`` sharing one FIFO queue.
+    arrival_rate : float
+        Poisson arrival rate ``lambda`` (> 0), ``lambda < c mu``.
+    service_rate : float
+        Exponential service rate ``mu`` of each server (> 0).
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    .. math:: W = \\frac{C(c, \\lambda/\\mu)}{c\\mu - \\lambda} + \\frac{1}{\\mu}
+
+    with :math:`C` the Erlang C probability of waiting (:func:`erlang_c`);
+    for ``c = 1`` this is :math:`1/(\\mu - \\lambda)`.
+
+    References
+    ----------
+    [Erlang]_.
+    """
+    c = check_int("servers", servers, low=1)
+    lam = check_positive("arrival_rate", arrival_rate)
+    mu = check_positive("service_rate", service_rate)
+    check(lam < c * mu, "arrival_rate", f"< servers x service_rate ({c * mu:g})", arrival_rate)
+    return erlang_c(c, lam / mu) / (c * mu - lam) + 1.0 / mu
+
+
+# --------------------------------------------------------------------------- saturated
+
+
+def _speeds_work(speeds: Sequence[Sequence[float]], work: Sequence[float]
+                 ) -> tuple[list[list[float]], list[float]]:
+    v = [[check_positive("speed", s) for s in stage] for stage in speeds]
+    w = [check_positive("work", x) for x in work]
+    check(len(v) == len(w) and len(v) >= 1, "work", f"one value per stage ({len(v)})", list(work))
+    for stage in v:
+        check(len(stage) >= 1, "speeds", "at least one replica per stage", stage)
+    return v, w
+
+
+def saturated_throughput(speeds: Sequence[Sequence[float]], work: Sequence[float]) -> float:
+    """Saturated throughput of a pipeline routed in proportion to speed.
+
+    Parameters
+    ----------
+    speeds : sequence of sequence of float
+        ``speeds[j][i]``: speed ``v_ij`` of replica ``i`` of stage ``j`` (> 0);
+        a pass of nominal time ``t`` takes ``t / v_ij``.
+    work : sequence of float
+        Nominal work ``w_j = t_f + t_b`` of one microbatch at stage ``j`` (> 0).
+
+    Returns
+    -------
+    float
+        Microbatches per time unit.
+
+    Notes
+    -----
+    .. math:: X = \\min_j \\frac{\\sum_i v_{ij}}{w_j}
+
+    Routing a fraction :math:`v_{ij}/\\sum_i v_{ij}` of stage ``j``'s
+    microbatches to replica ``i`` loads every replica of the stage equally,
+    at :math:`\\lambda w_j / \\sum_i v_{ij}`, so the stage saturates at the
+    same rate for all its replicas; the pipeline runs at its slowest stage's
+    rate. It is reached in the long run of an unbounded supply of
+    microbatches when one stage is strictly the bottleneck (with ties the
+    random shares of the tied stages leave them idle now and then).
+
+    **Fill and drain.** ``n`` microbatches take at least
+    ``n / X + D`` (:func:`fill_drain_time`), so ``n / T(n) <= n / (n/X + D)``
+    (:func:`finite_throughput_bound`), with a relative deficit ``O(1/n)``;
+    random routing adds the imbalance of the random shares to the drain,
+    ``O(sqrt(n))``, so the measured rate of a finite run approaches ``X`` as
+    ``O(n^{-1/2})``; a steady window (between the completion of the first and
+    last few microbatches) measures ``X`` itself.
+
+    References
+    ----------
+    [SWARM]_.
+    """
+    v, w = _speeds_work(speeds, work)
+    return min(sum(vs) / wj for vs, wj in zip(v, w, strict=True))
+
+
+def fill_drain_time(speeds: Sequence[Sequence[float]], work: Sequence[float]) -> float:
+    """Least extra time beyond ``n / X`` a finite saturated run needs.
+
+    Notes
+    -----
+    With ``b`` the bottleneck stage of :func:`saturated_throughput`, the first
+    microbatch reaches it after the work of the stages before it and the last
+    leaves after the work of the stages after it, each at best on the fastest
+    replica:
+
+    .. math:: D = \\sum_{j \\ne b} \\frac{w_j}{\\max_i v_{ij}}.
+
+    References
+    ----------
+    [SWARM]_.
+    """
+    v, w = _speeds_work(speeds, work)
+    rates = [sum(vs) / wj for vs, wj in zip(v, w, strict=True)]
+    b = rates.index(min(rates))
+    return sum(wj / max(vs) for j, (vs, wj) in enumerate(zip(v, w, strict=True)) if j != b)
+
+
+def finite_throughput_bound(speeds: Sequence[Sequence[float]], work: Sequence[float],
+                            microbatches: int) -> float:
+    """Upper bound ``n / (n/X + D)`` on the throughput of ``n`` saturated microbatches.
+
+    Notes
+    -----
+    .. math:: X_n \\le \\frac{n}{n / X + D}
+
+    with ``X`` from :func:`saturated_throughput` and ``D`` from
+    :func:`fill_drain_time`; it tends to ``X`` as ``n`` grows.
+
+    References
+    ----------
+    [SWARM]_.
+    """
+    n = check_int("microbatches", microbatches, low=1)
+    X = saturated_throughput(speeds, work)
+    return n / (n / X + fill_drain_time(speeds, work))
+
+
+# --------------------------------------------------------------------------- checkpointing
+
+
+def checkpoint_segment_time(work: float, checkpoint_cost: float, restart_cost: float,
+                            mtbf: float) -> float:
+    """Expected time to complete one segment of work and its checkpoint.
+
+    Parameters
+    ----------
+    work : float
+        Work per segment ``tau = K t`` (K steps of time t), >= 0.
+    checkpoint_cost : float
+        Checkpoint time ``C`` (>= 0).
+    restart_cost : float
+        Restart time ``R`` after a failure (>= 0).
+    mtbf : float
+        Mean time between failures ``M`` (> 0); failures are Poisson at rate
+        ``1/M`` at all times, during work, checkpoint and restart alike.
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    .. math:: E[T_{seg}] = M e^{R/M} \\left(e^{(\\tau + C)/M} - 1\\right)
+
+    A failure loses the segment in progress (work and checkpoint); it is
+    followed by a restart of ``R``, itself restarted by a failure, and the
+    segment is attempted again from its start. The first attempt pays no
+    restart.
+
+    References
+    ----------
+    [Daly]_ (equation for the expected wall clock time of one segment).
+    """
+    tau = check_nonnegative("work", work)
+    C = check_nonnegative("checkpoint_cost", checkpoint_cost)
+    R = check_nonnegative("restart_cost", restart_cost)
+    M = check_positive("mtbf", mtbf)
+    return M * math.exp(R / M) * math.expm1((tau + C) / M)
+
+
+def checkpoint_wall_time(steps: int, step_time: float, checkpoint_every: int,
+                         checkpoint_cost: float, restart_cost: float, mtbf: float) -> float:
+    """Expected wall time of ``N`` steps checkpointed every ``K`` (``N/K`` segments).
+
+    Notes
+    -----
+    .. math:: E[T_N] = \\frac{N}{K} M e^{R/M}\\left(e^{(K t + C)/M} - 1\\right)
+
+    for ``N`` a multiple of ``K`` (see :func:`checkpoint_segment_time`).
+
+    References
+    ----------
+    [Daly]_.
+    """
+    N = check_int("steps", steps, low=1)
+    K = check_int("checkpoint_every", checkpoint_every, low=1)
+    check(N % K == 0, "steps", f"a multiple of checkpoint_every ({K})", steps)
+    t = check_nonnegative("step_time", step_time)
+    return (N // K) * checkpoint_segment_time(K * t, checkpoint_cost, restart_cost, mtbf)
+
+
+def young_interval(checkpoint_cost: float, mtbf: float) -> float:
+    """Young's optimum work between checkpoints, ``sqrt(2 C M)``.
+
+    Notes
+    -----
+    .. math:: \\tau_{Young} = \\sqrt{2 C M}
+
+    First order in ``C / M``.
+
+    References
+    ----------
+    [Young]_.
+    """
+    C = check_positive("checkpoint_cost", checkpoint_cost)
+    M = check_positive("mtbf", mtbf)
+    return math.sqrt(2.0 * C * M)
+
+
+def daly_interval(checkpoint_cost: float, mtbf: float) -> float:
+    """Daly's higher-order optimum work between checkpoints.
+
+    Notes
+    -----
+    .. math::
+        \\tau_{Daly} = \\sqrt{2 C M}\\left[1 + \\frac{1}{3}\\sqrt{\\frac{C}{2M}}
+        + \\frac{C}{18 M}\\right] - C \\quad (C < 2M), \\qquad M \\text{ otherwise}.
+
+    References
+    ----------
+    [Daly]_.
+    """
+    C = check_positive("checkpoint_cost", checkpoint_cost)
+    M = check_positive("mtbf", mtbf)
+    if C >= 2.0 * M:
+        return M
+    return math.sqrt(2.0 * C * M) * (1.0 + math.sqrt(C / (2.0 * M)) / 3.0 + C / (18.0 * M)) - C
+
+
+# --------------------------------------------------------------------------- communication
+
+
+def ring_allreduce_time(participants: int, size: float, bandwidth: float, latency: float) -> float:
+    """Time of a ring all-reduce of ``size`` among ``k`` participants.
+
+    Notes
+    -----
+    .. math:: T = 2 (k - 1) \\left(\\ell + \\frac{P}{k\\,W}\\right)
+
+    (a reduce-scatter and an all-gather, each ``k - 1`` rounds of a chunk of
+    ``P / k``); zero for ``k = 1``.
+
+    References
+    ----------
+    [Ring]_.
+    """
+    k = check_int("participants", participants, low=1)
+    P = check_nonnegative("param_size", size)
+    W = check_positive("bandwidth", bandwidth, allow_inf=True)
+    lat = check_nonnegative("latency", latency)
+    if k == 1:
+        return 0.0
+    return 2.0 * (k - 1) * (lat + (P / (k * W) if P else 0.0))

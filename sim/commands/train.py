@@ -1,0 +1,272 @@
+"""``dtsim train``: pipeline training in simulated wall clock, simulated vs exact references.
+
+Replicas are servers, microbatches come in steps under a schedule (GPipe,
+1F1B, SWARM, async), failures and preemptions cost lost passes, reroutes,
+weight downloads and restarts from checkpoint; the output gives throughput,
+step times, time to train, bubble, utilisation, lost time by cause and cost,
+next to every exact reference that applies (null, with the reason, where none does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from ..engines import predictions, select
+from ..errors import ConfigError, SimulationError, check, check_choice, check_int
+from ..failures import DISTRIBUTIONS
+from ..results import summarize
+from ..rng import Streams
+from ..runner import replicate
+from ..training import (
+    ARRIVALS,
+    PASS_TIME_DISTRIBUTIONS,
+    ROUTINGS,
+    SCHEDULES,
+    SYNCS,
+    TrainingConfig,
+    read_speeds,
+)
+from ..training.flow import LOST_CAUSES
+from ._common import add_run_options, emit_json, print_table
+
+NAME = "train"
+HELP = "pipeline training in simulated wall clock: throughput, step time, cost; vs exact references"
+
+PLACEMENTS = ("shared", "spread", "packed", "random")
+#: JSON key -> (metric of the engine, prediction metric) for the predicted_* outputs.
+PREDICTED = {
+    "predicted_step_time": "step_time_mean",
+    "predicted_bubble_fraction": "bubble_fraction",
+    "predicted_throughput": "throughput",
+    "predicted_throughput_steady": "throughput_steady",
+    "predicted_wall_time": "training_time",
+    "predicted_latency_mean": "latency_mean",
+    "predicted_drop_rate": "drop_rate",
+    "predicted_mean_quality": "mean_quality",
+}
+
+
+def _floats(text: str) -> float | tuple[float, ...]:
+    try:
+        vals = tuple(float(p) for p in str(text).split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or a comma list: {text!r}") from None
+    return vals[0] if len(vals) == 1 else vals
+
+
+def _ints(text: str) -> int | tuple[int, ...]:
+    try:
+        vals = tuple(int(p) for p in str(text).split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or a comma list: {text!r}") from None
+    return vals[0] if len(vals) == 1 else vals
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = TrainingConfig()
+    a = p.add_argument
+    a("--stages", type=int, default=d.stages, help=f"pipeline stages L (default {d.stages})")
+    a("--replicas", type=_ints, default=None,
+      help="replicas per stage, or one per stage as a comma list (default 1, or the speeds file's)")
+    a("--microbatches-per-step", type=int, default=d.microbatches, dest="microbatches",
+      metavar="M", help=f"microbatches per step m (default {d.microbatches})")
+    a("--steps", type=int, default=d.steps, help=f"training steps N (default {d.steps})")
+    a("--schedule", default=d.schedule, help="one of " + ", ".join(SCHEDULES))
+    a("--routing", default=d.routing, help="one of " + ", ".join(ROUTINGS))
+    a("--forward-time", type=_floats, default=1.0,
+      help="nominal forward time per stage, or one per stage (default 1)")
+    a("--backward-ratio", type=float, default=d.backward_ratio,
+      help=f"backward time over forward time (default {d.backward_ratio}; 0: forward only)")
+    a("--pass-time-distribution", default=d.pass_time_distribution,
+      help="law of a pass time: " + ", ".join(PASS_TIME_DISTRIBUTIONS))
+    a("--speeds", default=None, metavar="FILE",
+      help="CSV stage,replica,speed[,price] of every replica")
+    a("--speed-spread", type=float, default=0.0,
+      help="without --speeds: lognormal sigma of drawn speeds (mean 1; default 0)")
+    a("--param-size", type=float, default=0.0, help="parameters per stage (size units)")
+    a("--activation-size", type=float, default=0.0, help="activations per microbatch per hop")
+    a("--bandwidth", type=float, default=math.inf, help="link bandwidth (default inf)")
+    a("--latency", type=_floats, default=0.0, help="link latency, or one per hop")
+    a("--sync", default=d.sync, help="gradient sync per step: " + ", ".join(SYNCS))
+    a("--optimizer-time", type=float, default=0.0, help="optimizer step time (default 0)")
+    a("--availability", type=float, default=d.availability, help="worker availability (default 1)")
+    a("--mean-downtime", type=float, default=d.mean_downtime, help="mean worker outage")
+    a("--domain-outage", type=float, default=d.domain_outage,
+      help="unavailability of each stage's shared domain (default 0)")
+    a("--domain-downtime", type=float, default=d.domain_downtime, help="mean domain outage")
+    a("--failure-distribution", default=d.failure_distribution,
+      help="up/down law: " + ", ".join(DISTRIBUTIONS))
+    a("--failure-shape", type=float, default=None, help="Weibull shape or lognormal sigma")
+    a("--topology", default=None, metavar="SPEC",
+      help="place replicas on a layout (its domains and link latencies are used)")
+    a("--placement", default=None, metavar="POLICY",
+      help="with --topology: " + ", ".join(PLACEMENTS) + " (default shared)")
+    a("--failure-trace", default=None, metavar="CSV",
+      help="replay down intervals worker,start,end of workers s{stage}r{replica}")
+    a("--mtbf", type=float, default=math.inf, help="spot: mean time to preemption (default inf)")
+    a("--replace-time", type=float, default=0.0, help="spot: time to replace a preempted worker")
+    a("--detection-timeout", type=float, default=0.0, help="time to detect a lost pass")
+    a("--skip-budget", type=int, default=0, help="stages a microbatch may skip")
+    a("--skip-penalty", type=float, default=0.0, help="quality lost per skip kappa")
+    a("--penalty", default=d.penalty, help="multiplicative or additive")
+    a("--max-wait", type=float, default=0.0, help="wait at an out stage (default 0; inf: stall)")
+    a("--checkpoint-every", type=int, default=0, metavar="K", help="checkpoint every K steps")
+    a("--checkpoint-cost", type=float, default=0.0, metavar="C", help="checkpoint time")
+    a("--restart-cost", type=float, default=None, metavar="Q",
+      help="restart time after a lost step (the restart model; default none)")
+    a("--price", type=_floats, default=None,
+      help="price per worker-hour: one value, or one per worker (stage-major)")
+    a("--samples-per-microbatch", type=float, default=1.0, help="samples in a microbatch")
+    a("--hour", type=float, default=3600.0, help="time units per hour (default 3600)")
+    a("--arrival", default=d.arrival, help="async only: " + ", ".join(ARRIVALS))
+    a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
+    a("--max-time", type=float, default=math.inf,
+      help="stop each replication at this simulated time (default inf: when N steps are done)")
+    a("--engine", default="auto", help="training engine: auto or des")
+    add_run_options(p, replications=10)
+
+
+def _prices(value: Any, replicas: tuple[int, ...]) -> Any:
+    """``--price``: one value, or one per worker reshaped per stage."""
+    if value is None or not isinstance(value, tuple):
+        return value
+    n = sum(replicas)
+    check(len(value) == n, "price", f"one value or one per worker ({n} workers)", value)
+    rows, k = [], 0
+    for r in replicas:
+        rows.append(tuple(value[k:k + r]))
+        k += r
+    return tuple(rows)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainingConfig:
+    """Validate every option and build the :class:`TrainingConfig` (before any simulation)."""
+    check_int("stages", args.stages, low=1)
+    check_int("replications", args.replications, low=1)
+    check_choice("placement", args.placement or "shared", PLACEMENTS)
+    if args.placement is not None and args.topology is None:
+        raise ConfigError("placement", "given only with --topology", args.placement)
+    kw: dict[str, Any] = dict(
+        stages=args.stages, replicas=args.replicas, microbatches=args.microbatches,
+        steps=args.steps, schedule=args.schedule, routing=args.routing,
+        forward_time=args.forward_time, backward_ratio=args.backward_ratio,
+        pass_time_distribution=args.pass_time_distribution, speed_spread=args.speed_spread,
+        param_size=args.param_size, activation_size=args.activation_size,
+        bandwidth=args.bandwidth, latency=args.latency, sync=args.sync,
+        optimizer_time=args.optimizer_time, availability=args.availability,
+        mean_downtime=args.mean_downtime, domain_outage=args.domain_outage,
+        domain_downtime=args.domain_downtime, failure_distribution=args.failure_distribution,
+        failure_shape=args.failure_shape, failure_trace=args.failure_trace, mtbf=args.mtbf,
+        replace_time=args.replace_time, detection_timeout=args.detection_timeout,
+        skip_budget=args.skip_budget, skip_penalty=args.skip_penalty, penalty=args.penalty,
+        max_wait=args.max_wait, checkpoint_every=args.checkpoint_every,
+        checkpoint_cost=args.checkpoint_cost, restart_cost=args.restart_cost,
+        samples_per_microbatch=args.samples_per_microbatch, hour=args.hour,
+        arrival=args.arrival, arrival_rate=args.arrival_rate, max_time=args.max_time,
+    )
+    file_prices = None
+    if args.speeds is not None:
+        speeds, file_prices = read_speeds(args.speeds, args.stages)
+        kw["speeds"] = speeds
+        if file_prices is not None and args.price is not None:
+            raise ConfigError("price", "unset when the speeds file has a price column", args.price)
+    base = TrainingConfig(**kw)  # validates everything but the placement and prices
+    kw["replicas"] = base.replicas
+    kw["price"] = file_prices if file_prices is not None else _prices(args.price, base.replicas)
+    if args.topology:
+        import topologies
+        from topologies.placement import place
+
+        from ..pipeline import layout_hop_times
+
+        layout = topologies.build(args.topology, seed=args.seed)
+        pl = place(layout, base.stages, list(base.replicas), args.placement or "shared",
+                   rng=Streams(args.seed).rng("placement"))
+        kw["placement"] = pl
+        hops = layout_hop_times(layout, pl.hosts, base.activation_size)
+        if hops:
+            kw.update(latency=hops, activation_size=0.0)
+    return TrainingConfig(**kw)
+
+
+def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
+             workers: int | None = None, engine: str = "auto") -> dict[str, Any]:
+    """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates)."""
+    sel = select("training", cfg, engine)
+    records = replicate(sel.engine.run, cfg, replications=replications, seed=seed, executor=executor, workers=workers)
+    failure = SimulationError.from_records(records)
+    if failure is not None:
+        raise failure
+    est = summarize(records, [m for m in sel.engine.metrics])
+    pred = predictions("training", cfg)
+    out: dict[str, Any] = {
+        "engine": sel.name, "engine_reason": sel.reason,
+        "throughput": est["throughput"].mean, "throughput_ci": est["throughput"],
+        "throughput_steady": est["throughput_steady"].mean,
+        "throughput_steady_ci": est["throughput_steady"],
+        "goodput": est["goodput"].mean,
+        "step_time_mean": est["step_time_mean"].mean, "step_time_ci": est["step_time_mean"],
+        "step_time_p50": est["step_time_p50"].mean, "step_time_p99": est["step_time_p99"].mean,
+        "wall_time_mean": est["training_time"].mean, "wall_time_ci": est["training_time"],
+        "finished": est["finished"].mean, "steps_done": est["steps_done"].mean,
+        "bubble_fraction": est["bubble_fraction"].mean, "utilisation": est["utilisation"].mean,
+        "latency_mean": est["latency_mean"].mean, "latency_mean_ci": est["latency_mean"],
+        "drop_rate": est["drop_rate"].mean, "drop_rate_ci": est["drop_rate"],
+        "mean_quality": est["mean_quality"].mean,
+        "lost_time": {k: est[f"lost_{k}"].mean for k in LOST_CAUSES},
+        "restarts": est["restarts"].mean, "preemptions": est["preemptions"].mean,
+        "workers": cfg.workers, "worker_hours": est["worker_hours"].mean,
+        "samples_per_second": est["samples_per_second"].mean,
+        "samples_per_worker_hour": est["samples_per_worker_hour"].mean,
+        "cost": est["cost"].mean if cfg.price is not None else None,
+        "samples_per_dollar": est["samples_per_dollar"].mean if cfg.price is not None else None,
+    }
+    notes = {}
+    for key, metric in PREDICTED.items():
+        p = pred[metric]
+        out[key] = p["value"]
+        notes[key] = (f"{p['reference']}: {p['note']}" if p["value"] is not None else p["note"])
+    out["reference_note"] = notes
+    out.update(replications=replications, steps=cfg.steps, microbatches=cfg.microbatches,
+               seed=seed)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    check_choice("engine", args.engine, ("auto", "des"))
+    out = simulate(cfg, replications=args.replications, seed=args.seed,
+                   executor=args.executor, workers=args.workers, engine=args.engine)
+    if args.json:
+        emit_json(out)
+        return 0
+    print(f"L={cfg.stages} stages, replicas {','.join(map(str, cfg.replicas))} ({cfg.workers} "
+          f"workers), {cfg.schedule}/{cfg.routing}, m={cfg.microbatches}, N={cfg.steps}; "
+          f"{args.replications} replications, seed {args.seed}")
+    rows = []
+    for label, key, pkey in [("throughput", "throughput", "predicted_throughput"),
+                             ("throughput (steady)", "throughput_steady", "predicted_throughput_steady"),
+                             ("step time", "step_time", "predicted_step_time"),
+                             ("time to train", "wall_time", "predicted_wall_time"),
+                             ("microbatch latency", "latency_mean", "predicted_latency_mean"),
+                             ("drop rate", "drop_rate", "predicted_drop_rate")]:
+        e = out[key + "_ci"]
+        if e is None or e.n == 0 or math.isnan(e.mean):
+            continue
+        exact = out[pkey]
+        ok = "" if exact is None else ("yes" if e.low - 1e-12 <= exact <= e.high + 1e-12 else "NO")
+        rows.append((label, "-" if exact is None else f"{exact:.6g}", str(e), ok))
+    print_table(rows, ("quantity", "exact", "simulated (95% CI)", "agrees"))
+    if out["finished"] < 1:
+        print(f"{(1 - out['finished']) * args.replications:.0f} of {args.replications} "
+              f"replications stopped at --max-time {args.max_time:g} before {cfg.steps} steps "
+              f"(mean steps done {out['steps_done']:.4g}); time to train is not measured")
+    lost = ", ".join(f"{k} {v:.4g}" for k, v in out["lost_time"].items() if v)
+    print(f"bubble {out['bubble_fraction']:.4g}, utilisation {out['utilisation']:.4g}; "
+          f"lost time: {lost or 'none'}")
+    cost = "" if out["cost"] is None else f", cost {out['cost']:.4g}, samples per dollar " \
+        f"{out['samples_per_dollar']:.4g}"
+    print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
+    return 0

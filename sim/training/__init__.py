@@ -1,0 +1,38 @@
+"""Pipeline training in simulated wall clock: replicas as servers, steps, schedules, failures.
+
+A different model from Study A's open-arrival snapshot pipeline
+(:mod:`sim.pipeline`), sharing its failure model, placements and skip
+penalty. Pieces, one module each:
+
+* :mod:`.config`: :class:`TrainingConfig` (values only) and :func:`read_speeds`;
+* :mod:`.routing`: routing policies (strategy objects);
+* :mod:`.schedules`: GPipe, 1F1B, SWARM, async (strategy objects);
+* :mod:`.replica`: replica servers, spot slots, interrupt causes;
+* :mod:`.flow`: microbatch movement, failover, recompute, skip and wait;
+* :mod:`.trainer`: steps, sync, checkpoint and restart;
+* :mod:`.system`: build, wire, run, metrics (:func:`training_model`);
+* :mod:`.engines`: the engine and exact references of family ``"training"``;
+* :mod:`.bench`: passes per bare SimPy timeout.
+"""
+
+from .config import (
+    ARRIVALS,
+    PAIRS,
+    PASS_TIME_DISTRIBUTIONS,
+    ROUTINGS,
+    SCHEDULES,
+    SYNCS,
+    TrainingConfig,
+    read_speeds,
+    replica_name,
+)
+from .routing import ROUTING_POLICIES, Routing
+from .schedules import SCHEDULE_POLICIES, Schedule
+from .system import METRICS, TrainingSystem, training_model
+
+__all__ = [
+    "ARRIVALS", "PAIRS", "PASS_TIME_DISTRIBUTIONS", "ROUTINGS", "SCHEDULES", "SYNCS",
+    "TrainingConfig", "read_speeds", "replica_name", "ROUTING_POLICIES", "Routing",
+    "SCHEDULE_POLICIES", "Schedule", "METRICS", "TrainingSystem", "training_model",
+]
+from . import engines  # noqa: F401,E402  (registers the family's engine and references)

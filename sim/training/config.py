@@ -1,0 +1,403 @@
+"""The training system's configuration (values only) and the speeds file reader."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import (
+    ConfigError,
+    check,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+)
+from ..failures import DISTRIBUTIONS, read_trace
+from ..pipeline import DomainPlacement, as_placement, default_placement, quality_table
+
+__all__ = [
+    "SCHEDULES",
+    "ROUTINGS",
+    "PAIRS",
+    "ARRIVALS",
+    "PASS_TIME_DISTRIBUTIONS",
+    "SYNCS",
+    "TrainingConfig",
+    "read_speeds",
+    "replica_name",
+]
+
+SCHEDULES = ("gpipe", "1f1b", "swarm", "async")
+ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin")
+#: Schedule -> the routings it has. GPipe and 1F1B run fixed pipelines (routing
+#: picks a microbatch's pipeline and any failover), so a shared stage queue has
+#: no meaning there.
+PAIRS = {
+    "gpipe": ("least-loaded", "weighted", "round-robin"),
+    "1f1b": ("least-loaded", "weighted", "round-robin"),
+    "swarm": ROUTINGS,
+    "async": ROUTINGS,
+}
+ARRIVALS = ("saturated", "poisson", "fixed")
+PASS_TIME_DISTRIBUTIONS = ("deterministic", "exponential")
+SYNCS = ("allreduce", "none")
+
+
+def replica_name(stage: int, replica: int) -> str:
+    """The failure-model name of replica ``replica`` of stage ``stage`` (``s{j}r{i}``)."""
+    return f"s{stage}r{replica}"
+
+
+def _per(name: str, value: Any, n: int, conv) -> tuple:
+    if isinstance(value, (list, tuple)):
+        check(len(value) == n, name, f"one value or {n} values", value)
+        return tuple(conv(name, v) for v in value)
+    return (conv(name, value),) * n
+
+
+def _grid(name: str, value: Any, counts: tuple[int, ...], conv) -> tuple[tuple[float, ...], ...]:
+    """A per-replica table ``value[j][i]``, shaped like ``counts``."""
+    check(isinstance(value, (list, tuple)) and len(value) == len(counts), name,
+          f"one row per stage ({len(counts)})", value)
+    rows = []
+    for j, (row, r) in enumerate(zip(value, counts, strict=True)):
+        check(isinstance(row, (list, tuple)) and len(row) == r, name,
+              f"{r} values for stage {j}", row)
+        rows.append(tuple(conv(name, v) for v in row))
+    return tuple(rows)
+
+
+def read_speeds(path: str | Path, stages: int) -> tuple[tuple[tuple[float, ...], ...],
+                                                        tuple[tuple[float, ...], ...] | None]:
+    """Read a CSV of per-replica speeds (and optional prices).
+
+    The file has a header with columns ``stage,replica,speed`` and optionally
+    ``price`` (per worker-hour). Stages are ``0..stages-1``; the replicas of
+    each stage are ``0..r_j-1`` with no gap.
+
+    Returns
+    -------
+    (speeds, prices)
+        ``speeds[j][i]`` and ``prices[j][i]`` (None without a price column).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``speeds`` for a missing file, a malformed row, a non-positive
+        speed, a stage beyond ``stages``, or a missing or duplicated
+        ``(stage, replica)``.
+    """
+    L = check_int("stages", stages, low=1)
+    p = Path(path)
+    try:
+        fh = p.open(newline="")
+    except OSError as exc:
+        raise ConfigError("speeds", "a readable CSV file", f"{path} ({exc.strerror})") from None
+    table: dict[tuple[int, int], tuple[float, float | None]] = {}
+    with fh:
+        reader = csv.DictReader(fh)
+        cols = set(reader.fieldnames or [])
+        check({"stage", "replica", "speed"} <= cols, "speeds",
+              "a CSV file with columns stage,replica,speed", f"{path} (columns: {sorted(cols)})")
+        priced = "price" in cols
+        for lineno, row in enumerate(reader, start=2):
+            where = f"{path}:{lineno}"
+            try:
+                j, i = int(row["stage"]), int(row["replica"])
+                v = float(row["speed"])
+                price = float(row["price"]) if priced else None
+            except (TypeError, ValueError):
+                raise ConfigError("speeds", "a CSV file of integer stage,replica and numeric "
+                                  "speed,price", where) from None
+            check(0 <= j < L, "speeds", f"a CSV file with stages in [0, {L - 1}] (--stages {L})",
+                  f"{where} (stage {j})")
+            check(i >= 0, "speeds", "a CSV file with replicas >= 0", f"{where} (replica {i})")
+            check(math.isfinite(v) and v > 0, "speeds", "a CSV file of speeds > 0",
+                  f"{where} (speed {row['speed']})")
+            if price is not None:
+                check(math.isfinite(price) and price >= 0, "speeds", "a CSV file of prices >= 0",
+                      f"{where} (price {row['price']})")
+            check((j, i) not in table, "speeds", "a CSV file with each (stage, replica) once",
+                  f"{where} (stage {j}, replica {i} duplicated)")
+            table[(j, i)] = (v, price)
+    speeds, prices = [], []
+    for j in range(L):
+        n = 1 + max((i for (jj, i) in table if jj == j), default=-1)
+        check(n > 0, "speeds", "a CSV file with every stage", f"{path} (stage {j} missing)")
+        for i in range(n):
+            check((j, i) in table, "speeds", "a CSV file with replicas 0..r-1 of every stage",
+                  f"{path} (stage {j}, replica {i} missing)")
+        speeds.append(tuple(table[(j, i)][0] for i in range(n)))
+        prices.append(tuple(table[(j, i)][1] for i in range(n)))
+    return tuple(speeds), (tuple(prices) if priced else None)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """One pipeline-training system (validated on construction; values only).
+
+    Parameters
+    ----------
+    stages : int
+        Pipeline stages ``L``.
+    replicas : int, tuple of int or None
+        Replicas per stage (default 1, or the counts of ``speeds``/``placement``).
+    microbatches : int
+        Microbatches per step ``m`` (>= 1).
+    steps : int
+        Training steps ``N`` to finish (async: ``N m`` microbatches).
+    schedule : {"gpipe", "1f1b", "swarm", "async"}
+    routing : {"queue", "least-loaded", "weighted", "round-robin"}
+        See :data:`PAIRS` for which schedule has which.
+    forward_time : float or tuple of float
+        Nominal forward time per stage (>= 0; 0 with no backward is Study A's snapshot); a replica of speed ``v`` takes ``t / v``.
+    backward_ratio : float
+        Backward time over forward time (>= 0; 0 means forward passes only).
+    pass_time_distribution : {"deterministic", "exponential"}
+        Law of a pass's nominal time (mean the stage's time).
+    speeds : tuple of tuple of float or None
+        ``speeds[j][i]`` of each replica (default all 1).
+    speed_spread : float
+        Without ``speeds``: each replication draws speeds lognormal of mean 1
+        and this sigma (0: all 1).
+    param_size, activation_size : float
+        Parameters of a stage and activations of a microbatch (size units).
+    bandwidth, latency : float
+        Links: a transfer of size ``S`` takes ``latency + S / bandwidth``;
+        ``latency`` may be one value per hop (``L - 1``).
+    sync : {"allreduce", "none"}
+        Ring all-reduce of ``param_size`` among the replicas of each stage that
+        took part in the step, or none.
+    optimizer_time : float
+        Time of the optimizer step after the sync.
+    availability, mean_downtime, domain_outage, domain_downtime,
+    failure_distribution, failure_shape, placement, failure_trace
+        The failure model of :mod:`sim.failures` (as in Study A's pipeline);
+        ``failure_trace`` is a CSV of down intervals of workers ``s{j}r{i}``
+        (workers it does not list follow the availability model).
+    mtbf, replace_time : float
+        Spot model: each worker is preempted after an exponential time of mean
+        ``mtbf`` (inf: never) and replaced ``replace_time`` later.
+    detection_timeout : float
+        Time before a lost pass is re-queued.
+    skip_budget, skip_penalty, penalty
+        Study A's skip rule and quality penalty.
+    max_wait : float
+        Wait at an out stage once the skip budget is spent (may be inf: stall).
+    checkpoint_every, checkpoint_cost, restart_cost
+        Checkpoint every K steps (0: never) costing C; a lost step restarts
+        from the last checkpoint after ``restart_cost`` (None: no restart model).
+    price : float, tuple of tuple of float or None
+        Price per worker-hour (one value, or per replica).
+    samples_per_microbatch : float
+        Samples in one microbatch.
+    hour : float
+        Time units in an hour (default 3600: times in seconds).
+    arrival : {"saturated", "poisson", "fixed"}
+        Async only: all microbatches available at once, or arriving at
+        ``arrival_rate`` (Poisson or evenly spaced).
+    arrival_rate : float
+    max_time : float
+        Stop the run at this simulated time even if ``N`` steps are not done
+        (inf: run to the end); the metrics then say ``finished = 0``, and
+        throughput and cost are over the time run.
+    """
+
+    stages: int = 4
+    replicas: int | tuple[int, ...] | None = None
+    microbatches: int = 8
+    steps: int = 10
+    schedule: str = "gpipe"
+    routing: str = "round-robin"
+    forward_time: float | tuple[float, ...] = 1.0
+    backward_ratio: float = 2.0
+    pass_time_distribution: str = "deterministic"
+    speeds: tuple[tuple[float, ...], ...] | None = None
+    speed_spread: float = 0.0
+    param_size: float = 0.0
+    activation_size: float = 0.0
+    bandwidth: float = math.inf
+    latency: float | tuple[float, ...] = 0.0
+    sync: str = "allreduce"
+    optimizer_time: float = 0.0
+    availability: float = 1.0
+    mean_downtime: float = 1.0
+    domain_outage: float = 0.0
+    domain_downtime: float = 1.0
+    failure_distribution: str = "exponential"
+    failure_shape: float | None = None
+    placement: Any = None
+    failure_trace: str | None = None
+    mtbf: float = math.inf
+    replace_time: float = 0.0
+    detection_timeout: float = 0.0
+    skip_budget: int = 0
+    skip_penalty: float = 0.0
+    penalty: str = "multiplicative"
+    max_wait: float = 0.0
+    checkpoint_every: int = 0
+    checkpoint_cost: float = 0.0
+    restart_cost: float | None = None
+    price: float | tuple[tuple[float, ...], ...] | None = None
+    samples_per_microbatch: float = 1.0
+    hour: float = 3600.0
+    arrival: str = "saturated"
+    arrival_rate: float = 1.0
+    max_time: float = math.inf
+
+    def __post_init__(self) -> None:
+        L = check_int("stages", self.stages, low=1)
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        counts: tuple[int, ...] | None = None
+        if self.placement is not None:
+            pl = as_placement(self.placement)
+            check(len(pl.replica_domains) == L, "placement", f"{L} stages", len(pl.replica_domains))
+            set_("placement", pl)
+            counts = pl.replicas
+        if self.speeds is not None:
+            sp = self.speeds
+            check(isinstance(sp, (list, tuple)) and len(sp) == L, "speeds",
+                  f"one row per stage ({L})", sp)
+            rows = []
+            for j, row in enumerate(sp):
+                check(isinstance(row, (list, tuple)) and len(row) >= 1, "speeds",
+                      f"at least one speed for stage {j}", row)
+                rows.append(tuple(check_positive("speed", v) for v in row))
+            sc = tuple(len(r) for r in rows)
+            check(counts is None or sc == counts, "speeds", f"the placement's counts {counts}", sc)
+            counts = sc
+            set_("speeds", tuple(rows))
+        if self.replicas is not None:
+            given = _per("replicas", self.replicas, L, lambda n, v: check_int(n, v, low=1))
+            check(counts is None or given == counts, "replicas",
+                  f"unset or the speeds'/placement's counts {counts}", self.replicas)
+            counts = given
+        set_("replicas", counts if counts is not None else (1,) * L)
+        check_int("microbatches", self.microbatches, low=1)
+        check_int("steps", self.steps, low=1)
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_choice("routing", self.routing, ROUTINGS)
+        check(self.routing in PAIRS[self.schedule], "routing",
+              f"one of {', '.join(PAIRS[self.schedule])} with schedule {self.schedule}",
+              self.routing)
+        set_("forward_time", _per("forward_time", self.forward_time, L, check_nonnegative))
+        check_nonnegative("backward_ratio", self.backward_ratio)
+        check_choice("pass_time_distribution", self.pass_time_distribution, PASS_TIME_DISTRIBUTIONS)
+        check_nonnegative("speed_spread", self.speed_spread)
+        check(self.speeds is None or self.speed_spread == 0, "speed_spread",
+              "0 when speeds are given", self.speed_spread)
+        for name in ("param_size", "activation_size", "optimizer_time", "replace_time",
+                     "detection_timeout", "checkpoint_cost"):
+            check_nonnegative(name, getattr(self, name))
+        check_positive("bandwidth", self.bandwidth, allow_inf=True)
+        set_("latency", _per("latency", self.latency, max(L - 1, 1), check_nonnegative)
+             if isinstance(self.latency, (list, tuple)) else check_nonnegative("latency", self.latency))
+        check_choice("sync", self.sync, SYNCS)
+        check_probability("availability", self.availability)
+        check_positive("mean_downtime", self.mean_downtime)
+        check_probability("domain_outage", self.domain_outage)
+        check_positive("domain_downtime", self.domain_downtime)
+        check_choice("failure_distribution", self.failure_distribution, DISTRIBUTIONS)
+        if self.failure_shape is not None:
+            check_positive("failure_shape", self.failure_shape)
+        if self.failure_trace is not None:
+            trace = read_trace(self.failure_trace)
+            names = {replica_name(j, i) for j, r in enumerate(self.replicas) for i in range(r)}
+            extra = sorted(set(trace.workers) - names)
+            check(not extra, "failure_trace", "a trace of workers s{stage}r{replica} of this "
+                  "pipeline", f"{self.failure_trace} ({extra[0] if extra else ''})")
+        check_positive("mtbf", self.mtbf, allow_inf=True)
+        check_int("skip_budget", self.skip_budget, low=0, high=L)
+        quality_table(L, self.skip_penalty, self.penalty)
+        check_nonnegative("max_wait", self.max_wait, allow_inf=True)
+        check_int("checkpoint_every", self.checkpoint_every, low=0)
+        if self.restart_cost is not None:
+            check_nonnegative("restart_cost", self.restart_cost)
+        if self.checkpoint_every:
+            check(self.restart_cost is not None, "checkpoint_every",
+                  "0 without a restart model (give restart_cost)", self.checkpoint_every)
+        if self.schedule == "async":
+            check(self.checkpoint_every == 0 and self.restart_cost is None, "schedule",
+                  "one with a step barrier (gpipe, 1f1b, swarm) for checkpoint and restart",
+                  self.schedule)
+        check_choice("arrival", self.arrival, ARRIVALS)
+        check(self.arrival == "saturated" or self.schedule == "async", "arrival",
+              "saturated unless schedule is async", self.arrival)
+        check_positive("arrival_rate", self.arrival_rate)
+        check_positive("max_time", self.max_time, allow_inf=True)
+        if self.price is not None:
+            if isinstance(self.price, (list, tuple)):
+                set_("price", _grid("price", self.price, self.replicas, check_nonnegative))
+            else:
+                check_nonnegative("price", self.price)
+        check_positive("samples_per_microbatch", self.samples_per_microbatch)
+        check_positive("hour", self.hour)
+        pl = self.domain_placement
+        dead = {d for d, u in pl.domain_outage.items() if u == 1.0}
+        stuck = self.availability == 0.0 or any(
+            all(dead.intersection(chain) for chain in stage) for stage in pl.replica_domains)
+        if stuck and self.max_wait == math.inf and self.skip_budget < L:
+            check(False, "max_wait",
+                  "finite when a stage never recovers (availability 0 or a domain outage of 1)",
+                  self.max_wait)
+        if stuck and self.restart_cost is not None:
+            # a restart waits for every stage to have a live replica: it would never end
+            check(False, "restart_cost",
+                  "unset when a stage never recovers (availability 0 or a domain outage of 1)",
+                  self.restart_cost)
+
+    # -- derived ---------------------------------------------------------------
+    @property
+    def workers(self) -> int:
+        """Replica workers (slots) in the system."""
+        return int(sum(self.replicas))  # type: ignore[arg-type]
+
+    @property
+    def domain_placement(self) -> DomainPlacement:
+        """The placement used (Study A's shared stage domains when none is given)."""
+        if self.placement is not None:
+            return self.placement
+        return default_placement(self.replicas, self.domain_outage)  # type: ignore[arg-type]
+
+    @property
+    def backward_time(self) -> tuple[float, ...]:
+        """Nominal backward time per stage."""
+        return tuple(self.backward_ratio * t for t in self.forward_time)  # type: ignore[union-attr]
+
+    @property
+    def hop_times(self) -> tuple[float, ...]:
+        """Transfer time of each hop ``j -> j+1`` (activations; gradients the same way back)."""
+        L = self.stages
+        lat = self.latency if isinstance(self.latency, tuple) else (self.latency,) * max(L - 1, 0)
+        extra = self.activation_size / self.bandwidth if self.activation_size else 0.0
+        return tuple(x + extra for x in lat[: max(L - 1, 0)])
+
+    @property
+    def mean_latency(self) -> float:
+        """Link latency used by the all-reduce and the weight download."""
+        lat = self.latency
+        return float(sum(lat) / len(lat)) if isinstance(lat, tuple) else float(lat)
+
+    @property
+    def download_time(self) -> float:
+        """Time for a recovering or new replica to fetch its stage's weights."""
+        if not self.param_size:
+            return 0.0
+        return self.mean_latency + self.param_size / self.bandwidth
+
+    @property
+    def failures(self) -> bool:
+        """True when any worker or domain can fail or be preempted."""
+        pl = self.domain_placement
+        return (self.availability < 1.0 or any(u > 0 for u in pl.domain_outage.values())
+                or self.mtbf < math.inf or self.failure_trace is not None)
+
+    @property
+    def quality(self) -> tuple[float, ...]:
+        """Quality kept after ``k`` skips."""
+        return quality_table(self.stages, self.skip_penalty, self.penalty)

@@ -1,0 +1,243 @@
+"""The training family's engine and exact references, registered with :mod:`sim.engines`.
+
+Each reference says when it is exact for a :class:`~sim.training.TrainingConfig`
+(one line either way) and predicts its metrics from :mod:`sim.analytic.training`
+or Study A's closed forms:
+
+``schedule``   GPipe and 1F1B step time and bubble, one replica per stage;
+``mmc``        one stage of ``c`` replicas under ``queue`` routing (M/M/c);
+``saturated``  async, weighted routing, unbounded supply: the steady throughput;
+``daly``       one worker, checkpoints, Poisson preemptions (Daly 2006);
+``snapshot``   zero-time async crossings: Study A's drop law and mean quality.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .. import analytic
+from ..engines import Applies, Engine, Reference, register
+from .system import METRICS, draw_speeds, training_model
+
+__all__ = ["TrainingDES", "ScheduleReference", "MMcReference", "SaturatedReference",
+           "DalyReference", "SnapshotReference", "PREDICTED"]
+
+#: Metrics an exact reference may predict (``predicted_<metric>`` in the CLI).
+PREDICTED = ("step_time_mean", "bubble_fraction", "throughput", "throughput_steady",
+             "training_time", "latency_mean", "drop_rate", "mean_quality")
+
+
+class TrainingDES(Engine):
+    """The discrete-event simulation of :mod:`sim.training` (answers every config)."""
+
+    name = "des"
+    family = "training"
+    speed = 50
+    metrics = METRICS
+
+    def applies(self, config: Any) -> Applies:
+        return Applies(True, "the training DES answers every configuration")
+
+    def run(self, config: Any, streams: Any) -> dict[str, Any]:
+        return training_model(config, streams)
+
+
+def _speed_one(c: Any) -> float | None:
+    """The common speed of every replica, or None if speeds differ or are drawn."""
+    if c.speed_spread > 0:
+        return None
+    v = {s for row in draw_speeds(c, None) for s in row} if c.speeds is not None else {1.0}
+    return v.pop() if len(v) == 1 else None
+
+
+def _no_failures(c: Any) -> str | None:
+    return "failures or preemptions are on" if c.failures else None
+
+
+def _first(*checks: tuple[bool, str]) -> Applies | None:
+    """The first failed check as a refusal, or None when all pass."""
+    for bad, why in checks:
+        if bad:
+            return Applies(False, why)
+    return None
+
+
+class ScheduleReference(Reference):
+    """``(m + L - 1)(t_f + t_b)`` and ``(L - 1)/(m + L - 1)`` for GPipe and 1F1B.
+
+    With ``r`` replicas per stage the fixed pipelines are ``r`` independent
+    copies; a balanced split (round robin or least-loaded, ``r`` dividing
+    ``m``) gives each ``m / r`` microbatches, so ``m`` becomes ``m / r``.
+    """
+
+    name = "schedule"
+    family = "training"
+    metrics = ("step_time_mean", "bubble_fraction", "training_time", "throughput")
+
+    def applies(self, c: Any) -> Applies:
+        no = _first(
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
+            (c.schedule not in ("gpipe", "1f1b"), "needs schedule gpipe or 1f1b"),
+            (len(set(c.replicas)) != 1, "needs as many replicas at every stage"),
+            (c.replicas[0] > 1 and (c.microbatches % c.replicas[0] != 0
+                                    or c.routing not in ("round-robin", "least-loaded")),
+             "needs one replica per stage, or r dividing m with a balanced routing "
+             "(round-robin, least-loaded)"),
+            (c.replicas[0] > 1 and c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0),
+             "needs no gradient sync time (sync none, or no parameters and no latency)"),
+            (c.pass_time_distribution != "deterministic", "needs deterministic pass times"),
+            (len(set(c.forward_time)) != 1 or c.forward_time[0] == 0,
+             "needs equal positive forward times"),
+            (_speed_one(c) is None, "needs equal replica speeds"),
+            (c.failures, "needs no failures"),
+            (any(c.hop_times), "needs no transfer time"),
+            (c.optimizer_time > 0 or c.checkpoint_every > 0, "needs no optimizer or checkpoint time"),
+        )
+        return no if no is not None else Applies(
+            True, "GPipe/1F1B with equal deterministic stages on fixed pipelines")
+
+    def predict(self, c: Any) -> dict[str, Any]:
+        v = _speed_one(c)
+        tf = c.forward_time[0] / v
+        per_pipe = c.microbatches // c.replicas[0]
+        T = analytic.pipeline_step_time(c.stages, per_pipe, tf, c.backward_ratio * tf)
+        return {"step_time_mean": T,
+                "bubble_fraction": analytic.pipeline_bubble_fraction(c.stages, per_pipe),
+                "training_time": c.steps * T, "throughput": c.microbatches / T}
+
+
+class MMcReference(Reference):
+    """M/M/c mean sojourn for one stage of ``c`` replicas sharing a FIFO queue."""
+
+    name = "mmc"
+    family = "training"
+    metrics = ("latency_mean",)
+
+    def applies(self, c: Any) -> Applies:
+        no = _first(
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
+            (c.stages != 1, "needs one stage"),
+            (c.schedule != "async" or c.arrival != "poisson", "needs async Poisson arrivals"),
+            (c.routing != "queue", "needs queue routing"),
+            (c.pass_time_distribution != "exponential" or c.backward_ratio != 0,
+             "needs exponential forward-only passes"),
+            (_speed_one(c) is None, "needs equal replica speeds"),
+            (c.forward_time[0] == 0, "needs a positive forward time"),
+            (c.failures, "needs no failures"),
+        )
+        if no is not None:
+            return no
+        mu = _speed_one(c) / c.forward_time[0]
+        if c.arrival_rate >= c.replicas[0] * mu:
+            return Applies(False, "the queue is unstable (arrival rate >= c mu)")
+        return Applies(True, "M/M/c: Poisson arrivals, exponential passes, one FIFO queue")
+
+    def predict(self, c: Any) -> dict[str, Any]:
+        mu = _speed_one(c) / c.forward_time[0]
+        return {"latency_mean": analytic.mmc_sojourn(c.replicas[0], c.arrival_rate, mu)}
+
+
+class SaturatedReference(Reference):
+    """``min_j sum_i v_ij / w_j`` for async weighted routing with an unbounded supply."""
+
+    name = "saturated"
+    family = "training"
+    metrics = ("throughput_steady",)
+
+    @staticmethod
+    def _rates(c: Any) -> list[float]:
+        speeds = draw_speeds(c, None)
+        return [sum(row) / (t * (1 + c.backward_ratio)) for row, t in zip(speeds, c.forward_time, strict=True)]
+
+    def applies(self, c: Any) -> Applies:
+        no = _first(
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
+            (c.schedule != "async" or c.arrival != "saturated", "needs async with a saturated supply"),
+            (c.routing != "weighted", "needs weighted routing"),
+            (c.speed_spread > 0, "needs given (not drawn) speeds"),
+            (any(t == 0 for t in c.forward_time), "needs positive forward times"),
+            (c.failures, "needs no failures"),
+        )
+        if no is not None:
+            return no
+        rates = sorted(self._rates(c))
+        if len(rates) > 1 and rates[1] <= rates[0] * (1 + 1e-9):
+            return Applies(False, "two stages tie for the bottleneck (their random shares idle them)")
+        return Applies(True, "saturated weighted routing with a unique bottleneck stage")
+
+    def predict(self, c: Any) -> dict[str, Any]:
+        speeds = draw_speeds(c, None)
+        work = [t * (1 + c.backward_ratio) for t in c.forward_time]
+        return {"throughput_steady": analytic.saturated_throughput(speeds, work)}
+
+
+class DalyReference(Reference):
+    """Daly's expected time of ``N/K`` checkpointed segments, for one worker."""
+
+    name = "daly"
+    family = "training"
+    metrics = ("training_time",)
+
+    def applies(self, c: Any) -> Applies:
+        no = _first(
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
+            (c.stages != 1 or c.replicas[0] != 1, "needs one worker (one stage, one replica)"),
+            (c.schedule == "async", "needs a step barrier"),
+            (c.mtbf == math.inf, "needs preemptions (mtbf)"),
+            (c.replace_time > 0 or c.download_time > 0, "needs instant replacement"),
+            (c.availability < 1 or c.domain_outage > 0 or c.failure_trace is not None,
+             "needs preemptions as the only failures"),
+            (c.pass_time_distribution != "deterministic", "needs deterministic pass times"),
+            (c.checkpoint_every == 0 or c.steps % c.checkpoint_every != 0,
+             "needs checkpoints every K steps with N a multiple of K"),
+        )
+        return no if no is not None else Applies(True, "one worker, Poisson preemptions, checkpoint and restart")
+
+    def predict(self, c: Any) -> dict[str, Any]:
+        v = draw_speeds(c, None)[0][0]
+        t = c.microbatches * c.forward_time[0] * (1 + c.backward_ratio) / v + c.optimizer_time
+        return {"training_time": analytic.checkpoint_wall_time(
+            c.steps, t, c.checkpoint_every, c.checkpoint_cost, c.restart_cost, c.mtbf)}
+
+
+class SnapshotReference(Reference):
+    """Study A's snapshot law for zero-time crossings: drop rate and mean quality."""
+
+    name = "snapshot"
+    family = "training"
+    metrics = ("drop_rate", "mean_quality")
+
+    def applies(self, c: Any) -> Applies:
+        no = _first(
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
+            (c.schedule != "async" or c.arrival == "saturated",
+             "needs async arrivals at a rate (fixed or poisson)"),
+            (any(c.forward_time) or c.backward_ratio != 0 or any(c.hop_times),
+             "needs zero-time crossings (forward time 0, no backward, no transfer)"),
+            (c.max_wait > 0, "needs max_wait 0"),
+            (c.mtbf < math.inf or c.failure_trace is not None or c.download_time > 0,
+             "needs the stationary failure model only (no spot, trace or download)"),
+        )
+        return no if no is not None else Applies(True, "zero-time crossings see a stationary snapshot (Study A)")
+
+    def predict(self, c: Any) -> dict[str, Any]:
+        reps = c.replicas
+        out: dict[str, Any] = {}
+        if c.placement is None and len(set(reps)) == 1:
+            q = analytic.stage_outage(c.availability, reps[0], c.domain_outage)
+            out["drop_rate"] = analytic.drop_probability_q(c.stages, q, c.skip_budget)
+            out["mean_quality"] = analytic.mean_quality_delivered(
+                c.stages, q, c.skip_budget, c.skip_penalty, penalty=c.penalty)
+        else:
+            pl = c.domain_placement
+            out["drop_rate"] = analytic.exact_drop_probability(
+                [list(s) for s in pl.replica_domains], dict(pl.domain_outage), c.availability,
+                c.skip_budget)
+            out["mean_quality"] = None
+        return out
+
+
+for _obj in (TrainingDES(), ScheduleReference(), MMcReference(), SaturatedReference(),
+             DalyReference(), SnapshotReference()):
+    register(_obj)

@@ -1,0 +1,325 @@
+"""Stages of replica servers and the movement of microbatches between them.
+
+:class:`Flow` holds the replicas of every stage, their live sets (kept by
+events from the replicas, never polled) and the stage queues, and moves each
+microbatch: routing at a stage, forward to the next stage after the hop time,
+backward in reverse on the replica that did the forward pass, and the failure
+rules:
+
+* a pass lost to a failure (and every pass queued at the failed replica) is
+  re-queued at its stage after the detection timeout;
+* a backward pass whose replica lost the activations (it failed since) first
+  recomputes the forward passes from the last stage still holding them;
+* at a stage with no live replica a pass (a forward, or a recomputation for a
+  backward) skips it while the skip budget lasts (the stage acts as the
+  identity both ways, at the quality penalty), else waits up to ``max_wait``
+  for a replica to come back, else the trainer is told (drop, or lose the step).
+
+What a step is, and what a drop or a lost stage means, is the trainer's
+(:mod:`sim.training.trainer`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+import simpy
+
+from .config import TrainingConfig, replica_name
+from .replica import Microbatch, Replica
+from .routing import Uniforms, make_routing
+
+__all__ = ["Flow", "LOST_CAUSES"]
+
+#: Causes of lost time (see :func:`sim.training.trainer.training_metrics`).
+LOST_CAUSES = ("lost_pass", "recompute", "reroute", "download", "stall", "restart", "checkpoint")
+
+_BLOCK = 4096
+
+
+class _Exponentials:
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self._buf: list[float] = []
+
+    def __call__(self) -> float:
+        if not self._buf:
+            self._buf = self.rng.exponential(1.0, _BLOCK).tolist()
+        return self._buf.pop()
+
+
+class Flow:
+    """The stages, their replicas and queues, and the microbatch movements."""
+
+    def __init__(self, config: TrainingConfig, env: simpy.Environment, streams: Any,
+                 schedule: Any, speeds: tuple[tuple[float, ...], ...]) -> None:
+        c = self.config = config
+        self.env = env
+        self.trainer: Any = None
+        self.L = L = c.stages
+        self.s = c.skip_budget
+        self.fwd = c.forward_time
+        self.bwd = c.backward_time
+        self.has_back = c.backward_ratio > 0
+        self.hops = c.hop_times
+        self.det = c.detection_timeout
+        self.max_wait = c.max_wait
+        self.download_time = c.download_time
+        self.fixed = bool(schedule.fixed_pipelines)
+        self.lost = dict.fromkeys(LOST_CAUSES, 0.0)
+        self.draw = (_Exponentials(streams.rng("pass_time"))
+                     if c.pass_time_distribution == "exponential" else None)
+        self.shared = [(deque(), deque()) for _ in range(L)]
+        self.idle: list[dict[Replica, None]] = [{} for _ in range(L)]
+        self.stages: list[list[Replica]] = [
+            [Replica(self, j, i, speeds[j][i], replica_name(j, i), self.shared[j],
+                     schedule.forward_limit(j, L), self.idle[j]) for i in range(len(speeds[j]))]
+            for j in range(L)]
+        self.replicas = [r for st in self.stages for r in st]
+        self.live: list[list[Replica]] = [[] for _ in range(L)]
+        self.n_out = L
+        self.policies = [make_routing(c.routing) for _ in range(L)]
+        self.uniform = Uniforms(streams.rng("routing"))
+        self.track = False  # set by a trainer that needs each stage's participants
+        self.waiters: list[list[tuple[Microbatch, float]]] = [[] for _ in range(L)]
+        self.passes = self.lost_passes = self.reroutes = 0
+        self.skips = self.waits = self.recomputes = 0
+
+    def start(self) -> None:
+        """Live sets from the replicas' initial states; start the servers."""
+        for st in self.stages:
+            for rep in st:
+                rep.loaded = rep.live = rep.up
+                if rep.live:
+                    self.live[rep.stage].append(rep)
+        self.n_out = sum(1 for lv in self.live if not lv)
+        for rep in self.replicas:
+            rep.proc = self.env.process(rep.serve())
+
+    # -- replica events ------------------------------------------------------------
+    def replica_live(self, rep: Replica) -> None:
+        """A replica finished downloading its weights and may be routed to."""
+        rep.live = True
+        j = rep.stage
+        live = self.live[j]
+        live.append(rep)
+        live.sort(key=lambda r: r.index)
+        if len(live) == 1:
+            self.n_out -= 1
+            tokens, self.waiters[j] = self.waiters[j], []
+            now = self.env.now
+            for mb, since in tokens:
+                mb.waiting = False
+                self.lost["stall"] += now - since
+                self.arrive_fwd(mb, j)
+            if self.n_out == 0:
+                self.trainer.all_live()
+
+    def replica_down(self, rep: Replica, was_live: bool) -> None:
+        """A replica went down: its queued passes are re-queued; the stage may be lost."""
+        j = rep.stage
+        out = False
+        self.idle[j].pop(rep, None)
+        if was_live:
+            self.live[j].remove(rep)
+            out = not self.live[j]
+            if out:
+                self.n_out += 1
+        queued = rep.drain()
+        if out:
+            for q in self.shared[j]:
+                queued.extend(q)
+                q.clear()
+        for mb in queued:
+            if not mb.dead:
+                self.requeue(mb)
+        if out:
+            self.trainer.stage_lost(j)
+
+    # -- passes ----------------------------------------------------------------------
+    def pass_done(self, rep: Replica, mb: Microbatch, work: float) -> None:
+        """``rep`` completed ``mb``'s pass: move the microbatch on."""
+        self.passes += 1
+        j = mb.stage
+        if self.track:
+            self.trainer.participated(j, rep)
+        if not mb.back:
+            if mb.target >= 0:
+                self.lost["recompute"] += work
+            mb.holders[j] = (rep, rep.epoch)
+            rep.in_flight += 1
+            if rep.in_flight > rep.peak_in_flight:
+                rep.peak_in_flight = rep.in_flight
+            if mb.target == j:
+                mb.target = -1
+                mb.back = True
+                rep.push(mb, True)
+            elif j + 1 < self.L and self.hops[j] <= 0.0:
+                self.arrive_fwd(mb, j + 1)
+            else:
+                self.forward_next(mb, j)
+        else:
+            if rep.in_flight > 0:
+                rep.in_flight -= 1
+            if j > 0 and self.hops[j - 1] <= 0.0:
+                self.arrive_back(mb, j - 1)
+            else:
+                self.backward_next(mb, j)
+
+    def pass_lost(self, rep: Replica, mb: Microbatch, cause: Any, elapsed: float) -> None:
+        """``rep`` lost ``mb``'s pass (``cause`` is a frozen dataclass)."""
+        self.lost_passes += 1
+        self.lost["lost_pass"] += elapsed
+        if not mb.dead:
+            self.requeue(mb)
+
+    def requeue(self, mb: Microbatch) -> None:
+        """Re-queue ``mb`` at its stage once the failure is detected."""
+        self.reroutes += 1
+        self.lost["reroute"] += self.det
+        self.later(self.det, self.arrive_back if mb.back else self.arrive_fwd, mb, mb.stage)
+
+    # -- movements -------------------------------------------------------------------
+    def later(self, dt: float, fn: Any, mb: Microbatch, j: int) -> None:
+        """Call ``fn(mb, j)`` after ``dt`` (at once when 0)."""
+        if dt <= 0.0:
+            fn(mb, j)
+            return
+        ev = self.env.timeout(dt)
+        ev.callbacks.append(lambda _e: fn(mb, j))
+
+    def forward_next(self, mb: Microbatch, j: int) -> None:
+        """``mb`` finished its forward pass at ``j``: on to ``j + 1``, or tell the trainer."""
+        if j + 1 == self.L:
+            if self.has_back:
+                self.trainer.forward_done(mb)
+            else:
+                self.trainer.finished(mb)
+            return
+        self.later(self.hops[j], self.arrive_fwd, mb, j + 1)
+
+    def start_backward(self, mb: Microbatch) -> None:
+        """Begin ``mb``'s backward passes at the last stage."""
+        mb.back = True
+        self.arrive_back(mb, self.L - 1)
+
+    def backward_next(self, mb: Microbatch, j: int) -> None:
+        """``mb`` finished its backward pass at ``j``: on to ``j - 1``, or done."""
+        if j == 0:
+            self.trainer.finished(mb)
+            return
+        self.later(self.hops[j - 1], self.arrive_back, mb, j - 1)
+
+    def arrive_fwd(self, mb: Microbatch, j: int) -> None:
+        """``mb`` needs a forward pass (or a recomputation) at stage ``j``."""
+        if mb.dead:
+            return
+        mb.stage = j
+        if mb.target >= 0 and mb.holders[j] is None:  # skipped the first time: pass through
+            self.forward_next(mb, j)
+            return
+        live = self.live[j]
+        if not live:
+            self.out_stage(mb, j)
+            return
+        rep = None
+        if self.fixed:
+            if mb.pipe >= 0:
+                st = self.stages[j]
+                pref = st[mb.pipe % len(st)]
+                if pref.live:
+                    rep = pref
+            if rep is None:
+                rep = self.policies[j].choose(live, self.uniform)
+                if mb.pipe < 0 and rep is not None:
+                    mb.pipe = rep.index
+        else:
+            rep = self.policies[j].choose(live, self.uniform)
+        if rep is None:
+            self.shared[j][0 if mb.target >= 0 else 1].append(mb)
+            idle = self.idle[j]
+            if idle:
+                next(iter(idle)).wake()
+        else:
+            rep.push(mb, mb.target >= 0)
+
+    def arrive_back(self, mb: Microbatch, j: int) -> None:
+        """``mb`` needs its backward pass at stage ``j``, on the replica holding its activations."""
+        if mb.dead:
+            return
+        mb.stage = j
+        h = mb.holders[j]
+        if h is None:  # skipped going forward
+            self.backward_next(mb, j)
+            return
+        rep, epoch = h
+        if rep.live and rep.epoch == epoch:
+            rep.push(mb, True)
+            return
+        i = j - 1
+        while i >= 0 and not self._holds(mb.holders[i]):
+            i -= 1
+        self.recomputes += 1
+        mb.back = False
+        mb.target = j
+        if i >= 0:
+            self.later(self.hops[i], self.arrive_fwd, mb, i + 1)
+        else:
+            self.arrive_fwd(mb, 0)
+
+    @staticmethod
+    def _holds(h: Any) -> bool:
+        return h is not None and h[0].live and h[0].epoch == h[1]
+
+    def out_stage(self, mb: Microbatch, j: int) -> None:
+        """Stage ``j`` has no live replica: skip, wait, or tell the trainer."""
+        if mb.skipped < self.s:  # skipped as the identity, forward and backward
+            mb.skipped += 1
+            self.skips += 1
+            mb.holders[j] = None
+            if mb.target == j:  # the backward it was recomputing for: skip that too
+                mb.target = -1
+                mb.back = True
+                self.backward_next(mb, j)
+            else:
+                self.forward_next(mb, j)
+            return
+        if self.max_wait > 0:
+            self.waits += 1
+            mb.waiting = True
+            token = (mb, self.env.now)
+            self.waiters[j].append(token)
+            if self.max_wait < float("inf"):
+                ev = self.env.timeout(self.max_wait)
+                ev.callbacks.append(lambda _e: self._expire(j, token))
+            return
+        self.trainer.blocked(mb, j)
+
+    def _expire(self, j: int, token: tuple[Microbatch, float]) -> None:
+        waiting = self.waiters[j]
+        for k, t in enumerate(waiting):
+            if t is token:
+                del waiting[k]
+                mb = token[0]
+                mb.waiting = False
+                self.lost["stall"] += self.max_wait
+                if not mb.dead:
+                    self.trainer.blocked(mb, j)
+                return
+
+    def release(self, mb: Microbatch) -> None:
+        """``mb`` leaves early (dropped): free the places it held under 1F1B."""
+        for h in mb.holders:
+            if h is not None and h[0].epoch == h[1] and h[0].in_flight > 0:
+                h[0].in_flight -= 1
+                h[0].wake()
+
+    def abort(self, cause: Any) -> None:
+        """Every microbatch is dead: interrupt passes in service, forget waiters and holdings."""
+        for rep in self.replicas:
+            rep.abort(cause)
+            rep.in_flight = 0
+        for j in range(self.L):
+            self.waiters[j] = []

@@ -1,0 +1,216 @@
+"""The built training system: failure model, replicas, flow and trainer, wired, then run.
+
+Build and wire happen in :class:`TrainingSystem`'s constructor (desmod's
+elaborate phase); :meth:`TrainingSystem.run` starts the failure processes, the
+spot slots, the servers and the trainer, runs until ``N`` steps are done, and
+returns flat metrics (:func:`training_model`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import simpy
+
+from ..failures import FailureModel, read_trace
+from ..rng import Streams
+from .config import TrainingConfig
+from .flow import LOST_CAUSES, Flow
+from .replica import Failed, SpotSlot
+from .schedules import SCHEDULE_POLICIES
+from .trainer import AsyncTrainer, StepTrainer, steady_throughput
+
+__all__ = ["TrainingSystem", "draw_speeds", "training_model", "METRICS"]
+
+#: Metrics of one replication (see :func:`training_model`).
+METRICS = (
+    "throughput", "throughput_steady", "goodput", "step_time_mean", "step_time_p50",
+    "step_time_p99", "training_time", "finished", "steps_done", "bubble_fraction", "utilisation", "latency_mean",
+    "drop_rate", "mean_quality", "mean_skipped", "passes", "lost_passes", "reroutes",
+    "recomputes", "skips", "waits", "restarts", "checkpoints", "preemptions", "workers",
+    "worker_hours", "samples", "samples_per_second", "samples_per_worker_hour", "cost",
+    "samples_per_dollar", *(f"lost_{k}" for k in LOST_CAUSES),
+)
+
+
+def draw_speeds(config: TrainingConfig, streams: Streams) -> tuple[tuple[float, ...], ...]:
+    """The replicas' speeds: the config's, or drawn lognormal (mean 1) from stream ``speeds``."""
+    if config.speeds is not None:
+        return config.speeds
+    reps = config.replicas
+    sig = config.speed_spread
+    if sig == 0:
+        return tuple((1.0,) * r for r in reps)  # type: ignore[union-attr]
+    rng = streams.rng("speeds")
+    return tuple(tuple(float(v) for v in rng.lognormal(-sig * sig / 2.0, sig, r))
+                 for r in reps)  # type: ignore[union-attr]
+
+
+class TrainingSystem:
+    """One replication of the training system, built and wired.
+
+    Parameters
+    ----------
+    config : TrainingConfig
+    streams : Streams
+        Failures draw from ``failures:*``, preemptions from ``spot``, routing
+        from ``routing``, pass times from ``pass_time``, arrivals from
+        ``arrivals``, speeds from ``speeds``.
+    """
+
+    def __init__(self, config: TrainingConfig, streams: Streams) -> None:
+        c = self.config = config
+        env = self.env = simpy.Environment()
+        self.schedule = SCHEDULE_POLICIES[c.schedule]()
+        self.speeds = draw_speeds(c, streams)
+        self.flow = Flow(c, env, streams, self.schedule, self.speeds)
+        if self.schedule.step_barrier:
+            self.trainer: Any = StepTrainer(c, env, self.flow, self.schedule)
+        else:
+            self.trainer = AsyncTrainer(c, env, self.flow, self.schedule, streams.rng("arrivals"))
+        self.failure_model = self._wire_failures(streams)
+        self.spots = []
+        if c.mtbf < math.inf:
+            self.spots = [SpotSlot(rep, c.mtbf, c.replace_time, streams.rng("spot", rep.stage, rep.index))
+                          for rep in self.flow.replicas]
+
+    def _wire_failures(self, streams: Streams) -> FailureModel:
+        c = self.config
+        fm = FailureModel(self.env, streams)
+        pl = c.domain_placement
+        for stage in pl.replica_domains:
+            for chain in stage:
+                for depth, name in enumerate(chain):
+                    if name not in fm.components:
+                        fm.add_domain(name, chain[depth - 1] if depth else None,
+                                      unavailability=pl.domain_outage.get(name, 0.0),
+                                      mean_downtime=c.domain_downtime,
+                                      distribution=c.failure_distribution, shape=c.failure_shape)
+        trace = read_trace(c.failure_trace).intervals if c.failure_trace else {}
+        self.workers = []
+        for rep in self.flow.replicas:
+            chain = pl.replica_domains[rep.stage][rep.index]
+            w = fm.add_worker(rep.name, chain[-1] if chain else None,
+                              availability=c.availability, mean_downtime=c.mean_downtime,
+                              distribution=c.failure_distribution, shape=c.failure_shape,
+                              trace=trace.get(rep.name))
+            w.on_change(self._callback(rep))
+            self.workers.append(w)
+        return fm
+
+    @staticmethod
+    def _callback(rep: Any):
+        def changed(comp: Any, up: bool, now: float) -> None:
+            rep.set_state(fm_up=up, cause=Failed(rep.name, now))
+        return changed
+
+    def run(self) -> dict[str, float]:
+        """Start everything, run until the trainer is done; the replication's metrics."""
+        self.failure_model.start()
+        for rep, w in zip(self.flow.replicas, self.workers, strict=True):
+            rep.fm_up = w.up
+        self.flow.start()
+        for slot in self.spots:
+            self.env.process(slot.run(self.env))
+        self.trainer.proc = self.env.process(self.trainer.run())
+        until = self.trainer.done
+        if self.config.max_time < math.inf:
+            until = self.env.any_of([until, self.env.timeout(self.config.max_time)])
+        self.env.run(until=until)
+        return self.metrics()
+
+    def metrics(self) -> dict[str, float]:
+        """Flat metrics of the run (see :func:`training_model`)."""
+        c, tr, flow = self.config, self.trainer, self.flow
+        wall = self.env.now
+        nan = math.nan
+        finished = tr.done.triggered
+        if self.schedule.step_barrier:
+            kept = [tr.kept[k] for k in range(tr.steps_done)]
+            delivered = sum(d for d, _ in kept)
+            quality = sum(q for _, q in kept)
+            steps = tr.step_times
+            bubble = 1.0 - tr.compute_busy / (c.workers * tr.compute_time) if tr.compute_time > 0 else nan
+            steady = nan
+        else:
+            delivered, quality = tr.delivered, tr.quality_sum
+            steps = tr.step_times_async()
+            busy = sum(r.busy_time for r in flow.replicas)
+            bubble = 1.0 - busy / (c.workers * wall) if wall > 0 else nan
+            steady = steady_throughput(tr.finish_times) if c.arrival == "saturated" else nan
+        busy = sum(r.busy_time for r in flow.replicas)
+        samples = delivered * c.samples_per_microbatch
+        hours = [(wall - (s.unbilled_until(wall))) / c.hour for s in self.spots] or \
+            [wall / c.hour] * c.workers
+        worker_hours = float(sum(hours))
+        cost = nan
+        if c.price is not None:
+            if isinstance(c.price, tuple):
+                prices = [p for row in c.price for p in row]
+            else:
+                prices = [float(c.price)] * c.workers
+            cost = float(sum(p * h for p, h in zip(prices, hours, strict=True)))
+        st = np.asarray(steps, dtype=float)
+        attempted = tr.delivered + tr.dropped
+        out: dict[str, float] = {
+            "throughput": delivered / wall if wall > 0 else nan,
+            "throughput_steady": steady,
+            "goodput": quality / wall if wall > 0 else nan,
+            "step_time_mean": float(st.mean()) if st.size else nan,
+            "step_time_p50": float(np.quantile(st, 0.5)) if st.size else nan,
+            "step_time_p99": float(np.quantile(st, 0.99)) if st.size else nan,
+            "training_time": wall if finished else nan,
+            "finished": float(finished),
+            "steps_done": float(tr.steps_done),
+            "bubble_fraction": bubble,
+            "utilisation": busy / (c.workers * wall) if wall > 0 else nan,
+            "latency_mean": tr.latency_sum / tr.delivered if tr.delivered else nan,
+            "drop_rate": tr.dropped / attempted if attempted else nan,
+            "mean_quality": tr.quality_sum / tr.delivered if tr.delivered else nan,
+            "mean_skipped": tr.skipped_sum / tr.delivered if tr.delivered else nan,
+            "passes": float(flow.passes), "lost_passes": float(flow.lost_passes),
+            "reroutes": float(flow.reroutes), "recomputes": float(flow.recomputes),
+            "skips": float(flow.skips), "waits": float(flow.waits),
+            "restarts": float(tr.restarts), "checkpoints": float(tr.checkpoints),
+            "preemptions": float(sum(s.preemptions for s in self.spots)),
+            "workers": float(c.workers), "worker_hours": worker_hours, "samples": samples,
+            "samples_per_second": samples / wall if wall > 0 else nan,
+            "samples_per_worker_hour": samples / worker_hours if worker_hours > 0 else nan,
+            "cost": cost,
+            "samples_per_dollar": samples / cost if cost and cost > 0 else nan,
+        }
+        for k in LOST_CAUSES:
+            out[f"lost_{k}"] = flow.lost[k]
+        return out
+
+
+def training_model(config: TrainingConfig, streams: Streams) -> dict[str, float]:
+    """One replication of the training system as flat metrics (a model for ``replicate``).
+
+    Returns
+    -------
+    dict
+        ``throughput`` (delivered microbatches of the ``N`` kept steps per
+        time unit), ``throughput_steady`` (async, saturated: completions per
+        time between the first and last 10 % of completions, free of fill and
+        drain), ``goodput`` (quality-weighted), ``step_time_mean``/``_p50``/
+        ``_p99`` (every completed step attempt; async: time per ``m``
+        completions), ``training_time`` (simulated wall time to finish ``N`` steps; not the runner's ``wall_time``), ``bubble_fraction``
+        (idle fraction of the replicas during the steps' compute phases; async:
+        over the run), ``utilisation`` (busy fraction, mean over replicas),
+        ``latency_mean`` (microbatch sojourn), ``drop_rate``, ``mean_quality``,
+        ``mean_skipped``, counts (``passes``, ``lost_passes``, ``reroutes``,
+        ``recomputes``, ``skips``, ``waits``, ``restarts``, ``checkpoints``,
+        ``preemptions``), ``workers``, ``worker_hours`` (billed: a preempted
+        slot is not billed until its replacement), ``samples``,
+        ``samples_per_second``, ``samples_per_worker_hour``, ``cost`` and
+        ``samples_per_dollar`` (NaN unpriced), and ``lost_<cause>``: replica
+        time in lost passes (``lost_pass``), recomputed forwards
+        (``recompute``), weight downloads (``download``); detection timeouts
+        charged per re-queued pass (``reroute``); microbatch time waiting at
+        out stages (``stall``); wall time rolled back and spent restarting
+        (``restart``) and checkpointing (``checkpoint``).
+    """
+    return TrainingSystem(config, streams).run()

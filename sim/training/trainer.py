@@ -1,0 +1,340 @@
+"""Trainers: what a step is, and what a drop, a blocked microbatch or a lost stage means.
+
+:class:`StepTrainer` (GPipe, 1F1B, SWARM) runs ``N`` steps of ``m``
+microbatches, each closed by the gradient all-reduce among the replicas of
+each stage that took part and the optimizer step, with checkpoints every ``K``
+steps and, under a restart model, restarts from the last checkpoint.
+:class:`AsyncTrainer` feeds ``N m`` microbatches with no step barrier.
+
+The trainer's coordinator is a generator method; a failure that loses the
+step reaches it as ``process.interrupt(cause)`` with a frozen
+:class:`~sim.training.replica.StageLost` or
+:class:`~sim.training.replica.StepLost`, during work, checkpoint and restart
+alike.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Any
+
+import simpy
+
+from ..analytic.training import ring_allreduce_time
+from .replica import Aborted, Microbatch, StageLost, StepLost
+
+__all__ = ["Trainer", "StepTrainer", "AsyncTrainer", "Step"]
+
+
+class Step:
+    """One attempt at a training step."""
+
+    __slots__ = ("index", "remaining", "fwd_pending", "parked", "participants", "done",
+                 "delivered", "quality")
+
+    def __init__(self, index: int, m: int, stages: int) -> None:
+        self.index = index
+        self.remaining = m
+        self.fwd_pending = m
+        self.parked: list[Microbatch] = []
+        self.participants: list[set] = [set() for _ in range(stages)]
+        self.done: simpy.Event | None = None
+        self.delivered = 0
+        self.quality = 0.0
+
+
+class Trainer:
+    """Accounting shared by both trainers."""
+
+    def __init__(self, config: Any, env: simpy.Environment, flow: Any, schedule: Any) -> None:
+        self.c = config
+        self.env = env
+        self.flow = flow
+        self.schedule = schedule
+        self.quality_of = config.quality
+        self.samples = 0.0
+        self.attempted = 0
+        self.delivered = 0
+        self.dropped = 0
+        self.quality_sum = 0.0
+        self.latency_sum = 0.0
+        self.skipped_sum = 0
+        self.step_times: list[float] = []
+        self.compute_time = 0.0
+        self.compute_busy = 0.0
+        self.finish_times: list[float] = []
+        self.restarts = 0
+        self.checkpoints = 0
+        self.steps_done = 0
+        self.proc: simpy.Process | None = None
+        self.done = env.event()
+        flow.trainer = self
+
+    # hooks the flow calls ---------------------------------------------------------
+    def participated(self, j: int, rep: Any) -> None:
+        """``rep`` of stage ``j`` served a pass of the current step (sync participants)."""
+
+    def all_live(self) -> None:
+        """Every stage has a live replica again."""
+
+    def stage_lost(self, j: int) -> None:
+        """Stage ``j`` has no live replica left (its weights are gone)."""
+
+    def forward_done(self, mb: Microbatch) -> None:
+        """``mb`` finished its forward pass at the last stage."""
+        raise NotImplementedError  # pragma: no cover
+
+    def finished(self, mb: Microbatch) -> None:
+        """``mb`` finished (its backward pass at stage 0, or its last forward)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def blocked(self, mb: Microbatch, j: int) -> None:
+        """``mb`` met out stage ``j`` with no skip and no wait left."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _delivered(self, mb: Microbatch) -> None:
+        now = self.env.now
+        self.delivered += 1
+        self.quality_sum += self.quality_of[mb.skipped]
+        self.latency_sum += now - mb.t0
+        self.skipped_sum += mb.skipped
+
+    def _busy(self) -> float:
+        return sum(r.busy_time for r in self.flow.replicas)
+
+
+class StepTrainer(Trainer):
+    """Steps of ``m`` microbatches with a barrier, sync, optimizer step, checkpoints."""
+
+    def __init__(self, config: Any, env: simpy.Environment, flow: Any, schedule: Any) -> None:
+        super().__init__(config, env, flow, schedule)
+        self.step: Step | None = None
+        self.kept: dict[int, tuple[int, float]] = {}
+        self.restart_model = config.restart_cost is not None
+        self.active = False
+        self._pending = False
+        self._live_ev: simpy.Event | None = None
+        self.next_id = 0
+        self._in_step: list[Microbatch] = []
+        c = config
+        self.track = c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0)
+        flow.track = self.track
+
+    # hooks ------------------------------------------------------------------------------
+    def participated(self, j: int, rep: Any) -> None:
+        self.step.participants[j].add(rep)  # type: ignore[union-attr]
+
+    def forward_done(self, mb: Microbatch) -> None:
+        st = mb.step
+        if not self.schedule.phase_barrier:
+            self.flow.start_backward(mb)
+            return
+        st.parked.append(mb)
+        st.fwd_pending -= 1
+        if st.fwd_pending == 0:
+            self._release(st)
+
+    def _release(self, st: Step) -> None:
+        parked, st.parked = st.parked, []
+        for mb in parked:
+            self.flow.start_backward(mb)
+
+    def finished(self, mb: Microbatch) -> None:
+        self._delivered(mb)
+        st = mb.step
+        st.delivered += 1
+        st.quality += self.quality_of[mb.skipped]
+        self._left(st)
+
+    def blocked(self, mb: Microbatch, j: int) -> None:
+        if self.restart_model:
+            self._interrupt(StepLost(j, mb.id, self.env.now))
+            return
+        mb.dead = True
+        self.dropped += 1
+        self.flow.release(mb)
+        st = mb.step
+        if self.schedule.phase_barrier and not mb.back and mb.target < 0:
+            st.fwd_pending -= 1
+            if st.fwd_pending == 0:
+                self._release(st)
+        self._left(st)
+
+    def _left(self, st: Step) -> None:
+        st.remaining -= 1
+        if st.remaining == 0 and st.done is not None and not st.done.triggered:
+            st.done.succeed()
+
+    def stage_lost(self, j: int) -> None:
+        if self.restart_model:
+            self._interrupt(StageLost(j, self.env.now))
+
+    def all_live(self) -> None:
+        ev = self._live_ev
+        if ev is not None and not ev.triggered:
+            self._live_ev = None
+            ev.succeed()
+
+    def _interrupt(self, cause: Any) -> None:
+        if self.active and not self._pending:
+            self._pending = True
+            proc = self.proc
+            if self.env.active_process is proc:
+                # raised from the coordinator itself (releasing a step into an out
+                # stage): deliver it at its next yield
+                ev = self.env.timeout(0.0)
+                ev.callbacks.append(lambda _e: proc.interrupt(cause) if proc.is_alive else None)
+            else:
+                proc.interrupt(cause)  # type: ignore[union-attr]
+
+    # the coordinator ------------------------------------------------------------------
+    def run(self):
+        """Steps until ``N`` are done, with checkpoints and restarts."""
+        c, env = self.c, self.env
+        N, K = c.steps, c.checkpoint_every
+        k = ckpt = self.steps_done = 0
+        since = env.now  # work after this instant is lost by a restart
+        self.active = True
+        while k < N:
+            try:
+                self.kept[k] = yield from self._step(k)
+                k += 1
+                self.steps_done = k
+                if K and (k % K == 0 or k == N):
+                    yield env.timeout(c.checkpoint_cost)
+                    self.flow.lost["checkpoint"] += c.checkpoint_cost
+                    self.checkpoints += 1
+                    ckpt, since = k, env.now
+            except simpy.Interrupt:
+                self._pending = False
+                self._abort()
+                self.flow.lost["restart"] += env.now - since
+                k = self.steps_done = ckpt
+                yield from self._restart()
+                since = env.now
+        self.active = False
+        self.done.succeed()
+
+    def _abort(self) -> None:
+        st = self.step
+        cause = Aborted(st.index if st is not None else -1, self.env.now)
+        if st is not None:
+            st.parked = []
+        for mb in self._in_step:
+            mb.dead = True
+        self.flow.abort(cause)
+
+    def _restart(self):
+        """Wait for every stage to have a live replica, then pay the restart cost."""
+        env = self.env
+        while True:
+            self.restarts += 1
+            t0 = env.now
+            try:
+                if self.flow.n_out:
+                    self._live_ev = env.event()
+                    yield self._live_ev
+                yield env.timeout(self.c.restart_cost)
+                self.flow.lost["restart"] += env.now - t0
+                return
+            except simpy.Interrupt:
+                self._pending = False
+                self.flow.lost["restart"] += env.now - t0
+
+    def _step(self, k: int):
+        c, env, flow = self.c, self.env, self.flow
+        m, L = c.microbatches, c.stages
+        st = self.step = Step(k, m, L)
+        t0 = env.now
+        busy0 = self._busy()
+        mbs = [Microbatch(self.next_id + i, st, L, t0) for i in range(m)]
+        self.next_id += m
+        self._in_step = mbs
+        self.attempted += m
+        for mb in mbs:
+            flow.arrive_fwd(mb, 0)
+        if st.remaining:
+            st.done = env.event()
+            yield st.done
+        self.compute_time += env.now - t0
+        self.compute_busy += self._busy() - busy0
+        sync = 0.0
+        if self.track:
+            lat, P, W = c.mean_latency, c.param_size, c.bandwidth
+            for j in range(L):
+                n = sum(1 for r in st.participants[j] if r.live)
+                if n > 1:
+                    sync = max(sync, ring_allreduce_time(n, P, W, lat))
+        if sync + c.optimizer_time > 0:
+            yield env.timeout(sync + c.optimizer_time)
+        self.step_times.append(env.now - t0)
+        return st.delivered, st.quality
+
+
+class AsyncTrainer(Trainer):
+    """``N m`` microbatches with no step barrier: saturated, Poisson or evenly spaced."""
+
+    def __init__(self, config: Any, env: simpy.Environment, flow: Any, schedule: Any,
+                 rng: Any) -> None:
+        super().__init__(config, env, flow, schedule)
+        self.rng = rng
+        self.total = config.steps * config.microbatches
+        self.remaining = self.total
+
+    def forward_done(self, mb: Microbatch) -> None:
+        self.flow.start_backward(mb)
+
+    def finished(self, mb: Microbatch) -> None:
+        self._delivered(mb)
+        self.finish_times.append(self.env.now)
+        self._left()
+
+    def blocked(self, mb: Microbatch, j: int) -> None:
+        mb.dead = True
+        self.dropped += 1
+        self.flow.release(mb)
+        self._left()
+
+    def _left(self) -> None:
+        self.remaining -= 1
+        self.steps_done = (self.total - self.remaining) // self.c.microbatches
+        if self.remaining == 0:
+            self.done.succeed()
+
+    def run(self):
+        """Release the microbatches; the run ends when the last one leaves."""
+        c, env, flow, L = self.c, self.env, self.flow, self.c.stages
+        self.attempted = self.total
+        if c.arrival == "saturated":
+            for i in range(self.total):
+                flow.arrive_fwd(Microbatch(i, None, L, env.now), 0)
+            return
+        gap = 1.0 / c.arrival_rate
+        for i in range(self.total):
+            if i:
+                yield env.timeout(float(self.rng.exponential(gap)) if c.arrival == "poisson"
+                                  else gap)
+            flow.arrive_fwd(Microbatch(i, None, L, env.now), 0)
+
+    def step_times_async(self) -> list[float]:
+        """Time between the completions of successive groups of ``m`` microbatches."""
+        m = self.c.microbatches
+        t = sorted(self.finish_times)
+        marks = [0.0] + [t[i] for i in range(m - 1, len(t), m)]
+        return [b - a for a, b in zip(marks, marks[1:], strict=False)]
+
+
+def steady_throughput(finish_times: list[float], trim: float = 0.1) -> float:
+    """Completions per time in ``(T1, T2]``, T1 and T2 the ``trim`` and ``1 - trim`` completions.
+
+    Counting the completions in the half-open window (not the ranks between the
+    two quantiles) keeps simultaneous completions from being counted at both ends.
+    """
+    t = sorted(finish_times)
+    n = len(t)
+    lo, hi = int(n * trim), n - 1 - int(n * trim)
+    if hi <= lo or t[hi] <= t[lo]:
+        return math.nan
+    t1, t2 = t[lo], t[hi]
+    return (bisect.bisect_right(t, t2) - bisect.bisect_right(t, t1)) / (t2 - t1)

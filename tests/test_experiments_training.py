@@ -1,0 +1,37 @@
+"""The training experiments run --quick, write their figures and tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.runner import load_experiment, run_experiment
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+@pytest.mark.parametrize("name,files", [
+    ("training_replicate_or_skip", ("goodput_per_worker.png", "ranking.md")),
+    ("training_spot", ("samples_per_dollar.png", "interval.md")),
+])
+def test_quick_run_writes_figure_and_table(tmp_path, capsys, name, files):
+    """Each training experiment runs in quick mode without a failed task and writes its outputs."""
+    exp = load_experiment(EXPERIMENTS / f"{name}.py", quick=True)
+    res = run_experiment(exp, out=tmp_path / name, executor="serial", progress=False)
+    assert res.errors == 0
+    for f in files:
+        assert (tmp_path / name / f).exists(), f
+    capsys.readouterr()
+
+
+def test_heterogeneous_weighted_reaches_bound_round_robin_does_not(tmp_path, capsys):
+    """At spread 0.6, weighted routing is within 3% of the bound; round robin below 60%."""
+    exp = load_experiment(EXPERIMENTS / "training_heterogeneous.py", quick=True)
+    res = run_experiment(exp, out=tmp_path / "h", executor="serial", progress=False)
+    for f in ("throughput_vs_spread.png", "routing.md"):
+        assert (tmp_path / "h" / f).exists(), f
+    rows = {(round(float(r["spread_mean"]), 3), r["routing"]): r for r in res.summary()}
+    assert float(rows[(0.6, "weighted")]["fraction_of_bound_mean"]) > 0.97
+    assert float(rows[(0.6, "round-robin")]["fraction_of_bound_mean"]) < 0.6
+    capsys.readouterr()

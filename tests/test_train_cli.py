@@ -1,0 +1,103 @@
+"""dtsim train: one-line validation (exit 2) before running, and the --json keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim.cli import main
+
+
+def _csv(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+BAD = [
+    (["--speeds", "{dup}", "--stages", "2"],
+     "'speeds' must be a CSV file with each (stage, replica) once: '{dup}:3 (stage 0, replica 0 duplicated)'"),
+    (["--speeds", "{gap}", "--stages", "2"],
+     "'speeds' must be a CSV file with replicas 0..r-1 of every stage: '{gap} (stage 0, replica 1 missing)'"),
+    (["--speeds", "{neg}", "--stages", "2"],
+     "'speeds' must be a CSV file of speeds > 0: '{neg}:3 (speed -2)'"),
+    (["--speeds", "{many}", "--stages", "2"],
+     "'speeds' must be a CSV file with stages in [0, 1] (--stages 2): '{many}:4 (stage 2)'"),
+    (["--speeds", "{nostage}", "--stages", "2"],
+     "'speeds' must be a CSV file with every stage: '{nostage} (stage 1 missing)'"),
+    (["--microbatches-per-step", "0"], "'microbatches' must be an integer >= 1: 0"),
+    (["--schedule", "gpipe", "--routing", "queue"],
+     "'routing' must be one of least-loaded, weighted, round-robin with schedule gpipe: 'queue'"),
+    (["--schedule", "1f1b", "--routing", "queue"],
+     "'routing' must be one of least-loaded, weighted, round-robin with schedule 1f1b: 'queue'"),
+    (["--routing", "random"],
+     "'routing' must be one of queue, least-loaded, weighted, round-robin: 'random'"),
+    (["--checkpoint-every", "5"],
+     "'checkpoint_every' must be 0 without a restart model (give restart_cost): 5"),
+    (["--price", "1,2", "--stages", "3"],
+     "'price' must be one value or one per worker (3 workers): (1.0, 2.0)"),
+    (["--price", "1", "--speeds", "{priced}", "--stages", "2"],
+     "'price' must be unset when the speeds file has a price column: 1.0"),
+    (["--price", "-1"], "'price' must be >= 0: -1.0"),
+    (["--placement", "spread"], "'placement' must be given only with --topology: 'spread'"),
+    (["--arrival", "poisson"], "'arrival' must be saturated unless schedule is async: 'poisson'"),
+    (["--schedule", "async", "--restart-cost", "1"],
+     "'schedule' must be one with a step barrier (gpipe, 1f1b, swarm) for checkpoint and restart: 'async'"),
+    (["--replications", "0"], "'replications' must be an integer >= 1: 0"),
+    (["--engine", "vector"], "'engine' must be one of auto, des: 'vector'"),
+    (["--availability", "1.5"], "'availability' must be in [0, 1]: 1.5"),
+    (["--availability", "0", "--restart-cost", "5"],
+     "'restart_cost' must be unset when a stage never recovers (availability 0 or a domain "
+     "outage of 1): 5.0"),
+    (["--availability", "0", "--max-wait", "inf"],
+     "'max_wait' must be finite when a stage never recovers (availability 0 or a domain "
+     "outage of 1): inf"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD)
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, argv, message):
+    """Every bad option is refused before running, in one line, with exit status 2."""
+    files = {
+        "dup": _csv(tmp_path, "dup.csv", "stage,replica,speed\n0,0,1\n0,0,2\n1,0,1\n"),
+        "gap": _csv(tmp_path, "gap.csv", "stage,replica,speed\n0,0,1\n0,2,2\n1,0,1\n"),
+        "neg": _csv(tmp_path, "neg.csv", "stage,replica,speed\n0,0,1\n1,0,-2\n"),
+        "many": _csv(tmp_path, "many.csv", "stage,replica,speed\n0,0,1\n1,0,1\n2,0,1\n"),
+        "nostage": _csv(tmp_path, "nostage.csv", "stage,replica,speed\n0,0,1\n"),
+        "priced": _csv(tmp_path, "priced.csv", "stage,replica,speed,price\n0,0,1,2\n1,0,1,3\n"),
+    }
+    argv = [a.format(**files) for a in argv]
+    assert main(["train", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["dtsim train: error: " + message.format(**files)]
+
+
+def test_json_keys_and_exact_gpipe(capsys):
+    """--json has the listed keys; GPipe's predictions match with zero-width intervals."""
+    assert main(["train", "--stages", "3", "--microbatches-per-step", "4", "--steps", "2",
+                 "--replications", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("throughput", "throughput_ci", "step_time_mean", "step_time_ci", "step_time_p50",
+                "step_time_p99", "wall_time_mean", "wall_time_ci", "bubble_fraction",
+                "utilisation", "lost_time", "workers", "samples_per_worker_hour", "cost",
+                "predicted_step_time", "predicted_bubble_fraction", "predicted_throughput",
+                "predicted_wall_time", "reference_note", "seed"):
+        assert key in out, key
+    assert out["step_time_mean"] == out["predicted_step_time"] == 18.0
+    assert out["step_time_ci"] == [18.0, 18.0]
+    assert out["bubble_fraction"] == pytest.approx(out["predicted_bubble_fraction"])
+    assert out["cost"] is None
+    assert out["predicted_latency_mean"] is None
+    assert out["reference_note"]["predicted_latency_mean"] == "mmc: needs one stage"
+
+
+def test_priced_speeds_file_gives_cost(tmp_path, capsys):
+    """Prices from the speeds file: cost is price x billed hours, samples per dollar follows."""
+    f = _csv(tmp_path, "s.csv", "stage,replica,speed,price\n0,0,1,2\n0,1,2,4\n1,0,3,6\n")
+    assert main(["train", "--stages", "2", "--speeds", f, "--schedule", "swarm", "--routing",
+                 "weighted", "--steps", "3", "--replications", "2", "--hour", "10", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["workers"] == 3
+    assert out["cost"] == pytest.approx(12.0 * out["wall_time_mean"] / 10.0)
+    assert out["samples_per_dollar"] > 0
