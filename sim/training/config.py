@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from topologies.placement import Placement, from_value, shared_per_stage
+
 from ..errors import (
     ConfigError,
     check,
@@ -18,7 +20,7 @@ from ..errors import (
     check_probability,
 )
 from ..failures import DISTRIBUTIONS, read_trace
-from ..pipeline import DomainPlacement, as_placement, default_placement, quality_table
+from ..pipeline import quality_table
 
 __all__ = [
     "SCHEDULES",
@@ -255,9 +257,9 @@ class TrainingConfig:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         counts: tuple[int, ...] | None = None
         if self.placement is not None:
-            pl = as_placement(self.placement)
+            pl = from_value(self.placement)
             check(len(pl.replica_domains) == L, "placement", f"{L} stages", len(pl.replica_domains))
-            set_("placement", pl)
+            set_("placement", pl.value())
             counts = pl.replicas
         if self.speeds is not None:
             sp = self.speeds
@@ -358,11 +360,12 @@ class TrainingConfig:
         return int(sum(self.replicas))  # type: ignore[arg-type]
 
     @property
-    def domain_placement(self) -> DomainPlacement:
-        """The placement used (Study A's shared stage domains when none is given)."""
+    def domain_placement(self) -> Placement:
+        """The placement used, built from the stored value (Study A's shared stage domains
+        when none is given)."""
         if self.placement is not None:
-            return self.placement
-        return default_placement(self.replicas, self.domain_outage)  # type: ignore[arg-type]
+            return from_value(self.placement)
+        return shared_per_stage(self.replicas, self.domain_outage)  # type: ignore[arg-type]
 
     @property
     def backward_time(self) -> tuple[float, ...]:
