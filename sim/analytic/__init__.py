@@ -1932,3 +1932,11 @@ def edge_gossip_rate(G: nx.Graph, *, method: str = "auto") -> float:
     val = spla.eigsh(_rate_operator(e), k=1, which="LA", v0=v0.reshape(-1), tol=1e-12,
                      return_eigenvectors=False)
     return float(val[0])
+
+
+# ====================================================== gossip training (own module)
+
+from . import learning as learning  # noqa: E402
+from .learning import *  # noqa: E402,F403
+
+__all__ += learning.__all__
