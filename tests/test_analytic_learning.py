@@ -197,7 +197,8 @@ def test_equilibrium_is_the_long_run_of_the_first_moment():
     G = nx.random_regular_graph(3, 12, seed=1)
     a, c = _problem(12, 2, 7)
     stub = {3: -1.0, 7: 4.0}
-    for proto, graph, T in (("edge", G, 6000), ("matching", None, 300), ("allreduce", None, 300)):
+    for proto, graph, T in (("edge", G, 6000), ("matching", None, 300), ("allreduce", None, 300),
+                            ("neighbourhood", G, 600)):
         eq = L.training_equilibrium(proto, a, c, 0.25, 3, graph=graph, stubborn=stub)
         it = L.training_mean(proto, a, c, 0.25, 3, T, graph=graph, stubborn=stub, x0=0.0)[-1]
         np.testing.assert_allclose(it, eq, rtol=1e-6, atol=1e-8)

@@ -43,14 +43,29 @@ def test_local_sgd_without_noise_is_the_affine_map():
     a, c = np.array([[0.5], [1.5]]), np.array([[1.0], [-2.0]])
     q = Quadratic(a, c, np.ones(2, bool))
     x = np.array([[3.0], [0.5]])
-    sgd = LocalSGD(q, 0.3, 4, 0.0, np.random.default_rng(1))
-    sgd.apply(x, np.array([0, 1]))
+    sgd = LocalSGD(q, 0.3, 4, 0.0)
+    sgd.local_steps(x, np.array([0, 1]), rng=np.random.default_rng(1))
     g = (1 - 0.3 * a) ** 4
     np.testing.assert_allclose(x, g * np.array([[3.0], [0.5]]) + (1 - g) * c)
-    noisy1 = LocalSGD(q, 0.3, 2, 0.5, np.random.default_rng(7)).steps(x, np.array([0, 1]))
-    noisy2 = LocalSGD(q, 0.3, 2, 0.5, np.random.default_rng(7)).steps(x, np.array([0, 1]))
+    sgd = LocalSGD(q, 0.3, 2, 0.5)
+    noisy1 = sgd.steps(x, np.array([0, 1]), rng=np.random.default_rng(7))
+    noisy2 = sgd.steps(x, np.array([0, 1]), rng=np.random.default_rng(7))
     np.testing.assert_array_equal(noisy1, noisy2)
-    assert not np.allclose(noisy1, LocalSGD(q, 0.3, 2, 0.0, None).steps(x, np.array([0, 1])))
+    quiet = LocalSGD(q, 0.3, 2, 0.0).steps(x, np.array([0, 1]), rng=None)
+    assert not np.allclose(noisy1, quiet)
+
+
+def test_async_advance_steps_at_each_nodes_pace():
+    """advance() applies floor((phase + elapsed) / step_time) steps and carries the remainder."""
+    a, c = np.array([[1.0], [1.0]]), np.array([[0.0], [0.0]])
+    sgd = LocalSGD(Quadratic(a, c, np.ones(2, bool)), 0.5, 1, 0.0, step_time=[0.3, 1.0])
+    x = np.array([[1.0], [1.0]])
+    rng = np.random.default_rng(0)
+    sgd.advance(x, 0, 0.7, rng=rng)  # 2 steps, 0.1 left
+    sgd.advance(x, 0, 0.2, rng=rng)  # 0.3: one more step
+    sgd.advance(x, 1, 0.99, rng=rng)  # none yet
+    np.testing.assert_allclose(x[:, 0], [0.5**3, 1.0])
+    assert sgd.steps_taken == 3
 
 
 def test_softmax_gradient_matches_finite_differences():

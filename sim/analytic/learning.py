@@ -25,6 +25,10 @@ in the order of updates that the simulation follows:
 ``allreduce``
     every honest node takes ``H`` local steps, then every node gets the exact
     mean of all values (stubborn nodes contribute ``b``).
+``neighbourhood``
+    every honest node takes ``H`` local steps, then hears every neighbour at
+    once and mixes with Metropolis weights ``W_ij = 1 / (1 + max(d_i, d_j))``:
+    ``x_i' = y_i + sum_j W_ij (y_j - y_i)``. Any graph.
 
 Positions (``stubborn`` keys, rows of ``curvature`` and ``optimum``) are in
 the order of ``G.nodes()`` (``0 .. n-1`` on the complete graph). The rows of
@@ -81,10 +85,11 @@ __all__ = [
     "stubborn_training_bias",
     "steps_to_equilibrium",
     "edge_training_moments",
+    "metropolis_weights",
 ]
 
 #: Protocols with an exact first moment on quadratics.
-TRAINING_PROTOCOLS = ("matching", "edge", "allreduce")
+TRAINING_PROTOCOLS = ("matching", "edge", "allreduce", "neighbourhood")
 #: Largest graph for :func:`edge_training_moments` (dense ``(n + 1)^2`` second
 #: moments per coordinate and ``O(n m)`` work per step).
 MAX_TRAINING_EXACT_NODES = 2000
@@ -373,6 +378,14 @@ class _FirstMoment:
                                   shape=(h, h)).tocsr()
                 self.M.append((sp.identity(h, format="csr") + R).tocsr())
                 self.v[:, k] = const[self.hidx]
+        elif protocol == "neighbourhood":
+            check(G is not None, "graph", "a networkx graph for protocol neighbourhood", G)
+            n, i, j = _graph_edges(G)
+            check(n == s.n, "curvature", f"one row per graph node ({n})", s.n)
+            W = metropolis_weights(G)
+            self.W_HH = W[self.hidx][:, self.hidx].tocsr()
+            self.W_HS_b = W[self.hidx][:, self.sidx] @ s.b[self.sidx]
+            self.w_self = 1.0 - np.asarray(W.sum(axis=1)).ravel()[self.hidx]
         elif protocol == "matching":
             check(s.n % 2 == 0, "nodes", "even for protocol matching on the complete graph", s.n)
             self.beta = 1.0 / (2.0 * (s.n - 1))
@@ -388,6 +401,8 @@ class _FirstMoment:
                 out[:, k] = self.M[k] @ x[:, k] + self.v[:, k]
             return out
         y = s.g[hi] * x + (1.0 - s.g[hi]) * s.c[hi]
+        if self.protocol == "neighbourhood":
+            return self.w_self[:, None] * y + self.W_HH @ y + self.W_HS_b
         total = y.sum(axis=0) + self.bsum
         if self.protocol == "allreduce":
             return np.broadcast_to(total / s.n, x.shape).copy()
@@ -405,6 +420,16 @@ class _FirstMoment:
                     _singular()
                 out[:, k] = spla.spsolve(A, self.v[:, k])
             return out
+        if self.protocol == "neighbourhood":
+            out = np.empty((hi.size, s.d))
+            for k in range(s.d):
+                M = (sp.diags(self.w_self) + self.W_HH) @ sp.diags(g[:, k])
+                v = (sp.diags(self.w_self) + self.W_HH) @ ((1.0 - g[:, k]) * c[:, k]) \
+                    + self.W_HS_b[:, k]
+                if hi.size == s.n and np.allclose(g[:, k], 1.0):
+                    _singular()
+                out[:, k] = spla.spsolve((sp.identity(hi.size) - M).tocsc(), v)
+            return out
         if self.protocol == "allreduce":
             den = s.n - g.sum(axis=0)
             if np.any(den <= 1e-300):
@@ -418,6 +443,35 @@ class _FirstMoment:
         S = (((1.0 - g) * c) / (1.0 - al * g)).sum(axis=0) + self.bsum
         S = S / den
         return (al * (1.0 - g) * c + be * S) / (1.0 - al * g)
+
+
+def metropolis_weights(G: nx.Graph) -> sp.csr_matrix:
+    """Metropolis mixing weights ``W_ij = 1 / (1 + max(d_i, d_j))`` on the edges of ``G``.
+
+    Parameters
+    ----------
+    G : networkx.Graph
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        Off-diagonal weights in the order of ``G.nodes()`` (the self weight is
+        ``1 - sum_j W_ij``; ``W`` is symmetric and doubly stochastic).
+
+    Notes
+    -----
+    On a regular graph of degree ``d`` every weight is ``1 / (d + 1)``.
+
+    References
+    ----------
+    .. [1] L. Xiao, S. Boyd, "Fast linear iterations for distributed
+       averaging", Systems & Control Letters 53, 2004.
+    """
+    n, i, j = _graph_edges(G)
+    deg = np.bincount(i, minlength=n) + np.bincount(j, minlength=n)
+    w = 1.0 / (1.0 + np.maximum(deg[i], deg[j]))
+    return sp.coo_matrix((np.concatenate([w, w]), (np.concatenate([i, j]), np.concatenate([j, i]))),
+                         shape=(n, n)).tocsr()
 
 
 def _singular() -> None:
@@ -458,10 +512,11 @@ def training_mean(protocol: str, curvature: Any, optimum: Any, lr: float, local_
 
     Parameters
     ----------
-    protocol : {"matching", "edge", "allreduce"}
+    protocol : {"matching", "edge", "allreduce", "neighbourhood"}
         ``matching``: complete graph of ``n = len(curvature)`` nodes (even),
         one random perfect matching per step; ``edge``: one random edge of
-        ``graph`` per step; ``allreduce``: exact mean per step.
+        ``graph`` per step; ``allreduce``: exact mean per step;
+        ``neighbourhood``: Metropolis mixing over ``graph`` per step.
     curvature, optimum : array_like, shape (n, d)
         ``a_ik`` and ``c_ik`` (rows of stubborn nodes are ignored).
     lr : float
@@ -497,8 +552,9 @@ def training_mean(protocol: str, curvature: Any, optimum: Any, lr: float, local_
     ``edge``: for the drawn edge ``(i, j)`` both ends become
     :math:`(y_i + y_j)/2`, so
     :math:`E[x_i'] = x_i + \\frac1m \\sum_{j \\sim i} [(y_i + y_j)/2 - x_i]`.
-    ``allreduce``: :math:`x_i' = \\frac1n \\sum_j y_j`. Gradient noise has mean
-    zero and does not enter.
+    ``allreduce``: :math:`x_i' = \\frac1n \\sum_j y_j`. ``neighbourhood``:
+    :math:`x_i' = y_i + \\sum_j W_{ij} (y_j - y_i)` (deterministic ``W``).
+    Gradient noise has mean zero and does not enter.
 
     References
     ----------

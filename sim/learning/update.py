@@ -27,7 +27,14 @@ METRICS = ("loss", "distance_to_optimum", "sq_distance_to_optimum", "consensus_d
 
 
 class LocalSGD:
-    """``H`` noisy gradient steps on each training node's own objective.
+    """``H`` noisy gradient steps on each training node's own objective (the node update).
+
+    It answers the gossip engines' node-update hook (:mod:`sim.gossip.update`):
+    :meth:`local_steps` once per communication on the nodes that communicate
+    (``matching``: every honest node per round; ``edge``: the two ends), and
+    :meth:`advance` for ``async``, where every node steps continuously, one
+    step per ``step_time[i]``, and the steps completed since the node was last
+    brought up to date are applied when its value is read or changed.
 
     Parameters
     ----------
@@ -39,41 +46,72 @@ class LocalSGD:
         ``H``.
     grad_noise : float
         ``sigma``.
-    rng : numpy.random.Generator
-        Source of the gradient noise.
+    step_time : array_like, optional
+        Time of one local step of every node (``async``; default 1).
+    train : array_like of bool, optional
+        Nodes that train at all (default every node the engine passes).
     """
 
-    def __init__(self, objective: Any, lr: float, local_steps: int, grad_noise: float,
-                 rng: np.random.Generator) -> None:
+    def __init__(self, objective: Any, lr: float, local_steps: int, grad_noise: float, *,
+                 step_time: Any = None, train: Any = None) -> None:
         self.objective = objective
         self.lr = float(lr)
-        self.local_steps = int(local_steps)
+        self.local_steps_per_round = int(local_steps)
         self.grad_noise = float(grad_noise)
-        self.rng = rng
+        self.step_time = None if step_time is None else np.asarray(step_time, dtype=float)
+        self.train = None if train is None else np.asarray(train, dtype=bool)
+        self._phase: np.ndarray | None = None
         self.steps_taken = 0
 
-    def steps(self, x: np.ndarray, nodes: np.ndarray, count: int | None = None) -> np.ndarray:
-        """Return ``x`` (rows of ``nodes``) after ``count`` (default ``H``) local steps.
+    def is_identity(self) -> bool:
+        """True with ``lr = 0``: every step is ``x - 0 * (...) = x``, so engines may skip it."""
+        return self.lr == 0.0
 
-        ``x`` is not modified. With one row and ``count`` steps the draws are
-        the same as ``count`` calls of one step.
+    def steps(self, x: np.ndarray, nodes: np.ndarray, count: int | np.ndarray | None = None, *,
+              rng: np.random.Generator) -> np.ndarray:
+        """Return the rows ``x`` (of ``nodes``) after ``count`` (default ``H``) local steps each.
+
+        ``count`` may differ per row; the noise of step ``h`` is drawn for the
+        rows still stepping, in row order. ``x`` is not modified.
         """
-        H = self.local_steps if count is None else int(count)
+        nodes = np.asarray(nodes, dtype=np.int64)
+        H = self.local_steps_per_round if count is None else count
         eta, sigma, obj = self.lr, self.grad_noise, self.objective
         y = np.array(x, dtype=float, copy=True)
-        for _ in range(H):
-            g = obj.gradient(y, nodes)
+        counts = np.broadcast_to(np.asarray(H, dtype=np.int64), (y.shape[0],))
+        top = int(counts.max()) if counts.size else 0
+        for h in range(top):
+            rows = np.flatnonzero(counts > h) if counts.min() <= h else slice(None)
+            yr = y[rows]
+            g = obj.gradient(yr, nodes[rows])
             if sigma > 0:
-                g = g + sigma * self.rng.standard_normal(y.shape)
-            y -= eta * g
-        self.steps_taken += H * int(y.shape[0])
+                g = g + sigma * rng.standard_normal(yr.shape)
+            y[rows] = yr - eta * g
+        self.steps_taken += int(counts.sum())
         return y
 
-    def apply(self, x: np.ndarray, nodes: np.ndarray, count: int | None = None) -> None:
-        """Train the rows ``x[nodes]`` in place (``count`` steps, default ``H``)."""
+    def local_steps(self, x: np.ndarray, nodes: np.ndarray, *, rng: np.random.Generator) -> None:
+        """Hook: ``H`` local steps on the rows ``x[nodes]``, in place."""
         nodes = np.asarray(nodes, dtype=np.int64)
+        if self.train is not None:
+            nodes = nodes[self.train[nodes]]
         if nodes.size:
-            x[nodes] = self.steps(x[nodes], nodes, count)
+            x[nodes] = self.steps(x[nodes], nodes, rng=rng)
+
+    def advance(self, x: np.ndarray, node: int, elapsed: float, *,
+                rng: np.random.Generator) -> None:
+        """Hook (``async``): the local steps node ``node`` completed in ``elapsed`` time units."""
+        if self.train is not None and not self.train[node]:
+            return
+        st = self.step_time
+        if self._phase is None:
+            self._phase = np.zeros(x.shape[0])
+        t = float(st[node]) if st is not None else 1.0
+        done = self._phase[node] + elapsed
+        k = int(done // t)
+        self._phase[node] = done - k * t
+        if k:
+            x[node] = self.steps(x[node][None, :], np.array([node]), k, rng=rng)[0]
 
 
 def training_metrics(objective: Any, hx: np.ndarray) -> dict[str, float]:
