@@ -9,6 +9,18 @@ scikit-learn bundled dataset). The exact references on quadratics live in
 
 from .config import DATASET_SHAPES, OBJECTIVES, LearningConfig, build_objective
 from .data import DATASETS, INSTALL_HINT, PARTITIONS, Dataset, load_dataset, partition
+from .model import (
+    PLACEMENTS,
+    RULES,
+    TrainingConfig,
+    TrainingRecords,
+    place_adversaries,
+    summarize_training,
+    training_model,
+    training_objective,
+    training_predictions,
+    with_learning,
+)
 from .objectives import (
     Objective,
     Quadratic,
@@ -17,6 +29,7 @@ from .objectives import (
     quadratic_from_table,
     read_objective_file,
 )
+from .robust import CoordinateMedian, FarthestClip, TrimmedMean
 from .update import METRICS, LocalSGD, training_metrics
 
 __all__ = [
@@ -39,4 +52,17 @@ __all__ = [
     "read_objective_file",
     "LocalSGD",
     "training_metrics",
+    "RULES",
+    "PLACEMENTS",
+    "TrainingConfig",
+    "TrainingRecords",
+    "place_adversaries",
+    "summarize_training",
+    "training_model",
+    "training_objective",
+    "training_predictions",
+    "with_learning",
+    "FarthestClip",
+    "CoordinateMedian",
+    "TrimmedMean",
 ]

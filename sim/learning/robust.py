@@ -1,17 +1,9 @@
-"""Attacks and robust aggregation rules for gossip training.
+"""Robust aggregation rules for neighbourhood rounds of gossip training.
 
-Attacks (strategy objects with the interface of :class:`sim.adversaries.Adversary`):
-
-``IPM``
-    inner-product manipulation: every adversary sends ``-eps`` times the
-    honest mean (Xie, Koyejo, Gupta 2020; the IPM attack of ClippedGossip's
-    experiments).
-``LabelFlip``
-    a data attack: the adversarial nodes follow the protocol like honest
-    ones but train on flipped labels ``y -> C - 1 - y`` (logistic task). It
-    never sends anything of its own choosing; :meth:`LabelFlip.follows_protocol`
-    tells the builder to run those nodes as protocol-honest and to leave
-    them out of the metrics.
+(``IPM``, inner-product manipulation, lives with the other attacks in
+:mod:`sim.adversaries`. Label flipping is a data attack: its nodes follow the
+protocol and train on flipped labels, see
+:attr:`sim.learning.model.TrainingConfig.flipped`.)
 
 Aggregation rules for *neighbourhood rounds* (every honest node hears every
 neighbour at once, then aggregates), asked through
@@ -45,38 +37,10 @@ import math
 
 import numpy as np
 
-from ..adversaries import Adversary, Defence, View, clip_rows
-from ..errors import check_int, check_nonnegative
+from ..adversaries import Defence, clip_rows
+from ..errors import check_int
 
-__all__ = ["IPM", "LabelFlip", "FarthestClip", "CoordinateMedian", "TrimmedMean"]
-
-
-class IPM(Adversary):
-    """Sends ``-eps`` times the honest mean to every peer."""
-
-    kind = "ipm"
-
-    def __init__(self, eps: float) -> None:
-        self.eps = check_nonnegative("adversary_value", eps)
-
-    def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
-        """``-eps * mean(honest x)`` in every row."""
-        m = view.x[view.honest].mean(axis=0)
-        return np.broadcast_to(-self.eps * m, (len(peers), view.x.shape[1])).copy()
-
-
-class LabelFlip(Adversary):
-    """Data attack: the node trains on flipped labels and otherwise follows the protocol."""
-
-    kind = "labelflip"
-
-    def follows_protocol(self) -> bool:
-        """True: its nodes average like honest ones; only their data are poisoned."""
-        return True
-
-    def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
-        """Its own values (it follows the protocol)."""
-        return view.x[senders].copy()
+__all__ = ["FarthestClip", "CoordinateMedian", "TrimmedMean"]
 
 
 class _NeighbourhoodRule(Defence):

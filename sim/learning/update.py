@@ -63,6 +63,12 @@ class LocalSGD:
         self._phase: np.ndarray | None = None
         self.steps_taken = 0
 
+    def compute_time(self, nodes: np.ndarray) -> float:
+        """Time of one round of ``H`` local steps on ``nodes``: the slowest node's ``H * step_time``."""
+        if self.step_time is None or not len(nodes):
+            return 0.0
+        return float(self.local_steps_per_round * np.max(self.step_time[np.asarray(nodes)]))
+
     def is_identity(self) -> bool:
         """True with ``lr = 0``: every step is ``x - 0 * (...) = x``, so engines may skip it."""
         return self.lr == 0.0
