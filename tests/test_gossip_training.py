@@ -178,7 +178,7 @@ def test_placement_rules():
 def test_training_config_refusals():
     """Bad combinations are refused in one line before anything runs."""
     g = GossipConfig(topology="ring", nodes=8, protocol="edge", rounds=10)
-    with pytest.raises(ConfigError, match=r"^'defence' must be a clip or none for protocol edge"):
+    with pytest.raises(ConfigError, match=r"^'rule' must be none for protocol edge"):
         TrainingConfig(g, _quad(), rule="median")
     with pytest.raises(ConfigError, match=r"'lr' must be < 2 / curvature at every honest node \(node"):
         TrainingConfig(g, _quad(lr=1.9))

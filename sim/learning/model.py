@@ -95,8 +95,8 @@ class TrainingConfig:
         check_choice("rule", self.rule, RULES)
         check_int("trim", self.trim, low=0)
         if self.rule != "none":
-            check(g.protocol in ("neighbourhood", "allreduce"), "defence",
-                  f"a clip or none for protocol {g.protocol} ({self.rule} needs the whole "
+            check(g.protocol in ("neighbourhood", "allreduce"), "rule",
+                  f"none for protocol {g.protocol} ({self.rule} needs the whole "
                   "neighbourhood: protocol neighbourhood or allreduce)", self.rule)
             check(g.clip is None and not g.adaptive_clip, "clip",
                   f"unset with the {self.rule} rule", g.clip if g.clip is not None else "adaptive")
