@@ -162,12 +162,16 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
                     continue
                 for q in range(1, len(CHECKPOINTS) + 1):
                     series.append({"defence": r["defence"], "time": r[f"time_{q}_mean"],
-                                   **{f"accuracy_{s}": r[f"accuracy_{q}_{s}"]
-                                      for s in ("mean", "low", "high")}})
+                                   **{f"{m}_{s}": r[f"{m}_{q}_{s}"] for s in ("mean", "low", "high")
+                                      for m in ("accuracy", "distance")}})
             name = graph.split(":")[0]
             plot_sweep(series, "time", "accuracy", out_dir / f"accuracy_{name}_{attack}.png",
                        group="defence", xlabel="simulated wall time",
                        ylabel="held-out test accuracy of the honest mean",
+                       title=f"digits, n = 20, 10% adversaries: {attack} on {name}")
+            plot_sweep(series, "time", "distance", out_dir / f"distance_{name}_{attack}.png",
+                       group="defence", xlabel="simulated wall time", logy=True,
+                       ylabel="|honest mean - x*|",
                        title=f"digits, n = 20, 10% adversaries: {attack} on {name}")
     last = len(CHECKPOINTS)
     table = [{"graph": r["graph"], "attack": r["attack"], "defence": r["defence"],
