@@ -188,3 +188,17 @@ def test_training_config_refusals():
         TrainingConfig(g, LearningConfig())
     with pytest.raises(ConfigError, match=r"^'adversary_nodes' must be an integer in \[0, 7\]: 9$"):
         dataclasses.replace(g, adversary="stubborn", adversary_nodes=(9,))
+
+
+def test_ipm_sends_a_negative_multiple_of_the_honest_mean():
+    """IPM sends -eps times the honest mean to every peer, on any protocol."""
+    from sim.adversaries import Neighbourhood, View, make_adversary
+
+    x = np.array([[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]])
+    honest = np.array([True, True, False])
+    view = View(x, honest, Neighbourhood(honest))
+    sent = make_adversary("ipm", 0.5).send(view, np.array([2, 2]), np.array([0, 1]))
+    np.testing.assert_allclose(sent, [[-1.0, -1.5], [-1.0, -1.5]])
+    g = GossipConfig(topology="ring", nodes=8, protocol="edge", rounds=50, adversary="ipm")
+    out = training_model(TrainingConfig(g, _quad()), Streams(1).replication(0))
+    assert np.isfinite(out["loss"]).all()
