@@ -2,7 +2,7 @@
 
 Every node trains a heterogeneous quadratic (``d = 10``, curvatures in
 [0.5, 1.5], optima ``N(0, 1)``, start at 3 in every coordinate) with noisy
-gradients; a local step takes ``step_time`` and an exchange
+gradients (``sigma = 0.3``); a local step takes ``step_time`` and an exchange
 ``latency + size / bandwidth`` (here 0.1 and 0.5 + 1/1, so one exchange costs
 15 local steps). Two protocols:
 
@@ -21,7 +21,9 @@ With and without an adversary (one stubborn node at ``b = 3``), each with plain
 averaging or a defence (``robust``: a trimmed mean for ``allreduce``, a fixed
 clip for ``async``). Measured per replication: the
 first simulated time at which the honest mean's loss ``F(m) - F(x*)`` falls
-below ``TARGET`` (the horizon if never, with ``reached = 0``).
+below ``TARGET`` (the horizon if never, with ``reached = 0``). The target sits
+between the DiLoCo floor of moderate ``H`` and that of large ``H``, so that
+neither extreme of ``H`` wins by default.
 
 Run::
 
@@ -49,7 +51,7 @@ NAME = "local_steps_wallclock"
 
 BASE = {"protocol": "allreduce", "local_steps": 1, "adversary": "none", "defence": "plain",
         "nodes": 16, "dim": 10,
-        "lr": 0.05, "grad_noise": 1.0, "step_time": 0.1, "latency": 0.5, "bandwidth": 1.0,
+        "lr": 0.05, "grad_noise": 0.3, "step_time": 0.1, "latency": 0.5, "bandwidth": 1.0,
         "size": 1.0, "horizon": 300.0, "b": 3.0, "clip": 0.5, "trim": 1, "init_mean": 3.0,
         "objective_seed": 0}
 
@@ -63,7 +65,7 @@ FACTORS = {
 REPLICATIONS = 10
 SEED = 18
 #: Target loss F(m) - F(x*) (the start is about 45).
-TARGET = 0.05
+TARGET = 0.005
 
 QUICK = {
     "BASE": dict(BASE, horizon=150.0),
