@@ -15,7 +15,10 @@ choosing, possibly a different one to every peer:
     ``x_p - eps * (nbr_mean_p - x_p)``, so after the pairwise average the peer
     has moved ``eps / 2`` of its gap *away* from its honest neighbours;
 ``signflip``
-    sends the negation of the peer's own value, ``-x_p``.
+    sends the negation of the peer's own value, ``-x_p``;
+``ipm``
+    inner-product manipulation: ``-eps`` times the honest mean (Xie, Koyejo,
+    Gupta, UAI 2020), to every peer.
 
 A *defence* decides how an honest node moves toward the value it received.
 With ``diff = received - own`` the node adds ``step(diff)``:
@@ -63,6 +66,7 @@ __all__ = [
     "ALIE",
     "Dissensus",
     "SignFlip",
+    "IPM",
     "make_adversary",
     "Defence",
     "NoDefence",
@@ -72,10 +76,11 @@ __all__ = [
     "clip_rows",
 ]
 
-ADVERSARIES = ("none", "stubborn", "alie", "dissensus", "signflip")
+ADVERSARIES = ("none", "stubborn", "alie", "dissensus", "signflip", "ipm")
 #: Default ``adversary_value`` per kind: ``b`` for stubborn, ``z`` for ALIE,
 #: ``eps`` for dissensus (sign-flip has no parameter).
-DEFAULT_VALUES = {"none": 0.0, "stubborn": 10.0, "alie": 1.0, "dissensus": 1.0, "signflip": 0.0}
+DEFAULT_VALUES = {"none": 0.0, "stubborn": 10.0, "alie": 1.0, "dissensus": 1.0, "signflip": 0.0,
+                  "ipm": 0.1}
 
 
 # --------------------------------------------------------------------------- neighbourhoods
@@ -277,14 +282,27 @@ class SignFlip(Adversary):
         return -view.x[peers]
 
 
+class IPM(Adversary):
+    """Inner-product manipulation: sends ``-eps`` times the honest mean to every peer."""
+
+    kind = "ipm"
+
+    def __init__(self, eps: float) -> None:
+        self.eps = check_nonnegative("adversary_value", eps)
+
+    def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
+        m = view.x[view.honest].mean(axis=0)
+        return np.broadcast_to(-self.eps * m, (len(peers), view.x.shape[1])).copy()
+
+
 def make_adversary(kind: str, value: float | None = None) -> Adversary | None:
     """Build an adversary by name.
 
     Parameters
     ----------
-    kind : {"none", "stubborn", "alie", "dissensus", "signflip"}
+    kind : {"none", "stubborn", "alie", "dissensus", "signflip", "ipm"}
     value : float, optional
-        ``b`` for stubborn, ``z`` for ALIE, ``eps`` for dissensus (defaults in
+        ``b`` for stubborn, ``z`` for ALIE, ``eps`` for dissensus and IPM (defaults in
         :data:`DEFAULT_VALUES`); ignored by sign-flip.
 
     Returns
@@ -302,6 +320,8 @@ def make_adversary(kind: str, value: float | None = None) -> Adversary | None:
         return Dissensus(v)
     if kind == "signflip":
         return SignFlip()
+    if kind == "ipm":
+        return IPM(v)
     return None
 
 

@@ -1928,3 +1928,10 @@ from . import training  # noqa: E402
 from .training import *  # noqa: E402,F403
 
 __all__ += training.__all__
+
+# ====================================================== gossip training (own module)
+
+from . import learning as learning  # noqa: E402
+from .learning import *  # noqa: E402,F403
+
+__all__ += learning.__all__

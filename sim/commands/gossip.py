@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..adversaries import ADVERSARIES
+from ..errors import ConfigError, SimulationError, check, check_choice
 from ..gossip import (
     ENGINES,
     PROTOCOLS,
@@ -17,6 +19,19 @@ from ..gossip import (
     default_nodes,
     gossip_model,
     summarize_runs,
+)
+from ..learning import (
+    DATASETS,
+    OBJECTIVES,
+    PLACEMENTS,
+    RULES,
+    LearningConfig,
+    TrainingConfig,
+    place_adversaries,
+    read_objective_file,
+    summarize_training,
+    training_model,
+    training_objective,
 )
 from ..runner import replicate
 from ._common import add_run_options, emit_json, print_table
@@ -44,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="rounds excluded from the noise-floor average (default rounds / 2)")
     p.add_argument("--dim", type=int, default=1, metavar="D", help="dimension of the values (default 1)")
     p.add_argument("--adversary", default="none", metavar="KIND",
-                   help="one of " + ", ".join(ADVERSARIES) + " (default none)")
+                   help="one of " + ", ".join(ADVERSARIES) + ", labelflip (default none)")
     p.add_argument("--num-adversaries", type=int, default=None, metavar="K",
                    help="number of adversarial nodes, the first K in node order (default 1 with --adversary)")
     p.add_argument("--adversary-value", type=float, default=None, metavar="V",
@@ -64,12 +79,113 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default="auto", metavar="E",
                    help="matching rounds: " + ", ".join(ENGINES) + " (default auto: the vectorised "
                         "engine; des runs every node as a SimPy process, slower, for cross-checks)")
+    p.add_argument("--adversary-nodes", default=None, metavar="I,J,...",
+                   help="positions (node order) of the adversaries, instead of the first K")
+    p.add_argument("--placement", default=None, metavar="RULE",
+                   help="adversary positions by rule: " + ", ".join(PLACEMENTS)
+                        + " (random uses --objective-seed; default first)")
+    t = p.add_argument_group("gossip training (values train on local objectives between exchanges)")
+    t.add_argument("--objective", default="none", metavar="OBJ",
+                   help="one of " + ", ".join(OBJECTIVES) + " (default none: plain averaging); "
+                        "--adversary labelflip needs logistic")
+    t.add_argument("--lr", type=float, default=None, metavar="ETA", help="local step size (default 0.1)")
+    t.add_argument("--local-steps", type=int, default=None, metavar="H",
+                   help="local steps per communication (default 1)")
+    t.add_argument("--grad-noise", type=float, default=None, metavar="SIGMA",
+                   help="std of the noise added to every gradient coordinate (default 0)")
+    t.add_argument("--curvature-spread", type=float, default=None, metavar="S",
+                   help="quadratic: curvatures uniform on [1 - S, 1 + S] (default 0)")
+    t.add_argument("--optimum-spread", type=float, default=None, metavar="S",
+                   help="quadratic: optima N(0, S^2) per node and coordinate (default 1)")
+    t.add_argument("--objective-file", default=None, metavar="CSV",
+                   help="quadratic: read node,dim,curvature,optimum instead of drawing them")
+    t.add_argument("--objective-seed", type=int, default=None, metavar="S",
+                   help="seed of the objective's draws, split and partition (default 0)")
+    t.add_argument("--step-time", default=None, metavar="T[,T...]",
+                   help="time of one local step, one value or one per node (async and "
+                        "neighbourhood/allreduce rounds; default 0, 1 for async)")
+    t.add_argument("--data", default=None, metavar="NAME",
+                   help="logistic: one of " + ", ".join(DATASETS) + " (default digits)")
+    t.add_argument("--partition", default=None, metavar="P",
+                   help="logistic: iid or dirichlet (default iid)")
+    t.add_argument("--alpha", type=float, default=None, metavar="A",
+                   help="logistic: Dirichlet concentration of the non-iid partition (default 1)")
+    t.add_argument("--rule", default=None, metavar="R",
+                   help="neighbourhood/allreduce aggregation: " + ", ".join(RULES[1:])
+                        + " (default: mixing, clipped by --clip or --adaptive-clip)")
+    t.add_argument("--trim", type=int, default=None, metavar="B",
+                   help="values dropped at each end by --rule trimmed (default 1)")
     add_run_options(p, replications=20)
 
 
-def config_from_args(args: argparse.Namespace) -> GossipConfig:
+#: Training options and their defaults (a given option needs --objective).
+_TRAINING = {"lr": 0.1, "local_steps": 1, "grad_noise": 0.0, "curvature_spread": 0.0,
+             "optimum_spread": 1.0, "objective_file": None, "objective_seed": 0, "step_time": None,
+             "data": "digits", "partition": "iid", "alpha": 1.0, "rule": "none", "trim": 1}
+
+
+def _int_list(name: str, text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip() != "")
+    except ValueError:
+        raise ConfigError(name, "a comma-separated list of integers", text) from None
+
+
+def _float_list(name: str, text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(v) for v in text.split(",") if v.strip() != "")
+    except ValueError:
+        raise ConfigError(name, "a comma-separated list of numbers", text) from None
+
+
+def training_from_args(args: argparse.Namespace) -> TrainingConfig | None:
+    """The :class:`~sim.learning.TrainingConfig` of the options, or None without ``--objective``."""
+    given = [k for k in _TRAINING if getattr(args, k, None) is not None]
+    if args.objective == "none":
+        check(not given, "objective", "quadratic or logistic with --" + ", --".join(
+            k.replace("_", "-") for k in given), "none")
+        check(args.adversary != "labelflip", "adversary", "labelflip only with --objective logistic",
+              args.adversary)
+        return None
+    check_choice("objective", args.objective, OBJECTIVES[1:])
+    v = {k: (getattr(args, k) if getattr(args, k) is not None else d) for k, d in _TRAINING.items()}
+    step = _float_list("step_time", v["step_time"])
+    if step is None:
+        step = (1.0,) if args.protocol == "async" else (0.0,)
+    table = read_objective_file(v["objective_file"]) if v["objective_file"] else None
+    lc = LearningConfig(objective=args.objective, lr=v["lr"], local_steps=v["local_steps"],
+                        grad_noise=v["grad_noise"], curvature_spread=v["curvature_spread"],
+                        optimum_spread=v["optimum_spread"], objective_table=table, step_time=step,
+                        data=v["data"], partition=v["partition"], alpha=v["alpha"],
+                        objective_seed=v["objective_seed"])
+    flip = args.adversary == "labelflip"
+    g = config_from_args(args, dim=lc.dimension(args.dim) if args.dim == 1 else args.dim,
+                         objective_seed=v["objective_seed"])
+    flipped: tuple[int, ...] = ()
+    if flip:
+        flipped = tuple(g.adversary_positions)
+        g = replace(g, adversary="none", adversary_nodes=None, num_adversaries=None,
+                    adversary_value=None)
+    return TrainingConfig(g, lc, rule=v["rule"], trim=v["trim"], flipped=flipped)
+
+
+def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
+                     objective_seed: int = 0) -> GossipConfig:
     """Build (and so validate) the :class:`~sim.gossip.GossipConfig` of the options."""
     nodes = default_nodes(args.topology, args.nodes)
+    kind = "stubborn" if args.adversary == "labelflip" else args.adversary  # positions only
+    positions = _int_list("adversary_nodes", getattr(args, "adversary_nodes", None))
+    rule = getattr(args, "placement", None)
+    if rule is not None:
+        check(positions is None, "placement", "unset with --adversary-nodes", rule)
+        check(args.adversary != "none", "placement", "given only with --adversary", rule)
+        k = 1 if args.num_adversaries is None else args.num_adversaries
+        positions = place_adversaries(args.topology, k, rule, nodes=nodes,
+                                      topology_seed=args.topology_seed, seed=objective_seed)
     burn_in = args.burn_in
     if burn_in is None:
         burn_in = args.rounds // 2 if isinstance(args.rounds, int) and args.rounds > 0 else 0
@@ -79,9 +195,10 @@ def config_from_args(args: argparse.Namespace) -> GossipConfig:
         protocol=args.protocol,
         rounds=args.rounds,
         noise=args.noise,
-        dim=args.dim,
-        adversary=args.adversary,
+        dim=args.dim if dim is None else dim,
+        adversary=kind,
         num_adversaries=args.num_adversaries,
+        adversary_nodes=positions,
         adversary_value=args.adversary_value,
         clip=args.clip,
         adaptive_clip=args.adaptive_clip,
@@ -106,6 +223,9 @@ def _fmt(v: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the replications and print the report (text table or one JSON object)."""
+    tc = training_from_args(args)
+    if tc is not None:
+        return _run_training(args, tc)
     cfg = config_from_args(args)
     records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
@@ -130,6 +250,69 @@ def run(args: argparse.Namespace) -> int:
     rows = [(r["quantity"], _fmt(r["simulated"]),
              f"[{_fmt(r['interval'].low)}, {_fmt(r['interval'].high)}]" if r["interval"] is not None else "-",
              _fmt(r["exact"])) for r in comparison_rows(report)]
+    print_table(rows, ("quantity", "simulated", "95% CI", "exact"))
+    for e in errors:
+        print(f"replication error: {e}")
+    return 0 if not errors else 1
+
+
+#: Training rows of the text report: (measured, exact, label).
+_TRAIN_ROWS = (
+    ("loss", "predicted_loss", "final loss F(m) - F(x*)"),
+    ("distance_to_optimum", None, "final |m - x*|"),
+    ("sq_distance_to_optimum", "predicted_sq_distance_to_optimum", "final |m - x*|^2"),
+    ("consensus_distance", "predicted_consensus_distance", "final consensus distance"),
+    ("test_accuracy", None, "final test accuracy"),
+)
+
+
+def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
+    cfg = tc.gossip
+    training_objective(tc)  # build (and so validate) the objective before any replication
+    records = replicate(training_model, tc, replications=args.replications, seed=args.seed,
+                        executor=args.executor, workers=args.workers)
+    errors = [r["error"] for r in records if r.get("error")]
+    if len(errors) == len(records):
+        raise SimulationError.from_records(records)  # type: ignore[misc]
+    report = summarize_training(records, tc)
+    lc = tc.learning
+    adversary = "labelflip" if tc.flipped else cfg.adversary
+    if args.json:
+        payload = {
+            "topology": cfg.topology, "nodes": cfg.n, "protocol": cfg.protocol,
+            "rounds": cfg.rounds, "noise": cfg.noise, "dim": cfg.dim,
+            "adversary": adversary,
+            "num_adversaries": len(tc.flipped) if tc.flipped else cfg.num_adversaries,
+            "adversary_nodes": list(tc.flipped or cfg.adversary_positions),
+            "adversary_value": cfg.value if cfg.adversary != "none" else None,
+            "clip": cfg.clip, "adaptive_clip": cfg.adaptive_clip, "rule": tc.rule,
+            "seed": args.seed, "engine": cfg.resolved_engine, "engine_reason": cfg.engine_reason,
+            "objective_kind": lc.objective, "lr": lc.lr, "local_steps": lc.local_steps,
+            "grad_noise": lc.grad_noise, "errors": errors,
+        }
+        payload.update(report)
+        emit_json(payload)
+        return 0 if not errors else 1
+    print(f"gossip training: {lc.objective} on {cfg.protocol} over {cfg.topology} with "
+          f"n = {cfg.n} ({int(tc.honest.sum())} honest), lr {lc.lr}, H = {lc.local_steps}, "
+          f"{report['replications']} replications, seed {args.seed}")
+    print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
+    rows = []
+    for key, exact, label in _TRAIN_ROWS:
+        val = float(report[key][-1])
+        if not math.isfinite(val):
+            continue
+        ci = report.get("final_" + key + "_ci")
+        ex = report.get(exact) if exact else None
+        rows.append((label, _fmt(val), f"[{_fmt(ci.low)}, {_fmt(ci.high)}]" if ci is not None else "-",
+                     _fmt(float(np.asarray(ex)[-1])) if ex is not None else "-"))
+    hm = np.asarray(report["honest_mean"])
+    pm = report.get("predicted_honest_mean")
+    rows.append(("final honest mean (coord 0)", _fmt(float(hm.reshape(hm.shape[0], -1)[-1, 0])), "-",
+                 _fmt(float(np.asarray(pm).reshape(hm.shape[0], -1)[-1, 0])) if pm is not None else "-"))
+    if "predicted_equilibrium_mean" in report:
+        rows.append(("equilibrium honest mean (coord 0)", "-", "-",
+                     _fmt(float(report["predicted_equilibrium_mean"][0]))))
     print_table(rows, ("quantity", "simulated", "95% CI", "exact"))
     for e in errors:
         print(f"replication error: {e}")

@@ -235,6 +235,10 @@ class AsyncGossip(GossipSystem):
     def record(self, k: int) -> None:
         if self._queue:
             self._flush(self.env.now)
+        if self._last is not None:  # a node update: every honest node's local work up to now
+            now = self.env.now
+            for i in self.hidx.tolist():
+                self._advance(i, now)
         super().record(k)
 
     def process(self):

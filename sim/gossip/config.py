@@ -40,7 +40,7 @@ __all__ = [
     "network_size",
 ]
 
-PROTOCOLS = ("matching", "edge", "async")
+PROTOCOLS = ("matching", "edge", "async", "neighbourhood", "allreduce")
 #: Size of the complete graph when neither ``nodes`` nor the spec gives one.
 DEFAULT_COMPLETE_NODES = 16
 #: Implementation paths of the ``async`` protocol (see :attr:`AsyncGossip.async_path`).
@@ -185,9 +185,12 @@ class GossipConfig:
         number (``--nodes``); when neither it nor the spec gives a size, the
         complete graph has 16 nodes. A value that contradicts the size the spec
         gives is refused.
-    protocol : {"matching", "edge", "async"}
+    protocol : {"matching", "edge", "async", "neighbourhood", "allreduce"}
+        ``neighbourhood`` and ``allreduce``: synchronous rounds in which every
+        node hears all its neighbours (all nodes) at once
+        (:mod:`sim.gossip.rounds`).
     rounds : int
-        Matching rounds, edge steps, or (``async``) simulated time units.
+        Rounds, edge steps, or (``async``) simulated time units.
     noise : float
         Standard deviation ``s`` of the per-round noise (>= 0).
     dim : int

@@ -23,6 +23,7 @@ from .config import GossipConfig
 from .edge import EdgeGossip
 from .matching import MatchingVector
 from .matching_des import MatchingDES
+from .rounds import NeighbourhoodRounds
 from .state import GossipSystem
 
 __all__ = ["VectorEngine", "DESEngine", "system_class", "resolved_engine", "engine_reason",
@@ -39,6 +40,8 @@ _DES_REASONS = {
                 "(the cross-check of the vectorised engine)",
     "edge": "single-pair steps are simulated one at a time in order (there is no vectorised engine)",
     "async": "only the per-node DES models Poisson clocks, exchanges in flight and churn",
+    "neighbourhood": "synchronous rounds over whole neighbourhoods, in a SimPy clock",
+    "allreduce": "synchronous rounds of an exact all-reduce, in a SimPy clock",
 }
 
 
@@ -83,7 +86,8 @@ class DESEngine(_GossipEngine):
         return Applies(True, _DES_REASONS[config.protocol])
 
     def system_class(self, config: GossipConfig) -> type[GossipSystem]:
-        return {"matching": MatchingDES, "edge": EdgeGossip, "async": AsyncGossip}[config.protocol]
+        return {"matching": MatchingDES, "edge": EdgeGossip, "async": AsyncGossip,
+                "neighbourhood": NeighbourhoodRounds, "allreduce": NeighbourhoodRounds}[config.protocol]
 
 
 def _engine(config: GossipConfig) -> _GossipEngine:

@@ -17,7 +17,7 @@ from .engines import predictions
 from .state import GossipSystem
 from .update import NodeUpdate
 
-__all__ = ["gossip_model", "summarize_runs", "comparison_rows"]
+__all__ = ["gossip_model", "model_output", "summarize_runs", "comparison_rows"]
 
 #: Scalar keys of the report compared with an exact value: (measured, exact, label).
 COMPARED = (
@@ -59,7 +59,15 @@ def gossip_model(config: GossipConfig, streams: Streams, *, adversary: Adversary
         ``far``.
     """
     system = GossipSystem(config, streams, adversary=adversary, defence=defence, update=update)
-    rec = system.run()
+    return model_output(config, system, system.run())
+
+
+def model_output(config: GossipConfig, system: GossipSystem, rec: Any) -> dict[str, Any]:
+    """The flat metrics and series of :func:`gossip_model` from a system that has run.
+
+    For models that build their :class:`~sim.gossip.state.GossipSystem` themselves
+    (gossip training swaps in its own records); ``rec`` is ``system.run()``.
+    """
     D = rec.disagreement
     out: dict[str, Any] = {
         "n": config.n,

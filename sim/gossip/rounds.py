@@ -1,0 +1,141 @@
+"""Synchronous rounds in which every node hears all its neighbours: ``neighbourhood`` and ``allreduce``.
+
+``neighbourhood``
+    In each round: the noise, the node update on every honest node, then
+    every honest node ``i`` receives a value from every neighbour ``j``
+    (its own row, or what an adversary chooses to send to ``i``) and
+    aggregates. By default it mixes with Metropolis weights
+    ``W_ij = 1 / (1 + max(d_i, d_j))`` through the defence's clipping radius,
+    ``x_i += sum_j W_ij clip(v_j - x_i, tau_i)`` (ClippedGossip's update; no
+    clip is plain gossip ``x' = W x``). A defence that answers
+    ``neighbourhood_update(own, received, weights)`` (a coordinate-wise median,
+    a trimmed mean, a radius set from the values received) aggregates
+    instead. A round lasts the node update's compute time plus the slowest
+    exchange of the graph.
+``allreduce``
+    The same round over the complete graph whatever the topology: with plain
+    mixing every node gets the exact mean of all values (an adversary
+    contributes what it sends to itself), the all-reduce of local SGD. A
+    round lasts the compute time plus one exchange time
+    (``latency + size / bandwidth``).
+
+Adversaries never move. The receivers of a round aggregate from the values
+of the round's start (after the node update), simultaneously.
+
+References
+----------
+.. [1] L. Xiao, S. Boyd, "Fast linear iterations for distributed averaging", 2004.
+.. [2] L. He, S. P. Karimireddy, M. Jaggi, "Byzantine-robust decentralized
+   learning via ClippedGossip", 2022.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..adversaries import clip_rows
+from .state import GossipSystem
+
+__all__ = ["NeighbourhoodRounds"]
+
+
+class NeighbourhoodRounds(GossipSystem):
+    """Every honest node aggregates over its whole neighbourhood once per round."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        net, n = self.net, self.n
+        self.full = bool(net.complete or self.cfg.protocol == "allreduce")
+        if self.full:
+            self.deg = np.full(n, n - 1, dtype=np.int64)
+            self.round_delay = float(net.complete_delay) if net.complete else float(
+                self.cfg.latency + (0.0 if np.isinf(self.cfg.bandwidth)
+                                    else self.cfg.size / self.cfg.bandwidth))
+            self.edges = n * (n - 1) // 2
+        else:
+            self.deg = np.diff(net.indptr)
+            self.round_delay = float(net.delay.max()) if net.delay.size else 0.0
+            self.edges = int(net.u.size)
+        ask = getattr(self.defence, "neighbourhood_update", None)
+        self._rule = ask
+        # receivers grouped by degree (one array per degree, honest only)
+        hd = self.deg[self.hidx]
+        self._groups = [(int(r), self.hidx[hd == r]) for r in np.unique(hd)]
+
+    def _neighbours(self, nodes: np.ndarray, r: int) -> np.ndarray:
+        """``(k, r)`` neighbour positions of ``nodes`` (all of degree ``r``)."""
+        if self.full:
+            others = np.arange(self.n)[None, :].repeat(nodes.size, axis=0)
+            mask = others != nodes[:, None]
+            return others[mask].reshape(nodes.size, self.n - 1)
+        start = self.net.indptr[nodes]
+        return self.net.indices[start[:, None] + np.arange(r)[None, :]]
+
+    def _received(self, nodes: np.ndarray, nbrs: np.ndarray) -> np.ndarray:
+        """Values ``(k, r, d)`` the neighbours ``nbrs`` send to ``nodes``."""
+        x = self.x
+        vals = x[nbrs]
+        if self.n_adv:
+            adv = self.is_adv[nbrs]
+            if adv.any():
+                kk, rr = np.nonzero(adv)
+                vals[kk, rr] = self.sent(nbrs[kk, rr], nodes[kk], x[nbrs[kk, rr]])
+        return vals
+
+    def _weights(self, nodes: np.ndarray, nbrs: np.ndarray) -> np.ndarray:
+        if self.full:
+            return np.full(nbrs.shape, 1.0 / self.n)
+        return 1.0 / (1.0 + np.maximum(self.deg[nodes][:, None], self.deg[nbrs]))
+
+    def _plain_full_mean(self) -> bool:
+        """Exact mean in one pass: complete mixing, plain defence, no adversary."""
+        return self.full and self.n_adv == 0 and self._rule is None and self.defence.plain()
+
+    def aggregate(self) -> None:
+        """One round's aggregation at every honest node, from the values now."""
+        x = self.x
+        if self._plain_full_mean():
+            x[:] = x.mean(axis=0)
+            return
+        new = {}
+        for r, nodes in self._groups:
+            nbrs = self._neighbours(nodes, r)
+            vals = self._received(nodes, nbrs)
+            w = self._weights(nodes, nbrs)
+            own = x[nodes]
+            if self._rule is not None:
+                new[r] = self._rule(own, vals, w)
+                continue
+            k, _, d = vals.shape
+            diff = (vals - own[:, None, :]).reshape(k * r, d)
+            tau = np.broadcast_to(np.asarray(self.defence.radius(self.view, nodes), dtype=float),
+                                  (k,))
+            if np.all(np.isinf(tau)):
+                moved = diff
+            else:
+                moved = clip_rows(diff, np.repeat(tau, r))
+            new[r] = own + np.einsum("kr,krd->kd", w, moved.reshape(k, r, d))
+        for r, nodes in self._groups:
+            x[nodes] = new[r]
+
+    def compute_time(self) -> float:
+        """Time of the round's local work, asked of the node update (0 if it has no say)."""
+        ask = getattr(self.update, "compute_time", None)
+        return float(ask(self.hidx)) if ask is not None and self._updating else 0.0
+
+    def process(self):
+        env = self.env
+        steps = self.records.steps
+        duration = self.compute_time() + self.round_delay
+        k = 1
+        for rd in range(1, self.cfg.rounds + 1):
+            yield env.timeout(duration)
+            self.add_noise()
+            self.local_steps(self.hidx)
+            self.aggregate()
+            self.exchanges += self.edges
+            if k < steps.size and steps[k] == rd:
+                self.record(k)
+                k += 1

@@ -1,0 +1,68 @@
+"""Gossip training: node objectives, local steps, data and the training config.
+
+The gossip engines make values *train* by calling a node update between
+exchanges; this package supplies it (:class:`LocalSGD`) and the objectives it
+asks for gradients (:class:`Quadratic`, :class:`SoftmaxRegression` on a
+scikit-learn bundled dataset). The exact references on quadratics live in
+:mod:`sim.analytic.learning`.
+"""
+
+from .config import DATASET_SHAPES, OBJECTIVES, LearningConfig, build_objective
+from .data import DATASETS, INSTALL_HINT, PARTITIONS, Dataset, load_dataset, partition
+from .model import (
+    PLACEMENTS,
+    RULES,
+    TrainingConfig,
+    TrainingRecords,
+    place_adversaries,
+    summarize_training,
+    training_model,
+    training_objective,
+    training_predictions,
+    with_learning,
+)
+from .objectives import (
+    Objective,
+    Quadratic,
+    SoftmaxRegression,
+    draw_quadratic,
+    quadratic_from_table,
+    read_objective_file,
+)
+from .robust import CoordinateMedian, FarthestClip, TrimmedMean
+from .update import METRICS, LocalSGD, training_metrics
+
+__all__ = [
+    "OBJECTIVES",
+    "DATASET_SHAPES",
+    "DATASETS",
+    "PARTITIONS",
+    "INSTALL_HINT",
+    "METRICS",
+    "LearningConfig",
+    "build_objective",
+    "Dataset",
+    "load_dataset",
+    "partition",
+    "Objective",
+    "Quadratic",
+    "SoftmaxRegression",
+    "draw_quadratic",
+    "quadratic_from_table",
+    "read_objective_file",
+    "LocalSGD",
+    "training_metrics",
+    "RULES",
+    "PLACEMENTS",
+    "TrainingConfig",
+    "TrainingRecords",
+    "place_adversaries",
+    "summarize_training",
+    "training_model",
+    "training_objective",
+    "training_predictions",
+    "with_learning",
+    "FarthestClip",
+    "CoordinateMedian",
+    "TrimmedMean",
+]

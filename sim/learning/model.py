@@ -1,0 +1,440 @@
+"""Gossip training: one replication, the report of many, adversary placement.
+
+:class:`TrainingConfig` joins a :class:`~sim.gossip.GossipConfig` (network,
+protocol, adversaries, clipping, noise, clock) and a
+:class:`~sim.learning.config.LearningConfig` (objective, local steps), plus
+what only training needs: a neighbourhood aggregation rule
+(:mod:`sim.learning.robust`) and the nodes of a label-flipping data attack.
+:func:`training_model` runs it on the gossip engines through their node-update
+hook (:class:`~sim.learning.update.LocalSGD`); every protocol and engine runs
+training the same way. Records are taken over the honest nodes (adversaries
+and label flippers left out) and carry the training series of
+:data:`~sim.learning.update.METRICS` beside the gossip ones.
+
+The exact references on quadratics (:mod:`sim.analytic.learning`) register
+with :mod:`sim.engines` under the family ``"gossip-training"``;
+:func:`training_predictions` gathers those that apply.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .. import engines as registry
+from ..engines import Applies, Reference
+from ..errors import check, check_choice, check_int
+from ..gossip import GossipConfig, GossipSystem, Records, build_network, summarize_runs
+from ..gossip.model import model_output
+from ..results import mean_ci
+from ..rng import Streams
+from .config import LearningConfig, build_objective
+from .robust import CoordinateMedian, FarthestClip, TrimmedMean
+from .update import METRICS, LocalSGD, training_metrics
+
+__all__ = [
+    "RULES",
+    "PLACEMENTS",
+    "TrainingConfig",
+    "TrainingRecords",
+    "place_adversaries",
+    "training_objective",
+    "training_model",
+    "summarize_training",
+    "training_predictions",
+    "with_learning",
+]
+
+#: Aggregation rules of neighbourhood rounds beyond the gossip defences.
+RULES = ("none", "farthest", "median", "trimmed")
+#: How adversary positions are chosen when not given.
+PLACEMENTS = ("first", "random", "degree")
+#: Largest ``n * m * steps`` (per coordinate) for which the exact second
+#: moment is evaluated for a report, and ``n * steps`` for the first moment.
+EXACT_BUDGET = 2e9
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """A gossip-training experiment, validated before anything runs.
+
+    Parameters
+    ----------
+    gossip : GossipConfig
+        Network, protocol, rounds, adversaries (the ``adversary`` kinds of
+        :mod:`sim.adversaries`), clip, noise, clock. For ``logistic`` its
+        ``dim`` must be the dataset's (:meth:`LearningConfig.dimension`).
+    learning : LearningConfig
+        The objective and local steps (``objective`` not ``"none"``).
+    rule : {"none", "farthest", "median", "trimmed"}
+        Aggregation of ``neighbourhood`` / ``allreduce`` rounds instead of
+        mixing (clipping radius from the farthest value received,
+        coordinate-wise median, trimmed mean).
+    trim : int
+        Values trimmed at each end by ``trimmed``.
+    flipped : tuple of int
+        Positions of label-flipping nodes (``logistic``): they follow the
+        protocol and train on labels ``C - 1 - y``; they are not honest.
+    """
+
+    gossip: GossipConfig
+    learning: LearningConfig = LearningConfig(objective="quadratic")
+    rule: str = "none"
+    trim: int = 1
+    flipped: tuple[int, ...] = ()
+    _honest: tuple[bool, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        g, lc = self.gossip, self.learning
+        check(lc.trains, "objective", "quadratic or logistic for gossip training", lc.objective)
+        check_choice("rule", self.rule, RULES)
+        check_int("trim", self.trim, low=0)
+        if self.rule != "none":
+            check(g.protocol in ("neighbourhood", "allreduce"), "rule",
+                  f"none for protocol {g.protocol} ({self.rule} needs the whole "
+                  "neighbourhood: protocol neighbourhood or allreduce)", self.rule)
+            check(g.clip is None and not g.adaptive_clip, "clip",
+                  f"unset with the {self.rule} rule", g.clip if g.clip is not None else "adaptive")
+        n = g.n
+        adv = set(g.adversary_positions)
+        flips = tuple(check_int("adversary_nodes", p, low=0, high=n - 1) for p in self.flipped)
+        object.__setattr__(self, "flipped", flips)
+        if flips:
+            check(lc.objective == "logistic", "adversary", "stubborn, alie, dissensus, signflip or "
+                  "ipm for objective quadratic (labelflip needs the logistic task)", "labelflip")
+            check(len(set(flips)) == len(flips), "adversary_nodes", "distinct positions", flips)
+            check(not adv & set(flips), "adversary_nodes", "not both flippers and adversaries",
+                  sorted(adv & set(flips)))
+        honest = np.ones(n, dtype=bool)
+        honest[list(adv | set(flips))] = False
+        check(bool(honest.any()), "adversary_nodes", f"fewer than the {n} nodes", len(adv | set(flips)))
+        object.__setattr__(self, "_honest", tuple(honest.tolist()))
+        want = lc.dimension(g.dim)
+        check(g.dim == want, "dim", f"{want} for data {lc.data} (the dataset's; build the gossip "
+              "config with dim = LearningConfig.dimension())", g.dim)
+        lc.validate_for(n, g.dim, honest, g.protocol)
+
+    @property
+    def honest(self) -> np.ndarray:
+        """Honest nodes (neither adversaries nor label flippers)."""
+        return np.array(self._honest, dtype=bool)
+
+    @property
+    def flipped_mask(self) -> np.ndarray:
+        """Label-flipping nodes."""
+        m = np.zeros(self.gossip.n, dtype=bool)
+        m[list(self.flipped)] = True
+        return m
+
+
+def place_adversaries(topology: str, k: int, rule: str, *, nodes: int | None = None,
+                      topology_seed: int | None = None, seed: int = 0) -> tuple[int, ...]:
+    """Positions of ``k`` adversaries by a placement rule.
+
+    Parameters
+    ----------
+    topology, nodes, topology_seed
+        As in :class:`~sim.gossip.GossipConfig`.
+    k : int
+    rule : {"first", "random", "degree"}
+        The first ``k`` positions; ``k`` uniformly random ones (stream
+        ``placement`` of ``seed``); the ``k`` of highest degree (ties to the
+        lower position).
+    seed : int
+
+    Returns
+    -------
+    tuple of int
+        Sorted positions.
+    """
+    check_choice("placement", rule, PLACEMENTS)
+    probe = GossipConfig(topology=topology, nodes=nodes, topology_seed=topology_seed,
+                         protocol="edge")
+    n = probe.n
+    k = check_int("num_adversaries", k, low=0, high=n - 1)
+    if rule == "first" or k == 0:
+        return tuple(range(k))
+    if rule == "random":
+        rng = Streams(int(seed)).rng("placement")
+        return tuple(sorted(int(v) for v in rng.choice(n, size=k, replace=False)))
+    net = build_network(probe)
+    deg = np.full(n, n - 1) if net.complete else np.diff(net.indptr)
+    order = np.lexsort((np.arange(n), -deg))
+    return tuple(sorted(int(v) for v in order[:k]))
+
+
+@lru_cache(maxsize=16)
+def _objective(learning: LearningConfig, n: int, dim: int, honest: tuple[bool, ...],
+               flipped: tuple[bool, ...]) -> Any:
+    return build_objective(learning, n, dim, np.array(honest), np.array(flipped))
+
+
+def training_objective(config: TrainingConfig) -> Any:
+    """The objective of ``config`` (built once per process and reused)."""
+    return _objective(config.learning, config.gossip.n, config.gossip.dim, config._honest,
+                      tuple(config.flipped_mask.tolist()))
+
+
+def _rule(config: TrainingConfig) -> Any:
+    if config.rule == "farthest":
+        return FarthestClip()
+    if config.rule == "median":
+        return CoordinateMedian()
+    if config.rule == "trimmed":
+        return TrimmedMean(config.trim)
+    return None
+
+
+class TrainingRecords(Records):
+    """Gossip records over the honest rows only, plus the training series.
+
+    Parameters
+    ----------
+    steps, dim, target, tau
+        As :class:`~sim.gossip.Records`.
+    objective : Objective
+    rows : numpy.ndarray or None
+        Which of the engine's honest rows are honest (None: all); the engine
+        counts label flippers as honest since they follow the protocol.
+    """
+
+    def __init__(self, steps: np.ndarray, dim: int, target: np.ndarray | None, tau: float | None,
+                 objective: Any, rows: np.ndarray | None) -> None:
+        super().__init__(steps, dim, target, tau)
+        self.objective = objective
+        self.rows = rows
+        self.training = {m: np.full(steps.size, np.nan) for m in METRICS}
+
+    def record(self, k: int, time: float, exchanges: int, hx: np.ndarray) -> None:
+        """Fill record ``k`` (gossip series and training series) from the honest rows."""
+        if self.rows is not None:
+            hx = hx[self.rows]
+        super().record(k, time, exchanges, hx)
+        for m, v in training_metrics(self.objective, hx).items():
+            self.training[m][k] = v
+
+
+def training_model(config: TrainingConfig, streams: Streams) -> dict[str, Any]:
+    """One replication of gossip training (for :func:`sim.runner.replicate`).
+
+    Parameters
+    ----------
+    config : TrainingConfig
+    streams : Streams
+        The replication's streams; the gradient noise comes from the engines'
+        ``update`` stream, the objective from ``learning.objective_seed``.
+
+    Returns
+    -------
+    dict
+        Everything :func:`sim.gossip.gossip_model` returns (over the honest
+        nodes), the series of :data:`~sim.learning.update.METRICS`, and
+        ``final_loss``, ``final_distance_to_optimum``,
+        ``final_consensus_distance``, ``final_test_accuracy``, ``local_steps``
+        (steps taken by all nodes).
+    """
+    g, lc = config.gossip, config.learning
+    obj = training_objective(config)
+    update = LocalSGD(obj, lc.lr, lc.local_steps, lc.grad_noise,
+                      step_time=lc.node_step_times(g.n))
+    system = GossipSystem(g, streams, defence=_rule(config), update=update)
+    rows = None
+    if config.flipped:
+        rows = np.flatnonzero(config.honest[system.hidx])
+    old = system.records
+    system.records = TrainingRecords(old.steps, g.dim, old.target, old.tau, obj, rows)
+    rec = system.run()
+    out = model_output(g, system, rec)
+    out["honest"] = int(config.honest.sum())
+    for m in METRICS:
+        out[m] = rec.training[m]
+        out["final_" + m] = float(rec.training[m][-1])
+    out["local_steps"] = int(update.steps_taken)
+    return out
+
+
+def summarize_training(records: Sequence[Mapping[str, Any]], config: TrainingConfig) -> dict[str, Any]:
+    """Aggregate replications of :func:`training_model` into the ``dtsim gossip`` report.
+
+    Returns
+    -------
+    dict
+        :func:`sim.gossip.summarize_runs` (its ``predicted_*`` kept only when
+        they still apply: ``lr = 0`` and no label flippers), each training
+        series with ``_se``, ``final_*`` estimates with ``_ci``, ``objective``
+        (per node as used, null for adversaries), ``optimum`` (``x*``) and the
+        ``predicted_*`` of :func:`training_predictions`.
+    """
+    out = summarize_runs(records, config.gossip)
+    if config.learning.lr > 0 or config.flipped:
+        for key in [k for k in out if k.startswith("predicted_") or k == "creep_bound"]:
+            del out[key]
+    out["honest"] = int(config.honest.sum())
+    ok = [r for r in records if not r.get("error")]
+    for m in METRICS:
+        a = np.stack([np.asarray(r[m], dtype=float) for r in ok])
+        mean = a.mean(axis=0)
+        se = a.std(axis=0, ddof=1) / math.sqrt(a.shape[0]) if a.shape[0] > 1 else np.full_like(mean, np.nan)
+        out[m], out[m + "_se"] = mean, se
+        vals = [r["final_" + m] for r in ok]
+        if all(math.isfinite(v) for v in vals):
+            out["final_" + m + "_ci"] = mean_ci(vals)
+    obj = training_objective(config)
+    out["objective"] = obj.describe()
+    out["optimum"] = np.asarray(obj.optimum, dtype=float)
+    out.update(training_predictions(config))
+    return out
+
+
+# --------------------------------------------------------------------------- references
+
+
+def _quadratic_arrays(c: TrainingConfig) -> tuple[np.ndarray, np.ndarray]:
+    obj = training_objective(c)
+    return obj.curvature, obj.centres
+
+
+def _stubborn(c: TrainingConfig) -> dict[int, float]:
+    return {int(p): c.gossip.value for p in c.gossip.adversary_positions}
+
+
+def _graph(c: TrainingConfig) -> Any:
+    return c.gossip.network_graph
+
+
+def _exact_protocol(c: TrainingConfig) -> tuple[bool, str]:
+    g = c.gossip
+    if c.learning.objective != "quadratic":
+        return False, "a quadratic objective"
+    if g.adversary not in ("none", "stubborn"):
+        return False, "no adversary or stubborn ones (their rows fixed)"
+    if g.clip is not None or g.adaptive_clip or c.rule != "none":
+        return False, "no clip and plain mixing (the update must be affine)"
+    if g.protocol == "matching" and not g.complete:
+        return False, "matching on the complete graph (greedy maximal matchings have no closed E[W])"
+    if g.protocol == "async":
+        return False, "a synchronous protocol or random edges (async steps at each node's pace)"
+    if g.n * g.rounds > EXACT_BUDGET:
+        return False, "n * rounds <= 2e9"
+    return True, (f"{g.protocol}: the update is affine in x, so E[x'] = E[W G](E[x])")
+
+
+class TrainingFirstMoment(Reference):
+    """Exact E[x_t] and its fixed point on quadratics (:func:`~sim.analytic.learning.training_mean`)."""
+
+    name = "training_first_moment"
+    family = "gossip-training"
+    metrics = ("predicted_honest_mean", "predicted_equilibrium_mean", "predicted_bias",
+               "predicted_attack_bias", "predicted_steps_to_equilibrium")
+
+    def applies(self, config: TrainingConfig) -> Applies:
+        ok, why = _exact_protocol(config)
+        return Applies(ok, why if ok else "needs " + why)
+
+    def predict(self, c: TrainingConfig) -> dict[str, Any]:
+        from ..analytic import learning as L
+
+        g, lc = c.gossip, c.learning
+        a, cc = _quadratic_arrays(c)
+        stub = _stubborn(c)
+        graph = _graph(c) if g.protocol in ("edge", "neighbourhood") else None
+        mean = L.training_mean(g.protocol, a, cc, lc.lr, lc.local_steps, g.rounds, graph=graph,
+                               stubborn=stub, x0=g.init_mean, record_every=g.record_every)
+        hm = mean.mean(axis=1)
+        out: dict[str, Any] = {"predicted_honest_mean": hm[:, 0] if g.dim == 1 else hm}
+        if lc.lr > 0 or stub:
+            eq = L.training_equilibrium(g.protocol, a, cc, lc.lr, lc.local_steps, graph=graph,
+                                        stubborn=stub)
+            out["predicted_equilibrium_mean"] = eq.mean(axis=0)
+            xs = training_objective(c).optimum
+            out["predicted_bias"] = eq.mean(axis=0) - xs
+            if stub and lc.lr > 0:
+                b = L.stubborn_training_bias(g.protocol, a, cc, lc.lr, lc.local_steps, stub,
+                                             graph=graph)
+                out["predicted_attack_bias"] = b["attack_bias"]
+            out["predicted_steps_to_equilibrium"] = L.steps_to_equilibrium(
+                g.protocol, a, cc, lc.lr, lc.local_steps, graph=graph, stubborn=stub,
+                x0=g.init_mean, tol=0.01, max_steps=max(10 * g.rounds, 10_000))
+        return out
+
+
+class TrainingSecondMoment(Reference):
+    """Exact E[consensus distance], E[|m - x*|^2] and E[loss] of random-edge training."""
+
+    name = "training_second_moment"
+    family = "gossip-training"
+    metrics = ("predicted_consensus_distance", "predicted_sq_distance_to_optimum", "predicted_loss")
+
+    def applies(self, config: TrainingConfig) -> Applies:
+        from ..analytic.learning import MAX_TRAINING_EXACT_NODES
+
+        ok, why = _exact_protocol(config)
+        g = config.gossip
+        if ok and g.protocol != "edge":
+            ok, why = False, "protocol edge (random single edges)"
+        if ok and g.n > MAX_TRAINING_EXACT_NODES:
+            ok, why = False, f"at most {MAX_TRAINING_EXACT_NODES} nodes"
+        if ok:
+            m = g.n * (g.n - 1) / 2 if g.complete else len(build_network(g).u)
+            if g.n * m * g.rounds * g.dim > EXACT_BUDGET:
+                ok, why = False, "n * edges * steps * dim <= 2e9"
+        return Applies(ok, "edge: Boyd-style recursion with drift and noise" if ok else "needs " + why)
+
+    def predict(self, c: TrainingConfig) -> dict[str, Any]:
+        from ..analytic import learning as L
+
+        g, lc = c.gossip, c.learning
+        a, cc = _quadratic_arrays(c)
+        ex = L.edge_training_moments(_graph(c), a, cc, lc.lr, lc.local_steps, g.rounds,
+                                     grad_noise=lc.grad_noise, noise=g.noise,
+                                     init_mean=g.init_mean, init_std=g.init_std,
+                                     stubborn=_stubborn(c), record_every=g.record_every)
+        return {"predicted_consensus_distance": ex["consensus_distance"],
+                "predicted_sq_distance_to_optimum": ex["sq_distance_to_optimum"],
+                "predicted_loss": ex["loss"]}
+
+
+class DiLoCoFixedPoint(Reference):
+    """Local steps then exact averaging: the fixed point ``sum w c / sum w``."""
+
+    name = "diloco_fixed_point"
+    family = "gossip-training"
+    metrics = ("predicted_fixed_point",)
+
+    def applies(self, c: TrainingConfig) -> Applies:
+        g = c.gossip
+        ok = (c.learning.objective == "quadratic" and g.protocol == "allreduce"
+              and g.adversary == "none" and c.learning.lr > 0 and c.rule == "none"
+              and g.clip is None and not g.adaptive_clip)
+        return Applies(ok, "allreduce after H local steps, all honest: w_i = 1 - (1 - eta a_i)^H"
+                       if ok else "needs protocol allreduce, quadratic, all honest, lr > 0, no clip")
+
+    def predict(self, c: TrainingConfig) -> dict[str, Any]:
+        from ..analytic import learning as L
+
+        a, cc = _quadratic_arrays(c)
+        return {"predicted_fixed_point": L.diloco_fixed_point(a, cc, c.learning.lr,
+                                                              c.learning.local_steps)}
+
+
+for _ref in (TrainingFirstMoment(), TrainingSecondMoment(), DiLoCoFixedPoint()):
+    registry.register(_ref)
+
+
+def training_predictions(config: TrainingConfig) -> dict[str, Any]:
+    """The exact ``predicted_*`` values that apply to ``config`` (family ``gossip-training``)."""
+    return {m: p["value"] for m, p in registry.predictions("gossip-training", config).items()
+            if p["value"] is not None}
+
+
+def with_learning(gossip: GossipConfig, learning: LearningConfig, **kwargs: Any) -> TrainingConfig:
+    """A :class:`TrainingConfig` whose gossip ``dim`` is set to the objective's dimension."""
+    dim = learning.dimension(gossip.dim)
+    if dim != gossip.dim:
+        gossip = replace(gossip, dim=dim)
+    return TrainingConfig(gossip, learning, **kwargs)
