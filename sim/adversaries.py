@@ -224,6 +224,15 @@ class Adversary:
         """
         return None
 
+    def compiled_form(self) -> tuple[str, float] | None:
+        """``(rule, parameter)`` naming a sending rule the compiled engine implements, if any.
+
+        The compiled async engine (:mod:`sim.gossip.compiled`) asks this, and
+        :meth:`constant`, instead of calling :meth:`send` from compiled code.
+        ``None`` (the default) leaves a user's adversary to the SimPy engines.
+        """
+        return None
+
 
 class Stubborn(Adversary):
     """Holds ``b`` (in every coordinate) and sends it to everyone."""
@@ -258,6 +267,9 @@ class ALIE(Adversary):
         mu, sd = view.honest_stats()
         return np.broadcast_to(mu + self.z * sd, (len(peers), view.x.shape[1])).copy()
 
+    def compiled_form(self) -> tuple[str, float]:
+        return ("alie", self.z)
+
 
 class Dissensus(Adversary):
     """Pushes each peer away from its honest neighbours' mean by ``eps`` times the gap."""
@@ -272,6 +284,9 @@ class Dissensus(Adversary):
         nm = view.nbhd.honest_mean(view.x, peers)
         return xp - self.eps * (nm - xp)
 
+    def compiled_form(self) -> tuple[str, float]:
+        return ("dissensus", self.eps)
+
 
 class SignFlip(Adversary):
     """Sends the negation of the peer's own value."""
@@ -280,6 +295,9 @@ class SignFlip(Adversary):
 
     def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
         return -view.x[peers]
+
+    def compiled_form(self) -> tuple[str, float]:
+        return ("signflip", 0.0)
 
 
 class IPM(Adversary):
@@ -293,6 +311,9 @@ class IPM(Adversary):
     def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
         m = view.x[view.honest].mean(axis=0)
         return np.broadcast_to(-self.eps * m, (len(peers), view.x.shape[1])).copy()
+
+    def compiled_form(self) -> tuple[str, float]:
+        return ("ipm", self.eps)
 
 
 def make_adversary(kind: str, value: float | None = None) -> Adversary | None:
@@ -394,6 +415,14 @@ class Defence:
         """True when every move is exactly ``diff / 2`` (plain averaging)."""
         return False
 
+    def fixed_radius(self) -> float | None:
+        """The one clipping radius of every receiver at all times (``inf``: none), if there is one.
+
+        The compiled async engine asks this; ``None`` (the default, and any
+        state-dependent rule) leaves the defence to the SimPy engines.
+        """
+        return None
+
 
 class NoDefence(Defence):
     """Plain pairwise averaging: ``x_i += diff / 2``."""
@@ -403,6 +432,9 @@ class NoDefence(Defence):
 
     def plain(self) -> bool:
         return True
+
+    def fixed_radius(self) -> float:
+        return math.inf
 
 
 class FixedClip(Defence):
@@ -414,6 +446,9 @@ class FixedClip(Defence):
         self.tau = check_nonnegative("clip", tau)
 
     def radius(self, view: View, receivers: np.ndarray) -> float:
+        return self.tau
+
+    def fixed_radius(self) -> float:
         return self.tau
 
     def scalar_move(self) -> Callable[[float], float]:

@@ -56,13 +56,16 @@ class Engine:
     Subclasses set ``name``, ``family``, ``speed`` (lower runs first under
     ``auto``) and ``metrics`` (the metric names :meth:`run` returns; the family's
     other metrics are reported as null), and implement :meth:`applies` and
-    :meth:`run`.
+    :meth:`run`. ``auto = False`` keeps an engine out of ``--engine auto``: it
+    runs only when named (for an engine whose numbers, though of the same law,
+    would silently replace the ones a seed gave before).
     """
 
     name: str = ""
     family: str = ""
     speed: int = 100
     metrics: tuple[str, ...] = ()
+    auto: bool = True
 
     def applies(self, config: Any) -> Applies:  # pragma: no cover - interface
         """Whether this engine answers ``config`` exactly as the reference model would."""
@@ -172,7 +175,7 @@ def select(family: str, config: Any, engine: str = "auto") -> Selection:
                 raise ConfigError("engine", f"an engine that answers this config "
                                   f"({e.name}: {verdict.reason}{hint})", engine)
             return Selection(e, "requested: " + verdict.reason, tuple(considered))
-        if engine == "auto" and verdict.ok:
+        if engine == "auto" and verdict.ok and e.auto:
             return Selection(e, "auto: " + verdict.reason, tuple(considered))
     raise ConfigError("engine", "an engine that answers this config ("
                       + "; ".join(f"{n}: {r}" for n, _, r in considered) + ")", engine)

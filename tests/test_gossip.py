@@ -459,7 +459,7 @@ def test_engine_messages():
             == "'engine' must be des or auto for protocol async: 'vector'")
     assert (_error(protocol="edge", engine="vector")
             == "'engine' must be des or auto for protocol edge: 'vector'")
-    assert _error(engine="gpu") == "'engine' must be one of auto, des, vector: 'gpu'"
+    assert _error(engine="gpu") == "'engine' must be one of auto, des, vector, compiled: 'gpu'"
 
 
 def test_engine_resolution_and_cli_keys(capsys):

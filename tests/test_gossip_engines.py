@@ -54,7 +54,8 @@ def test_system_class_follows_the_selected_engine(kw, cls):
 def test_vector_refused_outside_matching_names_the_rule():
     """The vector engine does not answer edge configs, and select() says why."""
     cfg = GossipConfig(protocol="edge")
-    verdict = engines.engines("gossip")[0].applies(cfg)
+    vector = next(e for e in engines.engines("gossip") if e.name == "vector")
+    verdict = vector.applies(cfg)
     assert not verdict and "no vectorised engine" in verdict.reason
     with pytest.raises(ConfigError) as e:
         engines.select("gossip", cfg, "vector")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from sim.gossip_kernel import ADV_CONSTANT, HAVE_NUMBA, run_async, stream_states
+from sim.gossip.kernel import ADV_CONSTANT, HAVE_NUMBA, run_async, stream_states
 
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="needs the fast extra (numba)")
 

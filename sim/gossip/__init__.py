@@ -48,6 +48,7 @@ neighbourhood sums are O(1) per node, so the vectorised matching engine runs
 """
 
 from .asynchronous import AsyncGossip
+from .compiled import CompiledAsync, CompiledEngine
 from .config import (
     ASYNC_PATHS,
     DEFAULT_COMPLETE_NODES,
@@ -75,6 +76,8 @@ __all__ = [
     "ENGINES",
     "DEFAULT_COMPLETE_NODES",
     "GossipConfig",
+    "CompiledAsync",
+    "CompiledEngine",
     "GraphValue",
     "spec_family",
     "default_nodes",

@@ -46,7 +46,7 @@ DEFAULT_COMPLETE_NODES = 16
 #: Implementation paths of the ``async`` protocol (see :attr:`AsyncGossip.async_path`).
 ASYNC_PATHS = ("auto", "merged", "events", "vector")
 #: The ``--engine`` vocabulary of gossip (the registered engines of :mod:`sim.gossip.engines`).
-ENGINES = ("auto", "des", "vector")
+ENGINES = ("auto", "des", "vector", "compiled")
 
 _ATTR_TYPES = (bool, int, float, str, np.integer, np.floating)
 
@@ -223,11 +223,13 @@ class GossipConfig:
         Churn of nodes in ``async`` (:mod:`sim.failures`; availability 1 = none).
     topology_seed : int or None
         Seed of random topology families (the graph is fixed across replications).
-    engine : {"auto", "des", "vector"}
+    engine : {"auto", "des", "vector", "compiled"}
         How ``matching`` rounds are computed: ``vector`` (numpy over all
         pairs at once), ``des`` (every node a SimPy process, every exchange a
         message in flight; slower, for cross-validation) or ``auto`` (see
-        :attr:`resolved_engine`). ``edge`` and ``async`` have only their DES.
+        :attr:`resolved_engine`). ``edge`` has only its DES; ``async`` has its
+        DES and, when named, ``compiled`` (:mod:`sim.gossip.compiled`: the
+        same law at machine speed, its own random numbers).
     graph : networkx.Graph, GraphValue or None
         A ready graph to use instead of building ``topology``; a networkx graph
         is validated and kept as its :class:`GraphValue`.
@@ -316,6 +318,10 @@ class GossipConfig:
         if self.adversary == "none":
             check(k == 0, "num_adversaries", "0 without an adversary kind", k)
         object.__setattr__(self, "num_adversaries", k)
+        if self.engine == "compiled":  # an engine named explicitly must answer, or say why not
+            from .. import engines as registry
+
+            registry.select("gossip", self, self.engine)
 
     # -- derived ---------------------------------------------------------------
     @property

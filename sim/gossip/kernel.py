@@ -15,8 +15,8 @@ Random numbers come from xoshiro256** generators, one per concern (wake times,
 nodes and partners, noise, churn), seeded from the run's named streams, so the
 draws of one concern do not depend on another's.
 
-The kernel takes plain arrays; :mod:`sim.gossip` builds them from a config and
-asks the adversary and the defence for their compiled form.
+The kernel takes plain arrays; :mod:`sim.gossip.compiled` builds them from a
+config and asks the adversary and the defence for their compiled form.
 """
 
 from __future__ import annotations
@@ -34,10 +34,13 @@ except ImportError:  # pragma: no cover - exercised where numba is absent
     HAVE_NUMBA = False
 
 __all__ = ["HAVE_NUMBA", "ADV_HONEST", "ADV_CONSTANT", "ADV_ALIE", "ADV_SIGNFLIP",
-           "ADV_DISSENSUS", "stream_states", "run_async"]
+           "ADV_DISSENSUS", "ADV_IPM", "SENDER_KINDS", "stream_states", "AsyncLoop", "run_async"]
 
 #: Sender kinds of the kernel (per node).
-ADV_HONEST, ADV_CONSTANT, ADV_ALIE, ADV_SIGNFLIP, ADV_DISSENSUS = 0, 1, 2, 3, 4
+ADV_HONEST, ADV_CONSTANT, ADV_ALIE, ADV_SIGNFLIP, ADV_DISSENSUS, ADV_IPM = 0, 1, 2, 3, 4, 5
+#: The compiled form an adversary may declare (:meth:`sim.adversaries.Adversary.compiled_form`).
+SENDER_KINDS = {"alie": ADV_ALIE, "signflip": ADV_SIGNFLIP, "dissensus": ADV_DISSENSUS,
+                "ipm": ADV_IPM}
 
 #: Generator slots: wake times, node and partner choice, noise, churn.
 _WAKE, _PICK, _NOISE, _CHURN = 0, 1, 2, 3
@@ -158,6 +161,10 @@ def _send(src, dst, out, x, kind, param, const, honest, indptr, indices, complet
     elif k == ADV_SIGNFLIP:
         for c in range(d):
             out[c] = -x[dst, c]
+    elif k == ADV_IPM:
+        _honest_stats(x, honest, mean, sd)
+        for c in range(d):
+            out[c] = -param[src] * mean[c]
     else:  # ADV_DISSENSUS: away from dst's honest neighbours' mean
         for c in range(d):
             mean[c] = 0.0
@@ -196,110 +203,75 @@ def _move(i, v, x, tau):
 
 
 @_jit
-def _record(r, x, honest, dis, hmean, nexch, exchanges):
-    n, d = x.shape
-    h = 0
-    for c in range(d):
-        hmean[r, c] = 0.0
-    for i in range(n):
-        if honest[i]:
-            h += 1
-            for c in range(d):
-                hmean[r, c] += x[i, c]
-    for c in range(d):
-        hmean[r, c] /= max(h, 1)
-    s = 0.0
-    for i in range(n):
-        if honest[i]:
-            for c in range(d):
-                dv = x[i, c] - hmean[r, c]
-                s += dv * dv
-    dis[r] = s
-    nexch[r] = exchanges
+def _deliver_due(t_end, x, honest, tau, churn, up, next_toggle, mean_up, mean_downtime, st,
+                 heap_t, heap_ij, heap_v, counts, tmp):
+    """Apply, in due order, every delivery due by ``t_end``; pop them from the heap."""
+    d = x.shape[1]
+    hn = counts[0]
+    while hn > 0 and heap_t[0] <= t_end:
+        t_del = heap_t[0]
+        a, b = heap_ij[0, 0], heap_ij[0, 1]
+        if honest[a] and _is_up(a, t_del, churn, up, next_toggle, mean_up, mean_downtime, st):
+            _move(a, heap_v[0, d:], x, tau[a])
+        if honest[b] and _is_up(b, t_del, churn, up, next_toggle, mean_up, mean_downtime, st):
+            _move(b, heap_v[0, :d], x, tau[b])
+        counts[1] += 1
+        hn -= 1
+        if hn > 0:  # sift the last slot down from the root
+            lt = heap_t[hn]
+            li, lj = heap_ij[hn, 0], heap_ij[hn, 1]
+            for c in range(2 * d):
+                tmp[c] = heap_v[hn, c]
+            k = 0
+            while True:
+                ch = 2 * k + 1
+                if ch >= hn:
+                    break
+                if ch + 1 < hn and heap_t[ch + 1] < heap_t[ch]:
+                    ch += 1
+                if lt <= heap_t[ch]:
+                    break
+                heap_t[k] = heap_t[ch]
+                heap_ij[k, 0], heap_ij[k, 1] = heap_ij[ch, 0], heap_ij[ch, 1]
+                for c in range(2 * d):
+                    heap_v[k, c] = heap_v[ch, c]
+                k = ch
+            heap_t[k] = lt
+            heap_ij[k, 0], heap_ij[k, 1] = li, lj
+            for c in range(2 * d):
+                heap_v[k, c] = tmp[c]
+    counts[0] = hn
 
 
 @_jit
-def _kernel(x, honest, kind, param, const, tau, complete, complete_delay, indptr, indices,
-            edge_delay, wake_rate, noise, churn, availability, mean_downtime, record_times,
-            st):
+def _advance(t_end, x, honest, kind, param, const, tau, complete, complete_delay, indptr,
+             indices, edge_delay, wake_rate, noise, churn, availability, mean_downtime,
+             up, next_toggle, clock, counts, heap_t, heap_ij, heap_v, st):
+    """Run the loop up to time ``t_end``; the state lives in the arrays passed.
+
+    ``clock[0]`` is the time of the next wake (drawn but not yet run);
+    ``counts`` holds the heap size and the deliveries so far. Returns the heap
+    arrays (reallocated when they grow).
+    """
     n, d = x.shape
-    nrec = record_times.size
-    dis = np.empty(nrec)
-    hmean = np.empty((nrec, d))
-    nexch = np.empty(nrec, dtype=np.int64)
     mean = np.empty(d)
     sd = np.empty(d)
     vi = np.empty(d)
     vj = np.empty(d)
-    # churn: exact stationary start (memoryless laws)
-    up = np.ones(n, dtype=np.bool_)
-    next_toggle = np.full(n, math.inf)
+    tmp = np.empty(2 * d)
     mean_up = math.inf
     if churn:
         mean_up = availability * mean_downtime / (1.0 - availability)
-        for i in range(n):
-            up[i] = _uniform(st, _CHURN) < availability
-            next_toggle[i] = _expo(st, _CHURN, mean_up if up[i] else mean_downtime)
-    # deliveries in flight: a binary heap of slots (due time, i, j, values)
-    cap = 1024
-    due = np.empty(cap)
-    hi = np.empty(cap, dtype=np.int64)
-    hj = np.empty(cap, dtype=np.int64)
-    hvi = np.empty((cap, d))
-    hvj = np.empty((cap, d))
-    hn = 0
-    exchanges = 0
-    r = 0
-    now = 0.0
-    while r < nrec and record_times[r] <= 0.0:
-        _record(r, x, honest, dis, hmean, nexch, exchanges)
-        r += 1
     total_rate = n * wake_rate
-    horizon = record_times[nrec - 1]
     while True:
-        now += _expo(st, _WAKE, 1.0 / total_rate)
-        # deliveries and records due before this wake, in time order
-        while True:
-            t_del = due[0] if hn > 0 else math.inf
-            t_rec = record_times[r] if r < nrec else math.inf
-            if t_del > now and t_rec > now:
-                break
-            if t_rec < t_del:
-                _record(r, x, honest, dis, hmean, nexch, exchanges)
-                r += 1
-                continue
-            a, b = hi[0], hj[0]
-            if honest[a] and _is_up(a, t_del, churn, up, next_toggle, mean_up, mean_downtime, st):
-                _move(a, hvj[0], x, tau[a])
-            if honest[b] and _is_up(b, t_del, churn, up, next_toggle, mean_up, mean_downtime, st):
-                _move(b, hvi[0], x, tau[b])
-            exchanges += 1
-            hn -= 1
-            if hn > 0:  # sift the last slot down from the root
-                ld, li, lj = due[hn], hi[hn], hj[hn]
-                for c in range(d):
-                    vi[c] = hvi[hn, c]
-                    vj[c] = hvj[hn, c]
-                k = 0
-                while True:
-                    ch = 2 * k + 1
-                    if ch >= hn:
-                        break
-                    if ch + 1 < hn and due[ch + 1] < due[ch]:
-                        ch += 1
-                    if ld <= due[ch]:
-                        break
-                    due[k], hi[k], hj[k] = due[ch], hi[ch], hj[ch]
-                    for c in range(d):
-                        hvi[k, c] = hvi[ch, c]
-                        hvj[k, c] = hvj[ch, c]
-                    k = ch
-                due[k], hi[k], hj[k] = ld, li, lj
-                for c in range(d):
-                    hvi[k, c] = vi[c]
-                    hvj[k, c] = vj[c]
-        if now > horizon:
+        now = clock[0]
+        # deliveries due before the next wake (or by t_end), in due order
+        if counts[0] > 0 and heap_t[0] <= min(now, t_end):
+            _deliver_due(min(now, t_end), x, honest, tau, churn, up, next_toggle, mean_up,
+                         mean_downtime, st, heap_t, heap_ij, heap_v, counts, tmp)
+        if now > t_end:
             break
+        clock[0] = now + _expo(st, _WAKE, 1.0 / total_rate)
         i = int(_uniform(st, _PICK) * n)
         u = _uniform(st, _PICK)
         if not _is_up(i, now, churn, up, next_toggle, mean_up, mean_downtime, st):
@@ -359,7 +331,7 @@ def _kernel(x, honest, kind, param, const, tau, complete, complete_delay, indptr
         if noise > 0.0 and honest[i]:
             for c in range(d):
                 x[i, c] += noise * _normal(st, _NOISE)
-        # honest senders inline (a call per exchange costs more than the exchange)
+        # what each end sends; honest senders inline (a call costs more than the exchange)
         if kind[i] == ADV_HONEST:
             for c in range(d):
                 vi[c] = x[i, c]
@@ -375,55 +347,42 @@ def _kernel(x, honest, kind, param, const, tau, complete, complete_delay, indptr
                 _move(i, vj, x, tau[i])
             if honest[j]:
                 _move(j, vi, x, tau[j])
-            exchanges += 1
+            counts[1] += 1
             continue
-        if hn == cap:  # grow the heap
-            cap *= 2
-            due2 = np.empty(cap)
-            due2[:hn] = due[:hn]
-            due = due2
-            t2 = np.empty(cap, dtype=np.int64)
-            t2[:hn] = hi[:hn]
-            hi = t2
-            t3 = np.empty(cap, dtype=np.int64)
-            t3[:hn] = hj[:hn]
-            hj = t3
-            v2 = np.empty((cap, d))
-            v2[:hn] = hvi[:hn]
-            hvi = v2
-            v3 = np.empty((cap, d))
-            v3[:hn] = hvj[:hn]
-            hvj = v3
+        hn = counts[0]
+        if hn == heap_t.size:  # grow the heap
+            cap = 2 * heap_t.size
+            t2 = np.empty(cap)
+            t2[:hn] = heap_t[:hn]
+            heap_t = t2
+            ij2 = np.empty((cap, 2), dtype=np.int64)
+            ij2[:hn] = heap_ij[:hn]
+            heap_ij = ij2
+            v2 = np.empty((cap, 2 * d))
+            v2[:hn] = heap_v[:hn]
+            heap_v = v2
         t_due = now + delay
         k = hn
-        hn += 1
+        counts[0] = hn + 1
         while k > 0:
             p = (k - 1) // 2
-            if due[p] <= t_due:
+            if heap_t[p] <= t_due:
                 break
-            due[k], hi[k], hj[k] = due[p], hi[p], hj[p]
-            for c in range(d):
-                hvi[k, c] = hvi[p, c]
-                hvj[k, c] = hvj[p, c]
+            heap_t[k] = heap_t[p]
+            heap_ij[k, 0], heap_ij[k, 1] = heap_ij[p, 0], heap_ij[p, 1]
+            for c in range(2 * d):
+                heap_v[k, c] = heap_v[p, c]
             k = p
-        due[k], hi[k], hj[k] = t_due, i, j
+        heap_t[k] = t_due
+        heap_ij[k, 0], heap_ij[k, 1] = i, j
         for c in range(d):
-            hvi[k, c] = vi[c]
-            hvj[k, c] = vj[c]
-    while r < nrec:
-        _record(r, x, honest, dis, hmean, nexch, exchanges)
-        r += 1
-    return dis, hmean, nexch, hn
+            heap_v[k, c] = vi[c]
+            heap_v[k, d + c] = vj[c]
+    return heap_t, heap_ij, heap_v
 
 
-def run_async(x: np.ndarray, honest: np.ndarray, kind: np.ndarray, param: np.ndarray,
-              const: np.ndarray, tau: np.ndarray, *, record_times: np.ndarray,
-              states: np.ndarray, wake_rate: float = 1.0, noise: float = 0.0,
-              complete: bool = True, complete_delay: float = 0.0,
-              indptr: np.ndarray | None = None, indices: np.ndarray | None = None,
-              edge_delay: np.ndarray | None = None, availability: float = 1.0,
-              mean_downtime: float = 1.0) -> dict[str, np.ndarray]:
-    """Run the compiled async gossip loop in place on ``x``.
+class AsyncLoop:
+    """The state of one compiled async gossip run, advanced to successive times.
 
     Parameters
     ----------
@@ -433,21 +392,83 @@ def run_async(x: np.ndarray, honest: np.ndarray, kind: np.ndarray, param: np.nda
         ``(n,)``; adversaries never update.
     kind, param, const : numpy.ndarray
         Per node: sender kind (``ADV_*``), its scalar parameter (ALIE ``z``,
-        dissensus ``eps``) and its constant value row (``ADV_CONSTANT``).
+        dissensus and IPM ``eps``) and its constant value row (``ADV_CONSTANT``).
     tau : numpy.ndarray
         ``(n,)`` clipping radius of each receiver (``inf``: plain averaging).
-    record_times : numpy.ndarray
-        Increasing times at which to record; the last one is the horizon.
     states : numpy.ndarray
         ``(4, 4)`` uint64 generator states (:func:`stream_states`): wake, pick,
         noise, churn.
     wake_rate, noise : float
         Poisson clock rate per node; noise standard deviation added at a wake.
     complete, complete_delay : bool, float
-        Complete graph with one exchange time, or a CSR graph
+        The complete graph with one exchange time, or a CSR graph
         (``indptr``, ``indices``, ``edge_delay`` per directed edge).
     availability, mean_downtime : float
         Exponential churn of every node (``availability = 1``: none).
+    """
+
+    def __init__(self, x: np.ndarray, honest: np.ndarray, kind: np.ndarray, param: np.ndarray,
+                 const: np.ndarray, tau: np.ndarray, *, states: np.ndarray,
+                 wake_rate: float = 1.0, noise: float = 0.0, complete: bool = True,
+                 complete_delay: float = 0.0, indptr: np.ndarray | None = None,
+                 indices: np.ndarray | None = None, edge_delay: np.ndarray | None = None,
+                 availability: float = 1.0, mean_downtime: float = 1.0) -> None:
+        if not HAVE_NUMBA:
+            raise RuntimeError("the compiled engine needs numba: pip install 'dtsim[fast]'")
+        n, d = x.shape
+        self.x = x
+        if indptr is None:
+            indptr = np.zeros(1, dtype=np.int64)
+            indices = np.zeros(0, dtype=np.int64)
+            edge_delay = np.zeros(0)
+        self.st = states
+        self.churn = availability < 1.0
+        self.up = np.ones(n, dtype=np.bool_)
+        self.next_toggle = np.full(n, math.inf)
+        if self.churn:  # exact stationary start of the memoryless up/down law
+            _churn_start(self.up, self.next_toggle, float(availability), float(mean_downtime),
+                         states)
+        self.clock = np.zeros(1)
+        self.clock[0] = _expo(states, _WAKE, 1.0 / (n * wake_rate))
+        self.counts = np.zeros(2, dtype=np.int64)
+        self.heap = (np.empty(1024), np.empty((1024, 2), dtype=np.int64), np.empty((1024, 2 * d)))
+        self.args = (np.ascontiguousarray(honest, dtype=np.bool_),
+                     np.ascontiguousarray(kind, dtype=np.int64),
+                     np.ascontiguousarray(param, dtype=float), np.ascontiguousarray(const, dtype=float),
+                     np.ascontiguousarray(tau, dtype=float), bool(complete), float(complete_delay),
+                     np.ascontiguousarray(indptr, dtype=np.int64),
+                     np.ascontiguousarray(indices, dtype=np.int64),
+                     np.ascontiguousarray(edge_delay, dtype=float), float(wake_rate), float(noise),
+                     self.churn, float(availability), float(mean_downtime))
+
+    @property
+    def exchanges(self) -> int:
+        """Exchanges delivered so far."""
+        return int(self.counts[1])
+
+    @property
+    def in_flight(self) -> int:
+        """Exchanges started and not yet delivered."""
+        return int(self.counts[0])
+
+    def advance(self, t_end: float) -> None:
+        """Run every wake and delivery up to time ``t_end``."""
+        self.heap = _advance(float(t_end), self.x, *self.args, self.up, self.next_toggle,
+                             self.clock, self.counts, *self.heap, self.st)
+
+
+@_jit
+def _churn_start(up, next_toggle, availability, mean_downtime, st):
+    mean_up = availability * mean_downtime / (1.0 - availability)
+    for i in range(up.size):
+        up[i] = _uniform(st, _CHURN) < availability
+        next_toggle[i] = _expo(st, _CHURN, mean_up if up[i] else mean_downtime)
+
+
+def run_async(x: np.ndarray, honest: np.ndarray, kind: np.ndarray, param: np.ndarray,
+              const: np.ndarray, tau: np.ndarray, *, record_times: np.ndarray,
+              states: np.ndarray, **kwargs) -> dict[str, np.ndarray]:
+    """Run :class:`AsyncLoop` over ``record_times``; disagreement and honest mean at each.
 
     Returns
     -------
@@ -455,19 +476,18 @@ def run_async(x: np.ndarray, honest: np.ndarray, kind: np.ndarray, param: np.nda
         ``disagreement`` and ``exchanges`` (per record), ``honest_mean``
         (``(records, d)``) and ``in_flight`` (deliveries pending at the horizon).
     """
-    if not HAVE_NUMBA:
-        raise RuntimeError("the compiled engine needs numba: pip install 'dtsim[fast]'")
-    if indptr is None:
-        indptr = np.zeros(1, dtype=np.int64)
-        indices = np.zeros(0, dtype=np.int64)
-        edge_delay = np.zeros(0)
-    dis, hmean, nexch, pending = _kernel(
-        x, np.ascontiguousarray(honest, dtype=np.bool_), np.ascontiguousarray(kind, dtype=np.int64),
-        np.ascontiguousarray(param, dtype=float), np.ascontiguousarray(const, dtype=float),
-        np.ascontiguousarray(tau, dtype=float), bool(complete), float(complete_delay),
-        np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int64),
-        np.ascontiguousarray(edge_delay, dtype=float), float(wake_rate), float(noise),
-        availability < 1.0, float(availability), float(mean_downtime),
-        np.ascontiguousarray(record_times, dtype=float), states)
-    return {"disagreement": dis, "honest_mean": hmean, "exchanges": nexch,
-            "in_flight": int(pending)}
+    loop = AsyncLoop(x, honest, kind, param, const, tau, states=states, **kwargs)
+    times = np.asarray(record_times, dtype=float)
+    h = np.asarray(honest, dtype=bool)
+    dis = np.empty(times.size)
+    hmean = np.empty((times.size, x.shape[1]))
+    exch = np.empty(times.size, dtype=np.int64)
+    for r, t in enumerate(times):
+        if t > 0:
+            loop.advance(t)
+        hx = x[h]
+        hmean[r] = hx.mean(axis=0)
+        dis[r] = float(((hx - hmean[r]) ** 2).sum())
+        exch[r] = loop.exchanges
+    return {"disagreement": dis, "honest_mean": hmean, "exchanges": exch,
+            "in_flight": loop.in_flight}
