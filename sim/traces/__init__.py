@@ -1,0 +1,1 @@
+"""Real preemption traces (placeholder init, filled below)."""
