@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -529,16 +529,20 @@ class _Renewal:
 
 
 class _Replay:
-    """Replays a worker's down intervals from a trace."""
+    """Replays a worker's down intervals from a trace (consumed lazily, so it may be endless)."""
 
-    def __init__(self, comp: Component, intervals: Sequence[tuple[float, float]]) -> None:
-        self.comp, self.intervals = comp, intervals
+    def __init__(self, comp: Component, intervals: Iterable[tuple[float, float]]) -> None:
+        self.comp = comp
+        self._it = iter(intervals)
+        self._first = next(self._it, None)
 
     def initial_state(self) -> bool:
-        return not (self.intervals and self.intervals[0][0] <= 0.0)
+        return not (self._first is not None and self._first[0] <= 0.0)
 
     def run(self, env: simpy.Environment):
-        for start, end in self.intervals:
+        iv = self._first
+        while iv is not None:
+            start, end = iv
             if start > env.now:
                 self.comp.next_own_change = start
                 yield env.timeout(start - env.now)
@@ -546,6 +550,7 @@ class _Replay:
             self.comp.next_own_change = end
             yield env.timeout(end - env.now)
             self.comp._set_own(True)
+            iv = next(self._it, None)
         self.comp.next_own_change = math.inf
 
 
@@ -632,12 +637,16 @@ class FailureModel:
         mean_downtime: float = 1.0,
         distribution: str = "exponential",
         shape: float | None = None,
-        trace: Sequence[tuple[float, float]] | None = None,
+        trace: Iterable[tuple[float, float]] | None = None,
     ) -> Worker:
-        """Add a worker up a fraction ``availability`` of the time (or replaying ``trace``)."""
+        """Add a worker up a fraction ``availability`` of the time (or replaying ``trace``).
+
+        ``trace`` is any iterable of sorted, disjoint ``(start, end)`` down
+        intervals, read lazily (an endless one replays a looped trace).
+        """
         comp = self._add(Worker, name, parent)
         if trace is not None:
-            self._drivers.append(_Replay(comp, tuple(trace)))
+            self._drivers.append(_Replay(comp, trace))
         else:
             self._drivers.append(self._renewal(comp, availability, mean_downtime, distribution,
                                                shape, name="availability"))
