@@ -387,7 +387,8 @@ def read_trace_file(path: str | Path, *, format: str = "auto", time_unit: str | 
     time_unit : str, optional
         Unit of the file's times where the format cannot tell (see the module notes).
     known_units : dict, optional
-        ``sha256 -> unit`` of shipped traces; a file identical to one takes its unit.
+        ``sha256 -> unit``; a file identical to one takes its unit (default:
+        the shipped traces').
 
     Raises
     ------
@@ -397,6 +398,10 @@ def read_trace_file(path: str | Path, *, format: str = "auto", time_unit: str | 
     data = read_bytes(path)
     where = str(path)
     text = decode(data, where)
+    if known_units is None:
+        from .registry import known_units as shipped_units
+
+        known_units = shipped_units()
     if time_unit is None and known_units:
         unit = known_units.get(digest(data))
         if unit is not None:

@@ -101,4 +101,4 @@ def load_trace(trace: str, *, format: str = "auto",
         unit = meta.time_unit if time_unit is None else time_unit
         return parse_trace_text(decode(data, trace), format=fmt, time_unit=unit, where=trace,
                                 path=str(shipped_path(trace)))
-    return read_trace_file(trace, format=format, time_unit=time_unit, known_units=known_units())
+    return read_trace_file(trace, format=format, time_unit=time_unit)

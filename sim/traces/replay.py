@@ -245,7 +245,8 @@ def block_bootstrap(trace: AvailabilityTrace, block: float, *,
         length = min(block, P - t)
         s = float(rng.uniform(0.0, P - block)) if P > block else 0.0
         i0 = int(np.searchsorted(trace.times, s, side="right")) - 1
-        i1 = int(np.searchsorted(trace.times, s + length, side="left"))
+        last = t + length >= P  # the span is closed: keep changes at its very end
+        i1 = int(np.searchsorted(trace.times, s + length, side="right" if last else "left"))
         times.append(t)
         counts.append(int(trace.counts[i0]))
         for j in range(i0 + 1, i1):
