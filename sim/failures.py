@@ -740,6 +740,10 @@ class ClusterConfig:
     trace : str or None
         CSV trace to replay instead of the renewal processes for workers
         (workers take the trace's workers in order).
+    failure_trace : sim.traces.TraceReplay or None
+        A real trace (any format, shipped or by path) replayed as the workers'
+        own up/down states through its mapping policy; worker ``i``'s domain
+        for the ``domain`` policy is ``i % domains``. Not with ``trace``.
     """
 
     workers: int = 16
@@ -752,6 +756,7 @@ class ClusterConfig:
     shape: float | None = None
     horizon: float = 10_000.0
     trace: str | None = None
+    failure_trace: Any = None
     _trace: Trace | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -770,6 +775,15 @@ class ClusterConfig:
             check(len(tr.workers) >= self.workers, "workers",
                   f"at most the trace's {len(tr.workers)} workers", self.workers)
             object.__setattr__(self, "_trace", tr)
+        if self.failure_trace is not None:
+            from .traces import TraceReplay
+
+            check(isinstance(self.failure_trace, TraceReplay), "failure_trace",
+                  "a sim.traces.TraceReplay", self.failure_trace)
+            check(self.trace is None, "trace", "unset with failure_trace (one trace at a time)",
+                  self.trace)
+            self.failure_trace.check_workers(self.workers)
+            self.failure_trace.check_horizon(self.horizon)
 
     @property
     def workers_per_domain(self) -> list[int]:
@@ -786,9 +800,15 @@ def build_cluster(config: ClusterConfig, env: simpy.Environment, streams: Stream
         for d in range(config.domains)
     ]
     names = config._trace.workers if config._trace is not None else None
+    replay = None
+    if config.failure_trace is not None:
+        replay = config.failure_trace.worker_intervals(
+            config.workers, streams=streams, domain_of=[i % config.domains for i in range(config.workers)])
     for i in range(config.workers):
         dom = doms[i % config.domains]
-        if names is not None:
+        if replay is not None:
+            fm.add_worker(f"worker{i}", dom, trace=replay[i])
+        elif names is not None:
             fm.add_worker(f"worker{i}", dom, trace=config._trace.intervals[names[i]])  # type: ignore[union-attr]
         else:
             fm.add_worker(f"worker{i}", dom, availability=config.availability,

@@ -393,3 +393,42 @@ def test_cli_trace(tmp_path, capsys):
     png = tmp_path / "p.png"
     assert main(["trace", "plot", "aws-p2-19h", "--out", str(png), "--samples", "20"]) == 0
     assert png.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("name", list(SHIPPED))
+def test_dtsim_failures_replays_the_trace(capsys, name):
+    """dtsim failures --failure-trace X --json reports the trace's availability exactly."""
+    from sim.cli import main
+
+    slots = TraceReplay(name).slots
+    assert main(["failures", "--failure-trace", name, "--workers", str(slots), "--domains", "4",
+                 "--replications", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    want = trace_stats(load_trace(name))["availability"]
+    assert out["trace_availability"] == want
+    assert out["worker_availability"] == pytest.approx(want, abs=1e-12)
+    assert out["target_availability"] == pytest.approx(want, abs=1e-15)
+
+
+def test_dtsim_failures_trace_alias_and_refusals(capsys, tmp_path):
+    """--trace is the alias of --failure-trace FILE --trace-format dtsim; stray options are refused."""
+    from sim.cli import main
+
+    p = tmp_path / "t.csv"
+    p.write_text("worker,start,end,state\nA,0,2,down\nA,5,6,down\nB,1,3,down\nB,3,4,up\n")
+    args = ["failures", "--workers", "2", "--domains", "1", "--horizon", "10",
+            "--replications", "2", "--json"]
+    assert main(args + ["--trace", str(p)]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert main(args + ["--failure-trace", str(p), "--trace-format", "dtsim"]) == 0
+    b = json.loads(capsys.readouterr().out)
+    assert a["worker_availability"] == b["worker_availability"] == pytest.approx(15 / 20)
+    assert main(["failures", "--trace-policy", "random"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "dtsim failures: error: 'trace_policy' must be unset without --failure-trace: 'random'")
+    assert main(["failures", "--failure-trace", "aws-p3", "--horizon", "1e6"]) == 2
+    assert "'horizon' must be at most the trace's 40920 simulated time units" in capsys.readouterr().err
+    assert main(["failures", "--failure-trace", "aws-p3", "--workers", "64",
+                 "--trace-policy", "random+tile", "--replications", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["worker_availability"] == pytest.approx(out["trace_availability"], abs=1e-12)

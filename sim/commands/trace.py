@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import check_int
+from ..errors import ConfigError, check_int
 from ..rng import Streams
 from ..traces import (
     FORMATS,
     POLICIES,
     SHIPPED,
     TIME_UNITS,
+    TraceReplay,
     envelope,
     fit_model,
     fit_trace,
@@ -20,8 +21,57 @@ from ..traces import (
 )
 from ._common import emit_json, print_table
 
+__all__ = ["add_failure_trace_options", "failure_trace_from_args"]
+
 NAME = "trace"
 HELP = "real preemption traces: list the shipped ones; stats, fit and plot any trace"
+
+
+def add_failure_trace_options(p: argparse.ArgumentParser) -> None:
+    """``--failure-trace`` and its options, shared by every command that replays failures."""
+    g = p.add_argument_group("failure trace (replay a real trace as worker failures)")
+    g.add_argument("--failure-trace", default=None, metavar="NAME|FILE",
+                   help="a shipped trace (dtsim trace list) or a trace file to replay")
+    g.add_argument("--trace-format", default=None, metavar="FMT",
+                   help="auto (default) or one of " + ", ".join(FORMATS))
+    g.add_argument("--time-unit", default=None, metavar="UNIT",
+                   help="unit of the file's times where it cannot tell (s, ms, min, h)")
+    g.add_argument("--trace-policy", default=None, metavar="NAME",
+                   help="which workers go when the count falls: " + ", ".join(POLICIES)
+                        + " (default recent); add +tile to allow more workers than the "
+                          "trace's capacity")
+    g.add_argument("--trace-speedup", type=float, default=None, metavar="X",
+                   help="trace seconds per simulated time unit (default 1)")
+    g.add_argument("--trace-start", type=float, default=None, metavar="S",
+                   help="trace time (s) replayed at time 0 (default 0)")
+    g.add_argument("--trace-loop", action="store_true", default=None,
+                   help="repeat the trace (default: refuse to run past its end)")
+    g.add_argument("--trace-resample", default=None, metavar="HOW",
+                   help="replications: none (all the same, default), offset (random start, "
+                        "needs --trace-loop), block (moving-block bootstrap)")
+    g.add_argument("--trace-block", type=float, default=None, metavar="S",
+                   help="block length in trace seconds for --trace-resample block")
+
+
+_SUB = {"trace_format": "format", "time_unit": "time_unit", "trace_policy": "policy",
+        "trace_speedup": "speedup", "trace_start": "start", "trace_loop": "loop",
+        "trace_resample": "resample", "trace_block": "block"}
+
+
+def failure_trace_from_args(args: argparse.Namespace) -> TraceReplay | None:
+    """The :class:`~sim.traces.TraceReplay` the options ask for (None without --failure-trace).
+
+    Raises
+    ------
+    ConfigError
+        When a trace option is given without ``--failure-trace`` (never ignored).
+    """
+    given = {k: getattr(args, k) for k in _SUB if getattr(args, k, None) is not None}
+    if args.failure_trace is None:
+        for k, v in given.items():
+            raise ConfigError(k, "unset without --failure-trace", v)
+        return None
+    return TraceReplay(args.failure_trace, **{_SUB[k]: v for k, v in given.items()})
 
 
 def _trace_args(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,8 @@
 - :func:`trace_stats` follows the shipped traces' conventions exactly.
 - :class:`TraceReplay` (a value-only config) turns a trace into per-worker
   down intervals under a mapping policy, with speed-up, window, looping,
-  tiling and resampled replications (:mod:`sim.traces.replay`).
+  tiling and resampled replications (:mod:`sim.traces.replay`);
+  :func:`attach` adds replayed workers to any :class:`sim.failures.FailureModel`.
 - :func:`fit_trace` fits durations and burst sizes with scipy.stats;
   :func:`fit_model` gives a :class:`BurstyModel` that generates look-alikes.
 """
@@ -25,7 +26,17 @@ from .fit import (
 from .model import AvailabilityTrace, NodeSpan, count_trace
 from .readers import FORMATS, TIME_UNITS, detect_format, parse_trace_text, read_trace_file
 from .registry import SHIPPED, load_trace, shipped_names, shipped_path
-from .replay import POLICIES, RESAMPLING, TraceReplay, block_bootstrap, slot_patterns, trace_slots
+from .replay import (
+    POLICIES,
+    RESAMPLING,
+    TraceEnded,
+    TraceReplay,
+    attach,
+    block_bootstrap,
+    end_guard,
+    slot_patterns,
+    trace_slots,
+)
 from .stats import integral, preemption_events, trace_stats
 
 __all__ = [
@@ -33,6 +44,7 @@ __all__ = [
     "FORMATS", "TIME_UNITS", "detect_format", "parse_trace_text", "read_trace_file",
     "SHIPPED", "load_trace", "shipped_names", "shipped_path",
     "POLICIES", "RESAMPLING", "TraceReplay", "block_bootstrap", "slot_patterns", "trace_slots",
+    "TraceEnded", "attach", "end_guard",
     "integral", "preemption_events", "trace_stats",
     "BurstyModel", "envelope", "fit_durations", "fit_model", "fit_sizes", "fit_trace",
     "independent_model",

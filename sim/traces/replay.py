@@ -58,17 +58,19 @@ import functools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import simpy
 
-from ..errors import check, check_choice, check_nonnegative, check_positive
+from ..errors import SimulationError, check, check_choice, check_nonnegative, check_positive
 from ..rng import Streams
 from .model import AvailabilityTrace
 from .readers import FORMATS, TIME_UNITS, decode, digest, parse_trace_text
 from .registry import SHIPPED, known_units, shipped_path, trace_bytes
 
 __all__ = ["POLICIES", "RESAMPLING", "TraceReplay", "slot_patterns", "block_bootstrap",
-           "trace_slots"]
+           "trace_slots", "TraceEnded", "end_guard", "attach"]
 
 POLICIES = ("recent", "random", "domain")
 RESAMPLING = ("none", "offset", "block")
@@ -392,6 +394,30 @@ class TraceReplay:
         check(horizon <= d * (1 + 1e-12), name,
               f"at most the trace's {d:g} simulated time units (or --trace-loop)", horizon)
 
+    def exact_availability(self, workers: int, horizon: float) -> float | None:
+        """The workers' mean up-fraction over ``[0, horizon]`` when the replay fixes it exactly.
+
+        That is the trace's availability (count integral over slots times span)
+        when every slot is replayed once (``workers`` equal to :attr:`slots`,
+        or a whole multiple with ``+tile``), without resampling, over the whole
+        trace from its start or over whole loops. None otherwise.
+        """
+        from .stats import integral
+
+        tr = self.load()
+        S, P = self.slots, tr.end
+        copies, rem = divmod(workers, S)
+        if rem or (copies > 1 and not self.policy_parts[1]) or self.resample == "block":
+            return None
+        span = horizon * self.speedup
+        loops = span / P
+        whole = (self.start == 0.0 and math.isclose(span, P, rel_tol=1e-12)) or (
+            (self.loop or copies > 1 or self.resample == "offset")
+            and math.isclose(loops, round(loops), rel_tol=1e-12) and round(loops) >= 1)
+        if not whole:
+            return None
+        return integral(tr) / (S * P)
+
     def worker_intervals(self, workers: int, *, streams: Streams,
                          domain_of: Sequence[int] | None = None) -> list[Iterator[Interval]]:
         """Down intervals in simulated time, one lazy iterator per worker.
@@ -467,3 +493,51 @@ def _replay(pattern: tuple[Interval, ...], P: float, offset: float, speedup: flo
         pending = (s, e)
     if pending is not None:
         yield pending
+
+
+class TraceEnded(SimulationError):
+    """A simulation ran past the end of a replayed trace that does not loop."""
+
+
+def end_guard(env: simpy.Environment, replay: TraceReplay):
+    """A SimPy process that raises :class:`TraceEnded` at the replay's end (none if it never ends).
+
+    Start it with ``env.process(end_guard(env, replay))`` next to the replayed
+    workers, so that a run needing more time than the trace has stops with one
+    clear line instead of silently keeping the last state.
+    """
+    d = replay.duration
+    if math.isinf(d):
+        return
+    yield env.timeout(d)
+    raise TraceEnded(f"the failure trace {replay.trace!r} ended at simulated time {d:g}; "
+                     "pass --trace-loop (trace_loop) or simulate less")
+
+
+def attach(model: Any, replay: TraceReplay, workers: Sequence[tuple[str, Any]], *,
+           streams: Streams, domain_of: Sequence[int] | None = None) -> list[Any]:
+    """Add replayed workers to a :class:`sim.failures.FailureModel` (the plug-in API).
+
+    Parameters
+    ----------
+    model : FailureModel
+        Not started yet.
+    replay : TraceReplay
+    workers : sequence of (name, parent)
+        The workers to add, in slot order (``parent`` a domain, its name, or None).
+    streams : Streams
+        The replication's streams.
+    domain_of : sequence of int, optional
+        Failure domain of each worker for the ``domain`` policy.
+
+    Returns
+    -------
+    list of Worker
+        The added workers; a guard process ends the run with :class:`TraceEnded`
+        if it outlasts a trace that does not loop.
+    """
+    ivs = replay.worker_intervals(len(workers), streams=streams, domain_of=domain_of)
+    out = [model.add_worker(name, parent, trace=iv)
+           for (name, parent), iv in zip(workers, ivs, strict=True)]
+    model.env.process(end_guard(model.env, replay))
+    return out
