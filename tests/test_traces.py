@@ -432,3 +432,54 @@ def test_dtsim_failures_trace_alias_and_refusals(capsys, tmp_path):
                  "--trace-policy", "random+tile", "--replications", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["worker_availability"] == pytest.approx(out["trace_availability"], abs=1e-12)
+
+
+def _down_at(intervals, t: float) -> bool:
+    for s, e in intervals:
+        if s <= t < e:
+            return True
+        if s > t:
+            return False
+    return False
+
+
+@pytest.mark.parametrize("policy,skip", [("recent", 0), ("domain", 0), ("random", 1)])
+def test_pipeline_des_replays_the_trace_exactly(policy, skip):
+    """The pipeline DES drops exactly the microbatches that meet > s stages with every replica down."""
+    from sim.pipeline import PipelineConfig, pipeline_model
+
+    L, r, n, rate = 6, 2, 400, 1 / 97.3
+    replay = TraceReplay("aws-p3", policy=policy)
+    cfg = PipelineConfig(stages=L, replicas=r, skip_budget=skip, failure_trace=replay,
+                         rate=rate, microbatches=n)
+    streams = Streams(4).replication(0)
+    got = pipeline_model(cfg, streams)["drop_rate"]
+    ivs = [list(iv) for iv in replay.worker_intervals(L * r, streams=Streams(4).replication(0),
+                                                     domain_of=[w // r for w in range(L * r)])]
+    drops, t = 0, 0.0
+    for _ in range(n):
+        t += 1 / rate  # the DES's fixed arrivals: one gap after another
+        out = sum(all(_down_at(ivs[j * r + k], t) for k in range(r)) for j in range(L))
+        drops += out > skip
+    assert got == drops / n
+    assert 0 < drops < n  # the check is not vacuous
+
+
+def test_pipeline_trace_refusals(capsys):
+    """The pipeline refuses worker-law options with a trace and a trace that ends too soon."""
+    from sim.cli import main
+
+    assert main(["pipeline", "--stages", "4", "--replicas", "2", "--failure-trace", "aws-p3",
+                 "--distribution", "weibull"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "dtsim pipeline: error: 'distribution' must be unset with --failure-trace (the trace "
+        "sets the workers' up and down times): 'weibull'")
+    assert main(["pipeline", "--stages", "4", "--replicas", "2", "--failure-trace", "aws-p3",
+                 "--microbatches", "50000"]) == 2
+    assert "'microbatches' must be arriving before the failure trace ends" in capsys.readouterr().err
+    assert main(["pipeline", "--stages", "4", "--replicas", "2", "--failure-trace", "aws-p3",
+                 "--trace-loop", "--trace-speedup", "10", "--microbatches", "5000",
+                 "--replications", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["predicted_drop_rate"] is None and out["engine"] == "des"
+    assert out["failure_trace"] == "aws-p3"
