@@ -69,11 +69,13 @@ from .model import AvailabilityTrace
 from .readers import FORMATS, TIME_UNITS, decode, digest, parse_trace_text
 from .registry import SHIPPED, known_units, shipped_path, trace_bytes
 
-__all__ = ["POLICIES", "RESAMPLING", "TraceReplay", "slot_patterns", "block_bootstrap",
+__all__ = ["POLICIES", "RESAMPLING", "MODELS", "TraceReplay", "slot_patterns", "block_bootstrap",
            "trace_slots", "TraceEnded", "end_guard", "attach"]
 
 POLICIES = ("recent", "random", "domain")
 RESAMPLING = ("none", "offset", "block")
+#: What is replayed: the trace itself, or a fresh look-alike from its fitted bursty model.
+MODELS = ("trace", "fitted")
 
 Interval = tuple[float, float]
 
@@ -281,6 +283,13 @@ def _parse_cached(key: str, trace: str, format: str, time_unit: str | None) -> A
     return parse_trace_text(text, format=format, time_unit=unit, where=trace, path=trace)
 
 
+@functools.lru_cache(maxsize=32)
+def _fit_cached(key: str, trace: str, format: str, time_unit: str | None) -> Any:
+    from .fit import fit_model
+
+    return fit_model(_parse_cached(key, trace, format, time_unit), policy="recent")
+
+
 @dataclass(frozen=True)
 class TraceReplay:
     """How to replay a trace as worker failures (a value-only config).
@@ -305,6 +314,10 @@ class TraceReplay:
         How replications differ (see the module notes).
     block : float or None
         Block length in trace seconds for ``resample="block"``.
+    model : {"trace", "fitted"}
+        ``fitted`` replays, in each replication, a new synthetic trace of the
+        same span drawn from the trace's fitted :class:`~sim.traces.BurstyModel`
+        (durations fitted under the ``recent`` policy; stream ``trace:generate``).
 
     Attributes
     ----------
@@ -321,6 +334,7 @@ class TraceReplay:
     loop: bool = False
     resample: str = "none"
     block: float | None = None
+    model: str = "trace"
     digest: str = field(default="", compare=True)
 
     def __post_init__(self) -> None:
@@ -346,8 +360,14 @@ class TraceReplay:
             check(self.resample == "block", "trace_block", "unset unless resample is block",
                   self.block)
             check_positive("trace_block", self.block)
+        check_choice("trace_model", self.model, MODELS)
         object.__setattr__(self, "digest", digest(trace_bytes(self.trace)))
         tr = self.load()  # validates the file now, before any work
+        if self.model == "fitted":
+            check(self.resample != "block", "trace_resample",
+                  "none or offset with the fitted model (each replication is a new trace)",
+                  self.resample)
+            self.fitted()  # refuses a trace with nothing stationary to fit
         check(self.start < tr.end, "trace_start", f"below the trace's span ({tr.end:g} s)",
               self.start)
         if self.block is not None:
@@ -363,6 +383,10 @@ class TraceReplay:
     def load(self) -> AvailabilityTrace:
         """The parsed trace (cached per content, format and unit)."""
         return _parse_cached(self.digest, self.trace, self.format, self.time_unit)
+
+    def fitted(self) -> Any:
+        """The trace's fitted :class:`~sim.traces.BurstyModel` (cached)."""
+        return _fit_cached(self.digest, self.trace, self.format, self.time_unit)
 
     @property
     def slots(self) -> int:
@@ -407,7 +431,8 @@ class TraceReplay:
         tr = self.load()
         S, P = self.slots, tr.end
         copies, rem = divmod(workers, S)
-        if rem or (copies > 1 and not self.policy_parts[1]) or self.resample == "block":
+        if (rem or (copies > 1 and not self.policy_parts[1]) or self.resample == "block"
+                or self.model == "fitted"):
             return None
         span = horizon * self.speedup
         loops = span / P
@@ -442,6 +467,8 @@ class TraceReplay:
         tr = self.load()
         leave, tile = self.policy_parts
         start = self.start
+        if self.model == "fitted":
+            tr = self.fitted().generate(tr.end, rng=streams.rng("trace:generate"))
         if self.resample == "block":
             tr = block_bootstrap(tr, float(self.block), rng=streams.rng("trace:resample"))  # type: ignore[arg-type]
         elif self.resample == "offset":
