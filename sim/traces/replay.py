@@ -15,10 +15,13 @@ count falls and which come back when it rises:
     trace's in expectation whatever subset of workers is replayed.
 ``domain``
     whole failure domains first: the leaving slot is taken from the domain with
-    the fewest slots up (ties: the lowest domain), the most recent in it first;
-    a returning slot goes to the domain with the most slots up that has one
-    down, the slot down longest first. Worker ``i``'s domain is given by the
-    model (``i % domains`` in ``dtsim failures``, its stage in ``dtsim pipeline``).
+    the fewest slots up, the most recent in it first; a returning slot goes to
+    the domain with the most slots up that has one down, the slot down longest
+    first; ties between domains are broken at random (``trace:policy``
+    stream). Worker ``i``'s domain is given by the model (``i % domains`` in
+    ``dtsim failures``, its stage in ``dtsim pipeline``); slots beyond the
+    workers repeat that layout as further domains of the same shape, so spare
+    slots do not shield the workers.
 
 An event trace (Oobleck) has identity: a removed node's slot goes down; a node
 that joins takes a down slot by the policy's return rule (the replacement
@@ -120,13 +123,19 @@ class _Slots:
             out[self.domain[i]] = out.get(self.domain[i], 0) + self.up[i]
         return out
 
+    def _tie(self, doms: list[int]) -> int:
+        if len(doms) == 1 or self.rng is None:
+            return doms[0]
+        return doms[int(self.rng.integers(len(doms)))]
+
     def pick_leaving(self) -> int:
         ups = [i for i in range(self.n) if self.up[i]]
         if self.policy == "random":
             return int(ups[int(self.rng.integers(len(ups)))])  # type: ignore[union-attr]
         if self.policy == "domain":
             counts = self._domain_counts()
-            dom = min((d for d in counts if counts[d] > 0), key=lambda d: (counts[d], d))
+            low = min(c for c in counts.values() if c > 0)
+            dom = self._tie(sorted(d for d, c in counts.items() if c == low))
             ups = [i for i in ups if self.domain[i] == dom]
         return max(ups, key=lambda i: (self.order[i], i))
 
@@ -136,8 +145,9 @@ class _Slots:
             return int(downs[int(self.rng.integers(len(downs)))])  # type: ignore[union-attr]
         if self.policy == "domain":
             counts = self._domain_counts()
-            has_down = {self.domain[i] for i in downs}
-            dom = max(has_down, key=lambda d: (counts[d], -d))
+            has_down = sorted({self.domain[i] for i in downs})
+            high = max(counts[d] for d in has_down)
+            dom = self._tie([d for d in has_down if counts[d] == high])
             downs = [i for i in downs if self.domain[i] == dom]
         return min(downs, key=lambda i: (self.order[i], i))
 
@@ -159,10 +169,11 @@ def slot_patterns(trace: AvailabilityTrace, *, policy: str = "recent",
     policy : {"recent", "random", "domain"}
         See the module notes.
     domain_of : sequence of int, optional
-        Failure domain of each slot (``domain``); slots beyond it get a domain
-        of their own each. Default: one domain.
+        Failure domain of each slot (``domain``); slots beyond it repeat the
+        layout as further domains. Default: one domain.
     rng : numpy.random.Generator, optional
-        Needed by ``random``.
+        Needed by ``random``; breaks ties between domains for ``domain``
+        (without it, the lowest domain).
 
     Returns
     -------
@@ -174,9 +185,12 @@ def slot_patterns(trace: AvailabilityTrace, *, policy: str = "recent",
     check_choice("trace_policy", policy, POLICIES)
     check(policy != "random" or rng is not None, "rng", "given for the random policy", None)
     n = trace_slots(trace)
-    dom = list(domain_of or [])[:n]
-    base = max(dom, default=-1) + 1
-    dom += [base + k for k in range(n - len(dom))] if domain_of is not None else [0] * (n - len(dom))
+    if domain_of:
+        layout = list(domain_of)[:n]
+        m, width = len(layout), max(layout) + 1
+        dom = [layout[i % m] + (i // m) * width for i in range(n)]
+    else:
+        dom = [0] * n
     end = trace.end
     if trace.reuse and trace.nodes is not None:  # dtsim CSV: one slot per named worker
         names = list(dict.fromkeys(s.node for s in trace.nodes))
@@ -473,7 +487,7 @@ class TraceReplay:
             tr = block_bootstrap(tr, float(self.block), rng=streams.rng("trace:resample"))  # type: ignore[arg-type]
         elif self.resample == "offset":
             start = float(streams.rng("trace:resample").uniform(0.0, tr.end))
-        rng = streams.rng("trace:policy") if leave == "random" else None
+        rng = streams.rng("trace:policy") if leave in ("random", "domain") else None
         S = trace_slots(tr)
         dom = None if domain_of is None else list(domain_of)[:S]
         patterns = slot_patterns(tr, policy=leave, domain_of=dom, rng=rng)
