@@ -51,11 +51,14 @@ def add_failure_trace_options(p: argparse.ArgumentParser) -> None:
                         "needs --trace-loop), block (moving-block bootstrap)")
     g.add_argument("--trace-block", type=float, default=None, metavar="S",
                    help="block length in trace seconds for --trace-resample block")
+    g.add_argument("--trace-model", default=None, metavar="WHAT",
+                   help="trace (default: replay the trace) or fitted (a new look-alike per "
+                        "replication from the trace's fitted bursty model)")
 
 
 _SUB = {"trace_format": "format", "time_unit": "time_unit", "trace_policy": "policy",
         "trace_speedup": "speedup", "trace_start": "start", "trace_loop": "loop",
-        "trace_resample": "resample", "trace_block": "block"}
+        "trace_resample": "resample", "trace_block": "block", "trace_model": "model"}
 
 
 def failure_trace_from_args(args: argparse.Namespace) -> TraceReplay | None:

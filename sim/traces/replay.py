@@ -160,7 +160,8 @@ class _Slots:
 
 def slot_patterns(trace: AvailabilityTrace, *, policy: str = "recent",
                   domain_of: Sequence[int] | None = None,
-                  rng: np.random.Generator | None = None) -> list[tuple[Interval, ...]]:
+                  rng: np.random.Generator | None = None,
+                  slots: int | None = None) -> list[tuple[Interval, ...]]:
     """Down intervals of every slot over the trace's span ``[0, end]``.
 
     Parameters
@@ -174,6 +175,9 @@ def slot_patterns(trace: AvailabilityTrace, *, policy: str = "recent",
     rng : numpy.random.Generator, optional
         Needed by ``random``; breaks ties between domains for ``domain``
         (without it, the lowest domain).
+    slots : int, optional
+        Number of slots, at least the trace's (a generated or bootstrapped
+        trace keeps its source's slots even if its count never reaches them).
 
     Returns
     -------
@@ -185,6 +189,9 @@ def slot_patterns(trace: AvailabilityTrace, *, policy: str = "recent",
     check_choice("trace_policy", policy, POLICIES)
     check(policy != "random" or rng is not None, "rng", "given for the random policy", None)
     n = trace_slots(trace)
+    if slots is not None:
+        check(slots >= n, "slots", f"at least the trace's {n}", slots)
+        n = slots
     if domain_of:
         layout = list(domain_of)[:n]
         m, width = len(layout), max(layout) + 1
@@ -488,9 +495,9 @@ class TraceReplay:
         elif self.resample == "offset":
             start = float(streams.rng("trace:resample").uniform(0.0, tr.end))
         rng = streams.rng("trace:policy") if leave in ("random", "domain") else None
-        S = trace_slots(tr)
+        S = self.slots  # the source's slots, also for a generated or bootstrapped trace
         dom = None if domain_of is None else list(domain_of)[:S]
-        patterns = slot_patterns(tr, policy=leave, domain_of=dom, rng=rng)
+        patterns = slot_patterns(tr, policy=leave, domain_of=dom, rng=rng, slots=S)
         P = tr.end
         copies = max(1, math.ceil(workers / S)) if tile else 1
         out = []
