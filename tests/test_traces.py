@@ -518,3 +518,49 @@ def test_fitted_replay_keeps_the_availability():
     a = trace_stats(r.load())["availability"]
     assert abs(v.mean() - a) < 4 * se + 0.01  # 0.01: the generator's stated tolerance
     assert se < 0.02
+
+
+# --------------------------------------------------------------------------- round trips
+
+
+def _same(a, b, *, rel=0.0):
+    assert a.counts.tolist() == b.counts.tolist()
+    np.testing.assert_allclose(a.times, b.times, rtol=rel, atol=1e-9 if rel else 0)
+    assert a.end == pytest.approx(b.end, rel=rel or 1e-15)
+
+
+@pytest.mark.parametrize("name,fmt,kw", [
+    ("aws-g4dn-24h", "bamboo", {}), ("aws-p2-3day", "bamboo", {"time_unit": "h"}),
+    ("gcp-a100", "gcloud", {}), ("aws-p3", "oobleck", {}), ("aws-p3", "simgrid", {}),
+    ("aws-p2-19h", "simgrid", {"time_unit": "h"}),
+])
+def test_round_trip_shipped(tmp_path, name, fmt, kw):
+    """Write a shipped trace in a format and read it back: the same step function."""
+    from sim.traces import write_trace
+
+    tr = load_trace(name)
+    p = write_trace(tr, tmp_path / f"x.{fmt}", fmt, **kw)
+    back = read_trace_file(p, format="auto", **kw)
+    assert back.format == fmt
+    _same(back, tr, rel=1e-12 if kw else 0.0)
+    if fmt == "oobleck":
+        assert sorted(back.nodes, key=lambda s: s.node) == sorted(tr.nodes, key=lambda s: s.node)
+
+
+def test_round_trip_skypilot_simgrid_loop_and_dtsim(tmp_path):
+    """SkyPilot on a grid, SimGrid with LOOPAFTER, and dtsim intervals from a policy's slots."""
+    from sim.traces import count_trace, write_trace
+
+    grid = count_trace([0, 60, 120, 300], [3, 2, 3, 1], 360, format="test")
+    _same(read_trace_file(write_trace(grid, tmp_path / "s.json", "skypilot", gap=60.0)), grid)
+    loop = read_trace_file(_write(tmp_path, "simgrid"))
+    back = read_trace_file(write_trace(loop, tmp_path / "l.txt", "simgrid"))
+    _same(back, loop)
+    assert back.loop_after == loop.loop_after == 5
+    g4 = load_trace("aws-g4dn-24h")
+    d = read_trace_file(write_trace(g4, tmp_path / "d.csv", "dtsim"))
+    assert d.format == "dtsim" and d.end <= g4.end
+    grid_t = np.linspace(0, d.end, 5001)[:-1]  # at the very end a dtsim worker is back up
+    assert d.count_at(grid_t).tolist() == g4.count_at(grid_t).tolist()
+    with pytest.raises(ConfigError, match="'trace' must be an event trace with node identity"):
+        write_trace(g4, tmp_path / "o.csv", "oobleck")

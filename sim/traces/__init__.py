@@ -38,6 +38,7 @@ from .replay import (
     trace_slots,
 )
 from .stats import integral, preemption_events, trace_stats
+from .writers import format_trace, write_trace
 
 __all__ = [
     "AvailabilityTrace", "NodeSpan", "count_trace",
@@ -45,7 +46,7 @@ __all__ = [
     "SHIPPED", "load_trace", "shipped_names", "shipped_path",
     "POLICIES", "RESAMPLING", "TraceReplay", "block_bootstrap", "slot_patterns", "trace_slots",
     "TraceEnded", "attach", "end_guard",
-    "integral", "preemption_events", "trace_stats",
+    "integral", "preemption_events", "trace_stats", "format_trace", "write_trace",
     "BurstyModel", "envelope", "fit_durations", "fit_model", "fit_sizes", "fit_trace",
     "independent_model",
 ]
