@@ -548,7 +548,8 @@ class _Replay:
                 yield env.timeout(start - env.now)
             self.comp._set_own(False)
             self.comp.next_own_change = end
-            yield env.timeout(end - env.now)
+            # max: a zero-length outage right after a wait whose sum rounded past it
+            yield env.timeout(max(end - env.now, 0.0))
             self.comp._set_own(True)
             iv = next(self._it, None)
         self.comp.next_own_change = math.inf

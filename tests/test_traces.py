@@ -564,3 +564,16 @@ def test_round_trip_skypilot_simgrid_loop_and_dtsim(tmp_path):
     assert d.count_at(grid_t).tolist() == g4.count_at(grid_t).tolist()
     with pytest.raises(ConfigError, match="'trace' must be an event trace with node identity"):
         write_trace(g4, tmp_path / "o.csv", "oobleck")
+
+
+def test_zero_length_outage_after_a_rounded_wait():
+    """A zero-length outage whose start the clock overshoots by rounding replays (no negative delay)."""
+    env = simpy.Environment()
+    fm = FailureModel(env, Streams(0))
+    a, c = 0.19045653011926333, 52859.29550044872
+    assert a + (c - a) > c  # the clock lands one ulp past c
+    w = fm.add_worker("w", trace=[(0.1, a), (c, c), (c + 1.0, c + 3.0)])
+    fm.start()
+    env.run(until=c + 10.0)
+    assert w.own_transitions == 6
+    assert w.own_availability(c + 10.0) == pytest.approx(1 - (a - 0.1 + 2.0) / (c + 10.0))
