@@ -69,8 +69,8 @@ import simpy
 from ..errors import SimulationError, check, check_choice, check_nonnegative, check_positive
 from ..rng import Streams
 from .model import AvailabilityTrace
-from .readers import FORMATS, TIME_UNITS, decode, digest, parse_trace_text
-from .registry import SHIPPED, known_units, shipped_path, trace_bytes
+from .readers import FORMATS, TIME_UNITS, digest
+from .registry import load_trace, trace_bytes
 
 __all__ = ["POLICIES", "RESAMPLING", "MODELS", "TraceReplay", "slot_patterns", "block_bootstrap",
            "trace_slots", "TraceEnded", "end_guard", "attach"]
@@ -283,25 +283,8 @@ def block_bootstrap(trace: AvailabilityTrace, block: float, *,
 
 @functools.lru_cache(maxsize=32)
 def _parse_cached(key: str, trace: str, format: str, time_unit: str | None) -> AvailabilityTrace:
-    if trace in SHIPPED:
-        meta = SHIPPED[trace]
-        data = shipped_path(trace).read_bytes()
-        fmt = meta.format if format == "auto" else format
-        unit = meta.time_unit if time_unit is None else time_unit
-        return parse_trace_text(decode(data, trace), format=fmt, time_unit=unit, where=trace,
-                                path=str(shipped_path(trace)))
-    data = trace_bytes(trace)
-    text = decode(data, trace)
-    unit = time_unit
-    if unit is None:
-        unit = known_units().get(key)
-        if unit is not None:
-            from .readers import detect_format
-
-            fmt = detect_format(text, trace) if format == "auto" else format
-            if fmt not in ("bamboo", "simgrid", "dtsim"):
-                unit = None
-    return parse_trace_text(text, format=format, time_unit=unit, where=trace, path=trace)
+    """:func:`load_trace`, cached per content (``key``, its SHA-256), name, format and unit."""
+    return load_trace(trace, format=format, time_unit=time_unit)
 
 
 @functools.lru_cache(maxsize=32)
