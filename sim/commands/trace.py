@@ -207,9 +207,13 @@ def _plot(args: argparse.Namespace) -> int:
     tr = _load(args)
     band = None
     if args.samples:
-        model = fit_model(tr)
-        band = envelope(model, tr.end, rng=Streams(args.seed).rng("trace:envelope"),
-                        samples=args.samples)
+        try:
+            model = fit_model(tr)
+        except ConfigError as exc:  # nothing stationary to fit: draw the trace alone, say why
+            print(f"no envelope: {exc}")
+        else:
+            band = envelope(model, tr.end, rng=Streams(args.seed).rng("trace:envelope"),
+                            samples=args.samples)
     path = plot_trace(tr.times.tolist(), tr.counts.tolist(), tr.end, args.out, band=band,
                       capacity=tr.capacity, title=f"{args.trace} ({tr.format})")
     print(f"wrote {path}")
