@@ -29,7 +29,7 @@ def test_trace_designs_quick(tmp_path, capsys):
     for f in ("trace_designs.png", "trace_designs.csv", "trace_designs.md"):
         assert (tmp_path / "td" / f).exists(), f
     rows = exp.module.table(res)
-    checks = [r for r in rows if r["exact"] is not None]
+    checks = [r for r in rows if r["exact_in_interval"] is not None]
     assert len(checks) == 8
     assert sum(r["exact_in_interval"] for r in checks) >= 7  # 95% intervals, 8 of them
     assert "exact references inside the 95% interval" in capsys.readouterr().out

@@ -15,10 +15,10 @@ count falls and which come back when it rises:
     trace's in expectation whatever subset of workers is replayed.
 ``domain``
     whole failure domains first: the leaving slot is taken from the domain with
-    the fewest slots up, the most recent in it first; a returning slot goes to
-    the domain with the most slots up that has one down, the slot down longest
-    first; ties between domains are broken at random (``trace:policy``
-    stream). Worker ``i``'s domain is given by the model (``i % domains`` in
+    the fewest slots up, the most recent in it first (ties between domains
+    broken at random, ``trace:policy`` stream); the slot down longest comes
+    back first, as under ``recent`` (a domain emptied by a burst returns in the
+    order it left; capacity is neither hoarded by nor steered to a domain). Worker ``i``'s domain is given by the model (``i % domains`` in
     ``dtsim failures``, its stage in ``dtsim pipeline``); slots beyond the
     workers repeat that layout as further domains of the same shape, so spare
     slots do not shield the workers.
@@ -143,13 +143,7 @@ class _Slots:
         downs = [i for i in range(self.n) if not self.up[i]]
         if self.policy == "random":
             return int(downs[int(self.rng.integers(len(downs)))])  # type: ignore[union-attr]
-        if self.policy == "domain":
-            counts = self._domain_counts()
-            has_down = sorted({self.domain[i] for i in downs})
-            high = max(counts[d] for d in has_down)
-            dom = self._tie([d for d in has_down if counts[d] == high])
-            downs = [i for i in downs if self.domain[i] == dom]
-        return min(downs, key=lambda i: (self.order[i], i))
+        return min(downs, key=lambda i: (self.order[i], i))  # down longest first
 
     def finish(self, end: float) -> list[tuple[Interval, ...]]:
         for i in range(self.n):
