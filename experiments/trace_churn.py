@@ -127,7 +127,7 @@ TRACES = ("aws-p3", "gcp-a100", "aws-p2-3day")
 DOWNTIMES = (0.2, 2.0, 20.0)
 POINTS = [{"trace": t, "law": law, "downtime": d}
           for t in TRACES for d in DOWNTIMES for law in ("trace", "exponential")]
-REPLICATIONS = 16
+REPLICATIONS = 12
 SEED = 21
 QUICK = {
     "BASE": {"floor_horizon": 60, "burn_in": 10, "capture_time": 40},
@@ -180,14 +180,17 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
         fl = mean_ci([float(r["noise_floor"]) for r in recs])
         cap = mean_ci([float(r["capture_left"]) for r in recs])
 
-        def rate(x: float) -> float:
+        def rate(x: float, t: int = t) -> float:
             return -math.log(x) / t if x > 0 else math.inf
 
+        # the ratio spans decades: a 95% interval on the log scale (delta method), as churn.py
+        w = (ratio.high - ratio.mean) / ratio.mean if ratio.mean > 0 else math.nan
+        r_lo, r_hi = ratio.mean * math.exp(-w), ratio.mean * math.exp(w)
         rows.append({
             "trace": cfg.trace, "nodes": n, "availability": st["availability"],
             "batch_fraction": st["batch_fraction"], "downtime": cfg.downtime, "law": cfg.law,
             "replications": len(recs),
-            "rate": rate(ratio.mean), "rate_low": rate(ratio.high), "rate_high": rate(ratio.low),
+            "rate": rate(ratio.mean), "rate_low": rate(r_hi), "rate_high": rate(r_lo),
             "rate_closed_form": contraction_rate(n, st["availability"], cfg.wake_rate),
             "noise_floor": fl.mean, "noise_floor_low": fl.low, "noise_floor_high": fl.high,
             "floor_no_churn": async_noise_floor(n, cfg.noise),

@@ -577,3 +577,24 @@ def test_zero_length_outage_after_a_rounded_wait():
     env.run(until=c + 10.0)
     assert w.own_transitions == 6
     assert w.own_availability(c + 10.0) == pytest.approx(1 - (a - 0.1 + 2.0) / (c + 10.0))
+
+
+def test_gossip_churn_from_a_trace():
+    """Async gossip nodes replay a trace's churn; the config refuses what it cannot honour."""
+    from sim.gossip import GossipConfig, gossip_model
+
+    r = TraceReplay("aws-p3", policy="random", loop=True, speedup=1000.0)
+    cfg = GossipConfig(topology="complete", nodes=32, protocol="async", latency=0.0, rounds=20,
+                       failure_trace=r)
+    out = gossip_model(cfg, Streams(3).replication(0))
+    assert out["final_disagreement"] < out["disagreement"][0]
+    none = gossip_model(GossipConfig(topology="complete", nodes=32, protocol="async",
+                                     latency=0.0, rounds=20), Streams(3).replication(0))
+    assert out["exchanges"] < none["exchanges"]  # offline nodes neither wake nor are chosen
+    with pytest.raises(ConfigError, match="'nodes' must be at most the trace's 32 worker slots"):
+        GossipConfig(topology="complete", nodes=40, protocol="async", rounds=5, failure_trace=r)
+    with pytest.raises(ConfigError, match="'failure_trace' must be unset unless protocol is async"):
+        GossipConfig(topology="complete", nodes=8, protocol="edge", failure_trace=r)
+    with pytest.raises(ConfigError, match="'availability' must be 1 with failure_trace"):
+        GossipConfig(topology="complete", nodes=8, protocol="async", availability=0.9,
+                     failure_trace=r)
