@@ -68,3 +68,27 @@ def test_trace_design_rejects_bad_values():
     mod = _module("trace_designs")
     with pytest.raises(ConfigError, match="'law' must be one of trace, fitted, independent: 'bursty'"):
         replace(mod.BASE, law="bursty")
+
+
+@pytest.mark.slow
+def test_trace_churn_quick(tmp_path, capsys):
+    """trace_churn --quick writes its figure and tables and compares the two churn laws."""
+    exp = load_experiment(EXPERIMENTS / "trace_churn.py", quick=True)
+    res = run_experiment(exp, out=tmp_path / "tc", executor="serial", progress=False)
+    assert res.errors == 0
+    for f in ("trace_churn.png", "trace_churn.csv", "trace_churn.md"):
+        assert (tmp_path / "tc" / f).exists(), f
+    rows = exp.module.table(res)
+    assert {r["law"] for r in rows} == {"trace", "exponential"}
+    assert "(trace vs exponential)" in capsys.readouterr().out
+
+
+def test_trace_churn_scales_the_trace_to_the_downtime():
+    """The replay's speed-up makes the trace's mean down time last ``downtime`` time units."""
+    mod = _module("trace_churn")
+    cfg = replace(mod.BASE, downtime=4.0)
+    st = mod._stats(cfg.trace)
+    assert cfg.replay().speedup == pytest.approx(st["mean_down"] / 4.0)
+    assert cfg.gossip("capture").adversary == "stubborn" and cfg.nodes == st["nodes"]
+    with pytest.raises(ConfigError, match="'law' must be one of trace, exponential: 'weibull'"):
+        replace(mod.BASE, law="weibull")
