@@ -228,7 +228,7 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
                 hi = "capture_high" if key == "capture" else f"{key}_high"
                 d = [r[norm] if norm else 1.0 for r in rs]
                 series.append({
-                    "label": f"{t} ({law})", "x": [r["downtime"] for r in rs], "style": "points",
+                    "label": f"{t} ({law})" if key == "capture" else None, "x": [r["downtime"] for r in rs], "style": "points",
                     "marker": marker, "color": f"C{i}",
                     "mean": [r[m] / k for r, k in zip(rs, d, strict=True)],
                     "low": [r[lo] / k for r, k in zip(rs, d, strict=True)],
