@@ -7,6 +7,8 @@ Seeds and errors
 Failure model
     FailureModel, Domain, Worker, Transition, GroupMonitor, ClusterConfig,
     failures_model, make_distribution, read_trace
+Real preemption traces (:mod:`sim.traces`)
+    TraceReplay, load_trace, trace_stats, fit_trace
 Study A: pipelines of unreliable stages
     PipelineConfig, pipeline_model, run_pipeline, simulate_stylised,
     importance_drop_probability
@@ -40,6 +42,7 @@ from .pipeline.vector import simulate_stylised
 from .results import Estimate, mean_ci, summarize
 from .rng import Streams
 from .runner import SweepResult, replicate, run_experiment, run_one, sweep
+from .traces import TraceReplay, fit_trace, load_trace, trace_stats
 
 __version__ = "0.1.0"
 
@@ -55,6 +58,10 @@ __all__ = [
     "failures_model",
     "make_distribution",
     "read_trace",
+    "TraceReplay",
+    "load_trace",
+    "trace_stats",
+    "fit_trace",
     "PipelineConfig",
     "pipeline_model",
     "run_pipeline",

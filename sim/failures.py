@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -529,23 +529,29 @@ class _Renewal:
 
 
 class _Replay:
-    """Replays a worker's down intervals from a trace."""
+    """Replays a worker's down intervals from a trace (consumed lazily, so it may be endless)."""
 
-    def __init__(self, comp: Component, intervals: Sequence[tuple[float, float]]) -> None:
-        self.comp, self.intervals = comp, intervals
+    def __init__(self, comp: Component, intervals: Iterable[tuple[float, float]]) -> None:
+        self.comp = comp
+        self._it = iter(intervals)
+        self._first = next(self._it, None)
 
     def initial_state(self) -> bool:
-        return not (self.intervals and self.intervals[0][0] <= 0.0)
+        return not (self._first is not None and self._first[0] <= 0.0)
 
     def run(self, env: simpy.Environment):
-        for start, end in self.intervals:
+        iv = self._first
+        while iv is not None:
+            start, end = iv
             if start > env.now:
                 self.comp.next_own_change = start
                 yield env.timeout(start - env.now)
             self.comp._set_own(False)
             self.comp.next_own_change = end
-            yield env.timeout(end - env.now)
+            # max: a zero-length outage right after a wait whose sum rounded past it
+            yield env.timeout(max(end - env.now, 0.0))
             self.comp._set_own(True)
+            iv = next(self._it, None)
         self.comp.next_own_change = math.inf
 
 
@@ -632,12 +638,16 @@ class FailureModel:
         mean_downtime: float = 1.0,
         distribution: str = "exponential",
         shape: float | None = None,
-        trace: Sequence[tuple[float, float]] | None = None,
+        trace: Iterable[tuple[float, float]] | None = None,
     ) -> Worker:
-        """Add a worker up a fraction ``availability`` of the time (or replaying ``trace``)."""
+        """Add a worker up a fraction ``availability`` of the time (or replaying ``trace``).
+
+        ``trace`` is any iterable of sorted, disjoint ``(start, end)`` down
+        intervals, read lazily (an endless one replays a looped trace).
+        """
         comp = self._add(Worker, name, parent)
         if trace is not None:
-            self._drivers.append(_Replay(comp, tuple(trace)))
+            self._drivers.append(_Replay(comp, trace))
         else:
             self._drivers.append(self._renewal(comp, availability, mean_downtime, distribution,
                                                shape, name="availability"))
@@ -731,6 +741,10 @@ class ClusterConfig:
     trace : str or None
         CSV trace to replay instead of the renewal processes for workers
         (workers take the trace's workers in order).
+    failure_trace : sim.traces.TraceReplay or None
+        A real trace (any format, shipped or by path) replayed as the workers'
+        own up/down states through its mapping policy; worker ``i``'s domain
+        for the ``domain`` policy is ``i % domains``. Not with ``trace``.
     """
 
     workers: int = 16
@@ -743,6 +757,7 @@ class ClusterConfig:
     shape: float | None = None
     horizon: float = 10_000.0
     trace: str | None = None
+    failure_trace: Any = None
     _trace: Trace | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -761,6 +776,15 @@ class ClusterConfig:
             check(len(tr.workers) >= self.workers, "workers",
                   f"at most the trace's {len(tr.workers)} workers", self.workers)
             object.__setattr__(self, "_trace", tr)
+        if self.failure_trace is not None:
+            from .traces import TraceReplay
+
+            check(isinstance(self.failure_trace, TraceReplay), "failure_trace",
+                  "a sim.traces.TraceReplay", self.failure_trace)
+            check(self.trace is None, "trace", "unset with failure_trace (one trace at a time)",
+                  self.trace)
+            self.failure_trace.check_workers(self.workers)
+            self.failure_trace.check_horizon(self.horizon)
 
     @property
     def workers_per_domain(self) -> list[int]:
@@ -777,9 +801,15 @@ def build_cluster(config: ClusterConfig, env: simpy.Environment, streams: Stream
         for d in range(config.domains)
     ]
     names = config._trace.workers if config._trace is not None else None
+    replay = None
+    if config.failure_trace is not None:
+        replay = config.failure_trace.worker_intervals(
+            config.workers, streams=streams, domain_of=[i % config.domains for i in range(config.workers)])
     for i in range(config.workers):
         dom = doms[i % config.domains]
-        if names is not None:
+        if replay is not None:
+            fm.add_worker(f"worker{i}", dom, trace=replay[i])
+        elif names is not None:
             fm.add_worker(f"worker{i}", dom, trace=config._trace.intervals[names[i]])  # type: ignore[union-attr]
         else:
             fm.add_worker(f"worker{i}", dom, availability=config.availability,

@@ -15,7 +15,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-__all__ = ["plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossip_estimates"]
+__all__ = ["plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossip_estimates",
+           "plot_trace"]
 
 
 # --------------------------------------------------------------------------- sweeps (runner)
@@ -512,5 +513,44 @@ def plot_stress_panels(
     if caption:
         fig.get_layout_engine().set(rect=(0, 0.1 / rows, 1, 1 - 0.1 / rows))
         fig.text(0.01, 0.01, caption, fontsize="x-small", wrap=True, va="bottom")
+    fig.savefig(path, dpi=120)
+    return path
+
+
+# --------------------------------------------------------------------------- traces
+
+
+def plot_trace(times: Sequence[float], counts: Sequence[float], end: float, path: str | Path, *,
+               band: Mapping[str, Sequence[float]] | None = None, capacity: int | None = None,
+               title: str | None = None) -> Path:
+    """Instances up against time (hours) as a step function, with an optional model band.
+
+    Parameters
+    ----------
+    times, counts : sequence
+        Change times (seconds) and the count from each on; ``end`` ends the span.
+    path : path
+        PNG file to write.
+    band : dict, optional
+        ``t`` (seconds), ``low``, ``mean``, ``high``: a fitted model's pointwise envelope.
+    capacity : int, optional
+        Drawn as a dotted line.
+    """
+    path, fig, (ax,) = _pipeline_fig(path)
+    h = [t / 3600.0 for t in times] + [end / 3600.0]
+    ax.step(h, list(counts) + [counts[-1]], where="post", color="C0", lw=1.2, label="trace")
+    if band is not None:
+        bt = [t / 3600.0 for t in band["t"]]
+        ax.fill_between(bt, band["low"], band["high"], color="C1", alpha=0.25, lw=0,
+                        label="fitted model, 5-95%")
+        ax.plot(bt, band["mean"], color="C1", lw=1.0, ls="--", label="fitted model, mean")
+    if capacity is not None:
+        ax.axhline(capacity, color="grey", ls=":", lw=1.0, label="capacity")
+    ax.set_xlabel("time (hours)")
+    ax.set_ylabel("instances up")
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
     fig.savefig(path, dpi=120)
     return path

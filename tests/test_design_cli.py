@@ -179,13 +179,13 @@ def test_pipeline_topology_latency(capsys):
     assert out["exact_applies"] is False
 
 
-def test_pipeline_trace_file(capsys, tmp_path):
-    """--trace writes replication 0's event trace as CSV."""
+def test_pipeline_event_log_file(capsys, tmp_path):
+    """--event-log writes replication 0's event log as CSV."""
     path = tmp_path / "trace.csv"
     out = run_json(capsys, "pipeline", "--stages", "4", "--replicas", "2", "--stage-time", "1",
                    "--availability", "0.7", "--microbatches", "50", "--replications", "2",
-                   "--trace", str(path))
+                   "--event-log", str(path))
     lines = path.read_text().splitlines()
-    assert out["trace_file"] == str(path)
+    assert out["event_log_file"] == str(path)
     assert lines[0] == "time,microbatch,event,stage,replica"
     assert any(",serve," in line for line in lines) and any(",deliver," in line for line in lines)

@@ -90,11 +90,11 @@ def test_plain_text_names_the_engine(capsys):
 
 
 def test_trace_runs_the_des(capsys, tmp_path):
-    """--trace with auto uses the DES (the trace is the DES's) and says why."""
+    """--event-log with auto uses the DES (the log is the DES's) and says why."""
     out = run_json(capsys, "--stages", "4", "--microbatches", "50", "--replications", "1",
-                   "--trace", str(tmp_path / "t.csv"))
+                   "--event-log", str(tmp_path / "t.csv"))
     assert out["engine"] == "des"
-    assert out["engine_reason"] == "auto: --trace needs the discrete-event simulation"
+    assert out["engine_reason"] == "auto: --event-log needs the discrete-event simulation"
     assert (tmp_path / "t.csv").read_text().startswith("time,microbatch,event,stage,replica")
 
 
@@ -107,8 +107,8 @@ def test_trace_runs_the_des(capsys, tmp_path):
     (["--engine", "vector", "--max-wait", "2"],
      "'engine' must be des for this configuration (max_wait > 0 (a microbatch may wait for a "
      "recovery)): 'vector'"),
-    (["--engine", "vector", "--trace", "x.csv"],
-     "'trace' must be unset with --engine vector (it has no event trace): 'x.csv'"),
+    (["--engine", "vector", "--event-log", "x.csv"],
+     "'event_log' must be unset with --engine vector (it has no event log): 'x.csv'"),
     (["--samples", "100"], "'samples' must be given only with --method importance: 100"),
     (["--target-rel-error", "0.1"],
      "'target_rel_error' must be given only with --method importance: 0.1"),
@@ -244,8 +244,8 @@ def test_wide_placement_without_exact_reference(capsys):
     (["--microbatches", "100"],
      "'microbatches' must be unset with --method importance (use --samples): 100"),
     (["--executor", "local"], "'executor' must be serial with --method importance: 'local'"),
-    (["--trace", "t.csv"],
-     "'trace' must be unset with --method importance (it has no event trace): 't.csv'"),
+    (["--event-log", "t.csv"],
+     "'event_log' must be unset with --method importance (it has no event log): 't.csv'"),
     (["--samples", "1"], "'samples' must be an integer >= 2: 1"),
     (["--target-rel-error", "0"], "'target_rel_error' must be > 0: 0.0"),
 ])

@@ -6,11 +6,12 @@ import argparse
 
 import numpy as np
 
-from ..errors import SimulationError
+from ..errors import ConfigError, SimulationError
 from ..failures import DISTRIBUTIONS, ClusterConfig, failures_model
 from ..results import summarize
 from ..runner import replicate
 from ._common import add_run_options, emit_json, print_table
+from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "failures"
 HELP = "simulate a cluster of failing workers in domains; print measured vs target availability"
@@ -25,8 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"each worker's own availability a (default {d.availability})")
     p.add_argument("--mean-downtime", type=float, default=d.mean_downtime,
                    help=f"mean worker outage length (default {d.mean_downtime})")
-    p.add_argument("--domain-outage", type=float, default=d.domain_outage,
-                   help=f"unavailability rho of each domain (default {d.domain_outage})")
+    p.add_argument("--domain-outage", type=float, default=None,
+                   help=f"unavailability rho of each domain (default {d.domain_outage}; "
+                        "0 with --failure-trace)")
     p.add_argument("--domain-downtime", type=float, default=d.domain_mean_downtime,
                    help=f"mean domain outage length (default {d.domain_mean_downtime})")
     p.add_argument("--distribution", default=d.distribution, metavar="NAME",
@@ -34,20 +36,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", type=float, default=None,
                    help="Weibull shape k (default 0.7) or lognormal sigma (default 1.0)")
     p.add_argument("--trace", default=None, metavar="CSV",
-                   help="replay worker outages from a CSV of worker,start,end rows")
-    p.add_argument("--horizon", type=float, default=d.horizon,
-                   help=f"simulated time per replication (default {d.horizon:g})")
+                   help="alias of --failure-trace CSV --trace-format dtsim (a CSV of "
+                        "worker,start,end down intervals; the old name of the option)")
+    p.add_argument("--horizon", type=float, default=None,
+                   help=f"simulated time per replication (default {d.horizon:g}, or the "
+                        "whole failure trace when it ends)")
+    add_failure_trace_options(p)
     add_run_options(p, replications=10, executor=False)
     p.add_argument("--executor", default="serial", metavar="NAME",
                    help="serial (default) or local (process pool)")
 
 
 def run(args: argparse.Namespace) -> int:
+    d = ClusterConfig()
+    if args.trace is not None:  # the documented alias
+        if args.failure_trace is not None:
+            raise ConfigError("trace", "unset with --failure-trace (it is its alias)", args.trace)
+        args.failure_trace = args.trace
+        if args.trace_format is None:
+            args.trace_format = "dtsim"
+    replay = failure_trace_from_args(args)
+    horizon = args.horizon
+    if horizon is None:
+        horizon = d.horizon if replay is None or replay.duration == float("inf") else replay.duration
+    domain_outage = args.domain_outage
+    if domain_outage is None:
+        domain_outage = d.domain_outage if replay is None else 0.0
     cfg = ClusterConfig(
         workers=args.workers, domains=args.domains, availability=args.availability,
-        mean_downtime=args.mean_downtime, domain_outage=args.domain_outage,
+        mean_downtime=args.mean_downtime, domain_outage=domain_outage,
         domain_mean_downtime=args.domain_downtime, distribution=args.distribution,
-        shape=args.shape, horizon=args.horizon, trace=args.trace,
+        shape=args.shape, horizon=horizon, failure_trace=replay,
     )
     records = replicate(failures_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor)
@@ -76,9 +95,16 @@ def run(args: argparse.Namespace) -> int:
         "replications": args.replications,
         "seed": args.seed,
     }
-    if cfg.trace is not None:
-        for k in ("target_availability", "target_effective_availability", "predicted_joint_outage"):
-            out[k] = None
+    if replay is not None:
+        from ..traces import trace_stats
+
+        exact = replay.exact_availability(cfg.workers, cfg.horizon)
+        out["target_availability"] = exact
+        out["target_effective_availability"] = None if exact is None else exact * (1 - rho)
+        out["predicted_joint_outage"] = None
+        out["trace"] = replay.trace
+        out["trace_policy"] = replay.policy
+        out["trace_availability"] = trace_stats(replay.load())["availability"]
     if args.json:
         emit_json(out)
         return 0
@@ -91,8 +117,12 @@ def run(args: argparse.Namespace) -> int:
     ]:
         e = est[key]
         ok = "" if target is None else ("yes" if e.contains(target) else "NO")
+        if target is not None and replay is not None and replay.resample == "none":
+            ok = "exact" if abs(e.mean - target) <= 1e-9 else "NO"  # a deterministic replay
         rows.append((label, "-" if target is None else f"{target:.6g}", str(e), ok))
-    print(f"{cfg.workers} workers in {cfg.domains} domains, {cfg.distribution} durations, "
+    law = (f"trace {replay.trace} (policy {replay.policy})" if replay is not None
+           else f"{cfg.distribution} durations")
+    print(f"{cfg.workers} workers in {cfg.domains} domains, {law}, "
           f"{args.replications} replications x {cfg.horizon:g} time units, seed {args.seed}")
     print_table(rows, ("quantity", "target", "measured (95% CI)", "in CI"))
     return 0

@@ -46,6 +46,7 @@ from ..pipeline import (
 )
 from ..rng import Streams
 from ._common import add_run_options, emit_json, print_table
+from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "pipeline"
 HELP = "simulate a pipeline with replicas, failover and skipping; drop rate vs the exact tail"
@@ -83,12 +84,13 @@ def add_model_arguments(p: argparse.ArgumentParser, *, microbatches: int | None 
     p.add_argument("--replicas", type=int_list, default=None,
                    help="replicas per stage r, or one per stage as a comma list "
                         f"(default {DEFAULT_REPLICAS}; with --topology, the count placed per stage)")
-    p.add_argument("--mean-downtime", type=float, default=d.mean_downtime,
+    p.add_argument("--mean-downtime", type=float, default=None,
                    help=f"mean worker outage length (default {d.mean_downtime})")
     p.add_argument("--domain-downtime", type=float, default=d.domain_downtime,
                    help=f"mean domain outage length (default {d.domain_downtime})")
-    p.add_argument("--distribution", default=d.failure_distribution, metavar="NAME",
-                   help="up/down duration law: " + ", ".join(DISTRIBUTIONS))
+    p.add_argument("--distribution", default=None, metavar="NAME",
+                   help="up/down duration law: " + ", ".join(DISTRIBUTIONS)
+                        + f" (default {d.failure_distribution})")
     p.add_argument("--shape", type=float, default=None,
                    help="Weibull shape or lognormal sigma of the up/down law")
     p.add_argument("--penalty", default=d.penalty, metavar="NAME",
@@ -121,8 +123,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stages", type=int, default=d.stages, help=f"stages L (default {d.stages})")
     p.add_argument("--skip-budget", type=int, default=d.skip_budget,
                    help=f"stages a microbatch may skip s (default {d.skip_budget})")
-    p.add_argument("--availability", type=float, default=d.availability,
-                   help=f"worker availability a (default {d.availability})")
+    p.add_argument("--availability", type=float, default=None,
+                   help=f"worker availability a (default {d.availability}; not with "
+                        "--failure-trace)")
     p.add_argument("--domain-outage", type=float, default=d.domain_outage,
                    help=f"unavailability rho of each stage's shared domain (default {d.domain_outage})")
     p.add_argument("--skip-penalty", type=float, default=d.skip_penalty,
@@ -138,9 +141,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "latencies (keeps the zero-time snapshot model)")
     p.add_argument("--show-placement", action="store_true",
                    help="print which replica of which stage sits in which domain")
-    p.add_argument("--trace", default=None, metavar="CSV",
-                   help="also write the event trace of replication 0 to this CSV file "
-                        "(time, microbatch, event, stage, replica)")
+    p.add_argument("--event-log", default=None, metavar="CSV",
+                   help="also write the event log of replication 0 to this CSV file "
+                        "(time, microbatch, event, stage, replica); --failure-trace is the "
+                        "input trace of failures")
+    add_failure_trace_options(p)
     p.add_argument("--engine", default="auto", metavar="NAME",
                    help="simulation engine: des, vector (snapshot Monte Carlo, only where it "
                         "answers the same question as the DES) or auto (default: vector where "
@@ -159,8 +164,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(replications=None, microbatches=None)
 
 
-def write_trace(cfg: PipelineConfig, seed: int, path: str) -> Path:
-    """Run replication 0 with the event trace on and write it as CSV."""
+def write_event_log(cfg: PipelineConfig, seed: int, path: str) -> Path:
+    """Run replication 0 with the event trace on and write it as CSV (``--event-log``)."""
     run_ = run_pipeline(dataclasses.replace(cfg, trace=True), Streams(seed).replication(0))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -190,11 +195,24 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
     -------
     (PipelineConfig, Placement or None)
     """
+    d = PipelineConfig()
+    replay = failure_trace_from_args(args) if hasattr(args, "failure_trace") else None
+    if replay is not None:  # the trace sets the workers' states: refuse, never ignore
+        for name, value in (("availability", getattr(args, "availability", None)),
+                            ("mean_downtime", args.mean_downtime),
+                            ("distribution", args.distribution), ("shape", args.shape)):
+            if value is not None:
+                raise ConfigError(name, "unset with --failure-trace (the trace sets the "
+                                  "workers' up and down times)", value)
+    availability = getattr(args, "availability", None)
     kw: dict[str, Any] = dict(
         stages=args.stages, replicas=args.replicas, skip_budget=args.skip_budget,
-        availability=args.availability, domain_outage=args.domain_outage,
-        skip_penalty=args.skip_penalty, penalty=args.penalty, mean_downtime=args.mean_downtime,
-        domain_downtime=args.domain_downtime, failure_distribution=args.distribution,
+        availability=d.availability if availability is None else availability,
+        domain_outage=args.domain_outage, skip_penalty=args.skip_penalty, penalty=args.penalty,
+        mean_downtime=d.mean_downtime if args.mean_downtime is None else args.mean_downtime,
+        domain_downtime=args.domain_downtime,
+        failure_distribution=d.failure_distribution if args.distribution is None
+        else args.distribution,
         failure_shape=args.shape, stage_time=args.stage_time,
         stage_time_distribution=args.stage_time_distribution,
         stage_time_shape=args.stage_time_shape, latency=args.latency,
@@ -202,6 +220,8 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
         microbatches=args.microbatches, arrival=args.arrival, rate=args.rate,
         max_wait=args.max_wait, detection_timeout=args.detection_timeout,
     )
+    if replay is not None:
+        kw["failure_trace"] = replay
     if kw["microbatches"] is None:
         del kw["microbatches"]
     kw.update(override)
@@ -236,8 +256,8 @@ def _check_options(args: argparse.Namespace) -> str:
         ("executor", args.executor, args.executor != "serial",
          "serial with --method importance"),
         ("workers", args.workers, args.workers is not None, "unset with --method importance"),
-        ("trace", args.trace, args.trace is not None,
-         "unset with --method importance (it has no event trace)"),
+        ("event_log", args.event_log, args.event_log is not None,
+         "unset with --method importance (it has no event log)"),
     )
     for name, value, bad, rule in refused:
         if bad:
@@ -292,17 +312,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         reps = DEFAULT_REPLICATIONS if args.replications is None else args.replications
         engine = args.engine
-        if args.trace:  # the event trace is the DES's
+        if args.event_log:  # the event log is the DES's
             if engine == "vector":
-                raise ConfigError("trace", "unset with --engine vector (it has no event trace)",
-                                  args.trace)
+                raise ConfigError("event_log", "unset with --engine vector (it has no event log)",
+                                  args.event_log)
             engine = "des"
         out = simulate(cfg, replications=reps, seed=args.seed, executor=args.executor,
                        workers=args.workers, engine=engine)
-        if args.trace and args.engine == "auto":
-            out["engine_reason"] = "auto: --trace needs the discrete-event simulation"
-        if args.trace:
-            out["trace_file"] = str(write_trace(cfg, args.seed, args.trace))
+        if args.event_log and args.engine == "auto":
+            out["engine_reason"] = "auto: --event-log needs the discrete-event simulation"
+        if args.event_log:
+            out["event_log_file"] = str(write_event_log(cfg, args.seed, args.event_log))
+        if cfg.failure_trace is not None:
+            out["failure_trace"] = cfg.failure_trace.trace
+            out["trace_policy"] = cfg.failure_trace.policy
     if args.json:
         if args.show_placement and placement is not None:
             out["placement"] = [[list(c) for c in s] for s in cfg.domain_placement.replica_domains]
@@ -311,8 +334,10 @@ def run(args: argparse.Namespace) -> int:
     if method == "importance":
         _print_importance(out, cfg, args, placement)
         return 0
+    avail = (f"trace {cfg.failure_trace.trace} (policy {cfg.failure_trace.policy})"
+             if cfg.failure_trace is not None else f"a={cfg.availability}")
     print(f"L={cfg.stages} stages x r={_replicas_text(cfg)} replicas ({cfg.workers} workers), "
-          f"s={cfg.skip_budget}, a={cfg.availability}, "
+          f"s={cfg.skip_budget}, {avail}, "
           f"rho={cfg.domain_outage if placement is None else 'layout'}, "
           f"kappa={cfg.skip_penalty}; {out['replications']} replications x {cfg.microbatches} "
           f"microbatches, seed {args.seed}")
@@ -331,6 +356,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"mean skipped {out['mean_skipped']:.4g}; latency, goodput in time and failovers: "
               f"not answered by the {out['engine']} engine (use --engine des)")
-    if args.trace:
-        print(f"event trace of replication 0 written to {out['trace_file']}")
+    if args.event_log:
+        print(f"event log of replication 0 written to {out['event_log_file']}")
     return 0

@@ -53,7 +53,15 @@ class AsyncGossip(GossipSystem):
     def __init__(self, *args: Any, path: str = "auto", **kwargs: Any) -> None:
         super().__init__(*args, path=path, **kwargs)
         cfg, n, env, net = self.cfg, self.n, self.env, self.net
-        if cfg.availability < 1.0:
+        if cfg.failure_trace is not None:  # churn replayed from a real trace
+            from ..failures import FailureModel
+            from ..traces import attach
+
+            fm = FailureModel(env, self.streams)
+            self._workers = attach(fm, cfg.failure_trace, [(f"node{i}", None) for i in range(n)],
+                                   streams=self.streams)
+            fm.start()
+        elif cfg.availability < 1.0:
             from ..failures import FailureModel
 
             fm = FailureModel(env, self.streams)

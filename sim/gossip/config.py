@@ -221,6 +221,9 @@ class GossipConfig:
         Defaults for edges without those attributes (1 and infinity).
     availability, mean_downtime : float
         Churn of nodes in ``async`` (:mod:`sim.failures`; availability 1 = none).
+    failure_trace : sim.traces.TraceReplay or None
+        Churn of nodes in ``async`` replayed from a real trace instead (node
+        ``i`` is slot ``i``; ``availability`` must then be 1).
     topology_seed : int or None
         Seed of random topology families (the graph is fixed across replications).
     engine : {"auto", "des", "vector", "compiled"}
@@ -257,6 +260,7 @@ class GossipConfig:
     bandwidth: float = math.inf
     availability: float = 1.0
     mean_downtime: float = 1.0
+    failure_trace: Any = None
     topology_seed: int | None = None
     engine: str = "auto"
     graph: GraphValue | None = field(default=None, repr=False)
@@ -285,6 +289,15 @@ class GossipConfig:
         check_positive("bandwidth", self.bandwidth, allow_inf=True)
         check_probability("availability", self.availability, open_low=True)
         check_positive("mean_downtime", self.mean_downtime)
+        if self.failure_trace is not None:
+            from ..traces import TraceReplay
+
+            check(isinstance(self.failure_trace, TraceReplay), "failure_trace",
+                  "a sim.traces.TraceReplay", self.failure_trace)
+            check(self.protocol == "async", "failure_trace", "unset unless protocol is async",
+                  self.failure_trace.trace)
+            check(self.availability == 1.0, "availability",
+                  "1 with failure_trace (the trace sets the churn)", self.availability)
         if self.adversary_value is not None:
             check(math.isfinite(float(self.adversary_value)), "adversary_value", "finite",
                   self.adversary_value)
@@ -299,6 +312,9 @@ class GossipConfig:
             object.__setattr__(self, "graph", g)
         n, complete = network_size(self.topology, self.nodes, self.topology_seed, self.graph)
         object.__setattr__(self, "_size", (n, complete))  # a cache of two values, not a field
+        if self.failure_trace is not None:
+            self.failure_trace.check_workers(n, name="nodes")
+            self.failure_trace.check_horizon(self.rounds, name="rounds")
         if self.protocol == "matching" and complete:
             check(n % 2 == 0, "nodes", "even for protocol matching on the complete graph", n)
         k = self.num_adversaries

@@ -208,6 +208,14 @@ class PipelineConfig:
         Keep per-microbatch records in preallocated arrays.
     trace : bool
         Keep an event trace ``(time, microbatch, event, stage, replica)``.
+    failure_trace : sim.traces.TraceReplay or None
+        Replay a real preemption trace as the workers' own up/down states
+        (``availability``, ``mean_downtime``, ``failure_distribution`` and
+        ``failure_shape`` then do not apply to workers; domains keep their
+        own outages). Workers take trace slots in stage order (stage ``j``'s
+        replicas are slots ``j r .. j r + r - 1``), and the ``domain`` policy's
+        domains are the stages. A run that outlasts a trace that does not loop
+        stops with :class:`sim.traces.TraceEnded`.
     """
 
     stages: int = 48
@@ -235,6 +243,7 @@ class PipelineConfig:
     placement: Any = None
     records: bool = False
     trace: bool = False
+    failure_trace: Any = None
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -289,6 +298,17 @@ class PipelineConfig:
             check(not self.instant, "arrival",
                   "fixed or poisson when stage_time, latency and transfer_size are all 0",
                   self.arrival)
+        if self.failure_trace is not None:
+            from ..traces import TraceReplay
+
+            check(isinstance(self.failure_trace, TraceReplay), "failure_trace",
+                  "a sim.traces.TraceReplay", self.failure_trace)
+            self.failure_trace.check_workers(self.workers)
+            if self.arrival == "fixed":
+                last = self.microbatches / self.rate  # microbatch k arrives at (k + 1) / rate
+                check(last < self.failure_trace.duration, "microbatches",
+                      f"arriving before the failure trace ends (at {self.failure_trace.duration:g}; "
+                      "or loop it)", self.microbatches)
 
     # -- derived -------------------------------------------------------------
     @property

@@ -194,12 +194,23 @@ class Pipeline:
         self.workers: list[Any] = []
         self.worker_stage: list[int] = []
         self.stage_workers: list[list[int]] = []
+        replayed = None
+        if c.failure_trace is not None:
+            from ..traces import attach
+
+            slots = [(f"s{j}r{i}", chain[-1] if chain else None, j)
+                     for j, stage in enumerate(pl.replica_domains) for i, chain in enumerate(stage)]
+            replayed = iter(attach(fm, c.failure_trace, [(n, p) for n, p, _ in slots],
+                                   streams=streams, domain_of=[j for _, _, j in slots]))
         for j, stage in enumerate(pl.replica_domains):
             ids = []
             for i, chain in enumerate(stage):
-                w = fm.add_worker(f"s{j}r{i}", chain[-1] if chain else None,
-                                  availability=c.availability, mean_downtime=c.mean_downtime,
-                                  distribution=c.failure_distribution, shape=c.failure_shape)
+                if replayed is not None:
+                    w = next(replayed)
+                else:
+                    w = fm.add_worker(f"s{j}r{i}", chain[-1] if chain else None,
+                                      availability=c.availability, mean_downtime=c.mean_downtime,
+                                      distribution=c.failure_distribution, shape=c.failure_shape)
                 ids.append(len(self.workers))
                 self.workers.append(w)
                 self.worker_stage.append(j)

@@ -131,6 +131,8 @@ class VectorEngine(Engine):
                                   "(the crossing takes time)")
         if config.max_wait != 0:
             return Applies(False, "max_wait > 0 (a microbatch may wait for a recovery)")
+        if config.failure_trace is not None:
+            return Applies(False, "failures are replayed from a trace (not stationary)")
         if config.arrival not in ("fixed", "poisson"):
             return Applies(False, f"arrival {config.arrival!r} may depend on the failure process")
         if config.failure_distribution == "deterministic" and config.arrival == "fixed":
@@ -258,6 +260,8 @@ def snapshot_exact(config: PipelineConfig) -> Applies:
     -------
     Applies
     """
+    if config.failure_trace is not None:
+        return Applies(False, "failures replayed from a trace have no closed form")
     if config.instant and config.max_wait == 0:
         return Applies(True, "zero crossing time and max_wait 0: each microbatch sees a snapshot")
     return Applies(False, "snapshot reference; timing changes the law")

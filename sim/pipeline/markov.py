@@ -148,8 +148,8 @@ class MarkovEngine(Engine):
     """Exact sampling of exponential failure states at the arrival times (any failure rate).
 
     Applies where the crossing is a snapshot (zero crossing time, ``max_wait``
-    0, no event trace) and every up and down time is exponential, with fixed or
-    Poisson arrivals. Its law is the DES's, time correlation included.
+    0, no event log) and every up and down time is exponential (no replayed
+    trace), with fixed or Poisson arrivals. Its law is the DES's, time correlation included.
     """
 
     name = "markov"
@@ -176,6 +176,8 @@ class MarkovEngine(Engine):
                                   "exponential (the states are not a Markov chain)")
         if config.trace:
             return Applies(False, "an event trace needs the discrete-event simulation")
+        if config.failure_trace is not None:
+            return Applies(False, "failures are replayed from a trace (not a Markov chain)")
         return Applies(True, self.requested)
 
     def run(self, config: PipelineConfig, streams: Streams) -> dict[str, float]:

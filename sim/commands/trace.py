@@ -1,0 +1,224 @@
+"""``dtsim trace``: list the shipped preemption traces; statistics, fits and plots of any trace."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import ConfigError, check_int
+from ..rng import Streams
+from ..traces import (
+    FORMATS,
+    POLICIES,
+    SHIPPED,
+    TIME_UNITS,
+    TraceReplay,
+    envelope,
+    fit_model,
+    fit_trace,
+    load_trace,
+    trace_stats,
+)
+from ._common import emit_json, print_table
+
+__all__ = ["add_failure_trace_options", "failure_trace_from_args"]
+
+NAME = "trace"
+HELP = "real preemption traces: list the shipped ones; stats, fit and plot any trace"
+
+
+def add_failure_trace_options(p: argparse.ArgumentParser) -> None:
+    """``--failure-trace`` and its options, shared by every command that replays failures."""
+    g = p.add_argument_group("failure trace (replay a real trace as worker failures)")
+    g.add_argument("--failure-trace", default=None, metavar="NAME|FILE",
+                   help="a shipped trace (dtsim trace list) or a trace file to replay")
+    g.add_argument("--trace-format", default=None, metavar="FMT",
+                   help="auto (default) or one of " + ", ".join(FORMATS))
+    g.add_argument("--time-unit", default=None, metavar="UNIT",
+                   help="unit of the file's times where it cannot tell (s, ms, min, h)")
+    g.add_argument("--trace-policy", default=None, metavar="NAME",
+                   help="which workers go when the count falls: " + ", ".join(POLICIES)
+                        + " (default recent); add +tile to allow more workers than the "
+                          "trace's capacity")
+    g.add_argument("--trace-speedup", type=float, default=None, metavar="X",
+                   help="trace seconds per simulated time unit (default 1)")
+    g.add_argument("--trace-start", type=float, default=None, metavar="S",
+                   help="trace time (s) replayed at time 0 (default 0)")
+    g.add_argument("--trace-loop", action="store_true", default=None,
+                   help="repeat the trace (default: refuse to run past its end)")
+    g.add_argument("--trace-resample", default=None, metavar="HOW",
+                   help="replications: none (all the same, default), offset (random start, "
+                        "needs --trace-loop), block (moving-block bootstrap)")
+    g.add_argument("--trace-block", type=float, default=None, metavar="S",
+                   help="block length in trace seconds for --trace-resample block")
+    g.add_argument("--trace-model", default=None, metavar="WHAT",
+                   help="trace (default: replay the trace) or fitted (a new look-alike per "
+                        "replication from the trace's fitted bursty model)")
+
+
+_SUB = {"trace_format": "format", "time_unit": "time_unit", "trace_policy": "policy",
+        "trace_speedup": "speedup", "trace_start": "start", "trace_loop": "loop",
+        "trace_resample": "resample", "trace_block": "block", "trace_model": "model"}
+
+
+def failure_trace_from_args(args: argparse.Namespace) -> TraceReplay | None:
+    """The :class:`~sim.traces.TraceReplay` the options ask for (None without --failure-trace).
+
+    Raises
+    ------
+    ConfigError
+        When a trace option is given without ``--failure-trace`` (never ignored).
+    """
+    given = {k: getattr(args, k) for k in _SUB if getattr(args, k, None) is not None}
+    if args.failure_trace is None:
+        for k, v in given.items():
+            raise ConfigError(k, "unset without --failure-trace", v)
+        return None
+    return TraceReplay(args.failure_trace, **{_SUB[k]: v for k, v in given.items()})
+
+
+def _trace_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", metavar="FILE|NAME", help="a shipped trace name or a trace file")
+    p.add_argument("--trace-format", default="auto", metavar="FMT",
+                   help="auto (detect, default) or one of " + ", ".join(FORMATS))
+    p.add_argument("--time-unit", default=None, metavar="UNIT",
+                   help="unit of the file's times where it cannot tell: "
+                        + ", ".join(u for u in TIME_UNITS if len(u) <= 3))
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="trace_command", metavar="ACTION", parser_class=type(p))
+    sub.required = True
+    sub.add_parser("list", help="the shipped traces",
+                   description="the shipped traces").add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout")
+    st = sub.add_parser("stats", help="statistics of a trace (capacity, availability, bursts)",
+                        description="statistics of a trace, by the shipped traces' conventions")
+    _trace_args(st)
+    st.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    ft = sub.add_parser("fit", help="fit up/down durations and the burst-size law",
+                        description="fit exponential, Weibull and lognormal up and down "
+                                    "durations (scipy.stats, censored MLE) and event sizes")
+    _trace_args(ft)
+    ft.add_argument("--trace-policy", default="recent", metavar="NAME",
+                    help="which slots go and return for a count trace: " + ", ".join(POLICIES)
+                         + " (default recent)")
+    ft.add_argument("--seed", type=int, default=0, help="root seed (random policy; default 0)")
+    ft.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    pl = sub.add_parser("plot", help="count against time with the fitted model's envelope",
+                        description="draw instances up against time with the 5-95%% band of "
+                                    "traces generated by the fitted bursty model")
+    _trace_args(pl)
+    pl.add_argument("--out", required=True, metavar="PNG", help="file to write")
+    pl.add_argument("--samples", type=int, default=200,
+                    help="generated traces for the envelope (default 200; 0: none)")
+    pl.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+
+
+def _load(args: argparse.Namespace):
+    return load_trace(args.trace, format=args.trace_format, time_unit=args.time_unit)
+
+
+def _fmt(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _list(args: argparse.Namespace) -> int:
+    rows = []
+    for name, meta in SHIPPED.items():
+        s = trace_stats(load_trace(name))
+        rows.append({"name": name, "format": meta.format, "time_unit": meta.time_unit,
+                     "nodes": s["nodes"], "duration_hours": s["duration"] / 3600.0,
+                     "availability": s["availability"],
+                     "preemption_events": s["preemption_events"],
+                     "description": meta.description, "source": meta.source})
+    if args.json:
+        emit_json({"traces": rows})
+        return 0
+    print_table([(r["name"], r["format"], r["nodes"], _fmt(r["duration_hours"], 3),
+                  _fmt(r["availability"]), r["preemption_events"], r["description"])
+                 for r in rows],
+                ("name", "format", "nodes", "hours", "availability", "events", "description"))
+    print("\nattribution and licences: sim/traces/data/README.md (Bamboo and Oobleck, MIT)")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    s = trace_stats(_load(args))
+    if args.json:
+        emit_json(s)
+        return 0
+    keys = ["format", "nodes", "duration", "mean_available", "availability", "preemption_events",
+            "preempted_nodes", "batch_fraction", "preemptions_per_hour",
+            "preempted_nodes_per_hour", "mean_event_size", "node_ids", "mean_up", "mean_down"]
+    print(f"trace {s['source']}")
+    print_table([(k, _fmt(s[k], 6)) for k in keys], ("statistic", "value"))
+    sizes = ", ".join(f"{k}: {v}" for k, v in s["event_sizes"].items())
+    print(f"event sizes (size: events): {sizes or 'none'}")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    tr = _load(args)
+    f = fit_trace(tr, policy=args.trace_policy,
+                  rng=Streams(args.seed).rng("trace:policy"))
+    if args.json:
+        emit_json(f)
+        return 0
+    print(f"trace {f['source']} ({f['format']}), durations under policy {f['policy']}")
+    rows = []
+    for which in ("up", "down", "interevent"):
+        fd = f[which]
+        if fd is None:
+            rows.append((which, "-", "-", "-", "-", "-", "-", "fewer than 2 complete periods"))
+            continue
+        for law, r in fd["laws"].items():
+            rows.append((which, law, _fmt(r["mean"]), _fmt(r["shape"]), _fmt(r["aic"], 6),
+                         _fmt(r["ks"], 3), f"{fd['n']}+{fd['censored']}c",
+                         "best" if law == fd["best"] else ""))
+    print_table(rows, ("durations", "law", "mean (s)", "shape", "AIC", "KS", "n", ""))
+    sz = f["sizes"]
+    if sz["events"]:
+        print(f"event sizes: mean {sz['mean']:.4g}; zero-truncated geometric p = "
+              f"{sz['geometric_p']:.4g} (AIC {sz['geometric_aic']:.6g}) predicts batch fraction "
+              f"{sz['geometric_batch_fraction']:.4g}, observed {sz['batch_fraction']:.4g}")
+    if f["zero_length"]:
+        print(f"{f['zero_length']} zero-length periods (a dip and a replacement at one "
+              "timestamp) left out of the duration fits")
+    g = f["generator"]
+    if "error" in g:
+        print(f"no generator: {g['error']}")
+    else:
+        print(f"generator: events at {g['event_rate'] * 3600:.4g}/h, sizes from the empirical "
+              f"law, down times {g['down_law']} with mean {g['down_mean']:.4g} s"
+              + (f" and shape {g['down_shape']:.4g}" if g["down_shape"] is not None else "")
+              + f"; availability {g['availability']:.4g}")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from ..plotting import plot_trace
+
+    check_int("samples", args.samples, low=0)
+    tr = _load(args)
+    band = None
+    if args.samples:
+        try:
+            model = fit_model(tr)
+        except ConfigError as exc:  # nothing stationary to fit: draw the trace alone, say why
+            print(f"no envelope: {exc}")
+        else:
+            band = envelope(model, tr.end, rng=Streams(args.seed).rng("trace:envelope"),
+                            samples=args.samples)
+    path = plot_trace(tr.times.tolist(), tr.counts.tolist(), tr.end, args.out, band=band,
+                      capacity=tr.capacity, title=f"{args.trace} ({tr.format})")
+    print(f"wrote {path}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"list": _list, "stats": _stats, "fit": _fit, "plot": _plot}[args.trace_command](args)
