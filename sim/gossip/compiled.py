@@ -38,13 +38,15 @@ from .update import NodeUpdate, default_update
 __all__ = ["CompiledEngine", "CompiledAsync", "compiled_obstacle"]
 
 
-def compiled_obstacle(protocol: str, adversary: Adversary | None, defence: Defence,
+def compiled_obstacle(config: GossipConfig, adversary: Adversary | None, defence: Defence,
                       update: NodeUpdate) -> str | None:
-    """Why the compiled engine cannot run these strategies (None: it can)."""
+    """Why the compiled engine cannot run this config with these strategies (None: it can)."""
     if not HAVE_NUMBA:
         return "needs numba (pip install 'dtsim[fast]')"
-    if protocol != "async":
-        return f"runs the async protocol only, not {protocol}"
+    if config.protocol != "async":
+        return f"runs the async protocol only, not {config.protocol}"
+    if config.failure_trace is not None:
+        return "churn replayed from a trace runs on the SimPy engine"
     if not update.is_identity():
         return "a node update (local training steps) runs on the SimPy engine"
     if adversary is not None and adversary.constant() is None:
@@ -62,7 +64,7 @@ class CompiledAsync(GossipSystem):
     def __init__(self, config: GossipConfig, streams: Any, *, path: str = "auto",
                  **kwargs: Any) -> None:
         super().__init__(config, streams, path="auto", **kwargs)
-        why = compiled_obstacle(config.protocol, self.adversary, self.defence, self.update)
+        why = compiled_obstacle(config, self.adversary, self.defence, self.update)
         if why is not None:
             raise ConfigError("engine", f"des or auto for this configuration (compiled: {why})",
                               "compiled")
@@ -125,7 +127,7 @@ class CompiledEngine(Engine):
         """Async protocol, an adversary and defence with compiled forms, no node update, numba."""
         adversary = (make_adversary(config.adversary, config.value)
                      if config.adversary_positions else None)
-        why = compiled_obstacle(config.protocol, adversary,
+        why = compiled_obstacle(config, adversary,
                                 make_defence(config.clip, config.adaptive_clip),
                                 default_update(config))
         if why is not None:
