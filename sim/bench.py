@@ -31,6 +31,19 @@ h. ``memory``: peak resident memory (``ru_maxrss`` of a fresh subprocess) of a
    1e5 (``--quick``) or 1e6 microbatches, which sees growth the RSS of the
    imports would hide.
 
+i. ``machine``: the compiled async gossip engine (:mod:`sim.gossip.compiled`)
+   against a plain C loop of the same job (``benchmarks/async_gossip.c``,
+   compiled here with ``cc -O2`` when a C compiler is present, else not
+   measured), without and with latency at ``n = 1000``, side by side; and a
+   large run (``n = 1e6`` with latency and churn) for its peak memory.
+j. ``highflip``: the pipeline whose workers flip state often (L = 60, r = 4,
+   a = 0.6, mean downtime 1, zero stage time): stage crossings per second of
+   the DES and of the exact Markov engine (:mod:`sim.pipeline.markov`).
+k. ``training``: passes per second of the contended training pipeline
+   (:mod:`sim.training`, 48 stages x 8 replicas with failures), per bare timeout.
+l. ``gossip_training``: CPU cost per local step of async gossip training
+   (:mod:`sim.learning`).
+
 Every rate is the best of a few repeats (the least disturbed by other load).
 :func:`run_bench` returns one flat dict; :data:`TARGETS` lists the targets of
 issue 7 and :func:`check_targets` evaluates them.
@@ -76,13 +89,18 @@ __all__ = [
     "bench_rare",
     "bench_sweep",
     "bench_memory",
+    "bench_machine",
+    "bench_highflip",
+    "bench_training",
+    "bench_gossip_training",
     "run_bench",
     "check_targets",
     "append_jsonl",
     "MATCHING_SIZES",
 ]
 
-PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory")
+PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
+         "machine", "highflip", "training", "gossip_training")
 MATCHING_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -554,6 +572,16 @@ _MEMORY_SCRIPTS = {
         extra = {{"drop_rate": m["drop_rate"], "microbatches": m["microbatches"],
                   "traced_peak_mib": traced}}
         """,
+    "compiled_big": """
+        from sim.gossip import GossipConfig, GossipSystem
+        from sim.rng import Streams
+        cfg = GossipConfig(topology="complete", nodes={nodes}, protocol="async",
+                           rounds={horizon}, record_every={horizon}, latency=1.0,
+                           availability=0.9, mean_downtime=1.0, engine="compiled")
+        system = GossipSystem(cfg, Streams(0).replication(0))
+        system.run()
+        extra = {{"exchanges": system.exchanges}}
+        """,
 }
 
 
@@ -623,6 +651,158 @@ def bench_memory(gossip_nodes: int = 100_000, gossip_horizon: int = 2,
     }
 
 
+# --------------------------------------------------------------------------- (i) against the machine
+
+_C_SOURCE = Path(__file__).resolve().parent.parent / "benchmarks" / "async_gossip.c"
+
+
+def _c_reference() -> Path | None:
+    """The C reference loop, compiled once per source version (None: no compiler or source)."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or not _C_SOURCE.exists():
+        return None
+    tag = hashlib.sha256(_C_SOURCE.read_bytes()).hexdigest()[:12]
+    exe = Path(tempfile.gettempdir()) / f"dtsim-async-gossip-{tag}"
+    if not exe.exists():
+        tmp = exe.with_suffix(".tmp")
+        subprocess.run([cc, "-O2", "-o", str(tmp), str(_C_SOURCE), "-lm"], check=True,
+                       capture_output=True, timeout=120)
+        tmp.replace(exe)
+    return exe
+
+
+def _c_rate(exe: Path, nodes: int, horizon: float, latency: float, repeats: int) -> float:
+    best = 0.0
+    for k in range(repeats):
+        out = subprocess.run([str(exe), str(nodes), str(horizon), str(latency), str(k + 1)],
+                             capture_output=True, text=True, check=True, timeout=600)
+        best = max(best, float(json.loads(out.stdout)["exchanges_per_s"]))
+    return best
+
+
+def _compiled_rate(nodes: int, horizon: float, latency: float, repeats: int) -> float:
+    from .gossip import GossipConfig, GossipSystem
+
+    cfg = GossipConfig(topology="complete", nodes=nodes, protocol="async", rounds=int(horizon),
+                       record_every=int(horizon), latency=latency, engine="compiled")
+    GossipSystem(GossipConfig(topology="complete", nodes=10, protocol="async", rounds=1,
+                              latency=latency, engine="compiled"), Streams(0)).run()  # compile
+    rep = iter(range(repeats))
+
+    def once() -> tuple[float, float]:
+        system = GossipSystem(cfg, Streams(0).replication(next(rep)))
+        t0 = _cpu_clock()
+        system.run()
+        return system.exchanges, _cpu_clock() - t0
+
+    return _best_rate(once, repeats)[0]
+
+
+def bench_machine(nodes: int = 1000, horizon: int = 2000, repeats: int = 3,
+                  big_nodes: int = 1_000_000, big_horizon: int = 10) -> dict[str, float]:
+    """The compiled async gossip engine as a fraction of a plain C loop, and its memory at scale.
+
+    Parameters
+    ----------
+    nodes, horizon : int
+        Complete graph of ``nodes`` nodes waking at rate 1 for ``horizon`` time
+        units (about ``nodes * horizon`` exchanges), for both loops.
+    repeats : int
+        Best of this many runs of each.
+    big_nodes, big_horizon : int
+        The large run (latency 1, churn at availability 0.9), in a fresh
+        subprocess for its peak RSS.
+
+    Returns
+    -------
+    dict
+        ``c_async_per_s`` and ``c_async_latency_per_s`` (absent without a C
+        compiler), ``compiled_async_per_s``, ``compiled_async_latency_per_s``,
+        their ratios ``compiled_vs_c`` and ``compiled_vs_c_latency``, and
+        ``mem_compiled_big_peak_mib``, ``mem_compiled_big_exchanges``,
+        ``mem_compiled_big_seconds``.
+    """
+    out: dict[str, float] = {}
+    out["compiled_async_per_s"] = _compiled_rate(nodes, horizon, 0.0, repeats)
+    out["compiled_async_latency_per_s"] = _compiled_rate(nodes, horizon, 1.0, repeats)
+    exe = _c_reference()
+    if exe is not None:
+        out["c_async_per_s"] = _c_rate(exe, nodes, horizon, 0.0, repeats)
+        out["c_async_latency_per_s"] = _c_rate(exe, nodes, horizon, 1.0, repeats)
+        out["compiled_vs_c"] = out["compiled_async_per_s"] / out["c_async_per_s"]
+        out["compiled_vs_c_latency"] = (out["compiled_async_latency_per_s"]
+                                        / out["c_async_latency_per_s"])
+    big = _peak_rss("compiled_big", nodes=int(big_nodes), horizon=int(big_horizon))
+    out.update(mem_compiled_big_nodes=float(big_nodes), mem_compiled_big_peak_mib=big["peak_mib"],
+               mem_compiled_big_exchanges=float(big["exchanges"]),
+               mem_compiled_big_seconds=big["seconds"])
+    return out
+
+
+# --------------------------------------------------------------------------- (j) high-flip pipeline
+
+
+def highflip_config(microbatches: int) -> Any:
+    """The pipeline whose workers flip often: L = 60, r = 4, a = 0.6, downtime 1, s = 2."""
+    from .pipeline import PipelineConfig
+
+    return PipelineConfig(stages=60, replicas=4, availability=0.6, mean_downtime=1.0,
+                          skip_budget=2, microbatches=microbatches)
+
+
+def bench_highflip(microbatches: int = 1000, markov_microbatches: int = 100_000,
+                   repeats: int = 2) -> dict[str, float]:
+    """Stage crossings per second of the DES and of the exact Markov engine on the high-flip pipeline.
+
+    Returns
+    -------
+    dict
+        ``highflip_des_crossings_per_s``, ``highflip_markov_crossings_per_s``
+        and their ratio ``highflip_markov_vs_des`` (the target is at least 50).
+    """
+    from .pipeline import markov_run, pipeline_model
+
+    def des() -> tuple[float, float]:
+        t0 = _cpu_clock()
+        m = pipeline_model(highflip_config(microbatches), Streams(0))
+        return m["stage_crossings"], _cpu_clock() - t0
+
+    def fast() -> tuple[float, float]:
+        t0 = _cpu_clock()
+        m = markov_run(highflip_config(markov_microbatches), Streams(0)).metrics
+        return m["stage_crossings"], _cpu_clock() - t0
+
+    d = _best_rate(des, repeats)[0]
+    f = _best_rate(fast, repeats)[0]
+    return {"highflip_des_crossings_per_s": d, "highflip_markov_crossings_per_s": f,
+            "highflip_markov_vs_des": f / d}
+
+
+# --------------------------------------------------------------------------- (k, l) training
+
+
+def bench_training(repeats: int = 2) -> dict[str, float]:
+    """Passes per second of the contended training DES (:func:`sim.training.bench.measure_pass_rate`)."""
+    from .training.bench import measure_pass_rate
+
+    res = measure_pass_rate(repeats=repeats)
+    res.pop("simpy_timeouts_per_s", None)  # the suite's own yardstick divides
+    res.pop("training_passes_per_bare_timeout", None)
+    return res
+
+
+def bench_gossip_training(repeats: int = 2) -> dict[str, float]:
+    """CPU cost per local step of async gossip training (:func:`sim.learning.bench.bench_async_training`)."""
+    from .learning.bench import bench_async_training
+
+    return {k: v for k, v in bench_async_training(repeats=repeats).items()
+            if isinstance(v, (int, float))}
+
+
 # --------------------------------------------------------------------------- the suite
 
 
@@ -638,6 +818,11 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "sweep": {"tasks": 20, "workers": 2, "microbatches": 2500},
         "memory": {"gossip_nodes": 100_000, "gossip_horizon": 2, "pipeline_small": 10_000,
                    "pipeline_large": 1_000_000, "traced_large": 100_000},
+        "machine": {"nodes": 1000, "horizon": 2000, "repeats": 2, "big_nodes": 1_000_000,
+                    "big_horizon": 5},
+        "highflip": {"microbatches": 300, "markov_microbatches": 30_000, "repeats": 2},
+        "training": {"repeats": 1},
+        "gossip_training": {"repeats": 1},
     },
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
@@ -649,18 +834,25 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "sweep": {"tasks": 20, "workers": 2, "microbatches": 15000, "repeats": 3},
         "memory": {"gossip_nodes": 100_000, "gossip_horizon": 5, "pipeline_small": 10_000,
                    "pipeline_large": 1_000_000, "traced_large": 1_000_000},
+        "machine": {"nodes": 1000, "horizon": 20_000, "repeats": 3, "big_nodes": 1_000_000,
+                    "big_horizon": 100},
+        "highflip": {"microbatches": 1000, "markov_microbatches": 100_000, "repeats": 2},
+        "training": {"repeats": 2},
+        "gossip_training": {"repeats": 2},
     },
 }
 
 _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
     "simpy": bench_simpy, "pipeline": bench_pipeline, "async_gossip": bench_async_gossip,
     "matching": bench_matching, "stylised": bench_stylised, "rare": bench_rare,
-    "sweep": bench_sweep, "memory": bench_memory,
+    "sweep": bench_sweep, "memory": bench_memory, "machine": bench_machine,
+    "highflip": bench_highflip, "training": bench_training,
+    "gossip_training": bench_gossip_training,
 }
 
 #: Figures divided by the yardstick (``<figure>_per_timeout``).
 _RATIOS = ("pipeline_crossings_per_s", "async_exchanges_per_s", "async_bare_wakes_per_s",
-           "stylised_trials_per_s",
+           "stylised_trials_per_s", "training_passes_per_s",
            *(f"matching_updates_per_s_n{n}" for n in MATCHING_SIZES),
            *(f"numpy_updates_per_s_n{n}" for n in MATCHING_SIZES))
 
@@ -705,6 +897,16 @@ TARGETS: tuple[Target, ...] = (
            "memory: pipeline DES peak RSS does not grow, 1e4 -> 1e6 microbatches (records off)"),
     Target("mem_pipeline_traced_growth_mib", "<=", 1.0,
            "memory: pipeline DES traced allocations do not grow with microbatches (records off)"),
+    Target("compiled_vs_c", ">=", 0.25,
+           "compiled async gossip, no latency, n=1000: >= 0.25 of the C loop's rate"),
+    Target("compiled_vs_c_latency", ">=", 0.3,
+           "compiled async gossip, latency 1, n=1000: >= 0.3 of the C loop's rate"),
+    Target("mem_compiled_big_peak_mib", "<=", 2048.0,
+           "compiled async gossip, n=1e6 with latency and churn: under 2 GiB peak"),
+    Target("highflip_markov_vs_des", ">=", 50.0,
+           "high-flip pipeline: the exact Markov engine >= 50x the DES's crossings/s"),
+    Target("training_passes_per_timeout", ">=", 0.3,
+           "contended training pipeline: >= 0.3 passes per bare SimPy timeout"),
 )
 
 

@@ -79,6 +79,20 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
     if "mem_pipeline_traced_large_microbatches" in res:
         n = res["mem_pipeline_traced_large_microbatches"]
         add(f"    traced peak, pipeline {n:.0e} microbatches", "mem_pipeline_traced_large_mib", "MiB")
+    add("(i) C reference loop, async, no latency", "c_async_per_s", "/s")
+    add("    compiled async gossip, no latency", "compiled_async_per_s", "/s")
+    add("    compiled / C, no latency", "compiled_vs_c", "x")
+    add("    C reference loop, latency 1", "c_async_latency_per_s", "/s")
+    add("    compiled async gossip, latency 1", "compiled_async_latency_per_s", "/s")
+    add("    compiled / C, latency 1", "compiled_vs_c_latency", "x")
+    add("    peak RSS, compiled n=1e6 latency + churn", "mem_compiled_big_peak_mib", "MiB")
+    add("    exchanges of that run", "mem_compiled_big_exchanges", "")
+    add("(j) high-flip pipeline, DES crossings", "highflip_des_crossings_per_s", "/s")
+    add("    high-flip pipeline, markov crossings", "highflip_markov_crossings_per_s", "/s")
+    add("    markov / DES", "highflip_markov_vs_des", "x")
+    add("(k) contended training passes", "training_passes_per_s", "/s",
+        "training_passes_per_timeout")
+    add("(l) async gossip training, per local step", "async_training_us_per_local_step", "us")
     return rows
 
 
