@@ -37,6 +37,9 @@ __all__ = [
     "as_array",
     "crossing",
     "write_report",
+    "text_table",
+    "print_table",
+    "to_jsonable",
 ]
 
 
@@ -108,7 +111,7 @@ def summarize(
     """
     ok = [r for r in records if not r.get("error")]
     if metrics is None:
-        skip = {"replication", "seed", "wall_time"}
+        skip = {"point", "replication", "seed", "wall_time"}
         metrics = [
             k for k, v in (ok[0].items() if ok else [])
             if k not in skip and isinstance(v, (int, float, np.integer, np.floating))
@@ -458,3 +461,42 @@ def write_report(
     tmp.write_text("\n".join(lines))
     os.replace(tmp, path)
     return path
+
+
+def text_table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """A plain aligned text table (header, dashes, one line per row)."""
+    header = tuple(map(str, header))
+    cols = list(zip(*([header] + [tuple(map(str, r)) for r in rows]), strict=True))
+    widths = [max(len(c) for c in col) for col in cols]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
+             "  ".join("-" * w for w in widths)]
+    for r in rows:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
+    return "\n".join(lines)
+
+
+def print_table(rows: Sequence[Sequence[Any]], header: Sequence[str], file: Any = None) -> None:
+    """Print :func:`text_table` (to ``file``, default stdout)."""
+    print(text_table(rows, header), file=file)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert numpy scalars/arrays, dataclasses, estimates and non-finite floats for JSON."""
+    if isinstance(obj, Estimate):
+        return [to_jsonable(obj.low), to_jsonable(obj.high)]
+    if hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):
+        return to_jsonable(asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
