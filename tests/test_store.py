@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sim.store import Store, read_manifest, read_records
 
 from sim.errors import ConfigError
 from sim.rng import Streams
 from sim.runner import make_tasks, sweep
-from sim.store import Store, read_manifest, read_records
 
 
 @dataclass(frozen=True)
