@@ -143,6 +143,12 @@ def reproduce_studies(
             try:
                 result = run_experiment(exp, out=study_out, seed=seed, executor=executor,
                                         progress=progress)
+                if result.errors:
+                    first = result.failed()[0]
+                    raise RuntimeError(
+                        f"{result.errors} tasks failed, first (point {first['point']}, replication "
+                        f"{first['replication']}): {first['error']}; tracebacks in "
+                        f"{study_out}/errors.log")
                 entry["rows"] = _check_rows(exp.claims(result))
             except Exception as exc:  # one failed study must not hide the other's table
                 entry["error"] = " ".join(f"{type(exc).__name__}: {exc}".split())
