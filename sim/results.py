@@ -221,12 +221,15 @@ def summary_rows(
     list of dict
         ``point``, the point's parameters, ``replications`` (tasks without
         error), ``errors``, then for each metric ``m``: ``m_mean``, ``m_se``,
-        ``m_low`` and ``m_high`` (Student-t interval across replications).
+        ``m_low`` and ``m_high`` (Student-t interval across replications),
+        and ``m_n`` (the number of values averaged) for every metric that is
+        missing or NaN in some record of a point that ran.
     """
     by_point: dict[int, list[Mapping[str, Any]]] = {i: [] for i in range(len(points))}
     for r in records:
         by_point.setdefault(int(r["point"]), []).append(r)
-    rows = []
+    rows, counts = [], []
+    short: set[str] = set()
     for i, params in enumerate(points):
         recs = by_point[i]
         ok = [r for r in recs if not r.get("error")]
@@ -234,12 +237,23 @@ def summary_rows(
         row.update({k: to_cell(v) for k, v in params.items()})
         row["replications"] = len(ok)
         row["errors"] = len(recs) - len(ok)
+        n_of = {}
         for m in metrics:
             vals = [float(r[m]) for r in ok if _numeric(r.get(m))]
             e = mean_ci(vals, confidence)
             row[f"{m}_mean"], row[f"{m}_se"] = e.mean, e.se
             row[f"{m}_low"], row[f"{m}_high"] = e.low, e.high
+            n_of[m] = e.n
+            if e.n != len(ok):
+                short.add(m)
         rows.append(row)
+        counts.append(n_of)
+    # A metric averaged over fewer values than the point's replications somewhere (missing or
+    # NaN in some records) gets an ``m_n`` column: the count actually averaged, on every row.
+    for row, n_of in zip(rows, counts, strict=True):
+        for m in metrics:
+            if m in short:
+                row[f"{m}_n"] = n_of[m]
     return rows
 
 

@@ -211,13 +211,20 @@ def crashed_records(batch: Sequence[Task], cause: str) -> list[dict[str, Any]]:
     return out
 
 
-def _exit_cause(pool: Any) -> str:
+def _workers_of(pool: Any, known: dict[int, Any]) -> None:
+    """Remember the pool's worker processes (a broken pool forgets them)."""
+    for pid, p in list((getattr(pool, "_processes", None) or {}).items()):
+        known[pid] = p
+
+
+def _exit_cause(known: dict[int, Any]) -> str:
     codes = []
-    procs = getattr(pool, "_processes", None) or {}
-    for p in list(procs.values()):
+    for p in list(known.values()):
         code = getattr(p, "exitcode", None)
         if code not in (None, 0):
             codes.append(code)
+    # The pool terminates its other workers (SIGTERM) once one dies: report the one that died.
+    codes.sort(key=lambda c: c == -15)
     if not codes:
         return "its worker process died"
     code = codes[0]
@@ -290,18 +297,23 @@ def execute(
     suspects: list[int] = []  # batches in flight when a pool broke: run one at a time
     deaths = dict.fromkeys(range(len(payloads)), 0)
     current, owned = ex, None
+    procs: dict[int, Any] = {}  # worker processes of the current pool, by pid
     try:
         while queue or suspects:
             alone = bool(suspects)
             futures: dict[Future, int] = {}
             if alone:
-                i = suspects.pop(0)
+                i = suspects[0]
                 futures[current.submit(run_batch, model, payloads[i])] = i
+                _workers_of(current, procs)
+                suspects.pop(0)
             try:
                 while futures or (queue and not alone):
                     while not alone and queue and len(futures) < size:
-                        i = queue.pop(0)
+                        i = queue[0]  # leaves the queue only once submitted
                         futures[current.submit(run_batch, model, payloads[i])] = i
+                        _workers_of(current, procs)
+                        queue.pop(0)
                     finished, _ = wait(futures, return_when=FIRST_COMPLETED)
                     for f in finished:
                         i = futures.pop(f)
@@ -326,9 +338,12 @@ def execute(
             except BrokenProcessPool:
                 if not is_pool:
                     raise
-                cause = _exit_cause(current)
+                _workers_of(current, procs)
+                cause = _exit_cause(procs)
                 in_flight = sorted(set(futures.values()))
-                if alone:
+                if alone and not in_flight:  # broke on submit: run the suspect again
+                    pass
+                elif alone:
                     i = in_flight[0]
                     deaths[i] += 1
                     if deaths[i] > CRASH_RETRIES:
@@ -343,6 +358,7 @@ def execute(
                 if owned is not None:
                     owned.shutdown(wait=False, cancel_futures=True)
                 current = owned = _pool(workers)
+                procs = {}
             except BaseException as exc:
                 for g in futures:
                     g.cancel()
