@@ -281,3 +281,90 @@ def test_a_task_that_kills_its_worker_fails_alone_on_dask(tmp_path):
     assert "tiny: 6 tasks (6 run now, 0 reused from the store, 2 failed)" in p.stdout
     rows = lines(out)
     assert len(rows) == 6 and sum(bool(r["error"]) for r in rows) == 2
+
+
+SLOW = '''import sys, time
+NAME = "slow"
+BASE = {"p": 0.0}
+FACTORS = {"p": [1, 2, 3]}
+REPLICATIONS = 30
+
+
+def model(config, streams):
+    time.sleep(0.05)
+    return {"y": streams.rng("y").random()}
+'''
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cluster(tmp_path: Path, port: int) -> list[subprocess.Popen]:
+    dask = [PY, "-m", "distributed.cli.dask_scheduler"]
+    sched = subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    worker = subprocess.Popen([PY, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",
+                               "--nworkers", "1", "--nthreads", "1", "--no-dashboard"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    return [sched, worker]
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_a_lost_scheduler_is_one_line_and_the_same_command_resumes(tmp_path):
+    """Killing the Dask scheduler mid-run: exit 1, one line, records kept; the same command resumes."""
+    import time
+
+    pytest.importorskip("distributed")
+    f = tmp_path / "slow.py"
+    f.write_text(SLOW)
+    out = tmp_path / "o"
+    port = _free_port()
+    cmd = [PY, "-m", "sim", "run", str(f), "--scheduler", f"tcp://127.0.0.1:{port}", "--out",
+           str(out), "--quiet"]
+    procs = _cluster(tmp_path, port)
+    try:
+        time.sleep(3)
+        run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=tmp_path)
+        deadline = time.time() + 120
+        while time.time() < deadline and run.poll() is None:
+            if (out / "records.csv").exists() and (out / "records.csv").read_bytes().count(b"\n") > 10:
+                break
+            time.sleep(0.05)
+        procs[0].kill()  # the scheduler
+        _, err = run.communicate(timeout=180)
+    finally:
+        _stop(procs)
+    assert run.returncode == 1
+    assert err.strip().splitlines() == [
+        "dtsim run: error: lost the Dask scheduler (CancelledError); every finished task is stored: "
+        "run the same command to resume"] or err.strip().endswith("run the same command to resume")
+    assert "Traceback" not in err
+    kept = len(lines(out))
+    assert 10 <= kept < 90
+    procs = _cluster(tmp_path, port)
+    try:
+        time.sleep(3)
+        again = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    finally:
+        _stop(procs)
+    assert again.returncode == 0, again.stderr
+    assert f"(({90 - kept} run now, {kept} reused" in "(" + again.stdout.split("tasks ")[1]
+    res = run_experiment(load_experiment(f), out=tmp_path / "clean", executor="serial",
+                         progress=False)
+    rows = lines(out)
+    assert len(rows) == 90 and len({(r["point"], r["replication"]) for r in rows}) == 90
+    assert (out / "summary.csv").read_text() == (tmp_path / "clean" / "summary.csv").read_text()
+    assert res.ran == 90

@@ -90,15 +90,27 @@ class DaskExecutor(Executor):
             from distributed import Client, LocalCluster
         except ImportError:  # pragma: no cover - dask is a dev dependency
             raise ConfigError("executor", "installed to use dask (pip install 'dtsim[dask]')", "dask") from None
+        import logging
+
         self.cluster = None
+        # Dask (and tornado, asyncio under it) log a lost worker or scheduler as tracebacks
+        # on stderr; the sweep reports those faults itself, in one line each (levels
+        # restored on shutdown, unless the scheduler was lost and Dask may still log).
+        self._levels = {}
+        roots = ("distributed", "tornado", "asyncio")
+        for name in [*roots, *logging.root.manager.loggerDict]:
+            if name.split(".")[0] in roots:
+                log = logging.getLogger(name)
+                self._levels[name] = log.level
+                log.setLevel(logging.CRITICAL)
+        self.lost = False
         if scheduler:
             try:
                 self.client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
             except Exception:
+                self._restore_logs()
                 raise ConfigError("scheduler", "a reachable Dask scheduler address", scheduler) from None
         else:
-            import logging
-
             n = (os.cpu_count() or 1) if workers is None else check_int("workers", workers, low=1)
             with dask.config.set({"distributed.scheduler.allowed-failures": CRASH_RETRIES}):
                 self.cluster = LocalCluster(
@@ -119,9 +131,21 @@ class DaskExecutor(Executor):
         finally:
             try:
                 self.client.close()
+            except Exception:  # a lost scheduler: nothing left to close
+                pass
             finally:
-                if self.cluster is not None:
-                    self.cluster.close()
+                try:
+                    if self.cluster is not None:
+                        self.cluster.close()
+                finally:
+                    if not self.lost:  # Dask's reconnect attempts would log tracebacks
+                        self._restore_logs()
+
+    def _restore_logs(self) -> None:
+        import logging
+
+        for name, level in self._levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _die_with_parent() -> None:
@@ -363,6 +387,8 @@ def execute(
                 for g in futures:
                     g.cancel()
                 if not is_pool and _is_lost(exc) and not isinstance(exc, KeyboardInterrupt):
+                    if isinstance(current, DaskExecutor):
+                        current.lost = True
                     raise ExecutorLost(
                         f"lost the Dask scheduler ({' '.join(type(exc).__name__.split())}); every "
                         "finished task is stored: run the same command to resume") from None
