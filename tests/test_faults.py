@@ -138,13 +138,13 @@ def test_messages_say_what_was_reused_run_kept_and_removed(tmp_path):
     assert dtsim("run", f, "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path).returncode == 0
     p = dtsim("run", f, "--quick", "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "tiny: 6 tasks (6 run now, 0 reused from the store, 0 failed)" in p.stdout
+    assert "tiny: 6 tasks (6 run now, 0 from the store, 0 failed)" in p.stdout
     assert (f"12 stored records of other configs, seeds, code or replications are kept in "
             f"{out}/records.csv but not used (dtsim run --prune removes them)") in p.stdout
     assert "removed" not in p.stdout and len(lines(out)) == 18
     p = dtsim("run", f, "--quick", "--executor", "serial", "--out", out, "--quiet", "--prune",
               cwd=tmp_path)
-    assert "tiny: 6 tasks (0 run now, 6 reused from the store, 0 failed)" in p.stdout
+    assert "tiny: 6 tasks (0 run now, 6 from the store, 0 failed)" in p.stdout
     assert "12 stored records this run did not use were removed (--prune)" in p.stdout
     assert "kept in" not in p.stdout and len(lines(out)) == 6
 
@@ -169,10 +169,10 @@ def test_an_edited_helper_module_is_part_of_the_code_identity(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "tinyhelper" in read_manifest(out)["code_version"]["modules"]
     p = dtsim("run", f, "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path, env=env)
-    assert "(0 run now, 12 reused" in p.stdout
+    assert "(0 run now, 12 from the store" in p.stdout
     (lib / "tinyhelper.py").write_text(HELPER.format(value=10.0))
     p = dtsim("run", f, "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path, env=env)
-    assert "(12 run now, 0 reused" in p.stdout, p.stdout
+    assert "(12 run now, 0 from the store" in p.stdout, p.stdout
     assert ("code changed since the stored records were computed (module tinyhelper (changed)): "
             "they are kept but not reused") in p.stdout
     rows = lines(out)
@@ -258,7 +258,7 @@ def test_a_task_that_kills_its_process_fails_alone_on_the_local_pool(tmp_path, b
     assert err[0].startswith("dtsim run: 3 tasks failed, first (point 1, replication 0): task "
                              "killed its process 3 times (its worker process ")
     assert cause in err[0]
-    assert "tiny: 9 tasks (9 run now, 0 reused from the store, 3 failed)" in p.stdout
+    assert "tiny: 9 tasks (9 run now, 0 from the store, 3 failed)" in p.stdout
     rows = lines(out)
     assert len(rows) == 9 and len({(r["point"], r["replication"]) for r in rows}) == 9
     ok = [r for r in rows if not r["error"]]
@@ -278,7 +278,7 @@ def test_a_task_that_kills_its_worker_fails_alone_on_dask(tmp_path):
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("dtsim run: 2 tasks failed, first (point 1, replication 0): task killed "
                            "its worker process 3 times (Dask KilledWorker); not retried")
-    assert "tiny: 6 tasks (6 run now, 0 reused from the store, 2 failed)" in p.stdout
+    assert "tiny: 6 tasks (6 run now, 0 from the store, 2 failed)" in p.stdout
     rows = lines(out)
     assert len(rows) == 6 and sum(bool(r["error"]) for r in rows) == 2
 
@@ -361,7 +361,7 @@ def test_a_lost_scheduler_is_one_line_and_the_same_command_resumes(tmp_path):
     finally:
         _stop(procs)
     assert again.returncode == 0, again.stderr
-    assert f"(({90 - kept} run now, {kept} reused" in "(" + again.stdout.split("tasks ")[1]
+    assert f"slow: 90 tasks ({90 - kept} run now, {kept} from the store, 0 failed)" in again.stdout
     res = run_experiment(load_experiment(f), out=tmp_path / "clean", executor="serial",
                          progress=False)
     rows = lines(out)

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print_summary(result)
     n = len(result.records)
-    print(f"\n{exp.name}: {n} tasks ({result.ran} run now, {result.reused} reused from the store, "
+    print(f"\n{exp.name}: {n} tasks ({result.ran} run now, {result.reused} from the store, "
           f"{result.errors} failed); results in {out}/ (records.csv, summary.csv)")
     for line in store_report(result, out):
         print(line)

@@ -241,12 +241,24 @@ def _workers_of(pool: Any, known: dict[int, Any]) -> None:
         known[pid] = p
 
 
-def _exit_cause(known: dict[int, Any]) -> str:
-    codes = []
-    for p in list(known.values()):
-        code = getattr(p, "exitcode", None)
-        if code not in (None, 0):
-            codes.append(code)
+def _exit_cause(known: dict[int, Any], wait_s: float = 3.0) -> str:
+    import time
+
+    # The broken pool reaps its workers in its own thread: give it a moment.
+    deadline = time.monotonic() + wait_s
+    while True:
+        codes = [c for c in (getattr(p, "exitcode", None) for p in list(known.values()))
+                 if c not in (None, 0)]
+        if any(c != -15 for c in codes) or time.monotonic() > deadline:
+            break
+        if all(getattr(p, "exitcode", None) is not None for p in list(known.values())):
+            break
+        for p in list(known.values()):
+            if getattr(p, "exitcode", 0) is None:
+                try:
+                    p.join(0.05)
+                except (AssertionError, OSError, ValueError):
+                    pass
     # The pool terminates its other workers (SIGTERM) once one dies: report the one that died.
     codes.sort(key=lambda c: c == -15)
     if not codes:

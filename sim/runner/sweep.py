@@ -140,11 +140,23 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
-def _progress(total: int, show: bool | None, desc: str):
-    from tqdm import tqdm
+class _NoBar:
+    """Stands in for a progress bar that is off (tqdm is not even imported)."""
 
+    def update(self, n: int) -> None:  # noqa: D102
+        pass
+
+    def close(self) -> None:  # noqa: D102
+        pass
+
+
+def _progress(total: int, show: bool | None, desc: str):
     if show is None:
         show = sys.stderr.isatty()
+    if not show or total == 0:
+        return _NoBar()
+    from tqdm import tqdm
+
     return tqdm(total=total, disable=not show or total == 0, unit="task", desc=desc,
                 file=sys.stderr, dynamic_ncols=True, leave=False)
 
