@@ -10,7 +10,9 @@ and survives the faults a long sweep meets:
   one-line cause and every other batch still runs;
 * on Dask, a task whose worker dies too often ends in ``KilledWorker``
   (``distributed.scheduler.allowed-failures``, set to :data:`CRASH_RETRIES`
-  on a local cluster); it is recorded as failed in the same way;
+  on a local cluster); Dask also blames the tasks queued on the dying
+  worker, so each such batch is run again alone, and only one that ends in
+  ``KilledWorker`` alone is recorded as failed, in the same way;
 * a lost Dask scheduler stops the sweep with :class:`ExecutorLost`, one line;
   every finished task is already stored, so running the same command resumes.
 """
@@ -359,14 +361,17 @@ def execute(
                             futures[f] = i  # handled below with the rest in flight
                             raise
                         except Exception as exc:
-                            if _is_killed_worker(exc):
-                                records = crashed_records(
-                                    tasks[i], f"task killed its worker process {CRASH_RETRIES + 1} "
-                                    "times (Dask KilledWorker); not retried")
-                            elif _is_lost(exc):
+                            if not _is_killed_worker(exc):
                                 raise
-                            else:
-                                raise
+                            if not alone:
+                                # Dask blames every task queued on a dying worker: run this
+                                # one again alone to tell the culprit from the bystanders.
+                                if i not in suspects:
+                                    suspects.append(i)
+                                continue
+                            records = crashed_records(
+                                tasks[i], f"task killed its worker process {CRASH_RETRIES + 1} "
+                                "times (Dask KilledWorker); not retried")
                         if accept(records):
                             for g in futures:
                                 g.cancel()

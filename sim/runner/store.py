@@ -508,14 +508,18 @@ class Store:
             self._synced = now
 
     def prune(self, keep: Iterable[tuple[str, int]]) -> int:
-        """Remove every record not in ``keep`` (``(config_hash, replication)`` keys); returns how many."""
+        """Remove every record this run does not use; returns how many.
+
+        ``keep`` are the run's ``(config_hash, replication)`` keys; per key the
+        record used (or, for a task that failed, its last failed attempt) stays.
+        """
         keep = set(keep)
         columns, lines = self._lines()
         if not columns:
             return 0
         rows = [cells for _, cells, _ in lines if cells is not None]
-        used, _, _ = _choose(rows, dict.fromkeys(keep))
-        chosen = {id(r) for r in used.values()}
+        used, failed, _ = _choose(rows, dict.fromkeys(keep))
+        chosen = {id(r) for r in (*used.values(), *failed.values())}
         kept = [raw + b"\n" for raw, cells, _ in lines if cells is not None and id(cells) in chosen]
         self.removed = len(lines) - len(kept)
         if self.removed:
