@@ -18,9 +18,6 @@ from sim.runner import load_experiment, run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted((ROOT / "experiments").glob("*.py"))
-#: Gossip experiments whose GossipConfig still keeps a networkx graph (fixed on house-gossip's
-#: branch): their hash is refused, by design, until that lands.
-GRAPH_ON_CONFIG = {"async_latency", "stronger_adversaries"}
 
 @pytest.fixture(autouse=True)
 def _stable_sources(monkeypatch):
@@ -60,10 +57,7 @@ def hashes_in_two_processes():
     return runs
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, id=p.stem, marks=pytest.mark.xfail(
-        strict=True, reason="GossipConfig keeps a graph until house-gossip's values-only config"))
-    if p.stem in GRAPH_ON_CONFIG else pytest.param(p, id=p.stem) for p in EXPERIMENTS])
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
 def test_base_and_every_point_hash_the_same_in_two_processes(path, hashes_in_two_processes):
     """BASE and every point's config hash (full and --quick) agree between two processes."""
     a, b = hashes_in_two_processes
@@ -74,10 +68,7 @@ def test_base_and_every_point_hash_the_same_in_two_processes(path, hashes_in_two
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", [
-    pytest.param(p, id=p.stem, marks=pytest.mark.xfail(
-        strict=True, reason="GossipConfig keeps a graph until house-gossip's values-only config"))
-    if p.stem in GRAPH_ON_CONFIG else pytest.param(p, id=p.stem) for p in EXPERIMENTS])
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
 def test_every_experiment_run_twice_recomputes_nothing(path, tmp_path, monkeypatch):
     """dtsim run --quick twice into one folder: the second run reuses every task and runs none."""
     monkeypatch.chdir(tmp_path)
