@@ -202,6 +202,7 @@ def summary_rows(
     *,
     metrics: Sequence[str],
     confidence: float = 0.95,
+    counts: bool = False,
 ) -> list[dict[str, Any]]:
     """Per-point summary of task records: one row per point.
 
@@ -215,6 +216,8 @@ def summary_rows(
         Metrics to estimate.
     confidence : float
         Level of the intervals.
+    counts : bool
+        Add ``m_n`` columns (see Returns).
 
     Returns
     -------
@@ -222,13 +225,13 @@ def summary_rows(
         ``point``, the point's parameters, ``replications`` (tasks without
         error), ``errors``, then for each metric ``m``: ``m_mean``, ``m_se``,
         ``m_low`` and ``m_high`` (Student-t interval across replications),
-        and ``m_n`` (the number of values averaged) for every metric that is
-        missing or NaN in some record of a point that ran.
+        and, with ``counts``, ``m_n`` (the number of values averaged) for
+        every metric that is missing or NaN in some record of a point.
     """
     by_point: dict[int, list[Mapping[str, Any]]] = {i: [] for i in range(len(points))}
     for r in records:
         by_point.setdefault(int(r["point"]), []).append(r)
-    rows, counts = [], []
+    rows, n_values = [], []
     short: set[str] = set()
     for i, params in enumerate(points):
         recs = by_point[i]
@@ -247,10 +250,10 @@ def summary_rows(
             if e.n != len(ok):
                 short.add(m)
         rows.append(row)
-        counts.append(n_of)
+        n_values.append(n_of)
     # A metric averaged over fewer values than the point's replications somewhere (missing or
     # NaN in some records) gets an ``m_n`` column: the count actually averaged, on every row.
-    for row, n_of in zip(rows, counts, strict=True):
+    for row, n_of in zip(rows, n_values, strict=True) if counts else ():
         for m in metrics:
             if m in short:
                 row[f"{m}_n"] = n_of[m]

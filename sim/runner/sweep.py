@@ -104,11 +104,15 @@ class SweepResult:
             self._metrics = names
         return self._metrics
 
-    def summary(self, metrics: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """One row per point: parameters, counts, and ``m_mean, m_se, m_low, m_high`` per metric ``m``."""
+    def summary(self, metrics: Sequence[str] | None = None, *, counts: bool = False) -> list[dict[str, Any]]:
+        """One row per point: parameters, counts, and ``m_mean, m_se, m_low, m_high`` per metric ``m``.
+
+        With ``counts``, also ``m_n`` (values averaged) for each metric missing
+        or NaN in some record (:func:`~sim.results.summary_rows`).
+        """
         return summary_rows(
             self.records, self.points, metrics=list(metrics or self.metrics),
-            confidence=self.confidence,
+            confidence=self.confidence, counts=counts,
         )
 
     def estimates(self, point: int) -> dict[str, Estimate]:
