@@ -117,7 +117,7 @@ class DaskExecutor(Executor):
             with dask.config.set({"distributed.scheduler.allowed-failures": CRASH_RETRIES}):
                 self.cluster = LocalCluster(
                     n_workers=n, threads_per_worker=1, processes=True,
-                    dashboard_address=":0", silence_logs=logging.ERROR,
+                    dashboard_address=":0", silence_logs=logging.CRITICAL,
                 )
             self.client = Client(self.cluster, set_as_default=False)
         self._ex = self.client.get_executor(pure=False, retries=retries)
