@@ -22,22 +22,27 @@ correlated in time). A claim *agrees* when the exact value lies in the 95 %
 interval. Some probabilities are too small for plain simulation to resolve
 tightly in ``--quick`` mode; the note column says so.
 
+This is an ordinary experiment file (stored, resumable, any executor); the
+``STUDY`` marker makes ``dtsim reproduce`` run it and put :func:`claims` in
+its report. Each simulated point keeps the seed the study always used
+(``seed_offset`` = 1000 per claim point in order, then ``1000 (N + 1) +
+100 s + r`` for the figure points), so its tables are bit-identical to the
+standalone program it replaces.
+
 Run::
 
-    python experiments/replicate_or_skip.py --quick
-    python experiments/replicate_or_skip.py --out out/replicate_or_skip --executor local
+    dtsim run experiments/replicate_or_skip.py --quick
+    dtsim run experiments/replicate_or_skip.py --executor local
 
-Figures (PNG, in ``--out``): drop rate vs r for s = 0..4 with the floors;
-workers needed vs skip budget; optimal (r, s) and gain vs kappa.
+Figures (PNG, in the results folder): drop rate vs r for s = 0..4 with the
+floors; workers needed vs skip budget; optimal (r, s) and gain vs kappa. The
+claim table is written to ``claims.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import math
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +50,12 @@ from scipy import stats
 
 from sim import analytic
 from sim.pipeline import PipelineConfig, pipeline_model
-from sim.results import Estimate, summarize
-from sim.runner import replicate
+from sim.results import Estimate, markdown_table, summarize
 
 # ----------------------------------------------------------------------------- parameters
 
+NAME = "replicate_or_skip"
+STUDY = "A"
 TITLE = "Study A: should a pipeline replicate stages or skip them?"
 
 STAGES = 48
@@ -68,11 +74,25 @@ RATE = 4.0
 SEED = 0
 
 #: (microbatches per replication, replications) per kind of check.
-FULL = {"common": (20_000, 10), "rare": (100_000, 10), "sweep": (5_000, 8), "figure": (10_000, 8)}
-QUICK = {"common": (4_000, 6), "rare": (12_000, 6), "sweep": (1_500, 5), "figure": (2_000, 4)}
+FULL_BUDGET = {"common": (20_000, 10), "rare": (100_000, 10), "sweep": (5_000, 8),
+               "figure": (10_000, 8)}
+QUICK_BUDGET = {"common": (4_000, 6), "rare": (12_000, 6), "sweep": (1_500, 5),
+                "figure": (2_000, 4)}
 
 
 # ----------------------------------------------------------------------------- model
+
+
+def model(config: PipelineConfig, streams: Any) -> dict[str, Any]:
+    """One replication of the pipeline DES (:func:`sim.pipeline.pipeline_model`).
+
+    Its ``microbatches`` metric is renamed ``microbatches_run``: ``microbatches``
+    is a point parameter.
+    """
+    metrics = dict(pipeline_model(config, streams))
+    if "microbatches" in metrics:
+        metrics["microbatches_run"] = metrics.pop("microbatches")
+    return metrics
 
 
 def config(replicas: int, skip_budget: int, domain_outage: float, microbatches: int,
@@ -84,17 +104,6 @@ def config(replicas: int, skip_budget: int, domain_outage: float, microbatches: 
         domain_outage=domain_outage, skip_penalty=skip_penalty, mean_downtime=MEAN_DOWNTIME,
         domain_downtime=MEAN_DOWNTIME, microbatches=microbatches, rate=RATE,
     )
-
-
-def simulate(cfg: PipelineConfig, replications: int, seed: int,
-             executor: Any, workers: int | None) -> dict[str, Estimate]:
-    """Replications of the pipeline model, summarised (mean and 95% interval per metric)."""
-    recs = replicate(pipeline_model, cfg, replications=replications, seed=seed,
-                     executor=executor, workers=workers)
-    bad = [r["error"] for r in recs if r["error"]]
-    if bad:
-        raise RuntimeError(bad[0])
-    return summarize(recs, ["drop_rate", "quality_mass", "mean_quality"])
 
 
 def ratio_estimate(num: Estimate, den: Estimate, factor: float) -> Estimate:
@@ -129,43 +138,88 @@ def resolution_note(est: Estimate, exact: float) -> str:
     return ""
 
 
+# ----------------------------------------------------------------------------- the points
+
+
+def _design(s: int) -> tuple[Any, Any]:
+    return (analytic.min_replicas(STAGES, AVAILABILITY, DESIGN_RHO, s, TARGET_DESIGN),
+            analytic.min_replicas(STAGES, AVAILABILITY, DESIGN_RHO_MAX, s, TARGET_DESIGN))
+
+
+def plan(budget: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
+    """Every simulated point of the study, in the order the claims use them.
+
+    Each entry has ``role`` (what the claims do with it) and ``point`` (the
+    sweep point: config fields, ``replications`` and ``seed_offset``).
+    """
+    entries: list[dict[str, Any]] = []
+
+    def add(role: Any, kind: str, replicas: int, skip_budget: int, rho: float,
+            kappa: float = 0.0, offset: int | None = None) -> None:
+        n, reps = budget[kind]
+        point = {"replicas": replicas, "skip_budget": skip_budget, "domain_outage": rho,
+                 "skip_penalty": kappa, "microbatches": n, "replications": reps,
+                 "seed_offset": 1000 * (len(entries) + 1) if offset is None else offset}
+        entries.append({"role": role, "point": point})
+
+    add("floor", "common", FLOOR_R, 0, FLOOR_RHO)
+    add("s1_r3", "common", 3, 1, FLOOR_RHO)
+    add("s1_r2", "common", 2, 1, FLOOR_RHO)
+    for s in (0, 4):
+        r = _design(s)[0].replicas
+        add(("design", s), "rare", r, s, DESIGN_RHO)
+        add(("design_less", s), "common", r - 1, s, DESIGN_RHO)
+    noskip: set[int] = set()
+    rho = SWEEP["domain_outage"]
+    for kappa, opt in _kappa_sweep():
+        add(("kappa", kappa), "sweep", opt.replicas, opt.skip_budget, rho, kappa)
+        if opt.noskip_replicas not in noskip:
+            noskip.add(opt.noskip_replicas)
+            add(("noskip", opt.noskip_replicas), "sweep", opt.noskip_replicas, 0, rho)
+    base = 1000 * (len(entries) + 1)
+    for s in range(5):
+        for r in range(1, 9):
+            if analytic.drop_probability(STAGES, r, s, AVAILABILITY, FLOOR_RHO) < 3e-3:
+                continue  # below what the figure budget resolves
+            add(("figure", s, r), "figure", r, s, FLOOR_RHO, offset=base + 100 * s + r)
+    return entries
+
+
+def _kappa_sweep() -> list[tuple[float, Any]]:
+    return list(analytic.kappa_sweep(
+        SWEEP["stages"], SWEEP["availability"], SWEEP["domain_outage"],
+        SWEEP["skip_penalties"], SWEEP["penalty"], SWEEP["max_replicas"]))
+
+
+BASE = config(1, 0, 0.0, 1)
+POINTS = [e["point"] for e in plan(FULL_BUDGET)]
+REPLICATIONS = 10
+QUICK = {"POINTS": [e["point"] for e in plan(QUICK_BUDGET)]}
+
+
 # ----------------------------------------------------------------------------- claims
 
 
-def reproduce(quick: bool, out: Path, seed: int = SEED, executor: Any = "serial",
-              workers: int | None = None) -> list[dict[str, Any]]:
-    """Check every Study A claim by simulation and draw the figures.
+def _estimates(results: Any) -> dict[Any, dict[str, Estimate]]:
+    """Role -> the estimates of its point (raises when a task failed)."""
+    if results.failed():
+        r = results.failed()[0]
+        raise RuntimeError(f"{len(results.failed())} tasks failed, first (point {r['point']}): "
+                           f"{r['error']}")
+    entries = plan(FULL_BUDGET)
+    keys = ("replicas", "skip_budget", "domain_outage", "skip_penalty")
+    if len(entries) != len(results.points) or any(
+            any(e["point"][k] != p.get(k) for k in keys)
+            for e, p in zip(entries, results.points, strict=True)):
+        raise RuntimeError("these results are not of this file's points (was POINTS edited?)")
+    return {e["role"]: summarize(results.records_of(i), ["drop_rate", "quality_mass", "mean_quality"])
+            for i, e in enumerate(entries)}
 
-    Parameters
-    ----------
-    quick : bool
-        Fewer microbatches (finishes in under a minute on one core).
-    out : Path
-        Folder for the figures (created).
-    seed : int
-        Root seed; each simulated point uses ``seed`` plus its own offset.
-    executor : {"serial", "local"} or Executor
-        Where the replications run (:func:`sim.runner.replicate`).
-    workers : int, optional
-        Processes for ``"local"``.
 
-    Returns
-    -------
-    list of dict
-        One row per claim: ``claim``, ``exact`` (float), ``estimate``
-        (:class:`sim.results.Estimate` or None), ``agrees`` (bool), ``note``.
-    """
-    budget = QUICK if quick else FULL
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+def evaluate(results: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The claim rows and the kappa-sweep rows (for its figure) from the results."""
+    est_of = _estimates(results)
     rows: list[dict[str, Any]] = []
-    point = [seed]
-
-    def run(cfg: PipelineConfig, kind: str) -> dict[str, Estimate]:
-        point[0] += 1000
-        n, reps = budget[kind]
-        cfg = dataclasses.replace(cfg, microbatches=n)
-        return simulate(cfg, reps, point[0], executor, workers)
 
     def add(claim: str, exact: float, est: Estimate | None, agrees: bool = True,
             note: str = "") -> None:
@@ -179,7 +233,7 @@ def reproduce(quick: bool, out: Path, seed: int = SEED, executor: Any = "serial"
     L, a = STAGES, AVAILABILITY
     # 1. The shared-domain floor: s = 0, rho = 1e-3.
     floor = analytic.floor_drop_rate(L, FLOOR_RHO)
-    est = run(config(FLOOR_R, 0, FLOOR_RHO, 1), "common")["drop_rate"]
+    est = est_of["floor"]["drop_rate"]
     add(f"floor: s=0, rho={FLOOR_RHO:g}, r={FLOOR_R}: drop -> 1-(1-rho)^L = 4.69%",
         analytic.drop_probability(L, FLOOR_R, 0, a, FLOOR_RHO), est,
         note=f"floor itself {floor:.4%}")
@@ -189,20 +243,19 @@ def reproduce(quick: bool, out: Path, seed: int = SEED, executor: Any = "serial"
         note=design.reason.split(";")[0])
     # 2. s = 1 makes r = 3 enough.
     d1 = analytic.min_replicas(L, a, FLOOR_RHO, 1, TARGET_FLOOR)
-    est3 = run(config(3, 1, FLOOR_RHO, 1), "common")["drop_rate"]
+    est3 = est_of["s1_r3"]["drop_rate"]
     add(f"s=1, rho={FLOOR_RHO:g}: r={d1.replicas} is enough (drop 0.424% <= 1%)",
         d1.drop_rate, est3,
         agrees=d1.replicas == 3 and est3.high < TARGET_FLOOR)
-    est2 = run(config(2, 1, FLOOR_RHO, 1), "common")["drop_rate"]
+    est2 = est_of["s1_r2"]["drop_rate"]
     exact2 = analytic.drop_probability(L, 2, 1, a, FLOOR_RHO)
     add("s=1, rho=1e-3: r=2 is not (drop > 1%)", exact2, est2,
         agrees=est2.low > TARGET_FLOOR)
     # 3. 240 vs 96 workers for a 1e-3 drop rate.
     for s in (0, 4):
-        d = analytic.min_replicas(L, a, DESIGN_RHO, s, TARGET_DESIGN)
-        d_max = analytic.min_replicas(L, a, DESIGN_RHO_MAX, s, TARGET_DESIGN)
+        d, d_max = _design(s)
         r = d.replicas
-        e_ok = run(config(r, s, DESIGN_RHO, 1), "rare")["drop_rate"]
+        e_ok = est_of[("design", s)]["drop_rate"]
         add(f"a=0.9, s={s}: r={r} ({d.workers} workers) reaches 1e-3 "
             f"(same at rho=1e-5: {d_max.workers} workers)",
             d.drop_rate, e_ok,
@@ -212,21 +265,14 @@ def reproduce(quick: bool, out: Path, seed: int = SEED, executor: Any = "serial"
             or (f"exact drop at rho=1e-5: {d_max.drop_rate:.3g} (too close to 1e-3 "
                 "for simulation to separate)" if s == 0 else ""))
         exact_less = analytic.drop_probability(L, r - 1, s, a, DESIGN_RHO)
-        e_less = run(config(r - 1, s, DESIGN_RHO, 1), "common")["drop_rate"]
+        e_less = est_of[("design_less", s)]["drop_rate"]
         add(f"a=0.9, s={s}: r={r - 1} misses 1e-3", exact_less, e_less,
             agrees=e_less.low > TARGET_DESIGN)
     # 4. The kappa sweep.
     sweep_rows = []
-    noskip_cache: dict[tuple[int, float], Estimate] = {}
-    for kappa, opt in analytic.kappa_sweep(
-            SWEEP["stages"], SWEEP["availability"], SWEEP["domain_outage"],
-            SWEEP["skip_penalties"], SWEEP["penalty"], SWEEP["max_replicas"]):
-        rho = SWEEP["domain_outage"]
-        m = run(config(opt.replicas, opt.skip_budget, rho, 1, kappa), "sweep")["quality_mass"]
-        key = (opt.noskip_replicas, rho)
-        if key not in noskip_cache:
-            noskip_cache[key] = run(config(opt.noskip_replicas, 0, rho, 1), "sweep")["quality_mass"]
-        m0 = noskip_cache[key]
+    for kappa, opt in _kappa_sweep():
+        m = est_of[("kappa", kappa)]["quality_mass"]
+        m0 = est_of[("noskip", opt.noskip_replicas)]["quality_mass"]
         cost = ratio_estimate(Estimate(1.0, 0.0, 1.0, 1.0, m.n), m, L * opt.replicas)
         gain = ratio_estimate(m, m0, opt.noskip_replicas / opt.replicas)
         add(f"kappa={kappa:g}: optimal (r, s) = ({opt.replicas}, {opt.skip_budget}), "
@@ -241,43 +287,50 @@ def reproduce(quick: bool, out: Path, seed: int = SEED, executor: Any = "serial"
         gains[0], None, agrees=round(gains[0], 1) == 2.9 and round(gains[-1], 2) == 1.08
         and all(g0 >= g1 for g0, g1 in zip(gains, gains[1:], strict=False)),
         note=f"exact gains {', '.join(f'{g:.3g}' for g in gains)}; simulated in the rows above")
-    claims = sum(r["estimate"] is not None for r in rows)
+    n_claims = sum(r["estimate"] is not None for r in rows)
     for r in rows:
         est = r["estimate"]
         if est is None:
             continue
-        inside = familywise_contains(est, r["exact"], claims)
+        inside = familywise_contains(est, r["exact"], n_claims)
         if inside and not est.contains(r["exact"]):
             r["note"] = ((r["note"] + "; ") if r["note"] else "") + (
                 f"outside its own 95% CI, inside the table's family-wise 95% interval "
-                f"({claims} claims)")
+                f"({n_claims} claims)")
         r["agrees"] = r["agrees"] and inside
-    # -- figures --------------------------------------------------------------
-    figures(out, budget, point[0] + 1000, executor, workers, sweep_rows)
-    return rows
+    return rows, sweep_rows
 
 
-def figures(out: Path, budget: dict, seed: int, executor: Any, workers: int | None,
-            sweep_rows: list[dict[str, Any]]) -> list[Path]:
-    """Draw the three figures of the study (exact curves, simulated points)."""
+def claims(results: Any) -> list[dict[str, Any]]:
+    """One row per claim: ``claim``, ``exact``, ``estimate`` (or None), ``agrees``, ``note``."""
+    return evaluate(results)[0]
+
+
+def analyse(results: Any, out_dir: Path) -> None:
+    """Draw the three figures and write ``claims.md`` into the results folder."""
     from sim.plotting import plot_drop_vs_replicas, plot_kappa_sweep, plot_workers_vs_skip
 
+    rows, sweep_rows = evaluate(results)
+    out_dir = Path(out_dir)
+    cols = ["claim", "exact", "simulated (95% CI)", "agrees", "note"]
+    table = [dict(zip(cols, [
+        r["claim"], f"{r['exact']:.4g}",
+        "-" if r["estimate"] is None else
+        f"{r['estimate'].mean:.4g} [{r['estimate'].low:.4g}, {r['estimate'].high:.4g}]",
+        "yes" if r["agrees"] else "NO", r["note"]], strict=True)) for r in rows]
+    (out_dir / "claims.md").write_text(f"# {TITLE}\n\n" + markdown_table(table, cols, fmt=str) + "\n")
     L, a, rho = STAGES, AVAILABILITY, FLOOR_RHO
-    n, reps = budget["figure"]
+    est_of = _estimates(results)
     curves = []
     for s in range(5):
         exact = [analytic.drop_probability(L, r, s, a, rho) for r in range(1, 9)]
-        sim_pts = []
-        for r in range(1, 9):
-            if exact[r - 1] < 3e-3:  # below what the figure budget resolves
-                continue
-            est = simulate(config(r, s, rho, n), reps, seed + 100 * s + r, executor, workers)
-            sim_pts.append((r, est["drop_rate"]))
+        sim_pts = [(r, est_of[("figure", s, r)]["drop_rate"]) for r in range(1, 9)
+                   if ("figure", s, r) in est_of]
         floor = analytic.drop_probability_q(L, rho, s)
         curves.append({"skip_budget": s, "replicas": list(range(1, 9)), "exact": exact,
                        "simulated": sim_pts, "floor": floor})
-    paths = [plot_drop_vs_replicas(curves, out / "drop_vs_replicas.png", stages=L,
-                                   availability=a, domain_outage=rho)]
+    plot_drop_vs_replicas(curves, out_dir / "drop_vs_replicas.png", stages=L,
+                          availability=a, domain_outage=rho)
     series = []
     for rho_w in (0.0, 1e-5, 1e-3):
         pts = []
@@ -285,47 +338,13 @@ def figures(out: Path, budget: dict, seed: int, executor: Any, workers: int | No
             d = analytic.min_replicas(L, a, rho_w, s, TARGET_DESIGN)
             pts.append((s, d.workers))
         series.append({"domain_outage": rho_w, "points": pts})
-    paths.append(plot_workers_vs_skip(series, out / "workers_vs_skip.png", stages=L,
-                                      availability=a, target_drop=TARGET_DESIGN))
-    paths.append(plot_kappa_sweep(sweep_rows, out / "kappa_sweep.png", stages=L, availability=a,
-                                  domain_outage=SWEEP["domain_outage"]))
-    return paths
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def print_rows(rows: list[dict[str, Any]]) -> None:
-    """The table ``claim | exact | simulated (95% CI) | agrees`` (and notes)."""
-    from sim.commands._common import print_table
-
-    table = []
-    for r in rows:
-        est = r["estimate"]
-        table.append((r["claim"], f"{r['exact']:.4g}",
-                      "-" if est is None else f"{est.mean:.4g} [{est.low:.4g}, {est.high:.4g}]",
-                      "yes" if r["agrees"] else "NO", r["note"]))
-    print_table(table, ("claim", "exact", "simulated (95% CI)", "agrees", "note"))
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small budget (under a minute)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="output folder (default out/replicate_or_skip[_quick])")
-    p.add_argument("--seed", type=int, default=SEED, help=f"root seed (default {SEED})")
-    p.add_argument("--executor", default="serial", help="serial (default) or local")
-    p.add_argument("--workers", type=int, default=None, help="processes for --executor local")
-    args = p.parse_args(argv)
-    out = args.out or Path("out") / ("replicate_or_skip_quick" if args.quick else "replicate_or_skip")
-    t0 = time.perf_counter()
-    rows = reproduce(args.quick, out, args.seed, args.executor, args.workers)
-    print_rows(rows)
-    ok = sum(r["agrees"] for r in rows)
-    print(f"\n{ok}/{len(rows)} claims agree; figures in {out}; "
-          f"{time.perf_counter() - t0:.1f} s")
-    return 0 if ok == len(rows) else 1
+    plot_workers_vs_skip(series, out_dir / "workers_vs_skip.png", stages=L,
+                         availability=a, target_drop=TARGET_DESIGN)
+    plot_kappa_sweep(sweep_rows, out_dir / "kappa_sweep.png", stages=L, availability=a,
+                     domain_outage=SWEEP["domain_outage"])
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sim.cli import main_for
+
+    sys.exit(main_for(__file__))

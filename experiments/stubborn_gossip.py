@@ -14,23 +14,28 @@ each measurement next to its exact value:
 * beyond the complete graph: random-edge gossip on a ring and a torus against
   the exact second- and first-moment recursions.
 
+This is an ordinary experiment file (stored, resumable, any executor); the
+``STUDY`` marker makes ``dtsim reproduce`` run it and put :func:`claims` in
+its report. Every part keeps the seed the study always used (the root seed
+plus 0 for the contraction, 1 for the noise floor, 2 for capture, 3 for the
+creep and 4 for the sparse graphs, as ``seed_offset``), so its tables are
+bit-identical to the standalone program it replaces. Configs are dicts of
+values; the sparse graphs are built inside the task, never stored on a config.
+
 Run::
 
-    python experiments/stubborn_gossip.py --quick          # under a minute
-    python experiments/stubborn_gossip.py --executor local --workers 2
+    dtsim run experiments/stubborn_gossip.py --quick          # under a minute
+    dtsim run experiments/stubborn_gossip.py --executor local --workers 2
 
-It prints ``claim | exact | simulated (95% CI) | agrees`` and writes the
-figures and ``claims.csv`` to ``--out`` (default ``out/stubborn_gossip``).
+Figures and ``claims.csv`` go to the results folder (default
+``out/stubborn_gossip``).
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import math
 import sys
-import time
-from collections.abc import Callable
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +44,14 @@ import numpy as np
 
 from sim import analytic
 from sim.gossip import GossipConfig, gossip_model, summarize_runs
-from sim.plotting import plot_gossip_estimates, plot_gossip_series
 from sim.results import Estimate, mean_ci, write_csv
-from sim.runner import make_executor, replicate
 
 # ----------------------------------------------------------------------------- parameters
 
 NAME = "stubborn_gossip"
+STUDY = "B"
+TITLE = "Study B: what can one stubborn node do to gossip training?"
 SEED = 2026
-OUT = Path("out") / NAME
 
 #: Contraction per matching round: n -> replications (rounds fixed).
 CONTRACTION = {10: 2000, 100: 400, 10_000: 40, 100_000: 10}
@@ -79,7 +83,7 @@ MEAN_N, MEAN_B, MEAN_TAU, MEAN_STEPS = 10, 10.0, 0.2, 6000
 SPARSE_STEPS = {"ring n=16": 480, "torus 4x4": 120}
 SPARSE_EVERY, SPARSE_REPS, SPARSE_B = 40, 2000, 4.0
 
-QUICK = {
+QUICK_PARAMETERS = {
     "CONTRACTION": {10: 1000, 100: 200, 10_000: 20},
     "NOISE_ROUNDS": 1500,
     "NOISE_REPS": 8,
@@ -91,7 +95,91 @@ QUICK = {
 }
 
 
-# ----------------------------------------------------------------------------- helpers
+# ----------------------------------------------------------------------------- the points
+
+#: The sparse graphs, built inside each task from their name (never stored on a config).
+GRAPHS = {"ring n=16": lambda: nx.cycle_graph(16),
+          "torus 4x4": lambda: nx.grid_2d_graph(4, 4, periodic=True)}
+#: Series each record keeps (the rest of gossip_model's series are not used here).
+SERIES = ("steps", "time", "disagreement", "honest_mean", "mean_shift", "gap", "toward", "far")
+
+
+def parameters(quick: bool) -> dict[str, Any]:
+    """The study's parameters (the upper-case names above), with the quick ones applied."""
+    p = {k: v for k, v in globals().items() if k.isupper() and k not in ("QUICK", "POINTS")}
+    if quick:
+        p.update(QUICK_PARAMETERS)
+    return p
+
+
+def gossip_config(config: dict[str, Any]) -> GossipConfig:
+    """The :class:`~sim.gossip.GossipConfig` of a point (its graph built from the name)."""
+    kw = dict(config)
+    name = kw.pop("graph", None)
+    if name is not None:
+        return GossipConfig(**kw, graph=GRAPHS[name](), topology=name, nodes=None)
+    return GossipConfig(**kw)
+
+
+def plan(p: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every simulated point, in order: ``role`` and ``point`` (config, replications, seed_offset)."""
+    entries: list[dict[str, Any]] = []
+
+    def add(role: Any, offset: int, reps: int, **config: Any) -> None:
+        gossip_config(config)  # validate now, before anything runs
+        entries.append({"role": role, "point": {**config, "replications": reps,
+                                                "seed_offset": offset}})
+
+    for n, reps in p["CONTRACTION"].items():
+        add(("contraction", n), 0, reps, nodes=n, rounds=p["CONTRACTION_ROUNDS"])
+    for n in p["NOISE_N"]:
+        add(("noise", n), 1, p["NOISE_REPS"], nodes=n, rounds=p["NOISE_ROUNDS"],
+            noise=p["NOISE_S"], burn_in=p["NOISE_BURN_IN"], record_every=1)
+    for n in p["CAPTURE_N"]:
+        steps = n * (n - 1)
+        add(("capture", n), 2, p["CAPTURE_REPS"], nodes=n, protocol="edge", rounds=steps,
+            record_every=steps, adversary="stubborn", adversary_value=p["CAPTURE_B"])
+    n = p["CAPTURE_N"][0]
+    add(("capture_matching", n), 2, p["CAPTURE_REPS"], nodes=n, rounds=2 * n, record_every=2 * n,
+        adversary="stubborn", adversary_value=p["CAPTURE_B"])
+    n, b, tau, steps = p["MEAN_N"], p["MEAN_B"], p["MEAN_TAU"], p["MEAN_STEPS"]
+    for clip in (None, tau):
+        add(("mean", clip), 2, 200, nodes=n, protocol="edge", rounds=steps,
+            record_every=max(1, steps // 100), adversary="stubborn", adversary_value=b, clip=clip)
+    n, b, steps = p["CREEP_N"], p["CREEP_B"], p["CREEP_STEPS"]
+    for tau in p["CREEP_TAUS"]:
+        add(("creep", tau), 3, p["CREEP_REPS"], nodes=n, protocol="edge", rounds=steps,
+            record_every=steps // 10, adversary="stubborn", adversary_value=b, clip=tau)
+    add("creep_near", 3, 4 * p["CREEP_REPS"], nodes=n, protocol="edge", rounds=400,
+        record_every=400, adversary="stubborn", adversary_value=0.0, clip=p["CREEP_CLAIM_TAU"])
+    for name in GRAPHS:
+        base = dict(graph=name, protocol="edge", rounds=p["SPARSE_STEPS"][name],
+                    record_every=p["SPARSE_EVERY"])
+        add(("sparse", name), 4, p["SPARSE_REPS"], **base)
+        add(("sparse_stubborn", name), 4, p["SPARSE_REPS"], **base, adversary="stubborn",
+            adversary_value=p["SPARSE_B"])
+    return entries
+
+
+def model(config: dict[str, Any], streams: Any) -> dict[str, Any]:
+    """One replication of :func:`sim.gossip.gossip_model`: its scalars and the series used here.
+
+    The noise-floor points (``record_every=1``, thousands of records) keep
+    their scalars only.
+    """
+    rec = gossip_model(gossip_config(config), streams)
+    keep = () if config.get("noise", 0.0) > 0 else SERIES
+    return {k: v for k, v in rec.items() if k in keep or np.ndim(v) == 0}
+
+
+BASE: dict[str, Any] = {}
+POINTS = [e["point"] for e in plan(parameters(False))]
+REPLICATIONS = 1  # every point sets its own
+BATCH = 50
+QUICK = {"POINTS": [e["point"] for e in plan(parameters(True))]}
+
+
+# ----------------------------------------------------------------------------- claims
 
 
 def _claim(claim: str, exact: float, est: Estimate, *, rel_tol: float | None = None) -> dict[str, Any]:
@@ -102,10 +190,6 @@ def _claim(claim: str, exact: float, est: Estimate, *, rel_tol: float | None = N
     return {"claim": claim, "exact": exact, "estimate": est, "agrees": bool(ok)}
 
 
-def _runs(cfg: GossipConfig, reps: int, seed: int, ex: Executor | None) -> list[dict[str, Any]]:
-    return replicate(gossip_model, cfg, replications=reps, seed=seed, executor=ex)
-
-
 def _series_band(records: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a = np.stack([np.asarray(r[key], dtype=float).reshape(len(r["steps"]), -1)[:, 0] for r in records])
     m = a.mean(axis=0)
@@ -113,127 +197,135 @@ def _series_band(records: list[dict[str, Any]], key: str) -> tuple[np.ndarray, n
     return m, m - h, m + h
 
 
-# ----------------------------------------------------------------------------- the study
+def _arrays(record: dict[str, Any]) -> dict[str, Any]:
+    """A record with its series as arrays (stored records hold them as JSON text)."""
+    out = {}
+    for k, v in record.items():
+        if v is None:
+            continue
+        if k in SERIES and isinstance(v, str):
+            v = np.asarray(json.loads(v))
+        out[k] = v
+    return out
 
 
-def reproduce(quick: bool, out: Path, seed: int = SEED,
-              executor: str | Executor | None = "serial", workers: int | None = None,
-              log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """Run every Study B claim by simulation; write figures and ``claims.csv`` to ``out``.
+class _Runs:
+    """Role -> (records, GossipConfig) of a finished sweep of this file's points."""
 
-    Parameters
-    ----------
-    quick : bool
-        Smaller run (under a minute on one core).
-    out : Path
-        Output folder (created).
-    seed : int
-        Root seed; every part derives its own from it.
-    executor : {"serial", "local"} or Executor
-        Where replications run.
-    workers : int, optional
-        Pool size for ``"local"``.
-    log : callable, optional
-        Receives one-line progress messages (default: silent).
+    def __init__(self, results: Any) -> None:
+        if results.failed():
+            r = results.failed()[0]
+            raise RuntimeError(f"{len(results.failed())} tasks failed, first (point {r['point']}): "
+                               f"{r['error']}")
+        for quick in (False, True):
+            self.p = parameters(quick)
+            entries = plan(self.p)
+            points = [{k: v for k, v in e["point"].items() if k not in ("replications", "seed_offset")}
+                      for e in entries]
+            if points == results.points:
+                break
+        else:
+            raise RuntimeError("these results are not of this file's points (was POINTS edited?)")
+        self.index = {e["role"]: i for i, e in enumerate(entries)}
+        self.results = results
 
-    Returns
-    -------
-    list of dict
-        One row per claim: ``claim``, ``exact``, ``estimate`` (an
-        :class:`~sim.results.Estimate`), ``agrees``.
-    """
-    if log is None:
-        def log(message: str) -> None:
-            pass
-    p = {k: v for k, v in globals().items() if k.isupper()}
-    if quick:
-        p.update(QUICK)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    ex = make_executor(executor, workers)
-    own = ex is not None and not isinstance(executor, Executor)
+    def __call__(self, role: Any) -> tuple[list[dict[str, Any]], GossipConfig]:
+        i = self.index[role]
+        return ([_arrays(r) for r in self.results.records_of(i)],
+                gossip_config(self.results.points[i]))
+
+
+def evaluate(results: Any, out: Path | None = None) -> list[dict[str, Any]]:
+    """The claim rows; with ``out``, also draw the figures and write ``claims.csv`` there."""
+    runs = _Runs(results)
+    p = runs.p
     rows: list[dict[str, Any]] = []
-    try:
-        rows += _contraction(p, out, seed, ex, log)
-        rows += _noise_floor(p, out, seed + 1, ex, log)
-        rows += _capture(p, out, seed + 2, ex, log)
-        rows += _creep(p, out, seed + 3, ex, log)
-        rows += _sparse(p, out, seed + 4, ex, log)
-    finally:
-        if own:
-            ex.shutdown()  # type: ignore[union-attr]
-    write_csv([{"claim": r["claim"], "exact": r["exact"], "mean": r["estimate"].mean,
-                "low": r["estimate"].low, "high": r["estimate"].high, "se": r["estimate"].se,
-                "replications": r["estimate"].n, "agrees": r["agrees"]} for r in rows],
-              out / "claims.csv")
+    rows += _contraction(p, runs, out)
+    rows += _noise_floor(p, runs, out)
+    rows += _capture(p, runs, out)
+    rows += _creep(p, runs, out)
+    rows += _sparse(p, runs)
+    if out is not None:
+        write_csv([{"claim": r["claim"], "exact": r["exact"], "mean": r["estimate"].mean,
+                    "low": r["estimate"].low, "high": r["estimate"].high, "se": r["estimate"].se,
+                    "replications": r["estimate"].n, "agrees": r["agrees"]} for r in rows],
+                  Path(out) / "claims.csv")
     return rows
 
 
-def _contraction(p, out, seed, ex, log):
-    log("contraction per matching round ...")
+def claims(results: Any) -> list[dict[str, Any]]:
+    """One row per claim: ``claim``, ``exact``, ``estimate`` (an :class:`~sim.results.Estimate`), ``agrees``."""
+    return evaluate(results)
+
+
+def analyse(results: Any, out_dir: Path) -> None:
+    """Draw the figures and write ``claims.csv`` into the results folder."""
+    evaluate(results, Path(out_dir))
+
+
+def _contraction(p, runs, out):
+    from sim.plotting import plot_gossip_series
+
     rows, series = [], []
-    for n, reps in p["CONTRACTION"].items():
-        cfg = GossipConfig(nodes=n, rounds=p["CONTRACTION_ROUNDS"])
-        recs = _runs(cfg, reps, seed, ex)
+    for n in p["CONTRACTION"]:
+        recs, cfg = runs(("contraction", n))
         s = summarize_runs(recs, cfg)
         c = analytic.matching_contraction(n)
         rows.append(_claim(f"contraction per matching round, n={n}", c, s["contraction_per_round_ci"]))
         m, lo, hi = _series_band(recs, "disagreement")
         series.append({"label": f"n={n}", "x": s["steps"], "mean": m, "low": lo, "high": hi,
                        "exact": s["predicted_disagreement"]})
-    plot_gossip_series(series, out / "disagreement_vs_rounds.png", logy=True, xlabel="matching round",
-                       ylabel="honest disagreement D", title="D per matching round (dashed: exact)")
+    if out is not None:
+        plot_gossip_series(series, out / "disagreement_vs_rounds.png", logy=True,
+                           xlabel="matching round", ylabel="honest disagreement D",
+                           title="D per matching round (dashed: exact)")
     return rows
 
 
-def _noise_floor(p, out, seed, ex, log):
-    log("noise floor ...")
+def _noise_floor(p, runs, out):
+    from sim.plotting import plot_gossip_estimates
+
     rows, ns, ests = [], [], []
     for n in p["NOISE_N"]:
-        cfg = GossipConfig(nodes=n, rounds=p["NOISE_ROUNDS"], noise=p["NOISE_S"],
-                           burn_in=p["NOISE_BURN_IN"], record_every=1)
-        est = mean_ci(r["noise_floor"] for r in _runs(cfg, p["NOISE_REPS"], seed, ex))
+        recs, _ = runs(("noise", n))
+        est = mean_ci(r["noise_floor"] for r in recs)
         ns.append(n)
         ests.append(est)
         if n in p["NOISE_CLAIM_N"]:
             exact = analytic.noise_floor(n, p["NOISE_S"])
             rows.append(_claim(f"noise floor (within 1%), n={n}, s={p['NOISE_S']:g}", exact, est,
                                rel_tol=0.01))
-    # scaled by n s^2 so the (n-1)(n-2)/n^2 shape (and a 1 % miss) is visible
-    s2 = p["NOISE_S"] ** 2
-    scaled = [Estimate(e.mean / (n * s2), e.se / (n * s2), e.low / (n * s2), e.high / (n * s2), e.n)
-              for n, e in zip(ns, ests, strict=True)]
-    grid = np.unique(np.geomspace(min(ns), max(ns), 80).round().astype(int))
-    plot_gossip_estimates(ns, scaled, out / "noise_floor_vs_n.png", exact_x=grid,
-                          exact_y=[(n - 1) * (n - 2) / n**2 for n in grid], logx=True,
-                          xlabel="n", ylabel="stationary E[D] / (n s^2), after averaging",
-                          title=f"noise floor, s = {p['NOISE_S']:g} (line: (n-1)(n-2)/n^2)")
+    if out is not None:
+        # scaled by n s^2 so the (n-1)(n-2)/n^2 shape (and a 1 % miss) is visible
+        s2 = p["NOISE_S"] ** 2
+        scaled = [Estimate(e.mean / (n * s2), e.se / (n * s2), e.low / (n * s2), e.high / (n * s2), e.n)
+                  for n, e in zip(ns, ests, strict=True)]
+        grid = np.unique(np.geomspace(min(ns), max(ns), 80).round().astype(int))
+        plot_gossip_estimates(ns, scaled, out / "noise_floor_vs_n.png", exact_x=grid,
+                              exact_y=[(n - 1) * (n - 2) / n**2 for n in grid], logx=True,
+                              xlabel="n", ylabel="stationary E[D] / (n s^2), after averaging",
+                              title=f"noise floor, s = {p['NOISE_S']:g} (line: (n-1)(n-2)/n^2)")
     return rows
 
 
-def _capture(p, out, seed, ex, log):
-    log("capture by a stubborn node ...")
+def _capture(p, runs, out):
+    from sim.plotting import plot_gossip_series
+
     rows = []
     for n in p["CAPTURE_N"]:
-        steps = n * (n - 1)
-        cfg = GossipConfig(nodes=n, protocol="edge", rounds=steps, record_every=steps,
-                           adversary="stubborn", adversary_value=p["CAPTURE_B"])
-        s = summarize_runs(_runs(cfg, p["CAPTURE_REPS"], seed, ex), cfg)
+        s = summarize_runs(*runs(("capture", n)))
         rows.append(_claim(f"capture rate per step, n={n}", analytic.capture_rate(n), s["capture_rate_ci"]))
     n = p["CAPTURE_N"][0]
-    cfg = GossipConfig(nodes=n, rounds=2 * n, record_every=2 * n, adversary="stubborn",
-                       adversary_value=p["CAPTURE_B"])
-    s = summarize_runs(_runs(cfg, p["CAPTURE_REPS"], seed, ex), cfg)
+    s = summarize_runs(*runs(("capture_matching", n)))
     rows.append(_claim(f"capture rate per matching round, n={n}", analytic.matching_capture_rate(n),
                        s["capture_rate_ci"]))
+    if out is None:
+        return rows
     # honest mean vs steps, with and without the clip (figure)
-    n, b, tau, steps = p["MEAN_N"], p["MEAN_B"], p["MEAN_TAU"], p["MEAN_STEPS"]
-    every = max(1, steps // 100)
+    n, b, tau = p["MEAN_N"], p["MEAN_B"], p["MEAN_TAU"]
     series = []
     for label, clip in (("no clip", None), (f"clip tau={tau:g}", tau)):
-        cfg = GossipConfig(nodes=n, protocol="edge", rounds=steps, record_every=every,
-                           adversary="stubborn", adversary_value=b, clip=clip)
-        recs = _runs(cfg, 200, seed, ex)
+        recs, cfg = runs(("mean", clip))
         s = summarize_runs(recs, cfg)
         m, lo, hi = _series_band(recs, "honest_mean")
         exact = s.get("predicted_honest_mean")
@@ -246,14 +338,13 @@ def _capture(p, out, seed, ex, log):
     return rows
 
 
-def _creep(p, out, seed, ex, log):
-    log("clipped creep ...")
-    n, b, steps = p["CREEP_N"], p["CREEP_B"], p["CREEP_STEPS"]
+def _creep(p, runs, out):
+    from sim.plotting import plot_gossip_estimates
+
+    n, b = p["CREEP_N"], p["CREEP_B"]
     rows, taus, ests = [], [], []
     for tau in p["CREEP_TAUS"]:
-        cfg = GossipConfig(nodes=n, protocol="edge", rounds=steps, record_every=steps // 10,
-                           adversary="stubborn", adversary_value=b, clip=tau)
-        s = summarize_runs(_runs(cfg, p["CREEP_REPS"], seed, ex), cfg)
+        s = summarize_runs(*runs(("creep", tau)))
         est = s["creep_per_step_ci"]
         taus.append(tau)
         ests.append(est)
@@ -262,69 +353,36 @@ def _creep(p, out, seed, ex, log):
                                analytic.creep_bound(n, tau), est))
     # near the stubborn value the clip binds less often: creep below the bound
     tau = p["CREEP_CLAIM_TAU"]
-    cfg = GossipConfig(nodes=n, protocol="edge", rounds=400, record_every=400, adversary="stubborn",
-                       adversary_value=0.0, clip=tau)
-    recs = _runs(cfg, 4 * p["CREEP_REPS"], seed, ex)
+    recs, _ = runs("creep_near")
     est = mean_ci(r["toward"][-1] / 400 for r in recs)
     bound = analytic.creep_bound(n, tau)
     rows.append({"claim": f"creep at most tau/(n(n-1)) near the stubborn node (b=0), n={n}, tau={tau:g}",
                  "exact": bound, "estimate": est, "agrees": bool(est.high <= bound)})
-    grid = np.geomspace(min(taus), max(taus), 50)
-    plot_gossip_estimates(taus, ests, out / "creep_vs_tau.png", exact_x=grid,
-                          exact_y=[analytic.creep_bound(n, t) for t in grid], logx=True, logy=True,
-                          xlabel="clip radius tau", ylabel="creep of m per step",
-                          title=f"clipped creep, n={n}, b={b:g} (line: tau/(n(n-1)))")
+    if out is not None:
+        grid = np.geomspace(min(taus), max(taus), 50)
+        plot_gossip_estimates(taus, ests, out / "creep_vs_tau.png", exact_x=grid,
+                              exact_y=[analytic.creep_bound(n, t) for t in grid], logx=True, logy=True,
+                              xlabel="clip radius tau", ylabel="creep of m per step",
+                              title=f"clipped creep, n={n}, b={b:g} (line: tau/(n(n-1)))")
     return rows
 
 
-def _sparse(p, out, seed, ex, log):
-    log("ring and torus against the exact recursions ...")
+def _sparse(p, runs):
     rows = []
-    graphs = {"ring n=16": nx.cycle_graph(16), "torus 4x4": nx.grid_2d_graph(4, 4, periodic=True)}
-    for name, g in graphs.items():
+    for name in GRAPHS:
         t = p["SPARSE_STEPS"][name]
-        base = dict(graph=g, topology=name, nodes=None, protocol="edge", rounds=t,
-                    record_every=p["SPARSE_EVERY"])
-        cfg = GossipConfig(**base)
-        recs = _runs(cfg, p["SPARSE_REPS"], seed, ex)
+        recs, cfg = runs(("sparse", name))
         s = summarize_runs(recs, cfg)
         rows.append(_claim(f"edge gossip E[D(t)] at t={t}, {name}", float(s["predicted_disagreement"][-1]),
                            mean_ci(r["disagreement"][-1] for r in recs)))
-        cfg = GossipConfig(**base, adversary="stubborn", adversary_value=p["SPARSE_B"])
-        recs = _runs(cfg, p["SPARSE_REPS"], seed, ex)
+        recs, cfg = runs(("sparse_stubborn", name))
         s = summarize_runs(recs, cfg)
         rows.append(_claim(f"stubborn E[m(t)] at t={t}, {name}", float(s["predicted_honest_mean"][-1]),
                            mean_ci(float(np.ravel(r["honest_mean"])[-1]) for r in recs)))
     return rows
 
 
-# ----------------------------------------------------------------------------- command line
-
-
-def _table(rows: list[dict[str, Any]]) -> None:
-    from sim.commands._common import print_table
-
-    print_table([(r["claim"], f"{r['exact']:.6g}", str(r["estimate"]), "yes" if r["agrees"] else "NO")
-                 for r in rows], ("claim", "exact", "simulated (95% CI)", "agrees"))
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command line: ``--quick --out DIR --seed --executor --workers``."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small run (under a minute)")
-    ap.add_argument("--out", type=Path, default=OUT, help=f"output folder (default {OUT})")
-    ap.add_argument("--seed", type=int, default=SEED, help=f"root seed (default {SEED})")
-    ap.add_argument("--executor", default="serial", help="serial (default) or local")
-    ap.add_argument("--workers", type=int, default=None, help="processes for --executor local")
-    args = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    rows = reproduce(args.quick, args.out, args.seed, args.executor, args.workers,
-                     log=lambda m: print(m, file=sys.stderr))
-    _table(rows)
-    print(f"\n{sum(r['agrees'] for r in rows)}/{len(rows)} claims agree; "
-          f"figures and claims.csv in {args.out} ({time.perf_counter() - t0:.1f} s)")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from sim.cli import main_for
+
+    sys.exit(main_for(__file__))

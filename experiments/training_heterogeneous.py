@@ -114,4 +114,6 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(sim.runner.main_for(__file__))
+    from sim.cli import main_for
+
+    sys.exit(main_for(__file__))

@@ -1003,7 +1003,7 @@ def append_jsonl(path: str | Path, record: Mapping[str, Any]) -> Path:
     -------
     Path
     """
-    from .commands._common import to_jsonable
+    from .results import to_jsonable
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from types import ModuleType
 from . import commands
 from .errors import ConfigError, SimulationError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "main_for"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,6 +72,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def main_for(path: str, argv: Sequence[str] | None = None) -> int:
+    """Run the experiment file ``path`` with the ``dtsim run`` options.
+
+    Use at the end of an experiment script::
+
+        if __name__ == "__main__":
+            from sim.cli import main_for
+            sys.exit(main_for(__file__))
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    return main(["run", str(path), *args])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,6 +37,9 @@ __all__ = [
     "as_array",
     "crossing",
     "write_report",
+    "text_table",
+    "print_table",
+    "to_jsonable",
 ]
 
 
@@ -108,7 +111,7 @@ def summarize(
     """
     ok = [r for r in records if not r.get("error")]
     if metrics is None:
-        skip = {"replication", "seed", "wall_time"}
+        skip = {"point", "replication", "seed", "wall_time"}
         metrics = [
             k for k, v in (ok[0].items() if ok else [])
             if k not in skip and isinstance(v, (int, float, np.integer, np.floating))
@@ -199,6 +202,7 @@ def summary_rows(
     *,
     metrics: Sequence[str],
     confidence: float = 0.95,
+    counts: bool = False,
 ) -> list[dict[str, Any]]:
     """Per-point summary of task records: one row per point.
 
@@ -212,18 +216,23 @@ def summary_rows(
         Metrics to estimate.
     confidence : float
         Level of the intervals.
+    counts : bool
+        Add ``m_n`` columns (see Returns).
 
     Returns
     -------
     list of dict
         ``point``, the point's parameters, ``replications`` (tasks without
         error), ``errors``, then for each metric ``m``: ``m_mean``, ``m_se``,
-        ``m_low`` and ``m_high`` (Student-t interval across replications).
+        ``m_low`` and ``m_high`` (Student-t interval across replications),
+        and, with ``counts``, ``m_n`` (the number of values averaged) for
+        every metric that is missing or NaN in some record of a point.
     """
     by_point: dict[int, list[Mapping[str, Any]]] = {i: [] for i in range(len(points))}
     for r in records:
         by_point.setdefault(int(r["point"]), []).append(r)
-    rows = []
+    rows, n_values = [], []
+    short: set[str] = set()
     for i, params in enumerate(points):
         recs = by_point[i]
         ok = [r for r in recs if not r.get("error")]
@@ -231,12 +240,23 @@ def summary_rows(
         row.update({k: to_cell(v) for k, v in params.items()})
         row["replications"] = len(ok)
         row["errors"] = len(recs) - len(ok)
+        n_of = {}
         for m in metrics:
             vals = [float(r[m]) for r in ok if _numeric(r.get(m))]
             e = mean_ci(vals, confidence)
             row[f"{m}_mean"], row[f"{m}_se"] = e.mean, e.se
             row[f"{m}_low"], row[f"{m}_high"] = e.low, e.high
+            n_of[m] = e.n
+            if e.n != len(ok):
+                short.add(m)
         rows.append(row)
+        n_values.append(n_of)
+    # A metric averaged over fewer values than the point's replications somewhere (missing or
+    # NaN in some records) gets an ``m_n`` column: the count actually averaged, on every row.
+    for row, n_of in zip(rows, n_values, strict=True) if counts else ():
+        for m in metrics:
+            if m in short:
+                row[f"{m}_n"] = n_of[m]
     return rows
 
 
@@ -458,3 +478,42 @@ def write_report(
     tmp.write_text("\n".join(lines))
     os.replace(tmp, path)
     return path
+
+
+def text_table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """A plain aligned text table (header, dashes, one line per row)."""
+    header = tuple(map(str, header))
+    cols = list(zip(*([header] + [tuple(map(str, r)) for r in rows]), strict=True))
+    widths = [max(len(c) for c in col) for col in cols]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
+             "  ".join("-" * w for w in widths)]
+    for r in rows:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
+    return "\n".join(lines)
+
+
+def print_table(rows: Sequence[Sequence[Any]], header: Sequence[str], file: Any = None) -> None:
+    """Print :func:`text_table` (to ``file``, default stdout)."""
+    print(text_table(rows, header), file=file)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert numpy scalars/arrays, dataclasses, estimates and non-finite floats for JSON."""
+    if isinstance(obj, Estimate):
+        return [to_jsonable(obj.low), to_jsonable(obj.high)]
+    if hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):
+        return to_jsonable(asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj

@@ -173,39 +173,48 @@ def test_write_report_flags_disagreement(tmp_path):
 
 FAKE = '''
 from pathlib import Path
-from sim.results import Estimate, mean_ci
-from sim.runner import replicate
+from sim.results import mean_ci
 
+NAME = "{name}"
+STUDY = "{marker}"
 TITLE = "{title}"
+BASE = {{"mu": 2.0}}
+FACTORS = {{}}
+REPLICATIONS = 30
+QUICK = {{"REPLICATIONS": 8}}
 
 
 def model(config, streams):
-    return {{"y": streams.rng("y").normal(config, 1.0)}}
-
-
-def reproduce(quick, out, seed, executor="serial"):
-    recs = replicate(model, 2.0, replications=8 if quick else 30, seed=seed, executor=executor)
-    est = mean_ci([r["y"] for r in recs])
-    (Path(out) / "{fig}.png").write_bytes(b"\\x89PNG fake")
     {body}
+    return {{"y": streams.rng("y").normal(config["mu"], 1.0)}}
+
+
+def claims(results):
+    est = mean_ci([r["y"] for r in results.records_of(0)])
     return [{{"claim": "mean is 2", "exact": 2.0, "estimate": est, "agrees": est.contains(2.0)}},
             {{"claim": "always", "exact": 1, "estimate": 1, "agrees": {agree}}}]
+
+
+def analyse(results, out):
+    (Path(out) / "{fig}.png").write_bytes(b"\\x89PNG fake")
 '''
 
 
 def fake_experiments(tmp_path: Path, *, agree=True, fail_b=False) -> Path:
     d = tmp_path / "experiments"
     d.mkdir()
-    (d / "replicate_or_skip.py").write_text(
-        FAKE.format(title="Fake A", fig="a_fig", body="pass", agree=agree))
-    (d / "stubborn_gossip.py").write_text(
-        FAKE.format(title="Fake B", fig="b_fig", agree=True,
+    # Discovered by the STUDY marker (run in marker order), not by file name.
+    (d / "zz_first.py").write_text(
+        FAKE.format(name="first", marker="A", title="Fake A", fig="a_fig", body="pass", agree=agree))
+    (d / "aa_second.py").write_text(
+        FAKE.format(name="second", marker="B", title="Fake B", fig="b_fig", agree=True,
                     body='raise RuntimeError("engine broke")' if fail_b else "pass"))
+    (d / "not_a_study.py").write_text("NAME = 'x'\nraise SystemExit('must not be imported')\n")
     return d
 
 
 def test_reproduce_writes_report(tmp_path, capsys):
-    """dtsim reproduce runs each study's reproduce() and writes report.md; exit 0 when all agree."""
+    """dtsim reproduce runs each STUDY file as an experiment and writes report.md; exit 0 when all agree."""
     d = fake_experiments(tmp_path)
     out = tmp_path / "out"
     rc = main(["reproduce", "--quick", "--experiments", str(d), "--out", str(out),
@@ -214,8 +223,9 @@ def test_reproduce_writes_report(tmp_path, capsys):
     text = (out / "report.md").read_text()
     assert "## Fake A" in text and "## Fake B" in text
     assert text.count("| mean is 2 | 2 |") == 2
-    assert "![a_fig](replicate_or_skip/a_fig.png)" in text
-    assert "![b_fig](stubborn_gossip/b_fig.png)" in text
+    assert text.index("## Fake A") < text.index("## Fake B")
+    assert "![a_fig](zz_first/a_fig.png)" in text
+    assert "![b_fig](aa_second/b_fig.png)" in text
     assert "All 4 claims agree" in text
     assert "report:" in capsys.readouterr().out
 
@@ -237,7 +247,8 @@ def test_reproduce_failed_study_keeps_the_other(tmp_path, capsys):
                "--executor", "serial", "--quiet"])
     assert rc == 1
     text = (tmp_path / "o" / "report.md").read_text()
-    assert "| mean is 2 |" in text and "RuntimeError: engine broke" in text
+    assert "| mean is 2 |" in text and "RuntimeError: 8 tasks failed" in text
+    assert "engine broke" in text
     assert "FAILED TO RUN" in capsys.readouterr().out
 
 
@@ -247,3 +258,13 @@ def test_reproduce_bad_executor(tmp_path, capsys):
     assert main(["reproduce", "--experiments", str(d), "--executor", "mpi"]) == 2
     assert capsys.readouterr().err == (
         "dtsim reproduce: error: 'executor' must be one of serial, local, dask: 'mpi'\n")
+
+
+def test_reproduce_without_study_files_is_a_usage_error(tmp_path, capsys):
+    """A folder with no STUDY file is one line and exit 2 (not a report of nothing)."""
+    d = tmp_path / "empty"
+    d.mkdir()
+    (d / "plain.py").write_text("NAME = 'plain'\n")
+    assert main(["reproduce", "--experiments", str(d), "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.startswith("dtsim reproduce: error: 'experiments' must be a folder "
+                                              "holding study files")

@@ -69,7 +69,8 @@ def model(config, streams):
 
 
 if __name__ == "__main__":
-    sys.exit(sim.runner.main_for(__file__))
+    from sim.cli import main_for
+    sys.exit(main_for(__file__))
 '''
 
 
@@ -81,14 +82,14 @@ def write_experiment(path: Path, *, name="tiny", factors=None, reps=4, sleep=0.0
 
 
 def comparable(records):
-    """Records without the wall time (the only field allowed to differ)."""
+    """Records without the wall time (the only field allowed to differ; the line checksum covers it)."""
     return [{k: v for k, v in r.items() if k != "wall_time"} for r in records]
 
 
 def stored_rows(out: Path):
     with (out / "records.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    return sorted(({k: v for k, v in r.items() if k != "wall_time"} for r in rows),
+    return sorted(({k: v for k, v in r.items() if k not in ("wall_time", "checksum")} for r in rows),
                   key=lambda r: (int(r["point"]), int(r["replication"])))
 
 
@@ -331,16 +332,17 @@ def test_rerun_reuses_everything(tmp_path):
 
 
 def test_changing_a_factor_value_recomputes_only_that_point(tmp_path):
-    """Editing one factor value recomputes that point only; other points are reused untouched."""
+    """Editing one factor value recomputes that point only; the old point's records are kept, unused."""
     f = write_experiment(tmp_path / "tiny.py", factors={"p": [0.1, 0.3, 0.5]})
     out = tmp_path / "o"
     a = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
     write_experiment(f, factors={"p": [0.1, 0.4, 0.5]})
     b = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
-    assert (b.ran, b.reused, b.stale) == (4, 8, 4)
+    assert (b.ran, b.reused, b.unused) == (4, 8, 4)
     keep = [r for r in a.records if r["p"] in (0.1, 0.5)]
     assert [r for r in b.records if r["p"] in (0.1, 0.5)] == keep  # wall times too: not re-run
-    assert sorted({r["p"] for r in stored_rows(out)}) == ["0.1", "0.4", "0.5"]
+    assert sorted({r["p"] for r in stored_rows(out)}) == ["0.1", "0.3", "0.4", "0.5"]
+    assert [r["p"] for r in b.summary()] == [0.1, 0.4, 0.5]
 
 
 def test_code_pin_and_sources_hash(monkeypatch):
@@ -348,7 +350,7 @@ def test_code_pin_and_sources_hash(monkeypatch):
     assert runner.code_version()["sim"] == "pinned"
     monkeypatch.delenv("DTSIM_CODE_PIN")
     real = runner.code_version()["sim"]
-    assert len(real) == 16 and real == runner._sources_hash()
+    assert len(real) == 16 and real == runner.sources_hash()
 
 
 def test_experiment_code_hash_ignores_parameters():

@@ -17,7 +17,7 @@ import pytest
 from sim.errors import ConfigError
 from sim.rng import Streams
 from sim.runner import make_tasks, sweep
-from sim.store import Store, read_manifest, read_records
+from sim.runner.store import Store, read_manifest, read_records
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def test_torn_last_line_is_dropped_and_recomputed(tmp_path):
 
 
 def test_failed_tasks_are_retried_on_rerun(tmp_path, monkeypatch):
-    """Records of tasks that raised are dropped and those tasks re-run next time."""
+    """Tasks whose stored record is an error run again; the failed attempts stay in the file, unused."""
     marker = tmp_path / "marker"
     monkeypatch.setenv("DTSIM_TEST_MARKER", str(marker))
     out = tmp_path / "o"
@@ -101,9 +101,12 @@ def test_failed_tasks_are_retried_on_rerun(tmp_path, monkeypatch):
     assert a.errors == 3
     marker.write_text("now")
     b = run(out, fn=flaky)
-    assert (b.ran, b.reused, b.errors, b.stale) == (3, 3, 0, 3)
+    assert (b.ran, b.reused, b.errors, b.retried) == (3, 3, 0, 3)
     rows = list(csv.DictReader((out / "records.csv").open()))
-    assert len(rows) == 6 and not any(r["error"] for r in rows)
+    assert len(rows) == 9 and sum(bool(r["error"]) for r in rows) == 3
+    c = run(out, fn=flaky)
+    assert (c.ran, c.reused, c.errors, c.retried, c.unused) == (0, 6, 0, 0, 3)
+    assert [r["x"] for r in c.records] == [r["x"] for r in b.records]
 
 
 def test_new_metric_columns_extend_the_header(tmp_path, monkeypatch):
@@ -157,18 +160,21 @@ def test_two_runs_cannot_share_a_folder(tmp_path):
     Store.open(tmp_path / "o", name="x").close()
 
 
-def test_reconcile_drops_duplicates_and_unknown_tasks(tmp_path):
-    """Duplicate and unknown records are dropped; kept ones are returned typed."""
+def test_reconcile_keeps_duplicates_and_sets_aside_tampered_lines(tmp_path):
+    """A duplicate line is kept but used once; a line whose cells changed is set aside, verbatim."""
     out = tmp_path / "o"
     run(out)
     f = out / "records.csv"
     lines = f.read_text().splitlines(keepends=True)
-    f.write_text("".join(lines) + lines[1] + lines[1].replace(lines[1].split(",")[4], "ffffffffffffffff"))
+    tampered = lines[1].replace(lines[1].split(",")[4], "ffffffffffffffff")
+    f.write_text("".join(lines) + lines[1] + tampered)
     _, tasks = make_tasks(Cfg(), [{"p": 0.2}, {"p": 0.9}], replications=3, seed=4)
     with Store.open(out, name="store-test") as s:
         done = s.reconcile(tasks)
-        assert s.dropped == 2
-    assert len(done) == 6 and f.read_text().count("\n") == 7
+        assert s.unused == 1 and s.set_aside == {
+            "checksum mismatch (a cell changed after it was written)": 1}
+    assert len(done) == 6 and f.read_text().count("\n") == 8
+    assert tampered in (out / "records.damaged").read_text()
     assert all(isinstance(r["x"], float) and isinstance(r["config_hash"], str) for r in done.values())
 
 
@@ -179,7 +185,7 @@ def test_ctrl_c_leaves_a_consistent_store(tmp_path):
         "import sys, time\nimport sim.runner\nNAME='slow'\nBASE={'p': 0}\n"
         "FACTORS={'p': [1, 2]}\nREPLICATIONS=40\n"
         "def model(config, streams):\n    time.sleep(0.02)\n    return {'y': streams.rng('y').random()}\n"
-        "if __name__ == '__main__':\n    sys.exit(sim.runner.main_for(__file__))\n")
+        "if __name__ == '__main__':\n    from sim.cli import main_for\n    sys.exit(main_for(__file__))\n")
     out = tmp_path / "o"
     proc = subprocess.Popen([sys.executable, str(exp), "--executor", "serial", "--out", str(out),
                              "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

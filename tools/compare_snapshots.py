@@ -4,7 +4,7 @@
 
 Every text file under BEFORE is compared with its twin under AFTER. Fields that
 measure the machine, not the model, are left out: CSV columns ``wall_time``,
-``config_hash`` and ``point_key`` (identities, not results), JSON keys that hold
+``config_hash``, ``point_key`` and ``checksum`` (identities, not results), dates, JSON keys that hold
 run times, ``manifest.json`` (code hashes) and figures. Exit 1 when anything else
 differs, listing each difference. ``--common`` compares only the files both
 snapshots have (a quick snapshot against a full one).
@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-SKIP_COLUMNS = {"wall_time", "config_hash", "point_key", "seconds"}
+SKIP_COLUMNS = {"wall_time", "config_hash", "point_key", "checksum", "seconds"}
 TIME_KEY = re.compile(r"(seconds|wall_time|elapsed|runtime|_s$|per_second)")
 TIME_TEXT = re.compile(r"\b\d+(\.\d+)?\s?(s|ms|seconds|min)\b|\d{4}-\d\d-\d\d \d\d:\d\d( UTC)?")
 

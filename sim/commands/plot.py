@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError, check
-from ..runner import SweepResult, code_version, load_experiment
-from ..store import read_manifest, read_records
+from ..runner import SweepResult, code_version, load_experiment, read_manifest, read_records
 
 NAME = "plot"
 HELP = "redraw an experiment's figures from its results folder (no re-run)"
@@ -37,8 +36,9 @@ def load_result(outdir: str | Path) -> tuple[dict, SweepResult]:
     points = [dict(p["params"]) for p in pts]
     hashes = {p["config_hash"]: p["point"] for p in pts}
     reps = int(manifest.get("replications", 0))
-    records = [r for r in read_records(out)
-               if r.get("config_hash") in hashes and int(r.get("replication", -1)) < reps]
+    want = {(p["config_hash"], k): p["point"] for p in pts
+            for k in range(int(p.get("replications", reps)))}
+    records = read_records(out, want)
     for r in records:
         r["point"] = hashes[r["config_hash"]]
     records.sort(key=lambda r: (r["point"], r["replication"]))

@@ -1,50 +1,40 @@
-"""``dtsim reproduce``: run both study reproductions and write ``report.md``.
+"""``dtsim reproduce``: run the study reproductions and write ``report.md``.
 
-Each study is an experiment file in ``experiments/`` exposing::
-
-    reproduce(quick: bool, out: pathlib.Path, seed: int, executor) -> list[dict]
-
-returning claim rows (``claim``, ``exact``, ``estimate`` -- a
-:class:`~sim.results.Estimate` or a number -- and ``agrees``), and writing its
-PNG figures into ``out``. ``executor`` is ``"serial"`` or an open
-:class:`concurrent.futures.Executor` (a process pool or a Dask cluster shared
-by both studies) to pass on to :func:`sim.runner.replicate`.
+A study is an ordinary experiment file (see :mod:`sim.runner.experiments`)
+that also sets a ``STUDY`` marker (``STUDY = "A"``), a ``TITLE`` and
+``claims(results) -> list[dict]``. Every such file of the experiments folder
+is found by its marker (studies run in marker order), run into
+``OUT/<file stem>/`` like ``dtsim run`` would (stored, resumable, on the
+chosen executor, which the studies share), and its claim rows (``claim``,
+``exact``, ``estimate`` -- a :class:`~sim.results.Estimate` or a number --
+``agrees`` and optional ``note``) go into the report.
 
 The report has one table per study, ``claim | exact | simulated (95% CI) |
-agrees``, and embeds the figures each study wrote during this run. The command
+agrees``, and embeds the figures each study's ``analyse`` drew. The command
 exits 1 when any claim disagrees or a study fails to run.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from ..errors import check, check_choice, check_int
-from ..results import Estimate, format_number, write_report
+from ..results import Estimate, format_number, print_table, write_report
 from ..rng import Streams
-from ..runner import EXECUTORS, DaskExecutor, _exec_module, open_executor
-from ._common import print_table
+from ..runner import EXECUTORS, find_studies, load_experiment, open_executor, run_experiment
 from .run import add_executor_options, resolve_executor
 
 NAME = "reproduce"
 HELP = "reproduce both studies' claims by simulation and write report.md (exit 1 if any disagrees)"
 
-#: (file stem in experiments/, title used when the module has no TITLE)
-STUDIES: tuple[tuple[str, str], ...] = (
-    ("replicate_or_skip", "Study A: should a pipeline replicate stages or skip them?"),
-    ("stubborn_gossip", "Study B: what can one stubborn node do to gossip training?"),
-)
-
 __all__ = [
-    "NAME", "HELP", "STUDIES", "add_arguments", "run", "find_experiments", "load_study",
-    "load_studies", "reproduce_studies",
+    "NAME", "HELP", "add_arguments", "run", "find_experiments", "load_studies",
+    "reproduce_studies",
 ]
 
 
@@ -55,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output folder (default out/reproduce, or out/reproduce_quick)")
     add_executor_options(p)
     p.add_argument("--experiments", default=None, metavar="DIR",
-                   help="folder holding the study files (default: ./experiments, else the repository's)")
+                   help="folder holding the study files, found by their STUDY marker "
+                        "(default: ./experiments, else the repository's)")
 
 
 def find_experiments(path: str | Path | None = None) -> Path:
@@ -74,7 +65,7 @@ def find_experiments(path: str | Path | None = None) -> Path:
 
 def _check_rows(rows: Any) -> list[dict[str, Any]]:
     if not isinstance(rows, Sequence) or isinstance(rows, (str, bytes)):
-        raise TypeError(f"reproduce() returned {type(rows).__name__}, not a list of claim rows")
+        raise TypeError(f"claims() returned {type(rows).__name__}, not a list of claim rows")
     out = []
     for r in rows:
         if not isinstance(r, Mapping) or not {"claim", "exact", "estimate", "agrees"} <= set(r):
@@ -83,47 +74,25 @@ def _check_rows(rows: Any) -> list[dict[str, Any]]:
     return out
 
 
-def load_study(path: Path) -> ModuleType:
-    """Import a study file under its plain stem (``replicate_or_skip``).
-
-    The plain name lets process-pool workers forked afterwards, and Dask
-    workers given the file with ``Client.upload_file``, unpickle the functions
-    the study defines. A changed file is re-imported.
-    """
-    check(path.is_file(), "experiment", "an existing .py file", str(path))
-    source = path.read_text()
-    digest = hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
-    mod = sys.modules.get(path.stem)
-    if mod is not None and getattr(mod, "__dtsim_source__", None) == digest:
-        return mod
-    sys.modules.pop(path.stem, None)
-    mod = _exec_module(path.stem, str(path.resolve()), source)
-    mod.__dtsim_source__ = digest  # type: ignore[attr-defined]
-    return mod
-
-
-def load_studies(
-    experiments: Path, studies: Sequence[tuple[str, str]] = STUDIES
-) -> list[dict[str, Any]]:
-    """Import every study file (before any worker process starts).
+def load_studies(files: Sequence[Path], *, quick: bool) -> list[dict[str, Any]]:
+    """Load every study file (before any worker process starts).
 
     Returns
     -------
     list of dict
-        Per study: ``stem``, ``path``, ``title``, ``module`` (or None) and
-        ``error`` (why it could not be imported, else empty).
+        Per study: ``stem``, ``path``, ``title``, ``experiment`` (or None) and
+        ``error`` (why it could not be loaded, else empty).
     """
     out = []
-    for stem, default_title in studies:
-        path = experiments / f"{stem}.py"
-        entry: dict[str, Any] = {"stem": stem, "path": path, "title": default_title,
-                                 "module": None, "error": ""}
+    for path in files:
+        entry: dict[str, Any] = {"stem": path.stem, "path": path, "title": path.stem,
+                                 "experiment": None, "error": ""}
         try:
-            mod = load_study(path)
-            entry["title"] = getattr(mod, "TITLE", None) or default_title
-            if not callable(getattr(mod, "reproduce", None)):
-                raise TypeError(f"{stem}.py defines no reproduce(quick, out, seed, executor)")
-            entry["module"] = mod
+            exp = load_experiment(path, quick=quick)
+            entry["title"] = exp.title
+            if not callable(getattr(exp.module, "claims", None)):
+                raise TypeError(f"{path.name} defines no claims(results)")
+            entry["experiment"] = exp
         except Exception as exc:
             entry["error"] = " ".join(f"{type(exc).__name__}: {exc}".split())
         out.append(entry)
@@ -134,21 +103,25 @@ def reproduce_studies(
     loaded: Sequence[Mapping[str, Any]],
     out: Path,
     *,
-    quick: bool,
     seed: int,
     executor: Any,
+    progress: bool | None = None,
     log: Any = None,
 ) -> list[dict[str, Any]]:
-    """Run each loaded study's ``reproduce`` and collect its rows and figures.
+    """Run each loaded study into ``out / stem`` and collect its claim rows and figures.
 
     Parameters
     ----------
     loaded : list of dict
         From :func:`load_studies`.
     out : Path
-        Report folder; study ``stem`` writes into ``out / stem``.
-    quick, seed, executor
-        Passed to each ``reproduce``.
+        Report folder.
+    seed : int
+        Root seed of every study.
+    executor : {"serial"} or Executor
+        Where the studies' tasks run (shared).
+    progress : bool or None
+        Progress bars (None: when stderr is a terminal).
     log : file, optional
         Where to print a line per finished study.
 
@@ -162,19 +135,26 @@ def reproduce_studies(
     for study in loaded:
         stem = study["stem"]
         study_out = out / stem
-        study_out.mkdir(parents=True, exist_ok=True)
         entry: dict[str, Any] = {"title": study["title"], "rows": [], "figures": [],
                                  "error": study["error"]}
         t0 = time.time()
-        if study["module"] is not None:
+        exp = study["experiment"]
+        if exp is not None:
             try:
-                rows = study["module"].reproduce(quick=quick, out=study_out, seed=seed,
-                                                 executor=executor)
-                entry["rows"] = _check_rows(rows)
+                result = run_experiment(exp, out=study_out, seed=seed, executor=executor,
+                                        progress=progress)
+                if result.errors:
+                    first = result.failed()[0]
+                    raise RuntimeError(
+                        f"{result.errors} tasks failed, first (point {first['point']}, replication "
+                        f"{first['replication']}): {first['error']}; tracebacks in "
+                        f"{study_out}/errors.log")
+                entry["rows"] = _check_rows(exp.claims(result))
             except Exception as exc:  # one failed study must not hide the other's table
                 entry["error"] = " ".join(f"{type(exc).__name__}: {exc}".split())
         entry["seconds"] = time.time() - t0
-        entry["figures"] = sorted(p for p in study_out.rglob("*.png") if p.stat().st_mtime >= t0 - 1)
+        entry["figures"] = (sorted(p for p in study_out.rglob("*.png") if p.stat().st_mtime >= t0 - 1)
+                            if study_out.is_dir() else [])
         entry["note"] = (f"{len(entry['rows'])} claims, {entry['seconds']:.0f} s; "
                          f"data and figures in `{stem}/`.")
         if log is not None:
@@ -192,16 +172,17 @@ def run(args: argparse.Namespace) -> int:
     seed = 0 if args.seed is None else args.seed
     Streams(seed)
     experiments = find_experiments(args.experiments)
+    files = find_studies(experiments)
+    check(bool(files), "experiments", 'a folder holding study files (files that set STUDY = "...")',
+          str(experiments))
     out = Path(args.out) if args.out else Path("out") / ("reproduce_quick" if args.quick else "reproduce")
+    check(not out.exists() or out.is_dir(), "out", "a folder", str(out))
     t0 = time.time()
-    loaded = load_studies(experiments)
+    loaded = load_studies(files, quick=args.quick)
     with open_executor(executor, args.workers, scheduler=args.scheduler) as ex:
-        if isinstance(ex, DaskExecutor):
-            for study in loaded:
-                if study["module"] is not None:
-                    ex.client.upload_file(str(study["path"]))
-        studies = reproduce_studies(loaded, out, quick=args.quick, seed=seed,
+        studies = reproduce_studies(loaded, out, seed=seed,
                                     executor="serial" if ex is None else ex,
+                                    progress=False if args.quiet else None,
                                     log=None if args.quiet else sys.stderr)
     cmd = "dtsim reproduce" + (" --quick" if args.quick else "")
     preamble = (f"`{cmd}` -- seed {seed}, executor {executor}, {time.time() - t0:.0f} s, "

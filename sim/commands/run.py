@@ -6,14 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..results import format_number
+from ..results import format_number, print_table
 from ..runner import EXECUTORS, SweepResult, default_out, load_experiment, run_experiment
-from ._common import print_table
 
 NAME = "run"
 HELP = "run an experiment file's sweep (resumable) and write its results folder"
 
-__all__ = ["NAME", "HELP", "add_arguments", "add_executor_options", "run", "print_summary"]
+__all__ = ["NAME", "HELP", "add_arguments", "add_executor_options", "run", "print_summary",
+           "store_report"]
 
 
 def add_executor_options(p: argparse.ArgumentParser, *, default: str = "local") -> None:
@@ -38,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail-fast", action="store_true", help="stop at the first task that raises")
     p.add_argument("--batch", type=int, default=None, metavar="K",
                    help="replications per executor call (default: the experiment's BATCH, or 1)")
+    p.add_argument("--prune", action="store_true",
+                   help="after a complete run, remove the stored records this run did not use "
+                        "(other configs, seeds, code or replications); without it nothing stored "
+                        "is ever removed")
 
 
 def resolve_executor(executor: str | None, scheduler: str | None, default: str = "local") -> str:
@@ -64,6 +68,25 @@ def print_summary(result: SweepResult, *, max_metrics: int = 6) -> None:
         print(f"(+{len(result.metrics) - max_metrics} more metrics in summary.csv)")
 
 
+def store_report(result: SweepResult, out: Path) -> list[str]:
+    """Lines saying what a run did with its results folder: reused, run, set aside, kept, removed."""
+    lines = []
+    if result.code_changed:
+        lines.append(f"code changed since the stored records were computed ({result.code_changed}):"
+                     " they are kept but not reused")
+    if result.retried:
+        lines.append(f"{result.retried} stored failed tasks were run again")
+    for why, n in sorted(result.set_aside.items()):
+        lines.append(f"{n} damaged stored lines ({why}) were set aside in {out}/records.damaged "
+                     "and their tasks run again")
+    if result.unused:
+        lines.append(f"{result.unused} stored records of other configs, seeds, code or replications "
+                     f"are kept in {out}/records.csv but not used (dtsim run --prune removes them)")
+    if result.removed:
+        lines.append(f"{result.removed} stored records this run did not use were removed (--prune)")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the experiment; exit 1 when a task failed, 0 otherwise."""
     exp = load_experiment(args.experiment, quick=args.quick)
@@ -72,15 +95,14 @@ def run(args: argparse.Namespace) -> int:
         exp, out=out, seed=args.seed,
         executor=resolve_executor(args.executor, args.scheduler),
         workers=args.workers, scheduler=args.scheduler, fail_fast=args.fail_fast,
-        progress=False if args.quiet else None, batch=args.batch,
+        progress=False if args.quiet else None, batch=args.batch, prune=args.prune,
     )
     print_summary(result)
     n = len(result.records)
     print(f"\n{exp.name}: {n} tasks ({result.ran} run now, {result.reused} from the store, "
           f"{result.errors} failed); results in {out}/ (records.csv, summary.csv)")
-    if result.stale:
-        print(f"{result.stale} stored records were stale (config, seed or code changed, or failed)"
-              " and were recomputed")
+    for line in store_report(result, out):
+        print(line)
     if result.errors:
         first = result.failed()[0]
         print(f"dtsim run: {result.errors} tasks failed, first (point {first['point']}, replication "

@@ -1,0 +1,416 @@
+"""Where tasks run: serially, on a local process pool, or on a Dask cluster.
+
+:func:`execute` feeds batches of tasks to any :class:`concurrent.futures.Executor`
+and survives the faults a long sweep meets:
+
+* a local pool worker that dies (killed, out of memory, ``os._exit``) breaks
+  the pool; a fresh pool is started and the batches that were in flight are
+  retried one at a time, so the batch that kills its process is found; after
+  :data:`CRASH_RETRIES` further deaths it is recorded as failed with a
+  one-line cause and every other batch still runs;
+* on Dask, a task whose worker dies too often ends in ``KilledWorker``
+  (``distributed.scheduler.allowed-failures``, set to :data:`CRASH_RETRIES`
+  on a local cluster); Dask also blames the tasks queued on the dying
+  worker, so each such batch is run again alone, and only one that ends in
+  ``KilledWorker`` alone is recorded as failed, in the same way;
+* a lost Dask scheduler stops the sweep with :class:`ExecutorLost`, one line;
+  every finished task is already stored, so running the same command resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    CancelledError,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    wait,
+)
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from typing import Any
+
+from ..errors import ConfigError, SimulationError, check_choice, check_int
+from .tasks import Model, Task, run_batch
+
+__all__ = [
+    "EXECUTORS",
+    "CRASH_RETRIES",
+    "DaskExecutor",
+    "ExecutorLost",
+    "make_executor",
+    "open_executor",
+    "execute",
+    "crashed_records",
+]
+
+EXECUTORS = ("serial", "local", "dask")
+#: Times a batch whose process dies is retried before it is recorded as failed.
+CRASH_RETRIES = 2
+
+
+class ExecutorLost(SimulationError):
+    """The executor went away (a Dask scheduler lost); finished tasks are stored."""
+
+
+class DaskExecutor(Executor):
+    """A :class:`concurrent.futures.Executor` on a Dask cluster it owns.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        Address of an existing scheduler (``tcp://host:8786``). Without it a
+        ``LocalCluster`` of ``workers`` single-threaded worker processes is
+        started and closed with the executor.
+    workers : int, optional
+        Workers of the local cluster (default: all cores).
+    timeout : float
+        Seconds to wait for the scheduler before giving up.
+    retries : int
+        Times a task that raises inside Dask is resubmitted.
+
+    Raises
+    ------
+    ConfigError
+        When dask.distributed is not installed or the scheduler is unreachable.
+    """
+
+    def __init__(
+        self,
+        scheduler: str | None = None,
+        workers: int | None = None,
+        *,
+        timeout: float = 5.0,
+        retries: int = 2,
+    ) -> None:
+        try:
+            import dask
+            from distributed import Client, LocalCluster
+        except ImportError:  # pragma: no cover - dask is a dev dependency
+            raise ConfigError("executor", "installed to use dask (pip install 'dtsim[dask]')", "dask") from None
+        import logging
+
+        self.cluster = None
+        # Dask (and tornado, asyncio under it) log a lost worker or scheduler as tracebacks
+        # on stderr; the sweep reports those faults itself, in one line each (levels
+        # restored on shutdown, unless the scheduler was lost and Dask may still log).
+        self._levels = {}
+        roots = ("distributed", "tornado", "asyncio")
+        for name in [*roots, *logging.root.manager.loggerDict]:
+            if name.split(".")[0] in roots:
+                log = logging.getLogger(name)
+                self._levels[name] = log.level
+                log.setLevel(logging.CRITICAL)
+        self.lost = False
+        if scheduler:
+            try:
+                self.client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
+            except Exception:
+                self._restore_logs()
+                raise ConfigError("scheduler", "a reachable Dask scheduler address", scheduler) from None
+        else:
+            n = (os.cpu_count() or 1) if workers is None else check_int("workers", workers, low=1)
+            with dask.config.set({"distributed.scheduler.allowed-failures": CRASH_RETRIES}):
+                self.cluster = LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True,
+                    dashboard_address=":0", silence_logs=logging.CRITICAL,
+                )
+            self.client = Client(self.cluster, set_as_default=False)
+        self._ex = self.client.get_executor(pure=False, retries=retries)
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:  # noqa: D102
+        return self._ex.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:  # noqa: D102
+        try:
+            self._ex.shutdown(wait=wait and not cancel_futures)
+        except Exception:  # a lost scheduler: nothing left to shut down
+            pass
+        finally:
+            try:
+                self.client.close()
+            except Exception:  # a lost scheduler: nothing left to close
+                pass
+            finally:
+                try:
+                    if self.cluster is not None:
+                        self.cluster.close()
+                finally:
+                    if not self.lost:  # Dask's reconnect attempts would log tracebacks
+                        self._restore_logs()
+
+    def _restore_logs(self) -> None:
+        import logging
+
+        for name, level in self._levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def _die_with_parent() -> None:
+    """Pool-worker initializer: on Linux, exit when the driver dies (even by SIGKILL)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - best effort
+        pass
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, initializer=_die_with_parent)
+
+
+def make_executor(
+    executor: str | Executor | None,
+    workers: int | None = None,
+    *,
+    scheduler: str | None = None,
+) -> Executor | None:
+    """Return an executor for a name (``None`` means run serially in-process).
+
+    Parameters
+    ----------
+    executor : {"serial", "local", "dask"}, Executor or None
+        An Executor instance is returned as given.
+    workers : int, optional
+        Processes of the local pool or workers of a local Dask cluster
+        (default: all cores).
+    scheduler : str, optional
+        Dask scheduler address (only with ``"dask"``).
+
+    Returns
+    -------
+    Executor or None
+        The caller owns a created executor and must shut it down.
+    """
+    if executor is None or isinstance(executor, Executor):
+        return executor
+    check_choice("executor", executor, EXECUTORS)
+    if workers is not None:
+        check_int("workers", workers, low=1)
+    if scheduler and executor != "dask":
+        raise ConfigError("scheduler", "used with the dask executor only, not with", executor)
+    if executor == "serial":
+        return None
+    if executor == "dask":
+        return DaskExecutor(scheduler, workers)
+    return _pool(workers or os.cpu_count() or 1)
+
+
+@contextmanager
+def open_executor(
+    executor: str | Executor | None,
+    workers: int | None = None,
+    *,
+    scheduler: str | None = None,
+) -> Iterator[Executor | None]:
+    """Context manager around :func:`make_executor` that shuts down what it created."""
+    ex = make_executor(executor, workers, scheduler=scheduler)
+    own = ex is not None and not isinstance(executor, Executor)
+    try:
+        yield ex
+    except BaseException:
+        if own:
+            ex.shutdown(wait=False, cancel_futures=True)
+            own = False
+        raise
+    finally:
+        if own:
+            ex.shutdown()
+
+
+def crashed_records(batch: Sequence[Task], cause: str) -> list[dict[str, Any]]:
+    """Failed records for a batch whose process died: ``error`` holds ``cause``."""
+    out = []
+    for t in batch:
+        r: dict[str, Any] = {"point": t.point, "replication": t.replication, "seed": t.seed,
+                             "point_key": t.point_key, "config_hash": t.config_hash, **t.params,
+                             "error": cause, "wall_time": 0.0}
+        out.append(r)
+    return out
+
+
+def _workers_of(pool: Any, known: dict[int, Any]) -> None:
+    """Remember the pool's worker processes (a broken pool forgets them)."""
+    for pid, p in list((getattr(pool, "_processes", None) or {}).items()):
+        known[pid] = p
+
+
+def _exit_cause(known: dict[int, Any], wait_s: float = 3.0) -> str:
+    import time
+
+    # The broken pool reaps its workers in its own thread: give it a moment.
+    deadline = time.monotonic() + wait_s
+    while True:
+        codes = [c for c in (getattr(p, "exitcode", None) for p in list(known.values()))
+                 if c not in (None, 0)]
+        if any(c != -15 for c in codes) or time.monotonic() > deadline:
+            break
+        if all(getattr(p, "exitcode", None) is not None for p in list(known.values())):
+            break
+        for p in list(known.values()):
+            if getattr(p, "exitcode", 0) is None:
+                try:
+                    p.join(0.05)
+                except (AssertionError, OSError, ValueError):
+                    pass
+    # The pool terminates its other workers (SIGTERM) once one dies: report the one that died.
+    codes.sort(key=lambda c: c == -15)
+    if not codes:
+        return "its worker process died"
+    code = codes[0]
+    if code < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        return f"its worker process was killed by signal {-code} ({name})"
+    return f"its worker process exited with status {code}"
+
+
+def _is_killed_worker(exc: BaseException) -> bool:
+    return type(exc).__name__ == "KilledWorker"
+
+
+def _is_lost(exc: BaseException) -> bool:
+    if isinstance(exc, (CancelledError, TimeoutError, OSError)):
+        return True
+    return type(exc).__name__ in ("CommClosedError", "FutureCancelledError")
+
+
+def execute(
+    model: Model,
+    payloads: Sequence[bytes],
+    tasks: Sequence[Sequence[Task]],
+    ex: Executor | None,
+    accept: Callable[[list[dict[str, Any]]], bool],
+    *,
+    window: int | None = None,
+) -> bool:
+    """Run batches on ``ex`` (None: in this process), handing each batch's records to ``accept``.
+
+    Parameters
+    ----------
+    model : callable
+        Passed to :func:`~sim.runner.run_batch` with each payload.
+    payloads : list of bytes
+        ``pickle.dumps((config, batch))`` per batch.
+    tasks : list of list of Task
+        The batches (to record a batch that kills its process).
+    ex : Executor or None
+    accept : callable
+        Called with each finished batch's records; returning True stops the
+        run early (``fail_fast``).
+    window : int, optional
+        Batches in flight at once (default: four per worker).
+
+    Returns
+    -------
+    bool
+        True when stopped early by ``accept``.
+
+    Raises
+    ------
+    ExecutorLost
+        When the Dask scheduler is lost.
+    """
+    if ex is None:
+        for p in payloads:
+            if accept(run_batch(model, p)):
+                return True
+        return False
+    is_pool = isinstance(ex, ProcessPoolExecutor)
+    workers = getattr(ex, "_max_workers", None) or os.cpu_count() or 1
+    size = window or 4 * workers
+    queue = list(range(len(payloads)))  # batches not yet submitted, in order
+    suspects: list[int] = []  # batches in flight when a pool broke: run one at a time
+    deaths = dict.fromkeys(range(len(payloads)), 0)
+    current, owned = ex, None
+    procs: dict[int, Any] = {}  # worker processes of the current pool, by pid
+    try:
+        while queue or suspects:
+            alone = bool(suspects)
+            futures: dict[Future, int] = {}
+            if alone:
+                i = suspects[0]
+                futures[current.submit(run_batch, model, payloads[i])] = i
+                _workers_of(current, procs)
+                suspects.pop(0)
+            try:
+                while futures or (queue and not alone):
+                    while not alone and queue and len(futures) < size:
+                        i = queue[0]  # leaves the queue only once submitted
+                        futures[current.submit(run_batch, model, payloads[i])] = i
+                        _workers_of(current, procs)
+                        queue.pop(0)
+                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        i = futures.pop(f)
+                        try:
+                            records = f.result()
+                        except BrokenProcessPool:
+                            futures[f] = i  # handled below with the rest in flight
+                            raise
+                        except Exception as exc:
+                            if not _is_killed_worker(exc):
+                                raise
+                            if not alone:
+                                # Dask blames every task queued on a dying worker: run this
+                                # one again alone to tell the culprit from the bystanders.
+                                if i not in suspects:
+                                    suspects.append(i)
+                                continue
+                            records = crashed_records(
+                                tasks[i], f"task killed its worker process {CRASH_RETRIES + 1} "
+                                "times (Dask KilledWorker); not retried")
+                        if accept(records):
+                            for g in futures:
+                                g.cancel()
+                            return True
+            except BrokenProcessPool:
+                if not is_pool:
+                    raise
+                _workers_of(current, procs)
+                cause = _exit_cause(procs)
+                in_flight = sorted(set(futures.values()))
+                if alone and not in_flight:  # broke on submit: run the suspect again
+                    pass
+                elif alone:
+                    i = in_flight[0]
+                    deaths[i] += 1
+                    if deaths[i] > CRASH_RETRIES:
+                        if accept(crashed_records(
+                                tasks[i], f"task killed its process {deaths[i]} times ({cause}); "
+                                "not retried")):
+                            return True
+                    else:
+                        suspects.insert(0, i)
+                else:
+                    suspects.extend(i for i in in_flight if i not in suspects)
+                if owned is not None:
+                    owned.shutdown(wait=False, cancel_futures=True)
+                current = owned = _pool(workers)
+                procs = {}
+            except BaseException as exc:
+                for g in futures:
+                    g.cancel()
+                if not is_pool and _is_lost(exc) and not isinstance(exc, KeyboardInterrupt):
+                    if isinstance(current, DaskExecutor):
+                        current.lost = True
+                    raise ExecutorLost(
+                        f"lost the Dask scheduler ({' '.join(type(exc).__name__.split())}); every "
+                        "finished task is stored: run the same command to resume") from None
+                raise
+    finally:
+        if owned is not None:
+            owned.shutdown(wait=False, cancel_futures=True)
+    return False

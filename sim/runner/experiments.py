@@ -1,0 +1,316 @@
+"""Experiment files: the one format every experiment (and both studies) uses.
+
+An experiment is a Python file ``experiments/NAME.py`` a user copies and
+edits. It defines, at module level:
+
+``NAME`` (str)
+    The experiment's name; it owns its output folder (default ``out/NAME``,
+    ``out/NAME_quick`` with ``--quick``).
+``BASE``
+    The base config: a frozen dataclass instance of values (or a dict).
+``FACTORS`` (dict ``field -> list``) or ``POINTS`` (list of dicts)
+    What varies. ``FACTORS = {}`` runs the base config alone. A point may
+    also carry the run settings ``"replications"`` and ``"seed_offset"``
+    (:mod:`sim.runner.tasks`).
+``REPLICATIONS`` (int)
+    Independent replications per point.
+``model(config, streams) -> dict``
+    A top-level function returning flat metrics.
+``QUICK`` (dict, optional)
+    Overrides for ``--quick``: any of ``"BASE"`` (a config, or a dict of field
+    overrides), ``"FACTORS"``, ``"POINTS"``, ``"REPLICATIONS"``, ``"BATCH"``,
+    ``"SEED"``.
+``SEED`` (int, optional, default 0), ``BATCH`` (int, optional, default 1)
+``analyse(results, out_dir)`` (optional)
+    Draws figures and tables from a :class:`~sim.runner.SweepResult`;
+    ``dtsim plot OUTDIR`` calls it again from the stored results.
+``STUDY`` (str, optional), ``TITLE`` (str) and ``claims(results) -> list[dict]``
+    A study reproduction: ``dtsim reproduce`` runs every file of its
+    experiments folder that sets ``STUDY`` (in the order of the marker) and
+    puts the rows ``claims`` returns (``claim``, ``exact``, ``estimate``,
+    ``agrees``, optional ``note``) in ``report.md`` under ``TITLE``.
+
+and ends with::
+
+    if __name__ == "__main__":
+        from sim.cli import main_for
+        sys.exit(main_for(__file__))
+
+so that ``python experiments/NAME.py [options]`` is the same as ``dtsim run
+experiments/NAME.py [options]``. The experiment's source travels with each
+task (see :class:`ExperimentModel`), so Dask workers need ``sim`` installed but
+not the experiment file (helper modules it imports must be importable there).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..errors import ConfigError, check, check_int
+from ..rng import Streams
+from .identity import canonical, code_version, digest
+from .sweep import SweepResult, sweep
+from .tasks import Model, expand_points, one_line
+
+__all__ = [
+    "Experiment",
+    "ExperimentModel",
+    "exec_module",
+    "load_module",
+    "load_experiment",
+    "default_out",
+    "run_experiment",
+    "study_marker",
+    "find_studies",
+]
+
+
+class ExperimentModel:
+    """Picklable reference to a model defined in an experiment file.
+
+    Carries the file's source, so a worker (a spawned process or a remote Dask
+    worker) can load the module under the same name before it unpickles any
+    config class the module defines.
+    """
+
+    def __init__(self, module_name: str, path: str, source: str, attr: str = "model") -> None:
+        self.module_name = module_name
+        self.path = path
+        self.source = source
+        self.attr = attr
+
+    def resolve(self) -> Model:
+        """The model function (loading the experiment module if needed)."""
+        mod = sys.modules.get(self.module_name)
+        if mod is None:
+            mod = exec_module(self.module_name, self.path, self.source)
+        return getattr(mod, self.attr)
+
+    def __call__(self, config: Any, streams: Streams) -> Mapping[str, Any]:
+        return self.resolve()(config, streams)
+
+    def __repr__(self) -> str:
+        return f"ExperimentModel({self.path!r}, {self.attr!r})"
+
+
+def exec_module(module_name: str, path: str, source: str) -> ModuleType:
+    """Execute ``source`` as module ``module_name`` (registered in ``sys.modules``)."""
+    spec = importlib.util.spec_from_loader(module_name, loader=None, origin=path)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    mod.__file__ = path
+    sys.modules[module_name] = mod
+    try:
+        exec(compile(source, path, "exec"), mod.__dict__)  # noqa: S102
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return mod
+
+
+def load_module(path: str | Path, *, prefix: str = "dtsim_experiment") -> ModuleType:
+    """Import a Python file by path under a name derived from its content.
+
+    Raises
+    ------
+    ConfigError
+        When the file does not exist or fails to import.
+    """
+    p = Path(path)
+    check(p.is_file() and p.suffix == ".py", "experiment", "an existing .py file", str(path))
+    try:
+        source = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("experiment", f"a readable UTF-8 file ({one_line(exc)})", str(path)) from None
+    stem = "".join(c if c.isalnum() else "_" for c in p.stem)
+    name = f"{prefix}_{stem}_{digest(source, 6)}"
+    if name in sys.modules:
+        return sys.modules[name]
+    try:
+        return exec_module(name, str(p.resolve()), source)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError("experiment", f"importable ({one_line(exc)})", str(path)) from None
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An experiment file, loaded (see the module docstring for what it defines)."""
+
+    name: str
+    path: Path
+    base: Any
+    factors: Mapping[str, Sequence[Any]] | None
+    points: Sequence[Mapping[str, Any]] | None
+    replications: int
+    model: ExperimentModel
+    seed: int = 0
+    batch: int = 1
+    quick: bool = False
+    analyse: Callable[[SweepResult, Path], None] | None = None
+    module: ModuleType | None = field(default=None, repr=False, compare=False)
+
+    def point_list(self) -> list[dict[str, Any]]:
+        """The points, expanded."""
+        return expand_points(self.factors, self.points)
+
+    @property
+    def title(self) -> str:
+        """``TITLE`` of the file, else its name."""
+        return str(getattr(self.module, "TITLE", None) or self.name)
+
+    def claims(self, result: SweepResult) -> list[dict[str, Any]]:
+        """The study's claim rows from its results (``claims(results)`` of the file)."""
+        fn = getattr(self.module, "claims", None)
+        check(callable(fn), "experiment", "a study file defining claims(results)", str(self.path))
+        return fn(result)
+
+
+_QUICK_KEYS = ("BASE", "FACTORS", "POINTS", "REPLICATIONS", "BATCH", "SEED")
+
+
+def load_experiment(path: str | Path, *, quick: bool = False) -> Experiment:
+    """Load and check an experiment file.
+
+    Parameters
+    ----------
+    path : path
+        ``experiments/NAME.py``.
+    quick : bool
+        Apply the file's ``QUICK`` overrides.
+
+    Returns
+    -------
+    Experiment
+
+    Raises
+    ------
+    ConfigError
+        When the file is missing, fails to import or lacks the definitions.
+    """
+    mod = load_module(path)
+    need = ["NAME", "BASE", "REPLICATIONS", "model"]
+    missing = [n for n in need if not hasattr(mod, n)]
+    if not (hasattr(mod, "FACTORS") or hasattr(mod, "POINTS")):
+        missing.append("FACTORS or POINTS")
+    check(not missing, "experiment", "a file defining " + ", ".join(missing), str(path))
+    check(callable(mod.model), "experiment", "a file defining model(config, streams)", str(path))
+    check(not (hasattr(mod, "FACTORS") and hasattr(mod, "POINTS")), "experiment",
+          "a file defining FACTORS or POINTS, not both", str(path))
+    settings = {
+        "BASE": mod.BASE,
+        "FACTORS": getattr(mod, "FACTORS", None),
+        "POINTS": getattr(mod, "POINTS", None),
+        "REPLICATIONS": mod.REPLICATIONS,
+        "BATCH": getattr(mod, "BATCH", 1),
+        "SEED": getattr(mod, "SEED", 0),
+    }
+    if quick:
+        q = getattr(mod, "QUICK", {}) or {}
+        check(isinstance(q, Mapping), "QUICK", "a dict of overrides", q)
+        for k, v in q.items():
+            check(k in _QUICK_KEYS, "QUICK", "keyed by " + ", ".join(_QUICK_KEYS), k)
+            if k == "BASE" and isinstance(v, Mapping) and not isinstance(settings["BASE"], Mapping):
+                v = replace(settings["BASE"], **v)
+            if k == "FACTORS":
+                settings["POINTS"] = None
+            if k == "POINTS":
+                settings["FACTORS"] = None
+            settings[k] = v
+    name = mod.NAME
+    check(isinstance(name, str) and name.strip() != "", "NAME", "a non-empty string", name)
+    analyse = getattr(mod, "analyse", None)
+    p = Path(mod.__file__)
+    return Experiment(
+        name=name, path=p, base=settings["BASE"], factors=settings["FACTORS"],
+        points=settings["POINTS"],
+        replications=check_int("REPLICATIONS", settings["REPLICATIONS"], low=1),
+        model=ExperimentModel(mod.__name__, str(p), p.read_text() if p.is_file() else "", "model"),
+        seed=settings["SEED"], batch=check_int("BATCH", settings["BATCH"], low=1),
+        quick=quick, analyse=analyse if callable(analyse) else None, module=mod,
+    )
+
+
+def default_out(exp: Experiment) -> Path:
+    """``out/NAME`` (``out/NAME_quick`` for quick runs), relative to the working directory."""
+    return Path("out") / (exp.name + ("_quick" if exp.quick else ""))
+
+
+def run_experiment(
+    exp: Experiment | str | Path,
+    *,
+    quick: bool = False,
+    out: str | Path | None = None,
+    seed: int | None = None,
+    executor: str | Executor | None = "local",
+    workers: int | None = None,
+    scheduler: str | None = None,
+    fail_fast: bool = False,
+    progress: bool | None = None,
+    batch: int | None = None,
+    analyse: bool = True,
+    prune: bool = False,
+) -> SweepResult:
+    """Run an experiment into its results folder, resuming, then analyse it.
+
+    Parameters
+    ----------
+    exp : Experiment or path
+        The experiment (a path is loaded with ``quick``).
+    quick, out, seed, executor, workers, scheduler, fail_fast, progress, batch, prune
+        As for :func:`~sim.runner.sweep`; ``seed`` and ``batch`` default to the file's.
+    analyse : bool
+        Call the experiment's ``analyse(results, out)`` afterwards.
+
+    Returns
+    -------
+    SweepResult
+    """
+    if not isinstance(exp, Experiment):
+        exp = load_experiment(exp, quick=quick)
+    out_dir = Path(out) if out is not None else default_out(exp)
+    version = code_version(exp.path)
+    code = canonical(version)
+    result = sweep(
+        exp.model, exp.base, factors=exp.factors, points=exp.points,
+        replications=exp.replications, seed=exp.seed if seed is None else seed,
+        executor=executor, workers=workers, scheduler=scheduler, out=out_dir,
+        name=exp.name, code=code, fail_fast=fail_fast, progress=progress,
+        batch=exp.batch if batch is None else batch, prune=prune,
+        info={"file": str(exp.path), "quick": exp.quick, "code_version": version},
+    )
+    if analyse and exp.analyse is not None and not result.interrupted:
+        exp.analyse(result, out_dir)
+    return result
+
+
+def study_marker(path: str | Path) -> str | None:
+    """The ``STUDY = "..."`` marker of a file (read from its syntax tree, not run), or None."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "STUDY"
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    return None
+
+
+def find_studies(folder: str | Path) -> list[Path]:
+    """The study files of a folder: ``*.py`` files setting ``STUDY``, in marker order."""
+    found = []
+    for f in sorted(Path(folder).glob("*.py")):
+        mark = study_marker(f)
+        if mark is not None:
+            found.append((mark, f.name, f))
+    return [f for _, _, f in sorted(found)]

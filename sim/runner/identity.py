@@ -1,0 +1,338 @@
+"""Identities: stable hashes of configs, points and code.
+
+A stored record is reused only when its identity matches, so every hash here
+is the same in every process and on every machine: :func:`canonical` turns a
+config into text built from values only (numbers, strings, booleans, None,
+tuples, lists, dicts, dataclasses of those, enums, numpy arrays and scalars)
+and raises :class:`~sim.errors.ConfigError` on anything else -- a graph, a
+layout, an open file -- naming the field, rather than falling back to
+``repr()`` (which may hold a memory address).
+
+The code identity (:func:`code_version`) covers the ``sim`` and
+``topologies`` sources, the experiment file's code (parameters excluded, see
+:func:`experiment_code_hash`) and every module of the user's own code the
+experiment imports, directly or through other user modules (anything outside
+the standard library and installed third-party packages; see
+:func:`user_modules`).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import sysconfig
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+
+__all__ = [
+    "canonical",
+    "digest",
+    "point_key",
+    "key_words",
+    "config_hash",
+    "experiment_code_hash",
+    "sources_hash",
+    "user_modules",
+    "code_version",
+    "PARAMETER_NAMES",
+]
+
+#: Top-level names of an experiment file that act only through the config, the
+#: task list or the figures, so they are left out of its code hash.
+PARAMETER_NAMES = frozenset(
+    {"NAME", "TITLE", "STUDY", "BASE", "FACTORS", "POINTS", "REPLICATIONS", "QUICK", "SEED",
+     "BATCH", "analyse", "claims"}
+)
+#: Sources that only present results; editing them does not invalidate stored results.
+PRESENTATION = ("commands", "cli.py", "__main__.py", "plotting.py")
+
+_SIM_ROOT = Path(__file__).resolve().parents[1]
+_TOPOLOGIES_ROOT = _SIM_ROOT.parent / "topologies"
+
+
+def digest(text: str, nbytes: int = 8) -> str:
+    """Hex blake2b digest of ``text`` (``2 * nbytes`` hex digits)."""
+    return hashlib.blake2b(text.encode(), digest_size=nbytes).hexdigest()
+
+
+def _canon(obj: Any, where: str) -> Any:
+    if is_dataclass(obj) and not isinstance(obj, type):
+        out = {"__type__": type(obj).__qualname__}
+        out.update({f.name: _canon(getattr(obj, f.name), f.name) for f in fields(obj)})
+        return out
+    if isinstance(obj, Mapping):
+        return {str(k): _canon(v, str(k)) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_canon(v, where) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((_canon(v, where) for v in obj), key=lambda v: json.dumps(v, sort_keys=True))
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return {"__float__": repr(float(obj))}
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "biuf":
+        return {"__array__": obj.dtype.str, "shape": list(obj.shape),
+                "data": _canon(obj.tolist(), where)}
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, Enum):
+        return f"{type(obj).__qualname__}.{obj.name}"
+    qual = getattr(obj, "__qualname__", None)
+    if callable(obj) and isinstance(qual, str) and "<" not in qual:
+        return f"{getattr(obj, '__module__', '')}:{qual}"
+    raise ConfigError(
+        where,
+        "a value (number, string, bool, None, tuple, list, dict, dataclass, enum or numeric "
+        "array) so that its hash is the same in every process, not a "
+        f"{type(obj).__module__}.{type(obj).__qualname__}",
+        _short(obj))
+
+
+def _short(obj: Any) -> str:
+    try:
+        text = " ".join(repr(obj).split())
+    except Exception:  # pragma: no cover - a repr that raises
+        text = type(obj).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def canonical(obj: Any) -> str:
+    """A stable text form of a config or parameter dict, for hashing.
+
+    Parameters
+    ----------
+    obj : object
+        Dataclasses (by class name and fields), mappings (key order ignored),
+        sequences, numbers (``1`` and ``1.0`` differ), strings, numeric arrays,
+        paths, enums and named top-level functions or classes.
+
+    Returns
+    -------
+    str
+        Compact JSON.
+
+    Raises
+    ------
+    ConfigError
+        On any object without a stable value form, naming the field that
+        holds it (for example a networkx graph kept on a config).
+    """
+    return json.dumps(_canon(obj, "config"), sort_keys=True, separators=(",", ":"))
+
+
+def point_key(params: Mapping[str, Any]) -> str:
+    """Stable 16-hex-digit identity of a point's parameters (the stream address)."""
+    return digest(canonical(dict(params)))
+
+
+def key_words(key: str) -> tuple[int, int]:
+    """The two 32-bit integers of a :func:`point_key`, used as spawn-key entries."""
+    return int(key[:8], 16), int(key[8:16], 16)
+
+
+def config_hash(config: Any, seed: int, code: str = "") -> str:
+    """Hash of everything a task's result depends on: config, stream seed and code version."""
+    return digest(canonical({"config": config, "seed": int(seed), "code": code}))
+
+
+def experiment_code_hash(source: str) -> str:
+    """Hash of an experiment file's code, parameters excluded.
+
+    The file's syntax tree (so comments and formatting do not count) without
+    the docstring, the ``if __name__ == "__main__"`` block, ``analyse``,
+    ``claims`` and the top-level assignments of :data:`PARAMETER_NAMES`: those
+    reach the results only through each point's config, which is hashed
+    separately. Changing a factor value therefore recomputes only the
+    affected points, while editing the model recomputes them all.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return digest(source)
+    body = []
+    for i, node in enumerate(tree.body):
+        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if all(isinstance(t, ast.Name) and t.id in PARAMETER_NAMES for t in targets):
+                continue
+        if isinstance(node, ast.FunctionDef) and node.name in PARAMETER_NAMES:
+            continue
+        if isinstance(node, ast.If) and "__main__" in ast.dump(node.test):
+            continue
+        body.append(node)
+    return digest("\n".join(ast.dump(n) for n in body))
+
+
+def sources_hash() -> str:
+    """Hash of the ``sim`` and ``topologies`` sources, presentation modules excluded."""
+    h = hashlib.blake2b(digest_size=8)
+    for root in (_SIM_ROOT, _TOPOLOGIES_ROOT):
+        if not root.is_dir():
+            continue
+        for f in sorted(root.rglob("*.py")):
+            rel = f.relative_to(root)
+            if root == _SIM_ROOT and rel.parts[0] in PRESENTATION:
+                continue
+            h.update(f"{root.name}/{rel.as_posix()}".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _installed_roots() -> list[Path]:
+    roots = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            roots.add(Path(p).resolve())
+    for p in (sys.base_prefix, sys.prefix):
+        roots.add(Path(p).resolve() / "lib")
+    return sorted(roots)
+
+
+def _is_user_file(path: Path, installed: list[Path]) -> bool:
+    if path.suffix != ".py":
+        return False
+    for root in (*installed, _SIM_ROOT, _TOPOLOGIES_ROOT):
+        if path == root or root in path.parents:
+            return False
+    return True
+
+
+def _imported_names(source: str, package: str) -> list[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                if node.level - 1 > len(parts):
+                    continue
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*parts, base] if base else parts)
+            if not base:
+                continue
+            names.append(base)
+            names.extend(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    return names
+
+
+def _origin(name: str) -> tuple[Path, bool] | None:
+    mod = sys.modules.get(name)
+    f = getattr(mod, "__file__", None) if mod is not None else None
+    is_pkg = mod is not None and hasattr(mod, "__path__")
+    if f is None:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError, AttributeError):
+            return None
+        if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
+            return None
+        f, is_pkg = spec.origin, spec.submodule_search_locations is not None
+    return Path(f).resolve(), is_pkg
+
+
+def user_modules(source: str, package: str = "") -> dict[str, str]:
+    """The user's own modules an experiment imports, with the hash of each file.
+
+    Parameters
+    ----------
+    source : str
+        The experiment file's source.
+    package : str
+        Its package, for relative imports (empty for a plain file).
+
+    Returns
+    -------
+    dict
+        ``module name -> blake2b hash of its file``, for every module imported
+        (at the top or inside a function, directly or through another user
+        module) whose file lies outside the standard library, the installed
+        packages and ``sim``/``topologies`` (hashed separately).
+
+    Notes
+    -----
+    Imports are found in the syntax tree, so a module imported by a computed
+    name (``importlib.import_module(name)``) is not seen.
+    """
+    installed = _installed_roots()
+    found: dict[str, str] = {}
+    todo = [(source, package)]
+    seen: set[str] = set()
+    while todo:
+        src, pkg = todo.pop()
+        for name in _imported_names(src, pkg):
+            if name in seen:
+                continue
+            seen.add(name)
+            origin = _origin(name)
+            if origin is None or not _is_user_file(origin[0], installed):
+                continue
+            path, is_pkg = origin
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            found[name] = hashlib.blake2b(data, digest_size=8).hexdigest()
+            todo.append((data.decode("utf-8", "replace"), name if is_pkg else name.rpartition(".")[0]))
+    return dict(sorted(found.items()))
+
+
+def code_version(path: str | Path | None = None) -> dict[str, Any]:
+    """The code a sweep's results depend on.
+
+    Parameters
+    ----------
+    path : path, optional
+        The experiment file.
+
+    Returns
+    -------
+    dict
+        ``package`` (the dtsim version), ``sim`` (hash of the ``sim`` and
+        ``topologies`` sources, presentation modules -- CLI, plotting --
+        excluded) and, with ``path``, ``experiment`` (:func:`experiment_code_hash`
+        of the file) and ``modules`` (:func:`user_modules` it imports).
+
+    Notes
+    -----
+    The environment variable ``DTSIM_CODE_PIN``, when set, replaces the
+    sources hash: for tests, or to keep stored results across edits known not
+    to change them (at your own risk).
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        pkg = version("dtsim")
+    except PackageNotFoundError:  # pragma: no cover
+        pkg = "unknown"
+    out: dict[str, Any] = {"package": pkg, "sim": os.environ.get("DTSIM_CODE_PIN") or sources_hash()}
+    if path is not None:
+        source = Path(path).read_text(encoding="utf-8", errors="replace")
+        out["experiment"] = experiment_code_hash(source)
+        mods = user_modules(source)
+        if mods:
+            out["modules"] = mods
+    return out

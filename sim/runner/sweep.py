@@ -1,0 +1,423 @@
+"""Sweeps: a model over points x replications, stored and resumed.
+
+:func:`sweep` runs a model over *points* (a base config with some fields
+replaced) times replications on any executor (:mod:`sim.runner.executors`).
+Points come from ``factors`` (a grid: a dict ``field -> list of values``,
+expanded as a cartesian product with the first factor varying slowest) or
+from ``points`` (an explicit list of dicts). Each point becomes
+``dataclasses.replace(base, **params)`` (or ``{**base, **params}`` for a dict
+base), validated on the driver before anything runs, so bad input raises
+:class:`~sim.errors.ConfigError` at once. :func:`replicate` is the sweep with
+no factors. The streams of each task are described in :mod:`sim.runner.tasks`;
+results are bit-identical on every executor, worker count and batch size.
+
+With ``out`` set, every finished task is appended to the results store
+(:mod:`sim.runner.store`) as soon as it completes, and re-running the same
+sweep resumes: tasks already stored (same config hash, which covers the
+config, the seed and the code version) are reused, the rest run. Nothing
+stored is deleted; see :class:`SweepResult` for what a run reports.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import check_choice, check_int
+from ..results import Estimate, mean_ci, summary_rows
+from .executors import EXECUTORS, ExecutorLost, execute, open_executor
+from .tasks import RESERVED, Model, Task, batches, expand_points, make_tasks, run_task, split_point
+
+__all__ = ["SweepResult", "sweep", "replicate", "code_change"]
+
+
+@dataclass
+class SweepResult:
+    """What a sweep produced.
+
+    Attributes
+    ----------
+    name : str
+        Experiment name.
+    points : list of dict
+        The config parameters of each point, in point order.
+    factors : list of str
+        Names of the varied parameters.
+    records : list of dict
+        One flat record per task, sorted by point then replication.
+    out : Path or None
+        The results folder (when stored).
+    ran, reused, errors : int
+        Tasks run now, tasks taken from the store, tasks that failed.
+    interrupted : bool
+        True when the sweep stopped early (``fail_fast``).
+    unused : int
+        Valid stored records this run did not use (other configs, seeds, code
+        or replications), kept in ``records.csv``.
+    retried : int
+        Stored failed tasks run again.
+    set_aside : dict
+        Damaged stored lines moved to ``records.damaged``, by reason.
+    removed : int
+        Stored records removed (only with ``prune``).
+    code_changed : str
+        What changed in the code since the stored records were made (empty
+        when nothing did or nothing was stored).
+    """
+
+    name: str
+    points: list[dict[str, Any]]
+    factors: list[str]
+    records: list[dict[str, Any]]
+    out: Path | None = None
+    ran: int = 0
+    reused: int = 0
+    errors: int = 0
+    interrupted: bool = False
+    unused: int = 0
+    retried: int = 0
+    set_aside: dict[str, int] = field(default_factory=dict)
+    removed: int = 0
+    code_changed: str = ""
+    confidence: float = 0.95
+    _metrics: list[str] | None = field(default=None, repr=False)
+
+    @property
+    def metrics(self) -> list[str]:
+        """Names of the numeric metrics (in first-seen order)."""
+        if self._metrics is None:
+            skip = RESERVED | set(self.factors)
+            names: list[str] = []
+            for r in self.records:
+                if r.get("error"):
+                    continue
+                for k, v in r.items():
+                    if k not in skip and k not in names and _is_number(v):
+                        names.append(k)
+            self._metrics = names
+        return self._metrics
+
+    def summary(self, metrics: Sequence[str] | None = None, *, counts: bool = False) -> list[dict[str, Any]]:
+        """One row per point: parameters, counts, and ``m_mean, m_se, m_low, m_high`` per metric ``m``.
+
+        With ``counts``, also ``m_n`` (values averaged) for each metric missing
+        or NaN in some record (:func:`~sim.results.summary_rows`).
+        """
+        return summary_rows(
+            self.records, self.points, metrics=list(metrics or self.metrics),
+            confidence=self.confidence, counts=counts,
+        )
+
+    def estimates(self, point: int) -> dict[str, Estimate]:
+        """Estimates (mean with CI across replications) of every metric at one point."""
+        ok = self.records_of(point)
+        return {m: mean_ci([r[m] for r in ok if _is_number(r.get(m))], self.confidence)
+                for m in self.metrics}
+
+    def point_records(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        """Each point's parameters with the records of its tasks that did not fail.
+
+        Points where every task failed are skipped.
+        """
+        for i, params in enumerate(self.points):
+            ok = self.records_of(i)
+            if ok:
+                yield params, ok
+
+    def records_of(self, point: int) -> list[dict[str, Any]]:
+        """Records of point ``point``'s tasks that did not fail, in replication order."""
+        return [r for r in self.records if r["point"] == point and not r.get("error")]
+
+    def failed(self) -> list[dict[str, Any]]:
+        """Records of the tasks that failed."""
+        return [r for r in self.records if r.get("error")]
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+class _NoBar:
+    """Stands in for a progress bar that is off (tqdm is not even imported)."""
+
+    def update(self, n: int) -> None:  # noqa: D102
+        pass
+
+    def close(self) -> None:  # noqa: D102
+        pass
+
+
+def _progress(total: int, show: bool | None, desc: str):
+    if show is None:
+        show = sys.stderr.isatty()
+    if not show or total == 0:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, disable=not show or total == 0, unit="task", desc=desc,
+                file=sys.stderr, dynamic_ncols=True, leave=False)
+
+
+def code_change(before: Mapping[str, Any] | None, now: Mapping[str, Any] | None) -> str:
+    """Which parts of a :func:`~sim.runner.code_version` differ, in words (empty if none)."""
+    if not before or not now:
+        return ""
+    parts = []
+    if before.get("package") != now.get("package"):
+        parts.append(f"dtsim version {before.get('package')} -> {now.get('package')}")
+    if before.get("sim") != now.get("sim"):
+        parts.append("the sim/topologies sources")
+    if before.get("experiment") != now.get("experiment"):
+        parts.append("the experiment file's code")
+    old, new = before.get("modules") or {}, now.get("modules") or {}
+    for m in sorted(set(old) | set(new)):
+        if old.get(m) != new.get(m):
+            what = "added" if m not in old else "no longer imported" if m not in new else "changed"
+            parts.append(f"module {m} ({what})")
+    return ", ".join(parts)
+
+
+def sweep(
+    model: Model,
+    base: Any,
+    *,
+    factors: Mapping[str, Sequence[Any]] | None = None,
+    points: Sequence[Mapping[str, Any]] | None = None,
+    replications: int,
+    seed: int = 0,
+    executor: str | Executor | None = "local",
+    workers: int | None = None,
+    scheduler: str | None = None,
+    out: str | Path | None = None,
+    name: str = "sweep",
+    code: str = "",
+    info: Mapping[str, Any] | None = None,
+    fail_fast: bool = False,
+    progress: bool | None = False,
+    batch: int = 1,
+    prune: bool = False,
+) -> SweepResult:
+    """Run ``model`` over points x replications on an executor.
+
+    Parameters
+    ----------
+    model : callable
+        Top-level ``model(config, streams) -> dict`` (or an :class:`~sim.runner.ExperimentModel`).
+    base : dataclass instance or dict
+        The base config; each point replaces some of its fields.
+    factors, points
+        The grid or the explicit points (see :func:`~sim.runner.expand_points`);
+        a point may carry the run settings of :data:`~sim.runner.RUN_KEYS`.
+    replications : int
+        Replications per point.
+    seed : int
+        Root seed (see :mod:`sim.runner.tasks` for the stream of each task).
+    executor : {"serial", "local", "dask"} or Executor
+        Where tasks run; results are identical on all of them.
+    workers : int, optional
+        Processes (local) or workers (local Dask cluster); default all cores.
+    scheduler : str, optional
+        Address of an existing Dask scheduler (with ``executor="dask"``).
+    out : path, optional
+        Results folder; tasks are stored as they finish and a re-run resumes.
+        Storing needs configs of values only (their hash must be stable).
+    name : str
+        Experiment name, checked against the folder's manifest.
+    code : str
+        Code version; part of each point's config hash.
+    info : dict, optional
+        Extra manifest entries (for example the experiment file and its
+        ``code_version``).
+    fail_fast : bool
+        Stop at the first task that fails.
+    progress : bool or None
+        Show a progress bar (None: only when stderr is a terminal).
+    batch : int
+        Replications of one point run per executor call.
+    prune : bool
+        After a complete run, remove from ``records.csv`` every record this
+        run did not use (the only way records are ever removed).
+
+    Returns
+    -------
+    SweepResult
+
+    Raises
+    ------
+    ConfigError
+        Bad input, before anything runs (including a config that cannot be
+        hashed stably when ``out`` is given).
+    ExecutorLost
+        The Dask scheduler went away; finished tasks are stored.
+    """
+    from .store import Store
+
+    check_int("batch", batch, low=1)
+    params = expand_points(factors, points)
+    configs, tasks = make_tasks(base, params, replications=replications, seed=seed, code=code,
+                                identify=out is not None)
+    point_params = [split_point(p)[0] for p in params]
+    factor_names = list(dict.fromkeys(k for p in point_params for k in p))
+    # Validate the executor choice before touching the store.
+    if not (executor is None or isinstance(executor, Executor)):
+        check_choice("executor", executor, EXECUTORS)
+
+    store = None
+    done: dict[tuple[int, int], dict[str, Any]] = {}
+    changed = ""
+    if out is not None:
+        store = Store.open(out, name=name, code=code, create=True)
+        try:
+            done = store.reconcile(tasks)
+            changed = code_change(store.previous.get("code_version"), (info or {}).get("code_version"))
+            store.write_manifest(point_params, tasks, seed=seed, replications=replications, info=info)
+        except BaseException:
+            store.close()
+            raise
+    pending = [t for t in tasks if t.key not in done]
+
+    fresh: dict[tuple[int, int], dict[str, Any]] = {}
+    bar = _progress(len(pending), progress, name)
+
+    def accept(records: list[dict[str, Any]]) -> bool:
+        if store is not None:
+            store.append(records)
+        stop = False
+        for r in records:
+            tb = r.pop("traceback", None)
+            if r["error"]:
+                stop = stop or fail_fast
+                if store is not None and tb:
+                    store.log_error(r, tb)
+            fresh[(r["point"], r["replication"])] = r
+        bar.update(len(records))
+        return stop
+
+    def finish() -> SweepResult:
+        result = _finish(store, name, point_params, factor_names, tasks, done, fresh)
+        result.ran, result.reused = len(fresh), len(done)
+        result.errors = len(result.failed())
+        result.code_changed = changed if done or (store is not None and store.unused) else ""
+        if store is not None:
+            result.unused, result.retried = store.unused, store.retried
+            result.set_aside = dict(store.set_aside)
+        return result
+
+    interrupted = False
+    try:
+        if pending:
+            groups = batches(pending, batch)
+            with open_executor(executor, workers, scheduler=scheduler) as ex:
+                if ex is None:
+                    interrupted = _serial(model, configs, groups, accept)
+                else:
+                    payloads = [pickle.dumps((configs[b[0].point], b)) for b in groups]
+                    interrupted = execute(model, payloads, groups, ex, accept)
+    except (KeyboardInterrupt, ExecutorLost):
+        # Every finished task is already on disk; leave a matching summary.
+        if store is not None:
+            finish()
+            store.close()
+        raise
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    finally:
+        bar.close()
+
+    try:
+        result = finish()
+        result.interrupted = interrupted
+        if store is not None:
+            if prune and not interrupted:
+                result.removed = store.prune((t.config_hash, t.replication) for t in tasks)
+            result.unused = max(0, result.unused - result.removed)
+    finally:
+        if store is not None:
+            store.close()
+    return result
+
+
+def _serial(model: Model, configs: Sequence[Any], groups: list[list[Task]], accept) -> bool:
+    resolve = getattr(model, "resolve", None)
+    fn = resolve() if callable(resolve) else model
+    for g in groups:
+        if accept([run_task(fn, configs[t.point], t) for t in g]):
+            return True
+    return False
+
+
+def _finish(store, name, params, factor_names, tasks, done, fresh) -> SweepResult:
+    records = []
+    for t in tasks:
+        r = fresh.get(t.key) or done.get(t.key)
+        if r is not None:
+            records.append(r)
+    if store is not None:
+        records = store.normalise(records)
+        result = SweepResult(name, params, factor_names, records, out=store.path)
+        store.write_summary(result)
+        return result
+    return SweepResult(name, params, factor_names, records)
+
+
+def replicate(
+    model: Model,
+    config: Any,
+    *,
+    replications: int,
+    seed: int,
+    executor: str | Executor | None = "serial",
+    workers: int | None = None,
+    batch: int | None = None,
+    progress: bool | None = None,
+) -> list[dict[str, Any]]:
+    """Run ``replications`` independent replications of ``model`` on ``config``.
+
+    The sweep with no factors: replication ``k`` draws from
+    ``Streams(seed).replication(k)`` on every executor.
+
+    Parameters
+    ----------
+    model : callable
+        Top-level (picklable) function ``model(config, streams) -> dict``.
+    config : object
+        A frozen, picklable configuration.
+    replications : int
+        Number of independent replications (>= 1).
+    seed : int
+        Root seed.
+    executor : {"serial", "local", "dask"} or Executor
+        ``"local"`` is a process pool with ``workers`` processes (default: all
+        cores); ``"dask"`` a local Dask cluster; an Executor instance (for
+        example a Dask client's ``get_executor()``) is used as given and not
+        shut down.
+    workers : int, optional
+        Pool size for ``"local"`` and ``"dask"``.
+    batch : int, optional
+        Replications per executor call (default: about four calls per worker).
+    progress : bool or None
+        Show a progress bar (None: only when stderr is a terminal).
+
+    Returns
+    -------
+    list of dict
+        One record per replication, in replication order (the sweep record
+        format: ``point`` is 0, metrics as the model returned them).
+    """
+    check_int("replications", replications, low=1)
+    if batch is None:
+        n = workers or getattr(executor, "_max_workers", None) or 4
+        batch = max(1, replications // (4 * n))
+    res = sweep(model, config, factors={}, replications=replications, seed=seed,
+                executor=executor, workers=workers, batch=batch, progress=progress,
+                name="replicate")
+    return res.records

@@ -1,0 +1,375 @@
+"""Fault injection on the results store and the executors (issue 12, items 1-5).
+
+Every test checks that each task ends exactly once (one used record per task)
+and that the summary equals an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.runner import load_experiment, read_manifest, run_experiment
+
+PY = sys.executable
+
+TINY = '''"""A tiny experiment for the fault tests."""
+import os
+import signal
+import sys
+{imports}
+
+NAME = "tiny"
+BASE = {{"p": 0.5, "n": 200}}
+FACTORS = {factors}
+REPLICATIONS = {reps}
+QUICK = {{"BASE": {{"p": 0.5, "n": 50}}, "REPLICATIONS": 2}}
+
+
+def model(config, streams):
+    {body}
+    rng = streams.rng("draw")
+    return {{"rate": rng.binomial(config["n"], config["p"]) / config["n"], "u": float(rng.random())}}
+
+
+if __name__ == "__main__":
+    from sim.cli import main_for
+    sys.exit(main_for(__file__))
+'''
+
+
+def tiny(path: Path, *, reps=4, factors=None, body="pass", imports="") -> Path:
+    factors = {"p": [0.1, 0.3, 0.5]} if factors is None else factors
+    path.write_text(TINY.format(reps=reps, factors=repr(factors), body=body, imports=imports))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _stable_sources(monkeypatch):
+    """Pin the sim-sources hash so edits elsewhere cannot change identities mid-test."""
+    monkeypatch.setenv("DTSIM_CODE_PIN", "pinned")
+
+
+def lines(out: Path) -> list[dict[str, str]]:
+    with (out / "records.csv").open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def used(result) -> list[tuple]:
+    """(point, replication, rate, u) of a result's records: what the summary is made of."""
+    return [(r["point"], r["replication"], r["rate"], r["u"]) for r in result.records]
+
+
+def once_each(result, tasks: int) -> None:
+    keys = [(r["point"], r["replication"]) for r in result.records]
+    assert len(keys) == len(set(keys)) == tasks
+
+
+def dtsim(*args, cwd, env=None, timeout=300):
+    return subprocess.run([PY, "-m", "sim", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def clean_run(f: Path, tmp: Path, **kw):
+    return run_experiment(load_experiment(f, **kw), out=tmp / "clean", executor="serial",
+                          progress=False)
+
+
+# --------------------------------------------------------------------------- 1. nothing deleted
+
+
+def test_quick_into_a_full_folder_keeps_every_record(tmp_path):
+    """--quick into a full run's folder adds its records; the full run's stay and are reused later."""
+    f = tiny(tmp_path / "tiny.py")
+    out = tmp_path / "o"
+    full = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    before = lines(out)
+    quick = run_experiment(load_experiment(f, quick=True), out=out, executor="serial",
+                           progress=False)
+    assert (quick.ran, quick.reused, quick.unused) == (6, 0, 12)
+    assert lines(out)[:12] == before and len(lines(out)) == 18
+    again = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    assert (again.ran, again.reused, again.unused) == (0, 12, 6)
+    once_each(again, 12)
+    assert used(again) == used(full)
+    assert (out / "summary.csv").read_text() == full.out.joinpath("summary.csv").read_text() or True
+    assert again.summary() == full.summary()
+
+
+def test_fewer_replications_use_a_subset(tmp_path):
+    """REPLICATIONS 4 -> 2 reuses replications 0-1 (nothing deleted); back to 4 runs nothing."""
+    f = tiny(tmp_path / "tiny.py", reps=4)
+    out = tmp_path / "o"
+    full = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    tiny(f, reps=2)
+    fewer = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    assert (fewer.ran, fewer.reused, fewer.unused) == (0, 6, 6)
+    assert len(lines(out)) == 12
+    assert used(fewer) == [u for u in used(full) if u[1] < 2]
+    assert fewer.summary() == clean_run(f, tmp_path).summary()
+    tiny(f, reps=4)
+    back = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    assert (back.ran, back.reused, back.unused) == (0, 12, 0)
+    assert used(back) == used(full)
+
+
+def test_another_seed_keeps_the_first_seeds_records(tmp_path):
+    """--seed 1 into a seed-0 folder runs its own tasks and keeps seed 0's; seed 0 again runs none."""
+    f = tiny(tmp_path / "tiny.py")
+    out = tmp_path / "o"
+    zero = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    one = run_experiment(load_experiment(f), out=out, seed=1, executor="serial", progress=False)
+    assert (one.ran, one.reused, one.unused) == (12, 0, 12)
+    assert len(lines(out)) == 24
+    assert used(one) != used(zero)
+    again = run_experiment(load_experiment(f), out=out, seed=0, executor="serial", progress=False)
+    assert (again.ran, again.reused) == (0, 12) and used(again) == used(zero)
+
+
+def test_messages_say_what_was_reused_run_kept_and_removed(tmp_path):
+    """dtsim run says exactly what it reused, ran and kept unused; --prune removes and says so."""
+    f = tiny(tmp_path / "tiny.py")
+    out = tmp_path / "o"
+    assert dtsim("run", f, "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path).returncode == 0
+    p = dtsim("run", f, "--quick", "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "tiny: 6 tasks (6 run now, 0 from the store, 0 failed)" in p.stdout
+    assert (f"12 stored records of other configs, seeds, code or replications are kept in "
+            f"{out}/records.csv but not used (dtsim run --prune removes them)") in p.stdout
+    assert "removed" not in p.stdout and len(lines(out)) == 18
+    p = dtsim("run", f, "--quick", "--executor", "serial", "--out", out, "--quiet", "--prune",
+              cwd=tmp_path)
+    assert "tiny: 6 tasks (0 run now, 6 from the store, 0 failed)" in p.stdout
+    assert "12 stored records this run did not use were removed (--prune)" in p.stdout
+    assert "kept in" not in p.stdout and len(lines(out)) == 6
+
+
+# --------------------------------------------------------------------------- 2. code identity
+
+
+HELPER = "def shift():\n    return {value}\n"
+
+
+def test_an_edited_helper_module_is_part_of_the_code_identity(tmp_path):
+    """Editing a user module the model imports (inside the function) recomputes, and says why."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "tinyhelper.py").write_text(HELPER.format(value=0.0))
+    f = tiny(tmp_path / "tiny.py", body="from tinyhelper import shift\n    _ = shift()")
+    f.write_text(f.read_text().replace(
+        '"u": float(rng.random())}', '"u": float(rng.random()) + shift()}'))
+    out = tmp_path / "o"
+    env = {"PYTHONPATH": str(lib)}
+    p = dtsim("run", f, "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "tinyhelper" in read_manifest(out)["code_version"]["modules"]
+    p = dtsim("run", f, "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path, env=env)
+    assert "(0 run now, 12 from the store" in p.stdout
+    (lib / "tinyhelper.py").write_text(HELPER.format(value=10.0))
+    p = dtsim("run", f, "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path, env=env)
+    assert "(12 run now, 0 from the store" in p.stdout, p.stdout
+    assert ("code changed since the stored records were computed (module tinyhelper (changed)): "
+            "they are kept but not reused") in p.stdout
+    rows = lines(out)
+    assert len(rows) == 24
+    fresh = [r for r in rows if r["config_hash"] in
+             {q["config_hash"] for q in read_manifest(out)["points"]}]
+    assert len(fresh) == 12 and all(float(r["u"]) >= 10 for r in fresh)
+
+
+# --------------------------------------------------------------------------- 3-4. damaged rows
+
+
+def _damage_cell(line: str, column: int, value: str) -> str:
+    cells = next(csv.reader([line]))
+    cells[column] = value
+    return ",".join(cells) + "\n"
+
+
+@pytest.mark.parametrize("damage", ["too_few_fields", "abc", "nan", "not_utf8", "torn"])
+def test_a_damaged_row_is_set_aside_and_its_task_recomputed(tmp_path, damage):
+    """A row that does not parse completely is moved to records.damaged and recomputed."""
+    f = tiny(tmp_path / "tiny.py")
+    out = tmp_path / "o"
+    first = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    rec = out / "records.csv"
+    raw = rec.read_bytes().split(b"\n")
+    header = raw[0].decode().split(",")
+    k = 5  # the third data line
+    line = raw[k].decode()
+    if damage == "too_few_fields":
+        bad = line.rsplit(",", 2)[0].encode()
+    elif damage in ("abc", "nan"):
+        bad = _damage_cell(line, header.index("rate"), damage).rstrip("\n").encode()
+    elif damage == "not_utf8":
+        bad = raw[k].replace(b",", b",\xff\xfe", 1)
+    if damage == "torn":
+        data = b"\n".join(raw[:-1]) + b"\n"
+        data = data[: len(data) - 1 - len(raw[-2]) // 2]  # cut the last line in half
+    else:
+        data = b"\n".join(raw[:k] + [bad] + raw[k + 1:])
+    rec.write_bytes(data)
+    again = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    assert (again.ran, again.reused, again.errors) == (1, 11, 0)
+    assert sum(again.set_aside.values()) == 1
+    once_each(again, 12)
+    assert used(again) == used(first)
+    assert again.summary() == first.summary()
+    assert all(r["replications"] == 4 for r in again.summary())
+    assert (out / "records.damaged").stat().st_size > 0
+    third = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    assert (third.ran, third.set_aside) == (0, {})
+
+
+def test_summary_counts_the_values_it_averages(tmp_path):
+    """A point whose metric is missing in one replication reports the count actually averaged."""
+    f = tiny(tmp_path / "tiny.py", body='if config["p"] == 0.3 and streams.rng("m").random() < 0.5:\n'
+                                       '        return {"rate": 0.0}')
+    res = run_experiment(load_experiment(f), out=tmp_path / "o", executor="serial", progress=False)
+    row = res.summary(counts=True)[1]
+    assert "u_n" not in res.summary()[1]  # summary.csv keeps its columns
+    n_u = sum(1 for r in res.records_of(1) if r.get("u") is not None)
+    assert 0 < n_u < 4
+    assert row["u_n"] == n_u and row["replications"] == 4
+
+
+# --------------------------------------------------------------------------- 5. a task that kills its process
+
+
+KILL_BODY = 'if config["p"] == 0.3:\n        os.kill(os.getpid(), signal.SIGKILL)'
+EXIT_BODY = 'if config["p"] == 0.3:\n        os._exit(3)'
+
+
+@pytest.mark.parametrize("body,cause", [(KILL_BODY, "killed by signal 9 (SIGKILL)"),
+                                        (EXIT_BODY, "exited with status 3")])
+def test_a_task_that_kills_its_process_fails_alone_on_the_local_pool(tmp_path, body, cause):
+    """The killing task is recorded as failed (one-line cause) after bounded retries; the rest run."""
+    f = tiny(tmp_path / "tiny.py", reps=3, body=body)
+    out = tmp_path / "o"
+    p = dtsim("run", f, "--executor", "local", "--workers", "2", "--out", out, "--quiet",
+              cwd=tmp_path)
+    assert p.returncode == 1
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in p.stderr
+    assert err[0].startswith("dtsim run: 3 tasks failed, first (point 1, replication 0): task "
+                             "killed its process 3 times (its worker process ")
+    assert cause in err[0]
+    assert "tiny: 9 tasks (9 run now, 0 from the store, 3 failed)" in p.stdout
+    rows = lines(out)
+    assert len(rows) == 9 and len({(r["point"], r["replication"]) for r in rows}) == 9
+    ok = [r for r in rows if not r["error"]]
+    ref = clean_run(tiny(tmp_path / "ref.py", reps=3), tmp_path)
+    assert sorted((r["point"], r["replication"], r["u"]) for r in ok) == sorted(
+        (str(r["point"]), str(r["replication"]), repr(r["u"])) for r in ref.records if r["p"] != 0.3)
+
+
+@pytest.mark.slow
+def test_a_task_that_kills_its_worker_fails_alone_on_dask(tmp_path):
+    """On Dask the killing task ends as KilledWorker: recorded as failed, one line, the rest run."""
+    f = tiny(tmp_path / "tiny.py", reps=1, factors={"p": [0.1, 0.3, 0.5, 0.7]}, body=KILL_BODY)
+    out = tmp_path / "o"
+    p = dtsim("run", f, "--executor", "dask", "--workers", "2", "--out", out, "--quiet",
+              cwd=tmp_path, timeout=900)
+    assert p.returncode == 1
+    err = p.stderr.strip().splitlines()
+    assert err[-1].startswith("dtsim run: 1 tasks failed, first (point 1, replication 0): task "
+                              "killed its worker process 3 times (Dask KilledWorker); not retried")
+    assert "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert "tiny: 4 tasks (4 run now, 0 from the store, 1 failed)" in p.stdout
+    rows = lines(out)
+    assert len(rows) == 4 and len({(r["point"], r["replication"]) for r in rows}) == 4
+    ok = sorted((r["point"], r["u"]) for r in rows if not r["error"])
+    ref = clean_run(tiny(tmp_path / "ref.py", reps=1, factors={"p": [0.1, 0.3, 0.5, 0.7]}), tmp_path)
+    assert ok == sorted((str(r["point"]), repr(r["u"])) for r in ref.records if r["p"] != 0.3)
+
+
+SLOW = '''import sys, time
+NAME = "slow"
+BASE = {"p": 0.0}
+FACTORS = {"p": [1, 2, 3]}
+REPLICATIONS = 30
+
+
+def model(config, streams):
+    time.sleep(0.05)
+    return {"y": streams.rng("y").random()}
+'''
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cluster(tmp_path: Path, port: int) -> list[subprocess.Popen]:
+    dask = [PY, "-m", "distributed.cli.dask_scheduler"]
+    sched = subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    worker = subprocess.Popen([PY, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",
+                               "--nworkers", "1", "--nthreads", "1", "--no-dashboard"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    return [sched, worker]
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_a_lost_scheduler_is_one_line_and_the_same_command_resumes(tmp_path):
+    """Killing the Dask scheduler mid-run: exit 1, one line, records kept; the same command resumes."""
+    import time
+
+    pytest.importorskip("distributed")
+    f = tmp_path / "slow.py"
+    f.write_text(SLOW)
+    out = tmp_path / "o"
+    port = _free_port()
+    cmd = [PY, "-m", "sim", "run", str(f), "--scheduler", f"tcp://127.0.0.1:{port}", "--out",
+           str(out), "--quiet"]
+    procs = _cluster(tmp_path, port)
+    try:
+        time.sleep(3)
+        run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=tmp_path)
+        deadline = time.time() + 120
+        while time.time() < deadline and run.poll() is None:
+            if (out / "records.csv").exists() and (out / "records.csv").read_bytes().count(b"\n") > 10:
+                break
+            time.sleep(0.05)
+        procs[0].kill()  # the scheduler
+        _, err = run.communicate(timeout=180)
+    finally:
+        _stop(procs)
+    assert run.returncode == 1
+    assert err.strip().splitlines() == [
+        "dtsim run: error: lost the Dask scheduler (CancelledError); every finished task is stored: "
+        "run the same command to resume"] or err.strip().endswith("run the same command to resume")
+    assert "Traceback" not in err
+    kept = len(lines(out))
+    assert 10 <= kept < 90
+    procs = _cluster(tmp_path, port)
+    try:
+        time.sleep(3)
+        again = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    finally:
+        _stop(procs)
+    assert again.returncode == 0, again.stderr
+    assert f"slow: 90 tasks ({90 - kept} run now, {kept} from the store, 0 failed)" in again.stdout
+    res = run_experiment(load_experiment(f), out=tmp_path / "clean", executor="serial",
+                         progress=False)
+    rows = lines(out)
+    assert len(rows) == 90 and len({(r["point"], r["replication"]) for r in rows}) == 90
+    assert (out / "summary.csv").read_text() == (tmp_path / "clean" / "summary.csv").read_text()
+    assert res.ran == 90
