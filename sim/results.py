@@ -2,9 +2,21 @@
 
 Results are flat ``dict`` records (one per replication or task) that load
 straight into :class:`pandas.DataFrame` or a CSV file. Estimates carry a
-confidence interval computed across independent replications (Student t), the
-only honest interval when successive observations inside one run are
-correlated in time.
+confidence interval computed across independent replications, the only honest
+interval when successive observations inside one run are correlated in time:
+
+- :func:`mean_ci` -- Student t, for means of roughly symmetric quantities;
+- :func:`log_mean_ci` -- for means of positive, right-skewed quantities
+  (disagreement, noise floors), an interval on the log scale;
+- :func:`proportion_ci` and :func:`rate_ci` -- probabilities (drop rates,
+  outage fractions), intervals that stay in ``[0, 1]``; with no event seen, a
+  one-sided upper bound ("below X");
+- :func:`ratio_ci` -- a ratio of two means (contraction, capture) by the delta
+  method, estimate and interval from the same replications;
+- :func:`power_ci` -- an interval carried through ``v -> v ** p``.
+
+Claims are judged by :class:`Verdict` objects that state their rule:
+:func:`judge_equal`, :func:`judge_bound` and :func:`judge_optimal`.
 """
 
 from __future__ import annotations
@@ -24,6 +36,15 @@ from scipy import stats
 __all__ = [
     "Estimate",
     "mean_ci",
+    "log_mean_ci",
+    "proportion_ci",
+    "rate_ci",
+    "ratio_ci",
+    "power_ci",
+    "Verdict",
+    "judge_equal",
+    "judge_bound",
+    "judge_optimal",
     "summarize",
     "write_csv",
     "read_csv",
@@ -43,9 +64,36 @@ __all__ = [
 ]
 
 
+#: Kinds of interval an :class:`Estimate` carries.
+INTERVAL_KINDS = ("two-sided", "upper", "none")
+
+
 @dataclass(frozen=True)
 class Estimate:
-    """A mean with its standard error and a two-sided confidence interval."""
+    """An estimate with its standard error and a confidence interval.
+
+    Attributes
+    ----------
+    mean : float
+        The point estimate (a mean, a proportion or a ratio of means).
+    se : float
+        Its standard error (nan when none can be computed).
+    low, high : float
+        The interval. For ``kind == "upper"`` (no event seen) ``low`` is 0 and
+        ``high`` a one-sided upper bound; for ``kind == "none"`` both are nan.
+    n : int
+        Replications (or trials) the estimate rests on.
+    confidence : float
+        Level of the interval.
+    missing : int
+        Values that were NaN and left out (counted, never silently dropped).
+    kind : {"two-sided", "upper", "none"}
+        ``"upper"``: nothing was observed, the interval is ``[0, high)``, printed
+        "below X"; ``"none"``: too few replications for any interval.
+    method : str
+        How the interval was made (``"t"``, ``"log-t"``, ``"wilson"``,
+        ``"wilson-neff"``, ``"upper-bound"``, ``"ratio-delta"``, ...).
+    """
 
     mean: float
     se: float
@@ -53,20 +101,66 @@ class Estimate:
     high: float
     n: int
     confidence: float = 0.95
+    missing: int = 0
+    kind: str = "two-sided"
+    method: str = "t"
 
     @property
     def half_width(self) -> float:
         return (self.high - self.low) / 2
 
+    @property
+    def has_interval(self) -> bool:
+        """False when there is no interval (one replication, or no data)."""
+        return self.kind != "none" and not (math.isnan(self.low) or math.isnan(self.high))
+
     def contains(self, value: float) -> bool:
-        """True when ``value`` lies inside the interval."""
+        """True when ``value`` lies inside the interval (``[0, high)`` for an upper bound).
+
+        Always False when there is no interval: use :func:`judge_equal` for a
+        verdict that says so.
+        """
+        if not self.has_interval:
+            return False
+        if self.kind == "upper":
+            return 0.0 <= value < self.high
         return self.low <= value <= self.high
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def text(self, fmt: Callable[[Any], str] | None = None) -> str:
+        """The estimate as text: ``m [low, high]``, ``below X`` or ``m (no interval, n = 1)``.
+
+        Parameters
+        ----------
+        fmt : callable, optional
+            Text of one number (default ``'{:.6g}'``).
+        """
+        f = fmt or (lambda v: f"{v:.6g}")
+        if self.kind == "upper":
+            return f"below {f(self.high)}"
+        if not self.has_interval:
+            return f"{f(self.mean)} (no interval, n = {self.n})"
+        return f"{f(self.mean)} [{f(self.low)}, {f(self.high)}]"
+
     def __str__(self) -> str:
-        return f"{self.mean:.6g} [{self.low:.6g}, {self.high:.6g}]"
+        return self.text()
+
+
+def _clean(values: Iterable[float]) -> tuple[np.ndarray, int]:
+    x = np.asarray(list(values), dtype=float)
+    bad = np.isnan(x)
+    return x[~bad], int(bad.sum())
+
+
+def _t(confidence: float, df: float) -> float:
+    return float(stats.t.ppf(0.5 + confidence / 2, df))
+
+
+def _empty(n: int, confidence: float, missing: int, method: str, mean: float = math.nan) -> Estimate:
+    nan = math.nan
+    return Estimate(mean, nan, nan, nan, n, confidence, missing, "none", method)
 
 
 def mean_ci(values: Iterable[float], confidence: float = 0.95) -> Estimate:
@@ -75,7 +169,8 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95) -> Estimate:
     Parameters
     ----------
     values : iterable of float
-        One value per independent replication (NaNs are ignored).
+        One value per independent replication. NaNs are left out and counted
+        in ``missing``.
     confidence : float
         Two-sided confidence level.
 
@@ -83,20 +178,418 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95) -> Estimate:
     -------
     Estimate
         With ``se = std(ddof=1) / sqrt(n)`` and half-width ``t_{n-1} * se``.
-        With one value the interval is infinite; with none, all fields are NaN.
+        With one value there is no interval (``kind == "none"``, ``low`` and
+        ``high`` nan); with none, every number is nan.
     """
-    x = np.asarray(list(values), dtype=float)
-    x = x[~np.isnan(x)]
+    x, missing = _clean(values)
     n = int(x.size)
     if n == 0:
-        nan = math.nan
-        return Estimate(nan, nan, nan, nan, 0, confidence)
+        return _empty(0, confidence, missing, "t")
     m = float(x.mean())
     if n == 1:
-        return Estimate(m, math.inf, -math.inf, math.inf, 1, confidence)
+        return _empty(1, confidence, missing, "t", m)
     se = float(x.std(ddof=1) / math.sqrt(n))
-    h = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * se
-    return Estimate(m, se, m - h, m + h, n, confidence)
+    h = _t(confidence, n - 1) * se
+    return Estimate(m, se, m - h, m + h, n, confidence, missing, "two-sided", "t")
+
+
+def log_mean_ci(values: Iterable[float], confidence: float = 0.95) -> Estimate:
+    """Mean of a positive, right-skewed quantity with an interval on the log scale.
+
+    Parameters
+    ----------
+    values : iterable of float
+        One non-negative value per independent replication (NaNs counted in
+        ``missing`` and left out).
+    confidence : float
+        Two-sided confidence level.
+
+    Returns
+    -------
+    Estimate
+        ``mean`` and ``se`` as :func:`mean_ci`; the interval
+        ``mean * exp(-+ t_{n-1} se / mean)`` is positive and longer above the
+        mean than below it. No interval with fewer than two values.
+
+    Raises
+    ------
+    ValueError
+        When a value is negative.
+
+    Notes
+    -----
+    The delta method gives ``se(log m) = se(m) / m``; a symmetric interval for
+    ``log E[X]`` mapped back is the interval above. The sample mean of a
+    right-skewed quantity falls below the true mean more often than above it,
+    so a symmetric t-interval misses above more often than below; the log
+    interval moves its ends up and keeps them positive.
+
+    References
+    ----------
+    .. [1] X.-H. Zhou and S. Gao, "Confidence intervals for the log-normal
+       mean", Statistics in Medicine 16 (1997) 783-790.
+    """
+    x, missing = _clean(values)
+    if np.any(x < 0):
+        raise ValueError(f"log_mean_ci needs non-negative values: {float(x.min())!r}")
+    n = int(x.size)
+    if n < 2:
+        return _empty(n, confidence, missing, "log-t", float(x.mean()) if n else math.nan)
+    m = float(x.mean())
+    se = float(x.std(ddof=1) / math.sqrt(n))
+    if m == 0.0:
+        return Estimate(0.0, 0.0, 0.0, 0.0, n, confidence, missing, "two-sided", "log-t")
+    w = _t(confidence, n - 1) * se / m
+    return Estimate(m, se, m * math.exp(-w), m * math.exp(w), n, confidence, missing,
+                    "two-sided", "log-t")
+
+
+def _wilson(p: float, n_eff: float, z: float) -> tuple[float, float]:
+    z2 = z * z
+    centre = (p + z2 / (2 * n_eff)) / (1 + z2 / n_eff)
+    half = z * math.sqrt(p * (1 - p) / n_eff + z2 / (4 * n_eff * n_eff)) / (1 + z2 / n_eff)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _upper_bound(n_eff: float, confidence: float) -> float:
+    # P(no event in n_eff independent trials) = (1 - p)^n_eff <= 1 - confidence
+    return float(1.0 - (1.0 - confidence) ** (1.0 / n_eff))
+
+
+def proportion_ci(events: int, trials: int, confidence: float = 0.95) -> Estimate:
+    """A probability from ``events`` in ``trials`` independent trials (Wilson score interval).
+
+    Parameters
+    ----------
+    events : int
+        Trials in which the event happened.
+    trials : int
+        Independent trials (> 0).
+    confidence : float
+        Level.
+
+    Returns
+    -------
+    Estimate
+        ``mean = events / trials``, ``se = sqrt(p (1 - p) / trials)``, the
+        Wilson interval (inside ``[0, 1]``, longer towards 1/2). With no event,
+        ``kind == "upper"`` and ``high = 1 - (1 - confidence) ** (1 / trials)``
+        (a one-sided bound, about ``3 / trials`` at 95 %), printed "below X".
+
+    Notes
+    -----
+    The Wilson interval is the set of ``p`` that a score test at the level
+    does not reject: ``|p_hat - p| <= z sqrt(p (1 - p) / N)``.
+
+    References
+    ----------
+    .. [1] E. B. Wilson, "Probable inference, the law of succession, and
+       statistical inference", JASA 22 (1927) 209-212.
+    .. [2] L. D. Brown, T. T. Cai and A. DasGupta, "Interval estimation for a
+       binomial proportion", Statistical Science 16 (2001) 101-133.
+    """
+    if trials <= 0 or events < 0 or events > trials:
+        raise ValueError(f"proportion_ci needs 0 <= events <= trials, trials > 0: {events}, {trials}")
+    p = events / trials
+    se = math.sqrt(p * (1 - p) / trials)
+    if events == 0:
+        return Estimate(0.0, 0.0, 0.0, _upper_bound(trials, confidence), int(trials), confidence,
+                        0, "upper", "upper-bound")
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    lo, hi = _wilson(p, float(trials), z)
+    return Estimate(p, se, lo, hi, int(trials), confidence, 0, "two-sided", "wilson")
+
+
+def rate_ci(values: Iterable[float], trials: int | Sequence[int] | None = None,
+            confidence: float = 0.95) -> Estimate:
+    """A probability estimated by per-replication rates (a drop rate, an outage fraction).
+
+    Parameters
+    ----------
+    values : iterable of float
+        One rate in ``[0, 1]`` per independent replication (NaNs counted in
+        ``missing`` and left out).
+    trials : int or sequence of int, optional
+        Trials behind each rate, **only when the trials inside a replication
+        are independent** (the stylised snapshot model). It caps the effective
+        count and gives the bound when no event is seen; without it each
+        replication counts as one trial for the bound (valid whatever the
+        correlation inside a replication).
+    confidence : float
+        Level.
+
+    Returns
+    -------
+    Estimate
+        ``mean`` the mean rate, ``se`` its standard error across
+        replications, ``n`` the replications and a Wilson interval on the
+        effective number of independent trials (below). When every rate is
+        0, ``kind == "upper"`` with ``high = 1 - (1 - confidence) ** (1 / N)``,
+        ``N`` the total trials (or the replications). With one replication and
+        some events, no interval.
+
+    Notes
+    -----
+    The effective number of independent trials is
+    ``n_eff = p (1 - p) / se**2`` (Kish's design effect): the count for which
+    a binomial proportion has the variance the replications show. It is
+    capped at the total trials when they are given and floored at the
+    replications. The interval is Wilson's at ``p`` with ``n_eff`` trials
+    and the Student-t quantile with ``R - 1`` degrees of freedom, so it stays
+    in ``[0, 1]`` and is longer on the side away from 0 and 1 (Korn and
+    Graubard). A rate that is zero in every replication bounds ``p``: for a
+    rate ``X`` in ``[0, 1]``, ``P(X > 0) >= E[X]``, so ``P(all R zero) <=
+    (1 - p) ** R``.
+
+    References
+    ----------
+    .. [1] L. Kish, *Survey Sampling*, Wiley, 1965 (design effect).
+    .. [2] E. L. Korn and B. I. Graubard, "Confidence intervals for proportions
+       with small expected number of positive counts estimated from survey
+       data", Survey Methodology 24 (1998) 193-201.
+    """
+    x, missing = _clean(values)
+    if np.any((x < 0) | (x > 1)):
+        raise ValueError("rate_ci needs rates in [0, 1]")
+    r = int(x.size)
+    if r == 0:
+        return _empty(0, confidence, missing, "wilson-neff")
+    if trials is None:
+        total = None
+    else:
+        t_arr = np.broadcast_to(np.asarray(trials, dtype=float), (r,)) if np.ndim(trials) == 0 \
+            else np.asarray(trials, dtype=float)[: r]
+        total = float(t_arr.sum())
+    p = float(x.mean())
+    if p == 0.0:
+        n_b = total if total else float(r)
+        return Estimate(0.0, 0.0, 0.0, _upper_bound(n_b, confidence), r, confidence, missing,
+                        "upper", "upper-bound")
+    if r == 1:
+        return _empty(1, confidence, missing, "wilson-neff", p)
+    se = float(x.std(ddof=1) / math.sqrt(r))
+    cap = total if total else math.inf
+    n_eff = p * (1 - p) / se**2 if se > 0 else cap
+    n_eff = min(max(n_eff, float(r)), cap)
+    if not math.isfinite(n_eff):
+        n_eff = float(r)
+    lo, hi = _wilson(p, n_eff, _t(confidence, r - 1))
+    return Estimate(p, se, lo, hi, r, confidence, missing, "two-sided", "wilson-neff")
+
+
+def ratio_ci(numerator: Iterable[float], denominator: Iterable[float], confidence: float = 0.95,
+             *, log: bool = True) -> Estimate:
+    """A ratio of two means, ``mean(Y) / mean(X)``, with a delta-method interval.
+
+    Parameters
+    ----------
+    numerator, denominator : iterable of float
+        Paired per-replication values ``Y_i`` and ``X_i`` (a pair with a NaN
+        is left out and counted in ``missing``).
+    confidence : float
+        Level.
+    log : bool
+        Build the interval on the log scale (positive ratios: it stays
+        positive and is longer above); otherwise symmetric.
+
+    Returns
+    -------
+    Estimate
+        ``mean = R = mean(Y) / mean(X)`` and ``se`` from the delta method;
+        no interval with fewer than two pairs.
+
+    Notes
+    -----
+    ``se(R)**2 = var(Y - R X) / (n mean(X)**2)`` (first-order Taylor expansion
+    of ``R`` around the means); the t quantile has ``n - 1`` degrees of
+    freedom. The log interval is ``R exp(-+ t se / R)``. Estimate and interval
+    use the same replications and the same horizon.
+
+    References
+    ----------
+    .. [1] W. G. Cochran, *Sampling Techniques*, 3rd ed., Wiley, 1977,
+       section 6.4 (the ratio estimator and its variance).
+    """
+    y = np.asarray(list(numerator), dtype=float)
+    xd = np.asarray(list(denominator), dtype=float)
+    if y.shape != xd.shape:
+        raise ValueError(f"ratio_ci needs paired values: {y.size} and {xd.size}")
+    bad = np.isnan(y) | np.isnan(xd)
+    y, xd, missing = y[~bad], xd[~bad], int(bad.sum())
+    n = int(y.size)
+    if n == 0 or xd.mean() == 0:
+        return _empty(n, confidence, missing, "ratio-delta")
+    ratio = float(y.mean() / xd.mean())
+    if n == 1:
+        return _empty(1, confidence, missing, "ratio-delta", ratio)
+    se = float(np.std(y - ratio * xd, ddof=1) / (math.sqrt(n) * abs(xd.mean())))
+    t = _t(confidence, n - 1)
+    if log and ratio > 0:
+        w = t * se / ratio
+        lo, hi = ratio * math.exp(-w), ratio * math.exp(w)
+    else:
+        lo, hi = ratio - t * se, ratio + t * se
+    return Estimate(ratio, se, lo, hi, n, confidence, missing, "two-sided", "ratio-delta")
+
+
+def power_ci(est: Estimate, exponent: float) -> Estimate:
+    """Carry an estimate of ``v`` to one of ``v ** exponent`` (``v >= 0``, ``exponent > 0``).
+
+    Parameters
+    ----------
+    est : Estimate
+        For example a ratio ``E[D(t)] / E[D(0)] = c ** t``.
+    exponent : float
+        For example ``1 / t``, giving the per-round factor ``c``.
+
+    Returns
+    -------
+    Estimate
+        Every end mapped (a monotone map keeps the coverage); ``se`` by the
+        delta method; ``kind`` and ``method`` kept.
+    """
+    if exponent <= 0:
+        raise ValueError(f"power_ci needs a positive exponent: {exponent!r}")
+
+    def f(v: float) -> float:
+        return max(v, 0.0) ** exponent if math.isfinite(v) else v
+
+    se = est.se * exponent * est.mean ** (exponent - 1) if est.mean > 0 else math.nan
+    return Estimate(f(est.mean), se, f(est.low), f(est.high), est.n, est.confidence, est.missing,
+                    est.kind, est.method)
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judgement of one claim, with the rule that made it.
+
+    Attributes
+    ----------
+    holds : bool or None
+        True or False; None when the claim cannot be judged (no interval, no
+        exact value).
+    rule : str
+        The rule, in words, a reader can apply to the numbers printed.
+    """
+
+    holds: bool | None
+    rule: str
+
+    @property
+    def word(self) -> str:
+        """``yes``, ``no`` or ``not judged``."""
+        return "not judged" if self.holds is None else ("yes" if self.holds else "no")
+
+    def __bool__(self) -> bool:
+        return bool(self.holds)
+
+    def __str__(self) -> str:
+        return f"{self.word} ({self.rule})"
+
+
+def _pct(confidence: float) -> str:
+    return f"{100 * confidence:g}%"
+
+
+def judge_equal(est: Estimate, exact: float | None) -> Verdict:
+    """Judge "the simulation agrees with the exact value".
+
+    Parameters
+    ----------
+    est : Estimate
+    exact : float or None
+
+    Returns
+    -------
+    Verdict
+        Rule: the exact value lies in the interval; for an upper bound (no
+        event seen), the exact value lies below the bound; not judged with no
+        interval (one replication) or no exact value.
+    """
+    c = _pct(est.confidence)
+    if exact is None or (isinstance(exact, float) and math.isnan(exact)):
+        return Verdict(None, "no exact value")
+    if not est.has_interval:
+        return Verdict(None, f"no interval from {est.n} replication(s)")
+    if est.kind == "upper":
+        return Verdict(est.contains(exact), f"no event seen: exact below the one-sided {c} bound")
+    return Verdict(est.contains(exact), f"exact inside the {c} interval")
+
+
+def judge_bound(est: Estimate, bound: float, *, claim: str = "at most") -> Verdict:
+    """Judge an inequality claim, "the quantity is at most (or at least) ``bound``".
+
+    Parameters
+    ----------
+    est : Estimate
+        The simulated quantity.
+    bound : float
+        The claimed bound.
+    claim : {"at most", "at least"}
+
+    Returns
+    -------
+    Verdict
+        Rule: the claim fails only when the whole interval lies on the wrong
+        side of the bound (the data reject it); not judged with no interval.
+    """
+    if claim not in ("at most", "at least"):
+        raise ValueError(f"'claim' must be 'at most' or 'at least': {claim!r}")
+    c = _pct(est.confidence)
+    if not est.has_interval:
+        return Verdict(None, f"no interval from {est.n} replication(s)")
+    if claim == "at most":
+        ok = est.low <= bound
+        rule = f"claim '<= bound' fails only if the whole {c} interval lies above the bound"
+    else:
+        ok = est.high >= bound
+        rule = f"claim '>= bound' fails only if the whole {c} interval lies below the bound"
+    return Verdict(bool(ok), rule)
+
+
+def judge_optimal(chosen: str, costs: Mapping[str, Estimate], *, sense: str = "min") -> Verdict:
+    """Judge "design ``chosen`` is optimal" against its simulated neighbours.
+
+    Parameters
+    ----------
+    chosen : str
+        Label of the design claimed optimal (a key of ``costs``).
+    costs : mapping of str to Estimate
+        Simulated cost (or value) of the chosen design and of every
+        neighbouring design, each with an interval.
+    sense : {"min", "max"}
+        Whether lower (``min``) or higher is better.
+
+    Returns
+    -------
+    Verdict
+        Rule: the claim fails when some neighbour's interval lies wholly on
+        the better side of the chosen design's interval (the data show a
+        better neighbour); the rule names the neighbours and any that beat it.
+        Not judged if an interval is missing.
+    """
+    if chosen not in costs:
+        raise ValueError(f"'chosen' must be a key of costs: {chosen!r}")
+    if sense not in ("min", "max"):
+        raise ValueError(f"'sense' must be 'min' or 'max': {sense!r}")
+    mine = costs[chosen]
+    others = {k: e for k, e in costs.items() if k != chosen}
+    names = ", ".join(others) or "none"
+    c = _pct(mine.confidence)
+    if not mine.has_interval or not all(e.has_interval for e in others.values()):
+        return Verdict(None, f"an interval is missing (neighbours {names})")
+    if sense == "min":
+        better = [k for k, e in others.items() if e.high < mine.low]
+    else:
+        better = [k for k, e in others.items() if e.low > mine.high]
+    rule = (f"fails if a neighbour's {c} interval lies wholly {'below' if sense == 'min' else 'above'}"
+            f" the chosen design's; neighbours simulated: {names}")
+    if better:
+        rule += f"; better: {', '.join(better)}"
+    return Verdict(not better, rule)
 
 
 def summarize(

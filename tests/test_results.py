@@ -17,6 +17,14 @@ from sim.results import (
     format_4g,
     format_number,
     from_cell,
+    judge_bound,
+    judge_equal,
+    judge_optimal,
+    log_mean_ci,
+    power_ci,
+    proportion_ci,
+    rate_ci,
+    ratio_ci,
     markdown_table,
     mean_ci,
     read_csv,
@@ -40,11 +48,14 @@ def test_mean_ci_matches_student_t():
 
 
 def test_mean_ci_edge_cases():
-    """One value gives an infinite interval, none gives NaN; NaNs are ignored."""
+    """One value gives no interval (not [-inf, inf]), none gives NaN; NaNs are counted, not hidden."""
     one = mean_ci([2.0])
-    assert one.mean == 2.0 and math.isinf(one.high)
+    assert one.mean == 2.0 and one.kind == "none" and not one.has_interval
+    assert not one.contains(2.0) and str(one) == "2 (no interval, n = 1)"
+    assert judge_equal(one, 2.0).holds is None
     assert math.isnan(mean_ci([]).mean)
-    assert mean_ci([1.0, float("nan"), 3.0]).n == 2
+    e = mean_ci([1.0, float("nan"), 3.0])
+    assert e.n == 2 and e.missing == 1
 
 
 def test_mean_ci_coverage_is_95_percent():
@@ -54,6 +65,135 @@ def test_mean_ci_coverage_is_95_percent():
     hits = sum(mean_ci(rng.normal(1.0, 2.0, size=5)).contains(1.0) for _ in range(trials))
     se = math.sqrt(0.95 * 0.05 / trials)
     assert abs(hits / trials - 0.95) < 4 * se  # a normal-quantile interval covers ~0.88 here
+
+
+def test_proportion_ci_is_wilson_inside_unit_interval():
+    """proportion_ci is the Wilson score interval; it stays in [0, 1] where a Wald interval does not."""
+    e = proportion_ci(1, 750)
+    p, z = 1 / 750, stats.norm.ppf(0.975)
+    wald_low = p - z * math.sqrt(p * (1 - p) / 750)
+    assert wald_low < 0 < e.low < p < e.high < 1
+    # Wilson ends solve |p_hat - p| = z sqrt(p (1 - p) / N)
+    for end in (e.low, e.high):
+        assert abs(p - end) == pytest.approx(z * math.sqrt(end * (1 - end) / 750), rel=1e-9)
+    full = proportion_ci(20, 20)
+    assert full.high == 1.0 and full.low < 1.0
+
+
+def test_proportion_ci_no_event_is_a_one_sided_bound():
+    """With no event the estimate is an upper bound 1 - 0.05**(1/N), printed and judged as "below X"."""
+    e = proportion_ci(0, 1000)
+    assert e.kind == "upper" and e.high == pytest.approx(1 - 0.05 ** (1 / 1000))
+    assert str(e) == f"below {e.high:.6g}"
+    assert judge_equal(e, 1e-4).holds is True and judge_equal(e, 0.01).holds is False
+    assert "one-sided" in judge_equal(e, 1e-4).rule
+    # the bound covers: at p = 0.003 and N = 1000, P(no event) = 0.05 when p is at the bound
+    rng = np.random.default_rng(7)
+    p_true = 0.002
+    hits = 0
+    for _ in range(4000):
+        k = int(rng.binomial(1000, p_true))
+        hits += proportion_ci(k, 1000).contains(p_true)
+    assert abs(hits / 4000 - 0.95) < 4 * math.sqrt(0.95 * 0.05 / 4000) + 0.01
+
+
+def test_rate_ci_covers_clustered_rare_rates_where_t_misses_above():
+    """rate_ci covers a rare rate from correlated replications; a t-interval misses above far more than below."""
+    rng = np.random.default_rng(2024)
+    p, reps = 0.01, 20
+    cover = t_cover = above = t_above = below = t_below = 0
+    runs = 2000
+    for _ in range(runs):
+        # bursts: each replication is 20 blocks of 10 equal trials (strong correlation)
+        rates = rng.binomial(20, p, size=reps) / 20
+        e, t = rate_ci(rates), mean_ci(rates)
+        cover += e.contains(p)
+        t_cover += t.contains(p)
+        above += p > e.high
+        t_above += p > t.high
+        below += p < e.low
+        t_below += p < t.low
+    se = math.sqrt(0.95 * 0.05 / runs)
+    assert abs(cover / runs - 0.95) < 4 * se + 0.01
+    assert above / runs < 0.04 and below / runs < 0.04
+    assert t_above / runs > 0.08  # the symmetric interval misses above (exact above it)
+
+
+def test_rate_ci_bounds_and_edges():
+    """All-zero rates give a bound from the trials or the replications; one replication gives no interval."""
+    z = rate_ci([0.0] * 10)
+    assert z.kind == "upper" and z.high == pytest.approx(1 - 0.05 ** 0.1)
+    zt = rate_ci([0.0] * 10, trials=100)
+    assert zt.high == pytest.approx(1 - 0.05 ** (1 / 1000))
+    assert rate_ci([0.3]).kind == "none"
+    e = rate_ci([0.1, float("nan"), 0.2, 0.15])
+    assert e.missing == 1 and 0 <= e.low < e.mean < e.high <= 1
+    with pytest.raises(ValueError):
+        rate_ci([1.5, 0.1])
+
+
+def test_ratio_ci_delta_method_covers_ratio_of_means():
+    """ratio_ci estimates mean(Y)/mean(X) with the delta-method se; its interval covers E[Y]/E[X]."""
+    rng = np.random.default_rng(99)
+    runs, n, true = 2000, 20, 0.45
+    hits = 0
+    for _ in range(runs):
+        x = rng.chisquare(9, size=n)
+        y = x * rng.beta(4.5, 5.5, size=n)  # E[Y | X] = 0.45 X
+        e = ratio_ci(y, x)
+        hits += e.contains(true)
+    assert abs(hits / runs - 0.95) < 4 * math.sqrt(0.95 * 0.05 / runs)
+    y, x = np.array([1.0, 2.0, 4.0]), np.array([2.0, 3.0, 5.0])
+    e = ratio_ci(y, x, log=False)
+    r = 7 / 10
+    assert e.mean == pytest.approx(r)
+    assert e.se == pytest.approx(np.std(y - r * x, ddof=1) / (math.sqrt(3) * x.mean()))
+    assert e.high - e.mean == pytest.approx(stats.t.ppf(0.975, 2) * e.se)
+
+
+def test_power_ci_maps_the_ends():
+    """power_ci maps every end of the interval by v -> v**p."""
+    e = ratio_ci([0.2, 0.25, 0.3], [1.0, 1.0, 1.0])
+    c = power_ci(e, 0.5)
+    assert c.mean == pytest.approx(0.25**0.5) and c.low == pytest.approx(e.low**0.5)
+    assert c.high == pytest.approx(e.high**0.5)
+
+
+def test_log_mean_ci_covers_lognormal_mean_better_than_t():
+    """log_mean_ci stays positive and misses above less often than the t interval on a skewed mean."""
+    rng = np.random.default_rng(5)
+    runs, n, sigma = 3000, 20, 0.5
+    true = math.exp(sigma**2 / 2)
+    above = t_above = 0
+    for _ in range(runs):
+        x = rng.lognormal(0.0, sigma, size=n)
+        e, t = log_mean_ci(x), mean_ci(x)
+        assert e.low > 0
+        above += true > e.high
+        t_above += true > t.high
+    # the t interval misses above about 6 % of the time here, the log interval under 5 %
+    assert above < t_above - 20
+    assert above / runs < 0.05 < t_above / runs
+    with pytest.raises(ValueError):
+        log_mean_ci([-1.0, 2.0])
+
+
+def test_verdicts_state_their_rules():
+    """Each verdict says yes/no/not judged and the rule that decided it."""
+    e = mean_ci([1.0, 2.0, 3.0])
+    assert judge_equal(e, 2.0).holds and not judge_equal(e, 50.0).holds
+    assert "inside" in judge_equal(e, 2.0).rule
+    assert judge_equal(e, None).holds is None
+    assert judge_bound(e, 1.0).holds and not judge_bound(e, -10.0).holds
+    assert judge_bound(e, 10.0, claim="at least").holds is False
+    assert str(judge_bound(e, 1.0)).startswith("yes (")
+    chosen = mean_ci([10.0, 10.1, 9.9])
+    worse, better = mean_ci([12.0, 12.1, 11.9]), mean_ci([5.0, 5.1, 4.9])
+    v = judge_optimal("a", {"a": chosen, "b": worse})
+    assert v.holds and "neighbours simulated: b" in v.rule
+    v = judge_optimal("a", {"a": chosen, "b": worse, "c": better})
+    assert v.holds is False and "better: c" in v.rule
+    assert judge_optimal("a", {"a": chosen, "b": mean_ci([1.0])}).holds is None
 
 
 def test_summarize_skips_errors():
