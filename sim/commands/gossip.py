@@ -221,6 +221,14 @@ def _fmt(v: Any) -> str:
     return f"{v:.6g}" if isinstance(v, (float, np.floating)) else str(v)
 
 
+def _ci_text(ci: Any) -> str:
+    if ci is None:
+        return "-"
+    if not ci.has_interval:
+        return f"no interval (n = {ci.n})"
+    return f"[{_fmt(ci.low)}, {_fmt(ci.high)}]"
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the replications and print the report (text table or one JSON object)."""
     tc = training_from_args(args)
@@ -247,9 +255,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"gossip: {cfg.protocol} on {cfg.topology} with n = {cfg.n} "
           f"({cfg.honest_count} honest), {report['replications']} replications, seed {args.seed}")
     print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
-    rows = [(r["quantity"], _fmt(r["simulated"]),
-             f"[{_fmt(r['interval'].low)}, {_fmt(r['interval'].high)}]" if r["interval"] is not None else "-",
-             _fmt(r["exact"])) for r in comparison_rows(report)]
+    rows = [(r["quantity"], _fmt(r["simulated"]), _ci_text(r["interval"]), _fmt(r["exact"]))
+            for r in comparison_rows(report)]
     print_table(rows, ("quantity", "simulated", "95% CI", "exact"))
     for e in errors:
         print(f"replication error: {e}")

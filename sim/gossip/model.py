@@ -10,7 +10,7 @@ import numpy as np
 
 from ..adversaries import Adversary, Defence
 from ..errors import check
-from ..results import Estimate, mean_ci
+from ..results import log_mean_ci, lognormal_mean_ci, mean_ci, power_ci, ratio_ci
 from ..rng import Streams
 from .config import GossipConfig
 from .engines import predictions
@@ -117,12 +117,9 @@ def _mean_se(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return m, se
 
 
-def _power_ci(est: Estimate, power: float) -> Estimate:
-    """Transform an estimate of ``c**k`` into one of ``c`` (monotone map)."""
-    def f(v: float) -> float:
-        return math.copysign(abs(v) ** power, v) if math.isfinite(v) else v
-    return Estimate(f(est.mean), est.se * power * abs(est.mean) ** (power - 1) if est.mean else math.nan,
-                    f(est.low), f(est.high), est.n, est.confidence)
+#: Depth of the record the contraction is estimated at: the last record where
+#: the mean disagreement is still at least this fraction of its start.
+CONTRACTION_DEPTH = 0.1
 
 
 def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -> dict[str, Any]:
@@ -139,14 +136,22 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
     dict
         Series ``steps``, ``time``, ``disagreement`` (+ ``_se``), ``honest_mean``
         (+ ``_se``; a list per record when ``dim > 1``), ``mean_shift``;
-        ``contraction_per_round`` (geometric mean of successive ratios of the
-        mean disagreement over the records from 0 while it stays above
-        ``max(1e-12 D[0], 10 x predicted noise floor)``; with noise it is
-        slightly biased up) with ``contraction_per_round_ci`` (from the
-        per-replication ratios ``D[j] / D[0]``, unbiased for ``c**t``);
-        ``noise_floor`` + ``noise_floor_ci`` (with noise); with a stubborn
+        ``contraction_per_round`` with ``contraction_per_round_ci`` and
+        ``contraction_steps`` ``t_j``: ``(E[D(t_j)] / E[D(0)]) ** (1 / t_j)``
+        from the per-replication ratios ``D(t_j) / D(0)`` at record ``t_j`` (the
+        last record where the mean is at least :data:`CONTRACTION_DEPTH` of
+        ``D[0]``, above ten times any noise floor) by
+        :func:`~sim.results.lognormal_mean_ci` (a delta-method ratio of means if
+        a ratio is 0), carried through the power -- estimate and interval from
+        the same data and record
+        (where the rate is not constant, ``predicted_contraction`` is the exact
+        recursion's ``(E[D(t_j)] / E[D(0)]) ** (1 / t_j)`` at the same record);
+        ``final_disagreement`` + ``final_disagreement_ci`` (``E[D]`` at the last
+        record by :func:`~sim.results.lognormal_mean_ci`; by
+        :func:`~sim.results.log_mean_ci` if some ``D`` is 0);
+        ``noise_floor`` + ``noise_floor_ci`` (with noise; log-scale interval); with a stubborn
         attacker ``capture_rate`` + ``capture_rate_ci`` (per round/step factor
-        of ``E[m - b]``) and with a clip ``creep_per_step`` + ``creep_per_step_ci``;
+        of ``E[m - b]``, a ratio of means with its delta-method interval, as the contraction) and with a clip ``creep_per_step`` + ``creep_per_step_ci``;
         and every entry of :func:`predictions`.
     """
     ok = [r for r in records if not r.get("error")]
@@ -168,24 +173,34 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
     out["mean_shift"] = _series(ok, "mean_shift").mean(axis=0)
     out["exchanges"] = float(np.mean([r["exchanges"] for r in ok]))
     pred = predictions(config)
-    # Contraction: the geometric mean of successive ratios of the mean
-    # disagreement over the records before the floor (it telescopes to
-    # (Dm[j] / Dm[0]) ** (1 / steps[j])); its interval comes from the
-    # per-replication ratios D[j'] / D[0], unbiased for c ** steps[j'] since
-    # E[D' | x] = c D, at the last record j' where Dm is still above 1e-3 Dm[0]
-    # (deeper ratios are dominated by rare replications at small n).
+    # Contraction: E[D(t_j)] / E[D(0)] at one record t_j, estimated from the
+    # per-replication ratios D(t_j) / D(0) (unbiased for it: for matching on
+    # the complete graph E[D(t) | x0] = c**t D(0); on any graph the ratio of
+    # the quadratic forms has that mean for i.i.d. normal starts) by Cox's
+    # log-normal interval, both from the same replications at the same record,
+    # then raised to 1 / t_j. t_j is the last record, within the records above
+    # ten times any noise floor, where the mean is still above 0.1 D[0].
     floor = pred.get("predicted_noise_floor", 0.0)
     thresh = max(Dm[0] * 1e-12, 10.0 * floor, 1e-300)
     good = (Dm[1:] > thresh) & (np.diff(steps) == k)
     prefix = int(np.argmin(good)) if not good.all() else good.size  # contiguous from record 0
     if config.protocol != "async" and prefix >= 1 and Dm[0] > 0:
-        out["contraction_per_round"] = float((Dm[prefix] / Dm[0]) ** (1.0 / steps[prefix]))
-        j = max(1, int(np.sum(Dm[1:prefix + 1] >= 1e-3 * Dm[0])))
-        est = mean_ci(D[:, j] / D[:, 0])
-        out["contraction_per_round_ci"] = _power_ci(est, 1.0 / float(steps[j]))
+        j = max(1, int(np.sum(Dm[1:prefix + 1] >= CONTRACTION_DEPTH * Dm[0])))
+        ratios = D[:, j] / D[:, 0]
+        est = lognormal_mean_ci(ratios) if np.all(ratios > 0) else ratio_ci(D[:, j], D[:, 0])
+        est = power_ci(est, 1.0 / float(steps[j]))
+        out["contraction_per_round"] = est.mean
+        out["contraction_per_round_ci"] = est
         out["contraction_steps"] = int(steps[j])
+        pd = pred.get("predicted_disagreement")
+        if "predicted_contraction" not in pred and pd is not None and pd[0] > 0:
+            # no constant rate (sparse graphs): the exact recursion at the same record
+            pred["predicted_contraction"] = float((pd[j] / pd[0]) ** (1.0 / float(steps[j])))
+    last = D[:, -1]
+    fd = lognormal_mean_ci(last) if np.all(last > 0) else log_mean_ci(last)
+    out["final_disagreement"], out["final_disagreement_ci"] = fd.mean, fd
     if config.noise > 0:
-        est = mean_ci([r["noise_floor"] for r in ok])
+        est = log_mean_ci([r["noise_floor"] for r in ok])
         out["noise_floor"] = est.mean
         out["noise_floor_ci"] = est
     if "gap" in ok[0]:
@@ -195,9 +210,9 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
         idx = np.flatnonzero((rel >= 0.05) & (steps > 0))
         if idx.size and config.protocol != "async":
             t = int(idx[-1])
-            out["capture_rate"] = float(rel[t] ** (1.0 / steps[t]))
-            est = mean_ci(gap[:, t] / gap[:, 0])
-            out["capture_rate_ci"] = _power_ci(est, 1.0 / float(steps[t]))
+            est = power_ci(ratio_ci(gap[:, t], gap[:, 0]), 1.0 / float(steps[t]))
+            out["capture_rate"] = est.mean
+            out["capture_rate_ci"] = est
             out["capture_steps"] = int(steps[t])
         if config.clip is not None:
             far = np.stack([np.asarray(r["far"], dtype=bool) for r in ok]).all(axis=0)
@@ -235,6 +250,8 @@ def comparison_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             rows.append({"quantity": label, "simulated": report.get(key),
                          "interval": report.get(key + "_ci"), "exact": report.get(exact)})
     pd = report.get("predicted_disagreement")
-    rows.append({"quantity": "final disagreement D", "simulated": float(report["disagreement"][-1]),
-                 "interval": None, "exact": float(pd[-1]) if pd is not None else None})
+    fd = report.get("final_disagreement_ci")
+    rows.append({"quantity": "final disagreement D",
+                 "simulated": fd.mean if fd is not None else float(report["disagreement"][-1]),
+                 "interval": fd, "exact": float(pd[-1]) if pd is not None else None})
     return rows
