@@ -21,12 +21,13 @@ from sim.results import (
     judge_equal,
     judge_optimal,
     log_mean_ci,
+    lognormal_mean_ci,
+    markdown_table,
+    mean_ci,
     power_ci,
     proportion_ci,
     rate_ci,
     ratio_ci,
-    markdown_table,
-    mean_ci,
     read_csv,
     summarize,
     summary_rows,
@@ -176,6 +177,31 @@ def test_log_mean_ci_covers_lognormal_mean_better_than_t():
     assert above / runs < 0.05 < t_above / runs
     with pytest.raises(ValueError):
         log_mean_ci([-1.0, 2.0])
+
+
+def test_lognormal_mean_ci_is_cox_and_covers_a_lognormal_mean():
+    """lognormal_mean_ci is Cox's interval; on log-normal data (sigma 1, n 20) it misses above far less than log-t."""
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    e = lognormal_mean_ci(x)
+    ly = np.log(x)
+    m, s2 = ly.mean(), ly.var(ddof=1)
+    assert e.mean == pytest.approx(math.exp(m + s2 / 2))
+    w = stats.norm.ppf(0.975) * math.sqrt(s2 / 4 + s2**2 / 6)
+    assert e.low == pytest.approx(math.exp(m + s2 / 2 - w)) and e.method == "cox"
+    rng = np.random.default_rng(11)
+    runs, true = 3000, math.exp(0.5)
+    hits = above = log_above = 0
+    for _ in range(runs):
+        y = rng.lognormal(0.0, 1.0, size=20)
+        c = lognormal_mean_ci(y)
+        hits += c.contains(true)
+        above += true > c.high
+        log_above += true > log_mean_ci(y).high
+    assert 0.92 < hits / runs < 0.97
+    # log-t misses above about 10 % of the time here, Cox's interval about 6 %
+    assert above / runs + 0.03 < log_above / runs
+    with pytest.raises(ValueError):
+        lognormal_mean_ci([0.0, 1.0])
 
 
 def test_verdicts_state_their_rules():
