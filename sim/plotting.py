@@ -19,7 +19,7 @@ __all__ = ["plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossi
            "plot_trace"]
 
 
-# --------------------------------------------------------------------------- sweeps (runner)
+# --------------------------------------------------------------------------- shared helpers
 
 
 def _num(v: Any) -> float:
@@ -27,6 +27,58 @@ def _num(v: Any) -> float:
         return float(v)
     except (TypeError, ValueError):
         return math.nan
+
+
+def _integer_ticks(axis: Any, values: Sequence[Any]) -> None:
+    """Integer ticks on ``axis`` (``ax.xaxis`` or ``ax.yaxis``) when every value is a whole number."""
+    from matplotlib.ticker import MaxNLocator
+
+    vals = [_num(v) for v in values]
+    if vals and all(math.isfinite(v) and v == int(v) for v in vals):
+        axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _error_bars(ax: Any, x: Sequence[float], mean: Sequence[float], low: Sequence[float],
+                high: Sequence[float], *, logy: bool, color: Any = None, label: str | None = None,
+                fmt: str = "o", kinds: Sequence[str] | None = None, **kw: Any) -> None:
+    """Points with their 95% intervals, honest on log axes.
+
+    An interval end that is not finite is not drawn. On a log axis a lower end
+    at or below 0 cannot be drawn: its bar stops at the point, which gets a
+    downward caret (instead of a bar running to the bottom of the axes). An
+    estimate of kind ``"upper"`` (no event seen, "below X") is drawn as a
+    downward triangle at its bound, without a point.
+    """
+    kinds = list(kinds) if kinds is not None else ["two-sided"] * len(mean)
+    xs, ms, lo_e, hi_e, cut, bx, by = [], [], [], [], [], [], []
+    for xi, m, lo, hi, kind in zip(x, mean, low, high, kinds, strict=True):
+        m, lo, hi = _num(m), _num(lo), _num(hi)
+        if kind == "upper":
+            if math.isfinite(hi) and (not logy or hi > 0):
+                bx.append(xi)
+                by.append(hi)
+            continue
+        if not math.isfinite(m) or (logy and m <= 0):
+            continue
+        xs.append(xi)
+        ms.append(m)
+        down = m - lo if math.isfinite(lo) else 0.0
+        if logy and math.isfinite(lo) and lo <= 0:
+            down = 0.0
+            cut.append((xi, m))
+        lo_e.append(max(down, 0.0))
+        hi_e.append(max(hi - m, 0.0) if math.isfinite(hi) else 0.0)
+    line = ax.errorbar(xs, ms, yerr=[lo_e, hi_e], fmt=fmt, color=color, capsize=3, label=label, **kw)
+    c = line[0].get_color() if color is None else color
+    if cut:
+        ax.plot([p[0] for p in cut], [p[1] for p in cut], linestyle="none", marker=7, color=c,
+                markersize=8, label="lower end <= 0 (not drawable on a log axis)")
+    if bx:
+        ax.plot(bx, by, linestyle="none", marker="v", color=c, markersize=8,
+                label="no event seen: upper bound")
+
+
+# --------------------------------------------------------------------------- sweeps (runner)
 
 
 def plot_sweep(
@@ -80,22 +132,25 @@ def plot_sweep(
     xs_all = [r.get(x) for r in rows]
     numeric = all(not math.isnan(_num(v)) for v in xs_all)
     order = {v: i for i, v in enumerate(dict.fromkeys(map(str, xs_all)))}
-    for g, rs in groups.items():
+    for gi, (g, rs) in enumerate(groups.items()):
         xs = [_num(r.get(x)) if numeric else order[str(r.get(x))] for r in rs]
         idx = sorted(range(len(rs)), key=lambda i: xs[i])
         xs = [xs[i] for i in idx]
         rs = [rs[i] for i in idx]
         m = [_num(r.get(f"{y}_mean")) for r in rs]
-        lo = [max(mi - _num(r.get(f"{y}_low")), 0.0) for mi, r in zip(m, rs, strict=True)]
-        hi = [max(_num(r.get(f"{y}_high")) - mi, 0.0) for mi, r in zip(m, rs, strict=True)]
+        color = f"C{gi % 10}"
         label = f"{group}={g}" if group else "simulated (95% CI)"
-        line = ax.errorbar(xs, m, yerr=[lo, hi], marker="o", capsize=3, label=label)
+        _error_bars(ax, xs, m, [_num(r.get(f"{y}_low")) for r in rs],
+                    [_num(r.get(f"{y}_high")) for r in rs], logy=logy, color=color, label=label,
+                    fmt="o-")
         if exact:
             ex = [_num(r.get(exact)) for r in rs]
-            ax.plot(xs, ex, linestyle="--", color=line[0].get_color(),
+            ax.plot(xs, ex, linestyle="--", color=color, zorder=3,
                     label="exact" if not group else None)
     if not numeric:
         ax.set_xticks(list(order.values()), list(order.keys()))
+    else:
+        _integer_ticks(ax.xaxis, xs_all)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel or x)
@@ -173,7 +228,9 @@ def plot_gossip_series(
     ----------
     series : list of dict
         Each with ``label``, ``x``, ``mean`` and optionally ``low``/``high``
-        (a band) and ``exact`` (a dashed curve at the same ``x``).
+        (a band) and ``exact`` (a dashed black curve at the same ``x``, drawn on
+        top) with ``exact_label`` (default ``"exact"``; say ``"bound"`` when it
+        is one).
     path : str or Path
         PNG file to write (its folder is created).
     title, xlabel, ylabel : str
@@ -185,12 +242,14 @@ def plot_gossip_series(
     Path
     """
     path, fig, ax = _gossip_fig(path)
+    named: set[str] = set()
     for i, s in enumerate(series):
         color = f"C{i % 10}"
         x = [float(v) for v in s["x"]]
         y = [float(v) for v in s["mean"]]
         keep = [k for k, v in enumerate(y) if not logy or v > 0]
-        ax.plot([x[k] for k in keep], [y[k] for k in keep], color=color, label=f"{s['label']} (sim)")
+        ax.plot([x[k] for k in keep], [y[k] for k in keep], color=color, linewidth=1.0,
+                marker="o", markersize=3, label=f"{s['label']} (sim, 95% band)")
         if s.get("low") is not None and s.get("high") is not None:
             lo = [float(v) for v in s["low"]]
             hi = [float(v) for v in s["high"]]
@@ -200,8 +259,12 @@ def plot_gossip_series(
         if s.get("exact") is not None:
             ex = [float(v) for v in s["exact"]]
             ke = [k for k, v in enumerate(ex) if not logy or v > 0]
-            ax.plot([x[k] for k in ke], [ex[k] for k in ke], color=color, linestyle="--",
-                    label=f"{s['label']} (exact)")
+            # drawn last and on top, in black dashes over the coloured simulation
+            name = s.get("exact_label", "exact")
+            ax.plot([x[k] for k in ke], [ex[k] for k in ke], color="k", linestyle=(0, (4, 3)),
+                    linewidth=1.2, zorder=4, label=None if name in named else name)
+            named.add(name)
+    _integer_ticks(ax.xaxis, [v for s in series for v in s["x"]])
     return _finish_gossip_fig(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel,
                               logy=logy)
 
@@ -241,9 +304,11 @@ def plot_gossip_estimates(
     path, fig, ax = _gossip_fig(path)
     if exact_x is not None and exact_y is not None:
         ax.plot(list(exact_x), list(exact_y), color="k", linestyle="--", label="exact")
-    m = [e.mean for e in estimates]
-    err = [[e.mean - e.low for e in estimates], [e.high - e.mean for e in estimates]]
-    ax.errorbar(list(x), m, yerr=err, fmt="o", color="C0", capsize=3, label="simulated (95% CI)")
+    _error_bars(ax, list(x), [e.mean for e in estimates], [e.low for e in estimates],
+                [e.high for e in estimates], logy=logy, color="C0", label="simulated (95% CI)",
+                kinds=[getattr(e, "kind", "two-sided") for e in estimates])
+    if not logx:
+        _integer_ticks(ax.xaxis, x)
     return _finish_gossip_fig(fig, ax, path, title=title, xlabel=xlabel, ylabel=ylabel,
                               logx=logx, logy=logy)
 
@@ -287,15 +352,14 @@ def plot_drop_vs_replicas(curves: Sequence[Mapping[str, Any]], path: str | Path,
                 label=f"s={c['skip_budget']} exact")
         pts = c.get("simulated") or []
         if pts:
-            xs = [r for r, _ in pts]
-            m = [e.mean for _, e in pts]
-            err = [[max(e.mean - e.low, 0.0) for _, e in pts],
-                   [max(e.high - e.mean, 0.0) for _, e in pts]]
-            ax.errorbar(xs, m, yerr=err, fmt="o", mfc="none", color=color, capsize=3)
+            _error_bars(ax, [r for r, _ in pts], [e.mean for _, e in pts], [e.low for _, e in pts],
+                        [e.high for _, e in pts], logy=True, color=color, mfc="none",
+                        kinds=[getattr(e, "kind", "two-sided") for _, e in pts])
         if c.get("floor", 0) > 0:
             ax.axhline(c["floor"], color=color, linestyle=":", linewidth=1)
     ax.axhline(0.01, color="gray", linestyle="--", linewidth=0.8, label="1% target")
     ax.set_yscale("log")
+    _integer_ticks(ax.xaxis, [r for c in curves for r in c["replicas"]])
     ax.set_xlabel("replicas per stage r")
     ax.set_ylabel("drop rate P(Bin(L, q) > s)")
     ax.set_title(f"Drop rate vs r (L={stages}, a={availability}, rho={domain_outage:g}); "
@@ -325,23 +389,38 @@ def plot_workers_vs_skip(series: Sequence[Mapping[str, Any]], path: str | Path, 
     Path
     """
     path, fig, (ax,) = _pipeline_fig(path)
+    k = len(series)
+    feasible = [w for srs in series for _, w in srs["points"] if w is not None]
+    top = 1.08 * max(feasible) if feasible else 1.0
     for i, srs in enumerate(series):
+        # the rho lines coincide wherever the floor is far below the target:
+        # dodge them sideways so each stays visible
+        dx = 0.12 * (i - (k - 1) / 2)
         pts = [(s, w) for s, w in srs["points"] if w is not None]
         if pts:
-            ax.plot([s for s, _ in pts], [w for _, w in pts], color=f"C{i}",
-                    marker="os^"[i % 3], markersize=9 - 2.5 * i, linestyle=("-", "--", ":")[i % 3],
+            ax.plot([s + dx for s, _ in pts], [w for _, w in pts], color=f"C{i}",
+                    marker="os^D"[i % 4], markersize=6, linestyle=("-", "--", ":")[i % 3],
                     label=f"rho={srs['domain_outage']:g}")
         bad = [s for s, w in srs["points"] if w is None]
         if bad:
-            ax.plot(bad, [0] * len(bad), "x", color=f"C{i}",
+            # no number of workers reaches the target: marked above the axes' data, not at 0
+            ax.plot([s + dx for s in bad], [top] * len(bad), "x", color=f"C{i}", markersize=9,
+                    clip_on=False,
                     label=f"rho={srs['domain_outage']:g}: infeasible (floor above target)")
         for s, w in pts:
             if (s, w) in ((0, 240), (4, 96)) and srs["domain_outage"] == 0:
-                ax.annotate(f"{w}", (s, w), textcoords="offset points", xytext=(6, 6))
+                ax.annotate(f"{w}", (s + dx, w), textcoords="offset points", xytext=(6, 6))
+    if any(w is None for srs in series for _, w in srs["points"]):
+        ax.axhline(top, color="gray", linewidth=0.6, linestyle=":")
+        ax.annotate("infeasible", (0.0, top), xycoords=("axes fraction", "data"),
+                    textcoords="offset points", xytext=(4, 4), fontsize="x-small", color="gray")
+    ax.set_ylim(0, top * 1.1)
+    _integer_ticks(ax.xaxis, [s for srs in series for s, _ in srs["points"]])
     ax.set_xlabel("skip budget s")
     ax.set_ylabel("workers L*r")
     ax.set_title(f"Workers needed for drop rate <= {target_drop:g} vs skip budget "
-                 f"(L={stages}, a={availability})", fontsize="small")
+                 f"(L={stages}, a={availability})\nlines dodged sideways where they coincide",
+                 fontsize="small")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.savefig(path, dpi=120)
@@ -374,6 +453,7 @@ def plot_kappa_sweep(rows: Sequence[Mapping[str, Any]], path: str | Path, *,
         ax.set_xscale("log")
         ax.set_xticks(k, [f"{v:g}" for v in k])
         ax.minorticks_off()
+    _integer_ticks(ax1.yaxis, [r["skip_budget"] for r in rows] + [r["replicas"] for r in rows])
     ax1.set_xlabel("skip penalty kappa")
     ax1.set_ylabel("optimal design")
     ax1.set_title("Optimal (r, s) vs kappa", fontsize="small")
@@ -381,10 +461,9 @@ def plot_kappa_sweep(rows: Sequence[Mapping[str, Any]], path: str | Path, *,
     ax1.grid(alpha=0.3)
     ax2.plot(k, [r["gain"] for r in rows], "k--", label="exact")
     if all("gain_sim" in r for r in rows):
-        m = [r["gain_sim"] for r in rows]
-        err = [[r["gain_sim"] - r["gain_low"] for r in rows],
-               [r["gain_high"] - r["gain_sim"] for r in rows]]
-        ax2.errorbar(k, m, yerr=err, fmt="o", color="C0", capsize=3, label="simulated (95% CI)")
+        _error_bars(ax2, k, [r["gain_sim"] for r in rows], [r["gain_low"] for r in rows],
+                    [r["gain_high"] for r in rows], logy=False, color="C0",
+                    label="simulated (95% CI)")
     ax2.axhline(1.0, color="gray", linewidth=0.8)
     ax2.set_xlabel("skip penalty kappa")
     ax2.set_ylabel("gain = no-skip cost / optimal cost")
@@ -461,14 +540,11 @@ def plot_stress_panels(
             lo = s.get("low")
             hi = s.get("high")
             if s.get("style") == "points":
-                err = None
-                if lo is not None and hi is not None:
-                    err = [[max(ys[q] - _num(lo[j]), 0.0) if math.isfinite(_num(lo[j])) else 0.0
-                            for q, j in enumerate(keep)],
-                           [max(_num(hi[j]) - ys[q], 0.0) if math.isfinite(_num(hi[j])) else 0.0
-                            for q, j in enumerate(keep)]]
-                ax.errorbar(xs, ys, yerr=err, fmt=s.get("marker", "o"), color=color, capsize=3,
-                            label=s.get("label"))
+                nan_list = [math.nan] * len(keep)
+                _error_bars(ax, xs, ys,
+                            [_num(lo[j]) for j in keep] if lo is not None and hi is not None else nan_list,
+                            [_num(hi[j]) for j in keep] if lo is not None and hi is not None else nan_list,
+                            logy=logy, color=color, label=s.get("label"), fmt=s.get("marker", "o"))
             else:
                 ax.plot(xs, ys, color=color, label=s.get("label"))
                 if lo is not None and hi is not None:
@@ -487,6 +563,8 @@ def plot_stress_panels(
             ax.axhline(float(panel["hline"]), color="gray", linewidth=0.8, linestyle=":")
         if panel.get("logx"):
             ax.set_xscale("log")
+        elif panel.get("xticks") is None:
+            _integer_ticks(ax.xaxis, [v for s in panel.get("series", []) for v in s.get("x", [])])
         if logy:
             ax.set_yscale("log")
         if panel.get("ylim") is not None:

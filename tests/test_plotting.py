@@ -1,0 +1,60 @@
+"""Tests of sim.plotting: honest error bars on log axes, integer ticks, infeasible designs off the axis."""
+
+from __future__ import annotations
+
+import math
+
+from matplotlib.figure import Figure
+
+from sim import plotting
+from sim.results import mean_ci, proportion_ci
+
+
+def test_negative_lower_end_does_not_pull_a_log_axis_down():
+    """On a log axis a lower interval end <= 0 stops the bar at the point (marked), not at the axis bottom."""
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.set_yscale("log")
+    plotting._error_bars(ax, [1, 2], [1e-3, 2e-3], [-1e-3, 1.5e-3], [3e-3, 2.5e-3], logy=True,
+                         color="C0", label="sim")
+    ax.relim()
+    ax.autoscale_view()
+    assert ax.get_ylim()[0] > 1e-4
+    labels = [line.get_label() for line in ax.lines]
+    assert any("lower end <= 0" in lab for lab in labels)
+
+
+def test_upper_bound_is_drawn_as_a_bound():
+    """An estimate with no event seen is drawn as a downward triangle at its bound."""
+    fig = Figure()
+    ax = fig.add_subplot()
+    e = proportion_ci(0, 1000)
+    plotting._error_bars(ax, [1], [e.mean], [e.low], [e.high], logy=True, kinds=[e.kind])
+    bound = [line for line in ax.lines if line.get_label() == "no event seen: upper bound"]
+    assert bound and math.isclose(bound[0].get_ydata()[0], e.high)
+
+
+def test_integer_axis_gets_integer_ticks():
+    """A whole-number axis (skip budget, r) gets integer ticks only."""
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.plot([0, 1, 2], [1, 2, 3])
+    plotting._integer_ticks(ax.xaxis, [0, 1, 2])
+    ticks = ax.get_xticks()
+    assert all(float(t).is_integer() for t in ticks)
+
+
+def test_workers_vs_skip_draws_infeasible_above_the_data(tmp_path):
+    """Infeasible designs are marked above the feasible ones, not at 0 workers."""
+    series = [{"domain_outage": 0.0, "points": [(0, 240), (1, 192)]},
+              {"domain_outage": 1e-3, "points": [(0, None), (1, 192)]}]
+    path = plotting.plot_workers_vs_skip(series, tmp_path / "w.png", stages=48, availability=0.9,
+                                         target_drop=1e-3)
+    assert path.exists() and path.stat().st_size > 1000
+
+
+def test_plot_gossip_estimates_accepts_no_interval(tmp_path):
+    """An estimate from one replication (no interval) is drawn as a point without a bar."""
+    path = plotting.plot_gossip_estimates([1, 2], [mean_ci([1.0]), mean_ci([1.0, 2.0, 3.0])],
+                                          tmp_path / "e.png")
+    assert path.exists()
