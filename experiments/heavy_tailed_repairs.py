@@ -36,7 +36,7 @@ from scipy import stats
 import sim.runner
 from sim import analytic
 from sim.pipeline import PipelineConfig, predicted_drop_rate, run_pipeline
-from sim.results import format_4g, mean_ci, write_tables
+from sim.results import format_4g, judge_equal, mean_ci, rate_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -146,11 +146,13 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
                                 ("over_2x", "window_over_2x", "over_2x"),
                                 ("over_5x", "window_over_5x", "over_5x"),
                                 ("goodput_p01", "window_goodput_p01", None)):
-            e = mean_ci([r[metric] for r in recs])
+            vals = [r[metric] for r in recs]
+            # probabilities (drop rate, window exceedances) get intervals inside [0, 1]
+            e = rate_ci(vals) if key in ("drop", "over_2x", "over_5x") else mean_ci(vals)
             row[key], row[f"{key}_low"], row[f"{key}_high"] = e.mean, e.low, e.high
             if cf is not None:
                 row[f"{key}_cf"] = ref[cf]
-                row[f"{key}_in_interval"] = bool(e.low <= ref[cf] <= e.high)
+                row[f"{key}_in_interval"] = bool(judge_equal(e, ref[cf]).holds)
         rows.append(row)
     base = next((r for r in rows if r["law"] == "exponential"), None)
     for r in rows:

@@ -40,7 +40,7 @@ from scipy import stats
 
 import sim.runner
 from sim.pipeline import PipelineConfig, predicted_drop_rate, run_pipeline
-from sim.results import as_array, format_4g, mean_ci, write_tables
+from sim.results import as_array, format_4g, judge_equal, mean_ci, rate_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -141,26 +141,27 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     for params, recs in results.point_records():
         cfg = replace(BASE, **params)
         p = predicted_drop_rate(cfg)
-        d = mean_ci([r["drop_rate"] for r in recs])
-        ov = mean_ci([r["window_over_2x"] for r in recs])
+        # probabilities: intervals inside [0, 1], "below X" when nothing is seen
+        d = rate_ci([r["drop_rate"] for r in recs])
+        ov = rate_ci([r["window_over_2x"] for r in recs])
         sd = mean_ci([r["window_sd"] for r in recs])
         hists = [as_array(r["window_hist"]) for r in recs]
         hist = np.sum(hists, axis=0)
         bin_ov = binomial_window_exceed(p, WINDOW)
         cut5 = math.floor(5 * p * WINDOW)  # windows with more drops than this are over 5x
-        ov5 = mean_ci([h[cut5 + 1:].sum() / h.sum() for h in hists])
+        ov5 = rate_ci([h[cut5 + 1:].sum() / h.sum() for h in hists])
         bin_ov5 = binomial_window_exceed(p, WINDOW, 5.0)
         rows.append({
             "mean_downtime": cfg.mean_downtime,
             "microbatches": cfg.microbatches, "replications": len(recs),
             "drop_rate": d.mean, "drop_low": d.low, "drop_high": d.high,
-            "drop_binomial": p, "drop_in_interval": bool(d.low <= p <= d.high),
+            "drop_binomial": p, "drop_in_interval": bool(judge_equal(d, p).holds),
             "window_sd": sd.mean, "window_sd_low": sd.low, "window_sd_high": sd.high,
             "window_sd_binomial": math.sqrt(p * (1 - p) / WINDOW),
             "over_2x": ov.mean, "over_2x_low": ov.low, "over_2x_high": ov.high,
             "over_2x_binomial": bin_ov,
             "over_2x_ratio": ov.mean / bin_ov,
-            "over_2x_in_interval": bool(ov.low <= bin_ov <= ov.high),
+            "over_2x_in_interval": bool(judge_equal(ov, bin_ov).holds),
             "over_5x": ov5.mean, "over_5x_low": ov5.low, "over_5x_high": ov5.high,
             "over_5x_binomial": bin_ov5,
             "sd_ratio": sd.mean / math.sqrt(p * (1 - p) / WINDOW),

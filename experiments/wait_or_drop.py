@@ -41,7 +41,7 @@ from scipy import stats
 import sim.runner
 from sim import analytic
 from sim.pipeline import PipelineConfig, pipeline_model
-from sim.results import format_4g, mean_ci, write_tables
+from sim.results import format_4g, judge_equal, mean_ci, rate_ci, write_tables
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -119,12 +119,15 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"skip_budget": cfg.skip_budget, "max_wait": cfg.max_wait,
                                "replications": len(recs)}
         for key in ("drop_rate", "latency_mean", "latency_p99", "waits_per_microbatch"):
-            e = mean_ci([r[key] for r in recs])
+            vals = [r[key] for r in recs]
+            e = rate_ci(vals) if key == "drop_rate" else mean_ci(vals)  # a probability: inside [0, 1]
             row[key], row[f"{key}_low"], row[f"{key}_high"] = e.mean, e.low, e.high
+            if key == "drop_rate":
+                drop_est = e
         row["drop_binomial"] = approx_wait(cfg, 0.0)[0]
         row["drop_approx"] = drop_a
         row["latency_mean_approx"] = lat_a
-        row["drop_approx_in_interval"] = bool(row["drop_rate_low"] <= drop_a <= row["drop_rate_high"])
+        row["drop_approx_in_interval"] = bool(judge_equal(drop_est, drop_a).holds)
         row["latency_approx_in_interval"] = bool(
             row["latency_mean_low"] <= lat_a <= row["latency_mean_high"])
         row["drop_reduction"] = row["drop_binomial"] / row["drop_rate"] if row["drop_rate"] > 0 else math.inf

@@ -504,7 +504,8 @@ def plot_stress_panels(
         (``"outside"`` puts it right of the axes) and ``series``: a list of
         dicts with ``label``, ``x``, ``mean`` and optionally ``color``,
         ``low``/``high`` (error bars for ``style="points"`` with ``marker``,
-        else a band) and ``ref_x``/``ref_y`` with ``ref_label`` (a reference
+        else a band), ``kinds`` (each point's :attr:`~sim.results.Estimate.kind`;
+        ``"upper"`` points, no event seen, are drawn as bounds) and ``ref_x``/``ref_y`` with ``ref_label`` (a reference
         curve, dashed, same colour), ``ref_style`` (a matplotlib line style,
         default ``"--"``; ``"none"`` with ``ref_marker`` draws markers only).
     path : str or Path
@@ -535,7 +536,9 @@ def plot_stress_panels(
             color = s.get("color", f"C{i % 10}")
             x = [_num(v) for v in s.get("x", [])]
             y = [_num(v) for v in s.get("mean", [])]
-            keep = [j for j, v in enumerate(y) if math.isfinite(v) and (not logy or v > 0)]
+            kinds = list(s.get("kinds") or ["two-sided"] * len(y))
+            keep = [j for j, v in enumerate(y)
+                    if kinds[j] == "upper" or (math.isfinite(v) and (not logy or v > 0))]
             xs, ys = [x[j] for j in keep], [y[j] for j in keep]
             lo = s.get("low")
             hi = s.get("high")
@@ -544,7 +547,8 @@ def plot_stress_panels(
                 _error_bars(ax, xs, ys,
                             [_num(lo[j]) for j in keep] if lo is not None and hi is not None else nan_list,
                             [_num(hi[j]) for j in keep] if lo is not None and hi is not None else nan_list,
-                            logy=logy, color=color, label=s.get("label"), fmt=s.get("marker", "o"))
+                            logy=logy, color=color, label=s.get("label"), fmt=s.get("marker", "o"),
+                            kinds=[kinds[j] for j in keep])
             else:
                 ax.plot(xs, ys, color=color, label=s.get("label"))
                 if lo is not None and hi is not None:
