@@ -959,8 +959,22 @@ def crossing(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, l
 
 def _estimate_text(est: Any) -> str:
     if isinstance(est, Estimate):
+        if est.kind != "two-sided" or not est.has_interval:
+            return est.text(format_number)
         return f"{format_number(est.mean)} [{format_number(est.low)}, {format_number(est.high)}]"
     return format_number(est)
+
+
+def _row_verdict(row: Mapping[str, Any]) -> Verdict:
+    """A claim row's verdict: its ``verdict``, else ``agrees`` with its ``rule``."""
+    v = row.get("verdict")
+    if isinstance(v, Verdict):
+        return v
+    return Verdict(bool(row.get("agrees")), str(row.get("rule") or "exact inside the 95% interval"))
+
+
+def _ruled(row: Mapping[str, Any]) -> bool:
+    return any(k in row for k in ("verdict", "rule", "params"))
 
 
 def _md(text: Any) -> str:
@@ -982,7 +996,9 @@ def write_report(
         Each with ``title`` (str), ``rows`` (list of claim rows: dicts with
         ``claim``, ``exact``, ``estimate`` (an :class:`Estimate`, a number or
         None) and ``agrees`` (bool), optionally ``note``, listed under the
-        table), ``figures`` (list of image paths, embedded
+        table; a row with ``params`` (its parameters, as text) or ``verdict``
+        (a :class:`Verdict`; or ``agrees`` with ``rule``) makes the study's
+        table state each row's parameters, verdict and rule), ``figures`` (list of image paths, embedded
         relative to the report) and optionally ``error`` (a study that failed
         to run) and ``note`` (a line of text under the title).
     path : path
@@ -1000,15 +1016,26 @@ def write_report(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     n_claims = sum(len(s.get("rows", ())) for s in studies)
-    n_bad = sum(1 for s in studies for r in s.get("rows", ()) if not r.get("agrees"))
     n_failed = sum(1 for s in studies if s.get("error"))
+    ruled = any(_ruled(r) for s in studies for r in s.get("rows", ()))
     lines = [f"# {title}", ""]
     if preamble:
         lines += [preamble, ""]
-    if n_bad == 0 and n_failed == 0:
-        lines.append(f"All {n_claims} claims agree under the rule above.")
+    if ruled:
+        verdicts = [_row_verdict(r) for s in studies for r in s.get("rows", ())]
+        n_no = sum(v.holds is False for v in verdicts)
+        n_open = sum(v.holds is None for v in verdicts)
+        if n_no == 0 and n_open == 0 and n_failed == 0:
+            lines.append(f"All {n_claims} claims hold, each under the rule stated in its row.")
+        else:
+            lines.append(f"**{n_no} of {n_claims} claims do not hold and {n_open} could not be "
+                         f"judged (rules in each row); {n_failed} studies failed to run.**")
     else:
-        lines.append(f"**{n_bad} of {n_claims} claims disagree; {n_failed} studies failed to run.**")
+        n_bad = sum(1 for s in studies for r in s.get("rows", ()) if not r.get("agrees"))
+        if n_bad == 0 and n_failed == 0:
+            lines.append(f"All {n_claims} claims agree under the rule above.")
+        else:
+            lines.append(f"**{n_bad} of {n_claims} claims disagree; {n_failed} studies failed to run.**")
     lines.append("")
     for s in studies:
         lines += [f"## {s['title']}", ""]
@@ -1017,7 +1044,17 @@ def write_report(
         if s.get("error"):
             lines += [f"**The study failed to run:** `{_md(s['error'])}`", ""]
         rows = s.get("rows", ())
-        if rows:
+        if rows and any(_ruled(r) for r in rows):
+            lines += ["| claim | parameters | exact | simulated (95% CI) | holds | rule |",
+                      "|---|---|---|---|---|---|"]
+            for r in rows:
+                v = _row_verdict(r)
+                word = v.word if v.holds else f"**{v.word}**"
+                lines.append(f"| {_md(r.get('claim', ''))} | {_md(r.get('params', ''))} | "
+                             f"{_md(format_number(r.get('exact')))} | "
+                             f"{_md(_estimate_text(r.get('estimate')))} | {word} | {_md(v.rule)} |")
+            lines.append("")
+        elif rows:
             lines += ["| claim | exact | simulated (95% CI) | agrees |", "|---|---|---|---|"]
             for r in rows:
                 agrees = "yes" if r.get("agrees") else "**no**"

@@ -331,6 +331,27 @@ def test_write_report_tables_and_figures(tmp_path):
     assert text.index("## Study A") < text.index("## Study B")
 
 
+def test_write_report_states_parameters_and_rules(tmp_path):
+    """Rows with parameters and verdicts get a table that states each row's parameters, verdict and rule."""
+    est = Estimate(0.0470, 0.0002, 0.0466, 0.0474, 20)
+    bound = proportion_ci(0, 1000)
+    rows = [{"claim": "floor", "params": "L=48, rho=1e-3", "exact": 0.04691, "estimate": est,
+             "verdict": judge_equal(est, 0.04691)},
+            {"claim": "creep at most bound", "params": "n=10, tau=0.5", "exact": 0.05,
+             "estimate": est, "verdict": judge_bound(est, 0.01)},
+            {"claim": "tail", "params": "s=4", "exact": 1e-4, "estimate": bound,
+             "verdict": judge_equal(bound, 1e-4)},
+            {"claim": "one run", "params": "n=1", "exact": 2.0, "estimate": mean_ci([2.0]),
+             "verdict": judge_equal(mean_ci([2.0]), 2.0)}]
+    text = write_report([{"title": "S", "rows": rows}], tmp_path / "r.md").read_text()
+    assert "| claim | parameters | exact | simulated (95% CI) | holds | rule |" in text
+    assert "| floor | L=48, rho=1e-3 | 0.04691 | 0.047 [0.0466, 0.0474] | yes | exact inside the 95% interval |" in text
+    assert "| **no** | claim '<= bound' fails only if the whole 95% interval lies above the bound |" in text
+    assert f"below {format_number(bound.high)}" in text
+    assert "| **not judged** | no interval from 1 replication(s) |" in text
+    assert "**1 of 4 claims do not hold and 1 could not be judged" in text
+
+
 def test_write_report_flags_disagreement(tmp_path):
     """A disagreeing claim is marked and counted at the top."""
     text = write_report([{"title": "S", "rows": _rows(agree=False)}], tmp_path / "r.md").read_text()
