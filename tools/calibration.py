@@ -255,8 +255,8 @@ noise floor is a mean with a log-scale interval; mean quality is Student t.
   better (93-94 %, 4-6 % above). More records per replication (100 rounds,
   n = 20, the table's row) or more replications bring it into the band.
 - Cox's interval is exact only for a log-normal law; on the torus row it
-  covered 582 of 600 seeds (97 %; 10 above, 8 below), a little wide, so 197 of
-  200 there is the upper edge of the band, not a sign of a wrong rate. The
+  covered 582 of 600 seeds (97 %; 10 above, 8 below), a little wide: its 197 of
+  200 in the table is one above the band (too wide, not too narrow). The
   delta-method ratio of means it replaced covered 566 of 600 (23 above).
 - Deep disagreement needs the log-normal interval. E[D] after 10, 20 and 50
   matching rounds at n = 10 (20 replications, 200 seeds): the sample mean with
