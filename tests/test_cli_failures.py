@@ -44,3 +44,41 @@ def test_bad_distribution_exit_2():
     assert p.returncode == 2
     assert p.stderr.strip() == ("dtsim failures: error: 'distribution' must be one of "
                                 "exponential, weibull, lognormal, deterministic: 'gamma'")
+
+
+def test_cluster_workers_and_its_documented_alias():
+    """--cluster-workers sets the cluster size; --workers is its documented old name, same output."""
+    a = _run("--json", "--cluster-workers", "6", "--horizon", "300", "--replications", "2")
+    b = _run("--json", "--workers", "6", "--horizon", "300", "--replications", "2")
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
+    assert "old name" in _run("--help").stdout
+
+
+def test_domain_defaults_match_pipeline_and_design():
+    """--domain-outage and --domain-downtime have one default across failures, pipeline and design."""
+    import argparse
+
+    from sim.commands import design, failures, pipeline
+
+    def defaults(mod):
+        p = argparse.ArgumentParser()
+        mod.add_arguments(p)
+        return {a.dest: a.default for a in p._actions}
+
+    f, pl = defaults(failures), defaults(pipeline)
+    assert f["domain_outage"] == pl["domain_outage"] == 0.0
+    assert f["domain_downtime"] == pl["domain_downtime"] == 1.0
+    assert defaults(design).get("domain_outage", 0.0) == 0.0
+
+
+def test_fractions_get_intervals_inside_unit_interval():
+    """Availability and outage intervals lie in [0, 1]; a domain never out is a one-sided bound."""
+    p = _run("--json", "--horizon", "500", "--replications", "4", "--seed", "3")
+    out = json.loads(p.stdout)
+    for key in ("worker_availability_ci", "effective_availability_ci", "domain_unavailability_ci",
+                "joint_outage_ci"):
+        lo, hi = out[key]
+        assert 0.0 <= lo <= hi <= 1.0
+    assert out["domain_unavailability"] == 0.0 and out["domain_unavailability_ci"][0] == 0.0
+    text = _run("--horizon", "500", "--replications", "4", "--seed", "3").stdout
+    assert "below " in text
