@@ -26,7 +26,7 @@ run gossip_torus   dtsim gossip --topology torus:dims=8x8 --protocol edge --roun
 run gossip_async   dtsim gossip --nodes 50 --protocol async --rounds 5 --seed 8 --json
 run gossip_ring_as dtsim gossip --topology ring:n=16 --protocol async --rounds 20 --adversary stubborn --adversary-value 3 --seed 9 --json
 run gossip_alie    dtsim gossip --nodes 20 --protocol matching --adversary alie --adaptive-clip --rounds 30 --seed 10 --json
-run failures_w     dtsim failures --cluster-workers 12 --domains 4 --availability 0.9 --domain-outage 0.01 --distribution weibull --seed 11 --json
+run failures_w     dtsim failures --workers 12 --domains 4 --availability 0.9 --domain-outage 0.01 --distribution weibull --seed 11 --json
 run failures_e     dtsim failures --workers 16 --domains 4 --seed 12 --json
 run topologies     dtsim topologies
 rm -rf "$out/runs"; mkdir -p "$out/runs"
