@@ -102,8 +102,9 @@ def test_run_bench_ratios_and_jsonl(tiny, tmp_path):
 def test_cli_json_and_out_file(tiny, tmp_path, capsys):
     """``dtsim bench --quick --json --out FILE`` prints one object and appends it to FILE."""
     out = tmp_path / "bench.jsonl"
-    assert main(["bench", "--quick", "--json", "--parts", "stylised,rare", "--out", str(out)]) == 0
+    rc = main(["bench", "--quick", "--json", "--parts", "stylised,rare", "--out", str(out)])
     printed = json.loads(capsys.readouterr().out)
+    assert rc == (1 if any(t["met"] is False for t in printed["targets"]) else 0)
     stored = json.loads(out.read_text().splitlines()[-1])
     assert printed["stylised_trials_per_s"] == stored["stylised_trials_per_s"]
     assert {t["key"] for t in printed["targets"]} == {t.key for t in bench.TARGETS}
@@ -111,10 +112,27 @@ def test_cli_json_and_out_file(tiny, tmp_path, capsys):
 
 def test_cli_table(tiny, capsys):
     """The text output shows the figures and the targets table."""
-    assert main(["bench", "--quick", "--parts", "stylised", "--out", "-"]) == 0
+    assert main(["bench", "--quick", "--parts", "stylised", "--out", "-"]) in (0, 1)
     text = capsys.readouterr().out
     assert "(e) stylised vector trials" in text and "per SimPy timeout" in text
     assert "not measured" in text
+
+
+def test_cli_exits_1_when_a_target_is_missed(tiny, monkeypatch, capsys):
+    """A missed target makes ``dtsim bench`` exit 1 and name it; all met (or unmeasured) exits 0."""
+    from sim.commands import bench as cmd
+
+    def fake(met):
+        return lambda res: [{"key": "k", "value": 1.0, "op": ">=", "target": 2.0, "met": met,
+                             "text": "a target"}]
+
+    monkeypatch.setattr(cmd, "check_targets", fake(False))
+    assert main(["bench", "--quick", "--parts", "stylised", "--out", "-"]) == 1
+    assert "1 target(s) missed: k" in capsys.readouterr().err
+    assert main(["bench", "--quick", "--json", "--parts", "stylised", "--out", "-"]) == 1
+    capsys.readouterr()
+    monkeypatch.setattr(cmd, "check_targets", fake(None))
+    assert main(["bench", "--quick", "--parts", "stylised", "--out", "-"]) == 0
 
 
 def test_cli_bad_part(capsys):

@@ -112,9 +112,11 @@ def run(args: argparse.Namespace) -> int:
     res["targets"] = targets
     if args.out and args.out != "-":
         append_jsonl(args.out, res)
+    missed = [t for t in targets if t["met"] is False]
+    status = 1 if missed else 0  # a missed target is a failed benchmark, for scripts and CI
     if args.json:
         emit_json(res)
-        return 0
+        return status
     print(f"dtsim bench{' --quick' if args.quick else ''}: {res['timestamp']}, commit "
           f"{res['commit'] or '?'}, {res['cpus']} cpus, python {res['python']}, "
           f"{res['total_seconds']:.0f} s")
@@ -131,4 +133,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{k}: {v}")
     if args.out and args.out != "-":
         print(f"appended to {args.out}")
-    return 0
+    if missed:
+        print(f"dtsim bench: {len(missed)} target(s) missed: "
+              + ", ".join(t["key"] for t in missed) + " (exit status 1)", file=sys.stderr)
+    return status
