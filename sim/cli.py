@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dtsim",
         description="Discrete-event simulator of decentralised training on unreliable workers.",
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"dtsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for mod in _command_modules():

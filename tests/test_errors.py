@@ -79,3 +79,19 @@ def test_failed_replication_is_one_line_exit_1(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err == ("dtsim failures: error: 3 of 3 replications failed; "
                    "replication 0: ValueError: engine broke\n")
+
+
+def test_version_flag_prints_the_package_version(capsys):
+    """``dtsim --version`` prints ``dtsim <version>`` (the package's) and exits 0."""
+    import pytest
+
+    import sim
+    from sim.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"dtsim {sim.__version__}"
+    from importlib.metadata import version
+
+    assert version("dtsim") == sim.__version__  # pyproject and the package agree
