@@ -136,17 +136,20 @@ class Estimate:
     def text(self, fmt: Callable[[Any], str] | None = None) -> str:
         """The estimate as text: ``m [low, high]``, ``below X`` or ``m (no interval, n = 1)``.
 
+        Values left out as NaN are said: ``m [low, high] (2 NaN left out)``.
+
         Parameters
         ----------
         fmt : callable, optional
             Text of one number (default ``'{:.6g}'``).
         """
         f = fmt or (lambda v: f"{v:.6g}")
+        note = f" ({self.missing} NaN left out)" if self.missing else ""
         if self.kind == "upper":
-            return f"below {f(self.high)}"
+            return f"below {f(self.high)}{note}"
         if not self.has_interval:
-            return f"{f(self.mean)} (no interval, n = {self.n})"
-        return f"{f(self.mean)} [{f(self.low)}, {f(self.high)}]"
+            return f"{f(self.mean)} (no interval, n = {self.n}){note}"
+        return f"{f(self.mean)} [{f(self.low)}, {f(self.high)}]{note}"
 
     def __str__(self) -> str:
         return self.text()

@@ -56,7 +56,7 @@ def test_mean_ci_edge_cases():
     assert judge_equal(one, 2.0).holds is None
     assert math.isnan(mean_ci([]).mean)
     e = mean_ci([1.0, float("nan"), 3.0])
-    assert e.n == 2 and e.missing == 1
+    assert e.n == 2 and e.missing == 1 and str(e).endswith("(1 NaN left out)")
 
 
 def test_mean_ci_coverage_is_95_percent():
