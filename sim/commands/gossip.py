@@ -58,6 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--burn-in", type=int, default=None, metavar="B",
                    help="rounds excluded from the noise-floor average (default rounds / 2)")
     p.add_argument("--dim", type=int, default=1, metavar="D", help="dimension of the values (default 1)")
+    p.add_argument("--init-mean", type=float, default=0.0, metavar="M",
+                   help="honest initial values are N(M, S^2) (default 0)")
+    p.add_argument("--init-std", type=float, default=1.0, metavar="S",
+                   help="spread of the honest initial values (default 1)")
     p.add_argument("--adversary", default="none", metavar="KIND",
                    help="one of " + ", ".join(ADVERSARIES) + ", labelflip (default none)")
     p.add_argument("--num-adversaries", type=int, default=None, metavar="K",
@@ -200,6 +204,8 @@ def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
         num_adversaries=args.num_adversaries,
         adversary_nodes=positions,
         adversary_value=args.adversary_value,
+        init_mean=getattr(args, "init_mean", 0.0),
+        init_std=getattr(args, "init_std", 1.0),
         clip=args.clip,
         adaptive_clip=args.adaptive_clip,
         record_every=args.record_every,

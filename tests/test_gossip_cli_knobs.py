@@ -1,0 +1,53 @@
+"""Tests of the gossip CLI knobs: --adversary-nodes, --init-mean and --init-std against exact references."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from sim.cli import main
+
+
+def _json(capsys, *args: str) -> dict:
+    assert main(["gossip", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_adversary_nodes_place_the_stubborn_node(capsys):
+    """A stubborn hub and a stubborn leaf of a star pull the honest mean as the exact recursion says."""
+    common = ("--adversary", "stubborn", "--topology", "star", "--nodes", "8", "--protocol", "edge",
+              "--rounds", "60", "--record-every", "20", "--replications", "40", "--init-mean", "2",
+              "--seed", "3")
+    out = {pos: _json(capsys, "--adversary-nodes", str(pos), *common) for pos in (0, 3)}
+    for pos, d in out.items():
+        sim_m, se, exact = d["honest_mean"][-1], d["honest_mean_se"][-1], d["predicted_honest_mean"][-1]
+        assert abs(sim_m - exact) < 4 * se, (pos, sim_m, exact, se)
+    # hub and leaf differ by far more than the error: a model ignoring the position fails
+    hub, leaf = out[0], out[3]
+    assert abs(hub["predicted_honest_mean"][-1] - leaf["predicted_honest_mean"][-1]) > \
+        8 * max(hub["honest_mean_se"][-1], leaf["honest_mean_se"][-1])
+    assert abs(leaf["honest_mean"][-1] - hub["predicted_honest_mean"][-1]) > 8 * leaf["honest_mean_se"][-1]
+
+
+def test_bad_adversary_nodes_is_one_line_exit_2(capsys):
+    """A malformed position list is the house one-liner and exit 2."""
+    assert main(["gossip", "--adversary", "stubborn", "--adversary-nodes", "x,1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "dtsim gossip: error: 'adversary_nodes' must be a comma-separated list of integers: 'x,1'")
+
+
+def test_init_mean_and_std_set_the_start(capsys):
+    """--init-mean moves the exact capture curve's start; --init-std scales E[D(0)] = (n-1) S^2."""
+    d = _json(capsys, "--nodes", "10", "--protocol", "edge", "--adversary", "stubborn",
+              "--adversary-value", "5", "--init-mean", "-3", "--rounds", "90", "--record-every", "30",
+              "--replications", "40", "--seed", "4")
+    m, se, exact = (np.asarray(d[k]) for k in ("honest_mean", "honest_mean_se", "predicted_honest_mean"))
+    assert abs(exact[0] + 3) < 1e-12 and np.all(np.abs(m[1:] - exact[1:]) < 4 * se[1:] + 1e-12)
+    wrong = 5 + (0 - 5) * (1 - 1 / 90) ** 90  # the same law started at the default mean 0
+    assert abs(m[-1] - wrong) > 8 * se[-1]
+    d = _json(capsys, "--nodes", "50", "--init-std", "3", "--rounds", "2", "--replications", "30",
+              "--seed", "5")
+    D0, se0, exact0 = d["disagreement"][0], d["disagreement_se"][0], d["predicted_disagreement"][0]
+    assert abs(exact0 - 49 * 9) < 1e-9 and abs(D0 - exact0) < 4 * se0
+    assert abs(D0 - 49) > 8 * se0  # the default spread 1 is rejected
