@@ -377,10 +377,10 @@ def rate_ci(values: Iterable[float], trials: int | Sequence[int] | None = None,
         ``missing`` and left out).
     trials : int or sequence of int, optional
         Trials behind each rate, **only when the trials inside a replication
-        are independent** (the stylised snapshot model). It caps the effective
-        count and gives the bound when no event is seen; without it each
-        replication counts as one trial for the bound (valid whatever the
-        correlation inside a replication).
+        are independent** (the stylised snapshot model). It gives the bound
+        when no event is seen (and the count when every rate is equal);
+        without it each replication counts as one trial for the bound (valid
+        whatever the correlation inside a replication).
     confidence : float
         Level.
 
@@ -398,9 +398,9 @@ def rate_ci(values: Iterable[float], trials: int | Sequence[int] | None = None,
     -----
     The effective number of independent trials is
     ``n_eff = p (1 - p) / se**2`` (Kish's design effect): the count for which
-    a binomial proportion has the variance the replications show. It is
-    capped at the total trials when they are given and floored at the
-    replications. The interval is Wilson's at ``p`` with ``n_eff`` trials
+    a binomial proportion has the variance the replications show, floored at
+    the replications. It is not capped at the total trials: a cap would widen
+    only the intervals whose sample variance came out low (over-covering). The interval is Wilson's at ``p`` with ``n_eff`` trials
     and the Student-t quantile with ``R - 1`` degrees of freedom, so it stays
     in ``[0, 1]`` and is longer on the side away from 0 and 1 (Korn and
     Graubard). A rate that is zero in every replication bounds ``p``: for a
@@ -434,11 +434,10 @@ def rate_ci(values: Iterable[float], trials: int | Sequence[int] | None = None,
     if r == 1:
         return _empty(1, confidence, missing, "wilson-neff", p)
     se = float(x.std(ddof=1) / math.sqrt(r))
-    cap = total if total else math.inf
-    n_eff = p * (1 - p) / se**2 if se > 0 else cap
-    n_eff = min(max(n_eff, float(r)), cap)
-    if not math.isfinite(n_eff):
-        n_eff = float(r)
+    # Capping n_eff at the true count would widen only the intervals whose sample variance
+    # came out low, and over-cover; the trials serve when the variance is 0 (and the bound).
+    n_eff = p * (1 - p) / se**2 if se > 0 else (total or float(r))
+    n_eff = max(n_eff, float(r))
     lo, hi = _wilson(p, n_eff, _t(confidence, r - 1))
     return Estimate(p, se, lo, hi, r, confidence, missing, "two-sided", "wilson-neff")
 
