@@ -28,11 +28,11 @@ Random-edge gossip on any graph
 
 References
 ----------
-.. [A] "Should a pipeline replicate stages or skip them?" (the Study A summary
-   in ``seeds/000_0a5dc03afbd65e88.txt``; its model is restated in SPEC.md).
-.. [B] "What can one stubborn node do to gossip training?" (the Study B summary
-   in ``seeds/004_cda00c8b89f234db.txt``; SPEC.md lists the readings that make
-   its constants exact).
+.. [A] "Should a pipeline replicate stages or skip them?" (Study A; its model,
+   formulas and numbers are restated in ``docs/studies.md``).
+.. [B] "What can one stubborn node do to gossip training?" (Study B;
+   ``docs/studies.md`` restates it with the readings that make its constants
+   exact).
 .. [BGPS] S. Boyd, A. Ghosh, B. Prabhakar, D. Shah, "Randomized gossip
    algorithms", IEEE Trans. Information Theory 52(6), 2006.
 .. [ACFO] D. Acemoglu, G. Como, F. Fagnani, A. Ozdaglar, "Opinion fluctuations
@@ -180,7 +180,7 @@ def stage_outage(availability: float, replicas: int, domain_outage: float = 0.0)
 
     References
     ----------
-    Study A ("Should a pipeline replicate stages or skip them?"), SPEC.md.
+    Study A ("Should a pipeline replicate stages or skip them?"), docs/studies.md.
 
     Examples
     --------
@@ -216,7 +216,7 @@ def drop_probability_q(stages: int, q: float, skip_budget: int) -> float:
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
     """
     L = _stages(stages)
     q = check_probability("q", q)
@@ -257,7 +257,7 @@ def drop_probability(stages: int, replicas: int, skip_budget: int, availability:
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
 
     Examples
     --------
@@ -297,7 +297,7 @@ def floor_drop_rate(stages: int, domain_outage: float) -> float:
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
 
     Examples
     --------
@@ -336,7 +336,7 @@ def skipped_distribution(stages: int, q: float, skip_budget: int) -> np.ndarray:
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
     """
     L = _stages(stages)
     q = check_probability("q", q)
@@ -384,7 +384,7 @@ def quality_mass(stages: int, q: float, skip_budget: int, skip_penalty: float,
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
     """
     pk = skipped_distribution(stages, q, skip_budget)
     w = _quality_weights(np.arange(pk.size), skip_penalty, penalty)
@@ -412,7 +412,7 @@ def mean_quality_delivered(stages: int, q: float, skip_budget: int, skip_penalty
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
     """
     pk = skipped_distribution(stages, q, skip_budget)
     w = _quality_weights(np.arange(pk.size), skip_penalty, penalty)
@@ -456,7 +456,7 @@ def design_cost(stages: int, replicas: int, skip_budget: int, availability: floa
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
     """
     L = _stages(stages)
     r = check_int("replicas", replicas, low=1)
@@ -535,7 +535,7 @@ def min_replicas(stages: int, availability: float, domain_outage: float, skip_bu
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
     """
     L = _stages(stages)
     a = check_probability("availability", availability)
@@ -630,7 +630,7 @@ def optimal_design(stages: int, availability: float, domain_outage: float, skip_
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
     """
     L = _stages(stages)
     a = check_probability("availability", availability)
@@ -686,7 +686,7 @@ def kappa_sweep(stages: int = 48, availability: float = 0.9, domain_outage: floa
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
     """
     return [(float(k), optimal_design(stages, availability, domain_outage, k, penalty,
                                       max_replicas, max_skip)) for k in skip_penalties]
@@ -856,7 +856,7 @@ def out_stage_distribution(replica_domains: Sequence[Sequence[Sequence[Hashable]
 
     References
     ----------
-    Study A, SPEC.md (the model whose one-domain-per-stage assumption this drops).
+    Study A, docs/studies.md (the model whose one-domain-per-stage assumption this drops).
     """
     chains, outage, avail = _placement(replica_domains, domain_outage, availability)
     # domains that never fail are dropped; replicas under a domain that is always out are dead
@@ -948,7 +948,7 @@ def exact_drop_probability(replica_domains: Sequence[Sequence[Sequence[Hashable]
 
     References
     ----------
-    Study A, SPEC.md.
+    Study A, docs/studies.md.
     """
     s = _skip(skip_budget)
     dist = out_stage_distribution(replica_domains, domain_outage, availability)
@@ -987,7 +987,7 @@ def matching_contraction(n: int) -> float:
 
     References
     ----------
-    Study B ("What can one stubborn node do to gossip training?"), SPEC.md.
+    Study B ("What can one stubborn node do to gossip training?"), docs/studies.md.
     """
     n = _even_nodes(n)
     return (n - 2) / (2 * (n - 1))
@@ -1015,7 +1015,7 @@ def rounds_to_reduce(n: int, factor: float = 1e-6) -> int:
 
     References
     ----------
-    Study B, SPEC.md.
+    Study B, docs/studies.md.
     """
     c = matching_contraction(n)
     f = check_probability("factor", factor, open_low=True, open_high=True)
@@ -1051,7 +1051,7 @@ def noise_floor(n: int, noise: float) -> float:
 
     References
     ----------
-    Study B, SPEC.md.
+    Study B, docs/studies.md.
     """
     n = _even_nodes(n)
     s = check_nonnegative("noise", noise)
@@ -1079,7 +1079,7 @@ def noise_floor_before_averaging(n: int, noise: float) -> float:
 
     References
     ----------
-    Study B, SPEC.md.
+    Study B, docs/studies.md.
     """
     n = _even_nodes(n)
     s = check_nonnegative("noise", noise)
@@ -1109,7 +1109,7 @@ def capture_rate(n: int) -> float:
 
     References
     ----------
-    Study B, SPEC.md; [ACFO] (stubborn agents in gossip).
+    Study B, docs/studies.md; [ACFO] (stubborn agents in gossip).
     """
     n = check_int("nodes", n, low=2)
     return 1.0 - 1.0 / (n * (n - 1))
@@ -1137,7 +1137,7 @@ def matching_capture_rate(n: int) -> float:
 
     References
     ----------
-    Study B, SPEC.md.
+    Study B, docs/studies.md.
     """
     n = _even_nodes(n)
     return 1.0 - 1.0 / (2 * (n - 1))
@@ -1170,7 +1170,7 @@ def creep_bound(n: int, tau: float) -> float:
 
     References
     ----------
-    Study B, SPEC.md; [HKJ] (ClippedGossip, self-centred clipping).
+    Study B, docs/studies.md; [HKJ] (ClippedGossip, self-centred clipping).
     """
     n = check_int("nodes", n, low=2)
     t = check_nonnegative("tau", tau)
@@ -1201,7 +1201,7 @@ def matching_creep(n: int, tau: float) -> float:
 
     References
     ----------
-    Study B, SPEC.md; [HKJ].
+    Study B, docs/studies.md; [HKJ].
     """
     n = _even_nodes(n)
     t = check_nonnegative("tau", tau)
@@ -1237,7 +1237,7 @@ def complete_graph_honest_mean(n: int, stubborn_value: float | np.ndarray, hones
 
     References
     ----------
-    Study B, SPEC.md.
+    Study B, docs/studies.md.
     """
     proto = check_choice("protocol", protocol, ["edge", "matching"])
     g = capture_rate(n) if proto == "edge" else matching_capture_rate(n)

@@ -44,7 +44,7 @@ References
 ----------
 Rubinstein & Kroese, *Simulation and the Monte Carlo Method* (importance
 sampling, exponential tilting, stratified sampling, conditional Monte Carlo).
-Study A (SPEC.md) for the model.
+Study A (docs/studies.md) for the model.
 """
 
 from __future__ import annotations

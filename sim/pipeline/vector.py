@@ -40,7 +40,7 @@ waits need time and are not answered here.
 
 References
 ----------
-Study A (SPEC.md): ``P(drop) = P(Binomial(L, q) > s)``.
+Study A (docs/studies.md): ``P(drop) = P(Binomial(L, q) > s)``.
 """
 
 from __future__ import annotations
