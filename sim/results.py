@@ -584,7 +584,8 @@ def judge_equal(est: Estimate, exact: float | None) -> Verdict:
     return Verdict(est.contains(exact), f"exact inside the {c} interval")
 
 
-def judge_bound(est: Estimate, bound: float, *, claim: str = "at most") -> Verdict:
+def judge_bound(est: Estimate, bound: float, *, claim: str = "at most",
+                mode: str = "not rejected") -> Verdict:
     """Judge an inequality claim, "the quantity is at most (or at least) ``bound``".
 
     Parameters
@@ -594,18 +595,29 @@ def judge_bound(est: Estimate, bound: float, *, claim: str = "at most") -> Verdi
     bound : float
         The claimed bound.
     claim : {"at most", "at least"}
+    mode : {"not rejected", "confirmed"}
+        ``"not rejected"``: the claim fails only when the whole interval lies
+        on the wrong side of the bound (the data reject it); ``"confirmed"``:
+        the claim holds only when the whole interval lies on its side (the
+        data show it).
 
     Returns
     -------
     Verdict
-        Rule: the claim fails only when the whole interval lies on the wrong
-        side of the bound (the data reject it); not judged with no interval.
+        With the rule in words; not judged with no interval.
     """
     if claim not in ("at most", "at least"):
         raise ValueError(f"'claim' must be 'at most' or 'at least': {claim!r}")
+    if mode not in ("not rejected", "confirmed"):
+        raise ValueError(f"'mode' must be 'not rejected' or 'confirmed': {mode!r}")
     c = _pct(est.confidence)
     if not est.has_interval:
         return Verdict(None, f"no interval from {est.n} replication(s)")
+    if mode == "confirmed":
+        side = "at or below" if claim == "at most" else "at or above"
+        ok = est.high <= bound if claim == "at most" else est.low >= bound
+        return Verdict(bool(ok), f"claim '{'<=' if claim == 'at most' else '>='} bound' holds only "
+                                 f"if the whole {c} interval lies {side} the bound")
     if claim == "at most":
         ok = est.low <= bound
         rule = f"claim '<= bound' fails only if the whole {c} interval lies above the bound"
@@ -826,7 +838,11 @@ def _numeric(v: Any) -> bool:
 
 
 def format_number(x: Any) -> str:
-    """Compact text for a number in a table (4 significant digits, ``nan`` kept)."""
+    """Compact text for a number in a table (4 significant digits, ``nan`` kept).
+
+    Within 0.01 of 1 the 4 digits go to the gap: ``0.997443`` is ``1 - 0.002557``
+    (and ``1.0004`` is ``1 + 0.0004``).
+    """
     if x is None:
         return ""
     if isinstance(x, (bool, np.bool_)):
@@ -841,10 +857,13 @@ def format_number(x: Any) -> str:
         return "inf" if v > 0 else "-inf"
     if v == int(v) and abs(v) < 1e6:
         return str(int(v))
-    # Near +-1 (rates such as 1 - 1/(n(n-1))) keep 4 significant digits of the gap to 1.
-    gap = abs(1.0 - abs(v))
-    digits = 4 + max(0, math.ceil(-math.log10(gap)) - 1) if 0 < gap < 0.01 else 4
-    return f"{v:.{digits}g}"
+    # One format, 4 significant digits; near +-1 (rates such as 1 - 1/(n(n-1))) they go to the
+    # gap to 1, written as such: 0.999899 is "1 - 0.000101".
+    d = abs(v) - 1.0
+    if 0 < abs(d) < 0.01:
+        text = f"1 {'+' if d > 0 else '-'} {abs(d):.4g}"
+        return text if v > 0 else f"-({text})"
+    return f"{v:.4g}"
 
 
 def format_4g(x: Any) -> str:

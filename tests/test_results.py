@@ -212,6 +212,9 @@ def test_verdicts_state_their_rules():
     assert judge_equal(e, None).holds is None
     assert judge_bound(e, 1.0).holds and not judge_bound(e, -10.0).holds
     assert judge_bound(e, 10.0, claim="at least").holds is False
+    assert judge_bound(e, 2.5, mode="confirmed").holds is False  # 2.5 is inside the interval
+    assert judge_bound(e, 20.0, mode="confirmed").holds is True
+    assert "holds only if the whole 95% interval lies at or below" in judge_bound(e, 20.0, mode="confirmed").rule
     assert str(judge_bound(e, 1.0)).startswith("yes (")
     chosen = mean_ci([10.0, 10.1, 9.9])
     worse, better = mean_ci([12.0, 12.1, 11.9]), mean_ci([5.0, 5.1, 4.9])
@@ -264,6 +267,10 @@ def test_format_number():
     """Numbers in tables: integers plain, others 4 significant digits."""
     assert format_number(240) == "240" and format_number(0.0046913) == "0.004691"
     assert format_number(float("nan")) == "nan" and format_number(None) == ""
+    # one format: 4 significant digits, given to the gap when a value is within 0.01 of 1
+    assert format_number(0.997443) == "1 - 0.002557" and format_number(0.999899) == "1 - 0.000101"
+    assert format_number(1.0004) == "1 + 0.0004" and format_number(-0.9991) == "-(1 - 0.0009)"
+    assert format_number(0.98) == "0.98" and format_number(0.4444444) == "0.4444"
 
 
 def test_format_4g():
