@@ -8,9 +8,11 @@ interval when successive observations inside one run are correlated in time:
 - :func:`mean_ci` -- Student t, for means of roughly symmetric quantities;
 - :func:`log_mean_ci` -- for means of positive, right-skewed quantities
   (noise floors), an interval on the log scale;
-- :func:`lognormal_mean_ci` -- for quantities that are products of many
-  random factors (disagreement after many steps, its ratio to the start),
-  Cox's interval for a log-normal mean;
+- :func:`skewed_ratio_ci` -- for quantities that are products of many random
+  factors (disagreement after many steps, its ratio to the start): the ratio
+  of means with a log-scale interval at least as wide as the logs' spread;
+- :func:`lognormal_mean_ci` -- Cox's interval for a log-normal mean (biased
+  when the law is not log-normal);
 - :func:`proportion_ci` and :func:`rate_ci` -- probabilities (drop rates,
   outage fractions), intervals that stay in ``[0, 1]``; with no event seen, a
   one-sided upper bound ("below X");
@@ -41,6 +43,7 @@ __all__ = [
     "mean_ci",
     "log_mean_ci",
     "lognormal_mean_ci",
+    "skewed_ratio_ci",
     "proportion_ci",
     "rate_ci",
     "ratio_ci",
@@ -284,7 +287,9 @@ def lognormal_mean_ci(values: Iterable[float], confidence: float = 0.95) -> Esti
     replications and a t- or log-t interval lies below the true mean far more
     often than above it. Cox's interval works on the logs, where the rare
     replications weigh little. It is the exact-size interval only for a
-    log-normal law; tested in ``tests/test_calibration.py``.
+    log-normal law, and its estimate is biased otherwise (measured: the
+    contraction at n = 10 from 1000 replications, 0.4634 [0.4485, 0.4787] for
+    the exact 0.4444); dtsim prints :func:`skewed_ratio_ci` instead.
 
     References
     ----------
@@ -308,6 +313,65 @@ def lognormal_mean_ci(values: Iterable[float], confidence: float = 0.95) -> Esti
     est = math.exp(centre)
     return Estimate(est, est * sd, math.exp(centre - z * sd), math.exp(centre + z * sd), n,
                     confidence, missing, "two-sided", "cox")
+
+
+def skewed_ratio_ci(numerator: Iterable[float], denominator: Iterable[float] | None = None,
+                    confidence: float = 0.95) -> Estimate:
+    """A mean (or ratio of means) of a positive, heavily skewed quantity, consistently.
+
+    Parameters
+    ----------
+    numerator : iterable of float
+        Per-replication values ``Y_i`` (positive).
+    denominator : iterable of float, optional
+        Paired ``X_i`` (positive); without it the estimate is ``mean(Y)``.
+    confidence : float
+        Level.
+
+    Returns
+    -------
+    Estimate
+        ``mean = mean(Y) / mean(X)`` (the ratio of means: consistent whatever
+        the law) and the interval ``R exp(-+ w)`` with ``w`` the larger of the
+        delta-method half-width on the log scale, ``t_{n-1} se(R) / R``, and
+        the half-width from the spread of the logs of ``Y_i / X_i``,
+        ``z sqrt(s^2/n + s^4 / (2 (n - 1)))`` (Cox's). No interval with fewer
+        than two pairs; with a non-positive ratio, the delta-method width alone.
+
+    Notes
+    -----
+    For products of random contraction factors (gossip disagreement after
+    many steps) the sample mean misses the rare large replications, and its
+    delta-method standard error is small exactly then, so that interval lies
+    below the true mean too often. The spread of the logs does not shrink in
+    those samples. Cox's log-normal estimate itself is not used: it is biased
+    when the law is not log-normal (on the contraction at n = 10 with 1000
+    replications it gave 0.4634 [0.4485, 0.4787] for the exact 0.4444); the
+    centre here stays the ratio of means and only the width borrows from the
+    logs. Coverage is measured in ``docs/calibration.md``.
+
+    References
+    ----------
+    .. [1] W. G. Cochran, *Sampling Techniques*, 3rd ed., Wiley, 1977 (ratio estimator).
+    .. [2] C. E. Land, "An evaluation of approximate confidence interval
+       estimation methods for lognormal means", Technometrics 14 (1972) 145-158.
+    """
+    y = np.asarray(list(numerator), dtype=float)
+    xd = np.ones_like(y) if denominator is None else np.asarray(list(denominator), dtype=float)
+    base = ratio_ci(y, xd, confidence, log=True)
+    if not base.has_interval or not base.mean > 0:
+        return Estimate(base.mean, base.se, base.low, base.high, base.n, confidence, base.missing,
+                        base.kind, "log-max")
+    ok = ~(np.isnan(y) | np.isnan(xd))
+    r = y[ok] / xd[ok]
+    w = math.log(base.high / base.mean)
+    if np.all(r > 0):
+        s2 = float(np.log(r).var(ddof=1))
+        n = r.size
+        z = float(stats.norm.ppf(0.5 + confidence / 2))
+        w = max(w, z * math.sqrt(s2 / n + s2 * s2 / (2 * (n - 1))))
+    return Estimate(base.mean, base.se, base.mean * math.exp(-w), base.mean * math.exp(w), base.n,
+                    confidence, base.missing, "two-sided", "log-max")
 
 
 def _wilson(p: float, n_eff: float, z: float) -> tuple[float, float]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..adversaries import Adversary, Defence
 from ..errors import check
-from ..results import log_mean_ci, lognormal_mean_ci, mean_ci, power_ci, ratio_ci
+from ..results import log_mean_ci, mean_ci, power_ci, ratio_ci, skewed_ratio_ci
 from ..rng import Streams
 from .config import GossipConfig
 from .engines import predictions
@@ -138,17 +138,15 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
         (+ ``_se``; a list per record when ``dim > 1``), ``mean_shift``;
         ``contraction_per_round`` with ``contraction_per_round_ci`` and
         ``contraction_steps`` ``t_j``: ``(E[D(t_j)] / E[D(0)]) ** (1 / t_j)``
-        from the per-replication ratios ``D(t_j) / D(0)`` at record ``t_j`` (the
-        last record where the mean is at least :data:`CONTRACTION_DEPTH` of
-        ``D[0]``, above ten times any noise floor) by
-        :func:`~sim.results.lognormal_mean_ci` (a delta-method ratio of means if
-        a ratio is 0), carried through the power -- estimate and interval from
-        the same data and record
+        from the ratio of mean disagreements at record ``t_j`` (the last record
+        where the mean is at least :data:`CONTRACTION_DEPTH` of ``D[0]``, above
+        ten times any noise floor) with :func:`~sim.results.skewed_ratio_ci`,
+        carried through the power -- estimate and interval from the same data
+        and record
         (where the rate is not constant, ``predicted_contraction`` is the exact
         recursion's ``(E[D(t_j)] / E[D(0)]) ** (1 / t_j)`` at the same record);
         ``final_disagreement`` + ``final_disagreement_ci`` (``E[D]`` at the last
-        record by :func:`~sim.results.lognormal_mean_ci`; by
-        :func:`~sim.results.log_mean_ci` if some ``D`` is 0);
+        record, the sample mean with :func:`~sim.results.skewed_ratio_ci`);
         ``noise_floor`` + ``noise_floor_ci`` (with noise; log-scale interval); with a stubborn
         attacker ``capture_rate`` + ``capture_rate_ci`` (per round/step factor
         of ``E[m - b]``, a ratio of means with its delta-method interval, as the contraction) and with a clip ``creep_per_step`` + ``creep_per_step_ci``;
@@ -173,22 +171,20 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
     out["mean_shift"] = _series(ok, "mean_shift").mean(axis=0)
     out["exchanges"] = float(np.mean([r["exchanges"] for r in ok]))
     pred = predictions(config)
-    # Contraction: E[D(t_j)] / E[D(0)] at one record t_j, estimated from the
-    # per-replication ratios D(t_j) / D(0) (unbiased for it: for matching on
-    # the complete graph E[D(t) | x0] = c**t D(0); on any graph the ratio of
-    # the quadratic forms has that mean for i.i.d. normal starts) by Cox's
-    # log-normal interval, both from the same replications at the same record,
-    # then raised to 1 / t_j. t_j is the last record, within the records above
-    # ten times any noise floor, where the mean is still above 0.1 D[0].
+    # Contraction: E[D(t_j)] / E[D(0)] at one record t_j, the ratio of the mean
+    # disagreements with a log-scale interval no narrower than the spread of the
+    # per-replication log ratios (skewed_ratio_ci), both from the same
+    # replications at the same record, then raised to 1 / t_j. For matching on
+    # the complete graph E[D(t)] = c**t E[D(0)] at any t. t_j is the last record,
+    # within the records above ten times any noise floor, where the mean is still
+    # above 0.1 D[0].
     floor = pred.get("predicted_noise_floor", 0.0)
     thresh = max(Dm[0] * 1e-12, 10.0 * floor, 1e-300)
     good = (Dm[1:] > thresh) & (np.diff(steps) == k)
     prefix = int(np.argmin(good)) if not good.all() else good.size  # contiguous from record 0
     if config.protocol != "async" and prefix >= 1 and Dm[0] > 0:
         j = max(1, int(np.sum(Dm[1:prefix + 1] >= CONTRACTION_DEPTH * Dm[0])))
-        ratios = D[:, j] / D[:, 0]
-        est = lognormal_mean_ci(ratios) if np.all(ratios > 0) else ratio_ci(D[:, j], D[:, 0])
-        est = power_ci(est, 1.0 / float(steps[j]))
+        est = power_ci(skewed_ratio_ci(D[:, j], D[:, 0]), 1.0 / float(steps[j]))
         out["contraction_per_round"] = est.mean
         out["contraction_per_round_ci"] = est
         out["contraction_steps"] = int(steps[j])
@@ -196,8 +192,7 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
         if "predicted_contraction" not in pred and pd is not None and pd[0] > 0:
             # no constant rate (sparse graphs): the exact recursion at the same record
             pred["predicted_contraction"] = float((pd[j] / pd[0]) ** (1.0 / float(steps[j])))
-    last = D[:, -1]
-    fd = lognormal_mean_ci(last) if np.all(last > 0) else log_mean_ci(last)
+    fd = skewed_ratio_ci(D[:, -1])
     out["final_disagreement"], out["final_disagreement_ci"] = fd.mean, fd
     if config.noise > 0:
         est = log_mean_ci([r["noise_floor"] for r in ok])
