@@ -1,6 +1,6 @@
 """Study B by simulation: what can one stubborn node do to gossip training?
 
-Reproduces every claim of Study B (SPEC.md) with the gossip simulator and puts
+Reproduces every claim of Study B (docs/studies.md) with the gossip simulator and puts
 each measurement next to its exact value:
 
 * contraction of the disagreement per random perfect-matching round,
@@ -44,7 +44,7 @@ import numpy as np
 
 from sim import analytic
 from sim.gossip import GossipConfig, gossip_model, summarize_runs
-from sim.results import Estimate, mean_ci, write_csv
+from sim.results import Estimate, judge_bound, judge_equal, log_mean_ci, mean_ci, write_csv
 
 # ----------------------------------------------------------------------------- parameters
 
@@ -182,12 +182,35 @@ QUICK = {"POINTS": [e["point"] for e in plan(parameters(True))]}
 # ----------------------------------------------------------------------------- claims
 
 
-def _claim(claim: str, exact: float, est: Estimate, *, rel_tol: float | None = None) -> dict[str, Any]:
-    """A claim row: agrees when the exact value lies in the 95% interval (and within rel_tol)."""
-    ok = est.contains(exact)
+def _params(cfg: GossipConfig, reps: int) -> str:
+    """The parameters of a claim's simulation, as text for its report row."""
+    unit = "rounds" if cfg.protocol == "matching" else ("time units" if cfg.protocol == "async"
+                                                         else "single-pair steps")
+    parts = [f"{cfg.protocol} on {cfg.topology}, n={cfg.n}", f"{cfg.rounds} {unit}"]
+    if cfg.record_every != 1:
+        parts.append(f"recorded every {cfg.record_every}")
+    if cfg.noise:
+        parts.append(f"noise s={cfg.noise:g}, burn-in {cfg.burn_in}")
+    if cfg.adversary != "none":
+        parts.append(f"{cfg.adversary} b={cfg.value:g} at {list(cfg.adversary_positions)}")
+    if cfg.clip is not None:
+        parts.append(f"clip tau={cfg.clip:g}")
+    parts.append(f"start N({cfg.init_mean:g}, {cfg.init_std:g}^2)")
+    parts.append(f"{reps} replications")
+    return ", ".join(parts)
+
+
+def _claim(claim: str, exact: float, est: Estimate, cfg: GossipConfig, *,
+           rel_tol: float | None = None) -> dict[str, Any]:
+    """A claim row with its parameters: holds when the exact value lies in the 95% interval
+    (and the estimate is within ``rel_tol`` of it)."""
+    v = judge_equal(est, exact)
+    ok, rule = v.holds, v.rule
     if rel_tol is not None:
-        ok = ok and abs(est.mean / exact - 1) <= rel_tol
-    return {"claim": claim, "exact": exact, "estimate": est, "agrees": bool(ok)}
+        ok = bool(ok) and abs(est.mean / exact - 1) <= rel_tol
+        rule += f", and the estimate within {rel_tol:.0%} of it"
+    return {"claim": claim, "exact": exact, "estimate": est, "agrees": bool(ok), "rule": rule,
+            "params": _params(cfg, est.n)}
 
 
 def _series_band(records: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -271,7 +294,8 @@ def _contraction(p, runs, out):
         recs, cfg = runs(("contraction", n))
         s = summarize_runs(recs, cfg)
         c = analytic.matching_contraction(n)
-        rows.append(_claim(f"contraction per matching round, n={n}", c, s["contraction_per_round_ci"]))
+        rows.append(_claim(f"contraction per matching round, n={n}", c, s["contraction_per_round_ci"],
+                           cfg))
         m, lo, hi = _series_band(recs, "disagreement")
         series.append({"label": f"n={n}", "x": s["steps"], "mean": m, "low": lo, "high": hi,
                        "exact": s["predicted_disagreement"]})
@@ -287,14 +311,14 @@ def _noise_floor(p, runs, out):
 
     rows, ns, ests = [], [], []
     for n in p["NOISE_N"]:
-        recs, _ = runs(("noise", n))
-        est = mean_ci(r["noise_floor"] for r in recs)
+        recs, ncfg = runs(("noise", n))
+        est = log_mean_ci(r["noise_floor"] for r in recs)  # as dtsim gossip: skewed, positive
         ns.append(n)
         ests.append(est)
         if n in p["NOISE_CLAIM_N"]:
             exact = analytic.noise_floor(n, p["NOISE_S"])
             rows.append(_claim(f"noise floor (within 1%), n={n}, s={p['NOISE_S']:g}", exact, est,
-                               rel_tol=0.01))
+                               ncfg, rel_tol=0.01))
     if out is not None:
         # scaled by n s^2 so the (n-1)(n-2)/n^2 shape (and a 1 % miss) is visible
         s2 = p["NOISE_S"] ** 2
@@ -313,12 +337,15 @@ def _capture(p, runs, out):
 
     rows = []
     for n in p["CAPTURE_N"]:
-        s = summarize_runs(*runs(("capture", n)))
-        rows.append(_claim(f"capture rate per step, n={n}", analytic.capture_rate(n), s["capture_rate_ci"]))
+        recs, ccfg = runs(("capture", n))
+        s = summarize_runs(recs, ccfg)
+        rows.append(_claim(f"capture rate per step, n={n}", analytic.capture_rate(n), s["capture_rate_ci"],
+                           ccfg))
     n = p["CAPTURE_N"][0]
-    s = summarize_runs(*runs(("capture_matching", n)))
+    recs, ccfg = runs(("capture_matching", n))
+    s = summarize_runs(recs, ccfg)
     rows.append(_claim(f"capture rate per matching round, n={n}", analytic.matching_capture_rate(n),
-                       s["capture_rate_ci"]))
+                       s["capture_rate_ci"], ccfg))
     if out is None:
         return rows
     # honest mean vs steps, with and without the clip (figure)
@@ -331,10 +358,11 @@ def _capture(p, runs, out):
         exact = s.get("predicted_honest_mean")
         if clip is not None:  # linear creep at tau/(n(n-1)) per step: an upper bound on progress
             exact = np.minimum(s["steps"] * analytic.creep_bound(n, tau), b)
-        series.append({"label": label, "x": s["steps"], "mean": m, "low": lo, "high": hi, "exact": exact})
+        series.append({"label": label, "x": s["steps"], "mean": m, "low": lo, "high": hi, "exact": exact,
+                       "exact_label": "exact" if clip is None else "creep bound tau/(n(n-1)) per step"})
     plot_gossip_series(series, out / "honest_mean_vs_steps.png", xlabel="single-pair step",
                        ylabel="honest mean m",
-                       title=f"stubborn node at b={b:g}, n={n}; dashed: exact / creep bound")
+                       title=f"stubborn node at b={b:g}, n={n}; dashed: exact (no clip), bound (clip)")
     return rows
 
 
@@ -344,20 +372,24 @@ def _creep(p, runs, out):
     n, b = p["CREEP_N"], p["CREEP_B"]
     rows, taus, ests = [], [], []
     for tau in p["CREEP_TAUS"]:
-        s = summarize_runs(*runs(("creep", tau)))
+        recs, kcfg = runs(("creep", tau))
+        s = summarize_runs(recs, kcfg)
         est = s["creep_per_step_ci"]
         taus.append(tau)
         ests.append(est)
         if tau == p["CREEP_CLAIM_TAU"]:
             rows.append(_claim(f"clipped creep per step, far stubborn node, n={n}, tau={tau:g}",
-                               analytic.creep_bound(n, tau), est))
+                               analytic.creep_bound(n, tau), est, kcfg))
     # near the stubborn value the clip binds less often: creep below the bound
     tau = p["CREEP_CLAIM_TAU"]
-    recs, _ = runs("creep_near")
-    est = mean_ci(r["toward"][-1] / 400 for r in recs)
+    recs, ncfg = runs("creep_near")
+    est = mean_ci(r["toward"][-1] / ncfg.rounds for r in recs)
     bound = analytic.creep_bound(n, tau)
+    v = judge_bound(est, bound, mode="confirmed")  # an inequality: the exact column is the bound
     rows.append({"claim": f"creep at most tau/(n(n-1)) near the stubborn node (b=0), n={n}, tau={tau:g}",
-                 "exact": bound, "estimate": est, "agrees": bool(est.high <= bound)})
+                 "exact": bound, "estimate": est, "agrees": bool(v.holds), "rule": v.rule,
+                 "params": _params(ncfg, est.n),
+                 "note": "the exact column is the bound tau/(n(n-1)), not the creep"})
     if out is not None:
         grid = np.geomspace(min(taus), max(taus), 50)
         plot_gossip_estimates(taus, ests, out / "creep_vs_tau.png", exact_x=grid,
@@ -374,11 +406,11 @@ def _sparse(p, runs):
         recs, cfg = runs(("sparse", name))
         s = summarize_runs(recs, cfg)
         rows.append(_claim(f"edge gossip E[D(t)] at t={t}, {name}", float(s["predicted_disagreement"][-1]),
-                           mean_ci(r["disagreement"][-1] for r in recs)))
+                           s["final_disagreement_ci"], cfg))
         recs, cfg = runs(("sparse_stubborn", name))
         s = summarize_runs(recs, cfg)
         rows.append(_claim(f"stubborn E[m(t)] at t={t}, {name}", float(s["predicted_honest_mean"][-1]),
-                           mean_ci(float(np.ravel(r["honest_mean"])[-1]) for r in recs)))
+                           mean_ci(float(np.ravel(r["honest_mean"])[-1]) for r in recs), cfg))
     return rows
 
 
