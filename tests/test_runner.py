@@ -484,3 +484,18 @@ def test_dead_worker_tasks_are_retried(tmp_path, executor):
     ref = sweep(exp.model, exp.base, factors=exp.factors, replications=3, seed=0,
                 executor="serial")  # marker present: nothing dies in-process
     assert [(r["p"], r["x"]) for r in res.records] == [(r["p"], r["x"]) for r in ref.records]
+
+
+def test_quick_prints_what_it_overrides(tmp_path, capsys):
+    """``dtsim run --quick`` says on stderr which settings QUICK replaces (FACTORS edits do nothing then)."""
+    from sim.cli import main
+
+    exp = tmp_path / "q.py"
+    exp.write_text(
+        "NAME = 'q'\nBASE = {'x': 0}\nFACTORS = {'x': [1, 2, 3]}\nREPLICATIONS = 4\n"
+        "QUICK = {'FACTORS': {'x': [1]}, 'REPLICATIONS': 2}\n"
+        "def model(config, streams):\n    return {'y': float(config['x'])}\n")
+    assert main(["run", str(exp), "--quick", "--out", str(tmp_path / "o"), "--executor", "serial"]) == 0
+    err = capsys.readouterr().err
+    assert "--quick overrides: FACTORS={'x': [1]} (the file's FACTORS or POINTS are not used), " \
+           "REPLICATIONS=2" in err

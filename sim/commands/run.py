@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..results import format_number, print_table
 from ..runner import EXECUTORS, SweepResult, default_out, load_experiment, run_experiment
@@ -87,9 +89,28 @@ def store_report(result: SweepResult, out: Path) -> list[str]:
     return lines
 
 
+def quick_overrides(module: Any) -> str:
+    """What an experiment file's ``QUICK`` replaces, as one line (empty when nothing)."""
+    q = getattr(module, "QUICK", None) or {}
+    parts = []
+    for k, v in q.items():
+        if k == "BASE" and isinstance(v, Mapping):
+            parts += [f"BASE.{a}={b!r}" for a, b in v.items()]
+        elif k == "POINTS":
+            parts.append(f"POINTS ({len(v)} points; the file's FACTORS or POINTS are not used)")
+        elif k == "FACTORS":
+            parts.append(f"FACTORS={v!r} (the file's FACTORS or POINTS are not used)")
+        else:
+            parts.append(f"{k}={v!r}")
+    return ", ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the experiment; exit 1 when a task failed, 0 otherwise."""
     exp = load_experiment(args.experiment, quick=args.quick)
+    if args.quick and not args.quiet:
+        text = quick_overrides(exp.module)
+        print(f"--quick overrides: {text or 'nothing (the file has no QUICK)'}", file=sys.stderr)
     out = Path(args.out) if args.out else default_out(exp)
     result = run_experiment(
         exp, out=out, seed=args.seed,
