@@ -629,6 +629,29 @@ class FailureModel:
                                            name="domain_outage"))
         return comp  # type: ignore[return-value]
 
+    def add_placement_domains(self, placement: Any, *, mean_downtime: float = 1.0,
+                              distribution: str = "exponential",
+                              shape: float | None = None) -> None:
+        """Add every domain on the replicas' chains of a placement, outermost first.
+
+        Parameters
+        ----------
+        placement : topologies.placement.Placement
+            ``replica_domains[j][i]`` is the chain of replica ``i`` of stage
+            ``j``; ``domain_outage`` the unavailability of each domain (0 when
+            not listed).
+        mean_downtime, distribution, shape
+            The outage law of every domain.
+        """
+        for stage in placement.replica_domains:
+            for chain in stage:
+                for depth, name in enumerate(chain):
+                    if name not in self.components:
+                        self.add_domain(name, chain[depth - 1] if depth else None,
+                                        unavailability=placement.domain_outage.get(name, 0.0),
+                                        mean_downtime=mean_downtime, distribution=distribution,
+                                        shape=shape)
+
     def add_worker(
         self,
         name: str,
