@@ -24,6 +24,7 @@ __all__ = [
     "check_int",
     "check_choice",
     "check_memory",
+    "check_memory_terms",
     "available_memory",
     "format_bytes",
     "check_output_file",
@@ -231,6 +232,26 @@ def check_memory(name: str, value: Any, nbytes: float, *, available: int | None 
     if nbytes > avail:
         raise ConfigError(name, f"small enough to fit in memory (needs about {format_bytes(nbytes)}, "
                                 f"{format_bytes(avail)} available)", value)
+
+
+def check_memory_terms(terms: Iterable[tuple[str, Any, float]], *,
+                       available: int | None = None) -> None:
+    """Refuse a config whose memory, the sum of ``terms``, cannot fit; name the largest term.
+
+    Parameters
+    ----------
+    terms : iterable of (name, value, bytes)
+        The memory each parameter drives (a product such as ``nodes * dim``
+        split into the part each factor adds).
+    available : int, optional
+        Bytes available (default :func:`available_memory`).
+    """
+    items = list(terms)
+    if not items:
+        return
+    total = float(sum(b for _, _, b in items))
+    name, value, _ = max(items, key=lambda t: t[2])
+    check_memory(name, value, total, available=available)
 
 
 # ----------------------------------------------------------------------------- output locations

@@ -47,6 +47,7 @@ from .errors import (
     check,
     check_choice,
     check_int,
+    check_memory_terms,
     check_positive,
     check_probability,
 )
@@ -79,6 +80,8 @@ __all__ = [
 
 #: The built-in up/down duration laws (:func:`register_distribution` adds more).
 DISTRIBUTIONS = ("exponential", "weibull", "lognormal", "deterministic")
+#: Memory of one simulated worker or domain (its SimPy process and state), measured.
+BYTES_PER_PROCESS = 3_300
 
 
 # --------------------------------------------------------------------------- distributions
@@ -763,6 +766,8 @@ class ClusterConfig:
     def __post_init__(self) -> None:
         check_int("workers", self.workers, low=1)
         check_int("domains", self.domains, low=1)
+        check_memory_terms([("workers", self.workers, self.workers * BYTES_PER_PROCESS),
+                            ("domains", self.domains, self.domains * BYTES_PER_PROCESS)])
         check_probability("availability", self.availability)
         check_positive("mean_downtime", self.mean_downtime)
         check_probability("domain_outage", self.domain_outage)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ._applies import refuse_unless
 from ._common import emit_json, print_table
 
 NAME = "topologies"
@@ -78,6 +79,10 @@ def _describe(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """List the families, or describe the graph ``args.spec`` builds."""
+    for dest in ("nodes", "seed", "stages"):
+        refuse_unless(args, dest, args.spec is not None, "with a SPEC to build")
+    for dest in ("replicas", "policy"):
+        refuse_unless(args, dest, args.stages is not None, "with --stages")
     if args.spec is None:
         rows = _listing()
         if args.json:
