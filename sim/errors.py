@@ -19,6 +19,7 @@ __all__ = [
     "SimulationError",
     "check",
     "check_probability",
+    "check_real",
     "check_positive",
     "check_nonnegative",
     "check_int",
@@ -79,6 +80,12 @@ def _is_real(value: Any) -> bool:
 
 def _is_inf(value: Any) -> bool:
     return not isinstance(value, (bool, str, bytes, bytearray)) and value == math.inf
+
+
+def check_real(name: str, value: Any) -> float:
+    """Check that ``value`` is a finite real number (not a string that looks like one)."""
+    check(_is_real(value), name, "a finite number", value)
+    return float(value)
 
 
 def check_probability(name: str, value: Any, *, open_low: bool = False, open_high: bool = False) -> float:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError, check_choice, check_int
 from ._applies import refuse_unless
 from ._common import emit_json, print_table
 
@@ -71,7 +72,14 @@ def _describe(args: argparse.Namespace) -> dict[str, Any]:
         from sim.rng import Streams
 
         rng = Streams(args.seed or 0).rng("placement")
-        placement = topologies.place(G, args.stages, args.replicas, args.policy, rng=rng)
+        check_int("stages", args.stages, low=1)
+        check_choice("policy", args.policy, topologies.POLICIES)
+        try:
+            placement = topologies.place(G, args.stages, args.replicas, args.policy, rng=rng)
+        except ConfigError as exc:  # name the option typed here, not the library's argument
+            if exc.name != "placement":
+                raise
+            raise ConfigError("stages", exc.rule, args.stages) from None
         out["placement"] = placement.records()
         out["_placement_text"] = placement.render()
     return out

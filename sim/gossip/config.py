@@ -27,6 +27,7 @@ from ..errors import (
     check_nonnegative,
     check_positive,
     check_probability,
+    check_real,
 )
 
 __all__ = [
@@ -286,7 +287,7 @@ class GossipConfig:
               "unset when adaptive clipping is on", self.clip)
         check_int("record_every", self.record_every, low=1)
         check_int("burn_in", self.burn_in, low=0)
-        check(math.isfinite(float(self.init_mean)), "init_mean", "finite", self.init_mean)
+        check_real("init_mean", self.init_mean)
         check_nonnegative("init_std", self.init_std)
         check_positive("wake_rate", self.wake_rate)
         check_nonnegative("size", self.size)
@@ -304,8 +305,7 @@ class GossipConfig:
             check(self.availability == 1.0, "availability",
                   "1 with failure_trace (the trace sets the churn)", self.availability)
         if self.adversary_value is not None:
-            check(math.isfinite(float(self.adversary_value)), "adversary_value", "finite",
-                  self.adversary_value)
+            check_real("adversary_value", self.adversary_value)
         if self.graph is not None:
             g = self.graph
             if isinstance(g, nx.Graph):
