@@ -883,13 +883,17 @@ def run_case(case: Case) -> Outcome:
 
 
 def _run_race(case: Case, t0: float) -> Outcome:
-    # Every copy waits for the same wall-clock instant before it starts (a
-    # barrier), so their imports overlap and they reach the folder together.
-    start = time.time() + 3.0
+    # Every copy imports the CLI first, then waits for the same wall-clock
+    # instant (a barrier) and runs the command in-process, so import times do
+    # not spread the starts: they reach the new folder within a millisecond.
+    start = time.time() + 6.0
+    argv = list(case.argv)
+    assert argv[:3] == [sys.executable, "-m", "sim"], "a race runs a dtsim command"
     wrapped = [sys.executable, "-c",
-               "import os, sys, time\n"
+               "import sys, time\n"
+               "from sim.cli import main\n"
                f"time.sleep(max(0.0, {start!r} - time.time()))\n"
-               "os.execv(sys.argv[1], sys.argv[1:])\n", *case.argv]
+               "sys.exit(main(sys.argv[1:]))\n", *argv[3:]]
     procs = [_spawn(Case(case.id, wrapped, case.expect, cwd=case.cwd)) for _ in range(case.parallel)]
     deadline = t0 + case.timeout
     results = [_wait(p, deadline) for p in procs]
@@ -970,14 +974,16 @@ def write_markdown(outcomes: Sequence[Outcome], path: Path, fx_root: str, mounta
         "stops it in one line (exit 130). `$TMP` is the audit's scratch folder; "
         + ("read-only and full locations are small tmpfs mounts." if mountable else
            "read-only locations are paths below a regular file and the full disk is "
-           "/dev/full (no mounts here)."),
+           "/dev/full (no mounts here).")
+        + f" Every case runs under a {MEMORY_LIMIT / 2**30:g} GiB address-space limit "
+        "(RLIMIT_AS), which the memory estimates count as what is available.",
         "",
         "| total | count |",
         "|---|---:|",
     ]
     lines += [f"| {k} | {v} |" for k, v in t.items()]
-    lines += ["", "| case | command | expected | exit | last stderr line | traceback | verdict |",
-              "|---|---|---|---:|---|---|---|"]
+    lines += ["", "| case | command | expected | exit | seconds | last stderr line | traceback "
+              "| verdict |", "|---|---|---|---:|---:|---|---|---|"]
     for o in outcomes:
         exp = o.case.expect
         want = exp.kind + (f" `{exp.text}`" if exp.text else "")
@@ -989,7 +995,8 @@ def write_markdown(outcomes: Sequence[Outcome], path: Path, fx_root: str, mounta
             last = last[:157] + "..."
         verdict = o.verdict + (f" ({o.detail})" if o.detail and o.verdict != "pass" else "")
         lines.append(f"| {o.case.id} | `{_cell(_cmd_text(o.case, fx_root))}` | {want} | {status} "
-                     f"| {_cell(last)} | {'yes' if o.traceback else 'no'} | {_cell(verdict)} |")
+                     f"| {o.seconds:.1f} | {_cell(last)} | {'yes' if o.traceback else 'no'} "
+                     f"| {_cell(verdict)} |")
     notes = [o for o in outcomes if o.case.note]
     if notes:
         lines += ["", "Notes:", ""]
