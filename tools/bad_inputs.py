@@ -550,6 +550,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("gossip/record-every-zero", G("--record-every", "0"), refuse("record_every"))
     add("gossip/burn-in-negative", G("--burn-in", "-1"), refuse("burn_in"))
     add("gossip/workers-with-serial", G("--workers", "2"), refuse("workers"))
+    add("gossip/size-with-infinite-bandwidth", G("--size", "5"), refuse("size"))
+    add("gossip/size-with-finite-bandwidth", G("--topology", "ring:n=8,bandwidth=2", "--size", "3",
+                                              "--rounds", "3", "--replications", "2"), ok("gossip"))
 
     # -- topologies -------------------------------------------------------------
     TP = lambda *a: dtsim("topologies", *a)  # noqa: E731
@@ -572,6 +575,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("topologies/policy-without-stages", TP("ring:n=8", "--policy", "spread"), refuse("policy"))
     add("topologies/nodes-without-spec", TP("--nodes", "8"), refuse("nodes"))
     add("topologies/stages-without-spec", TP("--stages", "2"), refuse("stages"))
+    add("topologies/seed-deterministic-family", TP("ring:n=8", "--seed", "3"), refuse("seed"))
+    add("topologies/seed-random-family", TP("random_regular:n=8", "--seed", "3"), ok("edges"))
 
     # -- run ----------------------------------------------------------------------
     R = lambda *a: dtsim("run", *a)  # noqa: E731
@@ -602,6 +607,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
         refuse("NAME"), cwd=str(T))
     add("run/model-returns-int", R(str(exp["badreturn"]), "--out", str(T / "o15"), "--executor",
                                    "serial", "--quiet"), fail("failed"))
+    add("run/quick-without-QUICK", R(good, "--quick", "--executor", "serial", "--out",
+                                     str(T / "o24")), refuse("quick"))
     add("run/executor-unknown", R(good, "--executor", "bogus", "--out", str(T / "o16")), refuse("executor"))
     add("run/workers-zero", R(good, "--workers", "0", "--out", str(T / "o17")), refuse("workers"))
     add("run/batch-zero", R(good, "--batch", "0", "--out", str(T / "o18")), refuse("batch"))

@@ -233,6 +233,16 @@ def _seeded_topology(spec: str) -> bool:
     return fam is None or fam.seeded
 
 
+def _size_matters(cfg: GossipConfig) -> bool:
+    """True when the message size changes some exchange time (a link of finite bandwidth)."""
+    import dataclasses
+
+    from ..gossip.network import build_network
+
+    a, b = build_network(cfg), build_network(dataclasses.replace(cfg, size=0.0))
+    return a.complete_delay != b.complete_delay or not np.array_equal(a.delay, b.delay)
+
+
 def check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
     refuse_unless(args, "adversary_value", args.adversary != "none", "with --adversary")
@@ -253,6 +263,9 @@ def run(args: argparse.Namespace) -> int:
     if tc is not None:
         return _run_training(args, tc)
     cfg = config_from_args(args)
+    refuse_unless(args, "size", _size_matters(cfg),
+                  "with links of finite bandwidth (an exchange takes latency + size / bandwidth; "
+                  "this topology's bandwidth is infinite)")
     records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
     report = summarize_runs(records, cfg)

@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     executor = resolve_executor(args.executor, args.scheduler)
     refuse_unless(args, "workers", executor != "serial", "with --executor local or dask")
     exp = load_experiment(args.experiment, quick=args.quick)
+    refuse_unless(args, "quick", bool(getattr(exp.module, "QUICK", None)),
+                  "with an experiment that defines QUICK (this one would run in full)")
     out = Path(args.out) if args.out else default_out(exp)
     result = run_experiment(
         exp, out=out, seed=args.seed,

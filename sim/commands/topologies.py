@@ -85,12 +85,28 @@ def _describe(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _uses_seed(spec: str) -> bool:
+    """False when ``spec`` is a family without randomness (files and builders: unknown, True)."""
+    import topologies
+
+    try:
+        fam = topologies.parse_spec(spec).family_info()
+    except ConfigError:
+        return True  # the build says what is wrong with the spec
+    return fam is None or fam.seeded
+
+
 def run(args: argparse.Namespace) -> int:
     """List the families, or describe the graph ``args.spec`` builds."""
     for dest in ("nodes", "seed", "stages"):
         refuse_unless(args, dest, args.spec is not None, "with a SPEC to build")
     for dest in ("replicas", "policy"):
         refuse_unless(args, dest, args.stages is not None, "with --stages")
+    if args.spec is not None:
+        refuse_unless(args, "seed", _uses_seed(args.spec)
+                      or (args.stages is not None and args.policy == "random"),
+                      "with a random family or --stages --policy random (this spec has no "
+                      "randomness)")
     if args.spec is None:
         rows = _listing()
         if args.json:
