@@ -763,10 +763,46 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("gossip/no-warnings-noise-zero", G("--rounds", "4", "--replications", "2"), ok("gossip"),
         note="no numpy RuntimeWarning")
 
-    # the subcommands other helpers add, when present
-    for extra in ("train", "trace"):
-        if _has_command(extra):
-            add(f"{extra}/unknown-option", dtsim(extra, "--bogus-option"), refuse("bogus-option"))
+    # -- train (when present) -------------------------------------------------------
+    if _has_command("train"):
+        TR = lambda *a: dtsim("train", *a)  # noqa: E731
+        add("train/stages-zero", TR("--stages", "0"), refuse("stages"))
+        add("train/stages-1e9", TR("--stages", big), refuse("stages"), timeout=60, note="memory")
+        add("train/replicas-1e9", TR("--replicas", big), refuse("replicas"), timeout=60,
+            note="memory")
+        add("train/microbatches-1e9", TR("--microbatches-per-step", big), refuse("microbatches"),
+            timeout=60, note="memory: a step's microbatches")
+        add("train/replications-1e9", TR("--replications", big), refuse("replications"), timeout=60)
+        add("train/schedule-unknown", TR("--schedule", "bogus"), refuse("schedule"))
+        add("train/availability-above-1", TR("--availability", "2"), refuse("availability"))
+        add("train/bandwidth-zero", TR("--bandwidth", "0"), refuse("bandwidth"))
+        add("train/speeds-missing", TR("--speeds", str(T / "nope.csv")), refuse("speeds"))
+        add("train/speeds-binary", TR("--speeds", str(fx.binary)), refuse("speeds"))
+        add("train/failure-trace-missing", TR("--failure-trace", str(T / "nope.csv")),
+            refuse("failure_trace"))
+        add("train/failure-trace-binary", TR("--failure-trace", str(fx.binary)),
+            refuse("failure_trace"))
+        add("train/skip-budget-above-L", TR("--skip-budget", "9"), refuse("skip_budget"))
+        add("train/engine-unknown", TR("--engine", "bogus"), refuse("engine"))
+        add("train/placement-without-topology", TR("--placement", "spread"), refuse("placement"))
+        add("train/failure-shape-with-exponential", TR("--failure-shape", "0.7"),
+            refuse("failure_shape"))
+        add("train/workers-with-serial", TR("--workers", "2"), refuse("workers"))
+        add("train/arrival-rate-when-saturated", TR("--arrival-rate", "2"), refuse("arrival_rate"))
+        add("train/replace-time-without-mtbf", TR("--replace-time", "3"), refuse("replace_time"))
+        add("train/checkpoint-cost-without-checkpoints", TR("--checkpoint-cost", "2"),
+            refuse("checkpoint_cost"))
+        add("train/domain-downtime-without-domain-outage", TR("--domain-downtime", "3"),
+            refuse("domain_downtime"))
+        add("train/skip-penalty-without-skip-budget", TR("--skip-penalty", "0.1"),
+            refuse("skip_penalty"))
+        add("train/one-replication-no-interval", TR("--replications", "1"), ok("no interval"))
+        add("train/steps-1e12-ctrl-c", TR("--steps", "1000000000000", "--replications", "1"),
+            Expect("interrupt", "interrupted"), interrupt_after=4.0, timeout=30,
+            note="fits in memory but never ends: Ctrl-C stops it in one line")
+    # -- trace (when present) ---------------------------------------------------------
+    if _has_command("trace"):
+        add("trace/unknown-option", dtsim("trace", "--bogus-option"), refuse("bogus-option"))
     return cases
 
 
