@@ -389,6 +389,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
 
     # -- pipeline ---------------------------------------------------------------
     P = lambda *a: dtsim("pipeline", *a)  # noqa: E731
+    # the event log of replication 0 (--event-log; called --trace before the traces landed)
+    EV = "--event-log" if _has_option("pipeline", "--event-log") else "--trace"
+    EVN = EV[2:].replace("-", "_")
     add("pipeline/stages-zero", P("--stages", "0"), refuse("stages"))
     add("pipeline/stages-not-int", P("--stages", "x"), refuse("stages"))
     add("pipeline/stages-1e9", P("--stages", big), refuse("stages"), timeout=60,
@@ -431,21 +434,21 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("pipeline/max-wait-inf-dead", P("--availability", "0", "--max-wait", "inf",
                                         "--stage-time", "1"), refuse("max_wait"))
     add("pipeline/samples-without-importance", P("--samples", "100"), refuse("samples"))
-    add("pipeline/trace-is-dir", P("--stages", "2", "--trace", str(fx.dir)), refuse("trace"),
+    add("pipeline/trace-is-dir", P("--stages", "2", EV, str(fx.dir)), refuse(EVN),
         note="checked before the simulation runs")
-    add("pipeline/trace-under-file", P("--stages", "2", "--trace", fx.under_file + "/t.csv"),
-        refuse("trace"))
-    add("pipeline/trace-read-only", P("--stages", "2", "--trace", ro + "/t.csv"), refuse("trace"))
-    add("pipeline/trace-full-disk", P("--stages", "2", "--trace",
+    add("pipeline/trace-under-file", P("--stages", "2", EV, fx.under_file + "/t.csv"),
+        refuse(EVN))
+    add("pipeline/trace-read-only", P("--stages", "2", EV, ro + "/t.csv"), refuse(EVN))
+    add("pipeline/trace-full-disk", P("--stages", "2", EV,
                                       (full + "/t.csv") if fx.mountable else full),
-        refuse("trace"))
+        refuse(EVN))
     if fx.nearly_full is not None:
         add("pipeline/trace-disk-fills-while-writing",
-            P("--stages", "4", "--microbatches", "20000", "--replications", "2", "--trace",
-              str(fx.nearly_full / "t.csv")), fail("trace"),
+            P("--stages", "4", "--microbatches", "20000", "--replications", "2", EV,
+              str(fx.nearly_full / "t.csv")), fail(EVN.replace("_", " ")),
             note="one line; the simulated results are printed first")
-    add("pipeline/trace-with-vector", P("--engine", "vector", "--trace", str(T / "t.csv")),
-        refuse("trace"))
+    add("pipeline/trace-with-vector", P("--engine", "vector", EV, str(T / "t.csv")),
+        refuse(EVN))
     # inapplicable flags
     add("pipeline/placement-without-topology", P("--placement", "spread"), refuse("placement"))
     add("pipeline/show-placement-without-topology", P("--show-placement"), refuse("show_placement"))
@@ -510,9 +513,10 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("failures/replications-1e9", F("--horizon", "10", "--replications", big),
         refuse("replications"), timeout=60)
     add("failures/executor-unknown", F("--executor", "bogus"), refuse("executor"))
-    add("failures/trace-missing", F("--trace", str(T / "missing.csv")), refuse("trace"))
-    add("failures/trace-binary", F("--trace", str(fx.binary)), refuse("trace"))
-    add("failures/trace-is-dir", F("--trace", str(fx.dir)), refuse("trace"))
+    add("failures/trace-missing", F("--trace", str(T / "missing.csv")), refuse("trace|failure_trace"))
+    add("failures/trace-binary", F("--trace", str(fx.binary)), refuse("trace|failure_trace"),
+        note="--trace is the alias of --failure-trace")
+    add("failures/trace-is-dir", F("--trace", str(fx.dir)), refuse("trace|failure_trace"))
     add("failures/shape-with-exponential", F("--shape", "0.7"), refuse("shape"))
     add("failures/availability-with-trace", F("--trace", str(fx.trace_ok), "--workers", "2",
                                               "--availability", "0.5"), refuse("availability"))
@@ -600,7 +604,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("run/base-numeric-string", R(str(exp["strbase"]), "--out", str(T / "o12")), refuse("availability"))
     add("run/quick-bad-key", R(str(exp["badquick"]), "--quick", "--out", str(T / "o13")), refuse("QUICK"))
     add("run/unpicklable-base", R(str(exp["unpicklable"]), "--out", str(T / "o14"), "--executor",
-                                  "local", "--workers", "1"), refuse("BASE"))
+                                  "local", "--workers", "1"), refuse("base|gen"),
+        note="'gen' is the BASE key whose value cannot be sent to a worker")
     add("run/name-escapes-out", R(str(exp["escape"]), "--executor", "serial", "--quiet"),
         refuse("NAME"), cwd=str(T))
     add("run/name-absolute", R(str(exp["absname"]), "--executor", "serial", "--quiet"),
@@ -802,8 +807,34 @@ def build_cases(fx: Fixtures) -> list[Case]:
             note="fits in memory but never ends: Ctrl-C stops it in one line")
     # -- trace (when present) ---------------------------------------------------------
     if _has_command("trace"):
-        add("trace/unknown-option", dtsim("trace", "--bogus-option"), refuse("bogus-option"))
+        TC = lambda *a: dtsim("trace", *a)  # noqa: E731
+        add("trace/unknown-action", TC("bogus"), refuse("ACTION"))
+        add("trace/stats-binary", TC("stats", str(fx.binary)), refuse("trace"))
+        add("trace/stats-missing", TC("stats", str(T / "nope.csv")), refuse("trace"))
+        add("trace/stats-dir", TC("stats", str(fx.dir)), refuse("trace"))
+        add("trace/fit-binary", TC("fit", str(fx.binary)), refuse("trace"))
+        add("trace/plot-without-out", TC("plot", str(fx.trace_ok)), refuse("out"))
+        add("pipeline/failure-trace-binary", P("--failure-trace", str(fx.binary)),
+            refuse("failure_trace"))
+        add("pipeline/trace-loop-without-failure-trace", P("--trace-loop"), refuse("trace_loop"))
+        add("pipeline/trace-speedup-without-failure-trace", P("--trace-speedup", "2"),
+            refuse("trace_speedup"))
+        add("failures/trace-start-without-failure-trace", F("--trace-start", "5"),
+            refuse("trace_start"))
+        add("failures/availability-with-failure-trace",
+            F("--failure-trace", str(fx.trace_ok), "--trace-format", "dtsim", "--workers", "2",
+              "--availability", "0.5"), refuse("availability"))
     return cases
+
+
+def _has_option(command: str, option: str) -> bool:
+    """True when ``dtsim COMMAND`` has ``option`` (read from its module's source)."""
+    try:
+        import sim.commands as commands
+    except ImportError:
+        return False
+    f = Path(commands.__file__).parent / f"{command}.py"
+    return f.is_file() and f'"{option}"' in f.read_text()
 
 
 def _has_command(name: str) -> bool:
@@ -858,9 +889,13 @@ def _last_line(err: str) -> str:
 
 
 def _names(last: str, param: str) -> bool:
+    """True when ``last`` names ``param`` (``a|b``: either) as ConfigError or argparse does."""
+    if "|" in param:
+        return any(_names(last, p) for p in param.split("|"))
     low = last.lower()
     forms = {param, param.replace("_", "-"), param.replace("-", "_")}
-    return any(f"'{f.lower()}'" in low or f"--{f.lower()}" in low for f in forms)
+    return any(f"'{f.lower()}'" in low or f"--{f.lower()}" in low
+               or f"argument {f.lower()}:" in low for f in forms)
 
 
 _ALARMS = ("Traceback", "Warning:", "warnings.warn", "CommClosedError", "Exception ignored",
