@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .errors import ConfigError, check_choice, check_probability
+
 __all__ = [
     "Estimate",
     "mean_ci",
@@ -53,6 +55,8 @@ class Estimate:
     high: float
     n: int
     confidence: float = 0.95
+    #: NaN values left out of the mean (see :func:`mean_ci`); ``n`` counts the others.
+    dropped: int = 0
 
     @property
     def half_width(self) -> float:
@@ -66,37 +70,55 @@ class Estimate:
         return asdict(self)
 
     def __str__(self) -> str:
-        return f"{self.mean:.6g} [{self.low:.6g}, {self.high:.6g}]"
+        text = f"{self.mean:.6g} [{self.low:.6g}, {self.high:.6g}]"
+        return text + (f" ({self.dropped} NaN left out)" if self.dropped else "")
 
 
-def mean_ci(values: Iterable[float], confidence: float = 0.95) -> Estimate:
+def mean_ci(values: Iterable[float], confidence: float = 0.95, *, nan: str = "omit") -> Estimate:
     """Mean of independent replications with a Student-t confidence interval.
 
     Parameters
     ----------
     values : iterable of float
-        One value per independent replication (NaNs are ignored).
+        One value per independent replication.
     confidence : float
-        Two-sided confidence level.
+        Two-sided confidence level, in (0, 1).
+    nan : {"omit", "raise"}
+        What a NaN value does: ``"omit"`` leaves it out and counts it in
+        :attr:`Estimate.dropped` (``str`` of the estimate says so); ``"raise"``
+        refuses the values.
 
     Returns
     -------
     Estimate
         With ``se = std(ddof=1) / sqrt(n)`` and half-width ``t_{n-1} * se``.
         With one value the interval is infinite; with none, all fields are NaN.
+
+    Raises
+    ------
+    ConfigError
+        For a confidence outside (0, 1), an unknown ``nan``, or a NaN with
+        ``nan="raise"``.
     """
+    check_probability("confidence", confidence, open_low=True, open_high=True)
+    check_choice("nan", nan, ("omit", "raise"))
     x = np.asarray(list(values), dtype=float)
-    x = x[~np.isnan(x)]
+    missing = np.isnan(x)
+    dropped = int(missing.sum())
+    if dropped and nan == "raise":
+        raise ConfigError("values", "numbers without NaN (or pass nan='omit')",
+                          f"{dropped} NaN of {x.size}")
+    x = x[~missing]
     n = int(x.size)
     if n == 0:
-        nan = math.nan
-        return Estimate(nan, nan, nan, nan, 0, confidence)
+        v = math.nan
+        return Estimate(v, v, v, v, 0, confidence, dropped)
     m = float(x.mean())
     if n == 1:
-        return Estimate(m, math.inf, -math.inf, math.inf, 1, confidence)
+        return Estimate(m, math.inf, -math.inf, math.inf, 1, confidence, dropped)
     se = float(x.std(ddof=1) / math.sqrt(n))
     h = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * se
-    return Estimate(m, se, m - h, m + h, n, confidence)
+    return Estimate(m, se, m - h, m + h, n, confidence, dropped)
 
 
 def summarize(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..results import format_number, print_table
 from ..runner import EXECUTORS, SweepResult, default_out, load_experiment, run_experiment
+from ._applies import refuse_unless
 
 NAME = "run"
 HELP = "run an experiment file's sweep (resumable) and write its results folder"
@@ -89,11 +90,15 @@ def store_report(result: SweepResult, out: Path) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the experiment; exit 1 when a task failed, 0 otherwise."""
+    executor = resolve_executor(args.executor, args.scheduler)
+    refuse_unless(args, "workers", executor != "serial", "with --executor local or dask")
     exp = load_experiment(args.experiment, quick=args.quick)
+    refuse_unless(args, "quick", bool(getattr(exp.module, "QUICK", None)),
+                  "with an experiment that defines QUICK (this one would run in full)")
     out = Path(args.out) if args.out else default_out(exp)
     result = run_experiment(
         exp, out=out, seed=args.seed,
-        executor=resolve_executor(args.executor, args.scheduler),
+        executor=executor,
         workers=args.workers, scheduler=args.scheduler, fail_fast=args.fail_fast,
         progress=False if args.quiet else None, batch=args.batch, prune=args.prune,
     )
