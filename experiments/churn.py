@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 import sim.runner
+from sim import analytic
 from sim.errors import check_int, check_positive
 from sim.gossip import GossipConfig, gossip_model
 from sim.results import as_array, format_4g, mean_ci, write_tables
@@ -127,15 +128,9 @@ QUICK = {
 # ----------------------------------------------------------------------------- closed forms
 
 
-def contraction_rate(n: int, availability: float, wake_rate: float) -> float:
-    """``n a lambda (1 - (1 - a)**(n-1)) / (n - 1)``: decay rate of ``E[D]`` per time unit."""
-    a = availability
-    return n * a * wake_rate * (1.0 - (1.0 - a) ** (n - 1)) / (n - 1)
-
-
-def async_noise_floor(n: int, noise: float) -> float:
-    """``(n - 1)(n - 2) s**2 / (2 n)``: stationary ``E[D]`` of noisy async gossip, instant exchanges."""
-    return (n - 1) * (n - 2) * noise**2 / (2 * n)
+#: Closed forms (derived here, checked by this experiment), from sim.analytic.
+contraction_rate = analytic.churn_contraction_rate
+async_noise_floor = analytic.async_noise_floor
 
 
 # ----------------------------------------------------------------------------- model

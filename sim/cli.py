@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from . import commands
-from .errors import ConfigError, SimulationError
+from .errors import ConfigError, SimulationError, one_line
 
 __all__ = ["main", "build_parser", "main_for"]
 
@@ -55,10 +55,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> frozenset[str]:
+    """The destinations of the options ``argv`` sets explicitly (defaults left out).
+
+    ``argv`` starts with the subcommand. The subcommand's arguments are parsed
+    a second time with every default suppressed, so what remains was typed;
+    a command uses it to refuse an option that has no effect (see
+    :func:`sim.commands._applies.refuse_unless`).
+    """
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not argv or not subs or argv[0] not in subs[0].choices:
+        return frozenset()
+    sub = subs[0].choices[argv[0]]
+    saved = [(a, a.default) for a in sub._actions]
+    saved_defaults = dict(sub._defaults)
+    try:
+        for a in sub._actions:
+            a.default = argparse.SUPPRESS
+        sub._defaults.clear()
+        ns = sub.parse_args(list(argv[1:]))
+    finally:
+        for a, d in saved:
+            a.default = d
+        sub._defaults.update(saved_defaults)
+    return frozenset(vars(ns))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dtsim`` and ``python -m sim``; returns the exit status."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args._given = given_options(parser, argv)
     try:
         return int(args._run(args) or 0)
     except ConfigError as exc:
@@ -66,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except SimulationError as exc:
         print(f"dtsim {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"dtsim {args.command}: error: out of memory (a size the memory estimate "
+              "missed; try smaller sizes)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"dtsim {args.command}: interrupted", file=sys.stderr)
@@ -75,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a write that failed while running (disk full, location gone)
+        print(f"dtsim {args.command}: error: {one_line(exc)}", file=sys.stderr)
+        return 1
 
 
 def main_for(path: str, argv: Sequence[str] | None = None) -> int:

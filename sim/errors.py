@@ -8,7 +8,10 @@ a single line and exit with status 2 (the attrs ``validators`` convention).
 from __future__ import annotations
 
 import math
+import os
+import resource
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -16,10 +19,18 @@ __all__ = [
     "SimulationError",
     "check",
     "check_probability",
+    "check_real",
     "check_positive",
     "check_nonnegative",
     "check_int",
     "check_choice",
+    "check_memory",
+    "check_memory_terms",
+    "available_memory",
+    "format_bytes",
+    "check_output_file",
+    "check_output_dir",
+    "one_line",
 ]
 
 
@@ -57,10 +68,24 @@ def check(ok: bool, name: str, rule: str, value: Any) -> None:
 
 
 def _is_real(value: Any) -> bool:
-    try:
-        return not isinstance(value, bool) and math.isfinite(float(value))
-    except (TypeError, ValueError):
+    # A number, not a string that looks like one: '0.5' would pass float() and
+    # then be stored, compared and hashed as a string.
+    if isinstance(value, (bool, str, bytes, bytearray)):
         return False
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _is_inf(value: Any) -> bool:
+    return not isinstance(value, (bool, str, bytes, bytearray)) and value == math.inf
+
+
+def check_real(name: str, value: Any) -> float:
+    """Check that ``value`` is a finite real number (not a string that looks like one)."""
+    check(_is_real(value), name, "a finite number", value)
+    return float(value)
 
 
 def check_probability(name: str, value: Any, *, open_low: bool = False, open_high: bool = False) -> float:
@@ -75,14 +100,14 @@ def check_probability(name: str, value: Any, *, open_low: bool = False, open_hig
 
 def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
     """Check that ``value`` is a real number > 0."""
-    ok = _is_real(value) or (allow_inf and value == math.inf)
+    ok = _is_real(value) or (allow_inf and _is_inf(value))
     check(ok and float(value) > 0, name, "> 0", value)
     return float(value)
 
 
 def check_nonnegative(name: str, value: Any, *, allow_inf: bool = False) -> float:
     """Check that ``value`` is a real number >= 0."""
-    ok = _is_real(value) or (allow_inf and value == math.inf)
+    ok = _is_real(value) or (allow_inf and _is_inf(value))
     check(ok and float(value) >= 0, name, ">= 0", value)
     return float(value)
 
@@ -111,3 +136,220 @@ def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
     options = list(choices)
     check(value in options, name, "one of " + ", ".join(options), value)
     return str(value)
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        text = Path(path).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _meminfo_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _cgroup_headroom() -> int | None:
+    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                          "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        lim, use = _read_int(limit), _read_int(usage)
+        if lim is not None and use is not None and lim < 2**60:
+            return max(0, lim - use)
+    return None
+
+
+def _address_space_headroom() -> int | None:
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ValueError, OSError):
+        return None
+    if soft == resource.RLIM_INFINITY:
+        return None
+    used = 0
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    used = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(0, soft - used)
+
+
+def available_memory() -> int:
+    """Bytes this process can still allocate, as far as the machine says.
+
+    The least of the machine's available memory (``MemAvailable`` in
+    ``/proc/meminfo``, else ``os.sysconf``), the headroom of the memory cgroup
+    (v2 or v1) and the headroom of the address-space limit (``RLIMIT_AS``).
+    """
+    found = [v for v in (_meminfo_available(), _cgroup_headroom(), _address_space_headroom())
+             if v is not None]
+    if not found:
+        try:
+            found.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            return 2**62
+    return int(min(found))
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``"1.5 KiB"``; binary units up to EiB, beyond that in EiB."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    v = float(n)
+    for u in units:
+        if abs(v) < 1024 or u == units[-1]:
+            return f"{v:.3g} {u}"
+        v /= 1024
+    return f"{v:.3g} EiB"  # pragma: no cover
+
+
+def check_memory(name: str, value: Any, nbytes: float, *, available: int | None = None) -> None:
+    """Refuse ``value`` of ``name`` when the memory it drives, ``nbytes``, cannot fit.
+
+    Parameters
+    ----------
+    name : str
+        The parameter that drives the memory (the one the message names).
+    value : Any
+        Its value, as given.
+    nbytes : float
+        Estimated bytes the run needs because of it.
+    available : int, optional
+        Bytes available (default :func:`available_memory`).
+
+    Raises
+    ------
+    ConfigError
+        ``'<name>' must fit in memory (needs about X, Y available): <value>``.
+    """
+    avail = available_memory() if available is None else available
+    if nbytes > avail:
+        raise ConfigError(name, f"small enough to fit in memory (needs about {format_bytes(nbytes)}, "
+                                f"{format_bytes(avail)} available)", value)
+
+
+def check_memory_terms(terms: Iterable[tuple[str, Any, float]], *,
+                       available: int | None = None) -> None:
+    """Refuse a config whose memory, the sum of ``terms``, cannot fit; name the largest term.
+
+    Parameters
+    ----------
+    terms : iterable of (name, value, bytes)
+        The memory each parameter drives (a product such as ``nodes * dim``
+        split into the part each factor adds).
+    available : int, optional
+        Bytes available (default :func:`available_memory`).
+    """
+    items = list(terms)
+    if not items:
+        return
+    total = float(sum(b for _, _, b in items))
+    name, value, _ = max(items, key=lambda t: t[2])
+    check_memory(name, value, total, available=available)
+
+
+# ----------------------------------------------------------------------------- output locations
+
+
+def one_line(exc: BaseException) -> str:
+    """``OSError`` and friends as one short line: the reason and the file, no errno."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+def _probe(folder: Path) -> str | None:
+    """Why a file cannot be written in the existing ``folder`` (None when it can)."""
+    probe = folder / f".dtsim-probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, b"probe\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        try:
+            os.unlink(probe)
+        except OSError:
+            pass
+    return None
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_output_dir(name: str, path: str | os.PathLike[str]) -> Path:
+    """Check, before any work, that ``path`` is (or can become) a writable folder.
+
+    Nothing is created: the nearest existing ancestor must be a folder in
+    which a file can be written (a probe file is written, synced and removed,
+    so a read-only or full file system is caught).
+
+    Raises
+    ------
+    ConfigError
+        ``'<name>' must be a writable folder: <path> (<reason>)``.
+    """
+    p = Path(path)
+    rule = "a writable folder"
+    if p.exists() and not p.is_dir():
+        raise ConfigError(name, rule, f"{path} (a file, not a folder)")
+    base = _nearest_existing(p)
+    if not base.is_dir():
+        raise ConfigError(name, rule, f"{path} ({base} is a file, not a folder)")
+    why = _probe(base)
+    if why is not None:
+        raise ConfigError(name, rule, f"{path} ({why})")
+    return p
+
+
+def check_output_file(name: str, path: str | os.PathLike[str]) -> Path:
+    """Check, before any work, that a file can be written at ``path``.
+
+    The file may exist (it is then overwritten or appended to by the caller)
+    but must not be a folder; its folder must exist or be creatable, and a
+    file must be writable there (see :func:`check_output_dir`).
+
+    Raises
+    ------
+    ConfigError
+        ``'<name>' must be a writable file: <path> (<reason>)``.
+    """
+    p = Path(path)
+    rule = "a writable file"
+    if p.is_dir():
+        raise ConfigError(name, rule, f"{path} (a folder)")
+    if p.exists():
+        try:
+            with open(p, "a"):
+                pass
+        except OSError as exc:
+            raise ConfigError(name, rule, f"{path} ({exc.strerror})") from None
+    base = _nearest_existing(p.parent)
+    if not base.is_dir():
+        raise ConfigError(name, rule, f"{path} ({base} is a file, not a folder)")
+    why = _probe(base)
+    if why is not None:
+        raise ConfigError(name, rule, f"{path} ({why})")
+    return p

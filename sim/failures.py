@@ -33,6 +33,7 @@ stationarity claim).
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from .errors import (
     check,
     check_choice,
     check_int,
+    check_memory_terms,
     check_positive,
     check_probability,
 )
@@ -79,6 +81,10 @@ __all__ = [
 
 #: The built-in up/down duration laws (:func:`register_distribution` adds more).
 DISTRIBUTIONS = ("exponential", "weibull", "lognormal", "deterministic")
+#: Memory of one simulated worker or domain (its SimPy process and state), measured.
+BYTES_PER_PROCESS = 3_300
+#: Memory of one simulated worker or domain (its SimPy process and state), measured.
+BYTES_PER_PROCESS = 3_300
 
 
 # --------------------------------------------------------------------------- distributions
@@ -319,9 +325,13 @@ def read_trace(path: str | Path) -> Trace:
     """
     p = Path(path)
     try:
-        fh = p.open(newline="")
+        fh = io.StringIO(p.read_text(encoding="utf-8"), newline="")
     except OSError as exc:
         raise ConfigError("trace", "a readable CSV file", f"{path} ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:  # a binary file is bad input, not a crash
+        raise ConfigError("trace", "a CSV text file (UTF-8)",
+                          f"{path} (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
+                          f"{exc.start} is not text)") from None
     per: dict[str, list[tuple[float, float]]] = {}
     with fh:
         reader = csv.DictReader(fh)
@@ -629,6 +639,29 @@ class FailureModel:
                                            name="domain_outage"))
         return comp  # type: ignore[return-value]
 
+    def add_placement_domains(self, placement: Any, *, mean_downtime: float = 1.0,
+                              distribution: str = "exponential",
+                              shape: float | None = None) -> None:
+        """Add every domain on the replicas' chains of a placement, outermost first.
+
+        Parameters
+        ----------
+        placement : topologies.placement.Placement
+            ``replica_domains[j][i]`` is the chain of replica ``i`` of stage
+            ``j``; ``domain_outage`` the unavailability of each domain (0 when
+            not listed).
+        mean_downtime, distribution, shape
+            The outage law of every domain.
+        """
+        for stage in placement.replica_domains:
+            for chain in stage:
+                for depth, name in enumerate(chain):
+                    if name not in self.components:
+                        self.add_domain(name, chain[depth - 1] if depth else None,
+                                        unavailability=placement.domain_outage.get(name, 0.0),
+                                        mean_downtime=mean_downtime, distribution=distribution,
+                                        shape=shape)
+
     def add_worker(
         self,
         name: str,
@@ -763,6 +796,10 @@ class ClusterConfig:
     def __post_init__(self) -> None:
         check_int("workers", self.workers, low=1)
         check_int("domains", self.domains, low=1)
+        check_memory_terms([("workers", self.workers, self.workers * BYTES_PER_PROCESS),
+                            ("domains", self.domains, self.domains * BYTES_PER_PROCESS)])
+        check_memory_terms([("workers", self.workers, self.workers * BYTES_PER_PROCESS),
+                            ("domains", self.domains, self.domains * BYTES_PER_PROCESS)])
         check_probability("availability", self.availability)
         check_positive("mean_downtime", self.mean_downtime)
         check_probability("domain_outage", self.domain_outage)

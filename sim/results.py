@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .errors import ConfigError, check_choice, check_probability
+
 __all__ = [
     "Estimate",
     "mean_ci",
@@ -108,7 +110,8 @@ class Estimate:
     high: float
     n: int
     confidence: float = 0.95
-    missing: int = 0
+    #: NaN values left out (see :func:`mean_ci`); ``n`` counts the others.
+    dropped: int = 0
     kind: str = "two-sided"
     method: str = "t"
 
@@ -147,7 +150,7 @@ class Estimate:
             Text of one number (default ``'{:.6g}'``).
         """
         f = fmt or (lambda v: f"{v:.6g}")
-        note = f" ({self.missing} NaN left out)" if self.missing else ""
+        note = f" ({self.dropped} NaN left out)" if self.dropped else ""
         if self.kind == "upper":
             return f"below {f(self.high)}{note}"
         if not self.has_interval:
@@ -173,16 +176,19 @@ def _empty(n: int, confidence: float, missing: int, method: str, mean: float = m
     return Estimate(mean, nan, nan, nan, n, confidence, missing, "none", method)
 
 
-def mean_ci(values: Iterable[float], confidence: float = 0.95) -> Estimate:
+def mean_ci(values: Iterable[float], confidence: float = 0.95, *, nan: str = "omit") -> Estimate:
     """Mean of independent replications with a Student-t confidence interval.
 
     Parameters
     ----------
     values : iterable of float
-        One value per independent replication. NaNs are left out and counted
-        in ``missing``.
+        One value per independent replication.
     confidence : float
-        Two-sided confidence level.
+        Two-sided confidence level, in (0, 1).
+    nan : {"omit", "raise"}
+        What a NaN value does: ``"omit"`` leaves it out and counts it in
+        :attr:`Estimate.dropped` (``str`` of the estimate says so); ``"raise"``
+        refuses the values.
 
     Returns
     -------
@@ -190,8 +196,19 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95) -> Estimate:
         With ``se = std(ddof=1) / sqrt(n)`` and half-width ``t_{n-1} * se``.
         With one value there is no interval (``kind == "none"``, ``low`` and
         ``high`` nan); with none, every number is nan.
+
+    Raises
+    ------
+    ConfigError
+        For a confidence outside (0, 1), an unknown ``nan``, or a NaN with
+        ``nan="raise"``.
     """
+    check_probability("confidence", confidence, open_low=True, open_high=True)
+    check_choice("nan", nan, ("omit", "raise"))
     x, missing = _clean(values)
+    if missing and nan == "raise":
+        raise ConfigError("values", "numbers without NaN (or pass nan='omit')",
+                          f"{missing} NaN of {x.size + missing}")
     n = int(x.size)
     if n == 0:
         return _empty(0, confidence, missing, "t")
@@ -210,7 +227,7 @@ def log_mean_ci(values: Iterable[float], confidence: float = 0.95) -> Estimate:
     ----------
     values : iterable of float
         One non-negative value per independent replication (NaNs counted in
-        ``missing`` and left out).
+        ``dropped`` and left out).
     confidence : float
         Two-sided confidence level.
 
@@ -261,7 +278,7 @@ def lognormal_mean_ci(values: Iterable[float], confidence: float = 0.95) -> Esti
     ----------
     values : iterable of float
         One positive value per independent replication (NaNs counted in
-        ``missing`` and left out).
+        ``dropped`` and left out).
     confidence : float
         Two-sided confidence level.
 
@@ -360,7 +377,7 @@ def skewed_ratio_ci(numerator: Iterable[float], denominator: Iterable[float] | N
     xd = np.ones_like(y) if denominator is None else np.asarray(list(denominator), dtype=float)
     base = ratio_ci(y, xd, confidence, log=True)
     if not base.has_interval or not base.mean > 0:
-        return Estimate(base.mean, base.se, base.low, base.high, base.n, confidence, base.missing,
+        return Estimate(base.mean, base.se, base.low, base.high, base.n, confidence, base.dropped,
                         base.kind, "log-max")
     ok = ~(np.isnan(y) | np.isnan(xd))
     r = y[ok] / xd[ok]
@@ -371,7 +388,7 @@ def skewed_ratio_ci(numerator: Iterable[float], denominator: Iterable[float] | N
         z = float(stats.norm.ppf(0.5 + confidence / 2))
         w = max(w, z * math.sqrt(s2 / n + s2 * s2 / (2 * (n - 1))))
     return Estimate(base.mean, base.se, base.mean * math.exp(-w), base.mean * math.exp(w), base.n,
-                    confidence, base.missing, "two-sided", "log-max")
+                    confidence, base.dropped, "two-sided", "log-max")
 
 
 def _wilson(p: float, n_eff: float, z: float) -> tuple[float, float]:
@@ -438,7 +455,7 @@ def rate_ci(values: Iterable[float], trials: int | Sequence[int] | None = None,
     ----------
     values : iterable of float
         One rate in ``[0, 1]`` per independent replication (NaNs counted in
-        ``missing`` and left out).
+        ``dropped`` and left out).
     trials : int or sequence of int, optional
         Trials behind each rate, **only when the trials inside a replication
         are independent** (the stylised snapshot model). It gives the bound
@@ -514,7 +531,7 @@ def ratio_ci(numerator: Iterable[float], denominator: Iterable[float], confidenc
     ----------
     numerator, denominator : iterable of float
         Paired per-replication values ``Y_i`` and ``X_i`` (a pair with a NaN
-        is left out and counted in ``missing``).
+        is left out and counted in ``dropped``).
     confidence : float
         Level.
     log : bool
@@ -584,7 +601,7 @@ def power_ci(est: Estimate, exponent: float) -> Estimate:
         return max(v, 0.0) ** exponent if math.isfinite(v) else v
 
     se = est.se * exponent * est.mean ** (exponent - 1) if est.mean > 0 else math.nan
-    return Estimate(f(est.mean), se, f(est.low), f(est.high), est.n, est.confidence, est.missing,
+    return Estimate(f(est.mean), se, f(est.low), f(est.high), est.n, est.confidence, est.dropped,
                     est.kind, est.method)
 
 

@@ -57,7 +57,7 @@ def test_mean_ci_edge_cases():
     assert judge_equal(one, 2.0).holds is None
     assert math.isnan(mean_ci([]).mean)
     e = mean_ci([1.0, float("nan"), 3.0])
-    assert e.n == 2 and e.missing == 1 and str(e).endswith("(1 NaN left out)")
+    assert e.n == 2 and e.dropped == 1 and str(e).endswith("(1 NaN left out)")
 
 
 def test_mean_ci_coverage_is_95_percent():
@@ -129,7 +129,7 @@ def test_rate_ci_bounds_and_edges():
     assert zt.high == pytest.approx(1 - 0.05 ** (1 / 1000))
     assert rate_ci([0.3]).kind == "none"
     e = rate_ci([0.1, float("nan"), 0.2, 0.15])
-    assert e.missing == 1 and 0 <= e.low < e.mean < e.high <= 1
+    assert e.dropped == 1 and 0 <= e.low < e.mean < e.high <= 1
     with pytest.raises(ValueError):
         rate_ci([1.5, 0.1])
 

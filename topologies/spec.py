@@ -32,8 +32,9 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from sim.errors import ConfigError
+from sim.errors import ConfigError, check_memory
 
+from .graphs import parse_dims
 from .io import GRAPH_EXTENSIONS, domain_chain, is_graph_file, read_graph
 from .registry import REGISTRY, REQUIRED, Family, normalize_name
 
@@ -466,6 +467,7 @@ def build(spec: str | TopologySpec, *, nodes: int | None = None, seed: int | Non
     text = str(r)
     if r.family is not None:
         fam = REGISTRY[r.family]
+        _check_fits(fam, r.params, parse_spec(spec).params, nodes)
         try:
             G = fam.builder(**r.params)
         except ConfigError as exc:
@@ -492,6 +494,72 @@ def build(spec: str | TopologySpec, *, nodes: int | None = None, seed: int | Non
     G.graph["spec"] = text
     G.graph["family"] = label
     return G
+
+
+#: Bytes of a networkx graph per node and per edge, with this package's attributes
+#: (measured on networkx 3: about 750 bytes per node of a ring).
+_NODE_BYTES, _EDGE_BYTES = 300, 450
+
+
+def _mean_degree(family: str, params: Mapping[str, Any], n: int) -> float:
+    """Mean degree the family's builder gives ``n`` nodes (an estimate, for memory)."""
+    if family in ("complete", "datacenter", "geo"):  # layouts link every pair of hosts
+        return n - 1
+    if family == "torus":
+        return 2.0 * len(parse_dims(params["dims"]))
+    if family == "hypercube":
+        return float(params["dim"])
+    if family in ("random_regular", "expander"):
+        return float(params.get("degree") or 4)
+    if family == "watts_strogatz":
+        return float(params.get("k") or 4)
+    if family == "barabasi_albert":
+        return 2.0 * float(params.get("m") or 2)
+    if family == "erdos_renyi":
+        p = params.get("p")
+        return float(p) * (n - 1) if p is not None else 2.0 * math.log(max(n, 2))
+    return 2.0
+
+
+def estimated_bytes(spec: str | TopologySpec, *, nodes: int | None = None) -> int | None:
+    """Memory the graph of a family spec takes once built (None for files and callables).
+
+    Parameters
+    ----------
+    spec : str or TopologySpec
+    nodes : int or None
+        ``--nodes`` as for :func:`resolve`.
+
+    Returns
+    -------
+    int or None
+        About ``300 n + 450 m`` bytes for ``n`` nodes and ``m`` edges.
+    """
+    r = resolve(spec, nodes=nodes)
+    if r.family is None:
+        return None
+    fam = REGISTRY[r.family]
+    try:
+        full = {k: v for k, v in fam.params.items() if v is not REQUIRED}
+        full.update(r.params)
+        n = fam.node_count(r.params)
+        deg = _mean_degree(fam.name, full, n)
+    except (ConfigError, TypeError, ValueError, KeyError):
+        return None  # the builder reports what is wrong
+    return int(n * _NODE_BYTES + n * deg / 2 * _EDGE_BYTES)
+
+
+def _check_fits(fam: Family, params: Mapping[str, Any], typed: Mapping[str, Any],
+                nodes: int | None) -> None:
+    """Refuse a spec whose graph cannot fit in memory, naming what sets its size."""
+    need = estimated_bytes(TopologySpec(family=fam.name, params=dict(params)))
+    if need is None:
+        return
+    if nodes is not None and fam.sized_by not in typed:
+        name, value = "nodes", nodes
+    else:
+        name, value = fam.sized_by, params.get(fam.sized_by)
+    check_memory(name, value, need)
 
 
 def validate_graph(G: nx.Graph, *, require: Iterable[str] = (), name: str | None = None) -> nx.Graph:

@@ -1922,6 +1922,59 @@ def edge_gossip_rate(G: nx.Graph, *, method: str = "auto") -> float:
     return float(val[0])
 
 
+# ============================================================== async gossip under churn
+
+
+def churn_contraction_rate(n: int, availability: float, wake_rate: float) -> float:
+    """Decay rate of ``E[D]`` per time unit of async gossip on the complete graph under churn.
+
+    Parameters
+    ----------
+    n : int
+        Nodes.
+    availability : float
+        Stationary probability ``a`` that a node is online.
+    wake_rate : float
+        Poisson clock rate ``lambda`` of each node.
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    ``n a lambda (1 - (1 - a)**(n - 1)) / (n - 1)``: online nodes wake at total
+    rate ``n a lambda``, find an online partner unless all ``n - 1`` others are
+    down, and each completed exchange contracts ``E[D]`` by ``1 / (n - 1)`` of
+    itself (the edge-gossip step on the complete graph). Derived here and
+    checked by simulation (``experiments/churn.py``) in the fast-churn regime,
+    where the online set seen by successive exchanges is close to independent.
+
+    References
+    ----------
+    Boyd, Ghosh, Prabhakar, Shah, "Randomized gossip algorithms", IEEE Trans.
+    Inf. Theory 52(6), 2006 (the per-exchange contraction).
+    """
+    a = availability
+    return n * a * wake_rate * (1.0 - (1.0 - a) ** (n - 1)) / (n - 1)
+
+
+def async_noise_floor(n: int, noise: float) -> float:
+    """Stationary ``E[D]`` of noisy async gossip on the complete graph, instant exchanges.
+
+    Notes
+    -----
+    ``(n - 1)(n - 2) s**2 / (2 n)``: each wake adds ``N(0, s**2)`` to the waking
+    node before its exchange; balancing the injected disagreement against the
+    per-exchange contraction ``1 / (n - 1)`` gives the floor. Derived here and
+    checked by simulation (``experiments/churn.py``).
+    """
+    return (n - 1) * (n - 2) * noise**2 / (2 * n)
+
+
+__all__ += ["churn_contraction_rate", "async_noise_floor"]
+
+
 # =========================================================================== training (sim.training)
 
 from . import training  # noqa: E402

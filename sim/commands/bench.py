@@ -7,7 +7,7 @@ import math
 import sys
 
 from ..bench import MATCHING_SIZES, PARTS, append_jsonl, check_targets, run_bench
-from ..errors import check
+from ..errors import check, check_output_file, one_line
 from ._common import emit_json, print_table
 
 NAME = "bench"
@@ -98,10 +98,15 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
 
 def run(args: argparse.Namespace) -> int:
     parts = None
-    if args.parts:
+    if args.parts is not None:
         parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+        check(bool(parts), "parts", "a comma-separated list of names from " + ", ".join(PARTS),
+              args.parts)
         for p in parts:
             check(p in PARTS, "parts", "names from " + ", ".join(PARTS), p)
+    writes = bool(args.out) and args.out != "-"
+    if writes:  # before the benchmark runs, not after
+        check_output_file("out", args.out)
 
     def progress(part: str, seconds: float) -> None:
         if not args.json:
@@ -110,13 +115,17 @@ def run(args: argparse.Namespace) -> int:
     res = run_bench(quick=args.quick, parts=parts, progress=progress)
     targets = check_targets(res)
     res["targets"] = targets
-    if args.out and args.out != "-":
-        append_jsonl(args.out, res)
+    write_error = None
+    if writes:
+        try:
+            append_jsonl(args.out, res)
+        except OSError as exc:  # print the results anyway; say why they were not appended
+            write_error = one_line(exc)
     missed = [t for t in targets if t["met"] is False]
     status = 1 if missed else 0  # a missed target is a failed benchmark, for scripts and CI
     if args.json:
         emit_json(res)
-        return status
+        return max(_write_failed(args.out, write_error), status)
     print(f"dtsim bench{' --quick' if args.quick else ''}: {res['timestamp']}, commit "
           f"{res['commit'] or '?'}, {res['cpus']} cpus, python {res['python']}, "
           f"{res['total_seconds']:.0f} s")
@@ -131,9 +140,17 @@ def run(args: argparse.Namespace) -> int:
               if k in {f"{p}_error" for p in PARTS} | {"sweep_dask_error"}]
     for k, v in errors:
         print(f"{k}: {v}")
-    if args.out and args.out != "-":
+    if writes and write_error is None:
         print(f"appended to {args.out}")
     if missed:
         print(f"dtsim bench: {len(missed)} target(s) missed: "
               + ", ".join(t["key"] for t in missed) + " (exit status 1)", file=sys.stderr)
-    return status
+    return max(_write_failed(args.out, write_error), status)
+
+
+def _write_failed(out: str, error: str | None) -> int:
+    """Exit status after the results were printed: 1, with one line, if appending failed."""
+    if error is None:
+        return 0
+    print(f"dtsim bench: error: could not append the results to {out}: {error}", file=sys.stderr)
+    return 1

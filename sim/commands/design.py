@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 
 from ..pipeline.design import design, verify
+from ..results import Estimate
+from ._applies import refuse_unless, verdict
 from ._common import emit_json, print_table
 
 NAME = "design"
@@ -51,7 +53,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="processes for --executor local")
 
 
+#: Options of the --verify group: they have an effect only with --verify.
+VERIFY_OPTIONS = ("microbatches", "replications", "rate", "mean_downtime", "seed", "executor",
+                  "workers")
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse the options that would have no effect with the others."""
+    for dest in VERIFY_OPTIONS:
+        refuse_unless(args, dest, args.verify, "with --verify")
+    refuse_unless(args, "workers", args.executor != "serial",
+                  "with --verify --executor local or dask")
+    optimal = args.skip_penalty is not None and args.skip_budget is None
+    refuse_unless(args, "target_drop", not optimal,
+                  "with --skip-budget or without --skip-penalty (the cost-optimal design has "
+                  "no target)")
+    refuse_unless(args, "penalty", args.skip_penalty is not None, "with --skip-penalty")
+    refuse_unless(args, "skip_penalty", optimal or args.verify,
+                  "without --skip-budget, or with --verify (it only weights the quality)")
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_options(args)
     out = design(args.stages, args.availability, args.domain_outage,
                  skip_budget=args.skip_budget, target_drop=args.target_drop,
                  skip_penalty=args.skip_penalty, penalty=args.penalty,
@@ -98,6 +121,12 @@ def run(args: argparse.Namespace) -> int:
         how = (f"over {out['simulated_microbatches']} microbatches"
                if out["simulated_method"] == "simulation" else "by importance sampling")
         rows.append(("simulated drop rate (95% CI)",
-                     f"{e} {how}, {'agrees' if out['simulated_agrees'] else 'DISAGREES'}"))
+                     f"{e} {how}, {_said(e, out['simulated_agrees'])}"))
     print_table(rows, ("quantity", "value"))
     return 0
+
+
+def _said(e: Estimate, agrees: bool | None) -> str:
+    """``agrees`` / ``DISAGREES``, or ``no interval`` (one replication)."""
+    said = verdict(e.low, e.high, bool(agrees))
+    return {"yes": "agrees", "NO": "DISAGREES"}.get(said, said)

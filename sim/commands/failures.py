@@ -10,6 +10,7 @@ from ..errors import ConfigError, SimulationError
 from ..failures import DISTRIBUTIONS, ClusterConfig, failures_model
 from ..results import judge_equal, rate_ci
 from ..runner import replicate
+from ._applies import refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
 from .trace import add_failure_trace_options, failure_trace_from_args
 
@@ -51,6 +52,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_unless(args, "shape", args.distribution in ("weibull", "lognormal"),
+                  "with --distribution weibull or lognormal")
+    replaying = args.trace is not None or args.failure_trace is not None
+    for dest in ("availability", "mean_downtime"):  # the trace gives the workers' outages
+        refuse_unless(args, dest, not replaying, "without a failure trace (the trace replaces it)")
     d = ClusterConfig()
     if args.trace is not None:  # the documented alias
         if args.failure_trace is not None:
@@ -120,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         ("joint outage of a domain", "joint_outage", out["predicted_joint_outage"]),
     ]:
         e = est[key]
-        ok = "" if target is None else ("yes" if judge_equal(e, target).holds else "NO")
+        ok = "" if target is None else verdict(e.low, e.high, bool(judge_equal(e, target).holds))
         if target is not None and replay is not None and replay.resample == "none":
             ok = "exact" if abs(e.mean - target) <= 1e-9 else "NO"  # a deterministic replay
         rows.append((label, "-" if target is None else f"{target:.6g}", str(e), ok))

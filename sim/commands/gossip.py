@@ -34,6 +34,7 @@ from ..learning import (
     training_objective,
 )
 from ..runner import replicate
+from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table
 
 NAME = "gossip"
@@ -235,12 +236,50 @@ def _ci_text(ci: Any) -> str:
     return f"[{_fmt(ci.low)}, {_fmt(ci.high)}]"
 
 
+def _seeded_topology(spec: str) -> bool:
+    """False when ``spec`` names a family without randomness (a seed changes nothing)."""
+    try:
+        import topologies
+
+        fam = topologies.parse_spec(spec).family_info()
+    except Exception:  # noqa: BLE001 - a bad spec is the config's to refuse, with its message
+        return True
+    return fam is None or fam.seeded
+
+
+def _size_matters(cfg: GossipConfig) -> bool:
+    """True when the message size changes some exchange time (a link of finite bandwidth)."""
+    import dataclasses
+
+    from ..gossip.network import build_network
+
+    a, b = build_network(cfg), build_network(dataclasses.replace(cfg, size=0.0))
+    return a.complete_delay != b.complete_delay or not np.array_equal(a.delay, b.delay)
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse the options that would have no effect with the others."""
+    refuse_unless(args, "adversary_value", args.adversary != "none", "with --adversary")
+    is_async = args.protocol == "async"
+    for dest in ("wake_rate", "availability"):
+        refuse_unless(args, dest, is_async, "with --protocol async")
+    refuse_unless(args, "mean_downtime", is_async and args.availability < 1,
+                  "with --protocol async and --availability < 1 (no churn otherwise)")
+    refuse_unless(args, "topology_seed", _seeded_topology(args.topology),
+                  "with a random topology family (this one has no randomness)")
+    refuse_unless(args, "workers", args.executor != "serial", "with --executor local or dask")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the replications and print the report (text table or one JSON object)."""
+    check_options(args)
     tc = training_from_args(args)
     if tc is not None:
         return _run_training(args, tc)
     cfg = config_from_args(args)
+    refuse_unless(args, "size", _size_matters(cfg),
+                  "with links of finite bandwidth (an exchange takes latency + size / bandwidth; "
+                  "this topology's bandwidth is infinite)")
     records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
     report = summarize_runs(records, cfg)

@@ -22,15 +22,17 @@ applies, and the output says which engine ran and why.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import engines
-from ..errors import ConfigError, check_choice, check_int
+from ..errors import ConfigError, check_choice, check_int, check_output_file, one_line
 from ..failures import DISTRIBUTIONS
 from ..pipeline import (
     ARRIVALS,
@@ -45,6 +47,7 @@ from ..pipeline import (
     simulate,
 )
 from ..rng import Streams
+from ._applies import refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
 from .trace import add_failure_trace_options, failure_trace_from_args
 
@@ -234,10 +237,67 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
     return on_layout(cfg, topology, args.placement, seed=args.seed, layout_latency=layout_latency)
 
 
+#: Up/down and compute-time laws that take a shape parameter.
+SHAPED = ("weibull", "lognormal")
+
+
+def check_model_options(args: argparse.Namespace, *, topology: bool = False,
+                        layout_latency: bool = False, snapshot_only: bool = False) -> None:
+    """Refuse the model options that would have no effect with the others.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Options of :func:`add_model_arguments` (and ``--domain-outage``).
+    topology : bool
+        Whether a layout gives the failure domains (``--domain-outage`` has no effect).
+    layout_latency : bool
+        Whether the layout's links give the hop times (``--latency`` and
+        ``--bandwidth`` have no effect; ``--transfer-size`` does).
+    snapshot_only : bool
+        Whether only the snapshot drop probability is computed (``--method
+        importance``): outage lengths and arrival rates have no effect.
+    """
+    refuse_unless(args, "shape", args.distribution in SHAPED,
+                  "with --distribution " + " or ".join(SHAPED))
+    stage_time = args.stage_time if isinstance(args.stage_time, tuple) else (args.stage_time,)
+    timed = any(t != 0 for t in stage_time)
+    refuse_unless(args, "stage_time_distribution", timed, "with --stage-time > 0")
+    refuse_unless(args, "stage_time_shape", timed and args.stage_time_distribution in SHAPED,
+                  "with --stage-time > 0 and --stage-time-distribution " + " or ".join(SHAPED))
+    refuse_unless(args, "rate", args.arrival != "back_to_back",
+                  "with --arrival fixed or poisson (back_to_back arrivals have no rate)")
+    refuse_unless(args, "domain_outage", not topology,
+                  "without --topology (the layout's failure domains replace it)")
+    refuse_unless(args, "domain_downtime", topology or getattr(args, "domain_outage", 0) != 0,
+                  "with --domain-outage > 0 or --topology (no domain outages otherwise)")
+    refuse_unless(args, "latency", not layout_latency,
+                  "without --topology, or with --no-layout-latency (the layout's links replace it)")
+    refuse_unless(args, "bandwidth", not layout_latency and args.transfer_size != 0,
+                  "with --transfer-size > 0 and without the layout's links")
+    refuse_unless(args, "transfer_size", layout_latency or math.isfinite(args.bandwidth),
+                  "with a finite --bandwidth or the layout's links (size / inf bandwidth is 0)")
+    if snapshot_only:
+        # (--max-wait, --arrival back_to_back and --stage-time are refused later, saying why)
+        for dest in ("mean_downtime", "domain_downtime", "rate", "detection_timeout"):
+            refuse_unless(args, dest, False, "with --method simulate (importance sampling "
+                          "computes the snapshot drop probability)")
+
+
 def _check_options(args: argparse.Namespace) -> str:
     """Validate the method, the engine and the options that go with them; return the method."""
     method = check_choice("method", args.method, METHODS)
     check_choice("engine", args.engine, engines.engine_names("pipeline"))
+    topology = bool(args.topology)
+    for dest in ("placement", "show_placement", "no_layout_latency"):
+        refuse_unless(args, dest, topology, "with --topology")
+    check_model_options(args, topology=topology, snapshot_only=method == "importance",
+                        layout_latency=topology and method == "simulate"
+                        and not args.no_layout_latency)
+    refuse_unless(args, "workers", args.executor != "serial" or method == "importance",
+                  "with --executor local or dask")
+    if args.event_log is not None and method == "simulate":
+        check_output_file("event_log", args.event_log)  # before the simulation, not after it
     if method == "simulate":
         for name, value in (("samples", args.samples), ("target_rel_error", args.target_rel_error)):
             if value is not None:
@@ -297,8 +357,17 @@ def _replicas_text(cfg: PipelineConfig) -> str:
     return str(reps[0]) if len(set(reps)) == 1 else ",".join(map(str, reps))  # type: ignore[arg-type]
 
 
+def _log_failed(args: argparse.Namespace, error: str | None) -> int:
+    if error is None:
+        return 0
+    print(f"dtsim pipeline: error: could not write the event log to {args.event_log}: {error} "
+          "(the results above are complete)", file=sys.stderr)
+    return 1
+
+
 def run(args: argparse.Namespace) -> int:
     method = _check_options(args)
+    log_error: str | None = None
     if method == "importance":
         cfg, placement = config_from_args(args, layout_latency=False)
     else:
@@ -322,7 +391,13 @@ def run(args: argparse.Namespace) -> int:
         if args.event_log and args.engine == "auto":
             out["engine_reason"] = "auto: --event-log needs the discrete-event simulation"
         if args.event_log:
-            out["event_log_file"] = str(write_event_log(cfg, args.seed, args.event_log))
+            try:
+                out["event_log_file"] = str(write_event_log(cfg, args.seed, args.event_log))
+            except OSError as exc:  # the results are printed anyway; the torn file is removed
+                log_error = one_line(exc)
+                with contextlib.suppress(OSError):
+                    Path(args.event_log).unlink()
+                out["event_log_file"] = None
         if cfg.failure_trace is not None:
             out["failure_trace"] = cfg.failure_trace.trace
             out["trace_policy"] = cfg.failure_trace.policy
@@ -330,7 +405,7 @@ def run(args: argparse.Namespace) -> int:
         if args.show_placement and placement is not None:
             out["placement"] = [[list(c) for c in s] for s in cfg.domain_placement.replica_domains]
         emit_json(out)
-        return 0
+        return _log_failed(args, log_error)
     if method == "importance":
         _print_importance(out, cfg, args, placement)
         return 0
@@ -345,7 +420,7 @@ def run(args: argparse.Namespace) -> int:
     exact_note = "" if out["exact_applies"] else " (snapshot reference; timing changes the law)"
     rows = []
     for c in comparison_rows(out):
-        ok = "" if c.agrees is None else ("yes" if c.agrees else "NO")
+        ok = "" if c.agrees is None else verdict(c.estimate.low, c.estimate.high, c.agrees)
         rows.append((c.quantity, "-" if c.exact is None else f"{c.exact:.6g}", str(c.estimate), ok))
     print_table(rows, ("quantity", "exact" + exact_note, "simulated (95% CI)", "agrees"))
     if out.get("latency_mean") is not None:
@@ -356,6 +431,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"mean skipped {out['mean_skipped']:.4g}; latency, goodput in time and failovers: "
               f"not answered by the {out['engine']} engine (use --engine des)")
-    if args.event_log:
+    if args.event_log and log_error is None:
         print(f"event log of replication 0 written to {out['event_log_file']}")
-    return 0
+    return _log_failed(args, log_error)

@@ -23,10 +23,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import check, check_choice, check_int
+from ..errors import check, check_choice, check_int, check_output_dir
 from ..results import Estimate, format_number, print_table, write_report
 from ..rng import Streams
 from ..runner import EXECUTORS, find_studies, load_experiment, open_executor, run_experiment
+from ._applies import refuse_unless
 from .run import add_executor_options, resolve_executor
 
 NAME = "reproduce"
@@ -169,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
     check_choice("executor", executor, EXECUTORS)
     if args.workers is not None:
         check_int("workers", args.workers, low=1)
+    refuse_unless(args, "workers", executor != "serial", "with --executor local or dask")
     seed = 0 if args.seed is None else args.seed
     Streams(seed)
     experiments = find_experiments(args.experiments)
@@ -177,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
           str(experiments))
     out = Path(args.out) if args.out else Path("out") / ("reproduce_quick" if args.quick else "reproduce")
     check(not out.exists() or out.is_dir(), "out", "a folder", str(out))
+    check_output_dir("out", out)  # writable, before any study runs
     t0 = time.time()
     loaded = load_studies(files, quick=args.quick)
     with open_executor(executor, args.workers, scheduler=args.scheduler) as ex:

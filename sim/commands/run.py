@@ -10,6 +10,7 @@ from typing import Any
 
 from ..results import format_number, print_table
 from ..runner import EXECUTORS, SweepResult, default_out, load_experiment, run_experiment
+from ._applies import refuse_unless
 
 NAME = "run"
 HELP = "run an experiment file's sweep (resumable) and write its results folder"
@@ -107,14 +108,18 @@ def quick_overrides(module: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the experiment; exit 1 when a task failed, 0 otherwise."""
+    executor = resolve_executor(args.executor, args.scheduler)
+    refuse_unless(args, "workers", executor != "serial", "with --executor local or dask")
     exp = load_experiment(args.experiment, quick=args.quick)
+    refuse_unless(args, "quick", bool(getattr(exp.module, "QUICK", None)),
+                  "with an experiment that defines QUICK (this one would run in full)")
     if args.quick and not args.quiet:
         text = quick_overrides(exp.module)
         print(f"--quick overrides: {text or 'nothing (the file has no QUICK)'}", file=sys.stderr)
     out = Path(args.out) if args.out else default_out(exp)
     result = run_experiment(
         exp, out=out, seed=args.seed,
-        executor=resolve_executor(args.executor, args.scheduler),
+        executor=executor,
         workers=args.workers, scheduler=args.scheduler, fail_fast=args.fail_fast,
         progress=False if args.quiet else None, batch=args.batch, prune=args.prune,
     )

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError, check_choice, check_int
+from ._applies import refuse_unless
 from ._common import emit_json, print_table
 
 NAME = "topologies"
@@ -70,14 +72,41 @@ def _describe(args: argparse.Namespace) -> dict[str, Any]:
         from sim.rng import Streams
 
         rng = Streams(args.seed or 0).rng("placement")
-        placement = topologies.place(G, args.stages, args.replicas, args.policy, rng=rng)
+        check_int("stages", args.stages, low=1)
+        check_choice("policy", args.policy, topologies.POLICIES)
+        try:
+            placement = topologies.place(G, args.stages, args.replicas, args.policy, rng=rng)
+        except ConfigError as exc:  # name the option typed here, not the library's argument
+            if exc.name != "placement":
+                raise
+            raise ConfigError("stages", exc.rule, args.stages) from None
         out["placement"] = placement.records()
         out["_placement_text"] = placement.render()
     return out
 
 
+def _uses_seed(spec: str) -> bool:
+    """False when ``spec`` is a family without randomness (files and builders: unknown, True)."""
+    import topologies
+
+    try:
+        fam = topologies.parse_spec(spec).family_info()
+    except ConfigError:
+        return True  # the build says what is wrong with the spec
+    return fam is None or fam.seeded
+
+
 def run(args: argparse.Namespace) -> int:
     """List the families, or describe the graph ``args.spec`` builds."""
+    for dest in ("nodes", "seed", "stages"):
+        refuse_unless(args, dest, args.spec is not None, "with a SPEC to build")
+    for dest in ("replicas", "policy"):
+        refuse_unless(args, dest, args.stages is not None, "with --stages")
+    if args.spec is not None:
+        refuse_unless(args, "seed", _uses_seed(args.spec)
+                      or (args.stages is not None and args.policy == "random"),
+                      "with a random family or --stages --policy random (this spec has no "
+                      "randomness)")
     if args.spec is None:
         rows = _listing()
         if args.json:

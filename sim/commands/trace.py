@@ -74,7 +74,12 @@ def failure_trace_from_args(args: argparse.Namespace) -> TraceReplay | None:
         for k, v in given.items():
             raise ConfigError(k, "unset without --failure-trace", v)
         return None
-    return TraceReplay(args.failure_trace, **{_SUB[k]: v for k, v in given.items()})
+    try:
+        return TraceReplay(args.failure_trace, **{_SUB[k]: v for k, v in given.items()})
+    except ConfigError as exc:  # name the option typed, --failure-trace, not the reader's argument
+        if exc.name != "trace":
+            raise
+        raise ConfigError("failure_trace", exc.rule, exc.value) from None
 
 
 def _trace_args(p: argparse.ArgumentParser) -> None:

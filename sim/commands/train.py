@@ -29,6 +29,7 @@ from ..training import (
     read_speeds,
 )
 from ..training.flow import LOST_CAUSES
+from ._applies import refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
 
 NAME = "train"
@@ -141,8 +142,25 @@ def _prices(value: Any, replicas: tuple[int, ...]) -> Any:
     return tuple(rows)
 
 
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse the options that would have no effect with the others."""
+    refuse_unless(args, "failure_shape", args.failure_distribution in ("weibull", "lognormal"),
+                  "with --failure-distribution weibull or lognormal")
+    refuse_unless(args, "workers", args.executor != "serial", "with --executor local or dask")
+    is_async = args.schedule == "async"
+    refuse_unless(args, "arrival_rate", is_async and args.arrival != "saturated",
+                  "with --schedule async and --arrival poisson or fixed")
+    refuse_unless(args, "replace_time", math.isfinite(args.mtbf), "with a finite --mtbf")
+    refuse_unless(args, "checkpoint_cost", args.checkpoint_every > 0, "with --checkpoint-every > 0")
+    refuse_unless(args, "speed_spread", args.speeds is None, "without --speeds")
+    refuse_unless(args, "domain_downtime", args.domain_outage > 0 or args.topology is not None,
+                  "with --domain-outage > 0 or --topology (no domain outages otherwise)")
+    refuse_unless(args, "skip_penalty", args.skip_budget > 0, "with --skip-budget > 0")
+
+
 def config_from_args(args: argparse.Namespace) -> TrainingConfig:
     """Validate every option and build the :class:`TrainingConfig` (before any simulation)."""
+    check_options(args)
     check_int("stages", args.stages, low=1)
     check_int("replications", args.replications, low=1)
     check_choice("placement", args.placement or "shared", PLACEMENTS)
@@ -256,7 +274,8 @@ def run(args: argparse.Namespace) -> int:
         if e is None or e.n == 0 or math.isnan(e.mean):
             continue
         exact = out[pkey]
-        ok = "" if exact is None else ("yes" if e.low - 1e-12 <= exact <= e.high + 1e-12 else "NO")
+        ok = "" if exact is None else verdict(e.low, e.high,
+                                              e.low - 1e-12 <= exact <= e.high + 1e-12)
         rows.append((label, "-" if exact is None else f"{exact:.6g}", str(e), ok))
     print_table(rows, ("quantity", "exact", "simulated (95% CI)", "agrees"))
     if out["finished"] < 1:

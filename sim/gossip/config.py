@@ -23,9 +23,11 @@ from ..errors import (
     check,
     check_choice,
     check_int,
+    check_memory_terms,
     check_nonnegative,
     check_positive,
     check_probability,
+    check_real,
 )
 
 __all__ = [
@@ -43,6 +45,10 @@ __all__ = [
 PROTOCOLS = ("matching", "edge", "async", "neighbourhood", "allreduce")
 #: Size of the complete graph when neither ``nodes`` nor the spec gives one.
 DEFAULT_COMPLETE_NODES = 16
+#: Memory estimates (bytes, measured with tracemalloc, dim 1): a replication's
+#: state per node, and one record row (time, exchanges, disagreement, mean...).
+GOSSIP_BYTES_PER_NODE = 96
+GOSSIP_BYTES_PER_ROW = 64
 #: Implementation paths of the ``async`` protocol (see :attr:`AsyncGossip.async_path`).
 ASYNC_PATHS = ("auto", "merged", "events", "vector")
 #: The ``--engine`` vocabulary of gossip (the registered engines of :mod:`sim.gossip.engines`).
@@ -281,7 +287,7 @@ class GossipConfig:
               "unset when adaptive clipping is on", self.clip)
         check_int("record_every", self.record_every, low=1)
         check_int("burn_in", self.burn_in, low=0)
-        check(math.isfinite(float(self.init_mean)), "init_mean", "finite", self.init_mean)
+        check_real("init_mean", self.init_mean)
         check_nonnegative("init_std", self.init_std)
         check_positive("wake_rate", self.wake_rate)
         check_nonnegative("size", self.size)
@@ -299,8 +305,7 @@ class GossipConfig:
             check(self.availability == 1.0, "availability",
                   "1 with failure_trace (the trace sets the churn)", self.availability)
         if self.adversary_value is not None:
-            check(math.isfinite(float(self.adversary_value)), "adversary_value", "finite",
-                  self.adversary_value)
+            check_real("adversary_value", self.adversary_value)
         if self.graph is not None:
             g = self.graph
             if isinstance(g, nx.Graph):
@@ -315,6 +320,7 @@ class GossipConfig:
         if self.failure_trace is not None:
             self.failure_trace.check_workers(n, name="nodes")
             self.failure_trace.check_horizon(self.rounds, name="rounds")
+        self._check_memory(n)
         if self.protocol == "matching" and complete:
             check(n % 2 == 0, "nodes", "even for protocol matching on the complete graph", n)
         k = self.num_adversaries
@@ -388,6 +394,22 @@ class GossipConfig:
         from .engines import engine_reason
 
         return engine_reason(self)
+
+    def _check_memory(self, n: int) -> None:
+        """Refuse sizes whose state and records cannot fit, naming the one that drives it."""
+        rows = self.rounds // self.record_every + 2
+        d = self.dim
+        check_memory_terms([
+            ("nodes", self.nodes if self.nodes is not None else n, n * GOSSIP_BYTES_PER_NODE),
+            ("rounds", self.rounds, rows * GOSSIP_BYTES_PER_ROW),
+            ("dim", d, (n * 3 + rows) * 8 * (d - 1)),
+        ])
+
+    @property
+    def record_bytes(self) -> int:
+        """Memory of one replication's record (its series, one row per record step)."""
+        rows = self.rounds // self.record_every + 2
+        return int(rows * (GOSSIP_BYTES_PER_ROW + 8 * (self.dim - 1)))
 
     def record_steps(self) -> np.ndarray:
         """Round/step (or time) index of every record: 0, k, 2k, ..., and ``rounds``."""

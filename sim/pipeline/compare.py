@@ -12,14 +12,15 @@ sampling when plain simulation cannot resolve a drop rate.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, SimulationError, check_int, check_positive
+from ..errors import ConfigError, SimulationError, check_int, check_memory_terms, check_positive
 from ..results import Estimate, rate_ci, summarize
 from ..rng import Streams
-from .config import PipelineConfig
+from .config import DES_BYTES_PER_STAGE, DES_BYTES_PER_WORKER, PipelineConfig
 from .engines import RARE_FAMILY, choose_engine, snapshot_exact, snapshot_predictions
 
 __all__ = [
@@ -96,6 +97,13 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
     from ..runner import replicate
 
     sel, reason = choose_engine(cfg, engine)
+    if sel.engine.name == "des":  # the DES builds every stage and every replica worker
+        reps = cfg.replicas
+        check_memory_terms([
+            ("stages", cfg.stages, cfg.stages * DES_BYTES_PER_STAGE),
+            ("replicas", reps[0] if len(set(reps)) == 1 else reps,  # type: ignore[arg-type,index]
+             cfg.workers * DES_BYTES_PER_WORKER),
+        ])
     t0 = time.perf_counter()
     records = replicate(sel.engine.run, cfg, replications=replications, seed=seed,
                         executor=executor, workers=workers)
@@ -324,7 +332,9 @@ def estimate_drop_rate(cfg: PipelineConfig, *, replications: int, seed: int,
         "estimate": est,
         "method": method,
         "exact": exact,
-        "agrees": bool(est.contains(exact)),
+        # one replication has no interval: no verdict rather than "agrees"
+        "agrees": (bool(est.contains(exact)) if math.isfinite(est.low) and math.isfinite(est.high)
+                   else None),
         "microbatches": cfg.microbatches * replications,
         "mean_quality": sim["mean_quality"],
         "mean_quality_ci": sim["mean_quality_ci"],

@@ -22,6 +22,7 @@ from ..errors import (
     check,
     check_choice,
     check_int,
+    check_memory,
     check_nonnegative,
     check_positive,
     check_probability,
@@ -50,6 +51,13 @@ STAGE_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognorma
 def stage_time_laws() -> tuple[str, ...]:
     """Every accepted ``stage_time_distribution``: "deterministic", then every duration law."""
     return ("deterministic", *(n for n in distribution_names() if n != "deterministic"))
+
+#: Memory estimates (bytes, measured with tracemalloc): a config's per-stage tuples;
+#: the DES's state per stage and per replica worker; per-microbatch records.
+CONFIG_BYTES_PER_STAGE = 48
+DES_BYTES_PER_STAGE = 2_500
+DES_BYTES_PER_WORKER = 3_300
+RECORD_BYTES_PER_MICROBATCH = 40
 
 #: Replicas per stage when neither ``replicas`` nor a placement is given.
 DEFAULT_REPLICAS = 3
@@ -247,6 +255,7 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
+        check_memory("stages", L, L * CONFIG_BYTES_PER_STAGE)  # before the per-stage tuples
         if self.placement is not None:
             pl = from_value(self.placement)
             check(len(pl.replica_domains) == L, "placement", f"{L} stages (one per stage)",
@@ -280,6 +289,9 @@ class PipelineConfig:
         check_nonnegative("transfer_size", self.transfer_size)
         check_positive("bandwidth", self.bandwidth, allow_inf=True)
         check_int("microbatches", self.microbatches, low=1)
+        if self.records:
+            check_memory("microbatches", self.microbatches,
+                         self.microbatches * RECORD_BYTES_PER_MICROBATCH)
         check_choice("arrival", self.arrival, ARRIVALS)
         check_positive("rate", self.rate)
         check_nonnegative("max_wait", self.max_wait, allow_inf=True)

@@ -182,15 +182,8 @@ class Pipeline:
         pl = c.domain_placement
         fm = FailureModel(self.env, streams)
         self.failure_model = fm
-        for stage in pl.replica_domains:
-            for chain in stage:
-                for depth, name in enumerate(chain):
-                    if name not in fm.components:
-                        fm.add_domain(name, chain[depth - 1] if depth else None,
-                                      unavailability=pl.domain_outage.get(name, 0.0),
-                                      mean_downtime=c.domain_downtime,
-                                      distribution=c.failure_distribution,
-                                      shape=c.failure_shape)
+        fm.add_placement_domains(pl, mean_downtime=c.domain_downtime,
+                                 distribution=c.failure_distribution, shape=c.failure_shape)
         self.workers: list[Any] = []
         self.worker_stage: list[int] = []
         self.stage_workers: list[list[int]] = []

@@ -23,6 +23,7 @@ from ..markov import sample_states
 from ..rng import Streams
 from .config import PipelineConfig
 from .des import PipelineRun
+from .engines import VectorEngine
 from .vector import PlacementArrays, placement_arrays
 
 __all__ = ["MarkovEngine", "snapshot_out_stages", "markov_run"]
@@ -164,20 +165,14 @@ class MarkovEngine(Engine):
 
     def applies(self, config: PipelineConfig) -> Applies:
         """Snapshot crossing, exponential laws, fixed or Poisson arrivals, no event trace."""
-        if not config.instant:
-            return Applies(False, "stage_time, latency or transfer_size is nonzero "
-                                  "(the crossing takes time)")
-        if config.max_wait != 0:
-            return Applies(False, "max_wait > 0 (a microbatch may wait for a recovery)")
-        if config.arrival not in ("fixed", "poisson"):
-            return Applies(False, f"arrival {config.arrival!r} may depend on the failure process")
+        snapshot = VectorEngine().applies(config)  # the snapshot conditions, with their reasons
+        if not snapshot:
+            return snapshot
         if config.failure_distribution != "exponential":
             return Applies(False, f"failure_distribution {config.failure_distribution!r} is not "
                                   "exponential (the states are not a Markov chain)")
         if config.trace:
             return Applies(False, "an event trace needs the discrete-event simulation")
-        if config.failure_trace is not None:
-            return Applies(False, "failures are replayed from a trace (not a Markov chain)")
         return Applies(True, self.requested)
 
     def run(self, config: PipelineConfig, streams: Streams) -> dict[str, float]:

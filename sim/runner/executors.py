@@ -57,6 +57,47 @@ class ExecutorLost(SimulationError):
     """The executor went away (a Dask scheduler lost); finished tasks are stored."""
 
 
+def check_reachable(scheduler: str, timeout: float) -> None:
+    """Refuse a scheduler address that is malformed or where no scheduler answers.
+
+    A plain TCP connect (a refused port or an unknown host fails at once), then
+    one connection with distributed's handshake, bounded by ``timeout``: a
+    Client that cannot reach its scheduler keeps retrying in the background and
+    then blocks the interpreter's exit for twice its timeout, with a traceback.
+
+    Raises
+    ------
+    ConfigError
+        ``'scheduler' must be a reachable Dask scheduler address: <address>``.
+    """
+    import asyncio
+    import socket
+
+    rule = "a reachable Dask scheduler address"
+    try:
+        from distributed.comm import connect, parse_address, parse_host_port
+
+        scheme, loc = parse_address(scheduler)
+        host, port = parse_host_port(loc, default_port=8786) if scheme in ("tcp", "tls") \
+            else (None, None)
+    except Exception:
+        raise ConfigError("scheduler", rule, scheduler) from None
+    if host is not None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except OSError:
+            raise ConfigError("scheduler", rule, scheduler) from None
+
+    async def probe() -> None:
+        comm = await connect(scheduler, timeout=timeout)
+        await comm.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(probe(), timeout + 1.0))
+    except Exception:
+        raise ConfigError("scheduler", rule, scheduler) from None
+
+
 class DaskExecutor(Executor):
     """A :class:`concurrent.futures.Executor` on a Dask cluster it owns.
 
@@ -107,6 +148,11 @@ class DaskExecutor(Executor):
                 log.setLevel(logging.CRITICAL)
         self.lost = False
         if scheduler:
+            try:
+                check_reachable(scheduler, timeout)
+            except ConfigError:
+                self._restore_logs()
+                raise
             try:
                 self.client = Client(scheduler, timeout=f"{timeout}s", set_as_default=False)
             except Exception:

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
@@ -137,6 +138,10 @@ def load_module(path: str | Path, *, prefix: str = "dtsim_experiment") -> Module
         return exec_module(name, str(p.resolve()), source)
     except ConfigError:
         raise
+    except SystemExit as exc:
+        raise ConfigError("experiment", f"importable without exiting (it called sys.exit"
+                          f"({exc.code!r}) at import; guard it with "
+                          "if __name__ == '__main__')", str(path)) from None
     except Exception as exc:
         raise ConfigError("experiment", f"importable ({one_line(exc)})", str(path)) from None
 
@@ -227,6 +232,9 @@ def load_experiment(path: str | Path, *, quick: bool = False) -> Experiment:
             settings[k] = v
     name = mod.NAME
     check(isinstance(name, str) and name.strip() != "", "NAME", "a non-empty string", name)
+    check(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*", name) is not None and ".." not in name,
+          "NAME", "a plain name of letters, digits and _ . + - (no / or .., so that "
+          "out/NAME stays inside out/)", name)
     analyse = getattr(mod, "analyse", None)
     p = Path(mod.__file__)
     return Experiment(

@@ -340,6 +340,11 @@ class Store:
         if busy:
             os.close(fd)
             raise ConfigError("out", "a folder no other run is using", str(path))
+        manifest = read_manifest(p)  # again, now that no other run can write it
+        if manifest is not None and manifest.get("experiment") != name:
+            os.close(fd)
+            raise ConfigError("out", f"a folder of experiment {name!r}, not of "
+                              f"{manifest.get('experiment')!r}", str(path))
         _HELD.add(key)
         store = cls(p, name, code, fd)
         store._key = key

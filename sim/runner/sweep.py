@@ -30,10 +30,20 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import check_choice, check_int
+from ..errors import ConfigError, check_choice, check_int, check_output_dir
 from ..results import Estimate, mean_ci, summary_rows
 from .executors import EXECUTORS, ExecutorLost, execute, open_executor
-from .tasks import RESERVED, Model, Task, batches, expand_points, make_tasks, run_task, split_point
+from .tasks import (
+    RESERVED,
+    Model,
+    Task,
+    batches,
+    expand_points,
+    make_tasks,
+    one_line,
+    run_task,
+    split_point,
+)
 
 __all__ = ["SweepResult", "sweep", "replicate", "code_change"]
 
@@ -268,6 +278,14 @@ def sweep(
     # Validate the executor choice before touching the store.
     if not (executor is None or isinstance(executor, Executor)):
         check_choice("executor", executor, EXECUTORS)
+    for cfg in configs:  # every task is sent pickled, even to the serial executor
+        try:
+            pickle.dumps(cfg)
+        except Exception as exc:
+            raise ConfigError("base", f"picklable, with every point's values "
+                              f"({one_line(exc)})", type(cfg).__name__) from None
+    if out is not None:  # before any work: a folder that cannot be written is refused now
+        check_output_dir("out", out)
 
     store = None
     done: dict[tuple[int, int], dict[str, Any]] = {}

@@ -28,6 +28,7 @@ stay bit-identical. New experiments should not need it.
 from __future__ import annotations
 
 import itertools
+import math
 import pickle
 import time
 import traceback
@@ -35,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
-from ..errors import ConfigError, check, check_int
+from ..errors import ConfigError, check, check_int, check_memory
 from ..rng import Streams
 from .identity import config_hash, key_words, point_key
 
@@ -69,6 +70,19 @@ RESERVED = frozenset(META_COLUMNS + TAIL_COLUMNS + ("traceback", "checksum"))
 def one_line(exc: BaseException) -> str:
     """``Type: message`` of an exception on one line."""
     return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+#: Bytes a finished replication's record (and its future) holds, unless the
+#: config says more through a ``record_bytes`` attribute (series records do).
+RECORD_BYTES = 4096
+#: Bytes of one point of a sweep (its parameters and config) and of one task.
+POINT_BYTES, TASK_BYTES = 2048, RECORD_BYTES + 1024
+
+
+def record_bytes(config: Any) -> int:
+    """Memory one replication's record of ``config`` takes (see :data:`RECORD_BYTES`)."""
+    extra = getattr(config, "record_bytes", 0)
+    return RECORD_BYTES + (int(extra) if isinstance(extra, (int, float)) else 0)
 
 
 def expand_points(
@@ -107,6 +121,8 @@ def expand_points(
         ok = isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
         check(ok, f"factors[{name!r}]", "a non-empty list of values", v)
         values.append(list(v))
+    n = math.prod(len(v) for v in values)
+    check_memory("factors", f"a grid of {n} points", n * POINT_BYTES)
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
 
 
@@ -215,6 +231,8 @@ def make_tasks(
         When a point is not a valid config, or two points are the same.
     """
     check_int("replications", replications, low=1)
+    check_memory("replications", replications,
+                 len(point_params) * replications * (TASK_BYTES + record_bytes(base)))
     Streams(seed)
     configs, tasks = [], []
     seen: dict[tuple[str, int, bool], int] = {}

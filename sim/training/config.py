@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +16,18 @@ from ..errors import (
     check,
     check_choice,
     check_int,
+    check_memory,
+    check_memory_terms,
     check_nonnegative,
     check_positive,
     check_probability,
 )
 from ..failures import DISTRIBUTIONS, read_trace
 from ..pipeline import quality_table
+
+#: Memory of one replication (bytes, measured with tracemalloc): per stage, per
+#: replica worker, per microbatch of a step.
+BYTES_PER_STAGE, BYTES_PER_WORKER, BYTES_PER_MICROBATCH = 10_000, 5_400, 500
 
 __all__ = [
     "SCHEDULES",
@@ -97,9 +104,13 @@ def read_speeds(path: str | Path, stages: int) -> tuple[tuple[tuple[float, ...],
     L = check_int("stages", stages, low=1)
     p = Path(path)
     try:
-        fh = p.open(newline="")
+        fh = io.StringIO(p.read_text(encoding="utf-8"), newline="")
     except OSError as exc:
         raise ConfigError("speeds", "a readable CSV file", f"{path} ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:  # a binary file is bad input, not a crash
+        raise ConfigError("speeds", "a CSV text file (UTF-8)",
+                          f"{path} (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
+                          f"{exc.start} is not text)") from None
     table: dict[tuple[int, int], tuple[float, float | None]] = {}
     with fh:
         reader = csv.DictReader(fh)
@@ -254,6 +265,7 @@ class TrainingConfig:
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
+        check_memory("stages", L, L * BYTES_PER_STAGE)  # before the per-stage tuples
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         counts: tuple[int, ...] | None = None
         if self.placement is not None:
@@ -281,6 +293,13 @@ class TrainingConfig:
             counts = given
         set_("replicas", counts if counts is not None else (1,) * L)
         check_int("microbatches", self.microbatches, low=1)
+        reps = self.replicas
+        check_memory_terms([  # what one replication builds: stages, workers, a step's microbatches
+            ("stages", L, L * BYTES_PER_STAGE),
+            ("replicas", reps[0] if len(set(reps)) == 1 else reps,  # type: ignore[arg-type,index]
+             sum(reps) * BYTES_PER_WORKER),  # type: ignore[arg-type]
+            ("microbatches", self.microbatches, self.microbatches * BYTES_PER_MICROBATCH),
+        ])
         check_int("steps", self.steps, low=1)
         check_choice("schedule", self.schedule, SCHEDULES)
         check_choice("routing", self.routing, ROUTINGS)
@@ -308,7 +327,10 @@ class TrainingConfig:
         if self.failure_shape is not None:
             check_positive("failure_shape", self.failure_shape)
         if self.failure_trace is not None:
-            trace = read_trace(self.failure_trace)
+            try:
+                trace = read_trace(self.failure_trace)
+            except ConfigError as exc:  # name this config's field, not read_trace's argument
+                raise ConfigError("failure_trace", exc.rule, exc.value) from None
             names = {replica_name(j, i) for j, r in enumerate(self.replicas) for i in range(r)}
             extra = sorted(set(trace.workers) - names)
             check(not extra, "failure_trace", "a trace of workers s{stage}r{replica} of this "

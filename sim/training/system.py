@@ -80,14 +80,8 @@ class TrainingSystem:
         c = self.config
         fm = FailureModel(self.env, streams)
         pl = c.domain_placement
-        for stage in pl.replica_domains:
-            for chain in stage:
-                for depth, name in enumerate(chain):
-                    if name not in fm.components:
-                        fm.add_domain(name, chain[depth - 1] if depth else None,
-                                      unavailability=pl.domain_outage.get(name, 0.0),
-                                      mean_downtime=c.domain_downtime,
-                                      distribution=c.failure_distribution, shape=c.failure_shape)
+        fm.add_placement_domains(pl, mean_downtime=c.domain_downtime,
+                                 distribution=c.failure_distribution, shape=c.failure_shape)
         trace = read_trace(c.failure_trace).intervals if c.failure_trace else {}
         self.workers = []
         for rep in self.flow.replicas:

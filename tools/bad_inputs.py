@@ -1,0 +1,1147 @@
+"""Bad-input audit: run every bad input and fault in one table; write docs/bad_inputs.md.
+
+Each case is one command (a ``dtsim`` subcommand, or a snippet of the public
+Python API run by a small harness), a timeout and an expectation:
+
+* ``refuse(param)``: exit status 2 and a last stderr line naming ``param``
+  (``'param'`` as :class:`sim.errors.ConfigError` writes it, or ``--param``
+  as argparse does), within the timeout;
+* ``fail(text)``: exit status 1 and a one-line last stderr line containing
+  ``text`` (an error while running or writing, after the work that finished
+  was kept);
+* ``ok(text)``: exit status 0, ``text`` on stdout, and a clean stderr (no
+  warning, no traceback).
+
+Every case also fails on a traceback (``Traceback`` on stderr) or a hang (the
+timeout). A case that expected a refusal and got exit 0 is a *silent ignore*;
+one that exited 2 naming another parameter is a *wrong parameter name*.
+
+Usage::
+
+    python tools/bad_inputs.py                   # every case; writes docs/bad_inputs.md
+    python tools/bad_inputs.py --only pipeline   # cases whose id contains "pipeline"
+    python tools/bad_inputs.py --list            # the table of cases, not run
+
+Exit status 0 when every case meets its expectation, 1 otherwise.
+
+Faults that need a read-only or a full location use small tmpfs mounts when
+``mount -t tmpfs`` works here (root ignores file permissions, so ``chmod`` is
+no test); otherwise an equivalent without mounts: a path below a regular
+file (cannot be created) and ``/dev/full`` (every write fails with ENOSPC).
+Every case runs with an address-space limit (``RLIMIT_AS``, 4 GiB by
+default), so a config that would exhaust the machine fails fast instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "bad_inputs.md"
+#: Address-space limit of every case (bytes).
+MEMORY_LIMIT = 4 * 2**30
+
+# ----------------------------------------------------------------------------- expectations
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a case must do: ``kind`` refuse / fail / ok, and the text to find."""
+
+    kind: str
+    text: str = ""
+
+
+def refuse(param: str) -> Expect:
+    """Exit 2 with a last stderr line naming ``param``."""
+    return Expect("refuse", param)
+
+
+def fail(text: str) -> Expect:
+    """Exit 1 with one line containing ``text``."""
+    return Expect("fail", text)
+
+
+def ok(text: str = "") -> Expect:
+    """Exit 0, ``text`` on stdout, nothing alarming on stderr."""
+    return Expect("ok", text)
+
+
+@dataclass
+class Case:
+    """One bad input or fault."""
+
+    id: str
+    argv: Sequence[str]
+    expect: Expect
+    timeout: float = 30.0
+    note: str = ""
+    parallel: int = 1          # start this many copies at one instant
+    interrupt_after: float | None = None  # send SIGINT after this many seconds
+    cwd: str | None = None
+
+
+@dataclass
+class Outcome:
+    case: Case
+    status: int | None
+    last: str
+    traceback: bool
+    hang: bool
+    seconds: float
+    verdict: str
+    detail: str = ""
+    statuses: list[int | None] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+API_HARNESS = textwrap.dedent("""
+    import sys
+    from sim.errors import ConfigError
+    try:
+        exec(compile(sys.argv[1], "<case>", "exec"), {"__name__": "__case__"})
+    except ConfigError as exc:
+        print(f"ConfigError: {exc}", file=sys.stderr)
+        sys.exit(2)
+""")
+
+
+def api(snippet: str) -> list[str]:
+    """argv running ``snippet`` in the API harness (ConfigError -> one line, exit 2)."""
+    return [sys.executable, "-c", API_HARNESS, textwrap.dedent(snippet)]
+
+
+def dtsim(*args: str) -> list[str]:
+    """argv of one ``dtsim`` command (the current interpreter's ``sim``)."""
+    return [sys.executable, "-m", "sim", *args]
+
+
+class Fixtures:
+    """Files, folders and mounts the cases point at; removed by :meth:`close`."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="dtsim-bad-inputs-"))
+        self.mounts: list[Path] = []
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self) -> None:
+        self.file = self._write("a_file.txt", "not a folder\n")
+        self.under_file = str(self.file / "sub")
+        self.binary = self.root / "binary.csv"
+        self.binary.write_bytes(b"worker,start,end\n\xff\xfe\x00\x81garbage\x00\n")
+        self.binary_graph = self.root / "binary.graphml"
+        self.binary_graph.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x81garbage\x00\n")
+        self.empty_dir = self.root / "empty"
+        self.empty_dir.mkdir()
+        self.dir = self.root / "a_dir"
+        self.dir.mkdir()
+        self.trace_ok = self._write("trace.csv", "worker,start,end\nw0,1,2\nw1,3,4\n")
+        self.mountable = self._try_mount(self.root / "probe", "size=64k")
+        if self.mountable:
+            self.ro = self.root / "ro"
+            self._mount(self.ro, "ro,size=64k")
+            self.full = self.root / "full"
+            self._mount(self.full, "size=8k,nr_inodes=64")
+            self._fill(self.full)
+            # one free page: a probe of a few bytes fits, a trace of many kB does not
+            self.nearly_full = self.root / "nearly_full"
+            self._mount(self.nearly_full, "size=16k,nr_inodes=64")
+            self._fill(self.nearly_full, leave=4096)
+            self.ro_results = self.root / "ro_results"
+        else:
+            self.ro = Path(self.under_file)
+            self.full = Path("/dev/full")
+            self.nearly_full = None
+            self.ro_results = None
+        self.experiments = self._experiments()
+
+    # -- helpers --------------------------------------------------------------
+    def _write(self, name: str, text: str) -> Path:
+        p = self.root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        return p
+
+    def _try_mount(self, where: Path, opts: str) -> bool:
+        if os.geteuid() != 0 or shutil.which("mount") is None:
+            return False
+        try:
+            self._mount(where, opts)
+        except (OSError, subprocess.CalledProcessError):
+            return False
+        return True
+
+    def _mount(self, where: Path, opts: str) -> None:
+        where.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], check=True,
+                       capture_output=True)
+        self.mounts.append(where)
+
+    @staticmethod
+    def _fill(where: Path, leave: int = 0) -> None:
+        with open(where / "filler", "wb", buffering=0) as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 1024)
+            except OSError:
+                pass
+        if leave:
+            size = (where / "filler").stat().st_size
+            os.truncate(where / "filler", max(0, size - leave))
+
+    def make_ro_results(self) -> None:
+        """A finished results folder, then remounted read-only (its .lock cannot be opened)."""
+        if self.ro_results is None:
+            return
+        self._mount(self.ro_results, "size=1m,nr_inodes=256")
+        subprocess.run(dtsim("run", str(self.experiments["good"]), "--executor", "serial",
+                             "--quiet", "--out", str(self.ro_results / "res")),
+                       capture_output=True, timeout=120, cwd=self.root)
+        subprocess.run(["mount", "-o", "remount,ro", str(self.ro_results)], check=True,
+                       capture_output=True)
+
+    def _experiments(self) -> dict[str, Path]:
+        head = textwrap.dedent("""
+            import sys
+            import sim.runner
+            from sim.failures import ClusterConfig, failures_model
+        """)
+        body = {
+            "good": """
+                NAME = "good"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.8, 0.9]}
+                REPLICATIONS = 2
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "grid": """
+                NAME = "grid"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.5 + i * 1e-4 for i in range(1000)],
+                           "domain_outage": [i * 1e-4 for i in range(1000)],
+                           "horizon": [100.0 + i for i in range(1000)]}
+                REPLICATIONS = 2
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "reps": """
+                NAME = "reps"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.9]}
+                REPLICATIONS = 10**12
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "unpicklable": """
+                NAME = "unpicklable"
+                BASE = {"gen": (i for i in range(3)), "scale": 1.0}
+                FACTORS = {"scale": [1.0, 2.0]}
+                REPLICATIONS = 2
+                def model(config, streams):
+                    return {"x": config["scale"]}
+            """,
+            "exit7": """
+                sys.exit(7)
+                NAME = "exit7"
+            """,
+            "raises": """
+                raise RuntimeError("boom at import")
+            """,
+            "syntax": """
+                NAME = "syntax"
+                def model(config, streams)
+                    return {}
+            """,
+            "escape": """
+                NAME = "../escape"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.9]}
+                REPLICATIONS = 2
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "absname": """
+                NAME = "/tmp/absolute_name"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.9]}
+                REPLICATIONS = 2
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "nomodel": """
+                NAME = "nomodel"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.9]}
+                REPLICATIONS = 2
+            """,
+            "badfactor": """
+                NAME = "badfactor"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availabilty": [0.9]}
+                REPLICATIONS = 2
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "badvalue": """
+                NAME = "badvalue"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.9, 1.5]}
+                REPLICATIONS = 2
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "zeroreps": """
+                NAME = "zeroreps"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.9]}
+                REPLICATIONS = 0
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "strreps": """
+                NAME = "strreps"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.9]}
+                REPLICATIONS = "5"
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "emptyfactor": """
+                NAME = "emptyfactor"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": []}
+                REPLICATIONS = 2
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "strbase": """
+                NAME = "strbase"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0, availability="0.9")
+                FACTORS = {"domain_outage": [0.0]}
+                REPLICATIONS = 2
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "badquick": """
+                NAME = "badquick"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.9]}
+                REPLICATIONS = 2
+                QUICK = {"REPLICATONS": 1}
+                def model(config, streams):
+                    return failures_model(config, streams)
+            """,
+            "badreturn": """
+                NAME = "badreturn"
+                BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
+                FACTORS = {"availability": [0.9]}
+                REPLICATIONS = 2
+                def model(config, streams):
+                    return 42
+            """,
+        }
+        out = {}
+        for name, text in body.items():
+            out[name] = self._write(f"exp/{name}.py", head + textwrap.dedent(text))
+        out["not_py"] = self._write("exp/notes.txt", "hello\n")
+        return out
+
+    def close(self) -> None:
+        for m in reversed(self.mounts):
+            subprocess.run(["umount", "-l", str(m)], capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def build_cases(fx: Fixtures) -> list[Case]:
+    """Every case, grouped by subcommand; ids are ``command/what``."""
+    exp = fx.experiments
+    T = fx.root
+    full = str(fx.full)
+    ro = str(fx.ro)
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    big = "1000000000"
+
+    # -- pipeline ---------------------------------------------------------------
+    P = lambda *a: dtsim("pipeline", *a)  # noqa: E731
+    # the event log of replication 0 (--event-log; called --trace before the traces landed)
+    EV = "--event-log" if _has_option("pipeline", "--event-log") else "--trace"
+    EVN = EV[2:].replace("-", "_")
+    add("pipeline/stages-zero", P("--stages", "0"), refuse("stages"))
+    add("pipeline/stages-not-int", P("--stages", "x"), refuse("stages"))
+    add("pipeline/stages-1e9", P("--stages", big), refuse("stages"), timeout=60,
+        note="memory: refused before it is allocated")
+    add("pipeline/replicas-zero", P("--replicas", "0"), refuse("replicas"))
+    add("pipeline/replicas-wrong-count", P("--stages", "3", "--replicas", "2,2"), refuse("replicas"))
+    add("pipeline/replicas-1e9-des", P("--stages", "4", "--replicas", big, "--engine", "des"),
+        refuse("replicas"), timeout=60, note="memory: 4e9 simulated workers")
+    add("pipeline/replicas-1e9-vector", P("--stages", "4", "--replicas", big), ok("drop rate"),
+        timeout=60, note="the vector engine draws stage outages, not workers: it fits")
+    add("pipeline/skip-budget-above-L", P("--stages", "3", "--skip-budget", "4"), refuse("skip_budget"))
+    add("pipeline/availability-above-1", P("--availability", "1.5"), refuse("availability"))
+    add("pipeline/availability-nan", P("--availability", "nan"), refuse("availability"))
+    add("pipeline/domain-outage-negative", P("--domain-outage", "-0.1"), refuse("domain_outage"))
+    add("pipeline/skip-penalty-above-1", P("--skip-penalty", "2"), refuse("skip_penalty"))
+    add("pipeline/penalty-unknown", P("--penalty", "bogus"), refuse("penalty"))
+    add("pipeline/distribution-unknown", P("--distribution", "bogus"), refuse("failure_distribution"))
+    add("pipeline/mean-downtime-zero", P("--mean-downtime", "0"), refuse("mean_downtime"))
+    add("pipeline/rate-zero", P("--rate", "0"), refuse("rate"))
+    add("pipeline/rate-inf", P("--rate", "inf"), refuse("rate"))
+    add("pipeline/arrival-unknown", P("--arrival", "bogus"), refuse("arrival"))
+    add("pipeline/bandwidth-zero", P("--bandwidth", "0"), refuse("bandwidth"))
+    add("pipeline/latency-wrong-count", P("--stages", "4", "--latency", "1,2"), refuse("latency"))
+    add("pipeline/stage-time-negative", P("--stage-time", "-1"), refuse("stage_time"))
+    add("pipeline/microbatches-zero", P("--microbatches", "0"), refuse("microbatches"))
+    add("pipeline/microbatches-1e12-records", api(
+        "import sim; sim.PipelineConfig(microbatches=10**12, records=True)"), refuse("microbatches"),
+        timeout=60, note="memory: per-microbatch records")
+    add("pipeline/replications-zero", P("--replications", "0"), refuse("replications"))
+    add("pipeline/replications-1e9", P("--stages", "2", "--microbatches", "10",
+                                       "--replications", big), refuse("replications"), timeout=60,
+        note="memory: the records of 1e9 replications")
+    add("pipeline/engine-unknown", P("--engine", "bogus"), refuse("engine"))
+    add("pipeline/method-unknown", P("--method", "bogus"), refuse("method"))
+    add("pipeline/executor-unknown", P("--executor", "bogus"), refuse("executor"))
+    add("pipeline/workers-zero", P("--executor", "local", "--workers", "0"), refuse("workers"))
+    add("pipeline/topology-unknown", P("--topology", "bogus"), refuse("topology"))
+    add("pipeline/placement-unknown", P("--topology", "datacenter:regions=2,racks=2,hosts=4",
+                                        "--stages", "4", "--placement", "bogus"), refuse("placement"))
+    add("pipeline/max-wait-inf-dead", P("--availability", "0", "--max-wait", "inf",
+                                        "--stage-time", "1"), refuse("max_wait"))
+    add("pipeline/samples-without-importance", P("--samples", "100"), refuse("samples"))
+    add("pipeline/trace-is-dir", P("--stages", "2", EV, str(fx.dir)), refuse(EVN),
+        note="checked before the simulation runs")
+    add("pipeline/trace-under-file", P("--stages", "2", EV, fx.under_file + "/t.csv"),
+        refuse(EVN))
+    add("pipeline/trace-read-only", P("--stages", "2", EV, ro + "/t.csv"), refuse(EVN))
+    add("pipeline/trace-full-disk", P("--stages", "2", EV,
+                                      (full + "/t.csv") if fx.mountable else full),
+        refuse(EVN))
+    if fx.nearly_full is not None:
+        add("pipeline/trace-disk-fills-while-writing",
+            P("--stages", "4", "--microbatches", "20000", "--replications", "2", EV,
+              str(fx.nearly_full / "t.csv")), fail(EVN.replace("_", " ")),
+            note="one line; the simulated results are printed first")
+    add("pipeline/trace-with-vector", P("--engine", "vector", EV, str(T / "t.csv")),
+        refuse(EVN))
+    # inapplicable flags
+    add("pipeline/placement-without-topology", P("--placement", "spread"), refuse("placement"))
+    add("pipeline/show-placement-without-topology", P("--show-placement"), refuse("show_placement"))
+    add("pipeline/no-layout-latency-without-topology", P("--no-layout-latency"),
+        refuse("no_layout_latency"))
+    add("pipeline/shape-with-exponential", P("--shape", "0.7"), refuse("shape"))
+    add("pipeline/stage-time-shape-deterministic", P("--stage-time", "1", "--stage-time-shape", "2"),
+        refuse("stage_time_shape"))
+    add("pipeline/workers-with-serial", P("--workers", "2"), refuse("workers"))
+    add("pipeline/rate-with-back-to-back", P("--stage-time", "1", "--arrival", "back_to_back",
+                                             "--rate", "3"), refuse("rate"))
+    add("pipeline/domain-outage-with-topology", P("--topology", "datacenter:regions=2,racks=2,hosts=4",
+                                                  "--stages", "4", "--domain-outage", "0.1"),
+        refuse("domain_outage"))
+    add("pipeline/latency-with-topology", P("--topology", "datacenter:regions=2,racks=2,hosts=4",
+                                            "--stages", "4", "--latency", "0.5"), refuse("latency"))
+    add("pipeline/transfer-size-with-infinite-bandwidth", P("--transfer-size", "5"),
+        refuse("transfer_size"))
+    add("pipeline/one-replication-no-interval", P("--stages", "4", "--microbatches", "200",
+                                                  "--replications", "1"), ok("no interval"),
+        note="an infinite interval is not agreement")
+    add("pipeline/ctrl-c", P("--stages", "48", "--microbatches", "100000000", "--engine", "des",
+                             "--replications", "1"), Expect("interrupt", "interrupted"),
+        interrupt_after=4.0, timeout=30)
+
+    # -- design -----------------------------------------------------------------
+    D = lambda *a: dtsim("design", *a)  # noqa: E731
+    add("design/stages-zero", D("--stages", "0"), refuse("stages"))
+    add("design/availability-above-1", D("--availability", "2"), refuse("availability"))
+    add("design/target-drop-zero", D("--target-drop", "0"), refuse("target_drop"))
+    add("design/target-drop-string", D("--target-drop", "abc"), refuse("target_drop"))
+    add("design/skip-budget-above-L", D("--stages", "4", "--skip-budget", "5"), refuse("skip_budget"))
+    add("design/penalty-unknown", D("--skip-penalty", "0.1", "--penalty", "bogus"), refuse("penalty"))
+    add("design/max-replicas-zero", D("--max-replicas", "0"), refuse("max_replicas"))
+    add("design/stages-1e9", D("--stages", big), ok("replicas"), timeout=60,
+        note="a closed form: answered at once, nothing to refuse")
+    add("design/microbatches-without-verify", D("--microbatches", "100"), refuse("microbatches"))
+    add("design/replications-without-verify", D("--replications", "3"), refuse("replications"))
+    add("design/seed-without-verify", D("--seed", "3"), refuse("seed"))
+    add("design/workers-without-verify", D("--workers", "2"), refuse("workers"))
+    add("design/penalty-without-skip-penalty", D("--penalty", "additive"), refuse("penalty"))
+    add("design/target-drop-in-optimal-mode", D("--skip-penalty", "0.1", "--target-drop", "0.01"),
+        refuse("target_drop"))
+    add("design/verify-replications-zero", D("--verify", "--replications", "0"), refuse("replications"))
+    add("design/verify-workers-with-serial", D("--verify", "--workers", "2"), refuse("workers"))
+    add("design/verify-one-replication", D("--stages", "4", "--availability", "0.8",
+                                           "--target-drop", "0.05", "--verify", "--replications",
+                                           "1", "--microbatches", "2000"), ok("no interval"))
+
+    # -- failures ---------------------------------------------------------------
+    F = lambda *a: dtsim("failures", *a)  # noqa: E731
+    add("failures/workers-zero", F("--workers", "0"), refuse("workers"))
+    add("failures/workers-1e9", F("--workers", big), refuse("workers"), timeout=60, note="memory")
+    add("failures/domains-zero", F("--domains", "0"), refuse("domains"))
+    add("failures/availability-negative", F("--availability", "-1"), refuse("availability"))
+    add("failures/horizon-zero", F("--horizon", "0"), refuse("horizon"))
+    add("failures/horizon-1e15-ctrl-c", F("--horizon", "1e15", "--replications", "1"),
+        Expect("interrupt", "interrupted"), interrupt_after=4.0, timeout=30,
+        note="fits in memory but never ends: Ctrl-C stops it in one line")
+    add("failures/distribution-unknown", F("--distribution", "bogus"), refuse("distribution"))
+    add("failures/replications-zero", F("--replications", "0"), refuse("replications"))
+    add("failures/replications-1e9", F("--horizon", "10", "--replications", big),
+        refuse("replications"), timeout=60)
+    add("failures/executor-unknown", F("--executor", "bogus"), refuse("executor"))
+    add("failures/trace-missing", F("--trace", str(T / "missing.csv")), refuse("trace|failure_trace"))
+    add("failures/trace-binary", F("--trace", str(fx.binary)), refuse("trace|failure_trace"),
+        note="--trace is the alias of --failure-trace")
+    add("failures/trace-is-dir", F("--trace", str(fx.dir)), refuse("trace|failure_trace"))
+    add("failures/shape-with-exponential", F("--shape", "0.7"), refuse("shape"))
+    add("failures/availability-with-trace", F("--trace", str(fx.trace_ok), "--workers", "2",
+                                              "--availability", "0.5"), refuse("availability"))
+    add("failures/mean-downtime-with-trace", F("--trace", str(fx.trace_ok), "--workers", "2",
+                                               "--mean-downtime", "3"), refuse("mean_downtime"))
+    add("failures/one-replication-no-interval", F("--horizon", "100", "--replications", "1"),
+        ok("no interval"))
+
+    # -- gossip -----------------------------------------------------------------
+    G = lambda *a: dtsim("gossip", *a)  # noqa: E731
+    add("gossip/nodes-odd-complete", G("--nodes", "15"), refuse("nodes"))
+    add("gossip/nodes-1e9", G("--nodes", big), refuse("nodes"), timeout=60, note="memory")
+    add("gossip/rounds-1e9", G("--rounds", big), refuse("rounds"), timeout=60, note="memory")
+    add("gossip/dim-1e9", G("--dim", big), refuse("dim"), timeout=60, note="memory")
+    add("gossip/ring-1e9", G("--topology", "ring", "--nodes", big), refuse("nodes"), timeout=60)
+    add("gossip/rounds-zero", G("--rounds", "0"), refuse("rounds"))
+    add("gossip/protocol-unknown", G("--protocol", "bogus"), refuse("protocol"))
+    add("gossip/adversary-unknown", G("--adversary", "bogus"), refuse("adversary"))
+    add("gossip/num-adversaries-too-many", G("--adversary", "stubborn", "--num-adversaries", "16"),
+        refuse("num_adversaries"))
+    add("gossip/noise-negative", G("--noise", "-1"), refuse("noise"))
+    add("gossip/clip-and-adaptive", G("--clip", "1", "--adaptive-clip"), refuse("clip"))
+    add("gossip/topology-unknown", G("--topology", "bogus"), refuse("topology"))
+    add("gossip/topology-bad-param", G("--topology", "ring:n=abc"), refuse("n"))
+    add("gossip/nodes-contradict-spec", G("--topology", "ring:n=8", "--nodes", "10"), refuse("nodes"))
+    add("gossip/engine-vector-async", G("--protocol", "async", "--engine", "vector"), refuse("engine"))
+    add("gossip/replications-1e9", G("--rounds", "2", "--replications", big), refuse("replications"),
+        timeout=60)
+    add("gossip/adversary-value-without-adversary", G("--adversary-value", "5"),
+        refuse("adversary_value"))
+    add("gossip/wake-rate-with-matching", G("--wake-rate", "2"), refuse("wake_rate"))
+    add("gossip/availability-with-matching", G("--availability", "0.5"), refuse("availability"))
+    add("gossip/mean-downtime-with-matching", G("--mean-downtime", "2"), refuse("mean_downtime"))
+    add("gossip/topology-seed-deterministic", G("--topology-seed", "3"), refuse("topology_seed"))
+    add("gossip/record-every-zero", G("--record-every", "0"), refuse("record_every"))
+    add("gossip/burn-in-negative", G("--burn-in", "-1"), refuse("burn_in"))
+    add("gossip/workers-with-serial", G("--workers", "2"), refuse("workers"))
+    add("gossip/size-with-infinite-bandwidth", G("--size", "5"), refuse("size"))
+    add("gossip/size-with-finite-bandwidth", G("--topology", "ring:n=8,bandwidth=2", "--size", "3",
+                                              "--rounds", "3", "--replications", "2"), ok("gossip"))
+
+    # -- topologies -------------------------------------------------------------
+    TP = lambda *a: dtsim("topologies", *a)  # noqa: E731
+    add("topologies/unknown-family", TP("bogus"), refuse("topology"))
+    add("topologies/ring-1e12", TP("ring", "--nodes", "1000000000000"), refuse("nodes"), timeout=60,
+        note="memory")
+    add("topologies/ring-n-1e9-spec", TP("ring:n=1000000000"), refuse("n"), timeout=60)
+    add("topologies/torus-huge", TP("torus:dims=100000x100000"), refuse("dims"), timeout=60)
+    add("topologies/datacenter-huge", TP("datacenter:regions=1000,racks=1000,hosts=1000"),
+        refuse("hosts"), timeout=60)
+    add("topologies/ring-bad-n", TP("ring:n=-3"), refuse("n"))
+    add("topologies/unknown-param", TP("ring:n=8,bogus=1"), refuse("topology"),
+        note="the spec is the parameter; the message lists the family's parameters")
+    add("topologies/graph-file-binary", TP(str(fx.binary_graph)), refuse("topology"))
+    add("topologies/stages-too-many", TP("datacenter:regions=1,racks=2,hosts=2", "--stages", "50"),
+        refuse("stages"))
+    add("topologies/policy-unknown", TP("datacenter:regions=1,racks=2,hosts=4", "--stages", "2",
+                                        "--policy", "bogus"), refuse("policy"))
+    add("topologies/replicas-without-stages", TP("ring:n=8", "--replicas", "3"), refuse("replicas"))
+    add("topologies/policy-without-stages", TP("ring:n=8", "--policy", "spread"), refuse("policy"))
+    add("topologies/nodes-without-spec", TP("--nodes", "8"), refuse("nodes"))
+    add("topologies/stages-without-spec", TP("--stages", "2"), refuse("stages"))
+    add("topologies/seed-deterministic-family", TP("ring:n=8", "--seed", "3"), refuse("seed"))
+    add("topologies/seed-random-family", TP("random_regular:n=8", "--seed", "3"), ok("edges"))
+
+    # -- run ----------------------------------------------------------------------
+    R = lambda *a: dtsim("run", *a)  # noqa: E731
+    good = str(exp["good"])
+    add("run/missing-file", R(str(T / "missing.py")), refuse("experiment"))
+    add("run/not-python", R(str(exp["not_py"])), refuse("experiment"))
+    add("run/syntax-error", R(str(exp["syntax"]), "--out", str(T / "o1")), refuse("experiment"))
+    add("run/raises-at-import", R(str(exp["raises"]), "--out", str(T / "o2")), refuse("experiment"))
+    add("run/sys-exit-7-at-import", R(str(exp["exit7"]), "--out", str(T / "o3")), refuse("experiment"))
+    add("run/no-model", R(str(exp["nomodel"]), "--out", str(T / "o4")), refuse("experiment"))
+    add("run/factor-not-a-field", R(str(exp["badfactor"]), "--out", str(T / "o5")), refuse("availabilty"))
+    add("run/factor-bad-value", R(str(exp["badvalue"]), "--out", str(T / "o6")), refuse("availability"))
+    add("run/replications-zero", R(str(exp["zeroreps"]), "--out", str(T / "o7")), refuse("REPLICATIONS"))
+    add("run/replications-string", R(str(exp["strreps"]), "--out", str(T / "o8")), refuse("REPLICATIONS"))
+    add("run/replications-1e12", R(str(exp["reps"]), "--out", str(T / "o9"), "--executor", "serial"),
+        refuse("REPLICATIONS"), timeout=60)
+    add("run/grid-1e9-points", R(str(exp["grid"]), "--out", str(T / "o10"), "--executor", "serial"),
+        refuse("FACTORS"), timeout=90, note="a 10^9-point grid is refused, not expanded")
+    add("run/empty-factor", R(str(exp["emptyfactor"]), "--out", str(T / "o11")),
+        refuse("factors['availability']"))
+    add("run/base-numeric-string", R(str(exp["strbase"]), "--out", str(T / "o12")), refuse("availability"))
+    add("run/quick-bad-key", R(str(exp["badquick"]), "--quick", "--out", str(T / "o13")), refuse("QUICK"))
+    add("run/unpicklable-base", R(str(exp["unpicklable"]), "--out", str(T / "o14"), "--executor",
+                                  "local", "--workers", "1"), refuse("base|gen"),
+        note="'gen' is the BASE key whose value cannot be sent to a worker")
+    add("run/name-escapes-out", R(str(exp["escape"]), "--executor", "serial", "--quiet"),
+        refuse("NAME"), cwd=str(T))
+    add("run/name-absolute", R(str(exp["absname"]), "--executor", "serial", "--quiet"),
+        refuse("NAME"), cwd=str(T))
+    add("run/model-returns-int", R(str(exp["badreturn"]), "--out", str(T / "o15"), "--executor",
+                                   "serial", "--quiet"), fail("failed"))
+    add("run/quick-without-QUICK", R(good, "--quick", "--executor", "serial", "--out",
+                                     str(T / "o24")), refuse("quick"))
+    add("run/executor-unknown", R(good, "--executor", "bogus", "--out", str(T / "o16")), refuse("executor"))
+    add("run/workers-zero", R(good, "--workers", "0", "--out", str(T / "o17")), refuse("workers"))
+    add("run/batch-zero", R(good, "--batch", "0", "--out", str(T / "o18")), refuse("batch"))
+    add("run/workers-with-serial", R(good, "--executor", "serial", "--workers", "2",
+                                     "--out", str(T / "o19")), refuse("workers"))
+    add("run/scheduler-with-local", R(good, "--executor", "local", "--scheduler",
+                                      "tcp://127.0.0.1:8786", "--out", str(T / "o20")),
+        refuse("scheduler"))
+    add("run/scheduler-notaurl", R(good, "--scheduler", "notaurl", "--out", str(T / "o21")),
+        refuse("scheduler"), timeout=12, note="one line in about 5 s")
+    add("run/scheduler-unroutable", R(good, "--scheduler", "tcp://127.0.0.1:1", "--out",
+                                      str(T / "o22")), refuse("scheduler"), timeout=12,
+        note="one line in about 5 s")
+    add("run/out-is-file", R(good, "--out", str(fx.file)), refuse("out"))
+    add("run/out-under-file", R(good, "--out", fx.under_file), refuse("out"))
+    add("run/out-read-only", R(good, "--out", ro + "/res"), refuse("out"))
+    add("run/out-full-disk", R(good, "--out", (full + "/res") if fx.mountable else full,
+                               "--executor", "serial"), refuse("out"))
+    if fx.ro_results is not None:
+        add("run/out-read-only-existing-results", R(good, "--out", str(fx.ro_results / "res"),
+                                                    "--executor", "serial"), refuse("out"),
+            note="an existing folder whose .lock cannot be opened")
+    add("run/two-at-one-instant", R(good, "--executor", "serial", "--quiet", "--out",
+                                    str(T / "race")), Expect("race"), parallel=8, timeout=120,
+        note="8 synchronised starts into one new folder: one runs, the others refuse in one line")
+    add("run/dask-clean-shutdown", R(good, "--executor", "dask", "--workers", "1", "--quiet",
+                                     "--out", str(T / "o23")), ok("good"), timeout=120,
+        note="no shutdown tracebacks on stderr")
+
+    # -- reproduce ----------------------------------------------------------------
+    RP = lambda *a: dtsim("reproduce", *a)  # noqa: E731
+    add("reproduce/out-is-file", RP("--quick", "--out", str(fx.file)), refuse("out"))
+    add("reproduce/out-read-only", RP("--quick", "--out", ro + "/rep"), refuse("out"))
+    add("reproduce/out-full-disk", RP("--quick", "--out", (full + "/rep") if fx.mountable else full),
+        refuse("out"))
+    add("reproduce/no-study-files", RP("--quick", "--experiments", str(fx.empty_dir), "--out",
+                                       str(T / "r1")), refuse("experiments"))
+    add("reproduce/experiments-missing", RP("--experiments", str(T / "nope")), refuse("experiments"))
+    add("reproduce/executor-unknown", RP("--executor", "bogus"), refuse("executor"))
+    add("reproduce/workers-zero", RP("--workers", "0"), refuse("workers"))
+    add("reproduce/workers-with-serial", RP("--executor", "serial", "--workers", "2",
+                                            "--out", str(T / "r2")), refuse("workers"))
+    add("reproduce/scheduler-notaurl", RP("--quick", "--scheduler", "notaurl", "--out",
+                                          str(T / "r3")), refuse("scheduler"), timeout=12)
+
+    # -- plot -------------------------------------------------------------------
+    PL = lambda *a: dtsim("plot", *a)  # noqa: E731
+    add("plot/missing-folder", PL(str(T / "nope")), refuse("OUTDIR"))
+    add("plot/not-a-results-folder", PL(str(fx.empty_dir)), refuse("OUTDIR"))
+    add("plot/a-file", PL(str(fx.file)), refuse("OUTDIR"))
+    add("plot/experiment-missing", PL(str(T / "nope"), "--experiment", str(T / "x.py")), refuse("OUTDIR"))
+
+    # -- bench ------------------------------------------------------------------
+    B = lambda *a: dtsim("bench", *a)  # noqa: E731
+    add("bench/parts-empty", B("--parts", "", "--out", "-"), refuse("parts"), timeout=20,
+        note="was the whole suite")
+    add("bench/parts-commas", B("--parts", ",", "--out", "-"), refuse("parts"), timeout=20)
+    add("bench/parts-unknown", B("--parts", "bogus", "--out", "-"), refuse("parts"))
+    add("bench/out-is-dir", B("--quick", "--parts", "simpy", "--out", str(fx.dir)), refuse("out"),
+        timeout=20, note="checked before the benchmark runs")
+    add("bench/out-under-file", B("--quick", "--parts", "simpy", "--out", fx.under_file + "/b.jsonl"),
+        refuse("out"), timeout=20)
+    add("bench/out-read-only", B("--quick", "--parts", "simpy", "--out", ro + "/b.jsonl"),
+        refuse("out"), timeout=20)
+    add("bench/out-full-disk", B("--quick", "--parts", "simpy", "--out",
+                                 (full + "/b.jsonl") if fx.mountable else full),
+        refuse("out"), timeout=20)
+    add("bench/sweep-no-dask-tracebacks", B("--quick", "--parts", "sweep", "--out", "-"),
+        ok("sweep"), timeout=300, note="a successful run prints no Dask shutdown tracebacks")
+
+    # -- the public API -------------------------------------------------------------
+    add("api/PipelineConfig-availability-string", api(
+        "import sim; sim.PipelineConfig(availability='0.5')"), refuse("availability"))
+    add("api/PipelineConfig-stages-string", api(
+        "import sim; sim.PipelineConfig(stages='4')"), refuse("stages"))
+    add("api/PipelineConfig-stages-float", api(
+        "import sim; sim.PipelineConfig(stages=4.0)"), refuse("stages"))
+    add("api/PipelineConfig-stages-bool", api(
+        "import sim; sim.PipelineConfig(stages=True)"), refuse("stages"))
+    add("api/PipelineConfig-stages-1e9", api(
+        "import sim; sim.PipelineConfig(stages=10**9)"), refuse("stages"), timeout=60)
+    add("api/PipelineConfig-rate-string", api(
+        "import sim; sim.PipelineConfig(rate='2')"), refuse("rate"))
+    add("api/PipelineConfig-skip-penalty-string", api(
+        "import sim; sim.PipelineConfig(skip_penalty='0.1')"), refuse("skip_penalty"))
+    add("api/PipelineConfig-latency-string", api(
+        "import sim; sim.PipelineConfig(stages=3, latency='1')"), refuse("latency"))
+    add("api/PipelineConfig-replicas-tuple-string", api(
+        "import sim; sim.PipelineConfig(stages=2, replicas=('2', 2))"), refuse("replicas"))
+    add("api/PipelineConfig-shape-string", api(
+        "import sim; sim.PipelineConfig(failure_distribution='weibull', failure_shape='0.7')"),
+        refuse("failure_shape"))
+    add("api/GossipConfig-noise-string", api(
+        "import sim; sim.GossipConfig(noise='0.5')"), refuse("noise"))
+    add("api/GossipConfig-nodes-1e9", api(
+        "import sim; sim.GossipConfig(nodes=10**9)"), refuse("nodes"), timeout=60)
+    add("api/GossipConfig-rounds-1e12", api(
+        "import sim; sim.GossipConfig(rounds=10**12)"), refuse("rounds"), timeout=60)
+    add("api/GossipConfig-dim-1e12", api(
+        "import sim; sim.GossipConfig(dim=10**12)"), refuse("dim"), timeout=60)
+    add("api/GossipConfig-availability-string", api(
+        "import sim; sim.GossipConfig(protocol='async', availability='0.5')"), refuse("availability"))
+    add("api/GossipConfig-adversary-value-string", api(
+        "import sim; sim.GossipConfig(adversary='stubborn', adversary_value='x')"),
+        refuse("adversary_value"))
+    add("api/ClusterConfig-availability-string", api(
+        "import sim; sim.ClusterConfig(availability='0.9')"), refuse("availability"))
+    add("api/ClusterConfig-horizon-string", api(
+        "import sim; sim.ClusterConfig(horizon='100')"), refuse("horizon"))
+    add("api/ClusterConfig-workers-1e12", api(
+        "import sim; sim.ClusterConfig(workers=10**12)"), refuse("workers"), timeout=60)
+    add("api/ClusterConfig-trace-binary", api(
+        f"import sim; sim.ClusterConfig(workers=1, trace={str(fx.binary)!r})"), refuse("trace"))
+    add("api/read_trace-binary", api(
+        f"import sim; sim.read_trace({str(fx.binary)!r})"), refuse("trace"))
+    add("api/mean_ci-nan-says-so", api(
+        "import math, sim; print(sim.mean_ci([1.0, math.nan, 3.0]))"), ok("1 NaN left out"),
+        note="a NaN left out is counted (Estimate.dropped) and said")
+    add("api/mean_ci-nan-raise", api(
+        "import math, sim; sim.mean_ci([1.0, math.nan, 3.0], nan='raise')"), refuse("values"))
+    add("api/mean_ci-confidence", api(
+        "import sim; sim.mean_ci([1.0, 2.0], confidence=1.5)"), refuse("confidence"))
+    add("api/replicate-replications-zero", api(
+        "import sim; sim.replicate(sim.failures_model, sim.ClusterConfig(horizon=10.0), "
+        "replications=0, seed=0)"), refuse("replications"))
+    add("api/replicate-replications-1e12", api(
+        "import sim; sim.replicate(sim.failures_model, sim.ClusterConfig(horizon=10.0), "
+        "replications=10**12, seed=0)"), refuse("replications"), timeout=60)
+    add("api/replicate-executor-unknown", api(
+        "import sim; sim.replicate(sim.failures_model, sim.ClusterConfig(horizon=10.0), "
+        "replications=2, seed=0, executor='bogus')"), refuse("executor"))
+    add("api/Streams-negative-seed", api("import sim; sim.Streams(-1)"), refuse("seed"))
+    add("api/numpy-warnings-one-replication", api(
+        "import sim, warnings; warnings.simplefilter('default'); "
+        "sim.summarize(sim.replicate(sim.failures_model, sim.ClusterConfig(horizon=10.0), "
+        "replications=1, seed=0))"), ok(), note="no numpy RuntimeWarning on stderr")
+    add("api/numpy-warnings-gossip", api(
+        "import sim, warnings; warnings.simplefilter('default'); "
+        "sim.replicate(sim.gossip_model, sim.GossipConfig(rounds=3, noise=0.0), replications=1, seed=0)"),
+        ok(), note="no numpy RuntimeWarning on stderr")
+    add("api/numpy-warnings-pipeline", api(
+        "import sim, warnings; warnings.simplefilter('default'); "
+        "sim.summarize(sim.replicate(sim.pipeline_model, sim.PipelineConfig(stages=2, "
+        "availability=0.0, microbatches=10), replications=2, seed=0))"),
+        ok(), note="no numpy RuntimeWarning on stderr (nothing delivered)")
+
+    # -- whole-command stderr hygiene -------------------------------------------------
+    add("pipeline/nothing-delivered-no-warnings", P("--stages", "2", "--availability", "0",
+                                                    "--microbatches", "50", "--replications", "2",
+                                                    "--engine", "des"),
+        ok("drop rate"), note="no numpy RuntimeWarning")
+    add("gossip/no-warnings-noise-zero", G("--rounds", "4", "--replications", "2"), ok("gossip"),
+        note="no numpy RuntimeWarning")
+
+    # -- train (when present) -------------------------------------------------------
+    if _has_command("train"):
+        TR = lambda *a: dtsim("train", *a)  # noqa: E731
+        add("train/stages-zero", TR("--stages", "0"), refuse("stages"))
+        add("train/stages-1e9", TR("--stages", big), refuse("stages"), timeout=60, note="memory")
+        add("train/replicas-1e9", TR("--replicas", big), refuse("replicas"), timeout=60,
+            note="memory")
+        add("train/microbatches-1e9", TR("--microbatches-per-step", big), refuse("microbatches"),
+            timeout=60, note="memory: a step's microbatches")
+        add("train/replications-1e9", TR("--replications", big), refuse("replications"), timeout=60)
+        add("train/schedule-unknown", TR("--schedule", "bogus"), refuse("schedule"))
+        add("train/availability-above-1", TR("--availability", "2"), refuse("availability"))
+        add("train/bandwidth-zero", TR("--bandwidth", "0"), refuse("bandwidth"))
+        add("train/speeds-missing", TR("--speeds", str(T / "nope.csv")), refuse("speeds"))
+        add("train/speeds-binary", TR("--speeds", str(fx.binary)), refuse("speeds"))
+        add("train/failure-trace-missing", TR("--failure-trace", str(T / "nope.csv")),
+            refuse("failure_trace"))
+        add("train/failure-trace-binary", TR("--failure-trace", str(fx.binary)),
+            refuse("failure_trace"))
+        add("train/skip-budget-above-L", TR("--skip-budget", "9"), refuse("skip_budget"))
+        add("train/engine-unknown", TR("--engine", "bogus"), refuse("engine"))
+        add("train/placement-without-topology", TR("--placement", "spread"), refuse("placement"))
+        add("train/failure-shape-with-exponential", TR("--failure-shape", "0.7"),
+            refuse("failure_shape"))
+        add("train/workers-with-serial", TR("--workers", "2"), refuse("workers"))
+        add("train/arrival-rate-when-saturated", TR("--arrival-rate", "2"), refuse("arrival_rate"))
+        add("train/replace-time-without-mtbf", TR("--replace-time", "3"), refuse("replace_time"))
+        add("train/checkpoint-cost-without-checkpoints", TR("--checkpoint-cost", "2"),
+            refuse("checkpoint_cost"))
+        add("train/domain-downtime-without-domain-outage", TR("--domain-downtime", "3"),
+            refuse("domain_downtime"))
+        add("train/skip-penalty-without-skip-budget", TR("--skip-penalty", "0.1"),
+            refuse("skip_penalty"))
+        add("train/one-replication-no-interval", TR("--replications", "1"), ok("no interval"))
+        add("train/steps-1e12-ctrl-c", TR("--steps", "1000000000000", "--replications", "1"),
+            Expect("interrupt", "interrupted"), interrupt_after=4.0, timeout=30,
+            note="fits in memory but never ends: Ctrl-C stops it in one line")
+    # -- trace (when present) ---------------------------------------------------------
+    if _has_command("trace"):
+        TC = lambda *a: dtsim("trace", *a)  # noqa: E731
+        add("trace/unknown-action", TC("bogus"), refuse("ACTION"))
+        add("trace/stats-binary", TC("stats", str(fx.binary)), refuse("trace"))
+        add("trace/stats-missing", TC("stats", str(T / "nope.csv")), refuse("trace"))
+        add("trace/stats-dir", TC("stats", str(fx.dir)), refuse("trace"))
+        add("trace/fit-binary", TC("fit", str(fx.binary)), refuse("trace"))
+        add("trace/plot-without-out", TC("plot", str(fx.trace_ok)), refuse("out"))
+        add("pipeline/failure-trace-binary", P("--failure-trace", str(fx.binary)),
+            refuse("failure_trace"))
+        add("pipeline/trace-loop-without-failure-trace", P("--trace-loop"), refuse("trace_loop"))
+        add("pipeline/trace-speedup-without-failure-trace", P("--trace-speedup", "2"),
+            refuse("trace_speedup"))
+        add("failures/trace-start-without-failure-trace", F("--trace-start", "5"),
+            refuse("trace_start"))
+        add("failures/availability-with-failure-trace",
+            F("--failure-trace", str(fx.trace_ok), "--trace-format", "dtsim", "--workers", "2",
+              "--availability", "0.5"), refuse("availability"))
+    return cases
+
+
+def _has_option(command: str, option: str) -> bool:
+    """True when ``dtsim COMMAND`` has ``option`` (read from its module's source)."""
+    try:
+        import sim.commands as commands
+    except ImportError:
+        return False
+    f = Path(commands.__file__).parent / f"{command}.py"
+    return f.is_file() and f'"{option}"' in f.read_text()
+
+
+def _has_command(name: str) -> bool:
+    try:
+        import sim.commands as commands
+    except ImportError:
+        return False
+    return (Path(commands.__file__).parent / f"{name}.py").is_file()
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _limit_memory() -> None:
+    os.setsid()
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+#: Working folder of the cases (the scratch folder while the table runs), so a
+#: ``python -m sim`` there imports the installed ``sim`` (or PYTHONPATH's).
+_CWD: list[str] = [tempfile.gettempdir()]
+
+
+def _spawn(case: Case) -> subprocess.Popen:
+    env = dict(os.environ)
+    env["PYTHONWARNINGS"] = "default"  # show every warning the command would let through
+    env["COLUMNS"] = "200"
+    return subprocess.Popen(case.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=case.cwd or _CWD[0], env=env,
+                            preexec_fn=_limit_memory, text=True, errors="replace")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _wait(proc: subprocess.Popen, deadline: float) -> tuple[int | None, str, str, bool]:
+    try:
+        out, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        return proc.returncode, out, err, False
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        out, err = proc.communicate()
+        return None, out, err, True
+
+
+def _last_line(err: str) -> str:
+    lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _names(last: str, param: str) -> bool:
+    """True when ``last`` names ``param`` (``a|b``: either) as ConfigError or argparse does."""
+    if "|" in param:
+        return any(_names(last, p) for p in param.split("|"))
+    low = last.lower()
+    forms = {param, param.replace("_", "-"), param.replace("-", "_")}
+    return any(f"'{f.lower()}'" in low or f"--{f.lower()}" in low
+               or f"argument {f.lower()}:" in low for f in forms)
+
+
+_ALARMS = ("Traceback", "Warning:", "warnings.warn", "CommClosedError", "Exception ignored",
+           "Task exception was never retrieved")
+
+
+def judge(case: Case, status: int | None, out: str, err: str, hang: bool) -> tuple[str, str]:
+    """The verdict of one run and a short detail."""
+    last = _last_line(err)
+    if hang:
+        return "hang", f"no answer in {case.timeout:g} s"
+    if "Traceback" in err:
+        return "traceback", ""
+    kind = case.expect.kind
+    if kind == "refuse":
+        if status == 0:
+            return "silent ignore", "exit 0"
+        if status != 2:
+            return "wrong exit", f"exit {status}"
+        if not _names(last, case.expect.text):
+            return "wrong parameter", f"wanted {case.expect.text!r}"
+        return "pass", ""
+    if kind == "fail":
+        if status != 1:
+            return "wrong exit", f"exit {status}, wanted 1"
+        if case.expect.text.lower() not in last.lower():
+            return "wrong parameter", f"wanted {case.expect.text!r}"
+        return "pass", ""
+    if kind == "interrupt":
+        if status != 130:
+            return "wrong exit", f"exit {status}, wanted 130"
+        if case.expect.text not in last:
+            return "unexpected output", last
+        return "pass", ""
+    # ok
+    if status != 0:
+        return "wrong exit", f"exit {status}, wanted 0"
+    alarm = next((a for a in _ALARMS if a in err), None)
+    if alarm:
+        return "noisy stderr", alarm
+    if case.expect.text and case.expect.text not in out:
+        return "unexpected output", f"{case.expect.text!r} not on stdout"
+    return "pass", ""
+
+
+def run_case(case: Case) -> Outcome:
+    """Run one case (several synchronised copies for a race) and judge it."""
+    t0 = time.monotonic()
+    if case.parallel > 1:
+        return _run_race(case, t0)
+    proc = _spawn(case)
+    deadline = t0 + case.timeout
+    if case.interrupt_after is not None:
+        try:
+            proc.wait(timeout=case.interrupt_after)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGINT)
+    status, out, err, hang = _wait(proc, deadline)
+    verdict, detail = judge(case, status, out, err, hang)
+    return Outcome(case, status, _last_line(err), "Traceback" in err, hang,
+                   time.monotonic() - t0, verdict, detail)
+
+
+def _run_race(case: Case, t0: float) -> Outcome:
+    # Every copy imports the CLI first, then waits for the same wall-clock
+    # instant (a barrier) and runs the command in-process, so import times do
+    # not spread the starts: they reach the new folder within a millisecond.
+    start = time.time() + 6.0
+    argv = list(case.argv)
+    assert argv[:3] == [sys.executable, "-m", "sim"], "a race runs a dtsim command"
+    wrapped = [sys.executable, "-c",
+               "import sys, time\n"
+               "from sim.cli import main\n"
+               f"time.sleep(max(0.0, {start!r} - time.time()))\n"
+               "sys.exit(main(sys.argv[1:]))\n", *argv[3:]]
+    procs = [_spawn(Case(case.id, wrapped, case.expect, cwd=case.cwd)) for _ in range(case.parallel)]
+    deadline = t0 + case.timeout
+    results = [_wait(p, deadline) for p in procs]
+    statuses = [r[0] for r in results]
+    errs = [r[2] for r in results]
+    tb = any("Traceback" in e for e in errs)
+    hang = any(r[3] for r in results)
+    lasts = [_last_line(e) for e in errs]
+    if hang:
+        verdict, detail = "hang", ""
+    elif tb:
+        verdict, detail = "traceback", f"{sum('Traceback' in e for e in errs)} of {case.parallel}"
+    elif 0 not in statuses:
+        verdict, detail = "wrong exit", f"no run finished: {statuses}"
+    elif any(s not in (0, 2) for s in statuses):
+        verdict, detail = "wrong exit", f"statuses {statuses}"
+    elif any(s == 2 and not _names(ln, "out") for s, ln in zip(statuses, lasts, strict=True)):
+        verdict, detail = "wrong parameter", "a refusal that does not name 'out'"
+    else:
+        verdict, detail = "pass", f"{statuses.count(0)} ran, {statuses.count(2)} refused"
+    shown = next((ln for s, ln in zip(statuses, lasts, strict=True) if s != 0), lasts[0])
+    return Outcome(case, None if hang else max(s or 0 for s in statuses), shown, tb, hang,
+                   time.monotonic() - t0, verdict, detail, statuses)
+
+
+# ----------------------------------------------------------------------------- report
+
+SILENT, WRONG = "silent ignore", "wrong parameter"
+
+
+def totals(outcomes: Sequence[Outcome]) -> dict[str, int]:
+    """Counts of the table: cases, passed, failed, tracebacks, hangs, silent ignores, ..."""
+    return {
+        "cases": len(outcomes),
+        "passed": sum(o.verdict == "pass" for o in outcomes),
+        "failed": sum(o.verdict != "pass" for o in outcomes),
+        "tracebacks": sum(o.traceback for o in outcomes),
+        "hangs": sum(o.hang for o in outcomes),
+        "silent ignores": sum(o.verdict == SILENT for o in outcomes),
+        "wrong parameter names": sum(o.verdict == WRONG for o in outcomes),
+        "other failures": sum(o.verdict not in ("pass", SILENT, WRONG, "traceback", "hang")
+                              for o in outcomes),
+    }
+
+
+def _cmd_text(case: Case, fx_root: str) -> str:
+    argv = list(case.argv)
+    if argv[:3] == [sys.executable, "-m", "sim"]:
+        text = "dtsim " + " ".join(_quote(a) for a in argv[3:])
+    elif argv[:2] == [sys.executable, "-c"] and len(argv) == 4:
+        text = "python: " + " ".join(argv[3].split())
+    else:
+        text = " ".join(_quote(a) for a in argv)
+    if case.parallel > 1:
+        text = f"{case.parallel} x at one instant: " + text
+    return text.replace(fx_root, "$TMP")
+
+
+def _quote(a: str) -> str:
+    return a if a and all(c.isalnum() or c in "-_./:=,+" for c in a) else repr(a)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def write_markdown(outcomes: Sequence[Outcome], path: Path, fx_root: str, mountable: bool) -> None:
+    """docs/bad_inputs.md: the totals and one row per case."""
+    t = totals(outcomes)
+    lines = [
+        "# Bad inputs and faults: what every command does",
+        "",
+        "Written by `python tools/bad_inputs.py` (do not edit by hand). Each row is one "
+        "bad input or fault; the verdict is `pass` when the command did what the row "
+        "expects: **refuse** = exit 2 with a last stderr line naming the parameter "
+        "(`'param' must be <rule>: <value>`), **fail** = exit 1 in one line after keeping "
+        "what finished, **ok** = exit 0 with a clean stderr, **interrupt** = Ctrl-C "
+        "stops it in one line (exit 130). `$TMP` is the audit's scratch folder; "
+        + ("read-only and full locations are small tmpfs mounts." if mountable else
+           "read-only locations are paths below a regular file and the full disk is "
+           "/dev/full (no mounts here).")
+        + f" Every case runs under a {MEMORY_LIMIT / 2**30:g} GiB address-space limit "
+        "(RLIMIT_AS), which the memory estimates count as what is available.",
+        "",
+        "| total | count |",
+        "|---|---:|",
+    ]
+    lines += [f"| {k} | {v} |" for k, v in t.items()]
+    lines += ["", "| case | command | expected | exit | seconds | last stderr line | traceback "
+              "| verdict |", "|---|---|---|---:|---:|---|---|---|"]
+    for o in outcomes:
+        exp = o.case.expect
+        want = exp.kind + (f" `{exp.text}`" if exp.text else "")
+        status = "hang" if o.hang else ("" if o.status is None else str(o.status))
+        if o.statuses:
+            status = ",".join("-" if s is None else str(s) for s in o.statuses)
+        last = o.last.replace(fx_root, "$TMP")
+        if len(last) > 160:
+            last = last[:157] + "..."
+        verdict = o.verdict + (f" ({o.detail})" if o.detail and o.verdict != "pass" else "")
+        lines.append(f"| {o.case.id} | `{_cell(_cmd_text(o.case, fx_root))}` | {want} | {status} "
+                     f"| {o.seconds:.1f} | {_cell(last)} | {'yes' if o.traceback else 'no'} "
+                     f"| {_cell(verdict)} |")
+    notes = [o for o in outcomes if o.case.note]
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"- {o.case.id}: {o.case.note}" for o in notes]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@contextlib.contextmanager
+def fixtures() -> Iterator[Fixtures]:
+    """The audit's scratch folder and mounts, removed afterwards."""
+    fx = Fixtures()
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    _CWD[0] = str(fx.root)
+    try:
+        yield fx
+    finally:
+        fx.close()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # unwind, so the mounts and the scratch folder are removed
+
+
+def run_cases(select: Callable[[Case], bool] = lambda c: True, *,
+              log: Callable[[str], None] | None = None) -> tuple[list[Outcome], Fixtures]:
+    """Run the selected cases; return their outcomes (fixtures already removed)."""
+    outcomes = []
+    with fixtures() as fx:
+        if any(select(c) and "existing-results" in c.id for c in build_cases(fx)):
+            fx.make_ro_results()
+        for case in build_cases(fx):
+            if not select(case):
+                continue
+            o = run_case(case)
+            outcomes.append(o)
+            if log is not None:
+                log(f"{o.verdict:17s} {o.seconds:6.1f}s  {case.id}: {o.last[:110]}")
+    return outcomes, fx
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", default=None, metavar="TEXT",
+                    help="run the cases whose id contains TEXT (repeatable)")
+    ap.add_argument("--list", action="store_true", help="list the cases, do not run them")
+    ap.add_argument("--doc", default=str(DOC), help=f"markdown table to write (default {DOC})")
+    args = ap.parse_args(argv)
+
+    def select(c: Case) -> bool:
+        return not args.only or any(t in c.id for t in args.only)
+
+    if args.list:
+        with fixtures() as fx:
+            for c in build_cases(fx):
+                if select(c):
+                    print(f"{c.id}: {_cmd_text(c, str(fx.root))} -> {c.expect.kind} {c.expect.text}")
+        return 0
+    outcomes, fx = run_cases(select, log=lambda s: print(s, flush=True))
+    if not args.only:
+        write_markdown(outcomes, Path(args.doc), str(fx.root), fx.mountable)
+        print(f"wrote {args.doc}")
+    t = totals(outcomes)
+    print(", ".join(f"{k} {v}" for k, v in t.items()))
+    return 0 if t["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
