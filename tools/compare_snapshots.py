@@ -38,7 +38,10 @@ def _normalise(path: Path, root: Path) -> str:
         rows = list(csv.reader(io.StringIO(text)))
         if rows:
             keep = [i for i, c in enumerate(rows[0]) if c not in SKIP_COLUMNS]
-            return "\n".join(",".join(r[i] for i in keep if i < len(r)) for r in rows)
+            lines = [",".join(r[i] for i in keep if i < len(r)) for r in rows]
+            if path.name == "records.csv":  # rows land in completion order, not a result
+                lines = lines[:1] + sorted(lines[1:])
+            return "\n".join(lines)
     try:
         return json.dumps(_json_clean(json.loads(text)), sort_keys=True, indent=0)
     except ValueError:
