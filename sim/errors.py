@@ -30,6 +30,7 @@ __all__ = [
     "format_bytes",
     "check_output_file",
     "check_output_dir",
+    "read_csv_text",
     "one_line",
 ]
 
@@ -297,6 +298,26 @@ def _nearest_existing(path: Path) -> Path:
     while not p.exists() and p != p.parent:
         p = p.parent
     return p
+
+
+def read_csv_text(name: str, path: str | os.PathLike[str]) -> str:
+    """The text of a CSV file, or one ConfigError line naming ``name`` and what is wrong.
+
+    Raises
+    ------
+    ConfigError
+        ``'<name>' must be a readable CSV file: <path> (<reason>)`` when it
+        cannot be read, ``'<name>' must be a CSV text file (UTF-8): ...`` when
+        it holds bytes that are not text (a binary file is bad input, not a crash).
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(name, "a readable CSV file", f"{path} ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(name, "a CSV text file (UTF-8)",
+                          f"{path} (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
+                          f"{exc.start} is not text)") from None
 
 
 def check_output_dir(name: str, path: str | os.PathLike[str]) -> Path:

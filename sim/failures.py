@@ -51,6 +51,7 @@ from .errors import (
     check_memory_terms,
     check_positive,
     check_probability,
+    read_csv_text,
 )
 from .rng import Streams
 
@@ -324,14 +325,7 @@ def read_trace(path: str | Path) -> Trace:
         (with the line number and what is wrong).
     """
     p = Path(path)
-    try:
-        fh = io.StringIO(p.read_text(encoding="utf-8"), newline="")
-    except OSError as exc:
-        raise ConfigError("trace", "a readable CSV file", f"{path} ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:  # a binary file is bad input, not a crash
-        raise ConfigError("trace", "a CSV text file (UTF-8)",
-                          f"{path} (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
-                          f"{exc.start} is not text)") from None
+    fh = io.StringIO(read_csv_text("trace", p), newline="")
     per: dict[str, list[tuple[float, float]]] = {}
     with fh:
         reader = csv.DictReader(fh)

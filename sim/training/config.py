@@ -21,6 +21,7 @@ from ..errors import (
     check_nonnegative,
     check_positive,
     check_probability,
+    read_csv_text,
 )
 from ..failures import DISTRIBUTIONS, read_trace
 from ..pipeline import quality_table
@@ -103,14 +104,7 @@ def read_speeds(path: str | Path, stages: int) -> tuple[tuple[tuple[float, ...],
     """
     L = check_int("stages", stages, low=1)
     p = Path(path)
-    try:
-        fh = io.StringIO(p.read_text(encoding="utf-8"), newline="")
-    except OSError as exc:
-        raise ConfigError("speeds", "a readable CSV file", f"{path} ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:  # a binary file is bad input, not a crash
-        raise ConfigError("speeds", "a CSV text file (UTF-8)",
-                          f"{path} (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
-                          f"{exc.start} is not text)") from None
+    fh = io.StringIO(read_csv_text("speeds", p), newline="")
     table: dict[tuple[int, int], tuple[float, float | None]] = {}
     with fh:
         reader = csv.DictReader(fh)
