@@ -80,6 +80,16 @@ def ok(text: str = "") -> Expect:
     return Expect("ok", text)
 
 
+def benched(text: str = "") -> Expect:
+    """A benchmark that runs through: exit 0, or exit 1 with one line naming the missed targets.
+
+    Whether a speed target is met depends on the machine and its load, so the
+    case judges what it is about (no traceback, nothing alarming on stderr,
+    ``text`` on stdout), not the target.
+    """
+    return Expect("bench", text)
+
+
 @dataclass
 class Case:
     """One bad input or fault."""
@@ -682,7 +692,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                  (full + "/b.jsonl") if fx.mountable else full),
         refuse("out"), timeout=20)
     add("bench/sweep-no-dask-tracebacks", B("--quick", "--parts", "sweep", "--out", "-"),
-        ok("sweep"), timeout=300, note="a successful run prints no Dask shutdown tracebacks")
+        benched("sweep"), timeout=300, note="a successful run prints no Dask shutdown tracebacks")
 
     # -- the public API -------------------------------------------------------------
     add("api/PipelineConfig-availability-string", api(
@@ -930,7 +940,10 @@ def judge(case: Case, status: int | None, out: str, err: str, hang: bool) -> tup
         if case.expect.text not in last:
             return "unexpected output", last
         return "pass", ""
-    # ok
+    # ok (and bench, whose exit 1 reports a missed speed target in one line)
+    if kind == "bench" and status == 1 and "target(s) missed" in last:
+        status = 0
+        err = err.replace(last, "")
     if status != 0:
         return "wrong exit", f"exit {status}, wanted 0"
     alarm = next((a for a in _ALARMS if a in err), None)
