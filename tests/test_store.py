@@ -187,8 +187,11 @@ def test_ctrl_c_leaves_a_consistent_store(tmp_path):
         "def model(config, streams):\n    time.sleep(0.05)\n    return {'y': streams.rng('y').random()}\n"
         "if __name__ == '__main__':\n    from sim.cli import main_for\n    sys.exit(main_for(__file__))\n")
     out = tmp_path / "o"
+    # a child inherits an ignored SIGINT (a background job of a non-interactive shell, some
+    # test runners' workers), and Python then never raises KeyboardInterrupt: restore it
     proc = subprocess.Popen([sys.executable, str(exp), "--executor", "serial", "--out", str(out),
-                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
     while time.time() < deadline:
         if (out / "records.csv").exists() and (out / "records.csv").read_text().count("\n") >= 11:
