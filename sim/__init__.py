@@ -17,11 +17,18 @@ Study B: gossip averaging
 Replications, sweeps and results
     replicate, run_one, sweep, SweepResult, run_experiment, Estimate, mean_ci,
     summarize
+Which engine or closed form answers a config
+    the module :mod:`sim.engines` (``engines.select(family, config)``,
+    ``engines.predictions(family, config)``)
+The training pipeline and gossip training
+    :mod:`sim.training` (``TrainingConfig``, ``training_model``) and
+    :mod:`sim.learning` (``LearningConfig``, objectives, ``LocalSGD``), imported
+    on demand
 Exact references
     the module :mod:`sim.analytic` (``from sim import analytic``)
 """
 
-from . import analytic
+from . import analytic, engines
 from .adversaries import make_adversary, make_defence
 from .errors import ConfigError
 from .failures import (
@@ -47,6 +54,7 @@ from .traces import TraceReplay, fit_trace, load_trace, trace_stats
 __version__ = "0.1.0"
 
 __all__ = [
+    "engines",
     "ConfigError",
     "Streams",
     "FailureModel",

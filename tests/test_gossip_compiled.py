@@ -11,7 +11,7 @@ import pytest
 from sim import engines
 from sim.errors import ConfigError
 from sim.gossip import GossipConfig, gossip_model
-from sim.gossip.kernel import HAVE_NUMBA
+from sim.gossip.compiled import HAVE_NUMBA
 from sim.rng import Streams
 
 pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="needs the fast extra (numba)")

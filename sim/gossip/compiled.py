@@ -21,6 +21,7 @@ to the SimPy engine, and the engine says so.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import numpy as np
@@ -30,12 +31,15 @@ from ..adversaries import Adversary, Defence, make_adversary, make_defence
 from ..engines import Applies, Engine
 from ..errors import ConfigError
 from .config import GossipConfig
-from .kernel import ADV_CONSTANT, HAVE_NUMBA, SENDER_KINDS, AsyncLoop, stream_states
 from .records import Records
 from .state import GossipSystem
 from .update import NodeUpdate, default_update
 
 __all__ = ["CompiledEngine", "CompiledAsync", "compiled_obstacle"]
+
+#: Whether numba is installed; the kernel (and numba, about half a second) is
+#: imported only when a config asks for the compiled engine.
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 
 def compiled_obstacle(config: GossipConfig, adversary: Adversary | None, defence: Defence,
@@ -50,6 +54,8 @@ def compiled_obstacle(config: GossipConfig, adversary: Adversary | None, defence
     if not update.is_identity():
         return "a node update (local training steps) runs on the SimPy engine"
     if adversary is not None and adversary.constant() is None:
+        from .kernel import SENDER_KINDS
+
         form = adversary.compiled_form()
         if form is None or form[0] not in SENDER_KINDS:
             return f"adversary {type(adversary).__name__} has no compiled form"
@@ -64,6 +70,8 @@ class CompiledAsync(GossipSystem):
     def __init__(self, config: GossipConfig, streams: Any, *, path: str = "auto",
                  **kwargs: Any) -> None:
         super().__init__(config, streams, path="auto", **kwargs)
+        from .kernel import ADV_CONSTANT, SENDER_KINDS, AsyncLoop, stream_states
+
         why = compiled_obstacle(config, self.adversary, self.defence, self.update)
         if why is not None:
             raise ConfigError("engine", f"des or auto for this configuration (compiled: {why})",
