@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from typing import Any
 
 from ..engines import predictions, select
 from ..errors import ConfigError, SimulationError, check, check_choice, check_int
 from ..failures import DISTRIBUTIONS
-from ..results import summarize
+from ..results import rate_ci, summarize
 from ..rng import Streams
 from ..runner import replicate
 from ..training import (
@@ -31,6 +32,7 @@ from ..training import (
 from ..training.flow import LOST_CAUSES
 from ._applies import refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
+from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "train"
 HELP = "pipeline training in simulated wall clock: throughput, step time, cost; vs exact references"
@@ -104,8 +106,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="place replicas on a layout (its domains and link latencies are used)")
     a("--placement", default=None, metavar="POLICY",
       help="with --topology: " + ", ".join(PLACEMENTS) + " (default shared)")
-    a("--failure-trace", default=None, metavar="CSV",
-      help="replay down intervals worker,start,end of workers s{stage}r{replica}")
     a("--mtbf", type=float, default=math.inf, help="spot: mean time to preemption (default inf)")
     a("--replace-time", type=float, default=0.0, help="spot: time to replace a preempted worker")
     a("--detection-timeout", type=float, default=0.0, help="time to detect a lost pass")
@@ -126,6 +126,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--max-time", type=float, default=math.inf,
       help="stop each replication at this simulated time (default inf: when N steps are done)")
     a("--engine", default="auto", help="training engine: auto or des")
+    add_failure_trace_options(p)
     add_run_options(p, replications=10)
 
 
@@ -158,9 +159,45 @@ def check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "skip_penalty", args.skip_budget > 0, "with --skip-budget > 0")
 
 
+#: A worker name of the training system (a dtsim CSV of such names is replayed by name).
+_REPLICA_NAME = re.compile(r"s[0-9]+r[0-9]+")
+
+
+def failure_trace_option(args: argparse.Namespace) -> Any:
+    """``--failure-trace`` and its options as the config's ``failure_trace`` (None without it).
+
+    A dtsim interval CSV whose workers are all named ``s{stage}r{replica}`` is
+    replayed by name, in its own times (its path is returned; workers it does
+    not list follow the availability model), and the slot options are refused
+    with it. Any other trace (a shipped name, or a file of any format
+    :mod:`sim.traces` reads) is a :class:`~sim.traces.TraceReplay` replayed
+    through its mapping policy, worker ``s{j}r{i}`` on slot ``k`` in
+    stage-major order; the availability model's options are refused with it.
+    """
+    replay = failure_trace_from_args(args)
+    if replay is None:
+        return None
+    tr = replay.load()
+    if tr.format == "dtsim":
+        from ..failures import read_trace
+
+        if all(_REPLICA_NAME.fullmatch(w) for w in read_trace(args.failure_trace).workers):
+            for dest in ("time_unit", "trace_policy", "trace_speedup", "trace_start",
+                         "trace_loop", "trace_resample", "trace_block", "trace_model"):
+                refuse_unless(args, dest, False, "with a trace replayed through slots (a "
+                              "dtsim CSV of workers s{stage}r{replica} is replayed by name, "
+                              "in its own times)")
+            return args.failure_trace
+    for dest in ("availability", "mean_downtime", "failure_distribution", "failure_shape"):
+        refuse_unless(args, dest, False, "without --failure-trace (the trace sets the workers' "
+                      "up and down times)")
+    return replay
+
+
 def config_from_args(args: argparse.Namespace) -> TrainingConfig:
     """Validate every option and build the :class:`TrainingConfig` (before any simulation)."""
     check_options(args)
+    failure_trace = failure_trace_option(args)
     check_int("stages", args.stages, low=1)
     check_int("replications", args.replications, low=1)
     check_choice("placement", args.placement or "shared", PLACEMENTS)
@@ -176,7 +213,7 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         optimizer_time=args.optimizer_time, availability=args.availability,
         mean_downtime=args.mean_downtime, domain_outage=args.domain_outage,
         domain_downtime=args.domain_downtime, failure_distribution=args.failure_distribution,
-        failure_shape=args.failure_shape, failure_trace=args.failure_trace, mtbf=args.mtbf,
+        failure_shape=args.failure_shape, failure_trace=failure_trace, mtbf=args.mtbf,
         replace_time=args.replace_time, detection_timeout=args.detection_timeout,
         skip_budget=args.skip_budget, skip_penalty=args.skip_penalty, penalty=args.penalty,
         max_wait=args.max_wait, checkpoint_every=args.checkpoint_every,
@@ -218,6 +255,9 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     if failure is not None:
         raise failure
     est = summarize(records, [m for m in sel.engine.metrics])
+    ok = [r for r in records if not r.get("error")]
+    for m in ("drop_rate", "worker_availability"):  # fractions: inside [0, 1], "below X" at 0
+        est[m] = rate_ci([float(r[m]) for r in ok])
     pred = predictions("training", cfg)
     out: dict[str, Any] = {
         "engine": sel.name, "engine_reason": sel.reason,
@@ -233,6 +273,8 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         "latency_mean": est["latency_mean"].mean, "latency_mean_ci": est["latency_mean"],
         "drop_rate": est["drop_rate"].mean, "drop_rate_ci": est["drop_rate"],
         "mean_quality": est["mean_quality"].mean,
+        "worker_availability": est["worker_availability"].mean,
+        "worker_availability_ci": est["worker_availability"],
         "lost_time": {k: est[f"lost_{k}"].mean for k in LOST_CAUSES},
         "restarts": est["restarts"].mean, "preemptions": est["preemptions"].mean,
         "workers": cfg.workers, "worker_hours": est["worker_hours"].mean,
@@ -247,6 +289,11 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         out[key] = p["value"]
         notes[key] = (f"{p['reference']}: {p['note']}" if p["value"] is not None else p["note"])
     out["reference_note"] = notes
+    if cfg.failure_trace is not None:
+        out["failure_trace"] = cfg.failure_trace if isinstance(cfg.failure_trace, str) \
+            else cfg.failure_trace.trace
+        out["trace_policy"] = None if isinstance(cfg.failure_trace, str) \
+            else cfg.failure_trace.policy
     out.update(replications=replications, steps=cfg.steps, microbatches=cfg.microbatches,
                seed=seed)
     return out
@@ -263,6 +310,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"L={cfg.stages} stages, replicas {','.join(map(str, cfg.replicas))} ({cfg.workers} "
           f"workers), {cfg.schedule}/{cfg.routing}, m={cfg.microbatches}, N={cfg.steps}; "
           f"{args.replications} replications, seed {args.seed}")
+    if cfg.failure_trace is not None:
+        how = "by worker name" if out["trace_policy"] is None else f"policy {out['trace_policy']}"
+        print(f"failure trace {out['failure_trace']} ({how}): worker availability "
+              f"{out['worker_availability_ci']}")
     rows = []
     for label, key, pkey in [("throughput", "throughput", "predicted_throughput"),
                              ("throughput (steady)", "throughput_steady", "predicted_throughput_steady"),

@@ -185,8 +185,14 @@ class TrainingConfig:
     availability, mean_downtime, domain_outage, domain_downtime,
     failure_distribution, failure_shape, placement, failure_trace
         The failure model of :mod:`sim.failures` (as in Study A's pipeline);
-        ``failure_trace`` is a CSV of down intervals of workers ``s{j}r{i}``
-        (workers it does not list follow the availability model).
+        ``failure_trace`` is either the path of a CSV of down intervals of
+        workers named ``s{j}r{i}`` (replayed by name; workers it does not list
+        follow the availability model), or a :class:`sim.traces.TraceReplay`
+        of any trace (shipped or a file of any format sim.traces reads):
+        worker ``s{j}r{i}`` replays slot ``k`` in stage-major order, the
+        ``domain`` policy's domains are the stages, more workers than the
+        trace's slots are refused unless the policy tiles, ``availability``
+        must stay 1, and a finite ``max_time`` must fit in the replay.
     mtbf, replace_time : float
         Spot model: each worker is preempted after an exponential time of mean
         ``mtbf`` (inf: never) and replaced ``replace_time`` later.
@@ -239,7 +245,7 @@ class TrainingConfig:
     failure_distribution: str = "exponential"
     failure_shape: float | None = None
     placement: Any = None
-    failure_trace: str | None = None
+    failure_trace: Any = None
     mtbf: float = math.inf
     replace_time: float = 0.0
     detection_timeout: float = 0.0
@@ -320,7 +326,7 @@ class TrainingConfig:
         check_choice("failure_distribution", self.failure_distribution, DISTRIBUTIONS)
         if self.failure_shape is not None:
             check_positive("failure_shape", self.failure_shape)
-        if self.failure_trace is not None:
+        if isinstance(self.failure_trace, str):  # a CSV of named workers s{j}r{i}
             try:
                 trace = read_trace(self.failure_trace)
             except ConfigError as exc:  # name this config's field, not read_trace's argument
@@ -329,6 +335,18 @@ class TrainingConfig:
             extra = sorted(set(trace.workers) - names)
             check(not extra, "failure_trace", "a trace of workers s{stage}r{replica} of this "
                   "pipeline", f"{self.failure_trace} ({extra[0] if extra else ''})")
+        elif self.failure_trace is not None:  # any trace, replayed through its mapping policy
+            from ..traces import TraceReplay
+
+            check(isinstance(self.failure_trace, TraceReplay), "failure_trace",
+                  "a CSV path of workers s{stage}r{replica} or a sim.traces.TraceReplay",
+                  self.failure_trace)
+            self.failure_trace.check_workers(self.workers)
+            check(self.availability == 1.0, "availability",
+                  "1 with a replayed failure trace (the trace sets every worker's up and "
+                  "down times)", self.availability)
+            if self.max_time < math.inf:
+                self.failure_trace.check_horizon(self.max_time, name="max_time")
         check_positive("mtbf", self.mtbf, allow_inf=True)
         check_int("skip_budget", self.skip_budget, low=0, high=L)
         quality_table(L, self.skip_penalty, self.penalty)

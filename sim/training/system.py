@@ -31,7 +31,7 @@ METRICS = (
     "drop_rate", "mean_quality", "mean_skipped", "passes", "lost_passes", "reroutes",
     "recomputes", "skips", "waits", "restarts", "checkpoints", "preemptions", "workers",
     "worker_hours", "samples", "samples_per_second", "samples_per_worker_hour", "cost",
-    "samples_per_dollar", *(f"lost_{k}" for k in LOST_CAUSES),
+    "samples_per_dollar", "worker_availability", *(f"lost_{k}" for k in LOST_CAUSES),
 )
 
 
@@ -82,14 +82,28 @@ class TrainingSystem:
         pl = c.domain_placement
         fm.add_placement_domains(pl, mean_downtime=c.domain_downtime,
                                  distribution=c.failure_distribution, shape=c.failure_shape)
-        trace = read_trace(c.failure_trace).intervals if c.failure_trace else {}
+        named = isinstance(c.failure_trace, str)
+        trace = read_trace(c.failure_trace).intervals if named else {}
+        replayed = None
+        if c.failure_trace is not None and not named:  # slot k = worker k, stage-major
+            from ..traces import attach
+
+            reps = self.flow.replicas
+            parents = [pl.replica_domains[r.stage][r.index] for r in reps]
+            replayed = attach(fm, c.failure_trace,
+                              [(r.name, ch[-1] if ch else None) for r, ch in zip(reps, parents,
+                                                                                strict=True)],
+                              streams=streams, domain_of=[r.stage for r in reps])
         self.workers = []
-        for rep in self.flow.replicas:
-            chain = pl.replica_domains[rep.stage][rep.index]
-            w = fm.add_worker(rep.name, chain[-1] if chain else None,
-                              availability=c.availability, mean_downtime=c.mean_downtime,
-                              distribution=c.failure_distribution, shape=c.failure_shape,
-                              trace=trace.get(rep.name))
+        for k, rep in enumerate(self.flow.replicas):
+            if replayed is not None:
+                w = replayed[k]
+            else:
+                chain = pl.replica_domains[rep.stage][rep.index]
+                w = fm.add_worker(rep.name, chain[-1] if chain else None,
+                                  availability=c.availability, mean_downtime=c.mean_downtime,
+                                  distribution=c.failure_distribution, shape=c.failure_shape,
+                                  trace=trace.get(rep.name))
             w.on_change(self._callback(rep))
             self.workers.append(w)
         return fm
@@ -110,8 +124,12 @@ class TrainingSystem:
             self.env.process(slot.run(self.env))
         self.trainer.proc = self.env.process(self.trainer.run())
         until = self.trainer.done
-        if self.config.max_time < math.inf:
-            until = self.env.any_of([until, self.env.timeout(self.config.max_time)])
+        stop = self.config.max_time
+        if stop < math.inf and not isinstance(self.config.failure_trace, (str, type(None))):
+            # the config allows a max_time within rounding of the replay's end: stop at the end
+            stop = min(stop, self.config.failure_trace.duration)
+        if stop < math.inf:
+            until = self.env.any_of([until, self.env.timeout(stop)])
         self.env.run(until=until)
         return self.metrics()
 
@@ -174,6 +192,8 @@ class TrainingSystem:
             "samples_per_worker_hour": samples / worker_hours if worker_hours > 0 else nan,
             "cost": cost,
             "samples_per_dollar": samples / cost if cost and cost > 0 else nan,
+            "worker_availability": float(np.mean([w.own_availability(wall)
+                                                  for w in self.workers])),
         }
         for k in LOST_CAUSES:
             out[f"lost_{k}"] = flow.lost[k]
@@ -200,7 +220,9 @@ def training_model(config: TrainingConfig, streams: Streams) -> dict[str, float]
         ``preemptions``), ``workers``, ``worker_hours`` (billed: a preempted
         slot is not billed until its replacement), ``samples``,
         ``samples_per_second``, ``samples_per_worker_hour``, ``cost`` and
-        ``samples_per_dollar`` (NaN unpriced), and ``lost_<cause>``: replica
+        ``samples_per_dollar`` (NaN unpriced), ``worker_availability`` (the
+        failure model's workers' own up-fraction over the run, mean over
+        workers; spot preemptions not included), and ``lost_<cause>``: replica
         time in lost passes (``lost_pass``), recomputed forwards
         (``recompute``), weight downloads (``download``); detection timeouts
         charged per re-queued pass (``reroute``); microbatch time waiting at
