@@ -194,6 +194,18 @@ def _fit(args: argparse.Namespace) -> int:
     if f["zero_length"]:
         print(f"{f['zero_length']} zero-length periods (a dip and a replacement at one "
               "timestamp) left out of the duration fits")
+    d = f["domains"]
+    if "error" in d:
+        print(f"domain hierarchy: none ({d['error']})")
+    else:
+        print(f"domain hierarchy (the failure model's domains): {d['domains']} "
+              f"domain{'s' if d['domains'] != 1 else ''} of {d['domain_size']} workers; domain outage {d['domain_outage']:.4g} with mean "
+              f"{d['domain_mean_downtime']:.4g} s (mean up {d['domain_mean_uptime']:.4g} s); "
+              f"own availability {d['availability']:.4g}, mean own outage "
+              f"{d['mean_downtime']:.4g} s"
+              + ("; at the bound a = availability: the bursts are smaller than whole domains "
+                 "of up workers, so the fit puts every outage on the workers (rho = 0) and "
+                 "makes each burst an instant domain outage" if d["boundary"] else ""))
     g = f["generator"]
     if "error" in g:
         print(f"no generator: {g['error']}")

@@ -11,7 +11,9 @@
   tiling and resampled replications (:mod:`sim.traces.replay`);
   :func:`attach` adds replayed workers to any :class:`sim.failures.FailureModel`.
 - :func:`fit_trace` fits durations and burst sizes with scipy.stats;
-  :func:`fit_model` gives a :class:`BurstyModel` that generates look-alikes.
+  :func:`fit_model` gives a :class:`BurstyModel` that generates look-alikes;
+  :func:`fit_domains` fits the bursts as a domain hierarchy of
+  :mod:`sim.failures` (its ``cluster_config()`` plugs into ``ClusterConfig``).
 """
 
 from .fit import (
@@ -23,6 +25,7 @@ from .fit import (
     fit_trace,
     independent_model,
 )
+from .fit_domains import DomainFit, cluster_trace, fit_domains
 from .model import AvailabilityTrace, NodeSpan, count_trace
 from .readers import FORMATS, TIME_UNITS, detect_format, parse_trace_text, read_trace_file
 from .registry import SHIPPED, load_trace, shipped_names, shipped_path
@@ -48,5 +51,5 @@ __all__ = [
     "TraceEnded", "attach", "end_guard",
     "integral", "preemption_events", "trace_stats", "format_trace", "write_trace",
     "BurstyModel", "envelope", "fit_durations", "fit_model", "fit_sizes", "fit_trace",
-    "independent_model",
+    "independent_model", "DomainFit", "fit_domains", "cluster_trace",
 ]

@@ -13,7 +13,10 @@ and the Kolmogorov-Smirnov distance to the uncensored periods.
 
 The burst structure is the law of the number of instances lost at one
 preemption event: the empirical law, and a zero-truncated geometric fitted by
-maximum likelihood (``P(K = k) = (1 - p)^(k - 1) p``, ``p = 1 / mean size``).
+maximum likelihood (``P(K = k) = (1 - p)^(k - 1) p``, ``p = 1 / mean size``);
+and, as a domain hierarchy with the failure model's domains (domain size,
+domain outage fraction and length, own availability and outage length), by
+:mod:`sim.traces.fit_domains`.
 
 The generator (:class:`BurstyModel`) is a compound process: preemption
 events arrive as a Poisson process of the trace's event rate (events over
@@ -308,8 +311,11 @@ def fit_trace(trace: AvailabilityTrace, *, policy: str = "recent",
         ``policy``, ``up`` and ``down`` (from :func:`fit_durations`, or None),
         ``zero_length`` periods left out, ``sizes`` (:func:`fit_sizes`),
         ``interevent`` (the laws fitted to the times between preemption
-        events), and ``generator`` (the :class:`BurstyModel` fields, or the
-        reason there is none).
+        events), ``domains`` (the domain hierarchy of
+        :func:`sim.traces.fit_domains.fit_domains` as a dict with its
+        ``cluster_config``, or ``error``: why there is none), and
+        ``generator`` (the :class:`BurstyModel` fields, or the reason there
+        is none).
     """
     d = durations(trace, policy=policy, rng=rng)
     et, sizes = preemption_events(trace)
@@ -322,6 +328,11 @@ def fit_trace(trace: AvailabilityTrace, *, policy: str = "recent",
         "sizes": fit_sizes(sizes),
         "interevent": fit_durations(gaps[gaps > 0]),
     }
+    from .fit_domains import fit_domains
+
+    dom = fit_domains(trace)
+    out["domains"] = dom.as_dict() if dom is not None else {
+        "error": "no preemption event removes two or more instances (no domain structure)"}
     try:
         m = fit_model(trace, policy=policy, rng=rng)
         out["generator"] = {k: getattr(m, k) for k in (
