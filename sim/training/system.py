@@ -196,7 +196,7 @@ class TrainingSystem:
                                                   for w in self.workers])),
         }
         for k in LOST_CAUSES:
-            out[f"lost_{k}"] = flow.lost[k]
+            out[f"lost_{k}"] = float(flow.lost[k])  # a plain float (was numpy's at times)
         return out
 
 
