@@ -292,8 +292,10 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     if cfg.failure_trace is not None:
         out["failure_trace"] = cfg.failure_trace if isinstance(cfg.failure_trace, str) \
             else cfg.failure_trace.trace
-        out["trace_policy"] = None if isinstance(cfg.failure_trace, str) \
-            else cfg.failure_trace.policy
+        named = isinstance(cfg.failure_trace, str)
+        out["trace_policy"] = None if named else cfg.failure_trace.policy
+        out["trace_resample"] = None if named else cfg.failure_trace.resample
+        out["trace_model"] = None if named else cfg.failure_trace.model
     out.update(replications=replications, steps=cfg.steps, microbatches=cfg.microbatches,
                seed=seed)
     return out
@@ -312,6 +314,10 @@ def run(args: argparse.Namespace) -> int:
           f"{args.replications} replications, seed {args.seed}")
     if cfg.failure_trace is not None:
         how = "by worker name" if out["trace_policy"] is None else f"policy {out['trace_policy']}"
+        if out["trace_resample"] not in (None, "none"):
+            how += f", resample {out['trace_resample']}"
+        if out["trace_model"] not in (None, "trace"):
+            how += f", model {out['trace_model']}"
         print(f"failure trace {out['failure_trace']} ({how}): worker availability "
               f"{out['worker_availability_ci']}")
     rows = []
