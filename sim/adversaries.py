@@ -423,6 +423,17 @@ class Defence:
         """
         return None
 
+    def compiled_form(self) -> tuple[str, float] | None:
+        """``(rule, parameter)`` naming a receiving rule the compiled engine implements, if any.
+
+        ``("clip", tau)`` for a fixed radius (``inf``: plain averaging; the
+        default whenever :meth:`fixed_radius` gives one) or ``("oracle", 0.0)``
+        for the ClippedGossip oracle radius of :class:`AdaptiveClip`. ``None``
+        leaves the defence to the SimPy engines.
+        """
+        tau = self.fixed_radius()
+        return None if tau is None else ("clip", float(tau))
+
 
 class NoDefence(Defence):
     """Plain pairwise averaging: ``x_i += diff / 2``."""
@@ -468,6 +479,13 @@ class AdaptiveClip(Defence):
     """
 
     kind = "adaptive"
+
+    def compiled_form(self) -> tuple[str, float] | None:
+        """``("oracle", 0.0)``, unless a subclass changed how the radius or the move is computed."""
+        cls = type(self)
+        same = (cls.radius is AdaptiveClip.radius and cls.move is Defence.move
+                and cls.step is Defence.step)
+        return ("oracle", 0.0) if same else None
 
     def radius(self, view: View, receivers: np.ndarray) -> np.ndarray:
         a = view.nbhd.adversary_degree(receivers).astype(float)

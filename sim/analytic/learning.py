@@ -86,6 +86,7 @@ __all__ = [
     "steps_to_equilibrium",
     "edge_training_moments",
     "metropolis_weights",
+    "async_training_mean",
 ]
 
 #: Protocols with an exact first moment on quadratics.
@@ -884,3 +885,120 @@ def edge_training_moments(graph: nx.Graph, curvature: Any, optimum: Any, lr: flo
             t += 1
     return {"steps": pts, "honest_mean": out_mean, "consensus_distance": out_cons,
             "sq_distance_to_optimum": out_sq, "loss": out_loss, "optimum": xs}
+
+
+def async_training_mean(curvature: Any, optimum: Any, lr: float, step_time: Any,
+                        times: Any, *, graph: nx.Graph | None = None, wake_rate: float = 1.0,
+                        stubborn: Mapping[int, Any] | None = None,
+                        x0: Any = None) -> np.ndarray:
+    """Exact expected parameters of every honest node under async gossip training.
+
+    Every node wakes on its own Poisson clock of rate ``wake_rate`` and
+    averages with a uniformly random neighbour, instantly (no latency, no
+    churn, no clipping); every honest node ``i`` takes one local step
+    ``x <- x - eta (grad f_i(x) + sigma xi)`` at each multiple of its
+    ``step_time[i]`` (the continuous local work of the ``async`` protocol).
+    Stubborn nodes hold ``b``.
+
+    Parameters
+    ----------
+    curvature, optimum : array_like, shape (n, d)
+        ``a_ik`` and ``c_ik`` (rows of stubborn nodes are ignored).
+    lr : float
+        ``eta``, with ``eta * a_ik < 2`` at every honest node.
+    step_time : float or array_like, shape (n,)
+        Time of one local step of every node (> 0).
+    times : array_like
+        Non-decreasing times at which to report.
+    graph : networkx.Graph, optional
+        The graph (positions in ``G.nodes()`` order); default the complete graph.
+    wake_rate : float
+        ``w``, the clock rate of every node.
+    stubborn : dict, optional
+        ``{position: b}``.
+    x0 : scalar, (d,) or (n, d) or (h, d) array, optional
+        Expected initial honest values (default 0).
+
+    Returns
+    -------
+    numpy.ndarray, shape (len(times), h, d)
+        :math:`E[x_i(t)]` for the honest nodes in position order.
+
+    Notes
+    -----
+    The edge ``{i, j}`` carries an exchange at rate
+    :math:`r_{ij} = w (1/d_i + 1/d_j)` (either end wakes and picks the other),
+    and an exchange moves each honest end half-way to the other's value, so
+    between local steps
+
+    .. math:: \\frac{d}{dt} E[x_i] = \\sum_{j \\sim i} \\frac{r_{ij}}{2} (E[x_j] - E[x_i]),
+
+    a linear system :math:`\\dot m = -L m` with stubborn rows fixed, solved
+    exactly by the matrix exponential. A local step at node ``i`` is affine,
+    :math:`E[x_i] \\leftarrow (1 - \\eta a_i) E[x_i] + \\eta a_i c_i`
+    (gradient noise has mean zero), so the first moment alternates the two
+    exactly. On the complete graph :math:`r_{ij}/2 = w / (n - 1)`.
+
+    References
+    ----------
+    .. [1] S. Boyd, A. Ghosh, B. Prabhakar, D. Shah, "Randomized gossip
+       algorithms", 2006 (the asynchronous time model: one Poisson clock per node).
+    .. [2] A. Koloskova et al., "A unified theory of decentralized SGD with
+       changing topology and local updates", 2020.
+    """
+    from scipy.linalg import expm
+
+    s = _setting(curvature, optimum, lr, 1, stubborn=stubborn)
+    n, d = s.n, s.d
+    eta = float(lr)
+    w = check_nonnegative("wake_rate", wake_rate)
+    st = np.broadcast_to(np.asarray(step_time, dtype=float), (n,))
+    check(bool(np.all(st > 0)), "step_time", "> 0 at every node", float(st.min()))
+    ts = np.asarray(times, dtype=float).ravel()
+    check(bool(np.all(np.diff(ts) >= 0)) and (ts.size == 0 or ts[0] >= 0), "times",
+          "non-decreasing and >= 0", ts.tolist()[:4])
+    if graph is None:
+        A = np.full((n, n), w / (n - 1))
+        np.fill_diagonal(A, 0.0)
+    else:
+        m, i, j = _graph_edges(graph)
+        check(m == n, "curvature", f"one row per graph node ({m})", n)
+        deg = np.bincount(np.concatenate([i, j]), minlength=n).astype(float)
+        r = 0.5 * w * (1.0 / deg[i] + 1.0 / deg[j])
+        A = np.zeros((n, n))
+        A[i, j] = r
+        A[j, i] = r
+    G = A - np.diag(A.sum(axis=1))
+    G[~s.honest] = 0.0  # stubborn rows never move
+    cache: dict[float, np.ndarray] = {}
+
+    def flow(x: np.ndarray, dt: float) -> np.ndarray:
+        if dt <= 0:
+            return x
+        E = cache.get(dt)
+        if E is None:
+            E = cache[dt] = expm(G * dt)
+        return E @ x
+
+    x = np.zeros((n, d))
+    x[s.honest] = _x0(x0, s)
+    x[~s.honest] = s.b[~s.honest]
+    hon = np.flatnonzero(s.honest)
+    T = float(ts.max()) if ts.size else 0.0
+    # local-step times of every honest node up to T, merged with the report times
+    ev: list[tuple[float, int, int]] = []
+    for node in hon:
+        k = np.arange(1, int(np.floor(T / st[node])) + 2)
+        ev.extend((float(k_ * st[node]), 0, int(node)) for k_ in k if k_ * st[node] <= T)
+    ev.extend((float(t), 1, r_) for r_, t in enumerate(ts))  # a step due at t comes first
+    ev.sort()
+    out = np.empty((ts.size, hon.size, d))
+    now = 0.0
+    for t, kind, who in ev:
+        x = flow(x, round(t - now, 12))
+        now = t
+        if kind == 1:
+            out[who] = x[hon]
+        else:
+            x[who] = (1.0 - eta * s.a[who]) * x[who] + eta * s.a[who] * s.c[who]
+    return out

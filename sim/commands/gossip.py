@@ -30,6 +30,7 @@ from ..learning import (
     place_adversaries,
     read_objective_file,
     summarize_training,
+    training_engine,
     training_model,
     training_objective,
 )
@@ -327,6 +328,7 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
     if len(errors) == len(records):
         raise SimulationError.from_records(records)  # type: ignore[misc]
     report = summarize_training(records, tc)
+    engine, engine_why = training_engine(tc)
     lc = tc.learning
     adversary = "labelflip" if tc.flipped else cfg.adversary
     if args.json:
@@ -338,7 +340,7 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
             "adversary_nodes": list(tc.flipped or cfg.adversary_positions),
             "adversary_value": cfg.value if cfg.adversary != "none" else None,
             "clip": cfg.clip, "adaptive_clip": cfg.adaptive_clip, "rule": tc.rule,
-            "seed": args.seed, "engine": cfg.resolved_engine, "engine_reason": cfg.engine_reason,
+            "seed": args.seed, "engine": engine, "engine_reason": engine_why,
             "objective_kind": lc.objective, "lr": lc.lr, "local_steps": lc.local_steps,
             "grad_noise": lc.grad_noise, "errors": errors,
         }
@@ -348,7 +350,7 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
     print(f"gossip training: {lc.objective} on {cfg.protocol} over {cfg.topology} with "
           f"n = {cfg.n} ({int(tc.honest.sum())} honest), lr {lc.lr}, H = {lc.local_steps}, "
           f"{report['replications']} replications, seed {args.seed}")
-    print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
+    print(f"engine: {engine} ({engine_why})")
     rows = []
     for key, exact, label in _TRAIN_ROWS:
         val = float(report[key][-1])

@@ -237,8 +237,9 @@ class GossipConfig:
         pairs at once), ``des`` (every node a SimPy process, every exchange a
         message in flight; slower, for cross-validation) or ``auto`` (see
         :attr:`resolved_engine`). ``edge`` has only its DES; ``async`` has its
-        DES and, when named, ``compiled`` (:mod:`sim.gossip.compiled`: the
-        same law at machine speed, its own random numbers).
+        DES and ``compiled`` (:mod:`sim.gossip.compiled`: the same law at
+        machine speed, its own random numbers), which ``auto`` picks when
+        numba is installed and the strategies have compiled forms.
     graph : networkx.Graph, GraphValue or None
         A ready graph to use instead of building ``topology``; a networkx graph
         is validated and kept as its :class:`GraphValue`.
@@ -383,7 +384,7 @@ class GossipConfig:
 
     @property
     def resolved_engine(self) -> str:
-        """The engine that runs: ``"vector"`` or ``"des"`` (see :func:`sim.gossip.engines.resolved_engine`)."""
+        """The engine that runs: ``"vector"``, ``"compiled"`` or ``"des"`` (see :func:`sim.gossip.engines.resolved_engine`)."""
         from .engines import resolved_engine
 
         return resolved_engine(self)

@@ -5,7 +5,9 @@ Two engines answer gossip configs: ``vector`` (matching rounds with numpy,
 discrete-event simulation; its class follows the protocol:
 :class:`~sim.gossip.matching_des.MatchingDES`,
 :class:`~sim.gossip.edge.EdgeGossip`, :class:`~sim.gossip.asynchronous.AsyncGossip`).
-``--engine auto`` takes ``vector`` wherever it applies. The references are the
+``--engine auto`` takes ``vector`` wherever it applies, and for ``async``
+the compiled engine of :mod:`sim.gossip.compiled` when numba is installed and
+the config's strategies have compiled forms (:func:`select_engine`). The references are the
 closed forms and exact recursions of Study B in :mod:`sim.analytic`; each says
 when it is exact, and :func:`predictions` gathers the values of those that are.
 """
@@ -18,6 +20,7 @@ import numpy as np
 
 from .. import engines as registry
 from ..engines import Applies, Engine, Reference
+from ..errors import ConfigError
 from .asynchronous import AsyncGossip
 from .config import GossipConfig
 from .edge import EdgeGossip
@@ -26,7 +29,8 @@ from .matching_des import MatchingDES
 from .rounds import NeighbourhoodRounds
 from .state import GossipSystem
 
-__all__ = ["VectorEngine", "DESEngine", "system_class", "resolved_engine", "engine_reason",
+__all__ = ["VectorEngine", "DESEngine", "select_engine", "system_class", "resolved_engine",
+           "engine_reason",
            "predictions", "EXACT_BUDGET"]
 
 #: Largest ``n**2 * steps`` (disagreement) or ``n * steps`` (mean) for which the
@@ -39,7 +43,8 @@ _DES_REASONS = {
     "matching": "every node a SimPy process and every exchange a message in flight "
                 "(the cross-check of the vectorised engine)",
     "edge": "single-pair steps are simulated one at a time in order (there is no vectorised engine)",
-    "async": "only the per-node DES models Poisson clocks, exchanges in flight and churn",
+    "async": "every node a SimPy process on its Poisson clock, exchanges in flight, churn "
+             "(any strategy, including a user's own)",
     "neighbourhood": "synchronous rounds over whole neighbourhoods, in a SimPy clock",
     "allreduce": "synchronous rounds of an exact all-reduce, in a SimPy clock",
 }
@@ -90,25 +95,64 @@ class DESEngine(_GossipEngine):
                 "neighbourhood": NeighbourhoodRounds, "allreduce": NeighbourhoodRounds}[config.protocol]
 
 
-def _engine(config: GossipConfig) -> _GossipEngine:
-    return registry.select("gossip", config, config.engine).engine  # type: ignore[return-value]
+def select_engine(config: GossipConfig, **strategies: Any) -> tuple[Any, str]:
+    """The engine that runs ``config`` with these strategies, and one sentence saying why.
+
+    :func:`sim.engines.select` answers from the config alone; an engine that
+    also needs to see the strategy objects (the compiled engine asks the
+    adversary, the defence and the node update for their compiled forms) says
+    so through ``accepts(config, **strategies)``. Under ``auto`` an engine that
+    does not accept them gives way to the next one that applies; a named one
+    is refused with its reason.
+
+    Parameters
+    ----------
+    config : GossipConfig
+    **strategies
+        ``adversary``, ``defence``, ``update`` (None: the config's own) and ``path``.
+    """
+    sel = registry.select("gossip", config, config.engine)
+    verdict = _accepts(sel.engine, config, strategies)
+    if verdict.ok:
+        return sel.engine, sel.reason
+    if config.engine != "auto":
+        raise ConfigError("engine", f"des or auto for this configuration ({sel.name}: "
+                          f"{verdict.reason})", config.engine)
+    for e in registry.engines("gossip"):
+        if e is sel.engine or not e.auto or not e.applies(config):
+            continue
+        if _accepts(e, config, strategies).ok:
+            return e, f"auto: {e.applies(config).reason} ({sel.name}: {verdict.reason})"
+    raise ConfigError("engine", f"an engine that answers this config ({sel.name}: "
+                      f"{verdict.reason})", config.engine)  # pragma: no cover - des accepts all
 
 
-def system_class(config: GossipConfig) -> type[GossipSystem]:
-    """The engine class that simulates ``config`` (the one :func:`sim.engines.select` picks)."""
-    return _engine(config).system_class(config)
+def _accepts(engine: Any, config: GossipConfig, strategies: dict[str, Any]) -> Applies:
+    ask = getattr(engine, "accepts", None)
+    return ask(config, **strategies) if callable(ask) else Applies(True, "")
+
+
+def system_class(config: GossipConfig, **strategies: Any) -> type[GossipSystem]:
+    """The engine class that simulates ``config`` with these strategies (:func:`select_engine`)."""
+    return select_engine(config, **strategies)[0].system_class(config)
 
 
 def resolved_engine(config: GossipConfig) -> str:
-    """The engine that runs ``config``: ``"vector"`` or ``"des"``."""
-    return _engine(config).name
+    """The engine that runs ``config``: ``"vector"``, ``"compiled"`` or ``"des"``."""
+    return select_engine(config)[0].name
 
 
 def engine_reason(config: GossipConfig) -> str:
     """One sentence saying why :func:`resolved_engine` runs (printed by ``dtsim gossip``)."""
     sel = registry.select("gossip", config, config.engine)
     if config.protocol != "matching":
-        return f"{config.protocol}: {sel.engine.applies(config).reason}"
+        text = f"{config.protocol}: {sel.engine.applies(config).reason}"
+        if config.engine == "auto":  # say why a faster engine for this protocol did not run
+            skipped = [f"{n}: {r}" for n, ok, r in sel.considered
+                       if not ok and n != "vector" and n != sel.name]
+            if skipped:
+                text += " (" + "; ".join(skipped) + ")"
+        return text
     if config.engine == "auto":
         return sel.reason
     return f"requested: engine {sel.name}"

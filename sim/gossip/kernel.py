@@ -8,12 +8,25 @@ values they hold (or, for an adversary, the value it chooses to send). The
 exchange is delivered ``delay`` later (the edge's latency plus the model size
 over its bandwidth), through a binary heap of deliveries in flight; at delivery
 each honest, online end moves by ``clip(v_other - x_self, tau_self) / 2``.
-Churn is exponential up and down times per node, drawn lazily (memory does not
-grow with the horizon) from an exact stationary start.
+A receiver's clipping radius is fixed per node, or (``adaptive``) the
+ClippedGossip oracle radius ``sqrt(sum_{honest j in N(i)} |x_j - x_i|^2 / a_i)``
+computed at the delivery from the values then held (``a_i`` its adversarial
+neighbours; no clip where ``a_i = 0``), as :class:`sim.adversaries.AdaptiveClip`.
+
+Churn is either exponential up and down times per node, drawn lazily (memory
+does not grow with the horizon) from an exact stationary start, or given
+change times per node (a replayed trace, loaded in chunks by the caller:
+:meth:`AsyncLoop.load_changes`).
+
+Local training (``train``): every honest node takes noisy gradient steps on
+its quadratic ``1/2 sum_k a_ik (x_k - c_ik)^2`` at its own pace (one step per
+``step_time[i]``), applied lazily where the SimPy engine applies them (both
+ends when an exchange starts, a receiving end before a delivery, every honest
+node at a record): the law of :meth:`sim.learning.LocalSGD.advance`.
 
 Random numbers come from xoshiro256** generators, one per concern (wake times,
-nodes and partners, noise, churn), seeded from the run's named streams, so the
-draws of one concern do not depend on another's.
+nodes and partners, noise, churn, gradient noise), seeded from the run's named
+streams, so the draws of one concern do not depend on another's.
 
 The kernel takes plain arrays; :mod:`sim.gossip.compiled` builds them from a
 config and asks the adversary and the defence for their compiled form.
@@ -34,7 +47,8 @@ except ImportError:  # pragma: no cover - exercised where numba is absent
     HAVE_NUMBA = False
 
 __all__ = ["HAVE_NUMBA", "ADV_HONEST", "ADV_CONSTANT", "ADV_ALIE", "ADV_SIGNFLIP",
-           "ADV_DISSENSUS", "ADV_IPM", "SENDER_KINDS", "stream_states", "AsyncLoop", "run_async"]
+           "ADV_DISSENSUS", "ADV_IPM", "SENDER_KINDS", "CHURN_NONE", "CHURN_EXP", "CHURN_TIMES",
+           "stream_states", "AsyncLoop", "run_async"]
 
 #: Sender kinds of the kernel (per node).
 ADV_HONEST, ADV_CONSTANT, ADV_ALIE, ADV_SIGNFLIP, ADV_DISSENSUS, ADV_IPM = 0, 1, 2, 3, 4, 5
@@ -42,8 +56,10 @@ ADV_HONEST, ADV_CONSTANT, ADV_ALIE, ADV_SIGNFLIP, ADV_DISSENSUS, ADV_IPM = 0, 1,
 SENDER_KINDS = {"alie": ADV_ALIE, "signflip": ADV_SIGNFLIP, "dissensus": ADV_DISSENSUS,
                 "ipm": ADV_IPM}
 
-#: Generator slots: wake times, node and partner choice, noise, churn.
-_WAKE, _PICK, _NOISE, _CHURN = 0, 1, 2, 3
+#: Generator slots: wake times, node and partner choice, noise, churn, gradient noise.
+_WAKE, _PICK, _NOISE, _CHURN, _GRAD = 0, 1, 2, 3, 4
+#: Churn modes of the kernel: none, exponential (lazy draws), given change times (a trace).
+CHURN_NONE, CHURN_EXP, CHURN_TIMES = 0, 1, 2
 
 
 def stream_states(rngs: list[np.random.Generator]) -> np.ndarray:
@@ -103,22 +119,94 @@ def _normal(st, k):
 
 
 @_jit
-def _advance_churn(i, t, up, next_toggle, mean_up, mean_down, st):
-    while next_toggle[i] <= t:
-        if up[i]:
-            up[i] = False
-            next_toggle[i] += _expo(st, _CHURN, mean_down)
-        else:
-            up[i] = True
-            next_toggle[i] += _expo(st, _CHURN, mean_up)
+def _is_up(i, t, churn, up, next_toggle, mean_up, mean_down, st, tr_ptr, tr_times, tr_pos):
+    """Whether node ``i`` is up at time ``t`` (queries come in time order)."""
+    if churn == CHURN_NONE:
+        return True
+    if churn == CHURN_EXP:
+        while next_toggle[i] <= t:
+            if up[i]:
+                up[i] = False
+                next_toggle[i] += _expo(st, _CHURN, mean_down)
+            else:
+                up[i] = True
+                next_toggle[i] += _expo(st, _CHURN, mean_up)
+    else:  # given change times: every change at or before t has happened
+        while next_toggle[i] <= t:
+            up[i] = not up[i]
+            p = tr_pos[i] + 1
+            tr_pos[i] = p
+            next_toggle[i] = tr_times[p] if p < tr_ptr[i + 1] else math.inf
+    return up[i]
 
 
 @_jit
-def _is_up(i, t, churn, up, next_toggle, mean_up, mean_down, st):
-    if not churn:
-        return True
-    _advance_churn(i, t, up, next_toggle, mean_up, mean_down, st)
-    return up[i]
+def _settle(t, up, next_toggle, tr_ptr, tr_times, tr_pos):
+    """Apply every loaded change at or before ``t`` to every node (given change times)."""
+    for i in range(up.size):
+        while next_toggle[i] <= t:
+            up[i] = not up[i]
+            p = tr_pos[i] + 1
+            tr_pos[i] = p
+            next_toggle[i] = tr_times[p] if p < tr_ptr[i + 1] else math.inf
+
+
+@_jit
+def _load(next_toggle, tr_ptr, tr_times, tr_pos):
+    for i in range(next_toggle.size):
+        tr_pos[i] = tr_ptr[i]
+        next_toggle[i] = tr_times[tr_ptr[i]] if tr_ptr[i] < tr_ptr[i + 1] else math.inf
+
+
+@_jit
+def _train(i, now, x, tmask, last, phase, step_time, lr, gnoise, curv, cent, st, counts):
+    """Node ``i``'s local steps completed since it was last brought up to date (honest ``i``)."""
+    el = now - last[i]
+    last[i] = now
+    if not tmask[i]:
+        return
+    done = phase[i] + el
+    t = step_time[i]
+    k = int(done // t)
+    phase[i] = done - k * t
+    d = x.shape[1]
+    for _ in range(k):
+        for c in range(d):
+            g = curv[i, c] * (x[i, c] - cent[i, c])
+            if gnoise > 0.0:
+                g += gnoise * _normal(st, _GRAD)
+            x[i, c] -= lr * g
+    counts[2] += k
+
+
+@_jit
+def _train_all(now, x, honest, tmask, last, phase, step_time, lr, gnoise, curv, cent, st, counts):
+    for i in range(x.shape[0]):
+        if honest[i]:
+            _train(i, now, x, tmask, last, phase, step_time, lr, gnoise, curv, cent, st, counts)
+
+
+@_jit
+def _oracle_radius(i, x, honest, adeg, indptr, indices, complete):
+    """ClippedGossip's oracle radius of receiver ``i`` from the values now (``inf``: no adversary)."""
+    if adeg[i] == 0:
+        return math.inf
+    d = x.shape[1]
+    tot = 0.0
+    if complete:
+        for j in range(x.shape[0]):
+            if honest[j] and j != i:
+                for c in range(d):
+                    dv = x[j, c] - x[i, c]
+                    tot += dv * dv
+    else:
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            if honest[j]:
+                for c in range(d):
+                    dv = x[j, c] - x[i, c]
+                    tot += dv * dv
+    return math.sqrt(tot / adeg[i])
 
 
 @_jit
@@ -203,18 +291,36 @@ def _move(i, v, x, tau):
 
 
 @_jit
-def _deliver_due(t_end, x, honest, tau, churn, up, next_toggle, mean_up, mean_downtime, st,
-                 heap_t, heap_ij, heap_v, counts, tmp):
+def _receive(a, v, x, honest, tau, adaptive, adeg, indptr, indices, complete, train, tmask, last,
+             phase, step_time, lr, gnoise, curv, cent, st, counts, now):
+    """Honest, online receiver ``a`` moves toward ``v`` (after its local steps up to ``now``)."""
+    if train:
+        _train(a, now, x, tmask, last, phase, step_time, lr, gnoise, curv, cent, st, counts)
+    r = _oracle_radius(a, x, honest, adeg, indptr, indices, complete) if adaptive else tau[a]
+    _move(a, v, x, r)
+
+
+@_jit
+def _deliver_due(t_end, x, honest, tau, adaptive, adeg, indptr, indices, complete, churn, up,
+                 next_toggle, mean_up, mean_downtime, tr_ptr, tr_times, tr_pos, train, tmask,
+                 last, phase, step_time, lr, gnoise, curv, cent, st, heap_t, heap_ij, heap_v,
+                 counts, tmp):
     """Apply, in due order, every delivery due by ``t_end``; pop them from the heap."""
     d = x.shape[1]
     hn = counts[0]
     while hn > 0 and heap_t[0] <= t_end:
         t_del = heap_t[0]
         a, b = heap_ij[0, 0], heap_ij[0, 1]
-        if honest[a] and _is_up(a, t_del, churn, up, next_toggle, mean_up, mean_downtime, st):
-            _move(a, heap_v[0, d:], x, tau[a])
-        if honest[b] and _is_up(b, t_del, churn, up, next_toggle, mean_up, mean_downtime, st):
-            _move(b, heap_v[0, :d], x, tau[b])
+        if honest[a] and _is_up(a, t_del, churn, up, next_toggle, mean_up, mean_downtime, st,
+                                tr_ptr, tr_times, tr_pos):
+            _receive(a, heap_v[0, d:], x, honest, tau, adaptive, adeg, indptr, indices, complete,
+                     train, tmask, last, phase, step_time, lr, gnoise, curv, cent, st, counts,
+                     t_del)
+        if honest[b] and _is_up(b, t_del, churn, up, next_toggle, mean_up, mean_downtime, st,
+                                tr_ptr, tr_times, tr_pos):
+            _receive(b, heap_v[0, :d], x, honest, tau, adaptive, adeg, indptr, indices, complete,
+                     train, tmask, last, phase, step_time, lr, gnoise, curv, cent, st, counts,
+                     t_del)
         counts[1] += 1
         hn -= 1
         if hn > 0:  # sift the last slot down from the root
@@ -244,14 +350,15 @@ def _deliver_due(t_end, x, honest, tau, churn, up, next_toggle, mean_up, mean_do
 
 
 @_jit
-def _advance(t_end, x, honest, kind, param, const, tau, complete, complete_delay, indptr,
-             indices, edge_delay, wake_rate, noise, churn, availability, mean_downtime,
-             up, next_toggle, clock, counts, heap_t, heap_ij, heap_v, st):
+def _advance(t_end, x, honest, kind, param, const, tau, adaptive, adeg, complete, complete_delay,
+             indptr, indices, edge_delay, wake_rate, noise, churn, availability, mean_downtime,
+             train, tmask, step_time, lr, gnoise, curv, cent, up, next_toggle, tr_ptr, tr_times,
+             tr_pos, last, phase, clock, counts, heap_t, heap_ij, heap_v, st):
     """Run the loop up to time ``t_end``; the state lives in the arrays passed.
 
     ``clock[0]`` is the time of the next wake (drawn but not yet run);
-    ``counts`` holds the heap size and the deliveries so far. Returns the heap
-    arrays (reallocated when they grow).
+    ``counts`` holds the heap size, the deliveries and the local steps so far.
+    Returns the heap arrays (reallocated when they grow).
     """
     n, d = x.shape
     mean = np.empty(d)
@@ -260,21 +367,24 @@ def _advance(t_end, x, honest, kind, param, const, tau, complete, complete_delay
     vj = np.empty(d)
     tmp = np.empty(2 * d)
     mean_up = math.inf
-    if churn:
+    if churn == CHURN_EXP:
         mean_up = availability * mean_downtime / (1.0 - availability)
     total_rate = n * wake_rate
     while True:
         now = clock[0]
         # deliveries due before the next wake (or by t_end), in due order
         if counts[0] > 0 and heap_t[0] <= min(now, t_end):
-            _deliver_due(min(now, t_end), x, honest, tau, churn, up, next_toggle, mean_up,
-                         mean_downtime, st, heap_t, heap_ij, heap_v, counts, tmp)
+            _deliver_due(min(now, t_end), x, honest, tau, adaptive, adeg, indptr, indices,
+                         complete, churn, up, next_toggle, mean_up, mean_downtime, tr_ptr,
+                         tr_times, tr_pos, train, tmask, last, phase, step_time, lr, gnoise,
+                         curv, cent, st, heap_t, heap_ij, heap_v, counts, tmp)
         if now > t_end:
             break
         clock[0] = now + _expo(st, _WAKE, 1.0 / total_rate)
         i = int(_uniform(st, _PICK) * n)
         u = _uniform(st, _PICK)
-        if not _is_up(i, now, churn, up, next_toggle, mean_up, mean_downtime, st):
+        if churn and not _is_up(i, now, churn, up, next_toggle, mean_up, mean_downtime, st,
+                                tr_ptr, tr_times, tr_pos):
             continue
         # a uniformly random online neighbour
         j = -1
@@ -282,25 +392,27 @@ def _advance(t_end, x, honest, kind, param, const, tau, complete, complete_delay
         if complete:
             j = int(u * (n - 1))
             j += j >= i
-            if churn and not _is_up(j, now, churn, up, next_toggle, mean_up, mean_downtime, st):
+            if churn and not _is_up(j, now, churn, up, next_toggle, mean_up, mean_downtime, st,
+                                    tr_ptr, tr_times, tr_pos):
                 j = -1
                 for _ in range(64):
                     c = int(_uniform(st, _PICK) * (n - 1))
                     c += c >= i
-                    if _is_up(c, now, churn, up, next_toggle, mean_up, mean_downtime, st):
+                    if _is_up(c, now, churn, up, next_toggle, mean_up, mean_downtime, st,
+                              tr_ptr, tr_times, tr_pos):
                         j = c
                         break
                 if j < 0:
                     cnt = 0
                     for c in range(n):
                         if c != i and _is_up(c, now, churn, up, next_toggle, mean_up,
-                                             mean_downtime, st):
+                                             mean_downtime, st, tr_ptr, tr_times, tr_pos):
                             cnt += 1
                     if cnt:
                         pick = int(u * cnt)
                         for c in range(n):
                             if c != i and _is_up(c, now, churn, up, next_toggle, mean_up,
-                                                 mean_downtime, st):
+                                                 mean_downtime, st, tr_ptr, tr_times, tr_pos):
                                 if pick == 0:
                                     j = c
                                     break
@@ -315,19 +427,26 @@ def _advance(t_end, x, honest, kind, param, const, tau, complete, complete_delay
                     cnt = 0
                     for e in range(lo, hi_e):
                         if _is_up(indices[e], now, churn, up, next_toggle, mean_up,
-                                  mean_downtime, st):
+                                  mean_downtime, st, tr_ptr, tr_times, tr_pos):
                             cnt += 1
                     if cnt:
                         pick = int(u * cnt)
                         for e in range(lo, hi_e):
                             if _is_up(indices[e], now, churn, up, next_toggle, mean_up,
-                                      mean_downtime, st):
+                                      mean_downtime, st, tr_ptr, tr_times, tr_pos):
                                 if pick == 0:
                                     j, delay = indices[e], edge_delay[e]
                                     break
                                 pick -= 1
         if j < 0:
             continue
+        if train:  # both ends' local work up to now, before anything is read
+            if honest[i]:
+                _train(i, now, x, tmask, last, phase, step_time, lr, gnoise, curv, cent, st,
+                       counts)
+            if honest[j]:
+                _train(j, now, x, tmask, last, phase, step_time, lr, gnoise, curv, cent, st,
+                       counts)
         if noise > 0.0 and honest[i]:
             for c in range(d):
                 x[i, c] += noise * _normal(st, _NOISE)
@@ -344,9 +463,15 @@ def _advance(t_end, x, honest, kind, param, const, tau, complete, complete_delay
             _send(j, i, vj, x, kind, param, const, honest, indptr, indices, complete, mean, sd)
         if delay <= 0.0:
             if honest[i]:
-                _move(i, vj, x, tau[i])
+                if adaptive:
+                    _move(i, vj, x, _oracle_radius(i, x, honest, adeg, indptr, indices, complete))
+                else:
+                    _move(i, vj, x, tau[i])
             if honest[j]:
-                _move(j, vi, x, tau[j])
+                if adaptive:
+                    _move(j, vi, x, _oracle_radius(j, x, honest, adeg, indptr, indices, complete))
+                else:
+                    _move(j, vi, x, tau[j])
             counts[1] += 1
             continue
         hn = counts[0]
@@ -394,10 +519,11 @@ class AsyncLoop:
         Per node: sender kind (``ADV_*``), its scalar parameter (ALIE ``z``,
         dissensus and IPM ``eps``) and its constant value row (``ADV_CONSTANT``).
     tau : numpy.ndarray
-        ``(n,)`` clipping radius of each receiver (``inf``: plain averaging).
+        ``(n,)`` clipping radius of each receiver (``inf``: plain averaging);
+        unused with ``adaptive``.
     states : numpy.ndarray
-        ``(4, 4)`` uint64 generator states (:func:`stream_states`): wake, pick,
-        noise, churn.
+        ``(5, 4)`` uint64 generator states (:func:`stream_states`): wake, pick,
+        noise, churn, gradient noise (a fifth row is added when only four are given).
     wake_rate, noise : float
         Poisson clock rate per node; noise standard deviation added at a wake.
     complete, complete_delay : bool, float
@@ -405,6 +531,15 @@ class AsyncLoop:
         (``indptr``, ``indices``, ``edge_delay`` per directed edge).
     availability, mean_downtime : float
         Exponential churn of every node (``availability = 1``: none).
+    changes : bool
+        Churn from given change times instead (:meth:`load_changes`); every
+        node starts up.
+    adaptive : bool
+        The ClippedGossip oracle radius at every delivery instead of ``tau``.
+    training : dict, optional
+        Local steps on quadratics: ``lr``, ``grad_noise``, ``step_time`` (per
+        node), ``train`` (mask of nodes that step), ``curvature`` and
+        ``optimum`` (``(n, d)``).
     """
 
     def __init__(self, x: np.ndarray, honest: np.ndarray, kind: np.ndarray, param: np.ndarray,
@@ -412,7 +547,8 @@ class AsyncLoop:
                  wake_rate: float = 1.0, noise: float = 0.0, complete: bool = True,
                  complete_delay: float = 0.0, indptr: np.ndarray | None = None,
                  indices: np.ndarray | None = None, edge_delay: np.ndarray | None = None,
-                 availability: float = 1.0, mean_downtime: float = 1.0) -> None:
+                 availability: float = 1.0, mean_downtime: float = 1.0, changes: bool = False,
+                 adaptive: bool = False, training: dict | None = None) -> None:
         if not HAVE_NUMBA:
             raise RuntimeError("the compiled engine needs numba: pip install 'dtsim[fast]'")
         n, d = x.shape
@@ -421,25 +557,54 @@ class AsyncLoop:
             indptr = np.zeros(1, dtype=np.int64)
             indices = np.zeros(0, dtype=np.int64)
             edge_delay = np.zeros(0)
+        if states.shape[0] < 5:  # callers of the averaging loop may give four streams
+            extra = np.array([[0x9E3779B97F4A7C15, 1, 2, 3]], dtype=np.uint64)
+            states = np.vstack([states, np.repeat(extra, 5 - states.shape[0], axis=0)])
         self.st = states
-        self.churn = availability < 1.0
+        honest = np.ascontiguousarray(honest, dtype=np.bool_)
+        self.honest = honest
+        self.churn = CHURN_TIMES if changes else (CHURN_EXP if availability < 1.0 else CHURN_NONE)
         self.up = np.ones(n, dtype=np.bool_)
         self.next_toggle = np.full(n, math.inf)
-        if self.churn:  # exact stationary start of the memoryless up/down law
+        self.tr_ptr = np.zeros(n + 1, dtype=np.int64)
+        self.tr_times = np.zeros(1)
+        self.tr_pos = np.zeros(n, dtype=np.int64)
+        self.loaded_to = 0.0
+        if self.churn == CHURN_EXP:  # exact stationary start of the memoryless up/down law
             _churn_start(self.up, self.next_toggle, float(availability), float(mean_downtime),
                          states)
+        # adversarial degree of every node (for the adaptive radius)
+        adv = ~honest
+        if complete:
+            adeg = np.full(n, int(adv.sum()), dtype=np.int64) - adv.astype(np.int64)
+        else:
+            src = np.repeat(np.arange(n), np.diff(indptr))
+            adeg = np.bincount(src, weights=adv[indices], minlength=n).astype(np.int64)
+        self.train = training is not None
+        tr = training or {}
+        self.tmask = np.ascontiguousarray(tr.get("train", np.ones(n, dtype=bool)), dtype=np.bool_)
+        step_time = np.ascontiguousarray(tr.get("step_time", np.ones(n)), dtype=float)
+        curv = np.ascontiguousarray(tr.get("curvature", np.zeros((n, d))), dtype=float)
+        cent = np.ascontiguousarray(tr.get("optimum", np.zeros((n, d))), dtype=float)
+        self.last = np.zeros(n)
+        self.phase = np.zeros(n)
         self.clock = np.zeros(1)
         self.clock[0] = _expo(states, _WAKE, 1.0 / (n * wake_rate))
-        self.counts = np.zeros(2, dtype=np.int64)
+        self.counts = np.zeros(3, dtype=np.int64)
         self.heap = (np.empty(1024), np.empty((1024, 2), dtype=np.int64), np.empty((1024, 2 * d)))
-        self.args = (np.ascontiguousarray(honest, dtype=np.bool_),
+        self._train_args = (self.tmask, self.last, self.phase, step_time, float(tr.get("lr", 0.0)),
+                            float(tr.get("grad_noise", 0.0)), curv, cent)
+        self.args = (honest,
                      np.ascontiguousarray(kind, dtype=np.int64),
                      np.ascontiguousarray(param, dtype=float), np.ascontiguousarray(const, dtype=float),
-                     np.ascontiguousarray(tau, dtype=float), bool(complete), float(complete_delay),
+                     np.ascontiguousarray(tau, dtype=float), bool(adaptive), adeg, bool(complete),
+                     float(complete_delay),
                      np.ascontiguousarray(indptr, dtype=np.int64),
                      np.ascontiguousarray(indices, dtype=np.int64),
                      np.ascontiguousarray(edge_delay, dtype=float), float(wake_rate), float(noise),
-                     self.churn, float(availability), float(mean_downtime))
+                     self.churn, float(availability), float(mean_downtime), self.train,
+                     self.tmask, step_time, float(tr.get("lr", 0.0)),
+                     float(tr.get("grad_noise", 0.0)), curv, cent)
 
     @property
     def exchanges(self) -> int:
@@ -451,10 +616,34 @@ class AsyncLoop:
         """Exchanges started and not yet delivered."""
         return int(self.counts[0])
 
+    @property
+    def local_steps(self) -> int:
+        """Local training steps taken so far (all nodes)."""
+        return int(self.counts[2])
+
+    def load_changes(self, t_end: float, times: list[np.ndarray]) -> None:
+        """Give every node's up/down change times in ``(loaded_to, t_end]`` (``changes`` churn).
+
+        Changes loaded before and due by the previous ``t_end`` are applied
+        first, so only one chunk of change times is held at a time.
+        """
+        _settle(self.loaded_to, self.up, self.next_toggle, self.tr_ptr, self.tr_times, self.tr_pos)
+        counts = np.array([t.size for t in times], dtype=np.int64)
+        self.tr_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.tr_times = np.concatenate([*times, [math.inf]]).astype(float)
+        _load(self.next_toggle, self.tr_ptr, self.tr_times, self.tr_pos)
+        self.loaded_to = float(t_end)
+
     def advance(self, t_end: float) -> None:
         """Run every wake and delivery up to time ``t_end``."""
         self.heap = _advance(float(t_end), self.x, *self.args, self.up, self.next_toggle,
+                             self.tr_ptr, self.tr_times, self.tr_pos, self.last, self.phase,
                              self.clock, self.counts, *self.heap, self.st)
+
+    def catch_up(self, t: float) -> None:
+        """Every honest node's local steps up to time ``t`` (a record reads every value)."""
+        if self.train:
+            _train_all(float(t), self.x, self.honest, *self._train_args, self.st, self.counts)
 
 
 @_jit
@@ -485,6 +674,7 @@ def run_async(x: np.ndarray, honest: np.ndarray, kind: np.ndarray, param: np.nda
     for r, t in enumerate(times):
         if t > 0:
             loop.advance(t)
+            loop.catch_up(t)
         hx = x[h]
         hmean[r] = hx.mean(axis=0)
         dis[r] = float(((hx - hmean[r]) ** 2).sum())

@@ -64,7 +64,9 @@ class GossipSystem:
         if cls is GossipSystem:
             from .engines import system_class
 
-            cls = system_class(config)
+            cls = system_class(config, **{k: kwargs.get(k) for k in ("adversary", "defence",
+                                                                       "update")},
+                               path=kwargs.get("path", "auto"))
         return super().__new__(cls)
 
     def __init__(self, config: GossipConfig, streams: Streams, *, path: str = "auto",

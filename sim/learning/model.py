@@ -45,6 +45,7 @@ __all__ = [
     "place_adversaries",
     "training_objective",
     "training_model",
+    "training_engine",
     "summarize_training",
     "training_predictions",
     "with_learning",
@@ -114,6 +115,10 @@ class TrainingConfig:
         honest[list(adv | set(flips))] = False
         check(bool(honest.any()), "adversary_nodes", f"fewer than the {n} nodes", len(adv | set(flips)))
         object.__setattr__(self, "_honest", tuple(honest.tolist()))
+        if g.engine == "compiled":
+            check(lc.objective == "quadratic", "engine", "des or auto for objective "
+                  f"{lc.objective} (compiled: local steps are compiled on quadratic objectives "
+                  "only)", g.engine)
         want = lc.dimension(g.dim)
         check(g.dim == want, "dim", f"{want} for data {lc.data} (the dataset's; build the gossip "
               "config with dim = LearningConfig.dimension())", g.dim)
@@ -219,6 +224,27 @@ class TrainingRecords(Records):
             self.training[m][k] = v
 
 
+def _update(config: TrainingConfig) -> LocalSGD:
+    g, lc = config.gossip, config.learning
+    return LocalSGD(training_objective(config), lc.lr, lc.local_steps, lc.grad_noise,
+                    step_time=lc.node_step_times(g.n))
+
+
+def training_engine(config: TrainingConfig) -> tuple[str, str]:
+    """The gossip engine that runs ``config`` and why (``auto`` asks it with the training strategies).
+
+    Returns
+    -------
+    tuple of str
+        ``(name, reason)``, as :func:`sim.gossip.engines.select_engine` gives them.
+    """
+    from ..gossip.engines import engine_reason, select_engine
+
+    engine, reason = select_engine(config.gossip, defence=_rule(config), update=_update(config))
+    base = select_engine(config.gossip)[0]
+    return engine.name, (engine_reason(config.gossip) if engine is base else reason)
+
+
 def training_model(config: TrainingConfig, streams: Streams) -> dict[str, Any]:
     """One replication of gossip training (for :func:`sim.runner.replicate`).
 
@@ -238,10 +264,9 @@ def training_model(config: TrainingConfig, streams: Streams) -> dict[str, Any]:
         ``final_consensus_distance``, ``final_test_accuracy``, ``local_steps``
         (steps taken by all nodes).
     """
-    g, lc = config.gossip, config.learning
+    g = config.gossip
     obj = training_objective(config)
-    update = LocalSGD(obj, lc.lr, lc.local_steps, lc.grad_noise,
-                      step_time=lc.node_step_times(g.n))
+    update = _update(config)
     system = GossipSystem(g, streams, defence=_rule(config), update=update)
     rows = None
     if config.flipped:

@@ -120,6 +120,16 @@ class Quadratic(Objective):
         """Per node and coordinate, the curvature (the step-size bound is ``2 / a``)."""
         return self.curvature
 
+    def compiled_form(self) -> tuple[str, np.ndarray, np.ndarray] | None:
+        """``("quadratic", curvature, optimum)`` for the compiled async engine.
+
+        ``None`` when a subclass computes its gradient otherwise (it then runs
+        on the SimPy engine).
+        """
+        if type(self).gradient is not Quadratic.gradient:
+            return None
+        return ("quadratic", self.curvature, self.centres)
+
     def describe(self) -> dict[str, Any]:
         """Per-node curvature and optimum as used (null for adversaries)."""
         rows = [

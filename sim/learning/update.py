@@ -73,6 +73,35 @@ class LocalSGD:
         """True with ``lr = 0``: every step is ``x - 0 * (...) = x``, so engines may skip it."""
         return self.lr == 0.0
 
+    def compiled_form(self, n: int) -> dict[str, Any] | None:
+        """What the compiled async engine needs to take these steps itself, if it can.
+
+        It can when the objective declares a compiled form (quadratics:
+        :meth:`~sim.learning.objectives.Quadratic.compiled_form`) and
+        :meth:`advance` is this class's own. Softmax regression has none (its
+        gradient loops over each node's data shard), so it runs on the SimPy
+        engine.
+
+        Returns
+        -------
+        dict or None
+            ``lr``, ``grad_noise``, ``step_time`` and ``train`` per node,
+            ``curvature`` and ``optimum`` ``(n, d)``.
+        """
+        ask = getattr(self.objective, "compiled_form", None)
+        form = ask() if callable(ask) else None
+        own = type(self).advance is LocalSGD.advance and type(self).steps is LocalSGD.steps
+        if form is None or form[0] != "quadratic" or not own:
+            return None
+        st = np.ones(n) if self.step_time is None else np.broadcast_to(self.step_time, (n,))
+        train = np.ones(n, dtype=bool) if self.train is None else self.train
+        return {"lr": self.lr, "grad_noise": self.grad_noise, "step_time": np.array(st, dtype=float),
+                "train": np.array(train, dtype=bool), "curvature": form[1], "optimum": form[2]}
+
+    def add_steps(self, count: int) -> None:
+        """Count ``count`` local steps taken for this update by an engine that took them itself."""
+        self.steps_taken += int(count)
+
     def steps(self, x: np.ndarray, nodes: np.ndarray, count: int | np.ndarray | None = None, *,
               rng: np.random.Generator) -> np.ndarray:
         """Return the rows ``x`` (of ``nodes``) after ``count`` (default ``H``) local steps each.
