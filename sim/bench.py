@@ -235,7 +235,7 @@ def bench_async_gossip(nodes: int = 1000, horizon: int = 30, repeats: int = 2) -
     from .gossip import GossipConfig, GossipSystem
 
     cfg = GossipConfig(topology="complete", nodes=nodes, protocol="async", rounds=horizon,
-                       record_every=horizon)
+                       record_every=horizon, engine="des")
     rep = iter(range(repeats))
     info: dict[str, Any] = {}
 
@@ -553,7 +553,7 @@ _MEMORY_SCRIPTS = {
         from sim.gossip import GossipConfig, GossipSystem
         from sim.rng import Streams
         cfg = GossipConfig(topology="complete", nodes={nodes}, protocol="async",
-                           rounds={horizon}, record_every={horizon})
+                           rounds={horizon}, record_every={horizon}, engine="des")
         system = GossipSystem(cfg, Streams(0).replication(0))
         system.run()
         extra = {{"exchanges": system.exchanges}}
@@ -598,9 +598,41 @@ def _peak_rss(kind: str, timeout: float = 900.0, **params: Any) -> dict[str, flo
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def bench_compiled_memory(nodes: int = 100_000, horizons: tuple[int, int] = (1, 30)
+                          ) -> dict[str, float]:
+    """Peak RSS of the compiled async engine at two horizons, side by side (fresh subprocesses).
+
+    Complete graph, latency 1, exponential churn (availability 0.9), two
+    records per run; only the horizon differs, so a ratio near 1 says the
+    engine's memory does not grow with it (issue 17 measured 338 against 700
+    MiB for the SimPy engine at n = 1e5, horizons 1 and 30).
+
+    Returns
+    -------
+    dict
+        ``mem_compiled_h{h}_mib`` and ``mem_compiled_h{h}_exchanges`` for each
+        horizon, ``mem_compiled_horizon_ratio`` (long over short) and
+        ``mem_compiled_horizon_nodes``; nothing without numba.
+    """
+    from .gossip.compiled import HAVE_NUMBA
+
+    if not HAVE_NUMBA:
+        return {}
+    out: dict[str, float] = {"mem_compiled_horizon_nodes": float(nodes)}
+    peaks = []
+    for h in horizons:
+        r = _peak_rss("compiled_big", nodes=int(nodes), horizon=int(h))
+        out[f"mem_compiled_h{h}_mib"] = r["peak_mib"]
+        out[f"mem_compiled_h{h}_exchanges"] = float(r["exchanges"])
+        peaks.append(r["peak_mib"])
+    out["mem_compiled_horizon_ratio"] = peaks[-1] / peaks[0]
+    return out
+
+
 def bench_memory(gossip_nodes: int = 100_000, gossip_horizon: int = 2,
                  pipeline_small: int = 10_000, pipeline_large: int = 1_000_000,
-                 traced_large: int = 100_000) -> dict[str, float]:
+                 traced_large: int = 100_000, compiled_nodes: int = 100_000,
+                 compiled_horizons: tuple[int, int] = (1, 30)) -> dict[str, float]:
     """Peak memory of big runs, each in a fresh subprocess.
 
     Parameters
@@ -624,7 +656,8 @@ def bench_memory(gossip_nodes: int = 100_000, gossip_horizon: int = 2,
         ``mem_pipeline_growth_mib`` (RSS, large minus small),
         ``mem_pipeline_traced_small_mib``, ``mem_pipeline_traced_large_mib``,
         ``mem_pipeline_traced_growth_mib`` (tracemalloc peaks of the run alone)
-        and the microbatch counts.
+        and the microbatch counts; and :func:`bench_compiled_memory` at
+        ``compiled_nodes`` and ``compiled_horizons``.
     """
     base = _peak_rss("baseline")
     gos = _peak_rss("async_gossip", nodes=int(gossip_nodes), horizon=int(gossip_horizon))
@@ -648,6 +681,7 @@ def bench_memory(gossip_nodes: int = 100_000, gossip_horizon: int = 2,
         "mem_pipeline_traced_small_mib": t_small["traced_peak_mib"],
         "mem_pipeline_traced_large_mib": t_large["traced_peak_mib"],
         "mem_pipeline_traced_growth_mib": t_large["traced_peak_mib"] - t_small["traced_peak_mib"],
+        **bench_compiled_memory(int(compiled_nodes), tuple(compiled_horizons)),  # type: ignore[arg-type]
     }
 
 
@@ -796,11 +830,23 @@ def bench_training(repeats: int = 2) -> dict[str, float]:
 
 
 def bench_gossip_training(repeats: int = 2) -> dict[str, float]:
-    """CPU cost per local step of async gossip training (:func:`sim.learning.bench.bench_async_training`)."""
+    """CPU cost per local step of async gossip training (:func:`sim.learning.bench.bench_async_training`).
+
+    The SimPy engine's figures, and the compiled engine's with the prefix
+    ``async_training_compiled_`` (when numba is installed).
+    """
+    from .gossip.compiled import HAVE_NUMBA
     from .learning.bench import bench_async_training
 
-    return {k: v for k, v in bench_async_training(repeats=repeats).items()
-            if isinstance(v, (int, float))}
+    out = {k: v for k, v in bench_async_training(repeats=repeats, engine="des").items()
+           if isinstance(v, (int, float))}
+    if HAVE_NUMBA:
+        bench_async_training(nodes=10, horizon=1, dim=2, repeats=1, engine="compiled")  # compile
+        comp = bench_async_training(repeats=repeats, engine="compiled")
+        out.update({k.replace("async_training_", "async_training_compiled_"): v
+                    for k, v in comp.items() if isinstance(v, (int, float))
+                    and k.startswith("async_training_")})
+    return out
 
 
 # --------------------------------------------------------------------------- the suite
@@ -901,6 +947,9 @@ TARGETS: tuple[Target, ...] = (
            "compiled async gossip, no latency, n=1000: >= 0.25 of the C loop's rate"),
     Target("compiled_vs_c_latency", ">=", 0.3,
            "compiled async gossip, latency 1, n=1000: >= 0.3 of the C loop's rate"),
+    Target("mem_compiled_horizon_ratio", "<=", 1.1,
+           "memory independent of the horizon: compiled async gossip, n=1e5, horizon 30 / 1 "
+           "peak RSS <= 1.1"),
     Target("mem_compiled_big_peak_mib", "<=", 2048.0,
            "compiled async gossip, n=1e6 with latency and churn: under 2 GiB peak"),
     Target("highflip_markov_vs_des", ">=", 50.0,

@@ -19,7 +19,8 @@ TINY = {
     "rare": {"repeats": 1},
     "sweep": {"tasks": 2, "workers": 1, "microbatches": 5, "dask": False, "repeats": 1},
     "memory": {"gossip_nodes": 20, "gossip_horizon": 1, "pipeline_small": 10,
-               "pipeline_large": 100, "traced_large": 100},
+               "pipeline_large": 100, "traced_large": 100, "compiled_nodes": 50,
+               "compiled_horizons": (1, 3)},
 }
 
 

@@ -403,10 +403,11 @@ def test_async_paths_give_the_same_trajectories(case):
 
 def test_async_path_choice_and_message():
     """auto picks merged, events or vector by what the configuration allows; others are refused."""
-    assert GossipSystem(GossipConfig(protocol="async"), Streams(0)).async_path == "merged"
-    churn = GossipConfig(protocol="async", availability=0.8)
+    des = dict(protocol="async", engine="des")
+    assert GossipSystem(GossipConfig(**des), Streams(0)).async_path == "merged"
+    churn = GossipConfig(**des, availability=0.8)
     assert GossipSystem(churn, Streams(0)).async_path == "events"
-    assert GossipSystem(GossipConfig(protocol="async", dim=2), Streams(0)).async_path == "vector"
+    assert GossipSystem(GossipConfig(**des, dim=2), Streams(0)).async_path == "vector"
     with pytest.raises(ConfigError) as e:
         GossipSystem(churn, Streams(0), path="merged")
     assert str(e.value) == "'path' must be auto or events for this configuration: 'merged'"
@@ -415,17 +416,20 @@ def test_async_path_choice_and_message():
     assert str(e.value) == "'path' must be one of auto, merged, events, vector: 'fast'"
 
 
-def test_async_exchange_count_with_latency():
-    """With exchange time d, E[exchanges completed by T] = n * rate * (T - d) (merged path)."""
+@pytest.mark.parametrize(("engine", "path"), [("des", "merged"), ("compiled", "compiled")])
+def test_async_exchange_count_with_latency(engine, path):
+    """With exchange time d, E[exchanges completed by T] = n * rate * (T - d) (merged path, compiled)."""
+    if engine == "compiled":
+        pytest.importorskip("numba")
     n, horizon, d, rate = 30, 8, 1.5, 2.0
     g = nx.complete_graph(n)
     nx.set_edge_attributes(g, d, "latency")
     cfg = GossipConfig(graph=g, topology="complete", nodes=None, protocol="async", rounds=horizon,
-                       record_every=horizon, wake_rate=rate)
+                       record_every=horizon, wake_rate=rate, engine=engine)
     counts = []
     for k in range(40):
         system = GossipSystem(cfg, Streams(11).replication(k))
-        assert system.async_path == "merged"
+        assert system.async_path == path
         system.run()
         counts.append(system.exchanges)
     counts = np.array(counts, dtype=float)

@@ -9,6 +9,7 @@ from sim import analytic, engines
 from sim.errors import ConfigError
 from sim.gossip import (
     AsyncGossip,
+    CompiledAsync,
     EdgeGossip,
     GossipConfig,
     GossipSystem,
@@ -17,7 +18,10 @@ from sim.gossip import (
     gossip_model,
     predictions,
 )
+from sim.gossip.compiled import HAVE_NUMBA
 from sim.rng import Streams
+
+_NUMBA = pytest.mark.skipif(not HAVE_NUMBA, reason="needs the fast extra (numba)")
 
 _AUTO = ("auto: matching rounds are synchronous, so the vectorised engine computes the same rounds "
          "as the per-node DES (same matching, noise, adversaries, clipping and round time)")
@@ -31,8 +35,12 @@ _AUTO = ("auto: matching rounds are synchronous, so the vectorised engine comput
      "edge: single-pair steps are simulated one at a time in order (there is no vectorised engine)"),
     (dict(protocol="edge", engine="des"), "des",
      "edge: single-pair steps are simulated one at a time in order (there is no vectorised engine)"),
-    (dict(protocol="async"), "des",
-     "async: only the per-node DES models Poisson clocks, exchanges in flight and churn"),
+    pytest.param(dict(protocol="async"), "compiled",
+                 "async: compiled event loop: the async law (Poisson clocks, exchanges in flight, "
+                 "churn) at machine speed, with its own random numbers", marks=_NUMBA),
+    (dict(protocol="async", engine="des"), "des",
+     "async: every node a SimPy process on its Poisson clock, exchanges in flight, churn "
+     "(any strategy, including a user's own)"),
 ])
 def test_engine_and_reason_text(kw, engine, reason):
     """The engine chosen and the sentence dtsim gossip prints, exactly."""
@@ -44,7 +52,8 @@ def test_engine_and_reason_text(kw, engine, reason):
 
 @pytest.mark.parametrize(("kw", "cls"), [
     (dict(), MatchingVector), (dict(engine="des"), MatchingDES),
-    (dict(protocol="edge"), EdgeGossip), (dict(protocol="async"), AsyncGossip),
+    (dict(protocol="edge"), EdgeGossip), (dict(protocol="async", engine="des"), AsyncGossip),
+    pytest.param(dict(protocol="async"), CompiledAsync, marks=_NUMBA),
 ])
 def test_system_class_follows_the_selected_engine(kw, cls):
     """GossipSystem(config, streams) builds the class of the engine sim.engines selects."""

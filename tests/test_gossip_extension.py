@@ -16,7 +16,9 @@ import pytest
 
 from sim import analytic
 from sim.adversaries import Adversary, Defence
+from sim.errors import ConfigError
 from sim.gossip import GossipConfig, GossipSystem, NodeUpdate, gossip_model
+from sim.gossip.compiled import HAVE_NUMBA
 from sim.rng import Streams
 from sim.runner import replicate
 
@@ -98,12 +100,21 @@ CASES = [
     ("edge-scalar-clip", dict(protocol="edge", rounds=120, clip=0.5), ""),
     ("edge-vector-2d", dict(protocol="edge", rounds=120, dim=2), ""),
     ("edge-vector-noise", dict(protocol="edge", rounds=120, noise=0.1), ""),
-    ("async-merged", dict(protocol="async", rounds=6), "merged"),
-    ("async-merged-sparse", dict(protocol="async", rounds=6, topology="torus:dims=3x4", nodes=None), "merged"),
-    ("async-events-churn", dict(protocol="async", rounds=6, availability=0.7), "events"),
-    ("async-vector-2d", dict(protocol="async", rounds=6, dim=2, clip=0.4), "vector"),
+    ("async-merged", dict(protocol="async", rounds=6, engine="des"), "merged"),
+    ("async-merged-sparse", dict(protocol="async", rounds=6, topology="torus:dims=3x4", nodes=None,
+                                 engine="des"), "merged"),
+    ("async-events-churn", dict(protocol="async", rounds=6, availability=0.7, engine="des"), "events"),
+    ("async-vector-2d", dict(protocol="async", rounds=6, dim=2, clip=0.4, engine="des"), "vector"),
 ]
 _IDS = [c[0] for c in CASES]
+#: The compiled async engine, for the strategies that have a compiled form.
+COMPILED = [] if not HAVE_NUMBA else [
+    ("async-compiled", dict(protocol="async", rounds=6, engine="compiled"), "compiled"),
+    ("async-compiled-sparse-churn", dict(protocol="async", rounds=6, topology="torus:dims=3x4",
+                                         nodes=None, availability=0.7, engine="compiled"), "compiled"),
+    ("async-compiled-2d-clip", dict(protocol="async", rounds=6, dim=2, clip=0.4,
+                                    engine="compiled"), "compiled"),
+]
 
 
 def _cfg(kw, **extra) -> GossipConfig:
@@ -121,7 +132,8 @@ def _run(cfg, seed=3, **strategies):
     return system, rec, x0
 
 
-@pytest.mark.parametrize(("label", "kw", "path"), CASES, ids=_IDS)
+@pytest.mark.parametrize(("label", "kw", "path"), CASES + COMPILED,
+                         ids=_IDS + [c[0] for c in COMPILED])
 def test_constant_adversary_is_stubborn_bit_for_bit(label, kw, path):
     """A user's constant sender gives the built-in stubborn node's trajectories, on its fast path."""
     cfg = _cfg(kw)
@@ -226,9 +238,24 @@ def test_node_update_runs_on_the_pair_for_edge():
         assert 1 <= nodes.size <= 2 and system.honest[nodes].all()
 
 
+@pytest.mark.skipif(not HAVE_NUMBA, reason="needs the fast extra (numba)")
+def test_strategies_without_compiled_forms_fall_back_to_the_simpy_engine():
+    """Under auto a user's sender, defence or update with no compiled form runs on the SimPy engine;
+    naming compiled with one is refused with the reason."""
+    cfg = _cfg(dict(protocol="async", rounds=4))
+    assert GossipSystem(cfg, Streams(0)).async_path == "compiled"
+    for strategy in (dict(adversary=Mirror()), dict(defence=Freeze()), dict(update=Idle())):
+        assert GossipSystem(cfg, Streams(0), **strategy).async_path in ("merged", "events", "vector")
+    named = _cfg(dict(protocol="async", rounds=4, engine="compiled"))
+    with pytest.raises(ConfigError) as e:
+        GossipSystem(named, Streams(0), defence=Freeze())
+    assert str(e.value) == ("'engine' must be des or auto for this configuration (compiled: "
+                            "defence Freeze has no compiled form): 'compiled'")
+
+
 def test_node_update_runs_continuously_for_async():
     """Async: a node's local work covers the time up to each of its exchanges, and it pulls values to c."""
-    cfg = GossipConfig(nodes=12, rounds=8, record_every=8, protocol="async")
+    cfg = GossipConfig(nodes=12, rounds=8, record_every=8, protocol="async", engine="des")
     pull = Pull(c=3.0, eta=1.0)
     system, rec, x0 = _run(cfg, update=pull)
     assert system.async_path == "vector"

@@ -79,6 +79,10 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
     if "mem_pipeline_traced_large_microbatches" in res:
         n = res["mem_pipeline_traced_large_microbatches"]
         add(f"    traced peak, pipeline {n:.0e} microbatches", "mem_pipeline_traced_large_mib", "MiB")
+    for key in sorted(k for k in res if k.startswith("mem_compiled_h") and k.endswith("_mib")):
+        h = key[len("mem_compiled_h"):-len("_mib")]
+        add(f"    peak RSS, compiled n=1e5 async, horizon {h}", key, "MiB")
+    add("    compiled RSS, long / short horizon", "mem_compiled_horizon_ratio", "x")
     add("(i) C reference loop, async, no latency", "c_async_per_s", "/s")
     add("    compiled async gossip, no latency", "compiled_async_per_s", "/s")
     add("    compiled / C, no latency", "compiled_vs_c", "x")
@@ -93,6 +97,7 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
     add("(k) contended training passes", "training_passes_per_s", "/s",
         "training_passes_per_timeout")
     add("(l) async gossip training, per local step", "async_training_us_per_local_step", "us")
+    add("    compiled engine, per local step", "async_training_compiled_us_per_local_step", "us")
     return rows
 
 

@@ -147,7 +147,7 @@ def engine_reason(config: GossipConfig) -> str:
     sel = registry.select("gossip", config, config.engine)
     if config.protocol != "matching":
         text = f"{config.protocol}: {sel.engine.applies(config).reason}"
-        if config.engine == "auto":  # say why a faster engine for this protocol did not run
+        if config.engine == "auto" and config.protocol == "async":  # why compiled did not run
             skipped = [f"{n}: {r}" for n, ok, r in sel.considered
                        if not ok and n != "vector" and n != sel.name]
             if skipped:

@@ -19,7 +19,8 @@ __all__ = ["bench_async_training"]
 
 
 def bench_async_training(nodes: int = 200, horizon: int = 20, dim: int = 10,
-                         step_time: float = 0.1, repeats: int = 2) -> dict[str, Any]:
+                         step_time: float = 0.1, repeats: int = 2,
+                         engine: str = "des") -> dict[str, Any]:
     """CPU cost per local step of async gossip training on the complete graph.
 
     Parameters
@@ -34,6 +35,8 @@ def bench_async_training(nodes: int = 200, horizon: int = 20, dim: int = 10,
         Time of one local step (so about ``nodes * horizon / step_time`` steps).
     repeats : int
         Best (least CPU time) of this many runs.
+    engine : {"des", "compiled"}
+        The SimPy engine (the figure of issue 16) or the compiled one.
 
     Returns
     -------
@@ -53,7 +56,7 @@ def bench_async_training(nodes: int = 200, horizon: int = 20, dim: int = 10,
     T = check_int("horizon", horizon, low=1)
     st = check_positive("step_time", step_time)
     g = GossipConfig(topology="complete", nodes=n, protocol="async", rounds=T, record_every=T,
-                     dim=check_int("dim", dim, low=1))
+                     dim=check_int("dim", dim, low=1), engine=engine)
     lc = LearningConfig(objective="quadratic", lr=0.1, local_steps=1, grad_noise=0.1,
                         curvature_spread=0.5, step_time=(st,))
     cfg = TrainingConfig(g, lc)
