@@ -59,6 +59,11 @@ class Engine:
     :meth:`run`. ``auto = False`` keeps an engine out of ``--engine auto``: it
     runs only when named (for an engine whose numbers, though of the same law,
     would silently replace the ones a seed gave before).
+
+    A family may also ask an engine whether it accepts the strategy objects
+    a run is given (``accepts(config, **strategies)``, for example the gossip
+    family's :func:`sim.gossip.engines.select_engine`); :func:`select` itself
+    answers from the config alone.
     """
 
     name: str = ""

@@ -19,14 +19,16 @@ Layout (data flows down):
     :class:`GossipSystem`: shared state and the vector and scalar exchange
     kernels; ``GossipSystem(config, streams)`` builds the engine class that
     runs the config.
-``matching``, ``matching_des``, ``edge``, ``asynchronous``
+``matching``, ``matching_des``, ``edge``, ``asynchronous``, ``compiled``
     One engine class each: :class:`MatchingVector`, :class:`MatchingDES`,
-    :class:`EdgeGossip`, :class:`AsyncGossip`.
+    :class:`EdgeGossip`, :class:`AsyncGossip` and :class:`CompiledAsync` (the
+    async law on the numba loop of ``kernel``; ``auto``'s choice for async).
 ``update``
     The node-update hook (:class:`NodeUpdate`; default :class:`NoUpdate`,
     pure averaging).
 ``engines``
-    The ``vector`` and ``des`` engines and the exact references of Study B,
+    The ``vector`` and ``des`` engines (and, in ``compiled``, the compiled one)
+    and the exact references of Study B,
     registered with :mod:`sim.engines`; :func:`predictions`.
 ``model``
     :func:`gossip_model` (one replication) and :func:`summarize_runs`.
