@@ -291,65 +291,6 @@ def _move(i, v, x, tau):
 
 
 @_jit
-def _receive(a, v, x, honest, tau, adaptive, adeg, indptr, indices, complete, train, tmask, last,
-             phase, step_time, lr, gnoise, curv, cent, st, counts, now):
-    """Honest, online receiver ``a`` moves toward ``v`` (after its local steps up to ``now``)."""
-    if train:
-        _train(a, now, x, tmask, last, phase, step_time, lr, gnoise, curv, cent, st, counts)
-    r = _oracle_radius(a, x, honest, adeg, indptr, indices, complete) if adaptive else tau[a]
-    _move(a, v, x, r)
-
-
-@_jit
-def _deliver_due(t_end, x, honest, tau, adaptive, adeg, indptr, indices, complete, churn, up,
-                 next_toggle, mean_up, mean_downtime, tr_ptr, tr_times, tr_pos, train, tmask,
-                 last, phase, step_time, lr, gnoise, curv, cent, st, heap_t, heap_ij, heap_v,
-                 counts, tmp):
-    """Apply, in due order, every delivery due by ``t_end``; pop them from the heap."""
-    d = x.shape[1]
-    hn = counts[0]
-    while hn > 0 and heap_t[0] <= t_end:
-        t_del = heap_t[0]
-        a, b = heap_ij[0, 0], heap_ij[0, 1]
-        if honest[a] and _is_up(a, t_del, churn, up, next_toggle, mean_up, mean_downtime, st,
-                                tr_ptr, tr_times, tr_pos):
-            _receive(a, heap_v[0, d:], x, honest, tau, adaptive, adeg, indptr, indices, complete,
-                     train, tmask, last, phase, step_time, lr, gnoise, curv, cent, st, counts,
-                     t_del)
-        if honest[b] and _is_up(b, t_del, churn, up, next_toggle, mean_up, mean_downtime, st,
-                                tr_ptr, tr_times, tr_pos):
-            _receive(b, heap_v[0, :d], x, honest, tau, adaptive, adeg, indptr, indices, complete,
-                     train, tmask, last, phase, step_time, lr, gnoise, curv, cent, st, counts,
-                     t_del)
-        counts[1] += 1
-        hn -= 1
-        if hn > 0:  # sift the last slot down from the root
-            lt = heap_t[hn]
-            li, lj = heap_ij[hn, 0], heap_ij[hn, 1]
-            for c in range(2 * d):
-                tmp[c] = heap_v[hn, c]
-            k = 0
-            while True:
-                ch = 2 * k + 1
-                if ch >= hn:
-                    break
-                if ch + 1 < hn and heap_t[ch + 1] < heap_t[ch]:
-                    ch += 1
-                if lt <= heap_t[ch]:
-                    break
-                heap_t[k] = heap_t[ch]
-                heap_ij[k, 0], heap_ij[k, 1] = heap_ij[ch, 0], heap_ij[ch, 1]
-                for c in range(2 * d):
-                    heap_v[k, c] = heap_v[ch, c]
-                k = ch
-            heap_t[k] = lt
-            heap_ij[k, 0], heap_ij[k, 1] = li, lj
-            for c in range(2 * d):
-                heap_v[k, c] = tmp[c]
-    counts[0] = hn
-
-
-@_jit
 def _advance(t_end, x, honest, kind, param, const, tau, adaptive, adeg, complete, complete_delay,
              indptr, indices, edge_delay, wake_rate, noise, churn, availability, mean_downtime,
              train, tmask, step_time, lr, gnoise, curv, cent, up, next_toggle, tr_ptr, tr_times,
@@ -373,11 +314,58 @@ def _advance(t_end, x, honest, kind, param, const, tau, adaptive, adeg, complete
     while True:
         now = clock[0]
         # deliveries due before the next wake (or by t_end), in due order
-        if counts[0] > 0 and heap_t[0] <= min(now, t_end):
-            _deliver_due(min(now, t_end), x, honest, tau, adaptive, adeg, indptr, indices,
-                         complete, churn, up, next_toggle, mean_up, mean_downtime, tr_ptr,
-                         tr_times, tr_pos, train, tmask, last, phase, step_time, lr, gnoise,
-                         curv, cent, st, heap_t, heap_ij, heap_v, counts, tmp)
+        # (inline: a call with this many arguments per wake costs more than the delivery)
+        t_due_by = min(now, t_end)
+        if counts[0] > 0 and heap_t[0] <= t_due_by:
+            hn = counts[0]
+            while hn > 0 and heap_t[0] <= t_due_by:
+                t_del = heap_t[0]
+                a, b = heap_ij[0, 0], heap_ij[0, 1]
+                # each honest, online end moves
+                if honest[a] and (churn == CHURN_NONE or _is_up(
+                        a, t_del, churn, up, next_toggle, mean_up, mean_downtime, st, tr_ptr,
+                        tr_times, tr_pos)):
+                    if train:
+                        _train(a, t_del, x, tmask, last, phase, step_time, lr, gnoise, curv,
+                               cent, st, counts)
+                    r = (_oracle_radius(a, x, honest, adeg, indptr, indices, complete)
+                         if adaptive else tau[a])
+                    _move(a, heap_v[0, d:], x, r)
+                if honest[b] and (churn == CHURN_NONE or _is_up(
+                        b, t_del, churn, up, next_toggle, mean_up, mean_downtime, st, tr_ptr,
+                        tr_times, tr_pos)):
+                    if train:
+                        _train(b, t_del, x, tmask, last, phase, step_time, lr, gnoise, curv,
+                               cent, st, counts)
+                    r = (_oracle_radius(b, x, honest, adeg, indptr, indices, complete)
+                         if adaptive else tau[b])
+                    _move(b, heap_v[0, :d], x, r)
+                counts[1] += 1
+                hn -= 1
+                if hn > 0:  # sift the last slot down from the root
+                    lt = heap_t[hn]
+                    li, lj = heap_ij[hn, 0], heap_ij[hn, 1]
+                    for c in range(2 * d):
+                        tmp[c] = heap_v[hn, c]
+                    k = 0
+                    while True:
+                        ch = 2 * k + 1
+                        if ch >= hn:
+                            break
+                        if ch + 1 < hn and heap_t[ch + 1] < heap_t[ch]:
+                            ch += 1
+                        if lt <= heap_t[ch]:
+                            break
+                        heap_t[k] = heap_t[ch]
+                        heap_ij[k, 0], heap_ij[k, 1] = heap_ij[ch, 0], heap_ij[ch, 1]
+                        for c in range(2 * d):
+                            heap_v[k, c] = heap_v[ch, c]
+                        k = ch
+                    heap_t[k] = lt
+                    heap_ij[k, 0], heap_ij[k, 1] = li, lj
+                    for c in range(2 * d):
+                        heap_v[k, c] = tmp[c]
+            counts[0] = hn
         if now > t_end:
             break
         clock[0] = now + _expo(st, _WAKE, 1.0 / total_rate)
