@@ -177,9 +177,10 @@ def test_attacks_and_adaptive_clip_run():
     g = nx.random_regular_graph(4, 20, seed=1)
     for kind in ("alie", "dissensus", "signflip"):
         for extra in ({}, {"clip": 0.2}, {"adaptive_clip": True}):
-            for protocol in ("matching", "edge", "async"):
+            for protocol, engine in (("matching", "auto"), ("edge", "auto"), ("async", "des"),
+                                     ("async", "auto")):
                 cfg = GossipConfig(graph=g, topology="rr", nodes=None, protocol=protocol, rounds=10,
-                                   adversary=kind, num_adversaries=2, dim=2, **extra)
+                                   adversary=kind, num_adversaries=2, dim=2, engine=engine, **extra)
                 rec = gossip_model(cfg, Streams(4))
                 assert np.all(np.isfinite(rec["disagreement"]))
 
@@ -286,13 +287,16 @@ def test_edge_gossip_matches_exact_recursions(graph):
     assert out["predicted_honest_mean"][-1] > 0.2  # the stubborn pull is visible
 
 
-def test_async_capture_matches_poisson_clock():
-    """Async on the complete graph with instant exchanges: E[m(t) - b] = (m0 - b) exp(-t/(n-1))."""
+@pytest.mark.parametrize("engine", ["des", "auto"])
+def test_async_capture_matches_poisson_clock(engine):
+    """Async on the complete graph with instant exchanges: E[m(t) - b] = (m0 - b) exp(-t/(n-1)),
+    on the SimPy engine and on the one auto picks (compiled, with numba)."""
     n, horizon = 8, 14
     g = nx.complete_graph(n)
     nx.set_edge_attributes(g, 0.0, "latency")
     cfg = GossipConfig(graph=g, topology="complete", nodes=None, protocol="async", rounds=horizon,
-                       record_every=horizon, adversary="stubborn", adversary_value=10.0)
+                       record_every=horizon, adversary="stubborn", adversary_value=10.0,
+                       engine=engine)
     recs = replicate(gossip_model, cfg, replications=600, seed=5)
     ratios = np.array([r["gap"][-1] / r["gap"][0] for r in recs])
     se = ratios.std(ddof=1) / math.sqrt(ratios.size)
