@@ -100,12 +100,15 @@ def test_compiled_matches_the_simpy_engine(case):
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(SLOW_CASES))
 def test_new_pieces_match_the_simpy_engine(case):
-    """Adaptive clipping under attack and trace churn: compiled and SimPy agree within 4 SE (400 runs)."""
+    """Adaptive clipping under attack and trace churn: E[log D(t)/D(0)] of compiled and SimPy agree
+    within 4 SE (400 runs; on the log scale, since under dissensus D(t)/D(0) is heavy-tailed on
+    both engines, with single runs past 100)."""
     kw, key, at = SLOW_CASES[case]
     cfg = _case(kw)
-    m1, s1 = _stats(cfg, "des", 101, key, at, reps=400)
-    m2, s2 = _stats(cfg, "compiled", 202, key, at, reps=400)
-    assert abs(m1 - m2) <= 4 * math.hypot(s1, s2), (case, m1, m2, s1, s2)
+    a = np.log(_values(cfg, "des", 101, key, at, reps=400))
+    b = np.log(_values(cfg, "compiled", 202, key, at, reps=400))
+    se = math.hypot(a.std(ddof=1), b.std(ddof=1)) / math.sqrt(a.size)
+    assert abs(a.mean() - b.mean()) <= 4 * se, (case, a.mean(), b.mean(), se)
 
 
 def test_the_cross_check_can_fail():
