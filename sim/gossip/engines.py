@@ -1,11 +1,14 @@
 """Gossip's engines and exact references, registered with :mod:`sim.engines` (family ``"gossip"``).
 
-Two engines answer gossip configs: ``vector`` (matching rounds with numpy,
-:class:`~sim.gossip.matching.MatchingVector`) and ``des`` (per-node
+Three engines answer gossip configs: ``vector`` (matching rounds with numpy,
+:class:`~sim.gossip.matching.MatchingVector`), ``des`` (per-node
 discrete-event simulation; its class follows the protocol:
 :class:`~sim.gossip.matching_des.MatchingDES`,
-:class:`~sim.gossip.edge.EdgeGossip`, :class:`~sim.gossip.asynchronous.AsyncGossip`).
-``--engine auto`` takes ``vector`` wherever it applies. The references are the
+:class:`~sim.gossip.edge.EdgeGossip`, :class:`~sim.gossip.asynchronous.AsyncGossip`)
+and ``compiled`` (numba: :class:`~sim.gossip.compiled.CompiledAsync` for
+``async``, :class:`~sim.gossip.edge_kernel.CompiledEdge` for ``edge``).
+``--engine auto`` takes ``vector`` wherever it applies, and ``compiled`` for
+the ``edge`` configs it reproduces bit for bit (:func:`edge_obstacle`). The references are the
 closed forms and exact recursions of Study B in :mod:`sim.analytic`; each says
 when it is exact, and :func:`predictions` gathers the values of those that are.
 """
@@ -17,16 +20,20 @@ from typing import Any
 import numpy as np
 
 from .. import engines as registry
+from ..adversaries import Adversary, Defence, make_adversary, make_defence
 from ..engines import Applies, Engine, Reference
 from .asynchronous import AsyncGossip
+from .compiled import HAVE_NUMBA, CompiledEngine
 from .config import GossipConfig
 from .edge import EdgeGossip
 from .matching import MatchingVector
 from .matching_des import MatchingDES
 from .rounds import NeighbourhoodRounds
 from .state import GossipSystem
+from .update import NodeUpdate, default_update
 
-__all__ = ["VectorEngine", "DESEngine", "system_class", "resolved_engine", "engine_reason",
+__all__ = ["VectorEngine", "DESEngine", "CompiledEdgeEngine", "CompiledGossipEngine",
+           "edge_obstacle", "system_class", "resolved_engine", "engine_reason",
            "predictions", "EXACT_BUDGET"]
 
 #: Largest ``n**2 * steps`` (disagreement) or ``n * steps`` (mean) for which the
@@ -88,6 +95,76 @@ class DESEngine(_GossipEngine):
     def system_class(self, config: GossipConfig) -> type[GossipSystem]:
         return {"matching": MatchingDES, "edge": EdgeGossip, "async": AsyncGossip,
                 "neighbourhood": NeighbourhoodRounds, "allreduce": NeighbourhoodRounds}[config.protocol]
+
+
+def edge_obstacle(config: GossipConfig, adversary: Adversary | None, defence: Defence,
+                  update: NodeUpdate) -> str | None:
+    """Why the compiled edge engine cannot reproduce this config bit for bit (None: it can)."""
+    if not HAVE_NUMBA:
+        return "needs numba (pip install 'dtsim[fast]')"
+    if config.protocol != "edge":
+        return f"runs the edge protocol only, not {config.protocol}"
+    if not update.is_identity():
+        return "a node update (local training steps) runs on the DES engine"
+    if adversary is not None and adversary.constant() is None:
+        form = adversary.compiled_form()
+        if form is None or form[0] != "signflip":
+            return (f"adversary {type(adversary).__name__} sends a statistic of the honest "
+                    "values, summed in numpy's order; it runs on the DES engine")
+    if defence.fixed_radius() is None:
+        return (f"defence {type(defence).__name__} has no fixed radius (state-dependent "
+                "clipping runs on the DES engine)")
+    return None
+
+
+class CompiledEdgeEngine(_GossipEngine):
+    """The edge protocol on the numba kernel: the DES engine's numbers, bit for bit, faster."""
+
+    name = "compiled"
+    speed = 5
+
+    def applies(self, config: GossipConfig) -> Applies:
+        adversary = (make_adversary(config.adversary, config.value)
+                     if config.adversary_positions else None)
+        why = edge_obstacle(config, adversary, make_defence(config.clip, config.adaptive_clip),
+                            default_update(config))
+        if why is not None:
+            return Applies(False, why)
+        return Applies(True, "compiled edge steps: the DES engine's draws and arithmetic, "
+                             "bit for bit, at machine speed")
+
+    def system_class(self, config: GossipConfig) -> type[GossipSystem]:
+        from .edge_kernel import CompiledEdge
+
+        return CompiledEdge
+
+
+class CompiledGossipEngine(_GossipEngine):
+    """``--engine compiled``: the numba engine of the config's protocol (``async`` or ``edge``).
+
+    ``auto`` picks it for ``edge`` (it gives the DES engine's numbers) and asks
+    the async engine (:class:`~sim.gossip.compiled.CompiledEngine`) for ``async``.
+    """
+
+    name = "compiled"
+    speed = 5
+
+    def __init__(self) -> None:
+        self.parts: dict[str, Engine] = {"async": CompiledEngine(), "edge": CompiledEdgeEngine()}
+
+    def applies(self, config: GossipConfig) -> Applies:
+        part = self.parts.get(config.protocol)
+        if part is None:
+            return Applies(False, "runs the async and edge protocols only, not "
+                                  f"{config.protocol}")
+        return part.applies(config)
+
+    def auto_for(self, config: GossipConfig) -> bool:
+        part = self.parts.get(config.protocol)
+        return part is not None and part.auto_for(config)
+
+    def system_class(self, config: GossipConfig) -> type[GossipSystem]:
+        return self.parts[config.protocol].system_class(config)  # type: ignore[attr-defined]
 
 
 def _engine(config: GossipConfig) -> _GossipEngine:
@@ -267,7 +344,7 @@ class StubbornRecursion(_GossipReference):
         return {"predicted_honest_mean": np.asarray(hm, dtype=float)}
 
 
-for _obj in (VectorEngine(), DESEngine(), MatchingComplete(), EdgeComplete(), EdgeRecursion(),
+for _obj in (VectorEngine(), DESEngine(), CompiledGossipEngine(), MatchingComplete(), EdgeComplete(), EdgeRecursion(),
              Capture(), Creep(), StubbornRecursion()):
     registry.register(_obj)
 
