@@ -81,8 +81,9 @@ def test_compiled_is_named_not_automatic_and_explains_refusals():
     with pytest.raises(ConfigError, match="compiled: defence AdaptiveClip has no fixed radius"):
         GossipConfig(nodes=20, protocol="async", rounds=2, engine="compiled",
                      adversary="alie", num_adversaries=1, adaptive_clip=True)
-    with pytest.raises(ConfigError, match="compiled: runs the async protocol only, not edge"):
-        GossipConfig(nodes=20, protocol="edge", rounds=2, engine="compiled")
+    with pytest.raises(ConfigError,
+                       match="compiled: runs the async and edge protocols only, not neighbourhood"):
+        GossipConfig(nodes=20, protocol="neighbourhood", rounds=2, engine="compiled")
 
 
 PINNED_EXCHANGES = 59

@@ -17,8 +17,12 @@ from sim.gossip import (
     gossip_model,
     predictions,
 )
+from sim.gossip.compiled import HAVE_NUMBA
 from sim.rng import Streams
 
+_EDGE_DES = "edge: single-pair steps are simulated one at a time in order (there is no vectorised engine)"
+_EDGE_COMPILED = ("edge: compiled edge steps: the DES engine's draws and arithmetic, bit for bit, "
+                  "at machine speed")
 _AUTO = ("auto: matching rounds are synchronous, so the vectorised engine computes the same rounds "
          "as the per-node DES (same matching, noise, adversaries, clipping and round time)")
 
@@ -27,10 +31,10 @@ _AUTO = ("auto: matching rounds are synchronous, so the vectorised engine comput
     (dict(), "vector", _AUTO),
     (dict(engine="vector"), "vector", "requested: engine vector"),
     (dict(engine="des"), "des", "requested: engine des"),
-    (dict(protocol="edge"), "des",
-     "edge: single-pair steps are simulated one at a time in order (there is no vectorised engine)"),
-    (dict(protocol="edge", engine="des"), "des",
-     "edge: single-pair steps are simulated one at a time in order (there is no vectorised engine)"),
+    (dict(protocol="edge"), "compiled" if HAVE_NUMBA else "des",
+     _EDGE_COMPILED if HAVE_NUMBA else _EDGE_DES),
+    (dict(protocol="edge", engine="des"), "des", _EDGE_DES),
+    (dict(protocol="edge", adversary="alie"), "des", _EDGE_DES),
     (dict(protocol="async"), "des",
      "async: only the per-node DES models Poisson clocks, exchanges in flight and churn"),
 ])
@@ -44,7 +48,7 @@ def test_engine_and_reason_text(kw, engine, reason):
 
 @pytest.mark.parametrize(("kw", "cls"), [
     (dict(), MatchingVector), (dict(engine="des"), MatchingDES),
-    (dict(protocol="edge"), EdgeGossip), (dict(protocol="async"), AsyncGossip),
+    (dict(protocol="edge", engine="des"), EdgeGossip), (dict(protocol="async"), AsyncGossip),
 ])
 def test_system_class_follows_the_selected_engine(kw, cls):
     """GossipSystem(config, streams) builds the class of the engine sim.engines selects."""
@@ -59,7 +63,7 @@ def test_vector_refused_outside_matching_names_the_rule():
     assert not verdict and "no vectorised engine" in verdict.reason
     with pytest.raises(ConfigError) as e:
         engines.select("gossip", cfg, "vector")
-    assert "use des" in str(e.value)
+    assert ("use compiled" if HAVE_NUMBA else "use des") in str(e.value)
 
 
 def test_registered_engine_runs_the_model():

@@ -53,10 +53,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check
 from .config import GossipConfig
+from .edge import EdgeGossip
 from .records import Records
-from .state import GossipSystem
 
 try:  # numba is the optional extra ``dtsim[fast]``
     import numba
@@ -67,7 +67,7 @@ except ImportError:  # pragma: no cover - exercised where numba is absent
     HAVE_NUMBA = False
 
 __all__ = ["HAVE_NUMBA", "HONEST", "CONSTANT", "SIGNFLIP", "CompiledEdge", "EdgeSteps",
-           "pcg_state", "set_pcg_state", "bounded_integers"]
+           "pcg_state", "set_pcg_state", "bounded_integers", "einsum_order_matches"]
 
 #: Sender kinds of the kernel (per node).
 HONEST, CONSTANT, SIGNFLIP = 0, 1, 2
@@ -314,6 +314,29 @@ def edge_steps(count, x, kind, const, tau, plain, scalar, complete, u, v, first,
             _vmove(x, j, dj, tau)
 
 
+def einsum_order_matches(max_dim: int = 40, rows: int = 200) -> bool:
+    """Whether this numpy's ``einsum("ij,ij->i")`` sums in :func:`_sumsq`'s order (dims 2..max_dim).
+
+    The norm of a clipped vector move (``dim > 1``) follows it; another numpy
+    build could sum otherwise, and then the engine is not chosen by ``auto``
+    for those configs (:meth:`sim.gossip.engines.CompiledEdgeEngine.auto_for`).
+    """
+    global _EINSUM_OK
+    if _EINSUM_OK is None:
+        rng = np.random.default_rng(12345)
+        ok = True
+        for d in range(2, max_dim + 1):
+            a = rng.standard_normal((rows, d)) * np.exp(3.0 * rng.standard_normal((rows, 1)))
+            out = np.empty(rows)
+            sumsq_rows(a, out)
+            ok = ok and bool(np.array_equal(out, np.einsum("ij,ij->i", a, a)))
+        _EINSUM_OK = ok
+    return _EINSUM_OK
+
+
+_EINSUM_OK: bool | None = None
+
+
 def bounded_integers(st: np.ndarray, high: int, count: int) -> np.ndarray:
     """``count`` draws of ``Generator.integers(high)`` from the state ``st`` (advanced in place).
 
@@ -406,18 +429,27 @@ class EdgeSteps:
         set_pcg_state(self.partners, second if self.complete else first)
 
 
-class CompiledEdge(GossipSystem):
-    """The edge protocol on the numba kernel (see the module docstring)."""
+class CompiledEdge(EdgeGossip):
+    """The edge protocol on the numba kernel (see the module docstring).
+
+    Strategies given to the constructor that have no compiled form (a user's
+    adversary or defence) run the Python engine's steps instead -- the same
+    numbers, at its speed -- unless the config names ``engine="compiled"``,
+    which then refuses them with the reason.
+    """
 
     def __init__(self, config: GossipConfig, streams: Any, *, path: str = "auto",
                  **kwargs: Any) -> None:
         super().__init__(config, streams, path="auto", **kwargs)
         from .engines import edge_obstacle
 
+        self.loop: EdgeSteps | None = None
         why = edge_obstacle(config, self.adversary, self.defence, self.update)
         if why is not None:
-            raise ConfigError("engine", f"des or auto for this configuration (compiled: {why})",
-                              "compiled")
+            if config.engine == "compiled":
+                raise ConfigError("engine", "des or auto for this configuration "
+                                  f"(compiled: {why})", "compiled")
+            return
         n = self.n
         kind = np.zeros(n, dtype=np.int64)
         const = 0.0
@@ -442,6 +474,10 @@ class CompiledEdge(GossipSystem):
 
     def run(self) -> Records:
         """Run chunk by chunk to the horizon, recording the honest values (as the Python engine)."""
+        if self.loop is None:
+            return super().run()
+        check(not self._ran, "system", "run once", "run()")
+        self._ran = True
         rec = self.records
         steps = rec.steps
         hidx = self.hidx

@@ -133,6 +133,14 @@ class CompiledEdgeEngine(_GossipEngine):
         return Applies(True, "compiled edge steps: the DES engine's draws and arithmetic, "
                              "bit for bit, at machine speed")
 
+    def auto_for(self, config: GossipConfig) -> bool:
+        """Yes, unless a clipped vector move would sum its norm in another order than numpy here."""
+        if config.dim > 1 and config.clip is not None and not np.isinf(config.clip):
+            from .edge_kernel import einsum_order_matches
+
+            return einsum_order_matches()
+        return True
+
     def system_class(self, config: GossipConfig) -> type[GossipSystem]:
         from .edge_kernel import CompiledEdge
 
