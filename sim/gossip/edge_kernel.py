@@ -314,6 +314,24 @@ def edge_steps(count, x, kind, const, tau, plain, scalar, complete, u, v, first,
             _vmove(x, j, dj, tau)
 
 
+@_jit
+def edge_chunk(count, x, kind, const, tau, plain, scalar, complete, u, v, state, high_a, high_b,
+               hidx):
+    """One record chunk without noise: :func:`edge_steps` with the stream cursors set up.
+
+    On the complete graph the chunk's second ends are drawn after all its first
+    ends (as numpy fills two arrays), so a copy of the state draws the first
+    ends while ``state``, advanced past them, draws the second ends.
+    """
+    first = state.copy()
+    if complete:
+        skip_bounded(state, high_a, count)
+    edge_steps(count, x, kind, const, tau, plain, scalar, complete, u, v, first, state, high_a,
+               high_b, 0.0, np.empty((0, 0, x.shape[1])), hidx)
+    if not complete:
+        state[:] = first
+
+
 def einsum_order_matches(max_dim: int = 40, rows: int = 200) -> bool:
     """Whether this numpy's ``einsum("ij,ij->i")`` sums in :func:`_sumsq`'s order (dims 2..max_dim).
 
@@ -396,6 +414,7 @@ class EdgeSteps:
         self.noise_rng = noise_rng
         self.hidx = np.ascontiguousarray(hidx, dtype=np.int64)
         self.hcount = int(self.hidx.size)
+        self.state = pcg_state(partners)
         if self.complete:
             if self.n - 1 > _M32:
                 raise ValueError("the compiled edge engine draws at most 2**32 nodes")
@@ -403,30 +422,39 @@ class EdgeSteps:
             raise ValueError("the compiled edge engine draws at most 2**32 edges")
 
     def steps(self, count: int) -> None:
-        """Run ``count`` steps (one record chunk of the Python engine's draws)."""
-        main = pcg_state(self.partners)
+        """Run ``count`` steps (one record chunk of the Python engine's draws).
+
+        The stream state lives in :attr:`state` during the run; :meth:`sync`
+        writes it back into the ``partners`` generator.
+        """
+        main = self.state
+        if self.complete:
+            high_a, high_b = np.uint64(self.n), np.uint64(self.n - 1)
+        else:
+            high_a, high_b = np.uint64(self.u.size), np.uint64(0)
+        if self.noise == 0.0:
+            edge_chunk(count, self.x, self.kind, self.const, self.tau, self.plain, self.scalar,
+                       self.complete, self.u, self.v, main, high_a, high_b, self.hidx)
+            return
         first = main.copy()
         if self.complete:  # the second ends start after the chunk's first ends
-            skip_bounded(main, np.uint64(self.n), count)
-            second = main
-            high_a, high_b = self.n, self.n - 1
-        else:
-            second = main  # unused: one draw (the edge index) per step
-            high_a, high_b = self.u.size, 0
+            skip_bounded(main, high_a, count)
         args = (self.x, self.kind, self.const, self.tau, self.plain, self.scalar, self.complete,
-                self.u, self.v, first, second, np.uint64(high_a), np.uint64(high_b))
-        if self.noise == 0.0:
-            edge_steps(count, *args, 0.0, np.empty((0, 0, self.x.shape[1])), self.hidx)
-        else:
-            d = self.x.shape[1]
-            block = max(1, NOISE_BLOCK_VALUES // max(1, self.hcount * d))
-            done = 0
-            while done < count:
-                b = min(block, count - done)
-                z = self.noise_rng.standard_normal((b, self.hcount, d))
-                edge_steps(b, *args, self.noise, z, self.hidx)
-                done += b
-        set_pcg_state(self.partners, second if self.complete else first)
+                self.u, self.v, first, main, high_a, high_b)
+        d = self.x.shape[1]
+        block = max(1, NOISE_BLOCK_VALUES // max(1, self.hcount * d))
+        done = 0
+        while done < count:
+            b = min(block, count - done)
+            z = self.noise_rng.standard_normal((b, self.hcount, d))
+            edge_steps(b, *args, self.noise, z, self.hidx)
+            done += b
+        if not self.complete:
+            main[:] = first
+
+    def sync(self) -> None:
+        """Write the stream state back into the ``partners`` generator."""
+        set_pcg_state(self.partners, self.state)
 
 
 class CompiledEdge(EdgeGossip):
@@ -480,14 +508,17 @@ class CompiledEdge(EdgeGossip):
         self._ran = True
         rec = self.records
         steps = rec.steps
+        x = self.x
         hidx = self.hidx
+        honest_rows = (lambda: x) if self.n_adv == 0 else (lambda: x[hidx])
         dt = 2.0 / self.n
         t = 0.0
-        rec.record(0, t, 0, self.x[hidx])
+        rec.record(0, t, 0, honest_rows())
         for k in range(1, steps.size):
             count = int(steps[k] - steps[k - 1])
             t = t + count * dt  # the SimPy clock's sum, in the same order
             self.loop.steps(count)
             self.exchanges += count
-            rec.record(k, t, self.exchanges, self.x[hidx])
+            rec.record(k, t, self.exchanges, honest_rows())
+        self.loop.sync()
         return rec
