@@ -58,13 +58,13 @@ ENGINES = ("auto", "des", "vector", "compiled")
 
 _ATTR_TYPES = (bool, int, float, str, np.integer, np.floating)
 #: Fewest ``edge`` steps between two default records (a record reads every value).
-EDGE_RECORD_FLOOR = 10_000
+EDGE_RECORD_FLOOR = 20_000
 
 
 def default_record_every(protocol: str, n: int) -> int:
     """The record interval a config gets when it gives none.
 
-    ``edge``: every ``max(2 n, 10000)`` steps. A record reads all ``n`` values
+    ``edge``: every ``max(2 n, 20000)`` steps. A record reads all ``n`` values
     and a step touches two, so recording every step costs ``O(n)`` times the
     run (an ``edge`` run of 3e5 steps at ``n = 1e4`` took 155 s and wrote 38 MB
     recorded every step); every ``2 n`` steps (each node in about four
@@ -235,7 +235,7 @@ class GossipConfig:
     record_every : int or None
         Record every this many rounds/steps (time units for ``async``). None
         (the default) takes :func:`default_record_every`: every round or time
-        unit, and for ``edge`` every ``max(2 n, 10000)`` steps.
+        unit, and for ``edge`` every ``max(2 n, 20000)`` steps.
     burn_in : int
         Rounds/steps (time for ``async``) excluded from the noise-floor average.
     init_mean, init_std : float

@@ -316,7 +316,7 @@ def edge_steps(count, x, kind, const, tau, plain, scalar, complete, u, v, first,
 
 @_jit
 def edge_chunk(count, x, kind, const, tau, plain, scalar, complete, u, v, state, high_a, high_b,
-               hidx):
+               hidx, no_noise):
     """One record chunk without noise: :func:`edge_steps` with the stream cursors set up.
 
     On the complete graph the chunk's second ends are drawn after all its first
@@ -327,7 +327,7 @@ def edge_chunk(count, x, kind, const, tau, plain, scalar, complete, u, v, state,
     if complete:
         skip_bounded(state, high_a, count)
     edge_steps(count, x, kind, const, tau, plain, scalar, complete, u, v, first, state, high_a,
-               high_b, 0.0, np.empty((0, 0, x.shape[1])), hidx)
+               high_b, 0.0, no_noise, hidx)
     if not complete:
         state[:] = first
 
@@ -415,6 +415,11 @@ class EdgeSteps:
         self.hidx = np.ascontiguousarray(hidx, dtype=np.int64)
         self.hcount = int(self.hidx.size)
         self.state = pcg_state(partners)
+        self.highs = ((np.uint64(self.n), np.uint64(self.n - 1)) if self.complete
+                      else (np.uint64(self.u.size), np.uint64(0)))
+        self.chunk_args = (self.x, self.kind, self.const, self.tau, self.plain, self.scalar,
+                           self.complete, self.u, self.v, self.state, *self.highs, self.hidx,
+                           np.empty((0, 0, self.x.shape[1])))
         if self.complete:
             if self.n - 1 > _M32:
                 raise ValueError("the compiled edge engine draws at most 2**32 nodes")
@@ -428,13 +433,9 @@ class EdgeSteps:
         writes it back into the ``partners`` generator.
         """
         main = self.state
-        if self.complete:
-            high_a, high_b = np.uint64(self.n), np.uint64(self.n - 1)
-        else:
-            high_a, high_b = np.uint64(self.u.size), np.uint64(0)
+        high_a, high_b = self.highs
         if self.noise == 0.0:
-            edge_chunk(count, self.x, self.kind, self.const, self.tau, self.plain, self.scalar,
-                       self.complete, self.u, self.v, main, high_a, high_b, self.hidx)
+            edge_chunk(count, *self.chunk_args)
             return
         first = main.copy()
         if self.complete:  # the second ends start after the chunk's first ends
