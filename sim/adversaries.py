@@ -423,6 +423,14 @@ class Defence:
         """
         return None
 
+    def radius_rule(self) -> str | None:
+        """The name of a state-dependent radius rule the compiled edge engine implements, if any.
+
+        ``"oracle"``: the ClippedGossip oracle radius of :class:`AdaptiveClip`.
+        ``None`` (the default) leaves a state-dependent rule to the Python engines.
+        """
+        return None
+
 
 class NoDefence(Defence):
     """Plain pairwise averaging: ``x_i += diff / 2``."""
@@ -468,6 +476,9 @@ class AdaptiveClip(Defence):
     """
 
     kind = "adaptive"
+
+    def radius_rule(self) -> str:
+        return "oracle"
 
     def radius(self, view: View, receivers: np.ndarray) -> np.ndarray:
         a = view.nbhd.adversary_degree(receivers).astype(float)

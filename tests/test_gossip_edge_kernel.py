@@ -19,8 +19,8 @@ pytestmark = pytest.mark.skipif(not HAVE_NUMBA, reason="needs the fast extra (nu
 
 SERIES = ("disagreement", "honest_mean", "time", "exchange_counts", "mean_shift")
 
-#: Configs covering every path of the Python edge engine (scalar, vector, noise, attackers,
-#: clipping in one and many dimensions, sparse graphs, the smallest graph).
+#: Configs covering every path of the Python edge engine (scalar, vector, noise, every attack,
+#: fixed and oracle clipping in one and many dimensions, sparse graphs, the smallest graphs).
 IDENTICAL = {
     "plain": dict(),
     "clip": dict(clip=0.3),
@@ -38,6 +38,30 @@ IDENTICAL = {
     "torus-stubborn-clip": dict(topology="torus:dims=4x4", nodes=None, adversary="stubborn",
                                 clip=1.0),
     "two-nodes": dict(nodes=2),
+    "alie": dict(adversary="alie"),
+    "alie-3-clip": dict(adversary="alie", num_adversaries=3, clip=0.3),
+    "alie-dim3-clip-noise": dict(adversary="alie", dim=3, clip=0.2, noise=0.05),
+    "alie-many": dict(nodes=20_000, adversary="alie", num_adversaries=2000, rounds=400,
+                      record_every=100),
+    "ipm": dict(adversary="ipm", num_adversaries=2),
+    "ipm-dim2-clip": dict(adversary="ipm", dim=2, clip=0.4),
+    "dissensus": dict(adversary="dissensus", num_adversaries=2),
+    "dissensus-dim3-clip": dict(adversary="dissensus", dim=3, clip=0.2),
+    "dissensus-ring": dict(topology="ring:n=30", nodes=None, adversary="dissensus",
+                           num_adversaries=2),
+    "dissensus-torus-dim2": dict(topology="torus:dims=5x5", nodes=None, adversary="dissensus",
+                                 dim=2),
+    "dissensus-three-nodes": dict(nodes=3, adversary="dissensus", num_adversaries=2),
+    "adaptive-stubborn": dict(adversary="stubborn", adaptive_clip=True),
+    "adaptive-alie-dim9": dict(nodes=200, adversary="alie", dim=9, adaptive_clip=True),
+    "adaptive-signflip-dim3-noise": dict(adversary="signflip", adaptive_clip=True, dim=3,
+                                         noise=0.1),
+    "adaptive-honest": dict(adaptive_clip=True),
+    "adaptive-ring-stubborn": dict(topology="ring:n=30", nodes=None, adversary="stubborn",
+                                   adaptive_clip=True, num_adversaries=2),
+    "adaptive-torus-dissensus-noise": dict(topology="torus:dims=5x5", nodes=None,
+                                           adversary="dissensus", adaptive_clip=True, dim=2,
+                                           noise=0.1),
 }
 
 
@@ -83,22 +107,18 @@ def test_bounded_integers_are_numpys(high):
     assert np.array_equal(st, pcg_state(g))
 
 
-def test_norm_order_is_numpys_einsum():
-    """The clipped move's squared norm is summed in numpy's einsum order on this build (dims 2..40)."""
-    from sim.gossip.edge_kernel import einsum_order_matches
+def test_summation_orders_are_numpys():
+    """Squared norms, pairwise sums and column sums follow numpy's orders on this build."""
+    from sim.gossip.edge_kernel import numpy_order_matches
 
-    assert einsum_order_matches()
+    assert numpy_order_matches()
 
 
-def test_auto_picks_compiled_for_edge_and_explains_refusals():
-    """auto runs edge on the compiled engine; statistic-sending attackers and adaptive clips stay on des."""
-    assert engines.select("gossip", _cfg()).name == "compiled"
-    assert engines.select("gossip", _cfg(adversary="alie")).name == "des"
-    assert engines.select("gossip", _cfg(adversary="stubborn", adaptive_clip=True)).name == "des"
-    with pytest.raises(ConfigError, match="compiled: adversary IPM sends a statistic"):
-        _cfg(adversary="ipm", engine="compiled")
-    with pytest.raises(ConfigError, match="compiled: defence AdaptiveClip has no fixed radius"):
-        _cfg(adversary="stubborn", adaptive_clip=True, engine="compiled")
+def test_auto_picks_compiled_for_every_edge_config():
+    """auto runs edge on the compiled engine, attacks and oracle clipping included."""
+    for kw in (dict(), dict(adversary="alie"), dict(adversary="stubborn", adaptive_clip=True),
+               dict(adversary="dissensus", dim=3, clip=0.5)):
+        assert engines.select("gossip", _cfg(**kw)).name == "compiled", kw
 
 
 def test_a_user_strategy_without_compiled_form_runs_the_python_steps():
@@ -113,7 +133,7 @@ def test_a_user_strategy_without_compiled_form_runs_the_python_steps():
     a = gossip_model(dataclasses.replace(cfg, engine="des"), Streams(4), adversary=Half())
     b = gossip_model(cfg, Streams(4), adversary=Half())
     assert np.array_equal(a["disagreement"], b["disagreement"])
-    with pytest.raises(ConfigError, match="compiled: adversary Half sends a statistic"):
+    with pytest.raises(ConfigError, match="compiled: adversary Half has no compiled form"):
         gossip_model(dataclasses.replace(cfg, engine="compiled"), Streams(4), adversary=Half())
 
 

@@ -34,7 +34,6 @@ _AUTO = ("auto: matching rounds are synchronous, so the vectorised engine comput
     (dict(protocol="edge"), "compiled" if HAVE_NUMBA else "des",
      _EDGE_COMPILED if HAVE_NUMBA else _EDGE_DES),
     (dict(protocol="edge", engine="des"), "des", _EDGE_DES),
-    (dict(protocol="edge", adversary="alie"), "des", _EDGE_DES),
     (dict(protocol="async"), "des",
      "async: only the per-node DES models Poisson clocks, exchanges in flight and churn"),
 ])

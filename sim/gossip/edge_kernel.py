@@ -24,16 +24,17 @@ operations*, so a seed gives bit-for-bit the same records on either engine
   defence's move of ``received - own``, clipping with ``diff * (tau / |diff|)``).
 
 It asks the strategies, never their types: an adversary answers with
-:meth:`~sim.adversaries.Adversary.constant` or (sign-flip) its
-:meth:`~sim.adversaries.Adversary.compiled_form`; a defence with
-:meth:`~sim.adversaries.Defence.plain` and
-:meth:`~sim.adversaries.Defence.fixed_radius`. What it does not reproduce bit
-for bit is left to the Python engine, and
-:func:`sim.gossip.engines.edge_obstacle` says why: the
-adversaries whose message is a statistic of all honest values (ALIE, IPM,
-dissensus; a per-step O(n) sum whose rounding follows numpy's summation
-order), state-dependent clipping, a node update (local training), and a user's
-adversary or defence without a compiled form.
+:meth:`~sim.adversaries.Adversary.constant` or its
+:meth:`~sim.adversaries.Adversary.compiled_form` (sign-flip, ALIE, IPM,
+dissensus), a defence with :meth:`~sim.adversaries.Defence.plain`,
+:meth:`~sim.adversaries.Defence.fixed_radius` or
+:meth:`~sim.adversaries.Defence.radius_rule` (the ClippedGossip oracle
+radius). The statistics an attacker or the oracle radius reads (honest means,
+deviations, neighbourhood sums) are summed in numpy's orders (pairwise in one
+dimension, row by row in more, einsum's two lanes for squared norms), which
+:func:`numpy_order_matches` probes. A node update (local training) and a
+user's strategy without a compiled form run on the Python engine, and
+:func:`sim.gossip.engines.edge_obstacle` says why.
 
 References
 ----------
@@ -66,11 +67,15 @@ except ImportError:  # pragma: no cover - exercised where numba is absent
     numba = None
     HAVE_NUMBA = False
 
-__all__ = ["HAVE_NUMBA", "HONEST", "CONSTANT", "SIGNFLIP", "CompiledEdge", "EdgeSteps",
-           "pcg_state", "set_pcg_state", "bounded_integers", "einsum_order_matches"]
+__all__ = ["HAVE_NUMBA", "HONEST", "CONSTANT", "SIGNFLIP", "ALIE", "IPM", "DISSENSUS",
+           "SENDER_KINDS", "CompiledEdge", "EdgeSteps",
+           "pcg_state", "set_pcg_state", "bounded_integers", "numpy_order_matches",
+           "honest_neighbours"]
 
 #: Sender kinds of the kernel (per node).
-HONEST, CONSTANT, SIGNFLIP = 0, 1, 2
+HONEST, CONSTANT, SIGNFLIP, ALIE, IPM, DISSENSUS = 0, 1, 2, 3, 4, 5
+#: The compiled forms of :meth:`sim.adversaries.Adversary.compiled_form` the kernel sends.
+SENDER_KINDS = {"signflip": SIGNFLIP, "alie": ALIE, "ipm": IPM, "dissensus": DISSENSUS}
 #: Noise is drawn in blocks of at most this many values (memory bound of a block).
 NOISE_BLOCK_VALUES = 1 << 20
 _M32 = (1 << 32) - 1
@@ -225,6 +230,154 @@ def sumsq_rows(a, out):
 
 
 @_jit
+def _sumprod(a, b):
+    """``sum(a * b)`` in the order of :func:`_sumsq` (numpy's einsum of two contiguous rows)."""
+    n = a.size
+    l0 = 0.0
+    l1 = 0.0
+    k = 0
+    while n - k >= 8:
+        l0 = a[k] * b[k] + (a[k + 2] * b[k + 2] + (a[k + 4] * b[k + 4] + (a[k + 6] * b[k + 6] + l0)))
+        l1 = (a[k + 1] * b[k + 1]
+              + (a[k + 3] * b[k + 3] + (a[k + 5] * b[k + 5] + (a[k + 7] * b[k + 7] + l1))))
+        k += 8
+    while k < n:
+        l0 = a[k] * b[k] + l0
+        if k + 1 < n:
+            l1 = a[k + 1] * b[k + 1] + l1
+        k += 2
+    return l0 + l1
+
+
+@_jit
+def _pw(a, lo, n):
+    """numpy's pairwise sum of ``a[lo:lo + n]`` (blocks of 128, eight accumulators)."""
+    if n < 8:
+        res = 0.0
+        for k in range(n):
+            res += a[lo + k]
+        return res
+    if n <= 128:
+        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+        i = 8
+        while i < n - (n % 8):
+            r0 += a[lo + i]
+            r1 += a[lo + i + 1]
+            r2 += a[lo + i + 2]
+            r3 += a[lo + i + 3]
+            r4 += a[lo + i + 4]
+            r5 += a[lo + i + 5]
+            r6 += a[lo + i + 6]
+            r7 += a[lo + i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += a[lo + i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pw(a, lo, n2) + _pw(a, lo + n2, n - n2)
+
+
+@_jit
+def pairwise_sum(a):
+    """:func:`_pw` of a whole 1-D array (for the order check)."""
+    return _pw(a, 0, a.size)
+
+
+@_jit
+def _hsum(x, idx, out, buf):
+    """``x[idx].sum(axis=0)`` as numpy sums it: pairwise in one dimension, row by row in more."""
+    d = x.shape[1]
+    h = idx.size
+    if d == 1:
+        for r in range(h):
+            buf[r] = x[idx[r], 0]
+        out[0] = 0.0 + _pw(buf, 0, h)
+        return
+    for c in range(d):
+        out[c] = 0.0
+    for r in range(h):
+        row = idx[r]
+        for c in range(d):
+            out[c] = out[c] + x[row, c]
+
+
+@_jit
+def _hstats(x, idx, mean, sd, want_sd, buf):
+    """``x[idx].mean(axis=0)`` and (``want_sd``) ``.std(axis=0)`` in numpy's summation order."""
+    d = x.shape[1]
+    h = idx.size
+    _hsum(x, idx, mean, buf)
+    for c in range(d):
+        mean[c] = mean[c] / h
+    if not want_sd:
+        return
+    if d == 1:
+        for r in range(h):
+            dv = x[idx[r], 0] - mean[0]
+            buf[r] = dv * dv
+        sd[0] = math.sqrt((0.0 + _pw(buf, 0, h)) / h)
+        return
+    for c in range(d):
+        sd[c] = 0.0
+    for r in range(h):
+        row = idx[r]
+        for c in range(d):
+            dv = x[row, c] - mean[c]
+            sd[c] = sd[c] + dv * dv
+    for c in range(d):
+        sd[c] = math.sqrt(sd[c] / h)
+
+
+@_jit
+def _oracle_radius(p, x, complete, hidx, hptr, hind, adeg, mean, s1, t1, t2, buf, sq):
+    """The ClippedGossip oracle radius of honest ``p`` (:class:`~sim.adversaries.AdaptiveClip`)."""
+    a = adeg[p]
+    if a <= 0.0:
+        return math.inf
+    d = x.shape[1]
+    if not complete:  # sum over p's honest neighbours, in the stored order
+        acc = 0.0
+        for k in range(hptr[p], hptr[p + 1]):
+            j = hind[k]
+            for c in range(d):
+                t1[c] = x[j, c] - x[p, c]
+            acc = acc + _sumsq(t1)
+        return math.sqrt(acc / a)
+    # complete graph: expanded sums on values centred on the honest mean
+    h = hidx.size
+    _hstats(x, hidx, mean, s1, False, buf)
+    for c in range(d):
+        s1[c] = 0.0
+    for r in range(h):
+        row = hidx[r]
+        for c in range(d):
+            t1[c] = x[row, c] - mean[c]
+        sq[r] = _sumsq(t1)
+        if d == 1:
+            buf[r] = t1[0]
+        else:
+            for c in range(d):
+                s1[c] = s1[c] + t1[c]
+    if d == 1:
+        s1[0] = 0.0 + _pw(buf, 0, h)
+    s2_all = 0.0 + _pw(sq, 0, h)
+    for c in range(d):
+        t1[c] = x[p, c] - mean[c]
+    sqp = _sumsq(t1)
+    for c in range(d):
+        t2[c] = s1[c] - 1.0 * t1[c]
+    cnt = float(h - 1)
+    val = (s2_all - 1.0 * sqp) - 2.0 * _sumprod(t1, t2) + cnt * _sumsq(t1)
+    if val < 0.0:
+        val = 0.0
+    return math.sqrt(val / a)
+
+
+@_jit
 def _vmove(x, row, diff, tau):
     """``x[row] += clip_rows(diff, tau) / 2`` as the vector kernel computes it."""
     d = diff.size
@@ -241,35 +394,67 @@ def _vmove(x, row, diff, tau):
 
 
 @_jit
-def _sent(src, dst, x, kind, const, out):
-    """The value ``src`` sends to ``dst`` into ``out``."""
+def _sent(src, dst, x, kind, const, param, complete, hidx, hptr, hind, out, mean, sd, buf):
+    """The value ``src`` sends to ``dst`` into ``out`` (as :meth:`~sim.adversaries.Adversary.send`)."""
     k = kind[src]
     d = out.size
-    if k == 0:
+    if k == HONEST:
         for c in range(d):
             out[c] = x[src, c]
-    elif k == 1:
+    elif k == CONSTANT:
         for c in range(d):
             out[c] = const
-    else:  # sign-flip: the negation of the peer's own value
+    elif k == SIGNFLIP:  # the negation of the peer's own value
         for c in range(d):
             out[c] = -x[dst, c]
+    elif k == ALIE:  # honest mean plus z honest standard deviations
+        _hstats(x, hidx, mean, sd, True, buf)
+        for c in range(d):
+            out[c] = mean[c] + param * sd[c]
+    elif k == IPM:  # -eps times the honest mean
+        _hstats(x, hidx, mean, sd, False, buf)
+        for c in range(d):
+            out[c] = -param * mean[c]
+    else:  # DISSENSUS: x_p - eps (mean of p's honest neighbours - x_p)
+        if complete:
+            _hsum(x, hidx, mean, buf)
+            cnt = float(hidx.size - 1)
+            for c in range(d):
+                mean[c] = mean[c] - 1.0 * x[dst, c]
+        else:
+            for c in range(d):
+                mean[c] = 0.0
+            for e in range(hptr[dst], hptr[dst + 1]):
+                j = hind[e]
+                for c in range(d):
+                    mean[c] = mean[c] + 1.0 * x[j, c]
+            cnt = float(hptr[dst + 1] - hptr[dst])
+        for c in range(d):
+            nm = mean[c] / cnt if cnt > 0.0 else x[dst, c]
+            out[c] = x[dst, c] - param * (nm - x[dst, c])
 
 
 @_jit
 def edge_steps(count, x, kind, const, tau, plain, scalar, complete, u, v, first, second,
-               high_a, high_b, noise, z, hidx):
+               high_a, high_b, noise, z, hidx, param, adaptive, adeg, hptr, hind, buf, sq):
     """Run ``count`` steps of random-edge gossip on ``x`` in place (see the module docstring).
 
     ``first`` is the stream cursor of the first ends (or edge indices), ``second``
     that of the second ends (complete graph); ``z`` holds ``count`` blocks of
-    standard normals for the noise (``noise > 0``), row ``r`` for node ``hidx[r]``.
+    standard normals for the noise (``noise > 0``), row ``r`` for node ``hidx[r]``
+    (the honest nodes). ``param`` is the attack's parameter, ``adaptive`` the
+    oracle clipping radius (``adeg`` adversarial degrees, ``hptr``/``hind`` the
+    honest neighbours of a sparse graph); ``buf`` and ``sq`` hold ``len(hidx)``.
     """
     d = x.shape[1]
     vi = np.empty(d)
     vj = np.empty(d)
     di = np.empty(d)
     dj = np.empty(d)
+    mean = np.empty(d)
+    sd = np.empty(d)
+    t1 = np.empty(d)
+    t2 = np.empty(d)
     hcount = hidx.size
     for s in range(count):
         if complete:
@@ -303,20 +488,28 @@ def edge_steps(count, x, kind, const, tau, plain, scalar, complete, u, v, first,
                 x[i, c] = a
                 x[j, c] = a
             continue
-        _sent(i, j, x, kind, const, vi)
-        _sent(j, i, x, kind, const, vj)
+        _sent(i, j, x, kind, const, param, complete, hidx, hptr, hind, vi, mean, sd, buf)
+        _sent(j, i, x, kind, const, param, complete, hidx, hptr, hind, vj, mean, sd, buf)
         for c in range(d):
             di[c] = vj[c] - x[i, c]
             dj[c] = vi[c] - x[j, c]
+        tau_i, tau_j = tau, tau
+        if adaptive:  # both radii from the state before either end moves
+            if ki == 0:
+                tau_i = _oracle_radius(i, x, complete, hidx, hptr, hind, adeg, mean, sd, t1, t2,
+                                       buf, sq)
+            if kj == 0:
+                tau_j = _oracle_radius(j, x, complete, hidx, hptr, hind, adeg, mean, sd, t1, t2,
+                                       buf, sq)
         if ki == 0:
-            _vmove(x, i, di, tau)
+            _vmove(x, i, di, tau_i)
         if kj == 0:
-            _vmove(x, j, dj, tau)
+            _vmove(x, j, dj, tau_j)
 
 
 @_jit
 def edge_chunk(count, x, kind, const, tau, plain, scalar, complete, u, v, state, high_a, high_b,
-               hidx, no_noise):
+               hidx, no_noise, param, adaptive, adeg, hptr, hind, buf, sq):
     """One record chunk without noise: :func:`edge_steps` with the stream cursors set up.
 
     On the complete graph the chunk's second ends are drawn after all its first
@@ -327,27 +520,39 @@ def edge_chunk(count, x, kind, const, tau, plain, scalar, complete, u, v, state,
     if complete:
         skip_bounded(state, high_a, count)
     edge_steps(count, x, kind, const, tau, plain, scalar, complete, u, v, first, state, high_a,
-               high_b, 0.0, no_noise, hidx)
+               high_b, 0.0, no_noise, hidx, param, adaptive, adeg, hptr, hind, buf, sq)
     if not complete:
         state[:] = first
 
 
-def einsum_order_matches(max_dim: int = 40, rows: int = 200) -> bool:
-    """Whether this numpy's ``einsum("ij,ij->i")`` sums in :func:`_sumsq`'s order (dims 2..max_dim).
+def numpy_order_matches(max_dim: int = 40, rows: int = 200) -> bool:
+    """Whether this numpy sums in the kernel's orders (probed once per process).
 
-    The norm of a clipped vector move (``dim > 1``) follows it; another numpy
-    build could sum otherwise, and then the engine is not chosen by ``auto``
-    for those configs (:meth:`sim.gossip.engines.CompiledEdgeEngine.auto_for`).
+    The kernel reproduces three of numpy's summation orders: ``einsum("ij,ij->i")``
+    (:func:`_sumsq`: the norm of a clipped vector move, the oracle radius),
+    the pairwise sum of a contiguous 1-D reduction (:func:`_pw`: honest means and
+    deviations in one dimension) and row-by-row column sums (more dimensions).
+    Another numpy build (another SIMD width) could sum otherwise; then ``auto``
+    does not pick the engine for the configs that need them
+    (:meth:`sim.gossip.engines.CompiledEdgeEngine.auto_for`).
     """
     global _EINSUM_OK
     if _EINSUM_OK is None:
         rng = np.random.default_rng(12345)
         ok = True
-        for d in range(2, max_dim + 1):
+        for d in range(1, max_dim + 1):
             a = rng.standard_normal((rows, d)) * np.exp(3.0 * rng.standard_normal((rows, 1)))
             out = np.empty(rows)
             sumsq_rows(a, out)
             ok = ok and bool(np.array_equal(out, np.einsum("ij,ij->i", a, a)))
+        for size in (*range(1, 300), 1000, 8191, 8192, 8193, 20_000, 100_001):
+            a = rng.standard_normal((size, 1)) * np.exp(rng.standard_normal((size, 1)))
+            ok = ok and float(pairwise_sum(a[:, 0])) == float(a.sum(axis=0)[0])
+        a = rng.standard_normal((1000, 3))
+        col = np.zeros(3)
+        for r in range(a.shape[0]):
+            col = col + a[r]
+        ok = ok and bool(np.array_equal(col, a.sum(axis=0)))
         _EINSUM_OK = ok
     return _EINSUM_OK
 
@@ -374,11 +579,16 @@ class EdgeSteps:
     x : ndarray, shape (n, d)
         Values, updated in place (C-contiguous float64).
     kind : ndarray of int, shape (n,)
-        Sender kind per node: 0 honest, 1 constant (``const``), 2 sign-flip.
+        Sender kind per node (:data:`HONEST`, :data:`CONSTANT`, :data:`SIGNFLIP`,
+        :data:`ALIE`, :data:`IPM`, :data:`DISSENSUS`).
     const : float
         The constant attacker's value (every coordinate).
+    param : float
+        The attack's parameter (ALIE ``z``, IPM and dissensus ``eps``).
     tau : float
         Fixed clipping radius (``inf``: none).
+    adaptive : bool
+        Clip with the ClippedGossip oracle radius instead (``adeg``, ``hptr``, ``hind``).
     plain : bool
         Plain averaging of an all-honest system (both ends take the mean).
     scalar : bool
@@ -394,37 +604,47 @@ class EdgeSteps:
     noise_rng : numpy.random.Generator
         The ``noise`` stream.
     hidx : ndarray of int
-        Rows that take noise (the honest nodes; all nodes when every node is honest).
+        The honest nodes (they take the noise; honest statistics run over them).
+    adeg : ndarray of float
+        Adversarial neighbours of each node.
+    hptr, hind : ndarray of int
+        The honest neighbours of each node of a sparse graph, CSR, in the order
+        :class:`~sim.adversaries.Neighbourhood` sums them (empty: complete graph).
     """
 
     def __init__(self, x: np.ndarray, kind: np.ndarray, const: float, tau: float, *,
                  plain: bool, scalar: bool, complete: bool, u: np.ndarray, v: np.ndarray,
                  partners: np.random.Generator, noise: float, noise_rng: np.random.Generator,
-                 hidx: np.ndarray) -> None:
+                 hidx: np.ndarray, param: float = 0.0, adaptive: bool = False,
+                 adeg: np.ndarray | None = None, hptr: np.ndarray | None = None,
+                 hind: np.ndarray | None = None) -> None:
         self.x = x
-        self.n = x.shape[0]
-        self.kind = np.ascontiguousarray(kind, dtype=np.int64)
-        self.const = float(const)
-        self.tau = float(tau)
-        self.plain, self.scalar, self.complete = bool(plain), bool(scalar), bool(complete)
-        self.u = np.ascontiguousarray(u, dtype=np.int64)
-        self.v = np.ascontiguousarray(v, dtype=np.int64)
+        self.n = n = x.shape[0]
+        self.complete = bool(complete)
+        if self.complete:
+            if n - 1 > _M32:
+                raise ValueError("the compiled edge engine draws at most 2**32 nodes")
+        elif u.size - 1 > _M32:
+            raise ValueError("the compiled edge engine draws at most 2**32 edges")
         self.partners = partners
         self.noise = float(noise)
         self.noise_rng = noise_rng
         self.hidx = np.ascontiguousarray(hidx, dtype=np.int64)
-        self.hcount = int(self.hidx.size)
+        self.hcount = h = int(self.hidx.size)
         self.state = pcg_state(partners)
-        self.highs = ((np.uint64(self.n), np.uint64(self.n - 1)) if self.complete
-                      else (np.uint64(self.u.size), np.uint64(0)))
-        self.chunk_args = (self.x, self.kind, self.const, self.tau, self.plain, self.scalar,
-                           self.complete, self.u, self.v, self.state, *self.highs, self.hidx,
-                           np.empty((0, 0, self.x.shape[1])))
-        if self.complete:
-            if self.n - 1 > _M32:
-                raise ValueError("the compiled edge engine draws at most 2**32 nodes")
-        elif self.u.size - 1 > _M32:
-            raise ValueError("the compiled edge engine draws at most 2**32 edges")
+        self.highs = ((np.uint64(n), np.uint64(n - 1)) if self.complete
+                      else (np.uint64(u.size), np.uint64(0)))
+        empty = np.zeros(1, dtype=np.int64)
+        self.base = (np.ascontiguousarray(kind, dtype=np.int64), float(const), float(tau),
+                     bool(plain), bool(scalar), self.complete,
+                     np.ascontiguousarray(u, dtype=np.int64), np.ascontiguousarray(v, dtype=np.int64))
+        self.extra = (float(param), bool(adaptive),
+                      np.zeros(n) if adeg is None else np.ascontiguousarray(adeg, dtype=float),
+                      empty if hptr is None else np.ascontiguousarray(hptr, dtype=np.int64),
+                      empty if hind is None else np.ascontiguousarray(hind, dtype=np.int64),
+                      np.empty(max(h, 1)), np.empty(max(h, 1)))
+        self.chunk_args = (self.x, *self.base, self.state, *self.highs, self.hidx,
+                           np.empty((0, 0, self.x.shape[1])), *self.extra)
 
     def steps(self, count: int) -> None:
         """Run ``count`` steps (one record chunk of the Python engine's draws).
@@ -440,15 +660,14 @@ class EdgeSteps:
         first = main.copy()
         if self.complete:  # the second ends start after the chunk's first ends
             skip_bounded(main, high_a, count)
-        args = (self.x, self.kind, self.const, self.tau, self.plain, self.scalar, self.complete,
-                self.u, self.v, first, main, high_a, high_b)
         d = self.x.shape[1]
         block = max(1, NOISE_BLOCK_VALUES // max(1, self.hcount * d))
         done = 0
         while done < count:
             b = min(block, count - done)
             z = self.noise_rng.standard_normal((b, self.hcount, d))
-            edge_steps(b, *args, self.noise, z, self.hidx)
+            edge_steps(b, self.x, *self.base, first, main, high_a, high_b, self.noise, z,
+                       self.hidx, *self.extra)
             done += b
         if not self.complete:
             main[:] = first
@@ -456,6 +675,20 @@ class EdgeSteps:
     def sync(self) -> None:
         """Write the stream state back into the ``partners`` generator."""
         set_pcg_state(self.partners, self.state)
+
+
+def honest_neighbours(graph: Any, honest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (``indptr``, ``indices``) of every node's honest neighbours, in the order
+    :class:`~sim.adversaries.Neighbourhood` stores them (built the same way, with scipy)."""
+    import networkx as nx
+    import scipy.sparse as sp
+
+    adj = nx.to_scipy_sparse_array(graph, nodelist=list(graph.nodes()), weight=None, format="csr")
+    adj = sp.csr_array(adj, dtype=float)
+    adj.data[:] = 1.0
+    adj_h = sp.csr_array(adj @ sp.diags_array(np.asarray(honest, dtype=float)))
+    adj_h.eliminate_zeros()
+    return adj_h.indptr.astype(np.int64), adj_h.indices.astype(np.int64)
 
 
 class CompiledEdge(EdgeGossip):
@@ -481,25 +714,32 @@ class CompiledEdge(EdgeGossip):
             return
         n = self.n
         kind = np.zeros(n, dtype=np.int64)
-        const = 0.0
+        const = param = 0.0
         adv = np.flatnonzero(self.is_adv)
         if adv.size:
             c = self.adversary.constant()  # type: ignore[union-attr]
             if c is not None:
                 kind[adv], const = CONSTANT, float(c)
             else:
-                kind[adv] = SIGNFLIP
-        tau = float(self.defence.fixed_radius())  # type: ignore[arg-type]
+                rule, param = self.adversary.compiled_form()  # type: ignore[union-attr, misc]
+                kind[adv] = SENDER_KINDS[rule]
+        radius = self.defence.fixed_radius()
+        adaptive = radius is None  # edge_obstacle let through only the oracle rule
         self.x = np.ascontiguousarray(self.x, dtype=float)
         self.view.x = self.x
         net, cfg = self.net, self.cfg
+        hptr = hind = None
+        if not net.complete and (adaptive or DISSENSUS in kind):
+            hptr, hind = honest_neighbours(net.graph, self.honest)
+        adeg = self.nbhd.adversary_degree(np.arange(n)).astype(float)
         # the Python engine's choice of path (sim.gossip.edge.EdgeGossip.steps)
         scalar = cfg.noise == 0 and self.scalar_ok(attacker=False)
         plain = self.n_adv == 0 and self.defence.plain()
         self.loop = EdgeSteps(
-            self.x, kind, const, tau, plain=plain, scalar=scalar, complete=net.complete,
-            u=net.u, v=net.v, partners=self.rng_partners, noise=cfg.noise,
-            noise_rng=self.rng_noise, hidx=self.hidx if self.n_adv else np.arange(n))
+            self.x, kind, const, math.inf if adaptive else float(radius), plain=plain,
+            scalar=scalar, complete=net.complete, u=net.u, v=net.v, partners=self.rng_partners,
+            noise=cfg.noise, noise_rng=self.rng_noise, hidx=self.hidx, param=float(param),
+            adaptive=adaptive, adeg=adeg, hptr=hptr, hind=hind)
 
     def run(self) -> Records:
         """Run chunk by chunk to the horizon, recording the honest values (as the Python engine)."""

@@ -108,12 +108,11 @@ def edge_obstacle(config: GossipConfig, adversary: Adversary | None, defence: De
         return "a node update (local training steps) runs on the DES engine"
     if adversary is not None and adversary.constant() is None:
         form = adversary.compiled_form()
-        if form is None or form[0] != "signflip":
-            return (f"adversary {type(adversary).__name__} sends a statistic of the honest "
-                    "values, summed in numpy's order; it runs on the DES engine")
-    if defence.fixed_radius() is None:
-        return (f"defence {type(defence).__name__} has no fixed radius (state-dependent "
-                "clipping runs on the DES engine)")
+        if form is None or form[0] not in ("signflip", "alie", "ipm", "dissensus"):
+            return f"adversary {type(adversary).__name__} has no compiled form"
+    if defence.fixed_radius() is None and defence.radius_rule() != "oracle":
+        return (f"defence {type(defence).__name__} has neither a fixed radius nor a compiled "
+                "radius rule")
     return None
 
 
@@ -134,11 +133,12 @@ class CompiledEdgeEngine(_GossipEngine):
                              "bit for bit, at machine speed")
 
     def auto_for(self, config: GossipConfig) -> bool:
-        """Yes, unless a clipped vector move would sum its norm in another order than numpy here."""
-        if config.dim > 1 and config.clip is not None and not np.isinf(config.clip):
-            from .edge_kernel import einsum_order_matches
+        """Yes, unless the config needs a summation order this numpy does not share with the kernel."""
+        clipped_vector = config.dim > 1 and config.clip is not None and not np.isinf(config.clip)
+        if clipped_vector or config.adaptive_clip or config.adversary in ("alie", "ipm", "dissensus"):
+            from .edge_kernel import numpy_order_matches
 
-            return einsum_order_matches()
+            return numpy_order_matches()
         return True
 
     def system_class(self, config: GossipConfig) -> type[GossipSystem]:
