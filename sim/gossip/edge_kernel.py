@@ -250,35 +250,70 @@ def _sumprod(a, b):
 
 
 @_jit
-def _pw(a, lo, n):
-    """numpy's pairwise sum of ``a[lo:lo + n]`` (blocks of 128, eight accumulators)."""
+def _pw_leaf(a, lo, n):
+    """numpy's pairwise sum of at most 128 values: eight accumulators, then the rest."""
     if n < 8:
         res = 0.0
         for k in range(n):
             res += a[lo + k]
         return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@_jit
+def _pw(a, lo, n):
+    """numpy's pairwise sum of ``a[lo:lo + n]``: halves (cut at a multiple of 8) down to 128.
+
+    numpy recurses; this walks the same tree with an explicit stack (numba's
+    on-disk cache mishandles recursive functions), adding the same pairs.
+    """
     if n <= 128:
-        r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-        r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-        i = 8
-        while i < n - (n % 8):
-            r0 += a[lo + i]
-            r1 += a[lo + i + 1]
-            r2 += a[lo + i + 2]
-            r3 += a[lo + i + 3]
-            r4 += a[lo + i + 4]
-            r5 += a[lo + i + 5]
-            r6 += a[lo + i + 6]
-            r7 += a[lo + i + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res += a[lo + i]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return _pw(a, lo, n2) + _pw(a, lo + n2, n - n2)
+        return _pw_leaf(a, lo, n)
+    f_lo = np.empty(64, dtype=np.int64)
+    f_n = np.empty(64, dtype=np.int64)
+    f_stage = np.empty(64, dtype=np.int64)
+    vals = np.empty(64)
+    top, nv = 0, 0
+    f_lo[0], f_n[0], f_stage[0] = lo, n, 0
+    while top >= 0:
+        m = f_n[top]
+        if m <= 128:
+            vals[nv] = _pw_leaf(a, f_lo[top], m)
+            nv += 1
+            top -= 1
+            continue
+        n2 = m // 2
+        n2 -= n2 % 8
+        if f_stage[top] == 0:
+            f_stage[top] = 1
+            f_lo[top + 1], f_n[top + 1], f_stage[top + 1] = f_lo[top], n2, 0
+            top += 1
+        elif f_stage[top] == 1:
+            f_stage[top] = 2
+            f_lo[top + 1], f_n[top + 1], f_stage[top + 1] = f_lo[top] + n2, m - n2, 0
+            top += 1
+        else:
+            nv -= 1
+            vals[nv - 1] = vals[nv - 1] + vals[nv]
+            top -= 1
+    return vals[0]
 
 
 @_jit
