@@ -409,7 +409,7 @@ class GossipConfig:
 
     @property
     def resolved_engine(self) -> str:
-        """The engine that runs: ``"vector"`` or ``"des"`` (see :func:`sim.gossip.engines.resolved_engine`)."""
+        """The engine that runs: ``"vector"``, ``"des"`` or ``"compiled"`` (see :func:`sim.gossip.engines.resolved_engine`)."""
         from .engines import resolved_engine
 
         return resolved_engine(self)

@@ -185,7 +185,7 @@ def system_class(config: GossipConfig) -> type[GossipSystem]:
 
 
 def resolved_engine(config: GossipConfig) -> str:
-    """The engine that runs ``config``: ``"vector"`` or ``"des"``."""
+    """The engine that runs ``config``: ``"vector"``, ``"des"`` or ``"compiled"``."""
     return _engine(config).name
 
 
