@@ -320,7 +320,10 @@ _TRAIN_ROWS = (
 
 
 def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
+    from ..gossip.engines import updating_engine
+
     cfg = tc.gossip
+    engine, engine_reason = updating_engine(cfg)
     training_objective(tc)  # build (and so validate) the objective before any replication
     records = replicate(training_model, tc, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
@@ -339,7 +342,7 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
             "adversary_nodes": list(tc.flipped or cfg.adversary_positions),
             "adversary_value": cfg.value if cfg.adversary != "none" else None,
             "clip": cfg.clip, "adaptive_clip": cfg.adaptive_clip, "rule": tc.rule,
-            "seed": args.seed, "engine": cfg.resolved_engine, "engine_reason": cfg.engine_reason,
+            "seed": args.seed, "engine": engine, "engine_reason": engine_reason,
             "objective_kind": lc.objective, "lr": lc.lr, "local_steps": lc.local_steps,
             "grad_noise": lc.grad_noise, "errors": errors,
         }
@@ -349,7 +352,7 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
     print(f"gossip training: {lc.objective} on {cfg.protocol} over {cfg.topology} with "
           f"n = {cfg.n} ({int(tc.honest.sum())} honest), lr {lc.lr}, H = {lc.local_steps}, "
           f"{report['replications']} replications, seed {args.seed}")
-    print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
+    print(f"engine: {engine} ({engine_reason})")
     rows = []
     for key, exact, label in _TRAIN_ROWS:
         val = float(report[key][-1])

@@ -33,7 +33,7 @@ from .state import GossipSystem
 from .update import NodeUpdate, default_update
 
 __all__ = ["VectorEngine", "DESEngine", "CompiledEdgeEngine", "CompiledGossipEngine",
-           "edge_obstacle", "system_class", "resolved_engine", "engine_reason",
+           "edge_obstacle", "updating_engine", "system_class", "resolved_engine", "engine_reason",
            "predictions", "EXACT_BUDGET"]
 
 #: Largest ``n**2 * steps`` (disagreement) or ``n * steps`` (mean) for which the
@@ -197,6 +197,19 @@ def engine_reason(config: GossipConfig) -> str:
     if config.engine == "auto":
         return sel.reason
     return f"requested: engine {sel.name}"
+
+
+def updating_engine(config: GossipConfig) -> tuple[str, str]:
+    """The engine that runs ``config`` with a node update (gossip training), and why.
+
+    The compiled edge engine hands a node update to the DES engine's steps
+    (:class:`~sim.gossip.edge_kernel.CompiledEdge`), so under ``auto`` an
+    ``edge`` training run is reported as ``des``.
+    """
+    sel = registry.select("gossip", config, config.engine)
+    if sel.name == "compiled" and config.protocol == "edge" and config.engine == "auto":
+        return "des", f"edge: {_DES_REASONS['edge']}"
+    return sel.name, engine_reason(config)
 
 
 # --------------------------------------------------------------------------- references
