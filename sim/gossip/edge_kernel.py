@@ -12,8 +12,8 @@ operations*, so a seed gives bit-for-bit the same records on either engine
   uniform edge indices otherwise). The kernel reimplements numpy's PCG64
   generator and its bounded-integer rule (Lemire's multiply-and-reject on 32
   bits) and keeps two cursors on the stream, so it never holds a chunk's
-  draws in memory; the numpy generator's state is written back after each
-  chunk.
+  draws in memory; the numpy generator's state is written back at the end of
+  the run, where the Python engine leaves it.
 * the noise (every honest node adds ``N(0, s**2)`` before each step) is drawn
   by numpy from the ``noise`` stream in blocks of steps, the same values as the
   Python engine's one draw per step.
@@ -571,8 +571,8 @@ def numpy_order_matches(max_dim: int = 40, rows: int = 200) -> bool:
     does not pick the engine for the configs that need them
     (:meth:`sim.gossip.engines.CompiledEdgeEngine.auto_for`).
     """
-    global _EINSUM_OK
-    if _EINSUM_OK is None:
+    global _ORDER_OK
+    if _ORDER_OK is None:
         rng = np.random.default_rng(12345)
         ok = True
         for d in range(1, max_dim + 1):
@@ -588,11 +588,11 @@ def numpy_order_matches(max_dim: int = 40, rows: int = 200) -> bool:
         for r in range(a.shape[0]):
             col = col + a[r]
         ok = ok and bool(np.array_equal(col, a.sum(axis=0)))
-        _EINSUM_OK = ok
-    return _EINSUM_OK
+        _ORDER_OK = ok
+    return _ORDER_OK
 
 
-_EINSUM_OK: bool | None = None
+_ORDER_OK: bool | None = None
 
 
 def bounded_integers(st: np.ndarray, high: int, count: int) -> np.ndarray:
