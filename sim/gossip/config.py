@@ -235,7 +235,9 @@ class GossipConfig:
     record_every : int or None
         Record every this many rounds/steps (time units for ``async``). None
         (the default) takes :func:`default_record_every`: every round or time
-        unit, and for ``edge`` every ``max(2 n, 20000)`` steps.
+        unit, and for ``edge`` every ``max(2 n, 20000)`` steps. It is resolved
+        when the config is built, so :func:`dataclasses.replace` keeps the
+        resolved interval (pass ``record_every=None`` to resolve it again).
     burn_in : int
         Rounds/steps (time for ``async``) excluded from the noise-floor average.
     init_mean, init_std : float
