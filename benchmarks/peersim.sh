@@ -21,8 +21,14 @@ repeats=${2:-3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [ ! -d "$src/src/peersim" ] && git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
-  # (a mirror may lack unrelated large files; only these paths are read)
-  git -C "$src" archive 40bb5b0 src example jep-2.3.0.jar djep-1.0.0.jar 2>/dev/null | tar -x -C "$work"
+  # one subtree and blob at a time: a mirror may lack unrelated large files (git archive
+  # with path arguments still reads the whole tree), and a bare mirror works too
+  for d in src example; do
+    git -C "$src" archive --prefix="$d/" "40bb5b0:$d" | tar -x -C "$work"
+  done
+  for f in jep-2.3.0.jar djep-1.0.0.jar; do
+    git -C "$src" cat-file blob "40bb5b0:$f" >"$work/$f"
+  done
 else
   cp -r "$src/src" "$src/example" "$src"/jep-2.3.0.jar "$src"/djep-1.0.0.jar "$work"/
 fi

@@ -424,15 +424,25 @@ class Defence:
         return None
 
     def compiled_form(self) -> tuple[str, float] | None:
-        """``(rule, parameter)`` naming a receiving rule the compiled engine implements, if any.
+        """``(rule, parameter)`` naming a receiving rule the compiled async engine implements, if any.
 
         ``("clip", tau)`` for a fixed radius (``inf``: plain averaging; the
         default whenever :meth:`fixed_radius` gives one) or ``("oracle", 0.0)``
-        for the ClippedGossip oracle radius of :class:`AdaptiveClip`. ``None``
-        leaves the defence to the SimPy engines.
+        when :meth:`radius_rule` names the ClippedGossip oracle radius of
+        :class:`AdaptiveClip`. ``None`` leaves the defence to the SimPy engines.
         """
         tau = self.fixed_radius()
-        return None if tau is None else ("clip", float(tau))
+        if tau is not None:
+            return ("clip", float(tau))
+        return ("oracle", 0.0) if self.radius_rule() == "oracle" else None
+
+    def radius_rule(self) -> str | None:
+        """The name of a state-dependent radius rule the compiled edge engine implements, if any.
+
+        ``"oracle"``: the ClippedGossip oracle radius of :class:`AdaptiveClip`.
+        ``None`` (the default) leaves a state-dependent rule to the Python engines.
+        """
+        return None
 
 
 class NoDefence(Defence):
@@ -480,12 +490,12 @@ class AdaptiveClip(Defence):
 
     kind = "adaptive"
 
-    def compiled_form(self) -> tuple[str, float] | None:
-        """``("oracle", 0.0)``, unless a subclass changed how the radius or the move is computed."""
+    def radius_rule(self) -> str | None:
+        """``"oracle"``, unless a subclass changed how the radius or the move is computed."""
         cls = type(self)
         same = (cls.radius is AdaptiveClip.radius and cls.move is Defence.move
                 and cls.step is Defence.step)
-        return ("oracle", 0.0) if same else None
+        return "oracle" if same else None
 
     def radius(self, view: View, receivers: np.ndarray) -> np.ndarray:
         a = view.nbhd.adversary_degree(receivers).astype(float)

@@ -43,6 +43,16 @@ k. ``training``: passes per second of the contended training pipeline
    (:mod:`sim.training`, 48 stages x 8 replicas with failures), per bare timeout.
 l. ``gossip_training``: CPU cost per local step of async gossip training
    (:mod:`sim.learning`).
+m. ``recording``: run time of a compiled ``edge`` run (and of a compiled
+   ``async`` one) with the default record interval over the same run with
+   records at the start and the horizon only.
+n. ``peersim``: PeerSim 1.0.5, built and timed by ``benchmarks/peersim.sh``
+   from a source tree given with ``--peersim DIR`` (java and javac needed),
+   side by side with dtsim's compiled ``edge`` engine (cycle-driven averaging,
+   complete graph, ``n = 1e5, 1e6``) and compiled ``async`` engine without and
+   with delay (event-driven averaging, ``n = 1e4``): exchanges per second of
+   each and their ratios dtsim / PeerSim. Without ``--peersim`` the part says
+   it was skipped; its targets are then not measured.
 
 Every rate is the best of a few repeats (the least disturbed by other load).
 :func:`run_bench` returns one flat dict; :data:`TARGETS` lists the targets of
@@ -93,6 +103,8 @@ __all__ = [
     "bench_highflip",
     "bench_training",
     "bench_gossip_training",
+    "bench_recording",
+    "bench_peersim",
     "run_bench",
     "check_targets",
     "append_jsonl",
@@ -100,7 +112,7 @@ __all__ = [
 ]
 
 PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
-         "machine", "highflip", "training", "gossip_training")
+         "machine", "highflip", "training", "gossip_training", "recording", "peersim")
 MATCHING_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -849,6 +861,176 @@ def bench_gossip_training(repeats: int = 2) -> dict[str, float]:
     return out
 
 
+# --------------------------------------------------------------------------- (m) recording
+
+
+def _run_seconds(cfg: Any, repeats: int, clock: Callable[[], float] = _cpu_clock) -> float:
+    """Best time of ``GossipSystem(cfg).run()`` over ``repeats`` runs (the build not counted)."""
+    from .gossip import GossipSystem
+
+    best = math.inf
+    for k in range(repeats):
+        system = GossipSystem(cfg, Streams(0).replication(k))
+        t0 = clock()
+        system.run()
+        best = min(best, clock() - t0)
+    return best
+
+
+def bench_recording(edge_nodes: tuple[int, ...] = (1000, 10_000), edge_steps: int = 3_000_000,
+                    async_nodes: int = 10_000, async_horizon: int = 100,
+                    repeats: int = 5) -> dict[str, float]:
+    """Cost of the default records: run time with them over run time without (start and end only).
+
+    Parameters
+    ----------
+    edge_nodes, edge_steps : tuple of int, int
+        Compiled ``edge`` runs on the complete graph (the default interval is
+        ``max(2 n, 20000)`` steps, :func:`sim.gossip.config.default_record_every`).
+    async_nodes, async_horizon : int
+        A compiled ``async`` run without latency (the default interval is one time unit).
+    repeats : int
+        Best of this many runs of each (the two settings alternate).
+
+    Returns
+    -------
+    dict
+        ``recording_edge_ratio_n{n}`` and ``recording_edge_seconds_n{n}`` (with
+        the default records), ``recording_async_ratio`` and
+        ``recording_async_seconds``; a ratio of 1 means records cost nothing.
+    """
+    import dataclasses
+
+    from .gossip import GossipConfig, GossipSystem
+
+    GossipSystem(GossipConfig(nodes=10, protocol="edge", rounds=10), Streams(0)).run()  # compile
+    out: dict[str, float] = {}
+    for n in edge_nodes:
+        cfg = GossipConfig(nodes=n, protocol="edge", rounds=edge_steps)
+        bare = dataclasses.replace(cfg, record_every=edge_steps)
+        with_rec, without = math.inf, math.inf
+        for _ in range(repeats):  # alternate, so a burst of load hits both
+            with_rec = min(with_rec, _run_seconds(cfg, 1))
+            without = min(without, _run_seconds(bare, 1))
+        out[f"recording_edge_ratio_n{n}"] = with_rec / without
+        out[f"recording_edge_seconds_n{n}"] = with_rec
+    cfg = GossipConfig(nodes=async_nodes, protocol="async", rounds=async_horizon, latency=0.0,
+                       engine="compiled")
+    bare = dataclasses.replace(cfg, record_every=async_horizon)
+    with_rec, without = math.inf, math.inf
+    for _ in range(repeats):
+        with_rec = min(with_rec, _run_seconds(cfg, 1))
+        without = min(without, _run_seconds(bare, 1))
+    out["recording_async_ratio"] = with_rec / without
+    out["recording_async_seconds"] = with_rec
+    return out
+
+
+# --------------------------------------------------------------------------- (n) PeerSim
+
+_PEERSIM_SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "peersim.sh"
+#: ``benchmarks/peersim.sh`` cases: (case, nodes) -> the key of its rate here.
+_PEERSIM_CASES = {("cycle_complete", 100_000): "peersim_cycle_per_s_n100000",
+                  ("cycle_complete", 1_000_000): "peersim_cycle_per_s_n1000000",
+                  ("event_nodelay", 10_000): "peersim_event_per_s",
+                  ("event_delay10", 10_000): "peersim_event_delay_per_s"}
+
+
+def peersim_skip_reason(peersim: str | None) -> str | None:
+    """Why the ``peersim`` part cannot run (None: it can)."""
+    import shutil
+
+    if peersim is None:
+        return "needs --peersim DIR"
+    if shutil.which("java") is None or shutil.which("javac") is None:
+        return "needs java and javac on PATH"
+    if not _PEERSIM_SCRIPT.exists():
+        return f"needs {_PEERSIM_SCRIPT}"
+    return None
+
+
+def _exchange_rate(cfg: Any, repeats: int) -> float:
+    """Best exchanges per wall-clock second of ``GossipSystem(cfg).run()``."""
+    from .gossip import GossipSystem
+
+    best = 0.0
+    for k in range(repeats):
+        system = GossipSystem(cfg, Streams(0).replication(k))
+        t0 = time.perf_counter()
+        system.run()
+        dt = time.perf_counter() - t0
+        if dt > 0:
+            best = max(best, system.exchanges / dt)
+    return best
+
+
+def bench_peersim(peersim: str | None = None, repeats: int = 3, edge_steps: int = 20_000_000,
+                  async_nodes: int = 10_000, async_horizon: int = 200) -> dict[str, Any]:
+    """PeerSim's averaging and dtsim's compiled engines, exchanges per second, side by side.
+
+    Parameters
+    ----------
+    peersim : str or None
+        A PeerSim 1.0.5 source tree or a git repository holding it (see
+        ``benchmarks/peersim.sh``); None skips the part.
+    repeats : int
+        Best of this many runs on each side (PeerSim's rate is the difference
+        of two runs that differ only in cycles, so JVM start-up cancels).
+    edge_steps : int
+        Steps of each compiled ``edge`` run (complete graph, ``n = 1e5, 1e6``).
+    async_nodes, async_horizon : int
+        The compiled ``async`` runs (complete graph, wake rate 1), without
+        delay and with a delay of 0.1 time unit (PeerSim's 10% of a cycle).
+
+    Returns
+    -------
+    dict
+        ``peersim_skipped`` (the reason) when it does not run; otherwise
+        PeerSim's ``peersim_cycle_per_s_n{n}``, ``peersim_event_per_s``,
+        ``peersim_event_delay_per_s``, dtsim's ``dtsim_edge_per_s_n{n}``,
+        ``dtsim_async_per_s``, ``dtsim_async_delay_per_s`` (wall clock on both
+        sides, as PeerSim times itself) and the ratios ``edge_vs_peersim_n{n}``,
+        ``async_vs_peersim``, ``async_delay_vs_peersim`` (dtsim / PeerSim;
+        ahead means above 1).
+    """
+    why = peersim_skip_reason(peersim)
+    if why is not None:
+        return {"peersim_skipped": why}
+    from .gossip import GossipConfig, GossipSystem
+
+    proc = subprocess.run(["bash", str(_PEERSIM_SCRIPT), str(peersim), str(repeats)],
+                          capture_output=True, text=True, timeout=3600, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"benchmarks/peersim.sh failed (exit {proc.returncode}): {tail}")
+    out: dict[str, Any] = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            key = _PEERSIM_CASES.get((rec["case"], int(rec["nodes"])))
+            if key is not None and rec.get("exchanges_per_s"):
+                out[key] = float(rec["exchanges_per_s"])
+    GossipSystem(GossipConfig(nodes=10, protocol="edge", rounds=10), Streams(0)).run()  # compile
+    GossipSystem(GossipConfig(nodes=10, protocol="async", rounds=1, latency=0.1,
+                              engine="compiled"), Streams(0)).run()
+    for n in (100_000, 1_000_000):
+        cfg = GossipConfig(nodes=n, protocol="edge", rounds=edge_steps, record_every=edge_steps)
+        out[f"dtsim_edge_per_s_n{n}"] = _exchange_rate(cfg, repeats)
+    for key, lat in (("dtsim_async_per_s", 0.0), ("dtsim_async_delay_per_s", 0.1)):
+        cfg = GossipConfig(nodes=async_nodes, protocol="async", rounds=async_horizon,
+                           record_every=async_horizon, latency=lat, engine="compiled")
+        out[key] = _exchange_rate(cfg, repeats)
+    for ours, theirs, ratio in (
+            ("dtsim_edge_per_s_n100000", "peersim_cycle_per_s_n100000", "edge_vs_peersim_n100000"),
+            ("dtsim_edge_per_s_n1000000", "peersim_cycle_per_s_n1000000",
+             "edge_vs_peersim_n1000000"),
+            ("dtsim_async_per_s", "peersim_event_per_s", "async_vs_peersim"),
+            ("dtsim_async_delay_per_s", "peersim_event_delay_per_s", "async_delay_vs_peersim")):
+        if out.get(theirs):
+            out[ratio] = out[ours] / out[theirs]
+    return out
+
+
 # --------------------------------------------------------------------------- the suite
 
 
@@ -869,6 +1051,9 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "highflip": {"microbatches": 300, "markov_microbatches": 30_000, "repeats": 2},
         "training": {"repeats": 1},
         "gossip_training": {"repeats": 1},
+        "recording": {"edge_nodes": (1000, 10_000), "edge_steps": 1_000_000, "async_nodes": 10_000,
+                      "async_horizon": 30, "repeats": 3},
+        "peersim": {"repeats": 2, "edge_steps": 5_000_000, "async_horizon": 100},
     },
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
@@ -885,6 +1070,9 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "highflip": {"microbatches": 1000, "markov_microbatches": 100_000, "repeats": 2},
         "training": {"repeats": 2},
         "gossip_training": {"repeats": 2},
+        "recording": {"edge_nodes": (1000, 10_000), "edge_steps": 3_000_000, "async_nodes": 10_000,
+                      "async_horizon": 100, "repeats": 5},
+        "peersim": {"repeats": 3, "edge_steps": 20_000_000, "async_horizon": 200},
     },
 }
 
@@ -893,7 +1081,8 @@ _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
     "matching": bench_matching, "stylised": bench_stylised, "rare": bench_rare,
     "sweep": bench_sweep, "memory": bench_memory, "machine": bench_machine,
     "highflip": bench_highflip, "training": bench_training,
-    "gossip_training": bench_gossip_training,
+    "gossip_training": bench_gossip_training, "recording": bench_recording,
+    "peersim": bench_peersim,
 }
 
 #: Figures divided by the yardstick (``<figure>_per_timeout``).
@@ -956,6 +1145,16 @@ TARGETS: tuple[Target, ...] = (
            "high-flip pipeline: the exact Markov engine >= 50x the DES's crossings/s"),
     Target("training_passes_per_timeout", ">=", 0.3,
            "contended training pipeline: >= 0.3 passes per bare SimPy timeout"),
+    Target("recording_edge_ratio_n10000", "<=", 1.2,
+           "default records of a compiled edge run, n=1e4: <= 1.2x the run without them"),
+    Target("edge_vs_peersim_n100000", ">=", 1.0,
+           "compiled edge vs PeerSim cycle-driven averaging, complete graph, n=1e5: ahead"),
+    Target("edge_vs_peersim_n1000000", ">=", 1.0,
+           "compiled edge vs PeerSim cycle-driven averaging, complete graph, n=1e6: ahead"),
+    Target("async_vs_peersim", ">=", 1.0,
+           "compiled async vs PeerSim event-driven averaging, n=1e4, no delay: ahead"),
+    Target("async_delay_vs_peersim", ">=", 1.0,
+           "compiled async vs PeerSim event-driven averaging, n=1e4, delay 0.1: ahead"),
 )
 
 
@@ -982,7 +1181,8 @@ def _git_commit() -> str:
 
 
 def run_bench(quick: bool = False, parts: Iterable[str] | None = None,
-              progress: Callable[[str, float], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[str, float], None] | None = None,
+              peersim: str | None = None) -> dict[str, Any]:
     """Run the benchmark suite and return one flat record.
 
     Parameters
@@ -993,6 +1193,9 @@ def run_bench(quick: bool = False, parts: Iterable[str] | None = None,
         Subset of :data:`PARTS` (default all). The yardstick ``simpy`` always runs.
     progress : callable, optional
         Called as ``progress(part, seconds)`` after each part.
+    peersim : str, optional
+        The PeerSim source the ``peersim`` part builds (:func:`bench_peersim`;
+        without it the part is skipped).
 
     Returns
     -------
@@ -1020,7 +1223,8 @@ def run_bench(quick: bool = False, parts: Iterable[str] | None = None,
     for p in chosen:
         t0 = time.perf_counter()
         try:
-            out.update(_FUNCS[p](**sizes[p]))
+            extra = {"peersim": peersim} if p == "peersim" else {}
+            out.update(_FUNCS[p](**sizes[p], **extra))
         except Exception as exc:  # a missing or failing part is reported, never faked
             out[f"{p}_error"] = f"{type(exc).__name__}: {exc}"
         dt = time.perf_counter() - t0

@@ -80,6 +80,14 @@ class Engine:
         """One replication: flat metrics from the named streams ``streams``."""
         raise NotImplementedError
 
+    def auto_for(self, config: Any) -> bool:
+        """Whether ``--engine auto`` may pick this engine for ``config`` (default :attr:`auto`).
+
+        An engine that reproduces the reference engine's numbers bit for bit on
+        some configs only says so here.
+        """
+        return self.auto
+
     def __repr__(self) -> str:
         return f"<{self.family} engine {self.name!r}>"
 
@@ -180,7 +188,7 @@ def select(family: str, config: Any, engine: str = "auto") -> Selection:
                 raise ConfigError("engine", f"an engine that answers this config "
                                   f"({e.name}: {verdict.reason}{hint})", engine)
             return Selection(e, "requested: " + verdict.reason, tuple(considered))
-        if engine == "auto" and verdict.ok and e.auto:
+        if engine == "auto" and verdict.ok and e.auto_for(config):
             return Selection(e, "auto: " + verdict.reason, tuple(considered))
     raise ConfigError("engine", "an engine that answers this config ("
                       + "; ".join(f"{n}: {r}" for n, _, r in considered) + ")", engine)

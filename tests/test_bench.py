@@ -142,3 +142,32 @@ def test_cli_bad_part(capsys):
     err = capsys.readouterr().err.strip()
     assert err == ("dtsim bench: error: 'parts' must be names from "
                    + ", ".join(bench.PARTS) + ": 'nope'")
+
+
+def test_peersim_part_is_skipped_without_a_source(capsys):
+    """Without --peersim the part says why it did not run, and its targets are not measured."""
+    res = bench.run_bench(quick=True, parts=["peersim"])
+    assert res["peersim_skipped"] == "needs --peersim DIR" and "peersim_error" not in res
+    rows = {r["key"]: r["met"] for r in bench.check_targets(res)}
+    assert rows["edge_vs_peersim_n100000"] is None and rows["async_vs_peersim"] is None
+
+
+def test_cli_peersim_refusals(tmp_path, capsys):
+    """--peersim needs its part and an existing directory: one line, exit 2, before any work."""
+    assert main(["bench", "--parts", "stylised", "--peersim", str(tmp_path), "--out", "-"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "dtsim bench: error: 'peersim' must be given only with the peersim part in --parts: "
+        f"'{tmp_path}'")
+    missing = tmp_path / "nope"
+    assert main(["bench", "--parts", "peersim", "--peersim", str(missing), "--out", "-"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "dtsim bench: error: 'peersim' must be a PeerSim 1.0.5 source directory or git "
+        f"repository: '{missing}'")
+
+
+def test_recording_part_reports_ratios():
+    """The recording part times compiled edge and async runs with and without default records."""
+    pytest.importorskip("numba")
+    res = bench.bench_recording(edge_nodes=(100,), edge_steps=50_000, async_nodes=100,
+                                async_horizon=5, repeats=1)
+    assert positive(res["recording_edge_ratio_n100"]) and positive(res["recording_async_ratio"])

@@ -455,10 +455,12 @@ def test_engine_messages():
 
 
 def test_engine_resolution_and_cli_keys(capsys):
-    """auto runs the vector engine for matching and the DES otherwise, and says so in JSON."""
+    """auto runs the vector engine for matching, the compiled one for edge, else the DES; JSON says so."""
     assert GossipConfig().resolved_engine == "vector"
     assert GossipConfig(engine="des").resolved_engine == "des"
-    assert GossipConfig(protocol="edge").resolved_engine == "des"
+    from sim.gossip.compiled import HAVE_NUMBA
+
+    assert GossipConfig(protocol="edge").resolved_engine == ("compiled" if HAVE_NUMBA else "des")
     assert GossipConfig(protocol="async").engine_reason.startswith("async:")
     assert main(["gossip", "--nodes", "8", "--rounds", "5", "--replications", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

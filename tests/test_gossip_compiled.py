@@ -289,8 +289,9 @@ def test_auto_picks_compiled_for_async_and_explains_refusals():
                             adversary="alie", num_adversaries=1, adaptive_clip=True)
     assert adaptive.resolved_engine == "compiled"
     assert GossipConfig(nodes=20, protocol="async", rounds=2, engine="des").resolved_engine == "des"
-    with pytest.raises(ConfigError, match="compiled: runs the async protocol only, not edge"):
-        GossipConfig(nodes=20, protocol="edge", rounds=2, engine="compiled")
+    with pytest.raises(ConfigError,
+                       match="compiled: runs the async and edge protocols only, not neighbourhood"):
+        GossipConfig(nodes=20, protocol="neighbourhood", rounds=2, engine="compiled")
 
 
 def test_without_numba_auto_falls_back_and_says_so(monkeypatch):

@@ -23,6 +23,9 @@ from sim.rng import Streams
 
 _NUMBA = pytest.mark.skipif(not HAVE_NUMBA, reason="needs the fast extra (numba)")
 
+_EDGE_DES = "edge: single-pair steps are simulated one at a time in order (there is no vectorised engine)"
+_EDGE_COMPILED = ("edge: compiled edge steps: the DES engine's draws and arithmetic, bit for bit, "
+                  "at machine speed")
 _AUTO = ("auto: matching rounds are synchronous, so the vectorised engine computes the same rounds "
          "as the per-node DES (same matching, noise, adversaries, clipping and round time)")
 
@@ -31,10 +34,9 @@ _AUTO = ("auto: matching rounds are synchronous, so the vectorised engine comput
     (dict(), "vector", _AUTO),
     (dict(engine="vector"), "vector", "requested: engine vector"),
     (dict(engine="des"), "des", "requested: engine des"),
-    (dict(protocol="edge"), "des",
-     "edge: single-pair steps are simulated one at a time in order (there is no vectorised engine)"),
-    (dict(protocol="edge", engine="des"), "des",
-     "edge: single-pair steps are simulated one at a time in order (there is no vectorised engine)"),
+    (dict(protocol="edge"), "compiled" if HAVE_NUMBA else "des",
+     _EDGE_COMPILED if HAVE_NUMBA else _EDGE_DES),
+    (dict(protocol="edge", engine="des"), "des", _EDGE_DES),
     pytest.param(dict(protocol="async"), "compiled",
                  "async: compiled event loop: the async law (Poisson clocks, exchanges in flight, "
                  "churn) at machine speed, with its own random numbers", marks=_NUMBA),
@@ -52,7 +54,8 @@ def test_engine_and_reason_text(kw, engine, reason):
 
 @pytest.mark.parametrize(("kw", "cls"), [
     (dict(), MatchingVector), (dict(engine="des"), MatchingDES),
-    (dict(protocol="edge"), EdgeGossip), (dict(protocol="async", engine="des"), AsyncGossip),
+    (dict(protocol="edge", engine="des"), EdgeGossip),
+    (dict(protocol="async", engine="des"), AsyncGossip),
     pytest.param(dict(protocol="async"), CompiledAsync, marks=_NUMBA),
 ])
 def test_system_class_follows_the_selected_engine(kw, cls):
@@ -68,7 +71,7 @@ def test_vector_refused_outside_matching_names_the_rule():
     assert not verdict and "no vectorised engine" in verdict.reason
     with pytest.raises(ConfigError) as e:
         engines.select("gossip", cfg, "vector")
-    assert "use des" in str(e.value)
+    assert ("use compiled" if HAVE_NUMBA else "use des") in str(e.value)
 
 
 def test_registered_engine_runs_the_model():

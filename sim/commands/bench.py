@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
-from ..bench import MATCHING_SIZES, PARTS, append_jsonl, check_targets, run_bench
+from ..bench import (
+    MATCHING_SIZES,
+    PARTS,
+    append_jsonl,
+    check_targets,
+    peersim_skip_reason,
+    run_bench,
+)
 from ..errors import check, check_output_file, one_line
 from ._common import emit_json, print_table
 
@@ -23,6 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "'-' to skip)")
     p.add_argument("--parts", default=None, metavar="LIST",
                    help="comma-separated subset of " + ",".join(PARTS) + " (simpy always runs)")
+    p.add_argument("--peersim", default=None, metavar="DIR",
+                   help="PeerSim 1.0.5 source tree or git repository: the peersim part builds it "
+                        "with javac (benchmarks/peersim.sh) and times it next to dtsim's compiled "
+                        "edge and async engines (without it that part is skipped)")
 
 
 def _fmt(v: object) -> str:
@@ -98,6 +110,22 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
         "training_passes_per_timeout")
     add("(l) async gossip training, per local step", "async_training_us_per_local_step", "us")
     add("    compiled engine, per local step", "async_training_compiled_us_per_local_step", "us")
+    for key in sorted(k for k in res if k.startswith("recording_edge_ratio_n")):
+        n = int(key.rsplit("_n", 1)[1])
+        add(f"(m) edge n={n:g}: default records / none", key, "x")
+    add("    async n=1e4: default records / none", "recording_async_ratio", "x")
+    if "peersim_skipped" in res:
+        rows.append(("(n) PeerSim side by side", f"skipped: {res['peersim_skipped']}", "", ""))
+    for n in (100_000, 1_000_000):
+        add(f"(n) PeerSim cycle-driven averaging n={n:g}", f"peersim_cycle_per_s_n{n}", "/s")
+        add(f"    dtsim compiled edge n={n:g}", f"dtsim_edge_per_s_n{n}", "/s")
+        add(f"    dtsim / PeerSim n={n:g}", f"edge_vs_peersim_n{n}", "x")
+    add("    PeerSim event-driven averaging n=1e4", "peersim_event_per_s", "/s")
+    add("    dtsim compiled async n=1e4", "dtsim_async_per_s", "/s")
+    add("    dtsim / PeerSim, no delay", "async_vs_peersim", "x")
+    add("    PeerSim event-driven, delay 10% of a cycle", "peersim_event_delay_per_s", "/s")
+    add("    dtsim compiled async, latency 0.1", "dtsim_async_delay_per_s", "/s")
+    add("    dtsim / PeerSim, delay", "async_delay_vs_peersim", "x")
     return rows
 
 
@@ -109,6 +137,13 @@ def run(args: argparse.Namespace) -> int:
               args.parts)
         for p in parts:
             check(p in PARTS, "parts", "names from " + ", ".join(PARTS), p)
+    if args.peersim is not None:  # before the benchmark runs, never a silently ignored flag
+        check(parts is None or "peersim" in parts, "peersim",
+              "given only with the peersim part in --parts", args.peersim)
+        check(os.path.isdir(args.peersim), "peersim",
+              "a PeerSim 1.0.5 source directory or git repository", args.peersim)
+        why = peersim_skip_reason(args.peersim)
+        check(why is None, "peersim", f"given only where the part can run ({why})", args.peersim)
     writes = bool(args.out) and args.out != "-"
     if writes:  # before the benchmark runs, not after
         check_output_file("out", args.out)
@@ -117,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"  {part}: {seconds:.1f} s", file=sys.stderr, flush=True)
 
-    res = run_bench(quick=args.quick, parts=parts, progress=progress)
+    res = run_bench(quick=args.quick, parts=parts, progress=progress, peersim=args.peersim)
     targets = check_targets(res)
     res["targets"] = targets
     write_error = None

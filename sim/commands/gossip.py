@@ -53,8 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one of " + ", ".join(PROTOCOLS) + " (default matching)")
     p.add_argument("--rounds", type=int, default=50, metavar="R",
                    help="matching rounds, edge steps, or async time units (default 50)")
-    p.add_argument("--record-every", type=int, default=1, metavar="K",
-                   help="record every K rounds/steps/time units (default 1)")
+    p.add_argument("--record-every", type=int, default=None, metavar="K",
+                   help="record every K rounds/steps/time units (default 1; edge: every "
+                        "max(2n, 20000) steps, so recording stays a small fraction of the run)")
     p.add_argument("--noise", type=float, default=0.0, metavar="S",
                    help="std of the fresh noise every honest node adds each round (default 0)")
     p.add_argument("--burn-in", type=int, default=None, metavar="B",

@@ -40,6 +40,8 @@ __all__ = [
     "spec_family",
     "default_nodes",
     "network_size",
+    "default_record_every",
+    "EDGE_RECORD_FLOOR",
 ]
 
 PROTOCOLS = ("matching", "edge", "async", "neighbourhood", "allreduce")
@@ -55,6 +57,23 @@ ASYNC_PATHS = ("auto", "merged", "events", "vector")
 ENGINES = ("auto", "des", "vector", "compiled")
 
 _ATTR_TYPES = (bool, int, float, str, np.integer, np.floating)
+#: Fewest ``edge`` steps between two default records (a record reads every value).
+EDGE_RECORD_FLOOR = 20_000
+
+
+def default_record_every(protocol: str, n: int) -> int:
+    """The record interval a config gets when it gives none.
+
+    ``edge``: every ``max(2 n, 20000)`` steps. A record reads all ``n`` values
+    and a step touches two, so recording every step costs ``O(n)`` times the
+    run (an ``edge`` run of 3e5 steps at ``n = 1e4`` took 155 s and wrote 38 MB
+    recorded every step); every ``2 n`` steps (each node in about four
+    exchanges, four time units) keeps the records to a small fraction of the
+    run, and the floor covers the fixed cost of a record at small ``n``
+    (``dtsim bench`` measures the ratio). Every other protocol: every round or
+    time unit (a round already touches every node).
+    """
+    return max(2 * n, EDGE_RECORD_FLOOR) if protocol == "edge" else 1
 
 
 @dataclass(frozen=True)
@@ -213,8 +232,12 @@ class GossipConfig:
         Fixed trust-region radius ``tau`` for honest nodes.
     adaptive_clip : bool
         Self-centred clipping with the ClippedGossip oracle radius.
-    record_every : int
-        Record every this many rounds/steps (time units for ``async``).
+    record_every : int or None
+        Record every this many rounds/steps (time units for ``async``). None
+        (the default) takes :func:`default_record_every`: every round or time
+        unit, and for ``edge`` every ``max(2 n, 20000)`` steps. It is resolved
+        when the config is built, so :func:`dataclasses.replace` keeps the
+        resolved interval (pass ``record_every=None`` to resolve it again).
     burn_in : int
         Rounds/steps (time for ``async``) excluded from the noise-floor average.
     init_mean, init_std : float
@@ -236,10 +259,12 @@ class GossipConfig:
         How ``matching`` rounds are computed: ``vector`` (numpy over all
         pairs at once), ``des`` (every node a SimPy process, every exchange a
         message in flight; slower, for cross-validation) or ``auto`` (see
-        :attr:`resolved_engine`). ``edge`` has only its DES; ``async`` has its
-        DES and ``compiled`` (:mod:`sim.gossip.compiled`: the same law at
-        machine speed, its own random numbers), which ``auto`` picks when
-        numba is installed and the strategies have compiled forms.
+        :attr:`resolved_engine`). ``edge`` has its DES and ``compiled``
+        (:mod:`sim.gossip.edge_kernel`: the DES's numbers bit for bit, which
+        ``auto`` picks); ``async`` has its DES and ``compiled``
+        (:mod:`sim.gossip.compiled`: the same law at machine speed, its own
+        random numbers), which ``auto`` picks when numba is installed and the
+        strategies have compiled forms.
     graph : networkx.Graph, GraphValue or None
         A ready graph to use instead of building ``topology``; a networkx graph
         is validated and kept as its :class:`GraphValue`.
@@ -257,7 +282,7 @@ class GossipConfig:
     adversary_nodes: tuple[int, ...] | None = None
     clip: float | None = None
     adaptive_clip: bool = False
-    record_every: int = 1
+    record_every: int | None = None
     burn_in: int = 0
     init_mean: float = 0.0
     init_std: float = 1.0
@@ -286,7 +311,8 @@ class GossipConfig:
             check_nonnegative("clip", self.clip)
         check(not (self.adaptive_clip and self.clip is not None), "clip",
               "unset when adaptive clipping is on", self.clip)
-        check_int("record_every", self.record_every, low=1)
+        if self.record_every is not None:
+            check_int("record_every", self.record_every, low=1)
         check_int("burn_in", self.burn_in, low=0)
         check_real("init_mean", self.init_mean)
         check_nonnegative("init_std", self.init_std)
@@ -318,6 +344,8 @@ class GossipConfig:
             object.__setattr__(self, "graph", g)
         n, complete = network_size(self.topology, self.nodes, self.topology_seed, self.graph)
         object.__setattr__(self, "_size", (n, complete))  # a cache of two values, not a field
+        if self.record_every is None:
+            object.__setattr__(self, "record_every", default_record_every(self.protocol, n))
         if self.failure_trace is not None:
             self.failure_trace.check_workers(n, name="nodes")
             self.failure_trace.check_horizon(self.rounds, name="rounds")
@@ -384,7 +412,7 @@ class GossipConfig:
 
     @property
     def resolved_engine(self) -> str:
-        """The engine that runs: ``"vector"``, ``"compiled"`` or ``"des"`` (see :func:`sim.gossip.engines.resolved_engine`)."""
+        """The engine that runs: ``"vector"``, ``"des"`` or ``"compiled"`` (see :func:`sim.gossip.engines.resolved_engine`)."""
         from .engines import resolved_engine
 
         return resolved_engine(self)

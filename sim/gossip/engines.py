@@ -1,13 +1,16 @@
 """Gossip's engines and exact references, registered with :mod:`sim.engines` (family ``"gossip"``).
 
-Two engines answer gossip configs: ``vector`` (matching rounds with numpy,
-:class:`~sim.gossip.matching.MatchingVector`) and ``des`` (per-node
+Three engines answer gossip configs: ``vector`` (matching rounds with numpy,
+:class:`~sim.gossip.matching.MatchingVector`), ``des`` (per-node
 discrete-event simulation; its class follows the protocol:
 :class:`~sim.gossip.matching_des.MatchingDES`,
-:class:`~sim.gossip.edge.EdgeGossip`, :class:`~sim.gossip.asynchronous.AsyncGossip`).
-``--engine auto`` takes ``vector`` wherever it applies, and for ``async``
-the compiled engine of :mod:`sim.gossip.compiled` when numba is installed and
-the config's strategies have compiled forms (:func:`select_engine`). The references are the
+:class:`~sim.gossip.edge.EdgeGossip`, :class:`~sim.gossip.asynchronous.AsyncGossip`)
+and ``compiled`` (numba: :class:`~sim.gossip.compiled.CompiledAsync` for
+``async``, :class:`~sim.gossip.edge_kernel.CompiledEdge` for ``edge``).
+``--engine auto`` takes ``vector`` wherever it applies, ``compiled`` for the
+``edge`` configs it reproduces bit for bit (:func:`edge_obstacle`), and
+``compiled`` for ``async`` when numba is installed and the strategies have
+compiled forms (:func:`select_engine`; the same law, its own random numbers). The references are the
 closed forms and exact recursions of Study B in :mod:`sim.analytic`; each says
 when it is exact, and :func:`predictions` gathers the values of those that are.
 """
@@ -19,17 +22,21 @@ from typing import Any
 import numpy as np
 
 from .. import engines as registry
+from ..adversaries import Adversary, Defence, make_adversary, make_defence
 from ..engines import Applies, Engine, Reference
 from ..errors import ConfigError
 from .asynchronous import AsyncGossip
+from .compiled import HAVE_NUMBA, CompiledEngine
 from .config import GossipConfig
 from .edge import EdgeGossip
 from .matching import MatchingVector
 from .matching_des import MatchingDES
 from .rounds import NeighbourhoodRounds
 from .state import GossipSystem
+from .update import NodeUpdate, default_update
 
-__all__ = ["VectorEngine", "DESEngine", "select_engine", "system_class", "resolved_engine",
+__all__ = ["VectorEngine", "DESEngine", "CompiledEdgeEngine", "CompiledGossipEngine",
+           "edge_obstacle", "updating_engine", "select_engine", "system_class", "resolved_engine",
            "engine_reason",
            "predictions", "EXACT_BUDGET"]
 
@@ -95,6 +102,94 @@ class DESEngine(_GossipEngine):
                 "neighbourhood": NeighbourhoodRounds, "allreduce": NeighbourhoodRounds}[config.protocol]
 
 
+def edge_obstacle(config: GossipConfig, adversary: Adversary | None, defence: Defence,
+                  update: NodeUpdate) -> str | None:
+    """Why the compiled edge engine cannot reproduce this config bit for bit (None: it can)."""
+    if not HAVE_NUMBA:
+        return "needs numba (pip install 'dtsim[fast]')"
+    if config.protocol != "edge":
+        return f"runs the edge protocol only, not {config.protocol}"
+    if not update.is_identity():
+        return "a node update (local training steps) runs on the DES engine"
+    if adversary is not None and adversary.constant() is None:
+        form = adversary.compiled_form()
+        if form is None or form[0] not in ("signflip", "alie", "ipm", "dissensus"):
+            return f"adversary {type(adversary).__name__} has no compiled form"
+    if defence.fixed_radius() is None and defence.radius_rule() != "oracle":
+        return (f"defence {type(defence).__name__} has neither a fixed radius nor a compiled "
+                "radius rule")
+    return None
+
+
+class CompiledEdgeEngine(_GossipEngine):
+    """The edge protocol on the numba kernel: the DES engine's numbers, bit for bit, faster."""
+
+    name = "compiled"
+    speed = 5
+
+    def applies(self, config: GossipConfig) -> Applies:
+        adversary = (make_adversary(config.adversary, config.value)
+                     if config.adversary_positions else None)
+        why = edge_obstacle(config, adversary, make_defence(config.clip, config.adaptive_clip),
+                            default_update(config))
+        if why is not None:
+            return Applies(False, why)
+        return Applies(True, "compiled edge steps: the DES engine's draws and arithmetic, "
+                             "bit for bit, at machine speed")
+
+    def auto_for(self, config: GossipConfig) -> bool:
+        """Yes, unless the config needs a summation order this numpy does not share with the kernel."""
+        clipped_vector = config.dim > 1 and config.clip is not None and not np.isinf(config.clip)
+        if clipped_vector or config.adaptive_clip or config.adversary in ("alie", "ipm", "dissensus"):
+            from .edge_kernel import numpy_order_matches
+
+            return numpy_order_matches()
+        return True
+
+    def system_class(self, config: GossipConfig) -> type[GossipSystem]:
+        from .edge_kernel import CompiledEdge
+
+        return CompiledEdge
+
+
+class CompiledGossipEngine(_GossipEngine):
+    """``--engine compiled``: the numba engine of the config's protocol (``async`` or ``edge``).
+
+    ``auto`` picks it for ``edge`` (it gives the DES engine's numbers) and asks
+    the async engine (:class:`~sim.gossip.compiled.CompiledEngine`) for ``async``.
+    """
+
+    name = "compiled"
+    speed = 5
+
+    def __init__(self) -> None:
+        self.parts: dict[str, Engine] = {"async": CompiledEngine(), "edge": CompiledEdgeEngine()}
+
+    def applies(self, config: GossipConfig) -> Applies:
+        part = self.parts.get(config.protocol)
+        if part is None:
+            return Applies(False, "runs the async and edge protocols only, not "
+                                  f"{config.protocol}")
+        return part.applies(config)
+
+    def auto_for(self, config: GossipConfig) -> bool:
+        part = self.parts.get(config.protocol)
+        return part is not None and part.auto_for(config)
+
+    def accepts(self, config: GossipConfig, **strategies: Any) -> Applies:
+        """Whether the part for the config's protocol accepts these strategies (:func:`select_engine`).
+
+        The async part asks each strategy for its compiled form; the edge part
+        runs a strategy without one on the Python steps itself, so it accepts all.
+        """
+        ask = getattr(self.parts.get(config.protocol), "accepts", None)
+        return ask(config, **strategies) if callable(ask) else Applies(True, "")
+
+    def system_class(self, config: GossipConfig) -> type[GossipSystem]:
+        return self.parts[config.protocol].system_class(config)  # type: ignore[attr-defined]
+
+
+
 def select_engine(config: GossipConfig, **strategies: Any) -> tuple[Any, str]:
     """The engine that runs ``config`` with these strategies, and one sentence saying why.
 
@@ -119,7 +214,7 @@ def select_engine(config: GossipConfig, **strategies: Any) -> tuple[Any, str]:
         raise ConfigError("engine", f"des or auto for this configuration ({sel.name}: "
                           f"{verdict.reason})", config.engine)
     for e in registry.engines("gossip"):
-        if e is sel.engine or not e.auto or not e.applies(config):
+        if e is sel.engine or not e.auto_for(config) or not e.applies(config):
             continue
         if _accepts(e, config, strategies).ok:
             return e, f"auto: {e.applies(config).reason} ({sel.name}: {verdict.reason})"
@@ -138,7 +233,7 @@ def system_class(config: GossipConfig, **strategies: Any) -> type[GossipSystem]:
 
 
 def resolved_engine(config: GossipConfig) -> str:
-    """The engine that runs ``config``: ``"vector"``, ``"compiled"`` or ``"des"``."""
+    """The engine that runs ``config``: ``"vector"``, ``"des"`` or ``"compiled"``."""
     return select_engine(config)[0].name
 
 
@@ -156,6 +251,19 @@ def engine_reason(config: GossipConfig) -> str:
     if config.engine == "auto":
         return sel.reason
     return f"requested: engine {sel.name}"
+
+
+def updating_engine(config: GossipConfig) -> tuple[str, str]:
+    """The engine that runs ``config`` with a node update (gossip training), and why.
+
+    The compiled edge engine hands a node update to the DES engine's steps
+    (:class:`~sim.gossip.edge_kernel.CompiledEdge`), so under ``auto`` an
+    ``edge`` training run is reported as ``des``.
+    """
+    sel = registry.select("gossip", config, config.engine)
+    if sel.name == "compiled" and config.protocol == "edge" and config.engine == "auto":
+        return "des", f"edge: {_DES_REASONS['edge']}"
+    return sel.name, engine_reason(config)
 
 
 # --------------------------------------------------------------------------- references
@@ -311,7 +419,7 @@ class StubbornRecursion(_GossipReference):
         return {"predicted_honest_mean": np.asarray(hm, dtype=float)}
 
 
-for _obj in (VectorEngine(), DESEngine(), MatchingComplete(), EdgeComplete(), EdgeRecursion(),
+for _obj in (VectorEngine(), DESEngine(), CompiledGossipEngine(), MatchingComplete(), EdgeComplete(), EdgeRecursion(),
              Capture(), Creep(), StubbornRecursion()):
     registry.register(_obj)
 

@@ -238,8 +238,10 @@ def training_engine(config: TrainingConfig) -> tuple[str, str]:
     tuple of str
         ``(name, reason)``, as :func:`sim.gossip.engines.select_engine` gives them.
     """
-    from ..gossip.engines import engine_reason, select_engine
+    from ..gossip.engines import engine_reason, select_engine, updating_engine
 
+    if config.gossip.protocol != "async":  # the compiled edge engine hands updates to the DES
+        return updating_engine(config.gossip)
     engine, reason = select_engine(config.gossip, defence=_rule(config), update=_update(config))
     base = select_engine(config.gossip)[0]
     return engine.name, (engine_reason(config.gossip) if engine is base else reason)
