@@ -88,6 +88,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "engine; des runs every node as a SimPy process, slower, for cross-checks)")
     p.add_argument("--adversary-nodes", default=None, metavar="I,J,...",
                    help="positions (node order) of the adversaries, instead of the first K")
+    p.add_argument("--stubborn-values", default=None, metavar="B1,B2,...",
+                   help="stubborn: one value per stubborn node, in the order of --adversary-nodes "
+                        "(or of the first K), instead of --adversary-value")
     p.add_argument("--placement", default=None, metavar="RULE",
                    help="adversary positions by rule: " + ", ".join(PLACEMENTS)
                         + " (random uses --objective-seed; default first)")
@@ -207,6 +210,7 @@ def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
         num_adversaries=args.num_adversaries,
         adversary_nodes=positions,
         adversary_value=args.adversary_value,
+        stubborn_values=_float_list("stubborn_values", getattr(args, "stubborn_values", None)),
         init_mean=getattr(args, "init_mean", 0.0),
         init_std=getattr(args, "init_std", 1.0),
         clip=args.clip,
@@ -262,6 +266,7 @@ def _size_matters(cfg: GossipConfig) -> bool:
 def check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
     refuse_unless(args, "adversary_value", args.adversary != "none", "with --adversary")
+    refuse_unless(args, "stubborn_values", args.adversary == "stubborn", "with --adversary stubborn")
     is_async = args.protocol == "async"
     for dest in ("wake_rate", "availability"):
         refuse_unless(args, dest, is_async, "with --protocol async")
@@ -292,6 +297,8 @@ def run(args: argparse.Namespace) -> int:
             "rounds": cfg.rounds, "noise": cfg.noise, "dim": cfg.dim,
             "adversary": cfg.adversary, "num_adversaries": cfg.num_adversaries,
             "adversary_value": cfg.value if cfg.adversary != "none" else None,
+            **({"adversary_nodes": list(cfg.adversary_positions),
+                "stubborn_values": list(cfg.stubborn_values)} if cfg.stubborn_values else {}),
             "clip": cfg.clip, "adaptive_clip": cfg.adaptive_clip, "seed": args.seed,
             "engine": cfg.resolved_engine, "engine_reason": cfg.engine_reason,
             "errors": errors,

@@ -228,6 +228,11 @@ class GossipConfig:
     adversary_nodes : tuple of int or None
         Positions (in the graph's node order) of the adversaries; default the
         first ``num_adversaries``.
+    stubborn_values : tuple of float or None
+        One value ``b_k`` per stubborn node, in the order of
+        :attr:`adversary_positions` (stubborn adversary only; instead of
+        ``adversary_value``): disagreeing stubborn nodes, whose honest
+        neighbours tend in expectation to the harmonic extension of the values.
     clip : float or None
         Fixed trust-region radius ``tau`` for honest nodes.
     adaptive_clip : bool
@@ -280,6 +285,7 @@ class GossipConfig:
     num_adversaries: int | None = None
     adversary_value: float | None = None
     adversary_nodes: tuple[int, ...] | None = None
+    stubborn_values: tuple[float, ...] | None = None
     clip: float | None = None
     adaptive_clip: bool = False
     record_every: int | None = None
@@ -369,6 +375,16 @@ class GossipConfig:
         if self.adversary == "none":
             check(k == 0, "num_adversaries", "0 without an adversary kind", k)
         object.__setattr__(self, "num_adversaries", k)
+        if self.stubborn_values is not None:
+            check(self.adversary == "stubborn", "stubborn_values", "given only with adversary "
+                  "stubborn", self.stubborn_values)
+            check(self.adversary_value is None, "adversary_value", "unset with stubborn_values",
+                  self.adversary_value)
+            vals = self.stubborn_values
+            check(isinstance(vals, (tuple, list)) and len(vals) == k, "stubborn_values",
+                  f"one value per stubborn node ({k})", vals)
+            vals = tuple(float(check_real("stubborn_values", v)) for v in vals)
+            object.__setattr__(self, "stubborn_values", vals)
         if self.engine == "compiled":  # an engine named explicitly must answer, or say why not
             from .. import engines as registry
 
@@ -399,8 +415,29 @@ class GossipConfig:
 
     @property
     def value(self) -> float:
-        """The adversary parameter actually used (per-kind default when unset)."""
+        """The adversary parameter actually used (per-kind default when unset).
+
+        With :attr:`stubborn_values`: their common value when they are all
+        equal, else nan (no single ``b``; see :attr:`stubborn_map`).
+        """
+        if self.stubborn_values is not None:
+            vals = set(self.stubborn_values)
+            return self.stubborn_values[0] if len(vals) == 1 else math.nan
         return DEFAULT_VALUES[self.adversary] if self.adversary_value is None else float(self.adversary_value)
+
+    @property
+    def stubborn_map(self) -> dict[int, float]:
+        """Position -> value of every stubborn node (empty for other adversaries)."""
+        if self.adversary != "stubborn":
+            return {}
+        if self.stubborn_values is not None:
+            return dict(zip(self.adversary_positions, self.stubborn_values, strict=True))
+        return {p: self.value for p in self.adversary_positions}
+
+    @property
+    def disagreeing_stubborn(self) -> bool:
+        """True when stubborn nodes hold different values (no single ``b``)."""
+        return self.stubborn_values is not None and len(set(self.stubborn_values)) > 1
 
     @property
     def network_graph(self) -> nx.Graph:

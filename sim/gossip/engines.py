@@ -414,7 +414,7 @@ class StubbornRecursion(_GossipReference):
 
         G = c.network_graph
         nodes = list(G.nodes())
-        stub = {nodes[p]: c.value for p in c.adversary_positions}
+        stub = {nodes[p]: b for p, b in c.stubborn_map.items()}
         hm = analytic.stubborn_honest_mean(G, stub, c.init_mean, int(c.rounds), record_every=c.record_every)
         return {"predicted_honest_mean": np.asarray(hm, dtype=float)}
 
