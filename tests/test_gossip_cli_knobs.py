@@ -88,3 +88,36 @@ def test_disagreeing_stubborn_values_give_the_harmonic_extension():
     assert np.all(np.abs(z) < 4), (m, harmonic, se)
     # a wrong model -- every honest node at the stubborn values' mean -- is rejected
     assert np.max(np.abs(m - np.mean([0.0, 10.0, -4.0])) / se) > 8
+
+
+def test_fractional_async_horizon_matches_the_poisson_mixture():
+    """Async records at t = 0.5, 1, ..., 2.5 follow E[D(t)] = E[D(0)] exp(-n w t / (n - 1)) (instant exchanges)."""
+    import sim
+    from sim.results import ratio_ci
+
+    n, w = 10, 1.0
+    cfg = sim.GossipConfig(topology="complete", nodes=n, protocol="async", rounds=2.5,
+                           record_every=0.5, latency=0.0, wake_rate=w)
+    assert cfg.record_steps().tolist() == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+    recs = sim.replicate(sim.gossip_model, cfg, replications=1000, seed=11)
+    assert np.allclose(recs[0]["time"], cfg.record_steps())
+    D = np.stack([r["disagreement"] for r in recs])
+    # exchanges form a Poisson(n w t) count of uniform random-edge steps, each contracting
+    # E[D] by 1 / (n - 1): E[D(t)] / E[D(0)] = exp(-n w t / (n - 1))
+    for j, t in enumerate(cfg.record_steps()[1:], start=1):
+        e = ratio_ci(D[:, j], D[:, 0], log=False)
+        assert abs(e.mean - np.exp(-n * w * t / (n - 1))) < 4 * e.se, (t, e)
+    # the horizon is not rounded: the law at t = 2 (or 3) is rejected at t = 2.5
+    e = ratio_ci(D[:, -1], D[:, 0], log=False)
+    for wrong in (2.0, 3.0):
+        assert abs(e.mean - np.exp(-n * w * wrong / (n - 1))) > 6 * e.se
+
+
+def test_fractional_times_are_refused_for_rounds_protocols(capsys):
+    """--rounds 2.5 or --record-every 0.5 with matching/edge is one line, exit 2."""
+    assert main(["gossip", "--rounds", "2.5"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "dtsim gossip: error: 'rounds' must be an integer >= 1 with protocol matching "
+        "(fractional times are for protocol async): 2.5")
+    assert main(["gossip", "--protocol", "edge", "--record-every", "0.5"]) == 2
+    assert "'record_every' must be an integer >= 1 with protocol edge" in capsys.readouterr().err

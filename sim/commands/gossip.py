@@ -51,14 +51,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seed of random topology families")
     p.add_argument("--protocol", default="matching", metavar="P",
                    help="one of " + ", ".join(PROTOCOLS) + " (default matching)")
-    p.add_argument("--rounds", type=int, default=50, metavar="R",
-                   help="matching rounds, edge steps, or async time units (default 50)")
-    p.add_argument("--record-every", type=int, default=None, metavar="K",
+    p.add_argument("--rounds", type=number, default=50, metavar="R",
+                   help="matching rounds, edge steps, or async time units (default 50; "
+                        "fractional only for async)")
+    p.add_argument("--record-every", type=number, default=None, metavar="K",
                    help="record every K rounds/steps/time units (default 1; edge: every "
-                        "max(2n, 20000) steps, so recording stays a small fraction of the run)")
+                        "max(2n, 20000) steps, so recording stays a small fraction of the run; "
+                        "fractional only for async)")
     p.add_argument("--noise", type=float, default=0.0, metavar="S",
                    help="std of the fresh noise every honest node adds each round (default 0)")
-    p.add_argument("--burn-in", type=int, default=None, metavar="B",
+    p.add_argument("--burn-in", type=number, default=None, metavar="B",
                    help="rounds excluded from the noise-floor average (default rounds / 2)")
     p.add_argument("--dim", type=int, default=1, metavar="D", help="dimension of the values (default 1)")
     p.add_argument("--init-mean", type=float, default=0.0, metavar="M",
@@ -134,6 +136,14 @@ _TRAINING = {"lr": 0.1, "local_steps": 1, "grad_noise": 0.0, "curvature_spread":
              "data": "digits", "partition": "iid", "alpha": 1.0, "rule": "none", "trim": 1}
 
 
+def number(text: str) -> int | float:
+    """An argparse type: an int when the text is one, else a float (``2.5``)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def _int_list(name: str, text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
@@ -198,7 +208,10 @@ def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
                                       topology_seed=args.topology_seed, seed=objective_seed)
     burn_in = args.burn_in
     if burn_in is None:
-        burn_in = args.rounds // 2 if isinstance(args.rounds, int) and args.rounds > 0 else 0
+        if isinstance(args.rounds, int):
+            burn_in = args.rounds // 2 if args.rounds > 0 else 0
+        else:  # a fractional async horizon (the config refuses it for the other protocols)
+            burn_in = args.rounds / 2 if args.rounds > 0 else 0
     return GossipConfig(
         topology=args.topology,
         nodes=nodes,

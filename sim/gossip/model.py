@@ -85,7 +85,7 @@ def model_output(config: GossipConfig, system: GossipSystem, rec: Any) -> dict[s
             w = rec.steps.size - 1 if bad.size == 0 else int(bad[0]) - 1
             if w >= 1:
                 out["creep_per_step"] = float(rec.toward[w] / rec.steps[w])  # type: ignore[index]
-                out["creep_steps"] = int(rec.steps[w])
+                out["creep_steps"] = _step(rec.steps[w])
             else:
                 out["creep_per_step"] = math.nan
                 out["creep_steps"] = 0
@@ -105,6 +105,12 @@ def model_output(config: GossipConfig, system: GossipSystem, rec: Any) -> dict[s
 
 
 # --------------------------------------------------------------------------- aggregation
+
+
+def _step(v: Any) -> int | float:
+    """A record's step or time: an int when integral (fractional async times stay floats)."""
+    f = float(v)
+    return int(f) if f.is_integer() else f
 
 
 def _series(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
@@ -218,7 +224,7 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
                 est = mean_ci(toward[:, w] / steps[w])
                 out["creep_per_step"] = est.mean
                 out["creep_per_step_ci"] = est
-                out["creep_steps"] = int(steps[w])
+                out["creep_steps"] = _step(steps[w])
     out.update(pred)
     return out
 
