@@ -122,6 +122,8 @@ class PlacementConfig:
 BASE = PlacementConfig()
 FACTORS = {"policy": list(POLICIES)}
 REPLICATIONS = 20
+#: Metrics that are probabilities (drop rates (time-correlated outages: microbatches are not independent trials)): intervals inside [0, 1] in summary.csv.
+RATES = {f"drop_s{s}": None for s in SKIPS}
 SEED = 1
 QUICK = {"BASE": {"microbatches": 2_000}, "REPLICATIONS": 3}
 

@@ -204,6 +204,8 @@ def _kappa_sweep() -> list[tuple[float, Any]]:
 BASE = config(1, 0, 0.0, 1)
 POINTS = [e["point"] for e in plan(FULL_BUDGET)]
 REPLICATIONS = 10
+#: Metrics that are probabilities (per-microbatch rates): intervals inside [0, 1] in summary.csv.
+RATES = {"drop_rate": None, "delivered_rate": None}
 QUICK = {"POINTS": [e["point"] for e in plan(QUICK_BUDGET)]}
 
 

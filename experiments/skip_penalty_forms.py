@@ -151,6 +151,8 @@ def design_points(kappas: tuple[float, ...] = KAPPAS) -> list[dict[str, Any]]:
 BASE = PenaltyConfig()
 POINTS = design_points()
 REPLICATIONS = 8
+#: Metrics that are probabilities (a per-microbatch rate): intervals inside [0, 1] in summary.csv.
+RATES = {"drop_rate": None}
 SEED = 6
 QUICK = {
     "BASE": {"microbatches": 1_000},

@@ -139,6 +139,8 @@ POINTS = [{"trace": t, "law": law, "policy": pol, **d}
           for law, pol in (("trace", "random"), ("trace", "domain"), ("fitted", "random"),
                            ("fitted", "domain"), ("independent", "random"))]
 REPLICATIONS = 30
+#: Metrics that are probabilities (a per-microbatch rate (trace outages are correlated in time)): intervals inside [0, 1] in summary.csv.
+RATES = {"drop_rate": None}
 SEED = 15
 QUICK = {
     "BASE": {"microbatches": 1000, "spans": 1},

@@ -59,6 +59,8 @@ FACTORS = {
     "max_wait": [0.0, 0.03, 0.1, 0.3, 1.0, 3.0],
 }
 REPLICATIONS = 10
+#: Metrics that are probabilities (a per-microbatch rate): intervals inside [0, 1] in summary.csv.
+RATES = {"drop_rate": None}
 SEED = 5
 QUICK = {
     "BASE": {"microbatches": 2_000},
