@@ -40,7 +40,7 @@ from scipy import stats
 
 import sim.runner
 from sim import analytic
-from sim.pipeline import PipelineConfig, pipeline_model
+from sim.pipeline import PipelineConfig, des_pipeline_model
 from sim.results import format_4g, judge_equal, mean_ci, rate_ci, write_tables
 from sim.rng import Streams
 
@@ -100,7 +100,7 @@ def approx_wait(config: PipelineConfig, max_wait: float | None = None) -> tuple[
 
 def model(config: PipelineConfig, streams: Streams) -> dict[str, float]:
     """One replication: drop rate and latency of delivered microbatches (exact quantiles)."""
-    m = pipeline_model(config, streams)
+    m = des_pipeline_model(config, streams)
     return {
         "drop_rate": m["drop_rate"],
         "latency_mean": m["latency_mean"],

@@ -1,7 +1,7 @@
 """Calibration of dtsim's 95% intervals: how often each covers its exact value.
 
 Each case runs one small experiment from a seed through the public API
-(``sim.pipeline_model``, ``sim.gossip_model``, ``sim.failures_model``,
+(``sim.pipeline.des_pipeline_model``, ``sim.gossip_model``, ``sim.failures_model``,
 ``sim.replicate``, ``sim.analytic``) and the same estimator the CLI prints,
 and returns the estimate with its interval and the exact value. Run from 200
 seeds, a calibrated 95% interval covers the exact value between 184 and 196
@@ -30,7 +30,7 @@ from pathlib import Path
 import sim
 from sim import analytic
 from sim.gossip import summarize_runs
-from sim.pipeline import vector_pipeline_model
+from sim.pipeline import des_pipeline_model, vector_pipeline_model
 from sim.results import Estimate, mean_ci, rate_ci
 
 #: Seeds per case, and the acceptance band for the number of covering intervals.
@@ -68,7 +68,7 @@ def _exact_drop(cfg: sim.PipelineConfig) -> float:
 
 
 def drop_common(seed: int) -> tuple[Estimate, float]:
-    recs = sim.replicate(sim.pipeline_model, _DROP_COMMON, replications=10, seed=seed)
+    recs = sim.replicate(des_pipeline_model, _DROP_COMMON, replications=10, seed=seed)
     return rate_ci([r["drop_rate"] for r in recs]), _exact_drop(_DROP_COMMON)
 
 
@@ -80,7 +80,7 @@ def drop_rare(seed: int) -> tuple[Estimate, float]:
 
 
 def mean_quality(seed: int) -> tuple[Estimate, float]:
-    recs = sim.replicate(sim.pipeline_model, _QUALITY, replications=10, seed=seed)
+    recs = sim.replicate(des_pipeline_model, _QUALITY, replications=10, seed=seed)
     q = analytic.stage_outage(_QUALITY.availability, 2, _QUALITY.domain_outage)
     exact = analytic.mean_quality_delivered(_QUALITY.stages, q, _QUALITY.skip_budget,
                                             _QUALITY.skip_penalty)

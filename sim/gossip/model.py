@@ -13,7 +13,7 @@ from ..errors import check
 from ..results import log_mean_ci, mean_ci, power_ci, ratio_ci, skewed_ratio_ci
 from ..rng import Streams
 from .config import GossipConfig
-from .engines import predictions
+from .engines import predictions, resolved_engine
 from .state import GossipSystem
 from .update import NodeUpdate
 
@@ -56,10 +56,14 @@ def gossip_model(config: GossipConfig, streams: Streams, *, adversary: Adversary
         numpy arrays: ``steps``, ``time``, ``exchange_counts``,
         ``disagreement``, ``honest_mean`` (shape ``(records, dim)``),
         ``mean_shift`` and, with a stubborn attacker, ``gap``, ``toward``,
-        ``far``.
+        ``far``; and ``engine``, the engine that ran: the fastest that answers
+        the config (``config.engine = "auto"``, as ``dtsim gossip`` chooses
+        through :func:`sim.engines.select`) or the one it names.
     """
     system = GossipSystem(config, streams, adversary=adversary, defence=defence, update=update)
-    return model_output(config, system, system.run())
+    out = model_output(config, system, system.run())
+    out["engine"] = resolved_engine(config)  # the one GossipSystem ran (sim.engines.select)
+    return out
 
 
 def model_output(config: GossipConfig, system: GossipSystem, rec: Any) -> dict[str, Any]:
