@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, check_choice, check_int, check_output_dir
+from ..progress import tracking, wanted
 from ..results import Estimate, check_rates, mean_ci, summary_rows
 from .executors import EXECUTORS, ExecutorLost, execute, open_executor
 from .tasks import (
@@ -178,8 +179,7 @@ class _NoBar:
 
 
 def _progress(total: int, show: bool | None, desc: str):
-    if show is None:
-        show = sys.stderr.isatty()
+    show = wanted(show)
     if not show or total == 0:
         return _NoBar()
     from tqdm import tqdm
@@ -322,6 +322,7 @@ def sweep(
 
     fresh: dict[tuple[int, int], dict[str, Any]] = {}
     bar = _progress(len(pending), progress, name)
+    partial: list[Any] = [None]  # the in-replication tracker of serial runs (sim.progress)
 
     def accept(records: list[dict[str, Any]]) -> bool:
         if store is not None:
@@ -334,7 +335,10 @@ def sweep(
                 if store is not None and tb:
                     store.log_error(r, tb)
             fresh[(r["point"], r["replication"])] = r
-        bar.update(len(records))
+        if partial[0] is not None:
+            partial[0].settle(len(records))
+        else:
+            bar.update(len(records))
         return stop
 
     def finish() -> SweepResult:
@@ -352,8 +356,13 @@ def sweep(
         if pending:
             groups = batches(pending, batch)
             with open_executor(executor, workers, scheduler=scheduler) as ex:
-                if ex is None:
-                    interrupted = _serial(model, configs, groups, accept)
+                if ex is None:  # in this process: engines move the bar within a replication
+                    if not isinstance(bar, _NoBar):  # fractions of a task: one decimal
+                        bar.bar_format = ("{l_bar}{bar}| {n:.1f}/{total_fmt} "
+                                          "[{elapsed}<{remaining}, {rate_fmt}]")
+                    with tracking(None if isinstance(bar, _NoBar) else bar) as part:
+                        partial[0] = part
+                        interrupted = _serial(model, configs, groups, accept)
                 else:
                     payloads = [pickle.dumps((configs[b[0].point], b)) for b in groups]
                     interrupted = execute(model, payloads, groups, ex, accept)
