@@ -252,6 +252,28 @@ contraction), the table shows the last seed's.
 
 {table(results)}
 {fresh_text}
+Each block of 200 tests every row twice (a side may miss at most 8 times), so
+even calibrated intervals (2.5 % a side) fail one of the 18 side limits of a
+block about three times in four. A larger sample tells a true excess from
+chance: over 1000 further seeds (2000 to 2999; `python tools/calibration.py
+--first-seed 2000 --seeds 1000 --no-write`, measured with this code):
+
+| quantity | covered of 1000 | exact above CI | exact below CI |
+|---|---|---|---|
+| pipeline drop rate (common) | 950 | 29 | 21 |
+| pipeline drop rate (rare) | 958 | 14 | 28 |
+| mean quality of delivered | 961 | 18 | 21 |
+| noise floor E[D] | 954 | 25 | 21 |
+| contraction per round (n = 10) | 960 | 16 | 24 |
+| contraction per step (torus) | 953 | 31 | 16 |
+| capture rate per step | 950 | 37 | 13 |
+| E[D(80)] (ring) | 965 | 23 | 12 |
+| joint outage of a domain | 934 | **43** | 23 |
+
+Every row covers 95-96.5 % but the joint outage (93.4 %, 4.3 % above; see the
+known limits); the capture rate's 3.7 % above is chance-sized (seeds 3000 to
+3999: 953, 24 above, 23 below).
+
 Estimators (all in `sim/results.py`): `rate_ci` is a Wilson interval on the
 effective number of independent trials (it stays in [0, 1], and with no event
 gives a one-sided bound "below X"); the contraction is the ratio of mean
@@ -290,6 +312,18 @@ Hall's skew-corrected t on the residuals (92.5 %) and on log pseudo-values
 (93.0 %, now 82 below).
 
 ## Known limits (measured, not in the table)
+
+- The joint outage of a domain misses above 4.3 % of the time over 1000
+  seeds (934 covered, 43 above, 23 below), so a block of 200 fails its
+  upper-side limit about half the time (seeds 1000 to 1199: 9 above). Each
+  replication's joint outage is carried by a few domain outages (rho = 0.01
+  with mean length 5 over 2000 time units: about 4 episodes per domain), so a
+  sample of 10 replications that drew few long outages has both a low mean
+  and a low spread, the failure the contraction's guard answers. A
+  Clopper-Pearson interval on the same effective trials (Korn and Graubard's
+  choice) did no better (936 covered, 43 above, degrees-of-freedom adjusted);
+  unadjusted it covered 903. Read such a rate with more replications or a
+  longer horizon (more episodes per replication).
 
 - Cox's log-normal interval (`lognormal_mean_ci`) covered well with 20
   replications but its estimate is biased when the law is not log-normal: the
@@ -342,8 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             r = calibrate(CASES[name], args.seeds, FRESH_FIRST)
             fresh.append(r)
-            print(f"{name} (seeds from {FRESH_FIRST}): covered {r.covered}/{r.seeds}, above {r.above}, "
-                  f"below {r.below}, {r.seconds:.1f} s", flush=True)
+            print(f"{name} (seeds from {FRESH_FIRST}): exact {r.exact:.6g}, covered {r.covered}/{r.seeds}, "
+                  f"above {r.above}, below {r.below}, {r.seconds:.1f} s", flush=True)
         write_doc(results, Path(__file__).resolve().parent.parent / "docs" / "calibration.md", fresh)
     return 0 if all(r.passes for r in results + fresh) else 1
 
