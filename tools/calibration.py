@@ -254,7 +254,7 @@ contraction), the table shows the last seed's.
 {fresh_text}
 Each block of 200 tests every row twice (a side may miss at most 8 times), so
 even calibrated intervals (2.5 % a side) fail one of the 18 side limits of a
-block about three times in four. A larger sample tells a true excess from
+block seven times in ten (each side 6.6 %). A larger sample tells a true excess from
 chance: over 1000 further seeds (2000 to 2999; `python tools/calibration.py
 --first-seed 2000 --seeds 1000 --no-write`, measured with this code):
 
