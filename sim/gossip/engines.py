@@ -68,7 +68,9 @@ class _GossipEngine(Engine):
     def run(self, config: GossipConfig, streams: Any) -> dict[str, Any]:
         from .model import gossip_model
 
-        return gossip_model(config, streams)
+        out = gossip_model(config, streams)
+        out.pop("engine", None)  # the engine's own metrics; gossip_model names the engine
+        return out
 
 
 class VectorEngine(_GossipEngine):
