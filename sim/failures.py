@@ -834,6 +834,8 @@ class ClusterConfig:
             check(self.trace is None and self.failure_trace is None, "topology",
                   "unset with a failure trace (the trace gives each worker's outages)", self.topology)
             chains, _ = self.layout_domains()
+            check(all(chains), "topology", "a layout whose hosts sit in failure domains "
+                  "(datacenter, geo, or a graph file with domain chains)", self.topology)
             check(self.workers == len(chains), "workers",
                   f"the layout's {len(chains)} hosts (one worker per host)", self.workers)
 

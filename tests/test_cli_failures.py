@@ -122,3 +122,8 @@ def test_nested_domains_refuse_the_flat_flags():
                                 "--topology (the layout's hosts and failure domains replace it): 3")
     p = _run("--topology", "ring:n=4:x=1")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    p = _run("--topology", "ring:n=4")  # a graph without failure domains
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("dtsim failures: error: 'topology' must be a layout whose hosts sit "
+                                "in failure domains (datacenter, geo, or a graph file with domain "
+                                "chains): 'ring:n=4'")
