@@ -236,7 +236,9 @@ class CompiledEngine(Engine):
         """One replication (:func:`sim.gossip.model.gossip_model`)."""
         from .model import gossip_model
 
-        return gossip_model(config, streams)
+        out = gossip_model(config, streams)
+        out.pop("engine", None)  # the engine's own metrics; gossip_model names the engine
+        return out
 
 
 registry.register(CompiledEngine())
