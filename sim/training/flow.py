@@ -51,10 +51,16 @@ class _Exponentials:
 
 
 class Flow:
-    """The stages, their replicas and queues, and the microbatch movements."""
+    """The stages, their replicas and queues, and the microbatch movements.
+
+    ``unit_draws`` (a callable returning unit-mean factors) replaces the
+    config's ``pass_time_distribution`` as the law of the pass times; the
+    queueing pipeline (:mod:`sim.pipeline.queueing`) passes its stage-time law.
+    """
 
     def __init__(self, config: TrainingConfig, env: simpy.Environment, streams: Any,
-                 schedule: Any, speeds: tuple[tuple[float, ...], ...]) -> None:
+                 schedule: Any, speeds: tuple[tuple[float, ...], ...],
+                 unit_draws: Any = None) -> None:
         c = self.config = config
         self.env = env
         self.trainer: Any = None
@@ -69,8 +75,10 @@ class Flow:
         self.download_time = c.download_time
         self.fixed = bool(schedule.fixed_pipelines)
         self.lost = dict.fromkeys(LOST_CAUSES, 0.0)
-        self.draw = (_Exponentials(streams.rng("pass_time"))
-                     if c.pass_time_distribution == "exponential" else None)
+        # unit-mean factors of the pass times: the caller's law, else the config's
+        self.draw = unit_draws if unit_draws is not None else (
+            _Exponentials(streams.rng("pass_time"))
+            if c.pass_time_distribution == "exponential" else None)
         self.shared = [(deque(), deque()) for _ in range(L)]
         self.idle: list[dict[Replica, None]] = [{} for _ in range(L)]
         self.stages: list[list[Replica]] = [
