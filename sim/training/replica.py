@@ -147,6 +147,7 @@ class Replica:
         "limit", "in_flight", "peak_in_flight", "load", "fm_up", "spot_up", "loaded", "live",
         "epoch", "current", "busy_time", "passes", "fwd_work", "bwd_work", "draw",
         "_waiting", "_in_timeout", "_downloading", "_work_ev", "_wake_ev", "_t0", "_work",
+        "_schedule", "_shi", "_slo",
         "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
         "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
         "_next_stage", "_prev_stage", "_uniform",
@@ -160,6 +161,7 @@ class Replica:
         self.hi: deque = deque()
         self.lo: deque = deque()
         self.shared = shared
+        self._shi, self._slo = shared  # the stage's urgent and forward queues
         self.idle = idle  # the stage's live replicas waiting for work (an ordered set)
         self.limit = limit
         self.in_flight = 0
@@ -181,6 +183,7 @@ class Replica:
         self._downloading = False
         self._t0 = 0.0
         self._work = 0.0
+        self._schedule = self.env.schedule
         self._work_ev = _Signal(self.env)  # the pass or download in hand
         self._wake_ev = _Signal(self.env)
         # callbacks lists made once (the events take them again and again)
@@ -266,7 +269,7 @@ class Replica:
             self.idle.pop(self, None)
             ev = self._wake_ev
             ev.callbacks = cbs
-            self.env.schedule(ev, NORMAL)
+            self._schedule(ev, NORMAL)
 
     def wake(self) -> None:
         """Resume the server if it waits for work or for coming up."""
@@ -276,7 +279,7 @@ class Replica:
             self.idle.pop(self, None)
             ev = self._wake_ev
             ev.callbacks = cbs
-            self.env.schedule(ev, NORMAL)
+            self._schedule(ev, NORMAL)
 
     def abort(self, cause: Aborted) -> None:
         """Interrupt the pass in service if its microbatch is dead."""
@@ -342,35 +345,37 @@ class Replica:
             if self._serve():
                 return
 
-    def _serve(self) -> bool:
+    def _serve(self, now: float | None = None) -> bool:
         """Start the next pass while live; True once waiting (for work or a pass), False if not live.
+
+        ``now`` is the current time when the caller knows it (a pass that just
+        ended at ``t0 + work``, the very sum SimPy's clock holds), else read from
+        the environment.
 
         The next pass is :meth:`take`'s, found without the call: the replica's own
         urgent queue, the stage's urgent queue, then, within the forward limit, its
         own and the stage's forward queues (dead microbatches dropped on the way).
         """
-        hi, lo = self.hi, self.lo
-        shi, slo = self.shared
-        limit = self.limit
+        hi = self.hi
         while self.live:  # the hot loop: one timeout per pass
             if hi:
                 mb = hi.popleft()
                 if mb.dead:
                     self.load -= 1
                     continue
-            elif shi:
+            elif (shi := self._shi):
                 mb = shi.popleft()
                 if mb.dead:
                     continue
                 self.load += 1
-            elif limit is not None and self.in_flight >= limit:
+            elif (limit := self.limit) is not None and self.in_flight >= limit:
                 mb = None
-            elif lo:
+            elif (lo := self.lo):
                 mb = lo.popleft()
                 if mb.dead:
                     self.load -= 1
                     continue
-            elif slo:
+            elif (slo := self._slo):
                 mb = slo.popleft()
                 if mb.dead:
                     continue
@@ -390,13 +395,12 @@ class Replica:
                 self.system.pass_done(self, mb, 0.0)
                 continue
             self.current = mb
-            env = self.env
-            self._t0 = env.now
+            self._t0 = self.env.now if now is None else now
             self._work = work
             self._in_timeout = True
             ev = self._work_ev
             ev.callbacks = self._on_pass_cbs
-            env.schedule(ev, NORMAL, work)
+            self._schedule(ev, NORMAL, work)
             return True
         return False
 
@@ -471,7 +475,7 @@ class Replica:
                 self.system.arrive_fwd(mb, self._next_stage)
             else:
                 self.system.forward_next(mb, self.stage)
-        if not self._serve():
+        if not self._serve(self._t0 + work):  # the clock: SimPy scheduled this pass at t0 + work
             self._outer()
 
     def _interrupt(self, cause: Any) -> None:
