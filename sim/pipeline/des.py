@@ -43,7 +43,9 @@ and the number of out stages. A crossing therefore costs O(1):
 
 Replicas are not contended resources: a replica serves every microbatch that
 reaches it at once (no queueing), so latency reflects compute, transfer,
-failover and waiting only.
+failover and waiting only. ``queueing=True`` makes them servers with queues:
+that is the queueing engine's (:mod:`sim.pipeline.queueing`), and this one
+refuses it.
 """
 
 from __future__ import annotations
