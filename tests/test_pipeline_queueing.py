@@ -87,8 +87,8 @@ def test_zero_time_crossing_with_failures_keeps_the_snapshot_law():
     """Queueing changes nothing without contention: zero stage time, failures, the binomial drop rate."""
     cfg = PipelineConfig(stages=8, replicas=2, skip_budget=1, availability=0.7,
                          domain_outage=0.02, mean_downtime=0.5, domain_downtime=0.5,
-                         arrival="poisson", rate=4.0, microbatches=2500, queueing=True)
-    recs = _replicate(queueing_model, cfg, 16, seed=5)
+                         arrival="poisson", rate=4.0, microbatches=2000, queueing=True)
+    recs = _replicate(queueing_model, cfg, 12, seed=5)
     m, se = _mean_se(recs, "drop_rate")
     exact = analytic.drop_probability(8, 2, 1, 0.7, 0.02)
     pred = engines.predictions("pipeline", cfg, ["drop_rate"])["drop_rate"]
@@ -103,9 +103,9 @@ def test_light_load_with_failures_matches_the_no_queueing_des():
     """At very light load with failures the queueing engine's drop rate is the DES's and the snapshot law's."""
     base = PipelineConfig(stages=6, replicas=2, skip_budget=1, availability=0.8,
                           mean_downtime=5.0, stage_time=0.05, detection_timeout=0.1,
-                          arrival="poisson", rate=0.2, microbatches=3000)
-    q = _replicate(queueing_model, dataclasses.replace(base, queueing=True), 16, seed=7)
-    d = _replicate(pipeline_model, base, 16, seed=8)
+                          arrival="poisson", rate=0.2, microbatches=2000)
+    q = _replicate(queueing_model, dataclasses.replace(base, queueing=True), 10, seed=7)
+    d = _replicate(pipeline_model, base, 10, seed=8)
     (mq, sq), (md, sd) = _mean_se(q, "drop_rate"), _mean_se(d, "drop_rate")
     assert abs(mq - md) < 4 * math.hypot(sq, sd), (mq, sq, md, sd)
     # the latency too, within the little queueing left (a replica is busy ~1% of the time)
