@@ -99,7 +99,7 @@ def test_trace_runs_the_des(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--engine", "gpu"], "'engine' must be one of auto, vector, markov, des: 'gpu'"),
+    (["--engine", "gpu"], "'engine' must be one of auto, vector, markov, des, queueing: 'gpu'"),
     (["--method", "exact"], "'method' must be one of simulate, importance: 'exact'"),
     (["--engine", "vector", "--stage-time", "1"],
      "'engine' must be des for this configuration (stage_time, latency or transfer_size is "

@@ -31,7 +31,7 @@ def packed(racks: int, per_rack: int, r: int, rho: float) -> Placement:
 
 def test_one_vocabulary_fastest_first():
     """--engine's names come from the registry; the rare-event engine is a family of its own."""
-    assert engines.engine_names("pipeline") == ("auto", "vector", "markov", "des")
+    assert engines.engine_names("pipeline") == ("auto", "vector", "markov", "des", "queueing")
     assert [e.name for e in engines.engines("pipeline_rare")] == ["importance"]
     assert set(TIMED_METRICS).isdisjoint(VectorEngine.metrics)
 

@@ -223,7 +223,7 @@ def test_select_engine():
     assert select_engine(PipelineConfig(), "des")[0] == "des"
     with pytest.raises(ConfigError, match=r"^'engine' must be des for this configuration \(stage_time"):
         select_engine(PipelineConfig(stage_time=1.0), "vector")
-    with pytest.raises(ConfigError, match=r"^'engine' must be one of auto, vector, markov, des: 'gpu'$"):
+    with pytest.raises(ConfigError, match=r"^'engine' must be one of auto, vector, markov, des, queueing: 'gpu'$"):
         select_engine(PipelineConfig(), "gpu")
 
 

@@ -2067,6 +2067,13 @@ from .training import *  # noqa: E402,F403
 
 __all__ += training.__all__
 
+# ============================================== queueing pipeline (own module)
+
+from . import queueing as queueing  # noqa: E402
+from .queueing import *  # noqa: E402,F403
+
+__all__ += queueing.__all__
+
 # ====================================================== gossip training (own module)
 
 from . import learning as learning  # noqa: E402

@@ -12,6 +12,12 @@ Three ways to answer, all printed side by side with the exact value:
   probability (:func:`sim.pipeline.estimate_importance`), for drop
   probabilities far below what plain simulation resolves.
 
+``--queueing`` turns on the training system's server model (the queueing
+engine, :mod:`sim.pipeline.queueing`): replicas serve one pass at a time at
+their ``--speeds`` and microbatches wait in queues routed by ``--routing``, so
+``latency_mean`` and ``latency_mean_ci`` include queueing; the arrivals are
+still ``--arrival`` at ``--rate`` (``poisson`` for the M/M/c references).
+
 The comparison with the exact values is built by :mod:`sim.pipeline.compare`;
 this module parses, calls and prints.
 
@@ -149,10 +155,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(time, microbatch, event, stage, replica); --failure-trace is the "
                         "input trace of failures")
     add_failure_trace_options(p)
+    p.add_argument("--queueing", action="store_true",
+                   help="replicas are servers (one pass at a time, stage time / speed) and "
+                        "microbatches wait in queues, so the latency includes queueing (the "
+                        "training system's server model; the arrivals are --arrival at --rate)")
+    p.add_argument("--routing", default=None, metavar="NAME",
+                   help="with --queueing: routing within a stage: queue (one shared FIFO, the "
+                        "default), least-loaded, weighted (by speed) or round-robin")
+    p.add_argument("--speeds", default=None, metavar="FILE",
+                   help="with --queueing: CSV stage,replica,speed of every replica (default "
+                        "all 1; it sets the replicas per stage)")
     p.add_argument("--engine", default="auto", metavar="NAME",
                    help="simulation engine: des, vector (snapshot Monte Carlo, only where it "
-                        "answers the same question as the DES) or auto (default: vector where "
-                        "it applies, else des)")
+                        "answers the same question as the DES), markov, queueing (with "
+                        "--queueing, the only one) or auto (default: the fastest that applies)")
     p.add_argument("--method", default="simulate", metavar="NAME",
                    help="simulate (default) or importance (importance sampling of the snapshot "
                         "drop probability, for rare drops)")
@@ -227,6 +243,16 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
         kw["failure_trace"] = replay
     if kw["microbatches"] is None:
         del kw["microbatches"]
+    if getattr(args, "queueing", False):
+        kw.update(queueing=True, routing="queue" if args.routing is None else args.routing)
+        if args.speeds is not None:
+            from ..training import read_speeds
+
+            speeds, prices = read_speeds(args.speeds, args.stages)
+            if prices is not None:  # never silently ignored
+                raise ConfigError("speeds", "a CSV file without a price column (dtsim pipeline "
+                                  "has no cost; use dtsim train)", args.speeds)
+            kw["speeds"] = speeds
     kw.update(override)
     cfg = PipelineConfig(**kw)
     topology = getattr(args, "topology", None)
@@ -291,6 +317,15 @@ def _check_options(args: argparse.Namespace) -> str:
     topology = bool(args.topology)
     for dest in ("placement", "show_placement", "no_layout_latency"):
         refuse_unless(args, dest, topology, "with --topology")
+    for dest in ("routing", "speeds"):
+        refuse_unless(args, dest, args.queueing, "with --queueing")
+    if args.queueing:
+        if method == "importance":
+            raise ConfigError("queueing", "unset with --method importance (it draws snapshots "
+                              "of the stage states; nothing queues there)", True)
+        if args.event_log is not None:
+            raise ConfigError("event_log", "unset with --queueing (the event log is the "
+                              "no-queueing DES's)", args.event_log)
     check_model_options(args, topology=topology, snapshot_only=method == "importance",
                         layout_latency=topology and method == "simulate"
                         and not args.no_layout_latency)
@@ -416,13 +451,17 @@ def run(args: argparse.Namespace) -> int:
           f"rho={cfg.domain_outage if placement is None else 'layout'}, "
           f"kappa={cfg.skip_penalty}; {out['replications']} replications x {cfg.microbatches} "
           f"microbatches, seed {args.seed}")
-    print(f"engine: {out['engine']} ({out['engine_reason']})")
+    print(f"engine: {out['engine']} ({out['engine_reason']})"
+          + (f"; routing {out['routing']}" if cfg.queueing else ""))
     exact_note = "" if out["exact_applies"] else " (snapshot reference; timing changes the law)"
     rows = []
     for c in comparison_rows(out):
         ok = "" if c.agrees is None else verdict(c.estimate.low, c.estimate.high, c.agrees)
         rows.append((c.quantity, "-" if c.exact is None else f"{c.exact:.6g}", str(c.estimate), ok))
     print_table(rows, ("quantity", "exact" + exact_note, "simulated (95% CI)", "agrees"))
+    if cfg.queueing:
+        print(f"latency reference: {out['latency_reference']}; utilisation "
+              f"{out['utilisation']:.4g}")
     if out.get("latency_mean") is not None:
         print(f"mean skipped {out['mean_skipped']:.4g}; latency mean {out['latency_mean']:.4g}, "
               f"p50 {out['latency_p50']:.4g}, p99 {out['latency_p99']:.4g}; failovers per "

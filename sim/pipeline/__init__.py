@@ -26,6 +26,10 @@ compare
     Simulated against exact: the comparison records and the rare-event rule.
 design
     The fewest replicas for a target, or the cost-optimal design, and its check.
+queueing
+    The queueing engine (``queueing=True``: replicas are servers with queues,
+    the training system's server model) and its exact reference (M/M/c
+    stations in tandem).
 """
 
 from .compare import (  # noqa: I001  (after .engines: the references are registered)
@@ -99,4 +103,11 @@ __all__ = [
     "estimate_drop_rate",
     "importance_applies",
     "predicted_drop_rate",
+    "QueueingEngine",
+    "QueueingPipeline",
+    "TandemReference",
+    "queueing_model",
 ]
+
+# last: it imports sim.training, which imports this package's quality_table
+from .queueing import QueueingEngine, QueueingPipeline, TandemReference, queueing_model  # noqa: E402

@@ -97,7 +97,7 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
     from ..runner import replicate
 
     sel, reason = choose_engine(cfg, engine)
-    if sel.engine.name == "des":  # the DES builds every stage and every replica worker
+    if sel.engine.name in ("des", "queueing"):  # they build every stage and replica worker
         reps = cfg.replicas
         check_memory_terms([
             ("stages", cfg.stages, cfg.stages * DES_BYTES_PER_STAGE),
@@ -121,7 +121,7 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
     def mean(key: str) -> float | None:
         return est[key].mean if key in reported else None
 
-    return {
+    out = {
         "method": "simulate",
         "engine": sel.name,
         "engine_reason": reason,
@@ -153,6 +153,16 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
         "wall_time": wall,
         "seed": seed,
     }
+    if cfg.queueing:  # the server model: the latency includes queueing, with its interval
+        from .. import engines
+
+        p = engines.predictions("pipeline", cfg, ["latency_mean"])["latency_mean"]
+        out.update(routing=cfg.routing, latency_mean_ci=est["latency_mean"],
+                   predicted_latency_mean=p["value"],
+                   latency_reference=(f"{p['reference']}: {p['note']}" if p["value"] is not None
+                                      else p["note"]),
+                   utilisation=est["utilisation"].mean)
+    return out
 
 
 @dataclass(frozen=True)
@@ -198,6 +208,11 @@ def comparison_rows(record: dict[str, Any]) -> list[Comparison]:
         ok = record["exact_applies"]
         agrees = None if exact is None or not ok else bool(e.contains(exact))
         out.append(Comparison(label, exact, e, bool(ok), agrees))
+    if record.get("latency_mean_ci") is not None:  # queueing: exact only where a reference is
+        exact = record["predicted_latency_mean"]
+        e = record["latency_mean_ci"]
+        out.append(Comparison("latency mean", exact, e, exact is not None,
+                              None if exact is None else bool(e.contains(exact))))
     return out
 
 

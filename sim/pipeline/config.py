@@ -224,6 +224,18 @@ class PipelineConfig:
         replicas are slots ``j r .. j r + r - 1``), and the ``domain`` policy's
         domains are the stages. A run that outlasts a trace that does not loop
         stops with :class:`sim.traces.TraceEnded`.
+    queueing : bool
+        Replicas are servers (:mod:`sim.pipeline.queueing`): each serves one
+        pass at a time, taking ``stage_time / speed``, and microbatches wait
+        in queues, routed by ``routing``; off (the default), a replica serves
+        every microbatch that reaches it at once.
+    routing : {"queue", "least-loaded", "weighted", "round-robin"}
+        With ``queueing``: one shared FIFO per stage, join the shortest queue,
+        random in proportion to speed, or in turn (see
+        :mod:`sim.training.routing`); only the default ``"queue"`` without it.
+    speeds : tuple of tuple of float or None
+        With ``queueing``: ``speeds[j][i]`` of each replica (> 0; default all
+        1). It fixes ``replicas`` (which must then be unset or agree).
     """
 
     stages: int = 48
@@ -252,10 +264,14 @@ class PipelineConfig:
     records: bool = False
     trace: bool = False
     failure_trace: Any = None
+    queueing: bool = False
+    routing: str = "queue"
+    speeds: tuple[tuple[float, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
         check_memory("stages", L, L * CONFIG_BYTES_PER_STAGE)  # before the per-stage tuples
+        self._check_queueing(L)
         if self.placement is not None:
             pl = from_value(self.placement)
             check(len(pl.replica_domains) == L, "placement", f"{L} stages (one per stage)",
@@ -269,7 +285,14 @@ class PipelineConfig:
             object.__setattr__(self, "replicas", pl.replicas)
         else:
             reps = DEFAULT_REPLICAS if self.replicas is None else self.replicas
+            if self.replicas is None and self.speeds is not None:
+                reps = tuple(len(row) for row in self.speeds)
             object.__setattr__(self, "replicas", _per_stage("replicas", reps, L, _count))
+        if self.speeds is not None:
+            counts = tuple(len(row) for row in self.speeds)
+            check(counts == self.replicas, "speeds",
+                  f"one speed per replica ({_counts_text(self.replicas)})",  # type: ignore[arg-type]
+                  _counts_text(counts))
         check_int("skip_budget", self.skip_budget, low=0, high=L)
         check_probability("availability", self.availability)
         check_probability("domain_outage", self.domain_outage)
@@ -321,6 +344,32 @@ class PipelineConfig:
                 check(last < self.failure_trace.duration, "microbatches",
                       f"arriving before the failure trace ends (at {self.failure_trace.duration:g}; "
                       "or loop it)", self.microbatches)
+
+    def _check_queueing(self, L: int) -> None:
+        """The server model's fields: ``queueing``, ``routing``, ``speeds`` (before the replicas)."""
+        check(isinstance(self.queueing, bool), "queueing", "True or False", self.queueing)
+        if not self.queueing:
+            check(self.routing == "queue", "routing", "unset (queue) without queueing",
+                  self.routing)
+            check(self.speeds is None, "speeds", "unset without queueing", self.speeds)
+            return
+        from ..training.routing import ROUTING_POLICIES
+
+        check_choice("routing", self.routing, tuple(ROUTING_POLICIES))
+        check(not self.records, "records", "False with queueing (per-microbatch records are "
+              "the no-queueing DES's)", self.records)
+        check(not self.trace, "trace", "False with queueing (the event log is the "
+              "no-queueing DES's)", self.trace)
+        if self.speeds is not None:
+            sp = self.speeds
+            check(isinstance(sp, (list, tuple)) and len(sp) == L, "speeds",
+                  f"one row per stage ({L})", sp)
+            rows = []
+            for j, row in enumerate(sp):
+                check(isinstance(row, (list, tuple)) and len(row) >= 1, "speeds",
+                      f"at least one speed for stage {j}", row)
+                rows.append(tuple(float(check_positive("speeds", v)) for v in row))
+            object.__setattr__(self, "speeds", tuple(rows))
 
     # -- derived -------------------------------------------------------------
     @property

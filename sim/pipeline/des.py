@@ -43,7 +43,9 @@ and the number of out stages. A crossing therefore costs O(1):
 
 Replicas are not contended resources: a replica serves every microbatch that
 reaches it at once (no queueing), so latency reflects compute, transfer,
-failover and waiting only.
+failover and waiting only. ``queueing=True`` makes them servers with queues:
+that is the queueing engine's (:mod:`sim.pipeline.queueing`), and this one
+refuses it.
 """
 
 from __future__ import annotations
@@ -56,12 +58,16 @@ from typing import Any
 import numpy as np
 import simpy
 
+from ..errors import ConfigError
 from ..failures import FailureModel, Transition, make_distribution
 from ..progress import report
 from ..rng import Streams
 from .config import PipelineConfig
 
 __all__ = [
+    "UnitDraws",
+    "LatencyHistogram",
+    "build_failures",
     "PipelineRun",
     "Pipeline",
     "run_pipeline",
@@ -75,7 +81,7 @@ _ALWAYS = math.inf  # registered compute end when no transfer follows: any failu
 # --------------------------------------------------------------------------- simulation
 
 
-class _UnitDraws:
+class UnitDraws:
     """Unit-mean random durations drawn in blocks (scale by the stage's mean).
 
     The law is :func:`sim.failures.make_distribution` at mean 1, the same
@@ -115,7 +121,7 @@ class PipelineRun:
     trace: list[tuple[float, int, str, int, int]] | None = None
 
 
-class _LatencyHistogram:
+class LatencyHistogram:
     """Log-binned latency histogram (400 bins a decade): quantiles within 0.3%, constant memory."""
 
     PER_DECADE = 400
@@ -153,6 +159,55 @@ class _LatencyHistogram:
         return float(min(max(v, self.lo), self.hi))
 
 
+def build_failures(config: PipelineConfig, env: simpy.Environment, streams: Streams
+                   ) -> tuple[FailureModel, list[Any], list[list[int]]]:
+    """The failure model of a pipeline: its placement's domains and one worker per replica.
+
+    Parameters
+    ----------
+    config : PipelineConfig
+    env : simpy.Environment
+    streams : Streams
+        Failures draw from ``failures:*`` streams (a replayed trace from its own).
+
+    Returns
+    -------
+    (FailureModel, workers, stage_workers)
+        The model (not started), the workers in stage order (replica ``i`` of
+        stage ``j`` is named ``s{j}r{i}``), and each stage's indices into them.
+        Built in the same order for every engine that simulates failures, so a
+        seed gives the same failure paths in each.
+    """
+    c = config
+    pl = c.domain_placement
+    fm = FailureModel(env, streams)
+    fm.add_placement_domains(pl, mean_downtime=c.domain_downtime,
+                             distribution=c.failure_distribution, shape=c.failure_shape)
+    workers: list[Any] = []
+    stage_workers: list[list[int]] = []
+    replayed = None
+    if c.failure_trace is not None:
+        from ..traces import attach
+
+        slots = [(f"s{j}r{i}", chain[-1] if chain else None, j)
+                 for j, stage in enumerate(pl.replica_domains) for i, chain in enumerate(stage)]
+        replayed = iter(attach(fm, c.failure_trace, [(n, p) for n, p, _ in slots],
+                               streams=streams, domain_of=[j for _, _, j in slots]))
+    for j, stage in enumerate(pl.replica_domains):
+        ids = []
+        for i, chain in enumerate(stage):
+            if replayed is not None:
+                w = next(replayed)
+            else:
+                w = fm.add_worker(f"s{j}r{i}", chain[-1] if chain else None,
+                                  availability=c.availability, mean_downtime=c.mean_downtime,
+                                  distribution=c.failure_distribution, shape=c.failure_shape)
+            ids.append(len(workers))
+            workers.append(w)
+        stage_workers.append(ids)
+    return fm, workers, stage_workers
+
+
 class Pipeline:
     """A built pipeline: failure model wired to per-stage live sets, ready to run.
 
@@ -179,36 +234,13 @@ class Pipeline:
         self.L = L
         self.s = c.skip_budget
         self.quality = c.quality
+        if c.queueing:
+            raise ConfigError("queueing", "False for the no-queueing DES (the queueing engine, "
+                              "sim.pipeline.queueing, answers queueing)", c.queueing)
         # -- build the failure model from the placement -------------------------
-        pl = c.domain_placement
-        fm = FailureModel(self.env, streams)
+        fm, self.workers, self.stage_workers = build_failures(c, self.env, streams)
         self.failure_model = fm
-        fm.add_placement_domains(pl, mean_downtime=c.domain_downtime,
-                                 distribution=c.failure_distribution, shape=c.failure_shape)
-        self.workers: list[Any] = []
-        self.worker_stage: list[int] = []
-        self.stage_workers: list[list[int]] = []
-        replayed = None
-        if c.failure_trace is not None:
-            from ..traces import attach
-
-            slots = [(f"s{j}r{i}", chain[-1] if chain else None, j)
-                     for j, stage in enumerate(pl.replica_domains) for i, chain in enumerate(stage)]
-            replayed = iter(attach(fm, c.failure_trace, [(n, p) for n, p, _ in slots],
-                                   streams=streams, domain_of=[j for _, _, j in slots]))
-        for j, stage in enumerate(pl.replica_domains):
-            ids = []
-            for i, chain in enumerate(stage):
-                if replayed is not None:
-                    w = next(replayed)
-                else:
-                    w = fm.add_worker(f"s{j}r{i}", chain[-1] if chain else None,
-                                      availability=c.availability, mean_downtime=c.mean_downtime,
-                                      distribution=c.failure_distribution, shape=c.failure_shape)
-                ids.append(len(self.workers))
-                self.workers.append(w)
-                self.worker_stage.append(j)
-            self.stage_workers.append(ids)
+        self.worker_stage: list[int] = [j for j, ids in enumerate(self.stage_workers) for _ in ids]
         # -- wire: live sets, out count, recovery events, serving registries ---
         self.live: list[dict[int, None]] = [{} for _ in range(L)]
         self.n_out = 0
@@ -222,7 +254,7 @@ class Pipeline:
         self.hop = tuple(hops) + (0.0,)
         self._draw = None
         if c.stage_time_distribution != "deterministic" and any(c.stage_time):  # type: ignore[arg-type]
-            self._draw = _UnitDraws(c.stage_time_distribution, c.stage_time_shape,
+            self._draw = UnitDraws(c.stage_time_distribution, c.stage_time_shape,
                                     streams.rng("stage_time"))
         # -- accumulators -------------------------------------------------------
         self.finished = 0
@@ -233,7 +265,7 @@ class Pipeline:
         self.failovers = 0
         self.waits = 0
         self.crossings = 0
-        self.latency_hist = _LatencyHistogram()
+        self.latency_hist = LatencyHistogram()
         n = c.microbatches
         self.rec: dict[str, np.ndarray] | None = None
         if c.records:

@@ -75,6 +75,8 @@ RARE_FAMILY = "pipeline_rare"
 #: What the snapshot model answers (the vector engine's metrics; ``skipped_k`` too).
 SNAPSHOT_METRICS = ("microbatches", "drop_rate", "delivered_rate", "mean_quality",
                     "quality_mass", "mean_skipped", "stage_crossings")
+#: Why the no-queueing engines refuse a config with ``queueing`` on.
+QUEUEING_REFUSAL = "queueing is on (replicas are servers: the queueing engine answers it)"
 #: Metrics that need simulated time (the DES's alone).
 TIMED_METRICS = ("goodput", "throughput", "latency_mean", "latency_p50", "latency_p99",
                  "failovers_per_microbatch", "waits_per_microbatch", "simulated_time",
@@ -95,7 +97,9 @@ class DESEngine(Engine):
     requested = "asked for the discrete-event simulation"
 
     def applies(self, config: PipelineConfig) -> Applies:
-        """Always: the DES models timing, failover, waiting and time correlation."""
+        """Without queueing, always: the DES models timing, failover, waiting and time correlation."""
+        if config.queueing:
+            return Applies(False, QUEUEING_REFUSAL)
         return Applies(True, "the discrete-event simulation answers every configuration")
 
     def run(self, config: PipelineConfig, streams: Streams) -> dict[str, float]:
@@ -128,6 +132,8 @@ class VectorEngine(Engine):
 
     def applies(self, config: PipelineConfig) -> Applies:
         """Whether the snapshot model answers ``config``, with the first assumption that fails."""
+        if config.queueing:
+            return Applies(False, QUEUEING_REFUSAL)
         if not config.instant:
             return Applies(False, "stage_time, latency or transfer_size is nonzero "
                                   "(the crossing takes time)")

@@ -29,7 +29,7 @@ import simpy
 
 from .config import TrainingConfig, replica_name
 from .replica import Microbatch, Replica
-from .routing import Uniforms, make_routing
+from .routing import SharedQueue, Uniforms, make_routing
 
 __all__ = ["Flow", "LOST_CAUSES"]
 
@@ -51,10 +51,16 @@ class _Exponentials:
 
 
 class Flow:
-    """The stages, their replicas and queues, and the microbatch movements."""
+    """The stages, their replicas and queues, and the microbatch movements.
+
+    ``unit_draws`` (a callable returning unit-mean factors) replaces the
+    config's ``pass_time_distribution`` as the law of the pass times; the
+    queueing pipeline (:mod:`sim.pipeline.queueing`) passes its stage-time law.
+    """
 
     def __init__(self, config: TrainingConfig, env: simpy.Environment, streams: Any,
-                 schedule: Any, speeds: tuple[tuple[float, ...], ...]) -> None:
+                 schedule: Any, speeds: tuple[tuple[float, ...], ...],
+                 unit_draws: Any = None) -> None:
         c = self.config = config
         self.env = env
         self.trainer: Any = None
@@ -69,8 +75,10 @@ class Flow:
         self.download_time = c.download_time
         self.fixed = bool(schedule.fixed_pipelines)
         self.lost = dict.fromkeys(LOST_CAUSES, 0.0)
-        self.draw = (_Exponentials(streams.rng("pass_time"))
-                     if c.pass_time_distribution == "exponential" else None)
+        # unit-mean factors of the pass times: the caller's law, else the config's
+        self.draw = unit_draws if unit_draws is not None else (
+            _Exponentials(streams.rng("pass_time"))
+            if c.pass_time_distribution == "exponential" else None)
         self.shared = [(deque(), deque()) for _ in range(L)]
         self.idle: list[dict[Replica, None]] = [{} for _ in range(L)]
         self.stages: list[list[Replica]] = [
@@ -84,7 +92,7 @@ class Flow:
         self.uniform = Uniforms(streams.rng("routing"))
         self.track = False  # set by a trainer that needs each stage's participants
         self.waiters: list[list[tuple[Microbatch, float]]] = [[] for _ in range(L)]
-        self.passes = self.lost_passes = self.reroutes = 0
+        self.lost_passes = self.reroutes = 0
         self.skips = self.waits = self.recomputes = 0
 
     def start(self) -> None:
@@ -95,8 +103,37 @@ class Flow:
                 if rep.live:
                     self.live[rep.stage].append(rep)
         self.n_out = sum(1 for lv in self.live if not lv)
+        self._wire()
         for rep in self.replicas:
-            rep.proc = self.env.process(rep.serve())
+            rep.start()
+
+    def _wire(self) -> None:
+        """Give each replica what its inline completion path needs (:meth:`Replica.wire`)."""
+        L, hops = self.L, self.hops
+        # A policy whose choose is the shared queue's own always answers the shared
+        # queue: asked once here, not at every pass.
+        shared_only = [type(p).choose is SharedQueue.choose and "choose" not in vars(p)
+                       for p in self.policies]
+        for rep in self.replicas:
+            j = rep.stage
+            nxt = j + 1
+            if nxt < L and hops[j] <= 0.0:
+                kind = 1 if self.fixed else 0
+                rep.wire(inline=not self.track, fwd_kind=kind, next_live=self.live[nxt],
+                         next_lo=self.shared[nxt][1], next_idle=self.idle[nxt],
+                         next_policy=None if shared_only[nxt] else self.policies[nxt],
+                         prev_stage=j - 1 if j > 0 and hops[j - 1] <= 0.0 else -1,
+                         uniform=self.uniform)
+            else:
+                rep.wire(inline=not self.track, fwd_kind=2, next_live=[], next_lo=None,
+                         next_idle=None, next_policy=None,
+                         prev_stage=j - 1 if j > 0 and hops[j - 1] <= 0.0 else -1,
+                         uniform=self.uniform)
+
+    @property
+    def passes(self) -> int:
+        """Passes completed, over every replica."""
+        return sum(r.passes for r in self.replicas)
 
     # -- replica events ------------------------------------------------------------
     def replica_live(self, rep: Replica) -> None:
@@ -141,7 +178,7 @@ class Flow:
     # -- passes ----------------------------------------------------------------------
     def pass_done(self, rep: Replica, mb: Microbatch, work: float) -> None:
         """``rep`` completed ``mb``'s pass: move the microbatch on."""
-        self.passes += 1
+        rep.passes += 1
         j = mb.stage
         if self.track:
             self.trainer.participated(j, rep)

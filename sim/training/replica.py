@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL, URGENT
 
 __all__ = ["Failed", "Aborted", "StageLost", "StepLost", "Replica", "SpotSlot", "Microbatch"]
 
@@ -56,6 +57,34 @@ class StepLost:
     time: float
 
 
+class _Signal(simpy.Event):
+    """A triggered event (its outcome set, as ``Timeout`` sets it) that its owner schedules.
+
+    A server owns two and schedules each again once it has been processed, with
+    ``env.schedule(event, priority, delay)`` after setting ``callbacks``: its work
+    event (the pass or download in hand, NORMAL priority after the work's
+    duration, where a process's ``timeout`` would be scheduled) and its wake-up
+    (NORMAL, no delay, where a process's idle event would be triggered; the
+    delay is left at SimPy's default ``0``, as ``succeed()`` and ``interrupt()``
+    leave it, so the clock's type is the same too). A
+    failure is delivered by a fresh one at URGENT priority carrying the
+    ``cause``, as
+    ``process.interrupt`` schedules SimPy's ``Interruption``. SimPy's own
+    ``Timeout`` and ``Interruption`` set the outcome the same way (their
+    ``__init__`` inlines ``Event.__init__``), so each lands at the same point
+    of the event order as the generator process's event would, without an
+    allocation per pass.
+    """
+
+    cause: Any = None
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.callbacks = []
+        self._value = None
+        self._ok = True
+
+
 class Microbatch:
     """A microbatch's progress: stage, direction, holders of its activations, skips."""
 
@@ -91,7 +120,38 @@ class Replica:
         Passes queued at it plus the one in service (kept up to date, not computed).
     busy_time : float
         Time spent in passes (completed or lost).
+    passes : int
+        Passes completed.
+
+    Notes
+    -----
+    The server is a state machine run by the callbacks of the events it waits on
+    (no generator process): an idle wake-up, the weight download, the pass in
+    service. It takes the steps a generator process would take, at the same
+    points of the event order: each timeout is scheduled where a process would
+    yield it, a wake-up where a process's idle event would be triggered, and a
+    failure reaches it through an URGENT event scheduled when the failure
+    happens, as ``process.interrupt`` does. What this saves, per pass, is the
+    process machinery (resuming a generator, the active-process bookkeeping).
+
+    The common completion (no sync tracking, no recomputation, the next stage
+    reached with no transfer time and routed afresh) is handled inline by
+    :meth:`_on_pass`, with the next stage's live set, queue, idle set and
+    routing policy wired by :meth:`wire`; every other case goes through
+    :meth:`sim.training.flow.Flow.pass_done`, which does the same thing the
+    general way.
     """
+
+    __slots__ = (
+        "system", "env", "stage", "index", "speed", "name", "hi", "lo", "shared", "idle",
+        "limit", "in_flight", "peak_in_flight", "load", "fm_up", "spot_up", "loaded", "live",
+        "epoch", "current", "busy_time", "passes", "fwd_work", "bwd_work", "draw",
+        "_waiting", "_in_timeout", "_downloading", "_work_ev", "_wake_ev", "_t0", "_work",
+        "_schedule", "_shi", "_slo",
+        "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
+        "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
+        "_next_stage", "_prev_stage", "_uniform",
+    )
 
     def __init__(self, system: Any, stage: int, index: int, speed: float, name: str,
                  shared: tuple[deque, deque], limit: int | None, idle: dict) -> None:
@@ -101,6 +161,7 @@ class Replica:
         self.hi: deque = deque()
         self.lo: deque = deque()
         self.shared = shared
+        self._shi, self._slo = shared  # the stage's urgent and forward queues
         self.idle = idle  # the stage's live replicas waiting for work (an ordered set)
         self.limit = limit
         self.in_flight = 0
@@ -113,18 +174,68 @@ class Replica:
         self.epoch = 0
         self.current: Microbatch | None = None
         self.busy_time = 0.0
-        self._idle: simpy.Event | None = None
-        self._in_timeout = False
-        self.proc: simpy.Process | None = None
+        self.passes = 0
         # the pass times of this replica's stage at its speed (a draw scales them)
         self.fwd_work = system.fwd[stage] / speed
         self.bwd_work = system.bwd[stage] / speed
         self.draw = system.draw
+        self._in_timeout = False  # a pass or download is in hand and not yet interrupted
+        self._downloading = False
+        self._t0 = 0.0
+        self._work = 0.0
+        self._schedule = self.env.schedule
+        self._work_ev = _Signal(self.env)  # the pass or download in hand
+        self._wake_ev = _Signal(self.env)
+        # callbacks lists made once (the events take them again and again)
+        self._waiting: list | None = None  # what to wake (for work, or up), None: not waiting
+        self._on_up_cbs = [self._on_up]
+        self._on_work_cbs = [self._on_work]
+        self._on_pass_cbs = [self._on_pass]
+        self._on_downloaded_cbs = [self._on_downloaded]
+        self._on_interrupt_cb = self._on_interrupt
+        self._inline = False
+        self._fwd_kind = 2
+        self._next_live: list = []
+        self._next_lo: deque | None = None
+        self._next_idle: dict | None = None
+        self._next_policy: Any = None
+        self._next_stage = -1
+        self._prev_stage = -1
+        self._uniform: Any = None
 
     @property
     def up(self) -> bool:
         """The worker is up (failure model) and present (spot)."""
         return self.fm_up and self.spot_up
+
+    def wire(self, *, inline: bool, fwd_kind: int, next_live: list, next_lo: deque | None,
+             next_idle: dict | None, next_policy: Any, prev_stage: int, uniform: Any) -> None:
+        """Wire the inline completion path (called by the flow before the run starts).
+
+        Parameters
+        ----------
+        inline : bool
+            Whether completions may be handled inline at all (not while the
+            trainer tracks each stage's participants).
+        fwd_kind : int
+            After a forward pass: 0 the next stage is reached at once and routed
+            afresh (inline); 1 it is reached at once on a fixed pipeline
+            (``Flow.arrive_fwd``); 2 otherwise (``Flow.forward_next``).
+        next_live, next_lo, next_idle, next_policy
+            The next stage's live replicas, shared forward queue, idle set and
+            routing policy (None for a policy that always answers the shared queue).
+        prev_stage : int
+            The previous stage when it is reached at once after a backward pass, else -1.
+        uniform : callable
+            The flow's uniform draws (for the routing policy).
+        """
+        self._inline = inline
+        self._fwd_kind = fwd_kind
+        self._next_live, self._next_lo, self._next_idle = next_live, next_lo, next_idle
+        self._next_policy = next_policy
+        self._next_stage = self.stage + 1
+        self._prev_stage = prev_stage
+        self._uniform = uniform
 
     # -- state ---------------------------------------------------------------------
     def set_state(self, *, fm_up: bool | None = None, spot_up: bool | None = None,
@@ -144,8 +255,7 @@ class Replica:
             self.in_flight = 0
             self.system.replica_down(self, was_live)
             if self._in_timeout:
-                self._in_timeout = False
-                self.proc.interrupt(cause)  # type: ignore[union-attr]
+                self._interrupt(cause)
         elif now and not was:
             self.wake()
 
@@ -153,25 +263,28 @@ class Replica:
         """Queue ``mb`` here (backward passes and recomputations are urgent) and wake."""
         (self.hi if urgent else self.lo).append(mb)
         self.load += 1
-        ev = self._idle
-        if ev is not None:
-            self._idle = None
+        cbs = self._waiting
+        if cbs is not None:
+            self._waiting = None
             self.idle.pop(self, None)
-            ev.succeed()
+            ev = self._wake_ev
+            ev.callbacks = cbs
+            self._schedule(ev, NORMAL)
 
     def wake(self) -> None:
         """Resume the server if it waits for work or for coming up."""
-        ev = self._idle
-        if ev is not None:
-            self._idle = None
+        cbs = self._waiting
+        if cbs is not None:
+            self._waiting = None
             self.idle.pop(self, None)
-            ev.succeed()
+            ev = self._wake_ev
+            ev.callbacks = cbs
+            self._schedule(ev, NORMAL)
 
     def abort(self, cause: Aborted) -> None:
         """Interrupt the pass in service if its microbatch is dead."""
         if self._in_timeout and self.current is not None and self.current.dead:
-            self._in_timeout = False
-            self.proc.interrupt(cause)  # type: ignore[union-attr]
+            self._interrupt(cause)
 
     def drain(self) -> list[Microbatch]:
         """Empty the private queues (the replica went down); what they held."""
@@ -210,71 +323,189 @@ class Replica:
                 return mb
         return None
 
-    # -- the server process ---------------------------------------------------------
-    def serve(self):
-        """Serve passes while live; download weights after every recovery."""
-        env, system = self.env, self.system
-        timeout = env.timeout
-        take = self.take
-        pass_done = system.pass_done
-        draw = self.draw
-        fwd_work, bwd_work = self.fwd_work, self.bwd_work
+    # -- the server -------------------------------------------------------------------
+    def start(self) -> None:
+        """Start serving (what the server does at time 0: wait, or look for work)."""
+        self._outer()
+
+    def _outer(self) -> None:
+        """The server's top level: wait while down, download the weights, else serve."""
         while True:
             if not (self.fm_up and self.spot_up):
-                self._idle = env.event()
-                yield self._idle
-                continue
+                self._waiting = self._on_up_cbs
+                return
             if not self.loaded:
-                dt = system.download_time
-                t0 = env.now
+                self._t0 = self.env.now
                 self._in_timeout = True
-                try:
-                    yield timeout(dt)
-                except simpy.Interrupt:
-                    system.lost["download"] += env.now - t0
-                    continue
-                self._in_timeout = False
-                system.lost["download"] += dt
-                self.loaded = True
-                system.replica_live(self)
-                continue
-            hi, shi = self.hi, self.shared[0]
-            while self.live:  # the hot loop: one timeout per pass
-                if hi and not hi[0].dead:  # fast path: a backward pass waits here
-                    mb = hi.popleft()
-                elif shi and not shi[0].dead and not hi:
-                    mb = shi.popleft()
-                    self.load += 1
-                else:
-                    mb = take()
-                if mb is None:
-                    self._idle = env.event()
-                    self.idle[self] = None
-                    yield self._idle
-                    continue
-                work = bwd_work if mb.back else fwd_work
-                if draw is not None:
-                    work *= draw()
-                if work <= 0.0:  # a zero-time pass cannot be interrupted: no event
+                self._downloading = True
+                ev = self._work_ev
+                ev.callbacks = self._on_downloaded_cbs
+                self.env.schedule(ev, NORMAL, self.system.download_time)
+                return
+            if self._serve():
+                return
+
+    def _serve(self, now: float | None = None) -> bool:
+        """Start the next pass while live; True once waiting (for work or a pass), False if not live.
+
+        ``now`` is the current time when the caller knows it (a pass that just
+        ended at ``t0 + work``, the very sum SimPy's clock holds), else read from
+        the environment.
+
+        The next pass is :meth:`take`'s, found without the call: the replica's own
+        urgent queue, the stage's urgent queue, then, within the forward limit, its
+        own and the stage's forward queues (dead microbatches dropped on the way).
+        """
+        hi = self.hi
+        while self.live:  # the hot loop: one timeout per pass
+            if hi:
+                mb = hi.popleft()
+                if mb.dead:
                     self.load -= 1
-                    pass_done(self, mb, 0.0)
                     continue
-                self.current = mb
-                t0 = env.now
-                self._in_timeout = True
-                try:
-                    yield timeout(work)
-                except simpy.Interrupt as it:
-                    self.current = None
+            elif (shi := self._shi):
+                mb = shi.popleft()
+                if mb.dead:
+                    continue
+                self.load += 1
+            elif (limit := self.limit) is not None and self.in_flight >= limit:
+                mb = None
+            elif (lo := self.lo):
+                mb = lo.popleft()
+                if mb.dead:
                     self.load -= 1
-                    self.busy_time += env.now - t0
-                    system.pass_lost(self, mb, it.cause, env.now - t0)
                     continue
-                self._in_timeout = False
-                self.current = None
+            elif (slo := self._slo):
+                mb = slo.popleft()
+                if mb.dead:
+                    continue
+                self.load += 1
+            else:
+                mb = None
+            if mb is None:
+                self._waiting = self._on_work_cbs
+                self.idle[self] = None
+                return True
+            work = self.bwd_work if mb.back else self.fwd_work
+            draw = self.draw
+            if draw is not None:
+                work *= draw()
+            if work <= 0.0:  # a zero-time pass cannot be interrupted: no event
                 self.load -= 1
-                self.busy_time += work
-                pass_done(self, mb, work)
+                self.system.pass_done(self, mb, 0.0)
+                continue
+            self.current = mb
+            self._t0 = self.env.now if now is None else now
+            self._work = work
+            self._in_timeout = True
+            ev = self._work_ev
+            ev.callbacks = self._on_pass_cbs
+            self._schedule(ev, NORMAL, work)
+            return True
+        return False
+
+    def _on_up(self, _ev: Any) -> None:
+        self._outer()
+
+    def _on_work(self, _ev: Any) -> None:
+        if not self._serve():
+            self._outer()
+
+    def _on_downloaded(self, _ev: Any) -> None:
+        self._in_timeout = False
+        self._downloading = False
+        system = self.system
+        system.lost["download"] += system.download_time
+        self.loaded = True
+        system.replica_live(self)
+        self._outer()
+
+    def _on_pass(self, _ev: Any) -> None:
+        """The pass in service is done: move the microbatch on, start the next pass."""
+        self._in_timeout = False
+        mb = self.current
+        self.current = None
+        self.load -= 1
+        work = self._work
+        self.busy_time += work
+        if not self._inline or mb.target >= 0:  # type: ignore[union-attr]
+            self.system.pass_done(self, mb, work)
+        elif mb.back:  # type: ignore[union-attr]
+            # Flow.pass_done's backward branch, then Flow.arrive_back when it holds
+            self.passes += 1
+            if self.in_flight > 0:
+                self.in_flight -= 1
+            j = self._prev_stage
+            if j < 0:
+                self.system.backward_next(mb, self.stage)
+            elif not mb.dead:  # type: ignore[union-attr]
+                mb.stage = j  # type: ignore[union-attr]
+                h = mb.holders[j]  # type: ignore[union-attr]
+                if h is not None and h[0].live and h[0].epoch == h[1]:
+                    h[0].push(mb, True)
+                else:
+                    self.system.arrive_back(mb, j)
+        else:
+            # Flow.pass_done's forward branch, then Flow.arrive_fwd when routed afresh
+            self.passes += 1
+            mb.holders[self.stage] = (self, self.epoch)  # type: ignore[union-attr]
+            n = self.in_flight + 1
+            self.in_flight = n
+            if n > self.peak_in_flight:
+                self.peak_in_flight = n
+            kind = self._fwd_kind
+            if kind == 0:
+                if not mb.dead:  # type: ignore[union-attr]
+                    j = self._next_stage
+                    mb.stage = j  # type: ignore[union-attr]
+                    live = self._next_live
+                    if not live:
+                        self.system.out_stage(mb, j)
+                    else:
+                        policy = self._next_policy
+                        rep = None if policy is None else policy.choose(live, self._uniform)
+                        if rep is None:
+                            self._next_lo.append(mb)  # type: ignore[union-attr]
+                            idle = self._next_idle
+                            if idle:
+                                next(iter(idle)).wake()
+                        else:
+                            rep.push(mb, False)
+            elif kind == 1:
+                self.system.arrive_fwd(mb, self._next_stage)
+            else:
+                self.system.forward_next(mb, self.stage)
+        if not self._serve(self._t0 + work):  # the clock: SimPy scheduled this pass at t0 + work
+            self._outer()
+
+    def _interrupt(self, cause: Any) -> None:
+        """Deliver ``cause`` to the pass or download in hand, as ``process.interrupt`` would.
+
+        A second failure before the interrupt lands does not interrupt again;
+        the work's event is replaced (the old one stays scheduled, with no callback).
+        """
+        self._in_timeout = False
+        ev = _Signal(self.env)
+        ev.callbacks.append(self._on_interrupt_cb)
+        ev.cause = cause
+        self._work_ev.callbacks = []
+        self._work_ev = _Signal(self.env)
+        self.env.schedule(ev, URGENT)
+
+    def _on_interrupt(self, ev: _Signal) -> None:
+        env = self.env
+        if self._downloading:
+            self._downloading = False
+            self.system.lost["download"] += env.now - self._t0
+            self._outer()
+            return
+        mb = self.current
+        self.current = None
+        self.load -= 1
+        self.busy_time += env.now - self._t0
+        self.system.pass_lost(self, mb, ev.cause, env.now - self._t0)
+        if not self._serve():
+            self._outer()
 
 
 class SpotSlot:
