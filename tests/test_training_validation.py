@@ -78,6 +78,23 @@ def test_1f1b_in_flight_at_most_L_minus_j_and_gpipe_holds_all():
         assert peaks == expect
 
 
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("L,m", [(1, 1), (3, 5)])
+def test_forward_only_steps_finish(schedule, L, m):
+    """With backward_ratio 0 a step is forwards only: (m + L - 1) t_f, and 1F1B no longer hangs.
+
+    1F1B's hold at each forward pass used to be released only by a backward
+    pass, so without one its limit was never freed (the run ended with "No
+    scheduled events left" and ran forever with failures).
+    """
+    cfg = TrainingConfig(stages=L, microbatches=m, steps=3, schedule=schedule,
+                         routing="round-robin", backward_ratio=0.0, sync="none")
+    sysm = TrainingSystem(cfg, Streams(0).replication(0))
+    sysm.run()
+    T = analytic.pipeline_step_time(L, m, 1.0, 0.0)
+    assert sysm.trainer.step_times == pytest.approx([T] * 3, abs=1e-12)
+
+
 # --------------------------------------------------------------------------- 2. M/M/c
 
 

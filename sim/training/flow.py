@@ -81,9 +81,13 @@ class Flow:
             if c.pass_time_distribution == "exponential" else None)
         self.shared = [(deque(), deque()) for _ in range(L)]
         self.idle: list[dict[Replica, None]] = [{} for _ in range(L)]
+        # Without backward passes a microbatch is held nowhere between passes, so
+        # a schedule's forward limit (1F1B's) has nothing to bound: the hold taken
+        # at each forward pass is never released by a backward one.
+        limits = [schedule.forward_limit(j, L) if self.has_back else None for j in range(L)]
         self.stages: list[list[Replica]] = [
             [Replica(self, j, i, speeds[j][i], replica_name(j, i), self.shared[j],
-                     schedule.forward_limit(j, L), self.idle[j]) for i in range(len(speeds[j]))]
+                     limits[j], self.idle[j]) for i in range(len(speeds[j]))]
             for j in range(L)]
         self.replicas = [r for st in self.stages for r in st]
         self.live: list[list[Replica]] = [[] for _ in range(L)]
