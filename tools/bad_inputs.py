@@ -834,6 +834,32 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("failures/availability-with-failure-trace",
             F("--failure-trace", str(fx.trace_ok), "--trace-format", "dtsim", "--workers", "2",
               "--availability", "0.5"), refuse("availability"))
+    # -- flags added with issues 13-15 (queueing, knobs, trace replay in train) -----------
+    if _has_option("pipeline", "--queueing"):
+        add("pipeline/routing-without-queueing", P("--routing", "weighted"), refuse("routing"))
+        add("pipeline/speeds-without-queueing", P("--speeds", str(T / "nope.csv")),
+            refuse("speeds"))
+        add("pipeline/queueing-with-importance", P("--queueing", "--method", "importance"),
+            refuse("queueing"))
+        add("pipeline/queueing-routing-unknown", P("--queueing", "--routing", "bogus"),
+            refuse("routing"))
+    if _has_option("gossip", "--stubborn-values"):
+        add("gossip/stubborn-values-count", G("--adversary", "stubborn", "--num-adversaries", "2",
+                                              "--stubborn-values", "1"), refuse("stubborn_values"))
+        add("gossip/rounds-fractional-matching", G("--rounds", "2.5"), refuse("rounds"))
+        add("gossip/record-every-fractional-edge", G("--protocol", "edge", "--record-every", "0.5"),
+            refuse("record_every"))
+        add("gossip/rounds-zero-async", G("--protocol", "async", "--rounds", "0.0"), refuse("rounds"))
+    if _has_option("failures", "--topology"):
+        add("failures/domains-with-topology", F("--topology", "datacenter", "--domains", "2"),
+            refuse("domains"))
+    if _has_command("train"):
+        add("train/trace-policy-without-trace", TR("--trace-policy", "random"),
+            refuse("trace_policy"))
+        add("train/trace-too-few-slots", TR("--failure-trace", "aws-p2-19h", "--stages", "4",
+                                            "--replicas", "4"), refuse("workers"))
+        add("train/availability-with-trace", TR("--failure-trace", "aws-p2-19h",
+                                                "--availability", "0.5"), refuse("availability"))
     return cases
 
 
