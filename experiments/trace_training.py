@@ -187,7 +187,7 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
     rows = []
     for params, recs in results.point_records():
         cfg = replace(BASE, **params)
-        e = {k: mean_ci([float(r[k]) for r in recs])
+        e = {k: mean_ci([float(r[k]) for r in recs], lower=0.0)  # all non-negative
              for k in ("sps_worker", "qsps_worker", "worker_availability", "lost_stall",
                        "lost_download", "mean_quality")}
         st = _stats(cfg.trace)

@@ -179,7 +179,8 @@ def _empty(n: int, confidence: float, missing: int, method: str, mean: float = m
     return Estimate(mean, nan, nan, nan, n, confidence, missing, "none", method)
 
 
-def mean_ci(values: Iterable[float], confidence: float = 0.95, *, nan: str = "omit") -> Estimate:
+def mean_ci(values: Iterable[float], confidence: float = 0.95, *, nan: str = "omit",
+            lower: float | None = None) -> Estimate:
     """Mean of independent replications with a Student-t confidence interval.
 
     Parameters
@@ -192,6 +193,11 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95, *, nan: str = "om
         What a NaN value does: ``"omit"`` leaves it out and counts it in
         :attr:`Estimate.dropped` (``str`` of the estimate says so); ``"raise"``
         refuses the values.
+    lower : float or None
+        The least value the quantity can take (0 for a throughput or a time).
+        An interval end below it is cut there (method ``"t-cut"``): the true
+        mean is never below ``lower``, so cutting keeps the coverage and the
+        interval stays inside the quantity's range.
 
     Returns
     -------
@@ -220,6 +226,8 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95, *, nan: str = "om
         return _empty(1, confidence, missing, "t", m)
     se = float(x.std(ddof=1) / math.sqrt(n))
     h = _t(confidence, n - 1) * se
+    if lower is not None and m - h < lower:
+        return Estimate(m, se, float(lower), m + h, n, confidence, missing, "two-sided", "t-cut")
     return Estimate(m, se, m - h, m + h, n, confidence, missing, "two-sided", "t")
 
 
@@ -766,11 +774,14 @@ def summarize(
     records: Sequence[Mapping[str, Any]],
     metrics: Sequence[str] | None = None,
     confidence: float = 0.95,
+    *,
+    lower: float | None = None,
 ) -> dict[str, Estimate]:
     """Estimate each numeric metric across replication records.
 
     Records carrying an ``error`` are skipped. When ``metrics`` is None every
-    numeric field except ``replication`` and ``seed`` is summarised.
+    numeric field except ``replication`` and ``seed`` is summarised. ``lower``
+    is passed to :func:`mean_ci` (0 when every metric is non-negative).
     """
     ok = [r for r in records if not r.get("error")]
     if metrics is None:
@@ -780,7 +791,8 @@ def summarize(
             if k not in skip and isinstance(v, (int, float, np.integer, np.floating))
             and not isinstance(v, bool)
         ]
-    return {m: mean_ci([float(r[m]) for r in ok if r.get(m) is not None], confidence) for m in metrics}
+    return {m: mean_ci([float(r[m]) for r in ok if r.get(m) is not None], confidence, lower=lower)
+            for m in metrics}
 
 
 def write_csv(records: Sequence[Mapping[str, Any]], path: str | Path) -> Path:

@@ -511,3 +511,29 @@ def test_summary_rows_give_declared_rates_intervals_inside_the_unit_interval():
     with pytest.raises(ConfigError, match="'RATES' must be a dict"):
         from sim.results import check_rates
         check_rates({"drop": -1}, "RATES")
+
+
+def test_mean_ci_cut_at_the_lower_bound_keeps_coverage():
+    """A non-negative quantity's t-interval is cut at 0 (never below its range), only when it crosses.
+
+    Coverage cannot drop: the true mean of a non-negative quantity is never
+    below 0, so it is inside the cut interval whenever it was inside the t one.
+    At a small mean with few replications the plain t-interval crosses 0 in
+    most runs, and the cut one covers exactly as often.
+    """
+    rng = np.random.default_rng(7)
+    true = 0.05
+    covered_t = covered_cut = crossed = 0
+    for _ in range(2000):
+        x = rng.exponential(true, size=4) * (rng.random(4) < 0.5) * 2
+        t, cut = mean_ci(x), mean_ci(x, lower=0.0)
+        assert cut.low >= 0.0 and cut.mean == t.mean and cut.high == t.high
+        if t.low < 0:
+            crossed += 1
+            assert cut.method == "t-cut" and cut.low == 0.0
+        else:
+            assert (cut.low, cut.method) == (t.low, "t")
+        covered_t += t.low <= true <= t.high
+        covered_cut += cut.low <= true <= cut.high
+    assert crossed > 1000  # the case the cut is for
+    assert covered_cut == covered_t

@@ -254,7 +254,8 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
-    est = summarize(records, [m for m in sel.engine.metrics])
+    # every training metric is a count, a time, a rate or a fraction: none is below 0
+    est = summarize(records, [m for m in sel.engine.metrics], lower=0.0)
     ok = [r for r in records if not r.get("error")]
     for m in ("drop_rate", "worker_availability"):  # fractions: inside [0, 1], "below X" at 0
         est[m] = rate_ci([float(r[m]) for r in ok])
