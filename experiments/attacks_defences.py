@@ -63,6 +63,8 @@ FACTORS = {
 }
 
 REPLICATIONS = 3
+#: Metrics that are probabilities (test accuracies: fractions of a test set): intervals inside [0, 1] in summary.csv.
+RATES = {f"accuracy_{k}": None for k in range(1, 5)}
 SEED = 17
 
 QUICK = {

@@ -44,7 +44,7 @@ import sim.runner
 import topologies
 from sim import analytic
 from sim.errors import check_choice, check_int, check_positive, check_probability
-from sim.pipeline import PipelineConfig, pipeline_model
+from sim.pipeline import PipelineConfig, des_pipeline_model
 from sim.results import format_4g, judge_equal, rate_ci, write_tables
 from sim.rng import Streams
 from topologies.placement import place
@@ -122,6 +122,8 @@ class PlacementConfig:
 BASE = PlacementConfig()
 FACTORS = {"policy": list(POLICIES)}
 REPLICATIONS = 20
+#: Metrics that are probabilities (drop rates (time-correlated outages: microbatches are not independent trials)): intervals inside [0, 1] in summary.csv.
+RATES = {f"drop_s{s}": None for s in SKIPS}
 SEED = 1
 QUICK = {"BASE": {"microbatches": 2_000}, "REPLICATIONS": 3}
 
@@ -151,7 +153,7 @@ def tails(dist: np.ndarray) -> dict[int, float]:
 
 def model(config: PlacementConfig, streams: Streams) -> dict[str, float]:
     """One replication: the drop rate for each skip budget ``s`` (from the law of ``K``)."""
-    m = pipeline_model(config.pipeline(), streams)
+    m = des_pipeline_model(config.pipeline(), streams)
     pk = np.array([m[f"skipped_{k}"] for k in range(config.stages + 1)])
     return {f"drop_s{s}": float(pk[s + 1:].sum()) for s in SKIPS} | {
         "mean_out_stages": float(np.dot(np.arange(pk.size), pk))}

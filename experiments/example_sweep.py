@@ -40,6 +40,8 @@ FACTORS = {
 }
 
 REPLICATIONS = 20
+#: Metrics that are probabilities (fractions of time): intervals inside [0, 1] in summary.csv.
+RATES = {m: None for m in ("worker_availability", "effective_availability", "domain_unavailability", "joint_outage")}
 SEED = 0
 
 QUICK = {

@@ -39,7 +39,7 @@ from typing import Any
 
 import sim.runner
 from sim import analytic
-from sim.pipeline import PipelineConfig, pipeline_model
+from sim.pipeline import PipelineConfig, des_pipeline_model
 from sim.results import format_4g, mean_ci, write_tables
 from sim.rng import Streams
 
@@ -85,7 +85,7 @@ def snapshot_goodput(config: PipelineConfig) -> float:
 
 def model(config: PipelineConfig, streams: Streams) -> dict[str, float]:
     """One replication: the pipeline metrics plus goodput per worker and the closed form."""
-    m = pipeline_model(config, streams)
+    m = des_pipeline_model(config, streams)
     return {
         "goodput": m["goodput"],
         "goodput_per_worker": m["goodput"] / config.workers,

@@ -65,6 +65,8 @@ LAWS = [
 ]
 POINTS = [{"failure_distribution": d, "failure_shape": k} for _, d, k in LAWS]
 REPLICATIONS = 20
+#: Metrics that are probabilities (a drop rate and fractions of windows): intervals inside [0, 1] in summary.csv.
+RATES = {"drop_rate": None, "window_over_2x": None, "window_over_5x": None}
 SEED = 3
 QUICK = {
     "BASE": {"microbatches": 4_000},

@@ -63,6 +63,8 @@ FACTORS = {
 }
 
 REPLICATIONS = 10
+#: Metrics that are probabilities (whether a replication reached the target: a probability): intervals inside [0, 1] in summary.csv.
+RATES = {"reached": None}
 SEED = 18
 #: Target loss F(m) - F(x*) (the start is about 45).
 TARGET = 0.005

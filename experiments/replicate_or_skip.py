@@ -49,7 +49,7 @@ from typing import Any
 from scipy import stats
 
 from sim import analytic
-from sim.pipeline import PipelineConfig, pipeline_model
+from sim.pipeline import PipelineConfig, des_pipeline_model
 from sim.results import Estimate, format_number, judge_optimal, markdown_table, summarize
 
 # ----------------------------------------------------------------------------- parameters
@@ -84,12 +84,12 @@ QUICK_BUDGET = {"common": (4_000, 6), "rare": (12_000, 6), "sweep": (1_500, 5),
 
 
 def model(config: PipelineConfig, streams: Any) -> dict[str, Any]:
-    """One replication of the pipeline DES (:func:`sim.pipeline.pipeline_model`).
+    """One replication of the pipeline DES (:func:`sim.pipeline.des_pipeline_model`).
 
     Its ``microbatches`` metric is renamed ``microbatches_run``: ``microbatches``
     is a point parameter.
     """
-    metrics = dict(pipeline_model(config, streams))
+    metrics = dict(des_pipeline_model(config, streams))
     if "microbatches" in metrics:
         metrics["microbatches_run"] = metrics.pop("microbatches")
     return metrics
@@ -204,6 +204,8 @@ def _kappa_sweep() -> list[tuple[float, Any]]:
 BASE = config(1, 0, 0.0, 1)
 POINTS = [e["point"] for e in plan(FULL_BUDGET)]
 REPLICATIONS = 10
+#: Metrics that are probabilities (per-microbatch rates): intervals inside [0, 1] in summary.csv.
+RATES = {"drop_rate": None, "delivered_rate": None}
 QUICK = {"POINTS": [e["point"] for e in plan(QUICK_BUDGET)]}
 
 

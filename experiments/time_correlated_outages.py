@@ -69,6 +69,8 @@ POINTS = [
     {"mean_downtime": 100.0, "microbatches": 100_000},
 ]
 REPLICATIONS = 20
+#: Metrics that are probabilities (a drop rate and fractions of windows (correlated in time)): intervals inside [0, 1] in summary.csv.
+RATES = {"drop_rate": None, "window_over_2x": None, "window_zero": None}
 SEED = 2
 QUICK = {
     "POINTS": [{"mean_downtime": 0.3, "microbatches": 2_000},

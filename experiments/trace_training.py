@@ -154,6 +154,8 @@ DESIGNS = ({"replicas": 5, "skip_budget": 0}, {"replicas": 3, "skip_budget": 1},
 BASE = TraceTraining()
 POINTS = [{"trace": t, "law": law, **d} for t in TRACES for d in DESIGNS for law in LAWS]
 REPLICATIONS = 8
+#: Metrics that are probabilities (a fraction of time): intervals inside [0, 1] in summary.csv.
+RATES = {"worker_availability": None}
 SEED = 15
 QUICK = {
     "BASE": {"horizon": 2000.0},

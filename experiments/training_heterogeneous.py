@@ -59,6 +59,8 @@ def _points(spreads) -> list[dict[str, Any]]:
 
 POINTS = _points(SPREADS)
 REPLICATIONS = 6
+#: Metrics that are probabilities (a drop rate, whether the run finished, fractions of time): intervals inside [0, 1] in summary.csv.
+RATES = {"drop_rate": None, "finished": None, "bubble_fraction": None, "utilisation": None}
 QUICK = {
     "BASE": {"steps": 6},
     "POINTS": _points((0.0, 0.6)),

@@ -66,6 +66,8 @@ def _points(mtbfs, intervals) -> list[dict[str, Any]]:
 
 POINTS = _points(MTBFS, INTERVALS)
 REPLICATIONS = 16
+#: Metrics that are probabilities (a drop rate, whether the run finished, fractions of time): intervals inside [0, 1] in summary.csv.
+RATES = {"drop_rate": None, "finished": None, "bubble_fraction": None, "utilisation": None}
 SEED = 15
 QUICK = {
     "BASE": {"steps": 40},

@@ -48,7 +48,7 @@ for distributed learning", NeurIPS 2019 (ALIE).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +63,7 @@ __all__ = [
     "View",
     "Adversary",
     "Stubborn",
+    "StubbornValues",
     "ALIE",
     "Dissensus",
     "SignFlip",
@@ -253,6 +254,44 @@ class Stubborn(Adversary):
 
     def constant(self) -> float:
         return self.value
+
+
+class StubbornValues(Adversary):
+    """Stubborn nodes that disagree: node ``positions[k]`` holds ``values[k]`` and sends it to everyone.
+
+    Parameters
+    ----------
+    positions : sequence of int
+        The stubborn nodes (node order), as the config's ``adversary_positions``.
+    values : sequence of float
+        Each one's value ``b_k`` (in every coordinate).
+    n : int
+        Number of nodes.
+
+    Notes
+    -----
+    With disagreeing stubborn nodes the honest values never settle; their
+    expectation tends to the harmonic extension ``-L_HH^{-1} L_HS b_S`` of
+    the stubborn values (:func:`sim.analytic.harmonic_extension`).
+    """
+
+    kind = "stubborn"
+
+    def __init__(self, positions: Sequence[int], values: Sequence[float], n: int) -> None:
+        if len(positions) != len(values):
+            raise ValueError(f"StubbornValues needs one value per position: {len(positions)}, {len(values)}")
+        self.positions = tuple(int(p) for p in positions)
+        self.values = tuple(float(v) for v in values)
+        self._by_node = np.full(int(n), np.nan)
+        self._by_node[list(self.positions)] = self.values
+
+    def initial_value(self, dim: int) -> np.ndarray:
+        """One row per stubborn node, in ``positions`` order."""
+        return np.repeat(np.asarray(self.values)[:, None], dim, axis=1)
+
+    def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
+        v = self._by_node[np.asarray(senders, dtype=np.int64)]
+        return np.repeat(v[:, None], view.x.shape[1], axis=1)
 
 
 class ALIE(Adversary):

@@ -196,7 +196,7 @@ def bench_pipeline(microbatches: int = 4000, repeats: int = 2) -> dict[str, floa
         ``pipeline_crossings_per_s``, ``pipeline_failovers_per_microbatch``,
         ``pipeline_mean_skipped``, ``pipeline_microbatches``.
     """
-    from .pipeline import pipeline_model
+    from .pipeline import des_pipeline_model as pipeline_model
 
     cfg = pipeline_bench_config(microbatches)
     extra: dict[str, float] = {}
@@ -494,7 +494,7 @@ def bench_sweep(tasks: int = 20, workers: int = 2, microbatches: int = 2500,
         ``sweep_plain_dask_speedup``, ``sweep_dask_vs_plain``. Local pools are
         created inside the timed region for both (equal start-up cost).
     """
-    from .pipeline import pipeline_model
+    from .pipeline import des_pipeline_model as pipeline_model
     from .runner import sweep
 
     tasks = check_int("tasks", tasks, low=1)
@@ -572,7 +572,8 @@ _MEMORY_SCRIPTS = {
         """,
     "pipeline": """
         import tracemalloc
-        from sim.pipeline import PipelineConfig, pipeline_model
+        from sim.pipeline import PipelineConfig
+        from sim.pipeline import des_pipeline_model as pipeline_model
         from sim.rng import Streams
         cfg = PipelineConfig(stages=48, replicas=3, skip_budget=1, availability=0.9,
                              domain_outage=1e-3, microbatches={microbatches}, rate=1000.0,
@@ -810,7 +811,8 @@ def bench_highflip(microbatches: int = 1000, markov_microbatches: int = 100_000,
         ``highflip_des_crossings_per_s``, ``highflip_markov_crossings_per_s``
         and their ratio ``highflip_markov_vs_des`` (the target is at least 50).
     """
-    from .pipeline import markov_run, pipeline_model
+    from .pipeline import des_pipeline_model as pipeline_model
+    from .pipeline import markov_run
 
     def des() -> tuple[float, float]:
         t0 = _cpu_clock()

@@ -9,13 +9,14 @@ Each subcommand lives in its own module under :mod:`sim.commands` and defines
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from . import commands
+from . import commands, progress
 from .errors import ConfigError, SimulationError, one_line
 
 __all__ = ["main", "build_parser", "main_for"]
@@ -87,6 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args._given = given_options(parser, argv)
+    # every command's --quiet: no progress bar (sim.progress), for this call only
+    with progress.quiet() if getattr(args, "quiet", False) else contextlib.nullcontext():
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command; its errors become one line and an exit status."""
     try:
         return int(args._run(args) or 0)
     except ConfigError as exc:

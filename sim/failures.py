@@ -77,6 +77,7 @@ __all__ = [
     "read_trace",
     "up_down_means",
     "ClusterConfig",
+    "layout_domains",
     "failures_model",
 ]
 
@@ -772,6 +773,16 @@ class ClusterConfig:
         A real trace (any format, shipped or by path) replayed as the workers'
         own up/down states through its mapping policy; worker ``i``'s domain
         for the ``domain`` policy is ``i % domains``. Not with ``trace``.
+    topology : str or None
+        A layout spec (``datacenter:regions=2,racks=4,hosts=4,rack_outage=1e-3``,
+        ``geo:...``, a graph file whose nodes carry ``domain`` chains): nested
+        failure domains instead of the flat ones. Worker ``i`` sits on host
+        ``i`` under the host's chain of domains (outermost first), each domain
+        out a fraction ``unavailability`` of the time as the layout says, with
+        ``domain_mean_downtime``; ``workers`` must equal the layout's hosts, and
+        ``domains`` and ``domain_outage`` are not used (the layout replaces
+        them; ``dtsim failures`` refuses them with ``--topology``). Random
+        layouts are built with seed 0. Not with a trace.
     """
 
     workers: int = 16
@@ -786,6 +797,7 @@ class ClusterConfig:
     trace: str | None = None
     failure_trace: Any = None
     _trace: Trace | None = field(default=None, repr=False, compare=False)
+    topology: str | None = None
 
     def __post_init__(self) -> None:
         check_int("workers", self.workers, low=1)
@@ -816,15 +828,64 @@ class ClusterConfig:
                   self.trace)
             self.failure_trace.check_workers(self.workers)
             self.failure_trace.check_horizon(self.horizon)
+        if self.topology is not None:
+            check(isinstance(self.topology, str) and self.topology != "", "topology",
+                  "a layout spec such as datacenter:regions=2,racks=4,hosts=4", self.topology)
+            check(self.trace is None and self.failure_trace is None, "topology",
+                  "unset with a failure trace (the trace gives each worker's outages)", self.topology)
+            chains, _ = self.layout_domains()
+            check(all(chains), "topology", "a layout whose hosts sit in failure domains "
+                  "(datacenter, geo, or a graph file with domain chains)", self.topology)
+            check(self.workers == len(chains), "workers",
+                  f"the layout's {len(chains)} hosts (one worker per host)", self.workers)
+
+    def layout_domains(self) -> tuple[list[tuple[str, ...]], dict[str, float]]:
+        """The nested domains of :attr:`topology` (see :func:`layout_domains`)."""
+        return layout_domains(str(self.topology))
 
     @property
     def workers_per_domain(self) -> list[int]:
         return [len(range(d, self.workers, self.domains)) for d in range(self.domains)]
 
 
+def layout_domains(topology: str) -> tuple[list[tuple[str, ...]], dict[str, float]]:
+    """Each host's chain of failure domains (outermost first) and each domain's unavailability.
+
+    Parameters
+    ----------
+    topology : str
+        A layout spec for :func:`topologies.build` (random layouts with seed 0).
+
+    Returns
+    -------
+    (list of tuple of str, dict of str to float)
+        Chains in host order; unavailability 0 for a domain the layout does not list.
+    """
+    import topologies
+
+    G = topologies.build(topology, seed=0)
+    chains = [tuple(str(d) for d in G.nodes[v]["domain"]) for v in sorted(G.nodes())]
+    info = G.graph.get("domains", {}) or {}
+    unavail = {d: float(info.get(d, {}).get("unavailability", 0.0)) for c in chains for d in c}
+    return chains, unavail
+
+
 def build_cluster(config: ClusterConfig, env: simpy.Environment, streams: Streams) -> FailureModel:
     """Build (but do not start) the failure model of a :class:`ClusterConfig`."""
     fm = FailureModel(env, streams)
+    if config.topology is not None:  # nested domains from a layout, outermost first
+        chains, unavail = config.layout_domains()
+        for i, chain in enumerate(chains):
+            for depth, name in enumerate(chain):
+                if name not in fm.components:
+                    fm.add_domain(name, chain[depth - 1] if depth else None,
+                                  unavailability=unavail[name],
+                                  mean_downtime=config.domain_mean_downtime,
+                                  distribution=config.distribution, shape=config.shape)
+            fm.add_worker(f"worker{i}", chain[-1], availability=config.availability,
+                          mean_downtime=config.mean_downtime,
+                          distribution=config.distribution, shape=config.shape)
+        return fm
     doms = [
         fm.add_domain(f"domain{d}", unavailability=config.domain_outage,
                       mean_downtime=config.domain_mean_downtime,
@@ -860,19 +921,48 @@ def failures_model(config: ClusterConfig, streams: Streams) -> dict[str, float]:
         ``domain_unavailability`` (mean over domains), ``joint_outage`` (mean
         over domains of the fraction of time all its workers were down),
         ``worker_transitions`` (own transitions per worker per unit time).
+        With nested domains (``topology``) a domain's workers are all the
+        workers below it, and each level ``k`` of the chains (0 outermost)
+        also has ``joint_outage_level{k}`` and ``domain_unavailability_level{k}``
+        (means over that level's domains; exact values from
+        :func:`sim.analytic.nested_domain_outages`).
     """
     env = simpy.Environment()
     fm = build_cluster(config, env, streams)
     domains = fm.domains
-    groups = [GroupMonitor([c for c in d.children]) for d in domains if d.children]
+    if config.topology is None:
+        groups = [GroupMonitor([c for c in d.children]) for d in domains if d.children]
+    else:  # nested: the workers anywhere below each domain
+        below = {d.name: [w for w in fm.workers if d.name in _chain_names(w)] for d in domains}
+        groups = [GroupMonitor(below[d.name]) for d in domains if below[d.name]]
     fm.start()
     env.run(until=config.horizon)
     t = config.horizon
     workers = fm.workers
-    return {
+    out = {
         "worker_availability": float(np.mean([w.own_availability(t) for w in workers])),
         "effective_availability": float(np.mean([w.availability(t) for w in workers])),
         "domain_unavailability": float(np.mean([1.0 - d.availability(t) for d in domains])),
         "joint_outage": float(np.mean([g.all_down_fraction(t) for g in groups])),
         "worker_transitions": float(np.mean([w.own_transitions for w in workers]) / t),
     }
+    if config.topology is not None:  # per level (depth in the chains), outermost first
+        chains, _ = config.layout_domains()
+        depth = {d: k for c in chains for k, d in enumerate(c)}
+        named = [d for d in domains if below[d.name]]
+        for k in range(max(len(c) for c in chains)):
+            level = [g.all_down_fraction(t) for d, g in zip(named, groups, strict=True)
+                     if depth[d.name] == k]
+            out[f"joint_outage_level{k}"] = float(np.mean(level))
+            out[f"domain_unavailability_level{k}"] = float(np.mean(
+                [1.0 - d.availability(t) for d in domains if depth[d.name] == k]))
+    return out
+
+
+def _chain_names(component: Component) -> set[str]:
+    """Names of a component's ancestors (its domains)."""
+    names, p = set(), component.parent
+    while p is not None:
+        names.add(p.name)
+        p = p.parent
+    return names

@@ -10,7 +10,8 @@ interval when successive observations inside one run are correlated in time:
   (noise floors), an interval on the log scale;
 - :func:`skewed_ratio_ci` -- for quantities that are products of many random
   factors (disagreement after many steps, its ratio to the start): the ratio
-  of means with a log-scale interval at least as wide as the logs' spread;
+  of means with a log-scale delta-method interval whose upper end reaches at
+  least as far as the logs' spread;
 - :func:`lognormal_mean_ci` -- Cox's interval for a log-normal mean (biased
   when the law is not log-normal);
 - :func:`proportion_ci` and :func:`rate_ci` -- probabilities (drop rates,
@@ -60,6 +61,8 @@ __all__ = [
     "to_cell",
     "from_cell",
     "summary_rows",
+    "check_rates",
+    "metric_estimate",
     "format_number",
     "format_4g",
     "markdown_table",
@@ -348,12 +351,14 @@ def skewed_ratio_ci(numerator: Iterable[float], denominator: Iterable[float] | N
     Returns
     -------
     Estimate
-        ``mean = mean(Y) / mean(X)`` (the ratio of means: consistent whatever
-        the law) and the interval ``R exp(-+ w)`` with ``w`` the larger of the
-        delta-method half-width on the log scale, ``t_{n-1} se(R) / R``, and
-        the half-width from the spread of the logs of ``Y_i / X_i``,
-        ``z sqrt(s^2/n + s^4 / (2 (n - 1)))`` (Cox's). No interval with fewer
-        than two pairs; with a non-positive ratio, the delta-method width alone.
+        ``mean = R = mean(Y) / mean(X)`` (the ratio of means: consistent
+        whatever the law). The lower end is the delta method's on the log
+        scale, ``R exp(-t_{n-1} se(R) / R)`` (:func:`ratio_ci`); the upper end
+        is ``R exp(w)`` with ``w`` the larger of the delta-method half-width
+        ``t_{n-1} se(R) / R`` and the half-width from the spread of the logs of
+        ``Y_i / X_i``, ``z sqrt(s^2/n + s^4 / (2 (n - 1)))`` (Cox's). No
+        interval with fewer than two pairs; with a non-positive ratio, the
+        delta-method interval alone.
 
     Notes
     -----
@@ -361,11 +366,18 @@ def skewed_ratio_ci(numerator: Iterable[float], denominator: Iterable[float] | N
     many steps) the sample mean misses the rare large replications, and its
     delta-method standard error is small exactly then, so that interval lies
     below the true mean too often. The spread of the logs does not shrink in
-    those samples. Cox's log-normal estimate itself is not used: it is biased
-    when the law is not log-normal (on the contraction at n = 10 with 1000
-    replications it gave 0.4634 [0.4485, 0.4787] for the exact 0.4444); the
-    centre here stays the ratio of means and only the width borrows from the
-    logs. Coverage is measured in ``docs/calibration.md``.
+    those samples, so it bounds the upper end. The failure is one-sided: a
+    sample that holds a rare large replication has a large mean *and* a large
+    delta-method standard error, so the delta method's lower end needs no
+    guard. Widening both ends (as dtsim did before) over-covered at n = 10,
+    where the per-replication log ratios are left-skewed (skewness about -1,
+    not log-normal) and Cox's width is about 1.3 times the actual spread of
+    ``log R``: over 2000 seeds the symmetric guard covered 97.3 % (0.75 %
+    missing below), the one-sided guard 96.0 % (2.0 % above, 2.1 % below).
+    Cox's log-normal estimate itself is not used: it is biased when the law
+    is not log-normal (on the contraction at n = 10 with 1000 replications it
+    gave 0.4634 [0.4485, 0.4787] for the exact 0.4444). Coverage is measured
+    in ``docs/calibration.md``.
 
     References
     ----------
@@ -387,7 +399,7 @@ def skewed_ratio_ci(numerator: Iterable[float], denominator: Iterable[float] | N
         n = r.size
         z = float(stats.norm.ppf(0.5 + confidence / 2))
         w = max(w, z * math.sqrt(s2 / n + s2 * s2 / (2 * (n - 1))))
-    return Estimate(base.mean, base.se, base.mean * math.exp(-w), base.mean * math.exp(w), base.n,
+    return Estimate(base.mean, base.se, base.low, base.mean * math.exp(w), base.n,
                     confidence, base.dropped, "two-sided", "log-max")
 
 
@@ -847,6 +859,73 @@ def from_cell(text: str) -> Any:
         return text
 
 
+def check_rates(rates: Mapping[str, Any] | None, name: str = "rates") -> dict[str, Any]:
+    """Validate a declaration of which metrics are probabilities (see :func:`summary_rows`).
+
+    Parameters
+    ----------
+    rates : mapping or None
+        Metric name -> ``None``, a positive int or a field name (str).
+    name : str
+        The parameter named in the error (``RATES`` in an experiment file).
+
+    Returns
+    -------
+    dict
+        The declaration as a plain dict (empty for None).
+
+    Raises
+    ------
+    ConfigError
+        For anything else.
+    """
+    if rates is None:
+        return {}
+    if not isinstance(rates, Mapping):
+        raise ConfigError(name, "a dict of metric name -> None, a trial count or a field name", rates)
+    for k, v in rates.items():
+        ok = v is None or (isinstance(v, str) and v != "") or (
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1)
+        if not isinstance(k, str) or not ok:
+            raise ConfigError(name, "a dict of metric name -> None, a trial count (int >= 1) or a "
+                              "field name", f"{k!r}: {v!r}")
+    return dict(rates)
+
+
+def metric_estimate(values: Sequence[float], confidence: float = 0.95, *,
+                    rate: bool = False, trials: Any = None) -> Estimate:
+    """The estimate of one metric across replications: a rate's (:func:`rate_ci`) or a mean's.
+
+    Parameters
+    ----------
+    values : sequence of float
+        One value per replication.
+    confidence : float
+        Level.
+    rate : bool
+        The metric is a probability or a rate in ``[0, 1]``: a Wilson interval on the
+        effective trials (inside ``[0, 1]``; "below X" with no event).
+    trials : None, int or sequence of int
+        Independent trials behind each rate (see :func:`rate_ci`); ignored for a mean.
+
+    Returns
+    -------
+    Estimate
+
+    Raises
+    ------
+    ConfigError
+        When a declared rate has a value outside ``[0, 1]``.
+    """
+    if not rate:
+        return mean_ci(values, confidence)
+    x = np.asarray(values, dtype=float)
+    bad = x[~np.isnan(x) & ((x < 0) | (x > 1))]
+    if bad.size:
+        raise ConfigError("rates", "metrics whose values lie in [0, 1]", float(bad[0]))
+    return rate_ci(x, trials, confidence)
+
+
 def summary_rows(
     records: Sequence[Mapping[str, Any]],
     points: Sequence[Mapping[str, Any]],
@@ -854,6 +933,7 @@ def summary_rows(
     metrics: Sequence[str],
     confidence: float = 0.95,
     counts: bool = False,
+    rates: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Per-point summary of task records: one row per point.
 
@@ -869,16 +949,33 @@ def summary_rows(
         Level of the intervals.
     counts : bool
         Add ``m_n`` columns (see Returns).
+    rates : mapping, optional
+        The metrics that are probabilities or rates in ``[0, 1]`` (a drop
+        rate, an outage fraction), each mapped to the independent trials
+        behind one replication's rate: ``None`` (the trials inside a
+        replication may be correlated: each replication counts as one trial
+        for the no-event bound), an int, or the name of a record field or a
+        point parameter holding the count. See :func:`rate_ci`.
 
     Returns
     -------
     list of dict
         ``point``, the point's parameters, ``replications`` (tasks without
         error), ``errors``, then for each metric ``m``: ``m_mean``, ``m_se``,
-        ``m_low`` and ``m_high`` (Student-t interval across replications),
-        and, with ``counts``, ``m_n`` (the number of values averaged) for
-        every metric that is missing or NaN in some record of a point.
+        ``m_low`` and ``m_high`` (Student-t interval across replications; for
+        a declared rate, :func:`rate_ci`'s, inside ``[0, 1]``, and a column
+        ``m_kind``: ``two-sided``, or ``upper`` when no event was seen and the
+        interval is the one-sided bound ``[0, m_high)``, "below m_high"), and,
+        with ``counts``, ``m_n`` (the number of values averaged) for every
+        metric that is missing or NaN in some record of a point.
+
+    Raises
+    ------
+    ConfigError
+        When a declared rate has a value outside ``[0, 1]`` or its trial count
+        names no field of the records or points.
     """
+    rates = check_rates(rates)
     by_point: dict[int, list[Mapping[str, Any]]] = {i: [] for i in range(len(points))}
     for r in records:
         by_point.setdefault(int(r["point"]), []).append(r)
@@ -893,10 +990,17 @@ def summary_rows(
         row["errors"] = len(recs) - len(ok)
         n_of = {}
         for m in metrics:
-            vals = [float(r[m]) for r in ok if _numeric(r.get(m))]
-            e = mean_ci(vals, confidence)
+            use = [r for r in ok if _numeric(r.get(m))]
+            vals = [float(r[m]) for r in use]
+            if m in rates:
+                e = metric_estimate(vals, confidence, rate=True,
+                                    trials=_trials(rates[m], use, params))
+            else:
+                e = mean_ci(vals, confidence)
             row[f"{m}_mean"], row[f"{m}_se"] = e.mean, e.se
             row[f"{m}_low"], row[f"{m}_high"] = e.low, e.high
+            if m in rates:
+                row[f"{m}_kind"] = e.kind
             n_of[m] = e.n
             if e.n != len(ok):
                 short.add(m)
@@ -909,6 +1013,19 @@ def summary_rows(
             if m in short:
                 row[f"{m}_n"] = n_of[m]
     return rows
+
+
+def _trials(spec: Any, records: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> Any:
+    """The trial counts a rate declaration names, for :func:`rate_ci` (aligned with the values)."""
+    if spec is None or not isinstance(spec, str):
+        return spec
+    if spec in params and _numeric(params[spec]):
+        return int(params[spec])
+    if records and all(_numeric(r.get(spec)) for r in records):
+        return [int(r[spec]) for r in records]
+    if not records:
+        return None
+    raise ConfigError("rates", "trial counts naming a numeric record field or point parameter", spec)
 
 
 def _numeric(v: Any) -> bool:

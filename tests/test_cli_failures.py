@@ -82,3 +82,48 @@ def test_fractions_get_intervals_inside_unit_interval():
     assert out["domain_unavailability"] == 0.0 and out["domain_unavailability_ci"][0] == 0.0
     text = _run("--horizon", "500", "--replications", "4", "--seed", "3").stdout
     assert "below " in text
+
+
+_LAYOUT = "datacenter:regions=2,racks=2,hosts=3,region_outage=0.05,rack_outage=0.05,host_outage=0.02"
+
+
+def test_nested_domains_match_the_exact_joint_outage():
+    """With --topology each level's unavailability and joint outage match the nested exact formula."""
+    p = _run("--json", "--topology", _LAYOUT, "--availability", "0.9", "--horizon", "4000",
+             "--replications", "10", "--seed", "5")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    a, uR, uK, uH, H, K = 0.9, 0.05, 0.05, 0.02, 3, 2
+    qh = 1 - (1 - uH) * a                   # a host's worker down, given its rack and region up
+    ck = qh ** H                            # a rack's workers all down, given the rack is up
+    cr = (1 - (1 - uK) * (1 - ck)) ** K     # a region's workers all down, given it is up
+    exact = {"level0": 1 - (1 - uR) * (1 - cr),
+             "level1": 1 - (1 - uR) * (1 - uK) * (1 - ck),
+             "level2": 1 - (1 - uR) * (1 - uK) * (1 - uH) * a}
+    for key, value in exact.items():
+        assert abs(out[f"predicted_joint_outage_{key}"] - value) < 1e-12
+        lo, hi = out[f"joint_outage_{key}_ci"]
+        m = out[f"joint_outage_{key}"]
+        assert lo <= value <= hi and abs(m - value) < 4 * (hi - lo) / (2 * 1.96), (key, m, lo, hi, value)
+    assert abs(out["target_effective_availability"] - a * (1 - uR) * (1 - uK) * (1 - uH)) < 1e-12
+    lo, hi = out["effective_availability_ci"]
+    assert lo <= out["target_effective_availability"] <= hi
+    # a flat model (each rack its own domain, parents ignored) is rejected
+    flat = uK + (1 - uK) * (1 - (1 - uH) * a) ** H
+    lo, hi = out["joint_outage_level1_ci"]
+    assert not lo <= flat <= hi and abs(out["joint_outage_level1"] - flat) > 8 * (hi - lo) / 3.92
+
+
+def test_nested_domains_refuse_the_flat_flags():
+    """--topology replaces --domains, --domain-outage and --cluster-workers: each is refused in one line."""
+    p = _run("--topology", _LAYOUT, "--domains", "3")
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("dtsim failures: error: 'domains' must be given only without "
+                                "--topology (the layout's hosts and failure domains replace it): 3")
+    p = _run("--topology", "ring:n=4:x=1")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    p = _run("--topology", "ring:n=4")  # a graph without failure domains
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("dtsim failures: error: 'topology' must be a layout whose hosts sit "
+                                "in failure domains (datacenter, geo, or a graph file with domain "
+                                "chains): 'ring:n=4'")

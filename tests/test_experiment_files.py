@@ -155,3 +155,47 @@ def test_study_resumes_after_sigkill(path, tmp_path):
     _same_rows(rows, _rows(tmp_path / "clean"))
     assert _claims(exp, resumed) == _claims(exp, clean)
     assert (out / "summary.csv").read_text() == (tmp_path / "clean" / "summary.csv").read_text()
+
+
+def test_every_experiments_rates_name_its_metrics_and_are_valid():
+    """Each experiment's RATES (if any) is a valid declaration; its summary intervals stay in [0, 1]."""
+    from sim.runner.experiments import load_experiment
+
+    root = Path(__file__).resolve().parent.parent / "experiments"
+    declared = {}
+    for f in sorted(root.glob("*.py")):
+        exp = load_experiment(f)
+        declared[f.stem] = dict(exp.rates)
+    assert declared["example_sweep"] == {m: None for m in (
+        "worker_availability", "effective_availability", "domain_unavailability", "joint_outage")}
+    assert declared["correlated_placement"].keys() == {f"drop_s{s}" for s in range(5)}
+
+
+@pytest.mark.slow
+def test_every_quick_summary_keeps_estimates_inside_intervals_and_rates_in_unit_interval(tmp_path):
+    """Every experiment's --quick summary.csv: each estimate inside its interval, each declared rate's in [0, 1]."""
+    import csv
+    import math
+
+    from sim.runner.experiments import load_experiment, run_experiment
+
+    root = Path(__file__).resolve().parent.parent / "experiments"
+    for f in sorted(root.glob("*.py")):
+        exp = load_experiment(f, quick=True)
+        res = run_experiment(exp, out=tmp_path / f.stem, executor="serial", analyse=False)
+        rows = list(csv.DictReader((tmp_path / f.stem / "summary.csv").open()))
+        for row in rows:
+            for key in row:
+                if not key.endswith("_mean"):
+                    continue
+                m = key[:-5]
+                try:
+                    v, lo, hi = (float(row[m + s]) for s in ("_mean", "_low", "_high"))
+                except (KeyError, ValueError):
+                    continue
+                if math.isnan(lo) or math.isnan(v):
+                    continue
+                assert lo <= v <= hi, (f.stem, m, v, lo, hi)
+                if m in res.rates:
+                    assert 0.0 <= lo and hi <= 1.0, (f.stem, m, lo, hi)
+                    assert row[m + "_kind"] in ("two-sided", "upper")

@@ -20,7 +20,7 @@ from sim.failures import (
     register_distribution,
     unregister_distribution,
 )
-from sim.pipeline import PipelineConfig, pipeline_model
+from sim.pipeline import PipelineConfig, des_pipeline_model
 from sim.results import summarize
 from sim.rng import Streams
 from sim.runner import replicate
@@ -107,13 +107,13 @@ def test_new_law_runs_in_the_pipeline_des(half_uniform):
     cfg = PipelineConfig(stages=6, replicas=2, skip_budget=0, availability=0.8, domain_outage=0.02,
                          failure_distribution=half_uniform, mean_downtime=0.5,
                          domain_downtime=0.5, microbatches=3000)
-    recs = replicate(pipeline_model, cfg, replications=10, seed=22)
+    recs = replicate(des_pipeline_model, cfg, replications=10, seed=22)
     est = summarize(recs, ["drop_rate"])["drop_rate"]
     exact = analytic.drop_probability(6, 2, 0, 0.8, 0.02)
     assert abs(est.mean - exact) <= 4 * est.se
     timed = PipelineConfig(stages=3, replicas=1, availability=1.0, stage_time=2.0,
                            stage_time_distribution=half_uniform, microbatches=400)
-    lat = summarize(replicate(pipeline_model, timed, replications=4, seed=23),
+    lat = summarize(replicate(des_pipeline_model, timed, replications=4, seed=23),
                     ["latency_mean", "latency_p99"])
     assert lat["latency_mean"].mean == pytest.approx(6.0, rel=0.05)
     assert lat["latency_p99"].mean <= 3 * 3.0  # three stages of at most 1.5 x 2
@@ -146,7 +146,7 @@ def test_new_topology_places_correlated_stages():
     assert exact["reference"] == "placement_exact"
     q = 0.05 + 0.95 * 0.2 ** 2
     independent = 1 - (1 - q) ** 4 - 4 * q * (1 - q) ** 3
-    est = summarize(replicate(pipeline_model, cfg, replications=10, seed=24),
+    est = summarize(replicate(des_pipeline_model, cfg, replications=10, seed=24),
                     ["drop_rate"])["drop_rate"]
     assert abs(est.mean - exact["value"]) <= 4 * est.se
     assert abs(est.mean - independent) > 4 * est.se  # one-domain-per-stage law rejected

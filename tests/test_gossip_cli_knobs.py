@@ -51,3 +51,73 @@ def test_init_mean_and_std_set_the_start(capsys):
     D0, se0, exact0 = d["disagreement"][0], d["disagreement_se"][0], d["predicted_disagreement"][0]
     assert abs(exact0 - 49 * 9) < 1e-9 and abs(D0 - exact0) < 4 * se0
     assert abs(D0 - 49) > 8 * se0  # the default spread 1 is rejected
+
+
+def _laplacian_harmonic(graph, values: dict[int, float]) -> np.ndarray:
+    """Solve L_HH x_H = -L_HS b_S directly (independent of sim.analytic), honest nodes in order."""
+    import networkx as nx
+
+    L = nx.laplacian_matrix(graph, nodelist=sorted(graph.nodes())).toarray().astype(float)
+    S = sorted(values)
+    H = [v for v in sorted(graph.nodes()) if v not in values]
+    b = np.array([values[s] for s in S])
+    return np.linalg.solve(L[np.ix_(H, H)], -L[np.ix_(H, S)] @ b)
+
+
+def test_disagreeing_stubborn_values_give_the_harmonic_extension():
+    """Each honest node's expected value tends to the harmonic extension of per-node stubborn values."""
+    import sim
+    from sim import analytic
+    from sim.gossip import GossipSystem
+
+    cfg = sim.GossipConfig(topology="ring:n=10", protocol="edge", rounds=400, record_every=400,
+                           adversary="stubborn", adversary_nodes=(0, 3, 7),
+                           stubborn_values=(0.0, 10.0, -4.0))
+    harmonic = _laplacian_harmonic(cfg.network_graph, {0: 0.0, 3: 10.0, 7: -4.0})
+    assert np.allclose(harmonic, analytic.harmonic_extension(cfg.network_graph, cfg.stubborn_map))
+    reps = 100
+    final = np.empty((reps, 7))
+    streams = sim.Streams(4)
+    for k in range(reps):
+        system = GossipSystem(cfg, streams.replication(k))
+        system.run()
+        final[k] = system.x[system.hidx, 0]
+        assert np.array_equal(system.x[[0, 3, 7], 0], [0.0, 10.0, -4.0])  # stubborn rows never move
+    m, se = final.mean(axis=0), final.std(axis=0, ddof=1) / np.sqrt(reps)
+    z = (m - harmonic) / se
+    assert np.all(np.abs(z) < 4), (m, harmonic, se)
+    # a wrong model -- every honest node at the stubborn values' mean -- is rejected
+    assert np.max(np.abs(m - np.mean([0.0, 10.0, -4.0])) / se) > 8
+
+
+def test_fractional_async_horizon_matches_the_poisson_mixture():
+    """Async records at t = 0.5, 1, ..., 2.5 follow E[D(t)] = E[D(0)] exp(-n w t / (n - 1)) (instant exchanges)."""
+    import sim
+    from sim.results import ratio_ci
+
+    n, w = 10, 1.0
+    cfg = sim.GossipConfig(topology="complete", nodes=n, protocol="async", rounds=2.5,
+                           record_every=0.5, latency=0.0, wake_rate=w)
+    assert cfg.record_steps().tolist() == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+    recs = sim.replicate(sim.gossip_model, cfg, replications=1000, seed=11)
+    assert np.allclose(recs[0]["time"], cfg.record_steps())
+    D = np.stack([r["disagreement"] for r in recs])
+    # exchanges form a Poisson(n w t) count of uniform random-edge steps, each contracting
+    # E[D] by 1 / (n - 1): E[D(t)] / E[D(0)] = exp(-n w t / (n - 1))
+    for j, t in enumerate(cfg.record_steps()[1:], start=1):
+        e = ratio_ci(D[:, j], D[:, 0], log=False)
+        assert abs(e.mean - np.exp(-n * w * t / (n - 1))) < 4 * e.se, (t, e)
+    # the horizon is not rounded: the law at t = 2 (or 3) is rejected at t = 2.5
+    e = ratio_ci(D[:, -1], D[:, 0], log=False)
+    for wrong in (2.0, 3.0):
+        assert abs(e.mean - np.exp(-n * w * wrong / (n - 1))) > 6 * e.se
+
+
+def test_fractional_times_are_refused_for_rounds_protocols(capsys):
+    """--rounds 2.5 or --record-every 0.5 with matching/edge is one line, exit 2."""
+    assert main(["gossip", "--rounds", "2.5"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "dtsim gossip: error: 'rounds' must be an integer >= 1 with protocol matching "
+        "(fractional times are for protocol async): 2.5")
+    assert main(["gossip", "--protocol", "edge", "--record-every", "0.5"]) == 2
+    assert "'record_every' must be an integer >= 1 with protocol edge" in capsys.readouterr().err

@@ -106,3 +106,20 @@ def test_sparse_stubborn_mean_uses_the_exact_recursion():
                        record_every=10)
     hm = analytic.stubborn_honest_mean(cfg.network_graph, {0: cfg.value}, 0.0, 30, record_every=10)
     np.testing.assert_array_equal(predictions(cfg)["predicted_honest_mean"], np.asarray(hm, dtype=float))
+
+
+def test_gossip_model_says_which_engine_ran():
+    """gossip_model records the engine sim.engines.select chose (vector for matching) or the named one."""
+    import numpy as np
+
+    import sim
+
+    auto = sim.replicate(sim.gossip_model, sim.GossipConfig(nodes=10), replications=2, seed=1)
+    des = sim.replicate(sim.gossip_model, sim.GossipConfig(nodes=10, engine="des"), replications=2,
+                        seed=1)
+    assert [r["engine"] for r in auto] == ["vector"] * 2 and [r["engine"] for r in des] == ["des"] * 2
+    edge = sim.replicate(sim.gossip_model, sim.GossipConfig(nodes=10, protocol="edge", rounds=5),
+                         replications=1, seed=1)
+    assert edge[0]["engine"] == sim.engines.select("gossip", sim.GossipConfig(
+        nodes=10, protocol="edge", rounds=5)).name
+    assert np.isfinite(auto[0]["final_disagreement"])

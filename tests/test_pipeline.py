@@ -13,8 +13,8 @@ from sim.errors import ConfigError
 from sim.pipeline import (
     Pipeline,
     PipelineConfig,
+    des_pipeline_model,
     layout_hop_times,
-    pipeline_model,
     quality_table,
     run_pipeline,
 )
@@ -31,7 +31,7 @@ def exact_tail(L: int, r: int, s: int, a: float, rho: float) -> float:
 
 
 def estimate(cfg: PipelineConfig, metric: str, *, replications: int = 10, seed: int = 1):
-    recs = replicate(pipeline_model, cfg, replications=replications, seed=seed)
+    recs = replicate(des_pipeline_model, cfg, replications=replications, seed=seed)
     assert not any(r["error"] for r in recs), recs[0]["error"]
     return summarize(recs, [metric])[metric]
 
@@ -98,7 +98,7 @@ def test_skip_distribution_matches_binomial_pmf():
     L, s, a = 10, 2, 0.85
     cfg = PipelineConfig(stages=L, replicas=1, skip_budget=s, availability=a,
                          microbatches=4000, rate=2.0)
-    recs = replicate(pipeline_model, cfg, replications=8, seed=3)
+    recs = replicate(des_pipeline_model, cfg, replications=8, seed=3)
     for k in range(s + 1):
         est = mean_ci([r[f"skipped_{k}"] for r in recs])
         exact = stats.binom.pmf(k, L, 1 - a)
@@ -133,7 +133,7 @@ def test_deterministic_latency_without_failures():
     """a=1: latency = sum of compute + hops exactly; goodput = 1/latency back to back."""
     cfg = PipelineConfig(stages=4, replicas=1, availability=1.0, stage_time=1.0, latency=0.5,
                          arrival="back_to_back", microbatches=50)
-    m = pipeline_model(cfg, Streams(0))
+    m = des_pipeline_model(cfg, Streams(0))
     assert m["drop_rate"] == 0.0
     assert m["latency_mean"] == pytest.approx(5.5)
     assert m["latency_p50"] == pytest.approx(5.5)
@@ -148,7 +148,7 @@ def test_transfer_uses_bandwidth_and_per_hop_latency():
     cfg = PipelineConfig(stages=3, replicas=1, availability=1.0, latency=(1.0, 2.0),
                          transfer_size=4.0, bandwidth=2.0, microbatches=5, rate=0.1)
     assert cfg.hop_times == (3.0, 4.0)
-    m = pipeline_model(cfg, Streams(0))
+    m = des_pipeline_model(cfg, Streams(0))
     assert m["latency_mean"] == pytest.approx(7.0)
 
 
@@ -156,9 +156,9 @@ def test_failures_during_compute_fail_over():
     """Workers failing during compute cause failovers; none when a = 1."""
     base = dict(stages=6, replicas=3, mean_downtime=2.0, stage_time=1.0, microbatches=500,
                 skip_budget=6)
-    m = pipeline_model(PipelineConfig(availability=0.7, **base), Streams(2))
+    m = des_pipeline_model(PipelineConfig(availability=0.7, **base), Streams(2))
     assert m["failovers_per_microbatch"] > 0.1
-    m1 = pipeline_model(PipelineConfig(availability=1.0, **base), Streams(2))
+    m1 = des_pipeline_model(PipelineConfig(availability=1.0, **base), Streams(2))
     assert m1["failovers_per_microbatch"] == 0.0
 
 
@@ -203,11 +203,11 @@ def test_failovers_counted_for_dropped_microbatches(stage_time_distribution):
 def test_waiting_for_recovery_lowers_drop_rate():
     """max_wait > 0 lets microbatches wait for a replica: fewer drops, some waits."""
     base = dict(stages=10, replicas=1, availability=0.9, microbatches=3000, rate=1.0)
-    d0 = pipeline_model(PipelineConfig(**base), Streams(4))
-    d1 = pipeline_model(PipelineConfig(max_wait=1.0, **base), Streams(4))
+    d0 = des_pipeline_model(PipelineConfig(**base), Streams(4))
+    d1 = des_pipeline_model(PipelineConfig(max_wait=1.0, **base), Streams(4))
     assert d1["drop_rate"] < 0.7 * d0["drop_rate"]
     assert d1["waits_per_microbatch"] > 0
-    inf = pipeline_model(PipelineConfig(max_wait=math.inf, **base), Streams(4))
+    inf = des_pipeline_model(PipelineConfig(max_wait=math.inf, **base), Streams(4))
     assert inf["drop_rate"] == 0.0
 
 
@@ -215,7 +215,7 @@ def test_waiting_with_compute_time():
     """Waiting also works for microbatches in flight (compute time, budget spent)."""
     cfg = PipelineConfig(stages=6, replicas=1, availability=0.8, stage_time=0.5,
                          max_wait=math.inf, microbatches=300, rate=1.0)
-    m = pipeline_model(cfg, Streams(6))
+    m = des_pipeline_model(cfg, Streams(6))
     assert m["drop_rate"] == 0.0
     assert m["waits_per_microbatch"] > 0
 
@@ -223,7 +223,7 @@ def test_waiting_with_compute_time():
 def test_poisson_arrivals_span():
     """Poisson arrivals at rate 2: simulated time about N/2."""
     cfg = PipelineConfig(stages=4, replicas=2, microbatches=4000, arrival="poisson", rate=2.0)
-    m = pipeline_model(cfg, Streams(7))
+    m = des_pipeline_model(cfg, Streams(7))
     assert m["simulated_time"] == pytest.approx(2000, rel=0.08)
 
 
@@ -231,7 +231,7 @@ def test_random_stage_times_mean():
     """Exponential compute times: mean latency = L * mean stage time (a = 1)."""
     cfg = PipelineConfig(stages=5, replicas=1, availability=1.0, stage_time=2.0,
                          stage_time_distribution="exponential", microbatches=4000, rate=1.0)
-    m = pipeline_model(cfg, Streams(8))
+    m = des_pipeline_model(cfg, Streams(8))
     se = math.sqrt(5 * 4.0 / 4000)
     assert abs(m["latency_mean"] - 10.0) < 4 * se
 
@@ -252,7 +252,7 @@ def test_records_and_trace():
 def test_trace_path_matches_fast_path():
     """Tracing (per-stage loop) and the O(1) path give identical outcomes."""
     base = dict(stages=10, replicas=1, skip_budget=1, availability=0.85, microbatches=1000)
-    a = pipeline_model(PipelineConfig(**base), Streams(10))
+    a = des_pipeline_model(PipelineConfig(**base), Streams(10))
     b = run_pipeline(PipelineConfig(trace=True, **base), Streams(10)).metrics
     assert a["drop_rate"] == b["drop_rate"] and a["mean_skipped"] == b["mean_skipped"]
 
@@ -261,9 +261,9 @@ def test_same_seed_same_result():
     """A replication is a pure function of (config, seed, replication)."""
     cfg = PipelineConfig(stages=6, replicas=2, stage_time=0.5, availability=0.8,
                          stage_time_distribution="lognormal", microbatches=300)
-    assert pipeline_model(cfg, Streams(3).replication(1)) == pipeline_model(
+    assert des_pipeline_model(cfg, Streams(3).replication(1)) == des_pipeline_model(
         cfg, Streams(3).replication(1))
-    assert pipeline_model(cfg, Streams(3).replication(1)) != pipeline_model(
+    assert des_pipeline_model(cfg, Streams(3).replication(1)) != des_pipeline_model(
         cfg, Streams(3).replication(2))
 
 
@@ -273,7 +273,7 @@ def test_memory_does_not_grow_with_microbatches():
     def peak(n: int) -> int:
         cfg = PipelineConfig(stages=4, replicas=1, availability=0.9, microbatches=n)
         tracemalloc.start()
-        pipeline_model(cfg, Streams(0))
+        des_pipeline_model(cfg, Streams(0))
         _, p = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         return p
@@ -286,7 +286,7 @@ def test_per_stage_replicas_and_workers():
     """Replicas may differ per stage; workers and worker_time count them."""
     cfg = PipelineConfig(stages=3, replicas=(1, 2, 3), microbatches=10)
     assert cfg.replicas == (1, 2, 3) and cfg.workers == 6
-    m = pipeline_model(cfg, Streams(0))
+    m = des_pipeline_model(cfg, Streams(0))
     assert m["workers"] == 6 and m["worker_time"] == pytest.approx(6 * m["simulated_time"])
 
 
@@ -316,7 +316,7 @@ def test_placements_normalise():
     assert cfg.replicas == (1, 1)
     assert cfg.placement == p2.value() and cfg.domain_placement == p2
     assert hash(cfg) == hash(PipelineConfig(stages=2, placement=p2, microbatches=20))
-    assert pipeline_model(cfg, Streams(0))["microbatches"] == 20
+    assert des_pipeline_model(cfg, Streams(0))["microbatches"] == 20
 
     class Obj:
         replica_domains = rd
@@ -389,10 +389,10 @@ def test_bad_input_messages(kwargs, message):
 
 def test_infinite_wait_allowed_where_every_stage_recovers():
     """max_wait = inf runs to the end when stages recover, or when the budget skips them all."""
-    m = pipeline_model(PipelineConfig(stages=3, replicas=1, availability=0.5, max_wait=math.inf,
+    m = des_pipeline_model(PipelineConfig(stages=3, replicas=1, availability=0.5, max_wait=math.inf,
                                       microbatches=50), Streams(0))
     assert m["drop_rate"] == 0.0 and m["microbatches"] == 50
-    m = pipeline_model(PipelineConfig(stages=3, replicas=1, availability=0.0, max_wait=math.inf,
+    m = des_pipeline_model(PipelineConfig(stages=3, replicas=1, availability=0.0, max_wait=math.inf,
                                       skip_budget=3, microbatches=5), Streams(0))
     assert m["mean_skipped"] == 3.0
 
@@ -456,8 +456,8 @@ def test_latency_quantiles_from_histogram_match_records():
     """Constant-memory latency quantiles agree with exact ones from records within 0.5%."""
     base = dict(stages=5, replicas=2, availability=0.8, stage_time=1.0,
                 stage_time_distribution="exponential", microbatches=3000, skip_budget=5)
-    hist = pipeline_model(PipelineConfig(**base), Streams(12))
-    exact = pipeline_model(PipelineConfig(records=True, **base), Streams(12))
+    hist = des_pipeline_model(PipelineConfig(**base), Streams(12))
+    exact = des_pipeline_model(PipelineConfig(records=True, **base), Streams(12))
     assert hist["latency_mean"] == pytest.approx(exact["latency_mean"], rel=1e-9)
     for key in ("latency_p50", "latency_p99"):
         assert hist[key] == pytest.approx(exact[key], rel=5e-3), key

@@ -163,3 +163,22 @@ def test_on_layout_places_and_takes_link_latencies():
     snap, _ = on_layout(base, "datacenter:regions=2,racks=2,hosts=4", "spread", seed=1,
                         layout_latency=False)
     assert snap.instant and snap.placement == cfg.placement
+
+
+def test_pipeline_model_chooses_the_fastest_engine_and_says_which():
+    """sim.pipeline_model runs where --engine auto would (vector on a snapshot config) and names it."""
+    import sim
+    from sim.pipeline import des_pipeline_model, vector_pipeline_model
+    from sim.rng import Streams
+
+    snap = sim.PipelineConfig(stages=8, replicas=2, availability=0.9, microbatches=500)
+    timed = sim.PipelineConfig(stages=8, replicas=2, availability=0.9, microbatches=500,
+                               stage_time=1.0)
+    s = Streams(3).replication(0)
+    auto = sim.pipeline_model(snap, s)
+    assert auto["engine"] == sim.engines.select("pipeline", snap).name == "vector"
+    assert {k: v for k, v in auto.items() if k != "engine"} == vector_pipeline_model(snap, s)
+    # a named engine gives that engine's numbers, bit for bit
+    des = sim.pipeline_model(snap, s, engine="des")
+    assert des.pop("engine") == "des" and des == des_pipeline_model(snap, s)
+    assert sim.pipeline_model(timed, s)["engine"] == sim.engines.select("pipeline", timed).name

@@ -481,3 +481,33 @@ def test_reproduce_without_study_files_is_a_usage_error(tmp_path, capsys):
     assert main(["reproduce", "--experiments", str(d), "--out", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err.startswith("dtsim reproduce: error: 'experiments' must be a folder "
                                               "holding study files")
+
+
+def test_summary_rows_give_declared_rates_intervals_inside_the_unit_interval():
+    """A declared rate gets rate_ci's interval in [0, 1] ("upper" with no event); other metrics keep t."""
+    from sim.errors import ConfigError
+
+    points = [{"p": 0}, {"p": 1}]
+    recs = [{"point": 0, "error": "", "drop": v, "x": v} for v in (0.0, 0.0, 0.02, 0.0)]
+    recs += [{"point": 1, "error": "", "drop": 0.0, "x": 0.0} for _ in range(4)]
+    plain = summary_rows(recs, points, metrics=["drop", "x"])
+    rows = summary_rows(recs, points, metrics=["drop", "x"], rates={"drop": None})
+    # the t-interval of a rare rate leaves [0, 1]; the declared rate's does not
+    assert plain[0]["drop_low"] < 0 <= rows[0]["drop_low"] <= rows[0]["drop_mean"] <= rows[0]["drop_high"] <= 1
+    assert rows[0]["drop_kind"] == "two-sided" and "x_kind" not in rows[0]
+    assert (rows[0]["x_low"], rows[0]["x_high"]) == (plain[0]["x_low"], plain[0]["x_high"])
+    # no event: a one-sided bound from 4 replications counted as one trial each
+    assert rows[1]["drop_kind"] == "upper" and rows[1]["drop_mean"] == 0.0 == rows[1]["drop_low"]
+    assert rows[1]["drop_high"] == pytest.approx(1 - 0.05 ** (1 / 4))
+    # with independent trials per replication (an int or a field) the bound is tighter
+    by_int = summary_rows(recs, points, metrics=["drop"], rates={"drop": 1000})
+    assert by_int[1]["drop_high"] == pytest.approx(1 - 0.05 ** (1 / 4000))
+    by_field = summary_rows([dict(r, n=1000) for r in recs], points, metrics=["drop"],
+                            rates={"drop": "n"})
+    assert by_field[1]["drop_high"] == by_int[1]["drop_high"]
+    with pytest.raises(ConfigError, match="'rates' must be metrics whose values lie in \\[0, 1\\]: 2.0"):
+        summary_rows(recs + [{"point": 0, "error": "", "drop": 2.0}], points, metrics=["drop"],
+                     rates={"drop": None})
+    with pytest.raises(ConfigError, match="'RATES' must be a dict"):
+        from sim.results import check_rates
+        check_rates({"drop": -1}, "RATES")

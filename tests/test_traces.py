@@ -450,14 +450,14 @@ def _down_at(intervals, t: float) -> bool:
 @pytest.mark.parametrize("policy,skip", [("recent", 0), ("domain", 0), ("random", 1)])
 def test_pipeline_des_replays_the_trace_exactly(policy, skip):
     """The pipeline DES drops exactly the microbatches that meet > s stages with every replica down."""
-    from sim.pipeline import PipelineConfig, pipeline_model
+    from sim.pipeline import PipelineConfig, des_pipeline_model
 
     L, r, n, rate = 6, 2, 400, 1 / 97.3
     replay = TraceReplay("aws-p3", policy=policy)
     cfg = PipelineConfig(stages=L, replicas=r, skip_budget=skip, failure_trace=replay,
                          rate=rate, microbatches=n)
     streams = Streams(4).replication(0)
-    got = pipeline_model(cfg, streams)["drop_rate"]
+    got = des_pipeline_model(cfg, streams)["drop_rate"]
     ivs = [list(iv) for iv in replay.worker_intervals(L * r, streams=Streams(4).replication(0),
                                                      domain_of=[w // r for w in range(L * r)])]
     drops, t = 0, 0.0

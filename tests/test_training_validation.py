@@ -9,7 +9,7 @@ import pytest
 
 from sim import analytic
 from sim.engines import predictions
-from sim.pipeline import PipelineConfig, pipeline_model
+from sim.pipeline import PipelineConfig, des_pipeline_model
 from sim.results import summarize
 from sim.rng import Streams
 from sim.runner import replicate
@@ -194,7 +194,7 @@ def test_snapshot_law_and_study_a_des(kw):
     assert abs(est["mean_quality"].mean - mq) <= 4 * est["mean_quality"].se + 1e-12
     # the same failure streams drive Study A's DES: the two agree path by path
     pc = PipelineConfig(**kw, microbatches=3000)
-    old = replicate(pipeline_model, pc, replications=20, seed=5)
+    old = replicate(des_pipeline_model, pc, replications=20, seed=5)
     diff = np.array([x["drop_rate"] - y["drop_rate"] for x, y in zip(recs, old, strict=True)])
     assert abs(diff.mean()) <= max(4 * diff.std(ddof=1) / math.sqrt(len(diff)), 1e-3)
 
@@ -207,10 +207,10 @@ def test_timed_failover_without_contention_matches_study_a_des():
                          routing="least-loaded", arrival="fixed", arrival_rate=0.05,
                          microbatches=100, steps=10)
     new = replicate(training_model, cfg, replications=10, seed=7)
-    old = replicate(pipeline_model, PipelineConfig(**kw, stage_time=1.0, arrival="fixed",
+    old = replicate(des_pipeline_model, PipelineConfig(**kw, stage_time=1.0, arrival="fixed",
                                                    rate=0.05, microbatches=1000),
                     replications=10, seed=7)
-    free = replicate(pipeline_model, PipelineConfig(**{**kw, "detection_timeout": 0.0},
+    free = replicate(des_pipeline_model, PipelineConfig(**{**kw, "detection_timeout": 0.0},
                                                     stage_time=1.0, arrival="fixed", rate=0.05,
                                                     microbatches=1000),
                      replications=10, seed=7)

@@ -10,7 +10,7 @@ from scipy import stats
 
 from sim import analytic
 from sim.errors import ConfigError
-from sim.pipeline import PipelineConfig, SkipPenalty, choose_engine, pipeline_model
+from sim.pipeline import PipelineConfig, SkipPenalty, choose_engine, des_pipeline_model
 from sim.pipeline.engines import VectorEngine, vector_pipeline_model
 from sim.pipeline.vector import placement_arrays, simulate_placement, simulate_stylised
 from sim.results import summarize
@@ -173,16 +173,16 @@ def test_engine_applies_only_to_snapshot_configs():
 
 
 def test_vector_model_keys_are_pipeline_keys():
-    """vector_pipeline_model returns a subset of pipeline_model's keys."""
+    """vector_pipeline_model returns a subset of des_pipeline_model's keys."""
     cfg = PipelineConfig(stages=6, replicas=2, skip_budget=1, microbatches=200)
     v = vector_pipeline_model(cfg, Streams(0).replication(0))
-    d = pipeline_model(cfg, Streams(0).replication(0))
+    d = des_pipeline_model(cfg, Streams(0).replication(0))
     assert set(v) <= set(d)
     assert {"drop_rate", "mean_quality", "mean_skipped", "skipped_0", "skipped_1"} <= set(v)
 
 
 def _des_vs_vector(cfg: PipelineConfig, replications: int, seed: int) -> tuple[dict, dict]:
-    recs = replicate(pipeline_model, cfg, replications=replications, seed=seed)
+    recs = replicate(des_pipeline_model, cfg, replications=replications, seed=seed)
     est = summarize(recs, ["drop_rate", "mean_skipped", "mean_quality"])
     big = PipelineConfig(**{**cfg.__dict__, "microbatches": 2_000_000})
     vec = vector_pipeline_model(big, Streams(seed).replication(0))
@@ -232,7 +232,7 @@ def test_des_rate_matches_but_bursts_do_not():
     cfg = PipelineConfig(stages=12, replicas=2, skip_budget=1, availability=0.8,
                          domain_outage=0.02, mean_downtime=20.0, domain_downtime=20.0,
                          microbatches=2000)
-    recs = replicate(pipeline_model, cfg, replications=30, seed=13)
+    recs = replicate(des_pipeline_model, cfg, replications=30, seed=13)
     est = summarize(recs, ["drop_rate"])["drop_rate"]
     exact = analytic.drop_probability(12, 2, 1, 0.8, 0.02)
     assert abs(est.mean - exact) <= 4 * est.se

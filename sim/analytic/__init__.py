@@ -692,6 +692,91 @@ def kappa_sweep(stages: int = 48, availability: float = 0.9, domain_outage: floa
                                       max_replicas, max_skip)) for k in skip_penalties]
 
 
+# ============================================================ nested failure domains
+
+
+def nested_domain_outages(chains: Sequence[Sequence[str]], unavailability: Mapping[str, float],
+                          availability: float) -> dict[str, Any]:
+    """Exact stationary outages of workers in a tree of failure domains.
+
+    Parameters
+    ----------
+    chains : sequence of sequence of str
+        Worker ``i``'s chain of domains, outermost first (for example
+        ``("region0", "region0/rack1", "region0/rack1/host2")``); the chains
+        form a tree (a domain has one parent).
+    unavailability : mapping of str to float
+        Each domain's own unavailability ``u_d`` (missing: 0).
+    availability : float
+        Each worker's own availability ``a``.
+
+    Returns
+    -------
+    dict
+        ``effective_availability`` (mean over workers of ``a prod_{d in chain}
+        (1 - u_d)``), ``domain_unavailability`` (``{d: 1 - prod_{e <= d} (1 -
+        u_e)}``, ancestors included) and ``joint_outage`` (``{d: P(every worker
+        below d is down)}``).
+
+    Notes
+    -----
+    Components fail independently and each is up with its stationary
+    probability. Let ``A_d`` be the product of ``1 - u`` over the ancestors
+    of ``d`` (``d`` excluded) and ``c_d`` the probability that every worker
+    below ``d`` is down *given* that ``d`` and its ancestors are up:
+    ``c_w = 1 - a`` for a worker and, over the children ``k`` of ``d`` (a
+    worker child has ``u_k = 0``), ``c_d = prod_k (1 - (1 - u_k)(1 - c_k))``;
+    then ``P(every worker below d down) = 1 - A_d (1 - u_d)(1 - c_d)``.
+    One flat level of ``r`` workers gives ``rho + (1 - rho)(1 - a)^r``.
+
+    References
+    ----------
+    .. [1] R. E. Barlow and F. Proschan, *Statistical Theory of Reliability
+       and Life Testing*, Holt, Rinehart and Winston, 1975 (structure
+       functions of independent components in series and parallel).
+    """
+    a = float(check_probability("availability", availability))
+    parent: dict[str, str | None] = {}
+    workers_below: dict[str, list[int]] = {}
+    for i, chain in enumerate(chains):
+        check(len(chain) >= 1, "chains", "non-empty domain chains", chain)
+        for depth, d in enumerate(chain):
+            p = chain[depth - 1] if depth else None
+            check(parent.setdefault(d, p) == p, "chains", "a tree (one parent per domain)", d)
+            workers_below.setdefault(d, []).append(i)
+    u = {d: float(check_probability("unavailability", unavailability.get(d, 0.0))) for d in parent}
+    children: dict[str, list[str]] = {d: [] for d in parent}
+    for d, p in parent.items():
+        if p is not None:
+            children[p].append(d)
+    direct: dict[str, int] = {d: 0 for d in parent}
+    for chain in chains:
+        direct[chain[-1]] += 1
+
+    def cond(d: str) -> float:  # all below d down, given d and its ancestors up
+        c = (1.0 - a) ** direct[d]
+        for k in children[d]:
+            c *= 1.0 - (1.0 - u[k]) * (1.0 - cond(k))
+        return c
+
+    def above(d: str) -> float:  # prod of (1 - u) over the strict ancestors
+        out, p = 1.0, parent[d]
+        while p is not None:
+            out *= 1.0 - u[p]
+            p = parent[p]
+        return out
+
+    eff = float(np.mean([a * np.prod([1.0 - u[d] for d in chain]) for chain in chains]))
+    return {
+        "effective_availability": eff,
+        "domain_unavailability": {d: 1.0 - above(d) * (1.0 - u[d]) for d in parent},
+        "joint_outage": {d: 1.0 - above(d) * (1.0 - u[d]) * (1.0 - cond(d)) for d in parent},
+    }
+
+
+__all__ += ["nested_domain_outages"]
+
+
 # ============================================================ pipeline, any placement
 
 

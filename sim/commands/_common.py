@@ -18,6 +18,8 @@ def add_run_options(p: argparse.ArgumentParser, *, replications: int = 20, execu
                    help=f"independent replications (default {replications})")
     p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (one shows, with an ETA, only when stderr is a terminal)")
     if executor:
         p.add_argument("--executor", default="serial", metavar="NAME",
                        help="serial (default) or local (process pool)")

@@ -7,7 +7,7 @@ import argparse
 import numpy as np
 
 from ..errors import ConfigError, SimulationError
-from ..failures import DISTRIBUTIONS, ClusterConfig, failures_model
+from ..failures import DISTRIBUTIONS, ClusterConfig, failures_model, layout_domains
 from ..results import judge_equal, rate_ci
 from ..runner import replicate
 from ._applies import refuse_unless, verdict
@@ -35,6 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="unavailability rho of each domain (default 0)")
     p.add_argument("--domain-downtime", type=float, default=1.0,
                    help="mean domain outage length (default 1)")
+    p.add_argument("--topology", default=None, metavar="LAYOUT",
+                   help="nested failure domains from a layout, as dtsim pipeline --topology: "
+                        "e.g. datacenter:regions=2,racks=4,hosts=4,region_outage=1e-4,"
+                        "rack_outage=1e-3 (one worker per host; replaces --cluster-workers, "
+                        "--domains and --domain-outage)")
     p.add_argument("--distribution", default=d.distribution, metavar="NAME",
                    help="up/down duration law: " + ", ".join(DISTRIBUTIONS))
     p.add_argument("--shape", type=float, default=None,
@@ -58,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
     for dest in ("availability", "mean_downtime"):  # the trace gives the workers' outages
         refuse_unless(args, dest, not replaying, "without a failure trace (the trace replaces it)")
     d = ClusterConfig()
+    nested = args.topology is not None
+    for dest in ("cluster_workers", "domains", "domain_outage"):
+        refuse_unless(args, dest, not nested, "without --topology (the layout's hosts and "
+                      "failure domains replace it)")
     if args.trace is not None:  # the documented alias
         if args.failure_trace is not None:
             raise ConfigError("trace", "unset with --failure-trace (it is its alias)", args.trace)
@@ -69,11 +78,17 @@ def run(args: argparse.Namespace) -> int:
     if horizon is None:
         horizon = d.horizon if replay is None or replay.duration == float("inf") else replay.duration
     domain_outage = args.domain_outage
+    workers = args.cluster_workers
+    chains: list[tuple[str, ...]] = []
+    unavail: dict[str, float] = {}
+    if nested:
+        chains, unavail = layout_domains(args.topology)
+        workers = len(chains)
     cfg = ClusterConfig(
-        workers=args.cluster_workers, domains=args.domains, availability=args.availability,
+        workers=workers, domains=args.domains, availability=args.availability,
         mean_downtime=args.mean_downtime, domain_outage=domain_outage,
         domain_mean_downtime=args.domain_downtime, distribution=args.distribution,
-        shape=args.shape, horizon=horizon, failure_trace=replay,
+        shape=args.shape, horizon=horizon, failure_trace=replay, topology=args.topology,
     )
     records = replicate(failures_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor)
@@ -86,14 +101,33 @@ def run(args: argparse.Namespace) -> int:
            ("worker_availability", "effective_availability", "domain_unavailability", "joint_outage")}
     transitions = float(np.mean([r["worker_transitions"] for r in ok]))
     a, rho = cfg.availability, cfg.domain_outage
-    joint = float(np.mean([rho + (1 - rho) * (1 - a) ** r for r in cfg.workers_per_domain if r]))
+    levels: list[tuple[str, str, float, float]] = []  # nested: (label, key, exact u, exact joint)
+    if nested:
+        from .. import analytic
+
+        exact = analytic.nested_domain_outages(chains, unavail, a)
+        doms = list(dict.fromkeys(d for c in chains for d in c))
+        depth = {d: k for c in chains for k, d in enumerate(c)}
+        joint = float(np.mean([exact["joint_outage"][d] for d in doms]))
+        rho = float(np.mean([exact["domain_unavailability"][d] for d in doms]))
+        for k in range(max(len(c) for c in chains)):
+            at = [d for d in doms if depth[d] == k]
+            levels.append((at[0].rsplit("/", 1)[-1].rstrip("0123456789") or f"level{k}", f"level{k}",
+                           float(np.mean([exact["domain_unavailability"][d] for d in at])),
+                           float(np.mean([exact["joint_outage"][d] for d in at]))))
+            for m in (f"joint_outage_level{k}", f"domain_unavailability_level{k}"):
+                est[m] = rate_ci([r[m] for r in ok])
+        eff_target = exact["effective_availability"]
+    else:
+        joint = float(np.mean([rho + (1 - rho) * (1 - a) ** r for r in cfg.workers_per_domain if r]))
+        eff_target = a * (1 - rho)
     out = {
         "worker_availability": est["worker_availability"].mean,
         "worker_availability_ci": est["worker_availability"],
         "target_availability": a,
         "effective_availability": est["effective_availability"].mean,
         "effective_availability_ci": est["effective_availability"],
-        "target_effective_availability": a * (1 - rho),
+        "target_effective_availability": eff_target,
         "domain_unavailability": est["domain_unavailability"].mean,
         "domain_unavailability_ci": est["domain_unavailability"],
         "target_domain_unavailability": rho,
@@ -105,6 +139,16 @@ def run(args: argparse.Namespace) -> int:
         "replications": args.replications,
         "seed": args.seed,
     }
+    for label, key, u_k, j_k in levels:
+        out[f"domain_unavailability_{key}"] = est[f"domain_unavailability_{key}"].mean
+        out[f"domain_unavailability_{key}_ci"] = est[f"domain_unavailability_{key}"]
+        out[f"target_domain_unavailability_{key}"] = u_k
+        out[f"joint_outage_{key}"] = est[f"joint_outage_{key}"].mean
+        out[f"joint_outage_{key}_ci"] = est[f"joint_outage_{key}"]
+        out[f"predicted_joint_outage_{key}"] = j_k
+        out[f"{key}_name"] = label
+    if nested:
+        out["topology"] = cfg.topology
     if replay is not None:
         from ..traces import trace_stats
 
@@ -119,12 +163,17 @@ def run(args: argparse.Namespace) -> int:
         emit_json(out)
         return 0
     rows = []
+    nested_rows = []
+    for label, key, u_k, j_k in levels:
+        nested_rows += [(f"{label} unavailability (parents included)",
+                         f"domain_unavailability_{key}", u_k),
+                        (f"joint outage of a {label}", f"joint_outage_{key}", j_k)]
     for label, key, target in [
         ("worker availability", "worker_availability", out["target_availability"]),
         ("effective availability", "effective_availability", out["target_effective_availability"]),
         ("domain unavailability", "domain_unavailability", rho),
         ("joint outage of a domain", "joint_outage", out["predicted_joint_outage"]),
-    ]:
+    ] + nested_rows:
         e = est[key]
         ok = "" if target is None else verdict(e.low, e.high, bool(judge_equal(e, target).holds))
         if target is not None and replay is not None and replay.resample == "none":
@@ -132,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
         rows.append((label, "-" if target is None else f"{target:.6g}", str(e), ok))
     law = (f"trace {replay.trace} (policy {replay.policy})" if replay is not None
            else f"{cfg.distribution} durations")
-    print(f"{cfg.workers} workers in {cfg.domains} domains, {law}, "
+    where = (f"{len(dict.fromkeys(d for c in chains for d in c))} nested domains of {cfg.topology}"
+             if nested else f"{cfg.domains} domains")
+    print(f"{cfg.workers} workers in {where}, {law}, "
           f"{args.replications} replications x {cfg.horizon:g} time units, seed {args.seed}")
     print_table(rows, ("quantity", "target", "measured (95% CI)", "target in CI"))
     return 0

@@ -51,14 +51,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seed of random topology families")
     p.add_argument("--protocol", default="matching", metavar="P",
                    help="one of " + ", ".join(PROTOCOLS) + " (default matching)")
-    p.add_argument("--rounds", type=int, default=50, metavar="R",
-                   help="matching rounds, edge steps, or async time units (default 50)")
-    p.add_argument("--record-every", type=int, default=None, metavar="K",
+    p.add_argument("--rounds", type=number, default=50, metavar="R",
+                   help="matching rounds, edge steps, or async time units (default 50; "
+                        "fractional only for async)")
+    p.add_argument("--record-every", type=number, default=None, metavar="K",
                    help="record every K rounds/steps/time units (default 1; edge: every "
-                        "max(2n, 20000) steps, so recording stays a small fraction of the run)")
+                        "max(2n, 20000) steps, so recording stays a small fraction of the run; "
+                        "fractional only for async)")
     p.add_argument("--noise", type=float, default=0.0, metavar="S",
                    help="std of the fresh noise every honest node adds each round (default 0)")
-    p.add_argument("--burn-in", type=int, default=None, metavar="B",
+    p.add_argument("--burn-in", type=number, default=None, metavar="B",
                    help="rounds excluded from the noise-floor average (default rounds / 2)")
     p.add_argument("--dim", type=int, default=1, metavar="D", help="dimension of the values (default 1)")
     p.add_argument("--init-mean", type=float, default=0.0, metavar="M",
@@ -88,6 +90,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "engine; des runs every node as a SimPy process, slower, for cross-checks)")
     p.add_argument("--adversary-nodes", default=None, metavar="I,J,...",
                    help="positions (node order) of the adversaries, instead of the first K")
+    p.add_argument("--stubborn-values", default=None, metavar="B1,B2,...",
+                   help="stubborn: one value per stubborn node, in the order of --adversary-nodes "
+                        "(or of the first K), instead of --adversary-value")
     p.add_argument("--placement", default=None, metavar="RULE",
                    help="adversary positions by rule: " + ", ".join(PLACEMENTS)
                         + " (random uses --objective-seed; default first)")
@@ -129,6 +134,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 _TRAINING = {"lr": 0.1, "local_steps": 1, "grad_noise": 0.0, "curvature_spread": 0.0,
              "optimum_spread": 1.0, "objective_file": None, "objective_seed": 0, "step_time": None,
              "data": "digits", "partition": "iid", "alpha": 1.0, "rule": "none", "trim": 1}
+
+
+def number(text: str) -> int | float:
+    """An argparse type: an int when the text is one, else a float (``2.5``)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def _int_list(name: str, text: str | None) -> tuple[int, ...] | None:
@@ -195,7 +208,10 @@ def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
                                       topology_seed=args.topology_seed, seed=objective_seed)
     burn_in = args.burn_in
     if burn_in is None:
-        burn_in = args.rounds // 2 if isinstance(args.rounds, int) and args.rounds > 0 else 0
+        if isinstance(args.rounds, int):
+            burn_in = args.rounds // 2 if args.rounds > 0 else 0
+        else:  # a fractional async horizon (the config refuses it for the other protocols)
+            burn_in = args.rounds / 2 if args.rounds > 0 else 0
     return GossipConfig(
         topology=args.topology,
         nodes=nodes,
@@ -207,6 +223,7 @@ def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
         num_adversaries=args.num_adversaries,
         adversary_nodes=positions,
         adversary_value=args.adversary_value,
+        stubborn_values=_float_list("stubborn_values", getattr(args, "stubborn_values", None)),
         init_mean=getattr(args, "init_mean", 0.0),
         init_std=getattr(args, "init_std", 1.0),
         clip=args.clip,
@@ -262,6 +279,7 @@ def _size_matters(cfg: GossipConfig) -> bool:
 def check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
     refuse_unless(args, "adversary_value", args.adversary != "none", "with --adversary")
+    refuse_unless(args, "stubborn_values", args.adversary == "stubborn", "with --adversary stubborn")
     is_async = args.protocol == "async"
     for dest in ("wake_rate", "availability"):
         refuse_unless(args, dest, is_async, "with --protocol async")
@@ -292,6 +310,8 @@ def run(args: argparse.Namespace) -> int:
             "rounds": cfg.rounds, "noise": cfg.noise, "dim": cfg.dim,
             "adversary": cfg.adversary, "num_adversaries": cfg.num_adversaries,
             "adversary_value": cfg.value if cfg.adversary != "none" else None,
+            **({"adversary_nodes": list(cfg.adversary_positions),
+                "stubborn_values": list(cfg.stubborn_values)} if cfg.stubborn_values else {}),
             "clip": cfg.clip, "adaptive_clip": cfg.adaptive_clip, "seed": args.seed,
             "engine": cfg.resolved_engine, "engine_reason": cfg.engine_reason,
             "errors": errors,

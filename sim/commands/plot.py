@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"dtsim plot: note: {file} changed since these results were computed",
                       file=sys.stderr)
             analyse = exp.analyse
+            result.rates = dict(exp.rates)
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*.png")}
     if analyse is not None:
         analyse(result, out)

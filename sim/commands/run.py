@@ -63,6 +63,9 @@ def print_summary(result: SweepResult, *, max_metrics: int = 6) -> None:
                  for f in result.factors]
         cells.append(f"{s['replications']}" + (f" ({s['errors']} failed)" if s["errors"] else ""))
         for m in metrics:
+            if s.get(f"{m}_kind") == "upper":  # a declared rate with no event: a one-sided bound
+                cells.append(f"below {format_number(s[f'{m}_high'])}")
+                continue
             cells.append(f"{format_number(s[f'{m}_mean'])} [{format_number(s[f'{m}_low'])}, "
                          f"{format_number(s[f'{m}_high'])}]")
         rows.append(tuple(cells))

@@ -253,5 +253,6 @@ class AsyncGossip(GossipSystem):
         """The recorder: records at the record times until the horizon."""
         steps = self.records.steps
         for k in range(1, steps.size):
-            yield self.env.timeout(float(steps[k] - steps[k - 1]))
+            # to the record's absolute time (a sum of fractional intervals would drift)
+            yield self.env.timeout(float(steps[k]) - self.env.now)
             self.record(k)

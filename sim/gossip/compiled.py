@@ -40,12 +40,12 @@ from typing import Any
 import numpy as np
 
 from .. import engines as registry
-from ..adversaries import Adversary, Defence, make_adversary, make_defence
+from ..adversaries import Adversary, Defence, make_defence
 from ..engines import Applies, Engine
 from ..errors import ConfigError
 from .config import GossipConfig
 from .records import Records
-from .state import GossipSystem
+from .state import GossipSystem, config_adversary
 from .update import NodeUpdate, default_update
 
 __all__ = ["CompiledEngine", "CompiledAsync", "compiled_obstacle"]
@@ -206,8 +206,7 @@ class CompiledEngine(Engine):
 
     def applies(self, config: GossipConfig) -> Applies:
         """Async protocol, the config's adversary and defence with compiled forms, numba."""
-        adversary = (make_adversary(config.adversary, config.value)
-                     if config.adversary_positions else None)
+        adversary = config_adversary(config)
         why = compiled_obstacle(config, adversary,
                                 make_defence(config.clip, config.adaptive_clip),
                                 default_update(config))
@@ -221,7 +220,7 @@ class CompiledEngine(Engine):
                 path: str = "auto") -> Applies:
         """Whether the strategies given for ``config`` (None: the config's own) have compiled forms."""
         if adversary is None and config.adversary_positions:
-            adversary = make_adversary(config.adversary, config.value)
+            adversary = config_adversary(config)
         why = compiled_obstacle(config, adversary,
                                 defence if defence is not None
                                 else make_defence(config.clip, config.adaptive_clip),
@@ -237,7 +236,9 @@ class CompiledEngine(Engine):
         """One replication (:func:`sim.gossip.model.gossip_model`)."""
         from .model import gossip_model
 
-        return gossip_model(config, streams)
+        out = gossip_model(config, streams)
+        out.pop("engine", None)  # the engine's own metrics; gossip_model names the engine
+        return out
 
 
 registry.register(CompiledEngine())

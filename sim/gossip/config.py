@@ -20,6 +20,7 @@ import numpy as np
 
 from ..adversaries import ADVERSARIES, DEFAULT_VALUES
 from ..errors import (
+    ConfigError,
     check,
     check_choice,
     check_int,
@@ -74,6 +75,24 @@ def default_record_every(protocol: str, n: int) -> int:
     time unit (a round already touches every node).
     """
     return max(2 * n, EDGE_RECORD_FLOOR) if protocol == "edge" else 1
+
+
+def _check_time(name: str, value: Any, *, positive: bool) -> int | float:
+    """An async time (horizon, record interval, burn-in): a finite number, kept an int when integral."""
+    v = check_positive(name, value) if positive else check_nonnegative(name, value)
+    if isinstance(value, bool):  # check_* accept numbers only; a bool is refused there
+        return v
+    if isinstance(value, (int, np.integer)) or float(v).is_integer():
+        return int(v)
+    return float(v)
+
+
+def _check_count(name: str, value: Any, low: int, protocol: str) -> int:
+    """A round or step count: an integer (a fractional value is for async only, said so)."""
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and not float(value).is_integer():
+        raise ConfigError(name, f"an integer >= {low} with protocol {protocol} (fractional times "
+                          "are for protocol async)", value)
+    return check_int(name, value, low=low)
 
 
 @dataclass(frozen=True)
@@ -214,8 +233,9 @@ class GossipConfig:
         ``neighbourhood`` and ``allreduce``: synchronous rounds in which every
         node hears all its neighbours (all nodes) at once
         (:mod:`sim.gossip.rounds`).
-    rounds : int
-        Rounds, edge steps, or (``async``) simulated time units.
+    rounds : int or float
+        Rounds, edge steps, or (``async``) simulated time units; only
+        ``async`` takes a fractional horizon.
     noise : float
         Standard deviation ``s`` of the per-round noise (>= 0).
     dim : int
@@ -228,18 +248,25 @@ class GossipConfig:
     adversary_nodes : tuple of int or None
         Positions (in the graph's node order) of the adversaries; default the
         first ``num_adversaries``.
+    stubborn_values : tuple of float or None
+        One value ``b_k`` per stubborn node, in the order of
+        :attr:`adversary_positions` (stubborn adversary only; instead of
+        ``adversary_value``): disagreeing stubborn nodes, whose honest
+        neighbours tend in expectation to the harmonic extension of the values.
     clip : float or None
         Fixed trust-region radius ``tau`` for honest nodes.
     adaptive_clip : bool
         Self-centred clipping with the ClippedGossip oracle radius.
-    record_every : int or None
-        Record every this many rounds/steps (time units for ``async``). None
-        (the default) takes :func:`default_record_every`: every round or time
-        unit, and for ``edge`` every ``max(2 n, 20000)`` steps. It is resolved
-        when the config is built, so :func:`dataclasses.replace` keeps the
-        resolved interval (pass ``record_every=None`` to resolve it again).
-    burn_in : int
-        Rounds/steps (time for ``async``) excluded from the noise-floor average.
+    record_every : int, float or None
+        Record every this many rounds/steps (time units for ``async``, where it
+        may be fractional). None (the default) takes :func:`default_record_every`:
+        every round or time unit, and for ``edge`` every ``max(2 n, 20000)``
+        steps. It is resolved when the config is built, so
+        :func:`dataclasses.replace` keeps the resolved interval (pass
+        ``record_every=None`` to resolve it again).
+    burn_in : int or float
+        Rounds/steps (time for ``async``, fractional there too) excluded from
+        the noise-floor average.
     init_mean, init_std : float
         Honest initial values are i.i.d. ``N(init_mean, init_std**2)``.
     wake_rate : float
@@ -273,17 +300,18 @@ class GossipConfig:
     topology: str = "complete"
     nodes: int | None = None
     protocol: str = "matching"
-    rounds: int = 50
+    rounds: int | float = 50
     noise: float = 0.0
     dim: int = 1
     adversary: str = "none"
     num_adversaries: int | None = None
     adversary_value: float | None = None
     adversary_nodes: tuple[int, ...] | None = None
+    stubborn_values: tuple[float, ...] | None = None
     clip: float | None = None
     adaptive_clip: bool = False
-    record_every: int | None = None
-    burn_in: int = 0
+    record_every: int | float | None = None
+    burn_in: int | float = 0
     init_mean: float = 0.0
     init_std: float = 1.0
     wake_rate: float = 1.0
@@ -303,7 +331,10 @@ class GossipConfig:
         if self.protocol != "matching":
             check(self.engine != "vector", "engine", f"des or auto for protocol {self.protocol}",
                   self.engine)
-        check_int("rounds", self.rounds, low=1)
+        if self.protocol == "async":  # a simulated time: any positive number
+            object.__setattr__(self, "rounds", _check_time("rounds", self.rounds, positive=True))
+        else:
+            _check_count("rounds", self.rounds, 1, self.protocol)
         check_nonnegative("noise", self.noise)
         check_int("dim", self.dim, low=1)
         check_choice("adversary", self.adversary, ADVERSARIES)
@@ -311,9 +342,15 @@ class GossipConfig:
             check_nonnegative("clip", self.clip)
         check(not (self.adaptive_clip and self.clip is not None), "clip",
               "unset when adaptive clipping is on", self.clip)
-        if self.record_every is not None:
-            check_int("record_every", self.record_every, low=1)
-        check_int("burn_in", self.burn_in, low=0)
+        if self.protocol == "async":
+            if self.record_every is not None:
+                object.__setattr__(self, "record_every",
+                                   _check_time("record_every", self.record_every, positive=True))
+            object.__setattr__(self, "burn_in", _check_time("burn_in", self.burn_in, positive=False))
+        else:
+            if self.record_every is not None:
+                _check_count("record_every", self.record_every, 1, self.protocol)
+            _check_count("burn_in", self.burn_in, 0, self.protocol)
         check_real("init_mean", self.init_mean)
         check_nonnegative("init_std", self.init_std)
         check_positive("wake_rate", self.wake_rate)
@@ -369,6 +406,16 @@ class GossipConfig:
         if self.adversary == "none":
             check(k == 0, "num_adversaries", "0 without an adversary kind", k)
         object.__setattr__(self, "num_adversaries", k)
+        if self.stubborn_values is not None:
+            check(self.adversary == "stubborn", "stubborn_values", "given only with adversary "
+                  "stubborn", self.stubborn_values)
+            check(self.adversary_value is None, "adversary_value", "unset with stubborn_values",
+                  self.adversary_value)
+            vals = self.stubborn_values
+            check(isinstance(vals, (tuple, list)) and len(vals) == k, "stubborn_values",
+                  f"one value per stubborn node ({k})", vals)
+            vals = tuple(float(check_real("stubborn_values", v)) for v in vals)
+            object.__setattr__(self, "stubborn_values", vals)
         if self.engine == "compiled":  # an engine named explicitly must answer, or say why not
             from .. import engines as registry
 
@@ -399,8 +446,29 @@ class GossipConfig:
 
     @property
     def value(self) -> float:
-        """The adversary parameter actually used (per-kind default when unset)."""
+        """The adversary parameter actually used (per-kind default when unset).
+
+        With :attr:`stubborn_values`: their common value when they are all
+        equal, else nan (no single ``b``; see :attr:`stubborn_map`).
+        """
+        if self.stubborn_values is not None:
+            vals = set(self.stubborn_values)
+            return self.stubborn_values[0] if len(vals) == 1 else math.nan
         return DEFAULT_VALUES[self.adversary] if self.adversary_value is None else float(self.adversary_value)
+
+    @property
+    def stubborn_map(self) -> dict[int, float]:
+        """Position -> value of every stubborn node (empty for other adversaries)."""
+        if self.adversary != "stubborn":
+            return {}
+        if self.stubborn_values is not None:
+            return dict(zip(self.adversary_positions, self.stubborn_values, strict=True))
+        return {p: self.value for p in self.adversary_positions}
+
+    @property
+    def disagreeing_stubborn(self) -> bool:
+        """True when stubborn nodes hold different values (no single ``b``)."""
+        return self.stubborn_values is not None and len(set(self.stubborn_values)) > 1
 
     @property
     def network_graph(self) -> nx.Graph:
@@ -426,7 +494,7 @@ class GossipConfig:
 
     def _check_memory(self, n: int) -> None:
         """Refuse sizes whose state and records cannot fit, naming the one that drives it."""
-        rows = self.rounds // self.record_every + 2
+        rows = int(self.rounds // self.record_every) + 2
         d = self.dim
         check_memory_terms([
             ("nodes", self.nodes if self.nodes is not None else n, n * GOSSIP_BYTES_PER_NODE),
@@ -437,15 +505,26 @@ class GossipConfig:
     @property
     def record_bytes(self) -> int:
         """Memory of one replication's record (its series, one row per record step)."""
-        rows = self.rounds // self.record_every + 2
+        rows = int(self.rounds // self.record_every) + 2
         return int(rows * (GOSSIP_BYTES_PER_ROW + 8 * (self.dim - 1)))
 
     def record_steps(self) -> np.ndarray:
-        """Round/step (or time) index of every record: 0, k, 2k, ..., and ``rounds``."""
-        s = np.arange(0, self.rounds + 1, self.record_every, dtype=np.int64)
-        if s[-1] != self.rounds:
-            s = np.append(s, self.rounds)
-        return s
+        """Round/step (or time) index of every record: 0, k, 2k, ..., and ``rounds``.
+
+        Integers (``int64``) when ``rounds`` and ``record_every`` are; with a
+        fractional async horizon or interval, the times ``j * record_every``
+        below ``rounds`` (as floats), then ``rounds``.
+        """
+        r, k = self.rounds, self.record_every
+        if isinstance(r, int) and isinstance(k, int):
+            s = np.arange(0, r + 1, k, dtype=np.int64)
+            if s[-1] != r:
+                s = np.append(s, r)
+            return s
+        m = int(math.floor(r / k + 1e-9))
+        s = np.arange(m + 1, dtype=float) * k
+        s = s[s < r * (1 - 1e-12)]
+        return np.append(s, float(r))
 
 
 def _check_value(value: GraphValue, nodes: int | None, topology: str) -> None:

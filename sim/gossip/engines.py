@@ -68,7 +68,9 @@ class _GossipEngine(Engine):
     def run(self, config: GossipConfig, streams: Any) -> dict[str, Any]:
         from .model import gossip_model
 
-        return gossip_model(config, streams)
+        out = gossip_model(config, streams)
+        out.pop("engine", None)  # the engine's own metrics; gossip_model names the engine
+        return out
 
 
 class VectorEngine(_GossipEngine):
@@ -414,7 +416,7 @@ class StubbornRecursion(_GossipReference):
 
         G = c.network_graph
         nodes = list(G.nodes())
-        stub = {nodes[p]: c.value for p in c.adversary_positions}
+        stub = {nodes[p]: b for p, b in c.stubborn_map.items()}
         hm = analytic.stubborn_honest_mean(G, stub, c.init_mean, int(c.rounds), record_every=c.record_every)
         return {"predicted_honest_mean": np.asarray(hm, dtype=float)}
 

@@ -13,7 +13,7 @@ from ..errors import check
 from ..results import log_mean_ci, mean_ci, power_ci, ratio_ci, skewed_ratio_ci
 from ..rng import Streams
 from .config import GossipConfig
-from .engines import predictions
+from .engines import predictions, resolved_engine
 from .state import GossipSystem
 from .update import NodeUpdate
 
@@ -56,10 +56,14 @@ def gossip_model(config: GossipConfig, streams: Streams, *, adversary: Adversary
         numpy arrays: ``steps``, ``time``, ``exchange_counts``,
         ``disagreement``, ``honest_mean`` (shape ``(records, dim)``),
         ``mean_shift`` and, with a stubborn attacker, ``gap``, ``toward``,
-        ``far``.
+        ``far``; and ``engine``, the engine that ran: the fastest that answers
+        the config (``config.engine = "auto"``, as ``dtsim gossip`` chooses
+        through :func:`sim.engines.select`) or the one it names.
     """
     system = GossipSystem(config, streams, adversary=adversary, defence=defence, update=update)
-    return model_output(config, system, system.run())
+    out = model_output(config, system, system.run())
+    out["engine"] = resolved_engine(config)  # the one GossipSystem ran (sim.engines.select)
+    return out
 
 
 def model_output(config: GossipConfig, system: GossipSystem, rec: Any) -> dict[str, Any]:
@@ -85,7 +89,7 @@ def model_output(config: GossipConfig, system: GossipSystem, rec: Any) -> dict[s
             w = rec.steps.size - 1 if bad.size == 0 else int(bad[0]) - 1
             if w >= 1:
                 out["creep_per_step"] = float(rec.toward[w] / rec.steps[w])  # type: ignore[index]
-                out["creep_steps"] = int(rec.steps[w])
+                out["creep_steps"] = _step(rec.steps[w])
             else:
                 out["creep_per_step"] = math.nan
                 out["creep_steps"] = 0
@@ -105,6 +109,12 @@ def model_output(config: GossipConfig, system: GossipSystem, rec: Any) -> dict[s
 
 
 # --------------------------------------------------------------------------- aggregation
+
+
+def _step(v: Any) -> int | float:
+    """A record's step or time: an int when integral (fractional async times stay floats)."""
+    f = float(v)
+    return int(f) if f.is_integer() else f
 
 
 def _series(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
@@ -218,7 +228,7 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
                 est = mean_ci(toward[:, w] / steps[w])
                 out["creep_per_step"] = est.mean
                 out["creep_per_step_ci"] = est
-                out["creep_steps"] = int(steps[w])
+                out["creep_steps"] = _step(steps[w])
     out.update(pred)
     return out
 

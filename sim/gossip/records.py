@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..progress import report
+
 __all__ = ["Records"]
 
 
@@ -60,3 +62,5 @@ class Records:
                 dist = np.sqrt(np.einsum("ij,ij->i", hx - self.target, hx - self.target))
                 self.far[k] = bool(dist.min() > self.tau)  # type: ignore[index]
         self.filled = k + 1
+        if k:  # the progress bar's fraction of this replication (sim.progress; changes nothing)
+            report(k / (self.steps.size - 1))

@@ -20,7 +20,15 @@ import networkx as nx
 import numpy as np
 import simpy
 
-from ..adversaries import Adversary, Defence, Neighbourhood, View, make_adversary, make_defence
+from ..adversaries import (
+    Adversary,
+    Defence,
+    Neighbourhood,
+    StubbornValues,
+    View,
+    make_adversary,
+    make_defence,
+)
 from ..errors import check, check_choice
 from ..rng import Streams
 from .config import ASYNC_PATHS, GossipConfig
@@ -28,7 +36,22 @@ from .network import build_network
 from .records import Records
 from .update import NodeUpdate, default_update
 
-__all__ = ["GossipSystem"]
+__all__ = ["GossipSystem", "config_adversary"]
+
+
+def config_adversary(config: GossipConfig) -> Adversary | None:
+    """The adversary a config names (None without adversary positions).
+
+    Disagreeing :attr:`~sim.gossip.GossipConfig.stubborn_values` give a
+    :class:`~sim.adversaries.StubbornValues`; equal ones the plain
+    :class:`~sim.adversaries.Stubborn` of their common value (the same run as
+    ``adversary_value``).
+    """
+    if not config.adversary_positions:
+        return None
+    if config.disagreeing_stubborn:
+        return StubbornValues(config.adversary_positions, config.stubborn_values or (), config.n)
+    return make_adversary(config.adversary, config.value)
 
 
 class GossipSystem:
@@ -92,7 +115,7 @@ class GossipSystem:
         check(adversary is None or self.n_adv > 0, "adversary",
               "given only with adversary positions in the config", type(adversary).__name__)
         if adversary is None and self.n_adv:
-            adversary = make_adversary(config.adversary, config.value)
+            adversary = config_adversary(config)
         self.adversary = adversary
         if adversary is not None:
             iv = adversary.initial_value(d)

@@ -327,7 +327,7 @@ def _quadratic_arrays(c: TrainingConfig) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _stubborn(c: TrainingConfig) -> dict[int, float]:
-    return {int(p): c.gossip.value for p in c.gossip.adversary_positions}
+    return {int(p): b for p, b in c.gossip.stubborn_map.items()}
 
 
 def _graph(c: TrainingConfig) -> Any:

@@ -11,15 +11,17 @@ config
 penalty
     :class:`SkipPenalty`, the quality kept after ``k`` skips.
 des
-    The discrete-event engine (:class:`Pipeline`, :func:`run_pipeline`,
-    :func:`pipeline_model`).
+    The discrete-event engine (:class:`Pipeline`, :func:`run_pipeline`;
+    :func:`des_pipeline_model` runs it as a model).
 vector
     The snapshot engine (vectorised Monte Carlo, any placement).
 rare
     The importance-sampling engine (rare snapshot drop probabilities).
 engines
     The engines and exact references, registered with :mod:`sim.engines`
-    (family ``"pipeline"``), and the snapshot rule.
+    (family ``"pipeline"``), the snapshot rule, and :func:`pipeline_model`:
+    one replication on the fastest engine that answers a config (as
+    ``dtsim pipeline --engine auto``), saying which it used.
 compare
     Simulated against exact: the comparison records and the rare-event rule.
 design
@@ -50,12 +52,14 @@ from .config import (
     quality_table,
     stage_time_laws,
 )
-from .des import Pipeline, PipelineRun, pipeline_model, run_pipeline
+from .des import Pipeline, PipelineRun, run_pipeline
 from .engines import (
     DESEngine,
     ImportanceEngine,
     VectorEngine,
     choose_engine,
+    des_pipeline_model,
+    pipeline_model,
     snapshot_exact,
     snapshot_of,
     snapshot_predictions,
@@ -79,6 +83,7 @@ __all__ = [
     "PipelineRun",
     "run_pipeline",
     "pipeline_model",
+    "des_pipeline_model",
     "DESEngine",
     "VectorEngine",
     "ImportanceEngine",

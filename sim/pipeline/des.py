@@ -60,6 +60,7 @@ import simpy
 
 from ..errors import ConfigError
 from ..failures import FailureModel, Transition, make_distribution
+from ..progress import report
 from ..rng import Streams
 from .config import PipelineConfig
 
@@ -547,6 +548,8 @@ class Pipeline:
         tr = self.trace
         if c.arrival == "back_to_back":
             for mb in range(n):
+                if not mb & 511:  # the progress bar's fraction (sim.progress; no draw, no effect)
+                    report(mb / n)
                 if tr is not None:
                     tr.append((env.now, mb, "arrive", -1, -1))
                 yield from self._run(mb, env.now, 0, 0)
@@ -557,6 +560,8 @@ class Pipeline:
         rng = self.streams.rng("arrivals") if poisson else None
         instant = c.instant
         for mb in range(n):
+            if not mb & 511:
+                report(mb / n)
             if poisson:
                 if not gaps:
                     gaps = rng.exponential(gap, _BLOCK).tolist()  # type: ignore[union-attr]

@@ -48,7 +48,7 @@ from ..engines import Applies, Engine, Reference, Selection
 from ..errors import ConfigError
 from ..rng import Streams
 from .config import PipelineConfig
-from .des import pipeline_model
+from .des import pipeline_model as des_pipeline_model
 from .vector import StylisedResult, simulate_placement, simulate_stylised
 
 __all__ = [
@@ -64,6 +64,8 @@ __all__ = [
     "snapshot_of",
     "snapshot_predictions",
     "choose_engine",
+    "pipeline_model",
+    "des_pipeline_model",
     "vector_pipeline_model",
 ]
 
@@ -101,8 +103,8 @@ class DESEngine(Engine):
         return Applies(True, "the discrete-event simulation answers every configuration")
 
     def run(self, config: PipelineConfig, streams: Streams) -> dict[str, float]:
-        """One replication (:func:`sim.pipeline.des.pipeline_model`)."""
-        return pipeline_model(config, streams)
+        """One replication (:func:`sim.pipeline.des_pipeline_model`)."""
+        return des_pipeline_model(config, streams)
 
 
 class VectorEngine(Engine):
@@ -152,6 +154,40 @@ class VectorEngine(Engine):
     def run(self, config: PipelineConfig, streams: Streams) -> dict[str, float]:
         """One replication: ``config.microbatches`` independent snapshots from stream ``vector``."""
         return vector_pipeline_model(config, streams)
+
+
+def pipeline_model(config: PipelineConfig, streams: Streams, *, engine: str = "auto") -> dict[str, Any]:
+    """One replication on the fastest engine that answers ``config``, as ``dtsim pipeline`` chooses.
+
+    A model for :func:`sim.runner.replicate`. The engine comes from
+    :func:`choose_engine` (:func:`sim.engines.select`): under ``auto`` the
+    fastest registered engine whose verdict applies (the vector engine for a
+    snapshot config, in milliseconds where the DES takes about a minute), or
+    the one named with ``engine`` (bind it with :func:`functools.partial`).
+
+    Parameters
+    ----------
+    config : PipelineConfig
+    streams : Streams
+    engine : str
+        ``"auto"`` or the name of a pipeline engine (``des``, ``vector``, ...).
+
+    Returns
+    -------
+    dict
+        The chosen engine's metrics (see :func:`des_pipeline_model`,
+        :func:`vector_pipeline_model`; an engine that does not answer a metric
+        leaves it out) and ``engine``, its name.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown engine or a named one that does not answer ``config``.
+    """
+    sel, _ = choose_engine(config, engine)
+    out = dict(sel.engine.run(config, streams))
+    out["engine"] = sel.name
+    return out
 
 
 def vector_pipeline_model(config: PipelineConfig, streams: Streams) -> dict[str, float]:

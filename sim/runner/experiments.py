@@ -21,6 +21,14 @@ edits. It defines, at module level:
     overrides), ``"FACTORS"``, ``"POINTS"``, ``"REPLICATIONS"``, ``"BATCH"``,
     ``"SEED"``.
 ``SEED`` (int, optional, default 0), ``BATCH`` (int, optional, default 1)
+``RATES`` (dict, optional)
+    The metrics that are probabilities or rates in ``[0, 1]``, each mapped to
+    the independent trials behind one replication's value: ``None`` (trials
+    inside a replication may be correlated), an int, or the name of a record
+    field or point parameter. ``summary.csv`` gives them a rate's interval
+    (inside ``[0, 1]``; ``m_kind`` ``upper`` and "below X" when no event was
+    seen) and every other metric a Student-t interval
+    (:func:`~sim.results.summary_rows`).
 ``analyse(results, out_dir)`` (optional)
     Draws figures and tables from a :class:`~sim.runner.SweepResult`;
     ``dtsim plot OUTDIR`` calls it again from the stored results.
@@ -56,6 +64,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import ConfigError, check, check_int
+from ..results import check_rates
 from ..rng import Streams
 from .identity import canonical, code_version, digest
 from .sweep import SweepResult, sweep
@@ -162,6 +171,8 @@ class Experiment:
     quick: bool = False
     analyse: Callable[[SweepResult, Path], None] | None = None
     module: ModuleType | None = field(default=None, repr=False, compare=False)
+    #: ``RATES`` of the file: metrics that are probabilities, with their trials.
+    rates: Mapping[str, Any] = field(default_factory=dict)
 
     def point_list(self) -> list[dict[str, Any]]:
         """The points, expanded."""
@@ -244,6 +255,7 @@ def load_experiment(path: str | Path, *, quick: bool = False) -> Experiment:
         model=ExperimentModel(mod.__name__, str(p), p.read_text() if p.is_file() else "", "model"),
         seed=settings["SEED"], batch=check_int("BATCH", settings["BATCH"], low=1),
         quick=quick, analyse=analyse if callable(analyse) else None, module=mod,
+        rates=check_rates(getattr(mod, "RATES", None), "RATES"),
     )
 
 
@@ -292,7 +304,7 @@ def run_experiment(
         replications=exp.replications, seed=exp.seed if seed is None else seed,
         executor=executor, workers=workers, scheduler=scheduler, out=out_dir,
         name=exp.name, code=code, fail_fast=fail_fast, progress=progress,
-        batch=exp.batch if batch is None else batch, prune=prune,
+        batch=exp.batch if batch is None else batch, prune=prune, rates=exp.rates,
         info={"file": str(exp.path), "quick": exp.quick, "code_version": version},
     )
     if analyse and exp.analyse is not None and not result.interrupted:

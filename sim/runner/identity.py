@@ -49,10 +49,11 @@ __all__ = [
 ]
 
 #: Top-level names of an experiment file that act only through the config, the
-#: task list or the figures, so they are left out of its code hash.
+#: task list, the summary's intervals (``RATES``) or the figures, so they are left
+#: out of its code hash.
 PARAMETER_NAMES = frozenset(
     {"NAME", "TITLE", "STUDY", "BASE", "FACTORS", "POINTS", "REPLICATIONS", "QUICK", "SEED",
-     "BATCH", "analyse", "claims"}
+     "BATCH", "RATES", "analyse", "claims"}
 )
 #: Sources that only present results; editing them does not invalidate stored results.
 PRESENTATION = ("commands", "cli.py", "__main__.py", "plotting.py")

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, check_choice, check_int, check_output_dir
-from ..results import Estimate, mean_ci, summary_rows
+from ..progress import tracking, wanted
+from ..results import Estimate, check_rates, mean_ci, summary_rows
 from .executors import EXECUTORS, ExecutorLost, execute, open_executor
 from .tasks import (
     RESERVED,
@@ -97,6 +98,8 @@ class SweepResult:
     removed: int = 0
     code_changed: str = ""
     confidence: float = 0.95
+    #: Metrics that are probabilities or rates, with their trials (see :func:`~sim.results.summary_rows`).
+    rates: dict[str, Any] = field(default_factory=dict)
     _metrics: list[str] | None = field(default=None, repr=False)
 
     @property
@@ -117,19 +120,30 @@ class SweepResult:
     def summary(self, metrics: Sequence[str] | None = None, *, counts: bool = False) -> list[dict[str, Any]]:
         """One row per point: parameters, counts, and ``m_mean, m_se, m_low, m_high`` per metric ``m``.
 
-        With ``counts``, also ``m_n`` (values averaged) for each metric missing
-        or NaN in some record (:func:`~sim.results.summary_rows`).
+        Metrics declared in :attr:`rates` get a rate's interval (inside
+        ``[0, 1]``, "below X" with no event) and an ``m_kind`` column; the others
+        a Student-t interval. With ``counts``, also ``m_n`` (values averaged) for
+        each metric missing or NaN in some record (:func:`~sim.results.summary_rows`).
         """
         return summary_rows(
             self.records, self.points, metrics=list(metrics or self.metrics),
-            confidence=self.confidence, counts=counts,
+            confidence=self.confidence, counts=counts, rates=self.rates,
         )
 
     def estimates(self, point: int) -> dict[str, Estimate]:
-        """Estimates (mean with CI across replications) of every metric at one point."""
-        ok = self.records_of(point)
-        return {m: mean_ci([r[m] for r in ok if _is_number(r.get(m))], self.confidence)
-                for m in self.metrics}
+        """Estimates with CI across replications of every metric at one point (as :meth:`summary`)."""
+        row = self.summary()[point] if self.points else None
+        out = {}
+        for m in self.metrics:
+            vals = [r[m] for r in self.records_of(point) if _is_number(r.get(m))]
+            if m in self.rates and row is not None:
+                out[m] = Estimate(row[f"{m}_mean"], row[f"{m}_se"], row[f"{m}_low"],
+                                  row[f"{m}_high"], len(vals), self.confidence,
+                                  kind=row[f"{m}_kind"],
+                                  method="upper-bound" if row[f"{m}_kind"] == "upper" else "wilson-neff")
+            else:
+                out[m] = mean_ci(vals, self.confidence)
+        return out
 
     def point_records(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """Each point's parameters with the records of its tasks that did not fail.
@@ -165,8 +179,7 @@ class _NoBar:
 
 
 def _progress(total: int, show: bool | None, desc: str):
-    if show is None:
-        show = sys.stderr.isatty()
+    show = wanted(show)
     if not show or total == 0:
         return _NoBar()
     from tqdm import tqdm
@@ -213,6 +226,7 @@ def sweep(
     progress: bool | None = False,
     batch: int = 1,
     prune: bool = False,
+    rates: Mapping[str, Any] | None = None,
 ) -> SweepResult:
     """Run ``model`` over points x replications on an executor.
 
@@ -254,6 +268,10 @@ def sweep(
     prune : bool
         After a complete run, remove from ``records.csv`` every record this
         run did not use (the only way records are ever removed).
+    rates : dict, optional
+        Metrics that are probabilities or rates, with their trials: their
+        summary intervals come from :func:`~sim.results.rate_ci` (see
+        :func:`~sim.results.summary_rows`).
 
     Returns
     -------
@@ -270,6 +288,7 @@ def sweep(
     from .store import Store
 
     check_int("batch", batch, low=1)
+    rates = check_rates(rates)
     params = expand_points(factors, points)
     configs, tasks = make_tasks(base, params, replications=replications, seed=seed, code=code,
                                 identify=out is not None)
@@ -303,6 +322,7 @@ def sweep(
 
     fresh: dict[tuple[int, int], dict[str, Any]] = {}
     bar = _progress(len(pending), progress, name)
+    partial: list[Any] = [None]  # the in-replication tracker of serial runs (sim.progress)
 
     def accept(records: list[dict[str, Any]]) -> bool:
         if store is not None:
@@ -315,11 +335,14 @@ def sweep(
                 if store is not None and tb:
                     store.log_error(r, tb)
             fresh[(r["point"], r["replication"])] = r
-        bar.update(len(records))
+        if partial[0] is not None:
+            partial[0].settle(len(records))
+        else:
+            bar.update(len(records))
         return stop
 
     def finish() -> SweepResult:
-        result = _finish(store, name, point_params, factor_names, tasks, done, fresh)
+        result = _finish(store, name, point_params, factor_names, tasks, done, fresh, rates)
         result.ran, result.reused = len(fresh), len(done)
         result.errors = len(result.failed())
         result.code_changed = changed if done or (store is not None and store.unused) else ""
@@ -333,8 +356,13 @@ def sweep(
         if pending:
             groups = batches(pending, batch)
             with open_executor(executor, workers, scheduler=scheduler) as ex:
-                if ex is None:
-                    interrupted = _serial(model, configs, groups, accept)
+                if ex is None:  # in this process: engines move the bar within a replication
+                    if not isinstance(bar, _NoBar):  # fractions of a task: one decimal
+                        bar.bar_format = ("{l_bar}{bar}| {n:.1f}/{total_fmt} "
+                                          "[{elapsed}<{remaining}, {rate_fmt}]")
+                    with tracking(None if isinstance(bar, _NoBar) else bar) as part:
+                        partial[0] = part
+                        interrupted = _serial(model, configs, groups, accept)
                 else:
                     payloads = [pickle.dumps((configs[b[0].point], b)) for b in groups]
                     interrupted = execute(model, payloads, groups, ex, accept)
@@ -373,7 +401,7 @@ def _serial(model: Model, configs: Sequence[Any], groups: list[list[Task]], acce
     return False
 
 
-def _finish(store, name, params, factor_names, tasks, done, fresh) -> SweepResult:
+def _finish(store, name, params, factor_names, tasks, done, fresh, rates=None) -> SweepResult:
     records = []
     for t in tasks:
         r = fresh.get(t.key) or done.get(t.key)
@@ -381,10 +409,10 @@ def _finish(store, name, params, factor_names, tasks, done, fresh) -> SweepResul
             records.append(r)
     if store is not None:
         records = store.normalise(records)
-        result = SweepResult(name, params, factor_names, records, out=store.path)
+        result = SweepResult(name, params, factor_names, records, out=store.path, rates=rates or {})
         store.write_summary(result)
         return result
-    return SweepResult(name, params, factor_names, records)
+    return SweepResult(name, params, factor_names, records, rates=rates or {})
 
 
 def replicate(

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
+from .. import progress
 from ..errors import ConfigError, check, check_int, check_memory
 from ..rng import Streams
 from .identity import config_hash, key_words, point_key
@@ -269,6 +270,7 @@ def run_task(model: Model, config: Any, task: Task) -> dict[str, Any]:
     }
     record.update(task.params)
     t0 = time.perf_counter()
+    progress.begin()
     try:
         metrics = model(config, task_streams(task.seed, task.params, task.replication,
                                              task.point_stream))
