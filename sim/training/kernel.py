@@ -161,6 +161,7 @@ def _expo(st, k, mean):
 # --------------------------------------------------------------------------- the event heap
 _A_BITS = np.int64(30)
 _A_MASK = (np.int64(1) << _A_BITS) - np.int64(1)
+_B_MASK = (np.int64(1) << np.int64(29)) - np.int64(1)
 
 
 @_jit
@@ -171,7 +172,7 @@ def _push(gi, ht, hk, hp, t, prio, kind, a, b):
     seq = gi[G_SEQ]
     gi[G_SEQ] = seq + 1
     key = seq + (_PRIO if prio == _NORMAL else np.int64(0))
-    pay = (np.int64(kind) << np.int64(60)) | (np.int64(b) << _A_BITS) | np.int64(a)
+    pay = (np.int64(kind) << np.int64(59)) | (np.int64(b) << _A_BITS) | np.int64(a)
     gi[G_NHEAP] = n + 1
     while n > 0:  # sift the hole up
         p = (n - 1) >> 1
@@ -842,9 +843,9 @@ def advance(pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp, st, hops, q
         now, pay = _pop(gi, ht, hk, hp)
         gi[G_EVENTS] += 1
         gf[GF_NOW] = now
-        kind = pay >> np.int64(60)
+        kind = pay >> np.int64(59)
         a = pay & _A_MASK
-        b = (pay >> _A_BITS) & _A_MASK
+        b = (pay >> _A_BITS) & _B_MASK
         if kind == EV_WORK:
             k = a
             if b != ri[k, R_TOKEN]:
