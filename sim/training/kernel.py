@@ -123,6 +123,8 @@ def _identity(f):
 
 
 _jit = numba.njit(cache=True, nogil=True) if HAVE_NUMBA else _identity
+#: Small helpers inlined into their callers (numba IR), saving a call per use.
+_inl = numba.njit(cache=True, nogil=True, inline="always") if HAVE_NUMBA else _identity
 
 
 # --------------------------------------------------------------------------- random numbers
@@ -164,7 +166,7 @@ _A_MASK = (np.int64(1) << _A_BITS) - np.int64(1)
 _B_MASK = (np.int64(1) << np.int64(29)) - np.int64(1)
 
 
-@_jit
+@_inl
 def _push(gi, ht, hk, hp, t, prio, kind, a, b):
     """Schedule event ``kind`` with arguments ``a``, ``b`` at ``t`` (SimPy's order: time,
     priority, scheduling order)."""
@@ -210,7 +212,7 @@ def _pop(gi, ht, hk, hp):
 
 
 # --------------------------------------------------------------------------- queues and sets
-@_jit
+@_inl
 def _q_append(arr, row, hcol, tcol, mi, mb):
     mi[mb, M_NEXT] = -1
     t = arr[row, tcol]
@@ -221,7 +223,7 @@ def _q_append(arr, row, hcol, tcol, mi, mb):
     arr[row, tcol] = mb
 
 
-@_jit
+@_inl
 def _q_pop(arr, row, hcol, tcol, mi):
     mb = arr[row, hcol]
     nx = mi[mb, M_NEXT]
@@ -231,7 +233,7 @@ def _q_pop(arr, row, hcol, tcol, mi):
     return mb
 
 
-@_jit
+@_inl
 def _idle_add(ri, si, k):
     j = ri[k, R_STAGE]
     ri[k, R_IDLE] = 1
@@ -245,7 +247,7 @@ def _idle_add(ri, si, k):
     si[j, S_IDLE_T] = k
 
 
-@_jit
+@_inl
 def _idle_remove(ri, si, k):
     if ri[k, R_IDLE] == 0:
         return
@@ -263,7 +265,7 @@ def _idle_remove(ri, si, k):
 
 
 # --------------------------------------------------------------------------- the model
-@_jit
+@_inl
 def _wake(ri, si, gi, gf, ht, hk, hp, k):
     w = ri[k, R_WAIT]
     if w != 0:
@@ -334,7 +336,7 @@ def _choose(pi, ri, rf_speed, si, st, j):
     return best
 
 
-@_jit
+@_inl
 def _holds(ri, hr, he_, mb, i):
     h = hr[mb, i]
     return h >= 0 and ri[h, R_LIVE] == 1 and ri[h, R_EPOCH] == he_[mb, i]
