@@ -239,3 +239,23 @@ def test_a_wrong_model_is_rejected():
     z_right = _z(des["training_time"], right["training_time"])
     print(f"power: training_time z without the detection timeout {z_wrong:+.2f}, with {z_right:+.2f}")
     assert abs(z_wrong) > 4 and abs(z_right) <= 4
+
+
+def test_bench_compiled_rate_is_measured():
+    """The bench's compiled rate is a real run's passes per CPU second."""
+    from sim.training.bench import measure_compiled_pass_rate
+
+    cfg = dataclasses.replace(PIN, speed_spread=0.0)
+    res = measure_compiled_pass_rate(cfg, repeats=1)
+    assert res["compiled_training_passes_per_s"] > 0 and res["compiled_training_passes"] > 0
+
+
+@pytest.mark.slow
+def test_bench_scale_point_runs_in_a_fresh_process():
+    """The scale point (a few steps here) reports its steps, wall time and peak RSS."""
+    from sim.training.bench import measure_scale
+
+    scale = measure_scale(steps=3)
+    assert scale["training_scale_steps"] == 3
+    assert scale["training_scale_seconds"] > 0 and scale["training_scale_peak_mib"] > 0
+    assert scale["training_scale_lost_passes"] >= 0
