@@ -112,6 +112,7 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
     add("    compiled / DES", "compiled_training_vs_des", "x")
     add("    scale point (compiled, 48x8, steps)", "training_scale_steps", "")
     add("    scale point wall time", "training_scale_seconds", "s")
+    add("    scale point CPU time", "training_scale_cpu_seconds", "s")
     add("    scale point peak RSS", "training_scale_peak_mib", "MiB")
     add("(l) async gossip training, per local step", "async_training_us_per_local_step", "us")
     add("    compiled engine, per local step", "async_training_compiled_us_per_local_step", "us")
