@@ -833,13 +833,25 @@ def bench_highflip(microbatches: int = 1000, markov_microbatches: int = 100_000,
 # --------------------------------------------------------------------------- (k, l) training
 
 
-def bench_training(repeats: int = 2) -> dict[str, float]:
-    """Passes per second of the contended training DES (:func:`sim.training.bench.measure_pass_rate`)."""
-    from .training.bench import measure_pass_rate
+def bench_training(repeats: int = 2, scale_steps: int = 10_000) -> dict[str, float]:
+    """Passes per second of the contended training DES and compiled engine, and the scale point.
+
+    The DES's rate is divided by the yardstick (``training_passes_per_timeout``);
+    the compiled engine's is absolute (:func:`sim.training.bench.measure_compiled_pass_rate`),
+    with the scale point of :func:`sim.training.bench.measure_scale` (``scale_steps``
+    steps). Without numba the compiled figures are absent.
+    """
+    from .training.bench import measure_compiled_pass_rate, measure_pass_rate, measure_scale
+    from .training.compiled import HAVE_NUMBA
 
     res = measure_pass_rate(repeats=repeats)
     res.pop("simpy_timeouts_per_s", None)  # the suite's own yardstick divides
     res.pop("training_passes_per_bare_timeout", None)
+    if HAVE_NUMBA:
+        res.update(measure_compiled_pass_rate(repeats=repeats + 1))
+        res["compiled_training_vs_des"] = (res["compiled_training_passes_per_s"]
+                                           / res["training_passes_per_s"])
+        res.update(measure_scale(scale_steps))
     return res
 
 
@@ -1051,7 +1063,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "machine": {"nodes": 1000, "horizon": 2000, "repeats": 2, "big_nodes": 1_000_000,
                     "big_horizon": 5},
         "highflip": {"microbatches": 300, "markov_microbatches": 30_000, "repeats": 2},
-        "training": {"repeats": 1},
+        "training": {"repeats": 1, "scale_steps": 1000},
         "gossip_training": {"repeats": 1},
         "recording": {"edge_nodes": (1000, 10_000), "edge_steps": 1_000_000, "async_nodes": 10_000,
                       "async_horizon": 30, "repeats": 3},
@@ -1157,6 +1169,8 @@ TARGETS: tuple[Target, ...] = (
            "compiled async vs PeerSim event-driven averaging, n=1e4, no delay: ahead"),
     Target("async_delay_vs_peersim", ">=", 1.0,
            "compiled async vs PeerSim event-driven averaging, n=1e4, delay 0.1: ahead"),
+    Target("compiled_training_passes_per_s", ">=", 1e6,
+           "contended training pipeline, compiled engine: >= 1e6 passes/s"),
 )
 
 

@@ -45,7 +45,7 @@ BAD = [
     (["--schedule", "async", "--restart-cost", "1"],
      "'schedule' must be one with a step barrier (gpipe, 1f1b, swarm) for checkpoint and restart: 'async'"),
     (["--replications", "0"], "'replications' must be an integer >= 1: 0"),
-    (["--engine", "vector"], "'engine' must be one of auto, des: 'vector'"),
+    (["--engine", "vector"], "'engine' must be one of auto, compiled, des: 'vector'"),
     (["--availability", "1.5"], "'availability' must be in [0, 1]: 1.5"),
     (["--availability", "0", "--restart-cost", "5"],
      "'restart_cost' must be unset when a stage never recovers (availability 0 or a domain "

@@ -799,6 +799,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("failure_trace"))
         add("train/skip-budget-above-L", TR("--skip-budget", "9"), refuse("skip_budget"))
         add("train/engine-unknown", TR("--engine", "bogus"), refuse("engine"))
+        add("train/engine-compiled-gpipe", TR("--schedule", "gpipe", "--engine", "compiled"),
+            refuse("engine"))
         add("train/placement-without-topology", TR("--placement", "spread"), refuse("placement"))
         add("train/failure-shape-with-exponential", TR("--failure-shape", "0.7"),
             refuse("failure_shape"))

@@ -106,8 +106,14 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
     add("(j) high-flip pipeline, DES crossings", "highflip_des_crossings_per_s", "/s")
     add("    high-flip pipeline, markov crossings", "highflip_markov_crossings_per_s", "/s")
     add("    markov / DES", "highflip_markov_vs_des", "x")
-    add("(k) contended training passes", "training_passes_per_s", "/s",
+    add("(k) contended training passes, DES", "training_passes_per_s", "/s",
         "training_passes_per_timeout")
+    add("    contended training passes, compiled", "compiled_training_passes_per_s", "/s")
+    add("    compiled / DES", "compiled_training_vs_des", "x")
+    add("    scale point (compiled, 48x8, steps)", "training_scale_steps", "")
+    add("    scale point wall time", "training_scale_seconds", "s")
+    add("    scale point CPU time", "training_scale_cpu_seconds", "s")
+    add("    scale point peak RSS", "training_scale_peak_mib", "MiB")
     add("(l) async gossip training, per local step", "async_training_us_per_local_step", "us")
     add("    compiled engine, per local step", "async_training_compiled_us_per_local_step", "us")
     for key in sorted(k for k in res if k.startswith("recording_edge_ratio_n")):

@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any
 
-from ..engines import predictions, select
+from ..engines import engine_names, predictions, select
 from ..errors import ConfigError, SimulationError, check, check_choice, check_int
 from ..failures import DISTRIBUTIONS
 from ..results import rate_ci, summarize
@@ -125,7 +125,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
     a("--max-time", type=float, default=math.inf,
       help="stop each replication at this simulated time (default inf: when N steps are done)")
-    a("--engine", default="auto", help="training engine: auto or des")
+    a("--engine", default="auto",
+      help="training engine: auto (the DES), des, or compiled (the numba event loop, same "
+           "model with its own random numbers; refuses what it does not model)")
     add_failure_trace_options(p)
     add_run_options(p, replications=10)
 
@@ -303,8 +305,8 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
 
 
 def run(args: argparse.Namespace) -> int:
+    check_choice("engine", args.engine, engine_names("training"))
     cfg = config_from_args(args)
-    check_choice("engine", args.engine, ("auto", "des"))
     out = simulate(cfg, replications=args.replications, seed=args.seed,
                    executor=args.executor, workers=args.workers, engine=args.engine)
     if args.json:

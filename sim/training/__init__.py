@@ -11,7 +11,9 @@ penalty. Pieces, one module each:
 * :mod:`.flow`: microbatch movement, failover, recompute, skip and wait;
 * :mod:`.trainer`: steps, sync, checkpoint and restart;
 * :mod:`.system`: build, wire, run, metrics (:func:`training_model`);
-* :mod:`.engines`: the engine and exact references of family ``"training"``;
+* :mod:`.engines`: the engines and exact references of family ``"training"``;
+* :mod:`.compiled` and :mod:`.kernel`: the compiled (numba) event loop of the same
+  model for the configs it accepts (``--engine compiled``);
 * :mod:`.bench`: passes per bare SimPy timeout.
 """
 

@@ -1,4 +1,8 @@
-"""The training family's engine and exact references, registered with :mod:`sim.engines`.
+"""The training family's engines and exact references, registered with :mod:`sim.engines`.
+
+The engines are the DES (:class:`TrainingDES`, every config, the one ``auto``
+picks) and the compiled event loop (:class:`~sim.training.compiled.CompiledTraining`,
+``--engine compiled``: the same model for the configs it accepts).
 
 Each reference says when it is exact for a :class:`~sim.training.TrainingConfig`
 (one line either way) and predicts its metrics from :mod:`sim.analytic.training`
@@ -18,9 +22,10 @@ from typing import Any
 
 from .. import analytic
 from ..engines import Applies, Engine, Reference, register
+from .compiled import CompiledTraining
 from .system import METRICS, draw_speeds, training_model
 
-__all__ = ["TrainingDES", "ScheduleReference", "MMcReference", "SaturatedReference",
+__all__ = ["TrainingDES", "CompiledTraining", "ScheduleReference", "MMcReference", "SaturatedReference",
            "DalyReference", "SnapshotReference", "PREDICTED"]
 
 #: Metrics an exact reference may predict (``predicted_<metric>`` in the CLI).
@@ -238,6 +243,6 @@ class SnapshotReference(Reference):
         return out
 
 
-for _obj in (TrainingDES(), ScheduleReference(), MMcReference(), SaturatedReference(),
+for _obj in (TrainingDES(), CompiledTraining(), ScheduleReference(), MMcReference(), SaturatedReference(),
              DalyReference(), SnapshotReference()):
     register(_obj)
