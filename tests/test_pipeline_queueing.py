@@ -11,7 +11,7 @@ import pytest
 
 from sim import analytic, engines
 from sim.errors import ConfigError
-from sim.pipeline import PipelineConfig, pipeline_model, queueing_model
+from sim.pipeline import PipelineConfig, des_pipeline_model, pipeline_model, queueing_model
 from sim.rng import Streams
 
 
@@ -105,7 +105,7 @@ def test_light_load_with_failures_matches_the_no_queueing_des():
                           mean_downtime=5.0, stage_time=0.05, detection_timeout=0.1,
                           arrival="poisson", rate=0.2, microbatches=2000)
     q = _replicate(queueing_model, dataclasses.replace(base, queueing=True), 10, seed=7)
-    d = _replicate(pipeline_model, base, 10, seed=8)
+    d = _replicate(des_pipeline_model, base, 10, seed=8)
     (mq, sq), (md, sd) = _mean_se(q, "drop_rate"), _mean_se(d, "drop_rate")
     assert abs(mq - md) < 4 * math.hypot(sq, sd), (mq, sq, md, sd)
     # the latency too, within the little queueing left (a replica is busy ~1% of the time)
@@ -131,7 +131,7 @@ def test_equal_deterministic_servers_wait_only_at_the_first():
     exact = L + rho / (2 * (1 - rho))  # departures of a D server are >= t apart: no later wait
     assert abs(m - exact) < 4 * se and se < 0.02 * exact, (m, se, exact)
     assert abs(m - (L + L * rho / (2 * (1 - rho)))) > 8 * se  # waiting at every station
-    d = _mean_se(_replicate(pipeline_model, base, 2, 1), "latency_mean")
+    d = _mean_se(_replicate(des_pipeline_model, base, 2, 1), "latency_mean")
     assert d[0] == pytest.approx(L)
 
 
@@ -148,7 +148,9 @@ def test_engines_split_by_queueing():
     with pytest.raises(ConfigError, match="queueing is off"):
         engines.select("pipeline", plain, "queueing")
     with pytest.raises(ConfigError, match=r"^'queueing' must be False for the no-queueing DES"):
-        pipeline_model(queued, Streams(0))
+        des_pipeline_model(queued, Streams(0))
+    # the public model function chooses as the CLI does: queueing for a queueing config
+    assert pipeline_model(queued, Streams(0))["engine"] == "queueing"
     with pytest.raises(ConfigError, match=r"^'queueing' must be True for the queueing engine"):
         queueing_model(plain, Streams(0))
 
