@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from .errors import ConfigError, check_choice, check_probability
 
@@ -170,7 +169,15 @@ def _clean(values: Iterable[float]) -> tuple[np.ndarray, int]:
     return x[~bad], int(bad.sum())
 
 
+def _z(confidence: float) -> float:
+    from scipy import stats
+
+    return float(stats.norm.ppf(0.5 + confidence / 2))
+
+
 def _t(confidence: float, df: float) -> float:
+    from scipy import stats  # imported on first use: keeps `import sim` (and every CLI start) light
+
     return float(stats.t.ppf(0.5 + confidence / 2, df))
 
 
@@ -337,7 +344,7 @@ def lognormal_mean_ci(values: Iterable[float], confidence: float = 0.95) -> Esti
     m, s2 = float(ly.mean()), float(ly.var(ddof=1))
     centre = m + s2 / 2
     sd = math.sqrt(s2 / n + s2 * s2 / (2 * (n - 1)))
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = _z(confidence)
     est = math.exp(centre)
     return Estimate(est, est * sd, math.exp(centre - z * sd), math.exp(centre + z * sd), n,
                     confidence, missing, "two-sided", "cox")
@@ -405,7 +412,7 @@ def skewed_ratio_ci(numerator: Iterable[float], denominator: Iterable[float] | N
     if np.all(r > 0):
         s2 = float(np.log(r).var(ddof=1))
         n = r.size
-        z = float(stats.norm.ppf(0.5 + confidence / 2))
+        z = _z(confidence)
         w = max(w, z * math.sqrt(s2 / n + s2 * s2 / (2 * (n - 1))))
     return Estimate(base.mean, base.se, base.low, base.mean * math.exp(w), base.n,
                     confidence, base.dropped, "two-sided", "log-max")
@@ -462,7 +469,7 @@ def proportion_ci(events: int, trials: int, confidence: float = 0.95) -> Estimat
     if events == 0:
         return Estimate(0.0, 0.0, 0.0, _upper_bound(trials, confidence), int(trials), confidence,
                         0, "upper", "upper-bound")
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = _z(confidence)
     lo, hi = _wilson(p, float(trials), z)
     return Estimate(p, se, lo, hi, int(trials), confidence, 0, "two-sided", "wilson")
 

@@ -54,7 +54,6 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import reverse_cuthill_mckee
-from scipy.stats import binom
 
 from ..errors import (
     check,
@@ -223,6 +222,8 @@ def drop_probability_q(stages: int, q: float, skip_budget: int) -> float:
     s = _skip(skip_budget)
     if s >= L:
         return 0.0
+    from scipy.stats import binom  # on first use: keeps `import sim` light
+
     return float(binom.sf(s, L, q))
 
 
@@ -341,6 +342,8 @@ def skipped_distribution(stages: int, q: float, skip_budget: int) -> np.ndarray:
     L = _stages(stages)
     q = check_probability("q", q)
     s = _skip(skip_budget)
+    from scipy.stats import binom
+
     return binom.pmf(np.arange(s + 1), L, q)
 
 
@@ -642,6 +645,8 @@ def optimal_design(stages: int, availability: float, domain_outage: float, skip_
     costs = np.empty((rmax, smax + 1))
     for r in range(1, rmax + 1):
         q = rho + (1.0 - rho) * (1.0 - a) ** r
+        from scipy.stats import binom
+
         mass = np.cumsum(binom.pmf(ks, L, q) * w)
         with np.errstate(divide="ignore"):
             costs[r - 1] = np.where(mass > 0, L * r / np.where(mass > 0, mass, 1.0), np.inf)

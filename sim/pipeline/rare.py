@@ -57,7 +57,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
 
 from ..errors import check, check_int, check_positive, check_probability
 from .config import PipelineConfig
@@ -188,6 +187,8 @@ class _Accumulator:
 
     def result(self, tilt: float, confidence: float, t0: float) -> ImportanceResult:
         m, se = self.moments()
+        from scipy import stats
+
         z = float(stats.norm.ppf(0.5 + confidence / 2))
         rel = se / m if m > 0 else math.inf
         ess = self.s1 * self.s1 / self.s2 if self.s2 > 0 else 0.0
@@ -259,6 +260,8 @@ def exponential_tilt(q: np.ndarray, target_mean: float) -> float:
     hi = 1.0
     while excess(hi) < 0:
         hi *= 2.0
+    from scipy import optimize  # on first use: keeps `import sim` light
+
     return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12))
 
 
@@ -600,6 +603,8 @@ def stratified_placement_probability(
     free_idx = np.flatnonzero(~forced)
     pf = p_all[free_idx]
     nf = pf.size
+    from scipy import stats
+
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     values, inverse = np.unique(pf, return_inverse=True)
     members = [np.flatnonzero(inverse == c) for c in range(values.size)]

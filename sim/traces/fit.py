@@ -38,19 +38,30 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from ..errors import ConfigError, check, check_int, check_positive, check_probability
 from .model import AvailabilityTrace, count_trace
 from .replay import slot_patterns
 from .stats import preemption_events, trace_stats
 
-__all__ = ["LAWS", "durations", "fit_durations", "fit_sizes", "BurstyModel", "fit_model",
+__all__ = ["durations", "fit_durations", "fit_sizes", "BurstyModel", "fit_model",
            "fit_trace", "envelope"]
 
-#: The fitted laws: name -> (scipy distribution, number of free parameters).
-LAWS = {"exponential": (stats.expon, 1), "weibull": (stats.weibull_min, 2),
-        "lognormal": (stats.lognorm, 2)}
+#: The fitted laws: name -> (scipy.stats distribution name, number of free parameters).
+_LAW_NAMES = {"exponential": ("expon", 1), "weibull": ("weibull_min", 2), "lognormal": ("lognorm", 2)}
+
+
+def __getattr__(name: str) -> Any:
+    """``LAWS``: name -> (scipy distribution, free parameters), built on first use.
+
+    scipy.stats is imported only when a fit is asked for, so that `import sim`
+    (and every CLI start) stays light.
+    """
+    if name == "LAWS":
+        from scipy import stats
+
+        return {k: (getattr(stats, d), n) for k, (d, n) in _LAW_NAMES.items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def durations(trace: AvailabilityTrace, *, policy: str = "recent",
@@ -111,9 +122,12 @@ def fit_durations(complete: np.ndarray, censored: np.ndarray | None = None) -> d
     c = c[c > 0]
     if len(x) < 2:
         return None
+    from scipy import stats
+
     data = stats.CensoredData(uncensored=x, right=c) if len(c) else x
     laws: dict[str, Any] = {}
-    for name, (dist, k) in LAWS.items():
+    for name, (dname, k) in _LAW_NAMES.items():
+        dist = getattr(stats, dname)
         with warnings.catch_warnings():  # scipy warns on near-identical data; the fit stands
             warnings.simplefilter("ignore", RuntimeWarning)
             params = dist.fit(data, floc=0)

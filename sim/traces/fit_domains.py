@@ -47,8 +47,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize
-from scipy import stats as sps
 
 from .model import AvailabilityTrace
 from .stats import preemption_events, trace_stats
@@ -152,6 +150,8 @@ def size_loglik(k: np.ndarray, D: int, a: float) -> float:
     float
         ``sum_i log Bin(k_i; D, a) - n log P(K >= 2)`` (``-inf`` when ``P(K >= 2) = 0``).
     """
+    from scipy import stats as sps  # on first use: keeps `import sim` light
+
     tail = float(sps.binom.sf(1, D, a))
     if tail <= 0:
         return -math.inf
@@ -184,6 +184,9 @@ def fit_domains(trace: AvailabilityTrace) -> DomainFit | None:
     DomainFit or None
         None when no preemption event removes two or more (nothing to fit).
     """
+    from scipy import optimize
+    from scipy import stats as sps
+
     st = trace_stats(trace)
     _, sizes = preemption_events(trace)
     falls = np.asarray(sizes[sizes >= 2], dtype=np.int64)
