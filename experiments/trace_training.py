@@ -156,6 +156,8 @@ POINTS = [{"trace": t, "law": law, **d} for t in TRACES for d in DESIGNS for law
 REPLICATIONS = 8
 #: Metrics that are probabilities (a fraction of time): intervals inside [0, 1] in summary.csv.
 RATES = {"worker_availability": None}
+#: Every other metric is a time, a count or a throughput: intervals cut at 0.
+NONNEGATIVE = "*"
 SEED = 15
 QUICK = {
     "BASE": {"horizon": 2000.0},

@@ -61,6 +61,8 @@ POINTS = _points(SPREADS)
 REPLICATIONS = 6
 #: Metrics that are probabilities (a drop rate, whether the run finished, fractions of time): intervals inside [0, 1] in summary.csv.
 RATES = {"drop_rate": None, "finished": None, "bubble_fraction": None, "utilisation": None}
+#: Every other metric is a time, a count or a throughput: intervals cut at 0.
+NONNEGATIVE = "*"
 QUICK = {
     "BASE": {"steps": 6},
     "POINTS": _points((0.0, 0.6)),

@@ -72,6 +72,8 @@ POINTS = _points()
 REPLICATIONS = 6
 #: Metrics that are probabilities (drop rates, whether the run finished, fractions of time): intervals inside [0, 1] in summary.csv.
 RATES = {"drop_rate": None, "finished": None, "bubble_fraction": None, "utilisation": None, "snapshot_drop_rate": None}
+#: Every other metric is a time, a count or a throughput: intervals cut at 0.
+NONNEGATIVE = "*"
 SEED = 14
 QUICK = {
     "BASE": {"steps": 2, "microbatches": 32},

@@ -68,6 +68,8 @@ POINTS = _points(MTBFS, INTERVALS)
 REPLICATIONS = 16
 #: Metrics that are probabilities (a drop rate, whether the run finished, fractions of time): intervals inside [0, 1] in summary.csv.
 RATES = {"drop_rate": None, "finished": None, "bubble_fraction": None, "utilisation": None}
+#: Every other metric is a time, a count or a throughput: intervals cut at 0.
+NONNEGATIVE = "*"
 SEED = 15
 QUICK = {
     "BASE": {"steps": 40},

@@ -911,8 +911,41 @@ def check_rates(rates: Mapping[str, Any] | None, name: str = "rates") -> dict[st
     return dict(rates)
 
 
+def check_nonnegative_metrics(names: Any, name: str = "nonnegative") -> tuple[str, ...] | str:
+    """Validate a declaration of metrics that cannot be negative (see :func:`summary_rows`).
+
+    Parameters
+    ----------
+    names : None, "*" or sequence of str
+        Metric names, or ``"*"`` for every metric not declared a rate.
+    name : str
+        The parameter named in the error (``NONNEGATIVE`` in an experiment file).
+
+    Returns
+    -------
+    tuple of str or "*"
+        The declaration (an empty tuple for None).
+
+    Raises
+    ------
+    ConfigError
+        For anything else.
+    """
+    if names is None:
+        return ()
+    if names == "*":
+        return "*"
+    if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(name, 'a sequence of metric names, or "*" for every metric', names)
+    return tuple(names)
+
+
+def _is_nonnegative(metric: str, declared: tuple[str, ...] | str) -> bool:
+    return declared == "*" or metric in declared
+
+
 def metric_estimate(values: Sequence[float], confidence: float = 0.95, *,
-                    rate: bool = False, trials: Any = None) -> Estimate:
+                    rate: bool = False, trials: Any = None, nonnegative: bool = False) -> Estimate:
     """The estimate of one metric across replications: a rate's (:func:`rate_ci`) or a mean's.
 
     Parameters
@@ -926,6 +959,9 @@ def metric_estimate(values: Sequence[float], confidence: float = 0.95, *,
         effective trials (inside ``[0, 1]``; "below X" with no event).
     trials : None, int or sequence of int
         Independent trials behind each rate (see :func:`rate_ci`); ignored for a mean.
+    nonnegative : bool
+        The metric cannot be negative (a time, a count, a throughput): its
+        t-interval is cut at 0 (:func:`mean_ci` with ``lower=0``).
 
     Returns
     -------
@@ -934,9 +970,16 @@ def metric_estimate(values: Sequence[float], confidence: float = 0.95, *,
     Raises
     ------
     ConfigError
-        When a declared rate has a value outside ``[0, 1]``.
+        When a declared rate has a value outside ``[0, 1]``, or a declared
+        non-negative metric a negative value.
     """
     if not rate:
+        if nonnegative:
+            x = np.asarray(values, dtype=float)
+            bad = x[~np.isnan(x) & (x < 0)]
+            if bad.size:
+                raise ConfigError("nonnegative", "metrics whose values are >= 0", float(bad[0]))
+            return mean_ci(values, confidence, lower=0.0)
         return mean_ci(values, confidence)
     x = np.asarray(values, dtype=float)
     bad = x[~np.isnan(x) & ((x < 0) | (x > 1))]
@@ -953,6 +996,7 @@ def summary_rows(
     confidence: float = 0.95,
     counts: bool = False,
     rates: Mapping[str, Any] | None = None,
+    nonnegative: Any = None,
 ) -> list[dict[str, Any]]:
     """Per-point summary of task records: one row per point.
 
@@ -975,6 +1019,11 @@ def summary_rows(
         replication may be correlated: each replication counts as one trial
         for the no-event bound), an int, or the name of a record field or a
         point parameter holding the count. See :func:`rate_ci`.
+    nonnegative : sequence of str or "*", optional
+        Metrics that cannot be negative (times, counts, throughputs), or
+        ``"*"`` for every metric that is not a declared rate: their
+        t-intervals are cut at 0 (:func:`mean_ci`'s ``lower``), which keeps
+        the coverage and the interval inside the quantity's range.
 
     Returns
     -------
@@ -992,9 +1041,11 @@ def summary_rows(
     ------
     ConfigError
         When a declared rate has a value outside ``[0, 1]`` or its trial count
-        names no field of the records or points.
+        names no field of the records or points, or a declared non-negative
+        metric has a negative value.
     """
     rates = check_rates(rates)
+    nonneg = check_nonnegative_metrics(nonnegative)
     by_point: dict[int, list[Mapping[str, Any]]] = {i: [] for i in range(len(points))}
     for r in records:
         by_point.setdefault(int(r["point"]), []).append(r)
@@ -1015,7 +1066,7 @@ def summary_rows(
                 e = metric_estimate(vals, confidence, rate=True,
                                     trials=_trials(rates[m], use, params))
             else:
-                e = mean_ci(vals, confidence)
+                e = metric_estimate(vals, confidence, nonnegative=_is_nonnegative(m, nonneg))
             row[f"{m}_mean"], row[f"{m}_se"] = e.mean, e.se
             row[f"{m}_low"], row[f"{m}_high"] = e.low, e.high
             if m in rates:

@@ -537,3 +537,23 @@ def test_mean_ci_cut_at_the_lower_bound_keeps_coverage():
         covered_cut += cut.low <= true <= cut.high
     assert crossed > 1000  # the case the cut is for
     assert covered_cut == covered_t
+
+
+def test_summary_rows_cut_declared_nonnegative_metrics_at_zero():
+    """NONNEGATIVE metrics get t-intervals cut at 0; undeclared ones keep the plain t; negatives are refused."""
+    from sim.errors import ConfigError
+    from sim.results import summary_rows
+
+    recs = [{"point": 0, "error": None, "wait": w, "shift": w} for w in (0.0, 0.0, 0.0, 3.0)]
+    plain = summary_rows(recs, [{}], metrics=["wait", "shift"])[0]
+    cut = summary_rows(recs, [{}], metrics=["wait", "shift"], nonnegative=["wait"])[0]
+    assert plain["wait_low"] < 0 and cut["wait_low"] == 0.0
+    assert cut["wait_high"] == plain["wait_high"] and cut["wait_mean"] == plain["wait_mean"]
+    assert cut["shift_low"] == plain["shift_low"] < 0  # not declared: unchanged
+    star = summary_rows(recs, [{}], metrics=["wait", "shift"], nonnegative="*")[0]
+    assert star["shift_low"] == 0.0
+    bad = [dict(r, wait=-1.0) for r in recs]
+    with pytest.raises(ConfigError, match="'nonnegative' must be metrics whose values are >= 0"):
+        summary_rows(bad, [{}], metrics=["wait"], nonnegative="*")
+    with pytest.raises(ConfigError, match="'nonnegative'"):
+        summary_rows(recs, [{}], metrics=["wait"], nonnegative="wait")

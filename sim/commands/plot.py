@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
                       file=sys.stderr)
             analyse = exp.analyse
             result.rates = dict(exp.rates)
+            result.nonnegative = exp.nonnegative
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*.png")}
     if analyse is not None:
         analyse(result, out)

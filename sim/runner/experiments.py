@@ -29,6 +29,10 @@ edits. It defines, at module level:
     (inside ``[0, 1]``; ``m_kind`` ``upper`` and "below X" when no event was
     seen) and every other metric a Student-t interval
     (:func:`~sim.results.summary_rows`).
+``NONNEGATIVE`` (sequence of str, or ``"*"``, optional)
+    Metrics that cannot be negative (times, counts, throughputs), or ``"*"``
+    for every metric not in ``RATES``: ``summary.csv`` cuts their Student-t
+    intervals at 0, which keeps the coverage and the interval in range.
 ``analyse(results, out_dir)`` (optional)
     Draws figures and tables from a :class:`~sim.runner.SweepResult`;
     ``dtsim plot OUTDIR`` calls it again from the stored results.
@@ -64,7 +68,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import ConfigError, check, check_int
-from ..results import check_rates
+from ..results import check_nonnegative_metrics, check_rates
 from ..rng import Streams
 from .identity import canonical, code_version, digest
 from .sweep import SweepResult, sweep
@@ -173,6 +177,8 @@ class Experiment:
     module: ModuleType | None = field(default=None, repr=False, compare=False)
     #: ``RATES`` of the file: metrics that are probabilities, with their trials.
     rates: Mapping[str, Any] = field(default_factory=dict)
+    #: ``NONNEGATIVE`` of the file: metrics that cannot be negative, or "*".
+    nonnegative: tuple[str, ...] | str = ()
 
     def point_list(self) -> list[dict[str, Any]]:
         """The points, expanded."""
@@ -256,6 +262,7 @@ def load_experiment(path: str | Path, *, quick: bool = False) -> Experiment:
         seed=settings["SEED"], batch=check_int("BATCH", settings["BATCH"], low=1),
         quick=quick, analyse=analyse if callable(analyse) else None, module=mod,
         rates=check_rates(getattr(mod, "RATES", None), "RATES"),
+        nonnegative=check_nonnegative_metrics(getattr(mod, "NONNEGATIVE", None), "NONNEGATIVE"),
     )
 
 
@@ -305,6 +312,7 @@ def run_experiment(
         executor=executor, workers=workers, scheduler=scheduler, out=out_dir,
         name=exp.name, code=code, fail_fast=fail_fast, progress=progress,
         batch=exp.batch if batch is None else batch, prune=prune, rates=exp.rates,
+        nonnegative=exp.nonnegative,
         info={"file": str(exp.path), "quick": exp.quick, "code_version": version},
     )
     if analyse and exp.analyse is not None and not result.interrupted:

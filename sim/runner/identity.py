@@ -49,11 +49,11 @@ __all__ = [
 ]
 
 #: Top-level names of an experiment file that act only through the config, the
-#: task list, the summary's intervals (``RATES``) or the figures, so they are left
+#: task list, the summary's intervals (``RATES``, ``NONNEGATIVE``) or the figures, so they are left
 #: out of its code hash.
 PARAMETER_NAMES = frozenset(
     {"NAME", "TITLE", "STUDY", "BASE", "FACTORS", "POINTS", "REPLICATIONS", "QUICK", "SEED",
-     "BATCH", "RATES", "analyse", "claims"}
+     "BATCH", "RATES", "NONNEGATIVE", "analyse", "claims"}
 )
 #: Sources that only present results; editing them does not invalidate stored results.
 PRESENTATION = ("commands", "cli.py", "__main__.py", "plotting.py")

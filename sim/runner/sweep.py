@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import ConfigError, check_choice, check_int, check_output_dir
 from ..progress import tracking, wanted
-from ..results import Estimate, check_rates, mean_ci, summary_rows
+from ..results import Estimate, check_nonnegative_metrics, check_rates, mean_ci, summary_rows
 from .executors import EXECUTORS, ExecutorLost, execute, open_executor
 from .tasks import (
     RESERVED,
@@ -100,6 +100,8 @@ class SweepResult:
     confidence: float = 0.95
     #: Metrics that are probabilities or rates, with their trials (see :func:`~sim.results.summary_rows`).
     rates: dict[str, Any] = field(default_factory=dict)
+    #: Metrics that cannot be negative, or "*" (see :func:`~sim.results.summary_rows`).
+    nonnegative: tuple[str, ...] | str = ()
     _metrics: list[str] | None = field(default=None, repr=False)
 
     @property
@@ -122,12 +124,13 @@ class SweepResult:
 
         Metrics declared in :attr:`rates` get a rate's interval (inside
         ``[0, 1]``, "below X" with no event) and an ``m_kind`` column; the others
-        a Student-t interval. With ``counts``, also ``m_n`` (values averaged) for
+        a Student-t interval (cut at 0 for the :attr:`nonnegative` ones). With ``counts``, also ``m_n`` (values averaged) for
         each metric missing or NaN in some record (:func:`~sim.results.summary_rows`).
         """
         return summary_rows(
             self.records, self.points, metrics=list(metrics or self.metrics),
             confidence=self.confidence, counts=counts, rates=self.rates,
+            nonnegative=self.nonnegative,
         )
 
     def estimates(self, point: int) -> dict[str, Estimate]:
@@ -141,6 +144,8 @@ class SweepResult:
                                   row[f"{m}_high"], len(vals), self.confidence,
                                   kind=row[f"{m}_kind"],
                                   method="upper-bound" if row[f"{m}_kind"] == "upper" else "wilson-neff")
+            elif self.nonnegative == "*" or m in self.nonnegative:
+                out[m] = mean_ci(vals, self.confidence, lower=0.0)
             else:
                 out[m] = mean_ci(vals, self.confidence)
         return out
@@ -227,6 +232,7 @@ def sweep(
     batch: int = 1,
     prune: bool = False,
     rates: Mapping[str, Any] | None = None,
+    nonnegative: Any = None,
 ) -> SweepResult:
     """Run ``model`` over points x replications on an executor.
 
@@ -272,6 +278,9 @@ def sweep(
         Metrics that are probabilities or rates, with their trials: their
         summary intervals come from :func:`~sim.results.rate_ci` (see
         :func:`~sim.results.summary_rows`).
+    nonnegative : sequence of str or "*", optional
+        Metrics that cannot be negative (or ``"*"``: every metric not a rate);
+        their summary intervals are cut at 0.
 
     Returns
     -------
@@ -289,6 +298,7 @@ def sweep(
 
     check_int("batch", batch, low=1)
     rates = check_rates(rates)
+    nonnegative = check_nonnegative_metrics(nonnegative)
     params = expand_points(factors, points)
     configs, tasks = make_tasks(base, params, replications=replications, seed=seed, code=code,
                                 identify=out is not None)
@@ -342,7 +352,8 @@ def sweep(
         return stop
 
     def finish() -> SweepResult:
-        result = _finish(store, name, point_params, factor_names, tasks, done, fresh, rates)
+        result = _finish(store, name, point_params, factor_names, tasks, done, fresh, rates,
+                         nonnegative)
         result.ran, result.reused = len(fresh), len(done)
         result.errors = len(result.failed())
         result.code_changed = changed if done or (store is not None and store.unused) else ""
@@ -401,7 +412,8 @@ def _serial(model: Model, configs: Sequence[Any], groups: list[list[Task]], acce
     return False
 
 
-def _finish(store, name, params, factor_names, tasks, done, fresh, rates=None) -> SweepResult:
+def _finish(store, name, params, factor_names, tasks, done, fresh, rates=None,
+            nonnegative=()) -> SweepResult:
     records = []
     for t in tasks:
         r = fresh.get(t.key) or done.get(t.key)
@@ -409,10 +421,12 @@ def _finish(store, name, params, factor_names, tasks, done, fresh, rates=None) -
             records.append(r)
     if store is not None:
         records = store.normalise(records)
-        result = SweepResult(name, params, factor_names, records, out=store.path, rates=rates or {})
+        result = SweepResult(name, params, factor_names, records, out=store.path, rates=rates or {},
+                             nonnegative=nonnegative)
         store.write_summary(result)
         return result
-    return SweepResult(name, params, factor_names, records, rates=rates or {})
+    return SweepResult(name, params, factor_names, records, rates=rates or {},
+                       nonnegative=nonnegative)
 
 
 def replicate(
