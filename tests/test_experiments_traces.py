@@ -33,6 +33,12 @@ def test_trace_designs_quick(tmp_path, capsys):
     assert len(checks) == 8
     assert sum(r["exact_in_interval"] for r in checks) >= 7  # 95% intervals, 8 of them
     assert "exact references inside the 95% interval" in capsys.readouterr().out
+    # drop rates are probabilities: rate_ci intervals inside [0, 1], longer away from 0
+    # (a symmetric Student-t interval, as before, fails the second check)
+    for r in rows:
+        assert 0 <= r["drop_low"] <= r["drop_rate"] <= r["drop_high"] <= 1, r
+        if 0 < r["drop_rate"] < 0.5:
+            assert r["drop_high"] - r["drop_rate"] > r["drop_rate"] - r["drop_low"], r
 
 
 @pytest.mark.parametrize("L,r,s", [(3, 2, 0), (3, 2, 1), (2, 3, 0), (4, 1, 2)])
