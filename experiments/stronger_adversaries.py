@@ -98,6 +98,8 @@ def _points() -> list[dict[str, Any]]:
 
 POINTS = _points()
 REPLICATIONS = 30
+#: The drift (a norm) and the disagreements cannot be negative: intervals cut at 0.
+NONNEGATIVE = ("drift", "final_disagreement", "initial_disagreement")
 SEED = 9
 QUICK = {
     "POINTS": [p for p in POINTS if (p.get("rounds") == CREEP_STEPS and len(p["adversary_nodes"]) in (1, 4)
@@ -181,8 +183,8 @@ def tables(results: sim.runner.SweepResult) -> tuple[list[dict[str, Any]], list[
             })
         else:
             defence = "adaptive" if cfg.adaptive_clip else ("clip" if cfg.clip is not None else "none")
-            dr = mean_ci([float(r["drift"]) for r in recs])
-            D = mean_ci([float(r["final_disagreement"]) for r in recs])
+            dr = mean_ci([float(r["drift"]) for r in recs], lower=0.0)
+            D = mean_ci([float(r["final_disagreement"]) for r in recs], lower=0.0)
             D0 = float(np.mean([float(r["initial_disagreement"]) for r in recs]))
             bound = cfg.rounds * creep_k(cfg.n, k, TAU) if defence == "clip" else math.nan
             attacks.append({

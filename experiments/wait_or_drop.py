@@ -61,6 +61,8 @@ FACTORS = {
 REPLICATIONS = 10
 #: Metrics that are probabilities (a per-microbatch rate): intervals inside [0, 1] in summary.csv.
 RATES = {"drop_rate": None}
+#: Latencies and waits per microbatch cannot be negative: intervals cut at 0.
+NONNEGATIVE = "*"
 SEED = 5
 QUICK = {
     "BASE": {"microbatches": 2_000},
