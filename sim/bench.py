@@ -1101,7 +1101,7 @@ _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
 
 #: Figures divided by the yardstick (``<figure>_per_timeout``).
 _RATIOS = ("pipeline_crossings_per_s", "async_exchanges_per_s", "async_bare_wakes_per_s",
-           "stylised_trials_per_s", "training_passes_per_s",
+           "stylised_trials_per_s", "training_passes_per_s", "compiled_training_passes_per_s",
            *(f"matching_updates_per_s_n{n}" for n in MATCHING_SIZES),
            *(f"numpy_updates_per_s_n{n}" for n in MATCHING_SIZES))
 
@@ -1157,8 +1157,9 @@ TARGETS: tuple[Target, ...] = (
            "compiled async gossip, n=1e6 with latency and churn: under 2 GiB peak"),
     Target("highflip_markov_vs_des", ">=", 50.0,
            "high-flip pipeline: the exact Markov engine >= 50x the DES's crossings/s"),
-    Target("training_passes_per_timeout", ">=", 0.3,
-           "contended training pipeline: >= 0.3 passes per bare SimPy timeout"),
+    Target("training_best_passes_per_timeout", ">=", 0.3,
+           "contended training pipeline, fastest engine (compiled, else DES): >= 0.3 passes "
+           "per bare SimPy timeout"),
     Target("recording_edge_ratio_n10000", "<=", 1.2,
            "default records of a compiled edge run, n=1e4: <= 1.2x the run without them"),
     Target("edge_vs_peersim_n100000", ">=", 1.0,
@@ -1252,6 +1253,13 @@ def run_bench(quick: bool = False, parts: Iterable[str] | None = None,
         for key in _RATIOS:
             if isinstance(out.get(key), float):
                 out[key.replace("_per_s", "_per_timeout")] = out[key] / yard
+    # issue 14's figure is the contended pipeline's, on the fastest engine that runs it
+    # (the compiled loop when numba is installed, else the DES); both stay in the table
+    training = [out[k] for k in ("training_passes_per_timeout",
+                                 "compiled_training_passes_per_timeout")
+                if isinstance(out.get(k), float)]
+    if training:
+        out["training_best_passes_per_timeout"] = max(training)
     out["total_seconds"] = time.perf_counter() - t_all
     out["targets_met"] = sum(1 for r in check_targets(out) if r["met"])
     out["targets_missed"] = [r["key"] for r in check_targets(out) if r["met"] is False]

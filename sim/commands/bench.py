@@ -108,7 +108,8 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
     add("    markov / DES", "highflip_markov_vs_des", "x")
     add("(k) contended training passes, DES", "training_passes_per_s", "/s",
         "training_passes_per_timeout")
-    add("    contended training passes, compiled", "compiled_training_passes_per_s", "/s")
+    add("    contended training passes, compiled", "compiled_training_passes_per_s", "/s",
+        "compiled_training_passes_per_timeout")
     add("    compiled / DES", "compiled_training_vs_des", "x")
     add("    scale point (compiled, 48x8, steps)", "training_scale_steps", "")
     add("    scale point wall time", "training_scale_seconds", "s")
