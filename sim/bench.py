@@ -1080,7 +1080,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "memory": {"gossip_nodes": 100_000, "gossip_horizon": 5, "pipeline_small": 10_000,
                    "pipeline_large": 1_000_000, "traced_large": 1_000_000},
         "machine": {"nodes": 1000, "horizon": 20_000, "repeats": 3, "big_nodes": 1_000_000,
-                    "big_horizon": 100},
+                    "big_horizon": 115},  # about 1.0e8 exchanges at a = 0.9
         "highflip": {"microbatches": 1000, "markov_microbatches": 100_000, "repeats": 2},
         "training": {"repeats": 2},
         "gossip_training": {"repeats": 2},
