@@ -852,6 +852,10 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("gossip/record-every-fractional-edge", G("--protocol", "edge", "--record-every", "0.5"),
             refuse("record_every"))
         add("gossip/rounds-zero-async", G("--protocol", "async", "--rounds", "0.0"), refuse("rounds"))
+        add("gossip/failure-trace-with-matching", G("--failure-trace", "aws-p3"),
+            refuse("failure_trace"))
+        add("gossip/failure-trace-too-few-slots", G("--protocol", "async", "--nodes", "64",
+                                                    "--failure-trace", "aws-p3"), refuse("nodes"))
     if _has_option("failures", "--topology"):
         add("failures/domains-with-topology", F("--topology", "datacenter", "--domains", "2"),
             refuse("domains"))

@@ -37,6 +37,7 @@ from ..learning import (
 from ..runner import replicate
 from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table
+from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "gossip"
 HELP = "gossip averaging on a graph with stubborn, adversarial or clipped peers (Study B)"
@@ -127,6 +128,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         + " (default: mixing, clipped by --clip or --adaptive-clip)")
     t.add_argument("--trim", type=int, default=None, metavar="B",
                    help="values dropped at each end by --rule trimmed (default 1)")
+    add_failure_trace_options(p)  # async churn replayed from a real trace (node i = slot i)
     add_run_options(p, replications=20)
 
 
@@ -234,6 +236,7 @@ def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
         size=args.size,
         availability=args.availability,
         mean_downtime=args.mean_downtime,
+        failure_trace=failure_trace_from_args(args),
         topology_seed=args.topology_seed,
         engine=args.engine,
     )
