@@ -38,13 +38,8 @@ import math
 
 import numpy as np
 
-try:  # numba is the optional extra ``dtsim[fast]``
-    import numba
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised where numba is absent
-    numba = None
-    HAVE_NUMBA = False
+from ..xoshiro import HAVE_NUMBA, jit, stream_states
+from ..xoshiro import next_u64 as _next
 
 __all__ = ["HAVE_NUMBA", "ADV_HONEST", "ADV_CONSTANT", "ADV_ALIE", "ADV_SIGNFLIP",
            "ADV_DISSENSUS", "ADV_IPM", "SENDER_KINDS", "CHURN_NONE", "CHURN_EXP", "CHURN_TIMES",
@@ -62,42 +57,7 @@ _WAKE, _PICK, _NOISE, _CHURN, _GRAD = 0, 1, 2, 3, 4
 CHURN_NONE, CHURN_EXP, CHURN_TIMES = 0, 1, 2
 
 
-def stream_states(rngs: list[np.random.Generator]) -> np.ndarray:
-    """xoshiro256** states (``(k, 4)`` uint64), one per numpy generator given."""
-    out = np.empty((len(rngs), 4), dtype=np.uint64)
-    for k, g in enumerate(rngs):
-        st = g.integers(0, 2**64 - 1, size=4, dtype=np.uint64, endpoint=True)
-        if not st.any():
-            st[0] = 1
-        out[k] = st
-    return out
-
-
-def _identity(f):
-    return f
-
-
-_jit = numba.njit(cache=True, nogil=True) if HAVE_NUMBA else _identity
-
-
-@_jit
-def _rotl(x, k):
-    return (x << np.uint64(k)) | (x >> np.uint64(64 - k))
-
-
-@_jit
-def _next(st, k):
-    s0, s1, s2, s3 = st[k, 0], st[k, 1], st[k, 2], st[k, 3]
-    r = _rotl(s1 * np.uint64(5), 7) * np.uint64(9)
-    t = s1 << np.uint64(17)
-    s2 ^= s0
-    s3 ^= s1
-    s1 ^= s2
-    s0 ^= s3
-    s2 ^= t
-    s3 = _rotl(s3, 45)
-    st[k, 0], st[k, 1], st[k, 2], st[k, 3] = s0, s1, s2, s3
-    return r
+_jit = jit
 
 
 @_jit

@@ -51,13 +51,8 @@ import math
 
 import numpy as np
 
-try:  # numba is the optional extra ``dtsim[fast]``
-    import numba
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised where numba is absent
-    numba = None
-    HAVE_NUMBA = False
+from ..xoshiro import HAVE_NUMBA, identity, jit, numba, stream_states
+from ..xoshiro import next_u64 as _next
 
 __all__ = ["HAVE_NUMBA", "ROUTING_CODES", "ARRIVAL_CODES", "stream_states", "new_state",
            "advance", "run_kernel"]
@@ -107,47 +102,12 @@ _PRIO = np.int64(1) << np.int64(62)
 OP_AFWD, OP_FNEXT, OP_ABACK, OP_BNEXT = range(4)
 
 
-def stream_states(rngs: list[np.random.Generator]) -> np.ndarray:
-    """xoshiro256** states (``(k, 4)`` uint64), one per numpy generator given."""
-    out = np.empty((len(rngs), 4), dtype=np.uint64)
-    for k, g in enumerate(rngs):
-        st = g.integers(0, 2**64 - 1, size=4, dtype=np.uint64, endpoint=True)
-        if not st.any():
-            st[0] = 1
-        out[k] = st
-    return out
-
-
-def _identity(f):
-    return f
-
-
-_jit = numba.njit(cache=True, nogil=True) if HAVE_NUMBA else _identity
+_jit = jit
 #: Small helpers inlined into their callers (numba IR), saving a call per use.
-_inl = numba.njit(cache=True, nogil=True, inline="always") if HAVE_NUMBA else _identity
+_inl = numba.njit(cache=True, nogil=True, inline="always") if HAVE_NUMBA else identity
 
 
 # --------------------------------------------------------------------------- random numbers
-@_jit
-def _rotl(x, k):
-    return (x << np.uint64(k)) | (x >> np.uint64(64 - k))
-
-
-@_jit
-def _next(st, k):
-    s0, s1, s2, s3 = st[k, 0], st[k, 1], st[k, 2], st[k, 3]
-    r = _rotl(s1 * np.uint64(5), 7) * np.uint64(9)
-    t = s1 << np.uint64(17)
-    s2 ^= s0
-    s3 ^= s1
-    s1 ^= s2
-    s0 ^= s3
-    s2 ^= t
-    s3 = _rotl(s3, 45)
-    st[k, 0], st[k, 1], st[k, 2], st[k, 3] = s0, s1, s2, s3
-    return r
-
-
 @_jit
 def _uniform(st, k):
     """Uniform on the open interval (0, 1)."""
