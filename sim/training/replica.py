@@ -294,35 +294,6 @@ class Replica:
         self.load = 1 if self.current is not None else 0
         return out
 
-    def take(self) -> Microbatch | None:
-        """The next pass to serve (dead microbatches are dropped on the way)."""
-        hi = self.hi
-        while hi:
-            mb = hi.popleft()
-            if not mb.dead:
-                return mb
-            self.load -= 1
-        shi, slo = self.shared
-        while shi:
-            mb = shi.popleft()
-            if not mb.dead:
-                self.load += 1
-                return mb
-        if self.limit is not None and self.in_flight >= self.limit:
-            return None
-        lo = self.lo
-        while lo:
-            mb = lo.popleft()
-            if not mb.dead:
-                return mb
-            self.load -= 1
-        while slo:
-            mb = slo.popleft()
-            if not mb.dead:
-                self.load += 1
-                return mb
-        return None
-
     # -- the server -------------------------------------------------------------------
     def start(self) -> None:
         """Start serving (what the server does at time 0: wait, or look for work)."""
@@ -352,9 +323,9 @@ class Replica:
         ended at ``t0 + work``, the very sum SimPy's clock holds), else read from
         the environment.
 
-        The next pass is :meth:`take`'s, found without the call: the replica's own
-        urgent queue, the stage's urgent queue, then, within the forward limit, its
-        own and the stage's forward queues (dead microbatches dropped on the way).
+        The next pass comes from the replica's own urgent queue, the stage's urgent
+        queue, then, within the forward limit, its own and the stage's forward
+        queues (dead microbatches dropped on the way).
         """
         hi = self.hi
         while self.live:  # the hot loop: one timeout per pass
