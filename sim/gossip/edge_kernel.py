@@ -198,28 +198,14 @@ def _smove(diff, tau):
 
 @_jit
 def _sumsq(a):
-    """``sum(a * a)`` in the order of numpy's ``einsum("ij,ij->i")`` (two lanes, blocks of 8).
+    """``sum(a * a)`` in the order of numpy's ``einsum("ij,ij->i")``: :func:`_sumprod` of ``a`` with itself.
 
     numpy's contiguous sum of products keeps two SIMD lanes (even and odd
     elements), adds a block of 8 elements from its last pair to its first, and
     sums the lanes at the end; ``tests/test_gossip_edge_kernel.py`` checks the
     order against numpy.
     """
-    n = a.size
-    l0 = 0.0
-    l1 = 0.0
-    k = 0
-    while n - k >= 8:
-        l0 = a[k] * a[k] + (a[k + 2] * a[k + 2] + (a[k + 4] * a[k + 4] + (a[k + 6] * a[k + 6] + l0)))
-        l1 = (a[k + 1] * a[k + 1]
-              + (a[k + 3] * a[k + 3] + (a[k + 5] * a[k + 5] + (a[k + 7] * a[k + 7] + l1))))
-        k += 8
-    while k < n:
-        l0 = a[k] * a[k] + l0
-        if k + 1 < n:
-            l1 = a[k + 1] * a[k + 1] + l1
-        k += 2
-    return l0 + l1
+    return _sumprod(a, a)
 
 
 @_jit
@@ -231,7 +217,7 @@ def sumsq_rows(a, out):
 
 @_jit
 def _sumprod(a, b):
-    """``sum(a * b)`` in the order of :func:`_sumsq` (numpy's einsum of two contiguous rows)."""
+    """``sum(a * b)`` in the order of numpy's einsum of two contiguous rows (see :func:`_sumsq`)."""
     n = a.size
     l0 = 0.0
     l1 = 0.0
