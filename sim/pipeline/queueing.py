@@ -30,7 +30,6 @@ M/M/c sojourn for one stage.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import simpy
 
@@ -40,7 +39,7 @@ from ..errors import ConfigError
 from ..rng import Streams
 from ..training.config import TrainingConfig
 from ..training.flow import Flow
-from ..training.replica import Failed, Microbatch
+from ..training.replica import Microbatch
 from ..training.schedules import Async
 from ..training.trainer import Trainer
 from .config import PipelineConfig
@@ -175,13 +174,7 @@ class QueueingPipeline:
         self.arrivals = OpenArrivals(c, env, self.flow, streams)
         self.failure_model, self.workers, _ = build_failures(c, env, streams)
         for rep, w in zip(self.flow.replicas, self.workers, strict=True):
-            w.on_change(self._callback(rep))
-
-    @staticmethod
-    def _callback(rep: Any):
-        def changed(comp: Any, up: bool, now: float) -> None:
-            rep.set_state(fm_up=up, cause=Failed(rep.name, now))
-        return changed
+            w.on_change(rep.worker_changed)
 
     def run(self) -> dict[str, float]:
         """Start the failures, the servers and the arrivals; run until every microbatch left."""

@@ -238,6 +238,10 @@ class Replica:
         self._uniform = uniform
 
     # -- state ---------------------------------------------------------------------
+    def worker_changed(self, comp: Any, up: bool, now: float) -> None:
+        """A failure-model component's change callback: this replica's worker went up or down."""
+        self.set_state(fm_up=up, cause=Failed(self.name, now))
+
     def set_state(self, *, fm_up: bool | None = None, spot_up: bool | None = None,
                   cause: Any = None) -> None:
         """Apply a failure-model or spot transition; going down interrupts the work in hand."""

@@ -18,7 +18,7 @@ from ..failures import FailureModel, read_trace
 from ..rng import Streams
 from .config import TrainingConfig
 from .flow import LOST_CAUSES, Flow
-from .replica import Failed, SpotSlot
+from .replica import SpotSlot
 from .schedules import SCHEDULE_POLICIES
 from .trainer import AsyncTrainer, StepTrainer, steady_throughput
 
@@ -104,15 +104,9 @@ class TrainingSystem:
                                   availability=c.availability, mean_downtime=c.mean_downtime,
                                   distribution=c.failure_distribution, shape=c.failure_shape,
                                   trace=trace.get(rep.name))
-            w.on_change(self._callback(rep))
+            w.on_change(rep.worker_changed)
             self.workers.append(w)
         return fm
-
-    @staticmethod
-    def _callback(rep: Any):
-        def changed(comp: Any, up: bool, now: float) -> None:
-            rep.set_state(fm_up=up, cause=Failed(rep.name, now))
-        return changed
 
     def run(self) -> dict[str, float]:
         """Start everything, run until the trainer is done; the replication's metrics."""
