@@ -353,7 +353,7 @@ class PipelineConfig:
                   self.routing)
             check(self.speeds is None, "speeds", "unset without queueing", self.speeds)
             return
-        from ..training.routing import ROUTING_POLICIES
+        from ..training.routing import ROUTING_POLICIES, speed_rows
 
         check_choice("routing", self.routing, tuple(ROUTING_POLICIES))
         check(not self.records, "records", "False with queueing (per-microbatch records are "
@@ -361,15 +361,8 @@ class PipelineConfig:
         check(not self.trace, "trace", "False with queueing (the event log is the "
               "no-queueing DES's)", self.trace)
         if self.speeds is not None:
-            sp = self.speeds
-            check(isinstance(sp, (list, tuple)) and len(sp) == L, "speeds",
-                  f"one row per stage ({L})", sp)
-            rows = []
-            for j, row in enumerate(sp):
-                check(isinstance(row, (list, tuple)) and len(row) >= 1, "speeds",
-                      f"at least one speed for stage {j}", row)
-                rows.append(tuple(float(check_positive("speeds", v)) for v in row))
-            object.__setattr__(self, "speeds", tuple(rows))
+            rows = speed_rows(self.speeds, L, "speeds")
+            object.__setattr__(self, "speeds", tuple(tuple(float(v) for v in r) for r in rows))
 
     # -- derived -------------------------------------------------------------
     @property

@@ -25,6 +25,7 @@ from ..errors import (
 )
 from ..failures import DISTRIBUTIONS, read_trace
 from ..pipeline import quality_table
+from .routing import speed_rows
 
 #: Memory of one replication (bytes, measured with tracemalloc): per stage, per
 #: replica worker, per microbatch of a step.
@@ -274,14 +275,7 @@ class TrainingConfig:
             set_("placement", pl.value())
             counts = pl.replicas
         if self.speeds is not None:
-            sp = self.speeds
-            check(isinstance(sp, (list, tuple)) and len(sp) == L, "speeds",
-                  f"one row per stage ({L})", sp)
-            rows = []
-            for j, row in enumerate(sp):
-                check(isinstance(row, (list, tuple)) and len(row) >= 1, "speeds",
-                      f"at least one speed for stage {j}", row)
-                rows.append(tuple(check_positive("speed", v) for v in row))
+            rows = speed_rows(self.speeds, L)
             sc = tuple(len(r) for r in rows)
             check(counts is None or sc == counts, "speeds", f"the placement's counts {counts}", sc)
             counts = sc

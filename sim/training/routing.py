@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Routing", "SharedQueue", "LeastLoaded", "Weighted", "RoundRobin",
+__all__ = ["speed_rows", "Routing", "SharedQueue", "LeastLoaded", "Weighted", "RoundRobin",
            "ROUTING_POLICIES", "Uniforms", "make_routing"]
 
 _BLOCK = 4096
@@ -119,3 +119,37 @@ ROUTING_POLICIES: dict[str, type[Routing]] = {
 def make_routing(name: str) -> Routing:
     """A fresh policy instance for one stage."""
     return ROUTING_POLICIES[name]()
+
+
+def speed_rows(speeds: Any, stages: int, value_name: str = "speed") -> tuple[tuple[Any, ...], ...]:
+    """Validate per-replica speeds: one non-empty row per stage, every speed > 0.
+
+    Parameters
+    ----------
+    speeds : sequence of sequences
+        ``speeds[j][i]``, the speed of replica ``i`` of stage ``j``.
+    stages : int
+        The number of stages ``L``.
+    value_name : str
+        The parameter named when a single speed is not positive.
+
+    Returns
+    -------
+    tuple of tuples
+        The rows, each speed as :func:`sim.errors.check_positive` returns it.
+
+    Raises
+    ------
+    ConfigError
+        In one line, naming ``speeds`` (or ``value_name`` for a bad value).
+    """
+    from ..errors import check, check_positive
+
+    check(isinstance(speeds, (list, tuple)) and len(speeds) == stages, "speeds",
+          f"one row per stage ({stages})", speeds)
+    rows = []
+    for j, row in enumerate(speeds):
+        check(isinstance(row, (list, tuple)) and len(row) >= 1, "speeds",
+              f"at least one speed for stage {j}", row)
+        rows.append(tuple(check_positive(value_name, v) for v in row))
+    return tuple(rows)
