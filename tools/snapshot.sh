@@ -29,6 +29,19 @@ run gossip_alie    dtsim gossip --nodes 20 --protocol matching --adversary alie 
 run failures_w     dtsim failures --workers 12 --domains 4 --availability 0.9 --domain-outage 0.01 --distribution weibull --seed 11 --json
 run failures_e     dtsim failures --workers 16 --domains 4 --seed 12 --json
 run topologies     dtsim topologies
+run train_gpipe   dtsim train --stages 4 --replicas 1 --microbatches-per-step 8 --steps 5 --schedule gpipe --seed 13 --json
+run train_1f1b_neq dtsim train --stages 4 --microbatches-per-step 6 --steps 2 --schedule 1f1b --forward-time 2.9,0.6,1.1,1.8 --backward-ratio 1.5 --replications 1 --seed 14 --json
+run train_swarm   dtsim train --stages 8 --replicas 2 --schedule swarm --routing weighted --mtbf 2000 --replace-time 60 --price 0.9 --replications 4 --seed 15 --json
+run train_ckpt    dtsim train --stages 4 --replicas 2 --steps 20 --mtbf 800 --replace-time 30 --checkpoint-every 4 --checkpoint-cost 5 --restart-cost 10 --price 3 --replications 4 --seed 16 --json
+run train_trace   dtsim train --stages 6 --replicas 2 --failure-trace aws-p3 --trace-speedup 10 --steps 5 --price 3.06 --replications 3 --seed 17 --json
+run train_skip    dtsim train --stages 8 --replicas 2 --schedule swarm --routing queue --availability 0.9 --mean-downtime 50 --skip-budget 2 --skip-penalty 0.1 --max-wait 5 --steps 3 --replications 4 --seed 18 --json
+run queue_mmc     dtsim pipeline --queueing --stages 3 --replicas 1,2,3 --stage-time 1,2,3 --stage-time-distribution exponential --arrival poisson --rate 0.8 --availability 1 --seed 19 --json
+run queue_fail    dtsim pipeline --queueing --stages 4 --replicas 2 --stage-time 1 --arrival poisson --rate 0.5 --seed 20 --json
+run trace_stats   dtsim trace stats aws-p3 --json
+run failures_tr   dtsim failures --failure-trace aws-p3 --workers 32 --seed 21 --json
+run gossip_file   dtsim gossip --topology ring:n=12 --protocol matching --rounds 10 --replications 2 --seed 22 --json
+run gossip_obj    dtsim gossip --objective quadratic --lr 0.1 --local-steps 2 --nodes 10 --protocol edge --adversary stubborn --adversary-value 5 --rounds 200 --seed 23 --json
+run design_tr     dtsim design --stages 8 --availability 0.9 --skip-budget 1 --target-drop 1e-2 --json
 rm -rf "$out/runs"; mkdir -p "$out/runs"
 dtsim reproduce --quick --out "$out/runs/reproduce_quick" --executor serial --quiet >"$out/cli/reproduce_quick.out" 2>&1; echo $? >"$out/cli/reproduce_quick.rc"
 for f in experiments/*.py; do
