@@ -25,6 +25,10 @@ Random-edge gossip on any graph
     :func:`spectral_gap`, :func:`fiedler_value`, :func:`stubborn_honest_mean`,
     :func:`stubborn_honest_expectation`, :func:`harmonic_extension`,
     :func:`honest_nodes`.
+Checkpoint interval (:mod:`sim.analytic.checkpointing`)
+    :func:`optimal_checkpoint_interval` (the exact Lambert-W optimum),
+    :func:`checkpoint_time_per_work`, :func:`optimal_time_per_work`,
+    :func:`best_checkpoint_every`, :func:`job_mtbf`, :func:`efficiency_wall`.
 
 References
 ----------
@@ -2085,3 +2089,10 @@ from . import learning as learning  # noqa: E402
 from .learning import *  # noqa: E402,F403
 
 __all__ += learning.__all__
+
+# ====================================== checkpoint interval, exact optimum (own module)
+
+from . import checkpointing as checkpointing  # noqa: E402
+from .checkpointing import *  # noqa: E402,F403
+
+__all__ += checkpointing.__all__
