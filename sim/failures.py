@@ -3,7 +3,7 @@
 Every *component* (a domain such as a region, rack or host, or a worker) has
 its own up/down process: an alternating renewal process whose up and down
 durations come from a pluggable duration law (exponential, Weibull,
-lognormal, deterministic, or one added by :func:`register_distribution`) or
+lognormal, Pareto, deterministic, or one added by :func:`register_distribution`) or
 from a replayed trace. The same laws, at mean 1, give the pipeline its random
 compute times. A component is
 *effectively* up when it and every ancestor domain are up, so a domain outage
@@ -25,7 +25,8 @@ distributed as in the long run, for every distribution offered here (not only
 the exponential), so availability is right from time 0 and no warm-up is
 needed. Residual lives are sampled exactly as ``U * X~`` with ``U`` uniform and
 ``X~`` the length-biased duration: ``Gamma(1 + 1/k)``-based for Weibull,
-``lognormal(mu + sigma**2, sigma)`` for lognormal, the constant itself for
+``lognormal(mu + sigma**2, sigma)`` for lognormal, Pareto of tail index
+``alpha - 1`` (same scale) for Pareto, the constant itself for
 deterministic. A replayed trace starts at trace time 0 as recorded (no
 stationarity claim).
 """
@@ -61,12 +62,14 @@ __all__ = [
     "Exponential",
     "Weibull",
     "LogNormal",
+    "Pareto",
     "Deterministic",
     "make_distribution",
     "register_distribution",
     "unregister_distribution",
     "distribution_names",
     "check_distribution",
+    "check_law",
     "Transition",
     "Component",
     "Domain",
@@ -82,9 +85,7 @@ __all__ = [
 ]
 
 #: The built-in up/down duration laws (:func:`register_distribution` adds more).
-DISTRIBUTIONS = ("exponential", "weibull", "lognormal", "deterministic")
-#: Memory of one simulated worker or domain (its SimPy process and state), measured.
-BYTES_PER_PROCESS = 3_300
+DISTRIBUTIONS = ("exponential", "weibull", "lognormal", "deterministic", "pareto")
 #: Memory of one simulated worker or domain (its SimPy process and state), measured.
 BYTES_PER_PROCESS = 3_300
 
@@ -201,7 +202,49 @@ class Deterministic:
         return float(rng.random() * self.mean)
 
 
-Distribution = Exponential | Weibull | LogNormal | Deterministic
+@dataclass(frozen=True)
+class Pareto:
+    """Pareto (type I) durations with the given mean and tail index ``alpha > 1``.
+
+    ``P(X > x) = (x_m / x)**alpha`` for ``x >= x_m = mean (alpha - 1) / alpha``.
+    The mean is finite only for ``alpha > 1`` (the variance only for
+    ``alpha > 2``), so a law given by its mean needs ``alpha > 1``; the order
+    statistics of ``n`` draws have finite means under weaker conditions
+    (:func:`sim.analytic.order_statistic_mean`).
+    """
+
+    mean: float
+    shape: float
+
+    def __post_init__(self) -> None:
+        check_positive("mean", self.mean)
+        check(isinstance(self.shape, (int, float)) and not isinstance(self.shape, bool)
+              and math.isfinite(self.shape) and self.shape > 1, "shape",
+              "> 1 for a Pareto law (its mean is infinite at alpha <= 1)", self.shape)
+
+    @property
+    def scale(self) -> float:
+        """``x_m = mean (alpha - 1) / alpha``, the least duration."""
+        return self.mean * (self.shape - 1.0) / self.shape
+
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> Any:
+        """One duration (a float), or an array of ``size`` durations (``x_m (1 + Lomax)``)."""
+        if size is None:
+            return float(self.scale * (1.0 + rng.pareto(self.shape)))
+        return self.scale * (1.0 + rng.pareto(self.shape, size))
+
+    def residual(self, rng: np.random.Generator) -> float:
+        """Equilibrium residual life: ``U`` times the length-biased duration."""
+        # Length-biased Pareto(alpha, x_m) (density x f(x) / mean) is Pareto(alpha - 1, x_m).
+        return float(rng.random() * self.scale * (1.0 + rng.pareto(self.shape - 1.0)))
+
+
+def _pareto(mean: float, shape: float | None) -> Pareto:
+    check(shape is not None, "shape", "given for a Pareto law (its tail index alpha > 1)", shape)
+    return Pareto(mean, shape)  # type: ignore[arg-type]
+
+
+Distribution = Exponential | Weibull | LogNormal | Pareto | Deterministic
 
 #: Name -> ``factory(mean, shape)`` of every duration law (built-in and registered).
 _LAWS: dict[str, Callable[[float, float | None], Any]] = {
@@ -209,6 +252,7 @@ _LAWS: dict[str, Callable[[float, float | None], Any]] = {
     "weibull": lambda mean, shape: Weibull(mean, 0.7 if shape is None else shape),
     "lognormal": lambda mean, shape: LogNormal(mean, 1.0 if shape is None else shape),
     "deterministic": lambda mean, shape: Deterministic(mean),
+    "pareto": _pareto,
 }
 
 
@@ -265,12 +309,12 @@ def make_distribution(kind: str, mean: float, shape: float | None = None) -> Any
     ----------
     kind : str
         ``"exponential"``, ``"weibull"``, ``"lognormal"``, ``"deterministic"``,
-        or a name added by :func:`register_distribution`.
+        ``"pareto"``, or a name added by :func:`register_distribution`.
     mean : float
         Mean duration (> 0).
     shape : float, optional
-        Weibull shape ``k`` (default 0.7) or lognormal ``sigma`` (default 1.0);
-        ignored by the others.
+        Weibull shape ``k`` (default 0.7), lognormal ``sigma`` (default 1.0) or
+        Pareto tail index ``alpha`` (> 1, no default); ignored by the others.
 
     Returns
     -------
@@ -279,6 +323,22 @@ def make_distribution(kind: str, mean: float, shape: float | None = None) -> Any
     """
     check_distribution("distribution", kind)
     return _LAWS[kind](mean, shape)
+
+
+def check_law(kind_name: str, kind: str, shape_name: str, shape: float | None) -> Any:
+    """Check that ``kind`` and ``shape`` make a duration law, naming the config's fields.
+
+    Builds the law at mean 1 (:func:`make_distribution`), so a shape the law
+    refuses (a Pareto tail index <= 1 or none) is refused before any
+    simulation, as ``'shape_name' must be ...``.
+    """
+    check_distribution(kind_name, kind)
+    try:
+        return make_distribution(kind, 1.0, shape)
+    except ConfigError as exc:
+        if exc.name == "shape":
+            raise ConfigError(shape_name, exc.rule, exc.value) from None
+        raise
 
 
 def up_down_means(availability: float, mean_downtime: float, *, name: str = "availability") -> tuple[float, float]:
@@ -813,6 +873,7 @@ class ClusterConfig:
         check_distribution("distribution", self.distribution)
         if self.shape is not None:
             check_positive("shape", self.shape)
+        check_law("distribution", self.distribution, "shape", self.shape)
         check_positive("horizon", self.horizon)
         if self.trace is not None:
             tr = read_trace(self.trace)

@@ -29,6 +29,12 @@ Checkpoint interval (:mod:`sim.analytic.checkpointing`)
     :func:`optimal_checkpoint_interval` (the exact Lambert-W optimum),
     :func:`checkpoint_time_per_work`, :func:`optimal_time_per_work`,
     :func:`best_checkpoint_every`, :func:`job_mtbf`, :func:`efficiency_wall`.
+Fastest k of n (:mod:`sim.analytic.order_statistics`, :mod:`sim.analytic.fastest_k`)
+    :func:`exponential_order_statistic_mean`, :func:`pareto_order_statistic_moment`,
+    :func:`order_statistic_mean`, :func:`kth_smallest_mean`,
+    :func:`inclusion_probabilities`, :func:`drop_stragglers_step_means`;
+    :func:`sgd_mse`, :func:`sgd_steps_to_accuracy`, :func:`time_to_accuracy`,
+    :func:`fastest_k_sweep`, :func:`best_lr`, :func:`fastest_k_bias`.
 
 References
 ----------
@@ -2096,3 +2102,15 @@ from . import checkpointing as checkpointing  # noqa: E402
 from .checkpointing import *  # noqa: E402,F403
 
 __all__ += checkpointing.__all__
+
+# ============================== order statistics, fastest k of n (own modules)
+
+from . import order_statistics as order_statistics  # noqa: E402
+from .order_statistics import *  # noqa: E402,F403
+
+__all__ += order_statistics.__all__
+
+from . import fastest_k as fastest_k  # noqa: E402
+from .fastest_k import *  # noqa: E402,F403
+
+__all__ += fastest_k.__all__

@@ -43,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--distribution", default=d.distribution, metavar="NAME",
                    help="up/down duration law: " + ", ".join(DISTRIBUTIONS))
     p.add_argument("--shape", type=float, default=None,
-                   help="Weibull shape k (default 0.7) or lognormal sigma (default 1.0)")
+                   help="Weibull shape k (default 0.7), lognormal sigma (default 1.0) or Pareto "
+                        "tail index alpha > 1 (required)")
     p.add_argument("--trace", default=None, metavar="CSV",
                    help="alias of --failure-trace CSV --trace-format dtsim (a CSV of "
                         "worker,start,end down intervals; the old name of the option)")
@@ -57,8 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    refuse_unless(args, "shape", args.distribution in ("weibull", "lognormal"),
-                  "with --distribution weibull or lognormal")
+    refuse_unless(args, "shape", args.distribution in ("weibull", "lognormal", "pareto"),
+                  "with --distribution weibull, lognormal or pareto")
     replaying = args.trace is not None or args.failure_trace is not None
     for dest in ("availability", "mean_downtime"):  # the trace gives the workers' outages
         refuse_unless(args, dest, not replaying, "without a failure trace (the trace replaces it)")

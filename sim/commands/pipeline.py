@@ -264,7 +264,7 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
 
 
 #: Up/down and compute-time laws that take a shape parameter.
-SHAPED = ("weibull", "lognormal")
+SHAPED = ("weibull", "lognormal", "pareto")
 
 
 def check_model_options(args: argparse.Namespace, *, topology: bool = False,

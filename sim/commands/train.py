@@ -29,6 +29,7 @@ from ..training import (
     TrainingConfig,
     read_speeds,
 )
+from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ._applies import refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
@@ -38,6 +39,8 @@ NAME = "train"
 HELP = "pipeline training in simulated wall clock: throughput, step time, cost; vs exact references"
 
 PLACEMENTS = ("shared", "spread", "packed", "random")
+#: Laws that take a shape parameter.
+SHAPED = ("weibull", "lognormal", "pareto")
 #: JSON key -> (metric of the engine, prediction metric) for the predicted_* outputs.
 PREDICTED = {
     "predicted_step_time": "step_time_mean",
@@ -48,6 +51,7 @@ PREDICTED = {
     "predicted_latency_mean": "latency_mean",
     "predicted_drop_rate": "drop_rate",
     "predicted_mean_quality": "mean_quality",
+    "predicted_checkpoint_interval": "checkpoint_interval",
 }
 
 
@@ -57,6 +61,16 @@ def _floats(text: str) -> float | tuple[float, ...]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or a comma list: {text!r}") from None
     return vals[0] if len(vals) == 1 else vals
+
+
+def _checkpoint_every(text: str) -> int | str:
+    """``--checkpoint-every``: a whole number of steps, or ``auto`` (the exact best interval)."""
+    if str(text) == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or auto: {text!r}") from None
 
 
 def _ints(text: str) -> int | tuple[int, ...]:
@@ -84,6 +98,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help=f"backward time over forward time (default {d.backward_ratio}; 0: forward only)")
     a("--pass-time-distribution", default=d.pass_time_distribution,
       help="law of a pass time: " + ", ".join(PASS_TIME_DISTRIBUTIONS))
+    a("--pass-time-shape", type=float, default=None,
+      help="Weibull shape (default 0.7), lognormal sigma (default 1) or Pareto tail index "
+           "alpha > 1 (required) of the pass-time law")
+    a("--sync-wait", type=int, default=None, metavar="K",
+      help="fastest k of n: each step waits for the first K of the n pipelines (replicas "
+           "per stage; gpipe or 1f1b) and drops the rest (default: wait for all)")
+    a("--stragglers", default=d.stragglers,
+      help="with --sync-wait: cancel (interrupt the others' passes) or drop (let them finish "
+           "and throw their work away); default cancel")
     a("--speeds", default=None, metavar="FILE",
       help="CSV stage,replica,speed[,price] of every replica")
     a("--speed-spread", type=float, default=0.0,
@@ -101,7 +124,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--domain-downtime", type=float, default=d.domain_downtime, help="mean domain outage")
     a("--failure-distribution", default=d.failure_distribution,
       help="up/down law: " + ", ".join(DISTRIBUTIONS))
-    a("--failure-shape", type=float, default=None, help="Weibull shape or lognormal sigma")
+    a("--failure-shape", type=float, default=None,
+      help="Weibull shape, lognormal sigma or Pareto tail index alpha > 1")
     a("--topology", default=None, metavar="SPEC",
       help="place replicas on a layout (its domains and link latencies are used)")
     a("--placement", default=None, metavar="POLICY",
@@ -113,7 +137,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--skip-penalty", type=float, default=0.0, help="quality lost per skip kappa")
     a("--penalty", default=d.penalty, help="multiplicative or additive")
     a("--max-wait", type=float, default=0.0, help="wait at an out stage (default 0; inf: stall)")
-    a("--checkpoint-every", type=int, default=0, metavar="K", help="checkpoint every K steps")
+    a("--checkpoint-every", type=_checkpoint_every, default=0, metavar="K",
+      help="checkpoint every K steps, or auto: the whole K of least exact cost around the "
+           "exact best interval (Poisson job failures, restart model)")
     a("--checkpoint-cost", type=float, default=0.0, metavar="C", help="checkpoint time")
     a("--restart-cost", type=float, default=None, metavar="Q",
       help="restart time after a lost step (the restart model; default none)")
@@ -147,14 +173,18 @@ def _prices(value: Any, replicas: tuple[int, ...]) -> Any:
 
 def check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
-    refuse_unless(args, "failure_shape", args.failure_distribution in ("weibull", "lognormal"),
-                  "with --failure-distribution weibull or lognormal")
+    refuse_unless(args, "failure_shape", args.failure_distribution in SHAPED,
+                  "with --failure-distribution weibull, lognormal or pareto")
+    refuse_unless(args, "pass_time_shape", args.pass_time_distribution in SHAPED,
+                  "with --pass-time-distribution weibull, lognormal or pareto")
+    refuse_unless(args, "stragglers", args.sync_wait is not None, "with --sync-wait")
     refuse_unless(args, "workers", args.executor != "serial", "with --executor local or dask")
     is_async = args.schedule == "async"
     refuse_unless(args, "arrival_rate", is_async and args.arrival != "saturated",
                   "with --schedule async and --arrival poisson or fixed")
     refuse_unless(args, "replace_time", math.isfinite(args.mtbf), "with a finite --mtbf")
-    refuse_unless(args, "checkpoint_cost", args.checkpoint_every > 0, "with --checkpoint-every > 0")
+    refuse_unless(args, "checkpoint_cost", args.checkpoint_every == "auto" or args.checkpoint_every > 0,
+                  "with --checkpoint-every > 0 or auto")
     refuse_unless(args, "speed_spread", args.speeds is None, "without --speeds")
     refuse_unless(args, "domain_downtime", args.domain_outage > 0 or args.topology is not None,
                   "with --domain-outage > 0 or --topology (no domain outages otherwise)")
@@ -210,6 +240,7 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         steps=args.steps, schedule=args.schedule, routing=args.routing,
         forward_time=args.forward_time, backward_ratio=args.backward_ratio,
         pass_time_distribution=args.pass_time_distribution, speed_spread=args.speed_spread,
+        pass_time_shape=args.pass_time_shape, sync_wait=args.sync_wait, stragglers=args.stragglers,
         param_size=args.param_size, activation_size=args.activation_size,
         bandwidth=args.bandwidth, latency=args.latency, sync=args.sync,
         optimizer_time=args.optimizer_time, availability=args.availability,
@@ -218,7 +249,8 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         failure_shape=args.failure_shape, failure_trace=failure_trace, mtbf=args.mtbf,
         replace_time=args.replace_time, detection_timeout=args.detection_timeout,
         skip_budget=args.skip_budget, skip_penalty=args.skip_penalty, penalty=args.penalty,
-        max_wait=args.max_wait, checkpoint_every=args.checkpoint_every,
+        max_wait=args.max_wait,
+        checkpoint_every=0 if args.checkpoint_every == "auto" else args.checkpoint_every,
         checkpoint_cost=args.checkpoint_cost, restart_cost=args.restart_cost,
         samples_per_microbatch=args.samples_per_microbatch, hour=args.hour,
         arrival=args.arrival, arrival_rate=args.arrival_rate, max_time=args.max_time,
@@ -245,7 +277,10 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         hops = layout_hop_times(layout, pl.hosts, base.activation_size)
         if hops:
             kw.update(latency=hops, activation_size=0.0)
-    return TrainingConfig(**kw)
+    cfg = TrainingConfig(**kw)
+    if args.checkpoint_every == "auto":
+        cfg = with_auto_checkpoint(cfg)
+    return cfg
 
 
 def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
@@ -309,6 +344,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     out = simulate(cfg, replications=args.replications, seed=args.seed,
                    executor=args.executor, workers=args.workers, engine=args.engine)
+    if args.checkpoint_every == "auto":
+        out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)
     if args.json:
         emit_json(out)
         return 0
@@ -338,6 +375,11 @@ def run(args: argparse.Namespace) -> int:
                                               e.low - 1e-12 <= exact <= e.high + 1e-12)
         rows.append((label, "-" if exact is None else f"{exact:.6g}", str(e), ok))
     print_table(rows, ("quantity", "exact", "simulated (95% CI)", "agrees"))
+    tau = out["predicted_checkpoint_interval"]
+    if tau is not None:
+        how = " (auto)" if args.checkpoint_every == "auto" else ""
+        print(f"exact best checkpoint interval {tau:.6g} time units; checkpointing every "
+              f"{cfg.checkpoint_every} steps{how}")
     if out["finished"] < 1:
         print(f"{(1 - out['finished']) * args.replications:.0f} of {args.replications} "
               f"replications stopped at --max-time {args.max_time:g} before {cfg.steps} steps "

@@ -4,11 +4,19 @@ The gossip engines make values *train* by calling a node update between
 exchanges; this package supplies it (:class:`LocalSGD`) and the objectives it
 asks for gradients (:class:`Quadratic`, :class:`SoftmaxRegression` on a
 scikit-learn bundled dataset). The exact references on quadratics live in
-:mod:`sim.analytic.learning`.
+:mod:`sim.analytic.learning`. :mod:`.fastest_k` is SGD that waits for the
+fastest k of n workers (references in :mod:`sim.analytic.fastest_k`).
 """
 
 from .config import DATASET_SHAPES, OBJECTIVES, LearningConfig, build_objective
 from .data import DATASETS, INSTALL_HINT, PARTITIONS, Dataset, load_dataset, partition
+from .fastest_k import (
+    ESTIMATORS,
+    FastestKConfig,
+    fastest_k_inclusion,
+    fastest_k_model,
+    speed_correlated_centers,
+)
 from .model import (
     PLACEMENTS,
     RULES,
@@ -67,4 +75,9 @@ __all__ = [
     "FarthestClip",
     "CoordinateMedian",
     "TrimmedMean",
+    "ESTIMATORS",
+    "FastestKConfig",
+    "fastest_k_model",
+    "fastest_k_inclusion",
+    "speed_correlated_centers",
 ]

@@ -62,6 +62,9 @@ def compiled_obstacle(c: TrainingConfig) -> str | None:
         (_slots(c) * c.stages * 8 > MAX_TABLE_BYTES,
          "too many microbatches at once for its tables (async: steps x microbatches)"),
         (len(pl.replica_domains) != c.stages, "needs one domain per stage"),
+        (c.pass_time_distribution not in ("deterministic", "exponential"),
+         f"needs deterministic or exponential passes, not {c.pass_time_distribution}"),
+        (c.sync_wait is not None, "fastest-k steps (sync_wait) run on the DES"),
     )
     for bad, why in checks:
         if bad:

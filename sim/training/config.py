@@ -23,7 +23,7 @@ from ..errors import (
     check_probability,
     read_csv_text,
 )
-from ..failures import DISTRIBUTIONS, read_trace
+from ..failures import DISTRIBUTIONS, check_law, read_trace
 from ..pipeline import quality_table
 from .routing import speed_rows
 
@@ -38,6 +38,7 @@ __all__ = [
     "ARRIVALS",
     "PASS_TIME_DISTRIBUTIONS",
     "SYNCS",
+    "STRAGGLERS",
     "TrainingConfig",
     "read_speeds",
     "replica_name",
@@ -55,8 +56,12 @@ PAIRS = {
     "async": ROUTINGS,
 }
 ARRIVALS = ("saturated", "poisson", "fixed")
-PASS_TIME_DISTRIBUTIONS = ("deterministic", "exponential")
+#: Laws of a pass's nominal time: constant, or a unit-mean duration law of
+#: :mod:`sim.failures` (Weibull, lognormal and Pareto take ``pass_time_shape``).
+PASS_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognormal", "pareto")
 SYNCS = ("allreduce", "none")
+#: What happens to the replicas a fastest-k step does not wait for (``sync_wait``).
+STRAGGLERS = ("cancel", "drop")
 
 
 def replica_name(stage: int, replica: int) -> str:
@@ -166,8 +171,11 @@ class TrainingConfig:
         Nominal forward time per stage (>= 0; 0 with no backward is Study A's snapshot); a replica of speed ``v`` takes ``t / v``.
     backward_ratio : float
         Backward time over forward time (>= 0; 0 means forward passes only).
-    pass_time_distribution : {"deterministic", "exponential"}
+    pass_time_distribution : {"deterministic", "exponential", "weibull", "lognormal", "pareto"}
         Law of a pass's nominal time (mean the stage's time).
+    pass_time_shape : float or None
+        Weibull shape (default 0.7), lognormal sigma (default 1) or Pareto
+        tail index ``alpha > 1`` (required) of the pass-time law.
     speeds : tuple of tuple of float or None
         ``speeds[j][i]`` of each replica (default all 1).
     speed_spread : float
@@ -220,6 +228,21 @@ class TrainingConfig:
         Stop the run at this simulated time even if ``N`` steps are not done
         (inf: run to the end); the metrics then say ``finished = 0``, and
         throughput and cost are over the time run.
+    sync_wait : int or None
+        Fastest ``K`` of ``n``: each step ends, and its all-reduce runs, once
+        the first ``K`` of the ``n`` pipelines (replica ``i`` of every stage:
+        one stage of ``n`` replicas is ``n`` data-parallel workers) have
+        finished their share of the step's microbatches (GPipe and 1F1B,
+        ``1 <= K <= n``, as many replicas at every stage). None: wait for all.
+        The step's samples are those of the ``K`` pipelines; the others'
+        microbatches count as dropped.
+    stragglers : {"cancel", "drop"}
+        With ``sync_wait``: what the other pipelines do. ``cancel``: their
+        passes in service are interrupted and their queued passes dropped, so
+        the next step starts on every replica at once (interruptible kernels).
+        ``drop``: their passes in service run to the end and are thrown away
+        (non-interruptible kernels), so a straggler starts the next step late.
+        Either way the thrown-away work is charged to ``lost_pass``.
     """
 
     stages: int = 4
@@ -263,6 +286,9 @@ class TrainingConfig:
     arrival: str = "saturated"
     arrival_rate: float = 1.0
     max_time: float = math.inf
+    pass_time_shape: float | None = None
+    sync_wait: int | None = None
+    stragglers: str = "cancel"
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -303,6 +329,11 @@ class TrainingConfig:
         set_("forward_time", _per("forward_time", self.forward_time, L, check_nonnegative))
         check_nonnegative("backward_ratio", self.backward_ratio)
         check_choice("pass_time_distribution", self.pass_time_distribution, PASS_TIME_DISTRIBUTIONS)
+        if self.pass_time_shape is not None:
+            check_positive("pass_time_shape", self.pass_time_shape)
+        if self.pass_time_distribution != "deterministic":
+            check_law("pass_time_distribution", self.pass_time_distribution, "pass_time_shape",
+                      self.pass_time_shape)
         check_nonnegative("speed_spread", self.speed_spread)
         check(self.speeds is None or self.speed_spread == 0, "speed_spread",
               "0 when speeds are given", self.speed_spread)
@@ -320,6 +351,8 @@ class TrainingConfig:
         check_choice("failure_distribution", self.failure_distribution, DISTRIBUTIONS)
         if self.failure_shape is not None:
             check_positive("failure_shape", self.failure_shape)
+        check_law("failure_distribution", self.failure_distribution, "failure_shape",
+                  self.failure_shape)
         if isinstance(self.failure_trace, str):  # a CSV of named workers s{j}r{i}
             try:
                 trace = read_trace(self.failure_trace)
@@ -367,6 +400,20 @@ class TrainingConfig:
                 check_nonnegative("price", self.price)
         check_positive("samples_per_microbatch", self.samples_per_microbatch)
         check_positive("hour", self.hour)
+        check_choice("stragglers", self.stragglers, STRAGGLERS)
+        if self.sync_wait is None:
+            check(self.stragglers == "cancel", "stragglers", "cancel (the default) unless "
+                  "sync_wait is set", self.stragglers)
+        else:
+            check(self.schedule in ("gpipe", "1f1b"), "sync_wait",
+                  "set only with schedule gpipe or 1f1b (fixed pipelines: each replica's share "
+                  "of a step is fixed)", self.sync_wait)
+            check(len(set(self.replicas)) == 1, "sync_wait",  # type: ignore[arg-type]
+                  "set only with as many replicas at every stage (n pipelines)", self.sync_wait)
+            check_int("sync_wait", self.sync_wait, low=1, high=self.replicas[0])  # type: ignore[index]
+            check(all(t > 0 for t in self.forward_time), "forward_time",  # type: ignore[union-attr]
+                  "> 0 at every stage with sync_wait (a zero-time pass has no finishing order)",
+                  self.forward_time)
         pl = self.domain_placement
         dead = {d for d, u in pl.domain_outage.items() if u == 1.0}
         stuck = self.availability == 0.0 or any(

@@ -8,11 +8,15 @@ Each reference says when it is exact for a :class:`~sim.training.TrainingConfig`
 (one line either way) and predicts its metrics from :mod:`sim.analytic.training`
 or Study A's closed forms:
 
+``fastest_k``  one stage of n replicas waiting for the first K (``sync_wait``): the
+               K-th order statistic of the pass times (step time, time to train);
 ``schedule``   GPipe and 1F1B step time and bubble, one replica per stage;
 ``mmc``        one stage of ``c`` replicas under ``queue`` routing (M/M/c);
 ``saturated``  async, weighted routing, unbounded supply: the steady throughput;
 ``daly``       one worker, checkpoints, Poisson preemptions (Daly 2006);
-``snapshot``   zero-time async crossings: Study A's drop law and mean quality.
+``snapshot``   zero-time async crossings: Study A's drop law and mean quality;
+``checkpoint_interval``  Poisson job failures, restart model: the exact best
+               interval ``tau*`` (Lambert W; :mod:`sim.training.checkpointing`).
 """
 
 from __future__ import annotations
@@ -22,15 +26,16 @@ from typing import Any
 
 from .. import analytic
 from ..engines import Applies, Engine, Reference, register
+from .checkpointing import checkpoint_interval_obstacle, predicted_interval
 from .compiled import CompiledTraining
 from .system import METRICS, draw_speeds, training_model
 
-__all__ = ["TrainingDES", "CompiledTraining", "ScheduleReference", "MMcReference", "SaturatedReference",
-           "DalyReference", "SnapshotReference", "PREDICTED"]
+__all__ = ["TrainingDES", "CompiledTraining", "FastestKReference", "ScheduleReference", "MMcReference", "SaturatedReference",
+           "DalyReference", "SnapshotReference", "CheckpointIntervalReference", "PREDICTED"]
 
 #: Metrics an exact reference may predict (``predicted_<metric>`` in the CLI).
 PREDICTED = ("step_time_mean", "bubble_fraction", "throughput", "throughput_steady",
-             "training_time", "latency_mean", "drop_rate", "mean_quality")
+             "training_time", "latency_mean", "drop_rate", "mean_quality", "checkpoint_interval")
 
 
 class TrainingDES(Engine):
@@ -98,6 +103,8 @@ class ScheduleReference(Reference):
             (c.failures, "needs no failures"),
             (any(c.hop_times), "needs no transfer time"),
             (c.optimizer_time > 0 or c.checkpoint_every > 0, "needs no optimizer or checkpoint time"),
+            (c.sync_wait is not None and c.sync_wait < c.replicas[0],
+             "needs every pipeline in the step (sync_wait unset or equal to the replicas)"),
         )
         return no if no is not None else Applies(
             True, "GPipe/1F1B with equal deterministic stages on fixed pipelines")
@@ -110,6 +117,68 @@ class ScheduleReference(Reference):
         return {"step_time_mean": T,
                 "bubble_fraction": analytic.pipeline_bubble_fraction(c.stages, per_pipe),
                 "training_time": c.steps * T, "throughput": c.microbatches / T}
+
+
+class FastestKReference(Reference):
+    """The K-th of n order statistic for a step that waits for the fastest K of n replicas.
+
+    One stage of ``n`` replicas and ``n`` microbatches split one per replica
+    (round robin or least-loaded), forward passes only: every replica does
+    one pass per step, and the step (``sync_wait = K``) ends at the K-th
+    completion, then the ring all-reduce among the K and the optimizer step.
+    Stragglers ``cancel``: each step takes :math:`X_{(K:n)}` (any pass law,
+    given speeds; :func:`sim.analytic.order_statistic_mean`); ``drop``
+    (exponential passes, equal speeds, no time between steps): the first
+    step :math:`X_{(K:n)}`, later ones the K-th of ``K`` exponential and
+    ``n - K`` Gamma(2) times (:func:`sim.analytic.drop_stragglers_step_means`).
+    """
+
+    name = "fastest_k"
+    family = "training"
+    metrics = ("step_time_mean", "training_time")
+
+    def applies(self, c: Any) -> Applies:
+        no = _first(
+            (c.sync_wait is None, "needs sync_wait (wait for the fastest K of n)"),
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
+            (c.stages != 1, "needs one stage of n replicas"),
+            (c.backward_ratio != 0, "needs one pass per replica per step (forward only)"),
+            (c.microbatches != c.replicas[0] or c.routing not in ("round-robin", "least-loaded"),
+             "needs one microbatch per replica (microbatches = replicas, round-robin or "
+             "least-loaded routing)"),
+            (c.speed_spread > 0, "needs given (not drawn) speeds"),
+            (c.failures, "needs no failures"),
+            (c.checkpoint_every > 0, "needs no checkpoints"),
+            (c.stragglers == "drop" and (c.pass_time_distribution != "exponential"
+                                         or _speed_one(c) is None),
+             "with stragglers drop, needs exponential passes and equal speeds"),
+            (c.stragglers == "drop" and (c.optimizer_time > 0 or (c.sync == "allreduce" and (
+                c.param_size > 0 or c.mean_latency > 0))),
+             "with stragglers drop, needs no time between steps (no sync or optimizer time)"),
+        )
+        return no if no is not None else Applies(
+            True, "one pass per replica, the step ends at the K-th completion (order statistic)")
+
+    @staticmethod
+    def _between(c: Any) -> float:
+        K = c.sync_wait
+        sync = 0.0
+        if c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0) and K > 1:
+            sync = analytic.ring_allreduce_time(K, c.param_size, c.bandwidth, c.mean_latency)
+        return sync + c.optimizer_time
+
+    def predict(self, c: Any) -> dict[str, Any]:
+        n, K, N = c.replicas[0], c.sync_wait, c.steps
+        t = c.forward_time[0]
+        speeds = draw_speeds(c, None)[0]
+        if c.stragglers == "drop":
+            first, steady = analytic.drop_stragglers_step_means(K, n, t / speeds[0])
+            total = first + (N - 1) * steady
+            return {"step_time_mean": total / N, "training_time": total}
+        law = c.pass_time_distribution
+        step = analytic.order_statistic_mean(K, n, law, c.pass_time_shape, t, speeds) \
+            + self._between(c)
+        return {"step_time_mean": step, "training_time": N * step}
 
 
 class MMcReference(Reference):
@@ -243,6 +312,33 @@ class SnapshotReference(Reference):
         return out
 
 
-for _obj in (TrainingDES(), CompiledTraining(), ScheduleReference(), MMcReference(), SaturatedReference(),
-             DalyReference(), SnapshotReference()):
+class CheckpointIntervalReference(Reference):
+    """The exact best work between checkpoints, ``tau* = (1 + W0(-e^{-1-C/M})) M``.
+
+    ``M`` is the running job's MTBF, one over the sum of its components'
+    failure rates (:func:`sim.training.checkpointing.job_failure_rate`). Not a
+    simulated metric: ``dtsim train --json`` reports it as
+    ``predicted_checkpoint_interval`` (time units), and
+    ``--checkpoint-every auto`` checkpoints at the whole number of steps of
+    least exact cost around it.
+    """
+
+    name = "checkpoint_interval"
+    family = "training"
+    metrics = ("checkpoint_interval",)
+
+    def applies(self, c: Any) -> Applies:
+        why = checkpoint_interval_obstacle(c)
+        if why is None and not c.checkpoint_cost > 0:
+            why = "needs a checkpoint cost > 0"
+        return Applies(False, why) if why is not None else Applies(
+            True, "Poisson job failures (one replica per stage, exponential clocks), restart model")
+
+    def predict(self, c: Any) -> dict[str, Any]:
+        return {"checkpoint_interval": predicted_interval(c)}
+
+
+# fastest_k first: where neither it nor schedule applies, schedule's reason is the one shown
+for _obj in (TrainingDES(), CompiledTraining(), FastestKReference(), ScheduleReference(), MMcReference(), SaturatedReference(),
+             DalyReference(), SnapshotReference(), CheckpointIntervalReference()):
     register(_obj)

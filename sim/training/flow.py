@@ -50,6 +50,32 @@ class _Exponentials:
         return self._buf.pop()
 
 
+class _Draws:
+    """Unit-mean factors from a duration law of :mod:`sim.failures`, drawn in blocks."""
+
+    def __init__(self, law: Any, rng: np.random.Generator) -> None:
+        self.law = law
+        self.rng = rng
+        self._buf: list[float] = []
+
+    def __call__(self) -> float:
+        if not self._buf:
+            self._buf = self.law.sample(self.rng, _BLOCK).tolist()
+        return self._buf.pop()
+
+
+def _unit_draws(c: TrainingConfig, streams: Any) -> Any:
+    """The config's pass-time law as unit-mean factors from stream ``pass_time`` (None: constant)."""
+    kind = c.pass_time_distribution
+    if kind == "exponential":
+        return _Exponentials(streams.rng("pass_time"))
+    if kind == "deterministic":
+        return None
+    from ..failures import make_distribution
+
+    return _Draws(make_distribution(kind, 1.0, c.pass_time_shape), streams.rng("pass_time"))
+
+
 class Flow:
     """The stages, their replicas and queues, and the microbatch movements.
 
@@ -76,9 +102,7 @@ class Flow:
         self.fixed = bool(schedule.fixed_pipelines)
         self.lost = dict.fromkeys(LOST_CAUSES, 0.0)
         # unit-mean factors of the pass times: the caller's law, else the config's
-        self.draw = unit_draws if unit_draws is not None else (
-            _Exponentials(streams.rng("pass_time"))
-            if c.pass_time_distribution == "exponential" else None)
+        self.draw = unit_draws if unit_draws is not None else _unit_draws(c, streams)
         self.shared = [(deque(), deque()) for _ in range(L)]
         self.idle: list[dict[Replica, None]] = [{} for _ in range(L)]
         # Without backward passes a microbatch is held nowhere between passes, so
@@ -95,6 +119,9 @@ class Flow:
         self.policies = [make_routing(c.routing) for _ in range(L)]
         self.uniform = Uniforms(streams.rng("routing"))
         self.track = False  # set by a trainer that needs each stage's participants
+        # fastest-k steps kill microbatches whose passes may still be in service
+        # (stragglers "drop"): completions go the general way, which skips them
+        self.general = getattr(c, "sync_wait", None) is not None
         self.waiters: list[list[tuple[Microbatch, float]]] = [[] for _ in range(L)]
         self.lost_passes = self.reroutes = 0
         self.skips = self.waits = self.recomputes = 0
@@ -123,13 +150,15 @@ class Flow:
             nxt = j + 1
             if nxt < L and hops[j] <= 0.0:
                 kind = 1 if self.fixed else 0
-                rep.wire(inline=not self.track, fwd_kind=kind, next_live=self.live[nxt],
+                rep.wire(inline=not (self.track or self.general), fwd_kind=kind,
+                         next_live=self.live[nxt],
                          next_lo=self.shared[nxt][1], next_idle=self.idle[nxt],
                          next_policy=None if shared_only[nxt] else self.policies[nxt],
                          prev_stage=j - 1 if j > 0 and hops[j - 1] <= 0.0 else -1,
                          uniform=self.uniform)
             else:
-                rep.wire(inline=not self.track, fwd_kind=2, next_live=[], next_lo=None,
+                rep.wire(inline=not (self.track or self.general), fwd_kind=2, next_live=[],
+                         next_lo=None,
                          next_idle=None, next_policy=None,
                          prev_stage=j - 1 if j > 0 and hops[j - 1] <= 0.0 else -1,
                          uniform=self.uniform)
@@ -183,6 +212,9 @@ class Flow:
     def pass_done(self, rep: Replica, mb: Microbatch, work: float) -> None:
         """``rep`` completed ``mb``'s pass: move the microbatch on."""
         rep.passes += 1
+        if mb.dead:  # a straggler's pass of a fastest-k step already closed: thrown away
+            self.lost["lost_pass"] += work
+            return
         j = mb.stage
         if self.track:
             self.trainer.participated(j, rep)

@@ -31,7 +31,7 @@ class Step:
     """One attempt at a training step."""
 
     __slots__ = ("index", "remaining", "fwd_pending", "parked", "participants", "done",
-                 "delivered", "quality")
+                 "delivered", "quality", "fast")
 
     def __init__(self, index: int, m: int, stages: int) -> None:
         self.index = index
@@ -42,6 +42,23 @@ class Step:
         self.done: simpy.Event | None = None
         self.delivered = 0
         self.quality = 0.0
+        self.fast: _FastestK | None = None
+
+
+class _FastestK:
+    """A fastest-k step's books: each pipeline's microbatches, finished ones, the first done."""
+
+    __slots__ = ("total", "left", "fwd_left", "parked", "finished", "done", "cut", "mbs")
+
+    def __init__(self, pipes: int) -> None:
+        self.total = [0] * pipes  # microbatches routed to pipeline p
+        self.left = [0] * pipes  # of them finished or dropped
+        self.fwd_left = [0] * pipes  # forwards still to finish (GPipe's per-pipeline barrier)
+        self.parked: list[list[Microbatch]] = [[] for _ in range(pipes)]
+        self.finished: list[tuple[Microbatch, float]] = []
+        self.done: list[int] = []  # pipelines in the order they finished
+        self.cut = False
+        self.mbs: list[Microbatch] = []
 
 
 class Trainer:
@@ -93,8 +110,9 @@ class Trainer:
         """``mb`` met out stage ``j`` with no skip and no wait left."""
         raise NotImplementedError  # pragma: no cover
 
-    def _delivered(self, mb: Microbatch) -> None:
-        now = self.env.now
+    def _delivered(self, mb: Microbatch, now: float | None = None) -> None:
+        if now is None:
+            now = self.env.now
         self.delivered += 1
         self.quality_sum += self.quality_of[mb.skipped]
         self.latency_sum += now - mb.t0
@@ -130,6 +148,9 @@ class StepTrainer(Trainer):
         if not self.schedule.phase_barrier:
             self.flow.start_backward(mb)
             return
+        if st.fast is not None:  # GPipe per pipeline: its backwards once its forwards are done
+            self._fwd_left(st.fast, mb, park=True)
+            return
         st.parked.append(mb)
         st.fwd_pending -= 1
         if st.fwd_pending == 0:
@@ -141,8 +162,12 @@ class StepTrainer(Trainer):
             self.flow.start_backward(mb)
 
     def finished(self, mb: Microbatch) -> None:
-        self._delivered(mb)
         st = mb.step
+        if st.fast is not None:
+            st.fast.finished.append((mb, self.env.now))
+            self._pipe_left(st, mb)
+            return
+        self._delivered(mb)
         st.delivered += 1
         st.quality += self.quality_of[mb.skipped]
         self._left(st)
@@ -155,11 +180,78 @@ class StepTrainer(Trainer):
         self.dropped += 1
         self.flow.release(mb)
         st = mb.step
+        if st.fast is not None:
+            if self.schedule.phase_barrier and not mb.back and mb.target < 0:
+                self._fwd_left(st.fast, mb, park=False)
+            self._pipe_left(st, mb)
+            return
         if self.schedule.phase_barrier and not mb.back and mb.target < 0:
             st.fwd_pending -= 1
             if st.fwd_pending == 0:
                 self._release(st)
         self._left(st)
+
+    # fastest k of n (sync_wait) ----------------------------------------------------------
+    def _fwd_left(self, fk: _FastestK, mb: Microbatch, *, park: bool) -> None:
+        p = mb.pipe
+        if p < 0:
+            return
+        if park:
+            fk.parked[p].append(mb)
+        fk.fwd_left[p] -= 1
+        if fk.fwd_left[p] == 0:
+            parked, fk.parked[p] = fk.parked[p], []
+            for x in parked:
+                self.flow.start_backward(x)
+
+    def _pipe_left(self, st: Step, mb: Microbatch) -> None:
+        """``mb`` finished or was dropped: its pipeline may be done, and with it the step."""
+        fk = st.fast
+        p = mb.pipe
+        st.remaining -= 1
+        if p >= 0:
+            fk.left[p] += 1
+            if fk.left[p] == fk.total[p]:
+                fk.done.append(p)
+                if len(fk.done) == self.c.sync_wait:
+                    self._cut(st)
+                    return
+        self._left_fast(st)
+
+    def _left_fast(self, st: Step) -> None:
+        if st.remaining == 0 and st.done is not None and not st.done.triggered:
+            st.done.succeed()
+
+    def _cut(self, st: Step) -> None:
+        """The K-th pipeline is done: the others' microbatches are dropped, their passes
+        interrupted (stragglers ``cancel``) or left to finish for nothing (``drop``)."""
+        fk = st.fast
+        fk.cut = True
+        left = {id(mb) for mb, _ in fk.finished}
+        for mb in fk.mbs:
+            if not mb.dead and id(mb) not in left:
+                mb.dead = True
+                self.dropped += 1
+                self.flow.release(mb)
+        if self.c.stragglers == "cancel":
+            cause = Aborted(st.index, self.env.now)
+            for rep in self.flow.replicas:
+                rep.abort(cause)
+        st.remaining = 0
+        self._left_fast(st)
+
+    def _close_fast(self, st: Step) -> int:
+        """Count the step's samples: the microbatches of its first K pipelines; the rest drop."""
+        fk = st.fast
+        used = set(fk.done[: self.c.sync_wait])
+        for mb, t in fk.finished:
+            if mb.pipe in used:
+                self._delivered(mb, t)
+                st.delivered += 1
+                st.quality += self.quality_of[mb.skipped]
+            else:
+                self.dropped += 1
+        return len(used)
 
     def _left(self, st: Step) -> None:
         st.remaining -= 1
@@ -252,15 +344,26 @@ class StepTrainer(Trainer):
         self.next_id += m
         self._in_step = mbs
         self.attempted += m
+        fk = None
+        if c.sync_wait is not None:
+            fk = st.fast = _FastestK(c.replicas[0])
+            fk.mbs = mbs
         for mb in mbs:
             flow.arrive_fwd(mb, 0)
+            if fk is not None and mb.pipe >= 0:  # routed (positive pass times: none done yet)
+                fk.total[mb.pipe] += 1
+                fk.fwd_left[mb.pipe] += 1
         if st.remaining:
             st.done = env.event()
             yield st.done
         self.compute_time += env.now - t0
         self.compute_busy += self._busy() - busy0
         sync = 0.0
-        if self.track:
+        if fk is not None:
+            used = self._close_fast(st)
+            if self.track and used > 1:  # the ring among the K pipelines the step waited for
+                sync = ring_allreduce_time(used, c.param_size, c.bandwidth, c.mean_latency)
+        elif self.track:
             lat, P, W = c.mean_latency, c.param_size, c.bandwidth
             for j in range(L):
                 n = sum(1 for r in st.participants[j] if r.live)
