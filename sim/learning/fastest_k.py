@@ -177,13 +177,13 @@ def fastest_k_model(config: FastestKConfig, streams: Any) -> dict[str, float]:
     else:
         w = np.full((T, k), 1.0 / k)
     # g_hat = sum_S w_i (a (x - c_i) + xi_i) = A_t x - B_t
-    A = c.curvature * w.sum(axis=1)
-    B = (w * (c.curvature * centers[chosen] - xi)).sum(axis=1)
+    A = (c.curvature * w.sum(axis=1)).tolist()  # plain floats: records hold numbers, not numpy
+    B = (w * (c.curvature * centers[chosen] - xi)).sum(axis=1).tolist()
     xstar = c.optimum
     rec = set(c.record)
     out: dict[str, float] = {}
     x = float(c.x0)
-    clock = np.concatenate([[0.0], np.cumsum(step)])
+    clock = np.concatenate([[0.0], np.cumsum(step)]).tolist()
     hit = math.nan
     target = c.target
     if 0 in rec:
@@ -195,9 +195,9 @@ def fastest_k_model(config: FastestKConfig, streams: Any) -> dict[str, float]:
         x -= eta * (A[t] * x - B[t])
         if t + 1 in rec:
             out.update({f"x@{t + 1}": x, f"err2@{t + 1}": (x - xstar) ** 2,
-                        f"time@{t + 1}": float(clock[t + 1])})
+                        f"time@{t + 1}": clock[t + 1]})
         if target is not None and math.isnan(hit) and (x - xstar) ** 2 <= target:
-            hit = float(clock[t + 1])
+            hit = clock[t + 1]
     out["step_time_mean"] = float(step.mean())
     out["time_to_target"] = hit
     return out

@@ -48,9 +48,10 @@ class Step:
 class _FastestK:
     """A fastest-k step's books: each pipeline's microbatches, finished ones, the first done."""
 
-    __slots__ = ("total", "left", "fwd_left", "parked", "finished", "done", "cut", "mbs")
+    __slots__ = ("total", "left", "fwd_left", "parked", "finished", "done", "cut", "mbs", "pipe")
 
     def __init__(self, pipes: int) -> None:
+        self.pipe: dict[int, int] = {}  # id(microbatch) -> its pipeline, as routed at stage 0
         self.total = [0] * pipes  # microbatches routed to pipeline p
         self.left = [0] * pipes  # of them finished or dropped
         self.fwd_left = [0] * pipes  # forwards still to finish (GPipe's per-pipeline barrier)
@@ -193,8 +194,10 @@ class StepTrainer(Trainer):
 
     # fastest k of n (sync_wait) ----------------------------------------------------------
     def _fwd_left(self, fk: _FastestK, mb: Microbatch, *, park: bool) -> None:
-        p = mb.pipe
-        if p < 0:
+        p = fk.pipe.get(id(mb), -1)
+        if p < 0:  # not routed at stage 0 (skipped it): in no pipeline's count
+            if park:
+                self.flow.start_backward(mb)
             return
         if park:
             fk.parked[p].append(mb)
@@ -207,7 +210,7 @@ class StepTrainer(Trainer):
     def _pipe_left(self, st: Step, mb: Microbatch) -> None:
         """``mb`` finished or was dropped: its pipeline may be done, and with it the step."""
         fk = st.fast
-        p = mb.pipe
+        p = fk.pipe.get(id(mb), -1)
         st.remaining -= 1
         if p >= 0:
             fk.left[p] += 1
@@ -245,7 +248,7 @@ class StepTrainer(Trainer):
         fk = st.fast
         used = set(fk.done[: self.c.sync_wait])
         for mb, t in fk.finished:
-            if mb.pipe in used:
+            if fk.pipe.get(id(mb), -1) in used:
                 self._delivered(mb, t)
                 st.delivered += 1
                 st.quality += self.quality_of[mb.skipped]
@@ -351,6 +354,7 @@ class StepTrainer(Trainer):
         for mb in mbs:
             flow.arrive_fwd(mb, 0)
             if fk is not None and mb.pipe >= 0:  # routed (positive pass times: none done yet)
+                fk.pipe[id(mb)] = mb.pipe
                 fk.total[mb.pipe] += 1
                 fk.fwd_left[mb.pipe] += 1
         if st.remaining:
