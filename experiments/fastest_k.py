@@ -232,6 +232,40 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
             nmeas = meas.get(s["n"], math.nan)
             summary.append(f"| {noise:g} | {kmin} | {kb} | {kb_meas} | {sp:.3g} | "
                            f"{nmeas / meas[kb_meas]:.3g} |")
+        inside = total = rejected = differs = st_in = st_rej = 0
+        for r in sweep:
+            noise, k = float(r["noise"]), int(r["k"])
+            T, m = _exact(noise, k)
+            for off in range(-WINDOW, WINDOW + 1):
+                key = f"err2_T{off:+d}"
+                if f"{key}_mean" not in r or T + off < 0 or r[f"{key}_mean"] in ("", None):
+                    continue
+                mean, se = float(r[f"{key}_mean"]), float(r[f"{key}_se"])
+                ex = analytic.sgd_mse(T + off, k, s["n"], s["lr"], s["curvature"], noise,
+                                      s["initial"], s["spread"])
+                # wrong model: the minibatch noise not averaged over the k gradients
+                wrong = analytic.sgd_mse(T + off, 1, s["n"], s["lr"], s["curvature"], noise,
+                                         s["initial"], 0.0) - analytic.sgd_mse(
+                    T + off, 1, s["n"], s["lr"], s["curvature"], 0.0, s["initial"], 0.0) + \
+                    analytic.sgd_mse(T + off, k, s["n"], s["lr"], s["curvature"], 0.0,
+                                     s["initial"], s["spread"])
+                total += 1
+                inside += abs(mean - ex) <= 4 * se + 1e-12
+                if abs(wrong - ex) > 1e-12:
+                    differs += 1
+                    rejected += abs(mean - wrong) > 4 * se
+            sm, sse = float(r["step_time_mean_mean"]), float(r["step_time_mean_se"])
+            st_in += abs(sm - m) <= 4 * sse + 1e-12
+            st_rej += abs(sm - 1.0) > 4 * sse  # wrong model: a step takes one worker's mean time
+        lines += ["", f"E[(x_t - x*)^2] within 4 SE of the exact value at {inside} of {total} "
+                  f"(noise, k, t) points; the wrong model with the minibatch noise not averaged "
+                  f"over the k gradients is rejected (more than 4 SE away) at {rejected} of the "
+                  f"{differs} points where it differs. Mean step time within 4 SE of "
+                  f"E[X_(k:n)] at {st_in} of {len(sweep)} points; one worker's mean time (1) "
+                  f"rejected at {st_rej} of {len(sweep)}. The simulated time is the first "
+                  f"recorded step whose mean squared error is at most the target, times the "
+                  f"simulated step time: near the noise floor one step more or less is within "
+                  f"the noise of 400 replications (inf: not within T_k +- {WINDOW}).", ""]
         lines += ["", "## Optimum k: exact and measured", "",
                   "| noise | minimum k | exact k* | measured k* | exact speed-up over k = n | "
                   "measured speed-up |", "|---|---|---|---|---|---|", *summary, ""]
@@ -240,6 +274,24 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
                    Path(out_dir) / "time_to_accuracy.png", group="noise",
                    xlabel="k (gradients per step)", ylabel="time to accuracy (simulated)",
                    title=f"fastest k of {s['n']}")
+    if sweep:
+        lines += ["## Joint tuning of k and the step size (exact)", "",
+                  "For each k the step size with the fewest steps to the target "
+                  "(sim.analytic.best_lr); the time is those steps times E[X_(k:n)].", "",
+                  "| noise | fixed lr 0.1: k*, time | joint: k*, lr, steps, time | gain of tuning lr | "
+                  "joint speed-up over k = n (each at its best lr) |", "|---|---|---|---|---|"]
+        for noise in dict.fromkeys(float(r["noise"]) for r in sweep):
+            best_fixed = _best(noise)[0]
+            t_fixed = math.prod(_exact(noise, best_fixed))
+            joint = []
+            for k in range(1, s["n"] + 1):
+                steps, lr = analytic.best_lr(k, s["n"], s["curvature"], noise, s["initial"],
+                                             s["target"], s["spread"])
+                joint.append((steps * analytic.order_statistic_mean(k, s["n"]), k, lr, steps))
+            tj, kj, lrj, stj = min(joint)
+            lines.append(f"| {noise:g} | {best_fixed}, {t_fixed:.4g} | {kj}, {lrj:.3g}, {stj:g}, "
+                         f"{tj:.4g} | {t_fixed / tj:.3g}x | {joint[-1][0] / tj:.3g}x |")
+        lines.append("")
     tail = [r for r in rows if r["part"] == "tail"]
     if tail:
         lines += ["## Tail index (Pareto worker times)", "",

@@ -43,7 +43,7 @@ def test_bad_distribution_exit_2():
     p = _run("--distribution", "gamma")
     assert p.returncode == 2
     assert p.stderr.strip() == ("dtsim failures: error: 'distribution' must be one of "
-                                "exponential, weibull, lognormal, deterministic: 'gamma'")
+                                "exponential, weibull, lognormal, deterministic, pareto: 'gamma'")
 
 
 def test_cluster_workers_and_its_documented_alias():

@@ -158,7 +158,7 @@ def test_unregistered_law_is_refused(half_uniform):
     with pytest.raises(ValueError) as info:
         ClusterConfig(distribution=half_uniform)
     assert str(info.value) == ("'distribution' must be one of exponential, weibull, lognormal, "
-                               "deterministic: 'half_uniform'")
+                               "deterministic, pareto: 'half_uniform'")
     register_distribution(half_uniform, lambda mean, shape: HalfUniform(mean))
     with pytest.raises(ValueError):
         unregister_distribution("weibull")

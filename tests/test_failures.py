@@ -249,7 +249,8 @@ def test_missing_trace_message(tmp_path):
         ({"workers": 0}, "'workers' must be an integer >= 1: 0"),
         ({"horizon": -5.0}, "'horizon' must be > 0: -5.0"),
         ({"distribution": "gamma"},
-         "'distribution' must be one of exponential, weibull, lognormal, deterministic: 'gamma'"),
+         "'distribution' must be one of exponential, weibull, lognormal, deterministic, pareto: "
+         "'gamma'"),
     ],
 )
 def test_config_errors(kwargs, message):
