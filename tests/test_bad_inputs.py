@@ -115,8 +115,8 @@ def test_inapplicable_option_message_is_exact(capsys):
 
     assert main(["pipeline", "--shape", "0.7"]) == 2
     assert capsys.readouterr().err == (
-        "dtsim pipeline: error: 'shape' must be given only with --distribution weibull or "
-        "lognormal: 0.7\n")
+        "dtsim pipeline: error: 'shape' must be given only with --distribution weibull, "
+        "lognormal or pareto: 0.7\n")
     assert main(["design", "--seed", "3"]) == 2
     assert capsys.readouterr().err == "dtsim design: error: 'seed' must be given only with --verify: 3\n"
 

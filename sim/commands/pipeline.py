@@ -265,6 +265,7 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
 
 #: Up/down and compute-time laws that take a shape parameter.
 SHAPED = ("weibull", "lognormal", "pareto")
+SHAPED_TEXT = ", ".join(SHAPED[:-1]) + " or " + SHAPED[-1]
 
 
 def check_model_options(args: argparse.Namespace, *, topology: bool = False,
@@ -285,12 +286,12 @@ def check_model_options(args: argparse.Namespace, *, topology: bool = False,
         importance``): outage lengths and arrival rates have no effect.
     """
     refuse_unless(args, "shape", args.distribution in SHAPED,
-                  "with --distribution " + " or ".join(SHAPED))
+                  "with --distribution " + SHAPED_TEXT)
     stage_time = args.stage_time if isinstance(args.stage_time, tuple) else (args.stage_time,)
     timed = any(t != 0 for t in stage_time)
     refuse_unless(args, "stage_time_distribution", timed, "with --stage-time > 0")
     refuse_unless(args, "stage_time_shape", timed and args.stage_time_distribution in SHAPED,
-                  "with --stage-time > 0 and --stage-time-distribution " + " or ".join(SHAPED))
+                  "with --stage-time > 0 and --stage-time-distribution " + SHAPED_TEXT)
     refuse_unless(args, "rate", args.arrival != "back_to_back",
                   "with --arrival fixed or poisson (back_to_back arrivals have no rate)")
     refuse_unless(args, "domain_outage", not topology,
