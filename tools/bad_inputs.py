@@ -1093,6 +1093,14 @@ def hardening_cases(fx: Fixtures) -> list[Case]:
         refuse("trace"), timeout=20)
     add("api/load_trace-dev-zero", api("import sim; sim.load_trace('/dev/zero')"),
         refuse("trace"), timeout=20)
+    if (REPO / "sim" / "profiles" / "documents.py").is_file():
+        add("api/read_document-fifo", api(
+            "from sim.profiles.documents import read_document; "
+            f"read_document('plan', {fifo['trace.csv'].replace('.csv', '.csv')!r})"),
+            refuse("plan"), timeout=20)
+        add("api/read_document-dev-zero", api(
+            "from sim.profiles.documents import read_document; read_document('plan', '/dev/zero')"),
+            refuse("plan"), timeout=20)
     # -- unbounded work: refused with a stated limit --
     add("design/verify-microbatches-1e12", dtsim("design", "--verify", "--microbatches",
                                                  "1000000000000"), refuse("microbatches"),
