@@ -520,7 +520,7 @@ def test_plot_uses_the_rates_the_run_recorded(tmp_path):
     (lambda m: m.update(replications="3"), "'replications' must be an integer >= 0"),
     (lambda m: m["points"][0].update(params=[1]), "points[0].params must be an object"),
     (lambda m: m["points"][0].update(config_hash=5), "points[0].config_hash must be a string"),
-    (lambda m: m.update(experiment=None), "'experiment' must be a name"),
+    (lambda m: m.update(experiment=None), "(manifest.json: no experiment name)"),
     (lambda m: m.update(rates=[1]), "'rates' must be a dict"),
 ])
 def test_plot_refuses_a_manifest_of_the_wrong_shape(tmp_path, capsys, edit, why):

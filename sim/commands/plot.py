@@ -105,8 +105,9 @@ def load_result(outdir: str | Path) -> tuple[dict, SweepResult]:
     if out.is_dir():
         try:
             manifest = read_manifest(out, name="OUTDIR")
-        except ConfigError as exc:
-            raise _bad(outdir, exc.rule.removeprefix("a folder with ")) from None
+        except ConfigError as exc:  # not a regular file, too large, or not a JSON object
+            raise ConfigError("OUTDIR", "a results folder with a valid manifest.json",
+                              str(exc.value)) from None
     check(manifest is not None, "OUTDIR", "a results folder with a manifest.json", str(outdir))
     manifest = check_manifest(manifest, outdir)
     pts = manifest.get("points", [])

@@ -171,26 +171,19 @@ def read_manifest(path: str | Path, *, name: str = "out") -> dict[str, Any] | No
         Naming ``name``, when ``manifest.json`` is not a regular file, is too
         large, or is not a JSON object.
     """
-    f = Path(path) / MANIFEST
-    if not f.exists():
-        return None
-    rule = "a folder with a readable manifest.json"
-    data = read_input_bytes(name, f, limit=MAX_MANIFEST_BYTES, rule=rule)
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError):
-        raise ConfigError(name, rule, str(path)) from None
-    if not isinstance(doc, dict):
-        raise ConfigError(name, rule + " (a JSON object)", str(path))
+    doc, why = _manifest_or_damage(Path(path), name)
+    if why:
+        raise ConfigError(name, "a folder with a readable manifest.json",
+                          f"{path} (manifest.json: {why})")
     return doc
 
 
-def _manifest_or_damage(path: Path) -> tuple[dict[str, Any] | None, str]:
+def _manifest_or_damage(path: Path, name: str = "out") -> tuple[dict[str, Any] | None, str]:
     """The folder's manifest, or None and why it is damaged ("" when there is none)."""
     f = path / MANIFEST
     if not f.exists():
         return None, ""
-    data = read_input_bytes("out", f, limit=MAX_MANIFEST_BYTES,
+    data = read_input_bytes(name, f, limit=MAX_MANIFEST_BYTES,
                             rule=f"a results folder whose {MANIFEST} is a regular file")
     try:
         doc = json.loads(data.decode("utf-8"))
