@@ -97,9 +97,14 @@ def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> froze
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dtsim`` and ``python -m sim``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
-    args._given = given_options(parser, argv)
+    try:  # the command's imports can take seconds on a loaded machine: Ctrl-C is one line
+        parser = build_parser(argv[0] if argv else None)
+        args = parser.parse_args(argv)
+        args._given = given_options(parser, argv)
+    except KeyboardInterrupt:
+        print(f"dtsim{' ' + argv[0] if argv and not argv[0].startswith('-') else ''}: "
+              "interrupted", file=sys.stderr)
+        return 130
     # every command's --quiet: no progress bar (sim.progress), for this call only
     with progress.quiet() if getattr(args, "quiet", False) else contextlib.nullcontext():
         return _dispatch(args)

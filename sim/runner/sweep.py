@@ -319,6 +319,8 @@ def sweep(
     if not (executor is None or isinstance(executor, Executor)):
         check_choice("executor", executor, EXECUTORS)
         check_workers(executor, workers, scheduler=scheduler)
+        if scheduler and executor != "dask":
+            raise ConfigError("scheduler", "used with the dask executor only, not with", executor)
     for cfg in configs:  # every task is sent pickled, even to the serial executor
         try:
             pickle.dumps(cfg)
