@@ -585,7 +585,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
     if fx.nearly_full is not None:
         add("pipeline/trace-disk-fills-while-writing",
             P("--stages", "4", "--microbatches", "20000", "--replications", "2", EV,
-              str(fx.nearly_full / "t.csv")), fail(EVN.replace("_", " ")),
+              str(fx.nearly_full / "t.csv")), fail(EVN.replace("_", " ")), timeout=120,
             note="one line; the simulated results are printed first")
     add("pipeline/trace-with-vector", P("--engine", "vector", EV, str(T / "t.csv")),
         refuse(EVN))
@@ -797,7 +797,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("reproduce/workers-with-serial", RP("--executor", "serial", "--workers", "2",
                                             "--out", str(T / "r2")), refuse("workers"))
     add("reproduce/scheduler-notaurl", RP("--quick", "--scheduler", "notaurl", "--out",
-                                          str(T / "r3")), refuse("scheduler"), timeout=12)
+                                          str(T / "r3")), refuse("scheduler"), timeout=30,
+        note="refused before the study files are imported")
 
     # -- plot -------------------------------------------------------------------
     PL = lambda *a: dtsim("plot", *a)  # noqa: E731
@@ -822,7 +823,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                  (full + "/b.jsonl") if fx.mountable else full),
         refuse("out"), timeout=20)
     add("bench/sweep-no-dask-tracebacks", B("--quick", "--parts", "sweep", "--out", "-"),
-        benched("sweep"), timeout=300, note="a successful run prints no Dask shutdown tracebacks")
+        benched("sweep"), timeout=900, note="a successful run prints no Dask shutdown tracebacks")
 
     # -- the public API -------------------------------------------------------------
     add("api/PipelineConfig-availability-string", api(
@@ -1423,7 +1424,19 @@ def judge(case: Case, status: int | None, out: str, err: str, hang: bool, *,
 
 
 def run_case(case: Case) -> Outcome:
-    """Run one case (several synchronised copies for a race) and judge it."""
+    """Run one case (several synchronised copies for a race) and judge it.
+
+    A refusal judged "work done" on its CPU time alone is run once more: on a
+    loaded machine the CPU time of an import varies, and a refusal that really
+    works before refusing takes the time again.
+    """
+    o = _run_case(case)
+    if o.verdict == "work done" and "of CPU" in o.detail and not o.changed:
+        o = _run_case(case)
+    return o
+
+
+def _run_case(case: Case) -> Outcome:
     t0 = time.monotonic()
     if case.parallel > 1:
         return _run_race(case, t0)
