@@ -28,13 +28,13 @@ import numpy as np
 
 from .. import engines as registry
 from ..engines import Applies, Reference
-from ..errors import check, check_choice, check_int
+from ..errors import check, check_choice, check_int, check_nonnegative
 from ..gossip import GossipConfig, GossipSystem, Records, build_network, summarize_runs
 from ..gossip.model import model_output
 from ..results import mean_ci
 from ..rng import Streams
 from .config import LearningConfig, build_objective
-from .robust import CoordinateMedian, FarthestClip, TrimmedMean
+from .robust import BUCKETING_FORMS, KRUM_VARIANTS, RULE_NAMES, make_rule
 from .update import METRICS, LocalSGD, training_metrics
 
 __all__ = [
@@ -51,8 +51,8 @@ __all__ = [
     "with_learning",
 ]
 
-#: Aggregation rules of neighbourhood rounds beyond the gossip defences.
-RULES = ("none", "farthest", "median", "trimmed")
+#: Aggregation rules of neighbourhood rounds beyond the gossip defences (:mod:`sim.learning.robust`).
+RULES = RULE_NAMES
 #: How adversary positions are chosen when not given.
 PLACEMENTS = ("first", "random", "degree")
 #: Largest ``n * m * steps`` (per coordinate) for which the exact second
@@ -72,15 +72,33 @@ class TrainingConfig:
         ``dim`` must be the dataset's (:meth:`LearningConfig.dimension`).
     learning : LearningConfig
         The objective and local steps (``objective`` not ``"none"``).
-    rule : {"none", "farthest", "median", "trimmed"}
+    rule : {"none", "farthest", "median", "trimmed", "krum", "rfa", "centered-clip", "mean"}
         Aggregation of ``neighbourhood`` / ``allreduce`` rounds instead of
         mixing (clipping radius from the farthest value received,
-        coordinate-wise median, trimmed mean).
+        coordinate-wise median, trimmed mean, Krum, RFA, centred clipping,
+        plain mean; :mod:`sim.learning.robust`).
     trim : int
         Values trimmed at each end by ``trimmed``.
     flipped : tuple of int
         Positions of label-flipping nodes (``logistic``): they follow the
         protocol and train on labels ``C - 1 - y``; they are not honest.
+    krum_f : int or None
+        Adversaries Krum assumes among a node's inputs (default: every
+        adversary and flipper of the config, the reference code's ``f``);
+        ``2 f + 2`` must not exceed the inputs of any aggregating node.
+    krum_m : int
+        Values multi-Krum selects (1: Krum).
+    krum_variant : {"textbook", "reference"}
+        Krum's scoring and selection (:class:`~sim.learning.robust.Krum`).
+    rfa_iters, rfa_nu : int, float
+        Smoothed Weiszfeld iterations ``T`` and smoothing ``nu`` of ``rfa``.
+    cc_tau, cc_iters : float, int
+        Radius and iterations per aggregation of ``centered-clip``.
+    bucketing : int
+        Bucket size ``s`` of a bucketing wrapper around the rule (0: none;
+        with ``rule = none`` it wraps plain or fixed-radius mixing).
+    bucketing_form : {"repeat", "permute"}
+        The reference decentralised form or the centralised one.
     """
 
     gossip: GossipConfig
@@ -88,6 +106,15 @@ class TrainingConfig:
     rule: str = "none"
     trim: int = 1
     flipped: tuple[int, ...] = ()
+    krum_f: int | None = None
+    krum_m: int = 1
+    krum_variant: str = "textbook"
+    rfa_iters: int = 8
+    rfa_nu: float = 0.1
+    cc_tau: float = 10.0
+    cc_iters: int = 1
+    bucketing: int = 0
+    bucketing_form: str = "repeat"
     _honest: tuple[bool, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -119,10 +146,63 @@ class TrainingConfig:
             check(lc.objective == "quadratic", "engine", "des or auto for objective "
                   f"{lc.objective} (compiled: local steps are compiled on quadratic objectives "
                   "only)", g.engine)
+        self._check_rules(honest)
         want = lc.dimension(g.dim)
         check(g.dim == want, "dim", f"{want} for data {lc.data} (the dataset's; build the gossip "
               "config with dim = LearningConfig.dimension())", g.dim)
-        lc.validate_for(n, g.dim, honest, g.protocol)
+        training = honest | (~honest if g.adversary == "bitflip" else False)  # attackers that train
+        lc.validate_for(n, g.dim, training, g.protocol)
+
+    def _check_rules(self, honest: np.ndarray) -> None:
+        """The new rules' parameters, bucketing, and Krum's condition at every aggregating node."""
+        g = self.gossip
+        check_int("krum_m", self.krum_m, low=1)
+        check_choice("krum_variant", self.krum_variant, KRUM_VARIANTS)
+        check_int("rfa_iters", self.rfa_iters, low=1)
+        check_nonnegative("rfa_nu", self.rfa_nu)
+        check_nonnegative("cc_tau", self.cc_tau)
+        check_int("cc_iters", self.cc_iters, low=1)
+        check_int("bucketing", self.bucketing, low=0)
+        check_choice("bucketing_form", self.bucketing_form, BUCKETING_FORMS)
+        if self.krum_f is not None:
+            check_int("krum_f", self.krum_f, low=0)
+        if self.bucketing:
+            check(g.protocol in ("neighbourhood", "allreduce"), "bucketing", f"0 for protocol "
+                  f"{g.protocol} (bucketing needs the whole neighbourhood: protocol neighbourhood "
+                  "or allreduce)", self.bucketing)
+            check(not g.adaptive_clip, "bucketing", "0 with adaptive clipping (the oracle radius "
+                  "needs to know which neighbour sent what)", self.bucketing)
+        if self.rule == "krum":
+            inputs = self._inputs_per_node(honest)
+            f = self.krum_f_used
+            low = int(inputs.min())
+            check(2 * f + 2 <= low, "krum_f", f"at most (m - 2) / 2 = {(low - 2) // 2} (Krum needs "
+                  f"2 f + 2 <= the m values every aggregating node has; the fewest here is "
+                  f"{low}{'' if self.krum_f is not None else '; the default f is the number of adversaries'})",
+                  f)
+            check(self.krum_m <= low, "krum_m", f"at most the {low} values the node with fewest "
+                  "inputs aggregates", self.krum_m)
+
+    def _inputs_per_node(self, honest: np.ndarray) -> np.ndarray:
+        """How many values each aggregating node's rule sees (own included; bucket means)."""
+        g = self.gossip
+        net = build_network(g)
+        deg = (np.full(g.n, g.n - 1) if net.complete or g.protocol == "allreduce"
+               else np.diff(net.indptr))
+        agg = honest | self.flipped_mask
+        if g.adversary == "bitflip":
+            agg = np.ones(g.n, dtype=bool)
+        m = deg[agg] + 1
+        if self.bucketing and self.bucketing_form == "permute":
+            m = -(-m // self.bucketing)
+        return m
+
+    @property
+    def krum_f_used(self) -> int:
+        """Krum's ``f``: the given one, or every adversary and label flipper."""
+        if self.krum_f is not None:
+            return int(self.krum_f)
+        return len(self.gossip.adversary_positions) + len(self.flipped)
 
     @property
     def honest(self) -> np.ndarray:
@@ -186,13 +266,13 @@ def training_objective(config: TrainingConfig) -> Any:
 
 
 def _rule(config: TrainingConfig) -> Any:
-    if config.rule == "farthest":
-        return FarthestClip()
-    if config.rule == "median":
-        return CoordinateMedian()
-    if config.rule == "trimmed":
-        return TrimmedMean(config.trim)
-    return None
+    """The aggregation rule of a config (a fresh object: rules may keep state per run)."""
+    g = config.gossip
+    return make_rule(config.rule, trim=config.trim, krum_f=config.krum_f_used,
+                     krum_m=config.krum_m, krum_variant=config.krum_variant,
+                     rfa_iters=config.rfa_iters, rfa_nu=config.rfa_nu, cc_tau=config.cc_tau,
+                     cc_iters=config.cc_iters, bucketing=config.bucketing,
+                     bucketing_form=config.bucketing_form, clip=g.clip)
 
 
 class TrainingRecords(Records):
@@ -226,8 +306,12 @@ class TrainingRecords(Records):
 
 def _update(config: TrainingConfig) -> LocalSGD:
     g, lc = config.gossip, config.learning
+    if lc.momentum == 0.0:
+        return LocalSGD(training_objective(config), lc.lr, lc.local_steps, lc.grad_noise,
+                        step_time=lc.node_step_times(g.n))
     return LocalSGD(training_objective(config), lc.lr, lc.local_steps, lc.grad_noise,
-                    step_time=lc.node_step_times(g.n))
+                    step_time=lc.node_step_times(g.n), momentum=lc.momentum,
+                    plain=~config.honest)
 
 
 def training_engine(config: TrainingConfig) -> tuple[str, str]:
