@@ -424,8 +424,12 @@ def _exact_protocol(c: TrainingConfig) -> tuple[bool, str]:
         return False, "a quadratic objective"
     if g.adversary not in ("none", "stubborn"):
         return False, "no adversary or stubborn ones (their rows fixed)"
-    if g.clip is not None or g.adaptive_clip or c.rule != "none":
+    if g.clip is not None or g.adaptive_clip or c.rule != "none" or c.bucketing:
         return False, "no clip and plain mixing (the update must be affine)"
+    if c.learning.momentum:
+        return False, "no momentum"
+    if g.mixing != "metropolis" or g.gossip_rounds != 1:
+        return False, "Metropolis mixing and one gossip round per step"
     if g.protocol == "matching" and not g.complete:
         return False, "matching on the complete graph (greedy maximal matchings have no closed E[W])"
     if g.protocol == "async":
@@ -521,9 +525,11 @@ class DiLoCoFixedPoint(Reference):
         g = c.gossip
         ok = (c.learning.objective == "quadratic" and g.protocol == "allreduce"
               and g.adversary == "none" and c.learning.lr > 0 and c.rule == "none"
-              and g.clip is None and not g.adaptive_clip)
+              and g.clip is None and not g.adaptive_clip and not c.bucketing
+              and not c.learning.momentum)
         return Applies(ok, "allreduce after H local steps, all honest: w_i = 1 - (1 - eta a_i)^H"
-                       if ok else "needs protocol allreduce, quadratic, all honest, lr > 0, no clip")
+                       if ok else "needs protocol allreduce, quadratic, all honest, lr > 0, no clip, "
+                       "no momentum")
 
     def predict(self, c: TrainingConfig) -> dict[str, Any]:
         from ..analytic import learning as L
