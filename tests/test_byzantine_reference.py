@@ -537,28 +537,25 @@ def _dtsim_train(G, byz, attack, agg, *, lr, beta, steps, dim, value=None, mixin
 
 
 E2E = [
-    # attack, aggregator, dim, extra
-    ("NA", ("gossip",), 10, {"rounds": 3}),
+    # attack, aggregator, dim, extra; the default suite runs the first five, -m slow all
     ("ALIE", ("scp", 0.5), 10, {"value": 1.5}),
-    ("ALIE", ("cm",), 1, {}),
-    ("IPM", ("tm", 1), 10, {"value": 0.1}),
     ("IPM", ("rfa", 8), 10, {"value": 0.1}),
     ("dissensus", ("gossip",), 10, {"value": 1.5}),
+    ("BF", ("mean",), 10, {}),
+    ("ALIE", ("cm",), 10, {"value": 1.0, "bucket": 2}),
+    ("NA", ("gossip",), 10, {"rounds": 3}),
+    ("ALIE", ("cm",), 1, {}),
+    ("IPM", ("tm", 1), 10, {"value": 0.1}),
     ("dissensus", ("scp", None), 1, {"value": 1.5}),
     ("dissensus", ("cm",), 10, {"value": 1.5}),
     ("dissensus", ("cc", 0.5), 10, {"value": 1.5}),
-    ("BF", ("mean",), 10, {}),
     ("BF", ("gossip",), 1, {}),
     ("NA", ("krum", 1, 1), 10, {"p": 0.9}),
-    ("ALIE", ("cm",), 10, {"value": 1.0, "bucket": 2}),
     ("dissensus", ("gossip",), 10, {"value": 1.5, "bucket": 2}),
 ]
 
 
-@pytest.mark.parametrize("attack,agg,dim,extra", E2E,
-                         ids=[f"{a}-{g[0]}-d{d}{'-b' if 'bucket' in e else ''}" for a, g, d, e in E2E])
-def test_training_loop_equals_their_loop(attack, agg, dim, extra):
-    """Decentralised SGD with momentum 0.9 on quadratics: every node's final model equals their loop's."""
+def _e2e(attack, agg, dim, extra):
     byz = [] if attack == "NA" else [8, 9]
     leaves = [] if attack == "NA" else [2, 2 if attack == "BF" else 5]
     extra = dict(extra)
@@ -571,6 +568,23 @@ def test_training_loop_equals_their_loop(attack, agg, dim, extra):
                      bucket=extra.get("bucket"), seeds=3 if extra.get("bucket") else None)
     keep = [i for i in range(G.number_of_nodes()) if i not in byz or attack == "BF"]
     _close(s.x[keep], want[keep])
+
+
+def _ids(cases):
+    return [f"{a}-{g[0]}-d{d}{'-b' if 'bucket' in e else ''}" for a, g, d, e in cases]
+
+
+@pytest.mark.parametrize("attack,agg,dim,extra", E2E[:5], ids=_ids(E2E[:5]))
+def test_training_loop_equals_their_loop(attack, agg, dim, extra):
+    """Decentralised SGD with momentum 0.9 on quadratics: every node's final model equals their loop's."""
+    _e2e(attack, agg, dim, extra)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack,agg,dim,extra", E2E[5:], ids=_ids(E2E[5:]))
+def test_training_loop_equals_their_loop_more(attack, agg, dim, extra):
+    """The same for the other attack-defence pairs, gossip rounds, Krum and bucketing around mixing."""
+    _e2e(attack, agg, dim, extra)
 
 
 def test_training_model_runs_the_same_loop():

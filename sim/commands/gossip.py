@@ -478,6 +478,9 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
     if "predicted_equilibrium_mean" in report:
         rows.append(("equilibrium honest mean (coord 0)", "-", "-",
                      _fmt(float(report["predicted_equilibrium_mean"][0]))))
+    if "predicted_ipm_fixed_point" in report:
+        rows.append(("IPM-against-clip fixed point of the honest mean", "-", "-",
+                     _fmt(float(report["predicted_ipm_fixed_point"][0]))))
     print_table(rows, ("quantity", "simulated", "95% CI", "exact"))
     for e in errors:
         print(f"replication error: {e}")

@@ -426,17 +426,25 @@ def _exact_protocol(c: TrainingConfig) -> tuple[bool, str]:
         return False, "no adversary or stubborn ones (their rows fixed)"
     if g.clip is not None or g.adaptive_clip or c.rule != "none" or c.bucketing:
         return False, "no clip and plain mixing (the update must be affine)"
-    if c.learning.momentum:
-        return False, "no momentum"
-    if g.mixing != "metropolis" or g.gossip_rounds != 1:
-        return False, "Metropolis mixing and one gossip round per step"
     if g.protocol == "matching" and not g.complete:
         return False, "matching on the complete graph (greedy maximal matchings have no closed E[W])"
     if g.protocol == "async":
         return False, "a synchronous protocol or random edges (async steps at each node's pace)"
     if g.n * g.rounds > EXACT_BUDGET:
         return False, "n * rounds <= 2e9"
-    return True, (f"{g.protocol}: the update is affine in x, so E[x'] = E[W G](E[x])")
+    return True, (f"{g.protocol}: the update is affine in x"
+                  + (" and the momentum buffers" if c.learning.momentum else "")
+                  + ", so E[x'] = E[W G](E[x])")
+
+
+def _mixing(c: TrainingConfig) -> Any:
+    """The off-diagonal mixing weights of a neighbourhood config (None: Metropolis)."""
+    g = c.gossip
+    if g.protocol != "neighbourhood" or g.mixing == "metropolis":
+        return None
+    from ..gossip.mixing import mixing_weights
+
+    return mixing_weights(_graph(c), g.mixing)
 
 
 class TrainingFirstMoment(Reference):
@@ -458,23 +466,25 @@ class TrainingFirstMoment(Reference):
         a, cc = _quadratic_arrays(c)
         stub = _stubborn(c)
         graph = _graph(c) if g.protocol in ("edge", "neighbourhood") else None
+        more = {"momentum": lc.momentum, "weights": _mixing(c), "gossip_rounds": g.gossip_rounds}
         mean = L.training_mean(g.protocol, a, cc, lc.lr, lc.local_steps, g.rounds, graph=graph,
-                               stubborn=stub, x0=g.init_mean, record_every=g.record_every)
+                               stubborn=stub, x0=g.init_mean, record_every=g.record_every, **more)
         hm = mean.mean(axis=1)
         out: dict[str, Any] = {"predicted_honest_mean": hm[:, 0] if g.dim == 1 else hm}
         if lc.lr > 0 or stub:
             eq = L.training_equilibrium(g.protocol, a, cc, lc.lr, lc.local_steps, graph=graph,
-                                        stubborn=stub)
+                                        stubborn=stub, **more)
             out["predicted_equilibrium_mean"] = eq.mean(axis=0)
             xs = training_objective(c).optimum
             out["predicted_bias"] = eq.mean(axis=0) - xs
-            if stub and lc.lr > 0:
+            if stub and lc.lr > 0 and more["weights"] is None:
                 b = L.stubborn_training_bias(g.protocol, a, cc, lc.lr, lc.local_steps, stub,
-                                             graph=graph)
+                                             graph=graph, momentum=lc.momentum,
+                                             gossip_rounds=g.gossip_rounds)
                 out["predicted_attack_bias"] = b["attack_bias"]
             out["predicted_steps_to_equilibrium"] = L.steps_to_equilibrium(
                 g.protocol, a, cc, lc.lr, lc.local_steps, graph=graph, stubborn=stub,
-                x0=g.init_mean, tol=0.01, max_steps=max(10 * g.rounds, 10_000))
+                x0=g.init_mean, tol=0.01, max_steps=max(10 * g.rounds, 10_000), **more)
         return out
 
 
@@ -492,6 +502,8 @@ class TrainingSecondMoment(Reference):
         g = config.gossip
         if ok and g.protocol != "edge":
             ok, why = False, "protocol edge (random single edges)"
+        if ok and config.learning.momentum:
+            ok, why = False, "no momentum"
         if ok and g.n > MAX_TRAINING_EXACT_NODES:
             ok, why = False, f"at most {MAX_TRAINING_EXACT_NODES} nodes"
         if ok:
@@ -539,7 +551,44 @@ class DiLoCoFixedPoint(Reference):
                                                               c.learning.local_steps)}
 
 
-for _ref in (TrainingFirstMoment(), TrainingSecondMoment(), DiLoCoFixedPoint()):
+class IPMClipFixedPoint(Reference):
+    """IPM attackers against a fixed clip on the complete graph: the honest mean's fixed point."""
+
+    name = "ipm_clip_fixed_point"
+    family = "gossip-training"
+    metrics = ("predicted_ipm_fixed_point",)
+
+    def applies(self, c: TrainingConfig) -> Applies:
+        g, lc = c.gossip, c.learning
+        need = []
+        if lc.objective != "quadratic" or g.dim != 1:
+            need.append("a quadratic objective in dimension 1")
+        if not (g.protocol == "allreduce" or (g.protocol == "neighbourhood" and g.complete)):
+            need.append("neighbourhood rounds on the complete graph (or allreduce)")
+        if g.adversary != "ipm":
+            need.append("IPM attackers")
+        if g.clip is None or not math.isfinite(g.clip) or g.adaptive_clip or c.rule != "none" \
+                or c.bucketing:
+            need.append("a fixed clipping radius and plain mixing")
+        if g.noise > 0 or lc.lr <= 0 or c.flipped:
+            need.append("lr > 0, no gossip noise, no label flippers")
+        if need:
+            return Applies(False, "needs " + "; ".join(need))
+        return Applies(True, "piecewise-affine round map solved exactly on the piece of its limit "
+                             "(the expected state's limit while no clip decision flips)")
+
+    def predict(self, c: TrainingConfig) -> dict[str, Any]:
+        from ..analytic import learning as L
+
+        g, lc = c.gossip, c.learning
+        a, cc = _quadratic_arrays(c)
+        h = c.honest
+        fp = L.ipm_clip_fixed_point(a[h, 0], cc[h, 0], lc.lr, lc.local_steps, g.n, g.value, g.clip,
+                                    momentum=lc.momentum, gossip_rounds=g.gossip_rounds)
+        return {"predicted_ipm_fixed_point": np.array([fp["mean"]])}
+
+
+for _ref in (TrainingFirstMoment(), TrainingSecondMoment(), DiLoCoFixedPoint(), IPMClipFixedPoint()):
     registry.register(_ref)
 
 
