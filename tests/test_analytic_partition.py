@@ -248,3 +248,22 @@ def test_bad_input_is_one_line(call, message):
     with pytest.raises(ConfigError) as exc:
         call()
     assert str(exc.value) == message
+
+
+def test_prefix_fast_path_equals_the_validated_one():
+    """greedy_partition_prefix (prepared prefix sums, no checks) gives greedy_partition's cut."""
+    rng = np.random.default_rng(13)
+    for _ in range(40):
+        m, k = int(rng.integers(1, 9)), int(rng.integers(1, 5))
+        times = [rng.exponential(1.0, (int(rng.integers(1, 3)), m)) for _ in range(k)]
+        mem = [rng.integers(1, 4, (1, m)).astype(float) for _ in range(k)]
+        caps = [rng.integers(2, 12, 1).astype(float) for _ in range(k)]
+        fast = analytic.greedy_partition_prefix(
+            [[analytic.prefix_sums(r) for r in t] for t in times],
+            [[analytic.prefix_sums(r) for r in x] for x in mem], [list(c) for c in caps])
+        try:
+            slow = analytic.greedy_partition(times=times, memory=mem, caps=caps)
+        except ConfigError:
+            assert fast is None
+            continue
+        assert fast == slow

@@ -65,6 +65,8 @@ __all__ = [
     "Partition",
     "block_times",
     "greedy_partition",
+    "greedy_partition_prefix",
+    "prefix_sums",
     "dp_partition",
     "bottleneck_bounds",
     "speed_blind_partition",
@@ -167,10 +169,18 @@ class _Chain:
         self.raw = (cost, mem, cap)  # the validated inputs, to re-order the devices
         self.k = len(cost)
         self.m = int(cost[0].shape[1])
-        self.cost = [[[0.0, *itertools.accumulate(map(float, r))] for r in c] for c in cost]
-        self.mem = (None if mem is None else
-                    [[[0.0, *itertools.accumulate(map(float, r))] for r in x] for x in mem])
+        self.cost = [[prefix_sums(r) for r in c] for c in cost]
+        self.mem = None if mem is None else [[prefix_sums(r) for r in x] for x in mem]
         self.cap = None if cap is None else [[float(c) for c in row] for row in cap]
+
+    @classmethod
+    def from_prefix(cls, cost: list[list[list[float]]], mem: list[list[list[float]]] | None,
+                    cap: list[list[float]] | None) -> _Chain:
+        self = cls.__new__(cls)
+        self.raw = None
+        self.k, self.m = len(cost), len(cost[0][0]) - 1
+        self.cost, self.mem, self.cap = cost, mem, cap
+        return self
 
     def block(self, j: int, a: int, b: int) -> float:
         if b <= a:
@@ -214,6 +224,26 @@ class _Chain:
     def times(self, cuts: Sequence[int]) -> tuple[float, ...]:
         return tuple(self.block(j, a, b) for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:],
                                                                        strict=True)))
+
+
+def prefix_sums(row: Any) -> list[float]:
+    """``[0, r_0, r_0 + r_1, ...]`` as floats (the form :func:`greedy_partition_prefix` takes)."""
+    return [0.0, *itertools.accumulate(map(float, row))]
+
+
+def greedy_partition_prefix(cost: list[list[list[float]]], memory: list[list[list[float]]] | None
+                            = None, caps: list[list[float]] | None = None) -> Partition | None:
+    """:func:`greedy_partition` on prepared prefix sums, without validation, or None if no cut fits.
+
+    For callers that cut many times from the same rows (the plan search):
+    ``cost[j]`` is the list of device ``j``'s rows of :func:`prefix_sums` of its
+    layer times (all of length ``m + 1``), ``memory[j]`` its memory rows'
+    prefix sums and ``caps[j]`` one cap per memory row.
+    """
+    ch = _Chain.from_prefix(cost, memory, caps)
+    if ch.probe(math.inf) is None:
+        return None
+    return _greedy(ch)
 
 
 def _chain(work: Any, speeds: Any, times: Any, memory: Any, caps: Any,
