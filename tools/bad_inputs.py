@@ -1235,7 +1235,84 @@ def hardening_cases(fx: Fixtures) -> list[Case]:
 
 def byzantine_cases(fx: Fixtures) -> list[Case]:
     """Attack scopes, new defences, momentum, mixing weights: ``dtsim gossip``."""
-    return []
+    cases: list[Case] = []
+    if not _has_option("gossip", "--attack-scope"):
+        return cases
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, argv, expect, **kw))
+
+    G = lambda *a: dtsim("gossip", *a)  # noqa: E731
+    N = ("--protocol", "neighbourhood", "--rounds", "3", "--replications", "2")
+    Q = ("--objective", "quadratic")
+    ring = ("--topology", "ring:n=10")
+    no_weight = fx._write("byz_no_weight.edges", "0 1\n1 2\n2 0\n")
+    heavy = fx._write("byz_heavy.edges", "0 1 weight=0.7\n1 2 weight=0.4\n2 0 weight=0.2\n")
+    negative = fx._write("byz_negative.edges", "0 1 weight=-0.1\n1 2 weight=0.3\n2 0 weight=0.3\n")
+    text_w = fx._write("byz_text.edges", "0 1 weight=heavy\n1 2 weight=0.3\n2 0 weight=0.3\n")
+    good = fx._write("byz_ok.edges", "0 1 weight=0.25\n1 2 weight=0.25\n2 3 weight=0.25\n"
+                     "3 0 weight=0.25\n0 2 weight=0.1\n")
+    add("byz/attack-scope-unknown", G("--adversary", "alie", "--attack-scope", "near"),
+        refuse("attack_scope"))
+    add("byz/attack-scope-stubborn", G("--adversary", "stubborn", "--attack-scope", "local"),
+        refuse("attack_scope"))
+    add("byz/attack-scope-without-adversary", G("--attack-scope", "local"), refuse("attack_scope"))
+    add("byz/alie-local-default-undefined", G(*N, "--adversary", "alie", "--attack-scope", "local",
+                                              "--num-adversaries", "11"), refuse("adversary_value"))
+    add("byz/bitflip-edge", G("--protocol", "edge", "--adversary", "bitflip"), refuse("protocol"))
+    add("byz/bitflip-value", G(*N, "--adversary", "bitflip", "--adversary-value", "3"),
+        refuse("adversary_value"))
+    add("byz/mixing-unknown", G(*N, "--mixing", "heavy"), refuse("mixing"))
+    add("byz/mixing-matching", G("--mixing", "uniform"), refuse("mixing"))
+    add("byz/mixing-weight-complete", G(*N, "--mixing", "weight"), refuse("mixing"))
+    add("byz/mixing-weight-missing", G(*N, "--topology", str(no_weight), "--mixing", "weight"),
+        refuse("weight"))
+    add("byz/mixing-weight-row-above-1", G(*N, "--topology", str(heavy), "--mixing", "weight"),
+        refuse("weight"))
+    add("byz/mixing-weight-negative", G(*N, "--topology", str(negative), "--mixing", "weight"),
+        refuse("weight"))
+    add("byz/mixing-weight-text", G(*N, "--topology", str(text_w), "--mixing", "weight"),
+        refuse("weight"))
+    add("byz/gossip-rounds-zero", G(*N, "--gossip-rounds", "0"), refuse("gossip_rounds"))
+    add("byz/gossip-rounds-matching", G("--gossip-rounds", "2"), refuse("gossip_rounds"))
+    add("byz/momentum-one", G(*N, *Q, "--momentum", "1"), refuse("momentum"))
+    add("byz/momentum-negative", G(*N, *Q, "--momentum", "-0.5"), refuse("momentum"))
+    add("byz/momentum-without-objective", G(*N, "--momentum", "0.9"), refuse("objective"))
+    add("byz/rule-unknown", G(*N, *Q, "--rule", "bulyan"), refuse("rule"))
+    add("byz/krum-f-too-many", G(*N, *Q, *ring, "--adversary", "ipm", "--rule", "krum"),
+        refuse("krum_f"))
+    add("byz/krum-m-too-many", G(*N, *Q, "--rule", "krum", "--krum-m", "40"), refuse("krum_m"))
+    add("byz/krum-m-without-krum", G(*N, *Q, "--krum-m", "2"), refuse("krum_m"))
+    add("byz/krum-variant-unknown", G(*N, *Q, "--rule", "krum", "--krum-variant", "fast"),
+        refuse("krum_variant"))
+    add("byz/rfa-iters-zero", G(*N, *Q, "--rule", "rfa", "--rfa-iters", "0"), refuse("rfa_iters"))
+    add("byz/rfa-nu-negative", G(*N, *Q, "--rule", "rfa", "--rfa-nu", "-1"), refuse("rfa_nu"))
+    add("byz/rfa-iters-without-rfa", G(*N, *Q, "--rfa-iters", "4"), refuse("rfa_iters"))
+    add("byz/cc-tau-negative", G(*N, *Q, "--rule", "centered-clip", "--cc-tau", "-1"),
+        refuse("cc_tau"))
+    add("byz/cc-iters-zero", G(*N, *Q, "--rule", "centered-clip", "--cc-iters", "0"),
+        refuse("cc_iters"))
+    add("byz/cc-tau-without-rule", G(*N, *Q, "--cc-tau", "1"), refuse("cc_tau"))
+    add("byz/bucketing-negative", G(*N, *Q, "--bucketing", "-2"), refuse("bucketing"))
+    add("byz/bucketing-edge", G("--protocol", "edge", *Q, "--bucketing", "2"), refuse("bucketing"))
+    add("byz/bucketing-adaptive", G(*N, *Q, "--adversary", "ipm", "--adaptive-clip", "--bucketing",
+                                    "2"), refuse("bucketing"))
+    add("byz/bucketing-form-unknown", G(*N, *Q, "--bucketing", "2", "--bucketing-form", "sorted"),
+        refuse("bucketing_form"))
+    add("byz/bucketing-form-without-bucketing", G(*N, *Q, "--bucketing-form", "permute"),
+        refuse("bucketing_form"))
+    add("byz/compiled-local-scope", G("--protocol", "edge", "--adversary", "alie", "--attack-scope",
+                                      "local", "--engine", "compiled"), refuse("engine"))
+    add("byz/compiled-momentum", G("--protocol", "async", *Q, "--momentum", "0.5", "--engine",
+                                   "compiled", "--rounds", "2"), refuse("engine"))
+    add("byz/ok-local-momentum-krum", G(*N, *Q, "--topology", "complete", "--nodes", "12",
+                                        "--adversary", "alie", "--attack-scope", "local",
+                                        "--num-adversaries", "2", "--rule", "krum", "--momentum",
+                                        "0.9", "--bucketing", "2"), ok("gossip training"))
+    add("byz/ok-weight-mixing", G(*N, "--topology", str(good), "--mixing", "weight",
+                                  "--adversary", "dissensus", "--attack-scope", "local"),
+        ok("gossip"))
+    return cases
 
 
 def sibling_cases(fx: Fixtures) -> list[Case]:
