@@ -2114,3 +2114,10 @@ from . import fastest_k as fastest_k  # noqa: E402
 from .fastest_k import *  # noqa: E402,F403
 
 __all__ += fastest_k.__all__
+
+# ================================================ cutting a chain across devices (own module)
+
+from . import partition as partition  # noqa: E402
+from .partition import *  # noqa: E402,F403
+
+__all__ += partition.__all__
