@@ -125,6 +125,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
     a("--max-time", type=float, default=math.inf,
       help="stop each replication at this simulated time (default inf: when N steps are done)")
+    a("--stall-limit", type=float, default=None, metavar="T",
+      help="stop a replication that makes no progress (no checkpoint, no new step) for this "
+           "simulated time, and say why (default: 1000 failure-free checkpoint intervals; "
+           "inf: never)")
     a("--engine", default="auto",
       help="training engine: auto (the DES), des, or compiled (the numba event loop, same "
            "model with its own random numbers; refuses what it does not model)")
@@ -222,6 +226,7 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         checkpoint_cost=args.checkpoint_cost, restart_cost=args.restart_cost,
         samples_per_microbatch=args.samples_per_microbatch, hour=args.hour,
         arrival=args.arrival, arrival_rate=args.arrival_rate, max_time=args.max_time,
+        stall_limit=args.stall_limit,
     )
     file_prices = None
     if args.speeds is not None:
@@ -286,6 +291,10 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         "cost": est["cost"].mean if cfg.price is not None else None,
         "samples_per_dollar": est["samples_per_dollar"].mean if cfg.price is not None else None,
     }
+    stalled = [r for r in ok if r.get("stall_reason")]
+    if stalled:  # the keys appear only when a replication stalled (the output is otherwise unchanged)
+        out.update(stalled=len(stalled), stall_reason=stalled[0]["stall_reason"],
+                   stall_replication=stalled[0]["replication"])
     notes = {}
     for key, metric in PREDICTED.items():
         p = pred[metric]
@@ -339,9 +348,14 @@ def run(args: argparse.Namespace) -> int:
         rows.append((label, "-" if exact is None else f"{exact:.6g}", str(e), ok))
     print_table(rows, ("quantity", "exact", "simulated (95% CI)", "agrees"))
     if out["finished"] < 1:
+        stop = f"at --max-time {args.max_time:g}" if math.isfinite(args.max_time) else \
+            "without progress"
         print(f"{(1 - out['finished']) * args.replications:.0f} of {args.replications} "
-              f"replications stopped at --max-time {args.max_time:g} before {cfg.steps} steps "
+              f"replications stopped {stop} before {cfg.steps} steps "
               f"(mean steps done {out['steps_done']:.4g}); time to train is not measured")
+    if out.get("stall_reason"):
+        print(f"why ({out['stalled']} of {args.replications} stalled; replication "
+              f"{out['stall_replication']}): {out['stall_reason']}")
     lost = ", ".join(f"{k} {v:.4g}" for k, v in out["lost_time"].items() if v)
     print(f"bubble {out['bubble_fraction']:.4g}, utilisation {out['utilisation']:.4g}; "
           f"lost time: {lost or 'none'}")

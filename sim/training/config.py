@@ -220,6 +220,12 @@ class TrainingConfig:
         Stop the run at this simulated time even if ``N`` steps are not done
         (inf: run to the end); the metrics then say ``finished = 0``, and
         throughput and cost are over the time run.
+    stall_limit : float or None
+        A run with a restart model (or an unbounded ``max_wait``) that makes no
+        progress (no checkpoint, no step beyond the best reached) for this
+        simulated time stops, ``finished = 0``, and its record says why
+        (``stall_reason``; :mod:`sim.training.stall`). None: 1000 failure-free
+        checkpoint intervals; inf: never.
     """
 
     stages: int = 4
@@ -263,6 +269,7 @@ class TrainingConfig:
     arrival: str = "saturated"
     arrival_rate: float = 1.0
     max_time: float = math.inf
+    stall_limit: float | None = None
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -360,6 +367,8 @@ class TrainingConfig:
               "saturated unless schedule is async", self.arrival)
         check_positive("arrival_rate", self.arrival_rate)
         check_positive("max_time", self.max_time, allow_inf=True)
+        if self.stall_limit is not None:
+            check_positive("stall_limit", self.stall_limit, allow_inf=True)
         if self.price is not None:
             if isinstance(self.price, (list, tuple)):
                 set_("price", _grid("price", self.price, self.replicas, check_nonnegative))

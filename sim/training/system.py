@@ -20,6 +20,7 @@ from .config import TrainingConfig
 from .flow import LOST_CAUSES, Flow
 from .replica import SpotSlot
 from .schedules import SCHEDULE_POLICIES
+from .stall import Watchdog, diagnose, interval_time, needs_watchdog, stall_limit
 from .trainer import AsyncTrainer, StepTrainer, steady_throughput
 
 __all__ = ["TrainingSystem", "draw_speeds", "training_model", "METRICS"]
@@ -124,8 +125,25 @@ class TrainingSystem:
             stop = min(stop, self.config.failure_trace.duration)
         if stop < math.inf:
             until = self.env.any_of([until, self.env.timeout(stop)])
+        watch = None
+        if needs_watchdog(self.config):
+            watch = Watchdog(self.env, self.trainer, stall_limit(self.config))
+            until = self.env.any_of([until, watch.event])
         self.env.run(until=until)
-        return self.metrics()
+        out = self.metrics()
+        if self._stalled(watch):
+            out["stall_reason"] = diagnose(self)
+        return out
+
+    def _stalled(self, watch: Watchdog | None) -> bool:
+        """Stopped by the watchdog, or stopped at ``max_time`` without progress for at
+        least one failure-free checkpoint interval."""
+        if watch is not None and watch.fired:
+            return True
+        tr = self.trainer
+        if tr.done.triggered or not self.schedule.step_barrier or not self.config.failures:
+            return False
+        return self.env.now - tr.progress_t >= interval_time(self.config)[0]
 
     def metrics(self) -> dict[str, float]:
         """Flat metrics of the run (see :func:`training_model`)."""
