@@ -922,7 +922,33 @@ def strategy_cases(fx: Fixtures) -> list[Case]:
              refuse("failure_trace")),
         Case("design/trace-too-few-slots", D("--failure-trace", "aws-p3", "--stages", "40"),
              ok("fewer than the 40 stages")),
+        Case("train/price-series-missing", T("--price-series", str(fx.root / "none.csv")),
+             refuse("price_series")),
+        Case("train/price-series-binary", T("--price-series", str(fx.binary)),
+             refuse("price_series")),
+        Case("train/price-series-columns", T("--price-series", str(fx.trace_ok)),
+             refuse("price_series")),
+        Case("train/price-series-late-start", T("--price-series", str(_prices(fx, "late",
+                                                                               "5,1\n"))),
+             refuse("price_series")),
+        Case("train/price-series-negative", T("--price-series", str(_prices(fx, "neg",
+                                                                             "0,1\n9,-2\n"))),
+             refuse("price_series")),
+        Case("train/price-series-unsorted", T("--price-series", str(_prices(fx, "unsorted",
+                                                                             "0,1\n9,2\n4,3\n"))),
+             refuse("price_series")),
+        Case("train/price-series-with-price", T("--price-series", str(_prices(fx, "okp", "0,1\n")),
+                                                "--price", "2"), refuse("price")),
+        Case("train/price-series-ok", T("--price-series", str(_prices(fx, "ok", "0,3\n100,1\n")),
+                                        "--replications", "2"), ok("samples per dollar")),
     ]
+
+
+def _prices(fx: Fixtures, name: str, rows: str) -> Path:
+    """A price-series CSV ``time,price`` with ``rows`` under the fixtures' folder."""
+    p = fx.root / f"prices_{name}.csv"
+    p.write_text("time,price\n" + rows)
+    return p
 
 
 def hardening_cases(fx: Fixtures) -> list[Case]:

@@ -119,6 +119,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="restart time after a lost step (the restart model; default none)")
     a("--price", type=_floats, default=None,
       help="price per worker-hour: one value, or one per worker (stage-major)")
+    a("--price-series", default=None, metavar="FILE",
+      help="a CSV of time,price: the price per worker-hour over the run's time (instead of "
+           "--price), integrated over each worker's billed time")
     a("--samples-per-microbatch", type=float, default=1.0, help="samples in a microbatch")
     a("--hour", type=float, default=3600.0, help="time units per hour (default 3600)")
     a("--arrival", default=d.arrival, help="async only: " + ", ".join(ARRIVALS))
@@ -234,6 +237,10 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         kw["speeds"] = speeds
         if file_prices is not None and args.price is not None:
             raise ConfigError("price", "unset when the speeds file has a price column", args.price)
+    if args.price_series is not None:
+        from ..training.billing import read_price_series
+
+        kw["price_series"] = read_price_series(args.price_series)
     base = TrainingConfig(**kw)  # validates everything but the placement and prices
     kw["replicas"] = base.replicas
     kw["price"] = file_prices if file_prices is not None else _prices(args.price, base.replicas)
@@ -267,6 +274,7 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     for m in ("drop_rate", "worker_availability"):  # fractions: inside [0, 1], "below X" at 0
         est[m] = rate_ci([float(r[m]) for r in ok])
     pred = predictions("training", cfg)
+    priced = cfg.price is not None or cfg.price_series is not None
     out: dict[str, Any] = {
         "engine": sel.name, "engine_reason": sel.reason,
         "throughput": est["throughput"].mean, "throughput_ci": est["throughput"],
@@ -288,9 +296,12 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         "workers": cfg.workers, "worker_hours": est["worker_hours"].mean,
         "samples_per_second": est["samples_per_second"].mean,
         "samples_per_worker_hour": est["samples_per_worker_hour"].mean,
-        "cost": est["cost"].mean if cfg.price is not None else None,
-        "samples_per_dollar": est["samples_per_dollar"].mean if cfg.price is not None else None,
+        "cost": est["cost"].mean if priced else None,
+        "samples_per_dollar": est["samples_per_dollar"].mean if priced else None,
     }
+    if priced and cfg.skip_budget > 0:  # skipping costs quality: samples per dollar weighted by it
+        out["quality_samples_per_dollar"] = est["quality_samples_per_dollar"].mean
+        out["quality_samples_per_dollar_ci"] = est["quality_samples_per_dollar"]
     stalled = [r for r in ok if r.get("stall_reason")]
     if stalled:  # the keys appear only when a replication stalled (the output is otherwise unchanged)
         out.update(stalled=len(stalled), stall_reason=stalled[0]["stall_reason"],
@@ -361,5 +372,7 @@ def run(args: argparse.Namespace) -> int:
           f"lost time: {lost or 'none'}")
     cost = "" if out["cost"] is None else f", cost {out['cost']:.4g}, samples per dollar " \
         f"{out['samples_per_dollar']:.4g}"
+    if "quality_samples_per_dollar" in out:
+        cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
     print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
     return 0

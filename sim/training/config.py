@@ -207,7 +207,13 @@ class TrainingConfig:
         Checkpoint every K steps (0: never) costing C; a lost step restarts
         from the last checkpoint after ``restart_cost`` (None: no restart model).
     price : float, tuple of tuple of float or None
-        Price per worker-hour (one value, or per replica).
+        Price per worker-hour (one value, or per replica). A worker is billed
+        while its instance exists: not while a spot slot waits for its
+        replacement, nor while a replayed trace has it down
+        (:mod:`sim.training.billing`).
+    price_series : sim.training.billing.PriceSeries or None
+        A price per worker-hour that changes over time (instead of ``price``):
+        each worker pays the integral of the series over its billed time.
     samples_per_microbatch : float
         Samples in one microbatch.
     hour : float
@@ -264,6 +270,7 @@ class TrainingConfig:
     checkpoint_cost: float = 0.0
     restart_cost: float | None = None
     price: float | tuple[tuple[float, ...], ...] | None = None
+    price_series: Any = None
     samples_per_microbatch: float = 1.0
     hour: float = 3600.0
     arrival: str = "saturated"
@@ -374,6 +381,13 @@ class TrainingConfig:
                 set_("price", _grid("price", self.price, self.replicas, check_nonnegative))
             else:
                 check_nonnegative("price", self.price)
+        if self.price_series is not None:
+            from .billing import PriceSeries
+
+            check(isinstance(self.price_series, PriceSeries), "price_series",
+                  "a sim.training.billing.PriceSeries", self.price_series)
+            check(self.price is None, "price", "unset with a price series (the series is the "
+                  "price)", self.price)
         check_positive("samples_per_microbatch", self.samples_per_microbatch)
         check_positive("hour", self.hour)
         pl = self.domain_placement
