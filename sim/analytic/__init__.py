@@ -2098,3 +2098,10 @@ from . import trace_design as trace_design  # noqa: E402
 from .trace_design import *  # noqa: E402,F403
 
 __all__ += trace_design.__all__
+
+# ================================================ cutting a chain across devices (own module)
+
+from . import partition as partition  # noqa: E402
+from .partition import *  # noqa: E402,F403
+
+__all__ += partition.__all__
