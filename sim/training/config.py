@@ -215,7 +215,13 @@ class TrainingConfig:
         Checkpoint every K steps (0: never) costing C; a lost step restarts
         from the last checkpoint after ``restart_cost`` (None: no restart model).
     price : float, tuple of tuple of float or None
-        Price per worker-hour (one value, or per replica).
+        Price per worker-hour (one value, or per replica). A worker is billed
+        while its instance exists: not while a spot slot waits for its
+        replacement, nor while a replayed trace has it down
+        (:mod:`sim.training.billing`).
+    price_series : sim.training.billing.PriceSeries or None
+        A price per worker-hour that changes over time (instead of ``price``):
+        each worker pays the integral of the series over its billed time.
     samples_per_microbatch : float
         Samples in one microbatch.
     hour : float
@@ -228,6 +234,12 @@ class TrainingConfig:
         Stop the run at this simulated time even if ``N`` steps are not done
         (inf: run to the end); the metrics then say ``finished = 0``, and
         throughput and cost are over the time run.
+    stall_limit : float or None
+        A run with a restart model (or an unbounded ``max_wait``) that makes no
+        progress (no checkpoint, no step beyond the best reached) for this
+        simulated time stops, ``finished = 0``, and its record says why
+        (``stall_reason``; :mod:`sim.training.stall`). None: 1000 failure-free
+        checkpoint intervals; inf: never.
     sync_wait : int or None
         Fastest ``K`` of ``n``: each step ends, and its all-reduce runs, once
         the first ``K`` of the ``n`` pipelines (replica ``i`` of every stage:
@@ -281,11 +293,13 @@ class TrainingConfig:
     checkpoint_cost: float = 0.0
     restart_cost: float | None = None
     price: float | tuple[tuple[float, ...], ...] | None = None
+    price_series: Any = None
     samples_per_microbatch: float = 1.0
     hour: float = 3600.0
     arrival: str = "saturated"
     arrival_rate: float = 1.0
     max_time: float = math.inf
+    stall_limit: float | None = None
     pass_time_shape: float | None = None
     sync_wait: int | None = None
     stragglers: str = "cancel"
@@ -393,11 +407,20 @@ class TrainingConfig:
               "saturated unless schedule is async", self.arrival)
         check_positive("arrival_rate", self.arrival_rate)
         check_positive("max_time", self.max_time, allow_inf=True)
+        if self.stall_limit is not None:
+            check_positive("stall_limit", self.stall_limit, allow_inf=True)
         if self.price is not None:
             if isinstance(self.price, (list, tuple)):
                 set_("price", _grid("price", self.price, self.replicas, check_nonnegative))
             else:
                 check_nonnegative("price", self.price)
+        if self.price_series is not None:
+            from .billing import PriceSeries
+
+            check(isinstance(self.price_series, PriceSeries), "price_series",
+                  "a sim.training.billing.PriceSeries", self.price_series)
+            check(self.price is None, "price", "unset with a price series (the series is the "
+                  "price)", self.price)
         check_positive("samples_per_microbatch", self.samples_per_microbatch)
         check_positive("hour", self.hour)
         check_choice("stragglers", self.stragglers, STRAGGLERS)
