@@ -41,6 +41,10 @@ from .topology import Network, build_network
 __all__ = ["WEIGHTINGS", "FlowEngine", "FlowResult", "simulate_flows", "Flow", "read_flows"]
 
 WEIGHTINGS = ("maxmin", "rtt")
+#: Engines of :func:`simulate_flows`.
+ENGINES = ("auto", "python", "compiled")
+#: ``engine="auto"`` runs the compiled loop from this many flows up.
+COMPILED_FROM = 1000
 
 #: Completions predicted within this relative distance of the current event are
 #: taken with it (each at its own predicted time): no event for a remainder of
@@ -355,7 +359,7 @@ def _as_flows(flows: Iterable[Any]) -> list[Flow]:
 
 
 def simulate_flows(network: Any, flows: Sequence[Any], *, weighting: str = "maxmin",
-                   incremental: bool = True) -> FlowResult:
+                   incremental: bool = True, engine: str = "auto") -> FlowResult:
     """Finish times of a set of flows on a network (the batch interface).
 
     Parameters
@@ -366,7 +370,13 @@ def simulate_flows(network: Any, flows: Sequence[Any], *, weighting: str = "maxm
         :class:`Flow` values or ``(src, dst, size, start)`` rows.
     weighting : {"maxmin", "rtt"}
     incremental : bool
-        False re-solves everything at every event (the cross-check).
+        False re-solves everything at every event (the cross-check; Python only).
+    engine : {"auto", "python", "compiled"}
+        ``compiled`` runs the same model as one numba loop
+        (:mod:`sim.network.kernel`); ``auto`` takes it when numba is installed,
+        ``incremental`` is set and there are at least :data:`COMPILED_FROM`
+        flows (below that, loading the compiled loop costs more than it saves),
+        else the Python :class:`FlowEngine`.
 
     Returns
     -------
@@ -375,13 +385,25 @@ def simulate_flows(network: Any, flows: Sequence[Any], *, weighting: str = "maxm
     Raises
     ------
     ConfigError
-        Unknown node, no route, negative size, start not finite.
+        Unknown node, negative size, start not finite or negative, a compiled
+        engine without numba or with ``incremental=False``.
     """
+    from .kernel import HAVE_NUMBA
+
+    check_choice("engine", engine, ENGINES)
+    if engine == "compiled":
+        check(HAVE_NUMBA, "engine", "auto or python without numba (pip install 'dtsim[fast]')",
+              engine)
+        check(incremental, "engine", "python (or auto) with incremental=False", engine)
+    compiled = engine == "compiled" or (engine == "auto" and HAVE_NUMBA and incremental
+                                        and len(flows) >= COMPILED_FROM)
     net = build_network(network)
     rows = _as_flows(flows)
-    eng = FlowEngine(net, weighting=weighting, incremental=incremental)
     starts = [check_nonnegative("start", fl.start) for fl in rows]
     t0 = min(starts, default=0.0)
+    if compiled:
+        return _simulate_compiled(net, rows, starts, weighting)
+    eng = FlowEngine(net, weighting=weighting, incremental=incremental)
     eng.now = t0
     for fl, s in zip(rows, starts, strict=True):
         eng.add(fl.src, fl.dst, fl.size, s)
@@ -389,6 +411,67 @@ def simulate_flows(network: Any, flows: Sequence[Any], *, weighting: str = "maxm
     finish = np.asarray(eng.finish, dtype=float)
     span = float(finish.max() - t0) if len(finish) else 0.0
     return FlowResult(finish, eng.utilisation(span), eng.events)
+
+
+def flow_arrays(net: Network, rows: Sequence[Flow], starts: Sequence[float],
+                weighting: str = "maxmin") -> dict[str, np.ndarray]:
+    """The flat arrays :func:`sim.network.kernel.run_flows` takes (routes looked up here)."""
+    check_choice("weighting", weighting, WEIGHTINGS)
+    n = len(rows)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    res: list[int] = []
+    coef: list[float] = []
+    weight = np.ones(n)
+    size = np.empty(n)
+    act = np.empty(n)
+    curve = net.curve
+    for f, (fl, s) in enumerate(zip(rows, starts, strict=True)):
+        sz = check_nonnegative("size", fl.size)
+        rt = net.route(fl.src, fl.dst)
+        for r in rt.resources:
+            res.append(r)
+            c = curve[r]
+            coef.append(1.0 if c is None or sz == 0 else 1.0 / c(sz))
+        ptr[f + 1] = len(res)
+        if weighting == "rtt" and rt.latency > 0:
+            weight[f] = rt.latency
+        size[f] = sz
+        act[f] = s + rt.latency
+    return {"cap": np.asarray(net.capacity, dtype=float), "ptr": ptr,
+            "res": np.asarray(res, dtype=np.int64), "coef": np.asarray(coef, dtype=float),
+            "weight": weight, "size": size, "act": act,
+            "order": np.argsort(act, kind="stable").astype(np.int64)}
+
+
+def _simulate_compiled(net: Network, rows: Sequence[Flow], starts: Sequence[float],
+                       weighting: str) -> FlowResult:
+    from .kernel import run_flows
+
+    a = flow_arrays(net, rows, starts, weighting)
+    finish, events = run_flows(a["cap"], a["ptr"], a["res"], a["coef"], a["weight"], a["size"],
+                               a["act"], a["order"])
+    t0 = min(starts, default=0.0)
+    span = float(finish.max() - t0) if len(finish) else 0.0
+    return FlowResult(finish, _utilisation(net, a, span), int(events))
+
+
+def _utilisation(net: Network, a: dict[str, np.ndarray], span: float) -> list[dict[str, Any]]:
+    """Per resource: bytes carried and mean utilisation (as FlowEngine.utilisation)."""
+    R = net.n_resources
+    flow_of = np.repeat(np.arange(len(a["size"])), np.diff(a["ptr"]))
+    sizes = a["size"][flow_of]
+    carried = np.bincount(a["res"], weights=sizes, minlength=R) if len(a["res"]) else np.zeros(R)
+    busy = np.bincount(a["res"], weights=sizes * a["coef"], minlength=R) if len(a["res"]) \
+        else np.zeros(R)
+    out = []
+    for r in range(R):
+        curve = net.curve[r]
+        out.append({"link": net.resource_names[r],
+                    "capacity": curve.text() if curve is not None else net.capacity[r],
+                    "bytes": float(carried[r]),
+                    "utilisation": float(busy[r] / (net.capacity[r] * span)) if span > 0
+                    else math.nan})
+    return out
 
 
 def read_flows(path: Any) -> list[Flow]:

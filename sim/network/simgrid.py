@@ -133,7 +133,7 @@ def _platform(net: Network, flows: Sequence[Flow]) -> tuple[list, list, list, li
             if net.egress[rt.src] >= 0:
                 path.append(net.egress[rt.src])
             for a, b in zip(rt.nodes, rt.nodes[1:], strict=False):
-                _, w, rr = next(x for x in net.adj[a] if x[0] == b)
+                w, rr = net.link_of[(a, b)]
                 if rr >= 0:
                     path.append(rr)
                 if w > 0:

@@ -234,13 +234,15 @@ class Network:
             self._nic(i, node, data, label)
         # adjacency: i -> [(j, latency, resource of i->j or -1)], neighbours in graph order
         self.adj: list[list[tuple[int, float, int]]] = [[] for _ in self.nodes]
+        #: (i, j) -> (latency, resource of the direction i -> j or -1)
+        self.link_of: dict[tuple[int, int], tuple[float, int]] = {}
         for u, v, data in G.edges(data=True):
             self._edge(u, v, data, label)
         for row in self.adj:
             row.sort(key=lambda t: t[0])
         #: True when some resource is finite (else no transfer ever waits for another)
         self.finite = bool(self.capacity)
-        self._trees: dict[int, dict[int, tuple[float, int, tuple[int, ...]]]] = {}
+        self._trees: dict[int, dict[int, tuple[float, int, int]]] = {}
         self._routes: dict[tuple[int, int], Route] = {}
         self._names: dict[str, int] | None = None
 
@@ -295,6 +297,8 @@ class Network:
             rb = self._add_resource(lk.bandwidth, f"{v}->{u}")
         self.adj[i].append((j, lk.latency, rf))
         self.adj[j].append((i, lk.latency, rb))
+        self.link_of[(i, j)] = (lk.latency, rf)
+        self.link_of[(j, i)] = (lk.latency, rb)
 
     # -- lookups --------------------------------------------------------------------
     @property
@@ -316,31 +320,45 @@ class Network:
         raise ConfigError(name, f"a node of the network ({self.label}, "
                           f"{len(self.nodes)} nodes)", node)
 
-    def _tree(self, s: int) -> dict[int, tuple[float, int, tuple[int, ...]]]:
-        """Best (latency, hops, path) from ``s`` to every node (Dijkstra, lexicographic keys)."""
+    def _tree(self, s: int) -> dict[int, tuple[float, int, int]]:
+        """Best (latency, hops, predecessor) from ``s`` to every node.
+
+        Dijkstra on (latency, hops); a tie in both goes to the predecessor whose
+        own path is lexicographically smaller (nodes of equal (latency, hops)
+        cannot improve each other, latencies being >= 0).
+        """
         tree = self._trees.get(s)
         if tree is not None:
             return tree
-        best: dict[int, tuple[float, int, tuple[int, ...]]] = {s: (0.0, 0, (s,))}
-        heap = [(0.0, 0, (s,))]
+        best: dict[int, tuple[float, int, int]] = {s: (0.0, 0, -1)}
+        heap = [(0.0, 0, s)]
         done: set[int] = set()
         adj = self.adj
+        pop, push = heapq.heappop, heapq.heappush
         while heap:
-            lat, hops, path = heapq.heappop(heap)
-            u = path[-1]
+            lat, hops, u = pop(heap)
             if u in done:
                 continue
             done.add(u)
             for v, w, _r in adj[u]:
                 if v in done:
                     continue
-                key = (lat + w, hops + 1, path + (v,))
+                key = (lat + w, hops + 1)
                 old = best.get(v)
-                if old is None or key < old:
-                    best[v] = key
-                    heapq.heappush(heap, key)
+                if old is None or key < old[:2] or (
+                        key == old[:2] and self._path(best, u) < self._path(best, old[2])):
+                    best[v] = (key[0], key[1], u)
+                    push(heap, (key[0], key[1], v))
         self._trees[s] = best
         return best
+
+    @staticmethod
+    def _path(best: dict[int, tuple[float, int, int]], v: int) -> tuple[int, ...]:
+        out = []
+        while v >= 0:
+            out.append(v)
+            v = best[v][2]
+        return tuple(reversed(out))
 
     def route(self, src: Any, dst: Any) -> Route:
         """The route from ``src`` to ``dst`` (labels or indices via :meth:`node_index`).
@@ -363,16 +381,16 @@ class Network:
             if found is None:
                 raise ConfigError("dst", f"a node reachable from {self.nodes[i]!r}",
                                   self.nodes[j])
-            lat, hops, path = found
+            lat, hops, _ = found
+            path = self._path(self._trees[i], j)
             res: list[int] = []
             if self.egress[i] >= 0:
                 res.append(self.egress[i])
+            link_of = self.link_of
             for a, b in zip(path, path[1:], strict=False):
-                for v, _w, rr in self.adj[a]:
-                    if v == b:
-                        if rr >= 0:
-                            res.append(rr)
-                        break
+                rr = link_of[(a, b)][1]
+                if rr >= 0:
+                    res.append(rr)
             if self.ingress[j] >= 0 and self.ingress[j] not in res:
                 res.append(self.ingress[j])
             r = Route(i, j, path, tuple(res), lat, hops)
@@ -398,7 +416,7 @@ class Network:
                 if (j, i) in seen:
                     continue
                 seen.add((i, j))
-                back = next(rr for v, _w, rr in self.adj[j] if v == i)
+                back = self.link_of[(j, i)][1]
                 shared = r >= 0 and r == back
                 cap = math.inf if r < 0 else (self.curve[r] if self.curve[r] is not None
                                               else self.capacity[r])
