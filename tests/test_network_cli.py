@@ -59,3 +59,43 @@ def test_graph_without_bandwidth_is_refused(tmp_path, capsys):
     assert main(["network", "--topology", "ring:n=4", "--flows", f]) == 2
     assert "'topology' must be a graph with a finite bandwidth" in capsys.readouterr().err
     assert main(["network", "--topology", "ring:n=4", "--flows", f, "--nic", "2"]) == 0
+
+
+def test_train_over_a_network_cli(tmp_path, capsys):
+    """dtsim train --network: TP ranks share each host's NIC in the all-reduce; off is faster."""
+    base = ["train", "--stages", "2", "--replicas", "2", "--microbatches-per-step", "4",
+            "--steps", "2", "--schedule", "gpipe", "--param-size", "40",
+            "--network", "tree:racks=1,hosts=4,host_latency=0.025,uplink_latency=0",
+            "--nic", "5", "--tensor-parallel", "4", "--replications", "1", "--json"]
+    assert main(base) == 0
+    on = json.loads(capsys.readouterr().out)["step_time_mean"]
+    assert main([*base, "--contention", "off"]) == 0
+    off = json.loads(capsys.readouterr().out)["step_time_mean"]
+    # (m/r + L - 1)(tf + tb) + 2(L-1) l + 2(k-1)(l + t S/(k B)) with S = 40/4 per rank
+    sched = (2 + 1) * 3.0 + 2 * 0.05
+    assert on == pytest.approx(sched + 2 * (0.05 + 4 * 10 / (2 * 5)), rel=1e-9)
+    assert off == pytest.approx(sched + 2 * (0.05 + 10 / (2 * 5)), rel=1e-9)
+
+
+def test_train_network_options_need_a_network(capsys):
+    """--nic, --contention... without --network have no effect: refused in one line."""
+    assert main(["train", "--nic", "5"]) == 2
+    assert "'nic' must be given only with --network" in capsys.readouterr().err
+    assert main(["train", "--contention", "off"]) == 2
+    assert "'contention' must be given only with --network" in capsys.readouterr().err
+
+
+def test_pipeline_queueing_over_a_network_cli(capsys):
+    """dtsim pipeline --queueing --network: a stage's two replicas on one host share its link."""
+    base = ["pipeline", "--queueing", "--stages", "3", "--replicas", "2", "--stage-time", "1",
+            "--arrival", "fixed", "--rate", "1.5", "--routing", "round-robin",
+            "--transfer-size", "2", "--network", "tree:racks=1,hosts=6,host_bandwidth=2",
+            "--network-nodes", "0,0,1,1,2,2",
+            "--availability", "1", "--microbatches", "300", "--replications", "2", "--json"]
+    assert main(base) == 0
+    on = json.loads(capsys.readouterr().out)["latency_mean"]
+    assert main([*base, "--contention", "off"]) == 0
+    off = json.loads(capsys.readouterr().out)["latency_mean"]
+    # alone, a hop is the route latency 0.05 + 0.05 plus 2 / 2: 3 passes and 2 hops
+    assert off == pytest.approx(3 * 1.0 + 2 * (0.1 + 1.0), rel=1e-12)
+    assert on > off + 0.1  # transfers every 2/3 time unit, each 1 alone: they overlap

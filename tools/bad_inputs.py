@@ -934,6 +934,31 @@ def network_cases(fx: Fixtures) -> list[Case]:
                                "--flows", str(fx.root / "network/01.csv")), refuse("topology"))
     add("network/unknown-family", N("--topology", "nosuch", "--flows", str(good)),
         refuse("topology"))
+    TR = lambda *a: dtsim("train", "--replications", "1", *a)  # noqa: E731
+    net = ("--network", "tree:racks=1,hosts=8")
+    add("train/network-queue-routing", TR(*net, "--schedule", "swarm", "--routing", "queue"),
+        refuse("routing"))
+    add("train/nic-without-network", TR("--nic", "5"), refuse("nic"))
+    add("train/network-unknown-node", TR(*net, "--network-nodes", "0,1,2,nope"),
+        refuse("network_nodes"))
+    add("train/network-nodes-count", TR(*net, "--network-nodes", "0,1"), refuse("network_nodes"))
+    add("train/network-few-hosts", TR("--network", "tree:racks=1,hosts=2"),
+        refuse("network_nodes"))
+    add("train/p2p-blocking-with-failures", TR(*net, "--p2p", "blocking", "--availability", "0.9"),
+        refuse("p2p"))
+    add("train/p2p-unknown", TR(*net, "--p2p", "sometimes"), refuse("p2p"))
+    add("train/contention-unknown", TR(*net, "--contention", "maybe"), refuse("contention"))
+    add("train/network-and-bandwidth", TR(*net, "--bandwidth", "5"), refuse("bandwidth"))
+    add("train/tensor-parallel-zero", TR(*net, "--tensor-parallel", "0"),
+        refuse("tensor_parallel"))
+    add("train/bucket-size-zero", TR(*net, "--bucket-size", "0"), refuse("bucket_size"))
+    add("train/network-unknown-checkpoint-node", TR(*net, "--checkpoint-node", "nope"),
+        refuse("checkpoint_node"))
+    add("train/network-ok", TR(*net, "--param-size", "10", "--nic", "5"), ok("throughput"))
+    P = lambda *a: dtsim("pipeline", *a)  # noqa: E731
+    add("pipeline/network-without-queueing", P("--network", "tree"), refuse("network"))
+    add("pipeline/network-queue-routing", P("--queueing", "--stages", "3", "--network",
+                                            "tree:racks=1,hosts=6"), refuse("routing"))
     return cases
 
 

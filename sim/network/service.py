@@ -28,6 +28,13 @@ class NetworkService:
     env : simpy.Environment
     network : Network or anything build_network takes
     weighting : {"maxmin", "rtt"}
+    contention : bool
+        False: every transfer is alone on its route and takes its latency plus
+        ``size`` over the route's bottleneck at that size (no sharing).
+
+    A transfer that moves nothing through a finite resource (size 0, or a
+    route of infinite links) is a plain timeout of its latency in both modes,
+    so a network with no finite bandwidth gives the same events either way.
 
     Attributes
     ----------
@@ -38,9 +45,10 @@ class NetworkService:
     """
 
     def __init__(self, env: simpy.Environment, network: Any, *, weighting: str = "maxmin",
-                 incremental: bool = True) -> None:
+                 incremental: bool = True, contention: bool = True) -> None:
         self.env = env
         self.network: Network = build_network(network)
+        self.contention = bool(contention)
         self.engine = FlowEngine(self.network, weighting=weighting, incremental=incremental)
         self.engine.now = float(env.now)
         self._events: dict[int, simpy.Event] = {}
@@ -62,18 +70,30 @@ class NetworkService:
         simpy.Event
             Succeeds with the arrival time.
         """
+        self.transfers += 1
+        net = self.network
+        rt = net.route(src, dst)
+        if size == 0 or not rt.resources or not self.contention:
+            d = rt.latency
+            if size > 0 and rt.resources:
+                d += size / min(net.capacity[r] if net.curve[r] is None else net.curve[r](size)
+                                for r in rt.resources)
+            return self.env.timeout(d, value=self.env.now + d)
         f = self.engine.add(src, dst, size, self.env.now)
         ev = self.env.event()
         ev.flow = f  # type: ignore[attr-defined]
         self._events[f] = ev
-        self.transfers += 1
         self._schedule()
         return ev
 
     def cancel(self, ev: simpy.Event) -> None:
         """Withdraw the transfer of ``ev`` (if it has not arrived); the event never fires."""
         f = getattr(ev, "flow", None)
-        if f is None or self._events.pop(f, None) is None:
+        if f is None:  # a timeout (no sharing): it fires, to nobody
+            if ev.callbacks:
+                ev.callbacks.clear()
+            return
+        if self._events.pop(f, None) is None:
             return
         self.engine.advance(self.env.now)
         self.engine.cancel(f)

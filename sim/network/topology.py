@@ -220,6 +220,8 @@ class Network:
         topologies.validate_graph(G, name=label)
         self.label = label
         self.nodes: list[Hashable] = list(G.nodes)
+        #: The nodes that are not switches (``role="switch"``), in graph order.
+        self.hosts: list[Hashable] = [n for n, r in G.nodes(data="role") if r != "switch"]
         self.index: dict[Hashable, int] = {n: i for i, n in enumerate(self.nodes)}
         self.capacity: list[float] = []
         self.curve: list[BandwidthCurve | None] = []
