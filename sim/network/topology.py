@@ -242,6 +242,20 @@ class Network:
             self._edge(u, v, data, label)
         for row in self.adj:
             row.sort(key=lambda t: t[0])
+        # a tree (one path between any two nodes): routes by the lowest common ancestor
+        self._parent: list[int] | None = None
+        self._depth: list[int] | None = None
+        if len(self.link_of) == 2 * (len(self.nodes) - 1):
+            parent, depth = [-1] * len(self.nodes), [0] * len(self.nodes)
+            order = [0]
+            seen = {0}
+            for u in order:
+                for v, _w, _r in self.adj[u]:
+                    if v not in seen:
+                        seen.add(v)
+                        parent[v], depth[v] = u, depth[u] + 1
+                        order.append(v)
+            self._parent, self._depth = parent, depth
         #: True when some resource is finite (else no transfer ever waits for another)
         self.finite = bool(self.capacity)
         self._trees: dict[int, dict[int, tuple[float, int, int]]] = {}
@@ -354,6 +368,25 @@ class Network:
         self._trees[s] = best
         return best
 
+    def _tree_path(self, i: int, j: int) -> tuple[int, ...]:
+        """The path from ``i`` to ``j`` in a tree (up to their lowest common ancestor, down)."""
+        parent, depth = self._parent, self._depth
+        up: list[int] = [i]
+        down: list[int] = [j]
+        a, b = i, j
+        while depth[a] > depth[b]:  # type: ignore[index]
+            a = parent[a]  # type: ignore[index]
+            up.append(a)
+        while depth[b] > depth[a]:  # type: ignore[index]
+            b = parent[b]  # type: ignore[index]
+            down.append(b)
+        while a != b:
+            a, b = parent[a], parent[b]  # type: ignore[index]
+            up.append(a)
+            down.append(b)
+        down.pop()  # the common ancestor is already the last of ``up``
+        return tuple(up + down[::-1])
+
     @staticmethod
     def _path(best: dict[int, tuple[float, int, int]], v: int) -> tuple[int, ...]:
         out = []
@@ -379,12 +412,19 @@ class Network:
         if i == j:
             r = Route(i, j, (i,), (), 0.0, 0)
         else:
-            found = self._tree(i).get(j)
-            if found is None:
-                raise ConfigError("dst", f"a node reachable from {self.nodes[i]!r}",
-                                  self.nodes[j])
-            lat, hops, _ = found
-            path = self._path(self._trees[i], j)
+            if self._parent is not None:  # the one path of a tree
+                path = self._tree_path(i, j)
+                lat = 0.0
+                for a, b in zip(path, path[1:], strict=False):
+                    lat += self.link_of[(a, b)][0]
+                hops = len(path) - 1
+            else:
+                found = self._tree(i).get(j)
+                if found is None:
+                    raise ConfigError("dst", f"a node reachable from {self.nodes[i]!r}",
+                                      self.nodes[j])
+                lat, hops, _ = found
+                path = self._path(self._trees[i], j)
             res: list[int] = []
             if self.egress[i] >= 0:
                 res.append(self.egress[i])
