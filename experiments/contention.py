@@ -79,7 +79,9 @@ def _points(nics, tps) -> list[dict[str, Any]]:
 POINTS = _points((16.0, 8.0, 4.0, 2.0), (1, 2, 4, 8))
 REPLICATIONS = 10
 SEED = 21
-#: Every metric is a time, a rate or a ratio: intervals cut at 0.
+#: Whether a replication reached the target disagreement: a probability (intervals in [0, 1]).
+RATES = {"reached": None}
+#: Every other metric is a time, a rate or a ratio: intervals cut at 0.
 NONNEGATIVE = "*"
 QUICK = {
     "BASE": dict(BASE, horizon=30.0, hosts=4, steps=2),
