@@ -496,3 +496,17 @@ def test_tree_routes_by_common_ancestor_equal_dijkstra():
         for b in range(25):
             r1, r2 = fast.route(a, b), slow.route(a, b)
             assert (r1.nodes, r1.resources, r1.latency) == (r2.nodes, r2.resources, r2.latency)
+
+
+def test_reverse_bandwidth_gives_each_direction_its_capacity():
+    """A split link with reverse_bandwidth: u->v at bandwidth, v->u at reverse (curves too)."""
+    v = NetworkValue((LinkValue("a", "b", bandwidth=10.0, reverse_bandwidth=2.0),))
+    assert simulate_flows(v, [("a", "b", 10.0, 0.0), ("b", "a", 10.0, 0.0)]).finish.tolist() \
+        == [1.0, 5.0]
+    assert build_network(v).value() == v
+    cur = BandwidthCurve.table([(1.0, 1.0), (100.0, 5.0)])
+    w = NetworkValue((LinkValue("a", "b", bandwidth=cur, reverse_bandwidth=3.0),))
+    assert simulate_flows(w, [("a", "b", 100.0, 0.0), ("b", "a", 9.0, 0.0)]).finish.tolist() \
+        == [20.0, 3.0]
+    with pytest.raises(ConfigError, match="'reverse_bandwidth' must be unset on a shared link"):
+        LinkValue("a", "b", sharing="shared", reverse_bandwidth=1.0)

@@ -115,6 +115,9 @@ class LinkValue:
         Latency (>= 0).
     sharing : {"split", "shared"}
         Full duplex (each direction its own capacity) or one capacity for both.
+    reverse_bandwidth : float, BandwidthCurve or None
+        With ``split``: the capacity of the ``v -> u`` direction when it differs
+        from ``u -> v`` (measured pair curves are per ordered pair); None: the same.
     """
 
     u: Hashable
@@ -122,12 +125,19 @@ class LinkValue:
     bandwidth: Capacity = math.inf
     latency: float = 0.0
     sharing: str = DEFAULT_SHARING
+    reverse_bandwidth: Capacity | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bandwidth", _capacity("bandwidth", self.bandwidth))
         object.__setattr__(self, "latency", check_nonnegative("latency", self.latency))
         check(self.sharing in SHARINGS, "sharing", "one of " + ", ".join(SHARINGS), self.sharing)
         check(self.u != self.v, "links", "between two different nodes", (self.u, self.v))
+        if self.reverse_bandwidth is not None:
+            check(self.sharing == "split", "reverse_bandwidth",
+                  "unset on a shared link (one capacity for both directions)",
+                  self.reverse_bandwidth)
+            object.__setattr__(self, "reverse_bandwidth",
+                               _capacity("reverse_bandwidth", self.reverse_bandwidth))
 
 
 @dataclass(frozen=True)
@@ -181,6 +191,8 @@ def network_graph(value: NetworkValue) -> nx.Graph:
             attrs["bandwidth_curve"] = lk.bandwidth
         else:
             attrs["bandwidth"] = lk.bandwidth
+        if lk.reverse_bandwidth is not None:  # the capacity into each end, per direction
+            attrs["bandwidth_into"] = {lk.v: lk.bandwidth, lk.u: lk.reverse_bandwidth}
         G.add_edge(lk.u, lk.v, **attrs)
     return G
 
@@ -305,9 +317,13 @@ class Network:
             raise ConfigError("topology", f"a graph whose edge {exc.name} values are "
                               f"{exc.rule} (edge ({u!r}, {v!r}) has {exc.value!r})", label) from None
         i, j = self.index[u], self.index[v]
+        into = data.get("bandwidth_into")
         if lk.sharing == "shared":
             r = self._add_resource(lk.bandwidth, f"{u}-{v}")
             rf = rb = r
+        elif into is not None:  # a capacity per direction (the value form's reverse_bandwidth)
+            rf = self._add_resource(into[v], f"{u}->{v}")
+            rb = self._add_resource(into[u], f"{v}->{u}")
         else:
             rf = self._add_resource(lk.bandwidth, f"{u}->{v}")
             rb = self._add_resource(lk.bandwidth, f"{v}->{u}")
@@ -439,6 +455,13 @@ class Network:
         self._routes[key] = r
         return r
 
+    def _cap(self, r: int) -> Capacity:
+        """The capacity of resource ``r`` as given (a number or a curve; inf for -1)."""
+        if r < 0:
+            return math.inf
+        c = self.curve[r]
+        return c if c is not None else self.capacity[r]
+
     def value(self) -> NetworkValue:
         """This network as a :class:`NetworkValue` (for a config)."""
         nodes = []
@@ -460,10 +483,10 @@ class Network:
                 seen.add((i, j))
                 back = self.link_of[(j, i)][1]
                 shared = r >= 0 and r == back
-                cap = math.inf if r < 0 else (self.curve[r] if self.curve[r] is not None
-                                              else self.capacity[r])
+                cap = self._cap(r)
+                rev = None if shared or self._cap(back) == cap else self._cap(back)
                 links.append(LinkValue(self.nodes[i], self.nodes[j], cap, lat,
-                                       "shared" if shared else "split"))
+                                       "shared" if shared else "split", rev))
         return NetworkValue(tuple(links), tuple(nodes))
 
 
