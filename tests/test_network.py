@@ -510,3 +510,19 @@ def test_reverse_bandwidth_gives_each_direction_its_capacity():
         == [20.0, 3.0]
     with pytest.raises(ConfigError, match="'reverse_bandwidth' must be unset on a shared link"):
         LinkValue("a", "b", sharing="shared", reverse_bandwidth=1.0)
+
+
+def test_direct_edge_shortcut_equals_dijkstra():
+    """A direct edge of at most twice the least latency is the route Dijkstra finds too."""
+    rng = np.random.default_rng(12)
+    G = nx.gnp_random_graph(14, 0.6, seed=12)
+    for u, v in G.edges:
+        G.edges[u, v].update(latency=float(rng.choice([0.5, 0.7, 1.0, 1.5])), bandwidth=5.0)
+    fast = Network(G)
+    slow = Network(G)
+    slow._min_latency = -1.0  # no shortcut
+    slow._parent = None
+    for a in range(14):
+        for b in range(14):
+            r1, r2 = fast.route(a, b), slow.route(a, b)
+            assert (r1.nodes, r1.resources, r1.latency) == (r2.nodes, r2.resources, r2.latency)

@@ -254,6 +254,9 @@ class Network:
             self._edge(u, v, data, label)
         for row in self.adj:
             row.sort(key=lambda t: t[0])
+        #: the least edge latency: a direct edge of at most twice it is the route (every
+        #: other path has two hops or more, so at least that latency, and more hops)
+        self._min_latency = min((w for w, _r in self.link_of.values()), default=0.0)
         # a tree (one path between any two nodes): routes by the lowest common ancestor
         self._parent: list[int] | None = None
         self._depth: list[int] | None = None
@@ -428,7 +431,10 @@ class Network:
         if i == j:
             r = Route(i, j, (i,), (), 0.0, 0)
         else:
-            if self._parent is not None:  # the one path of a tree
+            direct = self.link_of.get((i, j))
+            if direct is not None and direct[0] <= 2.0 * self._min_latency:
+                path, lat, hops = (i, j), 0.0 + direct[0], 1
+            elif self._parent is not None:  # the one path of a tree
                 path = self._tree_path(i, j)
                 lat = 0.0
                 for a, b in zip(path, path[1:], strict=False):
