@@ -153,6 +153,14 @@ def spec_family(spec: str) -> tuple[str | None, dict[str, Any]]:
     return parsed.family, dict(parsed.params)
 
 
+#: Largest magnitude of a node value (initial mean and spread, an attacker's value): the
+#: disagreement sums squared distances between values over nodes, and (2 x 1e150)^2 times
+#: a billion nodes is still a finite double, while 1e308 overflows at the first square.
+MAX_VALUE = 1e150
+_VALUE_RULE = (f"at most {MAX_VALUE:g} in magnitude (squared distances between node values "
+               "must stay finite doubles)")
+
+
 def default_nodes(topology: str, nodes: int | None) -> int | None:
     """``nodes``, or :data:`DEFAULT_COMPLETE_NODES` for a complete spec that gives no size."""
     if nodes is None:
@@ -374,8 +382,14 @@ class GossipConfig:
             if self.record_every is not None:
                 _check_count("record_every", self.record_every, 1, self.protocol)
             _check_count("burn_in", self.burn_in, 0, self.protocol)
+        # the noise floor averages what comes after the burn-in: some of the run must
+        check(self.burn_in < self.rounds, "burn_in",
+              f"less than rounds ({self.rounds:g}; the noise floor averages the rounds after "
+              "it)", self.burn_in)
         check_real("init_mean", self.init_mean)
+        check(abs(self.init_mean) <= MAX_VALUE, "init_mean", _VALUE_RULE, self.init_mean)
         check_nonnegative("init_std", self.init_std)
+        check(self.init_std <= MAX_VALUE, "init_std", _VALUE_RULE, self.init_std)
         check_positive("wake_rate", self.wake_rate)
         check_nonnegative("size", self.size)
         check_nonnegative("latency", self.latency)
@@ -393,6 +407,8 @@ class GossipConfig:
                   "1 with failure_trace (the trace sets the churn)", self.availability)
         if self.adversary_value is not None:
             check_real("adversary_value", self.adversary_value)
+            check(abs(self.adversary_value) <= MAX_VALUE, "adversary_value", _VALUE_RULE,
+                  self.adversary_value)
         if self.graph is not None:
             g = self.graph
             if isinstance(g, nx.Graph):
@@ -438,6 +454,7 @@ class GossipConfig:
             check(isinstance(vals, (tuple, list)) and len(vals) == k, "stubborn_values",
                   f"one value per stubborn node ({k})", vals)
             vals = tuple(float(check_real("stubborn_values", v)) for v in vals)
+            check(all(abs(v) <= MAX_VALUE for v in vals), "stubborn_values", _VALUE_RULE, vals)
             object.__setattr__(self, "stubborn_values", vals)
         if self.engine == "compiled":  # an engine named explicitly must answer, or say why not
             from .. import engines as registry
