@@ -1114,7 +1114,67 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
 
 def strategy_cases(fx: Fixtures) -> list[Case]:
     """Fault-tolerance strategies, preemption notices, billing: ``dtsim train --strategy``."""
-    return []
+    T = lambda *a: dtsim("train", *a)  # noqa: E731
+    D = lambda *a: dtsim("design", *a)  # noqa: E731
+    livelock = ("--stages", "48", "--replicas", "2", "--skip-budget", "16", "--skip-penalty",
+                "0.1", "--schedule", "swarm", "--failure-trace", "aws-p3", "--trace-policy",
+                "recent+tile", "--trace-loop", "--price", "3.06", "--steps", "4",
+                "--checkpoint-every", "2", "--checkpoint-cost", "1", "--restart-cost", "1",
+                "--replications", "2")
+    return [
+        Case("train/stall-limit-zero", T("--stall-limit", "0"), refuse("stall_limit")),
+        Case("train/stall-limit-nan", T("--stall-limit", "nan"), refuse("stall_limit")),
+        Case("train/livelock-max-time", T(*livelock, "--max-time", "3000"),
+             ok("why (2 of 2 stalled"), timeout=120,
+             note="issue 23's example: ends with a one-line reason, not 2840 s of restarts"),
+        Case("train/livelock-no-max-time", T(*livelock), ok("stopped without progress"),
+             timeout=180, note="no --max-time: stopped by the stall watchdog, with the reason"),
+        Case("design/trace-policy-recent", D("--failure-trace", "aws-p3", "--trace-policy",
+                                             "recent"), refuse("trace_policy")),
+        Case("design/trace-tile", D("--failure-trace", "aws-p3", "--trace-policy",
+                                    "random+tile"), refuse("trace_policy")),
+        Case("design/trace-with-availability", D("--failure-trace", "aws-p3",
+                                                 "--availability", "0.5"), refuse("availability")),
+        Case("design/trace-with-domain-outage", D("--failure-trace", "aws-p3",
+                                                  "--domain-outage", "0.01"),
+             refuse("domain_outage")),
+        Case("design/trace-with-rate", D("--failure-trace", "aws-p3", "--verify", "--rate", "2"),
+             refuse("rate")),
+        Case("design/trace-loop", D("--failure-trace", "aws-p3", "--trace-loop"),
+             refuse("trace_loop")),
+        Case("design/trace-unknown", D("--failure-trace", "no-such-trace"),
+             refuse("failure_trace")),
+        Case("design/trace-dtsim-csv", D("--failure-trace", str(fx.trace_ok)),
+             refuse("failure_trace")),
+        Case("design/trace-too-few-slots", D("--failure-trace", "aws-p3", "--stages", "40"),
+             ok("fewer than the 40 stages")),
+        Case("train/price-series-missing", T("--price-series", str(fx.root / "none.csv")),
+             refuse("price_series")),
+        Case("train/price-series-binary", T("--price-series", str(fx.binary)),
+             refuse("price_series")),
+        Case("train/price-series-columns", T("--price-series", str(fx.trace_ok)),
+             refuse("price_series")),
+        Case("train/price-series-late-start", T("--price-series", str(_prices(fx, "late",
+                                                                               "5,1\n"))),
+             refuse("price_series")),
+        Case("train/price-series-negative", T("--price-series", str(_prices(fx, "neg",
+                                                                             "0,1\n9,-2\n"))),
+             refuse("price_series")),
+        Case("train/price-series-unsorted", T("--price-series", str(_prices(fx, "unsorted",
+                                                                             "0,1\n9,2\n4,3\n"))),
+             refuse("price_series")),
+        Case("train/price-series-with-price", T("--price-series", str(_prices(fx, "okp", "0,1\n")),
+                                                "--price", "2"), refuse("price")),
+        Case("train/price-series-ok", T("--price-series", str(_prices(fx, "ok", "0,3\n100,1\n")),
+                                        "--replications", "2"), ok("samples per dollar")),
+    ]
+
+
+def _prices(fx: Fixtures, name: str, rows: str) -> Path:
+    """A price-series CSV ``time,price`` with ``rows`` under the fixtures' folder."""
+    p = fx.root / f"prices_{name}.csv"
+    p.write_text("time,price\n" + rows)
+    return p
 
 
 def hardening_cases(fx: Fixtures) -> list[Case]:
@@ -1330,7 +1390,84 @@ def hardening_cases(fx: Fixtures) -> list[Case]:
 
 def byzantine_cases(fx: Fixtures) -> list[Case]:
     """Attack scopes, new defences, momentum, mixing weights: ``dtsim gossip``."""
-    return []
+    cases: list[Case] = []
+    if not _has_option("gossip", "--attack-scope"):
+        return cases
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, argv, expect, **kw))
+
+    G = lambda *a: dtsim("gossip", *a)  # noqa: E731
+    N = ("--protocol", "neighbourhood", "--rounds", "3", "--replications", "2")
+    Q = ("--objective", "quadratic")
+    ring = ("--topology", "ring:n=10")
+    no_weight = fx._write("byz_no_weight.edges", "0 1\n1 2\n2 0\n")
+    heavy = fx._write("byz_heavy.edges", "0 1 weight=0.7\n1 2 weight=0.4\n2 0 weight=0.2\n")
+    negative = fx._write("byz_negative.edges", "0 1 weight=-0.1\n1 2 weight=0.3\n2 0 weight=0.3\n")
+    text_w = fx._write("byz_text.edges", "0 1 weight=heavy\n1 2 weight=0.3\n2 0 weight=0.3\n")
+    good = fx._write("byz_ok.edges", "0 1 weight=0.25\n1 2 weight=0.25\n2 3 weight=0.25\n"
+                     "3 0 weight=0.25\n0 2 weight=0.1\n")
+    add("byz/attack-scope-unknown", G("--adversary", "alie", "--attack-scope", "near"),
+        refuse("attack_scope"))
+    add("byz/attack-scope-stubborn", G("--adversary", "stubborn", "--attack-scope", "local"),
+        refuse("attack_scope"))
+    add("byz/attack-scope-without-adversary", G("--attack-scope", "local"), refuse("attack_scope"))
+    add("byz/alie-local-default-undefined", G(*N, "--adversary", "alie", "--attack-scope", "local",
+                                              "--num-adversaries", "11"), refuse("adversary_value"))
+    add("byz/bitflip-edge", G("--protocol", "edge", "--adversary", "bitflip"), refuse("protocol"))
+    add("byz/bitflip-value", G(*N, "--adversary", "bitflip", "--adversary-value", "3"),
+        refuse("adversary_value"))
+    add("byz/mixing-unknown", G(*N, "--mixing", "heavy"), refuse("mixing"))
+    add("byz/mixing-matching", G("--mixing", "uniform"), refuse("mixing"))
+    add("byz/mixing-weight-complete", G(*N, "--mixing", "weight"), refuse("mixing"))
+    add("byz/mixing-weight-missing", G(*N, "--topology", str(no_weight), "--mixing", "weight"),
+        refuse("weight"))
+    add("byz/mixing-weight-row-above-1", G(*N, "--topology", str(heavy), "--mixing", "weight"),
+        refuse("weight"))
+    add("byz/mixing-weight-negative", G(*N, "--topology", str(negative), "--mixing", "weight"),
+        refuse("weight"))
+    add("byz/mixing-weight-text", G(*N, "--topology", str(text_w), "--mixing", "weight"),
+        refuse("weight"))
+    add("byz/gossip-rounds-zero", G(*N, "--gossip-rounds", "0"), refuse("gossip_rounds"))
+    add("byz/gossip-rounds-matching", G("--gossip-rounds", "2"), refuse("gossip_rounds"))
+    add("byz/momentum-one", G(*N, *Q, "--momentum", "1"), refuse("momentum"))
+    add("byz/momentum-negative", G(*N, *Q, "--momentum", "-0.5"), refuse("momentum"))
+    add("byz/momentum-without-objective", G(*N, "--momentum", "0.9"), refuse("objective"))
+    add("byz/rule-unknown", G(*N, *Q, "--rule", "bulyan"), refuse("rule"))
+    add("byz/krum-f-too-many", G(*N, *Q, *ring, "--adversary", "ipm", "--rule", "krum"),
+        refuse("krum_f"))
+    add("byz/krum-m-too-many", G(*N, *Q, "--rule", "krum", "--krum-m", "40"), refuse("krum_m"))
+    add("byz/krum-m-without-krum", G(*N, *Q, "--krum-m", "2"), refuse("krum_m"))
+    add("byz/krum-variant-unknown", G(*N, *Q, "--rule", "krum", "--krum-variant", "fast"),
+        refuse("krum_variant"))
+    add("byz/rfa-iters-zero", G(*N, *Q, "--rule", "rfa", "--rfa-iters", "0"), refuse("rfa_iters"))
+    add("byz/rfa-nu-negative", G(*N, *Q, "--rule", "rfa", "--rfa-nu", "-1"), refuse("rfa_nu"))
+    add("byz/rfa-iters-without-rfa", G(*N, *Q, "--rfa-iters", "4"), refuse("rfa_iters"))
+    add("byz/cc-tau-negative", G(*N, *Q, "--rule", "centered-clip", "--cc-tau", "-1"),
+        refuse("cc_tau"))
+    add("byz/cc-iters-zero", G(*N, *Q, "--rule", "centered-clip", "--cc-iters", "0"),
+        refuse("cc_iters"))
+    add("byz/cc-tau-without-rule", G(*N, *Q, "--cc-tau", "1"), refuse("cc_tau"))
+    add("byz/bucketing-negative", G(*N, *Q, "--bucketing", "-2"), refuse("bucketing"))
+    add("byz/bucketing-edge", G("--protocol", "edge", *Q, "--bucketing", "2"), refuse("bucketing"))
+    add("byz/bucketing-adaptive", G(*N, *Q, "--adversary", "ipm", "--adaptive-clip", "--bucketing",
+                                    "2"), refuse("bucketing"))
+    add("byz/bucketing-form-unknown", G(*N, *Q, "--bucketing", "2", "--bucketing-form", "sorted"),
+        refuse("bucketing_form"))
+    add("byz/bucketing-form-without-bucketing", G(*N, *Q, "--bucketing-form", "permute"),
+        refuse("bucketing_form"))
+    add("byz/compiled-local-scope", G("--protocol", "edge", "--adversary", "alie", "--attack-scope",
+                                      "local", "--engine", "compiled"), refuse("engine"))
+    add("byz/compiled-momentum", G("--protocol", "async", *Q, "--momentum", "0.5", "--engine",
+                                   "compiled", "--rounds", "2"), refuse("engine"))
+    add("byz/ok-local-momentum-krum", G(*N, *Q, "--topology", "complete", "--nodes", "12",
+                                        "--adversary", "alie", "--attack-scope", "local",
+                                        "--num-adversaries", "2", "--rule", "krum", "--momentum",
+                                        "0.9", "--bucketing", "2"), ok("gossip training"))
+    add("byz/ok-weight-mixing", G(*N, "--topology", str(good), "--mixing", "weight",
+                                  "--adversary", "dissensus", "--attack-scope", "local"),
+        ok("gossip"))
+    return cases
 
 
 def sibling_cases(fx: Fixtures) -> list[Case]:
