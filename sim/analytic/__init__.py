@@ -2098,3 +2098,10 @@ from . import trace_design as trace_design  # noqa: E402
 from .trace_design import *  # noqa: E402,F403
 
 __all__ += trace_design.__all__
+
+# ======================================= fault-tolerance strategies (own module)
+
+from . import strategies as strategies  # noqa: E402
+from .strategies import *  # noqa: E402,F403
+
+__all__ += strategies.__all__
