@@ -2105,3 +2105,10 @@ from . import strategies as strategies  # noqa: E402
 from .strategies import *  # noqa: E402,F403
 
 __all__ += strategies.__all__
+
+# ================================================ cutting a chain across devices (own module)
+
+from . import partition as partition  # noqa: E402
+from .partition import *  # noqa: E402,F403
+
+__all__ += partition.__all__

@@ -292,14 +292,18 @@ def _workers_of(pool: Any, known: dict[int, Any]) -> None:
 def _exit_cause(known: dict[int, Any], wait_s: float = 3.0) -> str:
     import time
 
-    # The broken pool reaps its workers in its own thread: give it a moment.
+    # The broken pool reaps its workers in its own thread: give it a moment. Every decision
+    # reads one snapshot of the exit codes: the pool's thread terminates the other workers
+    # (SIGTERM) and reaps the dead one while we look, so the dead one's code can appear
+    # between two reads; judging "all have exited" on a later read than the codes kept
+    # reported a bystander's SIGTERM for a task that died by SIGKILL.
     deadline = time.monotonic() + wait_s
     while True:
-        codes = [c for c in (getattr(p, "exitcode", None) for p in list(known.values()))
-                 if c not in (None, 0)]
+        exits = [getattr(p, "exitcode", None) for p in list(known.values())]
+        codes = [c for c in exits if c not in (None, 0)]
         if any(c != -15 for c in codes) or time.monotonic() > deadline:
             break
-        if all(getattr(p, "exitcode", None) is not None for p in list(known.values())):
+        if all(c is not None for c in exits):
             break
         for p in list(known.values()):
             if getattr(p, "exitcode", 0) is None:

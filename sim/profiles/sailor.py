@@ -1,0 +1,259 @@
+"""Readers of the Sailor artifact's formats (eth-easl/sailor, MIT licence).
+
+The artifact (Strati et al., "Sailor: Automating Distributed Training over
+Dynamic, Heterogeneous, and Geo-distributed Clusters", SOSP 2025) stores:
+
+``profiles.json``
+    model -> GPU type -> micro-batch size -> TP degree -> layer -> ``[forward,
+    backward, optimizer]`` seconds. The forward and backward times are the
+    layer's. The third number is not the layer's: the artifact's profiler
+    (its Megatron-DeepSpeed ``training.py``) writes the mean time of one
+    optimizer step of the model it profiled into every layer's entry. That
+    model held the first layer, two transformer layers and the last layer(s);
+    :func:`read_model` spreads the step over those layers' parameters (time per
+    parameter, Adam being memory bound) and gives each layer its share, so a
+    stage's optimizer time is the sum over its layers.
+``llm_info.json``
+    model -> TP degree -> layer -> ``params_floats`` (the layer's parameters on
+    one GPU of the TP group), ``act_output_bytes`` (the layer's output for one
+    sample, what a stage sends on), ``act_mem_bytes`` (memory the forward pass
+    allocated and kept, per sample), measured at micro-batch size 1.
+``bandwidths.json``
+    zone -> GPU type -> GPUs per node -> zone -> GPU type -> GPUs per node ->
+    ``[coefficients, max]``: the aggregate NCCL send/recv bandwidth of that many
+    concurrent GPU pairs between two such nodes, ``GB/s = polyval(coefficients,
+    log2(bytes / 1e6))``, fitted on messages of ``2**16`` to ``2**30`` bytes
+    (its ``profiling/networking/run_all.py``); the second number is unused.
+a run's ``plan_config``
+    ``pipeline_list[0]`` with ``num_stages``, ``layers_per_stage``,
+    ``tmp_per_stage`` (per stage, per replica ``[[[gpu, gpus_per_node, zone]],
+    tp]``) and ``dp``; ``mbs``, ``gbs``; and what was measured: ``real``
+    (iteration time, seconds), ``max_mem`` (peak GPU memory, bytes),
+    ``red_grads`` (gradient reduction, seconds).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, check
+from .documents import get, read_document
+from .values import (
+    BandwidthCurve,
+    LayerSizes,
+    LayerTimes,
+    Link,
+    MeasuredRun,
+    ModelProfile,
+    Network,
+    Plan,
+    ReplicaSpec,
+    StageSpec,
+)
+
+__all__ = ["read_models", "read_model", "read_network", "read_plan", "read_run",
+           "is_sailor_plan", "untied_tail_layers"]
+
+#: The artifact's bandwidth fits cover messages of 2**16 to 2**30 bytes.
+FIT_MIN_BYTES, FIT_MAX_BYTES = 2.0 ** 16, 2.0 ** 30
+
+
+def untied_tail_layers(model: str) -> int:
+    """Layers after the transformer layers whose parameters the profiled optimizer step held.
+
+    Megatron-DeepSpeed's GPT pipeline model (``GPTModelPipe``, used for OPT
+    and GPT-Neo) ties the output head to the input embedding (a
+    ``TiedLayerSpec``), so the head adds no parameters of its own to the
+    optimizer (0); LLaMA's pipeline model has an untied RMSNorm and head (2).
+    """
+    return 2 if model.upper().startswith("LLAMA") else 0
+
+
+def _profiled_params(sizes: tuple[LayerSizes, ...], tail: int) -> int:
+    """Parameters of the model the artifact's profiler timed: first layer, two transformer
+    layers, and the untied tail."""
+    n = len(sizes)
+    idx = [0, 1, 2] + list(range(n - tail, n))
+    return sum(sizes[i].params for i in idx if 0 <= i < n)
+
+
+def read_models(profiles_path: str | os.PathLike[str], llm_info_path: str | os.PathLike[str],
+                names: tuple[str, ...] | None = None) -> tuple[ModelProfile, ...]:
+    """Every model (or those named) of ``profiles.json`` with its sizes from ``llm_info.json``."""
+    prof = read_document("profiles", profiles_path)
+    info = read_document("profiles", llm_info_path)
+    check(isinstance(prof, dict), "profiles", "a JSON object of models", str(profiles_path))
+    check(isinstance(info, dict), "profiles", "a JSON object of models", str(llm_info_path))
+    out = []
+    for name in sorted(prof):
+        if names is not None and name not in names:
+            continue
+        if name not in info:
+            continue  # no sizes: the model cannot be placed (memory, transfers)
+        out.append(_model(name, prof[name], info[name], str(profiles_path)))
+    return tuple(out)
+
+
+def read_model(profiles_path: str | os.PathLike[str], llm_info_path: str | os.PathLike[str],
+               name: str) -> ModelProfile:
+    """One model of the artifact's ``profiles.json`` and ``llm_info.json``."""
+    models = read_models(profiles_path, llm_info_path, (name,))
+    check(len(models) == 1, "model", f"a model of {profiles_path} with sizes in {llm_info_path}",
+          name)
+    return models[0]
+
+
+def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
+    check(isinstance(info, dict) and info, "profiles", f"TP degrees of {name} in llm_info", where)
+    sizes: dict[int, tuple[LayerSizes, ...]] = {}
+    n = None
+    for tp_s, layers in info.items():
+        tp = _int_key("profiles", tp_s, f"llm_info.{name}")
+        check(isinstance(layers, dict) and layers, "profiles", f"layers of {name} at tp {tp}",
+              where)
+        count = len(layers)
+        n = count if n is None else n
+        check(count == n, "profiles", f"the same number of layers at every TP degree ({n})",
+              f"{name} tp {tp}: {count}")
+        row = []
+        for i in range(count):
+            e = get("profiles", layers, str(i), f"llm_info.{name}.{tp}", dict)
+            at = f"llm_info.{name}.{tp}.{i}"
+            row.append(LayerSizes(
+                params=int(get("profiles", e, "params_floats", at, (int, float))),
+                activation_bytes=float(get("profiles", e, "act_output_bytes", at, (int, float))),
+                activation_memory_bytes=float(get("profiles", e, "act_mem_bytes", at,
+                                                  (int, float)))))
+        sizes[tp] = tuple(row)
+    assert n is not None
+    tail = untied_tail_layers(name)
+    times = []
+    check(isinstance(prof, dict), "profiles", f"GPU types of {name}", where)
+    for gpu in sorted(prof):
+        for mbs_s in sorted(prof[gpu], key=lambda s: int(s) if s.isdigit() else 0):
+            mbs = _int_key("profiles", mbs_s, f"{name}.{gpu}")
+            for tp_s in sorted(prof[gpu][mbs_s], key=lambda s: int(s) if s.isdigit() else 0):
+                tp = _int_key("profiles", tp_s, f"{name}.{gpu}.{mbs}")
+                if tp not in sizes:
+                    continue  # times without sizes at that TP: not usable
+                layers = prof[gpu][mbs_s][tp_s]
+                at = f"{name}.{gpu}.{mbs}.{tp}"
+                check(isinstance(layers, dict) and len(layers) == n, "profiles",
+                      f"{n} layers at {at}", len(layers) if isinstance(layers, dict) else layers)
+                raw = []
+                for i in range(n):
+                    v = get("profiles", layers, str(i), at, list)
+                    check(len(v) == 3 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                              for x in v), "profiles",
+                          f"[forward, backward, optimizer] at {at}.{i}", v)
+                    raw.append(v)
+                step = raw[0][2]  # the profiled model's optimizer step, copied into every layer
+                per_param = step / max(_profiled_params(sizes[tp], tail), 1)
+                row = tuple(LayerTimes(f, b, per_param * sizes[tp][i].params)
+                            for i, (f, b, _o) in enumerate(raw))
+                times.append(((gpu, mbs, tp), row))
+    return ModelProfile(name=name, layers=n, times=tuple(times),
+                        sizes=tuple(sorted(sizes.items())), bytes_per_value=4,
+                        optimizer_bytes_per_param=8.0)
+
+
+def _int_key(name: str, s: Any, where: str) -> int:
+    check(isinstance(s, str) and s.isdigit() and int(s) >= 1, name,
+          f"positive integer keys at {where}", s)
+    return int(s)
+
+
+def read_network(path: str | os.PathLike[str]) -> Network:
+    """The artifact's ``bandwidths.json`` as links (aggregate curves per flow count)."""
+    doc = read_document("network", path)
+    check(isinstance(doc, dict), "network", "a JSON object of zones", str(path))
+    links = []
+    for z1, g1s in doc.items():
+        for g1, n1s in _obj(g1s, f"{z1}").items():
+            for n1, z2s in _obj(n1s, f"{z1}.{g1}").items():
+                k1 = _int_key("network", n1, f"{z1}.{g1}")
+                for z2, g2s in _obj(z2s, f"{z1}.{g1}.{n1}").items():
+                    for g2, n2s in _obj(g2s, f"{z1}.{g1}.{n1}.{z2}").items():
+                        for n2, v in _obj(n2s, f"{z1}.{g1}.{n1}.{z2}.{g2}").items():
+                            k2 = _int_key("network", n2, f"{z1}.{g1}.{n1}.{z2}.{g2}")
+                            at = f"{z1}.{g1}.{n1}.{z2}.{g2}.{n2}"
+                            check(isinstance(v, list) and v and isinstance(v[0], list), "network",
+                                  f"[coefficients, max] at {at}", v)
+                            links.append(Link((g1, z1), (g2, z2), k1, k2, BandwidthCurve(
+                                coefficients=tuple(v[0]), min_bytes=FIT_MIN_BYTES,
+                                max_bytes=FIT_MAX_BYTES)))
+    return Network(tuple(links))
+
+
+def _obj(v: Any, where: str) -> dict:
+    check(isinstance(v, dict), "network", f"a JSON object at {where}", type(v).__name__)
+    return v
+
+
+def is_sailor_plan(doc: Any) -> bool:
+    """Whether a parsed document is a Sailor ``plan_config`` (it has ``pipeline_list``)."""
+    return isinstance(doc, dict) and "pipeline_list" in doc
+
+
+def plan_from_sailor(doc: Any, where: str, model: str | None = None) -> Plan:
+    """A :class:`Plan` from a parsed Sailor ``plan_config``."""
+    pl = get("plan", doc, "pipeline_list", where, list)
+    check(len(pl) == 1, "plan", "one pipeline in pipeline_list (replicas are given per stage)",
+          f"{where} ({len(pl)} pipelines)")
+    p = get("plan", pl, 0, f"{where}.pipeline_list", dict)
+    at = f"{where}.pipeline_list[0]"
+    L = get("plan", p, "num_stages", at, int)
+    layers = get("plan", p, "layers_per_stage", at, list)
+    tmp = get("plan", p, "tmp_per_stage", at, list)
+    dp = get("plan", p, "dp", at, list)
+    check(len(layers) == L and len(tmp) == L and len(dp) == L, "plan",
+          f"num_stages ({L}) entries in layers_per_stage, tmp_per_stage and dp",
+          f"{where} ({len(layers)}, {len(tmp)}, {len(dp)})")
+    stages = []
+    for j in range(L):
+        reps = []
+        check(isinstance(tmp[j], list) and len(tmp[j]) == dp[j], "plan",
+              f"dp[{j}] ({dp[j]}) replicas in tmp_per_stage[{j}]", where)
+        for i, entry in enumerate(tmp[j]):
+            ok = (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list)
+                  and len(entry[0]) == 1 and isinstance(entry[0][0], list)
+                  and len(entry[0][0]) == 3)
+            check(ok, "plan", f"[[[gpu, gpus_per_node, zone]], tp] at tmp_per_stage[{j}][{i}] "
+                  "(one node per replica)", entry)
+            gpu, gpn, zone = entry[0][0]
+            reps.append(ReplicaSpec(gpu=gpu, tp=entry[1], gpus_per_node=gpn, zone=zone))
+        check(isinstance(layers[j], list), "plan", f"a list of layers at layers_per_stage[{j}]",
+              layers[j])
+        stages.append(StageSpec(layers=tuple(layers[j]), replicas=tuple(reps)))
+    return Plan(stages=tuple(stages), microbatch_size=get("plan", doc, "mbs", where, int),
+                global_batch_size=get("plan", doc, "gbs", where, int), model=model)
+
+
+def read_plan(path: str | os.PathLike[str], model: str | None = None) -> Plan:
+    """A Sailor ``plan_config`` file as a :class:`Plan`."""
+    return plan_from_sailor(read_document("plan", path), str(path), model)
+
+
+def read_run(path: str | os.PathLike[str], model: str | None = None) -> MeasuredRun:
+    """A Sailor run file: its plan and what was measured (``real``, ``max_mem``, ``red_grads``).
+
+    The model is ``model``, else the file's name: ``*-OPT-350-*`` and ``mit-*``
+    runs are OPT-350 (the artifact's folders), ``*-GPT-NEO-*`` GPT-Neo-2.7.
+    """
+    doc = read_document("run", path)
+    name = Path(path).stem
+    if model is None:
+        up = name.upper()
+        model = ("GPT-Neo-2.7" if "GPT-NEO" in up else "OPT-350" if "OPT-350" in up
+                 or up.startswith("MIT-") else None)
+    if model is None:
+        raise ConfigError("model", "given for a run file whose name does not say it", str(path))
+    plan = plan_from_sailor(doc, str(path), model)
+    real = get("run", doc, "real", str(path), (int, float))
+    mem = doc.get("max_mem") if isinstance(doc, dict) else None
+    red = doc.get("red_grads") if isinstance(doc, dict) else None
+    return MeasuredRun(name=name, plan=plan, iteration_time=float(real),
+                       peak_memory=None if mem is None else float(mem),
+                       gradient_reduction_time=None if red is None else float(red))
