@@ -129,6 +129,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
     a("--max-time", type=float, default=math.inf,
       help="stop each replication at this simulated time (default inf: when N steps are done)")
+    a("--network", default=None, metavar="SPEC|FILE",
+      help="the network every transfer crosses (a topology spec or graph file: links with "
+           "bandwidth, latency, sharing; hosts' NICs); transfers then share its links")
+    a("--network-nodes", default=None, metavar="LIST",
+      help="with --network: the node of each replica, stage-major, comma-separated (default: "
+           "the hosts --placement chose when --topology is the same spec, else the network's "
+           "hosts in order)")
+    a("--tensor-parallel", type=_ints, default=1, metavar="T",
+      help="tensor-parallel ranks of each replica (or one per stage): T concurrent flows "
+           "through the node's NIC for transfers and T all-reduce rings (default 1)")
+    a("--nic", type=float, default=None, metavar="BW",
+      help="with --network: NIC capacity (each way) of every host without one")
+    a("--bucket-size", type=float, default=math.inf, metavar="B",
+      help="with --network: all-reduce bucket per rank (default inf: one bucket)")
+    a("--contention", default="on", metavar="on|off",
+      help="with --network: on (default) transfers share links max-min fairly; off: each "
+           "alone on its route")
+    a("--p2p", default="overlap", metavar="MODE",
+      help="with --network: overlap (default; transfers overlap compute) or blocking (NCCL "
+           "send/recv: both ends held for the transfer)")
+    a("--network-weighting", default="maxmin", metavar="NAME",
+      help="with --network: maxmin (default) or rtt (SimGrid CM02's 1/latency weighting)")
+    a("--checkpoint-node", default=None, metavar="NODE",
+      help="with --network: checkpoints write each stage's parameters to this node")
     a("--stall-limit", type=float, default=None, metavar="T",
       help="stop a replication that makes no progress (no checkpoint, no new step) for this "
            "simulated time, and say why (default: 1000 failure-free checkpoint intervals; "
@@ -168,6 +192,25 @@ def _prices(value: Any, replicas: tuple[int, ...]) -> Any:
     return tuple(rows)
 
 
+def _per_replica(name: str, value: Any, counts: tuple[int, ...], *,
+                 per_worker: bool = False) -> Any:
+    """One value, one per stage, or (``per_worker``) one per worker stage-major, as a grid."""
+    if not isinstance(value, tuple):
+        return value
+    n = sum(counts)
+    if per_worker:
+        check(len(value) == n, name, f"one per worker, stage-major ({n} workers)",
+              ",".join(map(str, value)))
+        rows, k = [], 0
+        for r in counts:
+            rows.append(tuple(value[k:k + r]))
+            k += r
+        return tuple(rows)
+    check(len(value) == len(counts), name, f"one value or one per stage ({len(counts)})",
+          ",".join(map(str, value)))
+    return tuple((v,) * r for v, r in zip(value, counts, strict=True))
+
+
 def check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
     refuse_unless(args, "failure_shape", args.failure_distribution in ("weibull", "lognormal"),
@@ -185,6 +228,9 @@ def check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "skip_penalty", args.skip_budget > 0, "with --skip-budget > 0")
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
+    for dest in ("network_nodes", "tensor_parallel", "nic", "bucket_size", "contention", "p2p",
+                 "network_weighting", "checkpoint_node"):
+        refuse_unless(args, dest, args.network is not None, "with --network")
 
 
 #: A worker name of the training system (a dtsim CSV of such names is replayed by name).
@@ -296,12 +342,25 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         stall_limit=args.stall_limit, strategy=strategy, step_times=args.step_times,
         notice=_notice(args.preemption_notice),
     )
+    if args.network is not None:
+        check_choice("contention", args.contention, ("on", "off"))
+        kw.update(network=args.network, nic=args.nic, bucket_size=args.bucket_size,
+                  contention=args.contention == "on", p2p=args.p2p,
+                  network_weighting=args.network_weighting, checkpoint_node=args.checkpoint_node)
     file_prices = None
     if args.speeds is not None:
         speeds, file_prices = read_speeds(args.speeds, args.stages)
         kw["speeds"] = speeds
         if file_prices is not None and args.price is not None:
             raise ConfigError("price", "unset when the speeds file has a price column", args.price)
+    if args.network is not None:  # the per-replica grids need the replica counts
+        counts = TrainingConfig(**{k: v for k, v in kw.items() if k not in (
+            "network", "nic", "bucket_size", "contention", "p2p", "network_weighting",
+            "checkpoint_node")}).replicas
+        kw["tensor_parallel"] = _per_replica("tensor_parallel", args.tensor_parallel, counts)
+        if args.network_nodes is not None:
+            kw["network_nodes"] = _per_replica("network_nodes", tuple(
+                x.strip() for x in args.network_nodes.split(",")), counts, per_worker=True)
     if args.price_series is not None:
         from ..training.billing import read_price_series
 
@@ -319,9 +378,13 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         pl = place(layout, base.stages, list(base.replicas), args.placement or "shared",
                    rng=Streams(args.seed).rng("placement"))
         kw["placement"] = pl
-        hops = layout_hop_times(layout, pl.hosts, base.activation_size)
-        if hops:
-            kw.update(latency=hops, activation_size=0.0)
+        if args.network is not None:  # the network times the transfers, not the layout's links
+            if args.network_nodes is None and args.network == args.topology:
+                kw["network_nodes"] = pl.hosts  # replicas on the hosts the placement chose
+        else:
+            hops = layout_hop_times(layout, pl.hosts, base.activation_size)
+            if hops:
+                kw.update(latency=hops, activation_size=0.0)
     return TrainingConfig(**kw)
 
 

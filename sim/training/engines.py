@@ -90,6 +90,8 @@ def _speed_one(c: Any) -> float | None:
 def _no_strategy(c: Any) -> tuple[bool, str]:
     """The refusal of every reference of the training DES for a step-level strategy."""
     return (_job_strategy(c), "needs the training DES (no step-level strategy)")
+#: Why no closed form answers a config with a network.
+_NETWORK = "needs no network (transfers over a network are simulated, not in the closed form)"
 
 
 def _no_failures(c: Any) -> str | None:
@@ -119,6 +121,7 @@ class ScheduleReference(Reference):
     def applies(self, c: Any) -> Applies:
         no = _first(
             _no_strategy(c),
+            (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule not in ("gpipe", "1f1b"), "needs schedule gpipe or 1f1b"),
             (len(set(c.replicas)) != 1, "needs as many replicas at every stage"),
@@ -159,6 +162,7 @@ class MMcReference(Reference):
     def applies(self, c: Any) -> Applies:
         no = _first(
             _no_strategy(c),
+            (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.stages != 1, "needs one stage"),
             (c.schedule != "async" or c.arrival != "poisson", "needs async Poisson arrivals"),
@@ -196,6 +200,7 @@ class SaturatedReference(Reference):
     def applies(self, c: Any) -> Applies:
         no = _first(
             _no_strategy(c),
+            (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule != "async" or c.arrival != "saturated", "needs async with a saturated supply"),
             (c.routing != "weighted", "needs weighted routing"),
@@ -226,6 +231,7 @@ class DalyReference(Reference):
     def applies(self, c: Any) -> Applies:
         no = _first(
             _no_strategy(c),
+            (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.stages != 1 or c.replicas[0] != 1, "needs one worker (one stage, one replica)"),
             (c.schedule == "async", "needs a step barrier"),
@@ -256,6 +262,7 @@ class SnapshotReference(Reference):
     def applies(self, c: Any) -> Applies:
         no = _first(
             _no_strategy(c),
+            (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule != "async" or c.arrival == "saturated",
              "needs async arrivals at a rate (fixed or poisson)"),
