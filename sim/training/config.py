@@ -39,7 +39,9 @@ __all__ = [
     "PASS_TIME_DISTRIBUTIONS",
     "SYNCS",
     "STRAGGLERS",
+    "P2PS",
     "TrainingConfig",
+    "network_of",
     "read_speeds",
     "replica_name",
 ]
@@ -62,6 +64,8 @@ PASS_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognormal
 SYNCS = ("allreduce", "none")
 #: What happens to the replicas a fastest-k step does not wait for (``sync_wait``).
 STRAGGLERS = ("cancel", "drop")
+#: How a transfer between stages meets compute (see ``TrainingConfig.p2p``).
+P2PS = ("overlap", "blocking")
 
 
 def replica_name(stage: int, replica: int) -> str:
@@ -234,6 +238,51 @@ class TrainingConfig:
         Stop the run at this simulated time even if ``N`` steps are not done
         (inf: run to the end); the metrics then say ``finished = 0``, and
         throughput and cost are over the time run.
+    strategy : str, sim.training.strategies.Strategy or None
+        A fault-tolerance strategy (``name[:key=value,...]`` or a strategy
+        object; :mod:`sim.training.strategies`): ``swarm`` runs on this DES
+        (the swarm schedule's rewiring); ``checkpoint-restart``, ``redundancy``
+        and ``reconfiguration`` on the step-level job engine, with their own
+        checkpoints and restarts (``checkpoint_every`` and ``restart_cost`` stay
+        unset) and equal replica counts. None: today's behaviour.
+    step_times : sim.training.strategies.StepTimes, str or None
+        Measured step times by workers held or by pipelines (a table or a CSV
+        path) for a step-level strategy; None: the DES's failure-free steps.
+    notice : float
+        A preemption (a replayed trace's, or the spot model's) is announced this
+        long ahead (AWS 120 s, GCP 30 s); a strategy may use it. 0: none.
+    network : str, NetworkValue or None
+        The network every transfer crosses (:mod:`sim.network`): a topology
+        spec or graph file, or a :class:`~sim.network.NetworkValue`. None: each
+        transfer has a link of its own (``latency + size / bandwidth``).
+    network_nodes : tuple of tuple or None
+        With a network, the node of each replica (``[stage][replica]``);
+        default: the network's hosts (nodes that are not switches) in order,
+        replica ``k`` (stage-major) on host ``k``.
+    tensor_parallel : int or tuple of tuple of int
+        Tensor-parallel ranks of each replica (equal within a stage): a
+        transfer of ``size`` between stages is ``t`` concurrent flows of
+        ``size / t`` (the sender's ``t``), and the gradient all-reduce is ``t``
+        rings of ``param_size / t``, all through the node's NIC.
+    nic : float, BandwidthCurve or None
+        NIC capacity (egress and ingress each) of every host of the network
+        that has none.
+    bucket_size : float
+        The all-reduce works in buckets of this size (per rank; inf: one).
+    contention : bool
+        With a network: transfers share its links (max-min fair flows). False:
+        each transfer alone on its route (``latency + size / bottleneck``).
+    p2p : {"overlap", "blocking"}
+        Transfers between stages overlap with compute (the sender goes on at
+        once, the receiver queues the microbatch on arrival), or block both
+        ends for the transfer (NCCL send/recv: the transfer starts when the
+        receiver is free and holds both replicas until it ends).
+    network_weighting : {"maxmin", "rtt"}
+        Sharing rule of the network (plain max-min, or SimGrid CM02's 1/RTT).
+    checkpoint_node : hashable or None
+        With a network: checkpoints write every stage's parameters (from its
+        lowest-index live replica) to this node over the network, on top of
+        ``checkpoint_cost``; a replica with no live peer downloads from it.
     stall_limit : float or None
         A run with a restart model (or an unbounded ``max_wait``) that makes no
         progress (no checkpoint, no step beyond the best reached) for this
@@ -299,6 +348,18 @@ class TrainingConfig:
     arrival: str = "saturated"
     arrival_rate: float = 1.0
     max_time: float = math.inf
+    strategy: Any = None
+    step_times: Any = None
+    notice: float = 0.0
+    network: Any = None
+    network_nodes: Any = None
+    tensor_parallel: int | tuple[tuple[int, ...], ...] = 1
+    nic: Any = None
+    bucket_size: float = math.inf
+    contention: bool = True
+    p2p: str = "overlap"
+    network_weighting: str = "maxmin"
+    checkpoint_node: Any = None
     stall_limit: float | None = None
     pass_time_shape: float | None = None
     sync_wait: int | None = None
@@ -409,6 +470,7 @@ class TrainingConfig:
         check_positive("max_time", self.max_time, allow_inf=True)
         if self.stall_limit is not None:
             check_positive("stall_limit", self.stall_limit, allow_inf=True)
+        check_nonnegative("notice", self.notice)
         if self.price is not None:
             if isinstance(self.price, (list, tuple)):
                 set_("price", _grid("price", self.price, self.replicas, check_nonnegative))
@@ -431,6 +493,12 @@ class TrainingConfig:
             check(self.schedule in ("gpipe", "1f1b"), "sync_wait",
                   "set only with schedule gpipe or 1f1b (fixed pipelines: each replica's share "
                   "of a step is fixed)", self.sync_wait)
+            check(self.strategy is None, "sync_wait",
+                  "set only without a strategy (the built-in step barrier waits for K)",
+                  self.sync_wait)
+            check(self.network is None, "sync_wait",
+                  "set only without a network (its all-reduce is the ring formula over the K "
+                  "pipelines)", self.sync_wait)
             check(len(set(self.replicas)) == 1, "sync_wait",  # type: ignore[arg-type]
                   "set only with as many replicas at every stage (n pipelines)", self.sync_wait)
             check_int("sync_wait", self.sync_wait, low=1, high=self.replicas[0])  # type: ignore[index]
@@ -445,11 +513,115 @@ class TrainingConfig:
             check(False, "max_wait",
                   "finite when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.max_wait)
+        self._check_strategy()
         if stuck and self.restart_cost is not None:
             # a restart waits for every stage to have a live replica: it would never end
             check(False, "restart_cost",
                   "unset when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.restart_cost)
+        self._check_network()
+
+    def _check_network(self) -> None:
+        """Validate the network fields (the network is built once, to check, and not kept)."""
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        check(isinstance(self.contention, bool), "contention", "True or False", self.contention)
+        check_choice("p2p", self.p2p, P2PS)
+        from ..network.flows import WEIGHTINGS
+
+        check_choice("network_weighting", self.network_weighting, WEIGHTINGS)
+        set_("bucket_size", check_positive("bucket_size", self.bucket_size, allow_inf=True))
+        reps = self.replicas
+        if isinstance(self.tensor_parallel, (list, tuple)):
+            tp = _grid("tensor_parallel", self.tensor_parallel, reps,  # type: ignore[arg-type]
+                       lambda n, v: check_int(n, v, low=1))
+            for j, row in enumerate(tp):
+                check(len(set(row)) == 1, "tensor_parallel",
+                      f"equal among the replicas of a stage (stage {j})", row)
+            set_("tensor_parallel", tuple(tuple(int(x) for x in row) for row in tp))
+        else:
+            set_("tensor_parallel", check_int("tensor_parallel", self.tensor_parallel, low=1))
+        if self.network is None:
+            for name, default in (("network_nodes", None), ("nic", None),
+                                  ("checkpoint_node", None), ("p2p", "overlap"),
+                                  ("network_weighting", "maxmin"), ("bucket_size", math.inf),
+                                  ("tensor_parallel", 1)):
+                check(getattr(self, name) == default, name,
+                      f"{'unset' if default is None else default} without a network",
+                      getattr(self, name))
+            return
+        net = network_of(self)
+        check(self.bandwidth == math.inf, "bandwidth",
+              "inf (unset) with a network (its links set the transfer times)", self.bandwidth)
+        check(self.latency == 0.0, "latency",
+              "0 (unset) with a network (its links set the transfer times)", self.latency)
+        check(self.routing != "queue", "routing",
+              "one that picks the next replica when a pass ends (least-loaded, weighted, "
+              "round-robin) with a network", self.routing)
+        if self.network_nodes is None:
+            hosts = net.hosts
+            check(len(hosts) >= self.workers, "network_nodes",
+                  f"given when the network has fewer hosts ({len(hosts)}) than replicas "
+                  f"({self.workers})", None)
+            rows, k = [], 0
+            for r in reps:  # type: ignore[union-attr]
+                rows.append(tuple(hosts[k:k + r]))
+                k += r
+            set_("network_nodes", tuple(rows))
+        else:
+            grid = _grid("network_nodes", self.network_nodes, reps,  # type: ignore[arg-type]
+                         lambda n, v: net.nodes[net.node_index(v, n)])
+            set_("network_nodes", grid)
+        if self.checkpoint_node is not None:
+            set_("checkpoint_node", net.nodes[net.node_index(self.checkpoint_node,
+                                                             "checkpoint_node")])
+        if self.p2p == "blocking":
+            check(not self.failures, "p2p",
+                  "overlap when workers can fail or be preempted (blocking transfers are "
+                  "modelled without failures)", self.p2p)
+
+    def _check_strategy(self) -> None:
+        """The strategy, its step-time table and the preemption notice (after the rest)."""
+        from .strategies import StepTimes, make_strategy, read_step_times
+
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        strat = make_strategy(self.strategy)
+        set_("strategy", strat)
+        job = strat is not None and strat.engine == "job"
+        if isinstance(self.step_times, str):
+            set_("step_times", read_step_times(self.step_times))
+        if self.step_times is not None:
+            check(isinstance(self.step_times, StepTimes), "step_times",
+                  "a sim.training.strategies.StepTimes or a CSV path", self.step_times)
+            check(job, "step_times", "given only with a step-level strategy (checkpoint-restart, "
+                  "redundancy, reconfiguration)", self.step_times)
+        if self.notice > 0:
+            preempted = self.mtbf < math.inf or (self.failure_trace is not None
+                                                 and not isinstance(self.failure_trace, str))
+            check(preempted, "notice", "0 without preemptions (a spot model or a replayed trace)",
+                  self.notice)
+            check(strat is not None, "notice", "0 without a strategy (a strategy decides what "
+                  "a notice is for)", self.notice)
+        if strat is None:
+            return
+        if job:
+            name = strat.name
+            check(self.checkpoint_every == 0, "checkpoint_every",
+                  f"0 with strategy {name} (its own checkpoints: {name}:every=K,checkpoint=C)",
+                  self.checkpoint_every)
+            check(self.restart_cost is None, "restart_cost",
+                  f"unset with strategy {name} (its own restart cost)", self.restart_cost)
+            check(self.speeds is None and self.speed_spread == 0, "speeds",
+                  f"unset with strategy {name} (a worker may take any stage: equal speeds)",
+                  self.speeds)
+            for field in ("skip_budget", "max_wait", "detection_timeout"):
+                check(getattr(self, field) == 0, field, f"0 with strategy {name} (the step-level "
+                      "job engine has no microbatches to skip, wait or re-route)",
+                      getattr(self, field))
+            check(self.step_times is not None or self.pass_time_distribution == "deterministic",
+                  "pass_time_distribution", f"deterministic with strategy {name} and no step "
+                  "times (its steps take the DES's failure-free step time)",
+                  self.pass_time_distribution)
+        strat.check(self)
 
     # -- derived ---------------------------------------------------------------
     @property
@@ -502,3 +674,41 @@ class TrainingConfig:
     def quality(self) -> tuple[float, ...]:
         """Quality kept after ``k`` skips."""
         return quality_table(self.stages, self.skip_penalty, self.penalty)
+
+
+_NETWORKS: dict[Any, Any] = {}
+
+
+def network_of(config: TrainingConfig) -> Any:
+    """The built :class:`~sim.network.Network` of ``config.network`` (with ``config.nic``).
+
+    Built once per process for each (network, nic) and kept (routes are cached
+    on it), so configs that differ elsewhere share it.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`sim.network.build_network`, naming ``network``.
+    """
+    from ..network import build_network
+    from ..network.curves import BandwidthCurve
+    from ..network.topology import NetworkValue
+
+    net_v, nic = config.network, config.nic
+    check(isinstance(net_v, (str, NetworkValue)), "network",
+          "a topology spec or graph file, or a sim.network.NetworkValue", net_v)
+    if nic is not None and not isinstance(nic, BandwidthCurve):
+        check_positive("nic", nic, allow_inf=True)
+    key = (net_v, nic)
+    net = _NETWORKS.get(key)
+    if net is None:
+        try:
+            net = build_network(net_v, nic=nic)
+        except ConfigError as exc:
+            if exc.name in ("topology", "nodes"):
+                raise ConfigError("network", exc.rule, exc.value) from None
+            raise
+        if len(_NETWORKS) > 32:
+            _NETWORKS.clear()
+        _NETWORKS[key] = net
+    return net

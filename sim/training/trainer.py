@@ -314,8 +314,15 @@ class StepTrainer(Trainer):
                     self.best = k
                     self._progress()
                 if K and (k % K == 0 or k == N):
-                    yield env.timeout(c.checkpoint_cost)
-                    self.flow.lost["checkpoint"] += c.checkpoint_cost
+                    write = self.flow.net.checkpoint() if self.flow.net is not None else None
+                    if write is None:
+                        yield env.timeout(c.checkpoint_cost)
+                        self.flow.lost["checkpoint"] += c.checkpoint_cost
+                    else:  # the parameters cross the network to the checkpoint node
+                        t0 = env.now
+                        yield write
+                        yield env.timeout(c.checkpoint_cost)
+                        self.flow.lost["checkpoint"] += env.now - t0
                     self.checkpoints += 1
                     ckpt, since = k, env.now
                     self._progress()
@@ -342,6 +349,8 @@ class StepTrainer(Trainer):
             st.parked = []
         for mb in self._in_step:
             mb.dead = True
+        if self.flow.net is not None:
+            self.flow.net.cancel_collectives()
         self.flow.abort(cause)
 
     def _restart(self):
@@ -397,6 +406,11 @@ class StepTrainer(Trainer):
             used = self._close_fast(st)
             if self.track and used > 1:  # the ring among the K pipelines the step waited for
                 sync = ring_allreduce_time(used, c.param_size, c.bandwidth, c.mean_latency)
+        elif self.track and flow.net is not None:  # the all-reduce as flows on the network
+            ring = flow.net.allreduce([sorted((r for r in st.participants[j] if r.live),
+                                              key=lambda r: r.index) for j in range(L)])
+            if ring is not None:
+                yield ring
         elif self.track:
             lat, P, W = c.mean_latency, c.param_size, c.bandwidth
             for j in range(L):
