@@ -519,6 +519,7 @@ def test_cross_validate_engines_contraction():
                     reps=1500, exact=c**3, wrong=0.5**3)
 
 
+@pytest.mark.slow  # DES = vector per seed and the exact law stay in the default suite
 def test_cross_validate_engines_noise_floor():
     """n = 10, s = 0.5: the floor after averaging (n-1)(n-2)s^2/n in both engines."""
     n, s = 10, 0.5
@@ -526,6 +527,7 @@ def test_cross_validate_engines_noise_floor():
                     reps=150, exact=(n - 1) * (n - 2) * s**2 / n, wrong=2 * (n - 1) ** 2 * s**2 / n)
 
 
+@pytest.mark.slow  # DES = vector per seed and the exact law stay in the default suite
 def test_cross_validate_engines_stubborn_capture():
     """One stubborn node, n = 10: E[m_t - b] / (m_0 - b) = (1 - 1/(2(n-1)))^t in both engines."""
     n, t = 10, 8
@@ -534,6 +536,7 @@ def test_cross_validate_engines_stubborn_capture():
                     exact=(1 - 1 / (2 * (n - 1))) ** t, wrong=(1 - 1 / (2 * n)) ** t)
 
 
+@pytest.mark.slow  # DES = vector per seed and the exact law stay in the default suite
 def test_cross_validate_engines_clipped_creep():
     """Far stubborn b with clip tau, n = 10: the honest mean creeps tau/(2(n-1)) per round."""
     n, tau = 10, 0.5
