@@ -460,18 +460,22 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for c in comparison_rows(out):
         ok = "" if c.agrees is None else verdict(c.estimate.low, c.estimate.high, c.agrees)
-        rows.append((c.quantity, "-" if c.exact is None else f"{c.exact:.6g}", str(c.estimate), ok))
-    print_table(rows, ("quantity", "exact" + exact_note, "simulated (95% CI)", "agrees"))
+        rows.append((c.quantity, c.unit, "-" if c.exact is None else f"{c.exact:.6g}",
+                     str(c.estimate), ok))
+    print_table(rows, ("quantity", "unit", "exact" + exact_note, "simulated (95% CI)", "agrees"))
     if cfg.queueing:
         print(f"latency reference: {out['latency_reference']}; utilisation "
               f"{out['utilisation']:.4g}")
     if out.get("latency_mean") is not None:
-        print(f"mean skipped {out['mean_skipped']:.4g}; latency mean {out['latency_mean']:.4g}, "
-              f"p50 {out['latency_p50']:.4g}, p99 {out['latency_p99']:.4g}; failovers per "
-              f"microbatch {out['failovers_per_microbatch']:.4g}; simulated time "
-              f"{out['simulated_time']:.6g}")
+        print(f"mean skipped {out['mean_skipped']:.4g} stages; latency (time units) mean "
+              f"{out['latency_mean']:.4g}, p50 {out['latency_p50']:.4g}, p99 "
+              f"{out['latency_p99']:.4g}; failovers per microbatch "
+              f"{out['failovers_per_microbatch']:.4g}; simulated time "
+              f"{out['simulated_time']:.6g} time units")
+        print("time units: those of --stage-time, --latency and 1 / --rate (one microbatch "
+              "arrives per time unit at --rate 1)")
     else:
-        print(f"mean skipped {out['mean_skipped']:.4g}; latency, goodput in time and failovers: "
+        print(f"mean skipped {out['mean_skipped']:.4g} stages; latency, goodput in time and failovers: "
               f"not answered by the {out['engine']} engine (use --engine des)")
     if args.event_log and log_error is None:
         print(f"event log of replication 0 written to {out['event_log_file']}")
