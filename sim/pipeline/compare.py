@@ -112,7 +112,10 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
     if failure is not None:
         raise failure
     fixed = cfg.fixed_metrics()  # what the config fixes is exact, with no interval
-    est = summarize(records, fixed=fixed)
+    # every pipeline metric is a count, a time, a rate or a fraction (none below 0); busy
+    # fractions are fractions of time, inside [0, 1]
+    busy = ["utilisation", *(f"utilisation_stage{j}" for j in range(cfg.stages))]
+    est = summarize(records, fixed=fixed, lower=0.0, rates=busy)
     reported = set(sel.engine.metrics)
     timed = "simulated_time" in reported
     crossings = sum(r["stage_crossings"] for r in records)
@@ -157,13 +160,21 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
     }
     if cfg.queueing:  # the server model: the latency includes queueing, with its interval
         from .. import engines
+        from .queueing import stage_waits_reference
 
         p = engines.predictions("pipeline", cfg, ["latency_mean"])["latency_mean"]
+        # per station, what a queueing peer (Ciw) reports: waits in queue and busy fractions
+        L = cfg.stages
+        waits = [est[f"wait_stage{j}"] for j in range(L)]
+        busy = [est[f"utilisation_stage{j}"] for j in range(L)]
         out.update(routing=cfg.routing, latency_mean_ci=est["latency_mean"],
                    predicted_latency_mean=p["value"],
                    latency_reference=(f"{p['reference']}: {p['note']}" if p["value"] is not None
                                       else p["note"]),
-                   utilisation=est["utilisation"].mean)
+                   utilisation=est["utilisation"].mean, utilisation_ci=est["utilisation"],
+                   wait_stage=[e.mean for e in waits], wait_stage_ci=waits,
+                   predicted_wait_stage=stage_waits_reference(cfg),
+                   utilisation_stage=[e.mean for e in busy], utilisation_stage_ci=busy)
     return out
 
 

@@ -447,13 +447,20 @@ class PipelineConfig:
         if not self.random_sources():
             why = ("nothing random: deterministic failures (or none), stage times, arrivals "
                    "and routing")
-            return dict.fromkeys((*SNAPSHOT_METRICS, *TIMED_METRICS, "utilisation", *skipped), why)
+            stations = [f"{m}_stage{j}" for j in range(self.stages)
+                        for m in ("wait", "utilisation")] if self.queueing else []
+            return dict.fromkeys((*SNAPSHOT_METRICS, *TIMED_METRICS, "utilisation", *skipped,
+                                  *stations), why)
         out = {"microbatches": "the config's microbatches", "workers": "the config's workers"}
         if all(q == 1.0 for q in self.quality[: self.skip_budget + 1]):
             out["mean_quality"] = ("no skip costs quality (skip budget 0, or no penalty within "
                                    "it)")
         if self.skip_budget == 0:
             out["mean_skipped"] = "no stage may be skipped (skip budget 0)"
+        if self.max_wait == math.inf:  # every stage recovers (a config that never does is refused)
+            out.update(dict.fromkeys(("drop_rate", "delivered_rate"),
+                                     "a microbatch waits for an out stage (max_wait inf): none "
+                                     "is dropped"))
         if not self.failures:
             why = "no failures (availability 1, no domain outage, no trace)"
             out.update(dict.fromkeys(("drop_rate", "delivered_rate", "mean_quality",

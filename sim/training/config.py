@@ -474,6 +474,8 @@ class TrainingConfig:
         if self.skip_budget == 0:
             out.update(dict.fromkeys(("mean_skipped", "skips"),
                                      "no stage may be skipped (skip budget 0)"))
+        if self.max_wait == math.inf:  # every stage recovers (a config that never does is refused)
+            out["drop_rate"] = "a microbatch waits for an out stage (max_wait inf): none is dropped"
         if "failures" not in random:
             why = "no failures (availability 1, no domain outage, preemption or trace)"
             out.update(dict.fromkeys(
