@@ -9,7 +9,8 @@ from typing import Any
 
 from ..results import print_table, to_jsonable
 
-__all__ = ["add_run_options", "emit_json", "to_jsonable", "print_table", "time_unit"]
+__all__ = ["add_run_options", "emit_json", "to_jsonable", "print_table", "time_unit",
+           "announce_fallback"]
 
 #: Names of the time unit for the usual values of ``--hour`` (time units per hour).
 _UNITS_PER_HOUR = {3600.0: "s", 60.0: "min", 1.0: "h", 3.6e6: "ms"}
@@ -42,3 +43,17 @@ def time_unit(hour: float) -> str:
     Any other value gives ``"time unit"`` (the caller says what an hour is).
     """
     return _UNITS_PER_HOUR.get(float(hour), "time unit")
+
+
+def announce_fallback(command: str, engine: str, reason: str) -> None:
+    """Say on stderr, before any replication runs, that a missing extra slows this run down.
+
+    ``reason`` is the engine choice's explanation (``engine_reason``); when it
+    says that a faster engine needs numba, one line names the engine that runs
+    instead and the extra that installs numba, so a long run is not a surprise
+    found at its end.
+    """
+    if "needs numba" in reason:
+        print(f"dtsim {command}: note: numba is not installed, so the {engine} engine runs this "
+              "(slower; the compiled engine needs pip install 'dtsim[fast]')", file=sys.stderr,
+              flush=True)
