@@ -708,7 +708,7 @@ def fixed_ci(values: Iterable[float], reason: str, confidence: float = 0.95, *,
 
         raise SimulationError(f"'{name}' is fixed by the config ({reason}) but its replications "
                               f"differ: {lo!r} to {hi!r} (a wrong declaration; please report it)")
-    m = float(x[0]) if lo == hi else float(x.mean())
+    m = float(x.mean())  # as mean_ci and rate_ci compute it: a fixed metric's value is unchanged
     return Estimate(m, 0.0, m, m, int(x.size), confidence, missing, "exact", method)
 
 
