@@ -510,9 +510,9 @@ def run(args: argparse.Namespace) -> int:
                                          "agrees", "utilisation (busy fraction)"))
         print(f"utilisation of all replicas: {out['utilisation_ci']}")
     if out.get("latency_mean") is not None:
-        print(f"mean skipped {out['mean_skipped']:.4g} stages; latency (time units) mean "
+        print(f"mean skipped {out['mean_skipped']:.4g} stages; latency mean "
               f"{out['latency_mean']:.4g}, p50 {out['latency_p50']:.4g}, p99 "
-              f"{out['latency_p99']:.4g}; failovers per microbatch "
+              f"{out['latency_p99']:.4g} time units; failovers per microbatch "
               f"{out['failovers_per_microbatch']:.4g}; simulated time "
               f"{out['simulated_time']:.6g} time units")
         print("time units: those of --stage-time, --latency and 1 / --rate (one microbatch "
