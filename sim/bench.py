@@ -112,7 +112,7 @@ __all__ = [
 ]
 
 PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
-         "machine", "highflip", "training", "gossip_training", "recording", "peersim")
+         "machine", "highflip", "training", "gossip_training", "recording", "peersim", "network")
 MATCHING_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -1068,6 +1068,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "recording": {"edge_nodes": (1000, 10_000), "edge_steps": 1_000_000, "async_nodes": 10_000,
                       "async_horizon": 30, "repeats": 3},
         "peersim": {"repeats": 2, "edge_steps": 5_000_000, "async_horizon": 100},
+        "network": {"flows": 10_000, "repeats": 1, "steps": 8, "horizon": 20.0},
     },
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
@@ -1087,6 +1088,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "recording": {"edge_nodes": (1000, 10_000), "edge_steps": 3_000_000, "async_nodes": 10_000,
                       "async_horizon": 100, "repeats": 5},
         "peersim": {"repeats": 3, "edge_steps": 20_000_000, "async_horizon": 200},
+        "network": {"flows": 10_000, "repeats": 3, "steps": 20, "horizon": 40.0},
     },
 }
 
@@ -1097,7 +1099,16 @@ _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
     "highflip": bench_highflip, "training": bench_training,
     "gossip_training": bench_gossip_training, "recording": bench_recording,
     "peersim": bench_peersim,
+    "network": lambda **kw: _network_part(**kw),
 }
+
+
+def _network_part(**kw: Any) -> dict[str, Any]:
+    """The flow-level network: flows/s beside SimGrid, and the cost of contention
+    (:func:`sim.network.bench.bench_network`)."""
+    from .network.bench import bench_network
+
+    return bench_network(**kw)
 
 #: Figures divided by the yardstick (``<figure>_per_timeout``).
 _RATIOS = ("pipeline_crossings_per_s", "async_exchanges_per_s", "async_bare_wakes_per_s",
@@ -1172,6 +1183,9 @@ TARGETS: tuple[Target, ...] = (
            "compiled async vs PeerSim event-driven averaging, n=1e4, delay 0.1: ahead"),
     Target("compiled_training_passes_per_s", ">=", 1e6,
            "contended training pipeline, compiled engine: >= 1e6 passes/s"),
+    Target("network_vs_simgrid", ">=", 0.5,
+           "flow-level network, 1e4 staggered flows on a 1000-host two-level tree: >= 0.5 of "
+           "SimGrid's flows/s on the same flows (issue 21)"),
 )
 
 

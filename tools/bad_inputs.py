@@ -1009,7 +1009,102 @@ def build_cases(fx: Fixtures) -> list[Case]:
 
 def network_cases(fx: Fixtures) -> list[Case]:
     """The flow-level network model: ``dtsim network`` and ``--contention``."""
-    return []
+    if not _has_command("network"):
+        return []
+    cases: list[Case] = []
+    w = fx._write
+    good = w("network/flows.csv", "src,dst,size,start\n0,5,100,0\n1,5,100,0\n")
+    topo = "tree:racks=2,hosts=4"
+    N = lambda *a: dtsim("network", *a)  # noqa: E731
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    add("network/ok", N("--topology", topo, "--flows", str(good)), ok("makespan"))
+    add("network/unknown-node", N("--topology", topo, "--flows",
+                                  str(w("network/unknown.csv", "src,dst,size,start\n0,nope,1,0\n"))),
+        refuse("flows"))
+    two = w("network/two.edges", "a b 1 10\nc d 1 10\n")
+    add("network/no-route", N("--topology", str(two), "--flows",
+                              str(w("network/ac.csv", "src,dst,size,start\na,c,1,0\n"))),
+        refuse("topology"), note="a graph in two parts: refused as not connected")
+    add("network/negative-size", N("--topology", topo, "--flows",
+                                   str(w("network/neg.csv", "src,dst,size,start\n0,1,-5,0\n"))),
+        refuse("flows"))
+    add("network/nan-start", N("--topology", topo, "--flows",
+                               str(w("network/nan.csv", "src,dst,size,start\n0,1,5,nan\n"))),
+        refuse("flows"))
+    add("network/same-node", N("--topology", topo, "--flows",
+                               str(w("network/same.csv", "src,dst,size,start\n0,0,5,0\n"))),
+        refuse("flows"))
+    add("network/no-bandwidth", N("--topology", "ring:n=6", "--flows", str(good)),
+        refuse("topology"), note="every bandwidth inf: no transfer time to compute")
+    add("network/bad-header", N("--topology", topo, "--flows",
+                                str(w("network/hdr.csv", "a,b,c\n1,2,3\n"))), refuse("flows"))
+    add("network/empty-flows", N("--topology", topo, "--flows",
+                                 str(w("network/empty.csv", "src,dst,size,start\n"))),
+        refuse("flows"))
+    add("network/missing-flows-file", N("--topology", topo, "--flows", str(fx.root / "nope.csv")),
+        refuse("flows"))
+    add("network/binary-flows", N("--topology", topo, "--flows", str(fx.binary)), refuse("flows"))
+    add("network/short-row", N("--topology", topo, "--flows",
+                               str(w("network/short.csv", "src,dst,size,start\n0,1,5\n"))),
+        refuse("flows"))
+    add("network/weighting-unknown", N("--topology", topo, "--flows", str(good), "--weighting",
+                                       "fair"), refuse("weighting"))
+    add("network/solver-unknown", N("--topology", topo, "--flows", str(good), "--solver", "x"),
+        refuse("solver"))
+    add("network/nic-zero", N("--topology", topo, "--flows", str(good), "--nic", "0"),
+        refuse("nic"))
+    add("network/bad-sharing", N("--topology", str(w("network/sh.edges",
+                                                     "0 1 sharing=half bandwidth=5\n")),
+                                 "--flows", str(w("network/01.csv", "src,dst,size,start\n0,1,1,0\n"))),
+        refuse("topology"))
+    add("network/bad-curve", N("--topology", str(w("network/cv.edges",
+                                                   "0 1 bandwidth_curve=table:x\n")),
+                               "--flows", str(fx.root / "network/01.csv")), refuse("topology"))
+    add("network/unknown-family", N("--topology", "nosuch", "--flows", str(good)),
+        refuse("topology"))
+    TR = lambda *a: dtsim("train", "--replications", "1", *a)  # noqa: E731
+    net = ("--network", "tree:racks=1,hosts=8")
+    add("train/network-queue-routing", TR(*net, "--schedule", "swarm", "--routing", "queue"),
+        refuse("routing"))
+    add("train/nic-without-network", TR("--nic", "5"), refuse("nic"))
+    add("train/network-unknown-node", TR(*net, "--network-nodes", "0,1,2,nope"),
+        refuse("network_nodes"))
+    add("train/network-nodes-count", TR(*net, "--network-nodes", "0,1"), refuse("network_nodes"))
+    add("train/network-few-hosts", TR("--network", "tree:racks=1,hosts=2"),
+        refuse("network_nodes"))
+    add("train/p2p-blocking-with-failures", TR(*net, "--p2p", "blocking", "--availability", "0.9"),
+        refuse("p2p"))
+    add("train/p2p-unknown", TR(*net, "--p2p", "sometimes"), refuse("p2p"))
+    add("train/contention-unknown", TR(*net, "--contention", "maybe"), refuse("contention"))
+    add("train/network-and-bandwidth", TR(*net, "--bandwidth", "5"), refuse("bandwidth"))
+    add("train/tensor-parallel-zero", TR(*net, "--tensor-parallel", "0"),
+        refuse("tensor_parallel"))
+    add("train/bucket-size-zero", TR(*net, "--bucket-size", "0"), refuse("bucket_size"))
+    add("train/network-unknown-checkpoint-node", TR(*net, "--checkpoint-node", "nope"),
+        refuse("checkpoint_node"))
+    add("train/network-ok", TR(*net, "--param-size", "10", "--nic", "5"), ok("throughput"))
+    P = lambda *a: dtsim("pipeline", *a)  # noqa: E731
+    add("pipeline/network-without-queueing", P("--network", "tree"), refuse("network"))
+    add("pipeline/network-queue-routing", P("--queueing", "--stages", "3", "--network",
+                                            "tree:racks=1,hosts=6"), refuse("routing"))
+    G = lambda *a: dtsim("gossip", "--replications", "1", *a)  # noqa: E731
+    add("gossip/nic-with-edge", G("--protocol", "edge", "--nic", "2"), refuse("nic"))
+    add("gossip/nic-zero", G("--protocol", "async", "--rounds", "2", "--nic", "0"), refuse("nic"))
+    add("gossip/contention-nothing-shared", G("--protocol", "async", "--rounds", "2",
+                                              "--contention", "off"), refuse("contention"))
+    add("gossip/contention-unknown", G("--protocol", "async", "--rounds", "2", "--contention",
+                                       "maybe"), refuse("contention"))
+    add("gossip/nic-without-contention", G("--protocol", "async", "--rounds", "2", "--nic", "2",
+                                           "--contention", "off"), refuse("nic"))
+    add("gossip/weighting-without-contention", G(
+        "--topology", "ring:n=8,bandwidth=5", "--protocol", "async", "--rounds", "2",
+        "--contention", "off", "--network-weighting", "rtt"), refuse("network_weighting"))
+    add("gossip/nic-ok", G("--topology", "star:n=6", "--protocol", "neighbourhood",
+                           "--rounds", "3", "--nic", "2"), ok("disagreement"))
+    return cases
 
 
 def real_run_cases(fx: Fixtures) -> list[Case]:
@@ -1019,7 +1114,67 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
 
 def strategy_cases(fx: Fixtures) -> list[Case]:
     """Fault-tolerance strategies, preemption notices, billing: ``dtsim train --strategy``."""
-    return []
+    T = lambda *a: dtsim("train", *a)  # noqa: E731
+    D = lambda *a: dtsim("design", *a)  # noqa: E731
+    livelock = ("--stages", "48", "--replicas", "2", "--skip-budget", "16", "--skip-penalty",
+                "0.1", "--schedule", "swarm", "--failure-trace", "aws-p3", "--trace-policy",
+                "recent+tile", "--trace-loop", "--price", "3.06", "--steps", "4",
+                "--checkpoint-every", "2", "--checkpoint-cost", "1", "--restart-cost", "1",
+                "--replications", "2")
+    return [
+        Case("train/stall-limit-zero", T("--stall-limit", "0"), refuse("stall_limit")),
+        Case("train/stall-limit-nan", T("--stall-limit", "nan"), refuse("stall_limit")),
+        Case("train/livelock-max-time", T(*livelock, "--max-time", "3000"),
+             ok("why (2 of 2 stalled"), timeout=120,
+             note="issue 23's example: ends with a one-line reason, not 2840 s of restarts"),
+        Case("train/livelock-no-max-time", T(*livelock), ok("stopped without progress"),
+             timeout=180, note="no --max-time: stopped by the stall watchdog, with the reason"),
+        Case("design/trace-policy-recent", D("--failure-trace", "aws-p3", "--trace-policy",
+                                             "recent"), refuse("trace_policy")),
+        Case("design/trace-tile", D("--failure-trace", "aws-p3", "--trace-policy",
+                                    "random+tile"), refuse("trace_policy")),
+        Case("design/trace-with-availability", D("--failure-trace", "aws-p3",
+                                                 "--availability", "0.5"), refuse("availability")),
+        Case("design/trace-with-domain-outage", D("--failure-trace", "aws-p3",
+                                                  "--domain-outage", "0.01"),
+             refuse("domain_outage")),
+        Case("design/trace-with-rate", D("--failure-trace", "aws-p3", "--verify", "--rate", "2"),
+             refuse("rate")),
+        Case("design/trace-loop", D("--failure-trace", "aws-p3", "--trace-loop"),
+             refuse("trace_loop")),
+        Case("design/trace-unknown", D("--failure-trace", "no-such-trace"),
+             refuse("failure_trace")),
+        Case("design/trace-dtsim-csv", D("--failure-trace", str(fx.trace_ok)),
+             refuse("failure_trace")),
+        Case("design/trace-too-few-slots", D("--failure-trace", "aws-p3", "--stages", "40"),
+             ok("fewer than the 40 stages")),
+        Case("train/price-series-missing", T("--price-series", str(fx.root / "none.csv")),
+             refuse("price_series")),
+        Case("train/price-series-binary", T("--price-series", str(fx.binary)),
+             refuse("price_series")),
+        Case("train/price-series-columns", T("--price-series", str(fx.trace_ok)),
+             refuse("price_series")),
+        Case("train/price-series-late-start", T("--price-series", str(_prices(fx, "late",
+                                                                               "5,1\n"))),
+             refuse("price_series")),
+        Case("train/price-series-negative", T("--price-series", str(_prices(fx, "neg",
+                                                                             "0,1\n9,-2\n"))),
+             refuse("price_series")),
+        Case("train/price-series-unsorted", T("--price-series", str(_prices(fx, "unsorted",
+                                                                             "0,1\n9,2\n4,3\n"))),
+             refuse("price_series")),
+        Case("train/price-series-with-price", T("--price-series", str(_prices(fx, "okp", "0,1\n")),
+                                                "--price", "2"), refuse("price")),
+        Case("train/price-series-ok", T("--price-series", str(_prices(fx, "ok", "0,3\n100,1\n")),
+                                        "--replications", "2"), ok("samples per dollar")),
+    ]
+
+
+def _prices(fx: Fixtures, name: str, rows: str) -> Path:
+    """A price-series CSV ``time,price`` with ``rows`` under the fixtures' folder."""
+    p = fx.root / f"prices_{name}.csv"
+    p.write_text("time,price\n" + rows)
+    return p
 
 
 def hardening_cases(fx: Fixtures) -> list[Case]:

@@ -119,12 +119,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="restart time after a lost step (the restart model; default none)")
     a("--price", type=_floats, default=None,
       help="price per worker-hour: one value, or one per worker (stage-major)")
+    a("--price-series", default=None, metavar="FILE",
+      help="a CSV of time,price: the price per worker-hour over the run's time (instead of "
+           "--price), integrated over each worker's billed time")
     a("--samples-per-microbatch", type=float, default=1.0, help="samples in a microbatch")
     a("--hour", type=float, default=3600.0, help="time units per hour (default 3600)")
     a("--arrival", default=d.arrival, help="async only: " + ", ".join(ARRIVALS))
     a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
     a("--max-time", type=float, default=math.inf,
       help="stop each replication at this simulated time (default inf: when N steps are done)")
+    a("--network", default=None, metavar="SPEC|FILE",
+      help="the network every transfer crosses (a topology spec or graph file: links with "
+           "bandwidth, latency, sharing; hosts' NICs); transfers then share its links")
+    a("--network-nodes", default=None, metavar="LIST",
+      help="with --network: the node of each replica, stage-major, comma-separated (default: "
+           "the hosts --placement chose when --topology is the same spec, else the network's "
+           "hosts in order)")
+    a("--tensor-parallel", type=_ints, default=1, metavar="T",
+      help="tensor-parallel ranks of each replica (or one per stage): T concurrent flows "
+           "through the node's NIC for transfers and T all-reduce rings (default 1)")
+    a("--nic", type=float, default=None, metavar="BW",
+      help="with --network: NIC capacity (each way) of every host without one")
+    a("--bucket-size", type=float, default=math.inf, metavar="B",
+      help="with --network: all-reduce bucket per rank (default inf: one bucket)")
+    a("--contention", default="on", metavar="on|off",
+      help="with --network: on (default) transfers share links max-min fairly; off: each "
+           "alone on its route")
+    a("--p2p", default="overlap", metavar="MODE",
+      help="with --network: overlap (default; transfers overlap compute) or blocking (NCCL "
+           "send/recv: both ends held for the transfer)")
+    a("--network-weighting", default="maxmin", metavar="NAME",
+      help="with --network: maxmin (default) or rtt (SimGrid CM02's 1/latency weighting)")
+    a("--checkpoint-node", default=None, metavar="NODE",
+      help="with --network: checkpoints write each stage's parameters to this node")
+    a("--stall-limit", type=float, default=None, metavar="T",
+      help="stop a replication that makes no progress (no checkpoint, no new step) for this "
+           "simulated time, and say why (default: 1000 failure-free checkpoint intervals; "
+           "inf: never)")
     a("--engine", default="auto",
       help="training engine: auto (the DES), des, or compiled (the numba event loop, same "
            "model with its own random numbers; refuses what it does not model)")
@@ -145,6 +176,25 @@ def _prices(value: Any, replicas: tuple[int, ...]) -> Any:
     return tuple(rows)
 
 
+def _per_replica(name: str, value: Any, counts: tuple[int, ...], *,
+                 per_worker: bool = False) -> Any:
+    """One value, one per stage, or (``per_worker``) one per worker stage-major, as a grid."""
+    if not isinstance(value, tuple):
+        return value
+    n = sum(counts)
+    if per_worker:
+        check(len(value) == n, name, f"one per worker, stage-major ({n} workers)",
+              ",".join(map(str, value)))
+        rows, k = [], 0
+        for r in counts:
+            rows.append(tuple(value[k:k + r]))
+            k += r
+        return tuple(rows)
+    check(len(value) == len(counts), name, f"one value or one per stage ({len(counts)})",
+          ",".join(map(str, value)))
+    return tuple((v,) * r for v, r in zip(value, counts, strict=True))
+
+
 def check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
     refuse_unless(args, "failure_shape", args.failure_distribution in ("weibull", "lognormal"),
@@ -161,6 +211,9 @@ def check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "skip_penalty", args.skip_budget > 0, "with --skip-budget > 0")
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
+    for dest in ("network_nodes", "tensor_parallel", "nic", "bucket_size", "contention", "p2p",
+                 "network_weighting", "checkpoint_node"):
+        refuse_unless(args, dest, args.network is not None, "with --network")
 
 
 #: A worker name of the training system (a dtsim CSV of such names is replayed by name).
@@ -224,13 +277,31 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         checkpoint_cost=args.checkpoint_cost, restart_cost=args.restart_cost,
         samples_per_microbatch=args.samples_per_microbatch, hour=args.hour,
         arrival=args.arrival, arrival_rate=args.arrival_rate, max_time=args.max_time,
+        stall_limit=args.stall_limit,
     )
+    if args.network is not None:
+        check_choice("contention", args.contention, ("on", "off"))
+        kw.update(network=args.network, nic=args.nic, bucket_size=args.bucket_size,
+                  contention=args.contention == "on", p2p=args.p2p,
+                  network_weighting=args.network_weighting, checkpoint_node=args.checkpoint_node)
     file_prices = None
     if args.speeds is not None:
         speeds, file_prices = read_speeds(args.speeds, args.stages)
         kw["speeds"] = speeds
         if file_prices is not None and args.price is not None:
             raise ConfigError("price", "unset when the speeds file has a price column", args.price)
+    if args.network is not None:  # the per-replica grids need the replica counts
+        counts = TrainingConfig(**{k: v for k, v in kw.items() if k not in (
+            "network", "nic", "bucket_size", "contention", "p2p", "network_weighting",
+            "checkpoint_node")}).replicas
+        kw["tensor_parallel"] = _per_replica("tensor_parallel", args.tensor_parallel, counts)
+        if args.network_nodes is not None:
+            kw["network_nodes"] = _per_replica("network_nodes", tuple(
+                x.strip() for x in args.network_nodes.split(",")), counts, per_worker=True)
+    if args.price_series is not None:
+        from ..training.billing import read_price_series
+
+        kw["price_series"] = read_price_series(args.price_series)
     base = TrainingConfig(**kw)  # validates everything but the placement and prices
     kw["replicas"] = base.replicas
     kw["price"] = file_prices if file_prices is not None else _prices(args.price, base.replicas)
@@ -244,9 +315,13 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         pl = place(layout, base.stages, list(base.replicas), args.placement or "shared",
                    rng=Streams(args.seed).rng("placement"))
         kw["placement"] = pl
-        hops = layout_hop_times(layout, pl.hosts, base.activation_size)
-        if hops:
-            kw.update(latency=hops, activation_size=0.0)
+        if args.network is not None:  # the network times the transfers, not the layout's links
+            if args.network_nodes is None and args.network == args.topology:
+                kw["network_nodes"] = pl.hosts  # replicas on the hosts the placement chose
+        else:
+            hops = layout_hop_times(layout, pl.hosts, base.activation_size)
+            if hops:
+                kw.update(latency=hops, activation_size=0.0)
     return TrainingConfig(**kw)
 
 
@@ -262,7 +337,9 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     # fractions stay inside [0, 1] ("below X" at 0); what the config fixes is exact
     est = summarize(records, [m for m in sel.engine.metrics], lower=0.0,
                     rates=("drop_rate", "worker_availability"), fixed=cfg.fixed_metrics())
+    ok = [r for r in records if not r.get("error")]
     pred = predictions("training", cfg)
+    priced = cfg.price is not None or cfg.price_series is not None
     out: dict[str, Any] = {
         "engine": sel.name, "engine_reason": sel.reason,
         "throughput": est["throughput"].mean, "throughput_ci": est["throughput"],
@@ -284,9 +361,16 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         "workers": cfg.workers, "worker_hours": est["worker_hours"].mean,
         "samples_per_second": est["samples_per_second"].mean,
         "samples_per_worker_hour": est["samples_per_worker_hour"].mean,
-        "cost": est["cost"].mean if cfg.price is not None else None,
-        "samples_per_dollar": est["samples_per_dollar"].mean if cfg.price is not None else None,
+        "cost": est["cost"].mean if priced else None,
+        "samples_per_dollar": est["samples_per_dollar"].mean if priced else None,
     }
+    if priced and cfg.skip_budget > 0:  # skipping costs quality: samples per dollar weighted by it
+        out["quality_samples_per_dollar"] = est["quality_samples_per_dollar"].mean
+        out["quality_samples_per_dollar_ci"] = est["quality_samples_per_dollar"]
+    stalled = [r for r in ok if r.get("stall_reason")]
+    if stalled:  # the keys appear only when a replication stalled (the output is otherwise unchanged)
+        out.update(stalled=len(stalled), stall_reason=stalled[0]["stall_reason"],
+                   stall_replication=stalled[0]["replication"])
     notes = {}
     for key, metric in PREDICTED.items():
         p = pred[metric]
@@ -345,14 +429,21 @@ def run(args: argparse.Namespace) -> int:
         rows.append((label, "-" if exact is None else f"{exact:.6g}", str(e), ok))
     print_table(rows, ("quantity", "exact", "simulated (95% CI)", "agrees"))
     if out["finished"] < 1:
+        stop = f"at --max-time {args.max_time:g}" if math.isfinite(args.max_time) else \
+            "without progress"
         print(f"{(1 - out['finished']) * args.replications:.0f} of {args.replications} "
-              f"replications stopped at --max-time {args.max_time:g} before {cfg.steps} steps "
+              f"replications stopped {stop} before {cfg.steps} steps "
               f"(mean steps done {out['steps_done']:.4g}); time to train is not measured")
+    if out.get("stall_reason"):
+        print(f"why ({out['stalled']} of {args.replications} stalled; replication "
+              f"{out['stall_replication']}): {out['stall_reason']}")
     lost = ", ".join(f"{k} {v:.4g}" for k, v in out["lost_time"].items() if v)
     print(f"bubble {out['bubble_fraction']:.4g}, utilisation {out['utilisation']:.4g} "
           f"(fractions of worker time); lost replica time ({tu}): {lost or 'none'}")
     cost = "" if out["cost"] is None else f", cost ${out['cost']:.4g} (--price per " \
         f"worker-hour x {out['worker_hours']:.4g} worker-hours), samples per dollar " \
         f"{out['samples_per_dollar']:.4g}"
+    if "quality_samples_per_dollar" in out:
+        cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
     print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
     return 0

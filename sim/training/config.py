@@ -38,7 +38,9 @@ __all__ = [
     "ARRIVALS",
     "PASS_TIME_DISTRIBUTIONS",
     "SYNCS",
+    "P2PS",
     "TrainingConfig",
+    "network_of",
     "read_speeds",
     "replica_name",
 ]
@@ -57,6 +59,8 @@ PAIRS = {
 ARRIVALS = ("saturated", "poisson", "fixed")
 PASS_TIME_DISTRIBUTIONS = ("deterministic", "exponential")
 SYNCS = ("allreduce", "none")
+#: How a transfer between stages meets compute (see ``TrainingConfig.p2p``).
+P2PS = ("overlap", "blocking")
 
 
 def replica_name(stage: int, replica: int) -> str:
@@ -207,7 +211,13 @@ class TrainingConfig:
         Checkpoint every K steps (0: never) costing C; a lost step restarts
         from the last checkpoint after ``restart_cost`` (None: no restart model).
     price : float, tuple of tuple of float or None
-        Price per worker-hour (one value, or per replica).
+        Price per worker-hour (one value, or per replica). A worker is billed
+        while its instance exists: not while a spot slot waits for its
+        replacement, nor while a replayed trace has it down
+        (:mod:`sim.training.billing`).
+    price_series : sim.training.billing.PriceSeries or None
+        A price per worker-hour that changes over time (instead of ``price``):
+        each worker pays the integral of the series over its billed time.
     samples_per_microbatch : float
         Samples in one microbatch.
     hour : float
@@ -220,6 +230,44 @@ class TrainingConfig:
         Stop the run at this simulated time even if ``N`` steps are not done
         (inf: run to the end); the metrics then say ``finished = 0``, and
         throughput and cost are over the time run.
+    network : str, NetworkValue or None
+        The network every transfer crosses (:mod:`sim.network`): a topology
+        spec or graph file, or a :class:`~sim.network.NetworkValue`. None: each
+        transfer has a link of its own (``latency + size / bandwidth``).
+    network_nodes : tuple of tuple or None
+        With a network, the node of each replica (``[stage][replica]``);
+        default: the network's hosts (nodes that are not switches) in order,
+        replica ``k`` (stage-major) on host ``k``.
+    tensor_parallel : int or tuple of tuple of int
+        Tensor-parallel ranks of each replica (equal within a stage): a
+        transfer of ``size`` between stages is ``t`` concurrent flows of
+        ``size / t`` (the sender's ``t``), and the gradient all-reduce is ``t``
+        rings of ``param_size / t``, all through the node's NIC.
+    nic : float, BandwidthCurve or None
+        NIC capacity (egress and ingress each) of every host of the network
+        that has none.
+    bucket_size : float
+        The all-reduce works in buckets of this size (per rank; inf: one).
+    contention : bool
+        With a network: transfers share its links (max-min fair flows). False:
+        each transfer alone on its route (``latency + size / bottleneck``).
+    p2p : {"overlap", "blocking"}
+        Transfers between stages overlap with compute (the sender goes on at
+        once, the receiver queues the microbatch on arrival), or block both
+        ends for the transfer (NCCL send/recv: the transfer starts when the
+        receiver is free and holds both replicas until it ends).
+    network_weighting : {"maxmin", "rtt"}
+        Sharing rule of the network (plain max-min, or SimGrid CM02's 1/RTT).
+    checkpoint_node : hashable or None
+        With a network: checkpoints write every stage's parameters (from its
+        lowest-index live replica) to this node over the network, on top of
+        ``checkpoint_cost``; a replica with no live peer downloads from it.
+    stall_limit : float or None
+        A run with a restart model (or an unbounded ``max_wait``) that makes no
+        progress (no checkpoint, no step beyond the best reached) for this
+        simulated time stops, ``finished = 0``, and its record says why
+        (``stall_reason``; :mod:`sim.training.stall`). None: 1000 failure-free
+        checkpoint intervals; inf: never.
     """
 
     stages: int = 4
@@ -258,11 +306,22 @@ class TrainingConfig:
     checkpoint_cost: float = 0.0
     restart_cost: float | None = None
     price: float | tuple[tuple[float, ...], ...] | None = None
+    price_series: Any = None
     samples_per_microbatch: float = 1.0
     hour: float = 3600.0
     arrival: str = "saturated"
     arrival_rate: float = 1.0
     max_time: float = math.inf
+    network: Any = None
+    network_nodes: Any = None
+    tensor_parallel: int | tuple[tuple[int, ...], ...] = 1
+    nic: Any = None
+    bucket_size: float = math.inf
+    contention: bool = True
+    p2p: str = "overlap"
+    network_weighting: str = "maxmin"
+    checkpoint_node: Any = None
+    stall_limit: float | None = None
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -360,11 +419,20 @@ class TrainingConfig:
               "saturated unless schedule is async", self.arrival)
         check_positive("arrival_rate", self.arrival_rate)
         check_positive("max_time", self.max_time, allow_inf=True)
+        if self.stall_limit is not None:
+            check_positive("stall_limit", self.stall_limit, allow_inf=True)
         if self.price is not None:
             if isinstance(self.price, (list, tuple)):
                 set_("price", _grid("price", self.price, self.replicas, check_nonnegative))
             else:
                 check_nonnegative("price", self.price)
+        if self.price_series is not None:
+            from .billing import PriceSeries
+
+            check(isinstance(self.price_series, PriceSeries), "price_series",
+                  "a sim.training.billing.PriceSeries", self.price_series)
+            check(self.price is None, "price", "unset with a price series (the series is the "
+                  "price)", self.price)
         check_positive("samples_per_microbatch", self.samples_per_microbatch)
         check_positive("hour", self.hour)
         pl = self.domain_placement
@@ -380,6 +448,65 @@ class TrainingConfig:
             check(False, "restart_cost",
                   "unset when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.restart_cost)
+        self._check_network()
+
+    def _check_network(self) -> None:
+        """Validate the network fields (the network is built once, to check, and not kept)."""
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        check(isinstance(self.contention, bool), "contention", "True or False", self.contention)
+        check_choice("p2p", self.p2p, P2PS)
+        from ..network.flows import WEIGHTINGS
+
+        check_choice("network_weighting", self.network_weighting, WEIGHTINGS)
+        set_("bucket_size", check_positive("bucket_size", self.bucket_size, allow_inf=True))
+        reps = self.replicas
+        if isinstance(self.tensor_parallel, (list, tuple)):
+            tp = _grid("tensor_parallel", self.tensor_parallel, reps,  # type: ignore[arg-type]
+                       lambda n, v: check_int(n, v, low=1))
+            for j, row in enumerate(tp):
+                check(len(set(row)) == 1, "tensor_parallel",
+                      f"equal among the replicas of a stage (stage {j})", row)
+            set_("tensor_parallel", tuple(tuple(int(x) for x in row) for row in tp))
+        else:
+            set_("tensor_parallel", check_int("tensor_parallel", self.tensor_parallel, low=1))
+        if self.network is None:
+            for name, default in (("network_nodes", None), ("nic", None),
+                                  ("checkpoint_node", None), ("p2p", "overlap"),
+                                  ("network_weighting", "maxmin"), ("bucket_size", math.inf),
+                                  ("tensor_parallel", 1)):
+                check(getattr(self, name) == default, name,
+                      f"{'unset' if default is None else default} without a network",
+                      getattr(self, name))
+            return
+        net = network_of(self)
+        check(self.bandwidth == math.inf, "bandwidth",
+              "inf (unset) with a network (its links set the transfer times)", self.bandwidth)
+        check(self.latency == 0.0, "latency",
+              "0 (unset) with a network (its links set the transfer times)", self.latency)
+        check(self.routing != "queue", "routing",
+              "one that picks the next replica when a pass ends (least-loaded, weighted, "
+              "round-robin) with a network", self.routing)
+        if self.network_nodes is None:
+            hosts = net.hosts
+            check(len(hosts) >= self.workers, "network_nodes",
+                  f"given when the network has fewer hosts ({len(hosts)}) than replicas "
+                  f"({self.workers})", None)
+            rows, k = [], 0
+            for r in reps:  # type: ignore[union-attr]
+                rows.append(tuple(hosts[k:k + r]))
+                k += r
+            set_("network_nodes", tuple(rows))
+        else:
+            grid = _grid("network_nodes", self.network_nodes, reps,  # type: ignore[arg-type]
+                         lambda n, v: net.nodes[net.node_index(v, n)])
+            set_("network_nodes", grid)
+        if self.checkpoint_node is not None:
+            set_("checkpoint_node", net.nodes[net.node_index(self.checkpoint_node,
+                                                             "checkpoint_node")])
+        if self.p2p == "blocking":
+            check(not self.failures, "p2p",
+                  "overlap when workers can fail or be preempted (blocking transfers are "
+                  "modelled without failures)", self.p2p)
 
     # -- derived ---------------------------------------------------------------
     @property
@@ -484,3 +611,40 @@ class TrainingConfig:
                  "preemptions", "lost_lost_pass", "lost_recompute", "lost_reroute",
                  "lost_download", "lost_stall", "lost_restart"), why))
         return out
+
+_NETWORKS: dict[Any, Any] = {}
+
+
+def network_of(config: TrainingConfig) -> Any:
+    """The built :class:`~sim.network.Network` of ``config.network`` (with ``config.nic``).
+
+    Built once per process for each (network, nic) and kept (routes are cached
+    on it), so configs that differ elsewhere share it.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`sim.network.build_network`, naming ``network``.
+    """
+    from ..network import build_network
+    from ..network.curves import BandwidthCurve
+    from ..network.topology import NetworkValue
+
+    net_v, nic = config.network, config.nic
+    check(isinstance(net_v, (str, NetworkValue)), "network",
+          "a topology spec or graph file, or a sim.network.NetworkValue", net_v)
+    if nic is not None and not isinstance(nic, BandwidthCurve):
+        check_positive("nic", nic, allow_inf=True)
+    key = (net_v, nic)
+    net = _NETWORKS.get(key)
+    if net is None:
+        try:
+            net = build_network(net_v, nic=nic)
+        except ConfigError as exc:
+            if exc.name in ("topology", "nodes"):
+                raise ConfigError("network", exc.rule, exc.value) from None
+            raise
+        if len(_NETWORKS) > 32:
+            _NETWORKS.clear()
+        _NETWORKS[key] = net
+    return net

@@ -89,7 +89,7 @@ class Microbatch:
     """A microbatch's progress: stage, direction, holders of its activations, skips."""
 
     __slots__ = ("id", "step", "stage", "back", "target", "skipped", "holders", "t0",
-                 "dead", "pipe", "waiting", "ready")
+                 "dead", "pipe", "waiting", "at", "ready")
 
     def __init__(self, id_: int, step: Any, stages: int, t0: float) -> None:
         self.id = id_
@@ -103,6 +103,7 @@ class Microbatch:
         self.dead = False
         self.pipe = -1
         self.waiting = False
+        self.at: Any = None  # with a network: the replica holding its latest data
         self.ready = t0  # when its forward pass at ``stage`` was queued (for the queue time)
 
 
@@ -154,7 +155,7 @@ class Replica:
         "_schedule", "_shi", "_slo",
         "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
         "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
-        "_next_stage", "_prev_stage", "_uniform",
+        "_next_stage", "_prev_stage", "_uniform", "held", "gate", "_net_dl",
     )
 
     def __init__(self, system: Any, stage: int, index: int, speed: float, name: str,
@@ -207,6 +208,9 @@ class Replica:
         self._next_stage = -1
         self._prev_stage = -1
         self._uniform: Any = None
+        self.held = 0  # blocking transfers this replica takes part in (no pass starts meanwhile)
+        self.gate: Any = None  # blocking transfers: asked before each pass, True to wait
+        self._net_dl: Any = None  # a weight download over the network in progress
 
     @property
     def up(self) -> bool:
@@ -318,6 +322,12 @@ class Replica:
                 self._t0 = self.env.now
                 self._in_timeout = True
                 self._downloading = True
+                net = self.system.net
+                dl = net.download(self) if net is not None else None
+                if dl is not None:  # over the network: its arrival ends the download
+                    self._net_dl = dl
+                    dl.callbacks.append(self._on_net_downloaded)
+                    return
                 ev = self._work_ev
                 ev.callbacks = self._on_downloaded_cbs
                 self.env.schedule(ev, NORMAL, self.system.download_time)
@@ -336,6 +346,9 @@ class Replica:
         queue, then, within the forward limit, its own and the stage's forward
         queues (dead microbatches dropped on the way).
         """
+        gate = self.gate
+        if gate is not None and gate(self):  # held by a blocking transfer: it resumes us
+            return True
         hi = self.hi
         while self.live:  # the hot loop: one timeout per pass
             if hi:
@@ -388,6 +401,23 @@ class Replica:
         self._outer()
 
     def _on_work(self, _ev: Any) -> None:
+        if not self._serve():
+            self._outer()
+
+    def _on_net_downloaded(self, ev: Any) -> None:
+        if ev is not self._net_dl:  # cut by a failure (and withdrawn): not ours any more
+            return
+        self._net_dl = None
+        self._in_timeout = False
+        self._downloading = False
+        system = self.system
+        system.lost["download"] += self.env.now - self._t0
+        self.loaded = True
+        system.replica_live(self)
+        self._outer()
+
+    def resume(self) -> None:
+        """Serve again after a blocking transfer released this replica."""
         if not self._serve():
             self._outer()
 
@@ -468,6 +498,10 @@ class Replica:
         the work's event is replaced (the old one stays scheduled, with no callback).
         """
         self._in_timeout = False
+        dl = self._net_dl
+        if dl is not None:  # a network download: withdrawn, its arrival ignored
+            self._net_dl = None
+            self.system.net.service.cancel(dl)
         ev = _Signal(self.env)
         ev.callbacks.append(self._on_interrupt_cb)
         ev.cause = cause
@@ -500,6 +534,8 @@ class SpotSlot:
         self.unbilled = 0.0  # time without a worker (not paid for), gaps closed so far
         self.preemptions = 0
         self._gap_start: float | None = None
+        #: called with False at a preemption and True at the replacement (billing clocks)
+        self.listeners: list[Any] = []
 
     def unbilled_until(self, now: float) -> float:
         """Time without a worker up to ``now`` (an open replacement gap included)."""
@@ -511,9 +547,13 @@ class SpotSlot:
         while True:
             yield env.timeout(float(self.rng.exponential(self.mtbf)))
             self.preemptions += 1
+            for cb in self.listeners:
+                cb(False)
             rep.set_state(spot_up=False, cause=Failed(rep.name, env.now, preempted=True))
             self._gap_start = env.now
             yield env.timeout(self.replace_time)
             self.unbilled += env.now - self._gap_start
             self._gap_start = None
+            for cb in self.listeners:
+                cb(True)
             rep.set_state(spot_up=True)
