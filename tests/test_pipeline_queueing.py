@@ -31,7 +31,9 @@ def _mm(stages, replicas, rate, stage_time, **kw):
                           stage_time_distribution="exponential", availability=1.0, **kw)
 
 
-@pytest.mark.parametrize("c, rate, mu", [(1, 0.6, 1.0), (2, 1.4, 1.0), (3, 2.4, 1.0)])
+@pytest.mark.parametrize("c, rate, mu", [pytest.param(1, 0.6, 1.0, marks=pytest.mark.slow),
+                                         pytest.param(2, 1.4, 1.0, marks=pytest.mark.slow),
+                                         (3, 2.4, 1.0)])
 def test_one_stage_is_mmc(c, rate, mu):
     """One stage of c replicas, Poisson arrivals, exponential passes, one FIFO: the M/M/c sojourn."""
     cfg = _mm(1, c, rate, 1.0 / mu, microbatches=8000)
@@ -60,7 +62,7 @@ def test_speed_scales_the_service_rate():
 
 
 @pytest.mark.parametrize("replicas, rate, stage_time, latency", [
-    ((1, 2, 3), 0.8, (1.0, 2.0, 3.0), 0.0),
+    pytest.param((1, 2, 3), 0.8, (1.0, 2.0, 3.0), 0.0, marks=pytest.mark.slow),
     ((2, 1, 2, 1), 0.6, (2.0, 1.0, 2.5, 0.8), (0.5, 0.0, 0.25)),
 ])
 def test_tandem_is_jackson(replicas, rate, stage_time, latency):
