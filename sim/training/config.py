@@ -725,6 +725,9 @@ class TrainingConfig:
                  "lost_passes", "reroutes", "recomputes", "skips", "waits", "restarts",
                  "preemptions", "lost_lost_pass", "lost_recompute", "lost_reroute",
                  "lost_download", "lost_stall", "lost_restart"), why))
+        if self.sync_wait is not None:  # the stragglers' microbatches drop, their passes are lost
+            for m in ("drop_rate", "lost_passes", "lost_lost_pass"):
+                out.pop(m, None)
         return out
 
 _NETWORKS: dict[Any, Any] = {}
