@@ -65,7 +65,8 @@ def job_failure_rate(c: Any) -> float:
 def checkpoint_interval_obstacle(c: Any) -> str | None:
     """Why the exact interval is not the optimum for ``c`` (None: it is)."""
     checks = (
-        (c.strategy is not None, "needs the built-in restart model, not a strategy"),
+        (c.strategy is not None and getattr(c.strategy, "engine", None) == "job",
+         "needs the built-in restart model, not a step-level strategy"),
         (c.notice > 0, "needs no preemption notice"),
         (c.schedule == "async", "needs a step barrier (gpipe, 1f1b, swarm)"),
         (c.restart_cost is None, "needs the restart model (restart_cost)"),
