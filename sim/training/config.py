@@ -33,6 +33,8 @@ BYTES_PER_STAGE, BYTES_PER_WORKER, BYTES_PER_MICROBATCH = 10_000, 5_400, 500
 
 __all__ = [
     "SCHEDULES",
+    "FIXED",
+    "P2PS",
     "ROUTINGS",
     "PAIRS",
     "ARRIVALS",
@@ -43,7 +45,12 @@ __all__ = [
     "replica_name",
 ]
 
-SCHEDULES = ("gpipe", "1f1b", "swarm", "async")
+SCHEDULES = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved", "swarm", "async")
+#: Fixed-pipeline schedules (a micro-batch keeps its pipeline; routing picks it).
+FIXED = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved")
+#: Point-to-point semantics: transfers in flight while the stages compute, or
+#: DeepSpeed's blocking, paired send and receive.
+P2PS = ("overlapped", "blocking")
 ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin")
 #: Schedule -> the routings it has. GPipe and 1F1B run fixed pipelines (routing
 #: picks a microbatch's pipeline and any failover), so a shared stage queue has
@@ -51,6 +58,8 @@ ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin")
 PAIRS = {
     "gpipe": ("least-loaded", "weighted", "round-robin"),
     "1f1b": ("least-loaded", "weighted", "round-robin"),
+    "1f1b-dynamic": ("least-loaded", "weighted", "round-robin"),
+    "interleaved": ("round-robin",),
     "swarm": ROUTINGS,
     "async": ROUTINGS,
 }
@@ -80,6 +89,22 @@ def _grid(name: str, value: Any, counts: tuple[int, ...], conv) -> tuple[tuple[f
         check(isinstance(row, (list, tuple)) and len(row) == r, name,
               f"{r} values for stage {j}", row)
         rows.append(tuple(conv(name, v) for v in row))
+    return tuple(rows)
+
+
+def _pair_grid(name: str, value: Any, counts: tuple[int, ...]
+               ) -> tuple[tuple[tuple[float, float], ...], ...]:
+    """A table ``value[j][i] = (a, b)`` of non-negative pairs, shaped like ``counts``."""
+    check(isinstance(value, (list, tuple)) and len(value) == len(counts), name,
+          f"one row per stage or hop ({len(counts)})", value)
+    rows = []
+    for j, (row, r) in enumerate(zip(value, counts, strict=True)):
+        check(isinstance(row, (list, tuple)) and len(row) == r, name, f"{r} pairs in row {j}", row)
+        out = []
+        for pair in row:
+            check(isinstance(pair, (list, tuple)) and len(pair) == 2, name, "(a, b) pairs", pair)
+            out.append((check_nonnegative(name, pair[0]), check_nonnegative(name, pair[1])))
+        rows.append(tuple(out))
     return tuple(rows)
 
 
@@ -159,13 +184,20 @@ class TrainingConfig:
         Microbatches per step ``m`` (>= 1).
     steps : int
         Training steps ``N`` to finish (async: ``N m`` microbatches).
-    schedule : {"gpipe", "1f1b", "swarm", "async"}
+    schedule : {"gpipe", "1f1b", "1f1b-dynamic", "interleaved", "swarm", "async"}
+        ``1f1b`` is Megatron-LM's and DeepSpeed's fixed per-stage order;
+        ``1f1b-dynamic`` the rule that takes a queued backward first;
+        ``interleaved`` Megatron-LM's interleaved 1F1B over ``virtual_stages``
+        model chunks per device (see :mod:`sim.training.schedules`).
     routing : {"queue", "least-loaded", "weighted", "round-robin"}
         See :data:`PAIRS` for which schedule has which.
     forward_time : float or tuple of float
         Nominal forward time per stage (>= 0; 0 with no backward is Study A's snapshot); a replica of speed ``v`` takes ``t / v``.
     backward_ratio : float
         Backward time over forward time (>= 0; 0 means forward passes only).
+    backward_times : float, tuple of float or None
+        Nominal backward time per stage, replacing ``backward_ratio`` (which
+        must then stay at its default).
     pass_time_distribution : {"deterministic", "exponential"}
         Law of a pass's nominal time (mean the stage's time).
     speeds : tuple of tuple of float or None
@@ -183,6 +215,32 @@ class TrainingConfig:
         took part in the step, or none.
     optimizer_time : float
         Time of the optimizer step after the sync.
+    p2p : {"overlapped", "blocking"}
+        Point-to-point transfers: in flight while the stages compute (the hop
+        time delays the micro-batch only), or DeepSpeed's blocking paired send
+        and receive (both devices busy for the transfer, in DeepSpeed's
+        ``TrainSchedule`` order; run by :class:`sim.training.framework.FrameworkFlow`).
+    virtual_stages : int
+        Model chunks per device ``v`` of the interleaved schedule (1 otherwise);
+        each chunk pass takes ``1/v`` of the stage's time.
+    replica_times : tuple of tuple of (float, float) or None
+        Nominal (forward, backward) time of every replica ``[j][i]``, replacing
+        the stage's times (heterogeneous replicas, e.g. a plan's GPU types).
+    transfer_times : tuple of tuple of (float, float) or None
+        Per hop ``j -> j+1`` and per pipeline ``i``: (activation, gradient)
+        transfer time, replacing ``latency`` and ``activation_size``; the
+        overlapped engine of fixed pipelines uses the slowest pipeline's time
+        of each hop, the framework engine each pipeline's own.
+    allreduce_times : tuple of float or None
+        Per stage: the time of its gradient all-reduce among its replicas
+        (computed from a network), replacing the ring model of ``param_size``;
+        the step's tail is ``tied_allreduce_time + max_j (allreduce_j +
+        optimizer_j)``.
+    optimizer_times : tuple of float or None
+        Per stage: its optimizer step (with ``allreduce_times``).
+    tied_allreduce_time : float
+        The all-reduce of weights tied between the first and last stage (an
+        embedding shared with the output head), before the gradient all-reduce.
     availability, mean_downtime, domain_outage, domain_downtime,
     failure_distribution, failure_shape, placement, failure_trace
         The failure model of :mod:`sim.failures` (as in Study A's pipeline);
@@ -239,6 +297,14 @@ class TrainingConfig:
     latency: float | tuple[float, ...] = 0.0
     sync: str = "allreduce"
     optimizer_time: float = 0.0
+    backward_times: float | tuple[float, ...] | None = None
+    p2p: str = "overlapped"
+    virtual_stages: int = 1
+    replica_times: tuple[tuple[tuple[float, float], ...], ...] | None = None
+    transfer_times: tuple[tuple[tuple[float, float], ...], ...] | None = None
+    allreduce_times: tuple[float, ...] | None = None
+    optimizer_times: tuple[float, ...] | None = None
+    tied_allreduce_time: float = 0.0
     availability: float = 1.0
     mean_downtime: float = 1.0
     domain_outage: float = 0.0
@@ -313,6 +379,7 @@ class TrainingConfig:
         set_("latency", _per("latency", self.latency, max(L - 1, 1), check_nonnegative)
              if isinstance(self.latency, (list, tuple)) else check_nonnegative("latency", self.latency))
         check_choice("sync", self.sync, SYNCS)
+        self._check_real_run(L)
         check_probability("availability", self.availability)
         check_positive("mean_downtime", self.mean_downtime)
         check_probability("domain_outage", self.domain_outage)
@@ -380,8 +447,96 @@ class TrainingConfig:
             check(False, "restart_cost",
                   "unset when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.restart_cost)
+        if self.framework and self.failures:
+            what = "interleaved" if self.schedule == "interleaved" else "p2p blocking"
+            check(self.restart_cost is not None, "restart_cost",
+                  f"given with failures under {what} (a framework run restarts from its last "
+                  "checkpoint)", self.restart_cost)
+
+    def _check_real_run(self, L: int) -> None:
+        """Validate the fields of framework schedules and real plans (issue 22)."""
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        fixed = self.schedule in FIXED
+        if self.backward_times is not None:
+            check(self.backward_ratio == 2.0, "backward_ratio",
+                  "left at its default when backward_times are given", self.backward_ratio)
+            set_("backward_times", _per("backward_times", self.backward_times, L,
+                                        check_nonnegative))
+        check_choice("p2p", self.p2p, P2PS)
+        v = check_int("virtual_stages", self.virtual_stages, low=1)
+        inter = self.schedule == "interleaved"
+        check(inter or v == 1, "virtual_stages", "1 unless schedule is interleaved", v)
+        framework = self.p2p == "blocking" or inter
+        if self.p2p == "blocking":
+            check(self.schedule in ("gpipe", "1f1b"), "p2p",
+                  "overlapped unless schedule is gpipe or 1f1b (DeepSpeed's blocking send and "
+                  "receive)", self.p2p)
+        reps = self.replicas
+        if framework:
+            what = "interleaved" if inter else "p2p blocking"
+            check(len(set(reps)) == 1, "replicas",  # type: ignore[arg-type]
+                  f"the same at every stage with {what} (one device per stage per pipeline)", reps)
+            r = reps[0]  # type: ignore[index]
+            check(self.microbatches % r == 0, "microbatches",
+                  f"a multiple of the replicas per stage ({r}) with {what}", self.microbatches)
+            if inter:
+                check(not isinstance(self.latency, tuple), "latency",
+                      "one value with the interleaved schedule (every hop between chunks)",
+                      self.latency)
+                check((self.microbatches // r) % L == 0, "microbatches",
+                      f"a multiple of stages x replicas ({L} x {r}) with the interleaved schedule "
+                      "(Megatron-LM's condition)", self.microbatches)
+            check(self.pass_time_distribution == "deterministic", "pass_time_distribution",
+                  f"deterministic with {what}", self.pass_time_distribution)
+            # a framework job neither skips nor fails over: a failure loses the step
+            for name, bad in (("skip_budget", self.skip_budget != 0),
+                              ("max_wait", self.max_wait != 0.0),
+                              ("detection_timeout", self.detection_timeout != 0.0)):
+                check(not bad, name, f"0 with {what} (a framework run does not skip or fail "
+                      "over: a failure loses the step)", getattr(self, name))
+            check(self.routing == "round-robin", "routing",
+                  f"round-robin with {what} (micro-batch k on pipeline k mod r)", self.routing)
+        for name in ("replica_times", "transfer_times", "allreduce_times", "optimizer_times"):
+            if getattr(self, name) is not None:
+                check(fixed, name, "unset unless schedule is gpipe, 1f1b, 1f1b-dynamic or "
+                      "interleaved", "given")
+        if self.replica_times is not None:
+            set_("replica_times", _pair_grid("replica_times", self.replica_times, reps))
+        if self.transfer_times is not None:
+            check(isinstance(self.transfer_times, (list, tuple))
+                  and len(self.transfer_times) == max(L * v - 1, 0), "transfer_times",
+                  f"one row per hop ({max(L * v - 1, 0)})", self.transfer_times)
+            set_("transfer_times", _pair_grid("transfer_times", self.transfer_times,
+                                              (reps[0],) * max(L * v - 1, 0)))  # type: ignore[index]
+            check(len(set(reps)) == 1, "transfer_times",  # type: ignore[arg-type]
+                  "given only with the same replicas at every stage (one per pipeline)", reps)
+            check(self.latency == 0.0 and self.activation_size == 0.0, "transfer_times",
+                  "given without latency or activation_size", self.transfer_times)
+        if self.allreduce_times is not None:
+            set_("allreduce_times", _per("allreduce_times", self.allreduce_times, L,
+                                         check_nonnegative))
+            check(self.param_size == 0.0 and self.optimizer_time == 0.0, "allreduce_times",
+                  "given with param_size and optimizer_time 0 (they replace them)",
+                  self.allreduce_times)
+            check(self.sync == "allreduce", "sync", "allreduce with allreduce_times", self.sync)
+            check(self.mean_latency == 0.0, "latency", "0 with allreduce_times (they give the "
+                  "all-reduce; transfer_times give the hops)", self.latency)
+        if self.optimizer_times is not None:
+            check(self.allreduce_times is not None, "optimizer_times",
+                  "given with allreduce_times", self.optimizer_times)
+            set_("optimizer_times", _per("optimizer_times", self.optimizer_times, L,
+                                         check_nonnegative))
+        check_nonnegative("tied_allreduce_time", self.tied_allreduce_time)
+        if self.tied_allreduce_time:
+            check(self.allreduce_times is not None, "tied_allreduce_time",
+                  "0 without allreduce_times", self.tied_allreduce_time)
 
     # -- derived ---------------------------------------------------------------
+    @property
+    def framework(self) -> bool:
+        """Whether the framework engine (:mod:`sim.training.framework`) runs this config."""
+        return self.p2p == "blocking" or self.schedule == "interleaved"
+
     @property
     def workers(self) -> int:
         """Replica workers (slots) in the system."""
@@ -398,15 +553,47 @@ class TrainingConfig:
     @property
     def backward_time(self) -> tuple[float, ...]:
         """Nominal backward time per stage."""
+        if self.backward_times is not None:
+            return self.backward_times  # type: ignore[return-value]
         return tuple(self.backward_ratio * t for t in self.forward_time)  # type: ignore[union-attr]
 
     @property
+    def has_backward(self) -> bool:
+        """Whether steps have backward passes (a positive ratio, or some positive backward time)."""
+        if self.backward_times is not None:
+            return any(b > 0 for b in self.backward_times)  # type: ignore[union-attr]
+        return self.backward_ratio > 0
+
+    @property
     def hop_times(self) -> tuple[float, ...]:
-        """Transfer time of each hop ``j -> j+1`` (activations; gradients the same way back)."""
+        """Transfer time of each hop ``j -> j+1`` (activations; gradients the same way back
+        unless ``transfer_times`` say otherwise, see :attr:`hop_times_back`)."""
+        if self.transfer_times is not None:
+            return tuple(max(a for a, _ in row) for row in self.transfer_times)
         L = self.stages
         lat = self.latency if isinstance(self.latency, tuple) else (self.latency,) * max(L - 1, 0)
         extra = self.activation_size / self.bandwidth if self.activation_size else 0.0
         return tuple(x + extra for x in lat[: max(L - 1, 0)])
+
+    @property
+    def hop_times_back(self) -> tuple[float, ...]:
+        """Transfer time of each hop ``j+1 -> j`` (gradients)."""
+        if self.transfer_times is not None:
+            return tuple(max(g for _, g in row) for row in self.transfer_times)
+        return self.hop_times
+
+    @property
+    def pipeline_transfer_times(self) -> tuple[tuple[tuple[float, float], ...], ...]:
+        """Per hop of the model's ``L v`` stages, per pipeline: (activation, gradient) times."""
+        if self.transfer_times is not None:
+            return self.transfer_times
+        r = self.replicas[0]  # type: ignore[index]
+        hops = self.hop_times
+        if self.virtual_stages > 1:  # every hop between chunks: one latency (checked)
+            extra = self.activation_size / self.bandwidth if self.activation_size else 0.0
+            h = float(self.latency) + extra  # type: ignore[arg-type]
+            return tuple(((h, h),) * r for _ in range(self.stages * self.virtual_stages - 1))
+        return tuple(((h, h),) * r for h in hops)
 
     @property
     def mean_latency(self) -> float:

@@ -18,6 +18,7 @@ from ..failures import FailureModel, read_trace
 from ..rng import Streams
 from .config import TrainingConfig
 from .flow import LOST_CAUSES, Flow
+from .framework import FrameworkFlow
 from .replica import SpotSlot
 from .schedules import SCHEDULE_POLICIES
 from .trainer import AsyncTrainer, StepTrainer, steady_throughput
@@ -65,7 +66,8 @@ class TrainingSystem:
         env = self.env = simpy.Environment()
         self.schedule = SCHEDULE_POLICIES[c.schedule]()
         self.speeds = draw_speeds(c, streams)
-        self.flow = Flow(c, env, streams, self.schedule, self.speeds)
+        flow_class = FrameworkFlow if c.framework else Flow
+        self.flow = flow_class(c, env, streams, self.schedule, self.speeds)
         if self.schedule.step_barrier:
             self.trainer: Any = StepTrainer(c, env, self.flow, self.schedule)
         else:

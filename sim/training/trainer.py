@@ -252,6 +252,7 @@ class StepTrainer(Trainer):
         self.next_id += m
         self._in_step = mbs
         self.attempted += m
+        flow.begin_step()
         for mb in mbs:
             flow.arrive_fwd(mb, 0)
         if st.remaining:
@@ -266,8 +267,13 @@ class StepTrainer(Trainer):
                 n = sum(1 for r in st.participants[j] if r.live)
                 if n > 1:
                     sync = max(sync, ring_allreduce_time(n, P, W, lat))
-        if sync + c.optimizer_time > 0:
-            yield env.timeout(sync + c.optimizer_time)
+        tail = c.optimizer_time
+        if c.allreduce_times is not None:  # a plan's per-stage all-reduce and optimizer step
+            opt = c.optimizer_times or (0.0,) * L
+            tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
+                                                                      strict=True))
+        if sync + tail > 0:
+            yield env.timeout(sync + tail)
         self.step_times.append(env.now - t0)
         return st.delivered, st.quality
 
