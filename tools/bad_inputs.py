@@ -883,7 +883,86 @@ def network_cases(fx: Fixtures) -> list[Case]:
 
 def real_run_cases(fx: Fixtures) -> list[Case]:
     """Profiles, plans and the planner: ``dtsim train --plan``, ``dtsim plan``."""
-    return []
+    if not _has_option("train", "--plan"):
+        return []
+    import json as _json
+
+    T = lambda *a: dtsim("train", *a)  # noqa: E731
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    def plan(name: str, stages: list, mbs: int = 2, gbs: int = 8, model: str = "OPT-350") -> str:
+        p = fx.root / name
+        p.write_text(_json.dumps({"model": model, "microbatch_size": mbs,
+                                  "global_batch_size": gbs, "stages": stages}))
+        return str(p)
+
+    def rep(gpu: str, tp: int, gpn: int) -> list:
+        return [{"gpu": gpu, "tp": tp, "gpus_per_node": gpn, "zone": "us-central1-a"}]
+
+    gh = rep("GH-96", 4, 4)
+    good = plan("plan-good.json", [{"first_layer": 0, "last_layer": 11, "replicas": gh},
+                                   {"first_layer": 12, "last_layer": 25, "replicas": gh}])
+    one = ["--steps", "1", "--replications", "1"]
+    add("train/plan-runs", T("--plan", good, *one), ok("step time"))
+    add("train/plan-gpu-not-in-profile",
+        T("--plan", plan("plan-h100.json", [{"first_layer": 0, "last_layer": 25,
+                                             "replicas": rep("H100", 4, 4)}]), *one),
+        refuse("gpu"), note="a GPU type the profile lacks")
+    add("train/plan-layers-not-covering",
+        T("--plan", plan("plan-short.json", [{"first_layer": 0, "last_layer": 20,
+                                              "replicas": gh}]), *one),
+        refuse("layers"), note="layers 0..20 of OPT-350's 0..25")
+    add("train/plan-layers-gap",
+        T("--plan", plan("plan-gap.json", [{"first_layer": 0, "last_layer": 10, "replicas": gh},
+                                           {"first_layer": 12, "last_layer": 25,
+                                            "replicas": gh}]), *one),
+        refuse("layers"))
+    add("train/plan-tp-without-profile",
+        T("--plan", plan("plan-tp8.json", [{"first_layer": 0, "last_layer": 25,
+                                            "replicas": rep("GH-96", 8, 8)}]), *one),
+        refuse("tp"), note="GH-96 was profiled at TP 1, 2, 4")
+    add("train/plan-out-of-memory",
+        T("--plan", plan("plan-oom.json", [{"first_layer": 0, "last_layer": 25,
+                                            "replicas": rep("RTX-2080", 2, 8)}], mbs=8, gbs=64),
+          *one),
+        refuse("plan"), note="all of OPT-350 at micro-batch 8 on an 11 GiB RTX-2080 pair")
+    add("train/plan-microbatch-without-profile",
+        T("--plan", plan("plan-mbs3.json", [{"first_layer": 0, "last_layer": 25,
+                                             "replicas": gh}], mbs=3, gbs=6), *one),
+        refuse("microbatch_size"))
+    add("train/plan-missing-file", T("--plan", str(fx.root / "nope.json")), refuse("plan"))
+    bad = fx.root / "plan-bad.json"
+    bad.write_text('{"stages": [')
+    add("train/plan-not-json", T("--plan", str(bad)), refuse("plan"))
+    sailor = str(Path(__file__).resolve().parent.parent / "sim" / "profiles" / "data" / "runs"
+                 / "mit-N2_D1.json")
+    add("train/plan-sailor-without-model", T("--plan", sailor, *one), refuse("model"),
+        note="a Sailor plan_config does not name its model")
+    add("train/plan-unknown-model", T("--plan", good, "--model", "GPT-X", *one), refuse("model"))
+    add("train/plan-with-stages", T("--plan", good, "--stages", "4"), refuse("stages"))
+    add("train/plan-with-forward-time", T("--plan", good, "--forward-time", "1"),
+        refuse("forward_time"))
+    add("train/explain-without-plan", T("--explain"), refuse("explain"))
+    add("train/model-without-plan", T("--model", "OPT-350"), refuse("model"))
+    add("train/plan-skip-with-blocking", T("--plan", good, "--skip-budget", "1", *one),
+        refuse("skip_budget"), note="DeepSpeed's blocking pipeline cannot skip a stage")
+    add("train/plan-failures-without-restart", T("--plan", good, "--mtbf", "100", *one),
+        refuse("restart_cost"), note="a framework run restarts from its checkpoint")
+    add("train/plan-profiles-not-folder", T("--plan", good, "--profiles", str(fx.file), *one),
+        refuse("profiles"))
+    add("train/plan-interleaved", T("--plan", good, "--schedule", "interleaved", *one),
+        refuse("schedule"))
+    add("train/p2p-unknown", T("--p2p", "sometimes"), refuse("p2p"))
+    add("train/interleaved-microbatches", T("--schedule", "interleaved", "--virtual-stages", "2",
+                                            "--stages", "4", "--microbatches-per-step", "6"),
+        refuse("microbatches"))
+    add("train/virtual-stages-without-interleaved", T("--virtual-stages", "2"),
+        refuse("virtual_stages"))
+    add("train/backward-time-negative", T("--backward-time", "-1"), refuse("backward_times"))
+    return cases
 
 
 def strategy_cases(fx: Fixtures) -> list[Case]:
