@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from sim.cli import main
 from sim.engines import predictions
 from sim.errors import ConfigError
-from sim.cli import main
 from sim.profiles import (
     GPUCatalogue,
     Plan,
