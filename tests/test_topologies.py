@@ -15,7 +15,7 @@ from sim.cli import main
 from sim.errors import ConfigError
 
 FAMILY_LIST = ("complete, ring, path, star, torus, hypercube, random_regular, erdos_renyi, "
-               "watts_strogatz, barabasi_albert, expander, datacenter, geo")
+               "watts_strogatz, barabasi_albert, expander, datacenter, geo, tree")
 FILES = ".graphml, .gml, .edges, .edgelist, .txt"
 
 SMALL = {
@@ -32,6 +32,7 @@ SMALL = {
     "expander": "expander:n=30,seed=5",
     "datacenter": "datacenter:regions=2,racks=3,hosts=2",
     "geo": "geo:latency_matrix=0/40/70;40/0/80;70/80/0,hosts=2",
+    "tree": "tree:racks=3,hosts=2",
 }
 
 
@@ -111,6 +112,7 @@ LARGE = {
     "complete": "complete:n=500",
     "datacenter": "datacenter:regions=4,racks=8,hosts=16",
     "geo": "geo:regions=5,hosts=60",
+    "tree": "tree:racks=100,hosts=300",
 }
 
 

@@ -63,7 +63,7 @@ def test_orders_follow_megatron_and_deepspeed():
 
 def _random_config(rng: np.random.Generator, schedule: str, p2p: str) -> TrainingConfig:
     L = int(rng.integers(2, 6))
-    r = int(rng.integers(1, 4)) if not (schedule == "gpipe" and p2p == "overlapped") else 1
+    r = int(rng.integers(1, 4)) if not (schedule == "gpipe" and p2p == "overlap") else 1
     v = int(rng.integers(2, 4)) if schedule == "interleaved" else 1
     per = L * int(rng.integers(1, 3)) if schedule == "interleaved" else int(rng.integers(1, 9))
     lat = (float(rng.uniform(0, 0.4)) if schedule == "interleaved"
@@ -77,9 +77,9 @@ def _random_config(rng: np.random.Generator, schedule: str, p2p: str) -> Trainin
 
 
 @pytest.mark.parametrize("schedule,p2p,n", [
-    ("1f1b", "overlapped", 20), ("1f1b", "blocking", 20), ("interleaved", "overlapped", 6),
+    ("1f1b", "overlap", 20), ("1f1b", "blocking", 20), ("interleaved", "overlap", 6),
     ("gpipe", "blocking", 4),
-    pytest.param("interleaved", "overlapped", 40, marks=pytest.mark.slow),
+    pytest.param("interleaved", "overlap", 40, marks=pytest.mark.slow),
     pytest.param("gpipe", "blocking", 40, marks=pytest.mark.slow)])
 def test_engines_exact_against_max_plus(schedule, p2p, n):
     """Random unequal configurations (stage times, backward times, speeds, transfer times,
@@ -102,7 +102,7 @@ def test_dynamic_rule_and_overlapped_transfers_are_other_models():
     rng = np.random.default_rng(11)
     worse = 0
     for _ in range(20):
-        cfg = _random_config(rng, "1f1b", "overlapped")
+        cfg = _random_config(rng, "1f1b", "overlap")
         dyn = TrainingConfig(**{**cfg.__dict__, "schedule": "1f1b-dynamic"})
         worse += abs(_step(dyn, 1) - predictions("training", cfg)["step_time_mean"]["value"]) > 1e-6
     assert worse >= 5
@@ -150,7 +150,7 @@ def test_framework_configs_refuse_what_they_do_not_model():
     """One line each: skipping, failures without a restart model, blocking swarm, bad splits."""
     with pytest.raises(ConfigError, match="'skip_budget' must be 0 with p2p blocking"):
         TrainingConfig(schedule="1f1b", p2p="blocking", skip_budget=1)
-    with pytest.raises(ConfigError, match="'p2p' must be overlapped unless schedule is gpipe or 1f1b"):
+    with pytest.raises(ConfigError, match="'p2p' must be overlap unless schedule is gpipe or 1f1b"):
         TrainingConfig(schedule="swarm", routing="queue", p2p="blocking")
     with pytest.raises(ConfigError, match="'microbatches' must be a multiple of stages x replicas"):
         TrainingConfig(schedule="interleaved", stages=4, microbatches=6, virtual_stages=2)
@@ -164,8 +164,8 @@ def test_framework_configs_refuse_what_they_do_not_model():
                                       "needs numba (pip install 'dtsim[fast]')")
 
 
-@pytest.mark.parametrize("schedule,p2p,r", [("1f1b", "blocking", 2), ("1f1b", "overlapped", 2),
-                                            ("interleaved", "overlapped", 2),
+@pytest.mark.parametrize("schedule,p2p,r", [("1f1b", "blocking", 2), ("1f1b", "overlap", 2),
+                                            ("interleaved", "overlap", 2),
                                             ("gpipe", "blocking", 2)])
 def test_step_tail_sync_and_optimizer_exact(schedule, p2p, r):
     """The ring all-reduce among the pipelines and the optimizer step close the step exactly."""

@@ -878,7 +878,88 @@ def build_cases(fx: Fixtures) -> list[Case]:
 
 def network_cases(fx: Fixtures) -> list[Case]:
     """The flow-level network model: ``dtsim network`` and ``--contention``."""
-    return []
+    if not _has_command("network"):
+        return []
+    cases: list[Case] = []
+    w = fx._write
+    good = w("network/flows.csv", "src,dst,size,start\n0,5,100,0\n1,5,100,0\n")
+    topo = "tree:racks=2,hosts=4"
+    N = lambda *a: dtsim("network", *a)  # noqa: E731
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    add("network/ok", N("--topology", topo, "--flows", str(good)), ok("makespan"))
+    add("network/unknown-node", N("--topology", topo, "--flows",
+                                  str(w("network/unknown.csv", "src,dst,size,start\n0,nope,1,0\n"))),
+        refuse("flows"))
+    two = w("network/two.edges", "a b 1 10\nc d 1 10\n")
+    add("network/no-route", N("--topology", str(two), "--flows",
+                              str(w("network/ac.csv", "src,dst,size,start\na,c,1,0\n"))),
+        refuse("topology"), note="a graph in two parts: refused as not connected")
+    add("network/negative-size", N("--topology", topo, "--flows",
+                                   str(w("network/neg.csv", "src,dst,size,start\n0,1,-5,0\n"))),
+        refuse("flows"))
+    add("network/nan-start", N("--topology", topo, "--flows",
+                               str(w("network/nan.csv", "src,dst,size,start\n0,1,5,nan\n"))),
+        refuse("flows"))
+    add("network/same-node", N("--topology", topo, "--flows",
+                               str(w("network/same.csv", "src,dst,size,start\n0,0,5,0\n"))),
+        refuse("flows"))
+    add("network/no-bandwidth", N("--topology", "ring:n=6", "--flows", str(good)),
+        refuse("topology"), note="every bandwidth inf: no transfer time to compute")
+    add("network/bad-header", N("--topology", topo, "--flows",
+                                str(w("network/hdr.csv", "a,b,c\n1,2,3\n"))), refuse("flows"))
+    add("network/empty-flows", N("--topology", topo, "--flows",
+                                 str(w("network/empty.csv", "src,dst,size,start\n"))),
+        refuse("flows"))
+    add("network/missing-flows-file", N("--topology", topo, "--flows", str(fx.root / "nope.csv")),
+        refuse("flows"))
+    add("network/binary-flows", N("--topology", topo, "--flows", str(fx.binary)), refuse("flows"))
+    add("network/short-row", N("--topology", topo, "--flows",
+                               str(w("network/short.csv", "src,dst,size,start\n0,1,5\n"))),
+        refuse("flows"))
+    add("network/weighting-unknown", N("--topology", topo, "--flows", str(good), "--weighting",
+                                       "fair"), refuse("weighting"))
+    add("network/solver-unknown", N("--topology", topo, "--flows", str(good), "--solver", "x"),
+        refuse("solver"))
+    add("network/nic-zero", N("--topology", topo, "--flows", str(good), "--nic", "0"),
+        refuse("nic"))
+    add("network/bad-sharing", N("--topology", str(w("network/sh.edges",
+                                                     "0 1 sharing=half bandwidth=5\n")),
+                                 "--flows", str(w("network/01.csv", "src,dst,size,start\n0,1,1,0\n"))),
+        refuse("topology"))
+    add("network/bad-curve", N("--topology", str(w("network/cv.edges",
+                                                   "0 1 bandwidth_curve=table:x\n")),
+                               "--flows", str(fx.root / "network/01.csv")), refuse("topology"))
+    add("network/unknown-family", N("--topology", "nosuch", "--flows", str(good)),
+        refuse("topology"))
+    TR = lambda *a: dtsim("train", "--replications", "1", *a)  # noqa: E731
+    net = ("--network", "tree:racks=1,hosts=8")
+    add("train/network-queue-routing", TR(*net, "--schedule", "swarm", "--routing", "queue"),
+        refuse("routing"))
+    add("train/nic-without-network", TR("--nic", "5"), refuse("nic"))
+    add("train/network-unknown-node", TR(*net, "--network-nodes", "0,1,2,nope"),
+        refuse("network_nodes"))
+    add("train/network-nodes-count", TR(*net, "--network-nodes", "0,1"), refuse("network_nodes"))
+    add("train/network-few-hosts", TR("--network", "tree:racks=1,hosts=2"),
+        refuse("network_nodes"))
+    add("train/p2p-blocking-with-failures", TR(*net, "--p2p", "blocking", "--availability", "0.9"),
+        refuse("p2p"))
+    add("train/p2p-unknown", TR(*net, "--p2p", "sometimes"), refuse("p2p"))
+    add("train/contention-unknown", TR(*net, "--contention", "maybe"), refuse("contention"))
+    add("train/network-and-bandwidth", TR(*net, "--bandwidth", "5"), refuse("bandwidth"))
+    add("train/tensor-parallel-zero", TR(*net, "--tensor-parallel", "0"),
+        refuse("tensor_parallel"))
+    add("train/bucket-size-zero", TR(*net, "--bucket-size", "0"), refuse("bucket_size"))
+    add("train/network-unknown-checkpoint-node", TR(*net, "--checkpoint-node", "nope"),
+        refuse("checkpoint_node"))
+    add("train/network-ok", TR(*net, "--param-size", "10", "--nic", "5"), ok("throughput"))
+    P = lambda *a: dtsim("pipeline", *a)  # noqa: E731
+    add("pipeline/network-without-queueing", P("--network", "tree"), refuse("network"))
+    add("pipeline/network-queue-routing", P("--queueing", "--stages", "3", "--network",
+                                            "tree:racks=1,hosts=6"), refuse("routing"))
+    return cases
 
 
 def real_run_cases(fx: Fixtures) -> list[Case]:
@@ -955,7 +1036,7 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("profiles"))
     add("train/plan-interleaved", T("--plan", good, "--schedule", "interleaved", *one),
         refuse("schedule"))
-    add("train/p2p-unknown", T("--p2p", "sometimes"), refuse("p2p"))
+    add("train/p2p-unknown-without-network", T("--p2p", "sometimes"), refuse("p2p"))
     add("train/interleaved-microbatches", T("--schedule", "interleaved", "--virtual-stages", "2",
                                             "--stages", "4", "--microbatches-per-step", "6"),
         refuse("microbatches"))

@@ -185,7 +185,7 @@ def rows(folder: Path | None = None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"run": run.name, "cluster": run.name.split("-")[0],
                                "measured_time": run.iteration_time,
                                "measured_memory": run.peak_memory}
-        for p2p in ("blocking", "overlapped"):
+        for p2p in ("blocking", "overlap"):
             b = build_plan(run.plan, prof, p2p=p2p, steps=1, check_memory=False)
             t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
             row[f"dtsim_time_{p2p}"] = t
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     rs = rows(a.profiles)
     summ = {k: summary(rs, k, "measured_time") for k in
-            ("dtsim_time", "sailor_time", "dtsim_time_blocking", "dtsim_time_overlapped",
+            ("dtsim_time", "sailor_time", "dtsim_time_blocking", "dtsim_time_overlap",
              "allreduce_barrier", "allreduce_stage", "allreduce_backward")}
     summ.update({k: summary(rs, k, "measured_memory") for k in ("dtsim_memory", "sailor_memory")})
     if a.json:

@@ -30,7 +30,7 @@ from .graphs import (
     watts_strogatz,
 )
 from .io import read_graph, write_graph
-from .layouts import datacenter, geo
+from .layouts import datacenter, geo, tree
 from .placement import POLICIES, Placement, from_value, place, shared_per_stage
 from .registry import REGISTRY, REQUIRED, Family, families, family_names, get_family
 from .spec import (
@@ -48,7 +48,7 @@ from .spec import (
 __all__ = [
     # builders
     "complete", "ring", "path", "star", "torus", "hypercube", "random_regular",
-    "erdos_renyi", "watts_strogatz", "barabasi_albert", "expander", "datacenter", "geo",
+    "erdos_renyi", "watts_strogatz", "barabasi_albert", "expander", "datacenter", "geo", "tree",
     # registry and specs
     "REGISTRY", "REQUIRED", "Family", "families", "family_names", "get_family",
     "TopologySpec", "parse_spec", "resolve", "build", "validate_graph", "is_complete",

@@ -27,7 +27,7 @@ from sim.errors import ConfigError, check, check_int, check_probability
 
 from ._util import check_edges, check_link
 
-__all__ = ["datacenter", "geo", "parse_matrix", "parse_names"]
+__all__ = ["datacenter", "geo", "tree", "parse_matrix", "parse_names"]
 
 INF = math.inf
 
@@ -238,3 +238,64 @@ def geo(regions: int | None = None, hosts: int = 4, *, latency_matrix: Any = Non
                 G.add_edge(i, j, latency=float(mat[a, b]), bandwidth=inter[1])
     return G
 
+
+
+def tree(racks: int = 4, hosts: int = 4, *, host_bandwidth: float = 100.0,
+         host_latency: float = 0.05, uplink_bandwidth: float = 400.0,
+         uplink_latency: float = 0.5, rack_outage: float = 1e-3, host_outage: float = 0.0,
+         ) -> nx.Graph:
+    """A two-level switched tree: hosts on rack switches, rack switches on one core switch.
+
+    Unlike :func:`datacenter` (a link for every pair of hosts), traffic here
+    shares links: every host has one link to its rack switch, every rack one
+    uplink to the core, so flows between racks share the uplinks and flows of
+    one host share its link (what :mod:`sim.network` models). Hosts are the
+    nodes ``0 .. racks * hosts - 1`` with the domain chain ``("rack<r>",
+    "rack<r>/host<h>")`` and ``role="host"``; the switches are the nodes
+    ``"rack<r>"`` and ``"core"`` with ``role="switch"`` and no domain.
+
+    Parameters
+    ----------
+    racks : int
+        Rack switches (>= 1).
+    hosts : int
+        Hosts per rack (>= 1); the graph has ``racks * hosts + racks + 1`` nodes.
+    host_bandwidth, host_latency : float
+        Link between a host and its rack switch (bandwidth > 0, inf allowed;
+        latency >= 0).
+    uplink_bandwidth, uplink_latency : float
+        Link between a rack switch and the core.
+    rack_outage, host_outage : float
+        Probability in [0, 1] that a rack or host domain is out.
+
+    Returns
+    -------
+    networkx.Graph
+        ``G.graph["hosts"]`` is the number of hosts.
+    """
+    racks = check_int("racks", racks, low=1)
+    hosts = check_int("hosts", hosts, low=1)
+    hl, hb = check_link(host_latency, host_bandwidth, prefix="host_")
+    ul, ub = check_link(uplink_latency, uplink_bandwidth, prefix="uplink_")
+    ur = check_probability("rack_outage", rack_outage)
+    uh = check_probability("host_outage", host_outage)
+    n = racks * hosts
+    check_edges("hosts", hosts, n + racks)
+    domains: dict[str, dict[str, Any]] = {}
+    G = nx.Graph(name=f"tree(racks={racks}, hosts={hosts})", levels=("rack", "host"),
+                 domains=domains, hosts=n)
+    for r in range(racks):
+        rack = f"rack{r}"
+        domains[rack] = {"unavailability": ur, "level": "rack", "parent": None}
+        for h in range(hosts):
+            host = f"{rack}/host{h}"
+            domains[host] = {"unavailability": uh, "level": "host", "parent": rack}
+            G.add_node(r * hosts + h, domain=(rack, host), name=host, role="host")
+    for r in range(racks):
+        G.add_node(f"rack{r}", domain=(), name=f"rack{r}", role="switch")
+    G.add_node("core", domain=(), name="core", role="switch")
+    for r in range(racks):
+        for h in range(hosts):
+            G.add_edge(r * hosts + h, f"rack{r}", latency=hl, bandwidth=hb)
+        G.add_edge(f"rack{r}", "core", latency=ul, bandwidth=ub)
+    return G

@@ -162,6 +162,14 @@ def _geo_from_nodes(nodes: int, params: Mapping[str, Any]) -> int:
     return nodes // per
 
 
+def _tree_from_nodes(nodes: int, params: Mapping[str, Any]) -> int:
+    racks = int(params.get("racks", 4))
+    hosts, extra = divmod(nodes - racks - 1, racks)
+    check(hosts >= 1 and extra == 0, "nodes", f"racks * hosts + racks + 1 for tree with "
+          f"racks = {racks} (the switches are nodes too)", nodes)
+    return hosts
+
+
 def _build_registry() -> dict[str, Family]:
     fams = [
         _family(graphs.complete, sized_by="n", kind="graph", from_nodes=_n, count=_count_n),
@@ -181,6 +189,8 @@ def _build_registry() -> dict[str, Family]:
                 count=lambda p: int(p["regions"]) * int(p["racks"]) * int(p["hosts"])),
         _family(layouts.geo, sized_by="hosts", kind="layout", from_nodes=_geo_from_nodes,
                 count=lambda p: _geo_regions(p) * int(p["hosts"])),
+        _family(layouts.tree, sized_by="hosts", kind="layout", from_nodes=_tree_from_nodes,
+                count=lambda p: int(p["racks"]) * (int(p["hosts"]) + 1) + 1),
     ]
     return {f.name: f for f in fams}
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import engines
-from ..errors import ConfigError, check_choice, check_int, check_output_file, one_line
+from ..errors import ConfigError, check, check_choice, check_int, check_output_file, one_line
 from ..failures import DISTRIBUTIONS
 from ..pipeline import (
     ARRIVALS,
@@ -165,6 +165,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speeds", default=None, metavar="FILE",
                    help="with --queueing: CSV stage,replica,speed of every replica (default "
                         "all 1; it sets the replicas per stage)")
+    p.add_argument("--network", default=None, metavar="SPEC|FILE",
+                   help="with --queueing: the network the hops cross (--transfer-size a "
+                        "microbatch, as flows sharing its links); give a --routing that picks "
+                        "a replica")
+    p.add_argument("--network-nodes", default=None, metavar="LIST",
+                   help="with --network: the node of each replica, stage-major, comma-separated "
+                        "(default the network's hosts in order)")
+    p.add_argument("--nic", type=float, default=None, metavar="BW",
+                   help="with --network: NIC capacity (each way) of every host without one")
+    p.add_argument("--contention", default="on", metavar="on|off",
+                   help="with --network: on (default) transfers share links; off: each alone")
+    p.add_argument("--p2p", default="overlap", metavar="MODE",
+                   help="with --network: overlap (default) or blocking (both ends held)")
+    p.add_argument("--network-weighting", default="maxmin", metavar="NAME",
+                   help="with --network: maxmin (default) or rtt (SimGrid CM02)")
     p.add_argument("--engine", default="auto", metavar="NAME",
                    help="simulation engine: des, vector (snapshot Monte Carlo, only where it "
                         "answers the same question as the DES), markov, queueing (with "
@@ -245,6 +260,22 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
         del kw["microbatches"]
     if getattr(args, "queueing", False):
         kw.update(queueing=True, routing="queue" if args.routing is None else args.routing)
+        if getattr(args, "network", None) is not None:
+            check_choice("contention", args.contention, ("on", "off"))
+            kw.update(network=args.network, nic=args.nic, contention=args.contention == "on",
+                      p2p=args.p2p, network_weighting=args.network_weighting)
+            if args.network_nodes is not None:
+                names = tuple(x.strip() for x in args.network_nodes.split(","))
+                reps = PipelineConfig(**{k: v for k, v in kw.items() if not k.startswith(
+                    ("network", "nic", "contention", "p2p"))}).replicas
+                check(len(names) == sum(reps), "network_nodes",  # type: ignore[arg-type]
+                      f"one per worker, stage-major ({sum(reps)} workers)",  # type: ignore[arg-type]
+                      args.network_nodes)
+                rows, k = [], 0
+                for r in reps:  # type: ignore[union-attr]
+                    rows.append(names[k:k + r])
+                    k += r
+                kw["network_nodes"] = tuple(rows)
         if args.speeds is not None:
             from ..training import read_speeds
 
@@ -301,8 +332,10 @@ def check_model_options(args: argparse.Namespace, *, topology: bool = False,
                   "without --topology, or with --no-layout-latency (the layout's links replace it)")
     refuse_unless(args, "bandwidth", not layout_latency and args.transfer_size != 0,
                   "with --transfer-size > 0 and without the layout's links")
-    refuse_unless(args, "transfer_size", layout_latency or math.isfinite(args.bandwidth),
-                  "with a finite --bandwidth or the layout's links (size / inf bandwidth is 0)")
+    refuse_unless(args, "transfer_size", layout_latency or math.isfinite(args.bandwidth)
+                  or getattr(args, "network", None) is not None,
+                  "with a finite --bandwidth, the layout's links or --network (size / inf "
+                  "bandwidth is 0)")
     if snapshot_only:
         # (--max-wait, --arrival back_to_back and --stage-time are refused later, saying why)
         for dest in ("mean_downtime", "domain_downtime", "rate", "detection_timeout"):
@@ -317,8 +350,10 @@ def _check_options(args: argparse.Namespace) -> str:
     topology = bool(args.topology)
     for dest in ("placement", "show_placement", "no_layout_latency"):
         refuse_unless(args, dest, topology, "with --topology")
-    for dest in ("routing", "speeds"):
+    for dest in ("routing", "speeds", "network"):
         refuse_unless(args, dest, args.queueing, "with --queueing")
+    for dest in ("network_nodes", "nic", "contention", "p2p", "network_weighting"):
+        refuse_unless(args, dest, args.network is not None, "with --network")
     if args.queueing:
         if method == "importance":
             raise ConfigError("queueing", "unset with --method importance (it draws snapshots "

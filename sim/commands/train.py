@@ -86,9 +86,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help=f"backward time over forward time (default {d.backward_ratio}; 0: forward only)")
     a("--backward-time", type=_floats, default=None, dest="backward_times",
       help="nominal backward time per stage, or one per stage (replaces --backward-ratio)")
-    a("--p2p", default=None, choices=None,
-      help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlapped; blocking "
-           "with --plan: DeepSpeed's paired blocking send/recv)")
+    a("--p2p", default=None, metavar="MODE",
+      help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: transfers "
+           "overlap compute; blocking: both ends held for the transfer, in DeepSpeed's "
+           "paired send/recv order without --network; the default with --plan)")
     a("--virtual-stages", type=int, default=1, metavar="V",
       help="model chunks per device with --schedule interleaved (default 1)")
     a("--plan", default=None, metavar="FILE",
@@ -144,6 +145,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
     a("--max-time", type=float, default=math.inf,
       help="stop each replication at this simulated time (default inf: when N steps are done)")
+    a("--network", default=None, metavar="SPEC|FILE",
+      help="the network every transfer crosses (a topology spec or graph file: links with "
+           "bandwidth, latency, sharing; hosts' NICs); transfers then share its links")
+    a("--network-nodes", default=None, metavar="LIST",
+      help="with --network: the node of each replica, stage-major, comma-separated (default: "
+           "the hosts --placement chose when --topology is the same spec, else the network's "
+           "hosts in order)")
+    a("--tensor-parallel", type=_ints, default=1, metavar="T",
+      help="tensor-parallel ranks of each replica (or one per stage): T concurrent flows "
+           "through the node's NIC for transfers and T all-reduce rings (default 1)")
+    a("--nic", type=float, default=None, metavar="BW",
+      help="with --network: NIC capacity (each way) of every host without one")
+    a("--bucket-size", type=float, default=math.inf, metavar="B",
+      help="with --network: all-reduce bucket per rank (default inf: one bucket)")
+    a("--contention", default="on", metavar="on|off",
+      help="with --network: on (default) transfers share links max-min fairly; off: each "
+           "alone on its route")
+    a("--network-weighting", default="maxmin", metavar="NAME",
+      help="with --network: maxmin (default) or rtt (SimGrid CM02's 1/latency weighting)")
+    a("--checkpoint-node", default=None, metavar="NODE",
+      help="with --network: checkpoints write each stage's parameters to this node")
     a("--engine", default="auto",
       help="training engine: auto (the DES), des, or compiled (the numba event loop, same "
            "model with its own random numbers; refuses what it does not model)")
@@ -162,6 +184,25 @@ def _prices(value: Any, replicas: tuple[int, ...]) -> Any:
         rows.append(tuple(value[k:k + r]))
         k += r
     return tuple(rows)
+
+
+def _per_replica(name: str, value: Any, counts: tuple[int, ...], *,
+                 per_worker: bool = False) -> Any:
+    """One value, one per stage, or (``per_worker``) one per worker stage-major, as a grid."""
+    if not isinstance(value, tuple):
+        return value
+    n = sum(counts)
+    if per_worker:
+        check(len(value) == n, name, f"one per worker, stage-major ({n} workers)",
+              ",".join(map(str, value)))
+        rows, k = [], 0
+        for r in counts:
+            rows.append(tuple(value[k:k + r]))
+            k += r
+        return tuple(rows)
+    check(len(value) == len(counts), name, f"one value or one per stage ({len(counts)})",
+          ",".join(map(str, value)))
+    return tuple((v,) * r for v, r in zip(value, counts, strict=True))
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -190,6 +231,9 @@ def check_options(args: argparse.Namespace) -> None:
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
     refuse_unless(args, "virtual_stages", args.schedule == "interleaved",
                   "with --schedule interleaved")
+    for dest in ("network_nodes", "tensor_parallel", "nic", "bucket_size", "contention",
+                 "network_weighting", "checkpoint_node"):
+        refuse_unless(args, dest, args.network is not None, "with --network")
 
 
 #: A worker name of the training system (a dtsim CSV of such names is replayed by name).
@@ -298,15 +342,28 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         checkpoint_cost=args.checkpoint_cost, restart_cost=args.restart_cost,
         samples_per_microbatch=args.samples_per_microbatch, hour=args.hour,
         arrival=args.arrival, arrival_rate=args.arrival_rate, max_time=args.max_time,
-        backward_times=args.backward_times, p2p=args.p2p or "overlapped",
+        backward_times=args.backward_times, p2p=args.p2p or "overlap",
         virtual_stages=args.virtual_stages,
     )
+    if args.network is not None:
+        check_choice("contention", args.contention, ("on", "off"))
+        kw.update(network=args.network, nic=args.nic, bucket_size=args.bucket_size,
+                  contention=args.contention == "on", p2p=args.p2p or "overlap",
+                  network_weighting=args.network_weighting, checkpoint_node=args.checkpoint_node)
     file_prices = None
     if args.speeds is not None:
         speeds, file_prices = read_speeds(args.speeds, args.stages)
         kw["speeds"] = speeds
         if file_prices is not None and args.price is not None:
             raise ConfigError("price", "unset when the speeds file has a price column", args.price)
+    if args.network is not None:  # the per-replica grids need the replica counts
+        counts = TrainingConfig(**{k: v for k, v in kw.items() if k not in (
+            "network", "nic", "bucket_size", "contention", "p2p", "network_weighting",
+            "checkpoint_node")}).replicas
+        kw["tensor_parallel"] = _per_replica("tensor_parallel", args.tensor_parallel, counts)
+        if args.network_nodes is not None:
+            kw["network_nodes"] = _per_replica("network_nodes", tuple(
+                x.strip() for x in args.network_nodes.split(",")), counts, per_worker=True)
     base = TrainingConfig(**kw)  # validates everything but the placement and prices
     kw["replicas"] = base.replicas
     kw["price"] = file_prices if file_prices is not None else _prices(args.price, base.replicas)
@@ -320,9 +377,13 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         pl = place(layout, base.stages, list(base.replicas), args.placement or "shared",
                    rng=Streams(args.seed).rng("placement"))
         kw["placement"] = pl
-        hops = layout_hop_times(layout, pl.hosts, base.activation_size)
-        if hops:
-            kw.update(latency=hops, activation_size=0.0)
+        if args.network is not None:  # the network times the transfers, not the layout's links
+            if args.network_nodes is None and args.network == args.topology:
+                kw["network_nodes"] = pl.hosts  # replicas on the hosts the placement chose
+        else:
+            hops = layout_hop_times(layout, pl.hosts, base.activation_size)
+            if hops:
+                kw.update(latency=hops, activation_size=0.0)
     return TrainingConfig(**kw)
 
 

@@ -236,6 +236,11 @@ class PipelineConfig:
     speeds : tuple of tuple of float or None
         With ``queueing``: ``speeds[j][i]`` of each replica (> 0; default all
         1). It fixes ``replicas`` (which must then be unset or agree).
+    network, network_nodes, nic, contention, p2p, network_weighting
+        With ``queueing``: the network the hops cross (``transfer_size`` a
+        microbatch, as flows that share its links), as in
+        :class:`sim.training.TrainingConfig`; ``latency`` and ``bandwidth``
+        then stay unset, and ``routing`` picks a replica (not ``queue``).
     """
 
     stages: int = 48
@@ -267,6 +272,12 @@ class PipelineConfig:
     queueing: bool = False
     routing: str = "queue"
     speeds: tuple[tuple[float, ...], ...] | None = None
+    network: Any = None
+    network_nodes: Any = None
+    nic: Any = None
+    contention: bool = True
+    p2p: str = "overlap"
+    network_weighting: str = "maxmin"
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -344,6 +355,30 @@ class PipelineConfig:
                 check(last < self.failure_trace.duration, "microbatches",
                       f"arriving before the failure trace ends (at {self.failure_trace.duration:g}; "
                       "or loop it)", self.microbatches)
+        self._check_network()
+
+    def _check_network(self) -> None:
+        """The network fields: validated through the flow's config, nodes stored as resolved."""
+        if self.network is None:
+            for name, default in (("network_nodes", None), ("nic", None), ("contention", True),
+                                  ("p2p", "overlap"), ("network_weighting", "maxmin")):
+                check(getattr(self, name) == default, name,
+                      f"{'unset' if default is None else default} without a network",
+                      getattr(self, name))
+            return
+        check(self.latency == (0.0,) * len(self.latency), "latency",  # type: ignore[arg-type]
+              "0 (unset) with a network (its links set the transfer times)", self.latency)
+        check(self.bandwidth == math.inf, "bandwidth",
+              "inf (unset) with a network (its links set the transfer times)", self.bandwidth)
+        if self.p2p == "blocking":
+            moving = (self.availability < 1 or any(
+                u > 0 for u in self.domain_placement.domain_outage.values())
+                or self.failure_trace is not None)
+            check(not moving, "p2p", "overlap when workers can fail (blocking transfers are "
+                  "modelled without failures)", self.p2p)
+        from .queueing import _flow_config
+
+        object.__setattr__(self, "network_nodes", _flow_config(self).network_nodes)
 
     def _check_queueing(self, L: int) -> None:
         """The server model's fields: ``queueing``, ``routing``, ``speeds`` (before the replicas)."""
@@ -352,6 +387,8 @@ class PipelineConfig:
             check(self.routing == "queue", "routing", "unset (queue) without queueing",
                   self.routing)
             check(self.speeds is None, "speeds", "unset without queueing", self.speeds)
+            check(self.network is None, "network", "unset without queueing (the no-queueing "
+                  "engines time a hop by its own link)", self.network)
             return
         from ..training.routing import ROUTING_POLICIES, speed_rows
 

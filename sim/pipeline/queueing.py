@@ -57,6 +57,14 @@ _BLOCK = 4096  # Poisson gaps are drawn in blocks of this size (as the DES draws
 
 def _flow_config(c: PipelineConfig) -> TrainingConfig:
     """The training-system values the flow reads, from the pipeline's (forward passes only)."""
+    if c.network is not None:  # the hops cross the network (its flows share links)
+        return TrainingConfig(
+            stages=c.stages, replicas=c.replicas, microbatches=1, steps=1, schedule="async",
+            routing=c.routing, forward_time=c.stage_time, backward_ratio=0.0,
+            activation_size=c.transfer_size, detection_timeout=c.detection_timeout,
+            skip_budget=c.skip_budget, skip_penalty=c.skip_penalty, penalty=c.penalty,  # type: ignore[arg-type]
+            max_wait=c.max_wait, network=c.network, network_nodes=c.network_nodes, nic=c.nic,
+            contention=c.contention, p2p=c.p2p, network_weighting=c.network_weighting)
     return TrainingConfig(
         stages=c.stages, replicas=c.replicas, microbatches=1, steps=1, schedule="async",
         routing=c.routing, forward_time=c.stage_time, backward_ratio=0.0,

@@ -20,7 +20,7 @@ Time of one iteration (what the engine runs, :mod:`sim.training.framework`):
   concurrent flows through the pair's link, timed by
   :meth:`~sim.profiles.Network.transfer_time` with the curve measured for that
   many flows. ``p2p="blocking"``: DeepSpeed's ``TrainSchedule`` with paired
-  blocking send and receive; ``"overlapped"``: transfers in flight while the
+  blocking send and receive; ``"overlap"``: transfers in flight while the
   stages compute (Megatron-LM's order);
 * **gradient all-reduce** of each stage among its ``dp`` replicas, after the
   last backward (DeepSpeed's pipeline engine runs ``ReduceGrads`` at the end
@@ -193,7 +193,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     model : str, optional
         The model's name (else the plan's).
     schedule : {"1f1b", "gpipe", "1f1b-dynamic"}
-    p2p : {"blocking", "overlapped"}
+    p2p : {"blocking", "overlap"}
         DeepSpeed's blocking paired send/receive (what the shipped runs used)
         or transfers overlapped with compute.
     check_memory : bool

@@ -44,6 +44,7 @@ def compiled_obstacle(c: TrainingConfig) -> str | None:
     pl = c.domain_placement
     checks = (
         (not HAVE_NUMBA, "needs numba (pip install 'dtsim[fast]')"),
+        (c.network is not None, "transfers over a network (contention) run on the DES"),
         (c.schedule not in ("swarm", "async"),
          f"runs the swarm and async schedules, not {c.schedule} (fixed pipelines)"),
         (c.backward_times is not None, "per-stage backward times run on the DES"),

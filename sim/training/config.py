@@ -41,6 +41,7 @@ __all__ = [
     "PASS_TIME_DISTRIBUTIONS",
     "SYNCS",
     "TrainingConfig",
+    "network_of",
     "read_speeds",
     "replica_name",
 ]
@@ -48,9 +49,10 @@ __all__ = [
 SCHEDULES = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved", "swarm", "async")
 #: Fixed-pipeline schedules (a micro-batch keeps its pipeline; routing picks it).
 FIXED = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved")
-#: Point-to-point semantics: transfers in flight while the stages compute, or
-#: DeepSpeed's blocking, paired send and receive.
-P2PS = ("overlapped", "blocking")
+#: How a transfer between stages meets compute (see ``TrainingConfig.p2p``): in flight
+#: while the stages compute, or blocking both ends (without a network: DeepSpeed's paired
+#: send and receive in its TrainSchedule order).
+P2PS = ("overlap", "blocking")
 ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin")
 #: Schedule -> the routings it has. GPipe and 1F1B run fixed pipelines (routing
 #: picks a microbatch's pipeline and any failover), so a shared stage queue has
@@ -215,11 +217,12 @@ class TrainingConfig:
         took part in the step, or none.
     optimizer_time : float
         Time of the optimizer step after the sync.
-    p2p : {"overlapped", "blocking"}
+    p2p : {"overlap", "blocking"}
         Point-to-point transfers: in flight while the stages compute (the hop
-        time delays the micro-batch only), or DeepSpeed's blocking paired send
-        and receive (both devices busy for the transfer, in DeepSpeed's
-        ``TrainSchedule`` order; run by :class:`sim.training.framework.FrameworkFlow`).
+        time delays the micro-batch only), or blocking both ends. Without a
+        network, blocking is DeepSpeed's paired send and receive in its
+        ``TrainSchedule`` order (run by :class:`sim.training.framework.FrameworkFlow`);
+        with one, see ``p2p`` below the network fields.
     virtual_stages : int
         Model chunks per device ``v`` of the interleaved schedule (1 otherwise);
         each chunk pass takes ``1/v`` of the stage's time.
@@ -278,6 +281,38 @@ class TrainingConfig:
         Stop the run at this simulated time even if ``N`` steps are not done
         (inf: run to the end); the metrics then say ``finished = 0``, and
         throughput and cost are over the time run.
+    network : str, NetworkValue or None
+        The network every transfer crosses (:mod:`sim.network`): a topology
+        spec or graph file, or a :class:`~sim.network.NetworkValue`. None: each
+        transfer has a link of its own (``latency + size / bandwidth``).
+    network_nodes : tuple of tuple or None
+        With a network, the node of each replica (``[stage][replica]``);
+        default: the network's hosts (nodes that are not switches) in order,
+        replica ``k`` (stage-major) on host ``k``.
+    tensor_parallel : int or tuple of tuple of int
+        Tensor-parallel ranks of each replica (equal within a stage): a
+        transfer of ``size`` between stages is ``t`` concurrent flows of
+        ``size / t`` (the sender's ``t``), and the gradient all-reduce is ``t``
+        rings of ``param_size / t``, all through the node's NIC.
+    nic : float, BandwidthCurve or None
+        NIC capacity (egress and ingress each) of every host of the network
+        that has none.
+    bucket_size : float
+        The all-reduce works in buckets of this size (per rank; inf: one).
+    contention : bool
+        With a network: transfers share its links (max-min fair flows). False:
+        each transfer alone on its route (``latency + size / bottleneck``).
+    p2p (with a network) : {"overlap", "blocking"}
+        Transfers between stages overlap with compute (the sender goes on at
+        once, the receiver queues the microbatch on arrival), or block both
+        ends for the transfer (NCCL send/recv: the transfer starts when the
+        receiver is free and holds both replicas until it ends).
+    network_weighting : {"maxmin", "rtt"}
+        Sharing rule of the network (plain max-min, or SimGrid CM02's 1/RTT).
+    checkpoint_node : hashable or None
+        With a network: checkpoints write every stage's parameters (from its
+        lowest-index live replica) to this node over the network, on top of
+        ``checkpoint_cost``; a replica with no live peer downloads from it.
     """
 
     stages: int = 4
@@ -298,7 +333,7 @@ class TrainingConfig:
     sync: str = "allreduce"
     optimizer_time: float = 0.0
     backward_times: float | tuple[float, ...] | None = None
-    p2p: str = "overlapped"
+    p2p: str = "overlap"
     virtual_stages: int = 1
     replica_times: tuple[tuple[tuple[float, float], ...], ...] | None = None
     transfer_times: tuple[tuple[tuple[float, float], ...], ...] | None = None
@@ -329,6 +364,14 @@ class TrainingConfig:
     arrival: str = "saturated"
     arrival_rate: float = 1.0
     max_time: float = math.inf
+    network: Any = None
+    network_nodes: Any = None
+    tensor_parallel: int | tuple[tuple[int, ...], ...] = 1
+    nic: Any = None
+    bucket_size: float = math.inf
+    contention: bool = True
+    network_weighting: str = "maxmin"
+    checkpoint_node: Any = None
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -452,6 +495,7 @@ class TrainingConfig:
             check(self.restart_cost is not None, "restart_cost",
                   f"given with failures under {what} (a framework run restarts from its last "
                   "checkpoint)", self.restart_cost)
+        self._check_network()
 
     def _check_real_run(self, L: int) -> None:
         """Validate the fields of framework schedules and real plans (issue 22)."""
@@ -466,10 +510,13 @@ class TrainingConfig:
         v = check_int("virtual_stages", self.virtual_stages, low=1)
         inter = self.schedule == "interleaved"
         check(inter or v == 1, "virtual_stages", "1 unless schedule is interleaved", v)
-        framework = self.p2p == "blocking" or inter
-        if self.p2p == "blocking":
+        framework = (self.p2p == "blocking" and self.network is None) or inter
+        if framework and self.network is not None:
+            check(False, "network", "unset with the interleaved schedule (its device programs "
+                  "run on the framework engine, without a network for now)", "given")
+        if self.p2p == "blocking" and self.network is None:
             check(self.schedule in ("gpipe", "1f1b"), "p2p",
-                  "overlapped unless schedule is gpipe or 1f1b (DeepSpeed's blocking send and "
+                  "overlap unless schedule is gpipe or 1f1b (DeepSpeed's blocking send and "
                   "receive)", self.p2p)
         reps = self.replicas
         if framework:
@@ -510,8 +557,9 @@ class TrainingConfig:
                                               (reps[0],) * max(L * v - 1, 0)))  # type: ignore[index]
             check(len(set(reps)) == 1, "transfer_times",  # type: ignore[arg-type]
                   "given only with the same replicas at every stage (one per pipeline)", reps)
-            check(self.latency == 0.0 and self.activation_size == 0.0, "transfer_times",
-                  "given without latency or activation_size", self.transfer_times)
+            check(self.latency == 0.0 and self.activation_size == 0.0
+                  and self.network is None, "transfer_times",
+                  "given without latency, activation_size or a network", self.transfer_times)
         if self.allreduce_times is not None:
             set_("allreduce_times", _per("allreduce_times", self.allreduce_times, L,
                                          check_nonnegative))
@@ -531,11 +579,69 @@ class TrainingConfig:
             check(self.allreduce_times is not None, "tied_allreduce_time",
                   "0 without allreduce_times", self.tied_allreduce_time)
 
+    def _check_network(self) -> None:
+        """Validate the network fields (the network is built once, to check, and not kept)."""
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        check(isinstance(self.contention, bool), "contention", "True or False", self.contention)
+        check_choice("p2p", self.p2p, P2PS)
+        from ..network.flows import WEIGHTINGS
+
+        check_choice("network_weighting", self.network_weighting, WEIGHTINGS)
+        set_("bucket_size", check_positive("bucket_size", self.bucket_size, allow_inf=True))
+        reps = self.replicas
+        if isinstance(self.tensor_parallel, (list, tuple)):
+            tp = _grid("tensor_parallel", self.tensor_parallel, reps,  # type: ignore[arg-type]
+                       lambda n, v: check_int(n, v, low=1))
+            for j, row in enumerate(tp):
+                check(len(set(row)) == 1, "tensor_parallel",
+                      f"equal among the replicas of a stage (stage {j})", row)
+            set_("tensor_parallel", tuple(tuple(int(x) for x in row) for row in tp))
+        else:
+            set_("tensor_parallel", check_int("tensor_parallel", self.tensor_parallel, low=1))
+        if self.network is None:
+            for name, default in (("network_nodes", None), ("nic", None),
+                                  ("checkpoint_node", None),
+                                  ("network_weighting", "maxmin"), ("bucket_size", math.inf),
+                                  ("tensor_parallel", 1)):
+                check(getattr(self, name) == default, name,
+                      f"{'unset' if default is None else default} without a network",
+                      getattr(self, name))
+            return
+        net = network_of(self)
+        check(self.bandwidth == math.inf, "bandwidth",
+              "inf (unset) with a network (its links set the transfer times)", self.bandwidth)
+        check(self.latency == 0.0, "latency",
+              "0 (unset) with a network (its links set the transfer times)", self.latency)
+        check(self.routing != "queue", "routing",
+              "one that picks the next replica when a pass ends (least-loaded, weighted, "
+              "round-robin) with a network", self.routing)
+        if self.network_nodes is None:
+            hosts = net.hosts
+            check(len(hosts) >= self.workers, "network_nodes",
+                  f"given when the network has fewer hosts ({len(hosts)}) than replicas "
+                  f"({self.workers})", None)
+            rows, k = [], 0
+            for r in reps:  # type: ignore[union-attr]
+                rows.append(tuple(hosts[k:k + r]))
+                k += r
+            set_("network_nodes", tuple(rows))
+        else:
+            grid = _grid("network_nodes", self.network_nodes, reps,  # type: ignore[arg-type]
+                         lambda n, v: net.nodes[net.node_index(v, n)])
+            set_("network_nodes", grid)
+        if self.checkpoint_node is not None:
+            set_("checkpoint_node", net.nodes[net.node_index(self.checkpoint_node,
+                                                             "checkpoint_node")])
+        if self.p2p == "blocking":
+            check(not self.failures, "p2p",
+                  "overlap when workers can fail or be preempted (blocking transfers are "
+                  "modelled without failures)", self.p2p)
+
     # -- derived ---------------------------------------------------------------
     @property
     def framework(self) -> bool:
         """Whether the framework engine (:mod:`sim.training.framework`) runs this config."""
-        return self.p2p == "blocking" or self.schedule == "interleaved"
+        return (self.p2p == "blocking" and self.network is None) or self.schedule == "interleaved"
 
     @property
     def workers(self) -> int:
@@ -619,3 +725,41 @@ class TrainingConfig:
     def quality(self) -> tuple[float, ...]:
         """Quality kept after ``k`` skips."""
         return quality_table(self.stages, self.skip_penalty, self.penalty)
+
+
+_NETWORKS: dict[Any, Any] = {}
+
+
+def network_of(config: TrainingConfig) -> Any:
+    """The built :class:`~sim.network.Network` of ``config.network`` (with ``config.nic``).
+
+    Built once per process for each (network, nic) and kept (routes are cached
+    on it), so configs that differ elsewhere share it.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`sim.network.build_network`, naming ``network``.
+    """
+    from ..network import build_network
+    from ..network.curves import BandwidthCurve
+    from ..network.topology import NetworkValue
+
+    net_v, nic = config.network, config.nic
+    check(isinstance(net_v, (str, NetworkValue)), "network",
+          "a topology spec or graph file, or a sim.network.NetworkValue", net_v)
+    if nic is not None and not isinstance(nic, BandwidthCurve):
+        check_positive("nic", nic, allow_inf=True)
+    key = (net_v, nic)
+    net = _NETWORKS.get(key)
+    if net is None:
+        try:
+            net = build_network(net_v, nic=nic)
+        except ConfigError as exc:
+            if exc.name in ("topology", "nodes"):
+                raise ConfigError("network", exc.rule, exc.value) from None
+            raise
+        if len(_NETWORKS) > 32:
+            _NETWORKS.clear()
+        _NETWORKS[key] = net
+    return net

@@ -56,6 +56,10 @@ def _speed_one(c: Any) -> float | None:
     return v.pop() if len(v) == 1 else None
 
 
+#: Why no closed form answers a config with a network.
+_NETWORK = "needs no network (transfers over a network are simulated, not in the closed form)"
+
+
 def _no_failures(c: Any) -> str | None:
     return "failures or preemptions are on" if c.failures else None
 
@@ -100,6 +104,7 @@ class ScheduleReference(Reference):
 
     def _closed_form(self, c: Any) -> Applies | None:
         return _first(
+            (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule not in ("gpipe", "1f1b", "1f1b-dynamic"), "needs schedule gpipe or 1f1b"),
             (len(set(c.replicas)) != 1, "needs as many replicas at every stage"),
@@ -137,6 +142,7 @@ def _program_refusal(c: Any) -> str | None:
     """Why the max-plus program form does not give ``c``'s step exactly (None: it does)."""
     reps = c.replicas
     checks = (
+        (c.network is not None, _NETWORK),
         (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
         (c.schedule not in ("gpipe", "1f1b", "interleaved"),
          "needs schedule gpipe, 1f1b or interleaved (a fixed program)"),
@@ -211,6 +217,7 @@ class MMcReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.stages != 1, "needs one stage"),
             (c.schedule != "async" or c.arrival != "poisson", "needs async Poisson arrivals"),
@@ -247,6 +254,7 @@ class SaturatedReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule != "async" or c.arrival != "saturated", "needs async with a saturated supply"),
             (c.routing != "weighted", "needs weighted routing"),
@@ -276,6 +284,7 @@ class DalyReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.stages != 1 or c.replicas[0] != 1, "needs one worker (one stage, one replica)"),
             (c.schedule == "async", "needs a step barrier"),
@@ -305,6 +314,7 @@ class SnapshotReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule != "async" or c.arrival == "saturated",
              "needs async arrivals at a rate (fixed or poisson)"),

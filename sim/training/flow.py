@@ -107,6 +107,14 @@ class Flow:
         self.waiters: list[list[tuple[Microbatch, float]]] = [[] for _ in range(L)]
         self.lost_passes = self.reroutes = 0
         self.skips = self.waits = self.recomputes = 0
+        # transfers over a network (sim.training.transfers), or None: each hop its own link
+        self.net: Any = None
+        if c.network is not None:
+            from .transfers import Transfers
+
+            self.net = Transfers(c, env, self.replicas)
+            self.net.flow = self
+            self.activation_size = c.activation_size
 
     def start(self) -> None:
         """Live sets from the replicas' initial states; start the servers."""
@@ -123,6 +131,11 @@ class Flow:
     def _wire(self) -> None:
         """Give each replica what its inline completion path needs (:meth:`Replica.wire`)."""
         L, hops = self.L, self.hops
+        if self.net is not None:  # every movement goes through the network: no inline path
+            for rep in self.replicas:
+                rep.wire(inline=False, fwd_kind=2, next_live=[], next_lo=None, next_idle=None,
+                         next_policy=None, prev_stage=-1, uniform=self.uniform)
+            return
         # A policy whose choose is the shared queue's own always answers the shared
         # queue: asked once here, not at every pass.
         shared_only = [type(p).choose is SharedQueue.choose and "choose" not in vars(p)
@@ -193,6 +206,11 @@ class Flow:
         if self.ordered:
             self._disturb()
         self.idle[j].pop(rep, None)
+        if self.net is not None:  # its transfers in flight are cut: retried from elsewhere
+            for x in self.net.replica_down(rep):
+                if not x.mb.dead:
+                    x.mb.stage = x.dest_stage
+                    self.requeue(x.mb)
         if was_live:
             self.live[j].remove(rep)
             out = not self.live[j]
@@ -216,6 +234,8 @@ class Flow:
         j = mb.stage
         if self.track:
             self.trainer.participated(j, rep)
+        if self.net is not None:
+            mb.at = rep
         if not mb.back:
             if mb.target >= 0:
                 self.lost["recompute"] += work
@@ -271,6 +291,9 @@ class Flow:
             else:
                 self.trainer.finished(mb)
             return
+        if self.net is not None:  # the transfer is the network's (in arrive_fwd)
+            self.arrive_fwd(mb, j + 1)
+            return
         self.later(self.hops[j], self.arrive_fwd, mb, j + 1)
 
     def start_backward(self, mb: Microbatch) -> None:
@@ -282,6 +305,9 @@ class Flow:
         """``mb`` finished its backward pass at ``j``: on to ``j - 1``, or done."""
         if j == 0:
             self.trainer.finished(mb)
+            return
+        if self.net is not None:
+            self.arrive_back(mb, j - 1)
             return
         self.later(self.hops_back[j - 1], self.arrive_back, mb, j - 1)
 
@@ -318,6 +344,8 @@ class Flow:
             idle = self.idle[j]
             if idle:
                 next(iter(idle)).wake()
+        elif self.net is not None:
+            self._send(mb, rep, self._source_below(mb, j), j, mb.target >= 0)
         else:
             rep.push(mb, mb.target >= 0)
 
@@ -332,6 +360,10 @@ class Flow:
             return
         rep, epoch = h
         if rep.live and rep.epoch == epoch:
+            if self.net is not None:
+                src = mb.at
+                self._send(mb, rep, src if src is not None and src.live else None, j, True)
+                return
             rep.push(mb, True)
             return
         i = j - 1
@@ -340,10 +372,45 @@ class Flow:
         self.recomputes += 1
         mb.back = False
         mb.target = j
-        if i >= 0:
+        if self.net is not None:  # recompute from the highest stage still holding activations
+            mb.at = mb.holders[i][0] if i >= 0 else None
+            self.arrive_fwd(mb, i + 1)
+        elif i >= 0:
             self.later(self.hops[i], self.arrive_fwd, mb, i + 1)
         else:
             self.arrive_fwd(mb, 0)
+
+    # -- network mode ----------------------------------------------------------------
+    def _source_below(self, mb: Microbatch, j: int) -> Any:
+        """Where ``mb``'s input to stage ``j`` is: the replica of its last pass if live, else the
+        live holder of the highest stage below ``j``, else None (the input data, no transfer)."""
+        src = mb.at
+        if src is not None and src.live:
+            return src
+        for i in range(j - 1, -1, -1):
+            h = mb.holders[i]
+            if h is not None and h[0].live and h[0].epoch == h[1]:
+                return h[0]
+        return None
+
+    def _send(self, mb: Microbatch, rep: Replica, src: Any, j: int, urgent: bool) -> None:
+        """Move ``mb``'s data from replica ``src`` to ``rep`` (stage ``j``), then queue it there."""
+        if src is None or src is rep:
+            rep.push(mb, urgent)
+            return
+        epoch = rep.epoch
+        self.net.p2p(src, rep, self.activation_size, mb, j,
+                     lambda: self._landed(mb, rep, epoch, j, urgent))
+
+    def _landed(self, mb: Microbatch, rep: Replica, epoch: int, j: int, urgent: bool) -> None:
+        if mb.dead:
+            return
+        if rep.live and rep.epoch == epoch:
+            mb.stage = j
+            rep.push(mb, urgent)
+        else:  # pragma: no cover - a failure at the receiver cuts the transfer first
+            mb.stage = j
+            self.requeue(mb)
 
     @staticmethod
     def _holds(h: Any) -> bool:

@@ -14,7 +14,7 @@ gives it:
   takes the hop's transfer time on both (NCCL send/recv of messages above its
   eager size wait for the peer; DeepSpeed's ``SendActivation`` and
   ``RecvActivation`` "must be paired ... to avoid deadlock");
-* with ``p2p="overlapped"`` a pass sends its output as it ends and goes on;
+* with ``p2p="overlap"`` a pass sends its output as it ends and goes on;
   the output reaches the neighbour after the hop's transfer time, and the
   neighbour's pass that needs it waits for it.
 
@@ -121,6 +121,7 @@ class FrameworkFlow:
         self.env = env
         self.trainer: Any = None
         self.track = False
+        self.net = None  # transfers are the config's times (no sim.network service yet)
         self.schedule = schedule
         self.L = L = c.stages
         self.v = c.virtual_stages

@@ -89,7 +89,7 @@ class Microbatch:
     """A microbatch's progress: stage, direction, holders of its activations, skips."""
 
     __slots__ = ("id", "step", "stage", "back", "target", "skipped", "holders", "t0",
-                 "dead", "pipe", "waiting")
+                 "dead", "pipe", "waiting", "at")
 
     def __init__(self, id_: int, step: Any, stages: int, t0: float) -> None:
         self.id = id_
@@ -103,6 +103,7 @@ class Microbatch:
         self.dead = False
         self.pipe = -1
         self.waiting = False
+        self.at: Any = None  # with a network: the replica holding its latest data
 
 
 class Replica:
@@ -150,7 +151,7 @@ class Replica:
         "_schedule", "_shi", "_slo",
         "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
         "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
-        "_next_stage", "_prev_stage", "_uniform", "ordered", "owed",
+        "_next_stage", "_prev_stage", "_uniform", "ordered", "owed", "held", "gate", "_net_dl",
     )
 
     def __init__(self, system: Any, stage: int, index: int, speed: float, name: str,
@@ -204,6 +205,9 @@ class Replica:
         self._next_stage = -1
         self._prev_stage = -1
         self._uniform: Any = None
+        self.held = 0  # blocking transfers this replica takes part in (no pass starts meanwhile)
+        self.gate: Any = None  # blocking transfers: asked before each pass, True to wait
+        self._net_dl: Any = None  # a weight download over the network in progress
 
     @property
     def up(self) -> bool:
@@ -315,6 +319,12 @@ class Replica:
                 self._t0 = self.env.now
                 self._in_timeout = True
                 self._downloading = True
+                net = self.system.net
+                dl = net.download(self) if net is not None else None
+                if dl is not None:  # over the network: its arrival ends the download
+                    self._net_dl = dl
+                    dl.callbacks.append(self._on_net_downloaded)
+                    return
                 ev = self._work_ev
                 ev.callbacks = self._on_downloaded_cbs
                 self.env.schedule(ev, NORMAL, self.system.download_time)
@@ -333,6 +343,9 @@ class Replica:
         queue, then, within the forward limit, its own and the stage's forward
         queues (dead microbatches dropped on the way).
         """
+        gate = self.gate
+        if gate is not None and gate(self):  # held by a blocking transfer: it resumes us
+            return True
         hi = self.hi
         while self.live:  # the hot loop: one timeout per pass
             if self.ordered and not self.system.disturbed:
@@ -414,6 +427,23 @@ class Replica:
         if not self._serve():
             self._outer()
 
+    def _on_net_downloaded(self, ev: Any) -> None:
+        if ev is not self._net_dl:  # cut by a failure (and withdrawn): not ours any more
+            return
+        self._net_dl = None
+        self._in_timeout = False
+        self._downloading = False
+        system = self.system
+        system.lost["download"] += self.env.now - self._t0
+        self.loaded = True
+        system.replica_live(self)
+        self._outer()
+
+    def resume(self) -> None:
+        """Serve again after a blocking transfer released this replica."""
+        if not self._serve():
+            self._outer()
+
     def _on_downloaded(self, _ev: Any) -> None:
         self._in_timeout = False
         self._downloading = False
@@ -488,6 +518,10 @@ class Replica:
         the work's event is replaced (the old one stays scheduled, with no callback).
         """
         self._in_timeout = False
+        dl = self._net_dl
+        if dl is not None:  # a network download: withdrawn, its arrival ignored
+            self._net_dl = None
+            self.system.net.service.cancel(dl)
         ev = _Signal(self.env)
         ev.callbacks.append(self._on_interrupt_cb)
         ev.cause = cause

@@ -202,8 +202,15 @@ class StepTrainer(Trainer):
                 k += 1
                 self.steps_done = k
                 if K and (k % K == 0 or k == N):
-                    yield env.timeout(c.checkpoint_cost)
-                    self.flow.lost["checkpoint"] += c.checkpoint_cost
+                    write = self.flow.net.checkpoint() if self.flow.net is not None else None
+                    if write is None:
+                        yield env.timeout(c.checkpoint_cost)
+                        self.flow.lost["checkpoint"] += c.checkpoint_cost
+                    else:  # the parameters cross the network to the checkpoint node
+                        t0 = env.now
+                        yield write
+                        yield env.timeout(c.checkpoint_cost)
+                        self.flow.lost["checkpoint"] += env.now - t0
                     self.checkpoints += 1
                     ckpt, since = k, env.now
             except simpy.Interrupt:
@@ -223,6 +230,8 @@ class StepTrainer(Trainer):
             st.parked = []
         for mb in self._in_step:
             mb.dead = True
+        if self.flow.net is not None:
+            self.flow.net.cancel_collectives()
         self.flow.abort(cause)
 
     def _restart(self):
@@ -261,7 +270,12 @@ class StepTrainer(Trainer):
         self.compute_time += env.now - t0
         self.compute_busy += self._busy() - busy0
         sync = 0.0
-        if self.track:
+        if self.track and flow.net is not None:  # the all-reduce as flows on the network
+            ring = flow.net.allreduce([sorted((r for r in st.participants[j] if r.live),
+                                              key=lambda r: r.index) for j in range(L)])
+            if ring is not None:
+                yield ring
+        elif self.track:
             lat, P, W = c.mean_latency, c.param_size, c.bandwidth
             for j in range(L):
                 n = sum(1 for r in st.participants[j] if r.live)

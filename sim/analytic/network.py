@@ -1,0 +1,183 @@
+"""Exact references for the flow-level network model (:mod:`sim.network`).
+
+Each is a closed form of max-min fair sharing in a situation simple enough to
+solve by hand; the tests run the simulation beside each.
+
+* :func:`equal_flows_finish`: ``k`` equal flows started together on one link.
+* :func:`dumbbell_rates`: flows with their own access links sharing one bottleneck.
+* :func:`parking_lot_rates`: one long flow across a chain of links, short flows on each.
+* :func:`ring_allreduce_time`: the ring all-reduce, and its slowdown when the
+  ranks of a node share its NIC.
+* :func:`star_exchange_time`: pairwise gossip exchanges with the hub of a star
+  whose NIC is the bottleneck.
+
+References
+----------
+.. [BG] D. Bertsekas and R. Gallager, *Data Networks*, 2nd ed., Prentice Hall
+   1992, section 6.5.2 (max-min fairness; the parking-lot example).
+.. [Ring] P. Patarasuk and X. Yuan, "Bandwidth optimal all-reduce algorithms
+   for clusters of workstations", J. Parallel Distrib. Comput. 69(2), 2009.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..errors import check, check_int, check_nonnegative, check_positive
+
+__all__ = [
+    "equal_flows_finish",
+    "dumbbell_rates",
+    "parking_lot_rates",
+    "ring_allreduce_time",
+    "star_exchange_time",
+]
+
+
+def equal_flows_finish(k: int, size: float, bandwidth: float, latency: float = 0.0) -> float:
+    """Finish time of ``k`` flows of ``size`` started together on one link.
+
+    Notes
+    -----
+    .. math:: T = \\ell + k S / B
+
+    Each flow waits the latency, then the ``k`` share ``B`` equally until they
+    all finish together.
+    """
+    k = check_int("k", k, low=1)
+    S = check_nonnegative("size", size)
+    B = check_positive("bandwidth", bandwidth, allow_inf=True)
+    lat = check_nonnegative("latency", latency)
+    return lat + (k * S / B if S else 0.0)
+
+
+def dumbbell_rates(access: Sequence[float], bottleneck: float) -> list[float]:
+    """Max-min rates of flows, each through its own access link, sharing one bottleneck.
+
+    Parameters
+    ----------
+    access : sequence of float
+        Capacity ``a_i`` of each flow's own access link (> 0, inf allowed).
+    bottleneck : float
+        Capacity ``C`` of the link they all cross.
+
+    Returns
+    -------
+    list of float
+
+    Notes
+    -----
+    .. math:: x_i = \\min(a_i, \\lambda), \\qquad \\sum_i \\min(a_i, \\lambda) = C
+
+    (all ``x_i = a_i`` when ``sum a_i <= C``): sorted ascending, the water level
+    is ``lambda = (C - sum_{i<m} a_(i)) / (n - m)`` for the first ``m`` at which
+    it does not exceed ``a_(m)`` [BG]_.
+    """
+    a = [check_positive("access", x, allow_inf=True) for x in access]
+    C = check_positive("bottleneck", bottleneck)
+    check(len(a) >= 1, "access", "at least one flow", access)
+    if sum(a) <= C:
+        return list(a)
+    order = sorted(a)
+    n = len(order)
+    used = 0.0
+    lam = C / n
+    for m in range(n):
+        lam = (C - used) / (n - m)
+        if lam <= order[m]:
+            break
+        used += order[m]
+    return [min(x, lam) for x in a]
+
+
+def parking_lot_rates(capacities: Sequence[float], short_flows: Sequence[int]) -> tuple[float,
+                                                                                         list[float]]:
+    """Max-min rates on a parking-lot chain: one long flow, ``n_j`` short flows on link ``j``.
+
+    Parameters
+    ----------
+    capacities : sequence of float
+        ``C_j`` of the links of the chain.
+    short_flows : sequence of int
+        ``n_j >= 0``: flows that cross link ``j`` only.
+
+    Returns
+    -------
+    (long, short)
+        The long flow's rate and the rate of a short flow on each link (NaN where
+        ``n_j = 0``).
+
+    Notes
+    -----
+    .. math:: x_{long} = \\min_j \\frac{C_j}{n_j + 1}, \\qquad
+              x_j = \\frac{C_j - x_{long}}{n_j}
+
+    The link with the least ``C_j / (n_j + 1)`` fills first and fixes the long
+    flow; every other link's short flows then share what it leaves [BG]_.
+    """
+    C = [check_positive("capacities", x) for x in capacities]
+    n = [check_int("short_flows", x, low=0) for x in short_flows]
+    check(len(C) == len(n) and len(C) >= 1, "short_flows", f"{len(C)} counts (one per link)",
+          short_flows)
+    long = min(c / (k + 1) for c, k in zip(C, n, strict=True))
+    return long, [(c - long) / k if k else math.nan for c, k in zip(C, n, strict=True)]
+
+
+def ring_allreduce_time(participants: int, size: float, bandwidth: float, latency: float,
+                        *, ranks_per_nic: int = 1, buckets: int = 1) -> float:
+    """Time of a ring all-reduce when each participant's NIC is the only limit.
+
+    Parameters
+    ----------
+    participants : int
+        ``k`` nodes in the ring.
+    size : float
+        ``S``: bytes each rank reduces.
+    bandwidth : float
+        ``B``: each node's NIC, per direction.
+    latency : float
+        ``l``: route latency between ring neighbours.
+    ranks_per_nic : int
+        ``t`` ranks of a node running their rings at once through its NIC.
+    buckets : int
+        ``n_b`` buckets reduced one after the other (each pays its latencies).
+
+    Notes
+    -----
+    .. math:: T = 2 (k - 1) \\left(n_b \\ell + \\frac{t S}{k B}\\right)
+
+    ``2 (k-1)`` steps move a chunk of ``S / k`` per rank; the ``t`` ranks of a
+    node share its NIC, so the bandwidth term is ``t`` times that of ranks
+    with a NIC each (``t = 1``: the familiar ``2 (k-1)/k S/B``) [Ring]_.
+    """
+    k = check_int("participants", participants, low=1)
+    S = check_nonnegative("size", size)
+    B = check_positive("bandwidth", bandwidth, allow_inf=True)
+    lat = check_nonnegative("latency", latency)
+    t = check_int("ranks_per_nic", ranks_per_nic, low=1)
+    nb = check_int("buckets", buckets, low=1)
+    if k == 1 or S == 0:
+        return 0.0
+    return 2.0 * (k - 1) * (nb * lat + t * S / (k * B))
+
+
+def star_exchange_time(exchanges: int, size: float, hub_nic: float, latency: float) -> float:
+    """Time of ``m`` pairwise exchanges with the hub of a star, started together.
+
+    Each exchange is a flow each way of ``size`` between the hub and a leaf;
+    the hub's NIC (``hub_nic`` per direction) is the only bottleneck.
+
+    Notes
+    -----
+    .. math:: T = \\ell + m S / B_{hub}
+
+    The ``m`` flows out of the hub share its egress and the ``m`` flows into it
+    its ingress, each at ``B_hub / m``. The hub therefore completes at most
+    ``B_hub / S`` exchanges per time unit, however many leaves gossip with it.
+    """
+    m = check_int("exchanges", exchanges, low=1)
+    S = check_nonnegative("size", size)
+    B = check_positive("hub_nic", hub_nic, allow_inf=True)
+    lat = check_nonnegative("latency", latency)
+    return lat + (m * S / B if S else 0.0)

@@ -1,0 +1,88 @@
+"""``dtsim network``: finish times of a set of flows on a topology (the flow-level model)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import ConfigError, check, check_choice
+from ._common import emit_json, print_table
+
+NAME = "network"
+HELP = "finish times of flows (src,dst,size,start) on a topology, max-min fair sharing"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``dtsim network``."""
+    p.add_argument("--topology", required=True, metavar="SPEC|FILE",
+                   help="a topology spec or graph file whose edges carry bandwidth and latency "
+                        "(tree:racks=4,hosts=8, datacenter:..., my.graphml)")
+    p.add_argument("--flows", required=True, metavar="FLOWS.csv",
+                   help="CSV with the header src,dst,size,start (node names as in the graph)")
+    p.add_argument("--nodes", type=int, default=None, metavar="N",
+                   help="total nodes when the spec does not set the size")
+    p.add_argument("--seed", type=int, default=None, help="seed for random families")
+    p.add_argument("--nic", type=float, default=None, metavar="BW",
+                   help="NIC capacity (egress and ingress each) of every host without one")
+    p.add_argument("--weighting", default="maxmin", metavar="NAME",
+                   help="maxmin (plain max-min fairness, default) or rtt (SimGrid CM02: shares "
+                        "weighted by 1 / route latency)")
+    p.add_argument("--solver", default="incremental", metavar="NAME",
+                   help="incremental (re-solve the flows a change touches, default) or full "
+                        "(re-solve every flow at every event: the cross-check)")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object: finish (in the file's order), links (utilisation)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read, validate, simulate, print."""
+    from ..network import build_network, read_flows, simulate_flows
+    from ..network.flows import WEIGHTINGS
+
+    check_choice("weighting", args.weighting, WEIGHTINGS)
+    check_choice("solver", args.solver, ("incremental", "full"))
+    if args.nic is not None:
+        check(args.nic > 0, "nic", "> 0", args.nic)
+    flows = read_flows(args.flows)
+    net = build_network(args.topology, nodes=args.nodes, seed=args.seed, nic=args.nic)
+    for k, fl in enumerate(flows, start=2):
+        where = f"{args.flows}:{k}"
+        try:
+            src = net.node_index(fl.src, "src")
+            dst = net.node_index(fl.dst, "dst")
+        except ConfigError as exc:
+            raise ConfigError("flows", f"rows whose {exc.name} is {exc.rule}",
+                              f"{where} ({exc.value})") from None
+        check(src != dst, "flows", "rows whose dst differs from src", f"{where} ({fl.src})")
+        try:
+            rt = net.route(src, dst)
+        except ConfigError:
+            raise ConfigError("flows", "rows whose dst is reachable from src",
+                              f"{where} ({fl.src} -> {fl.dst})") from None
+        if fl.size > 0 and not rt.resources:
+            raise ConfigError("topology", "a graph with a finite bandwidth (or NIC) on the route "
+                              f"of every flow ({where}: {fl.src} -> {fl.dst} crosses none; "
+                              "give edge bandwidths or --nic)", args.topology)
+    res = simulate_flows(net, flows, weighting=args.weighting,
+                         incremental=args.solver == "incremental")
+    finish = [float(x) for x in res.finish]
+    start = min(fl.start for fl in flows)
+    makespan = max(finish) - start
+    if args.json:
+        emit_json({"topology": args.topology, "flows": len(flows), "weighting": args.weighting,
+                   "solver": args.solver, "finish": finish, "makespan": makespan,
+                   "links": res.links})
+        return 0
+    rows: list[list[Any]] = [
+        [k, fl.src, fl.dst, fl.size, fl.start, t, t - fl.start]
+        for k, (fl, t) in enumerate(zip(flows, finish, strict=True))]
+    print(f"{len(flows)} flows on {args.topology} ({args.weighting} sharing), "
+          f"makespan {makespan:.6g}")
+    print_table(rows, ["flow", "src", "dst", "size", "start", "finish", "duration"])
+    used = [x for x in res.links if x["bytes"] > 0]
+    if used:
+        print()
+        print(f"links that carried data ({len(used)} of {len(res.links)} finite):")
+        print_table([[x["link"], x["capacity"], x["bytes"], x["utilisation"]] for x in used],
+                    ["link", "capacity", "bytes", "utilisation"])
+    return 0

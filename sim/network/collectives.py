@@ -1,0 +1,160 @@
+"""Collective operations as flows on the network: the ring all-reduce.
+
+:func:`ring_allreduce` runs the ring all-reduce of NCCL and Horovod (a
+reduce-scatter, then an all-gather, each ``k - 1`` steps) as flows on a
+:class:`~sim.network.service.NetworkService`:
+
+* ``k`` participants in the ring order given; participant ``i`` sends to
+  ``i + 1`` (mod ``k``) at every step a chunk of ``bucket / k``;
+* each participant runs ``ranks`` rings at once (the tensor-parallel ranks of
+  one node, each reducing its own shard of ``size``, all sending through the
+  node's NIC), so a step of one participant is ``ranks`` concurrent flows;
+* the gradients are reduced in buckets of at most ``bucket_size`` (per rank;
+  DeepSpeed's ``reduce_bucket_size``, PyTorch DDP's ``bucket_cap_mb``), one
+  after the other: each bucket is its own ring, with its own ``2 (k - 1)``
+  steps of flows;
+* a participant starts its step ``s`` send when its step ``s - 1`` send and
+  its step ``s - 1`` receive are both done (the chunk it forwards is the one
+  it just received and reduced), and its next bucket when it has finished the
+  current one; nothing waits for a global barrier.
+
+With ``k`` equal participants, route latency ``l`` and NIC bandwidth ``B`` as
+the only limit, every step takes ``l + ranks * c / B`` for a chunk ``c`` per
+rank, so the whole takes ``2 (k - 1) (n_b l + ranks * S / (k B))`` for ``S``
+bytes per rank in ``n_b`` buckets (:func:`sim.analytic.network.ring_allreduce_time`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import simpy
+
+from ..errors import check, check_int, check_nonnegative, check_positive
+
+__all__ = ["ring_allreduce", "bucket_sizes"]
+
+
+def bucket_sizes(size: float, bucket_size: float) -> list[float]:
+    """``size`` cut into buckets of ``bucket_size`` (the last one the remainder; inf: one bucket)."""
+    size = check_nonnegative("param_size", size)
+    b = check_positive("bucket_size", bucket_size, allow_inf=True)
+    if size == 0:
+        return []
+    if b >= size:
+        return [size]
+    n = math.ceil(size / b)
+    out = [b] * (n - 1)
+    out.append(size - b * (n - 1))
+    if out[-1] <= 0:  # rounding made the last bucket empty
+        out.pop()
+    return out
+
+
+class _Ring:
+    """The state of one all-reduce: ``ranks`` rings over ``k`` participants, bucket by bucket."""
+
+    def __init__(self, service: Any, nodes: Sequence[Any], buckets: list[float], ranks: int,
+                 done: simpy.Event) -> None:
+        self.service = service
+        self.nodes = list(nodes)
+        self.k = len(self.nodes)
+        self.buckets = buckets
+        self.ranks = ranks
+        self.steps = 2 * (self.k - 1)
+        self.done = done
+        # per (rank ring r, participant i): bucket index, step, send done, receive done
+        n = ranks * self.k
+        self.bucket = [0] * n
+        self.step = [0] * n
+        self.sent = [False] * n
+        self.recv = [0] * n  # chunks received and not yet forwarded (the sender may run ahead)
+        self.finished = 0
+        self.total = n
+        self.flows: list[simpy.Event] = []
+
+    def start(self) -> None:
+        for r in range(self.ranks):
+            for i in range(self.k):
+                self._send(r, i)
+
+    def _send(self, r: int, i: int) -> None:
+        q = r * self.k + i
+        b = self.bucket[q]
+        chunk = self.buckets[b] / self.k
+        ev = self.service.transfer(self.nodes[i], self.nodes[(i + 1) % self.k], chunk)
+        step = self.step[q]
+        ev.callbacks.append(lambda _e: self._arrived(r, i, b, step))
+        self.flows.append(ev)
+
+    def _arrived(self, r: int, i: int, b: int, step: int) -> None:
+        """The step ``step`` chunk of bucket ``b`` from ``i`` reached ``i + 1``."""
+        k = self.k
+        j = (i + 1) % k
+        qi, qj = r * k + i, r * k + j
+        self.sent[qi] = True
+        self.recv[qj] += 1
+        self._advance(r, i)
+        self._advance(r, j)
+
+    def _advance(self, r: int, i: int) -> None:
+        q = r * self.k + i
+        if not (self.sent[q] and self.recv[q] > 0):
+            return
+        self.sent[q] = False
+        self.recv[q] -= 1
+        self.step[q] += 1
+        if self.step[q] == self.steps:
+            self.step[q] = 0
+            self.bucket[q] += 1
+            if self.bucket[q] == len(self.buckets):
+                self.finished += 1
+                if self.finished == self.total:
+                    self.done.succeed()
+                return
+        self._send(r, i)
+
+    def cancel(self) -> None:
+        for ev in self.flows:
+            if not ev.triggered:
+                self.service.cancel(ev)
+
+
+def ring_allreduce(service: Any, nodes: Sequence[Any], size: float, *, ranks: int = 1,
+                   bucket_size: float = math.inf) -> simpy.Event:
+    """Start a ring all-reduce on the network; the event fires when every participant is done.
+
+    Parameters
+    ----------
+    service : NetworkService
+    nodes : sequence
+        The participants' nodes, in ring order (``k >= 1``; with ``k = 1``
+        nothing moves and the event fires at once).
+    size : float
+        Bytes each rank reduces (its shard of the gradients).
+    ranks : int
+        Rings run at once by every participant (its tensor-parallel ranks).
+    bucket_size : float
+        Per-rank bucket (inf: the whole ``size`` in one bucket).
+
+    Returns
+    -------
+    simpy.Event
+        Its ``ring`` attribute holds the state (``cancel()`` withdraws every
+        flow still moving).
+    """
+    ranks = check_int("ranks", ranks, low=1)
+    nodes = list(nodes)
+    check(len(nodes) >= 1, "nodes", "at least one participant", nodes)
+    env = service.env
+    done = env.event()
+    buckets = bucket_sizes(size, bucket_size)
+    ring = _Ring(service, nodes, buckets, ranks, done)
+    done.ring = ring  # type: ignore[attr-defined]
+    if len(nodes) == 1 or not buckets:
+        done.succeed()
+        return done
+    ring.start()
+    return done
