@@ -68,7 +68,7 @@ from ..training import TrainingConfig
 from .values import GPUCatalogue, ModelProfile, Network, NodeKind, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
-           "in_flight", "ring_allreduce", "explain_rows"]
+           "in_flight", "ring_allreduce", "pair_link", "plan_network", "explain_rows"]
 
 #: DeepSpeed's gradient all-reduce bucket (``MEMORY_OPT_ALLREDUCE_SIZE``), in elements.
 BUCKET_ELEMENTS = 500_000_000
@@ -122,13 +122,14 @@ def in_flight(schedule: str, stages: int, stage: int, microbatches: int) -> int:
     return min(stages - stage, microbatches)
 
 
-def ring_allreduce(network: Network, nodes: list[NodeKind], flows: list[int], size: float) -> float:
+def ring_allreduce(network: Network, nodes: list[Any], flows: list[int], size: float) -> float:
     """A bucketed ring all-reduce of ``size`` bytes per GPU among ``nodes`` (``flows`` GPUs each).
 
-    Buckets of at most :data:`BUCKET_ELEMENTS` values of 4 bytes run one after
-    the other; each is ``2 (n - 1)`` steps in which every GPU sends
-    ``bucket / n`` bytes to the next node of the ring, the step taking the
-    slowest link's time.
+    ``nodes`` are ``(ReplicaSpec, (stage, index))`` in ring order. Buckets of
+    at most :data:`BUCKET_ELEMENTS` values of 4 bytes run one after the other;
+    each is ``2 (n - 1)`` steps in which every GPU sends ``bucket / n`` bytes
+    to the next node of the ring, the step taking the slowest link's time
+    (each pair's link: :func:`pair_link`).
     """
     n = len(nodes)
     if n <= 1 or size <= 0:
@@ -137,8 +138,8 @@ def ring_allreduce(network: Network, nodes: list[NodeKind], flows: list[int], si
     cap = BUCKET_ELEMENTS * 4.0
     while left > 0:
         b = min(left, cap)
-        step = max(network.transfer_time(nodes[k], nodes[(k + 1) % n], b / n, flows[k],
-                                         flows[(k + 1) % n]) for k in range(n))
+        step = max(_pair_time(network, nodes[k], nodes[(k + 1) % n], b / n, flows[k])
+                   for k in range(n))
         total += 2 * (n - 1) * step
         left -= b
     return total
@@ -181,9 +182,73 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     return tuple(out)
 
 
+def pair_link(network: Network, a: Any, b: Any) -> tuple[NodeKind, NodeKind, int, int]:
+    """The link between replicas ``a`` and ``b`` (each ``(ReplicaSpec, (stage, index))``), one
+    curve for both directions: the curve measured from the one earlier in the plan
+    (stage-major) to the other, for their TP degrees as flow counts."""
+    (ra, ia), (rb, ib) = sorted((a, b), key=lambda x: x[1])
+    network.link(ra.node, rb.node, ra.tp, rb.tp)  # refuse a missing curve in one line
+    return ra.node, rb.node, ra.tp, rb.tp
+
+
+def _pair_time(network: Network, a: Any, b: Any, size: float, flows: int) -> float:
+    """``flows`` flows of ``size`` bytes each over the pair's link (see :func:`pair_link`)."""
+    src, dst, ks, kd = pair_link(network, a, b)
+    if size <= 0:
+        return 0.0
+    x = network.link(src, dst, ks, kd)
+    bw = x.curve.at(size)
+    if not bw > 0:
+        raise ConfigError("network", "a bandwidth curve positive at every message size used",
+                          f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone}: {bw / 1e9:.4g} GB/s "
+                          f"at {size:.6g} bytes")
+    return x.latency + flows * size / bw
+
+
+def plan_network(plan: Plan, network: Network, tied: bool) -> Any:
+    """The plan's hosts and links as a :class:`sim.network.NetworkValue`.
+
+    One host per replica (``s{j}r{i}``), one link per pair of replicas that
+    exchange data (neighbouring stages of a pipeline, neighbours in a stage's
+    all-reduce ring, the first and last stage with tied weights), carrying
+    the pair's measured curve (:func:`pair_link`) as a
+    :class:`sim.network.BandwidthCurve` (``polylog2`` in GB/s of
+    ``log2(bytes / 1e6)``, clamped to the fitted sizes), full duplex. Sharing
+    on a link is max-min fair, so the ``t`` flows of a TP group get
+    ``B_t(S) / t`` each, as :meth:`~sim.profiles.Network.transfer_time` says.
+    """
+    from ..network.curves import BandwidthCurve as NetCurve
+    from ..network.topology import LinkValue, NetworkValue
+
+    L, r = len(plan.stages), plan.dp[0]
+    rep = lambda j, i: (plan.stages[j].replicas[i], (j, i))  # noqa: E731
+    pairs: dict[tuple, tuple] = {}
+    for j in range(L):
+        for i in range(r):
+            if j + 1 < L:
+                pairs.setdefault(((j, i), (j + 1, i)), (rep(j, i), rep(j + 1, i)))
+            if r > 1:
+                a, b = sorted([(j, i), (j, (i + 1) % r)])
+                pairs.setdefault((a, b), (rep(*a), rep(*b)))
+            if tied and L > 1 and j == 0:
+                pairs.setdefault(((0, i), (L - 1, i)), (rep(0, i), rep(L - 1, i)))
+    links = []
+    for (a, b), (x, y) in sorted(pairs.items()):
+        src, dst, ks, kd = pair_link(network, x, y)
+        c = network.link(src, dst, ks, kd).curve
+        bw = c.bandwidth if c.bandwidth is not None else NetCurve.polylog2(
+            c.coefficients, size_unit=1e6, bandwidth_unit=1e9, min_size=c.min_bytes,
+            max_size=c.max_bytes)
+        links.append(LinkValue(f"s{a[0]}r{a[1]}", f"s{b[0]}r{b[1]}", bw,
+                               network.link(src, dst, ks, kd).latency))
+    if not links:  # one replica, one stage: nothing moves; a link to nowhere keeps the value valid
+        links.append(LinkValue("s0r0", "idle", float("inf")))
+    return NetworkValue(tuple(links))
+
+
 def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                schedule: str = "1f1b", p2p: str = "blocking", check_memory: bool = True,
-               **config: Any) -> PlanBuild:
+               network: bool = False, **config: Any) -> PlanBuild:
     """The :class:`TrainingConfig` of ``plan`` on ``profiles``, its memory and its pieces.
 
     Parameters
@@ -198,6 +263,11 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         or transfers overlapped with compute.
     check_memory : bool
         Refuse a plan that does not fit (one line naming the stage and GPU).
+    network : bool
+        Run the plan's transfers and all-reduces as flows of :mod:`sim.network`
+        over :func:`plan_network` (contention between them included), instead
+        of their closed-form times (which stay in the PlanBuild as the
+        reference).
     **config
         Any other :class:`TrainingConfig` field (steps, failures, prices, ...).
 
@@ -243,24 +313,27 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         for i in range(r):
             src, dst = a.replicas[i], b.replicas[i]
             size = mbs * mp.layer_sizes(src.tp)[a.layers[-1]].activation_bytes
-            act = net.transfer_time(src.node, dst.node, size / src.tp, src.tp, dst.tp)
-            grad = net.transfer_time(dst.node, src.node, size / dst.tp, dst.tp, src.tp)
+            pa, pb = (src, (j, i)), (dst, (j + 1, i))
+            act = _pair_time(net, pa, pb, size / src.tp, src.tp)
+            grad = _pair_time(net, pa, pb, size / dst.tp, dst.tp)
             row.append((act, grad))
         xfer.append(tuple(row))
     # gradient all-reduce per stage, tied embedding between the first and last stage
-    ar = []
-    for st in plan.stages:
+    ar, ar_sizes = [], []
+    for j, st in enumerate(plan.stages):
         tp = st.replicas[0].tp
         size = sum(mp.layer_sizes(tp)[x].params for x in st.layers) * mp.bytes_per_value
-        ar.append(ring_allreduce(net, [x.node for x in st.replicas], [x.tp for x in st.replicas],
-                                 size))
-    tied = 0.0
+        ar_sizes.append(size)
+        ar.append(ring_allreduce(net, [(x, (j, i)) for i, x in enumerate(st.replicas)],
+                                 [x.tp for x in st.replicas], size))
+    tied, tied_size = 0.0, 0.0
     if mp.tied_embeddings and L > 1:
+        last_tp = plan.stages[-1].replicas[0].tp
+        tied_size = mp.layer_sizes(last_tp)[mp.layers - 1].params * mp.bytes_per_value
         for i in range(r):
             first, last = plan.stages[0].replicas[i], plan.stages[-1].replicas[i]
-            size = mp.layer_sizes(last.tp)[mp.layers - 1].params * mp.bytes_per_value
-            tied = max(tied, ring_allreduce(net, [first.node, last.node], [first.tp, last.tp],
-                                            size))
+            tied = max(tied, ring_allreduce(net, [(first, (0, i)), (last, (L - 1, i))],
+                                            [first.tp, last.tp], tied_size))
     opt = tuple(max(t[2] for t in row) for row in times)
     memory = plan_memory(plan, mp, gpus, schedule)
     if check_memory:
@@ -278,9 +351,19 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         routing="round-robin", forward_time=tuple(row[0][0] for row in times),
         backward_times=tuple(row[0][1] for row in times),
         replica_times=tuple(tuple((f, b) for f, b, _ in row) for row in times),
-        transfer_times=tuple(xfer) if L > 1 else None, allreduce_times=tuple(ar),
-        optimizer_times=opt, tied_allreduce_time=tied, p2p=p2p,
-        samples_per_microbatch=float(mbs), price=prices, sync="allreduce")
+        optimizer_times=opt, p2p=p2p, samples_per_microbatch=float(mbs), price=prices,
+        sync="allreduce")
+    if network:
+        kw.update(network=plan_network(plan, net, mp.tied_embeddings),
+                  network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
+                  tensor_parallel=tuple(tuple(x.tp for x in st.replicas) for st in plan.stages),
+                  bucket_size=BUCKET_ELEMENTS * float(mp.bytes_per_value),
+                  transfer_sizes=tuple(mbs * mp.layer_sizes(plan.stages[j].replicas[0].tp)[
+                      plan.stages[j].layers[-1]].activation_bytes for j in range(L - 1)) or None,
+                  allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size)
+    else:
+        kw.update(transfer_times=tuple(xfer) if L > 1 else None, allreduce_times=tuple(ar),
+                  tied_allreduce_time=tied)
     for k in config:
         check(k not in ("stages", "replicas", "microbatches", "forward_time", "backward_times",
                         "replica_times", "transfer_times", "allreduce_times", "optimizer_times",

@@ -244,6 +244,15 @@ class TrainingConfig:
     tied_allreduce_time : float
         The all-reduce of weights tied between the first and last stage (an
         embedding shared with the output head), before the gradient all-reduce.
+    transfer_sizes, allreduce_sizes, tied_allreduce_size
+        With a network, what a plan moves through it instead of the times
+        above: per hop, the bytes of one micro-batch's activation (and of its
+        gradient back), sent as ``t`` flows of ``1/t`` by the sender's
+        ``tensor_parallel`` ranks; per stage, the bytes of gradients each GPU
+        all-reduces among the stage's replicas (``t`` rings, buckets of
+        ``bucket_size``); and the tied weights' bytes per GPU, all-reduced
+        between the first and last stage of each pipeline first. Such a plan
+        runs on the framework engine.
     availability, mean_downtime, domain_outage, domain_downtime,
     failure_distribution, failure_shape, placement, failure_trace
         The failure model of :mod:`sim.failures` (as in Study A's pipeline);
@@ -340,6 +349,9 @@ class TrainingConfig:
     allreduce_times: tuple[float, ...] | None = None
     optimizer_times: tuple[float, ...] | None = None
     tied_allreduce_time: float = 0.0
+    transfer_sizes: tuple[float, ...] | None = None
+    allreduce_sizes: tuple[float, ...] | None = None
+    tied_allreduce_size: float = 0.0
     availability: float = 1.0
     mean_downtime: float = 1.0
     domain_outage: float = 0.0
@@ -491,7 +503,8 @@ class TrainingConfig:
                   "unset when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.restart_cost)
         if self.framework and self.failures:
-            what = "interleaved" if self.schedule == "interleaved" else "p2p blocking"
+            what = ("interleaved" if self.schedule == "interleaved" else "p2p blocking"
+                    if self.p2p == "blocking" else "a plan over a network")
             check(self.restart_cost is not None, "restart_cost",
                   f"given with failures under {what} (a framework run restarts from its last "
                   "checkpoint)", self.restart_cost)
@@ -510,8 +523,9 @@ class TrainingConfig:
         v = check_int("virtual_stages", self.virtual_stages, low=1)
         inter = self.schedule == "interleaved"
         check(inter or v == 1, "virtual_stages", "1 unless schedule is interleaved", v)
-        framework = (self.p2p == "blocking" and self.network is None) or inter
-        if framework and self.network is not None:
+        framework = ((self.p2p == "blocking" and self.network is None) or inter
+                     or self.allreduce_sizes is not None)
+        if inter and self.network is not None:
             check(False, "network", "unset with the interleaved schedule (its device programs "
                   "run on the framework engine, without a network for now)", "given")
         if self.p2p == "blocking" and self.network is None:
@@ -520,7 +534,8 @@ class TrainingConfig:
                   "receive)", self.p2p)
         reps = self.replicas
         if framework:
-            what = "interleaved" if inter else "p2p blocking"
+            what = ("interleaved" if inter else "p2p blocking" if self.p2p == "blocking"
+                    else "a plan over a network")
             check(len(set(reps)) == 1, "replicas",  # type: ignore[arg-type]
                   f"the same at every stage with {what} (one device per stage per pipeline)", reps)
             r = reps[0]  # type: ignore[index]
@@ -570,14 +585,38 @@ class TrainingConfig:
             check(self.mean_latency == 0.0, "latency", "0 with allreduce_times (they give the "
                   "all-reduce; transfer_times give the hops)", self.latency)
         if self.optimizer_times is not None:
-            check(self.allreduce_times is not None, "optimizer_times",
-                  "given with allreduce_times", self.optimizer_times)
+            check(self.allreduce_times is not None or self.allreduce_sizes is not None,
+                  "optimizer_times", "given with allreduce_times or allreduce_sizes",
+                  self.optimizer_times)
             set_("optimizer_times", _per("optimizer_times", self.optimizer_times, L,
                                          check_nonnegative))
         check_nonnegative("tied_allreduce_time", self.tied_allreduce_time)
         if self.tied_allreduce_time:
             check(self.allreduce_times is not None, "tied_allreduce_time",
                   "0 without allreduce_times", self.tied_allreduce_time)
+        plan_net = self.allreduce_sizes is not None
+        if plan_net:
+            check(self.network is not None, "allreduce_sizes", "given only with a network",
+                  "given")
+            check(self.allreduce_times is None and self.transfer_times is None
+                  and self.tied_allreduce_time == 0.0, "allreduce_sizes",
+                  "given instead of allreduce_times, transfer_times and tied_allreduce_time",
+                  "both")
+            set_("allreduce_sizes", _per("allreduce_sizes", self.allreduce_sizes, L,
+                                         check_nonnegative))
+            check(self.param_size == 0.0 and self.optimizer_time == 0.0, "allreduce_sizes",
+                  "given with param_size and optimizer_time 0 (they replace them)", "given")
+            check(self.schedule in ("gpipe", "1f1b"), "schedule",
+                  "gpipe or 1f1b for a plan over a network", self.schedule)
+        if self.transfer_sizes is not None:
+            check(plan_net, "transfer_sizes", "given with allreduce_sizes (a plan over a network)",
+                  "given")
+            set_("transfer_sizes", _per("transfer_sizes", self.transfer_sizes, max(L - 1, 1),
+                                        check_nonnegative)[: max(L - 1, 0)])
+        check_nonnegative("tied_allreduce_size", self.tied_allreduce_size)
+        if self.tied_allreduce_size:
+            check(plan_net, "tied_allreduce_size", "0 without allreduce_sizes",
+                  self.tied_allreduce_size)
 
     def _check_network(self) -> None:
         """Validate the network fields (the network is built once, to check, and not kept)."""
@@ -632,7 +671,7 @@ class TrainingConfig:
         if self.checkpoint_node is not None:
             set_("checkpoint_node", net.nodes[net.node_index(self.checkpoint_node,
                                                              "checkpoint_node")])
-        if self.p2p == "blocking":
+        if self.p2p == "blocking" and not self.framework:
             check(not self.failures, "p2p",
                   "overlap when workers can fail or be preempted (blocking transfers are "
                   "modelled without failures)", self.p2p)
@@ -641,7 +680,8 @@ class TrainingConfig:
     @property
     def framework(self) -> bool:
         """Whether the framework engine (:mod:`sim.training.framework`) runs this config."""
-        return (self.p2p == "blocking" and self.network is None) or self.schedule == "interleaved"
+        return ((self.p2p == "blocking" and self.network is None)
+                or self.schedule == "interleaved" or self.allreduce_sizes is not None)
 
     @property
     def workers(self) -> int:

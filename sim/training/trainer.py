@@ -281,6 +281,8 @@ class StepTrainer(Trainer):
                 n = sum(1 for r in st.participants[j] if r.live)
                 if n > 1:
                     sync = max(sync, ring_allreduce_time(n, P, W, lat))
+        if getattr(flow, "service", None) is not None and c.allreduce_sizes is not None:
+            yield from flow.tail(L)  # a plan over a network: its collectives as flows
         tail = c.optimizer_time
         if c.allreduce_times is not None:  # a plan's per-stage all-reduce and optimizer step
             opt = c.optimizer_times or (0.0,) * L
