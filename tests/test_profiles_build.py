@@ -60,9 +60,9 @@ def test_transfers_and_allreduce_follow_the_curves(prof, runs):
     assert b.transfer_times[0][0][0] == pytest.approx(
         prof.network.transfer_time(a.node, a.node, size / 4, 4))
     params = sum(m.layer_sizes(4)[x].params for x in run.plan.stages[1].layers)
-    nodes = [r.node for r in run.plan.stages[1].replicas]
+    nodes = [(r, (1, i)) for i, r in enumerate(run.plan.stages[1].replicas)]
     n = len(nodes)
-    step = prof.network.transfer_time(nodes[0], nodes[0], params * 4 / n, 4)
+    step = prof.network.transfer_time(nodes[0][0].node, nodes[0][0].node, params * 4 / n, 4)
     assert b.allreduce_times[1] == pytest.approx(2 * (n - 1) * step)
     big = ring_allreduce(prof.network, nodes, [4] * n, 2.5 * BUCKET_ELEMENTS * 4)
     one = ring_allreduce(prof.network, nodes, [4] * n, BUCKET_ELEMENTS * 4)
@@ -143,3 +143,42 @@ def test_cli_plan_json_and_explain(tmp_path, capsys):
     assert main(cmd + ["--stages", "3"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
         "'stages' must be given only without --plan (the plan and the profiles set it): 3")
+
+
+@pytest.mark.parametrize("name,p2p", [("clariden-OPT-350-N4_D2", "blocking"),
+                                      ("clariden-OPT-350-N4_D2", "overlap"),
+                                      ("mit-N2_D2", "blocking"), ("mit-N2_D1", "blocking")])
+def test_plan_over_the_network_equals_its_closed_form(prof, runs, name, p2p):
+    """With every transfer and all-reduce as flows of sim.network, a plan whose transfers never
+    share a link takes exactly its closed-form step (the curves' B_t / t per flow)."""
+    run = runs[name]
+    closed = build_plan(run.plan, prof, p2p=p2p, steps=1)
+    net = build_plan(run.plan, prof, p2p=p2p, steps=1, network=True)
+    assert net.config.network is not None and net.config.allreduce_sizes is not None
+    out = training_model(net.config, Streams(0).replication(0))
+    assert out["step_time_mean"] == pytest.approx(
+        predictions("training", closed.config)["step_time_mean"]["value"], abs=1e-9)
+
+
+def test_overlapped_transfers_contend_on_the_slow_link(prof, runs):
+    """Overlapped, several activations cross the 1 Gbit/s link at once and share it: the
+    network run is slower than the closed form, which gives each the whole link."""
+    run = runs["mit-N2_D1"]
+    closed = build_plan(run.plan, prof, p2p="overlap", steps=1)
+    net = build_plan(run.plan, prof, p2p="overlap", steps=1, network=True)
+    exact = predictions("training", closed.config)["step_time_mean"]["value"]
+    out = training_model(net.config, Streams(0).replication(0))
+    assert out["step_time_mean"] > exact + 0.05
+
+
+def test_plan_over_the_network_restarts_after_failures(prof, runs):
+    """Preemptions lose the step, its flows are withdrawn, and the run restarts and finishes."""
+    run = runs["clariden-OPT-350-N4_D2"]
+    b = build_plan(run.plan, prof, steps=3, network=True, mtbf=5.0, replace_time=0.5,
+                   restart_cost=0.2, checkpoint_every=1, checkpoint_cost=0.1)
+    out = training_model(b.config, Streams(0).replication(0))
+    assert out["finished"] == 1.0 and out["restarts"] >= 1
+    closed = build_plan(run.plan, prof, steps=3, mtbf=5.0, replace_time=0.5, restart_cost=0.2,
+                        checkpoint_every=1, checkpoint_cost=0.1)
+    assert training_model(closed.config, Streams(0).replication(0))["training_time"] == \
+        pytest.approx(out["training_time"], abs=1e-9)  # nothing contends: the same run

@@ -6,7 +6,8 @@
 
 For each run of ``sim/profiles/data/runs`` (or ``DIR/runs``): the measured
 iteration time and peak memory, dtsim's (``dtsim train --plan`` on the run's
-plan, the DES, one failure-free replication: deterministic), the error, and
+plan: the DES with every transfer and all-reduce as flows of ``sim.network``,
+one failure-free replication, deterministic), the error, and
 beside them the prediction of the Sailor artifact's own simulator computed
 from its published formulas (:func:`sailor_time`, :func:`sailor_memory`,
 written from the artifact's ``runtime_simulator.py`` and ``profile_utils.py``).
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.analytic.training import program_makespan
+from sim.engines import predictions
 from sim.profiles import DATA_DIR, MeasuredRun, load_profiles, read_runs
 from sim.profiles.build import build_plan
 from sim.rng import Streams
@@ -186,13 +188,16 @@ def rows(folder: Path | None = None) -> list[dict[str, Any]]:
                                "measured_time": run.iteration_time,
                                "measured_memory": run.peak_memory}
         for p2p in ("blocking", "overlap"):
-            b = build_plan(run.plan, prof, p2p=p2p, steps=1, check_memory=False)
+            b = build_plan(run.plan, prof, p2p=p2p, steps=1, check_memory=False, network=True)
             t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
             row[f"dtsim_time_{p2p}"] = t
             if p2p == "blocking":
+                closed = build_plan(run.plan, prof, p2p=p2p, steps=1, check_memory=False)
                 row["dtsim_time"] = t
+                row["closed_form_time"] = predictions(
+                    "training", closed.config)["step_time_mean"]["value"]
                 row["dtsim_memory"] = b.peak_memory
-                row.update({f"allreduce_{k}": v for k, v in allreduce_variants(b).items()})
+                row.update({f"allreduce_{k}": v for k, v in allreduce_variants(closed).items()})
         row["sailor_time"] = sailor_time(run, raw_p, raw_i, raw_b)
         row["sailor_memory"] = sailor_memory(run, raw_i)
         out.append(row)

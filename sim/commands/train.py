@@ -227,7 +227,7 @@ def check_options(args: argparse.Namespace) -> None:
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
                  "bandwidth", "latency", "sync", "optimizer_time", "samples_per_microbatch",
-                 "topology", "placement", "routing", "virtual_stages"):
+                 "topology", "placement", "routing", "virtual_stages", "network"):
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
     refuse_unless(args, "virtual_stages", args.schedule == "interleaved",
                   "with --schedule interleaved")
@@ -305,13 +305,27 @@ def build_from_args(args: argparse.Namespace) -> Any:
     kw = _plan_kw(args, failure_trace)
     price = kw.pop("price", None)
     build = build_plan(plan, profiles, model=name, schedule=args.schedule,
-                       p2p=args.p2p or "blocking", **kw)
+                       p2p=args.p2p or "blocking", network=True, **kw)
     if price is not None:
         from dataclasses import replace
 
         build = replace(build, config=replace(build.config,
                                               price=_prices(price, build.config.replicas)))
     return build
+
+
+def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
+    """The closed form of a plan run: the same plan with its transfers and all-reduces as
+    times (no contention), evaluated exactly (:func:`sim.engines.predictions`)."""
+    from dataclasses import replace
+
+    c = build.config
+    closed = replace(c, network=None, network_nodes=None, tensor_parallel=1, bucket_size=math.inf,
+                     transfer_sizes=None, allreduce_sizes=None, tied_allreduce_size=0.0,
+                     transfer_times=build.transfer_times or None,
+                     allreduce_times=build.allreduce_times,
+                     tied_allreduce_time=build.tied_allreduce_time)
+    return predictions("training", closed)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainingConfig:
@@ -483,6 +497,14 @@ def run(args: argparse.Namespace) -> int:
                    executor=args.executor, workers=args.workers, engine=args.engine)
     if build is not None:
         _plan_payload(build, out, args.explain)
+        pred = _plan_closed_form(args, build)
+        for key, metric in PREDICTED.items():
+            p = pred.get(metric)
+            if p is not None and p["value"] is not None:
+                out[key] = p["value"]
+                out["reference_note"][key] = (
+                    "plan closed form (transfers and all-reduces as their times, no contention: "
+                    f"exact when no two transfers share a link): {p['note']}")
     if args.json:
         emit_json(out)
         return 0
