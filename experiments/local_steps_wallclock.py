@@ -86,7 +86,10 @@ def config_of(p: dict[str, Any]) -> TrainingConfig:
     link = p["latency"] + p["size"] / p["bandwidth"]
     stub = p["adversary"] == "stubborn"
     robust = p["defence"] == "robust"
+    # every exchange on its own link (latency + size / bandwidth): this experiment's law
+    # (issue 21's contention, on by default, would share the pairs' links and NICs)
     common = dict(topology=f"complete:latency={p['latency']},bandwidth={p['bandwidth']}",
+                  contention=False,
                   nodes=p["nodes"], dim=p["dim"], size=p["size"], init_mean=p["init_mean"],
                   init_std=0.0, adversary="stubborn" if stub else "none",
                   adversary_value=p["b"] if stub else None)

@@ -46,11 +46,6 @@ l. ``gossip_training``: CPU cost per local step of async gossip training
 m. ``recording``: run time of a compiled ``edge`` run (and of a compiled
    ``async`` one) with the default record interval over the same run with
    records at the start and the horizon only.
-o. ``plans``: real plans simulated per second: each shipped run's plan
-   (:mod:`sim.profiles`) built from the profiles and simulated for one
-   failure-free iteration in the training DES (``dtsim train --plan``), and
-   the same plans' exact step time from the max-plus evaluation of their
-   device programs (what a planner ranks candidates with).
 n. ``peersim``: PeerSim 1.0.5, built and timed by ``benchmarks/peersim.sh``
    from a source tree given with ``--peersim DIR`` (java and javac needed),
    side by side with dtsim's compiled ``edge`` engine (cycle-driven averaging,
@@ -58,6 +53,11 @@ n. ``peersim``: PeerSim 1.0.5, built and timed by ``benchmarks/peersim.sh``
    with delay (event-driven averaging, ``n = 1e4``): exchanges per second of
    each and their ratios dtsim / PeerSim. Without ``--peersim`` the part says
    it was skipped; its targets are then not measured.
+p. ``plans``: real plans simulated per second: each shipped run's plan
+   (:mod:`sim.profiles`) built from the profiles and simulated for one
+   failure-free iteration in the training DES (``dtsim train --plan``), and
+   the same plans' exact step time from the max-plus evaluation of their
+   device programs (what a planner ranks candidates with).
 
 Every rate is the best of a few repeats (the least disturbed by other load).
 :func:`run_bench` returns one flat dict; :data:`TARGETS` lists the targets of
@@ -118,7 +118,8 @@ __all__ = [
 ]
 
 PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
-         "machine", "highflip", "training", "gossip_training", "recording", "peersim", "plans")
+         "machine", "highflip", "training", "gossip_training", "recording", "peersim", "plans",
+         "network")
 MATCHING_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -1114,6 +1115,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
                       "async_horizon": 30, "repeats": 3},
         "peersim": {"repeats": 2, "edge_steps": 5_000_000, "async_horizon": 100},
         "plans": {"repeats": 1},
+        "network": {"flows": 10_000, "repeats": 1, "steps": 8, "horizon": 20.0},
     },
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
@@ -1134,6 +1136,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
                       "async_horizon": 100, "repeats": 5},
         "peersim": {"repeats": 3, "edge_steps": 20_000_000, "async_horizon": 200},
         "plans": {"repeats": 3},
+        "network": {"flows": 10_000, "repeats": 3, "steps": 20, "horizon": 40.0},
     },
 }
 
@@ -1144,7 +1147,16 @@ _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
     "highflip": bench_highflip, "training": bench_training,
     "gossip_training": bench_gossip_training, "recording": bench_recording,
     "peersim": bench_peersim, "plans": bench_plans,
+    "network": lambda **kw: _network_part(**kw),
 }
+
+
+def _network_part(**kw: Any) -> dict[str, Any]:
+    """The flow-level network: flows/s beside SimGrid, and the cost of contention
+    (:func:`sim.network.bench.bench_network`)."""
+    from .network.bench import bench_network
+
+    return bench_network(**kw)
 
 #: Figures divided by the yardstick (``<figure>_per_timeout``).
 _RATIOS = ("pipeline_crossings_per_s", "async_exchanges_per_s", "async_bare_wakes_per_s",
@@ -1220,6 +1232,9 @@ TARGETS: tuple[Target, ...] = (
            "compiled async vs PeerSim event-driven averaging, n=1e4, delay 0.1: ahead"),
     Target("compiled_training_passes_per_s", ">=", 1e6,
            "contended training pipeline, compiled engine: >= 1e6 passes/s"),
+    Target("network_vs_simgrid", ">=", 0.5,
+           "flow-level network, 1e4 staggered flows on a 1000-host two-level tree: >= 0.5 of "
+           "SimGrid's flows/s on the same flows (issue 21)"),
 )
 
 

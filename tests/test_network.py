@@ -374,11 +374,11 @@ def test_matches_an_independent_event_simulation_on_random_trees_with_mixed_late
 
 
 def test_remaining_sizes_do_not_drift_over_many_flows():
-    """10^3 staggered flows on one link: each finishes at its exact processor-sharing time."""
+    """400 staggered flows on one link: each finishes at its exact processor-sharing time."""
     rng = np.random.default_rng(5)
-    n = 1000
+    n = 400
     sizes = rng.uniform(1, 10, n)
-    starts = np.sort(rng.uniform(0, 1500, n))  # load 0.52: about one flow at a time
+    starts = np.sort(rng.uniform(0, 600, n))  # load 0.52: about one flow at a time
     net = NetworkValue((LinkValue("a", "b", bandwidth=7.0),))
     got = simulate_flows(net, [("a", "b", s, t) for s, t in zip(sizes, starts, strict=True)]).finish
     # processor sharing on one server, by exact event stepping in fractions-free form
@@ -481,3 +481,48 @@ def test_network_value_round_trip_and_tree_family():
     assert close(rt.latency, 2.2) and len(rt.resources) == 6  # egress, 4 links, ingress
     flows = [(0, 4, 10.0, 0.0), (1, 5, 10.0, 0.0)]
     assert np.allclose(simulate_flows(net, flows).finish, simulate_flows(again, flows).finish)
+
+
+def test_tree_routes_by_common_ancestor_equal_dijkstra():
+    """On a tree the route by lowest common ancestor is Dijkstra's (nodes, resources, latency)."""
+    rng = np.random.default_rng(8)
+    T = nx.random_labeled_tree(25, seed=8)
+    for u, v in T.edges:
+        T.edges[u, v].update(latency=float(rng.uniform(0, 1)), bandwidth=5.0)
+    fast, slow = Network(T), Network(T)
+    assert fast._parent is not None
+    slow._parent = None  # force Dijkstra
+    for a in range(25):
+        for b in range(25):
+            r1, r2 = fast.route(a, b), slow.route(a, b)
+            assert (r1.nodes, r1.resources, r1.latency) == (r2.nodes, r2.resources, r2.latency)
+
+
+def test_reverse_bandwidth_gives_each_direction_its_capacity():
+    """A split link with reverse_bandwidth: u->v at bandwidth, v->u at reverse (curves too)."""
+    v = NetworkValue((LinkValue("a", "b", bandwidth=10.0, reverse_bandwidth=2.0),))
+    assert simulate_flows(v, [("a", "b", 10.0, 0.0), ("b", "a", 10.0, 0.0)]).finish.tolist() \
+        == [1.0, 5.0]
+    assert build_network(v).value() == v
+    cur = BandwidthCurve.table([(1.0, 1.0), (100.0, 5.0)])
+    w = NetworkValue((LinkValue("a", "b", bandwidth=cur, reverse_bandwidth=3.0),))
+    assert simulate_flows(w, [("a", "b", 100.0, 0.0), ("b", "a", 9.0, 0.0)]).finish.tolist() \
+        == [20.0, 3.0]
+    with pytest.raises(ConfigError, match="'reverse_bandwidth' must be unset on a shared link"):
+        LinkValue("a", "b", sharing="shared", reverse_bandwidth=1.0)
+
+
+def test_direct_edge_shortcut_equals_dijkstra():
+    """A direct edge of at most twice the least latency is the route Dijkstra finds too."""
+    rng = np.random.default_rng(12)
+    G = nx.gnp_random_graph(14, 0.6, seed=12)
+    for u, v in G.edges:
+        G.edges[u, v].update(latency=float(rng.choice([0.5, 0.7, 1.0, 1.5])), bandwidth=5.0)
+    fast = Network(G)
+    slow = Network(G)
+    slow._min_latency = -1.0  # no shortcut
+    slow._parent = None
+    for a in range(14):
+        for b in range(14):
+            r1, r2 = fast.route(a, b), slow.route(a, b)
+            assert (r1.nodes, r1.resources, r1.latency) == (r2.nodes, r2.resources, r2.latency)

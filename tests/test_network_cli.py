@@ -91,7 +91,7 @@ def test_pipeline_queueing_over_a_network_cli(capsys):
             "--arrival", "fixed", "--rate", "1.5", "--routing", "round-robin",
             "--transfer-size", "2", "--network", "tree:racks=1,hosts=6,host_bandwidth=2",
             "--network-nodes", "0,0,1,1,2,2",
-            "--availability", "1", "--microbatches", "300", "--replications", "2", "--json"]
+            "--availability", "1", "--microbatches", "60", "--replications", "2", "--json"]
     assert main(base) == 0
     on = json.loads(capsys.readouterr().out)["latency_mean"]
     assert main([*base, "--contention", "off"]) == 0

@@ -44,3 +44,24 @@ def test_compiled_kernel_equals_the_engine(seed):
         want = simulate_flows(G, flows, weighting=weighting, engine="python").finish
         got = simulate_flows(G, flows, weighting=weighting, engine="compiled").finish
         assert np.allclose(got, want, rtol=1e-12, atol=0)
+
+
+def test_kernel_logic_with_curves_equals_the_engine():
+    """Curve links and NICs (coefficients 1 / c(s)) in the loop's logic, run uncompiled."""
+    import networkx as nx
+
+    from sim.network import BandwidthCurve
+
+    cur = BandwidthCurve.table([(1.0, 2.0), (100.0, 20.0)])
+    G = nx.Graph()
+    G.add_edge("a", "s", bandwidth_curve=cur, latency=0.1)
+    G.add_edge("b", "s", bandwidth=15.0, latency=0.2, sharing="shared")
+    G.add_edge("c", "s", latency=0.05)
+    G.nodes["c"]["nic"] = BandwidthCurve.polylog2((0.5, 3.0), size_unit=10.0)
+    rng = np.random.default_rng(4)
+    flows = [(str(rng.choice(["a", "b", "c"])), "s", float(rng.uniform(1, 90)),
+              float(rng.uniform(0, 5))) for _ in range(25)]
+    flows = [(s, d, z, t) if s != "a" else ("a", "c", z, t) for s, d, z, t in flows]
+    want = simulate_flows(G, flows, engine="python").finish
+    got = _kernel(G, flows, "maxmin", compiled=False)
+    assert np.allclose(got, want, rtol=1e-12, atol=0)

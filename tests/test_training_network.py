@@ -94,18 +94,21 @@ def test_no_finite_bandwidth_gives_the_same_numbers_with_contention_on_and_off()
     assert on == off
 
 
-def test_overlap_and_blocking_transfers():
-    """Blocking transfers hold both ends: never faster than overlapping ones."""
-    L, r = 3, 1
-    h = hosts(L)
-    base = dict(stages=L, replicas=r, microbatches=6, steps=2, schedule="1f1b",
-                activation_size=4.0, network=star(h, nic=4.0, lat=0.05),
-                network_nodes=grid(h, L, r))
+@pytest.mark.parametrize("m", [1, 2, 4, 7])
+def test_overlap_and_blocking_transfers_two_stage_gpipe(m):
+    """L = 2 GPipe, a transfer d < t_f: overlap (m+1)(tf+tb) + 2d; blocking (m+1)(tf+tb) + 2md.
+
+    Overlap: only the first forward and the last backward wait for a transfer.
+    Blocking: every microbatch holds both stages for d, each way.
+    """
+    h = hosts(2)
+    d = 1.0 / 2.0  # activation 1 over a NIC of 2
+    base = dict(stages=2, replicas=1, microbatches=m, steps=1, schedule="gpipe",
+                activation_size=1.0, network=star(h, nic=2.0), network_nodes=grid(h, 2, 1))
     over = training_model(TrainingConfig(**base), Streams(0))["step_time_mean"]
     block = training_model(TrainingConfig(**base, p2p="blocking"), Streams(0))["step_time_mean"]
-    none = training_model(TrainingConfig(**{**base, "activation_size": 0.0}),
-                          Streams(0))["step_time_mean"]
-    assert none < over < block
+    assert abs(over - ((m + 1) * 3.0 + 2 * d)) <= REL * over
+    assert abs(block - ((m + 1) * 3.0 + 2 * m * d)) <= REL * block
 
 
 def test_failures_with_a_network_download_weights_and_retry_cut_transfers():

@@ -959,6 +959,20 @@ def network_cases(fx: Fixtures) -> list[Case]:
     add("pipeline/network-without-queueing", P("--network", "tree"), refuse("network"))
     add("pipeline/network-queue-routing", P("--queueing", "--stages", "3", "--network",
                                             "tree:racks=1,hosts=6"), refuse("routing"))
+    G = lambda *a: dtsim("gossip", "--replications", "1", *a)  # noqa: E731
+    add("gossip/nic-with-edge", G("--protocol", "edge", "--nic", "2"), refuse("nic"))
+    add("gossip/nic-zero", G("--protocol", "async", "--rounds", "2", "--nic", "0"), refuse("nic"))
+    add("gossip/contention-nothing-shared", G("--protocol", "async", "--rounds", "2",
+                                              "--contention", "off"), refuse("contention"))
+    add("gossip/contention-unknown", G("--protocol", "async", "--rounds", "2", "--contention",
+                                       "maybe"), refuse("contention"))
+    add("gossip/nic-without-contention", G("--protocol", "async", "--rounds", "2", "--nic", "2",
+                                           "--contention", "off"), refuse("nic"))
+    add("gossip/weighting-without-contention", G(
+        "--topology", "ring:n=8,bandwidth=5", "--protocol", "async", "--rounds", "2",
+        "--contention", "off", "--network-weighting", "rtt"), refuse("network_weighting"))
+    add("gossip/nic-ok", G("--topology", "star:n=6", "--protocol", "neighbourhood",
+                           "--rounds", "3", "--nic", "2"), ok("disagreement"))
     return cases
 
 

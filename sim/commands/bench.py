@@ -115,7 +115,7 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
     add("    scale point wall time", "training_scale_seconds", "s")
     add("    scale point CPU time", "training_scale_cpu_seconds", "s")
     add("    scale point peak RSS", "training_scale_peak_mib", "MiB")
-    add("(o) real plans simulated (DES, one iteration)", "plans_simulated_per_s", "/s",
+    add("(p) real plans simulated (DES, one iteration)", "plans_simulated_per_s", "/s",
         "plans_simulated_per_timeout")
     add("    real plans evaluated exactly (max-plus)", "plans_exact_per_s", "/s")
     add("(l) async gossip training, per local step", "async_training_us_per_local_step", "us")
@@ -136,6 +136,20 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
     add("    PeerSim event-driven, delay 10% of a cycle", "peersim_event_delay_per_s", "/s")
     add("    dtsim compiled async, latency 0.1", "dtsim_async_delay_per_s", "/s")
     add("    dtsim / PeerSim, delay", "async_delay_vs_peersim", "x")
+    if "network_flows_per_s" in res:
+        n, h = res.get("network_flows", 0), res.get("network_hosts", 0)
+        add(f"(o) network, {n:g} flows on a {h:g}-host tree, dtsim "
+            f"({res.get('network_engine', '')})", "network_flows_per_s", "flows/s")
+        add("    SimGrid 3.32 CM02, same flows, same run", "simgrid_flows_per_s", "flows/s")
+        add("    dtsim / SimGrid", "network_vs_simgrid", "x")
+        add("    largest relative difference of finish times", "network_simgrid_max_rel_error", "")
+        add("    dtsim route lookups (not in the rate)", "network_route_seconds", "s")
+        add("    training DES passes, contention on", "training_contention_passes_per_s", "/s")
+        add("    training DES passes, contention off", "training_no_contention_passes_per_s", "/s")
+        add("    async gossip DES exchanges, contention on", "gossip_contention_exchanges_per_s",
+            "/s")
+        add("    async gossip DES exchanges, contention off",
+            "gossip_no_contention_exchanges_per_s", "/s")
     return rows
 
 

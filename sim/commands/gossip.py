@@ -82,6 +82,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="async: Poisson wake-up rate per node (default 1)")
     p.add_argument("--size", type=float, default=1.0, metavar="S",
                    help="message size; an exchange takes latency + size / bandwidth (default 1)")
+    p.add_argument("--nic", type=float, default=None, metavar="BW",
+                   help="NIC capacity (each way) of every node: concurrent exchanges at a node "
+                        "share it (async, matching, neighbourhood, allreduce)")
+    p.add_argument("--contention", default="on", metavar="on|off",
+                   help="on (default): exchanges are flows that share finite links and NICs "
+                        "(sim.network); off: each takes latency + size / bandwidth alone")
+    p.add_argument("--network-weighting", default="maxmin", metavar="NAME",
+                   help="with contention: maxmin (default) or rtt (SimGrid CM02's 1/latency)")
     p.add_argument("--availability", type=float, default=1.0, metavar="A",
                    help="async: fraction of time each node is online (default 1, no churn)")
     p.add_argument("--mean-downtime", type=float, default=1.0, metavar="T",
@@ -239,6 +247,10 @@ def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
         failure_trace=failure_trace_from_args(args),
         topology_seed=args.topology_seed,
         engine=args.engine,
+        contention=check_choice("contention", getattr(args, "contention", "on"),
+                                ("on", "off")) == "on",
+        nic=getattr(args, "nic", None),
+        network_weighting=getattr(args, "network_weighting", "maxmin"),
     )
 
 
@@ -275,8 +287,19 @@ def _size_matters(cfg: GossipConfig) -> bool:
 
     from ..gossip.network import build_network
 
+    if cfg.nic is not None:
+        return True
     a, b = build_network(cfg), build_network(dataclasses.replace(cfg, size=0.0))
     return a.complete_delay != b.complete_delay or not np.array_equal(a.delay, b.delay)
+
+
+def _contention_matters(cfg: GossipConfig) -> bool:
+    """True when exchanges would share something (a finite link or a NIC) with contention on."""
+    import dataclasses
+
+    from ..gossip.network import flow_network
+
+    return flow_network(dataclasses.replace(cfg, contention=True)) is not None
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -291,6 +314,8 @@ def check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "topology_seed", _seeded_topology(args.topology),
                   "with a random topology family (this one has no randomness)")
     refuse_unless(args, "workers", args.executor != "serial", "with --executor local or dask")
+    refuse_unless(args, "network_weighting", getattr(args, "contention", "on") == "on",
+                  "with --contention on")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -303,6 +328,9 @@ def run(args: argparse.Namespace) -> int:
     refuse_unless(args, "size", _size_matters(cfg),
                   "with links of finite bandwidth (an exchange takes latency + size / bandwidth; "
                   "this topology's bandwidth is infinite)")
+    refuse_unless(args, "contention", _contention_matters(cfg),
+                  "with a protocol whose exchanges overlap (not edge) on links of finite "
+                  "bandwidth or with --nic (nothing is shared otherwise)")
     records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
     report = summarize_runs(records, cfg)

@@ -78,8 +78,17 @@ class AsyncGossip(GossipSystem):
             self._exchange = self.scalar_kernel()
         delays = np.unique(net.nbr_delay) if not net.complete else [net.complete_delay]
         self._const_delay = float(delays[0]) if len(delays) == 1 else math.nan
+        # exchanges that share links and NICs: flows on the network, delivered as they arrive
+        from .network import flow_network
+
+        flows = flow_network(cfg)
+        self._service: Any = None
+        if flows is not None:
+            from ..network import NetworkService
+
+            self._service = NetworkService(env, flows, weighting=cfg.network_weighting)
         self._lazy = (scalar and path in ("auto", "merged") and self._workers is None
-                      and float(np.min(delays)) > 0)
+                      and float(np.min(delays)) > 0 and self._service is None)
         self._fifo = not math.isnan(self._const_delay)
         self._queue: Any = deque() if self._fifo else []
         self._seq = itertools.count()
@@ -122,7 +131,8 @@ class AsyncGossip(GossipSystem):
         direct, const_delay = self._direct_peers, self.net.complete_delay
         pick, refill = self._draws.pick, self._draws.refill
         sent, post = (self._sent_scalar, self._post_merged) if self._lazy else (
-            (self._sent_scalar if self._scalar else self._sent_vector), self._post_event)
+            (self._sent_scalar if self._scalar else self._sent_vector),
+            self._post_event if self._service is None else self._post_flows)
         advance = self._advance if self._updating else None
         s = 0.0 if self.is_adv[i] else self.cfg.noise
         now = env.now
@@ -207,6 +217,20 @@ class AsyncGossip(GossipSystem):
             self.env.timeout(delay, (i, j, vi, vj)).callbacks.append(self._deliver_event)
         else:
             self._deliver(i, j, vi, vj)
+
+    def _post_flows(self, now: float, i: int, j: int, vi: Any, vj: Any, delay: float) -> None:
+        """A flow each way on the network; the exchange is delivered when both have arrived."""
+        size = float(self.cfg.size)
+        svc = self._service
+        left = [2]
+
+        def arrived(_ev: Any) -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                self._deliver(i, j, vi, vj)
+
+        svc.transfer(i, j, size).callbacks.append(arrived)
+        svc.transfer(j, i, size).callbacks.append(arrived)
 
     def _deliver_event(self, event: Any) -> None:
         self._deliver(*event.value)

@@ -64,6 +64,11 @@ def compiled_obstacle(config: GossipConfig, adversary: Adversary | None, defence
         return f"runs the async protocol only, not {config.protocol}"
     if path != "auto":
         return f"path {path} is an implementation path of the SimPy engine"
+    from .network import flow_network
+
+    if flow_network(config) is not None:
+        return ("exchanges that share links or NICs (contention on a network with a finite "
+                "bandwidth) run on the DES")
     if adversary is not None and adversary.constant() is None:
         from .kernel import SENDER_KINDS
 

@@ -295,6 +295,16 @@ class GossipConfig:
     graph : networkx.Graph, GraphValue or None
         A ready graph to use instead of building ``topology``; a networkx graph
         is validated and kept as its :class:`GraphValue`.
+    contention : bool
+        Exchanges share the graph's links and the nodes' NICs (:mod:`sim.network`:
+        an exchange is a flow each way on the edge's route, max-min fair) when
+        some bandwidth is finite or ``nic`` is given (async, matching,
+        neighbourhood, allreduce); False (or nothing finite): each exchange
+        takes ``latency + size / bandwidth`` on its own.
+    nic : float or None
+        With ``contention``: NIC capacity (egress and ingress each) of every node.
+    network_weighting : {"maxmin", "rtt"}
+        The network's sharing rule (plain max-min, or SimGrid CM02's 1/RTT).
     """
 
     topology: str = "complete"
@@ -324,9 +334,22 @@ class GossipConfig:
     topology_seed: int | None = None
     engine: str = "auto"
     graph: GraphValue | None = field(default=None, repr=False)
+    contention: bool = True
+    nic: float | None = None
+    network_weighting: str = "maxmin"
 
     def __post_init__(self) -> None:
         check_choice("protocol", self.protocol, PROTOCOLS)
+        check(isinstance(self.contention, bool), "contention", "True or False", self.contention)
+        from ..network.flows import WEIGHTINGS
+
+        check_choice("network_weighting", self.network_weighting, WEIGHTINGS)
+        if self.nic is not None:
+            object.__setattr__(self, "nic", check_positive("nic", self.nic, allow_inf=True))
+            check(self.contention, "nic", "unset without contention (a NIC is shared only by "
+                  "flows that contend)", self.nic)
+            check(self.protocol != "edge", "nic", "unset with protocol edge (one exchange at a "
+                  "time: nothing shares a NIC)", self.nic)
         check_choice("engine", self.engine, ENGINES)
         if self.protocol != "matching":
             check(self.engine != "vector", "engine", f"des or auto for protocol {self.protocol}",

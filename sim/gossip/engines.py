@@ -81,6 +81,11 @@ class VectorEngine(_GossipEngine):
 
     def applies(self, config: GossipConfig) -> Applies:
         if config.protocol == "matching":
+            from .network import flow_network
+
+            if flow_network(config) is not None:
+                return Applies(False, "exchanges that share links or NICs (contention on a "
+                                      "network with a finite bandwidth) run on the DES")
             return Applies(True, "matching rounds are synchronous, so the vectorised engine "
                                  "computes the same rounds as the per-node DES (same matching, "
                                  "noise, adversaries, clipping and round time)")

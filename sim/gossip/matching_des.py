@@ -42,6 +42,14 @@ class MatchingDES(MatchingVector):
         self._done = env.event()
         self._matched = 0
         self._arrived = 0
+        from .network import flow_network
+
+        flows = flow_network(self.cfg)
+        self._service: Any = None
+        if flows is not None:  # each message a flow on the network (they may share links)
+            from ..network import NetworkService
+
+            self._service = NetworkService(env, flows, weighting=self.cfg.network_weighting)
         for i in range(n):
             env.process(self._node(i))
 
@@ -99,7 +107,12 @@ class MatchingDES(MatchingVector):
             sent = x[i].copy() if honest else self.sent(idx, np.array([j]), x[idx])[0]
             # the radius from the state after noise and before any update
             tau = defence.radius(self.view, idx) if honest and not plain else None
-            self._inbox[j] = env.timeout(self._pdelay[i], sent)
+            if self._service is None:
+                self._inbox[j] = env.timeout(self._pdelay[i], sent)
+            else:
+                msg = self._inbox[j] = env.event()
+                self._service.transfer(i, j, float(self.cfg.size)).callbacks.append(
+                    lambda _e, msg=msg, sent=sent: msg.succeed(sent))
             yield self._recv
             received = yield self._inbox[i]
             if honest and plain:

@@ -22,7 +22,8 @@ from .config import GraphValue, check_graph
 if TYPE_CHECKING:
     from .config import GossipConfig
 
-__all__ = ["Network", "build_network", "topology_graph", "value_graph", "random_maximal_matching"]
+__all__ = ["Network", "build_network", "topology_graph", "value_graph", "random_maximal_matching",
+           "flow_network"]
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,78 @@ def build_network(config: GossipConfig) -> Network:
     """
     return _build(config.topology, config.nodes, config.topology_seed, config.graph,
                   float(config.latency), float(config.bandwidth), float(config.size))
+
+
+@lru_cache(maxsize=8)
+def _flows(topology: str, nodes: int | None, seed: int | None, graph: GraphValue | None,
+           latency: float, bandwidth: float, nic: float | None) -> object | None:
+    from ..network import Network as FlowNetwork
+
+    if graph is None:
+        from .config import spec_family
+
+        family, params = spec_family(topology)
+        if family == "complete":
+            import topologies
+
+            from .config import network_size
+
+            n, _ = network_size(topology, nodes, seed)
+            g = topologies.complete(n, latency=float(params.get("latency", latency)),
+                                    bandwidth=float(params.get("bandwidth", bandwidth)))
+        else:
+            g = topology_graph(topology, nodes, seed)
+    else:
+        g = value_graph(graph)
+    # positions as node labels (the gossip engines' indices), the config's link defaults filled
+    G = nx.Graph()
+    pos = {node: i for i, node in enumerate(g.nodes())}
+    G.add_nodes_from(range(len(pos)))
+    for a, b, attrs in g.edges(data=True):
+        G.add_edge(pos[a], pos[b], latency=float(attrs.get("latency", latency)),
+                   bandwidth=float(attrs.get("bandwidth", bandwidth)),
+                   **{k: attrs[k] for k in ("sharing", "bandwidth_curve") if k in attrs})
+    for node, attrs in g.nodes(data=True):
+        for k in ("egress", "ingress", "nic", "nic_sharing"):
+            if k in attrs:
+                G.nodes[pos[node]][k] = attrs[k]
+    net = FlowNetwork(G, name=topology, nic=nic)
+    return net if net.finite else None
+
+
+def _anything_finite(config: GossipConfig) -> bool:
+    """Whether some link or NIC of the config's graph has a finite capacity (no build)."""
+    if config.nic is not None:
+        return True
+    default = float(config.bandwidth)
+    if config.graph is None:
+        from .config import spec_family
+
+        family, params = spec_family(config.topology)
+        if family == "complete":
+            return not math.isinf(float(params.get("bandwidth", default)))
+        g = topology_graph(config.topology, config.nodes, config.topology_seed)
+    else:
+        g = value_graph(config.graph)
+    if any(float(bw) < math.inf for _, _, bw in g.edges(data="bandwidth", default=default)):
+        return True
+    if any(c is not None for _, _, c in g.edges(data="bandwidth_curve")):
+        return True
+    return any(k in attrs for _, attrs in g.nodes(data=True) for k in ("nic", "egress", "ingress"))
+
+
+def flow_network(config: GossipConfig) -> object | None:
+    """The :class:`sim.network.Network` exchanges share, or None when they share nothing.
+
+    None without ``contention``, for the ``edge`` protocol (one exchange at a
+    time), and when no link bandwidth is finite and no NIC is given (then
+    every exchange takes ``latency + size / bandwidth`` as without contention).
+    """
+    if not config.contention or config.protocol == "edge" or not _anything_finite(config):
+        return None
+    return _flows(config.topology, config.nodes, config.topology_seed, config.graph,
+                  float(config.latency), float(config.bandwidth),
+                  None if config.nic is None else float(config.nic))
 
 
 def random_maximal_matching(u: np.ndarray, v: np.ndarray, n: int, *,

@@ -38,7 +38,32 @@ import numpy as np
 from ..adversaries import clip_rows
 from .state import GossipSystem
 
-__all__ = ["NeighbourhoodRounds"]
+__all__ = ["NeighbourhoodRounds", "round_flow_time"]
+
+
+def round_flow_time(flows: Any, config: Any, full: bool, edges: Any) -> float:
+    """How long one round's exchanges take when they share the network (all start together).
+
+    Every node sends ``size`` to each node it aggregates from: its neighbours
+    (a flow each way on every edge), or every other node (``allreduce``, and
+    ``neighbourhood`` on the complete graph), each flow on its route. The round
+    lasts until the last one arrives.
+    """
+    from ..network import simulate_flows
+
+    n = len(flows.nodes)
+    size = float(config.size)
+    if full:
+        pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+    else:
+        u, v = edges
+        pairs = [(int(a), int(b)) for a, b in zip(u.tolist(), v.tolist(), strict=True)]
+        pairs += [(b, a) for a, b in pairs]
+    if not pairs:
+        return 0.0
+    res = simulate_flows(flows, [(a, b, size, 0.0) for a, b in pairs],
+                         weighting=config.network_weighting)
+    return float(res.finish.max())
 
 
 class NeighbourhoodRounds(GossipSystem):
@@ -58,6 +83,12 @@ class NeighbourhoodRounds(GossipSystem):
             self.deg = np.diff(net.indptr)
             self.round_delay = float(net.delay.max()) if net.delay.size else 0.0
             self.edges = int(net.u.size)
+        from .network import flow_network
+
+        flows = flow_network(self.cfg)
+        if flows is not None:  # the round's exchanges share the network: as long as they take
+            self.round_delay = round_flow_time(flows, self.cfg, self.full,
+                                               None if self.full else (net.u, net.v))
         ask = getattr(self.defence, "neighbourhood_update", None)
         self._rule = ask
         # receivers grouped by degree (one array per degree, honest only)

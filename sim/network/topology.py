@@ -115,6 +115,9 @@ class LinkValue:
         Latency (>= 0).
     sharing : {"split", "shared"}
         Full duplex (each direction its own capacity) or one capacity for both.
+    reverse_bandwidth : float, BandwidthCurve or None
+        With ``split``: the capacity of the ``v -> u`` direction when it differs
+        from ``u -> v`` (measured pair curves are per ordered pair); None: the same.
     """
 
     u: Hashable
@@ -122,12 +125,19 @@ class LinkValue:
     bandwidth: Capacity = math.inf
     latency: float = 0.0
     sharing: str = DEFAULT_SHARING
+    reverse_bandwidth: Capacity | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bandwidth", _capacity("bandwidth", self.bandwidth))
         object.__setattr__(self, "latency", check_nonnegative("latency", self.latency))
         check(self.sharing in SHARINGS, "sharing", "one of " + ", ".join(SHARINGS), self.sharing)
         check(self.u != self.v, "links", "between two different nodes", (self.u, self.v))
+        if self.reverse_bandwidth is not None:
+            check(self.sharing == "split", "reverse_bandwidth",
+                  "unset on a shared link (one capacity for both directions)",
+                  self.reverse_bandwidth)
+            object.__setattr__(self, "reverse_bandwidth",
+                               _capacity("reverse_bandwidth", self.reverse_bandwidth))
 
 
 @dataclass(frozen=True)
@@ -181,6 +191,8 @@ def network_graph(value: NetworkValue) -> nx.Graph:
             attrs["bandwidth_curve"] = lk.bandwidth
         else:
             attrs["bandwidth"] = lk.bandwidth
+        if lk.reverse_bandwidth is not None:  # the capacity into each end, per direction
+            attrs["bandwidth_into"] = {lk.v: lk.bandwidth, lk.u: lk.reverse_bandwidth}
         G.add_edge(lk.u, lk.v, **attrs)
     return G
 
@@ -242,6 +254,23 @@ class Network:
             self._edge(u, v, data, label)
         for row in self.adj:
             row.sort(key=lambda t: t[0])
+        #: the least edge latency: a direct edge of at most twice it is the route (every
+        #: other path has two hops or more, so at least that latency, and more hops)
+        self._min_latency = min((w for w, _r in self.link_of.values()), default=0.0)
+        # a tree (one path between any two nodes): routes by the lowest common ancestor
+        self._parent: list[int] | None = None
+        self._depth: list[int] | None = None
+        if len(self.link_of) == 2 * (len(self.nodes) - 1):
+            parent, depth = [-1] * len(self.nodes), [0] * len(self.nodes)
+            order = [0]
+            seen = {0}
+            for u in order:
+                for v, _w, _r in self.adj[u]:
+                    if v not in seen:
+                        seen.add(v)
+                        parent[v], depth[v] = u, depth[u] + 1
+                        order.append(v)
+            self._parent, self._depth = parent, depth
         #: True when some resource is finite (else no transfer ever waits for another)
         self.finite = bool(self.capacity)
         self._trees: dict[int, dict[int, tuple[float, int, int]]] = {}
@@ -291,9 +320,13 @@ class Network:
             raise ConfigError("topology", f"a graph whose edge {exc.name} values are "
                               f"{exc.rule} (edge ({u!r}, {v!r}) has {exc.value!r})", label) from None
         i, j = self.index[u], self.index[v]
+        into = data.get("bandwidth_into")
         if lk.sharing == "shared":
             r = self._add_resource(lk.bandwidth, f"{u}-{v}")
             rf = rb = r
+        elif into is not None:  # a capacity per direction (the value form's reverse_bandwidth)
+            rf = self._add_resource(into[v], f"{u}->{v}")
+            rb = self._add_resource(into[u], f"{v}->{u}")
         else:
             rf = self._add_resource(lk.bandwidth, f"{u}->{v}")
             rb = self._add_resource(lk.bandwidth, f"{v}->{u}")
@@ -354,6 +387,25 @@ class Network:
         self._trees[s] = best
         return best
 
+    def _tree_path(self, i: int, j: int) -> tuple[int, ...]:
+        """The path from ``i`` to ``j`` in a tree (up to their lowest common ancestor, down)."""
+        parent, depth = self._parent, self._depth
+        up: list[int] = [i]
+        down: list[int] = [j]
+        a, b = i, j
+        while depth[a] > depth[b]:  # type: ignore[index]
+            a = parent[a]  # type: ignore[index]
+            up.append(a)
+        while depth[b] > depth[a]:  # type: ignore[index]
+            b = parent[b]  # type: ignore[index]
+            down.append(b)
+        while a != b:
+            a, b = parent[a], parent[b]  # type: ignore[index]
+            up.append(a)
+            down.append(b)
+        down.pop()  # the common ancestor is already the last of ``up``
+        return tuple(up + down[::-1])
+
     @staticmethod
     def _path(best: dict[int, tuple[float, int, int]], v: int) -> tuple[int, ...]:
         out = []
@@ -379,12 +431,22 @@ class Network:
         if i == j:
             r = Route(i, j, (i,), (), 0.0, 0)
         else:
-            found = self._tree(i).get(j)
-            if found is None:
-                raise ConfigError("dst", f"a node reachable from {self.nodes[i]!r}",
-                                  self.nodes[j])
-            lat, hops, _ = found
-            path = self._path(self._trees[i], j)
+            direct = self.link_of.get((i, j))
+            if direct is not None and direct[0] <= 2.0 * self._min_latency:
+                path, lat, hops = (i, j), 0.0 + direct[0], 1
+            elif self._parent is not None:  # the one path of a tree
+                path = self._tree_path(i, j)
+                lat = 0.0
+                for a, b in zip(path, path[1:], strict=False):
+                    lat += self.link_of[(a, b)][0]
+                hops = len(path) - 1
+            else:
+                found = self._tree(i).get(j)
+                if found is None:
+                    raise ConfigError("dst", f"a node reachable from {self.nodes[i]!r}",
+                                      self.nodes[j])
+                lat, hops, _ = found
+                path = self._path(self._trees[i], j)
             res: list[int] = []
             if self.egress[i] >= 0:
                 res.append(self.egress[i])
@@ -398,6 +460,13 @@ class Network:
             r = Route(i, j, path, tuple(res), lat, hops)
         self._routes[key] = r
         return r
+
+    def _cap(self, r: int) -> Capacity:
+        """The capacity of resource ``r`` as given (a number or a curve; inf for -1)."""
+        if r < 0:
+            return math.inf
+        c = self.curve[r]
+        return c if c is not None else self.capacity[r]
 
     def value(self) -> NetworkValue:
         """This network as a :class:`NetworkValue` (for a config)."""
@@ -420,10 +489,10 @@ class Network:
                 seen.add((i, j))
                 back = self.link_of[(j, i)][1]
                 shared = r >= 0 and r == back
-                cap = math.inf if r < 0 else (self.curve[r] if self.curve[r] is not None
-                                              else self.capacity[r])
+                cap = self._cap(r)
+                rev = None if shared or self._cap(back) == cap else self._cap(back)
                 links.append(LinkValue(self.nodes[i], self.nodes[j], cap, lat,
-                                       "shared" if shared else "split"))
+                                       "shared" if shared else "split", rev))
         return NetworkValue(tuple(links), tuple(nodes))
 
 
