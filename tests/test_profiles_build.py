@@ -71,6 +71,39 @@ def test_transfers_and_allreduce_follow_the_curves(prof, runs):
     assert b.tied_allreduce_time > 0 and b.config.tied_allreduce_time == b.tied_allreduce_time
 
 
+def test_each_direction_takes_its_own_curve(prof, runs):
+    """The artifact's curves are per ordered pair: the activation goes RTX-3090 -> Titan-RTX on
+    that curve, its gradient comes back on the Titan-RTX -> RTX-3090 one, and the network link
+    carries the second as its reverse bandwidth; a pair measured one way only is symmetric."""
+    from sim.profiles.build import pair_link, plan_network
+
+    a, z = (ReplicaSpec("RTX-3090", 1, 1, "us-central1-a"),
+            ReplicaSpec("Titan-RTX", 1, 1, "us-central1-a"))
+    plan = Plan(stages=(StageSpec(layers=tuple(range(12)), replicas=(a,)),
+                        StageSpec(layers=tuple(range(12, 26)), replicas=(z,))),
+                microbatch_size=2, global_batch_size=8, model="OPT-350")
+    b = build_plan(plan, prof, steps=1, check_memory=False)
+    size = 2 * prof.model("OPT-350").layer_sizes(1)[11].activation_bytes
+    there = prof.network.transfer_time(a.node, z.node, size, 1)
+    back = prof.network.transfer_time(z.node, a.node, size, 1)
+    assert there != pytest.approx(back, rel=1e-3)  # the two directions were measured apart
+    assert b.transfer_times[0][0] == pytest.approx((there, back))
+    (lk,) = plan_network(plan, prof.network, tied=False).links
+    assert (lk.u, lk.v) == ("s0r0", "s1r0") and lk.reverse_bandwidth is not None
+    assert lk.bandwidth(size) == pytest.approx(prof.network.link(a.node, z.node, 1).curve.at(size))
+    assert lk.reverse_bandwidth(size) == pytest.approx(
+        prof.network.link(z.node, a.node, 1).curve.at(size))
+    net = build_plan(plan, prof, steps=1, check_memory=False, network=True)  # the DES sees both
+    assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
+        pytest.approx(predictions("training", b.config)["step_time_mean"]["value"], abs=1e-9)
+    titan, rtx2080 = (ReplicaSpec("Titan-RTX", 2, 2, "us-central1-a"),
+                      ReplicaSpec("RTX-2080", 2, 2, "us-central1-a"))
+    with pytest.raises(ConfigError):
+        prof.network.link(rtx2080.node, titan.node, 2)
+    assert pair_link(prof.network, (rtx2080, (1, 0)), (titan, (0, 0))) is \
+        prof.network.link(titan.node, rtx2080.node, 2)
+
+
 def test_memory_terms(prof, runs):
     """Weights, gradients, Adam state, activations in flight, buffers and overhead per GPU."""
     run = runs["clariden-OPT-350-N16_D4"]

@@ -65,7 +65,7 @@ from typing import Any
 
 from ..errors import ConfigError, check, format_bytes
 from ..training import TrainingConfig
-from .values import GPUCatalogue, ModelProfile, Network, NodeKind, Plan, Profiles
+from .values import GPUCatalogue, ModelProfile, Network, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
            "in_flight", "ring_allreduce", "pair_link", "plan_network", "explain_rows"]
@@ -182,25 +182,36 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     return tuple(out)
 
 
-def pair_link(network: Network, a: Any, b: Any) -> tuple[NodeKind, NodeKind, int, int]:
-    """The link between replicas ``a`` and ``b`` (each ``(ReplicaSpec, (stage, index))``), one
-    curve for both directions: the curve measured from the one earlier in the plan
-    (stage-major) to the other, for their TP degrees as flow counts."""
-    (ra, ia), (rb, ib) = sorted((a, b), key=lambda x: x[1])
-    network.link(ra.node, rb.node, ra.tp, rb.tp)  # refuse a missing curve in one line
-    return ra.node, rb.node, ra.tp, rb.tp
+def pair_link(network: Network, a: Any, b: Any) -> Any:
+    """The link from replica ``a`` to replica ``b`` (each ``(ReplicaSpec, (stage, index))``).
+
+    The curve measured from ``a``'s node kind to ``b``'s with their TP
+    degrees as flow counts (the artifact's curves are per ordered pair: e.g.
+    Titan-RTX -> RTX-3090 and back differ). A pair measured in one direction
+    only is taken as symmetric (the other direction's curve); a pair measured
+    in neither is refused in one line naming ``network``.
+    """
+    (ra, _), (rb, _) = a, b
+    try:
+        return network.link(ra.node, rb.node, ra.tp, rb.tp)
+    except ConfigError:
+        try:
+            return network.link(rb.node, ra.node, rb.tp, ra.tp)
+        except ConfigError:
+            pass
+        raise
 
 
 def _pair_time(network: Network, a: Any, b: Any, size: float, flows: int) -> float:
-    """``flows`` flows of ``size`` bytes each over the pair's link (see :func:`pair_link`)."""
-    src, dst, ks, kd = pair_link(network, a, b)
+    """``flows`` flows of ``size`` bytes each from ``a`` to ``b`` (see :func:`pair_link`)."""
+    x = pair_link(network, a, b)
     if size <= 0:
         return 0.0
-    x = network.link(src, dst, ks, kd)
     bw = x.curve.at(size)
     if not bw > 0:
+        (ra, _), (rb, _) = a, b
         raise ConfigError("network", "a bandwidth curve positive at every message size used",
-                          f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone}: {bw / 1e9:.4g} GB/s "
+                          f"{ra.gpu}@{ra.zone} -> {rb.gpu}@{rb.zone}: {bw / 1e9:.4g} GB/s "
                           f"at {size:.6g} bytes")
     return x.latency + flows * size / bw
 
@@ -210,10 +221,12 @@ def plan_network(plan: Plan, network: Network, tied: bool) -> Any:
 
     One host per replica (``s{j}r{i}``), one link per pair of replicas that
     exchange data (neighbouring stages of a pipeline, neighbours in a stage's
-    all-reduce ring, the first and last stage with tied weights), carrying
-    the pair's measured curve (:func:`pair_link`) as a
+    all-reduce ring, the first and last stage with tied weights), full
+    duplex, each direction carrying the curve measured in that direction
+    (:func:`pair_link`; the ``v -> u`` one as ``reverse_bandwidth``) as a
     :class:`sim.network.BandwidthCurve` (``polylog2`` in GB/s of
-    ``log2(bytes / 1e6)``, clamped to the fitted sizes), full duplex. Sharing
+    ``log2(bytes / 1e6)``, clamped to the fitted sizes), and the larger of
+    the two directions' latencies (the shipped curves have none). Sharing
     on a link is max-min fair, so the ``t`` flows of a TP group get
     ``B_t(S) / t`` each, as :meth:`~sim.profiles.Network.transfer_time` says.
     """
@@ -232,15 +245,18 @@ def plan_network(plan: Plan, network: Network, tied: bool) -> Any:
                 pairs.setdefault((a, b), (rep(*a), rep(*b)))
             if tied and L > 1 and j == 0:
                 pairs.setdefault(((0, i), (L - 1, i)), (rep(0, i), rep(L - 1, i)))
-    links = []
-    for (a, b), (x, y) in sorted(pairs.items()):
-        src, dst, ks, kd = pair_link(network, x, y)
-        c = network.link(src, dst, ks, kd).curve
-        bw = c.bandwidth if c.bandwidth is not None else NetCurve.polylog2(
+    def capacity(c: Any) -> Any:
+        return c.bandwidth if c.bandwidth is not None else NetCurve.polylog2(
             c.coefficients, size_unit=1e6, bandwidth_unit=1e9, min_size=c.min_bytes,
             max_size=c.max_bytes)
-        links.append(LinkValue(f"s{a[0]}r{a[1]}", f"s{b[0]}r{b[1]}", bw,
-                               network.link(src, dst, ks, kd).latency))
+
+    links = []
+    for (a, b), (x, y) in sorted(pairs.items()):
+        fwd, back = pair_link(network, x, y), pair_link(network, y, x)
+        links.append(LinkValue(f"s{a[0]}r{a[1]}", f"s{b[0]}r{b[1]}", capacity(fwd.curve),
+                               max(fwd.latency, back.latency),
+                               reverse_bandwidth=None if back.curve == fwd.curve
+                               else capacity(back.curve)))
     if not links:  # one replica, one stage: nothing moves; a link to nowhere keeps the value valid
         links.append(LinkValue("s0r0", "idle", float("inf")))
     return NetworkValue(tuple(links))
@@ -315,7 +331,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             size = mbs * mp.layer_sizes(src.tp)[a.layers[-1]].activation_bytes
             pa, pb = (src, (j, i)), (dst, (j + 1, i))
             act = _pair_time(net, pa, pb, size / src.tp, src.tp)
-            grad = _pair_time(net, pa, pb, size / dst.tp, dst.tp)
+            grad = _pair_time(net, pb, pa, size / dst.tp, dst.tp)
             row.append((act, grad))
         xfer.append(tuple(row))
     # gradient all-reduce per stage, tied embedding between the first and last stage
