@@ -2085,3 +2085,10 @@ from . import learning as learning  # noqa: E402
 from .learning import *  # noqa: E402,F403
 
 __all__ += learning.__all__
+
+# ================================================ cutting a chain across devices (own module)
+
+from . import partition as partition  # noqa: E402
+from .partition import *  # noqa: E402,F403
+
+__all__ += partition.__all__

@@ -1,0 +1,518 @@
+"""The plan search: from a model profile and a fleet to the best training plans.
+
+A plan (:class:`sim.profiles.Plan`) fixes the pipeline depth ``p``, the
+layers of each stage, the data-parallel width ``dp`` (replicas per stage,
+the same for every stage, as Megatron-LM and DeepSpeed run), each
+replica's GPU type and TP degree, and the micro-batch size; the global
+batch size is the user's. The search enumerates, for every micro-batch size
+the profile measured that divides the global batch:
+
+* the set of GPU types (and zones) used and one TP degree per type (a
+  measured one that fits a node of that type);
+* ``dp`` and ``p`` (``gbs`` divisible by ``mbs * dp``; at most one layer per
+  stage);
+* a *layout* of the types on the ``p x dp`` grid of replicas:
+  ``"stage"``, every stage of one type, the types in contiguous runs along
+  the pipeline in every order (a heterogeneous pipeline, like the mixed
+  cluster's two-stage run); or ``"pipeline"``, every pipeline (data-parallel
+  replica of the whole model) of one type, several types side by side (like
+  its two-replica run);
+
+and cuts the layers by the exact greedy bottleneck partition
+(:func:`sim.analytic.partition.greedy_partition`) on the profile's
+per-layer forward-plus-backward times of each stage's GPU type at that
+micro-batch size and TP degree, under each stage's memory cap (the memory
+model's per-layer terms at that stage's position in the schedule). Every
+resulting plan is ranked by the closed form of its iteration time.
+
+Groups ``(mbs, TP degrees, dp, p)`` are visited in order of a lower bound
+on the iteration time, ``m max(W_min / p, max_i w_min,i)`` (``m`` micro-
+batches per pipeline, each through a bottleneck stage that holds at least
+``1/p`` of the cheapest type's work and at least the largest layer), which
+holds for any schedule in which a stage runs its ``m`` forward and backward
+passes one after another; the search stops when the bound passes the
+``top``-th best plan found (for samples per dollar, the bound times the
+cheapest price of the group's replicas).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..analytic.partition import greedy_partition_prefix, prefix_sums
+from ..errors import ConfigError, check, check_choice, check_int, check_positive, check_probability
+from ..profiles import Fleet, GPUCatalogue, ModelProfile, Plan, ReplicaSpec, StageSpec
+
+__all__ = [
+    "OBJECTIVES",
+    "LAYOUTS",
+    "PlanRequest",
+    "PlanModel",
+    "Candidate",
+    "SearchResult",
+    "search_plans",
+    "fleet_types",
+]
+
+#: time: least iteration time; throughput: most samples per second (the same order at a fixed
+#: global batch size); cost: most samples per dollar.
+OBJECTIVES = ("time", "throughput", "cost")
+LAYOUTS = ("stage", "pipeline")
+
+
+class PlanModel(Protocol):
+    """What the search asks of the iteration-time and memory models (one of each in dtsim)."""
+
+    def predict(self, plan: Plan) -> Any:
+        """The closed form of ``plan``: an object with ``iteration_time`` (s) and
+        ``peak_memory`` (bytes, the largest over GPUs); ConfigError if it does not fit."""
+
+    def memory_terms(self, gpu: str, tp: int, microbatch_size: int, stage: int, stages: int,
+                     microbatches: int) -> tuple[float, tuple[float, ...]]:
+        """A stage's memory on one GPU as ``fixed + sum of per-layer bytes over its layers``."""
+
+    def memory_cap(self, gpu: str, tp: int) -> float:
+        """Bytes a GPU of this type can give the model's tensors at this TP degree."""
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What a user asks the planner (values only; validated on construction).
+
+    Parameters
+    ----------
+    global_batch_size : int
+        Samples per iteration (the training recipe's; not searched).
+    objective : {"time", "throughput", "cost"}
+        Least iteration time, most samples per second, or most samples per
+        dollar (needs a price for every GPU type used).
+    microbatch_sizes : tuple of int or None
+        Micro-batch sizes to try (default: every size the profile measured
+        that divides the global batch size).
+    tp : tuple of int or None
+        TP degrees to try (default: every measured one that fits a node).
+    max_stages : int or None
+        Deepest pipeline to try (default: one layer per stage).
+    layouts : tuple of str
+        ``"stage"`` and/or ``"pipeline"`` (see the module docstring).
+    max_price_per_hour : float or None
+        Only plans whose GPUs cost at most this (dollars per hour).
+    prices : tuple of (gpu, float)
+        Dollars per GPU-hour, overriding (or completing) the catalogue's.
+    memory_fraction : float
+        Fraction of each GPU's usable memory a plan may fill (default 1).
+    top : int
+        Plans to keep (the search stops when its bound passes the top-th).
+    """
+
+    global_batch_size: int
+    objective: str = "time"
+    microbatch_sizes: tuple[int, ...] | None = None
+    tp: tuple[int, ...] | None = None
+    max_stages: int | None = None
+    layouts: tuple[str, ...] = LAYOUTS
+    max_price_per_hour: float | None = None
+    prices: tuple[tuple[str, float], ...] = ()
+    memory_fraction: float = 1.0
+    top: int = 10
+
+    def __post_init__(self) -> None:
+        check_int("global_batch_size", self.global_batch_size, low=1)
+        check_choice("objective", self.objective, OBJECTIVES)
+        for name in ("microbatch_sizes", "tp"):
+            v = getattr(self, name)
+            if v is not None:
+                check(isinstance(v, tuple) and len(v) >= 1, name, "a non-empty tuple of integers",
+                      v)
+                for x in v:
+                    check_int(name, x, low=1)
+        if self.max_stages is not None:
+            check_int("max_stages", self.max_stages, low=1)
+        check(isinstance(self.layouts, tuple) and len(self.layouts) >= 1, "layouts",
+              "a non-empty tuple of " + ", ".join(LAYOUTS), self.layouts)
+        for x in self.layouts:
+            check_choice("layouts", x, LAYOUTS)
+        if self.max_price_per_hour is not None:
+            check_positive("max_price_per_hour", self.max_price_per_hour)
+        check(isinstance(self.prices, tuple), "prices", "a tuple of (gpu, price) pairs", self.prices)
+        for pair in self.prices:
+            check(isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str),
+                  "prices", "(gpu, price) pairs", pair)
+            check_positive("prices", pair[1])
+        check_probability("memory_fraction", self.memory_fraction, open_low=True)
+        check_int("top", self.top, low=1)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One ranked plan with its closed-form prediction."""
+
+    plan: Plan
+    layout: str
+    iteration_time: float
+    peak_memory: float
+    price_per_hour: float | None
+    prediction: Any = field(compare=False, repr=False)
+
+    @property
+    def gpus(self) -> int:
+        return self.plan.gpus
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.plan.global_batch_size / self.iteration_time
+
+    @property
+    def samples_per_dollar(self) -> float | None:
+        if self.price_per_hour is None or self.price_per_hour == 0:
+            return None
+        return self.samples_per_second * 3600.0 / self.price_per_hour
+
+    def key(self, objective: str) -> float:
+        """Smaller is better."""
+        if objective == "cost":
+            spd = self.samples_per_dollar
+            return math.inf if spd is None else 1.0 / spd
+        return self.iteration_time
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The best plans, best first, and what the search did."""
+
+    candidates: tuple[Candidate, ...]
+    objective: str
+    evaluated: int
+    partitions: int
+    groups: int
+    groups_pruned: int
+    refused: int
+    seconds: float
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+
+# ----------------------------------------------------------------------------- the fleet
+
+
+@dataclass(frozen=True)
+class _Type:
+    """GPUs of one type in one zone: their node sizes and counts."""
+
+    gpu: str
+    zone: str
+    nodes: tuple[tuple[int, int], ...]  # (gpus_per_node, count)
+
+    @property
+    def max_tp(self) -> int:
+        return max(g for g, n in self.nodes if n > 0)
+
+    def slots(self, tp: int) -> int:
+        """Replicas of ``tp`` GPUs the nodes hold (a replica's TP group is within one node)."""
+        return sum(n * (g // tp) for g, n in self.nodes)
+
+    def gpus(self) -> int:
+        return sum(g * n for g, n in self.nodes)
+
+
+def fleet_types(fleet: Fleet) -> tuple[_Type, ...]:
+    """The fleet's GPUs grouped by (type, zone)."""
+    by: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for kind, count in fleet.nodes:
+        if count > 0:
+            by.setdefault((kind.gpu, kind.zone), []).append((kind.gpus_per_node, count))
+    return tuple(_Type(g, z, tuple(sorted(n))) for (g, z), n in sorted(by.items()))
+
+
+# ----------------------------------------------------------------------------- the search
+
+
+class _Search:
+    """One search: the inputs, caches of per-layer rows and memory terms, and the counters."""
+
+    def __init__(self, model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue,
+                 request: PlanRequest, pm: PlanModel) -> None:
+        self.model, self.catalogue, self.req, self.pm = model, gpus, request, pm
+        self.n = model.layers
+        self.prices = dict(request.prices)
+        self.types = tuple(t for t in fleet_types(fleet) if t.gpu in model.gpus)
+        check(len(self.types) > 0, "fleet", f"GPUs of a type the profile of {model.name} measured "
+              f"({', '.join(model.gpus)})", ", ".join(sorted({k.gpu for k, _ in fleet.nodes})))
+        if request.objective == "cost" or request.max_price_per_hour is not None:
+            unpriced = sorted({t.gpu for t in self.types if self.price(t.gpu) is None})
+            check(not unpriced, "prices", "a price for every GPU type of the fleet (the "
+                  "catalogue's, or given: --price GPU=DOLLARS_PER_HOUR)", ", ".join(unpriced))
+        self._rows: dict[tuple[str, int, int], tuple[float, ...]] = {}
+        self._prefix: dict[tuple[str, int, int], list[float]] = {}
+        self._mem: dict[tuple, tuple[float, list[float]]] = {}
+        self._specs: dict[tuple[str, int, str], ReplicaSpec] = {}
+        self.evaluated = self.partitions = self.refused = self.groups = self.pruned = 0
+        self.best: dict[Plan, Candidate] = {}
+        self._keys: list[float] = []  # sorted keys of self.best
+
+    # -- inputs ------------------------------------------------------------------------
+    def price(self, gpu: str) -> float | None:
+        if gpu in self.prices:
+            return self.prices[gpu]
+        return self.catalogue[gpu].price_per_hour if gpu in self.catalogue else None
+
+    def row(self, gpu: str, mbs: int, tp: int) -> tuple[float, ...]:
+        """Forward plus backward time of each layer for one micro-batch."""
+        key = (gpu, mbs, tp)
+        r = self._rows.get(key)
+        if r is None:
+            r = self._rows[key] = tuple(t.forward + t.backward
+                                        for t in self.model.layer_times(gpu, mbs, tp))
+            self._prefix[key] = prefix_sums(r)
+        return r
+
+    def memory(self, gpu: str, tp: int, mbs: int, j: int, p: int, m: int
+               ) -> tuple[float, list[float]]:
+        """(cap left for the layers, prefix sums of per-layer bytes) of stage ``j`` of ``p``."""
+        key = (gpu, tp, mbs, j, p, m)
+        x = self._mem.get(key)
+        if x is None:
+            fixed, per = self.pm.memory_terms(gpu, tp, mbs, j, p, m)
+            cap = self.pm.memory_cap(gpu, tp) * self.req.memory_fraction - fixed
+            x = self._mem[key] = (cap, prefix_sums(per))
+        return x
+
+    def spec(self, t: _Type, tp: int) -> ReplicaSpec:
+        """A replica: ``tp`` GPUs of one node (Sailor's convention: the plan's node is the TP group)."""
+        key = (t.gpu, tp, t.zone)
+        s = self._specs.get(key)
+        if s is None:
+            s = self._specs[key] = ReplicaSpec(t.gpu, tp, gpus_per_node=tp, zone=t.zone)
+        return s
+
+    def tp_options(self, t: _Type, mbs: int) -> list[int]:
+        want = self.req.tp
+        return sorted({tp for (_, b, tp) in self.model.combinations(t.gpu)
+                       if b == mbs and t.slots(tp) > 0 and (want is None or tp in want)
+                       and self.model.has(t.gpu, mbs, tp)})
+
+    def mbs_options(self) -> list[int]:
+        gbs = self.req.global_batch_size
+        measured = sorted({b for t in self.types for (_, b, _) in self.model.combinations(t.gpu)})
+        want = self.req.microbatch_sizes
+        return [b for b in measured if gbs % b == 0 and (want is None or b in want)]
+
+    def unit_price(self, t: _Type, tp: int) -> float:
+        return tp * (self.price(t.gpu) or 0.0)
+
+    # -- ranking -------------------------------------------------------------------------
+    def threshold(self) -> float:
+        k = self.req.top
+        return self._keys[k - 1] if len(self._keys) >= k else math.inf
+
+    def objective_bound(self, t_lb: float, rate: float) -> float:
+        if self.req.objective == "cost":
+            return t_lb * rate / 3600.0 / self.req.global_batch_size
+        return t_lb
+
+    def admit(self, plan: Plan, layout: str) -> None:
+        if plan in self.best:
+            return
+        self.evaluated += 1
+        try:
+            pred = self.pm.predict(plan)
+        except ConfigError:
+            self.refused += 1
+            return
+        rate = sum(r.tp * (self.price(r.gpu) or 0.0) for s in plan.stages for r in s.replicas)
+        priced = all(self.price(r.gpu) is not None for s in plan.stages for r in s.replicas)
+        cand = Candidate(plan, layout, float(pred.iteration_time), float(pred.peak_memory),
+                         rate if priced else None, pred)
+        if self.req.max_price_per_hour is not None and rate > self.req.max_price_per_hour:
+            return
+        key = cand.key(self.req.objective)
+        self.best[plan] = cand
+        bisect.insort(self._keys, key)
+
+    # -- building plans ----------------------------------------------------------------
+    def cut(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
+            ) -> tuple[tuple[int, int], ...] | None:
+        """The greedy bottleneck cut for stages whose replicas have these (type, tp), or None."""
+        p = len(stage_types)
+        times, mem, caps = [], [], []
+        for j, reps in enumerate(stage_types):
+            kinds = list(dict.fromkeys(reps))
+            for t, tp in kinds:
+                self.row(t.gpu, mbs, tp)
+            times.append([self._prefix[(t.gpu, mbs, tp)] for t, tp in kinds])
+            terms = [self.memory(t.gpu, tp, mbs, j, p, m) for t, tp in kinds]
+            if any(c < 0 for c, _ in terms):
+                return None
+            mem.append([per for _, per in terms])
+            caps.append([c for c, _ in terms])
+        self.partitions += 1
+        part = greedy_partition_prefix(times, mem, caps)
+        if part is None or min(part.sizes) == 0:  # a stage left empty: the shallower plan is searched on its own
+            return None
+        return part.blocks
+
+    def plan(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
+             ) -> Plan | None:
+        blocks = self.cut(stage_types, mbs, m)
+        if blocks is None:
+            self.refused += 1
+            return None
+        stages = tuple(StageSpec(tuple(range(a, b)), tuple(self.spec(t, tp) for t, tp in reps))
+                       for (a, b), reps in zip(blocks, stage_types, strict=True))
+        return Plan(stages, mbs, self.req.global_batch_size, model=self.model.name)
+
+    # -- the search ----------------------------------------------------------------------
+    def run(self, prune: bool = True) -> None:
+        """Best first by bound; stop when the bound reaches the top-th key (all, unpruned)."""
+        heap: list[tuple[float, int, Any]] = []
+        tick = itertools.count()
+        for g in self.group_items():
+            heapq.heappush(heap, (g[0], next(tick), g[1]))
+        while heap:
+            bound, _, item = heapq.heappop(heap)
+            if prune and bound >= self.threshold():
+                self.pruned += 1 + len(heap)
+                break
+            if item[0] == "group":
+                self.groups += 1
+                for b, sub in self.expand(item):
+                    if not prune or b < self.threshold():
+                        heapq.heappush(heap, (b, next(tick), sub))
+                    else:
+                        self.pruned += 1
+            else:
+                self.evaluate(item)
+
+    def group_items(self) -> Iterator[tuple[float, tuple]]:
+        """Every (mbs, types, TP degrees, dp, p) with its bound on the objective's key."""
+        max_p = min(self.n, self.req.max_stages or self.n)
+        gbs = self.req.global_batch_size
+        for mbs in self.mbs_options():
+            for k in range(1, len(self.types) + 1):
+                for types in itertools.combinations(self.types, k):
+                    opts = [self.tp_options(t, mbs) for t in types]
+                    for tps in itertools.product(*opts):
+                        pairs = tuple(zip(types, tps, strict=True))
+                        slots = [t.slots(tp) for t, tp in pairs]
+                        rows = [self.row(t.gpu, mbs, tp) for t, tp in pairs]
+                        ref = [min(r[i] for r in rows) for i in range(self.n)]
+                        W = sum(ref)
+                        rho = [min((r[i] / ref[i]) if ref[i] > 0 else math.inf
+                                   for i in range(self.n)) for r in rows]
+                        rho = [x if math.isfinite(x) else 1.0 for x in rho]
+                        wmax = max(ref)
+                        cheapest = min(self.unit_price(t, tp) for t, tp in pairs)
+                        info = (pairs, slots, rows, ref, W, rho, wmax)
+                        for dp in range(1, sum(slots) + 1):
+                            if gbs % (mbs * dp):
+                                continue
+                            m = gbs // (mbs * dp)
+                            for p in range(1, max_p + 1):
+                                if p * dp > sum(slots):
+                                    break
+                                if p < k and dp < k:
+                                    continue
+                                t_lb = m * max(W * min(rho) / p, wmax)
+                                rate = cheapest * p * dp
+                                if (self.req.max_price_per_hour is not None
+                                        and rate > self.req.max_price_per_hour):
+                                    continue
+                                yield (self.objective_bound(t_lb, rate),
+                                       ("group", mbs, dp, p, m, info))
+
+    def expand(self, item: tuple) -> Iterator[tuple[float, tuple]]:
+        """The layouts of a group, each composition with its own bound."""
+        _, mbs, dp, p, m, (pairs, slots, rows, ref, W, rho, wmax) = item
+        k = len(pairs)
+        units = [self.unit_price(t, tp) for t, tp in pairs]
+        budget = self.req.max_price_per_hour
+        if "stage" in self.req.layouts or k == 1:
+            for c in _compositions(p, k):
+                if any(ci * dp > s for ci, s in zip(c, slots, strict=True)):
+                    continue
+                t_lb = m * max(W / sum(ci / r for ci, r in zip(c, rho, strict=True)), wmax)
+                rate = dp * sum(ci * u for ci, u in zip(c, units, strict=True))
+                if budget is None or rate <= budget:
+                    yield self.objective_bound(t_lb, rate), ("stage", mbs, dp, p, m, pairs, c)
+        if "pipeline" in self.req.layouts and k > 1:
+            for d in _compositions(dp, k):
+                if any(di * p > s for di, s in zip(d, slots, strict=True)):
+                    continue
+                t_lb = m * max(max(sum(r) for r in rows) / p, max(max(r) for r in rows))
+                rate = p * sum(di * u for di, u in zip(d, units, strict=True))
+                if budget is None or rate <= budget:
+                    yield self.objective_bound(t_lb, rate), ("pipeline", mbs, dp, p, m, pairs, d)
+
+    def evaluate(self, item: tuple) -> None:
+        kind, mbs, dp, p, m, pairs, counts = item
+        if kind == "stage":
+            used = [(pair, c) for pair, c in zip(pairs, counts, strict=True)]
+            for order in itertools.permutations(used):
+                seq = [pair for pair, c in order for _ in range(c)]
+                plan = self.plan([[pair] * dp for pair in seq], mbs, m)
+                if plan is not None:
+                    self.admit(plan, "stage")
+        else:
+            reps = [pair for pair, d in zip(pairs, counts, strict=True) for _ in range(d)]
+            plan = self.plan([reps] * p, mbs, m)
+            if plan is not None:
+                self.admit(plan, "pipeline")
+
+
+def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
+    """Ordered ways to write ``total`` as ``parts`` positive integers."""
+    for cuts in itertools.combinations(range(1, total), parts - 1):
+        b = (0, *cuts, total)
+        yield tuple(b[i + 1] - b[i] for i in range(parts))
+
+
+def search_plans(model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue, request: PlanRequest,
+                 plan_model: PlanModel, *, prune: bool = True) -> SearchResult:
+    """The best plans for ``model`` on ``fleet`` (see the module docstring for the search).
+
+    Parameters
+    ----------
+    model : ModelProfile
+    fleet : Fleet
+        GPUs available: node kinds (GPU type, GPUs per node, zone) and counts.
+    gpus : GPUCatalogue
+        Memory and prices of the GPU types.
+    request : PlanRequest
+    plan_model : PlanModel
+        The closed form of the iteration time and the memory model.
+    prune : bool
+        Stop at the bound (default); False evaluates every plan of the search
+        space (to check that the bound never drops one of the best).
+
+    Returns
+    -------
+    SearchResult
+        At most ``request.top`` plans, best first.
+
+    Raises
+    ------
+    ConfigError
+        When no plan fits the fleet (naming ``fleet``), or for bad input.
+    """
+    check(isinstance(request, PlanRequest), "request", "a PlanRequest", request)
+    t0 = time.perf_counter()
+    s = _Search(model, fleet, gpus, request, plan_model)
+    check(len(s.mbs_options()) > 0, "microbatch_sizes",
+          f"a micro-batch size the profile measured that divides global_batch_size "
+          f"{request.global_batch_size}", request.microbatch_sizes)
+    s.run(prune)
+    ranked = sorted(s.best.values(), key=lambda c: (c.key(request.objective), c.gpus,
+                                                    c.plan.pipeline_stages))
+    check(len(ranked) > 0, "fleet", f"GPUs enough to hold {model.name} (no plan fits their memory "
+          "or the network lacks a link they need)", f"{sum(t.gpus() for t in s.types)} GPUs")
+    return SearchResult(tuple(ranked[: request.top]), request.objective, s.evaluated,
+                        s.partitions, s.groups, s.pruned, s.refused, time.perf_counter() - t0)
