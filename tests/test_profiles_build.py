@@ -215,3 +215,29 @@ def test_plan_over_the_network_restarts_after_failures(prof, runs):
                         checkpoint_every=1, checkpoint_cost=0.1)
     assert training_model(closed.config, Streams(0).replication(0))["training_time"] == \
         pytest.approx(out["training_time"], abs=1e-9)  # nothing contends: the same run
+
+
+def test_cli_plan_under_a_failure_trace_with_checkpoints_and_prices(tmp_path, capsys):
+    """Everything dtsim train does applies on top of a real plan: stage 1's node is down for
+    [1, 2) s in the second step, which is lost; the job restarts from the checkpoint after step
+    1 once the node is back (+ restart 0.2 s) and finishes in 2.2 + 2 T + 0.2 (T the plan's step,
+    0.1 s checkpoints). --price is per GPU-hour: two TP-4 replicas cost 8 GPU-hours an hour."""
+    plan = tmp_path / "p.json"
+    r = [{"gpu": "GH-96", "tp": 4, "gpus_per_node": 4, "zone": "us-central1-a"}]
+    plan.write_text(json.dumps({"model": "OPT-350", "microbatch_size": 8,
+                                "global_batch_size": 32,
+                                "stages": [{"first_layer": 0, "last_layer": 11, "replicas": r},
+                                           {"first_layer": 12, "last_layer": 25,
+                                            "replicas": r}]}))
+    trace = tmp_path / "down.csv"
+    trace.write_text("worker,start,end\ns1r0,1.0,2.0\n")
+    cmd = ["train", "--plan", str(plan), "--steps", "3", "--replications", "1", "--json"]
+    assert main(cmd) == 0
+    T = json.loads(capsys.readouterr().out)["step_time_mean"]
+    assert T + 0.1 < 1.0 < 2 * T + 0.1  # the outage starts inside the second step
+    assert main(cmd + ["--failure-trace", str(trace), "--checkpoint-every", "1",
+                       "--checkpoint-cost", "0.1", "--restart-cost", "0.2", "--price", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["wall_time_mean"] == pytest.approx(2.2 + 2 * T + 0.2, abs=1e-9)
+    assert out["lost_time"]["checkpoint"] == pytest.approx(0.3, abs=1e-12)
+    assert out["cost"] == pytest.approx(2 * 8 * out["wall_time_mean"] / 3600, rel=1e-9)

@@ -138,7 +138,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--restart-cost", type=float, default=None, metavar="Q",
       help="restart time after a lost step (the restart model; default none)")
     a("--price", type=_floats, default=None,
-      help="price per worker-hour: one value, or one per worker (stage-major)")
+      help="price per worker-hour: one value, or one per worker (stage-major); with --plan per "
+           "GPU-hour (a replica of TP t costs t times it; default the catalogue's prices)")
     a("--samples-per-microbatch", type=float, default=1.0, help="samples in a microbatch")
     a("--hour", type=float, default=3600.0, help="time units per hour (default 3600)")
     a("--arrival", default=d.arrival, help="async only: " + ", ".join(ARRIVALS))
@@ -306,11 +307,14 @@ def build_from_args(args: argparse.Namespace) -> Any:
     price = kw.pop("price", None)
     build = build_plan(plan, profiles, model=name, schedule=args.schedule,
                        p2p=args.p2p or "blocking", network=True, **kw)
-    if price is not None:
+    if price is not None:  # per GPU-hour: a replica (one worker) of TP t costs t times it
         from dataclasses import replace
 
-        build = replace(build, config=replace(build.config,
-                                              price=_prices(price, build.config.replicas)))
+        grid = _prices(price, build.config.replicas)
+        tps = [[x.tp for x in st.replicas] for st in plan.stages]
+        grid = tuple(tuple((grid[j][i] if isinstance(grid, tuple) else grid) * t
+                           for i, t in enumerate(row)) for j, row in enumerate(tps))
+        build = replace(build, config=replace(build.config, price=grid))
     return build
 
 
