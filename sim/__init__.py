@@ -28,28 +28,55 @@ Exact references
     the module :mod:`sim.analytic` (``from sim import analytic``)
 """
 
-from . import analytic, engines
-from .adversaries import make_adversary, make_defence
+import importlib
+from typing import Any
+
 from .errors import ConfigError
-from .failures import (
-    ClusterConfig,
-    Domain,
-    FailureModel,
-    GroupMonitor,
-    Transition,
-    Worker,
-    failures_model,
-    make_distribution,
-    read_trace,
-)
-from .gossip import GossipConfig, gossip_model
-from .pipeline import PipelineConfig, pipeline_model, run_pipeline
-from .pipeline.rare import importance_drop_probability
-from .pipeline.vector import simulate_stylised
-from .results import Estimate, mean_ci, summarize
 from .rng import Streams
-from .runner import SweepResult, replicate, run_experiment, run_one, sweep
-from .traces import TraceReplay, fit_trace, load_trace, trace_stats
+
+# The rest of the public API is imported when first used (PEP 562), so that
+# ``import sim`` -- and every ``dtsim`` command that stops at bad input --
+# does not pay for scipy, networkx and every engine up front.
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "analytic": (".analytic", None),
+    "engines": (".engines", None),
+    "make_adversary": (".adversaries", "make_adversary"),
+    "make_defence": (".adversaries", "make_defence"),
+    **{name: (".failures", name) for name in (
+        "ClusterConfig", "Domain", "FailureModel", "GroupMonitor", "Transition", "Worker",
+        "failures_model", "make_distribution", "read_trace")},
+    "GossipConfig": (".gossip", "GossipConfig"),
+    "gossip_model": (".gossip", "gossip_model"),
+    "PipelineConfig": (".pipeline", "PipelineConfig"),
+    "pipeline_model": (".pipeline", "pipeline_model"),
+    "run_pipeline": (".pipeline", "run_pipeline"),
+    "importance_drop_probability": (".pipeline.rare", "importance_drop_probability"),
+    "simulate_stylised": (".pipeline.vector", "simulate_stylised"),
+    "Estimate": (".results", "Estimate"),
+    "mean_ci": (".results", "mean_ci"),
+    "summarize": (".results", "summarize"),
+    **{name: (".runner", name) for name in (
+        "SweepResult", "replicate", "run_experiment", "run_one", "sweep")},
+    **{name: (".traces", name) for name in ("TraceReplay", "fit_trace", "load_trace",
+                                            "trace_stats")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name of the package on first use (see ``_LAZY``)."""
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    mod = importlib.import_module(module, __name__)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

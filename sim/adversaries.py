@@ -18,7 +18,35 @@ choosing, possibly a different one to every peer:
     sends the negation of the peer's own value, ``-x_p``;
 ``ipm``
     inner-product manipulation: ``-eps`` times the honest mean (Xie, Koyejo,
-    Gupta, UAI 2020), to every peer.
+    Gupta, UAI 2020), to every peer;
+``bitflip``
+    the attacker keeps a model of its own that trains (plain SGD on its own
+    objective) and aggregates like an honest node's, and sends minus that
+    model to every neighbour (the reference code's bit-flip worker).
+
+*Attack scope.* ALIE, IPM and dissensus read the honest values. With scope
+``global`` (the default, and every number dtsim printed before) they read all
+honest nodes as above. With scope ``local`` each computes what the reference
+code of the ClippedGossip authors computes for a Byzantine leaf attached to one
+target ``t``, from ``t``'s neighbourhood only: with ``S_t = {t} + the honest
+neighbours of t``,
+
+* ALIE sends ``mu - z sigma`` per coordinate, ``mu`` and ``sigma`` the mean
+  and the standard deviation with ddof 1 over ``S_t`` (``sigma = 0`` when
+  ``S_t = {t}``; torch gives NaN there); its default ``z`` is
+  ``Phi^-1((n - f - s) / (n - f))`` with ``s = floor(n / 2 + 1) - f``
+  (:func:`alie_default_z`);
+* IPM sends ``-eps`` times the mean over ``S_t``;
+* dissensus sends ``x_t - eps sum_{j honest nbr of t} W_tj (x_j - x_t) /
+  sum_{k adversarial nbr of t} W_tk`` with ``W`` the target's mixing weights
+  when it mixes (plain gossip, clipping) and uniform weights when it
+  aggregates by a robust rule, as theirs does (``x_t`` when the adversarial
+  weights sum to 0).
+
+Their attacker has exactly one neighbour. Here an attacker with several honest
+neighbours sends each one the value computed with that neighbour as the target,
+as if it were a separate leaf attached to each (what a receiver gets never
+depends on which attacker sent it).
 
 A *defence* decides how an honest node moves toward the value it received.
 With ``diff = received - own`` the node adds ``step(diff)``:
@@ -50,6 +78,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,7 +87,10 @@ from .errors import check_choice, check_nonnegative
 
 __all__ = [
     "ADVERSARIES",
+    "SCOPES",
+    "SCOPED",
     "DEFAULT_VALUES",
+    "alie_default_z",
     "Neighbourhood",
     "View",
     "Adversary",
@@ -68,6 +100,7 @@ __all__ = [
     "Dissensus",
     "SignFlip",
     "IPM",
+    "BitFlip",
     "make_adversary",
     "Defence",
     "NoDefence",
@@ -77,11 +110,41 @@ __all__ = [
     "clip_rows",
 ]
 
-ADVERSARIES = ("none", "stubborn", "alie", "dissensus", "signflip", "ipm")
+ADVERSARIES = ("none", "stubborn", "alie", "dissensus", "signflip", "ipm", "bitflip")
+#: Where ALIE, IPM and dissensus read the honest values: all honest nodes, or the target's neighbourhood.
+SCOPES = ("global", "local")
+#: The kinds an attack scope applies to.
+SCOPED = ("alie", "ipm", "dissensus")
 #: Default ``adversary_value`` per kind: ``b`` for stubborn, ``z`` for ALIE,
-#: ``eps`` for dissensus (sign-flip has no parameter).
+#: ``eps`` for dissensus and IPM (sign-flip and bit-flip have no parameter).
+#: With scope ``local`` the default ALIE ``z`` is :func:`alie_default_z`; IPM's
+#: 0.1 is the reference code's fixed ``eps``.
 DEFAULT_VALUES = {"none": 0.0, "stubborn": 10.0, "alie": 1.0, "dissensus": 1.0, "signflip": 0.0,
-                  "ipm": 0.1}
+                  "ipm": 0.1, "bitflip": 0.0}
+
+
+def alie_default_z(n: int, f: int) -> float:
+    """The reference code's default ALIE ``z`` for ``n`` nodes of which ``f`` are adversaries.
+
+    ``z = Phi^-1((n - f - s) / (n - f))`` with ``s = floor(n / 2 + 1) - f`` the
+    number of "supporters" (Baruch et al.'s choice, as the ClippedGossip code
+    computes it with ``n`` every node and ``f`` the Byzantine ones). NaN or
+    infinite when the probability leaves ``(0, 1)`` (many adversaries): the
+    attack then needs its ``z`` given.
+
+    Parameters
+    ----------
+    n, f : int
+
+    Returns
+    -------
+    float
+    """
+    from scipy.stats import norm
+
+    s = math.floor(n / 2 + 1) - f
+    p = (n - f - s) / (n - f)
+    return float(norm.ppf(p))
 
 
 # --------------------------------------------------------------------------- neighbourhoods
@@ -99,11 +162,13 @@ class Neighbourhood:
         graph (kept implicit, so ``n = 10**5`` costs nothing).
     """
 
-    def __init__(self, honest: np.ndarray, adjacency: sp.spmatrix | sp.sparray | None = None) -> None:
+    def __init__(self, honest: np.ndarray, adjacency: sp.spmatrix | sp.sparray | None = None,
+                 weights: sp.spmatrix | sp.sparray | None = None) -> None:
         self.honest = np.asarray(honest, dtype=bool)
         self.n = self.honest.size
         self.h = int(self.honest.sum())
         self.complete = adjacency is None
+        self._adj = None
         if adjacency is None:
             self._adj_h = None
             self._hdeg = self.h - self.honest.astype(np.int64)
@@ -111,11 +176,41 @@ class Neighbourhood:
         else:
             adj = sp.csr_array(adjacency, dtype=float)
             adj.data[:] = 1.0
+            self._adj = adj
             self._adj_h = sp.csr_array(adj @ sp.diags_array(self.honest.astype(float)))
             self._adj_h.eliminate_zeros()
             self._hdeg = np.asarray(self._adj_h.sum(axis=1)).ravel().astype(np.int64)
             deg = np.asarray(adj.sum(axis=1)).ravel().astype(np.int64)
             self._adeg = deg - self._hdeg
+        self.weights: sp.csr_array | None = None
+        self._uniform_row = np.ones(self.n, dtype=bool)
+        if weights is not None:
+            if adjacency is None:
+                raise ValueError("Neighbourhood weights need the graph's adjacency")
+            self.set_weights(weights)
+
+    def set_weights(self, weights: sp.spmatrix | sp.sparray | None) -> None:
+        """Mixing weights ``W_ij`` of each receiver's neighbours (``None``: uniform).
+
+        ``weights`` is an ``n x n`` sparse matrix of the off-diagonal weights
+        with the graph's sparsity (row ``i``: what node ``i`` gives each
+        neighbour). Rows whose weights are all equal are *uniform*: the rules
+        that read weights then compute exactly what they computed without any
+        (uniform weights cancel), so a regular graph's numbers never move.
+        """
+        if weights is None:
+            self.weights = None
+            self._uniform_row = np.ones(self.n, dtype=bool)
+            return
+        w = sp.csr_array(weights, dtype=float)
+        w.sort_indices()
+        self.weights = w
+        lo = np.full(self.n, np.inf)
+        hi = np.full(self.n, -np.inf)
+        r = np.repeat(np.arange(self.n), np.diff(w.indptr))
+        np.minimum.at(lo, r, w.data)
+        np.maximum.at(hi, r, w.data)
+        self._uniform_row = (lo == hi) | (np.diff(w.indptr) == 0)
 
     def honest_degree(self, peers: np.ndarray) -> np.ndarray:
         """Number of honest neighbours of each node in ``peers``."""
@@ -180,6 +275,98 @@ class Neighbourhood:
         xp = x[peers]
         val = s2 - 2.0 * np.einsum("ij,ij->i", xp, s1) + cnt * np.einsum("ij,ij->i", xp, xp)
         return np.maximum(val, 0.0)
+
+
+    # -- the target's neighbourhood (attack scope "local") ------------------------
+    def _group(self, peers: np.ndarray) -> tuple[Any, np.ndarray]:
+        """Honest-neighbour rows of ``peers`` (CSR, data 1) and each row's group size ``1 + count``."""
+        rows = self._adj_h[peers]  # type: ignore[index]
+        return rows, np.diff(rows.indptr).astype(np.int64) + 1
+
+    def local_mean(self, x: np.ndarray, peers: np.ndarray) -> np.ndarray:
+        """Mean of ``S_p = {p} + honest neighbours of p`` for each peer ``p`` (shape ``(k, d)``)."""
+        peers = np.asarray(peers, dtype=np.int64)
+        if self._adj_h is None:
+            hx = x[self.honest]
+            tot = hx.sum(axis=0)[None, :] + np.where(self.honest[peers], 0.0, 1.0)[:, None] * x[peers]
+            cnt = self.h + (~self.honest[peers]).astype(np.int64)
+            return tot / cnt[:, None]
+        rows, cnt = self._group(peers)
+        return (np.asarray(rows @ x) + x[peers]) / cnt[:, None]
+
+    def local_stats(self, x: np.ndarray, peers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-coordinate mean and standard deviation (ddof 1) over ``S_p`` for each peer ``p``.
+
+        The deviation is 0 where ``S_p`` is ``p`` alone. On the implicit
+        complete graph ``S_p`` is every honest node (and ``p``); elsewhere the
+        squared deviations from each group's own mean are summed term by term.
+        """
+        peers = np.asarray(peers, dtype=np.int64)
+        if self._adj_h is None:
+            c = x[self.honest].mean(axis=0) if self.h else np.zeros(x.shape[1])
+            y = x - c  # centred on the honest mean: no cancellation near consensus
+            hy = y[self.honest]
+            s1h, s2h = hy.sum(axis=0), np.einsum("ij,ij->j", hy, hy)
+            extra = (~self.honest[peers]).astype(float)[:, None]
+            yp = y[peers]
+            cnt = (self.h + extra[:, 0])
+            s1 = s1h[None, :] + extra * yp
+            s2 = s2h[None, :] + extra * yp * yp
+            mean_y = s1 / cnt[:, None]
+            ss = np.maximum(s2 - cnt[:, None] * mean_y * mean_y, 0.0)
+            mean = mean_y + c
+        else:
+            rows, cnt_i = self._group(peers)
+            cnt = cnt_i.astype(float)
+            mean = (np.asarray(rows @ x) + x[peers]) / cnt[:, None]
+            r = np.repeat(np.arange(peers.size), np.diff(rows.indptr))
+            dev = x[rows.indices] - mean[r]
+            own = x[peers] - mean
+            pick = sp.csr_array((np.ones(r.size), np.arange(r.size), rows.indptr),
+                                shape=(peers.size, r.size))
+            ss = np.asarray(pick @ (dev * dev)) + own * own
+        var = np.zeros_like(mean)
+        many = cnt > 1
+        var[many] = ss[many] / (cnt[many, None] - 1.0)
+        return mean, np.sqrt(var)
+
+    def weighted_pull(self, x: np.ndarray, peers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(sum_{honest j} W_pj (x_j - x_p), sum_{adversarial k} W_pk)`` for each peer ``p``.
+
+        With uniform weights (none set, or the implicit complete graph) every
+        weight is 1: the honest sum of differences and the adversarial degree
+        (the common weight cancels in the dissensus ratio).
+        """
+        peers = np.asarray(peers, dtype=np.int64)
+        xp = x[peers]
+        if self.weights is None:
+            cnt, s1, _ = self.honest_sums(x, peers)
+            return s1 - cnt[:, None] * xp, self._adeg[peers].astype(float)
+        rows = self.weights[peers]
+        r = np.repeat(np.arange(peers.size), np.diff(rows.indptr))
+        h = self.honest[rows.indices]
+        wh = np.where(h, rows.data, 0.0)
+        pull_rows = sp.csr_array((wh, rows.indices, rows.indptr), shape=rows.shape)
+        pull = np.asarray(pull_rows @ x) - np.asarray(pull_rows.sum(axis=1)).ravel()[:, None] * xp
+        byz = np.bincount(r, weights=np.where(h, 0.0, rows.data), minlength=peers.size)
+        return pull, byz
+
+    def weighted_oracle(self, x: np.ndarray, peers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(sum_{honest j} W_pj |x_j - x_p|^2, sum_{adversarial k} W_pk)`` (weights must be set)."""
+        peers = np.asarray(peers, dtype=np.int64)
+        assert self.weights is not None
+        rows = self.weights[peers]
+        r = np.repeat(np.arange(peers.size), np.diff(rows.indptr))
+        h = self.honest[rows.indices]
+        diff = x[rows.indices] - x[peers][r]
+        sq = np.einsum("ij,ij->i", diff, diff)
+        num = np.bincount(r, weights=np.where(h, rows.data * sq, 0.0), minlength=peers.size)
+        byz = np.bincount(r, weights=np.where(h, 0.0, rows.data), minlength=peers.size)
+        return num, byz
+
+    def uniform_rows(self, peers: np.ndarray) -> np.ndarray:
+        """True for each peer whose neighbours all have the same weight (or no weights are set)."""
+        return self._uniform_row[np.asarray(peers, dtype=np.int64)]
 
 
 @dataclass
@@ -294,37 +481,62 @@ class StubbornValues(Adversary):
         return np.repeat(v[:, None], view.x.shape[1], axis=1)
 
 
-class ALIE(Adversary):
-    """Sends the honest mean plus ``z`` honest standard deviations (per coordinate)."""
+class _Scoped(Adversary):
+    """An attack that reads the honest values, globally or from each target's neighbourhood."""
+
+    def __init__(self, scope: str = "global") -> None:
+        self.scope = check_choice("attack_scope", scope, SCOPES)
+
+    @property
+    def local(self) -> bool:
+        """True with scope ``local`` (the reference code's computation)."""
+        return self.scope == "local"
+
+
+class ALIE(_Scoped):
+    """"A little is enough": honest mean plus ``z`` standard deviations (scope ``global``),
+    or the target's neighbourhood mean minus ``z`` standard deviations with ddof 1 (``local``)."""
 
     kind = "alie"
 
-    def __init__(self, z: float) -> None:
+    def __init__(self, z: float, scope: str = "global") -> None:
+        super().__init__(scope)
         self.z = float(z)
 
     def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
+        if self.local:
+            mu, sd = view.nbhd.local_stats(view.x, peers)
+            return mu - self.z * sd
         mu, sd = view.honest_stats()
         return np.broadcast_to(mu + self.z * sd, (len(peers), view.x.shape[1])).copy()
 
-    def compiled_form(self) -> tuple[str, float]:
-        return ("alie", self.z)
+    def compiled_form(self) -> tuple[str, float] | None:
+        return None if self.local else ("alie", self.z)
 
 
-class Dissensus(Adversary):
-    """Pushes each peer away from its honest neighbours' mean by ``eps`` times the gap."""
+class Dissensus(_Scoped):
+    """Pushes each peer away from its honest neighbours (the peer's mean gap, or the reference
+    code's weighted pull divided by the adversarial weight with scope ``local``)."""
 
     kind = "dissensus"
 
-    def __init__(self, eps: float) -> None:
+    def __init__(self, eps: float, scope: str = "global") -> None:
+        super().__init__(scope)
         self.eps = float(eps)
 
     def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
         xp = view.x[peers]
+        if self.local:
+            pull, byz = view.nbhd.weighted_pull(view.x, peers)
+            out = xp.astype(float, copy=True)
+            ok = byz > 0
+            out[ok] = xp[ok] - self.eps * (pull[ok] / byz[ok, None])
+            return out
         nm = view.nbhd.honest_mean(view.x, peers)
         return xp - self.eps * (nm - xp)
 
-    def compiled_form(self) -> tuple[str, float]:
-        return ("dissensus", self.eps)
+    def compiled_form(self) -> tuple[str, float] | None:
+        return None if self.local else ("dissensus", self.eps)
 
 
 class SignFlip(Adversary):
@@ -339,31 +551,65 @@ class SignFlip(Adversary):
         return ("signflip", 0.0)
 
 
-class IPM(Adversary):
-    """Inner-product manipulation: sends ``-eps`` times the honest mean to every peer."""
+class IPM(_Scoped):
+    """Inner-product manipulation: ``-eps`` times the honest mean (``global``), or times the
+    mean of the target and its honest neighbours (``local``)."""
 
     kind = "ipm"
 
-    def __init__(self, eps: float) -> None:
+    def __init__(self, eps: float, scope: str = "global") -> None:
+        super().__init__(scope)
         self.eps = check_nonnegative("adversary_value", eps)
 
     def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
+        if self.local:
+            return -self.eps * view.nbhd.local_mean(view.x, peers)
         m = view.x[view.honest].mean(axis=0)
         return np.broadcast_to(-self.eps * m, (len(peers), view.x.shape[1])).copy()
 
-    def compiled_form(self) -> tuple[str, float]:
-        return ("ipm", self.eps)
+    def compiled_form(self) -> tuple[str, float] | None:
+        return None if self.local else ("ipm", self.eps)
 
 
-def make_adversary(kind: str, value: float | None = None) -> Adversary | None:
+class BitFlip(Adversary):
+    """The reference code's bit-flip worker: it trains and aggregates a model of its own, and sends
+    minus that model to every neighbour.
+
+    Each round its row takes the local steps of its own objective (plain SGD:
+    the reference code's Byzantine workers have no momentum), then it sends
+    ``-x_b``; it then aggregates like an honest node from what it received,
+    its own input being what it sent (``-x_b``). Engines ask
+    :meth:`trains` and :meth:`aggregates`; only the synchronous round
+    protocols (``neighbourhood``, ``allreduce``) move adversary rows.
+    """
+
+    kind = "bitflip"
+
+    def send(self, view: View, senders: np.ndarray, peers: np.ndarray) -> np.ndarray:
+        return -view.x[np.asarray(senders, dtype=np.int64)]
+
+    def trains(self) -> bool:
+        """True: the attacker's row takes local steps like a training node's."""
+        return True
+
+    def aggregates(self) -> bool:
+        """True: the attacker's row aggregates from what it receives, starting from what it sends."""
+        return True
+
+
+def make_adversary(kind: str, value: float | None = None, scope: str = "global") -> Adversary | None:
     """Build an adversary by name.
 
     Parameters
     ----------
-    kind : {"none", "stubborn", "alie", "dissensus", "signflip", "ipm"}
+    kind : {"none", "stubborn", "alie", "dissensus", "signflip", "ipm", "bitflip"}
     value : float, optional
         ``b`` for stubborn, ``z`` for ALIE, ``eps`` for dissensus and IPM (defaults in
-        :data:`DEFAULT_VALUES`); ignored by sign-flip.
+        :data:`DEFAULT_VALUES`; the scope-``local`` ALIE default depends on the
+        graph, see :func:`alie_default_z` and :attr:`sim.gossip.GossipConfig.value`);
+        ignored by sign-flip and bit-flip.
+    scope : {"global", "local"}
+        Where ALIE, IPM and dissensus read the honest values (module docstring).
 
     Returns
     -------
@@ -371,17 +617,20 @@ def make_adversary(kind: str, value: float | None = None) -> Adversary | None:
         ``None`` for ``"none"``.
     """
     check_choice("adversary", kind, ADVERSARIES)
+    check_choice("attack_scope", scope, SCOPES)
     v = DEFAULT_VALUES[kind] if value is None else float(value)
     if kind == "stubborn":
         return Stubborn(v)
     if kind == "alie":
-        return ALIE(v)
+        return ALIE(v, scope)
     if kind == "dissensus":
-        return Dissensus(v)
+        return Dissensus(v, scope)
     if kind == "signflip":
         return SignFlip()
     if kind == "ipm":
-        return IPM(v)
+        return IPM(v, scope)
+    if kind == "bitflip":
+        return BitFlip()
     return None
 
 
@@ -523,8 +772,12 @@ class FixedClip(Defence):
 class AdaptiveClip(Defence):
     """Self-centred clipping with the ClippedGossip oracle radius.
 
-    ``tau_i = sqrt(sum_{honest j in N(i)} |x_j - x_i|^2 / a_i)``, ``a_i`` the
-    number of adversarial neighbours; no clipping where ``a_i = 0``.
+    ``tau_i = sqrt(sum_{honest j in N(i)} W_ij |x_j - x_i|^2 / sum_{adversarial k}
+    W_ik)`` with ``W`` the receiver's mixing weights. Pairwise protocols and
+    rows whose weights are all equal use uniform weights, which cancel:
+    ``tau_i = sqrt(sum_{honest j} |x_j - x_i|^2 / a_i)``, ``a_i`` the number of
+    adversarial neighbours. No clipping where ``a_i = 0`` (or the adversarial
+    weights sum to 0).
     """
 
     kind = "adaptive"
@@ -537,11 +790,22 @@ class AdaptiveClip(Defence):
         return "oracle" if same else None
 
     def radius(self, view: View, receivers: np.ndarray) -> np.ndarray:
-        a = view.nbhd.adversary_degree(receivers).astype(float)
+        nb = view.nbhd
+        a = nb.adversary_degree(receivers).astype(float)
         out = np.full(a.shape, math.inf)
         bad = a > 0
         if bad.any():
-            out[bad] = np.sqrt(view.nbhd.honest_sqdist(view.x, receivers[bad]) / a[bad])
+            uni = nb.uniform_rows(receivers)
+            plain = bad & uni
+            if plain.any():
+                out[plain] = np.sqrt(nb.honest_sqdist(view.x, receivers[plain]) / a[plain])
+            weighted = bad & ~uni
+            if weighted.any():
+                num, byz = nb.weighted_oracle(view.x, receivers[weighted])
+                tau = np.full(num.shape, math.inf)
+                pos = byz > 0
+                tau[pos] = np.sqrt(num[pos] / byz[pos])
+                out[weighted] = tau
         return out
 
 

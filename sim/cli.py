@@ -29,17 +29,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _command_modules() -> list[ModuleType]:
-    mods = []
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        mods.append(importlib.import_module(f"{commands.__name__}.{info.name}"))
-    return mods
+def _command_names() -> list[str]:
+    """The subcommand modules' names (a module's ``NAME`` is its file name), not imported."""
+    return sorted(i.name for i in pkgutil.iter_modules(commands.__path__)
+                  if not i.name.startswith("_"))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every subcommand registered."""
+def _command_modules(only: str | None = None) -> list[ModuleType]:
+    names = _command_names()
+    if only in names:  # one command: import what it needs, not every command's libraries
+        names = [only]
+    return [importlib.import_module(f"{commands.__name__}.{n}") for n in names]
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser with every subcommand registered (or only ``command``).
+
+    Parameters
+    ----------
+    command : str, optional
+        Register only this subcommand (when it is one): ``dtsim COMMAND ...``
+        then imports only that command's module, so a refusal comes after an
+        import of what it needs, not of every command's libraries.
+    """
     parser = _Parser(
         prog="dtsim",
         description="Discrete-event simulator of decentralised training on unreliable workers.",
@@ -49,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dtsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for mod in _command_modules():
+    for mod in _command_modules(command):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
@@ -84,18 +96,36 @@ def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> froze
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dtsim`` and ``python -m sim``; returns the exit status."""
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
-    args._given = given_options(parser, argv)
+    try:  # the command's imports can take seconds on a loaded machine: Ctrl-C is one line
+        parser = build_parser(argv[0] if argv else None)
+        args = parser.parse_args(argv)
+        args._given = given_options(parser, argv)
+    except KeyboardInterrupt:
+        print(f"dtsim{' ' + argv[0] if argv and not argv[0].startswith('-') else ''}: "
+              "interrupted", file=sys.stderr)
+        return 130
     # every command's --quiet: no progress bar (sim.progress), for this call only
     with progress.quiet() if getattr(args, "quiet", False) else contextlib.nullcontext():
         return _dispatch(args)
 
 
+def refuse_empty(args: argparse.Namespace) -> None:
+    """Refuse an option or argument typed with an empty value (``--out ''``).
+
+    An empty value is never a choice a command can act on: taken as unset it
+    would be silently ignored, taken as a path it would write ``./.png``.
+    """
+    for dest in sorted(getattr(args, "_given", ())):
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and value.strip() == "":
+            raise ConfigError(dest, "a non-empty value", value)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; its errors become one line and an exit status."""
     try:
+        refuse_empty(args)
         return int(args._run(args) or 0)
     except ConfigError as exc:
         print(f"dtsim {args.command}: error: {exc}", file=sys.stderr)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import resource
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,11 @@ __all__ = [
     "check_output_file",
     "check_output_dir",
     "read_csv_text",
+    "read_input_bytes",
+    "read_input_text",
+    "check_input_file",
+    "MAX_INPUT_BYTES",
+    "MAX_SOURCE_BYTES",
     "one_line",
 ]
 
@@ -300,20 +306,143 @@ def _nearest_existing(path: Path) -> Path:
     return p
 
 
+#: Largest input data file any reader takes (traces, topologies, speeds and
+#: other CSV files, results folders' files): 256 MiB. A larger file is refused
+#: in one line before it is read; the readers parse a valid file of this size
+#: in seconds to minutes, and a bigger one is more likely a wrong path (a disk
+#: image, a log) than a trace.
+MAX_INPUT_BYTES = 256 * 2**20
+#: Largest Python source file read as an experiment or a user builder: 16 MiB
+#: (the source travels with every task to the workers).
+MAX_SOURCE_BYTES = 16 * 2**20
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    for test, what in _KINDS:
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def check_input_file(name: str, path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES,
+                     rule: str = "a readable regular file") -> os.stat_result:
+    """Refuse, without opening it, a ``path`` that is not a regular file of at most ``limit`` bytes.
+
+    A FIFO, a socket, a device (``/dev/zero``, ``/dev/urandom``) or a folder is
+    refused from its ``stat`` alone, so nothing blocks or reads forever.
+
+    Raises
+    ------
+    ConfigError
+        ``'<name>' must be <rule>: <path> (<reason>)``.
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ConfigError(name, rule, f"{path} ({exc.strerror})") from None
+    except ValueError as exc:  # an embedded NUL byte
+        raise ConfigError(name, rule, f"{path} ({exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(name, rule, f"{path} ({_kind(st.st_mode)})")
+    if st.st_size > limit:
+        raise ConfigError(name, rule, f"{path} ({format_bytes(st.st_size)}, more than the "
+                                      f"{format_bytes(limit)} an input file may have)")
+    return st
+
+
+def read_input_bytes(name: str, path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES,
+                     rule: str = "a readable regular file") -> bytes:
+    """The bytes of a user's input file, read safely; the one reader every input goes through.
+
+    The file must be a regular file (checked before and again after it is
+    opened, without blocking) of at most ``limit`` bytes, and no more than
+    ``limit`` bytes are ever read (a file that grows, or a ``/proc`` file
+    whose size says 0, is bounded too).
+
+    Parameters
+    ----------
+    name : str
+        The parameter that gave the path (the one an error names).
+    path : path
+    limit : int
+        Largest size accepted (default :data:`MAX_INPUT_BYTES`).
+    rule : str
+        What the parameter must be, for the error message.
+
+    Raises
+    ------
+    ConfigError
+        ``'<name>' must be <rule>: <path> (<reason>)`` for a missing or
+        unreadable path, a folder, a FIFO, a socket, a device or a file
+        larger than ``limit``.
+    """
+    check_input_file(name, path, limit=limit, rule=rule)
+    try:
+        # O_NONBLOCK: a FIFO put in the file's place after the check opens without waiting
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ConfigError(name, rule, f"{path} ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(name, rule, f"{path} ({_kind(st.st_mode)})")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 24, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise ConfigError(name, rule, f"{path} (more than the {format_bytes(limit)} an "
+                                              "input file may have)")
+    except OSError as exc:
+        raise ConfigError(name, rule, f"{path} ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def read_input_text(name: str, path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES,
+                    rule: str = "a readable text file") -> str:
+    """The UTF-8 text of a user's input file (see :func:`read_input_bytes`).
+
+    Raises
+    ------
+    ConfigError
+        As :func:`read_input_bytes`, and ``'<name>' must be a text file
+        (UTF-8): <path> (byte ... at offset ... is not text)`` for binary
+        content.
+    """
+    data = read_input_bytes(name, path, limit=limit, rule=rule)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(name, "a text file (UTF-8)",
+                          f"{path} (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
+                          f"{exc.start} is not text)") from None
+
+
 def read_csv_text(name: str, path: str | os.PathLike[str]) -> str:
     """The text of a CSV file, or one ConfigError line naming ``name`` and what is wrong.
+
+    Read with :func:`read_input_bytes` (a regular file of at most
+    :data:`MAX_INPUT_BYTES`).
 
     Raises
     ------
     ConfigError
         ``'<name>' must be a readable CSV file: <path> (<reason>)`` when it
-        cannot be read, ``'<name>' must be a CSV text file (UTF-8): ...`` when
-        it holds bytes that are not text (a binary file is bad input, not a crash).
+        cannot be read or is not a regular file, ``'<name>' must be a CSV text
+        file (UTF-8): ...`` when it holds bytes that are not text (a binary
+        file is bad input, not a crash).
     """
+    data = read_input_bytes(name, path, rule="a readable CSV file")
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(name, "a readable CSV file", f"{path} ({exc.strerror})") from None
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(name, "a CSV text file (UTF-8)",
                           f"{path} (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
@@ -334,6 +463,8 @@ def check_output_dir(name: str, path: str | os.PathLike[str]) -> Path:
     """
     p = Path(path)
     rule = "a writable folder"
+    if str(path).strip() == "":
+        raise ConfigError(name, rule, str(path))
     if p.exists() and not p.is_dir():
         raise ConfigError(name, rule, f"{path} (a file, not a folder)")
     base = _nearest_existing(p)
@@ -349,8 +480,9 @@ def check_output_file(name: str, path: str | os.PathLike[str]) -> Path:
     """Check, before any work, that a file can be written at ``path``.
 
     The file may exist (it is then overwritten or appended to by the caller)
-    but must not be a folder; its folder must exist or be creatable, and a
-    file must be writable there (see :func:`check_output_dir`).
+    but must not be a folder, nor a device or a FIFO (``/dev/null`` aside);
+    its folder must exist or be creatable, and a file must be writable there
+    (see :func:`check_output_dir`). An empty path is refused.
 
     Raises
     ------
@@ -359,8 +491,13 @@ def check_output_file(name: str, path: str | os.PathLike[str]) -> Path:
     """
     p = Path(path)
     rule = "a writable file"
+    if str(path).strip() == "":
+        raise ConfigError(name, rule, str(path))
     if p.is_dir():
         raise ConfigError(name, rule, f"{path} (a folder)")
+    if p.exists() and not p.is_file() and os.path.realpath(p) != os.devnull:
+        # a device or a FIFO: writes would block, vanish or fail after the work
+        raise ConfigError(name, rule, f"{path} ({_kind(p.stat().st_mode)})")
     if p.exists():
         try:
             with open(p, "a"):

@@ -15,7 +15,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-__all__ = ["plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossip_estimates",
+__all__ = ["check_figure_file", "plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossip_estimates",
            "plot_trace"]
 
 
@@ -600,6 +600,30 @@ def plot_stress_panels(
 
 
 # --------------------------------------------------------------------------- traces
+
+
+def check_figure_file(name: str, path: str | Path) -> Path:
+    """Refuse, before any work, a figure path matplotlib cannot write.
+
+    The file name must end in a format matplotlib writes (``.png``, ``.pdf``,
+    ``.svg``...) -- without one, matplotlib would add ``.png`` to the name --
+    and be writable (:func:`sim.errors.check_output_file`).
+
+    Raises
+    ------
+    ConfigError
+        ``'<name>' must be a file ending in .png, .pdf, ...: <path>``.
+    """
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from .errors import ConfigError, check_output_file
+
+    kinds = sorted(FigureCanvasBase.get_supported_filetypes())
+    ext = Path(str(path)).suffix.lower().lstrip(".")
+    if ext not in kinds:
+        raise ConfigError(name, "a figure file ending in " + ", ".join(f".{k}" for k in kinds),
+                          str(path))
+    return check_output_file(name, path)
 
 
 def plot_trace(times: Sequence[float], counts: Sequence[float], end: float, path: str | Path, *,

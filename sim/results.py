@@ -228,10 +228,13 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95, *, nan: str = "om
     n = int(x.size)
     if n == 0:
         return _empty(0, confidence, missing, "t")
-    m = float(x.mean())
-    if n == 1:
-        return _empty(1, confidence, missing, "t", m)
-    se = float(x.std(ddof=1) / math.sqrt(n))
+    # an infinite value (or a sum beyond the doubles) gives an infinite or NaN mean and no
+    # finite interval: the result says so, numpy need not warn on stderr
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = float(x.mean())
+        if n == 1:
+            return _empty(1, confidence, missing, "t", m)
+        se = float(x.std(ddof=1) / math.sqrt(n))
     h = _t(confidence, n - 1) * se
     if lower is not None and m - h < lower:
         return Estimate(m, se, float(lower), m + h, n, confidence, missing, "two-sided", "t-cut")
@@ -789,8 +792,28 @@ def summarize(
     Records carrying an ``error`` are skipped. When ``metrics`` is None every
     numeric field except ``replication`` and ``seed`` is summarised. ``lower``
     is passed to :func:`mean_ci` (0 when every metric is non-negative).
+
+    Raises
+    ------
+    ConfigError
+        ``'metrics'`` naming a metric no record (without error) carries.
+    SimulationError
+        When every record carries an error (the first is named).
     """
     ok = [r for r in records if not r.get("error")]
+    if records and not ok:  # nothing to summarise: say why, never a table of NaN
+        from .errors import SimulationError
+
+        raise SimulationError.from_records(list(records))  # type: ignore[misc]
+    if metrics is not None:
+        known = {k for r in ok for k in r}
+        missing = [m for m in metrics if m not in known]
+        if missing:
+            raise ConfigError("metrics", "names of metrics the records carry ("
+                              + ", ".join(sorted(k for k in known if k not in
+                                                 ("point", "replication", "seed", "wall_time",
+                                                  "error", "point_key", "config_hash")))
+                              + ")", missing[0])
     if metrics is None:
         skip = {"point", "replication", "seed", "wall_time"}
         metrics = [

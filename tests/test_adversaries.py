@@ -125,7 +125,8 @@ def test_bad_kind_and_radius_messages():
     """Unknown attacker kinds and negative radii fail with one exact line."""
     with pytest.raises(ConfigError) as e:
         make_adversary("byzantine")
-    assert str(e.value) == ("'adversary' must be one of none, stubborn, alie, dissensus, signflip, ipm: "
+    assert str(e.value) == ("'adversary' must be one of none, stubborn, alie, dissensus, signflip, ipm, "
+                            "bitflip: "
                             "'byzantine'")
     with pytest.raises(ConfigError) as e:
         FixedClip(-1.0)

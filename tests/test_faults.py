@@ -268,6 +268,36 @@ def test_a_task_that_kills_its_process_fails_alone_on_the_local_pool(tmp_path, b
         (str(r["point"]), str(r["replication"]), repr(r["u"])) for r in ref.records if r["p"] != 0.3)
 
 
+class _Reaped:
+    """A pool worker whose exit code shows only from the ``k``-th read on (reaped meanwhile)."""
+
+    def __init__(self, code, hidden_reads):
+        self.code, self.hidden = code, hidden_reads
+
+    @property
+    def exitcode(self):
+        self.hidden -= 1
+        return None if self.hidden >= 0 else self.code
+
+    def join(self, timeout=None):
+        pass
+
+
+def test_the_dead_worker_is_named_even_when_it_is_reaped_while_the_pool_terminates_the_rest():
+    """The SIGKILLed worker's code appearing between two reads is not lost to a bystander's SIGTERM.
+
+    The pool's own thread terminates the idle workers and reaps the dead one while the
+    driver reads the exit codes; the old loop judged "all exited" on a later read than the
+    codes it kept, and named the bystander's SIGTERM (the flaky failure of the test above).
+    """
+    from sim.runner.executors import _exit_cause
+
+    known = {1: _Reaped(-9, hidden_reads=1), 2: _Reaped(-15, hidden_reads=0)}
+    assert _exit_cause(known, wait_s=5.0) == "its worker process was killed by signal 9 (SIGKILL)"
+    known = {1: _Reaped(-15, hidden_reads=0), 2: _Reaped(3, hidden_reads=2)}
+    assert _exit_cause(known, wait_s=5.0) == "its worker process exited with status 3"
+
+
 @pytest.mark.slow
 def test_a_task_that_kills_its_worker_fails_alone_on_dask(tmp_path):
     """On Dask the killing task ends as KilledWorker: recorded as failed, one line, the rest run."""

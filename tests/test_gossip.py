@@ -77,7 +77,8 @@ def test_disconnected_graph_message():
 def test_unknown_adversary_message():
     """An unknown adversary kind lists the valid ones."""
     assert (_error(adversary="evil")
-            == "'adversary' must be one of none, stubborn, alie, dissensus, signflip, ipm: 'evil'")
+            == "'adversary' must be one of none, stubborn, alie, dissensus, signflip, ipm, bitflip: "
+               "'evil'")
 
 
 def test_unknown_topology_lists_families():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -437,8 +438,9 @@ def test_example_experiment_runs_as_a_script_and_replots(tmp_path):
     png = out / "joint_outage.png"
     assert png.stat().st_size > 1000
     png.unlink()
-    q = subprocess.run([PY, "-m", "sim", "plot", str(out)], capture_output=True, text=True,
-                       timeout=120)
+    exp = ROOT / "experiments" / "example_sweep.py"
+    q = subprocess.run([PY, "-m", "sim", "plot", str(out), "--experiment", str(exp)],
+                       capture_output=True, text=True, timeout=120)
     assert q.returncode == 0, q.stderr
     assert png.exists() and str(png) in q.stdout
 
@@ -450,6 +452,102 @@ def test_plot_without_analyse_draws_default_figures(tmp_path, capsys):
     assert main(["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]) == 0
     assert main(["plot", str(out)]) == 0
     assert (out / "rate.png").exists() and (out / "u.png").exists()
+
+
+MARKING = '''"""Writes a marker file when imported: a results folder must never run it."""
+from pathlib import Path
+
+Path({marker!r}).write_text("the file named in manifest.json ran")
+NAME = "tiny"
+BASE = {{"p": 0.5}}
+FACTORS = {{"p": [0.1]}}
+REPLICATIONS = 1
+
+
+def model(config, streams):
+    return {{"y": 1.0}}
+
+
+def analyse(results, out_dir):
+    Path({marker!r}).write_text("its analyse ran")
+'''
+
+
+def test_plot_never_runs_the_file_a_manifest_names(tmp_path):
+    """A manifest pointing at a file that would write a marker: dtsim plot draws from data, runs nothing."""
+    f = write_experiment(tmp_path / "tiny.py")
+    out = tmp_path / "o"
+    assert main(["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]) == 0
+    marker = tmp_path / "marker"
+    evil = tmp_path / "evil.py"
+    evil.write_text(MARKING.format(marker=str(marker)))
+    m = json.loads((out / "manifest.json").read_text())
+    m["file"] = str(evil)
+    (out / "manifest.json").write_text(json.dumps(m))
+    p = subprocess.run([PY, "-m", "sim", "plot", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert not marker.exists()
+    assert (out / "rate.png").exists() and "--experiment FILE" in p.stderr
+    # named on the command line, the file is the user's choice and runs
+    q = subprocess.run([PY, "-m", "sim", "plot", str(out), "--experiment", str(evil)],
+                       capture_output=True, text=True, timeout=120)
+    assert q.returncode == 0, q.stderr
+    assert marker.read_text() == "its analyse ran"
+
+
+def test_plot_uses_the_rates_the_run_recorded(tmp_path):
+    """Default figures use the RATES and NONNEGATIVE the run stored in the manifest (data)."""
+    f = write_experiment(tmp_path / "tiny.py")
+    f.write_text(f.read_text().replace("REPLICATIONS = 4", "REPLICATIONS = 4\nRATES = {'rate': None}"))
+    out = tmp_path / "o"
+    assert main(["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["rates"] == {"rate": None} and m["nonnegative"] == []
+    from sim.commands.plot import _declared, load_result
+
+    manifest, result = load_result(out)
+    _declared(manifest, result, out)
+    assert result.rates == {"rate": None}
+    stored = list(csv.DictReader((out / "summary.csv").open()))
+    assert [r["rate_kind"] for r in result.summary()] == [r["rate_kind"] for r in stored] \
+        == ["two-sided"] * 3
+    assert [repr(r["rate_high"]) for r in result.summary()] == [r["rate_high"] for r in stored]
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda m: m.update(points="x"), "'points' must be a list"),
+    (lambda m: m.update(replications="3"), "'replications' must be an integer >= 0"),
+    (lambda m: m["points"][0].update(params=[1]), "points[0].params must be an object"),
+    (lambda m: m["points"][0].update(config_hash=5), "points[0].config_hash must be a string"),
+    (lambda m: m.update(experiment=None), "(manifest.json: no experiment name)"),
+    (lambda m: m.update(rates=[1]), "'rates' must be a dict"),
+])
+def test_plot_refuses_a_manifest_of_the_wrong_shape(tmp_path, capsys, edit, why):
+    """A manifest with a wrong type is one line naming OUTDIR and what is wrong, exit 2."""
+    f = write_experiment(tmp_path / "tiny.py")
+    out = tmp_path / "o"
+    assert main(["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    edit(m)
+    (out / "manifest.json").write_text(json.dumps(m))
+    capsys.readouterr()
+    assert main(["plot", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'OUTDIR' must be a results folder with a valid manifest.json" in err[0]
+    assert why in err[0]
+
+
+def test_plot_with_an_analyse_that_raises_is_one_line(tmp_path, capsys):
+    """An experiment's analyse() that raises: dtsim plot --experiment exits 1 with one line."""
+    f = write_experiment(tmp_path / "tiny.py", extra="")
+    f.write_text(f.read_text() + "\n\ndef analyse(results, out_dir):\n    raise KeyError('nope')\n")
+    out = tmp_path / "o"
+    assert main(["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]) == 1
+    capsys.readouterr()
+    assert main(["plot", str(out), "--experiment", str(f)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"dtsim plot: error: analyse() of {f} raised KeyError: 'nope'"]
 
 
 DYING = '''"""A worker dies (os._exit) the first time it runs a task of point p=0.3."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 import signal
@@ -160,8 +161,8 @@ def test_two_runs_cannot_share_a_folder(tmp_path):
     Store.open(tmp_path / "o", name="x").close()
 
 
-def test_reconcile_keeps_duplicates_and_sets_aside_tampered_lines(tmp_path):
-    """A duplicate line is kept but used once; a line whose cells changed is set aside, verbatim."""
+def test_reconcile_sets_aside_exact_copies_and_tampered_lines(tmp_path):
+    """An exact copy of a line and a line whose cells changed go to records.damaged, verbatim."""
     out = tmp_path / "o"
     run(out)
     f = out / "records.csv"
@@ -171,11 +172,109 @@ def test_reconcile_keeps_duplicates_and_sets_aside_tampered_lines(tmp_path):
     _, tasks = make_tasks(Cfg(), [{"p": 0.2}, {"p": 0.9}], replications=3, seed=4)
     with Store.open(out, name="store-test") as s:
         done = s.reconcile(tasks)
-        assert s.unused == 1 and s.set_aside == {
-            "checksum mismatch (a cell changed after it was written)": 1}
-    assert len(done) == 6 and f.read_text().count("\n") == 8
-    assert tampered in (out / "records.damaged").read_text()
+        assert (s.unused, s.repeated) == (0, 0)
+        assert s.set_aside == {"checksum mismatch (a cell changed after it was written)": 1,
+                               "an exact copy of an earlier line": 1}
+    assert len(done) == 6 and f.read_text() == "".join(lines)
+    damaged = (out / "records.damaged").read_text()
+    assert tampered in damaged and damaged.count(lines[1]) == 1
     assert all(isinstance(r["x"], float) and isinstance(r["config_hash"], str) for r in done.values())
+
+
+def test_an_exact_copy_is_not_reported_as_another_configs_record(tmp_path):
+    """dtsim run says a copied line was set aside, not that a record of another config is kept."""
+    out = tmp_path / "o"
+    run(out)
+    f = out / "records.csv"
+    lines = f.read_text().splitlines(keepends=True)
+    f.write_text("".join(lines) + lines[2])
+    again = run(out)
+    assert (again.ran, again.reused, again.unused, again.repeated) == (0, 6, 0, 0)
+    assert again.set_aside == {"an exact copy of an earlier line": 1}
+
+
+def test_a_second_record_of_a_task_is_counted_as_repeated(tmp_path):
+    """Two different valid records of one task: the first is used, the second counted as repeated."""
+    out = tmp_path / "o"
+    first = run(out)
+    f = out / "records.csv"
+    lines = f.read_text().splitlines(keepends=True)
+    header = next(csv.reader([lines[0]]))
+    row = dict(zip(header, next(csv.reader([lines[1]])), strict=True))
+    row["x"] = repr(float(row["x"]) + 1.0)
+    row["wall_time"] = "1.0"
+    from sim.runner.store import row_checksum
+
+    row["checksum"] = row_checksum(row)
+    f.write_text("".join(lines) + ",".join(row[c] for c in header) + "\n")
+    again = run(out)
+    assert (again.ran, again.unused, again.repeated, again.set_aside) == (0, 0, 1, {})
+    assert [r["x"] for r in again.records] == [r["x"] for r in first.records]
+
+
+def test_a_renamed_header_cell_is_repaired_from_the_manifest(tmp_path):
+    """A header cell renamed after writing: every record is kept and reused, the header restored."""
+    out = tmp_path / "o"
+    first = run(out)
+    f = out / "records.csv"
+    text = f.read_text()
+    header, body = text.split("\n", 1)
+    assert ",x," in header and read_manifest(out)["columns"] == header.split(",")
+    f.write_text(header.replace(",x,", ",renamed,") + "\n" + body)
+    again = run(out)
+    assert (again.ran, again.reused) == (0, 6)
+    assert [r["x"] for r in again.records] == [r["x"] for r in first.records]
+    assert f.read_text() == text
+    assert again.set_aside == {
+        "the header line changed after it was written; restored from manifest.json": 1}
+    assert ",renamed," in (out / "records.damaged").read_text()
+
+
+def test_a_wrong_header_without_a_copy_is_not_kept(tmp_path):
+    """With no copy to repair from, the lines are set aside and the wrong header is not kept."""
+    out = tmp_path / "o"
+    run(out)
+    m = read_manifest(out)
+    del m["columns"]
+    (out / "manifest.json").write_text(json.dumps(m))
+    f = out / "records.csv"
+    header, body = f.read_text().split("\n", 1)
+    f.write_text(header.replace(",x,", ",renamed,") + "\n" + body)
+    again = run(out)
+    assert (again.ran, again.reused) == (6, 0)
+    assert f.read_text().split("\n", 1)[0] == header
+    assert len(read_records(out)) == 6
+
+
+@pytest.mark.parametrize("damage", [b"{not json", b"[1, 2]", b"\xff\xfe", b'{"seed": 3}'])
+def test_a_damaged_manifest_is_set_aside_and_the_run_resumes(tmp_path, damage):
+    """A damaged manifest.json does not block resuming: it is moved aside and the records reused."""
+    out = tmp_path / "o"
+    first = run(out)
+    (out / "manifest.json").write_bytes(damage)
+    again = run(out)
+    assert (again.ran, again.reused) == (0, 6) and again.manifest_damaged
+    assert [r["x"] for r in again.records] == [r["x"] for r in first.records]
+    assert (out / "manifest.damaged").read_bytes() == damage
+    assert read_manifest(out)["experiment"] == "store-test"
+
+
+@pytest.mark.parametrize("part", ["records.csv", "manifest.json"])
+def test_a_folder_in_place_of_a_store_file_is_refused_before_any_task(tmp_path, part):
+    """records.csv or manifest.json being a folder is refused when the store opens, not at the end."""
+    out = tmp_path / "o"
+    (out / part).mkdir(parents=True)
+    calls = []
+
+    def counting(config, streams):
+        calls.append(1)
+        return {"x": 1.0}
+
+    with pytest.raises(ConfigError) as e:
+        run(out, fn=counting)
+    assert str(e.value) == (f"'out' must be a results folder whose {part} is a regular file: "
+                            f"'{out / part} (a folder)'")
+    assert calls == []
 
 
 def test_ctrl_c_leaves_a_consistent_store(tmp_path):

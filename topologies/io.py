@@ -21,6 +21,7 @@ expanded to its prefixes (``"region0/rack1"`` -> ``("region0", "region0/rack1")`
 from __future__ import annotations
 
 import ast
+import io
 import json
 import math
 import re
@@ -29,9 +30,10 @@ from typing import Any
 
 import networkx as nx
 
-from sim.errors import ConfigError
+from sim.errors import ConfigError, read_input_bytes
 
-__all__ = ["GRAPH_EXTENSIONS", "read_graph", "write_graph", "domain_chain", "is_graph_file"]
+__all__ = ["GRAPH_EXTENSIONS", "read_graph", "write_graph", "domain_chain", "is_graph_file",
+           "check_simple"]
 
 #: File name endings read as graph files.
 GRAPH_EXTENSIONS = (".graphml", ".gml", ".edges", ".edgelist", ".txt")
@@ -86,56 +88,79 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _read_edgelist(path: Path) -> nx.Graph:
+def _read_edgelist(text: str) -> nx.Graph:
     G = nx.Graph()
     usage = "'u v [latency [bandwidth]]', 'u v key=value ...' or 'u v {dict}'"
-    with path.open(encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            line = raw.split("#", 1)[0].strip()
-            if not line:
-                continue
-            tokens = line.split(None, 2)
-            if len(tokens) == 1:
-                G.add_node(tokens[0])
-                continue
-            u, v = tokens[0], tokens[1]
-            rest = tokens[2] if len(tokens) == 3 else ""
-            data: dict[str, Any] = {}
-            if rest.startswith("{"):
-                try:
-                    data = ast.literal_eval(rest)
-                except (ValueError, SyntaxError):
-                    data = None  # type: ignore[assignment]
-                if not isinstance(data, dict):
-                    raise ValueError(f"line {lineno}: expected {usage}, got {line!r}")
-            elif rest:
-                extra = rest.split()
-                if all("=" in t for t in extra):
-                    data = dict(t.split("=", 1) for t in extra)
-                elif len(extra) <= 2 and not any("=" in t for t in extra):
-                    data = dict(zip(("latency", "bandwidth"), extra, strict=False))
-                    for key, val in data.items():
-                        if not isinstance(_coerce(val), (int, float)):
-                            raise ValueError(f"line {lineno}: {key} is not a number: {val!r}")
-                else:
-                    raise ValueError(f"line {lineno}: expected {usage}, got {line!r}")
-            G.add_edge(u, v, **{str(k): _coerce(x) for k, x in data.items()})
+    for lineno, raw in enumerate(io.StringIO(text, newline=None), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        tokens = line.split(None, 2)
+        if len(tokens) == 1:
+            G.add_node(tokens[0])
+            continue
+        u, v = tokens[0], tokens[1]
+        if u == v:
+            raise ValueError(f"line {lineno}: a self-loop {u}-{v} (a node gossips with others)")
+        if G.has_edge(u, v):
+            raise ValueError(f"line {lineno}: the edge {u}-{v} again (parallel edges are "
+                             "not allowed; give each link once)")
+        rest = tokens[2] if len(tokens) == 3 else ""
+        data: dict[str, Any] = {}
+        if rest.startswith("{"):
+            try:
+                data = ast.literal_eval(rest)
+            except (ValueError, SyntaxError):
+                data = None  # type: ignore[assignment]
+            if not isinstance(data, dict):
+                raise ValueError(f"line {lineno}: expected {usage}, got {line!r}")
+        elif rest:
+            extra = rest.split()
+            if all("=" in t for t in extra):
+                data = dict(t.split("=", 1) for t in extra)
+            elif len(extra) <= 2 and not any("=" in t for t in extra):
+                data = dict(zip(("latency", "bandwidth"), extra, strict=False))
+                for key, val in data.items():
+                    if not isinstance(_coerce(val), (int, float)):
+                        raise ValueError(f"line {lineno}: {key} is not a number: {val!r}")
+            else:
+                raise ValueError(f"line {lineno}: expected {usage}, got {line!r}")
+        G.add_edge(u, v, **{str(k): _coerce(x) for k, x in data.items()})
     return G
 
 
-def _read_gml(path: Path) -> nx.Graph:
+def _read_gml(text: str) -> nx.Graph:
     try:
-        return nx.read_gml(path, label="label")
+        return nx.parse_gml(text, label="label")
     except nx.NetworkXError as exc:
         if "label" not in str(exc):
             raise
-        return nx.read_gml(path, label="id")
+        return nx.parse_gml(text, label="id")
+
+
+def check_simple(G: nx.Graph) -> None:
+    """Refuse a graph with directed edges, parallel edges or self-loops (never dropped silently).
+
+    Raises
+    ------
+    ValueError
+        Saying which, with an example (the callers name the file or builder).
+    """
+    if G.is_directed():
+        raise ValueError("directed edges (links are two-way: write an undirected graph, "
+                         "edgedefault=\"undirected\" in GraphML)")
+    if G.is_multigraph():
+        for u, v, k in G.edges(keys=True):
+            if k != 0 or G.number_of_edges(u, v) > 1:
+                raise ValueError(f"parallel edges between {u} and {v} (give each link once)")
+    loops = list(nx.selfloop_edges(G))
+    if loops:
+        raise ValueError(f"a self-loop at node {loops[0][0]} (a node gossips with others)")
 
 
 def _normalise(G: nx.Graph) -> nx.Graph:
     """Undirected simple graph, integer labels when all are integers, typed attributes."""
-    if G.is_directed():
-        G = G.to_undirected()
+    check_simple(G)
     if G.is_multigraph():
         G = nx.Graph(G)
     labels = list(G.nodes)
@@ -183,16 +208,18 @@ def read_graph(path: str | Path) -> nx.Graph:
     """
     p = Path(path)
     rule = "a readable graph file"
-    if not p.is_file():
+    if not p.exists():
         raise ConfigError("topology", f"{rule} (no such file)", str(path))
+    # a regular file of at most MAX_INPUT_BYTES: a FIFO or a device is refused unread
+    data = read_input_bytes("topology", p, rule=rule)
     ext = p.suffix.lower()
     try:
         if ext == ".graphml":
-            G = nx.read_graphml(p)
+            G = nx.read_graphml(io.BytesIO(data))
         elif ext == ".gml":
-            G = _read_gml(p)
+            G = _read_gml(data.decode("utf-8"))
         else:
-            G = _read_edgelist(p)
+            G = _read_edgelist(data.decode("utf-8"))
         return _normalise(G)
     except ConfigError:
         raise

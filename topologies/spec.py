@@ -32,10 +32,10 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from sim.errors import ConfigError, check_memory
+from sim.errors import MAX_SOURCE_BYTES, ConfigError, check_input_file, check_memory
 
 from .graphs import parse_dims
-from .io import GRAPH_EXTENSIONS, domain_chain, is_graph_file, read_graph
+from .io import GRAPH_EXTENSIONS, check_simple, domain_chain, is_graph_file, read_graph
 from .registry import REGISTRY, REQUIRED, Family, normalize_name
 
 __all__ = [
@@ -305,8 +305,11 @@ def _load_target(target: str) -> Callable[..., Any]:
     try:
         if mod_name.endswith(".py"):
             path = os.path.abspath(mod_name)
-            if not os.path.isfile(path):
+            if not os.path.exists(path):
                 raise FileNotFoundError(f"no such file {mod_name}")
+            # a regular file of at most MAX_SOURCE_BYTES: a FIFO or a device is refused unread
+            check_input_file("topology", path, limit=MAX_SOURCE_BYTES,
+                             rule="a readable .py file of a builder")
             modspec = importlib.util.spec_from_file_location(
                 f"_dtsim_user_{abs(hash(path))}", path)
             if modspec is None or modspec.loader is None:
@@ -321,6 +324,11 @@ def _load_target(target: str) -> Callable[..., Any]:
                 sys.path.append(os.getcwd())
             module = importlib.import_module(mod_name)
         fn = getattr(module, fn_name)
+    except ConfigError:
+        raise
+    except SystemExit as exc:  # a builder file that exits while imported: one line, not a silent exit
+        raise ConfigError("topology", f"{rule} without exiting (it called sys.exit({exc.code!r}) "
+                          "at import)", target) from None
     except Exception as exc:
         reason = " ".join(str(exc).split())
         raise ConfigError("topology", f"{rule} ({type(exc).__name__}: {reason})", target) from None
@@ -484,11 +492,30 @@ def build(spec: str | TopologySpec, *, nodes: int | None = None, seed: int | Non
             raise ConfigError("topology", f"arguments {r.target} accepts ({exc})", text) from None
         except ValueError:
             pass
-        G = fn(**r.params)
+        try:
+            G = fn(**r.params)
+        except ConfigError:
+            raise
+        except SystemExit as exc:  # one line naming the builder, never a silent exit
+            raise ConfigError("topology", f"a builder that returns a graph without exiting (it "
+                              f"called sys.exit({exc.code!r}))", text) from None
+        except Exception as exc:  # the user's builder raised: one line naming it
+            reason = " ".join(str(exc).split())
+            raise ConfigError("topology", f"a builder that runs ({type(exc).__name__}: {reason})",
+                              text) from None
         if not isinstance(G, nx.Graph):
             raise ConfigError("topology", f"a builder returning a networkx.Graph "
                               f"(got {type(G).__name__})", text)
+        try:
+            check_simple(G)
+        except ValueError as exc:
+            raise ConfigError("topology", f"a builder returning an undirected simple graph "
+                              f"({exc})", text) from None
         label = "callable"
+    if r.family is None and nodes is not None and G.number_of_nodes() != nodes:
+        # a file or a builder sets its own size: --nodes must agree, never be dropped
+        raise ConfigError("nodes", f"unset or equal to the {G.number_of_nodes()} nodes of "
+                          f"topology {text}", nodes)
     if r.family is None or require:
         validate_graph(G, require=require, name=text)
     G.graph["spec"] = text
@@ -544,9 +571,12 @@ def estimated_bytes(spec: str | TopologySpec, *, nodes: int | None = None) -> in
         full.update(r.params)
         n = fam.node_count(r.params)
         deg = _mean_degree(fam.name, full, n)
-    except (ConfigError, TypeError, ValueError, KeyError):
+        need = n * _NODE_BYTES + n * deg / 2 * _EDGE_BYTES
+    except (ConfigError, TypeError, ValueError, KeyError, OverflowError):
         return None  # the builder reports what is wrong
-    return int(n * _NODE_BYTES + n * deg / 2 * _EDGE_BYTES)
+    if not math.isfinite(need) or need < 0:  # a parameter such as p=nan or m=inf
+        return None  # the builder reports what is wrong
+    return int(need)
 
 
 def _check_fits(fam: Family, params: Mapping[str, Any], typed: Mapping[str, Any],

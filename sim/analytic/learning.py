@@ -61,6 +61,7 @@ References
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,8 @@ __all__ = [
     "check_step_size",
     "local_gain",
     "local_noise_variance",
+    "momentum_maps",
+    "effective_gain",
     "honest_optimum",
     "diloco_fixed_point",
     "training_mean",
@@ -87,6 +90,7 @@ __all__ = [
     "edge_training_moments",
     "metropolis_weights",
     "async_training_mean",
+    "ipm_clip_fixed_point",
 ]
 
 #: Protocols with an exact first moment on quadratics.
@@ -139,6 +143,8 @@ class _Setting:
     b: np.ndarray  # (n, d): stubborn values on stubborn rows, 0 elsewhere
     g: np.ndarray  # (n, d): (1 - eta a)^H on honest rows, 1 on stubborn rows
     q: np.ndarray  # (n, d): local noise variance on honest rows, 0 on stubborn rows
+    eta: float = 0.0  # step size
+    H: int = 1  # local steps per round
 
     @property
     def n(self) -> int:
@@ -189,7 +195,7 @@ def _setting(curvature: Any, optimum: Any, lr: Any, local_steps: Any, *,
     with np.errstate(divide="ignore", invalid="ignore"):
         geo = np.where(np.isclose(r2, 1.0), float(H), (1.0 - r2 ** H) / (1.0 - r2))
     q = np.where(honest[:, None], eta * eta * sigma * sigma * geo, 0.0)
-    return _Setting(a, c, honest, b, g, q)
+    return _Setting(a, c, honest, b, g, q, float(eta), int(H))
 
 
 # --------------------------------------------------------------------------- closed forms
@@ -251,6 +257,76 @@ def local_noise_variance(curvature: Any, lr: float, local_steps: int, grad_noise
     """
     a = _as_nd("curvature", curvature)
     return _setting(a, np.zeros_like(a), lr, local_steps, grad_noise=grad_noise).q
+
+
+def momentum_maps(curvature: Any, lr: float, local_steps: int, momentum: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``H`` heavy-ball steps on a quadratic as a 2 x 2 linear map, per node and coordinate.
+
+    Parameters
+    ----------
+    curvature : array_like, shape (n, d)
+    lr, local_steps, momentum : float, int, float
+        ``eta``, ``H`` and ``beta`` in [0, 1).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(P_xx, P_xv, P_vx, P_vv)``, each ``(n, d)``: the deviation from the
+        local optimum and the momentum buffer after ``H`` steps,
+        :math:`(x' - c, v') = P\\,(x - c, v)` (in expectation: the gradient
+        noise has mean zero).
+
+    Notes
+    -----
+    One step of torch's SGD with momentum (no dampening, no Nesterov) on
+    :math:`f(x) = \\tfrac{a}{2}(x - c)^2` is :math:`v' = \\beta v + a (x - c)`,
+    :math:`x' = x - \\eta v'`, i.e.
+
+    .. math:: \\begin{pmatrix} x' - c \\\\ v' \\end{pmatrix} =
+              \\begin{pmatrix} 1 - \\eta a & -\\eta\\beta \\\\ a & \\beta \\end{pmatrix}
+              \\begin{pmatrix} x - c \\\\ v \\end{pmatrix},
+
+    and ``P`` is its ``H``-th power. At a fixed point of a protocol that does
+    not exchange the buffers, ``v' = v``, so the buffer settles at
+    :math:`v = P_{vx} (x - c) / (1 - P_{vv})` and the local steps act on
+    ``x`` as the gain :func:`effective_gain`.
+
+    References
+    ----------
+    .. [1] B. T. Polyak, "Some methods of speeding up the convergence of
+       iteration methods", USSR Computational Mathematics and Mathematical
+       Physics 4(5), 1964 (the heavy-ball method).
+    .. [2] PyTorch, ``torch.optim.SGD`` (momentum buffer ``b = mu b + g``,
+       step ``p = p - lr b``).
+    """
+    a = _as_nd("curvature", curvature)
+    eta = check_nonnegative("lr", lr)
+    H = check_int("local_steps", local_steps, low=1)
+    beta = check_nonnegative("momentum", momentum)
+    check(beta < 1.0, "momentum", "in [0, 1)", momentum)
+    a11, a12, a21, a22 = 1.0 - eta * a, np.full_like(a, -eta * beta), a, np.full_like(a, beta)
+    p11, p12, p21, p22 = a11.copy(), a12.copy(), a21.copy(), a22.copy()
+    for _ in range(H - 1):
+        p11, p12, p21, p22 = (a11 * p11 + a12 * p21, a11 * p12 + a12 * p22,
+                              a21 * p11 + a22 * p21, a21 * p12 + a22 * p22)
+    return p11, p12, p21, p22
+
+
+def effective_gain(curvature: Any, lr: float, local_steps: int, momentum: float) -> np.ndarray:
+    """The gain of ``H`` heavy-ball steps on ``x`` once the momentum buffer has settled.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, d)
+        :math:`g = P_{xx} + P_{xv} P_{vx} / (1 - P_{vv})` (:func:`momentum_maps`):
+        at any fixed point the local steps map ``x`` to :math:`g x + (1 - g) c`.
+        With ``momentum = 0`` this is :func:`local_gain`; with ``H = 1``,
+        :math:`1 - g = \\eta a / (1 - \\beta)` (the effective step
+        :math:`\\eta / (1 - \\beta)`).
+    """
+    p11, p12, p21, p22 = momentum_maps(curvature, lr, local_steps, momentum)
+    return p11 + p12 * p21 / (1.0 - p22)
 
 
 def honest_optimum(curvature: Any, optimum: Any, honest: Any = None) -> np.ndarray:
@@ -345,14 +421,37 @@ def _graph_edges(G: Any) -> tuple[int, np.ndarray, np.ndarray]:
 
 
 class _FirstMoment:
-    """The exact map ``E[x_H'] = M E[x_H] + v`` of one protocol, coordinate by coordinate."""
+    """The exact map ``E[x_H'] = M E[x_H] + v`` of one protocol, coordinate by coordinate.
 
-    def __init__(self, protocol: str, s: _Setting, G: Any = None) -> None:
+    With ``momentum > 0`` the state is ``(x_H, v_H)`` (:meth:`step_state`);
+    ``weights`` (off-diagonal mixing weights of ``neighbourhood``, default
+    Metropolis) and ``rounds`` (aggregations per step, ``neighbourhood`` and
+    ``allreduce``) generalise the mixing.
+    """
+
+    def __init__(self, protocol: str, s: _Setting, G: Any = None, *, momentum: float = 0.0,
+                 weights: Any = None, rounds: int = 1) -> None:
         self.protocol = check_choice("protocol", protocol, TRAINING_PROTOCOLS)
         self.s = s
         self.hidx = np.flatnonzero(s.honest)
         self.sidx = np.flatnonzero(~s.honest)
         h = self.hidx.size
+        self.beta = float(momentum)
+        self.K = check_int("gossip_rounds", rounds, low=1)
+        check(self.K == 1 or protocol in ("neighbourhood", "allreduce"), "gossip_rounds",
+              f"1 for protocol {protocol}", rounds)
+        check(weights is None or protocol == "neighbourhood", "weights",
+              f"None for protocol {protocol} (mixing weights are for neighbourhood)", "given")
+        self.custom = weights is not None or self.K != 1
+        self._G, self._weights = G, weights
+        if self.beta:
+            hi = self.hidx
+            P = momentum_maps(s.a[hi], s.eta, s.H, self.beta)
+            self.P = P
+        if protocol == "edge" and self.beta:
+            n, i, j = _graph_edges(G)
+            self.ei, self.ej, self.m = i, j, i.size
+            self.deg = np.bincount(i, minlength=n) + np.bincount(j, minlength=n)
         if protocol == "edge":
             check(G is not None, "graph", "a networkx graph for protocol edge", G)
             n, i, j = _graph_edges(G)
@@ -383,18 +482,20 @@ class _FirstMoment:
             check(G is not None, "graph", "a networkx graph for protocol neighbourhood", G)
             n, i, j = _graph_edges(G)
             check(n == s.n, "curvature", f"one row per graph node ({n})", s.n)
-            W = metropolis_weights(G)
+            W = metropolis_weights(G) if weights is None else sp.csr_matrix(weights)
+            check(W.shape == (n, n), "weights", f"an ({n}, {n}) matrix", W.shape)
             self.W_HH = W[self.hidx][:, self.hidx].tocsr()
             self.W_HS_b = W[self.hidx][:, self.sidx] @ s.b[self.sidx]
             self.w_self = 1.0 - np.asarray(W.sum(axis=1)).ravel()[self.hidx]
+            self.A = (sp.diags(self.w_self) + self.W_HH).tocsr()
         elif protocol == "matching":
             check(s.n % 2 == 0, "nodes", "even for protocol matching on the complete graph", s.n)
-            self.beta = 1.0 / (2.0 * (s.n - 1))
-            self.alpha = 0.5 - self.beta
+            self.beta_m = 1.0 / (2.0 * (s.n - 1))
+            self.alpha = 0.5 - self.beta_m
         self.bsum = s.b[self.sidx].sum(axis=0)
 
     def step(self, x: np.ndarray) -> np.ndarray:
-        """``E[x_H]`` one step later from ``x`` (shape ``(h, d)``)."""
+        """``E[x_H]`` one step later from ``x`` (shape ``(h, d)``; no momentum)."""
         s, hi = self.s, self.hidx
         if self.protocol == "edge":
             out = np.empty_like(x)
@@ -402,17 +503,66 @@ class _FirstMoment:
                 out[:, k] = self.M[k] @ x[:, k] + self.v[:, k]
             return out
         y = s.g[hi] * x + (1.0 - s.g[hi]) * s.c[hi]
+        return self.mix(y)
+
+    def mix(self, y: np.ndarray) -> np.ndarray:
+        """The synchronous protocols' averaging of the post-local values ``y`` (honest rows)."""
+        s = self.s
         if self.protocol == "neighbourhood":
-            return self.w_self[:, None] * y + self.W_HH @ y + self.W_HS_b
+            if not self.custom:
+                return self.w_self[:, None] * y + self.W_HH @ y + self.W_HS_b
+            for _ in range(self.K):
+                y = self.A @ y + self.W_HS_b
+            return y
         total = y.sum(axis=0) + self.bsum
         if self.protocol == "allreduce":
-            return np.broadcast_to(total / s.n, x.shape).copy()
-        return self.alpha * y + self.beta * total
+            X = total / s.n
+            for _ in range(self.K - 1):
+                X = (self.hidx.size * X + self.bsum) / s.n
+            return np.broadcast_to(X, y.shape).copy()
+        return self.alpha * y + self.beta_m * total
+
+    def step_state(self, x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(E[x_H], E[v_H])`` one step later, with momentum buffers ``v`` (shape ``(h, d)``)."""
+        s, hi = self.s, self.hidx
+        p11, p12, p21, p22 = self.P
+        c = s.c[hi]
+        e = x - c
+        y = c + p11 * e + p12 * v
+        w = p21 * e + p22 * v
+        if self.protocol != "edge":
+            return self.mix(y), w
+        n = s.n
+        yf = s.b.copy()  # what each end holds after its local steps (a stubborn end: b)
+        yf[hi] = y
+        xf = np.zeros((n, s.d))
+        xf[hi] = x
+        i, j = self.ei, self.ej
+        acc = np.zeros((n, s.d))
+        np.add.at(acc, i, (yf[i] + yf[j]) / 2.0 - xf[i])
+        np.add.at(acc, j, (yf[i] + yf[j]) / 2.0 - xf[j])
+        x_new = x + acc[hi] / self.m
+        v_new = v + (self.deg[hi] / self.m)[:, None] * (w - v)
+        return x_new, v_new
 
     def equilibrium(self) -> np.ndarray:
-        """The fixed point of :meth:`step` (shape ``(h, d)``)."""
+        """The fixed point of :meth:`step` (shape ``(h, d)``).
+
+        With momentum the buffers settle where the local steps return them
+        unchanged, so the fixed point is the one without momentum at the
+        effective gain (:func:`effective_gain`).
+        """
         s, hi = self.s, self.hidx
+        if self.beta:
+            p11, p12, p21, p22 = self.P
+            g_eff = s.g.copy()
+            g_eff[hi] = p11 + p12 * p21 / (1.0 - p22)
+            s2 = _Setting(s.a, s.c, s.honest, s.b, g_eff, s.q, s.eta, s.H)
+            return _FirstMoment(self.protocol, s2, self._G, weights=self._weights,
+                                rounds=self.K).equilibrium()
         g, c = s.g[hi], s.c[hi]
+        if self.custom:
+            return self._custom_equilibrium(g, c)
         if self.protocol == "edge":
             out = np.empty((hi.size, s.d))
             for k in range(s.d):
@@ -437,13 +587,39 @@ class _FirstMoment:
                 _singular()
             x = ((1.0 - g) * c).sum(axis=0) + self.bsum
             return np.broadcast_to(x / den, (hi.size, s.d)).copy()
-        al, be = self.alpha, self.beta
+        al, be = self.alpha, self.beta_m
         den = 1.0 - be * (g / (1.0 - al * g)).sum(axis=0)
         if np.any(den <= 1e-300):
             _singular()
         S = (((1.0 - g) * c) / (1.0 - al * g)).sum(axis=0) + self.bsum
         S = S / den
         return (al * (1.0 - g) * c + be * S) / (1.0 - al * g)
+
+    def _custom_equilibrium(self, g: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Fixed point with given weights or several aggregations per step (``neighbourhood``, ``allreduce``)."""
+        s, h = self.s, self.hidx.size
+        if self.protocol == "allreduce":
+            rho = h / s.n
+            S = sum(rho ** k for k in range(self.K - 1))
+            lead = rho ** (self.K - 1) / s.n
+            den = 1.0 - lead * g.sum(axis=0)
+            if np.any(den <= 1e-300):
+                _singular()
+            X = (lead * (((1.0 - g) * c).sum(axis=0) + self.bsum) + self.bsum * S / s.n) / den
+            return np.broadcast_to(X, (h, s.d)).copy()
+        A = self.A
+        M = sp.identity(h, format="csr")
+        bK = np.zeros((h, s.d))
+        for _ in range(self.K):
+            bK = A @ bK + self.W_HS_b
+            M = (A @ M).tocsr()
+        out = np.empty((h, s.d))
+        for k in range(s.d):
+            if h == s.n and np.allclose(g[:, k], 1.0):
+                _singular()
+            lhs = (sp.identity(h) - M @ sp.diags(g[:, k])).tocsc()
+            out[:, k] = spla.spsolve(lhs, M @ ((1.0 - g[:, k]) * c[:, k]) + bK[:, k])
+        return out
 
 
 def metropolis_weights(G: nx.Graph) -> sp.csr_matrix:
@@ -508,7 +684,8 @@ def _points(steps: Any, record_every: Any) -> np.ndarray:
 def training_mean(protocol: str, curvature: Any, optimum: Any, lr: float, local_steps: int,
                   steps: int, *, graph: nx.Graph | None = None,
                   stubborn: Mapping[int, Any] | None = None, x0: Any = None,
-                  record_every: int = 1) -> np.ndarray:
+                  record_every: int = 1, momentum: float = 0.0, weights: Any = None,
+                  gossip_rounds: int = 1) -> np.ndarray:
     """Exact expected parameters of every honest node under gossip training.
 
     Parameters
@@ -534,6 +711,13 @@ def training_mean(protocol: str, curvature: Any, optimum: Any, lr: float, local_
         Expected initial honest values (default 0).
     record_every : int, optional
         Record every this many steps; ``steps`` is always included.
+    momentum : float, optional
+        Heavy-ball ``beta`` of the honest nodes' local steps (buffers start at
+        0 and stay at their node; :func:`momentum_maps`).
+    weights : sparse matrix, optional
+        Off-diagonal mixing weights of ``neighbourhood`` (default Metropolis).
+    gossip_rounds : int, optional
+        Aggregations per step (``neighbourhood``, ``allreduce``).
 
     Returns
     -------
@@ -555,7 +739,12 @@ def training_mean(protocol: str, curvature: Any, optimum: Any, lr: float, local_
     :math:`E[x_i'] = x_i + \\frac1m \\sum_{j \\sim i} [(y_i + y_j)/2 - x_i]`.
     ``allreduce``: :math:`x_i' = \\frac1n \\sum_j y_j`. ``neighbourhood``:
     :math:`x_i' = y_i + \\sum_j W_{ij} (y_j - y_i)` (deterministic ``W``).
-    Gradient noise has mean zero and does not enter.
+    Gradient noise has mean zero and does not enter. With momentum the state
+    of a node is :math:`(x_i, v_i)` and its ``H`` local steps are the linear
+    map of :func:`momentum_maps` on :math:`(x_i - c_i, v_i)`, so the same
+    argument gives :math:`E[(x, v)_{t+1}] = E[W\\,G](E[(x, v)_t])` with the
+    buffers untouched by the averaging (``edge``: a node's buffer moves only
+    when one of its edges is drawn, :math:`E[v_i'] = v_i + (d_i / m)(w_i - v_i)`).
 
     References
     ----------
@@ -567,8 +756,10 @@ def training_mean(protocol: str, curvature: Any, optimum: Any, lr: float, local_
        changing topology and local updates", 2020.
     """
     s = _setting(curvature, optimum, lr, local_steps, stubborn=stubborn)
-    fm = _FirstMoment(protocol, s, graph)
+    fm = _FirstMoment(protocol, s, graph, momentum=momentum, weights=weights,
+                      rounds=gossip_rounds)
     x = _x0(x0, s)
+    v = np.zeros_like(x)
     pts = _points(steps, record_every)
     out = np.empty((pts.size,) + x.shape)
     t, r = 0, 0
@@ -578,18 +769,22 @@ def training_mean(protocol: str, curvature: Any, optimum: Any, lr: float, local_
             r += 1
             if r == pts.size:
                 return out
-        x = fm.step(x)
+        if fm.beta:
+            x, v = fm.step_state(x, v)
+        else:
+            x = fm.step(x)
         t += 1
 
 
 def training_equilibrium(protocol: str, curvature: Any, optimum: Any, lr: float,
                          local_steps: int, *, graph: nx.Graph | None = None,
-                         stubborn: Mapping[int, Any] | None = None) -> np.ndarray:
+                         stubborn: Mapping[int, Any] | None = None, momentum: float = 0.0,
+                         weights: Any = None, gossip_rounds: int = 1) -> np.ndarray:
     """Long-run expected parameters of every honest node (the fixed point of the first moment).
 
     Parameters
     ----------
-    protocol, curvature, optimum, lr, local_steps, graph, stubborn
+    protocol, curvature, optimum, lr, local_steps, graph, stubborn, momentum, weights, gossip_rounds
         As in :func:`training_mean`.
 
     Returns
@@ -623,12 +818,14 @@ def training_equilibrium(protocol: str, curvature: Any, optimum: Any, lr: float,
        and disagreement in social networks", 2013.
     """
     s = _setting(curvature, optimum, lr, local_steps, stubborn=stubborn)
-    return _FirstMoment(protocol, s, graph).equilibrium()
+    return _FirstMoment(protocol, s, graph, momentum=momentum, weights=weights,
+                        rounds=gossip_rounds).equilibrium()
 
 
 def stubborn_training_bias(protocol: str, curvature: Any, optimum: Any, lr: float,
                            local_steps: int, stubborn: Mapping[int, Any], *,
-                           graph: nx.Graph | None = None) -> dict[str, np.ndarray]:
+                           graph: nx.Graph | None = None, momentum: float = 0.0,
+                           gossip_rounds: int = 1) -> dict[str, np.ndarray]:
     """Equilibrium bias of the honest mean that stubborn nodes cause in gossip training.
 
     Parameters
@@ -654,8 +851,9 @@ def stubborn_training_bias(protocol: str, curvature: Any, optimum: Any, lr: floa
     honest node pulled toward its own optimum, so the honest mean settles at a
     point between ``x*`` and ``b`` instead of being captured (with ``lr = 0`` it
     is captured: :math:`E[m] \\to b`). ``clean_mean`` uses the same protocol on
-    the honest nodes alone (``edge``: the graph with the stubborn nodes
-    deleted; it must stay connected; ``matching`` needs an even honest count).
+    the honest nodes alone (``edge`` and ``neighbourhood``: the graph with the
+    stubborn nodes deleted, Metropolis weights on it; it must stay connected;
+    ``matching`` needs an even honest count).
 
     References
     ----------
@@ -664,7 +862,7 @@ def stubborn_training_bias(protocol: str, curvature: Any, optimum: Any, lr: floa
     """
     check(bool(stubborn), "stubborn", "at least one stubborn node", stubborn)
     eq = training_equilibrium(protocol, curvature, optimum, lr, local_steps, graph=graph,
-                              stubborn=stubborn)
+                              stubborn=stubborn, momentum=momentum, gossip_rounds=gossip_rounds)
     a = _as_nd("curvature", curvature)
     c = _as_nd("optimum", optimum, a.shape[0])
     honest = np.ones(a.shape[0], dtype=bool)
@@ -674,17 +872,19 @@ def stubborn_training_bias(protocol: str, curvature: Any, optimum: Any, lr: floa
     out = {"honest_mean": m, "optimum": xs, "bias": m - xs}
     clean: np.ndarray | None = None
     if float(lr) > 0:
-        if protocol == "edge":
+        if protocol in ("edge", "neighbourhood"):
             assert graph is not None
             nodes = list(graph.nodes())
             keep = [nodes[p] for p in np.flatnonzero(honest)]
             sub = graph.subgraph(keep)
             if nx.is_connected(sub) and sub.number_of_edges() > 0:
-                clean = training_equilibrium("edge", a[honest], c[honest], lr, local_steps,
-                                             graph=nx.Graph(sub)).mean(axis=0)
+                clean = training_equilibrium(protocol, a[honest], c[honest], lr, local_steps,
+                                             graph=nx.Graph(sub), momentum=momentum,
+                                             gossip_rounds=gossip_rounds).mean(axis=0)
         elif protocol == "allreduce" or int(honest.sum()) % 2 == 0:
             clean = training_equilibrium(protocol, a[honest], c[honest], lr,
-                                         local_steps).mean(axis=0)
+                                         local_steps, momentum=momentum,
+                                         gossip_rounds=gossip_rounds).mean(axis=0)
     nan = np.full(a.shape[1], np.nan)
     out["clean_mean"] = nan if clean is None else clean
     out["attack_bias"] = nan if clean is None else m - clean
@@ -694,12 +894,13 @@ def stubborn_training_bias(protocol: str, curvature: Any, optimum: Any, lr: floa
 def steps_to_equilibrium(protocol: str, curvature: Any, optimum: Any, lr: float,
                          local_steps: int, *, graph: nx.Graph | None = None,
                          stubborn: Mapping[int, Any] | None = None, x0: Any = None,
-                         tol: float = 0.01, max_steps: int = 10**7) -> int:
+                         tol: float = 0.01, max_steps: int = 10**7, momentum: float = 0.0,
+                         weights: Any = None, gossip_rounds: int = 1) -> int:
     """Steps until the expected honest mean is within ``tol`` of its way to equilibrium.
 
     Parameters
     ----------
-    protocol, curvature, optimum, lr, local_steps, graph, stubborn, x0
+    protocol, curvature, optimum, lr, local_steps, graph, stubborn, x0, momentum, weights, gossip_rounds
         As in :func:`training_mean`.
     tol : float, optional
         Relative tolerance (default 0.01).
@@ -724,15 +925,20 @@ def steps_to_equilibrium(protocol: str, curvature: Any, optimum: Any, lr: float,
        algorithms", 2006.
     """
     s = _setting(curvature, optimum, lr, local_steps, stubborn=stubborn)
-    fm = _FirstMoment(protocol, s, graph)
+    fm = _FirstMoment(protocol, s, graph, momentum=momentum, weights=weights,
+                      rounds=gossip_rounds)
     target = fm.equilibrium().mean(axis=0)
     x = _x0(x0, s)
+    v = np.zeros_like(x)
     d0 = float(np.linalg.norm(x.mean(axis=0) - target))
     T = check_int("max_steps", max_steps, low=1)
     if d0 == 0.0:
         return 0
     for t in range(1, T + 1):
-        x = fm.step(x)
+        if fm.beta:
+            x, v = fm.step_state(x, v)
+        else:
+            x = fm.step(x)
         if float(np.linalg.norm(x.mean(axis=0) - target)) <= tol * d0:
             return t
     return -1
@@ -1002,3 +1208,173 @@ def async_training_mean(curvature: Any, optimum: Any, lr: float, step_time: Any,
         else:
             x[who] = (1.0 - eta * s.a[who]) * x[who] + eta * s.a[who] * s.c[who]
     return out
+
+
+# --------------------------------------------------------------------------- IPM against a clip
+
+
+def _clip_scalar(d: np.ndarray, tau: float) -> np.ndarray:
+    return np.sign(d) * np.minimum(np.abs(d), tau)
+
+
+def _ipm_round(u: np.ndarray, n: int, f: int, eps: float, tau: float) -> np.ndarray:
+    """One aggregation of the honest values ``u`` (h,) against ``f`` IPM attackers, clipped at ``tau``."""
+    diff = u[None, :] - u[:, None]  # [i, j] = u_j - u_i (0 on the diagonal)
+    honest_pull = _clip_scalar(diff, tau).sum(axis=1)
+    attack = -eps * u.mean()
+    return u + (honest_pull + f * _clip_scalar(attack - u, tau)) / n
+
+
+def _ipm_affine(u: np.ndarray, n: int, f: int, eps: float, tau: float
+                ) -> tuple[np.ndarray, np.ndarray, float]:
+    """The affine piece ``u' = A u + b`` of one aggregation at ``u``, and how far ``u`` is from its edges."""
+    h = u.size
+    diff = u[None, :] - u[:, None]
+    lin = np.abs(diff) <= tau
+    np.fill_diagonal(lin, True)
+    A = np.eye(h)
+    b = np.zeros(h)
+    L = lin.astype(float)
+    np.fill_diagonal(L, 0.0)
+    A += (L - np.diag(L.sum(axis=1))) / n
+    b += (np.where(lin, 0.0, np.sign(diff)) * tau).sum(axis=1) / n
+    d_att = -eps * u.mean() - u
+    lin_a = np.abs(d_att) <= tau
+    A[lin_a] += f / n * (-eps / h)
+    A[lin_a, lin_a] -= f / n
+    b[~lin_a] += f / n * np.sign(d_att[~lin_a]) * tau
+    off = ~np.eye(h, dtype=bool)
+    margin = min(float(np.min(np.abs(np.abs(diff[off]) - tau))) if h > 1 else math.inf,
+                 float(np.min(np.abs(np.abs(d_att) - tau))))
+    return A, b, margin
+
+
+def ipm_clip_fixed_point(curvature: Any, optimum: Any, lr: float, local_steps: int, n: int,
+                         eps: float, tau: float, *, momentum: float = 0.0, gossip_rounds: int = 1,
+                         max_rounds: int = 200_000) -> dict[str, Any]:
+    """Fixed point of gossip training on the complete graph against IPM attackers and a fixed clip.
+
+    ``h`` honest nodes (the rows of ``curvature`` and ``optimum``, dimension 1)
+    and ``f = n - h`` IPM attackers on the complete graph; every round each
+    honest node takes ``H`` local steps (heavy ball ``beta``), then
+    ``gossip_rounds`` times aggregates with weights ``1 / n`` through the
+    clip: ``x_i += (1 / n) [sum_{honest j} clip(x_j - x_i, tau) + f clip(-eps
+    xbar - x_i, tau)]``, ``xbar`` the honest mean (the IPM value, the same with
+    attack scope local or global on the complete graph).
+
+    Parameters
+    ----------
+    curvature, optimum : array_like, shape (h,) or (h, 1)
+        The honest nodes' quadratics.
+    lr, local_steps : float, int
+    n : int
+        Every node, attackers included (``n > h``).
+    eps, tau : float
+        IPM's ``eps`` and the clipping radius.
+    momentum : float, optional
+    gossip_rounds : int, optional
+    max_rounds : int, optional
+        Budget of the search for the linear piece the fixed point lies on.
+
+    Returns
+    -------
+    dict
+        ``x`` (h,) the honest values at the fixed point, ``mean`` their mean,
+        ``margin`` the smallest distance of a clip decision from its radius
+        there (``|d| - tau``, in absolute value; the value is the expected
+        state's limit under gradient noise as long as the noise never moves a
+        decision across it), ``clipped_attack`` (bool per node: the attacker's
+        difference is clipped) and ``closed_form`` (the special case below,
+        NaN where it does not hold).
+
+    Notes
+    -----
+    Once the momentum buffers settle the local steps map ``x`` to
+    :math:`y = g x + (1 - g) c` with :math:`g` the :func:`effective_gain`. In
+    dimension 1 each clip is either linear or the constant :math:`\\pm\\tau`,
+    so the round map is affine on each piece of a finite partition: the map is
+    iterated until the piece holding its limit is found, then the fixed point
+    of that piece's affine map is solved exactly and checked to lie on it.
+
+    Special case, in closed form: equal curvatures (so equal :math:`g`), all
+    honest differences within :math:`\\tau`, the attacker's difference
+    :math:`-\\epsilon \\bar y - y_i` clipped with the same sign :math:`s` at
+    every node, one gossip round: the honest pulls cancel in the mean and the
+    attackers move it by :math:`s f \\tau / n` per round, so
+
+    .. math:: \\bar x^* = \\bar c + \\frac{s f \\tau}{n (1 - g)},
+
+    independent of ``eps``: the clip caps IPM's pull, and the training pull
+    :math:`1 - g` (:math:`\\eta a / (1 - \\beta)` for ``H = 1``) holds it.
+    Without the clip the unclipped IPM fixed point depends on ``eps``.
+
+    References
+    ----------
+    .. [1] C. Xie, O. Koyejo, I. Gupta, "Fall of empires: breaking Byzantine-tolerant
+       SGD by inner product manipulation", UAI 2020.
+    .. [2] L. He, S. P. Karimireddy, M. Jaggi, "Byzantine-robust decentralized
+       learning via ClippedGossip", 2022 (self-centred clipping with a fixed
+       radius).
+    """
+    a = np.asarray(curvature, dtype=float).reshape(-1)
+    c = np.asarray(optimum, dtype=float).reshape(-1)
+    check(a.size == c.size and a.size >= 1, "optimum", f"one value per honest node ({a.size})",
+          c.size)
+    h = a.size
+    n = check_int("n", n, low=h + 1)
+    f = n - h
+    tau = check_nonnegative("tau", tau)
+    eps = float(eps)
+    K = check_int("gossip_rounds", gossip_rounds, low=1)
+    check(float(lr) > 0, "lr", "> 0 (the training pull holds the fixed point)", lr)
+    check_step_size(a[:, None], lr)
+    p11, p12, p21, p22 = (m[:, 0] for m in momentum_maps(a[:, None], lr, local_steps, momentum))
+    g = p11 + p12 * p21 / (1.0 - p22)
+
+    def mix(u: np.ndarray) -> np.ndarray:
+        for _ in range(K):
+            u = _ipm_round(u, n, f, eps, tau)
+        return u
+
+    def solve(x: np.ndarray) -> tuple[np.ndarray, float]:
+        """The fixed point of the affine piece at the rounds of state ``x``, and its margin."""
+        u = g * x + (1.0 - g) * c
+        M, bK = np.eye(h), np.zeros(h)
+        for _ in range(K):
+            A, b, _ = _ipm_affine(u, n, f, eps, tau)
+            M, bK = A @ M, A @ bK + b
+            u = A @ u + b
+        xs = np.linalg.solve(np.eye(h) - M * g[None, :], M @ ((1.0 - g) * c) + bK)
+        u, margin = g * xs + (1.0 - g) * c, math.inf
+        for _ in range(K):
+            A2, b2, m2 = _ipm_affine(u, n, f, eps, tau)
+            margin = min(margin, m2)
+            u = A2 @ u + b2
+        return xs, margin
+
+    x, v = c.copy(), np.zeros(h)
+    done, budget = 0, check_int("max_rounds", max_rounds, low=1)
+    xs, margin = solve(x)
+    while done < budget:
+        step = min(1000, budget - done)
+        for _ in range(step):
+            e = x - c
+            y = c + p11 * e + p12 * v
+            v = p21 * e + p22 * v
+            x = mix(y)
+        done += step
+        xs, margin = solve(x)
+        if np.allclose(mix(g * xs + (1.0 - g) * c), xs, rtol=0, atol=1e-12 * max(1.0, np.abs(xs).max())):
+            break
+    else:
+        check(False, "max_rounds", "enough rounds to find the fixed point's linear piece", max_rounds)
+    u = g * xs + (1.0 - g) * c
+    clipped = np.abs(-eps * u.mean() - u) > tau
+    closed = math.nan
+    s = np.sign(-eps * u.mean() - u)
+    diff = u[None, :] - u[:, None]
+    if (K == 1 and np.allclose(a, a[0]) and bool(clipped.all()) and np.all(s == s[0])
+            and bool(np.all(np.abs(diff) <= tau))):
+        closed = float(c.mean() + s[0] * f * tau / (n * (1.0 - g[0])))
+    return {"x": xs, "mean": float(xs.mean()), "margin": margin, "clipped_attack": clipped,
+            "closed_form": closed}

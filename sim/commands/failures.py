@@ -10,7 +10,7 @@ from ..errors import ConfigError, SimulationError
 from ..failures import DISTRIBUTIONS, ClusterConfig, failures_model, layout_domains
 from ..results import judge_equal, rate_ci
 from ..runner import replicate
-from ._applies import refuse_unless, verdict
+from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
 from .trace import add_failure_trace_options, failure_trace_from_args
 
@@ -67,6 +67,12 @@ def run(args: argparse.Namespace) -> int:
     for dest in ("cluster_workers", "domains", "domain_outage"):
         refuse_unless(args, dest, not nested, "without --topology (the layout's hosts and "
                       "failure domains replace it)")
+    refuse_unless(args, "mean_downtime", args.availability < 1,
+                  "with --availability < 1 (no worker goes down at 1)")
+    if given(args, "domains") and not nested and args.domains > args.cluster_workers:
+        raise ConfigError("domains", f"at most the {args.cluster_workers} workers of the cluster "
+                          "(worker i sits in domain i % domains: a domain beyond them holds no "
+                          "worker)", args.domains)
     if args.trace is not None:  # the documented alias
         if args.failure_trace is not None:
             raise ConfigError("trace", "unset with --failure-trace (it is its alias)", args.trace)

@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from ..adversaries import ADVERSARIES
+from ..adversaries import ADVERSARIES, SCOPES
 from ..errors import ConfigError, SimulationError, check, check_choice
 from ..gossip import (
     ENGINES,
+    MIXINGS,
     PROTOCOLS,
     GossipConfig,
     comparison_rows,
@@ -73,11 +74,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-adversaries", type=int, default=None, metavar="K",
                    help="number of adversarial nodes, the first K in node order (default 1 with --adversary)")
     p.add_argument("--adversary-value", type=float, default=None, metavar="V",
-                   help="stubborn b (default 10), ALIE z (default 1), dissensus eps (default 1)")
+                   help="stubborn b (default 10), ALIE z (default 1; with --attack-scope local the "
+                        "reference default Phi^-1((n-f-s)/(n-f)), s = floor(n/2+1) - f), dissensus "
+                        "eps (default 1), IPM eps (default 0.1)")
+    p.add_argument("--attack-scope", default=None, metavar="SCOPE",
+                   help="where alie, ipm and dissensus read the honest values: " + ", ".join(SCOPES)
+                        + " (default global: all honest nodes; local: each target's neighbourhood, "
+                          "as the ClippedGossip reference code computes them)")
     p.add_argument("--clip", type=float, default=None, metavar="TAU",
                    help="honest nodes move by clip(x_peer - x_self, TAU) / 2")
     p.add_argument("--adaptive-clip", action="store_true",
                    help="self-centred clipping with the ClippedGossip oracle radius")
+    p.add_argument("--mixing", default=None, metavar="W",
+                   help="neighbourhood mixing weights: " + ", ".join(MIXINGS) + " (default metropolis; "
+                        "uniform 1/(1+d_i); weight: each edge's weight attribute in a topology file, "
+                        "self weight completing the row)")
+    p.add_argument("--gossip-rounds", type=int, default=None, metavar="K",
+                   help="neighbourhood/allreduce: aggregation rounds per round (per local step), "
+                        "default 1")
     p.add_argument("--wake-rate", type=float, default=1.0, metavar="R",
                    help="async: Poisson wake-up rate per node (default 1)")
     p.add_argument("--size", type=float, default=1.0, metavar="S",
@@ -136,6 +150,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         + " (default: mixing, clipped by --clip or --adaptive-clip)")
     t.add_argument("--trim", type=int, default=None, metavar="B",
                    help="values dropped at each end by --rule trimmed (default 1)")
+    t.add_argument("--momentum", type=float, default=None, metavar="BETA",
+                   help="heavy-ball momentum of the honest nodes' local steps, as torch SGD "
+                        "(v = BETA v + g; x -= lr v; default 0)")
+    t.add_argument("--krum-f", type=int, default=None, metavar="F",
+                   help="--rule krum: adversaries assumed among a node's inputs (default: the "
+                        "number of adversaries)")
+    t.add_argument("--krum-m", type=int, default=None, metavar="M",
+                   help="--rule krum: values selected, multi-Krum for M > 1 (default 1)")
+    t.add_argument("--krum-variant", default=None, metavar="V",
+                   help="--rule krum: textbook (default) or reference (the ClippedGossip code's "
+                        "fourth-power scores and summed selection)")
+    t.add_argument("--rfa-iters", type=int, default=None, metavar="T",
+                   help="--rule rfa: smoothed Weiszfeld iterations (default 8)")
+    t.add_argument("--rfa-nu", type=float, default=None, metavar="NU",
+                   help="--rule rfa: distance smoothing (default 0.1)")
+    t.add_argument("--cc-tau", type=float, default=None, metavar="TAU",
+                   help="--rule centered-clip: clipping radius (default 10)")
+    t.add_argument("--cc-iters", type=int, default=None, metavar="L",
+                   help="--rule centered-clip: iterations per aggregation (default 1)")
+    t.add_argument("--bucketing", type=int, default=None, metavar="S",
+                   help="neighbourhood/allreduce: average random buckets of S inputs before the "
+                        "rule (or plain/clipped mixing); default 0, none")
+    t.add_argument("--bucketing-form", default=None, metavar="F",
+                   help="--bucketing: repeat (default, the reference decentralised form) or permute "
+                        "(ceil(m/S) buckets of a random permutation)")
     add_failure_trace_options(p)  # async churn replayed from a real trace (node i = slot i)
     add_run_options(p, replications=20)
 
@@ -143,7 +182,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 #: Training options and their defaults (a given option needs --objective).
 _TRAINING = {"lr": 0.1, "local_steps": 1, "grad_noise": 0.0, "curvature_spread": 0.0,
              "optimum_spread": 1.0, "objective_file": None, "objective_seed": 0, "step_time": None,
-             "data": "digits", "partition": "iid", "alpha": 1.0, "rule": "none", "trim": 1}
+             "data": "digits", "partition": "iid", "alpha": 1.0, "rule": "none", "trim": 1,
+             "momentum": 0.0, "krum_f": None, "krum_m": 1, "krum_variant": "textbook",
+             "rfa_iters": 8, "rfa_nu": 0.1, "cc_tau": 10.0, "cc_iters": 1, "bucketing": 0,
+             "bucketing_form": "repeat"}
 
 
 def number(text: str) -> int | float:
@@ -191,7 +233,7 @@ def training_from_args(args: argparse.Namespace) -> TrainingConfig | None:
                         grad_noise=v["grad_noise"], curvature_spread=v["curvature_spread"],
                         optimum_spread=v["optimum_spread"], objective_table=table, step_time=step,
                         data=v["data"], partition=v["partition"], alpha=v["alpha"],
-                        objective_seed=v["objective_seed"])
+                        objective_seed=v["objective_seed"], momentum=v["momentum"])
     flip = args.adversary == "labelflip"
     g = config_from_args(args, dim=lc.dimension(args.dim) if args.dim == 1 else args.dim,
                          objective_seed=v["objective_seed"])
@@ -200,7 +242,11 @@ def training_from_args(args: argparse.Namespace) -> TrainingConfig | None:
         flipped = tuple(g.adversary_positions)
         g = replace(g, adversary="none", adversary_nodes=None, num_adversaries=None,
                     adversary_value=None)
-    return TrainingConfig(g, lc, rule=v["rule"], trim=v["trim"], flipped=flipped)
+    return TrainingConfig(g, lc, rule=v["rule"], trim=v["trim"], flipped=flipped,
+                          krum_f=v["krum_f"], krum_m=v["krum_m"], krum_variant=v["krum_variant"],
+                          rfa_iters=v["rfa_iters"], rfa_nu=v["rfa_nu"], cc_tau=v["cc_tau"],
+                          cc_iters=v["cc_iters"], bucketing=v["bucketing"],
+                          bucketing_form=v["bucketing_form"])
 
 
 def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
@@ -238,6 +284,9 @@ def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
         init_std=getattr(args, "init_std", 1.0),
         clip=args.clip,
         adaptive_clip=args.adaptive_clip,
+        attack_scope=getattr(args, "attack_scope", None) or "global",
+        mixing=getattr(args, "mixing", None) or "metropolis",
+        gossip_rounds=1 if getattr(args, "gossip_rounds", None) is None else args.gossip_rounds,
         record_every=args.record_every,
         burn_in=burn_in,
         wake_rate=args.wake_rate,
@@ -252,6 +301,32 @@ def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
         nic=getattr(args, "nic", None),
         network_weighting=getattr(args, "network_weighting", "maxmin"),
     )
+
+
+def _byzantine_keys(cfg: GossipConfig, tc: TrainingConfig | None = None) -> dict[str, Any]:
+    """The attack-scope, mixing, gossip-round, momentum and rule settings that differ from the defaults.
+
+    Reported only when set, so the JSON of every run that sets none of them is unchanged.
+    """
+    out: dict[str, Any] = {}
+    if cfg.attack_scope != "global":
+        out["attack_scope"] = cfg.attack_scope
+    if cfg.mixing != "metropolis":
+        out["mixing"] = cfg.mixing
+    if cfg.gossip_rounds != 1:
+        out["gossip_rounds"] = cfg.gossip_rounds
+    if tc is not None:
+        if tc.learning.momentum:
+            out["momentum"] = tc.learning.momentum
+        if tc.rule == "krum":
+            out.update(krum_f=tc.krum_f_used, krum_m=tc.krum_m, krum_variant=tc.krum_variant)
+        elif tc.rule == "rfa":
+            out.update(rfa_iters=tc.rfa_iters, rfa_nu=tc.rfa_nu)
+        elif tc.rule == "centered-clip":
+            out.update(cc_tau=tc.cc_tau, cc_iters=tc.cc_iters)
+        if tc.bucketing:
+            out.update(bucketing=tc.bucketing, bucketing_form=tc.bucketing_form)
+    return out
 
 
 def _fmt(v: Any) -> str:
@@ -306,6 +381,18 @@ def check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
     refuse_unless(args, "adversary_value", args.adversary != "none", "with --adversary")
     refuse_unless(args, "stubborn_values", args.adversary == "stubborn", "with --adversary stubborn")
+    refuse_unless(args, "adversary_value", args.adversary != "bitflip",
+                  "with an adversary that has a parameter (bitflip has none)")
+    refuse_unless(args, "attack_scope", args.adversary != "none", "with --adversary")
+    rule = getattr(args, "rule", None)
+    for dest in ("krum_f", "krum_m", "krum_variant"):
+        refuse_unless(args, dest, rule == "krum", "with --rule krum")
+    for dest in ("rfa_iters", "rfa_nu"):
+        refuse_unless(args, dest, rule == "rfa", "with --rule rfa")
+    for dest in ("cc_tau", "cc_iters"):
+        refuse_unless(args, dest, rule == "centered-clip", "with --rule centered-clip")
+    refuse_unless(args, "bucketing_form", bool(getattr(args, "bucketing", None)),
+                  "with --bucketing S (S >= 1)")
     is_async = args.protocol == "async"
     for dest in ("wake_rate", "availability"):
         refuse_unless(args, dest, is_async, "with --protocol async")
@@ -345,7 +432,7 @@ def run(args: argparse.Namespace) -> int:
                 "stubborn_values": list(cfg.stubborn_values)} if cfg.stubborn_values else {}),
             "clip": cfg.clip, "adaptive_clip": cfg.adaptive_clip, "seed": args.seed,
             "engine": cfg.resolved_engine, "engine_reason": cfg.engine_reason,
-            "errors": errors,
+            "errors": errors, **_byzantine_keys(cfg),
         }
         payload.update(report)
         emit_json(payload)
@@ -394,7 +481,7 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
             "clip": cfg.clip, "adaptive_clip": cfg.adaptive_clip, "rule": tc.rule,
             "seed": args.seed, "engine": engine, "engine_reason": engine_why,
             "objective_kind": lc.objective, "lr": lc.lr, "local_steps": lc.local_steps,
-            "grad_noise": lc.grad_noise, "errors": errors,
+            "grad_noise": lc.grad_noise, "errors": errors, **_byzantine_keys(cfg, tc),
         }
         payload.update(report)
         emit_json(payload)
@@ -419,6 +506,9 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
     if "predicted_equilibrium_mean" in report:
         rows.append(("equilibrium honest mean (coord 0)", "-", "-",
                      _fmt(float(report["predicted_equilibrium_mean"][0]))))
+    if "predicted_ipm_fixed_point" in report:
+        rows.append(("IPM-against-clip fixed point of the honest mean", "-", "-",
+                     _fmt(float(report["predicted_ipm_fixed_point"][0]))))
     print_table(rows, ("quantity", "simulated", "95% CI", "exact"))
     for e in errors:
         print(f"replication error: {e}")

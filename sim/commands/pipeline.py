@@ -328,6 +328,9 @@ def check_model_options(args: argparse.Namespace, *, topology: bool = False,
                   "without --topology (the layout's failure domains replace it)")
     refuse_unless(args, "domain_downtime", topology or getattr(args, "domain_outage", 0) != 0,
                   "with --domain-outage > 0 or --topology (no domain outages otherwise)")
+    availability = getattr(args, "availability", None)
+    refuse_unless(args, "mean_downtime", availability is None or availability < 1,
+                  "with --availability < 1 (no worker goes down at 1)")
     refuse_unless(args, "latency", not layout_latency,
                   "without --topology, or with --no-layout-latency (the layout's links replace it)")
     refuse_unless(args, "bandwidth", not layout_latency and args.transfer_size != 0,

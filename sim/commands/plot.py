@@ -1,44 +1,122 @@
-"""``dtsim plot OUTDIR``: redraw an experiment's figures from its stored results."""
+"""``dtsim plot OUTDIR``: redraw an experiment's figures from its stored results.
+
+A results folder is data, never code: its CSV files and ``manifest.json`` are
+read and checked, and the default figures (one per metric against the first
+factor) are drawn from them alone. The Python file whose path the manifest
+records is never imported or run. An experiment's own ``analyse(results,
+out_dir)`` runs only when the user names the experiment file on the command
+line (``--experiment FILE``), as ``dtsim run FILE`` would run it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
+from typing import Any
 
-from ..errors import ConfigError, check
+from ..errors import ConfigError, SimulationError, check, one_line
+from ..results import check_nonnegative_metrics, check_rates
 from ..runner import SweepResult, code_version, load_experiment, read_manifest, read_records
+from ..runner.experiments import run_analyse
 
 NAME = "plot"
-HELP = "redraw an experiment's figures from its results folder (no re-run)"
+HELP = "redraw an experiment's figures from its results folder (no re-run, no code from the folder)"
 
-__all__ = ["NAME", "HELP", "add_arguments", "run", "load_result"]
+__all__ = ["NAME", "HELP", "add_arguments", "run", "load_result", "check_manifest"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``dtsim plot``."""
     p.add_argument("outdir", metavar="OUTDIR", help="results folder written by dtsim run")
     p.add_argument("--experiment", default=None, metavar="FILE",
-                   help="experiment file whose analyse() draws the figures "
-                        "(default: the file recorded in the manifest)")
+                   help="the experiment file whose analyse() draws the figures; it is run, so "
+                        "name only a file you trust (default: no code runs; one figure per metric "
+                        "is drawn from the stored data, and the file the folder's manifest names "
+                        "is never run)")
+
+
+def _bad(outdir: str | Path, why: str) -> ConfigError:
+    return ConfigError("OUTDIR", f"a results folder with a valid manifest.json ({why})", str(outdir))
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def check_manifest(manifest: Any, outdir: str | Path) -> dict[str, Any]:
+    """Check the parts of a folder's manifest that ``dtsim plot`` reads (it is untrusted data).
+
+    Raises
+    ------
+    ConfigError
+        ``'OUTDIR' must be a results folder with a valid manifest.json (<what is wrong>)``.
+    """
+    if not isinstance(manifest, dict):
+        raise _bad(outdir, f"a JSON object, not {type(manifest).__name__}")
+    name = manifest.get("experiment")
+    if not isinstance(name, str) or not name:
+        raise _bad(outdir, f"'experiment' must be a name, not {name!r}")
+    reps = manifest.get("replications", 0)
+    if not _is_count(reps):
+        raise _bad(outdir, f"'replications' must be an integer >= 0, not {reps!r}")
+    pts = manifest.get("points", [])
+    if not isinstance(pts, list):
+        raise _bad(outdir, f"'points' must be a list, not {type(pts).__name__}")
+    for i, p in enumerate(pts):
+        if not isinstance(p, dict):
+            raise _bad(outdir, f"points[{i}] must be an object, not {type(p).__name__}")
+        if not isinstance(p.get("params"), dict):
+            raise _bad(outdir, f"points[{i}].params must be an object")
+        if not isinstance(p.get("config_hash"), str) or not p["config_hash"]:
+            raise _bad(outdir, f"points[{i}].config_hash must be a string")
+        if p.get("point") != i:
+            raise _bad(outdir, f"points[{i}].point must be {i}, not {p.get('point')!r}")
+        if "replications" in p and not _is_count(p["replications"]):
+            raise _bad(outdir, f"points[{i}].replications must be an integer >= 0")
+        for k, v in p["params"].items():
+            if isinstance(v, float) and not math.isfinite(v):
+                continue  # NaN and infinities are stored as such: data, drawn as gaps
+            if not isinstance(v, (str, int, float, bool, type(None), list)):
+                raise _bad(outdir, f"points[{i}].params[{k!r}] must be a value, not "
+                                   f"{type(v).__name__}")
+    for key in ("file", "quick"):
+        if key in manifest and not isinstance(manifest[key], (str, bool, type(None))):
+            raise _bad(outdir, f"'{key}' must be a string or a flag")
+    return manifest
 
 
 def load_result(outdir: str | Path) -> tuple[dict, SweepResult]:
     """The manifest and the stored results (as a :class:`SweepResult`) of a folder.
 
     Only records of the manifest's points (matching config hashes) are kept.
+    Nothing in the folder is run: the manifest and ``records.csv`` are read as
+    data (regular files of bounded size) and checked.
+
+    Raises
+    ------
+    ConfigError
+        ``'OUTDIR'`` when the folder is not a results folder or its manifest is
+        damaged or of the wrong shape.
     """
     out = Path(outdir)
-    manifest = read_manifest(out) if out.is_dir() else None
+    manifest = None
+    if out.is_dir():
+        try:
+            manifest = read_manifest(out, name="OUTDIR")
+        except ConfigError as exc:  # not a regular file, too large, or not a JSON object
+            raise ConfigError("OUTDIR", "a results folder with a valid manifest.json",
+                              str(exc.value)) from None
     check(manifest is not None, "OUTDIR", "a results folder with a manifest.json", str(outdir))
-    assert manifest is not None
+    manifest = check_manifest(manifest, outdir)
     pts = manifest.get("points", [])
     points = [dict(p["params"]) for p in pts]
     hashes = {p["config_hash"]: p["point"] for p in pts}
     reps = int(manifest.get("replications", 0))
     want = {(p["config_hash"], k): p["point"] for p in pts
             for k in range(int(p.get("replications", reps)))}
-    records = read_records(out, want)
+    records = read_records(out, want, name="OUTDIR")
     for r in records:
         r["point"] = hashes[r["config_hash"]]
     records.sort(key=lambda r: (r["point"], r["replication"]))
@@ -48,35 +126,54 @@ def load_result(outdir: str | Path) -> tuple[dict, SweepResult]:
     return manifest, result
 
 
+def _declared(manifest: dict[str, Any], result: SweepResult, outdir: str | Path) -> None:
+    """The ``RATES`` and ``NONNEGATIVE`` the run recorded (data), so the intervals match ``run``."""
+    try:
+        result.rates = check_rates(manifest.get("rates"), "rates")
+        result.nonnegative = check_nonnegative_metrics(manifest.get("nonnegative"), "nonnegative")
+    except ConfigError as exc:
+        raise _bad(outdir, f"'{exc.name}' must be {exc.rule}") from None
+
+
+def _analyse(args: argparse.Namespace, manifest: dict[str, Any], result: SweepResult, out: Path):
+    file = args.experiment
+    exp = load_experiment(file, quick=bool(manifest.get("quick", False)))
+    if exp.name != manifest["experiment"]:
+        raise ConfigError("experiment", f"the file of experiment {manifest['experiment']!r}, "
+                          f"not of {exp.name!r}", str(file))
+    check(exp.analyse is not None, "experiment", "a file defining analyse(results, out_dir) "
+          "(without --experiment, dtsim plot draws one figure per metric)", str(file))
+    recorded = (manifest.get("code_version") or {}).get("experiment") \
+        if isinstance(manifest.get("code_version"), dict) else None
+    if recorded and recorded != code_version(exp.path).get("experiment"):
+        print(f"dtsim plot: note: {file} changed since these results were computed",
+              file=sys.stderr)
+    result.rates = dict(exp.rates)
+    result.nonnegative = exp.nonnegative
+    return exp
+
+
 def run(args: argparse.Namespace) -> int:
-    """Call the experiment's ``analyse`` (or draw default figures) from the stored tables."""
+    """Draw the default figures from the stored data, or the named experiment's ``analyse``."""
     manifest, result = load_result(args.outdir)
     out = Path(args.outdir)
-    file = args.experiment or manifest.get("file")
-    analyse = None
-    if file:
-        if not Path(file).is_file() and args.experiment is None:
-            print(f"dtsim plot: note: experiment file {file} is gone; drawing default figures",
-                  file=sys.stderr)
-        else:
-            exp = load_experiment(file, quick=bool(manifest.get("quick", False)))
-            if exp.name != manifest["experiment"]:
-                raise ConfigError("experiment", f"the file of experiment {manifest['experiment']!r}, "
-                                  f"not of {exp.name!r}", str(file))
-            recorded = (manifest.get("code_version") or {}).get("experiment")
-            if recorded and recorded != code_version(exp.path).get("experiment"):
-                print(f"dtsim plot: note: {file} changed since these results were computed",
-                      file=sys.stderr)
-            analyse = exp.analyse
-            result.rates = dict(exp.rates)
-            result.nonnegative = exp.nonnegative
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*.png")}
-    if analyse is not None:
-        analyse(result, out)
+    if args.experiment is not None:
+        exp = _analyse(args, manifest, result, out)
+        run_analyse(exp, result, out)  # what the user's analyse raises: one line, exit 1
     else:
         from ..plotting import plot_summary_table
 
-        plot_summary_table(result.summary(), result.factors, result.metrics, out)
+        _declared(manifest, result, args.outdir)
+        if manifest.get("file"):
+            print(f"dtsim plot: note: default figures from the stored data; the experiment's own "
+                  f"analyse() runs only when named: dtsim plot {args.outdir} --experiment FILE",
+                  file=sys.stderr)
+        try:
+            plot_summary_table(result.summary(), result.factors, result.metrics, out)
+        except (TypeError, ValueError) as exc:  # stored values that cannot be drawn
+            raise SimulationError(f"cannot draw the stored results of {out} "
+                                  f"({one_line(exc)})") from None
     drawn = sorted(p for p in out.rglob("*.png") if before.get(p) != p.stat().st_mtime_ns)
     for p in drawn:
         print(p)

@@ -23,10 +23,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import check, check_choice, check_int, check_output_dir
+from ..errors import ConfigError, check, check_choice, check_output_dir
 from ..results import Estimate, format_number, print_table, write_report
 from ..rng import Streams
 from ..runner import EXECUTORS, find_studies, load_experiment, open_executor, run_experiment
+from ..runner.executors import check_reachable, check_workers
 from ._applies import refuse_unless
 from .run import add_executor_options, resolve_executor
 
@@ -168,9 +169,12 @@ def run(args: argparse.Namespace) -> int:
     """Run the studies, print their tables, write the report; 1 if any claim disagrees."""
     executor = resolve_executor(args.executor, args.scheduler)
     check_choice("executor", executor, EXECUTORS)
-    if args.workers is not None:
-        check_int("workers", args.workers, low=1)
+    check_workers(executor, args.workers, scheduler=args.scheduler)
     refuse_unless(args, "workers", executor != "serial", "with --executor local or dask")
+    if args.scheduler:  # before the study files are imported (seconds): one line at once
+        if executor != "dask":
+            raise ConfigError("scheduler", "used with the dask executor only, not with", executor)
+        check_reachable(args.scheduler, 5.0)
     seed = 0 if args.seed is None else args.seed
     Streams(seed)
     experiments = find_experiments(args.experiments)

@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import SimulationError
 from ..results import format_number, print_table
 from ..runner import EXECUTORS, SweepResult, default_out, load_experiment, run_experiment
+from ..runner.experiments import run_analyse
 from ._applies import refuse_unless
 
 NAME = "run"
@@ -77,14 +79,29 @@ def print_summary(result: SweepResult, *, max_metrics: int = 6) -> None:
 def store_report(result: SweepResult, out: Path) -> list[str]:
     """Lines saying what a run did with its results folder: reused, run, set aside, kept, removed."""
     lines = []
+    if result.manifest_damaged:
+        lines.append(f"{out}/manifest.json was damaged ({result.manifest_damaged}): set aside in "
+                     f"{out}/manifest.damaged and written anew; stored records were matched by "
+                     "their config hashes")
     if result.code_changed:
         lines.append(f"code changed since the stored records were computed ({result.code_changed}):"
                      " they are kept but not reused")
     if result.retried:
         lines.append(f"{result.retried} stored failed tasks were run again")
     for why, n in sorted(result.set_aside.items()):
-        lines.append(f"{n} damaged stored lines ({why}) were set aside in {out}/records.damaged "
-                     "and their tasks run again")
+        if why.startswith("the header line"):
+            lines.append(f"the header of {out}/records.csv had changed after it was written: "
+                         f"restored from manifest.json (the changed line is in "
+                         f"{out}/records.damaged); every record kept")
+        elif why.startswith("an exact copy"):
+            lines.append(f"{n} exact copies of stored lines were set aside in "
+                         f"{out}/records.damaged (the first of each is used)")
+        else:
+            lines.append(f"{n} damaged stored lines ({why}) were set aside in "
+                         f"{out}/records.damaged and their tasks run again")
+    if result.repeated:
+        lines.append(f"{result.repeated} stored records repeat a task stored earlier in "
+                     f"{out}/records.csv (the first is used; they are kept)")
     if result.unused:
         lines.append(f"{result.unused} stored records of other configs, seeds, code or replications "
                      f"are kept in {out}/records.csv but not used (dtsim run --prune removes them)")
@@ -125,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         executor=executor,
         workers=args.workers, scheduler=args.scheduler, fail_fast=args.fail_fast,
         progress=False if args.quiet else None, batch=args.batch, prune=args.prune,
+        analyse=False,
     )
     print_summary(result)
     n = len(result.records)
@@ -132,6 +150,12 @@ def run(args: argparse.Namespace) -> int:
           f"{result.errors} failed); results in {out}/ (records.csv, summary.csv)")
     for line in store_report(result, out):
         print(line)
+    if not result.interrupted:
+        try:
+            run_analyse(exp, result, out)
+        except SimulationError as exc:  # the results are stored and printed: one line, exit 1
+            print(f"dtsim run: error: {exc}; the results are stored in {out}/", file=sys.stderr)
+            return 1
     if result.errors:
         first = result.failed()[0]
         print(f"dtsim run: {result.errors} tasks failed, first (point {first['point']}, replication "

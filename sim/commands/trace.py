@@ -218,9 +218,10 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from ..plotting import plot_trace
+    from ..plotting import check_figure_file, plot_trace
 
     check_int("samples", args.samples, low=0)
+    check_figure_file("out", args.out)  # before the trace is read and fitted, not after
     tr = _load(args)
     band = None
     if args.samples:

@@ -222,6 +222,8 @@ def check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "domain_downtime", args.domain_outage > 0 or args.topology is not None,
                   "with --domain-outage > 0 or --topology (no domain outages otherwise)")
     refuse_unless(args, "skip_penalty", args.skip_budget > 0, "with --skip-budget > 0")
+    refuse_unless(args, "mean_downtime", args.availability < 1,
+                  "with --availability < 1 (no worker goes down at 1)")
     plan = args.plan is not None
     for dest in ("model", "profiles", "explain"):
         refuse_unless(args, dest, plan, "with --plan")

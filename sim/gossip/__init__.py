@@ -55,6 +55,7 @@ from .config import (
     ASYNC_PATHS,
     DEFAULT_COMPLETE_NODES,
     ENGINES,
+    MIXINGS,
     PROTOCOLS,
     GossipConfig,
     GraphValue,
@@ -73,6 +74,7 @@ from .state import GossipSystem
 from .update import NodeUpdate, NoUpdate, default_update
 
 __all__ = [
+    "MIXINGS",
     "PROTOCOLS",
     "ASYNC_PATHS",
     "ENGINES",

@@ -74,13 +74,18 @@ def compiled_obstacle(config: GossipConfig, adversary: Adversary | None, defence
 
         form = adversary.compiled_form()
         if form is None or form[0] not in SENDER_KINDS:
-            return f"adversary {type(adversary).__name__} has no compiled form"
+            note = (" (attack_scope local reads each target's neighbourhood; the DES engine runs it)"
+                    if getattr(adversary, "scope", "global") == "local" else "")
+            return f"adversary {type(adversary).__name__} has no compiled form{note}"
     dform = defence.compiled_form()
     if dform is None or dform[0] not in ("clip", "oracle"):
         return f"defence {type(defence).__name__} has no compiled form"
     if not update.is_identity():
         ask = getattr(update, "compiled_form", None)
         if not callable(ask) or ask(config.n) is None:
+            if getattr(update, "momentum", 0.0):
+                return (f"node update {type(update).__name__} has no compiled form (momentum "
+                        "buffers are not compiled; the SimPy engine runs it)")
             return (f"node update {type(update).__name__} has no compiled form (local steps are "
                     "compiled on quadratic objectives only; logistic runs on the SimPy engine)")
     return None

@@ -18,7 +18,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from ..adversaries import ADVERSARIES, DEFAULT_VALUES
+from ..adversaries import ADVERSARIES, DEFAULT_VALUES, SCOPED, SCOPES, alie_default_z
 from ..errors import (
     ConfigError,
     check,
@@ -33,6 +33,8 @@ from ..errors import (
 
 __all__ = [
     "PROTOCOLS",
+    "MIXINGS",
+    "ROUND_PROTOCOLS",
     "ASYNC_PATHS",
     "ENGINES",
     "DEFAULT_COMPLETE_NODES",
@@ -46,6 +48,10 @@ __all__ = [
 ]
 
 PROTOCOLS = ("matching", "edge", "async", "neighbourhood", "allreduce")
+#: The synchronous round protocols (every node hears its whole neighbourhood at once).
+ROUND_PROTOCOLS = ("neighbourhood", "allreduce")
+#: Mixing weights of ``neighbourhood`` rounds (:mod:`sim.gossip.mixing`).
+MIXINGS = ("metropolis", "uniform", "weight")
 #: Size of the complete graph when neither ``nodes`` nor the spec gives one.
 DEFAULT_COMPLETE_NODES = 16
 #: Memory estimates (bytes, measured with tracemalloc, dim 1): a replication's
@@ -153,6 +159,14 @@ def spec_family(spec: str) -> tuple[str | None, dict[str, Any]]:
     return parsed.family, dict(parsed.params)
 
 
+#: Largest magnitude of a node value (initial mean and spread, an attacker's value): the
+#: disagreement sums squared distances between values over nodes, and (2 x 1e150)^2 times
+#: a billion nodes is still a finite double, while 1e308 overflows at the first square.
+MAX_VALUE = 1e150
+_VALUE_RULE = (f"at most {MAX_VALUE:g} in magnitude (squared distances between node values "
+               "must stay finite doubles)")
+
+
 def default_nodes(topology: str, nodes: int | None) -> int | None:
     """``nodes``, or :data:`DEFAULT_COMPLETE_NODES` for a complete spec that gives no size."""
     if nodes is None:
@@ -240,11 +254,19 @@ class GossipConfig:
         Standard deviation ``s`` of the per-round noise (>= 0).
     dim : int
         Dimension of every node's value.
-    adversary : {"none", "stubborn", "alie", "dissensus", "signflip"}
+    adversary : {"none", "stubborn", "alie", "dissensus", "signflip", "ipm", "bitflip"}
+        ``bitflip`` (an attacker that trains and aggregates, and sends minus
+        its model) needs protocol ``neighbourhood`` or ``allreduce``.
     num_adversaries : int or None
         Number of adversarial nodes (default 1 with an adversary, else 0).
     adversary_value : float or None
-        ``b`` (stubborn), ``z`` (ALIE), ``eps`` (dissensus); per-kind default.
+        ``b`` (stubborn), ``z`` (ALIE), ``eps`` (dissensus, IPM); per-kind
+        default (:attr:`value`).
+    attack_scope : {"global", "local"}
+        Where ALIE, IPM and dissensus read the honest values: all honest
+        nodes (``global``, the default), or each target's neighbourhood, as the
+        ClippedGossip authors' code computes them (``local``; see
+        :mod:`sim.adversaries`).
     adversary_nodes : tuple of int or None
         Positions (in the graph's node order) of the adversaries; default the
         first ``num_adversaries``.
@@ -257,6 +279,15 @@ class GossipConfig:
         Fixed trust-region radius ``tau`` for honest nodes.
     adaptive_clip : bool
         Self-centred clipping with the ClippedGossip oracle radius.
+    mixing : {"metropolis", "uniform", "weight"}
+        Mixing weights of ``neighbourhood`` rounds: Metropolis
+        ``1 / (1 + max(d_i, d_j))``, uniform ``1 / (1 + d_i)`` on each of
+        node ``i``'s edges, or each edge's ``weight`` attribute (a topology
+        file's), rows completed to stochastic by the self weight
+        (:mod:`sim.gossip.mixing`). Other protocols take ``metropolis`` only.
+    gossip_rounds : int
+        Aggregation rounds per round of ``neighbourhood`` / ``allreduce``
+        (after one node update): ``K`` gossip steps per gradient step.
     record_every : int, float or None
         Record every this many rounds/steps (time units for ``async``, where it
         may be fractional). None (the default) takes :func:`default_record_every`:
@@ -320,6 +351,9 @@ class GossipConfig:
     stubborn_values: tuple[float, ...] | None = None
     clip: float | None = None
     adaptive_clip: bool = False
+    attack_scope: str = "global"
+    mixing: str = "metropolis"
+    gossip_rounds: int = 1
     record_every: int | float | None = None
     burn_in: int | float = 0
     init_mean: float = 0.0
@@ -374,8 +408,14 @@ class GossipConfig:
             if self.record_every is not None:
                 _check_count("record_every", self.record_every, 1, self.protocol)
             _check_count("burn_in", self.burn_in, 0, self.protocol)
+        # the noise floor averages what comes after the burn-in: some of the run must
+        check(self.burn_in < self.rounds, "burn_in",
+              f"less than rounds ({self.rounds:g}; the noise floor averages the rounds after "
+              "it)", self.burn_in)
         check_real("init_mean", self.init_mean)
+        check(abs(self.init_mean) <= MAX_VALUE, "init_mean", _VALUE_RULE, self.init_mean)
         check_nonnegative("init_std", self.init_std)
+        check(self.init_std <= MAX_VALUE, "init_std", _VALUE_RULE, self.init_std)
         check_positive("wake_rate", self.wake_rate)
         check_nonnegative("size", self.size)
         check_nonnegative("latency", self.latency)
@@ -393,6 +433,8 @@ class GossipConfig:
                   "1 with failure_trace (the trace sets the churn)", self.availability)
         if self.adversary_value is not None:
             check_real("adversary_value", self.adversary_value)
+            check(abs(self.adversary_value) <= MAX_VALUE, "adversary_value", _VALUE_RULE,
+                  self.adversary_value)
         if self.graph is not None:
             g = self.graph
             if isinstance(g, nx.Graph):
@@ -438,11 +480,48 @@ class GossipConfig:
             check(isinstance(vals, (tuple, list)) and len(vals) == k, "stubborn_values",
                   f"one value per stubborn node ({k})", vals)
             vals = tuple(float(check_real("stubborn_values", v)) for v in vals)
+            check(all(abs(v) <= MAX_VALUE for v in vals), "stubborn_values", _VALUE_RULE, vals)
             object.__setattr__(self, "stubborn_values", vals)
+        self._check_byzantine(n, complete, k)
         if self.engine == "compiled":  # an engine named explicitly must answer, or say why not
             from .. import engines as registry
 
             registry.select("gossip", self, self.engine)
+
+    def _check_byzantine(self, n: int, complete: bool, k: int) -> None:
+        """Attack scope, bit-flip, mixing weights and gossip rounds (values and their protocol)."""
+        check_choice("attack_scope", self.attack_scope, SCOPES)
+        if self.attack_scope != "global":
+            check(self.adversary in SCOPED, "attack_scope", f"global for adversary {self.adversary} "
+                  "(local scope is for alie, ipm and dissensus; the reference bit-flip is adversary "
+                  "bitflip)", self.attack_scope)
+        rounds_protocol = self.protocol in ROUND_PROTOCOLS
+        if self.adversary == "bitflip":
+            check(rounds_protocol, "protocol", "neighbourhood or allreduce for adversary bitflip (a "
+                  "bit-flip attacker trains and aggregates each round)", self.protocol)
+        check_choice("mixing", self.mixing, MIXINGS)
+        if self.mixing != "metropolis":
+            check(self.protocol == "neighbourhood", "mixing", f"metropolis for protocol {self.protocol} "
+                  "(mixing weights are used by protocol neighbourhood)", self.mixing)
+        if self.mixing == "weight":
+            check(not complete, "mixing", "metropolis or uniform on the implicit complete graph (it "
+                  "has no edge attributes; give a graph file with weight on every edge)", self.mixing)
+            from .mixing import check_weights
+            from .network import build_network
+
+            net = build_network(self)
+            assert net.graph is not None
+            check_weights(net.graph)
+        check_int("gossip_rounds", self.gossip_rounds, low=1)
+        if self.gossip_rounds != 1:
+            check(rounds_protocol, "gossip_rounds", f"1 for protocol {self.protocol} (several gossip "
+                  "rounds per step need protocol neighbourhood or allreduce)", self.gossip_rounds)
+        if (self.adversary == "alie" and self.attack_scope == "local" and self.adversary_value is None
+                and k > 0):
+            z = alie_default_z(n, k)
+            check(math.isfinite(z), "adversary_value", "given for adversary alie with attack_scope local "
+                  f"here (the reference default z = Phi^-1((n - f - s) / (n - f)), s = floor(n / 2 + 1) "
+                  f"- f, is {z} at n = {n}, f = {k})", self.adversary_value)
 
     # -- derived ---------------------------------------------------------------
     @property
@@ -471,13 +550,19 @@ class GossipConfig:
     def value(self) -> float:
         """The adversary parameter actually used (per-kind default when unset).
 
-        With :attr:`stubborn_values`: their common value when they are all
+        ALIE with ``attack_scope`` local defaults to the reference code's
+        :func:`~sim.adversaries.alie_default_z` of ``n`` and the number of
+        adversaries. With :attr:`stubborn_values`: their common value when they are all
         equal, else nan (no single ``b``; see :attr:`stubborn_map`).
         """
         if self.stubborn_values is not None:
             vals = set(self.stubborn_values)
             return self.stubborn_values[0] if len(vals) == 1 else math.nan
-        return DEFAULT_VALUES[self.adversary] if self.adversary_value is None else float(self.adversary_value)
+        if self.adversary_value is not None:
+            return float(self.adversary_value)
+        if self.adversary == "alie" and self.attack_scope == "local":
+            return alie_default_z(self.n, len(self.adversary_positions))
+        return DEFAULT_VALUES[self.adversary]
 
     @property
     def stubborn_map(self) -> dict[int, float]:

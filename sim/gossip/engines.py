@@ -121,11 +121,18 @@ def edge_obstacle(config: GossipConfig, adversary: Adversary | None, defence: De
     if adversary is not None and adversary.constant() is None:
         form = adversary.compiled_form()
         if form is None or form[0] not in ("signflip", "alie", "ipm", "dissensus"):
-            return f"adversary {type(adversary).__name__} has no compiled form"
+            return f"adversary {type(adversary).__name__} has no compiled form" + _scope_note(adversary)
     if defence.fixed_radius() is None and defence.radius_rule() != "oracle":
         return (f"defence {type(defence).__name__} has neither a fixed radius nor a compiled "
                 "radius rule")
     return None
+
+
+def _scope_note(adversary: Adversary) -> str:
+    """The reason a scoped attack has no compiled form, when that is the reason."""
+    if getattr(adversary, "scope", "global") == "local":
+        return " (attack_scope local reads each target's neighbourhood; the DES engine runs it)"
+    return ""
 
 
 class CompiledEdgeEngine(_GossipEngine):
@@ -135,7 +142,7 @@ class CompiledEdgeEngine(_GossipEngine):
     speed = 5
 
     def applies(self, config: GossipConfig) -> Applies:
-        adversary = (make_adversary(config.adversary, config.value)
+        adversary = (make_adversary(config.adversary, config.value, config.attack_scope)
                      if config.adversary_positions else None)
         why = edge_obstacle(config, adversary, make_defence(config.clip, config.adaptive_clip),
                             default_update(config))

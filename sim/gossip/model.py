@@ -161,7 +161,15 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
         attacker ``capture_rate`` + ``capture_rate_ci`` (per round/step factor
         of ``E[m - b]``, a ratio of means with its delta-method interval, as the contraction) and with a clip ``creep_per_step`` + ``creep_per_step_ci``;
         and every entry of :func:`predictions`.
+
+    Values beyond the doubles' range (an attacker at 1e308) give infinite or
+    NaN aggregates, which the report prints as such; numpy does not warn.
     """
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _summarize_runs(records, config)
+
+
+def _summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -> dict[str, Any]:
     ok = [r for r in records if not r.get("error")]
     check(bool(ok), "replications", "at least one that ran", [r.get("error") for r in records])
     steps = np.asarray(ok[0]["steps"])

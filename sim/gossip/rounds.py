@@ -19,8 +19,27 @@
     round lasts the compute time plus one exchange time
     (``latency + size / bandwidth``).
 
-Adversaries never move. The receivers of a round aggregate from the values
-of the round's start (after the node update), simultaneously.
+Adversaries never move, except those whose :meth:`aggregates` says yes (the
+reference bit-flip worker, :class:`~sim.adversaries.BitFlip`): their rows take
+the node update (when :meth:`trains` says so) and aggregate like an honest
+node's, their own input being what they send. The receivers of a round
+aggregate from the values of the round's start (after the node update),
+simultaneously.
+
+Mixing weights follow the config's ``mixing`` (:mod:`sim.gossip.mixing`); the
+oracle clipping radius and the local dissensus attack read the same weights
+(uniform weights where the receivers aggregate by a robust rule, as the
+reference code's attacker assumes). With ``gossip_rounds = K`` a round is the
+node update then ``K`` aggregations (each one asks the attackers again; the
+reference code's multi-round trainer asks them once per step and lets them
+send their own aggregated models afterwards), and lasts ``K`` exchange times
+plus the compute.
+
+A rule that keeps state per node (a persistent centre) answers
+``neighbourhood_update_at(nodes, own, received, weights)`` instead of
+``neighbourhood_update``; a rule with a ``start(n, dim, streams=...)`` method is
+started once per run with the run's ``rule`` streams (bucketing draws its
+permutations there).
 
 References
 ----------
@@ -91,9 +110,34 @@ class NeighbourhoodRounds(GossipSystem):
                                                None if self.full else (net.u, net.v))
         ask = getattr(self.defence, "neighbourhood_update", None)
         self._rule = ask
-        # receivers grouped by degree (one array per degree, honest only)
-        hd = self.deg[self.hidx]
-        self._groups = [(int(r), self.hidx[hd == r]) for r in np.unique(hd)]
+        at = getattr(self.defence, "neighbourhood_update_at", None)
+        self._rule_at = at if callable(at) else None
+        start = getattr(self.defence, "start", None)
+        if callable(start):
+            start(n, self.d, streams=self.streams.child("rule"))
+        self.gossip_rounds = int(getattr(self.cfg, "gossip_rounds", 1))
+        mixing = getattr(self.cfg, "mixing", "metropolis")
+        self._slot_w: np.ndarray | None = None
+        if not self.full and mixing != "metropolis":
+            from .mixing import slot_weights
+
+            self._slot_w = slot_weights(net, mixing)
+        if not self.full and (ask is None or getattr(self.defence, "mixes", False)):
+            # the oracle radius and the local dissensus read the weights the receivers mix with
+            from .mixing import weight_matrix
+
+            self.nbhd.set_weights(weight_matrix(net, mixing))
+        # adversaries whose rows train and aggregate (the reference bit-flip worker)
+        adv = self.adversary
+        self._adv_agg = np.zeros(0, dtype=np.int64)
+        if adv is not None and callable(getattr(adv, "aggregates", None)) and adv.aggregates():
+            self._adv_agg = np.flatnonzero(self.is_adv)
+        self._adv_train = bool(adv is not None and callable(getattr(adv, "trains", None))
+                               and adv.trains())
+        self.receivers = np.union1d(self.hidx, self._adv_agg) if self._adv_agg.size else self.hidx
+        # receivers grouped by degree (one array per degree)
+        hd = self.deg[self.receivers]
+        self._groups = [(int(r), self.receivers[hd == r]) for r in np.unique(hd)]
 
     def _neighbours(self, nodes: np.ndarray, r: int) -> np.ndarray:
         """``(k, r)`` neighbour positions of ``nodes`` (all of degree ``r``)."""
@@ -118,14 +162,26 @@ class NeighbourhoodRounds(GossipSystem):
     def _weights(self, nodes: np.ndarray, nbrs: np.ndarray) -> np.ndarray:
         if self.full:
             return np.full(nbrs.shape, 1.0 / self.n)
+        if self._slot_w is not None:
+            r = nbrs.shape[1]
+            return self._slot_w[self.net.indptr[nodes][:, None] + np.arange(r)[None, :]]
         return 1.0 / (1.0 + np.maximum(self.deg[nodes][:, None], self.deg[nbrs]))
 
     def _plain_full_mean(self) -> bool:
         """Exact mean in one pass: complete mixing, plain defence, no adversary."""
         return self.full and self.n_adv == 0 and self._rule is None and self.defence.plain()
 
+    def _own(self, nodes: np.ndarray) -> np.ndarray:
+        """Each receiver's own input: its row, or what an aggregating adversary sends itself."""
+        own = self.x[nodes]
+        if self._adv_agg.size:
+            adv = self.is_adv[nodes]
+            if adv.any():
+                own[adv] = self.adversary.send(self.view, nodes[adv], nodes[adv])  # type: ignore[union-attr]
+        return own
+
     def aggregate(self) -> None:
-        """One round's aggregation at every honest node, from the values now."""
+        """One round's aggregation at every receiver, from the values now."""
         x = self.x
         if self._plain_full_mean():
             x[:] = x.mean(axis=0)
@@ -135,7 +191,10 @@ class NeighbourhoodRounds(GossipSystem):
             nbrs = self._neighbours(nodes, r)
             vals = self._received(nodes, nbrs)
             w = self._weights(nodes, nbrs)
-            own = x[nodes]
+            own = self._own(nodes)
+            if self._rule_at is not None:
+                new[r] = self._rule_at(nodes, own, vals, w)
+                continue
             if self._rule is not None:
                 new[r] = self._rule(own, vals, w)
                 continue
@@ -156,17 +215,27 @@ class NeighbourhoodRounds(GossipSystem):
         ask = getattr(self.update, "compute_time", None)
         return float(ask(self.hidx)) if ask is not None and self._updating else 0.0
 
+    def train(self) -> None:
+        """The round's node update: the honest nodes, and the adversaries that train."""
+        if self._adv_train and self._updating:
+            nodes = np.flatnonzero(self.honest | self.is_adv)
+            self.update.local_steps(self.x, nodes, rng=self.rng_update)  # type: ignore[arg-type]
+        else:
+            self.local_steps(self.hidx)
+
     def process(self):
         env = self.env
         steps = self.records.steps
-        duration = self.compute_time() + self.round_delay
+        K = self.gossip_rounds
+        duration = self.compute_time() + (self.round_delay if K == 1 else K * self.round_delay)
         k = 1
         for rd in range(1, self.cfg.rounds + 1):
             yield env.timeout(duration)
             self.add_noise()
-            self.local_steps(self.hidx)
-            self.aggregate()
-            self.exchanges += self.edges
+            self.train()
+            for _ in range(K):
+                self.aggregate()
+            self.exchanges += self.edges if K == 1 else K * self.edges
             if k < steps.size and steps[k] == rd:
                 self.record(k)
                 k += 1

@@ -51,7 +51,7 @@ def config_adversary(config: GossipConfig) -> Adversary | None:
         return None
     if config.disagreeing_stubborn:
         return StubbornValues(config.adversary_positions, config.stubborn_values or (), config.n)
-    return make_adversary(config.adversary, config.value)
+    return make_adversary(config.adversary, config.value, getattr(config, "attack_scope", "global"))
 
 
 class GossipSystem:

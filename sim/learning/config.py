@@ -71,6 +71,11 @@ class LearningConfig:
         Held-out share of the dataset, in (0, 1).
     objective_seed : int
         Seed of the objective's draws (curvatures, optima, split, partition).
+    momentum : float
+        Heavy-ball momentum ``beta`` in [0, 1) of the honest nodes' local
+        steps, as torch's SGD: ``v <- beta v + g; x <- x - lr v`` (the buffer
+        stays at its node; adversaries and label flippers step without it, as
+        the reference code's Byzantine workers do).
     """
 
     objective: str = "none"
@@ -87,6 +92,7 @@ class LearningConfig:
     l2: float = 1e-3
     test_fraction: float = 0.25
     objective_seed: int = 0
+    momentum: float = 0.0
 
     def __post_init__(self) -> None:
         check_choice("objective", self.objective, OBJECTIVES)
@@ -105,6 +111,8 @@ class LearningConfig:
         check_positive("l2", self.l2)
         check(0.0 < float(self.test_fraction) < 1.0, "test_fraction", "in (0, 1)", self.test_fraction)
         check_int("objective_seed", self.objective_seed, low=0)
+        mom = check_nonnegative("momentum", self.momentum)
+        check(mom < 1.0, "momentum", "in [0, 1)", self.momentum)
         if self.objective_table is not None:
             check(self.objective == "quadratic", "objective_file", "given only with objective quadratic",
                   self.objective)

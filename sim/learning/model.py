@@ -28,13 +28,13 @@ import numpy as np
 
 from .. import engines as registry
 from ..engines import Applies, Reference
-from ..errors import check, check_choice, check_int
+from ..errors import check, check_choice, check_int, check_nonnegative
 from ..gossip import GossipConfig, GossipSystem, Records, build_network, summarize_runs
 from ..gossip.model import model_output
 from ..results import mean_ci
 from ..rng import Streams
 from .config import LearningConfig, build_objective
-from .robust import CoordinateMedian, FarthestClip, TrimmedMean
+from .robust import BUCKETING_FORMS, KRUM_VARIANTS, RULE_NAMES, make_rule
 from .update import METRICS, LocalSGD, training_metrics
 
 __all__ = [
@@ -51,8 +51,8 @@ __all__ = [
     "with_learning",
 ]
 
-#: Aggregation rules of neighbourhood rounds beyond the gossip defences.
-RULES = ("none", "farthest", "median", "trimmed")
+#: Aggregation rules of neighbourhood rounds beyond the gossip defences (:mod:`sim.learning.robust`).
+RULES = RULE_NAMES
 #: How adversary positions are chosen when not given.
 PLACEMENTS = ("first", "random", "degree")
 #: Largest ``n * m * steps`` (per coordinate) for which the exact second
@@ -72,15 +72,33 @@ class TrainingConfig:
         ``dim`` must be the dataset's (:meth:`LearningConfig.dimension`).
     learning : LearningConfig
         The objective and local steps (``objective`` not ``"none"``).
-    rule : {"none", "farthest", "median", "trimmed"}
+    rule : {"none", "farthest", "median", "trimmed", "krum", "rfa", "centered-clip", "mean"}
         Aggregation of ``neighbourhood`` / ``allreduce`` rounds instead of
         mixing (clipping radius from the farthest value received,
-        coordinate-wise median, trimmed mean).
+        coordinate-wise median, trimmed mean, Krum, RFA, centred clipping,
+        plain mean; :mod:`sim.learning.robust`).
     trim : int
         Values trimmed at each end by ``trimmed``.
     flipped : tuple of int
         Positions of label-flipping nodes (``logistic``): they follow the
         protocol and train on labels ``C - 1 - y``; they are not honest.
+    krum_f : int or None
+        Adversaries Krum assumes among a node's inputs (default: every
+        adversary and flipper of the config, the reference code's ``f``);
+        ``2 f + 2`` must not exceed the inputs of any aggregating node.
+    krum_m : int
+        Values multi-Krum selects (1: Krum).
+    krum_variant : {"textbook", "reference"}
+        Krum's scoring and selection (:class:`~sim.learning.robust.Krum`).
+    rfa_iters, rfa_nu : int, float
+        Smoothed Weiszfeld iterations ``T`` and smoothing ``nu`` of ``rfa``.
+    cc_tau, cc_iters : float, int
+        Radius and iterations per aggregation of ``centered-clip``.
+    bucketing : int
+        Bucket size ``s`` of a bucketing wrapper around the rule (0: none;
+        with ``rule = none`` it wraps plain or fixed-radius mixing).
+    bucketing_form : {"repeat", "permute"}
+        The reference decentralised form or the centralised one.
     """
 
     gossip: GossipConfig
@@ -88,6 +106,15 @@ class TrainingConfig:
     rule: str = "none"
     trim: int = 1
     flipped: tuple[int, ...] = ()
+    krum_f: int | None = None
+    krum_m: int = 1
+    krum_variant: str = "textbook"
+    rfa_iters: int = 8
+    rfa_nu: float = 0.1
+    cc_tau: float = 10.0
+    cc_iters: int = 1
+    bucketing: int = 0
+    bucketing_form: str = "repeat"
     _honest: tuple[bool, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -119,10 +146,63 @@ class TrainingConfig:
             check(lc.objective == "quadratic", "engine", "des or auto for objective "
                   f"{lc.objective} (compiled: local steps are compiled on quadratic objectives "
                   "only)", g.engine)
+        self._check_rules(honest)
         want = lc.dimension(g.dim)
         check(g.dim == want, "dim", f"{want} for data {lc.data} (the dataset's; build the gossip "
               "config with dim = LearningConfig.dimension())", g.dim)
-        lc.validate_for(n, g.dim, honest, g.protocol)
+        training = honest | (~honest if g.adversary == "bitflip" else False)  # attackers that train
+        lc.validate_for(n, g.dim, training, g.protocol)
+
+    def _check_rules(self, honest: np.ndarray) -> None:
+        """The new rules' parameters, bucketing, and Krum's condition at every aggregating node."""
+        g = self.gossip
+        check_int("krum_m", self.krum_m, low=1)
+        check_choice("krum_variant", self.krum_variant, KRUM_VARIANTS)
+        check_int("rfa_iters", self.rfa_iters, low=1)
+        check_nonnegative("rfa_nu", self.rfa_nu)
+        check_nonnegative("cc_tau", self.cc_tau)
+        check_int("cc_iters", self.cc_iters, low=1)
+        check_int("bucketing", self.bucketing, low=0)
+        check_choice("bucketing_form", self.bucketing_form, BUCKETING_FORMS)
+        if self.krum_f is not None:
+            check_int("krum_f", self.krum_f, low=0)
+        if self.bucketing:
+            check(g.protocol in ("neighbourhood", "allreduce"), "bucketing", f"0 for protocol "
+                  f"{g.protocol} (bucketing needs the whole neighbourhood: protocol neighbourhood "
+                  "or allreduce)", self.bucketing)
+            check(not g.adaptive_clip, "bucketing", "0 with adaptive clipping (the oracle radius "
+                  "needs to know which neighbour sent what)", self.bucketing)
+        if self.rule == "krum":
+            inputs = self._inputs_per_node(honest)
+            f = self.krum_f_used
+            low = int(inputs.min())
+            check(2 * f + 2 <= low, "krum_f", f"at most (m - 2) / 2 = {(low - 2) // 2} (Krum needs "
+                  f"2 f + 2 <= the m values every aggregating node has; the fewest here is "
+                  f"{low}{'' if self.krum_f is not None else '; the default f is the number of adversaries'})",
+                  f)
+            check(self.krum_m <= low, "krum_m", f"at most the {low} values the node with fewest "
+                  "inputs aggregates", self.krum_m)
+
+    def _inputs_per_node(self, honest: np.ndarray) -> np.ndarray:
+        """How many values each aggregating node's rule sees (own included; bucket means)."""
+        g = self.gossip
+        net = build_network(g)
+        deg = (np.full(g.n, g.n - 1) if net.complete or g.protocol == "allreduce"
+               else np.diff(net.indptr))
+        agg = honest | self.flipped_mask
+        if g.adversary == "bitflip":
+            agg = np.ones(g.n, dtype=bool)
+        m = deg[agg] + 1
+        if self.bucketing and self.bucketing_form == "permute":
+            m = -(-m // self.bucketing)
+        return m
+
+    @property
+    def krum_f_used(self) -> int:
+        """Krum's ``f``: the given one, or every adversary and label flipper."""
+        if self.krum_f is not None:
+            return int(self.krum_f)
+        return len(self.gossip.adversary_positions) + len(self.flipped)
 
     @property
     def honest(self) -> np.ndarray:
@@ -186,13 +266,13 @@ def training_objective(config: TrainingConfig) -> Any:
 
 
 def _rule(config: TrainingConfig) -> Any:
-    if config.rule == "farthest":
-        return FarthestClip()
-    if config.rule == "median":
-        return CoordinateMedian()
-    if config.rule == "trimmed":
-        return TrimmedMean(config.trim)
-    return None
+    """The aggregation rule of a config (a fresh object: rules may keep state per run)."""
+    g = config.gossip
+    return make_rule(config.rule, trim=config.trim, krum_f=config.krum_f_used,
+                     krum_m=config.krum_m, krum_variant=config.krum_variant,
+                     rfa_iters=config.rfa_iters, rfa_nu=config.rfa_nu, cc_tau=config.cc_tau,
+                     cc_iters=config.cc_iters, bucketing=config.bucketing,
+                     bucketing_form=config.bucketing_form, clip=g.clip)
 
 
 class TrainingRecords(Records):
@@ -226,8 +306,12 @@ class TrainingRecords(Records):
 
 def _update(config: TrainingConfig) -> LocalSGD:
     g, lc = config.gossip, config.learning
+    if lc.momentum == 0.0:
+        return LocalSGD(training_objective(config), lc.lr, lc.local_steps, lc.grad_noise,
+                        step_time=lc.node_step_times(g.n))
     return LocalSGD(training_objective(config), lc.lr, lc.local_steps, lc.grad_noise,
-                    step_time=lc.node_step_times(g.n))
+                    step_time=lc.node_step_times(g.n), momentum=lc.momentum,
+                    plain=~config.honest)
 
 
 def training_engine(config: TrainingConfig) -> tuple[str, str]:
@@ -340,7 +424,7 @@ def _exact_protocol(c: TrainingConfig) -> tuple[bool, str]:
         return False, "a quadratic objective"
     if g.adversary not in ("none", "stubborn"):
         return False, "no adversary or stubborn ones (their rows fixed)"
-    if g.clip is not None or g.adaptive_clip or c.rule != "none":
+    if g.clip is not None or g.adaptive_clip or c.rule != "none" or c.bucketing:
         return False, "no clip and plain mixing (the update must be affine)"
     if g.protocol == "matching" and not g.complete:
         return False, "matching on the complete graph (greedy maximal matchings have no closed E[W])"
@@ -348,7 +432,19 @@ def _exact_protocol(c: TrainingConfig) -> tuple[bool, str]:
         return False, "a synchronous protocol or random edges (async steps at each node's pace)"
     if g.n * g.rounds > EXACT_BUDGET:
         return False, "n * rounds <= 2e9"
-    return True, (f"{g.protocol}: the update is affine in x, so E[x'] = E[W G](E[x])")
+    return True, (f"{g.protocol}: the update is affine in x"
+                  + (" and the momentum buffers" if c.learning.momentum else "")
+                  + ", so E[x'] = E[W G](E[x])")
+
+
+def _mixing(c: TrainingConfig) -> Any:
+    """The off-diagonal mixing weights of a neighbourhood config (None: Metropolis)."""
+    g = c.gossip
+    if g.protocol != "neighbourhood" or g.mixing == "metropolis":
+        return None
+    from ..gossip.mixing import mixing_weights
+
+    return mixing_weights(_graph(c), g.mixing)
 
 
 class TrainingFirstMoment(Reference):
@@ -370,23 +466,25 @@ class TrainingFirstMoment(Reference):
         a, cc = _quadratic_arrays(c)
         stub = _stubborn(c)
         graph = _graph(c) if g.protocol in ("edge", "neighbourhood") else None
+        more = {"momentum": lc.momentum, "weights": _mixing(c), "gossip_rounds": g.gossip_rounds}
         mean = L.training_mean(g.protocol, a, cc, lc.lr, lc.local_steps, g.rounds, graph=graph,
-                               stubborn=stub, x0=g.init_mean, record_every=g.record_every)
+                               stubborn=stub, x0=g.init_mean, record_every=g.record_every, **more)
         hm = mean.mean(axis=1)
         out: dict[str, Any] = {"predicted_honest_mean": hm[:, 0] if g.dim == 1 else hm}
         if lc.lr > 0 or stub:
             eq = L.training_equilibrium(g.protocol, a, cc, lc.lr, lc.local_steps, graph=graph,
-                                        stubborn=stub)
+                                        stubborn=stub, **more)
             out["predicted_equilibrium_mean"] = eq.mean(axis=0)
             xs = training_objective(c).optimum
             out["predicted_bias"] = eq.mean(axis=0) - xs
-            if stub and lc.lr > 0:
+            if stub and lc.lr > 0 and more["weights"] is None:
                 b = L.stubborn_training_bias(g.protocol, a, cc, lc.lr, lc.local_steps, stub,
-                                             graph=graph)
+                                             graph=graph, momentum=lc.momentum,
+                                             gossip_rounds=g.gossip_rounds)
                 out["predicted_attack_bias"] = b["attack_bias"]
             out["predicted_steps_to_equilibrium"] = L.steps_to_equilibrium(
                 g.protocol, a, cc, lc.lr, lc.local_steps, graph=graph, stubborn=stub,
-                x0=g.init_mean, tol=0.01, max_steps=max(10 * g.rounds, 10_000))
+                x0=g.init_mean, tol=0.01, max_steps=max(10 * g.rounds, 10_000), **more)
         return out
 
 
@@ -404,6 +502,8 @@ class TrainingSecondMoment(Reference):
         g = config.gossip
         if ok and g.protocol != "edge":
             ok, why = False, "protocol edge (random single edges)"
+        if ok and config.learning.momentum:
+            ok, why = False, "no momentum"
         if ok and g.n > MAX_TRAINING_EXACT_NODES:
             ok, why = False, f"at most {MAX_TRAINING_EXACT_NODES} nodes"
         if ok:
@@ -437,9 +537,11 @@ class DiLoCoFixedPoint(Reference):
         g = c.gossip
         ok = (c.learning.objective == "quadratic" and g.protocol == "allreduce"
               and g.adversary == "none" and c.learning.lr > 0 and c.rule == "none"
-              and g.clip is None and not g.adaptive_clip)
+              and g.clip is None and not g.adaptive_clip and not c.bucketing
+              and not c.learning.momentum)
         return Applies(ok, "allreduce after H local steps, all honest: w_i = 1 - (1 - eta a_i)^H"
-                       if ok else "needs protocol allreduce, quadratic, all honest, lr > 0, no clip")
+                       if ok else "needs protocol allreduce, quadratic, all honest, lr > 0, no clip, "
+                       "no momentum")
 
     def predict(self, c: TrainingConfig) -> dict[str, Any]:
         from ..analytic import learning as L
@@ -449,7 +551,44 @@ class DiLoCoFixedPoint(Reference):
                                                               c.learning.local_steps)}
 
 
-for _ref in (TrainingFirstMoment(), TrainingSecondMoment(), DiLoCoFixedPoint()):
+class IPMClipFixedPoint(Reference):
+    """IPM attackers against a fixed clip on the complete graph: the honest mean's fixed point."""
+
+    name = "ipm_clip_fixed_point"
+    family = "gossip-training"
+    metrics = ("predicted_ipm_fixed_point",)
+
+    def applies(self, c: TrainingConfig) -> Applies:
+        g, lc = c.gossip, c.learning
+        need = []
+        if lc.objective != "quadratic" or g.dim != 1:
+            need.append("a quadratic objective in dimension 1")
+        if not (g.protocol == "allreduce" or (g.protocol == "neighbourhood" and g.complete)):
+            need.append("neighbourhood rounds on the complete graph (or allreduce)")
+        if g.adversary != "ipm":
+            need.append("IPM attackers")
+        if g.clip is None or not math.isfinite(g.clip) or g.adaptive_clip or c.rule != "none" \
+                or c.bucketing:
+            need.append("a fixed clipping radius and plain mixing")
+        if g.noise > 0 or lc.lr <= 0 or c.flipped:
+            need.append("lr > 0, no gossip noise, no label flippers")
+        if need:
+            return Applies(False, "needs " + "; ".join(need))
+        return Applies(True, "piecewise-affine round map solved exactly on the piece of its limit "
+                             "(the expected state's limit while no clip decision flips)")
+
+    def predict(self, c: TrainingConfig) -> dict[str, Any]:
+        from ..analytic import learning as L
+
+        g, lc = c.gossip, c.learning
+        a, cc = _quadratic_arrays(c)
+        h = c.honest
+        fp = L.ipm_clip_fixed_point(a[h, 0], cc[h, 0], lc.lr, lc.local_steps, g.n, g.value, g.clip,
+                                    momentum=lc.momentum, gossip_rounds=g.gossip_rounds)
+        return {"predicted_ipm_fixed_point": np.array([fp["mean"]])}
+
+
+for _ref in (TrainingFirstMoment(), TrainingSecondMoment(), DiLoCoFixedPoint(), IPMClipFixedPoint()):
     registry.register(_ref)
 
 

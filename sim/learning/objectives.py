@@ -29,6 +29,7 @@ References
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -37,7 +38,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ..analytic.learning import honest_optimum
-from ..errors import check
+from ..errors import check, read_csv_text
 from .data import Dataset
 
 __all__ = [
@@ -179,12 +180,9 @@ def read_objective_file(path: str) -> tuple[tuple[int, int, float, float], ...]:
     ConfigError
         A missing file, a missing header column, or a row that does not parse.
     """
-    try:
-        with open(path, newline="") as fh:
-            rows = list(csv.DictReader(fh))
-            header = rows[0].keys() if rows else []
-    except OSError as exc:
-        check(False, "objective_file", "a readable CSV file", f"{path} ({exc.strerror})")
+    text = read_csv_text("objective_file", path)  # a regular file, bounded (sim.errors)
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    header = rows[0].keys() if rows else []
     need = ("node", "dim", "curvature", "optimum")
     check(bool(rows) and all(k in header for k in need), "objective_file",
           "a CSV with columns node,dim,curvature,optimum and at least one row", path)

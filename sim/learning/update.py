@@ -5,7 +5,11 @@ to the rows of the nodes that train, all rows at once per step, drawing
 ``xi`` (standard normal, one per row and coordinate and step) from the
 generator it was given (the ``gradnoise`` stream). It asks its objective for
 gradients (:meth:`~sim.learning.objectives.Objective.gradient`) and never
-checks its type.
+checks its type. With momentum ``beta > 0`` each node keeps a buffer ``v``
+(zero at the start, never exchanged) and steps as torch's SGD does (heavy
+ball, no dampening): ``v <- beta v + g; x <- x - eta v`` with ``g`` the noisy
+gradient; the nodes it is told are *plain* (adversaries and label flippers,
+as the reference code's Byzantine workers) take plain SGD steps.
 
 :func:`training_metrics` turns the honest rows into the series the gossip
 records carry: ``loss``, ``distance_to_optimum`` (``|m - x*|``),
@@ -50,18 +54,42 @@ class LocalSGD:
         Time of one local step of every node (``async``; default 1).
     train : array_like of bool, optional
         Nodes that train at all (default every node the engine passes).
+    momentum : float, optional
+        ``beta`` in ``[0, 1)`` (default 0: plain SGD).
+    plain : array_like of bool, optional
+        Nodes that step without momentum (default none).
     """
 
     def __init__(self, objective: Any, lr: float, local_steps: int, grad_noise: float, *,
-                 step_time: Any = None, train: Any = None) -> None:
+                 step_time: Any = None, train: Any = None, momentum: float = 0.0,
+                 plain: Any = None) -> None:
         self.objective = objective
         self.lr = float(lr)
         self.local_steps_per_round = int(local_steps)
         self.grad_noise = float(grad_noise)
         self.step_time = None if step_time is None else np.asarray(step_time, dtype=float)
         self.train = None if train is None else np.asarray(train, dtype=bool)
+        self.momentum = float(momentum)
+        self.plain = None if plain is None else np.asarray(plain, dtype=bool)
+        self._buffer: np.ndarray | None = None
         self._phase: np.ndarray | None = None
         self.steps_taken = 0
+
+    @property
+    def buffer(self) -> np.ndarray | None:
+        """The momentum buffers ``v`` by node (rows of nodes that never stepped are 0), or None."""
+        return self._buffer
+
+    def _grow(self, nodes: np.ndarray, d: int) -> np.ndarray:
+        """The buffer, with a (zero) row for every node in ``nodes``."""
+        need = int(nodes.max()) + 1 if nodes.size else 0
+        buf = self._buffer
+        if buf is None or buf.shape[0] < need:
+            grown = np.zeros((max(need, 0 if buf is None else buf.shape[0]), d))
+            if buf is not None:
+                grown[:buf.shape[0]] = buf
+            self._buffer = buf = grown
+        return buf
 
     def compute_time(self, nodes: np.ndarray) -> float:
         """Time of one round of ``H`` local steps on ``nodes``: the slowest node's ``H * step_time``."""
@@ -77,8 +105,9 @@ class LocalSGD:
         """What the compiled async engine needs to take these steps itself, if it can.
 
         It can when the objective declares a compiled form (quadratics:
-        :meth:`~sim.learning.objectives.Quadratic.compiled_form`) and
-        :meth:`advance` is this class's own. Softmax regression has none (its
+        :meth:`~sim.learning.objectives.Quadratic.compiled_form`),
+        :meth:`advance` is this class's own and there is no momentum (its
+        buffers are not compiled). Softmax regression has none (its
         gradient loops over each node's data shard), so it runs on the SimPy
         engine.
 
@@ -91,7 +120,7 @@ class LocalSGD:
         ask = getattr(self.objective, "compiled_form", None)
         form = ask() if callable(ask) else None
         own = type(self).advance is LocalSGD.advance and type(self).steps is LocalSGD.steps
-        if form is None or form[0] != "quadratic" or not own:
+        if form is None or form[0] != "quadratic" or not own or self.momentum != 0.0:
             return None
         st = np.ones(n) if self.step_time is None else np.broadcast_to(self.step_time, (n,))
         train = np.ones(n, dtype=bool) if self.train is None else self.train
@@ -115,12 +144,22 @@ class LocalSGD:
         y = np.array(x, dtype=float, copy=True)
         counts = np.broadcast_to(np.asarray(H, dtype=np.int64), (y.shape[0],))
         top = int(counts.max()) if counts.size else 0
+        beta = self.momentum
+        if beta != 0.0:
+            buf = self._grow(nodes, y.shape[1])
+            heavy = np.ones(nodes.size, dtype=bool) if self.plain is None else ~self.plain[nodes]
         for h in range(top):
             rows = np.flatnonzero(counts > h) if counts.min() <= h else slice(None)
             yr = y[rows]
             g = obj.gradient(yr, nodes[rows])
             if sigma > 0:
                 g = g + sigma * rng.standard_normal(yr.shape)
+            if beta != 0.0:
+                nr, hv = nodes[rows], heavy[rows]
+                v = buf[nr]
+                v[hv] = beta * v[hv] + g[hv]  # torch SGD: buf.mul_(beta).add_(g)
+                buf[nr[hv]] = v[hv]
+                g = np.where(hv[:, None], v, g)
             y[rows] = yr - eta * g
         self.steps_taken += int(counts.sum())
         return y

@@ -27,7 +27,7 @@ from ..errors import (
     check_positive,
     check_probability,
 )
-from ..failures import check_distribution, distribution_names
+from ..failures import check_distribution, check_shape, distribution_names
 from .penalty import PENALTIES, SkipPenalty
 
 __all__ = [
@@ -312,12 +312,12 @@ class PipelineConfig:
         check_positive("domain_downtime", self.domain_downtime)
         check_distribution("failure_distribution", self.failure_distribution)
         if self.failure_shape is not None:
-            check_positive("failure_shape", self.failure_shape)
+            check_shape("failure_shape", self.failure_distribution, self.failure_shape)
         object.__setattr__(self, "stage_time",
                            _per_stage("stage_time", self.stage_time, L, check_nonnegative))
         check_choice("stage_time_distribution", self.stage_time_distribution, stage_time_laws())
         if self.stage_time_shape is not None:
-            check_positive("stage_time_shape", self.stage_time_shape)
+            check_shape("stage_time_shape", self.stage_time_distribution, self.stage_time_shape)
         object.__setattr__(self, "latency",
                            _per_stage("latency", self.latency, L, check_nonnegative, max(L - 1, 0)))
         check_nonnegative("transfer_size", self.transfer_size)

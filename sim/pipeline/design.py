@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import check_int, check_probability
+from ..errors import check, check_int, check_probability
 from .compare import estimate_drop_rate
 from .config import PipelineConfig
 
@@ -79,6 +79,14 @@ def design(stages: int, availability: float, domain_outage: float, *,
     }
 
 
+#: Most microbatches ``verify`` simulates in all (microbatches x replications):
+#: a design check, not a study. At the snapshot engine's few million
+#: microbatches per second this is minutes; beyond it a check would run for
+#: hours or days, so it is refused at once (run ``dtsim pipeline`` for a long
+#: study, which Ctrl-C stops).
+MAX_VERIFY_MICROBATCHES = 10**9
+
+
 def verify(out: dict[str, Any], *, microbatches: int, replications: int, rate: float,
            mean_downtime: float, seed: int, executor: Any = "serial",
            workers: int | None = None, skip_penalty: float = 0.0,
@@ -91,7 +99,8 @@ def verify(out: dict[str, Any], *, microbatches: int, replications: int, rate: f
         A :func:`design` record (``stages``, ``replicas``, ``skip_budget``,
         ``availability``, ``domain_outage``).
     microbatches, replications : int
-        Per replication, and replications.
+        Per replication, and replications; at most
+        :data:`MAX_VERIFY_MICROBATCHES` in all.
     rate : float
         Microbatch arrival rate (in units of 1 / mean downtime).
     mean_downtime : float
@@ -109,6 +118,13 @@ def verify(out: dict[str, Any], *, microbatches: int, replications: int, rate: f
         ``simulated_agrees``, ``simulated_method``, ``simulated_microbatches``,
         ``simulated_mean_quality``, ``simulated_mean_quality_ci``, ``seed``.
     """
+    check_int("microbatches", microbatches, low=1)
+    check_int("replications", replications, low=1)
+    total = microbatches * replications
+    check(total <= MAX_VERIFY_MICROBATCHES, "microbatches",
+          f"at most {MAX_VERIFY_MICROBATCHES:.0e} in total over the replications for a design "
+          f"check (microbatches x replications = {total:.3g}; use dtsim pipeline for longer runs)",
+          microbatches)
     cfg = PipelineConfig(
         stages=out["stages"], replicas=out["replicas"], skip_budget=out["skip_budget"],
         availability=out["availability"], domain_outage=out["domain_outage"],

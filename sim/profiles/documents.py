@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, read_input_bytes
 
 __all__ = ["MAX_DOCUMENT_BYTES", "read_document", "get"]
 
@@ -31,12 +31,11 @@ def read_document(name: str, path: str | os.PathLike[str]) -> Any:
         raise ConfigError(name, "a readable JSON or TOML file", f"{path} ({exc.strerror})") from None
     if size > MAX_DOCUMENT_BYTES:
         raise ConfigError(name, f"a file of at most {MAX_DOCUMENT_BYTES} bytes", f"{path} ({size})")
+    # a regular file, read at most MAX_DOCUMENT_BYTES: a FIFO or /dev/zero is refused unread
+    data = read_input_bytes(name, p, limit=MAX_DOCUMENT_BYTES,
+                            rule="a readable JSON or TOML file")
     try:
-        text = p.read_text(encoding="utf-8")
-    except IsADirectoryError:
-        raise ConfigError(name, "a readable JSON or TOML file", f"{path} (a directory)") from None
-    except OSError as exc:
-        raise ConfigError(name, "a readable JSON or TOML file", f"{path} ({exc.strerror})") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(name, "a JSON or TOML text file (UTF-8)",
                           f"{path} (byte at offset {exc.start} is not text)") from None
@@ -47,8 +46,12 @@ def read_document(name: str, path: str | os.PathLike[str]) -> Any:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(name, "a valid TOML file", f"{path} ({exc})") from None
+        except RecursionError:
+            raise ConfigError(name, "a valid TOML file", f"{path} (nested too deeply)") from None
     try:
         return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:  # [[[[...]]]] thousands deep: bad input, not a crash
+        raise ConfigError(name, "a valid JSON file", f"{path} (nested too deeply)") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(name, "a valid JSON file",
                           f"{path} (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None

@@ -43,6 +43,8 @@ __all__ = [
     "DaskExecutor",
     "ExecutorLost",
     "make_executor",
+    "check_workers",
+    "usable_cpus",
     "open_executor",
     "execute",
     "crashed_records",
@@ -51,6 +53,44 @@ __all__ = [
 EXECUTORS = ("serial", "local", "dask")
 #: Times a batch whose process dies is retried before it is recorded as failed.
 CRASH_RETRIES = 2
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask; else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def check_workers(executor: Any, workers: Any, *, scheduler: str | None = None) -> int | None:
+    """Refuse a worker count the machine does not have, before any process starts.
+
+    A local process pool or a local Dask cluster gets at most
+    :func:`usable_cpus` workers (a larger count forks processes that only
+    compete for the same CPUs, and ran a machine out of memory at 100,000).
+    With a remote scheduler the cluster's own count is checked when it is
+    reached (:class:`DaskExecutor`).
+
+    Returns
+    -------
+    int or None
+        ``workers`` as an int (None when not given).
+
+    Raises
+    ------
+    ConfigError
+        ``'workers' must be an integer in [1, <CPUs>] (the CPUs this machine has): <N>``.
+    """
+    if workers is None:
+        return None
+    n = check_int("workers", workers, low=1)
+    local = executor in ("local", "dask") and not scheduler
+    if local:
+        cap = usable_cpus()
+        if n > cap:
+            raise ConfigError("workers", f"an integer in [1, {cap}] (the CPUs this machine has)", n)
+    return n
 
 
 class ExecutorLost(SimulationError):
@@ -108,7 +148,9 @@ class DaskExecutor(Executor):
         ``LocalCluster`` of ``workers`` single-threaded worker processes is
         started and closed with the executor.
     workers : int, optional
-        Workers of the local cluster (default: all cores).
+        Workers of the local cluster (default: every CPU this process may
+        use, and at most that many); with ``scheduler``, at most the worker
+        threads the cluster reports (it sets the tasks kept in flight).
     timeout : float
         Seconds to wait for the scheduler before giving up.
     retries : int
@@ -158,8 +200,20 @@ class DaskExecutor(Executor):
             except Exception:
                 self._restore_logs()
                 raise ConfigError("scheduler", "a reachable Dask scheduler address", scheduler) from None
+            try:
+                threads = sum(self.client.nthreads().values())
+            except Exception:
+                threads = 0
+            if workers is not None and check_int("workers", workers, low=1) > threads:
+                self.client.close()
+                self._restore_logs()
+                raise ConfigError("workers", f"an integer in [1, {threads}] (the worker threads "
+                                  f"the cluster at {scheduler} reports)", workers)
+            # tasks in flight follow the count asked for, else the cluster's
+            self._max_workers = workers or max(1, threads)
         else:
-            n = (os.cpu_count() or 1) if workers is None else check_int("workers", workers, low=1)
+            n = usable_cpus() if workers is None else check_workers("dask", workers)
+            self._max_workers = n
             with dask.config.set({"distributed.scheduler.allowed-failures": CRASH_RETRIES}):
                 self.cluster = LocalCluster(
                     n_workers=n, threads_per_worker=1, processes=True,
@@ -227,7 +281,9 @@ def make_executor(
         An Executor instance is returned as given.
     workers : int, optional
         Processes of the local pool or workers of a local Dask cluster
-        (default: all cores).
+        (default: every CPU this process may use; at most that many, see
+        :func:`check_workers`); with a remote scheduler, at most the
+        cluster's worker threads, and the tasks kept in flight follow it.
     scheduler : str, optional
         Dask scheduler address (only with ``"dask"``).
 
@@ -239,15 +295,14 @@ def make_executor(
     if executor is None or isinstance(executor, Executor):
         return executor
     check_choice("executor", executor, EXECUTORS)
-    if workers is not None:
-        check_int("workers", workers, low=1)
+    check_workers(executor, workers, scheduler=scheduler)
     if scheduler and executor != "dask":
         raise ConfigError("scheduler", "used with the dask executor only, not with", executor)
     if executor == "serial":
         return None
     if executor == "dask":
         return DaskExecutor(scheduler, workers)
-    return _pool(workers or os.cpu_count() or 1)
+    return _pool(workers or usable_cpus())
 
 
 @contextmanager
@@ -292,14 +347,18 @@ def _workers_of(pool: Any, known: dict[int, Any]) -> None:
 def _exit_cause(known: dict[int, Any], wait_s: float = 3.0) -> str:
     import time
 
-    # The broken pool reaps its workers in its own thread: give it a moment.
+    # The broken pool reaps its workers in its own thread: give it a moment. Every decision
+    # reads one snapshot of the exit codes: the pool's thread terminates the other workers
+    # (SIGTERM) and reaps the dead one while we look, so the dead one's code can appear
+    # between two reads; judging "all have exited" on a later read than the codes kept
+    # reported a bystander's SIGTERM for a task that died by SIGKILL.
     deadline = time.monotonic() + wait_s
     while True:
-        codes = [c for c in (getattr(p, "exitcode", None) for p in list(known.values()))
-                 if c not in (None, 0)]
+        exits = [getattr(p, "exitcode", None) for p in list(known.values())]
+        codes = [c for c in exits if c not in (None, 0)]
         if any(c != -15 for c in codes) or time.monotonic() > deadline:
             break
-        if all(getattr(p, "exitcode", None) is not None for p in list(known.values())):
+        if all(c is not None for c in exits):
             break
         for p in list(known.values()):
             if getattr(p, "exitcode", 0) is None:
@@ -375,7 +434,7 @@ def execute(
                 return True
         return False
     is_pool = isinstance(ex, ProcessPoolExecutor)
-    workers = getattr(ex, "_max_workers", None) or os.cpu_count() or 1
+    workers = getattr(ex, "_max_workers", None) or usable_cpus()
     size = window or 4 * workers
     queue = list(range(len(payloads)))  # batches not yet submitted, in order
     suspects: list[int] = []  # batches in flight when a pool broke: run one at a time

@@ -58,16 +58,24 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, is_dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..errors import ConfigError, check, check_int
+from ..errors import (
+    MAX_SOURCE_BYTES,
+    ConfigError,
+    SimulationError,
+    check,
+    check_int,
+    read_input_bytes,
+)
 from ..results import check_nonnegative_metrics, check_rates
 from ..rng import Streams
 from .identity import canonical, code_version, digest
@@ -82,6 +90,7 @@ __all__ = [
     "load_experiment",
     "default_out",
     "run_experiment",
+    "run_analyse",
     "study_marker",
     "find_studies",
 ]
@@ -120,6 +129,7 @@ def exec_module(module_name: str, path: str, source: str) -> ModuleType:
     spec = importlib.util.spec_from_loader(module_name, loader=None, origin=path)
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     mod.__file__ = path
+    mod.__dtsim_source__ = source  # the text that ran, which travels with each task
     sys.modules[module_name] = mod
     try:
         exec(compile(source, path, "exec"), mod.__dict__)  # noqa: S102
@@ -138,10 +148,13 @@ def load_module(path: str | Path, *, prefix: str = "dtsim_experiment") -> Module
         When the file does not exist or fails to import.
     """
     p = Path(path)
-    check(p.is_file() and p.suffix == ".py", "experiment", "an existing .py file", str(path))
+    check(p.suffix == ".py" and p.exists() and not p.is_dir(), "experiment", "an existing .py file",
+          str(path))
+    # a regular file of at most MAX_SOURCE_BYTES: a FIFO or a device is refused unread
+    data = read_input_bytes("experiment", p, limit=MAX_SOURCE_BYTES, rule="an existing .py file")
     try:
-        source = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ConfigError("experiment", f"a readable UTF-8 file ({one_line(exc)})", str(path)) from None
     stem = "".join(c if c.isalnum() else "_" for c in p.stem)
     name = f"{prefix}_{stem}_{digest(source, 6)}"
@@ -247,20 +260,34 @@ def load_experiment(path: str | Path, *, quick: bool = False) -> Experiment:
             if k == "POINTS":
                 settings["FACTORS"] = None
             settings[k] = v
+    base = settings["BASE"]
+    check((is_dataclass(base) and not isinstance(base, type)) or isinstance(base, Mapping),
+          "BASE", "a config: a dataclass instance or a dict of values", base)
+    if isinstance(base, Mapping):  # a dataclass checks its own fields; a dict cannot
+        for k, v in base.items():
+            check(not (isinstance(v, float) and math.isnan(v)), "BASE",
+                  f"a dict of values without NaN (BASE[{k!r}] is NaN)", dict(base))
+        varied = settings["FACTORS"] or {}
+        for k, vs in (varied.items() if isinstance(varied, Mapping) else ()):
+            for v in (vs if isinstance(vs, Sequence) and not isinstance(vs, str) else ()):
+                check(not (isinstance(v, float) and math.isnan(v)), f"factors[{k!r}]",
+                      "values without NaN", list(vs))
     name = mod.NAME
     check(isinstance(name, str) and name.strip() != "", "NAME", "a non-empty string", name)
     check(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*", name) is not None and ".." not in name,
           "NAME", "a plain name of letters, digits and _ . + - (no / or .., so that "
           "out/NAME stays inside out/)", name)
     analyse = getattr(mod, "analyse", None)
+    check(analyse is None or callable(analyse), "analyse",
+          "a function analyse(results, out_dir), or not defined", analyse)
     p = Path(mod.__file__)
     return Experiment(
         name=name, path=p, base=settings["BASE"], factors=settings["FACTORS"],
         points=settings["POINTS"],
         replications=check_int("REPLICATIONS", settings["REPLICATIONS"], low=1),
-        model=ExperimentModel(mod.__name__, str(p), p.read_text() if p.is_file() else "", "model"),
+        model=ExperimentModel(mod.__name__, str(p), getattr(mod, "__dtsim_source__", ""), "model"),
         seed=settings["SEED"], batch=check_int("BATCH", settings["BATCH"], low=1),
-        quick=quick, analyse=analyse if callable(analyse) else None, module=mod,
+        quick=quick, analyse=analyse, module=mod,
         rates=check_rates(getattr(mod, "RATES", None), "RATES"),
         nonnegative=check_nonnegative_metrics(getattr(mod, "NONNEGATIVE", None), "NONNEGATIVE"),
     )
@@ -306,25 +333,71 @@ def run_experiment(
     out_dir = Path(out) if out is not None else default_out(exp)
     version = code_version(exp.path)
     code = canonical(version)
-    result = sweep(
+    try:
+        result = _sweep_experiment(exp, out_dir, version, code, seed=seed, executor=executor,
+                                   workers=workers, scheduler=scheduler, fail_fast=fail_fast,
+                                   progress=progress, batch=batch, prune=prune)
+    except ConfigError as exc:  # name the experiment file's own setting
+        if exc.name in ("rates", "nonnegative"):
+            raise ConfigError(exc.name.upper(), exc.rule, exc.value) from None
+        raise
+    if analyse and exp.analyse is not None and not result.interrupted:
+        run_analyse(exp, result, out_dir)
+    return result
+
+
+def _sweep_experiment(exp: Experiment, out_dir: Path, version: dict[str, Any], code: str, *,
+                      seed, executor, workers, scheduler, fail_fast, progress, batch,
+                      prune) -> SweepResult:
+    return sweep(
         exp.model, exp.base, factors=exp.factors, points=exp.points,
         replications=exp.replications, seed=exp.seed if seed is None else seed,
         executor=executor, workers=workers, scheduler=scheduler, out=out_dir,
         name=exp.name, code=code, fail_fast=fail_fast, progress=progress,
         batch=exp.batch if batch is None else batch, prune=prune, rates=exp.rates,
         nonnegative=exp.nonnegative,
-        info={"file": str(exp.path), "quick": exp.quick, "code_version": version},
+        info={"file": str(exp.path), "quick": exp.quick, "code_version": version,
+              "rates": dict(exp.rates), "nonnegative": exp.nonnegative},
     )
-    if analyse and exp.analyse is not None and not result.interrupted:
-        exp.analyse(result, out_dir)
-    return result
+
+
+def run_analyse(exp: Experiment, result: SweepResult, out_dir: str | Path) -> None:
+    """Call the experiment's ``analyse(results, out_dir)``; what it raises becomes one line.
+
+    Raises
+    ------
+    ConfigError
+        As raised by ``analyse`` (bad input, one line).
+    SimulationError
+        ``analyse() of FILE raised <Type>: <message>`` (chained to the
+        original exception) for anything else it raises, ``sys.exit``
+        included: the results are stored before it runs.
+    """
+    if exp.analyse is None:
+        return
+    try:
+        exp.analyse(result, Path(out_dir))
+    except ConfigError:
+        raise
+    except (Exception, SystemExit) as exc:
+        what = f"sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else one_line(exc)
+        raise SimulationError(f"analyse() of {exp.path} raised {what}") from exc
 
 
 def study_marker(path: str | Path) -> str | None:
-    """The ``STUDY = "..."`` marker of a file (read from its syntax tree, not run), or None."""
+    """The ``STUDY = "..."`` marker of a file (read from its syntax tree, not run), or None.
+
+    Raises
+    ------
+    ConfigError
+        ``'experiments'`` when the path is not a readable regular file.
+    """
+    # a .py file that is not a regular file (a FIFO, a device) is refused unread
+    source = read_input_bytes("experiments", path, limit=MAX_SOURCE_BYTES,
+                              rule="a folder of readable regular .py files")
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        tree = ast.parse(source.decode("utf-8"))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
         return None
     for node in tree.body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1

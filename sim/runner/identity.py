@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import MAX_SOURCE_BYTES, ConfigError, read_input_bytes
 
 __all__ = [
     "canonical",
@@ -331,7 +331,8 @@ def code_version(path: str | Path | None = None) -> dict[str, Any]:
         pkg = "unknown"
     out: dict[str, Any] = {"package": pkg, "sim": os.environ.get("DTSIM_CODE_PIN") or sources_hash()}
     if path is not None:
-        source = Path(path).read_text(encoding="utf-8", errors="replace")
+        source = read_input_bytes("experiment", path, limit=MAX_SOURCE_BYTES).decode(
+            "utf-8", errors="replace")
         out["experiment"] = experiment_code_hash(source)
         mods = user_modules(source)
         if mods:

@@ -59,7 +59,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, check
+from ..errors import ConfigError, check, check_input_file, check_memory, read_input_bytes
 from ..results import from_cell, read_csv, to_cell
 from .identity import digest
 
@@ -81,6 +81,7 @@ MANIFEST = "manifest.json"
 SUMMARY = "summary.csv"
 ERRORS = "errors.log"
 DAMAGED = "records.damaged"
+DAMAGED_MANIFEST = "manifest.damaged"
 LOCK = ".lock"
 
 _META = ("point", "replication", "seed", "point_key", "config_hash")
@@ -155,19 +156,84 @@ def _record_cells(columns: Sequence[str], record: Mapping[str, Any]) -> list[str
     return [cells.get(c, "") for c in columns]
 
 
-def read_manifest(path: str | Path) -> dict[str, Any] | None:
-    """The manifest of a results folder, or None when there is none."""
-    f = Path(path) / MANIFEST
-    if not f.is_file():
-        return None
+#: Largest ``manifest.json`` read (bytes): a manifest holds one entry per point.
+MAX_MANIFEST_BYTES = 256 * 2**20
+#: Largest ``records.csv`` read (bytes); it must also fit in memory once parsed.
+MAX_RECORDS_BYTES = 4 * 2**30
+
+
+def read_manifest(path: str | Path, *, name: str = "out") -> dict[str, Any] | None:
+    """The manifest of a results folder, or None when there is none.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``name``, when ``manifest.json`` is not a regular file, is too
+        large, or is not a JSON object.
+    """
+    doc, why = _manifest_or_damage(Path(path), name)
+    if why:
+        raise ConfigError(name, "a folder with a readable manifest.json",
+                          f"{path} (manifest.json: {why})")
+    return doc
+
+
+def _manifest_or_damage(path: Path, name: str = "out") -> tuple[dict[str, Any] | None, str]:
+    """The folder's manifest, or None and why it is damaged ("" when there is none)."""
+    f = path / MANIFEST
+    if not f.exists():
+        return None, ""
+    data = read_input_bytes(name, f, limit=MAX_MANIFEST_BYTES,
+                            rule=f"a results folder whose {MANIFEST} is a regular file")
     try:
-        return json.loads(f.read_text())
-    except (OSError, ValueError):
-        raise ConfigError("out", "a folder with a readable manifest.json", str(path)) from None
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    except RecursionError:
+        return None, "nested too deeply"
+    except ValueError as exc:
+        return None, f"not valid JSON: {' '.join(str(exc).split())}"
+    if not isinstance(doc, dict):
+        return None, f"a JSON {type(doc).__name__}, not an object"
+    if not isinstance(doc.get("experiment"), str):
+        return None, "no experiment name"
+    return doc, ""
 
 
-def parse_records(data: bytes) -> tuple[list[str], list[tuple[bytes, dict[str, str] | None, str]]]:
+def _set_aside_manifest(path: Path) -> Path:
+    """Move a damaged ``manifest.json`` to ``manifest.damaged`` (or ``.1``, ``.2``... if taken)."""
+    dest = path / DAMAGED_MANIFEST
+    k = 0
+    while dest.exists():
+        k += 1
+        dest = path / f"{DAMAGED_MANIFEST}.{k}"
+    os.replace(path / MANIFEST, dest)
+    _fsync_dir(path)
+    return dest
+
+
+def _records_bytes(path: Path, name: str) -> bytes:
+    """The bytes of ``records.csv`` (a regular file that fits in memory once parsed)."""
+    st = check_input_file(name, path, limit=MAX_RECORDS_BYTES,
+                          rule=f"a results folder whose {RECORDS} is a regular file")
+    # parsed, a line takes about 8 times its bytes (its cells as Python strings)
+    check_memory(name, str(path.parent), 8 * st.st_size)
+    return read_input_bytes(name, path, limit=MAX_RECORDS_BYTES,
+                            rule=f"a results folder whose {RECORDS} is a regular file")
+
+
+def parse_records(data: bytes, columns: Sequence[str] | None = None
+                  ) -> tuple[list[str], list[tuple[bytes, dict[str, str] | None, str]]]:
     """Parse the bytes of ``records.csv`` line by line.
+
+    Parameters
+    ----------
+    data : bytes
+        The file's content.
+    columns : sequence of str, optional
+        Parse the lines with these columns instead of the file's header line
+        (which is still skipped): the header the manifest recorded, to repair
+        a header changed after it was written.
 
     Returns
     -------
@@ -185,15 +251,24 @@ def parse_records(data: bytes) -> tuple[list[str], list[tuple[bytes, dict[str, s
     if not parts:
         return [], ([(tail, None, "torn last line")] if tail else [])
     try:
-        columns = next(csv.reader([parts[0].decode("utf-8")]))
+        header = next(csv.reader([parts[0].decode("utf-8")]))
     except (UnicodeDecodeError, StopIteration, csv.Error):
-        columns = []
-    ok_header = columns[:5] == list(_META) and "checksum" in columns
-    for raw in parts[1 if columns else 0:]:
+        header = []
+    if columns is None:
+        columns = header
+    else:
+        columns, header = list(columns), header or [""]
+    ok_header = _valid_header(columns)
+    for raw in parts[1 if header else 0:]:
         out.append((raw, *_parse_line(raw, columns if ok_header else [])))
     if tail:
         out.append((tail, None, "torn last line"))
     return (columns if ok_header else []), out
+
+
+def _valid_header(columns: Any) -> bool:
+    return (isinstance(columns, list) and all(isinstance(c, str) for c in columns)
+            and columns[:5] == list(_META) and "checksum" in columns)
 
 
 def _parse_line(raw: bytes, columns: Sequence[str]) -> tuple[dict[str, str] | None, str]:
@@ -222,12 +297,20 @@ def _parse_line(raw: bytes, columns: Sequence[str]) -> tuple[dict[str, str] | No
 
 
 def _choose(rows: Iterable[dict[str, str]], want: Mapping[tuple[str, int], Any]):
-    """Per wanted key, the first valid record without error, else the last failed one."""
+    """Per wanted key, the first valid record without error, else the last failed one.
+
+    Returns the records used and failed by key, the count of valid records
+    not used (other keys, superseded failed attempts) and the count of
+    successful records that repeat a key already used.
+    """
     used: dict[tuple[str, int], dict[str, str]] = {}
     failed: dict[tuple[str, int], dict[str, str]] = {}
-    unused = 0
+    unused = repeated = 0
     for r in rows:
         key = (r["config_hash"], int(r["replication"]))
+        if key in used and not r.get("error"):
+            repeated += 1  # a second record of a task already stored: the first is used
+            continue
         if key not in want or key in used:
             unused += 1
             continue
@@ -240,10 +323,11 @@ def _choose(rows: Iterable[dict[str, str]], want: Mapping[tuple[str, int], Any])
             unused += 1  # the failed attempt is superseded
             del failed[key]
         used[key] = r
-    return used, failed, unused
+    return used, failed, unused, repeated
 
 
-def read_records(path: str | Path, want: Mapping[tuple[str, int], Any] | None = None) -> list[dict[str, Any]]:
+def read_records(path: str | Path, want: Mapping[tuple[str, int], Any] | None = None, *,
+                 name: str = "out") -> list[dict[str, Any]]:
     """The task records of a results folder, typed (empty when none).
 
     Parameters
@@ -254,15 +338,17 @@ def read_records(path: str | Path, want: Mapping[tuple[str, int], Any] | None = 
         ``(config_hash, replication)`` keys to select; per key the stored
         record without error is preferred to a failed attempt. Without it
         every line that parses is returned.
+    name : str
+        The parameter named when ``records.csv`` cannot be read.
     """
     f = Path(path) / RECORDS
-    if not f.is_file():
+    if not f.exists():
         return []
-    _, lines = parse_records(f.read_bytes())
+    _, lines = parse_records(_records_bytes(f, name))
     rows = [cells for _, cells, _ in lines if cells is not None]
     if want is None:
         return [_typed(r) for r in rows]
-    used, failed, _ = _choose(rows, want)
+    used, failed, _, _ = _choose(rows, want)
     return [_typed(r) for r in (*used.values(), *failed.values())]
 
 
@@ -280,9 +366,17 @@ class Store:
     retried : int
         Stored failed records whose tasks run again.
     set_aside : dict
-        Reason -> count of damaged lines moved to ``records.damaged``.
+        Reason -> count of damaged lines moved to ``records.damaged`` (exact
+        copies of an earlier line and a header changed after it was written
+        included).
+    repeated : int
+        Valid records that repeat a task already stored (the first is used;
+        they stay in the file).
     removed : int
         Records removed by :meth:`prune`.
+    manifest_damaged : str
+        Why the folder's ``manifest.json`` was moved to ``manifest.damaged``
+        (empty when it was not).
     """
 
     def __init__(self, path: Path, name: str, code: str, lock_fd: int) -> None:
@@ -297,6 +391,8 @@ class Store:
         self.set_aside: dict[str, int] = {}
         self.removed = 0
         self.previous: dict[str, Any] = {}
+        self.manifest_damaged = ""
+        self.repeated = 0
         self._key = ""
         self.sync_interval = 1.0
         self._synced = time.monotonic()
@@ -307,21 +403,36 @@ class Store:
     def open(cls, path: str | Path, *, name: str, code: str = "", create: bool = True) -> Store:
         """Open (or create) the results folder of experiment ``name``.
 
+        A ``manifest.json`` that is not valid JSON (or not an object naming
+        its experiment) is moved to ``manifest.damaged`` once the folder is
+        locked, and the run goes on: stored records are reused only by their
+        config hash, which covers the config, the seed and the code
+        (experiment file included), so no other experiment's records are
+        ever used. :attr:`manifest_damaged` says why it was set aside.
+
         Raises
         ------
         ConfigError
             When the folder holds another experiment's results, has records
-            without a manifest, is not a folder, or is in use by another run.
+            without a manifest, is not a folder, has a ``records.csv``,
+            ``manifest.json`` or ``.lock`` that is not a regular file, or is
+            in use by another run (all before any task runs).
         """
         p = Path(path)
         check(not p.exists() or p.is_dir(), "out", "a folder", str(path))
-        manifest = read_manifest(p) if p.is_dir() else None
+        if p.is_dir():
+            for part in (RECORDS, MANIFEST, LOCK, DAMAGED):
+                f = p / part
+                if f.exists() or f.is_symlink():
+                    check_input_file("out", f, limit=MAX_RECORDS_BYTES,
+                                     rule=f"a results folder whose {part} is a regular file")
+        manifest, damaged = _manifest_or_damage(p) if p.is_dir() else (None, "")
         if manifest is not None:
             other = manifest.get("experiment")
             if other != name:
                 raise ConfigError(
                     "out", f"a folder of experiment {name!r}, not of {other!r}", str(path))
-        elif (p / RECORDS).exists():
+        elif not damaged and (p / RECORDS).exists():
             raise ConfigError("out", f"a folder with a {MANIFEST} beside its {RECORDS}", str(path))
         if not p.exists():
             check(create, "out", "an existing results folder", str(path))
@@ -340,15 +451,22 @@ class Store:
         if busy:
             os.close(fd)
             raise ConfigError("out", "a folder no other run is using", str(path))
-        manifest = read_manifest(p)  # again, now that no other run can write it
-        if manifest is not None and manifest.get("experiment") != name:
+        try:
+            # again, now that no other run can write it
+            manifest, damaged = _manifest_or_damage(p)
+            if manifest is not None and manifest.get("experiment") != name:
+                raise ConfigError("out", f"a folder of experiment {name!r}, not of "
+                                  f"{manifest.get('experiment')!r}", str(path))
+            if damaged:
+                _set_aside_manifest(p)
+        except BaseException:
             os.close(fd)
-            raise ConfigError("out", f"a folder of experiment {name!r}, not of "
-                              f"{manifest.get('experiment')!r}", str(path))
+            raise
         _HELD.add(key)
         store = cls(p, name, code, fd)
         store._key = key
         store.previous = manifest or {}
+        store.manifest_damaged = damaged
         return store
 
     def close(self) -> None:
@@ -380,7 +498,7 @@ class Store:
         info: Mapping[str, Any] | None = None,
     ) -> None:
         """Record what this run computes (atomically)."""
-        old = read_manifest(self.path) or {}
+        old = self.previous
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         first: dict[int, Any] = {}
         count: dict[int, int] = {}
@@ -405,21 +523,41 @@ class Store:
             **{k: v for k, v in (info or {}).items()},
             "points": entries,
         }
+        if self.columns:  # a copy of records.csv's header, to repair it if it is changed
+            manifest["columns"] = list(self.columns)
+        self._manifest = manifest
         _atomic_write(self.path / MANIFEST, json.dumps(manifest, indent=1, default=str) + "\n")
+
+    def _note_columns(self) -> None:
+        """Record the header of ``records.csv`` in the manifest after it changed."""
+        m = getattr(self, "_manifest", None)
+        if m is None or m.get("columns") == self.columns:
+            return
+        m["columns"] = list(self.columns)
+        _atomic_write(self.path / MANIFEST, json.dumps(m, indent=1, default=str) + "\n")
 
     # ------------------------------------------------------------------ records
 
-    def _lines(self) -> tuple[list[str], list[tuple[bytes, dict[str, str] | None, str]]]:
+    def _data(self) -> bytes:
         f = self.path / RECORDS
-        if not f.is_file():
-            return [], []
-        return parse_records(f.read_bytes())
+        if not f.exists():
+            return b""
+        return _records_bytes(f, "out")
+
+    def _lines(self) -> tuple[list[str], list[tuple[bytes, dict[str, str] | None, str]]]:
+        data = self._data()
+        return parse_records(data) if data else ([], [])
 
     def reconcile(self, tasks: Sequence[Any]) -> dict[tuple[int, int], dict[str, Any]]:
         """The stored records of ``tasks`` that finished without error.
 
         Damaged lines are moved to ``records.damaged`` (and their tasks run
-        again); every valid line stays in ``records.csv``, used or not.
+        again): lines that do not parse completely, and exact copies of an
+        earlier line. A header changed after it was written (a renamed
+        column) is repaired from the copy the manifest keeps, when the lines
+        check out under that copy and not under the file's header; it is
+        kept in ``records.damaged``. Every other valid line stays in
+        ``records.csv``, used or not.
 
         Returns
         -------
@@ -427,15 +565,31 @@ class Store:
             ``(point, replication) -> typed record`` of the tasks to reuse,
             ``point`` set to the task's current point index.
         """
-        columns, lines = self._lines()
+        data = self._data()
+        columns, lines = parse_records(data) if data else ([], [])
+        header_line = None
+        known = self.previous.get("columns")
+        if lines and _valid_header(known) and known != columns:
+            alt_columns, alt = parse_records(data, columns=known)
+            if sum(c is not None for _, c, _ in alt) > sum(c is not None for _, c, _ in lines):
+                header_line = data.split(b"\n", 1)[0]
+                columns, lines = alt_columns, alt
+        seen: set[bytes] = set()
+        for i, (raw, cells, _) in enumerate(lines):
+            if cells is None:
+                continue
+            if raw in seen:  # an exact copy: nothing is lost by moving it aside
+                lines[i] = (raw, None, "an exact copy of an earlier line")
+            seen.add(raw)
         damaged = [(raw, why) for raw, cells, why in lines if cells is None]
-        if damaged:
-            self._set_aside(columns, lines, damaged)
-        self.columns = columns
+        if damaged or header_line is not None:
+            self._set_aside(columns, lines, damaged, header_line)
+        self.columns = columns if any(c is not None for _, c, _ in lines) else []
         want = {(t.config_hash, t.replication): t for t in tasks}
         rows = [cells for _, cells, _ in lines if cells is not None]
-        used, failed, unused = _choose(rows, want)
+        used, failed, unused, repeated = _choose(rows, want)
         self.unused = unused
+        self.repeated = repeated
         self.retried = len(failed)
         out = {}
         for key, r in used.items():
@@ -445,19 +599,22 @@ class Store:
             out[t.key] = rec
         return out
 
-    def _set_aside(self, columns, lines, damaged) -> None:
-        for _, why in damaged:
-            self.set_aside[why] = self.set_aside.get(why, 0) + 1
+    def _set_aside(self, columns, lines, damaged, header_line=None) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        entries = list(damaged)
+        if header_line is not None:
+            entries.insert(0, (header_line, "the header line changed after it was written; "
+                                            "restored from manifest.json"))
+        for _, why in entries:
+            self.set_aside[why] = self.set_aside.get(why, 0) + 1
         with (self.path / DAMAGED).open("ab") as fh:
-            for raw, why in damaged:
+            for raw, why in entries:
                 fh.write(f"# {stamp} set aside ({why}):\n".encode() + raw + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
-        if columns:
-            keep = [_csv_line(columns).encode()] + [raw + b"\n" for raw, cells, _ in lines if cells is not None]
-        else:
-            keep = []
+        valid = [raw + b"\n" for raw, cells, _ in lines if cells is not None]
+        # no valid line left: no header either, so a wrong header is never kept
+        keep = [_csv_line(columns).encode()] + valid if columns and valid else []
         _atomic_write(self.path / RECORDS, b"".join(keep))
 
     def _ensure_columns(self, records: Sequence[Mapping[str, Any]]) -> None:
@@ -487,6 +644,7 @@ class Store:
             os.close(self._fd)
             self._fd = None
         _atomic_write(self.path / RECORDS, text)
+        self._note_columns()
 
     def append(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Append finished task records: one ``write`` at once, ``fsync`` at least every second.
@@ -523,7 +681,7 @@ class Store:
         if not columns:
             return 0
         rows = [cells for _, cells, _ in lines if cells is not None]
-        used, failed, _ = _choose(rows, dict.fromkeys(keep))
+        used, failed, _, _ = _choose(rows, dict.fromkeys(keep))
         chosen = {id(r) for r in (*used.values(), *failed.values())}
         kept = [raw + b"\n" for raw, cells, _ in lines if cells is not None and id(cells) in chosen]
         self.removed = len(lines) - len(kept)

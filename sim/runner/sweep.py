@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pickle
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, check_choice, check_int, check_output_dir
+from ..errors import ConfigError, check, check_choice, check_int, check_output_dir
 from ..progress import tracking, wanted
 from ..results import Estimate, check_nonnegative_metrics, check_rates, mean_ci, summary_rows
-from .executors import EXECUTORS, ExecutorLost, execute, open_executor
+from .executors import EXECUTORS, ExecutorLost, check_workers, execute, open_executor
 from .tasks import (
     RESERVED,
     Model,
@@ -78,6 +78,11 @@ class SweepResult:
         Damaged stored lines moved to ``records.damaged``, by reason.
     removed : int
         Stored records removed (only with ``prune``).
+    repeated : int
+        Stored records that repeat a task already stored (the first is used).
+    manifest_damaged : str
+        Why the folder's damaged ``manifest.json`` was set aside (empty when
+        it was not).
     code_changed : str
         What changed in the code since the stored records were made (empty
         when nothing did or nothing was stored).
@@ -96,6 +101,8 @@ class SweepResult:
     retried: int = 0
     set_aside: dict[str, int] = field(default_factory=dict)
     removed: int = 0
+    repeated: int = 0
+    manifest_damaged: str = ""
     code_changed: str = ""
     confidence: float = 0.95
     #: Metrics that are probabilities or rates, with their trials (see :func:`~sim.results.summary_rows`).
@@ -252,7 +259,9 @@ def sweep(
     executor : {"serial", "local", "dask"} or Executor
         Where tasks run; results are identical on all of them.
     workers : int, optional
-        Processes (local) or workers (local Dask cluster); default all cores.
+        Processes (local) or workers (local Dask cluster); default every CPU
+        this process may use, and at most that many (more is refused before
+        anything starts); with ``scheduler``, at most the cluster's threads.
     scheduler : str, optional
         Address of an existing Dask scheduler (with ``executor="dask"``).
     out : path, optional
@@ -296,6 +305,8 @@ def sweep(
     """
     from .store import Store
 
+    check(callable(model), "model", "a callable model(config, streams) -> dict of metrics",
+          model)
     check_int("batch", batch, low=1)
     rates = check_rates(rates)
     nonnegative = check_nonnegative_metrics(nonnegative)
@@ -304,9 +315,12 @@ def sweep(
                                 identify=out is not None)
     point_params = [split_point(p)[0] for p in params]
     factor_names = list(dict.fromkeys(k for p in point_params for k in p))
-    # Validate the executor choice before touching the store.
+    # Validate the executor choice and the worker count before touching the store.
     if not (executor is None or isinstance(executor, Executor)):
         check_choice("executor", executor, EXECUTORS)
+        check_workers(executor, workers, scheduler=scheduler)
+        if scheduler and executor != "dask":
+            raise ConfigError("scheduler", "used with the dask executor only, not with", executor)
     for cfg in configs:  # every task is sent pickled, even to the serial executor
         try:
             pickle.dumps(cfg)
@@ -315,6 +329,13 @@ def sweep(
                               f"({one_line(exc)})", type(cfg).__name__) from None
     if out is not None:  # before any work: a folder that cannot be written is refused now
         check_output_dir("out", out)
+    if scheduler and executor == "dask":
+        # reach the cluster (and check --workers against it) before any file is written
+        with open_executor(executor, workers, scheduler=scheduler) as remote:
+            return sweep(model, base, factors=factors, points=points, replications=replications,
+                         seed=seed, executor=remote, out=out, name=name, code=code, info=info,
+                         fail_fast=fail_fast, progress=progress, batch=batch, prune=prune,
+                         rates=rates, nonnegative=nonnegative)
 
     store = None
     done: dict[tuple[int, int], dict[str, Any]] = {}
@@ -333,10 +354,31 @@ def sweep(
     fresh: dict[tuple[int, int], dict[str, Any]] = {}
     bar = _progress(len(pending), progress, name)
     partial: list[Any] = [None]  # the in-replication tracker of serial runs (sim.progress)
+    # the declared rates and non-negative metrics must be metrics the model returns:
+    # checked on the first record without error (stored records included), never ignored
+    unchecked = [bool(rates) or bool(nonnegative and nonnegative != "*")]
+
+    def check_declared(records: Iterable[Mapping[str, Any]]) -> None:
+        good = next((r for r in records if not r.get("error")), None)
+        if good is None:
+            return
+        unchecked[0] = False
+        returned = sorted(k for k in good if k not in RESERVED and k not in factor_names)
+        for what, names in (("rates", list(rates)),
+                            ("nonnegative", [] if nonnegative == "*" else list(nonnegative))):
+            for m in names:
+                if m not in good:
+                    raise ConfigError(what, "names of metrics the model returns ("
+                                      + ", ".join(returned) + ")", m)
+
+    if unchecked[0] and done:
+        check_declared(done.values())
 
     def accept(records: list[dict[str, Any]]) -> bool:
         if store is not None:
             store.append(records)
+        if unchecked[0]:
+            check_declared(records)
         stop = False
         for r in records:
             tb = r.pop("traceback", None)
@@ -360,6 +402,7 @@ def sweep(
         if store is not None:
             result.unused, result.retried = store.unused, store.retried
             result.set_aside = dict(store.set_aside)
+            result.repeated, result.manifest_damaged = store.repeated, store.manifest_damaged
         return result
 
     interrupted = False

@@ -243,8 +243,13 @@ def make_tasks(
         configs.append(cfg)
         stream_seed = int(seed) + settings.get("seed_offset", 0)
         point_stream = "seed_offset" not in settings
-        pk = point_key(params)
-        ch = config_hash(cfg, stream_seed, code) if identify else ""
+        try:
+            pk = point_key(params)
+            ch = config_hash(cfg, stream_seed, code) if identify else ""
+        except RecursionError:  # a value that contains itself (BASE["x"] = BASE)
+            raise ConfigError("base", "a config of values without cycles (a value in it "
+                              "contains itself, or nests thousands deep)",
+                              type(cfg).__name__) from None
         ident = (ch or pk, stream_seed, point_stream)
         if identify:
             check(ident not in seen, "points", f"distinct (point {seen.get(ident)} repeats at {i})",
@@ -258,9 +263,9 @@ def make_tasks(
 def run_task(model: Model, config: Any, task: Task) -> dict[str, Any]:
     """Run one task and return its record (the one record format).
 
-    A model that raises is recorded with its error (``error`` holds the
-    exception's one-line summary, ``traceback`` the traceback) rather than
-    propagated, so one bad task never kills a sweep;
+    A model that raises (or calls ``sys.exit``) is recorded with its error
+    (``error`` holds the exception's one-line summary, ``traceback`` the
+    traceback) rather than propagated, so one bad task never kills a sweep;
     :class:`~sim.errors.ConfigError` is re-raised: bad input is the caller's
     to report.
     """
@@ -284,11 +289,14 @@ def run_task(model: Model, config: Any, task: Task) -> dict[str, Any]:
         record["error"] = ""
     except ConfigError:
         raise  # bad input is the caller's to report (one line, exit 2)
-    except Exception as exc:  # recorded, one bad task never kills a sweep
+    except (Exception, SystemExit) as exc:  # recorded, one bad task never kills a sweep
+        # (a model calling sys.exit fails its task alone: in this process it would end the
+        # run without a word, in a pool worker the whole pool)
         for k in list(record):
             if k not in META_COLUMNS and k not in task.params:
                 del record[k]
-        record["error"] = one_line(exc)
+        record["error"] = (f"SystemExit: the model called sys.exit({exc.code!r})"
+                           if isinstance(exc, SystemExit) else one_line(exc))
         record["traceback"] = traceback.format_exc(limit=8)
     record["wall_time"] = time.perf_counter() - t0
     return record

@@ -22,15 +22,19 @@ Conventions (those of the shipped traces' README, held exactly):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 __all__ = ["NodeSpan", "AvailabilityTrace", "count_trace"]
 
 
-@dataclass(frozen=True)
-class NodeSpan:
-    """One up period of a named node: up on ``[start, end)`` (``end`` None: up at the trace end)."""
+class NodeSpan(NamedTuple):
+    """One up period of a named node: up on ``[start, end)`` (``end`` None: up at the trace end).
+
+    A named tuple (immutable, compared by value): a trace of a million spans
+    is built at C speed.
+    """
 
     node: str
     start: float
@@ -112,7 +116,12 @@ def count_trace(times, counts, end: float, *, format: str, source: str = "",
         As on :class:`AvailabilityTrace` (``nodes`` already shifted).
     """
     t = np.asarray(times, dtype=float)
-    c = np.asarray(counts, dtype=np.int64)
+    try:
+        c = np.asarray(counts, dtype=np.int64)
+    except OverflowError:  # a count no machine has: bad input, one line
+        from ..errors import ConfigError
+
+        raise ConfigError("trace", "a trace whose counts are below 2^63", source) from None
     t0 = t[0]
     keep = np.ones(len(c), dtype=bool)
     keep[1:] = c[1:] != c[:-1]

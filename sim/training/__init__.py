@@ -20,6 +20,9 @@ penalty. Pieces, one module each:
 * :mod:`.bench`: passes per bare SimPy timeout.
 """
 
+# sim.pipeline first: its queueing engine imports .config, which imports sim.pipeline, and
+# that cycle resolves only in this order (``import sim`` no longer imports sim.pipeline first)
+from .. import pipeline as _pipeline  # noqa: F401, I001
 from .config import (
     ARRIVALS,
     FIXED,

@@ -23,7 +23,7 @@ from ..errors import (
     check_probability,
     read_csv_text,
 )
-from ..failures import DISTRIBUTIONS, read_trace
+from ..failures import DISTRIBUTIONS, check_shape, read_trace
 from ..pipeline import quality_table
 from .routing import speed_rows
 
@@ -441,7 +441,7 @@ class TrainingConfig:
         check_positive("domain_downtime", self.domain_downtime)
         check_choice("failure_distribution", self.failure_distribution, DISTRIBUTIONS)
         if self.failure_shape is not None:
-            check_positive("failure_shape", self.failure_shape)
+            check_shape("failure_shape", self.failure_distribution, self.failure_shape)
         if isinstance(self.failure_trace, str):  # a CSV of named workers s{j}r{i}
             try:
                 trace = read_trace(self.failure_trace)
