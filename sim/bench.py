@@ -119,7 +119,7 @@ __all__ = [
 
 PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
          "machine", "highflip", "training", "gossip_training", "recording", "peersim", "plans",
-         "network")
+         "network", "planner")
 MATCHING_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -1116,6 +1116,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "peersim": {"repeats": 2, "edge_steps": 5_000_000, "async_horizon": 100},
         "plans": {"repeats": 1},
         "network": {"flows": 10_000, "repeats": 1, "steps": 8, "horizon": 20.0},
+        "planner": {"repeats": 1},
     },
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
@@ -1137,6 +1138,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "peersim": {"repeats": 3, "edge_steps": 20_000_000, "async_horizon": 200},
         "plans": {"repeats": 3},
         "network": {"flows": 10_000, "repeats": 3, "steps": 20, "horizon": 40.0},
+        "planner": {"repeats": 2},
     },
 }
 
@@ -1148,7 +1150,15 @@ _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
     "gossip_training": bench_gossip_training, "recording": bench_recording,
     "peersim": bench_peersim, "plans": bench_plans,
     "network": lambda **kw: _network_part(**kw),
+    "planner": lambda **kw: _planner_part(**kw),
 }
+
+
+def _planner_part(**kw: Any) -> dict[str, Any]:
+    """The plan search on a 64-GPU mixed fleet (:func:`sim.planner.bench.bench_planner`)."""
+    from .planner.bench import bench_planner
+
+    return bench_planner(**kw)
 
 
 def _network_part(**kw: Any) -> dict[str, Any]:

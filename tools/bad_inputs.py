@@ -998,7 +998,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/availability-with-trace", TR("--failure-trace", "aws-p2-19h",
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
-                  byzantine_cases, sibling_cases):
+                  byzantine_cases, sibling_cases, planner_cases):
         cases.extend(group(fx))
     return cases
 
@@ -1492,6 +1492,69 @@ def byzantine_cases(fx: Fixtures) -> list[Case]:
 def sibling_cases(fx: Fixtures) -> list[Case]:
     """Fastest-k synchronisation and the exact checkpoint interval."""
     return []
+
+
+def planner_cases(fx: Fixtures) -> list[Case]:
+    """The plan search: ``dtsim plan`` (fleets, batch sizes, objectives, prices, options)."""
+    if not _has_command("plan"):
+        return []
+    P = lambda *a: dtsim("plan", "--model", "OPT-350", *a)  # noqa: E731
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    gh = ["--nodes", "GH-96:4x2@us-central1-a"]
+    quick = ["--global-batch-size", "8", "--simulate", "0", "--top", "1"]
+    add("plan/runs", P(*gh, *quick), ok("predicted"))
+    add("plan/no-fleet", P("--global-batch-size", "8"), refuse("fleet"))
+    add("plan/two-fleets", P(*gh, "--fleet-from-runs", "mit-N2_D1"), refuse("fleet"))
+    add("plan/no-batch-size", P(*gh), refuse("global_batch_size"),
+        note="--nodes gives no batch size; --fleet-from-runs gives the runs' one")
+    add("plan/batch-size-zero", P(*gh, "--global-batch-size", "0"), refuse("global_batch_size"))
+    add("plan/runs-with-two-batch-sizes",
+        P("--fleet-from-runs", "clariden-OPT-350-N2_D1,clariden-OPT-350-N4_D1"),
+        refuse("global_batch_size"), note="32 and 64")
+    add("plan/unknown-model", dtsim("plan", "--model", "GPT-X", *gh, *quick), refuse("model"))
+    add("plan/unknown-run", P("--fleet-from-runs", "no-such-run"), refuse("fleet_from_runs"))
+    add("plan/nodes-not-a-spec", P("--nodes", "GH-96x4", *quick), refuse("nodes"))
+    add("plan/nodes-zero-gpus", P("--nodes", "GH-96:0x2@us-central1-a", *quick), refuse("nodes"))
+    add("plan/nodes-gpu-not-in-profile", P("--nodes", "H100:8x2@us-central1-a", *quick),
+        refuse("fleet"), note="no GPU of the fleet was profiled for OPT-350")
+    add("plan/objective-unknown", P(*gh, *quick, "--objective", "speed"), refuse("objective"))
+    add("plan/cost-without-prices", P("--nodes", "RTX-3090:2x1@us-central1-a", *quick,
+                                      "--objective", "cost"), refuse("prices"),
+        note="the catalogue has no price for RTX-3090")
+    add("plan/price-not-a-pair", P(*gh, *quick, "--price", "GH-96"), refuse("price"))
+    add("plan/price-negative", P(*gh, *quick, "--price", "GH-96=-1"), refuse("prices"))
+    add("plan/tp-not-fitting", P("--nodes", "A100-80:1x1@us-central1-a", *quick, "--tp", "4"),
+        refuse("tp"), note="a 1-GPU node cannot hold a TP group of 4")
+    add("plan/microbatch-not-dividing", P(*gh, *quick, "--microbatch-sizes", "3"),
+        refuse("microbatch_sizes"))
+    add("plan/layouts-unknown", P(*gh, *quick, "--layouts", "grid"), refuse("layouts"))
+    add("plan/memory-fraction-zero", P(*gh, *quick, "--memory-fraction", "0"),
+        refuse("memory_fraction"))
+    add("plan/memory-fraction-above-one", P(*gh, *quick, "--memory-fraction", "1.5"),
+        refuse("memory_fraction"))
+    add("plan/fleet-too-small", P("--nodes", "RTX-2080:1x1@us-central1-a", "--global-batch-size",
+                                  "64", "--microbatch-sizes", "8", "--simulate", "0"),
+        refuse("fleet"), note="OPT-350 at micro-batch 8 does not fit one 11 GiB GPU")
+    add("plan/top-zero", P(*gh, *quick[:2], "--top", "0"), refuse("top"))
+    add("plan/simulate-negative", P(*gh, *quick[:2], "--simulate", "-1"), refuse("simulate"))
+    add("plan/steps-zero", P(*gh, *quick, "--steps", "0"), refuse("steps"))
+    add("plan/max-stages-zero", P(*gh, *quick, "--max-stages", "0"), refuse("max_stages"))
+    add("plan/schedule-interleaved", P(*gh, *quick, "--schedule", "interleaved"),
+        refuse("schedule"))
+    add("plan/p2p-unknown", P(*gh, *quick, "--p2p", "sometimes"), refuse("p2p"))
+    add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
+    add("plan/failures-without-restart", P(*gh, *quick, "--mtbf", "100"), refuse("restart_cost"),
+        note="a framework run restarts from its last checkpoint")
+    add("plan/replace-time-without-mtbf", P(*gh, *quick, "--replace-time", "5"),
+        refuse("replace_time"))
+    add("plan/out-is-folder", P(*gh, *quick, "--out", str(fx.root)), refuse("out"))
+    add("plan/fleet-file-missing", P("--fleet", str(fx.root / "nope.json"), *quick),
+        refuse("fleet"))
+    return cases
 
 
 def _has_option(command: str, option: str) -> bool:

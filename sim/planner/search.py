@@ -16,7 +16,8 @@ the profile measured that divides the global batch:
   the pipeline in every order (a heterogeneous pipeline, like the mixed
   cluster's two-stage run); or ``"pipeline"``, every pipeline (data-parallel
   replica of the whole model) of one type, several types side by side (like
-  its two-replica run);
+  its two-replica run), all at one TP degree (a stage's replicas share
+  one, as DeepSpeed's process grid has it);
 
 and cuts the layers by the exact greedy bottleneck partition
 (:func:`sim.analytic.partition.greedy_partition`) on the profile's
@@ -75,8 +76,9 @@ class PlanModel(Protocol):
         ``peak_memory`` (bytes, the largest over GPUs); ConfigError if it does not fit."""
 
     def memory_terms(self, gpu: str, tp: int, microbatch_size: int, stage: int, stages: int,
-                     microbatches: int) -> tuple[float, tuple[float, ...]]:
-        """A stage's memory on one GPU as ``fixed + sum of per-layer bytes over its layers``."""
+                     microbatches: int) -> tuple[tuple[float, tuple[float, ...]], ...]:
+        """A stage's memory on one GPU as constraints ``fixed + sum of per-layer bytes over its
+        layers <= memory_cap`` (several when the model takes a maximum of sums)."""
 
     def memory_cap(self, gpu: str, tp: int) -> float:
         """Bytes a GPU of this type can give the model's tensors at this TP degree."""
@@ -253,7 +255,7 @@ class _Search:
                   "catalogue's, or given: --price GPU=DOLLARS_PER_HOUR)", ", ".join(unpriced))
         self._rows: dict[tuple[str, int, int], tuple[float, ...]] = {}
         self._prefix: dict[tuple[str, int, int], list[float]] = {}
-        self._mem: dict[tuple, tuple[float, list[float]]] = {}
+        self._mem: dict[tuple, list[tuple[float, list[float]]]] = {}
         self._specs: dict[tuple[str, int, str], ReplicaSpec] = {}
         self.evaluated = self.partitions = self.refused = self.groups = self.pruned = 0
         self.best: dict[Plan, Candidate] = {}
@@ -276,14 +278,15 @@ class _Search:
         return r
 
     def memory(self, gpu: str, tp: int, mbs: int, j: int, p: int, m: int
-               ) -> tuple[float, list[float]]:
-        """(cap left for the layers, prefix sums of per-layer bytes) of stage ``j`` of ``p``."""
+               ) -> list[tuple[float, list[float]]]:
+        """Per memory constraint of stage ``j`` of ``p``: (cap left for the layers, prefix sums
+        of the per-layer bytes)."""
         key = (gpu, tp, mbs, j, p, m)
         x = self._mem.get(key)
         if x is None:
-            fixed, per = self.pm.memory_terms(gpu, tp, mbs, j, p, m)
-            cap = self.pm.memory_cap(gpu, tp) * self.req.memory_fraction - fixed
-            x = self._mem[key] = (cap, prefix_sums(per))
+            cap = self.pm.memory_cap(gpu, tp) * self.req.memory_fraction
+            x = self._mem[key] = [(cap - fixed, prefix_sums(per)) for fixed, per
+                                  in self.pm.memory_terms(gpu, tp, mbs, j, p, m)]
         return x
 
     def spec(self, t: _Type, tp: int) -> ReplicaSpec:
@@ -349,7 +352,7 @@ class _Search:
             for t, tp in kinds:
                 self.row(t.gpu, mbs, tp)
             times.append([self._prefix[(t.gpu, mbs, tp)] for t, tp in kinds])
-            terms = [self.memory(t.gpu, tp, mbs, j, p, m) for t, tp in kinds]
+            terms = [x for t, tp in kinds for x in self.memory(t.gpu, tp, mbs, j, p, m)]
             if any(c < 0 for c, _ in terms):
                 return None
             mem.append([per for _, per in terms])
@@ -443,7 +446,8 @@ class _Search:
                 rate = dp * sum(ci * u for ci, u in zip(c, units, strict=True))
                 if budget is None or rate <= budget:
                     yield self.objective_bound(t_lb, rate), ("stage", mbs, dp, p, m, pairs, c)
-        if "pipeline" in self.req.layouts and k > 1:
+        # a stage's replicas share one TP degree (DeepSpeed's grid; build_plan refuses others)
+        if "pipeline" in self.req.layouts and k > 1 and len({tp for _, tp in pairs}) == 1:
             for d in _compositions(dp, k):
                 if any(di * p > s for di, s in zip(d, slots, strict=True)):
                     continue
@@ -509,6 +513,10 @@ def search_plans(model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue, request:
     check(len(s.mbs_options()) > 0, "microbatch_sizes",
           f"a micro-batch size the profile measured that divides global_batch_size "
           f"{request.global_batch_size}", request.microbatch_sizes)
+    if request.tp is not None:
+        fits = sorted({tp for t in s.types for b in s.mbs_options() for tp in s.tp_options(t, b)})
+        check(len(fits) > 0, "tp", "a TP degree the profile measured that fits a node of the "
+              f"fleet (largest node: {max(t.max_tp for t in s.types)} GPUs)", request.tp)
     s.run(prune)
     ranked = sorted(s.best.values(), key=lambda c: (c.key(request.objective), c.gpus,
                                                     c.plan.pipeline_stages))
