@@ -253,7 +253,8 @@ def run(args: argparse.Namespace) -> int:
             "global_batch_size": req.global_batch_size, "chosen": chosen,
             "search": {"evaluated": res.evaluated, "partitions": res.partitions,
                        "groups": res.groups, "groups_pruned": res.groups_pruned,
-                       "refused": res.refused, "seconds": res.seconds},
+                       "refused": res.refused, "skipped": res.skipped,
+                       "seconds": res.seconds},
             "plans": [_row_json(c, s) for c, s in zip(res.candidates, sims, strict=True)],
             "runs": [{"name": r.name, "measured_iteration_time": r.iteration_time,
                       "measured_peak_memory": r.peak_memory,
@@ -268,7 +269,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{model.name} on {fleet_gpus(fleet)}; global batch {req.global_batch_size}, "
           f"objective {req.objective}")
     print(f"searched {res.evaluated} plans ({res.partitions} cuts, {res.refused} refused for "
-          f"memory or links) in {res.seconds:.2f} s; {res.groups_pruned} groups pruned by the bound")
+          f"memory or links) in {res.seconds:.2f} s; {res.groups_pruned} groups and {res.skipped} "
+          "cuts pruned by the bound")
     rows = []
     for i, (c, s) in enumerate(zip(res.candidates, sims, strict=True)):
         shape, gpus, stages = _describe(c.plan)

@@ -197,6 +197,7 @@ class SearchResult:
     groups_pruned: int
     refused: int
     seconds: float
+    skipped: int = 0  # plans cut whose compute bound passed the top-th: never ranked
 
     @property
     def best(self) -> Candidate:
@@ -258,6 +259,8 @@ class _Search:
         self._mem: dict[tuple, list[tuple[float, list[float]]]] = {}
         self._specs: dict[tuple[str, int, str], ReplicaSpec] = {}
         self.evaluated = self.partitions = self.refused = self.groups = self.pruned = 0
+        self.skipped = 0  # plans cut but not ranked: their compute bound passed the top-th
+        self.prune = True
         self.best: dict[Plan, Candidate] = {}
         self._keys: list[float] = []  # sorted keys of self.best
 
@@ -322,9 +325,17 @@ class _Search:
             return t_lb * rate / 3600.0 / self.req.global_batch_size
         return t_lb
 
-    def admit(self, plan: Plan, layout: str) -> None:
+    def admit(self, plan: Plan, layout: str, compute: float = 0.0) -> None:
+        """Rank ``plan`` by the closed form, unless ``m x compute`` (its bottleneck stage's
+        forward and backward passes, a lower bound on any schedule's iteration) already
+        puts it past the top-th plan."""
         if plan in self.best:
             return
+        if self.prune:
+            rate = sum(r.tp * (self.price(r.gpu) or 0.0) for s in plan.stages for r in s.replicas)
+            if self.objective_bound(plan.microbatches * compute, rate) >= self.threshold():
+                self.skipped += 1
+                return
         self.evaluated += 1
         try:
             pred = self.pm.predict(plan)
@@ -343,8 +354,9 @@ class _Search:
 
     # -- building plans ----------------------------------------------------------------
     def cut(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
-            ) -> tuple[tuple[int, int], ...] | None:
-        """The greedy bottleneck cut for stages whose replicas have these (type, tp), or None."""
+            ) -> tuple[tuple[tuple[int, int], ...], float] | None:
+        """The greedy bottleneck cut for stages whose replicas have these (type, tp), and its
+        bottleneck (a micro-batch's forward and backward on the slowest stage), or None."""
         p = len(stage_types)
         times, mem, caps = [], [], []
         for j, reps in enumerate(stage_types):
@@ -361,21 +373,23 @@ class _Search:
         part = greedy_partition_prefix(times, mem, caps)
         if part is None or min(part.sizes) == 0:  # a stage left empty: the shallower plan is searched on its own
             return None
-        return part.blocks
+        return part.blocks, part.bottleneck
 
     def plan(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
-             ) -> Plan | None:
-        blocks = self.cut(stage_types, mbs, m)
-        if blocks is None:
+             ) -> tuple[Plan, float] | None:
+        cut = self.cut(stage_types, mbs, m)
+        if cut is None:
             self.refused += 1
             return None
+        blocks, bottleneck = cut
         stages = tuple(StageSpec(tuple(range(a, b)), tuple(self.spec(t, tp) for t, tp in reps))
                        for (a, b), reps in zip(blocks, stage_types, strict=True))
-        return Plan(stages, mbs, self.req.global_batch_size, model=self.model.name)
+        return Plan(stages, mbs, self.req.global_batch_size, model=self.model.name), bottleneck
 
     # -- the search ----------------------------------------------------------------------
     def run(self, prune: bool = True) -> None:
         """Best first by bound; stop when the bound reaches the top-th key (all, unpruned)."""
+        self.prune = prune
         heap: list[tuple[float, int, Any]] = []
         tick = itertools.count()
         for g in self.group_items():
@@ -462,14 +476,14 @@ class _Search:
             used = [(pair, c) for pair, c in zip(pairs, counts, strict=True)]
             for order in itertools.permutations(used):
                 seq = [pair for pair, c in order for _ in range(c)]
-                plan = self.plan([[pair] * dp for pair in seq], mbs, m)
-                if plan is not None:
-                    self.admit(plan, "stage")
+                made = self.plan([[pair] * dp for pair in seq], mbs, m)
+                if made is not None:
+                    self.admit(made[0], "stage", made[1])
         else:
             reps = [pair for pair, d in zip(pairs, counts, strict=True) for _ in range(d)]
-            plan = self.plan([reps] * p, mbs, m)
-            if plan is not None:
-                self.admit(plan, "pipeline")
+            made = self.plan([reps] * p, mbs, m)
+            if made is not None:
+                self.admit(made[0], "pipeline", made[1])
 
 
 def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
@@ -523,4 +537,5 @@ def search_plans(model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue, request:
     check(len(ranked) > 0, "fleet", f"GPUs enough to hold {model.name} (no plan fits their memory "
           "or the network lacks a link they need)", f"{sum(t.gpus() for t in s.types)} GPUs")
     return SearchResult(tuple(ranked[: request.top]), request.objective, s.evaluated,
-                        s.partitions, s.groups, s.pruned, s.refused, time.perf_counter() - t0)
+                        s.partitions, s.groups, s.pruned, s.refused, time.perf_counter() - t0,
+                        s.skipped)
