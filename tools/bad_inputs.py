@@ -1181,6 +1181,10 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("profiles"))
     add("train/plan-interleaved", T("--plan", good, "--schedule", "interleaved", *one),
         refuse("schedule"))
+    series = fx.root / "plan-prices.csv"
+    series.write_text("time,price\n0,1\n")
+    add("train/plan-price-series", T("--plan", good, "--price-series", str(series), *one),
+        refuse("price_series"), note="a plan's --price is per GPU-hour")
     add("train/p2p-unknown-without-network", T("--p2p", "sometimes"), refuse("p2p"))
     add("train/interleaved-microbatches", T("--schedule", "interleaved", "--virtual-stages", "2",
                                             "--stages", "4", "--microbatches-per-step", "6"),
