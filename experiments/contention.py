@@ -62,7 +62,7 @@ EPS = 1e-3
 TREE = ("tree:racks=4,hosts=4,host_latency=0.025,uplink_latency=0.1,host_bandwidth=1000,"
         "uplink_bandwidth=1000")
 
-BASE = {"study": "gossip", "law": "contention", "nic": math.inf, "tp": 1, "horizon": 60.0,
+BASE = {"study": "gossip", "law": "contention", "nic": math.inf, "tp": 1, "horizon": 30.0,
         "hosts": 8, "size": 1.0, "nic_allreduce": 8.0, "param_size": 64.0, "steps": 3}
 
 
@@ -76,7 +76,7 @@ def _points(nics, tps) -> list[dict[str, Any]]:
     return pts
 
 
-POINTS = _points((16.0, 8.0, 4.0, 2.0), (1, 2, 4, 8))
+POINTS = _points((16.0, 8.0, 4.0, 3.0), (1, 2, 4, 8))
 REPLICATIONS = 10
 SEED = 21
 #: Whether a replication reached the target disagreement: a probability (intervals in [0, 1]).

@@ -501,6 +501,7 @@ class Component:
         self.own_up = True
         self.up = True
         self._callbacks: list[Callable[[Component, bool, float], None]] = []
+        self._own_callbacks: list[Callable[[Component, bool, float], None]] = []
         self._event: simpy.Event | None = None
         self._since = 0.0
         self.up_time = 0.0
@@ -525,6 +526,11 @@ class Component:
     def on_change(self, callback: Callable[[Component, bool, float], None]) -> None:
         """Call ``callback(component, up, time)`` at every effective transition."""
         self._callbacks.append(callback)
+
+    def on_own_change(self, callback: Callable[[Component, bool, float], None]) -> None:
+        """Call ``callback(component, own_up, time)`` at every change of its own state (its
+        own process, whatever its ancestors do: a replayed trace's preemptions, say)."""
+        self._own_callbacks.append(callback)
 
     def ancestors(self) -> list[Domain]:
         """Domains above this component, nearest first."""
@@ -559,6 +565,8 @@ class Component:
         self._own_since = now
         self.own_up = up
         self.own_transitions += 1
+        for cb in self._own_callbacks:
+            cb(self, up, now)
         self._refresh()
 
     def _refresh(self) -> None:

@@ -189,3 +189,26 @@ def test_pipeline_event_log_file(capsys, tmp_path):
     assert out["event_log_file"] == str(path)
     assert lines[0] == "time,microbatch,event,stage,replica"
     assert any(",serve," in line for line in lines) and any(",deliver," in line for line in lines)
+
+
+def test_design_on_a_trace_answers_exactly_beside_independence(capsys):
+    """dtsim design --failure-trace: the trace's exact law (random policy) and the binomial one."""
+    out = run_json(capsys, "design", "--stages", "8", "--skip-budget", "1", "--target-drop",
+                   "1e-2", "--failure-trace", "gcp-a100")
+    assert out["law"] == "trace (random policy, exact)" and out["slots"] == 64
+    assert (out["replicas"], out["independent_replicas"]) == (3, 2)
+    err = run_error(capsys, "design", "--failure-trace", "gcp-a100", "--trace-policy", "recent")
+    assert err.endswith("'trace_policy' must be random for dtsim design (the exact law needs "
+                        "the up set uniform given the count, each worker on its own slot): "
+                        "'recent'")
+
+
+@pytest.mark.slow
+def test_design_on_a_trace_verified_by_replaying_it(capsys):
+    """The chosen design, simulated replaying gcp-a100, drops at the exact rate."""
+    out = run_json(capsys, "design", "--stages", "8", "--skip-budget", "1", "--target-drop",
+                   "2e-2", "--failure-trace", "gcp-a100", "--verify", "--replications", "20",
+                   "--microbatches", "5000")
+    assert out["simulated_agrees"] is True
+    low, high = out["simulated_drop_rate_ci"][:2]
+    assert low <= out["drop_rate"] <= high

@@ -1181,6 +1181,10 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("profiles"))
     add("train/plan-interleaved", T("--plan", good, "--schedule", "interleaved", *one),
         refuse("schedule"))
+    series = fx.root / "plan-prices.csv"
+    series.write_text("time,price\n0,1\n")
+    add("train/plan-price-series", T("--plan", good, "--price-series", str(series), *one),
+        refuse("price_series"), note="a plan's --price is per GPU-hour")
     add("train/p2p-unknown-without-network", T("--p2p", "sometimes"), refuse("p2p"))
     add("train/interleaved-microbatches", T("--schedule", "interleaved", "--virtual-stages", "2",
                                             "--stages", "4", "--microbatches-per-step", "6"),
@@ -1193,7 +1197,67 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
 
 def strategy_cases(fx: Fixtures) -> list[Case]:
     """Fault-tolerance strategies, preemption notices, billing: ``dtsim train --strategy``."""
-    return []
+    T = lambda *a: dtsim("train", *a)  # noqa: E731
+    D = lambda *a: dtsim("design", *a)  # noqa: E731
+    livelock = ("--stages", "48", "--replicas", "2", "--skip-budget", "16", "--skip-penalty",
+                "0.1", "--schedule", "swarm", "--failure-trace", "aws-p3", "--trace-policy",
+                "recent+tile", "--trace-loop", "--price", "3.06", "--steps", "4",
+                "--checkpoint-every", "2", "--checkpoint-cost", "1", "--restart-cost", "1",
+                "--replications", "2")
+    return [
+        Case("train/stall-limit-zero", T("--stall-limit", "0"), refuse("stall_limit")),
+        Case("train/stall-limit-nan", T("--stall-limit", "nan"), refuse("stall_limit")),
+        Case("train/livelock-max-time", T(*livelock, "--max-time", "3000"),
+             ok("why (2 of 2 stalled"), timeout=120,
+             note="issue 23's example: ends with a one-line reason, not 2840 s of restarts"),
+        Case("train/livelock-no-max-time", T(*livelock), ok("stopped without progress"),
+             timeout=180, note="no --max-time: stopped by the stall watchdog, with the reason"),
+        Case("design/trace-policy-recent", D("--failure-trace", "aws-p3", "--trace-policy",
+                                             "recent"), refuse("trace_policy")),
+        Case("design/trace-tile", D("--failure-trace", "aws-p3", "--trace-policy",
+                                    "random+tile"), refuse("trace_policy")),
+        Case("design/trace-with-availability", D("--failure-trace", "aws-p3",
+                                                 "--availability", "0.5"), refuse("availability")),
+        Case("design/trace-with-domain-outage", D("--failure-trace", "aws-p3",
+                                                  "--domain-outage", "0.01"),
+             refuse("domain_outage")),
+        Case("design/trace-with-rate", D("--failure-trace", "aws-p3", "--verify", "--rate", "2"),
+             refuse("rate")),
+        Case("design/trace-loop", D("--failure-trace", "aws-p3", "--trace-loop"),
+             refuse("trace_loop")),
+        Case("design/trace-unknown", D("--failure-trace", "no-such-trace"),
+             refuse("failure_trace")),
+        Case("design/trace-dtsim-csv", D("--failure-trace", str(fx.trace_ok)),
+             refuse("failure_trace")),
+        Case("design/trace-too-few-slots", D("--failure-trace", "aws-p3", "--stages", "40"),
+             ok("fewer than the 40 stages")),
+        Case("train/price-series-missing", T("--price-series", str(fx.root / "none.csv")),
+             refuse("price_series")),
+        Case("train/price-series-binary", T("--price-series", str(fx.binary)),
+             refuse("price_series")),
+        Case("train/price-series-columns", T("--price-series", str(fx.trace_ok)),
+             refuse("price_series")),
+        Case("train/price-series-late-start", T("--price-series", str(_prices(fx, "late",
+                                                                               "5,1\n"))),
+             refuse("price_series")),
+        Case("train/price-series-negative", T("--price-series", str(_prices(fx, "neg",
+                                                                             "0,1\n9,-2\n"))),
+             refuse("price_series")),
+        Case("train/price-series-unsorted", T("--price-series", str(_prices(fx, "unsorted",
+                                                                             "0,1\n9,2\n4,3\n"))),
+             refuse("price_series")),
+        Case("train/price-series-with-price", T("--price-series", str(_prices(fx, "okp", "0,1\n")),
+                                                "--price", "2"), refuse("price")),
+        Case("train/price-series-ok", T("--price-series", str(_prices(fx, "ok", "0,3\n100,1\n")),
+                                        "--replications", "2"), ok("samples per dollar")),
+    ]
+
+
+def _prices(fx: Fixtures, name: str, rows: str) -> Path:
+    """A price-series CSV ``time,price`` with ``rows`` under the fixtures' folder."""
+    p = fx.root / f"prices_{name}.csv"
+    p.write_text("time,price\n" + rows)
+    return p
 
 
 def hardening_cases(fx: Fixtures) -> list[Case]:

@@ -650,6 +650,12 @@ def optimal_design(stages: int, availability: float, domain_outage: float, skip_
         mass = np.cumsum(binom.pmf(ks, L, q) * w)
         with np.errstate(divide="ignore"):
             costs[r - 1] = np.where(mass > 0, L * r / np.where(mass > 0, mass, 1.0), np.inf)
+    return _pick_optimal(costs)
+
+
+def _pick_optimal(costs: np.ndarray) -> OptimalDesign:
+    """The cheapest ``(r, s)`` of ``costs[r - 1, s]`` (ties within a relative 1e-9 to the
+    fewest replicas, then the smallest ``s``) and the best no-skip design."""
     best = float(costs.min())
     if math.isfinite(best):
         rs, ss = np.nonzero(costs <= best * (1 + 1e-9))
@@ -2085,6 +2091,13 @@ from . import learning as learning  # noqa: E402
 from .learning import *  # noqa: E402,F403
 
 __all__ += learning.__all__
+
+# ================================================ Study A on a count trace (own module)
+
+from . import trace_design as trace_design  # noqa: E402
+from .trace_design import *  # noqa: E402,F403
+
+__all__ += trace_design.__all__
 
 # ================================================ cutting a chain across devices (own module)
 

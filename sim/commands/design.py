@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 
-from ..pipeline.design import design, verify
+from ..pipeline.design import design, verify, verify_trace
 from ..results import Estimate
-from ._applies import refuse_unless, verdict
+from ._applies import given, refuse_unless, verdict
 from ._common import emit_json, print_table
+from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "design"
 HELP = "exact pipeline design: replicas needed for a target drop rate, or the cost-optimal (r, s)"
@@ -51,6 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="serial (default) or local (process pool)")
     v.add_argument("--workers", type=int, default=None, metavar="N",
                    help="processes for --executor local")
+    add_failure_trace_options(p)
 
 
 #: Options of the --verify group: they have an effect only with --verify.
@@ -71,16 +73,44 @@ def _check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "penalty", args.skip_penalty is not None, "with --skip-penalty")
     refuse_unless(args, "skip_penalty", optimal or args.verify,
                   "without --skip-budget, or with --verify (it only weights the quality)")
+    traced = args.failure_trace is not None
+    for dest in ("availability", "domain_outage"):
+        refuse_unless(args, dest, not traced,
+                      "without --failure-trace (the trace sets the workers' up and down times)")
+    for dest in ("rate", "mean_downtime"):
+        refuse_unless(args, dest, not traced, "without --failure-trace (with a trace the "
+                      "microbatches arrive evenly over one span of it)")
+    for dest in ("trace_loop", "trace_resample", "trace_start", "trace_speedup", "trace_block",
+                 "trace_model"):
+        refuse_unless(args, dest, False, "with dtsim train, pipeline, gossip or failures (dtsim "
+                      "design answers from the whole trace; --verify replays it looped from a "
+                      "random offset)")
+
+
+def _trace(args: argparse.Namespace):
+    """The trace to design for, under the random policy unless another is named (refused)."""
+    if args.failure_trace is None:
+        return None
+    if not given(args, "trace_policy") and args.trace_policy is None:
+        args.trace_policy = "random"
+    return failure_trace_from_args(args)
 
 
 def run(args: argparse.Namespace) -> int:
     _check_options(args)
+    trace = _trace(args)
     out = design(args.stages, args.availability, args.domain_outage,
                  skip_budget=args.skip_budget, target_drop=args.target_drop,
                  skip_penalty=args.skip_penalty, penalty=args.penalty,
-                 max_replicas=args.max_replicas)
+                 max_replicas=args.max_replicas, trace=trace)
     if args.verify:
-        if out["feasible"]:
+        if out["feasible"] and trace is not None:
+            out.update(verify_trace(out, trace, microbatches=args.microbatches,
+                                    replications=args.replications, seed=args.seed,
+                                    executor=args.executor, workers=args.workers,
+                                    skip_penalty=args.skip_penalty or 0.0,
+                                    penalty=args.penalty))
+        elif out["feasible"]:
             out.update(verify(out, microbatches=args.microbatches,
                               replications=args.replications, rate=args.rate,
                               mean_downtime=args.mean_downtime, seed=args.seed,
@@ -92,7 +122,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
         return 0
-    head = (f"L={out['stages']}, a={out['availability']}, rho={out['domain_outage']}")
+    head = (f"L={out['stages']}, a={out['availability']}, rho={out['domain_outage']}"
+            if trace is None else
+            f"L={out['stages']}, trace {out['trace']} ({out['slots']} slots, availability "
+            f"{out['availability']:.4g}, random policy)")
     if out["mode"] == "optimal":
         print(f"cost-optimal design, {head}, kappa={out['skip_penalty']} ({out['penalty']}):")
         rows = [
@@ -104,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
             ("best no-skip design", f"r={out['noskip_replicas']}, cost {out['noskip_cost']:.6g}"),
             ("gain over no-skip", f"{out['gain']:.4g}x"),
         ]
+        if trace is not None:
+            rows.append(("independent outages, same a", f"r={out['independent_replicas']}, "
+                         f"s={out['independent_skip_budget']}, cost {out['independent_cost']:.6g}"))
     else:
         print(f"fewest replicas for drop rate <= {out['target_drop']:g}, {head}, "
               f"s={out['skip_budget']}:")
@@ -112,14 +148,22 @@ def run(args: argparse.Namespace) -> int:
             ("replicas r", str(out["replicas"]) if out["feasible"] else "-"),
             ("workers L*r", str(out["workers"]) if out["feasible"] else "-"),
             ("drop rate", f"{out['drop_rate']:.6g}"),
-            ("floor (r -> inf)", f"{out['floor']:.6g}"),
+            ("floor (r -> inf)" if trace is None else
+             f"floor (r = {out['slots'] // out['stages']}, every slot)", f"{out['floor']:.6g}"),
         ]
         if out["reason"]:
             rows.append(("reason", out["reason"]))
+        if trace is not None:
+            ind = out.get("independent_replicas")
+            rows.append(("independent outages, same a",
+                         f"r={ind}, drop {out['independent_drop_rate']:.6g}" if ind is not None
+                         else f"infeasible (drop {out['independent_drop_rate']:.6g})"))
     if "simulated_drop_rate_ci" in out and out["simulated_drop_rate_ci"] is not None:
         e = out["simulated_drop_rate_ci"]
         how = (f"over {out['simulated_microbatches']} microbatches"
                if out["simulated_method"] == "simulation" else "by importance sampling")
+        if trace is not None:
+            how += " replaying the trace"
         rows.append(("simulated drop rate (95% CI)",
                      f"{e} {how}, {_said(e, out['simulated_agrees'])}"))
     print_table(rows, ("quantity", "value"))
@@ -127,6 +171,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _said(e: Estimate, agrees: bool | None) -> str:
-    """``agrees`` / ``DISAGREES``, or ``no interval`` (one replication)."""
+    """``agrees`` / ``DISAGREES``, ``no interval`` (one replication), or ``not judged`` (a
+    drop rate too rare for the microbatches simulated)."""
+    if agrees is None and e.has_interval:
+        return "not judged (fewer than 30 drops expected)"
     said = verdict(e.low, e.high, bool(agrees))
     return {"yes": "agrees", "NO": "DISAGREES"}.get(said, said)

@@ -140,6 +140,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--price", type=_floats, default=None,
       help="price per worker-hour: one value, or one per worker (stage-major); with --plan per "
            "GPU-hour (a replica of TP t costs t times it; default the catalogue's prices)")
+    a("--price-series", default=None, metavar="FILE",
+      help="a CSV of time,price: the price per worker-hour over the run's time (instead of "
+           "--price), integrated over each worker's billed time")
     a("--samples-per-microbatch", type=float, default=1.0, help="samples in a microbatch")
     a("--hour", type=float, default=3600.0, help="time units per hour (default 3600)")
     a("--arrival", default=d.arrival, help="async only: " + ", ".join(ARRIVALS))
@@ -167,6 +170,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="with --network: maxmin (default) or rtt (SimGrid CM02's 1/latency weighting)")
     a("--checkpoint-node", default=None, metavar="NODE",
       help="with --network: checkpoints write each stage's parameters to this node")
+    a("--stall-limit", type=float, default=None, metavar="T",
+      help="stop a replication that makes no progress (no checkpoint, no new step) for this "
+           "simulated time, and say why (default: 1000 failure-free checkpoint intervals; "
+           "inf: never)")
     a("--engine", default="auto",
       help="training engine: auto (the DES), des, or compiled (the numba event loop, same "
            "model with its own random numbers; refuses what it does not model)")
@@ -232,6 +239,8 @@ def check_options(args: argparse.Namespace) -> None:
                  "bandwidth", "latency", "sync", "optimizer_time", "samples_per_microbatch",
                  "topology", "placement", "routing", "virtual_stages", "network"):
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
+    refuse_unless(args, "price_series", not plan, "without --plan (a plan's --price is per "
+                  "GPU-hour; a price series per worker-hour is not defined for it yet)")
     refuse_unless(args, "virtual_stages", args.schedule == "interleaved",
                   "with --schedule interleaved")
     for dest in ("network_nodes", "tensor_parallel", "nic", "bucket_size", "contention",
@@ -285,7 +294,8 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
         detection_timeout=args.detection_timeout, skip_budget=args.skip_budget,
         skip_penalty=args.skip_penalty, penalty=args.penalty, max_wait=args.max_wait,
         checkpoint_every=args.checkpoint_every, checkpoint_cost=args.checkpoint_cost,
-        restart_cost=args.restart_cost, hour=args.hour, max_time=args.max_time)
+        restart_cost=args.restart_cost, hour=args.hour, max_time=args.max_time,
+        stall_limit=args.stall_limit)
     if args.price is not None:
         kw["price"] = args.price  # reshaped per worker once the plan's counts are known
     return kw
@@ -364,6 +374,7 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         arrival=args.arrival, arrival_rate=args.arrival_rate, max_time=args.max_time,
         backward_times=args.backward_times, p2p=args.p2p or "overlap",
         virtual_stages=args.virtual_stages,
+        stall_limit=args.stall_limit,
     )
     if args.network is not None:
         check_choice("contention", args.contention, ("on", "off"))
@@ -384,6 +395,10 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         if args.network_nodes is not None:
             kw["network_nodes"] = _per_replica("network_nodes", tuple(
                 x.strip() for x in args.network_nodes.split(",")), counts, per_worker=True)
+    if args.price_series is not None:
+        from ..training.billing import read_price_series
+
+        kw["price_series"] = read_price_series(args.price_series)
     base = TrainingConfig(**kw)  # validates everything but the placement and prices
     kw["replicas"] = base.replicas
     kw["price"] = file_prices if file_prices is not None else _prices(args.price, base.replicas)
@@ -421,6 +436,7 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     for m in ("drop_rate", "worker_availability"):  # fractions: inside [0, 1], "below X" at 0
         est[m] = rate_ci([float(r[m]) for r in ok])
     pred = predictions("training", cfg)
+    priced = cfg.price is not None or cfg.price_series is not None
     out: dict[str, Any] = {
         "engine": sel.name, "engine_reason": sel.reason,
         "throughput": est["throughput"].mean, "throughput_ci": est["throughput"],
@@ -442,9 +458,16 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         "workers": cfg.workers, "worker_hours": est["worker_hours"].mean,
         "samples_per_second": est["samples_per_second"].mean,
         "samples_per_worker_hour": est["samples_per_worker_hour"].mean,
-        "cost": est["cost"].mean if cfg.price is not None else None,
-        "samples_per_dollar": est["samples_per_dollar"].mean if cfg.price is not None else None,
+        "cost": est["cost"].mean if priced else None,
+        "samples_per_dollar": est["samples_per_dollar"].mean if priced else None,
     }
+    if priced and cfg.skip_budget > 0:  # skipping costs quality: samples per dollar weighted by it
+        out["quality_samples_per_dollar"] = est["quality_samples_per_dollar"].mean
+        out["quality_samples_per_dollar_ci"] = est["quality_samples_per_dollar"]
+    stalled = [r for r in ok if r.get("stall_reason")]
+    if stalled:  # the keys appear only when a replication stalled (the output is otherwise unchanged)
+        out.update(stalled=len(stalled), stall_reason=stalled[0]["stall_reason"],
+                   stall_replication=stalled[0]["replication"])
     notes = {}
     for key, metric in PREDICTED.items():
         p = pred[metric]
@@ -546,13 +569,20 @@ def run(args: argparse.Namespace) -> int:
         rows.append((label, "-" if exact is None else f"{exact:.6g}", str(e), ok))
     print_table(rows, ("quantity", "exact", "simulated (95% CI)", "agrees"))
     if out["finished"] < 1:
+        stop = f"at --max-time {args.max_time:g}" if math.isfinite(args.max_time) else \
+            "without progress"
         print(f"{(1 - out['finished']) * args.replications:.0f} of {args.replications} "
-              f"replications stopped at --max-time {args.max_time:g} before {cfg.steps} steps "
+              f"replications stopped {stop} before {cfg.steps} steps "
               f"(mean steps done {out['steps_done']:.4g}); time to train is not measured")
+    if out.get("stall_reason"):
+        print(f"why ({out['stalled']} of {args.replications} stalled; replication "
+              f"{out['stall_replication']}): {out['stall_reason']}")
     lost = ", ".join(f"{k} {v:.4g}" for k, v in out["lost_time"].items() if v)
     print(f"bubble {out['bubble_fraction']:.4g}, utilisation {out['utilisation']:.4g}; "
           f"lost time: {lost or 'none'}")
     cost = "" if out["cost"] is None else f", cost {out['cost']:.4g}, samples per dollar " \
         f"{out['samples_per_dollar']:.4g}"
+    if "quality_samples_per_dollar" in out:
+        cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
     print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
     return 0

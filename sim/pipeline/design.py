@@ -3,7 +3,11 @@
 :func:`design` answers exactly from the closed forms of :mod:`sim.analytic`;
 :func:`verify` simulates the chosen design and returns the comparison (by
 importance sampling where the drop rate is too rare to simulate, the rule of
-:func:`sim.pipeline.compare.estimate_drop_rate`).
+:func:`sim.pipeline.compare.estimate_drop_rate`). With a failure trace,
+:func:`design` answers from the trace's exact law under the ``random`` policy
+(:mod:`sim.analytic.trace_design`), next to the binomial answer at the trace's
+availability, and :func:`verify_trace` simulates the design replaying the
+trace (looped, from a uniformly random offset per replication).
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ from ..errors import check, check_int, check_probability
 from .compare import estimate_drop_rate
 from .config import PipelineConfig
 
-__all__ = ["design", "verify"]
+__all__ = ["design", "verify", "verify_trace"]
 
 
 def design(stages: int, availability: float, domain_outage: float, *,
            skip_budget: int | None = None, target_drop: float = 1e-3,
            skip_penalty: float | None = None, penalty: str = "multiplicative",
-           max_replicas: int | None = None) -> dict[str, Any]:
+           max_replicas: int | None = None, trace: Any = None) -> dict[str, Any]:
     """Answer the design question exactly (the payload of ``dtsim design --json``).
 
     Parameters
@@ -37,6 +41,12 @@ def design(stages: int, availability: float, domain_outage: float, *,
         Quality law after skips.
     max_replicas : int, optional
         Largest ``r`` searched.
+    trace : sim.traces.TraceReplay, optional
+        Workers replay this trace under the ``random`` policy: the answer is
+        the trace's exact law (``availability`` and ``domain_outage`` are then
+        the trace's and 0), ``r`` at most the trace's slots over ``L``; the
+        record adds ``law``, ``trace``, ``slots`` and the binomial answer at the
+        trace's availability (``independent_*``).
 
     Returns
     -------
@@ -52,6 +62,10 @@ def design(stages: int, availability: float, domain_outage: float, *,
     L = check_int("stages", stages, low=1)
     if skip_budget is not None:
         check_int("skip_budget", skip_budget, low=0, high=L)
+    if trace is not None:
+        return _trace_design(L, trace, skip_budget=skip_budget, target_drop=target_drop,
+                             skip_penalty=skip_penalty, penalty=penalty,
+                             max_replicas=max_replicas)
     base = {"stages": stages, "availability": availability, "domain_outage": domain_outage}
     extra = {} if max_replicas is None else {"max_replicas": max_replicas}
     if skip_penalty is not None and skip_budget is None:
@@ -143,4 +157,110 @@ def verify(out: dict[str, Any], *, microbatches: int, replications: int, rate: f
         "simulated_mean_quality": res["mean_quality"],
         "simulated_mean_quality_ci": res["mean_quality_ci"],
         "seed": seed,
+    }
+
+
+def _trace_design(L: int, replay: Any, *, skip_budget: int | None, target_drop: float,
+                  skip_penalty: float | None, penalty: str,
+                  max_replicas: int | None) -> dict[str, Any]:
+    """:func:`design` under a replayed trace (``random`` policy): exact, and the binomial
+    answer at the trace's availability beside it."""
+    from .. import analytic
+    from ..errors import check
+    from ..traces import trace_slots, trace_stats
+
+    leave, tile = replay.policy_parts
+    check(leave == "random" and not tile, "trace_policy",
+          "random for dtsim design (the exact law needs the up set uniform given the count, "
+          "each worker on its own slot)", replay.policy)
+    tr = replay.load()
+    check(not (tr.reuse and tr.nodes is not None), "failure_trace",
+          "a count or event trace (a dtsim CSV of named workers is replayed by name, not by "
+          "the random policy)", replay.trace)
+    slots = trace_slots(tr)
+    a = float(trace_stats(tr)["availability"])
+    base = {"stages": L, "availability": a, "domain_outage": 0.0, "trace": replay.trace,
+            "slots": slots, "law": "trace (random policy, exact)"}
+    inner = design(L, a, 0.0, skip_budget=skip_budget, target_drop=target_drop,
+                   skip_penalty=skip_penalty, penalty=penalty, max_replicas=max_replicas)
+    indep = {f"independent_{k}": inner[k] for k in ("replicas", "skip_budget", "workers",
+                                                    "drop_rate") if k in inner}
+    if skip_penalty is not None and skip_budget is None:
+        check(slots >= L, "stages", f"at most the trace's {slots} slots", L)
+        opt = analytic.trace_optimal_design(tr, L, skip_penalty, penalty=penalty)
+        law = analytic.trace_skipped_distribution(tr.times, tr.counts, tr.end, slots, L,
+                                                  opt.replicas)
+        import numpy as np
+
+        k = np.arange(L + 1)
+        q = np.asarray(analytic._quality_weights(k, skip_penalty, penalty))
+        kept = law[: opt.skip_budget + 1]
+        mean_q = float((kept * q[: opt.skip_budget + 1]).sum() / kept.sum()) if kept.sum() > 0 \
+            else float("nan")
+        return {
+            "mode": "optimal", **base, "skip_penalty": skip_penalty, "penalty": penalty,
+            "feasible": True, "replicas": opt.replicas, "skip_budget": opt.skip_budget,
+            "cost": opt.cost, "noskip_replicas": opt.noskip_replicas,
+            "noskip_cost": opt.noskip_cost, "gain": opt.gain, "workers": L * opt.replicas,
+            "drop_rate": float(law[opt.skip_budget + 1:].sum()), "mean_quality": mean_q,
+            "independent_cost": inner["cost"], **indep,
+        }
+    s = 0 if skip_budget is None else skip_budget
+    d = analytic.trace_min_replicas(tr, L, s, target_drop)
+    if max_replicas is not None and d.feasible and d.replicas > max_replicas:
+        d = analytic.Design(False, None, None, d.drop_rate, d.floor,
+                            f"target_drop {target_drop:g} needs r={d.replicas}, more than "
+                            f"max_replicas={max_replicas}")
+    return {
+        "mode": "min_replicas", **base, "skip_budget": s, "target_drop": target_drop,
+        "feasible": bool(d.feasible), "replicas": d.replicas, "workers": d.workers,
+        "drop_rate": float(d.drop_rate), "floor": float(d.floor), "reason": d.reason,
+        **indep,
+    }
+
+
+def verify_trace(out: dict[str, Any], replay: Any, *, microbatches: int, replications: int,
+                 seed: int, executor: Any = "serial", workers: int | None = None,
+                 skip_penalty: float = 0.0, penalty: str = "multiplicative") -> dict[str, Any]:
+    """Simulate the design ``out`` replaying the trace: the drop rate with its interval.
+
+    The workers replay the trace under the ``random`` policy, looped, each
+    replication from a uniformly random offset (so the expected drop rate is
+    the trace's time average, the exact value of ``out``); ``microbatches``
+    arrive evenly over one span of the trace per replication.
+
+    Returns
+    -------
+    dict
+        ``simulated_drop_rate``, ``simulated_drop_rate_ci``, ``simulated_agrees``
+        (None when fewer than 30 drops are expected: too rare to judge),
+        ``simulated_method``, ``simulated_microbatches``, ``simulated_mean_quality``,
+        ``simulated_mean_quality_ci``, ``seed``.
+    """
+    import dataclasses
+
+    from ..results import judge_equal, mean_ci, rate_ci
+    from ..runner import replicate
+    from . import des_pipeline_model
+    from .compare import RESOLVABLE_DROPS
+
+    looped = dataclasses.replace(replay, policy="random", loop=True, resample="offset")
+    span = replay.load().end / replay.speedup
+    cfg = PipelineConfig(stages=out["stages"], replicas=out["replicas"],
+                         skip_budget=out["skip_budget"], failure_trace=looped,
+                         microbatches=microbatches, rate=microbatches / span,
+                         skip_penalty=skip_penalty, penalty=penalty)
+    recs = replicate(des_pipeline_model, cfg, replications=replications, seed=seed,
+                     executor=executor, workers=workers)
+    ok = [r for r in recs if not r.get("error")]
+    est = rate_ci([float(r["drop_rate"]) for r in ok])
+    exact = out["drop_rate"]
+    resolvable = exact * microbatches * replications >= RESOLVABLE_DROPS
+    mq = mean_ci([float(r["mean_quality"]) for r in ok if r.get("mean_quality") == r.get(
+        "mean_quality")])
+    return {
+        "simulated_drop_rate": est.mean, "simulated_drop_rate_ci": est,
+        "simulated_agrees": judge_equal(est, exact).holds if resolvable else None,
+        "simulated_method": "simulation", "simulated_microbatches": microbatches * len(ok),
+        "simulated_mean_quality": mq.mean, "simulated_mean_quality_ci": mq, "seed": seed,
     }

@@ -164,6 +164,8 @@ def compiled_training_model(config: TrainingConfig, streams: Any) -> dict[str, f
         prices = ([p for row in c.price for p in row] if isinstance(c.price, tuple)
                   else [float(c.price)] * W)
         cost = float(sum(p * h for p, h in zip(prices, hours, strict=True)))
+    elif c.price_series is not None:  # no trace or spot here: every worker billed throughout
+        cost = W * c.price_series.integral(wall) / c.hour
     own = rf[:, K.F_OWNUPT] + np.where(ri[:, K.R_OWNUP] == 1, wall - rf[:, K.F_OWNSINCE], 0.0)
     avail = float(np.mean(own / wall)) if wall > 0 else float(np.mean(ri[:, K.R_OWNUP]))
     out: dict[str, float] = {
@@ -191,6 +193,8 @@ def compiled_training_model(config: TrainingConfig, streams: Any) -> dict[str, f
         "samples_per_worker_hour": samples / worker_hours if worker_hours > 0 else nan,
         "cost": cost,
         "samples_per_dollar": samples / cost if cost and cost > 0 else nan,
+        "quality_samples_per_dollar": (quality * c.samples_per_microbatch / cost
+                                       if cost and cost > 0 else nan),
         "worker_availability": avail,
         "lost_lost_pass": float(gf[K.GF_LOSTPASS]), "lost_recompute": float(gf[K.GF_RECOMPUTE]),
         "lost_reroute": float(gf[K.GF_REROUTE]), "lost_download": float(gf[K.GF_DOWNLOAD]),

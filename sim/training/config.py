@@ -277,7 +277,13 @@ class TrainingConfig:
         Checkpoint every K steps (0: never) costing C; a lost step restarts
         from the last checkpoint after ``restart_cost`` (None: no restart model).
     price : float, tuple of tuple of float or None
-        Price per worker-hour (one value, or per replica).
+        Price per worker-hour (one value, or per replica). A worker is billed
+        while its instance exists: not while a spot slot waits for its
+        replacement, nor while a replayed trace has it down
+        (:mod:`sim.training.billing`).
+    price_series : sim.training.billing.PriceSeries or None
+        A price per worker-hour that changes over time (instead of ``price``):
+        each worker pays the integral of the series over its billed time.
     samples_per_microbatch : float
         Samples in one microbatch.
     hour : float
@@ -322,6 +328,12 @@ class TrainingConfig:
         With a network: checkpoints write every stage's parameters (from its
         lowest-index live replica) to this node over the network, on top of
         ``checkpoint_cost``; a replica with no live peer downloads from it.
+    stall_limit : float or None
+        A run with a restart model (or an unbounded ``max_wait``) that makes no
+        progress (no checkpoint, no step beyond the best reached) for this
+        simulated time stops, ``finished = 0``, and its record says why
+        (``stall_reason``; :mod:`sim.training.stall`). None: 1000 failure-free
+        checkpoint intervals; inf: never.
     """
 
     stages: int = 4
@@ -371,6 +383,7 @@ class TrainingConfig:
     checkpoint_cost: float = 0.0
     restart_cost: float | None = None
     price: float | tuple[tuple[float, ...], ...] | None = None
+    price_series: Any = None
     samples_per_microbatch: float = 1.0
     hour: float = 3600.0
     arrival: str = "saturated"
@@ -384,6 +397,7 @@ class TrainingConfig:
     contention: bool = True
     network_weighting: str = "maxmin"
     checkpoint_node: Any = None
+    stall_limit: float | None = None
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -482,11 +496,20 @@ class TrainingConfig:
               "saturated unless schedule is async", self.arrival)
         check_positive("arrival_rate", self.arrival_rate)
         check_positive("max_time", self.max_time, allow_inf=True)
+        if self.stall_limit is not None:
+            check_positive("stall_limit", self.stall_limit, allow_inf=True)
         if self.price is not None:
             if isinstance(self.price, (list, tuple)):
                 set_("price", _grid("price", self.price, self.replicas, check_nonnegative))
             else:
                 check_nonnegative("price", self.price)
+        if self.price_series is not None:
+            from .billing import PriceSeries
+
+            check(isinstance(self.price_series, PriceSeries), "price_series",
+                  "a sim.training.billing.PriceSeries", self.price_series)
+            check(self.price is None, "price", "unset with a price series (the series is the "
+                  "price)", self.price)
         check_positive("samples_per_microbatch", self.samples_per_microbatch)
         check_positive("hour", self.hour)
         pl = self.domain_placement

@@ -554,6 +554,8 @@ class SpotSlot:
         self.unbilled = 0.0  # time without a worker (not paid for), gaps closed so far
         self.preemptions = 0
         self._gap_start: float | None = None
+        #: called with False at a preemption and True at the replacement (billing clocks)
+        self.listeners: list[Any] = []
 
     def unbilled_until(self, now: float) -> float:
         """Time without a worker up to ``now`` (an open replacement gap included)."""
@@ -565,9 +567,13 @@ class SpotSlot:
         while True:
             yield env.timeout(float(self.rng.exponential(self.mtbf)))
             self.preemptions += 1
+            for cb in self.listeners:
+                cb(False)
             rep.set_state(spot_up=False, cause=Failed(rep.name, env.now, preempted=True))
             self._gap_start = env.now
             yield env.timeout(self.replace_time)
             self.unbilled += env.now - self._gap_start
             self._gap_start = None
+            for cb in self.listeners:
+                cb(True)
             rep.set_state(spot_up=True)

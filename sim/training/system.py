@@ -16,11 +16,13 @@ import simpy
 
 from ..failures import FailureModel, read_trace
 from ..rng import Streams
+from .billing import Presence
 from .config import TrainingConfig
 from .flow import LOST_CAUSES, Flow
 from .framework import FrameworkFlow
 from .replica import SpotSlot
 from .schedules import SCHEDULE_POLICIES
+from .stall import Watchdog, diagnose, interval_time, needs_watchdog, stall_limit
 from .trainer import AsyncTrainer, StepTrainer, steady_throughput
 
 __all__ = ["TrainingSystem", "draw_speeds", "training_model", "METRICS"]
@@ -32,7 +34,8 @@ METRICS = (
     "drop_rate", "mean_quality", "mean_skipped", "passes", "lost_passes", "reroutes",
     "recomputes", "skips", "waits", "restarts", "checkpoints", "preemptions", "workers",
     "worker_hours", "samples", "samples_per_second", "samples_per_worker_hour", "cost",
-    "samples_per_dollar", "worker_availability", *(f"lost_{k}" for k in LOST_CAUSES),
+    "samples_per_dollar", "quality_samples_per_dollar", "worker_availability",
+    *(f"lost_{k}" for k in LOST_CAUSES),
 )
 
 
@@ -110,24 +113,68 @@ class TrainingSystem:
             self.workers.append(w)
         return fm
 
+    def _wire_presence(self) -> None:
+        """Billing and availability clocks, where the plain formulas do not say it all: a
+        replayed trace bills a worker only while it is up, a price series is integrated over
+        each worker's billed time, and a spot worker is available only while present."""
+        c = self.config
+        self.presence: list[Presence] | None = None
+        named = isinstance(c.failure_trace, str)
+        listed = set(read_trace(c.failure_trace).intervals) if named else set()
+        billed = [c.failure_trace is not None and (not named or rep.name in listed)
+                  for rep in self.flow.replicas]
+        bill = any(billed) or c.price_series is not None
+        avail = bool(self.spots)
+        if not (bill or avail):
+            return
+        self.presence = []
+        slots = {id(slot.replica): slot for slot in self.spots}
+        for rep, w, tb in zip(self.flow.replicas, self.workers, billed, strict=True):
+            p = Presence(self.env, w.own_up, trace_billed=tb, bill=bill, avail=avail,
+                         series=c.price_series)
+            w.on_own_change(p.own)
+            slot = slots.get(id(rep))
+            if slot is not None:
+                slot.listeners.append(p.spot)
+            self.presence.append(p)
+
     def run(self) -> dict[str, float]:
         """Start everything, run until the trainer is done; the replication's metrics."""
         self.failure_model.start()
         for rep, w in zip(self.flow.replicas, self.workers, strict=True):
             rep.fm_up = w.up
+        self._wire_presence()
         self.flow.start()
         for slot in self.spots:
             self.env.process(slot.run(self.env))
         self.trainer.proc = self.env.process(self.trainer.run())
-        until = self.trainer.done
+        ends = [self.trainer.done]
         stop = self.config.max_time
         if stop < math.inf and not isinstance(self.config.failure_trace, (str, type(None))):
             # the config allows a max_time within rounding of the replay's end: stop at the end
             stop = min(stop, self.config.failure_trace.duration)
         if stop < math.inf:
-            until = self.env.any_of([until, self.env.timeout(stop)])
-        self.env.run(until=until)
-        return self.metrics()
+            ends.append(self.env.timeout(stop))
+        watch = None
+        if needs_watchdog(self.config):
+            watch = Watchdog(self.env, self.trainer, stall_limit(self.config))
+            ends.append(watch.event)
+        # one condition over every end (a nested one would end a step of the event order later)
+        self.env.run(until=ends[0] if len(ends) == 1 else self.env.any_of(ends))
+        out = self.metrics()
+        if self._stalled(watch):
+            out["stall_reason"] = diagnose(self)
+        return out
+
+    def _stalled(self, watch: Watchdog | None) -> bool:
+        """Stopped by the watchdog, or stopped at ``max_time`` without progress for at
+        least one failure-free checkpoint interval."""
+        if watch is not None and watch.fired:
+            return True
+        tr = self.trainer
+        if tr.done.triggered or not self.schedule.step_barrier or not self.config.failures:
+            return False
+        return self.env.now - tr.progress_t >= interval_time(self.config)[0]
 
     def metrics(self) -> dict[str, float]:
         """Flat metrics of the run (see :func:`training_model`)."""
@@ -150,8 +197,12 @@ class TrainingSystem:
             steady = steady_throughput(tr.finish_times) if c.arrival == "saturated" else nan
         busy = sum(r.busy_time for r in flow.replicas)
         samples = delivered * c.samples_per_microbatch
-        hours = [(wall - (s.unbilled_until(wall))) / c.hour for s in self.spots] or \
-            [wall / c.hour] * c.workers
+        pres = getattr(self, "presence", None)
+        if pres is not None and pres[0].bill is not None:
+            hours = [p.bill.total(wall) / c.hour for p in pres]  # type: ignore[union-attr]
+        else:
+            hours = [(wall - (s.unbilled_until(wall))) / c.hour for s in self.spots] or \
+                [wall / c.hour] * c.workers
         worker_hours = float(sum(hours))
         cost = nan
         if c.price is not None:
@@ -160,6 +211,13 @@ class TrainingSystem:
             else:
                 prices = [float(c.price)] * c.workers
             cost = float(sum(p * h for p, h in zip(prices, hours, strict=True)))
+        elif c.price_series is not None:
+            cost = float(sum(p.bill.priced(wall) for p in pres)) / c.hour  # type: ignore[union-attr]
+        if pres is not None and pres[0].avail is not None:
+            availability = float(np.mean([p.avail.total(wall) / wall if wall > 0  # type: ignore[union-attr]
+                                          else float(p.present and p.own_up) for p in pres]))
+        else:
+            availability = float(np.mean([w.own_availability(wall) for w in self.workers]))
         st = np.asarray(steps, dtype=float)
         attempted = tr.delivered + tr.dropped
         out: dict[str, float] = {
@@ -188,8 +246,9 @@ class TrainingSystem:
             "samples_per_worker_hour": samples / worker_hours if worker_hours > 0 else nan,
             "cost": cost,
             "samples_per_dollar": samples / cost if cost and cost > 0 else nan,
-            "worker_availability": float(np.mean([w.own_availability(wall)
-                                                  for w in self.workers])),
+            "quality_samples_per_dollar": (quality * c.samples_per_microbatch / cost
+                                           if cost and cost > 0 else nan),
+            "worker_availability": availability,
         }
         for k in LOST_CAUSES:
             out[f"lost_{k}"] = float(flow.lost[k])  # a plain float (was numpy's at times)
@@ -214,11 +273,17 @@ def training_model(config: TrainingConfig, streams: Streams) -> dict[str, float]
         ``mean_skipped``, counts (``passes``, ``lost_passes``, ``reroutes``,
         ``recomputes``, ``skips``, ``waits``, ``restarts``, ``checkpoints``,
         ``preemptions``), ``workers``, ``worker_hours`` (billed: a preempted
-        slot is not billed until its replacement), ``samples``,
+        slot is not billed until its replacement, a worker replaying a trace
+        only while up), ``samples``,
         ``samples_per_second``, ``samples_per_worker_hour``, ``cost`` and
-        ``samples_per_dollar`` (NaN unpriced), ``worker_availability`` (the
-        failure model's workers' own up-fraction over the run, mean over
-        workers; spot preemptions not included), and ``lost_<cause>``: replica
+        ``samples_per_dollar`` (NaN unpriced; billed hours: a spot slot not while
+        it waits for its replacement, a worker replaying a trace not while the
+        trace has it down; with a price series, its integral over each worker's
+        billed time), ``quality_samples_per_dollar`` (quality-weighted samples
+        per dollar: skipped stages cost quality), ``worker_availability`` (the
+        workers' own up-fraction over the run, mean over workers; under the spot
+        model, up and present: a slot waiting for its replacement is not
+        available), and ``lost_<cause>``: replica
         time in lost passes (``lost_pass``), recomputed forwards
         (``recompute``), weight downloads (``download``); detection timeouts
         charged per re-queued pass (``reroute``); microbatch time waiting at

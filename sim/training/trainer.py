@@ -120,6 +120,16 @@ class StepTrainer(Trainer):
         c = config
         self.track = c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0)
         flow.track = self.track
+        # progress bookkeeping for the stall watchdog (:class:`Stall`): the last time a
+        # checkpoint completed or a step went beyond the best reached, and what the run
+        # did since (restarts, time waiting for every stage to have a live replica)
+        self.best = 0
+        self.progress_t = 0.0
+        self.stall_restarts = 0
+        self.stall_wait = 0.0
+        self.waiting_since: float | None = None
+        self.out_since: dict[int, float] = {}
+        self.all_live_t: float | None = None  # last time every stage had a live replica
 
     # hooks ------------------------------------------------------------------------------
     def participated(self, j: int, rep: Any) -> None:
@@ -167,10 +177,12 @@ class StepTrainer(Trainer):
             st.done.succeed()
 
     def stage_lost(self, j: int) -> None:
+        self.out_since[j] = self.env.now
         if self.restart_model:
             self._interrupt(StageLost(j, self.env.now))
 
     def all_live(self) -> None:
+        self.all_live_t = self.env.now
         ev = self._live_ev
         if ev is not None and not ev.triggered:
             self._live_ev = None
@@ -195,12 +207,17 @@ class StepTrainer(Trainer):
         N, K = c.steps, c.checkpoint_every
         k = ckpt = self.steps_done = 0
         since = env.now  # work after this instant is lost by a restart
+        if not self.flow.n_out:
+            self.all_live_t = env.now
         self.active = True
         while k < N:
             try:
                 self.kept[k] = yield from self._step(k)
                 k += 1
                 self.steps_done = k
+                if k > self.best:
+                    self.best = k
+                    self._progress()
                 if K and (k % K == 0 or k == N):
                     write = self.flow.net.checkpoint() if self.flow.net is not None else None
                     if write is None:
@@ -213,6 +230,7 @@ class StepTrainer(Trainer):
                         self.flow.lost["checkpoint"] += env.now - t0
                     self.checkpoints += 1
                     ckpt, since = k, env.now
+                    self._progress()
             except simpy.Interrupt:
                 self._pending = False
                 self._abort()
@@ -222,6 +240,12 @@ class StepTrainer(Trainer):
                 since = env.now
         self.active = False
         self.done.succeed()
+
+    def _progress(self) -> None:
+        """A step beyond the best reached, or a checkpoint: the stall watchdog starts over."""
+        self.progress_t = self.env.now
+        self.stall_restarts = 0
+        self.stall_wait = 0.0
 
     def _abort(self) -> None:
         st = self.step
@@ -239,11 +263,17 @@ class StepTrainer(Trainer):
         env = self.env
         while True:
             self.restarts += 1
+            self.stall_restarts += 1
             t0 = env.now
             try:
                 if self.flow.n_out:
                     self._live_ev = env.event()
-                    yield self._live_ev
+                    self.waiting_since = env.now
+                    try:
+                        yield self._live_ev
+                    finally:
+                        self.stall_wait += env.now - self.waiting_since
+                        self.waiting_since = None
                 yield env.timeout(self.c.restart_cost)
                 self.flow.lost["restart"] += env.now - t0
                 return
