@@ -2099,6 +2099,13 @@ from .trace_design import *  # noqa: E402,F403
 
 __all__ += trace_design.__all__
 
+# ======================================= fault-tolerance strategies (own module)
+
+from . import strategies as strategies  # noqa: E402
+from .strategies import *  # noqa: E402,F403
+
+__all__ += strategies.__all__
+
 # ================================================ cutting a chain across devices (own module)
 
 from . import partition as partition  # noqa: E402

@@ -230,6 +230,19 @@ class TrainingConfig:
         Stop the run at this simulated time even if ``N`` steps are not done
         (inf: run to the end); the metrics then say ``finished = 0``, and
         throughput and cost are over the time run.
+    strategy : str, sim.training.strategies.Strategy or None
+        A fault-tolerance strategy (``name[:key=value,...]`` or a strategy
+        object; :mod:`sim.training.strategies`): ``swarm`` runs on this DES
+        (the swarm schedule's rewiring); ``checkpoint-restart``, ``redundancy``
+        and ``reconfiguration`` on the step-level job engine, with their own
+        checkpoints and restarts (``checkpoint_every`` and ``restart_cost`` stay
+        unset) and equal replica counts. None: today's behaviour.
+    step_times : sim.training.strategies.StepTimes, str or None
+        Measured step times by workers held or by pipelines (a table or a CSV
+        path) for a step-level strategy; None: the DES's failure-free steps.
+    notice : float
+        A preemption (a replayed trace's, or the spot model's) is announced this
+        long ahead (AWS 120 s, GCP 30 s); a strategy may use it. 0: none.
     network : str, NetworkValue or None
         The network every transfer crosses (:mod:`sim.network`): a topology
         spec or graph file, or a :class:`~sim.network.NetworkValue`. None: each
@@ -312,6 +325,9 @@ class TrainingConfig:
     arrival: str = "saturated"
     arrival_rate: float = 1.0
     max_time: float = math.inf
+    strategy: Any = None
+    step_times: Any = None
+    notice: float = 0.0
     network: Any = None
     network_nodes: Any = None
     tensor_parallel: int | tuple[tuple[int, ...], ...] = 1
@@ -421,6 +437,7 @@ class TrainingConfig:
         check_positive("max_time", self.max_time, allow_inf=True)
         if self.stall_limit is not None:
             check_positive("stall_limit", self.stall_limit, allow_inf=True)
+        check_nonnegative("notice", self.notice)
         if self.price is not None:
             if isinstance(self.price, (list, tuple)):
                 set_("price", _grid("price", self.price, self.replicas, check_nonnegative))
@@ -443,6 +460,7 @@ class TrainingConfig:
             check(False, "max_wait",
                   "finite when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.max_wait)
+        self._check_strategy()
         if stuck and self.restart_cost is not None:
             # a restart waits for every stage to have a live replica: it would never end
             check(False, "restart_cost",
@@ -507,6 +525,50 @@ class TrainingConfig:
             check(not self.failures, "p2p",
                   "overlap when workers can fail or be preempted (blocking transfers are "
                   "modelled without failures)", self.p2p)
+
+    def _check_strategy(self) -> None:
+        """The strategy, its step-time table and the preemption notice (after the rest)."""
+        from .strategies import StepTimes, make_strategy, read_step_times
+
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        strat = make_strategy(self.strategy)
+        set_("strategy", strat)
+        job = strat is not None and strat.engine == "job"
+        if isinstance(self.step_times, str):
+            set_("step_times", read_step_times(self.step_times))
+        if self.step_times is not None:
+            check(isinstance(self.step_times, StepTimes), "step_times",
+                  "a sim.training.strategies.StepTimes or a CSV path", self.step_times)
+            check(job, "step_times", "given only with a step-level strategy (checkpoint-restart, "
+                  "redundancy, reconfiguration)", self.step_times)
+        if self.notice > 0:
+            preempted = self.mtbf < math.inf or (self.failure_trace is not None
+                                                 and not isinstance(self.failure_trace, str))
+            check(preempted, "notice", "0 without preemptions (a spot model or a replayed trace)",
+                  self.notice)
+            check(strat is not None, "notice", "0 without a strategy (a strategy decides what "
+                  "a notice is for)", self.notice)
+        if strat is None:
+            return
+        if job:
+            name = strat.name
+            check(self.checkpoint_every == 0, "checkpoint_every",
+                  f"0 with strategy {name} (its own checkpoints: {name}:every=K,checkpoint=C)",
+                  self.checkpoint_every)
+            check(self.restart_cost is None, "restart_cost",
+                  f"unset with strategy {name} (its own restart cost)", self.restart_cost)
+            check(self.speeds is None and self.speed_spread == 0, "speeds",
+                  f"unset with strategy {name} (a worker may take any stage: equal speeds)",
+                  self.speeds)
+            for field in ("skip_budget", "max_wait", "detection_timeout"):
+                check(getattr(self, field) == 0, field, f"0 with strategy {name} (the step-level "
+                      "job engine has no microbatches to skip, wait or re-route)",
+                      getattr(self, field))
+            check(self.step_times is not None or self.pass_time_distribution == "deterministic",
+                  "pass_time_distribution", f"deterministic with strategy {name} and no step "
+                  "times (its steps take the DES's failure-free step time)",
+                  self.pass_time_distribution)
+        strat.check(self)
 
     # -- derived ---------------------------------------------------------------
     @property

@@ -528,6 +528,8 @@ class SpotSlot:
         self._gap_start: float | None = None
         #: called with False at a preemption and True at the replacement (billing clocks)
         self.listeners: list[Any] = []
+        #: called with the time of the next preemption as soon as it is drawn (notices)
+        self.on_draw: list[Any] = []
 
     def unbilled_until(self, now: float) -> float:
         """Time without a worker up to ``now`` (an open replacement gap included)."""
@@ -537,7 +539,10 @@ class SpotSlot:
         """Preempt and replace, for ever."""
         rep = self.replica
         while True:
-            yield env.timeout(float(self.rng.exponential(self.mtbf)))
+            d = float(self.rng.exponential(self.mtbf))
+            for cb in self.on_draw:
+                cb(env.now + d)
+            yield env.timeout(d)
             self.preemptions += 1
             for cb in self.listeners:
                 cb(False)
