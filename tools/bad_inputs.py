@@ -998,7 +998,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/availability-with-trace", TR("--failure-trace", "aws-p2-19h",
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
-                  byzantine_cases, sibling_cases):
+                  byzantine_cases, sibling_cases, newcomer_cases):
         cases.extend(group(fx))
     return cases
 
@@ -1566,6 +1566,23 @@ def byzantine_cases(fx: Fixtures) -> list[Case]:
 def sibling_cases(fx: Fixtures) -> list[Case]:
     """Fastest-k synchronisation and the exact checkpoint interval."""
     return []
+
+
+def newcomer_cases(fx: Fixtures) -> list[Case]:
+    """Intervals where nothing varies (``FIXED``), units, queueing defaults, extras."""
+    cases: list[Case] = []
+    head = ("from sim.failures import ClusterConfig, failures_model\n"
+            "NAME = 'fixed{k}'\nBASE = ClusterConfig(workers=4, domains=2, horizon=50.0)\n"
+            "FACTORS = {{'availability': [0.9]}}\nREPLICATIONS = 2\nFIXED = {fixed}\n"
+            "def model(config, streams):\n    return failures_model(config, streams)\n")
+    for k, (what, fixed) in enumerate([("not-a-dict", "['joint_outage']"),
+                                       ("reason-not-text", "{'joint_outage': 1}"),
+                                       ("empty-reason", "{'joint_outage': ''}")]):
+        f = fx._write(f"exp/fixed{k}.py", head.format(k=k, fixed=fixed))
+        cases.append(Case(f"run/FIXED-{what}", list(dtsim("run", str(f), "--out",
+                                                               str(fx.root / f"ofixed{k}"))),
+                          refuse("FIXED")))
+    return cases
 
 
 def _has_option(command: str, option: str) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 from ..engines import engine_names, predictions, select
 from ..errors import ConfigError, SimulationError, check, check_choice, check_int
 from ..failures import DISTRIBUTIONS
-from ..results import rate_ci, summarize
+from ..results import summarize
 from ..rng import Streams
 from ..runner import replicate
 from ..training import (
@@ -32,7 +32,7 @@ from ..training import (
 )
 from ..training.flow import LOST_CAUSES
 from ._applies import given, refuse_unless, verdict
-from ._common import add_run_options, emit_json, print_table
+from ._common import add_run_options, emit_json, print_table, time_unit
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "train"
@@ -396,11 +396,11 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
-    # every training metric is a count, a time, a rate or a fraction: none is below 0
-    est = summarize(records, [m for m in sel.engine.metrics], lower=0.0)
+    # every training metric is a count, a time, a rate or a fraction: none is below 0; the
+    # fractions stay inside [0, 1] ("below X" at 0); what the config fixes is exact
+    est = summarize(records, [m for m in sel.engine.metrics], lower=0.0,
+                    rates=("drop_rate", "worker_availability"), fixed=cfg.fixed_metrics())
     ok = [r for r in records if not r.get("error")]
-    for m in ("drop_rate", "worker_availability"):  # fractions: inside [0, 1], "below X" at 0
-        est[m] = rate_ci([float(r[m]) for r in ok])
     pred = predictions("training", cfg)
     priced = cfg.price is not None or cfg.price_series is not None
     out: dict[str, Any] = {
@@ -484,13 +484,18 @@ def run(args: argparse.Namespace) -> int:
             how += f", model {out['trace_model']}"
         print(f"failure trace {out['failure_trace']} ({how}): worker availability "
               f"{out['worker_availability_ci']}")
+    tu = time_unit(cfg.hour)
+    if tu == "time unit":
+        print(f"times in time units ({cfg.hour:g} per hour, --hour)")
     rows = []
-    for label, key, pkey in [("throughput", "throughput", "predicted_throughput"),
-                             ("throughput (steady)", "throughput_steady", "predicted_throughput_steady"),
-                             ("step time", "step_time", "predicted_step_time"),
-                             ("time to train", "wall_time", "predicted_wall_time"),
-                             ("microbatch latency", "latency_mean", "predicted_latency_mean"),
-                             ("drop rate", "drop_rate", "predicted_drop_rate")]:
+    rate = f"microbatches/{tu}"
+    for label, key, pkey in [(f"throughput ({rate})", "throughput", "predicted_throughput"),
+                             (f"throughput, steady ({rate})", "throughput_steady",
+                              "predicted_throughput_steady"),
+                             (f"step time ({tu})", "step_time", "predicted_step_time"),
+                             (f"time to train ({tu})", "wall_time", "predicted_wall_time"),
+                             (f"microbatch latency ({tu})", "latency_mean", "predicted_latency_mean"),
+                             ("drop rate (fraction)", "drop_rate", "predicted_drop_rate")]:
         e = out[key + "_ci"]
         if e is None or e.n == 0 or math.isnan(e.mean):
             continue
@@ -514,13 +519,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"per replication: {sc['losses']:.4g} losses, {out['restarts']:.4g} restarts, "
               f"{out.get('checkpoints', 0) or 0:.4g} checkpoints, {sc['reconfigurations']:.4g} "
               f"reconfigurations, {sc['rebalances']:.4g} rebalances, {sc['fatal_failures']:.4g} "
-              f"fatal failures; work lost {sc['lost_work']:.4g}, waiting for workers "
-              f"{sc['wait_time']:.4g}, degraded {sc['degraded_time']:.4g}")
-        print(f"lost time: {lost or 'none'}")
+              f"fatal failures; work lost ({tu}) {sc['lost_work']:.4g}, waiting for workers "
+              f"({tu}) {sc['wait_time']:.4g}, degraded ({tu}) {sc['degraded_time']:.4g}")
+        print(f"lost time ({tu}): {lost or 'none'}")
     else:
-        print(f"bubble {out['bubble_fraction']:.4g}, utilisation {out['utilisation']:.4g}; "
-              f"lost time: {lost or 'none'}")
-    cost = "" if out["cost"] is None else f", cost {out['cost']:.4g}, samples per dollar " \
+        print(f"bubble {out['bubble_fraction']:.4g}, utilisation {out['utilisation']:.4g} "
+              f"(fractions of worker time); lost replica time ({tu}): {lost or 'none'}")
+    cost = "" if out["cost"] is None else f", cost ${out['cost']:.4g} (--price per " \
+        f"worker-hour x {out['worker_hours']:.4g} worker-hours), samples per dollar " \
         f"{out['samples_per_dollar']:.4g}"
     if "quality_samples_per_dollar" in out:
         cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"

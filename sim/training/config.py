@@ -622,6 +622,57 @@ class TrainingConfig:
         """Quality kept after ``k`` skips."""
         return quality_table(self.stages, self.skip_penalty, self.penalty)
 
+    def random_sources(self) -> tuple[str, ...]:
+        """What makes one replication differ from another under this config (empty: nothing).
+
+        A new random element of the model (a law, a draw, a random policy)
+        adds its condition here, so that :meth:`fixed_metrics` stays true.
+        """
+        out = []
+        if self.failures:
+            out.append("failures")
+        if self.pass_time_distribution != "deterministic":
+            out.append(f"{self.pass_time_distribution} pass times")
+        if self.speed_spread > 0:
+            out.append("random speeds (speed_spread)")
+        if self.arrival == "poisson":
+            out.append("Poisson arrivals")
+        if self.routing == "weighted" and any(r > 1 for r in self.replicas):  # type: ignore[union-attr]
+            out.append("weighted (random) routing")
+        return tuple(out)
+
+    def fixed_metrics(self) -> dict[str, str]:
+        """The metrics of :data:`sim.training.METRICS` this config fixes, each with the reason.
+
+        Without failures no worker is ever down, so nothing is lost, rerouted,
+        recomputed, skipped, waited for, restarted or dropped: the worker
+        availability is 1, the drop rate 0, the quality 1 and those counts 0.
+        With nothing random at all (:meth:`random_sources` empty) every metric
+        is the same in every replication (see :func:`sim.results.fixed_ci`).
+        """
+        from .system import METRICS
+
+        random = self.random_sources()
+        if not random:
+            why = "nothing random: no failures, deterministic times, speeds and routing"
+            return dict.fromkeys(METRICS, why)
+        out = {"workers": "the config's workers"}
+        if all(q == 1.0 for q in self.quality[: self.skip_budget + 1]):
+            out["mean_quality"] = ("no skip costs quality (skip budget 0, or no penalty within "
+                                   "it)")
+        if self.skip_budget == 0:
+            out.update(dict.fromkeys(("mean_skipped", "skips"),
+                                     "no stage may be skipped (skip budget 0)"))
+        if self.max_wait == math.inf:  # every stage recovers (a config that never does is refused)
+            out["drop_rate"] = "a microbatch waits for an out stage (max_wait inf): none is dropped"
+        if "failures" not in random:
+            why = "no failures (availability 1, no domain outage, preemption or trace)"
+            out.update(dict.fromkeys(
+                ("worker_availability", "drop_rate", "mean_quality", "mean_skipped",
+                 "lost_passes", "reroutes", "recomputes", "skips", "waits", "restarts",
+                 "preemptions", "lost_lost_pass", "lost_recompute", "lost_reroute",
+                 "lost_download", "lost_stall", "lost_restart"), why))
+        return out
 
 _NETWORKS: dict[Any, Any] = {}
 

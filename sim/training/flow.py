@@ -305,6 +305,7 @@ class Flow:
         if mb.dead:
             return
         mb.stage = j
+        mb.ready = self.env.now
         if mb.target >= 0 and mb.holders[j] is None:  # skipped the first time: pass through
             self.forward_next(mb, j)
             return
