@@ -42,6 +42,8 @@ FACTORS = {
 REPLICATIONS = 20
 #: Metrics that are probabilities (fractions of time): intervals inside [0, 1] in summary.csv.
 RATES = {m: None for m in ("worker_availability", "effective_availability", "domain_unavailability", "joint_outage")}
+#: Metrics the model computes from the config alone: exact in summary.csv, with no interval.
+FIXED = {"exact_joint_outage": "the closed form of the point's config"}
 SEED = 0
 
 QUICK = {

@@ -1,4 +1,4 @@
-"""Study B by simulation: what can one stubborn node do to gossip training?
+"""Study B by simulation: what can one stubborn node do to gossip averaging?
 
 Reproduces every claim of Study B (docs/studies.md) with the gossip simulator and puts
 each measurement next to its exact value:
@@ -50,7 +50,7 @@ from sim.results import Estimate, judge_bound, judge_equal, log_mean_ci, mean_ci
 
 NAME = "stubborn_gossip"
 STUDY = "B"
-TITLE = "Study B: what can one stubborn node do to gossip training?"
+TITLE = "Study B: what can one stubborn node do to gossip averaging?"
 SEED = 2026
 
 #: Contraction per matching round: n -> replications (rounds fixed).

@@ -959,6 +959,53 @@ class ClusterConfig:
     def workers_per_domain(self) -> list[int]:
         return [len(range(d, self.workers, self.domains)) for d in range(self.domains)]
 
+    def fixed_metrics(self) -> dict[str, str]:
+        """The metrics of :func:`failures_model` this config fixes, each with the reason.
+
+        Workers never change state with availability 0 or 1, and replay the
+        same paths in every replication from a CSV trace or a
+        :class:`~sim.traces.TraceReplay` with :attr:`~sim.traces.TraceReplay.fixed_paths`
+        (their mean availability alone is fixed when the replay covers every
+        slot over whole periods, whatever the policy:
+        :meth:`~sim.traces.TraceReplay.exact_availability`). Domains never
+        change state when every outage is 0 (or 1). A quantity of the workers
+        alone, or of the domains alone, is then the same in every replication,
+        and one of both when both are (see :func:`sim.results.fixed_ci`).
+        """
+        workers = ""
+        if self.failure_trace is not None:
+            if self.failure_trace.fixed_paths:
+                workers = "every replication replays the same trace (policy recent, no resampling)"
+        elif self.trace is not None:
+            workers = "every replication replays the same CSV trace"
+        elif self.availability in (0.0, 1.0):
+            workers = f"workers never change state (availability {self.availability:g})"
+        if self.topology is not None:
+            chains, unavail = self.layout_domains()
+            outages = {unavail.get(d, 0.0) for c in chains for d in c}
+            levels = max(len(c) for c in chains)
+        else:
+            outages, levels = {self.domain_outage}, 0
+        domains = ("" if not outages <= {0.0, 1.0} else "no domain outages (domain outage 0)"
+                   if outages == {0.0} else "domains never change state (domain outages 0 or 1)")
+        out: dict[str, str] = {}
+        if workers:
+            out.update(worker_availability=workers, worker_transitions=workers)
+        elif self.failure_trace is not None and \
+                self.failure_trace.exact_availability(self.workers, self.horizon) is not None:
+            out["worker_availability"] = ("the replay covers every trace slot over whole periods: "
+                                          "the workers' mean up-fraction is the trace's")
+        if domains:
+            out["domain_unavailability"] = domains
+            out.update({f"domain_unavailability_level{k}": domains for k in range(levels)})
+        if workers and domains:
+            both = f"{workers}; {domains}"
+            out.update(effective_availability=both, joint_outage=both)
+            out.update({f"joint_outage_level{k}": both for k in range(levels)})
+        elif domains and "worker_availability" in out:  # up including domains: the own mean
+            out["effective_availability"] = f"{out['worker_availability']}; {domains}"
+        return out
+
 
 def layout_domains(topology: str) -> tuple[list[tuple[str, ...]], dict[str, float]]:
     """Each host's chain of failure domains (outermost first) and each domain's unavailability.

@@ -19,7 +19,16 @@ interval when successive observations inside one run are correlated in time:
   one-sided upper bound ("below X");
 - :func:`ratio_ci` -- a ratio of two means (contraction, capture) by the delta
   method, estimate and interval from the same replications;
-- :func:`power_ci` -- an interval carried through ``v -> v ** p``.
+- :func:`power_ci` -- an interval carried through ``v -> v ** p``;
+- :func:`fixed_ci` -- a quantity the config fixes (the same value in every
+  replication, or a rate of an event that cannot happen): exact, no interval;
+- :func:`within` -- an interval cut to the range its quantity cannot leave.
+
+An interval comes only from variation that exists. A config says which of its
+model's metrics it fixes (its ``fixed_metrics()`` method, read by
+:func:`config_fixed_metrics`); :func:`summarize`, :func:`summary_rows` and the
+sweeps then print those as exact (``0.75 (exact)``), and refuse a declaration
+that the replications contradict.
 
 Claims are judged by :class:`Verdict` objects that state their rule:
 :func:`judge_equal`, :func:`judge_bound` and :func:`judge_optimal`.
@@ -50,6 +59,9 @@ __all__ = [
     "rate_ci",
     "ratio_ci",
     "power_ci",
+    "fixed_ci",
+    "within",
+    "config_fixed_metrics",
     "Verdict",
     "judge_equal",
     "judge_bound",
@@ -61,8 +73,10 @@ __all__ = [
     "from_cell",
     "summary_rows",
     "check_rates",
+    "check_fixed_metrics",
     "metric_estimate",
     "format_number",
+    "format_interval",
     "format_4g",
     "markdown_table",
     "write_tables",
@@ -76,7 +90,10 @@ __all__ = [
 
 
 #: Kinds of interval an :class:`Estimate` carries.
-INTERVAL_KINDS = ("two-sided", "upper", "none")
+INTERVAL_KINDS = ("two-sided", "upper", "none", "exact")
+
+#: Relative and absolute tolerance of "the same value" for an exact estimate (rounding only).
+EXACT_RTOL, EXACT_ATOL = 1e-9, 1e-12
 
 
 @dataclass(frozen=True)
@@ -98,9 +115,12 @@ class Estimate:
         Level of the interval.
     missing : int
         Values that were NaN and left out (counted, never silently dropped).
-    kind : {"two-sided", "upper", "none"}
+    kind : {"two-sided", "upper", "none", "exact"}
         ``"upper"``: nothing was observed, the interval is ``[0, high)``, printed
-        "below X"; ``"none"``: too few replications for any interval.
+        "below X"; ``"none"``: too few replications for any interval;
+        ``"exact"``: the config fixes the value (every replication gives it; a
+        rate of an event that cannot happen is 0), ``low == high == mean``,
+        printed "X (exact)" (:func:`fixed_ci`).
     method : str
         How the interval was made (``"t"``, ``"log-t"``, ``"wilson"``,
         ``"wilson-neff"``, ``"upper-bound"``, ``"ratio-delta"``, ...).
@@ -129,11 +149,14 @@ class Estimate:
     def contains(self, value: float) -> bool:
         """True when ``value`` lies inside the interval (``[0, high)`` for an upper bound).
 
-        Always False when there is no interval: use :func:`judge_equal` for a
-        verdict that says so.
+        For an exact estimate, when ``value`` equals it up to rounding
+        (:data:`EXACT_RTOL`, :data:`EXACT_ATOL`). Always False when there is no
+        interval: use :func:`judge_equal` for a verdict that says so.
         """
         if not self.has_interval:
             return False
+        if self.kind == "exact":
+            return math.isclose(value, self.mean, rel_tol=EXACT_RTOL, abs_tol=EXACT_ATOL)
         if self.kind == "upper":
             return 0.0 <= value < self.high
         return self.low <= value <= self.high
@@ -142,7 +165,7 @@ class Estimate:
         return asdict(self)
 
     def text(self, fmt: Callable[[Any], str] | None = None) -> str:
-        """The estimate as text: ``m [low, high]``, ``below X`` or ``m (no interval, n = 1)``.
+        """The estimate as text: ``m [low, high]``, ``below X``, ``m (exact)`` or ``m (no interval, n = 1)``.
 
         Values left out as NaN are said: ``m [low, high] (2 NaN left out)``.
 
@@ -155,6 +178,8 @@ class Estimate:
         note = f" ({self.dropped} NaN left out)" if self.dropped else ""
         if self.kind == "upper":
             return f"below {f(self.high)}{note}"
+        if self.kind == "exact":
+            return f"{f(self.mean)} (exact){note}"
         if not self.has_interval:
             return f"{f(self.mean)} (no interval, n = {self.n}){note}"
         return f"{f(self.mean)} [{f(self.low)}, {f(self.high)}]{note}"
@@ -635,6 +660,98 @@ def power_ci(est: Estimate, exponent: float) -> Estimate:
                     est.kind, est.method)
 
 
+def fixed_ci(values: Iterable[float], reason: str, confidence: float = 0.95, *,
+             name: str = "value") -> Estimate:
+    """A quantity the config fixes: the one value every replication gives, with no interval.
+
+    Parameters
+    ----------
+    values : iterable of float
+        One value per replication (NaNs counted in ``dropped`` and left out).
+    reason : str
+        Why the config fixes it, in words (kept in :attr:`Estimate.method` as
+        ``"exact: <reason>"``), e.g. ``"no failures (availability 1)"``.
+    confidence : float
+        Carried for the record (an exact value needs no level).
+    name : str
+        The metric, named in the error.
+
+    Returns
+    -------
+    Estimate
+        ``kind == "exact"``, ``mean == low == high`` the common value and
+        ``se == 0``; with no value, every number nan.
+
+    Raises
+    ------
+    SimulationError
+        When the values differ beyond rounding (:data:`EXACT_RTOL`,
+        :data:`EXACT_ATOL`): the declaration that the config fixes the
+        quantity is wrong, and an interval made up for it would hide that.
+
+    Notes
+    -----
+    A t- or Wilson interval over replications that all give the same value
+    says nothing about variation that does not exist: a Wilson interval on
+    ten identical availabilities of 0.75 is [0.40, 0.93], and a rate that no
+    replication can see is "below 1 - 0.05**(1/R)". Both describe a sampling
+    experiment the config rules out, so the value is printed as exact.
+    """
+    x, missing = _clean(values)
+    method = f"exact: {reason}"
+    if x.size == 0:
+        return Estimate(math.nan, math.nan, math.nan, math.nan, 0, confidence, missing, "none",
+                        method)
+    lo, hi = float(x.min()), float(x.max())
+    if not math.isclose(lo, hi, rel_tol=EXACT_RTOL, abs_tol=EXACT_ATOL):
+        from .errors import SimulationError
+
+        raise SimulationError(f"'{name}' is fixed by the config ({reason}) but its replications "
+                              f"differ: {lo!r} to {hi!r} (a wrong declaration; please report it)")
+    m = float(x.mean())  # as mean_ci and rate_ci compute it: a fixed metric's value is unchanged
+    return Estimate(m, 0.0, m, m, int(x.size), confidence, missing, "exact", method)
+
+
+def within(est: Estimate, low: float = -math.inf, high: float = math.inf) -> Estimate:
+    """``est`` with its interval cut to ``[low, high]``, the range its quantity cannot leave.
+
+    Parameters
+    ----------
+    est : Estimate
+    low, high : float
+        The quantity's range (a contraction factor that averaging cannot
+        raise: ``[0, 1]``).
+
+    Returns
+    -------
+    Estimate
+        The same estimate, each end of its interval moved inside the range
+        (``"-cut"`` added to the method when one moved). The true value lies
+        in the range, so cutting keeps the coverage.
+    """
+    if not est.has_interval or est.kind == "exact":
+        return est
+    lo, hi = max(est.low, low), min(est.high, high)
+    if (lo, hi) == (est.low, est.high):
+        return est
+    method = est.method if est.method.endswith("-cut") else est.method + "-cut"
+    return Estimate(est.mean, est.se, lo, hi, est.n, est.confidence, est.dropped, est.kind, method)
+
+
+def config_fixed_metrics(config: Any) -> dict[str, str]:
+    """The metrics ``config`` fixes, each with the reason: its ``fixed_metrics()``, or none.
+
+    A config class declares what its model cannot vary under it (a worker
+    availability of 1 with no failures, a drop rate of 0 when nothing fails,
+    every metric when nothing is random) in a method ``fixed_metrics() ->
+    dict[str, str]``; a config without one (a plain dict) fixes nothing.
+    """
+    get = getattr(config, "fixed_metrics", None)
+    if get is None or isinstance(config, Mapping):
+        return {}
+    return dict(get())
+
+
 # --------------------------------------------------------------------------- verdicts
 
 
@@ -682,8 +799,9 @@ def judge_equal(est: Estimate, exact: float | None) -> Verdict:
     -------
     Verdict
         Rule: the exact value lies in the interval; for an upper bound (no
-        event seen), the exact value lies below the bound; not judged with no
-        interval (one replication) or no exact value.
+        event seen), the exact value lies below the bound; for a value the
+        config fixes (``kind == "exact"``), the two are equal up to rounding;
+        not judged with no interval (one replication) or no exact value.
     """
     c = _pct(est.confidence)
     if exact is None or (isinstance(exact, float) and math.isnan(exact)):
@@ -692,6 +810,9 @@ def judge_equal(est: Estimate, exact: float | None) -> Verdict:
         return Verdict(None, f"no interval from {est.n} replication(s)")
     if est.kind == "upper":
         return Verdict(est.contains(exact), f"no event seen: exact below the one-sided {c} bound")
+    if est.kind == "exact":
+        return Verdict(est.contains(exact), "the config fixes the value (the same in every "
+                       "replication): equal to the exact value up to rounding")
     return Verdict(est.contains(exact), f"exact inside the {c} interval")
 
 
@@ -786,19 +907,36 @@ def summarize(
     confidence: float = 0.95,
     *,
     lower: float | None = None,
+    rates: Iterable[str] = (),
+    fixed: Mapping[str, str] | None = None,
 ) -> dict[str, Estimate]:
     """Estimate each numeric metric across replication records.
 
     Records carrying an ``error`` are skipped. When ``metrics`` is None every
-    numeric field except ``replication`` and ``seed`` is summarised. ``lower``
-    is passed to :func:`mean_ci` (0 when every metric is non-negative).
+    numeric field except ``replication`` and ``seed`` is summarised.
+
+    Parameters
+    ----------
+    records : sequence of dict
+    metrics : sequence of str, optional
+    confidence : float
+    lower : float, optional
+        Passed to :func:`mean_ci` (0 when every metric is non-negative).
+    rates : iterable of str
+        Metrics that are probabilities or fractions: :func:`rate_ci`'s interval
+        (inside ``[0, 1]``, "below X" when no replication saw the event).
+    fixed : mapping of str to str, optional
+        Metrics the config fixes, each with the reason (a config's
+        ``fixed_metrics()``, :func:`config_fixed_metrics`): :func:`fixed_ci`,
+        printed exact. Names not among ``metrics`` are ignored.
 
     Raises
     ------
     ConfigError
         ``'metrics'`` naming a metric no record (without error) carries.
     SimulationError
-        When every record carries an error (the first is named).
+        When every record carries an error (the first is named), or a metric
+        declared ``fixed`` differs between the records (:func:`fixed_ci`).
     """
     ok = [r for r in records if not r.get("error")]
     if records and not ok:  # nothing to summarise: say why, never a table of NaN
@@ -821,8 +959,18 @@ def summarize(
             if k not in skip and isinstance(v, (int, float, np.integer, np.floating))
             and not isinstance(v, bool)
         ]
-    return {m: mean_ci([float(r[m]) for r in ok if r.get(m) is not None], confidence, lower=lower)
-            for m in metrics}
+    rates = set(rates)
+    fixed = dict(fixed or {})
+    out = {}
+    for m in metrics:
+        vals = [float(r[m]) for r in ok if r.get(m) is not None]
+        if m in fixed:
+            out[m] = fixed_ci(vals, fixed[m], confidence, name=m)
+        elif m in rates:
+            out[m] = rate_ci(vals, None, confidence)
+        else:
+            out[m] = mean_ci(vals, confidence, lower=lower)
+    return out
 
 
 def write_csv(records: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
@@ -963,12 +1111,42 @@ def check_nonnegative_metrics(names: Any, name: str = "nonnegative") -> tuple[st
     return tuple(names)
 
 
+def check_fixed_metrics(fixed: Any, name: str = "fixed") -> dict[str, str]:
+    """Validate a declaration of metrics fixed at every point: metric name -> reason (text).
+
+    Parameters
+    ----------
+    fixed : mapping or None
+        For example ``{"exact_joint_outage": "computed from the config"}``.
+    name : str
+        The parameter named in the error (``FIXED`` in an experiment file).
+
+    Returns
+    -------
+    dict
+        The declaration (empty for None).
+
+    Raises
+    ------
+    ConfigError
+        For anything but a dict of non-empty strings.
+    """
+    if fixed is None:
+        return {}
+    if not isinstance(fixed, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, str) and v for k, v in fixed.items()):
+        raise ConfigError(name, "a dict of metric name -> the reason the config fixes it (text)",
+                          fixed)
+    return dict(fixed)
+
+
 def _is_nonnegative(metric: str, declared: tuple[str, ...] | str) -> bool:
     return declared == "*" or metric in declared
 
 
 def metric_estimate(values: Sequence[float], confidence: float = 0.95, *,
-                    rate: bool = False, trials: Any = None, nonnegative: bool = False) -> Estimate:
+                    rate: bool = False, trials: Any = None, nonnegative: bool = False,
+                    fixed: str | None = None, name: str = "value") -> Estimate:
     """The estimate of one metric across replications: a rate's (:func:`rate_ci`) or a mean's.
 
     Parameters
@@ -985,6 +1163,10 @@ def metric_estimate(values: Sequence[float], confidence: float = 0.95, *,
     nonnegative : bool
         The metric cannot be negative (a time, a count, a throughput): its
         t-interval is cut at 0 (:func:`mean_ci` with ``lower=0``).
+    fixed : str, optional
+        Why the config fixes the metric: :func:`fixed_ci` (exact, no interval).
+    name : str
+        The metric, named in :func:`fixed_ci`'s error.
 
     Returns
     -------
@@ -995,7 +1177,11 @@ def metric_estimate(values: Sequence[float], confidence: float = 0.95, *,
     ConfigError
         When a declared rate has a value outside ``[0, 1]``, or a declared
         non-negative metric a negative value.
+    SimulationError
+        When a metric declared fixed differs between replications.
     """
+    if fixed is not None:
+        return fixed_ci(values, fixed, confidence, name=name)
     if not rate:
         if nonnegative:
             x = np.asarray(values, dtype=float)
@@ -1020,6 +1206,7 @@ def summary_rows(
     counts: bool = False,
     rates: Mapping[str, Any] | None = None,
     nonnegative: Any = None,
+    fixed: Sequence[Mapping[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Per-point summary of task records: one row per point.
 
@@ -1047,6 +1234,10 @@ def summary_rows(
         ``"*"`` for every metric that is not a declared rate: their
         t-intervals are cut at 0 (:func:`mean_ci`'s ``lower``), which keeps
         the coverage and the interval inside the quantity's range.
+    fixed : sequence of mapping, optional
+        One per point: the metrics that point's config fixes, each with the
+        reason (:func:`config_fixed_metrics`): exact, ``m_low == m_high ==
+        m_mean`` and ``m_kind`` ``exact`` (:func:`fixed_ci`).
 
     Returns
     -------
@@ -1054,11 +1245,13 @@ def summary_rows(
         ``point``, the point's parameters, ``replications`` (tasks without
         error), ``errors``, then for each metric ``m``: ``m_mean``, ``m_se``,
         ``m_low`` and ``m_high`` (Student-t interval across replications; for
-        a declared rate, :func:`rate_ci`'s, inside ``[0, 1]``, and a column
-        ``m_kind``: ``two-sided``, or ``upper`` when no event was seen and the
-        interval is the one-sided bound ``[0, m_high)``, "below m_high"), and,
-        with ``counts``, ``m_n`` (the number of values averaged) for every
-        metric that is missing or NaN in some record of a point.
+        a declared rate, :func:`rate_ci`'s, inside ``[0, 1]``), a column
+        ``m_kind`` for a declared rate or a metric some point fixes:
+        ``two-sided``, ``upper`` when no event was seen and the interval is
+        the one-sided bound ``[0, m_high)``, "below m_high", or ``exact`` where
+        the point's config fixes it), and, with ``counts``, ``m_n`` (the
+        number of values averaged) for every metric that is missing or NaN in
+        some record of a point.
 
     Raises
     ------
@@ -1066,9 +1259,16 @@ def summary_rows(
         When a declared rate has a value outside ``[0, 1]`` or its trial count
         names no field of the records or points, or a declared non-negative
         metric has a negative value.
+    SimulationError
+        When a metric a point's config fixes differs between its replications.
     """
     rates = check_rates(rates)
     nonneg = check_nonnegative_metrics(nonnegative)
+    fixed_at = [dict(f) for f in fixed] if fixed is not None else [{} for _ in points]
+    if len(fixed_at) != len(points):
+        raise ValueError(f"summary_rows needs one fixed-metrics mapping per point: "
+                         f"{len(fixed_at)} for {len(points)}")
+    kinds = set(rates) | {m for f in fixed_at for m in f}
     by_point: dict[int, list[Mapping[str, Any]]] = {i: [] for i in range(len(points))}
     for r in records:
         by_point.setdefault(int(r["point"]), []).append(r)
@@ -1085,14 +1285,17 @@ def summary_rows(
         for m in metrics:
             use = [r for r in ok if _numeric(r.get(m))]
             vals = [float(r[m]) for r in use]
-            if m in rates:
+            if m in fixed_at[i]:
+                e = metric_estimate(vals, confidence, fixed=fixed_at[i][m],
+                                    name=f"{m}' at point '{i}")
+            elif m in rates:
                 e = metric_estimate(vals, confidence, rate=True,
                                     trials=_trials(rates[m], use, params))
             else:
                 e = metric_estimate(vals, confidence, nonnegative=_is_nonnegative(m, nonneg))
             row[f"{m}_mean"], row[f"{m}_se"] = e.mean, e.se
             row[f"{m}_low"], row[f"{m}_high"] = e.low, e.high
-            if m in rates:
+            if m in kinds:
                 row[f"{m}_kind"] = e.kind
             n_of[m] = e.n
             if e.n != len(ok):
@@ -1155,6 +1358,39 @@ def format_number(x: Any) -> str:
         text = f"1 {'+' if d > 0 else '-'} {abs(d):.4g}"
         return text if v > 0 else f"-({text})"
     return f"{v:.4g}"
+
+
+def _near_one(x: Any) -> bool:
+    try:
+        d = abs(abs(float(x)) - 1.0)
+    except (TypeError, ValueError):
+        return False
+    return 0 < d < 0.01
+
+
+def format_interval(mean: Any, low: Any, high: Any) -> str:
+    """``mean [low, high]`` in one number format for all three.
+
+    The gap form of :func:`format_number` (``1 - 0.002557``) is used only when
+    every one of the three is within 0.01 of 1 (a capture factor
+    ``1 - 1/(n(n-1))`` and its interval); otherwise all three are written with
+    4 significant digits, so an interval never mixes the forms
+    (``1.069 [0.9974, 1.141]``, not ``1.069 [1 - 0.002557, 1.141]``).
+    """
+    vals = (mean, low, high)
+    if all(_near_one(v) for v in vals):
+        m, lo, hi = (format_number(v) for v in vals)
+    else:
+        m, lo, hi = (_plain_number(v) for v in vals)
+    return f"{m} [{lo}, {hi}]"
+
+
+def _plain_number(x: Any) -> str:
+    """:func:`format_number` without the gap form near 1."""
+    text = format_number(x)
+    if not _near_one(x):
+        return text
+    return f"{float(x):.4g}"
 
 
 def format_4g(x: Any) -> str:
@@ -1273,7 +1509,7 @@ def _estimate_text(est: Any) -> str:
     if isinstance(est, Estimate):
         if est.kind != "two-sided" or not est.has_interval:
             return est.text(format_number)
-        return f"{format_number(est.mean)} [{format_number(est.low)}, {format_number(est.high)}]"
+        return format_interval(est.mean, est.low, est.high)
     return format_number(est)
 
 

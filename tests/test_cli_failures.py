@@ -72,16 +72,20 @@ def test_domain_defaults_match_pipeline_and_design():
 
 
 def test_fractions_get_intervals_inside_unit_interval():
-    """Availability and outage intervals lie in [0, 1]; a domain never out is a one-sided bound."""
+    """Availability and outage intervals lie in [0, 1]; a domain never out is 0, exactly.
+
+    (Before issue 24 a domain outage of 0 printed a one-sided bound, "below 0.53".)
+    """
     p = _run("--json", "--horizon", "500", "--replications", "4", "--seed", "3")
     out = json.loads(p.stdout)
     for key in ("worker_availability_ci", "effective_availability_ci", "domain_unavailability_ci",
                 "joint_outage_ci"):
         lo, hi = out[key]
         assert 0.0 <= lo <= hi <= 1.0
-    assert out["domain_unavailability"] == 0.0 and out["domain_unavailability_ci"][0] == 0.0
+    assert out["domain_unavailability"] == 0.0 and out["domain_unavailability_ci"] == [0.0, 0.0]
     text = _run("--horizon", "500", "--replications", "4", "--seed", "3").stdout
-    assert "below " in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("domain unavailability"))
+    assert "0 (exact)" in line and "below" not in text
 
 
 _LAYOUT = "datacenter:regions=2,racks=2,hosts=3,region_outage=0.05,rack_outage=0.05,host_outage=0.02"

@@ -145,7 +145,7 @@ def test_next_transition_event_carries_cause():
     assert all(b.time > a.time for a, b in zip(got, got[1:], strict=False))
 
 
-@pytest.mark.parametrize("a,rho,r", [(0.6, 0.05, 3), (0.8, 0.02, 2)])
+@pytest.mark.parametrize("a,rho,r", [pytest.param(0.6, 0.05, 3, marks=pytest.mark.slow), (0.8, 0.02, 2)])
 def test_joint_outage_of_a_domain(a, rho, r):
     """All r workers of a domain are down together rho + (1-rho)(1-a)^r of the time."""
     cfg = ClusterConfig(workers=r * 3, domains=3, availability=a, mean_downtime=1.0,

@@ -198,7 +198,7 @@ def test_async_churn_runs_and_offline_nodes_are_skipped():
 # --------------------------------------------------------------------------- Study B validation
 
 
-@pytest.mark.parametrize("n", [4, 10, 100, 10_000])
+@pytest.mark.parametrize("n", [pytest.param(4, marks=pytest.mark.slow), 10, 100, 10_000])
 def test_contraction_per_matching_round(n):
     """E[D'] = (n-2)/(2(n-1)) D per perfect-matching round (1/2 fails at small n)."""
     reps = {4: 4000, 10: 1500, 100: 300, 10_000: 40}[n]
@@ -266,9 +266,12 @@ def test_clipped_creep_far_and_near():
     assert "creep_per_step" not in out  # never farther than tau: no creep window
 
 
-@pytest.mark.parametrize("graph", [nx.cycle_graph(12), nx.grid_2d_graph(4, 4, periodic=True),
-                                   topologies.build("random-regular:n=14,degree=3", seed=1)],
-                         ids=["ring", "torus", "random-regular"])
+@pytest.mark.parametrize("graph", [
+    nx.cycle_graph(12),
+    # the same check on two more graphs (slow; ring keeps it in the default suite)
+    pytest.param(nx.grid_2d_graph(4, 4, periodic=True), marks=pytest.mark.slow),
+    pytest.param(topologies.build("random-regular:n=14,degree=3", seed=1), marks=pytest.mark.slow)],
+    ids=["ring", "torus", "random-regular"])
 def test_edge_gossip_matches_exact_recursions(graph):
     """On ring, torus and random 3-regular graphs, simulated E[D(t)] and stubborn E[m(t)] match the exact recursions."""
     steps, every = 240, 40
@@ -516,6 +519,7 @@ def test_cross_validate_engines_contraction():
                     reps=1500, exact=c**3, wrong=0.5**3)
 
 
+@pytest.mark.slow  # DES = vector per seed and the exact law stay in the default suite
 def test_cross_validate_engines_noise_floor():
     """n = 10, s = 0.5: the floor after averaging (n-1)(n-2)s^2/n in both engines."""
     n, s = 10, 0.5
@@ -523,6 +527,7 @@ def test_cross_validate_engines_noise_floor():
                     reps=150, exact=(n - 1) * (n - 2) * s**2 / n, wrong=2 * (n - 1) ** 2 * s**2 / n)
 
 
+@pytest.mark.slow  # DES = vector per seed and the exact law stay in the default suite
 def test_cross_validate_engines_stubborn_capture():
     """One stubborn node, n = 10: E[m_t - b] / (m_0 - b) = (1 - 1/(2(n-1)))^t in both engines."""
     n, t = 10, 8
@@ -531,6 +536,7 @@ def test_cross_validate_engines_stubborn_capture():
                     exact=(1 - 1 / (2 * (n - 1))) ** t, wrong=(1 - 1 / (2 * n)) ** t)
 
 
+@pytest.mark.slow  # DES = vector per seed and the exact law stay in the default suite
 def test_cross_validate_engines_clipped_creep():
     """Far stubborn b with clip tau, n = 10: the honest mean creeps tau/(2(n-1)) per round."""
     n, tau = 10, 0.5

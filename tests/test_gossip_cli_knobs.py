@@ -121,3 +121,26 @@ def test_fractional_times_are_refused_for_rounds_protocols(capsys):
         "(fractional times are for protocol async): 2.5")
     assert main(["gossip", "--protocol", "edge", "--record-every", "0.5"]) == 2
     assert "'record_every' must be an integer >= 1 with protocol edge" in capsys.readouterr().err
+
+
+def test_an_engine_fallback_for_a_missing_numba_is_announced_before_the_run(monkeypatch, capsys):
+    """Without numba, async gossip says on stderr that SimPy runs it before any replication."""
+    import sim.commands.gossip as gcmd
+    import sim.gossip.compiled as gcompiled
+    from sim.cli import main
+
+    real, seen = gcmd.replicate, []
+
+    def spy(*a, **k):  # what stderr holds when the replications start
+        seen.append(capsys.readouterr().err)
+        return real(*a, **k)
+
+    monkeypatch.setattr(gcmd, "replicate", spy)
+    argv = ["gossip", "--protocol", "async", "--nodes", "12", "--rounds", "1",
+            "--replications", "2", "--executor", "serial", "--json"]
+    assert main(argv) == 0
+    assert "numba is not installed" not in seen[-1] + capsys.readouterr().err
+    monkeypatch.setattr(gcompiled, "HAVE_NUMBA", False)
+    assert main(argv) == 0
+    assert "dtsim gossip: note: numba is not installed, so the des engine runs this" in seen[-1]
+    assert "numba" not in capsys.readouterr().err  # said once, before the run

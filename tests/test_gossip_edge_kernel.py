@@ -191,6 +191,7 @@ def test_stubborn_capture_matches_the_exact_rate():
     assert abs(m - (1 - 1 / n**2) ** t) > 6 * se
 
 
+@pytest.mark.slow
 def test_compiled_and_des_agree_in_law_on_other_seeds():
     """Noise, clip and a stubborn node: mean D at the horizon agrees within 4 SE across engines and seeds."""
     cfg = GossipConfig(nodes=20, protocol="edge", rounds=400, record_every=100, noise=0.05,

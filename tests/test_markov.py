@@ -54,7 +54,7 @@ def test_blocks_carry_the_state():
     assert abs(p - exact) <= 4 * np.sqrt(exact * (1 - exact) / x.sum())
 
 
-@pytest.mark.parametrize("placement", [None, "shared-racks"])
+@pytest.mark.parametrize("placement", [pytest.param(None, marks=pytest.mark.slow), "shared-racks"])
 def test_snapshot_pipeline_matches_the_des_with_time_correlation(placement):
     """Drop rate and back-to-back drop probability equal the DES's (a = 0.6, downtime 1, shared domains)."""
     kw = dict(stages=12, replicas=2, skip_budget=1, availability=0.6, mean_downtime=1.0,

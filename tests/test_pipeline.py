@@ -43,7 +43,7 @@ VALIDATION_POINTS = [
     # (L, r, s, a, rho)
     (8, 1, 0, 0.9, 0.0),      # s = 0, no domain outage: 1 - a**L
     (12, 2, 1, 0.8, 0.01),    # s >= 1 and rho > 0
-    (20, 3, 2, 0.7, 0.02),    # s = 2, rho > 0, r = 3
+    pytest.param(20, 3, 2, 0.7, 0.02, marks=pytest.mark.slow),  # s = 2, rho > 0, r = 3
 ]
 
 

@@ -59,6 +59,7 @@ def test_auto_picks_des_when_the_crossing_takes_time(capsys):
     assert out["failovers_per_microbatch"] is not None
 
 
+@pytest.mark.slow
 def test_des_and_vector_agree_with_the_exact_tail():
     """Both engines' drop-rate intervals contain the exact tail, and the same config answers both."""
     cfg = PipelineConfig(stages=12, replicas=2, skip_budget=1, availability=0.8,

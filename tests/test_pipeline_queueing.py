@@ -31,7 +31,9 @@ def _mm(stages, replicas, rate, stage_time, **kw):
                           stage_time_distribution="exponential", availability=1.0, **kw)
 
 
-@pytest.mark.parametrize("c, rate, mu", [(1, 0.6, 1.0), (2, 1.4, 1.0), (3, 2.4, 1.0)])
+@pytest.mark.parametrize("c, rate, mu", [pytest.param(1, 0.6, 1.0, marks=pytest.mark.slow),
+                                         pytest.param(2, 1.4, 1.0, marks=pytest.mark.slow),
+                                         (3, 2.4, 1.0)])
 def test_one_stage_is_mmc(c, rate, mu):
     """One stage of c replicas, Poisson arrivals, exponential passes, one FIFO: the M/M/c sojourn."""
     cfg = _mm(1, c, rate, 1.0 / mu, microbatches=8000)
@@ -60,7 +62,7 @@ def test_speed_scales_the_service_rate():
 
 
 @pytest.mark.parametrize("replicas, rate, stage_time, latency", [
-    ((1, 2, 3), 0.8, (1.0, 2.0, 3.0), 0.0),
+    pytest.param((1, 2, 3), 0.8, (1.0, 2.0, 3.0), 0.0, marks=pytest.mark.slow),
     ((2, 1, 2, 1), 0.6, (2.0, 1.0, 2.5, 0.8), (0.5, 0.0, 0.25)),
 ])
 def test_tandem_is_jackson(replicas, rate, stage_time, latency):
@@ -81,6 +83,16 @@ def test_tandem_is_jackson(replicas, rate, stage_time, latency):
     assert abs(m - no_queue) > 8 * se
     worst = max(analytic.mmc_sojourn(c, rate, mu) for c, mu in zip(replicas, mus, strict=True))
     assert abs(m - (worst + sum(stage_time) - max(stage_time) + sum(hops))) > 4 * se
+    # per station: the Erlang C wait in queue and the busy fraction rate / (c mu), as Ciw reports
+    waits = analytic.tandem_waits(replicas, rate, mus)
+    for j, (c, mu) in enumerate(zip(replicas, mus, strict=True)):
+        w, w_se = _mean_se(recs, f"wait_stage{j}")
+        assert abs(w - waits[j]) < 4 * w_se, (j, w, w_se, waits[j])
+        if c > 1:  # one server fewer (M/M/(c-1)) waits visibly longer
+            assert rate >= (c - 1) * mu \
+                or abs(w - analytic.tandem_waits([c - 1], rate, [mu])[0]) > 4 * w_se
+        u, u_se = _mean_se(recs, f"utilisation_stage{j}")
+        assert abs(u - rate / (c * mu)) < 4 * u_se + 0.005 * u, (j, u, u_se)
 
 
 def test_zero_time_crossing_with_failures_keeps_the_snapshot_law():
@@ -211,3 +223,26 @@ def test_cli_queueing_json_and_refusals(tmp_path, capsys):
     priced.write_text("stage,replica,speed,price\n0,0,1,2\n")
     assert main(["pipeline", "--queueing", "--stages", "1", "--speeds", str(priced)]) == 2
     assert "'speeds' must be a CSV file without a price column" in capsys.readouterr().err
+
+
+def test_queueing_defaults_are_a_queueing_networks(capsys):
+    """--queueing alone: no failures and waiting, not Study A's a = 0.9 and drop; said in the output."""
+    from sim.cli import main
+
+    argv = ["pipeline", "--queueing", "--stages", "2", "--replicas", "2", "--stage-time", "1",
+            "--arrival", "poisson", "--rate", "1", "--microbatches", "300", "--replications", "3"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["drop_rate_ci"] == [0.0, 0.0] and out["failovers_per_microbatch"] == 0.0
+    assert len(out["wait_stage"]) == len(out["utilisation_stage_ci"]) == 2
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "availability 1 (the --queueing default: no failures)" in text
+    assert "waits until it is back (the --queueing default" in text
+    # failures asked for: microbatches wait (none dropped, exactly), unless --max-wait 0
+    assert main([*argv, "--availability", "0.8", "--mean-downtime", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["drop_rate_ci"] == [0.0, 0.0] and out["failovers_per_microbatch"] > 0
+    assert main([*argv, "--availability", "0.8", "--mean-downtime", "2", "--max-wait", "0",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["drop_rate"] > 0

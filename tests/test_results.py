@@ -557,3 +557,147 @@ def test_summary_rows_cut_declared_nonnegative_metrics_at_zero():
         summary_rows(bad, [{}], metrics=["wait"], nonnegative="*")
     with pytest.raises(ConfigError, match="'nonnegative'"):
         summary_rows(recs, [{}], metrics=["wait"], nonnegative="wait")
+
+
+# --------------------------------------------------------------------------- exact where nothing varies
+
+
+def test_fixed_ci_is_exact_and_refuses_a_declaration_the_replications_contradict():
+    """A fixed quantity prints "X (exact)", equals only its value, and refuses varying values."""
+    from sim.errors import SimulationError
+    from sim.results import fixed_ci
+
+    e = fixed_ci([0.75, 0.75, 0.75], "same trace")
+    assert (e.kind, e.mean, e.low, e.high, e.se, e.n) == ("exact", 0.75, 0.75, 0.75, 0.0, 3)
+    assert e.text() == "0.75 (exact)" and e.method == "exact: same trace"
+    assert e.contains(0.75) and not e.contains(0.7501)
+    assert judge_equal(e, 0.75).holds and judge_equal(e, 0.76).holds is False
+    with pytest.raises(SimulationError, match="'x' is fixed by the config \\(same trace\\) but its "
+                                              "replications differ: 0.7 to 0.75"):
+        fixed_ci([0.75, 0.7], "same trace", name="x")
+    # the intervals it replaces: a Wilson interval on identical rates, and "below X" at 0
+    assert rate_ci([0.75] * 3).high - rate_ci([0.75] * 3).low > 0.3
+    assert rate_ci([0.0] * 10).text().startswith("below 0.2")
+
+
+def test_within_cuts_an_interval_to_its_quantitys_range_and_keeps_the_estimate():
+    """A factor that cannot exceed 1 keeps its estimate; only the interval's ends move."""
+    from sim.results import within
+
+    e = Estimate(0.6, 0.1, 0.14, 2.6, 2)
+    cut = within(e, 0.0, 1.0)
+    assert (cut.mean, cut.low, cut.high, cut.method) == (0.6, 0.14, 1.0, "t-cut")
+    assert within(cut, 0.0, 1.0) is cut
+
+
+def test_summary_rows_and_summarize_print_what_the_config_fixes_as_exact():
+    """Declared fixed metrics: m_kind exact, low == high == mean; the others keep their interval."""
+    recs = [{"point": 0, "error": None, "a": 1.0, "d": 0.0, "u": u} for u in (1.0, 2.0, 4.0)]
+    row = summary_rows(recs, [{}], metrics=["a", "d", "u"], rates={"d": None},
+                       fixed=[{"a": "no failures", "d": "no failures"}])[0]
+    assert (row["a_kind"], row["a_low"], row["a_high"]) == ("exact", 1.0, 1.0)
+    assert (row["d_kind"], row["d_high"]) == ("exact", 0.0)
+    assert "u_kind" not in row and row["u_low"] < row["u_high"]
+    plain = summary_rows(recs, [{}], metrics=["d"], rates={"d": None})[0]
+    assert plain["d_kind"] == "upper" and plain["d_high"] > 0.5  # "below 0.63": before
+    est = summarize(recs, ["a", "d", "u"], rates=["d"], fixed={"a": "no failures"})
+    assert est["a"].kind == "exact" and est["d"].kind == "upper" and est["u"].kind == "two-sided"
+
+
+def _json_out(capsys, argv):
+    import json
+
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_failures_replaying_one_trace_is_exact(capsys):
+    """failures --failure-trace aws-p3: every replication replays the same trace, so no interval.
+
+    Before: worker availability 0.750871 [0.400365, 0.931532] and "below 0.258866".
+    """
+    out = _json_out(capsys, ["failures", "--failure-trace", "aws-p3", "--workers", "32",
+                             "--replications", "3", "--horizon", "4000", "--json", "--quiet"])
+    for k in ("worker_availability", "effective_availability", "domain_unavailability",
+              "joint_outage"):
+        lo, hi = out[k + "_ci"]
+        assert lo == hi == out[k], k
+    assert out["domain_unavailability"] == 0.0
+    assert main(["failures", "--failure-trace", "aws-p3", "--workers", "32", "--replications",
+                 "3", "--horizon", "4000", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "(exact)" in text and "below" not in text and "[" not in text
+
+
+def test_training_without_failures_has_availability_1_and_drop_rate_0_exactly(capsys):
+    """No failures: worker availability exactly 1 and drop rate exactly 0, while times vary.
+
+    Before: worker_availability_ci [0.66, 1.0] and drop_rate_ci [0, 0.259].
+    """
+    out = _json_out(capsys, ["train", "--stages", "3", "--replicas", "2", "--microbatches-per-step",
+                             "4", "--steps", "2", "--schedule", "gpipe", "--pass-time-distribution",
+                             "exponential", "--replications", "4", "--json"])
+    assert out["worker_availability_ci"] == [1.0, 1.0]
+    assert out["drop_rate_ci"] == [0.0, 0.0]
+    lo, hi = out["step_time_ci"]
+    assert lo < out["step_time_mean"] < hi  # random pass times: a real interval
+    det = _json_out(capsys, ["train", "--stages", "4", "--replicas", "1", "--microbatches-per-step",
+                             "8", "--steps", "5", "--schedule", "gpipe", "--json"])
+    assert det["step_time_ci"] == [33.0, 33.0] and det["throughput_ci"][0] == det["throughput"]
+
+
+def test_queueing_pipeline_at_availability_1_drops_nothing_exactly(capsys):
+    """pipeline --queueing --availability 1: drop rate 0 (exact), not "below X"."""
+    argv = ["pipeline", "--queueing", "--stages", "2", "--replicas", "1,2", "--stage-time", "1,1.5",
+            "--stage-time-distribution", "exponential", "--arrival", "poisson", "--rate", "0.5",
+            "--availability", "1", "--microbatches", "300", "--replications", "3"]
+    out = _json_out(capsys, [*argv, "--json"])
+    assert out["drop_rate_ci"] == [0.0, 0.0]
+    lo, hi = out["latency_mean_ci"]
+    assert lo < out["latency_mean"] < hi
+    assert main(argv) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("drop rate"))
+    assert "0 (exact)" in line and "below" not in line
+
+
+def test_a_sweep_point_without_domain_outages_has_domain_unavailability_0_exactly(tmp_path):
+    """The example sweep at domain_outage=0: 0 (exact), not "below 0.4507"; the manifest keeps it."""
+    from sim.commands.plot import load_result
+    from sim.failures import ClusterConfig, failures_model
+    from sim.runner import sweep
+
+    base = ClusterConfig(workers=6, domains=2, availability=0.9, horizon=300.0)
+    res = sweep(failures_model, base, factors={"domain_outage": [0.0, 0.05]}, replications=3,
+                seed=1, executor="serial", out=tmp_path / "o", rates={"domain_unavailability": None})
+    zero, some = res.summary()
+    assert zero["domain_unavailability_kind"] == "exact" and zero["domain_unavailability_high"] == 0
+    assert some["domain_unavailability_kind"] == "two-sided"
+    assert res.estimates(0)["domain_unavailability"].text() == "0 (exact)"
+    _, again = load_result(tmp_path / "o")  # rebuilt from the folder alone (RATES not known)
+    row = again.summary()[0]
+    assert (row["domain_unavailability_kind"], row["domain_unavailability_high"]) == ("exact", 0)
+
+
+def test_gossip_contraction_interval_stays_at_or_below_1(tmp_path, capsys):
+    """Averaging never raises D, so the contraction factor's interval ends at 1 at most.
+
+    Before: 0.594 [0.136, 2.597] from 2 replications on a graph file.
+    """
+    import networkx as nx
+
+    from sim.gossip import GossipConfig, gossip_model
+    from sim.results import power_ci
+    from sim.runner import replicate
+
+    f = tmp_path / "g.graphml"
+    nx.write_graphml(nx.random_regular_graph(3, 20, seed=1), f)
+    out = _json_out(capsys, ["gossip", "--topology", str(f), "--replications", "2", "--seed", "0",
+                             "--json", "--quiet"])
+    lo, hi = out["contraction_per_round_ci"]
+    assert 0 < lo < out["contraction_per_round"] < hi <= 1.0
+    # the interval before the cut reaches above 1: the case the rule is for
+    recs = replicate(gossip_model, GossipConfig(topology=str(f)), replications=2, seed=0)
+    j, t = 1 + int(np.argmax(np.asarray(recs[0]["steps"][1:]) == out["contraction_steps"])), \
+        out["contraction_steps"]
+    D = np.stack([np.asarray(r["disagreement"], dtype=float) for r in recs])
+    assert power_ci(skewed_ratio_ci(D[:, j], D[:, 0]), 1.0 / t).high > 1.0

@@ -121,7 +121,13 @@ def test_large_specs_cover_every_family():
     assert set(LARGE) == set(T.family_names())
 
 
-@pytest.mark.parametrize("name", list(LARGE))
+#: The five slowest large builds run with -m slow; every family still builds small (with its
+#: attributes) in the default suite.
+SLOW_LARGE = {"hypercube", "random_regular", "erdos_renyi", "barabasi_albert", "complete"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_LARGE else n
+                                  for n in LARGE])
 def test_every_family_builds_large(name):
     """Sparse families build at 3*10**4 to 10**5 nodes, dense ones at hundreds (fast)."""
     G = T.build(LARGE[name])

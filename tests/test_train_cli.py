@@ -45,7 +45,7 @@ BAD = [
     (["--schedule", "async", "--restart-cost", "1"],
      "'schedule' must be one with a step barrier (gpipe, 1f1b, swarm) for checkpoint and restart: 'async'"),
     (["--replications", "0"], "'replications' must be an integer >= 1: 0"),
-    (["--engine", "vector"], "'engine' must be one of auto, compiled, des: 'vector'"),
+    (["--engine", "vector"], "'engine' must be one of auto, compiled, des, job: 'vector'"),
     (["--availability", "1.5"], "'availability' must be in [0, 1]: 1.5"),
     (["--availability", "0", "--restart-cost", "5"],
      "'restart_cost' must be unset when a stage never recovers (availability 0 or a domain "
@@ -101,3 +101,31 @@ def test_priced_speeds_file_gives_cost(tmp_path, capsys):
     assert out["workers"] == 3
     assert out["cost"] == pytest.approx(12.0 * out["wall_time_mean"] / 10.0)
     assert out["samples_per_dollar"] > 0
+
+
+def test_strategy_options_and_replay_reference(tmp_path, capsys):
+    """--strategy with --checkpoint-every/--checkpoint-cost/--restart-cost folded into it, a
+    step-time table, a removal trace: the job engine runs it and the replay is exact."""
+    trace = _csv(tmp_path, "rem.csv", "worker,start,end\ns1r2,12,1e9\ns1r1,52,1e9\ns0r1,75,1e9\n")
+    table = _csv(tmp_path, "st.csv", "pipelines,step_time\n1,18\n2,10\n3,8\n")
+    assert main(["train", "--stages", "2", "--replicas", "3", "--steps", "6", "--step-times",
+                 table, "--failure-trace", trace, "--strategy", "checkpoint-restart:boot=0",
+                 "--checkpoint-every", "3", "--checkpoint-cost", "2", "--restart-cost", "5",
+                 "--replications", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine"] == "job"
+    assert out["strategy"] == "checkpoint-restart:boot=0.0,every=3,checkpoint=2.0,restart=5.0"
+    assert out["wall_time_mean"] == out["predicted_wall_time"] == 134.0
+    assert out["strategy_counts"]["losses"] == 3 and out["checkpoints"] == 1
+
+
+def test_strategy_swarm_is_todays_des_with_a_swarm_schedule(capsys):
+    """--strategy swarm picks the swarm schedule and gives the DES's numbers unchanged."""
+    args = ["train", "--stages", "4", "--replicas", "2", "--steps", "3", "--mtbf", "500",
+            "--replace-time", "20", "--max-wait", "inf", "--replications", "2", "--json"]
+    assert main(args + ["--strategy", "swarm"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert main(args + ["--schedule", "swarm"]) == 0
+    b = json.loads(capsys.readouterr().out)
+    assert a["engine"] == "des" and a.pop("strategy") == "swarm"
+    assert a == b

@@ -204,11 +204,16 @@ def test_config_refuses_availability_and_too_many_workers_with_a_replay():
 
 
 def test_drop_rate_without_drops_prints_below_a_bound(capsys):
-    """No drop in any replication: the drop rate prints 'below X', not '0 [0, 0]'."""
-    assert main(["train", "--stages", "2", "--replicas", "2", "--replications", "5"]) == 0
+    """No drop seen where one can happen: 'below X', not '0 [0, 0]'; where none can: '0 (exact)'."""
+    assert main(["train", "--stages", "2", "--replicas", "2", "--replications", "5",
+                 "--availability", "0.999", "--mean-downtime", "0.1"]) == 0
     text = capsys.readouterr().out
     line = next(ln for ln in text.splitlines() if ln.startswith("drop rate"))
     assert "below 0.45" in line and "[0, 0]" not in line
+    assert main(["train", "--stages", "2", "--replicas", "2", "--replications", "5"]) == 0
+    text = capsys.readouterr().out  # no failures: a drop cannot happen (issue 24)
+    line = next(ln for ln in text.splitlines() if ln.startswith("drop rate"))
+    assert "0 (exact)" in line and "below" not in line
     # a run with drops still gives an interval inside [0, 1]
     assert main(["train", "--stages", "2", "--replicas", "2", "--availability", "0.9",
                  "--replications", "4", "--json"]) == 0

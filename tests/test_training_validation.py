@@ -192,7 +192,8 @@ SNAPSHOT_POINTS = [
 ]
 
 
-@pytest.mark.parametrize("kw", SNAPSHOT_POINTS)
+@pytest.mark.parametrize("kw", [SNAPSHOT_POINTS[0],
+                                pytest.param(SNAPSHOT_POINTS[1], marks=pytest.mark.slow)])
 def test_snapshot_law_and_study_a_des(kw):
     """Zero-time crossings with failures: Study A's drop law, and today's DES path by path."""
     cfg = TrainingConfig(**kw, forward_time=0.0, backward_ratio=0, schedule="async",

@@ -193,7 +193,8 @@ def _des_vs_vector(cfg: PipelineConfig, replications: int, seed: int) -> tuple[d
 
 
 @pytest.mark.parametrize("extra", [
-    {},                                                                      # exponential
+    # exponential (slow: the packed-placement test below keeps exponential laws in the default suite)
+    pytest.param({}, marks=pytest.mark.slow),
     {"failure_distribution": "weibull", "failure_shape": 0.7, "arrival": "poisson"},
 ])
 def test_vector_engine_agrees_with_des(extra):

@@ -998,7 +998,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/availability-with-trace", TR("--failure-trace", "aws-p2-19h",
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
-                  byzantine_cases, sibling_cases, planner_cases):
+                  byzantine_cases, sibling_cases, newcomer_cases, planner_cases):
         cases.extend(group(fx))
     return cases
 
@@ -1250,7 +1250,100 @@ def strategy_cases(fx: Fixtures) -> list[Case]:
                                                 "--price", "2"), refuse("price")),
         Case("train/price-series-ok", T("--price-series", str(_prices(fx, "ok", "0,3\n100,1\n")),
                                         "--replications", "2"), ok("samples per dollar")),
+        Case("train/strategy-unknown", T("--strategy", "bogus"), refuse("strategy")),
+        Case("train/strategy-empty", T("--strategy", ""), refuse("strategy")),
+        Case("train/strategy-unknown-param", T("--strategy", "checkpoint-restart:bogus=1"),
+             refuse("strategy")),
+        Case("train/strategy-param-twice", T("--strategy", "redundancy:every=1,every=2"),
+             refuse("strategy")),
+        Case("train/strategy-param-no-value", T("--strategy", "redundancy:every"),
+             refuse("strategy")),
+        Case("train/strategy-every-zero", T("--strategy", "checkpoint-restart:every=0"),
+             refuse("every")),
+        Case("train/strategy-every-text", T("--strategy", "checkpoint-restart:every=ten"),
+             refuse("every")),
+        Case("train/strategy-interval-unknown",
+             T("--strategy", "checkpoint-restart:interval=sometimes"), refuse("interval")),
+        Case("train/strategy-copy-blocking", T("--strategy", "checkpoint-restart:copy=1"),
+             refuse("copy")),
+        Case("train/strategy-slowdown-below-1", T("--strategy", "redundancy:slowdown=0.5"),
+             refuse("slowdown")),
+        Case("train/strategy-threshold-above-1", T("--strategy", "redundancy:threshold=2"),
+             refuse("threshold")),
+        Case("train/strategy-boot-negative", T("--strategy", "reconfiguration:boot=-1"),
+             refuse("boot")),
+        Case("train/strategy-min-nodes-above-L", T("--stages", "4", "--strategy",
+                                                  "reconfiguration:min_nodes=9"),
+             refuse("min_nodes")),
+        Case("train/strategy-swarm-gpipe", T("--strategy", "swarm", "--schedule", "gpipe"),
+             refuse("schedule")),
+        Case("train/strategy-swarm-boot", T("--strategy", "swarm:boot=45"), refuse("boot")),
+        Case("train/strategy-async", T("--strategy", "redundancy", "--schedule", "async"),
+             refuse("strategy")),
+        Case("train/strategy-with-skips", T("--strategy", "redundancy", "--skip-budget", "1"),
+             refuse("skip_budget")),
+        Case("train/strategy-fewer-workers-than-stages", T("--stages", "4", "--replicas", "1",
+                                                          "--strategy", "reconfiguration:min_nodes=5"),
+             refuse("min_nodes")),
+        Case("train/strategy-exponential-passes", T("--strategy", "checkpoint-restart",
+                                                   "--pass-time-distribution", "exponential"),
+             refuse("pass_time_distribution")),
+        Case("train/strategy-checkpoint-on-swarm-moved", T(
+            "--strategy", "redundancy", "--checkpoint-every", "3", "--checkpoint-cost", "2",
+            "--restart-cost", "7", "--mtbf", "3000", "--replace-time", "60", "--replications",
+            "2"), ok("strategy redundancy:restart=7.0,every=3,checkpoint=2.0"),
+             note="--checkpoint-every/--checkpoint-cost/--restart-cost set the strategy's"),
+        Case("train/strategy-reconfigure-no-restart-field", T(
+            "--strategy", "swarm", "--restart-cost", "5", "--checkpoint-every", "2",
+            "--replications", "2"), ok("strategy swarm"),
+             note="swarm keeps today's restart model: the options are the config's"),
+        Case("train/engine-job-without-strategy", T("--engine", "job"), refuse("engine")),
+        Case("train/engine-des-with-strategy", T("--engine", "des", "--strategy", "redundancy"),
+             refuse("engine")),
+        Case("train/step-times-without-strategy", T("--step-times", str(_steps(fx, "ok",
+                                                                               "workers", "4,10\n"))),
+             refuse("step_times")),
+        Case("train/step-times-missing", T("--strategy", "redundancy", "--step-times",
+                                          str(fx.root / "none.csv")), refuse("step_times")),
+        Case("train/step-times-columns", T("--strategy", "redundancy", "--step-times",
+                                          str(fx.trace_ok)), refuse("step_times")),
+        Case("train/step-times-zero", T("--strategy", "redundancy", "--step-times",
+                                       str(_steps(fx, "zero", "workers", "4,0\n"))),
+             refuse("step_times")),
+        Case("train/step-times-text", T("--strategy", "redundancy", "--step-times",
+                                       str(_steps(fx, "text", "pipelines", "one,3\n"))),
+             refuse("step_times")),
+        Case("train/step-times-repeated", T("--strategy", "redundancy", "--step-times",
+                                           str(_steps(fx, "rep", "workers", "4,3\n4,5\n"))),
+             refuse("step_times")),
+        Case("train/step-times-ok", T("--strategy", "reconfiguration", "--stages", "2",
+                                     "--replicas", "2", "--step-times",
+                                     str(_steps(fx, "okp", "pipelines", "1,18\n2,10\n")),
+                                     "--replications", "2"), ok("time to train")),
+        Case("train/notice-without-preemptions", T("--strategy", "redundancy",
+                                                  "--preemption-notice", "aws"),
+             refuse("notice")),
+        Case("train/notice-without-strategy", T("--mtbf", "100", "--preemption-notice", "30"),
+             refuse("notice")),
+        Case("train/notice-text", T("--strategy", "redundancy", "--mtbf", "100",
+                                    "--preemption-notice", "soon"), refuse("preemption_notice")),
+        Case("train/notice-negative", T("--strategy", "redundancy", "--mtbf", "100",
+                                        "--preemption-notice", "-5"), refuse("notice")),
+        Case("train/notice-gcp-ok", T("--strategy", "checkpoint-restart", "--mtbf", "3000",
+                                      "--replace-time", "60", "--preemption-notice", "gcp",
+                                      "--replications", "2"), ok("preemption notice 30")),
+        Case("train/strategy-livelock-fixed", T(*[a for a in livelock if a not in (
+            "--skip-budget", "16", "--skip-penalty", "0.1")], "--strategy", "checkpoint-restart"),
+             ok("time to train"), timeout=180,
+             note="issue 23's example runs to the end once pipelines are re-formed"),
     ]
+
+
+def _steps(fx: Fixtures, name: str, per: str, rows: str) -> Path:
+    """A step-time CSV ``<per>,step_time`` with ``rows`` under the fixtures' folder."""
+    p = fx.root / f"steps_{name}.csv"
+    p.write_text(f"{per},step_time\n" + rows)
+    return p
 
 
 def _prices(fx: Fixtures, name: str, rows: str) -> Path:
@@ -1618,6 +1711,23 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/out-is-folder", P(*gh, *quick, "--out", str(fx.root)), refuse("out"))
     add("plan/fleet-file-missing", P("--fleet", str(fx.root / "nope.json"), *quick),
         refuse("fleet"))
+    return cases
+
+
+def newcomer_cases(fx: Fixtures) -> list[Case]:
+    """Intervals where nothing varies (``FIXED``), units, queueing defaults, extras."""
+    cases: list[Case] = []
+    head = ("from sim.failures import ClusterConfig, failures_model\n"
+            "NAME = 'fixed{k}'\nBASE = ClusterConfig(workers=4, domains=2, horizon=50.0)\n"
+            "FACTORS = {{'availability': [0.9]}}\nREPLICATIONS = 2\nFIXED = {fixed}\n"
+            "def model(config, streams):\n    return failures_model(config, streams)\n")
+    for k, (what, fixed) in enumerate([("not-a-dict", "['joint_outage']"),
+                                       ("reason-not-text", "{'joint_outage': 1}"),
+                                       ("empty-reason", "{'joint_outage': ''}")]):
+        f = fx._write(f"exp/fixed{k}.py", head.format(k=k, fixed=fixed))
+        cases.append(Case(f"run/FIXED-{what}", list(dtsim("run", str(f), "--out",
+                                                               str(fx.root / f"ofixed{k}"))),
+                          refuse("FIXED")))
     return cases
 
 

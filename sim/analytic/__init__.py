@@ -30,7 +30,7 @@ References
 ----------
 .. [A] "Should a pipeline replicate stages or skip them?" (Study A; its model,
    formulas and numbers are restated in ``docs/studies.md``).
-.. [B] "What can one stubborn node do to gossip training?" (Study B;
+.. [B] "What can one stubborn node do to gossip averaging?" (Study B;
    ``docs/studies.md`` restates it with the readings that make its constants
    exact).
 .. [BGPS] S. Boyd, A. Ghosh, B. Prabhakar, D. Shah, "Randomized gossip
@@ -1083,7 +1083,7 @@ def matching_contraction(n: int) -> float:
 
     References
     ----------
-    Study B ("What can one stubborn node do to gossip training?"), docs/studies.md.
+    Study B ("What can one stubborn node do to gossip averaging?"), docs/studies.md.
     """
     n = _even_nodes(n)
     return (n - 2) / (2 * (n - 1))
@@ -2098,6 +2098,13 @@ from . import trace_design as trace_design  # noqa: E402
 from .trace_design import *  # noqa: E402,F403
 
 __all__ += trace_design.__all__
+
+# ======================================= fault-tolerance strategies (own module)
+
+from . import strategies as strategies  # noqa: E402
+from .strategies import *  # noqa: E402,F403
+
+__all__ += strategies.__all__
 
 # ================================================ cutting a chain across devices (own module)
 

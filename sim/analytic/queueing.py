@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import check, check_nonnegative, check_positive
-from .training import mmc_sojourn
+from .training import erlang_c, mmc_sojourn
 
-__all__ = ["tandem_sojourn"]
+__all__ = ["tandem_sojourn", "tandem_waits"]
 
 
 def tandem_sojourn(servers: Sequence[int], arrival_rate: float, service_rates: Sequence[float],
@@ -75,3 +75,44 @@ def tandem_sojourn(servers: Sequence[int], arrival_rate: float, service_rates: S
     for c, mu in zip(servers, service_rates, strict=True):
         total += mmc_sojourn(c, lam, check_positive("service_rates", mu))
     return float(total)
+
+
+def tandem_waits(servers: Sequence[int], arrival_rate: float,
+                 service_rates: Sequence[float]) -> list[float]:
+    """Mean time in queue (before service) at each M/M/c station of a tandem.
+
+    Parameters
+    ----------
+    servers : sequence of int
+        Identical servers ``c_j`` of each station, sharing its one FIFO queue.
+    arrival_rate : float
+        Poisson arrival rate ``lambda`` at the first station (> 0).
+    service_rates : sequence of float
+        Exponential service rate ``mu_j`` of each server of station ``j``, with
+        ``lambda < c_j mu_j``.
+
+    Returns
+    -------
+    list of float
+        :math:`W_{q,j} = C(c_j, \\lambda/\\mu_j) / (c_j\\mu_j - \\lambda)` per station.
+
+    Notes
+    -----
+    Every station of a Jackson tandem is an M/M/c queue in its own right
+    (Burke's theorem, see :func:`tandem_sojourn`), whose mean wait in queue is
+    the Erlang C probability of waiting times the mean wait of one that does,
+    :math:`1 / (c\\mu - \\lambda)`. Fixed delays between stations change no wait.
+
+    References
+    ----------
+    [Burke]_, [Jackson]_, [Kleinrock]_.
+    """
+    L = len(servers)
+    check(L >= 1 and len(service_rates) == L, "service_rates", f"one per station ({L})",
+          service_rates)
+    lam = check_positive("arrival_rate", arrival_rate)
+    out = []
+    for c, mu in zip(servers, service_rates, strict=True):
+        mu = check_positive("service_rates", mu)
+        out.append(float(erlang_c(c, lam / mu) / (c * mu - lam)))
+    return out

@@ -9,7 +9,11 @@ from typing import Any
 
 from ..results import print_table, to_jsonable
 
-__all__ = ["add_run_options", "emit_json", "to_jsonable", "print_table"]
+__all__ = ["add_run_options", "emit_json", "to_jsonable", "print_table", "time_unit",
+           "announce_fallback"]
+
+#: Names of the time unit for the usual values of ``--hour`` (time units per hour).
+_UNITS_PER_HOUR = {3600.0: "s", 60.0: "min", 1.0: "h", 3.6e6: "ms"}
 
 
 def add_run_options(p: argparse.ArgumentParser, *, replications: int = 20, executor: bool = True) -> None:
@@ -31,3 +35,25 @@ def emit_json(payload: dict[str, Any]) -> None:
     """Print ``payload`` as one JSON object (non-finite numbers become null)."""
     json.dump(to_jsonable(payload), sys.stdout, allow_nan=False)
     sys.stdout.write("\n")
+
+
+def time_unit(hour: float) -> str:
+    """The name of the simulated time unit when an hour is ``hour`` of them (``3600`` -> ``s``).
+
+    Any other value gives ``"time unit"`` (the caller says what an hour is).
+    """
+    return _UNITS_PER_HOUR.get(float(hour), "time unit")
+
+
+def announce_fallback(command: str, engine: str, reason: str) -> None:
+    """Say on stderr, before any replication runs, that a missing extra slows this run down.
+
+    ``reason`` is the engine choice's explanation (``engine_reason``); when it
+    says that a faster engine needs numba, one line names the engine that runs
+    instead and the extra that installs numba, so a long run is not a surprise
+    found at its end.
+    """
+    if "needs numba" in reason:
+        print(f"dtsim {command}: note: numba is not installed, so the {engine} engine runs this "
+              "(slower; the compiled engine needs pip install 'dtsim[fast]')", file=sys.stderr,
+              flush=True)

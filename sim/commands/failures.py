@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ConfigError, SimulationError
 from ..failures import DISTRIBUTIONS, ClusterConfig, failures_model, layout_domains
-from ..results import judge_equal, rate_ci
+from ..results import judge_equal, metric_estimate
 from ..runner import replicate
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
@@ -102,8 +102,12 @@ def run(args: argparse.Namespace) -> int:
     if failure is not None:
         raise failure
     ok = [r for r in records if not r.get("error")]
-    # fractions of time: intervals inside [0, 1] ("below X" when never seen)
-    est = {k: rate_ci([r[k] for r in ok]) for k in
+    fixed = cfg.fixed_metrics()
+
+    def fraction(k: str):  # of time: inside [0, 1] ("below X" never seen); exact when fixed
+        return metric_estimate([r[k] for r in ok], rate=True, fixed=fixed.get(k), name=k)
+
+    est = {k: fraction(k) for k in
            ("worker_availability", "effective_availability", "domain_unavailability", "joint_outage")}
     transitions = float(np.mean([r["worker_transitions"] for r in ok]))
     a, rho = cfg.availability, cfg.domain_outage
@@ -122,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                            float(np.mean([exact["domain_unavailability"][d] for d in at])),
                            float(np.mean([exact["joint_outage"][d] for d in at]))))
             for m in (f"joint_outage_level{k}", f"domain_unavailability_level{k}"):
-                est[m] = rate_ci([r[m] for r in ok])
+                est[m] = fraction(m)
         eff_target = exact["effective_availability"]
     else:
         joint = float(np.mean([rho + (1 - rho) * (1 - a) ** r for r in cfg.workers_per_domain if r]))
@@ -182,8 +186,8 @@ def run(args: argparse.Namespace) -> int:
     ] + nested_rows:
         e = est[key]
         ok = "" if target is None else verdict(e.low, e.high, bool(judge_equal(e, target).holds))
-        if target is not None and replay is not None and replay.resample == "none":
-            ok = "exact" if abs(e.mean - target) <= 1e-9 else "NO"  # a deterministic replay
+        if target is not None and e.kind == "exact":  # fixed by the config: equal, or not
+            ok = "exact" if e.contains(target) else "NO"
         rows.append((label, "-" if target is None else f"{target:.6g}", str(e), ok))
     law = (f"trace {replay.trace} (policy {replay.policy})" if replay is not None
            else f"{cfg.distribution} durations")

@@ -37,7 +37,7 @@ from ..learning import (
 )
 from ..runner import replicate
 from ._applies import refuse_unless
-from ._common import add_run_options, emit_json, print_table
+from ._common import add_run_options, announce_fallback, emit_json, print_table
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "gossip"
@@ -418,6 +418,7 @@ def run(args: argparse.Namespace) -> int:
     refuse_unless(args, "contention", _contention_matters(cfg),
                   "with a protocol whose exchanges overlap (not edge) on links of finite "
                   "bandwidth or with --nic (nothing is shared otherwise)")
+    announce_fallback("gossip", cfg.resolved_engine, cfg.engine_reason)
     records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
     report = summarize_runs(records, cfg)
@@ -461,6 +462,7 @@ _TRAIN_ROWS = (
 def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
     cfg = tc.gossip
     training_objective(tc)  # build (and so validate) the objective before any replication
+    announce_fallback("gossip", *training_engine(tc))
     records = replicate(training_model, tc, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
     errors = [r["error"] for r in records if r.get("error")]

@@ -61,6 +61,9 @@ NAME = "pipeline"
 HELP = "simulate a pipeline with replicas, failover and skipping; drop rate vs the exact tail"
 
 PLACEMENTS = ("shared", "spread", "packed", "random")
+#: What --queueing changes in the defaults: a queueing network where nothing fails and no job is
+#: lost (M/M/c, Jackson; as Ciw's), not Study A's snapshot assumptions (a = 0.9, drop at once).
+QUEUEING_DEFAULTS = {"availability": 1.0, "max_wait": math.inf}
 METHODS = ("simulate", "importance")
 #: Replications when ``--replications`` is not given.
 DEFAULT_REPLICATIONS = 10
@@ -121,8 +124,9 @@ def add_model_arguments(p: argparse.ArgumentParser, *, microbatches: int | None 
                    help="arrivals: " + ", ".join(ARRIVALS) + f" (default {d.arrival})")
     p.add_argument("--rate", type=float, default=d.rate,
                    help=f"arrival rate for fixed/poisson arrivals (default {d.rate})")
-    p.add_argument("--max-wait", type=float, default=d.max_wait,
-                   help="wait at an out stage once the skip budget is spent (default 0: drop)")
+    p.add_argument("--max-wait", type=float, default=None,
+                   help="wait at an out stage once the skip budget is spent (default 0: drop; "
+                        "with --queueing inf: wait until the stage is back)")
     p.add_argument("--detection-timeout", type=float, default=d.detection_timeout,
                    help="time to detect a failed replica before failover (default 0)")
 
@@ -133,8 +137,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-budget", type=int, default=d.skip_budget,
                    help=f"stages a microbatch may skip s (default {d.skip_budget})")
     p.add_argument("--availability", type=float, default=None,
-                   help=f"worker availability a (default {d.availability}; not with "
-                        "--failure-trace)")
+                   help=f"worker availability a (default {d.availability}, Study A's; with "
+                        f"--queueing {QUEUEING_DEFAULTS['availability']:g}: no failures; not "
+                        "with --failure-trace)")
     p.add_argument("--domain-outage", type=float, default=d.domain_outage,
                    help=f"unavailability rho of each stage's shared domain (default {d.domain_outage})")
     p.add_argument("--skip-penalty", type=float, default=d.skip_penalty,
@@ -158,7 +163,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queueing", action="store_true",
                    help="replicas are servers (one pass at a time, stage time / speed) and "
                         "microbatches wait in queues, so the latency includes queueing (the "
-                        "training system's server model; the arrivals are --arrival at --rate)")
+                        "training system's server model; the arrivals are --arrival at --rate). "
+                        "Its defaults are a queueing network's: --availability 1 (no failures) "
+                        "and --max-wait inf (a microbatch waits for an out stage instead of "
+                        "being dropped); give them to model failures and drops")
     p.add_argument("--routing", default=None, metavar="NAME",
                    help="with --queueing: routing within a stage: queue (one shared FIFO, the "
                         "default), least-loaded, weighted (by speed) or round-robin")
@@ -239,9 +247,16 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
                 raise ConfigError(name, "unset with --failure-trace (the trace sets the "
                                   "workers' up and down times)", value)
     availability = getattr(args, "availability", None)
+    queueing = getattr(args, "queueing", False)
+    if availability is None:  # --queueing: no failures unless asked (not with a trace)
+        availability = QUEUEING_DEFAULTS["availability"] if queueing and replay is None \
+            else d.availability
+    max_wait = args.max_wait
+    if max_wait is None:  # --queueing: a microbatch waits for an out stage, as a queue holds it
+        max_wait = QUEUEING_DEFAULTS["max_wait"] if queueing else d.max_wait
     kw: dict[str, Any] = dict(
         stages=args.stages, replicas=args.replicas, skip_budget=args.skip_budget,
-        availability=d.availability if availability is None else availability,
+        availability=availability,
         domain_outage=args.domain_outage, skip_penalty=args.skip_penalty, penalty=args.penalty,
         mean_downtime=d.mean_downtime if args.mean_downtime is None else args.mean_downtime,
         domain_downtime=args.domain_downtime,
@@ -252,7 +267,7 @@ def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = 
         stage_time_shape=args.stage_time_shape, latency=args.latency,
         transfer_size=args.transfer_size, bandwidth=args.bandwidth,
         microbatches=args.microbatches, arrival=args.arrival, rate=args.rate,
-        max_wait=args.max_wait, detection_timeout=args.detection_timeout,
+        max_wait=max_wait, detection_timeout=args.detection_timeout,
     )
     if replay is not None:
         kw["failure_trace"] = replay
@@ -425,6 +440,30 @@ def _print_importance(out: dict[str, Any], cfg: PipelineConfig, args: argparse.N
           f"{out['wall_time']:.3g} s")
 
 
+def _station_rows(out: dict[str, Any]) -> list[tuple[str, ...]]:
+    """One row per stage: its mean wait in queue, the M/M/c value where exact, its busy fraction."""
+    exact = out["predicted_wait_stage"]
+    rows = []
+    for j, (w, u) in enumerate(zip(out["wait_stage_ci"], out["utilisation_stage_ci"],
+                                   strict=True)):
+        x = None if exact is None else exact[j]
+        ok = "" if x is None else verdict(w.low, w.high, w.contains(x))
+        rows.append((str(j), str(w), "-" if x is None else f"{x:.6g}", ok, str(u)))
+    return rows
+
+
+def _queueing_defaults_line(args: argparse.Namespace, cfg: PipelineConfig) -> str:
+    """What --queueing assumed (availability, waiting), said in the output, never silently."""
+    a = ("failures from the trace" if cfg.failure_trace is not None
+         else f"availability {cfg.availability:g}"
+         + (" (the --queueing default: no failures)" if args.availability is None else ""))
+    w = ("a microbatch at an out stage waits until it is back" if cfg.max_wait == math.inf
+         else f"a microbatch at an out stage waits at most {cfg.max_wait:g}, then is dropped")
+    if args.max_wait is None:
+        w += " (the --queueing default; --max-wait 0 drops at once, as Study A)"
+    return f"queueing: {a}; {w}"
+
+
 def _replicas_text(cfg: PipelineConfig) -> str:
     reps = cfg.replicas
     return str(reps[0]) if len(set(reps)) == 1 else ",".join(map(str, reps))  # type: ignore[arg-type]
@@ -491,22 +530,30 @@ def run(args: argparse.Namespace) -> int:
           f"microbatches, seed {args.seed}")
     print(f"engine: {out['engine']} ({out['engine_reason']})"
           + (f"; routing {out['routing']}" if cfg.queueing else ""))
+    if cfg.queueing:
+        print(_queueing_defaults_line(args, cfg))
     exact_note = "" if out["exact_applies"] else " (snapshot reference; timing changes the law)"
     rows = []
     for c in comparison_rows(out):
         ok = "" if c.agrees is None else verdict(c.estimate.low, c.estimate.high, c.agrees)
-        rows.append((c.quantity, "-" if c.exact is None else f"{c.exact:.6g}", str(c.estimate), ok))
-    print_table(rows, ("quantity", "exact" + exact_note, "simulated (95% CI)", "agrees"))
+        rows.append((c.quantity, c.unit, "-" if c.exact is None else f"{c.exact:.6g}",
+                     str(c.estimate), ok))
+    print_table(rows, ("quantity", "unit", "exact" + exact_note, "simulated (95% CI)", "agrees"))
     if cfg.queueing:
-        print(f"latency reference: {out['latency_reference']}; utilisation "
-              f"{out['utilisation']:.4g}")
+        print(f"latency reference: {out['latency_reference']}")
+        print_table(_station_rows(out), ("stage", "wait in queue (time units)", "exact (M/M/c)",
+                                         "agrees", "utilisation (busy fraction)"))
+        print(f"utilisation of all replicas: {out['utilisation_ci']}")
     if out.get("latency_mean") is not None:
-        print(f"mean skipped {out['mean_skipped']:.4g}; latency mean {out['latency_mean']:.4g}, "
-              f"p50 {out['latency_p50']:.4g}, p99 {out['latency_p99']:.4g}; failovers per "
-              f"microbatch {out['failovers_per_microbatch']:.4g}; simulated time "
-              f"{out['simulated_time']:.6g}")
+        print(f"mean skipped {out['mean_skipped']:.4g} stages; latency mean "
+              f"{out['latency_mean']:.4g}, p50 {out['latency_p50']:.4g}, p99 "
+              f"{out['latency_p99']:.4g} time units; failovers per microbatch "
+              f"{out['failovers_per_microbatch']:.4g}; simulated time "
+              f"{out['simulated_time']:.6g} time units")
+        print("time units: those of --stage-time, --latency and 1 / --rate (one microbatch "
+              "arrives per time unit at --rate 1)")
     else:
-        print(f"mean skipped {out['mean_skipped']:.4g}; latency, goodput in time and failovers: "
+        print(f"mean skipped {out['mean_skipped']:.4g} stages; latency, goodput in time and failovers: "
               f"not answered by the {out['engine']} engine (use --engine des)")
     if args.event_log and log_error is None:
         print(f"event log of replication 0 written to {out['event_log_file']}")

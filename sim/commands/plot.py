@@ -121,9 +121,18 @@ def load_result(outdir: str | Path) -> tuple[dict, SweepResult]:
         r["point"] = hashes[r["config_hash"]]
     records.sort(key=lambda r: (r["point"], r["replication"]))
     factors = list(dict.fromkeys(k for p in points for k in p))
-    result = SweepResult(manifest["experiment"], points, factors, records, out=out)
+    result = SweepResult(manifest["experiment"], points, factors, records, out=out,
+                         fixed=[_fixed_of(p) for p in pts])
     result.errors = len(result.failed())
     return manifest, result
+
+
+def _fixed_of(entry: dict) -> dict[str, str]:
+    """The metrics a manifest point records as fixed by its config (text only; else none)."""
+    f = entry.get("fixed") if isinstance(entry, dict) else None
+    if not isinstance(f, dict):
+        return {}
+    return {k: v for k, v in f.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _declared(manifest: dict[str, Any], result: SweepResult, outdir: str | Path) -> None:

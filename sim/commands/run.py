@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SimulationError
-from ..results import format_number, print_table
+from ..results import format_interval, format_number, print_table
 from ..runner import EXECUTORS, SweepResult, default_out, load_experiment, run_experiment
 from ..runner.experiments import run_analyse
 from ._applies import refuse_unless
@@ -68,8 +68,10 @@ def print_summary(result: SweepResult, *, max_metrics: int = 6) -> None:
             if s.get(f"{m}_kind") == "upper":  # a declared rate with no event: a one-sided bound
                 cells.append(f"below {format_number(s[f'{m}_high'])}")
                 continue
-            cells.append(f"{format_number(s[f'{m}_mean'])} [{format_number(s[f'{m}_low'])}, "
-                         f"{format_number(s[f'{m}_high'])}]")
+            if s.get(f"{m}_kind") == "exact":  # the point's config fixes it: no interval
+                cells.append(f"{format_number(s[f'{m}_mean'])} (exact)")
+                continue
+            cells.append(format_interval(s[f"{m}_mean"], s[f"{m}_low"], s[f"{m}_high"]))
         rows.append(tuple(cells))
     print_table(rows, tuple(result.factors) + ("reps",) + tuple(metrics))
     if len(result.metrics) > max_metrics:

@@ -152,16 +152,26 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The statistics ``dtsim trace stats`` prints, with their units (times in trace seconds).
+STAT_UNITS = {
+    "format": "", "nodes": "worker slots (capacity)", "duration": "s",
+    "mean_available": "nodes up (time average)", "availability": "fraction of slot-time up",
+    "preemption_events": "events", "preempted_nodes": "nodes",
+    "batch_fraction": "fraction of events taking >= 2 nodes",
+    "preemptions_per_hour": "events/h", "preempted_nodes_per_hour": "nodes/h",
+    "mean_event_size": "nodes/event", "node_ids": "distinct node names",
+    "mean_up": "s (per slot, renewal estimate)", "mean_down": "s (per slot, renewal estimate)",
+}
+
+
 def _stats(args: argparse.Namespace) -> int:
     s = trace_stats(_load(args))
     if args.json:
         emit_json(s)
         return 0
-    keys = ["format", "nodes", "duration", "mean_available", "availability", "preemption_events",
-            "preempted_nodes", "batch_fraction", "preemptions_per_hour",
-            "preempted_nodes_per_hour", "mean_event_size", "node_ids", "mean_up", "mean_down"]
     print(f"trace {s['source']}")
-    print_table([(k, _fmt(s[k], 6)) for k in keys], ("statistic", "value"))
+    print_table([(k, _fmt(s[k], 6), unit) for k, unit in STAT_UNITS.items()],
+                ("statistic", "value", "unit"))
     sizes = ", ".join(f"{k}: {v}" for k, v in s["event_sizes"].items())
     print(f"event sizes (size: events): {sizes or 'none'}")
     return 0

@@ -10,6 +10,7 @@ next to every exact reference that applies (null, with the reason, where none do
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import re
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from ..engines import engine_names, predictions, select
 from ..errors import ConfigError, SimulationError, check, check_choice, check_int, format_bytes
 from ..failures import DISTRIBUTIONS
-from ..results import rate_ci, summarize
+from ..results import summarize
 from ..rng import Streams
 from ..runner import replicate
 from ..training import (
@@ -31,8 +32,8 @@ from ..training import (
     read_speeds,
 )
 from ..training.flow import LOST_CAUSES
-from ._applies import refuse_unless, verdict
-from ._common import add_run_options, emit_json, print_table
+from ._applies import given, refuse_unless, verdict
+from ._common import add_run_options, emit_json, print_table, time_unit
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "train"
@@ -175,8 +176,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "simulated time, and say why (default: 1000 failure-free checkpoint intervals; "
            "inf: never)")
     a("--engine", default="auto",
-      help="training engine: auto (the DES), des, or compiled (the numba event loop, same "
-           "model with its own random numbers; refuses what it does not model)")
+      help="training engine: auto (the DES; the job engine for a step-level strategy), des, "
+           "compiled (the numba event loop, same model with its own random numbers; refuses "
+           "what it does not model) or job")
+    g = p.add_argument_group("fault-tolerance strategies (sim.training.strategies)")
+    g.add_argument("--strategy", default=None, metavar="NAME[:K=V,...]",
+                   help="swarm (this DES, swarm schedule), checkpoint-restart (Varuna, "
+                        "CheckFreq), redundancy (Bamboo) or reconfiguration (Oobleck), with "
+                        "parameters, e.g. checkpoint-restart:every=20,interval=adaptive; "
+                        "--checkpoint-every/--checkpoint-cost/--restart-cost set its "
+                        "every/checkpoint/restart")
+    g.add_argument("--step-times", default=None, metavar="FILE",
+                   help="a CSV of workers,step_time or pipelines,step_time: measured step "
+                        "times for a step-level strategy (default: the DES's failure-free "
+                        "steps)")
+    g.add_argument("--preemption-notice", default=None, metavar="S|aws|gcp",
+                   help="announce each preemption (trace or spot model) this long ahead: "
+                        "seconds, aws (120) or gcp (30); the strategy decides what it does")
     add_failure_trace_options(p)
     add_run_options(p, replications=10)
 
@@ -224,7 +240,8 @@ def check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "arrival_rate", is_async and args.arrival != "saturated",
                   "with --schedule async and --arrival poisson or fixed")
     refuse_unless(args, "replace_time", math.isfinite(args.mtbf), "with a finite --mtbf")
-    refuse_unless(args, "checkpoint_cost", args.checkpoint_every > 0, "with --checkpoint-every > 0")
+    refuse_unless(args, "checkpoint_cost", args.checkpoint_every > 0 or getattr(args, "_job", False),
+                  "with --checkpoint-every > 0")
     refuse_unless(args, "speed_spread", args.speeds is None, "without --speeds")
     refuse_unless(args, "domain_downtime", args.domain_outage > 0 or args.topology is not None,
                   "with --domain-outage > 0 or --topology (no domain outages otherwise)")
@@ -239,6 +256,9 @@ def check_options(args: argparse.Namespace) -> None:
                  "bandwidth", "latency", "sync", "optimizer_time", "samples_per_microbatch",
                  "topology", "placement", "routing", "virtual_stages", "network"):
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
+    for dest in ("strategy", "step_times", "preemption_notice"):
+        refuse_unless(args, dest, not plan, "without --plan (a plan runs DeepSpeed's programs on "
+                      "the framework engine, which restarts from its checkpoint on a failure)")
     refuse_unless(args, "price_series", not plan, "without --plan (a plan's --price is per "
                   "GPU-hour; a price series per worker-hour is not defined for it yet)")
     refuse_unless(args, "virtual_stages", args.schedule == "interleaved",
@@ -344,10 +364,55 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
     return predictions("training", closed)
 
 
+#: Cloud preemption notices (seconds): AWS spot's two-minute interruption notice, GCP's
+#: 30-second preemption notice.
+NOTICES = {"aws": 120.0, "gcp": 30.0}
+
+
+def _notice(text: str | None) -> float:
+    if text is None:
+        return 0.0
+    if text.strip().lower() in NOTICES:
+        return NOTICES[text.strip().lower()]
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError("preemption_notice", "seconds, aws (120) or gcp (30)", text) from None
+
+
+def _strategy(args: argparse.Namespace) -> Any:
+    """``--strategy`` with ``--checkpoint-every/--checkpoint-cost/--restart-cost`` folded into
+    a step-level strategy's ``every/checkpoint/restart`` (None without --strategy)."""
+    from ..training.strategies import make_strategy
+
+    if args.strategy is None:
+        return None
+    strat = make_strategy(args.strategy)
+    if strat.engine != "job":
+        return strat
+    args._job = True
+    moves = {"checkpoint_every": "every", "checkpoint_cost": "checkpoint",
+             "restart_cost": "restart"}
+    changes = {}
+    names = {f.name for f in dataclasses.fields(strat)}
+    for dest, field in moves.items():
+        if given(args, dest) or (dest == "restart_cost" and args.restart_cost is not None):
+            value = getattr(args, dest)
+            check(field in names, dest, f"given only with a strategy that has '{field}' "
+                  f"({strat.name} has none)", value)
+            changes[field] = value
+            setattr(args, dest, 0 if dest == "checkpoint_every" else
+                    (None if dest == "restart_cost" else 0.0))
+    return dataclasses.replace(strat, **changes) if changes else strat
+
+
 def config_from_args(args: argparse.Namespace) -> TrainingConfig:
     """Validate every option and build the :class:`TrainingConfig` (before any simulation)."""
     if args.plan is not None:
         return build_from_args(args).config
+    strategy = _strategy(args)
+    if args.strategy is not None and strategy.name == "swarm" and not given(args, "schedule"):
+        args.schedule = "swarm"  # --strategy swarm is today's behaviour with a swarm schedule
     check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("stages", args.stages, low=1)
@@ -374,7 +439,8 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         arrival=args.arrival, arrival_rate=args.arrival_rate, max_time=args.max_time,
         backward_times=args.backward_times, p2p=args.p2p or "overlap",
         virtual_stages=args.virtual_stages,
-        stall_limit=args.stall_limit,
+        stall_limit=args.stall_limit, strategy=strategy, step_times=args.step_times,
+        notice=_notice(args.preemption_notice),
     )
     if args.network is not None:
         check_choice("contention", args.contention, ("on", "off"))
@@ -430,11 +496,11 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
-    # every training metric is a count, a time, a rate or a fraction: none is below 0
-    est = summarize(records, [m for m in sel.engine.metrics], lower=0.0)
+    # every training metric is a count, a time, a rate or a fraction: none is below 0; the
+    # fractions stay inside [0, 1] ("below X" at 0); what the config fixes is exact
+    est = summarize(records, [m for m in sel.engine.metrics], lower=0.0,
+                    rates=("drop_rate", "worker_availability"), fixed=cfg.fixed_metrics())
     ok = [r for r in records if not r.get("error")]
-    for m in ("drop_rate", "worker_availability"):  # fractions: inside [0, 1], "below X" at 0
-        est[m] = rate_ci([float(r[m]) for r in ok])
     pred = predictions("training", cfg)
     priced = cfg.price is not None or cfg.price_series is not None
     out: dict[str, Any] = {
@@ -474,6 +540,16 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         out[key] = p["value"]
         notes[key] = (f"{p['reference']}: {p['note']}" if p["value"] is not None else p["note"])
     out["reference_note"] = notes
+    if cfg.strategy is not None:
+        out["strategy"] = cfg.strategy.describe()
+        if cfg.notice:
+            out["preemption_notice"] = cfg.notice
+        if sel.name == "job":
+            from ..training.strategies import JOB_METRICS
+
+            out["strategy_counts"] = {k: est[k].mean for k in JOB_METRICS}
+            out["checkpoints"] = est["checkpoints"].mean
+            out["lost_time"]["work"] = est["lost_work"].mean
     if cfg.failure_trace is not None:
         out["failure_trace"] = cfg.failure_trace if isinstance(cfg.failure_trace, str) \
             else cfg.failure_trace.trace
@@ -545,6 +621,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"L={cfg.stages} stages, replicas {','.join(map(str, cfg.replicas))} ({cfg.workers} "
           f"workers), {cfg.schedule}/{cfg.routing}, m={cfg.microbatches}, N={cfg.steps}; "
           f"{args.replications} replications, seed {args.seed}")
+    if cfg.strategy is not None:
+        notice = f", preemption notice {cfg.notice:g}" if cfg.notice else ""
+        print(f"strategy {out['strategy']} ({out['engine']} engine){notice}")
     if cfg.failure_trace is not None:
         how = "by worker name" if out["trace_policy"] is None else f"policy {out['trace_policy']}"
         if out["trace_resample"] not in (None, "none"):
@@ -553,13 +632,18 @@ def run(args: argparse.Namespace) -> int:
             how += f", model {out['trace_model']}"
         print(f"failure trace {out['failure_trace']} ({how}): worker availability "
               f"{out['worker_availability_ci']}")
+    tu = time_unit(cfg.hour)
+    if tu == "time unit":
+        print(f"times in time units ({cfg.hour:g} per hour, --hour)")
     rows = []
-    for label, key, pkey in [("throughput", "throughput", "predicted_throughput"),
-                             ("throughput (steady)", "throughput_steady", "predicted_throughput_steady"),
-                             ("step time", "step_time", "predicted_step_time"),
-                             ("time to train", "wall_time", "predicted_wall_time"),
-                             ("microbatch latency", "latency_mean", "predicted_latency_mean"),
-                             ("drop rate", "drop_rate", "predicted_drop_rate")]:
+    rate = f"microbatches/{tu}"
+    for label, key, pkey in [(f"throughput ({rate})", "throughput", "predicted_throughput"),
+                             (f"throughput, steady ({rate})", "throughput_steady",
+                              "predicted_throughput_steady"),
+                             (f"step time ({tu})", "step_time", "predicted_step_time"),
+                             (f"time to train ({tu})", "wall_time", "predicted_wall_time"),
+                             (f"microbatch latency ({tu})", "latency_mean", "predicted_latency_mean"),
+                             ("drop rate (fraction)", "drop_rate", "predicted_drop_rate")]:
         e = out[key + "_ci"]
         if e is None or e.n == 0 or math.isnan(e.mean):
             continue
@@ -577,10 +661,20 @@ def run(args: argparse.Namespace) -> int:
     if out.get("stall_reason"):
         print(f"why ({out['stalled']} of {args.replications} stalled; replication "
               f"{out['stall_replication']}): {out['stall_reason']}")
-    lost = ", ".join(f"{k} {v:.4g}" for k, v in out["lost_time"].items() if v)
-    print(f"bubble {out['bubble_fraction']:.4g}, utilisation {out['utilisation']:.4g}; "
-          f"lost time: {lost or 'none'}")
-    cost = "" if out["cost"] is None else f", cost {out['cost']:.4g}, samples per dollar " \
+    lost = ", ".join(f"{k} {v:.4g}" for k, v in out["lost_time"].items() if v and k != "work")
+    if "strategy_counts" in out:
+        sc = out["strategy_counts"]
+        print(f"per replication: {sc['losses']:.4g} losses, {out['restarts']:.4g} restarts, "
+              f"{out.get('checkpoints', 0) or 0:.4g} checkpoints, {sc['reconfigurations']:.4g} "
+              f"reconfigurations, {sc['rebalances']:.4g} rebalances, {sc['fatal_failures']:.4g} "
+              f"fatal failures; work lost ({tu}) {sc['lost_work']:.4g}, waiting for workers "
+              f"({tu}) {sc['wait_time']:.4g}, degraded ({tu}) {sc['degraded_time']:.4g}")
+        print(f"lost time ({tu}): {lost or 'none'}")
+    else:
+        print(f"bubble {out['bubble_fraction']:.4g}, utilisation {out['utilisation']:.4g} "
+              f"(fractions of worker time); lost replica time ({tu}): {lost or 'none'}")
+    cost = "" if out["cost"] is None else f", cost ${out['cost']:.4g} (--price per " \
+        f"worker-hour x {out['worker_hours']:.4g} worker-hours), samples per dollar " \
         f"{out['samples_per_dollar']:.4g}"
     if "quality_samples_per_dollar" in out:
         cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"

@@ -547,6 +547,19 @@ class GossipConfig:
         return self.n - len(self.adversary_positions)
 
     @property
+    def averaging_only(self) -> bool:
+        """True when every update is one pair moving symmetrically toward each other.
+
+        Matching or edge gossip with no noise, no adversary and a fixed clip
+        (or none): each exchange moves both nodes of a pair by the same amount,
+        at most half their difference, so the disagreement ``D`` never grows,
+        in every replication, and a contraction factor lies in ``[0, 1]``.
+        (An adaptive clip moves the two by different amounts, and ``D`` may grow.)
+        """
+        return (self.protocol in ("matching", "edge") and self.noise == 0
+                and self.adversary == "none" and not self.adaptive_clip)
+
+    @property
     def value(self) -> float:
         """The adversary parameter actually used (per-kind default when unset).
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..adversaries import Adversary, Defence
 from ..errors import check
-from ..results import log_mean_ci, mean_ci, power_ci, ratio_ci, skewed_ratio_ci
+from ..results import log_mean_ci, mean_ci, power_ci, ratio_ci, skewed_ratio_ci, within
 from ..rng import Streams
 from .config import GossipConfig
 from .engines import predictions, resolved_engine
@@ -132,7 +132,8 @@ def _mean_se(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 CONTRACTION_DEPTH = 0.1
 
 
-def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -> dict[str, Any]:
+def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig, *,
+                   averaging: bool | None = None) -> dict[str, Any]:
     """Aggregate replications of :func:`gossip_model` into the ``dtsim gossip`` report.
 
     Parameters
@@ -140,6 +141,11 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
     records : sequence of dict
         Replication records (records with an ``error`` are skipped).
     config : GossipConfig
+    averaging : bool, optional
+        Whether the runs only averaged (disagreement never grows, so the
+        contraction factor's interval is cut to ``[0, 1]``). Default: the
+        config's :attr:`~sim.gossip.GossipConfig.averaging_only`; pass False
+        when the runs had strategy objects or a node update that may raise ``D``.
 
     Returns
     -------
@@ -166,10 +172,11 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -
     NaN aggregates, which the report prints as such; numpy does not warn.
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _summarize_runs(records, config)
+        return _summarize_runs(records, config, averaging)
 
 
-def _summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) -> dict[str, Any]:
+def _summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig,
+                    averaging: bool | None = None) -> dict[str, Any]:
     ok = [r for r in records if not r.get("error")]
     check(bool(ok), "replications", "at least one that ran", [r.get("error") for r in records])
     steps = np.asarray(ok[0]["steps"])
@@ -203,6 +210,8 @@ def _summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig) 
     if config.protocol != "async" and prefix >= 1 and Dm[0] > 0:
         j = max(1, int(np.sum(Dm[1:prefix + 1] >= CONTRACTION_DEPTH * Dm[0])))
         est = power_ci(skewed_ratio_ci(D[:, j], D[:, 0]), 1.0 / float(steps[j]))
+        if config.averaging_only if averaging is None else averaging:
+            est = within(est, 0.0, 1.0)  # D(t) <= D(0) in every replication: a factor <= 1
         out["contraction_per_round"] = est.mean
         out["contraction_per_round_ci"] = est
         out["contraction_steps"] = int(steps[j])

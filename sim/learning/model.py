@@ -381,7 +381,9 @@ def summarize_training(records: Sequence[Mapping[str, Any]], config: TrainingCon
         (per node as used, null for adversaries), ``optimum`` (``x*``) and the
         ``predicted_*`` of :func:`training_predictions`.
     """
-    out = summarize_runs(records, config.gossip)
+    # local steps (lr > 0) or label flippers move the nodes besides averaging: D may grow
+    out = summarize_runs(records, config.gossip,
+                         averaging=None if config.learning.lr == 0 and not config.flipped else False)
     if config.learning.lr > 0 or config.flipped:
         for key in [k for k in out if k.startswith("predicted_") or k == "creep_bound"]:
             del out[key]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, SimulationError, check_int, check_memory_terms, check_positive
-from ..results import Estimate, rate_ci, summarize
+from ..results import Estimate, metric_estimate, summarize
 from ..rng import Streams
 from .config import DES_BYTES_PER_STAGE, DES_BYTES_PER_WORKER, PipelineConfig
 from .engines import RARE_FAMILY, choose_engine, snapshot_exact, snapshot_predictions
@@ -111,7 +111,11 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
-    est = summarize(records)
+    fixed = cfg.fixed_metrics()  # what the config fixes is exact, with no interval
+    # every pipeline metric is a count, a time, a rate or a fraction (none below 0); busy
+    # fractions are fractions of time, inside [0, 1]
+    busy = ["utilisation", *(f"utilisation_stage{j}" for j in range(cfg.stages))]
+    est = summarize(records, fixed=fixed, lower=0.0, rates=busy)
     reported = set(sel.engine.metrics)
     timed = "simulated_time" in reported
     crossings = sum(r["stage_crossings"] for r in records)
@@ -128,8 +132,9 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
         "drop_rate": est["drop_rate"].mean,
         # a probability: Wilson on the effective count, inside [0, 1], "below X" if none dropped;
         # the vector engine draws every microbatch independently, so its trials count in the bound
-        "drop_rate_ci": rate_ci([r["drop_rate"] for r in records],
-                                trials=cfg.microbatches if sel.name == "vector" else None),
+        "drop_rate_ci": metric_estimate([r["drop_rate"] for r in records], rate=True,
+                                        trials=cfg.microbatches if sel.name == "vector" else None,
+                                        fixed=fixed.get("drop_rate"), name="drop_rate"),
         "predicted_drop_rate": _reference(cfg, "drop_rate"),
         "exact_applies": bool(snapshot_exact(cfg)),
         "workers": cfg.workers,
@@ -155,13 +160,21 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
     }
     if cfg.queueing:  # the server model: the latency includes queueing, with its interval
         from .. import engines
+        from .queueing import stage_waits_reference
 
         p = engines.predictions("pipeline", cfg, ["latency_mean"])["latency_mean"]
+        # per station, what a queueing peer (Ciw) reports: waits in queue and busy fractions
+        L = cfg.stages
+        waits = [est[f"wait_stage{j}"] for j in range(L)]
+        busy = [est[f"utilisation_stage{j}"] for j in range(L)]
         out.update(routing=cfg.routing, latency_mean_ci=est["latency_mean"],
                    predicted_latency_mean=p["value"],
                    latency_reference=(f"{p['reference']}: {p['note']}" if p["value"] is not None
                                       else p["note"]),
-                   utilisation=est["utilisation"].mean)
+                   utilisation=est["utilisation"].mean, utilisation_ci=est["utilisation"],
+                   wait_stage=[e.mean for e in waits], wait_stage_ci=waits,
+                   predicted_wait_stage=stage_waits_reference(cfg),
+                   utilisation_stage=[e.mean for e in busy], utilisation_stage_ci=busy)
     return out
 
 
@@ -180,6 +193,8 @@ class Comparison:
         Whether ``exact`` is the exact answer (else a reference only).
     agrees : bool or None
         Whether the interval holds the exact value; None without an exact value.
+    unit : str
+        The quantity's unit (times are in the unit of ``stage_time`` and ``1 / rate``).
     """
 
     quantity: str
@@ -187,6 +202,7 @@ class Comparison:
     estimate: Estimate
     exact_applies: bool
     agrees: bool | None
+    unit: str = ""
 
 
 def comparison_rows(record: dict[str, Any]) -> list[Comparison]:
@@ -198,21 +214,22 @@ def comparison_rows(record: dict[str, Any]) -> list[Comparison]:
         Quantities the engine did not estimate are left out.
     """
     out = []
-    for label, key, exact in [("drop rate", "drop_rate", record["predicted_drop_rate"]),
-                              ("mean quality (delivered)", "mean_quality",
-                               record["predicted_mean_quality"]),
-                              ("goodput", "goodput", None)]:
+    for label, key, exact, unit in [
+            ("drop rate", "drop_rate", record["predicted_drop_rate"], "fraction of microbatches"),
+            ("mean quality (delivered)", "mean_quality", record["predicted_mean_quality"],
+             "quality kept per delivered microbatch"),
+            ("goodput", "goodput", None, "quality delivered per time unit")]:
         e = record[key + "_ci"]
         if e is None:
             continue
         ok = record["exact_applies"]
         agrees = None if exact is None or not ok else bool(e.contains(exact))
-        out.append(Comparison(label, exact, e, bool(ok), agrees))
+        out.append(Comparison(label, exact, e, bool(ok), agrees, unit))
     if record.get("latency_mean_ci") is not None:  # queueing: exact only where a reference is
         exact = record["predicted_latency_mean"]
         e = record["latency_mean_ci"]
         out.append(Comparison("latency mean", exact, e, exact is not None,
-                              None if exact is None else bool(e.contains(exact))))
+                              None if exact is None else bool(e.contains(exact)), "time units"))
     return out
 
 

@@ -440,6 +440,72 @@ class PipelineConfig:
             return from_value(self.placement)
         return shared_per_stage(self.replicas, self.domain_outage)  # type: ignore[arg-type]
 
+    @property
+    def failures(self) -> bool:
+        """True when a worker or a domain can be out (availability below 1, an outage, a trace)."""
+        return (self.availability < 1.0 or self.failure_trace is not None
+                or any(u > 0 for u in self.domain_placement.domain_outage.values()))
+
+    def random_sources(self) -> tuple[str, ...]:
+        """What makes one replication differ from another under this config (empty: nothing).
+
+        A new random element of the model (a law, a draw, a random policy)
+        adds its condition here, so that :meth:`fixed_metrics` stays true.
+        """
+        out = []
+        if self.failure_trace is not None:
+            if not self.failure_trace.fixed_paths:
+                out.append("a trace replayed with resampling or a random policy")
+        elif 0.0 < self.availability < 1.0:
+            out.append("worker failures")
+        if any(0.0 < u < 1.0 for u in self.domain_placement.domain_outage.values()):
+            out.append("domain outages")
+        if any(self.stage_time) and self.stage_time_distribution != "deterministic":  # type: ignore[arg-type]
+            out.append(f"{self.stage_time_distribution} stage times")
+        if self.arrival == "poisson":
+            out.append("Poisson arrivals")
+        if self.queueing and self.routing == "weighted" and any(
+                r > 1 for r in self.replicas):  # type: ignore[union-attr]
+            out.append("weighted (random) routing")
+        return tuple(out)
+
+    def fixed_metrics(self) -> dict[str, str]:
+        """The metrics of the pipeline engines this config fixes, each with the reason.
+
+        Without failures nothing is ever out, so nothing is dropped, skipped,
+        failed over or waited for: the drop rate is 0, the delivered rate and
+        the quality 1, and those counts 0. With nothing random at all
+        (:meth:`random_sources` empty) every metric is the same in every
+        replication (see :func:`sim.results.fixed_ci`).
+        """
+        from .engines import SNAPSHOT_METRICS, TIMED_METRICS
+
+        skipped = [f"skipped_{k}" for k in range(self.skip_budget + 1)]
+        if not self.random_sources():
+            why = ("nothing random: deterministic failures (or none), stage times, arrivals "
+                   "and routing")
+            stations = [f"{m}_stage{j}" for j in range(self.stages)
+                        for m in ("wait", "utilisation")] if self.queueing else []
+            return dict.fromkeys((*SNAPSHOT_METRICS, *TIMED_METRICS, "utilisation", *skipped,
+                                  *stations), why)
+        out = {"microbatches": "the config's microbatches", "workers": "the config's workers"}
+        if all(q == 1.0 for q in self.quality[: self.skip_budget + 1]):
+            out["mean_quality"] = ("no skip costs quality (skip budget 0, or no penalty within "
+                                   "it)")
+        if self.skip_budget == 0:
+            out["mean_skipped"] = "no stage may be skipped (skip budget 0)"
+        if self.max_wait == math.inf:  # every stage recovers (a config that never does is refused)
+            out.update(dict.fromkeys(("drop_rate", "delivered_rate"),
+                                     "a microbatch waits for an out stage (max_wait inf): none "
+                                     "is dropped"))
+        if not self.failures:
+            why = "no failures (availability 1, no domain outage, no trace)"
+            out.update(dict.fromkeys(("drop_rate", "delivered_rate", "mean_quality",
+                                      "quality_mass", "mean_skipped", "stage_crossings",
+                                      "failovers_per_microbatch", "waits_per_microbatch",
+                                      *skipped), why))
+        return out
+
 
 def on_layout(config: PipelineConfig, topology: str, policy: str = "shared", *, seed: int = 0,
               layout_latency: bool = True) -> tuple[PipelineConfig, Placement]:

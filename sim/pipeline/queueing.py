@@ -47,7 +47,7 @@ from .des import LatencyHistogram, UnitDraws, build_failures
 from .engines import FAMILY, SNAPSHOT_METRICS, TIMED_METRICS
 
 __all__ = ["QueueingPipeline", "OpenArrivals", "QueueingEngine", "TandemReference",
-           "queueing_model", "METRICS"]
+           "queueing_model", "stage_waits_reference", "METRICS"]
 
 #: The queueing engine's metrics: the DES's, and the replicas' mean busy fraction.
 METRICS = SNAPSHOT_METRICS + TIMED_METRICS + ("utilisation",)
@@ -226,6 +226,12 @@ class QueueingPipeline:
         }
         for k in range(c.skip_budget + 1):
             out[f"skipped_{k}"] = a.skip_hist[k] / n
+        for j, stage in enumerate(flow.stages):  # per station, as a queueing peer reports them
+            passes = sum(r.passes for r in stage)
+            out[f"wait_stage{j}"] = (sum(r.queue_time for r in stage) / passes if passes
+                                     else nan)
+            out[f"utilisation_stage{j}"] = (sum(r.busy_time for r in stage) / (len(stage) * t)
+                                            if t > 0 else nan)
         return out
 
 
@@ -237,7 +243,11 @@ def queueing_model(config: PipelineConfig, streams: Streams) -> dict[str, float]
     dict
         The metrics of :func:`sim.pipeline.pipeline_model` (``latency_*``
         include queueing; ``failovers_per_microbatch`` counts passes lost to
-        failures), and ``utilisation``, the replicas' mean busy fraction.
+        failures), ``utilisation``, the replicas' mean busy fraction, and per
+        stage ``j``: ``wait_stage{j}``, the mean time a completed pass waited
+        in the stage's queues before a replica started it (from when it was
+        queued at the live stage: a wait at an out stage is not in it), and
+        ``utilisation_stage{j}``, the stage's replicas' mean busy fraction.
 
     Raises
     ------
@@ -288,6 +298,16 @@ def _tandem_applies(c: PipelineConfig) -> Applies:
     return Applies(True, "M/M/c stations in tandem (Jackson): Poisson arrivals, exponential "
                          "passes, one FIFO per stage, no failures"
                    if c.stages > 1 else "M/M/c: Poisson arrivals, exponential passes, one FIFO")
+
+
+def stage_waits_reference(c: PipelineConfig) -> list[float] | None:
+    """Each stage's exact mean wait in queue where the tandem reference applies (else None).
+
+    :func:`sim.analytic.tandem_waits`: the Erlang C wait of each M/M/c station.
+    """
+    if not _tandem_applies(c):
+        return None
+    return analytic.tandem_waits(list(c.replicas), c.rate, _service_rates(c))  # type: ignore[arg-type]
 
 
 def _service_rates(c: PipelineConfig) -> list[float]:

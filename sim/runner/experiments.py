@@ -33,6 +33,12 @@ edits. It defines, at module level:
     Metrics that cannot be negative (times, counts, throughputs), or ``"*"``
     for every metric not in ``RATES``: ``summary.csv`` cuts their Student-t
     intervals at 0, which keeps the coverage and the interval in range.
+``FIXED`` (dict, optional)
+    Metrics the model computes from the config alone (an exact reference it
+    returns beside its measurements), each mapped to the reason: exact in
+    ``summary.csv`` (``m_kind`` ``exact``, no interval). A config's own
+    declarations (its ``fixed_metrics()``, :func:`~sim.results.config_fixed_metrics`)
+    apply without it.
 ``analyse(results, out_dir)`` (optional)
     Draws figures and tables from a :class:`~sim.runner.SweepResult`;
     ``dtsim plot OUTDIR`` calls it again from the stored results.
@@ -76,7 +82,7 @@ from ..errors import (
     check_int,
     read_input_bytes,
 )
-from ..results import check_nonnegative_metrics, check_rates
+from ..results import check_fixed_metrics, check_nonnegative_metrics, check_rates
 from ..rng import Streams
 from .identity import canonical, code_version, digest
 from .sweep import SweepResult, sweep
@@ -192,6 +198,8 @@ class Experiment:
     rates: Mapping[str, Any] = field(default_factory=dict)
     #: ``NONNEGATIVE`` of the file: metrics that cannot be negative, or "*".
     nonnegative: tuple[str, ...] | str = ()
+    #: ``FIXED`` of the file: metrics the model computes from the config alone, with the reason.
+    fixed: Mapping[str, str] = field(default_factory=dict)
 
     def point_list(self) -> list[dict[str, Any]]:
         """The points, expanded."""
@@ -290,6 +298,7 @@ def load_experiment(path: str | Path, *, quick: bool = False) -> Experiment:
         quick=quick, analyse=analyse, module=mod,
         rates=check_rates(getattr(mod, "RATES", None), "RATES"),
         nonnegative=check_nonnegative_metrics(getattr(mod, "NONNEGATIVE", None), "NONNEGATIVE"),
+        fixed=check_fixed_metrics(getattr(mod, "FIXED", None), "FIXED"),
     )
 
 
@@ -355,7 +364,7 @@ def _sweep_experiment(exp: Experiment, out_dir: Path, version: dict[str, Any], c
         executor=executor, workers=workers, scheduler=scheduler, out=out_dir,
         name=exp.name, code=code, fail_fast=fail_fast, progress=progress,
         batch=exp.batch if batch is None else batch, prune=prune, rates=exp.rates,
-        nonnegative=exp.nonnegative,
+        nonnegative=exp.nonnegative, fixed=exp.fixed,
         info={"file": str(exp.path), "quick": exp.quick, "code_version": version,
               "rates": dict(exp.rates), "nonnegative": exp.nonnegative},
     )

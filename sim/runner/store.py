@@ -496,8 +496,14 @@ class Store:
         seed: int,
         replications: int,
         info: Mapping[str, Any] | None = None,
+        fixed: Sequence[Mapping[str, str]] | None = None,
     ) -> None:
-        """Record what this run computes (atomically)."""
+        """Record what this run computes (atomically).
+
+        ``fixed`` (one mapping per point) records the metrics each point's
+        config fixes, with the reason, so that a summary rebuilt from the
+        folder alone prints them exact as the run did.
+        """
         old = self.previous
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         first: dict[int, Any] = {}
@@ -513,6 +519,8 @@ class Store:
                 e["replications"] = count[i]
             if not first[i].point_stream:
                 e["stream_seed"] = first[i].seed
+            if fixed is not None and fixed[i]:
+                e["fixed"] = {str(k): str(v) for k, v in fixed[i].items()}
             entries.append(e)
         manifest = {
             "experiment": self.name,

@@ -32,7 +32,16 @@ import numpy as np
 
 from ..errors import ConfigError, check, check_choice, check_int, check_output_dir
 from ..progress import tracking, wanted
-from ..results import Estimate, check_nonnegative_metrics, check_rates, mean_ci, summary_rows
+from ..results import (
+    Estimate,
+    _trials,
+    check_fixed_metrics,
+    check_nonnegative_metrics,
+    check_rates,
+    config_fixed_metrics,
+    metric_estimate,
+    summary_rows,
+)
 from .executors import EXECUTORS, ExecutorLost, check_workers, execute, open_executor
 from .tasks import (
     RESERVED,
@@ -109,6 +118,9 @@ class SweepResult:
     rates: dict[str, Any] = field(default_factory=dict)
     #: Metrics that cannot be negative, or "*" (see :func:`~sim.results.summary_rows`).
     nonnegative: tuple[str, ...] | str = ()
+    #: Per point, the metrics its config fixes with the reason (exact in the summary; see
+    #: :func:`~sim.results.config_fixed_metrics`); empty when none or unknown.
+    fixed: list[dict[str, str]] = field(default_factory=list)
     _metrics: list[str] | None = field(default=None, repr=False)
 
     @property
@@ -131,30 +143,35 @@ class SweepResult:
 
         Metrics declared in :attr:`rates` get a rate's interval (inside
         ``[0, 1]``, "below X" with no event) and an ``m_kind`` column; the others
-        a Student-t interval (cut at 0 for the :attr:`nonnegative` ones). With ``counts``, also ``m_n`` (values averaged) for
+        a Student-t interval (cut at 0 for the :attr:`nonnegative` ones). A
+        metric a point's config fixes (:attr:`fixed`) is exact there (``m_kind``
+        ``exact``, no interval). With ``counts``, also ``m_n`` (values averaged) for
         each metric missing or NaN in some record (:func:`~sim.results.summary_rows`).
         """
         return summary_rows(
             self.records, self.points, metrics=list(metrics or self.metrics),
             confidence=self.confidence, counts=counts, rates=self.rates,
-            nonnegative=self.nonnegative,
+            nonnegative=self.nonnegative, fixed=self._fixed(),
         )
+
+    def _fixed(self) -> list[dict[str, str]] | None:
+        return self.fixed if len(self.fixed) == len(self.points) else None
 
     def estimates(self, point: int) -> dict[str, Estimate]:
         """Estimates with CI across replications of every metric at one point (as :meth:`summary`)."""
-        row = self.summary()[point] if self.points else None
+        fixed = (self._fixed() or [{}] * len(self.points))[point] if self.points else {}
         out = {}
         for m in self.metrics:
-            vals = [r[m] for r in self.records_of(point) if _is_number(r.get(m))]
-            if m in self.rates and row is not None:
-                out[m] = Estimate(row[f"{m}_mean"], row[f"{m}_se"], row[f"{m}_low"],
-                                  row[f"{m}_high"], len(vals), self.confidence,
-                                  kind=row[f"{m}_kind"],
-                                  method="upper-bound" if row[f"{m}_kind"] == "upper" else "wilson-neff")
-            elif self.nonnegative == "*" or m in self.nonnegative:
-                out[m] = mean_ci(vals, self.confidence, lower=0.0)
+            use = [r for r in self.records_of(point) if _is_number(r.get(m))]
+            vals = [float(r[m]) for r in use]
+            if m in fixed:
+                out[m] = metric_estimate(vals, self.confidence, fixed=fixed[m], name=m)
+            elif m in self.rates:
+                out[m] = metric_estimate(vals, self.confidence, rate=True,
+                                         trials=_trials(self.rates[m], use, self.points[point]))
             else:
-                out[m] = mean_ci(vals, self.confidence)
+                out[m] = metric_estimate(vals, self.confidence, nonnegative=(
+                    self.nonnegative == "*" or m in self.nonnegative))
         return out
 
     def point_records(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -240,6 +257,7 @@ def sweep(
     prune: bool = False,
     rates: Mapping[str, Any] | None = None,
     nonnegative: Any = None,
+    fixed: Mapping[str, str] | None = None,
 ) -> SweepResult:
     """Run ``model`` over points x replications on an executor.
 
@@ -290,6 +308,10 @@ def sweep(
     nonnegative : sequence of str or "*", optional
         Metrics that cannot be negative (or ``"*"``: every metric not a rate);
         their summary intervals are cut at 0.
+    fixed : dict, optional
+        Metrics the model computes from the config alone (metric -> reason):
+        exact at every point, as are those each point's config declares
+        (:func:`~sim.results.config_fixed_metrics`).
 
     Returns
     -------
@@ -335,8 +357,11 @@ def sweep(
             return sweep(model, base, factors=factors, points=points, replications=replications,
                          seed=seed, executor=remote, out=out, name=name, code=code, info=info,
                          fail_fast=fail_fast, progress=progress, batch=batch, prune=prune,
-                         rates=rates, nonnegative=nonnegative)
+                         rates=rates, nonnegative=nonnegative, fixed=fixed)
 
+    declared = check_fixed_metrics(fixed)
+    # what each point's config fixes, and what the caller says the model computes from it
+    fixed_at = [{**config_fixed_metrics(c), **declared} for c in configs]
     store = None
     done: dict[tuple[int, int], dict[str, Any]] = {}
     changed = ""
@@ -345,7 +370,8 @@ def sweep(
         try:
             done = store.reconcile(tasks)
             changed = code_change(store.previous.get("code_version"), (info or {}).get("code_version"))
-            store.write_manifest(point_params, tasks, seed=seed, replications=replications, info=info)
+            store.write_manifest(point_params, tasks, seed=seed, replications=replications, info=info,
+                                 fixed=fixed_at)
         except BaseException:
             store.close()
             raise
@@ -395,7 +421,7 @@ def sweep(
 
     def finish() -> SweepResult:
         result = _finish(store, name, point_params, factor_names, tasks, done, fresh, rates,
-                         nonnegative)
+                         nonnegative, fixed_at)
         result.ran, result.reused = len(fresh), len(done)
         result.errors = len(result.failed())
         result.code_changed = changed if done or (store is not None and store.unused) else ""
@@ -456,7 +482,7 @@ def _serial(model: Model, configs: Sequence[Any], groups: list[list[Task]], acce
 
 
 def _finish(store, name, params, factor_names, tasks, done, fresh, rates=None,
-            nonnegative=()) -> SweepResult:
+            nonnegative=(), fixed=None) -> SweepResult:
     records = []
     for t in tasks:
         r = fresh.get(t.key) or done.get(t.key)
@@ -465,11 +491,11 @@ def _finish(store, name, params, factor_names, tasks, done, fresh, rates=None,
     if store is not None:
         records = store.normalise(records)
         result = SweepResult(name, params, factor_names, records, out=store.path, rates=rates or {},
-                             nonnegative=nonnegative)
+                             nonnegative=nonnegative, fixed=list(fixed or []))
         store.write_summary(result)
         return result
     return SweepResult(name, params, factor_names, records, rates=rates or {},
-                       nonnegative=nonnegative)
+                       nonnegative=nonnegative, fixed=list(fixed or []))
 
 
 def replicate(

@@ -378,6 +378,16 @@ class TraceReplay:
         name, _, mod = str(self.policy).partition("+")
         return name, mod == "tile"
 
+    @property
+    def fixed_paths(self) -> bool:
+        """True when every replication replays the same down intervals for every worker.
+
+        That is the trace itself (not the fitted model), without resampling,
+        under the ``recent`` policy (``random`` draws which slot leaves,
+        ``domain`` breaks ties between domains at random).
+        """
+        return self.model == "trace" and self.resample == "none" and self.policy_parts[0] == "recent"
+
     def load(self) -> AvailabilityTrace:
         """The parsed trace (cached per content, format and unit)."""
         return _parse_cached(self.digest, self.trace, self.format, self.time_unit)

@@ -296,6 +296,19 @@ class TrainingConfig:
         Stop the run at this simulated time even if ``N`` steps are not done
         (inf: run to the end); the metrics then say ``finished = 0``, and
         throughput and cost are over the time run.
+    strategy : str, sim.training.strategies.Strategy or None
+        A fault-tolerance strategy (``name[:key=value,...]`` or a strategy
+        object; :mod:`sim.training.strategies`): ``swarm`` runs on this DES
+        (the swarm schedule's rewiring); ``checkpoint-restart``, ``redundancy``
+        and ``reconfiguration`` on the step-level job engine, with their own
+        checkpoints and restarts (``checkpoint_every`` and ``restart_cost`` stay
+        unset) and equal replica counts. None: today's behaviour.
+    step_times : sim.training.strategies.StepTimes, str or None
+        Measured step times by workers held or by pipelines (a table or a CSV
+        path) for a step-level strategy; None: the DES's failure-free steps.
+    notice : float
+        A preemption (a replayed trace's, or the spot model's) is announced this
+        long ahead (AWS 120 s, GCP 30 s); a strategy may use it. 0: none.
     network : str, NetworkValue or None
         The network every transfer crosses (:mod:`sim.network`): a topology
         spec or graph file, or a :class:`~sim.network.NetworkValue`. None: each
@@ -389,6 +402,9 @@ class TrainingConfig:
     arrival: str = "saturated"
     arrival_rate: float = 1.0
     max_time: float = math.inf
+    strategy: Any = None
+    step_times: Any = None
+    notice: float = 0.0
     network: Any = None
     network_nodes: Any = None
     tensor_parallel: int | tuple[tuple[int, ...], ...] = 1
@@ -498,6 +514,7 @@ class TrainingConfig:
         check_positive("max_time", self.max_time, allow_inf=True)
         if self.stall_limit is not None:
             check_positive("stall_limit", self.stall_limit, allow_inf=True)
+        check_nonnegative("notice", self.notice)
         if self.price is not None:
             if isinstance(self.price, (list, tuple)):
                 set_("price", _grid("price", self.price, self.replicas, check_nonnegative))
@@ -520,6 +537,7 @@ class TrainingConfig:
             check(False, "max_wait",
                   "finite when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.max_wait)
+        self._check_strategy()
         if stuck and self.restart_cost is not None:
             # a restart waits for every stage to have a live replica: it would never end
             check(False, "restart_cost",
@@ -699,6 +717,50 @@ class TrainingConfig:
                   "overlap when workers can fail or be preempted (blocking transfers are "
                   "modelled without failures)", self.p2p)
 
+    def _check_strategy(self) -> None:
+        """The strategy, its step-time table and the preemption notice (after the rest)."""
+        from .strategies import StepTimes, make_strategy, read_step_times
+
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        strat = make_strategy(self.strategy)
+        set_("strategy", strat)
+        job = strat is not None and strat.engine == "job"
+        if isinstance(self.step_times, str):
+            set_("step_times", read_step_times(self.step_times))
+        if self.step_times is not None:
+            check(isinstance(self.step_times, StepTimes), "step_times",
+                  "a sim.training.strategies.StepTimes or a CSV path", self.step_times)
+            check(job, "step_times", "given only with a step-level strategy (checkpoint-restart, "
+                  "redundancy, reconfiguration)", self.step_times)
+        if self.notice > 0:
+            preempted = self.mtbf < math.inf or (self.failure_trace is not None
+                                                 and not isinstance(self.failure_trace, str))
+            check(preempted, "notice", "0 without preemptions (a spot model or a replayed trace)",
+                  self.notice)
+            check(strat is not None, "notice", "0 without a strategy (a strategy decides what "
+                  "a notice is for)", self.notice)
+        if strat is None:
+            return
+        if job:
+            name = strat.name
+            check(self.checkpoint_every == 0, "checkpoint_every",
+                  f"0 with strategy {name} (its own checkpoints: {name}:every=K,checkpoint=C)",
+                  self.checkpoint_every)
+            check(self.restart_cost is None, "restart_cost",
+                  f"unset with strategy {name} (its own restart cost)", self.restart_cost)
+            check(self.speeds is None and self.speed_spread == 0, "speeds",
+                  f"unset with strategy {name} (a worker may take any stage: equal speeds)",
+                  self.speeds)
+            for field in ("skip_budget", "max_wait", "detection_timeout"):
+                check(getattr(self, field) == 0, field, f"0 with strategy {name} (the step-level "
+                      "job engine has no microbatches to skip, wait or re-route)",
+                      getattr(self, field))
+            check(self.step_times is not None or self.pass_time_distribution == "deterministic",
+                  "pass_time_distribution", f"deterministic with strategy {name} and no step "
+                  "times (its steps take the DES's failure-free step time)",
+                  self.pass_time_distribution)
+        strat.check(self)
+
     # -- derived ---------------------------------------------------------------
     @property
     def framework(self) -> bool:
@@ -789,6 +851,57 @@ class TrainingConfig:
         """Quality kept after ``k`` skips."""
         return quality_table(self.stages, self.skip_penalty, self.penalty)
 
+    def random_sources(self) -> tuple[str, ...]:
+        """What makes one replication differ from another under this config (empty: nothing).
+
+        A new random element of the model (a law, a draw, a random policy)
+        adds its condition here, so that :meth:`fixed_metrics` stays true.
+        """
+        out = []
+        if self.failures:
+            out.append("failures")
+        if self.pass_time_distribution != "deterministic":
+            out.append(f"{self.pass_time_distribution} pass times")
+        if self.speed_spread > 0:
+            out.append("random speeds (speed_spread)")
+        if self.arrival == "poisson":
+            out.append("Poisson arrivals")
+        if self.routing == "weighted" and any(r > 1 for r in self.replicas):  # type: ignore[union-attr]
+            out.append("weighted (random) routing")
+        return tuple(out)
+
+    def fixed_metrics(self) -> dict[str, str]:
+        """The metrics of :data:`sim.training.METRICS` this config fixes, each with the reason.
+
+        Without failures no worker is ever down, so nothing is lost, rerouted,
+        recomputed, skipped, waited for, restarted or dropped: the worker
+        availability is 1, the drop rate 0, the quality 1 and those counts 0.
+        With nothing random at all (:meth:`random_sources` empty) every metric
+        is the same in every replication (see :func:`sim.results.fixed_ci`).
+        """
+        from .system import METRICS
+
+        random = self.random_sources()
+        if not random:
+            why = "nothing random: no failures, deterministic times, speeds and routing"
+            return dict.fromkeys(METRICS, why)
+        out = {"workers": "the config's workers"}
+        if all(q == 1.0 for q in self.quality[: self.skip_budget + 1]):
+            out["mean_quality"] = ("no skip costs quality (skip budget 0, or no penalty within "
+                                   "it)")
+        if self.skip_budget == 0:
+            out.update(dict.fromkeys(("mean_skipped", "skips"),
+                                     "no stage may be skipped (skip budget 0)"))
+        if self.max_wait == math.inf:  # every stage recovers (a config that never does is refused)
+            out["drop_rate"] = "a microbatch waits for an out stage (max_wait inf): none is dropped"
+        if "failures" not in random:
+            why = "no failures (availability 1, no domain outage, preemption or trace)"
+            out.update(dict.fromkeys(
+                ("worker_availability", "drop_rate", "mean_quality", "mean_skipped",
+                 "lost_passes", "reroutes", "recomputes", "skips", "waits", "restarts",
+                 "preemptions", "lost_lost_pass", "lost_recompute", "lost_reroute",
+                 "lost_download", "lost_stall", "lost_restart"), why))
+        return out
 
 _NETWORKS: dict[Any, Any] = {}
 

@@ -1,8 +1,11 @@
 """The training family's engines and exact references, registered with :mod:`sim.engines`.
 
-The engines are the DES (:class:`TrainingDES`, every config, the one ``auto``
-picks) and the compiled event loop (:class:`~sim.training.compiled.CompiledTraining`,
-``--engine compiled``: the same model for the configs it accepts).
+The engines are the DES (:class:`TrainingDES`, every config without a
+step-level strategy, the one ``auto`` picks), the compiled event loop
+(:class:`~sim.training.compiled.CompiledTraining`, ``--engine compiled``: the
+same model for the configs it accepts) and the step-level job engine
+(:class:`JobEngine`: the checkpoint-restart, redundancy and reconfiguration
+strategies of :mod:`sim.training.strategies`).
 
 Each reference says when it is exact for a :class:`~sim.training.TrainingConfig`
 (one line either way) and predicts its metrics from :mod:`sim.analytic.training`
@@ -23,9 +26,10 @@ from typing import Any
 from .. import analytic
 from ..engines import Applies, Engine, Reference, register
 from .compiled import CompiledTraining
+from .strategies.job import JOB_METRICS, job_model
 from .system import METRICS, draw_speeds, training_model
 
-__all__ = ["TrainingDES", "CompiledTraining", "ScheduleReference", "MMcReference", "SaturatedReference",
+__all__ = ["TrainingDES", "JobEngine", "CompiledTraining", "StrategyReplayReference", "ScheduleReference", "MMcReference", "SaturatedReference",
            "DalyReference", "SnapshotReference", "PREDICTED"]
 
 #: Metrics an exact reference may predict (``predicted_<metric>`` in the CLI).
@@ -33,8 +37,32 @@ PREDICTED = ("step_time_mean", "bubble_fraction", "throughput", "throughput_stea
              "training_time", "latency_mean", "drop_rate", "mean_quality")
 
 
+def _job_strategy(c: Any) -> bool:
+    return c.strategy is not None and c.strategy.engine == "job"
+
+
+class JobEngine(Engine):
+    """The step-level job engine of :mod:`sim.training.strategies` (a step-level strategy)."""
+
+    name = "job"
+    family = "training"
+    speed = 60
+    metrics = (*METRICS, *JOB_METRICS)
+
+    def applies(self, config: Any) -> Applies:
+        if _job_strategy(config):
+            return Applies(True, f"the step-level job engine runs strategy "
+                           f"{config.strategy.name}")
+        return Applies(False, "runs the step-level strategies (checkpoint-restart, redundancy, "
+                       "reconfiguration)")
+
+    def run(self, config: Any, streams: Any) -> dict[str, Any]:
+        return job_model(config, streams)
+
+
 class TrainingDES(Engine):
-    """The discrete-event simulation of :mod:`sim.training` (answers every config)."""
+    """The discrete-event simulation of :mod:`sim.training` (every config but a step-level
+    strategy's)."""
 
     name = "des"
     family = "training"
@@ -42,6 +70,9 @@ class TrainingDES(Engine):
     metrics = METRICS
 
     def applies(self, config: Any) -> Applies:
+        if _job_strategy(config):
+            return Applies(False, f"strategy {config.strategy.name} runs on the step-level "
+                           "job engine")
         return Applies(True, "the training DES answers every configuration")
 
     def run(self, config: Any, streams: Any) -> dict[str, Any]:
@@ -56,6 +87,9 @@ def _speed_one(c: Any) -> float | None:
     return v.pop() if len(v) == 1 else None
 
 
+def _no_strategy(c: Any) -> tuple[bool, str]:
+    """The refusal of every reference of the training DES for a step-level strategy."""
+    return (_job_strategy(c), "needs the training DES (no step-level strategy)")
 #: Why no closed form answers a config with a network.
 _NETWORK = "needs no network (transfers over a network are simulated, not in the closed form)"
 
@@ -104,6 +138,7 @@ class ScheduleReference(Reference):
 
     def _closed_form(self, c: Any) -> Applies | None:
         return _first(
+            _no_strategy(c),
             (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule not in ("gpipe", "1f1b", "1f1b-dynamic"), "needs schedule gpipe or 1f1b"),
@@ -142,6 +177,7 @@ def _program_refusal(c: Any) -> str | None:
     """Why the max-plus program form does not give ``c``'s step exactly (None: it does)."""
     reps = c.replicas
     checks = (
+        _no_strategy(c),
         (c.network is not None, _NETWORK),
         (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
         (c.schedule not in ("gpipe", "1f1b", "interleaved"),
@@ -217,6 +253,7 @@ class MMcReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            _no_strategy(c),
             (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.stages != 1, "needs one stage"),
@@ -254,6 +291,7 @@ class SaturatedReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            _no_strategy(c),
             (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule != "async" or c.arrival != "saturated", "needs async with a saturated supply"),
@@ -284,6 +322,7 @@ class DalyReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            _no_strategy(c),
             (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.stages != 1 or c.replicas[0] != 1, "needs one worker (one stage, one replica)"),
@@ -314,6 +353,7 @@ class SnapshotReference(Reference):
 
     def applies(self, c: Any) -> Applies:
         no = _first(
+            _no_strategy(c),
             (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
             (c.schedule != "async" or c.arrival == "saturated",
@@ -343,6 +383,130 @@ class SnapshotReference(Reference):
         return out
 
 
-for _obj in (TrainingDES(), CompiledTraining(), ScheduleReference(), MMcReference(), SaturatedReference(),
-             DalyReference(), SnapshotReference()):
+def _removal_times(c: Any) -> list[tuple[float, int, float]] | str:
+    """``(start, worker, end)`` of a trace in which each worker goes down at most once, or the
+    reason it is not one (whether it comes back within the run is judged by the replay)."""
+    from ..failures import read_trace
+    from ..rng import Streams
+
+    L = c.stages
+    names = [f"s{j}r{i}" for j in range(L) for i in range(c.replicas[j])]
+    if isinstance(c.failure_trace, str):
+        ivs = read_trace(c.failure_trace).intervals
+        rows = [list(ivs.get(n, ())) for n in names]
+    else:
+        tr = c.failure_trace
+        if tr.loop or tr.resample != "none" or tr.model != "trace":
+            return "needs a trace replayed once as it is (no loop, resampling or fitted model)"
+        its = tr.worker_intervals(len(names), streams=Streams(0).replication(0),
+                                  domain_of=[j for j in range(L) for _ in range(c.replicas[j])])
+        rows = [list(it) for it in its]
+    out = []
+    for k, row in enumerate(rows):
+        if len(row) > 1:
+            return "needs a trace in which each worker goes down at most once"
+        if row:
+            out.append((float(row[0][0]), k, float(row[0][1])))
+    return out
+
+
+def _replay(c: Any) -> tuple[float | None, str]:
+    """The replayed wall time of a step-level strategy on ``c``'s removal trace, or None and
+    why not."""
+    from ..analytic.strategies import (
+        replay_checkpoint_restart,
+        replay_reconfiguration,
+        replay_redundancy,
+    )
+    from .strategies import derived_step_time
+    from .strategies.base import Formation
+
+    rows = _removal_times(c)
+    if isinstance(rows, str):
+        return None, rows
+    s = c.strategy
+    rem = [(t, k) for t, k, _ in rows]
+    table = c.step_times
+
+    def step_time(sizes: tuple[int, ...], held: int) -> float | None:
+        if table is None:
+            return derived_step_time(c, sizes)
+        return table.lookup(held if table.per == "workers" else len(sizes))
+
+    common = dict(n0=c.workers, removals=rem, stages=c.stages, steps=c.steps,
+                  step_time=step_time, boot=s.boot)
+    if s.name == "checkpoint-restart":
+        t = replay_checkpoint_restart(
+            **common, replicas=max(c.replicas), every=s.every, checkpoint=s.checkpoint,
+            restart=s.restart, all_held=table is not None and table.per == "workers")
+    elif s.name == "reconfiguration":
+        work = tuple(f * (1 + c.backward_ratio) for f in c.forward_time)
+        t = replay_reconfiguration(
+            **common, work=work, reconfigure=s.reconfigure, min_nodes=s.min_nodes,
+            every=s.every, checkpoint=s.checkpoint, restart=s.restart,
+            most_pipelines=table is not None and table.per == "workers")
+    else:
+        def overhead(sizes: tuple[int, ...], t_step: float) -> float:
+            f = Formation(tuple((0,) * n for n in sizes), (), 0, t_step)
+            return s.rc_overhead(_ConfigOnly(c), f)
+        t = replay_redundancy(
+            **common, replicas=max(c.replicas), overhead=overhead, slowdown=s.slowdown,
+            rebalance=s.rebalance, restart=s.restart, threshold=s.threshold, every=s.every,
+            checkpoint=s.checkpoint)
+    if not math.isfinite(t):
+        return None, "the workers left can never form the strategy's configuration"
+    if any(end < t * (1 + 1e-12) for start, _, end in rows if start < t):
+        return None, "needs a trace that only removes workers (one comes back within the run)"
+    if not isinstance(c.failure_trace, (str, type(None))) and t > c.failure_trace.duration:
+        return None, "needs the run to end within the trace"
+    return t, ""
+
+
+class StrategyReplayReference(Reference):
+    """The wall time of a step-level strategy on a trace that only removes workers, with
+    deterministic step times: :mod:`sim.analytic.strategies`' replays."""
+
+    name = "replay"
+    family = "training"
+    metrics = ("training_time",)
+
+    def applies(self, c: Any) -> Applies:
+        s = c.strategy
+        no = _first(
+            (not _job_strategy(c), "needs a step-level strategy"),
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
+            (c.failure_trace is None, "needs a failure trace that removes workers"),
+            (c.mtbf < math.inf or c.availability < 1 or c.domain_outage > 0
+             or c.placement is not None, "needs the trace as the only failures"),
+            (c.notice > 0, "needs no preemption notice"),
+            (s is not None and s.name == "checkpoint-restart" and (
+                s.interval != "fixed" or s.snapshot != "blocking"),
+             "needs a fixed interval and blocking checkpoints"),
+            (s is not None and s.name == "reconfiguration" and s.grow,
+             "needs grow off (no worker joins on a removal trace)"),
+            (s is not None and s.name not in ("checkpoint-restart", "redundancy",
+                                              "reconfiguration"),
+             "knows the built-in strategies only"),
+        )
+        if no is not None:
+            return no
+        t, why = _replay(c)
+        if t is None:
+            return Applies(False, why)
+        return Applies(True, f"{s.name} replayed on a removal trace with deterministic steps")
+
+    def predict(self, c: Any) -> dict[str, Any]:
+        t, _ = _replay(c)
+        return {"training_time": t}
+
+
+class _ConfigOnly:
+    """A job-like view with only a config (what Redundancy.rc_overhead reads)."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+
+for _obj in (TrainingDES(), JobEngine(), CompiledTraining(), ScheduleReference(), MMcReference(), SaturatedReference(),
+             DalyReference(), SnapshotReference(), StrategyReplayReference()):
     register(_obj)

@@ -107,6 +107,7 @@ class Flow:
         self.waiters: list[list[tuple[Microbatch, float]]] = [[] for _ in range(L)]
         self.lost_passes = self.reroutes = 0
         self.skips = self.waits = self.recomputes = 0
+        self.retired: set[Replica] = set()  # replicas draining before an announced preemption
         # transfers over a network (sim.training.transfers), or None: each hop its own link
         self.net: Any = None
         if c.network is not None:
@@ -211,7 +212,11 @@ class Flow:
                 if not x.mb.dead:
                     x.mb.stage = x.dest_stage
                     self.requeue(x.mb)
-        if was_live:
+        if rep in self.retired:  # it was draining: no longer in the live set; take shared work again
+            self.retired.discard(rep)
+            rep._shi, rep._slo = self.shared[j]
+            rep.idle = self.idle[j]
+        elif was_live:
             self.live[j].remove(rep)
             out = not self.live[j]
             if out:
@@ -226,6 +231,22 @@ class Flow:
                 self.requeue(mb)
         if out:
             self.trainer.stage_lost(j)
+
+    def retire(self, rep: Replica) -> bool:
+        """``rep`` announced its preemption: no new pass is routed to it, and it takes none
+        from its stage's queues, but it finishes the passes it holds (backward passes of the
+        microbatches whose activations it keeps included). False, and nothing changes, when
+        it is not live or is its stage's last live replica (it serves until it goes)."""
+        j = rep.stage
+        live = self.live[j]
+        if rep not in live or len(live) < 2:
+            return False
+        live.remove(rep)
+        self.idle[j].pop(rep, None)
+        rep._shi, rep._slo = deque(), deque()
+        rep.idle = {}
+        self.retired.add(rep)
+        return True
 
     # -- passes ----------------------------------------------------------------------
     def pass_done(self, rep: Replica, mb: Microbatch, work: float) -> None:
@@ -316,6 +337,7 @@ class Flow:
         if mb.dead:
             return
         mb.stage = j
+        mb.ready = self.env.now
         if mb.target >= 0 and mb.holders[j] is None:  # skipped the first time: pass through
             self.forward_next(mb, j)
             return

@@ -89,7 +89,7 @@ class Microbatch:
     """A microbatch's progress: stage, direction, holders of its activations, skips."""
 
     __slots__ = ("id", "step", "stage", "back", "target", "skipped", "holders", "t0",
-                 "dead", "pipe", "waiting", "at")
+                 "dead", "pipe", "waiting", "at", "ready")
 
     def __init__(self, id_: int, step: Any, stages: int, t0: float) -> None:
         self.id = id_
@@ -104,6 +104,7 @@ class Microbatch:
         self.pipe = -1
         self.waiting = False
         self.at: Any = None  # with a network: the replica holding its latest data
+        self.ready = t0  # when its forward pass at ``stage`` was queued (for the queue time)
 
 
 class Replica:
@@ -123,6 +124,9 @@ class Replica:
         Time spent in passes (completed or lost).
     passes : int
         Passes completed.
+    queue_time : float
+        Time the completed forward passes waited in a queue at this stage before this
+        replica started them (from when each was queued at the live stage).
 
     Notes
     -----
@@ -146,7 +150,7 @@ class Replica:
     __slots__ = (
         "system", "env", "stage", "index", "speed", "name", "hi", "lo", "shared", "idle",
         "limit", "in_flight", "peak_in_flight", "load", "fm_up", "spot_up", "loaded", "live",
-        "epoch", "current", "busy_time", "passes", "fwd_work", "bwd_work", "draw",
+        "epoch", "current", "busy_time", "passes", "queue_time", "fwd_work", "bwd_work", "draw",
         "_waiting", "_in_timeout", "_downloading", "_work_ev", "_wake_ev", "_t0", "_work",
         "_schedule", "_shi", "_slo",
         "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
@@ -176,6 +180,7 @@ class Replica:
         self.current: Microbatch | None = None
         self.busy_time = 0.0
         self.passes = 0
+        self.queue_time = 0.0
         # the pass times of this replica's stage at its speed (a draw scales them)
         self.fwd_work = system.work[stage][index][0] / speed
         self.bwd_work = system.work[stage][index][1] / speed
@@ -461,6 +466,8 @@ class Replica:
         self.load -= 1
         work = self._work
         self.busy_time += work
+        if not mb.back:  # type: ignore[union-attr]
+            self.queue_time += self._t0 - mb.ready  # type: ignore[union-attr]
         if not self._inline or mb.target >= 0:  # type: ignore[union-attr]
             self.system.pass_done(self, mb, work)
         elif mb.back:  # type: ignore[union-attr]
@@ -491,6 +498,7 @@ class Replica:
                 if not mb.dead:  # type: ignore[union-attr]
                     j = self._next_stage
                     mb.stage = j  # type: ignore[union-attr]
+                    mb.ready = self.env.now  # type: ignore[union-attr]
                     live = self._next_live
                     if not live:
                         self.system.out_stage(mb, j)
@@ -556,6 +564,8 @@ class SpotSlot:
         self._gap_start: float | None = None
         #: called with False at a preemption and True at the replacement (billing clocks)
         self.listeners: list[Any] = []
+        #: called with the time of the next preemption as soon as it is drawn (notices)
+        self.on_draw: list[Any] = []
 
     def unbilled_until(self, now: float) -> float:
         """Time without a worker up to ``now`` (an open replacement gap included)."""
@@ -565,7 +575,10 @@ class SpotSlot:
         """Preempt and replace, for ever."""
         rep = self.replica
         while True:
-            yield env.timeout(float(self.rng.exponential(self.mtbf)))
+            d = float(self.rng.exponential(self.mtbf))
+            for cb in self.on_draw:
+                cb(env.now + d)
+            yield env.timeout(d)
             self.preemptions += 1
             for cb in self.listeners:
                 cb(False)

@@ -64,7 +64,8 @@ def _nominal(config: Any) -> float:
         c, availability=1.0, domain_outage=0.0, placement=None, failure_trace=None,
         mtbf=math.inf, replace_time=0.0, restart_cost=None, checkpoint_every=0,
         checkpoint_cost=0.0, steps=1, max_time=math.inf, pass_time_distribution="deterministic",
-        speed_spread=0.0, stall_limit=None, max_wait=0.0,
+        speed_spread=0.0, stall_limit=None, max_wait=0.0, strategy=None, step_times=None,
+        notice=0.0,
         replicas=c.replicas if c.speeds is None else None)
     system = TrainingSystem(free, Streams(0).replication(0))
     system.run()

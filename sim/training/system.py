@@ -25,7 +25,7 @@ from .schedules import SCHEDULE_POLICIES
 from .stall import Watchdog, diagnose, interval_time, needs_watchdog, stall_limit
 from .trainer import AsyncTrainer, StepTrainer, steady_throughput
 
-__all__ = ["TrainingSystem", "draw_speeds", "training_model", "METRICS"]
+__all__ = ["TrainingSystem", "build_failures", "draw_speeds", "training_model", "METRICS"]
 
 #: Metrics of one replication (see :func:`training_model`).
 METRICS = (
@@ -50,6 +50,47 @@ def draw_speeds(config: TrainingConfig, streams: Streams) -> tuple[tuple[float, 
     rng = streams.rng("speeds")
     return tuple(tuple(float(v) for v in rng.lognormal(-sig * sig / 2.0, sig, r))
                  for r in reps)  # type: ignore[union-attr]
+
+
+def build_failures(env: simpy.Environment, config: TrainingConfig, streams: Streams,
+                   slots: list[tuple[str, int, int]]) -> tuple[FailureModel, list[Any]]:
+    """The failure model of ``config``'s workers (not started) and its workers, in slot order.
+
+    ``slots`` are ``(name, stage, replica)`` in stage-major order. The
+    placement's domains come first; then either a replayed trace (slot ``k``
+    on worker ``k``, the stages as the domain policy's domains), or each
+    worker's availability model, a named CSV trace overriding it by name. The
+    training DES and the strategies' job engine build the same model, so a
+    seed gives both the same failures.
+    """
+    c = config
+    fm = FailureModel(env, streams)
+    pl = c.domain_placement
+    fm.add_placement_domains(pl, mean_downtime=c.domain_downtime,
+                             distribution=c.failure_distribution, shape=c.failure_shape)
+    named = isinstance(c.failure_trace, str)
+    trace = read_trace(c.failure_trace).intervals if named else {}
+    replayed = None
+    if c.failure_trace is not None and not named:  # slot k = worker k, stage-major
+        from ..traces import attach
+
+        parents = [pl.replica_domains[j][i] for _, j, i in slots]
+        replayed = attach(fm, c.failure_trace,
+                          [(name, ch[-1] if ch else None) for (name, _, _), ch in zip(
+                              slots, parents, strict=True)],
+                          streams=streams, domain_of=[j for _, j, _ in slots])
+    workers = []
+    for k, (name, j, i) in enumerate(slots):
+        if replayed is not None:
+            w = replayed[k]
+        else:
+            chain = pl.replica_domains[j][i]
+            w = fm.add_worker(name, chain[-1] if chain else None,
+                              availability=c.availability, mean_downtime=c.mean_downtime,
+                              distribution=c.failure_distribution, shape=c.failure_shape,
+                              trace=trace.get(name))
+        workers.append(w)
+    return fm, workers
 
 
 class TrainingSystem:
@@ -82,35 +123,11 @@ class TrainingSystem:
                           for rep in self.flow.replicas]
 
     def _wire_failures(self, streams: Streams) -> FailureModel:
-        c = self.config
-        fm = FailureModel(self.env, streams)
-        pl = c.domain_placement
-        fm.add_placement_domains(pl, mean_downtime=c.domain_downtime,
-                                 distribution=c.failure_distribution, shape=c.failure_shape)
-        named = isinstance(c.failure_trace, str)
-        trace = read_trace(c.failure_trace).intervals if named else {}
-        replayed = None
-        if c.failure_trace is not None and not named:  # slot k = worker k, stage-major
-            from ..traces import attach
-
-            reps = self.flow.replicas
-            parents = [pl.replica_domains[r.stage][r.index] for r in reps]
-            replayed = attach(fm, c.failure_trace,
-                              [(r.name, ch[-1] if ch else None) for r, ch in zip(reps, parents,
-                                                                                strict=True)],
-                              streams=streams, domain_of=[r.stage for r in reps])
-        self.workers = []
-        for k, rep in enumerate(self.flow.replicas):
-            if replayed is not None:
-                w = replayed[k]
-            else:
-                chain = pl.replica_domains[rep.stage][rep.index]
-                w = fm.add_worker(rep.name, chain[-1] if chain else None,
-                                  availability=c.availability, mean_downtime=c.mean_downtime,
-                                  distribution=c.failure_distribution, shape=c.failure_shape,
-                                  trace=trace.get(rep.name))
+        fm, self.workers = build_failures(
+            self.env, self.config, streams,
+            [(rep.name, rep.stage, rep.index) for rep in self.flow.replicas])
+        for rep, w in zip(self.flow.replicas, self.workers, strict=True):
             w.on_change(rep.worker_changed)
-            self.workers.append(w)
         return fm
 
     def _wire_presence(self) -> None:
@@ -144,6 +161,8 @@ class TrainingSystem:
         for rep, w in zip(self.flow.replicas, self.workers, strict=True):
             rep.fm_up = w.up
         self._wire_presence()
+        if self.config.strategy is not None:  # a DES strategy (swarm): asked, never type-checked
+            self.config.strategy.prepare_des(self)
         self.flow.start()
         for slot in self.spots:
             self.env.process(slot.run(self.env))
@@ -162,6 +181,8 @@ class TrainingSystem:
         # one condition over every end (a nested one would end a step of the event order later)
         self.env.run(until=ends[0] if len(ends) == 1 else self.env.any_of(ends))
         out = self.metrics()
+        if hasattr(self, "notices_used"):
+            out["notices_used"] = float(self.notices_used)
         if self._stalled(watch):
             out["stall_reason"] = diagnose(self)
         return out

@@ -1,0 +1,186 @@
+"""The strategy interface, formations, the registry, and the spec parser.
+
+A fault-tolerance strategy is a frozen dataclass of parameters (a value: it
+sits on :class:`~sim.training.TrainingConfig` and hashes with it). The
+engine that runs a configuration asks it, never type-checks it:
+
+``engine``
+    ``"des"`` when the microbatch DES of :mod:`sim.training` runs it (SWARM's
+    rewiring is per microbatch), ``"job"`` when the step-level job engine of
+    :mod:`sim.training.strategies.job` does (checkpoint-restart, redundancy,
+    reconfiguration: what a failure costs there is decided per step).
+``check(config)``
+    Refuse what the strategy cannot run (one ConfigError line).
+``coordinate(job)``
+    (job strategies) The job's coordinator, a generator over the job's
+    primitives; ``lost``, ``joined`` and ``noticed`` are called by the job at
+    each worker event and decide whether the coordinator is interrupted.
+
+A user's subclass runs like the built-in ones: register it with
+:func:`register_strategy` to name it in a spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from ...errors import ConfigError, check
+
+__all__ = ["Strategy", "Formation", "STRATEGIES", "register_strategy", "make_strategy",
+           "strategy_names"]
+
+
+@dataclass(frozen=True)
+class Formation:
+    """The workers a job runs on: pipelines of worker indices, and the spares.
+
+    Attributes
+    ----------
+    pipelines : tuple of tuple of int
+        ``pipelines[p]`` = the workers of pipeline ``p`` in stage order (one per
+        node of the pipeline; a node may hold several of the config's stages).
+    spares : tuple of int
+        Ready workers the job holds but does not run on.
+    held : int
+        Workers the job holds (what a ``per="workers"`` table is looked up by).
+    step_time : float
+        A step's time in this formation, before any slowdown.
+    """
+
+    pipelines: tuple[tuple[int, ...], ...]
+    spares: tuple[int, ...]
+    held: int
+    step_time: float
+
+    @property
+    def workers(self) -> tuple[int, ...]:
+        """Every worker the formation runs on (pipeline-major)."""
+        return tuple(w for p in self.pipelines for w in p)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Nodes per pipeline."""
+        return tuple(len(p) for p in self.pipelines)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """Base of every strategy (see the module docstring).
+
+    Parameters
+    ----------
+    boot : float
+        Time from a worker coming up to it being ready to join (instance
+        start-up; both artifacts use 45 s). Added to the config's weight
+        download time.
+    """
+
+    name: ClassVar[str] = "strategy"
+    engine: ClassVar[str] = "job"
+    boot: float = 0.0
+
+    def __post_init__(self) -> None:
+        from ...errors import check_nonnegative
+
+        check_nonnegative("boot", self.boot)
+
+    def check(self, config: Any) -> None:
+        """Refuse a config the strategy cannot run (raise ConfigError)."""
+
+    def prepare_des(self, system: Any) -> None:
+        """(DES strategies) Wire anything the strategy needs into a built, started
+        :class:`~sim.training.TrainingSystem` before it runs (notices, say)."""
+
+    def describe(self) -> str:
+        """``name:key=value,...`` of every parameter that differs from its default."""
+        defaults = type(self)()
+        parts = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)
+                 if getattr(self, f.name) != getattr(defaults, f.name)]
+        return self.name + (":" + ",".join(parts) if parts else "")
+
+
+#: Strategy name -> class.
+STRATEGIES: dict[str, type[Strategy]] = {}
+
+
+def register_strategy(cls: type[Strategy]) -> type[Strategy]:
+    """Register a strategy class under its ``name`` (usable as a class decorator)."""
+    STRATEGIES[cls.name] = cls
+    return cls
+
+
+#: The built-in strategies, in the order they are listed.
+BUILT_IN = ("swarm", "checkpoint-restart", "redundancy", "reconfiguration")
+
+
+def strategy_names() -> tuple[str, ...]:
+    """The registered strategies' names (the built-in ones first)."""
+    return tuple(sorted(STRATEGIES, key=lambda n: (BUILT_IN.index(n) if n in BUILT_IN
+                                                   else len(BUILT_IN), n)))
+
+
+def _value(field: Any, text: str) -> Any:
+    """Parse ``text`` for a dataclass field by its default's type."""
+    default = field.default
+    name = field.name
+    low = text.strip().lower()
+    if isinstance(default, bool):
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(name, "true or false", text)
+    if isinstance(default, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(name, "an integer", text) from None
+    if default is None and low in ("none", "auto", ""):
+        return None
+    if default is None and "int" in str(field.type) and "float" not in str(field.type):
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(name, "an integer or none", text) from None
+    if isinstance(default, float) or default is None:
+        try:
+            return float(text)
+        except ValueError:
+            if default is None:
+                return text
+            raise ConfigError(name, "a number", text) from None
+    return text
+
+
+def make_strategy(spec: Any) -> Strategy | None:
+    """A strategy from a spec ``name[:key=value,...]``, a Strategy (as is), or None.
+
+    Examples
+    --------
+    >>> make_strategy("checkpoint-restart:every=20,checkpoint=5").every
+    20
+    """
+    if spec is None or isinstance(spec, Strategy):
+        return spec
+    check(isinstance(spec, str) and spec.strip() != "", "strategy",
+          "a strategy name[:key=value,...] or a sim.training.strategies.Strategy", spec)
+    name, _, rest = spec.strip().partition(":")
+    check(name in STRATEGIES, "strategy", "one of " + ", ".join(strategy_names()), name)
+    cls = STRATEGIES[name]
+    known = {f.name: f for f in fields(cls)}
+    kw: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, val = part.partition("=")
+        key = key.strip().replace("-", "_")
+        check(eq == "=" and key != "", "strategy", "key=value parameters", part)
+        check(key in known, "strategy", f"a parameter of {name} ({', '.join(known)})", key)
+        check(key not in kw, "strategy", "each parameter once", key)
+        kw[key] = _value(known[key], val)
+    return cls(**kw)
+
+
+def replace(strategy: Strategy, **changes: Any) -> Strategy:
+    """``dataclasses.replace`` for a strategy (validates again)."""
+    return dataclasses.replace(strategy, **changes)

@@ -1,0 +1,144 @@
+"""Pieces the step-level strategies share: the job coordinator loop, pipelines of depth L,
+waiting for workers, blocking checkpoints, and what each strategy keeps per run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .base import Formation, Strategy
+from .job import Joined, Lost, Notice
+
+__all__ = ["JobStrategy", "RunState", "depth_pipelines"]
+
+
+class RunState:
+    """What a strategy keeps for one run (the strategy itself is a frozen value)."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.participants: frozenset[int] = frozenset()
+        self.step_end = math.inf
+        self.leaving: dict[int, float] = {}  # announced preemptions among the participants
+        self.emergency = False
+        self.failures = 0  # losses that interrupted the job (the measured failure rate)
+        self.extra: dict[str, Any] = {}
+
+
+def depth_pipelines(job: Any, ready: list[int], *, table_all: bool = True) -> Formation | None:
+    """``P = min(n // L, r)`` pipelines of the config's depth ``L`` from ``n`` ready workers
+    (in index order), the rest spares; None when no pipeline fits or the step-time table
+    has no entry that small."""
+    c = job.config
+    L = c.stages
+    P = min(len(ready) // L, max(c.replicas))
+    if P == 0:
+        return None
+    pipes = tuple(tuple(ready[p * L:(p + 1) * L]) for p in range(P))
+    spares = tuple(ready[P * L:])
+    held = len(ready)
+    t = job.step_time((L,) * P, held)
+    if t is None:
+        return None
+    return Formation(pipes, spares, held, t)
+
+
+@dataclass(frozen=True)
+class JobStrategy(Strategy):
+    """A strategy run by the job engine: the coordinator loop and shared phases.
+
+    Subclasses define ``formation(job, ready)``, ``step(job, state)`` and the event
+    hooks ``lost``, ``joined``, ``noticed``.
+    """
+
+    def check(self, config: Any) -> None:
+        from ...errors import check
+
+        check(config.schedule != "async", "strategy",
+              f"a schedule with a step barrier (gpipe, 1f1b, swarm) for {self.name}",
+              config.schedule)
+
+    # -- the job asks ---------------------------------------------------------------
+    def lost(self, job: Any, w: Any) -> None:
+        st = job.run_state
+        if st is not None and w.index in st.participants:
+            st.leaving.pop(w.index, None)
+            job.interrupt(Lost(w.index, job.env.now))
+
+    def joined(self, job: Any, w: Any) -> None:
+        """A worker became ready: used at the next formation (the artifacts' rule)."""
+
+    def noticed(self, job: Any, w: Any, at: float) -> None:
+        """A participant will be preempted at ``at``."""
+
+    # -- the coordinator ---------------------------------------------------------------
+    def coordinate(self, job: Any):
+        """Form a configuration, run steps, until the job is done."""
+        job.run_state = st = RunState()
+        while not job.done.triggered:
+            if job.formation is None:
+                yield from self.form(job, st)
+                continue
+            yield from self.step(job, st)
+
+    def formation(self, job: Any, ready: list[int]) -> Formation | None:
+        raise NotImplementedError  # pragma: no cover
+
+    def participants(self, job: Any, f: Formation) -> frozenset[int]:
+        """Workers whose loss interrupts the job: the formation's, and with a step-time table
+        by workers held, every worker held (the table counts them)."""
+        st = job.config.step_times
+        if st is not None and st.per == "workers":
+            return frozenset(f.workers) | frozenset(f.spares)
+        return frozenset(f.workers)
+
+    def wait_for_workers(self, job: Any) -> Any:
+        """Wait until a formation is possible; the formation."""
+        while True:
+            f = self.formation(job, job.ready_workers())
+            if f is not None:
+                return f
+            yield from job.wait_event(job.change())
+            job.lost["stall"] += job.waited
+            job.counts["wait_time"] += job.waited
+
+    def pay(self, job: Any, st: RunState, f: Formation, cost: float, kind: str):
+        """Pay a formation cost with ``f``'s participants: True when it ran through, False
+        when a participant was lost (the caller starts over)."""
+        st.participants = self.participants(job, f)
+        ok = yield from self.hold(job, cost, "restart")
+        return ok
+
+    def checkpoint_blocking(self, job: Any, st: RunState, cost: float):
+        """A blocking checkpoint of ``cost``: True when it completed (and committed)."""
+        ok = yield from self.hold(job, cost, "checkpoint")
+        if ok:
+            job.commit()
+        return ok
+
+    def hold(self, job: Any, duration: float, kind: str):
+        """Spend ``duration`` (accounted as lost time ``kind``) unless a participant is lost:
+        True when it ran through. Other interruptions (notices) do not cut it short."""
+        left = duration
+        while left > 0:
+            causes = yield from job.wait(left)
+            job.lost[kind] += job.waited
+            left -= job.waited
+            if causes is None:
+                return True
+            if any(isinstance(c, Lost) for c in causes):
+                return False
+        return True
+
+    @staticmethod
+    def losses(causes: list[Any] | None) -> list[Lost]:
+        return [c for c in (causes or []) if isinstance(c, Lost)]
+
+    @staticmethod
+    def notices(causes: list[Any] | None) -> list[Notice]:
+        return [c for c in (causes or []) if isinstance(c, Notice)]
+
+    @staticmethod
+    def joins(causes: list[Any] | None) -> list[Joined]:
+        return [c for c in (causes or []) if isinstance(c, Joined)]

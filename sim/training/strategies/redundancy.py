@@ -1,0 +1,297 @@
+"""Redundant computation (Bamboo): a stage's successor holds its weights and takes it over.
+
+The job runs ``P = n // L`` pipelines of the config's depth ``L`` as rings:
+the node of stage ``j`` also holds the weights of stage ``j - 1`` (the last
+node holds the first stage's) and runs that stage's forward passes again in
+its pipeline bubbles, which costs ``overhead`` of the step time in normal
+operation. When a node is lost, the node holding its copy takes its stage
+over and runs both: the step in progress and every step after it run
+``slowdown`` times slower until a rebalance (cost ``rebalance``) re-forms the
+rings from the workers that are ready. A stage whose copy is gone too (two
+adjacent nodes lost before a rebalance, or a node that had already taken a
+stage over) is fatal: the job rolls back to its last checkpoint and restarts
+(cost ``restart``). After each step the job rebalances when (Bamboo's rule)
+there are as many spares as overloaded nodes, or the overloaded nodes are
+more than ``threshold`` of the active ones counted twice, or the ready
+workers can form one more pipeline.
+
+``overhead=None`` derives the overhead from the schedule: each node runs
+``b`` extra forward passes of its predecessor's stage (``b`` microbatches
+per pipeline), and what does not fit in its idle time within the step is
+added to the step (none with a step-time table, which is measured with the
+redundancy on).
+
+A preemption notice (``notice="drain"``): the job rebalances without the
+leaving node at the next step end if that completes before the preemption,
+so the node leaves without a takeover.
+
+Defaults, from Bamboo's simulator (uclasystem/bamboo,
+``project_pactum/simulation/simulator.py``, MIT) and the Oobleck artifact's
+copy of it: a takeover runs ``slowdown`` 1.5 times slower; a rebalance
+(local rendezvous) costs 20 s (GPT-2) and a restart after a fatal failure
+(global rendezvous) 30 s; the 5 % threshold; a node ready 45 s after it is
+added. Neither simulator checkpoints (a fatal failure keeps its steps there);
+here it rolls back to a checkpoint taken every ``every`` steps at cost
+``checkpoint`` (the Varuna values of :class:`CheckpointRestart`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import check, check_choice, check_int, check_nonnegative, check_probability
+from .base import register_strategy
+from .common import JobStrategy, RunState, depth_pipelines
+from .job import Lost
+
+__all__ = ["Redundancy", "Rings", "TakenOver"]
+
+
+@dataclass(frozen=True)
+class TakenOver:
+    """A node was lost and its stage taken over by the node holding its copy."""
+
+    worker: int
+    time: float
+
+
+class Rings:
+    """Who runs each stage of each pipeline, and who holds each stage's copy."""
+
+    def __init__(self, pipelines: tuple[tuple[int, ...], ...], L: int) -> None:
+        self.L = L
+        self.holder = [list(p) for p in pipelines]
+        self.copy: list[list[int | None]] = [[p[(j + 1) % L] if L > 1 else None
+                                              for j in range(L)] for p in pipelines]
+        self.members = {w for p in pipelines for w in p}
+        self.dead: set[int] = set()
+
+    def covers(self, w: int) -> list[tuple[int, int]]:
+        return [(p, j) for p, row in enumerate(self.holder) for j, h in enumerate(row) if h == w]
+
+    def overloaded(self) -> int:
+        """Live nodes running more than one stage."""
+        n: dict[int, int] = {}
+        for row in self.holder:
+            for h in row:
+                n[h] = n.get(h, 0) + 1
+        return sum(1 for w, k in n.items() if k > 1 and w not in self.dead)
+
+    def lose(self, w: int) -> str:
+        """Node ``w`` is lost: ``"spare"`` (not in a ring), ``"takeover"`` or ``"fatal"``."""
+        if w not in self.members or w in self.dead:
+            return "spare"
+        self.dead.add(w)
+        held = self.covers(w)
+        fatal = len(held) > 1
+        for p, j in held:
+            c = self.copy[p][j]
+            if c is None or c in self.dead:
+                fatal = True
+                continue
+            self.holder[p][j] = c
+            self.copy[p][j] = None  # its only copy is now the one running it
+        for row in self.copy:
+            for j, c in enumerate(row):
+                if c == w:
+                    row[j] = None
+        return "fatal" if fatal else "takeover"
+
+
+@register_strategy
+@dataclass(frozen=True)
+class Redundancy(JobStrategy):
+    """Bamboo's redundant computation (module notes).
+
+    Parameters
+    ----------
+    overhead : float or None
+        Step-time overhead of the redundant forwards in normal operation (a
+        fraction; None: from the bubble, or 0 with a step-time table).
+    slowdown : float
+        Step-time factor while a node runs two stages (default 1.5, Bamboo).
+    rebalance : float
+        Time of a rebalance (default 20 s, Bamboo's GPT-2).
+    restart : float
+        Time of the restart after a fatal failure (default 30 s, Bamboo).
+    threshold : float
+        Rebalance when 2 x overloaded / active exceeds it (default 0.05, Bamboo).
+    every : int
+        Steps between checkpoints (0: none; default 10).
+    checkpoint : float
+        Time of a checkpoint (default 15.8 s).
+    notice : {"drain", "ignore"}
+    boot : float
+        Default 45 s (the artifacts' instance creation time).
+    """
+
+    name = "redundancy"
+    overhead: float | None = None
+    slowdown: float = 1.5
+    rebalance: float = 20.0
+    restart: float = 30.0
+    threshold: float = 0.05
+    every: int = 10
+    checkpoint: float = 15.8
+    notice: str = "drain"
+    boot: float = 45.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.overhead is not None:
+            check(isinstance(self.overhead, (int, float)), "overhead", "a number or none",
+                  self.overhead)
+            check_nonnegative("overhead", self.overhead)
+        check(isinstance(self.slowdown, (int, float)) and self.slowdown >= 1, "slowdown",
+              ">= 1", self.slowdown)
+        check_nonnegative("rebalance", self.rebalance)
+        check_nonnegative("restart", self.restart)
+        check_probability("threshold", self.threshold)
+        check_int("every", self.every, low=0)
+        check_nonnegative("checkpoint", self.checkpoint)
+        check_choice("notice", self.notice, ("drain", "ignore"))
+
+    # -- formation and step time ----------------------------------------------------------
+    def formation(self, job: Any, ready: list[int]) -> Any:
+        st = job.run_state
+        leaving = st.leaving if st is not None else {}
+        return depth_pipelines(job, [w for w in ready if w not in leaving])
+
+    def rc_overhead(self, job: Any, f: Any) -> float:
+        """Extra time per step of the redundant forwards (module notes)."""
+        c = job.config
+        if self.overhead is not None:
+            return self.overhead * f.step_time
+        if c.step_times is not None:
+            return 0.0
+        P, L = len(f.pipelines), c.stages
+        b = math.ceil(c.microbatches / P)
+        fwd, bwd = c.forward_time, c.backward_time
+        extra = 0.0
+        for j in range(L):
+            busy = b * (fwd[j] + bwd[j])
+            redundant = b * fwd[(j - 1) % L] if L > 1 else 0.0
+            extra = max(extra, redundant - (f.step_time - busy))
+        return max(extra, 0.0)
+
+    def duration(self, job: Any, st: RunState) -> float:
+        """A whole step's time now (slower while a node runs two stages)."""
+        f = job.formation
+        base = f.step_time + st.extra["overhead"]
+        return base * (self.slowdown if st.extra["rings"].overloaded() else 1.0)
+
+    def form(self, job: Any, st: RunState):
+        """Wait for workers; restart (after a fatal failure) or rebalance, or start free."""
+        while True:
+            f = yield from self.wait_for_workers(job)
+            fatal = st.extra.pop("fatal", False)
+            if fatal:
+                job.restarts += 1
+                cost = self.restart
+            elif st.started:
+                job.counts["rebalances"] += 1
+                cost = self.rebalance
+            else:
+                cost = 0.0
+            ok = yield from self.pay(job, st, f, cost, "restart")
+            if not ok:
+                st.extra["fatal"] = fatal or st.extra.get("fatal", False)
+                continue
+            st.started = True
+            job.formation = f
+            st.extra["rings"] = Rings(f.pipelines, job.config.stages)
+            st.extra["overhead"] = self.rc_overhead(job, f)
+            st.participants = frozenset(f.workers)
+            st.leaving = {w: t for w, t in st.leaving.items() if w in st.participants}
+            return
+
+    # -- steps ------------------------------------------------------------------------
+    def step(self, job: Any, st: RunState):
+        env = job.env
+        t0 = env.now
+        done = 0.0  # fraction of the step done
+        degraded_since = env.now if st.extra["rings"].overloaded() else None
+        while True:
+            d = self.duration(job, st)
+            left = (1.0 - done) * d
+            st.step_end = env.now + left
+            causes = yield from job.wait(left)
+            st.step_end = math.inf
+            if causes is None:
+                break
+            done = min(done + job.waited / d, 1.0)
+            if self.losses(causes):  # fatal
+                self._fatal(job, st, env.now - t0)
+                return
+            if degraded_since is None and st.extra["rings"].overloaded():
+                degraded_since = env.now
+        if degraded_since is not None:
+            job.counts["degraded_time"] += env.now - degraded_since
+        job.step_done(env.now - t0)
+        if job.done.triggered:
+            return
+        yield from self.after_step(job, st)
+
+    def _fatal(self, job: Any, st: RunState, elapsed: float) -> None:
+        job.rollback(elapsed)
+        job.counts["fatal_failures"] += 1
+        job.formation = None
+        st.extra["fatal"] = True
+        st.participants = frozenset()
+
+    def after_step(self, job: Any, st: RunState):
+        c = job.config
+        if self.every and job.steps - job.committed >= self.every:
+            ok = yield from self.checkpoint_blocking(job, st, self.checkpoint)
+            if not ok:
+                self._fatal(job, st, 0.0)
+                return
+        rings: Rings = st.extra["rings"]
+        P, L = len(job.formation.pipelines), c.stages
+        o = rings.overloaded()
+        live = [w for w in rings.members if w not in rings.dead]
+        spares = [w for w in job.ready_workers() if w not in rings.members]
+        active = P * L - o
+        now = job.env.now
+        drain = [w for w, t in st.leaving.items() if w in rings.members and w not in rings.dead
+                 and now + self.rebalance <= t]
+        grow = (len(live) + len(spares)) // L > P and P < max(c.replicas)
+        if drain:
+            job.counts["notices_used"] += len(drain)
+        if (o > 0 and len(spares) >= o) or (o > 0 and active > 0 and 2 * o / active > self.threshold) \
+                or grow or drain:
+            job.formation = None  # rebalance: re-form the rings from the ready workers
+            st.participants = frozenset(live)
+
+    # -- events -----------------------------------------------------------------------
+    def lost(self, job: Any, w: Any) -> None:
+        st = job.run_state
+        if st is None:
+            return
+        st.leaving.pop(w.index, None)
+        rings: Rings | None = st.extra.get("rings")
+        if job.formation is None or rings is None:
+            if w.index in st.participants:  # forming: the restart or rebalance starts over
+                if rings is not None and rings.lose(w.index) == "fatal" and \
+                        not st.extra.get("fatal"):
+                    job.counts["fatal_failures"] += 1
+                    job.rollback(0.0)
+                    st.extra["fatal"] = True
+                job.interrupt(Lost(w.index, job.env.now))
+            return
+        first = rings.overloaded() == 0 and w.index in rings.members and w.index not in rings.dead
+        verdict = rings.lose(w.index)
+        if verdict == "takeover" and first:
+            job.counts["takeover_windows"] += 1  # a first loss: the job runs degraded from here
+        if verdict == "fatal":
+            job.interrupt(Lost(w.index, job.env.now))
+        elif verdict == "takeover":
+            job.interrupt(TakenOver(w.index, job.env.now))
+
+    def noticed(self, job: Any, w: Any, at: float) -> None:
+        st = job.run_state
+        if st is None or self.notice == "ignore" or w.index not in st.participants:
+            return
+        st.leaving[w.index] = at

@@ -1,0 +1,309 @@
+"""The fault-tolerance strategies: deterministic replays exact, against hand timelines and
+sim.analytic's replays; the engines chosen; refusals."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sim import analytic
+from sim.engines import select
+from sim.errors import ConfigError
+from sim.rng import Streams
+from sim.training import TrainingConfig, training_model
+from sim.training.strategies import (
+    CheckpointRestart,
+    Reconfiguration,
+    Redundancy,
+    StepTimes,
+    job_model,
+    make_strategy,
+)
+
+BIG = 1e9  # a removed worker never comes back within a run
+
+
+def _removals(tmp_path, rows, stages, replicas):
+    """A named CSV trace removing worker k (stage-major index) at t for good."""
+    names = [f"s{j}r{i}" for j in range(stages) for i in range(replicas)]
+    p = tmp_path / "removals.csv"
+    p.write_text("worker,start,end\n" + "".join(f"{names[w]},{t},{BIG}\n" for t, w in rows))
+    return str(p)
+
+
+def _run(cfg):
+    sel = select("training", cfg)
+    return sel.name, sel.engine.run(cfg, Streams(0).replication(0))
+
+
+def _table(per, pairs):
+    return StepTimes(per, tuple(c for c, _ in pairs), tuple(t for _, t in pairs))
+
+
+# ----------------------------------------------------------------------------- checkpoint-restart
+
+CR_TIMES = _table("pipelines", [(1, 18.0), (2, 10.0), (3, 8.0)])
+CR_REMOVALS = [(12.0, 5), (52.0, 4), (75.0, 1)]
+
+
+def test_checkpoint_restart_replay_is_exact(tmp_path):
+    """6 workers as 3 pipelines of 2; K=3, C=2, R=5, N=6. By hand: w5 lost at 12 (step 2) rolls
+    back to 0; restart to 17 on 2 pipelines (10 s steps): steps at 27, 37, 47, checkpoint to
+    49; w4 (a spare) lost at 52 changes nothing; w1 lost at 75 (step 6) rolls back to 3;
+    restart to 80 on 1 pipeline (18 s): steps at 98, 116, 134. Wall time 134."""
+    cfg = TrainingConfig(stages=2, replicas=3, steps=6, step_times=CR_TIMES,
+                         failure_trace=_removals(tmp_path, CR_REMOVALS, 2, 3),
+                         strategy="checkpoint-restart:every=3,checkpoint=2,restart=5,boot=0")
+    engine, m = _run(cfg)
+    assert engine == "job"
+    assert m["training_time"] == 134.0
+    assert (m["restarts"], m["checkpoints"]) == (2.0, 1.0)
+    assert m["lost_work"] == 12.0 + (20.0 + 6.0)  # 1.5 steps, then steps 4-5 and 6 s of 6
+    ref = analytic.replay_checkpoint_restart(
+        n0=6, removals=CR_REMOVALS, stages=2, replicas=3, steps=6,
+        step_time=lambda sizes, held: CR_TIMES.lookup(len(sizes)), every=3, checkpoint=2.0,
+        restart=5.0)
+    assert ref == 134.0
+
+
+def test_checkpoint_restart_waits_then_says_why(tmp_path):
+    """Fewer ready workers than a pipeline needs, for good: the job stops with the reason."""
+    cfg = TrainingConfig(stages=2, replicas=1, steps=6, step_times=CR_TIMES, stall_limit=500.0,
+                         failure_trace=_removals(tmp_path, [(5.0, 0)], 2, 1),
+                         strategy="checkpoint-restart:boot=0")
+    _, m = _run(cfg)
+    assert m["finished"] == 0
+    assert m["stall_reason"].startswith("no step can finish: checkpoint-restart needs 2 ready "
+                                        "workers and 1 are ready now")
+
+
+# ----------------------------------------------------------------------------- redundancy
+
+RD_TIMES = _table("pipelines", [(1, 16.0), (2, 10.0)])
+RD_REMOVALS = [(15.0, 1), (50.0, 0), (52.0, 2)]
+
+
+def test_redundancy_replay_is_exact(tmp_path):
+    """2 rings of 3 (w0 w1 w2, w3 w4 w5), 10 s steps, slowdown 1.5, rebalance 4, restart 6, no
+    checkpoint, N=5. By hand: w1 lost at 15 (mid step 2): w2 takes stage 1 over, the rest of
+    the step runs 1.5x slower, to 22.5; 2 of 5 active overloaded > 5%: rebalance to 26.5,
+    one ring (w0 w2 w3, 16 s): step 3 at 42.5; w0 lost at 50 (taken over by w2), w2 lost at
+    52 while running two stages: fatal, back to step 0; restart to 58 on w3 w4 w5: five
+    steps, 138."""
+    cfg = TrainingConfig(stages=3, replicas=2, steps=5, step_times=RD_TIMES,
+                         failure_trace=_removals(tmp_path, RD_REMOVALS, 3, 2),
+                         strategy="redundancy:every=0,rebalance=4,restart=6,boot=0")
+    engine, m = _run(cfg)
+    assert engine == "job"
+    assert m["training_time"] == 138.0
+    assert (m["fatal_failures"], m["rebalances"], m["restarts"]) == (1.0, 1.0, 1.0)
+    ref = analytic.replay_redundancy(
+        n0=6, removals=RD_REMOVALS, stages=3, replicas=2, steps=5,
+        step_time=lambda sizes, held: RD_TIMES.lookup(len(sizes)),
+        overhead=lambda sizes, t: 0.0, slowdown=1.5, rebalance=4.0, restart=6.0,
+        threshold=0.05)
+    assert ref == 138.0
+
+
+def test_redundancy_two_adjacent_losses_are_fatal():
+    """Losing a node and then the node holding its copy is fatal; a non-adjacent one is not."""
+    from sim.training.strategies.redundancy import Rings
+
+    r = Rings(((0, 1, 2, 3),), 4)
+    assert r.lose(1) == "takeover" and r.overloaded() == 1  # node 2 runs stages 1 and 2
+    assert r.lose(3) == "takeover"  # stage 3's copy was on node 0
+    assert r.lose(2) == "fatal"  # node 2 ran two stages
+
+
+# ----------------------------------------------------------------------------- reconfiguration
+
+RC_TIMES = _table("pipelines", [(1, 18.0), (2, 10.0), (3, 8.0)])
+RC_REMOVALS = [(12.0, 5), (30.0, 4), (40.0, 0), (60.0, 2)]
+
+
+def test_reconfiguration_replay_is_exact(tmp_path):
+    """6 workers as 3 pipelines of 2 (8 s), reconfigure 1, restart 7, no checkpoint, N=6. By
+    hand: w5 lost at 12 drops step 2; re-formed by 13 as 2 pipelines (10 s, w4 spare): steps
+    at 23, 33; w4 lost at 30 (spare); w0 lost at 40 drops step 4; by 41 one pipeline
+    (w1 w2, 18 s): steps at 59; w2 lost at 60 leaves stage 1 with no holder: back to step 0,
+    restart to 67 on w1 w3: six steps of 18, 175."""
+    cfg = TrainingConfig(stages=2, replicas=3, steps=6, step_times=RC_TIMES,
+                         failure_trace=_removals(tmp_path, RC_REMOVALS, 2, 3),
+                         strategy="reconfiguration:reconfigure=1,restart=7,boot=0")
+    engine, m = _run(cfg)
+    assert engine == "job"
+    assert m["training_time"] == 175.0
+    assert (m["reconfigurations"], m["fatal_failures"]) == (2.0, 1.0)
+    ref = analytic.replay_reconfiguration(
+        n0=6, removals=RC_REMOVALS, stages=2, steps=6,
+        step_time=lambda sizes, held: RC_TIMES.lookup(len(sizes)), work=(3.0, 3.0),
+        reconfigure=1.0, restart=7.0)
+    assert ref == 175.0
+
+
+def test_reconfiguration_survives_while_every_stage_has_a_holder():
+    """Two pipelines: one loss per stage is survivable; both holders of a stage is not."""
+    from sim.training.strategies.reconfiguration import Coverage
+
+    c = Coverage(((0, 1), (2, 3)), (1.0, 1.0))
+    assert c.lose(0) is False and c.lose(3) is False
+    assert c.lose(2) is True  # stage 0 had holders 0 and 2
+
+
+# ----------------------------------------------------------------------------- swarm (the DES)
+
+
+def test_swarm_replay_is_exact(tmp_path):
+    """1 stage, 2 replicas, 4 forward passes of 1 per step, queue routing; r1 lost for good at
+    0.5: its pass re-queued behind mb2 and mb3, r0 alone ends step 1 at 4, then 4 per step."""
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=4, steps=3, schedule="swarm",
+                         routing="queue", backward_ratio=0.0, strategy="swarm",
+                         failure_trace=_removals(tmp_path, [(0.5, 1)], 1, 2))
+    engine, m = _run(cfg)
+    assert engine == "des"
+    assert m["training_time"] == 12.0 and m["lost_passes"] == 1.0
+
+
+# ----------------------------------------------------------------------------- derived step times
+
+
+def test_derived_step_time_is_the_schedule_law():
+    """No table: a step of P pipelines of depth L is the DES's (m/P + L - 1)(tf + tb), and a
+    pipeline of n < L nodes holds the stages merged (here 2 per node)."""
+    from sim.training.strategies import derived_step_time
+
+    cfg = TrainingConfig(stages=4, replicas=2, microbatches=8, schedule="gpipe",
+                         strategy="checkpoint-restart")
+    assert derived_step_time(cfg, (4, 4)) == (4 + 3) * 3.0
+    assert derived_step_time(cfg, (4,)) == (8 + 3) * 3.0
+    assert derived_step_time(cfg, (2,)) == (8 + 1) * 6.0
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def test_strategy_spec_and_refusals():
+    """name:key=value specs parse into the strategy objects; what they cannot run is refused."""
+    s = make_strategy("checkpoint-restart:every=20,interval=adaptive")
+    assert isinstance(s, CheckpointRestart) and (s.every, s.interval) == (20, "adaptive")
+    assert isinstance(make_strategy("redundancy"), Redundancy)
+    assert isinstance(make_strategy("reconfiguration:min_nodes=2"), Reconfiguration)
+    with pytest.raises(ConfigError, match="'strategy' must be one of swarm, checkpoint-restart, redundancy, reconfiguration"):
+        make_strategy("bogus")
+    with pytest.raises(ConfigError, match="'strategy' must be a parameter of redundancy"):
+        make_strategy("redundancy:every=2,nope=1")
+    with pytest.raises(ConfigError, match="'checkpoint_every' must be 0 with strategy"):
+        TrainingConfig(strategy="checkpoint-restart", checkpoint_every=2, restart_cost=1.0)
+    with pytest.raises(ConfigError, match="'schedule' must be swarm with --strategy swarm"):
+        TrainingConfig(strategy="swarm")
+    with pytest.raises(ConfigError, match="'skip_budget' must be 0 with strategy redundancy"):
+        TrainingConfig(strategy="redundancy", skip_budget=1)
+    with pytest.raises(ConfigError, match="'notice' must be 0 without preemptions"):
+        TrainingConfig(strategy="redundancy", notice=120.0)
+    with pytest.raises(ConfigError, match="'step_times' must be given only with a step-level"):
+        TrainingConfig(step_times=CR_TIMES)
+
+
+def test_no_strategy_keeps_the_des():
+    """Without a strategy nothing changes: the DES runs (its numbers are pinned elsewhere)."""
+    cfg = TrainingConfig(stages=2, replicas=1, steps=2)
+    assert select("training", cfg).name == "des"
+    assert training_model(cfg, Streams(0))["training_time"] == 2 * (8 + 1) * 3.0
+    assert math.isnan(job_model(TrainingConfig(stages=2, replicas=1, steps=2,
+                                               strategy="checkpoint-restart:boot=0"),
+                                Streams(0))["bubble_fraction"])
+
+
+# ----------------------------------------------------------------------------- statistical
+
+
+@pytest.mark.slow
+def test_shrinking_checkpoint_restart_matches_the_extended_daly_law():
+    """6 workers failing for good (M=300), every worker held, steps slower as they go
+    (table by workers), K=5, C=1, R=2, N=30: P(finish) and E[time | finish] from 2000
+    replications match checkpoint_restart_shrink; Daly at a constant T(6), rate 6/M, is
+    rejected."""
+    import numpy as np
+
+    from sim.runner import replicate
+
+    times = {2: 8.0, 3: 6.0, 4: 5.0, 5: 4.5, 6: 4.0}
+    table = StepTimes("workers", tuple(times), tuple(times.values()))
+    cfg = TrainingConfig(stages=1, replicas=6, steps=30, step_times=table, mtbf=300.0,
+                         replace_time=1e12, stall_limit=2000.0,
+                         strategy="checkpoint-restart:every=5,checkpoint=1,restart=2,boot=0")
+    p, m = analytic.checkpoint_restart_shrink(steps=30, every=5, checkpoint=1.0, restart=2.0,
+                                              mtbf=300.0, step_time=times.get, workers=6)
+    recs = replicate(job_model, cfg, replications=2000, seed=5)
+    fin = np.array([r["finished"] for r in recs])
+    t = np.array([r["training_time"] for r in recs])[fin == 1]
+    se_p = math.sqrt(p * (1 - p) / len(fin))
+    se_t = t.std(ddof=1) / math.sqrt(len(t))
+    assert abs(fin.mean() - p) < 4 * se_p
+    assert abs(t.mean() - m) < 4 * se_t
+    wrong = analytic.checkpoint_wall_time(30, 4.0, 5, 1.0, 2.0, 300.0 / 6)
+    assert abs(t.mean() - wrong) > 4 * se_t
+
+
+@pytest.mark.slow
+def test_redundancy_fatal_first_losses_match_the_exact_probability():
+    """2 rings of 4, 10 s steps, M=200, slowdown 1.5, spares at once, rebalance 0: the share
+    of first losses that turn fatal (about 2600 windows) matches fatal_loss_probability; the
+    model without the slowdown of the rest of the step is rejected."""
+    from sim.runner import replicate
+
+    L, P, T, s, M = 4, 2, 10.0, 1.5, 200.0
+    table = StepTimes("pipelines", (1, 2), (T, T))
+    cfg = TrainingConfig(stages=L, replicas=P, steps=2000, step_times=table, mtbf=M,
+                         replace_time=0.0, stall_limit=1e9,
+                         strategy="redundancy:every=1,checkpoint=0,rebalance=0,restart=0,"
+                                  "boot=0,overhead=0")
+    recs = replicate(job_model, cfg, replications=4, seed=5)
+    fatal = sum(r["fatal_failures"] for r in recs)
+    windows = sum(r["takeover_windows"] for r in recs)
+    share = fatal / windows
+    se = math.sqrt(share * (1 - share) / windows)
+    exact = analytic.fatal_loss_probability(stages=L, pipelines=P, mtbf=M, step=T, slowdown=s,
+                                            rebalance=0.0)
+    assert abs(share - exact) < 4 * se
+    wrong = analytic.fatal_loss_probability(stages=L, pipelines=P, mtbf=M, step=T,
+                                            slowdown=1.0, rebalance=0.0)
+    assert abs(share - wrong) > 4 * se
+
+
+def test_swarm_notice_drains_the_leaving_replica(tmp_path):
+    """A notice 2 s ahead retires replica 1 before its preemption at 5.5: it takes no new pass,
+    so none is lost; without the notice the pass it holds at 5.5 is lost and re-queued."""
+    from sim.traces import TraceReplay
+
+    p = tmp_path / "events.csv"  # Oobleck event format, milliseconds
+    p.write_text("0,add,n1\n0,add,n2\n5500,remove,n2\n60000,add,n3\n")
+    base = dict(stages=1, replicas=2, microbatches=4, steps=4, schedule="swarm",
+                routing="queue", backward_ratio=0.0, strategy="swarm",
+                failure_trace=TraceReplay(str(p)))
+    with_notice = training_model(TrainingConfig(**base, notice=2.0), Streams(0).replication(0))
+    without = training_model(TrainingConfig(**base), Streams(0).replication(0))
+    assert without["lost_passes"] == 1.0 and with_notice["lost_passes"] == 0.0
+    assert with_notice["notices_used"] == 1.0
+    # retired at 3.5, replica 0 alone from step 3 (t = 4): 4 + 4 s
+    assert with_notice["training_time"] == 12.0
+
+
+def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path):
+    """Notice 25 s ahead of a removal at 100 (step 10 s, K = 100: no periodic checkpoint before):
+    at 75 the job decides to checkpoint after the step ending at 80 (a 5 s checkpoint ends at
+    85 < 100), so the loss at 100 rolls back only the step in progress."""
+    from sim.traces import TraceReplay
+
+    p = tmp_path / "events.csv"
+    p.write_text("0,add,n1\n0,add,n2\n100000,remove,n2\n1000000,add,n3\n")
+    table = StepTimes("workers", (1, 2), (10.0, 10.0))
+    cfg = TrainingConfig(stages=1, replicas=2, steps=12, step_times=table, notice=25.0,
+                         failure_trace=TraceReplay(str(p)),
+                         strategy="checkpoint-restart:every=100,checkpoint=5,restart=1,boot=0")
+    _, m = _run(cfg)
+    # steps at 10..80 (8), checkpoint 80-85, step 9 85-95, step 10 95-100 lost at 100,
+    # restart 100-101, steps 9-12 at 111, 121, 131, 141
+    assert m["notices_used"] == 1.0 and m["checkpoints"] == 1.0
+    assert m["training_time"] == 141.0
