@@ -53,6 +53,11 @@ n. ``peersim``: PeerSim 1.0.5, built and timed by ``benchmarks/peersim.sh``
    with delay (event-driven averaging, ``n = 1e4``): exchanges per second of
    each and their ratios dtsim / PeerSim. Without ``--peersim`` the part says
    it was skipped; its targets are then not measured.
+p. ``plans``: real plans simulated per second: each shipped run's plan
+   (:mod:`sim.profiles`) built from the profiles and simulated for one
+   failure-free iteration in the training DES (``dtsim train --plan``), and
+   the same plans' exact step time from the max-plus evaluation of their
+   device programs (what a planner ranks candidates with).
 
 Every rate is the best of a few repeats (the least disturbed by other load).
 :func:`run_bench` returns one flat dict; :data:`TARGETS` lists the targets of
@@ -105,6 +110,7 @@ __all__ = [
     "bench_gossip_training",
     "bench_recording",
     "bench_peersim",
+    "bench_plans",
     "run_bench",
     "check_targets",
     "append_jsonl",
@@ -112,7 +118,8 @@ __all__ = [
 ]
 
 PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
-         "machine", "highflip", "training", "gossip_training", "recording", "peersim", "network")
+         "machine", "highflip", "training", "gossip_training", "recording", "peersim", "plans",
+         "network", "planner")
 MATCHING_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -875,6 +882,45 @@ def bench_gossip_training(repeats: int = 2) -> dict[str, float]:
     return out
 
 
+def bench_plans(repeats: int = 2) -> dict[str, float]:
+    """Real plans per CPU second: built and simulated (the DES), and evaluated exactly.
+
+    The 17 shipped runs' plans (:func:`sim.profiles.read_runs`), each built by
+    :func:`sim.profiles.build.build_plan` and simulated for one failure-free
+    iteration by the training DES; and the same plans' exact step times
+    (:func:`sim.engines.predictions`, the max-plus program evaluation).
+    """
+    from .engines import predictions
+    from .profiles import load_profiles, read_runs
+    from .profiles.build import build_plan
+    from .rng import Streams
+    from .training import training_model
+
+    runs = read_runs()
+    prof = load_profiles(models=tuple(sorted({r.plan.model for r in runs})))  # type: ignore[type-var]
+
+    def sim_once() -> tuple[float, float]:
+        t0 = _cpu_clock()
+        for r in runs:
+            b = build_plan(r.plan, prof, steps=1, check_memory=False)
+            training_model(b.config, Streams(0).replication(0))
+        return float(len(runs)), _cpu_clock() - t0
+
+    builds = [build_plan(r.plan, prof, steps=1, check_memory=False).config for r in runs]
+
+    def exact_once() -> tuple[float, float]:
+        t0 = _cpu_clock()
+        for c in builds:
+            predictions("training", c, ["step_time_mean"])
+        return float(len(builds)), _cpu_clock() - t0
+
+    rate, _ = _best_rate(sim_once, repeats)
+    exact, _ = _best_rate(exact_once, repeats)
+    micro = sum(c.microbatches for c in builds) / len(builds)
+    return {"plans_simulated_per_s": rate, "plans_exact_per_s": exact,
+            "plans_count": float(len(runs)), "plans_mean_microbatches": micro}
+
+
 # --------------------------------------------------------------------------- (m) recording
 
 
@@ -1068,7 +1114,9 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "recording": {"edge_nodes": (1000, 10_000), "edge_steps": 1_000_000, "async_nodes": 10_000,
                       "async_horizon": 30, "repeats": 3},
         "peersim": {"repeats": 2, "edge_steps": 5_000_000, "async_horizon": 100},
+        "plans": {"repeats": 1},
         "network": {"flows": 10_000, "repeats": 1, "steps": 8, "horizon": 20.0},
+        "planner": {"repeats": 1},
     },
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
@@ -1088,7 +1136,9 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "recording": {"edge_nodes": (1000, 10_000), "edge_steps": 3_000_000, "async_nodes": 10_000,
                       "async_horizon": 100, "repeats": 5},
         "peersim": {"repeats": 3, "edge_steps": 20_000_000, "async_horizon": 200},
+        "plans": {"repeats": 3},
         "network": {"flows": 10_000, "repeats": 3, "steps": 20, "horizon": 40.0},
+        "planner": {"repeats": 2},
     },
 }
 
@@ -1098,9 +1148,17 @@ _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
     "sweep": bench_sweep, "memory": bench_memory, "machine": bench_machine,
     "highflip": bench_highflip, "training": bench_training,
     "gossip_training": bench_gossip_training, "recording": bench_recording,
-    "peersim": bench_peersim,
+    "peersim": bench_peersim, "plans": bench_plans,
     "network": lambda **kw: _network_part(**kw),
+    "planner": lambda **kw: _planner_part(**kw),
 }
+
+
+def _planner_part(**kw: Any) -> dict[str, Any]:
+    """The plan search on a 64-GPU mixed fleet (:func:`sim.planner.bench.bench_planner`)."""
+    from .planner.bench import bench_planner
+
+    return bench_planner(**kw)
 
 
 def _network_part(**kw: Any) -> dict[str, Any]:
@@ -1113,6 +1171,7 @@ def _network_part(**kw: Any) -> dict[str, Any]:
 #: Figures divided by the yardstick (``<figure>_per_timeout``).
 _RATIOS = ("pipeline_crossings_per_s", "async_exchanges_per_s", "async_bare_wakes_per_s",
            "stylised_trials_per_s", "training_passes_per_s", "compiled_training_passes_per_s",
+           "plans_simulated_per_s",
            *(f"matching_updates_per_s_n{n}" for n in MATCHING_SIZES),
            *(f"numpy_updates_per_s_n{n}" for n in MATCHING_SIZES))
 

@@ -33,8 +33,8 @@ class ToyModel:
 
     def memory_terms(self, gpu, tp, mbs, stage, stages, microbatches):
         held = min(stages - stage, microbatches)
-        return 1.0, tuple(s.params * 16 + s.activation_memory_bytes * mbs * held
-                          for s in self.model.layer_sizes(tp))
+        return ((1.0, tuple(s.params * 16 + s.activation_memory_bytes * mbs * held
+                            for s in self.model.layer_sizes(tp))),)
 
     def memory_cap(self, gpu, tp):
         return self.gpus[gpu].memory_bytes
@@ -47,7 +47,7 @@ class ToyModel:
             for r in st.replicas:
                 lt = self.model.layer_times(r.gpu, mbs, r.tp)
                 worst = max(worst, sum(lt[i].forward + lt[i].backward for i in st.layers))
-                fixed, per = self.memory_terms(r.gpu, r.tp, mbs, j, p, m)
+                ((fixed, per),) = self.memory_terms(r.gpu, r.tp, mbs, j, p, m)
                 mem = fixed + sum(per[i] for i in st.layers)
                 if mem > self.memory_cap(r.gpu, r.tp):
                     raise ConfigError("plan", "fits", j)

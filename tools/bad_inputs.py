@@ -998,7 +998,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/availability-with-trace", TR("--failure-trace", "aws-p2-19h",
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
-                  byzantine_cases, sibling_cases, newcomer_cases):
+                  byzantine_cases, sibling_cases, newcomer_cases, planner_cases):
         cases.extend(group(fx))
     return cases
 
@@ -1109,7 +1109,90 @@ def network_cases(fx: Fixtures) -> list[Case]:
 
 def real_run_cases(fx: Fixtures) -> list[Case]:
     """Profiles, plans and the planner: ``dtsim train --plan``, ``dtsim plan``."""
-    return []
+    if not _has_option("train", "--plan"):
+        return []
+    import json as _json
+
+    T = lambda *a: dtsim("train", *a)  # noqa: E731
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    def plan(name: str, stages: list, mbs: int = 2, gbs: int = 8, model: str = "OPT-350") -> str:
+        p = fx.root / name
+        p.write_text(_json.dumps({"model": model, "microbatch_size": mbs,
+                                  "global_batch_size": gbs, "stages": stages}))
+        return str(p)
+
+    def rep(gpu: str, tp: int, gpn: int) -> list:
+        return [{"gpu": gpu, "tp": tp, "gpus_per_node": gpn, "zone": "us-central1-a"}]
+
+    gh = rep("GH-96", 4, 4)
+    good = plan("plan-good.json", [{"first_layer": 0, "last_layer": 11, "replicas": gh},
+                                   {"first_layer": 12, "last_layer": 25, "replicas": gh}])
+    one = ["--steps", "1", "--replications", "1"]
+    add("train/plan-runs", T("--plan", good, *one), ok("step time"))
+    add("train/plan-gpu-not-in-profile",
+        T("--plan", plan("plan-h100.json", [{"first_layer": 0, "last_layer": 25,
+                                             "replicas": rep("H100", 4, 4)}]), *one),
+        refuse("gpu"), note="a GPU type the profile lacks")
+    add("train/plan-layers-not-covering",
+        T("--plan", plan("plan-short.json", [{"first_layer": 0, "last_layer": 20,
+                                              "replicas": gh}]), *one),
+        refuse("layers"), note="layers 0..20 of OPT-350's 0..25")
+    add("train/plan-layers-gap",
+        T("--plan", plan("plan-gap.json", [{"first_layer": 0, "last_layer": 10, "replicas": gh},
+                                           {"first_layer": 12, "last_layer": 25,
+                                            "replicas": gh}]), *one),
+        refuse("layers"))
+    add("train/plan-tp-without-profile",
+        T("--plan", plan("plan-tp8.json", [{"first_layer": 0, "last_layer": 25,
+                                            "replicas": rep("GH-96", 8, 8)}]), *one),
+        refuse("tp"), note="GH-96 was profiled at TP 1, 2, 4")
+    add("train/plan-out-of-memory",
+        T("--plan", plan("plan-oom.json", [{"first_layer": 0, "last_layer": 25,
+                                            "replicas": rep("RTX-2080", 2, 8)}], mbs=8, gbs=64),
+          *one),
+        refuse("plan"), note="all of OPT-350 at micro-batch 8 on an 11 GiB RTX-2080 pair")
+    add("train/plan-microbatch-without-profile",
+        T("--plan", plan("plan-mbs3.json", [{"first_layer": 0, "last_layer": 25,
+                                             "replicas": gh}], mbs=3, gbs=6), *one),
+        refuse("microbatch_size"))
+    add("train/plan-missing-file", T("--plan", str(fx.root / "nope.json")), refuse("plan"))
+    bad = fx.root / "plan-bad.json"
+    bad.write_text('{"stages": [')
+    add("train/plan-not-json", T("--plan", str(bad)), refuse("plan"))
+    sailor = str(Path(__file__).resolve().parent.parent / "sim" / "profiles" / "data" / "runs"
+                 / "mit-N2_D1.json")
+    add("train/plan-sailor-without-model", T("--plan", sailor, *one), refuse("model"),
+        note="a Sailor plan_config does not name its model")
+    add("train/plan-unknown-model", T("--plan", good, "--model", "GPT-X", *one), refuse("model"))
+    add("train/plan-with-stages", T("--plan", good, "--stages", "4"), refuse("stages"))
+    add("train/plan-with-forward-time", T("--plan", good, "--forward-time", "1"),
+        refuse("forward_time"))
+    add("train/explain-without-plan", T("--explain"), refuse("explain"))
+    add("train/model-without-plan", T("--model", "OPT-350"), refuse("model"))
+    add("train/plan-skip-with-blocking", T("--plan", good, "--skip-budget", "1", *one),
+        refuse("skip_budget"), note="DeepSpeed's blocking pipeline cannot skip a stage")
+    add("train/plan-failures-without-restart", T("--plan", good, "--mtbf", "100", *one),
+        refuse("restart_cost"), note="a framework run restarts from its checkpoint")
+    add("train/plan-profiles-not-folder", T("--plan", good, "--profiles", str(fx.file), *one),
+        refuse("profiles"))
+    add("train/plan-interleaved", T("--plan", good, "--schedule", "interleaved", *one),
+        refuse("schedule"))
+    series = fx.root / "plan-prices.csv"
+    series.write_text("time,price\n0,1\n")
+    add("train/plan-price-series", T("--plan", good, "--price-series", str(series), *one),
+        refuse("price_series"), note="a plan's --price is per GPU-hour")
+    add("train/p2p-unknown-without-network", T("--p2p", "sometimes"), refuse("p2p"))
+    add("train/interleaved-microbatches", T("--schedule", "interleaved", "--virtual-stages", "2",
+                                            "--stages", "4", "--microbatches-per-step", "6"),
+        refuse("microbatches"))
+    add("train/virtual-stages-without-interleaved", T("--virtual-stages", "2"),
+        refuse("virtual_stages"))
+    add("train/backward-time-negative", T("--backward-time", "-1"), refuse("backward_times"))
+    return cases
 
 
 def strategy_cases(fx: Fixtures) -> list[Case]:
@@ -1636,6 +1719,69 @@ def sibling_cases(fx: Fixtures) -> list[Case]:
                 "--replications", "2"), ok("checkpointing every"),
              note="auto picks K from the exact interval"),
     ]
+
+
+def planner_cases(fx: Fixtures) -> list[Case]:
+    """The plan search: ``dtsim plan`` (fleets, batch sizes, objectives, prices, options)."""
+    if not _has_command("plan"):
+        return []
+    P = lambda *a: dtsim("plan", "--model", "OPT-350", *a)  # noqa: E731
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    gh = ["--nodes", "GH-96:4x2@us-central1-a"]
+    quick = ["--global-batch-size", "8", "--simulate", "0", "--top", "1"]
+    add("plan/runs", P(*gh, *quick), ok("predicted"))
+    add("plan/no-fleet", P("--global-batch-size", "8"), refuse("fleet"))
+    add("plan/two-fleets", P(*gh, "--fleet-from-runs", "mit-N2_D1"), refuse("fleet"))
+    add("plan/no-batch-size", P(*gh), refuse("global_batch_size"),
+        note="--nodes gives no batch size; --fleet-from-runs gives the runs' one")
+    add("plan/batch-size-zero", P(*gh, "--global-batch-size", "0"), refuse("global_batch_size"))
+    add("plan/runs-with-two-batch-sizes",
+        P("--fleet-from-runs", "clariden-OPT-350-N2_D1,clariden-OPT-350-N4_D1"),
+        refuse("global_batch_size"), note="32 and 64")
+    add("plan/unknown-model", dtsim("plan", "--model", "GPT-X", *gh, *quick), refuse("model"))
+    add("plan/unknown-run", P("--fleet-from-runs", "no-such-run"), refuse("fleet_from_runs"))
+    add("plan/nodes-not-a-spec", P("--nodes", "GH-96x4", *quick), refuse("nodes"))
+    add("plan/nodes-zero-gpus", P("--nodes", "GH-96:0x2@us-central1-a", *quick), refuse("nodes"))
+    add("plan/nodes-gpu-not-in-profile", P("--nodes", "H100:8x2@us-central1-a", *quick),
+        refuse("fleet"), note="no GPU of the fleet was profiled for OPT-350")
+    add("plan/objective-unknown", P(*gh, *quick, "--objective", "speed"), refuse("objective"))
+    add("plan/cost-without-prices", P("--nodes", "RTX-3090:2x1@us-central1-a", *quick,
+                                      "--objective", "cost"), refuse("prices"),
+        note="the catalogue has no price for RTX-3090")
+    add("plan/price-not-a-pair", P(*gh, *quick, "--price", "GH-96"), refuse("price"))
+    add("plan/price-negative", P(*gh, *quick, "--price", "GH-96=-1"), refuse("prices"))
+    add("plan/tp-not-fitting", P("--nodes", "A100-80:1x1@us-central1-a", *quick, "--tp", "4"),
+        refuse("tp"), note="a 1-GPU node cannot hold a TP group of 4")
+    add("plan/microbatch-not-dividing", P(*gh, *quick, "--microbatch-sizes", "3"),
+        refuse("microbatch_sizes"))
+    add("plan/layouts-unknown", P(*gh, *quick, "--layouts", "grid"), refuse("layouts"))
+    add("plan/memory-fraction-zero", P(*gh, *quick, "--memory-fraction", "0"),
+        refuse("memory_fraction"))
+    add("plan/memory-fraction-above-one", P(*gh, *quick, "--memory-fraction", "1.5"),
+        refuse("memory_fraction"))
+    add("plan/fleet-too-small", P("--nodes", "RTX-2080:1x1@us-central1-a", "--global-batch-size",
+                                  "64", "--microbatch-sizes", "8", "--simulate", "0"),
+        refuse("fleet"), note="OPT-350 at micro-batch 8 does not fit one 11 GiB GPU")
+    add("plan/top-zero", P(*gh, *quick[:2], "--top", "0"), refuse("top"))
+    add("plan/simulate-negative", P(*gh, *quick[:2], "--simulate", "-1"), refuse("simulate"))
+    add("plan/steps-zero", P(*gh, *quick, "--steps", "0"), refuse("steps"))
+    add("plan/max-stages-zero", P(*gh, *quick, "--max-stages", "0"), refuse("max_stages"))
+    add("plan/schedule-interleaved", P(*gh, *quick, "--schedule", "interleaved"),
+        refuse("schedule"))
+    add("plan/p2p-unknown", P(*gh, *quick, "--p2p", "sometimes"), refuse("p2p"))
+    add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
+    add("plan/failures-without-restart", P(*gh, *quick, "--mtbf", "100"), refuse("restart_cost"),
+        note="a framework run restarts from its last checkpoint")
+    add("plan/replace-time-without-mtbf", P(*gh, *quick, "--replace-time", "5"),
+        refuse("replace_time"))
+    add("plan/out-is-folder", P(*gh, *quick, "--out", str(fx.root)), refuse("out"))
+    add("plan/fleet-file-missing", P("--fleet", str(fx.root / "nope.json"), *quick),
+        refuse("fleet"))
+    return cases
 
 
 def newcomer_cases(fx: Fixtures) -> list[Case]:

@@ -5,6 +5,11 @@ against the training DES of :mod:`sim.training`:
 
 * :func:`pipeline_step_time`, :func:`pipeline_bubble_fraction`: GPipe and
   1F1B (PipeDream-flush) schedules with equal deterministic stage times;
+  :func:`interleaved_bubble_ratio` for Megatron-LM's interleaved 1F1B;
+* :func:`program_makespan`: the exact (max-plus) completion of fixed
+  per-device programs with unequal stages, transfer times and blocking or
+  overlapped point-to-point (the frameworks' schedules as
+  :func:`sim.training.schedules.device_program` writes them);
 * :func:`erlang_c`, :func:`mmc_sojourn`: one stage of ``c`` replicas sharing
   one FIFO queue (M/M/c);
 * :func:`saturated_throughput`, :func:`fill_drain_time`,
@@ -31,6 +36,12 @@ References
 .. [Daly] J. T. Daly, "A higher order estimate of the optimum
    checkpoint interval for restart dumps", Future Generation Computer
    Systems 22(3), 2006.
+.. [Megatron] D. Narayanan et al., "Efficient large-scale language model
+   training on GPU clusters using Megatron-LM", SC 2021 (section 2.2: the
+   interleaved schedule, bubble ``(p - 1) / (v m)``).
+.. [MaxPlus] F. Baccelli, G. Cohen, G. J. Olsder, J.-P. Quadrat,
+   "Synchronization and Linearity: an algebra for discrete event systems",
+   Wiley 1992 (event graphs: completion times as max-plus recursions).
 .. [Ring] P. Patarasuk, X. Yuan, "Bandwidth optimal all-reduce algorithms
    for clusters of workstations", J. Parallel Distrib. Comput. 69(2), 2009.
 """
@@ -55,6 +66,8 @@ __all__ = [
     "young_interval",
     "daly_interval",
     "ring_allreduce_time",
+    "interleaved_bubble_ratio",
+    "program_makespan",
 ]
 
 
@@ -117,6 +130,145 @@ def pipeline_bubble_fraction(stages: int, microbatches: int) -> float:
     L = check_int("stages", stages, low=1)
     m = check_int("microbatches", microbatches, low=1)
     return (L - 1) / (m + L - 1)
+
+
+def interleaved_bubble_ratio(devices: int, chunks: int, microbatches: int) -> float:
+    """Bubble time over ideal time of interleaved 1F1B, ``(p - 1) / (v m)``.
+
+    Notes
+    -----
+    With ``p`` devices each holding ``v`` equal model chunks and ``m``
+    micro-batches (a multiple of ``p``), and no transfer time, a step takes
+
+    .. math:: T = \\left(m + \\frac{p - 1}{v}\\right)(t_f + t_b)
+
+    with ``t_f`` and ``t_b`` a device's whole forward and backward time per
+    micro-batch, so the bubble is ``(p - 1)(t_f + t_b) / v`` and its ratio to
+    the ideal ``m (t_f + t_b)`` is ``(p - 1) / (v m)``; ``v = 1`` is 1F1B's
+    ``(L - 1) / m``.
+
+    References
+    ----------
+    [Megatron]_.
+    """
+    p = check_int("devices", devices, low=1)
+    v = check_int("chunks", chunks, low=1)
+    m = check_int("microbatches", microbatches, low=1)
+    return (p - 1) / (v * m)
+
+
+def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[float],
+                     backward: Sequence[float], activation: Sequence[float],
+                     gradient: Sequence[float], *, blocking: bool = False,
+                     finish: dict | None = None) -> float:
+    """Exact completion time of fixed per-device programs of one pipeline (max-plus).
+
+    Parameters
+    ----------
+    programs : sequence of sequence of tuple
+        ``programs[d]``: device ``d``'s commands in order (``p`` devices):
+        compute ``("F" | "B", chunk, i)`` on model stage ``s = chunk p + d``,
+        and with ``blocking`` the transfers ``("send" | "recv", "a" | "g",
+        h, i)`` over hop ``h`` (between stages ``h`` and ``h + 1``).
+    forward, backward : sequence of float
+        Time of one pass of model stage ``s`` (``S = len(forward)`` stages).
+    activation, gradient : sequence of float
+        Transfer time of hop ``h`` forward (activation) and back (gradient).
+    blocking : bool
+        Paired blocking transfers (both devices busy from the later of their
+        arrivals) rather than transfers in flight while the devices compute.
+    finish : dict, optional
+        Filled with the completion time of every command, keyed
+        ``(kind, stage or hop, i)``.
+
+    Returns
+    -------
+    float
+        The time the last device finishes its program (all start at 0).
+
+    Notes
+    -----
+    Every command completes at
+
+    .. math:: c = \\max(c_{prev}, r) + d
+
+    with ``c_prev`` the completion of the device's previous command, ``d``
+    its duration and ``r`` its readiness: overlapped, a forward of stage
+    ``s > 0`` is ready at its input's forward completion plus the hop's
+    activation time, a backward at its output gradient's backward completion
+    plus the gradient time (the last stage's at its own forward); blocking, a
+    pass's inputs were received by earlier commands of the device, and a
+    send and its receive both complete at ``max(c_prev, c'_prev) + d``. The
+    recursion is evaluated by repeatedly advancing every device whose next
+    command is ready; programs that cannot all finish raise ``ValueError``.
+
+    References
+    ----------
+    [MaxPlus]_, [PDF]_, [Megatron]_.
+    """
+    p = len(programs)
+    S = len(forward)
+    check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
+          "forward and backward per stage, activation and gradient per hop", S)
+    done: dict = {} if finish is None else finish
+    pos = [0] * p
+    free = [0.0] * p
+
+    def device_of(s: int) -> int:
+        return s % p
+
+    progress = True
+    while progress:
+        progress = False
+        for d in range(p):
+            prog = programs[d]
+            while pos[d] < len(prog):
+                op = prog[pos[d]]
+                kind = op[0]
+                if kind in ("F", "B"):
+                    s, i = op[1] * p + d, op[2]
+                    if blocking:
+                        ready = 0.0
+                    elif kind == "F":
+                        if s == 0:
+                            ready = 0.0
+                        else:
+                            x = done.get(("F", s - 1, i))
+                            if x is None:
+                                break
+                            ready = x + activation[s - 1]
+                    elif s == S - 1:
+                        x = done.get(("F", s, i))
+                        if x is None:
+                            break
+                        ready = x
+                    else:
+                        x = done.get(("B", s + 1, i))
+                        if x is None:
+                            break
+                        ready = x + gradient[s]
+                    t = max(free[d], ready) + (forward[s] if kind == "F" else backward[s])
+                    done[(kind, s, i)] = t
+                    free[d] = t
+                    pos[d] += 1
+                    progress = True
+                    continue
+                tag, h, i = op[1], op[2], op[3]
+                sender = device_of(h) if tag == "a" else device_of(h + 1)
+                receiver = device_of(h + 1) if tag == "a" else device_of(h)
+                peer = receiver if kind == "send" else sender
+                want = ("recv" if kind == "send" else "send", tag, h, i)
+                if pos[peer] >= len(programs[peer]) or tuple(programs[peer][pos[peer]]) != want:
+                    break
+                t = max(free[d], free[peer]) + (activation[h] if tag == "a" else gradient[h])
+                done[(tag, h, i)] = t
+                free[d] = free[peer] = t
+                pos[d] += 1
+                pos[peer] += 1
+                progress = True
+    if any(pos[d] < len(programs[d]) for d in range(p)):
+        raise ValueError("the programs deadlock (a command waits for one that never comes)")
+    return max(free) if free else 0.0
 
 
 # --------------------------------------------------------------------------- M/M/c

@@ -115,6 +115,14 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
     add("    scale point wall time", "training_scale_seconds", "s")
     add("    scale point CPU time", "training_scale_cpu_seconds", "s")
     add("    scale point peak RSS", "training_scale_peak_mib", "MiB")
+    add("(p) real plans simulated (DES, one iteration)", "plans_simulated_per_s", "/s",
+        "plans_simulated_per_timeout")
+    add("    real plans evaluated exactly (max-plus)", "plans_exact_per_s", "/s")
+    if "planner_seconds" in res:
+        add(f"(q) dtsim plan, {res.get('planner_gpus', 0):g}-GPU mixed fleet: search CPU time",
+            "planner_seconds", "s")
+        add("    plans ranked (closed form) per CPU second", "planner_plans_per_s", "/s")
+        add("    plans ranked", "planner_plans", "")
     add("(l) async gossip training, per local step", "async_training_us_per_local_step", "us")
     add("    compiled engine, per local step", "async_training_compiled_us_per_local_step", "us")
     for key in sorted(k for k in res if k.startswith("recording_edge_ratio_n")):

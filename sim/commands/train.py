@@ -16,13 +16,14 @@ import re
 from typing import Any
 
 from ..engines import engine_names, predictions, select
-from ..errors import ConfigError, SimulationError, check, check_choice, check_int
+from ..errors import ConfigError, SimulationError, check, check_choice, check_int, format_bytes
 from ..failures import DISTRIBUTIONS
 from ..results import summarize
 from ..rng import Streams
 from ..runner import replicate
 from ..training import (
     ARRIVALS,
+    P2PS,
     PASS_TIME_DISTRIBUTIONS,
     ROUTINGS,
     SCHEDULES,
@@ -91,12 +92,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--microbatches-per-step", type=int, default=d.microbatches, dest="microbatches",
       metavar="M", help=f"microbatches per step m (default {d.microbatches})")
     a("--steps", type=int, default=d.steps, help=f"training steps N (default {d.steps})")
-    a("--schedule", default=d.schedule, help="one of " + ", ".join(SCHEDULES))
+    a("--schedule", default=None,
+      help="one of " + ", ".join(SCHEDULES) + f" (default {d.schedule}; 1f1b with --plan)")
     a("--routing", default=d.routing, help="one of " + ", ".join(ROUTINGS))
     a("--forward-time", type=_floats, default=1.0,
       help="nominal forward time per stage, or one per stage (default 1)")
     a("--backward-ratio", type=float, default=d.backward_ratio,
       help=f"backward time over forward time (default {d.backward_ratio}; 0: forward only)")
+    a("--backward-time", type=_floats, default=None, dest="backward_times",
+      help="nominal backward time per stage, or one per stage (replaces --backward-ratio)")
+    a("--p2p", default=None, metavar="MODE",
+      help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: transfers "
+           "overlap compute; blocking: both ends held for the transfer, in DeepSpeed's "
+           "paired send/recv order without --network; the default with --plan)")
+    a("--virtual-stages", type=int, default=1, metavar="V",
+      help="model chunks per device with --schedule interleaved (default 1)")
+    a("--plan", default=None, metavar="FILE",
+      help="a real plan (dtsim JSON/TOML or a Sailor plan_config): stages, layers, replicas on "
+           "GPU types with TP, micro-batch and global batch size; times, transfers, all-reduce "
+           "and memory come from the profiles")
+    a("--model", default=None, metavar="NAME", help="with --plan: the model of the profiles")
+    a("--profiles", default=None, metavar="DIR",
+      help="with --plan: a profiles folder (default: the shipped Sailor profiles)")
+    a("--explain", action="store_true",
+      help="with --plan: print where an iteration's time goes (compute per stage, bubbles, "
+           "point-to-point, all-reduce, optimizer)")
     a("--pass-time-distribution", default=d.pass_time_distribution,
       help="law of a pass time: " + ", ".join(PASS_TIME_DISTRIBUTIONS))
     a("--pass-time-shape", type=float, default=None,
@@ -145,7 +165,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--restart-cost", type=float, default=None, metavar="Q",
       help="restart time after a lost step (the restart model; default none)")
     a("--price", type=_floats, default=None,
-      help="price per worker-hour: one value, or one per worker (stage-major)")
+      help="price per worker-hour: one value, or one per worker (stage-major); with --plan per "
+           "GPU-hour (a replica of TP t costs t times it; default the catalogue's prices)")
     a("--price-series", default=None, metavar="FILE",
       help="a CSV of time,price: the price per worker-hour over the run's time (instead of "
            "--price), integrated over each worker's billed time")
@@ -172,9 +193,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--contention", default="on", metavar="on|off",
       help="with --network: on (default) transfers share links max-min fairly; off: each "
            "alone on its route")
-    a("--p2p", default="overlap", metavar="MODE",
-      help="with --network: overlap (default; transfers overlap compute) or blocking (NCCL "
-           "send/recv: both ends held for the transfer)")
     a("--network-weighting", default="maxmin", metavar="NAME",
       help="with --network: maxmin (default) or rtt (SimGrid CM02's 1/latency weighting)")
     a("--checkpoint-node", default=None, metavar="NODE",
@@ -239,6 +257,8 @@ def _per_replica(name: str, value: Any, counts: tuple[int, ...], *,
 
 def check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
+    if args.schedule is None:
+        args.schedule = "1f1b" if args.plan is not None else TrainingConfig().schedule
     refuse_unless(args, "failure_shape", args.failure_distribution in SHAPED,
                   "with --failure-distribution weibull, lognormal or pareto")
     refuse_unless(args, "pass_time_shape", args.pass_time_distribution in SHAPED,
@@ -258,7 +278,22 @@ def check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "skip_penalty", args.skip_budget > 0, "with --skip-budget > 0")
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
-    for dest in ("network_nodes", "tensor_parallel", "nic", "bucket_size", "contention", "p2p",
+    plan = args.plan is not None
+    for dest in ("model", "profiles", "explain"):
+        refuse_unless(args, dest, plan, "with --plan")
+    for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
+                 "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
+                 "bandwidth", "latency", "sync", "optimizer_time", "samples_per_microbatch",
+                 "topology", "placement", "routing", "virtual_stages", "network"):
+        refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
+    for dest in ("strategy", "step_times", "preemption_notice"):
+        refuse_unless(args, dest, not plan, "without --plan (a plan runs DeepSpeed's programs on "
+                      "the framework engine, which restarts from its checkpoint on a failure)")
+    refuse_unless(args, "price_series", not plan, "without --plan (a plan's --price is per "
+                  "GPU-hour; a price series per worker-hour is not defined for it yet)")
+    refuse_unless(args, "virtual_stages", args.schedule == "interleaved",
+                  "with --schedule interleaved")
+    for dest in ("network_nodes", "tensor_parallel", "nic", "bucket_size", "contention",
                  "network_weighting", "checkpoint_node"):
         refuse_unless(args, dest, args.network is not None, "with --network")
 
@@ -296,6 +331,67 @@ def failure_trace_option(args: argparse.Namespace) -> Any:
         refuse_unless(args, dest, False, "without --failure-trace (the trace sets the workers' "
                       "up and down times)")
     return replay
+
+
+def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
+    """The TrainingConfig fields a plan run takes from the command line (failures, steps, ...)."""
+    kw: dict[str, Any] = dict(
+        steps=args.steps, pass_time_distribution=args.pass_time_distribution,
+        availability=args.availability, mean_downtime=args.mean_downtime,
+        domain_outage=args.domain_outage, domain_downtime=args.domain_downtime,
+        failure_distribution=args.failure_distribution, failure_shape=args.failure_shape,
+        failure_trace=failure_trace, mtbf=args.mtbf, replace_time=args.replace_time,
+        detection_timeout=args.detection_timeout, skip_budget=args.skip_budget,
+        skip_penalty=args.skip_penalty, penalty=args.penalty, max_wait=args.max_wait,
+        checkpoint_every=args.checkpoint_every, checkpoint_cost=args.checkpoint_cost,
+        restart_cost=args.restart_cost, hour=args.hour, max_time=args.max_time,
+        stall_limit=args.stall_limit)
+    if args.price is not None:
+        kw["price"] = args.price  # reshaped per worker once the plan's counts are known
+    return kw
+
+
+def build_from_args(args: argparse.Namespace) -> Any:
+    """``--plan``: read the plan and the profiles and build the run (a PlanBuild)."""
+    from ..profiles import load_profiles, read_plan
+    from ..profiles.build import build_plan
+
+    check_options(args)
+    failure_trace = failure_trace_option(args)
+    check_int("replications", args.replications, low=1)
+    check_choice("p2p", args.p2p or "blocking", P2PS)
+    plan = read_plan(args.plan)
+    name = args.model if args.model is not None else plan.model
+    if name is None:
+        raise ConfigError("model", "given (--model NAME) when the plan does not name it", None)
+    profiles = load_profiles(args.profiles, models=(name,))
+    kw = _plan_kw(args, failure_trace)
+    price = kw.pop("price", None)
+    build = build_plan(plan, profiles, model=name, schedule=args.schedule,
+                       p2p=args.p2p or "blocking", network=True, **kw)
+    if price is not None:  # per GPU-hour: a replica (one worker) of TP t costs t times it
+        from dataclasses import replace
+
+        grid = _prices(price, build.config.replicas)
+        tps = [[x.tp for x in st.replicas] for st in plan.stages]
+        grid = tuple(tuple((grid[j][i] if isinstance(grid, tuple) else grid) * t
+                           for i, t in enumerate(row)) for j, row in enumerate(tps))
+        build = replace(build, config=replace(build.config, price=grid))
+    return build
+
+
+def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
+    """The closed form of a plan run: the same plan with its transfers and all-reduces as
+    times (no contention), evaluated exactly (:func:`sim.engines.predictions`)."""
+    from dataclasses import replace
+
+    c = build.config
+    closed = replace(c, network=None, network_nodes=None, tensor_parallel=1, bucket_size=math.inf,
+                     transfer_sizes=None, allreduce_sizes=None, tied_allreduce_size=0.0,
+                     transfer_times=build.transfer_times or None,
+                     allreduce_times=build.allreduce_times,
+                     tied_allreduce_time=build.tied_allreduce_time)
+    return predictions("training", closed)
 
 
 #: Cloud preemption notices (seconds): AWS spot's two-minute interruption notice, GCP's
@@ -342,6 +438,8 @@ def _strategy(args: argparse.Namespace) -> Any:
 
 def config_from_args(args: argparse.Namespace) -> TrainingConfig:
     """Validate every option and build the :class:`TrainingConfig` (before any simulation)."""
+    if args.plan is not None:
+        return build_from_args(args).config
     strategy = _strategy(args)
     if args.strategy is not None and strategy.name == "swarm" and not given(args, "schedule"):
         args.schedule = "swarm"  # --strategy swarm is today's behaviour with a swarm schedule
@@ -371,13 +469,15 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         checkpoint_cost=args.checkpoint_cost, restart_cost=args.restart_cost,
         samples_per_microbatch=args.samples_per_microbatch, hour=args.hour,
         arrival=args.arrival, arrival_rate=args.arrival_rate, max_time=args.max_time,
+        backward_times=args.backward_times, p2p=args.p2p or "overlap",
+        virtual_stages=args.virtual_stages,
         stall_limit=args.stall_limit, strategy=strategy, step_times=args.step_times,
         notice=_notice(args.preemption_notice),
     )
     if args.network is not None:
         check_choice("contention", args.contention, ("on", "off"))
         kw.update(network=args.network, nic=args.nic, bucket_size=args.bucket_size,
-                  contention=args.contention == "on", p2p=args.p2p,
+                  contention=args.contention == "on", p2p=args.p2p or "overlap",
                   network_weighting=args.network_weighting, checkpoint_node=args.checkpoint_node)
     file_prices = None
     if args.speeds is not None:
@@ -497,16 +597,64 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     return out
 
 
+def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
+    """Add a plan run's memory (and with --explain where the time goes) to the JSON payload."""
+    out["peak_memory"] = build.peak_memory
+    out["memory"] = [{"stage": g.stage, "replica": g.replica, "gpu": g.gpu, "tp": g.tp,
+                      "total": g.total, "capacity": g.capacity, "weights": g.weights,
+                      "gradients": g.gradients, "optimizer": g.optimizer,
+                      "activations": g.activations, "input_buffers": g.buffers,
+                      "allreduce_bucket": g.allreduce_bucket, "overhead": g.overhead}
+                     for g in build.memory]
+    out["p2p"] = build.config.p2p
+    if explain:
+        from ..profiles.build import explain_rows
+
+        out["explain"] = explain_rows(build)
+
+
+def _print_explain(x: dict[str, Any]) -> None:
+    print(f"where an iteration's time goes (failure-free, pipeline {x['pipeline']}, "
+          f"{x['microbatches']} micro-batches; seconds):")
+    rows = [(str(s["stage"]), f"{s['forward']:.4g}", f"{s['backward']:.4g}",
+             f"{s['compute']:.4g}", f"{s['p2p']:.4g}", f"{s['bubble']:.4g}")
+            for s in x["stages"]]
+    print_table(rows, ("stage", "forward/mb", "backward/mb", "compute", "p2p", "bubble"))
+    print(f"pipeline {x['pipeline_time']:.4g} + tied all-reduce {x['tied_allreduce']:.4g} + "
+          f"all-reduce {x['allreduce']:.4g} + optimizer {x['optimizer']:.4g} (stage "
+          f"{x['tail_stage']}) = {x['iteration']:.4g}")
+
+
 def run(args: argparse.Namespace) -> int:
     check_choice("engine", args.engine, engine_names("training"))
-    cfg = config_from_args(args)
+    build = None
+    if args.plan is not None:
+        build = build_from_args(args)
+        cfg = build.config
+    else:
+        cfg = config_from_args(args)
     out = simulate(cfg, replications=args.replications, seed=args.seed,
                    executor=args.executor, workers=args.workers, engine=args.engine)
     if args.checkpoint_every == "auto":
         out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)
+    if build is not None:
+        _plan_payload(build, out, args.explain)
+        pred = _plan_closed_form(args, build)
+        for key, metric in PREDICTED.items():
+            p = pred.get(metric)
+            if p is not None and p["value"] is not None:
+                out[key] = p["value"]
+                out["reference_note"][key] = (
+                    "plan closed form (transfers and all-reduces as their times, no contention: "
+                    f"exact when no two transfers share a link): {p['note']}")
     if args.json:
         emit_json(out)
         return 0
+    if build is not None:
+        print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
+              f"(largest over {len(build.memory)} replicas' GPUs); p2p {cfg.p2p}")
+        if args.explain:
+            _print_explain(out["explain"])
     print(f"L={cfg.stages} stages, replicas {','.join(map(str, cfg.replicas))} ({cfg.workers} "
           f"workers), {cfg.schedule}/{cfg.routing}, m={cfg.microbatches}, N={cfg.steps}; "
           f"{args.replications} replications, seed {args.seed}")

@@ -16,7 +16,8 @@ the profile measured that divides the global batch:
   the pipeline in every order (a heterogeneous pipeline, like the mixed
   cluster's two-stage run); or ``"pipeline"``, every pipeline (data-parallel
   replica of the whole model) of one type, several types side by side (like
-  its two-replica run);
+  its two-replica run), all at one TP degree (a stage's replicas share
+  one, as DeepSpeed's process grid has it);
 
 and cuts the layers by the exact greedy bottleneck partition
 (:func:`sim.analytic.partition.greedy_partition`) on the profile's
@@ -75,8 +76,9 @@ class PlanModel(Protocol):
         ``peak_memory`` (bytes, the largest over GPUs); ConfigError if it does not fit."""
 
     def memory_terms(self, gpu: str, tp: int, microbatch_size: int, stage: int, stages: int,
-                     microbatches: int) -> tuple[float, tuple[float, ...]]:
-        """A stage's memory on one GPU as ``fixed + sum of per-layer bytes over its layers``."""
+                     microbatches: int) -> tuple[tuple[float, tuple[float, ...]], ...]:
+        """A stage's memory on one GPU as constraints ``fixed + sum of per-layer bytes over its
+        layers <= memory_cap`` (several when the model takes a maximum of sums)."""
 
     def memory_cap(self, gpu: str, tp: int) -> float:
         """Bytes a GPU of this type can give the model's tensors at this TP degree."""
@@ -195,6 +197,7 @@ class SearchResult:
     groups_pruned: int
     refused: int
     seconds: float
+    skipped: int = 0  # plans cut whose compute bound passed the top-th: never ranked
 
     @property
     def best(self) -> Candidate:
@@ -253,9 +256,11 @@ class _Search:
                   "catalogue's, or given: --price GPU=DOLLARS_PER_HOUR)", ", ".join(unpriced))
         self._rows: dict[tuple[str, int, int], tuple[float, ...]] = {}
         self._prefix: dict[tuple[str, int, int], list[float]] = {}
-        self._mem: dict[tuple, tuple[float, list[float]]] = {}
+        self._mem: dict[tuple, list[tuple[float, list[float]]]] = {}
         self._specs: dict[tuple[str, int, str], ReplicaSpec] = {}
         self.evaluated = self.partitions = self.refused = self.groups = self.pruned = 0
+        self.skipped = 0  # plans cut but not ranked: their compute bound passed the top-th
+        self.prune = True
         self.best: dict[Plan, Candidate] = {}
         self._keys: list[float] = []  # sorted keys of self.best
 
@@ -276,14 +281,15 @@ class _Search:
         return r
 
     def memory(self, gpu: str, tp: int, mbs: int, j: int, p: int, m: int
-               ) -> tuple[float, list[float]]:
-        """(cap left for the layers, prefix sums of per-layer bytes) of stage ``j`` of ``p``."""
+               ) -> list[tuple[float, list[float]]]:
+        """Per memory constraint of stage ``j`` of ``p``: (cap left for the layers, prefix sums
+        of the per-layer bytes)."""
         key = (gpu, tp, mbs, j, p, m)
         x = self._mem.get(key)
         if x is None:
-            fixed, per = self.pm.memory_terms(gpu, tp, mbs, j, p, m)
-            cap = self.pm.memory_cap(gpu, tp) * self.req.memory_fraction - fixed
-            x = self._mem[key] = (cap, prefix_sums(per))
+            cap = self.pm.memory_cap(gpu, tp) * self.req.memory_fraction
+            x = self._mem[key] = [(cap - fixed, prefix_sums(per)) for fixed, per
+                                  in self.pm.memory_terms(gpu, tp, mbs, j, p, m)]
         return x
 
     def spec(self, t: _Type, tp: int) -> ReplicaSpec:
@@ -319,9 +325,17 @@ class _Search:
             return t_lb * rate / 3600.0 / self.req.global_batch_size
         return t_lb
 
-    def admit(self, plan: Plan, layout: str) -> None:
+    def admit(self, plan: Plan, layout: str, compute: float = 0.0) -> None:
+        """Rank ``plan`` by the closed form, unless ``m x compute`` (its bottleneck stage's
+        forward and backward passes, a lower bound on any schedule's iteration) already
+        puts it past the top-th plan."""
         if plan in self.best:
             return
+        if self.prune:
+            rate = sum(r.tp * (self.price(r.gpu) or 0.0) for s in plan.stages for r in s.replicas)
+            if self.objective_bound(plan.microbatches * compute, rate) >= self.threshold():
+                self.skipped += 1
+                return
         self.evaluated += 1
         try:
             pred = self.pm.predict(plan)
@@ -340,8 +354,9 @@ class _Search:
 
     # -- building plans ----------------------------------------------------------------
     def cut(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
-            ) -> tuple[tuple[int, int], ...] | None:
-        """The greedy bottleneck cut for stages whose replicas have these (type, tp), or None."""
+            ) -> tuple[tuple[tuple[int, int], ...], float] | None:
+        """The greedy bottleneck cut for stages whose replicas have these (type, tp), and its
+        bottleneck (a micro-batch's forward and backward on the slowest stage), or None."""
         p = len(stage_types)
         times, mem, caps = [], [], []
         for j, reps in enumerate(stage_types):
@@ -349,7 +364,7 @@ class _Search:
             for t, tp in kinds:
                 self.row(t.gpu, mbs, tp)
             times.append([self._prefix[(t.gpu, mbs, tp)] for t, tp in kinds])
-            terms = [self.memory(t.gpu, tp, mbs, j, p, m) for t, tp in kinds]
+            terms = [x for t, tp in kinds for x in self.memory(t.gpu, tp, mbs, j, p, m)]
             if any(c < 0 for c, _ in terms):
                 return None
             mem.append([per for _, per in terms])
@@ -358,21 +373,23 @@ class _Search:
         part = greedy_partition_prefix(times, mem, caps)
         if part is None or min(part.sizes) == 0:  # a stage left empty: the shallower plan is searched on its own
             return None
-        return part.blocks
+        return part.blocks, part.bottleneck
 
     def plan(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
-             ) -> Plan | None:
-        blocks = self.cut(stage_types, mbs, m)
-        if blocks is None:
+             ) -> tuple[Plan, float] | None:
+        cut = self.cut(stage_types, mbs, m)
+        if cut is None:
             self.refused += 1
             return None
+        blocks, bottleneck = cut
         stages = tuple(StageSpec(tuple(range(a, b)), tuple(self.spec(t, tp) for t, tp in reps))
                        for (a, b), reps in zip(blocks, stage_types, strict=True))
-        return Plan(stages, mbs, self.req.global_batch_size, model=self.model.name)
+        return Plan(stages, mbs, self.req.global_batch_size, model=self.model.name), bottleneck
 
     # -- the search ----------------------------------------------------------------------
     def run(self, prune: bool = True) -> None:
         """Best first by bound; stop when the bound reaches the top-th key (all, unpruned)."""
+        self.prune = prune
         heap: list[tuple[float, int, Any]] = []
         tick = itertools.count()
         for g in self.group_items():
@@ -443,7 +460,8 @@ class _Search:
                 rate = dp * sum(ci * u for ci, u in zip(c, units, strict=True))
                 if budget is None or rate <= budget:
                     yield self.objective_bound(t_lb, rate), ("stage", mbs, dp, p, m, pairs, c)
-        if "pipeline" in self.req.layouts and k > 1:
+        # a stage's replicas share one TP degree (DeepSpeed's grid; build_plan refuses others)
+        if "pipeline" in self.req.layouts and k > 1 and len({tp for _, tp in pairs}) == 1:
             for d in _compositions(dp, k):
                 if any(di * p > s for di, s in zip(d, slots, strict=True)):
                     continue
@@ -458,14 +476,14 @@ class _Search:
             used = [(pair, c) for pair, c in zip(pairs, counts, strict=True)]
             for order in itertools.permutations(used):
                 seq = [pair for pair, c in order for _ in range(c)]
-                plan = self.plan([[pair] * dp for pair in seq], mbs, m)
-                if plan is not None:
-                    self.admit(plan, "stage")
+                made = self.plan([[pair] * dp for pair in seq], mbs, m)
+                if made is not None:
+                    self.admit(made[0], "stage", made[1])
         else:
             reps = [pair for pair, d in zip(pairs, counts, strict=True) for _ in range(d)]
-            plan = self.plan([reps] * p, mbs, m)
-            if plan is not None:
-                self.admit(plan, "pipeline")
+            made = self.plan([reps] * p, mbs, m)
+            if made is not None:
+                self.admit(made[0], "pipeline", made[1])
 
 
 def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
@@ -509,10 +527,15 @@ def search_plans(model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue, request:
     check(len(s.mbs_options()) > 0, "microbatch_sizes",
           f"a micro-batch size the profile measured that divides global_batch_size "
           f"{request.global_batch_size}", request.microbatch_sizes)
+    if request.tp is not None:
+        fits = sorted({tp for t in s.types for b in s.mbs_options() for tp in s.tp_options(t, b)})
+        check(len(fits) > 0, "tp", "a TP degree the profile measured that fits a node of the "
+              f"fleet (largest node: {max(t.max_tp for t in s.types)} GPUs)", request.tp)
     s.run(prune)
     ranked = sorted(s.best.values(), key=lambda c: (c.key(request.objective), c.gpus,
                                                     c.plan.pipeline_stages))
     check(len(ranked) > 0, "fleet", f"GPUs enough to hold {model.name} (no plan fits their memory "
           "or the network lacks a link they need)", f"{sum(t.gpus() for t in s.types)} GPUs")
     return SearchResult(tuple(ranked[: request.top]), request.objective, s.evaluated,
-                        s.partitions, s.groups, s.pruned, s.refused, time.perf_counter() - t0)
+                        s.partitions, s.groups, s.pruned, s.refused, time.perf_counter() - t0,
+                        s.skipped)

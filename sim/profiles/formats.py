@@ -19,6 +19,7 @@ A plan file may also be a Sailor ``plan_config`` (it has ``pipeline_list``).
 Model profile::
 
     {"model": "M", "layers": 2, "bytes_per_value": 4, "optimizer_bytes_per_param": 8,
+     "tied_embeddings": false,
      "sizes": [{"tp": 1, "layers": [{"params": 10, "activation_bytes": 4096,
                                     "activation_memory_bytes": 8192}, ...]}],
      "times": [{"gpu": "A", "microbatch_size": 1, "tp": 1,
@@ -191,7 +192,8 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
     return ModelProfile(name=get("model", doc, "model", where, str),
                         layers=get("model", doc, "layers", where, int), times=tuple(times),
                         sizes=tuple(sizes), bytes_per_value=_opt(doc, "bytes_per_value", 4),
-                        optimizer_bytes_per_param=_opt(doc, "optimizer_bytes_per_param", 8.0))
+                        optimizer_bytes_per_param=_opt(doc, "optimizer_bytes_per_param", 8.0),
+                        tied_embeddings=_opt(doc, "tied_embeddings", False))
 
 
 def model_to_data(m: ModelProfile) -> dict[str, Any]:
@@ -199,6 +201,7 @@ def model_to_data(m: ModelProfile) -> dict[str, Any]:
     return {
         "model": m.name, "layers": m.layers, "bytes_per_value": m.bytes_per_value,
         "optimizer_bytes_per_param": m.optimizer_bytes_per_param,
+        "tied_embeddings": m.tied_embeddings,
         "sizes": [{"tp": tp, "layers": [{"params": s.params, "activation_bytes": s.activation_bytes,
                                          "activation_memory_bytes": s.activation_memory_bytes}
                                         for s in row]} for tp, row in m.sizes],

@@ -156,7 +156,7 @@ def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
                 times.append(((gpu, mbs, tp), row))
     return ModelProfile(name=name, layers=n, times=tuple(times),
                         sizes=tuple(sorted(sizes.items())), bytes_per_value=4,
-                        optimizer_bytes_per_param=8.0)
+                        optimizer_bytes_per_param=8.0, tied_embeddings=tail == 0)
 
 
 def _int_key(name: str, s: Any, where: str) -> int:

@@ -118,6 +118,9 @@ class ModelProfile:
         Bytes of optimizer state and master weights per parameter beyond the
         weight and its gradient (Adam in fp32: its two moments, 8; mixed
         precision Adam: fp32 master weights and two moments, 12).
+    tied_embeddings : bool
+        Whether the last layer's weight is the first layer's embedding, tied
+        (its gradient is all-reduced between the first and last stage).
     """
 
     name: str
@@ -126,9 +129,12 @@ class ModelProfile:
     sizes: tuple[tuple[int, tuple[LayerSizes, ...]], ...]
     bytes_per_value: int = 4
     optimizer_bytes_per_param: float = 8.0
+    tied_embeddings: bool = False
 
     def __post_init__(self) -> None:
         _name("model", self.name)
+        check(isinstance(self.tied_embeddings, bool), "tied_embeddings", "true or false",
+              self.tied_embeddings)
         n = check_int("layers", self.layers, low=1)
         check(isinstance(self.times, tuple) and len(self.times) > 0, "times",
               "at least one (gpu, microbatch size, tp) entry", self.times)

@@ -6,7 +6,10 @@ penalty. Pieces, one module each:
 
 * :mod:`.config`: :class:`TrainingConfig` (values only) and :func:`read_speeds`;
 * :mod:`.routing`: routing policies (strategy objects);
-* :mod:`.schedules`: GPipe, 1F1B, SWARM, async (strategy objects);
+* :mod:`.schedules`: GPipe, 1F1B (fixed order and dynamic), interleaved 1F1B,
+  SWARM, async (strategy objects) and the frameworks' device programs;
+* :mod:`.framework`: devices running those programs (blocking point-to-point,
+  interleaving);
 * :mod:`.replica`: replica servers, spot slots, interrupt causes;
 * :mod:`.flow`: microbatch movement, failover, recompute, skip and wait;
 * :mod:`.trainer`: steps, sync, checkpoint and restart;
@@ -22,6 +25,8 @@ penalty. Pieces, one module each:
 from .. import pipeline as _pipeline  # noqa: F401, I001
 from .config import (
     ARRIVALS,
+    FIXED,
+    P2PS,
     PAIRS,
     PASS_TIME_DISTRIBUTIONS,
     ROUTINGS,
@@ -36,7 +41,7 @@ from .schedules import SCHEDULE_POLICIES, Schedule
 from .system import METRICS, TrainingSystem, training_model
 
 __all__ = [
-    "ARRIVALS", "PAIRS", "PASS_TIME_DISTRIBUTIONS", "ROUTINGS", "SCHEDULES", "SYNCS",
+    "ARRIVALS", "FIXED", "P2PS", "PAIRS", "PASS_TIME_DISTRIBUTIONS", "ROUTINGS", "SCHEDULES", "SYNCS",
     "TrainingConfig", "read_speeds", "replica_name", "ROUTING_POLICIES", "Routing",
     "SCHEDULE_POLICIES", "Schedule", "METRICS", "TrainingSystem", "training_model",
 ]

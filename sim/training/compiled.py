@@ -47,6 +47,7 @@ def compiled_obstacle(c: TrainingConfig) -> str | None:
         (c.network is not None, "transfers over a network (contention) run on the DES"),
         (c.schedule not in ("swarm", "async"),
          f"runs the swarm and async schedules, not {c.schedule} (fixed pipelines)"),
+        (c.backward_times is not None, "per-stage backward times run on the DES"),
         (c.strategy is not None, "fault-tolerance strategies run on the DES or the job engine"),
         (c.placement is not None, "a placement's domain hierarchy runs on the DES "
          "(the compiled engine has stage domains only)"),

@@ -33,20 +33,27 @@ BYTES_PER_STAGE, BYTES_PER_WORKER, BYTES_PER_MICROBATCH = 10_000, 5_400, 500
 
 __all__ = [
     "SCHEDULES",
+    "FIXED",
+    "P2PS",
     "ROUTINGS",
     "PAIRS",
     "ARRIVALS",
     "PASS_TIME_DISTRIBUTIONS",
     "SYNCS",
     "STRAGGLERS",
-    "P2PS",
     "TrainingConfig",
     "network_of",
     "read_speeds",
     "replica_name",
 ]
 
-SCHEDULES = ("gpipe", "1f1b", "swarm", "async")
+SCHEDULES = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved", "swarm", "async")
+#: Fixed-pipeline schedules (a micro-batch keeps its pipeline; routing picks it).
+FIXED = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved")
+#: How a transfer between stages meets compute (see ``TrainingConfig.p2p``): in flight
+#: while the stages compute, or blocking both ends (without a network: DeepSpeed's paired
+#: send and receive in its TrainSchedule order).
+P2PS = ("overlap", "blocking")
 ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin")
 #: Schedule -> the routings it has. GPipe and 1F1B run fixed pipelines (routing
 #: picks a microbatch's pipeline and any failover), so a shared stage queue has
@@ -54,6 +61,8 @@ ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin")
 PAIRS = {
     "gpipe": ("least-loaded", "weighted", "round-robin"),
     "1f1b": ("least-loaded", "weighted", "round-robin"),
+    "1f1b-dynamic": ("least-loaded", "weighted", "round-robin"),
+    "interleaved": ("round-robin",),
     "swarm": ROUTINGS,
     "async": ROUTINGS,
 }
@@ -64,8 +73,6 @@ PASS_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognormal
 SYNCS = ("allreduce", "none")
 #: What happens to the replicas a fastest-k step does not wait for (``sync_wait``).
 STRAGGLERS = ("cancel", "drop")
-#: How a transfer between stages meets compute (see ``TrainingConfig.p2p``).
-P2PS = ("overlap", "blocking")
 
 
 def replica_name(stage: int, replica: int) -> str:
@@ -89,6 +96,22 @@ def _grid(name: str, value: Any, counts: tuple[int, ...], conv) -> tuple[tuple[f
         check(isinstance(row, (list, tuple)) and len(row) == r, name,
               f"{r} values for stage {j}", row)
         rows.append(tuple(conv(name, v) for v in row))
+    return tuple(rows)
+
+
+def _pair_grid(name: str, value: Any, counts: tuple[int, ...]
+               ) -> tuple[tuple[tuple[float, float], ...], ...]:
+    """A table ``value[j][i] = (a, b)`` of non-negative pairs, shaped like ``counts``."""
+    check(isinstance(value, (list, tuple)) and len(value) == len(counts), name,
+          f"one row per stage or hop ({len(counts)})", value)
+    rows = []
+    for j, (row, r) in enumerate(zip(value, counts, strict=True)):
+        check(isinstance(row, (list, tuple)) and len(row) == r, name, f"{r} pairs in row {j}", row)
+        out = []
+        for pair in row:
+            check(isinstance(pair, (list, tuple)) and len(pair) == 2, name, "(a, b) pairs", pair)
+            out.append((check_nonnegative(name, pair[0]), check_nonnegative(name, pair[1])))
+        rows.append(tuple(out))
     return tuple(rows)
 
 
@@ -168,13 +191,20 @@ class TrainingConfig:
         Microbatches per step ``m`` (>= 1).
     steps : int
         Training steps ``N`` to finish (async: ``N m`` microbatches).
-    schedule : {"gpipe", "1f1b", "swarm", "async"}
+    schedule : {"gpipe", "1f1b", "1f1b-dynamic", "interleaved", "swarm", "async"}
+        ``1f1b`` is Megatron-LM's and DeepSpeed's fixed per-stage order;
+        ``1f1b-dynamic`` the rule that takes a queued backward first;
+        ``interleaved`` Megatron-LM's interleaved 1F1B over ``virtual_stages``
+        model chunks per device (see :mod:`sim.training.schedules`).
     routing : {"queue", "least-loaded", "weighted", "round-robin"}
         See :data:`PAIRS` for which schedule has which.
     forward_time : float or tuple of float
         Nominal forward time per stage (>= 0; 0 with no backward is Study A's snapshot); a replica of speed ``v`` takes ``t / v``.
     backward_ratio : float
         Backward time over forward time (>= 0; 0 means forward passes only).
+    backward_times : float, tuple of float or None
+        Nominal backward time per stage, replacing ``backward_ratio`` (which
+        must then stay at its default).
     pass_time_distribution : {"deterministic", "exponential", "weibull", "lognormal", "pareto"}
         Law of a pass's nominal time (mean the stage's time).
     pass_time_shape : float or None
@@ -195,6 +225,42 @@ class TrainingConfig:
         took part in the step, or none.
     optimizer_time : float
         Time of the optimizer step after the sync.
+    p2p : {"overlap", "blocking"}
+        Point-to-point transfers: in flight while the stages compute (the hop
+        time delays the micro-batch only), or blocking both ends. Without a
+        network, blocking is DeepSpeed's paired send and receive in its
+        ``TrainSchedule`` order (run by :class:`sim.training.framework.FrameworkFlow`);
+        with one, see ``p2p`` below the network fields.
+    virtual_stages : int
+        Model chunks per device ``v`` of the interleaved schedule (1 otherwise);
+        each chunk pass takes ``1/v`` of the stage's time.
+    replica_times : tuple of tuple of (float, float) or None
+        Nominal (forward, backward) time of every replica ``[j][i]``, replacing
+        the stage's times (heterogeneous replicas, e.g. a plan's GPU types).
+    transfer_times : tuple of tuple of (float, float) or None
+        Per hop ``j -> j+1`` and per pipeline ``i``: (activation, gradient)
+        transfer time, replacing ``latency`` and ``activation_size``; the
+        overlapped engine of fixed pipelines uses the slowest pipeline's time
+        of each hop, the framework engine each pipeline's own.
+    allreduce_times : tuple of float or None
+        Per stage: the time of its gradient all-reduce among its replicas
+        (computed from a network), replacing the ring model of ``param_size``;
+        the step's tail is ``tied_allreduce_time + max_j (allreduce_j +
+        optimizer_j)``.
+    optimizer_times : tuple of float or None
+        Per stage: its optimizer step (with ``allreduce_times``).
+    tied_allreduce_time : float
+        The all-reduce of weights tied between the first and last stage (an
+        embedding shared with the output head), before the gradient all-reduce.
+    transfer_sizes, allreduce_sizes, tied_allreduce_size
+        With a network, what a plan moves through it instead of the times
+        above: per hop, the bytes of one micro-batch's activation (and of its
+        gradient back), sent as ``t`` flows of ``1/t`` by the sender's
+        ``tensor_parallel`` ranks; per stage, the bytes of gradients each GPU
+        all-reduces among the stage's replicas (``t`` rings, buckets of
+        ``bucket_size``); and the tied weights' bytes per GPU, all-reduced
+        between the first and last stage of each pipeline first. Such a plan
+        runs on the framework engine.
     availability, mean_downtime, domain_outage, domain_downtime,
     failure_distribution, failure_shape, placement, failure_trace
         The failure model of :mod:`sim.failures` (as in Study A's pipeline);
@@ -272,7 +338,7 @@ class TrainingConfig:
     contention : bool
         With a network: transfers share its links (max-min fair flows). False:
         each transfer alone on its route (``latency + size / bottleneck``).
-    p2p : {"overlap", "blocking"}
+    p2p (with a network) : {"overlap", "blocking"}
         Transfers between stages overlap with compute (the sender goes on at
         once, the receiver queues the microbatch on arrival), or block both
         ends for the transfer (NCCL send/recv: the transfer starts when the
@@ -323,6 +389,17 @@ class TrainingConfig:
     latency: float | tuple[float, ...] = 0.0
     sync: str = "allreduce"
     optimizer_time: float = 0.0
+    backward_times: float | tuple[float, ...] | None = None
+    p2p: str = "overlap"
+    virtual_stages: int = 1
+    replica_times: tuple[tuple[tuple[float, float], ...], ...] | None = None
+    transfer_times: tuple[tuple[tuple[float, float], ...], ...] | None = None
+    allreduce_times: tuple[float, ...] | None = None
+    optimizer_times: tuple[float, ...] | None = None
+    tied_allreduce_time: float = 0.0
+    transfer_sizes: tuple[float, ...] | None = None
+    allreduce_sizes: tuple[float, ...] | None = None
+    tied_allreduce_size: float = 0.0
     availability: float = 1.0
     mean_downtime: float = 1.0
     domain_outage: float = 0.0
@@ -357,7 +434,6 @@ class TrainingConfig:
     nic: Any = None
     bucket_size: float = math.inf
     contention: bool = True
-    p2p: str = "overlap"
     network_weighting: str = "maxmin"
     checkpoint_node: Any = None
     stall_limit: float | None = None
@@ -419,6 +495,7 @@ class TrainingConfig:
         set_("latency", _per("latency", self.latency, max(L - 1, 1), check_nonnegative)
              if isinstance(self.latency, (list, tuple)) else check_nonnegative("latency", self.latency))
         check_choice("sync", self.sync, SYNCS)
+        self._check_real_run(L)
         check_probability("availability", self.availability)
         check_positive("mean_downtime", self.mean_downtime)
         check_probability("domain_outage", self.domain_outage)
@@ -519,7 +596,121 @@ class TrainingConfig:
             check(False, "restart_cost",
                   "unset when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.restart_cost)
+        if self.framework and self.failures:
+            what = ("interleaved" if self.schedule == "interleaved" else "p2p blocking"
+                    if self.p2p == "blocking" else "a plan over a network")
+            check(self.restart_cost is not None, "restart_cost",
+                  f"given with failures under {what} (a framework run restarts from its last "
+                  "checkpoint)", self.restart_cost)
         self._check_network()
+
+    def _check_real_run(self, L: int) -> None:
+        """Validate the fields of framework schedules and real plans (issue 22)."""
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        fixed = self.schedule in FIXED
+        if self.backward_times is not None:
+            check(self.backward_ratio == 2.0, "backward_ratio",
+                  "left at its default when backward_times are given", self.backward_ratio)
+            set_("backward_times", _per("backward_times", self.backward_times, L,
+                                        check_nonnegative))
+        check_choice("p2p", self.p2p, P2PS)
+        v = check_int("virtual_stages", self.virtual_stages, low=1)
+        inter = self.schedule == "interleaved"
+        check(inter or v == 1, "virtual_stages", "1 unless schedule is interleaved", v)
+        framework = ((self.p2p == "blocking" and self.network is None) or inter
+                     or self.allreduce_sizes is not None)
+        if inter and self.network is not None:
+            check(False, "network", "unset with the interleaved schedule (its device programs "
+                  "run on the framework engine, without a network for now)", "given")
+        if self.p2p == "blocking" and self.network is None:
+            check(self.schedule in ("gpipe", "1f1b"), "p2p",
+                  "overlap unless schedule is gpipe or 1f1b (DeepSpeed's blocking send and "
+                  "receive)", self.p2p)
+        reps = self.replicas
+        if framework:
+            what = ("interleaved" if inter else "p2p blocking" if self.p2p == "blocking"
+                    else "a plan over a network")
+            check(len(set(reps)) == 1, "replicas",  # type: ignore[arg-type]
+                  f"the same at every stage with {what} (one device per stage per pipeline)", reps)
+            r = reps[0]  # type: ignore[index]
+            check(self.microbatches % r == 0, "microbatches",
+                  f"a multiple of the replicas per stage ({r}) with {what}", self.microbatches)
+            if inter:
+                check(not isinstance(self.latency, tuple), "latency",
+                      "one value with the interleaved schedule (every hop between chunks)",
+                      self.latency)
+                check((self.microbatches // r) % L == 0, "microbatches",
+                      f"a multiple of stages x replicas ({L} x {r}) with the interleaved schedule "
+                      "(Megatron-LM's condition)", self.microbatches)
+            check(self.pass_time_distribution == "deterministic", "pass_time_distribution",
+                  f"deterministic with {what}", self.pass_time_distribution)
+            # a framework job neither skips nor fails over: a failure loses the step
+            for name, bad in (("skip_budget", self.skip_budget != 0),
+                              ("max_wait", self.max_wait != 0.0),
+                              ("detection_timeout", self.detection_timeout != 0.0)):
+                check(not bad, name, f"0 with {what} (a framework run does not skip or fail "
+                      "over: a failure loses the step)", getattr(self, name))
+            check(self.routing == "round-robin", "routing",
+                  f"round-robin with {what} (micro-batch k on pipeline k mod r)", self.routing)
+        for name in ("replica_times", "transfer_times", "allreduce_times", "optimizer_times"):
+            if getattr(self, name) is not None:
+                check(fixed, name, "unset unless schedule is gpipe, 1f1b, 1f1b-dynamic or "
+                      "interleaved", "given")
+        if self.replica_times is not None:
+            set_("replica_times", _pair_grid("replica_times", self.replica_times, reps))
+        if self.transfer_times is not None:
+            check(isinstance(self.transfer_times, (list, tuple))
+                  and len(self.transfer_times) == max(L * v - 1, 0), "transfer_times",
+                  f"one row per hop ({max(L * v - 1, 0)})", self.transfer_times)
+            set_("transfer_times", _pair_grid("transfer_times", self.transfer_times,
+                                              (reps[0],) * max(L * v - 1, 0)))  # type: ignore[index]
+            check(len(set(reps)) == 1, "transfer_times",  # type: ignore[arg-type]
+                  "given only with the same replicas at every stage (one per pipeline)", reps)
+            check(self.latency == 0.0 and self.activation_size == 0.0
+                  and self.network is None, "transfer_times",
+                  "given without latency, activation_size or a network", self.transfer_times)
+        if self.allreduce_times is not None:
+            set_("allreduce_times", _per("allreduce_times", self.allreduce_times, L,
+                                         check_nonnegative))
+            check(self.param_size == 0.0 and self.optimizer_time == 0.0, "allreduce_times",
+                  "given with param_size and optimizer_time 0 (they replace them)",
+                  self.allreduce_times)
+            check(self.sync == "allreduce", "sync", "allreduce with allreduce_times", self.sync)
+            check(self.mean_latency == 0.0, "latency", "0 with allreduce_times (they give the "
+                  "all-reduce; transfer_times give the hops)", self.latency)
+        if self.optimizer_times is not None:
+            check(self.allreduce_times is not None or self.allreduce_sizes is not None,
+                  "optimizer_times", "given with allreduce_times or allreduce_sizes",
+                  self.optimizer_times)
+            set_("optimizer_times", _per("optimizer_times", self.optimizer_times, L,
+                                         check_nonnegative))
+        check_nonnegative("tied_allreduce_time", self.tied_allreduce_time)
+        if self.tied_allreduce_time:
+            check(self.allreduce_times is not None, "tied_allreduce_time",
+                  "0 without allreduce_times", self.tied_allreduce_time)
+        plan_net = self.allreduce_sizes is not None
+        if plan_net:
+            check(self.network is not None, "allreduce_sizes", "given only with a network",
+                  "given")
+            check(self.allreduce_times is None and self.transfer_times is None
+                  and self.tied_allreduce_time == 0.0, "allreduce_sizes",
+                  "given instead of allreduce_times, transfer_times and tied_allreduce_time",
+                  "both")
+            set_("allreduce_sizes", _per("allreduce_sizes", self.allreduce_sizes, L,
+                                         check_nonnegative))
+            check(self.param_size == 0.0 and self.optimizer_time == 0.0, "allreduce_sizes",
+                  "given with param_size and optimizer_time 0 (they replace them)", "given")
+            check(self.schedule in ("gpipe", "1f1b"), "schedule",
+                  "gpipe or 1f1b for a plan over a network", self.schedule)
+        if self.transfer_sizes is not None:
+            check(plan_net, "transfer_sizes", "given with allreduce_sizes (a plan over a network)",
+                  "given")
+            set_("transfer_sizes", _per("transfer_sizes", self.transfer_sizes, max(L - 1, 1),
+                                        check_nonnegative)[: max(L - 1, 0)])
+        check_nonnegative("tied_allreduce_size", self.tied_allreduce_size)
+        if self.tied_allreduce_size:
+            check(plan_net, "tied_allreduce_size", "0 without allreduce_sizes",
+                  self.tied_allreduce_size)
 
     def _check_network(self) -> None:
         """Validate the network fields (the network is built once, to check, and not kept)."""
@@ -542,7 +733,7 @@ class TrainingConfig:
             set_("tensor_parallel", check_int("tensor_parallel", self.tensor_parallel, low=1))
         if self.network is None:
             for name, default in (("network_nodes", None), ("nic", None),
-                                  ("checkpoint_node", None), ("p2p", "overlap"),
+                                  ("checkpoint_node", None),
                                   ("network_weighting", "maxmin"), ("bucket_size", math.inf),
                                   ("tensor_parallel", 1)):
                 check(getattr(self, name) == default, name,
@@ -574,7 +765,7 @@ class TrainingConfig:
         if self.checkpoint_node is not None:
             set_("checkpoint_node", net.nodes[net.node_index(self.checkpoint_node,
                                                              "checkpoint_node")])
-        if self.p2p == "blocking":
+        if self.p2p == "blocking" and not self.framework:
             check(not self.failures, "p2p",
                   "overlap when workers can fail or be preempted (blocking transfers are "
                   "modelled without failures)", self.p2p)
@@ -625,6 +816,12 @@ class TrainingConfig:
 
     # -- derived ---------------------------------------------------------------
     @property
+    def framework(self) -> bool:
+        """Whether the framework engine (:mod:`sim.training.framework`) runs this config."""
+        return ((self.p2p == "blocking" and self.network is None)
+                or self.schedule == "interleaved" or self.allreduce_sizes is not None)
+
+    @property
     def workers(self) -> int:
         """Replica workers (slots) in the system."""
         return int(sum(self.replicas))  # type: ignore[arg-type]
@@ -640,15 +837,47 @@ class TrainingConfig:
     @property
     def backward_time(self) -> tuple[float, ...]:
         """Nominal backward time per stage."""
+        if self.backward_times is not None:
+            return self.backward_times  # type: ignore[return-value]
         return tuple(self.backward_ratio * t for t in self.forward_time)  # type: ignore[union-attr]
 
     @property
+    def has_backward(self) -> bool:
+        """Whether steps have backward passes (a positive ratio, or some positive backward time)."""
+        if self.backward_times is not None:
+            return any(b > 0 for b in self.backward_times)  # type: ignore[union-attr]
+        return self.backward_ratio > 0
+
+    @property
     def hop_times(self) -> tuple[float, ...]:
-        """Transfer time of each hop ``j -> j+1`` (activations; gradients the same way back)."""
+        """Transfer time of each hop ``j -> j+1`` (activations; gradients the same way back
+        unless ``transfer_times`` say otherwise, see :attr:`hop_times_back`)."""
+        if self.transfer_times is not None:
+            return tuple(max(a for a, _ in row) for row in self.transfer_times)
         L = self.stages
         lat = self.latency if isinstance(self.latency, tuple) else (self.latency,) * max(L - 1, 0)
         extra = self.activation_size / self.bandwidth if self.activation_size else 0.0
         return tuple(x + extra for x in lat[: max(L - 1, 0)])
+
+    @property
+    def hop_times_back(self) -> tuple[float, ...]:
+        """Transfer time of each hop ``j+1 -> j`` (gradients)."""
+        if self.transfer_times is not None:
+            return tuple(max(g for _, g in row) for row in self.transfer_times)
+        return self.hop_times
+
+    @property
+    def pipeline_transfer_times(self) -> tuple[tuple[tuple[float, float], ...], ...]:
+        """Per hop of the model's ``L v`` stages, per pipeline: (activation, gradient) times."""
+        if self.transfer_times is not None:
+            return self.transfer_times
+        r = self.replicas[0]  # type: ignore[index]
+        hops = self.hop_times
+        if self.virtual_stages > 1:  # every hop between chunks: one latency (checked)
+            extra = self.activation_size / self.bandwidth if self.activation_size else 0.0
+            h = float(self.latency) + extra  # type: ignore[arg-type]
+            return tuple(((h, h),) * r for _ in range(self.stages * self.virtual_stages - 1))
+        return tuple(((h, h),) * r for h in hops)
 
     @property
     def mean_latency(self) -> float:

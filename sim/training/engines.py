@@ -113,11 +113,20 @@ def _first(*checks: tuple[bool, str]) -> Applies | None:
 
 
 class ScheduleReference(Reference):
-    """``(m + L - 1)(t_f + t_b)`` and ``(L - 1)/(m + L - 1)`` for GPipe and 1F1B.
+    """``(m + L - 1)(t_f + t_b)`` and ``(L - 1)/(m + L - 1)`` for GPipe and 1F1B, and the exact
+    max-plus completion of the frameworks' fixed programs otherwise.
 
     With ``r`` replicas per stage the fixed pipelines are ``r`` independent
     copies; a balanced split (round robin or least-loaded, ``r`` dividing
     ``m``) gives each ``m / r`` microbatches, so ``m`` becomes ``m / r``.
+
+    Where the closed form does not apply (unequal stages, transfer times,
+    per-stage backward times, heterogeneous replicas, blocking point-to-point,
+    interleaving, a plan's all-reduce and optimizer tail), a deterministic
+    failure-free run of GPipe, 1F1B (fixed order) or interleaved 1F1B is
+    predicted by :func:`sim.analytic.training.program_makespan` over each
+    pipeline's device programs (:func:`sim.training.schedules.device_program`),
+    plus the step's gradient sync and optimizer tail.
     """
 
     name = "schedule"
@@ -125,11 +134,20 @@ class ScheduleReference(Reference):
     metrics = ("step_time_mean", "bubble_fraction", "training_time", "throughput")
 
     def applies(self, c: Any) -> Applies:
-        no = _first(
+        no = self._closed_form(c)
+        if no is None:
+            return Applies(True, "GPipe/1F1B with equal deterministic stages on fixed pipelines")
+        if _program_refusal(c) is None:
+            return Applies(True, "GPipe/1F1B/interleaved fixed programs, deterministic and "
+                           "failure-free: exact max-plus completion")
+        return no
+
+    def _closed_form(self, c: Any) -> Applies | None:
+        return _first(
             _no_strategy(c),
             (c.network is not None, _NETWORK),
             (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
-            (c.schedule not in ("gpipe", "1f1b"), "needs schedule gpipe or 1f1b"),
+            (c.schedule not in ("gpipe", "1f1b", "1f1b-dynamic"), "needs schedule gpipe or 1f1b"),
             (len(set(c.replicas)) != 1, "needs as many replicas at every stage"),
             (c.replicas[0] > 1 and (c.microbatches % c.replicas[0] != 0
                                     or c.routing not in ("round-robin", "least-loaded")),
@@ -146,11 +164,14 @@ class ScheduleReference(Reference):
             (c.optimizer_time > 0 or c.checkpoint_every > 0, "needs no optimizer or checkpoint time"),
             (c.sync_wait is not None and c.sync_wait < c.replicas[0],
              "needs every pipeline in the step (sync_wait unset or equal to the replicas)"),
+            (c.backward_times is not None or c.replica_times is not None,
+             "needs one backward ratio and the stage's times on every replica"),
+            (c.allreduce_times is not None, "needs no all-reduce or optimizer tail"),
         )
-        return no if no is not None else Applies(
-            True, "GPipe/1F1B with equal deterministic stages on fixed pipelines")
 
     def predict(self, c: Any) -> dict[str, Any]:
+        if self._closed_form(c) is not None:
+            return _program_prediction(c)
         v = _speed_one(c)
         tf = c.forward_time[0] / v
         per_pipe = c.microbatches // c.replicas[0]
@@ -220,6 +241,79 @@ class FastestKReference(Reference):
         step = analytic.order_statistic_mean(K, n, law, c.pass_time_shape, t, speeds) \
             + self._between(c)
         return {"step_time_mean": step, "training_time": N * step}
+
+
+def _program_refusal(c: Any) -> str | None:
+    """Why the max-plus program form does not give ``c``'s step exactly (None: it does)."""
+    reps = c.replicas
+    checks = (
+        _no_strategy(c),
+        (c.network is not None, _NETWORK),
+        (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
+        (c.sync_wait is not None and c.sync_wait < c.replicas[0],
+         "needs every pipeline in the step (sync_wait unset or equal to the replicas)"),
+        (c.schedule not in ("gpipe", "1f1b", "interleaved"),
+         "needs schedule gpipe, 1f1b or interleaved (a fixed program)"),
+        (c.pass_time_distribution != "deterministic", "needs deterministic pass times"),
+        (c.failures, "needs no failures"),
+        (c.checkpoint_every > 0, "needs no checkpoint time"),
+        (c.speed_spread > 0, "needs given (not drawn) speeds"),
+        (len(set(reps)) != 1, "needs as many replicas at every stage"),
+        (reps[0] > 1 and c.routing != "round-robin",
+         "needs one pipeline, or round-robin routing (micro-batch k on pipeline k mod r)"),
+        (c.schedule == "gpipe" and reps[0] > 1 and not c.framework,
+         "needs one pipeline for gpipe (its phase barrier spans the pipelines)"),
+        (not c.has_backward, "needs backward passes"),
+    )
+    for bad, why in checks:
+        if bad:
+            return why
+    return None
+
+
+def _program_prediction(c: Any) -> dict[str, Any]:
+    """Step time, bubble, time to train and throughput of ``c`` from its device programs."""
+    from ..training.schedules import device_program
+
+    speeds = draw_speeds(c, None)
+    L, v, r, m = c.stages, c.virtual_stages, c.replicas[0], c.microbatches
+    blocking = c.p2p == "blocking"
+    T, busy = 0.0, 0.0
+    for k in range(r):
+        mk = len(range(k, m, r))
+        if mk == 0:
+            continue
+        fw, bw = [], []
+        for j in range(L):
+            f, b = (c.replica_times[j][k] if c.replica_times is not None
+                    else (c.forward_time[j], c.backward_time[j]))
+            fw.append(f / speeds[j][k] / v)
+            bw.append(b / speeds[j][k] / v)
+            busy += mk * (f + b) / speeds[j][k]
+        forward = [fw[s % L] for s in range(L * v)]
+        backward = [bw[s % L] for s in range(L * v)]
+        if c.framework:
+            xfer = c.pipeline_transfer_times
+            act = [row[k][0] for row in xfer]
+            grad = [row[k][1] for row in xfer]
+        else:
+            act, grad = list(c.hop_times), list(c.hop_times_back)
+        progs = [device_program(c.schedule, L, mk, j, v=v, blocking=blocking) for j in range(L)]
+        T = max(T, analytic.program_makespan(progs, forward, backward, act, grad,
+                                             blocking=blocking))
+    compute = T
+    sync = 0.0
+    if c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0) and r > 1:
+        sync = analytic.ring_allreduce_time(min(m, r), c.param_size, c.bandwidth, c.mean_latency)
+    tail = c.optimizer_time
+    if c.allreduce_times is not None:
+        opt = c.optimizer_times or (0.0,) * L
+        tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
+                                                                  strict=True))
+    step = compute + sync + tail
+    return {"step_time_mean": step, "training_time": c.steps * step,
+            "throughput": m / step,
+            "bubble_fraction": 1.0 - busy / (c.workers * compute) if compute > 0 else math.nan}
 
 
 class MMcReference(Reference):

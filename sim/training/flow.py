@@ -94,8 +94,9 @@ class Flow:
         self.s = c.skip_budget
         self.fwd = c.forward_time
         self.bwd = c.backward_time
-        self.has_back = c.backward_ratio > 0
+        self.has_back = c.has_backward
         self.hops = c.hop_times
+        self.hops_back = c.hop_times_back
         self.det = c.detection_timeout
         self.max_wait = c.max_wait
         self.download_time = c.download_time
@@ -109,6 +110,14 @@ class Flow:
         # a schedule's forward limit (1F1B's) has nothing to bound: the hold taken
         # at each forward pass is never released by a backward one.
         limits = [schedule.forward_limit(j, L) if self.has_back else None for j in range(L)]
+        # each replica's nominal (forward, backward) time: its own, or its stage's
+        rt = c.replica_times
+        self.work = [[rt[j][i] if rt is not None else (self.fwd[j], self.bwd[j])
+                      for i in range(len(speeds[j]))] for j in range(L)]
+        # 1F1B in the framework's fixed order: each replica serves the kind whose turn it
+        # is (Replica._fixed_next), knowing the forwards still owed to it this step
+        self.ordered = bool(schedule.fixed_order) and self.has_back
+        self.disturbed = False
         self.stages: list[list[Replica]] = [
             [Replica(self, j, i, speeds[j][i], replica_name(j, i), self.shared[j],
                      limits[j], self.idle[j]) for i in range(len(speeds[j]))]
@@ -159,23 +168,41 @@ class Flow:
         # queue: asked once here, not at every pass.
         shared_only = [type(p).choose is SharedQueue.choose and "choose" not in vars(p)
                        for p in self.policies]
+        back = self.hops_back
+        # the fixed order counts every forward; fastest-k books each pass
+        inline = not self.track and not self.ordered and not self.general
         for rep in self.replicas:
             j = rep.stage
             nxt = j + 1
+            rep.ordered = self.ordered
             if nxt < L and hops[j] <= 0.0:
                 kind = 1 if self.fixed else 0
-                rep.wire(inline=not (self.track or self.general), fwd_kind=kind,
-                         next_live=self.live[nxt],
+                rep.wire(inline=inline, fwd_kind=kind, next_live=self.live[nxt],
                          next_lo=self.shared[nxt][1], next_idle=self.idle[nxt],
                          next_policy=None if shared_only[nxt] else self.policies[nxt],
-                         prev_stage=j - 1 if j > 0 and hops[j - 1] <= 0.0 else -1,
+                         prev_stage=j - 1 if j > 0 and back[j - 1] <= 0.0 else -1,
                          uniform=self.uniform)
             else:
-                rep.wire(inline=not (self.track or self.general), fwd_kind=2, next_live=[],
-                         next_lo=None,
+                rep.wire(inline=inline, fwd_kind=2, next_live=[], next_lo=None,
                          next_idle=None, next_policy=None,
-                         prev_stage=j - 1 if j > 0 and hops[j - 1] <= 0.0 else -1,
+                         prev_stage=j - 1 if j > 0 and back[j - 1] <= 0.0 else -1,
                          uniform=self.uniform)
+
+    def begin_step(self) -> None:
+        """A step starts: no forward owed yet; the fixed order holds while every replica is live."""
+        if self.ordered:
+            for rep in self.replicas:
+                rep.owed = 0
+            self.disturbed = any(not rep.live for rep in self.replicas)
+
+    def _disturb(self) -> None:
+        """A failure breaks the fixed order until the step ends: every replica takes what is
+        queued, backward passes first (the recovery is dtsim's failover and recomputation,
+        which a framework's fixed program would not survive)."""
+        if not self.disturbed:
+            self.disturbed = True
+            for rep in self.replicas:
+                rep.wake()
 
     @property
     def passes(self) -> int:
@@ -205,6 +232,8 @@ class Flow:
         """A replica went down: its queued passes are re-queued; the stage may be lost."""
         j = rep.stage
         out = False
+        if self.ordered:
+            self._disturb()
         self.idle[j].pop(rep, None)
         if self.net is not None:  # its transfers in flight are cut: retried from elsewhere
             for x in self.net.replica_down(rep):
@@ -262,6 +291,8 @@ class Flow:
         if not mb.back:
             if mb.target >= 0:
                 self.lost["recompute"] += work
+            elif self.ordered and rep.owed > 0:
+                rep.owed -= 1
             mb.holders[j] = (rep, rep.epoch)
             rep.in_flight += 1
             if rep.in_flight > rep.peak_in_flight:
@@ -277,7 +308,7 @@ class Flow:
         else:
             if rep.in_flight > 0:
                 rep.in_flight -= 1
-            if j > 0 and self.hops[j - 1] <= 0.0:
+            if j > 0 and self.hops_back[j - 1] <= 0.0:
                 self.arrive_back(mb, j - 1)
             else:
                 self.backward_next(mb, j)
@@ -330,7 +361,7 @@ class Flow:
         if self.net is not None:
             self.arrive_back(mb, j - 1)
             return
-        self.later(self.hops[j - 1], self.arrive_back, mb, j - 1)
+        self.later(self.hops_back[j - 1], self.arrive_back, mb, j - 1)
 
     def arrive_fwd(self, mb: Microbatch, j: int) -> None:
         """``mb`` needs a forward pass (or a recomputation) at stage ``j``."""
@@ -356,6 +387,9 @@ class Flow:
                 rep = self.policies[j].choose(live, self.uniform)
                 if mb.pipe < 0 and rep is not None:
                     mb.pipe = rep.index
+                    if self.ordered:  # the forwards this micro-batch owes along its pipeline
+                        for st in self.stages:
+                            st[rep.index % len(st)].owed += 1
         else:
             rep = self.policies[j].choose(live, self.uniform)
         if rep is None:

@@ -155,7 +155,7 @@ class Replica:
         "_schedule", "_shi", "_slo",
         "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
         "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
-        "_next_stage", "_prev_stage", "_uniform", "held", "gate", "_net_dl",
+        "_next_stage", "_prev_stage", "_uniform", "ordered", "owed", "held", "gate", "_net_dl",
     )
 
     def __init__(self, system: Any, stage: int, index: int, speed: float, name: str,
@@ -182,8 +182,10 @@ class Replica:
         self.passes = 0
         self.queue_time = 0.0
         # the pass times of this replica's stage at its speed (a draw scales them)
-        self.fwd_work = system.fwd[stage] / speed
-        self.bwd_work = system.bwd[stage] / speed
+        self.fwd_work = system.work[stage][index][0] / speed
+        self.bwd_work = system.work[stage][index][1] / speed
+        self.ordered = False  # 1F1B's fixed order (set by the flow)
+        self.owed = 0  # forwards still owed to this replica in the step (fixed order)
         self.draw = system.draw
         self._in_timeout = False  # a pass or download is in hand and not yet interrupted
         self._downloading = False
@@ -351,7 +353,9 @@ class Replica:
             return True
         hi = self.hi
         while self.live:  # the hot loop: one timeout per pass
-            if hi:
+            if self.ordered and not self.system.disturbed:
+                mb = self._fixed_next()
+            elif hi:
                 mb = hi.popleft()
                 if mb.dead:
                     self.load -= 1
@@ -396,6 +400,30 @@ class Replica:
             self._schedule(ev, NORMAL, work)
             return True
         return False
+
+    def _fixed_next(self) -> Microbatch | None:
+        """The next pass in the fixed order, or None to wait for it (dead ones dropped).
+
+        A forward while fewer than the limit are in flight and forwards remain
+        owed (or queued), else a backward; the replica waits for the kind whose
+        turn it is even when the other is queued. Recomputations go first.
+        """
+        hi, lo = self.hi, self.lo
+        while True:
+            if hi and hi[0].target >= 0:
+                mb = hi.popleft()
+            elif self.in_flight < self.limit and (self.owed > 0 or lo):  # type: ignore[operator]
+                if not lo:
+                    return None
+                mb = lo.popleft()
+            else:
+                if not hi:
+                    return None
+                mb = hi.popleft()
+            if mb.dead:
+                self.load -= 1
+                continue
+            return mb
 
     def _on_up(self, _ev: Any) -> None:
         self._outer()

@@ -1,6 +1,6 @@
-"""Pipeline schedules as strategy objects the engine asks (never type-checks).
+"""Pipeline schedules as strategy objects the engine asks (never type-checks), and device programs.
 
-A schedule answers four questions:
+A schedule answers these questions:
 
 ``fixed_pipelines``
     Whether a microbatch keeps one pipeline (replica index) through the stages,
@@ -14,14 +14,28 @@ A schedule answers four questions:
     (GPipe).
 ``forward_limit(stage, stages)``
     The most microbatches a replica of ``stage`` holds between its forward and
-    backward pass (None: unbounded); 1F1B keeps ``L - j`` at stage ``j``, at
-    most ``L`` (PipeDream-flush). Backward passes (and recomputations) always
-    go before queued forward passes.
+    backward pass (None: unbounded); 1F1B keeps ``L - j`` at stage ``j``.
+``fixed_order``
+    Whether each replica serves its passes in the framework's fixed per-stage
+    order (1F1B as Megatron-LM and DeepSpeed run it: forwards while fewer
+    than ``L - j`` micro-batches are in flight and forwards remain, else
+    backwards; it waits for the kind whose turn it is), or takes whatever is
+    queued, backward passes first (``1f1b-dynamic``, GPipe, SWARM, async).
+``framework``
+    Whether the schedule exists only as fixed device programs
+    (:func:`device_program`: interleaved 1F1B), run by
+    :class:`sim.training.framework.FrameworkFlow`.
+
+:func:`device_program` gives the per-step program of one device of a
+pipeline under each framework schedule; :func:`sim.analytic.training.program_makespan`
+evaluates programs exactly (max-plus), the reference the engines are held to.
 """
 
 from __future__ import annotations
 
-__all__ = ["Schedule", "GPipe", "OneFOneB", "Swarm", "Async", "SCHEDULE_POLICIES"]
+__all__ = ["Schedule", "GPipe", "OneFOneB", "OneFOneBDynamic", "Interleaved", "Swarm", "Async",
+           "SCHEDULE_POLICIES", "megatron_1f1b_order", "interleaved_order", "deepspeed_program",
+           "device_program"]
 
 
 class Schedule:
@@ -31,6 +45,8 @@ class Schedule:
     fixed_pipelines = False
     step_barrier = True
     phase_barrier = False
+    fixed_order = False
+    framework = False
 
     def forward_limit(self, stage: int, stages: int) -> int | None:
         """Microbatches a replica of ``stage`` may hold between forward and backward."""
@@ -46,13 +62,38 @@ class GPipe(Schedule):
 
 
 class OneFOneB(Schedule):
-    """One forward, one backward: at most ``L - j`` in flight at stage ``j``."""
+    """1F1B in Megatron-LM's and DeepSpeed's fixed per-stage order (PipeDream-flush).
+
+    Stage ``j`` of ``L`` does ``min(L - j - 1, m)`` warm-up forwards, then
+    alternates one forward and one backward while forwards remain, then the
+    remaining backwards: at most ``L - j`` micro-batches in flight.
+    """
 
     name = "1f1b"
     fixed_pipelines = True
+    fixed_order = True
 
     def forward_limit(self, stage: int, stages: int) -> int | None:
         return stages - stage
+
+
+class OneFOneBDynamic(OneFOneB):
+    """1F1B as a dynamic rule: a queued backward goes first, forwards while under ``L - j`` in flight.
+
+    Equal to the fixed order when stages are equal; with unequal stages it
+    runs backwards as soon as they arrive, which frameworks do not do (dtsim's
+    ``1f1b`` before issue 22).
+    """
+
+    name = "1f1b-dynamic"
+    fixed_order = False
+
+
+class Interleaved(OneFOneB):
+    """Megatron-LM's interleaved 1F1B: ``v`` model chunks per device (virtual stages)."""
+
+    name = "interleaved"
+    framework = True
 
 
 class Swarm(Schedule):
@@ -70,5 +111,148 @@ class Async(Schedule):
 
 #: Schedule name -> class.
 SCHEDULE_POLICIES: dict[str, type[Schedule]] = {
-    cls.name: cls for cls in (GPipe, OneFOneB, Swarm, Async)
+    cls.name: cls for cls in (GPipe, OneFOneB, OneFOneBDynamic, Interleaved, Swarm, Async)
 }
+
+
+# --------------------------------------------------------------------------- device programs
+
+
+def megatron_1f1b_order(stages: int, microbatches: int, stage: int) -> list[tuple[str, int]]:
+    """The compute order of one stage under non-interleaved 1F1B, ``[("F" | "B", microbatch)]``.
+
+    Megatron-LM's ``forward_backward_pipelining_without_interleaving``: stage
+    ``j`` of ``L`` runs ``w = min(L - j - 1, m)`` warm-up forwards, then
+    ``m - w`` times one forward and one backward, then ``w`` cool-down
+    backwards. DeepSpeed's ``TrainSchedule`` gives every stage the same order.
+    """
+    w = min(stages - stage - 1, microbatches)
+    out = [("F", i) for i in range(w)]
+    for k in range(microbatches - w):
+        out.append(("F", w + k))
+        out.append(("B", k))
+    out.extend(("B", i) for i in range(microbatches - w, microbatches))
+    return out
+
+
+def interleaved_order(devices: int, chunks: int, microbatches: int, device: int
+                      ) -> list[tuple[str, int, int]]:
+    """The compute order of one device under interleaved 1F1B, ``[("F" | "B", chunk, microbatch)]``.
+
+    Megatron-LM's ``forward_backward_pipelining_with_interleaving`` (Narayanan
+    et al., SC 2021, section 2.2): with ``p`` devices, ``v`` chunks and ``m``
+    micro-batches (a multiple of ``p``) the ``m v`` chunk passes of each kind
+    go in groups of ``p`` micro-batches per chunk, chunks ascending for
+    forwards and descending for backwards; device ``d`` runs
+    ``min(2 (p - d - 1) + (v - 1) p, m v)`` warm-up forwards (all of them when
+    ``m = p``), then one forward and one backward, then the cool-down backwards.
+    Chunk ``c`` of device ``d`` is model stage ``c p + d``.
+    """
+    p, v, m = devices, chunks, microbatches
+    total = m * v
+    warm = total if m == p else min(2 * (p - device - 1) + (v - 1) * p, total)
+
+    def chunk_mb(k: int, forward: bool) -> tuple[int, int]:
+        g = k % (p * v)
+        c = g // p
+        return (c if forward else v - 1 - c), (k // (p * v)) * p + k % p
+
+    out: list[tuple[str, int, int]] = [("F", *chunk_mb(k, True)) for k in range(warm)]
+    for k in range(total - warm):
+        out.append(("F", *chunk_mb(k + warm, True)))
+        out.append(("B", *chunk_mb(k, False)))
+    out.extend(("B", *chunk_mb(k, False)) for k in range(total - warm, total))
+    return out
+
+
+def deepspeed_program(stages: int, microbatches: int, stage: int) -> list[tuple]:
+    """One stage's commands under DeepSpeed's ``TrainSchedule`` with blocking send/recv.
+
+    DeepSpeed's pipeline engine runs ``2 (m + L - 1)`` steps; stage ``j``
+    forwards micro-batch ``i`` at step ``2 i + j`` and backwards it at step
+    ``2 i + 2 L - 1 - j`` (steps of the wrong parity for a stage, or with no
+    valid micro-batch, are idle). A forward step first sends the gradient of
+    the previous step's backward to stage ``j - 1``, then receives its input
+    activation; a backward step first receives its output gradient, then sends
+    the activation of the previous step's forward to stage ``j + 1``; every
+    send and receive is blocking and paired. Commands: ``("F", 0, i)``,
+    ``("B", 0, i)``, ``("send" | "recv", "a" | "g", hop, i)`` where ``hop``
+    ``h`` is the link between stages ``h`` and ``h + 1``.
+    """
+    L, m, j = stages, microbatches, stage
+    out: list[tuple] = []
+    prev = -1
+
+    def valid(i: int) -> bool:
+        return 0 <= i < m
+
+    for step in range(2 * (m + L - 1)):
+        if (step % 2 == 0) == (j % 2 == 0):  # a forward step of this stage
+            base = step // 2 if step % 2 == 0 else (step - 1) // 2
+            mb, fwd = base - j // 2, True
+        elif step % 2 == 0:
+            mb, fwd = step // 2 - L + (j + 1) // 2, False
+        else:
+            mb, fwd = (step - 1) // 2 - L + 1 + j // 2, False
+        if fwd:
+            if valid(prev) and j > 0:
+                out.append(("send", "g", j - 1, prev))
+            if valid(mb) and j > 0:
+                out.append(("recv", "a", j - 1, mb))
+        else:
+            if valid(mb) and j < L - 1:
+                out.append(("recv", "g", j, mb))
+            if valid(prev) and j < L - 1:
+                out.append(("send", "a", j, prev))
+        if valid(mb):
+            out.append(("F" if fwd else "B", 0, mb))
+        prev = mb
+    return out
+
+
+def gpipe_blocking_program(stages: int, microbatches: int, stage: int) -> list[tuple]:
+    """GPipe with blocking paired send/recv: every forward with its transfers, then every backward."""
+    L, m, j = stages, microbatches, stage
+    out: list[tuple] = []
+    for i in range(m):
+        if j > 0:
+            out.append(("recv", "a", j - 1, i))
+        out.append(("F", 0, i))
+        if j < L - 1:
+            out.append(("send", "a", j, i))
+    for i in range(m):
+        if j < L - 1:
+            out.append(("recv", "g", j, i))
+        out.append(("B", 0, i))
+        if j > 0:
+            out.append(("send", "g", j - 1, i))
+    return out
+
+
+def device_program(schedule: str, stages: int, microbatches: int, stage: int, *, v: int = 1,
+                   blocking: bool = False) -> list[tuple]:
+    """The per-step program of device ``stage`` of a pipeline of ``stages`` devices.
+
+    Compute passes are ``("F" | "B", chunk, microbatch)``; with ``blocking``
+    the transfers are explicit paired commands (:func:`deepspeed_program`),
+    otherwise each pass waits for its input to arrive.
+
+    Raises
+    ------
+    ValueError
+        For a schedule without a device program (SWARM, async) or a blocking
+        interleaved program (Megatron's interleaved schedule overlaps its
+        transfers; the blocking engine is DeepSpeed's, which has no interleaving).
+    """
+    if schedule in ("1f1b", "1f1b-dynamic"):
+        if blocking:
+            return deepspeed_program(stages, microbatches, stage)
+        return [(k, 0, i) for k, i in megatron_1f1b_order(stages, microbatches, stage)]
+    if schedule == "gpipe":
+        if blocking:
+            return gpipe_blocking_program(stages, microbatches, stage)
+        return [("F", 0, i) for i in range(microbatches)] + \
+            [("B", 0, i) for i in range(microbatches)]
+    if schedule == "interleaved" and not blocking:
+        return list(interleaved_order(stages, v, microbatches, stage))
+    raise ValueError(f"no device program for schedule {schedule} (blocking={blocking})")

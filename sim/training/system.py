@@ -19,6 +19,7 @@ from ..rng import Streams
 from .billing import Presence
 from .config import TrainingConfig
 from .flow import LOST_CAUSES, Flow
+from .framework import FrameworkFlow
 from .replica import SpotSlot
 from .schedules import SCHEDULE_POLICIES
 from .stall import Watchdog, diagnose, interval_time, needs_watchdog, stall_limit
@@ -109,7 +110,8 @@ class TrainingSystem:
         env = self.env = simpy.Environment()
         self.schedule = SCHEDULE_POLICIES[c.schedule]()
         self.speeds = draw_speeds(c, streams)
-        self.flow = Flow(c, env, streams, self.schedule, self.speeds)
+        flow_class = FrameworkFlow if c.framework else Flow
+        self.flow = flow_class(c, env, streams, self.schedule, self.speeds)
         if self.schedule.step_barrier:
             self.trainer: Any = StepTrainer(c, env, self.flow, self.schedule)
         else:

@@ -386,6 +386,7 @@ class StepTrainer(Trainer):
         self.next_id += m
         self._in_step = mbs
         self.attempted += m
+        flow.begin_step()
         fk = None
         if c.sync_wait is not None:
             fk = st.fast = _FastestK(c.replicas[0])
@@ -417,8 +418,15 @@ class StepTrainer(Trainer):
                 n = sum(1 for r in st.participants[j] if r.live)
                 if n > 1:
                     sync = max(sync, ring_allreduce_time(n, P, W, lat))
-        if sync + c.optimizer_time > 0:
-            yield env.timeout(sync + c.optimizer_time)
+        if getattr(flow, "service", None) is not None and c.allreduce_sizes is not None:
+            yield from flow.tail(L)  # a plan over a network: its collectives as flows
+        tail = c.optimizer_time
+        if c.allreduce_times is not None:  # a plan's per-stage all-reduce and optimizer step
+            opt = c.optimizer_times or (0.0,) * L
+            tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
+                                                                      strict=True))
+        if sync + tail > 0:
+            yield env.timeout(sync + tail)
         self.step_times.append(env.now - t0)
         return st.delivered, st.quality
 

@@ -1,0 +1,319 @@
+"""``dtsim plan``: the best training plans for a model on a fleet, predicted and simulated.
+
+Searches pipeline depth, layer partition, data-parallel width, TP degree and
+micro-batch size (:mod:`sim.planner`); ranks every plan by the closed form
+of its iteration time; simulates the best few in the training DES (the
+engine of ``dtsim train --plan``), optionally under failures or a trace;
+prints the table (or ``--json``) and writes the chosen plan (``--out``) in
+the format ``dtsim train --plan`` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, check, check_choice, check_int, check_output_file
+from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
+from ._applies import refuse_unless
+from ._common import add_run_options, emit_json, print_table
+from .trace import add_failure_trace_options, failure_trace_from_args
+
+NAME = "plan"
+HELP = ("the best training plans for a model on a fleet: pipeline depth, layer cut, data "
+        "parallelism, TP, micro-batch size; predicted and simulated time, memory, samples/s, "
+        "samples/$")
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in str(text).split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or a comma list: {text!r}") from None
+
+
+def _price(text: str) -> tuple[str, float]:
+    gpu, sep, value = str(text).partition("=")
+    try:
+        if not sep or not gpu:
+            raise ValueError
+        return gpu, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GPU=DOLLARS_PER_HOUR: {text!r}") from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument
+    a("--model", required=True, help="model of the profiles (e.g. OPT-350)")
+    a("--profiles", default=None, metavar="DIR",
+      help="profiles folder (default: the shipped Sailor artifact data)")
+    g = p.add_argument_group("fleet (exactly one)")
+    g.add_argument("--nodes", default=None, metavar="SPEC",
+                   help="GPU:GPUS_PER_NODExCOUNT[@ZONE],... e.g. GH-96:4x32@us-central1-a")
+    g.add_argument("--fleet", default=None, metavar="FILE",
+                   help="a fleet file (JSON/TOML: nodes, and links or the profiles' network)")
+    g.add_argument("--fleet-from-runs", default=None, metavar="RUN[,RUN]",
+                   help="the GPUs (types, counts, zones) shipped runs or run files used; their "
+                        "global batch size is the default")
+    a("--global-batch-size", type=int, default=None, metavar="GBS",
+      help="samples per iteration (required unless --fleet-from-runs gives it)")
+    a("--objective", default="time", help="one of " + ", ".join(OBJECTIVES) + " (default time)")
+    a("--microbatch-sizes", type=_ints, default=None, metavar="B[,B]",
+      help="micro-batch sizes to try (default: every measured one dividing the global batch)")
+    a("--tp", type=_ints, default=None, metavar="T[,T]", help="TP degrees to try (default all)")
+    a("--max-stages", type=int, default=None, help="deepest pipeline to try")
+    a("--layouts", default=",".join(LAYOUTS),
+      help="stage (each stage one GPU type) and/or pipeline (each pipeline one type)")
+    a("--max-price-per-hour", type=float, default=None, metavar="DOLLARS",
+      help="only plans whose GPUs cost at most this per hour")
+    a("--price", type=_price, action="append", default=None, metavar="GPU=DOLLARS",
+      help="dollars per GPU-hour of a type (repeat; overrides the catalogue)")
+    a("--memory-fraction", type=float, default=1.0,
+      help="fraction of each GPU's usable memory a plan may fill (default 1)")
+    a("--schedule", default="1f1b",
+      help="pipeline schedule of the plans: 1f1b (as Megatron-LM and DeepSpeed run it, "
+           "default), gpipe or 1f1b-dynamic")
+    a("--p2p", default="blocking",
+      help="point-to-point transfers: blocking (DeepSpeed's paired send/receive, as the "
+           "shipped runs; default) or overlap")
+    a("--top", type=int, default=10, help="plans in the table (default 10)")
+    a("--simulate", type=int, default=3, metavar="K",
+      help="simulate the best K plans in the DES (default 3; 0: none)")
+    a("--steps", type=int, default=3, help="iterations each simulation runs (default 3)")
+    a("--compare-runs", action="store_true",
+      help="with --fleet-from-runs: also predict and simulate the runs' own plans, beside "
+           "their measured times")
+    a("--out", default=None, metavar="FILE", help="write the chosen plan (JSON) for dtsim train --plan")
+    f = p.add_argument_group("failures in the simulations")
+    f.add_argument("--mtbf", type=float, default=math.inf,
+                   help="spot: mean time to preemption of each GPU group (default inf)")
+    f.add_argument("--replace-time", type=float, default=0.0, help="spot: time to replace one")
+    f.add_argument("--restart-cost", type=float, default=None,
+                   help="restart time after a lost iteration (needed with failures)")
+    f.add_argument("--checkpoint-every", type=int, default=0, metavar="K",
+                   help="checkpoint every K iterations")
+    f.add_argument("--checkpoint-cost", type=float, default=0.0, help="checkpoint time")
+    add_failure_trace_options(p)
+    add_run_options(p, replications=1, executor=False)
+
+
+def _fleet(args: argparse.Namespace, profiles: Any) -> tuple[Any, int | None, tuple]:
+    """The fleet (one of --nodes, --fleet, --fleet-from-runs), the runs' batch size, the runs."""
+    from ..planner.fleets import fleet_of_plans, parse_nodes
+    from ..profiles import read_fleet, read_runs
+    from ..profiles.sailor import read_run
+
+    given = [o for o in ("nodes", "fleet", "fleet_from_runs") if getattr(args, o) is not None]
+    check(len(given) == 1, "fleet", "given exactly once: --nodes, --fleet or --fleet-from-runs",
+          ", ".join("--" + o.replace("_", "-") for o in given) or "none")
+    if args.nodes is not None:
+        return parse_nodes(args.nodes, profiles.network), None, ()
+    if args.fleet is not None:
+        f = read_fleet(args.fleet)
+        if not f.network.links:  # no links of its own: the profiles' network
+            from ..profiles import Fleet
+
+            f = Fleet(f.nodes, profiles.network)
+        return f, None, ()
+    shipped = {r.name: r for r in read_runs()}
+    runs = []
+    for name in str(args.fleet_from_runs).split(","):
+        name = name.strip()
+        if name in shipped:
+            runs.append(shipped[name])
+        else:
+            check(Path(name).is_file(), "fleet_from_runs", "names of shipped runs ("
+                  + ", ".join(sorted(shipped)) + ") or run files", name)
+            runs.append(read_run(name, model=args.model))
+    gbs = {r.plan.global_batch_size for r in runs}
+    return fleet_of_plans([r.plan for r in runs], profiles.network), \
+        (gbs.pop() if len(gbs) == 1 else None), tuple(runs)
+
+
+def request_from_args(args: argparse.Namespace, gbs_default: int | None) -> PlanRequest:
+    gbs = args.global_batch_size if args.global_batch_size is not None else gbs_default
+    check(gbs is not None, "global_batch_size", "given (or one batch size shared by the runs of "
+          "--fleet-from-runs)", gbs)
+    layouts = tuple(x.strip() for x in str(args.layouts).split(",") if x.strip())
+    return PlanRequest(
+        global_batch_size=gbs, objective=args.objective, microbatch_sizes=args.microbatch_sizes,
+        tp=args.tp, max_stages=args.max_stages, layouts=layouts,
+        max_price_per_hour=args.max_price_per_hour, prices=tuple(args.price or ()),
+        memory_fraction=args.memory_fraction, top=args.top)
+
+
+def _failures(args: argparse.Namespace) -> dict[str, Any]:
+    """The failure options as TrainingConfig fields, checked before the search on a one-stage
+    framework run (a trace's worker names are checked against the chosen plans later)."""
+    refuse_unless(args, "replace_time", math.isfinite(args.mtbf), "with a finite --mtbf")
+    refuse_unless(args, "checkpoint_cost", args.checkpoint_every > 0, "with --checkpoint-every > 0")
+    trace = failure_trace_from_args(args)
+    kw: dict[str, Any] = {}
+    if args.mtbf != math.inf:
+        kw.update(mtbf=args.mtbf, replace_time=args.replace_time)
+    if trace is not None:
+        kw["failure_trace"] = trace
+    if args.restart_cost is not None:
+        kw["restart_cost"] = args.restart_cost
+    if args.checkpoint_every:
+        kw.update(checkpoint_every=args.checkpoint_every, checkpoint_cost=args.checkpoint_cost)
+    from ..training import TrainingConfig
+
+    probe = {k: v for k, v in kw.items() if k != "failure_trace"}
+    TrainingConfig(stages=1, replicas=1, p2p=args.p2p, sync="allreduce", **probe)
+    return kw
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.1f}"
+
+
+def _est(e: Any) -> str:
+    """A simulated time: the number alone when the replications agree (no failures)."""
+    if e is None:
+        return "-"
+    if e.n <= 1 or not (e.high > e.low):
+        return f"{e.mean:.4g}"
+    return f"{e.mean:.4g} [{e.low:.4g}, {e.high:.4g}]"
+
+
+def _describe(plan: Any) -> tuple[str, str, str]:
+    """(shape p x dp, GPUs with TP, layers per stage) of a plan."""
+    kinds: dict[tuple[str, int], int] = {}
+    for st in plan.stages:
+        for r in st.replicas:
+            kinds[(r.gpu, r.tp)] = kinds.get((r.gpu, r.tp), 0) + 1
+    gpus = " ".join(f"{n}x{g}/tp{t}" for (g, t), n in kinds.items())
+    stages = []
+    for st in plan.stages:
+        types = dict.fromkeys(r.gpu for r in st.replicas)
+        stages.append(f"{len(st.layers)}" + ("" if len(kinds) == 1 else ":" + "+".join(types)))
+    return f"{plan.pipeline_stages}x{plan.dp[0]}", gpus, ",".join(stages)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..planner import search_plans
+    from ..planner.fleets import fleet_gpus
+    from ..planner.models import ProfilePlanModel, simulate_plan
+    from ..profiles import load_profiles, plan_to_data
+
+    check_int("top", args.top, low=1)
+    check_int("simulate", args.simulate, low=0)
+    check_int("steps", args.steps, low=1)
+    check_int("replications", args.replications, low=1)
+    refuse_unless(args, "compare_runs", args.fleet_from_runs is not None,
+                  "with --fleet-from-runs")
+    check_choice("schedule", args.schedule, ("1f1b", "gpipe", "1f1b-dynamic"))
+    check_choice("p2p", args.p2p, ("blocking", "overlap"))
+    if args.out is not None:
+        check_output_file("out", args.out)
+    failures = _failures(args)
+    profiles = load_profiles(args.profiles, models=(args.model,))
+    model = profiles.model(args.model)
+    fleet, gbs_default, runs = _fleet(args, profiles)
+    req = request_from_args(args, gbs_default)
+    pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p)
+    res = search_plans(model, fleet, profiles.gpus, req, pm)
+    sims: list[dict[str, Any] | None] = []
+    for c in res.candidates:
+        if len([s for s in sims if s is not None]) < args.simulate:
+            sims.append(simulate_plan(pm, c.plan, steps=args.steps,
+                                      replications=args.replications, seed=args.seed, **failures))
+        else:
+            sims.append(None)
+    chosen = 0
+    if any(s is not None for s in sims):  # the best simulated plan is the one chosen
+        def sim_key(i: int) -> float:
+            s, c = sims[i], res.candidates[i]
+            t = s["iteration_time"]  # type: ignore[index]
+            if req.objective == "cost":
+                return t * (c.price_per_hour or math.inf)
+            return t
+        chosen = min((i for i, s in enumerate(sims) if s is not None), key=sim_key)
+    best = res.candidates[chosen]
+    compared = []
+    for r in runs if args.compare_runs else ():
+        try:
+            pred = pm.predict(r.plan)
+            sim = simulate_plan(pm, r.plan, steps=args.steps, replications=args.replications,
+                                seed=args.seed, **failures)
+            compared.append((r, pred, sim, None))
+        except ConfigError as exc:
+            compared.append((r, None, None, str(exc)))
+    if args.out is not None:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(plan_to_data(best.plan), indent=1) + "\n")
+    if args.json:
+        emit_json({
+            "model": model.name, "fleet": fleet_gpus(fleet), "objective": req.objective,
+            "global_batch_size": req.global_batch_size, "chosen": chosen,
+            "search": {"evaluated": res.evaluated, "partitions": res.partitions,
+                       "groups": res.groups, "groups_pruned": res.groups_pruned,
+                       "refused": res.refused, "skipped": res.skipped,
+                       "seconds": res.seconds},
+            "plans": [_row_json(c, s) for c, s in zip(res.candidates, sims, strict=True)],
+            "runs": [{"name": r.name, "measured_iteration_time": r.iteration_time,
+                      "measured_peak_memory": r.peak_memory,
+                      "predicted_iteration_time": None if p is None else p.iteration_time,
+                      "predicted_peak_memory": None if p is None else p.peak_memory,
+                      "simulated_iteration_time": None if s is None else s["iteration_time"],
+                      "plan": plan_to_data(r.plan), "refused": err}
+                     for r, p, s, err in compared],
+            "out": args.out,
+        })
+        return 0
+    print(f"{model.name} on {fleet_gpus(fleet)}; global batch {req.global_batch_size}, "
+          f"objective {req.objective}")
+    print(f"searched {res.evaluated} plans ({res.partitions} cuts, {res.refused} refused for "
+          f"memory or links) in {res.seconds:.2f} s; {res.groups_pruned} groups and {res.skipped} "
+          "cuts pruned by the bound")
+    rows = []
+    for i, (c, s) in enumerate(zip(res.candidates, sims, strict=True)):
+        shape, gpus, stages = _describe(c.plan)
+        sim = "-" if s is None else _est(s["iteration_time_ci"])
+        spd = "-" if c.samples_per_dollar is None else f"{c.samples_per_dollar:.4g}"
+        rows.append(("*" if i == chosen else "", i + 1, c.layout, shape, gpus,
+                     c.plan.microbatch_size, stages, f"{c.iteration_time:.4g}", sim,
+                     _gb(c.peak_memory), f"{c.samples_per_second:.4g}", spd))
+    print_table(rows, ("", "#", "layout", "p x dp", "GPUs", "mbs", "layers per stage",
+                       "predicted s", "simulated s", "peak GB", "samples/s", "samples/$"))
+    if compared:
+        print("the runs' own plans:")
+        rrows = []
+        for r, p, s, err in compared:
+            shape, gpus, stages = _describe(r.plan)
+            if err is not None:
+                rrows.append((r.name, shape, gpus, r.plan.microbatch_size, stages,
+                              f"{r.iteration_time:.4g}", "refused: " + err, "", ""))
+                continue
+            rrows.append((r.name, shape, gpus, r.plan.microbatch_size, stages,
+                          f"{r.iteration_time:.4g}", f"{p.iteration_time:.4g}",
+                          _est(s["iteration_time_ci"]),
+                          f"{(p.iteration_time / r.iteration_time - 1) * 100:+.1f}%"))
+        print_table(rrows, ("run", "p x dp", "GPUs", "mbs", "layers per stage", "measured s",
+                            "predicted s", "simulated s", "predicted error"))
+    if args.out is not None:
+        print(f"plan {chosen + 1} written to {args.out} (dtsim train --plan {args.out} "
+              f"--model {model.name})")
+    return 0
+
+
+def _row_json(c: Any, s: dict[str, Any] | None) -> dict[str, Any]:
+    from ..profiles import plan_to_data
+
+    return {
+        "layout": c.layout, "stages": c.plan.pipeline_stages, "dp": c.plan.dp[0],
+        "microbatch_size": c.plan.microbatch_size, "microbatches": c.plan.microbatches,
+        "gpus": c.gpus, "layers_per_stage": [len(st.layers) for st in c.plan.stages],
+        "predicted_iteration_time": c.iteration_time, "peak_memory": c.peak_memory,
+        "samples_per_second": c.samples_per_second, "price_per_hour": c.price_per_hour,
+        "samples_per_dollar": c.samples_per_dollar,
+        "simulated_iteration_time": None if s is None else s["iteration_time"],
+        "simulated_iteration_time_ci": None if s is None else s["iteration_time_ci"],
+        "simulated_step_time": None if s is None else s["step_time"],
+        "plan": plan_to_data(c.plan),
+    }

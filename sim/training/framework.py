@@ -1,0 +1,376 @@
+"""Framework pipelines: every device runs its fixed per-step program, as Megatron-LM and DeepSpeed do.
+
+Used by :class:`sim.training.system.TrainingSystem` when a config asks for
+blocking point-to-point (``p2p="blocking"``, DeepSpeed's pipeline engine) or
+the interleaved schedule (``schedule="interleaved"``, Megatron-LM's virtual
+stages). Each pipeline device (one replica of one stage: a TP group acting as
+one) runs, in every step, the program :func:`sim.training.schedules.device_program`
+gives it:
+
+* compute passes (forward or backward of one micro-batch on one of its model
+  chunks) take the config's time for that replica and chunk;
+* with ``p2p="blocking"`` a transfer is an explicit send on one device paired
+  with a receive on its neighbour: it starts when both have reached it and
+  takes the hop's transfer time on both (NCCL send/recv of messages above its
+  eager size wait for the peer; DeepSpeed's ``SendActivation`` and
+  ``RecvActivation`` "must be paired ... to avoid deadlock");
+* with ``p2p="overlap"`` a pass sends its output as it ends and goes on;
+  the output reaches the neighbour after the hop's transfer time, and the
+  neighbour's pass that needs it waits for it.
+
+A pass of stage 0's first chunk finishing a micro-batch's backward delivers it
+to the trainer; the step then ends with the gradient all-reduce and the
+optimizer step (:class:`sim.training.trainer.StepTrainer`).
+
+Failures: a framework job does not fail over or skip. Any device that goes
+down loses the step in progress (the trainer restarts from the last
+checkpoint after ``restart_cost``, when every device is back and has
+downloaded its weights), so configs with failures must give a restart model
+(checked by :class:`~sim.training.config.TrainingConfig`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import simpy
+
+from .config import TrainingConfig, replica_name
+from .flow import LOST_CAUSES
+from .replica import Failed, Microbatch
+from .schedules import device_program
+
+__all__ = ["Device", "FrameworkFlow"]
+
+
+class Device:
+    """One pipeline device: its failure state (the interface of :class:`~sim.training.replica.Replica`)
+    and its accounting."""
+
+    __slots__ = ("system", "env", "stage", "index", "speed", "name", "fm_up", "spot_up", "live",
+                 "loaded", "epoch", "busy_time", "passes", "in_flight", "peak_in_flight",
+                 "proc", "_download")
+
+    def __init__(self, system: Any, stage: int, index: int, speed: float, name: str) -> None:
+        self.system = system
+        self.env: simpy.Environment = system.env
+        self.stage, self.index, self.speed, self.name = stage, index, speed, name
+        self.fm_up = self.spot_up = True
+        self.live = False
+        self.loaded = True
+        self.epoch = 0
+        self.busy_time = 0.0
+        self.passes = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.proc: simpy.Process | None = None
+        self._download: simpy.Process | None = None
+
+    @property
+    def up(self) -> bool:
+        return self.fm_up and self.spot_up
+
+    def worker_changed(self, comp: Any, up: bool, now: float) -> None:
+        """The failure model's change callback for this device's worker."""
+        self.set_state(fm_up=up, cause=Failed(self.name, now))
+
+    def set_state(self, *, fm_up: bool | None = None, spot_up: bool | None = None,
+                  cause: Any = None) -> None:
+        """Apply a failure-model or spot transition."""
+        was = self.up
+        if fm_up is not None:
+            self.fm_up = fm_up
+        if spot_up is not None:
+            self.spot_up = spot_up
+        now = self.up
+        if was and not now:
+            was_live = self.live
+            self.live = False
+            self.loaded = False
+            self.epoch += 1
+            self.in_flight = 0
+            dl = self._download
+            if dl is not None and dl.is_alive:
+                dl.interrupt(cause)
+            self.system.replica_down(self, was_live)
+        elif now and not was:
+            self._download = self.env.process(self._fetch())
+
+    def _fetch(self):
+        """Download the stage's weights, then be live (a failure during it loses the time)."""
+        env, sysm = self.env, self.system
+        t0 = env.now
+        try:
+            yield env.timeout(sysm.download_time)
+        except simpy.Interrupt:
+            sysm.lost["download"] += env.now - t0
+            return
+        sysm.lost["download"] += sysm.download_time
+        self.loaded = True
+        self._download = None
+        sysm.replica_live(self)
+
+
+class FrameworkFlow:
+    """The devices of every pipeline and their programs (the ``flow`` a StepTrainer drives)."""
+
+    def __init__(self, config: TrainingConfig, env: simpy.Environment, streams: Any,
+                 schedule: Any, speeds: tuple[tuple[float, ...], ...]) -> None:
+        c = self.config = config
+        self.env = env
+        self.trainer: Any = None
+        self.track = False
+        self.net = None  # transfers are the config's times (no sim.network service yet)
+        self.schedule = schedule
+        self.L = L = c.stages
+        self.v = c.virtual_stages
+        self.r = c.replicas[0]  # type: ignore[index]
+        self.blocking = c.p2p == "blocking"
+        self.download_time = c.download_time
+        self.lost = dict.fromkeys(LOST_CAUSES, 0.0)
+        self.lost_passes = self.reroutes = self.recomputes = self.skips = self.waits = 0
+        self.stages: list[list[Device]] = [
+            [Device(self, j, i, speeds[j][i], replica_name(j, i)) for i in range(len(speeds[j]))]
+            for j in range(L)]
+        self.replicas = [d for st in self.stages for d in st]
+        self.n_out = len(self.replicas)
+        # per device: (forward, backward) time of one chunk pass; per hop and pipeline: transfers
+        v = self.v
+        rt = c.replica_times
+        self.work = [[((rt[j][i][0] if rt else c.forward_time[j]) / speeds[j][i] / v,  # type: ignore[index]
+                       (rt[j][i][1] if rt else c.backward_time[j]) / speeds[j][i] / v)  # type: ignore[index]
+                      for i in range(len(speeds[j]))] for j in range(L)]
+        self.xfer = c.pipeline_transfer_times  # [hop s][pipeline k] -> (activation, gradient)
+        self.service: Any = None  # with a network: every byte is a flow of sim.network
+        if c.network is not None:
+            from ..network.service import NetworkService
+            from .config import network_of
+
+            self.service = NetworkService(env, network_of(c), weighting=c.network_weighting,
+                                          contention=c.contention)
+            tp = c.tensor_parallel
+            self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * L
+            self._moving: list[simpy.Event] = []  # transfers and rings of the step in flight
+        self._mbs: list[Microbatch] = []
+        self._procs: list[simpy.Process] = []
+        self._channels: dict[tuple, deque] = {}
+        self._arrivals: dict[tuple, simpy.Event] = {}
+        self._cause: Any = None
+
+    # -- the trainer's interface --------------------------------------------------
+    def start(self) -> None:
+        for d in self.replicas:
+            d.loaded = d.live = d.up
+        self.n_out = sum(1 for d in self.replicas if not d.live)
+
+    @property
+    def passes(self) -> int:
+        return sum(d.passes for d in self.replicas)
+
+    @property
+    def live(self) -> list[list[Device]]:
+        return [[d for d in st if d.live] for st in self.stages]
+
+    def replica_live(self, dev: Device) -> None:
+        dev.live = True
+        self.n_out -= 1
+        if self.n_out == 0:
+            self.trainer.all_live()
+
+    def replica_down(self, dev: Device, was_live: bool) -> None:
+        if was_live:
+            self.n_out += 1
+        self.trainer.stage_lost(dev.stage)
+
+    def begin_step(self) -> None:
+        """A step starts (its programs are launched when its micro-batches arrive)."""
+
+    def arrive_fwd(self, mb: Microbatch, j: int) -> None:
+        """Collect the step's micro-batches; the last one launches every device's program."""
+        self._mbs.append(mb)
+        if len(self._mbs) == self.config.microbatches:
+            mbs, self._mbs = self._mbs, []
+            self._launch(mbs)
+
+    def release(self, mb: Microbatch) -> None:  # pragma: no cover - no drops without skips
+        pass
+
+    def abort(self, cause: Any) -> None:
+        """The step is lost: stop every program, forget pending transfers."""
+        self._cause = cause
+        procs, self._procs = self._procs, []
+        for p in procs:
+            if p.is_alive:
+                p.interrupt(cause)
+        self._channels.clear()
+        self._arrivals.clear()
+        self._mbs = []
+        for d in self.replicas:
+            d.in_flight = 0
+        if self.service is not None:  # withdraw the lost step's flows from the network
+            for ev in self._moving:
+                ring = getattr(ev, "ring", None)
+                if ring is not None:
+                    ring.cancel()
+                elif not ev.triggered:
+                    self.service.cancel(ev)
+            self._moving = []
+
+    # -- programs -------------------------------------------------------------------
+    def _launch(self, mbs: list[Microbatch]) -> None:
+        if self.n_out:
+            dead = next(d for d in self.replicas if not d.live)
+            self.trainer.stage_lost(dead.stage)
+            return
+        r = self.r
+        self._channels.clear()
+        self._arrivals.clear()
+        if self.service is not None:
+            self._moving = []
+        for k in range(r):
+            mine = mbs[k::r]
+            for mb in mine:
+                mb.pipe = k
+            if not mine:
+                continue
+            for j in range(self.L):
+                prog = device_program(self.schedule.name, self.L, len(mine), j, v=self.v,
+                                      blocking=self.blocking)
+                dev = self.stages[j][k]
+                self._procs.append(self.env.process(self._run(dev, prog, mine, k)))
+
+    def _hop(self, s: int, k: int, grad: bool) -> float:
+        return self.xfer[s][k][1 if grad else 0]
+
+    def _flows(self, s: int, k: int, grad: bool) -> simpy.Event:
+        """Hop ``s`` of pipeline ``k`` over the network: the sender's ``t`` ranks send
+        ``1/t`` of the micro-batch's activation (or gradient) each; fires when all arrived."""
+        c = self.config
+        a, b = (s + 1, s) if grad else (s, s + 1)
+        t = self.tp[a]
+        size = c.transfer_sizes[s] / t  # type: ignore[index]
+        src, dst = c.network_nodes[a][k], c.network_nodes[b][k]  # type: ignore[index]
+        evs = [self.service.transfer(src, dst, size) for _ in range(t)]
+        self._moving.extend(evs)
+        return simpy.AllOf(self.env, evs)
+
+    def tail(self, L: int):
+        """A plan's step tail over the network: the tied all-reduce, then every stage's
+        gradient ring and its optimizer step (the stages at once)."""
+        from ..network.collectives import ring_allreduce
+
+        c, env = self.config, self.env
+        nodes = c.network_nodes
+        r = self.r
+        if c.tied_allreduce_size and L > 1:
+            t = self.tp[0]
+            evs = [ring_allreduce(self.service, [nodes[0][k], nodes[L - 1][k]],  # type: ignore[index]
+                                  c.tied_allreduce_size, ranks=t, bucket_size=c.bucket_size)
+                   for k in range(r)]
+            self._moving.extend(evs)
+            yield simpy.AllOf(env, evs)
+        opt = c.optimizer_times or (0.0,) * L
+
+        def stage(j: int):
+            if r > 1 and c.allreduce_sizes[j] > 0:  # type: ignore[index]
+                ev = ring_allreduce(self.service, list(nodes[j]),  # type: ignore[index]
+                                    c.allreduce_sizes[j], ranks=self.tp[j],  # type: ignore[index]
+                                    bucket_size=c.bucket_size)
+                self._moving.append(ev)
+                yield ev
+            if opt[j] > 0:
+                yield env.timeout(opt[j])
+
+        yield simpy.AllOf(env, [env.process(stage(j)) for j in range(L)])
+        self._moving = []
+
+    def _run(self, dev: Device, prog: list[tuple], mbs: list[Microbatch], k: int):
+        """Run ``prog`` on ``dev`` for pipeline ``k``'s micro-batches ``mbs``."""
+        env, L, v = self.env, self.L, self.v
+        S = L * v
+        j = dev.stage
+        fw, bw = self.work[j][k]
+        try:
+            for op in prog:
+                kind = op[0]
+                if kind == "F" or kind == "B":
+                    c, i = op[1], op[2]
+                    s = c * L + j
+                    back = kind == "B"
+                    if not self.blocking:  # wait for the input to arrive
+                        key = ("g", s, i, k) if back else ("a", s, i, k)
+                        if (back and s < S - 1) or (not back and s > 0):
+                            ev = self._arrival(key)
+                            if not ev.processed:
+                                yield ev
+                    t0 = env.now
+                    work = bw if back else fw
+                    try:
+                        yield env.timeout(work)
+                    except simpy.Interrupt:
+                        dev.busy_time += env.now - t0
+                        self.lost["lost_pass"] += env.now - t0
+                        self.lost_passes += 1
+                        return
+                    dev.busy_time += work
+                    dev.passes += 1
+                    if self.track:
+                        self.trainer.participated(j, dev)
+                    if back:
+                        dev.in_flight -= 1
+                        if s == 0:
+                            self.trainer.finished(mbs[i])
+                        elif not self.blocking:
+                            self._send(("g", s - 1, i, k), self._hop(s - 1, k, True)
+                                       if self.service is None else (s - 1, k, True))
+                    else:
+                        dev.in_flight += 1
+                        if dev.in_flight > dev.peak_in_flight:
+                            dev.peak_in_flight = dev.in_flight
+                        if s < S - 1 and not self.blocking:
+                            self._send(("a", s + 1, i, k), self._hop(s, k, False)
+                                       if self.service is None else (s, k, False))
+                else:  # blocking "send"/"recv" of activation "a" or gradient "g": ("send", tag, s, i)
+                    tag, hop, i = op[1], op[2], op[3]  # hop h: between model stages h, h + 1
+                    if self.service is not None:
+                        yield self._rendezvous((tag, hop, i, k), kind, 0.0, (hop, k, tag == "g"))
+                    else:
+                        d = self._hop(hop, k, tag == "g")
+                        yield self._rendezvous((tag, hop, i, k), kind, d)
+        except simpy.Interrupt:
+            return
+
+    def _arrival(self, key: tuple) -> simpy.Event:
+        ev = self._arrivals.get(key)
+        if ev is None:
+            ev = self._arrivals[key] = self.env.event()
+        return ev
+
+    def _send(self, key: tuple, delay: Any) -> None:
+        ev = self._arrival(key)
+        if isinstance(delay, tuple):  # network flows of (hop, pipeline, gradient)
+            t = self._flows(*delay)
+            t.callbacks.append(lambda _e: ev.succeed() if not ev.triggered else None)
+            return
+        if delay <= 0.0:
+            ev.succeed()
+            return
+        t = self.env.timeout(delay)
+        t.callbacks.append(lambda _e: ev.succeed() if not ev.triggered else None)
+
+    def _rendezvous(self, key: tuple, role: str, duration: float,
+                    flows: tuple | None = None) -> simpy.Event:
+        """The event ending a paired send/receive: the second party starts the transfer
+        (a timeout of ``duration``, or the network ``flows`` of the hop)."""
+        q = self._channels.get(key)
+        if q is None:
+            q = self._channels[key] = deque()
+        if q and q[0][0] != role:
+            _role, ev = q.popleft()
+            t = self._flows(*flows) if flows is not None else self.env.timeout(duration)
+            t.callbacks.append(lambda _e: ev.succeed() if not ev.triggered else None)
+            return t
+        ev = self.env.event()
+        q.append((role, ev))
+        return ev

@@ -1,0 +1,149 @@
+"""dtsim plan on the shipped profiles: the one closed form, the one memory model, the DES, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim.cli import main
+from sim.errors import ConfigError
+from sim.planner import PlanRequest, search_plans
+from sim.planner.fleets import fleet_of_plans, parse_nodes
+from sim.planner.models import ProfilePlanModel, simulate_plan
+from sim.profiles import load_profiles, read_plan, read_runs
+from sim.profiles.build import plan_memory
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    profiles = load_profiles(models=("OPT-350",))
+    return profiles, profiles.model("OPT-350"), {r.name: r for r in read_runs()}
+
+
+def test_memory_terms_restate_plan_memory(shipped):
+    """The cut's per-layer memory sums give plan_memory's total on every GPU of the 17 runs."""
+    profiles, model, runs = shipped
+    pm = ProfilePlanModel(profiles, model)
+    gpus = 0
+    for run in runs.values():
+        plan = run.plan
+        for g in plan_memory(plan, model, profiles.gpus):
+            layers = plan.stages[g.stage].layers
+            terms = pm.memory_terms(g.gpu, g.tp, plan.microbatch_size, g.stage,
+                                    plan.pipeline_stages, plan.microbatches)
+            total = max(f + sum(per[i] for i in layers) for f, per in terms)
+            assert total + profiles.gpus[g.gpu].overhead(g.tp) == pytest.approx(g.total, rel=1e-12)
+            gpus += 1
+    assert gpus > 100
+
+
+def test_fleets_from_runs_and_specs(shipped):
+    """A run's fleet is its replicas' nodes (the most any run used); a spec names nodes."""
+    profiles, _, runs = shipped
+    mixed = fleet_of_plans([runs["mit-N2_D1"].plan, runs["mit-N2_D2"].plan], profiles.network)
+    assert sorted((str(k), n) for k, n in mixed.nodes) == [
+        ("RTX-3090x2@us-central1-a", 1), ("Titan-RTXx2@us-central1-a", 1)]
+    gh = fleet_of_plans([runs[f"clariden-OPT-350-N32_D{d}"].plan for d in (8, 16, 32)],
+                        profiles.network)
+    assert [(str(k), n) for k, n in gh.nodes] == [("GH-96x4@us-central1-a", 32)]
+    f = parse_nodes("RTX-3090:8x3,RTX-2080:8x3,Titan-RTX:8x2", profiles.network)
+    assert f.gpus == 64
+    with pytest.raises(ConfigError, match="'nodes' must be a zone for GH-96"):
+        parse_nodes("GH-96:4x2", profiles.network)
+    with pytest.raises(ConfigError, match="'nodes' must be GPU:GPUS_PER_NODExCOUNT"):
+        parse_nodes("GH-96:4", profiles.network)
+
+
+@pytest.mark.slow
+def test_restricted_to_the_runs_choices_the_planner_ranks_them_as_measured(shipped):
+    """With the GH200 runs' TP 4 and micro-batch 8, the best plan is the fastest measured one (DP 32)."""
+    profiles, model, runs = shipped
+    names = [f"clariden-OPT-350-N32_D{d}" for d in (8, 16, 32)]
+    fleet = fleet_of_plans([runs[n].plan for n in names], profiles.network)
+    pm = ProfilePlanModel(profiles, model)
+    res = search_plans(model, fleet, profiles.gpus,
+                       PlanRequest(1024, tp=(4,), microbatch_sizes=(8,), top=5), pm)
+    best = res.best.plan
+    assert (best.pipeline_stages, best.dp[0]) == (1, 32)
+    measured = sorted(names, key=lambda n: runs[n].iteration_time)
+    predicted = sorted(names, key=lambda n: pm.predict(runs[n].plan).iteration_time)
+    assert predicted == measured  # D32 < D16 < D8 both ways
+
+
+def test_simulated_equals_predicted_without_failures(shipped):
+    """The DES of a plan (dtsim train --plan's engine) gives the closed form's iteration time."""
+    profiles, model, runs = shipped
+    pm = ProfilePlanModel(profiles, model)
+    for name in ("mit-N2_D1", "clariden-OPT-350-N4_D2"):
+        plan = runs[name].plan
+        sim = simulate_plan(pm, plan, steps=2)
+        assert sim["iteration_time"] == pytest.approx(pm.predict(plan).iteration_time, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_cli_plan_writes_a_plan_dtsim_train_reads(tmp_path, capsys):
+    """dtsim plan --json on the mixed fleet: the chosen plan file runs in dtsim train --plan."""
+    out = tmp_path / "best.json"
+    code = main(["plan", "--model", "OPT-350", "--fleet-from-runs", "mit-N2_D1,mit-N2_D2",
+                 "--top", "3", "--simulate", "1", "--steps", "2", "--json", "--out", str(out)])
+    assert code == 0
+    res = json.loads(capsys.readouterr().out)
+    chosen = res["plans"][res["chosen"]]
+    assert chosen["simulated_iteration_time"] == pytest.approx(
+        chosen["predicted_iteration_time"], rel=1e-9)
+    assert res["global_batch_size"] == 256
+    plan = read_plan(out)
+    assert plan.global_batch_size == 256 and plan.gpus <= 4
+    code = main(["train", "--plan", str(out), "--model", "OPT-350", "--steps", "2",
+                 "--replications", "1", "--json"])
+    assert code == 0
+    train = json.loads(capsys.readouterr().out)
+    assert train["step_time_mean"] == pytest.approx(chosen["predicted_iteration_time"], rel=1e-9)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--global-batch-size", "8"],
+     "'fleet' must be given exactly once: --nodes, --fleet or --fleet-from-runs: 'none'"),
+    (["--nodes", "GH-96:4x2@us-central1-a", "--fleet-from-runs", "mit-N2_D1"],
+     "'fleet' must be given exactly once: --nodes, --fleet or --fleet-from-runs: "
+     "'--nodes, --fleet-from-runs'"),
+    (["--nodes", "GH-96:4x2@us-central1-a"],
+     "'global_batch_size' must be given (or one batch size shared by the runs of "
+     "--fleet-from-runs): None"),
+    (["--nodes", "GH-96:4x2@us-central1-a", "--global-batch-size", "8", "--compare-runs"],
+     "'compare_runs' must be given only with --fleet-from-runs: True"),
+    (["--nodes", "RTX-3090:2x1@us-central1-a", "--global-batch-size", "8", "--objective",
+      "cost"], "'prices' must be a price for every GPU type of the fleet (the catalogue's, or "
+     "given: --price GPU=DOLLARS_PER_HOUR): 'RTX-3090'"),
+    (["--nodes", "A100-80:1x1@us-central1-a", "--global-batch-size", "8", "--tp", "4"],
+     "'tp' must be a TP degree the profile measured that fits a node of the fleet (largest "
+     "node: 1 GPUs): (4,)"),
+])
+def test_cli_refuses_in_one_line(argv, message, capsys):
+    """Bad fleets, batch sizes and objectives: exit 2 and one line naming the parameter."""
+    code = main(["plan", "--model", "OPT-350", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].endswith(message)
+
+
+def test_bench_part_on_a_small_fleet():
+    """The bench part reports the search's CPU time, plans ranked and their rate (4 mixed GPUs)."""
+    from sim.planner.bench import bench_planner
+
+    res = bench_planner(nodes="RTX-3090:2x1@us-central1-a,Titan-RTX:2x1@us-central1-a",
+                        top=2)
+    assert res["planner_gpus"] == 4 and res["planner_plans"] >= 2
+    assert res["planner_seconds"] > 0
+    assert res["planner_plans_per_s"] == pytest.approx(res["planner_plans"]
+                                                       / res["planner_seconds"])
+    assert 0 < res["planner_best_iteration_time"] < 200
+
+
+@pytest.mark.slow
+def test_bench_part_on_the_64_gpu_mixed_fleet(capsys):
+    """dtsim bench --parts planner: the 64-GPU mixed fleet, in the table."""
+    assert main(["bench", "--quick", "--parts", "planner", "--out", "-"]) in (0, 1)
+    text = capsys.readouterr().out
+    assert "(q) dtsim plan, 64-GPU mixed fleet" in text and "plans ranked" in text

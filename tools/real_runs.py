@@ -1,0 +1,255 @@
+"""Predict every shipped real run with dtsim and with Sailor's own formulas; print the errors.
+
+    python tools/real_runs.py                 # the table of docs/real_runs.md
+    python tools/real_runs.py --profiles DIR  # another profiles folder with runs/
+    python tools/real_runs.py --json          # the rows as JSON
+
+For each run of ``sim/profiles/data/runs`` (or ``DIR/runs``): the measured
+iteration time and peak memory, dtsim's (``dtsim train --plan`` on the run's
+plan: the DES with every transfer and all-reduce as flows of ``sim.network``,
+one failure-free replication, deterministic), the error, and
+beside them the prediction of the Sailor artifact's own simulator computed
+from its published formulas (:func:`sailor_time`, :func:`sailor_memory`,
+written from the artifact's ``runtime_simulator.py`` and ``profile_utils.py``).
+Then the per-cluster mean and worst absolute error, and the model comparisons:
+point-to-point blocking vs overlapped, and the gradient all-reduce after every
+stage's last backward (DeepSpeed's pipeline engine, with the artifact's
+barrier), after each stage's own last backward, or overlapped with the last
+backward pass.
+
+Nothing here is fitted: the measured numbers are only compared with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from sim.analytic.training import program_makespan
+from sim.engines import predictions
+from sim.profiles import DATA_DIR, MeasuredRun, load_profiles, read_runs
+from sim.profiles.build import build_plan
+from sim.rng import Streams
+from sim.training import training_model
+from sim.training.schedules import device_program
+
+#: Sailor's DeepSpeed bucket, in bytes as its simulator compares it (``MEMORY_BUCKET_DEEPSPEED_SIZE``).
+SAILOR_BUCKET = 500_000_000
+#: Sailor's memory terms: bytes per parameter (Adam 8, fp32 copy 4, gradients 4, communication 4,
+#: DeepSpeed's extra copies 4) and its GH200 overhead (4.76e9 fused kernels + 300e6).
+SAILOR_BYTES_PER_PARAM = 24
+SAILOR_OVERHEAD = 4.76e9 + 300e6
+
+
+def _polyval(c: list[float], size: float) -> float:
+    x = math.log2(size / 1e6)
+    y = 0.0
+    for a in c:
+        y = y * x + a
+    return y
+
+
+def _sailor_send(bw: dict, a: Any, b: Any, ka: int, kb: int, size: float) -> float:
+    """Sailor's send time: ``size / 1e9 / polyval(curve, log2(size / 1e6))`` (no flow factor)."""
+    if size == 0:
+        return 0.0
+    c = bw[a.zone][a.gpu][str(ka)][b.zone][b.gpu][str(kb)][0]
+    return (size / 1e9) / _polyval(c, size)
+
+
+def _sailor_ar(bw: dict, a: Any, b: Any, size: float, n: int) -> float:
+    """Sailor's bucketed all-reduce: buckets of 5e8 bytes, each ``2 (n - 1) t(bucket / n)``."""
+    t, left = 0.0, size
+    while left > 0:
+        bucket = min(left, SAILOR_BUCKET)
+        if n > 1:
+            t += 2 * (n - 1) * _sailor_send(bw, a, b, 1, 1, bucket / n)
+        left -= bucket
+    return t
+
+
+def sailor_time(run: MeasuredRun, prof: dict, info: dict, bw: dict) -> float:
+    """Sailor's simulated iteration time of a run (its ``simulate_iteration_time``, fp32).
+
+    ``T = (m - 1) max_j (c_j + p_j) + sum_j p_j + sum_j c_j + max_j u_j + t_sync`` with
+    ``c_j`` the stage's forward plus backward (slowest replica), ``u_j`` the
+    profile's optimizer value at the stage's first layer, ``p_j`` its
+    point-to-point estimate (activation out plus gradient in for a middle stage,
+    twice the gradient for the last, the activation, or twice it beyond three
+    stages, for the first; sizes from ``act_output_floats`` at TP 1, 4 bytes, times
+    ``mbs``; curves keyed by ``min(tp, gpus_per_node)``), and ``t_sync`` the
+    slowest stage's bucketed all-reduce of its weights divided by the smallest TP
+    (at most 4) over ``dp`` replicas with the one-GPU curve.
+    """
+    plan = run.plan
+    L, mbs = len(plan.stages), plan.microbatch_size
+    m = math.ceil(plan.global_batch_size / (mbs * plan.dp[0]))
+    p = prof[plan.model]
+    i1 = info[plan.model]["1"]
+    comp, upd, comm = [], [], []
+    for j, st in enumerate(plan.stages):
+        c = max(sum(p[r.gpu][str(mbs)][str(r.tp)][str(x)][0] + p[r.gpu][str(mbs)][str(r.tp)][str(x)][1]
+                    for x in st.layers) for r in st.replicas)
+        u = max(p[r.gpu][str(mbs)][str(r.tp)][str(st.layers[0])][2] for r in st.replicas)
+        act = i1[str(st.layers[-1])]["act_output_floats"] * 4 * mbs
+        grad = i1[str(st.layers[0])]["act_output_floats"] * 4 * mbs
+        ta = tg = 0.0
+        if j < L - 1:
+            nxt = plan.stages[j + 1]
+            for i, r in enumerate(st.replicas):
+                q = nxt.replicas[i % len(nxt.replicas)]
+                ta = max(ta, _sailor_send(bw, r.node, q.node, min(r.tp, r.gpus_per_node),
+                                          min(q.tp, q.gpus_per_node), act))
+        if j > 0:
+            prv = plan.stages[j - 1]
+            for i, r in enumerate(st.replicas):
+                q = prv.replicas[i % len(prv.replicas)]
+                tg = max(tg, _sailor_send(bw, r.node, q.node, min(r.tp, r.gpus_per_node),
+                                          min(q.tp, q.gpus_per_node), grad))
+        if 0 < j < L - 1:
+            pj = ta + tg
+        elif j == L - 1 and L > 1:
+            pj = 2 * tg
+        else:
+            pj = ta if L <= 3 else 2 * ta
+        comp.append(c)
+        upd.append(u)
+        comm.append(pj)
+    t_pp = (m - 1) * max(c + q for c, q in zip(comp, comm, strict=True)) + sum(comm) + sum(comp) \
+        + max(upd)
+    sync = 0.0
+    for st in plan.stages:
+        tp_min = min([4] + [r.tp for r in st.replicas])
+        size = sum(i1[str(x)]["params_floats"] * 4 / tp_min for x in st.layers)
+        n = len(st.replicas)
+        for i in range(n - 1):
+            sync = max(sync, _sailor_ar(bw, st.replicas[i].node, st.replicas[i + 1].node, size, n))
+    return t_pp + sync
+
+
+def sailor_memory(run: MeasuredRun, info: dict) -> float:
+    """Sailor's memory estimate (its ``get_memory_footprint_on_gpu``), the largest over GPUs."""
+    plan = run.plan
+    L = len(plan.stages)
+    out = 0.0
+    for j, st in enumerate(plan.stages):
+        for r in st.replicas:
+            t = info[plan.model][str(r.tp)]
+            params = sum(t[str(x)]["params_floats"] for x in st.layers)
+            act = sum(t[str(x)]["act_mem_floats"] for x in st.layers) * plan.microbatch_size * 4
+            out = max(out, params * SAILOR_BYTES_PER_PARAM + act * (L - j) + SAILOR_OVERHEAD)
+    return out
+
+
+def allreduce_variants(build: Any) -> dict[str, float]:
+    """Iteration time with the gradient all-reduce after all stages end (``barrier``), after
+    each stage's own last backward (``stage``), or overlapped with the last backward (``backward``)."""
+    c = build.config
+    L, r, m = c.stages, c.replicas[0], c.microbatches
+    blocking = c.p2p == "blocking"
+    out = {"barrier": 0.0, "stage": 0.0, "backward": 0.0}
+    for k in range(r):
+        mk = len(range(k, m, r))
+        f = [c.replica_times[j][k][0] for j in range(L)]
+        b = [c.replica_times[j][k][1] for j in range(L)]
+        act = [row[k][0] for row in build.transfer_times]
+        grad = [row[k][1] for row in build.transfer_times]
+        progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
+        done: dict = {}
+        T = program_makespan(progs, f, b, act, grad, blocking=blocking, finish=done)
+        ends = [max(done[("B", j, i)] for i in range(mk)) for j in range(L)]
+        tail = [a + o for a, o in zip(build.allreduce_times, build.optimizer_times, strict=True)]
+        out["barrier"] = max(out["barrier"], T + build.tied_allreduce_time + max(tail))
+        out["stage"] = max(out["stage"], build.tied_allreduce_time
+                           + max(e + t for e, t in zip(ends, tail, strict=True)))
+        out["backward"] = max(out["backward"], T + build.tied_allreduce_time + max(
+            max(0.0, a - b[j]) + o for j, (a, o) in enumerate(zip(build.allreduce_times,
+                                                                 build.optimizer_times,
+                                                                 strict=True))))
+    return out
+
+
+def rows(folder: Path | None = None) -> list[dict[str, Any]]:
+    """One row per run: measured, dtsim and Sailor time and memory, and the model variants."""
+    d = folder if folder is not None else DATA_DIR
+    runs = read_runs(d)
+    models = tuple(sorted({r.plan.model for r in runs}))  # type: ignore[type-var]
+    prof = load_profiles(d, models=models)
+    raw_p = json.loads((d / "profiles.json").read_text())
+    raw_i = json.loads((d / "llm_info.json").read_text())
+    raw_b = json.loads((d / "bandwidths.json").read_text())
+    out = []
+    for run in runs:
+        row: dict[str, Any] = {"run": run.name, "cluster": run.name.split("-")[0],
+                               "measured_time": run.iteration_time,
+                               "measured_memory": run.peak_memory}
+        for p2p in ("blocking", "overlap"):
+            b = build_plan(run.plan, prof, p2p=p2p, steps=1, check_memory=False, network=True)
+            t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
+            row[f"dtsim_time_{p2p}"] = t
+            if p2p == "blocking":
+                closed = build_plan(run.plan, prof, p2p=p2p, steps=1, check_memory=False)
+                row["dtsim_time"] = t
+                row["closed_form_time"] = predictions(
+                    "training", closed.config)["step_time_mean"]["value"]
+                row["dtsim_memory"] = b.peak_memory
+                row.update({f"allreduce_{k}": v for k, v in allreduce_variants(closed).items()})
+        row["sailor_time"] = sailor_time(run, raw_p, raw_i, raw_b)
+        row["sailor_memory"] = sailor_memory(run, raw_i)
+        out.append(row)
+    return out
+
+
+def _err(pred: float, real: float | None) -> float:
+    return math.nan if real is None else (pred - real) / real
+
+
+def summary(rs: list[dict[str, Any]], key: str, real: str) -> dict[str, dict[str, float]]:
+    """Mean and worst absolute relative error of ``key`` against ``real``, per cluster and all."""
+    out: dict[str, dict[str, float]] = {}
+    for cl in sorted({r["cluster"] for r in rs}) + ["all"]:
+        errs = [abs(_err(r[key], r[real])) for r in rs if cl in ("all", r["cluster"])
+                and r[real] is not None]
+        out[cl] = {"mean": sum(errs) / len(errs), "worst": max(errs), "runs": len(errs)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--profiles", type=Path, default=None, help="profiles folder with runs/")
+    ap.add_argument("--json", action="store_true", help="print the rows and summaries as JSON")
+    a = ap.parse_args(argv)
+    rs = rows(a.profiles)
+    summ = {k: summary(rs, k, "measured_time") for k in
+            ("dtsim_time", "sailor_time", "dtsim_time_blocking", "dtsim_time_overlap",
+             "allreduce_barrier", "allreduce_stage", "allreduce_backward")}
+    summ.update({k: summary(rs, k, "measured_memory") for k in ("dtsim_memory", "sailor_memory")})
+    if a.json:
+        json.dump({"rows": rs, "summary": summ}, sys.stdout, indent=1)
+        print()
+        return 0
+    print("| run | measured (s) | dtsim (s) | error | Sailor (s) | error | measured (GB) "
+          "| dtsim (GB) | error | Sailor (GB) | error |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rs:
+        mt, mm = r["measured_time"], r["measured_memory"]
+        print(f"| {r['run']} | {mt:.4g} | {r['dtsim_time']:.4g} | "
+              f"{100 * _err(r['dtsim_time'], mt):+.1f}% | {r['sailor_time']:.4g} | "
+              f"{100 * _err(r['sailor_time'], mt):+.1f}% | {mm / 1e9:.2f} | "
+              f"{r['dtsim_memory'] / 1e9:.2f} | {100 * _err(r['dtsim_memory'], mm):+.1f}% | "
+              f"{r['sailor_memory'] / 1e9:.2f} | {100 * _err(r['sailor_memory'], mm):+.1f}% |")
+    print()
+    print("| prediction | cluster | runs | mean error | worst error |")
+    print("|---|---|---:|---:|---:|")
+    for k, per in summ.items():
+        for cl, s in per.items():
+            print(f"| {k} | {cl} | {s['runs']} | {100 * s['mean']:.1f}% | {100 * s['worst']:.1f}% |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
