@@ -70,3 +70,17 @@ def test_engines_leave_contention_to_the_des():
         GossipConfig(protocol="edge", nic=1.0)
     with pytest.raises(ConfigError, match="'nic' must be unset without contention"):
         GossipConfig(protocol="async", rounds=2.0, nic=1.0, contention=False)
+
+
+def test_zero_size_messages_share_nothing_so_the_fast_engines_still_answer():
+    """Messages of size 0 occupy no link: on a geo layout with finite bandwidths, matching
+    rounds keep the vector engine and its numbers bit for bit (contention on or off)."""
+    geo = "geo:regions=3,hosts=4,inter_region_latency=50,intra_region_latency=1"
+    on = GossipConfig(topology=geo, protocol="matching", rounds=6, size=0.0)
+    off = dataclasses.replace(on, contention=False)
+    assert select("gossip", on).name == select("gossip", off).name == "vector"
+    a, b = gossip_model(on, Streams(3)), gossip_model(off, Streams(3))
+    assert np.array_equal(a["disagreement"], b["disagreement"])
+    assert np.array_equal(a["mean_shift"], b["mean_shift"])
+    # with a size the exchanges do share the inter-region links: the DES runs them
+    assert select("gossip", dataclasses.replace(on, size=1.0)).name == "des"

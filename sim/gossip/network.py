@@ -197,10 +197,13 @@ def flow_network(config: GossipConfig) -> object | None:
     """The :class:`sim.network.Network` exchanges share, or None when they share nothing.
 
     None without ``contention``, for the ``edge`` protocol (one exchange at a
-    time), and when no link bandwidth is finite and no NIC is given (then
-    every exchange takes ``latency + size / bandwidth`` as without contention).
+    time), for messages of size 0 (they occupy no link: each exchange takes its
+    route's latency, shared or not), and when no link bandwidth is finite and no
+    NIC is given (then every exchange takes ``latency + size / bandwidth`` as
+    without contention).
     """
-    if not config.contention or config.protocol == "edge" or not _anything_finite(config):
+    if (not config.contention or config.protocol == "edge" or float(config.size) == 0.0
+            or not _anything_finite(config)):
         return None
     return _flows(config.topology, config.nodes, config.topology_seed, config.graph,
                   float(config.latency), float(config.bandwidth),
