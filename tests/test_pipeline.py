@@ -509,3 +509,20 @@ def test_config_with_placement_hashes_alike_in_two_processes():
     cfg = PipelineConfig(stages=4, placement=topologies.place(layout, 4, 2, "packed"))
     assert isinstance(cfg.placement, tuple)
     assert config_hash(cfg, 1) == other
+
+
+def test_what_a_config_fixes_never_builds_the_studys_placement(monkeypatch):
+    """random_sources / fixed_metrics / failures read the study's one outage, not a placement
+    of every replica (a billion replicas once took 24 GB here before the engine started)."""
+    import sim.pipeline.config as config_module
+
+    def refuse(*_a, **_k):
+        raise AssertionError("the study's placement was built")
+
+    cfg = PipelineConfig(stages=4, replicas=10**9, domain_outage=0.01)
+    monkeypatch.setattr(config_module, "shared_per_stage", refuse)
+    assert cfg.failures and "domain outages" in cfg.random_sources()
+    assert "drop_rate" not in cfg.fixed_metrics()
+    calm = PipelineConfig(stages=4, replicas=10**9, availability=1.0, domain_outage=0.0)
+    assert not calm.failures and calm.random_sources() == ()
+    assert "drop_rate" in calm.fixed_metrics()

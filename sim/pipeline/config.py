@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -445,11 +445,18 @@ class PipelineConfig:
             return from_value(self.placement)
         return shared_per_stage(self.replicas, self.domain_outage)  # type: ignore[arg-type]
 
+    def _domain_outages(self) -> Iterable[float]:
+        """Every domain's unavailability, without building the study's placement (whose size
+        is the number of replicas: a billion replicas would be a billion tuples)."""
+        if self.placement is None:
+            return (float(self.domain_outage),)  # type: ignore[arg-type]
+        return self.domain_placement.domain_outage.values()
+
     @property
     def failures(self) -> bool:
         """True when a worker or a domain can be out (availability below 1, an outage, a trace)."""
         return (self.availability < 1.0 or self.failure_trace is not None
-                or any(u > 0 for u in self.domain_placement.domain_outage.values()))
+                or any(u > 0 for u in self._domain_outages()))
 
     def random_sources(self) -> tuple[str, ...]:
         """What makes one replication differ from another under this config (empty: nothing).
@@ -463,7 +470,7 @@ class PipelineConfig:
                 out.append("a trace replayed with resampling or a random policy")
         elif 0.0 < self.availability < 1.0:
             out.append("worker failures")
-        if any(0.0 < u < 1.0 for u in self.domain_placement.domain_outage.values()):
+        if any(0.0 < u < 1.0 for u in self._domain_outages()):
             out.append("domain outages")
         if any(self.stage_time) and self.stage_time_distribution != "deterministic":  # type: ignore[arg-type]
             out.append(f"{self.stage_time_distribution} stage times")
