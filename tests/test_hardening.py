@@ -166,6 +166,12 @@ def test_workers_beyond_the_cpus_are_refused_before_anything(tmp_path, capsys):
     assert check_workers("local", cpus) == cpus and check_workers("serial", 10**6) == 10**6
     with pytest.raises(ConfigError, match="'workers'"):
         check_workers("dask", cpus + 1)
+    # refused before the experiment file is even read (it would import numpy, scipy, ...)
+    marker = tmp_path / "imported"
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    assert main(["run", str(probe), "--workers", "100000", "--out", str(out)]) == 2
+    assert not marker.exists()
 
 
 def test_a_model_that_exits_fails_its_task_alone():

@@ -944,7 +944,13 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("domain_downtime"))
         add("train/skip-penalty-without-skip-budget", TR("--skip-penalty", "0.1"),
             refuse("skip_penalty"))
-        add("train/one-replication-no-interval", TR("--replications", "1"), ok("no interval"))
+        add("train/one-replication-no-interval",
+            TR("--replications", "1", "--pass-time-distribution", "exponential"),
+            ok("no interval"),
+            note="random pass times: one replication has no interval (a config with nothing "
+                 "random prints exact values instead, see train/one-replication-exact)")
+        add("train/one-replication-exact", TR("--replications", "1"), ok("(exact)"),
+            note="nothing random: every metric is exact, with or without replications")
         add("train/steps-1e12-ctrl-c", TR("--steps", "1000000000000", "--replications", "1"),
             Expect("interrupt", "interrupted"), interrupt_after=4.0, timeout=30,
             note="fits in memory but never ends: Ctrl-C stops it in one line")

@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import SimulationError
 from ..results import format_interval, format_number, print_table
 from ..runner import EXECUTORS, SweepResult, default_out, load_experiment, run_experiment
+from ..runner.executors import check_workers
 from ..runner.experiments import run_analyse
 from ._applies import refuse_unless
 
@@ -132,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the experiment; exit 1 when a task failed, 0 otherwise."""
     executor = resolve_executor(args.executor, args.scheduler)
     refuse_unless(args, "workers", executor != "serial", "with --executor local or dask")
+    # a worker count the machine does not have is refused before the experiment file is read
+    check_workers(executor, args.workers, scheduler=args.scheduler)
     exp = load_experiment(args.experiment, quick=args.quick)
     refuse_unless(args, "quick", bool(getattr(exp.module, "QUICK", None)),
                   "with an experiment that defines QUICK (this one would run in full)")
