@@ -110,6 +110,32 @@ class JobStrategy(Strategy):
         ok = yield from self.hold(job, cost, "restart")
         return ok
 
+    def reform(self, job: Any, st: RunState, count: str, cost: float):
+        """Wait for workers and pay the cost of (re)forming the job; the formation.
+
+        After a fatal loss (``st.extra["fatal"]``) the cost is ``self.restart`` and a
+        restart is counted; after any other loss once the job has started it is ``cost``
+        and ``job.counts[count]`` is counted; the first formation is free. A loss while
+        paying starts over (a fatal loss stays fatal)."""
+        while True:
+            f = yield from self.wait_for_workers(job)
+            fatal = st.extra.pop("fatal", False)
+            if fatal:
+                job.restarts += 1
+                pay = self.restart
+            elif st.started:
+                job.counts[count] += 1
+                pay = cost
+            else:
+                pay = 0.0
+            ok = yield from self.pay(job, st, f, pay, "restart")
+            if not ok:
+                st.extra["fatal"] = fatal or st.extra.get("fatal", False)
+                continue
+            st.started = True
+            job.formation = f
+            return f
+
     def checkpoint_blocking(self, job: Any, st: RunState, cost: float):
         """A blocking checkpoint of ``cost``: True when it completed (and committed)."""
         ok = yield from self.hold(job, cost, "checkpoint")

@@ -169,27 +169,11 @@ class Reconfiguration(JobStrategy):
         return frozenset(f.workers)
 
     def form(self, job: Any, st: RunState):
-        while True:
-            f = yield from self.wait_for_workers(job)
-            fatal = st.extra.pop("fatal", False)
-            if fatal:
-                job.restarts += 1
-                cost = self.restart
-            elif st.started:
-                job.counts["reconfigurations"] += 1
-                cost = self.reconfigure
-            else:
-                cost = 0.0
-            ok = yield from self.pay(job, st, f, cost, "restart")
-            if not ok:
-                st.extra["fatal"] = fatal or st.extra.get("fatal", False)
-                continue
-            st.started = True
-            job.formation = f
-            work = tuple(x * (1 + job.config.backward_ratio) for x in job.config.forward_time)
-            st.extra["coverage"] = Coverage(f.pipelines, work)
-            st.participants = frozenset(f.workers)
-            return
+        f = yield from self.reform(job, st, "reconfigurations", self.reconfigure)
+        work = tuple(x * (1 + job.config.backward_ratio) for x in job.config.forward_time)
+        st.extra["coverage"] = Coverage(f.pipelines, work)
+        st.participants = frozenset(f.workers)
+        return
 
     # -- steps ------------------------------------------------------------------------
     def step(self, job: Any, st: RunState):

@@ -184,28 +184,12 @@ class Redundancy(JobStrategy):
 
     def form(self, job: Any, st: RunState):
         """Wait for workers; restart (after a fatal failure) or rebalance, or start free."""
-        while True:
-            f = yield from self.wait_for_workers(job)
-            fatal = st.extra.pop("fatal", False)
-            if fatal:
-                job.restarts += 1
-                cost = self.restart
-            elif st.started:
-                job.counts["rebalances"] += 1
-                cost = self.rebalance
-            else:
-                cost = 0.0
-            ok = yield from self.pay(job, st, f, cost, "restart")
-            if not ok:
-                st.extra["fatal"] = fatal or st.extra.get("fatal", False)
-                continue
-            st.started = True
-            job.formation = f
-            st.extra["rings"] = Rings(f.pipelines, job.config.stages)
-            st.extra["overhead"] = self.rc_overhead(job, f)
-            st.participants = frozenset(f.workers)
-            st.leaving = {w: t for w, t in st.leaving.items() if w in st.participants}
-            return
+        f = yield from self.reform(job, st, "rebalances", self.rebalance)
+        st.extra["rings"] = Rings(f.pipelines, job.config.stages)
+        st.extra["overhead"] = self.rc_overhead(job, f)
+        st.participants = frozenset(f.workers)
+        st.leaving = {w: t for w, t in st.leaving.items() if w in st.participants}
+        return
 
     # -- steps ------------------------------------------------------------------------
     def step(self, job: Any, st: RunState):
