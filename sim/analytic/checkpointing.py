@@ -90,9 +90,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from scipy.optimize import brentq
-from scipy.special import lambertw
-
 from ..errors import check, check_nonnegative, check_positive, check_probability
 from .training import checkpoint_segment_time
 
@@ -148,6 +145,8 @@ def optimal_checkpoint_fraction(cost_over_mtbf: float) -> float:
     if eps < 1e-3:
         x = _series(eps)
     else:
+        from scipy.special import lambertw  # on first use: keeps every CLI start light
+
         x = 1.0 + float(lambertw(-math.exp(-1.0 - eps), 0).real)
     if x < 0.9:  # Newton on g(x) = log(1 - x) + x + eps, well conditioned away from x = 1
         for _ in range(8):
@@ -372,5 +371,7 @@ def efficiency_wall(worker_mtbf: float, checkpoint_cost: float, restart_cost: fl
     n0 = (e - math.log(e) - 1.0) * Mw / C
     if R == 0:
         return n0
+    from scipy.optimize import brentq
+
     f = lambda n: optimal_checkpoint_efficiency(C, R, Mw / n) - e  # noqa: E731
     return float(brentq(f, n0 * 1e-12, n0, xtol=1e-12 * n0, rtol=1e-14))

@@ -68,7 +68,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize
 
 from ..errors import check, check_int, check_nonnegative, check_positive
 from .order_statistics import order_statistic_mean
@@ -288,6 +287,8 @@ def best_lr(k: int, n: int, curvature: float, noise: float, initial: float, targ
     eps = check_positive("target", target)
     if e0 <= eps:
         return 0.0, 1.0 / a
+
+    from scipy import optimize  # on first use: keeps every CLI start light
 
     def best_at(T: int) -> tuple[float, float]:
         f = lambda lr: sgd_mse(T, k, n, lr, a, noise, e0, spread)  # noqa: E731

@@ -42,8 +42,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import integrate, stats
-from scipy.special import betaln
 
 from ..errors import ConfigError, check, check_int, check_positive
 
@@ -168,6 +166,8 @@ def pareto_order_statistic_moment(k: int, n: int, alpha: float, scale: float = 1
     j = n - k + 1
     check(j > r / a, "k", f"<= n + 1 - r/alpha = {n + 1 - r / a:.6g} for a finite moment of "
           f"order {r:g} (Pareto alpha {a:g}: the mean is infinite)", k)
+    from scipy.special import betaln  # on first use: keeps every CLI start light
+
     return xm**r * math.exp(betaln(j - r / a, k) - betaln(j, k))
 
 
@@ -271,6 +271,8 @@ def _tail(f: Any, last: float) -> Any:
 
 def _integrate(f: Any, pts: list[float]) -> float:
     """``int_0^inf f`` split at ``pts`` (absolute tolerance ``RTOL`` times the scale of ``pts``)."""
+    from scipy import integrate
+
     total = 0.0
     tol = RTOL * 1e-2 * pts[-1]
     for a, b in _pieces(pts):
@@ -327,6 +329,8 @@ def law_distribution(law: str, mean: float = 1.0, shape: float | None = None) ->
         Weibull ``k`` (default 0.7), lognormal ``sigma`` (default 1), Pareto
         ``alpha > 1`` (required), as in :mod:`sim.failures`.
     """
+    from scipy import stats
+
     from ..failures import make_distribution
 
     d = make_distribution(law, mean, shape)  # validates as the simulation does
@@ -458,6 +462,8 @@ def inclusion_probabilities(k: int, dists: Sequence[Any]) -> np.ndarray:
     def f(t: float) -> np.ndarray:
         return laws.pdf(t) * _leave_one_out(laws.cdf(t), laws.sf(t), k - 1)
 
+    from scipy import integrate
+
     out = np.zeros(n)
     pts = _breaks(dists)
     for a, b in _pieces(pts):
@@ -500,5 +506,7 @@ def drop_stragglers_step_means(k: int, n: int, mean: float = 1.0) -> tuple[float
     first = exponential_order_statistic_mean(k, n, m)
     if k == n:
         return first, first
+    from scipy import stats
+
     dists = [stats.expon(scale=m)] * k + [stats.gamma(2.0, scale=m)] * (n - k)
     return first, kth_smallest_mean(k, dists)

@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from ..errors import check, check_int
 from . import Design, OptimalDesign, _pick_optimal, _quality_weights
@@ -114,6 +113,8 @@ def trace_skipped_distribution(times: Sequence[float], counts: Sequence[int], en
           replicas)
     check(int(np.max(counts)) <= C, "slots", f"at least the largest count {int(np.max(counts))}",
           slots)
+    from scipy import stats as sps  # on first use: keeps every CLI start light
+
     given_u = empty_stage_law(L, r)
     u = np.arange(W + 1)
     law = np.zeros(L + 1)

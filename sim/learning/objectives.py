@@ -35,7 +35,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
 
 from ..analytic.learning import honest_optimum
 from ..errors import check, read_csv_text
@@ -309,6 +308,8 @@ class SoftmaxRegression(Objective):
         return tot / idx.size, g / idx.size
 
     def _solve(self) -> tuple[np.ndarray, float]:
+        from scipy.optimize import minimize  # on first use: keeps every CLI start light
+
         res = minimize(self._mean_honest, np.zeros(self.dim), jac=True, method="L-BFGS-B",
                        options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-15})
         return res.x, float(res.fun)
