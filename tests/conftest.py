@@ -11,6 +11,11 @@ families ``K, K + N, ...`` among those the collected tests use, so each family i
 compiled once and the other workers load it from the cache when their tests
 reach it. Nothing a test checks changes: the kernels are the same, only which
 process compiles them first. Without xdist, or without numba, this does nothing.
+
+It also gives the tests ``plain_python``, which runs a kernel's logic as plain
+Python (numba's JIT off) in a fresh interpreter: the default suite checks the
+training kernel that way and leaves its compilation (about 90 s of CPU) to the
+``slow`` tests.
 """
 
 from __future__ import annotations
@@ -30,19 +35,38 @@ def _training_kernel() -> None:
     select("training", cfg, "compiled").engine.run(cfg, Streams(0).replication(0))
 
 
-def _gossip_kernels() -> None:
+def _gossip_kernel(protocol: str) -> None:
     from sim.gossip import GossipConfig, gossip_model
     from sim.rng import Streams
 
-    for protocol in ("edge", "async"):
-        gossip_model(GossipConfig(nodes=10, protocol=protocol, rounds=2, engine="compiled"),
-                     Streams(0).replication(0))
+    gossip_model(GossipConfig(nodes=10, protocol=protocol, rounds=2, engine="compiled"),
+                 Streams(0).replication(0))
 
 
-#: One entry per kernel family, the most expensive first, with the test files that use it.
+def _async_kernel() -> None:
+    _gossip_kernel("async")
+
+
+def _edge_kernel() -> None:
+    _gossip_kernel("edge")
+
+
+def _uses_training_kernel(item) -> bool:
+    # the default suite runs this kernel's logic as plain Python (``plain_python``); only the
+    # slow tests of these files run the compiled kernel
+    return (item.path.name in ("test_training_compiled.py", "test_bench.py")
+            and item.get_closest_marker("slow") is not None)
+
+
+def _uses_gossip_kernels(item) -> bool:
+    return "gossip" in item.path.name or item.path.name == "test_bench.py"
+
+
+#: One entry per kernel family, the most expensive first, with which collected tests use it.
 KERNEL_FAMILIES = (
-    (_training_kernel, ("test_training_compiled.py", "test_bench.py")),
-    (_gossip_kernels, ("gossip", "test_bench.py")),
+    (_training_kernel, _uses_training_kernel),  # about 90 s
+    (_async_kernel, _uses_gossip_kernels),  # about 30 s of CPU on this machine
+    (_edge_kernel, _uses_gossip_kernels),  # about 23 s
 )
 
 
@@ -56,9 +80,7 @@ def pytest_runtestloop(session) -> None:
         import numba  # noqa: F401
     except ImportError:
         return
-    files = {item.path.name for item in session.items}
-    needed = [family for family, users in KERNEL_FAMILIES
-              if any(u in f for f in files for u in users)]
+    needed = [family for family, uses in KERNEL_FAMILIES if any(map(uses, session.items))]
     k = int(worker[2:])
     n = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
     for family in needed[k::n]:
@@ -66,3 +88,44 @@ def pytest_runtestloop(session) -> None:
             family()
         except Exception:  # a broken kernel fails in its own tests, not here
             pass
+
+
+# --------------------------------------------------------------------------- kernels as plain Python
+
+_PLAIN_CHILD = """
+import pickle, sys
+import numpy as np
+np.seterr(over="ignore")  # xoshiro's uint64 products wrap, as they do in the compiled kernels
+calls = pickle.load(sys.stdin.buffer)
+pickle.dump([fn(*args, **kwargs) for fn, args, kwargs in calls], sys.stdout.buffer)
+"""
+
+
+def run_plain_python(calls):
+    """Run ``calls`` (``(function, args, kwargs)`` triples) with numba's JIT off; their results.
+
+    The kernels' logic is then plain Python: the same statements, draws and
+    arithmetic as the compiled kernels (numba compiles these functions without
+    fast-math, so each operation is the same IEEE operation), without the cold
+    compilation (tens of seconds of CPU per kernel family on a fresh clone).
+    The default suite checks the kernels' logic this way; the ``slow`` tests
+    check the compiled binaries themselves. A fresh interpreter is needed
+    because numba reads ``NUMBA_DISABLE_JIT`` when a function is decorated,
+    that is, when its module is first imported.
+    """
+    import pickle
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    done = subprocess.run([sys.executable, "-c", _PLAIN_CHILD], input=pickle.dumps(calls),
+                          capture_output=True, env=env, timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.decode(errors="replace")[-4000:])
+    return pickle.loads(done.stdout)
+
+
+@pytest.fixture(scope="session")
+def plain_python():
+    """:func:`run_plain_python`, for tests of the numba kernels' logic without compiling them."""
+    return run_plain_python

@@ -8,6 +8,13 @@
   (no detection timeout) is rejected by the same test.
 * The exact references it answers (saturated weighted throughput, M/M/c)
   hold at two points each, and a seeded run is pinned.
+
+The default suite compiles nothing here: it runs the kernel's logic as plain
+Python (``plain_python`` in ``conftest.py``: the bit-for-bit cases and the
+seeded pin), and the refusals. The compiled binary (a cold compile costs about
+90 s of CPU) is checked by the ``slow`` tests: the same bit-for-bit cases and
+pin, the agreement in law with the DES and the exact references (which the
+default suite checks on the DES in ``test_training_validation.py``).
 """
 
 from __future__ import annotations
@@ -48,30 +55,61 @@ def _same(a: float, b: float) -> bool:
     return a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
 
 
-@pytest.mark.parametrize("kw", EXACT_CASES)
-def test_no_draws_reproduce_the_des_bit_for_bit(kw):
-    """With nothing random, every metric equals the DES's exactly (same event order, ties too)."""
-    cfg = TrainingConfig(sync="none", **kw)
-    des = training_model(cfg, Streams(3))
-    comp = compiled_training_model(cfg, Streams(3))
-    diff = {k: (des[k], comp[k]) for k in des if not _same(des[k], comp[k])}
-    assert not diff
+def _differences(des: dict, comp: dict) -> dict:
+    return {k: (des[k], comp[k]) for k in des if not _same(des[k], comp[k])}
 
 
 PIN = TrainingConfig(stages=8, replicas=3, microbatches=24, steps=3, schedule="swarm",
                      routing="weighted", speed_spread=0.3, availability=0.85, mean_downtime=10.0,
                      domain_outage=0.02, param_size=1.0, bandwidth=4.0, detection_timeout=0.5,
                      skip_budget=1, max_wait=3.0, sync="none")
+EXACT_CONFIGS = [TrainingConfig(sync="none", **kw) for kw in EXACT_CASES]
 
 
-def test_seeded_regression_pin():
-    """A seeded run with every modelled feature gives these numbers (a change must be named)."""
-    m = compiled_training_model(PIN, Streams(11))
+@pytest.fixture(scope="module")
+def plain_runs(plain_python):
+    """The kernel as plain Python, in one fresh interpreter: each exact case, then PIN twice."""
+    return plain_python([(compiled_training_model, (cfg, Streams(3)), {}) for cfg in EXACT_CONFIGS]
+                        + [(compiled_training_model, (PIN, Streams(11)), {})] * 2)
+
+
+def test_kernel_logic_reproduces_the_des_bit_for_bit(plain_runs):
+    """The kernel's statements run as plain Python (numba's JIT off, nothing compiled): with
+    nothing random, every metric of every case equals the DES's exactly (same event order, ties
+    too). The compiled binary is held to the same in the slow test below."""
+    for cfg, comp in zip(EXACT_CONFIGS, plain_runs[:len(EXACT_CONFIGS)], strict=True):
+        assert not _differences(training_model(cfg, Streams(3)), comp), cfg
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kw", EXACT_CASES)
+def test_no_draws_reproduce_the_des_bit_for_bit(kw):
+    """With nothing random, the compiled kernel's every metric equals the DES's exactly."""
+    cfg = TrainingConfig(sync="none", **kw)
+    assert not _differences(training_model(cfg, Streams(3)), compiled_training_model(cfg, Streams(3)))
+
+
+def _check_pin(m: dict) -> None:
     assert m["training_time"] == pytest.approx(350.70631970047896, rel=1e-12)
     assert (m["passes"], m["lost_passes"], m["recomputes"], m["skips"], m["waits"]) == \
         (1502.0, 83.0, 242.0, 55.0, 28.0)
     assert m["drop_rate"] == pytest.approx(1 / 72)
     assert m["lost_download"] == pytest.approx(64.27596582725937, rel=1e-12)
+
+
+def test_seeded_regression_pin_of_the_kernel_logic(plain_runs):
+    """The kernel as plain Python (nothing compiled), seeded, with every modelled feature, gives
+    the pinned numbers twice (a change must be named)."""
+    first, again = plain_runs[len(EXACT_CONFIGS):]
+    _check_pin(first)
+    assert all(_same(first[k], again[k]) for k in first)
+
+
+@pytest.mark.slow
+def test_seeded_regression_pin():
+    """The compiled kernel gives the same pinned numbers as its plain-Python logic."""
+    m = compiled_training_model(PIN, Streams(11))
+    _check_pin(m)
     again = compiled_training_model(PIN, Streams(11))
     assert again == m or all(_same(m[k], again[k]) for k in m)
 
@@ -108,7 +146,16 @@ def test_auto_keeps_the_des_where_compiled_applies():
     assert select("training", cfg, "compiled").name == "compiled"
 
 
-def test_cli_engine_compiled_and_refusal(capsys):
+def test_cli_engine_compiled_refusal(capsys):
+    from sim.cli import main
+
+    assert main(["train", "--schedule", "gpipe", "--engine", "compiled"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fixed pipelines" in err[0]
+
+
+@pytest.mark.slow
+def test_cli_engine_compiled(capsys):
     from sim.cli import main
 
     argv = ["train", "--stages", "3", "--replicas", "2", "--microbatches-per-step", "4",
@@ -116,9 +163,6 @@ def test_cli_engine_compiled_and_refusal(capsys):
             "--replications", "2", "--json"]
     assert main([*argv, "--engine", "compiled"]) == 0
     assert '"engine": "compiled"' in capsys.readouterr().out
-    assert main(["train", "--schedule", "gpipe", "--engine", "compiled"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "fixed pipelines" in err[0]
 
 
 # --------------------------------------------------------------------------- exact references
@@ -134,6 +178,7 @@ def _mean_se(values):
     return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("speeds,tf", SATURATED_POINTS)
 def test_saturated_weighted_throughput(speeds, tf):
     """Async weighted routing saturates at min_j sum_i v_ij / w_j; equal shares are rejected."""
@@ -152,6 +197,7 @@ def test_saturated_weighted_throughput(speeds, tf):
     assert abs(mean - exact) <= 4 * se and abs(mean - wrong) > 4 * se
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c,lam,wrong", [
     (1, 0.7, 1.0 + 0.7 / (2 * 0.3)),      # M/D/1
     (3, 2.4, 1.0 / (1.0 - 2.4 / 3)),      # three separate M/M/1 queues
@@ -241,6 +287,7 @@ def test_a_wrong_model_is_rejected():
     assert abs(z_wrong) > 4 and abs(z_right) <= 4
 
 
+@pytest.mark.slow
 def test_bench_compiled_rate_is_measured():
     """The bench's compiled rate is a real run's passes per CPU second."""
     from sim.training.bench import measure_compiled_pass_rate
