@@ -36,7 +36,7 @@ run train_ckpt    dtsim train --stages 4 --replicas 2 --steps 20 --mtbf 800 --re
 run train_trace   dtsim train --stages 6 --replicas 2 --failure-trace aws-p3 --trace-speedup 10 --steps 5 --price 3.06 --replications 3 --seed 17 --json
 run train_skip    dtsim train --stages 8 --replicas 2 --schedule swarm --routing queue --availability 0.9 --mean-downtime 50 --skip-budget 2 --skip-penalty 0.1 --max-wait 5 --steps 3 --replications 4 --seed 18 --json
 run queue_mmc     dtsim pipeline --queueing --stages 3 --replicas 1,2,3 --stage-time 1,2,3 --stage-time-distribution exponential --arrival poisson --rate 0.8 --availability 1 --seed 19 --json
-run queue_fail    dtsim pipeline --queueing --stages 4 --replicas 2 --stage-time 1 --arrival poisson --rate 0.5 --seed 20 --json
+run queue_fail    dtsim pipeline --queueing --stages 4 --replicas 2 --stage-time 1 --arrival poisson --rate 0.5 --availability 0.9 --max-wait 0 --seed 20 --json
 run trace_stats   dtsim trace stats aws-p3 --json
 run failures_tr   dtsim failures --failure-trace aws-p3 --workers 32 --seed 21 --json
 run gossip_file   dtsim gossip --topology ring:n=12 --protocol matching --rounds 10 --replications 2 --seed 22 --json
