@@ -1,4 +1,9 @@
-"""Smoke and unit tests of the pipeline stress-test experiments (issue 8, experiments 1-6)."""
+"""Smoke and unit tests of the pipeline stress-test experiments (issue 8, experiments 1-6).
+
+The --quick runs are end-to-end re-runs (3-5 s each): one (heavy_tailed_repairs, the
+cheapest) stays in the default suite, the others are slow; every experiment's helpers keep
+their unit tests in the default suite.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ def _run_quick(name, tmp_path, capsys):
 # ----------------------------------------------------------------------------- 1 correlated placement
 
 
+@pytest.mark.slow  # an end-to-end --quick run; test_heavy_tailed_repairs_quick_... keeps one in default
 def test_correlated_placement_quick_writes_figure_table_and_finding(tmp_path, capsys):
     """correlated_placement --quick writes its figure and table; the binomial law misses shared tails."""
     exp, res, out, printed = _run_quick("correlated_placement", tmp_path, capsys)
@@ -66,6 +72,7 @@ def test_placement_config_rejects_an_unknown_policy():
 # ----------------------------------------------------------------------------- 2 time-correlated outages
 
 
+@pytest.mark.slow  # an end-to-end --quick run; test_heavy_tailed_repairs_quick_... keeps one in default
 def test_time_correlated_outages_quick_writes_figure_table_and_finding(tmp_path, capsys):
     """time_correlated_outages --quick: windows and drop rates per downtime, long outages overdispersed."""
     exp, res, out, printed = _run_quick("time_correlated_outages", tmp_path, capsys)
@@ -113,6 +120,7 @@ def test_coefficient_of_variation_of_the_laws():
 # ----------------------------------------------------------------------------- 4 failover cost
 
 
+@pytest.mark.slow  # an end-to-end --quick run; test_heavy_tailed_repairs_quick_... keeps one in default
 def test_failover_cost_quick_writes_figure_table_and_finding(tmp_path, capsys):
     """failover_cost --quick: a long detection timeout costs goodput and raises p99 latency."""
     exp, res, out, printed = _run_quick("failover_cost", tmp_path, capsys)
@@ -137,6 +145,7 @@ def test_snapshot_goodput_is_quality_mass_over_crossing_time():
 # ----------------------------------------------------------------------------- 5 wait or drop
 
 
+@pytest.mark.slow  # an end-to-end --quick run; test_heavy_tailed_repairs_quick_... keeps one in default
 def test_wait_or_drop_quick_writes_figure_table_and_finding(tmp_path, capsys):
     """wait_or_drop --quick: waiting lowers the drop rate below the binomial value, at a latency cost."""
     exp, res, out, printed = _run_quick("wait_or_drop", tmp_path, capsys)
@@ -166,6 +175,7 @@ def test_wait_approximation_limits():
 # ----------------------------------------------------------------------------- 6 skip penalty forms
 
 
+@pytest.mark.slow  # an end-to-end --quick run; test_heavy_tailed_repairs_quick_... keeps one in default
 def test_skip_penalty_forms_quick_writes_figure_table_and_finding(tmp_path, capsys):
     """skip_penalty_forms --quick: simulated costs near exact; threshold moves the optimum."""
     exp, res, out, printed = _run_quick("skip_penalty_forms", tmp_path, capsys)

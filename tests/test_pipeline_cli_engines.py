@@ -186,7 +186,7 @@ TINY = "datacenter:regions=2,racks=8,hosts=9,region_outage=1e-13,rack_outage=1e-
     (PACKED, 2, 0.9),     # 1.6e-2
     (PACKED, 4, 0.97),    # 3.2e-4: two racks out at once matter (a per-domain tilt misses them)
     (WIDE, 2, 0.9),       # 5.7e-4, sampled strata
-    (WIDE, 8, 0.9),       # 3.1e-4, sampled strata
+    pytest.param(WIDE, 8, 0.9, marks=pytest.mark.slow),  # 3.1e-4, sampled strata (WIDE s=2 in default)
     (TINY, 5, 0.95),      # 1.2e-10
     (TINY, 8, 0.95),      # 2.0e-13
 ])

@@ -31,9 +31,11 @@ def _mm(stages, replicas, rate, stage_time, **kw):
                           stage_time_distribution="exponential", availability=1.0, **kw)
 
 
+# all slow: test_tandem_is_jackson keeps M/M/1 and M/M/2 stations (sojourn, Erlang C waits,
+# busy fractions, the predicted value) in the default suite
 @pytest.mark.parametrize("c, rate, mu", [pytest.param(1, 0.6, 1.0, marks=pytest.mark.slow),
                                          pytest.param(2, 1.4, 1.0, marks=pytest.mark.slow),
-                                         (3, 2.4, 1.0)])
+                                         pytest.param(3, 2.4, 1.0, marks=pytest.mark.slow)])
 def test_one_stage_is_mmc(c, rate, mu):
     """One stage of c replicas, Poisson arrivals, exponential passes, one FIFO: the M/M/c sojourn."""
     cfg = _mm(1, c, rate, 1.0 / mu, microbatches=8000)
@@ -54,22 +56,27 @@ def test_one_stage_is_mmc(c, rate, mu):
 def test_speed_scales_the_service_rate():
     """A replica of speed 2 serves at twice the rate: M/M/1 with mu = 2 / stage_time."""
     cfg = _mm(1, 1, 1.2, 1.0, microbatches=8000, speeds=((2.0,),))
-    recs = _replicate(queueing_model, cfg, 24, seed=3)
+    # 8 replications (24 before): se 1.2 % of the exact value, z = 0.05; the M/M/1 at speed 1
+    # is 85 se away (24: se 0.9 %, z = 0.07, wrong 113 se away)
+    recs = _replicate(queueing_model, cfg, 8, seed=3)
     m, se = _mean_se(recs, "latency_mean")
     exact = analytic.mmc_sojourn(1, 1.2, 2.0)
     assert abs(m - exact) < 4 * se and se < 0.02 * exact
     assert abs(m - analytic.mmc_sojourn(1, 0.6, 1.0)) > 4 * se or exact == analytic.mmc_sojourn(1, 0.6, 1.0)
 
 
-@pytest.mark.parametrize("replicas, rate, stage_time, latency", [
-    pytest.param((1, 2, 3), 0.8, (1.0, 2.0, 3.0), 0.0, marks=pytest.mark.slow),
-    ((2, 1, 2, 1), 0.6, (2.0, 1.0, 2.5, 0.8), (0.5, 0.0, 0.25)),
+# the default point runs 12 replications (24 before): se 1.5 % of the exact sojourn, z = 0.84;
+# no queueing 34 se away, one wait only 18 se away; per-station waits |z| <= 1.14
+# (24: se 0.9 %, z = -0.57, wrongs 51 and 26 se away); the slow point keeps 24
+@pytest.mark.parametrize("replicas, rate, stage_time, latency, reps", [
+    pytest.param((1, 2, 3), 0.8, (1.0, 2.0, 3.0), 0.0, 24, marks=pytest.mark.slow),
+    ((2, 1, 2, 1), 0.6, (2.0, 1.0, 2.5, 0.8), (0.5, 0.0, 0.25), 12),
 ])
-def test_tandem_is_jackson(replicas, rate, stage_time, latency):
+def test_tandem_is_jackson(replicas, rate, stage_time, latency, reps):
     """L stages in tandem, no failures: the sum of the per-stage M/M/c sojourns plus the hops."""
     L = len(replicas)
     cfg = _mm(L, replicas, rate, stage_time, latency=latency, microbatches=6000)
-    recs = _replicate(queueing_model, cfg, 24, seed=20 + L)
+    recs = _replicate(queueing_model, cfg, reps, seed=20 + L)
     m, se = _mean_se(recs, "latency_mean")
     mus = [1.0 / t for t in stage_time]
     hops = cfg.hop_times
@@ -100,7 +107,9 @@ def test_zero_time_crossing_with_failures_keeps_the_snapshot_law():
     cfg = PipelineConfig(stages=8, replicas=2, skip_budget=1, availability=0.7,
                          domain_outage=0.02, mean_downtime=0.5, domain_downtime=0.5,
                          arrival="poisson", rate=4.0, microbatches=2000, queueing=True)
-    recs = _replicate(queueing_model, cfg, 12, seed=5)
+    # 6 replications (12 before): se 2.3 % of the exact value, z = -0.50; without the domains
+    # 10.6 se away, a replica more 33 se away (12: z = -0.72, wrongs 13.5 and 42 se away)
+    recs = _replicate(queueing_model, cfg, 6, seed=5)
     m, se = _mean_se(recs, "drop_rate")
     exact = analytic.drop_probability(8, 2, 1, 0.7, 0.02)
     pred = engines.predictions("pipeline", cfg, ["drop_rate"])["drop_rate"]
@@ -111,6 +120,8 @@ def test_zero_time_crossing_with_failures_keeps_the_snapshot_law():
     assert abs(m - analytic.drop_probability(8, 3, 1, 0.7, 0.02)) > 4 * se  # a replica more
 
 
+@pytest.mark.slow  # a cross-check against the DES; the queueing engine's drop rate with failures
+# is checked against the snapshot law by test_zero_time_crossing_with_failures_keeps_the_snapshot_law
 def test_light_load_with_failures_matches_the_no_queueing_des():
     """At very light load with failures the queueing engine's drop rate is the DES's and the snapshot law's."""
     base = PipelineConfig(stages=6, replicas=2, skip_budget=1, availability=0.8,
@@ -138,7 +149,9 @@ def test_equal_deterministic_servers_wait_only_at_the_first():
     rho, L = 0.7, 4
     base = PipelineConfig(stages=L, replicas=1, availability=1.0, stage_time=1.0,
                           arrival="poisson", rate=rho, microbatches=6000)
-    recs = _replicate(queueing_model, dataclasses.replace(base, queueing=True), 16, 1)
+    # 8 replications (16 before): se 0.6 % of the exact value, z = -0.35; waiting at every
+    # station 110 se away (16: se 0.4 %, z = 0.75, 159 se away)
+    recs = _replicate(queueing_model, dataclasses.replace(base, queueing=True), 8, 1)
     m, se = _mean_se(recs, "latency_mean")
     exact = L + rho / (2 * (1 - rho))  # departures of a D server are >= t apart: no later wait
     assert abs(m - exact) < 4 * se and se < 0.02 * exact, (m, se, exact)

@@ -60,6 +60,7 @@ def test_mean_ci_edge_cases():
     assert e.n == 2 and e.dropped == 1 and str(e).endswith("(1 NaN left out)")
 
 
+@pytest.mark.slow  # a coverage study (4000 intervals); the t formula: test_mean_ci_matches_student_t
 def test_mean_ci_coverage_is_95_percent():
     """About 95% of intervals from 5 normal replications cover the true mean (a z interval would not)."""
     rng = np.random.default_rng(12345)
@@ -89,6 +90,11 @@ def test_proportion_ci_no_event_is_a_one_sided_bound():
     assert str(e) == f"below {e.high:.6g}"
     assert judge_equal(e, 1e-4).holds is True and judge_equal(e, 0.01).holds is False
     assert "one-sided" in judge_equal(e, 1e-4).rule
+
+
+@pytest.mark.slow  # a coverage study (4000 intervals); the bound's formula: the test above
+def test_proportion_ci_covers_a_rare_rate_with_its_no_event_bound():
+    """At p = 0.002 and N = 1000 (no event 13.5 % of the time) the intervals cover 95 %."""
     # the bound covers: at p = 0.003 and N = 1000, P(no event) = 0.05 when p is at the bound
     rng = np.random.default_rng(7)
     p_true = 0.002
@@ -99,6 +105,7 @@ def test_proportion_ci_no_event_is_a_one_sided_bound():
     assert abs(hits / 4000 - 0.95) < 4 * math.sqrt(0.95 * 0.05 / 4000) + 0.01
 
 
+@pytest.mark.slow  # a coverage study (2000 intervals); rate_ci's ends: test_rate_ci_bounds_and_edges
 def test_rate_ci_covers_clustered_rare_rates_where_t_misses_above():
     """rate_ci covers a rare rate from correlated replications; a t-interval misses above far more than below."""
     rng = np.random.default_rng(2024)
@@ -134,8 +141,9 @@ def test_rate_ci_bounds_and_edges():
         rate_ci([1.5, 0.1])
 
 
+@pytest.mark.slow  # a coverage study (2000 intervals); the formula: test_ratio_ci_is_the_delta_method
 def test_ratio_ci_delta_method_covers_ratio_of_means():
-    """ratio_ci estimates mean(Y)/mean(X) with the delta-method se; its interval covers E[Y]/E[X]."""
+    """ratio_ci's interval covers E[Y]/E[X] 95 % of the time (20 replications)."""
     rng = np.random.default_rng(99)
     runs, n, true = 2000, 20, 0.45
     hits = 0
@@ -145,6 +153,10 @@ def test_ratio_ci_delta_method_covers_ratio_of_means():
         e = ratio_ci(y, x)
         hits += e.contains(true)
     assert abs(hits / runs - 0.95) < 4 * math.sqrt(0.95 * 0.05 / runs)
+
+
+def test_ratio_ci_is_the_delta_method():
+    """ratio_ci estimates mean(Y)/mean(X) with the delta-method se and a Student-t half-width."""
     y, x = np.array([1.0, 2.0, 4.0]), np.array([2.0, 3.0, 5.0])
     e = ratio_ci(y, x, log=False)
     r = 7 / 10
@@ -161,6 +173,16 @@ def test_power_ci_maps_the_ends():
     assert c.high == pytest.approx(e.high**0.5)
 
 
+def test_log_mean_ci_stays_positive_and_refuses_negative_values():
+    """log_mean_ci of positive data has a positive lower end; a negative value is refused."""
+    x = np.random.default_rng(5).lognormal(0.0, 0.5, size=20)
+    e = log_mean_ci(x)
+    assert 0 < e.low < x.mean() < e.high
+    with pytest.raises(ValueError):
+        log_mean_ci([-1.0, 2.0])
+
+
+@pytest.mark.slow  # a coverage study (3000 intervals); its cheap checks: the test above
 def test_log_mean_ci_covers_lognormal_mean_better_than_t():
     """log_mean_ci stays positive and misses above less often than the t interval on a skewed mean."""
     rng = np.random.default_rng(5)
@@ -180,8 +202,8 @@ def test_log_mean_ci_covers_lognormal_mean_better_than_t():
         log_mean_ci([-1.0, 2.0])
 
 
-def test_lognormal_mean_ci_is_cox_and_covers_a_lognormal_mean():
-    """lognormal_mean_ci is Cox's interval; on log-normal data (sigma 1, n 20) it misses above far less than log-t."""
+def test_lognormal_mean_ci_is_cox():
+    """lognormal_mean_ci is Cox's interval; zero is refused."""
     x = np.array([1.0, 2.0, 4.0, 8.0])
     e = lognormal_mean_ci(x)
     ly = np.log(x)
@@ -189,6 +211,13 @@ def test_lognormal_mean_ci_is_cox_and_covers_a_lognormal_mean():
     assert e.mean == pytest.approx(math.exp(m + s2 / 2))
     w = stats.norm.ppf(0.975) * math.sqrt(s2 / 4 + s2**2 / 6)
     assert e.low == pytest.approx(math.exp(m + s2 / 2 - w)) and e.method == "cox"
+    with pytest.raises(ValueError):
+        lognormal_mean_ci([0.0, 1.0])
+
+
+@pytest.mark.slow  # a coverage study (3000 intervals); the formula: test_lognormal_mean_ci_is_cox
+def test_lognormal_mean_ci_covers_a_lognormal_mean():
+    """On log-normal data (sigma 1, n 20) Cox's interval misses above far less than log-t."""
     rng = np.random.default_rng(11)
     runs, true = 3000, math.exp(0.5)
     hits = above = log_above = 0
@@ -207,6 +236,16 @@ def test_lognormal_mean_ci_is_cox_and_covers_a_lognormal_mean():
 
 def test_skewed_ratio_ci_keeps_the_ratio_of_means_and_is_consistent():
     """skewed_ratio_ci is the ratio of means with a log interval at least the delta one; unlike Cox's, it stays centred."""
+    _skewed_ratio_ci_checks(coverage=False)
+
+
+@pytest.mark.slow  # a coverage study (2000 intervals) after the checks of the test above
+def test_skewed_ratio_ci_covers_a_lognormal_mean():
+    """The same checks, then: on a log-normal law with 20 replications it covers 93-98.5 %."""
+    _skewed_ratio_ci_checks(coverage=True)
+
+
+def _skewed_ratio_ci_checks(coverage: bool) -> None:
     rng = np.random.default_rng(21)
     y, x = rng.lognormal(0.0, 1.0, 20), rng.uniform(1.0, 2.0, 20)
     e, d = skewed_ratio_ci(y, x), ratio_ci(y, x)
@@ -216,6 +255,8 @@ def test_skewed_ratio_ci_keeps_the_ratio_of_means_and_is_consistent():
     big = rng.beta(1.0, 0.3, 4000)
     true = 1.0 / 1.3
     assert skewed_ratio_ci(big).contains(true) and not lognormal_mean_ci(big).contains(true)
+    if not coverage:
+        return
     # coverage on a log-normal law with 20 replications
     hits = 0
     for _ in range(2000):
@@ -513,6 +554,7 @@ def test_summary_rows_give_declared_rates_intervals_inside_the_unit_interval():
         check_rates({"drop": -1}, "RATES")
 
 
+@pytest.mark.slow  # 2000 intervals; the cut rule: test_summary_rows_cut_declared_nonnegative_metrics_at_zero
 def test_mean_ci_cut_at_the_lower_bound_keeps_coverage():
     """A non-negative quantity's t-interval is cut at 0 (never below its range), only when it crosses.
 
