@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -23,22 +24,46 @@ def _run_quick(name, tmp_path, capsys):
     return exp, res, tmp_path / name, capsys.readouterr().out
 
 
+def _run_quick_without_figures(name, tmp_path, keep=None):
+    """The --quick sweep without the analysis step (no figures, tables or printed finding);
+    ``keep`` selects the points to run."""
+    exp = load_experiment(EXPERIMENTS / f"{name}.py", quick=True)
+    points = exp.points if keep is None else [p for p in exp.points if keep(p)]
+    res = run_experiment(dataclasses.replace(exp, analyse=None, points=points), out=tmp_path / name,
+                         executor="serial", progress=False)
+    assert res.errors == 0
+    return exp, res
+
+
 # ----------------------------------------------------------------------------- 7 sparse graphs
 
 
-def test_sparse_graphs_quick_writes_figures_table_and_matches_exact(tmp_path, capsys):
-    """sparse_graphs --quick writes its figures and table; the complete graph needs about 25 rounds."""
-    exp, res, out, printed = _run_quick("sparse_graphs", tmp_path, capsys)
-    for f in ("rounds.png", "decay.png", "rounds.csv", "rounds.md"):
-        assert (out / f).exists(), f
-    assert "rounds of n/2 edge steps to reduce E[D] by 1e6" in printed
-    rows = exp.module.point_table(res)
+def _check_sparse_rows(rows):
     complete = [r for r in rows if r["family"] == "complete"]
     for r in complete:
         assert r["rounds_spectral"] == pytest.approx(r["rounds_exact"], rel=0.02)
         assert 20 < r["rounds_sim"] < 32
     ring = [r for r in rows if r["family"] == "ring"]
     assert all(r["spectral_over_exact"] > 2.0 for r in ring)
+
+
+def test_sparse_graphs_quick_matches_exact(tmp_path):
+    """sparse_graphs --quick, its complete-graph and ring points (sweep only): the complete graph
+    needs about 25 rounds, the ring's spectral prediction is more than twice the exact one."""
+    exp, res = _run_quick_without_figures("sparse_graphs", tmp_path,
+                                          keep=lambda p: p["family"] in ("complete", "ring"))
+    assert {r["family"] for r in exp.module.point_table(res)} == {"complete", "ring"}
+    _check_sparse_rows(exp.module.point_table(res))
+
+
+@pytest.mark.slow  # the sweep and its checks stay in the default suite (above)
+def test_sparse_graphs_quick_writes_figures_table_and_matches_exact(tmp_path, capsys):
+    """sparse_graphs --quick writes its figures and table; the complete graph needs about 25 rounds."""
+    exp, res, out, printed = _run_quick("sparse_graphs", tmp_path, capsys)
+    for f in ("rounds.png", "decay.png", "rounds.csv", "rounds.md"):
+        assert (out / f).exists(), f
+    assert "rounds of n/2 edge steps to reduce E[D] by 1e6" in printed
+    _check_sparse_rows(exp.module.point_table(res))
 
 
 def test_exact_transitive_matches_the_general_recursion():
@@ -73,30 +98,36 @@ def test_sparse_config_rejects_a_torus_that_is_not_square():
 # ----------------------------------------------------------------------------- 8 async latency
 
 
-def test_async_latency_quick_instant_exchanges_match_the_closed_form(tmp_path, capsys):
-    """async_latency --quick: instant async matches exp(-n lambda t/(n-1)); geo latencies are slower."""
-    exp, res, out, printed = _run_quick("async_latency", tmp_path, capsys)
-    for f in ("wallclock.png", "time_to_1e6.png", "async.csv", "async.md"):
-        assert (out / f).exists(), f
-    rows = {r["variant"]: r for r in exp.module.table(res)}
+def _check_async_rows(rows):
     inst = rows["async, wake 0.01/ms (instant)"]
     assert inst["t_sim_ms"] == pytest.approx(inst["t_closed_form_ms"], rel=0.15)
     geo = rows["async, wake 0.01/ms (geo latencies)"]
     assert geo["t_sim_ms"] > 1.3 * geo["t_closed_form_ms"]
     sync = rows["sync matchings (geo latencies)"]
     assert 150 < sync["round_ms"] <= 200
+
+
+def test_async_latency_quick_sweep_matches_the_closed_form(tmp_path):
+    """async_latency --quick (sweep only): instant async matches exp(-n lambda t/(n-1)); geo
+    latencies are slower."""
+    exp, res = _run_quick_without_figures("async_latency", tmp_path)
+    _check_async_rows({r["variant"]: r for r in exp.module.table(res)})
+
+
+@pytest.mark.slow  # the sweep and its checks stay in the default suite (above)
+def test_async_latency_quick_instant_exchanges_match_the_closed_form(tmp_path, capsys):
+    """async_latency --quick: instant async matches exp(-n lambda t/(n-1)); geo latencies are slower."""
+    exp, res, out, printed = _run_quick("async_latency", tmp_path, capsys)
+    for f in ("wallclock.png", "time_to_1e6.png", "async.csv", "async.md"):
+        assert (out / f).exists(), f
+    _check_async_rows({r["variant"]: r for r in exp.module.table(res)})
     assert "time to cut E[D] by 1e6" in printed
 
 
 # ----------------------------------------------------------------------------- 9 stronger adversaries
 
 
-def test_stronger_adversaries_quick_creep_generalises_on_the_complete_graph_only(tmp_path, capsys):
-    """stronger_adversaries --quick: k tau/(n(n-1)) holds on the complete graph, not with attackers on hubs."""
-    exp, res, out, printed = _run_quick("stronger_adversaries", tmp_path, capsys)
-    for f in ("creep.png", "attacks.png", "creep.csv", "attacks.csv", "creep.md", "attacks.md"):
-        assert (out / f).exists(), f
-    creep, attacks = exp.module.tables(res)
+def _check_stronger_tables(creep, attacks):
     for r in creep:
         assert abs(r["creep_per_step"] - r["degree_weighted"]) < 4 * r["creep_se"], r
         if r["graph"] == "complete":
@@ -106,6 +137,22 @@ def test_stronger_adversaries_quick_creep_generalises_on_the_complete_graph_only
     for r in attacks:
         if r["defence"] == "clip":
             assert r["drift_within_bound"], r
+
+
+def test_stronger_adversaries_quick_sweep_creep_generalises_on_the_complete_graph_only(tmp_path):
+    """stronger_adversaries --quick (sweep only): k tau/(n(n-1)) holds on the complete graph, not
+    with attackers on hubs."""
+    exp, res = _run_quick_without_figures("stronger_adversaries", tmp_path)
+    _check_stronger_tables(*exp.module.tables(res))
+
+
+@pytest.mark.slow  # the sweep and its checks stay in the default suite (above)
+def test_stronger_adversaries_quick_creep_generalises_on_the_complete_graph_only(tmp_path, capsys):
+    """stronger_adversaries --quick: k tau/(n(n-1)) holds on the complete graph, not with attackers on hubs."""
+    exp, res, out, printed = _run_quick("stronger_adversaries", tmp_path, capsys)
+    for f in ("creep.png", "attacks.png", "creep.csv", "attacks.csv", "creep.md", "attacks.md"):
+        assert (out / f).exists(), f
+    _check_stronger_tables(*exp.module.tables(res))
 
 
 def test_degree_weighted_creep_reduces_to_k_tau_on_the_complete_graph():
@@ -120,16 +167,27 @@ def test_degree_weighted_creep_reduces_to_k_tau_on_the_complete_graph():
 # ----------------------------------------------------------------------------- 10 churn
 
 
+def _check_churn_rows(rows):
+    fast = next(r for r in rows if r["availability"] == 0.5 and r["mean_downtime"] == 0.02)
+    slow = next(r for r in rows if r["availability"] == 0.5 and r["mean_downtime"] == 20.0)
+    assert fast["rate"] == pytest.approx(fast["rate_closed_form"], rel=0.2)
+    assert slow["rate_high"] < 0.6 * slow["rate_closed_form"]
+
+
+def test_churn_quick_sweep_fast_churn_keeps_the_closed_forms_slow_churn_breaks_them(tmp_path):
+    """churn --quick (sweep only): 0.02-unit downtimes keep the online-pair rate; 20-unit
+    downtimes stall contraction."""
+    exp, res = _run_quick_without_figures("churn", tmp_path)
+    _check_churn_rows(exp.module.table(res))
+
+
+@pytest.mark.slow  # the sweep and its checks stay in the default suite (above)
 def test_churn_quick_fast_churn_keeps_the_closed_forms_slow_churn_breaks_them(tmp_path, capsys):
     """churn --quick: 0.02-unit downtimes keep the online-pair rate; 20-unit downtimes stall contraction."""
     exp, res, out, printed = _run_quick("churn", tmp_path, capsys)
     for f in ("churn.png", "churn.csv", "churn.md"):
         assert (out / f).exists(), f
-    rows = exp.module.table(res)
-    fast = next(r for r in rows if r["availability"] == 0.5 and r["mean_downtime"] == 0.02)
-    slow = next(r for r in rows if r["availability"] == 0.5 and r["mean_downtime"] == 20.0)
-    assert fast["rate"] == pytest.approx(fast["rate_closed_form"], rel=0.2)
-    assert slow["rate_high"] < 0.6 * slow["rate_closed_form"]
+    _check_churn_rows(exp.module.table(res))
     assert "contraction rate and noise floor vs availability" in printed
 
 

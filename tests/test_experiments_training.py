@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
 @pytest.mark.parametrize("name,files", [
-    ("training_replicate_or_skip", ("goodput_per_worker.png", "ranking.md")),
+    # slow: the same quick run and output check stay in the default suite with training_spot
+    pytest.param("training_replicate_or_skip", ("goodput_per_worker.png", "ranking.md"),
+                 marks=pytest.mark.slow),
     ("training_spot", ("samples_per_dollar.png", "interval.md")),
 ])
 def test_quick_run_writes_figure_and_table(tmp_path, capsys, name, files):
@@ -25,13 +28,28 @@ def test_quick_run_writes_figure_and_table(tmp_path, capsys, name, files):
     capsys.readouterr()
 
 
+def _check_heterogeneous(res):
+    rows = {(round(float(r["spread_mean"]), 3), r["routing"]): r for r in res.summary()}
+    assert float(rows[(0.6, "weighted")]["fraction_of_bound_mean"]) > 0.97
+    assert float(rows[(0.6, "round-robin")]["fraction_of_bound_mean"]) < 0.6
+
+
+def test_heterogeneous_sweep_weighted_reaches_bound_round_robin_does_not(tmp_path):
+    """training_heterogeneous --quick (sweep only, no figures): at spread 0.6, weighted routing is
+    within 3% of the bound; round robin below 60%."""
+    exp = load_experiment(EXPERIMENTS / "training_heterogeneous.py", quick=True)
+    res = run_experiment(dataclasses.replace(exp, analyse=None), out=tmp_path / "h",
+                         executor="serial", progress=False)
+    assert res.errors == 0
+    _check_heterogeneous(res)
+
+
+@pytest.mark.slow  # the sweep and its check stay in the default suite (above)
 def test_heterogeneous_weighted_reaches_bound_round_robin_does_not(tmp_path, capsys):
     """At spread 0.6, weighted routing is within 3% of the bound; round robin below 60%."""
     exp = load_experiment(EXPERIMENTS / "training_heterogeneous.py", quick=True)
     res = run_experiment(exp, out=tmp_path / "h", executor="serial", progress=False)
     for f in ("throughput_vs_spread.png", "routing.md"):
         assert (tmp_path / "h" / f).exists(), f
-    rows = {(round(float(r["spread_mean"]), 3), r["routing"]): r for r in res.summary()}
-    assert float(rows[(0.6, "weighted")]["fraction_of_bound_mean"]) > 0.97
-    assert float(rows[(0.6, "round-robin")]["fraction_of_bound_mean"]) < 0.6
+    _check_heterogeneous(res)
     capsys.readouterr()

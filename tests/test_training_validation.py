@@ -1,4 +1,7 @@
-"""The training DES against its exact references: each at two points, 4 sigma, a wrong model rejected."""
+"""The training DES against its exact references: each at two points, 4 sigma, a wrong model rejected.
+
+Where a law has two points, the default suite runs one and -m slow runs the other.
+"""
 
 from __future__ import annotations
 
@@ -98,16 +101,17 @@ def test_forward_only_steps_finish(schedule, L, m):
 # --------------------------------------------------------------------------- 2. M/M/c
 
 
-@pytest.mark.parametrize("c,lam,wrong", [
-    (1, 0.7, 1.0 + 0.7 / (2 * 0.3)),      # M/D/1 (deterministic passes)
-    (3, 2.4, 1.0 / (1.0 - 2.4 / 3)),      # three separate M/M/1 queues (no sharing)
+@pytest.mark.parametrize("c,lam,wrong,reps", [
+    # slow: the Erlang C law and a rejected wrong model stay in the default suite at c = 3
+    pytest.param(1, 0.7, 1.0 + 0.7 / (2 * 0.3), 16, marks=pytest.mark.slow),  # M/D/1
+    (3, 2.4, 1.0 / (1.0 - 2.4 / 3), 6),      # three separate M/M/1 queues (no sharing)
 ])
-def test_mmc_sojourn(c, lam, wrong):
+def test_mmc_sojourn(c, lam, wrong, reps):
     """Mean sojourn of one stage of c replicas under queue routing equals the Erlang C formula."""
     cfg = TrainingConfig(stages=1, replicas=c, microbatches=100, steps=200, schedule="async",
                          routing="queue", backward_ratio=0, pass_time_distribution="exponential",
                          arrival="poisson", arrival_rate=lam)
-    est = _est(cfg, "latency_mean", 16, seed=1)
+    est = _est(cfg, "latency_mean", reps, seed=1)
     exact = analytic.mmc_sojourn(c, lam, 1.0)
     assert predictions("training", cfg)["latency_mean"]["value"] == pytest.approx(exact)
     assert est.half_width / exact < 0.05
@@ -129,15 +133,19 @@ def _equal_split(speeds, work):
     return min(len(v) * min(v) / w for v, w in zip(speeds, work, strict=True))
 
 
-@pytest.mark.parametrize("speeds,tf", SATURATED_POINTS)
-def test_saturated_weighted_throughput(speeds, tf):
+@pytest.mark.parametrize("speeds,tf,reps", [
+    # slow: the saturated law and the rejected equal split stay in the default suite (stage 1)
+    pytest.param(*SATURATED_POINTS[0], 8, marks=pytest.mark.slow),
+    (*SATURATED_POINTS[1], 4),
+])
+def test_saturated_weighted_throughput(speeds, tf, reps):
     """Async weighted routing saturates at min_j sum_i v_ij / w_j (steady window)."""
     cfg = TrainingConfig(stages=3, speeds=speeds, forward_time=tf, microbatches=100, steps=30,
                          schedule="async", routing="weighted")
     work = [3 * t for t in tf]
     exact = analytic.saturated_throughput(speeds, work)
     assert predictions("training", cfg)["throughput_steady"]["value"] == pytest.approx(exact)
-    est = _est(cfg, "throughput_steady", 8, seed=2)
+    est = _est(cfg, "throughput_steady", reps, seed=2)
     assert est.half_width / exact < 0.01
     _agrees(est, exact, _equal_split(speeds, work))
 
@@ -163,8 +171,11 @@ def test_swarm_approaches_saturated_bound_as_m_grows():
 
 
 @pytest.mark.parametrize("tf,K,C,Q,M,N,reps", [
-    (1.0, 5, 2.0, 1.0, 30.0, 50, 400),
-    (0.5, 10, 1.0, 3.0, 10.0, 40, 500),
+    (1.0, 5, 2.0, 1.0, 30.0, 50, 200),
+    # slow: the same point at 400 replications (200 stay in the default suite)
+    pytest.param(1.0, 5, 2.0, 1.0, 30.0, 50, 400, marks=pytest.mark.slow),
+    # slow: the Daly law and the rejected failure-immune model stay in the default suite above
+    pytest.param(0.5, 10, 1.0, 3.0, 10.0, 40, 500, marks=pytest.mark.slow),
 ])
 def test_daly_checkpoint_segment_time(tf, K, C, Q, M, N, reps):
     """One preemptible worker: N steps take N/K Daly segments M e^{Q/M}(e^{(Kt+C)/M} - 1)."""
@@ -192,9 +203,9 @@ SNAPSHOT_POINTS = [
 ]
 
 
-@pytest.mark.parametrize("kw", [SNAPSHOT_POINTS[0],
-                                pytest.param(SNAPSHOT_POINTS[1], marks=pytest.mark.slow)])
-def test_snapshot_law_and_study_a_des(kw):
+@pytest.mark.parametrize("kw,reps", [(SNAPSHOT_POINTS[0], 6),
+                                     pytest.param(SNAPSHOT_POINTS[1], 20, marks=pytest.mark.slow)])
+def test_snapshot_law_and_study_a_des(kw, reps):
     """Zero-time crossings with failures: Study A's drop law, and today's DES path by path."""
     cfg = TrainingConfig(**kw, forward_time=0.0, backward_ratio=0, schedule="async",
                          routing="round-robin", arrival="fixed", arrival_rate=1.0,
@@ -203,7 +214,7 @@ def test_snapshot_law_and_study_a_des(kw):
                        kw["domain_outage"])
     exact = analytic.drop_probability(L, r, s, a, rho)
     assert predictions("training", cfg)["drop_rate"]["value"] == pytest.approx(exact)
-    recs = replicate(training_model, cfg, replications=20, seed=5)
+    recs = replicate(training_model, cfg, replications=reps, seed=5)
     est = summarize(recs, ["drop_rate", "mean_quality"])
     # wrong model: one replica fewer per stage
     _agrees(est["drop_rate"], exact, analytic.drop_probability(L, r - 1, s, a, rho))
@@ -212,11 +223,12 @@ def test_snapshot_law_and_study_a_des(kw):
     assert abs(est["mean_quality"].mean - mq) <= 4 * est["mean_quality"].se + 1e-12
     # the same failure streams drive Study A's DES: the two agree path by path
     pc = PipelineConfig(**kw, microbatches=3000)
-    old = replicate(des_pipeline_model, pc, replications=20, seed=5)
+    old = replicate(des_pipeline_model, pc, replications=reps, seed=5)
     diff = np.array([x["drop_rate"] - y["drop_rate"] for x, y in zip(recs, old, strict=True)])
     assert abs(diff.mean()) <= max(4 * diff.std(ddof=1) / math.sqrt(len(diff)), 1e-3)
 
 
+@pytest.mark.slow  # a peer cross-check of the training DES against Study A's timed DES
 def test_timed_failover_without_contention_matches_study_a_des():
     """Forward-only crossings at a low rate (no queueing): Study A's timed DES, path by path."""
     kw = dict(stages=6, replicas=2, availability=0.8, skip_budget=1, mean_downtime=20.0,
