@@ -282,29 +282,35 @@ def test_clipped_creep_far_and_near():
     assert "creep_per_step" not in out  # never farther than tau: no creep window
 
 
-def test_edge_gossip_matches_exact_recursions_ring_quick():
-    """On a ring of 12 (100 replications), simulated E[D(t)] and stubborn E[m(t)] match the exact
-    recursions, and the spectral bound and a stubborn node without pull are rejected."""
-    graph = nx.cycle_graph(12)
+def _check_exact_recursions(graph, reps: int, *, wrong_models: bool) -> None:
+    """Simulated E[D(t)] and stubborn E[m(t)] within 4 SE of the exact recursions; with
+    ``wrong_models``, the spectral bound and a stubborn node without pull are rejected (> 8 SE)."""
     steps, every = 240, 40
     honest = GossipConfig(graph=graph, topology="g", nodes=None, protocol="edge", rounds=steps,
                           record_every=every)
-    out = _run(honest, 100)
+    out = _run(honest, reps)
     exact = out["predicted_disagreement"]
     assert exact[0] == pytest.approx(graph.number_of_nodes() - 1)
     z = np.abs(out["disagreement"] - exact) / out["disagreement_se"]
     assert np.all(z[1:] < 4.0)
-    # wrong model: the spectral bound (n - 1) lambda_2(E[W])^t
-    t = np.arange(0, steps + 1, every)
-    bound = (graph.number_of_nodes() - 1) * (1 - analytic.spectral_gap(graph)) ** t
-    assert np.all(np.abs(out["disagreement"] - bound)[1:] / out["disagreement_se"][1:] > 8.0)
+    if wrong_models:  # the spectral bound (n - 1) lambda_2(E[W])^t
+        t = np.arange(0, steps + 1, every)
+        bound = (graph.number_of_nodes() - 1) * (1 - analytic.spectral_gap(graph)) ** t
+        assert np.all(np.abs(out["disagreement"] - bound)[1:] / out["disagreement_se"][1:] > 8.0)
     stub = GossipConfig(graph=graph, topology="g", nodes=None, protocol="edge", rounds=steps,
                         record_every=every, adversary="stubborn", adversary_value=4.0)
-    out = _run(stub, 100)
+    out = _run(stub, reps)
     z = np.abs(out["honest_mean"] - out["predicted_honest_mean"]) / out["honest_mean_se"]
     assert np.all(z[1:] < 4.0)
-    # wrong model: no pull (the honest mean stays at its start, 0)
-    assert np.all(np.abs(out["honest_mean"][1:]) / out["honest_mean_se"][1:] > 8.0)
+    assert out["predicted_honest_mean"][-1] > 0.2  # the stubborn pull is visible
+    if wrong_models:  # no pull: the honest mean stays at its start, 0
+        assert np.all(np.abs(out["honest_mean"][1:]) / out["honest_mean_se"][1:] > 8.0)
+
+
+def test_edge_gossip_matches_exact_recursions_ring_quick():
+    """On a ring of 12 (100 replications), simulated E[D(t)] and stubborn E[m(t)] match the exact
+    recursions, and the spectral bound and a stubborn node without pull are rejected."""
+    _check_exact_recursions(nx.cycle_graph(12), 100, wrong_models=True)
 
 
 @pytest.mark.slow  # the ring at 100 replications, with wrong models rejected, stays in default
@@ -315,21 +321,7 @@ def test_edge_gossip_matches_exact_recursions_ring_quick():
     ids=["ring", "torus", "random-regular"])
 def test_edge_gossip_matches_exact_recursions(graph):
     """On ring, torus and random 3-regular graphs, simulated E[D(t)] and stubborn E[m(t)] match the exact recursions."""
-    steps, every = 240, 40
-    honest = GossipConfig(graph=graph, topology="g", nodes=None, protocol="edge", rounds=steps,
-                          record_every=every)
-    out = _run(honest, 1500)
-    exact = out["predicted_disagreement"]
-    assert exact[0] == pytest.approx(graph.number_of_nodes() - 1)
-    z = np.abs(out["disagreement"] - exact) / out["disagreement_se"]
-    assert np.all(z[1:] < 4.0)
-    # the spectral bound lambda_2(E[W])^t is far from the exact decay: the comparison can fail
-    stub = GossipConfig(graph=graph, topology="g", nodes=None, protocol="edge", rounds=steps,
-                        record_every=every, adversary="stubborn", adversary_value=4.0)
-    out = _run(stub, 1500)
-    z = np.abs(out["honest_mean"] - out["predicted_honest_mean"]) / out["honest_mean_se"]
-    assert np.all(z[1:] < 4.0)
-    assert out["predicted_honest_mean"][-1] > 0.2  # the stubborn pull is visible
+    _check_exact_recursions(graph, 1500, wrong_models=False)
 
 
 def test_async_capture_matches_poisson_clock_quick():
@@ -419,28 +411,18 @@ def test_cli_text_table(capsys):
     assert "simulated" in text and "exact" in text
 
 
-def test_edge_on_complete_graph_matches_closed_form_quick():
-    """Random-pair gossip on the complete graph, 300 replications: E[D(t)] = (n-1)(1 - 1/(n-1))^t,
-    and (n-1)(1 - 1/n)^t is rejected."""
+@pytest.mark.parametrize("reps", [300, pytest.param(1000, marks=pytest.mark.slow)])
+def test_edge_on_complete_graph_matches_closed_form(reps):
+    """Random-pair gossip on the complete graph: E[D(t)] = (n-1)(1 - 1/(n-1))^t, and
+    (n-1)(1 - 1/n)^t is rejected (300 replications by default, 1000 in the slow run)."""
     n = 8
     cfg = GossipConfig(nodes=n, protocol="edge", rounds=60, record_every=10)
-    out = _run(cfg, 300)
+    out = _run(cfg, reps)
     assert out["predicted_contraction"] == pytest.approx(1 - 1 / (n - 1))
     z = np.abs(out["disagreement"] - out["predicted_disagreement"]) / out["disagreement_se"]
     assert np.all(z[1:] < 4.0)
     wrong = (n - 1) * (1 - 1 / n) ** 60  # n in place of n - 1
     assert abs(out["disagreement"][-1] - wrong) > 8 * out["disagreement_se"][-1]
-
-
-@pytest.mark.slow  # the 300-replication version above stays in the default suite
-def test_edge_on_complete_graph_matches_closed_form():
-    """Random-pair gossip on the complete graph: E[D(t)] = (n-1)(1 - 1/(n-1))^t."""
-    n = 8
-    cfg = GossipConfig(nodes=n, protocol="edge", rounds=60, record_every=10)
-    out = _run(cfg, 1000)
-    assert out["predicted_contraction"] == pytest.approx(1 - 1 / (n - 1))
-    z = np.abs(out["disagreement"] - out["predicted_disagreement"]) / out["disagreement_se"]
-    assert np.all(z[1:] < 4.0)
 
 
 # --------------------------------------------------------------------------- async implementation paths
