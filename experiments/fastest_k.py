@@ -130,7 +130,7 @@ def _bias_points() -> list[dict[str, Any]]:
 POINTS = _sweep_points(NOISES) + _tail_points(ALPHAS) + _bias_points()
 REPLICATIONS = 400
 BATCH = 40
-NONNEGATIVE = ["step_time_mean", "time_to_target"]
+NONNEGATIVE = ["step_time_mean"]  # the squared errors differ in name between parts (sweep, bias)
 SEED = 34
 QUICK = {
     "POINTS": _sweep_points((0.0, 32.0), every=3) + _tail_points(ALPHAS[:2]) + _bias_points(),
