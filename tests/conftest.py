@@ -9,8 +9,11 @@ kernel family per worker). Here, once the workers have collected (so the
 scheduler already hands tests to the others), worker ``gwK`` of ``N`` compiles the
 families ``K, K + N, ...`` among those the collected tests use, so each family is
 compiled once and the other workers load it from the cache when their tests
-reach it. Nothing a test checks changes: the kernels are the same, only which
-process compiles them first. Without xdist, or without numba, this does nothing.
+reach it (a test whose configs need another specialisation of a kernel, other
+argument types, still compiles that one itself). Nothing a test checks changes:
+the kernels are the same, only which process compiles them first. Without
+xdist, or without numba, this does nothing. It also compiles dtsim's modules
+to bytecode once per run (see ``pytest_configure``).
 
 It also gives the tests ``plain_python``, which runs a kernel's logic as plain
 Python (numba's JIT off) in a fresh interpreter: the default suite checks the
@@ -68,6 +71,27 @@ KERNEL_FAMILIES = (
     (_async_kernel, _uses_gossip_kernels),  # about 30 s of CPU on this machine
     (_edge_kernel, _uses_gossip_kernels),  # about 23 s
 )
+
+
+def pytest_configure(config) -> None:
+    """Once per run, in the first process: dtsim's modules compiled to bytecode.
+
+    Python caches a module's bytecode in ``__pycache__`` unless told not to
+    (``PYTHONDONTWRITEBYTECODE``, set on this project's machines); a cache
+    present is read either way. Without one, each of the suite's ~100 Python
+    subprocesses (the CLI runs, the local pool's workers, the kernels as plain
+    Python) recompiles every dtsim module it imports (about 0.4 s of CPU each).
+    This writes what a plain ``python`` run would have written; it changes no
+    code and no number.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller (or the only process) has done it
+    import compileall
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for package in ("sim", "topologies", "experiments"):
+        compileall.compile_dir(root / package, quiet=2, workers=1)
 
 
 @pytest.hookimpl(tryfirst=True)
