@@ -157,15 +157,21 @@ def test_explain_adds_up(prof, runs):
                                            ["value"])
 
 
-def test_cli_plan_json_and_explain(tmp_path, capsys):
-    """dtsim train --plan: step_time_mean (s) and peak_memory (bytes) in --json; --explain prints."""
+def _two_stage_plan(tmp_path, global_batch_size: int):
+    """A plan file: OPT-350 in two stages (layers 0-11, 12-25), one TP-4 GH-96 replica each."""
     plan = tmp_path / "p.json"
     r = [{"gpu": "GH-96", "tp": 4, "gpus_per_node": 4, "zone": "us-central1-a"}]
     plan.write_text(json.dumps({"model": "OPT-350", "microbatch_size": 8,
-                                "global_batch_size": 64,
+                                "global_batch_size": global_batch_size,
                                 "stages": [{"first_layer": 0, "last_layer": 11, "replicas": r},
                                            {"first_layer": 12, "last_layer": 25,
                                             "replicas": r}]}))
+    return plan
+
+
+def test_cli_plan_json_and_explain(tmp_path, capsys):
+    """dtsim train --plan: step_time_mean (s) and peak_memory (bytes) in --json; --explain prints."""
+    plan = _two_stage_plan(tmp_path, global_batch_size=64)
     cmd = ["train", "--plan", str(plan), "--steps", "1", "--replications", "1"]
     assert main(cmd + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -222,13 +228,7 @@ def test_cli_plan_under_a_failure_trace_with_checkpoints_and_prices(tmp_path, ca
     [1, 2) s in the second step, which is lost; the job restarts from the checkpoint after step
     1 once the node is back (+ restart 0.2 s) and finishes in 2.2 + 2 T + 0.2 (T the plan's step,
     0.1 s checkpoints). --price is per GPU-hour: a TP-4 replica costs 4 times it."""
-    plan = tmp_path / "p.json"
-    r = [{"gpu": "GH-96", "tp": 4, "gpus_per_node": 4, "zone": "us-central1-a"}]
-    plan.write_text(json.dumps({"model": "OPT-350", "microbatch_size": 8,
-                                "global_batch_size": 32,
-                                "stages": [{"first_layer": 0, "last_layer": 11, "replicas": r},
-                                           {"first_layer": 12, "last_layer": 25,
-                                            "replicas": r}]}))
+    plan = _two_stage_plan(tmp_path, global_batch_size=32)
     trace = tmp_path / "down.csv"
     trace.write_text("worker,start,end\ns1r0,1.0,2.0\n")
     cmd = ["train", "--plan", str(plan), "--steps", "3", "--replications", "1", "--json"]
