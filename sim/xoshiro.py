@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - exercised where numba is absent
     numba = None
     HAVE_NUMBA = False
 
-__all__ = ["HAVE_NUMBA", "jit", "identity", "next_u64", "stream_states"]
+__all__ = ["HAVE_NUMBA", "jit", "identity", "next_u64", "readonly", "stream_states"]
 
 
 def identity(f):
@@ -35,6 +35,19 @@ def identity(f):
 
 #: ``numba.njit(cache=True, nogil=True)``, or :func:`identity` without numba.
 jit = numba.njit(cache=True, nogil=True) if HAVE_NUMBA else identity
+
+
+def readonly(a: np.ndarray, dtype: type) -> np.ndarray:
+    """``a`` as a C-contiguous, read-only array of ``dtype`` (a view where no copy is needed).
+
+    numba compiles one specialisation per argument type, and writability is part
+    of the type: a kernel's graph arrays (which it only reads) are always passed
+    read-only, so a built network (whose arrays are frozen) and the empty arrays
+    of the complete graph share one compiled kernel instead of two.
+    """
+    view = np.ascontiguousarray(a, dtype=dtype).view()
+    view.setflags(write=False)
+    return view
 
 
 def stream_states(rngs: list[np.random.Generator]) -> np.ndarray:

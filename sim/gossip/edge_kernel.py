@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, check
+from ..xoshiro import readonly
 from .config import GossipConfig
 from .edge import EdgeGossip
 from .records import Records
@@ -658,7 +659,7 @@ class EdgeSteps:
         empty = np.zeros(1, dtype=np.int64)
         self.base = (np.ascontiguousarray(kind, dtype=np.int64), float(const), float(tau),
                      bool(plain), bool(scalar), self.complete,
-                     np.ascontiguousarray(u, dtype=np.int64), np.ascontiguousarray(v, dtype=np.int64))
+                     readonly(u, np.int64), readonly(v, np.int64))
         self.extra = (float(param), bool(adaptive),
                       np.zeros(n) if adeg is None else np.ascontiguousarray(adeg, dtype=float),
                       empty if hptr is None else np.ascontiguousarray(hptr, dtype=np.int64),

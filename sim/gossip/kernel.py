@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-from ..xoshiro import HAVE_NUMBA, jit, stream_states
+from ..xoshiro import HAVE_NUMBA, jit, readonly, stream_states
 from ..xoshiro import next_u64 as _next
 
 __all__ = ["HAVE_NUMBA", "ADV_HONEST", "ADV_CONSTANT", "ADV_ALIE", "ADV_SIGNFLIP",
@@ -547,9 +547,8 @@ class AsyncLoop:
                      np.ascontiguousarray(param, dtype=float), np.ascontiguousarray(const, dtype=float),
                      np.ascontiguousarray(tau, dtype=float), bool(adaptive), adeg, bool(complete),
                      float(complete_delay),
-                     np.ascontiguousarray(indptr, dtype=np.int64),
-                     np.ascontiguousarray(indices, dtype=np.int64),
-                     np.ascontiguousarray(edge_delay, dtype=float), float(wake_rate), float(noise),
+                     readonly(indptr, np.int64), readonly(indices, np.int64),
+                     readonly(edge_delay, float), float(wake_rate), float(noise),
                      self.churn, float(availability), float(mean_downtime), self.train,
                      self.tmask, step_time, float(tr.get("lr", 0.0)),
                      float(tr.get("grad_noise", 0.0)), curv, cent)
