@@ -92,6 +92,72 @@ def pytest_configure(config) -> None:
     root = Path(__file__).resolve().parents[1]
     for package in ("sim", "topologies", "experiments"):
         compileall.compile_dir(root / package, quiet=2, workers=1)
+    if getattr(config.option, "numprocesses", None) and config.getoption("assertmode") == "rewrite":
+        tests = Path(__file__).resolve().parent
+        files: set[Path] = set()
+        for arg in config.args:  # the test files this run collects (by default, all)
+            path = (Path(config.invocation_params.dir) / arg.split("::")[0]).resolve()
+            if path.is_dir() and (path == tests or tests in path.parents or path in tests.parents):
+                files.update(tests.glob("test_*.py"))
+            elif path.suffix == ".py" and path.parent == tests:
+                files.add(path)
+        if files:
+            _rewrite_tests_once(sorted(files) + [tests / "conftest.py"])
+
+
+#: Rewrites the asserts of the test files named on its command line and writes pytest's
+#: cache of the rewritten code (the ``.pyc`` pytest itself writes and reads in
+#: ``__pycache__``), unless a valid one is there.
+_REWRITE_CHILD = """
+import sys
+from pathlib import Path
+from _pytest.assertion import rewrite
+
+class _State:
+    def trace(self, message):
+        pass
+
+for name in sys.argv[1:]:
+    fn = Path(name)
+    pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
+    if rewrite._read_pyc(fn, pyc) is None and rewrite.try_makedirs(pyc.parent):
+        rewrite._write_pyc(_State(), *reversed(rewrite._rewrite_test(fn, None)), pyc)
+"""
+
+
+def _rewrite_tests_once(files) -> None:
+    """Under xdist, the test files' asserts rewritten once, split over two processes.
+
+    Every xdist worker imports every test file, and pytest rewrites its asserts
+    (to report the values of a failing one) on import: about 10 s of CPU per
+    worker for this suite. pytest caches the rewritten code in ``__pycache__``
+    unless bytecode writing is off (``PYTHONDONTWRITEBYTECODE``, set on this
+    project's machines) and reads a cache present either way; on a fresh clone
+    there is none and each worker rewrites everything. Here the controller
+    writes that cache first, in two processes, with pytest's own functions and
+    file names (the code is the same, only who rewrites it; a cache pytest
+    finds stale or cannot read is rewritten as before). It uses pytest's
+    private ``_pytest.assertion.rewrite`` module: on any failure the workers
+    simply rewrite as they did without it.
+    """
+    import subprocess
+    import sys
+
+    files = sorted(files, key=lambda f: f.stat().st_size, reverse=True)
+    halves: list[list[str]] = [[], []]
+    sizes = [0, 0]
+    for f in files:  # largest first, each to the lighter half
+        k = sizes.index(min(sizes))
+        halves[k].append(str(f))
+        sizes[k] += f.stat().st_size
+    procs = [subprocess.Popen([sys.executable, "-c", _REWRITE_CHILD, *half],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for half in halves if half]
+    for proc in procs:
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 @pytest.hookimpl(tryfirst=True)

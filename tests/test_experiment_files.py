@@ -31,30 +31,43 @@ from pathlib import Path
 from sim.errors import ConfigError
 from sim.runner import canonical, load_experiment, make_tasks
 from sim.runner.identity import digest
-out = {}
-for f in sorted(Path(sys.argv[1]).glob("*.py")):
-    for quick in [m == "quick" for m in sys.argv[2:]]:
-        try:
-            exp = load_experiment(f, quick=quick)
-            _, tasks = make_tasks(exp.base, exp.point_list(), replications=exp.replications,
-                                  seed=exp.seed)
-            out[f"{f.stem}:{quick}"] = [digest(canonical(exp.base))] + [t.config_hash for t in tasks]
-        except ConfigError as exc:
-            out[f"{f.stem}:{quick}"] = "refused: " + str(exc).split(":")[0]
-json.dump(out, sys.stdout)
+
+
+def hashes(folder, modes):
+    out = {}
+    for f in sorted(Path(folder).glob("*.py")):
+        for quick in [m == "quick" for m in modes]:
+            try:
+                exp = load_experiment(f, quick=quick)
+                _, tasks = make_tasks(exp.base, exp.point_list(), replications=exp.replications,
+                                      seed=exp.seed)
+                out[f"{f.stem}:{quick}"] = [digest(canonical(exp.base))] + [t.config_hash
+                                                                           for t in tasks]
+            except ConfigError as exc:
+                out[f"{f.stem}:{quick}"] = "refused: " + str(exc).split(":")[0]
+    return out
+
+
+if __name__ == "__main__":
+    json.dump(hashes(sys.argv[1], sys.argv[2:]), sys.stdout)
 '''
 
 
 def _hashes_in_two_processes(mode: str) -> list[dict]:
-    """Each experiment's hashes (its ``--quick`` or its full configs) under two hash seeds."""
-    runs = []
-    for hashseed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": hashseed}
-        proc = subprocess.run([sys.executable, "-c", HASH_ALL, str(ROOT / "experiments"), mode],
-                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        runs.append(json.loads(proc.stdout))
-    return runs
+    """Each experiment's hashes (its ``--quick`` or its full configs), here and in a new process.
+
+    The new process runs under another hash seed than this one (``PYTHONHASHSEED``), so a
+    hash that depended on the order of a set or a dict built from strings would differ.
+    """
+    ns: dict = {"__name__": "hash_all"}
+    exec(HASH_ALL, ns)
+    here = json.loads(json.dumps(ns["hashes"](ROOT / "experiments", [mode])))
+    seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
+    env = {**os.environ, "PYTHONHASHSEED": seed}
+    proc = subprocess.run([sys.executable, "-c", HASH_ALL, str(ROOT / "experiments"), mode],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return [here, json.loads(proc.stdout)]
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sim.cli import main
 from sim.runner import load_experiment, read_manifest, run_experiment
 
 PY = sys.executable
@@ -131,22 +132,24 @@ def test_another_seed_keeps_the_first_seeds_records(tmp_path):
     assert (again.ran, again.reused) == (0, 12) and used(again) == used(zero)
 
 
-def test_messages_say_what_was_reused_run_kept_and_removed(tmp_path):
+def test_messages_say_what_was_reused_run_kept_and_removed(tmp_path, capsys):
     """dtsim run says exactly what it reused, ran and kept unused; --prune removes and says so."""
     f = tiny(tmp_path / "tiny.py")
     out = tmp_path / "o"
-    assert dtsim("run", f, "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path).returncode == 0
-    p = dtsim("run", f, "--quick", "--executor", "serial", "--out", out, "--quiet", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
-    assert "tiny: 6 tasks (6 run now, 0 from the store, 0 failed)" in p.stdout
+    run = ["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]
+    assert main(run) == 0
+    capsys.readouterr()
+    assert main([*run, "--quick"]) == 0
+    said = capsys.readouterr().out
+    assert "tiny: 6 tasks (6 run now, 0 from the store, 0 failed)" in said
     assert (f"12 stored records of other configs, seeds, code or replications are kept in "
-            f"{out}/records.csv but not used (dtsim run --prune removes them)") in p.stdout
-    assert "removed" not in p.stdout and len(lines(out)) == 18
-    p = dtsim("run", f, "--quick", "--executor", "serial", "--out", out, "--quiet", "--prune",
-              cwd=tmp_path)
-    assert "tiny: 6 tasks (0 run now, 6 from the store, 0 failed)" in p.stdout
-    assert "12 stored records this run did not use were removed (--prune)" in p.stdout
-    assert "kept in" not in p.stdout and len(lines(out)) == 6
+            f"{out}/records.csv but not used (dtsim run --prune removes them)") in said
+    assert "removed" not in said and len(lines(out)) == 18
+    assert main([*run, "--quick", "--prune"]) == 0
+    said = capsys.readouterr().out
+    assert "tiny: 6 tasks (0 run now, 6 from the store, 0 failed)" in said
+    assert "12 stored records this run did not use were removed (--prune)" in said
+    assert "kept in" not in said and len(lines(out)) == 6
 
 
 # --------------------------------------------------------------------------- 2. code identity
@@ -245,8 +248,9 @@ KILL_BODY = 'if config["p"] == 0.3:\n        os.kill(os.getpid(), signal.SIGKILL
 EXIT_BODY = 'if config["p"] == 0.3:\n        os._exit(3)'
 
 
-@pytest.mark.parametrize("body,cause", [(KILL_BODY, "killed by signal 9 (SIGKILL)"),
-                                        (EXIT_BODY, "exited with status 3")])
+@pytest.mark.parametrize("body,cause", [
+    pytest.param(KILL_BODY, "killed by signal 9 (SIGKILL)", marks=pytest.mark.slow),  # fault injection
+    (EXIT_BODY, "exited with status 3")])
 def test_a_task_that_kills_its_process_fails_alone_on_the_local_pool(tmp_path, body, cause):
     """The killing task is recorded as failed (one-line cause) after bounded retries; the rest run."""
     f = tiny(tmp_path / "tiny.py", reps=3, body=body)

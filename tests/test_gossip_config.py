@@ -54,9 +54,8 @@ def _leaves(obj):
 
 
 def test_config_hash_is_the_same_in_two_processes():
-    """Sparse, geo, given-graph and complete configs hash equally in two fresh processes."""
-    first, second = _hashes_in_a_new_process(), _hashes_in_a_new_process()
-    assert first == second
+    """Sparse, geo, given-graph and complete configs hash equally here and in a fresh process."""
+    first = _hashes_in_a_new_process()
     here = {k: config_hash(eval(v), 7) for k, v in _CASES.items()}  # built here, and built once
     assert here == first
     assert len(set(first.values())) == len(first)  # distinct configs, distinct hashes
