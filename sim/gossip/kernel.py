@@ -259,7 +259,11 @@ def _advance(t_end, x, honest, kind, param, const, tau, adaptive, adeg, complete
 
     ``clock[0]`` is the time of the next wake (drawn but not yet run);
     ``counts`` holds the heap size, the deliveries and the local steps so far.
-    Returns the heap arrays (reallocated when they grow).
+    Returns True when it stopped before a wake because the heap was full (a
+    wake adds at most one delivery): the caller grows the heap arrays and calls
+    again, which resumes at that wake. The kernel allocates no 2-D array
+    itself, which spares numba compiling its shape-error formatting (about 7 s
+    of a cold compile).
     """
     n, d = x.shape
     mean = np.empty(d)
@@ -328,6 +332,8 @@ def _advance(t_end, x, honest, kind, param, const, tau, adaptive, adeg, complete
             counts[0] = hn
         if now > t_end:
             break
+        if counts[0] == heap_t.size:  # full: grown by the caller, which calls again
+            return True
         clock[0] = now + _expo(st, _WAKE, 1.0 / total_rate)
         i = int(_uniform(st, _PICK) * n)
         u = _uniform(st, _PICK)
@@ -422,18 +428,7 @@ def _advance(t_end, x, honest, kind, param, const, tau, adaptive, adeg, complete
                     _move(j, vi, x, tau[j])
             counts[1] += 1
             continue
-        hn = counts[0]
-        if hn == heap_t.size:  # grow the heap
-            cap = 2 * heap_t.size
-            t2 = np.empty(cap)
-            t2[:hn] = heap_t[:hn]
-            heap_t = t2
-            ij2 = np.empty((cap, 2), dtype=np.int64)
-            ij2[:hn] = heap_ij[:hn]
-            heap_ij = ij2
-            v2 = np.empty((cap, 2 * d))
-            v2[:hn] = heap_v[:hn]
-            heap_v = v2
+        hn = counts[0]  # < heap_t.size: checked before this wake
         t_due = now + delay
         k = hn
         counts[0] = hn + 1
@@ -451,7 +446,7 @@ def _advance(t_end, x, honest, kind, param, const, tau, adaptive, adeg, complete
         for c in range(d):
             heap_v[k, c] = vi[c]
             heap_v[k, d + c] = vj[c]
-    return heap_t, heap_ij, heap_v
+    return False
 
 
 class AsyncLoop:
@@ -583,9 +578,15 @@ class AsyncLoop:
 
     def advance(self, t_end: float) -> None:
         """Run every wake and delivery up to time ``t_end``."""
-        self.heap = _advance(float(t_end), self.x, *self.args, self.up, self.next_toggle,
-                             self.tr_ptr, self.tr_times, self.tr_pos, self.last, self.phase,
-                             self.clock, self.counts, *self.heap, self.st)
+        while _advance(float(t_end), self.x, *self.args, self.up, self.next_toggle,
+                       self.tr_ptr, self.tr_times, self.tr_pos, self.last, self.phase,
+                       self.clock, self.counts, *self.heap, self.st):
+            hn = int(self.counts[0])  # the heap is full: twice the room, the same entries
+            grown = tuple(np.empty((2 * a.shape[0], *a.shape[1:]), dtype=a.dtype)
+                          for a in self.heap)
+            for new, old in zip(grown, self.heap, strict=True):
+                new[:hn] = old[:hn]
+            self.heap = grown
 
     def catch_up(self, t: float) -> None:
         """Every honest node's local steps up to time ``t`` (a record reads every value)."""
