@@ -530,21 +530,26 @@ def edge_steps(count, x, kind, const, tau, plain, scalar, complete, u, v, first,
 
 
 @_jit
-def edge_chunk(count, x, kind, const, tau, plain, scalar, complete, u, v, state, high_a, high_b,
-               hidx, no_noise, param, adaptive, adeg, hptr, hind, buf, sq):
+def edge_chunk(count, x, kind, const, tau, plain, scalar, complete, u, v, state, first, high_a,
+               high_b, hidx, no_noise, param, adaptive, adeg, hptr, hind, buf, sq):
     """One record chunk without noise: :func:`edge_steps` with the stream cursors set up.
 
     On the complete graph the chunk's second ends are drawn after all its first
-    ends (as numpy fills two arrays), so a copy of the state draws the first
-    ends while ``state``, advanced past them, draws the second ends.
+    ends (as numpy fills two arrays), so a copy of the state (into ``first``, a
+    scratch array of its shape, element by element: the kernel allocates and
+    slices nothing, which spares numba compiling its shape-error formatting,
+    about 4 s of a cold compile) draws the first ends while ``state``, advanced
+    past them, draws the second ends.
     """
-    first = state.copy()
+    for k in range(state.size):  # element by element: a slice copy also checks shapes
+        first[k] = state[k]
     if complete:
         skip_bounded(state, high_a, count)
     edge_steps(count, x, kind, const, tau, plain, scalar, complete, u, v, first, state, high_a,
                high_b, 0.0, no_noise, hidx, param, adaptive, adeg, hptr, hind, buf, sq)
     if not complete:
-        state[:] = first
+        for k in range(state.size):
+            state[k] = first[k]
 
 
 def numpy_order_matches(max_dim: int = 40, rows: int = 200) -> bool:
@@ -665,7 +670,8 @@ class EdgeSteps:
                       empty if hptr is None else np.ascontiguousarray(hptr, dtype=np.int64),
                       empty if hind is None else np.ascontiguousarray(hind, dtype=np.int64),
                       np.empty(max(h, 1)), np.empty(max(h, 1)))
-        self.chunk_args = (self.x, *self.base, self.state, *self.highs, self.hidx,
+        self.chunk_args = (self.x, *self.base, self.state, np.empty_like(self.state), *self.highs,
+                           self.hidx,
                            np.empty((0, 0, self.x.shape[1])), *self.extra)
 
     def steps(self, count: int) -> None:
