@@ -277,6 +277,7 @@ def test_a_folder_in_place_of_a_store_file_is_refused_before_any_task(tmp_path, 
     assert calls == []
 
 
+@pytest.mark.slow  # fault injection: SIGINT to a running dtsim
 def test_ctrl_c_leaves_a_consistent_store(tmp_path):
     """SIGINT mid-run exits 130 and leaves complete lines and a matching summary."""
     exp = tmp_path / "slow.py"
