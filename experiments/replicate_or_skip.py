@@ -50,7 +50,14 @@ from scipy import stats
 
 from sim import analytic
 from sim.pipeline import PipelineConfig, des_pipeline_model
-from sim.results import Estimate, format_number, judge_optimal, markdown_table, summarize
+from sim.results import (
+    Estimate,
+    format_interval,
+    format_number,
+    judge_optimal,
+    markdown_table,
+    summarize,
+)
 
 # ----------------------------------------------------------------------------- parameters
 
@@ -329,9 +336,8 @@ def evaluate(results: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                            "gain_low": gain.low, "gain_high": gain.high, "gain_sim": gain.mean})
     gains = [r["gain"] for r in sweep_rows]
     first, last = sweep_rows[0], sweep_rows[-1]
-    sim_text = (f"{format_number(first['gain_sim'])} [{format_number(first['gain_low'])}, "
-                f"{format_number(first['gain_high'])}] -> {format_number(last['gain_sim'])} "
-                f"[{format_number(last['gain_low'])}, {format_number(last['gain_high'])}]")
+    sim_text = (format_interval(first["gain_sim"], first["gain_low"], first["gain_high"]) + " -> "
+                + format_interval(last["gain_sim"], last["gain_low"], last["gain_high"]))
     ends_inside = (first["gain_low"] <= gains[0] <= first["gain_high"]
                    and last["gain_low"] <= gains[-1] <= last["gain_high"])
     add("gain falls from about 2.9x (small kappa) to about 1.08x (large kappa)",

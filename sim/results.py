@@ -77,6 +77,7 @@ __all__ = [
     "metric_estimate",
     "format_number",
     "format_interval",
+    "estimate_text",
     "format_4g",
     "markdown_table",
     "write_tables",
@@ -1509,7 +1510,13 @@ def crossing(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, l
     return float(x[k - 1] + f * (x[k] - x[k - 1]))
 
 
-def _estimate_text(est: Any) -> str:
+def estimate_text(est: Any) -> str:
+    """A claim's estimate as the report and ``dtsim reproduce`` print it.
+
+    A two-sided interval in one number format (:func:`format_interval`); an
+    exact value, a one-sided bound or a mean without an interval as
+    :meth:`Estimate.text` writes it; anything else by :func:`format_number`.
+    """
     if isinstance(est, Estimate):
         if est.kind != "two-sided" or not est.has_interval:
             return est.text(format_number)
@@ -1604,14 +1611,14 @@ def write_report(
                 word = v.word if v.holds else f"**{v.word}**"
                 lines.append(f"| {_md(r.get('claim', ''))} | {_md(r.get('params', ''))} | "
                              f"{_md(format_number(r.get('exact')))} | "
-                             f"{_md(_estimate_text(r.get('estimate')))} | {word} | {_md(v.rule)} |")
+                             f"{_md(estimate_text(r.get('estimate')))} | {word} | {_md(v.rule)} |")
             lines.append("")
         elif rows:
             lines += ["| claim | exact | simulated (95% CI) | agrees |", "|---|---|---|---|"]
             for r in rows:
                 agrees = "yes" if r.get("agrees") else "**no**"
                 lines.append(f"| {_md(r.get('claim', ''))} | {_md(format_number(r.get('exact')))} | "
-                             f"{_md(_estimate_text(r.get('estimate')))} | {agrees} |")
+                             f"{_md(estimate_text(r.get('estimate')))} | {agrees} |")
             lines.append("")
             notes = [(r.get("claim", ""), r.get("note")) for r in rows if r.get("note")]
             if notes:

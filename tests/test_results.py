@@ -13,6 +13,7 @@ from sim.cli import main
 from sim.results import (
     Estimate,
     as_array,
+    estimate_text,
     crossing,
     format_4g,
     format_number,
@@ -331,6 +332,18 @@ def test_format_number():
     assert format_number(0.997443) == "1 - 0.002557" and format_number(0.999899) == "1 - 0.000101"
     assert format_number(1.0004) == "1 + 0.0004" and format_number(-0.9991) == "-(1 - 0.0009)"
     assert format_number(0.98) == "0.98" and format_number(0.4444444) == "0.4444"
+
+
+def test_an_interval_is_written_in_one_number_form():
+    """The claim tables of dtsim reproduce and the report: an interval that crosses 1 is written
+    with 4 significant digits throughout, not ``1.069 [1 - 0.002557, 1.141]`` (the form the
+    terminal table of reproduce and the Study A kappa-sweep claim printed); all three within
+    0.01 of 1 keep the gap form; an exact value has no interval."""
+    gain = Estimate(mean=1.069, se=0.036, low=0.997443, high=1.141, n=10)
+    assert estimate_text(gain) == "1.069 [0.9974, 1.141]"
+    capture = Estimate(mean=1 - 0.0004064, se=1e-6, low=1 - 0.0004104, high=1 - 0.0004025, n=10)
+    assert estimate_text(capture) == "1 - 0.0004064 [1 - 0.0004104, 1 - 0.0004025]"
+    assert estimate_text(Estimate(0.75, 0.0, 0.75, 0.75, 4, kind="exact")) == "0.75 (exact)"
 
 
 def test_format_4g():

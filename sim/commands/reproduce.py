@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, check, check_choice, check_output_dir
-from ..results import Estimate, format_number, print_table, write_report
+from ..results import estimate_text, format_number, print_table, write_report
 from ..rng import Streams
 from ..runner import EXECUTORS, find_studies, load_experiment, open_executor, run_experiment
 from ..runner.executors import check_reachable, check_workers
@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         if s["error"]:
             print(f"  FAILED TO RUN: {s['error']}")
             bad += 1
-        rows = [(r["claim"], format_number(r["exact"]), _est(r["estimate"]),
+        rows = [(r["claim"], format_number(r["exact"]), estimate_text(r["estimate"]),
                  "yes" if r["agrees"] else "NO") for r in s["rows"]]
         if rows:
             print_table(rows, ("claim", "exact", "simulated (95% CI)", "agrees"))
@@ -217,7 +217,3 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _est(e: Any) -> str:
-    if isinstance(e, Estimate):
-        return f"{format_number(e.mean)} [{format_number(e.low)}, {format_number(e.high)}]"
-    return format_number(e)
