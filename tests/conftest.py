@@ -17,8 +17,8 @@ to bytecode once per run (see ``pytest_configure``).
 
 It also gives the tests ``plain_python``, which runs a kernel's logic as plain
 Python (numba's JIT off) in a fresh interpreter: the default suite checks the
-training kernel that way and leaves its compilation (about 90 s of CPU) to the
-``slow`` tests.
+training kernel (whose compilation costs about 90 s of CPU) and the network
+loop that way and leaves their compiled binaries to the ``slow`` tests.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def _uses_gossip_kernels(item) -> bool:
 #: One entry per kernel family, the most expensive first, with which collected tests use it.
 KERNEL_FAMILIES = (
     (_training_kernel, _uses_training_kernel),  # about 90 s
-    (_async_kernel, _uses_gossip_kernels),  # about 30 s of CPU on this machine
-    (_edge_kernel, _uses_gossip_kernels),  # about 23 s
+    (_async_kernel, _uses_gossip_kernels),  # about 15 s of CPU on this machine
+    (_edge_kernel, _uses_gossip_kernels),  # about 15 s (edge_chunk, which compiles edge_steps)
 )
 
 

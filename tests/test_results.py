@@ -13,8 +13,8 @@ from sim.cli import main
 from sim.results import (
     Estimate,
     as_array,
-    estimate_text,
     crossing,
+    estimate_text,
     format_4g,
     format_number,
     from_cell,
