@@ -51,8 +51,11 @@ ADV_HONEST, ADV_CONSTANT, ADV_ALIE, ADV_SIGNFLIP, ADV_DISSENSUS, ADV_IPM = 0, 1,
 SENDER_KINDS = {"alie": ADV_ALIE, "signflip": ADV_SIGNFLIP, "dissensus": ADV_DISSENSUS,
                 "ipm": ADV_IPM}
 
-#: Generator slots: wake times, node and partner choice, noise, churn, gradient noise.
-_WAKE, _PICK, _NOISE, _CHURN, _GRAD = 0, 1, 2, 3, 4
+#: Generator slots: wake times, node and partner choice, noise, churn, gradient noise. numpy
+#: integers, not Python ones: numba types a Python int constant passed to a jitted function
+#: as a literal and compiles that function once per value (six copies of the uniform draw,
+#: three of the exponential, about 5 s of a cold compile); a numpy integer is typed int64.
+_WAKE, _PICK, _NOISE, _CHURN, _GRAD = (np.int64(k) for k in range(5))
 #: Churn modes of the kernel: none, exponential (lazy draws), given change times (a trace).
 CHURN_NONE, CHURN_EXP, CHURN_TIMES = 0, 1, 2
 
