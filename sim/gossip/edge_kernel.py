@@ -112,6 +112,11 @@ _MULT_HI = np.uint64(0x2360ED051FC65DA4)
 _MULT_LO = np.uint64(0x4385DF649FCCF645)
 _LO32 = np.uint64(0xFFFFFFFF)
 _U0, _U1 = np.uint64(0), np.uint64(1)
+#: Constants passed to the jitted helpers as numpy scalars: numba types a Python int or bool
+#: constant argument as a literal and compiles the helper once per value (two copies of the
+#: honest statistics, two of the pairwise leaf sum); numpy scalars are typed int64 and bool.
+_I0 = np.int64(0)
+_NO_SD, _WITH_SD = np.bool_(False), np.bool_(True)
 _S32, _S58, _S63, _S64 = np.uint64(32), np.uint64(58), np.uint64(63), np.uint64(64)
 
 
@@ -306,7 +311,7 @@ def _pw(a, lo, n):
 @_jit
 def pairwise_sum(a):
     """:func:`_pw` of a whole 1-D array (for the order check)."""
-    return _pw(a, 0, a.size)
+    return _pw(a, _I0, a.size)
 
 
 @_jit
@@ -317,7 +322,7 @@ def _hsum(x, idx, out, buf):
     if d == 1:
         for r in range(h):
             buf[r] = x[idx[r], 0]
-        out[0] = 0.0 + _pw(buf, 0, h)
+        out[0] = 0.0 + _pw(buf, _I0, h)
         return
     for c in range(d):
         out[c] = 0.0
@@ -341,7 +346,7 @@ def _hstats(x, idx, mean, sd, want_sd, buf):
         for r in range(h):
             dv = x[idx[r], 0] - mean[0]
             buf[r] = dv * dv
-        sd[0] = math.sqrt((0.0 + _pw(buf, 0, h)) / h)
+        sd[0] = math.sqrt((0.0 + _pw(buf, _I0, h)) / h)
         return
     for c in range(d):
         sd[c] = 0.0
@@ -371,7 +376,7 @@ def _oracle_radius(p, x, complete, hidx, hptr, hind, adeg, mean, s1, t1, t2, buf
         return math.sqrt(acc / a)
     # complete graph: expanded sums on values centred on the honest mean
     h = hidx.size
-    _hstats(x, hidx, mean, s1, False, buf)
+    _hstats(x, hidx, mean, s1, _NO_SD, buf)
     for c in range(d):
         s1[c] = 0.0
     for r in range(h):
@@ -385,8 +390,8 @@ def _oracle_radius(p, x, complete, hidx, hptr, hind, adeg, mean, s1, t1, t2, buf
             for c in range(d):
                 s1[c] = s1[c] + t1[c]
     if d == 1:
-        s1[0] = 0.0 + _pw(buf, 0, h)
-    s2_all = 0.0 + _pw(sq, 0, h)
+        s1[0] = 0.0 + _pw(buf, _I0, h)
+    s2_all = 0.0 + _pw(sq, _I0, h)
     for c in range(d):
         t1[c] = x[p, c] - mean[c]
     sqp = _sumsq(t1)
@@ -430,11 +435,11 @@ def _sent(src, dst, x, kind, const, param, complete, hidx, hptr, hind, out, mean
         for c in range(d):
             out[c] = -x[dst, c]
     elif k == ALIE:  # honest mean plus z honest standard deviations
-        _hstats(x, hidx, mean, sd, True, buf)
+        _hstats(x, hidx, mean, sd, _WITH_SD, buf)
         for c in range(d):
             out[c] = mean[c] + param * sd[c]
     elif k == IPM:  # -eps times the honest mean
-        _hstats(x, hidx, mean, sd, False, buf)
+        _hstats(x, hidx, mean, sd, _NO_SD, buf)
         for c in range(d):
             out[c] = -param * mean[c]
     else:  # DISSENSUS: x_p - eps (mean of p's honest neighbours - x_p)
