@@ -1830,6 +1830,10 @@ def _has_command(name: str) -> bool:
 
 def _limit_memory() -> None:
     os.setsid()
+    # a case starts as from a terminal, with Ctrl-C at its default disposition: a process
+    # that ignores SIGINT (a pytest-xdist worker, where the slow test of the whole table
+    # runs) passes that on to its children, and Python started so never sees the Ctrl-C
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
