@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import fields, is_dataclass
@@ -37,8 +38,11 @@ print(json.dumps({k: config_hash(eval(v), 7) for k, v in cases.items()}))
 
 
 def _hashes_in_a_new_process() -> dict[str, str]:
+    """The cases' hashes in a fresh process under another hash seed than this one."""
+    seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
     out = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps(_CASES)], check=True,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": seed})
     return json.loads(out.stdout)
 
 

@@ -55,18 +55,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, check
-from ..xoshiro import readonly
+from ..xoshiro import HAVE_NUMBA, readonly
+from ..xoshiro import jit as _jit
 from .config import GossipConfig
 from .edge import EdgeGossip
 from .records import Records
-
-try:  # numba is the optional extra ``dtsim[fast]``
-    import numba
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised where numba is absent
-    numba = None
-    HAVE_NUMBA = False
 
 __all__ = ["HAVE_NUMBA", "HONEST", "CONSTANT", "SIGNFLIP", "ALIE", "IPM", "DISSENSUS",
            "SENDER_KINDS", "CompiledEdge", "EdgeSteps",
@@ -101,12 +94,6 @@ def set_pcg_state(rng: np.random.Generator, st: np.ndarray) -> None:
         "state": {"state": (v[0] << 64) | v[1], "inc": (v[2] << 64) | v[3]},
         "has_uint32": v[4], "uinteger": v[5]}
 
-
-def _identity(f):
-    return f
-
-
-_jit = numba.njit(cache=True, nogil=True) if HAVE_NUMBA else _identity
 
 _MULT_HI = np.uint64(0x2360ED051FC65DA4)
 _MULT_LO = np.uint64(0x4385DF649FCCF645)
@@ -676,8 +663,7 @@ class EdgeSteps:
                       empty if hind is None else np.ascontiguousarray(hind, dtype=np.int64),
                       np.empty(max(h, 1)), np.empty(max(h, 1)))
         self.chunk_args = (self.x, *self.base, self.state, np.empty_like(self.state), *self.highs,
-                           self.hidx,
-                           np.empty((0, 0, self.x.shape[1])), *self.extra)
+                           self.hidx, np.empty((0, 0, self.x.shape[1])), *self.extra)
 
     def steps(self, count: int) -> None:
         """Run ``count`` steps (one record chunk of the Python engine's draws).
