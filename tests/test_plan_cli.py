@@ -71,6 +71,64 @@ def test_restricted_to_the_runs_choices_the_planner_ranks_them_as_measured(shipp
     assert predicted == measured  # D32 < D16 < D8 both ways
 
 
+def _every_plan(profiles, model, nodes, request):
+    """Every plan an exhaustive search ranks (top set above the space), with the search."""
+    from sim.planner import search as S
+
+    fleet = parse_nodes(nodes, profiles.network)
+    pm = ProfilePlanModel(profiles, model)
+    s = S._Search(model, fleet, profiles.gpus, request, pm)
+    s.run(prune=False)
+    return pm, list(s.best.values())
+
+
+def test_transfer_and_tail_bounds_never_exceed_the_closed_form(shipped):
+    """On every plan of a mixed fleet: each boundary's transfers >= p2p_bound, the tail after
+    the pipeline >= tail_bound (the search prunes with them); both exact on one-kind pairs."""
+    profiles, model, _ = shipped
+    pm, cands = _every_plan(profiles, model, "RTX-3090:2x2,RTX-2080:2x2,Titan-RTX:2x1",
+                            PlanRequest(64, microbatch_sizes=(1, 2), top=10**6))
+    hops = tails = 0
+    tight_hop = tight_tail = 0.0
+    for c in cands:
+        plan, e, b = c.plan, c.prediction.explain, c.prediction.build
+        p, dp = plan.pipeline_stages, plan.dp[0]
+        for j in range(p - 1):
+            for i in range(dp):
+                a, z = plan.stages[j].replicas[i], plan.stages[j + 1].replicas[i]
+                actual = sum(b.transfer_times[j][i])
+                bound = pm.p2p_bound(a, z, plan.microbatch_size)
+                assert bound <= actual * (1 + 1e-12), (plan, j, i, bound, actual)
+                tight_hop = max(tight_hop, bound / actual)
+                hops += 1
+        tail = e["tied_allreduce"] + e["allreduce"] + e["optimizer"]
+        kinds = tuple(dict.fromkeys(r for st in plan.stages for r in st.replicas))
+        uniform = all(len(set(st.replicas)) == 1 for st in plan.stages)
+        bound = pm.tail_bound(kinds, dp, p, uniform)
+        assert bound <= tail * (1 + 1e-12), (plan, bound, tail)
+        if tail > 0:
+            tight_tail = max(tight_tail, bound / tail)
+            tails += 1
+    assert hops > 500 and tails > 100
+    assert tight_hop > 1 - 1e-9  # a boundary between two replicas of one kind: the bound is exact
+    assert tight_tail > 0.5  # and the tail's is not vacuous
+
+
+def test_peak_bandwidth_is_the_curves_maximum_above_a_size(shipped):
+    """BandwidthCurve.peak_above: at least the curve at every size from there up, and reached."""
+    import numpy as np
+
+    profiles = shipped[0]
+    curves = {x.curve for x in profiles.network._table.values() if x.curve.bandwidth is None}
+    assert len(curves) > 5
+    for c in curves:
+        for lo in (0.0, 1e6, 3e7):
+            grid = np.geomspace(max(lo, 1.0), 4 * c.max_bytes, 1201)
+            top = max(c.at(x) for x in grid)
+            assert top <= c.peak_above(lo) <= top * (1 + 1e-4)  # the grid misses the apex by less
+        assert c.peak == c.peak_above(0.0)
+
+
 def test_simulated_equals_predicted_without_failures(shipped):
     """The DES of a plan (dtsim train --plan's engine) gives the closed form's iteration time."""
     profiles, model, runs = shipped

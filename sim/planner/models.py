@@ -19,9 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engines import select
-from ..errors import SimulationError
-from ..profiles import ModelProfile, Plan, Profiles
-from ..profiles.build import PlanBuild, build_plan, explain_rows, in_flight
+from ..errors import ConfigError, SimulationError
+from ..profiles import ModelProfile, Plan, Profiles, ReplicaSpec
+from ..profiles.build import (
+    BUCKET_ELEMENTS,
+    PlanBuild,
+    build_plan,
+    explain_rows,
+    in_flight,
+    pair_link,
+    pair_time,
+    ring_allreduce,
+)
 from ..results import mean_ci, summarize
 from ..runner import replicate
 
@@ -70,6 +79,107 @@ class ProfilePlanModel:
         b = self.build(plan)
         e = explain_rows(b)
         return Prediction(float(e["iteration"]), float(b.peak_memory), e, b)
+
+    def p2p_bound(self, a: ReplicaSpec, b: ReplicaSpec, microbatch_size: int) -> float:
+        """A lower bound on the device time one micro-batch's transfers over a stage boundary
+        from a replica of kind ``a`` to one of kind ``b`` cost each of the two devices.
+
+        With DeepSpeed's blocking send and receive (``p2p="blocking"``, the default)
+        both devices are busy for the activation ``a -> b`` and the gradient ``b -> a``
+        (:func:`~sim.profiles.build.explain_rows` counts them in the stage's time),
+        timed as :func:`~sim.profiles.build.build_plan` times them; the bound is
+        the least such pair over the layers a stage can end with (any but the
+        last). Overlapped transfers occupy no device: 0. A pair of kinds the
+        network lacks: 0 (such a plan is refused when it is timed).
+        """
+        if self.p2p != "blocking":
+            return 0.0
+        m = self.model
+        pa, pb = (a, (0, 0)), (b, (1, 0))
+        best = math.inf
+        for act in {s.activation_bytes for s in m.layer_sizes(a.tp)[:-1]}:
+            size = microbatch_size * act
+            try:
+                t = (pair_time(self.profiles.network, pa, pb, size / a.tp, a.tp)
+                     + pair_time(self.profiles.network, pb, pa, size / b.tp, b.tp))
+            except ConfigError:
+                return 0.0
+            best = min(best, t)
+        return best if math.isfinite(best) else 0.0
+
+    def allreduce_bound(self, kinds: tuple[ReplicaSpec, ...], replicas: int, size: float
+                        ) -> float:
+        """A lower bound on :func:`~sim.profiles.build.ring_allreduce` of ``size`` bytes or
+        more per GPU in a ring of ``replicas`` replicas, each of one of ``kinds``.
+
+        The ring's first bucket alone (``min(size, bucket)`` bytes or more):
+        ``2 (n - 1)`` steps, each at least a link's latency plus ``tp`` flows of
+        ``bucket / n`` bytes at the link's peak bandwidth for messages of that
+        size or more (:meth:`~sim.profiles.BandwidthCurve.peak_above`), the
+        least over every ordered pair of kinds. 0 for one replica or a pair the
+        network lacks (such a plan is refused when it is timed).
+        """
+        n = replicas
+        if n <= 1 or size <= 0:
+            return 0.0
+        msg = min(size, BUCKET_ELEMENTS * 4.0) / n
+        nodes = [(k, (0, i)) for i, k in enumerate(dict.fromkeys(kinds))]
+        step = math.inf
+        for x in nodes:
+            for y in nodes:
+                try:
+                    link = pair_link(self.profiles.network, x, y)
+                except ConfigError:
+                    return 0.0
+                peak = link.curve.peak_above(msg)
+                step = min(step, link.latency + (x[0].tp * msg / peak if peak > 0 else 0.0))
+        return 2 * (n - 1) * step
+
+    def tail_bound(self, kinds: tuple[ReplicaSpec, ...], dp: int, stages: int,
+                   uniform: bool = False) -> float:
+        """A lower bound on the tail :func:`~sim.profiles.build.explain_rows` adds to the
+        pipeline phase (tied all-reduce, then the slowest stage's gradient all-reduce and
+        optimizer step) for every plan of ``stages`` stages of ``dp`` replicas of these kinds.
+
+        * The tied all-reduce (a tied model, ``stages > 1``): the least
+          :func:`~sim.profiles.build.ring_allreduce` of the tied layer between a
+          first-stage and a last-stage replica over every ordered pair of kinds
+          (the function the plan is timed with).
+        * The gradient all-reduce (``dp > 1``): some stage holds at least
+          ``1/stages`` of the parameters (per GPU, at the least-bytes TP degree
+          of the kinds), all-reduced among ``dp`` replicas of the kinds
+          (:meth:`allreduce_bound`); with ``uniform`` (every stage's replicas of
+          one kind, and every kind holding a stage, as in the ``stage`` layout)
+          also each kind's ring over its smallest layer.
+        * The optimizer step: 0.
+
+        A pair of kinds the network lacks adds nothing (such a plan is refused
+        when it is timed).
+        """
+        kinds = tuple(dict.fromkeys(kinds))
+        m, L, net = self.model, stages, self.profiles.network
+        tail = 0.0
+        if m.tied_embeddings and L > 1:
+            best = math.inf
+            for a in kinds:
+                for b in kinds:
+                    size = m.layer_sizes(b.tp)[m.layers - 1].params * m.bytes_per_value
+                    try:
+                        t = ring_allreduce(net, [(a, (0, 0)), (b, (L - 1, 0))], [a.tp, b.tp], size)
+                    except ConfigError:
+                        continue
+                    best = min(best, t)
+            tail += best if math.isfinite(best) else 0.0
+        if dp > 1:
+            rows = [m.layer_sizes(tp) for tp in {k.tp for k in kinds}]
+            total = sum(min(r[i].params for r in rows) for i in range(m.layers)) * m.bytes_per_value
+            ar = self.allreduce_bound(kinds, dp, total / L)
+            if uniform:
+                for k in kinds:
+                    least = min(s.params for s in m.layer_sizes(k.tp)) * m.bytes_per_value
+                    ar = max(ar, self.allreduce_bound((k,), dp, least))
+            tail += ar
+        return tail
 
     def training_config(self, plan: Plan, *, network: bool = True, **config: Any) -> Any:
         """The :class:`~sim.training.TrainingConfig` ``dtsim train --plan`` runs for ``plan``."""

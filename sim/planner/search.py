@@ -31,9 +31,13 @@ on the iteration time, ``m max(W_min / p, max_i w_min,i)`` (``m`` micro-
 batches per pipeline, each through a bottleneck stage that holds at least
 ``1/p`` of the cheapest type's work and at least the largest layer), which
 holds for any schedule in which a stage runs its ``m`` forward and backward
-passes one after another; the search stops when the bound passes the
-``top``-th best plan found (for samples per dollar, the bound times the
-cheapest price of the group's replicas).
+passes one after another. A plan model may add what it knows below the rest
+of the iteration (:meth:`sim.planner.models.ProfilePlanModel.p2p_bound`:
+each device's blocking transfers over a boundary, once per micro-batch;
+:meth:`~sim.planner.models.ProfilePlanModel.tail_bound`: the all-reduces
+after the pipeline). The search stops when the bound passes the ``top``-th
+best plan found (for samples per dollar, the bound times the cheapest price
+of the group's replicas).
 """
 
 from __future__ import annotations
@@ -82,6 +86,14 @@ class PlanModel(Protocol):
 
     def memory_cap(self, gpu: str, tp: int) -> float:
         """Bytes a GPU of this type can give the model's tensors at this TP degree."""
+
+    # Optional: ``tail_bound(kinds, dp, stages)``, a lower bound on what the iteration adds
+    # to the pipeline phase (all-reduces, optimizer step) for any plan of ``stages`` stages of
+    # ``dp`` replicas of these kinds (:meth:`sim.planner.models.ProfilePlanModel.tail_bound`);
+    # a model without it is bounded by its compute alone. Optional too:
+    # ``p2p_bound(a, b, microbatch_size)``, a lower bound on the device time one micro-batch's
+    # transfers over a stage boundary from a replica of kind ``a`` to one of kind ``b`` cost each
+    # of the two devices (:meth:`sim.planner.models.ProfilePlanModel.p2p_bound`).
 
 
 @dataclass(frozen=True)
@@ -258,6 +270,10 @@ class _Search:
         self._prefix: dict[tuple[str, int, int], list[float]] = {}
         self._mem: dict[tuple, list[tuple[float, list[float]]]] = {}
         self._specs: dict[tuple[str, int, str], ReplicaSpec] = {}
+        self._tails: dict[tuple, float] = {}
+        self._tail_bound = getattr(pm, "tail_bound", None)
+        self._p2p: dict[tuple, float] = {}
+        self._p2p_bound = getattr(pm, "p2p_bound", None)
         self.evaluated = self.partitions = self.refused = self.groups = self.pruned = 0
         self.skipped = 0  # plans cut but not ranked: their compute bound passed the top-th
         self.prune = True
@@ -312,6 +328,29 @@ class _Search:
         want = self.req.microbatch_sizes
         return [b for b in measured if gbs % b == 0 and (want is None or b in want)]
 
+    def tail(self, pairs: tuple[tuple[_Type, int], ...], dp: int, p: int,
+             uniform: bool = False) -> float:
+        """The model's lower bound on the iteration's tail for these kinds (0 without one);
+        ``uniform``: every stage of one kind, every kind holding a stage (the stage layout)."""
+        if self._tail_bound is None:
+            return 0.0
+        key = (pairs, dp, p, uniform)
+        x = self._tails.get(key)
+        if x is None:
+            x = self._tails[key] = float(self._tail_bound(
+                tuple(self.spec(t, tp) for t, tp in pairs), dp, p, uniform))
+        return x
+
+    def hop(self, a: tuple[_Type, int], b: tuple[_Type, int], mbs: int) -> float:
+        """The model's lower bound on a stage boundary's per-micro-batch device time (0 without one)."""
+        if self._p2p_bound is None:
+            return 0.0
+        key = (a, b, mbs)
+        x = self._p2p.get(key)
+        if x is None:
+            x = self._p2p[key] = float(self._p2p_bound(self.spec(*a), self.spec(*b), mbs))
+        return x
+
     def unit_price(self, t: _Type, tp: int) -> float:
         return tp * (self.price(t.gpu) or 0.0)
 
@@ -325,15 +364,15 @@ class _Search:
             return t_lb * rate / 3600.0 / self.req.global_batch_size
         return t_lb
 
-    def admit(self, plan: Plan, layout: str, compute: float = 0.0) -> None:
-        """Rank ``plan`` by the closed form, unless ``m x compute`` (its bottleneck stage's
-        forward and backward passes, a lower bound on any schedule's iteration) already
-        puts it past the top-th plan."""
+    def admit(self, plan: Plan, layout: str, compute: float = 0.0, tail: float = 0.0) -> None:
+        """Rank ``plan`` by the closed form, unless ``m x compute + tail`` (its bottleneck
+        stage's forward and backward passes, a lower bound on any schedule's pipeline phase,
+        plus the model's bound on the tail after it) already puts it past the top-th plan."""
         if plan in self.best:
             return
         if self.prune:
             rate = sum(r.tp * (self.price(r.gpu) or 0.0) for s in plan.stages for r in s.replicas)
-            if self.objective_bound(plan.microbatches * compute, rate) >= self.threshold():
+            if self.objective_bound(plan.microbatches * compute + tail, rate) >= self.threshold():
                 self.skipped += 1
                 return
         self.evaluated += 1
@@ -428,8 +467,11 @@ class _Search:
                         rho = [x if math.isfinite(x) else 1.0 for x in rho]
                         wmax = max(ref)
                         cheapest = min(self.unit_price(t, tp) for t, tp in pairs)
+                        # with two or more stages every device has a boundary between two of the
+                        # kinds, whose transfers it does once per micro-batch besides its compute
+                        hop = min(self.hop(a, b, mbs) for a in pairs for b in pairs)
                         info = (pairs, slots, rows, ref, W, rho, wmax)
-                        for dp in range(1, sum(slots) + 1):
+                        for dp in range(1, min(sum(slots), gbs // mbs) + 1):  # mbs dp | gbs
                             if gbs % (mbs * dp):
                                 continue
                             m = gbs // (mbs * dp)
@@ -438,7 +480,8 @@ class _Search:
                                     break
                                 if p < k and dp < k:
                                     continue
-                                t_lb = m * max(W * min(rho) / p, wmax)
+                                t_lb = m * (max(W * min(rho) / p, wmax) + (hop if p > 1 else 0.0)) \
+                                    + self.tail(pairs, dp, p)
                                 rate = cheapest * p * dp
                                 if (self.req.max_price_per_hour is not None
                                         and rate > self.req.max_price_per_hour):
@@ -452,11 +495,20 @@ class _Search:
         k = len(pairs)
         units = [self.unit_price(t, tp) for t, tp in pairs]
         budget = self.req.max_price_per_hour
+        tail, tail_stage = self.tail(pairs, dp, p), self.tail(pairs, dp, p, True)
+        # the busiest device's transfers: a boundary between two runs of kinds (k > 1), and one
+        # inside every run of two or more stages (each device does m of its boundaries' hops)
+        cross = min((self.hop(a, b, mbs) for a in pairs for b in pairs if a != b), default=0.0)
+        own = [self.hop(a, a, mbs) for a in pairs]
+        least = min(self.hop(a, b, mbs) for a in pairs for b in pairs) if p > 1 else 0.0
         if "stage" in self.req.layouts or k == 1:
             for c in _compositions(p, k):
                 if any(ci * dp > s for ci, s in zip(c, slots, strict=True)):
                     continue
-                t_lb = m * max(W / sum(ci / r for ci, r in zip(c, rho, strict=True)), wmax)
+                hops = max([cross if k > 1 else 0.0]
+                           + [h for h, ci in zip(own, c, strict=True) if ci >= 2])
+                t_lb = m * max(max(W / sum(ci / r for ci, r in zip(c, rho, strict=True)), wmax)
+                               + least, hops) + tail_stage
                 rate = dp * sum(ci * u for ci, u in zip(c, units, strict=True))
                 if budget is None or rate <= budget:
                     yield self.objective_bound(t_lb, rate), ("stage", mbs, dp, p, m, pairs, c)
@@ -465,25 +517,27 @@ class _Search:
             for d in _compositions(dp, k):
                 if any(di * p > s for di, s in zip(d, slots, strict=True)):
                     continue
-                t_lb = m * max(max(sum(r) for r in rows) / p, max(max(r) for r in rows))
+                t_lb = m * max(max(max(sum(r) for r in rows) / p, max(max(r) for r in rows))
+                               + (min(own) if p > 1 else 0.0), max(own) if p > 1 else 0.0) + tail
                 rate = p * sum(di * u for di, u in zip(d, units, strict=True))
                 if budget is None or rate <= budget:
                     yield self.objective_bound(t_lb, rate), ("pipeline", mbs, dp, p, m, pairs, d)
 
     def evaluate(self, item: tuple) -> None:
         kind, mbs, dp, p, m, pairs, counts = item
+        tail = self.tail(pairs, dp, p, kind == "stage")
         if kind == "stage":
             used = [(pair, c) for pair, c in zip(pairs, counts, strict=True)]
             for order in itertools.permutations(used):
                 seq = [pair for pair, c in order for _ in range(c)]
                 made = self.plan([[pair] * dp for pair in seq], mbs, m)
                 if made is not None:
-                    self.admit(made[0], "stage", made[1])
+                    self.admit(made[0], "stage", made[1], tail)
         else:
             reps = [pair for pair, d in zip(pairs, counts, strict=True) for _ in range(d)]
             made = self.plan([reps] * p, mbs, m)
             if made is not None:
-                self.admit(made[0], "pipeline", made[1])
+                self.admit(made[0], "pipeline", made[1], tail)
 
 
 def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:

@@ -138,7 +138,7 @@ def ring_allreduce(network: Network, nodes: list[Any], flows: list[int], size: f
     cap = BUCKET_ELEMENTS * 4.0
     while left > 0:
         b = min(left, cap)
-        step = max(_pair_time(network, nodes[k], nodes[(k + 1) % n], b / n, flows[k])
+        step = max(pair_time(network, nodes[k], nodes[(k + 1) % n], b / n, flows[k])
                    for k in range(n))
         total += 2 * (n - 1) * step
         left -= b
@@ -202,7 +202,7 @@ def pair_link(network: Network, a: Any, b: Any) -> Any:
         raise
 
 
-def _pair_time(network: Network, a: Any, b: Any, size: float, flows: int) -> float:
+def pair_time(network: Network, a: Any, b: Any, size: float, flows: int) -> float:
     """``flows`` flows of ``size`` bytes each from ``a`` to ``b`` (see :func:`pair_link`)."""
     x = pair_link(network, a, b)
     if size <= 0:
@@ -330,8 +330,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             src, dst = a.replicas[i], b.replicas[i]
             size = mbs * mp.layer_sizes(src.tp)[a.layers[-1]].activation_bytes
             pa, pb = (src, (j, i)), (dst, (j + 1, i))
-            act = _pair_time(net, pa, pb, size / src.tp, src.tp)
-            grad = _pair_time(net, pb, pa, size / dst.tp, dst.tp)
+            act = pair_time(net, pa, pb, size / src.tp, src.tp)
+            grad = pair_time(net, pb, pa, size / dst.tp, dst.tp)
             row.append((act, grad))
         xfer.append(tuple(row))
     # gradient all-reduce per stage, tied embedding between the first and last stage

@@ -356,6 +356,34 @@ class BandwidthCurve:
             y = y * x + c
         return y * 1e9
 
+    @cached_property
+    def peak(self) -> float:
+        """The largest bandwidth :meth:`at` gives at any size (bytes per second)."""
+        return self.peak_above(0.0)
+
+    def peak_above(self, size: float) -> float:
+        """The largest bandwidth :meth:`at` gives a message of ``size`` bytes or more.
+
+        The polynomial's maximum over the fitted range from ``size`` up, from
+        the range's ends and the real roots of its derivative inside it, raised
+        by one part in 1e9 so that a root found to floating-point accuracy
+        cannot put it under the true maximum (the planner bounds transfer
+        times below with it).
+        """
+        if self.bandwidth is not None:
+            return self.bandwidth
+        import numpy as np
+
+        lo = math.log2(min(max(float(size), self.min_bytes), self.max_bytes) / 1e6)
+        hi = math.log2(self.max_bytes / 1e6)
+        c = np.asarray(self.coefficients, dtype=float)
+        xs = [lo, hi]
+        if c.size > 2:
+            xs += [r.real for r in np.roots(np.polyder(c))
+                   if abs(r.imag) <= 1e-9 * (1 + abs(r)) and lo < r.real < hi]
+        best = max(float(np.polyval(c, x)) for x in xs)
+        return best * 1e9 * (1 + 1e-9) if best > 0 else best * 1e9
+
     def check_positive(self, name: str, sizes: list[float] | tuple[float, ...]) -> None:
         """Refuse a curve that is not positive at one of ``sizes`` (one line naming it)."""
         for s in sizes:
