@@ -87,9 +87,10 @@ class PlanModel(Protocol):
     def memory_cap(self, gpu: str, tp: int) -> float:
         """Bytes a GPU of this type can give the model's tensors at this TP degree."""
 
-    # Optional: ``tail_bound(kinds, dp, stages)``, a lower bound on what the iteration adds
-    # to the pipeline phase (all-reduces, optimizer step) for any plan of ``stages`` stages of
-    # ``dp`` replicas of these kinds (:meth:`sim.planner.models.ProfilePlanModel.tail_bound`);
+    # Optional: ``tail_bound(kinds, dp, stages, uniform)``, a lower bound on what the iteration
+    # adds to the pipeline phase (all-reduces, optimizer step) for any plan of ``stages`` stages
+    # of ``dp`` replicas of these kinds (``uniform``: every stage's replicas of one kind, every
+    # kind holding a stage) (:meth:`sim.planner.models.ProfilePlanModel.tail_bound`);
     # a model without it is bounded by its compute alone. Optional too:
     # ``p2p_bound(a, b, microbatch_size)``, a lower bound on the device time one micro-batch's
     # transfers over a stage boundary from a replica of kind ``a`` to one of kind ``b`` cost each
