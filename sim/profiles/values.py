@@ -356,11 +356,6 @@ class BandwidthCurve:
             y = y * x + c
         return y * 1e9
 
-    @cached_property
-    def peak(self) -> float:
-        """The largest bandwidth :meth:`at` gives at any size (bytes per second)."""
-        return self.peak_above(0.0)
-
     def peak_above(self, size: float) -> float:
         """The largest bandwidth :meth:`at` gives a message of ``size`` bytes or more.
 
