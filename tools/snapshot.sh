@@ -42,6 +42,17 @@ run failures_tr   dtsim failures --failure-trace aws-p3 --workers 32 --seed 21 -
 run gossip_file   dtsim gossip --topology ring:n=12 --protocol matching --rounds 10 --replications 2 --seed 22 --json
 run gossip_obj    dtsim gossip --objective quadratic --lr 0.1 --local-steps 2 --nodes 10 --protocol edge --adversary stubborn --adversary-value 5 --rounds 200 --seed 23 --json
 run design_tr     dtsim design --stages 8 --availability 0.9 --skip-budget 1 --target-drop 1e-2 --json
+printf 'src,dst,size,start\n0,5,100,0\n1,5,100,0\n2,30,50,1\n' >"$out/flows.csv"
+run network_tree  dtsim network --topology tree:racks=2,hosts=20 --flows "$out/flows.csv" --json
+run train_net     dtsim train --stages 4 --replicas 2 --network tree:racks=2,hosts=8 --param-size 50 --activation-size 5 --microbatches-per-step 8 --steps 3 --seed 30 --json
+run train_net_blk dtsim train --stages 4 --replicas 1 --schedule 1f1b --network tree:racks=2,hosts=8 --p2p blocking --param-size 50 --activation-size 5 --microbatches-per-step 8 --steps 3 --seed 31 --replications 1 --json
+run train_net_ft  dtsim train --stages 3 --replicas 2 --network tree:racks=2,hosts=8 --param-size 50 --activation-size 5 --mtbf 200 --replace-time 10 --steps 5 --checkpoint-node 0 --checkpoint-every 2 --checkpoint-cost 1 --restart-cost 2 --seed 37 --replications 2 --json
+run train_plan_mit dtsim train --plan sim/profiles/data/runs/mit-N2_D1.json --model OPT-350 --steps 2 --replications 1 --json
+run train_plan_cl dtsim train --plan sim/profiles/data/runs/clariden-OPT-350-N4_D2.json --model OPT-350 --steps 2 --replications 1 --json
+run plan_mixed    dtsim plan --model OPT-350 --fleet-from-runs mit-N2_D1,mit-N2_D2 --top 3 --simulate 1 --json
+run gossip_nic    dtsim gossip --nodes 12 --protocol async --rounds 5 --nic 2 --seed 36 --json
+run queue_net     dtsim pipeline --queueing --stages 3 --replicas 2 --stage-time 1 --network tree:racks=2,hosts=8 --transfer-size 20 --rate 0.5 --routing least-loaded --seed 38 --json
+run train_strat   dtsim train --stages 4 --replicas 2 --strategy checkpoint-restart --mtbf 500 --steps 20 --seed 39 --replications 2 --json
 rm -rf "$out/runs"; mkdir -p "$out/runs"
 dtsim reproduce --quick --out "$out/runs/reproduce_quick" --executor serial --quiet >"$out/cli/reproduce_quick.out" 2>&1; echo $? >"$out/cli/reproduce_quick.rc"
 for f in experiments/*.py; do
