@@ -45,7 +45,7 @@ def tree_flows(flows: int, racks: int, hosts: int, seed: int) -> tuple[Any, list
 def bench_flows(flows: int = 10_000, racks: int = 40, hosts: int = 25, repeats: int = 2,
                 seed: int = 7, simgrid: bool = True) -> dict[str, Any]:
     """Flows per second of dtsim and SimGrid on the same flow set (see the module docstring)."""
-    from .flows import _as_flows, flow_arrays, simulate_flows
+    from .flows import RUN_FLOWS_ARGS, _as_flows, flow_arrays, simulate_flows
     from .kernel import HAVE_NUMBA, run_flows
     from .simgrid import simgrid_available, simgrid_finish_times
 
@@ -55,7 +55,7 @@ def bench_flows(flows: int = 10_000, racks: int = 40, hosts: int = 25, repeats: 
     arr = flow_arrays(net, fl, [f.start for f in fl])
     out: dict[str, Any] = {"network_flows": flows, "network_hosts": racks * hosts,
                            "network_route_seconds": _cpu() - t0}
-    keys = ("cap", "ptr", "res", "coef", "weight", "size", "act", "order")
+    keys = RUN_FLOWS_ARGS
     if HAVE_NUMBA:
         run_flows(*[arr[k] for k in keys])  # compile (or load from the cache) first
         best = math.inf

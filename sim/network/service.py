@@ -14,7 +14,7 @@ from typing import Any
 
 import simpy
 
-from .flows import FlowEngine
+from .flows import FlowEngine, _check_flow
 from .topology import Network, build_network
 
 __all__ = ["NetworkService"]
@@ -31,6 +31,11 @@ class NetworkService:
     contention : bool
         False: every transfer is alone on its route and takes its latency plus
         ``size`` over the route's bottleneck at that size (no sharing).
+    engine : {"auto", "python", "compiled"}
+        The flow engine: :class:`~sim.network.kernel.CompiledFlowEngine` or
+        :class:`~sim.network.flows.FlowEngine` (the same numbers, bit for bit);
+        ``auto`` takes the compiled one when numba is installed and
+        ``incremental`` is set.
 
     A transfer that moves nothing through a finite resource (size 0, or a
     route of infinite links) is a plain timeout of its latency in both modes,
@@ -38,19 +43,22 @@ class NetworkService:
 
     Attributes
     ----------
-    engine : FlowEngine
+    engine : FlowEngine or CompiledFlowEngine
         The flow state (finish times, utilisation).
     transfers : int
         Transfers requested.
     """
 
     def __init__(self, env: simpy.Environment, network: Any, *, weighting: str = "maxmin",
-                 incremental: bool = True, contention: bool = True) -> None:
+                 incremental: bool = True, contention: bool = True,
+                 engine: str = "auto") -> None:
         self.env = env
         self.network: Network = build_network(network)
         self.contention = bool(contention)
-        self.engine = FlowEngine(self.network, weighting=weighting, incremental=incremental)
+        self.engine = flow_engine(self.network, weighting=weighting, incremental=incremental,
+                                  engine=engine)
         self.engine.now = float(env.now)
+        self._routes: dict[Any, Any] = {}
         self._events: dict[int, simpy.Event] = {}
         self._wake_at = math.inf
         self._gen = 0
@@ -71,15 +79,19 @@ class NetworkService:
             Succeeds with the arrival time.
         """
         self.transfers += 1
-        net = self.network
-        rt = net.route(src, dst)
+        rt = self._routes.get((src, dst))
+        if rt is None:
+            rt = self._routes[(src, dst)] = self.network.route(src, dst)
         if size == 0 or not rt.resources or not self.contention:
+            net = self.network
             d = rt.latency
             if size > 0 and rt.resources:
                 d += size / min(net.capacity[r] if net.curve[r] is None else net.curve[r](size)
                                 for r in rt.resources)
             return self.env.timeout(d, value=self.env.now + d)
-        f = self.engine.add(src, dst, size, self.env.now)
+        eng = self.engine
+        size, t = _check_flow(eng.now, size, self.env.now)
+        f = eng.add_checked(src, dst, size, t)
         ev = self.env.event()
         ev.flow = f  # type: ignore[attr-defined]
         self._events[f] = ev
@@ -113,12 +125,26 @@ class NetworkService:
         if gen != self._gen:
             return
         self._wake_at = math.inf
-        eng = self.engine
-        done = eng.advance(t)
+        done, finish = self.engine.advance_times(t)
         events = self._events
-        finish = eng.finish
-        for f in done:
+        for f, tf in zip(done, finish, strict=True):
             ev = events.pop(f, None)
             if ev is not None:
-                ev.succeed(finish[f])
+                ev.succeed(tf)
         self._schedule()
+
+
+def flow_engine(network: Network, *, weighting: str = "maxmin", incremental: bool = True,
+                engine: str = "auto") -> Any:
+    """A flow engine for ``network``: compiled or Python (see :class:`NetworkService`)."""
+    from ..errors import check, check_choice
+    from .kernel import HAVE_NUMBA, CompiledFlowEngine
+
+    check_choice("engine", engine, ("auto", "python", "compiled"))
+    if engine == "compiled":
+        check(HAVE_NUMBA, "engine", "auto or python without numba (pip install 'dtsim[fast]')",
+              engine)
+        check(incremental, "engine", "python (or auto) with incremental=False", engine)
+    if engine == "compiled" or (engine == "auto" and HAVE_NUMBA and incremental):
+        return CompiledFlowEngine(network, weighting=weighting)
+    return FlowEngine(network, weighting=weighting, incremental=incremental)
