@@ -83,12 +83,20 @@ class AsyncGossip(GossipSystem):
 
         flows = flow_network(cfg)
         self._service: Any = None
-        if flows is not None:
+        self._flows: Any = None  # the merged path's flow engine (exchanges on a network)
+        merge = scalar and path in ("auto", "merged") and self._workers is None
+        if flows is not None and merge:
+            from ..network import build_network
+            from ..network.service import flow_engine
+
+            self._flows = flow_engine(build_network(flows), weighting=cfg.network_weighting)
+            self._flows.now = float(env.now)
+            self._pending: dict[int, tuple] = {}  # exchange (its first flow) -> what it carries
+        elif flows is not None:
             from ..network import NetworkService
 
             self._service = NetworkService(env, flows, weighting=cfg.network_weighting)
-        self._lazy = (scalar and path in ("auto", "merged") and self._workers is None
-                      and float(np.min(delays)) > 0 and self._service is None)
+        self._lazy = merge and (self._flows is not None or float(np.min(delays)) > 0)
         self._fifo = not math.isnan(self._const_delay)
         self._queue: Any = deque() if self._fifo else []
         self._seq = itertools.count()
@@ -96,7 +104,9 @@ class AsyncGossip(GossipSystem):
         node = self._node
         if self._lazy:
             self._path = "merged"
-            if net.complete and self.n_adv == 0 and self.defence.plain():
+            if self._flows is not None:
+                node = self._flow_node
+            elif net.complete and self.n_adv == 0 and self.defence.plain():
                 node = self._plain_node
         else:
             self._path = "events" if scalar else "vector"
@@ -196,6 +206,63 @@ class AsyncGossip(GossipSystem):
                 push((now + delay, i, j, xs[i], xs[j]))  # type: ignore[index]
             gaps, js, zs = self._draws.refill(i, zs is not None)
 
+    def _flow_node(self, i: int, gaps: list[float], us: list[Any], zs: Any):
+        """:meth:`_node` on the merged path with exchanges as flows on a network.
+
+        At each wake the flow engine is advanced to now, the exchanges whose
+        two flows have arrived by then are delivered in the order of their
+        arrival (as the events path would deliver them), and the new exchange
+        is a flow each way from now (one call, :meth:`CompiledFlowEngine.exchange
+        <sim.network.kernel.CompiledFlowEngine.exchange>`). A record advances the
+        engine too, so nothing is read before what arrived is delivered.
+        """
+        env = self.env
+        timeout = env.timeout
+        x = self._scalar_values
+        exchange = self._flows.exchange
+        arrived, pending = self._arrived, self._pending
+        direct = self._direct_peers
+        pick, refill = self._draws.pick, self._draws.refill
+        sent = self._sent_scalar
+        size = float(self.cfg.size)
+        s = 0.0 if self.is_adv[i] else self.cfg.noise
+        now = env.now
+        c, k = len(gaps), 0
+        while True:
+            if k == c:
+                gaps, us, zs = refill(i, zs is not None)
+                k = 0
+            g = gaps[k]
+            yield timeout(g)
+            now += g
+            u = us[k]
+            kk = k
+            k += 1
+            if direct:
+                j = u
+            else:
+                got = pick(i, u)
+                if got is None:
+                    continue
+                j = got[0]
+            # the engine was last advanced to a time <= now, so now is a valid start
+            done, f = exchange(i, j, size, now)
+            if done:
+                arrived(done)
+            if s:
+                x[i] += s * zs[kk]  # type: ignore[index]
+            pending[f] = (i, j, sent(i, j), sent(j, i))
+
+    def _flush_flows(self, now: float) -> None:
+        """Advance the flow engine to ``now`` and deliver what arrived (a record)."""
+        self._arrived(self._flows.exchanges_done(now))
+
+    def _arrived(self, done: list[int]) -> None:
+        """Deliver, in order, the exchanges ``done`` (each as its first flow)."""
+        pending, deliver = self._pending, self._deliver
+        for f in done:
+            deliver(*pending.pop(f))
+
     # -- what is sent, posted and delivered -------------------------------------
     def _sent_scalar(self, src: int, dst: int) -> float:
         return self._constant if self._adv_list[src] else self._scalar_values[src]  # type: ignore[return-value, index]
@@ -267,6 +334,8 @@ class AsyncGossip(GossipSystem):
     def record(self, k: int) -> None:
         if self._queue:
             self._flush(self.env.now)
+        if self._flows is not None:
+            self._flush_flows(self.env.now)
         if self._last is not None:  # a node update: every honest node's local work up to now
             now = self.env.now
             for i in self.hidx.tolist():

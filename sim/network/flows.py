@@ -190,6 +190,35 @@ class FlowEngine:
         finish = self.finish
         return done, [finish[f] for f in done]
 
+    def exchange(self, a: Any, b: Any, size: float, t: float) -> tuple[list[int], int]:
+        """:meth:`advance` to ``t``, then a flow of ``size`` each way between ``a`` and ``b``
+        from ``t`` (checked: a float >= 0, ``t`` >= now), for an engine whose flows all come
+        so, in pairs (flows ``f`` even and ``f + 1``: an exchange, complete when both have
+        arrived): the exchanges complete by ``t``, each as its first flow, in the order their
+        second flow arrived, and the first flow of the new one (``a -> b``; ``b -> a`` is the
+        next)."""
+        done = self.exchanges_done(t)
+        f = self.add_checked(a, b, size, t)
+        self.add_checked(b, a, size, t)
+        return done, f
+
+    def exchanges_done(self, until: float) -> list[int]:
+        """:meth:`advance` to ``until`` on an engine of exchanges: those complete by then
+        (as :meth:`exchange` reports them)."""
+        if self.next_time() > until:
+            if until > self.now:
+                self.now = until
+            return []
+        done = self.advance(until)
+        later = set(done)
+        out = []
+        for f in done:
+            later.discard(f)
+            p = f ^ 1
+            if self.f_state[p] == _DONE and p not in later:  # the other arrived before
+                out.append(f - (f & 1))
+        return out
+
     def run(self) -> list[int]:
         """Process every pending event; the flows finished, in order."""
         return self.advance(math.inf)

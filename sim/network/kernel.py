@@ -14,7 +14,7 @@ arrived (the Python engine's insertion-ordered dict), so every sum is taken
 in the same order as there.
 
 The state lives in two flat arrays (``N``, an arena of integers, and ``X``, one of floats,
-the layout in :func:`_views`): a call from Python into the compiled code then
+the layout in :func:`_offsets`): a call from Python into the compiled code then
 passes two arrays, whatever the engine holds, which keeps a call at a few
 hundred nanoseconds (each array argument costs numba about 70 ns to unbox).
 Both grow (doubling) when flows are added past their capacity.
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import check, check_choice
+from ..errors import check_choice
 from ..xoshiro import HAVE_NUMBA, jit
 
 __all__ = ["HAVE_NUMBA", "CompiledFlowEngine", "run_flows"]
@@ -42,179 +42,151 @@ TIE = 1e-12
 _LATENCY, _ACTIVE, _DONE, _CANCELLED = 0, 1, 2, 3
 _ACT, _FIN = 0, 1
 
-# the integer arena's header: capacities (flows, route entries, resources, event heap,
-# level heap), then counters
-_NF, _NE, _R, _H, _L, _NFLOWS, _NENT, _HS, _SEQ, _EVENTS, _NACTIVE, _STAMP = range(12)
+# the integer arena's header: capacities (flows, their route entries, resources, event heap,
+# level heap, routes, the routes' entries), then counters
+(_NF, _NE, _R, _H, _L, _RT, _RE, _NFLOWS, _NENT, _HS, _SEQ, _EVENTS, _NACTIVE, _STAMP, _NROUTES,
+ _NRENT) = range(16)
 _IHDR = 16
 # the float arena's header
 _NOW, _NEXT = 0, 1
 _XHDR = 4
 
+# The integer arena's sections, in order (:func:`_offsets`): per flow (the output first),
+# per route entry, per resource, per event-heap slot, per level-heap slot.
+(_I_OUT, _I_STATE, _I_VER, _I_E0, _I_E1, _I_CST, _I_FST, _I_COMP, _I_ORDER,
+ _I_ERES, _I_EFLOW, _I_EPREV, _I_ENEXT,
+ _I_HEAD, _I_TAIL, _I_CNT, _I_SST, _I_TST, _I_CHS, _I_CHG, _I_STACK, _I_CRES, _I_TOUCHED,
+ _I_HSEQ, _I_HKIND, _I_HFLOW, _I_HVER,
+ _I_LRES,
+ _I_R0, _I_R1,
+ _I_RRES) = range(31)
+# The float arena's sections, likewise (the routes: latency and weight, and each entry's
+# coefficient).
+(_X_OUTT, _X_SIZE, _X_W, _X_REM, _X_RATE, _X_LAST, _X_FINISH, _X_NRATE,
+ _X_COEF,
+ _X_CAP, _X_LREM, _X_LDEN,
+ _X_HKEY,
+ _X_LKEY,
+ _X_RLAT, _X_RW,
+ _X_RCOEF) = range(17)
+
 
 @jit
-def _sizes(NF, NE, R, H, L):
+def _sizes(NF, NE, R, H, L, RT, RE):
     """Lengths of the integer and float arenas for these capacities."""
-    return _IHDR + 9 * NF + 4 * NE + 10 * R + 4 * H + L, _XHDR + 8 * NF + NE + 3 * R + H + L
+    return (_IHDR + 9 * NF + 4 * NE + 10 * R + 4 * H + L + 2 * RT + RE,
+            _XHDR + 8 * NF + NE + 3 * R + H + L + 2 * RT + RE)
 
 
 @jit
-def _views(N, X):
-    """The arenas' sections as views: per flow, per route entry, per resource, the heaps.
+def _offsets(N):
+    """Where each section starts: a tuple for the integer arena, one for the float arena.
 
+    The compiled functions index the arenas at these offsets (``N[state + f]``
+    is flow ``f``'s state) rather than through views: a view is an array whose
+    reference count numba keeps, about 20 ns each time one is made or handed on,
+    which with some forty sections was most of the cost of a call.
     The finished-flow output (flow ids, then their finish times) comes first in
     each arena, at fixed offsets, so that Python reads it without the layout.
     """
-    NF, NE, R, H, L = N[_NF], N[_NE], N[_R], N[_H], N[_L]
-    o = _IHDR
-    out = N[o:o + NF]
-    o += NF
-    state = N[o:o + NF]
-    o += NF
-    ver = N[o:o + NF]
-    o += NF
-    e0 = N[o:o + NF]
-    o += NF
-    e1 = N[o:o + NF]
-    o += NF
-    cst = N[o:o + NF]  # the stamp of the last component that took the flow
-    o += NF
-    fst = N[o:o + NF]  # the stamp of the last water-filling that fixed its rate
-    o += NF
-    comp = N[o:o + NF]  # the component's flows in order of discovery
-    o += NF
-    order = N[o:o + NF]  # ... in order of fixing
-    o += NF
-    eres = N[o:o + NE]
-    o += NE
-    eflow = N[o:o + NE]
-    o += NE
-    eprev = N[o:o + NE]
-    o += NE
-    enext = N[o:o + NE]
-    o += NE
-    head = N[o:o + R]
-    o += R
-    tail = N[o:o + R]
-    o += R
-    cnt = N[o:o + R]
-    o += R
-    sst = N[o:o + R]  # seen by the current component
-    o += R
-    tst = N[o:o + R]  # touched in the current round of filling
-    o += R
-    chs = N[o:o + R]  # changed by the current event
-    o += R
-    chg = N[o:o + R]
-    o += R
-    stack = N[o:o + R]
-    o += R
-    cres = N[o:o + R]
-    o += R
-    touched = N[o:o + R]
-    o += R
-    hseq = N[o:o + H]
-    o += H
-    hkind = N[o:o + H]
-    o += H
-    hflow = N[o:o + H]
-    o += H
-    hver = N[o:o + H]
-    o += H
-    lres = N[o:o + L]
+    NF, NE, R, H, L, RT = N[_NF], N[_NE], N[_R], N[_H], N[_L], N[_RT]
+    a = _IHDR
+    b = a + 9 * NF
+    c = b + 4 * NE
+    d = c + 10 * R
+    e = d + 4 * H
+    g = e + L
+    oi = (a, a + NF, a + 2 * NF, a + 3 * NF, a + 4 * NF, a + 5 * NF, a + 6 * NF, a + 7 * NF,
+          a + 8 * NF,
+          b, b + NE, b + 2 * NE, b + 3 * NE,
+          c, c + R, c + 2 * R, c + 3 * R, c + 4 * R, c + 5 * R, c + 6 * R, c + 7 * R, c + 8 * R,
+          c + 9 * R,
+          d, d + H, d + 2 * H, d + 3 * H,
+          e,
+          g, g + RT,
+          g + 2 * RT)
     p = _XHDR
-    outt = X[p:p + NF]
-    p += NF
-    size = X[p:p + NF]
-    p += NF
-    w = X[p:p + NF]
-    p += NF
-    rem = X[p:p + NF]
-    p += NF
-    rate = X[p:p + NF]
-    p += NF
-    last = X[p:p + NF]
-    p += NF
-    finish = X[p:p + NF]
-    p += NF
-    nrate = X[p:p + NF]
-    p += NF
-    coef = X[p:p + NE]
-    p += NE
-    cap = X[p:p + R]
-    p += R
-    lrem = X[p:p + R]
-    p += R
-    lden = X[p:p + R]
-    p += R
-    hkey = X[p:p + H]
-    p += H
-    lkey = X[p:p + L]
-    return ((out, state, ver, e0, e1, cst, fst, comp, order, eres, eflow, eprev, enext, head,
-             tail, cnt, sst, tst, chs, chg, stack, cres, touched, hseq, hkind, hflow, hver, lres),
-            (outt, size, w, rem, rate, last, finish, nrate, coef, cap, lrem, lden, hkey, lkey))
+    q = p + 8 * NF
+    r = q + NE
+    u = r + 3 * R
+    v = u + H + L
+    ox = (p, p + NF, p + 2 * NF, p + 3 * NF, p + 4 * NF, p + 5 * NF, p + 6 * NF, p + 7 * NF,
+          q,
+          r, r + R, r + 2 * R,
+          u,
+          u + H,
+          v, v + RT,
+          v + 2 * RT)
+    return oi, ox
 
 
 @jit
-def _new(cap, NF, NE):
-    """Empty arenas for ``NF`` flows and ``NE`` route entries on resources of capacity ``cap``."""
+def _new(cap, NF, NE, RT, RE):
+    """Empty arenas for ``NF`` flows and ``NE`` of their route entries, ``RT`` routes and
+    ``RE`` of their entries, on resources of capacity ``cap``."""
     R = cap.shape[0]
     H = 2 * NF + 16
     L = R + NE + 16
-    ni, nx = _sizes(NF, NE, R, H, L)
+    ni, nx = _sizes(NF, NE, R, H, L, RT, RE)
     N = np.zeros(ni, np.int64)
     X = np.zeros(nx, np.float64)
-    N[_NF], N[_NE], N[_R], N[_H], N[_L] = NF, NE, R, H, L
+    N[_NF], N[_NE], N[_R], N[_H], N[_L], N[_RT], N[_RE] = NF, NE, R, H, L, RT, RE
     X[_NOW] = 0.0
     X[_NEXT] = math.inf
-    V, W = _views(N, X)
-    V[13][:] = -1  # head
-    V[14][:] = -1  # tail
-    W[9][:] = cap
+    oi, ox = _offsets(N)
+    for r in range(R):
+        N[oi[_I_HEAD] + r] = -1
+        N[oi[_I_TAIL] + r] = -1
+        X[ox[_X_CAP] + r] = cap[r]
     return N, X
 
 
 @jit
-def _grow(N, X, NF, NE):
-    """The arenas copied into larger ones (``NF`` flows, ``NE`` entries); the heaps keep
-    their entries (compacted: the stale ones dropped, which changes no pop order)."""
-    V, W = _views(N, X)
-    cap = W[9]
-    N2, X2 = _new(cap.copy(), NF, NE)
-    V2, W2 = _views(N2, X2)
-    for k in range(_IHDR):
-        if k > _L:
-            N2[k] = N[k]
+def _stale(N, oi, k):
+    """Whether event-heap slot ``k`` is superseded (a later rate, or a flow no longer waiting)."""
+    f = N[oi[_I_HFLOW] + k]
+    if N[oi[_I_HKIND] + k] == _FIN:
+        return N[oi[_I_HVER] + k] != N[oi[_I_VER] + f] or N[oi[_I_STATE] + f] != _ACTIVE
+    return N[oi[_I_STATE] + f] != _LATENCY
+
+
+@jit
+def _grow(N, X, NF, NE, RT, RE):
+    """The arenas copied into larger ones (capacities as for _new); the event heap keeps
+    its live entries (the stale ones dropped, which changes no pop order)."""
+    oi, ox = _offsets(N)
+    cap = X[ox[_X_CAP]:ox[_X_CAP] + N[_R]].copy()
+    N2, X2 = _new(cap, NF, NE, RT, RE)
+    oi2, ox2 = _offsets(N2)
+    for k in range(_RE + 1, _IHDR):
+        N2[k] = N[k]
+    nr, nre = N[_NROUTES], N[_NRENT]
+    for a in range(_I_R0, _I_RRES):
+        N2[oi2[a]:oi2[a] + nr] = N[oi[a]:oi[a] + nr]
+    N2[oi2[_I_RRES]:oi2[_I_RRES] + nre] = N[oi[_I_RRES]:oi[_I_RRES] + nre]
+    for a in range(_X_RLAT, _X_RCOEF):
+        X2[ox2[a]:ox2[a] + nr] = X[ox[a]:ox[a] + nr]
+    X2[ox2[_X_RCOEF]:ox2[_X_RCOEF] + nre] = X[ox[_X_RCOEF]:ox[_X_RCOEF] + nre]
     for k in range(_XHDR):
         X2[k] = X[k]
     nf, ne, R = N[_NFLOWS], N[_NENT], N[_R]
-    for a in range(1, 9):  # per flow (not the output)
-        V2[a][:nf] = V[a][:nf]
-    for a in range(9, 13):  # per entry
-        V2[a][:ne] = V[a][:ne]
-    for a in range(13, 23):  # per resource
-        V2[a][:R] = V[a][:R]
-    for a in range(1, 8):
-        W2[a][:nf] = W[a][:nf]
-    W2[8][:ne] = W[8][:ne]
-    for a in range(9, 12):
-        W2[a][:R] = W[a][:R]
-    # the event heap: live entries only, then heapified
-    state, ver = V[1], V[2]
-    hs = 0
-    for k in range(N[_HS]):
-        f = V[25][k]
-        if (V[24][k] == _FIN and (V[26][k] != ver[f] or state[f] != _ACTIVE)) or (
-                V[24][k] == _ACT and state[f] != _LATENCY):
-            continue
-        W2[12][hs] = W[12][k]
-        V2[23][hs] = V[23][k]
-        V2[24][hs] = V[24][k]
-        V2[25][hs] = V[25][k]
-        V2[26][hs] = V[26][k]
-        hs += 1
+    for a in range(_I_STATE, _I_ERES):
+        N2[oi2[a]:oi2[a] + nf] = N[oi[a]:oi[a] + nf]
+    for a in range(_I_ERES, _I_HEAD):
+        N2[oi2[a]:oi2[a] + ne] = N[oi[a]:oi[a] + ne]
+    for a in range(_I_HEAD, _I_HSEQ):
+        N2[oi2[a]:oi2[a] + R] = N[oi[a]:oi[a] + R]
+    for a in range(_X_SIZE, _X_COEF):
+        X2[ox2[a]:ox2[a] + nf] = X[ox[a]:ox[a] + nf]
+    X2[ox2[_X_COEF]:ox2[_X_COEF] + ne] = X[ox[_X_COEF]:ox[_X_COEF] + ne]
+    for a in range(_X_CAP, _X_HKEY):
+        X2[ox2[a]:ox2[a] + R] = X[ox[a]:ox[a] + R]
+    _compact(N, X, oi, ox)
+    hs = N[_HS]
+    X2[ox2[_X_HKEY]:ox2[_X_HKEY] + hs] = X[ox[_X_HKEY]:ox[_X_HKEY] + hs]
+    for a in range(_I_HSEQ, _I_LRES):
+        N2[oi2[a]:oi2[a] + hs] = N[oi[a]:oi[a] + hs]
     N2[_HS] = hs
-    for k in range(hs // 2 - 1, -1, -1):
-        _hdown(W2[12], V2[23], V2[24], V2[25], V2[26], k, hs)
     return N2, X2
 
 
@@ -222,99 +194,107 @@ def _grow(N, X, NF, NE):
 
 
 @jit
-def _hswap(hkey, hseq, hkind, hflow, hver, a, b):
-    hkey[a], hkey[b] = hkey[b], hkey[a]
-    hseq[a], hseq[b] = hseq[b], hseq[a]
-    hkind[a], hkind[b] = hkind[b], hkind[a]
-    hflow[a], hflow[b] = hflow[b], hflow[a]
-    hver[a], hver[b] = hver[b], hver[a]
+def _hbefore(N, X, hq, hk, a, b):
+    """Whether heap slot ``a`` comes before slot ``b``."""
+    ka = X[hk + a]
+    kb = X[hk + b]
+    return ka < kb or (ka == kb and N[hq + a] < N[hq + b])
 
 
 @jit
-def _hdown(hkey, hseq, hkind, hflow, hver, i, size):
+def _hmove(N, X, oi, ox, a, b):
+    """Heap slot ``a`` takes slot ``b``'s entry."""
+    X[ox[_X_HKEY] + a] = X[ox[_X_HKEY] + b]
+    N[oi[_I_HSEQ] + a] = N[oi[_I_HSEQ] + b]
+    N[oi[_I_HKIND] + a] = N[oi[_I_HKIND] + b]
+    N[oi[_I_HFLOW] + a] = N[oi[_I_HFLOW] + b]
+    N[oi[_I_HVER] + a] = N[oi[_I_HVER] + b]
+
+
+@jit
+def _hswap(N, X, oi, ox, a, b):
+    hk, hq, hd, hf, hv = ox[_X_HKEY], oi[_I_HSEQ], oi[_I_HKIND], oi[_I_HFLOW], oi[_I_HVER]
+    X[hk + a], X[hk + b] = X[hk + b], X[hk + a]
+    N[hq + a], N[hq + b] = N[hq + b], N[hq + a]
+    N[hd + a], N[hd + b] = N[hd + b], N[hd + a]
+    N[hf + a], N[hf + b] = N[hf + b], N[hf + a]
+    N[hv + a], N[hv + b] = N[hv + b], N[hv + a]
+
+
+@jit
+def _hdown(N, X, oi, ox, i, size):
+    hq, hk = oi[_I_HSEQ], ox[_X_HKEY]
     while True:
         a = 2 * i + 1
         if a >= size:
             return
         c = a
         b = a + 1
-        if b < size and (hkey[b] < hkey[a] or (hkey[b] == hkey[a] and hseq[b] < hseq[a])):
+        if b < size and _hbefore(N, X, hq, hk, b, a):
             c = b
-        if hkey[i] < hkey[c] or (hkey[i] == hkey[c] and hseq[i] < hseq[c]):
+        if _hbefore(N, X, hq, hk, i, c):
             return
-        _hswap(hkey, hseq, hkind, hflow, hver, i, c)
+        _hswap(N, X, oi, ox, i, c)
         i = c
 
 
 @jit
-def _hpush(N, hkey, hseq, hkind, hflow, hver, t, kind, f, v):
-    """Push an entry with the next sequence number (the heap has room: see _compact)."""
+def _hpush(N, X, oi, ox, t, kind, f, v):
+    """Push an entry with the next sequence number, after dropping the stale entries of a
+    full heap (at most one entry per flow is live, and the heap has room for two per flow:
+    afterwards there is room for any re-solve)."""
+    if N[_HS] == N[_H]:
+        _compact(N, X, oi, ox)
     s = N[_SEQ] + 1
     N[_SEQ] = s
     i = N[_HS]
     N[_HS] = i + 1
-    hkey[i] = t
-    hseq[i] = s
-    hkind[i] = kind
-    hflow[i] = f
-    hver[i] = v
+    hq, hk = oi[_I_HSEQ], ox[_X_HKEY]
+    X[hk + i] = t
+    N[hq + i] = s
+    N[oi[_I_HKIND] + i] = kind
+    N[oi[_I_HFLOW] + i] = f
+    N[oi[_I_HVER] + i] = v
     while i > 0:
         p = (i - 1) >> 1
-        if hkey[p] < hkey[i] or (hkey[p] == hkey[i] and hseq[p] < hseq[i]):
+        if _hbefore(N, X, hq, hk, p, i):
             return
-        _hswap(hkey, hseq, hkind, hflow, hver, p, i)
+        _hswap(N, X, oi, ox, p, i)
         i = p
 
 
 @jit
-def _hpop(N, hkey, hseq, hkind, hflow, hver):
+def _hpop(N, X, oi, ox):
     """Drop the top entry (read by the caller)."""
     n = N[_HS] - 1
     N[_HS] = n
     if n > 0:
-        hkey[0] = hkey[n]
-        hseq[0] = hseq[n]
-        hkind[0] = hkind[n]
-        hflow[0] = hflow[n]
-        hver[0] = hver[n]
-        _hdown(hkey, hseq, hkind, hflow, hver, 0, n)
+        _hmove(N, X, oi, ox, 0, n)
+        _hdown(N, X, oi, ox, 0, n)
 
 
 @jit
-def _compact(N, V, W):
-    """Drop the stale entries of a full event heap (at most one live entry per flow, and the
-    heap holds two per flow of capacity: afterwards there is room for any re-solve)."""
-    state, ver = V[1], V[2]
-    hseq, hkind, hflow, hver, hkey = V[23], V[24], V[25], V[26], W[12]
+def _compact(N, X, oi, ox):
+    """Drop the stale entries of the event heap and heapify what is left."""
     n = 0
     for k in range(N[_HS]):
-        f = hflow[k]
-        if (hkind[k] == _FIN and (hver[k] != ver[f] or state[f] != _ACTIVE)) or (
-                hkind[k] == _ACT and state[f] != _LATENCY):
+        if _stale(N, oi, k):
             continue
-        hkey[n] = hkey[k]
-        hseq[n] = hseq[k]
-        hkind[n] = hkind[k]
-        hflow[n] = hflow[k]
-        hver[n] = hver[k]
+        _hmove(N, X, oi, ox, n, k)
         n += 1
     N[_HS] = n
     for k in range(n // 2 - 1, -1, -1):
-        _hdown(hkey, hseq, hkind, hflow, hver, k, n)
+        _hdown(N, X, oi, ox, k, n)
 
 
 @jit
-def _next_time(N, V, W):
+def _next_time(N, X, oi, ox):
     """Time of the next live entry (stale tops dropped), inf when none."""
-    state, ver = V[1], V[2]
-    hseq, hkind, hflow, hver, hkey = V[23], V[24], V[25], V[26], W[12]
     while N[_HS] > 0:
-        f = hflow[0]
-        if (hkind[0] == _FIN and (hver[0] != ver[f] or state[f] != _ACTIVE)) or (
-                hkind[0] == _ACT and state[f] != _LATENCY):
-            _hpop(N, hkey, hseq, hkind, hflow, hver)
+        if _stale(N, oi, 0):
+            _hpop(N, X, oi, ox)
             continue
-        return hkey[0]
+        return X[ox[_X_HKEY]]
     return math.inf
 
 
@@ -322,26 +302,27 @@ def _next_time(N, V, W):
 
 
 @jit
-def _lpush(lkey, lres, n, k, r):
+def _lpush(N, X, lr, lk, n, k, r):
     i = n
-    lkey[i] = k
-    lres[i] = r
+    X[lk + i] = k
+    N[lr + i] = r
     while i > 0:
         p = (i - 1) >> 1
-        if lkey[p] < lkey[i] or (lkey[p] == lkey[i] and lres[p] <= lres[i]):
+        kp, ki = X[lk + p], X[lk + i]
+        if kp < ki or (kp == ki and N[lr + p] <= N[lr + i]):
             break
-        lkey[p], lkey[i] = lkey[i], lkey[p]
-        lres[p], lres[i] = lres[i], lres[p]
+        X[lk + p], X[lk + i] = ki, kp
+        N[lr + p], N[lr + i] = N[lr + i], N[lr + p]
         i = p
     return n + 1
 
 
 @jit
-def _lpop(lkey, lres, n):
+def _lpop(N, X, lr, lk, n):
     n -= 1
     if n > 0:
-        lkey[0] = lkey[n]
-        lres[0] = lres[n]
+        X[lk] = X[lk + n]
+        N[lr] = N[lr + n]
         i = 0
         while True:
             a = 2 * i + 1
@@ -349,12 +330,13 @@ def _lpop(lkey, lres, n):
                 break
             c = a
             b = a + 1
-            if b < n and (lkey[b] < lkey[a] or (lkey[b] == lkey[a] and lres[b] < lres[a])):
+            if b < n and (X[lk + b] < X[lk + a] or (X[lk + b] == X[lk + a]
+                                                    and N[lr + b] < N[lr + a])):
                 c = b
-            if lkey[i] < lkey[c] or (lkey[i] == lkey[c] and lres[i] <= lres[c]):
+            if X[lk + i] < X[lk + c] or (X[lk + i] == X[lk + c] and N[lr + i] <= N[lr + c]):
                 break
-            lkey[c], lkey[i] = lkey[i], lkey[c]
-            lres[c], lres[i] = lres[i], lres[c]
+            X[lk + c], X[lk + i] = X[lk + i], X[lk + c]
+            N[lr + c], N[lr + i] = N[lr + i], N[lr + c]
             i = c
     return n
 
@@ -363,224 +345,241 @@ def _lpop(lkey, lres, n):
 
 
 @jit
-def _link(V, e, r):
+def _link(N, oi, e, r):
     """Route entry ``e`` joins the end of resource ``r``'s flows."""
-    eprev, enext, head, tail = V[11], V[12], V[13], V[14]
-    t = tail[r]
-    eprev[e] = t
-    enext[e] = -1
+    prev, nxt, head, tail = oi[_I_EPREV], oi[_I_ENEXT], oi[_I_HEAD], oi[_I_TAIL]
+    t = N[tail + r]
+    N[prev + e] = t
+    N[nxt + e] = -1
     if t >= 0:
-        enext[t] = e
+        N[nxt + t] = e
     else:
-        head[r] = e
-    tail[r] = e
+        N[head + r] = e
+    N[tail + r] = e
 
 
 @jit
-def _unlink(V, e, r):
-    eprev, enext, head, tail = V[11], V[12], V[13], V[14]
-    p = eprev[e]
-    n = enext[e]
+def _unlink(N, oi, e, r):
+    prev, nxt, head, tail = oi[_I_EPREV], oi[_I_ENEXT], oi[_I_HEAD], oi[_I_TAIL]
+    p = N[prev + e]
+    n = N[nxt + e]
     if p >= 0:
-        enext[p] = n
+        N[nxt + p] = n
     else:
-        head[r] = n
+        N[head + r] = n
     if n >= 0:
-        eprev[n] = p
+        N[prev + n] = p
     else:
-        tail[r] = p
+        N[tail + r] = p
 
 
 @jit
-def _resolve(N, V, W, nchg, T):
+def _resolve(N, X, oi, ox, nchg, T):
     """Re-solve the component of the ``nchg`` changed resources (FlowEngine._resolve and
     maxmin.waterfill, in their order), then push the new finish times (FlowEngine._apply)."""
-    (_, state, ver, e0, e1, cst, fst, comp, order, eres, eflow, _, enext, head, _, cnt, sst,
-     tst, _, chg, stack, cres, touched, hseq, hkind, hflow, hver, lres) = V
-    (_, _, w, rem, rate, last, _, nrate, coef, cap, lrem, lden, hkey, lkey) = W
+    ver, e0, e1, cst, fst = oi[_I_VER], oi[_I_E0], oi[_I_E1], oi[_I_CST], oi[_I_FST]
+    comp, order, eres, eflow, enext = oi[_I_COMP], oi[_I_ORDER], oi[_I_ERES], oi[_I_EFLOW], \
+        oi[_I_ENEXT]
+    head, cnt, sst, tst, chg = oi[_I_HEAD], oi[_I_CNT], oi[_I_SST], oi[_I_TST], oi[_I_CHG]
+    stack, cres, touched, lres = oi[_I_STACK], oi[_I_CRES], oi[_I_TOUCHED], oi[_I_LRES]
+    w, rem, rate, last, nrate = ox[_X_W], ox[_X_REM], ox[_X_RATE], ox[_X_LAST], ox[_X_NRATE]
+    coef, cap, lrem, lden, lkey = ox[_X_COEF], ox[_X_CAP], ox[_X_LREM], ox[_X_LDEN], \
+        ox[_X_LKEY]
     stamp = N[_STAMP] + 1
     N[_STAMP] = stamp
     nr = 0
     sp = 0
     for k in range(nchg):
-        r = chg[k]
-        sst[r] = stamp
-        cres[nr] = r
+        r = N[chg + k]
+        N[sst + r] = stamp
+        N[cres + nr] = r
         nr += 1
-        stack[sp] = r
+        N[stack + sp] = r
         sp += 1
     nf = 0
     while sp > 0:
         sp -= 1
-        r = stack[sp]
-        e = head[r]
+        r = N[stack + sp]
+        e = N[head + r]
         while e >= 0:
-            f = eflow[e]
-            if cst[f] != stamp:
-                cst[f] = stamp
-                comp[nf] = f
+            f = N[eflow + e]
+            if N[cst + f] != stamp:
+                N[cst + f] = stamp
+                N[comp + nf] = f
                 nf += 1
-                for e2 in range(e0[f], e1[f]):
-                    r2 = eres[e2]
-                    if sst[r2] != stamp:
-                        sst[r2] = stamp
-                        cres[nr] = r2
+                for e2 in range(N[e0 + f], N[e1 + f]):
+                    r2 = N[eres + e2]
+                    if N[sst + r2] != stamp:
+                        N[sst + r2] = stamp
+                        N[cres + nr] = r2
                         nr += 1
-                        stack[sp] = r2
+                        N[stack + sp] = r2
                         sp += 1
-            e = enext[e]
+            e = N[enext + e]
     if nf == 0:
         return
     # water-filling
     for k in range(nr):
-        r = cres[k]
-        lrem[r] = cap[r]
-        lden[r] = 0.0
-        cnt[r] = 0
+        r = N[cres + k]
+        X[lrem + r] = X[cap + r]
+        X[lden + r] = 0.0
+        N[cnt + r] = 0
     for k in range(nf):
-        f = comp[k]
-        iw = 1.0 / w[f]
-        for e in range(e0[f], e1[f]):
-            r = eres[e]
-            lden[r] += coef[e] * iw
-            cnt[r] += 1
+        f = N[comp + k]
+        iw = 1.0 / X[w + f]
+        for e in range(N[e0 + f], N[e1 + f]):
+            r = N[eres + e]
+            X[lden + r] += X[coef + e] * iw
+            N[cnt + r] += 1
     ls = 0
     for k in range(nr):
-        r = cres[k]
-        if cnt[r] > 0:
-            ls = _lpush(lkey, lres, ls, lrem[r] / lden[r], r)
+        r = N[cres + k]
+        if N[cnt + r] > 0:
+            ls = _lpush(N, X, lres, lkey, ls, X[lrem + r] / X[lden + r], r)
     nfix = 0
     while ls > 0:
-        lvl = lkey[0]
-        r = lres[0]
-        ls = _lpop(lkey, lres, ls)
-        if cnt[r] <= 0 or lrem[r] / lden[r] != lvl:
+        lvl = X[lkey]
+        r = N[lres]
+        ls = _lpop(N, X, lres, lkey, ls)
+        if N[cnt + r] <= 0 or X[lrem + r] / X[lden + r] != lvl:
             continue  # filled already, or a stale level
-        cnt[r] = 0
+        N[cnt + r] = 0
         nt = 0
-        e = head[r]
+        e = N[head + r]
         while e >= 0:
-            f = eflow[e]
-            e = enext[e]
-            if fst[f] == stamp:
+            f = N[eflow + e]
+            e = N[enext + e]
+            if N[fst + f] == stamp:
                 continue
-            fst[f] = stamp
-            order[nfix] = f
+            N[fst + f] = stamp
+            N[order + nfix] = f
             nfix += 1
-            wf = w[f]
+            wf = X[w + f]
             x = lvl / wf
-            nrate[f] = x
+            X[nrate + f] = x
             iw = 1.0 / wf
-            for e2 in range(e0[f], e1[f]):
-                r2 = eres[e2]
-                if cnt[r2] > 0:
-                    a = coef[e2]
-                    lrem[r2] -= a * x
-                    lden[r2] -= a * iw
-                    cnt[r2] -= 1
-                    if tst[r2] != stamp:
-                        tst[r2] = stamp
-                        touched[nt] = r2
+            for e2 in range(N[e0 + f], N[e1 + f]):
+                r2 = N[eres + e2]
+                if N[cnt + r2] > 0:
+                    a = X[coef + e2]
+                    X[lrem + r2] -= a * x
+                    X[lden + r2] -= a * iw
+                    N[cnt + r2] -= 1
+                    if N[tst + r2] != stamp:
+                        N[tst + r2] = stamp
+                        N[touched + nt] = r2
                         nt += 1
         for k in range(nt):
-            r2 = touched[k]
-            tst[r2] = 0
-            if cnt[r2] > 0:
-                d = lden[r2]
+            r2 = N[touched + k]
+            N[tst + r2] = 0
+            if N[cnt + r2] > 0:
+                d = X[lden + r2]
                 if d <= 0.0:  # rounding left nothing in the denominator: recompute it
                     d = 0.0
-                    e = head[r2]
+                    e = N[head + r2]
                     while e >= 0:
-                        f = eflow[e]
-                        if fst[f] != stamp:
-                            d += coef[e] / w[f]
-                        e = enext[e]
-                    lden[r2] = d
-                rm = lrem[r2]
-                ls = _lpush(lkey, lres, ls, (rm if rm > 0.0 else 0.0) / d, r2)
+                        f = N[eflow + e]
+                        if N[fst + f] != stamp:
+                            d += X[coef + e] / X[w + f]
+                        e = N[enext + e]
+                    X[lden + r2] = d
+                rm = X[lrem + r2]
+                ls = _lpush(N, X, lres, lkey, ls, (rm if rm > 0.0 else 0.0) / d, r2)
                 if rm < 0.0:
-                    lrem[r2] = 0.0
+                    X[lrem + r2] = 0.0
     # new rates: remaining sizes brought up to date, new finish times
     for k in range(nfix):
-        f = order[k]
-        x = nrate[f]
-        old = rate[f]
+        f = N[order + k]
+        x = X[nrate + f]
+        old = X[rate + f]
         if x == old:
             continue
-        rm = rem[f]
+        rm = X[rem + f]
         if old > 0.0:
-            rm -= old * (T - last[f])
+            rm -= old * (T - X[last + f])
             if rm < 0.0:
                 rm = 0.0
-            rem[f] = rm
-        last[f] = T
-        rate[f] = x
-        v = ver[f] + 1
-        ver[f] = v
-        if N[_HS] == N[_H]:
-            _compact(N, V, W)
-        _hpush(N, hkey, hseq, hkind, hflow, hver, T + rm / x if x > 0.0 else math.inf,
-               _FIN, f, v)
+            X[rem + f] = rm
+        X[last + f] = T
+        X[rate + f] = x
+        v = N[ver + f] + 1
+        N[ver + f] = v
+        _hpush(N, X, oi, ox, T + rm / x if x > 0.0 else math.inf, _FIN, f, v)
 
 
 @jit
-def _step(N, X, V, W, nout):
+def _step(N, X, oi, ox, nout):
     """Process the events at the next event time (FlowEngine._step); the output's new length."""
-    (out, state, ver, e0, e1, _, _, _, _, eres, _, _, _, _, _, _, _, _, chs, chg, _, _, _,
-     hseq, hkind, hflow, hver, _) = V
-    (outt, size, _, _, _, last, finish, _, _, _, _, _, hkey, _) = W
-    T = hkey[0]
+    out, state, ver, e0, e1 = oi[_I_OUT], oi[_I_STATE], oi[_I_VER], oi[_I_E0], oi[_I_E1]
+    eres, chs, chg = oi[_I_ERES], oi[_I_CHS], oi[_I_CHG]
+    hk, hkind, hflow, hver = ox[_X_HKEY], oi[_I_HKIND], oi[_I_HFLOW], oi[_I_HVER]
+    outt, size, last, finish = ox[_X_OUTT], ox[_X_SIZE], ox[_X_LAST], ox[_X_FINISH]
+    T = X[hk]
     lim = T + abs(T) * TIE
     stamp = N[_STAMP] + 1
     N[_STAMP] = stamp
     nchg = 0
-    while N[_HS] > 0 and hkey[0] <= lim:
-        t = hkey[0]
-        kind = hkind[0]
-        f = hflow[0]
-        v = hver[0]
-        _hpop(N, hkey, hseq, hkind, hflow, hver)
+    while N[_HS] > 0 and X[hk] <= lim:
+        t = X[hk]
+        kind = N[hkind]
+        f = N[hflow]
+        v = N[hver]
+        _hpop(N, X, oi, ox)
         if kind == _FIN:
-            if v != ver[f] or state[f] != _ACTIVE:
+            if v != N[ver + f] or N[state + f] != _ACTIVE:
                 continue
-            state[f] = _DONE
-            finish[f] = t
+            N[state + f] = _DONE
+            X[finish + f] = t
             N[_NACTIVE] -= 1
-            out[nout] = f
-            outt[nout] = t
+            N[out + nout] = f
+            X[outt + nout] = t
             nout += 1
-            for e in range(e0[f], e1[f]):
-                r = eres[e]
-                _unlink(V, e, r)
-                if chs[r] != stamp:
-                    chs[r] = stamp
-                    chg[nchg] = r
+            for e in range(N[e0 + f], N[e1 + f]):
+                r = N[eres + e]
+                _unlink(N, oi, e, r)
+                if N[chs + r] != stamp:
+                    N[chs + r] = stamp
+                    N[chg + nchg] = r
                     nchg += 1
         else:
-            if state[f] != _LATENCY:
+            if N[state + f] != _LATENCY:
                 continue
-            if e1[f] == e0[f] or size[f] == 0.0:
-                state[f] = _DONE
-                finish[f] = t
-                out[nout] = f
-                outt[nout] = t
+            if N[e1 + f] == N[e0 + f] or X[size + f] == 0.0:
+                N[state + f] = _DONE
+                X[finish + f] = t
+                N[out + nout] = f
+                X[outt + nout] = t
                 nout += 1
                 continue
-            state[f] = _ACTIVE
+            N[state + f] = _ACTIVE
             N[_NACTIVE] += 1
-            last[f] = t
-            for e in range(e0[f], e1[f]):
-                r = eres[e]
-                _link(V, e, r)
-                if chs[r] != stamp:
-                    chs[r] = stamp
-                    chg[nchg] = r
+            X[last + f] = t
+            for e in range(N[e0 + f], N[e1 + f]):
+                r = N[eres + e]
+                _link(N, oi, e, r)
+                if N[chs + r] != stamp:
+                    N[chs + r] = stamp
+                    N[chg + nchg] = r
                     nchg += 1
     if T > X[_NOW]:
         X[_NOW] = T
     N[_EVENTS] += 1
     if nchg > 0:
-        _resolve(N, V, W, nchg, T)
+        _resolve(N, X, oi, ox, nchg, T)
+    return nout
+
+
+@jit
+def _advance_to(N, X, oi, ox, until):
+    nout = 0
+    while True:
+        t = _next_time(N, X, oi, ox)
+        if t > until or t == math.inf:
+            break
+        nout = _step(N, X, oi, ox, nout)
+    if until > X[_NOW] and until < math.inf:
+        X[_NOW] = until
+    X[_NEXT] = t
     return nout
 
 
@@ -588,95 +587,141 @@ def _step(N, X, V, W, nout):
 def _advance(N, X, until):
     """Every event at times <= ``until`` (FlowEngine.advance): the number of flows finished
     (ids and times at the start of the arenas), the next event time and the engine's time."""
-    V, W = _views(N, X)
-    nout = 0
-    while True:
-        t = _next_time(N, V, W)
-        if t > until or t == math.inf:
-            break
-        nout = _step(N, X, V, W, nout)
-    if until > X[_NOW] and until < math.inf:
-        X[_NOW] = until
-    X[_NEXT] = t
-    return nout, t, X[_NOW]
+    oi, ox = _offsets(N)
+    nout = _advance_to(N, X, oi, ox, until)
+    return nout, X[_NEXT], X[_NOW]
 
 
 @jit
-def _add(N, X, res, coef, size, t, lat, wt):
-    """A flow on route entries ``res`` (coefficients ``coef``) requested at ``t``: the next
-    event time (FlowEngine.add after its checks; the arenas have room)."""
-    V, W = _views(N, X)
+def _route(N, X, res, coef, lat, wt):
+    """Register a route (entries ``res``, coefficients ``coef``, latency, weight): its id."""
+    oi, ox = _offsets(N)
+    k = N[_NROUTES]
+    e = N[_NRENT]
+    n = res.shape[0]
+    for j in range(n):
+        N[oi[_I_RRES] + e + j] = res[j]
+        X[ox[_X_RCOEF] + e + j] = coef[j]
+    N[oi[_I_R0] + k] = e
+    N[oi[_I_R1] + k] = e + n
+    X[ox[_X_RLAT] + k] = lat
+    X[ox[_X_RW] + k] = wt
+    N[_NROUTES] = k + 1
+    N[_NRENT] = e + n
+    return k
+
+
+@jit
+def _add_flow(N, X, oi, ox, rid, size, t):
+    """A flow of ``size`` on route ``rid`` requested at ``t`` (FlowEngine.add after its
+    checks; the arenas have room)."""
     f = N[_NFLOWS]
     N[_NFLOWS] = f + 1
     ne = N[_NENT]
-    eres, eflow, ecoef = V[9], V[10], W[8]
-    for k in range(res.shape[0]):
-        eres[ne + k] = res[k]
-        eflow[ne + k] = f
-        ecoef[ne + k] = coef[k]
-    V[3][f] = ne
-    V[4][f] = ne + res.shape[0]
-    N[_NENT] = ne + res.shape[0]
-    V[1][f] = _LATENCY
-    V[2][f] = 0
-    W[1][f] = size
-    W[2][f] = wt
-    W[3][f] = size
-    W[4][f] = 0.0
-    W[5][f] = t
-    W[6][f] = math.nan
-    if N[_HS] == N[_H]:
-        _compact(N, V, W)
-    ta = t + lat
-    _hpush(N, W[12], V[23], V[24], V[25], V[26], ta, _ACT, f, 0)
+    a, b = N[oi[_I_R0] + rid], N[oi[_I_R1] + rid]
+    eres, eflow, ecoef, rres, rcoef = oi[_I_ERES], oi[_I_EFLOW], ox[_X_COEF], oi[_I_RRES], \
+        ox[_X_RCOEF]
+    for j in range(b - a):
+        N[eres + ne + j] = N[rres + a + j]
+        N[eflow + ne + j] = f
+        X[ecoef + ne + j] = X[rcoef + a + j]
+    N[oi[_I_E0] + f] = ne
+    N[oi[_I_E1] + f] = ne + b - a
+    N[_NENT] = ne + b - a
+    N[oi[_I_STATE] + f] = _LATENCY
+    N[oi[_I_VER] + f] = 0
+    X[ox[_X_SIZE] + f] = size
+    X[ox[_X_W] + f] = X[ox[_X_RW] + rid]
+    X[ox[_X_REM] + f] = size
+    X[ox[_X_RATE] + f] = 0.0
+    X[ox[_X_LAST] + f] = t
+    X[ox[_X_FINISH] + f] = math.nan
+    ta = t + X[ox[_X_RLAT] + rid]
+    _hpush(N, X, oi, ox, ta, _ACT, f, 0)
     if ta < X[_NEXT]:
         X[_NEXT] = ta
+
+
+@jit
+def _add(N, X, rid, size, t):
+    """:func:`_add_flow` from Python: the next event time."""
+    oi, ox = _offsets(N)
+    _add_flow(N, X, oi, ox, rid, size, t)
     return X[_NEXT]
+
+
+@jit
+def _exchange(N, X, until, rid1, rid2, size):
+    """:func:`_advance` to ``until``, then (unless ``rid1 < 0``) a flow each way of ``size``
+    starting then, on routes ``rid1`` and ``rid2``; the engine's flows all come in such
+    pairs (``f`` even and ``f + 1``). The exchanges complete by ``until`` (both flows
+    arrived), each as its first flow, in the order their second flow arrived (at the start
+    of the integer arena), and the next event time."""
+    oi, ox = _offsets(N)
+    nout = 0
+    if X[_NEXT] <= until:
+        nout = _advance_to(N, X, oi, ox, until)
+    elif until > X[_NOW]:
+        X[_NOW] = until
+    if nout > 0:
+        out, state, cst = oi[_I_OUT], oi[_I_STATE], oi[_I_CST]
+        stamp = N[_STAMP] + 1
+        N[_STAMP] = stamp
+        for k in range(nout):  # finished in this call (cst is free: done flows join no component)
+            N[cst + N[out + k]] = stamp
+        m = 0
+        for k in range(nout):
+            f = N[out + k]
+            N[cst + f] = 0
+            p = f ^ 1
+            if N[state + p] == _DONE and N[cst + p] != stamp:  # the other arrived before
+                N[out + m] = f - (f & 1)
+                m += 1
+        nout = m
+    if rid1 >= 0:
+        _add_flow(N, X, oi, ox, rid1, size, until)
+        _add_flow(N, X, oi, ox, rid2, size, until)
+    return nout, X[_NEXT]
 
 
 @jit
 def _cancel(N, X, f):
     """Withdraw flow ``f`` now (FlowEngine.cancel): the next event time."""
-    V, W = _views(N, X)
-    state = V[1]
-    st = state[f]
+    oi, ox = _offsets(N)
+    state = oi[_I_STATE]
+    st = N[state + f]
     if st == _LATENCY:
-        state[f] = _CANCELLED
+        N[state + f] = _CANCELLED
     elif st == _ACTIVE:
-        state[f] = _CANCELLED
+        N[state + f] = _CANCELLED
         N[_NACTIVE] -= 1
         stamp = N[_STAMP] + 1
         N[_STAMP] = stamp
-        eres, chs, chg = V[9], V[18], V[19]
+        eres, chs, chg = oi[_I_ERES], oi[_I_CHS], oi[_I_CHG]
         nchg = 0
-        for e in range(V[3][f], V[4][f]):
-            r = eres[e]
-            _unlink(V, e, r)
-            if chs[r] != stamp:
-                chs[r] = stamp
-                chg[nchg] = r
+        for e in range(N[oi[_I_E0] + f], N[oi[_I_E1] + f]):
+            r = N[eres + e]
+            _unlink(N, oi, e, r)
+            if N[chs + r] != stamp:
+                N[chs + r] = stamp
+                N[chg + nchg] = r
                 nchg += 1
-        _resolve(N, V, W, nchg, X[_NOW])
-    t = _next_time(N, V, W)
+        _resolve(N, X, oi, ox, nchg, X[_NOW])
+    t = _next_time(N, X, oi, ox)
     X[_NEXT] = t
     return t
 
 
 @jit
-def _add_all(N, X, ptr, res, coef, weight, size, start, lat):
-    """Every flow of the batch, in order (``_add`` each)."""
-    for f in range(size.shape[0]):
-        _add(N, X, res[ptr[f]:ptr[f + 1]], coef[ptr[f]:ptr[f + 1]], size[f], start[f], lat[f],
-             weight[f])
-
-
-@jit
 def _export(N, X):
-    """Copies of the per-flow state, sizes, finish times and route entries (for results)."""
-    V, W = _views(N, X)
+    """Copies of the per-flow state, route entries (first, last), the entries' resources,
+    the sizes, finish times and the entries' coefficients (for results)."""
+    oi, ox = _offsets(N)
     nf, ne = N[_NFLOWS], N[_NENT]
-    return (V[1][:nf].copy(), V[3][:nf].copy(), V[4][:nf].copy(), V[9][:ne].copy(),
-            W[1][:nf].copy(), W[6][:nf].copy(), W[8][:ne].copy())
+    return (N[oi[_I_STATE]:oi[_I_STATE] + nf].copy(), N[oi[_I_E0]:oi[_I_E0] + nf].copy(),
+            N[oi[_I_E1]:oi[_I_E1] + nf].copy(), N[oi[_I_ERES]:oi[_I_ERES] + ne].copy(),
+            X[ox[_X_SIZE]:ox[_X_SIZE] + nf].copy(), X[ox[_X_FINISH]:ox[_X_FINISH] + nf].copy(),
+            X[ox[_X_COEF]:ox[_X_COEF] + ne].copy())
 
 
 @jit
@@ -700,16 +745,19 @@ def run_flows(cap, ptr, res, coef, weight, size, start, lat):
         float64[n] finish times and the number of event times processed.
     """
     n = size.shape[0]
-    N, X = _new(cap, max(n, 1), max(res.shape[0], 1))
+    N, X = _new(cap, max(n, 1), max(res.shape[0], 1), max(n, 1), max(res.shape[0], 1))
     t0 = math.inf
     for f in range(n):
         if start[f] < t0:
             t0 = start[f]
     X[_NOW] = t0 if n > 0 else 0.0
-    _add_all(N, X, ptr, res, coef, weight, size, start, lat)
-    _advance(N, X, math.inf)
-    V, W = _views(N, X)
-    return W[6][:n].copy(), N[_EVENTS]
+    for f in range(n):  # each flow its own route
+        _route(N, X, res[ptr[f]:ptr[f + 1]], coef[ptr[f]:ptr[f + 1]], lat[f], weight[f])
+    oi, ox = _offsets(N)
+    for f in range(n):
+        _add_flow(N, X, oi, ox, f, size[f], start[f])
+    _advance_to(N, X, oi, ox, math.inf)
+    return X[ox[_X_FINISH]:ox[_X_FINISH] + n].copy(), N[_EVENTS]
 
 
 class CompiledFlowEngine:
@@ -724,10 +772,8 @@ class CompiledFlowEngine:
 
     Attributes
     ----------
-    events : int
-        Event times processed.
-    active : int
-        Flows moving now.
+    n : int
+        Flows added.
     """
 
     def __init__(self, network: Any, *, weighting: str = "maxmin", flows: int = 64) -> None:
@@ -737,15 +783,21 @@ class CompiledFlowEngine:
         self.weighting = check_choice("weighting", weighting, WEIGHTINGS)
         self.incremental = True
         self._rtt = self.weighting == "rtt"
+        self._cap = np.asarray(network.capacity, dtype=np.float64)
+        # capacities: flows, their route entries, routes, the routes' entries
         self._nf = max(int(flows), 1)
         self._ne = 4 * self._nf
-        self.N, self.X = _new(np.asarray(network.capacity, dtype=np.float64), self._nf, self._ne)
-        self.n = 0  # flows added
+        self._nr, self._nre = 16, 64
+        self.N, self.X = _new(self._cap, self._nf, self._ne, self._nr, self._nre)
+        self.n = 0
         self._nent = 0
+        self._nroutes = 0
+        self._nrent = 0
         self._next = math.inf
         self._now = 0.0
-        self._routes: dict[Any, tuple] = {}
-        self._coefs: dict[tuple, np.ndarray] = {}
+        self._routes: dict[Any, tuple] = {}  # (src, dst) -> (route id or None, entries, Route)
+        self._sized: dict[tuple, int] = {}  # (src, dst, size) -> route id, for curve routes
+        self._pairs: dict[tuple, tuple] = {}  # (a, b, size) -> (id a -> b, id b -> a, entries)
 
     # -- state ---------------------------------------------------------------------
     @property
@@ -760,10 +812,12 @@ class CompiledFlowEngine:
 
     @property
     def events(self) -> int:
+        """Event times processed."""
         return int(self.N[_EVENTS])
 
     @property
     def active(self) -> int:
+        """Flows moving now."""
         return int(self.N[_NACTIVE])
 
     @property
@@ -775,33 +829,52 @@ class CompiledFlowEngine:
         """Time of the next start or finish (inf when nothing is pending)."""
         return self._next
 
-    # -- flows -----------------------------------------------------------------------
-    def route(self, src: Any, dst: Any) -> tuple:
-        """``(route, entries, coefficients or None, weight)`` of the route ``src -> dst``
-        (coefficients None: a curve on the route, so they depend on the size)."""
-        key = (src, dst)
-        x = self._routes.get(key)
+    # -- routes --------------------------------------------------------------------
+    def _route_id(self, src: Any, dst: Any, size: float) -> tuple[int, int]:
+        """The registered route of a flow ``src -> dst`` of ``size``: (id, entries)."""
+        x = self._routes.get((src, dst))
         if x is None:
             rt = self.network.route(src, dst)
             curve = self.network.curve
             curved = any(curve[r] is not None for r in rt.resources)
-            res = np.asarray(rt.resources, dtype=np.int64)
-            w = rt.latency if self._rtt and rt.latency > 0 else 1.0
-            x = self._routes[key] = (rt, res, None if curved else np.ones(len(res)), w)
-        return x
+            rid = None if curved else self._register(rt, 1.0)
+            x = self._routes[(src, dst)] = (rid, len(rt.resources), rt)
+        if x[0] is not None:
+            return x[0], x[1]
+        key = (src, dst, size)  # a curve's coefficient 1 / c(size) depends on the size
+        rid = self._sized.get(key)
+        if rid is None:
+            rid = self._sized[key] = self._register(x[2], size)
+        return rid, x[1]
 
-    def _coefficients(self, rt: Any, size: float) -> np.ndarray:
-        key = (rt.src, rt.dst, size)
-        c = self._coefs.get(key)
-        if c is None:
-            if len(self._coefs) > 100_000:
-                self._coefs.clear()
-            curve = self.network.curve
-            c = self._coefs[key] = np.array(
-                [1.0 if curve[r] is None or size == 0 else 1.0 / curve[r](size)
-                 for r in rt.resources], dtype=np.float64)
-        return c
+    def _register(self, rt: Any, size: float) -> int:
+        curve = self.network.curve
+        coef = np.array([1.0 if curve[r] is None or size == 0 else 1.0 / curve[r](size)
+                         for r in rt.resources], dtype=np.float64)
+        w = rt.latency if self._rtt and rt.latency > 0 else 1.0
+        n = len(rt.resources)
+        if self._nroutes == self._nr or self._nrent + n > self._nre:
+            self._nr = 2 * self._nr if self._nroutes == self._nr else self._nr
+            self._nre = max(2 * self._nre, self._nrent + n)
+            self._resize()
+        rid = _route(self.N, self.X, np.asarray(rt.resources, dtype=np.int64), coef,
+                     rt.latency, w)
+        self._nroutes += 1
+        self._nrent += n
+        return rid
 
+    def _room(self, flows: int, entries: int) -> None:
+        """Grow the arenas (doubling) to hold ``flows`` more flows with ``entries`` entries."""
+        if self.n + flows > self._nf:
+            self._nf = max(2 * self._nf, self.n + flows)
+        if self._nent + entries > self._ne:
+            self._ne = max(2 * self._ne, self._nent + entries)
+        self._resize()
+
+    def _resize(self) -> None:
+        self.N, self.X = _grow(self.N, self.X, self._nf, self._ne, self._nr, self._nre)
+
+    # -- flows -----------------------------------------------------------------------
     def add(self, src: Any, dst: Any, size: float, start: float | None = None) -> int:
         """Request a flow; its index (as :meth:`sim.network.flows.FlowEngine.add`)."""
         from .flows import _check_flow
@@ -811,27 +884,49 @@ class CompiledFlowEngine:
 
     def add_checked(self, src: Any, dst: Any, size: float, t: float) -> int:
         """:meth:`add` with ``size`` and ``t`` already checked (a float >= 0, a time >= now)."""
-        rt, res, coef, w = self.route(src, dst)
-        if coef is None:
-            coef = self._coefficients(rt, size)
-        if self.n == self._nf or self._nent + len(res) > self._ne:
-            self._grow(len(res))
-        self._next = _add(self.N, self.X, res, coef, size, t, rt.latency, w)
+        rid, ne = self._route_id(src, dst, size)
         f = self.n
+        if f == self._nf or self._nent + ne > self._ne:
+            self._room(1, ne)
+        self._next = _add(self.N, self.X, rid, size, t)
         self.n = f + 1
-        self._nent += len(res)
+        self._nent += ne
         return f
 
-    def _grow(self, need: int) -> None:
-        nf = 2 * self._nf if self.n == self._nf else self._nf
-        ne = max(2 * self._ne, self._nent + need) if self._nent + need > self._ne else self._ne
-        self.N, self.X = _grow(self.N, self.X, nf, ne)
-        self._nf, self._ne = nf, ne
+    def exchange(self, a: Any, b: Any, size: float, t: float) -> tuple[list[int], int]:
+        """:meth:`advance` to ``t``, then a flow of ``size`` each way between ``a`` and ``b``
+        from ``t`` (checked: a float >= 0, ``t`` >= now), for an engine whose flows all come
+        so, in pairs (see :meth:`sim.network.flows.FlowEngine.exchange`): the exchanges
+        complete by ``t``, each as its first flow, in the order they completed, and the
+        first flow of the new one (``a -> b``; ``b -> a`` is the next)."""
+        x = self._pairs.get((a, b, size))
+        if x is None:
+            r1, n1 = self._route_id(a, b, size)
+            r2, n2 = self._route_id(b, a, size)
+            x = self._pairs[(a, b, size)] = (r1, r2, n1 + n2)
+        f = self.n
+        if f + 2 > self._nf or self._nent + x[2] > self._ne:
+            self._room(2, x[2])
+        n, self._next = _exchange(self.N, self.X, t, x[0], x[1], size)
+        if t > self._now:
+            self._now = t
+        self.n = f + 2
+        self._nent += x[2]
+        if n == 0:
+            return [], f
+        return self.N[_IHDR:_IHDR + n].tolist(), f
+
+    def exchanges_done(self, until: float) -> list[int]:
+        """:meth:`advance` to ``until`` on an engine of exchanges: those complete by then
+        (as :meth:`exchange` reports them)."""
+        n, self._next = _exchange(self.N, self.X, until, -1, -1, 0.0)
+        if until > self._now:
+            self._now = until
+        return self.N[_IHDR:_IHDR + n].tolist() if n else []
 
     def cancel(self, f: int) -> None:
         """Withdraw flow ``f`` now (its share goes back to the others)."""
         self._next = _cancel(self.N, self.X, f)
-        self._now = float(self.X[_NOW])
 
     def advance_times(self, until: float) -> tuple[list[int], list[float]]:
         """Every start and finish at times ``<= until``: the flows finished and their times."""
@@ -855,12 +950,7 @@ class CompiledFlowEngine:
 
         state, e0, e1, eres, size, _, coef = _export(self.N, self.X)
         done = state == _DONE
+        ranges = list(zip(e0[done].tolist(), e1[done].tolist(), strict=True))
         return link_utilisation(self.network, size[done].tolist(),
-                                [eres[a:b].tolist() for a, b in zip(e0[done], e1[done],
-                                                                    strict=True)],
-                                [coef[a:b].tolist() for a, b in zip(e0[done], e1[done],
-                                                                    strict=True)], span)
-
-
-def check_engine(name: str) -> None:  # pragma: no cover - used by callers that choose
-    check(HAVE_NUMBA, "engine", "auto or python without numba (pip install 'dtsim[fast]')", name)
+                                [eres[a:b].tolist() for a, b in ranges],
+                                [coef[a:b].tolist() for a, b in ranges], span)
