@@ -91,7 +91,8 @@ class AsyncGossip(GossipSystem):
 
             self._flows = flow_engine(build_network(flows), weighting=cfg.network_weighting)
             self._flows.now = float(env.now)
-            self._pending: dict[int, tuple] = {}  # exchange (its first flow) -> what it carries
+            self._pending: dict[int, tuple] = {}  # exchange (its number) -> what it carries
+            self._number = itertools.count()  # the engine numbers exchanges in the order asked
         elif flows is not None:
             from ..network import NetworkService
 
@@ -220,7 +221,7 @@ class AsyncGossip(GossipSystem):
         timeout = env.timeout
         x = self._scalar_values
         exchange = self._flows.exchange
-        arrived, pending = self._arrived, self._pending
+        arrived, pending, number = self._arrived, self._pending, self._number
         direct = self._direct_peers
         pick, refill = self._draws.pick, self._draws.refill
         sent = self._sent_scalar
@@ -246,19 +247,19 @@ class AsyncGossip(GossipSystem):
                     continue
                 j = got[0]
             # the engine was last advanced to a time <= now, so now is a valid start
-            done, f = exchange(i, j, size, now)
+            done = exchange(i, j, size, now)
             if done:
                 arrived(done)
             if s:
                 x[i] += s * zs[kk]  # type: ignore[index]
-            pending[f] = (i, j, sent(i, j), sent(j, i))
+            pending[next(number)] = (i, j, sent(i, j), sent(j, i))
 
     def _flush_flows(self, now: float) -> None:
         """Advance the flow engine to ``now`` and deliver what arrived (a record)."""
         self._arrived(self._flows.exchanges_done(now))
 
     def _arrived(self, done: list[int]) -> None:
-        """Deliver, in order, the exchanges ``done`` (each as its first flow)."""
+        """Deliver, in order, the exchanges ``done`` (by number)."""
         pending, deliver = self._pending, self._deliver
         for f in done:
             deliver(*pending.pop(f))

@@ -190,17 +190,16 @@ class FlowEngine:
         finish = self.finish
         return done, [finish[f] for f in done]
 
-    def exchange(self, a: Any, b: Any, size: float, t: float) -> tuple[list[int], int]:
+    def exchange(self, a: Any, b: Any, size: float, t: float) -> list[int]:
         """:meth:`advance` to ``t``, then a flow of ``size`` each way between ``a`` and ``b``
-        from ``t`` (checked: a float >= 0, ``t`` >= now), for an engine whose flows all come
-        so, in pairs (flows ``f`` even and ``f + 1``: an exchange, complete when both have
-        arrived): the exchanges complete by ``t``, each as its first flow, in the order their
-        second flow arrived, and the first flow of the new one (``a -> b``; ``b -> a`` is the
-        next)."""
+        from ``t`` (``size`` a float >= 0, ``t`` >= now), for an engine whose flows all come
+        so, in pairs: exchange ``k`` (the ``k``-th asked) is flows ``2 k`` (``a -> b``) and
+        ``2 k + 1``, complete when both have arrived. The exchanges complete by ``t``, in the
+        order their second flow arrived."""
         done = self.exchanges_done(t)
-        f = self.add_checked(a, b, size, t)
+        self.add_checked(a, b, size, t)
         self.add_checked(b, a, size, t)
-        return done, f
+        return done
 
     def exchanges_done(self, until: float) -> list[int]:
         """:meth:`advance` to ``until`` on an engine of exchanges: those complete by then
@@ -216,7 +215,7 @@ class FlowEngine:
             later.discard(f)
             p = f ^ 1
             if self.f_state[p] == _DONE and p not in later:  # the other arrived before
-                out.append(f - (f & 1))
+                out.append(f >> 1)
         return out
 
     def run(self) -> list[int]:

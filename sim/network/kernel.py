@@ -32,7 +32,19 @@ from typing import Any
 import numpy as np
 
 from ..errors import check_choice
-from ..xoshiro import HAVE_NUMBA, jit
+from ..xoshiro import HAVE_NUMBA, identity, jit
+
+if HAVE_NUMBA:
+    import numba
+
+    #: For the functions that only index the arenas (they allocate nothing): compiled without
+    #: numba's reference counting, which would otherwise count every use of an arena in them.
+    lean = numba.njit(cache=True, nogil=True, _nrt=False)
+    #: For the small helpers of the hot loops: inlined where they are called (numba's own IR
+    #: inlining; a call passes each array as seven values and the offset tuples by value).
+    inline = numba.njit(cache=True, nogil=True, _nrt=False, inline="always")
+else:  # pragma: no cover - exercised where numba is absent
+    lean = inline = identity
 
 __all__ = ["HAVE_NUMBA", "CompiledFlowEngine", "run_flows"]
 
@@ -78,7 +90,7 @@ def _sizes(NF, NE, R, H, L, RT, RE):
             _XHDR + 8 * NF + NE + 3 * R + H + L + 2 * RT + RE)
 
 
-@jit
+@lean
 def _offsets(N):
     """Where each section starts: a tuple for the integer arena, one for the float arena.
 
@@ -141,7 +153,7 @@ def _new(cap, NF, NE, RT, RE):
     return N, X
 
 
-@jit
+@inline
 def _stale(N, oi, k):
     """Whether event-heap slot ``k`` is superseded (a later rate, or a flow no longer waiting)."""
     f = N[oi[_I_HFLOW] + k]
@@ -193,7 +205,7 @@ def _grow(N, X, NF, NE, RT, RE):
 # -- the event heap: entries (time, sequence, kind, flow, version), least (time, sequence) first
 
 
-@jit
+@inline
 def _hbefore(N, X, hq, hk, a, b):
     """Whether heap slot ``a`` comes before slot ``b``."""
     ka = X[hk + a]
@@ -201,7 +213,7 @@ def _hbefore(N, X, hq, hk, a, b):
     return ka < kb or (ka == kb and N[hq + a] < N[hq + b])
 
 
-@jit
+@inline
 def _hmove(N, X, oi, ox, a, b):
     """Heap slot ``a`` takes slot ``b``'s entry."""
     X[ox[_X_HKEY] + a] = X[ox[_X_HKEY] + b]
@@ -211,7 +223,7 @@ def _hmove(N, X, oi, ox, a, b):
     N[oi[_I_HVER] + a] = N[oi[_I_HVER] + b]
 
 
-@jit
+@inline
 def _hswap(N, X, oi, ox, a, b):
     hk, hq, hd, hf, hv = ox[_X_HKEY], oi[_I_HSEQ], oi[_I_HKIND], oi[_I_HFLOW], oi[_I_HVER]
     X[hk + a], X[hk + b] = X[hk + b], X[hk + a]
@@ -221,7 +233,7 @@ def _hswap(N, X, oi, ox, a, b):
     N[hv + a], N[hv + b] = N[hv + b], N[hv + a]
 
 
-@jit
+@inline
 def _hdown(N, X, oi, ox, i, size):
     hq, hk = oi[_I_HSEQ], ox[_X_HKEY]
     while True:
@@ -238,7 +250,7 @@ def _hdown(N, X, oi, ox, i, size):
         i = c
 
 
-@jit
+@inline
 def _hpush(N, X, oi, ox, t, kind, f, v):
     """Push an entry with the next sequence number, after dropping the stale entries of a
     full heap (at most one entry per flow is live, and the heap has room for two per flow:
@@ -263,7 +275,7 @@ def _hpush(N, X, oi, ox, t, kind, f, v):
         i = p
 
 
-@jit
+@inline
 def _hpop(N, X, oi, ox):
     """Drop the top entry (read by the caller)."""
     n = N[_HS] - 1
@@ -273,7 +285,7 @@ def _hpop(N, X, oi, ox):
         _hdown(N, X, oi, ox, 0, n)
 
 
-@jit
+@lean
 def _compact(N, X, oi, ox):
     """Drop the stale entries of the event heap and heapify what is left."""
     n = 0
@@ -287,7 +299,7 @@ def _compact(N, X, oi, ox):
         _hdown(N, X, oi, ox, k, n)
 
 
-@jit
+@inline
 def _next_time(N, X, oi, ox):
     """Time of the next live entry (stale tops dropped), inf when none."""
     while N[_HS] > 0:
@@ -301,7 +313,7 @@ def _next_time(N, X, oi, ox):
 # -- the level heap of one water-filling: entries (level, resource), least first
 
 
-@jit
+@inline
 def _lpush(N, X, lr, lk, n, k, r):
     i = n
     X[lk + i] = k
@@ -317,7 +329,7 @@ def _lpush(N, X, lr, lk, n, k, r):
     return n + 1
 
 
-@jit
+@inline
 def _lpop(N, X, lr, lk, n):
     n -= 1
     if n > 0:
@@ -344,7 +356,7 @@ def _lpop(N, X, lr, lk, n):
 # -- the model
 
 
-@jit
+@inline
 def _link(N, oi, e, r):
     """Route entry ``e`` joins the end of resource ``r``'s flows."""
     prev, nxt, head, tail = oi[_I_EPREV], oi[_I_ENEXT], oi[_I_HEAD], oi[_I_TAIL]
@@ -358,7 +370,7 @@ def _link(N, oi, e, r):
     N[tail + r] = e
 
 
-@jit
+@inline
 def _unlink(N, oi, e, r):
     prev, nxt, head, tail = oi[_I_EPREV], oi[_I_ENEXT], oi[_I_HEAD], oi[_I_TAIL]
     p = N[prev + e]
@@ -373,7 +385,7 @@ def _unlink(N, oi, e, r):
         N[tail + r] = p
 
 
-@jit
+@lean
 def _resolve(N, X, oi, ox, nchg, T):
     """Re-solve the component of the ``nchg`` changed resources (FlowEngine._resolve and
     maxmin.waterfill, in their order), then push the new finish times (FlowEngine._apply)."""
@@ -507,7 +519,7 @@ def _resolve(N, X, oi, ox, nchg, T):
         _hpush(N, X, oi, ox, T + rm / x if x > 0.0 else math.inf, _FIN, f, v)
 
 
-@jit
+@lean
 def _step(N, X, oi, ox, nout):
     """Process the events at the next event time (FlowEngine._step); the output's new length."""
     out, state, ver, e0, e1 = oi[_I_OUT], oi[_I_STATE], oi[_I_VER], oi[_I_E0], oi[_I_E1]
@@ -569,7 +581,7 @@ def _step(N, X, oi, ox, nout):
     return nout
 
 
-@jit
+@lean
 def _advance_to(N, X, oi, ox, until):
     nout = 0
     while True:
@@ -583,16 +595,16 @@ def _advance_to(N, X, oi, ox, until):
     return nout
 
 
-@jit
+@lean
 def _advance(N, X, until):
     """Every event at times <= ``until`` (FlowEngine.advance): the number of flows finished
-    (ids and times at the start of the arenas), the next event time and the engine's time."""
+    (ids and times at the start of the arenas) and the next event time."""
     oi, ox = _offsets(N)
     nout = _advance_to(N, X, oi, ox, until)
-    return nout, X[_NEXT], X[_NOW]
+    return nout, X[_NEXT]
 
 
-@jit
+@lean
 def _route(N, X, res, coef, lat, wt):
     """Register a route (entries ``res``, coefficients ``coef``, latency, weight): its id."""
     oi, ox = _offsets(N)
@@ -611,7 +623,7 @@ def _route(N, X, res, coef, lat, wt):
     return k
 
 
-@jit
+@lean
 def _add_flow(N, X, oi, ox, rid, size, t):
     """A flow of ``size`` on route ``rid`` requested at ``t`` (FlowEngine.add after its
     checks; the arenas have room)."""
@@ -642,22 +654,43 @@ def _add_flow(N, X, oi, ox, rid, size, t):
         X[_NEXT] = ta
 
 
-@jit
+@lean
+def _room(N, X, oi, flows, entries):
+    """Whether the arenas hold ``flows`` more flows with ``entries`` more entries (heaps
+    included: the event heap has room for two entries per flow)."""
+    return N[_NFLOWS] + flows <= N[_NF] and N[_NENT] + entries <= N[_NE]
+
+
+@lean
 def _add(N, X, rid, size, t):
-    """:func:`_add_flow` from Python: the next event time."""
+    """:func:`_add_flow` from Python, the start ``t`` first brought to the engine's time if it
+    is at most ``1e-12`` (relative) before it (FlowEngine.add). The next event time; nan if
+    the arenas lack room (nothing done: grow them and call again); -inf if ``t`` is before
+    the engine's time."""
     oi, ox = _offsets(N)
+    if not _room(N, X, oi, 1, N[oi[_I_R1] + rid] - N[oi[_I_R0] + rid]):
+        return math.nan
+    now = X[_NOW]
+    if t < now:
+        if now - t > 1e-12 * max(1.0, abs(now)):
+            return -math.inf
+        t = now
     _add_flow(N, X, oi, ox, rid, size, t)
     return X[_NEXT]
 
 
-@jit
+@lean
 def _exchange(N, X, until, rid1, rid2, size):
     """:func:`_advance` to ``until``, then (unless ``rid1 < 0``) a flow each way of ``size``
     starting then, on routes ``rid1`` and ``rid2``; the engine's flows all come in such
-    pairs (``f`` even and ``f + 1``). The exchanges complete by ``until`` (both flows
-    arrived), each as its first flow, in the order their second flow arrived (at the start
-    of the integer arena), and the next event time."""
+    pairs, exchange ``k`` being flows ``2 k`` and ``2 k + 1``. The number of exchanges
+    complete by ``until`` (both flows arrived), each written as ``k`` at the start of the
+    integer arena in the order their second flow arrived; -1 if the arenas lack room for
+    the new one (nothing done: grow them and call again)."""
     oi, ox = _offsets(N)
+    if rid1 >= 0 and not _room(N, X, oi, 2, N[oi[_I_R1] + rid1] - N[oi[_I_R0] + rid1]
+                               + N[oi[_I_R1] + rid2] - N[oi[_I_R0] + rid2]):
+        return -1
     nout = 0
     if X[_NEXT] <= until:
         nout = _advance_to(N, X, oi, ox, until)
@@ -675,16 +708,16 @@ def _exchange(N, X, until, rid1, rid2, size):
             N[cst + f] = 0
             p = f ^ 1
             if N[state + p] == _DONE and N[cst + p] != stamp:  # the other arrived before
-                N[out + m] = f - (f & 1)
+                N[out + m] = f >> 1
                 m += 1
         nout = m
     if rid1 >= 0:
         _add_flow(N, X, oi, ox, rid1, size, until)
         _add_flow(N, X, oi, ox, rid2, size, until)
-    return nout, X[_NEXT]
+    return nout
 
 
-@jit
+@lean
 def _cancel(N, X, f):
     """Withdraw flow ``f`` now (FlowEngine.cancel): the next event time."""
     oi, ox = _offsets(N)
@@ -783,32 +816,23 @@ class CompiledFlowEngine:
         self.weighting = check_choice("weighting", weighting, WEIGHTINGS)
         self.incremental = True
         self._rtt = self.weighting == "rtt"
-        self._cap = np.asarray(network.capacity, dtype=np.float64)
-        # capacities: flows, their route entries, routes, the routes' entries
-        self._nf = max(int(flows), 1)
-        self._ne = 4 * self._nf
-        self._nr, self._nre = 16, 64
-        self.N, self.X = _new(self._cap, self._nf, self._ne, self._nr, self._nre)
+        nf = max(int(flows), 1)
+        self.N, self.X = _new(np.asarray(network.capacity, dtype=np.float64), nf, 4 * nf, 16, 64)
         self.n = 0
-        self._nent = 0
-        self._nroutes = 0
-        self._nrent = 0
         self._next = math.inf
-        self._now = 0.0
         self._routes: dict[Any, tuple] = {}  # (src, dst) -> (route id or None, entries, Route)
         self._sized: dict[tuple, int] = {}  # (src, dst, size) -> route id, for curve routes
-        self._pairs: dict[tuple, tuple] = {}  # (a, b, size) -> (id a -> b, id b -> a, entries)
+        self._pairs: dict[tuple, tuple] = {}  # (a, b, size) -> (id a -> b, id b -> a)
 
     # -- state ---------------------------------------------------------------------
     @property
     def now(self) -> float:
         """The engine's time (the last event processed, or the last ``advance`` bound)."""
-        return self._now
+        return float(self.X[_NOW])
 
     @now.setter
     def now(self, t: float) -> None:
-        self._now = float(t)
-        self.X[_NOW] = self._now
+        self.X[_NOW] = float(t)
 
     @property
     def events(self) -> int:
@@ -829,99 +853,102 @@ class CompiledFlowEngine:
         """Time of the next start or finish (inf when nothing is pending)."""
         return self._next
 
-    # -- routes --------------------------------------------------------------------
-    def _route_id(self, src: Any, dst: Any, size: float) -> tuple[int, int]:
-        """The registered route of a flow ``src -> dst`` of ``size``: (id, entries)."""
+    # -- routes and room -------------------------------------------------------------
+    def _route_id(self, src: Any, dst: Any, size: float) -> int:
+        """The registered route of a flow ``src -> dst`` of ``size``."""
         x = self._routes.get((src, dst))
         if x is None:
             rt = self.network.route(src, dst)
             curve = self.network.curve
             curved = any(curve[r] is not None for r in rt.resources)
-            rid = None if curved else self._register(rt, 1.0)
-            x = self._routes[(src, dst)] = (rid, len(rt.resources), rt)
+            x = self._routes[(src, dst)] = (None if curved else self._register(rt, 1.0), rt)
         if x[0] is not None:
-            return x[0], x[1]
+            return x[0]
         key = (src, dst, size)  # a curve's coefficient 1 / c(size) depends on the size
         rid = self._sized.get(key)
         if rid is None:
-            rid = self._sized[key] = self._register(x[2], size)
-        return rid, x[1]
+            rid = self._sized[key] = self._register(x[1], size)
+        return rid
 
     def _register(self, rt: Any, size: float) -> int:
         curve = self.network.curve
         coef = np.array([1.0 if curve[r] is None or size == 0 else 1.0 / curve[r](size)
                          for r in rt.resources], dtype=np.float64)
         w = rt.latency if self._rtt and rt.latency > 0 else 1.0
-        n = len(rt.resources)
-        if self._nroutes == self._nr or self._nrent + n > self._nre:
-            self._nr = 2 * self._nr if self._nroutes == self._nr else self._nr
-            self._nre = max(2 * self._nre, self._nrent + n)
-            self._resize()
-        rid = _route(self.N, self.X, np.asarray(rt.resources, dtype=np.int64), coef,
-                     rt.latency, w)
-        self._nroutes += 1
-        self._nrent += n
-        return rid
+        N = self.N
+        if N[_NROUTES] == N[_RT] or N[_NRENT] + len(coef) > N[_RE]:
+            self._grow(routes=1, route_entries=len(coef))
+        return _route(self.N, self.X, np.asarray(rt.resources, dtype=np.int64), coef,
+                      rt.latency, w)
 
-    def _room(self, flows: int, entries: int) -> None:
-        """Grow the arenas (doubling) to hold ``flows`` more flows with ``entries`` entries."""
-        if self.n + flows > self._nf:
-            self._nf = max(2 * self._nf, self.n + flows)
-        if self._nent + entries > self._ne:
-            self._ne = max(2 * self._ne, self._nent + entries)
-        self._resize()
-
-    def _resize(self) -> None:
-        self.N, self.X = _grow(self.N, self.X, self._nf, self._ne, self._nr, self._nre)
+    def _grow(self, flows: int = 0, entries: int = 0, routes: int = 0,
+              route_entries: int = 0) -> None:
+        """Larger arenas, for this many more flows, entries, routes and route entries (each
+        capacity that falls short at least doubled)."""
+        N = self.N
+        new = []
+        for c, u, w in zip((_NF, _NE, _RT, _RE), (_NFLOWS, _NENT, _NROUTES, _NRENT),
+                           (flows, entries, routes, route_entries), strict=True):
+            cap, need = int(N[c]), int(N[u]) + w
+            new.append(cap if need <= cap else max(2 * cap, need))
+        self.N, self.X = _grow(self.N, self.X, *new)
 
     # -- flows -----------------------------------------------------------------------
     def add(self, src: Any, dst: Any, size: float, start: float | None = None) -> int:
         """Request a flow; its index (as :meth:`sim.network.flows.FlowEngine.add`)."""
-        from .flows import _check_flow
+        if size.__class__ is not float or not 0.0 <= size < math.inf:
+            from ..errors import check_nonnegative
 
-        size, t = _check_flow(self.now, size, start)
-        return self.add_checked(src, dst, size, t)
+            size = check_nonnegative("size", size)
+        t = self.now if start is None else float(start)
+        if not math.isfinite(t):
+            from .flows import _check_flow
 
-    def add_checked(self, src: Any, dst: Any, size: float, t: float) -> int:
-        """:meth:`add` with ``size`` and ``t`` already checked (a float >= 0, a time >= now)."""
-        rid, ne = self._route_id(src, dst, size)
+            _check_flow(self.now, size, t)  # raises, naming the start
+        rid = self._route_id(src, dst, size)
+        nxt = _add(self.N, self.X, rid, size, t)
+        if nxt != nxt:  # no room
+            self._grow(flows=1, entries=len(self._entries(rid)))
+            nxt = _add(self.N, self.X, rid, size, t)
+        if nxt == -math.inf:
+            from .flows import _check_flow
+
+            _check_flow(self.now, size, t)  # raises: the start is before the engine's time
+        self._next = nxt
         f = self.n
-        if f == self._nf or self._nent + ne > self._ne:
-            self._room(1, ne)
-        self._next = _add(self.N, self.X, rid, size, t)
         self.n = f + 1
-        self._nent += ne
         return f
 
-    def exchange(self, a: Any, b: Any, size: float, t: float) -> tuple[list[int], int]:
+    def add_checked(self, src: Any, dst: Any, size: float, t: float) -> int:
+        """:meth:`add` (the checks are cheap here)."""
+        return self.add(src, dst, size, t)
+
+    def _entries(self, rid: int) -> range:
+        oi = _offsets(self.N)[0]
+        return range(int(self.N[oi[_I_R0] + rid]), int(self.N[oi[_I_R1] + rid]))
+
+    def exchange(self, a: Any, b: Any, size: float, t: float) -> list[int]:
         """:meth:`advance` to ``t``, then a flow of ``size`` each way between ``a`` and ``b``
-        from ``t`` (checked: a float >= 0, ``t`` >= now), for an engine whose flows all come
+        from ``t`` (``size`` a float >= 0, ``t`` >= now), for an engine whose flows all come
         so, in pairs (see :meth:`sim.network.flows.FlowEngine.exchange`): the exchanges
-        complete by ``t``, each as its first flow, in the order they completed, and the
-        first flow of the new one (``a -> b``; ``b -> a`` is the next)."""
+        complete by ``t`` (the ``k``-th asked is ``k``), in the order they completed."""
         x = self._pairs.get((a, b, size))
         if x is None:
-            r1, n1 = self._route_id(a, b, size)
-            r2, n2 = self._route_id(b, a, size)
-            x = self._pairs[(a, b, size)] = (r1, r2, n1 + n2)
-        f = self.n
-        if f + 2 > self._nf or self._nent + x[2] > self._ne:
-            self._room(2, x[2])
-        n, self._next = _exchange(self.N, self.X, t, x[0], x[1], size)
-        if t > self._now:
-            self._now = t
-        self.n = f + 2
-        self._nent += x[2]
+            x = self._pairs[(a, b, size)] = (self._route_id(a, b, size),
+                                             self._route_id(b, a, size))
+        n = _exchange(self.N, self.X, t, x[0], x[1], size)
+        if n < 0:
+            self._grow(flows=2, entries=len(self._entries(x[0])) + len(self._entries(x[1])))
+            n = _exchange(self.N, self.X, t, x[0], x[1], size)
+        self.n += 2
         if n == 0:
-            return [], f
-        return self.N[_IHDR:_IHDR + n].tolist(), f
+            return []
+        return self.N[_IHDR:_IHDR + n].tolist()
 
     def exchanges_done(self, until: float) -> list[int]:
         """:meth:`advance` to ``until`` on an engine of exchanges: those complete by then
         (as :meth:`exchange` reports them)."""
-        n, self._next = _exchange(self.N, self.X, until, -1, -1, 0.0)
-        if until > self._now:
-            self._now = until
+        n = _exchange(self.N, self.X, until, -1, -1, 0.0)
         return self.N[_IHDR:_IHDR + n].tolist() if n else []
 
     def cancel(self, f: int) -> None:
@@ -930,7 +957,7 @@ class CompiledFlowEngine:
 
     def advance_times(self, until: float) -> tuple[list[int], list[float]]:
         """Every start and finish at times ``<= until``: the flows finished and their times."""
-        n, self._next, self._now = _advance(self.N, self.X, until)
+        n, self._next = _advance(self.N, self.X, until)
         if n == 0:
             return [], []
         return (self.N[_IHDR:_IHDR + n].tolist(), self.X[_XHDR:_XHDR + n].tolist())

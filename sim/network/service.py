@@ -14,7 +14,7 @@ from typing import Any
 
 import simpy
 
-from .flows import FlowEngine, _check_flow
+from .flows import FlowEngine
 from .topology import Network, build_network
 
 __all__ = ["NetworkService"]
@@ -89,9 +89,7 @@ class NetworkService:
                 d += size / min(net.capacity[r] if net.curve[r] is None else net.curve[r](size)
                                 for r in rt.resources)
             return self.env.timeout(d, value=self.env.now + d)
-        eng = self.engine
-        size, t = _check_flow(eng.now, size, self.env.now)
-        f = eng.add_checked(src, dst, size, t)
+        f = self.engine.add(src, dst, size, self.env.now)
         ev = self.env.event()
         ev.flow = f  # type: ignore[attr-defined]
         self._events[f] = ev
