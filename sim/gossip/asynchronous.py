@@ -91,6 +91,7 @@ class AsyncGossip(GossipSystem):
 
             self._flows = flow_engine(build_network(flows), weighting=cfg.network_weighting)
             self._flows.now = float(env.now)
+            self._exchange_flows = self._flows.exchanger(float(cfg.size))
             self._pending: dict[int, tuple] = {}  # exchange (its number) -> what it carries
             self._number = itertools.count()  # the engine numbers exchanges in the order asked
         elif flows is not None:
@@ -220,12 +221,11 @@ class AsyncGossip(GossipSystem):
         env = self.env
         timeout = env.timeout
         x = self._scalar_values
-        exchange = self._flows.exchange
+        exchange = self._exchange_flows
         arrived, pending, number = self._arrived, self._pending, self._number
         direct = self._direct_peers
         pick, refill = self._draws.pick, self._draws.refill
         sent = self._sent_scalar
-        size = float(self.cfg.size)
         s = 0.0 if self.is_adv[i] else self.cfg.noise
         now = env.now
         c, k = len(gaps), 0
@@ -247,7 +247,7 @@ class AsyncGossip(GossipSystem):
                     continue
                 j = got[0]
             # the engine was last advanced to a time <= now, so now is a valid start
-            done = exchange(i, j, size, now)
+            done = exchange(i, j, now)
             if done:
                 arrived(done)
             if s:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,6 +184,10 @@ class FlowEngine:
             self.now = until
         return out
 
+    def rates(self) -> dict[int, float]:
+        """The rate of every flow moving now (its share after the last event)."""
+        return {f: self.f_rate[f] for f, st in enumerate(self.f_state) if st == _ACTIVE}
+
     def advance_times(self, until: float) -> tuple[list[int], list[float]]:
         """:meth:`advance`, and the finish time of each flow it returns."""
         done = self.advance(until)
@@ -200,6 +204,11 @@ class FlowEngine:
         self.add_checked(a, b, size, t)
         self.add_checked(b, a, size, t)
         return done
+
+    def exchanger(self, size: float) -> Callable[[Any, Any, float], list[int]]:
+        """:meth:`exchange` with ``size`` bound: ``f(a, b, t)``, for a caller's hot loop."""
+        size = float(size)
+        return lambda a, b, t: self.exchange(a, b, size, t)
 
     def exchanges_done(self, until: float) -> list[int]:
         """:meth:`advance` to ``until`` on an engine of exchanges: those complete by then

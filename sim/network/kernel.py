@@ -27,6 +27,7 @@ checks their logic that way, ``tests/test_network_kernel.py``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,13 +66,13 @@ _XHDR = 4
 
 # The integer arena's sections, in order (:func:`_offsets`): per flow (the output first),
 # per route entry, per resource, per event-heap slot, per level-heap slot.
-(_I_OUT, _I_STATE, _I_VER, _I_E0, _I_E1, _I_CST, _I_FST, _I_COMP, _I_ORDER,
+(_I_OUT, _I_STATE, _I_FSEQ, _I_E0, _I_E1, _I_CST, _I_FST, _I_COMP, _I_ORDER,
  _I_ERES, _I_EFLOW, _I_EPREV, _I_ENEXT,
  _I_HEAD, _I_TAIL, _I_CNT, _I_SST, _I_TST, _I_CHS, _I_CHG, _I_STACK, _I_CRES, _I_TOUCHED,
- _I_HSEQ, _I_HKIND, _I_HFLOW, _I_HVER,
+ _I_HSEQ, _I_HPAY,
  _I_LRES,
  _I_R0, _I_R1,
- _I_RRES) = range(31)
+ _I_RRES) = range(29)
 # The float arena's sections, likewise (the routes: latency and weight, and each entry's
 # coefficient).
 (_X_OUTT, _X_SIZE, _X_W, _X_REM, _X_RATE, _X_LAST, _X_FINISH, _X_NRATE,
@@ -86,7 +87,7 @@ _XHDR = 4
 @jit
 def _sizes(NF, NE, R, H, L, RT, RE):
     """Lengths of the integer and float arenas for these capacities."""
-    return (_IHDR + 9 * NF + 4 * NE + 10 * R + 4 * H + L + 2 * RT + RE,
+    return (_IHDR + 9 * NF + 4 * NE + 10 * R + 2 * H + L + 2 * RT + RE,
             _XHDR + 8 * NF + NE + 3 * R + H + L + 2 * RT + RE)
 
 
@@ -106,14 +107,14 @@ def _offsets(N):
     b = a + 9 * NF
     c = b + 4 * NE
     d = c + 10 * R
-    e = d + 4 * H
+    e = d + 2 * H
     g = e + L
     oi = (a, a + NF, a + 2 * NF, a + 3 * NF, a + 4 * NF, a + 5 * NF, a + 6 * NF, a + 7 * NF,
           a + 8 * NF,
           b, b + NE, b + 2 * NE, b + 3 * NE,
           c, c + R, c + 2 * R, c + 3 * R, c + 4 * R, c + 5 * R, c + 6 * R, c + 7 * R, c + 8 * R,
           c + 9 * R,
-          d, d + H, d + 2 * H, d + 3 * H,
+          d, d + H,
           e,
           g, g + RT,
           g + 2 * RT)
@@ -156,9 +157,10 @@ def _new(cap, NF, NE, RT, RE):
 @inline
 def _stale(N, oi, k):
     """Whether event-heap slot ``k`` is superseded (a later rate, or a flow no longer waiting)."""
-    f = N[oi[_I_HFLOW] + k]
-    if N[oi[_I_HKIND] + k] == _FIN:
-        return N[oi[_I_HVER] + k] != N[oi[_I_VER] + f] or N[oi[_I_STATE] + f] != _ACTIVE
+    pay = N[oi[_I_HPAY] + k]
+    f = pay >> 1
+    if pay & 1 == _FIN:
+        return N[oi[_I_HSEQ] + k] != N[oi[_I_FSEQ] + f] or N[oi[_I_STATE] + f] != _ACTIVE
     return N[oi[_I_STATE] + f] != _LATENCY
 
 
@@ -202,7 +204,8 @@ def _grow(N, X, NF, NE, RT, RE):
     return N2, X2
 
 
-# -- the event heap: entries (time, sequence, kind, flow, version), least (time, sequence) first
+# -- the event heap: entries (time, sequence, 2 flow + kind), least (time, sequence) first; a
+# flow's finish entry is live while its sequence is the flow's latest (FlowEngine's version)
 
 
 @inline
@@ -218,19 +221,15 @@ def _hmove(N, X, oi, ox, a, b):
     """Heap slot ``a`` takes slot ``b``'s entry."""
     X[ox[_X_HKEY] + a] = X[ox[_X_HKEY] + b]
     N[oi[_I_HSEQ] + a] = N[oi[_I_HSEQ] + b]
-    N[oi[_I_HKIND] + a] = N[oi[_I_HKIND] + b]
-    N[oi[_I_HFLOW] + a] = N[oi[_I_HFLOW] + b]
-    N[oi[_I_HVER] + a] = N[oi[_I_HVER] + b]
+    N[oi[_I_HPAY] + a] = N[oi[_I_HPAY] + b]
 
 
 @inline
 def _hswap(N, X, oi, ox, a, b):
-    hk, hq, hd, hf, hv = ox[_X_HKEY], oi[_I_HSEQ], oi[_I_HKIND], oi[_I_HFLOW], oi[_I_HVER]
+    hk, hq, hp = ox[_X_HKEY], oi[_I_HSEQ], oi[_I_HPAY]
     X[hk + a], X[hk + b] = X[hk + b], X[hk + a]
     N[hq + a], N[hq + b] = N[hq + b], N[hq + a]
-    N[hd + a], N[hd + b] = N[hd + b], N[hd + a]
-    N[hf + a], N[hf + b] = N[hf + b], N[hf + a]
-    N[hv + a], N[hv + b] = N[hv + b], N[hv + a]
+    N[hp + a], N[hp + b] = N[hp + b], N[hp + a]
 
 
 @inline
@@ -251,10 +250,10 @@ def _hdown(N, X, oi, ox, i, size):
 
 
 @inline
-def _hpush(N, X, oi, ox, t, kind, f, v):
-    """Push an entry with the next sequence number, after dropping the stale entries of a
-    full heap (at most one entry per flow is live, and the heap has room for two per flow:
-    afterwards there is room for any re-solve)."""
+def _hpush(N, X, oi, ox, t, kind, f):
+    """Push an entry with the next sequence number (returned), after dropping the stale
+    entries of a full heap (at most one entry per flow is live, and the heap has room for
+    two per flow: afterwards there is room for any re-solve)."""
     if N[_HS] == N[_H]:
         _compact(N, X, oi, ox)
     s = N[_SEQ] + 1
@@ -264,15 +263,14 @@ def _hpush(N, X, oi, ox, t, kind, f, v):
     hq, hk = oi[_I_HSEQ], ox[_X_HKEY]
     X[hk + i] = t
     N[hq + i] = s
-    N[oi[_I_HKIND] + i] = kind
-    N[oi[_I_HFLOW] + i] = f
-    N[oi[_I_HVER] + i] = v
+    N[oi[_I_HPAY] + i] = 2 * f + kind
     while i > 0:
         p = (i - 1) >> 1
         if _hbefore(N, X, hq, hk, p, i):
-            return
+            break
         _hswap(N, X, oi, ox, p, i)
         i = p
+    return s
 
 
 @inline
@@ -389,7 +387,7 @@ def _unlink(N, oi, e, r):
 def _resolve(N, X, oi, ox, nchg, T):
     """Re-solve the component of the ``nchg`` changed resources (FlowEngine._resolve and
     maxmin.waterfill, in their order), then push the new finish times (FlowEngine._apply)."""
-    ver, e0, e1, cst, fst = oi[_I_VER], oi[_I_E0], oi[_I_E1], oi[_I_CST], oi[_I_FST]
+    fseq, e0, e1, cst, fst = oi[_I_FSEQ], oi[_I_E0], oi[_I_E1], oi[_I_CST], oi[_I_FST]
     comp, order, eres, eflow, enext = oi[_I_COMP], oi[_I_ORDER], oi[_I_ERES], oi[_I_EFLOW], \
         oi[_I_ENEXT]
     head, cnt, sst, tst, chg = oi[_I_HEAD], oi[_I_CNT], oi[_I_SST], oi[_I_TST], oi[_I_CHG]
@@ -514,17 +512,15 @@ def _resolve(N, X, oi, ox, nchg, T):
             X[rem + f] = rm
         X[last + f] = T
         X[rate + f] = x
-        v = N[ver + f] + 1
-        N[ver + f] = v
-        _hpush(N, X, oi, ox, T + rm / x if x > 0.0 else math.inf, _FIN, f, v)
+        N[fseq + f] = _hpush(N, X, oi, ox, T + rm / x if x > 0.0 else math.inf, _FIN, f)
 
 
 @lean
 def _step(N, X, oi, ox, nout):
     """Process the events at the next event time (FlowEngine._step); the output's new length."""
-    out, state, ver, e0, e1 = oi[_I_OUT], oi[_I_STATE], oi[_I_VER], oi[_I_E0], oi[_I_E1]
+    out, state, fseq, e0, e1 = oi[_I_OUT], oi[_I_STATE], oi[_I_FSEQ], oi[_I_E0], oi[_I_E1]
     eres, chs, chg = oi[_I_ERES], oi[_I_CHS], oi[_I_CHG]
-    hk, hkind, hflow, hver = ox[_X_HKEY], oi[_I_HKIND], oi[_I_HFLOW], oi[_I_HVER]
+    hk, hseq, hpay = ox[_X_HKEY], oi[_I_HSEQ], oi[_I_HPAY]
     outt, size, last, finish = ox[_X_OUTT], ox[_X_SIZE], ox[_X_LAST], ox[_X_FINISH]
     T = X[hk]
     lim = T + abs(T) * TIE
@@ -533,12 +529,12 @@ def _step(N, X, oi, ox, nout):
     nchg = 0
     while N[_HS] > 0 and X[hk] <= lim:
         t = X[hk]
-        kind = N[hkind]
-        f = N[hflow]
-        v = N[hver]
+        q = N[hseq]
+        pay = N[hpay]
+        f = pay >> 1
         _hpop(N, X, oi, ox)
-        if kind == _FIN:
-            if v != N[ver + f] or N[state + f] != _ACTIVE:
+        if pay & 1 == _FIN:
+            if q != N[fseq + f] or N[state + f] != _ACTIVE:
                 continue
             N[state + f] = _DONE
             X[finish + f] = t
@@ -641,7 +637,7 @@ def _add_flow(N, X, oi, ox, rid, size, t):
     N[oi[_I_E1] + f] = ne + b - a
     N[_NENT] = ne + b - a
     N[oi[_I_STATE] + f] = _LATENCY
-    N[oi[_I_VER] + f] = 0
+    N[oi[_I_FSEQ] + f] = 0
     X[ox[_X_SIZE] + f] = size
     X[ox[_X_W] + f] = X[ox[_X_RW] + rid]
     X[ox[_X_REM] + f] = size
@@ -649,7 +645,7 @@ def _add_flow(N, X, oi, ox, rid, size, t):
     X[ox[_X_LAST] + f] = t
     X[ox[_X_FINISH] + f] = math.nan
     ta = t + X[ox[_X_RLAT] + rid]
-    _hpush(N, X, oi, ox, ta, _ACT, f, 0)
+    _hpush(N, X, oi, ox, ta, _ACT, f)
     if ta < X[_NEXT]:
         X[_NEXT] = ta
 
@@ -746,6 +742,16 @@ def _cancel(N, X, f):
 
 
 @jit
+def _rates(N, X):
+    """The moving flows and their rates."""
+    oi, ox = _offsets(N)
+    nf = N[_NFLOWS]
+    state = N[oi[_I_STATE]:oi[_I_STATE] + nf]
+    moving = np.nonzero(state == _ACTIVE)[0]
+    return moving, X[ox[_X_RATE]:ox[_X_RATE] + nf][moving]
+
+
+@jit
 def _export(N, X):
     """Copies of the per-flow state, route entries (first, last), the entries' resources,
     the sizes, finish times and the entries' coefficients (for results)."""
@@ -793,6 +799,9 @@ def run_flows(cap, ptr, res, coef, weight, size, start, lat):
     return X[ox[_X_FINISH]:ox[_X_FINISH] + n].copy(), N[_EVENTS]
 
 
+_NONE: tuple[int, ...] = ()  # no exchange complete
+
+
 class CompiledFlowEngine:
     """:class:`sim.network.flows.FlowEngine` (incremental) in compiled code, the same numbers.
 
@@ -803,10 +812,6 @@ class CompiledFlowEngine:
     flows : int
         Flows to make room for at first (the arenas double as needed).
 
-    Attributes
-    ----------
-    n : int
-        Flows added.
     """
 
     def __init__(self, network: Any, *, weighting: str = "maxmin", flows: int = 64) -> None:
@@ -817,14 +822,26 @@ class CompiledFlowEngine:
         self.incremental = True
         self._rtt = self.weighting == "rtt"
         nf = max(int(flows), 1)
-        self.N, self.X = _new(np.asarray(network.capacity, dtype=np.float64), nf, 4 * nf, 16, 64)
-        self.n = 0
+        # the arenas (N, X), in a list that growing them updates in place, so that a bound
+        # exchange (exchanger) follows them
+        self._arena = list(_new(np.asarray(network.capacity, dtype=np.float64), nf, 4 * nf,
+                                16, 64))
         self._next = math.inf
         self._routes: dict[Any, tuple] = {}  # (src, dst) -> (route id or None, entries, Route)
         self._sized: dict[tuple, int] = {}  # (src, dst, size) -> route id, for curve routes
         self._pairs: dict[tuple, tuple] = {}  # (a, b, size) -> (id a -> b, id b -> a)
 
     # -- state ---------------------------------------------------------------------
+    @property
+    def N(self) -> np.ndarray:
+        """The integer arena."""
+        return self._arena[0]
+
+    @property
+    def X(self) -> np.ndarray:
+        """The float arena."""
+        return self._arena[1]
+
     @property
     def now(self) -> float:
         """The engine's time (the last event processed, or the last ``advance`` bound)."""
@@ -833,6 +850,11 @@ class CompiledFlowEngine:
     @now.setter
     def now(self, t: float) -> None:
         self.X[_NOW] = float(t)
+
+    @property
+    def n(self) -> int:
+        """Flows added."""
+        return int(self.N[_NFLOWS])
 
     @property
     def events(self) -> int:
@@ -891,7 +913,7 @@ class CompiledFlowEngine:
                            (flows, entries, routes, route_entries), strict=True):
             cap, need = int(N[c]), int(N[u]) + w
             new.append(cap if need <= cap else max(2 * cap, need))
-        self.N, self.X = _grow(self.N, self.X, *new)
+        self._arena[:] = _grow(self.N, self.X, *new)
 
     # -- flows -----------------------------------------------------------------------
     def add(self, src: Any, dst: Any, size: float, start: float | None = None) -> int:
@@ -915,9 +937,7 @@ class CompiledFlowEngine:
 
             _check_flow(self.now, size, t)  # raises: the start is before the engine's time
         self._next = nxt
-        f = self.n
-        self.n = f + 1
-        return f
+        return int(self.N[_NFLOWS]) - 1
 
     def add_checked(self, src: Any, dst: Any, size: float, t: float) -> int:
         """:meth:`add` (the checks are cheap here)."""
@@ -927,7 +947,7 @@ class CompiledFlowEngine:
         oi = _offsets(self.N)[0]
         return range(int(self.N[oi[_I_R0] + rid]), int(self.N[oi[_I_R1] + rid]))
 
-    def exchange(self, a: Any, b: Any, size: float, t: float) -> list[int]:
+    def exchange(self, a: Any, b: Any, size: float, t: float) -> Sequence[int]:
         """:meth:`advance` to ``t``, then a flow of ``size`` each way between ``a`` and ``b``
         from ``t`` (``size`` a float >= 0, ``t`` >= now), for an engine whose flows all come
         so, in pairs (see :meth:`sim.network.flows.FlowEngine.exchange`): the exchanges
@@ -937,23 +957,49 @@ class CompiledFlowEngine:
             x = self._pairs[(a, b, size)] = (self._route_id(a, b, size),
                                              self._route_id(b, a, size))
         n = _exchange(self.N, self.X, t, x[0], x[1], size)
+        if n == 0:
+            return _NONE
         if n < 0:
             self._grow(flows=2, entries=len(self._entries(x[0])) + len(self._entries(x[1])))
-            n = _exchange(self.N, self.X, t, x[0], x[1], size)
-        self.n += 2
-        if n == 0:
-            return []
+            return self.exchange(a, b, size, t)
         return self.N[_IHDR:_IHDR + n].tolist()
 
-    def exchanges_done(self, until: float) -> list[int]:
+    def exchanger(self, size: float) -> Callable[[Any, Any, float], Sequence[int]]:
+        """:meth:`exchange` with ``size`` bound: ``f(a, b, t)``, for a caller's hot loop."""
+        size = float(size)
+        pairs: dict[tuple, tuple[int, int]] = {}
+        arena, route_id, run, grow, entries = (self._arena, self._route_id, _exchange,
+                                               self._grow, self._entries)
+
+        def exchange(a: Any, b: Any, t: float) -> Sequence[int]:
+            x = pairs.get((a, b))
+            if x is None:
+                x = pairs[(a, b)] = (route_id(a, b, size), route_id(b, a, size))
+            N, X = arena
+            n = run(N, X, t, x[0], x[1], size)
+            if n == 0:
+                return _NONE
+            if n < 0:
+                grow(flows=2, entries=len(entries(x[0])) + len(entries(x[1])))
+                return exchange(a, b, t)
+            return N[_IHDR:_IHDR + n].tolist()
+
+        return exchange
+
+    def exchanges_done(self, until: float) -> Sequence[int]:
         """:meth:`advance` to ``until`` on an engine of exchanges: those complete by then
         (as :meth:`exchange` reports them)."""
         n = _exchange(self.N, self.X, until, -1, -1, 0.0)
-        return self.N[_IHDR:_IHDR + n].tolist() if n else []
+        return self.N[_IHDR:_IHDR + n].tolist() if n else _NONE
 
     def cancel(self, f: int) -> None:
         """Withdraw flow ``f`` now (its share goes back to the others)."""
         self._next = _cancel(self.N, self.X, f)
+
+    def rates(self) -> dict[int, float]:
+        """The rate of every flow moving now (its share after the last event)."""
+        f, x = _rates(self.N, self.X)
+        return dict(zip(f.tolist(), x.tolist(), strict=True))
 
     def advance_times(self, until: float) -> tuple[list[int], list[float]]:
         """Every start and finish at times ``<= until``: the flows finished and their times."""
