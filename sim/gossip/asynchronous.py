@@ -91,7 +91,6 @@ class AsyncGossip(GossipSystem):
 
             self._flows = flow_engine(build_network(flows), weighting=cfg.network_weighting)
             self._flows.now = float(env.now)
-            self._exchange_flows = self._flows.exchanger(float(cfg.size))
             self._pending: dict[int, tuple] = {}  # exchange (its number) -> what it carries
             self._number = itertools.count()  # the engine numbers exchanges in the order asked
         elif flows is not None:
@@ -221,7 +220,7 @@ class AsyncGossip(GossipSystem):
         env = self.env
         timeout = env.timeout
         x = self._scalar_values
-        exchange = self._exchange_flows
+        exchange = self._flows.exchanger(float(self.cfg.size), i)
         arrived, pending, number = self._arrived, self._pending, self._number
         direct = self._direct_peers
         pick, refill = self._draws.pick, self._draws.refill
@@ -247,7 +246,7 @@ class AsyncGossip(GossipSystem):
                     continue
                 j = got[0]
             # the engine was last advanced to a time <= now, so now is a valid start
-            done = exchange(i, j, now)
+            done = exchange(j, now)
             if done:
                 arrived(done)
             if s:

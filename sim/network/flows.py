@@ -205,10 +205,10 @@ class FlowEngine:
         self.add_checked(b, a, size, t)
         return done
 
-    def exchanger(self, size: float) -> Callable[[Any, Any, float], list[int]]:
-        """:meth:`exchange` with ``size`` bound: ``f(a, b, t)``, for a caller's hot loop."""
+    def exchanger(self, size: float, a: Any) -> Callable[[Any, float], list[int]]:
+        """:meth:`exchange` from ``a`` with ``size`` bound: ``f(b, t)``, for a hot loop."""
         size = float(size)
-        return lambda a, b, t: self.exchange(a, b, size, t)
+        return lambda b, t: self.exchange(a, b, size, t)
 
     def exchanges_done(self, until: float) -> list[int]:
         """:meth:`advance` to ``until`` on an engine of exchanges: those complete by then

@@ -47,12 +47,14 @@ if HAVE_NUMBA:
 else:  # pragma: no cover - exercised where numba is absent
     lean = inline = identity
 
-__all__ = ["HAVE_NUMBA", "CompiledFlowEngine", "run_flows"]
+__all__ = ["HAVE_NUMBA", "CompiledFlowEngine", "run_flows", "NO_EXCHANGE", "NO_ROOM"]
 
 #: Completions within this relative distance of an event are taken with it (as FlowEngine).
 TIE = 1e-12
 
 _LATENCY, _ACTIVE, _DONE, _CANCELLED = 0, 1, 2, 3
+#: What :func:`_exchange` returns when no exchange completed, and when the arenas are full.
+NO_EXCHANGE, NO_ROOM = -1, -2
 _ACT, _FIN = 0, 1
 
 # the integer arena's header: capacities (flows, their route entries, resources, event heap,
@@ -679,14 +681,15 @@ def _add(N, X, rid, size, t):
 def _exchange(N, X, until, rid1, rid2, size):
     """:func:`_advance` to ``until``, then (unless ``rid1 < 0``) a flow each way of ``size``
     starting then, on routes ``rid1`` and ``rid2``; the engine's flows all come in such
-    pairs, exchange ``k`` being flows ``2 k`` and ``2 k + 1``. The number of exchanges
-    complete by ``until`` (both flows arrived), each written as ``k`` at the start of the
-    integer arena in the order their second flow arrived; -1 if the arenas lack room for
-    the new one (nothing done: grow them and call again)."""
+    pairs, exchange ``k`` being flows ``2 k`` and ``2 k + 1``. The exchanges complete by
+    ``until`` (both flows arrived), in the order their second flow arrived: ``k >= 0`` when
+    that is exchange ``k`` alone, :data:`NO_EXCHANGE` when none, ``-n - 2`` when ``n >= 2``
+    (written at the start of the integer arena), :data:`NO_ROOM` if the arenas lack room
+    for the new one (nothing done: grow them and call again)."""
     oi, ox = _offsets(N)
     if rid1 >= 0 and not _room(N, X, oi, 2, N[oi[_I_R1] + rid1] - N[oi[_I_R0] + rid1]
                                + N[oi[_I_R1] + rid2] - N[oi[_I_R0] + rid2]):
-        return -1
+        return NO_ROOM
     nout = 0
     if X[_NEXT] <= until:
         nout = _advance_to(N, X, oi, ox, until)
@@ -710,7 +713,11 @@ def _exchange(N, X, until, rid1, rid2, size):
     if rid1 >= 0:
         _add_flow(N, X, oi, ox, rid1, size, until)
         _add_flow(N, X, oi, ox, rid2, size, until)
-    return nout
+    if nout == 0:
+        return NO_EXCHANGE
+    if nout == 1:
+        return N[oi[_I_OUT]]
+    return -nout - 2
 
 
 @lean
@@ -829,7 +836,7 @@ class CompiledFlowEngine:
         self._next = math.inf
         self._routes: dict[Any, tuple] = {}  # (src, dst) -> (route id or None, entries, Route)
         self._sized: dict[tuple, int] = {}  # (src, dst, size) -> route id, for curve routes
-        self._pairs: dict[tuple, tuple] = {}  # (a, b, size) -> (id a -> b, id b -> a)
+        self._pairs: dict[tuple, dict] = {}  # (a, size) -> {b: (id a -> b, id b -> a)}
 
     # -- state ---------------------------------------------------------------------
     @property
@@ -952,45 +959,39 @@ class CompiledFlowEngine:
         from ``t`` (``size`` a float >= 0, ``t`` >= now), for an engine whose flows all come
         so, in pairs (see :meth:`sim.network.flows.FlowEngine.exchange`): the exchanges
         complete by ``t`` (the ``k``-th asked is ``k``), in the order they completed."""
-        x = self._pairs.get((a, b, size))
-        if x is None:
-            x = self._pairs[(a, b, size)] = (self._route_id(a, b, size),
-                                             self._route_id(b, a, size))
-        n = _exchange(self.N, self.X, t, x[0], x[1], size)
-        if n == 0:
-            return _NONE
-        if n < 0:
-            self._grow(flows=2, entries=len(self._entries(x[0])) + len(self._entries(x[1])))
-            return self.exchange(a, b, size, t)
-        return self.N[_IHDR:_IHDR + n].tolist()
+        return self.exchanger(size, a)(b, t)
 
-    def exchanger(self, size: float) -> Callable[[Any, Any, float], Sequence[int]]:
-        """:meth:`exchange` with ``size`` bound: ``f(a, b, t)``, for a caller's hot loop."""
+    def exchanger(self, size: float, a: Any) -> Callable[[Any, float], Sequence[int]]:
+        """:meth:`exchange` from ``a`` with ``size`` bound: ``f(b, t)``, for a hot loop."""
         size = float(size)
-        pairs: dict[tuple, tuple[int, int]] = {}
+        pairs = self._pairs.setdefault((a, size), {})
         arena, route_id, run, grow, entries = (self._arena, self._route_id, _exchange,
                                                self._grow, self._entries)
 
-        def exchange(a: Any, b: Any, t: float) -> Sequence[int]:
-            x = pairs.get((a, b))
+        def exchange(b: Any, t: float) -> Sequence[int]:
+            x = pairs.get(b)
             if x is None:
-                x = pairs[(a, b)] = (route_id(a, b, size), route_id(b, a, size))
+                x = pairs[b] = (route_id(a, b, size), route_id(b, a, size))
             N, X = arena
-            n = run(N, X, t, x[0], x[1], size)
-            if n == 0:
+            k = run(N, X, t, x[0], x[1], size)
+            if k == NO_EXCHANGE:
                 return _NONE
-            if n < 0:
+            if k >= 0:
+                return (k,)
+            if k == NO_ROOM:
                 grow(flows=2, entries=len(entries(x[0])) + len(entries(x[1])))
-                return exchange(a, b, t)
-            return N[_IHDR:_IHDR + n].tolist()
+                return exchange(b, t)
+            return N[_IHDR:_IHDR - k - 2].tolist()
 
         return exchange
 
     def exchanges_done(self, until: float) -> Sequence[int]:
         """:meth:`advance` to ``until`` on an engine of exchanges: those complete by then
         (as :meth:`exchange` reports them)."""
-        n = _exchange(self.N, self.X, until, -1, -1, 0.0)
-        return self.N[_IHDR:_IHDR + n].tolist() if n else _NONE
+        k = _exchange(self.N, self.X, until, -1, -1, 0.0)
+        if k == NO_EXCHANGE:
+            return _NONE
+        return (k,) if k >= 0 else self.N[_IHDR:_IHDR - k - 2].tolist()
 
     def cancel(self, f: int) -> None:
         """Withdraw flow ``f`` now (its share goes back to the others)."""
