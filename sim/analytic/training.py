@@ -48,6 +48,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -201,6 +202,10 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     send and its receive both complete at ``max(c_prev, c'_prev) + d``. The
     recursion is evaluated by repeatedly advancing every device whose next
     command is ready; programs that cannot all finish raise ``ValueError``.
+    Which command completes when, and from which others, depends only on the
+    programs, not on the times: that order is worked out once per set of
+    programs (and kept, :func:`_trace`) and then evaluated with the times
+    given, the same operations on the same numbers.
 
     References
     ----------
@@ -210,13 +215,53 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     S = len(forward)
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
-    done: dict = {} if finish is None else finish
-    pos = [0] * p
+    ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking)
     free = [0.0] * p
+    done = [0.0] * len(ops)
+    for k, (code, d, peer, j, dep) in enumerate(ops):
+        if code == _F0:
+            t = max(free[d], 0.0) + forward[j]
+        elif code == _B0:
+            t = max(free[d], 0.0) + backward[j]
+        elif code == _FA:
+            t = max(free[d], done[dep] + activation[j - 1]) + forward[j]
+        elif code == _BL:
+            t = max(free[d], done[dep]) + backward[j]
+        elif code == _BG:
+            t = max(free[d], done[dep] + gradient[j]) + backward[j]
+        else:
+            t = max(free[d], free[peer]) + (activation[j] if code == _XA else gradient[j])
+            free[peer] = t
+        free[d] = t
+        done[k] = t
+    if finish is not None:
+        finish.update(zip(keys, done, strict=True))
+    if not complete:
+        raise ValueError("the programs deadlock (a command waits for one that never comes)")
+    return max(free) if free else 0.0
 
-    def device_of(s: int) -> int:
-        return s % p
 
+# the commands of a trace: a pass ready at 0 (forward, backward), a forward ready at its input's
+# forward plus the activation, a last stage's backward ready at its own forward, a backward
+# ready at its output's backward plus the gradient, a paired transfer (activation, gradient)
+_F0, _B0, _FA, _BL, _BG, _XA, _XG = range(7)
+
+
+@functools.lru_cache(maxsize=256)
+def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool
+           ) -> tuple[tuple[tuple[int, int, int, int, int], ...], tuple[tuple, ...], bool]:
+    """The order in which :func:`program_makespan` completes the programs' commands.
+
+    Each command as ``(code, device, peer, stage or hop, command it waits for)``
+    (-1 where none), in completion order; the key of each (as ``finish`` has
+    them); whether every program finishes. The order is that of repeatedly
+    advancing every device whose next command is ready.
+    """
+    p = len(programs)
+    pos = [0] * p
+    index: dict = {}
+    ops: list[tuple[int, int, int, int, int]] = []
+    keys: list[tuple] = []
     progress = True
     while progress:
         progress = False
@@ -227,48 +272,38 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
                 kind = op[0]
                 if kind in ("F", "B"):
                     s, i = op[1] * p + d, op[2]
-                    if blocking:
-                        ready = 0.0
-                    elif kind == "F":
-                        if s == 0:
-                            ready = 0.0
-                        else:
-                            x = done.get(("F", s - 1, i))
-                            if x is None:
-                                break
-                            ready = x + activation[s - 1]
-                    elif s == S - 1:
-                        x = done.get(("F", s, i))
-                        if x is None:
-                            break
-                        ready = x
+                    dep = -1
+                    if blocking or (kind == "F" and s == 0):
+                        code = _F0 if kind == "F" else _B0
                     else:
-                        x = done.get(("B", s + 1, i))
+                        want = ("F", s - 1, i) if kind == "F" else (
+                            ("F", s, i) if s == S - 1 else ("B", s + 1, i))
+                        x = index.get(want)
                         if x is None:
                             break
-                        ready = x + gradient[s]
-                    t = max(free[d], ready) + (forward[s] if kind == "F" else backward[s])
-                    done[(kind, s, i)] = t
-                    free[d] = t
+                        dep = x
+                        code = _FA if kind == "F" else (_BL if s == S - 1 else _BG)
+                    index[(kind, s, i)] = len(ops)
+                    keys.append((kind, s, i))
+                    ops.append((code, d, -1, s, dep))
                     pos[d] += 1
                     progress = True
                     continue
                 tag, h, i = op[1], op[2], op[3]
-                sender = device_of(h) if tag == "a" else device_of(h + 1)
-                receiver = device_of(h + 1) if tag == "a" else device_of(h)
+                sender = h % p if tag == "a" else (h + 1) % p
+                receiver = (h + 1) % p if tag == "a" else h % p
                 peer = receiver if kind == "send" else sender
                 want = ("recv" if kind == "send" else "send", tag, h, i)
                 if pos[peer] >= len(programs[peer]) or tuple(programs[peer][pos[peer]]) != want:
                     break
-                t = max(free[d], free[peer]) + (activation[h] if tag == "a" else gradient[h])
-                done[(tag, h, i)] = t
-                free[d] = free[peer] = t
+                index[(tag, h, i)] = len(ops)
+                keys.append((tag, h, i))
+                ops.append((_XA if tag == "a" else _XG, d, peer, h, -1))
                 pos[d] += 1
                 pos[peer] += 1
                 progress = True
-    if any(pos[d] < len(programs[d]) for d in range(p)):
-        raise ValueError("the programs deadlock (a command waits for one that never comes)")
-    return max(free) if free else 0.0
+    complete = all(pos[d] >= len(programs[d]) for d in range(p))
+    return tuple(ops), tuple(keys), complete
 
 
 # --------------------------------------------------------------------------- M/M/c

@@ -51,6 +51,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from ..analytic.partition import greedy_partition_prefix, prefix_sums
 from ..errors import ConfigError, check, check_choice, check_int, check_positive, check_probability
 from ..profiles import Fleet, GPUCatalogue, ModelProfile, Plan, ReplicaSpec, StageSpec
@@ -256,7 +258,7 @@ class _Search:
     """One search: the inputs, caches of per-layer rows and memory terms, and the counters."""
 
     def __init__(self, model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue,
-                 request: PlanRequest, pm: PlanModel) -> None:
+                 request: PlanRequest, pm: PlanModel, compiled_cut: bool = True) -> None:
         self.model, self.catalogue, self.req, self.pm = model, gpus, request, pm
         self.n = model.layers
         self.prices = dict(request.prices)
@@ -280,6 +282,11 @@ class _Search:
         self.prune = True
         self.best: dict[Plan, Candidate] = {}
         self._keys: list[float] = []  # sorted keys of self.best
+        from .cut import HAVE_NUMBA, RowBank
+
+        # the prefix-sum rows the compiled cut reads (None: the Python cut)
+        self._bank = RowBank(self.n + 1) if HAVE_NUMBA and compiled_cut else None
+        self._stages: dict[tuple, tuple] = {}  # a stage's rows for the compiled cut
 
     # -- inputs ------------------------------------------------------------------------
     def price(self, gpu: str) -> float | None:
@@ -396,8 +403,13 @@ class _Search:
     def cut(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
             ) -> tuple[tuple[tuple[int, int], ...], float] | None:
         """The greedy bottleneck cut for stages whose replicas have these (type, tp), and its
-        bottleneck (a micro-batch's forward and backward on the slowest stage), or None."""
+        bottleneck (a micro-batch's forward and backward on the slowest stage), or None.
+
+        Compiled when numba is installed (:func:`sim.planner.cut.greedy_cut`, the same
+        cut), else :func:`sim.analytic.partition.greedy_partition_prefix`."""
         p = len(stage_types)
+        if self._bank is not None:
+            return self._cut_compiled(stage_types, mbs, m)
         times, mem, caps = [], [], []
         for j, reps in enumerate(stage_types):
             kinds = list(dict.fromkeys(reps))
@@ -414,6 +426,63 @@ class _Search:
         if part is None or min(part.sizes) == 0:  # a stage left empty: the shallower plan is searched on its own
             return None
         return part.blocks, part.bottleneck
+
+    def _stage_rows(self, reps: Sequence[tuple[_Type, int]], mbs: int, j: int, p: int, m: int
+                    ) -> tuple[list[int], list[int], list[float], bool]:
+        """One stage of a compiled cut: its kinds' layer-time rows, memory rows and caps (bank
+        ids), and whether a memory term has no room left."""
+        bank = self._bank
+        kinds = list(dict.fromkeys(reps))
+        crow, mrow, mcap = [], [], []
+        for t, tp in kinds:
+            self.row(t.gpu, mbs, tp)
+            crow.append(bank.id((t.gpu, mbs, tp), self._prefix[(t.gpu, mbs, tp)]))
+        full = False
+        for t, tp in kinds:
+            key = (t.gpu, tp, mbs, j, p, m)
+            for q, (c, per) in enumerate(self.memory(*key)):
+                full = full or c < 0
+                mrow.append(bank.id((key, q), per))
+                mcap.append(c)
+        return crow, mrow, mcap, full
+
+    def _cut_compiled(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
+                      ) -> tuple[tuple[tuple[int, int], ...], float] | None:
+        """:meth:`cut` through :func:`sim.planner.cut.greedy_cut` (rows from the bank)."""
+        from .cut import greedy_cut
+
+        p = len(stage_types)
+        crow: list[int] = []
+        cptr = [0]
+        mrow: list[int] = []
+        mcap: list[float] = []
+        mptr = [0]
+        stages = self._stages
+        for j, reps in enumerate(stage_types):
+            key = (tuple(reps), mbs, j, p, m)
+            x = stages.get(key)
+            if x is None:
+                x = stages[key] = self._stage_rows(reps, mbs, j, p, m)
+            if x[3]:  # a memory term with no room left
+                return None
+            crow += x[0]
+            cptr.append(len(crow))
+            mrow += x[1]
+            mcap += x[2]
+            mptr.append(len(mrow))
+        self.partitions += 1
+        bank = self._bank
+        cuts = np.empty(p + 1, dtype=np.int64)
+        bottleneck = greedy_cut(bank.rows, np.array(crow, dtype=np.int64),
+                                np.array(cptr, dtype=np.int64), np.array(mrow, dtype=np.int64),
+                                np.array(mptr, dtype=np.int64), np.array(mcap), self.n, cuts)
+        if bottleneck != bottleneck:  # no cut fits
+            return None
+        c = cuts.tolist()
+        blocks = tuple(zip(c[:-1], c[1:], strict=True))
+        if min(b - a for a, b in blocks) == 0:  # a stage left empty: searched on its own
+            return None
+        return blocks, bottleneck
 
     def plan(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
              ) -> tuple[Plan, float] | None:

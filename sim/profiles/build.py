@@ -410,15 +410,20 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
     L, r, m = c.stages, c.replicas[0], c.microbatches  # type: ignore[index]
     blocking = c.p2p == "blocking"
     best: tuple[float, int, dict] | None = None
+    seen: dict[tuple, tuple[float, list]] = {}  # pipelines alike (same kinds, same links) once
     for k in range(r):
         mk = len(range(k, m, r))
         f = [c.replica_times[j][k][0] for j in range(L)]  # type: ignore[index]
         b = [c.replica_times[j][k][1] for j in range(L)]  # type: ignore[index]
         act = [row[k][0] for row in build.transfer_times]
         grad = [row[k][1] for row in build.transfer_times]
-        progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
-        done: dict = {}
-        T = program_makespan(progs, f, b, act, grad, blocking=blocking, finish=done)
+        key = (mk, *f, *b, *act, *grad)
+        if key in seen:
+            T, progs = seen[key]
+        else:
+            progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
+            T = program_makespan(progs, f, b, act, grad, blocking=blocking)
+            seen[key] = (T, progs)
         if best is None or T > best[0]:
             best = (T, k, {"mk": mk, "progs": progs, "act": act, "grad": grad, "f": f, "b": b})
     assert best is not None

@@ -205,9 +205,10 @@ class ModelProfile:
     def layer_sizes(self, tp: int) -> tuple[LayerSizes, ...]:
         """The layers' sizes on one GPU of a TP group of degree ``tp``."""
         row = self._sizes.get(tp)
-        check(row is not None, "tp", f"a TP degree with sizes in the profile of {self.name} "
-              f"({', '.join(str(t) for t in sorted(self._sizes))})", tp)
-        return row  # type: ignore[return-value]
+        if row is None:  # the message is formatted only when it is needed
+            raise ConfigError("tp", f"a TP degree with sizes in the profile of {self.name} "
+                              f"({', '.join(str(t) for t in sorted(self._sizes))})", tp)
+        return row
 
 
 # --------------------------------------------------------------------------- GPUs
@@ -288,8 +289,10 @@ class GPUCatalogue:
 
     def __getitem__(self, name: str) -> GPUType:
         g = self._by_name.get(name)
-        check(g is not None, "gpu", f"a GPU type of the catalogue ({', '.join(self.names)})", name)
-        return g  # type: ignore[return-value]
+        if g is None:  # the message is formatted only when it is needed
+            raise ConfigError("gpu", f"a GPU type of the catalogue ({', '.join(self.names)})",
+                              name)
+        return g
 
 
 # --------------------------------------------------------------------------- network
@@ -433,6 +436,15 @@ class Network:
     def _table(self) -> dict[tuple, Link]:
         return {(x.src, x.dst, x.src_flows, x.dst_flows): x for x in self.links}
 
+    @cached_property
+    def _flows_given(self) -> dict[tuple, list[str]]:
+        """Per (src, dst): the flow counts given with as many flows at both ends (for errors)."""
+        out: dict[tuple, set[str]] = {}
+        for s, d, a, b in self._table:
+            if a == b:
+                out.setdefault((s, d), set()).add(f"{a}")
+        return {k: sorted(v) for k, v in out.items()}
+
     def link(self, src: NodeKind, dst: NodeKind, src_flows: int, dst_flows: int | None = None
              ) -> Link:
         """The link from a ``src`` node sending ``src_flows`` flows to a ``dst`` node.
@@ -446,8 +458,7 @@ class Network:
         key = ((src.gpu, src.zone), (dst.gpu, dst.zone), src_flows, dst_flows)
         x = self._table.get(key)
         if x is None:
-            have = sorted({f"{a}" for (s, d, a, b) in self._table
-                           if s == key[0] and d == key[1] and a == b})
+            have = self._flows_given.get(key[:2], [])
             raise ConfigError("network", "a link for every pair of node kinds and flow count "
                               "the plan uses" + (f" (flows given: {', '.join(have)})" if have else ""),
                               f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone} with "
@@ -523,7 +534,7 @@ class ReplicaSpec:
               self.tp)
         _name("zone", self.zone)
 
-    @property
+    @cached_property
     def node(self) -> NodeKind:
         return NodeKind(self.gpu, self.gpus_per_node, self.zone)  # type: ignore[arg-type]
 
