@@ -51,6 +51,9 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from ..errors import check, check_int, check_nonnegative, check_positive
 
@@ -216,6 +219,12 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
     ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking)
+    if finish is None and complete and len(ops) >= _COMPILED_FROM:
+        run = _compiled_runner()
+        if run is not None:  # the same loop, compiled (numba): the same operations
+            return run(_trace_array(ops), p, np.asarray(forward, dtype=float),
+                       np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
+                       np.asarray(gradient, dtype=float))
     free = [0.0] * p
     done = [0.0] * len(ops)
     for k, (code, d, peer, j, dep) in enumerate(ops):
@@ -245,6 +254,61 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
 # forward plus the activation, a last stage's backward ready at its own forward, a backward
 # ready at its output's backward plus the gradient, a paired transfer (activation, gradient)
 _F0, _B0, _FA, _BL, _BG, _XA, _XG = range(7)
+
+
+#: Traces of at least this many commands are evaluated compiled when numba is installed.
+_COMPILED_FROM = 200
+
+
+@functools.lru_cache(maxsize=256)
+def _trace_array(ops: tuple) -> Any:
+    """A trace's commands as an ``(n, 5)`` integer array (for the compiled loop)."""
+    return np.array(ops, dtype=np.int64).reshape(len(ops), 5)
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_runner() -> Any:
+    """The trace loop compiled with numba (``dtsim[fast]``), or None without it."""
+    from ..xoshiro import HAVE_NUMBA, jit
+
+    if not HAVE_NUMBA:
+        return None
+    return jit(_run_trace)
+
+
+def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
+               gradient: Any) -> float:
+    """:func:`program_makespan`'s loop over a trace (``ops`` as from :func:`_trace_array`);
+    ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``)."""
+    free = np.zeros(p)
+    done = np.zeros(ops.shape[0])
+    for k in range(ops.shape[0]):
+        code, d, peer, j, dep = ops[k, 0], ops[k, 1], ops[k, 2], ops[k, 3], ops[k, 4]
+        x = free[d]
+        if code == _F0:
+            t = (0.0 if 0.0 > x else x) + forward[j]
+        elif code == _B0:
+            t = (0.0 if 0.0 > x else x) + backward[j]
+        elif code == _FA:
+            r = done[dep] + activation[j - 1]
+            t = (r if r > x else x) + forward[j]
+        elif code == _BL:
+            r = done[dep]
+            t = (r if r > x else x) + backward[j]
+        elif code == _BG:
+            r = done[dep] + gradient[j]
+            t = (r if r > x else x) + backward[j]
+        else:
+            r = free[peer]
+            t = (r if r > x else x) + (activation[j] if code == _XA else gradient[j])
+            free[peer] = t
+        free[d] = t
+        done[k] = t
+    best = free[0]
+    for d in range(1, p):
+        if free[d] > best:
+            best = free[d]
+    return best
 
 
 @functools.lru_cache(maxsize=256)

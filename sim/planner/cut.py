@@ -21,7 +21,7 @@ import numpy as np
 
 from ..xoshiro import HAVE_NUMBA, jit
 
-__all__ = ["HAVE_NUMBA", "RowBank", "greedy_cut"]
+__all__ = ["HAVE_NUMBA", "RowBank", "StageTable", "greedy_cut", "greedy_cut_stages"]
 
 
 class RowBank:
@@ -44,6 +44,73 @@ class RowBank:
             k = self._ids[key] = self.n
             self.n += 1
         return k
+
+
+class StageTable:
+    """Stages of cuts, each its layer-time rows, memory rows and caps (bank ids), in flat
+    growing arrays: a cut then names its stages by id (:func:`greedy_cut_stages`)."""
+
+    def __init__(self, stages: int = 64, entries: int = 256) -> None:
+        self.bounds = np.zeros((stages, 4), dtype=np.int64)  # crow from, to; mrow from, to
+        self.crow = np.zeros(entries, dtype=np.int64)
+        self.mrow = np.zeros(entries, dtype=np.int64)
+        self.mcap = np.zeros(entries)
+        self.n = 0
+        self._nc = self._nm = 0
+
+    def add(self, crow: list[int], mrow: list[int], mcap: list[float]) -> int:
+        """A new stage: its id."""
+        if self.n == self.bounds.shape[0]:
+            self.bounds = np.concatenate([self.bounds, np.zeros_like(self.bounds)])
+        for name, used, more in (("crow", self._nc, len(crow)), ("mrow", self._nm, len(mrow)),
+                                 ("mcap", self._nm, len(mcap))):
+            arr = getattr(self, name)
+            if used + more > arr.shape[0]:
+                grown = np.zeros(max(2 * arr.shape[0], used + more), dtype=arr.dtype)
+                grown[:used] = arr[:used]
+                setattr(self, name, grown)
+        c, q = self._nc, self._nm
+        self.crow[c:c + len(crow)] = crow
+        self.mrow[q:q + len(mrow)] = mrow
+        self.mcap[q:q + len(mcap)] = mcap
+        self.bounds[self.n] = (c, c + len(crow), q, q + len(mrow))
+        self._nc += len(crow)
+        self._nm += len(mrow)
+        self.n += 1
+        return self.n - 1
+
+
+@jit
+def greedy_cut_stages(bank, bounds, crow_all, mrow_all, mcap_all, sids, m, cuts):
+    """:func:`greedy_cut` of the stages ``sids`` of a :class:`StageTable`."""
+    k = sids.shape[0]
+    nc = 0
+    nm = 0
+    for j in range(k):
+        s = sids[j]
+        nc += bounds[s, 1] - bounds[s, 0]
+        nm += bounds[s, 3] - bounds[s, 2]
+    crow = np.empty(nc, np.int64)
+    mrow = np.empty(nm, np.int64)
+    mcap = np.empty(nm)
+    cptr = np.empty(k + 1, np.int64)
+    mptr = np.empty(k + 1, np.int64)
+    cptr[0] = 0
+    mptr[0] = 0
+    for j in range(k):
+        s = sids[j]
+        c = cptr[j]
+        for q in range(bounds[s, 0], bounds[s, 1]):
+            crow[c] = crow_all[q]
+            c += 1
+        cptr[j + 1] = c
+        c = mptr[j]
+        for q in range(bounds[s, 2], bounds[s, 3]):
+            mrow[c] = mrow_all[q]
+            mcap[c] = mcap_all[q]
+            c += 1
+        mptr[j + 1] = c
+    return greedy_cut(bank, crow, cptr, mrow, mptr, mcap, m, cuts)
 
 
 @jit

@@ -282,11 +282,13 @@ class _Search:
         self.prune = True
         self.best: dict[Plan, Candidate] = {}
         self._keys: list[float] = []  # sorted keys of self.best
-        from .cut import HAVE_NUMBA, RowBank
+        from .cut import HAVE_NUMBA, RowBank, StageTable
 
-        # the prefix-sum rows the compiled cut reads (None: the Python cut)
+        # the prefix-sum rows and stages the compiled cut reads (None: the Python cut)
         self._bank = RowBank(self.n + 1) if HAVE_NUMBA and compiled_cut else None
-        self._stages: dict[tuple, tuple] = {}  # a stage's rows for the compiled cut
+        self._table = StageTable()
+        self._stage_ids: dict[tuple, int] = {}
+        self._stage_specs: dict[tuple, StageSpec] = {}
 
     # -- inputs ------------------------------------------------------------------------
     def price(self, gpu: str) -> float | None:
@@ -427,55 +429,46 @@ class _Search:
             return None
         return part.blocks, part.bottleneck
 
-    def _stage_rows(self, reps: Sequence[tuple[_Type, int]], mbs: int, j: int, p: int, m: int
-                    ) -> tuple[list[int], list[int], list[float], bool]:
-        """One stage of a compiled cut: its kinds' layer-time rows, memory rows and caps (bank
-        ids), and whether a memory term has no room left."""
+    def _stage_id(self, reps: Sequence[tuple[_Type, int]], mbs: int, j: int, p: int, m: int
+                  ) -> int:
+        """One stage of a compiled cut, by id in the stage table (its kinds' layer-time rows,
+        memory rows and caps); -1 when a memory term has no room left."""
         bank = self._bank
         kinds = list(dict.fromkeys(reps))
         crow, mrow, mcap = [], [], []
         for t, tp in kinds:
             self.row(t.gpu, mbs, tp)
             crow.append(bank.id((t.gpu, mbs, tp), self._prefix[(t.gpu, mbs, tp)]))
-        full = False
         for t, tp in kinds:
             key = (t.gpu, tp, mbs, j, p, m)
             for q, (c, per) in enumerate(self.memory(*key)):
-                full = full or c < 0
+                if c < 0:
+                    return -1
                 mrow.append(bank.id((key, q), per))
                 mcap.append(c)
-        return crow, mrow, mcap, full
+        return self._table.add(crow, mrow, mcap)
 
     def _cut_compiled(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
                       ) -> tuple[tuple[tuple[int, int], ...], float] | None:
-        """:meth:`cut` through :func:`sim.planner.cut.greedy_cut` (rows from the bank)."""
-        from .cut import greedy_cut
+        """:meth:`cut` through :func:`sim.planner.cut.greedy_cut_stages`."""
+        from .cut import greedy_cut_stages
 
         p = len(stage_types)
-        crow: list[int] = []
-        cptr = [0]
-        mrow: list[int] = []
-        mcap: list[float] = []
-        mptr = [0]
-        stages = self._stages
+        ids = self._stage_ids
+        sids = []
         for j, reps in enumerate(stage_types):
             key = (tuple(reps), mbs, j, p, m)
-            x = stages.get(key)
-            if x is None:
-                x = stages[key] = self._stage_rows(reps, mbs, j, p, m)
-            if x[3]:  # a memory term with no room left
+            sid = ids.get(key)
+            if sid is None:
+                sid = ids[key] = self._stage_id(reps, mbs, j, p, m)
+            if sid < 0:  # a memory term with no room left
                 return None
-            crow += x[0]
-            cptr.append(len(crow))
-            mrow += x[1]
-            mcap += x[2]
-            mptr.append(len(mrow))
+            sids.append(sid)
         self.partitions += 1
-        bank = self._bank
+        t = self._table
         cuts = np.empty(p + 1, dtype=np.int64)
-        bottleneck = greedy_cut(bank.rows, np.array(crow, dtype=np.int64),
-                                np.array(cptr, dtype=np.int64), np.array(mrow, dtype=np.int64),
-                                np.array(mptr, dtype=np.int64), np.array(mcap), self.n, cuts)
+        bottleneck = greedy_cut_stages(self._bank.rows, t.bounds, t.crow, t.mrow, t.mcap,
+                                       np.array(sids, dtype=np.int64), self.n, cuts)
         if bottleneck != bottleneck:  # no cut fits
             return None
         c = cuts.tolist()
@@ -491,9 +484,17 @@ class _Search:
             self.refused += 1
             return None
         blocks, bottleneck = cut
-        stages = tuple(StageSpec(tuple(range(a, b)), tuple(self.spec(t, tp) for t, tp in reps))
-                       for (a, b), reps in zip(blocks, stage_types, strict=True))
-        return Plan(stages, mbs, self.req.global_batch_size, model=self.model.name), bottleneck
+        specs = self._stage_specs
+        stages = []
+        for (a, b), reps in zip(blocks, stage_types, strict=True):
+            key = (a, b, tuple(reps))
+            st = specs.get(key)
+            if st is None:  # a stage met before is the same value: made (and checked) once
+                st = specs[key] = StageSpec(tuple(range(a, b)),
+                                            tuple(self.spec(t, tp) for t, tp in reps))
+            stages.append(st)
+        return Plan(tuple(stages), mbs, self.req.global_batch_size,
+                    model=self.model.name), bottleneck
 
     # -- the search ----------------------------------------------------------------------
     def run(self, prune: bool = True) -> None:

@@ -136,10 +136,18 @@ def ring_allreduce(network: Network, nodes: list[Any], flows: list[int], size: f
         return 0.0
     total, left = 0.0, float(size)
     cap = BUCKET_ELEMENTS * 4.0
+    timed: dict[tuple, float] = {}  # a pair of kinds is timed once per message size
     while left > 0:
         b = min(left, cap)
-        step = max(pair_time(network, nodes[k], nodes[(k + 1) % n], b / n, flows[k])
-                   for k in range(n))
+        step = -math.inf
+        for k in range(n):
+            key = (nodes[k][0], nodes[(k + 1) % n][0], b / n, flows[k])
+            t = timed.get(key)
+            if t is None:
+                t = timed[key] = pair_time(network, nodes[k], nodes[(k + 1) % n], b / n,
+                                           flows[k])
+            if k == 0 or t > step:
+                step = t
         total += 2 * (n - 1) * step
         left -= b
     return total
@@ -313,26 +321,34 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     times = []
     for st in plan.stages:
         row = []
+        sums: dict[tuple, tuple[float, float, float]] = {}  # a stage's replicas of one kind
         for rep in st.replicas:
-            lt = mp.layer_times(rep.gpu, mbs, rep.tp)  # a GPU type, TP or mbs the profile lacks
-            mp.layer_sizes(rep.tp)
-            gpus[rep.gpu]  # a GPU type the catalogue lacks
-            row.append((math.fsum(lt[x].forward for x in st.layers),
-                        math.fsum(lt[x].backward for x in st.layers),
-                        math.fsum(lt[x].optimizer for x in st.layers)))
+            x = sums.get((rep.gpu, rep.tp))
+            if x is None:
+                lt = mp.layer_times(rep.gpu, mbs, rep.tp)  # a GPU type, TP or mbs the profile lacks
+                mp.layer_sizes(rep.tp)
+                gpus[rep.gpu]  # a GPU type the catalogue lacks
+                x = sums[(rep.gpu, rep.tp)] = (math.fsum(lt[y].forward for y in st.layers),
+                                               math.fsum(lt[y].backward for y in st.layers),
+                                               math.fsum(lt[y].optimizer for y in st.layers))
+            row.append(x)
         times.append(tuple(row))
     # point to point: per hop, per pipeline (activation, gradient)
     xfer = []
     for j in range(L - 1):
         a, b = plan.stages[j], plan.stages[j + 1]
         row = []
+        pairs: dict[tuple, tuple[float, float]] = {}  # a boundary's pipelines of one pair of kinds
         for i in range(r):
             src, dst = a.replicas[i], b.replicas[i]
-            size = mbs * mp.layer_sizes(src.tp)[a.layers[-1]].activation_bytes
-            pa, pb = (src, (j, i)), (dst, (j + 1, i))
-            act = pair_time(net, pa, pb, size / src.tp, src.tp)
-            grad = pair_time(net, pb, pa, size / dst.tp, dst.tp)
-            row.append((act, grad))
+            x = pairs.get((src, dst))
+            if x is None:
+                size = mbs * mp.layer_sizes(src.tp)[a.layers[-1]].activation_bytes
+                pa, pb = (src, (j, i)), (dst, (j + 1, i))
+                act = pair_time(net, pa, pb, size / src.tp, src.tp)
+                grad = pair_time(net, pb, pa, size / dst.tp, dst.tp)
+                x = pairs[(src, dst)] = (act, grad)
+            row.append(x)
         xfer.append(tuple(row))
     # gradient all-reduce per stage, tied embedding between the first and last stage
     ar, ar_sizes = [], []
