@@ -10,7 +10,8 @@
   routes, is built before its ``Engine.run``.
 * the cost of contention in the training DES and in async gossip: the same
   run with ``contention`` on and off (the same network, each transfer alone
-  when off), passes or exchanges per CPU second.
+  when off), passes or exchanges per CPU second, after one short run of each
+  (which loads the compiled flow engine from numba's cache).
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ def bench_contention_cost(repeats: int = 2, steps: int = 20, horizon: float = 40
     gc = GossipConfig(topology="ring:n=64,latency=0.05,bandwidth=20", protocol="async",
                       rounds=horizon, size=1.0, nic=10.0, engine="des")
     out: dict[str, Any] = {}
+    # load the compiled flow engine (numba's cache) before timing, as bench_flows does
+    TrainingSystem(dataclasses.replace(tc, steps=1), Streams(1).replication(0)).run()
+    gossip_model(dataclasses.replace(gc, rounds=1.0), Streams(1).replication(0))
     for label, on in (("contention", True), ("no_contention", False)):
         best = 0.0
         for k in range(repeats):

@@ -55,7 +55,6 @@ TIE = 1e-12
 _LATENCY, _ACTIVE, _DONE, _CANCELLED = 0, 1, 2, 3
 #: What :func:`_exchange` returns when no exchange completed, and when the arenas are full.
 NO_EXCHANGE, NO_ROOM = -1, -2
-_ACT, _FIN = 0, 1
 
 # the integer arena's header: capacities (flows, their route entries, resources, event heap,
 # level heap, routes, the routes' entries), then counters
@@ -68,10 +67,10 @@ _XHDR = 4
 
 # The integer arena's sections, in order (:func:`_offsets`): per flow (the output first),
 # per route entry, per resource, per event-heap slot, per level-heap slot.
-(_I_OUT, _I_STATE, _I_FSEQ, _I_E0, _I_E1, _I_CST, _I_FST, _I_COMP, _I_ORDER,
+(_I_OUT, _I_STATE, _I_HPOS, _I_E0, _I_E1, _I_CST, _I_FST, _I_COMP, _I_ORDER,
  _I_ERES, _I_EFLOW, _I_EPREV, _I_ENEXT,
  _I_HEAD, _I_TAIL, _I_CNT, _I_SST, _I_TST, _I_CHS, _I_CHG, _I_STACK, _I_CRES, _I_TOUCHED,
- _I_HSEQ, _I_HPAY,
+ _I_HSEQ, _I_HFLOW,
  _I_LRES,
  _I_R0, _I_R1,
  _I_RRES) = range(29)
@@ -140,7 +139,7 @@ def _new(cap, NF, NE, RT, RE):
     """Empty arenas for ``NF`` flows and ``NE`` of their route entries, ``RT`` routes and
     ``RE`` of their entries, on resources of capacity ``cap``."""
     R = cap.shape[0]
-    H = 2 * NF + 16
+    H = NF + 16
     L = R + NE + 16
     ni, nx = _sizes(NF, NE, R, H, L, RT, RE)
     N = np.zeros(ni, np.int64)
@@ -156,20 +155,9 @@ def _new(cap, NF, NE, RT, RE):
     return N, X
 
 
-@inline
-def _stale(N, oi, k):
-    """Whether event-heap slot ``k`` is superseded (a later rate, or a flow no longer waiting)."""
-    pay = N[oi[_I_HPAY] + k]
-    f = pay >> 1
-    if pay & 1 == _FIN:
-        return N[oi[_I_HSEQ] + k] != N[oi[_I_FSEQ] + f] or N[oi[_I_STATE] + f] != _ACTIVE
-    return N[oi[_I_STATE] + f] != _LATENCY
-
-
 @jit
 def _grow(N, X, NF, NE, RT, RE):
-    """The arenas copied into larger ones (capacities as for _new); the event heap keeps
-    its live entries (the stale ones dropped, which changes no pop order)."""
+    """The arenas copied into larger ones (capacities as for _new)."""
     oi, ox = _offsets(N)
     cap = X[ox[_X_CAP]:ox[_X_CAP] + N[_R]].copy()
     N2, X2 = _new(cap, NF, NE, RT, RE)
@@ -197,17 +185,18 @@ def _grow(N, X, NF, NE, RT, RE):
     X2[ox2[_X_COEF]:ox2[_X_COEF] + ne] = X[ox[_X_COEF]:ox[_X_COEF] + ne]
     for a in range(_X_CAP, _X_HKEY):
         X2[ox2[a]:ox2[a] + R] = X[ox[a]:ox[a] + R]
-    _compact(N, X, oi, ox)
     hs = N[_HS]
     X2[ox2[_X_HKEY]:ox2[_X_HKEY] + hs] = X[ox[_X_HKEY]:ox[_X_HKEY] + hs]
     for a in range(_I_HSEQ, _I_LRES):
         N2[oi2[a]:oi2[a] + hs] = N[oi[a]:oi[a] + hs]
-    N2[_HS] = hs
     return N2, X2
 
 
-# -- the event heap: entries (time, sequence, 2 flow + kind), least (time, sequence) first; a
-# flow's finish entry is live while its sequence is the flow's latest (FlowEngine's version)
+# -- the event heap: at most one entry per flow, its next event (the activation of a flow in
+# its latency, the finish of a moving one), keyed (time, sequence), least first; a new rate
+# moves the flow's entry, with a new sequence number. FlowEngine keeps a heap of every entry
+# ever pushed and skips the superseded ones: the live entries and their keys are the same,
+# so they come out in the same order.
 
 
 @inline
@@ -219,95 +208,72 @@ def _hbefore(N, X, hq, hk, a, b):
 
 
 @inline
-def _hmove(N, X, oi, ox, a, b):
-    """Heap slot ``a`` takes slot ``b``'s entry."""
-    X[ox[_X_HKEY] + a] = X[ox[_X_HKEY] + b]
-    N[oi[_I_HSEQ] + a] = N[oi[_I_HSEQ] + b]
-    N[oi[_I_HPAY] + a] = N[oi[_I_HPAY] + b]
+def _hput(N, X, hk, hq, hf, hp, i, t, q, f):
+    """Slot ``i`` holds flow ``f``'s entry ``(t, q)``."""
+    X[hk + i] = t
+    N[hq + i] = q
+    N[hf + i] = f
+    N[hp + f] = i
 
 
 @inline
-def _hswap(N, X, oi, ox, a, b):
-    hk, hq, hp = ox[_X_HKEY], oi[_I_HSEQ], oi[_I_HPAY]
-    X[hk + a], X[hk + b] = X[hk + b], X[hk + a]
-    N[hq + a], N[hq + b] = N[hq + b], N[hq + a]
-    N[hp + a], N[hp + b] = N[hp + b], N[hp + a]
-
-
-@inline
-def _hdown(N, X, oi, ox, i, size):
-    hq, hk = oi[_I_HSEQ], ox[_X_HKEY]
-    while True:
+def _hsift(N, X, oi, ox, i, size):
+    """Restore the heap order from slot ``i`` (its entry moved up or down)."""
+    hk, hq, hf, hp = ox[_X_HKEY], oi[_I_HSEQ], oi[_I_HFLOW], oi[_I_HPOS]
+    t, q, f = X[hk + i], N[hq + i], N[hf + i]
+    while i > 0:  # up
+        p = (i - 1) >> 1
+        kp = X[hk + p]
+        if kp < t or (kp == t and N[hq + p] < q):
+            break
+        _hput(N, X, hk, hq, hf, hp, i, kp, N[hq + p], N[hf + p])
+        i = p
+    while True:  # down
         a = 2 * i + 1
         if a >= size:
-            return
-        c = a
-        b = a + 1
-        if b < size and _hbefore(N, X, hq, hk, b, a):
-            c = b
-        if _hbefore(N, X, hq, hk, i, c):
-            return
-        _hswap(N, X, oi, ox, i, c)
-        i = c
-
-
-@inline
-def _hpush(N, X, oi, ox, t, kind, f):
-    """Push an entry with the next sequence number (returned), after dropping the stale
-    entries of a full heap (at most one entry per flow is live, and the heap has room for
-    two per flow: afterwards there is room for any re-solve)."""
-    if N[_HS] == N[_H]:
-        _compact(N, X, oi, ox)
-    s = N[_SEQ] + 1
-    N[_SEQ] = s
-    i = N[_HS]
-    N[_HS] = i + 1
-    hq, hk = oi[_I_HSEQ], ox[_X_HKEY]
-    X[hk + i] = t
-    N[hq + i] = s
-    N[oi[_I_HPAY] + i] = 2 * f + kind
-    while i > 0:
-        p = (i - 1) >> 1
-        if _hbefore(N, X, hq, hk, p, i):
             break
-        _hswap(N, X, oi, ox, p, i)
-        i = p
-    return s
+        c = a
+        if a + 1 < size and _hbefore(N, X, hq, hk, a + 1, a):
+            c = a + 1
+        kc = X[hk + c]
+        if t < kc or (t == kc and q < N[hq + c]):
+            break
+        _hput(N, X, hk, hq, hf, hp, i, kc, N[hq + c], N[hf + c])
+        i = c
+    _hput(N, X, hk, hq, hf, hp, i, t, q, f)
 
 
 @inline
-def _hpop(N, X, oi, ox):
-    """Drop the top entry (read by the caller)."""
+def _hpush(N, X, oi, ox, t, f):
+    """Flow ``f``'s next event at ``t``, with the next sequence number (its entry moved if it
+    has one, else added)."""
+    q = N[_SEQ] + 1
+    N[_SEQ] = q
+    hp = oi[_I_HPOS]
+    i = N[hp + f]
+    if i < 0:
+        i = N[_HS]
+        N[_HS] = i + 1
+    _hput(N, X, ox[_X_HKEY], oi[_I_HSEQ], oi[_I_HFLOW], hp, i, t, q, f)
+    _hsift(N, X, oi, ox, i, N[_HS])
+
+
+@inline
+def _hremove(N, X, oi, ox, i):
+    """Take out the entry in slot ``i``."""
+    hk, hq, hf, hp = ox[_X_HKEY], oi[_I_HSEQ], oi[_I_HFLOW], oi[_I_HPOS]
+    N[hp + N[hf + i]] = -1
     n = N[_HS] - 1
     N[_HS] = n
-    if n > 0:
-        _hmove(N, X, oi, ox, 0, n)
-        _hdown(N, X, oi, ox, 0, n)
-
-
-@lean
-def _compact(N, X, oi, ox):
-    """Drop the stale entries of the event heap and heapify what is left."""
-    n = 0
-    for k in range(N[_HS]):
-        if _stale(N, oi, k):
-            continue
-        _hmove(N, X, oi, ox, n, k)
-        n += 1
-    N[_HS] = n
-    for k in range(n // 2 - 1, -1, -1):
-        _hdown(N, X, oi, ox, k, n)
+    if i < n:
+        _hput(N, X, hk, hq, hf, hp, i, X[hk + n], N[hq + n], N[hf + n])
+        _hsift(N, X, oi, ox, i, n)
 
 
 @inline
 def _next_time(N, X, oi, ox):
-    """Time of the next live entry (stale tops dropped), inf when none."""
-    while N[_HS] > 0:
-        if _stale(N, oi, 0):
-            _hpop(N, X, oi, ox)
-            continue
-        return X[ox[_X_HKEY]]
-    return math.inf
+    """Time of the next event, inf when none."""
+    return X[ox[_X_HKEY]] if N[_HS] > 0 else math.inf
 
 
 # -- the level heap of one water-filling: entries (level, resource), least first
@@ -389,7 +355,7 @@ def _unlink(N, oi, e, r):
 def _resolve(N, X, oi, ox, nchg, T):
     """Re-solve the component of the ``nchg`` changed resources (FlowEngine._resolve and
     maxmin.waterfill, in their order), then push the new finish times (FlowEngine._apply)."""
-    fseq, e0, e1, cst, fst = oi[_I_FSEQ], oi[_I_E0], oi[_I_E1], oi[_I_CST], oi[_I_FST]
+    e0, e1, cst, fst = oi[_I_E0], oi[_I_E1], oi[_I_CST], oi[_I_FST]
     comp, order, eres, eflow, enext = oi[_I_COMP], oi[_I_ORDER], oi[_I_ERES], oi[_I_EFLOW], \
         oi[_I_ENEXT]
     head, cnt, sst, tst, chg = oi[_I_HEAD], oi[_I_CNT], oi[_I_SST], oi[_I_TST], oi[_I_CHG]
@@ -514,15 +480,15 @@ def _resolve(N, X, oi, ox, nchg, T):
             X[rem + f] = rm
         X[last + f] = T
         X[rate + f] = x
-        N[fseq + f] = _hpush(N, X, oi, ox, T + rm / x if x > 0.0 else math.inf, _FIN, f)
+        _hpush(N, X, oi, ox, T + rm / x if x > 0.0 else math.inf, f)
 
 
 @lean
 def _step(N, X, oi, ox, nout):
     """Process the events at the next event time (FlowEngine._step); the output's new length."""
-    out, state, fseq, e0, e1 = oi[_I_OUT], oi[_I_STATE], oi[_I_FSEQ], oi[_I_E0], oi[_I_E1]
+    out, state, e0, e1 = oi[_I_OUT], oi[_I_STATE], oi[_I_E0], oi[_I_E1]
     eres, chs, chg = oi[_I_ERES], oi[_I_CHS], oi[_I_CHG]
-    hk, hseq, hpay = ox[_X_HKEY], oi[_I_HSEQ], oi[_I_HPAY]
+    hk, hflow = ox[_X_HKEY], oi[_I_HFLOW]
     outt, size, last, finish = ox[_X_OUTT], ox[_X_SIZE], ox[_X_LAST], ox[_X_FINISH]
     T = X[hk]
     lim = T + abs(T) * TIE
@@ -531,13 +497,9 @@ def _step(N, X, oi, ox, nout):
     nchg = 0
     while N[_HS] > 0 and X[hk] <= lim:
         t = X[hk]
-        q = N[hseq]
-        pay = N[hpay]
-        f = pay >> 1
-        _hpop(N, X, oi, ox)
-        if pay & 1 == _FIN:
-            if q != N[fseq + f] or N[state + f] != _ACTIVE:
-                continue
+        f = N[hflow]
+        _hremove(N, X, oi, ox, 0)
+        if N[state + f] == _ACTIVE:  # a finish
             N[state + f] = _DONE
             X[finish + f] = t
             N[_NACTIVE] -= 1
@@ -551,9 +513,7 @@ def _step(N, X, oi, ox, nout):
                     N[chs + r] = stamp
                     N[chg + nchg] = r
                     nchg += 1
-        else:
-            if N[state + f] != _LATENCY:
-                continue
+        else:  # an activation
             if N[e1 + f] == N[e0 + f] or X[size + f] == 0.0:
                 N[state + f] = _DONE
                 X[finish + f] = t
@@ -639,7 +599,7 @@ def _add_flow(N, X, oi, ox, rid, size, t):
     N[oi[_I_E1] + f] = ne + b - a
     N[_NENT] = ne + b - a
     N[oi[_I_STATE] + f] = _LATENCY
-    N[oi[_I_FSEQ] + f] = 0
+    N[oi[_I_HPOS] + f] = -1
     X[ox[_X_SIZE] + f] = size
     X[ox[_X_W] + f] = X[ox[_X_RW] + rid]
     X[ox[_X_REM] + f] = size
@@ -647,7 +607,7 @@ def _add_flow(N, X, oi, ox, rid, size, t):
     X[ox[_X_LAST] + f] = t
     X[ox[_X_FINISH] + f] = math.nan
     ta = t + X[ox[_X_RLAT] + rid]
-    _hpush(N, X, oi, ox, ta, _ACT, f)
+    _hpush(N, X, oi, ox, ta, f)
     if ta < X[_NEXT]:
         X[_NEXT] = ta
 
@@ -726,6 +686,10 @@ def _cancel(N, X, f):
     oi, ox = _offsets(N)
     state = oi[_I_STATE]
     st = N[state + f]
+    if st == _LATENCY or st == _ACTIVE:
+        i = N[oi[_I_HPOS] + f]
+        if i >= 0:
+            _hremove(N, X, oi, ox, i)
     if st == _LATENCY:
         N[state + f] = _CANCELLED
     elif st == _ACTIVE:
@@ -929,22 +893,25 @@ class CompiledFlowEngine:
             from ..errors import check_nonnegative
 
             size = check_nonnegative("size", size)
-        t = self.now if start is None else float(start)
+        t = self.now if start is None else start if start.__class__ is float else float(start)
         if not math.isfinite(t):
             from .flows import _check_flow
 
             _check_flow(self.now, size, t)  # raises, naming the start
-        rid = self._route_id(src, dst, size)
-        nxt = _add(self.N, self.X, rid, size, t)
+        x = self._routes.get((src, dst))
+        rid = x[0] if x is not None and x[0] is not None else self._route_id(src, dst, size)
+        N, X = self._arena
+        nxt = _add(N, X, rid, size, t)
         if nxt != nxt:  # no room
             self._grow(flows=1, entries=len(self._entries(rid)))
-            nxt = _add(self.N, self.X, rid, size, t)
+            N, X = self._arena
+            nxt = _add(N, X, rid, size, t)
         if nxt == -math.inf:
             from .flows import _check_flow
 
             _check_flow(self.now, size, t)  # raises: the start is before the engine's time
         self._next = nxt
-        return int(self.N[_NFLOWS]) - 1
+        return N.item(_NFLOWS) - 1
 
     def add_checked(self, src: Any, dst: Any, size: float, t: float) -> int:
         """:meth:`add` (the checks are cheap here)."""

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 import simpy
+from simpy.events import Event, Timeout
 
 from .flows import FlowEngine
 from .topology import Network, build_network
@@ -58,6 +59,8 @@ class NetworkService:
         self.engine = flow_engine(self.network, weighting=weighting, incremental=incremental,
                                   engine=engine)
         self.engine.now = float(env.now)
+        self._add, self._next_time = self.engine.add, self.engine.next_time
+        self._advance = self.engine.advance_times
         self._routes: dict[Any, Any] = {}
         self._events: dict[int, simpy.Event] = {}
         self._wake_at = math.inf
@@ -89,11 +92,14 @@ class NetworkService:
                 d += size / min(net.capacity[r] if net.curve[r] is None else net.curve[r](size)
                                 for r in rt.resources)
             return self.env.timeout(d, value=self.env.now + d)
-        f = self.engine.add(src, dst, size, self.env.now)
-        ev = self.env.event()
+        env = self.env
+        f = self._add(src, dst, size, env.now)
+        ev = Event(env)
         ev.flow = f  # type: ignore[attr-defined]
         self._events[f] = ev
-        self._schedule()
+        t = self._next_time()
+        if t < self._wake_at:
+            self._wake_up(t)
         return ev
 
     def cancel(self, ev: simpy.Event) -> None:
@@ -110,25 +116,29 @@ class NetworkService:
         self._schedule()
 
     def _schedule(self) -> None:
-        t = self.engine.next_time()
-        if t >= self._wake_at:
-            return
+        t = self._next_time()
+        if t < self._wake_at:
+            self._wake_up(t)
+
+    def _wake_up(self, t: float) -> None:
+        """One pending wake-up, at the network's next event ``t`` (an earlier one supersedes
+        the one pending, which then fires to nothing)."""
         self._wake_at = t
         self._gen += 1
-        gen = self._gen
-        ev = self.env.timeout(max(0.0, t - self.env.now))
-        ev.callbacks.append(lambda _e: self._wake(gen, t))
+        ev = Timeout(self.env, max(0.0, t - self.env.now), (self._gen, t))
+        ev.callbacks.append(self._wake)
 
-    def _wake(self, gen: int, t: float) -> None:
+    def _wake(self, ev: simpy.Event) -> None:
+        gen, t = ev.value
         if gen != self._gen:
             return
         self._wake_at = math.inf
-        done, finish = self.engine.advance_times(t)
+        done, finish = self._advance(t)
         events = self._events
         for f, tf in zip(done, finish, strict=True):
-            ev = events.pop(f, None)
-            if ev is not None:
-                ev.succeed(tf)
+            e = events.pop(f, None)
+            if e is not None:
+                e.succeed(tf)
         self._schedule()
 
 
