@@ -190,8 +190,9 @@ class AsyncGossip(GossipSystem):
         s = self.cfg.noise
         now = env.now
         while True:
-            for k in range(len(gaps)):
-                g = gaps[k]
+            draws = zip(gaps, js, zs, strict=True) if s else \
+                zip(gaps, js, itertools.repeat(0.0), strict=False)  # no noise: none drawn
+            for g, j, z in draws:
                 yield Timeout(env, g)
                 now += g
                 if queue and queue[0][0] <= now:
@@ -202,8 +203,7 @@ class AsyncGossip(GossipSystem):
                         xs[b] = (xs[b] + va) * 0.5  # type: ignore[index]
                     self.exchanges += m - len(queue)
                 if s:
-                    xs[i] += s * zs[k]  # type: ignore[index]
-                j = js[k]
+                    xs[i] += s * z  # type: ignore[index]
                 push((now + delay, i, j, xs[i], xs[j]))  # type: ignore[index]
             gaps, js, zs = self._draws.refill(i, zs is not None)
 
