@@ -129,3 +129,69 @@ def test_ring_allreduce():
     """2(k-1)(latency + P/(k W)), zero for one participant."""
     assert analytic.ring_allreduce_time(4, 8.0, 2.0, 0.1) == pytest.approx(6 * (0.1 + 1.0))
     assert analytic.ring_allreduce_time(1, 8.0, 2.0, 0.1) == 0.0
+
+
+def _recursion(programs, forward, backward, activation, gradient, blocking):
+    """program_makespan's recursion as first written: every device advanced while it can."""
+    p, S = len(programs), len(forward)
+    done, pos, free = {}, [0] * p, [0.0] * p
+    progress = True
+    while progress:
+        progress = False
+        for d in range(p):
+            prog = programs[d]
+            while pos[d] < len(prog):
+                op = prog[pos[d]]
+                if op[0] in ("F", "B"):
+                    kind, s, i = op[0], op[1] * p + d, op[2]
+                    if blocking or (kind == "F" and s == 0):
+                        ready = 0.0
+                    else:
+                        want = ("F", s - 1, i) if kind == "F" else (
+                            ("F", s, i) if s == S - 1 else ("B", s + 1, i))
+                        if want not in done:
+                            break
+                        if kind == "F":
+                            ready = done[want] + activation[s - 1]
+                        elif s == S - 1:
+                            ready = done[want]
+                        else:
+                            ready = done[want] + gradient[s]
+                    t = max(free[d], ready) + (forward[s] if kind == "F" else backward[s])
+                    done[(kind, s, i)] = free[d] = t
+                    pos[d] += 1
+                    progress = True
+                    continue
+                kind, tag, h, i = op
+                peer = ((h + 1) % p if tag == "a" else h % p) if kind == "send" else (
+                    h % p if tag == "a" else (h + 1) % p)
+                want = ("recv" if kind == "send" else "send", tag, h, i)
+                if pos[peer] >= len(programs[peer]) or tuple(programs[peer][pos[peer]]) != want:
+                    break
+                t = max(free[d], free[peer]) + (activation[h] if tag == "a" else gradient[h])
+                done[(tag, h, i)] = free[d] = free[peer] = t
+                pos[d] += 1
+                pos[peer] += 1
+                progress = True
+    return max(free), done
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_program_makespan_is_the_recursion_bit_for_bit(schedule, blocking):
+    """The traced evaluation (Python, and compiled for long programs when numba is installed)
+    gives the recursion's completion times exactly, every command's and the last one."""
+    from sim.training.schedules import device_program
+
+    rng = np.random.default_rng(8)
+    for L, m in ((1, 3), (3, 5), (4, 40), (7, 64)):
+        progs = [device_program(schedule, L, m, j, blocking=blocking) for j in range(L)]
+        for _ in range(3):
+            f, b = rng.uniform(0.1, 3, L).tolist(), rng.uniform(0.1, 3, L).tolist()
+            a, g = rng.uniform(0, 1, L - 1).tolist(), rng.uniform(0, 1, L - 1).tolist()
+            want, done = _recursion(progs, f, b, a, g, blocking)
+            finish: dict = {}
+            assert analytic.program_makespan(progs, f, b, a, g, blocking=blocking,
+                                             finish=finish) == want
+            assert finish == done
+            assert analytic.program_makespan(progs, f, b, a, g, blocking=blocking) == want
