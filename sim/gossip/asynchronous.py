@@ -23,7 +23,13 @@ churn, every exchange taking time) deliveries are queued with their due time and
 applied, in due order, by the next wake (or record) after it instead of by an
 event of their own -- nothing reads a value in between, so the trajectory is
 that of ``events``. The all-honest, unclipped complete graph has its own
-merged loop with the averaging inline (the benchmark's hot path).
+merged loop with the averaging inline (the benchmark's hot path). With
+exchanges as flows on a network (contention), ``merged`` keeps the flows in a
+flow engine (:func:`sim.network.service.flow_engine`) advanced to each wake
+and record, and delivers the exchanges complete by then in the order their
+second flow arrived (:meth:`~sim.network.kernel.CompiledFlowEngine.exchange`),
+where ``events`` asks :class:`~sim.network.NetworkService` for an event per
+flow: the same trajectory, without a SimPy event per flow.
 """
 
 from __future__ import annotations

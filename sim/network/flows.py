@@ -8,7 +8,9 @@ resource, finishes when its latency is over.
 
 :class:`FlowEngine` is the online state, advanced in time by its caller: the
 batch function :func:`simulate_flows` and the SimPy service
-(:class:`sim.network.service.NetworkService`) both drive it.
+(:class:`sim.network.service.NetworkService`) both drive it, or its compiled
+twin :class:`sim.network.kernel.CompiledFlowEngine` (numba), which gives the
+same numbers bit for bit.
 
 Incremental solving (SimGrid's lazy and selective update): a start or a finish
 re-solves only the connected component of flows that share resources with it,

@@ -18,7 +18,7 @@ from simpy.events import Event, Timeout
 from .flows import FlowEngine
 from .topology import Network, build_network
 
-__all__ = ["NetworkService"]
+__all__ = ["NetworkService", "flow_engine"]
 
 
 class NetworkService:
