@@ -95,7 +95,10 @@ class AsyncGossip(GossipSystem):
             from ..network import build_network
             from ..network.service import flow_engine
 
-            self._flows = flow_engine(build_network(flows), weighting=cfg.network_weighting)
+            # room for the flows a run asks (two per wake), up to a million at first
+            expect = 2.2 * n * float(cfg.wake_rate) * float(cfg.rounds) + 64
+            self._flows = flow_engine(build_network(flows), weighting=cfg.network_weighting,
+                                      flows=int(min(expect, 1e6)))
             self._flows.now = float(env.now)
             self._pending: dict[int, tuple] = {}  # exchange (its number) -> what it carries
             self._number = itertools.count()  # the engine numbers exchanges in the order asked

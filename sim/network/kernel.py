@@ -785,7 +785,7 @@ class CompiledFlowEngine:
 
     """
 
-    def __init__(self, network: Any, *, weighting: str = "maxmin", flows: int = 64) -> None:
+    def __init__(self, network: Any, *, weighting: str = "maxmin", flows: int = 1024) -> None:
         from .flows import WEIGHTINGS
 
         self.network = network

@@ -143,8 +143,9 @@ class NetworkService:
 
 
 def flow_engine(network: Network, *, weighting: str = "maxmin", incremental: bool = True,
-                engine: str = "auto") -> Any:
-    """A flow engine for ``network``: compiled or Python (see :class:`NetworkService`)."""
+                engine: str = "auto", flows: int = 1024) -> Any:
+    """A flow engine for ``network``: compiled or Python (see :class:`NetworkService`);
+    ``flows``: how many to make room for at first (the compiled engine grows as needed)."""
     from ..errors import check, check_choice
     from .kernel import HAVE_NUMBA, CompiledFlowEngine
 
@@ -154,5 +155,5 @@ def flow_engine(network: Network, *, weighting: str = "maxmin", incremental: boo
               engine)
         check(incremental, "engine", "python (or auto) with incremental=False", engine)
     if engine == "compiled" or (engine == "auto" and HAVE_NUMBA and incremental):
-        return CompiledFlowEngine(network, weighting=weighting)
+        return CompiledFlowEngine(network, weighting=weighting, flows=flows)
     return FlowEngine(network, weighting=weighting, incremental=incremental)
