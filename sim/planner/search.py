@@ -43,6 +43,7 @@ of the group's replicas).
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import itertools
 import math
@@ -288,7 +289,9 @@ class _Search:
         self._bank = RowBank(self.n + 1) if HAVE_NUMBA and compiled_cut else None
         self._table = StageTable()
         self._stage_ids: dict[tuple, int] = {}
-        self._stage_specs: dict[tuple, StageSpec] = {}
+        self._stage_specs: dict[tuple, StageSpec] = {}  # kept: their ids name them below
+        self._stage_terms: dict[int, tuple[tuple[float, ...], bool]] = {}  # price terms, priced
+        self._ranked: set[tuple] = set()  # the plans in self.best, by their stages' ids
 
     # -- inputs ------------------------------------------------------------------------
     def price(self, gpu: str) -> float | None:
@@ -378,10 +381,20 @@ class _Search:
         """Rank ``plan`` by the closed form, unless ``m x compute + tail`` (its bottleneck
         stage's forward and backward passes, a lower bound on any schedule's pipeline phase,
         plus the model's bound on the tail after it) already puts it past the top-th plan."""
-        if plan in self.best:
+        # the plan's identity (its stages are made once each, by plan()) and its price, the
+        # replicas' terms added in order as sum() would
+        ident = (tuple(map(id, plan.stages)), plan.microbatch_size)
+        if ident in self._ranked:
             return
+        terms = self._stage_terms
+        rate: float = 0
+        priced = True
+        for st in plan.stages:
+            x, p = terms[id(st)]
+            priced = priced and p
+            for u in x:
+                rate += u
         if self.prune:
-            rate = sum(r.tp * (self.price(r.gpu) or 0.0) for s in plan.stages for r in s.replicas)
             if self.objective_bound(plan.microbatches * compute + tail, rate) >= self.threshold():
                 self.skipped += 1
                 return
@@ -391,14 +404,13 @@ class _Search:
         except ConfigError:
             self.refused += 1
             return
-        rate = sum(r.tp * (self.price(r.gpu) or 0.0) for s in plan.stages for r in s.replicas)
-        priced = all(self.price(r.gpu) is not None for s in plan.stages for r in s.replicas)
         cand = Candidate(plan, layout, float(pred.iteration_time), float(pred.peak_memory),
                          rate if priced else None, pred)
         if self.req.max_price_per_hour is not None and rate > self.req.max_price_per_hour:
             return
         key = cand.key(self.req.objective)
         self.best[plan] = cand
+        self._ranked.add(ident)
         bisect.insort(self._keys, key)
 
     # -- building plans ----------------------------------------------------------------
@@ -492,6 +504,9 @@ class _Search:
             if st is None:  # a stage met before is the same value: made (and checked) once
                 st = specs[key] = StageSpec(tuple(range(a, b)),
                                             tuple(self.spec(t, tp) for t, tp in reps))
+                self._stage_terms[id(st)] = (
+                    tuple(r.tp * (self.price(r.gpu) or 0.0) for r in st.replicas),
+                    all(self.price(r.gpu) is not None for r in st.replicas))
             stages.append(st)
         return Plan(tuple(stages), mbs, self.req.global_batch_size,
                     model=self.model.name), bottleneck
@@ -611,11 +626,15 @@ class _Search:
                 self.admit(made[0], "pipeline", made[1], tail)
 
 
-def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
-    """Ordered ways to write ``total`` as ``parts`` positive integers."""
+@functools.lru_cache(maxsize=1024)
+def _compositions(total: int, parts: int) -> tuple[tuple[int, ...], ...]:
+    """Ordered ways to write ``total`` as ``parts`` positive integers (in lexicographic order of
+    their cut points; worked out once per arguments)."""
+    out = []
     for cuts in itertools.combinations(range(1, total), parts - 1):
         b = (0, *cuts, total)
-        yield tuple(b[i + 1] - b[i] for i in range(parts))
+        out.append(tuple(b[i + 1] - b[i] for i in range(parts)))
+    return tuple(out)
 
 
 def search_plans(model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue, request: PlanRequest,

@@ -322,7 +322,13 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     for st in plan.stages:
         row = []
         sums: dict[tuple, tuple[float, float, float]] = {}  # a stage's replicas of one kind
+        last: Any = None
+        x: Any = None
         for rep in st.replicas:
+            if rep is last:  # the same replica as the one before (a plan's usual case)
+                row.append(x)
+                continue
+            last = rep
             x = sums.get((rep.gpu, rep.tp))
             if x is None:
                 lt = mp.layer_times(rep.gpu, mbs, rep.tp)  # a GPU type, TP or mbs the profile lacks
@@ -339,16 +345,22 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         a, b = plan.stages[j], plan.stages[j + 1]
         row = []
         pairs: dict[tuple, tuple[float, float]] = {}  # a boundary's pipelines of one pair of kinds
+        before: Any = None
+        y: Any = None
         for i in range(r):
             src, dst = a.replicas[i], b.replicas[i]
-            x = pairs.get((src, dst))
-            if x is None:
+            if before is not None and src is before[0] and dst is before[1]:
+                row.append(y)  # the same pair of replicas as the pipeline before
+                continue
+            before = (src, dst)
+            y = pairs.get((src, dst))
+            if y is None:
                 size = mbs * mp.layer_sizes(src.tp)[a.layers[-1]].activation_bytes
                 pa, pb = (src, (j, i)), (dst, (j + 1, i))
                 act = pair_time(net, pa, pb, size / src.tp, src.tp)
                 grad = pair_time(net, pb, pa, size / dst.tp, dst.tp)
-                x = pairs[(src, dst)] = (act, grad)
-            row.append(x)
+                y = pairs[(src, dst)] = (act, grad)
+            row.append(y)
         xfer.append(tuple(row))
     # gradient all-reduce per stage, tied embedding between the first and last stage
     ar, ar_sizes = [], []
