@@ -90,9 +90,9 @@ def test_each_direction_takes_its_own_curve(prof, runs):
     assert b.transfer_times[0][0] == pytest.approx((there, back))
     (lk,) = plan_network(plan, prof.network, tied=False).links
     assert (lk.u, lk.v) == ("s0r0", "s1r0") and lk.reverse_bandwidth is not None
-    assert lk.bandwidth(size) == pytest.approx(prof.network.link(a.node, z.node, 1).curve.at(size))
+    assert lk.bandwidth(size) == pytest.approx(prof.network.link(a.node, z.node, 1).bandwidth(size))
     assert lk.reverse_bandwidth(size) == pytest.approx(
-        prof.network.link(z.node, a.node, 1).curve.at(size))
+        prof.network.link(z.node, a.node, 1).bandwidth(size))
     net = build_plan(plan, prof, steps=1, check_memory=False, network=True)  # the DES sees both
     assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
         pytest.approx(predictions("training", b.config)["step_time_mean"]["value"], abs=1e-9)

@@ -36,7 +36,8 @@ from typing import Any
 
 from ..errors import ConfigError, check, check_positive
 
-__all__ = ["BandwidthCurve", "parse_curve", "as_curve", "CURVE_KINDS"]
+__all__ = ["BandwidthCurve", "parse_curve", "as_curve", "CURVE_KINDS", "Capacity",
+           "bandwidth_at", "peak_bandwidth_above"]
 
 CURVE_KINDS = ("polylog2", "table")
 
@@ -162,6 +163,42 @@ class BandwidthCurve:
                               f"{size!r})", self.text())
         return bw
 
+    def peak_above(self, size: float) -> float:
+        """The largest bandwidth :meth:`__call__` gives a message of ``size`` or more.
+
+        ``table``: the largest point at or above ``size`` and the value at
+        ``size``. ``polylog2``: the polynomial's maximum over the sizes it is
+        evaluated at from ``size`` up (clamped to ``[min_size, max_size]``),
+        from the range's ends and the real roots of its derivative inside it,
+        raised by one part in 1e9 so that a root found to floating-point
+        accuracy cannot put it under the true maximum (the planner bounds
+        transfer times below with it); ``inf`` when the polynomial grows
+        without bound and the curve has no ``max_size``.
+        """
+        s = float(size)
+        if self.kind == "table":
+            return max([self(s)] + [b for x, b in zip(self.sizes, self.bandwidths, strict=True)
+                                    if x >= s])
+        import numpy as np
+
+        if self.min_size is not None:
+            s = max(s, self.min_size)
+        if self.max_size is not None:
+            s = min(s, self.max_size)
+        c = np.asarray(self.coefficients, dtype=float)
+        lo = math.log2(s / self.size_unit) if s > 0 else -math.inf
+        hi = math.log2(self.max_size / self.size_unit) if self.max_size is not None else math.inf
+        nz = np.trim_zeros(c, "f")
+        if math.isinf(hi) and nz.size > 1 and nz[0] > 0:
+            return math.inf
+        xs = [x for x in (lo, hi) if math.isfinite(x)]
+        if c.size > 2:
+            xs += [r.real for r in np.roots(np.polyder(c))
+                   if abs(r.imag) <= 1e-9 * (1 + abs(r)) and lo < r.real < hi]
+        check(bool(xs), "curve", "given a size > 0 (or min_size) for its peak", size)
+        best = max(float(np.polyval(c, x)) for x in xs) * self.bandwidth_unit
+        return best * (1 + 1e-9) if best > 0 else best
+
     def text(self) -> str:
         """The text form (see the module docstring); ``parse_curve(c.text()) == c``."""
         if self.kind == "table":
@@ -223,6 +260,25 @@ def parse_curve(text: str) -> BandwidthCurve:
         return BandwidthCurve.polylog2(kw.pop("coefficients"), **kw)
     except ValueError:
         raise ConfigError("curve", _RULE, text) from None
+
+
+#: A link's capacity: bytes per second (``inf``: never a bottleneck) or a curve of the message size.
+Capacity = float | BandwidthCurve
+
+
+def bandwidth_at(capacity: Capacity, size: float) -> float:
+    """The bandwidth of a message of ``size`` on a link of ``capacity`` (a number or a curve)."""
+    if isinstance(capacity, BandwidthCurve):
+        return capacity(size)
+    return capacity
+
+
+def peak_bandwidth_above(capacity: Capacity, size: float) -> float:
+    """The largest bandwidth ``capacity`` gives a message of ``size`` or more (see
+    :meth:`BandwidthCurve.peak_above`)."""
+    if isinstance(capacity, BandwidthCurve):
+        return capacity.peak_above(size)
+    return capacity
 
 
 def as_curve(value: Any, name: str = "curve") -> BandwidthCurve:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..engines import select
 from ..errors import ConfigError, SimulationError
+from ..network.curves import peak_bandwidth_above
 from ..profiles import ModelProfile, Plan, Profiles, ReplicaSpec
 from ..profiles.build import (
     BUCKET_ELEMENTS,
@@ -115,7 +116,7 @@ class ProfilePlanModel:
         The ring's first bucket alone (``min(size, bucket)`` bytes or more):
         ``2 (n - 1)`` steps, each at least a link's latency plus ``tp`` flows of
         ``bucket / n`` bytes at the link's peak bandwidth for messages of that
-        size or more (:meth:`~sim.profiles.BandwidthCurve.peak_above`), the
+        size or more (:meth:`~sim.network.BandwidthCurve.peak_above`), the
         least over every ordered pair of kinds. 0 for one replica or a pair the
         network lacks (such a plan is refused when it is timed).
         """
@@ -131,7 +132,7 @@ class ProfilePlanModel:
                     link = pair_link(self.profiles.network, x, y)
                 except ConfigError:
                     return 0.0
-                peak = link.curve.peak_above(msg)
+                peak = peak_bandwidth_above(link.bandwidth, msg)
                 step = min(step, link.latency + (x[0].tp * msg / peak if peak > 0 else 0.0))
         return 2 * (n - 1) * step
 

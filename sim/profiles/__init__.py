@@ -30,7 +30,6 @@ from .formats import (
     read_runs,
 )
 from .values import (
-    BandwidthCurve,
     Fleet,
     GPUCatalogue,
     GPUType,
@@ -54,7 +53,7 @@ __all__ = [
     "read_gpus", "gpus_from_data", "gpus_to_data",
     "read_network", "network_from_data", "network_to_data",
     "read_fleet", "fleet_from_data", "fleet_to_data",
-    "BandwidthCurve", "Fleet", "GPUCatalogue", "GPUType", "LayerSizes", "LayerTimes", "Link",
+    "Fleet", "GPUCatalogue", "GPUType", "LayerSizes", "LayerTimes", "Link",
     "MeasuredRun", "ModelProfile", "Network", "NodeKind", "Plan", "Profiles", "ReplicaSpec",
     "StageSpec",
 ]

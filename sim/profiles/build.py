@@ -207,12 +207,8 @@ def pair_time(network: Network, a: Any, b: Any, size: float, flows: int) -> floa
     x = pair_link(network, a, b)
     if size <= 0:
         return 0.0
-    bw = x.curve.at(size)
-    if not bw > 0:
-        (ra, _), (rb, _) = a, b
-        raise ConfigError("network", "a bandwidth curve positive at every message size used",
-                          f"{ra.gpu}@{ra.zone} -> {rb.gpu}@{rb.zone}: {bw / 1e9:.4g} GB/s "
-                          f"at {size:.6g} bytes")
+    (ra, _), (rb, _) = a, b
+    bw = x.bandwidth_at(size, f"{ra.gpu}@{ra.zone} -> {rb.gpu}@{rb.zone}")
     return x.latency + flows * size / bw
 
 
@@ -222,15 +218,13 @@ def plan_network(plan: Plan, network: Network, tied: bool) -> Any:
     One host per replica (``s{j}r{i}``), one link per pair of replicas that
     exchange data (neighbouring stages of a pipeline, neighbours in a stage's
     all-reduce ring, the first and last stage with tied weights), full
-    duplex, each direction carrying the curve measured in that direction
-    (:func:`pair_link`; the ``v -> u`` one as ``reverse_bandwidth``) as a
-    :class:`sim.network.BandwidthCurve` (``polylog2`` in GB/s of
-    ``log2(bytes / 1e6)``, clamped to the fitted sizes), and the larger of
+    duplex, each direction carrying the bandwidth measured in that direction
+    (:func:`pair_link`; the ``v -> u`` one as ``reverse_bandwidth``; a
+    :class:`sim.network.BandwidthCurve` as it is), and the larger of
     the two directions' latencies (the shipped curves have none). Sharing
     on a link is max-min fair, so the ``t`` flows of a TP group get
     ``B_t(S) / t`` each, as :meth:`~sim.profiles.Network.transfer_time` says.
     """
-    from ..network.curves import BandwidthCurve as NetCurve
     from ..network.topology import LinkValue, NetworkValue
 
     L, r = len(plan.stages), plan.dp[0]
@@ -245,18 +239,13 @@ def plan_network(plan: Plan, network: Network, tied: bool) -> Any:
                 pairs.setdefault((a, b), (rep(*a), rep(*b)))
             if tied and L > 1 and j == 0:
                 pairs.setdefault(((0, i), (L - 1, i)), (rep(0, i), rep(L - 1, i)))
-    def capacity(c: Any) -> Any:
-        return c.bandwidth if c.bandwidth is not None else NetCurve.polylog2(
-            c.coefficients, size_unit=1e6, bandwidth_unit=1e9, min_size=c.min_bytes,
-            max_size=c.max_bytes)
-
     links = []
     for (a, b), (x, y) in sorted(pairs.items()):
         fwd, back = pair_link(network, x, y), pair_link(network, y, x)
-        links.append(LinkValue(f"s{a[0]}r{a[1]}", f"s{b[0]}r{b[1]}", capacity(fwd.curve),
+        links.append(LinkValue(f"s{a[0]}r{a[1]}", f"s{b[0]}r{b[1]}", fwd.bandwidth,
                                max(fwd.latency, back.latency),
-                               reverse_bandwidth=None if back.curve == fwd.curve
-                               else capacity(back.curve)))
+                               reverse_bandwidth=None if back.bandwidth == fwd.bandwidth
+                               else back.bandwidth))
     if not links:  # one replica, one stage: nothing moves; a link to nowhere keeps the value valid
         links.append(LinkValue("s0r0", "idle", float("inf")))
     return NetworkValue(tuple(links))

@@ -31,7 +31,9 @@ GPU catalogue::
                "overhead_bytes": 3e9, "overhead_tp1_bytes": 2e9, "source": "..."}]}
 
 Network (``bandwidth`` in bytes per second, or a ``curve`` in GB/s of
-``log2(bytes / 1e6)``, highest power first)::
+``log2(bytes / 1e6)``, highest power first, fitted on ``min_bytes`` to
+``max_bytes``; or a ``curve`` in the text form of :mod:`sim.network.curves`,
+e.g. ``"table:1e3=5e8/1e6=5e9"``)::
 
     {"links": [{"src": {"gpu": "A", "zone": "z"}, "dst": {"gpu": "B", "zone": "z"},
                 "flows": 2, "bandwidth": 1.25e9, "latency": 1e-5},
@@ -56,10 +58,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, check
+from ..network.curves import BandwidthCurve, as_curve
 from . import sailor
 from .documents import get, read_document
 from .values import (
-    BandwidthCurve,
     Fleet,
     GPUCatalogue,
     GPUType,
@@ -256,6 +258,18 @@ def _end(v: Any, at: str) -> tuple[str, str]:
     return (get("network", v, "gpu", at, str), get("network", v, "zone", at, str))
 
 
+def _gbs_curve(coefficients: list, lo: Any, hi: Any, at: str) -> BandwidthCurve:
+    """A curve in GB/s of ``log2(bytes / 1e6)`` fitted on ``[lo, hi]`` bytes (the format's form)."""
+    for k, v in (("min_bytes", lo), ("max_bytes", hi)):
+        check(isinstance(v, _NUM) and not isinstance(v, bool), "network", f"a number of bytes "
+              f"as {k} at {at}", v)
+    try:
+        return BandwidthCurve.polylog2(coefficients, size_unit=1e6, bandwidth_unit=1e9,
+                                       min_size=lo, max_size=hi)
+    except ConfigError as exc:
+        raise ConfigError("network", exc.rule, f"{at}: {exc.value!r}") from None
+
+
 def network_from_data(doc: Any, where: str = "network") -> Network:
     """A :class:`Network` from parsed data (``links``)."""
     links = []
@@ -264,12 +278,13 @@ def network_from_data(doc: Any, where: str = "network") -> Network:
         check(isinstance(x, dict), "network", f"a table at {at}", x)
         flows = _opt(x, "flows", 1)
         if "bandwidth" in x:
-            curve = BandwidthCurve(bandwidth=get("network", x, "bandwidth", at, _NUM))
+            curve: Any = get("network", x, "bandwidth", at, _NUM)
+        elif isinstance(x.get("curve"), str):  # the curve's text form (sim.network.curves)
+            curve = as_curve(x["curve"], "network")
         else:
             c = get("network", x, "curve", at, dict)
-            curve = BandwidthCurve(coefficients=tuple(get("network", c, "coefficients", at, list)),
-                                   min_bytes=_opt(c, "min_bytes", 2.0 ** 16),
-                                   max_bytes=_opt(c, "max_bytes", 2.0 ** 30))
+            curve = _gbs_curve(get("network", c, "coefficients", at, list),
+                               _opt(c, "min_bytes", 2.0 ** 16), _opt(c, "max_bytes", 2.0 ** 30), at)
         links.append(Link(_end(get("network", x, "src", at), f"{at}.src"),
                           _end(get("network", x, "dst", at), f"{at}.dst"),
                           _opt(x, "src_flows", flows), _opt(x, "dst_flows", flows), curve,
@@ -283,11 +298,15 @@ def network_to_data(n: Network) -> dict[str, Any]:
         d: dict[str, Any] = {"src": {"gpu": x.src[0], "zone": x.src[1]},
                              "dst": {"gpu": x.dst[0], "zone": x.dst[1]},
                              "src_flows": x.src_flows, "dst_flows": x.dst_flows}
-        if x.curve.bandwidth is not None:
-            d["bandwidth"] = x.curve.bandwidth
+        c = x.bandwidth
+        if not isinstance(c, BandwidthCurve):
+            d["bandwidth"] = c
+        elif (c.kind == "polylog2" and c.size_unit == 1e6 and c.bandwidth_unit == 1e9
+              and c.min_size is not None and c.max_size is not None):
+            d["curve"] = {"coefficients": list(c.coefficients), "min_bytes": c.min_size,
+                          "max_bytes": c.max_size}
         else:
-            d["curve"] = {"coefficients": list(x.curve.coefficients or ()),
-                          "min_bytes": x.curve.min_bytes, "max_bytes": x.curve.max_bytes}
+            d["curve"] = c.text()
         if x.latency:
             d["latency"] = x.latency
         out.append(d)

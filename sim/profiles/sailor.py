@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, check
+from ..network.curves import BandwidthCurve
 from .documents import get, read_document
 from .values import (
-    BandwidthCurve,
     LayerSizes,
     LayerTimes,
     Link,
@@ -54,7 +54,7 @@ from .values import (
 )
 
 __all__ = ["read_models", "read_model", "read_network", "read_plan", "read_run",
-           "is_sailor_plan", "untied_tail_layers"]
+           "is_sailor_plan", "untied_tail_layers", "sailor_curve"]
 
 #: The artifact's bandwidth fits cover messages of 2**16 to 2**30 bytes.
 FIT_MIN_BYTES, FIT_MAX_BYTES = 2.0 ** 16, 2.0 ** 30
@@ -181,10 +181,28 @@ def read_network(path: str | os.PathLike[str]) -> Network:
                             at = f"{z1}.{g1}.{n1}.{z2}.{g2}.{n2}"
                             check(isinstance(v, list) and v and isinstance(v[0], list), "network",
                                   f"[coefficients, max] at {at}", v)
-                            links.append(Link((g1, z1), (g2, z2), k1, k2, BandwidthCurve(
-                                coefficients=tuple(v[0]), min_bytes=FIT_MIN_BYTES,
-                                max_bytes=FIT_MAX_BYTES)))
+                            links.append(Link((g1, z1), (g2, z2), k1, k2, sailor_curve(
+                                v[0], at)))
     return Network(tuple(links))
+
+
+def sailor_curve(coefficients: Any, where: str = "") -> BandwidthCurve:
+    """The artifact's fit as a curve: GB/s ``= polyval(coefficients, log2(bytes / 1e6))``, fitted
+    on ``2**16`` to ``2**30`` bytes (:data:`FIT_MIN_BYTES`, :data:`FIT_MAX_BYTES`).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``network`` (and ``where``) for coefficients that are not a list of numbers.
+    """
+    check(isinstance(coefficients, (list, tuple)), "network", "a list of coefficients",
+          f"{where}: {coefficients!r}" if where else coefficients)
+    try:
+        return BandwidthCurve.polylog2(coefficients, size_unit=1e6, bandwidth_unit=1e9,
+                                       min_size=FIT_MIN_BYTES, max_size=FIT_MAX_BYTES)
+    except ConfigError as exc:
+        raise ConfigError("network", exc.rule, f"{where}: {exc.value!r}" if where
+                          else exc.value) from None
 
 
 def _obj(v: Any, where: str) -> dict:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..errors import ConfigError, check, check_int, check_nonnegative, check_positive, check_real
+from ..errors import ConfigError, check, check_int, check_nonnegative, check_positive
+from ..network.curves import BandwidthCurve, Capacity, bandwidth_at
 
 __all__ = [
     "LayerTimes",
@@ -29,7 +30,6 @@ __all__ = [
     "GPUType",
     "GPUCatalogue",
     "NodeKind",
-    "BandwidthCurve",
     "Link",
     "Network",
     "Fleet",
@@ -313,98 +313,26 @@ class NodeKind:
 
 
 @dataclass(frozen=True)
-class BandwidthCurve:
-    """Bandwidth of a link as a number or as a curve of the message size.
-
-    Either ``bandwidth`` (bytes per second, constant) or ``coefficients`` of a
-    polynomial in ``x = log2(size / 1e6)`` giving GB/s (``1e9`` bytes per
-    second), highest power first: ``bw(size) = 1e9 * polyval(coefficients, x)``
-    (the Sailor artifact's fit of NCCL send/recv). A curve is used within the
-    sizes it was fitted on, ``[min_bytes, max_bytes]``; a message outside that
-    range takes the bandwidth at the nearest end.
-    """
-
-    bandwidth: float | None = None
-    coefficients: tuple[float, ...] | None = None
-    min_bytes: float = 2.0 ** 16
-    max_bytes: float = 2.0 ** 30
-
-    def __post_init__(self) -> None:
-        check((self.bandwidth is None) != (self.coefficients is None), "bandwidth",
-              "a number or a curve (coefficients), exactly one", (self.bandwidth, self.coefficients))
-        if self.bandwidth is not None:
-            object.__setattr__(self, "bandwidth",
-                               check_positive("bandwidth", self.bandwidth, allow_inf=True))
-        else:
-            c = self.coefficients
-            check(isinstance(c, (tuple, list)) and len(c) >= 1, "coefficients",
-                  "a non-empty list of numbers", c)
-            object.__setattr__(self, "coefficients",
-                               tuple(check_real("coefficients", v) for v in c))  # type: ignore[union-attr]
-        lo = check_positive("min_bytes", self.min_bytes)
-        hi = check_positive("max_bytes", self.max_bytes)
-        check(hi >= lo, "max_bytes", f">= min_bytes ({lo:g})", hi)
-
-    def at(self, size: float) -> float:
-        """Bandwidth in bytes per second for a message of ``size`` bytes."""
-        if self.bandwidth is not None:
-            return self.bandwidth
-        s = min(max(float(size), self.min_bytes), self.max_bytes)
-        x = math.log2(s / 1e6)
-        y = 0.0
-        for c in self.coefficients:  # type: ignore[union-attr]
-            y = y * x + c
-        return y * 1e9
-
-    def peak_above(self, size: float) -> float:
-        """The largest bandwidth :meth:`at` gives a message of ``size`` bytes or more.
-
-        The polynomial's maximum over the fitted range from ``size`` up, from
-        the range's ends and the real roots of its derivative inside it, raised
-        by one part in 1e9 so that a root found to floating-point accuracy
-        cannot put it under the true maximum (the planner bounds transfer
-        times below with it).
-        """
-        if self.bandwidth is not None:
-            return self.bandwidth
-        import numpy as np
-
-        lo = math.log2(min(max(float(size), self.min_bytes), self.max_bytes) / 1e6)
-        hi = math.log2(self.max_bytes / 1e6)
-        c = np.asarray(self.coefficients, dtype=float)
-        xs = [lo, hi]
-        if c.size > 2:
-            xs += [r.real for r in np.roots(np.polyder(c))
-                   if abs(r.imag) <= 1e-9 * (1 + abs(r)) and lo < r.real < hi]
-        best = max(float(np.polyval(c, x)) for x in xs)
-        return best * 1e9 * (1 + 1e-9) if best > 0 else best * 1e9
-
-    def check_positive(self, name: str, sizes: list[float] | tuple[float, ...]) -> None:
-        """Refuse a curve that is not positive at one of ``sizes`` (one line naming it)."""
-        for s in sizes:
-            if s > 0 and not self.at(s) > 0:
-                raise ConfigError(name, "a bandwidth curve positive at every message size used",
-                                  f"{self.at(s) / 1e9:.4g} GB/s at {s:.6g} bytes")
-
-
-@dataclass(frozen=True)
 class Link:
     """The network between a sending and a receiving node kind.
 
     ``flows`` is the number of concurrent flows between the two nodes the
-    curve describes (one per GPU pair, as TP ranks send at once); the curve
-    gives their **aggregate** bandwidth, so each of the ``flows`` flows gets
-    ``curve / flows`` (a NIC shared by the flows, or one NIC per GPU, is what
-    the measurement saw). ``src_flows`` and ``dst_flows`` may differ when the
-    two nodes run different TP degrees (the Sailor artifact keys its curves by
-    both).
+    bandwidth describes (one per GPU pair, as TP ranks send at once); it is
+    their **aggregate** bandwidth, so each of the ``flows`` flows gets
+    ``bandwidth / flows`` (a NIC shared by the flows, or one NIC per GPU, is
+    what the measurement saw). ``src_flows`` and ``dst_flows`` may differ when
+    the two nodes run different TP degrees (the Sailor artifact keys its curves
+    by both). ``bandwidth`` is bytes per second or a
+    :class:`sim.network.BandwidthCurve` of the message size (the one curve of
+    dtsim: the Sailor artifact's fits are ``polylog2`` curves in GB/s of
+    ``log2(bytes / 1e6)`` with their fitted range).
     """
 
     src: tuple[str, str]  # (gpu, zone)
     dst: tuple[str, str]
     src_flows: int
     dst_flows: int
-    curve: BandwidthCurve
+    bandwidth: Capacity
     latency: float = 0.0
 
     def __post_init__(self) -> None:
@@ -415,8 +343,32 @@ class Link:
             _name("zone", v[1])
         check_int("src_flows", self.src_flows, low=1)
         check_int("dst_flows", self.dst_flows, low=1)
-        check(isinstance(self.curve, BandwidthCurve), "curve", "a BandwidthCurve", self.curve)
+        if not isinstance(self.bandwidth, BandwidthCurve):
+            object.__setattr__(self, "bandwidth",
+                               check_positive("bandwidth", self.bandwidth, allow_inf=True))
         object.__setattr__(self, "latency", check_nonnegative("latency", self.latency))
+
+    def bandwidth_at(self, size: float, where: str = "") -> float:
+        """The aggregate bandwidth for messages of ``size`` bytes (bytes per second).
+
+        Raises
+        ------
+        ConfigError
+            Naming ``network`` (and ``where``, the pair) when a curve is not
+            positive there.
+        """
+        try:
+            bw = bandwidth_at(self.bandwidth, size)
+        except ConfigError as exc:
+            raise ConfigError("network", "a bandwidth curve positive at every message size used",
+                              f"{where or self.name}: {exc.rule} at {size:.6g} bytes") from None
+        return bw
+
+    @property
+    def name(self) -> str:
+        """``gpu@zone -> gpu@zone`` with the flow counts."""
+        return (f"{self.src[0]}@{self.src[1]} -> {self.dst[0]}@{self.dst[1]}, "
+                f"{self.src_flows}/{self.dst_flows} flows")
 
 
 @dataclass(frozen=True)
@@ -469,11 +421,7 @@ class Network:
         if size <= 0:
             return 0.0
         x = self.link(src, dst, flows, dst_flows)
-        bw = x.curve.at(size)
-        if not bw > 0:
-            raise ConfigError("network", "a bandwidth curve positive at every message size used",
-                              f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone}, {flows} flows: "
-                              f"{bw / 1e9:.4g} GB/s at {size:.6g} bytes")
+        bw = x.bandwidth_at(size, f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone}, {flows} flows")
         return x.latency + flows * size / bw
 
 
