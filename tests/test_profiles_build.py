@@ -40,14 +40,21 @@ def test_plan_config_from_the_profile(prof, runs):
     b = build_plan(run.plan, prof, steps=1)
     c = b.config
     lt = prof.model("OPT-350").layer_times("Titan-RTX", 2, 2)
-    assert c.replica_times[1][0] == (math.fsum(lt[x].forward for x in range(12, 26)),
+    # Sailor's engine rebuilds the received activation by an fp32 all-gather over the TP group
+    # (its deepspeed/pipe_engine.py:757): 1 of 2 halves of 2 x 2048 x 1024 x 4 bytes, over the
+    # measured Titan-RTX pair curve
+    half = 2 * prof.model("OPT-350").layer_sizes(2)[11].activation_bytes / 2
+    gather = half / prof.intra_node_bandwidth("Titan-RTX", 2, half)[0]
+    assert b.gather_times[1][0] == pytest.approx((gather, 0.0), rel=1e-12)
+    assert c.replica_times[1][0] == (math.fsum(lt[x].forward for x in range(12, 26)) + gather,
                                      math.fsum(lt[x].backward for x in range(12, 26)))
     assert c.microbatches == 128 and c.p2p == "blocking" and c.schedule == "1f1b"
+    assert b.behaviour.framework.key == "sailor-deepspeed" and b.behaviour.precision == "fp32"
     out = training_model(c, Streams(0).replication(0))
     assert out["step_time_mean"] == pytest.approx(
         predictions("training", c)["step_time_mean"]["value"], abs=1e-9)
     # regression pin of the deterministic prediction (docs/real_runs.md's table)
-    assert out["step_time_mean"] == pytest.approx(122.7296, abs=1e-3)
+    assert out["step_time_mean"] == pytest.approx(122.839, abs=1e-3)
 
 
 def test_transfers_and_allreduce_follow_the_curves(prof, runs):

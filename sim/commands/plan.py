@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--schedule", default="1f1b",
       help="pipeline schedule of the plans: 1f1b (as Megatron-LM and DeepSpeed run it, "
            "default), gpipe or 1f1b-dynamic")
-    a("--p2p", default="blocking",
-      help="point-to-point transfers: blocking (DeepSpeed's paired send/receive, as the "
-           "shipped runs; default) or overlap")
+    a("--p2p", default=None,
+      help="point-to-point transfers: blocking (DeepSpeed's paired send/receive) or overlap, "
+           "overriding the framework's (default: the framework's)")
+    a("--framework", default=None, metavar="NAME",
+      help="the framework the plans run on (deepspeed, sailor-deepspeed, megatron, ddp: "
+           "sim/profiles/frameworks.py; default: the runs' with --fleet-from-runs, else "
+           "deepspeed); the written plan names it")
     a("--top", type=int, default=10, help="plans in the table (default 10)")
     a("--simulate", type=int, default=3, metavar="K",
       help="simulate the best K plans in the DES (default 3; 0: none)")
@@ -163,7 +168,7 @@ def _failures(args: argparse.Namespace) -> dict[str, Any]:
     from ..training import TrainingConfig
 
     probe = {k: v for k, v in kw.items() if k != "failure_trace"}
-    TrainingConfig(stages=1, replicas=1, p2p=args.p2p, sync="allreduce", **probe)
+    TrainingConfig(stages=1, replicas=1, p2p=args.p2p or "blocking", sync="allreduce", **probe)
     return kw
 
 
@@ -199,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
     from ..planner.fleets import fleet_gpus
     from ..planner.models import ProfilePlanModel, simulate_plan
     from ..profiles import load_profiles, plan_to_data
+    from ..profiles.frameworks import FrameworkSpec
 
     check_int("top", args.top, low=1)
     check_int("simulate", args.simulate, low=0)
@@ -207,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
     refuse_unless(args, "compare_runs", args.fleet_from_runs is not None,
                   "with --fleet-from-runs")
     check_choice("schedule", args.schedule, ("1f1b", "gpipe", "1f1b-dynamic"))
-    check_choice("p2p", args.p2p, ("blocking", "overlap"))
+    if args.p2p is not None:
+        check_choice("p2p", args.p2p, ("blocking", "overlap"))
     if args.out is not None:
         check_output_file("out", args.out)
     failures = _failures(args)
@@ -215,7 +222,12 @@ def run(args: argparse.Namespace) -> int:
     model = profiles.model(args.model)
     fleet, gbs_default, runs = _fleet(args, profiles)
     req = request_from_args(args, gbs_default)
-    pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p)
+    fw = None
+    if args.framework is not None:
+        fw = FrameworkSpec(args.framework)
+    elif runs and len({r.plan.framework for r in runs}) == 1:
+        fw = runs[0].plan.framework  # the runs' framework (a Sailor run's: sailor-deepspeed)
+    pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p, framework=fw)
     res = search_plans(model, fleet, profiles.gpus, req, pm)
     sims: list[dict[str, Any] | None] = []
     for c in res.candidates:
@@ -246,7 +258,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(plan_to_data(best.plan), indent=1) + "\n")
+        written = replace(best.plan, framework=pm.framework)  # the framework it was planned for
+        out.write_text(json.dumps(plan_to_data(written), indent=1) + "\n")
     if args.json:
         emit_json({
             "model": model.name, "fleet": fleet_gpus(fleet), "objective": req.objective,

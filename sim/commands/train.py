@@ -104,7 +104,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--p2p", default=None, metavar="MODE",
       help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: transfers "
            "overlap compute; blocking: both ends held for the transfer, in DeepSpeed's "
-           "paired send/recv order without --network; the default with --plan)")
+           "paired send/recv order without --network; with --plan the plan's framework's, "
+           "which this overrides)")
+    a("--framework", default=None, metavar="NAME",
+      help="with --plan: the framework that runs it, overriding the plan's (one of "
+           "deepspeed, sailor-deepspeed, megatron, ddp: sim/profiles/frameworks.py; default: "
+           "the plan's, a Sailor plan_config's sailor-deepspeed, else deepspeed)")
     a("--virtual-stages", type=int, default=1, metavar="V",
       help="model chunks per device with --schedule interleaved (default 1)")
     a("--plan", default=None, metavar="FILE",
@@ -279,7 +284,7 @@ def check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
     plan = args.plan is not None
-    for dest in ("model", "profiles", "explain"):
+    for dest in ("model", "profiles", "explain", "framework"):
         refuse_unless(args, dest, plan, "with --plan")
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
@@ -359,7 +364,13 @@ def build_from_args(args: argparse.Namespace) -> Any:
     check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("replications", args.replications, low=1)
-    check_choice("p2p", args.p2p or "blocking", P2PS)
+    if args.p2p is not None:
+        check_choice("p2p", args.p2p, P2PS)
+    fw = None
+    if args.framework is not None:
+        from ..profiles.frameworks import FrameworkSpec
+
+        fw = FrameworkSpec(args.framework)
     plan = read_plan(args.plan)
     name = args.model if args.model is not None else plan.model
     if name is None:
@@ -368,7 +379,7 @@ def build_from_args(args: argparse.Namespace) -> Any:
     kw = _plan_kw(args, failure_trace)
     price = kw.pop("price", None)
     build = build_plan(plan, profiles, model=name, schedule=args.schedule,
-                       p2p=args.p2p or "blocking", network=True, **kw)
+                       p2p=args.p2p, framework=fw, network=True, **kw)
     if price is not None:  # per GPU-hour: a replica (one worker) of TP t costs t times it
         from dataclasses import replace
 

@@ -15,7 +15,7 @@ training DES, the engine of ``dtsim train --plan``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..engines import select
@@ -23,15 +23,17 @@ from ..errors import ConfigError, SimulationError
 from ..network.curves import peak_bandwidth_above
 from ..profiles import ModelProfile, Plan, Profiles, ReplicaSpec
 from ..profiles.build import (
-    BUCKET_ELEMENTS,
     PlanBuild,
     build_plan,
     explain_rows,
     in_flight,
+    p2p_flows,
     pair_link,
     pair_time,
     ring_allreduce,
+    tied_bytes,
 )
+from ..profiles.frameworks import FrameworkSpec, resolve
 from ..results import mean_ci, summarize
 from ..runner import replicate
 
@@ -57,14 +59,22 @@ class ProfilePlanModel:
     model : ModelProfile
     schedule : str
         Pipeline schedule of the plans (``"1f1b"``, as Megatron-LM and DeepSpeed run it).
-    p2p : str
-        ``"blocking"`` (DeepSpeed's paired send and receive, as the shipped runs) or
-        ``"overlap"``.
+    p2p : str or None
+        Override the framework's point-to-point semantics (``"blocking"``,
+        DeepSpeed's paired send and receive, or ``"overlap"``); None: the framework's.
+    framework : FrameworkSpec or None
+        What runs the plans that name none, as those the search makes (None:
+        :data:`~sim.profiles.frameworks.DEFAULT_FRAMEWORK`); the bounds of the
+        search assume it.
     """
 
     def __init__(self, profiles: Profiles, model: ModelProfile, *, schedule: str = "1f1b",
-                 p2p: str = "blocking") -> None:
-        self.profiles, self.model, self.schedule, self.p2p = profiles, model, schedule, p2p
+                 p2p: str | None = None, framework: FrameworkSpec | None = None) -> None:
+        self.profiles, self.model, self.schedule = profiles, model, schedule
+        self.framework = framework if framework is not None else FrameworkSpec()
+        fb = resolve(self.framework, model.bytes_per_value)
+        self.p2p = p2p if p2p is not None else fb.p2p
+        self._fb = fb if p2p is None else replace(fb, p2p=p2p)
         # the largest output a stage can receive: any layer but the last (which no stage sends)
         sizes = {tp: model.layer_sizes(tp) for _, _, tp in model.combinations()}
         self._recv = {tp: max((s.activation_bytes for s in row[:-1]), default=0.0)
@@ -73,6 +83,8 @@ class ProfilePlanModel:
     def build(self, plan: Plan, *, network: bool = False, **config: Any) -> PlanBuild:
         """The plan's :class:`~sim.profiles.build.PlanBuild` (ConfigError if it does not fit);
         ``network``: its transfers as flows of :mod:`sim.network` (as ``dtsim train --plan``)."""
+        if plan.framework is None:  # the search's plans run on the model's framework
+            plan = replace(plan, framework=self.framework)
         return build_plan(plan, self.profiles, model=self.model.name, schedule=self.schedule,
                           p2p=self.p2p, network=network, **config)
 
@@ -95,14 +107,15 @@ class ProfilePlanModel:
         """
         if self.p2p != "blocking":
             return 0.0
-        m = self.model
+        m, fb = self.model, self._fb
         pa, pb = (a, (0, 0)), (b, (1, 0))
         best = math.inf
+        scale = fb.activation_bytes / m.bytes_per_value
         for act in {s.activation_bytes for s in m.layer_sizes(a.tp)[:-1]}:
-            size = microbatch_size * act
+            size = microbatch_size * act * scale
             try:
-                t = (pair_time(self.profiles.network, pa, pb, size / a.tp, a.tp)
-                     + pair_time(self.profiles.network, pb, pa, size / b.tp, b.tp))
+                t = (pair_time(self.profiles.network, pa, pb, *p2p_flows(fb, size, a.tp))
+                     + pair_time(self.profiles.network, pb, pa, *p2p_flows(fb, size, b.tp)))
             except ConfigError:
                 return 0.0
             best = min(best, t)
@@ -123,7 +136,11 @@ class ProfilePlanModel:
         n = replicas
         if n <= 1 or size <= 0:
             return 0.0
-        msg = min(size, BUCKET_ELEMENTS * 4.0) / n
+        fb = self._fb
+        bucket = fb.bucket_elements * fb.dp_bytes
+        if fb.framework.key == "megatron" and fb.allreduce == "overlap-backward":
+            bucket = 40_000_000.0 * fb.dp_bytes  # its bucket grows with dp: the least one
+        msg = min(size, bucket) / n
         nodes = [(k, (0, i)) for i, k in enumerate(dict.fromkeys(kinds))]
         step = math.inf
         for x in nodes:
@@ -158,26 +175,28 @@ class ProfilePlanModel:
         when it is timed).
         """
         kinds = tuple(dict.fromkeys(kinds))
-        m, L, net = self.model, stages, self.profiles.network
+        m, L, net, fb = self.model, stages, self.profiles.network, self._fb
         tail = 0.0
         if m.tied_embeddings and L > 1:
             best = math.inf
+            bucket = fb.bucket_elements * fb.dp_bytes
             for a in kinds:
                 for b in kinds:
-                    size = m.layer_sizes(b.tp)[m.layers - 1].params * m.bytes_per_value
+                    size = tied_bytes(m, fb, b.tp)
                     try:
-                        t = ring_allreduce(net, [(a, (0, 0)), (b, (L - 1, 0))], [a.tp, b.tp], size)
+                        t = ring_allreduce(net, [(a, (0, 0)), (b, (L - 1, 0))], [a.tp, b.tp], size,
+                                           bucket)
                     except ConfigError:
                         continue
                     best = min(best, t)
             tail += best if math.isfinite(best) else 0.0
         if dp > 1:
             rows = [m.layer_sizes(tp) for tp in {k.tp for k in kinds}]
-            total = sum(min(r[i].params for r in rows) for i in range(m.layers)) * m.bytes_per_value
+            total = sum(min(r[i].params for r in rows) for i in range(m.layers)) * fb.dp_bytes
             ar = self.allreduce_bound(kinds, dp, total / L)
             if uniform:
                 for k in kinds:
-                    least = min(s.params for s in m.layer_sizes(k.tp)) * m.bytes_per_value
+                    least = min(s.params for s in m.layer_sizes(k.tp)) * fb.dp_bytes
                     ar = max(ar, self.allreduce_bound((k,), dp, least))
             tail += ar
         return tail

@@ -60,15 +60,17 @@ per GPU of the TP group:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConfigError, check, format_bytes
 from ..training import TrainingConfig
+from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, resolve
 from .values import GPUCatalogue, ModelProfile, Network, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
-           "in_flight", "ring_allreduce", "pair_link", "plan_network", "explain_rows"]
+           "in_flight", "ring_allreduce", "pair_link", "pair_time", "plan_network", "explain_rows",
+           "plan_behaviour", "p2p_flows", "tied_bytes", "allgather_time"]
 
 #: DeepSpeed's gradient all-reduce bucket (``MEMORY_OPT_ALLREDUCE_SIZE``), in elements.
 BUCKET_ELEMENTS = 500_000_000
@@ -108,6 +110,8 @@ class PlanBuild:
     allreduce_times: tuple[float, ...]
     optimizer_times: tuple[float, ...]
     tied_allreduce_time: float
+    behaviour: FrameworkBehaviour | None = None
+    gather_times: tuple[tuple[tuple[float, float], ...], ...] = ()  # [j][i] in (fwd, bwd) above
 
     @property
     def peak_memory(self) -> float:
@@ -122,20 +126,22 @@ def in_flight(schedule: str, stages: int, stage: int, microbatches: int) -> int:
     return min(stages - stage, microbatches)
 
 
-def ring_allreduce(network: Network, nodes: list[Any], flows: list[int], size: float) -> float:
+def ring_allreduce(network: Network, nodes: list[Any], flows: list[int], size: float,
+                   bucket: float = BUCKET_ELEMENTS * 4.0) -> float:
     """A bucketed ring all-reduce of ``size`` bytes per GPU among ``nodes`` (``flows`` GPUs each).
 
     ``nodes`` are ``(ReplicaSpec, (stage, index))`` in ring order. Buckets of
-    at most :data:`BUCKET_ELEMENTS` values of 4 bytes run one after the other;
-    each is ``2 (n - 1)`` steps in which every GPU sends ``bucket / n`` bytes
-    to the next node of the ring, the step taking the slowest link's time
-    (each pair's link: :func:`pair_link`).
+    at most ``bucket`` bytes (DeepSpeed's :data:`BUCKET_ELEMENTS` values of 4
+    bytes by default; ``inf``: one) run one after the other; each is
+    ``2 (n - 1)`` steps in which every GPU sends ``bucket / n`` bytes to the
+    next node of the ring, the step taking the slowest link's time (each
+    pair's link: :func:`pair_link`).
     """
     n = len(nodes)
     if n <= 1 or size <= 0:
         return 0.0
     total, left = 0.0, float(size)
-    cap = BUCKET_ELEMENTS * 4.0
+    cap = float(bucket)
     while left > 0:
         b = min(left, cap)
         step = max(pair_time(network, nodes[k], nodes[(k + 1) % n], b / n, flows[k])
@@ -251,9 +257,42 @@ def plan_network(plan: Plan, network: Network, tied: bool) -> Any:
     return NetworkValue(tuple(links))
 
 
+def plan_behaviour(plan: Plan, mp: ModelProfile,
+                   framework: FrameworkSpec | None = None) -> FrameworkBehaviour:
+    """What the plan's framework (or ``framework``, which overrides it) does with its traffic."""
+    spec = framework if framework is not None else plan.framework
+    return resolve(spec, mp.bytes_per_value, plan.dp[0])
+
+
+def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int) -> tuple[float, int]:
+    """``(bytes per flow, flows)`` of one activation (or gradient) of ``size`` bytes sent by a
+    TP group of ``tp`` ranks: partitioned (DeepSpeed), ``tp`` flows of ``size / tp``; else each
+    rank sends the whole tensor (Megatron-LM without sequence parallelism)."""
+    if fb.partitioned or tp == 1:
+        return size / tp, tp
+    return size, tp
+
+
+def tied_bytes(mp: ModelProfile, fb: FrameworkBehaviour, tp: int) -> float:
+    """Bytes per GPU of the tied embedding's gradient all-reduce (0 untied)."""
+    return mp.tied_parameters(tp) * float(fb.tied_bytes)
+
+
+def allgather_time(profiles: Profiles, gpu: str, tp: int, size: float) -> float:
+    """A ring all-gather of a ``size``-byte tensor over ``tp`` GPUs of one node: ``tp - 1`` steps
+    in which every GPU sends ``size / tp`` bytes to the next at the intra-node bandwidth
+    (:meth:`~sim.profiles.Profiles.intra_node_bandwidth`; Patarasuk and Yuan 2009)."""
+    if tp <= 1 or size <= 0:
+        return 0.0
+    part = size / tp
+    bw, _ = profiles.intra_node_bandwidth(gpu, tp, part)
+    return (tp - 1) * part / bw
+
+
 def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
-               schedule: str = "1f1b", p2p: str = "blocking", check_memory: bool = True,
-               network: bool = False, **config: Any) -> PlanBuild:
+               schedule: str = "1f1b", p2p: str | None = None,
+               framework: FrameworkSpec | None = None, value_sizes: str = "framework",
+               check_memory: bool = True, network: bool = False, **config: Any) -> PlanBuild:
     """The :class:`TrainingConfig` of ``plan`` on ``profiles``, its memory and its pieces.
 
     Parameters
@@ -263,9 +302,15 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     model : str, optional
         The model's name (else the plan's).
     schedule : {"1f1b", "gpipe", "1f1b-dynamic"}
-    p2p : {"blocking", "overlap"}
-        DeepSpeed's blocking paired send/receive (what the shipped runs used)
-        or transfers overlapped with compute.
+    p2p : {"blocking", "overlap"} or None
+        Override the framework's point-to-point semantics (None: the
+        framework's, :mod:`sim.profiles.frameworks`).
+    framework : FrameworkSpec, optional
+        Override the plan's framework.
+    value_sizes : {"framework", "profile"}
+        Bytes per value of each collective as the framework sends it
+        (default), or every collective at the profile's ``bytes_per_value``
+        (the comparison of ``tools/real_runs.py``).
     check_memory : bool
         Refuse a plan that does not fit (one line naming the stage and GPU).
     network : bool
@@ -287,6 +332,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     plan.check_covers(mp.layers)
     check(schedule in ("1f1b", "gpipe", "1f1b-dynamic"), "schedule",
           "1f1b, gpipe or 1f1b-dynamic with a plan", schedule)
+    check(value_sizes in ("framework", "profile"), "value_sizes", "framework or profile",
+          value_sizes)
     L = len(plan.stages)
     dp = plan.dp
     check(len(set(dp)) == 1, "plan", "the same number of replicas at every stage (one per "
@@ -295,50 +342,75 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     for j, st in enumerate(plan.stages):
         check(len({x.tp for x in st.replicas}) == 1, "plan",
               f"one TP degree per stage (stage {j})", sorted({x.tp for x in st.replicas}))
+    fb = plan_behaviour(plan, mp, framework)
+    check(fb.framework.pipeline or L == 1, "framework",
+          f"a pipeline framework for a plan of {L} stages", fb.framework.key)
+    if value_sizes == "profile":
+        b0 = mp.bytes_per_value
+        fb = replace(fb, dp_bytes=b0, tied_bytes=b0, activation_bytes=b0, gather_bytes=b0)
+    if p2p is not None:
+        check(p2p in P2P_MODES, "p2p", "one of " + ", ".join(P2P_MODES), p2p)
+        fb = replace(fb, p2p=p2p)
+    bpv = mp.bytes_per_value
+    act_scale = fb.activation_bytes / bpv  # the profile's sizes are in its own precision
     gpus = profiles.gpus
     mbs = plan.microbatch_size
     net = profiles.network
-    # compute: per stage, per replica (forward, backward, optimizer) of one micro-batch
-    times = []
-    for st in plan.stages:
-        row = []
+    # compute: per stage, per replica (forward, backward, optimizer) of one micro-batch, with the
+    # all-gathers that rebuild a partitioned activation or gradient inside the node (DeepSpeed)
+    times, gathers = [], []
+    for j, st in enumerate(plan.stages):
+        row, grow = [], []
         for rep in st.replicas:
             lt = mp.layer_times(rep.gpu, mbs, rep.tp)  # a GPU type, TP or mbs the profile lacks
-            mp.layer_sizes(rep.tp)
+            sizes = mp.layer_sizes(rep.tp)
             gpus[rep.gpu]  # a GPU type the catalogue lacks
-            row.append((math.fsum(lt[x].forward for x in st.layers),
-                        math.fsum(lt[x].backward for x in st.layers),
+            g_f = g_b = 0.0
+            if fb.gathers and rep.tp > 1:
+                gb = fb.gather_bytes / bpv
+                if j > 0:
+                    prev = plan.stages[j - 1].layers[-1]
+                    g_f = fb.gathers[0] * allgather_time(
+                        profiles, rep.gpu, rep.tp, mbs * sizes[prev].activation_bytes * gb)
+                if j < L - 1:
+                    g_b = fb.gathers[1] * allgather_time(
+                        profiles, rep.gpu, rep.tp, mbs * sizes[st.layers[-1]].activation_bytes * gb)
+            row.append((math.fsum(lt[x].forward for x in st.layers) + g_f,
+                        math.fsum(lt[x].backward for x in st.layers) + g_b,
                         math.fsum(lt[x].optimizer for x in st.layers)))
+            grow.append((g_f, g_b))
         times.append(tuple(row))
+        gathers.append(tuple(grow))
     # point to point: per hop, per pipeline (activation, gradient)
-    xfer = []
+    xfer, xfer_sizes = [], []
     for j in range(L - 1):
         a, b = plan.stages[j], plan.stages[j + 1]
         row = []
+        size = mbs * mp.layer_sizes(a.replicas[0].tp)[a.layers[-1]].activation_bytes * act_scale
+        xfer_sizes.append(size)
         for i in range(r):
             src, dst = a.replicas[i], b.replicas[i]
-            size = mbs * mp.layer_sizes(src.tp)[a.layers[-1]].activation_bytes
             pa, pb = (src, (j, i)), (dst, (j + 1, i))
-            act = pair_time(net, pa, pb, size / src.tp, src.tp)
-            grad = pair_time(net, pb, pa, size / dst.tp, dst.tp)
+            act = pair_time(net, pa, pb, *p2p_flows(fb, size, src.tp))
+            grad = pair_time(net, pb, pa, *p2p_flows(fb, size, dst.tp))
             row.append((act, grad))
         xfer.append(tuple(row))
     # gradient all-reduce per stage, tied embedding between the first and last stage
+    bucket = fb.bucket_elements * fb.dp_bytes
     ar, ar_sizes = [], []
     for j, st in enumerate(plan.stages):
         tp = st.replicas[0].tp
-        size = sum(mp.layer_sizes(tp)[x].params for x in st.layers) * mp.bytes_per_value
+        size = sum(mp.layer_sizes(tp)[x].params for x in st.layers) * float(fb.dp_bytes)
         ar_sizes.append(size)
         ar.append(ring_allreduce(net, [(x, (j, i)) for i, x in enumerate(st.replicas)],
-                                 [x.tp for x in st.replicas], size))
+                                 [x.tp for x in st.replicas], size, bucket))
     tied, tied_size = 0.0, 0.0
     if mp.tied_embeddings and L > 1:
-        last_tp = plan.stages[-1].replicas[0].tp
-        tied_size = mp.layer_sizes(last_tp)[mp.layers - 1].params * mp.bytes_per_value
+        tied_size = tied_bytes(mp, fb, plan.stages[-1].replicas[0].tp)
         for i in range(r):
             first, last = plan.stages[0].replicas[i], plan.stages[-1].replicas[i]
             tied = max(tied, ring_allreduce(net, [(first, (0, i)), (last, (L - 1, i))],
-                                            [first.tp, last.tp], tied_size))
+                                            [first.tp, last.tp], tied_size, bucket))
     opt = tuple(max(t[2] for t in row) for row in times)
     memory = plan_memory(plan, mp, gpus, schedule)
     if check_memory:
@@ -351,20 +423,23 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     if all(gpus[x.gpu].price_per_hour is not None for st in plan.stages for x in st.replicas):
         prices = tuple(tuple(gpus[x.gpu].price_per_hour * x.tp for x in st.replicas)  # type: ignore[operator]
                        for st in plan.stages)
+    sync = "allreduce"
+    if fb.allreduce != "after-backward":
+        sync = f"allreduce:overlap=backward,bucket_size={bucket!r}"
     kw: dict[str, Any] = dict(
         stages=L, replicas=r, microbatches=plan.microbatches * r, schedule=schedule,
         routing="round-robin", forward_time=tuple(row[0][0] for row in times),
         backward_times=tuple(row[0][1] for row in times),
         replica_times=tuple(tuple((f, b) for f, b, _ in row) for row in times),
-        optimizer_times=opt, p2p=p2p, samples_per_microbatch=float(mbs), price=prices,
-        sync="allreduce")
+        optimizer_times=opt, p2p=fb.p2p, samples_per_microbatch=float(mbs), price=prices,
+        sync=sync)
     if network:
+        flows = [p2p_flows(fb, s, plan.stages[j].replicas[0].tp) for j, s in enumerate(xfer_sizes)]
         kw.update(network=plan_network(plan, net, mp.tied_embeddings),
                   network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
                   tensor_parallel=tuple(tuple(x.tp for x in st.replicas) for st in plan.stages),
-                  bucket_size=BUCKET_ELEMENTS * float(mp.bytes_per_value),
-                  transfer_sizes=tuple(mbs * mp.layer_sizes(plan.stages[j].replicas[0].tp)[
-                      plan.stages[j].layers[-1]].activation_bytes for j in range(L - 1)) or None,
+                  bucket_size=bucket,
+                  transfer_sizes=tuple(per * k for per, k in flows) or None,
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size)
     else:
         kw.update(transfer_times=tuple(xfer) if L > 1 else None, allreduce_times=tuple(ar),
@@ -376,10 +451,18 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                         "speeds", "latency", "activation_size", "param_size", "bandwidth"),
               k, "set by the plan (not given with it)", config[k])
     kw.update(config)
-    cfg = TrainingConfig(**kw)
+    try:
+        cfg = TrainingConfig(**kw)
+    except ConfigError as exc:
+        if exc.name == "sync" and sync != "allreduce":
+            raise ConfigError("framework", "a framework whose gradient all-reduce dtsim can "
+                              "place (after the last backward pass; overlapped with the backward "
+                              "pass needs the overlapped all-reduce of --sync "
+                              "allreduce:overlap=backward)", fb.framework.key) from None
+        raise
     return PlanBuild(config=cfg, memory=memory, stage_times=tuple(times),
                      transfer_times=tuple(xfer), allreduce_times=tuple(ar), optimizer_times=opt,
-                     tied_allreduce_time=tied)
+                     tied_allreduce_time=tied, behaviour=fb, gather_times=tuple(gathers))
 
 
 def explain_rows(build: PlanBuild) -> dict[str, Any]:

@@ -9,6 +9,9 @@ Plan::
     model = "OPT-350"              # optional; --model names it otherwise
     microbatch_size = 8
     global_batch_size = 1024
+    framework = "deepspeed"        # optional (sim.profiles.frameworks); or a table:
+    # [framework]
+    # name = "deepspeed"; version = "0.16.5"; precision = "fp16"; communication_data_type = "fp32"
     [[stages]]
     first_layer = 0                # or: layers = [0, 1, 2, ...]
     last_layer = 11
@@ -28,7 +31,9 @@ Model profile::
 GPU catalogue::
 
     {"gpus": [{"name": "A", "memory_bytes": 2.5e10, "price_per_hour": 1.5,
-               "overhead_bytes": 3e9, "overhead_tp1_bytes": 2e9, "source": "..."}]}
+               "overhead_bytes": 3e9, "overhead_tp1_bytes": 2e9, "source": "...",
+               "intra_node_bandwidth": 3e11, "peak_flops": 3.12e14, "peak_flops_fp32": 1.95e13,
+               "memory_bandwidth": 1.555e12, "spec_source": "..."}]}
 
 Network (``bandwidth`` in bytes per second, or a ``curve`` in GB/s of
 ``log2(bytes / 1e6)``, highest power first, fitted on ``min_bytes`` to
@@ -46,7 +51,8 @@ Fleet: ``{"nodes": [{"gpu": "A", "gpus_per_node": 8, "zone": "z", "count": 4}],
 
 A profiles folder (:func:`load_profiles`) holds ``gpus.json`` (or
 ``.toml``), and model profiles and links in either format: the Sailor
-artifact's ``profiles.json`` with ``llm_info.json`` and ``bandwidths.json``,
+artifact's ``profiles.json`` with ``llm_info.json`` and ``bandwidths.json``
+(and optionally its measured ``intra_node_bandwidths.json``),
 and dtsim's ``models/*.json|toml`` and ``network.json|toml``; its ``runs/``
 holds measured runs (Sailor run files).
 """
@@ -61,6 +67,7 @@ from ..errors import ConfigError, check
 from ..network.curves import BandwidthCurve, as_curve
 from . import sailor
 from .documents import get, read_document
+from .frameworks import FrameworkSpec
 from .values import (
     Fleet,
     GPUCatalogue,
@@ -79,7 +86,7 @@ from .values import (
 )
 
 __all__ = [
-    "plan_from_data", "plan_to_data", "read_plan",
+    "plan_from_data", "plan_to_data", "read_plan", "framework_from_data", "framework_to_data",
     "model_from_data", "model_to_data", "read_model",
     "gpus_from_data", "gpus_to_data", "read_gpus",
     "network_from_data", "network_to_data", "read_network",
@@ -134,8 +141,39 @@ def plan_from_data(doc: Any, where: str = "plan", model: str | None = None) -> P
     m = _opt(doc, "model", None)
     if model is not None:
         m = model
+    unknown = set(doc) - {"model", "microbatch_size", "global_batch_size", "stages", "framework"}
+    check(not unknown, "plan", f"keys model, microbatch_size, global_batch_size, stages, framework "
+          f"at {where}", sorted(unknown))
     return Plan(stages=tuple(stages), microbatch_size=get("plan", doc, "microbatch_size", where, int),
-                global_batch_size=get("plan", doc, "global_batch_size", where, int), model=m)
+                global_batch_size=get("plan", doc, "global_batch_size", where, int), model=m,
+                framework=framework_from_data(doc["framework"], f"{where}.framework")
+                if "framework" in doc else None)
+
+
+def framework_from_data(doc: Any, where: str = "framework") -> FrameworkSpec:
+    """A :class:`FrameworkSpec` from a name (``"megatron"``) or a table (``name``, ``version``,
+    ``precision``, and options of the framework's configuration by their names)."""
+    if isinstance(doc, str):
+        return FrameworkSpec(doc)
+    check(isinstance(doc, dict), "framework", f"a name or a table with name at {where}", doc)
+    version = _opt(doc, "version", None)
+    check(version is None or isinstance(version, str), "framework_version",
+          f"a string at {where}", version)
+    return FrameworkSpec(name=get("framework", doc, "name", where, str), version=version,
+                         precision=_opt(doc, "precision", None),
+                         options=tuple((k, v) for k, v in doc.items()
+                                       if k not in ("name", "version", "precision")))
+
+
+def framework_to_data(f: FrameworkSpec) -> dict[str, Any]:
+    """Plain data of a :class:`FrameworkSpec`."""
+    out: dict[str, Any] = {"name": f.name}
+    if f.version is not None:
+        out["version"] = f.version
+    if f.precision is not None:
+        out["precision"] = f.precision
+    out.update(dict(f.options))
+    return out
 
 
 def plan_to_data(plan: Plan) -> dict[str, Any]:
@@ -156,6 +194,8 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
         out["model"] = plan.model
     out.update(microbatch_size=plan.microbatch_size, global_batch_size=plan.global_batch_size,
                stages=stages)
+    if plan.framework is not None:
+        out["framework"] = framework_to_data(plan.framework)
     return out
 
 
@@ -195,7 +235,11 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
                         layers=get("model", doc, "layers", where, int), times=tuple(times),
                         sizes=tuple(sizes), bytes_per_value=_opt(doc, "bytes_per_value", 4),
                         optimizer_bytes_per_param=_opt(doc, "optimizer_bytes_per_param", 8.0),
-                        tied_embeddings=_opt(doc, "tied_embeddings", False))
+                        tied_embeddings=_opt(doc, "tied_embeddings", False),
+                        tied_params=tuple((get("model", e, "tp", f"{where}.tied_params", int),
+                                           get("model", e, "params", f"{where}.tied_params", int))
+                                          for e in (get("model", doc, "tied_params", where, list)
+                                                    if "tied_params" in doc else [])))
 
 
 def model_to_data(m: ModelProfile) -> dict[str, Any]:
@@ -204,6 +248,8 @@ def model_to_data(m: ModelProfile) -> dict[str, Any]:
         "model": m.name, "layers": m.layers, "bytes_per_value": m.bytes_per_value,
         "optimizer_bytes_per_param": m.optimizer_bytes_per_param,
         "tied_embeddings": m.tied_embeddings,
+        **({"tied_params": [{"tp": t, "params": n} for t, n in m.tied_params]}
+           if m.tied_params else {}),
         "sizes": [{"tp": tp, "layers": [{"params": s.params, "activation_bytes": s.activation_bytes,
                                          "activation_memory_bytes": s.activation_memory_bytes}
                                         for s in row]} for tp, row in m.sizes],
@@ -232,7 +278,12 @@ def gpus_from_data(doc: Any, where: str = "gpus") -> GPUCatalogue:
                            price_per_hour=_opt(g, "price_per_hour", None),
                            overhead_bytes=_opt(g, "overhead_bytes", 0.0),
                            overhead_tp1_bytes=_opt(g, "overhead_tp1_bytes", None),
-                           source=_opt(g, "source", "")))
+                           source=_opt(g, "source", ""),
+                           intra_node_bandwidth=_opt(g, "intra_node_bandwidth", None),
+                           peak_flops=_opt(g, "peak_flops", None),
+                           peak_flops_fp32=_opt(g, "peak_flops_fp32", None),
+                           memory_bandwidth=_opt(g, "memory_bandwidth", None),
+                           spec_source=_opt(g, "spec_source", "")))
     return GPUCatalogue(tuple(out))
 
 
@@ -241,7 +292,13 @@ def gpus_to_data(c: GPUCatalogue) -> dict[str, Any]:
                                          ("price_per_hour", g.price_per_hour),
                                          ("overhead_bytes", g.overhead_bytes),
                                          ("overhead_tp1_bytes", g.overhead_tp1_bytes),
-                                         ("source", g.source)) if v is not None}
+                                         ("source", g.source),
+                                         ("intra_node_bandwidth", g.intra_node_bandwidth),
+                                         ("peak_flops", g.peak_flops),
+                                         ("peak_flops_fp32", g.peak_flops_fp32),
+                                         ("memory_bandwidth", g.memory_bandwidth),
+                                         ("spec_source", g.spec_source or None))
+                                        if v is not None}
                      for g in c.gpus]}
 
 
@@ -416,9 +473,12 @@ def _load(d: Path, names: tuple[str, ...] | None) -> Profiles:
     npath = _first(d, "network")
     if npath is not None:
         links.extend(read_network(npath).links)
+    intra = ()
+    if (d / "intra_node_bandwidths.json").is_file():
+        intra = sailor.read_intra_node(d / "intra_node_bandwidths.json")
     try:
         return Profiles(models=tuple(models), gpus=gpus, network=Network(tuple(links)),
-                        source=str(d))
+                        source=str(d), intra_node=intra)
     except ConfigError as exc:
         raise ConfigError("profiles", exc.rule, f"{d}: {exc.value}") from None
 

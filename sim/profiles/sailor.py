@@ -25,6 +25,8 @@ Dynamic, Heterogeneous, and Geo-distributed Clusters", SOSP 2025) stores:
     log2(bytes / 1e6))``, fitted on messages of ``2**16`` to ``2**30`` bytes
     (its ``profiling/networking/run_all.py``); the second number is unused.
 a run's ``plan_config``
+    (run by the artifact's DeepSpeed 0.16.5 with its modified pipeline engine:
+    :data:`~sim.profiles.frameworks.SAILOR_FRAMEWORK`)
     ``pipeline_list[0]`` with ``num_stages``, ``layers_per_stage``,
     ``tmp_per_stage`` (per stage, per replica ``[[[gpu, gpus_per_node, zone]],
     tp]``) and ``dp``; ``mbs``, ``gbs``; and what was measured: ``real``
@@ -41,6 +43,7 @@ from typing import Any
 from ..errors import ConfigError, check
 from ..network.curves import BandwidthCurve
 from .documents import get, read_document
+from .frameworks import SAILOR_FRAMEWORK, FrameworkSpec
 from .values import (
     LayerSizes,
     LayerTimes,
@@ -54,7 +57,7 @@ from .values import (
 )
 
 __all__ = ["read_models", "read_model", "read_network", "read_plan", "read_run",
-           "is_sailor_plan", "untied_tail_layers", "sailor_curve"]
+           "is_sailor_plan", "untied_tail_layers", "sailor_curve", "read_intra_node"]
 
 #: The artifact's bandwidth fits cover messages of 2**16 to 2**30 bytes.
 FIT_MIN_BYTES, FIT_MAX_BYTES = 2.0 ** 16, 2.0 ** 30
@@ -154,9 +157,18 @@ def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
                 row = tuple(LayerTimes(f, b, per_param * sizes[tp][i].params)
                             for i, (f, b, _o) in enumerate(raw))
                 times.append(((gpu, mbs, tp), row))
+    # the tied weight is Megatron's word embedding (GPTModelPipe's TiedLayerSpec 'embed',
+    # tied_weight_attr='word_embeddings_weight'): the first layer's parameters less the learned
+    # position embedding (max_position x hidden, not split over TP), which the artifact's runs set
+    # to the sequence length (run_agent.sh --max-position-embeddings 2048 --seq-length 2048):
+    # the first layer's output per sample, seq x hidden values
+    tied = tail == 0
+    tied_params = tuple((tp, row[0].params - round(row[0].activation_bytes / 4))
+                        for tp, row in sorted(sizes.items())) if tied else ()
     return ModelProfile(name=name, layers=n, times=tuple(times),
                         sizes=tuple(sorted(sizes.items())), bytes_per_value=4,
-                        optimizer_bytes_per_param=8.0, tied_embeddings=tail == 0)
+                        optimizer_bytes_per_param=8.0, tied_embeddings=tied,
+                        tied_params=tied_params)
 
 
 def _int_key(name: str, s: Any, where: str) -> int:
@@ -210,6 +222,24 @@ def _obj(v: Any, where: str) -> dict:
     return v
 
 
+def read_intra_node(path: str | os.PathLike[str]) -> tuple[tuple[str, int, BandwidthCurve], ...]:
+    """The artifact's ``intra_node_bandwidths.json``: per GPU type and GPU count ``k`` of one node,
+    the aggregate send/recv bandwidth of its ``k/2`` GPU pairs measured at once (the artifact's
+    ``profiling/networking/test_sendrecv.py`` run on one node: ranks below ``k/2`` send to the
+    rank ``k/2`` above, the total bytes over the time), fitted as the inter-node curves."""
+    doc = read_document("network", path)
+    check(isinstance(doc, dict), "network", "a JSON object of GPU types", str(path))
+    out = []
+    for gpu, per in doc.items():
+        for k_s, v in _obj(per, str(gpu)).items():
+            k = _int_key("network", k_s, f"{gpu}")
+            check(k >= 2, "network", f"2 or more GPUs at {gpu}", k)
+            check(isinstance(v, list) and v and isinstance(v[0], list), "network",
+                  f"[coefficients, max] at {gpu}.{k}", v)
+            out.append((gpu, k, sailor_curve(v[0], f"{path}: {gpu}.{k}")))
+    return tuple(sorted(out, key=lambda e: (e[0], e[1])))
+
+
 def is_sailor_plan(doc: Any) -> bool:
     """Whether a parsed document is a Sailor ``plan_config`` (it has ``pipeline_list``)."""
     return isinstance(doc, dict) and "pipeline_list" in doc
@@ -246,7 +276,8 @@ def plan_from_sailor(doc: Any, where: str, model: str | None = None) -> Plan:
               layers[j])
         stages.append(StageSpec(layers=tuple(layers[j]), replicas=tuple(reps)))
     return Plan(stages=tuple(stages), microbatch_size=get("plan", doc, "mbs", where, int),
-                global_batch_size=get("plan", doc, "gbs", where, int), model=model)
+                global_batch_size=get("plan", doc, "gbs", where, int), model=model,
+                framework=FrameworkSpec(SAILOR_FRAMEWORK, "0.16.5"))
 
 
 def read_plan(path: str | os.PathLike[str], model: str | None = None) -> Plan:

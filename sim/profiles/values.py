@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import ConfigError, check, check_int, check_nonnegative, check_positive
 from ..network.curves import BandwidthCurve, Capacity, bandwidth_at
+from .frameworks import FrameworkSpec
 
 __all__ = [
     "LayerTimes",
@@ -121,6 +122,10 @@ class ModelProfile:
     tied_embeddings : bool
         Whether the last layer's weight is the first layer's embedding, tied
         (its gradient is all-reduced between the first and last stage).
+    tied_params : tuple of (tp, int)
+        Per TP degree, the parameters of the tied weight on one GPU (the word
+        embedding, ``vocabulary x hidden / tp``); a TP degree not listed takes
+        the first layer's parameters (the embedding layer that holds it).
     """
 
     name: str
@@ -130,6 +135,7 @@ class ModelProfile:
     bytes_per_value: int = 4
     optimizer_bytes_per_param: float = 8.0
     tied_embeddings: bool = False
+    tied_params: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         _name("model", self.name)
@@ -157,6 +163,15 @@ class ModelProfile:
                   f"{n} LayerSizes per entry (one per layer)", f"tp {tp}: {len(row)}")
         check_int("bytes_per_value", self.bytes_per_value, low=1)
         check_nonnegative("optimizer_bytes_per_param", self.optimizer_bytes_per_param)
+        check(isinstance(self.tied_params, tuple), "tied_params", "(tp, parameters) pairs",
+              self.tied_params)
+        for item in self.tied_params:
+            check(isinstance(item, tuple) and len(item) == 2, "tied_params",
+                  "(tp, parameters) pairs", item)
+            check_int("tp", item[0], low=1)
+            check_int("tied_params", item[1], low=0)
+        check(len({t for t, _ in self.tied_params}) == len(self.tied_params), "tied_params",
+              "one entry per tp", self.tied_params)
 
     @cached_property
     def _times(self) -> dict[tuple[str, int, int], tuple[LayerTimes, ...]]:
@@ -202,6 +217,15 @@ class ModelProfile:
         raise ConfigError("microbatch_size", f"a micro-batch size the profile of {self.name} "
                           f"measured on {gpu} ({', '.join(map(str, sizes))})", microbatch_size)
 
+    def tied_parameters(self, tp: int) -> int:
+        """Parameters of the tied weight on one GPU of a TP group of degree ``tp`` (0 untied)."""
+        if not self.tied_embeddings:
+            return 0
+        for t, n in self.tied_params:
+            if t == tp:
+                return n
+        return self.layer_sizes(tp)[0].params
+
     def layer_sizes(self, tp: int) -> tuple[LayerSizes, ...]:
         """The layers' sizes on one GPU of a TP group of degree ``tp``."""
         row = self._sizes.get(tp)
@@ -233,6 +257,18 @@ class GPUType:
         ``overhead_bytes``).
     source : str
         Where the numbers come from.
+    intra_node_bandwidth : float or None
+        Bytes per second one GPU moves to the other GPUs of its node, per
+        direction (its NVLink, or its PCIe link without one), from the GPU's
+        datasheet: the bandwidth of a TP group's collectives inside a node
+        (when no measured intra-node curve is given).
+    peak_flops, peak_flops_fp32 : float or None
+        Dense peak FLOP/s of the GPU's tensor cores in fp16/bf16 (with fp32
+        accumulation) and of its fp32 units, from its datasheet.
+    memory_bandwidth : float or None
+        Device memory bandwidth, bytes per second, from its datasheet.
+    spec_source : str
+        Where those four come from.
     """
 
     name: str
@@ -241,6 +277,11 @@ class GPUType:
     overhead_bytes: float = 0.0
     overhead_tp1_bytes: float | None = None
     source: str = ""
+    intra_node_bandwidth: float | None = None
+    peak_flops: float | None = None
+    peak_flops_fp32: float | None = None
+    memory_bandwidth: float | None = None
+    spec_source: str = ""
 
     def __post_init__(self) -> None:
         _name("gpu", self.name)
@@ -254,6 +295,10 @@ class GPUType:
             object.__setattr__(self, "overhead_tp1_bytes",
                                check_nonnegative("overhead_tp1_bytes", self.overhead_tp1_bytes))
         check(isinstance(self.source, str), "source", "a string", self.source)
+        for k in ("intra_node_bandwidth", "peak_flops", "peak_flops_fp32", "memory_bandwidth"):
+            if getattr(self, k) is not None:
+                object.__setattr__(self, k, check_positive(k, getattr(self, k)))
+        check(isinstance(self.spec_source, str), "spec_source", "a string", self.spec_source)
 
     def overhead(self, tp: int) -> float:
         """Framework overhead on one GPU of a TP group of degree ``tp``."""
@@ -501,13 +546,15 @@ class Plan:
 
     Each pipeline (replica ``i`` of every stage) runs
     ``gbs / (mbs * dp)`` micro-batches per iteration, ``dp`` the replicas of
-    the first stage.
+    the first stage. ``framework`` says what ran it (:mod:`sim.profiles.frameworks`;
+    None: DeepSpeed's pipeline engine, :data:`~sim.profiles.frameworks.DEFAULT_FRAMEWORK`).
     """
 
     stages: tuple[StageSpec, ...]
     microbatch_size: int
     global_batch_size: int
     model: str | None = None
+    framework: FrameworkSpec | None = None
 
     def __post_init__(self) -> None:
         check(isinstance(self.stages, tuple) and len(self.stages) >= 1
@@ -524,6 +571,8 @@ class Plan:
               f"a multiple of microbatch_size x replicas of the first stage ({mbs} x {dp})", gbs)
         if self.model is not None:
             _name("model", self.model)
+        check(self.framework is None or isinstance(self.framework, FrameworkSpec), "framework",
+              "a FrameworkSpec or None", self.framework)
 
     @property
     def pipeline_stages(self) -> int:
@@ -573,12 +622,17 @@ class MeasuredRun:
 
 @dataclass(frozen=True)
 class Profiles:
-    """What a run is predicted from: model profiles, the GPU catalogue and the network."""
+    """What a run is predicted from: model profiles, the GPU catalogue and the network.
+
+    ``intra_node``: measured bandwidth inside one node, per GPU type and GPU count
+    (``(gpu, gpus, curve)``, the aggregate of ``gpus / 2`` pairs sending at once).
+    """
 
     models: tuple[ModelProfile, ...]
     gpus: GPUCatalogue
     network: Network
     source: str = ""
+    intra_node: tuple[tuple[str, int, BandwidthCurve], ...] = ()
 
     def __post_init__(self) -> None:
         check(isinstance(self.models, tuple) and all(isinstance(m, ModelProfile)
@@ -589,6 +643,33 @@ class Profiles:
         check(not dup, "models", "each model once", dup)
         check(isinstance(self.gpus, GPUCatalogue), "gpus", "a GPUCatalogue", self.gpus)
         check(isinstance(self.network, Network), "network", "a Network", self.network)
+        check(isinstance(self.intra_node, tuple) and all(
+            isinstance(e, tuple) and len(e) == 3 and isinstance(e[2], BandwidthCurve)
+            and isinstance(e[1], int) and e[1] >= 2 for e in self.intra_node), "intra_node",
+            "(gpu, gpus, curve) entries", self.intra_node)
+
+    def intra_node_bandwidth(self, gpu: str, gpus: int, size: float) -> tuple[float, str]:
+        """Bytes per second one GPU sends to another of its node in a collective over ``gpus``
+        GPUs of the node, for messages of ``size`` bytes, and where it comes from.
+
+        A measured intra-node curve for that GPU type and count (the aggregate of
+        ``gpus / 2`` pairs sending at once, so per sender ``curve / (gpus / 2)``)
+        is the machine's own; without one, the catalogue's datasheet
+        ``intra_node_bandwidth``.
+
+        Raises
+        ------
+        ConfigError
+            Naming ``intra_node_bandwidth`` when neither is given for ``gpu``.
+        """
+        for g, k, c in self.intra_node:
+            if g == gpu and k == gpus:
+                return c(size) / (k / 2), f"measured intra-node curve ({gpu}, {k} GPUs)"
+        bw = self.gpus[gpu].intra_node_bandwidth
+        check(bw is not None, "intra_node_bandwidth", f"given for {gpu} (in the GPU catalogue, "
+              "or a measured intra_node_bandwidths.json in the profiles folder) to time its "
+              "collectives inside a node", None)
+        return bw, f"catalogue ({gpu}: {self.gpus[gpu].spec_source.split(':')[0]})"
 
     @property
     def model_names(self) -> tuple[str, ...]:
