@@ -135,7 +135,8 @@ def _plan(gpu: str, tp: int, gpn: int, last: int = 25, mbs: int = 2) -> Plan:
 
 
 def test_plans_refuse_in_one_line(prof):
-    """A GPU the profile lacks, layers not covering the model, a TP without profile, no memory."""
+    """A GPU the profile lacks, layers not covering the model, a micro-batch size too far from
+    the profiled ones, no memory, no model."""
     with pytest.raises(ConfigError, match="'gpu' must be a GPU type of the profile of OPT-350"):
         build_plan(_plan("H100", 4, 4), prof)
     other = Profiles(prof.models, GPUCatalogue(prof.gpus.gpus[1:]), prof.network)
@@ -144,9 +145,13 @@ def test_plans_refuse_in_one_line(prof):
     with pytest.raises(ConfigError, match=r"'layers' must be stages covering the model's layers "
                                           r"0\.\.25 exactly once: '0\.\.20'"):
         build_plan(_plan("GH-96", 4, 4, last=20), prof)
-    with pytest.raises(ConfigError, match="'tp' must be a TP degree the profile of OPT-350 "
-                                          "measured on GH-96"):
-        build_plan(_plan("GH-96", 8, 8), prof)
+    derived = build_plan(_plan("GH-96", 8, 8), prof)  # TP 8 was not profiled: from TP 1
+    assert any("GH-96 TP 8 derived from TP 1" in n for n in derived.estimates)
+    with pytest.raises(ConfigError, match=r"'microbatch_size' must be a micro-batch size the "
+                                          r"profile of OPT-350 measured on GH-96 at TP 4 "
+                                          r"\(1, 2, 4, 8, 16, 32, 64, 128\) or one within "
+                                          r"\[0\.5, 256\]"):
+        build_plan(_plan("GH-96", 4, 4, mbs=512), prof)
     with pytest.raises(ConfigError, match=r"'plan' must be a plan that fits in GPU memory: "
                                           r"'stage 0 on RTX-2080 \(replica 0, TP 2\) needs"):
         build_plan(_plan("RTX-2080", 2, 8, mbs=8), prof)

@@ -204,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
     from ..planner.fleets import fleet_gpus
     from ..planner.models import ProfilePlanModel, simulate_plan
     from ..profiles import load_profiles, plan_to_data
+    from ..profiles.estimates import Estimator
     from ..profiles.frameworks import FrameworkSpec
 
     check_int("top", args.top, low=1)
@@ -219,7 +220,8 @@ def run(args: argparse.Namespace) -> int:
         check_output_file("out", args.out)
     failures = _failures(args)
     profiles = load_profiles(args.profiles, models=(args.model,))
-    model = profiles.model(args.model)
+    # a forward-only profile's backward passes (and missing optimizer steps) by the stated rules
+    model = Estimator(profiles, profiles.model(args.model)).completed()
     fleet, gbs_default, runs = _fleet(args, profiles)
     req = request_from_args(args, gbs_default)
     fw = None

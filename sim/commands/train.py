@@ -618,6 +618,13 @@ def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
                       "allreduce_bucket": g.allreduce_bucket, "overhead": g.overhead}
                      for g in build.memory]
     out["p2p"] = build.config.p2p
+    fb = build.behaviour
+    if fb is not None:
+        out["framework"] = {"name": fb.framework.key, "precision": fb.precision, "p2p": fb.p2p,
+                            "allreduce": fb.allreduce, "bytes_per_value": {
+                                "activations": fb.activation_bytes, "tied": fb.tied_bytes,
+                                "allreduce": fb.dp_bytes}, "sources": fb.sources}
+    out["estimates"] = list(build.estimates)
     if explain:
         from ..profiles.build import explain_rows
 
@@ -662,8 +669,13 @@ def run(args: argparse.Namespace) -> int:
         emit_json(out)
         return 0
     if build is not None:
+        fb = build.behaviour
         print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
-              f"(largest over {len(build.memory)} replicas' GPUs); p2p {cfg.p2p}")
+              f"(largest over {len(build.memory)} replicas' GPUs); {fb.framework.key} "
+              f"{fb.precision}, p2p {cfg.p2p}, all-reduce {fb.allreduce} in {fb.dp_bytes}-byte "
+              f"values, activations {fb.activation_bytes}-byte")
+        for note in build.estimates:
+            print(f"  estimated, not measured: {note}")
         if args.explain:
             _print_explain(out["explain"])
     print(f"L={cfg.stages} stages, replicas {','.join(map(str, cfg.replicas))} ({cfg.workers} "

@@ -38,6 +38,7 @@ from .values import (
     Link,
     MeasuredRun,
     ModelProfile,
+    ModelShape,
     Network,
     NodeKind,
     Plan,
@@ -54,6 +55,6 @@ __all__ = [
     "read_network", "network_from_data", "network_to_data",
     "read_fleet", "fleet_from_data", "fleet_to_data",
     "Fleet", "GPUCatalogue", "GPUType", "LayerSizes", "LayerTimes", "Link",
-    "MeasuredRun", "ModelProfile", "Network", "NodeKind", "Plan", "Profiles", "ReplicaSpec",
+    "MeasuredRun", "ModelProfile", "ModelShape", "Network", "NodeKind", "Plan", "Profiles", "ReplicaSpec",
     "StageSpec",
 ]

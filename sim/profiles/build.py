@@ -65,6 +65,7 @@ from typing import Any
 
 from ..errors import ConfigError, check, format_bytes
 from ..training import TrainingConfig
+from .estimates import Estimator
 from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, resolve
 from .values import GPUCatalogue, ModelProfile, Network, Plan, Profiles
 
@@ -112,6 +113,7 @@ class PlanBuild:
     tied_allreduce_time: float
     behaviour: FrameworkBehaviour | None = None
     gather_times: tuple[tuple[tuple[float, float], ...], ...] = ()  # [j][i] in (fwd, bwd) above
+    estimates: tuple[str, ...] = ()  # what the profile did not measure, and the rule used
 
     @property
     def peak_memory(self) -> float:
@@ -160,9 +162,14 @@ def _model(plan: Plan, profiles: Profiles, model: str | None) -> ModelProfile:
     return profiles.model(name)
 
 
-def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: str = "1f1b"
-                ) -> tuple[GPUMemory, ...]:
-    """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike)."""
+def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: str = "1f1b",
+                sizes_at: Any = None) -> tuple[GPUMemory, ...]:
+    """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike).
+
+    ``sizes_at(tp)`` gives the layers' sizes at a TP degree (default the profile's,
+    :meth:`ModelProfile.layer_sizes`; :class:`~sim.profiles.estimates.Estimator` where the
+    profile has none)."""
+    layer_sizes = sizes_at if sizes_at is not None else model.layer_sizes
     L = len(plan.stages)
     m = plan.microbatches
     mbs = plan.microbatch_size
@@ -171,15 +178,14 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     for j, st in enumerate(plan.stages):
         for i, rep in enumerate(st.replicas):
             g = gpus[rep.gpu]
-            sizes = model.layer_sizes(rep.tp)
+            sizes = layer_sizes(rep.tp)
             P = sum(sizes[x].params for x in st.layers)
             act = mbs * sum(sizes[x].activation_memory_bytes for x in st.layers)
             n = in_flight(schedule, L, j, m)
             buffers = 0.0
             if j > 0:
                 prev = plan.stages[j - 1]
-                buffers = max(2, min(L - j, m)) * mbs * \
-                    model.layer_sizes(rep.tp)[prev.layers[-1]].activation_bytes
+                buffers = max(2, min(L - j, m)) * mbs * sizes[prev.layers[-1]].activation_bytes
             out.append(GPUMemory(
                 stage=j, replica=i, gpu=rep.gpu, tp=rep.tp, weights=P * bpv, gradients=P * bpv,
                 optimizer=P * model.optimizer_bytes_per_param, activations=n * act,
@@ -274,8 +280,11 @@ def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int) -> tuple[float, int]
 
 
 def tied_bytes(mp: ModelProfile, fb: FrameworkBehaviour, tp: int) -> float:
-    """Bytes per GPU of the tied embedding's gradient all-reduce (0 untied)."""
-    return mp.tied_parameters(tp) * float(fb.tied_bytes)
+    """Bytes per GPU of the tied embedding's gradient all-reduce (0 untied); at a TP degree the
+    profile has no sizes for, its TP-1 tied weight split over ``tp`` GPUs."""
+    if any(t == tp for t, _ in mp.sizes) or mp.shape is not None or tp == 1:
+        return mp.tied_parameters(tp) * float(fb.tied_bytes)
+    return mp.tied_parameters(1) // tp * float(fb.tied_bytes)
 
 
 def allgather_time(profiles: Profiles, gpu: str, tp: int, size: float) -> float:
@@ -292,7 +301,8 @@ def allgather_time(profiles: Profiles, gpu: str, tp: int, size: float) -> float:
 def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                schedule: str = "1f1b", p2p: str | None = None,
                framework: FrameworkSpec | None = None, value_sizes: str = "framework",
-               check_memory: bool = True, network: bool = False, **config: Any) -> PlanBuild:
+               tensor_parallel: str = "profiled", check_memory: bool = True,
+               network: bool = False, **config: Any) -> PlanBuild:
     """The :class:`TrainingConfig` of ``plan`` on ``profiles``, its memory and its pieces.
 
     Parameters
@@ -311,6 +321,13 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         Bytes per value of each collective as the framework sends it
         (default), or every collective at the profile's ``bytes_per_value``
         (the comparison of ``tools/real_runs.py``).
+    tensor_parallel : {"profiled", "derived"}
+        A TP > 1 stage's layer times: the profile's where it measured them
+        (else derived from TP 1), or always derived from TP 1
+        (:mod:`sim.profiles.estimates`). Every time the profile did not measure
+        (a derived TP degree, an unprofiled micro-batch size, a forward-only
+        profile's backward pass, a model given by its shape) is named in
+        :attr:`PlanBuild.estimates`.
     check_memory : bool
         Refuse a plan that does not fit (one line naming the stage and GPU).
     network : bool
@@ -353,6 +370,13 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         fb = replace(fb, p2p=p2p)
     bpv = mp.bytes_per_value
     act_scale = fb.activation_bytes / bpv  # the profile's sizes are in its own precision
+    est = Estimator(profiles, mp, tensor_parallel=tensor_parallel, value_bytes=fb.activation_bytes)
+    notes: list[str] = []
+
+    def sizes_at(tp: int) -> Any:
+        row, why = est.layer_sizes(tp)
+        notes.extend(why)
+        return row
     gpus = profiles.gpus
     mbs = plan.microbatch_size
     net = profiles.network
@@ -362,9 +386,10 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     for j, st in enumerate(plan.stages):
         row, grow = [], []
         for rep in st.replicas:
-            lt = mp.layer_times(rep.gpu, mbs, rep.tp)  # a GPU type, TP or mbs the profile lacks
-            sizes = mp.layer_sizes(rep.tp)
+            lt, why = est.layer_times(rep.gpu, mbs, rep.tp)  # refuses what no rule gives
             gpus[rep.gpu]  # a GPU type the catalogue lacks
+            notes.extend(why)
+            sizes = sizes_at(rep.tp)
             g_f = g_b = 0.0
             if fb.gathers and rep.tp > 1:
                 gb = fb.gather_bytes / bpv
@@ -386,7 +411,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     for j in range(L - 1):
         a, b = plan.stages[j], plan.stages[j + 1]
         row = []
-        size = mbs * mp.layer_sizes(a.replicas[0].tp)[a.layers[-1]].activation_bytes * act_scale
+        size = mbs * sizes_at(a.replicas[0].tp)[a.layers[-1]].activation_bytes * act_scale
         xfer_sizes.append(size)
         for i in range(r):
             src, dst = a.replicas[i], b.replicas[i]
@@ -400,7 +425,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     ar, ar_sizes = [], []
     for j, st in enumerate(plan.stages):
         tp = st.replicas[0].tp
-        size = sum(mp.layer_sizes(tp)[x].params for x in st.layers) * float(fb.dp_bytes)
+        size = sum(sizes_at(tp)[x].params for x in st.layers) * float(fb.dp_bytes)
         ar_sizes.append(size)
         ar.append(ring_allreduce(net, [(x, (j, i)) for i, x in enumerate(st.replicas)],
                                  [x.tp for x in st.replicas], size, bucket))
@@ -412,7 +437,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             tied = max(tied, ring_allreduce(net, [(first, (0, i)), (last, (L - 1, i))],
                                             [first.tp, last.tp], tied_size, bucket))
     opt = tuple(max(t[2] for t in row) for row in times)
-    memory = plan_memory(plan, mp, gpus, schedule)
+    memory = plan_memory(plan, mp, gpus, schedule, sizes_at)
     if check_memory:
         for g in memory:
             if g.total > g.capacity:
@@ -462,7 +487,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         raise
     return PlanBuild(config=cfg, memory=memory, stage_times=tuple(times),
                      transfer_times=tuple(xfer), allreduce_times=tuple(ar), optimizer_times=opt,
-                     tied_allreduce_time=tied, behaviour=fb, gather_times=tuple(gathers))
+                     tied_allreduce_time=tied, behaviour=fb, gather_times=tuple(gathers),
+                     estimates=tuple(dict.fromkeys(notes)))
 
 
 def explain_rows(build: PlanBuild) -> dict[str, Any]:

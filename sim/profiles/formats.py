@@ -19,7 +19,10 @@ Plan::
 
 A plan file may also be a Sailor ``plan_config`` (it has ``pipeline_list``).
 
-Model profile::
+Model profile (``times`` rows may be ``[forward]`` alone: a forward-only
+profile; a ``shape`` with ``layers``, ``hidden``, ``heads``, ``sequence``,
+``vocabulary`` and ``tied`` gives sizes and estimated times where the profile
+has none, and may stand alone: :mod:`sim.profiles.estimates`)::
 
     {"model": "M", "layers": 2, "bytes_per_value": 4, "optimizer_bytes_per_param": 8,
      "tied_embeddings": false,
@@ -77,6 +80,7 @@ from .values import (
     Link,
     MeasuredRun,
     ModelProfile,
+    ModelShape,
     Network,
     NodeKind,
     Plan,
@@ -210,8 +214,19 @@ def read_plan(path: str | os.PathLike[str], model: str | None = None) -> Plan:
 def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
     """A :class:`ModelProfile` from parsed dtsim model-profile data."""
     check(isinstance(doc, dict), "model", "a JSON/TOML table", where)
+    shape = None
+    if "shape" in doc:
+        sh = get("model", doc, "shape", where, dict)
+        at = f"{where}.shape"
+        unknown = set(sh) - {"layers", "hidden", "heads", "sequence", "vocabulary", "tied"}
+        check(not unknown, "model", f"shape keys layers, hidden, heads, sequence, vocabulary, "
+              f"tied at {at}", sorted(unknown))
+        shape = ModelShape(**{k: get("model", sh, k, at, int) for k in
+                              ("layers", "hidden", "heads", "sequence", "vocabulary")},
+                           tied=_opt(sh, "tied", True))
     sizes = []
-    for k, e in enumerate(get("model", doc, "sizes", where, list)):
+    for k, e in enumerate(get("model", doc, "sizes", where, list)
+                          if shape is None or "sizes" in doc else []):
         at = f"{where}.sizes[{k}]"
         row = tuple(LayerSizes(params=get("model", x, "params", f"{at}.layers[{i}]", int),
                                activation_bytes=get("model", x, "activation_bytes",
@@ -221,25 +236,29 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
                     for i, x in enumerate(get("model", e, "layers", at, list)))
         sizes.append((get("model", e, "tp", at, int), row))
     times = []
-    for k, e in enumerate(get("model", doc, "times", where, list)):
+    for k, e in enumerate(get("model", doc, "times", where, list)
+                          if shape is None or "times" in doc else []):
         at = f"{where}.times[{k}]"
         rows = []
         for i, x in enumerate(get("model", e, "layers", at, list)):
-            check(isinstance(x, list) and len(x) in (2, 3)
+            check(isinstance(x, list) and len(x) in (1, 2, 3)
                   and all(isinstance(v, _NUM) and not isinstance(v, bool) for v in x), "model",
-                  f"[forward, backward(, optimizer)] seconds at {at}.layers[{i}]", x)
-            rows.append(LayerTimes(*x))
+                  f"[forward(, backward(, optimizer))] seconds at {at}.layers[{i}]", x)
+            rows.append(LayerTimes(x[0], None, None) if len(x) == 1 else LayerTimes(*x))
         times.append(((get("model", e, "gpu", at, str), get("model", e, "microbatch_size", at, int),
                        get("model", e, "tp", at, int)), tuple(rows)))
+    layers = (get("model", doc, "layers", where, int) if shape is None or "layers" in doc
+              else shape.layers + 2)
     return ModelProfile(name=get("model", doc, "model", where, str),
-                        layers=get("model", doc, "layers", where, int), times=tuple(times),
+                        layers=layers, times=tuple(times), shape=shape,
                         sizes=tuple(sizes), bytes_per_value=_opt(doc, "bytes_per_value", 4),
                         optimizer_bytes_per_param=_opt(doc, "optimizer_bytes_per_param", 8.0),
                         tied_embeddings=_opt(doc, "tied_embeddings", False),
                         tied_params=tuple((get("model", e, "tp", f"{where}.tied_params", int),
                                            get("model", e, "params", f"{where}.tied_params", int))
                                           for e in (get("model", doc, "tied_params", where, list)
-                                                    if "tied_params" in doc else [])))
+                                                    if "tied_params" in doc else [])),
+                        )
 
 
 def model_to_data(m: ModelProfile) -> dict[str, Any]:
@@ -254,8 +273,12 @@ def model_to_data(m: ModelProfile) -> dict[str, Any]:
                                          "activation_memory_bytes": s.activation_memory_bytes}
                                         for s in row]} for tp, row in m.sizes],
         "times": [{"gpu": g, "microbatch_size": b, "tp": t,
-                   "layers": [[x.forward, x.backward, x.optimizer] for x in row]}
+                   "layers": [[x.forward] if x.backward is None else
+                              [x.forward, x.backward, x.optimizer] for x in row]}
                   for (g, b, t), row in m.times],
+        **({"shape": {"layers": m.shape.layers, "hidden": m.shape.hidden, "heads": m.shape.heads,
+                      "sequence": m.shape.sequence, "vocabulary": m.shape.vocabulary,
+                      "tied": m.shape.tied}} if m.shape is not None else {}),
     }
 
 
@@ -283,7 +306,8 @@ def gpus_from_data(doc: Any, where: str = "gpus") -> GPUCatalogue:
                            peak_flops=_opt(g, "peak_flops", None),
                            peak_flops_fp32=_opt(g, "peak_flops_fp32", None),
                            memory_bandwidth=_opt(g, "memory_bandwidth", None),
-                           spec_source=_opt(g, "spec_source", "")))
+                           spec_source=_opt(g, "spec_source", ""),
+                           peak_flops_tf32=_opt(g, "peak_flops_tf32", None)))
     return GPUCatalogue(tuple(out))
 
 
@@ -297,7 +321,8 @@ def gpus_to_data(c: GPUCatalogue) -> dict[str, Any]:
                                          ("peak_flops", g.peak_flops),
                                          ("peak_flops_fp32", g.peak_flops_fp32),
                                          ("memory_bandwidth", g.memory_bandwidth),
-                                         ("spec_source", g.spec_source or None))
+                                         ("spec_source", g.spec_source or None),
+                                         ("peak_flops_tf32", g.peak_flops_tf32))
                                         if v is not None}
                      for g in c.gpus]}
 

@@ -27,6 +27,8 @@ from .frameworks import FrameworkSpec
 __all__ = [
     "LayerTimes",
     "LayerSizes",
+    "ModelShape",
+    "shape_sizes",
     "ModelProfile",
     "GPUType",
     "GPUCatalogue",
@@ -57,20 +59,23 @@ class LayerTimes:
 
     ``optimizer`` is the layer's share of the optimizer step (the time of the
     step over the layer's parameters); a stage's optimizer step is the sum
-    over its layers.
+    over its layers. A forward-only profile leaves ``backward`` (and
+    ``optimizer``) None: :mod:`sim.profiles.estimates` gives them by its rules.
     """
 
     forward: float
-    backward: float
-    optimizer: float = 0.0
+    backward: float | None
+    optimizer: float | None = 0.0
 
     def __post_init__(self) -> None:
         f, b, o = self.forward, self.backward, self.optimizer
         if (type(f) is float and type(b) is float and type(o) is float
                 and 0.0 <= f < math.inf and 0.0 <= b < math.inf and 0.0 <= o < math.inf):
             return  # the common case, checked without the helpers (profiles hold thousands)
-        for k in ("forward", "backward", "optimizer"):
-            object.__setattr__(self, k, check_nonnegative(k, getattr(self, k)))
+        object.__setattr__(self, "forward", check_nonnegative("forward", f))
+        for k in ("backward", "optimizer"):
+            if getattr(self, k) is not None:
+                object.__setattr__(self, k, check_nonnegative(k, getattr(self, k)))
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,64 @@ class LayerSizes:
 
 
 @dataclass(frozen=True)
+class ModelShape:
+    """A GPT-style transformer by its shape (Megatron-LM's layout: embedding, ``layers``
+    transformer layers, final layer norm and output head).
+
+    Parameters
+    ----------
+    layers : int
+        Transformer layers ``l``.
+    hidden : int
+        Hidden size ``h``.
+    heads : int
+        Attention heads ``a``.
+    sequence : int
+        Sequence length ``s``.
+    vocabulary : int
+        Vocabulary ``V`` (padded as trained).
+    tied : bool
+        Whether the output head is the word embedding, tied.
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    sequence: int
+    vocabulary: int
+    tied: bool = True
+
+    def __post_init__(self) -> None:
+        for k in ("layers", "hidden", "heads", "sequence", "vocabulary"):
+            check_int(k, getattr(self, k), low=1)
+        check(self.hidden % self.heads == 0, "heads", f"a divisor of hidden ({self.hidden})",
+              self.heads)
+        check(isinstance(self.tied, bool), "tied", "true or false", self.tied)
+
+
+def shape_sizes(shape: ModelShape, tp: int, bytes_per_value: int) -> tuple[LayerSizes, ...]:
+    """The layers' sizes of a model given by its shape, on one GPU of a TP group of ``tp``.
+
+    Parameters per layer (Narayanan et al. 2021, section 5.1): transformer
+    ``12 h^2 + 13 h`` (its matrices split over TP, its layer norms and biases of
+    ``h`` taken as split too); embedding ``V h / tp + s h`` (learned positions,
+    replicated); the last layer its norm, ``2 h``, plus an untied head's ``V h / tp``.
+    A layer's output per sample is ``s h`` values; the activation memory it
+    keeps per sample (Korthikanti et al. 2022, eq. 2, without sequence
+    parallelism or recomputation, 2-byte activations) ``s h (10 + 24 / t + 5 a s
+    / (h t))`` bytes, doubled for 4-byte values.
+    """
+    s, h, a, V = shape.sequence, shape.hidden, shape.heads, shape.vocabulary
+    out_bytes = float(s * h * bytes_per_value)
+    mem = s * h * (10 + 24 / tp + 5 * a * s / (h * tp)) * (bytes_per_value / 2.0)
+    emb = LayerSizes(V * h // tp + s * h, out_bytes, float(s * h * bytes_per_value))
+    layer = LayerSizes((12 * h * h + 13 * h) // tp, out_bytes, mem)
+    last = LayerSizes(2 * h + (0 if shape.tied else V * h // tp), out_bytes,
+                      float(s * V * bytes_per_value) / tp)
+    return (emb,) + (layer,) * shape.layers + (last,)
+
+
+@dataclass(frozen=True)
 class ModelProfile:
     """A model's measured layers: times per (GPU type, micro-batch size, TP degree), sizes per TP.
 
@@ -126,6 +189,11 @@ class ModelProfile:
         Per TP degree, the parameters of the tied weight on one GPU (the word
         embedding, ``vocabulary x hidden / tp``); a TP degree not listed takes
         the first layer's parameters (the embedding layer that holds it).
+    shape : ModelShape or None
+        The model's shape: its sizes where ``sizes`` has none, and its times
+        estimated on GPU types ``times`` has none for
+        (:mod:`sim.profiles.estimates`). A model given by its shape alone has
+        no ``times`` and no ``sizes``.
     """
 
     name: str
@@ -136,14 +204,21 @@ class ModelProfile:
     optimizer_bytes_per_param: float = 8.0
     tied_embeddings: bool = False
     tied_params: tuple[tuple[int, int], ...] = ()
+    shape: ModelShape | None = None
 
     def __post_init__(self) -> None:
         _name("model", self.name)
         check(isinstance(self.tied_embeddings, bool), "tied_embeddings", "true or false",
               self.tied_embeddings)
         n = check_int("layers", self.layers, low=1)
-        check(isinstance(self.times, tuple) and len(self.times) > 0, "times",
-              "at least one (gpu, microbatch size, tp) entry", self.times)
+        check(self.shape is None or isinstance(self.shape, ModelShape), "shape",
+              "a ModelShape or None", self.shape)
+        if self.shape is not None:
+            check(n == self.shape.layers + 2, "layers", f"the shape's transformer layers + 2 "
+                  f"({self.shape.layers + 2}: embedding, transformer layers, head)", n)
+        check(isinstance(self.times, tuple) and (len(self.times) > 0 or self.shape is not None),
+              "times", "at least one (gpu, microbatch size, tp) entry (or a model shape)",
+              self.times)
         seen = set()
         for key, row in self.times:
             gpu, mbs, tp = key
@@ -180,6 +255,11 @@ class ModelProfile:
     @cached_property
     def _sizes(self) -> dict[int, tuple[LayerSizes, ...]]:
         return dict(self.sizes)
+
+    @property
+    def forward_only(self) -> bool:
+        """Whether some measured row lacks its backward times."""
+        return any(t.backward is None for _, row in self.times for t in row)
 
     @property
     def gpus(self) -> tuple[str, ...]:
@@ -227,8 +307,11 @@ class ModelProfile:
         return self.layer_sizes(tp)[0].params
 
     def layer_sizes(self, tp: int) -> tuple[LayerSizes, ...]:
-        """The layers' sizes on one GPU of a TP group of degree ``tp``."""
+        """The layers' sizes on one GPU of a TP group of degree ``tp`` (the shape's where the
+        profile has none)."""
         row = self._sizes.get(tp)
+        if row is None and self.shape is not None:
+            return shape_sizes(self.shape, tp, self.bytes_per_value)
         check(row is not None, "tp", f"a TP degree with sizes in the profile of {self.name} "
               f"({', '.join(str(t) for t in sorted(self._sizes))})", tp)
         return row  # type: ignore[return-value]
@@ -262,9 +345,12 @@ class GPUType:
         direction (its NVLink, or its PCIe link without one), from the GPU's
         datasheet: the bandwidth of a TP group's collectives inside a node
         (when no measured intra-node curve is given).
-    peak_flops, peak_flops_fp32 : float or None
+    peak_flops, peak_flops_tf32, peak_flops_fp32 : float or None
         Dense peak FLOP/s of the GPU's tensor cores in fp16/bf16 (with fp32
-        accumulation) and of its fp32 units, from its datasheet.
+        accumulation) and in TF32 (Ampere and later; what fp32 matrix
+        multiplications run on in NVIDIA's PyTorch containers, which set
+        ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1``), and of its fp32 units, from
+        its datasheet.
     memory_bandwidth : float or None
         Device memory bandwidth, bytes per second, from its datasheet.
     spec_source : str
@@ -282,6 +368,7 @@ class GPUType:
     peak_flops_fp32: float | None = None
     memory_bandwidth: float | None = None
     spec_source: str = ""
+    peak_flops_tf32: float | None = None
 
     def __post_init__(self) -> None:
         _name("gpu", self.name)
@@ -295,7 +382,8 @@ class GPUType:
             object.__setattr__(self, "overhead_tp1_bytes",
                                check_nonnegative("overhead_tp1_bytes", self.overhead_tp1_bytes))
         check(isinstance(self.source, str), "source", "a string", self.source)
-        for k in ("intra_node_bandwidth", "peak_flops", "peak_flops_fp32", "memory_bandwidth"):
+        for k in ("intra_node_bandwidth", "peak_flops", "peak_flops_fp32", "memory_bandwidth",
+                  "peak_flops_tf32"):
             if getattr(self, k) is not None:
                 object.__setattr__(self, k, check_positive(k, getattr(self, k)))
         check(isinstance(self.spec_source, str), "spec_source", "a string", self.spec_source)
