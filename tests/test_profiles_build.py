@@ -17,6 +17,7 @@ from sim.profiles import (
     ReplicaSpec,
     StageSpec,
     load_profiles,
+    read_plan,
     read_runs,
 )
 from sim.profiles.build import BUCKET_ELEMENTS, build_plan, explain_rows, ring_allreduce
@@ -256,3 +257,41 @@ def test_cli_plan_under_a_failure_trace_with_checkpoints_and_prices(tmp_path, ca
     # gone (not billed) for its 1 s outage (sim.training.billing)
     assert out["cost"] == pytest.approx(2 * 4 * (2 * out["wall_time_mean"] - 1.0) / 3600,
                                         rel=1e-9)
+
+
+def test_gpt_neo_on_gh200_in_the_artifacts_format_runs(tmp_path):
+    """Issue 35's refused plan: GPT-Neo-2.7 in 2 stages of 2 TP-4 GH200 replicas, micro-batch 8,
+    as a Sailor plan_config. Its 10 KB tied-embedding all-reduce (before: the profile's last
+    layer, 5120 values; now the word embedding) no longer meets the curve's negative fit; the DES
+    gives the closed form's step."""
+    r = [[[["GH-96", 4, "us-central1-a"]], 4]] * 2
+    doc = {"zone": "us-central1-a", "pipeline_list": [{
+        "num_stages": 2, "layers_per_stage": [list(range(17)), list(range(17, 34))],
+        "tmp_per_stage": [r, r], "dp": [2, 2]}], "mbs": 8, "gbs": 64}
+    path = tmp_path / "clariden-GPT-NEO-N4_D2.json"
+    path.write_text(json.dumps(doc))
+    neo = load_profiles(models=("GPT-Neo-2.7",))
+    run_plan = read_plan(path, "GPT-Neo-2.7")
+    b = build_plan(run_plan, neo, steps=1, network=True)
+    assert b.config.tied_allreduce_size == 50688 * 2560 // 4 * 4
+    closed = build_plan(run_plan, neo, steps=1)
+    t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
+    assert t == pytest.approx(predictions("training", closed.config)["step_time_mean"]["value"],
+                              rel=1e-9)
+
+
+@pytest.mark.slow
+def test_every_plan_a_user_can_write_from_the_shipped_profiles_runs():
+    """1,530 plans in the artifact's format (4 models, every profiled GPU type, micro-batch size
+    and TP degree, unprofiled sizes between them, 1-4 stages, 1-2 replicas, two-type pipelines):
+    each runs, or is refused only for not fitting in GPU memory."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "real_runs.py"
+    spec = importlib.util.spec_from_file_location("dtsim_real_runs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    res = mod.check_user_plans()
+    assert res["plans"] >= 1500 and res["refused_other"] == []
+    assert res["ran"] > 600 and res["with_estimates"] > 100

@@ -218,11 +218,123 @@ def summary(rs: list[dict[str, Any]], key: str, real: str) -> dict[str, dict[str
     return out
 
 
+def _sailor_plan(model_layers: int, stages: int, reps: list[tuple[str, int, str]], tp: int,
+                 mbs: int, gbs: int) -> dict[str, Any]:
+    """A run file in the artifact's format (``plan_config``): ``reps`` per pipeline (one node kind
+    per replica, the same at every stage unless the list has one per stage)."""
+    per, cut = model_layers // stages, []
+    start = 0
+    for j in range(stages):
+        end = model_layers if j == stages - 1 else start + per
+        cut.append(list(range(start, end)))
+        start = end
+    tmp = []
+    for j in range(stages):
+        kinds = reps if len(reps) != stages else [reps[j]]
+        tmp.append([[[list(k)], tp] for k in kinds])
+    return {"zone": reps[0][2], "pipeline_list": [{"num_stages": stages, "layers_per_stage": cut,
+            "tmp_per_stage": tmp, "dp": [len(tmp[0])] * stages}], "mbs": mbs, "gbs": gbs}
+
+
+def user_plans(folder: Path | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+    """Plans a user can write from the shipped profiles, in the artifact's format: every model
+    with sizes, on every GPU type it was profiled on, at every profiled micro-batch size and TP
+    degree and at unprofiled sizes between them (3, 6, 12, 24), in 1, 2 and 4 stages of 1 or 2
+    replicas on nodes of the GPU type's zone (the largest node the network measured it in), 8
+    micro-batches per pipeline; and two-type pipelines of the mixed cluster's GPUs."""
+    d = folder if folder is not None else DATA_DIR
+    prof = load_profiles(d)
+    kinds: dict[str, tuple[int, str]] = {}
+    for lk in prof.network.links:
+        (g, z), (g2, z2) = lk.src, lk.dst
+        if g == g2 and z == z2:
+            n, zone = kinds.get(g, (0, z))
+            if zone == z:
+                kinds[g] = (max(n, lk.src_flows), zone)
+    out = []
+    for m in prof.models:
+        for gpu in m.gpus:
+            if gpu not in kinds:
+                continue
+            gpn, zone = kinds[gpu]
+            combos = set(m.combinations(gpu))
+            tps = sorted({t for (_, _, t) in combos})
+            for tp in tps:
+                if tp > gpn:
+                    continue
+                sizes = sorted({b for (_, b, t) in combos if t == tp})
+                for b in sorted(set(sizes) | {x for x in (3, 6, 12, 24) if sizes[0] < x < sizes[-1]}):
+                    for stages in (1, 2, 4):
+                        for dp in (1, 2):
+                            doc = _sailor_plan(m.layers, stages, [(gpu, gpn, zone)] * dp, tp, b,
+                                               8 * b * dp)
+                            out.append((f"{m.name}-{gpu}-tp{tp}-mbs{b}-S{stages}-D{dp}", m.name,
+                                        doc))
+    mixed = [g for g in ("RTX-3090", "Titan-RTX", "RTX-2080") if g in kinds]
+    for m in prof.models:
+        for a in mixed:
+            for z in mixed:
+                if a == z or not (m.has(a, 2, 2) and m.has(z, 2, 2)):
+                    continue
+                doc = _sailor_plan(m.layers, 2, [(a, 2, kinds[a][1]), (z, 2, kinds[z][1])], 2, 2,
+                                   16)
+                out.append((f"{m.name}-{a}-{z}-tp2-mbs2-S2", m.name, doc))
+    return out
+
+
+def check_user_plans(folder: Path | None = None, limit: int | None = None) -> dict[str, Any]:
+    """Write every :func:`user_plans` plan to a file in the artifact's format, read it back and
+    run it as ``dtsim train --plan`` does (the DES over sim.network, one step); count the plans
+    that ran, those refused for memory (a plan that does not fit is not a valid plan), and any
+    other refusal or error (there should be none)."""
+    import tempfile
+
+    from sim.errors import ConfigError
+    from sim.profiles import read_plan
+
+    d = folder if folder is not None else DATA_DIR
+    prof = load_profiles(d)
+    ran, memory, refused, estimated = 0, 0, [], 0
+    plans = user_plans(d)[:limit]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, model, doc in plans:
+            path = Path(tmp) / f"{name}.json"
+            path.write_text(json.dumps(doc))
+            try:
+                plan = read_plan(path, model)
+                b = build_plan(plan, prof, model=model, steps=1, network=True)
+                t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
+                if not (t > 0 and math.isfinite(t)):
+                    refused.append((name, f"step time {t}"))
+                    continue
+                ran += 1
+                estimated += bool(b.estimates)
+            except ConfigError as exc:
+                if exc.name == "plan" and "fits in GPU memory" in exc.rule:
+                    memory += 1
+                else:
+                    refused.append((name, str(exc)))
+    return {"plans": len(plans), "ran": ran, "with_estimates": estimated,
+            "refused_memory": memory, "refused_other": refused}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profiles", type=Path, default=None, help="profiles folder with runs/")
     ap.add_argument("--json", action="store_true", help="print the rows and summaries as JSON")
+    ap.add_argument("--user-plans", action="store_true",
+                    help="instead: write every plan a user can write from the profiles (other "
+                         "models, micro-batch sizes, TP degrees) and run each")
     a = ap.parse_args(argv)
+    if a.user_plans:
+        res = check_user_plans(a.profiles)
+        print(json.dumps(res, indent=1) if a.json else
+              f"{res['plans']} plans: {res['ran']} ran ({res['with_estimates']} with estimated "
+              f"times), {res['refused_memory']} refused as not fitting in GPU memory, "
+              f"{len(res['refused_other'])} refused otherwise")
+        for name, why in res["refused_other"]:
+            print(f"  {name}: {why}")
+        return 1 if res["refused_other"] else 0
     rs = rows(a.profiles)
     summ = {k: summary(rs, k, "measured_time") for k in
             ("dtsim_time", "sailor_time", "dtsim_time_blocking", "dtsim_time_overlap",
