@@ -159,6 +159,24 @@ def test_cli_plan_writes_a_plan_dtsim_train_reads(tmp_path, capsys):
     assert train["step_time_mean"] == pytest.approx(chosen["predicted_iteration_time"], rel=1e-9)
 
 
+def test_cli_plan_times_plans_on_the_fleet_files_links(tmp_path, capsys):
+    """dtsim plan --fleet FILE uses the file's links: with GH200 links of 1e3 B/s the best plan
+    moves nothing between nodes and is slower than on the profiles' curves."""
+    nodes = [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "us-central1-a", "count": 4}]
+    end = {"gpu": "GH-96", "zone": "us-central1-a"}
+    slow = {"nodes": nodes, "links": [{"src": end, "dst": end, "flows": k, "bandwidth": 1e3}
+                                      for k in (1, 2, 4)]}
+    res = {}
+    for name, doc in (("plain", {"nodes": nodes}), ("slow", slow)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        assert main(["plan", "--model", "OPT-350", "--fleet", str(path), "--global-batch-size",
+                     "64", "--top", "2", "--simulate", "1", "--steps", "1", "--json"]) == 0
+        res[name] = json.loads(capsys.readouterr().out)["plans"][0]
+    assert res["plain"]["gpus"] == 16 and res["slow"]["gpus"] == 4  # one replica, one stage
+    assert res["slow"]["predicted_iteration_time"] > 3 * res["plain"]["predicted_iteration_time"]
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--global-batch-size", "8"],
      "'fleet' must be given exactly once: --nodes, --fleet or --fleet-from-runs: 'none'"),

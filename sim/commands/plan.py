@@ -117,12 +117,10 @@ def _fleet(args: argparse.Namespace, profiles: Any) -> tuple[Any, int | None, tu
     if args.nodes is not None:
         return parse_nodes(args.nodes, profiles.network), None, ()
     if args.fleet is not None:
-        f = read_fleet(args.fleet)
-        if not f.network.links:  # no links of its own: the profiles' network
-            from ..profiles import Fleet
+        from ..profiles import Fleet
 
-            f = Fleet(f.nodes, profiles.network)
-        return f, None, ()
+        f = read_fleet(args.fleet)
+        return Fleet(f.nodes, fleet_network(f.network, profiles.network)), None, ()
     shipped = {r.name: r for r in read_runs()}
     runs = []
     for name in str(args.fleet_from_runs).split(","):
@@ -136,6 +134,16 @@ def _fleet(args: argparse.Namespace, profiles: Any) -> tuple[Any, int | None, tu
     gbs = {r.plan.global_batch_size for r in runs}
     return fleet_of_plans([r.plan for r in runs], profiles.network), \
         (gbs.pop() if len(gbs) == 1 else None), tuple(runs)
+
+
+def fleet_network(own: Any, profiles_network: Any) -> Any:
+    """A fleet file's links where it gives them: every ordered pair of node kinds (GPU type and
+    zone) the file names takes all its links from the file; the other pairs keep the profiles'."""
+    from ..profiles import Network
+
+    named = {(x.src, x.dst) for x in own.links}
+    return Network(tuple(own.links) + tuple(x for x in profiles_network.links
+                                            if (x.src, x.dst) not in named))
 
 
 def request_from_args(args: argparse.Namespace, gbs_default: int | None) -> PlanRequest:
@@ -223,6 +231,8 @@ def run(args: argparse.Namespace) -> int:
     # a forward-only profile's backward passes (and missing optimizer steps) by the stated rules
     model = Estimator(profiles, profiles.model(args.model)).completed()
     fleet, gbs_default, runs = _fleet(args, profiles)
+    if fleet.network is not profiles.network:  # the fleet's links time its plans
+        profiles = replace(profiles, network=fleet.network)
     req = request_from_args(args, gbs_default)
     fw = None
     if args.framework is not None:
