@@ -295,3 +295,49 @@ def test_every_plan_a_user_can_write_from_the_shipped_profiles_runs():
     res = mod.check_user_plans()
     assert res["plans"] >= 1500 and res["refused_other"] == []
     assert res["ran"] > 600 and res["with_estimates"] > 100
+
+
+def test_replicas_on_named_hosts_share_the_node(prof):
+    """Replicas on one host all-reduce over its intra-node link; between hosts a flow takes the
+    least of its GPU's curve, the node NICs' and the pair's shares; the DES equals the closed
+    form while no two transfers meet, and two pipelines crossing one NIC at once slow each other."""
+    z = "us-central1-a"
+
+    def plan(shared: bool, dp: int = 2) -> Plan:
+        a = tuple(ReplicaSpec("RTX-3090", 1, 2, z, host="A" if shared else f"A{i}")
+                  for i in range(dp))
+        b = tuple(ReplicaSpec("Titan-RTX", 1, 2, z, host="B" if shared else f"B{i}")
+                  for i in range(dp))
+        return Plan((StageSpec(tuple(range(13)), a), StageSpec(tuple(range(13, 26)), b)), 2,
+                    16 * dp, model="OPT-350")
+
+    shared = build_plan(plan(True), prof, steps=1, check_memory=False)
+    params = sum(prof.model("OPT-350").layer_sizes(1)[x].params for x in range(13)) * 4
+    bw = prof.intra_node_bandwidth("RTX-3090", 2, params / 2)[0]
+    assert shared.allreduce_times[0] == pytest.approx(2 * (params / 2) / bw, rel=1e-12)
+    own = build_plan(plan(False), prof, steps=1, check_memory=False)
+    assert own.allreduce_times[0] > 100 * shared.allreduce_times[0]  # over the 1 Gbit network
+    size = 2 * prof.model("OPT-350").layer_sizes(1)[12].activation_bytes
+    a, b = plan(False).stages[0].replicas[0], plan(False).stages[1].replicas[0]
+    net = prof.network
+    rate = min(net.link(a.node, a.node, 1, 1).bandwidth(size),
+               net.link(a.node, a.node, 2, 2).bandwidth(size),
+               net.link(a.node, b.node, 2, 2).bandwidth(size),
+               net.link(b.node, b.node, 2, 2).bandwidth(size),
+               net.link(b.node, b.node, 1, 1).bandwidth(size))
+    assert own.transfer_times[0][0][0] == pytest.approx(size / rate, rel=1e-12)
+    one = build_plan(plan(True, dp=1), prof, steps=1, check_memory=False, network=True)
+    closed = build_plan(plan(True, dp=1), prof, steps=1, check_memory=False)
+    t1 = training_model(one.config, Streams(0).replication(0))["step_time_mean"]
+    assert t1 == pytest.approx(predictions("training", closed.config)["step_time_mean"]["value"],
+                               rel=1e-9)
+    two = build_plan(plan(True), prof, steps=1, check_memory=False, network=True)
+    t2 = training_model(two.config, Streams(0).replication(0))["step_time_mean"]
+    assert t2 > predictions("training", shared.config)["step_time_mean"]["value"] * 1.05
+    with pytest.raises(ConfigError, match="'host' must be one node kind"):
+        Plan((StageSpec((0,), (ReplicaSpec("RTX-3090", 1, 2, z, host="A"),
+                                ReplicaSpec("Titan-RTX", 1, 2, z, host="A"))),), 1, 2)
+    with pytest.raises(ConfigError, match=r"'host' must be hosts whose replicas' TP degrees sum "
+                                          r"to at most gpus_per_node \(2\): 'A: 3 GPUs'"):
+        Plan((StageSpec((0,), (ReplicaSpec("RTX-3090", 2, 2, z, host="A"),
+                                ReplicaSpec("RTX-3090", 1, 2, z, host="A"))),), 1, 2)

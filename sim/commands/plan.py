@@ -239,7 +239,8 @@ def run(args: argparse.Namespace) -> int:
         fw = FrameworkSpec(args.framework)
     elif runs and len({r.plan.framework for r in runs}) == 1:
         fw = runs[0].plan.framework  # the runs' framework (a Sailor run's: sailor-deepspeed)
-    pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p, framework=fw)
+    pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p, framework=fw,
+                          fleet=fleet)
     res = search_plans(model, fleet, profiles.gpus, req, pm)
     sims: list[dict[str, Any] | None] = []
     for c in res.candidates:
@@ -270,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        written = replace(best.plan, framework=pm.framework)  # the framework it was planned for
+        written = replace(pm.place(best.plan), framework=pm.framework)  # on the fleet's nodes
         out.write_text(json.dumps(plan_to_data(written), indent=1) + "\n")
     if args.json:
         emit_json({
@@ -280,7 +281,8 @@ def run(args: argparse.Namespace) -> int:
                        "groups": res.groups, "groups_pruned": res.groups_pruned,
                        "refused": res.refused, "skipped": res.skipped,
                        "seconds": res.seconds},
-            "plans": [_row_json(c, s) for c, s in zip(res.candidates, sims, strict=True)],
+            "plans": [_row_json(c, s, pm.place) for c, s in zip(res.candidates, sims,
+                                                                 strict=True)],
             "runs": [{"name": r.name, "measured_iteration_time": r.iteration_time,
                       "measured_peak_memory": r.peak_memory,
                       "predicted_iteration_time": None if p is None else p.iteration_time,
@@ -327,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _row_json(c: Any, s: dict[str, Any] | None) -> dict[str, Any]:
+def _row_json(c: Any, s: dict[str, Any] | None, place: Any = None) -> dict[str, Any]:
     from ..profiles import plan_to_data
 
     return {
@@ -340,5 +342,5 @@ def _row_json(c: Any, s: dict[str, Any] | None) -> dict[str, Any]:
         "simulated_iteration_time": None if s is None else s["iteration_time"],
         "simulated_iteration_time_ci": None if s is None else s["iteration_time_ci"],
         "simulated_step_time": None if s is None else s["step_time"],
-        "plan": plan_to_data(c.plan),
+        "plan": plan_to_data(place(c.plan) if place is not None else c.plan),
     }

@@ -48,7 +48,7 @@ from typing import Any
 from ..errors import ConfigError, check, check_positive
 
 __all__ = ["BandwidthCurve", "parse_curve", "as_curve", "CURVE_KINDS", "Capacity",
-           "bandwidth_at", "peak_bandwidth_above"]
+           "bandwidth_at", "peak_bandwidth_above", "scale_capacity"]
 
 CURVE_KINDS = ("polylog2", "table")
 
@@ -183,6 +183,17 @@ class BandwidthCurve:
             raise ConfigError("curve", f"positive at every flow size (it is {bw!r} at size "
                               f"{size!r})", self.text())
         return bw
+
+    def scaled(self, factor: float) -> BandwidthCurve:
+        """This curve times ``factor`` (> 0) at every size (``bandwidth_unit`` or the table's
+        bandwidths scaled): the capacity of ``factor`` such links side by side."""
+        f = check_positive("factor", factor)
+        if self.kind == "table":
+            return BandwidthCurve.table(zip(self.sizes, (b * f for b in self.bandwidths),
+                                            strict=True))
+        return BandwidthCurve.polylog2(self.coefficients, size_unit=self.size_unit,
+                                       bandwidth_unit=self.bandwidth_unit * f,
+                                       min_size=self.min_size, max_size=self.max_size)
 
     def peak_above(self, size: float) -> float:
         """The largest bandwidth :meth:`__call__` gives a message of ``size`` or more.
@@ -339,6 +350,13 @@ def bandwidth_at(capacity: Capacity, size: float) -> float:
     if isinstance(capacity, BandwidthCurve):
         return capacity(size)
     return capacity
+
+
+def scale_capacity(capacity: Capacity, factor: float) -> Capacity:
+    """``capacity`` times ``factor``: a number or a scaled curve (:meth:`BandwidthCurve.scaled`)."""
+    if isinstance(capacity, BandwidthCurve):
+        return capacity.scaled(factor)
+    return capacity * factor
 
 
 def peak_bandwidth_above(capacity: Capacity, size: float) -> float:

@@ -19,14 +19,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..engines import select
-from ..errors import ConfigError, SimulationError
+from ..errors import ConfigError, SimulationError, check
 from ..network.curves import peak_bandwidth_above
-from ..profiles import ModelProfile, Plan, Profiles, ReplicaSpec
+from ..profiles import Fleet, ModelProfile, Plan, Profiles, ReplicaSpec, StageSpec
 from ..profiles.build import (
     PlanBuild,
     build_plan,
     explain_rows,
     in_flight,
+    intra_capacity,
+    node_links,
     p2p_flows,
     pair_link,
     pair_time,
@@ -66,11 +68,21 @@ class ProfilePlanModel:
         What runs the plans that name none, as those the search makes (None:
         :data:`~sim.profiles.frameworks.DEFAULT_FRAMEWORK`); the bounds of the
         search assume it.
+    fleet : Fleet or None
+        The physical nodes: a plan whose replicas name no host is placed on
+        them in DeepSpeed's rank order (:meth:`place`) and timed on them
+        (replicas of one node share its NICs and talk over its intra-node
+        link). None: each replica a node of its own (the pair curves).
     """
 
     def __init__(self, profiles: Profiles, model: ModelProfile, *, schedule: str = "1f1b",
-                 p2p: str | None = None, framework: FrameworkSpec | None = None) -> None:
+                 p2p: str | None = None, framework: FrameworkSpec | None = None,
+                 fleet: Fleet | None = None) -> None:
         self.profiles, self.model, self.schedule = profiles, model, schedule
+        self.fleet = fleet
+        self._nodes: dict[tuple[str, str], list[int]] = {}
+        for kind, count in (fleet.nodes if fleet is not None else ()):
+            self._nodes.setdefault((kind.gpu, kind.zone), []).extend([kind.gpus_per_node] * count)
         self.framework = framework if framework is not None else FrameworkSpec()
         fb = resolve(self.framework, model.bytes_per_value)
         self.p2p = p2p if p2p is not None else fb.p2p
@@ -80,11 +92,54 @@ class ProfilePlanModel:
         self._recv = {tp: max((s.activation_bytes for s in row[:-1]), default=0.0)
                       for tp, row in sizes.items()}
 
+    def place(self, plan: Plan) -> Plan:
+        """``plan`` with its replicas on the fleet's nodes, in DeepSpeed's rank order.
+
+        DeepSpeed numbers ranks pipeline stage first, then data-parallel
+        replica, then TP rank (``PipeModelDataParallelTopology``, axes
+        ``['pipe', 'data', 'model']``: deepspeed/runtime/pipe/topology.py), and
+        a launcher gives a node consecutive ranks: so each replica, stage by
+        stage, takes the first node of its GPU type and zone with ``tp`` GPUs
+        free (the node it would get ranks on). Without a fleet, or when the plan
+        names hosts already, the plan as it is.
+        """
+        if self.fleet is None or plan.physical:
+            return plan
+        free: dict[tuple[str, str], list[int]] = {k: list(v) for k, v in self._nodes.items()}
+        stages = []
+        for st in plan.stages:
+            reps = []
+            for r in st.replicas:
+                sizes = free.get((r.gpu, r.zone), [])
+                n = next((k for k, f in enumerate(sizes) if f >= r.tp), None)
+                check(n is not None, "plan", "a plan whose replicas fit the fleet's nodes "
+                      "in rank order", f"{r.gpu}@{r.zone} TP {r.tp}")
+                sizes[n] -= r.tp  # type: ignore[index]
+                g = self._nodes[(r.gpu, r.zone)][n]  # type: ignore[index]
+                reps.append(ReplicaSpec(r.gpu, r.tp, g, r.zone, host=f"{r.gpu}@{r.zone}#{n}"))
+            stages.append(StageSpec(st.layers, tuple(reps)))
+        return replace(plan, stages=tuple(stages))
+
+    def _placements(self, a: ReplicaSpec, b: ReplicaSpec) -> list[tuple[Any, Any]]:
+        """The ways a replica of kind ``a`` and one of kind ``b`` can sit: on two nodes of the
+        fleet, or on one (same type and zone, a node with GPUs for both); without a fleet, as
+        nodes of their own (the pair curves)."""
+        if self.fleet is None:
+            return [((a, (0, 0)), (b, (1, 0)))]
+        ga = max(self._nodes.get((a.gpu, a.zone), [a.tp]))
+        gb = max(self._nodes.get((b.gpu, b.zone), [b.tp]))
+        pa = ReplicaSpec(a.gpu, a.tp, ga, a.zone, host="x")
+        out = [((pa, (0, 0)), (ReplicaSpec(b.gpu, b.tp, gb, b.zone, host="y"), (1, 0)))]
+        if (a.gpu, a.zone) == (b.gpu, b.zone) and ga >= a.tp + b.tp:
+            out.append(((pa, (0, 0)), (ReplicaSpec(b.gpu, b.tp, ga, b.zone, host="x"), (1, 0))))
+        return out
+
     def build(self, plan: Plan, *, network: bool = False, **config: Any) -> PlanBuild:
         """The plan's :class:`~sim.profiles.build.PlanBuild` (ConfigError if it does not fit);
         ``network``: its transfers as flows of :mod:`sim.network` (as ``dtsim train --plan``)."""
         if plan.framework is None:  # the search's plans run on the model's framework
             plan = replace(plan, framework=self.framework)
+        plan = self.place(plan)
         return build_plan(plan, self.profiles, model=self.model.name, schedule=self.schedule,
                           p2p=self.p2p, network=network, **config)
 
@@ -107,18 +162,18 @@ class ProfilePlanModel:
         """
         if self.p2p != "blocking":
             return 0.0
-        m, fb = self.model, self._fb
-        pa, pb = (a, (0, 0)), (b, (1, 0))
+        m, fb, net = self.model, self._fb, self.profiles.network
         best = math.inf
         scale = fb.activation_bytes / m.bytes_per_value
         for act in {s.activation_bytes for s in m.layer_sizes(a.tp)[:-1]}:
             size = microbatch_size * act * scale
-            try:
-                t = (pair_time(self.profiles.network, pa, pb, *p2p_flows(fb, size, a.tp))
-                     + pair_time(self.profiles.network, pb, pa, *p2p_flows(fb, size, b.tp)))
-            except ConfigError:
-                return 0.0
-            best = min(best, t)
+            for pa, pb in self._placements(a, b):
+                try:
+                    t = (pair_time(net, pa, pb, *p2p_flows(fb, size, a.tp), self.profiles)
+                         + pair_time(net, pb, pa, *p2p_flows(fb, size, b.tp), self.profiles))
+                except ConfigError:
+                    return 0.0
+                best = min(best, t)
         return best if math.isfinite(best) else 0.0
 
     def allreduce_bound(self, kinds: tuple[ReplicaSpec, ...], replicas: int, size: float
@@ -141,17 +196,36 @@ class ProfilePlanModel:
         if fb.framework.key == "megatron" and fb.allreduce == "overlap-backward":
             bucket = 40_000_000.0 * fb.dp_bytes  # its bucket grows with dp: the least one
         msg = min(size, bucket) / n
-        nodes = [(k, (0, i)) for i, k in enumerate(dict.fromkeys(kinds))]
+        kinds = tuple(dict.fromkeys(kinds))
         step = math.inf
-        for x in nodes:
-            for y in nodes:
-                try:
-                    link = pair_link(self.profiles.network, x, y)
-                except ConfigError:
-                    return 0.0
-                peak = peak_bandwidth_above(link.bandwidth, msg)
-                step = min(step, link.latency + (x[0].tp * msg / peak if peak > 0 else 0.0))
+        for a in kinds:
+            for b in kinds:
+                for x, y in self._placements(a, b):
+                    try:
+                        step = min(step, self._step_bound(x, y, msg))
+                    except ConfigError:
+                        return 0.0
         return 2 * (n - 1) * step
+
+    def _step_bound(self, x: Any, y: Any, msg: float) -> float:
+        """A lower bound on one ring step from ``x`` to ``y`` (``(ReplicaSpec, where)``): ``tp``
+        flows of ``msg`` bytes (or more) at the peak bandwidths of the links they cross."""
+        net, t = self.profiles.network, x[0].tp
+        if x[0].host is None:  # a node of its own: the pair curve
+            link = pair_link(net, x, y)
+            peak = peak_bandwidth_above(link.bandwidth, msg)
+            return link.latency + (t * msg / peak if peak > 0 else 0.0)
+        if x[0].host == y[0].host:  # one node: its intra-node link
+            peak = peak_bandwidth_above(intra_capacity(self.profiles, x[0]), msg)
+            return msg / peak if peak > 0 else 0.0
+        links = node_links(net, x, y)
+        rate = min(peak_bandwidth_above(links["gpu"].bandwidth, msg),
+                   peak_bandwidth_above(links["nic"].bandwidth, msg) / t,
+                   peak_bandwidth_above(links["pair"].bandwidth, msg) / t,
+                   peak_bandwidth_above(links["nic_back"].bandwidth, msg) / t,
+                   peak_bandwidth_above(links["gpu_back"].bandwidth, msg))
+        lat = max(v.latency for v in links.values())
+        return lat + (msg / rate if rate > 0 else 0.0)
 
     def tail_bound(self, kinds: tuple[ReplicaSpec, ...], dp: int, stages: int,
                    uniform: bool = False) -> float:
@@ -183,12 +257,13 @@ class ProfilePlanModel:
             for a in kinds:
                 for b in kinds:
                     size = tied_bytes(m, fb, b.tp)
-                    try:
-                        t = ring_allreduce(net, [(a, (0, 0)), (b, (L - 1, 0))], [a.tp, b.tp], size,
-                                           bucket)
-                    except ConfigError:
-                        continue
-                    best = min(best, t)
+                    for x, y in self._placements(a, b):
+                        try:
+                            t = ring_allreduce(net, [x, y], [a.tp, b.tp], size, bucket,
+                                               self.profiles)
+                        except ConfigError:
+                            continue
+                        best = min(best, t)
             tail += best if math.isfinite(best) else 0.0
         if dp > 1:
             rows = [m.layer_sizes(tp) for tp in {k.tp for k in kinds}]

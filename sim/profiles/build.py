@@ -71,7 +71,8 @@ from .values import GPUCatalogue, ModelProfile, Network, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
            "in_flight", "ring_allreduce", "pair_link", "pair_time", "plan_network", "explain_rows",
-           "plan_behaviour", "p2p_flows", "tied_bytes", "allgather_time"]
+           "plan_behaviour", "p2p_flows", "tied_bytes", "allgather_time", "host_of", "node_links",
+           "intra_bandwidth", "intra_capacity", "physical_pair_time", "physical_network"]
 
 #: DeepSpeed's gradient all-reduce bucket (``MEMORY_OPT_ALLREDUCE_SIZE``), in elements.
 BUCKET_ELEMENTS = 500_000_000
@@ -129,7 +130,8 @@ def in_flight(schedule: str, stages: int, stage: int, microbatches: int) -> int:
 
 
 def ring_allreduce(network: Network, nodes: list[Any], flows: list[int], size: float,
-                   bucket: float = BUCKET_ELEMENTS * 4.0) -> float:
+                   bucket: float = BUCKET_ELEMENTS * 4.0, profiles: Profiles | None = None
+                   ) -> float:
     """A bucketed ring all-reduce of ``size`` bytes per GPU among ``nodes`` (``flows`` GPUs each).
 
     ``nodes`` are ``(ReplicaSpec, (stage, index))`` in ring order. Buckets of
@@ -146,7 +148,7 @@ def ring_allreduce(network: Network, nodes: list[Any], flows: list[int], size: f
     cap = float(bucket)
     while left > 0:
         b = min(left, cap)
-        step = max(pair_time(network, nodes[k], nodes[(k + 1) % n], b / n, flows[k])
+        step = max(pair_time(network, nodes[k], nodes[(k + 1) % n], b / n, flows[k], profiles)
                    for k in range(n))
         total += 2 * (n - 1) * step
         left -= b
@@ -214,14 +216,164 @@ def pair_link(network: Network, a: Any, b: Any) -> Any:
         raise
 
 
-def pair_time(network: Network, a: Any, b: Any, size: float, flows: int) -> float:
-    """``flows`` flows of ``size`` bytes each from ``a`` to ``b`` (see :func:`pair_link`)."""
+def pair_time(network: Network, a: Any, b: Any, size: float, flows: int,
+              profiles: Profiles | None = None) -> float:
+    """``flows`` flows of ``size`` bytes each from ``a`` to ``b`` (see :func:`pair_link`); replicas
+    placed on named hosts are timed on their physical nodes (:func:`physical_pair_time`, which
+    needs ``profiles``)."""
+    if a[0].host is not None or b[0].host is not None:
+        check(profiles is not None, "profiles", "given to time replicas on named hosts", None)
+        return physical_pair_time(profiles, a, b, size, flows)  # type: ignore[arg-type]
     x = pair_link(network, a, b)
     if size <= 0:
         return 0.0
     (ra, _), (rb, _) = a, b
     bw = x.bandwidth_at(size, f"{ra.gpu}@{ra.zone} -> {rb.gpu}@{rb.zone}")
     return x.latency + flows * size / bw
+
+
+def host_of(rep: Any, where: tuple[int, int]) -> str:
+    """The physical node of replica ``rep`` at ``(stage, index)``: its ``host``, else its own."""
+    return rep.host if rep.host is not None else f"s{where[0]}r{where[1]}-node"
+
+
+def _measured(network: Network, src: Any, dst: Any, most: int) -> int:
+    """The largest flow count measured from ``src`` to ``dst`` node kinds, at most ``most``."""
+    counts = [k for k in network.flow_counts((src.gpu, src.zone), (dst.gpu, dst.zone))
+              if k <= most]
+    check(bool(counts), "network", "a link for every pair of node kinds the plan uses",
+          f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone} (with at most {most} flows)")
+    return max(counts)
+
+
+def node_links(network: Network, a: Any, b: Any) -> dict[str, Any]:
+    """The links of a transfer between replicas ``a`` and ``b`` on different physical nodes.
+
+    The Sailor artifact measured ``k`` concurrent GPU pairs between two nodes;
+    a physical node's links are read off those curves: ``gpu`` (one GPU's own
+    path, what one pair achieved between two nodes of its kind, ``B_1(a, a)``),
+    ``nic`` (the node's NICs, what all its ``g`` GPUs achieved together towards
+    a node of its kind, ``B_g(a, a)``; the largest count measured up to ``g``),
+    and ``pair`` (the path between the two nodes, what ``min(g_a, g_b)``
+    pairs achieved between them, ``B(a, b)``); ``*_back`` those of ``b``.
+    """
+    (ra, _), (rb, _) = a, b
+    na, nb = ra.node, rb.node
+    ga, gb = ra.gpus_per_node, rb.gpus_per_node
+    k = _measured(network, na, nb, min(ga, gb))
+    return {"gpu": network.link(na, na, 1, 1), "nic": network.link(na, na, *(
+        2 * (_measured(network, na, na, ga),))), "pair": pair_link(network, (ra.__class__(
+            ra.gpu, k, k, ra.zone), None), (rb.__class__(rb.gpu, k, k, rb.zone), None)),
+        "nic_back": network.link(nb, nb, *(2 * (_measured(network, nb, nb, gb),))),
+        "gpu_back": network.link(nb, nb, 1, 1)}
+
+
+def intra_bandwidth(profiles: Profiles, rep: Any, flows: int, size: float) -> float:
+    """Bytes per second of each of ``flows`` concurrent GPU-to-GPU flows inside ``rep``'s node
+    (``2 flows`` GPUs busy: :meth:`Profiles.intra_node_bandwidth`)."""
+    return profiles.intra_node_bandwidth(rep.gpu, min(2 * flows, rep.gpus_per_node), size)[0]
+
+
+def physical_pair_time(profiles: Profiles, a: Any, b: Any, size: float, flows: int) -> float:
+    """``flows`` flows of ``size`` bytes from replica ``a`` to ``b`` (``(ReplicaSpec, (stage,
+    index))``) on physical nodes (:func:`host_of`).
+
+    On one node: over its intra-node link, each flow at :func:`intra_bandwidth`.
+    On two: each flow at ``min(gpu_a, nic_a / f, pair / f, nic_b / f, gpu_b)``
+    of the message size (:func:`node_links`), ``f`` the flows, after the
+    largest latency of the links crossed.
+    """
+    if size <= 0:
+        return 0.0
+    (ra, wa), (rb, wb) = a, b
+    if host_of(ra, wa) == host_of(rb, wb):
+        return size / intra_bandwidth(profiles, ra, flows, size)
+    x = node_links(profiles.network, a, b)
+    where = f"{ra.gpu}@{ra.zone} -> {rb.gpu}@{rb.zone}"
+    rate = min(x["gpu"].bandwidth_at(size, where), x["nic"].bandwidth_at(size, where) / flows,
+               x["pair"].bandwidth_at(size, where) / flows,
+               x["nic_back"].bandwidth_at(size, where) / flows,
+               x["gpu_back"].bandwidth_at(size, where))
+    lat = max(v.latency for v in x.values())
+    return lat + size / rate
+
+
+def physical_network(plan: Plan, profiles: Profiles, tied: bool) -> Any:
+    """The plan's physical nodes as a :class:`sim.network.NetworkValue` (a plan with hosts).
+
+    Per replica a host ``s{j}r{i}``; per physical node ``H`` three vertices:
+    ``H/intra`` (its intra-node link: each replica's ``t`` GPUs reach it at
+    ``t x`` :func:`intra_bandwidth`), ``H/gpu`` (each replica's ``t`` GPUs reach
+    it at ``t x`` the GPU's own curve) and ``H/nic``, joined to ``H/gpu`` by the
+    node's NIC (full duplex, the node's curve) and to the NIC of every node it
+    exchanges data with by the pair's curve (:func:`node_links`). A transfer
+    inside a node crosses its two replicas' intra-node links (the intra
+    vertices come first, so the route of least hops takes them), one between
+    nodes a GPU link, a NIC, the pair link, a NIC and a GPU link.
+    """
+    from ..network.curves import scale_capacity
+    from ..network.topology import LinkValue, NetworkValue, NodeValue
+
+    net = profiles.network
+    L, r = len(plan.stages), plan.dp[0]
+    reps = {(j, i): (plan.stages[j].replicas[i], (j, i)) for j in range(L) for i in range(r)}
+    hosts = {w: host_of(rep, w) for w, (rep, _) in reps.items()}
+    pairs: set[tuple] = set()
+    for j in range(L):
+        for i in range(r):
+            if j + 1 < L:
+                pairs.add(((j, i), (j + 1, i)))
+            if r > 1:
+                pairs.add(((j, i), (j, (i + 1) % r)))
+            if tied and L > 1 and j == 0:
+                pairs.add(((0, i), (L - 1, i)))
+    shared = {h for h in hosts.values() if list(hosts.values()).count(h) > 1}
+    links: list[Any] = []
+    order = [f"s{j}r{i}" for (j, i) in sorted(reps)]
+    node_of: dict[str, Any] = {}
+    for w in sorted(reps):
+        rep, _ = reps[w]
+        h = hosts[w]
+        node_of.setdefault(h, rep)
+        name = f"s{w[0]}r{w[1]}"
+        if h in shared:
+            links.append(LinkValue(name, f"{h}/intra", scale_capacity(
+                intra_capacity(profiles, rep), rep.tp)))
+    for w in sorted(reps):
+        rep, _ = reps[w]
+        h = hosts[w]
+        links.append(LinkValue(f"s{w[0]}r{w[1]}", f"{h}/gpu",
+                               scale_capacity(net.link(rep.node, rep.node, 1, 1).bandwidth,
+                                              rep.tp)))
+    for h, rep in node_of.items():
+        nic = net.link(rep.node, rep.node, *(2 * (_measured(net, rep.node, rep.node,
+                                                             rep.gpus_per_node),)))
+        links.append(LinkValue(f"{h}/gpu", f"{h}/nic", nic.bandwidth, nic.latency))
+    seen = set()
+    for wa, wb in sorted(pairs):
+        ha, hb = hosts[wa], hosts[wb]
+        if ha == hb or frozenset((ha, hb)) in seen:
+            continue
+        seen.add(frozenset((ha, hb)))
+        x = node_links(net, reps[wa], reps[wb])
+        y = node_links(net, reps[wb], reps[wa])
+        links.append(LinkValue(f"{ha}/nic", f"{hb}/nic", x["pair"].bandwidth,
+                               max(x["pair"].latency, y["pair"].latency),
+                               reverse_bandwidth=None if y["pair"].bandwidth == x["pair"].bandwidth
+                               else y["pair"].bandwidth))
+    vertices = order + [f"{h}/{v}" for v in ("intra",) for h in node_of if h in shared] + \
+        [f"{h}/{v}" for h in node_of for v in ("gpu", "nic")]
+    return NetworkValue(tuple(links), tuple(NodeValue(v) for v in vertices))
+
+
+def intra_capacity(profiles: Profiles, rep: Any) -> Any:
+    """One GPU's intra-node capacity as a capacity value: the measured curve per sender (with
+    ``2 t`` GPUs busy), else the catalogue's number."""
+    k = min(2 * rep.tp, rep.gpus_per_node)
+    for g, n, c in profiles.intra_node:
+        if g == rep.gpu and n == k:
+            return c.scaled(1.0 / (k / 2))
+    return profiles.intra_node_bandwidth(rep.gpu, k, 1.0)[0]
 
 
 def plan_network(plan: Plan, network: Network, tied: bool) -> Any:
@@ -416,8 +568,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         for i in range(r):
             src, dst = a.replicas[i], b.replicas[i]
             pa, pb = (src, (j, i)), (dst, (j + 1, i))
-            act = pair_time(net, pa, pb, *p2p_flows(fb, size, src.tp))
-            grad = pair_time(net, pb, pa, *p2p_flows(fb, size, dst.tp))
+            act = pair_time(net, pa, pb, *p2p_flows(fb, size, src.tp), profiles)
+            grad = pair_time(net, pb, pa, *p2p_flows(fb, size, dst.tp), profiles)
             row.append((act, grad))
         xfer.append(tuple(row))
     # gradient all-reduce per stage, tied embedding between the first and last stage
@@ -428,14 +580,14 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         size = sum(sizes_at(tp)[x].params for x in st.layers) * float(fb.dp_bytes)
         ar_sizes.append(size)
         ar.append(ring_allreduce(net, [(x, (j, i)) for i, x in enumerate(st.replicas)],
-                                 [x.tp for x in st.replicas], size, bucket))
+                                 [x.tp for x in st.replicas], size, bucket, profiles))
     tied, tied_size = 0.0, 0.0
     if mp.tied_embeddings and L > 1:
         tied_size = tied_bytes(mp, fb, plan.stages[-1].replicas[0].tp)
         for i in range(r):
             first, last = plan.stages[0].replicas[i], plan.stages[-1].replicas[i]
             tied = max(tied, ring_allreduce(net, [(first, (0, i)), (last, (L - 1, i))],
-                                            [first.tp, last.tp], tied_size, bucket))
+                                            [first.tp, last.tp], tied_size, bucket, profiles))
     opt = tuple(max(t[2] for t in row) for row in times)
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at)
     if check_memory:
@@ -460,7 +612,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         sync=sync)
     if network:
         flows = [p2p_flows(fb, s, plan.stages[j].replicas[0].tp) for j, s in enumerate(xfer_sizes)]
-        kw.update(network=plan_network(plan, net, mp.tied_embeddings),
+        kw.update(network=physical_network(plan, profiles, mp.tied_embeddings) if plan.physical
+                  else plan_network(plan, net, mp.tied_embeddings),
                   network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
                   tensor_parallel=tuple(tuple(x.tp for x in st.replicas) for st in plan.stages),
                   bucket_size=bucket,

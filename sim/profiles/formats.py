@@ -16,6 +16,8 @@ Plan::
     first_layer = 0                # or: layers = [0, 1, 2, ...]
     last_layer = 11
     replicas = [{gpu = "GH-96", tp = 4, gpus_per_node = 4, zone = "us-central1-a", count = 8}]
+    # a replica may name its physical node: host = "n3" (replicas on one host share its NICs
+    # and talk over its intra-node link); without, each replica is a node of its own
 
 A plan file may also be a Sailor ``plan_config`` (it has ``pipeline_list``).
 
@@ -131,15 +133,15 @@ def plan_from_data(doc: Any, where: str = "plan", model: str | None = None) -> P
         for i, r in enumerate(get("plan", st, "replicas", at, list)):
             rat = f"{at}.replicas[{i}]"
             check(isinstance(r, dict), "plan", f"a table at {rat}", r)
-            unknown = set(r) - {"gpu", "tp", "gpus_per_node", "zone", "count"}
-            check(not unknown, "plan", f"replica keys gpu, tp, gpus_per_node, zone, count at {rat}",
-                  sorted(unknown))
+            unknown = set(r) - {"gpu", "tp", "gpus_per_node", "zone", "count", "host"}
+            check(not unknown, "plan", f"replica keys gpu, tp, gpus_per_node, zone, count, host "
+                  f"at {rat}", sorted(unknown))
             count = _opt(r, "count", 1)
             check(isinstance(count, int) and not isinstance(count, bool) and count >= 1, "plan",
                   f"a count >= 1 at {rat}", count)
             spec = ReplicaSpec(gpu=get("plan", r, "gpu", rat, str), tp=_opt(r, "tp", 1),
                                gpus_per_node=_opt(r, "gpus_per_node", None),
-                               zone=_opt(r, "zone", "default"))
+                               zone=_opt(r, "zone", "default"), host=_opt(r, "host", None))
             reps.extend([spec] * count)
         stages.append(StageSpec(layers=layers, replicas=tuple(reps)))
     m = _opt(doc, "model", None)
@@ -187,6 +189,8 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
         groups: list[dict[str, Any]] = []
         for r in st.replicas:
             d = {"gpu": r.gpu, "tp": r.tp, "gpus_per_node": r.gpus_per_node, "zone": r.zone}
+            if r.host is not None:
+                d["host"] = r.host
             if groups and {k: v for k, v in groups[-1].items() if k != "count"} == d:
                 groups[-1]["count"] += 1
             else:

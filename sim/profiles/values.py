@@ -539,6 +539,10 @@ class Network:
                               f"{src_flows}/{dst_flows} flows")
         return x
 
+    def flow_counts(self, src: tuple[str, str], dst: tuple[str, str]) -> tuple[int, ...]:
+        """The flow counts measured from ``src`` to ``dst`` (``(gpu, zone)``), equal at both ends."""
+        return tuple(sorted(a for (s, d, a, b) in self._table if s == src and d == dst and a == b))
+
     def transfer_time(self, src: NodeKind, dst: NodeKind, size: float, flows: int = 1,
                       dst_flows: int | None = None) -> float:
         """Time for ``flows`` concurrent flows of ``size`` bytes each from a ``src`` to a ``dst`` node.
@@ -586,14 +590,24 @@ class Fleet:
 
 @dataclass(frozen=True)
 class ReplicaSpec:
-    """One data-parallel replica of a stage: ``tp`` GPUs of one node of a kind."""
+    """One data-parallel replica of a stage: ``tp`` GPUs of one node of a kind.
+
+    ``host`` names the physical node the GPUs are on: replicas with the same
+    ``host`` share that node (its NICs, and its intra-node link between them;
+    :func:`sim.profiles.build.plan_network`). None (the Sailor artifact's plans):
+    the replica is a node of its own, its links the pair curves measured
+    between two such nodes.
+    """
 
     gpu: str
     tp: int = 1
     gpus_per_node: int | None = None
     zone: str = "default"
+    host: str | None = None
 
     def __post_init__(self) -> None:
+        if self.host is not None:
+            _name("host", self.host)
         _name("gpu", self.gpu)
         check_int("tp", self.tp, low=1)
         if self.gpus_per_node is None:
@@ -654,6 +668,20 @@ class Plan:
             check(b.layers[0] == a.layers[-1] + 1, "layers",
                   f"stages of consecutive layers (stage {j + 1} starts after stage {j})",
                   f"stage {j} ends at {a.layers[-1]}, stage {j + 1} starts at {b.layers[0]}")
+        used: dict[str, tuple[tuple[str, int, str], int]] = {}
+        for st in self.stages:
+            for r in st.replicas:
+                if r.host is None:
+                    continue
+                kind = (r.gpu, r.gpus_per_node, r.zone)
+                prev = used.get(r.host)
+                check(prev is None or prev[0] == kind, "host", "one node kind (gpu, "
+                      "gpus_per_node, zone) per host", f"{r.host}: {prev[0] if prev else ''} "
+                      f"and {kind}")
+                n = (prev[1] if prev else 0) + r.tp
+                check(n <= r.gpus_per_node, "host", f"hosts whose replicas' TP degrees sum to "  # type: ignore[operator]
+                      f"at most gpus_per_node ({r.gpus_per_node})", f"{r.host}: {n} GPUs")
+                used[r.host] = (kind, n)
         dp = len(self.stages[0].replicas)
         check(gbs % (mbs * dp) == 0, "global_batch_size",
               f"a multiple of microbatch_size x replicas of the first stage ({mbs} x {dp})", gbs)
@@ -679,6 +707,11 @@ class Plan:
     @property
     def gpus(self) -> int:
         return sum(r.tp for s in self.stages for r in s.replicas)
+
+    @property
+    def physical(self) -> bool:
+        """Whether the plan places replicas on named hosts (physical nodes)."""
+        return any(r.host is not None for s in self.stages for r in s.replicas)
 
     def check_covers(self, layers: int) -> None:
         """Refuse a plan whose stages do not cover layers ``0..layers-1`` exactly once."""
