@@ -173,8 +173,40 @@ def allreduce_variants(build: Any) -> dict[str, float]:
     return out
 
 
-def rows(folder: Path | None = None) -> list[dict[str, Any]]:
-    """One row per run: measured, dtsim and Sailor time and memory, and the model variants."""
+#: The ablation: each option of the model against the run's framework's default (sailor-deepspeed
+#: for the artifact's runs), one at a time: (name, what it changes, build_plan keywords, hosts).
+ABLATION: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
+    ("p2p_overlap", "point-to-point on a communication stream (overlapped) instead of blocking",
+     {"p2p": "overlap"}, False),
+    ("framework_deepspeed", "upstream DeepSpeed 0.16.5 (1 + 2 all-gathers per boundary, no "
+     "barrier) instead of the artifact's modified engine", {"framework": "deepspeed"}, False),
+    ("framework_megatron", "Megatron-LM's schedules (each TP rank sends the whole tensor, no "
+     "all-gather)", {"framework": "megatron"}, False),
+    ("tp_derived", "TP > 1 layer times derived from the TP-1 profile instead of the profiled",
+     {"tensor_parallel": "derived"}, False),
+    ("value_sizes_profile", "every collective at the profile's bytes per value instead of the "
+     "framework's", {"value_sizes": "profile"}, False),
+    ("physical_nodes", "each replica on a named host: the physical-node network instead of the "
+     "pair curves", {}, True),
+)
+
+
+def _hosted(plan: Any) -> Any:
+    """``plan`` with every replica on a host of its own (the artifact's one node per replica)."""
+    from dataclasses import replace
+
+    from sim.profiles import StageSpec
+
+    return replace(plan, stages=tuple(
+        StageSpec(st.layers, tuple(replace(r, host=f"s{j}r{i}") for i, r in
+                                   enumerate(st.replicas))) for j, st in enumerate(plan.stages)))
+
+
+def rows(folder: Path | None = None, ablation: bool = True) -> list[dict[str, Any]]:
+    """One row per run: measured, dtsim and Sailor time and memory, and the model variants
+    (:data:`ABLATION`, and the all-reduce placements of :func:`allreduce_variants`)."""
+    from sim.profiles.frameworks import FrameworkSpec
+
     d = folder if folder is not None else DATA_DIR
     runs = read_runs(d)
     models = tuple(sorted({r.plan.model for r in runs}))  # type: ignore[type-var]
@@ -187,17 +219,23 @@ def rows(folder: Path | None = None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"run": run.name, "cluster": run.name.split("-")[0],
                                "measured_time": run.iteration_time,
                                "measured_memory": run.peak_memory}
-        for p2p in ("blocking", "overlap"):
-            b = build_plan(run.plan, prof, p2p=p2p, steps=1, check_memory=False, network=True)
-            t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
-            row[f"dtsim_time_{p2p}"] = t
-            if p2p == "blocking":
-                closed = build_plan(run.plan, prof, p2p=p2p, steps=1, check_memory=False)
-                row["dtsim_time"] = t
-                row["closed_form_time"] = predictions(
-                    "training", closed.config)["step_time_mean"]["value"]
-                row["dtsim_memory"] = b.peak_memory
-                row.update({f"allreduce_{k}": v for k, v in allreduce_variants(closed).items()})
+        b = build_plan(run.plan, prof, steps=1, check_memory=False, network=True)
+        t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
+        closed = build_plan(run.plan, prof, steps=1, check_memory=False)
+        row["dtsim_time"] = t
+        row["closed_form_time"] = predictions("training", closed.config)["step_time_mean"]["value"]
+        row["dtsim_memory"] = b.peak_memory
+        row["framework"] = b.behaviour.framework.key
+        row["estimates"] = list(b.estimates)
+        row.update({f"allreduce_{k}": v for k, v in allreduce_variants(closed).items()})
+        for name, _, kw, hosted in ABLATION if ablation else ():
+            kw = dict(kw)
+            if "framework" in kw:
+                kw["framework"] = FrameworkSpec(kw["framework"])
+            plan = _hosted(run.plan) if hosted else run.plan
+            v = build_plan(plan, prof, steps=1, check_memory=False, network=True, **kw)
+            row[f"ablation_{name}"] = training_model(v.config,
+                                                     Streams(0).replication(0))["step_time_mean"]
         row["sailor_time"] = sailor_time(run, raw_p, raw_i, raw_b)
         row["sailor_memory"] = sailor_memory(run, raw_i)
         out.append(row)
@@ -318,14 +356,141 @@ def check_user_plans(folder: Path | None = None, limit: int | None = None) -> di
             "refused_memory": memory, "refused_other": refused}
 
 
+def tp_check(folder: Path | None = None) -> list[dict[str, Any]]:
+    """Derived TP against the profiled: for every profiled ``(model, GPU, mbs, TP > 1)`` with a
+    TP-1 profile at that ``mbs``, the model's forward plus backward time summed over its layers,
+    derived from TP 1 (:mod:`sim.profiles.estimates`) over the measured intra-node curves and
+    over the catalogue's datasheet bandwidth, against the profiled; per GPU type and TP, the
+    mean signed and absolute error and the range. A check of the rule: nothing is fitted."""
+    from dataclasses import replace
+
+    from sim.profiles.estimates import Estimator
+
+    d = folder if folder is not None else DATA_DIR
+    prof = load_profiles(d)
+    sources = {"measured intra-node curves": prof, "catalogue datasheet": replace(
+        prof, intra_node=())}
+    acc: dict[tuple[str, str, int], list[float]] = {}
+    for src, p in sources.items():
+        for m in p.models:
+            est = Estimator(p, m, tensor_parallel="derived")
+            for (g, b, t) in m.combinations():
+                if t == 1 or not m.has(g, b, 1):
+                    continue
+                rows_, _ = est.layer_times(g, b, t)
+                got = sum(x.forward + x.backward for x in rows_)
+                want = sum(x.forward + x.backward for x in m.layer_times(g, b, t))
+                acc.setdefault((src, g, t), []).append((got - want) / want)
+    return [{"intra": src, "gpu": g, "tp": t, "n": len(e), "mean": sum(e) / len(e),
+             "mean_abs": sum(map(abs, e)) / len(e), "low": min(e), "high": max(e)}
+            for (src, g, t), e in sorted(acc.items())]
+
+
+def rule_checks(folder: Path | None = None) -> dict[str, Any]:
+    """The other estimation rules against what the profiles measured (checks, nothing fitted):
+    each profiled micro-batch size left out and estimated from the others (interpolated or
+    extrapolated); the backward pass of the transformer layers at TP 1 against twice the forward
+    (the FLOP rule); and the physical-node decomposition of the network curves, ``min(k B_1(a,a),
+    B_g(a,a), B_g(a,b), B_g(b,b), k B_1(b,b))`` against the measured ``B_k(a,b)`` at 8 MB."""
+    from dataclasses import replace
+
+    from sim.errors import ConfigError
+    from sim.profiles.estimates import Estimator
+
+    d = folder if folder is not None else DATA_DIR
+    prof = load_profiles(d)
+    mbs: dict[tuple[str, str], list[float]] = {}
+    back: dict[str, list[float]] = {}
+    for m in prof.models:
+        for key in m.combinations():
+            g, b, t = key
+            rest = tuple((k, r) for k, r in m.times if k != key)
+            if not any(k[0] == g and k[2] == t for k, _ in rest):
+                continue
+            try:
+                est, notes = Estimator(prof, replace(m, times=rest)).layer_times(g, b, t)
+            except ConfigError:
+                continue
+            meas = m.layer_times(g, b, t)
+            got = sum(x.forward + x.backward for x in est)
+            want = sum(x.forward + x.backward for x in meas)
+            how = "interpolated" if "interpolated" in notes[-1] else "extrapolated"
+            mbs.setdefault((g, how), []).append((got - want) / want)
+            if t == 1:
+                f = sum(x.forward for x in meas[1:-1])
+                back.setdefault(g, []).append(sum(x.backward for x in meas[1:-1]) / f)
+    net = prof.network
+    dec: list[float] = []
+    size = 8e6
+    for lk in net.links:
+        (ga, za), (gb, zb) = lk.src, lk.dst
+        k = lk.src_flows
+        if k != lk.dst_flows:
+            continue
+        try:
+            a_counts = net.flow_counts((ga, za), (ga, za))
+            b_counts = net.flow_counts((gb, zb), (gb, zb))
+            ab = net.flow_counts((ga, za), (gb, zb))
+            b1a = _cap(net, (ga, za), (ga, za), 1, size)
+            b1b = _cap(net, (gb, zb), (gb, zb), 1, size)
+            nga = _cap(net, (ga, za), (ga, za), max(a_counts), size)
+            ngb = _cap(net, (gb, zb), (gb, zb), max(b_counts), size)
+            pab = _cap(net, (ga, za), (gb, zb), max(ab), size)
+        except (ConfigError, ValueError):
+            continue
+        pred = min(k * b1a, nga, pab, ngb, k * b1b)
+        dec.append((pred - _cap(net, (ga, za), (gb, zb), k, size)) / _cap(net, (ga, za),
+                                                                           (gb, zb), k, size))
+
+    def stats(e: list[float]) -> dict[str, float]:
+        return {"n": len(e), "mean_abs": sum(map(abs, e)) / len(e), "worst": max(map(abs, e))}
+
+    return {"microbatch": {f"{g} {how}": stats(e) for (g, how), e in sorted(mbs.items())},
+            "backward_over_forward": {g: {"n": len(r), "mean": sum(r) / len(r), "low": min(r),
+                                          "high": max(r)} for g, r in sorted(back.items())},
+            "node_decomposition": stats(dec)}
+
+
+def _cap(net: Any, src: tuple[str, str], dst: tuple[str, str], k: int, size: float) -> float:
+    from sim.network.curves import bandwidth_at
+    from sim.profiles import NodeKind
+
+    return bandwidth_at(net.link(NodeKind(src[0], k, src[1]), NodeKind(dst[0], k, dst[1]), k,
+                                 k).bandwidth, size)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profiles", type=Path, default=None, help="profiles folder with runs/")
     ap.add_argument("--json", action="store_true", help="print the rows and summaries as JSON")
+    ap.add_argument("--checks", action="store_true",
+                    help="instead: the estimation rules against the profiles (derived TP per "
+                         "GPU type, micro-batch sizes left out, backward / forward, the "
+                         "physical-node decomposition of the curves)")
     ap.add_argument("--user-plans", action="store_true",
                     help="instead: write every plan a user can write from the profiles (other "
                          "models, micro-batch sizes, TP degrees) and run each")
     a = ap.parse_args(argv)
+    if a.checks:
+        res = {"tp": tp_check(a.profiles), **rule_checks(a.profiles)}
+        if a.json:
+            print(json.dumps(res, indent=1))
+            return 0
+        print("| TP over | GPU | TP | n | mean | mean abs | range |")
+        print("|---|---|---:|---:|---:|---:|---|")
+        for r in res["tp"]:
+            print(f"| {r['intra']} | {r['gpu']} | {r['tp']} | {r['n']} | {100 * r['mean']:+.1f}% | "
+                  f"{100 * r['mean_abs']:.1f}% | {100 * r['low']:+.0f}% .. {100 * r['high']:+.0f}% |")
+        print()
+        for k, v in res["microbatch"].items():
+            print(f"micro-batch {k}: n={v['n']} mean |e| {100 * v['mean_abs']:.1f}%, worst "
+                  f"{100 * v['worst']:.0f}%")
+        for k, v in res["backward_over_forward"].items():
+            print(f"backward / forward {k}: mean {v['mean']:.2f} ({v['low']:.2f}..{v['high']:.2f})")
+        v = res["node_decomposition"]
+        print(f"physical-node decomposition of {v['n']} curves at 8 MB: mean |e| "
+              f"{100 * v['mean_abs']:.1f}%, worst {100 * v['worst']:.0f}%")
+        return 0
     if a.user_plans:
         res = check_user_plans(a.profiles)
         print(json.dumps(res, indent=1) if a.json else
@@ -337,8 +502,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if res["refused_other"] else 0
     rs = rows(a.profiles)
     summ = {k: summary(rs, k, "measured_time") for k in
-            ("dtsim_time", "sailor_time", "dtsim_time_blocking", "dtsim_time_overlap",
-             "allreduce_barrier", "allreduce_stage", "allreduce_backward")}
+            ("dtsim_time", "sailor_time", "allreduce_barrier", "allreduce_stage",
+             "allreduce_backward", *(f"ablation_{n}" for n, *_ in ABLATION))}
     summ.update({k: summary(rs, k, "measured_memory") for k in ("dtsim_memory", "sailor_memory")})
     if a.json:
         json.dump({"rows": rs, "summary": summ}, sys.stdout, indent=1)
