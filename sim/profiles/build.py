@@ -600,9 +600,11 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     if all(gpus[x.gpu].price_per_hour is not None for st in plan.stages for x in st.replicas):
         prices = tuple(tuple(gpus[x.gpu].price_per_hour * x.tp for x in st.replicas)  # type: ignore[operator]
                        for st in plan.stages)
-    sync = "allreduce"
-    if fb.allreduce != "after-backward":
-        sync = f"allreduce:overlap=backward,bucket_size={bucket!r}"
+    # after the last backward pass (DeepSpeed; Megatron-LM by default), or bucket by bucket as the
+    # backward pass produces them (Megatron-LM's overlap_grad_reduce, PyTorch DDP): the overlapped
+    # all-reduce of TrainingConfig.sync, its buckets given there
+    overlapped = fb.allreduce != "after-backward"
+    sync = f"allreduce:overlap=backward,bucket_size={bucket:.17g}" if overlapped else "allreduce"
     kw: dict[str, Any] = dict(
         stages=L, replicas=r, microbatches=plan.microbatches * r, schedule=schedule,
         routing="round-robin", forward_time=tuple(row[0][0] for row in times),
@@ -616,7 +618,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                   else plan_network(plan, net, mp.tied_embeddings),
                   network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
                   tensor_parallel=tuple(tuple(x.tp for x in st.replicas) for st in plan.stages),
-                  bucket_size=bucket,
+                  bucket_size=math.inf if overlapped else bucket,
                   transfer_sizes=tuple(per * k for per, k in flows) or None,
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size)
     else:
@@ -632,11 +634,11 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     try:
         cfg = TrainingConfig(**kw)
     except ConfigError as exc:
-        if exc.name == "sync" and sync != "allreduce":
+        if exc.name in ("sync", "bucket_size") and overlapped:
             raise ConfigError("framework", "a framework whose gradient all-reduce dtsim can "
-                              "place (after the last backward pass; overlapped with the backward "
-                              "pass needs the overlapped all-reduce of --sync "
-                              "allreduce:overlap=backward)", fb.framework.key) from None
+                              "place here (after the last backward pass; overlapped with the "
+                              "backward pass only over a network, with TrainingConfig's "
+                              "sync allreduce:overlap=backward)", fb.framework.key) from None
         raise
     return PlanBuild(config=cfg, memory=memory, stage_times=tuple(times),
                      transfer_times=tuple(xfer), allreduce_times=tuple(ar), optimizer_times=opt,
