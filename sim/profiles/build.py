@@ -258,14 +258,20 @@ def node_links(network: Network, a: Any, b: Any) -> dict[str, Any]:
     pairs achieved between them, ``B(a, b)``); ``*_back`` those of ``b``.
     """
     (ra, _), (rb, _) = a, b
+    key = ("node_links", ra.gpu, ra.zone, ra.gpus_per_node, rb.gpu, rb.zone, rb.gpus_per_node)
+    hit = network.memo.get(key)
+    if hit is not None:
+        return hit
     na, nb = ra.node, rb.node
     ga, gb = ra.gpus_per_node, rb.gpus_per_node
     k = _measured(network, na, nb, min(ga, gb))
-    return {"gpu": network.link(na, na, 1, 1), "nic": network.link(na, na, *(
+    out = {"gpu": network.link(na, na, 1, 1), "nic": network.link(na, na, *(
         2 * (_measured(network, na, na, ga),))), "pair": pair_link(network, (ra.__class__(
             ra.gpu, k, k, ra.zone), None), (rb.__class__(rb.gpu, k, k, rb.zone), None)),
         "nic_back": network.link(nb, nb, *(2 * (_measured(network, nb, nb, gb),))),
         "gpu_back": network.link(nb, nb, 1, 1)}
+    network.memo[key] = out
+    return out
 
 
 def intra_bandwidth(profiles: Profiles, rep: Any, flows: int, size: float) -> float:

@@ -421,8 +421,10 @@ class GPUCatalogue:
 
     def __getitem__(self, name: str) -> GPUType:
         g = self._by_name.get(name)
-        check(g is not None, "gpu", f"a GPU type of the catalogue ({', '.join(self.names)})", name)
-        return g  # type: ignore[return-value]
+        if g is None:
+            raise ConfigError("gpu", f"a GPU type of the catalogue ({', '.join(self.names)})",
+                              name)
+        return g
 
 
 # --------------------------------------------------------------------------- network
@@ -539,9 +541,22 @@ class Network:
                               f"{src_flows}/{dst_flows} flows")
         return x
 
+    @cached_property
+    def _counts(self) -> dict[tuple, tuple[int, ...]]:
+        out: dict[tuple, list[int]] = {}
+        for (s, d, a, b) in self._table:
+            if a == b:
+                out.setdefault((s, d), []).append(a)
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """A cache for values derived from the links (the network is immutable)."""
+        return {}
+
     def flow_counts(self, src: tuple[str, str], dst: tuple[str, str]) -> tuple[int, ...]:
         """The flow counts measured from ``src`` to ``dst`` (``(gpu, zone)``), equal at both ends."""
-        return tuple(sorted(a for (s, d, a, b) in self._table if s == src and d == dst and a == b))
+        return self._counts.get((src, dst), ())
 
     def transfer_time(self, src: NodeKind, dst: NodeKind, size: float, flows: int = 1,
                       dst_flows: int | None = None) -> float:
