@@ -177,5 +177,5 @@ def test_documents_refuse_in_one_line(tmp_path):
             {"gpu": "A"}]}]})
     with pytest.raises(ConfigError, match="'profiles' must be a folder of profiles"):
         load_profiles(tmp_path / "nothing")
-    with pytest.raises(ConfigError, match="'profiles' must be a folder with a GPU catalogue"):
-        load_profiles(tmp_path)
+    with pytest.raises(ConfigError, match="'profiles' must be a folder with model profiles"):
+        load_profiles(tmp_path)  # no catalogue of its own: dtsim's; but no model either

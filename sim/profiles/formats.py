@@ -55,7 +55,8 @@ Fleet: ``{"nodes": [{"gpu": "A", "gpus_per_node": 8, "zone": "z", "count": 4}],
 "links": [...]}`` (links as in a network).
 
 A profiles folder (:func:`load_profiles`) holds ``gpus.json`` (or
-``.toml``), and model profiles and links in either format: the Sailor
+``.toml``; without one, the shipped catalogue), and model profiles and links in
+either format: the Sailor
 artifact's ``profiles.json`` with ``llm_info.json`` and ``bandwidths.json``
 (and optionally its measured ``intra_node_bandwidths.json``),
 and dtsim's ``models/*.json|toml`` and ``network.json|toml``; its ``runs/``
@@ -474,7 +475,9 @@ _CACHE: dict[tuple, Profiles] = {}
 
 
 def _load(d: Path, names: tuple[str, ...] | None) -> Profiles:
-    gp = _first(d, "gpus")
+    # a folder without a catalogue of its own takes dtsim's (the GPU types' datasheet facts and
+    # the Sailor artifact's overheads: sim/profiles/data/gpus.json)
+    gp = _first(d, "gpus") or _first(DATA_DIR, "gpus")
     check(gp is not None, "profiles", "a folder with a GPU catalogue (gpus.json or gpus.toml)",
           str(d))
     gpus = read_gpus(gp)  # type: ignore[arg-type]

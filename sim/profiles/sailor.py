@@ -17,7 +17,10 @@ Dynamic, Heterogeneous, and Geo-distributed Clusters", SOSP 2025) stores:
     model -> TP degree -> layer -> ``params_floats`` (the layer's parameters on
     one GPU of the TP group), ``act_output_bytes`` (the layer's output for one
     sample, what a stage sends on), ``act_mem_bytes`` (memory the forward pass
-    allocated and kept, per sample), measured at micro-batch size 1.
+    allocated and kept, per sample), measured at micro-batch size 1; the
+    ratios ``params_bytes / params_floats`` and ``act_output_bytes /
+    act_output_floats`` say the bytes per value the model trained in (4 in
+    the shipped profiles: fp32; 2 for fp16 or bf16).
 ``bandwidths.json``
     zone -> GPU type -> GPUs per node -> zone -> GPU type -> GPUs per node ->
     ``[coefficients, max]``: the aggregate NCCL send/recv bandwidth of that many
@@ -131,6 +134,7 @@ def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
                                                   (int, float)))))
         sizes[tp] = tuple(row)
     assert n is not None
+    bpv, act_bpv = _value_bytes(info)
     tail = untied_tail_layers(name)
     times = []
     check(isinstance(prof, dict), "profiles", f"GPU types of {name}", where)
@@ -163,12 +167,32 @@ def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
     # to the sequence length (run_agent.sh --max-position-embeddings 2048 --seq-length 2048):
     # the first layer's output per sample, seq x hidden values
     tied = tail == 0
-    tied_params = tuple((tp, row[0].params - round(row[0].activation_bytes / 4))
+    tied_params = tuple((tp, row[0].params - round(row[0].activation_bytes / act_bpv))
                         for tp, row in sorted(sizes.items())) if tied else ()
+    # Adam's state beyond the weight and its gradient: its two fp32 moments (8 bytes), and with
+    # 2-byte weights the fp32 master copy too (12: Rajbhandari et al., SC 2020, section 3.1)
     return ModelProfile(name=name, layers=n, times=tuple(times),
-                        sizes=tuple(sorted(sizes.items())), bytes_per_value=4,
-                        optimizer_bytes_per_param=8.0, tied_embeddings=tied,
-                        tied_params=tied_params)
+                        sizes=tuple(sorted(sizes.items())), bytes_per_value=bpv,
+                        optimizer_bytes_per_param=8.0 if bpv == 4 else 12.0,
+                        tied_embeddings=tied, tied_params=tied_params)
+
+
+def _value_bytes(info: dict) -> tuple[int, float]:
+    """Bytes per weight and per activation value as the profiled model trained: the first
+    layer's ``params_bytes / params_floats`` and ``act_output_bytes / act_output_floats`` at its
+    smallest TP degree (4 and 4 in the shipped fp32 profiles; 2 for fp16 or bf16); 4 where the
+    document does not give both."""
+    tp = min(info, key=lambda k: int(k) if str(k).isdigit() else 1 << 30)
+    first = info[tp].get("0") if isinstance(info[tp], dict) else None
+    out = []
+    for b, f in (("params_bytes", "params_floats"), ("act_output_bytes", "act_output_floats")):
+        v = 4.0
+        if isinstance(first, dict) and isinstance(first.get(b), (int, float)) \
+                and isinstance(first.get(f), (int, float)) and first[f] > 0:
+            v = float(first[b]) / first[f]
+        out.append(v)
+    w = out[0]
+    return (2 if abs(w - 2) < 0.5 else 4), out[1]
 
 
 def _int_key(name: str, s: Any, where: str) -> int:
