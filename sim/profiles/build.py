@@ -6,33 +6,37 @@ any simulation. Each piece is a documented model choice; the constants come
 from the profiles, the network curves, the GPU catalogue or a named framework
 fact, never from the measured runs (``docs/real_runs.md`` holds the check).
 
-Time of one iteration (what the engine runs, :mod:`sim.training.framework`):
+Time of one iteration (what the engine runs, :mod:`sim.training.framework`);
+what each transfer and collective does is the plan's framework's
+(:mod:`sim.profiles.frameworks`: each value with the line of the framework's
+code it was read at):
 
 * **compute**: a replica's forward (backward) pass of one micro-batch is the
   sum of its stage's layers' profiled times on its GPU type at the plan's
   micro-batch size and its TP degree (the profile measured each layer with
-  TP inside one node, so TP's own communication is in it);
+  TP inside one node, so TP's own communication is in it), or where the
+  profile did not measure them the rules of :mod:`sim.profiles.estimates`
+  (named in :attr:`PlanBuild.estimates`); plus, with a framework that
+  partitions the pipeline's tensors over the TP group (DeepSpeed's
+  ``pipe_partitioned``), the all-gathers that rebuild them inside the node
+  (:func:`allgather_time`);
 * **point-to-point**: a stage sends the output of its last layer
-  (``activation_bytes x mbs``) to the next and gets the same size back as the
-  gradient. With TP > 1 DeepSpeed's pipeline engine partitions the tensor over
-  the TP group (``pipeline.pipe_partitioned`` and ``grad_partitioned``, on by
-  default) so the node's ``tp`` GPUs send ``1/tp`` each at once: ``tp``
-  concurrent flows through the pair's link, timed by
-  :meth:`~sim.profiles.Network.transfer_time` with the curve measured for that
-  many flows. ``p2p="blocking"``: DeepSpeed's ``TrainSchedule`` with paired
-  blocking send and receive; ``"overlap"``: transfers in flight while the
-  stages compute (Megatron-LM's order);
+  (``activation_bytes x mbs``, in the framework's activation dtype) to the
+  next and gets the same size back as the gradient: ``tp`` concurrent flows of
+  ``1/tp`` each when partitioned, of the whole tensor each when not
+  (Megatron-LM), timed over the pair's curve for that many flows
+  (:func:`pair_time`; replicas on named hosts: :func:`physical_pair_time`);
+  blocking or overlapped as the framework (or ``p2p``) says;
 * **gradient all-reduce** of each stage among its ``dp`` replicas, after the
-  last backward (DeepSpeed's pipeline engine runs ``ReduceGrads`` at the end
-  of the step, not overlapped with the backward): the gradients of a GPU
-  (``params x bytes_per_value``) in buckets of at most ``5e8`` elements
-  (DeepSpeed's ``MEMORY_OPT_ALLREDUCE_SIZE``), each a ring all-reduce of NCCL
-  (``2 (n - 1)`` steps of ``bucket / n`` bytes per GPU, the ``tp`` GPUs of a
-  node at once; a step takes the slowest link of the ring); the stages' rings
-  run at once, on separate nodes;
+  last backward (or overlapped with it, as the framework says): the gradients
+  of a GPU (``params x`` the framework's all-reduce bytes per value) in the
+  framework's buckets, each a ring all-reduce of NCCL (``2 (n - 1)`` steps of
+  ``bucket / n`` bytes per GPU, the ``tp`` GPUs of a node at once; a step
+  takes the slowest link of the ring); the stages' rings run at once;
 * **tied weights**: with tied embeddings and more than one stage, the first
-  and last stage all-reduce the gradient of the shared embedding (DeepSpeed's
-  ``ReduceTiedGrads``; its size is the last layer's parameters) before that;
+  and last stage all-reduce the gradient of the shared word embedding
+  (DeepSpeed's ``ReduceTiedGrads`` of Megatron-DeepSpeed's
+  ``word_embeddings_weight``: :meth:`ModelProfile.tied_parameters`) before that;
 * **optimizer step**: the sum of the stage's layers' optimizer shares (the
   slowest replica of each stage); a stage's all-reduce and optimizer step
   run one after the other, the stages in parallel.
