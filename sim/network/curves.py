@@ -217,19 +217,33 @@ class BandwidthCurve:
             s = max(s, self._low)  # type: ignore[attr-defined]
         if self.max_size is not None:
             s = min(s, self.max_size)
-        c = np.asarray(self.coefficients, dtype=float)
+        c, grows, crit = self._shape()
         lo = math.log2(s / self.size_unit) if s > 0 else -math.inf
         hi = math.log2(self.max_size / self.size_unit) if self.max_size is not None else math.inf
-        nz = np.trim_zeros(c, "f")
-        if math.isinf(hi) and nz.size > 1 and nz[0] > 0:
+        if math.isinf(hi) and grows:
             return math.inf
         xs = [x for x in (lo, hi) if math.isfinite(x)]
-        if c.size > 2:
-            xs += [r.real for r in np.roots(np.polyder(c))
-                   if abs(r.imag) <= 1e-9 * (1 + abs(r)) and lo < r.real < hi]
+        xs += [r for r in crit if lo < r < hi]
         check(bool(xs), "curve", "given a size > 0 (or min_size) for its peak", size)
         best = max(float(np.polyval(c, x)) for x in xs) * self.bandwidth_unit
         return best * (1 + 1e-9) if best > 0 else best
+
+    def _shape(self) -> tuple[Any, bool, tuple[float, ...]]:
+        """``polylog2``: the coefficients as an array, whether the polynomial grows without
+        bound, and the real roots of its derivative (computed once per curve)."""
+        hit = self.__dict__.get("_shape_cache")
+        if hit is None:
+            import numpy as np
+
+            c = np.asarray(self.coefficients, dtype=float)
+            nz = np.trim_zeros(c, "f")
+            crit: tuple[float, ...] = ()
+            if c.size > 2:
+                crit = tuple(float(r.real) for r in np.roots(np.polyder(c))
+                             if abs(r.imag) <= 1e-9 * (1 + abs(r)))
+            hit = (c, bool(nz.size > 1 and nz[0] > 0), crit)
+            object.__setattr__(self, "_shape_cache", hit)
+        return hit
 
     def text(self) -> str:
         """The text form (see the module docstring); ``parse_curve(c.text()) == c``."""

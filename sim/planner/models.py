@@ -81,6 +81,7 @@ class ProfilePlanModel:
         self.profiles, self.model, self.schedule = profiles, model, schedule
         self.fleet = fleet
         self._nodes: dict[tuple[str, str], list[int]] = {}
+        self._placed: dict[tuple, list] = {}
         for kind, count in (fleet.nodes if fleet is not None else ()):
             self._nodes.setdefault((kind.gpu, kind.zone), []).extend([kind.gpus_per_node] * count)
         self.framework = framework if framework is not None else FrameworkSpec()
@@ -126,12 +127,16 @@ class ProfilePlanModel:
         nodes of their own (the pair curves)."""
         if self.fleet is None:
             return [((a, (0, 0)), (b, (1, 0)))]
+        hit = self._placed.get((a, b))
+        if hit is not None:
+            return hit
         ga = max(self._nodes.get((a.gpu, a.zone), [a.tp]))
         gb = max(self._nodes.get((b.gpu, b.zone), [b.tp]))
         pa = ReplicaSpec(a.gpu, a.tp, ga, a.zone, host="x")
         out = [((pa, (0, 0)), (ReplicaSpec(b.gpu, b.tp, gb, b.zone, host="y"), (1, 0)))]
         if (a.gpu, a.zone) == (b.gpu, b.zone) and ga >= a.tp + b.tp:
             out.append(((pa, (0, 0)), (ReplicaSpec(b.gpu, b.tp, ga, b.zone, host="x"), (1, 0))))
+        self._placed[(a, b)] = out
         return out
 
     def build(self, plan: Plan, *, network: bool = False, **config: Any) -> PlanBuild:
