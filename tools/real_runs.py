@@ -1,8 +1,10 @@
 """Predict every shipped real run with dtsim and with Sailor's own formulas; print the errors.
 
-    python tools/real_runs.py                 # the table of docs/real_runs.md
+    python tools/real_runs.py                 # the tables of docs/real_runs.md, and the ablation
     python tools/real_runs.py --profiles DIR  # another profiles folder with runs/
     python tools/real_runs.py --json          # the rows as JSON
+    python tools/real_runs.py --checks        # the estimation rules against the profiles
+    python tools/real_runs.py --user-plans    # every plan a user can write from the profiles
 
 For each run of ``sim/profiles/data/runs`` (or ``DIR/runs``): the measured
 iteration time and peak memory, dtsim's (``dtsim train --plan`` on the run's
@@ -11,11 +13,12 @@ one failure-free replication, deterministic), the error, and
 beside them the prediction of the Sailor artifact's own simulator computed
 from its published formulas (:func:`sailor_time`, :func:`sailor_memory`,
 written from the artifact's ``runtime_simulator.py`` and ``profile_utils.py``).
-Then the per-cluster mean and worst absolute error, and the model comparisons:
-point-to-point blocking vs overlapped, and the gradient all-reduce after every
-stage's last backward (DeepSpeed's pipeline engine, with the artifact's
-barrier), after each stage's own last backward, or overlapped with the last
-backward pass.
+Then the per-cluster mean and worst absolute error, and the ablation: each
+option of the model changed on its own against the run's framework's default
+(:data:`ABLATION`: point-to-point overlapped, upstream DeepSpeed, Megatron-LM,
+derived TP, the profile's value sizes, physical nodes), and the gradient
+all-reduce after every stage's last backward (the artifact's barrier), after
+each stage's own last backward, or overlapped with the last backward pass.
 
 Nothing here is fitted: the measured numbers are only compared with.
 """
