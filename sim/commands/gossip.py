@@ -38,6 +38,15 @@ from ..learning import (
 from ..runner import replicate
 from ._applies import refuse_unless
 from ._common import add_run_options, announce_fallback, emit_json, print_table
+from ._units import (
+    RATE_HELP,
+    SIZE_HELP,
+    RateOption,
+    SizeOption,
+    check_transfers,
+    given_line,
+    units_object,
+)
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "gossip"
@@ -94,11 +103,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default 1")
     p.add_argument("--wake-rate", type=float, default=1.0, metavar="R",
                    help="async: Poisson wake-up rate per node (default 1)")
-    p.add_argument("--size", type=float, default=1.0, metavar="S",
-                   help="message size; an exchange takes latency + size / bandwidth (default 1)")
-    p.add_argument("--nic", type=float, default=None, metavar="BW",
+    p.add_argument("--size", action=SizeOption, default=1.0, metavar="SIZE",
+                   help="message size; an exchange takes latency + size / bandwidth: "
+                        f"{SIZE_HELP} (default 1)")
+    p.add_argument("--nic", action=RateOption, default=None, metavar="RATE",
                    help="NIC capacity (each way) of every node: concurrent exchanges at a node "
-                        "share it (async, matching, neighbourhood, allreduce)")
+                        f"share it (async, matching, neighbourhood, allreduce): {RATE_HELP}")
     p.add_argument("--contention", default="on", metavar="on|off",
                    help="on (default): exchanges are flows that share finite links and NICs "
                         "(sim.network); off: each takes latency + size / bandwidth alone")
@@ -405,6 +415,26 @@ def check_options(args: argparse.Namespace) -> None:
                   "with --contention on")
 
 
+def _check_units(args: argparse.Namespace, cfg: GossipConfig) -> None:
+    """Warn on an exchange time that mixes numbers with and without units (sim.units)."""
+    units: Any = {}
+    if cfg.graph is None:
+        from ..gossip.config import spec_family
+
+        family, params = spec_family(cfg.topology)
+        if family == "complete":
+            from topologies import REGISTRY
+            from topologies.units import spec_units
+
+            units = spec_units(cfg.topology, params, REGISTRY["complete"].params)
+        else:
+            from ..gossip.network import topology_graph
+
+            units = topology_graph(cfg.topology, cfg.nodes, cfg.topology_seed).graph.get(
+                "units") or {}
+    check_transfers(NAME, args, {"size": "size", "nic": "rate"}, units, what="the topology")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the replications and print the report (text table or one JSON object)."""
     check_options(args)
@@ -418,6 +448,7 @@ def run(args: argparse.Namespace) -> int:
     refuse_unless(args, "contention", _contention_matters(cfg),
                   "with a protocol whose exchanges overlap (not edge) on links of finite "
                   "bandwidth or with --nic (nothing is shared otherwise)")
+    _check_units(args, cfg)
     announce_fallback("gossip", cfg.resolved_engine, cfg.engine_reason)
     records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
@@ -436,8 +467,12 @@ def run(args: argparse.Namespace) -> int:
             "errors": errors, **_byzantine_keys(cfg),
         }
         payload.update(report)
+        payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
         return 0 if not errors else 1
+    line = given_line(args)
+    if line is not None:
+        print(line)
     print(f"gossip: {cfg.protocol} on {cfg.topology} with n = {cfg.n} "
           f"({cfg.honest_count} honest), {report['replications']} replications, seed {args.seed}")
     print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
@@ -462,6 +497,7 @@ _TRAIN_ROWS = (
 def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
     cfg = tc.gossip
     training_objective(tc)  # build (and so validate) the objective before any replication
+    _check_units(args, cfg)
     announce_fallback("gossip", *training_engine(tc))
     records = replicate(training_model, tc, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
@@ -486,6 +522,7 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
             "grad_noise": lc.grad_noise, "errors": errors, **_byzantine_keys(cfg, tc),
         }
         payload.update(report)
+        payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
         return 0 if not errors else 1
     print(f"gossip training: {lc.objective} on {cfg.protocol} over {cfg.topology} with "

@@ -55,6 +55,16 @@ from ..pipeline import (
 from ..rng import Streams
 from ._applies import refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
+from ._units import (
+    RATE_HELP,
+    SIZE_HELP,
+    TIME_HELP,
+    RateOption,
+    SizeOption,
+    TimesOption,
+    check_transfers,
+    units_object,
+)
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "pipeline"
@@ -113,11 +123,12 @@ def add_model_arguments(p: argparse.ArgumentParser, *, microbatches: int | None 
                    help="compute time law: " + ", ".join(STAGE_TIME_DISTRIBUTIONS))
     p.add_argument("--stage-time-shape", type=float, default=None,
                    help="Weibull shape or lognormal sigma of the compute time")
-    p.add_argument("--latency", type=float_list, default=0.0,
-                   help="transfer latency per hop, or one per hop (default 0)")
-    p.add_argument("--transfer-size", type=float, default=0.0,
-                   help="activation size per hop (default 0)")
-    p.add_argument("--bandwidth", type=float, default=math.inf, help="link bandwidth (default inf)")
+    p.add_argument("--latency", action=TimesOption, default=0.0, metavar="TIME[,TIME...]",
+                   help=f"transfer latency per hop, or one per hop: {TIME_HELP} (default 0)")
+    p.add_argument("--transfer-size", action=SizeOption, default=0.0, metavar="SIZE",
+                   help=f"activation size per hop: {SIZE_HELP} (default 0)")
+    p.add_argument("--bandwidth", action=RateOption, default=math.inf, metavar="RATE",
+                   help=f"link bandwidth: {RATE_HELP} (default inf)")
     p.add_argument("--microbatches", type=int, default=mb,
                    help=f"microbatches per replication (default {mb})")
     p.add_argument("--arrival", default=d.arrival, metavar="KIND",
@@ -180,8 +191,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--network-nodes", default=None, metavar="LIST",
                    help="with --network: the node of each replica, stage-major, comma-separated "
                         "(default the network's hosts in order)")
-    p.add_argument("--nic", type=float, default=None, metavar="BW",
-                   help="with --network: NIC capacity (each way) of every host without one")
+    p.add_argument("--nic", action=RateOption, default=None, metavar="RATE",
+                   help=f"with --network: NIC capacity (each way) of every host without one: "
+                        f"{RATE_HELP}")
     p.add_argument("--contention", default="on", metavar="on|off",
                    help="with --network: on (default) transfers share links; off: each alone")
     p.add_argument("--p2p", default="overlap", metavar="MODE",
@@ -478,6 +490,33 @@ def _log_failed(args: argparse.Namespace, error: str | None) -> int:
     return 1
 
 
+#: The units of ``dtsim pipeline --json`` (sim.commands._units): the time unit is that of
+#: --stage-time, --latency and 1 / --rate, the second when any is given with a unit.
+UNITS = {k: "s" for k in ("latency_mean", "latency_mean_ci", "latency_p50", "latency_p99",
+                          "predicted_latency_mean", "wait_stage", "wait_stage_ci",
+                          "predicted_wait_stage", "simulated_time", "worker_time")}
+UNITS.update({k: "1" for k in ("drop_rate", "drop_rate_ci", "predicted_drop_rate", "mean_quality",
+                               "mean_quality_ci", "predicted_mean_quality", "utilisation",
+                               "utilisation_ci", "utilisation_stage", "utilisation_stage_ci")})
+
+
+def _check_units(args: argparse.Namespace, cfg: Any) -> None:
+    """Warn on a transfer time that mixes numbers with and without units (sim.units)."""
+    if getattr(cfg, "network", None) is not None:
+        from ..training.config import network_of
+
+        check_transfers(NAME, args, {"transfer_size": "size", "nic": "rate"},
+                        network_of(cfg).units)
+        return
+    units = {}
+    if args.topology and not args.no_layout_latency:  # the layout's links time the hops
+        import topologies
+
+        units = topologies.build(args.topology, seed=args.seed).graph.get("units") or {}
+    check_transfers(NAME, args, {"transfer_size": "size", "bandwidth": "rate",
+                                 "latency": "time"}, units, what="the topology")
+
+
 def run(args: argparse.Namespace) -> int:
     method = _check_options(args)
     log_error: str | None = None
@@ -485,6 +524,7 @@ def run(args: argparse.Namespace) -> int:
         cfg, placement = config_from_args(args, layout_latency=False)
     else:
         cfg, placement = config_from_args(args)
+    _check_units(args, cfg)
     if args.show_placement and placement is not None and not args.json:
         print(placement.render())
         print()
@@ -514,6 +554,7 @@ def run(args: argparse.Namespace) -> int:
         if cfg.failure_trace is not None:
             out["failure_trace"] = cfg.failure_trace.trace
             out["trace_policy"] = cfg.failure_trace.policy
+    out["units"] = units_object(UNITS, args)
     if args.json:
         if args.show_placement and placement is not None:
             out["placement"] = [[list(c) for c in s] for s in cfg.domain_placement.replica_domains]

@@ -1,0 +1,287 @@
+"""Units at the command line: options that take sizes, rates and times, and the units outputs name.
+
+An option that takes a quantity is declared with ``action=SizeOption`` (or
+``RateOption``, ``TimeOption``, ``TimesOption`` for a comma list); its value on
+the namespace is a float in base units (bytes, bytes per second, seconds), a
+plain number exactly as ``type=float`` read it, and how it was written is kept
+(:func:`given_quantities`) for the warning on a transfer time that mixes
+numbers with and without units (:func:`warn_mixed`) and for the ``units``
+object of the JSON (:func:`units_object`).
+
+**One convention for the whole CLI.** Every JSON a command prints about sizes,
+rates or transfer times carries a top-level ``units`` object::
+
+    "units": {"base": {"size": "B", "rate": "B/s", "time": "s"},
+              "keys": {"finish": "s", "links[].bytes": "B", ...},
+              "given": {"nic": {"text": "10Gbit/s", "value": 1250000000.0,
+                                "unit": "B/s", "as": "1.25GB/s"}}}
+
+``base`` is what a plain number means, ``keys`` the unit of each key of the
+output that has one (``a[].b``: key ``b`` of every element of list ``a``;
+``a.*``: every value of object ``a``), ``given`` the options typed with a unit,
+as typed and in base units. No existing key is renamed or changed. Tables name
+their units in their column headers (``size (B)``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import ConfigError
+from ..units import (
+    BASE_UNITS,
+    RATE,
+    SIZE,
+    TIME,
+    Quantity,
+    format_quantity,
+    parse_quantity,
+)
+
+__all__ = ["SizeOption", "RateOption", "TimeOption", "TimesOption", "given_quantities",
+           "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
+           "units_object", "given_line", "check_hour", "SIZE_HELP", "RATE_HELP", "TIME_HELP"]
+
+#: What a size, rate or time option's help says about its unit.
+SIZE_HELP = "bytes, or with a unit: 2GB, 512MiB, 16Gbit"
+RATE_HELP = "B/s, or with a unit: 10Gbit/s, 100MB/s, 25Gbps"
+TIME_HELP = "s, or with a unit: 10ms, 5us"
+
+#: Namespace attribute holding how each quantity option was typed.
+_GIVEN = "_quantities"
+
+
+class _QuantityOption(argparse.Action):
+    """Store a quantity option's value in base units and remember how it was typed."""
+
+    kind = SIZE
+    many = False
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        texts = str(values).split(",") if self.many else [values]
+        try:
+            qs = [parse_quantity(t, self.kind, self.dest) for t in texts]
+        except ConfigError as exc:
+            raise argparse.ArgumentError(self, str(exc)) from None
+        setattr(namespace, self.dest, qs[0].value if len(qs) == 1 else
+                tuple(q.value for q in qs))
+        record = dict(getattr(namespace, _GIVEN, None) or {})
+        record[self.dest] = tuple(qs)
+        setattr(namespace, _GIVEN, record)
+
+
+class SizeOption(_QuantityOption):
+    """``--param-size 2GB``: a size in bytes."""
+
+    kind = SIZE
+
+
+class RateOption(_QuantityOption):
+    """``--nic 10Gbit/s``: a rate in bytes per second."""
+
+    kind = RATE
+
+
+class TimeOption(_QuantityOption):
+    """``--latency 5us``: a time in seconds."""
+
+    kind = TIME
+
+
+class TimesOption(_QuantityOption):
+    """``--latency 5us,1ms``: a time, or one per item of a comma list (a tuple)."""
+
+    kind = TIME
+    many = True
+
+
+def given_quantities(args: argparse.Namespace) -> dict[str, tuple[Quantity, ...]]:
+    """The quantity options typed on the command line: dest -> their quantities (one per item)."""
+    return dict(getattr(args, _GIVEN, None) or {})
+
+
+def quantity(args: argparse.Namespace, dest: str, kind: str) -> tuple[Quantity, ...]:
+    """How option ``dest`` was given: as typed, or its value as a plain number (a default)."""
+    typed = given_quantities(args).get(dest)
+    if typed is not None:
+        return typed
+    value = getattr(args, dest, None)
+    if value is None:
+        return ()
+    values = value if isinstance(value, tuple) else (value,)
+    return tuple(Quantity(float(v), kind, f"{float(v):g}") for v in values)
+
+
+class Term:
+    """One term of a transfer time: what it is, and how it was given."""
+
+    def __init__(self, label: str, q: Quantity) -> None:
+        self.label, self.q = label, q
+
+    @property
+    def counts(self) -> bool:
+        """False for 0 and inf (they mean the same in every unit)."""
+        return 0 < self.q.value < math.inf
+
+    def text(self) -> str:
+        unit = f" ({self.q.value:.4g} {BASE_UNITS[self.q.kind]})" if self.q.unit else \
+            f" ({BASE_UNITS[self.q.kind]})"
+        return f"{self.label} {self.q.text.strip()}{unit}"
+
+
+def option_terms(args: argparse.Namespace, dests: Mapping[str, str]) -> list[Term]:
+    """The terms of options ``dest -> kind`` (``--param-size 2GB``), typed or at their defaults."""
+    out = []
+    for dest, kind in dests.items():
+        for q in quantity(args, dest, kind):
+            out.append(Term("--" + dest.replace("_", "-"), q))
+    return out
+
+
+def network_terms(units: Mapping[str, Any], what: str) -> list[Term]:
+    """The terms of a network's links as :mod:`topologies.units` recorded them (``G.graph["units"]``)."""
+    out = []
+    for attr in ("bandwidth", "latency", "nic"):
+        for q in units.get(attr) or ():
+            if q is not None:
+                out.append(Term(f"{what}'s {attr}", q))
+    return out
+
+
+def mixed_message(terms: Iterable[Term]) -> str | None:
+    """The warning for the terms of one transfer time (latency + size / rate), None if consistent.
+
+    The rule: a plain number is in the base units (B, B/s, s); a quantity with a
+    unit is converted to them. Terms all given with units, or all as plain
+    numbers (a model in its own consistent units), are consistent; a mix of the
+    two is what cannot be right unless the plain numbers happen to be in base
+    units, so it is named, with the time one transfer then takes. 0 and inf
+    are left out (the same in every unit), and so are sizes when no rate is
+    finite and rates when no size is above 0 (size / rate is then 0 or none).
+    """
+    terms = [t for t in terms if t.counts]
+    kinds = {t.q.kind for t in terms}
+    if RATE not in kinds or SIZE not in kinds:  # a size matters only at a finite rate
+        terms = [t for t in terms if t.q.kind == TIME]
+    withu = [t for t in terms if t.q.unit is not None]
+    plain = [t for t in terms if t.q.unit is None]
+    if not withu or not plain:
+        return None
+    msg = (f"a transfer time mixes numbers with units ({'; '.join(t.text() for t in withu)}) "
+           f"and without ({'; '.join(t.text() for t in plain)}); a number without a unit is "
+           "in B, B/s or s")
+    sizes = [t.q.value for t in terms if t.q.kind == SIZE]
+    rates = [t.q.value for t in terms if t.q.kind == RATE]
+    if sizes and rates:
+        s, r = max(sizes), min(rates)
+        msg += f", so {format_quantity(s, SIZE)} at {format_quantity(r, RATE)} takes {s / r:.4g} s"
+    return msg + ": give every size, bandwidth and latency with a unit, or none"
+
+
+def warn_mixed(command: str, terms: Iterable[Term]) -> None:
+    """Print :func:`mixed_message` as one ``warning`` line on stderr when there is one."""
+    msg = mixed_message(terms)
+    if msg is not None:
+        print(f"dtsim {command}: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def check_hour(args: argparse.Namespace, hour: float, dests: Iterable[str] = (),
+               network_units: Mapping[str, Any] | None = None) -> None:
+    """Refuse units that carry time (rates, times) when a time unit is not one second.
+
+    A quantity with a unit converts to seconds; ``--hour`` other than 3600
+    makes the simulated time unit something else, so a rate or time with a unit
+    cannot be right there. Sizes are not affected.
+    """
+    if float(hour) == 3600.0:
+        return
+    typed = given_quantities(args)
+    timed = [q for d in dests for q in typed.get(d, ()) if q.unit and q.kind in (RATE, TIME)]
+    for attr in ("bandwidth", "latency", "nic"):
+        pair = (network_units or {}).get(attr) or ()
+        if pair and pair[0] is not None:
+            timed.append(pair[0])
+    if timed:
+        raise ConfigError("hour", f"3600 (time units of one second) when a rate or time is "
+                          f"given with a unit ({timed[0].text.strip()})", hour)
+
+
+def check_transfers(command: str, args: argparse.Namespace, options: Mapping[str, str],
+                    network_units: Mapping[str, Any] | None = None, *, hour: float = 3600.0,
+                    what: str = "the network") -> None:
+    """Refuse timed units off a one-second clock (:func:`check_hour`), warn on a mix (:func:`warn_mixed`).
+
+    Parameters
+    ----------
+    command : str
+        The subcommand, for the warning.
+    args : argparse.Namespace
+    options : Mapping
+        The options (dest -> kind) whose values are terms of the command's transfer times.
+    network_units : Mapping or None
+        ``G.graph["units"]`` of the network or layout the transfers cross.
+    hour : float
+        Time units per hour (``--hour``; 3600: the time unit is a second).
+    what : str
+        What to call the network in the warning.
+    """
+    check_hour(args, hour, options, network_units)
+    warn_mixed(command, option_terms(args, options) + network_terms(network_units or {}, what))
+
+
+def train_units(tu: str) -> dict[str, str]:
+    """The ``keys`` of ``dtsim train --json``'s units object, time in ``tu`` (``s`` by default)."""
+    mb = f"microbatch/{tu}"
+    keys = {k: mb for k in ("throughput", "throughput_ci", "throughput_steady",
+                            "throughput_steady_ci", "goodput", "predicted_throughput",
+                            "predicted_throughput_steady")}
+    keys.update({k: tu for k in (
+        "step_time_mean", "step_time_ci", "step_time_p50", "step_time_p99", "wall_time_mean",
+        "wall_time_ci", "latency_mean", "latency_mean_ci", "lost_time.*", "predicted_step_time",
+        "predicted_wall_time", "predicted_latency_mean", "predicted_checkpoint_interval",
+        "strategy_counts.lost_work", "strategy_counts.wait_time",
+        "strategy_counts.degraded_time", "preemption_notice")})
+    keys.update({k: "1" for k in (
+        "finished", "bubble_fraction", "utilisation", "drop_rate", "drop_rate_ci",
+        "mean_quality", "worker_availability", "worker_availability_ci",
+        "predicted_bubble_fraction", "predicted_drop_rate", "predicted_mean_quality")})
+    keys.update({"worker_hours": "h", "cost": "$", "samples_per_dollar": "sample/$",
+                 "quality_samples_per_dollar": "sample/$",
+                 "quality_samples_per_dollar_ci": "sample/$",
+                 "samples_per_second": f"sample/{tu}",
+                 "samples_per_worker_hour": "sample/(worker h)",
+                 "peak_memory": "B", "memory[].*": "B (but stage, replica, gpu, tp)",
+                 "explain": "s"})
+    return keys
+
+
+def units_object(keys: Mapping[str, str], args: argparse.Namespace | None = None
+                 ) -> dict[str, Any]:
+    """The ``units`` object of a command's JSON (see the module docstring)."""
+    given = {}
+    for dest, qs in (given_quantities(args) if args is not None else {}).items():
+        typed = [q for q in qs if q.unit is not None]
+        if not typed:
+            continue
+        entry = [{"text": q.text.strip(), "value": q.value, "unit": BASE_UNITS[q.kind],
+                  "as": format_quantity(q.value, q.kind)} for q in qs]
+        given[dest] = entry[0] if len(entry) == 1 else entry
+    return {"base": dict(BASE_UNITS), "keys": dict(keys), "given": given}
+
+
+def given_line(args: argparse.Namespace) -> str | None:
+    """``"units: --nic 10Gbit/s = 1.25GB/s"``: the options typed with a unit, for a text report."""
+    parts = []
+    for dest, qs in given_quantities(args).items():
+        if any(q.unit is not None for q in qs):
+            parts.append(f"--{dest.replace('_', '-')} " + ",".join(q.text.strip() for q in qs)
+                         + " = " + ",".join(format_quantity(q.value, q.kind) for q in qs)
+                         + f" ({'/'.join(f'{q.value:g}' for q in qs)} {BASE_UNITS[qs[0].kind]})")
+    if not parts:
+        return None
+    return "units: " + "; ".join(parts)
