@@ -44,7 +44,7 @@ from ..units import (
 
 __all__ = ["SizeOption", "RateOption", "TimeOption", "TimesOption", "given_quantities",
            "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
-           "units_object", "given_line", "check_hour", "SIZE_HELP", "RATE_HELP", "TIME_HELP"]
+           "units_object", "given_line", "transfer_line", "network_spans", "check_hour", "SIZE_HELP", "RATE_HELP", "TIME_HELP"]
 
 #: What a size, rate or time option's help says about its unit.
 SIZE_HELP = "bytes, or with a unit: 2GB, 512MiB, 16Gbit"
@@ -258,6 +258,42 @@ def train_units(tu: str) -> dict[str, str]:
                  "peak_memory": "B", "memory[].*": "B (but stage, replica, gpu, tp)",
                  "explain": "s"})
     return keys
+
+
+def _span(values: Iterable[float], kind: str) -> str:
+    xs = sorted(x for x in values if 0 < x < math.inf)
+    if not xs:
+        return "inf" if kind == RATE else "0"
+    lo, hi = format_quantity(xs[0], kind), format_quantity(xs[-1], kind)
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def transfer_line(sizes: Mapping[str, float], rates: Iterable[float],
+                  latencies: Iterable[float], where: str) -> str | None:
+    """``"transfers: --param-size 1.4GB over tree (links 100B/s to 400B/s, latency 50ms to
+    500ms): 1.4GB at 100B/s takes 1.4e+07 s"``, for a text report; None when nothing moves.
+
+    Every size, rate and latency a transfer time is made of, in units, and the
+    time the largest size takes at the lowest rate: the hint that a plain number
+    was not in the unit meant (``--param-size 1.4e9`` over the default 100 B/s).
+    """
+    moved = {k: v for k, v in sizes.items() if v is not None and 0 < v < math.inf}
+    if not moved:
+        return None
+    rates = [r for r in rates if 0 < r < math.inf]
+    text = (f"transfers: {', '.join('--' + k.replace('_', '-') + ' ' + format_quantity(v, SIZE) for k, v in moved.items())} "
+            f"over {where} (links {_span(rates, RATE)}, latency {_span(latencies, TIME)})")
+    if rates:
+        s, r = max(moved.values()), min(rates)
+        text += f": {format_quantity(s, SIZE)} at {format_quantity(r, RATE)} takes {s / r:.4g} s"
+    return text
+
+
+def network_spans(net: Any) -> tuple[list[float], list[float]]:
+    """The finite link and NIC capacities (curves left out) and the link latencies of a
+    :class:`sim.network.Network`."""
+    rates = [c for c, curve in zip(net.capacity, net.curve, strict=True) if curve is None]
+    return rates, [lat for lat, _r in net.link_of.values()]
 
 
 def units_object(keys: Mapping[str, str], args: argparse.Namespace | None = None

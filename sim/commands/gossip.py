@@ -55,7 +55,9 @@ HELP = "gossip averaging on a graph with stubborn, adversarial or clipped peers 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the ``dtsim gossip`` options."""
     p.add_argument("--topology", default="complete", metavar="NAME[:k=v,...]",
-                   help="topology spec, e.g. complete, ring:n=16, torus:dims=4x4 (default complete)")
+                   help="topology spec, e.g. complete, ring:n=16, torus:dims=4x4 (default complete); "
+                        "link bandwidth in B/s and latency in s, or with units: "
+                        "ring:n=16,bandwidth=10Gbit/s,latency=5us")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="number of nodes n, adversaries included (default 16 on the complete graph)")
     p.add_argument("--topology-seed", type=int, default=None, metavar="S",

@@ -63,6 +63,9 @@ from ._units import (
     SizeOption,
     TimesOption,
     check_transfers,
+    given_line,
+    network_spans,
+    transfer_line,
     units_object,
 )
 from .trace import add_failure_trace_options, failure_trace_from_args
@@ -158,7 +161,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument("--topology", default=None, metavar="SPEC",
                    help="place replicas on a layout, e.g. datacenter:regions=2,racks=8,hosts=4 "
-                        "(its domains and link latencies replace --domain-outage and --latency)")
+                        "(its domains and link latencies replace --domain-outage and --latency; "
+                        "link bandwidth in B/s and latency in s, or with units: "
+                        "tree:host_bandwidth=10Gbit/s,host_latency=5us)")
     p.add_argument("--placement", default="shared", metavar="POLICY",
                    help="with --topology: " + ", ".join(PLACEMENTS) + " (default shared)")
     p.add_argument("--no-layout-latency", action="store_true",
@@ -186,8 +191,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "all 1; it sets the replicas per stage)")
     p.add_argument("--network", default=None, metavar="SPEC|FILE",
                    help="with --queueing: the network the hops cross (--transfer-size a "
-                        "microbatch, as flows sharing its links); give a --routing that picks "
-                        "a replica")
+                        "microbatch, as flows sharing its links: bandwidth in B/s and latency "
+                        "in s, or with units); give a --routing that picks a replica")
     p.add_argument("--network-nodes", default=None, metavar="LIST",
                    help="with --network: the node of each replica, stage-major, comma-separated "
                         "(default the network's hosts in order)")
@@ -517,6 +522,25 @@ def _check_units(args: argparse.Namespace, cfg: Any) -> None:
                                  "latency": "time"}, units, what="the topology")
 
 
+def _transfer_line(args: argparse.Namespace, cfg: Any) -> str | None:
+    """The transfer size, rates and latencies, in units (sim.commands._units)."""
+    sizes = {"transfer_size": args.transfer_size}
+    if getattr(cfg, "network", None) is not None:
+        from ..training.config import network_of
+
+        rates, lats = network_spans(network_of(cfg))
+        return transfer_line(sizes, rates, lats, f"--network {args.network}")
+    if args.topology and not args.no_layout_latency:
+        import topologies
+
+        G = topologies.build(args.topology, seed=args.seed)
+        return transfer_line(sizes, [b for _, _, b in G.edges(data="bandwidth")],
+                             [x for _, _, x in G.edges(data="latency")],
+                             f"--topology {args.topology}")
+    lat = args.latency if isinstance(args.latency, tuple) else (args.latency,)
+    return transfer_line(sizes, [args.bandwidth], lat, "--bandwidth, --latency")
+
+
 def run(args: argparse.Namespace) -> int:
     method = _check_options(args)
     log_error: str | None = None
@@ -560,6 +584,9 @@ def run(args: argparse.Namespace) -> int:
             out["placement"] = [[list(c) for c in s] for s in cfg.domain_placement.replica_domains]
         emit_json(out)
         return _log_failed(args, log_error)
+    for line in (given_line(args), _transfer_line(args, cfg)):
+        if line is not None:
+            print(line)
     if method == "importance":
         _print_importance(out, cfg, args, placement)
         return 0

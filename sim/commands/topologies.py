@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ConfigError, check_choice, check_int
 from ._applies import refuse_unless
 from ._common import emit_json, print_table
+from ._units import units_object
 
 NAME = "topologies"
 HELP = "list topology families with their parameters (or build a spec and describe it)"
@@ -20,7 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``dtsim topologies``."""
     p.add_argument("spec", nargs="?", default=None, metavar="SPEC",
                    help="a topology spec to build and describe (ring:n=64, torus:dims=8x8, "
-                        "datacenter:regions=3,racks=4,hosts=8, a graph file, module:function)")
+                        "datacenter:regions=3,racks=4,hosts=8, a graph file, module:function); "
+                        "bandwidth parameters are in B/s and latency ones in s, or with units "
+                        "(tree:host_bandwidth=10Gbit/s,host_latency=5us)")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="total nodes when the spec does not set the size")
     p.add_argument("--seed", type=int, default=None, help="seed for random families")
@@ -85,6 +88,11 @@ def _describe(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+#: The units of ``dtsim topologies SPEC --json`` and of the listing's (sim.commands._units).
+UNITS = {"latency_min": "s", "latency_max": "s", "bandwidth_min": "B/s", "bandwidth_max": "B/s"}
+LISTING_UNITS = {"families[].params.*latency*": "s", "families[].params.*bandwidth*": "B/s"}
+
+
 def _uses_seed(spec: str) -> bool:
     """False when ``spec`` is a family without randomness (files and builders: unknown, True)."""
     import topologies
@@ -110,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     if args.spec is None:
         rows = _listing()
         if args.json:
-            emit_json({"families": rows})
+            emit_json({"families": rows, "units": units_object(LISTING_UNITS)})
             return 0
         for r in rows:
             params = ", ".join(f"{k} (required)" if v == "required" else f"{k}={v}"
@@ -124,11 +132,12 @@ def run(args: argparse.Namespace) -> int:
     info = _describe(args)
     text = info.pop("_placement_text", None)
     if args.json:
-        emit_json(info)
+        emit_json({**info, "units": units_object(UNITS)})
         return 0
-    rows = [(k, f"{v:.6g}" if isinstance(v, float) and math.isfinite(v) else str(v))
+    rows = [(k, f"{v:.6g}" if isinstance(v, float) and math.isfinite(v) else str(v),
+             UNITS.get(k, ""))
             for k, v in info.items() if k != "placement"]
-    print_table(rows, ("field", "value"))
+    print_table(rows, ("field", "value", "unit"))
     if text is not None:
         print()
         print(text)

@@ -44,7 +44,9 @@ from ._units import (
     TimesOption,
     check_transfers,
     given_line,
+    network_spans,
     train_units,
+    transfer_line,
     units_object,
 )
 from .trace import add_failure_trace_options, failure_trace_from_args
@@ -164,7 +166,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--failure-shape", type=float, default=None,
       help="Weibull shape, lognormal sigma or Pareto tail index alpha > 1")
     a("--topology", default=None, metavar="SPEC",
-      help="place replicas on a layout (its domains and link latencies are used)")
+      help="place replicas on a layout (its domains and link latencies are used; link "
+           "bandwidth in B/s and latency in s, or with units: tree:host_latency=5us)")
     a("--placement", default=None, metavar="POLICY",
       help="with --topology: " + ", ".join(PLACEMENTS) + " (default shared)")
     a("--mtbf", type=float, default=math.inf, help="spot: mean time to preemption (default inf)")
@@ -661,6 +664,25 @@ def _check_units(args: argparse.Namespace, cfg: TrainingConfig) -> None:
                     hour=cfg.hour, what="the topology")
 
 
+def _transfer_line(args: argparse.Namespace, cfg: TrainingConfig) -> str | None:
+    """The sizes, rates and latencies of the transfers, in units (sim.commands._units)."""
+    sizes = {"param_size": cfg.param_size, "activation_size": args.activation_size}
+    if cfg.network is not None:
+        from ..training.config import network_of
+
+        rates, lats = network_spans(network_of(cfg))
+        return transfer_line(sizes, rates, lats, f"--network {args.network}")
+    lat = args.latency if isinstance(args.latency, tuple) else (args.latency,)
+    where = f"--topology {args.topology}" if args.topology else "--bandwidth, --latency"
+    if args.topology:
+        import topologies
+
+        G = topologies.build(args.topology, seed=args.seed)
+        return transfer_line(sizes, [b for _, _, b in G.edges(data="bandwidth")],
+                             [x for _, _, x in G.edges(data="latency")], where)
+    return transfer_line(sizes, [args.bandwidth], lat, where)
+
+
 def run(args: argparse.Namespace) -> int:
     check_choice("engine", args.engine, engine_names("training"))
     build = None
@@ -688,9 +710,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
         return 0
-    line = given_line(args)
-    if line is not None:
-        print(line)
+    for line in (given_line(args), None if build is not None else _transfer_line(args, cfg)):
+        if line is not None:
+            print(line)
     if build is not None:
         print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
               f"(largest over {len(build.memory)} replicas' GPUs); p2p {cfg.p2p}")
