@@ -292,17 +292,27 @@ def has_unit(text: Any) -> bool:
 
 
 def _mantissa(x: float, factor: Fraction | int, kind: str, unit: str) -> str | None:
-    """The shortest decimal ``m`` with ``parse(m + unit) == x``, None when none of 17 digits is.
-
-    Written without an exponent unless that takes more than 21 characters.
+    """A short decimal ``m`` with ``parse(m + unit) == x`` (the shortest text of the float
+    ``x / unit`` when it reads back, else the fewest digits that do), None when none of 17
+    digits does. Written without an exponent unless that takes more than 21 characters.
     """
     from decimal import Decimal
 
     exact = Fraction(x) / factor
-    for digits in range(1, 18):
-        short = f"{float(exact):.{digits}g}"
+    try:
+        mantissa = float(exact)
+    except OverflowError:  # 1e300 s in ns: not a unit to write it in
+        return None
+    def text_of(short: str) -> str:
         fixed = format(Decimal(short), "f")
-        text = fixed if len(fixed) <= 21 else short
+        fixed = fixed[:-2] if fixed.endswith(".0") else fixed
+        return fixed if len(fixed) <= 21 else short
+
+    first = text_of(repr(mantissa))  # the mantissa's shortest text: nearly always the answer
+    if parse(first + unit, kind, "value") == x:
+        return first
+    for digits in range(1, 18):
+        text = text_of(f"{mantissa:.{digits}g}")
         if parse(text + unit, kind, "value") == x:
             return text
     return None
