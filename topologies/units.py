@@ -79,7 +79,7 @@ def link_value(key: str, text: str, spec_text: str) -> Any:
                                   spec_text) from None
         return x
 
-    if kind == RATE and has_unit(text.strip()):  # before "/" splits 10Gbit/s
+    if has_unit(text.strip()):  # before "/" splits 10Gbit/s
         return one(text.strip())
     value = parse_value(text)
     if isinstance(value, tuple):

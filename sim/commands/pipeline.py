@@ -192,7 +192,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--network", default=None, metavar="SPEC|FILE",
                    help="with --queueing: the network the hops cross (--transfer-size a "
                         "microbatch, as flows sharing its links: bandwidth in B/s and latency "
-                        "in s, or with units); give a --routing that picks a replica")
+                        "in s, or with units, tree:host_bandwidth=10Gbit/s,host_latency=5us); "
+                        "give a --routing that picks a replica")
     p.add_argument("--network-nodes", default=None, metavar="LIST",
                    help="with --network: the node of each replica, stage-major, comma-separated "
                         "(default the network's hosts in order)")
