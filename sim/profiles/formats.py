@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, check
-from ..units import RATE, SIZE, TIME, has_unit, parse
+from ..units import RATE, SIZE, TIME, describe, parse_quantity
 from . import sailor
 from .documents import get, read_document
 from .values import (
@@ -105,9 +105,12 @@ def _qty(name: str, obj: Any, key: str, where: str, kind: str, *default: Any) ->
     """``obj[key]`` (or ``default``): a number, or text with a unit (``"80GiB"``, ``"25Gbit/s"``,
     ``"5us"``) read by :mod:`sim.units` into B, B/s or s; any other value as the plain reader."""
     value = _opt(obj, key, default[0]) if default else get(name, obj, key, where)
-    if isinstance(value, str) and has_unit(value):
+    if isinstance(value, str):  # text: a number with a unit, nothing else
         try:
-            return parse(value, kind, key)
+            q = parse_quantity(value, kind, key)
+            if q.unit is None:  # "1e9" as text: numbers are written as numbers
+                raise ConfigError(key, describe(kind), value)
+            return q.value
         except ConfigError as exc:
             raise ConfigError(name, f"{exc.rule} at {where}.{key}", value) from None
     return value if default else get(name, obj, key, where, _NUM)
