@@ -363,3 +363,24 @@ def test_plain_numbers_reach_the_config_exactly_as_float_read_them(text):
     args = build_parser("train").parse_args(["train", "--param-size", text, "--bandwidth", text])
     assert args.param_size == float(text) and args.bandwidth == float(text)
     assert parse(text, "size", "x") == float(text)
+
+
+def test_an_inapplicable_option_with_a_unit_is_refused_as_typed(capsys):
+    """--nic 10Gbit/s without --network: the refusal shows '10Gbit/s', a plain 5 stays 5.0."""
+    _, err = _run(capsys, ["train", "--nic", "10Gbit/s"], status=2)
+    assert err.strip() == "dtsim train: error: 'nic' must be given only with --network: '10Gbit/s'"
+    _, err = _run(capsys, ["train", "--nic", "5"], status=2)
+    assert err.strip() == "dtsim train: error: 'nic' must be given only with --network: 5.0"
+
+
+def test_plan_and_topologies_json_name_their_units(capsys):
+    """dtsim topologies SPEC: latency in s, bandwidth in B/s, in the table and the JSON."""
+    d, _ = _json(capsys, ["topologies", "tree:racks=2,hosts=2,host_bandwidth=1Gbit/s"])
+    assert d["bandwidth_max"] == 1.25e8 and d["bandwidth_min"] == 400.0  # host links, uplinks
+    assert d["units"]["keys"] == {"latency_min": "s", "latency_max": "s", "bandwidth_min": "B/s",
+                                  "bandwidth_max": "B/s"}
+    out, _ = _run(capsys, ["topologies", "tree:racks=2,hosts=2"])
+    assert "unit" in out.splitlines()[0] and "B/s" in out
+    from sim.commands.plan import UNITS
+
+    assert UNITS["plans[].peak_memory"] == "B" and UNITS["plans[].predicted_iteration_time"] == "s"

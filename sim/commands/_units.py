@@ -255,8 +255,14 @@ def train_units(tu: str) -> dict[str, str]:
                  "quality_samples_per_dollar_ci": "sample/$",
                  "samples_per_second": f"sample/{tu}",
                  "samples_per_worker_hour": "sample/(worker h)",
-                 "peak_memory": "B", "memory[].*": "B (but stage, replica, gpu, tp)",
-                 "explain": "s"})
+                 "peak_memory": "B"})
+    keys.update({f"memory[].{k}": "B" for k in (
+        "total", "capacity", "weights", "gradients", "optimizer", "activations", "input_buffers",
+        "allreduce_bucket", "overhead")})
+    keys.update({f"explain.{k}": "s" for k in (
+        "pipeline_time", "tied_allreduce", "allreduce", "optimizer", "iteration",
+        "stages[].forward", "stages[].backward", "stages[].compute", "stages[].p2p",
+        "stages[].bubble")})
     return keys
 
 
