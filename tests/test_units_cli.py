@@ -381,6 +381,7 @@ def test_plan_and_topologies_json_name_their_units(capsys):
                                   "bandwidth_max": "B/s"}
     out, _ = _run(capsys, ["topologies", "tree:racks=2,hosts=2"])
     assert "unit" in out.splitlines()[0] and "B/s" in out
-    from sim.commands.plan import UNITS
+    from sim.commands._units import PLAN_UNITS
 
-    assert UNITS["plans[].peak_memory"] == "B" and UNITS["plans[].predicted_iteration_time"] == "s"
+    assert PLAN_UNITS["plans[].peak_memory"] == "B"
+    assert PLAN_UNITS["plans[].predicted_iteration_time"] == "s"

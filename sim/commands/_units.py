@@ -42,7 +42,10 @@ from ..units import (
     parse_quantity,
 )
 
-__all__ = ["SizeOption", "RateOption", "TimeOption", "TimesOption", "given_quantities",
+__all__ = ["NETWORK_UNITS", "PIPELINE_UNITS", "PLAN_UNITS", "TOPOLOGY_UNITS",
+           "TOPOLOGY_LISTING_UNITS", "check_train", "train_transfers", "check_pipeline",
+           "pipeline_transfers", "check_gossip", "flow_terms",
+           "SizeOption", "RateOption", "TimeOption", "TimesOption", "given_quantities",
            "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
            "units_object", "given_line", "transfer_line", "network_spans", "check_hour", "SIZE_HELP", "RATE_HELP", "TIME_HELP"]
 
@@ -327,3 +330,137 @@ def given_line(args: argparse.Namespace) -> str | None:
     if not parts:
         return None
     return "units: " + "; ".join(parts)
+
+
+# ----------------------------------------------------------------------------- per command
+# What each command's transfers are made of, and the units of its JSON; the commands call
+# these (one line each), so their own modules only declare options and print.
+
+#: ``dtsim network --json``: a link's capacity is B/s, or a curve's text (B/s at each size in B).
+NETWORK_UNITS = {"finish": "s", "makespan": "s", "links[].capacity": "B/s",
+                 "links[].bytes": "B", "links[].utilisation": "1"}
+#: ``dtsim pipeline --json``: the time unit is that of --stage-time, --latency and 1 / --rate
+#: (the second when any is given with a unit).
+PIPELINE_UNITS = {k: "s" for k in (
+    "latency_mean", "latency_mean_ci", "latency_p50", "latency_p99", "predicted_latency_mean",
+    "wait_stage", "wait_stage_ci", "predicted_wait_stage", "simulated_time", "worker_time")}
+PIPELINE_UNITS.update({k: "1" for k in (
+    "drop_rate", "drop_rate_ci", "predicted_drop_rate", "mean_quality", "mean_quality_ci",
+    "predicted_mean_quality", "utilisation", "utilisation_ci", "utilisation_stage",
+    "utilisation_stage_ci")})
+#: ``dtsim plan --json``.
+PLAN_UNITS = {"search.seconds": "s", "plans[].predicted_iteration_time": "s",
+              "plans[].peak_memory": "B", "plans[].samples_per_second": "sample/s",
+              "plans[].price_per_hour": "$/h", "plans[].samples_per_dollar": "sample/$",
+              "plans[].simulated_iteration_time": "s", "plans[].simulated_iteration_time_ci": "s",
+              "plans[].simulated_step_time": "s", "runs[].measured_iteration_time": "s",
+              "runs[].measured_peak_memory": "B", "runs[].predicted_iteration_time": "s",
+              "runs[].predicted_peak_memory": "B", "runs[].simulated_iteration_time": "s"}
+#: ``dtsim topologies SPEC --json`` (and its table's unit column), and the listing's.
+TOPOLOGY_UNITS = {"latency_min": "s", "latency_max": "s", "bandwidth_min": "B/s",
+                  "bandwidth_max": "B/s"}
+TOPOLOGY_LISTING_UNITS = {"families[].params.*latency*": "s",
+                          "families[].params.*bandwidth*": "B/s"}
+
+
+def _links(cfg: Any, args: argparse.Namespace, layout: bool
+           ) -> tuple[Mapping[str, Any], list[float], list[float], str] | None:
+    """The links a command's transfers cross: (units as given, rates, latencies, what).
+
+    The config's network (``cfg.network``), else the ``--topology`` layout when its
+    links time the hops (``layout``), else None (the command's own link options).
+    """
+    if getattr(cfg, "network", None) is not None:
+        from ..training.config import network_of
+
+        net = network_of(cfg)  # built once when the config was validated (cached)
+        rates, lats = network_spans(net)
+        return net.units, rates, lats, f"--network {args.network}"
+    if layout and getattr(args, "topology", None):
+        import topologies
+
+        G = topologies.build(args.topology, seed=args.seed)
+        return (G.graph.get("units") or {}, [b for _, _, b in G.edges(data="bandwidth")],
+                [x for _, _, x in G.edges(data="latency")], f"--topology {args.topology}")
+    return None
+
+
+def _hops(args: argparse.Namespace) -> list[float]:
+    lat = args.latency
+    return list(lat) if isinstance(lat, tuple) else [lat]
+
+
+def check_train(args: argparse.Namespace, cfg: Any) -> None:
+    """``dtsim train`` (not --plan): :func:`check_transfers` over its network or links."""
+    links = _links(cfg, args, layout=True)
+    if cfg.network is not None:
+        options = {"param_size": SIZE, "activation_size": SIZE, "bucket_size": SIZE, "nic": RATE}
+    else:
+        options = {"param_size": SIZE, "activation_size": SIZE, "bandwidth": RATE, "latency": TIME}
+    check_transfers("train", args, options, links[0] if links else None, hour=cfg.hour,
+                    what="the network" if cfg.network is not None else "the topology")
+
+
+def train_transfers(args: argparse.Namespace, cfg: Any) -> str | None:
+    """``dtsim train``'s ``transfers:`` line (:func:`transfer_line`)."""
+    sizes = {"param_size": cfg.param_size, "activation_size": args.activation_size}
+    links = _links(cfg, args, layout=True)
+    if links is not None:
+        return transfer_line(sizes, links[1], links[2], links[3])
+    return transfer_line(sizes, [args.bandwidth], _hops(args), "--bandwidth, --latency")
+
+
+def _pipeline_layout(args: argparse.Namespace) -> bool:
+    return not getattr(args, "no_layout_latency", False)
+
+
+def check_pipeline(args: argparse.Namespace, cfg: Any) -> None:
+    """``dtsim pipeline``: :func:`check_transfers` over its network or links."""
+    links = _links(cfg, args, layout=_pipeline_layout(args))
+    if getattr(cfg, "network", None) is not None:
+        options = {"transfer_size": SIZE, "nic": RATE}
+    else:
+        options = {"transfer_size": SIZE, "bandwidth": RATE, "latency": TIME}
+    check_transfers("pipeline", args, options, links[0] if links else None,
+                    what="the network" if getattr(cfg, "network", None) is not None
+                    else "the topology")
+
+
+def pipeline_transfers(args: argparse.Namespace, cfg: Any) -> str | None:
+    """``dtsim pipeline``'s ``transfers:`` line (:func:`transfer_line`)."""
+    sizes = {"transfer_size": args.transfer_size}
+    links = _links(cfg, args, layout=_pipeline_layout(args))
+    if links is not None:
+        return transfer_line(sizes, links[1], links[2], links[3])
+    return transfer_line(sizes, [args.bandwidth], _hops(args), "--bandwidth, --latency")
+
+
+def flow_terms(path: str, typed: Iterable[tuple[Quantity, Quantity]]) -> list[Term]:
+    """A flows file's sizes as terms of the transfer time: the first typed with a unit, the
+    first without (``read_flows(..., quantities=typed)``)."""
+    out: list[Term] = []
+    for unit in (True, False):
+        q = next((s for s, _ in typed if (s.unit is not None) == unit and s.value > 0), None)
+        if q is not None:
+            out.append(Term(f"{path} size", q))
+    return out
+
+
+def check_gossip(args: argparse.Namespace, cfg: Any) -> None:
+    """``dtsim gossip``: :func:`check_transfers` of ``--size``/``--nic`` and the topology's links."""
+    units: Any = {}
+    if cfg.graph is None:
+        from ..gossip.config import spec_family
+
+        family, params = spec_family(cfg.topology)
+        if family == "complete":  # never built as a graph: its parameters say it all
+            from topologies import REGISTRY
+            from topologies.units import spec_units
+
+            units = spec_units(cfg.topology, params, REGISTRY["complete"].params)
+        else:
+            from ..gossip.network import topology_graph
+
+            units = topology_graph(cfg.topology, cfg.nodes, cfg.topology_seed).graph.get(
+                "units") or {}
+    check_transfers("gossip", args, {"size": SIZE, "nic": RATE}, units, what="the topology")

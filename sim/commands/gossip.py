@@ -43,7 +43,7 @@ from ._units import (
     SIZE_HELP,
     RateOption,
     SizeOption,
-    check_transfers,
+    check_gossip,
     given_line,
     units_object,
 )
@@ -417,26 +417,6 @@ def check_options(args: argparse.Namespace) -> None:
                   "with --contention on")
 
 
-def _check_units(args: argparse.Namespace, cfg: GossipConfig) -> None:
-    """Warn on an exchange time that mixes numbers with and without units (sim.units)."""
-    units: Any = {}
-    if cfg.graph is None:
-        from ..gossip.config import spec_family
-
-        family, params = spec_family(cfg.topology)
-        if family == "complete":
-            from topologies import REGISTRY
-            from topologies.units import spec_units
-
-            units = spec_units(cfg.topology, params, REGISTRY["complete"].params)
-        else:
-            from ..gossip.network import topology_graph
-
-            units = topology_graph(cfg.topology, cfg.nodes, cfg.topology_seed).graph.get(
-                "units") or {}
-    check_transfers(NAME, args, {"size": "size", "nic": "rate"}, units, what="the topology")
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the replications and print the report (text table or one JSON object)."""
     check_options(args)
@@ -450,7 +430,7 @@ def run(args: argparse.Namespace) -> int:
     refuse_unless(args, "contention", _contention_matters(cfg),
                   "with a protocol whose exchanges overlap (not edge) on links of finite "
                   "bandwidth or with --nic (nothing is shared otherwise)")
-    _check_units(args, cfg)
+    check_gossip(args, cfg)
     announce_fallback("gossip", cfg.resolved_engine, cfg.engine_reason)
     records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
@@ -499,7 +479,7 @@ _TRAIN_ROWS = (
 def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
     cfg = tc.gossip
     training_objective(tc)  # build (and so validate) the objective before any replication
-    _check_units(args, cfg)
+    check_gossip(args, cfg)
     announce_fallback("gossip", *training_engine(tc))
     records = replicate(training_model, tc, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)

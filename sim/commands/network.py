@@ -8,11 +8,12 @@ from typing import Any
 from ..errors import ConfigError, check, check_choice
 from ._common import emit_json, print_table
 from ._units import (
+    NETWORK_UNITS,
     RATE_HELP,
     SIZE_HELP,
     TIME_HELP,
     RateOption,
-    Term,
+    flow_terms,
     given_line,
     network_terms,
     option_terms,
@@ -49,22 +50,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one JSON object: finish (in the file's order), links (utilisation)")
 
 
-#: The units of ``dtsim network --json`` (sim.commands._units): a link's capacity is B/s, or
-#: a curve's text (B/s at each message size in B).
-UNITS = {"finish": "s", "makespan": "s", "links[].capacity": "B/s", "links[].bytes": "B",
-         "links[].utilisation": "1"}
-
-
-def _flow_terms(args: argparse.Namespace, typed: list) -> list[Term]:
-    """The flows' sizes as terms of the transfer time: one typed with a unit, one without."""
-    out: list[Term] = []
-    for unit in (True, False):
-        q = next((s for s, _ in typed if (s.unit is not None) == unit and s.value > 0), None)
-        if q is not None:
-            out.append(Term(f"{args.flows} size", q))
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     """Read, validate, simulate, print."""
     from ..network import build_network, read_flows, simulate_flows
@@ -95,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("topology", "a graph with a finite bandwidth (or NIC) on the route "
                               f"of every flow ({where}: {fl.src} -> {fl.dst} crosses none; "
                               "give edge bandwidths or --nic)", args.topology)
-    warn_mixed(NAME, _flow_terms(args, typed) + network_terms(net.units, "the topology")
+    warn_mixed(NAME, flow_terms(args.flows, typed) + network_terms(net.units, "the topology")
                + option_terms(args, {"nic": "rate"}))
     res = simulate_flows(net, flows, weighting=args.weighting,
                          incremental=args.solver == "incremental")
@@ -105,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"topology": args.topology, "flows": len(flows), "weighting": args.weighting,
                    "solver": args.solver, "finish": finish, "makespan": makespan,
-                   "links": res.links, "units": units_object(UNITS, args)})
+                   "links": res.links, "units": units_object(NETWORK_UNITS, args)})
         return 0
     rows: list[list[Any]] = [
         [k, fl.src, fl.dst, fl.size, fl.start, t, t - fl.start]

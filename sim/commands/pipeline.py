@@ -56,16 +56,16 @@ from ..rng import Streams
 from ._applies import refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
 from ._units import (
+    PIPELINE_UNITS,
     RATE_HELP,
     SIZE_HELP,
     TIME_HELP,
     RateOption,
     SizeOption,
     TimesOption,
-    check_transfers,
+    check_pipeline,
     given_line,
-    network_spans,
-    transfer_line,
+    pipeline_transfers,
     units_object,
 )
 from .trace import add_failure_trace_options, failure_trace_from_args
@@ -496,52 +496,6 @@ def _log_failed(args: argparse.Namespace, error: str | None) -> int:
     return 1
 
 
-#: The units of ``dtsim pipeline --json`` (sim.commands._units): the time unit is that of
-#: --stage-time, --latency and 1 / --rate, the second when any is given with a unit.
-UNITS = {k: "s" for k in ("latency_mean", "latency_mean_ci", "latency_p50", "latency_p99",
-                          "predicted_latency_mean", "wait_stage", "wait_stage_ci",
-                          "predicted_wait_stage", "simulated_time", "worker_time")}
-UNITS.update({k: "1" for k in ("drop_rate", "drop_rate_ci", "predicted_drop_rate", "mean_quality",
-                               "mean_quality_ci", "predicted_mean_quality", "utilisation",
-                               "utilisation_ci", "utilisation_stage", "utilisation_stage_ci")})
-
-
-def _check_units(args: argparse.Namespace, cfg: Any) -> None:
-    """Warn on a transfer time that mixes numbers with and without units (sim.units)."""
-    if getattr(cfg, "network", None) is not None:
-        from ..training.config import network_of
-
-        check_transfers(NAME, args, {"transfer_size": "size", "nic": "rate"},
-                        network_of(cfg).units)
-        return
-    units = {}
-    if args.topology and not args.no_layout_latency:  # the layout's links time the hops
-        import topologies
-
-        units = topologies.build(args.topology, seed=args.seed).graph.get("units") or {}
-    check_transfers(NAME, args, {"transfer_size": "size", "bandwidth": "rate",
-                                 "latency": "time"}, units, what="the topology")
-
-
-def _transfer_line(args: argparse.Namespace, cfg: Any) -> str | None:
-    """The transfer size, rates and latencies, in units (sim.commands._units)."""
-    sizes = {"transfer_size": args.transfer_size}
-    if getattr(cfg, "network", None) is not None:
-        from ..training.config import network_of
-
-        rates, lats = network_spans(network_of(cfg))
-        return transfer_line(sizes, rates, lats, f"--network {args.network}")
-    if args.topology and not args.no_layout_latency:
-        import topologies
-
-        G = topologies.build(args.topology, seed=args.seed)
-        return transfer_line(sizes, [b for _, _, b in G.edges(data="bandwidth")],
-                             [x for _, _, x in G.edges(data="latency")],
-                             f"--topology {args.topology}")
-    lat = args.latency if isinstance(args.latency, tuple) else (args.latency,)
-    return transfer_line(sizes, [args.bandwidth], lat, "--bandwidth, --latency")
-
-
 def run(args: argparse.Namespace) -> int:
     method = _check_options(args)
     log_error: str | None = None
@@ -549,7 +503,7 @@ def run(args: argparse.Namespace) -> int:
         cfg, placement = config_from_args(args, layout_latency=False)
     else:
         cfg, placement = config_from_args(args)
-    _check_units(args, cfg)
+    check_pipeline(args, cfg)
     if args.show_placement and placement is not None and not args.json:
         print(placement.render())
         print()
@@ -579,13 +533,13 @@ def run(args: argparse.Namespace) -> int:
         if cfg.failure_trace is not None:
             out["failure_trace"] = cfg.failure_trace.trace
             out["trace_policy"] = cfg.failure_trace.policy
-    out["units"] = units_object(UNITS, args)
+    out["units"] = units_object(PIPELINE_UNITS, args)
     if args.json:
         if args.show_placement and placement is not None:
             out["placement"] = [[list(c) for c in s] for s in cfg.domain_placement.replica_domains]
         emit_json(out)
         return _log_failed(args, log_error)
-    for line in (given_line(args), _transfer_line(args, cfg)):
+    for line in (given_line(args), pipeline_transfers(args, cfg)):
         if line is not None:
             print(line)
     if method == "importance":

@@ -20,7 +20,7 @@ from ..errors import ConfigError, check, check_choice, check_int, check_output_f
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
 from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table
-from ._units import units_object
+from ._units import PLAN_UNITS, units_object
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "plan"
@@ -264,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
                       "simulated_iteration_time": None if s is None else s["iteration_time"],
                       "plan": plan_to_data(r.plan), "refused": err}
                      for r, p, s, err in compared],
-            "out": args.out, "units": units_object(UNITS),
+            "out": args.out, "units": units_object(PLAN_UNITS),
         })
         return 0
     print(f"{model.name} on {fleet_gpus(fleet)}; global batch {req.global_batch_size}, "
@@ -301,16 +301,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"plan {chosen + 1} written to {args.out} (dtsim train --plan {args.out} "
               f"--model {model.name})")
     return 0
-
-
-#: The units of ``dtsim plan --json`` (sim.commands._units).
-UNITS = {"search.seconds": "s", "plans[].predicted_iteration_time": "s",
-         "plans[].peak_memory": "B", "plans[].samples_per_second": "sample/s",
-         "plans[].price_per_hour": "$/h", "plans[].samples_per_dollar": "sample/$",
-         "plans[].simulated_iteration_time": "s", "plans[].simulated_iteration_time_ci": "s",
-         "plans[].simulated_step_time": "s", "runs[].measured_iteration_time": "s",
-         "runs[].measured_peak_memory": "B", "runs[].predicted_iteration_time": "s",
-         "runs[].predicted_peak_memory": "B", "runs[].simulated_iteration_time": "s"}
 
 
 def _row_json(c: Any, s: dict[str, Any] | None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import ConfigError, check_choice, check_int
 from ._applies import refuse_unless
 from ._common import emit_json, print_table
-from ._units import units_object
+from ._units import TOPOLOGY_LISTING_UNITS, TOPOLOGY_UNITS, units_object
 
 NAME = "topologies"
 HELP = "list topology families with their parameters (or build a spec and describe it)"
@@ -88,11 +88,6 @@ def _describe(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-#: The units of ``dtsim topologies SPEC --json`` and of the listing's (sim.commands._units).
-UNITS = {"latency_min": "s", "latency_max": "s", "bandwidth_min": "B/s", "bandwidth_max": "B/s"}
-LISTING_UNITS = {"families[].params.*latency*": "s", "families[].params.*bandwidth*": "B/s"}
-
-
 def _uses_seed(spec: str) -> bool:
     """False when ``spec`` is a family without randomness (files and builders: unknown, True)."""
     import topologies
@@ -118,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     if args.spec is None:
         rows = _listing()
         if args.json:
-            emit_json({"families": rows, "units": units_object(LISTING_UNITS)})
+            emit_json({"families": rows, "units": units_object(TOPOLOGY_LISTING_UNITS)})
             return 0
         for r in rows:
             params = ", ".join(f"{k} (required)" if v == "required" else f"{k}={v}"
@@ -132,10 +127,10 @@ def run(args: argparse.Namespace) -> int:
     info = _describe(args)
     text = info.pop("_placement_text", None)
     if args.json:
-        emit_json({**info, "units": units_object(UNITS)})
+        emit_json({**info, "units": units_object(TOPOLOGY_UNITS)})
         return 0
     rows = [(k, f"{v:.6g}" if isinstance(v, float) and math.isfinite(v) else str(v),
-             UNITS.get(k, ""))
+             TOPOLOGY_UNITS.get(k, ""))
             for k, v in info.items() if k != "placement"]
     print_table(rows, ("field", "value", "unit"))
     if text is not None:

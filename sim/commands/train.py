@@ -42,11 +42,10 @@ from ._units import (
     RateOption,
     SizeOption,
     TimesOption,
-    check_transfers,
+    check_train,
     given_line,
-    network_spans,
+    train_transfers,
     train_units,
-    transfer_line,
     units_object,
 )
 from .trace import add_failure_trace_options, failure_trace_from_args
@@ -645,44 +644,6 @@ def _print_explain(x: dict[str, Any]) -> None:
           f"{x['tail_stage']}) = {x['iteration']:.4g}")
 
 
-def _check_units(args: argparse.Namespace, cfg: TrainingConfig) -> None:
-    """Refuse rates and times with units off a one-second clock; warn on a mix (sim.units)."""
-    if cfg.network is not None:
-        from ..training.config import network_of
-
-        check_transfers(NAME, args, {"param_size": "size", "activation_size": "size",
-                                     "bucket_size": "size", "nic": "rate"},
-                        network_of(cfg).units, hour=cfg.hour)
-        return
-    units = {}
-    if args.topology:  # the layout's links time the hops (latency + activation / bandwidth)
-        import topologies
-
-        units = topologies.build(args.topology, seed=args.seed).graph.get("units") or {}
-    check_transfers(NAME, args, {"param_size": "size", "activation_size": "size",
-                                 "bandwidth": "rate", "latency": "time"}, units,
-                    hour=cfg.hour, what="the topology")
-
-
-def _transfer_line(args: argparse.Namespace, cfg: TrainingConfig) -> str | None:
-    """The sizes, rates and latencies of the transfers, in units (sim.commands._units)."""
-    sizes = {"param_size": cfg.param_size, "activation_size": args.activation_size}
-    if cfg.network is not None:
-        from ..training.config import network_of
-
-        rates, lats = network_spans(network_of(cfg))
-        return transfer_line(sizes, rates, lats, f"--network {args.network}")
-    lat = args.latency if isinstance(args.latency, tuple) else (args.latency,)
-    where = f"--topology {args.topology}" if args.topology else "--bandwidth, --latency"
-    if args.topology:
-        import topologies
-
-        G = topologies.build(args.topology, seed=args.seed)
-        return transfer_line(sizes, [b for _, _, b in G.edges(data="bandwidth")],
-                             [x for _, _, x in G.edges(data="latency")], where)
-    return transfer_line(sizes, [args.bandwidth], lat, where)
-
-
 def run(args: argparse.Namespace) -> int:
     check_choice("engine", args.engine, engine_names("training"))
     build = None
@@ -691,7 +652,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = build.config
     else:
         cfg = config_from_args(args)
-        _check_units(args, cfg)
+        check_train(args, cfg)
     out = simulate(cfg, replications=args.replications, seed=args.seed,
                    executor=args.executor, workers=args.workers, engine=args.engine)
     if args.checkpoint_every == "auto":
@@ -710,7 +671,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
         return 0
-    for line in (given_line(args), None if build is not None else _transfer_line(args, cfg)):
+    for line in (given_line(args), None if build is not None else train_transfers(args, cfg)):
         if line is not None:
             print(line)
     if build is not None:
