@@ -38,6 +38,15 @@ from ..learning import (
 from ..runner import replicate
 from ._applies import refuse_unless
 from ._common import add_run_options, announce_fallback, emit_json, print_table
+from ._units import (
+    RATE_HELP,
+    SIZE_HELP,
+    RateOption,
+    SizeOption,
+    check_gossip,
+    given_line,
+    units_object,
+)
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "gossip"
@@ -46,7 +55,9 @@ HELP = "gossip averaging on a graph with stubborn, adversarial or clipped peers 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the ``dtsim gossip`` options."""
     p.add_argument("--topology", default="complete", metavar="NAME[:k=v,...]",
-                   help="topology spec, e.g. complete, ring:n=16, torus:dims=4x4 (default complete)")
+                   help="topology spec, e.g. complete, ring:n=16, torus:dims=4x4 (default complete); "
+                        "link bandwidth in B/s and latency in s, or with units: "
+                        "ring:n=16,bandwidth=10Gbit/s,latency=5us")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="number of nodes n, adversaries included (default 16 on the complete graph)")
     p.add_argument("--topology-seed", type=int, default=None, metavar="S",
@@ -94,11 +105,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default 1")
     p.add_argument("--wake-rate", type=float, default=1.0, metavar="R",
                    help="async: Poisson wake-up rate per node (default 1)")
-    p.add_argument("--size", type=float, default=1.0, metavar="S",
-                   help="message size; an exchange takes latency + size / bandwidth (default 1)")
-    p.add_argument("--nic", type=float, default=None, metavar="BW",
+    p.add_argument("--size", action=SizeOption, default=1.0, metavar="SIZE",
+                   help="message size; an exchange takes latency + size / bandwidth: "
+                        f"{SIZE_HELP} (default 1)")
+    p.add_argument("--nic", action=RateOption, default=None, metavar="RATE",
                    help="NIC capacity (each way) of every node: concurrent exchanges at a node "
-                        "share it (async, matching, neighbourhood, allreduce)")
+                        f"share it (async, matching, neighbourhood, allreduce): {RATE_HELP}")
     p.add_argument("--contention", default="on", metavar="on|off",
                    help="on (default): exchanges are flows that share finite links and NICs "
                         "(sim.network); off: each takes latency + size / bandwidth alone")
@@ -418,6 +430,7 @@ def run(args: argparse.Namespace) -> int:
     refuse_unless(args, "contention", _contention_matters(cfg),
                   "with a protocol whose exchanges overlap (not edge) on links of finite "
                   "bandwidth or with --nic (nothing is shared otherwise)")
+    check_gossip(args, cfg)
     announce_fallback("gossip", cfg.resolved_engine, cfg.engine_reason)
     records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
@@ -436,8 +449,12 @@ def run(args: argparse.Namespace) -> int:
             "errors": errors, **_byzantine_keys(cfg),
         }
         payload.update(report)
+        payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
         return 0 if not errors else 1
+    line = given_line(args)
+    if line is not None:
+        print(line)
     print(f"gossip: {cfg.protocol} on {cfg.topology} with n = {cfg.n} "
           f"({cfg.honest_count} honest), {report['replications']} replications, seed {args.seed}")
     print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
@@ -462,6 +479,7 @@ _TRAIN_ROWS = (
 def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
     cfg = tc.gossip
     training_objective(tc)  # build (and so validate) the objective before any replication
+    check_gossip(args, cfg)
     announce_fallback("gossip", *training_engine(tc))
     records = replicate(training_model, tc, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
@@ -486,6 +504,7 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
             "grad_noise": lc.grad_noise, "errors": errors, **_byzantine_keys(cfg, tc),
         }
         payload.update(report)
+        payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
         return 0 if not errors else 1
     print(f"gossip training: {lc.objective} on {cfg.protocol} over {cfg.topology} with "

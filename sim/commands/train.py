@@ -35,6 +35,19 @@ from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit
+from ._units import (
+    RATE_HELP,
+    SIZE_HELP,
+    TIME_HELP,
+    RateOption,
+    SizeOption,
+    TimesOption,
+    check_train,
+    given_line,
+    train_transfers,
+    train_units,
+    units_object,
+)
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "train"
@@ -132,10 +145,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="CSV stage,replica,speed[,price] of every replica")
     a("--speed-spread", type=float, default=0.0,
       help="without --speeds: lognormal sigma of drawn speeds (mean 1; default 0)")
-    a("--param-size", type=float, default=0.0, help="parameters per stage (size units)")
-    a("--activation-size", type=float, default=0.0, help="activations per microbatch per hop")
-    a("--bandwidth", type=float, default=math.inf, help="link bandwidth (default inf)")
-    a("--latency", type=_floats, default=0.0, help="link latency, or one per hop")
+    a("--param-size", action=SizeOption, default=0.0, metavar="SIZE",
+      help=f"parameters per stage: {SIZE_HELP} (default 0)")
+    a("--activation-size", action=SizeOption, default=0.0, metavar="SIZE",
+      help=f"activations per microbatch per hop: {SIZE_HELP} (default 0)")
+    a("--bandwidth", action=RateOption, default=math.inf, metavar="RATE",
+      help=f"link bandwidth: {RATE_HELP} (default inf)")
+    a("--latency", action=TimesOption, default=0.0, metavar="TIME[,TIME...]",
+      help=f"link latency, or one per hop: {TIME_HELP} (default 0)")
     a("--sync", default=d.sync, help="gradient sync per step: " + ", ".join(SYNCS))
     a("--optimizer-time", type=float, default=0.0, help="optimizer step time (default 0)")
     a("--availability", type=float, default=d.availability, help="worker availability (default 1)")
@@ -148,7 +165,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--failure-shape", type=float, default=None,
       help="Weibull shape, lognormal sigma or Pareto tail index alpha > 1")
     a("--topology", default=None, metavar="SPEC",
-      help="place replicas on a layout (its domains and link latencies are used)")
+      help="place replicas on a layout (its domains and link latencies are used; link "
+           "bandwidth in B/s and latency in s, or with units: tree:host_latency=5us)")
     a("--placement", default=None, metavar="POLICY",
       help="with --topology: " + ", ".join(PLACEMENTS) + " (default shared)")
     a("--mtbf", type=float, default=math.inf, help="spot: mean time to preemption (default inf)")
@@ -178,7 +196,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="stop each replication at this simulated time (default inf: when N steps are done)")
     a("--network", default=None, metavar="SPEC|FILE",
       help="the network every transfer crosses (a topology spec or graph file: links with "
-           "bandwidth, latency, sharing; hosts' NICs); transfers then share its links")
+           "bandwidth in B/s and latency in s, or with units, e.g. tree:host_bandwidth="
+           "100Gbit/s,host_latency=5us; sharing; hosts' NICs); transfers then share its links")
     a("--network-nodes", default=None, metavar="LIST",
       help="with --network: the node of each replica, stage-major, comma-separated (default: "
            "the hosts --placement chose when --topology is the same spec, else the network's "
@@ -186,10 +205,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--tensor-parallel", type=_ints, default=1, metavar="T",
       help="tensor-parallel ranks of each replica (or one per stage): T concurrent flows "
            "through the node's NIC for transfers and T all-reduce rings (default 1)")
-    a("--nic", type=float, default=None, metavar="BW",
-      help="with --network: NIC capacity (each way) of every host without one")
-    a("--bucket-size", type=float, default=math.inf, metavar="B",
-      help="with --network: all-reduce bucket per rank (default inf: one bucket)")
+    a("--nic", action=RateOption, default=None, metavar="RATE",
+      help=f"with --network: NIC capacity (each way) of every host without one: {RATE_HELP}")
+    a("--bucket-size", action=SizeOption, default=math.inf, metavar="SIZE",
+      help=f"with --network: all-reduce bucket per rank: {SIZE_HELP} (default inf: one bucket)")
     a("--contention", default="on", metavar="on|off",
       help="with --network: on (default) transfers share links max-min fairly; off: each "
            "alone on its route")
@@ -633,6 +652,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = build.config
     else:
         cfg = config_from_args(args)
+        check_train(args, cfg)
     out = simulate(cfg, replications=args.replications, seed=args.seed,
                    executor=args.executor, workers=args.workers, engine=args.engine)
     if args.checkpoint_every == "auto":
@@ -647,9 +667,13 @@ def run(args: argparse.Namespace) -> int:
                 out["reference_note"][key] = (
                     "plan closed form (transfers and all-reduces as their times, no contention: "
                     f"exact when no two transfers share a link): {p['note']}")
+    out["units"] = units_object(train_units(time_unit(cfg.hour)), args)
     if args.json:
         emit_json(out)
         return 0
+    for line in (given_line(args), None if build is not None else train_transfers(args, cfg)):
+        if line is not None:
+            print(line)
     if build is not None:
         print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
               f"(largest over {len(build.memory)} replicas' GPUs); p2p {cfg.p2p}")

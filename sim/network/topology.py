@@ -231,6 +231,8 @@ class Network:
         G = graph.copy()
         topologies.validate_graph(G, name=label)
         self.label = label
+        #: How the link quantities were given (``topologies.validate_graph``'s ``units``).
+        self.units: dict[str, tuple[Any, Any]] = dict(G.graph.get("units") or {})
         self.nodes: list[Hashable] = list(G.nodes)
         #: The nodes that are not switches (``role="switch"``), in graph order.
         self.hosts: list[Hashable] = [n for n, r in G.nodes(data="role") if r != "switch"]
