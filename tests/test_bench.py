@@ -73,7 +73,9 @@ def test_sweep_part_runs_runner_and_plain_pool():
 
 def test_memory_subprocess_reports_peak():
     """A memory script runs in a fresh interpreter and reports its peak RSS."""
-    r = bench._peak_rss("pipeline", microbatches=50, traced=True)
+    from sim.bench.suite import _peak_rss
+
+    r = _peak_rss("pipeline", microbatches=50, traced=True)
     assert r["peak_mib"] > 10 and r["microbatches"] == 50 and r["traced_peak_mib"] > 0
 
 

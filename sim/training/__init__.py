@@ -16,8 +16,9 @@ penalty. Pieces, one module each:
 * :mod:`.system`: build, wire, run, metrics (:func:`training_model`);
 * :mod:`.engines`: the engines and exact references of family ``"training"``;
 * :mod:`.compiled` and :mod:`.kernel`: the compiled (numba) event loop of the same
-  model for the configs it accepts (``--engine compiled``);
-* :mod:`.bench`: passes per bare SimPy timeout.
+  model for the configs it accepts (``--engine compiled``).
+
+:mod:`sim.bench.training` measures the engines' speed.
 """
 
 # sim.pipeline first: its queueing engine imports .config, which imports sim.pipeline, and

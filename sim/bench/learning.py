@@ -48,9 +48,9 @@ def bench_async_training(nodes: int = 200, horizon: int = 20, dim: int = 10,
         ``async_training_us_per_local_step_net`` (the difference per step).
     """
     from ..gossip import GossipConfig, GossipSystem
-    from .config import LearningConfig
-    from .model import TrainingConfig, training_objective
-    from .update import LocalSGD
+    from ..learning.config import LearningConfig
+    from ..learning.model import TrainingConfig, training_objective
+    from ..learning.update import LocalSGD
 
     n = check_int("nodes", nodes, low=2)
     T = check_int("horizon", horizon, low=1)

@@ -21,8 +21,8 @@ import time
 import simpy
 
 from ..rng import Streams
-from .config import TrainingConfig
-from .system import TrainingSystem
+from ..training.config import TrainingConfig
+from ..training.system import TrainingSystem
 
 __all__ = ["BENCH_CONFIG", "SCALE_CONFIG", "bare_timeouts_per_second", "measure_pass_rate",
            "measure_compiled_pass_rate", "measure_scale"]
@@ -118,7 +118,7 @@ def measure_compiled_pass_rate(config: TrainingConfig = BENCH_CONFIG, *, seed: i
         ``compiled_training_passes`` and ``compiled_training_lost_passes`` (of the best run).
     """
     from ..rng import Streams
-    from .compiled import compiled_training_model
+    from ..training.compiled import compiled_training_model
 
     compiled_training_model(WARM_UP, Streams(seed))
     best, passes, lost = 0.0, 0.0, 0.0
@@ -135,7 +135,7 @@ def measure_compiled_pass_rate(config: TrainingConfig = BENCH_CONFIG, *, seed: i
 _SCALE_SCRIPT = """
 import json, resource, sys, time
 from sim.rng import Streams
-from sim.training.bench import SCALE_CONFIG, WARM_UP
+from sim.bench.training import SCALE_CONFIG, WARM_UP
 from sim.training.compiled import compiled_training_model
 import dataclasses
 cfg = dataclasses.replace(SCALE_CONFIG, steps=int(sys.argv[1]))

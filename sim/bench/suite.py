@@ -84,8 +84,8 @@ from typing import Any
 import numpy as np
 import simpy
 
-from .errors import check, check_int
-from .rng import Streams
+from ..errors import check, check_int
+from ..rng import Streams
 
 #: Clock of the single-process figures (a)-(f): CPU time of this process, so that
 #: other jobs on a shared machine do not slow one side of a ratio and not the other.
@@ -179,7 +179,7 @@ def pipeline_bench_config(microbatches: int) -> Any:
     compute time 1 per stage, failover after a detection timeout of 0.5, one
     arrival per time unit.
     """
-    from .pipeline import PipelineConfig
+    from ..pipeline import PipelineConfig
 
     return PipelineConfig(stages=48, replicas=2, skip_budget=2, availability=0.9,
                           domain_outage=1e-3, stage_time=1.0, detection_timeout=0.5,
@@ -203,7 +203,7 @@ def bench_pipeline(microbatches: int = 4000, repeats: int = 2) -> dict[str, floa
         ``pipeline_crossings_per_s``, ``pipeline_failovers_per_microbatch``,
         ``pipeline_mean_skipped``, ``pipeline_microbatches``.
     """
-    from .pipeline import des_pipeline_model as pipeline_model
+    from ..pipeline import des_pipeline_model as pipeline_model
 
     cfg = pipeline_bench_config(microbatches)
     extra: dict[str, float] = {}
@@ -251,7 +251,7 @@ def bench_async_gossip(nodes: int = 1000, horizon: int = 30, repeats: int = 2) -
         design: with ``nodes`` timeouts pending, SimPy's heap makes a wake
         cost about two bare timeouts), and ``async_exchanges_per_bare_wake``.
     """
-    from .gossip import GossipConfig, GossipSystem
+    from ..gossip import GossipConfig, GossipSystem
 
     cfg = GossipConfig(topology="complete", nodes=nodes, protocol="async", rounds=horizon,
                        record_every=horizon, engine="des")
@@ -341,7 +341,7 @@ def bench_matching(sizes: Iterable[int] = MATCHING_SIZES, updates: float = 4e6,
 
 def _matching_rate(n: int, rounds: int, repeats: int, engine: str = "vector") -> float:
     """Node updates/s of :class:`sim.gossip.GossipSystem` matching rounds (complete graph)."""
-    from .gossip import GossipConfig, GossipSystem
+    from ..gossip import GossipConfig, GossipSystem
 
     cfg = GossipConfig(topology="complete", nodes=n, protocol="matching", rounds=rounds,
                        record_every=rounds, engine=engine)
@@ -387,8 +387,8 @@ def bench_stylised(microbatches: int = 20_000_000, repeats: int = 2) -> dict[str
     dict
         ``stylised_trials_per_s``, ``stylised_drop_rate``, ``stylised_exact``.
     """
-    from .analytic import drop_probability
-    from .pipeline.vector import simulate_stylised
+    from ..analytic import drop_probability
+    from ..pipeline.vector import simulate_stylised
 
     rng = Streams(2).rng("bench")
     res: dict[str, float] = {}
@@ -428,8 +428,8 @@ def bench_rare(repeats: int = 5) -> dict[str, float]:
         relative error reached, or for 10% when the estimate is tighter (an
         exact sum has no sampling error).
     """
-    from .analytic import drop_probability, exact_drop_probability
-    from .pipeline.rare import importance_drop_probability, stratified_placement_probability
+    from ..analytic import drop_probability, exact_drop_probability
+    from ..pipeline.rare import importance_drop_probability, stratified_placement_probability
 
     out: dict[str, float] = {}
     runs = [importance_drop_probability(48, 3, 4, 0.9, 0.0, rng=Streams(3).rng("rare", i),
@@ -464,7 +464,7 @@ def sweep_task_config(microbatches: int) -> Any:
 
 
 def _plain_run(ex: Any, model: Callable, cfg: Any, tasks: int, seed: int) -> float:
-    from .runner import run_one
+    from ..runner import run_one
 
     t0 = time.perf_counter()
     futures = [ex.submit(run_one, model, cfg, seed, k) for k in range(tasks)]
@@ -501,8 +501,8 @@ def bench_sweep(tasks: int = 20, workers: int = 2, microbatches: int = 2500,
         ``sweep_plain_dask_speedup``, ``sweep_dask_vs_plain``. Local pools are
         created inside the timed region for both (equal start-up cost).
     """
-    from .pipeline import des_pipeline_model as pipeline_model
-    from .runner import sweep
+    from ..pipeline import des_pipeline_model as pipeline_model
+    from ..runner import sweep
 
     tasks = check_int("tasks", tasks, low=1)
     workers = check_int("workers", workers, low=1)
@@ -542,7 +542,7 @@ def bench_sweep(tasks: int = 20, workers: int = 2, microbatches: int = 2500,
                sweep_local_vs_plain=plain / local)
     if dask:
         try:
-            from .runner import DaskExecutor
+            from ..runner import DaskExecutor
             dex = DaskExecutor(workers=workers)
         except Exception as exc:  # dask missing or failing: say so, do not fake it
             out["sweep_dask_error"] = f"{type(exc).__name__}: {exc}"  # type: ignore[assignment]
@@ -634,7 +634,7 @@ def bench_compiled_memory(nodes: int = 100_000, horizons: tuple[int, int] = (1, 
         horizon, ``mem_compiled_horizon_ratio`` (long over short) and
         ``mem_compiled_horizon_nodes``; nothing without numba.
     """
-    from .gossip.compiled import HAVE_NUMBA
+    from ..gossip.compiled import HAVE_NUMBA
 
     if not HAVE_NUMBA:
         return {}
@@ -707,7 +707,7 @@ def bench_memory(gossip_nodes: int = 100_000, gossip_horizon: int = 2,
 
 # --------------------------------------------------------------------------- (i) against the machine
 
-_C_SOURCE = Path(__file__).resolve().parent.parent / "benchmarks" / "async_gossip.c"
+_C_SOURCE = Path(__file__).resolve().parents[2] / "benchmarks" / "async_gossip.c"
 
 
 def _c_reference() -> Path | None:
@@ -739,7 +739,7 @@ def _c_rate(exe: Path, nodes: int, horizon: float, latency: float, repeats: int)
 
 
 def _compiled_rate(nodes: int, horizon: float, latency: float, repeats: int) -> float:
-    from .gossip import GossipConfig, GossipSystem
+    from ..gossip import GossipConfig, GossipSystem
 
     cfg = GossipConfig(topology="complete", nodes=nodes, protocol="async", rounds=int(horizon),
                        record_every=int(horizon), latency=latency, engine="compiled")
@@ -802,7 +802,7 @@ def bench_machine(nodes: int = 1000, horizon: int = 2000, repeats: int = 3,
 
 def highflip_config(microbatches: int) -> Any:
     """The pipeline whose workers flip often: L = 60, r = 4, a = 0.6, downtime 1, s = 2."""
-    from .pipeline import PipelineConfig
+    from ..pipeline import PipelineConfig
 
     return PipelineConfig(stages=60, replicas=4, availability=0.6, mean_downtime=1.0,
                           skip_budget=2, microbatches=microbatches)
@@ -818,8 +818,8 @@ def bench_highflip(microbatches: int = 1000, markov_microbatches: int = 100_000,
         ``highflip_des_crossings_per_s``, ``highflip_markov_crossings_per_s``
         and their ratio ``highflip_markov_vs_des`` (the target is at least 50).
     """
-    from .pipeline import des_pipeline_model as pipeline_model
-    from .pipeline import markov_run
+    from ..pipeline import des_pipeline_model as pipeline_model
+    from ..pipeline import markov_run
 
     def des() -> tuple[float, float]:
         t0 = _cpu_clock()
@@ -844,12 +844,12 @@ def bench_training(repeats: int = 2, scale_steps: int = 10_000) -> dict[str, flo
     """Passes per second of the contended training DES and compiled engine, and the scale point.
 
     The DES's rate is divided by the yardstick (``training_passes_per_timeout``);
-    the compiled engine's is absolute (:func:`sim.training.bench.measure_compiled_pass_rate`),
-    with the scale point of :func:`sim.training.bench.measure_scale` (``scale_steps``
+    the compiled engine's is absolute (:func:`sim.bench.training.measure_compiled_pass_rate`),
+    with the scale point of :func:`sim.bench.training.measure_scale` (``scale_steps``
     steps). Without numba the compiled figures are absent.
     """
-    from .training.bench import measure_compiled_pass_rate, measure_pass_rate, measure_scale
-    from .training.compiled import HAVE_NUMBA
+    from ..training.compiled import HAVE_NUMBA
+    from .training import measure_compiled_pass_rate, measure_pass_rate, measure_scale
 
     res = measure_pass_rate(repeats=repeats)
     res.pop("simpy_timeouts_per_s", None)  # the suite's own yardstick divides
@@ -863,13 +863,13 @@ def bench_training(repeats: int = 2, scale_steps: int = 10_000) -> dict[str, flo
 
 
 def bench_gossip_training(repeats: int = 2) -> dict[str, float]:
-    """CPU cost per local step of async gossip training (:func:`sim.learning.bench.bench_async_training`).
+    """CPU cost per local step of async gossip training (:func:`sim.bench.learning.bench_async_training`).
 
     The SimPy engine's figures, and the compiled engine's with the prefix
     ``async_training_compiled_`` (when numba is installed).
     """
-    from .gossip.compiled import HAVE_NUMBA
-    from .learning.bench import bench_async_training
+    from ..gossip.compiled import HAVE_NUMBA
+    from .learning import bench_async_training
 
     out = {k: v for k, v in bench_async_training(repeats=repeats, engine="des").items()
            if isinstance(v, (int, float))}
@@ -890,11 +890,11 @@ def bench_plans(repeats: int = 2) -> dict[str, float]:
     iteration by the training DES; and the same plans' exact step times
     (:func:`sim.engines.predictions`, the max-plus program evaluation).
     """
-    from .engines import predictions
-    from .profiles import load_profiles, read_runs
-    from .profiles.build import build_plan
-    from .rng import Streams
-    from .training import training_model
+    from ..engines import predictions
+    from ..profiles import load_profiles, read_runs
+    from ..profiles.build import build_plan
+    from ..rng import Streams
+    from ..training import training_model
 
     runs = read_runs()
     prof = load_profiles(models=tuple(sorted({r.plan.model for r in runs})))  # type: ignore[type-var]
@@ -926,7 +926,7 @@ def bench_plans(repeats: int = 2) -> dict[str, float]:
 
 def _run_seconds(cfg: Any, repeats: int, clock: Callable[[], float] = _cpu_clock) -> float:
     """Best time of ``GossipSystem(cfg).run()`` over ``repeats`` runs (the build not counted)."""
-    from .gossip import GossipSystem
+    from ..gossip import GossipSystem
 
     best = math.inf
     for k in range(repeats):
@@ -961,7 +961,7 @@ def bench_recording(edge_nodes: tuple[int, ...] = (1000, 10_000), edge_steps: in
     """
     import dataclasses
 
-    from .gossip import GossipConfig, GossipSystem
+    from ..gossip import GossipConfig, GossipSystem
 
     GossipSystem(GossipConfig(nodes=10, protocol="edge", rounds=10), Streams(0)).run()  # compile
     out: dict[str, float] = {}
@@ -988,7 +988,7 @@ def bench_recording(edge_nodes: tuple[int, ...] = (1000, 10_000), edge_steps: in
 
 # --------------------------------------------------------------------------- (n) PeerSim
 
-_PEERSIM_SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "peersim.sh"
+_PEERSIM_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "peersim.sh"
 #: ``benchmarks/peersim.sh`` cases: (case, nodes) -> the key of its rate here.
 _PEERSIM_CASES = {("cycle_complete", 100_000): "peersim_cycle_per_s_n100000",
                   ("cycle_complete", 1_000_000): "peersim_cycle_per_s_n1000000",
@@ -1011,7 +1011,7 @@ def peersim_skip_reason(peersim: str | None) -> str | None:
 
 def _exchange_rate(cfg: Any, repeats: int) -> float:
     """Best exchanges per wall-clock second of ``GossipSystem(cfg).run()``."""
-    from .gossip import GossipSystem
+    from ..gossip import GossipSystem
 
     best = 0.0
     for k in range(repeats):
@@ -1056,7 +1056,7 @@ def bench_peersim(peersim: str | None = None, repeats: int = 3, edge_steps: int 
     why = peersim_skip_reason(peersim)
     if why is not None:
         return {"peersim_skipped": why}
-    from .gossip import GossipConfig, GossipSystem
+    from ..gossip import GossipConfig, GossipSystem
 
     proc = subprocess.run(["bash", str(_PEERSIM_SCRIPT), str(peersim), str(repeats)],
                           capture_output=True, text=True, timeout=3600, check=False)
@@ -1155,16 +1155,16 @@ _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
 
 
 def _planner_part(**kw: Any) -> dict[str, Any]:
-    """The plan search on a 64-GPU mixed fleet (:func:`sim.planner.bench.bench_planner`)."""
-    from .planner.bench import bench_planner
+    """The plan search on a 64-GPU mixed fleet (:func:`sim.bench.planner.bench_planner`)."""
+    from .planner import bench_planner
 
     return bench_planner(**kw)
 
 
 def _network_part(**kw: Any) -> dict[str, Any]:
     """The flow-level network: flows/s beside SimGrid, and the cost of contention
-    (:func:`sim.network.bench.bench_network`)."""
-    from .network.bench import bench_network
+    (:func:`sim.bench.network.bench_network`)."""
+    from .network import bench_network
 
     return bench_network(**kw)
 
@@ -1262,7 +1262,7 @@ def check_targets(results: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _git_commit() -> str:
     try:
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]
         p = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
                            capture_output=True, text=True, timeout=5, check=False)
         return p.stdout.strip()
@@ -1296,7 +1296,7 @@ def run_bench(quick: bool = False, parts: Iterable[str] | None = None,
         from the name), ``part_seconds_<part>`` (wall time of each part) and
         ``<part>_error`` when a part fails.
     """
-    from . import __version__
+    from .. import __version__
 
     chosen = list(PARTS) if parts is None else list(dict.fromkeys(["simpy", *parts]))
     for p in chosen:
@@ -1353,7 +1353,7 @@ def append_jsonl(path: str | Path, record: Mapping[str, Any]) -> Path:
     -------
     Path
     """
-    from .results import to_jsonable
+    from ..results import to_jsonable
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
