@@ -16,16 +16,13 @@
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
 
+from .timing import _cpu_clock as _cpu
+
 __all__ = ["bench_network", "bench_flows", "bench_contention_cost", "tree_flows"]
-
-
-def _cpu() -> float:
-    return time.process_time()
 
 
 def tree_flows(flows: int, racks: int, hosts: int, seed: int) -> tuple[Any, list[tuple]]:
