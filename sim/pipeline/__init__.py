@@ -67,6 +67,7 @@ from .engines import (
     vector_pipeline_model,
 )
 from .markov import MarkovEngine, markov_run, snapshot_out_stages
+from .queueing import QueueingEngine, QueueingPipeline, TandemReference, queueing_model
 from ..analytic.penalty import PENALTIES, SkipPenalty
 
 __all__ = [
@@ -109,6 +110,3 @@ __all__ = [
     "TandemReference",
     "queueing_model",
 ]
-
-# last: it imports sim.training, which imports this package's quality_table
-from .queueing import QueueingEngine, QueueingPipeline, TandemReference, queueing_model  # noqa: E402

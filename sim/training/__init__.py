@@ -21,9 +21,6 @@ penalty. Pieces, one module each:
 :mod:`sim.bench.training` measures the engines' speed.
 """
 
-# sim.pipeline first: its queueing engine imports .config, which imports sim.pipeline, and
-# that cycle resolves only in this order (``import sim`` no longer imports sim.pipeline first)
-from .. import pipeline as _pipeline  # noqa: F401, I001
 from .config import (
     ARRIVALS,
     FIXED,
