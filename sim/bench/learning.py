@@ -49,7 +49,7 @@ def bench_async_training(nodes: int = 200, horizon: int = 20, dim: int = 10,
     """
     from ..gossip import GossipConfig, GossipSystem
     from ..learning.config import LearningConfig
-    from ..learning.model import TrainingConfig, training_objective
+    from ..learning.model import GossipTrainingConfig, training_objective
     from ..learning.update import LocalSGD
 
     n = check_int("nodes", nodes, low=2)
@@ -59,7 +59,7 @@ def bench_async_training(nodes: int = 200, horizon: int = 20, dim: int = 10,
                      dim=check_int("dim", dim, low=1), engine=engine)
     lc = LearningConfig(objective="quadratic", lr=0.1, local_steps=1, grad_noise=0.1,
                         curvature_spread=0.5, step_time=(st,))
-    cfg = TrainingConfig(g, lc)
+    cfg = GossipTrainingConfig(g, lc)
     obj = training_objective(cfg)
 
     def once(lr: float, k: int) -> tuple[float, int, int]:
