@@ -195,3 +195,38 @@ def test_the_name_check_sees_a_collision(tmp_path):
         "Thing": ["sim/a.py", "sim/b/c.py"],
         "Flow": ["sim/gossip/flow.py", "sim/network/flows.py", "sim/training/flow.py"],
     }
+
+
+# --------------------------------------------------------------------------- the map is true
+
+
+def _tests_named_in(section: str) -> list[tuple[int, str, str]]:
+    """(row, file, test) of every test a table row of ``section`` names (``::t`` continues a file)."""
+    out = []
+    for row, line in enumerate(_section(section).splitlines()):
+        if not line.startswith("| ") or line.startswith("| to add") or line.startswith("|---"):
+            continue
+        last = None
+        for path, name, cont in re.findall(r"`(tests/\w+\.py)(?:::(\w+))?`|`::(\w+)`", line):
+            last = path or last
+            out.append((row, last, name or cont))
+    return out
+
+
+def test_every_test_the_where_to_add_table_names_exists():
+    """Each row of "Where to add" names a test, and each named test function exists."""
+    named = _tests_named_in("Where to add")
+    rows = {r for r, _, _ in named}
+    table = [line for line in _section("Where to add").splitlines()
+             if line.startswith("| ") and not line.startswith("| to add")]
+    assert len(rows) == len(table) >= 20
+    missing = []
+    for _, path, name in named:
+        file = ROOT / path
+        if not file.is_file():
+            missing.append(path)
+            continue
+        defs = {n.name for n in ast.parse(file.read_text()).body if isinstance(n, ast.FunctionDef)}
+        if name and name not in defs:
+            missing.append(f"{path}::{name}")
+    assert missing == []
