@@ -194,7 +194,7 @@ def imports(root: Path) -> list[Import]:
                     if sub not in mods and alias.name.startswith("__"):
                         continue  # ``__version__``: the package's metadata, no code
                     targets.append(sub if sub in mods else stem)
-            for target in targets:
+            for target in dict.fromkeys(targets):
                 while target and target not in mods:  # ``import a.b.c`` of a name, not a module
                     target = target.rpartition(".")[0]
                 if target and room_of(target) is not None:
