@@ -236,7 +236,7 @@ def write_event_log(cfg: PipelineConfig, seed: int, path: str) -> Path:
     return out
 
 
-def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = None,
+def _config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = None,
                      **override: Any) -> tuple[PipelineConfig, Any]:
     """Build the :class:`PipelineConfig` (and the placement, if a topology) from CLI args.
 
@@ -500,9 +500,9 @@ def run(args: argparse.Namespace) -> int:
     method = _check_options(args)
     log_error: str | None = None
     if method == "importance":
-        cfg, placement = config_from_args(args, layout_latency=False)
+        cfg, placement = _config_from_args(args, layout_latency=False)
     else:
-        cfg, placement = config_from_args(args)
+        cfg, placement = _config_from_args(args)
     check_pipeline(args, cfg)
     if args.show_placement and placement is not None and not args.json:
         print(placement.render())

@@ -274,7 +274,7 @@ def _per_replica(name: str, value: Any, counts: tuple[int, ...], *,
     return tuple((v,) * r for v, r in zip(value, counts, strict=True))
 
 
-def check_options(args: argparse.Namespace) -> None:
+def _check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
     if args.schedule is None:
         args.schedule = "1f1b" if args.plan is not None else TrainingConfig().schedule
@@ -375,7 +375,7 @@ def build_from_args(args: argparse.Namespace) -> Any:
     from ..profiles import load_profiles, read_plan
     from ..profiles.build import build_plan
 
-    check_options(args)
+    _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("replications", args.replications, low=1)
     check_choice("p2p", args.p2p or "blocking", P2PS)
@@ -455,14 +455,14 @@ def _strategy(args: argparse.Namespace) -> Any:
     return dataclasses.replace(strat, **changes) if changes else strat
 
 
-def config_from_args(args: argparse.Namespace) -> TrainingConfig:
+def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
     """Validate every option and build the :class:`TrainingConfig` (before any simulation)."""
     if args.plan is not None:
         return build_from_args(args).config
     strategy = _strategy(args)
     if args.strategy is not None and strategy.name == "swarm" and not given(args, "schedule"):
         args.schedule = "swarm"  # --strategy swarm is today's behaviour with a swarm schedule
-    check_options(args)
+    _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("stages", args.stages, low=1)
     check_int("replications", args.replications, low=1)
@@ -542,7 +542,7 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
     return cfg
 
 
-def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
+def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
              workers: int | None = None, engine: str = "auto") -> dict[str, Any]:
     """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates)."""
     sel = select("training", cfg, engine)
@@ -651,9 +651,9 @@ def run(args: argparse.Namespace) -> int:
         build = build_from_args(args)
         cfg = build.config
     else:
-        cfg = config_from_args(args)
+        cfg = _config_from_args(args)
         check_train(args, cfg)
-    out = simulate(cfg, replications=args.replications, seed=args.seed,
+    out = _simulate(cfg, replications=args.replications, seed=args.seed,
                    executor=args.executor, workers=args.workers, engine=args.engine)
     if args.checkpoint_every == "auto":
         out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)

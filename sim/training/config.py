@@ -11,6 +11,7 @@ from typing import Any
 
 from topologies.placement import Placement, from_value, shared_per_stage
 
+from ..analytic.penalty import quality_table
 from ..errors import (
     ConfigError,
     check,
@@ -24,7 +25,6 @@ from ..errors import (
     read_csv_text,
 )
 from ..failures import DISTRIBUTIONS, check_law, check_shape, read_trace
-from ..pipeline import quality_table
 from .routing import speed_rows
 
 #: Memory of one replication (bytes, measured with tracemalloc): per stage, per
