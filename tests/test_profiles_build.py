@@ -19,7 +19,7 @@ from sim.profiles import (
     load_profiles,
     read_runs,
 )
-from sim.profiles.build import BUCKET_ELEMENTS, build_plan, explain_rows, ring_allreduce
+from sim.profiles.build import BUCKET_ELEMENTS, build_plan, explain_rows, plan_allreduce_time
 from sim.rng import Streams
 from sim.training import training_model
 
@@ -64,9 +64,9 @@ def test_transfers_and_allreduce_follow_the_curves(prof, runs):
     n = len(nodes)
     step = prof.network.transfer_time(nodes[0][0].node, nodes[0][0].node, params * 4 / n, 4)
     assert b.allreduce_times[1] == pytest.approx(2 * (n - 1) * step)
-    big = ring_allreduce(prof.network, nodes, [4] * n, 2.5 * BUCKET_ELEMENTS * 4)
-    one = ring_allreduce(prof.network, nodes, [4] * n, BUCKET_ELEMENTS * 4)
-    half = ring_allreduce(prof.network, nodes, [4] * n, 0.5 * BUCKET_ELEMENTS * 4)
+    big = plan_allreduce_time(prof.network, nodes, [4] * n, 2.5 * BUCKET_ELEMENTS * 4)
+    one = plan_allreduce_time(prof.network, nodes, [4] * n, BUCKET_ELEMENTS * 4)
+    half = plan_allreduce_time(prof.network, nodes, [4] * n, 0.5 * BUCKET_ELEMENTS * 4)
     assert big == pytest.approx(2 * one + half)  # three buckets, one after the other
     assert b.tied_allreduce_time > 0 and b.config.tied_allreduce_time == b.tied_allreduce_time
 

@@ -18,7 +18,8 @@ against the training DES of :mod:`sim.training`:
 * :func:`checkpoint_segment_time`, :func:`checkpoint_wall_time`,
   :func:`young_interval`, :func:`daly_interval`: checkpoint and restart under
   Poisson failures (Young 1974, Daly 2006);
-* :func:`ring_allreduce_time`: the time of a ring all-reduce.
+* :func:`ring_allreduce_time` (defined in :mod:`sim.analytic.network`, the one
+  ring law): the time of a ring all-reduce.
 
 References
 ----------
@@ -52,6 +53,7 @@ import math
 from collections.abc import Sequence
 
 from ..errors import check, check_int, check_nonnegative, check_positive
+from .network import ring_allreduce_time
 
 __all__ = [
     "pipeline_step_time",
@@ -544,27 +546,3 @@ def daly_interval(checkpoint_cost: float, mtbf: float) -> float:
     return math.sqrt(2.0 * C * M) * (1.0 + math.sqrt(C / (2.0 * M)) / 3.0 + C / (18.0 * M)) - C
 
 
-# --------------------------------------------------------------------------- communication
-
-
-def ring_allreduce_time(participants: int, size: float, bandwidth: float, latency: float) -> float:
-    """Time of a ring all-reduce of ``size`` among ``k`` participants.
-
-    Notes
-    -----
-    .. math:: T = 2 (k - 1) \\left(\\ell + \\frac{P}{k\\,W}\\right)
-
-    (a reduce-scatter and an all-gather, each ``k - 1`` rounds of a chunk of
-    ``P / k``); zero for ``k = 1``.
-
-    References
-    ----------
-    [Ring]_.
-    """
-    k = check_int("participants", participants, low=1)
-    P = check_nonnegative("param_size", size)
-    W = check_positive("bandwidth", bandwidth, allow_inf=True)
-    lat = check_nonnegative("latency", latency)
-    if k == 1:
-        return 0.0
-    return 2.0 * (k - 1) * (lat + (P / (k * W) if P else 0.0))

@@ -42,7 +42,6 @@ __all__ = [
     "SYNCS",
     "STRAGGLERS",
     "TrainingConfig",
-    "network_of",
     "read_speeds",
     "replica_name",
 ]
@@ -713,7 +712,7 @@ class TrainingConfig:
                   self.tied_allreduce_size)
 
     def _check_network(self) -> None:
-        """Validate the network fields (the network is built once, to check, and not kept)."""
+        """Validate the network fields (against the network, which the config does not keep)."""
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         check(isinstance(self.contention, bool), "contention", "True or False", self.contention)
         check_choice("p2p", self.p2p, P2PS)
@@ -740,7 +739,22 @@ class TrainingConfig:
                       f"{'unset' if default is None else default} without a network",
                       getattr(self, name))
             return
-        net = network_of(self)
+        # the network to check the fields naming its nodes against: sim.network builds and
+        # keeps it (the engine asks for the same one); nothing built is kept on the config
+        from ..network import shared_network
+        from ..network.curves import BandwidthCurve
+        from ..network.topology import NetworkValue
+
+        check(isinstance(self.network, (str, NetworkValue)), "network",
+              "a topology spec or graph file, or a sim.network.NetworkValue", self.network)
+        if self.nic is not None and not isinstance(self.nic, BandwidthCurve):
+            check_positive("nic", self.nic, allow_inf=True)
+        try:
+            net = shared_network(self.network, nic=self.nic)
+        except ConfigError as exc:
+            if exc.name in ("topology", "nodes"):
+                raise ConfigError("network", exc.rule, exc.value) from None
+            raise
         check(self.bandwidth == math.inf, "bandwidth",
               "inf (unset) with a network (its links set the transfer times)", self.bandwidth)
         check(self.latency == 0.0, "latency",
@@ -958,40 +972,3 @@ class TrainingConfig:
             for m in ("drop_rate", "lost_passes", "lost_lost_pass"):
                 out.pop(m, None)
         return out
-
-_NETWORKS: dict[Any, Any] = {}
-
-
-def network_of(config: TrainingConfig) -> Any:
-    """The built :class:`~sim.network.Network` of ``config.network`` (with ``config.nic``).
-
-    Built once per process for each (network, nic) and kept (routes are cached
-    on it), so configs that differ elsewhere share it.
-
-    Raises
-    ------
-    ConfigError
-        As :func:`sim.network.build_network`, naming ``network``.
-    """
-    from ..network import build_network
-    from ..network.curves import BandwidthCurve
-    from ..network.topology import NetworkValue
-
-    net_v, nic = config.network, config.nic
-    check(isinstance(net_v, (str, NetworkValue)), "network",
-          "a topology spec or graph file, or a sim.network.NetworkValue", net_v)
-    if nic is not None and not isinstance(nic, BandwidthCurve):
-        check_positive("nic", nic, allow_inf=True)
-    key = (net_v, nic)
-    net = _NETWORKS.get(key)
-    if net is None:
-        try:
-            net = build_network(net_v, nic=nic)
-        except ConfigError as exc:
-            if exc.name in ("topology", "nodes"):
-                raise ConfigError("network", exc.rule, exc.value) from None
-            raise
-        if len(_NETWORKS) > 32:
-            _NETWORKS.clear()
-        _NETWORKS[key] = net
-    return net
