@@ -160,6 +160,7 @@ class Flow:
         L, hops = self.L, self.hops
         if self.net is not None:  # every movement goes through the network: no inline path
             for rep in self.replicas:
+                rep.ordered = self.ordered  # 1F1B's fixed order holds over a network too
                 rep.wire(inline=False, fwd_kind=2, next_live=[], next_lo=None, next_idle=None,
                          next_policy=None, prev_stage=-1, uniform=self.uniform)
             return
