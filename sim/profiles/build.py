@@ -269,9 +269,10 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     model : str, optional
         The model's name (else the plan's).
     schedule : {"1f1b", "gpipe", "1f1b-dynamic"}
-    p2p : {"blocking", "overlap"}
+    p2p : {"blocking", "overlap", "shared"}
         DeepSpeed's blocking paired send/receive (what the shipped runs used)
-        or transfers overlapped with compute.
+        or transfers overlapped with compute (FIFO channels; ``shared``: each
+        on a connection of its own, see :class:`~sim.training.TrainingConfig`).
     check_memory : bool
         Refuse a plan that does not fit (one line naming the stage and GPU).
     network : bool
@@ -365,10 +366,22 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         optimizer_times=opt, p2p=p2p, samples_per_microbatch=float(mbs), price=prices,
         sync="allreduce")
     if network:
+        # the all-reduce's bucket: DeepSpeed's (the shipped runs'), unless --sync gives one or
+        # overlaps the backward pass (then Megatron-LM's default, megatron/core/distributed/
+        # distributed_data_parallel.py: bucket_size = max(40000000, 1000000 * dp) values)
+        from ..training.sync import parse_sync
+
+        spec = parse_sync(config.get("sync", "allreduce"))
+        bucket = BUCKET_ELEMENTS * float(mp.bytes_per_value)
+        if spec.get("overlap") == "backward" or spec.get("bucket_size") is not None:
+            bucket = math.inf
+            if spec.get("bucket_size") is None:
+                megatron = max(40_000_000, 1_000_000 * r) * float(mp.bytes_per_value)
+                config = {**config, "sync": f"{spec.text},bucket_size={megatron:.17g}"}
         kw.update(network=plan_network(plan, net, mp.tied_embeddings),
                   network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
                   tensor_parallel=tuple(tuple(x.tp for x in st.replicas) for st in plan.stages),
-                  bucket_size=BUCKET_ELEMENTS * float(mp.bytes_per_value),
+                  bucket_size=bucket,
                   transfer_sizes=tuple(mbs * mp.layer_sizes(plan.stages[j].replicas[0].tp)[
                       plan.stages[j].layers[-1]].activation_bytes for j in range(L - 1)) or None,
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size)
@@ -413,7 +426,8 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
         grad = [row[k][1] for row in build.transfer_times]
         progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
         done: dict = {}
-        T = program_makespan(progs, f, b, act, grad, blocking=blocking, finish=done)
+        T = program_makespan(progs, f, b, act, grad, blocking=blocking,
+                             channels=c.p2p == "overlap", finish=done)
         if best is None or T > best[0]:
             best = (T, k, {"mk": mk, "progs": progs, "act": act, "grad": grad, "f": f, "b": b})
     assert best is not None

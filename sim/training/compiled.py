@@ -57,7 +57,7 @@ def compiled_obstacle(c: TrainingConfig) -> str | None:
          f"needs exponential up and down times, not {c.failure_distribution}"),
         (c.restart_cost is not None or c.checkpoint_every > 0,
          "checkpoint and restart run on the DES"),
-        (c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0),
+        (c.ring_sync,
          "the gradient all-reduce (sync allreduce with parameters or latency) runs on the DES"),
         (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
         (any(t <= 0 for t in c.forward_time),

@@ -100,6 +100,9 @@ class Flow:
         self.traffic = traffic
         self.hops = traffic.hops
         self.hops_back = traffic.hops_back
+        # p2p overlap without a network: a fixed pipeline's hop is a FIFO channel between two
+        # replicas (where routing picks the receiver on arrival, each transfer is on its own)
+        self.fifo = traffic.fifo and not traffic.flows
         self.det = c.detection_timeout
         self.max_wait = c.max_wait
         self.download_time = traffic.download_time
@@ -343,7 +346,10 @@ class Flow:
             else:
                 self.trainer.finished(mb)
             return
-        self.later(self.hops[j], self.arrive_fwd, mb, j + 1)  # over a network: 0 (arrive_fwd sends)
+        d = self.hops[j]  # over a network: 0 (arrive_fwd sends, once routed)
+        if d > 0.0 and self.fifo and mb.pipe >= 0:  # the pipeline's channel j -> j+1
+            d = self.traffic.channel_delay((mb.pipe, j, j + 1), d)
+        self.later(d, self.arrive_fwd, mb, j + 1)
 
     def start_backward(self, mb: Microbatch) -> None:
         """Begin ``mb``'s backward passes at the last stage."""
@@ -355,7 +361,10 @@ class Flow:
         if j == 0:
             self.trainer.finished(mb)
             return
-        self.later(self.hops_back[j - 1], self.arrive_back, mb, j - 1)
+        d = self.hops_back[j - 1]
+        if d > 0.0 and self.fifo and mb.pipe >= 0:  # the pipeline's channel j -> j-1
+            d = self.traffic.channel_delay((mb.pipe, j, j - 1), d)
+        self.later(d, self.arrive_back, mb, j - 1)
 
     def arrive_fwd(self, mb: Microbatch, j: int) -> None:
         """``mb`` needs a forward pass (or a recomputation) at stage ``j``."""
@@ -422,7 +431,10 @@ class Flow:
         if self.net is not None:  # recompute from the highest stage still holding activations
             mb.at = mb.holders[i][0] if i >= 0 else None
         if i >= 0:
-            self.later(self.hops[i], self.arrive_fwd, mb, i + 1)
+            d = self.hops[i]
+            if d > 0.0 and self.fifo and mb.pipe >= 0:
+                d = self.traffic.channel_delay((mb.pipe, i, i + 1), d)
+            self.later(d, self.arrive_fwd, mb, i + 1)
         else:
             self.arrive_fwd(mb, 0)
 

@@ -214,6 +214,7 @@ class FrameworkFlow:
         S = L * v
         j = dev.stage
         fw, bw = self.work[j][k]
+        overlap = self.traffic.overlap
         try:
             for op in prog:
                 kind = op[0]
@@ -229,6 +230,8 @@ class FrameworkFlow:
                                 yield ev
                     t0 = env.now
                     work = bw if back else fw
+                    if back and overlap:
+                        self.traffic.backward_started(dev, work)
                     try:
                         yield env.timeout(work)
                     except simpy.Interrupt:

@@ -204,6 +204,7 @@ class Replica(WorkerState):
         "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
         "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
         "_next_stage", "_prev_stage", "_uniform", "ordered", "owed", "held", "gate", "_net_dl",
+        "bwd_hook",
     )
 
     def __init__(self, system: Any, stage: int, index: int, speed: float, name: str,
@@ -261,6 +262,8 @@ class Replica(WorkerState):
         self.held = 0  # blocking transfers this replica takes part in (no pass starts meanwhile)
         self.gate: Any = None  # blocking transfers: asked before each pass, True to wait
         self._net_dl: Any = None  # a weight download over the network in progress
+        #: told (replica, work) as each backward pass starts (an overlapped all-reduce)
+        self.bwd_hook: Any = None
 
     def wire(self, *, inline: bool, fwd_kind: int, next_live: list, next_lo: deque | None,
              next_idle: dict | None, next_policy: Any, prev_stage: int, uniform: Any) -> None:
@@ -419,6 +422,8 @@ class Replica(WorkerState):
             draw = self.draw
             if draw is not None:
                 work *= draw()
+            if self.bwd_hook is not None and mb.back:
+                self.bwd_hook(self, work)
             if work <= 0.0:  # a zero-time pass cannot be interrupted: no event
                 self.load -= 1
                 self.system.pass_done(self, mb, 0.0)

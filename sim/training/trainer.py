@@ -395,6 +395,7 @@ class StepTrainer(Trainer):
                 fk.pipe[id(mb)] = mb.pipe
                 fk.total[mb.pipe] += 1
                 fk.fwd_left[mb.pipe] += 1
+        self.traffic.begin_sync(flow.stages, mbs)  # an overlapped all-reduce's counts
         if st.remaining:
             st.done = env.event()
             yield st.done
