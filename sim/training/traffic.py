@@ -376,6 +376,7 @@ class Traffic:
             red.dead = True
         self._reduces = []
         self._left = {}
+        self._free = {}  # the lost step's transfers no longer hold their channels
 
 
 class _P2P:
