@@ -5,7 +5,8 @@ one stream one after another: NCCL runs the operations issued on one
 communicator's CUDA stream in issue order, and PyTorch's ``ProcessGroupNCCL``
 issues every point-to-point ``send``/``recv`` between two ranks of a group on
 the one communicator (and stream) it keeps for that pair
-(``ProcessGroupNCCL::pointToPoint``, keyed by ``getKeySendRecv``); Megatron-LM
+(``ProcessGroupNCCL::pointToPoint``, keyed by ``getKeySendRecv``; batched by
+``batch_isend_irecv``, on the device's communicator); Megatron-LM
 (``megatron/core/pipeline_parallel/p2p_communication.py``, ``_communicate``
 and ``_p2p_ops``) and DeepSpeed's pipeline engine
 (``deepspeed/runtime/pipe/p2p.py``, ``send``/``recv``) post their
