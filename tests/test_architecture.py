@@ -132,8 +132,6 @@ BEING_RESOLVED: dict[str, frozenset[str]] = {
     "Network": frozenset({"sim/network/topology.py", "sim/profiles/values.py"}),
     "BandwidthCurve": frozenset({"sim/network/curves.py", "sim/profiles/values.py"}),
     "Flow": frozenset({"sim/network/flows.py", "sim/training/flow.py"}),
-    "ring_allreduce": frozenset({"sim/network/collectives.py", "sim/profiles/build.py"}),
-    "ring_allreduce_time": frozenset({"sim/analytic/network.py", "sim/analytic/training.py"}),
     # dtsim's profile formats (profiles/formats.py) and the Sailor artifact's (sailor.py)
     "read_model": frozenset({"sim/profiles/formats.py", "sim/profiles/sailor.py"}),
     "read_network": frozenset({"sim/profiles/formats.py", "sim/profiles/sailor.py"}),

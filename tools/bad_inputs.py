@@ -1004,13 +1004,60 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/availability-with-trace", TR("--failure-trace", "aws-p2-19h",
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
-                  byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases):
+                  byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases,
+                  traffic_cases):
         cases.extend(group(fx))
     return cases
 
 
 # Each group below is one area's cases, kept apart so that work on one area
 # never edits another's lines. A group returns its cases; ids are ``command/what``.
+
+
+def traffic_cases(fx: Fixtures) -> list[Case]:
+    """How training traffic becomes time: ``--sync KIND[:key=value,...]`` and ``--p2p shared``."""
+    T = lambda *a: dtsim("train", "--replications", "1", "--steps", "1", *a)  # noqa: E731
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    dp = ("--replicas", "2", "--param-size", "10", "--bandwidth", "5")
+    add("sync/unknown-kind", T("--sync", "gossip"), refuse("sync"))
+    add("sync/empty", T("--sync", ""), refuse("sync"))
+    add("sync/unknown-key", T("--sync", "allreduce:depth=2"), refuse("sync"))
+    add("sync/key-without-value", T("--sync", "allreduce:overlap"), refuse("sync"))
+    add("sync/key-twice", T("--sync", "allreduce:overlap=none,overlap=backward"), refuse("sync"))
+    add("sync/overlap-unknown", T("--sync", "allreduce:overlap=forward"), refuse("sync"))
+    add("sync/bucket-zero", T("--sync", "allreduce:bucket_size=0"), refuse("sync"))
+    add("sync/bucket-negative", T("--sync", "allreduce:bucket_size=-5"), refuse("sync"))
+    add("sync/bucket-nan", T("--sync", "allreduce:bucket_size=nan"), refuse("sync"))
+    add("sync/bucket-inf", T("--sync", "allreduce:bucket_size=inf"), refuse("sync"))
+    add("sync/bucket-not-a-number", T("--sync", "allreduce:bucket_size=big"), refuse("sync"))
+    add("sync/none-with-key", T("--sync", "none:overlap=backward"), refuse("sync"))
+    add("sync/overlap-swarm", T(*dp, "--schedule", "swarm", "--routing", "least-loaded",
+                                "--sync", "allreduce:overlap=backward"), refuse("sync"),
+        note="a replica of a routed schedule does not know its last backward pass")
+    add("sync/overlap-forward-only", T(*dp, "--backward-ratio", "0",
+                                       "--sync", "allreduce:overlap=backward"), refuse("sync"))
+    add("sync/overlap-with-failures", T(*dp, "--availability", "0.9",
+                                        "--sync", "allreduce:overlap=backward"), refuse("sync"))
+    add("sync/overlap-with-sync-wait", T(*dp, "--sync-wait", "1",
+                                         "--sync", "allreduce:overlap=backward"), refuse("sync"))
+    add("sync/two-bucket-sizes", T(*dp[:4], "--network", "tree:racks=1,hosts=8",
+                                   "--bucket-size", "4", "--sync", "allreduce:bucket_size=4"),
+        refuse("bucket_size"))
+    add("sync/overlap-ok", T(*dp, "--sync", "allreduce:overlap=backward,bucket_size=2"),
+        ok("throughput"))
+    add("sync/plan-overlap-ok", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D2.json"),
+                                  "--model", "OPT-350", "--sync", "allreduce:overlap=backward"),
+        ok("throughput"))
+    add("p2p/shared-ok", T("--stages", "2", "--activation-size", "1", "--network",
+                           "tree:racks=1,hosts=8", "--p2p", "shared"), ok("throughput"))
+    add("p2p/shared-plan-ok", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"), "--model",
+                                "OPT-350", "--p2p", "shared"), ok("throughput"))
+    add("p2p/empty", T("--p2p", ""), refuse("p2p"))
+    return cases
 
 
 def network_cases(fx: Fixtures) -> list[Case]:

@@ -371,9 +371,10 @@ def _links(cfg: Any, args: argparse.Namespace, layout: bool
     links time the hops (``layout``), else None (the command's own link options).
     """
     if getattr(cfg, "network", None) is not None:
-        from ..training.config import network_of
+        from ..network import shared_network
 
-        net = network_of(cfg)  # built once when the config was validated (cached)
+        # the one network of this value, built when the config was validated (kept per process)
+        net = shared_network(cfg.network, nic=getattr(cfg, "nic", None))
         rates, lats = network_spans(net)
         return net.units, rates, lats, f"--network {args.network}"
     if layout and getattr(args, "topology", None):

@@ -115,9 +115,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--backward-time", type=_floats, default=None, dest="backward_times",
       help="nominal backward time per stage, or one per stage (replaces --backward-ratio)")
     a("--p2p", default=None, metavar="MODE",
-      help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: transfers "
-           "overlap compute; blocking: both ends held for the transfer, in DeepSpeed's "
-           "paired send/recv order without --network; the default with --plan)")
+      help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: on a "
+           "communication stream beside the compute, one at a time per sender and receiver "
+           "(FIFO, as NCCL runs a stream); blocking: both ends held for the transfer, in "
+           "DeepSpeed's paired send/recv order without --network, the default with --plan; "
+           "shared: overlapped, each on a connection of its own, sharing links max-min)")
     a("--virtual-stages", type=int, default=1, metavar="V",
       help="model chunks per device with --schedule interleaved (default 1)")
     a("--plan", default=None, metavar="FILE",
@@ -153,7 +155,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help=f"link bandwidth: {RATE_HELP} (default inf)")
     a("--latency", action=TimesOption, default=0.0, metavar="TIME[,TIME...]",
       help=f"link latency, or one per hop: {TIME_HELP} (default 0)")
-    a("--sync", default=d.sync, help="gradient sync per step: " + ", ".join(SYNCS))
+    a("--sync", default=d.sync, metavar="KIND[:K=V,...]",
+      help="gradient sync per step: " + ", ".join(SYNCS) + " (default allreduce); "
+           "allreduce:overlap=backward[,bucket_size=B] releases buckets of gradients as the "
+           "last backward pass produces them (PyTorch DDP's 25 MiB, first 1 MiB; with --plan "
+           "Megatron-LM's max(4e7, 1e6 dp) values); bucket_size=B without overlap: the "
+           "all-reduce's bucket")
     a("--optimizer-time", type=float, default=0.0, help="optimizer step time (default 0)")
     a("--availability", type=float, default=d.availability, help="worker availability (default 1)")
     a("--mean-downtime", type=float, default=d.mean_downtime, help="mean worker outage")
@@ -302,7 +309,7 @@ def _check_options(args: argparse.Namespace) -> None:
         refuse_unless(args, dest, plan, "with --plan")
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
-                 "bandwidth", "latency", "sync", "optimizer_time", "samples_per_microbatch",
+                 "bandwidth", "latency", "optimizer_time", "samples_per_microbatch",
                  "topology", "placement", "routing", "virtual_stages", "network"):
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
     for dest in ("strategy", "step_times", "preemption_notice"):
@@ -364,7 +371,7 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
         skip_penalty=args.skip_penalty, penalty=args.penalty, max_wait=args.max_wait,
         checkpoint_every=args.checkpoint_every, checkpoint_cost=args.checkpoint_cost,
         restart_cost=args.restart_cost, hour=args.hour, max_time=args.max_time,
-        stall_limit=args.stall_limit)
+        stall_limit=args.stall_limit, sync=args.sync)
     if args.price is not None:
         kw["price"] = args.price  # reshaped per worker once the plan's counts are known
     return kw
@@ -405,6 +412,8 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
     from dataclasses import replace
 
     c = build.config
+    if c.overlapped_sync:  # its buckets' times are the network's: no closed form of them
+        return {}
     closed = replace(c, network=None, network_nodes=None, tensor_parallel=1, bucket_size=math.inf,
                      transfer_sizes=None, allreduce_sizes=None, tied_allreduce_size=0.0,
                      transfer_times=build.transfer_times or None,

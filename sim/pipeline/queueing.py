@@ -41,6 +41,7 @@ from ..training.config import TrainingConfig
 from ..training.flow import Flow
 from ..training.replica import Microbatch
 from ..training.schedules import Async
+from ..training.traffic import traffic_for
 from ..training.trainer import Trainer
 from .config import PipelineConfig
 from .des import LatencyHistogram, UnitDraws, build_pipeline_failures
@@ -178,7 +179,9 @@ class QueueingPipeline:
         if c.stage_time_distribution != "deterministic" and any(c.stage_time):  # type: ignore[arg-type]
             draws = UnitDraws(c.stage_time_distribution, c.stage_time_shape,
                               streams.rng("stage_time"))
-        self.flow = Flow(_flow_config(c), env, streams, Async(), speeds, unit_draws=draws)
+        fc = _flow_config(c)
+        self.flow = Flow(fc, env, streams, Async(), speeds, unit_draws=draws,
+                         traffic=traffic_for(fc, env))
         self.arrivals = OpenArrivals(c, env, self.flow, streams)
         self.failure_model, self.workers, _ = build_pipeline_failures(c, env, streams)
         for rep, w in zip(self.flow.replicas, self.workers, strict=True):

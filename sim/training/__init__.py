@@ -12,6 +12,8 @@ penalty. Pieces, one module each:
   interleaving);
 * :mod:`.replica`: replica servers, spot slots, interrupt causes;
 * :mod:`.flow`: microbatch movement, failover, recompute, skip and wait;
+* :mod:`.traffic`: the one adapter from the training system's traffic to time
+  (the closed form, or flows on :mod:`sim.network`), chosen once per run;
 * :mod:`.trainer`: steps, sync, checkpoint and restart;
 * :mod:`.system`: build, wire, run, metrics (:func:`training_model`);
 * :mod:`.engines`: the engines and exact references of family ``"training"``;
