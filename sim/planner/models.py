@@ -32,7 +32,7 @@ from ..profiles.build import (
     p2p_flows,
     pair_link,
     pair_time,
-    ring_allreduce,
+    plan_allreduce_time,
     tied_bytes,
 )
 from ..profiles.frameworks import FrameworkSpec, resolve
@@ -86,6 +86,10 @@ class ProfilePlanModel:
             self._nodes.setdefault((kind.gpu, kind.zone), []).extend([kind.gpus_per_node] * count)
         self.framework = framework if framework is not None else FrameworkSpec()
         fb = resolve(self.framework, model.bytes_per_value)
+        check(fb.allreduce == "after-backward", "framework", "a framework whose gradient "
+              "all-reduce runs after the last backward pass (the planner times plans by their "
+              "closed form, which has none overlapped with the backward pass; dtsim train "
+              "--plan runs one)", fb.framework.key)
         self.p2p = p2p if p2p is not None else fb.p2p
         self._fb = fb if p2p is None else replace(fb, p2p=p2p)
         # the largest output a stage can receive: any layer but the last (which no stage sends)
@@ -183,7 +187,7 @@ class ProfilePlanModel:
 
     def allreduce_bound(self, kinds: tuple[ReplicaSpec, ...], replicas: int, size: float
                         ) -> float:
-        """A lower bound on :func:`~sim.profiles.build.ring_allreduce` of ``size`` bytes or
+        """A lower bound on :func:`~sim.profiles.build.plan_allreduce_time` of ``size`` bytes or
         more per GPU in a ring of ``replicas`` replicas, each of one of ``kinds``.
 
         The ring's first bucket alone (``min(size, bucket)`` bytes or more):
@@ -239,7 +243,7 @@ class ProfilePlanModel:
         optimizer step) for every plan of ``stages`` stages of ``dp`` replicas of these kinds.
 
         * The tied all-reduce (a tied model, ``stages > 1``): the least
-          :func:`~sim.profiles.build.ring_allreduce` of the tied layer between a
+          :func:`~sim.profiles.build.plan_allreduce_time` of the tied layer between a
           first-stage and a last-stage replica over every ordered pair of kinds
           (the function the plan is timed with).
         * The gradient all-reduce (``dp > 1``): some stage holds at least
@@ -264,8 +268,8 @@ class ProfilePlanModel:
                     size = tied_bytes(m, fb, b.tp)
                     for x, y in self._placements(a, b):
                         try:
-                            t = ring_allreduce(net, [x, y], [a.tp, b.tp], size, bucket,
-                                               self.profiles)
+                            t = plan_allreduce_time(net, [x, y], [a.tp, b.tp], size, bucket,
+                                                    self.profiles)
                         except ConfigError:
                             continue
                         best = min(best, t)

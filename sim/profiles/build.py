@@ -74,9 +74,10 @@ from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, resolve
 from .values import GPUCatalogue, ModelProfile, Network, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
-           "in_flight", "ring_allreduce", "pair_link", "pair_time", "plan_network", "explain_rows",
-           "plan_behaviour", "p2p_flows", "tied_bytes", "allgather_time", "host_of", "node_links",
-           "intra_bandwidth", "intra_capacity", "physical_pair_time", "physical_network"]
+           "in_flight", "plan_allreduce_time", "pair_link", "pair_time", "plan_network",
+           "explain_rows", "plan_behaviour", "p2p_flows", "tied_bytes", "allgather_time", "host_of",
+           "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
+           "physical_network"]
 
 #: DeepSpeed's gradient all-reduce bucket (``MEMORY_OPT_ALLREDUCE_SIZE``), in elements.
 BUCKET_ELEMENTS = 500_000_000
@@ -133,9 +134,9 @@ def in_flight(schedule: str, stages: int, stage: int, microbatches: int) -> int:
     return min(stages - stage, microbatches)
 
 
-def ring_allreduce(network: Network, nodes: list[Any], flows: list[int], size: float,
-                   bucket: float = BUCKET_ELEMENTS * 4.0, profiles: Profiles | None = None
-                   ) -> float:
+def plan_allreduce_time(network: Network, nodes: list[Any], flows: list[int], size: float,
+                        bucket: float = BUCKET_ELEMENTS * 4.0, profiles: Profiles | None = None
+                        ) -> float:
     """A bucketed ring all-reduce of ``size`` bytes per GPU among ``nodes`` (``flows`` GPUs each).
 
     ``nodes`` are ``(ReplicaSpec, (stage, index))`` in ring order. Buckets of
@@ -143,20 +144,15 @@ def ring_allreduce(network: Network, nodes: list[Any], flows: list[int], size: f
     bytes by default; ``inf``: one) run one after the other; each is
     ``2 (n - 1)`` steps in which every GPU sends ``bucket / n`` bytes to the
     next node of the ring, the step taking the slowest link's time (each
-    pair's link: :func:`pair_link`).
+    pair's link: :func:`pair_link`): the ring law
+    :func:`sim.analytic.network.ring_steps_time`.
     """
+    from ..analytic.network import ring_steps_time
+
     n = len(nodes)
-    if n <= 1 or size <= 0:
-        return 0.0
-    total, left = 0.0, float(size)
-    cap = float(bucket)
-    while left > 0:
-        b = min(left, cap)
-        step = max(pair_time(network, nodes[k], nodes[(k + 1) % n], b / n, flows[k], profiles)
-                   for k in range(n))
-        total += 2 * (n - 1) * step
-        left -= b
-    return total
+    return ring_steps_time(n, size, float(bucket), lambda chunk: max(
+        pair_time(network, nodes[k], nodes[(k + 1) % n], chunk, flows[k], profiles)
+        for k in range(n)))
 
 
 def _model(plan: Plan, profiles: Profiles, model: str | None) -> ModelProfile:
@@ -432,6 +428,43 @@ def plan_behaviour(plan: Plan, mp: ModelProfile,
     return resolve(spec, mp.bytes_per_value, plan.dp[0])
 
 
+def given_sync(fb: FrameworkBehaviour, sync: Any, dp: int) -> FrameworkBehaviour:
+    """``fb`` with a given ``--sync`` (None: the framework's own) over its all-reduce.
+
+    ``allreduce`` places it after the last backward pass, ``overlap=backward``
+    bucket by bucket during it; ``bucket_size`` (bytes) and ``buckets`` replace
+    the framework's. A framework that never overlaps its all-reduce (DeepSpeed's
+    pipeline engine) forced to takes Megatron-LM's default bucket,
+    ``max(4e7, 1e6 dp)`` elements (``megatron/core/distributed/
+    distributed_data_parallel.py:133-134``). ``none`` is refused: a plan's
+    framework all-reduces its gradients.
+    """
+    if sync is None:
+        return fb
+    from ..training.sync import parse_sync
+
+    spec = parse_sync(sync)
+    check(spec.kind == "allreduce", "sync", "allreduce[:key=value,...] with a plan (its "
+          "framework all-reduces the gradients)", spec.text)
+    over = spec["overlap"] == "backward"
+    was = fb.allreduce == "overlap-backward"
+    elements = fb.bucket_elements
+    first = fb.first_bucket
+    if over and not was:
+        elements = float(max(40_000_000, 1_000_000 * dp))
+        first = False
+    elif was and not over and fb.framework.key == "megatron":
+        elements = math.inf  # distributed_data_parallel.py:135-137: one bucket without overlap
+    if spec["bucket_size"] is not None:
+        elements = spec["bucket_size"] / float(fb.dp_bytes)
+        first = False
+    src = dict(fb.sources)
+    src["allreduce"] = src["bucket_elements"] = f"--sync {spec.text} (given)"
+    return replace(fb, allreduce="overlap-backward" if over else "after-backward",
+                   bucket_elements=elements, first_bucket=first and over,
+                   bucket_rule=spec["buckets"] or fb.bucket_rule, sources=src)
+
+
 def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int) -> tuple[float, int]:
     """``(bytes per flow, flows)`` of one activation (or gradient) of ``size`` bytes sent by a
     TP group of ``tp`` ranks: partitioned (DeepSpeed), ``tp`` flows of ``size / tp``; else each
@@ -474,9 +507,13 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     model : str, optional
         The model's name (else the plan's).
     schedule : {"1f1b", "gpipe", "1f1b-dynamic"}
-    p2p : {"blocking", "overlap"} or None
+    p2p : {"blocking", "overlap", "shared"} or None
         Override the framework's point-to-point semantics (None: the
-        framework's, :mod:`sim.profiles.frameworks`).
+        framework's, :mod:`sim.profiles.frameworks`): a blocking paired send
+        and receive, or transfers on a communication stream beside the compute
+        (FIFO channels, :mod:`sim.network.channels`). ``shared`` (each
+        transfer on a connection of its own, sharing links max-min) is no
+        framework's: a comparison only.
     framework : FrameworkSpec, optional
         Override the plan's framework.
     value_sizes : {"framework", "profile"}
@@ -528,7 +565,9 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         b0 = mp.bytes_per_value
         fb = replace(fb, dp_bytes=b0, tied_bytes=b0, activation_bytes=b0, gather_bytes=b0)
     if p2p is not None:
-        check(p2p in P2P_MODES, "p2p", "one of " + ", ".join(P2P_MODES), p2p)
+        # shared (max-min, no queue) is no framework's: an override kept for comparison
+        check(p2p in P2P_MODES + ("shared",), "p2p", "one of " + ", ".join(P2P_MODES)
+              + " or shared", p2p)
         fb = replace(fb, p2p=p2p)
     bpv = mp.bytes_per_value
     act_scale = fb.activation_bytes / bpv  # the profile's sizes are in its own precision
@@ -582,22 +621,28 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             grad = pair_time(net, pb, pa, *p2p_flows(fb, size, dst.tp), profiles)
             row.append((act, grad))
         xfer.append(tuple(row))
-    # gradient all-reduce per stage, tied embedding between the first and last stage
-    bucket = fb.bucket_elements * fb.dp_bytes
+    # gradient all-reduce per stage, tied embedding between the first and last stage: after the
+    # last backward pass in the framework's buckets (DeepSpeed: 5e8 elements; Megatron-LM by
+    # default: one), or bucket by bucket as the backward pass produces them (Megatron-LM's
+    # overlap_grad_reduce, PyTorch DDP): TrainingConfig.sync, fb.sync (a given sync overrides it)
+    fb = given_sync(fb, config.pop("sync", None), r)
+    overlapped = fb.allreduce == "overlap-backward"
+    bucket = fb.bucket_bytes
     ar, ar_sizes = [], []
     for j, st in enumerate(plan.stages):
         tp = st.replicas[0].tp
         size = sum(sizes_at(tp)[x].params for x in st.layers) * float(fb.dp_bytes)
         ar_sizes.append(size)
-        ar.append(ring_allreduce(net, [(x, (j, i)) for i, x in enumerate(st.replicas)],
-                                 [x.tp for x in st.replicas], size, bucket, profiles))
+        ar.append(plan_allreduce_time(net, [(x, (j, i)) for i, x in enumerate(st.replicas)],
+                                      [x.tp for x in st.replicas], size, bucket, profiles))
     tied, tied_size = 0.0, 0.0
     if mp.tied_embeddings and L > 1:
         tied_size = tied_bytes(mp, fb, plan.stages[-1].replicas[0].tp)
         for i in range(r):
             first, last = plan.stages[0].replicas[i], plan.stages[-1].replicas[i]
-            tied = max(tied, ring_allreduce(net, [(first, (0, i)), (last, (L - 1, i))],
-                                            [first.tp, last.tp], tied_size, bucket, profiles))
+            tied = max(tied, plan_allreduce_time(net, [(first, (0, i)), (last, (L - 1, i))],
+                                                 [first.tp, last.tp], tied_size, bucket,
+                                                 profiles))
     opt = tuple(max(t[2] for t in row) for row in times)
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at)
     if check_memory:
@@ -610,18 +655,13 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     if all(gpus[x.gpu].price_per_hour is not None for st in plan.stages for x in st.replicas):
         prices = tuple(tuple(gpus[x.gpu].price_per_hour * x.tp for x in st.replicas)  # type: ignore[operator]
                        for st in plan.stages)
-    # after the last backward pass (DeepSpeed; Megatron-LM by default), or bucket by bucket as the
-    # backward pass produces them (Megatron-LM's overlap_grad_reduce, PyTorch DDP): the overlapped
-    # all-reduce of TrainingConfig.sync, its buckets given there
-    overlapped = fb.allreduce != "after-backward"
-    sync = f"allreduce:overlap=backward,bucket_size={bucket:.17g}" if overlapped else "allreduce"
     kw: dict[str, Any] = dict(
         stages=L, replicas=r, microbatches=plan.microbatches * r, schedule=schedule,
         routing="round-robin", forward_time=tuple(row[0][0] for row in times),
         backward_times=tuple(row[0][1] for row in times),
         replica_times=tuple(tuple((f, b) for f, b, _ in row) for row in times),
         optimizer_times=opt, p2p=fb.p2p, samples_per_microbatch=float(mbs), price=prices,
-        sync=sync)
+        sync=fb.sync)
     if network:
         flows = [p2p_flows(fb, s, plan.stages[j].replicas[0].tp) for j, s in enumerate(xfer_sizes)]
         kw.update(network=physical_network(plan, profiles, mp.tied_embeddings) if plan.physical
@@ -641,15 +681,12 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                         "speeds", "latency", "activation_size", "param_size", "bandwidth"),
               k, "set by the plan (not given with it)", config[k])
     kw.update(config)
-    try:
-        cfg = TrainingConfig(**kw)
-    except ConfigError as exc:
-        if exc.name in ("sync", "bucket_size") and overlapped:
-            raise ConfigError("framework", "a framework whose gradient all-reduce dtsim can "
-                              "place here (after the last backward pass; overlapped with the "
-                              "backward pass only over a network, with TrainingConfig's "
-                              "sync allreduce:overlap=backward)", fb.framework.key) from None
-        raise
+    if overlapped and not network:  # the closed form has no time for an overlapped bucket
+        raise ConfigError("framework", "a framework whose gradient all-reduce runs after the "
+                          "last backward pass without a network (one overlapped with the "
+                          "backward pass is timed over a network: dtsim train --plan)",
+                          fb.framework.key)
+    cfg = TrainingConfig(**kw)
     return PlanBuild(config=cfg, memory=memory, stage_times=tuple(times),
                      transfer_times=tuple(xfer), allreduce_times=tuple(ar), optimizer_times=opt,
                      tied_allreduce_time=tied, behaviour=fb, gather_times=tuple(gathers),
@@ -681,7 +718,8 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
         grad = [row[k][1] for row in build.transfer_times]
         progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
         done: dict = {}
-        T = program_makespan(progs, f, b, act, grad, blocking=blocking, finish=done)
+        T = program_makespan(progs, f, b, act, grad, blocking=blocking,
+                             channels=c.p2p == "overlap", finish=done)
         if best is None or T > best[0]:
             best = (T, k, {"mk": mk, "progs": progs, "act": act, "grad": grad, "f": f, "b": b})
     assert best is not None

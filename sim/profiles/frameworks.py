@@ -29,8 +29,14 @@ What a framework decides, and where dtsim uses it:
     every stage waits for all stages first (a global barrier); and whether the
     tied-embedding all-reduce between the first and last stage runs before the
     data-parallel one.
-``bucket_elements``
-    Gradient elements per all-reduce bucket (``inf``: one bucket).
+``bucket_elements``, ``bucket_rule``
+    Gradient elements per all-reduce bucket (``inf``: one bucket), and how an
+    all-reduce overlapped with the backward pass cuts the gradients
+    (``megatron``: in production order, one bucket on every pipeline stage
+    but the first; ``ddp``: PyTorch DDP's, the first bucket 1 MiB at the
+    default cap): :func:`sim.training.traffic.gradient_buckets`.
+    :attr:`FrameworkBehaviour.sync` is the
+    :attr:`sim.training.TrainingConfig.sync` they make.
 ``dp_bytes``, ``tied_bytes``, ``activation_bytes``
     Bytes per value of the data-parallel gradient all-reduce, of the tied
     gradient's all-reduce, and of the activations and their gradients sent
@@ -86,6 +92,7 @@ class Framework:
     barrier: Cited
     tied_first: Cited
     bucket_elements: Cited
+    bucket_rule: Cited
     dp_bytes: Cited
     tied_bytes: Cited
     activation_bytes: Cited
@@ -96,7 +103,7 @@ class Framework:
         """Every fact by name (for tables)."""
         return {k: getattr(self, k) for k in (
             "p2p", "partitioned", "gathers", "gather_bytes", "allreduce", "barrier", "tied_first",
-            "bucket_elements", "dp_bytes", "tied_bytes", "activation_bytes")}
+            "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes")}
 
 
 _PREC = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -121,6 +128,9 @@ _DEEPSPEED_COMMON = dict(
                           "runtime/pipe/engine.py:300 (allreduce_gradients(bucket_size="
                           "MEMORY_OPT_ALLREDUCE_SIZE)), runtime/engine.py:2523-2533 (a bucket is "
                           "reduced once it holds more than that many elements)"),
+    bucket_rule=Cited("megatron", f"{_DS}: runtime/pipe/engine.py:81 (the pipeline engine never "
+                      "overlaps its all-reduce with the backward pass; one forced to, with "
+                      "--sync allreduce:overlap=backward, is cut as Megatron-LM's)"),
     dp_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 2},
                    f"{_DS}: runtime/engine.py:939-950 (communication_data_type: the config's, "
                    "else fp16 with fp16, bf16 with bf16, else fp32) and 2491-2497 (a bucket is "
@@ -199,6 +209,11 @@ MEGATRON = Framework(
     bucket_elements=Cited(math.inf, f"{_MEG}: distributed/distributed_data_parallel.py:133-137 "
                           "(bucket_size None, one bucket, unless overlap_grad_reduce; then "
                           "max(40000000, 1000000 x dp) elements)"),
+    bucket_rule=Cited("megatron", f"{_MEG}: distributed/distributed_data_parallel.py:160-171 "
+                      "('Turn off bucketing if we are on a pipeline stage that is not the "
+                      "first': one bucket there) and 101 (buckets of bucket_size elements on the "
+                      "first stage, launched as the last micro-batch's backward pass makes "
+                      "their gradients ready)"),
     dp_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
                    f"{_MEG}: distributed/distributed_data_parallel_config.py:15 "
                    "(grad_reduce_in_fp32 = False: the model's dtype) and training/"
@@ -236,6 +251,10 @@ DDP = Framework(
     bucket_elements=Cited(25 * 1024 * 1024,
                           f"{_TORCH}: DistributedDataParallel(bucket_cap_mb=25): buckets of "
                           "25 MiB (here in bytes: divided by dp_bytes for elements)"),
+    bucket_rule=Cited("ddp", f"{_TORCH}: DistributedDataParallel._ddp_init_helper (parameters "
+                      "cut in registration order with limits [dist._DEFAULT_FIRST_BUCKET_BYTES "
+                      "= 1 MiB, bucket_bytes_cap], the buckets then reversed to follow the "
+                      "backward pass)"),
     dp_bytes=Cited(_PREC, f"{_TORCH}: gradients all-reduced in the parameters' dtype"),
     tied_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
     activation_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
@@ -333,6 +352,26 @@ class FrameworkBehaviour:
     tied_bytes: int
     activation_bytes: int
     sources: dict[str, str]
+    bucket_rule: str = "megatron"
+    first_bucket: bool = False  # DDP at its default cap: the first bucket 1 MiB
+
+    @property
+    def bucket_bytes(self) -> float:
+        """Bytes of a gradient all-reduce bucket (``inf``: one bucket)."""
+        return self.bucket_elements * float(self.dp_bytes)
+
+    @property
+    def sync(self) -> str:
+        """The :attr:`sim.training.TrainingConfig.sync` of this behaviour: ``allreduce`` after
+        the last backward pass (its buckets are the config's ``bucket_size``), or overlapped
+        with the backward pass with the framework's bucket rule and bucket (none at DDP's
+        default, which the adapter knows: 25 MiB, the first 1 MiB)."""
+        if self.allreduce != "overlap-backward":
+            return "allreduce"
+        text = f"allreduce:overlap=backward,buckets={self.bucket_rule}"
+        if not self.first_bucket and math.isfinite(self.bucket_bytes):
+            text += f",bucket_size={self.bucket_bytes:.17g}"
+        return text
 
 
 def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> FrameworkBehaviour:
@@ -369,10 +408,12 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
         allreduce = "overlap-backward"
         bucket = float(max(40_000_000, 1_000_000 * dp))
         src["allreduce"] = src["bucket_elements"] = fw.options["overlap_grad_reduce"][1]
+    first = False
     if fw.key == "ddp":
         mb = spec.option("bucket_cap_mb", 25)
         bucket = mb * 1024 * 1024 / dp_bytes
-        if spec.option("bucket_cap_mb") is not None:
+        first = spec.option("bucket_cap_mb") is None
+        if not first:
             src["bucket_elements"] = fw.options["bucket_cap_mb"][1]
     gb = fw.gather_bytes.value
     act = fw.activation_bytes.value[prec]
@@ -381,4 +422,4 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
         gathers=tuple(fw.gathers.value) if partitioned else (), gather_bytes=gb if gb else act,
         allreduce=allreduce, barrier=fw.barrier.value, tied_first=fw.tied_first.value,
         bucket_elements=float(bucket), dp_bytes=dp_bytes, tied_bytes=tied_bytes,
-        activation_bytes=act, sources=src)
+        activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first)

@@ -59,8 +59,8 @@ from .values import (
     StageSpec,
 )
 
-__all__ = ["read_models", "read_model", "read_network", "read_plan", "read_run",
-           "is_sailor_plan", "untied_tail_layers", "sailor_curve", "read_intra_node"]
+__all__ = ["read_models", "read_model", "read_network", "read_plan",
+           "read_run", "is_sailor_plan", "untied_tail_layers", "sailor_curve", "read_intra_node"]
 
 #: The artifact's bandwidth fits cover messages of 2**16 to 2**30 bytes.
 FIT_MIN_BYTES, FIT_MAX_BYTES = 2.0 ** 16, 2.0 ** 30
