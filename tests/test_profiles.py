@@ -16,7 +16,7 @@ from sim.profiles import (
     LayerTimes,
     Link,
     ModelProfile,
-    Network,
+    NetworkProfile,
     NodeKind,
     Plan,
     ReplicaSpec,
@@ -130,7 +130,7 @@ def test_formats_round_trip(tmp_path):
     cat = GPUCatalogue((GPUType("A", 2e10, 1.5, 3e9, 2e9, "here"), GPUType("B", 1e10)))
     assert gpus_from_data(json.loads(json.dumps(gpus_to_data(cat)))) == cat
     gbs = dict(size_unit=1e6, bandwidth_unit=1e9, min_size=2.0**16, max_size=2.0**30)
-    net = Network((Link(("A", "z"), ("B", "z"), 2, 2, 1e9, 1e-5),
+    net = NetworkProfile((Link(("A", "z"), ("B", "z"), 2, 2, 1e9, 1e-5),
                    Link(("A", "z"), ("A", "z"), 1, 1, BandwidthCurve.polylog2((1.0, 2.0), **gbs)),
                    Link(("B", "z"), ("A", "z"), 1, 1, BandwidthCurve.table([(1e3, 5e8), (1e6, 5e9)]))))
     assert network_from_data(json.loads(json.dumps(network_to_data(net)))) == net
@@ -154,12 +154,12 @@ def test_bandwidth_curve_and_transfer_time():
     assert math.isclose(c(8e6), 1e9 * (-0.05 * x * x + x + 10))
     assert c(1.0) == c(2**16) and c(2**40) == c(2**30)
     a = NodeKind("A", 4, "z")
-    net = Network((Link(("A", "z"), ("A", "z"), 4, 4, c, 1e-4),))
+    net = NetworkProfile((Link(("A", "z"), ("A", "z"), 4, 4, c, 1e-4),))
     assert math.isclose(net.transfer_time(a, a, 8e6, 4), 1e-4 + 4 * 8e6 / c(8e6))
     assert net.transfer_time(a, a, 0.0, 4) == 0.0
     with pytest.raises(ConfigError, match="'network' must be a link for every pair"):
         net.transfer_time(a, a, 8e6, 2)
-    neg = Network((Link(("A", "z"), ("A", "z"), 1, 1, BandwidthCurve.polylog2((1.0, -1.0), size_unit=1e6)),))
+    neg = NetworkProfile((Link(("A", "z"), ("A", "z"), 1, 1, BandwidthCurve.polylog2((1.0, -1.0), size_unit=1e6)),))
     with pytest.raises(ConfigError, match="'network' must be a bandwidth curve positive"):
         neg.transfer_time(a, a, 1e6, 1)
 

@@ -18,7 +18,7 @@ from sim.profiles import (
     LayerTimes,
     ModelProfile,
     ModelShape,
-    Network,
+    NetworkProfile,
     Plan,
     Profiles,
     ReplicaSpec,
@@ -41,7 +41,7 @@ def _profiles(times, sizes=None, shape=None, **kw) -> Profiles:
     m = ModelProfile("M", 4, times, sizes, shape=shape, **kw)
     gpu = GPUType("G", 1e12, intra_node_bandwidth=BW, peak_flops=1e14, peak_flops_fp32=2e13,
                   memory_bandwidth=1e12)
-    return Profiles((m,), GPUCatalogue((gpu,)), Network(()))
+    return Profiles((m,), GPUCatalogue((gpu,)), NetworkProfile(()))
 
 
 def _row(f: float, b: float | None = None, o: float | None = 0.0) -> tuple[LayerTimes, ...]:

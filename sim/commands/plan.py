@@ -140,10 +140,10 @@ def _fleet(args: argparse.Namespace, profiles: Any) -> tuple[Any, int | None, tu
 def fleet_network(own: Any, profiles_network: Any) -> Any:
     """A fleet file's links where it gives them: every ordered pair of node kinds (GPU type and
     zone) the file names takes all its links from the file; the other pairs keep the profiles'."""
-    from ..profiles import Network
+    from ..profiles import NetworkProfile
 
     named = {(x.src, x.dst) for x in own.links}
-    return Network(tuple(own.links) + tuple(x for x in profiles_network.links
+    return NetworkProfile(tuple(own.links) + tuple(x for x in profiles_network.links
                                             if (x.src, x.dst) not in named))
 
 

@@ -1,7 +1,7 @@
 """Real training runs as values: model profiles, GPU catalogue, fleet and network, plans.
 
 * :mod:`.values`: the frozen, validated values (:class:`ModelProfile`,
-  :class:`GPUCatalogue`, :class:`Network`, :class:`Fleet`, :class:`Plan`,
+  :class:`GPUCatalogue`, :class:`NetworkProfile`, :class:`Fleet`, :class:`Plan`,
   :class:`MeasuredRun`, :class:`Profiles`);
 * :mod:`.formats`: dtsim's own JSON/TOML formats and :func:`load_profiles`
   (a profiles folder; the shipped one by default, :data:`DATA_DIR`);
@@ -39,7 +39,7 @@ from .values import (
     MeasuredRun,
     ModelProfile,
     ModelShape,
-    Network,
+    NetworkProfile,
     NodeKind,
     Plan,
     Profiles,
@@ -55,6 +55,6 @@ __all__ = [
     "read_network", "network_from_data", "network_to_data",
     "read_fleet", "fleet_from_data", "fleet_to_data",
     "Fleet", "GPUCatalogue", "GPUType", "LayerSizes", "LayerTimes", "Link",
-    "MeasuredRun", "ModelProfile", "ModelShape", "Network", "NodeKind", "Plan", "Profiles", "ReplicaSpec",
+    "MeasuredRun", "ModelProfile", "ModelShape", "NetworkProfile", "NodeKind", "Plan", "Profiles", "ReplicaSpec",
     "StageSpec",
 ]

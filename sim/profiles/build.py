@@ -71,7 +71,7 @@ from ..errors import ConfigError, check, format_bytes
 from ..training import TrainingConfig
 from .estimates import Estimator
 from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, resolve
-from .values import GPUCatalogue, ModelProfile, Network, Plan, Profiles
+from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
            "in_flight", "plan_allreduce_time", "pair_link", "pair_time", "plan_network",
@@ -134,7 +134,7 @@ def in_flight(schedule: str, stages: int, stage: int, microbatches: int) -> int:
     return min(stages - stage, microbatches)
 
 
-def plan_allreduce_time(network: Network, nodes: list[Any], flows: list[int], size: float,
+def plan_allreduce_time(network: NetworkProfile, nodes: list[Any], flows: list[int], size: float,
                         bucket: float = BUCKET_ELEMENTS * 4.0, profiles: Profiles | None = None
                         ) -> float:
     """A bucketed ring all-reduce of ``size`` bytes per GPU among ``nodes`` (``flows`` GPUs each).
@@ -196,7 +196,7 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     return tuple(out)
 
 
-def pair_link(network: Network, a: Any, b: Any) -> Any:
+def pair_link(network: NetworkProfile, a: Any, b: Any) -> Any:
     """The link from replica ``a`` to replica ``b`` (each ``(ReplicaSpec, (stage, index))``).
 
     The curve measured from ``a``'s node kind to ``b``'s with their TP
@@ -216,7 +216,7 @@ def pair_link(network: Network, a: Any, b: Any) -> Any:
         raise
 
 
-def pair_time(network: Network, a: Any, b: Any, size: float, flows: int,
+def pair_time(network: NetworkProfile, a: Any, b: Any, size: float, flows: int,
               profiles: Profiles | None = None) -> float:
     """``flows`` flows of ``size`` bytes each from ``a`` to ``b`` (see :func:`pair_link`); replicas
     placed on named hosts are timed on their physical nodes (:func:`physical_pair_time`, which
@@ -237,7 +237,7 @@ def host_of(rep: Any, where: tuple[int, int]) -> str:
     return rep.host if rep.host is not None else f"s{where[0]}r{where[1]}-node"
 
 
-def _measured(network: Network, src: Any, dst: Any, most: int) -> int:
+def _measured(network: NetworkProfile, src: Any, dst: Any, most: int) -> int:
     """The largest flow count measured from ``src`` to ``dst`` node kinds, at most ``most``."""
     counts = [k for k in network.flow_counts((src.gpu, src.zone), (dst.gpu, dst.zone))
               if k <= most]
@@ -246,7 +246,7 @@ def _measured(network: Network, src: Any, dst: Any, most: int) -> int:
     return max(counts)
 
 
-def node_links(network: Network, a: Any, b: Any) -> dict[str, Any]:
+def node_links(network: NetworkProfile, a: Any, b: Any) -> dict[str, Any]:
     """The links of a transfer between replicas ``a`` and ``b`` on different physical nodes.
 
     The Sailor artifact measured ``k`` concurrent GPU pairs between two nodes;
@@ -382,7 +382,7 @@ def intra_capacity(profiles: Profiles, rep: Any) -> Any:
     return profiles.intra_node_bandwidth(rep.gpu, k, 1.0)[0]
 
 
-def plan_network(plan: Plan, network: Network, tied: bool) -> Any:
+def plan_network(plan: Plan, network: NetworkProfile, tied: bool) -> Any:
     """The plan's hosts and links as a :class:`sim.network.NetworkValue`.
 
     One host per replica (``s{j}r{i}``), one link per pair of replicas that
@@ -393,7 +393,7 @@ def plan_network(plan: Plan, network: Network, tied: bool) -> Any:
     :class:`sim.network.BandwidthCurve` as it is), and the larger of
     the two directions' latencies (the shipped curves have none). Sharing
     on a link is max-min fair, so the ``t`` flows of a TP group get
-    ``B_t(S) / t`` each, as :meth:`~sim.profiles.Network.transfer_time` says.
+    ``B_t(S) / t`` each, as :meth:`~sim.profiles.NetworkProfile.transfer_time` says.
     """
     from ..network.topology import LinkValue, NetworkValue
 

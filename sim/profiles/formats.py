@@ -40,7 +40,7 @@ GPU catalogue::
                "intra_node_bandwidth": 3e11, "peak_flops": 3.12e14, "peak_flops_fp32": 1.95e13,
                "memory_bandwidth": 1.555e12, "spec_source": "..."}]}
 
-Network (``bandwidth`` in bytes per second, or a ``curve`` in GB/s of
+NetworkProfile (``bandwidth`` in bytes per second, or a ``curve`` in GB/s of
 ``log2(bytes / 1e6)``, highest power first, fitted on ``min_bytes`` to
 ``max_bytes``; or a ``curve`` in the text form of :mod:`sim.network.curves`,
 e.g. ``"table:1e3=5e8/1e6=5e9"``)::
@@ -90,7 +90,7 @@ from .values import (
     MeasuredRun,
     ModelProfile,
     ModelShape,
-    Network,
+    NetworkProfile,
     NodeKind,
     Plan,
     Profiles,
@@ -380,8 +380,8 @@ def _gbs_curve(coefficients: list, lo: Any, hi: Any, at: str) -> BandwidthCurve:
         raise ConfigError("network", exc.rule, f"{at}: {exc.value!r}") from None
 
 
-def network_from_data(doc: Any, where: str = "network") -> Network:
-    """A :class:`Network` from parsed data (``links``)."""
+def network_from_data(doc: Any, where: str = "network") -> NetworkProfile:
+    """A :class:`NetworkProfile` from parsed data (``links``)."""
     links = []
     for k, x in enumerate(get("network", doc, "links", where, list)):
         at = f"{where}.links[{k}]"
@@ -400,10 +400,10 @@ def network_from_data(doc: Any, where: str = "network") -> Network:
                           _end(get("network", x, "dst", at), f"{at}.dst"),
                           _opt(x, "src_flows", flows), _opt(x, "dst_flows", flows), curve,
                           _qty("network", x, "latency", at, TIME, 0.0)))
-    return Network(tuple(links))
+    return NetworkProfile(tuple(links))
 
 
-def network_to_data(n: Network) -> dict[str, Any]:
+def network_to_data(n: NetworkProfile) -> dict[str, Any]:
     out = []
     for x in n.links:
         d: dict[str, Any] = {"src": {"gpu": x.src[0], "zone": x.src[1]},
@@ -424,7 +424,7 @@ def network_to_data(n: Network) -> dict[str, Any]:
     return {"links": out}
 
 
-def read_network(path: str | os.PathLike[str]) -> Network:
+def read_network(path: str | os.PathLike[str]) -> NetworkProfile:
     """A dtsim network file."""
     return network_from_data(read_document("network", path), str(path))
 
@@ -438,7 +438,7 @@ def fleet_from_data(doc: Any, where: str = "fleet") -> Fleet:
         nodes.append((NodeKind(get("fleet", x, "gpu", at, str), get("fleet", x, "gpus_per_node",
                                                                       at, int),
                                _opt(x, "zone", "default")), _opt(x, "count", 1)))
-    net = network_from_data(doc, where) if isinstance(doc, dict) and "links" in doc else Network(())
+    net = network_from_data(doc, where) if isinstance(doc, dict) and "links" in doc else NetworkProfile(())
     return Fleet(tuple(nodes), net)
 
 
@@ -525,7 +525,7 @@ def _load(d: Path, names: tuple[str, ...] | None) -> Profiles:
           "or models/*.json)", str(d))
     links: list[Link] = []
     if (d / "bandwidths.json").is_file():
-        links.extend(sailor.read_network(d / "bandwidths.json").links)
+        links.extend(sailor.read_sailor_network(d / "bandwidths.json").links)
     npath = _first(d, "network")
     if npath is not None:
         links.extend(read_network(npath).links)
@@ -533,7 +533,7 @@ def _load(d: Path, names: tuple[str, ...] | None) -> Profiles:
     if (d / "intra_node_bandwidths.json").is_file():
         intra = sailor.read_intra_node(d / "intra_node_bandwidths.json")
     try:
-        return Profiles(models=tuple(models), gpus=gpus, network=Network(tuple(links)),
+        return Profiles(models=tuple(models), gpus=gpus, network=NetworkProfile(tuple(links)),
                         source=str(d), intra_node=intra)
     except ConfigError as exc:
         raise ConfigError("profiles", exc.rule, f"{d}: {exc.value}") from None

@@ -10,7 +10,7 @@ Dynamic, Heterogeneous, and Geo-distributed Clusters", SOSP 2025) stores:
     (its Megatron-DeepSpeed ``training.py``) writes the mean time of one
     optimizer step of the model it profiled into every layer's entry. That
     model held the first layer, two transformer layers and the last layer(s);
-    :func:`read_model` spreads the step over those layers' parameters (time per
+    :func:`read_sailor_model` spreads the step over those layers' parameters (time per
     parameter, Adam being memory bound) and gives each layer its share, so a
     stage's optimizer time is the sum over its layers.
 ``llm_info.json``
@@ -53,13 +53,13 @@ from .values import (
     Link,
     MeasuredRun,
     ModelProfile,
-    Network,
+    NetworkProfile,
     Plan,
     ReplicaSpec,
     StageSpec,
 )
 
-__all__ = ["read_models", "read_model", "read_network", "read_plan",
+__all__ = ["read_models", "read_sailor_model", "read_sailor_network", "read_sailor_plan",
            "read_run", "is_sailor_plan", "untied_tail_layers", "sailor_curve", "read_intra_node"]
 
 #: The artifact's bandwidth fits cover messages of 2**16 to 2**30 bytes.
@@ -102,7 +102,7 @@ def read_models(profiles_path: str | os.PathLike[str], llm_info_path: str | os.P
     return tuple(out)
 
 
-def read_model(profiles_path: str | os.PathLike[str], llm_info_path: str | os.PathLike[str],
+def read_sailor_model(profiles_path: str | os.PathLike[str], llm_info_path: str | os.PathLike[str],
                name: str) -> ModelProfile:
     """One model of the artifact's ``profiles.json`` and ``llm_info.json``."""
     models = read_models(profiles_path, llm_info_path, (name,))
@@ -201,7 +201,7 @@ def _int_key(name: str, s: Any, where: str) -> int:
     return int(s)
 
 
-def read_network(path: str | os.PathLike[str]) -> Network:
+def read_sailor_network(path: str | os.PathLike[str]) -> NetworkProfile:
     """The artifact's ``bandwidths.json`` as links (aggregate curves per flow count)."""
     doc = read_document("network", path)
     check(isinstance(doc, dict), "network", "a JSON object of zones", str(path))
@@ -219,7 +219,7 @@ def read_network(path: str | os.PathLike[str]) -> Network:
                                   f"[coefficients, max] at {at}", v)
                             links.append(Link((g1, z1), (g2, z2), k1, k2, sailor_curve(
                                 v[0], at)))
-    return Network(tuple(links))
+    return NetworkProfile(tuple(links))
 
 
 def sailor_curve(coefficients: Any, where: str = "") -> BandwidthCurve:
@@ -304,7 +304,7 @@ def plan_from_sailor(doc: Any, where: str, model: str | None = None) -> Plan:
                 framework=FrameworkSpec(SAILOR_FRAMEWORK, "0.16.5"))
 
 
-def read_plan(path: str | os.PathLike[str], model: str | None = None) -> Plan:
+def read_sailor_plan(path: str | os.PathLike[str], model: str | None = None) -> Plan:
     """A Sailor ``plan_config`` file as a :class:`Plan`."""
     return plan_from_sailor(read_document("plan", path), str(path), model)
 

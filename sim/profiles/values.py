@@ -34,7 +34,7 @@ __all__ = [
     "GPUCatalogue",
     "NodeKind",
     "Link",
-    "Network",
+    "NetworkProfile",
     "Fleet",
     "ReplicaSpec",
     "StageSpec",
@@ -507,7 +507,7 @@ class Link:
 
 
 @dataclass(frozen=True)
-class Network:
+class NetworkProfile:
     """Links between node kinds (see :class:`Link`)."""
 
     links: tuple[Link, ...]
@@ -582,7 +582,7 @@ class Fleet:
     """Nodes available (kind and count) and the network between them."""
 
     nodes: tuple[tuple[NodeKind, int], ...]
-    network: Network = field(default_factory=lambda: Network(()))
+    network: NetworkProfile = field(default_factory=lambda: NetworkProfile(()))
 
     def __post_init__(self) -> None:
         check(isinstance(self.nodes, tuple), "nodes", "a tuple of (NodeKind, count)", self.nodes)
@@ -592,7 +592,7 @@ class Fleet:
             check_int("count", count, low=0)
             check(kind not in kinds, "nodes", "each node kind once", str(kind))
             kinds.append(kind)
-        check(isinstance(self.network, Network), "network", "a Network", self.network)
+        check(isinstance(self.network, NetworkProfile), "network", "a NetworkProfile", self.network)
 
     @property
     def gpus(self) -> int:
@@ -766,7 +766,7 @@ class Profiles:
 
     models: tuple[ModelProfile, ...]
     gpus: GPUCatalogue
-    network: Network
+    network: NetworkProfile
     source: str = ""
     intra_node: tuple[tuple[str, int, BandwidthCurve], ...] = ()
 
@@ -778,7 +778,7 @@ class Profiles:
         dup = sorted({n for n in names if names.count(n) > 1})
         check(not dup, "models", "each model once", dup)
         check(isinstance(self.gpus, GPUCatalogue), "gpus", "a GPUCatalogue", self.gpus)
-        check(isinstance(self.network, Network), "network", "a Network", self.network)
+        check(isinstance(self.network, NetworkProfile), "network", "a NetworkProfile", self.network)
         check(isinstance(self.intra_node, tuple) and all(
             isinstance(e, tuple) and len(e) == 3 and isinstance(e[2], BandwidthCurve)
             and isinstance(e[1], int) and e[1] >= 2 for e in self.intra_node), "intra_node",
