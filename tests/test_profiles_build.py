@@ -346,3 +346,87 @@ def test_replicas_on_named_hosts_share_the_node(prof):
                                           r"to at most gpus_per_node \(2\): 'A: 3 GPUs'"):
         Plan((StageSpec((0,), (ReplicaSpec("RTX-3090", 2, 2, z, host="A"),
                                 ReplicaSpec("RTX-3090", 1, 2, z, host="A"))),), 1, 2)
+
+
+def _ddp_plan(**fw) -> Plan:
+    gh = ReplicaSpec(gpu="GH-96", tp=4, gpus_per_node=4, zone="us-central1-a")
+    from sim.profiles.frameworks import FrameworkSpec
+
+    return Plan(stages=(StageSpec(tuple(range(26)), (gh,) * 3),), microbatch_size=2,
+                global_batch_size=24, model="OPT-350",
+                framework=FrameworkSpec("ddp", options=tuple(fw.items())))
+
+
+@pytest.mark.parametrize("cap", [None, 100])
+def test_ddp_plan_overlaps_its_allreduce_with_the_backward_pass_in_ddps_buckets(prof, cap):
+    """The framework sets the sync (PyTorch DDP: its gradients in 25 MiB buckets, the first
+    1 MiB, released as the last backward pass produces them). Exact reference: a one-stage plan's
+    step is its replicas' passes, then each bucket's ring (the plan's closed-form ring over the
+    pair curve, which the network reproduces) starting once produced and once the one before is
+    done, then the optimizer step; the wrong models (the all-reduce after the backward pass, or
+    Megatron-LM's equal buckets) are rejected."""
+    from sim.training.traffic import DDP_FIRST_BUCKET_BYTES, gradient_buckets
+
+    plan = _ddp_plan(**({} if cap is None else {"bucket_cap_mb": cap}))
+    b = build_plan(plan, prof, steps=1, network=True)
+    c = b.config
+    rule = "allreduce:overlap=backward" + ("" if cap is None else
+                                           f",bucket_size={cap * 1024 * 1024}") + ",buckets=ddp"
+    assert c.sync == rule and b.behaviour.framework.key == "ddp"
+    size = c.allreduce_sizes[0]
+    bucket = None if cap is None else cap * 1024 * 1024
+    sizes = gradient_buckets(size, bucket, rule="ddp")
+    assert len(sizes) > 2 and (cap is not None or sizes[-1] == DDP_FIRST_BUCKET_BYTES)
+    f, bw, opt = b.stage_times[0][0]
+    m = c.microbatches // 3
+    nodes = [(x, (0, i)) for i, x in enumerate(plan.stages[0].replicas)]
+
+    def ring(s: float) -> float:
+        return plan_allreduce_time(prof.network, nodes, [4] * 3, s, math.inf, prof)
+
+    def step(buckets: list[float]) -> float:
+        start, end, acc = m * (f + bw) - bw, 0.0, 0.0
+        for k, s in enumerate(buckets):
+            acc += s
+            ready = start + bw * (acc / size if k < len(buckets) - 1 else 1.0)
+            end = max(end, ready) + ring(s)
+        return end + opt
+
+    got = training_model(c, Streams(0).replication(0))["step_time_mean"]
+    assert got == pytest.approx(step(sizes), rel=1e-9)
+    after = m * (f + bw) + ring(size) + opt
+    assert got < after - 0.1 * ring(size)
+    equal = gradient_buckets(size, bucket or 25 * 1024 * 1024, rule="megatron")
+    assert not step(equal) == pytest.approx(got, rel=1e-6)
+
+
+def test_the_framework_sets_the_sync_and_a_given_sync_overrides_it(prof, runs):
+    """Megatron-LM with overlap_grad_reduce: buckets of max(4e7, 1e6 dp) elements, Megatron's rule;
+    without: after the last backward pass in one bucket; --sync overrides either; sync none and the
+    closed form of an overlapped all-reduce are refused in one line."""
+    from dataclasses import replace
+
+    from sim.profiles.frameworks import FrameworkSpec
+
+    run = runs["clariden-OPT-350-N8_D4"]
+    ov = replace(run.plan, framework=FrameworkSpec("megatron",
+                                                   options=(("overlap_grad_reduce", True),)))
+    b = build_plan(ov, prof, steps=1, network=True)
+    assert b.config.sync == ("allreduce:overlap=backward,bucket_size=160000000,buckets=megatron")
+    assert b.config.bucket_size == math.inf
+    plain = build_plan(replace(run.plan, framework=FrameworkSpec("megatron")), prof, steps=1,
+                       network=True)
+    assert plain.config.sync == "allreduce" and plain.config.bucket_size == math.inf
+    forced = build_plan(run.plan, prof, steps=1, network=True,
+                        sync="allreduce:overlap=backward")
+    assert forced.config.sync == b.config.sync  # DeepSpeed forced to: Megatron's default bucket
+    off = build_plan(ov, prof, steps=1, network=True, sync="allreduce")
+    assert off.config.sync == "allreduce" and off.config.bucket_size == math.inf
+    t = {k: training_model(x.config, Streams(0).replication(0))["step_time_mean"]
+         for k, x in (("overlap", b), ("after", plain), ("off", off))}
+    assert t["off"] == t["after"] and t["overlap"] < t["after"]
+    with pytest.raises(ConfigError, match="^'sync' must be allreduce"):
+        build_plan(run.plan, prof, steps=1, network=True, sync="none")
+    with pytest.raises(ConfigError, match="^'framework' must be a framework whose gradient "
+                       "all-reduce runs after the last backward pass without a network"):
+        build_plan(ov, prof, steps=1)
