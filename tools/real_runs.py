@@ -15,10 +15,12 @@ from its published formulas (:func:`sailor_time`, :func:`sailor_memory`,
 written from the artifact's ``runtime_simulator.py`` and ``profile_utils.py``).
 Then the per-cluster mean and worst absolute error, and the ablation: each
 option of the model changed on its own against the run's framework's default
-(:data:`ABLATION`: point-to-point overlapped, upstream DeepSpeed, Megatron-LM,
-derived TP, the profile's value sizes, physical nodes), and the gradient
-all-reduce after every stage's last backward (the artifact's barrier), after
-each stage's own last backward, or overlapped with the last backward pass.
+(:data:`ABLATION`: point-to-point overlapped on FIFO channels or shared max-min,
+upstream DeepSpeed, Megatron-LM with and without ``overlap_grad_reduce``, the
+all-reduce overlapped with the last backward pass, derived TP, the profile's
+value sizes, physical nodes), each a DES run over ``sim.network``; and in the
+closed form of the device programs the gradient all-reduce after every stage's
+last backward (the artifact's barrier) or after each stage's own last backward.
 
 Nothing here is fitted: the measured numbers are only compared with.
 """
@@ -149,12 +151,14 @@ def sailor_memory(run: MeasuredRun, info: dict) -> float:
 
 
 def allreduce_variants(build: Any) -> dict[str, float]:
-    """Iteration time with the gradient all-reduce after all stages end (``barrier``), after
-    each stage's own last backward (``stage``), or overlapped with the last backward (``backward``)."""
+    """Iteration time, in the closed form of the device programs, with the gradient all-reduce
+    after all stages end (``barrier``) or after each stage's own last backward (``stage``: no
+    barrier, the tied all-reduce still added whole). The all-reduce overlapped with the backward
+    pass is an :data:`ABLATION` row, run by the DES (``--sync allreduce:overlap=backward``)."""
     c = build.config
     L, r, m = c.stages, c.replicas[0], c.microbatches
     blocking = c.p2p == "blocking"
-    out = {"barrier": 0.0, "stage": 0.0, "backward": 0.0}
+    out = {"barrier": 0.0, "stage": 0.0}
     for k in range(r):
         mk = len(range(k, m, r))
         f = [c.replica_times[j][k][0] for j in range(L)]
@@ -169,22 +173,26 @@ def allreduce_variants(build: Any) -> dict[str, float]:
         out["barrier"] = max(out["barrier"], T + build.tied_allreduce_time + max(tail))
         out["stage"] = max(out["stage"], build.tied_allreduce_time
                            + max(e + t for e, t in zip(ends, tail, strict=True)))
-        out["backward"] = max(out["backward"], T + build.tied_allreduce_time + max(
-            max(0.0, a - b[j]) + o for j, (a, o) in enumerate(zip(build.allreduce_times,
-                                                                 build.optimizer_times,
-                                                                 strict=True))))
     return out
 
 
 #: The ablation: each option of the model against the run's framework's default (sailor-deepspeed
 #: for the artifact's runs), one at a time: (name, what it changes, build_plan keywords, hosts).
 ABLATION: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
-    ("p2p_overlap", "point-to-point on a communication stream (overlapped) instead of blocking",
-     {"p2p": "overlap"}, False),
+    ("p2p_overlap", "point-to-point on a communication stream (overlapped: FIFO channels) "
+     "instead of blocking", {"p2p": "overlap"}, False),
+    ("p2p_shared", "point-to-point overlapped, each transfer on a connection of its own sharing "
+     "links max-min (no framework's: the model the channels replaced)", {"p2p": "shared"}, False),
     ("framework_deepspeed", "upstream DeepSpeed 0.16.5 (1 + 2 all-gathers per boundary, no "
      "barrier) instead of the artifact's modified engine", {"framework": "deepspeed"}, False),
     ("framework_megatron", "Megatron-LM's schedules (each TP rank sends the whole tensor, no "
      "all-gather)", {"framework": "megatron"}, False),
+    ("framework_megatron_overlap", "Megatron-LM with overlap_grad_reduce (its all-reduce in "
+     "buckets of max(4e7, 1e6 dp) elements as the last backward pass produces them)",
+     {"framework": ("megatron", (("overlap_grad_reduce", True),))}, False),
+    ("allreduce_overlap", "the artifact's DeepSpeed with its all-reduce overlapped with the last "
+     "backward pass (--sync allreduce:overlap=backward: Megatron-LM's buckets)",
+     {"sync": "allreduce:overlap=backward"}, False),
     ("tp_derived", "TP > 1 layer times derived from the TP-1 profile instead of the profiled",
      {"tensor_parallel": "derived"}, False),
     ("value_sizes_profile", "every collective at the profile's bytes per value instead of the "
@@ -234,7 +242,9 @@ def rows(folder: Path | None = None, ablation: bool = True) -> list[dict[str, An
         for name, _, kw, hosted in ABLATION if ablation else ():
             kw = dict(kw)
             if "framework" in kw:
-                kw["framework"] = FrameworkSpec(kw["framework"])
+                fw = kw["framework"]
+                kw["framework"] = (FrameworkSpec(fw) if isinstance(fw, str)
+                                   else FrameworkSpec(fw[0], options=fw[1]))
             plan = _hosted(run.plan) if hosted else run.plan
             v = build_plan(plan, prof, steps=1, check_memory=False, network=True, **kw)
             row[f"ablation_{name}"] = training_model(v.config,
@@ -506,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     rs = rows(a.profiles)
     summ = {k: summary(rs, k, "measured_time") for k in
             ("dtsim_time", "sailor_time", "allreduce_barrier", "allreduce_stage",
-             "allreduce_backward", *(f"ablation_{n}" for n, *_ in ABLATION))}
+             *(f"ablation_{n}" for n, *_ in ABLATION))}
     summ.update({k: summary(rs, k, "measured_memory") for k in ("dtsim_memory", "sailor_memory")})
     if a.json:
         json.dump({"rows": rs, "summary": summ}, sys.stdout, indent=1)
