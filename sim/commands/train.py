@@ -673,6 +673,9 @@ def _print_explain(x: dict[str, Any]) -> None:
     print(f"pipeline {x['pipeline_time']:.4g} + tied all-reduce {x['tied_allreduce']:.4g} + "
           f"all-reduce {x['allreduce']:.4g} + optimizer {x['optimizer']:.4g} (stage "
           f"{x['tail_stage']}) = {x['iteration']:.4g}")
+    if x.get("allreduce_overlapped"):
+        print("  (the all-reduce as if after the last backward pass: this run overlaps it with "
+              "the backward pass, which hides part of it; the simulated step below holds that)")
 
 
 def run(args: argparse.Namespace) -> int:

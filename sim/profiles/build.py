@@ -701,7 +701,10 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
     transfers; overlapped transfers occupy no device and show as waiting),
     bubble (the rest of the pipeline phase: waiting for inputs and peers);
     and the iteration's tail: tied all-reduce, gradient all-reduce and
-    optimizer step of the slowest stage, and the total.
+    optimizer step of the slowest stage, and the total. The all-reduce is the
+    one after the last backward pass even where the framework overlaps it with
+    the backward pass (``allreduce_overlapped``: the run hides part of it; no
+    closed form of that yet).
     """
     from ..analytic.training import program_makespan
     from ..training.schedules import device_program
@@ -740,4 +743,5 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
             "allreduce": build.allreduce_times[tail_stage],
             "optimizer": build.optimizer_times[tail_stage], "tail_stage": tail_stage,
             "iteration": T + build.tied_allreduce_time + build.allreduce_times[tail_stage]
-            + build.optimizer_times[tail_stage]}
+            + build.optimizer_times[tail_stage],
+            "allreduce_overlapped": c.overlapped_sync}
