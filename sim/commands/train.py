@@ -163,10 +163,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help=f"link latency, or one per hop: {TIME_HELP} (default 0)")
     a("--sync", default=d.sync, metavar="KIND[:K=V,...]",
       help="gradient sync per step: " + ", ".join(SYNCS) + " (default allreduce); "
-           "allreduce:overlap=backward[,bucket_size=B] releases buckets of gradients as the "
-           "last backward pass produces them (PyTorch DDP's 25 MiB, first 1 MiB; with --plan "
-           "Megatron-LM's max(4e7, 1e6 dp) values); bucket_size=B without overlap: the "
-           "all-reduce's bucket")
+           "allreduce:overlap=backward[,bucket_size=B][,buckets=ddp|megatron] releases buckets "
+           "of gradients as the last backward pass produces them (PyTorch DDP's 25 MiB, first "
+           "1 MiB; with --plan the plan's framework's, Megatron-LM's max(4e7, 1e6 dp) values "
+           "when it never overlaps); bucket_size=B without overlap: the all-reduce's bucket; "
+           "with --plan, default: the framework's")
     a("--optimizer-time", type=float, default=0.0, help="optimizer step time (default 0)")
     a("--availability", type=float, default=d.availability, help="worker availability (default 1)")
     a("--mean-downtime", type=float, default=d.mean_downtime, help="mean worker outage")
