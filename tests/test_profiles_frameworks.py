@@ -152,3 +152,25 @@ def test_plan_files_name_their_framework(tmp_path):
     for extra, msg in bad:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             plan_from_data({**doc, **extra})
+
+
+def test_framework_p2p_maps_to_the_adapters_modes(prof, runs):
+    """Every framework's point-to-point is one the traffic adapter runs as the framework does:
+    blocking, or overlapped on FIFO channels (never the max-min 'shared' comparison); its sync
+    overlaps the backward pass exactly when the framework does; a plan over the network holds
+    channels exactly when it overlaps its transfers."""
+    import simpy
+
+    from sim.training.traffic import traffic_for
+
+    for fw in FRAMEWORKS.values():
+        assert fw.p2p.value in ("blocking", "overlap")
+        fb = resolve(FrameworkSpec(fw.key), 4)
+        assert ("overlap=backward" in fb.sync) == (fb.allreduce == "overlap-backward")
+        assert fb.sync == "allreduce" or fb.sync.endswith(f"buckets={fw.bucket_rule.value}")
+    run = runs["mit-N2_D1"]
+    for p2p in (None, "overlap"):
+        b = build_plan(run.plan, prof, steps=1, network=True, p2p=p2p)
+        t = traffic_for(b.config, simpy.Environment())
+        assert b.config.p2p == (p2p or "blocking") and b.config.sync == "allreduce"
+        assert (t.channels is not None) == (p2p == "overlap")
