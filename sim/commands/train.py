@@ -35,6 +35,7 @@ from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit
+from ._timeline import add_timeline_options, request_from_args, write_timeline
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "train"
@@ -220,6 +221,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="announce each preemption (trace or spot model) this long ahead: "
                         "seconds, aws (120) or gcp (30); the strategy decides what it does")
     add_failure_trace_options(p)
+    add_timeline_options(p, what="every pass, transfer, collective chunk, step, checkpoint, "
+                         "restart, down interval and preemption")
     add_run_options(p, replications=10)
 
 
@@ -524,10 +527,16 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
 
 
 def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
-             workers: int | None = None, engine: str = "auto") -> dict[str, Any]:
-    """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates)."""
+             workers: int | None = None, engine: str = "auto",
+             records_out: list | None = None) -> dict[str, Any]:
+    """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates).
+
+    ``records_out``, a list, receives the replications' records.
+    """
     sel = select("training", cfg, engine)
     records = replicate(sel.engine.run, cfg, replications=replications, seed=seed, executor=executor, workers=workers)
+    if records_out is not None:
+        records_out.extend(records)
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
@@ -625,16 +634,57 @@ def _print_explain(x: dict[str, Any]) -> None:
           f"{x['tail_stage']}) = {x['iteration']:.4g}")
 
 
+def training_events(cfg: TrainingConfig) -> float:
+    """About how many events a run of ``cfg`` records (before any work): its passes (forward
+    and backward, every micro-batch at every stage), twice as many transfers over a network,
+    and, on the step-level job engine, a step per worker."""
+    if cfg.strategy is not None and cfg.strategy.engine == "job":
+        return float(cfg.steps) * (cfg.workers + 2)
+    passes = float(cfg.steps) * cfg.microbatches * cfg.stages * cfg.virtual_stages * (
+        2 if cfg.has_backward else 1)
+    if cfg.network is not None or cfg.framework:
+        passes *= 3
+    return passes + cfg.steps * 2.0
+
+
+def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
+              record: dict[str, Any]) -> None:
+    """Run replication 0 again with a recorder; check it and write its events."""
+    from ..rng import Streams
+
+    sel = select("training", cfg, args.engine)
+    rec = request.recorder()
+    metrics = sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+    write_timeline(request, rec, command="train", seed=args.seed, json_mode=args.json,
+                   record=record, metrics=metrics, engine_selected=sel.name)
+
+
+def _check_timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any) -> None:
+    """Refuse, before any work, a timeline the chosen engine cannot record or too large."""
+    from ..timeline import check_run_size
+
+    sel = select("training", cfg, args.engine)
+    if not getattr(sel.engine, "records", False):
+        raise ConfigError("timeline", "given with the des or job engine (the "
+                          f"{sel.name} engine records no events)", request.path)
+    check_run_size(request, training_events(cfg), "passes, transfers and steps")
+
+
 def run(args: argparse.Namespace) -> int:
     check_choice("engine", args.engine, engine_names("training"))
+    request = request_from_args(args)
     build = None
     if args.plan is not None:
         build = build_from_args(args)
         cfg = build.config
     else:
         cfg = config_from_args(args)
+    if request is not None:
+        _check_timeline(args, cfg, request)
+    records: list[dict[str, Any]] = []
     out = simulate(cfg, replications=args.replications, seed=args.seed,
-                   executor=args.executor, workers=args.workers, engine=args.engine)
+                   executor=args.executor, workers=args.workers, engine=args.engine,
+                   records_out=records)
     if args.checkpoint_every == "auto":
         out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)
     if build is not None:
@@ -649,6 +699,8 @@ def run(args: argparse.Namespace) -> int:
                     f"exact when no two transfers share a link): {p['note']}")
     if args.json:
         emit_json(out)
+        if request is not None:
+            _timeline(args, cfg, request, records[0])
         return 0
     if build is not None:
         print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
@@ -721,4 +773,6 @@ def run(args: argparse.Namespace) -> int:
     if "quality_samples_per_dollar" in out:
         cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
     print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
+    if request is not None:
+        _timeline(args, cfg, request, records[0])
     return 0

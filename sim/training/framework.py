@@ -36,6 +36,7 @@ from typing import Any
 
 import simpy
 
+from ..timeline import NULL
 from .config import TrainingConfig, replica_name
 from .flow import LOST_CAUSES
 from .replica import Failed, Microbatch
@@ -105,8 +106,10 @@ class Device:
             yield env.timeout(sysm.download_time)
         except simpy.Interrupt:
             sysm.lost["download"] += env.now - t0
+            sysm.rec.download(self, t0, env.now, cut=True)
             return
         sysm.lost["download"] += sysm.download_time
+        sysm.rec.download(self, t0, env.now)
         self.loaded = True
         self._download = None
         sysm.replica_live(self)
@@ -116,9 +119,11 @@ class FrameworkFlow:
     """The devices of every pipeline and their programs (the ``flow`` a StepTrainer drives)."""
 
     def __init__(self, config: TrainingConfig, env: simpy.Environment, streams: Any,
-                 schedule: Any, speeds: tuple[tuple[float, ...], ...]) -> None:
+                 schedule: Any, speeds: tuple[tuple[float, ...], ...], *,
+                 recorder: Any = None) -> None:
         c = self.config = config
         self.env = env
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.trainer: Any = None
         self.track = False
         self.net = None  # transfers are the config's times (no sim.network service yet)
@@ -148,7 +153,7 @@ class FrameworkFlow:
             from .config import network_of
 
             self.service = NetworkService(env, network_of(c), weighting=c.network_weighting,
-                                          contention=c.contention)
+                                          contention=c.contention, recorder=self.rec)
             tp = c.tensor_parallel
             self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * L
             self._moving: list[simpy.Event] = []  # transfers and rings of the step in flight
@@ -312,8 +317,11 @@ class FrameworkFlow:
                         dev.busy_time += env.now - t0
                         self.lost["lost_pass"] += env.now - t0
                         self.lost_passes += 1
+                        self.rec.device_pass(dev, back, s, c, mbs[i], t0, env.now, lost=True)
                         return
                     dev.busy_time += work
+                    if self.rec.on:
+                        self.rec.device_pass(dev, back, s, c, mbs[i], t0, env.now)
                     dev.passes += 1
                     if self.track:
                         self.trainer.participated(j, dev)
@@ -352,12 +360,14 @@ class FrameworkFlow:
         if isinstance(delay, tuple):  # network flows of (hop, pipeline, gradient)
             t = self._flows(*delay)
             t.callbacks.append(lambda _e: ev.succeed() if not ev.triggered else None)
+            self.rec.framework_hop(self, t, key[0], key[1] - (key[0] == "a"), key[2], key[3])
             return
         if delay <= 0.0:
             ev.succeed()
             return
         t = self.env.timeout(delay)
         t.callbacks.append(lambda _e: ev.succeed() if not ev.triggered else None)
+        self.rec.framework_hop(self, t, key[0], key[1] - (key[0] == "a"), key[2], key[3])
 
     def _rendezvous(self, key: tuple, role: str, duration: float,
                     flows: tuple | None = None) -> simpy.Event:
@@ -370,6 +380,7 @@ class FrameworkFlow:
             _role, ev = q.popleft()
             t = self._flows(*flows) if flows is not None else self.env.timeout(duration)
             t.callbacks.append(lambda _e: ev.succeed() if not ev.triggered else None)
+            self.rec.framework_hop(self, t, *key)
             return t
         ev = self.env.event()
         q.append((role, ev))

@@ -156,6 +156,7 @@ class Replica:
         "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
         "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
         "_next_stage", "_prev_stage", "_uniform", "ordered", "owed", "held", "gate", "_net_dl",
+        "rec",
     )
 
     def __init__(self, system: Any, stage: int, index: int, speed: float, name: str,
@@ -213,6 +214,7 @@ class Replica:
         self.held = 0  # blocking transfers this replica takes part in (no pass starts meanwhile)
         self.gate: Any = None  # blocking transfers: asked before each pass, True to wait
         self._net_dl: Any = None  # a weight download over the network in progress
+        self.rec = system.rec  # the timeline's recorder (sim.timeline; NULL: off)
 
     @property
     def up(self) -> bool:
@@ -440,6 +442,7 @@ class Replica:
         self._downloading = False
         system = self.system
         system.lost["download"] += self.env.now - self._t0
+        self.rec.download(self, self._t0, self.env.now)
         self.loaded = True
         system.replica_live(self)
         self._outer()
@@ -454,6 +457,7 @@ class Replica:
         self._downloading = False
         system = self.system
         system.lost["download"] += system.download_time
+        self.rec.download(self, self._t0, self.env.now)
         self.loaded = True
         system.replica_live(self)
         self._outer()
@@ -466,6 +470,8 @@ class Replica:
         self.load -= 1
         work = self._work
         self.busy_time += work
+        if self.rec.on:
+            self.rec.pass_done(self, mb, self._t0, work)
         if not mb.back:  # type: ignore[union-attr]
             self.queue_time += self._t0 - mb.ready  # type: ignore[union-attr]
         if not self._inline or mb.target >= 0:  # type: ignore[union-attr]
@@ -542,12 +548,14 @@ class Replica:
         if self._downloading:
             self._downloading = False
             self.system.lost["download"] += env.now - self._t0
+            self.rec.download(self, self._t0, env.now, cut=True)
             self._outer()
             return
         mb = self.current
         self.current = None
         self.load -= 1
         self.busy_time += env.now - self._t0
+        self.rec.pass_lost(self, mb, self._t0, env.now)
         self.system.pass_lost(self, mb, ev.cause, env.now - self._t0)
         if not self._serve():
             self._outer()

@@ -37,6 +37,7 @@ import simpy
 
 from ..network.collectives import ring_allreduce
 from ..network.service import NetworkService
+from ..timeline import NULL
 from .config import network_of
 
 __all__ = ["Transfers", "P2P"]
@@ -46,7 +47,7 @@ class P2P:
     """One transfer between two replicas: its flows, ends, and what to do on arrival."""
 
     __slots__ = ("src", "dst", "events", "left", "on_arrival", "mb", "dest_stage", "started",
-                 "size", "owner")
+                 "size", "owner", "t0")
 
     def __init__(self, owner: Transfers, src: Any, dst: Any, size: float, mb: Any,
                  dest_stage: int, on_arrival: Any) -> None:
@@ -58,10 +59,12 @@ class P2P:
         self.events: list[simpy.Event] = []
         self.left = 0
         self.started = False
+        self.t0 = 0.0
 
     def start(self) -> None:
         o = self.owner
         self.started = True
+        self.t0 = o.env.now
         t = o.tp[self.src.stage]
         a, b = o.node_of(self.src), o.node_of(self.dst)
         self.left = t
@@ -93,12 +96,14 @@ class Transfers:
     replicas : list of Replica
     """
 
-    def __init__(self, config: Any, env: simpy.Environment, replicas: list[Any]) -> None:
+    def __init__(self, config: Any, env: simpy.Environment, replicas: list[Any], *,
+                 recorder: Any = None) -> None:
         c = self.config = config
         self.env = env
         self.network = network_of(c)
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.service = NetworkService(env, self.network, weighting=c.network_weighting,
-                                      contention=c.contention)
+                                      contention=c.contention, recorder=self.rec)
         self.nodes = c.network_nodes
         tp = c.tensor_parallel
         self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * c.stages
@@ -150,6 +155,7 @@ class Transfers:
         return rep.held > 0
 
     def arrived(self, x: P2P) -> None:
+        self.rec.p2p(x, self.env.now)
         self.inflight[x.src].remove(x)
         self.inflight[x.dst].remove(x)
         if self.blocking:
@@ -169,6 +175,8 @@ class Transfers:
             other = x.dst if x.src is rep else x.src
             if x in self.inflight[other]:
                 self.inflight[other].remove(x)
+            if x.started:
+                self.rec.p2p(x, self.env.now, cut=True)
             x.cancel()
         return cut
 
