@@ -672,7 +672,7 @@ TIMELINE_STYLE: dict[str, tuple[str, str | None, str]] = {
     "backward": ("#DD8452", None, "backward pass"),
     "recompute": ("#A1C9F4", "..", "recomputed forward"),
     "step": ("#8172B3", None, "step (job engine)"),
-    "transfer": ("#55A868", None, "transfer (activation, gradient, flow)"),
+    "transfer": ("#55A868", None, "transfer (activation, gradient, flow, exchange)"),
     "collective": ("#937860", None, "collective (all-reduce)"),
     "checkpoint": ("#DA8BC3", None, "checkpoint"),
     "restart": ("#8C8C8C", None, "restart, weight download, waiting"),
@@ -696,7 +696,7 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
     -------
     (Path, dict)
         The file, and the drawn artists: ``bars`` maps each row's index to a
-        list of ``(kind, lost, BrokenBarHCollection)``, ``steps`` holds the
+        list of ``(kind, lost, lane, BrokenBarHCollection)``, ``steps`` holds the
         step boundary lines, ``marks`` the instants' markers.
 
     Notes
@@ -723,19 +723,20 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
     drawn: dict[str, Any] = {"bars": {}, "steps": [], "marks": []}
     used: set[str] = set()
     for y, r in enumerate(rows):
-        groups: dict[tuple[str, bool], list[tuple[float, float]]] = {}
+        groups: dict[tuple[str, bool, int], list[tuple[float, float]]] = {}
         for b in r.bars:
-            groups.setdefault((b.kind, b.lost), []).append((b.start, b.end - b.start))
+            groups.setdefault((b.kind, b.lost, b.lane), []).append((b.start, b.end - b.start))
         out = []
-        for (kind, lost), spans in groups.items():
+        h = 0.8 / r.lanes  # overlapping events of one stream: sub-rows of the row
+        for (kind, lost, lane), spans in groups.items():
             face, hatch, _ = TIMELINE_STYLE.get(kind, TIMELINE_STYLE["other"])
-            coll = ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=face,
+            coll = ax.broken_barh(spans, (y - 0.4 + lane * h, h), facecolors=face,
                                   edgecolors="white" if not lost else "black", linewidth=0.3,
                                   hatch="xxx" if lost else hatch, alpha=0.55 if lost else 1.0)
-            out.append((kind, lost, coll))
+            out.append((kind, lost, lane, coll))
             used.add(kind)
         drawn["bars"][y] = out
-        for t, cat, name in r.marks:
+        for t, cat, _name in r.marks:
             m, colour = _MARKS.get(cat, ("*", "black"))
             drawn["marks"].append(ax.plot([t], [y], marker=m, color=colour, ms=6,
                                           linestyle="none")[0])
@@ -784,8 +785,8 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
         cx.grid(alpha=0.3)
         if len(counters) <= 12:
             cx.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
-        cx.set_xlabel("simulated time (s)")
+        cx.set_xlabel(f"simulated time ({gantt.unit})")
     else:
-        ax.set_xlabel("simulated time (s)")
+        ax.set_xlabel(f"simulated time ({gantt.unit})")
     fig.savefig(path, dpi=dpi)
     return path, drawn

@@ -694,19 +694,19 @@ class Recorder(NullRecorder):
         meta = []
         q = self._q
         for p, pid in sorted(procs.items(), key=lambda kv: kv[1]):
-            meta.append('{"name":"process_name","ph":"M","ts":0,"pid":%d,"args":{"name":%s}}'
-                        % (pid, q(p)))
-            meta.append('{"name":"process_sort_index","ph":"M","ts":0,"pid":%d,'
-                        '"args":{"sort_index":%d}}' % (pid, pid))
+            meta.append(f'{{"name":"process_name","ph":"M","ts":0,"pid":{pid},'
+                        f'"args":{{"name":{q(p)}}}}}')
+            meta.append(f'{{"name":"process_sort_index","ph":"M","ts":0,"pid":{pid},'
+                        f'"args":{{"sort_index":{pid}}}}}')
             for k, (s, lane) in enumerate(sorted(threads.get(p, ()), key=lambda sl: (
                     _STREAM_ORDER.get(sl[0], len(STREAMS)), sl[0], sl[1]))):
                 tid = k + 1
                 tids[(p, s, lane)] = tid
                 label = s if lane == 0 else f"{s} {lane + 1}"
-                meta.append('{"name":"thread_name","ph":"M","ts":0,"pid":%d,"tid":%d,'
-                            '"args":{"name":%s}}' % (pid, tid, q(label)))
-                meta.append('{"name":"thread_sort_index","ph":"M","ts":0,"pid":%d,"tid":%d,'
-                            '"args":{"sort_index":%d}}' % (pid, tid, tid))
+                meta.append(f'{{"name":"thread_name","ph":"M","ts":0,"pid":{pid},"tid":{tid},'
+                            f'"args":{{"name":{q(label)}}}}}')
+                meta.append(f'{{"name":"thread_sort_index","ph":"M","ts":0,"pid":{pid},'
+                            f'"tid":{tid},"args":{{"sort_index":{tid}}}}}')
         yield '{"traceEvents":[\n'
         yield ",\n".join(meta)
         body = []
@@ -716,20 +716,19 @@ class Recorder(NullRecorder):
             args = (tpl % vals) if tpl is not None else _args(vals)
             body.append(xfmt % (q(name), cat, a, b - a, procs[p], tids[(p, s, lane)], args))
         for p, s, name, cat, t, args in self._i:
-            body.append('{"name":%s,"cat":"%s","ph":"i","s":"t","ts":%r,"pid":%d,"tid":%d,'
-                        '"args":%s}' % (q(name), cat, t * US, procs[p], tids[(p, s, 0)],
-                                        _args(args)))
+            body.append(f'{{"name":{q(name)},"cat":"{cat}","ph":"i","s":"t","ts":{t * US!r},'
+                        f'"pid":{procs[p]},"tid":{tids[(p, s, 0)]},"args":{_args(args)}}}')
         for p, name, t, v in self._c:
-            body.append('{"name":%s,"cat":"network","ph":"C","ts":%r,"pid":%d,'
-                        '"args":{"utilisation":%r}}' % (q(name), t * US, procs[p], v))
+            body.append(f'{{"name":{q(name)},"cat":"network","ph":"C","ts":{t * US!r},'
+                        f'"pid":{procs[p]},"args":{{"utilisation":{v!r}}}}}')
         if note_proc is not None:
             total = sum(self.left_out.values())
-            body.append('{"name":%s,"cat":"timeline","ph":"i","s":"g","ts":%r,"pid":%d,"tid":%d,'
-                        '"args":%s}' % (q(f"cap reached: {total} events left out"),
-                                        self.left_from * US, procs[note_proc],
-                                        tids[(note_proc, "events", 0)],
-                                        _args({"left_out": dict(sorted(self.left_out.items())),
-                                               "max_events": self.max_events})))
+            note = _args({"left_out": dict(sorted(self.left_out.items())),
+                          "max_events": self.max_events})
+            body.append(f'{{"name":{q(f"cap reached: {total} events left out")},'
+                        f'"cat":"timeline","ph":"i","s":"g","ts":{self.left_from * US!r},'
+                        f'"pid":{procs[note_proc]},"tid":{tids[(note_proc, "events", 0)]},'
+                        f'"args":{note}}}')
         if body:
             yield ",\n"
             yield ",\n".join(body)
@@ -737,7 +736,7 @@ class Recorder(NullRecorder):
         od.update(self.summary())
         if other:
             od.update(other)
-        yield '\n],"displayTimeUnit":"ms","otherData":%s}\n' % _args(od)
+        yield f'\n],"displayTimeUnit":"ms","otherData":{_args(od)}}}\n'
 
     def summary(self) -> dict[str, Any]:
         """What was kept and what was not: ``events``, ``left_out`` (by category), the time
@@ -1009,17 +1008,21 @@ class GanttBar:
     kind: str
     name: str
     lost: bool = False
+    lane: int = 0
 
 
 @dataclass
 class GanttRow:
-    """One thread of one process (a device's stream): its bars and its instants."""
+    """One stream of one process (a device's ``compute``, ``send``...): its bars, in
+    ``lanes`` sub-rows where the file spread overlapping events over threads ``send``,
+    ``send 2``..., and its instants."""
 
     label: str
     pid: int
     tid: int
     bars: list[GanttBar]
     marks: list[tuple[float, str, str]]  # (time, category, name)
+    lanes: int = 1
 
 
 @dataclass
@@ -1047,6 +1050,7 @@ class Gantt:
     counters: dict[str, list[tuple[float, float]]]
     rows_left_out: int
     left_out: int
+    unit: str = "s"
 
 
 #: Bar kinds in legend order.
@@ -1094,18 +1098,20 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
             psort[e["pid"]] = a["sort_index"]
         elif n == "thread_sort_index":
             tsort[(e["pid"], e["tid"])] = a["sort_index"]
-    rows: dict[tuple[int, int], GanttRow] = {}
+    rows: dict[tuple[int, str], GanttRow] = {}
     steps: list[GanttStep] = []
     counters: dict[str, list[tuple[float, float]]] = {}
     compute: list[tuple[float, float]] = []
     compute_procs: set[int] = set()
 
-    def row(pid: int, tid: int) -> GanttRow:
-        r = rows.get((pid, tid))
+    def row(pid: int, tid: int) -> tuple[GanttRow, int]:
+        stream, lane = _lane(tname.get((pid, tid), str(tid)))
+        r = rows.get((pid, stream))
         if r is None:
-            r = rows[(pid, tid)] = GanttRow(f"{pname.get(pid, pid)} {tname.get((pid, tid), tid)}",
-                                            pid, tid, [], [])
-        return r
+            r = rows[(pid, stream)] = GanttRow(f"{pname.get(pid, pid)} {stream}", pid, tid, [], [])
+        r.tid = min(r.tid, tid)
+        r.lanes = max(r.lanes, lane + 1)
+        return r, lane
 
     for e in ev:
         ph = e.get("ph")
@@ -1120,13 +1126,14 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
                                        None, a.get("workers"), None))
                 continue
             kind = _kind(e)
-            row(e["pid"], e["tid"]).bars.append(GanttBar(t0, t1, kind, e.get("name", ""),
-                                                         bool(a.get("lost"))))
+            r, lane = row(e["pid"], e["tid"])
+            r.bars.append(GanttBar(t0, t1, kind, e.get("name", ""), bool(a.get("lost")), lane))
             if e.get("cat") == "compute":
                 compute.append((t0, t1))
                 compute_procs.add(e["pid"])
         elif ph in ("i", "I") and e.get("cat") != "timeline":
-            row(e["pid"], e["tid"]).marks.append((e["ts"] / US, e.get("cat", ""), e.get("name", "")))
+            row(e["pid"], e["tid"])[0].marks.append((e["ts"] / US, e.get("cat", ""),
+                                                     e.get("name", "")))
         elif ph == "C":
             for k, v in (e.get("args") or {}).items():
                 counters.setdefault(e["name"] if len(e["args"]) == 1 else f"{e['name']} {k}",
@@ -1152,7 +1159,7 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
     left = other.get("left_out") or {}
     nleft = sum(v for v in left.values() if isinstance(v, int)) if isinstance(left, dict) else 0
     gen = other.get("generator", "dtsim")
-    bits = [str(gen)]
+    bits = [str(gen) + (f" ({other['engine']})" if other.get("engine") else "")]
     for key in ("schedule", "strategy"):
         if other.get(key):
             bits.append(str(other[key]))
@@ -1164,4 +1171,12 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
         bits.append(f"replication {other['replication']} (seed {other.get('seed')})")
     return Gantt(", ".join(bits), ordered[:max_rows], steps,
                  1.0 - tot_busy / tot_cap if tot_cap > 0 else None, counters,
-                 max(0, len(ordered) - max_rows), nleft)
+                 max(0, len(ordered) - max_rows), nleft, str(other.get("unit", "s")))
+
+
+def _lane(thread: str) -> tuple[str, int]:
+    """``"send 3"`` -> ``("send", 2)``: the stream and the lane of a thread's name."""
+    base, _, last = thread.rpartition(" ")
+    if base and last.isdigit() and int(last) >= 2:
+        return base, int(last) - 1
+    return thread, 0

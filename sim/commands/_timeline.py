@@ -19,7 +19,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, SimulationError, check_int, one_line
-from ..timeline import DEFAULT_MAX_EVENTS, RUN_LIMIT_FACTOR, Recorder, TimelineRequest, timeline_request
+from ..timeline import (
+    DEFAULT_MAX_EVENTS,
+    RUN_LIMIT_FACTOR,
+    Recorder,
+    TimelineRequest,
+    timeline_request,
+)
 
 __all__ = ["add_timeline_options", "request_from_args", "first_difference", "write_timeline"]
 

@@ -655,6 +655,8 @@ def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
     sel = select("training", cfg, args.engine)
     rec = request.recorder()
     metrics = sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+    tu = time_unit(cfg.hour)
+    rec.meta.update(unit="time units" if tu == "time unit" else tu)
     write_timeline(request, rec, command="train", seed=args.seed, json_mode=args.json,
                    record=record, metrics=metrics, engine_selected=sel.name)
 

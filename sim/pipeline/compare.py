@@ -68,7 +68,8 @@ def _reference(config: PipelineConfig, metric: str) -> float | None:
 
 
 def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any = "serial",
-             workers: int | None = None, engine: str = "des") -> dict[str, Any]:
+             workers: int | None = None, engine: str = "des",
+             records_out: list | None = None) -> dict[str, Any]:
     """Run the replications and return the comparison record (intervals as Estimates).
 
     Parameters
@@ -84,6 +85,8 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
         ``"auto"`` or a pipeline engine's name (see
         :func:`~sim.pipeline.engines.choose_engine`); a named engine that does
         not apply is a :class:`~sim.errors.ConfigError`.
+    records_out : list, optional
+        Receives the replications' records.
 
     Returns
     -------
@@ -108,6 +111,8 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
     records = replicate(sel.engine.run, cfg, replications=replications, seed=seed,
                         executor=executor, workers=workers)
     wall = time.perf_counter() - t0
+    if records_out is not None:
+        records_out.extend(records)
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
