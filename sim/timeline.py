@@ -240,6 +240,7 @@ class Recorder(NullRecorder):
         self._down: dict[str, tuple[float, str]] = {}
         self._spot: dict[str, float] = {}
         self._step: tuple[int, float] | None = None
+        self._restart: float | None = None
         self._links: dict[int, float] = {}
         self.meta: dict[str, Any] = {}
 
@@ -344,6 +345,10 @@ class Recorder(NullRecorder):
             self.span("trainer", "steps", f"step {k}", "step", t0, now,
                       {"step": k, "open": True})
             self._step = None
+        if self._restart is not None:
+            self.span("trainer", "checkpoint", "restart", "restart", self._restart, now,
+                      {"open": True})
+            self._restart = None
 
     # -- the training DES (sim.training) ----------------------------------------------------
     def start_training(self, system: Any) -> None:
@@ -439,8 +444,14 @@ class Recorder(NullRecorder):
         """A checkpoint from ``t0`` to ``t1``."""
         self.span(proc, "checkpoint", "checkpoint", "checkpoint", t0, t1, args or None)
 
+    def restart_start(self, t: float) -> None:
+        """The coordinator starts a restart at ``t`` (closed by :meth:`restart`, or by
+        :meth:`close` if the run ends first)."""
+        self._restart = t
+
     def restart(self, t0: float, t1: float, proc: str = "trainer", **args: Any) -> None:
         """A restart (waiting for the workers, then its cost) from ``t0`` to ``t1``."""
+        self._restart = None
         self.span(proc, "checkpoint", "restart", "restart", t0, t1, args or None)
 
     # -- transfers over a network (sim.training.transfers, sim.network) -----------------------
@@ -840,7 +851,8 @@ def validate(obj: Any, *, overlap: bool = True) -> list[str]:
     * every process used by an event has a ``process_name`` and every thread
       used (``pid``, ``tid``) a ``thread_name``;
     * with ``overlap``: complete events of one thread are nested or disjoint
-      (what the viewers need to draw them), never partly overlapping.
+      (what the viewers need to draw them), never partly overlapping (to a
+      picosecond and a relative 1e-12: ``ts + dur`` rounds).
 
     Parameters
     ----------
@@ -963,9 +975,10 @@ def validate(obj: Any, *, overlap: bool = True) -> list[str]:
             ss.sort(key=lambda s: (s[0], -s[1]))
             stack: list[float] = []
             for a, b, k in ss:
-                while stack and stack[-1] <= a:
+                tol = 1e-6 + 1e-12 * abs(a)  # ts + dur rounds: an end may pass a start by an ulp
+                while stack and stack[-1] <= a + tol:
                     stack.pop()
-                if stack and b > stack[-1] * (1 + 1e-12) + 1e-9:
+                if stack and b > stack[-1] + tol:
                     bad(f"event {k} (X) on pid {pid} tid {tid} overlaps an event it is not "
                         "nested in")
                     break

@@ -337,6 +337,7 @@ class StepTrainer(Trainer):
                 self.flow.lost["restart"] += env.now - since
                 k = self.steps_done = ckpt
                 t_re = env.now
+                self.rec.restart_start(t_re)
                 yield from self._restart()
                 self.rec.restart(t_re, env.now, from_step=ckpt)
                 since = env.now
