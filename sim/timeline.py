@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .errors import ConfigError, check, check_int, check_output_file, read_input_text
 
 __all__ = ["NULL", "NullRecorder", "Recorder", "TimelineRequest", "parse_window",
@@ -197,6 +199,127 @@ def _b(x: bool) -> str:
     return _JSON_TRUE if x else _JSON_FALSE
 
 
+#: Spans per formatting call when writing (bounds the memory of one call).
+_CHUNK = 50_000
+
+
+class _Table:
+    """Complete events of one category and one args template, in columns.
+
+    ``vals`` is flat: each event's args values, ``k`` of them (the template's
+    fields), one event after the other. Columns of numbers and strings only,
+    so a large timeline holds no object the garbage collector must visit
+    again and again while the run goes on.
+    """
+
+    __slots__ = ("cat", "template", "k", "proc", "thread", "name", "t0", "t1", "vals")
+
+    def __init__(self, cat: str, template: str) -> None:
+        self.cat, self.template = cat, template
+        self.k = template.replace("%%", "").count("%")
+        self.proc: list[str] = []
+        self.thread: list[str] = []
+        self.name: list[str] = []
+        self.t0: list[float] = []
+        self.t1: list[float] = []
+        self.vals: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.t0)
+
+    def columns(self) -> tuple[list[str], list[str], list[float], list[float]]:
+        """Every event's process, stream, start and end (for the layout of threads)."""
+        return self.proc, self.thread, self.t0, self.t1
+
+    def add(self, proc: str, thread: str, name: str, t0: float, t1: float, vals: tuple) -> None:
+        self.proc.append(proc)
+        self.thread.append(thread)
+        self.name.append(name)
+        self.t0.append(t0)
+        self.t1.append(t1)
+        self.vals.extend(vals)
+
+    def text(self, pids: list[int], tids: list[int], q: Any) -> Iterable[str]:
+        """The events as JSON text, in chunks (one ``%`` of the repeated template a chunk)."""
+        fmt = ('{"name":%s,"cat":"' + self.cat + '","ph":"X","ts":%.4f,"dur":%.4f,"pid":%d,'
+               '"tid":%d,"args":' + self.template + "}")
+        k, m = self.k, self.k + 5
+        qnames = {n: q(n) for n in set(self.name)}
+        n = len(self.t0)
+        for a in range(0, n, _CHUNK):
+            b = min(n, a + _CHUNK)
+            ts = np.round(np.asarray(self.t0[a:b], dtype=float) * US, 4)
+            end = np.round(np.asarray(self.t1[a:b], dtype=float) * US, 4)
+            flat: list[Any] = [None] * ((b - a) * m)
+            flat[0::m] = [qnames[x] for x in self.name[a:b]]
+            flat[1::m] = ts.tolist()
+            flat[2::m] = (end - ts).tolist()
+            flat[3::m] = pids[a:b]
+            flat[4::m] = tids[a:b]
+            vals = self.vals[a * k:b * k]
+            for j in range(k):
+                flat[5 + j::m] = vals[j::k]
+            yield ",\n".join([fmt] * (b - a)) % tuple(flat)
+
+
+class _PassTable:
+    """The training DES's completed passes (the hot path), in one flat list of 7-tuples
+    ``(replica, backward, microbatch, step, recompute, t0, t1)`` (``step`` -1: none).
+
+    Written grouped by replica, thread, kind and flags, so that the event's
+    constant parts (name, pid, tid, stage, replica, flags) are in the template
+    and only the times, the micro-batch and the step are formatted per pass.
+    """
+
+    __slots__ = ("data",)
+    cat = "compute"
+
+    def __init__(self) -> None:
+        self.data: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.data) // 7
+
+    def columns(self) -> tuple[list[str], list[str], list[float], list[float]]:
+        d = self.data
+        return [r.name for r in d[0::7]], ["compute"] * (len(d) // 7), d[5::7], d[6::7]
+
+    def text(self, pids: list[int], tids: list[int], q: Any) -> Iterable[str]:
+        d = self.data
+        n = len(d) // 7
+        ts = np.round(np.asarray(d[5::7], dtype=float) * US, 4)
+        dur = np.round(np.asarray(d[6::7], dtype=float) * US, 4) - ts
+        mbi = np.asarray(d[2::7], dtype=np.int64)
+        step = np.asarray(d[3::7], dtype=np.int64)
+        # a pass's process and thread are its replica's (pid, tid): with the kind and flags,
+        # they fix everything but its times, micro-batch and step
+        code = (((np.asarray(pids, dtype=np.int64) * 65536 + np.asarray(tids, dtype=np.int64))
+                 * 2 + np.asarray(d[1::7], dtype=np.int64)) * 2
+                + np.asarray(d[4::7], dtype=np.int64)) * 2 + (step < 0)
+        order = np.argsort(code, kind="stable")
+        cuts = np.concatenate(([0], np.flatnonzero(np.diff(code[order])) + 1, [n]))
+        for a, b in zip(cuts[:-1], cuts[1:]):  # noqa: B905
+            k0 = int(order[a])
+            r = d[7 * k0]
+            back, rc, nostep = bool(d[7 * k0 + 1]), bool(d[7 * k0 + 4]), d[7 * k0 + 3] < 0
+            head = ('{"name":"' + ("backward" if back else "forward") + '","cat":"compute",'
+                    '"ph":"X","ts":%.4f,"dur":%.4f,"pid":' + str(pids[k0]) + ',"tid":'
+                    + str(tids[k0]) + ',"args":{"stage":' + str(r.stage) + ',"replica":'
+                    + str(r.index) + ',"microbatch":%d,"step":' + ("null" if nostep else "%d")
+                    + ',"recompute":' + ("true" if rc else "false") + ',"lost":false}}')
+            m = 3 if nostep else 4
+            for c0 in range(a, b, _CHUNK):
+                c1 = min(b, c0 + _CHUNK)
+                idx = order[c0:c1]
+                flat: list[Any] = [None] * ((c1 - c0) * m)
+                flat[0::m] = ts[idx].tolist()
+                flat[1::m] = dur[idx].tolist()
+                flat[2::m] = mbi[idx].tolist()
+                if not nostep:
+                    flat[3::m] = step[idx].tolist()
+                yield ",\n".join([head] * (c1 - c0)) % tuple(flat)
+
+
 class Recorder(NullRecorder):
     """Keeps the events an engine hands it; writes them in the Trace Event Format.
 
@@ -226,7 +349,10 @@ class Recorder(NullRecorder):
         self.max_events = int(max_events)
         self.flows = flows
         self.n = 0
-        self._x: list[tuple] = []  # (proc, thread, name, cat, t0, t1, template, values)
+        #: complete events by (category, args template), in columns (see :class:`_Table`)
+        self._tables: dict[tuple[str, str], _Table] = {}
+        self._passes = _PassTable()
+        self._tables[("compute", "pass")] = self._passes  # type: ignore[assignment]
         self._i: list[tuple] = []  # (proc, thread, name, cat, t, args dict)
         self._c: list[tuple] = []  # (proc, name, t, value)
         self.left_out: dict[str, int] = {}
@@ -263,16 +389,22 @@ class Recorder(NullRecorder):
         self.n += 1
         return True
 
+    def _table(self, cat: str, template: str) -> _Table:
+        t = self._tables.get((cat, template))
+        if t is None:
+            t = self._tables[(cat, template)] = _Table(cat, template)
+        return t
+
     def span(self, proc: str, thread: str, name: str, cat: str, t0: float, t1: float,
              args: dict[str, Any] | None = None) -> None:
         """A complete event ``[t0, t1]`` on ``proc``'s ``thread`` (times in simulated units)."""
         if self._keep(cat, t0, t1):
-            self._x.append((proc, thread, name, cat, t0, t1, None, args))
+            self._table(cat, "%s").add(proc, thread, name, t0, t1, (_args(args),))
 
     def _span(self, proc: str, thread: str, name: str, cat: str, t0: float, t1: float,
               template: str, values: tuple) -> None:
         if self._keep(cat, t0, t1):
-            self._x.append((proc, thread, name, cat, t0, t1, template, values))
+            self._table(cat, template).add(proc, thread, name, t0, t1, values)
 
     def instant(self, proc: str, thread: str, name: str, cat: str, t: float,
                 args: dict[str, Any] | None = None) -> None:
@@ -374,13 +506,16 @@ class Recorder(NullRecorder):
 
     def pass_done(self, rep: Any, mb: Any, t0: float, work: float) -> None:
         """A replica completed a pass of ``work`` started at ``t0`` (forward or backward)."""
+        t1 = t0 + work
+        if t1 < self.t_lo or t0 > self.t_hi or self.n >= self.max_events:
+            self._keep("compute", t0, t1)  # counted: outside the window, or past the cap
+            return
+        self.n += 1
         st = mb.step
-        if self._keep("compute", t0, t0 + work):
-            self._x.append((rep.name, "compute", "backward" if mb.back else "forward", "compute",
-                            t0, t0 + work, _PASS,
-                            (rep.stage, rep.index, mb.id % self.microbatches if st is not None
-                             else mb.id, "null" if st is None else st.index,
-                             _b(mb.target >= 0 and not mb.back), _JSON_FALSE)))
+        back = mb.back
+        self._passes.data.extend((rep, back, mb.id if st is None else mb.id % self.microbatches,
+                                  -1 if st is None else st.index,
+                                  mb.target >= 0 and not back, t0, t1))
 
     def pass_lost(self, rep: Any, mb: Any, t0: float, t1: float) -> None:
         """A replica's pass was interrupted at ``t1`` (a failure, or its step was lost)."""
@@ -658,42 +793,83 @@ class Recorder(NullRecorder):
         self.span("job", "steps", "waiting for workers", "restart", t0, t1)
 
     # -- writing -------------------------------------------------------------------------------
-    def _lanes(self) -> tuple[list[tuple], dict[tuple[str, str], int]]:
-        """The spans sorted by start, each with its lane; the lanes per (process, stream)."""
-        spans = sorted(self._x, key=lambda e: (e[4], e[5]))
-        ends: dict[tuple[str, str], list[float]] = {}
-        out = []
-        for e in spans:
-            key = (e[0], e[1])
-            lanes = ends.get(key)
-            if lanes is None:
-                lanes = ends[key] = []
-            lane = -1
-            for k, end in enumerate(lanes):
-                if end <= e[4]:
-                    lane = k
-                    break
-            if lane < 0:
-                lane = len(lanes)
-                lanes.append(e[5])
-            else:
-                lanes[lane] = e[5]
-            out.append((e, lane))
-        return out, {k: len(v) for k, v in ends.items()}
+    def _layout(self) -> tuple[dict[tuple[str, str], int], np.ndarray, np.ndarray]:
+        """Every span's thread group (its process and stream) and lane, in table order.
+
+        Within a group the spans are taken by start; each goes to the first
+        lane free at its start, so that no two spans of one lane (one thread
+        of the file) overlap.
+
+        Returns
+        -------
+        (groups, gid, lane)
+            ``groups`` maps (process, stream) to its group index; ``gid`` and
+            ``lane`` hold every span's group and lane, the tables one after
+            the other in :attr:`_tables` order.
+        """
+        groups: dict[tuple[str, str], int] = {}
+        gl, t0l, t1l = [], [], []
+        for T in self._tables.values():
+            proc, thread, a, b = T.columns()
+            for key in dict.fromkeys(zip(proc, thread, strict=True)):
+                groups.setdefault(key, len(groups))
+            gl.append(np.fromiter(map(groups.__getitem__, zip(proc, thread, strict=True)),
+                                  dtype=np.int64, count=len(a)))
+            t0l.append(np.asarray(a, dtype=float))
+            t1l.append(np.asarray(b, dtype=float))
+        if not gl:
+            return groups, np.zeros(0, np.int64), np.zeros(0, np.int64)
+        gid = np.concatenate(gl)
+        t0 = np.concatenate(t0l)
+        t1 = np.concatenate(t1l)
+        order = np.lexsort((t1, t0, gid))
+        sg, s0, s1 = gid[order], t0[order], t1[order]
+        lane_sorted = np.zeros(len(order), dtype=np.int64)
+        cuts = np.flatnonzero(np.diff(sg)) + 1
+        bounds = np.concatenate(([0], cuts, [len(sg)]))
+        for a, b in zip(bounds[:-1], bounds[1:]):  # noqa: B905
+            if b - a < 2:
+                continue
+            reach = np.maximum.accumulate(s1[a:b - 1])
+            if np.all(s0[a + 1:b] >= reach):
+                continue  # one lane: nothing overlaps (the usual case)
+            ends: list[float] = []
+            for k in range(a, b):
+                x0 = s0[k]
+                for lane, end in enumerate(ends):
+                    if end <= x0:
+                        ends[lane] = s1[k]
+                        lane_sorted[k] = lane
+                        break
+                else:
+                    lane_sorted[k] = len(ends)
+                    ends.append(s1[k])
+        lane = np.empty_like(lane_sorted)
+        lane[order] = lane_sorted
+        return groups, gid, lane
 
     def lines(self, other: dict[str, Any] | None = None) -> Iterable[str]:
-        """The JSON text of the timeline, in pieces (see :meth:`write`)."""
-        spans, nlanes = self._lanes()
+        """The JSON text of the timeline, in pieces (see :meth:`write`).
+
+        Timestamps and durations are in microseconds rounded to 1e-4 (0.1 ns of
+        simulated time; a span's duration is the difference of its rounded
+        ends, so spans that touch in the run touch in the file). Events come
+        in no particular order (the format sets none; viewers sort).
+        """
+        groups, gid, lane = self._layout()
+        nlanes = np.zeros(len(groups), dtype=np.int64)
+        if len(gid):
+            np.maximum.at(nlanes, gid, lane + 1)
         procs = dict(self._procs)
-        for e, _ in spans:
-            procs.setdefault(e[0], len(procs) + 1)
+        for p, _ in groups:
+            procs.setdefault(p, len(procs) + 1)
         for e in self._i:
             procs.setdefault(e[0], len(procs) + 1)
         for e in self._c:
             procs.setdefault(e[0], len(procs) + 1)
         threads: dict[str, set[tuple[str, int]]] = {}
-        for (p, s), n in nlanes.items():
-            threads.setdefault(p, set()).update((s, k) for k in range(n))
+        for (p, s), g in groups.items():
+            threads.setdefault(p, set()).update((s, k) for k in range(int(nlanes[g])))
         for e in self._i:
             threads.setdefault(e[0], set()).add((e[1], 0))
         note_proc = None
@@ -709,35 +885,50 @@ class Recorder(NullRecorder):
                         f'"args":{{"name":{q(p)}}}}}')
             meta.append(f'{{"name":"process_sort_index","ph":"M","ts":0,"pid":{pid},'
                         f'"args":{{"sort_index":{pid}}}}}')
-            for k, (s, lane) in enumerate(sorted(threads.get(p, ()), key=lambda sl: (
+            for k, (s, ln) in enumerate(sorted(threads.get(p, ()), key=lambda sl: (
                     _STREAM_ORDER.get(sl[0], len(STREAMS)), sl[0], sl[1]))):
                 tid = k + 1
-                tids[(p, s, lane)] = tid
-                label = s if lane == 0 else f"{s} {lane + 1}"
+                tids[(p, s, ln)] = tid
+                label = s if ln == 0 else f"{s} {ln + 1}"
                 meta.append(f'{{"name":"thread_name","ph":"M","ts":0,"pid":{pid},"tid":{tid},'
                             f'"args":{{"name":{q(label)}}}}}')
                 meta.append(f'{{"name":"thread_sort_index","ph":"M","ts":0,"pid":{pid},'
                             f'"tid":{tid},"args":{{"sort_index":{tid}}}}}')
         yield '{"traceEvents":[\n'
         yield ",\n".join(meta)
+        # every span's pid and tid, from its group and lane (vectorised)
+        width = int(nlanes.max()) if len(nlanes) else 0
+        pid_of = np.zeros(len(groups), dtype=np.int64)
+        tid_of = np.zeros((len(groups), max(width, 1)), dtype=np.int64)
+        for (p, s), g in groups.items():
+            pid_of[g] = procs[p]
+            for ln in range(int(nlanes[g])):
+                tid_of[g, ln] = tids[(p, s, ln)]
+        pids = pid_of[gid].tolist()
+        tidl = tid_of[gid, lane].tolist()
+        at = 0
+        for T in self._tables.values():
+            n = len(T)
+            if n == 0:
+                continue
+            for piece in T.text(pids[at:at + n], tidl[at:at + n], q):
+                yield ",\n"
+                yield piece
+            at += n
         body = []
-        xfmt = '{"name":%s,"cat":"%s","ph":"X","ts":%r,"dur":%r,"pid":%d,"tid":%d,"args":%s}'
-        for (p, s, name, cat, t0, t1, tpl, vals), lane in spans:
-            a, b = t0 * US, t1 * US
-            args = (tpl % vals) if tpl is not None else _args(vals)
-            body.append(xfmt % (q(name), cat, a, b - a, procs[p], tids[(p, s, lane)], args))
         for p, s, name, cat, t, args in self._i:
-            body.append(f'{{"name":{q(name)},"cat":"{cat}","ph":"i","s":"t","ts":{t * US!r},'
-                        f'"pid":{procs[p]},"tid":{tids[(p, s, 0)]},"args":{_args(args)}}}')
+            body.append(f'{{"name":{q(name)},"cat":"{cat}","ph":"i","s":"t",'
+                        f'"ts":{round(t * US, 4):.4f},"pid":{procs[p]},"tid":{tids[(p, s, 0)]},'
+                        f'"args":{_args(args)}}}')
         for p, name, t, v in self._c:
-            body.append(f'{{"name":{q(name)},"cat":"network","ph":"C","ts":{t * US!r},'
+            body.append(f'{{"name":{q(name)},"cat":"network","ph":"C","ts":{round(t * US, 4):.4f},'
                         f'"pid":{procs[p]},"args":{{"utilisation":{v!r}}}}}')
         if note_proc is not None:
             total = sum(self.left_out.values())
             note = _args({"left_out": dict(sorted(self.left_out.items())),
                           "max_events": self.max_events})
             body.append(f'{{"name":{q(f"cap reached: {total} events left out")},'
-                        f'"cat":"timeline","ph":"i","s":"g","ts":{self.left_from * US!r},'
+                        f'"cat":"timeline","ph":"i","s":"g","ts":{round(self.left_from * US, 4):.4f},'
                         f'"pid":{procs[note_proc]},"tid":{tids[(note_proc, "events", 0)]},'
                         f'"args":{note}}}')
         if body:

@@ -1,10 +1,13 @@
 """``--timeline FILE``: the options, the check before any work, and writing replication 0's events.
 
-Shared by ``dtsim train``, ``pipeline``, ``network`` and ``gossip``. The
-replications run as they would without the option; then replication 0 runs
-once more with a :class:`sim.timeline.Recorder` (its streams are the same, so
-its run is the same), its metrics are checked equal to the first run's, and
-its events are written. The JSON payload on stdout is the same with and
+Shared by ``dtsim train``, ``pipeline``, ``network`` and ``gossip``. With the
+serial executor (the default) replication 0 runs with a
+:class:`sim.timeline.Recorder` as one of the replications
+(:class:`RecordingModel`: the recorder changes no number, so the results are
+those of a run without it). With a process pool or Dask the replications run
+as they would, then replication 0 runs once more here with the recorder (its
+streams are the same, so its run is the same), and its metrics are checked
+equal to the first run's. The JSON payload on stdout is the same with and
 without ``--timeline``: the line saying what was written goes to stdout in
 the text report and to stderr with ``--json``.
 """
@@ -27,7 +30,8 @@ from ..timeline import (
     timeline_request,
 )
 
-__all__ = ["add_timeline_options", "request_from_args", "first_difference", "write_timeline"]
+__all__ = ["add_timeline_options", "request_from_args", "first_difference", "write_timeline",
+           "RecordingModel", "finish_timeline"]
 
 
 def add_timeline_options(p: argparse.ArgumentParser, *, what: str) -> None:
@@ -117,3 +121,41 @@ def write_timeline(request: TimelineRequest, rec: Recorder, *, command: str, see
         line += (f"; the cap of {rec.max_events:,} events was reached at t = "
                  f"{s['left_out_from']:.6g}: {total:,} more left out ({parts})")
     print(line, file=sys.stderr if json_mode else sys.stdout)
+
+
+class RecordingModel:
+    """A model for :func:`sim.runner.replicate` that records replication 0 as it runs.
+
+    ``run(config, streams, recorder=...)`` is the engine's; the call whose
+    streams are replication 0's (under root ``seed``) gets the recorder, every
+    other call runs as it would. In-process only (the serial executor): a
+    process pool would record in another process.
+    """
+
+    def __init__(self, run: Any, recorder: Recorder, seed: int) -> None:
+        from ..rng import Streams
+
+        self.run = run
+        self.rec = recorder
+        self.target = repr(Streams(seed).replication(0))
+        self.recorded: dict[str, Any] | None = None
+
+    def __call__(self, config: Any, streams: Any) -> dict[str, Any]:
+        if self.recorded is None and repr(streams) == self.target:
+            self.recorded = self.run(config, streams, recorder=self.rec)
+            return self.recorded
+        return self.run(config, streams)
+
+
+def finish_timeline(request: TimelineRequest, model: RecordingModel | None, rerun: Any, *,
+                    record: dict[str, Any], command: str, seed: int, json_mode: bool,
+                    **other: Any) -> None:
+    """Write replication 0's timeline: the one ``model`` recorded in the run, else the one of
+    ``rerun() -> (recorder, metrics)`` checked equal to the run's ``record``."""
+    if model is not None and model.recorded is not None:
+        write_timeline(request, model.rec, command=command, seed=seed, json_mode=json_mode,
+                       **other)
+        return
+    rec, metrics = rerun()
+    write_timeline(request, rec, command=command, seed=seed, json_mode=json_mode, record=record,
+                   metrics=metrics, **other)

@@ -38,7 +38,7 @@ from ..learning import (
 from ..runner import replicate
 from ._applies import refuse_unless
 from ._common import add_run_options, announce_fallback, emit_json, print_table
-from ._timeline import add_timeline_options, request_from_args, write_timeline
+from ._timeline import RecordingModel, add_timeline_options, finish_timeline, request_from_args
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "gossip"
@@ -430,12 +430,16 @@ def run(args: argparse.Namespace) -> int:
                   "with a protocol whose exchanges overlap (not edge) on links of finite "
                   "bandwidth or with --nic (nothing is shared otherwise)")
     announce_fallback("gossip", cfg.resolved_engine, cfg.engine_reason)
-    records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
+    model = None  # replication 0 records as it runs (the serial executor, on the DES engine)
+    if request is not None and args.executor == "serial" and cfg.resolved_engine == "des":
+        model = RecordingModel(gossip_model, request.recorder(), args.seed)
+    records = replicate(gossip_model if model is None else model, cfg,
+                        replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
     report = summarize_runs(records, cfg)
     errors = [r["error"] for r in records if r.get("error")]
-    timeline = (lambda: _timeline(args, cfg, request, records[0])) if request is not None \
-        else (lambda: None)
+    timeline = (lambda: _timeline(args, cfg, request, records[0], model)) \
+        if request is not None else (lambda: None)
     if args.json:
         payload = {
             "topology": cfg.topology, "nodes": cfg.n, "protocol": cfg.protocol,
@@ -482,20 +486,22 @@ def _check_timeline(cfg: Any, request: Any) -> None:
     check_run_size(request, events, "exchanges")
 
 
-def _timeline(args: argparse.Namespace, cfg: Any, request: Any, record: dict[str, Any]) -> None:
-    """Run replication 0 again on the DES engine with a recorder; check it, write its events.
-
-    (The compiled edge engine gives the DES engine's numbers bit for bit, so replication 0
-    of either is the same run.)"""
+def _timeline(args: argparse.Namespace, cfg: Any, request: Any, record: dict[str, Any],
+              model: RecordingModel | None) -> None:
+    """Write replication 0's events: recorded in the run, else by running it again here on
+    the DES engine (the compiled edge engine gives the DES engine's numbers bit for bit, so
+    replication 0 of either is the same run; the check says so)."""
     from ..rng import Streams
 
-    rec = request.recorder()
-    des = replace(cfg, engine="des") if cfg.engine == "auto" else cfg
-    metrics = gossip_model(des, Streams(args.seed).replication(0), recorder=rec)
-    metrics["engine"] = record.get("engine")  # the engine's name, not a number of the run
-    rec.meta.update(unit="time units")
-    write_timeline(request, rec, command="gossip", seed=args.seed, json_mode=args.json,
-                   record=record, metrics=metrics)
+    def rerun() -> tuple[Any, dict[str, Any]]:
+        rec = request.recorder()
+        des = replace(cfg, engine="des") if cfg.engine == "auto" else cfg
+        metrics = gossip_model(des, Streams(args.seed).replication(0), recorder=rec)
+        metrics["engine"] = record.get("engine")  # the engine's name, not a number of the run
+        return rec, metrics
+
+    finish_timeline(request, model, rerun, record=record, command="gossip", seed=args.seed,
+                    json_mode=args.json, unit="time units")
 
 
 #: Training rows of the text report: (measured, exact, label).

@@ -55,7 +55,7 @@ from ..pipeline import (
 from ..rng import Streams
 from ._applies import refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
-from ._timeline import add_timeline_options, request_from_args, write_timeline
+from ._timeline import RecordingModel, add_timeline_options, finish_timeline, request_from_args
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "pipeline"
@@ -505,8 +505,14 @@ def run(args: argparse.Namespace) -> int:
         cfg, placement = config_from_args(args, layout_latency=False)
     else:
         cfg, placement = config_from_args(args)
+    model = None
     if request is not None:
         _check_timeline(args, method, cfg, request)
+        if args.executor == "serial":  # replication 0 records as it runs
+            from ..pipeline.engines import choose_engine
+
+            model = RecordingModel(choose_engine(cfg, args.engine)[0].engine.run,
+                                   request.recorder(), args.seed)
     records: list[dict[str, Any]] = []
     if args.show_placement and placement is not None and not args.json:
         print(placement.render())
@@ -523,7 +529,7 @@ def run(args: argparse.Namespace) -> int:
                                   args.event_log)
             engine = "des"
         out = simulate(cfg, replications=reps, seed=args.seed, executor=args.executor,
-                       workers=args.workers, engine=engine, records_out=records)
+                       workers=args.workers, engine=engine, records_out=records, model=model)
         if args.event_log and args.engine == "auto":
             out["engine_reason"] = "auto: --event-log needs the discrete-event simulation"
         if args.event_log:
@@ -542,7 +548,7 @@ def run(args: argparse.Namespace) -> int:
             out["placement"] = [[list(c) for c in s] for s in cfg.domain_placement.replica_domains]
         emit_json(out)
         if request is not None:
-            _timeline(args, cfg, request, records[0])
+            _timeline(args, cfg, request, records[0], model)
         return _log_failed(args, log_error)
     if method == "importance":
         _print_importance(out, cfg, args, placement)
@@ -584,18 +590,20 @@ def run(args: argparse.Namespace) -> int:
     if args.event_log and log_error is None:
         print(f"event log of replication 0 written to {out['event_log_file']}")
     if request is not None:
-        _timeline(args, cfg, request, records[0])
+        _timeline(args, cfg, request, records[0], model)
     return _log_failed(args, log_error)
 
 
 def _timeline(args: argparse.Namespace, cfg: PipelineConfig, request: Any,
-              record: dict[str, Any]) -> None:
-    """Run replication 0 again with a recorder (the DES); check it and write its events."""
+              record: dict[str, Any], model: RecordingModel | None) -> None:
+    """Write replication 0's events (recorded in the run, else by running it again here)."""
     from ..pipeline.engines import choose_engine
 
     sel, _ = choose_engine(cfg, args.engine)
-    rec = request.recorder()
-    metrics = sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
-    rec.meta.update(unit="time units")
-    write_timeline(request, rec, command="pipeline", seed=args.seed, json_mode=args.json,
-                   record=record, metrics=metrics)
+
+    def rerun() -> tuple[Any, dict[str, Any]]:
+        rec = request.recorder()
+        return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+
+    finish_timeline(request, model, rerun, record=record, command="pipeline", seed=args.seed,
+                    json_mode=args.json, unit="time units")

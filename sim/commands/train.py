@@ -35,7 +35,7 @@ from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit
-from ._timeline import add_timeline_options, request_from_args, write_timeline
+from ._timeline import RecordingModel, add_timeline_options, finish_timeline, request_from_args
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "train"
@@ -528,13 +528,16 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
 
 def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
              workers: int | None = None, engine: str = "auto",
-             records_out: list | None = None) -> dict[str, Any]:
+             records_out: list | None = None, model: Any = None) -> dict[str, Any]:
     """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates).
 
-    ``records_out``, a list, receives the replications' records.
+    ``records_out``, a list, receives the replications' records; ``model``
+    replaces the selected engine's ``run`` (a :class:`~sim.commands._timeline.RecordingModel`
+    wrapping it).
     """
     sel = select("training", cfg, engine)
-    records = replicate(sel.engine.run, cfg, replications=replications, seed=seed, executor=executor, workers=workers)
+    records = replicate(sel.engine.run if model is None else model, cfg,
+                        replications=replications, seed=seed, executor=executor, workers=workers)
     if records_out is not None:
         records_out.extend(records)
     failure = SimulationError.from_records(records)
@@ -648,17 +651,22 @@ def training_events(cfg: TrainingConfig) -> float:
 
 
 def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
-              record: dict[str, Any]) -> None:
-    """Run replication 0 again with a recorder; check it and write its events."""
+              record: dict[str, Any], model: RecordingModel | None) -> None:
+    """Write replication 0's events (recorded in the run, else by running it again here)."""
     from ..rng import Streams
 
     sel = select("training", cfg, args.engine)
-    rec = request.recorder()
-    metrics = sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
     tu = time_unit(cfg.hour)
-    rec.meta.update(unit="time units" if tu == "time unit" else tu)
-    write_timeline(request, rec, command="train", seed=args.seed, json_mode=args.json,
-                   record=record, metrics=metrics, engine_selected=sel.name)
+    unit = "time units" if tu == "time unit" else tu
+
+    def rerun() -> tuple[Any, dict[str, Any]]:
+        rec = request.recorder()
+        return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+
+    if model is not None:
+        model.rec.meta.update(unit=unit)
+    finish_timeline(request, model, rerun, record=record, command="train", seed=args.seed,
+                    json_mode=args.json, engine_selected=sel.name, unit=unit)
 
 
 def _check_timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any) -> None:
@@ -681,12 +689,16 @@ def run(args: argparse.Namespace) -> int:
         cfg = build.config
     else:
         cfg = config_from_args(args)
+    model = None
     if request is not None:
         _check_timeline(args, cfg, request)
+        if args.executor == "serial":  # replication 0 records as it runs
+            model = RecordingModel(select("training", cfg, args.engine).engine.run,
+                                   request.recorder(), args.seed)
     records: list[dict[str, Any]] = []
     out = simulate(cfg, replications=args.replications, seed=args.seed,
                    executor=args.executor, workers=args.workers, engine=args.engine,
-                   records_out=records)
+                   records_out=records, model=model)
     if args.checkpoint_every == "auto":
         out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)
     if build is not None:
@@ -702,7 +714,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
         if request is not None:
-            _timeline(args, cfg, request, records[0])
+            _timeline(args, cfg, request, records[0], model)
         return 0
     if build is not None:
         print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
@@ -776,5 +788,5 @@ def run(args: argparse.Namespace) -> int:
         cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
     print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
     if request is not None:
-        _timeline(args, cfg, request, records[0])
+        _timeline(args, cfg, request, records[0], model)
     return 0

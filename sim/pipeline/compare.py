@@ -69,7 +69,7 @@ def _reference(config: PipelineConfig, metric: str) -> float | None:
 
 def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any = "serial",
              workers: int | None = None, engine: str = "des",
-             records_out: list | None = None) -> dict[str, Any]:
+             records_out: list | None = None, model: Any = None) -> dict[str, Any]:
     """Run the replications and return the comparison record (intervals as Estimates).
 
     Parameters
@@ -87,6 +87,9 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
         not apply is a :class:`~sim.errors.ConfigError`.
     records_out : list, optional
         Receives the replications' records.
+    model : callable, optional
+        Replaces the selected engine's ``run`` (a wrapper of it that records
+        replication 0's timeline).
 
     Returns
     -------
@@ -108,8 +111,8 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
              cfg.workers * DES_BYTES_PER_WORKER),
         ])
     t0 = time.perf_counter()
-    records = replicate(sel.engine.run, cfg, replications=replications, seed=seed,
-                        executor=executor, workers=workers)
+    records = replicate(sel.engine.run if model is None else model, cfg,
+                        replications=replications, seed=seed, executor=executor, workers=workers)
     wall = time.perf_counter() - t0
     if records_out is not None:
         records_out.extend(records)
