@@ -53,6 +53,12 @@ n. ``peersim``: PeerSim 1.0.5, built and timed by ``benchmarks/peersim.sh``
    with delay (event-driven averaging, ``n = 1e4``): exchanges per second of
    each and their ratios dtsim / PeerSim. Without ``--peersim`` the part says
    it was skipped; its targets are then not measured.
+q. ``timeline``: the cost of ``--timeline`` (:mod:`sim.timeline`): CPU time of a
+   run that records its events and writes them as Trace Event Format JSON over
+   the same run without, for the training DES's benchmark run
+   (:data:`sim.training.bench.BENCH_CONFIG`, about 1.1e5 events: its passes,
+   down intervals, downloads) and a 4-stage 1F1B run of 1e5 passes (the
+   tightest event loop: 2 us a pass).
 p. ``plans``: real plans simulated per second: each shipped run's plan
    (:mod:`sim.profiles`) built from the profiles and simulated for one
    failure-free iteration in the training DES (``dtsim train --plan``), and
@@ -111,6 +117,7 @@ __all__ = [
     "bench_recording",
     "bench_peersim",
     "bench_plans",
+    "bench_timeline",
     "run_bench",
     "check_targets",
     "append_jsonl",
@@ -119,7 +126,7 @@ __all__ = [
 
 PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
          "machine", "highflip", "training", "gossip_training", "recording", "peersim", "plans",
-         "network", "planner")
+         "network", "planner", "timeline")
 MATCHING_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -921,6 +928,67 @@ def bench_plans(repeats: int = 2) -> dict[str, float]:
             "plans_count": float(len(runs)), "plans_mean_microbatches": micro}
 
 
+# --------------------------------------------------------------------------- (q) timeline
+
+
+def timeline_bench_configs() -> dict[str, Any]:
+    """The runs of the ``timeline`` part: the training DES's benchmark run, and 1F1B on 4
+    unequal stages, 32 micro-batches a step, 400 steps (102 400 passes)."""
+    from .training import TrainingConfig
+    from .training.bench import BENCH_CONFIG
+
+    return {"bench": BENCH_CONFIG,
+            "1f1b": TrainingConfig(stages=4, microbatches=32, steps=400, schedule="1f1b",
+                                   forward_time=(1.0, 1.2, 0.9, 1.1))}
+
+
+def bench_timeline(repeats: int = 3) -> dict[str, float]:
+    """CPU time of a recorded run plus writing its timeline, over the run without a recorder.
+
+    Parameters
+    ----------
+    repeats : int
+        Best of this many of each (the two alternate, so a burst of load hits both).
+
+    Returns
+    -------
+    dict
+        Per run (``bench``, ``1f1b``): ``timeline_ratio_<run>`` (recorded run and its
+        file over the plain run; 1 means free), ``timeline_events_<run>``,
+        ``timeline_run_seconds_<run>`` (the plain run), ``timeline_record_seconds_<run>``
+        (the recorder's share of the recorded run), ``timeline_write_seconds_<run>`` and
+        ``timeline_mib_<run>`` (the file).
+    """
+    import tempfile
+
+    from .timeline import Recorder
+    from .training import training_model
+
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, cfg in timeline_bench_configs().items():
+            plain = recorded = write = math.inf
+            rec = None
+            for _ in range(repeats):
+                t0 = _cpu_clock()
+                training_model(cfg, Streams(0).replication(0))
+                plain = min(plain, _cpu_clock() - t0)
+                rec = Recorder()
+                t0 = _cpu_clock()
+                training_model(cfg, Streams(0).replication(0), recorder=rec)
+                recorded = min(recorded, _cpu_clock() - t0)
+                t0 = _cpu_clock()
+                path = rec.write(Path(tmp) / f"{name}.json")
+                write = min(write, _cpu_clock() - t0)
+            out[f"timeline_ratio_{name}"] = (recorded + write) / plain
+            out[f"timeline_events_{name}"] = float(rec.n)  # type: ignore[union-attr]
+            out[f"timeline_run_seconds_{name}"] = plain
+            out[f"timeline_record_seconds_{name}"] = max(recorded - plain, 0.0)
+            out[f"timeline_write_seconds_{name}"] = write
+            out[f"timeline_mib_{name}"] = path.stat().st_size / 2**20
+    return out
+
+
 # --------------------------------------------------------------------------- (m) recording
 
 
@@ -1117,6 +1185,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "plans": {"repeats": 1},
         "network": {"flows": 10_000, "repeats": 1, "steps": 8, "horizon": 20.0},
         "planner": {"repeats": 1},
+        "timeline": {"repeats": 2},
     },
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
@@ -1139,6 +1208,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "plans": {"repeats": 3},
         "network": {"flows": 10_000, "repeats": 3, "steps": 20, "horizon": 40.0},
         "planner": {"repeats": 2},
+        "timeline": {"repeats": 5},
     },
 }
 
@@ -1148,7 +1218,7 @@ _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
     "sweep": bench_sweep, "memory": bench_memory, "machine": bench_machine,
     "highflip": bench_highflip, "training": bench_training,
     "gossip_training": bench_gossip_training, "recording": bench_recording,
-    "peersim": bench_peersim, "plans": bench_plans,
+    "peersim": bench_peersim, "plans": bench_plans, "timeline": bench_timeline,
     "network": lambda **kw: _network_part(**kw),
     "planner": lambda **kw: _planner_part(**kw),
 }
@@ -1242,6 +1312,9 @@ TARGETS: tuple[Target, ...] = (
            "compiled async vs PeerSim event-driven averaging, n=1e4, delay 0.1: ahead"),
     Target("compiled_training_passes_per_s", ">=", 1e6,
            "contended training pipeline, compiled engine: >= 1e6 passes/s"),
+    Target("timeline_ratio_bench", "<=", 2.0,
+           "--timeline on the training DES's benchmark run (1.1e5 events): the recorded run "
+           "and its file in under 2x the run's CPU time (issue 36)"),
     Target("network_vs_simgrid", ">=", 0.5,
            "flow-level network, 1e4 staggered flows on a 1000-host two-level tree: >= 0.5 of "
            "SimGrid's flows/s on the same flows (issue 21)"),

@@ -263,50 +263,58 @@ class _Table:
 
 
 class _PassTable:
-    """The training DES's completed passes (the hot path), in one flat list of 7-tuples
-    ``(replica, backward, microbatch, step, recompute, t0, t1)`` (``step`` -1: none).
+    """The training DES's completed passes (the hot path), as they were when each ended:
+    one flat list of 7-tuples ``(replica, backward, microbatch id, step index, target,
+    t0, work)`` (``step index`` -1: no step; ``target`` >= 0 on a forward: a recomputation).
 
-    Written grouped by replica, thread, kind and flags, so that the event's
-    constant parts (name, pid, tid, stage, replica, flags) are in the template
+    One ``list.extend`` per pass, of atoms and the replica (an object the engine keeps
+    anyway): nothing is allocated that the garbage collector would have to visit while
+    the run goes on. Written grouped by replica, thread, kind and flags, so that the
+    event's constant parts (name, pid, tid, stage, replica, flags) are in the template
     and only the times, the micro-batch and the step are formatted per pass.
     """
 
-    __slots__ = ("data",)
+    __slots__ = ("data", "microbatches")
     cat = "compute"
 
     def __init__(self) -> None:
         self.data: list[Any] = []
+        self.microbatches = 1
 
     def __len__(self) -> int:
         return len(self.data) // 7
 
-    def columns(self) -> tuple[list[str], list[str], list[float], list[float]]:
+    def columns(self) -> tuple[list[str], list[str], Any, Any]:
         d = self.data
-        return [r.name for r in d[0::7]], ["compute"] * (len(d) // 7), d[5::7], d[6::7]
+        t0 = np.asarray(d[5::7], dtype=float)
+        return [r.name for r in d[0::7]], ["compute"] * len(t0), t0, t0 + np.asarray(d[6::7])
 
     def text(self, pids: list[int], tids: list[int], q: Any) -> Iterable[str]:
         d = self.data
         n = len(d) // 7
-        ts = np.round(np.asarray(d[5::7], dtype=float) * US, 4)
-        dur = np.round(np.asarray(d[6::7], dtype=float) * US, 4) - ts
-        mbi = np.asarray(d[2::7], dtype=np.int64)
+        t0 = np.asarray(d[5::7], dtype=float)
+        ts = np.round(t0 * US, 4)
+        dur = np.round((t0 + np.asarray(d[6::7], dtype=float)) * US, 4) - ts
+        back = np.asarray(d[1::7], dtype=np.int64)
         step = np.asarray(d[3::7], dtype=np.int64)
+        mbi = np.asarray(d[2::7], dtype=np.int64)
+        mbi = np.where(step >= 0, mbi % self.microbatches, mbi)
+        rc = ((np.asarray(d[4::7], dtype=np.int64) >= 0) & (back == 0)).astype(np.int64)
         # a pass's process and thread are its replica's (pid, tid): with the kind and flags,
         # they fix everything but its times, micro-batch and step
         code = (((np.asarray(pids, dtype=np.int64) * 65536 + np.asarray(tids, dtype=np.int64))
-                 * 2 + np.asarray(d[1::7], dtype=np.int64)) * 2
-                + np.asarray(d[4::7], dtype=np.int64)) * 2 + (step < 0)
+                 * 2 + back) * 2 + rc) * 2 + (step < 0)
         order = np.argsort(code, kind="stable")
         cuts = np.concatenate(([0], np.flatnonzero(np.diff(code[order])) + 1, [n]))
         for a, b in zip(cuts[:-1], cuts[1:]):  # noqa: B905
             k0 = int(order[a])
             r = d[7 * k0]
-            back, rc, nostep = bool(d[7 * k0 + 1]), bool(d[7 * k0 + 4]), d[7 * k0 + 3] < 0
-            head = ('{"name":"' + ("backward" if back else "forward") + '","cat":"compute",'
+            nostep = bool(step[k0] < 0)
+            head = ('{"name":"' + ("backward" if back[k0] else "forward") + '","cat":"compute",'
                     '"ph":"X","ts":%.4f,"dur":%.4f,"pid":' + str(pids[k0]) + ',"tid":'
                     + str(tids[k0]) + ',"args":{"stage":' + str(r.stage) + ',"replica":'
                     + str(r.index) + ',"microbatch":%d,"step":' + ("null" if nostep else "%d")
-                    + ',"recompute":' + ("true" if rc else "false") + ',"lost":false}}')
+                    + ',"recompute":' + ("true" if rc[k0] else "false") + ',"lost":false}}')
             m = 3 if nostep else 4
             for c0 in range(a, b, _CHUNK):
                 c1 = min(b, c0 + _CHUNK)
@@ -489,7 +497,7 @@ class Recorder(NullRecorder):
         workers' down intervals and its spot slots' preemptions (through their listeners)."""
         c = system.config
         self.env = system.env
-        self.microbatches = c.microbatches
+        self.microbatches = self._passes.microbatches = c.microbatches
         reps = system.flow.replicas
         self.declare(["trainer", *(r.name for r in reps)])
         if c.network_nodes is not None:
@@ -506,16 +514,13 @@ class Recorder(NullRecorder):
 
     def pass_done(self, rep: Any, mb: Any, t0: float, work: float) -> None:
         """A replica completed a pass of ``work`` started at ``t0`` (forward or backward)."""
-        t1 = t0 + work
-        if t1 < self.t_lo or t0 > self.t_hi or self.n >= self.max_events:
-            self._keep("compute", t0, t1)  # counted: outside the window, or past the cap
-            return
-        self.n += 1
-        st = mb.step
-        back = mb.back
-        self._passes.data.extend((rep, back, mb.id if st is None else mb.id % self.microbatches,
-                                  -1 if st is None else st.index,
-                                  mb.target >= 0 and not back, t0, t1))
+        if self.n < self.max_events and t0 <= self.t_hi and t0 + work >= self.t_lo:
+            self.n += 1
+            st = mb.step
+            self._passes.data.extend((rep, mb.back, mb.id, -1 if st is None else st.index,
+                                      mb.target, t0, work))
+        else:
+            self._keep("compute", t0, t0 + work)  # counted: outside the window, or past the cap
 
     def pass_lost(self, rep: Any, mb: Any, t0: float, t1: float) -> None:
         """A replica's pass was interrupted at ``t1`` (a failure, or its step was lost)."""
