@@ -531,7 +531,10 @@ class Recorder(NullRecorder):
                            _b(mb.target >= 0 and not mb.back), _JSON_TRUE))
 
     def download(self, rep: Any, t0: float, t1: float, *, cut: bool = False) -> None:
-        """A replica's weight download (after it came back), complete or cut by a failure."""
+        """A replica's weight download (after it came back), complete or cut by a failure
+        (one of no time, without weights to move, is no event)."""
+        if t1 <= t0:
+            return
         self.span(rep.name, "receive", "weight download", "restart", t0, t1,
                   {"stage": rep.stage, "replica": rep.index, "cut": cut})
 
