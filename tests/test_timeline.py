@@ -512,3 +512,40 @@ def test_random_configs_change_no_number_and_validate(seed):
     want = training_model(cfg, Streams(seed).replication(0))
     assert repr(got) == repr(want)
     assert validate(rec.trace()) == []
+
+
+def test_a_rerun_that_differs_is_an_error(tmp_path):
+    """Without a recording in the run (a process pool), replication 0 runs again with the
+    recorder; a number that differs from the first run's is an error and writes nothing."""
+    from sim.commands._timeline import finish_timeline
+    from sim.errors import SimulationError
+    from sim.timeline import timeline_request
+
+    req = timeline_request(str(tmp_path / "t.json"))
+    rec = Recorder()
+    rec.span("a", "compute", "x", "compute", 0.0, 1.0)
+    with pytest.raises(SimulationError, match="gave another throughput"):
+        finish_timeline(req, None, lambda: (rec, {"throughput": 1.0, "passes": 3.0}),
+                        record={"throughput": 1.5, "passes": 3.0}, command="train", seed=0,
+                        json_mode=True)
+    assert not (tmp_path / "t.json").exists()
+    finish_timeline(req, None, lambda: (rec, {"throughput": math.nan, "passes": 3.0}),
+                    record={"throughput": math.nan, "passes": 3.0}, command="train", seed=0,
+                    json_mode=True)
+    assert validate(read_timeline(tmp_path / "t.json")) == []
+
+
+@pytest.mark.slow
+def test_a_process_pool_gives_the_same_timeline(tmp_path, capsys):
+    """--executor local: replication 0 runs again here with the recorder (checked equal to
+    the pool's), and the file is the serial run's, byte for byte."""
+    argv = ["train", "--stages", "3", "--replicas", "2", "--microbatches-per-step", "4",
+            "--steps", "3", "--schedule", "swarm", "--availability", "0.9",
+            "--replications", "3", "--json"]
+    a, b = tmp_path / "serial.json", tmp_path / "pool.json"
+    assert main([*argv, "--timeline", str(a)]) == 0
+    serial = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--executor", "local", "--workers", "2", "--timeline", str(b)]) == 0
+    pool = json.loads(capsys.readouterr().out)
+    assert serial == pool
+    assert a.read_text() == b.read_text()

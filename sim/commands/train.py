@@ -663,8 +663,6 @@ def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
         rec = request.recorder()
         return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
 
-    if model is not None:
-        model.rec.meta.update(unit=unit)
     finish_timeline(request, model, rerun, record=record, command="train", seed=args.seed,
                     json_mode=args.json, engine_selected=sel.name, unit=unit)
 
