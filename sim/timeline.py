@@ -171,11 +171,6 @@ class NullRecorder:
 
     on = False
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _nothing
-
 
 def _nothing(*_a: Any, **_k: Any) -> None:
     return None
@@ -969,6 +964,8 @@ class Recorder(NullRecorder):
         """
         p = Path(path)
         try:
+            if not p.parent.exists():  # a folder the request's check found creatable
+                p.parent.mkdir(parents=True, exist_ok=True)
             with open(p, "w", encoding="utf-8") as fh:
                 for piece in self.lines(other):
                     fh.write(piece)
@@ -981,6 +978,14 @@ class Recorder(NullRecorder):
     def trace(self, other: dict[str, Any] | None = None) -> dict[str, Any]:
         """The timeline as the parsed JSON object (what :meth:`write` writes)."""
         return json.loads(self.to_json(other))
+
+
+# The null recorder answers every hook of the recorder with a no-op (a class attribute: the
+# lookup an engine pays when no timeline is asked is a plain one).
+for _name, _hook in list(vars(Recorder).items()):
+    if callable(_hook) and not _name.startswith("_") and _name not in vars(NullRecorder):
+        setattr(NullRecorder, _name, _nothing)
+del _name, _hook
 
 
 def _cause(comp: Any) -> str:
