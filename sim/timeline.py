@@ -592,31 +592,42 @@ class Recorder(NullRecorder):
         self._restart = None
         self.span(proc, "checkpoint", "restart", "restart", t0, t1, args or None)
 
-    # -- transfers over a network (sim.training.transfers, sim.network) -----------------------
-    def p2p(self, x: Any, t1: float, *, cut: bool = False) -> None:
-        """A point-to-point transfer of a micro-batch's activations or gradients arrived (or
-        was cut) at ``t1``; it started at ``x.t0``."""
-        mb = x.mb
-        st = mb.step
-        name = "gradient" if mb.back else "activation"
-        vals = (x.size, self._q(x.src.name), self._q(x.dst.name),
-                mb.id % self.microbatches if st is not None else mb.id,
-                "null" if st is None else st.index, x.dest_stage, _b(cut))
-        self._span(x.src.name, "send", name, "transfer", x.t0, t1, _XFER, vals)
-        self._span(x.dst.name, "receive", name, "transfer", x.t0, t1, _XFER, vals)
-
-    def hop(self, ev: Any, src: str, dst: str, name: str, t0: float, size: float, mb: int,
-            step: int | None, stage: int) -> None:
-        """A transfer whose end is ``ev`` (a SimPy event): recorded on both ends when it fires
-        (a callback appended to ``ev``: it reads the clock, and changes nothing)."""
+    # -- training traffic (sim.training.traffic, sim.network) ---------------------------------
+    def hop(self, src: str, dst: str, name: str, sent: float, t0: float | None, t1: float,
+            size: float, mb: int, step: int | None, stage: int, *, cut: bool = False) -> None:
+        """A point-to-point transfer of a micro-batch's activations or gradients (``name``)
+        from process ``src`` to ``dst``, handed to the traffic at ``sent``, moving from ``t0``
+        (when it left its FIFO channel's queue; None: it never did) to ``t1`` (its arrival,
+        or the failure that cut it): a ``transfer`` span on both ends, and the wait in the
+        channel, if any, as a ``queue`` span on the sender."""
         vals = (size, self._q(src), self._q(dst), mb, "null" if step is None else step, stage,
-                _JSON_FALSE)
-
-        def done(_e: Any) -> None:
-            t1 = float(self.env.now)
+                _b(cut))
+        q1 = t1 if t0 is None else t0
+        if q1 > sent:
+            self._span(src, "send", f"{name} (queued)", "queue", sent, q1, _XFER, vals)
+        if t0 is not None:
             self._span(src, "send", name, "transfer", t0, t1, _XFER, vals)
             self._span(dst, "receive", name, "transfer", t0, t1, _XFER, vals)
-        ev.callbacks.append(done)
+
+    def p2p(self, x: Any, t1: float, *, cut: bool = False) -> None:
+        """A transfer between two replica servers arrived (or was cut) at ``t1``: ``x`` (the
+        adapter's) was handed over at ``x.t_sent`` and moved from ``x.t0`` (None: it was
+        still queued in its channel)."""
+        mb = x.mb
+        st = mb.step
+        self.hop(x.src.name, x.dst.name, "gradient" if mb.back else "activation", x.t_sent,
+                 x.t0, t1, x.size, mb.id % self.microbatches if st is not None else mb.id,
+                 None if st is None else st.index, x.dest_stage, cut=cut)
+
+    def bucket(self, reps: Sequence[Any], stage: int, b: int, size: float, step: int | None,
+               t0: float, t1: float) -> None:
+        """Bucket ``b`` of stage ``stage``'s gradient all-reduce overlapped with the backward
+        pass (``size`` per rank) ran from ``t0`` to ``t1`` among replicas ``reps``."""
+        n = len(reps)
+        for r in reps:
+            self.span(r.name, "collective", "all-reduce bucket", "collective", t0, t1,
+                      {"bytes": size, "bucket": b, "stage": stage, "participants": n,
+                       "step": step})
 
     def ring_chunk(self, src: Any, dst: Any, size: float, bucket: int, step: int, rank: int,
                    t0: float, t1: float) -> None:
@@ -668,18 +679,19 @@ class Recorder(NullRecorder):
                    _DEVICE_PASS, (stage, dev.index, mb.id % self.microbatches,
                                   "null" if st is None else st.index, chunk, _b(lost)))
 
-    def framework_hop(self, flow: Any, ev: Any, tag: str, hop: int, i: int, k: int) -> None:
+    def framework_hop(self, flow: Any, grad: bool, hop: int, i: int, k: int, sent: float,
+                      t0: float, t1: float) -> None:
         """A framework transfer over ``hop`` (between model stages ``hop`` and ``hop + 1``) of
-        pipeline ``k``'s ``i``-th micro-batch: activation (``tag`` "a") or gradient ("g"),
-        ending when ``ev`` fires."""
+        pipeline ``k``'s ``i``-th micro-batch, activation or gradient (``grad``), handed over
+        at ``sent`` and moving from ``t0`` to ``t1``."""
         L = flow.L
-        a, b = (hop, hop + 1) if tag == "a" else (hop + 1, hop)
+        a, b = (hop + 1, hop) if grad else (hop, hop + 1)
         src, dst = flow.stages[a % L][k].name, flow.stages[b % L][k].name
         c = flow.config
         size = c.transfer_sizes[hop] if c.transfer_sizes is not None else c.activation_size
         st = flow.trainer.step
-        self.hop(ev, src, dst, "activation" if tag == "a" else "gradient", float(self.env.now),
-                 float(size), k + i * flow.r, None if st is None else st.index, b)
+        self.hop(src, dst, "gradient" if grad else "activation", sent, t0, t1, float(size),
+                 k + i * flow.r, None if st is None else st.index, b)
 
     # -- Study A's pipeline DES (sim.pipeline.des) ---------------------------------------------
     def serve(self, mb: int, stage: int, replica: int, t0: float, compute: float, hop: float,
@@ -1271,8 +1283,8 @@ class Gantt:
 
 
 #: Bar kinds in legend order.
-KINDS = ("forward", "backward", "recompute", "step", "transfer", "collective", "checkpoint",
-         "restart", "failure", "other")
+KINDS = ("forward", "backward", "recompute", "step", "transfer", "queue", "collective",
+         "checkpoint", "restart", "failure", "other")
 
 
 def _kind(e: dict[str, Any]) -> str:

@@ -6,8 +6,9 @@ solve by hand; the tests run the simulation beside each.
 * :func:`equal_flows_finish`: ``k`` equal flows started together on one link.
 * :func:`dumbbell_rates`: flows with their own access links sharing one bottleneck.
 * :func:`parking_lot_rates`: one long flow across a chain of links, short flows on each.
-* :func:`ring_allreduce_time`: the ring all-reduce, and its slowdown when the
-  ranks of a node share its NIC.
+* :func:`ring_allreduce_time`: the ring all-reduce (dtsim's one ring law), and
+  its slowdown when the ranks of a node share its NIC; :func:`ring_steps_time`,
+  the same law with a time per step (size-dependent, unequal links).
 * :func:`star_exchange_time`: pairwise gossip exchanges with the hub of a star
   whose NIC is the bottleneck.
 
@@ -22,7 +23,7 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import check, check_int, check_nonnegative, check_positive
 
@@ -31,6 +32,7 @@ __all__ = [
     "dumbbell_rates",
     "parking_lot_rates",
     "ring_allreduce_time",
+    "ring_steps_time",
     "star_exchange_time",
 ]
 
@@ -126,7 +128,12 @@ def parking_lot_rates(capacities: Sequence[float], short_flows: Sequence[int]) -
 
 def ring_allreduce_time(participants: int, size: float, bandwidth: float, latency: float,
                         *, ranks_per_nic: int = 1, buckets: int = 1) -> float:
-    """Time of a ring all-reduce when each participant's NIC is the only limit.
+    """Time of a ring all-reduce when each participant's NIC (or link) is the only limit.
+
+    The one ring law of dtsim: the training closed form (a step's gradient
+    all-reduce, :class:`sim.training.traffic.Traffic`) and the network's
+    exact references use it; :func:`ring_steps_time` is the same law with a
+    time per step (size-dependent bandwidth, unequal links).
 
     Parameters
     ----------
@@ -135,31 +142,64 @@ def ring_allreduce_time(participants: int, size: float, bandwidth: float, latenc
     size : float
         ``S``: bytes each rank reduces.
     bandwidth : float
-        ``B``: each node's NIC, per direction.
+        ``B``: each node's NIC, per direction (``inf``: latency only).
     latency : float
         ``l``: route latency between ring neighbours.
     ranks_per_nic : int
         ``t`` ranks of a node running their rings at once through its NIC.
     buckets : int
-        ``n_b`` buckets reduced one after the other (each pays its latencies).
+        ``n_b`` buckets reduced one after the other (each pays its latencies;
+        0 when nothing is reduced, as the flows of
+        :func:`sim.network.collectives.ring_allreduce` move nothing then).
 
     Notes
     -----
     .. math:: T = 2 (k - 1) \\left(n_b \\ell + \\frac{t S}{k B}\\right)
 
-    ``2 (k-1)`` steps move a chunk of ``S / k`` per rank; the ``t`` ranks of a
-    node share its NIC, so the bandwidth term is ``t`` times that of ranks
-    with a NIC each (``t = 1``: the familiar ``2 (k-1)/k S/B``) [Ring]_.
+    ``2 (k-1)`` steps (a reduce-scatter and an all-gather, ``k - 1`` each)
+    move a chunk of ``S / k`` per rank; the ``t`` ranks of a node share its
+    NIC, so the bandwidth term is ``t`` times that of ranks with a NIC each
+    (``t = 1``: the familiar ``2 (k-1)/k S/B``) [Ring]_. Zero for ``k = 1``;
+    with ``S = 0`` the latency term stays (a ring of empty messages pays its
+    ``2 (k-1) n_b`` latencies).
     """
     k = check_int("participants", participants, low=1)
     S = check_nonnegative("size", size)
     B = check_positive("bandwidth", bandwidth, allow_inf=True)
     lat = check_nonnegative("latency", latency)
     t = check_int("ranks_per_nic", ranks_per_nic, low=1)
-    nb = check_int("buckets", buckets, low=1)
-    if k == 1 or S == 0:
+    nb = check_int("buckets", buckets, low=0)
+    if k == 1:
         return 0.0
-    return 2.0 * (k - 1) * (nb * lat + t * S / (k * B))
+    return 2.0 * (k - 1) * (nb * lat + (t * S / (k * B) if S else 0.0))
+
+
+def ring_steps_time(participants: int, size: float, bucket_size: float,
+                    step_time: Callable[[float], float]) -> float:
+    """A ring all-reduce of ``size`` per rank in buckets, each step timed by ``step_time``.
+
+    The law of :func:`ring_allreduce_time` where a step's time is not
+    ``l + t c / B`` but whatever ``step_time(c)`` says for a chunk of ``c``
+    bytes per rank (the slowest link of the ring, each with its own
+    size-dependent bandwidth curve: a plan's closed form,
+    :func:`sim.profiles.build.plan_allreduce_time`).
+
+    Notes
+    -----
+    .. math:: T = \\sum_{b} 2 (k - 1)\\, \\tau(s_b / k)
+
+    over the buckets ``s_b`` of at most ``bucket_size`` (the last one the
+    remainder), one after the other [Ring]_. Zero for ``k <= 1`` or ``S <= 0``.
+    """
+    n = participants
+    if n <= 1 or size <= 0:
+        return 0.0
+    total, left = 0.0, float(size)
+    while left > 0:
+        b = min(left, bucket_size)
+        total += 2 * (n - 1) * step_time(b / n)
+        left -= b
+    return total
 
 
 def star_exchange_time(exchanges: int, size: float, hub_nic: float, latency: float) -> float:

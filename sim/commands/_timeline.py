@@ -30,7 +30,7 @@ from ..timeline import (
     timeline_request,
 )
 
-__all__ = ["add_timeline_options", "request_from_args", "first_difference", "write_timeline",
+__all__ = ["add_timeline_options", "timeline_from_args", "first_difference", "write_timeline",
            "RecordingModel", "finish_timeline"]
 
 
@@ -51,7 +51,7 @@ def add_timeline_options(p: argparse.ArgumentParser, *, what: str) -> None:
                         f"of more than {RUN_LIMIT_FACTOR} x N events is refused before it runs")
 
 
-def request_from_args(args: argparse.Namespace) -> TimelineRequest | None:
+def timeline_from_args(args: argparse.Namespace) -> TimelineRequest | None:
     """The checked request of the options (None without ``--timeline``), before any work."""
     cap = getattr(args, "timeline_max_events", None)
     if cap is not None:

@@ -33,7 +33,7 @@ from ..errors import check, check_choice
 from ..rng import Streams
 from ..timeline import NULL
 from .config import ASYNC_PATHS, GossipConfig
-from .network import build_network
+from .network import build_gossip_graph
 from .records import Records
 from .update import NodeUpdate, default_update
 
@@ -101,7 +101,7 @@ class GossipSystem:
         check_choice("path", path, ASYNC_PATHS)
         self.cfg = config
         self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
-        self.net = net = build_network(config)
+        self.net = net = build_gossip_graph(config)
         self.n = n = net.n
         self.d = d = config.dim
         self.env = simpy.Environment()

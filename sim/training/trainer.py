@@ -21,7 +21,6 @@ from typing import Any
 
 import simpy
 
-from ..analytic.training import ring_allreduce_time
 from .replica import Aborted, Microbatch, StageLost, StepLost
 
 __all__ = ["Trainer", "StepTrainer", "AsyncTrainer", "Step"]
@@ -137,8 +136,8 @@ class StepTrainer(Trainer):
         self._live_ev: simpy.Event | None = None
         self.next_id = 0
         self._in_step: list[Microbatch] = []
-        c = config
-        self.track = c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0)
+        self.traffic = flow.traffic  # the run's one adapter from traffic to time
+        self.track = self.traffic.track
         flow.track = self.track
         # progress bookkeeping for the stall watchdog (:class:`Stall`): the last time a
         # checkpoint completed or a step went beyond the best reached, and what the run
@@ -317,7 +316,7 @@ class StepTrainer(Trainer):
                     self._progress()
                 if K and (k % K == 0 or k == N):
                     t_ck = env.now
-                    write = self.flow.net.checkpoint() if self.flow.net is not None else None
+                    write = self.traffic.checkpoint()
                     if write is None:
                         yield env.timeout(c.checkpoint_cost)
                         self.flow.lost["checkpoint"] += c.checkpoint_cost
@@ -357,8 +356,7 @@ class StepTrainer(Trainer):
             st.parked = []
         for mb in self._in_step:
             mb.dead = True
-        if self.flow.net is not None:
-            self.flow.net.cancel_collectives()
+        self.traffic.cancel_step()
         self.flow.abort(cause)
 
     def _restart(self):
@@ -406,6 +404,7 @@ class StepTrainer(Trainer):
                 fk.pipe[id(mb)] = mb.pipe
                 fk.total[mb.pipe] += 1
                 fk.fwd_left[mb.pipe] += 1
+        self.traffic.begin_sync(flow.stages, mbs)  # an overlapped all-reduce's counts
         if st.remaining:
             st.done = env.event()
             yield st.done
@@ -413,31 +412,9 @@ class StepTrainer(Trainer):
         self.compute_time += t_compute - t0
         busy = self._busy() - busy0
         self.compute_busy += busy
-        sync = 0.0
-        if fk is not None:
-            used = self._close_fast(st)
-            if self.track and used > 1:  # the ring among the K pipelines the step waited for
-                sync = ring_allreduce_time(used, c.param_size, c.bandwidth, c.mean_latency)
-        elif self.track and flow.net is not None:  # the all-reduce as flows on the network
-            ring = flow.net.allreduce([sorted((r for r in st.participants[j] if r.live),
-                                              key=lambda r: r.index) for j in range(L)])
-            if ring is not None:
-                yield ring
-        elif self.track:
-            lat, P, W = c.mean_latency, c.param_size, c.bandwidth
-            for j in range(L):
-                n = sum(1 for r in st.participants[j] if r.live)
-                if n > 1:
-                    sync = max(sync, ring_allreduce_time(n, P, W, lat))
-        if getattr(flow, "service", None) is not None and c.allreduce_sizes is not None:
-            yield from flow.tail(L)  # a plan over a network: its collectives as flows
-        tail = c.optimizer_time
-        if c.allreduce_times is not None:  # a plan's per-stage all-reduce and optimizer step
-            opt = c.optimizer_times or (0.0,) * L
-            tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
-                                                                      strict=True))
-        if sync + tail > 0:
-            yield env.timeout(sync + tail)
+        used = self._close_fast(st) if fk is not None else None
+        # the all-reduce and the optimizer step: (the closed form's all-reduce, the tail)
+        sync, tail = yield from self.traffic.step_tail(st.participants, used)
         if self.rec.on:
             self.rec.step_end(k, t_compute, env.now, sync=sync, tail=tail, busy=busy,
                               workers=c.workers)
