@@ -69,6 +69,172 @@ def test_passes_equal_the_max_plus_schedule(schedule):
     assert worst < 1e-9
 
 
+def _fifo_law(done: dict, S: int, p: int, act, grad) -> dict:
+    """Every transfer's (sent, start, arrival) by the FIFO channel law, from the reference's
+    pass ends: a pass's output is sent as it ends and, per channel (sending device, receiving
+    device), starts when the one sent before it has arrived, then takes its hop's time."""
+    sends = []
+    for (kind, s, i), t in done.items():
+        if kind == "F" and s < S - 1:
+            sends.append((t, "a", s, i, s % p, (s + 1) % p, act[s]))
+        elif kind == "B" and s > 0:
+            sends.append((t, "g", s - 1, i, s % p, (s - 1) % p, grad[s - 1]))
+    last: dict = {}
+    out = {}
+    for t, tag, h, i, a, b, d in sorted(sends):
+        start = max(t, last.get((a, b), t))
+        last[(a, b)] = start + d
+        out[(tag, h, i)] = (t, start, start + d)
+    return out
+
+
+def _transfers(trace: dict, offset: float = 0.0) -> tuple[dict, dict]:
+    """The sender's transfer spans and queue spans by (tag, hop, microbatch), in time units
+    from ``offset``."""
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    moved, queued = {}, {}
+    for e in _x(trace):  # on the sender's send thread (spread over lanes "send", "send 2"...)
+        if (e["cat"] not in ("transfer", "queue")
+                or threads[(e["pid"], e["tid"])].split()[0] != "send"):
+            continue
+        a = e["args"]
+        grad = e["name"].startswith("gradient")
+        key = ("g" if grad else "a", a["stage"] if grad else a["stage"] - 1, a["microbatch"])
+        span = (e["ts"] / US - offset, (e["ts"] + e["dur"]) / US - offset)
+        (queued if e["cat"] == "queue" else moved)[key] = span
+    return moved, queued
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_transfers_on_fifo_channels_equal_the_max_plus_schedule(schedule):
+    """Over a network of one link per hop, hops longer than the passes: transfers queue on
+    their FIFO channels (p2p overlap, the default). Every pass equals the max-plus schedule
+    with channels (1e-9), which the schedule without channels misses; every transfer moves
+    from when it leaves its channel's queue to its arrival, and its wait there is a queue span
+    from the pass that sent it: both as the FIFO law gives them from the reference's passes."""
+    from sim.network import LinkValue, NetworkValue
+
+    L, m, A = 4, 6, 1.2
+    f, b = (0.5, 0.3, 0.6, 0.4), (1.0, 0.5, 0.8, 0.9)
+    bw, lat = (0.5, 2.0, 0.8), (0.05, 0.1, 0.02)
+    d = [lat[j] + A / bw[j] for j in range(L - 1)]
+    chain = NetworkValue(tuple(LinkValue(f"h{j}", f"h{j + 1}", bandwidth=bw[j], latency=lat[j])
+                               for j in range(L - 1)))
+    cfg = TrainingConfig(stages=L, microbatches=m, steps=2, schedule=schedule, forward_time=f,
+                         backward_times=b, activation_size=A, network=chain,
+                         network_nodes=tuple((f"h{j}",) for j in range(L)), sync="none")
+    progs = [device_program(schedule, L, m, j) for j in range(L)]
+    done: dict = {}
+    began: dict = {}
+    T = program_makespan(progs, list(f), list(b), d, d, finish=done, starts=began)
+    assert T > program_makespan(progs, list(f), list(b), d, d, channels=False) + 0.5
+    metrics, trace = _record(cfg)
+    assert metrics["step_time_mean"] == pytest.approx(T, abs=1e-9)
+    passes = _x(trace, "compute")
+    assert len(passes) == 2 * 2 * m * L
+    for e in passes:
+        a = e["args"]
+        key = ("F" if e["name"] == "forward" else "B", a["stage"], a["microbatch"])
+        t = a["step"] * T
+        assert e["ts"] / US - t == pytest.approx(began[key], abs=1e-9)
+        assert (e["ts"] + e["dur"]) / US - t == pytest.approx(done[key], abs=1e-9)
+    law = _fifo_law(done, L, L, d, d)
+    waits = 0
+    for step in range(2):
+        steps = {e["args"]["step"]: e for e in _x(trace, "step")}
+        step_trace = {**trace, "traceEvents": [e for e in trace["traceEvents"] if e["ph"] == "M"
+                                               or (e.get("args") or {}).get("step") == step]}
+        assert steps[step]["ts"] / US == pytest.approx(step * T, abs=1e-9)
+        moved, queued = _transfers(step_trace, step * T)
+        assert sorted(moved) == sorted(law)
+        for key, (sent, start, arrival) in law.items():
+            assert moved[key] == pytest.approx((start, arrival), abs=1e-9)
+            if start > sent + 1e-9:  # (a wait under the file's 0.1 ns is no event)
+                waits += 1
+                assert queued[key] == pytest.approx((sent, start), abs=1e-9)
+            else:
+                assert key not in queued
+        assert len(queued) == sum(1 for x in law.values() if x[1] > x[0] + 1e-9)
+    assert waits >= 4
+
+
+def test_framework_hops_on_fifo_channels_equal_the_max_plus_schedule():
+    """The framework engine's closed form (interleaved 1F1B, the wrap-around hop sharing the
+    last -> first channel): each hop moves from when its channel frees to its arrival, and
+    waits there from the pass that sent it, as the FIFO law gives them (1e-9)."""
+    L, v, m, h = 3, 2, 6, 2.0
+    f = [0.3, 0.5, 0.2]
+    cfg = TrainingConfig(stages=L, virtual_stages=v, microbatches=m, steps=1,
+                         schedule="interleaved", forward_time=tuple(f), backward_ratio=2.0,
+                         latency=h, sync="none")
+    S = L * v
+    progs = [device_program("interleaved", L, m, j, v=v) for j in range(L)]
+    done: dict = {}
+    hops = [h] * (S - 1)
+    T = program_makespan(progs, [f[s % L] / v for s in range(S)],
+                         [2 * f[s % L] / v for s in range(S)], hops, hops, finish=done)
+    metrics, trace = _record(cfg)
+    assert metrics["step_time_mean"] == pytest.approx(T, abs=1e-9)
+    law = _fifo_law(done, S, L, hops, hops)
+    moved, queued = _transfers(trace)
+    assert sorted(moved) == sorted(law)
+    for key, (sent, start, arrival) in law.items():
+        assert moved[key] == pytest.approx((start, arrival), abs=1e-9)
+        assert (key in queued) == (start > sent + 1e-9)
+        if key in queued:
+            assert queued[key] == pytest.approx((sent, start), abs=1e-9)
+    assert queued
+
+
+def test_overlapped_allreduce_buckets_are_the_ring_law_after_their_gradients():
+    """sync allreduce:overlap=backward: each bucket of each stage's all-reduce is a span on every
+    participant, starting when every participant's last backward of the step has produced it
+    (evenly over the pass) and the bucket before is done, lasting the ring law (1e-9); the
+    step ends with the last bucket (the optimizer step is 0)."""
+    from sim.analytic import ring_allreduce_time
+    from sim.analytic.training import bucket_ready_times
+    from sim.training.traffic import gradient_buckets
+
+    r, P, W, lat = 3, 60.0, 20.0, 0.05
+    cfg = TrainingConfig(stages=2, replicas=r, microbatches=6, steps=2, schedule="1f1b",
+                         routing="round-robin", forward_time=(1.0, 0.7), backward_ratio=2.0,
+                         param_size=P, bandwidth=W, latency=lat,
+                         sync="allreduce:overlap=backward,bucket_size=25")
+    sizes = gradient_buckets(P, 25.0)
+    assert len(sizes) == 3
+    metrics, trace = _record(cfg)
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    buckets = [e for e in _x(trace, "collective") if e["name"] == "all-reduce bucket"]
+    assert len(buckets) == 2 * 2 * len(sizes) * r  # steps x stages x buckets x participants
+    ends = {e["args"]["step"]: (e["ts"] + e["dur"]) / US for e in _x(trace, "step")}
+    for step in range(2):
+        for j in range(2):
+            last = {}  # each replica's last backward of the step: (start, duration)
+            for e in _x(trace, "compute"):
+                a = e["args"]
+                if e["name"] == "backward" and a["step"] == step and a["stage"] == j:
+                    last[a["replica"]] = max(last.get(a["replica"], (-1, 0)),
+                                             (e["ts"] / US, e["dur"] / US))
+            assert len(last) == r
+            ready = [max(col) for col in zip(*(bucket_ready_times(t0, dt, sizes)
+                                               for t0, dt in last.values()), strict=True)]
+            mine = [e for e in buckets if e["args"]["step"] == step and e["args"]["stage"] == j]
+            assert sorted({names[e["pid"]] for e in mine}) == [f"s{j}r{i}" for i in range(r)]
+            end = -math.inf
+            for bk, (rb, size) in enumerate(zip(ready, sizes, strict=True)):
+                start = max(rb, end)
+                end = start + ring_allreduce_time(r, size, W, lat)
+                for e in (e for e in mine if e["args"]["bucket"] == bk):
+                    assert e["args"]["bytes"] == size and e["args"]["participants"] == r
+                    assert e["ts"] / US == pytest.approx(start, abs=1e-9)
+                    assert (e["ts"] + e["dur"]) / US == pytest.approx(end, abs=1e-9)
+            assert end <= ends[step] + 1e-9
+        assert max((e["ts"] + e["dur"]) / US for e in buckets
+                   if e["args"]["step"] == step) == pytest.approx(ends[step], abs=1e-9)
+
+
 def trace_pid(trace: dict, name: str) -> int:
     return next(e["pid"] for e in trace["traceEvents"]
                 if e["ph"] == "M" and e["name"] == "process_name" and e["args"]["name"] == name)
@@ -493,8 +659,9 @@ def test_a_trace_parser_from_pypi_reads_the_file(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_random_configs_change_no_number_and_validate(seed):
-    """Random training configs (failures, spot, skips, waits, restarts, networks): the metrics
-    with a recorder are the ones without, and the file validates."""
+    """Random training configs (failures, skips, waits, restarts, the all-reduce overlapped with
+    backward, networks with FIFO channels): the metrics with a recorder are the ones without,
+    and the file validates."""
     rng = np.random.default_rng(900 + seed)
     L = int(rng.integers(2, 5))
     kw = dict(stages=L, replicas=int(rng.integers(1, 3)), microbatches=int(rng.integers(2, 7)),
@@ -506,6 +673,12 @@ def test_random_configs_change_no_number_and_validate(seed):
     if kw["schedule"] in ("gpipe", "1f1b") and rng.random() < 0.5:
         kw.update(restart_cost=1.0, checkpoint_every=2, checkpoint_cost=0.2, skip_budget=0,
                   max_wait=0.0)
+    if kw["schedule"] in ("gpipe", "1f1b") and kw["replicas"] > 1:  # buckets in backward
+        kw.update(sync="allreduce:overlap=backward,bucket_size=0.2", routing="round-robin",
+                  availability=1.0)  # (replica servers that fail over cannot overlap it)
+    if seed % 2:  # transfers on FIFO channels, all-reduce chunks, link counters
+        del kw["bandwidth"]
+        kw.update(network="tree:racks=1,hosts=8", activation_size=0.5)
     cfg = TrainingConfig(**kw)
     rec = Recorder()
     got = training_model(cfg, Streams(seed).replication(0), recorder=rec)
