@@ -518,7 +518,7 @@ def _timeline(args: argparse.Namespace, cfg: Any, request: Any, record: dict[str
         return rec, metrics
 
     finish_timeline(request, model, rerun, record=record, command="gossip", seed=args.seed,
-                    json_mode=args.json, unit="time units")
+                    json_mode=args.json, unit="s")
 
 
 #: Training rows of the text report: (measured, exact, label).

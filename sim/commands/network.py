@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         check_run_size(request, 2.0 * len(flows) * (1 + net.n_resources), "flow ends and "
                        "link samples")
         rec = request.recorder(flows=True)
-        rec.meta.update(engine="flow-level network", flows=len(flows), unit="time units")
+        rec.meta.update(engine="flow-level network", flows=len(flows), unit="s")
     warn_mixed(NAME, flow_terms(args.flows, typed) + network_terms(net.units, "the topology")
                + option_terms(args, {"nic": "rate"}))
     res = simulate_flows(net, flows, weighting=args.weighting,

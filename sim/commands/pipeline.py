@@ -629,4 +629,4 @@ def _timeline(args: argparse.Namespace, cfg: PipelineConfig, request: Any,
         return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
 
     finish_timeline(request, model, rerun, record=record, command="pipeline", seed=args.seed,
-                    json_mode=args.json, unit="time units")
+                    json_mode=args.json, unit="s")
