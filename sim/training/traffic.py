@@ -224,9 +224,10 @@ class Traffic:
             L = self.config.stages
             a, b = (s + 1, s) if grad else (s, s + 1)
             ch = (k, a % L, b % L)
-            free = self._free.get(ch, now)
-            if free > now:  # it leaves the queue when the transfers before it have arrived
-                t0 = free
+            if self.rec.on:  # it leaves the queue when the transfers before it have arrived
+                free = self._free.get(ch, now)
+                if free > now:
+                    t0 = free
             d = self.channel_delay(ch, d)
         if d <= 0.0:
             arrived()
