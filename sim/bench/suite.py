@@ -58,7 +58,7 @@ p. ``plans``: real plans simulated per second: each shipped run's plan
    failure-free iteration in the training DES (``dtsim train --plan``), and
    the same plans' exact step time from the max-plus evaluation of their
    device programs (what a planner ranks candidates with).
-q. ``timeline``: the cost of ``--timeline`` (:mod:`sim.timeline`): CPU time of a
+r. ``timeline``: the cost of ``--timeline`` (:mod:`sim.timeline`): CPU time of a
    run that records its events and writes them as Trace Event Format JSON over
    the same run without, for the training DES's benchmark run
    (:data:`sim.bench.training.BENCH_CONFIG`, about 1.1e5 events: its passes,
