@@ -1005,7 +1005,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
                   byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases,
-                  traffic_cases):
+                  traffic_cases, timeline_cases):
         cases.extend(group(fx))
     return cases
 
@@ -1851,6 +1851,113 @@ def newcomer_cases(fx: Fixtures) -> list[Case]:
         cases.append(Case(f"run/FIXED-{what}", list(dtsim("run", str(f), "--out",
                                                                str(fx.root / f"ofixed{k}"))),
                           refuse("FIXED")))
+    return cases
+
+
+def timeline_cases(fx: Fixtures) -> list[Case]:
+    """--timeline (issue 36): the file, the window, the cap, what cannot be recorded, and
+    dtsim plot --timeline's input and output. An existing file is overwritten (ok)."""
+    cases: list[Case] = []
+    if not _has_option("plot", "--timeline"):  # (the other commands take it from _timeline.py)
+        return cases
+    T = fx.root
+    small = ("--stages", "2", "--microbatches-per-step", "2", "--steps", "1", "--replications", "1")
+    out = str(T / "tl.json")
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    flows = fx._write("tl_flows.csv", "src,dst,size,start\n0,1,10,0\n")
+    per_command = {
+        "train": small,
+        "pipeline": ("--stages", "2", "--stage-time", "1", "--microbatches", "10",
+                     "--replications", "1"),
+        "network": ("--topology", "tree:racks=1,hosts=2", "--flows", str(flows)),
+        "gossip": ("--protocol", "edge", "--nodes", "4", "--rounds", "4", "--replications", "1"),
+    }
+    for cmd, base in per_command.items():
+        add(f"{cmd}/timeline-folder", dtsim(cmd, *base, "--timeline", str(fx.dir)),
+            refuse("timeline"))
+        add(f"{cmd}/timeline-empty", dtsim(cmd, *base, "--timeline", ""), refuse("timeline"))
+        add(f"{cmd}/timeline-under-a-file", dtsim(cmd, *base, "--timeline",
+                                                  fx.under_file + "/t.json"), refuse("timeline"))
+        add(f"{cmd}/timeline-dev-full", dtsim(cmd, *base, "--timeline", "/dev/full"),
+            refuse("timeline"))
+        for what, w in (("reversed", "5:1"), ("equal", "2:2"), ("nan", "nan:1"),
+                        ("nan-end", "0:nan"), ("negative", "-1:2"), ("text", "soon"),
+                        ("no-colon", "3"), ("inf-start", "inf:")):
+            add(f"{cmd}/timeline-window-{what}", dtsim(cmd, *base, "--timeline", out,
+                                                       "--timeline-window", w),
+                refuse("timeline_window"))
+        add(f"{cmd}/timeline-window-without-timeline", dtsim(cmd, *base, "--timeline-window",
+                                                             "0:1"), refuse("timeline_window"))
+        for what, n in (("zero", "0"), ("negative", "-5"), ("nan", "nan"), ("float", "2.5"),
+                        ("huge", "1000000000"), ("text", "many")):
+            add(f"{cmd}/timeline-max-events-{what}", dtsim(cmd, *base, "--timeline", out,
+                                                           "--timeline-max-events", n),
+                refuse("timeline_max_events"))
+        add(f"{cmd}/timeline-max-events-without-timeline",
+            dtsim(cmd, *base, "--timeline-max-events", "10"), refuse("timeline_max_events"))
+    # what cannot be recorded, and runs too large: one line before any work
+    add("train/timeline-compiled-engine", dtsim("train", *small, "--schedule", "swarm",
+                                                "--engine", "compiled", "--timeline", out),
+        refuse("timeline"))
+    add("train/timeline-run-too-large", dtsim("train", "--steps", "100000000", "--timeline", out),
+        refuse("timeline"), note="about 2.4e10 passes: refused, not run")
+    add("train/timeline-cap-too-small-for-run", dtsim("train", *small, "--steps", "1000",
+                                                      "--timeline", out,
+                                                      "--timeline-max-events", "1"),
+        refuse("timeline"), note="the run's 8000 passes are more than 50 x a cap of 1")
+    add("pipeline/timeline-vector-engine", dtsim("pipeline", "--stages", "3", "--timeline", out),
+        refuse("timeline"), note="auto runs the vector engine here: give --engine des")
+    add("pipeline/timeline-importance", dtsim("pipeline", "--method", "importance", "--timeline",
+                                              out), refuse("timeline"))
+    add("pipeline/timeline-queueing", dtsim("pipeline", "--queueing", "--timeline", out),
+        refuse("timeline"))
+    add("gossip/timeline-matching", dtsim("gossip", "--protocol", "matching", "--timeline", out),
+        refuse("timeline"))
+    add("gossip/timeline-training", dtsim("gossip", "--protocol", "edge", "--objective",
+                                          "quadratic", "--timeline", out), refuse("timeline"))
+    add("gossip/timeline-too-large", dtsim("gossip", "--protocol", "async", "--engine", "des",
+                                           "--nodes", "100000", "--rounds", "1000",
+                                           "--timeline", out), refuse("timeline"))
+    # an existing file is overwritten; the run's numbers and its file
+    existing = fx._write("tl_existing.json", "old content, not a timeline\n")
+    add("train/timeline-overwrites-a-file", dtsim("train", *small, "--timeline", str(existing)),
+        ok("timeline:"), timeout=120, note="an existing file is overwritten (documented)")
+    add("train/timeline-window-and-cap", dtsim("train", *small, "--timeline", out,
+                                               "--timeline-window", "1:2",
+                                               "--timeline-max-events", "3"),
+        ok("timeline:"), timeout=120)
+    # dtsim plot --timeline: its input is data, its output a figure file
+    bad_json = fx._write("tl_bad.json", "{not json")
+    not_tef = fx._write("tl_not_tef.json", '{"traceEvents": [{"ph": "X", "name": "a", '
+                        '"pid": 1, "tid": 1, "ts": 0, "dur": -1}]}')
+    empty_tef = fx._write("tl_empty.json", '{"traceEvents": []}')
+    add("plot/timeline-missing", dtsim("plot", "--timeline", str(T / "nope.json")),
+        refuse("timeline"))
+    add("plot/timeline-folder", dtsim("plot", "--timeline", str(fx.dir)), refuse("timeline"))
+    add("plot/timeline-not-json", dtsim("plot", "--timeline", str(bad_json)), refuse("timeline"))
+    add("plot/timeline-binary", dtsim("plot", "--timeline", str(fx.binary)), refuse("timeline"))
+    add("plot/timeline-negative-dur", dtsim("plot", "--timeline", str(not_tef)),
+        refuse("timeline"))
+    add("plot/timeline-no-events", dtsim("plot", "--timeline", str(empty_tef)),
+        refuse("timeline"))
+    for name, fifo in fx.fifo.items():  # a FIFO would block a reader: refused from its stat
+        add(f"plot/timeline-fifo-{name}", dtsim("plot", "--timeline", str(fifo)),
+            refuse("timeline"))
+        break
+    add("plot/timeline-out-no-extension", dtsim("plot", "--timeline", str(not_tef), "--out",
+                                                str(T / "figure")), refuse("out"))
+    add("plot/timeline-out-is-the-input", dtsim("plot", "--timeline", str(not_tef), "--out",
+                                                str(not_tef)), refuse("out"))
+    add("plot/timeline-out-folder", dtsim("plot", "--timeline", str(not_tef), "--out",
+                                          str(fx.dir)), refuse("out"))
+    add("plot/out-without-timeline", dtsim("plot", str(fx.dir), "--out", str(T / "x.png")),
+        refuse("out"))
+    add("plot/timeline-and-outdir", dtsim("plot", str(fx.dir), "--timeline", str(not_tef)),
+        refuse("OUTDIR"))
+    add("plot/neither-outdir-nor-timeline", dtsim("plot"), refuse("OUTDIR"))
     return cases
 
 

@@ -16,6 +16,8 @@ The benches stand above what they measure, one module per part of the house
 :mod:`.sweep`, :mod:`.memory`, :mod:`.machine`, :mod:`.peersim`
     Sweeps on local and Dask workers; peak memory; the compiled gossip engine
     against a C loop; and against PeerSim.
+:mod:`.timeline`
+    The cost of ``--timeline``: a recorded training run and its file over the plain run.
 """
 
 from .gossip import MATCHING_SIZES

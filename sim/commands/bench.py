@@ -155,6 +155,11 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
             "/s")
         add("    async gossip DES exchanges, contention off",
             "gossip_no_contention_exchanges_per_s", "/s")
+    if "timeline_ratio_bench" in res:
+        add(f"(r) --timeline, training bench run ({res.get('timeline_events_bench', 0):.3g} "
+            "events): recorded + file / plain", "timeline_ratio_bench", "x")
+        add(f"    1F1B run ({res.get('timeline_events_1f1b', 0):.3g} events)",
+            "timeline_ratio_1f1b", "x")
     return rows
 
 

@@ -35,6 +35,7 @@ from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit
+from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
 from ._units import (
     RATE_HELP,
     SIZE_HELP,
@@ -246,6 +247,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="announce each preemption (trace or spot model) this long ahead: "
                         "seconds, aws (120) or gcp (30); the strategy decides what it does")
     add_failure_trace_options(p)
+    add_timeline_options(p, what="every pass, transfer, collective chunk, step, checkpoint, "
+                         "restart, down interval and preemption")
     add_run_options(p, replications=10)
 
 
@@ -552,10 +555,19 @@ def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
 
 
 def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
-             workers: int | None = None, engine: str = "auto") -> dict[str, Any]:
-    """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates)."""
+              workers: int | None = None, engine: str = "auto",
+              records_out: list | None = None, model: Any = None) -> dict[str, Any]:
+    """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates).
+
+    ``records_out``, a list, receives the replications' records; ``model``
+    replaces the selected engine's ``run`` (a :class:`~sim.commands._timeline.RecordingModel`
+    wrapping it).
+    """
     sel = select("training", cfg, engine)
-    records = replicate(sel.engine.run, cfg, replications=replications, seed=seed, executor=executor, workers=workers)
+    records = replicate(sel.engine.run if model is None else model, cfg,
+                        replications=replications, seed=seed, executor=executor, workers=workers)
+    if records_out is not None:
+        records_out.extend(records)
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
@@ -653,8 +665,50 @@ def _print_explain(x: dict[str, Any]) -> None:
           f"{x['tail_stage']}) = {x['iteration']:.4g}")
 
 
+def training_events(cfg: TrainingConfig) -> float:
+    """About how many events a run of ``cfg`` records (before any work): its passes (forward
+    and backward, every micro-batch at every stage), twice as many transfers over a network,
+    and, on the step-level job engine, a step per worker."""
+    if cfg.strategy is not None and cfg.strategy.engine == "job":
+        return float(cfg.steps) * (cfg.workers + 2)
+    passes = float(cfg.steps) * cfg.microbatches * cfg.stages * cfg.virtual_stages * (
+        2 if cfg.has_backward else 1)
+    if cfg.network is not None or cfg.framework:
+        passes *= 3
+    return passes + cfg.steps * 2.0
+
+
+def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
+              record: dict[str, Any], model: RecordingModel | None) -> None:
+    """Write replication 0's events (recorded in the run, else by running it again here)."""
+    from ..rng import Streams
+
+    sel = select("training", cfg, args.engine)
+    tu = time_unit(cfg.hour)
+    unit = "time units" if tu == "time unit" else tu
+
+    def rerun() -> tuple[Any, dict[str, Any]]:
+        rec = request.recorder()
+        return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+
+    finish_timeline(request, model, rerun, record=record, command="train", seed=args.seed,
+                    json_mode=args.json, engine_selected=sel.name, unit=unit)
+
+
+def _check_timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any) -> None:
+    """Refuse, before any work, a timeline the chosen engine cannot record or too large."""
+    from ..timeline import check_run_size
+
+    sel = select("training", cfg, args.engine)
+    if not getattr(sel.engine, "records", False):
+        raise ConfigError("timeline", "given with the des or job engine (the "
+                          f"{sel.name} engine records no events)", request.path)
+    check_run_size(request, training_events(cfg), "passes, transfers and steps")
+
+
 def run(args: argparse.Namespace) -> int:
     check_choice("engine", args.engine, engine_names("training"))
+    request = timeline_from_args(args)
     build = None
     if args.plan is not None:
         build = build_from_args(args)
@@ -662,8 +716,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         cfg = _config_from_args(args)
         check_train(args, cfg)
+    model = None
+    if request is not None:
+        _check_timeline(args, cfg, request)
+        if args.executor == "serial":  # replication 0 records as it runs
+            model = RecordingModel(select("training", cfg, args.engine).engine.run,
+                                   request.recorder(), args.seed)
+    records: list[dict[str, Any]] = []
     out = _simulate(cfg, replications=args.replications, seed=args.seed,
-                   executor=args.executor, workers=args.workers, engine=args.engine)
+                    executor=args.executor, workers=args.workers, engine=args.engine,
+                    records_out=records, model=model)
     if args.checkpoint_every == "auto":
         out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)
     if build is not None:
@@ -679,6 +741,8 @@ def run(args: argparse.Namespace) -> int:
     out["units"] = units_object(train_units(time_unit(cfg.hour)), args)
     if args.json:
         emit_json(out)
+        if request is not None:
+            _timeline(args, cfg, request, records[0], model)
         return 0
     for line in (given_line(args), None if build is not None else train_transfers(args, cfg)):
         if line is not None:
@@ -754,4 +818,6 @@ def run(args: argparse.Namespace) -> int:
     if "quality_samples_per_dollar" in out:
         cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
     print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
+    if request is not None:
+        _timeline(args, cfg, request, records[0], model)
     return 0

@@ -33,6 +33,7 @@ from typing import Any
 import simpy
 
 from ..errors import check, check_int, check_nonnegative, check_positive
+from ..timeline import NULL
 
 __all__ = ["ring_allreduce", "bucket_sizes"]
 
@@ -71,6 +72,8 @@ class _Ring:
         self.step = [0] * n
         self.sent = [False] * n
         self.recv = [0] * n  # chunks received and not yet forwarded (the sender may run ahead)
+        self.t_sent = [0.0] * n  # when each one's send in flight started (the timeline's)
+        self.rec = getattr(service, "rec", NULL)  # the timeline's recorder (sim.timeline)
         self.finished = 0
         self.total = n
         self.flows: list[simpy.Event] = []
@@ -85,6 +88,7 @@ class _Ring:
         b = self.bucket[q]
         chunk = self.buckets[b] / self.k
         ev = self.service.transfer(self.nodes[i], self.nodes[(i + 1) % self.k], chunk)
+        self.t_sent[q] = self.service.env.now
         step = self.step[q]
         ev.callbacks.append(lambda _e: self._arrived(r, i, b, step))
         self.flows.append(ev)
@@ -94,6 +98,10 @@ class _Ring:
         k = self.k
         j = (i + 1) % k
         qi, qj = r * k + i, r * k + j
+        rec = self.rec
+        if rec.on:
+            rec.ring_chunk(self.nodes[i], self.nodes[j], self.buckets[b] / k, b, step, r,
+                           self.t_sent[qi], self.service.env.now)
         self.sent[qi] = True
         self.recv[qj] += 1
         self._advance(r, i)

@@ -55,6 +55,7 @@ class JobEngine(Engine):
     family = "training"
     speed = 60
     metrics = (*METRICS, *JOB_METRICS)
+    records = True
 
     def applies(self, config: Any) -> Applies:
         if _job_strategy(config):
@@ -63,8 +64,8 @@ class JobEngine(Engine):
         return Applies(False, "runs the step-level strategies (checkpoint-restart, redundancy, "
                        "reconfiguration)")
 
-    def run(self, config: Any, streams: Any) -> dict[str, Any]:
-        return job_model(config, streams)
+    def run(self, config: Any, streams: Any, *, recorder: Any = None) -> dict[str, Any]:
+        return job_model(config, streams, recorder=recorder)
 
 
 class TrainingDES(Engine):
@@ -75,6 +76,7 @@ class TrainingDES(Engine):
     family = "training"
     speed = 50
     metrics = METRICS
+    records = True
 
     def applies(self, config: Any) -> Applies:
         if _job_strategy(config):
@@ -82,8 +84,8 @@ class TrainingDES(Engine):
                            "job engine")
         return Applies(True, "the training DES answers every configuration")
 
-    def run(self, config: Any, streams: Any) -> dict[str, Any]:
-        return training_model(config, streams)
+    def run(self, config: Any, streams: Any, *, recorder: Any = None) -> dict[str, Any]:
+        return training_model(config, streams, recorder=recorder)
 
 
 def _speed_one(c: Any) -> float | None:

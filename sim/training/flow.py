@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from ..timeline import NULL
 from .config import TrainingConfig, replica_name
 from .replica import Microbatch, Replica
 from .routing import SharedQueue, Uniforms, make_routing
@@ -86,9 +87,10 @@ class Flow:
 
     def __init__(self, config: TrainingConfig, env: simpy.Environment, streams: Any,
                  schedule: Any, speeds: tuple[tuple[float, ...], ...],
-                 unit_draws: Any = None, *, traffic: Any) -> None:
+                 unit_draws: Any = None, *, traffic: Any, recorder: Any = None) -> None:
         c = self.config = config
         self.env = env
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.trainer: Any = None
         self.L = L = c.stages
         self.s = c.skip_budget
@@ -277,6 +279,7 @@ class Flow:
         rep._shi, rep._slo = deque(), deque()
         rep.idle = {}
         self.retired.add(rep)
+        self.rec.notice(rep.name, self.env.now)
         return True
 
     # -- passes ----------------------------------------------------------------------
@@ -480,6 +483,7 @@ class Flow:
             mb.skipped += 1
             self.skips += 1
             mb.holders[j] = None
+            self.rec.skip(mb, j, self.env.now)
             if mb.target == j:  # the backward it was recomputing for: skip that too
                 mb.target = -1
                 mb.back = True

@@ -51,6 +51,7 @@ import simpy
 from ..analytic.network import ring_allreduce_time
 from ..network.channels import Channels
 from ..network.collectives import bucket_sizes
+from ..timeline import NULL
 
 __all__ = ["Traffic", "NetworkTraffic", "traffic_for", "gradient_buckets",
            "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES"]
@@ -107,7 +108,7 @@ class _Reduce:
     """One stage's overlapped all-reduce in a step: buckets released when every participant
     has produced them, reduced one after the other (one communicator: in order)."""
 
-    __slots__ = ("stage", "reps", "sizes", "fracs", "ready", "next", "busy", "done", "dead")
+    __slots__ = ("stage", "reps", "sizes", "fracs", "ready", "next", "busy", "done", "dead", "t0")
 
     def __init__(self, env: simpy.Environment, stage: int, reps: list[Any],
                  sizes: list[float]) -> None:
@@ -124,6 +125,7 @@ class _Reduce:
         self.next = 0
         self.busy = False
         self.dead = False
+        self.t0 = 0.0  # when the bucket in flight started (the timeline's)
         self.done = env.event()
         if not sizes or not reps:
             self.done.succeed()
@@ -136,6 +138,10 @@ class Traffic:
     ----------
     config : TrainingConfig
     env : simpy.Environment
+    recorder : sim.timeline.Recorder, optional
+        The timeline's recorder: told of each framework transfer (from when it leaves its
+        FIFO channel's queue to its arrival, and the wait before), and of each bucket of an
+        overlapped all-reduce (default: none; the numbers are the same either way).
 
     Attributes
     ----------
@@ -155,9 +161,10 @@ class Traffic:
 
     flows = False
 
-    def __init__(self, config: Any, env: simpy.Environment) -> None:
+    def __init__(self, config: Any, env: simpy.Environment, *, recorder: Any = None) -> None:
         c = self.config = config
         self.env = env
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.track = c.ring_sync
         self.hops: tuple[float, ...] = c.hop_times
         self.hops_back: tuple[float, ...] = c.hop_times_back
@@ -206,24 +213,46 @@ class Traffic:
     def begin_step(self) -> None:
         """A framework step launches its programs (over a network: its transfers are tracked)."""
 
-    def send(self, s: int, k: int, grad: bool, arrived: Any) -> None:
+    def send(self, s: int, k: int, grad: bool, arrived: Any, i: int | None = None) -> None:
         """Hop ``s`` of pipeline ``k`` overlapped with compute: ``arrived()`` when it is there
         (at once for a hop of no time on a free channel). p2p ``overlap``: one at a time per
-        sending and receiving device (the channel ``(k, sender, receiver)``)."""
+        sending and receiving device (the channel ``(k, sender, receiver)``). ``i``: the
+        pipeline's micro-batch it carries (the timeline's; None: not recorded)."""
         d = self._hop_time(s, k, grad)
+        now = t0 = self.env.now
         if self.fifo:
             L = self.config.stages
             a, b = (s + 1, s) if grad else (s, s + 1)
-            d = self.channel_delay((k, a % L, b % L), d)
+            ch = (k, a % L, b % L)
+            if self.rec.on:  # it leaves the queue when the transfers before it have arrived
+                free = self._free.get(ch, now)
+                if free > now:
+                    t0 = free
+            d = self.channel_delay(ch, d)
         if d <= 0.0:
             arrived()
             return
         t = self.env.timeout(d)
         t.callbacks.append(lambda _e: arrived())
+        if i is not None and self.rec.on:
+            self._record_hop(t, s, k, grad, i, now, t0)
 
-    def transfer(self, s: int, k: int, grad: bool) -> simpy.Event:
-        """Hop ``s`` of pipeline ``k`` as a paired blocking send and receive: the event of its end."""
-        return self.env.timeout(self._hop_time(s, k, grad))
+    def transfer(self, s: int, k: int, grad: bool, i: int | None = None) -> simpy.Event:
+        """Hop ``s`` of pipeline ``k`` as a paired blocking send and receive: the event of its
+        end (``i``: as :meth:`send`)."""
+        t = self.env.timeout(self._hop_time(s, k, grad))
+        if i is not None and self.rec.on:
+            now = self.env.now
+            self._record_hop(t, s, k, grad, i, now, now)
+        return t
+
+    def _record_hop(self, ev: simpy.Event, s: int, k: int, grad: bool, i: int, sent: float,
+                    t0: float | list) -> None:
+        """Record a framework hop on the timeline when ``ev`` (its arrival) fires: handed over
+        at ``sent``, moving from ``t0`` (a one-item list: set when it left its channel)."""
+        rec, env, flow = self.rec, self.env, self.flow
+        ev.callbacks.append(lambda _e: rec.framework_hop(
+            flow, grad, s, i, k, sent, t0 if not isinstance(t0, list) else t0[0], env.now))
 
     def replica_down(self, rep: Any) -> list[Any]:
         """``rep`` failed: the transfers cut (none in the closed form)."""
@@ -298,6 +327,7 @@ class Traffic:
         if red.ready[red.next] < len(red.reps):
             return
         red.busy = True
+        red.t0 = self.env.now
         ev = self._bucket_ring(red, red.sizes[red.next])
         ev.callbacks.append(lambda _e: self._bucket_done(red))
 
@@ -310,6 +340,10 @@ class Traffic:
     def _bucket_done(self, red: _Reduce) -> None:
         if red.dead:
             return
+        if self.rec.on:
+            st = self.flow.trainer.step
+            self.rec.bucket(red.reps, red.stage, red.next, red.sizes[red.next],
+                            None if st is None else st.index, red.t0, self.env.now)
         red.busy = False
         red.next += 1
         if red.next == len(red.sizes):
@@ -342,6 +376,10 @@ class Traffic:
 
         The ring law :func:`sim.analytic.ring_allreduce_time` of ``param_size`` over
         ``bandwidth`` and the mean latency; the stages' rings at once (the slowest).
+
+        The generator's value (what ``yield from`` gives) is ``(sync, tail)``: the
+        all-reduce's closed-form time after the passes (0 when it overlapped the backward
+        pass) and the time after it (:meth:`closed_tail`), which the timeline records.
         """
         c = self.config
         if self.overlap:
@@ -349,7 +387,7 @@ class Traffic:
             tail = self.closed_tail()
             if tail > 0:
                 yield self.env.timeout(tail)
-            return
+            return 0.0, tail
         sync = 0.0
         nb = 1 if self.bucket is None else max(len(bucket_sizes(c.param_size, self.bucket)), 1)
         if used is not None:
@@ -365,6 +403,7 @@ class Traffic:
         tail = self.closed_tail()
         if sync + tail > 0:
             yield self.env.timeout(sync + tail)
+        return sync, tail
 
     def checkpoint(self) -> simpy.Event | None:
         """The checkpoint's write, or None (only its ``checkpoint_cost``)."""
@@ -383,7 +422,7 @@ class _P2P:
     """One transfer between two replica servers: its flows, ends, and what to do on arrival."""
 
     __slots__ = ("src", "dst", "events", "left", "on_arrival", "mb", "dest_stage", "started",
-                 "size", "owner")
+                 "size", "owner", "t_sent", "t0")
 
     def __init__(self, owner: NetworkTraffic, src: Any, dst: Any, size: float, mb: Any,
                  dest_stage: int, on_arrival: Any) -> None:
@@ -395,6 +434,8 @@ class _P2P:
         self.events: list[simpy.Event] = []
         self.left = 0
         self.started = False
+        self.t_sent = 0.0  # the timeline's: when it started, and when it left its channel
+        self.t0: float | None = None
 
     def start(self) -> None:
         o = self.owner
@@ -403,13 +444,23 @@ class _P2P:
         a, b = o.node_of(self.src), o.node_of(self.dst)
         self.left = t
         ch = o.channels if not o.blocking else None
+        self.t_sent = now = o.env.now
+        moved = None
+        if ch is None:
+            self.t0 = now
+        elif o.rec.on:  # it moves when the first of its ranks leaves its channel's queue
+            moved = self._moved
         for r in range(t):
             if ch is not None:  # rank r's stream from src to dst: FIFO
-                ev = ch.send((self.src, self.dst, r), a, b, self.size / t)
+                ev = ch.send((self.src, self.dst, r), a, b, self.size / t, started=moved)
             else:
                 ev = o.service.transfer(a, b, self.size / t)
             ev.callbacks.append(self._one)
             self.events.append(ev)
+
+    def _moved(self) -> None:
+        if self.t0 is None:
+            self.t0 = self.owner.env.now
 
     def _one(self, _ev: Any) -> None:
         self.left -= 1
@@ -432,6 +483,9 @@ class NetworkTraffic(Traffic):
     env : simpy.Environment
     network : sim.network.Network
         The built network of ``config.network`` (:func:`sim.network.shared_network`).
+    recorder : sim.timeline.Recorder, optional
+        As :class:`Traffic`'s; also told of each transfer between replica servers and,
+        through the service, of every all-reduce chunk and the links' utilisation.
 
     Attributes
     ----------
@@ -441,14 +495,15 @@ class NetworkTraffic(Traffic):
 
     flows = True
 
-    def __init__(self, config: Any, env: simpy.Environment, network: Any) -> None:
-        super().__init__(config, env)
+    def __init__(self, config: Any, env: simpy.Environment, network: Any, *,
+                 recorder: Any = None) -> None:
+        super().__init__(config, env, recorder=recorder)
         from ..network.service import NetworkService
 
         c = config
         self.network = network
         self.service = NetworkService(env, network, weighting=c.network_weighting,
-                                      contention=c.contention)
+                                      contention=c.contention, recorder=recorder)
         # p2p "overlap": one stream per sender, receiver and rank (sim.network.channels)
         self.channels = Channels(self.service) if self.fifo else None
         self.nodes = c.network_nodes
@@ -510,6 +565,8 @@ class NetworkTraffic(Traffic):
         return rep.held > 0
 
     def arrived(self, x: _P2P) -> None:
+        if self.rec.on:
+            self.rec.p2p(x, self.env.now)
         self.inflight[x.src].remove(x)
         self.inflight[x.dst].remove(x)
         if self.blocking:
@@ -529,6 +586,8 @@ class NetworkTraffic(Traffic):
             other = x.dst if x.src is rep else x.src
             if x in self.inflight[other]:
                 self.inflight[other].remove(x)
+            if x.started and self.rec.on:
+                self.rec.p2p(x, self.env.now, cut=True)
             x.cancel()
         return cut
 
@@ -536,28 +595,42 @@ class NetworkTraffic(Traffic):
     def begin_step(self) -> None:
         self._moving = []
 
-    def _hop_flows(self, s: int, k: int, grad: bool, fifo: bool) -> simpy.Event:
+    def _hop_flows(self, s: int, k: int, grad: bool, fifo: bool,
+                   i: int | None = None) -> simpy.Event:
         """Hop ``s`` of pipeline ``k``: the sender's ``t`` ranks send ``1/t`` of the
         micro-batch's activation (or gradient) each (``fifo``: each rank on its channel to
-        the receiver); fires when all arrived."""
+        the receiver); fires when all arrived. ``i``: as :meth:`Traffic.send`."""
         c = self.config
         a, b = (s + 1, s) if grad else (s, s + 1)
         t = self.tp[a]
         size = (c.transfer_sizes[s] if c.transfer_sizes is not None else c.activation_size) / t
         src, dst = self.nodes[a][k], self.nodes[b][k]
         ch = self.channels if fifo else None
+        now = self.env.now
+        moved: list = [now]  # the timeline's: when it moves (its first rank leaves its channel)
+        started = None
+        if i is not None and self.rec.on and ch is not None:
+            moved[0] = None
+            env = self.env
+
+            def started() -> None:
+                if moved[0] is None:
+                    moved[0] = env.now
         if ch is not None:
-            evs = [ch.send((k, a, b, r), src, dst, size) for r in range(t)]
+            evs = [ch.send((k, a, b, r), src, dst, size, started=started) for r in range(t)]
         else:
             evs = [self.service.transfer(src, dst, size) for _ in range(t)]
         self._moving.extend(evs)
-        return simpy.AllOf(self.env, evs)
+        ev = simpy.AllOf(self.env, evs)
+        if i is not None and self.rec.on:
+            self._record_hop(ev, s, k, grad, i, now, moved)
+        return ev
 
-    def send(self, s: int, k: int, grad: bool, arrived: Any) -> None:
-        self._hop_flows(s, k, grad, True).callbacks.append(lambda _e: arrived())
+    def send(self, s: int, k: int, grad: bool, arrived: Any, i: int | None = None) -> None:
+        self._hop_flows(s, k, grad, True, i).callbacks.append(lambda _e: arrived())
 
-    def transfer(self, s: int, k: int, grad: bool) -> simpy.Event:
-        return self._hop_flows(s, k, grad, False)
+    def transfer(self, s: int, k: int, grad: bool, i: int | None = None) -> simpy.Event:
+        return self._hop_flows(s, k, grad, False, i)
 
     # -- weights ---------------------------------------------------------------------------
     def download(self, rep: Any) -> simpy.Event | None:
@@ -673,7 +746,8 @@ class NetworkTraffic(Traffic):
     def step_tail(self, participants: list[set], used: int | None = None):
         """The step's end as flows: each stage's ring all-reduce among its live participants
         (:func:`sim.network.collectives.ring_allreduce`, ``t`` rings of ``param_size / t``
-        in buckets), or a plan's collectives (its sizes); then the optimizer step."""
+        in buckets), or a plan's collectives (its sizes); then the optimizer step. Its value
+        is ``(0.0, tail)`` (the flows' time is theirs: the timeline records their chunks)."""
         if self.overlap and self.config.allreduce_sizes is None:
             yield from self._overlapped()
         elif self.track:
@@ -686,6 +760,7 @@ class NetworkTraffic(Traffic):
         tail = self.closed_tail()
         if tail > 0:
             yield self.env.timeout(tail)
+        return 0.0, tail
 
     def cancel_step(self) -> None:
         super().cancel_step()
@@ -698,11 +773,13 @@ class NetworkTraffic(Traffic):
         self._moving = []
 
 
-def traffic_for(config: Any, env: simpy.Environment) -> Traffic:
+def traffic_for(config: Any, env: simpy.Environment, *, recorder: Any = None) -> Traffic:
     """The adapter of a run: :class:`NetworkTraffic` over ``config.network`` (built and kept by
-    :func:`sim.network.shared_network`), else the closed form :class:`Traffic`."""
+    :func:`sim.network.shared_network`), else the closed form :class:`Traffic`; ``recorder``
+    (a :class:`sim.timeline.Recorder`) records the run's traffic as it moves."""
     if config.network is None:
-        return Traffic(config, env)
+        return Traffic(config, env, recorder=recorder)
     from ..network import shared_network
 
-    return NetworkTraffic(config, env, shared_network(config.network, nic=config.nic))
+    return NetworkTraffic(config, env, shared_network(config.network, nic=config.nic),
+                          recorder=recorder)
