@@ -2141,3 +2141,8 @@ from . import partition as partition  # noqa: E402
 from .partition import *  # noqa: E402,F403
 
 __all__ += partition.__all__
+
+# ======================== DiLoCo across zones: outer syncs, fragments, overlap (own module)
+# (not star-imported: its names are read as sim.analytic.diloco.<name>)
+
+from . import diloco as diloco  # noqa: E402

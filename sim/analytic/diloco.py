@@ -1,0 +1,506 @@
+"""Exact references for DiLoCo across zones: outer syncs, fragments, overlap, payloads.
+
+A DiLoCo run has ``M`` groups (zones). Each group takes inner steps of time
+``T`` on its own (its pipeline and its data-parallel sync inside the zone);
+every ``H`` inner steps the groups all-reduce their pseudo-gradients (the
+change of the parameters since the last outer step) across the WAN tier and
+take an outer step [DiLoCo]_. Streaming DiLoCo [Streaming]_ cuts the model
+into ``P`` fragments and synchronises one fragment every ``H / P`` inner steps,
+lets the sync of a fragment run beside ``TAU`` further inner steps before it is
+applied, and sends the pseudo-gradients at low precision (4 bits).
+INTELLECT-1 [INTELLECT1]_ trained a 10B model so, across three continents,
+with an int8 outer all-reduce.
+
+What dtsim takes as the time of each piece (the DES of
+:mod:`sim.training.outer` runs the same rules event by event):
+
+* the payload of a pseudo-gradient of ``S`` (sizes given at ``value_bits``
+  bits a value, 16 by default) sent at ``bits`` bits a value is
+  ``S bits / value_bits`` (:func:`payload_size`); a top-k fraction ``F`` sends
+  ``F S`` values, each with a 32-bit index beside it, so ``F S (bits + 32) /
+  value_bits`` (the coordinate format of sparse all-reduce [SparCML]_);
+* a dense payload ``p`` is all-reduced by a ring among the ``M`` groups:
+  ``2 (M - 1) (l + p / (M B))`` [Ring]_ (:func:`sim.analytic.network.ring_allreduce_time`);
+  a sparse (top-k) payload cannot be summed in place along a ring (the sum of
+  sparse vectors fills in), so it is all-gathered: ``(M - 1) (l + p_k / B)``
+  [SparCML]_ (:func:`ring_allgather_time`);
+* with ``g`` nodes per group holding the same parameters (the group's
+  data-parallel replicas after their inner sync), the sync is hierarchical
+  (:func:`outer_sync_time`): node ``i`` of every group all-reduces shard ``i``
+  (``p / g``) with its counterparts across the WAN (``g`` rings at once, each
+  through its own node's link), then each group all-gathers its ``g`` averaged
+  shards inside the zone: ``(g - 1) (l_in + p / (g B_in))`` (the two-level
+  scheme of [Hier]_, without its first intra-group reduce, which DiLoCo's inner
+  sync has already done);
+* fragment ``p`` of a model of ``L`` stages is a set of its layers
+  (:func:`fragment_sizes`): ``sequential`` takes consecutive layers,
+  ``strided`` every ``P``-th layer [Streaming]_;
+* fragment ``p`` is synchronised after the inner steps
+  ``t = (p + 1) H / P + k H <= N`` (:func:`sync_schedule`); at the end of
+  a step a group first waits for the syncs due at that step (launched
+  ``TAU`` steps before) and applies them, then reports the syncs launched at
+  that step; a sync starts when every group has reported (a barrier) and,
+  with ``TAU = 0``, the groups wait for it before their next step. Syncs
+  still running after step ``N`` are waited for at the end.
+
+References
+----------
+.. [DiLoCo] A. Douillard, Q. Feng, A. A. Rusu, R. Chhaparia, Y. Donchev,
+   A. Kuncoro, M. Ranzato, A. Szlam, J. Shen, "DiLoCo: distributed
+   low-communication training of language models", arXiv:2311.08105, 2023.
+.. [Streaming] A. Douillard et al., "Streaming DiLoCo with overlapping
+   communication: towards a distributed free lunch", arXiv:2501.18512, 2025.
+.. [INTELLECT1] S. Jaghouar et al. (Prime Intellect), "INTELLECT-1 technical
+   report", arXiv:2412.01152, 2024.
+.. [DTFM] B. Yuan et al., "Decentralized training of foundation models in
+   heterogeneous environments", NeurIPS 2022 (arXiv:2206.01288).
+.. [Ring] P. Patarasuk and X. Yuan, "Bandwidth optimal all-reduce algorithms
+   for clusters of workstations", J. Parallel Distrib. Comput. 69(2), 2009.
+.. [SparCML] C. Renggli, S. Ashkboos, M. Aghagolzadeh, D. Alistarh,
+   T. Hoefler, "SparCML: high-performance sparse communication for machine
+   learning", SC 2019 (sparse vectors as index-value pairs; all-gather when
+   the sum fills in).
+.. [Hier] H. Mikami, H. Suganuma, P. U-chupala, Y. Tanaka, Y. Kageyama,
+   "Massively distributed SGD: ImageNet/ResNet-50 training in a flash",
+   arXiv:1811.05233, 2018 (2D all-reduce: within groups, then across).
+.. [DDP] S. Li et al., "PyTorch
+   Distributed: experiences on accelerating data parallel training",
+   VLDB 2020 (gradient buckets all-reduced while the backward pass runs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import check, check_choice, check_int, check_nonnegative, check_positive
+from .network import ring_allreduce_time
+
+__all__ = [
+    "ORDERS",
+    "PAYLOAD_BITS",
+    "INDEX_BITS",
+    "payload_size",
+    "ring_allgather_time",
+    "outer_sync_time",
+    "outer_bytes_sent",
+    "fragment_sizes",
+    "sync_schedule",
+    "DilocoTimes",
+    "diloco_times",
+    "diloco_utilisation",
+    "streaming_utilisation",
+    "overlap_backward_exposed",
+    "bandwidth_for_time",
+]
+
+#: Fragment orders of Streaming DiLoCo: consecutive layers, or every P-th layer.
+ORDERS = ("sequential", "strided")
+#: Payload precisions dtsim models (bits a value).
+PAYLOAD_BITS = (32, 16, 8, 4)
+#: Bits of the index sent beside each value of a top-k payload (coordinate format).
+INDEX_BITS = 32
+
+
+def payload_size(size: float, *, bits: int = 16, value_bits: int = 16,
+                 topk: float | None = None) -> float:
+    """The size a pseudo-gradient of ``size`` takes on the wire.
+
+    Parameters
+    ----------
+    size : float
+        Parameters' size at ``value_bits`` bits a value (size units).
+    bits : int
+        Bits a value is sent at (one of 32, 16, 8, 4; at most ``value_bits``).
+    value_bits : int
+        Bits a value has in ``size`` (default 16: sizes in bf16/fp16).
+    topk : float or None
+        Fraction ``F`` in (0, 1] of the values sent (the largest), each with a
+        32-bit index; None: dense.
+
+    Returns
+    -------
+    float
+        Size units on the wire.
+
+    Notes
+    -----
+    .. math:: p = S \\frac{b}{b_v} \\quad\\text{(dense)}, \\qquad
+              p_k = F S \\frac{b + 32}{b_v} \\quad\\text{(top-k)}
+
+    The index overhead is that of the coordinate (index, value) format of
+    sparse collectives [SparCML]_ with 32-bit indices (enough for
+    :math:`2^{32}` values a tensor shard).
+    """
+    S = check_nonnegative("size", size)
+    vb = check_int("value_bits", value_bits, low=1)
+    b = check_int("bits", bits)
+    check(b in PAYLOAD_BITS, "bits", "one of " + ", ".join(map(str, PAYLOAD_BITS)), bits)
+    check(b <= vb, "bits", f"at most value_bits ({vb})", bits)
+    if topk is None:
+        return S * b / vb
+    F = check_positive("topk", topk)
+    check(F <= 1.0, "topk", "in (0, 1]", topk)
+    return F * S * (b + INDEX_BITS) / vb
+
+
+def ring_allgather_time(participants: int, size: float, bandwidth: float,
+                        latency: float) -> float:
+    """Time of a ring all-gather of ``size`` from each of ``k`` participants.
+
+    Notes
+    -----
+    .. math:: T = (k - 1) \\left(\\ell + \\frac{p}{B}\\right)
+
+    ``k - 1`` steps, each forwarding one participant's block of ``p`` to the
+    next (the all-gather half of the ring all-reduce [Ring]_, with whole
+    blocks, as sparse payloads are gathered [SparCML]_); zero for ``k = 1``.
+    """
+    k = check_int("participants", participants, low=1)
+    p = check_nonnegative("size", size)
+    B = check_positive("bandwidth", bandwidth, allow_inf=True)
+    lat = check_nonnegative("latency", latency)
+    if k == 1 or p == 0:
+        return 0.0
+    return (k - 1) * (lat + p / B)
+
+
+def outer_sync_time(groups: int, size: float, bandwidth: float, latency: float, *,
+                    bits: int = 16, value_bits: int = 16, topk: float | None = None,
+                    nodes_per_group: int = 1, intra_bandwidth: float | None = None,
+                    intra_latency: float | None = None) -> float:
+    """Time of one outer sync of a pseudo-gradient of ``size`` among ``M`` groups.
+
+    Parameters
+    ----------
+    groups : int
+        ``M`` groups (zones) taking part.
+    size : float
+        The pseudo-gradient (parameters) at ``value_bits`` bits a value.
+    bandwidth, latency : float
+        The WAN tier: each node's bandwidth (per direction) to the next group
+        in the ring, and the latency between ring neighbours.
+    bits, value_bits, topk
+        As :func:`payload_size`.
+    nodes_per_group : int
+        ``g`` nodes of each group holding the same parameters (the group's
+        data-parallel replicas of this stage).
+    intra_bandwidth, intra_latency : float or None
+        Links inside a group (default: the WAN's).
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    Dense, ``p = S b / b_v``:
+
+    .. math:: T = 2 (M - 1) \\left(\\ell + \\frac{p}{g M B}\\right)
+              + (g - 1) \\left(\\ell_{in} + \\frac{p}{g B_{in}}\\right)
+
+    top-k, ``p_k = F S (b + 32) / b_v`` (each node selects its shard's top-k):
+
+    .. math:: T = (M - 1) \\left(\\ell + \\frac{p_k}{g B}\\right)
+              + (g - 1) \\left(\\ell_{in} + \\frac{\\min(M p_k, p)}{g B_{in}}\\right)
+
+    the second term the all-gather of the averaged shards inside each group
+    (the average of ``M`` sparse shards has at most ``M F`` of the values;
+    never more than the dense payload) [Hier]_ [SparCML]_ [Ring]_.
+    """
+    M = check_int("groups", groups, low=1)
+    g = check_int("nodes_per_group", nodes_per_group, low=1)
+    B = check_positive("bandwidth", bandwidth, allow_inf=True)
+    lat = check_nonnegative("latency", latency)
+    Bi = B if intra_bandwidth is None else check_positive("intra_bandwidth", intra_bandwidth,
+                                                          allow_inf=True)
+    li = lat if intra_latency is None else check_nonnegative("intra_latency", intra_latency)
+    dense = payload_size(size, bits=bits, value_bits=value_bits)
+    if topk is None:
+        across = ring_allreduce_time(M, dense / g, B, lat) if M > 1 else 0.0
+        inside = ring_allgather_time(g, dense / g, Bi, li) if M > 1 else 0.0
+        return across + inside
+    pk = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
+    if M == 1:
+        return 0.0
+    return (ring_allgather_time(M, pk / g, B, lat)
+            + ring_allgather_time(g, min(M * pk, dense) / g, Bi, li))
+
+
+def outer_bytes_sent(groups: int, size: float, *, bits: int = 16, value_bits: int = 16,
+                     topk: float | None = None, nodes_per_group: int = 1) -> tuple[float, float]:
+    """Size units each node sends in one outer sync: (over the WAN, inside its group).
+
+    Notes
+    -----
+    A ring all-reduce of ``p`` among ``k`` sends ``2 (k - 1) p / k`` from each
+    participant; an all-gather of blocks ``p`` sends ``(k - 1) p`` [Ring]_. So a
+    node sends :math:`2 (M - 1) p / (g M)` across the WAN (dense) or
+    :math:`(M - 1) p_k / g` (top-k), and :math:`(g - 1) p / g` (resp.
+    :math:`(g - 1) \\min(M p_k, p) / g`) inside its group.
+    """
+    M = check_int("groups", groups, low=1)
+    g = check_int("nodes_per_group", nodes_per_group, low=1)
+    dense = payload_size(size, bits=bits, value_bits=value_bits)
+    if M == 1:
+        return 0.0, 0.0
+    if topk is None:
+        return 2.0 * (M - 1) * dense / (g * M), (g - 1) * dense / g
+    pk = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
+    return (M - 1) * pk / g, (g - 1) * min(M * pk, dense) / g
+
+
+def fragment_sizes(stage_sizes: Sequence[float], fragments: int, order: str = "sequential",
+                   layers: int | None = None) -> list[list[float]]:
+    """The part of each stage's parameters in each fragment.
+
+    Parameters
+    ----------
+    stage_sizes : sequence of float
+        Parameters of each of the ``L`` pipeline stages.
+    fragments : int
+        ``P``.
+    order : {"sequential", "strided"}
+        Fragment ``p`` holds the layers ``l`` with ``l // (n / P) == p``
+        (consecutive) or ``l % P == p`` (every ``P``-th) [Streaming]_.
+    layers : int or None
+        ``n`` layers of the model, equal in size within a stage and ``n / L``
+        to a stage (``n`` a multiple of ``L`` and of ``P``); default
+        ``lcm(L, P)``.
+
+    Returns
+    -------
+    list of list of float
+        ``out[p][j]``: the size of stage ``j``'s layers in fragment ``p``.
+    """
+    sizes = [check_nonnegative("param_size", s) for s in stage_sizes]
+    L = len(sizes)
+    check(L >= 1, "stage_sizes", "at least one stage", stage_sizes)
+    P = check_int("fragments", fragments, low=1)
+    check_choice("order", order, ORDERS)
+    n = math.lcm(L, P) if layers is None else check_int("layers", layers, low=1)
+    check(n % L == 0 and n % P == 0, "layers", f"a multiple of the stages ({L}) and of the "
+          f"fragments ({P})", n)
+    per = n // L
+    out = [[0.0] * L for _ in range(P)]
+    for layer in range(n):
+        j = layer // per
+        p = layer // (n // P) if order == "sequential" else layer % P
+        out[p][j] += sizes[j] / per
+    return out
+
+
+def sync_schedule(steps: int, every: int, fragments: int = 1) -> list[tuple[int, int]]:
+    """The ``(step, fragment)`` outer syncs of a run of ``N`` inner steps, in order.
+
+    Notes
+    -----
+    Fragment ``p`` is synchronised after the inner steps
+    :math:`t = (p + 1) H / P + k H \\le N`, so one fragment every ``H / P``
+    steps and each fragment every ``H`` steps [Streaming]_; ``P = 1`` is
+    DiLoCo's sync every ``H`` steps [DiLoCo]_.
+    """
+    N = check_int("steps", steps, low=1)
+    H = check_int("every", every, low=1)
+    P = check_int("fragments", fragments, low=1)
+    check(H % P == 0, "fragments", f"a divisor of every ({H})", P)
+    gap = H // P
+    out = []
+    for t in range(gap, N + 1, gap):
+        out.append((t, (t // gap - 1) % P))
+    return out
+
+
+@dataclass(frozen=True)
+class DilocoTimes:
+    """Wall time of a lockstep DiLoCo run (see :func:`diloco_times`).
+
+    Attributes
+    ----------
+    wall_time : float
+    compute_time : float
+        ``N T_c``: the time the groups spend in their inner steps' compute.
+    exposed : float
+        Wall time not hidden behind inner steps (waiting for outer syncs).
+    overlapping : bool
+        Whether two outer syncs were ever in flight at once (with a network
+        they would share its links, so the recursion is no longer exact).
+    syncs : int
+        Outer syncs run.
+    """
+
+    wall_time: float
+    compute_time: float
+    exposed: float
+    overlapping: bool
+    syncs: int
+
+    @property
+    def compute_utilisation(self) -> float:
+        """``compute_time / wall_time``."""
+        return self.compute_time / self.wall_time if self.wall_time > 0 else math.nan
+
+
+def diloco_times(steps: int, step_time: float, every: int, sync_times: Sequence[float], *,
+                 overlap: int = 0, compute_time: float | None = None) -> DilocoTimes:
+    """Exact wall time of ``M`` groups in lockstep under (streaming) DiLoCo.
+
+    Parameters
+    ----------
+    steps : int
+        ``N`` inner steps of every group.
+    step_time : float
+        ``T``: one inner step (its compute, then its inner sync and optimizer).
+    every : int
+        ``H``.
+    sync_times : sequence of float
+        ``T_f(p)``: the outer sync time of each of the ``P`` fragments
+        (one value: vanilla DiLoCo).
+    overlap : int
+        ``TAU`` inner steps a sync runs beside before it is applied.
+    compute_time : float or None
+        ``T_c``: the compute part of ``T`` (default ``T``).
+
+    Returns
+    -------
+    DilocoTimes
+
+    Notes
+    -----
+    The recursion over the inner steps (groups in lockstep: equal,
+    deterministic steps): after step ``t`` the clock has advanced by ``T``;
+    every sync due at ``t`` (launched at ``t - TAU``) is waited for,
+    :math:`\\tau \\leftarrow \\max(\\tau, f)`; every sync launched at ``t``
+    (:func:`sync_schedule`) starts at :math:`\\tau` and ends at
+    :math:`\\tau + T_f(p)`, waited for at once when ``TAU = 0``. After step ``N``
+    the run waits for every sync still running. With ``TAU = 0`` and ``P = 1``
+    this is :math:`N T + \\lfloor N / H \\rfloor T_{sync}` [DiLoCo]_; each sync
+    hides :math:`\\min(T_f, \\mathrm{TAU}\\, T)` of its time [Streaming]_.
+    Exact when each sync takes its own ``T_f`` whatever else is in flight
+    (each transfer on its own link); ``overlapping`` says whether two syncs were
+    ever in flight at once (when they share links they then take longer).
+    """
+    N = check_int("steps", steps, low=1)
+    T = check_nonnegative("step_time", step_time)
+    H = check_int("every", every, low=1)
+    tf = [check_nonnegative("sync_times", x) for x in sync_times]
+    P = len(tf)
+    check(P >= 1, "sync_times", "one value per fragment", sync_times)
+    tau_steps = check_int("overlap", overlap, low=0)
+    Tc = T if compute_time is None else check_nonnegative("compute_time", compute_time)
+    clock = 0.0
+    pending: dict[int, list[float]] = {}
+    running: list[float] = []  # end times of syncs launched so far
+    overlapping = False
+    n_syncs = 0
+    sched = sync_schedule(N, H, P)
+    by_step: dict[int, list[int]] = {}
+    for t, p in sched:
+        by_step.setdefault(t, []).append(p)
+    for t in range(1, N + 1):
+        clock += T
+        for f in pending.pop(t, []):
+            clock = max(clock, f)
+        for p in by_step.get(t, []):
+            if any(f > clock for f in running):
+                overlapping = True
+            end = clock + tf[p]
+            running.append(end)
+            n_syncs += 1
+            if tau_steps == 0:
+                clock = end
+            else:
+                pending.setdefault(min(t + tau_steps, N + 1), []).append(end)
+    for f in pending.pop(N + 1, []):
+        clock = max(clock, f)
+    return DilocoTimes(wall_time=clock, compute_time=N * Tc, exposed=clock - N * T,
+                       overlapping=overlapping, syncs=n_syncs)
+
+
+def diloco_utilisation(every: int, step_time: float, sync_time: float) -> float:
+    """Steady-state compute utilisation of vanilla DiLoCo.
+
+    Notes
+    -----
+    .. math:: U = \\frac{H T}{H T + T_{sync}}
+
+    ``H`` inner steps of ``T`` per outer sync of ``T_sync`` [DiLoCo]_
+    (``T`` counted as compute).
+    """
+    H = check_int("every", every, low=1)
+    T = check_nonnegative("step_time", step_time)
+    S = check_nonnegative("sync_time", sync_time)
+    return H * T / (H * T + S) if H * T + S > 0 else math.nan
+
+
+def streaming_utilisation(every: int, step_time: float, sync_times: Sequence[float],
+                          overlap: int = 0) -> float:
+    """Steady-state compute utilisation of Streaming DiLoCo (fragments, overlap).
+
+    Notes
+    -----
+    .. math:: U = \\frac{H T}{H T + \\sum_p \\max(0, T_f(p) - \\mathrm{TAU}\\, T)}
+
+    Per ``H`` inner steps each of the ``P`` fragments is synchronised once;
+    its sync hides behind the ``TAU`` inner steps it runs beside, and only
+    the remainder is exposed [Streaming]_. Exact in steady state when no two
+    syncs are in flight at once (``TAU <= H / P``, or every
+    ``T_f <= (H / P) T``; see :func:`diloco_times`).
+    """
+    H = check_int("every", every, low=1)
+    T = check_nonnegative("step_time", step_time)
+    tau = check_int("overlap", overlap, low=0)
+    exposed = sum(max(0.0, check_nonnegative("sync_times", x) - tau * T) for x in sync_times)
+    return H * T / (H * T + exposed) if H * T + exposed > 0 else math.nan
+
+
+def overlap_backward_exposed(allreduce_time: float, backward_time: float) -> float:
+    """The exposed tail of a gradient all-reduce overlapped with the backward pass.
+
+    Notes
+    -----
+    .. math:: T_{exp} = \\max(0, T_{ar} - T_b)
+
+    Gradient buckets are all-reduced while the backward pass goes on [DDP]_;
+    at best the all-reduce starts with the backward pass and runs at the
+    full rate, so what is left after the backward pass is exposed. A lower
+    bound: buckets become ready only as the backward pass produces them, and
+    the last one is always exposed.
+    """
+    a = check_nonnegative("allreduce_time", allreduce_time)
+    b = check_nonnegative("backward_time", backward_time)
+    return max(0.0, a - b)
+
+
+def bandwidth_for_time(budget: float, groups: int, size: float, latency: float, *,
+                       bits: int = 16, value_bits: int = 16, topk: float | None = None
+                       ) -> float:
+    """The least WAN bandwidth for which one outer sync of ``size`` takes at most ``budget``.
+
+    Returns
+    -------
+    float
+        ``inf`` when the latency alone exceeds the budget; 0 when nothing moves.
+
+    Notes
+    -----
+    The sync time of :func:`outer_sync_time` (one node a group) is
+    :math:`a + b / B` with :math:`a = 2 (M-1) \\ell`, :math:`b = 2 (M-1) p / M`
+    (dense) or :math:`a = (M-1) \\ell`, :math:`b = (M-1) p_k` (top-k), so
+    :math:`B = b / (\\text{budget} - a)`.
+    """
+    X = check_nonnegative("budget", budget)
+    M = check_int("groups", groups, low=1)
+    lat = check_nonnegative("latency", latency)
+    if M == 1:
+        return 0.0
+    if topk is None:
+        p = payload_size(size, bits=bits, value_bits=value_bits)
+        a, b = 2.0 * (M - 1) * lat, 2.0 * (M - 1) * p / M
+    else:
+        p = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
+        a, b = (M - 1) * lat, (M - 1) * p
+    if b == 0:
+        return 0.0
+    return b / (X - a) if X > a else math.inf
