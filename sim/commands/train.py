@@ -27,7 +27,6 @@ from ..training import (
     PASS_TIME_DISTRIBUTIONS,
     ROUTINGS,
     SCHEDULES,
-    SYNCS,
     TrainingConfig,
     read_speeds,
 )
@@ -54,6 +53,9 @@ PREDICTED = {
     "predicted_drop_rate": "drop_rate",
     "predicted_mean_quality": "mean_quality",
     "predicted_checkpoint_interval": "checkpoint_interval",
+    "predicted_compute_utilisation": "compute_utilisation",
+    "predicted_wan_bytes_sent": "wan_bytes_sent",
+    "predicted_allreduce_bytes_sent": "allreduce_bytes_sent",
 }
 
 
@@ -136,7 +138,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--activation-size", type=float, default=0.0, help="activations per microbatch per hop")
     a("--bandwidth", type=float, default=math.inf, help="link bandwidth (default inf)")
     a("--latency", type=_floats, default=0.0, help="link latency, or one per hop")
-    a("--sync", default=d.sync, help="gradient sync per step: " + ", ".join(SYNCS))
+    a("--sync", default=d.sync, metavar="KIND[:K=V,...]",
+      help="how replicas synchronise: allreduce (the gradients every step; default), none, or "
+           "diloco:every=H[,fragments=P,order=sequential|strided,overlap=TAU,bits=16|8|4,"
+           "topk=F,groups=M,quorum=K,grace=W]: DiLoCo across groups of pipelines (each its "
+           "own inner all-reduce; every H inner steps an outer all-reduce of the "
+           "pseudo-gradients; docs/diloco.md)")
+    a("--value-bits", type=int, default=d.value_bits, metavar="B",
+      help="bits a value has in --param-size (and a plan's sizes): DiLoCo's payload is "
+           "bits/value_bits of it (default 16)")
     a("--optimizer-time", type=float, default=0.0, help="optimizer step time (default 0)")
     a("--availability", type=float, default=d.availability, help="worker availability (default 1)")
     a("--mean-downtime", type=float, default=d.mean_downtime, help="mean worker outage")
@@ -283,7 +293,7 @@ def check_options(args: argparse.Namespace) -> None:
         refuse_unless(args, dest, plan, "with --plan")
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
-                 "bandwidth", "latency", "sync", "optimizer_time", "samples_per_microbatch",
+                 "bandwidth", "latency", "optimizer_time", "samples_per_microbatch",
                  "topology", "placement", "routing", "virtual_stages", "network"):
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
     for dest in ("strategy", "step_times", "preemption_notice"):
@@ -345,7 +355,7 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
         skip_penalty=args.skip_penalty, penalty=args.penalty, max_wait=args.max_wait,
         checkpoint_every=args.checkpoint_every, checkpoint_cost=args.checkpoint_cost,
         restart_cost=args.restart_cost, hour=args.hour, max_time=args.max_time,
-        stall_limit=args.stall_limit)
+        stall_limit=args.stall_limit, sync=args.sync, value_bits=args.value_bits)
     if args.price is not None:
         kw["price"] = args.price  # reshaped per worker once the plan's counts are known
     return kw
@@ -458,7 +468,7 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         pass_time_shape=args.pass_time_shape, sync_wait=args.sync_wait, stragglers=args.stragglers,
         param_size=args.param_size, activation_size=args.activation_size,
         bandwidth=args.bandwidth, latency=args.latency, sync=args.sync,
-        optimizer_time=args.optimizer_time, availability=args.availability,
+        value_bits=args.value_bits, optimizer_time=args.optimizer_time, availability=args.availability,
         mean_downtime=args.mean_downtime, domain_outage=args.domain_outage,
         domain_downtime=args.domain_downtime, failure_distribution=args.failure_distribution,
         failure_shape=args.failure_shape, failure_trace=failure_trace, mtbf=args.mtbf,
@@ -531,9 +541,16 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
+    _add_figures(records)
+    from ..training.outer import DILOCO_METRICS
+    from ..training.system import FIGURES
+
+    diloco = cfg.sync.startswith("diloco")
+    extra = [m for m in (*FIGURES, *(DILOCO_METRICS if diloco else ())) if m not in
+             sel.engine.metrics]
     # every training metric is a count, a time, a rate or a fraction: none is below 0; the
     # fractions stay inside [0, 1] ("below X" at 0); what the config fixes is exact
-    est = summarize(records, [m for m in sel.engine.metrics], lower=0.0,
+    est = summarize(records, [*sel.engine.metrics, *extra], lower=0.0,
                     rates=("drop_rate", "worker_availability"), fixed=cfg.fixed_metrics())
     ok = [r for r in records if not r.get("error")]
     pred = predictions("training", cfg)
@@ -562,6 +579,25 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         "cost": est["cost"].mean if priced else None,
         "samples_per_dollar": est["samples_per_dollar"].mean if priced else None,
     }
+    # (issue 37) every run: compute utilisation (mean over workers, with its interval; least
+    # and largest over workers) and the size units each worker sent
+    out.update({
+        "compute_utilisation": est["compute_utilisation"].mean,
+        "compute_utilisation_ci": est["compute_utilisation"],
+        "compute_utilisation_min": est["compute_utilisation_min"].mean,
+        "compute_utilisation_max": est["compute_utilisation_max"].mean,
+        "wan_bytes_sent": est["wan_bytes_sent"].mean,
+        "wan_bytes_sent_ci": est["wan_bytes_sent"],
+        "wan_bytes_sent_max": est["wan_bytes_sent_max"].mean,
+        "allreduce_bytes_sent": est["allreduce_bytes_sent"].mean,
+        "bytes_unit": "size units of --param-size (a plan's: bytes)",
+    })
+    if diloco:
+        spec = cfg.sync_spec
+        out["sync"] = cfg.sync
+        out["groups"] = spec.groups or cfg.replicas[0]
+        out.update({k: est[k].mean for k in DILOCO_METRICS})
+        out["goodput_fraction_ci"] = est["goodput_fraction"]
     if priced and cfg.skip_budget > 0:  # skipping costs quality: samples per dollar weighted by it
         out["quality_samples_per_dollar"] = est["quality_samples_per_dollar"].mean
         out["quality_samples_per_dollar_ci"] = est["quality_samples_per_dollar"]
@@ -595,6 +631,21 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     out.update(replications=replications, steps=cfg.steps, microbatches=cfg.microbatches,
                seed=seed)
     return out
+
+
+def _add_figures(records: list[dict[str, Any]]) -> None:
+    """(issue 37) The figures of engines that do not report them, from what they do report:
+    ``compute_utilisation = utilisation / (1 - bubble_fraction)`` (both measured against
+    the steps' compute time), no WAN tier, no all-reduce bytes known (NaN) unless the
+    engine runs no all-reduce."""
+    for r in records:
+        if r.get("error") or "compute_utilisation" in r:
+            continue
+        u, b = r.get("utilisation", math.nan), r.get("bubble_fraction", math.nan)
+        cu = u / (1.0 - b) if b == b and u == u and b < 1.0 else math.nan
+        r.update(compute_utilisation=cu, compute_utilisation_min=cu, compute_utilisation_max=cu,
+                 wan_bytes_sent=0.0, wan_bytes_sent_max=0.0,
+                 allreduce_bytes_sent=r.get("allreduce_bytes_sent", math.nan))
 
 
 def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:

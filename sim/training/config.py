@@ -70,7 +70,8 @@ ARRIVALS = ("saturated", "poisson", "fixed")
 #: Laws of a pass's nominal time: constant, or a unit-mean duration law of
 #: :mod:`sim.failures` (Weibull, lognormal and Pareto take ``pass_time_shape``).
 PASS_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognormal", "pareto")
-SYNCS = ("allreduce", "none")
+#: Kinds of ``sync`` (``KIND[:key=value,...]``, :mod:`sim.training.sync`).
+SYNCS = ("allreduce", "none", "diloco")
 #: What happens to the replicas a fastest-k step does not wait for (``sync_wait``).
 STRAGGLERS = ("cancel", "drop")
 
@@ -220,9 +221,13 @@ class TrainingConfig:
     bandwidth, latency : float
         Links: a transfer of size ``S`` takes ``latency + S / bandwidth``;
         ``latency`` may be one value per hop (``L - 1``).
-    sync : {"allreduce", "none"}
-        Ring all-reduce of ``param_size`` among the replicas of each stage that
-        took part in the step, or none.
+    sync : str
+        ``allreduce``: ring all-reduce of ``param_size`` among the replicas of
+        each stage that took part in the step; ``none``; or
+        ``diloco:every=H[,fragments=P,order=...,overlap=TAU,bits=B,topk=F,groups=M,
+        quorum=K,grace=W]``: DiLoCo's outer loop across groups of pipelines
+        (:mod:`sim.training.sync`, :mod:`sim.training.outer`). Stored as its
+        canonical text.
     optimizer_time : float
         Time of the optimizer step after the sync.
     p2p : {"overlap", "blocking"}
@@ -355,6 +360,9 @@ class TrainingConfig:
         simulated time stops, ``finished = 0``, and its record says why
         (``stall_reason``; :mod:`sim.training.stall`). None: 1000 failure-free
         checkpoint intervals; inf: never.
+    value_bits : int
+        Bits a value has in the sizes given (``param_size`` and a plan's sizes;
+        default 16: bf16/fp16), for DiLoCo's payload ``bits / value_bits``.
     sync_wait : int or None
         Fastest ``K`` of ``n``: each step ends, and its all-reduce runs, once
         the first ``K`` of the ``n`` pipelines (replica ``i`` of every stage:
@@ -440,6 +448,7 @@ class TrainingConfig:
     pass_time_shape: float | None = None
     sync_wait: int | None = None
     stragglers: str = "cancel"
+    value_bits: int = 16
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -494,7 +503,11 @@ class TrainingConfig:
         check_positive("bandwidth", self.bandwidth, allow_inf=True)
         set_("latency", _per("latency", self.latency, max(L - 1, 1), check_nonnegative)
              if isinstance(self.latency, (list, tuple)) else check_nonnegative("latency", self.latency))
-        check_choice("sync", self.sync, SYNCS)
+        # (issue 37) the sync spec: canonical text; DiLoCo's rules in _check_diloco
+        from .sync import parse_sync
+
+        set_("sync", parse_sync(self.sync).text)
+        check_int("value_bits", self.value_bits, low=1)
         self._check_real_run(L)
         check_probability("availability", self.availability)
         check_positive("mean_downtime", self.mean_downtime)
@@ -603,6 +616,7 @@ class TrainingConfig:
                   f"given with failures under {what} (a framework run restarts from its last "
                   "checkpoint)", self.restart_cost)
         self._check_network()
+        self._check_diloco()
 
     def _check_real_run(self, L: int) -> None:
         """Validate the fields of framework schedules and real plans (issue 22)."""
@@ -814,7 +828,25 @@ class TrainingConfig:
                   self.pass_time_distribution)
         strat.check(self)
 
+    def _check_diloco(self) -> None:
+        """(issue 37) DiLoCo's outer loop: what it runs on, and the groups it cuts."""
+        spec = self.sync_spec
+        if not spec.is_diloco:
+            check(self.value_bits == 16, "value_bits", "16 (the default) unless sync is diloco "
+                  "(it sets the size of a payload of bits/value_bits)", self.value_bits)
+            return
+        from .outer import check_diloco
+
+        check_diloco(self, spec)
+
     # -- derived ---------------------------------------------------------------
+    @property
+    def sync_spec(self) -> Any:
+        """The parsed ``sync`` (:func:`sim.training.sync.parse_sync`)."""
+        from .sync import parse_sync
+
+        return parse_sync(self.sync)
+
     @property
     def framework(self) -> bool:
         """Whether the framework engine (:mod:`sim.training.framework`) runs this config."""

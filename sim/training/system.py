@@ -25,7 +25,8 @@ from .schedules import SCHEDULE_POLICIES
 from .stall import Watchdog, diagnose, interval_time, needs_watchdog, stall_limit
 from .trainer import AsyncTrainer, StepTrainer, steady_throughput
 
-__all__ = ["TrainingSystem", "build_failures", "draw_speeds", "training_model", "METRICS"]
+__all__ = ["TrainingSystem", "build_failures", "draw_speeds", "training_model", "METRICS",
+           "FIGURES", "figures"]
 
 #: Metrics of one replication (see :func:`training_model`).
 METRICS = (
@@ -37,6 +38,38 @@ METRICS = (
     "samples_per_dollar", "quality_samples_per_dollar", "worker_availability",
     *(f"lost_{k}" for k in LOST_CAUSES),
 )
+
+
+#: (issue 37) Figures every training run reports beside :data:`METRICS` (see :func:`figures`).
+FIGURES = ("compute_utilisation", "compute_utilisation_min", "compute_utilisation_max",
+           "wan_bytes_sent", "wan_bytes_sent_max", "allreduce_bytes_sent")
+
+
+def figures(per_worker: Any, wan: Any, allreduce: Any) -> dict[str, float]:
+    """The figures of :data:`FIGURES` from per-worker arrays.
+
+    ``compute_utilisation``: the fraction of the wall time a worker spends in
+    its steps' compute phase (from a step's start until its last micro-batch
+    is done: pipeline bubbles count, the step-end all-reduce, optimizer step,
+    outer syncs, barriers, downloads and restarts do not; without a step
+    barrier the whole run), mean, least and largest over the workers.
+    ``wan_bytes_sent``: size units a worker sent over the WAN tier (DiLoCo's
+    outer syncs and model downloads; 0 without DiLoCo), mean and largest;
+    ``allreduce_bytes_sent``: size units a worker sent in the gradient
+    all-reduces inside its group (its pipeline's data parallelism), mean.
+    """
+    cu = np.asarray(per_worker, dtype=float)
+    w = np.asarray(wan, dtype=float)
+    a = np.asarray(allreduce, dtype=float)
+    nan = math.nan
+    return {
+        "compute_utilisation": float(cu.mean()) if cu.size else nan,
+        "compute_utilisation_min": float(cu.min()) if cu.size else nan,
+        "compute_utilisation_max": float(cu.max()) if cu.size else nan,
+        "wan_bytes_sent": float(w.mean()) if w.size else 0.0,
+        "wan_bytes_sent_max": float(w.max()) if w.size else 0.0,
+        "allreduce_bytes_sent": float(a.mean()) if a.size else 0.0,
+    }
 
 
 def draw_speeds(config: TrainingConfig, streams: Streams) -> tuple[tuple[float, ...], ...]:
@@ -273,6 +306,15 @@ class TrainingSystem:
         }
         for k in LOST_CAUSES:
             out[f"lost_{k}"] = float(flow.lost[k])  # a plain float (was numpy's at times)
+        # (issue 37) the figures every run reports: compute utilisation, bytes sent
+        if self.schedule.step_barrier:
+            cu = tr.compute_time / wall if wall > 0 else nan
+        else:  # no step barrier: no sync phase, the whole run computes
+            cu = 1.0 if wall > 0 else nan
+        sent = (nan if c.allreduce_times is not None else 0.0)  # a plan's times carry no sizes
+        out.update(figures(np.full(c.workers, cu), np.zeros(c.workers),
+                           [tr.sent.get(r, sent) if hasattr(tr, "sent") else 0.0
+                            for r in flow.replicas]))
         return out
 
 
@@ -311,4 +353,8 @@ def training_model(config: TrainingConfig, streams: Streams) -> dict[str, float]
         out stages (``stall``); wall time rolled back and spent restarting
         (``restart``) and checkpointing (``checkpoint``).
     """
+    if config.sync.startswith("diloco"):  # (issue 37) DiLoCo's groups and outer loop
+        from .outer import diloco_model
+
+        return diloco_model(config, streams)
     return TrainingSystem(config, streams).run()

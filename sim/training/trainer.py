@@ -79,6 +79,8 @@ class Trainer:
         self.latency_sum = 0.0
         self.skipped_sum = 0
         self.step_times: list[float] = []
+        #: (issue 37) size units each replica sent in the step-end gradient all-reduces
+        self.sent: dict[Any, float] = {}
         self.compute_time = 0.0
         self.compute_busy = 0.0
         self.finish_times: list[float] = []
@@ -407,18 +409,24 @@ class StepTrainer(Trainer):
             used = self._close_fast(st)
             if self.track and used > 1:  # the ring among the K pipelines the step waited for
                 sync = ring_allreduce_time(used, c.param_size, c.bandwidth, c.mean_latency)
+                self._count_sent([[r for r in flow.stages[j] if r.index in fk.done[:used]]
+                                  for j in range(L)], c.param_size)
         elif self.track and flow.net is not None:  # the all-reduce as flows on the network
-            ring = flow.net.allreduce([sorted((r for r in st.participants[j] if r.live),
-                                              key=lambda r: r.index) for j in range(L)])
+            rings = [sorted((r for r in st.participants[j] if r.live), key=lambda r: r.index)
+                     for j in range(L)]
+            self._count_sent(rings, c.param_size)
+            ring = flow.net.allreduce(rings)
             if ring is not None:
                 yield ring
         elif self.track:
             lat, P, W = c.mean_latency, c.param_size, c.bandwidth
+            self._count_sent([[r for r in st.participants[j] if r.live] for j in range(L)], P)
             for j in range(L):
                 n = sum(1 for r in st.participants[j] if r.live)
                 if n > 1:
                     sync = max(sync, ring_allreduce_time(n, P, W, lat))
         if getattr(flow, "service", None) is not None and c.allreduce_sizes is not None:
+            self._count_plan_sent()
             yield from flow.tail(L)  # a plan over a network: its collectives as flows
         tail = c.optimizer_time
         if c.allreduce_times is not None:  # a plan's per-stage all-reduce and optimizer step
@@ -429,6 +437,28 @@ class StepTrainer(Trainer):
             yield env.timeout(sync + tail)
         self.step_times.append(env.now - t0)
         return st.delivered, st.quality
+
+
+    # (issue 37) the bytes each replica sends in its step-end all-reduces -----------------
+    def _count_sent(self, rings: list[list[Any]], size: float) -> None:
+        """Each member of a ring all-reduce of ``size`` among ``n`` sends ``2 (n-1)/n size``."""
+        for reps in rings:
+            n = len(reps)
+            if n > 1 and size > 0:
+                x = 2.0 * (n - 1) / n * size
+                for rep in reps:
+                    self.sent[rep] = self.sent.get(rep, 0.0) + x
+
+    def _count_plan_sent(self) -> None:
+        """A plan's tied and per-stage rings (``t`` ranks of its per-GPU size on a node)."""
+        c, flow = self.c, self.flow
+        st = flow.stages
+        L, r = c.stages, len(st[0])
+        if c.tied_allreduce_size and L > 1:
+            for k in range(r):
+                self._count_sent([[st[0][k], st[L - 1][k]]], c.tied_allreduce_size * flow.tp[0])
+        for j in range(L):
+            self._count_sent([list(st[j])], c.allreduce_sizes[j] * flow.tp[j])
 
 
 class AsyncTrainer(Trainer):
