@@ -265,3 +265,59 @@ def test_bad_diloco_configs_are_refused_in_one_line(kw, msg):
     with pytest.raises(ConfigError) as e:
         TrainingConfig(**{**base, **kw})
     assert str(e.value) == msg
+
+
+# --------------------------------------------------------------------------- failures, quorum
+
+
+def _trace(tmp_path, rows):
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\n" + "".join(f"{w},{a},{b}\n" for w, a, b in rows))
+    return str(p)
+
+
+def _two_groups(**kw):
+    """Two groups of one worker, T = 3 (one micro-batch of 1 + 2), H = 2, N = 6, S = 10 over
+    B = 5: a ring of two takes 2, a download 2."""
+    base = dict(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
+                param_size=10.0, bandwidth=5.0, sync="diloco:every=2")
+    return TrainingConfig(**{**base, **kw})
+
+
+def test_a_failed_group_misses_the_sync_and_rejoins_at_the_next_outer_step(tmp_path):
+    """Group 1 down over [4, 10.5): its step in progress is lost; group 0 syncs alone at 6 and
+    12; group 1 is live at 12.5 (its own weight download, 2), downloads the model (2, until
+    14.5), waits for the outer step at 18 and joins its ring (2): the run ends at 20."""
+    cfg = _two_groups(failure_trace=_trace(tmp_path, [("s0r1", 4.0, 10.5)]))
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(20.0)
+    assert out["outer_downloads"] == 1
+    assert out["goodput_fraction"] == pytest.approx(18 / 40)  # group 0's 6 steps of 3
+    assert out["lost_outer_work"] == pytest.approx(3.0)  # group 1's first step
+    assert out["compute_utilisation_min"] == pytest.approx(3 / 20)
+    assert out["compute_utilisation_max"] == pytest.approx(18 / 20)
+    # group 0 sends the download (10) and half of the last ring (10); group 1 its half
+    assert out["wan_bytes_sent"] == pytest.approx(15.0)
+
+
+def test_quorum_does_not_wait_for_a_rejoining_group(tmp_path):
+    """Same failure, quorum 1: group 1 joins the round at once after its download (14.5) and
+    the outer step at 18 goes on without it: the run ends at 18."""
+    cfg = _two_groups(failure_trace=_trace(tmp_path, [("s0r1", 4.0, 10.5)]),
+                      sync="diloco:every=2,quorum=1")
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(18.0)
+    assert out["goodput_fraction"] == pytest.approx(18 / 36)
+
+
+def test_quorum_grace_and_late_merge():
+    """Group 1 at half speed (T = 6), quorum 1, grace 1.5, N = 4: the first outer step goes at
+    6 + 1.5 without it; group 1 reports late at 12, downloads (to 14) and its two steps merge
+    at the next outer step (7.5 + 6 + 1.5), whose ring of both ends at 17. Synchronous: 28."""
+    spd = ((1.0, 0.5),)
+    q = _run(_two_groups(steps=4, speeds=spd, sync="diloco:every=2,quorum=1,grace=1.5"))
+    assert q["training_time"] == pytest.approx(17.0)
+    assert q["late_merges"] == 1
+    assert q["goodput_fraction"] == pytest.approx((12 + 12) / (2 * 17.0))
+    s = _run(_two_groups(steps=4, speeds=spd))
+    assert s["training_time"] == pytest.approx(28.0)

@@ -772,4 +772,32 @@ def run(args: argparse.Namespace) -> int:
     if "quality_samples_per_dollar" in out:
         cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
     print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
+    if "groups" in out:
+        _print_diloco(out, cfg, tu)
     return 0
+
+
+def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
+    """(issue 37) A DiLoCo run's outer loop: utilisation, WAN traffic, syncs, goodput."""
+    M = out["groups"]
+    k = cfg.replicas[0] // M
+    print(f"DiLoCo {out['sync']}: {M} groups of {k} pipeline{'s' if k > 1 else ''}, "
+          f"{out['outer_syncs']:.4g} outer syncs, {out['outer_exposed']:.4g} {tu} a group "
+          "waiting for them")
+
+    def exact(key: str) -> str:
+        v = out.get(key)
+        return "" if v is None else f" (exact {v:.6g})"
+    cu = out["compute_utilisation_ci"]
+    print(f"compute utilisation {cu}{exact('predicted_compute_utilisation')}, "
+          f"{out['compute_utilisation_min']:.4g} to {out['compute_utilisation_max']:.4g} over "
+          "workers (fraction of wall time in inner steps' compute)")
+    print(f"sent per worker (size units of --param-size): WAN {out['wan_bytes_sent']:.6g}"
+          f"{exact('predicted_wan_bytes_sent')}, largest {out['wan_bytes_sent_max']:.6g}; "
+          f"inside its group {out['allreduce_bytes_sent']:.6g}"
+          f"{exact('predicted_allreduce_bytes_sent')}")
+    if cfg.failures or out["outer_downloads"]:
+        print(f"goodput {out['goodput_fraction_ci']} (merged compute over worker time); "
+              f"work lost {out['lost_outer_work']:.4g} ({tu} of worker time), "
+              f"{out['outer_downloads']:.4g} model downloads, {out['late_merges']:.4g} late "
+              "merges")

@@ -785,7 +785,8 @@ class DilocoSystem:
             "training_time": wall if finished else nan,
             "finished": float(finished),
             "steps_done": float(steps_done),
-            "bubble_fraction": (1.0 - busy / ct_workers) if ct_workers > 0 else nan,
+            "bubble_fraction": (1.0 - sum(tr.compute_busy for tr in trs) / ct_workers
+                                if ct_workers > 0 else nan),
             "utilisation": busy / (W * wall) if wall > 0 else nan,
             "latency_mean": (sum(tr.latency_sum for tr in trs) / tot_delivered
                              if tot_delivered else nan),
