@@ -58,6 +58,10 @@ p. ``plans``: real plans simulated per second: each shipped run's plan
    failure-free iteration in the training DES (``dtsim train --plan``), and
    the same plans' exact step time from the max-plus evaluation of their
    device programs (what a planner ranks candidates with).
+r. ``learners``: DiLoCo's outer loop over 10^6 chips in 40 learners with
+   per-chip failures (:mod:`sim.training.learners`, the event-aggregated
+   engine): 1 simulated day (``--quick``) or 30, in a fresh interpreter:
+   events per CPU second, wall and CPU seconds, peak resident memory.
 
 Every rate is the best of a few repeats (the least disturbed by other load).
 :func:`run_bench` returns one flat dict; :data:`TARGETS` lists the targets of
@@ -119,7 +123,7 @@ __all__ = [
 
 PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
          "machine", "highflip", "training", "gossip_training", "recording", "peersim", "plans",
-         "network", "planner")
+         "network", "planner", "learners")
 MATCHING_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -1117,6 +1121,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "plans": {"repeats": 1},
         "network": {"flows": 10_000, "repeats": 1, "steps": 8, "horizon": 20.0},
         "planner": {"repeats": 1},
+        "learners": {"days": 1.0, "repeats": 1},
     },
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
@@ -1139,6 +1144,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "plans": {"repeats": 3},
         "network": {"flows": 10_000, "repeats": 3, "steps": 20, "horizon": 40.0},
         "planner": {"repeats": 2},
+        "learners": {"days": 30.0, "repeats": 1},
     },
 }
 
@@ -1151,7 +1157,17 @@ _FUNCS: dict[str, Callable[..., dict[str, float]]] = {
     "peersim": bench_peersim, "plans": bench_plans,
     "network": lambda **kw: _network_part(**kw),
     "planner": lambda **kw: _planner_part(**kw),
+    "learners": lambda **kw: _learners_part(**kw),
 }
+
+
+def _learners_part(**kw: Any) -> dict[str, Any]:
+    """(issue 37) DiLoCo over 10^6 chips in 40 learners, per-chip failures: the learners
+    engine's events per CPU second, wall and CPU time and peak memory
+    (:func:`sim.training.learners.bench_learners`)."""
+    from .training.learners import bench_learners
+
+    return bench_learners(**kw)
 
 
 def _planner_part(**kw: Any) -> dict[str, Any]:

@@ -28,7 +28,9 @@ reported (synchronous), or, with ``quorum=K``, once ``K`` have and either all
 members still up have or ``grace`` has passed since the ``K``-th report
 (Decoupled DiLoCo's quorum and grace window). The all-reduce runs among the
 reporters; then each of them holds the new model and is a member of the next
-round.
+round. With a quorum, a group that joined or fell behind goes on its own clock:
+its report counts if it comes before the outer step fires, but the round
+does not wait for it (it is not a member).
 
 * A group goes down when one of its stages has no live replica: its step is
   aborted, it leaves the round, and the inner steps it took since its last
@@ -36,16 +38,19 @@ round.
 * A group that comes back (every stage live again) first downloads the model
   (every live replica its stage's parameters at ``value_bits``, from the
   lowest-index live replica of that stage in a group holding the latest
-  model, across the WAN tier; waiting first for an outer step in progress).
+  model, across the WAN tier; waiting first for an outer step in progress;
+  an outer step that lands during the download is taken on the way, at no
+  extra time: the source streams its latest parameters).
   Synchronous: it then waits for the next outer step, which it joins with no
   steps (weight 0) to receive the new model, and is a member of the round
   after (INTELLECT-1's rule: joiners enter at an outer step); if no member
   of the round is up it starts the round itself. Quorum: it joins the round
   in progress at once.
-* Quorum: a member that has not reported when its round fires is late; it
+* Quorum: a group that has not reported when its round fires is late; it
   finishes its ``H`` steps, keeps that pseudo-gradient to be merged at the
   next outer step (its nodes join that all-reduce, weighted by the steps it
-  holds), downloads the new model and goes on with the round in progress.
+  holds), downloads the outer steps it missed (their payloads, at ``bits``)
+  and goes on with the round in progress.
 
 The all-reduce of a pseudo-gradient of stage ``j`` (its part ``S`` of the
 fragment; node totals, ``value_bits`` a value): with a network, node ``i``
@@ -447,13 +452,16 @@ class OuterLoop:
     def _report(self, tr: GroupTrainer):
         g, r = tr.group, self.round
         n = tr.k // self.H - 1
-        if r is not None and n == r.key and not r.fired and g in r.members:
+        if r is not None and n == r.key and not r.fired and (
+                g in r.members or self.spec.quorum is not None):
             r.reported[g] = self.env.now
             self._check_fire()
             yield from self._wait(tr, r.done)
             return
         # late (quorum): its round went on without it; its steps merge at the next outer step
-        tr.late = tr.take()
+        books = tr.take()
+        tr.late = books if tr.late is None else [a + b for a, b in zip(books, tr.late,
+                                                                         strict=True)]
         yield from self.rejoin(tr, late=True)
 
     def _check_fire(self) -> None:
@@ -469,9 +477,7 @@ class OuterLoop:
             return
         if r.kth is None:
             r.kth = sorted(r.reported.values())[K - 1]
-        if self.spec.grace <= 0:
-            self._fire_round()
-        elif not r.timer:
+        if not r.timer:  # (a zero grace too: after the reports of this same instant)
             r.timer = True
             ev = self.env.timeout(max(0.0, r.kth + self.spec.grace - self.env.now))
             ev.callbacks.append(lambda _e, rr=r: self._fire_round() if rr is self.round
@@ -506,15 +512,12 @@ class OuterLoop:
         def end(_e: Any) -> None:
             self.V += 1
             r.ended = self.env.now
-            for g in parts:
-                trainers[g].version = self.V
-            for g in joiners:
-                trainers[g].version = self.V
+            for g in parts + joiners:  # a group that went down meanwhile did not get it
+                if not trainers[g].down:
+                    trainers[g].version = self.V
             self.waiting.difference_update(joiners)
             up = {g for g in range(self.M) if self._up(g)}
             members = {g for g in set(parts) | set(joiners) if g in up}
-            if self.spec.quorum is not None:  # late members go on: they stay members
-                members |= {g for g in r.members if g in up and g not in parts}
             busy, self.busy = self.busy, None
             if self.V >= self.R:
                 self._finish()
@@ -551,25 +554,25 @@ class OuterLoop:
             self._check_fire()
 
     def rejoin(self, tr: GroupTrainer, late: bool = False):
-        """Download the latest model (after any outer step in progress), then join."""
+        """Fetch the model (a group back from a failure: the whole model; a late group: the
+        outer steps it missed), then join the round per the rules."""
         g = tr.group
         if not late:
             tr.down = False
-        while True:
+        if late or tr.version != self.V or self.busy is not None:
             if self.busy is not None:
                 yield from self._wait(tr, self.busy)
-                continue
-            if tr.version == self.V:
-                break
-            v0 = self.V
-            yield from self._download(tr)
-            if self.V == v0 and self.busy is None:
-                tr.version = v0
-                break
+            yield from self._download(tr, missed=(self.V - tr.version) if late else None)
+            if self.busy is not None:  # an outer step landed meanwhile: taken on the way
+                yield from self._wait(tr, self.busy)
+            tr.version = self.V
         tr.k = self.V * self.H
         r = self.round
         alive = [x for x in r.members if self._up(x) and x != g] if r is not None else []
-        if self.spec.quorum is not None or not alive:
+        if self.spec.quorum is not None:  # on its own clock: counted if it reports in time
+            tr.member = True
+            return
+        if not alive:  # nobody to wait for: it starts the round itself
             if r is not None and not r.fired:
                 r.members.add(g)
             tr.member = True
@@ -582,20 +585,26 @@ class OuterLoop:
         tr.k = self.V * self.H
         tr.member = True
 
-    def _download(self, tr: GroupTrainer):
-        """Every live replica of ``tr``'s group fetches its stage's parameters (WAN tier)."""
+    def _download(self, tr: GroupTrainer, missed: int | None = None):
+        """Every live replica of ``tr``'s group fetches, across the WAN tier, its stage's
+        parameters (``missed`` None) or the payloads of the ``missed`` outer steps."""
         env, c, sysm = self.env, self.c, self.system
+        if missed is None:
+            sizes = self.sizes
+        else:
+            sizes = [missed * AD.payload_size(S, bits=self.spec.bits, value_bits=c.value_bits)
+                     for S in self.sizes]
         tr.downloads += 1
         src_g = next((t.group for t in sysm.trainers if t is not tr and not t.down
                       and t.version == self.V and not t.flow.n_out), None)
         if sysm.service is None:
-            T = c.mean_latency + max((S / c.bandwidth for S in self.sizes), default=0.0)
+            T = c.mean_latency + max((S / c.bandwidth for S in sizes), default=0.0)
             if src_g is not None:
-                self._count_download(tr, src_g)
+                self._count_download(tr, src_g, sizes)
             yield from self._wait(tr, env.timeout(T))
             return
         evs = []
-        for j, S in enumerate(self.sizes):
+        for j, S in enumerate(sizes):
             if S == 0:
                 continue
             if src_g is not None:
@@ -606,19 +615,19 @@ class OuterLoop:
                 src = None
             for rep in self._live_nodes(tr.group, j):
                 if src is None:
-                    evs.append(env.timeout(c.download_time))
+                    evs.append(env.timeout(c.mean_latency + S / c.bandwidth))
                 else:
                     evs.append(sysm.service.transfer(src, sysm.node_of(rep), S))
         if src_g is not None:
-            self._count_download(tr, src_g)
+            self._count_download(tr, src_g, sizes)
         if not evs:
             return
         self._moving[tr.group] = [e for e in evs if hasattr(e, "callbacks")]
         yield from self._wait(tr, simpy.AllOf(env, evs))
         self._moving.pop(tr.group, None)
 
-    def _count_download(self, tr: GroupTrainer, src_g: int) -> None:
-        for j, S in enumerate(self.sizes):
+    def _count_download(self, tr: GroupTrainer, src_g: int, sizes: list[float]) -> None:
+        for j, S in enumerate(sizes):
             srcs = self._live_nodes(src_g, j)
             if srcs:
                 k = self.system.slot[id(srcs[0])]
