@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from sim.analytic import diloco as D
@@ -121,3 +122,84 @@ def test_overlap_backward_exposes_what_outlasts_the_backward_pass():
     """All-reduce 5 beside a backward pass of 3: 2 exposed; 2 beside 3: none."""
     assert D.overlap_backward_exposed(5.0, 3.0) == 2.0
     assert D.overlap_backward_exposed(2.0, 3.0) == 0.0
+
+
+# --------------------------------------------------------------------------- learning
+
+
+def _problem(M=4, d=6, seed=3):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0.5, 1.5, (M, d)), rng.normal(0.0, 1.0, (M, d))
+
+
+def test_vanilla_mean_is_local_sgd_allreduce_rounds():
+    """P = 1, TAU = 0, outer lr 1: after every H steps the global model equals
+    sim.analytic.learning.training_mean's allreduce protocol with H local steps."""
+    from sim.analytic.learning import training_mean
+
+    a, c = _problem()
+    m = D.diloco_mean(a, c, 0.3, 40, 5, x0=2.0)
+    ref = training_mean("allreduce", a, c, 0.3, 5, 8, x0=2.0)  # (rounds + 1, n, d)
+    np.testing.assert_allclose(m[::5], ref[:, 0, :], rtol=1e-12, atol=1e-12)
+
+
+def test_h_one_is_gradient_descent_on_the_mean_objective():
+    """H = 1: theta' = theta - eta mean_i a_i (theta - c_i) (data parallelism)."""
+    a, c = _problem()
+    m = D.diloco_mean(a, c, 0.2, 5, 1, x0=1.0)
+    th = np.full(a.shape[1], 1.0)
+    for _ in range(5):
+        th = th - 0.2 * (a * (th - c)).mean(axis=0)
+    np.testing.assert_allclose(m[-1], th, rtol=1e-12)
+
+
+def test_long_run_reaches_diloco_fixed_point():
+    """Vanilla DiLoCo tends to sum w c / sum w, w = 1 - (1 - eta a)^H."""
+    from sim.analytic.learning import diloco_fixed_point
+
+    a, c = _problem()
+    m = D.diloco_mean(a, c, 0.3, 4000, 8)
+    np.testing.assert_allclose(m[-1], diloco_fixed_point(a, c, 0.3, 8), rtol=1e-9, atol=1e-12)
+
+
+def test_streaming_mean_matches_noisy_replications():
+    """P = 2 (strided), TAU = 1, mixing 0.5, outer lr 0.7, gradient noise 0.5: the mean of 4000
+    noisy replications (simulated here step by step) agrees with the exact first moment within
+    4 standard errors; a model that applies the outer step at once (TAU = 0) is rejected."""
+    a, c = _problem(M=3, d=4, seed=5)
+    eta, N, H, tau, alpha, mu, sigma, R = 0.2, 12, 4, 1, 0.5, 0.7, 0.5, 4000
+    rng = np.random.default_rng(11)
+    frags = [np.arange(4)[p::2] for p in range(2)]
+    theta = np.zeros((R, 4))
+    x = np.zeros((R, 3, 4))
+    pend = {}
+    for t in range(1, N + 1):
+        x = x - eta * (a * (x - c) + sigma * rng.standard_normal(x.shape))
+        for p, dl in pend.pop(t, []):
+            theta[:, frags[p]] -= mu * dl
+            x[:, :, frags[p]] = alpha * x[:, :, frags[p]] + (1 - alpha) * theta[:, None, frags[p]]
+        if t % (H // 2) == 0:
+            p = (t // (H // 2) - 1) % 2
+            dl = (theta[:, None, frags[p]] - x[:, :, frags[p]]).mean(axis=1)
+            pend.setdefault(min(t + tau, N + 1), []).append((p, dl))
+    for p, dl in pend.pop(N + 1, []):
+        theta[:, frags[p]] -= mu * dl
+    exact = D.diloco_mean(a, c, eta, N, H, fragments=2, order="strided", overlap=tau,
+                          mixing=alpha, outer_lr=mu)[-1]
+    se = theta.std(axis=0, ddof=1) / np.sqrt(R)
+    assert np.all(np.abs(theta.mean(axis=0) - exact) <= 4 * se)
+    wrong = D.diloco_mean(a, c, eta, N, H, fragments=2, order="strided", overlap=0,
+                          outer_lr=mu)[-1]
+    assert np.any(np.abs(theta.mean(axis=0) - wrong) > 4 * se)
+
+
+def test_loss_against_wall_clock_and_time_to_target():
+    """The clock is the time model's (its end is diloco_times' wall time); the loss falls to
+    the target at the first step whose loss is below it."""
+    a, c = _problem()
+    curve = D.loss_vs_wall_clock(a, c, 0.3, 40, 5, 1.0, [3.0], x0=2.0)
+    assert curve.time[-1] == pytest.approx(D.diloco_times(40, 1.0, 5, [3.0]).wall_time)
+    target = curve.loss[20]
+    k = next(i for i, v in enumerate(curve.loss) if v <= target)
+    assert curve.time_to(target) == curve.time[k]
+    assert curve.time_to(-1.0) == math.inf

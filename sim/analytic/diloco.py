@@ -73,6 +73,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from ..errors import check, check_choice, check_int, check_nonnegative, check_positive
 from .network import ring_allreduce_time
@@ -93,6 +96,10 @@ __all__ = [
     "streaming_utilisation",
     "overlap_backward_exposed",
     "bandwidth_for_time",
+    "step_clock",
+    "diloco_mean",
+    "LossCurve",
+    "loss_vs_wall_clock",
 ]
 
 #: Fragment orders of Streaming DiLoCo: consecutive layers, or every P-th layer.
@@ -418,6 +425,42 @@ def diloco_times(steps: int, step_time: float, every: int, sync_times: Sequence[
                        overlapping=overlapping, syncs=n_syncs)
 
 
+def step_clock(steps: int, step_time: float, every: int, sync_times: Sequence[float], *,
+               overlap: int = 0) -> list[float]:
+    """The wall clock at the end of each inner step (and its due syncs), ``N + 1`` values.
+
+    Value ``t`` is when the groups are ready to begin step ``t + 1`` under the
+    recursion of :func:`diloco_times` (``0``: the start; ``N``: the end of the
+    run, every sync waited for). A data-parallel run is ``every = 1`` with its
+    all-reduce as the sync.
+    """
+    N = check_int("steps", steps, low=1)
+    T = check_nonnegative("step_time", step_time)
+    H = check_int("every", every, low=1)
+    tf = [check_nonnegative("sync_times", x) for x in sync_times]
+    tau_steps = check_int("overlap", overlap, low=0)
+    by_step: dict[int, list[int]] = {}
+    for t, p in sync_schedule(N, H, len(tf)):
+        by_step.setdefault(t, []).append(p)
+    clock, out = 0.0, [0.0]
+    pending: dict[int, list[float]] = {}
+    for t in range(1, N + 1):
+        clock += T
+        for f in pending.pop(t, []):
+            clock = max(clock, f)
+        for p in by_step.get(t, []):
+            end = clock + tf[p]
+            if tau_steps == 0:
+                clock = end
+            else:
+                pending.setdefault(min(t + tau_steps, N + 1), []).append(end)
+        if t == N:
+            for f in pending.pop(N + 1, []):
+                clock = max(clock, f)
+        out.append(clock)
+    return out
+
+
 def diloco_utilisation(every: int, step_time: float, sync_time: float) -> float:
     """Steady-state compute utilisation of vanilla DiLoCo.
 
@@ -504,3 +547,185 @@ def bandwidth_for_time(budget: float, groups: int, size: float, latency: float, 
     if b == 0:
         return 0.0
     return b / (X - a) if X > a else math.inf
+
+
+# --------------------------------------------------------------------------- learning
+
+
+def _coordinate_fragments(d: int, fragments: int, order: str) -> list[np.ndarray]:
+    """Coordinates of each fragment: ``d`` coordinates as ``d`` layers of equal size."""
+    check(d % fragments == 0, "fragments", f"a divisor of the dimension ({d})", fragments)
+    idx = np.arange(d)
+    if order == "sequential":
+        return [idx[p * d // fragments:(p + 1) * d // fragments] for p in range(fragments)]
+    return [idx[p::fragments] for p in range(fragments)]
+
+
+def diloco_mean(curvature: Any, optimum: Any, lr: float, steps: int, every: int, *,
+                fragments: int = 1, order: str = "sequential", overlap: int = 0,
+                mixing: float = 0.5, outer_lr: float = 1.0, x0: Any = 0.0) -> np.ndarray:
+    """Exact expected global parameters of (streaming) DiLoCo on separable quadratics.
+
+    Parameters
+    ----------
+    curvature, optimum : array_like, shape (M, d)
+        Group ``i``'s quadratic :math:`f_i(x) = \\frac12 \\sum_k a_{ik} (x_k - c_{ik})^2`.
+    lr : float
+        Inner step size ``eta`` (``eta a < 2``); gradient noise of mean zero
+        does not enter the first moment.
+    steps, every : int
+        ``N`` inner steps, ``H``.
+    fragments, order : int, str
+        ``P`` fragments of the ``d`` coordinates (``P`` dividing ``d``):
+        consecutive or every ``P``-th coordinate (:func:`fragment_sizes` with
+        one coordinate a layer).
+    overlap : int
+        ``TAU``: a fragment's outer step is applied ``TAU`` inner steps after
+        its pseudo-gradient was taken.
+    mixing : float
+        ``alpha`` in [0, 1): with ``TAU > 0`` each group's fragment becomes
+        ``alpha x + (1 - alpha) theta`` when the outer step lands (Streaming
+        DiLoCo's merge, 0.5 in its experiments); with ``TAU = 0`` it is
+        replaced (DiLoCo).
+    outer_lr : float
+        ``mu``: the outer step :math:`\\theta \\leftarrow \\theta - \\mu \\bar\\Delta`
+        (outer SGD; ``mu = 1``: plain averaging, local SGD).
+    x0 : float or array_like, shape (d,)
+        The initial model.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N + 1, d)
+        :math:`E[\\theta_t]` after each inner step (row 0: the start).
+
+    Notes
+    -----
+    Every inner step is affine in the parameters,
+    :math:`x_i \\leftarrow x_i - \\eta a_i (x_i - c_i)`, and so are the outer
+    step and the merge; the expectation passes through them, so the recursion
+    of the means is exact. Fragment ``p``'s pseudo-gradient is taken after the
+    steps of :func:`sync_schedule`, :math:`\\Delta_i = \\theta_p - x_{i,p}`, and
+    applied ``TAU`` steps later (after step ``N`` at the latest). With ``P = 1``,
+    ``TAU = 0`` and ``mu = 1`` this is local SGD's round (H local steps, then the
+    exact mean; :func:`sim.analytic.learning.training_mean` with protocol
+    ``allreduce``), whose fixed point is
+    :func:`sim.analytic.learning.diloco_fixed_point`; ``H = 1`` is gradient
+    descent on the mean objective (data parallelism) [DiLoCo]_ [Streaming]_.
+    """
+    from .learning import check_step_size
+
+    a = np.asarray(curvature, dtype=float)
+    c = np.asarray(optimum, dtype=float)
+    if a.ndim == 1:
+        a, c = a[:, None], c[:, None]
+    check(a.ndim == 2 and a.shape == c.shape, "optimum", f"an array of shape {a.shape}",
+          c.shape)
+    check(bool(np.all(a > 0)), "curvature", "> 0", float(a.min()))
+    eta = check_nonnegative("lr", lr)
+    check_step_size(a, eta)
+    N = check_int("steps", steps, low=1)
+    H = check_int("every", every, low=1)
+    P = check_int("fragments", fragments, low=1)
+    check_choice("order", order, ORDERS)
+    tau = check_int("overlap", overlap, low=0)
+    alpha = float(mixing)
+    check(0.0 <= alpha < 1.0, "mixing", "in [0, 1)", mixing)
+    mu = check_nonnegative("outer_lr", outer_lr)
+    M, d = a.shape
+    frags = _coordinate_fragments(d, P, order)
+    theta = np.broadcast_to(np.asarray(x0, dtype=float), (d,)).astype(float).copy()
+    x = np.tile(theta, (M, 1))
+    by_step: dict[int, list[int]] = {}
+    for t, p in sync_schedule(N, H, P):
+        by_step.setdefault(t, []).append(p)
+    pending: dict[int, list[tuple[int, np.ndarray]]] = {}
+    out = np.empty((N + 1, d))
+    out[0] = theta
+    step = 1.0 - eta * a
+
+    def apply(p: int, delta: np.ndarray) -> None:
+        cols = frags[p]
+        theta[cols] -= mu * delta
+        if tau == 0:
+            x[:, cols] = theta[cols]
+        else:
+            x[:, cols] = alpha * x[:, cols] + (1.0 - alpha) * theta[cols]
+
+    for t in range(1, N + 1):
+        x = step * x + eta * a * c
+        for p, delta in pending.pop(t, []):
+            apply(p, delta)
+        for p in by_step.get(t, []):
+            cols = frags[p]
+            delta = (theta[cols] - x[:, cols]).mean(axis=0)
+            if tau == 0:
+                apply(p, delta)
+            else:
+                pending.setdefault(min(t + tau, N + 1), []).append((p, delta))
+        if t == N:
+            for p, delta in pending.pop(N + 1, []):
+                apply(p, delta)
+        out[t] = theta
+    return out
+
+
+@dataclass(frozen=True)
+class LossCurve:
+    """Loss of the global model against wall clock (see :func:`loss_vs_wall_clock`).
+
+    Attributes
+    ----------
+    time, loss : tuple of float
+        After each inner step (``N + 1`` values, the start first).
+    """
+
+    time: tuple[float, ...]
+    loss: tuple[float, ...]
+
+    def time_to(self, target: float) -> float:
+        """The first wall clock at which the loss is at most ``target`` (inf: never)."""
+        for t, v in zip(self.time, self.loss, strict=True):
+            if v <= target:
+                return t
+        return math.inf
+
+
+def loss_vs_wall_clock(curvature: Any, optimum: Any, lr: float, steps: int, every: int,
+                       step_time: float, sync_times: Sequence[float], *, overlap: int = 0,
+                       order: str = "sequential", mixing: float = 0.5, outer_lr: float = 1.0,
+                       x0: Any = 0.0) -> LossCurve:
+    """The time model joined to the learning model: loss of the global model against wall clock.
+
+    Parameters
+    ----------
+    curvature, optimum, lr, steps, every, overlap, order, mixing, outer_lr, x0
+        As :func:`diloco_mean` (one fragment per entry of ``sync_times``).
+    step_time, sync_times
+        As :func:`step_clock`: the inner step and each fragment's sync time.
+
+    Returns
+    -------
+    LossCurve
+        ``loss[t] = F(E[theta_t]) - F(x*)`` with :math:`F = \\frac1M \\sum_i f_i`
+        and :math:`x^*` its minimiser (:func:`sim.analytic.learning.honest_optimum`),
+        at ``time[t]`` of :func:`step_clock`.
+
+    Notes
+    -----
+    :math:`F(\\theta) - F(x^*) = \\sum_k \\frac{\\bar a_k}{2} (\\theta_k - x^*_k)^2`
+    (``abar`` the mean curvature), evaluated at the exact mean of the
+    parameters; with gradient noise it is the loss of the mean, not the mean
+    loss.
+    """
+    from .learning import honest_optimum
+
+    means = diloco_mean(curvature, optimum, lr, steps, every, fragments=len(sync_times),
+                        order=order, overlap=overlap, mixing=mixing, outer_lr=outer_lr, x0=x0)
+    a = np.asarray(curvature, dtype=float)
+    if a.ndim == 1:
+        a = a[:, None]
+    xs = honest_optimum(curvature, optimum)
+    abar = a.mean(axis=0)
+    loss = (0.5 * abar * (means - xs) ** 2).sum(axis=1)
+    clock = step_clock(steps, step_time, every, sync_times, overlap=overlap)
+    return LossCurve(tuple(float(t) for t in clock), tuple(float(v) for v in loss))
