@@ -311,15 +311,19 @@ def test_quorum_does_not_wait_for_a_rejoining_group(tmp_path):
 
 
 def test_quorum_grace_and_late_merge():
-    """Group 1 at half speed (T = 6), quorum 1, grace 1.5, N = 4: the first outer step goes at
-    6 + 1.5 without it; group 1 reports late at 12 and fetches the missed step (to 14); the
-    next outer step does not wait for it (it is no longer a member) and fires when group 0
-    reports (7.5 + 6); group 1's two steps merge there, in a ring of both that ends at 15.5.
-    Synchronous: 28."""
-    spd = ((1.0, 0.5),)
-    q = _run(_two_groups(steps=4, speeds=spd, sync="diloco:every=2,quorum=1,grace=1.5"))
-    assert q["training_time"] == pytest.approx(15.5)
+    """Three groups, the third at speed 0.8 (T = 3.75), quorum 2, grace 0.5, N = 4: groups 0
+    and 1 report at 6, the outer step fires at 6.5 and its ring of two lasts to 8.5; group 2
+    reports at 7.5, during it: late, its two steps wait for the next outer step while it goes
+    on (fetching the missed step, 2, in the background); groups 0 and 1 report again at 14.5
+    (the members: the round fires at once) and the ring of all three (2 * 2 * (10/3/5)) ends
+    at 17.1667. Synchronous: 2 rounds waiting for group 2, 20.333."""
+    spd = ((1.0, 1.0, 0.8),)
+    base = dict(steps=4, replicas=3, microbatches=3, speeds=spd)
+    q = _run(_two_groups(**base, sync="diloco:every=2,quorum=2,grace=0.5"))
+    ring3 = 2 * 2 * (10 / 3 / 5)
+    assert q["training_time"] == pytest.approx(14.5 + ring3)
     assert q["late_merges"] == 1
-    assert q["goodput_fraction"] == pytest.approx((12 + 12) / (2 * 15.5))
-    s = _run(_two_groups(steps=4, speeds=spd))
-    assert s["training_time"] == pytest.approx(28.0)
+    assert q["outer_downloads"] == 1
+    assert q["goodput_fraction"] == pytest.approx((12 + 12 + 7.5) / (3 * (14.5 + ring3)))
+    s = _run(_two_groups(**base))
+    assert s["training_time"] == pytest.approx(2 * (7.5 + ring3))

@@ -149,14 +149,14 @@ class LearnersConfig:
 
 
 # event kinds (ties at one time: in the order they were scheduled, as SimPy does)
-_ROUND, _FAIL, _LIVE, _REPLACED, _SYNC_END, _DL_END, _TIMER = range(7)
+_ROUND, _FAIL, _LIVE, _REPLACED, _SYNC_END, _DL_END, _TIMER, _FETCH_END = range(8)
 
 
 class _Learner:
     __slots__ = ("g", "repl", "dl", "up", "down", "version", "member", "reported", "round",
                  "start", "pend_steps", "pend_compute", "late", "fail_ev", "round_ev",
                  "dl_ev", "state", "compute", "merged", "lost", "downloads", "steps_plan",
-                 "dl_late")
+                 "dl_late", "fetch_ev", "fetch_wait")
 
     def __init__(self, g: int) -> None:
         self.g = g
@@ -180,6 +180,8 @@ class _Learner:
         self.downloads = 0
         self.steps_plan: np.ndarray | None = None
         self.dl_late = False
+        self.fetch_ev: int | None = None  # a late learner's background fetch
+        self.fetch_wait = False  # ... waiting for the outer step in progress
 
 
 class _Engine:
@@ -298,8 +300,11 @@ class _Engine:
 
     # -- the outer loop (the DES's round mode) ----------------------------------------
     def _report(self, x: _Learner) -> None:
-        if x.round == self.V and not self.fired and (x.g in self.members
-                                                      or self.c.quorum is not None):
+        if self.c.quorum is not None:  # on its own clock: any open round takes its report
+            on_time = not self.fired
+        else:
+            on_time = x.round == self.V and not self.fired and x.g in self.members
+        if on_time:
             x.state = "reported"
             self.reported[x.g] = self.now
             self._check_fire()
@@ -309,7 +314,23 @@ class _Engine:
         if x.late is not None:
             books = (books[0] + x.late[0], books[1] + x.late[1])
         x.late = books
-        self._rejoin(x, late=True)
+        # it goes on at once; the outer steps it missed come in the background
+        if x.fetch_ev is None and not x.fetch_wait:
+            if self.busy:
+                x.fetch_wait = True
+            else:
+                self._start_fetch(x)
+        self._begin_round(x)
+
+    def _start_fetch(self, x: _Learner) -> None:
+        c = self.c
+        x.fetch_wait = False
+        if x.version == self.V:
+            return
+        x.downloads += 1
+        pay = AD.payload_size(c.size, bits=c.bits, value_bits=c.value_bits)
+        T = c.latency + ((self.V - x.version) * pay / c.bandwidth if pay else 0.0)
+        x.fetch_ev = self.push(self.now + T, _FETCH_END, x.g)
 
     def _alive(self) -> list[int]:
         return [g for g in self.members if not self.L[g].down]
@@ -387,6 +408,8 @@ class _Engine:
             elif x.state == "wait_end":
                 x.version = self.V
                 self._join(x)
+            if x.fetch_wait:
+                self._start_fetch(x)
 
     def _lost(self, x: _Learner) -> None:
         """``x`` went down: it leaves its round; its unmerged steps are lost."""
@@ -400,6 +423,9 @@ class _Engine:
         x.round_ev = None
         self.cancel(x.dl_ev)
         x.dl_ev = None
+        self.cancel(x.fetch_ev)
+        x.fetch_ev = None
+        x.fetch_wait = False
         x.down = True
         x.lost += x.pend_compute * n
         x.pend_steps, x.pend_compute = 0, 0.0
@@ -488,6 +514,11 @@ class _Engine:
                 self._sync_end(*data)
             elif kind == _DL_END:
                 self._dl_end(self.L[g])
+            elif kind == _FETCH_END:
+                x = self.L[g]
+                x.fetch_ev = None
+                if not x.down:
+                    x.version = self.V
             elif kind == _TIMER:
                 if data == self.V and not self.fired:
                     self._fire()
@@ -528,12 +559,12 @@ def learners_model(config: LearnersConfig, streams: Streams) -> dict[str, float]
 #: 419 unexpected interruptions in 54 days on 16,384 H100 GPUs (Dubey et al.,
 #: "The Llama 3 herd of models", arXiv:2407.21783, section 3.3.4):
 #: 54 * 86400 * 16384 / 419 = 1.82e8 s a GPU; the model is 100B parameters at
-#: 2 bytes (bf16); 10 Gbit/s (1.25e9 bytes/s) of WAN a learner and 0.1 s
+#: 2 bytes (bf16); 100 Gbit/s (1.25e10 bytes/s) of WAN a learner and 0.1 s
 #: between learners, 4-bit payloads (Streaming DiLoCo's); the replacement
 #: (600 s), a chip's weight fetch (60 s) and the 1 s inner step are inputs
 #: of this scale point, not measurements.
 SCALE_POINT = dict(learners=40, chips=25_000, step_time=1.0, every=100, size=2e11,
-                   bandwidth=1.25e9, latency=0.1, bits=4, mtbf=54 * 86400 * 16384 / 419,
+                   bandwidth=1.25e10, latency=0.1, bits=4, mtbf=54 * 86400 * 16384 / 419,
                    replace_time=600.0, chip_download=60.0)
 
 

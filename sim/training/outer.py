@@ -49,8 +49,10 @@ does not wait for it (it is not a member).
 * Quorum: a group that has not reported when its round fires is late; it
   finishes its ``H`` steps, keeps that pseudo-gradient to be merged at the
   next outer step (its nodes join that all-reduce, weighted by the steps it
-  holds), downloads the outer steps it missed (their payloads, at ``bits``)
-  and goes on with the round in progress.
+  holds) and goes on at once with its next ``H`` steps, fetching the outer
+  steps it missed (their payloads, at ``bits``) in the background. With a
+  quorum every report that comes while a round is open counts (groups run
+  on their own clocks).
 
 The all-reduce of a pseudo-gradient of stage ``j`` (its part ``S`` of the
 fragment; node totals, ``value_bits`` a value): with a network, node ``i``
@@ -206,8 +208,13 @@ class GroupTrainer(StepTrainer):
     def run(self):
         """Inner steps until the outer loop is done; losses and rejoins per the outer loop."""
         env, o = self.env, self.outer
-        self.active = True
         need = False
+        if o.failures and self.flow.n_out:  # down at the start: every stage live, then join
+            self.down = True
+            self._live_ev = env.event()
+            yield self._live_ev
+            need = True
+        self.active = True
         while not o.finished:
             try:
                 if need:
@@ -306,6 +313,7 @@ class OuterLoop:
         self.wan = np.zeros(sum(len(t.flow.replicas) for t in s.trainers))
         self.intra = np.zeros_like(self.wan)
         self._moving: dict[int, list[Any]] = {}  # downloads in flight, per group
+        self._fetching: dict[int, Any] = {}  # late groups' background fetches
 
     # -- shared pieces ---------------------------------------------------------------
     def start(self) -> None:
@@ -452,17 +460,35 @@ class OuterLoop:
     def _report(self, tr: GroupTrainer):
         g, r = tr.group, self.round
         n = tr.k // self.H - 1
-        if r is not None and n == r.key and not r.fired and (
-                g in r.members or self.spec.quorum is not None):
+        if self.spec.quorum is not None:  # on its own clock: any open round takes its report
+            on_time = r is not None and not r.fired
+        else:
+            on_time = r is not None and n == r.key and not r.fired and g in r.members
+        if on_time:
             r.reported[g] = self.env.now
             self._check_fire()
             yield from self._wait(tr, r.done)
             return
-        # late (quorum): its round went on without it; its steps merge at the next outer step
+        # late (quorum): the outer step fired without it; its steps merge at the next one,
+        # and it fetches the outer steps it missed in the background while it goes on
         books = tr.take()
         tr.late = books if tr.late is None else [a + b for a, b in zip(books, tr.late,
                                                                          strict=True)]
-        yield from self.rejoin(tr, late=True)
+        proc = self._fetching.get(g)
+        if proc is None or not proc.is_alive:
+            self._fetching[g] = self.env.process(self._fetch_behind(tr))
+
+    def _fetch_behind(self, tr: GroupTrainer):
+        """A late group's fetch of the outer steps it missed, beside its inner steps."""
+        try:
+            while self.busy is not None:
+                yield self.busy
+            if tr.version != self.V:
+                yield from self._download(tr, missed=self.V - tr.version, blocking=False)
+                if not tr.down:
+                    tr.version = self.V
+        except simpy.Interrupt:
+            return
 
     def _check_fire(self) -> None:
         r = self.round
@@ -544,6 +570,9 @@ class OuterLoop:
             tr.lost_work += tr.late[1] * tr.workers
             tr.late = None
         self.waiting.discard(tr.group)
+        proc = self._fetching.pop(tr.group, None)
+        if proc is not None and proc.is_alive:
+            proc.interrupt(_GroupDown(tr.group, -1, self.env.now))
         for ev in self._moving.pop(tr.group, []):
             if not ev.triggered:
                 self.system.service.cancel(ev)
@@ -585,7 +614,7 @@ class OuterLoop:
         tr.k = self.V * self.H
         tr.member = True
 
-    def _download(self, tr: GroupTrainer, missed: int | None = None):
+    def _download(self, tr: GroupTrainer, missed: int | None = None, blocking: bool = True):
         """Every live replica of ``tr``'s group fetches, across the WAN tier, its stage's
         parameters (``missed`` None) or the payloads of the ``missed`` outer steps."""
         env, c, sysm = self.env, self.c, self.system
@@ -601,7 +630,10 @@ class OuterLoop:
             T = c.mean_latency + max((S / c.bandwidth for S in sizes), default=0.0)
             if src_g is not None:
                 self._count_download(tr, src_g, sizes)
-            yield from self._wait(tr, env.timeout(T))
+            if blocking:
+                yield from self._wait(tr, env.timeout(T))
+            else:
+                yield env.timeout(T)
             return
         evs = []
         for j, S in enumerate(sizes):
@@ -623,7 +655,10 @@ class OuterLoop:
         if not evs:
             return
         self._moving[tr.group] = [e for e in evs if hasattr(e, "callbacks")]
-        yield from self._wait(tr, simpy.AllOf(env, evs))
+        if blocking:
+            yield from self._wait(tr, simpy.AllOf(env, evs))
+        else:
+            yield simpy.AllOf(env, evs)
         self._moving.pop(tr.group, None)
 
     def _count_download(self, tr: GroupTrainer, src_g: int, sizes: list[float]) -> None:
