@@ -22,7 +22,8 @@ Four parts, one experiment (``part`` of each point):
     rate), with and without step-time noise (lognormal, sigma 0.3); and on the
     training DES under two real preemption traces (AWS p3 spot instances,
     ``aws-p3``; GCP A100 preemptible VMs, ``gcp-a100``), each replication
-    from a random offset of the looped trace.
+    from a random offset of the looped trace (the same offsets for both
+    variants: common random numbers).
 ``learning``
     Loss of the global model against wall clock for each method at one
     bandwidth (the exact first moment on heterogeneous quadratics,
@@ -119,9 +120,10 @@ def _points() -> list[dict[str, Any]]:
             for sigma in (0.0, 0.3):
                 pts.append({"part": "goodput", "failure_factor": f, "sync": sync,
                             "step_sigma": sigma})
-    for trace in TRACES:
-        for sync in ("synchronous", "quorum"):
-            pts.append({"part": "trace", "trace": trace, "sync": sync, "replications": 10})
+    for k, trace in enumerate(TRACES):
+        for sync in ("synchronous", "quorum"):  # common random numbers: one seed a trace
+            pts.append({"part": "trace", "trace": trace, "sync": sync, "replications": 10,
+                        "seed_offset": 1 + k})
     for meth in METHODS:
         pts.append({"part": "learning", "method": meth, "replications": 1})
     return pts
@@ -129,7 +131,7 @@ def _points() -> list[dict[str, Any]]:
 
 BASE = {"part": "bandwidth", "model": "10B", "method": "diloco", "target": 0.95,
         "failure_factor": 1, "sync": "synchronous", "step_sigma": 0.0, "days": 1.0,
-        "trace_steps": 2000, "trace": "aws-p3"}
+        "trace_steps": 6000, "trace": "aws-p3"}
 POINTS = _points()
 REPLICATIONS = 3
 SEED = 37
@@ -204,7 +206,7 @@ def _des(method: str, params: float, *, bandwidth: float = math.inf, network: An
     else:
         kw.update(network=network)
     cfg = TrainingConfig(**kw)
-    out = training_model(cfg, Streams(seed).replication(0))
+    out = training_model(cfg, Streams(seed).replication(0), figures=True)
     pred = predictions("training", cfg, ["compute_utilisation"])["compute_utilisation"]["value"]
     return {"des_utilisation": out["compute_utilisation"],
             "exact_run_utilisation": math.nan if pred is None else pred,
@@ -229,7 +231,8 @@ def _goodput(p: dict[str, Any], streams: Streams) -> dict[str, Any]:
 def _trace(p: dict[str, Any], streams: Streams) -> dict[str, Any]:
     """8 zones of 2 pipeline stages (16 workers on the trace's slots: aws-p3 has 32,
     gcp-a100 64), 10B model, 4-bit DiLoCo at 100 Gbit/s, each replication from a random
-    offset of the looped trace (trace seconds = simulated seconds)."""
+    offset of the looped trace (trace seconds = simulated seconds), the up slots uniform
+    given the trace's count (policy ``random``)."""
     from sim.traces import TraceReplay
     from sim.training import TrainingConfig, training_model
 
@@ -239,7 +242,8 @@ def _trace(p: dict[str, Any], streams: Streams) -> dict[str, Any]:
     cfg = TrainingConfig(stages=2, replicas=8, microbatches=8, steps=p["trace_steps"],
                          forward_time=T / 6.0, backward_ratio=2.0, param_size=params,
                          bandwidth=100e9 / 8, latency=LATENCY, sync=sync,
-                         failure_trace=TraceReplay(p["trace"], resample="offset", loop=True))
+                         failure_trace=TraceReplay(p["trace"], policy="random",
+                                                   resample="offset", loop=True))
     out = training_model(cfg, streams)
     return {"goodput_fraction": out["goodput_fraction"],
             "compute_utilisation": out["compute_utilisation"],

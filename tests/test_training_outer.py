@@ -91,7 +91,7 @@ def event_model(*, M, k, L, N, H, P, order, TAU, bits, topk, size, step, compute
 
 
 def _run(cfg, seed=1):
-    return training_model(cfg, Streams(seed).replication(0))
+    return training_model(cfg, Streams(seed).replication(0), figures=True)
 
 
 def _random_case(rng):

@@ -690,7 +690,9 @@ def run(args: argparse.Namespace) -> int:
         out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)
     if build is not None:
         _plan_payload(build, out, args.explain)
-        pred = _plan_closed_form(args, build)
+        # (issue 37) the plan's closed form times a data-parallel step; a DiLoCo run's groups
+        # all-reduce among fewer replicas: none then
+        pred = {} if cfg.sync.startswith("diloco") else _plan_closed_form(args, build)
         for key, metric in PREDICTED.items():
             p = pred.get(metric)
             if p is not None and p["value"] is not None:

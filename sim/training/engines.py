@@ -83,7 +83,7 @@ class TrainingDES(Engine):
         return Applies(True, "the training DES answers every configuration")
 
     def run(self, config: Any, streams: Any) -> dict[str, Any]:
-        return training_model(config, streams)
+        return training_model(config, streams, figures=True)
 
 
 def _speed_one(c: Any) -> float | None:

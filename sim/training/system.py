@@ -306,7 +306,9 @@ class TrainingSystem:
         }
         for k in LOST_CAUSES:
             out[f"lost_{k}"] = float(flow.lost[k])  # a plain float (was numpy's at times)
-        # (issue 37) the figures every run reports: compute utilisation, bytes sent
+        if not getattr(self, "figures", False):
+            return out
+        # (issue 37) the figures dtsim train reports: compute utilisation, bytes sent
         if self.schedule.step_barrier:
             cu = tr.compute_time / wall if wall > 0 else nan
         else:  # no step barrier: no sync phase, the whole run computes
@@ -318,7 +320,8 @@ class TrainingSystem:
         return out
 
 
-def training_model(config: TrainingConfig, streams: Streams) -> dict[str, float]:
+def training_model(config: TrainingConfig, streams: Streams, *,
+                   figures: bool = False) -> dict[str, float]:
     """One replication of the training system as flat metrics (a model for ``replicate``).
 
     Returns
@@ -352,9 +355,15 @@ def training_model(config: TrainingConfig, streams: Streams) -> dict[str, float]
         charged per re-queued pass (``reroute``); microbatch time waiting at
         out stages (``stall``); wall time rolled back and spent restarting
         (``restart``) and checkpointing (``checkpoint``).
+
+    With ``figures`` (what ``dtsim train``'s DES engine asks) the run also
+    reports :data:`FIGURES` (:func:`figures`); a DiLoCo run always does, with
+    :data:`sim.training.outer.DILOCO_METRICS`.
     """
     if config.sync.startswith("diloco"):  # (issue 37) DiLoCo's groups and outer loop
         from .outer import diloco_model
 
         return diloco_model(config, streams)
-    return TrainingSystem(config, streams).run()
+    system = TrainingSystem(config, streams)
+    system.figures = figures  # (issue 37) FIGURES too, as dtsim train's engine asks
+    return system.run()
