@@ -11,7 +11,6 @@ from sim.engines import predictions
 from sim.errors import ConfigError
 from sim.rng import Streams
 from sim.training import TrainingConfig, training_model
-from sim.training.sync import parse_sync
 
 # --------------------------------------------------------------------------- the test's model
 # A separate, small model of the same rules, written here from the rules (not the engine's
@@ -134,7 +133,7 @@ def _random_case(rng):
                          schedule="gpipe" if L == 1 else "1f1b", forward_time=f,
                          backward_ratio=ratio, param_size=size, bandwidth=bw, latency=lat,
                          speeds=spd, sync=sync)
-    spec = parse_sync(cfg.sync)
+    spec = cfg.diloco
     model = event_model(M=M, k=k, L=L, N=N, H=H, P=P, order=spec.order, TAU=TAU, bits=bits,
                         topk=topk, size=size, step=step, compute=compute, bw=bw, lat=lat)
     return cfg, model

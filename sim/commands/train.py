@@ -593,7 +593,7 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         "bytes_unit": "size units of --param-size (a plan's: bytes)",
     })
     if diloco:
-        spec = cfg.sync_spec
+        spec = cfg.diloco
         out["sync"] = cfg.sync
         out["groups"] = spec.groups or cfg.replicas[0]
         out.update({k: est[k].mean for k in DILOCO_METRICS})

@@ -830,8 +830,8 @@ class TrainingConfig:
 
     def _check_diloco(self) -> None:
         """(issue 37) DiLoCo's outer loop: what it runs on, and the groups it cuts."""
-        spec = self.sync_spec
-        if not spec.is_diloco:
+        spec = self.diloco
+        if spec is None:
             check(self.value_bits == 16, "value_bits", "16 (the default) unless sync is diloco "
                   "(it sets the size of a payload of bits/value_bits)", self.value_bits)
             return
@@ -846,6 +846,16 @@ class TrainingConfig:
         from .sync import parse_sync
 
         return parse_sync(self.sync)
+
+    @property
+    def diloco(self) -> Any:
+        """(issue 37) The :class:`sim.training.sync.DilocoSync` view of a DiLoCo ``sync``,
+        else None."""
+        if not self.sync.startswith("diloco"):
+            return None
+        from .sync import DilocoSync
+
+        return DilocoSync.of(self.sync)
 
     @property
     def framework(self) -> bool:

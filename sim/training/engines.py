@@ -639,7 +639,7 @@ class DilocoReference(Reference):
         from ..engines import predictions
         from .outer import group_config
 
-        spec = c.sync_spec
+        spec = c.diloco
         M = spec.groups or c.replicas[0]
         gc = group_config(c, M, 0)
         pred = predictions("training", gc)
@@ -673,7 +673,7 @@ class DilocoReference(Reference):
         from ..analytic import diloco as AD
         from .outer import fragment_stage_sizes
 
-        spec = c.sync_spec
+        spec = c.diloco
         M = spec.groups or c.replicas[0]
         k = c.replicas[0] // M
         gc, pred = self._group(c)  # type: ignore[misc]

@@ -123,7 +123,7 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
     if c.failures or spec.quorum is not None:
         check(vanilla, "sync", "diloco with fragments=1 and overlap=0 when workers can fail "
               "or with a quorum (the failure and quorum rules are vanilla DiLoCo's rounds)",
-              spec.text)
+              c.sync)
     if c.failures and c.framework:
         check(c.pass_time_distribution == "deterministic", "pass_time_distribution",
               "deterministic", c.pass_time_distribution)
@@ -692,7 +692,7 @@ class DilocoSystem:
         from .system import build_failures, draw_speeds
 
         c = self.config = config
-        self.spec = spec = c.sync_spec
+        self.spec = spec = c.diloco
         env = self.env = simpy.Environment()
         self.M = M = _groups(c, spec)
         r = c.replicas[0]
@@ -867,7 +867,7 @@ class DilocoSystem:
             "outer_downloads": float(sum(tr.downloads for tr in trs)),
             "late_merges": float(o.late_merges),
         })
-        return out
+        return {k: float(v) for k, v in out.items()}  # plain floats (a trace's times are numpy's)
 
     def _inner_bytes(self) -> np.ndarray:
         """Each worker's bytes sent by the groups' own (inner) all-reduces."""

@@ -1,93 +1,171 @@
-"""How the replicas synchronise: the ``--sync KIND[:key=value,...]`` grammar and its values.
+"""How the replicas synchronise: ``--sync KIND[:key=value,...]``.
 
-``TrainingConfig.sync`` holds the canonical text (values only: the config's
-hash is the same in every process); :func:`parse_sync` turns it into a frozen
-:class:`SyncSpec` (or a subclass of it for a kind with options), refusing bad
-input in one line. Kinds:
+:func:`parse_sync` reads the text (``TrainingConfig.sync`` holds its canonical
+form, :attr:`SyncSpec.text`) into a frozen :class:`SyncSpec`. The grammar is a
+kind, then optional ``key=value`` pairs after a colon, comma-separated; each
+kind's keys, their readers and defaults are one row of :data:`KINDS`, and a
+kind's rules between keys one entry of :data:`CHECKS` (the same shape as
+helper adapter's table for ``allreduce``, issue 34, so the two merge as rows):
 
 ``allreduce``
-    every step ends with the ring all-reduce of the gradients among the
-    replicas of each stage that took part (today's behaviour).
+    The ring all-reduce of each stage's gradients among its replicas at the
+    end of a step (the default; no keys here).
 ``none``
-    no synchronisation.
-``diloco:every=H[,fragments=P][,order=sequential|strided][,overlap=TAU][,bits=B][,topk=F][,groups=M][,quorum=K][,grace=W][,layers=N]``
-    DiLoCo across zones (:mod:`sim.training.outer`): the replicas of each
-    stage are cut into ``M`` groups (default: one a pipeline); each group
-    takes its inner steps as today (its own pipeline and data-parallel
-    all-reduce) and every ``H`` inner steps the groups all-reduce their
-    pseudo-gradients; see :class:`DilocoSync`.
+    No synchronisation (no keys).
+``diloco``
+    DiLoCo's outer loop across groups of pipelines (:mod:`sim.training.outer`;
+    :class:`DilocoSync` is its typed view). Keys: ``every`` (``H``, required),
+    ``fragments`` (``P``, a divisor of ``H``; 1), ``order``
+    (``sequential``/``strided``), ``overlap`` (``TAU`` in ``[0, H)``; 0),
+    ``bits`` (32, 16, 8, 4; 16), ``topk`` (a fraction in (0, 1]; unset),
+    ``groups`` (``M``; one group a pipeline), ``quorum`` (``K <= groups``;
+    unset: synchronous), ``grace`` (``W >= 0``, only with ``quorum``; 0),
+    ``layers`` (for the fragments; ``lcm(L, P)``).
 
-Canonical text: the kind, then the options that differ from their defaults,
-in the order above (``diloco:every=50,bits=4``).
+A key a kind does not have, a value its reader refuses, a key given twice or
+a rule between keys broken is one line naming ``sync``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
 from ..analytic.diloco import ORDERS, PAYLOAD_BITS
-from ..errors import ConfigError, check, check_choice, check_int, check_nonnegative
+from ..errors import ConfigError
 
-__all__ = ["SYNC_KINDS", "SyncSpec", "DilocoSync", "parse_sync"]
+__all__ = ["KINDS", "CHECKS", "SyncSpec", "DilocoSync", "parse_sync"]
 
-#: Sync kinds of ``--sync``.
-SYNC_KINDS = ("allreduce", "none", "diloco")
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
+    def read(key: str, text: str) -> str:
+        if text not in options:
+            raise ConfigError("sync", f"{key} in ({', '.join(options)})", text)
+        return text
+    return read
+
+
+def _integer(low: int) -> Callable[[str, str], int]:
+    def read(key: str, text: str) -> int:
+        try:
+            x = int(text)
+        except ValueError:
+            raise ConfigError("sync", f"{key} an integer >= {low}", text) from None
+        if x < low:
+            raise ConfigError("sync", f"{key} an integer >= {low}", text)
+        return x
+    return read
+
+
+def _bits(key: str, text: str) -> int:
+    if text not in tuple(map(str, PAYLOAD_BITS)):
+        raise ConfigError("sync", f"{key} in ({', '.join(map(str, PAYLOAD_BITS))})", text)
+    return int(text)
+
+
+def _fraction(key: str, text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and 0 < x <= 1):
+        raise ConfigError("sync", f"{key} in (0, 1]", text)
+    return x
+
+
+def _nonnegative(key: str, text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x >= 0):
+        raise ConfigError("sync", f"{key} a finite number >= 0", text)
+    return x
+
+
+#: kind -> key -> (reader of the value's text, default). A default of None: unset.
+KINDS: dict[str, dict[str, tuple[Callable[[str, str], Any], Any]]] = {
+    "allreduce": {},
+    "none": {},
+    "diloco": {
+        "every": (_integer(1), None), "fragments": (_integer(1), 1),
+        "order": (_choice(ORDERS), "sequential"), "overlap": (_integer(0), 0),
+        "bits": (_bits, 16), "topk": (_fraction, None), "groups": (_integer(1), None),
+        "quorum": (_integer(1), None), "grace": (_nonnegative, 0.0),
+        "layers": (_integer(1), None),
+    },
+}
+
+
+def _check_diloco(values: dict[str, Any], text: str) -> None:
+    """DiLoCo's rules between keys (each one line naming ``sync``)."""
+    H = values["every"]
+    if H is None:
+        raise ConfigError("sync", "diloco with every=H (inner steps between outer syncs)", text)
+    if H % values["fragments"]:
+        raise ConfigError("sync", f"fragments dividing every ({H})", values["fragments"])
+    if values["overlap"] >= H:
+        raise ConfigError("sync", f"overlap below every ({H})", values["overlap"])
+    q, g = values["quorum"], values["groups"]
+    if q is not None and g is not None and q > g:
+        raise ConfigError("sync", f"quorum at most groups ({g})", q)
+    if q is None and values["grace"] != 0:
+        raise ConfigError("sync", "grace 0 without quorum", values["grace"])
+
+
+#: kind -> its rules between keys, given the values (defaults filled) and the text.
+CHECKS: dict[str, Callable[[dict[str, Any], str], None]] = {"diloco": _check_diloco}
 
 
 @dataclass(frozen=True)
 class SyncSpec:
-    """A parsed ``sync`` value: its kind (options, for a kind with options, on a subclass)."""
-
-    kind: str = "allreduce"
-
-    @property
-    def text(self) -> str:
-        """The canonical spec text (what ``TrainingConfig.sync`` holds)."""
-        return self.kind
-
-    @property
-    def is_diloco(self) -> bool:
-        """Whether this is DiLoCo's outer loop (:class:`DilocoSync`)."""
-        return False
-
-
-@dataclass(frozen=True)
-class DilocoSync(SyncSpec):
-    """``diloco:every=H,...``: DiLoCo's outer loop across groups (values, validated).
+    """A parsed ``--sync`` (values only): the kind and every key of its row with its value.
 
     Attributes
     ----------
-    every : int
-        ``H``: inner steps between two syncs of the same fragment (>= 1).
-    fragments : int
-        ``P`` fragments of the model, one synchronised every ``H / P`` inner
-        steps (a divisor of ``H``; 1: vanilla DiLoCo).
-    order : {"sequential", "strided"}
-        Fragment ``p`` holds consecutive layers or every ``P``-th layer
-        (:func:`sim.analytic.diloco.fragment_sizes`).
-    overlap : int
-        ``TAU``: inner steps a fragment's sync runs beside before it is
-        applied (``0 <= TAU < H``; 0: the groups wait for it).
-    bits : int
-        Payload precision, one of 32, 16, 8, 4 (at most ``value_bits``).
-    topk : float or None
-        Fraction of the values sent (with 32-bit indices, all-gathered).
-    groups : int or None
-        ``M`` groups (None: one a pipeline, ``M = r``).
-    quorum : int or None
-        ``K``: an outer step goes on once ``K`` groups of the round have
-        reported and either all have or ``grace`` has passed since the ``K``-th
-        (None: synchronous, wait for every group that is up).
-    grace : float
-        ``W`` (>= 0, time units), with ``quorum``.
-    layers : int or None
-        Layers of the model for the fragments (default ``lcm(L, P)``).
+    kind : str
+    params : tuple of (str, value)
+        Every key of the kind, in the row's order, with its given or default value.
     """
 
-    kind: str = "diloco"
-    every: int = 1
+    kind: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def __getitem__(self, key: str) -> Any:
+        for k, v in self.params:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key``, or ``default`` when the kind has no such key."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    @property
+    def text(self) -> str:
+        """The canonical text: the kind, then the keys that differ from their defaults."""
+        row = KINDS[self.kind]
+        given = [f"{k}={_fmt(v)}" for k, v in self.params if v != row[k][1]]
+        return self.kind + (":" + ",".join(given) if given else "")
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return repr(int(v)) if v.is_integer() and abs(v) < 1e16 else repr(v)
+    return str(v)
+
+
+@dataclass(frozen=True)
+class DilocoSync:
+    """The typed view of a ``diloco`` :class:`SyncSpec` (see :data:`KINDS` for the keys)."""
+
+    every: int
     fragments: int = 1
     order: str = "sequential"
     overlap: int = 0
@@ -98,102 +176,61 @@ class DilocoSync(SyncSpec):
     grace: float = 0.0
     layers: int | None = None
 
-    def __post_init__(self) -> None:
-        H = check_int("every", self.every, low=1)
-        P = check_int("fragments", self.fragments, low=1)
-        check(H % P == 0, "fragments", f"a divisor of every ({H})", P)
-        check_choice("order", self.order, ORDERS)
-        check_int("overlap", self.overlap, low=0, high=H - 1)
-        b = check_int("bits", self.bits)
-        check(b in PAYLOAD_BITS, "bits", "one of " + ", ".join(map(str, PAYLOAD_BITS)), b)
-        if self.topk is not None:
-            check(isinstance(self.topk, (int, float)) and not isinstance(self.topk, bool)
-                  and 0 < self.topk <= 1, "topk", "in (0, 1]", self.topk)
-            object.__setattr__(self, "topk", float(self.topk))
-        if self.groups is not None:
-            check_int("groups", self.groups, low=1)
-        if self.quorum is not None:
-            check_int("quorum", self.quorum, low=1)
-            if self.groups is not None:
-                check(self.quorum <= self.groups, "quorum", f"at most groups ({self.groups})",
-                      self.quorum)
-        g = check_nonnegative("grace", self.grace)
-        check(math.isfinite(g), "grace", "finite", self.grace)
-        object.__setattr__(self, "grace", float(g))
-        check(self.quorum is not None or g == 0.0, "grace", "0 without quorum", self.grace)
-        if self.layers is not None:
-            check_int("layers", self.layers, low=1)
-
-    @property
-    def is_diloco(self) -> bool:
-        return True
+    @classmethod
+    def of(cls, spec: SyncSpec | str) -> DilocoSync:
+        """The view of ``spec`` (a SyncSpec or its text) of kind ``diloco``."""
+        spec = parse_sync(spec)
+        if spec.kind != "diloco":
+            raise ConfigError("sync", "diloco:every=H,... here", spec.text)
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in spec.params if k in names})
 
     @property
     def text(self) -> str:
-        parts = []
-        for f in fields(self):
-            if f.name == "kind":
-                continue
-            v = getattr(self, f.name)
-            if f.name == "every" or v != f.default:
-                parts.append(f"{f.name}={_fmt(v)}")
-        return "diloco:" + ",".join(parts)
+        """The canonical text of the spec this view shows."""
+        return parse_sync("diloco:" + ",".join(
+            f"{f.name}={_fmt(getattr(self, f.name))}" for f in fields(self)
+            if getattr(self, f.name) is not None)).text
 
 
-def _fmt(v: Any) -> str:
-    return repr(v) if isinstance(v, float) else str(v)
+@functools.lru_cache(maxsize=256)
+def _parse(text: str) -> SyncSpec:
+    kind, _, rest = text.partition(":")
+    kind = kind.strip()
+    if kind not in KINDS:
+        raise ConfigError("sync", f"KIND[:key=value,...] with KIND one of {', '.join(KINDS)}",
+                          text)
+    row = KINDS[kind]
+    values: dict[str, Any] = {}
+    for item in (x.strip() for x in rest.split(",")) if rest.strip() else ():
+        key, eq, val = item.partition("=")
+        key, val = key.strip(), val.strip()
+        if not eq or not key or not val:
+            raise ConfigError("sync", "KIND[:key=value,...] (each option key=value)", text)
+        if key not in row:
+            keys = f"({', '.join(row)})" if row else "(it has none)"
+            raise ConfigError("sync", f"a key of {kind} {keys}", key)
+        if key in values:
+            raise ConfigError("sync", "each key once", key)
+        values[key] = row[key][0](key, val)
+    full = {k: values.get(k, d) for k, (_r, d) in row.items()}
+    check = CHECKS.get(kind)
+    if check is not None:
+        check(full, text)
+    return SyncSpec(kind, tuple(full.items()))
 
 
-#: Options of each kind with options: key -> converter of its text.
-_INT_KEYS = ("every", "fragments", "overlap", "bits", "groups", "quorum", "layers")
-_FLOAT_KEYS = ("topk", "grace")
-
-
-def _value(kind: str, key: str, text: str) -> Any:
-    if key in _INT_KEYS:
-        try:
-            return int(text)
-        except ValueError:
-            raise ConfigError(key, "an integer", text) from None
-    if key in _FLOAT_KEYS:
-        try:
-            v = float(text)
-        except ValueError:
-            raise ConfigError(key, "a number", text) from None
-        check(math.isfinite(v), key, "a finite number", text)
-        return v
-    return text
-
-
-def parse_sync(value: Any) -> SyncSpec:
-    """The :class:`SyncSpec` of a ``sync`` value (spec text, or a SyncSpec kept as it is).
+def parse_sync(text: Any) -> SyncSpec:
+    """The :class:`SyncSpec` of ``text`` (``KIND[:key=value,...]``; a SyncSpec is returned as is).
 
     Raises
     ------
     ConfigError
-        One line: an unknown kind, an option the kind does not have, a value
-        that breaks its rule, a missing ``every``.
+        Naming ``sync``: an unknown kind or key, a malformed option, a value
+        its key refuses, a key given twice, a rule between keys broken.
     """
-    if isinstance(value, SyncSpec):
-        return value
-    check(isinstance(value, str) and value.strip() != "", "sync",
-          "a kind (" + ", ".join(SYNC_KINDS) + ") with options KIND[:key=value,...]", value)
-    text = value.strip()
-    kind, _, rest = text.partition(":")
-    kind = kind.strip()
-    check_choice("sync", kind, SYNC_KINDS)
-    if kind != "diloco":
-        check(rest.strip() == "", "sync", f"{kind} without options", text)
-        return SyncSpec(kind)
-    keys = [f.name for f in fields(DilocoSync) if f.name != "kind"]
-    opts: dict[str, Any] = {}
-    for item in (x for x in rest.split(",") if x.strip()) if rest.strip() else ():
-        key, eq, val = item.partition("=")
-        key = key.strip()
-        check(eq == "=" and key != "" and val.strip() != "", "sync",
-              "diloco options as key=value", item)
-        check(key in keys, "sync", "diloco options among " + ", ".join(keys), key)
-        check(key not in opts, "sync", "each diloco option once", key)
-        opts[key] = _value(kind, key, val.strip())
-    check("every" in opts, "sync", "diloco with every=H (inner steps between outer syncs)", text)
-    return DilocoSync(**opts)
+    if isinstance(text, SyncSpec):
+        return text
+    if not isinstance(text, str):
+        raise ConfigError("sync", "KIND[:key=value,...] text", text)
+    return _parse(text)
