@@ -326,3 +326,21 @@ def test_quorum_grace_and_late_merge():
     assert q["goodput_fraction"] == pytest.approx((12 + 12 + 7.5) / (3 * (14.5 + ring3)))
     s = _run(_two_groups(**base))
     assert s["training_time"] == pytest.approx(2 * (7.5 + ring3))
+
+
+def test_hierarchical_outer_sync_over_a_network():
+    """Groups of 2 pipelines in 3 regions of 2 hosts (fast links inside a region, slow between):
+    the outer sync is 2 rings across the regions of half the payload each, then an all-gather
+    inside each region; the DES equals the event model with the two tiers."""
+    bw_in, lat_in, bw, lat, size = 50.0, 0.01, 4.0, 0.2, 12.0
+    net = (f"geo:regions=3,hosts=2,intra_region_bandwidth={bw_in},intra_region_latency={lat_in},"
+           f"inter_region_bandwidth={bw},inter_region_latency={lat}")
+    cfg = TrainingConfig(stages=1, replicas=6, microbatches=6, steps=8, forward_time=1.0,
+                         param_size=size, network=net, schedule="1f1b",
+                         sync="diloco:every=4,fragments=2,bits=8,groups=3")
+    out = _run(cfg)
+    step = 3.0 + _ring(2, size, bw_in, lat_in)
+    wall, _ = event_model(M=3, k=2, L=1, N=8, H=4, P=2, order="sequential", TAU=0, bits=8,
+                          topk=None, size=size, step=[step] * 3, compute=[3.0] * 3, bw=bw,
+                          lat=lat, bw_in=bw_in, lat_in=lat_in)
+    assert out["training_time"] == pytest.approx(wall, rel=1e-9)
