@@ -994,6 +994,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
                "--checkpoint-cost", "1", "--restart-cost", "1"), refuse("checkpoint_every"))
         add("train/diloco-sync-wait", TR(*D4, "--sync", "diloco:every=4", "--sync-wait", "2"),
             refuse("sync_wait"))
+        add("train/diloco-stall-limit", TR(*D4, "--sync", "diloco:every=4", "--stall-limit",
+                                           "100"), refuse("stall_limit"))
         add("train/value-bits-without-diloco", TR("--value-bits", "32"), refuse("value_bits"))
         add("train/value-bits-zero", TR(*D4, "--sync", "diloco:every=4", "--value-bits", "0"),
             refuse("value_bits"))

@@ -115,7 +115,8 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
     for name, bad in (("strategy", c.strategy is not None), ("sync_wait", c.sync_wait is not None),
                       ("checkpoint_every", c.checkpoint_every != 0),
                       ("restart_cost", c.restart_cost is not None),
-                      ("price_series", c.price_series is not None)):
+                      ("price_series", c.price_series is not None),
+                      ("stall_limit", c.stall_limit is not None)):
         check(not bad, name, "unset with sync diloco (a group that fails leaves the round and "
               "downloads the model when it is back; no checkpoint, restart or strategy)",
               getattr(c, name))
@@ -763,6 +764,7 @@ class DilocoSystem:
             flow.start()
         for tr in self.trainers:
             tr.down = bool(tr.flow.n_out)
+        self._wire_presence()
         self.outer.start()
         for slot in self.spots:
             env.process(slot.run(env))
@@ -776,6 +778,31 @@ class DilocoSystem:
             ends.append(env.timeout(stop))
         env.run(until=ends[0] if len(ends) == 1 else env.any_of(ends))
         return self.metrics()
+
+    def _wire_presence(self) -> None:
+        """Billing and availability clocks as the training DES keeps them (a replayed trace's
+        worker billed only while up; a spot worker available only while present)."""
+        from ..failures import read_trace
+        from .billing import Presence
+
+        c = self.config
+        self.presence: list[Any] | None = None
+        named = isinstance(c.failure_trace, str)
+        listed = set(read_trace(c.failure_trace).intervals) if named else set()
+        billed = [c.failure_trace is not None and (not named or rep.name in listed)
+                  for rep in self.reps]
+        bill, avail = any(billed), bool(self.spots)
+        if not (bill or avail):
+            return
+        self.presence = []
+        slots = {id(slot.replica): slot for slot in self.spots}
+        for rep, w, tb in zip(self.reps, self.workers, billed, strict=True):
+            pr = Presence(self.env, w.own_up, trace_billed=tb, bill=bill, avail=avail)
+            w.on_own_change(pr.own)
+            slot = slots.get(id(rep))
+            if slot is not None:
+                slot.listeners.append(pr.spot)
+            self.presence.append(pr)
 
     def metrics(self) -> dict[str, float]:
         """The training DES's metrics (:data:`sim.training.METRICS`) and DiLoCo's."""
@@ -802,8 +829,12 @@ class DilocoSystem:
         useful = sum(tr.merged[1] * tr.workers for tr in trs)
         tot_delivered = sum(tr.delivered for tr in trs)
         dropped = sum(tr.dropped for tr in trs)
-        hours = [(wall - s.unbilled_until(wall)) / c.hour for s in self.spots] or \
-            [wall / c.hour] * W
+        pres = self.presence
+        if pres is not None and pres[0].bill is not None:
+            hours = [p.bill.total(wall) / c.hour for p in pres]
+        else:
+            hours = [(wall - s.unbilled_until(wall)) / c.hour for s in self.spots] or \
+                [wall / c.hour] * W
         worker_hours = float(sum(hours))
         cost = nan
         if c.price is not None:
@@ -811,7 +842,11 @@ class DilocoSystem:
                       else [float(c.price)] * W)
             cost = float(sum(p * h for p, h in zip(prices, hours, strict=True)))
         samples = delivered * c.samples_per_microbatch
-        availability = float(np.mean([w.own_availability(wall) for w in self.workers]))
+        if pres is not None and pres[0].avail is not None:
+            availability = float(np.mean([p.avail.total(wall) / wall if wall > 0
+                                          else float(p.present and p.own_up) for p in pres]))
+        else:
+            availability = float(np.mean([w.own_availability(wall) for w in self.workers]))
         steps_done = (o.V * o.H) if not o.schedule_mode else min(tr.k for tr in trs)
         lost = dict.fromkeys(LOST_CAUSES, 0.0)
         for tr in trs:
