@@ -344,3 +344,13 @@ def test_hierarchical_outer_sync_over_a_network():
                           topk=None, size=size, step=[step] * 3, compute=[3.0] * 3, bw=bw,
                           lat=lat, bw_in=bw_in, lat_in=lat_in)
     assert out["training_time"] == pytest.approx(wall, rel=1e-9)
+
+
+def test_framework_groups_with_failures_need_no_restart_model():
+    """A framework schedule (interleaved) with preemptions: a DiLoCo group leaves its round
+    instead of restarting, so no restart_cost is asked; the run finishes."""
+    cfg = TrainingConfig(stages=2, replicas=2, microbatches=4, steps=4, schedule="interleaved",
+                         virtual_stages=2, param_size=1.0, bandwidth=10.0, mtbf=200.0,
+                         replace_time=1.0, sync="diloco:every=2")
+    out = _run(cfg)
+    assert out["finished"] == 1.0 and out["outer_syncs"] >= 2
