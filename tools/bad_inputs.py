@@ -1073,13 +1073,60 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/availability-with-trace", TR("--failure-trace", "aws-p2-19h",
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
-                  byzantine_cases, sibling_cases, newcomer_cases, planner_cases):
+                  byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases,
+                  traffic_cases):
         cases.extend(group(fx))
     return cases
 
 
 # Each group below is one area's cases, kept apart so that work on one area
 # never edits another's lines. A group returns its cases; ids are ``command/what``.
+
+
+def traffic_cases(fx: Fixtures) -> list[Case]:
+    """How training traffic becomes time: ``--sync KIND[:key=value,...]`` and ``--p2p shared``."""
+    T = lambda *a: dtsim("train", "--replications", "1", "--steps", "1", *a)  # noqa: E731
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    dp = ("--replicas", "2", "--param-size", "10", "--bandwidth", "5")
+    add("sync/unknown-kind", T("--sync", "gossip"), refuse("sync"))
+    add("sync/empty", T("--sync", ""), refuse("sync"))
+    add("sync/unknown-key", T("--sync", "allreduce:depth=2"), refuse("sync"))
+    add("sync/key-without-value", T("--sync", "allreduce:overlap"), refuse("sync"))
+    add("sync/key-twice", T("--sync", "allreduce:overlap=none,overlap=backward"), refuse("sync"))
+    add("sync/overlap-unknown", T("--sync", "allreduce:overlap=forward"), refuse("sync"))
+    add("sync/bucket-zero", T("--sync", "allreduce:bucket_size=0"), refuse("sync"))
+    add("sync/bucket-negative", T("--sync", "allreduce:bucket_size=-5"), refuse("sync"))
+    add("sync/bucket-nan", T("--sync", "allreduce:bucket_size=nan"), refuse("sync"))
+    add("sync/bucket-inf", T("--sync", "allreduce:bucket_size=inf"), refuse("sync"))
+    add("sync/bucket-not-a-number", T("--sync", "allreduce:bucket_size=big"), refuse("sync"))
+    add("sync/none-with-key", T("--sync", "none:overlap=backward"), refuse("sync"))
+    add("sync/overlap-swarm", T(*dp, "--schedule", "swarm", "--routing", "least-loaded",
+                                "--sync", "allreduce:overlap=backward"), refuse("sync"),
+        note="a replica of a routed schedule does not know its last backward pass")
+    add("sync/overlap-forward-only", T(*dp, "--backward-ratio", "0",
+                                       "--sync", "allreduce:overlap=backward"), refuse("sync"))
+    add("sync/overlap-with-failures", T(*dp, "--availability", "0.9",
+                                        "--sync", "allreduce:overlap=backward"), refuse("sync"))
+    add("sync/overlap-with-sync-wait", T(*dp, "--sync-wait", "1",
+                                         "--sync", "allreduce:overlap=backward"), refuse("sync"))
+    add("sync/two-bucket-sizes", T(*dp[:4], "--network", "tree:racks=1,hosts=8",
+                                   "--bucket-size", "4", "--sync", "allreduce:bucket_size=4"),
+        refuse("bucket_size"))
+    add("sync/overlap-ok", T(*dp, "--sync", "allreduce:overlap=backward,bucket_size=2"),
+        ok("throughput"))
+    add("sync/plan-overlap-ok", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D2.json"),
+                                  "--model", "OPT-350", "--sync", "allreduce:overlap=backward"),
+        ok("throughput"))
+    add("p2p/shared-ok", T("--stages", "2", "--activation-size", "1", "--network",
+                           "tree:racks=1,hosts=8", "--p2p", "shared"), ok("throughput"))
+    add("p2p/shared-plan-ok", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"), "--model",
+                                "OPT-350", "--p2p", "shared"), ok("throughput"))
+    add("p2p/empty", T("--p2p", ""), refuse("p2p"))
+    return cases
 
 
 def network_cases(fx: Fixtures) -> list[Case]:
@@ -1873,6 +1920,186 @@ def newcomer_cases(fx: Fixtures) -> list[Case]:
         cases.append(Case(f"run/FIXED-{what}", list(dtsim("run", str(f), "--out",
                                                                str(fx.root / f"ofixed{k}"))),
                           refuse("FIXED")))
+    return cases
+
+
+# ----------------------------------------------------------------------------- units (issue 33)
+# Sizes, rates and times with units (sim.units): every option and file that takes one, each
+# refused in one line naming the parameter, the rule and the value; ids start with "units/".
+
+#: Values no size, rate or time option takes, and why (the note of each case).
+_BAD_QUANTITIES = (
+    ("parsecs", "10 parsecs", "an unknown unit"),
+    ("overflow", "1e400GB", "beyond the largest float"),
+    ("negative", "-2GB", "a negative quantity"),
+    ("no-number", "GB", "a unit without a number"),
+    ("nan", "nanGB", "nan with a unit"),
+    ("inf-with-unit", "infGB", "inf with a unit (inf is unit-free: give it plain)"),
+    ("unicode-digits", "\u0662GB", "an Arabic-Indic digit"),
+    ("kilo-ambiguous", "2KB", "K: 1000 or 1024? (kB or KiB)"),
+    ("milli-bytes", "5mB", "m is milli"),
+    ("lower-case", "2gb", "units are case-sensitive (GB, Gb)"),
+    ("huge-exponent", "1e99999999GB", "answered at once, no 10**99999999 computed"),
+    ("long-mantissa", "1" * 5000 + "GB", "more digits than Python converts"),
+)
+#: A value of each other kind: refused where a size, a rate or a time is wanted.
+_OTHER_KIND = {"size": ("2GB/h", "rate where a size is wanted"),
+               "rate": ("10Gbit", "size where a rate is wanted"),
+               "time": ("2GB/s", "rate where a time is wanted")}
+_VALID = {"size": "2GB", "rate": "10Gbit/s", "time": "5ms"}
+
+
+def unit_cases(fx: Fixtures) -> list[Case]:
+    """Quantities with units (issue 33): bad values of every unit-taking option and file."""
+    if not _has_option("train", "--param-size") or not (REPO / "sim" / "units.py").is_file():
+        return []
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    w = fx._write
+    TR = ("train", "--replications", "1", "--steps", "2")
+    net = ("--network", "tree:racks=1,hosts=8")
+    options = [  # (id, argv before the option, option, its kind, its dest)
+        ("train", TR, "--param-size", "size", "param_size"),
+        ("train", TR, "--activation-size", "size", "activation_size"),
+        ("train", TR + net, "--bucket-size", "size", "bucket_size"),
+        ("train", TR, "--bandwidth", "rate", "bandwidth"),
+        ("train", TR + net, "--nic", "rate", "nic"),
+        ("train", TR, "--latency", "time", "latency"),
+        ("pipeline", ("pipeline",), "--transfer-size", "size", "transfer_size"),
+        ("pipeline", ("pipeline",), "--bandwidth", "rate", "bandwidth"),
+        ("pipeline", ("pipeline",), "--latency", "time", "latency"),
+        ("pipeline", ("pipeline", "--queueing", "--network", "tree:racks=1,hosts=8"), "--nic",
+         "rate", "nic"),
+        ("gossip", ("gossip", "--replications", "1"), "--size", "size", "size"),
+        ("gossip", ("gossip", "--replications", "1"), "--nic", "rate", "nic"),
+    ]
+    flows = w("units/flows.csv", "src,dst,size,start\n0,5,1MB,0\n")
+    options.append(("network", ("network", "--topology", "tree:racks=2,hosts=4", "--flows",
+                                str(flows)), "--nic", "rate", "nic"))
+    for command, head, option, kind, dest in options:
+        for what, value, note in _BAD_QUANTITIES:
+            if kind != "size":  # the same values with the kind's own unit
+                value = value.replace("GB", "GB/s" if kind == "rate" else "s").replace(
+                    "2KB", "2KB/s" if kind == "rate" else "2Ks").replace(
+                    "5mB", "5mB/s" if kind == "rate" else "5m").replace(
+                    "2gb", "2gb/s" if kind == "rate" else "2S")
+            add(f"units/{command}{option}-{what}", dtsim(*head, option, value), refuse(dest),
+                note=note)
+        other, note = _OTHER_KIND[kind]
+        add(f"units/{command}{option}-other-kind", dtsim(*head, option, other), refuse(dest),
+            note=note)
+    add("units/train--latency-list-item", dtsim(*TR, "--stages", "3", "--latency", "1ms,2GB"),
+        refuse("latency"), note="one bad item of a per-hop list")
+
+    # the time unit: a rate or time with a unit needs --hour 3600 (a second)
+    add("units/train-hour-with-rate-unit", dtsim(*TR, "--hour", "60", "--param-size", "1GB",
+                                                 "--bandwidth", "10Gbit/s"), refuse("hour"),
+        note="10Gbit/s is per second; with --hour 60 a time unit is a minute")
+    add("units/train-hour-with-network-units",
+        dtsim(*TR, "--hour", "1", "--network", "tree:racks=1,hosts=8,host_latency=5us"),
+        refuse("hour"), note="the network's latency is in seconds; --hour 1 makes hours")
+
+    # flows CSV: sizes and starts
+    N = ("network", "--topology", "tree:racks=2,hosts=4", "--flows")
+    for what, row, note in (
+            ("size-rate", "0,5,2GB/h,0", "a rate where a size is wanted"),
+            ("size-parsecs", "0,5,10 parsecs,0", "an unknown unit"),
+            ("size-negative", "0,5,-2GB,0", "a negative size"),
+            ("size-nan", "0,5,nanGB,0", "nan with a unit"),
+            ("size-overflow", "0,5,1e400GB,0", "beyond the largest float"),
+            ("size-kilo", "0,5,4KB,0", "K: 1000 or 1024?"),
+            ("start-size", "0,5,1GB,2GB", "a size where a time is wanted"),
+            ("start-minute", "0,5,1GB,5m", "m: minute or milli?"),
+            ("start-unicode", "0,5,1GB,\u0665ms", "a non-ASCII digit")):
+        f = w(f"units/flows-{what}.csv", "src,dst,size,start\n" + row + "\n")
+        add(f"units/network-flows-{what}", dtsim(*N, str(f)), refuse("flows"), note=note)
+
+    # topology spec parameters (a *bandwidth* one takes a rate, a *latency* one a time)
+    F = ("network", "--flows", str(flows), "--topology")
+    for what, spec, note in (
+            ("bandwidth-size", "tree:racks=2,hosts=4,host_bandwidth=10GB", "a size, not a rate"),
+            ("bandwidth-parsecs", "tree:racks=2,hosts=4,host_bandwidth=10parsecs",
+             "an unknown unit"),
+            ("bandwidth-negative", "tree:racks=2,hosts=4,uplink_bandwidth=-1GB/s",
+             "a negative rate"),
+            ("latency-rate", "tree:racks=2,hosts=4,host_latency=2GB/s", "a rate, not a time"),
+            ("latency-minute", "tree:racks=2,hosts=4,host_latency=5m", "m: minute or milli?"),
+            ("latency-matrix-size", "geo:hosts=2,latency_matrix=0/40GB;40GB/0",
+             "a matrix entry with a size"),
+            ("ring-bandwidth-nan", "ring:n=6,bandwidth=nanGB/s", "nan with a unit")):
+        add(f"units/network-spec-{what}", dtsim(*F, spec), refuse("topology"), note=note)
+    add("units/train-network-spec-bandwidth-size",
+        dtsim(*TR, "--network", "tree:racks=1,hosts=8,host_bandwidth=10GB"), refuse("network"),
+        note="a size, not a rate, in --network's spec")
+    add("units/gossip-topology-latency-size",
+        dtsim("gossip", "--replications", "1", "--topology", "ring:n=8,latency=2GB"),
+        refuse("topology"), note="a size, not a time")
+
+    # graph files: edge bandwidth / latency, node NICs, curves
+    for what, text, note in (
+            ("edges-latency-size", "0 1 latency=2GB\n", "a size, not a time"),
+            ("edges-bandwidth-size", "0 1 1ms 10Gbit\n", "a size, not a rate"),
+            ("edges-bandwidth-overflow", "0 1 latency=1ms bandwidth=1e400GB/s\n",
+             "beyond the largest float"),
+            ("edges-bandwidth-kilo", "0 1 bandwidth=5KB/s\n", "K: 1000 or 1024?"),
+            ("edges-curve-table-size", "0 1 bandwidth_curve=table:1kB=5GB\n",
+             "a table point whose bandwidth is a size")):
+        f = w(f"units/{what}.edges", text)
+        add(f"units/network-{what}", dtsim(*F, str(f)), refuse("topology"), note=note)
+    gml = w("units/nic.graphml",
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n'
+            '<key id="nic" for="node" attr.name="nic" attr.type="string"/>\n'
+            '<key id="bw" for="edge" attr.name="bandwidth" attr.type="string"/>\n'
+            '<graph edgedefault="undirected"><node id="0"><data key="nic">10GB</data></node>'
+            '<node id="1"/><node id="5"/><edge source="0" target="1"><data key="bw">1GB/s</data>'
+            '</edge><edge source="1" target="5"><data key="bw">nanGB/s</data></edge>'
+            '</graph></graphml>\n')
+    add("units/network-graphml-nic-size", dtsim(*F, str(gml)), refuse("topology"),
+        note="a node nic of 10GB (a size, not a rate)")
+
+    # profile files: a fleet's links (dtsim plan --fleet)
+    P = ("plan", "--model", "OPT-350", "--global-batch-size", "8", "--simulate", "0", "--fleet")
+    end = '{"gpu": "GH-96", "zone": "z"}'
+    for what, link, note in (
+            ("bandwidth-size", '"bandwidth": "10Gbit"', "a size, not a rate"),
+            ("latency-parsecs", '"bandwidth": 1e9, "latency": "5 parsecs"', "an unknown unit"),
+            ("curve-min-kilo", '"curve": {"coefficients": [1.0], "min_bytes": "64KB"}',
+             "K: 1000 or 1024?"),
+            ("bandwidth-negative", '"bandwidth": "-1GB/s"', "a negative rate")):
+        f = w(f"units/fleet-{what}.json",
+              '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "z", "count": 2}], '
+              f'"links": [{{"src": {end}, "dst": {end}, {link}}}]}}\n')
+        add(f"units/plan-fleet-{what}", dtsim(*P, str(f)), refuse("network"), note=note)
+
+    # with units, each surface runs (exit 0; a mix is one warning line, which is no alarm)
+    add("units/train-network-ok", dtsim(*TR, "--network", "tree:racks=1,hosts=8,host_bandwidth="
+                                        "100Gbit/s,uplink_bandwidth=400Gbit/s,host_latency=2us,"
+                                        "uplink_latency=5us", "--param-size", "1.4GB",
+                                        "--activation-size", "16MiB", "--nic", "25Gbps"),
+        ok("transfers: --param-size 1.4GB"))
+    add("units/train-mixed-warns", dtsim(*TR, *net, "--param-size", "1.4GB"), ok("throughput"),
+        note="a size in GB over the tree's plain 100 B/s: one warning line, the run goes on")
+    good = w("units/good.csv", "src,dst,size,start\n0,5,1GB,0\n1,5,800Mbit,10ms\n")
+    add("units/network-ok", dtsim("network", "--topology", "tree:racks=2,hosts=4,host_bandwidth="
+                                  "10Gbit/s,uplink_bandwidth=40Gbit/s,host_latency=5us,"
+                                  "uplink_latency=5us", "--flows", str(good), "--nic", "25Gbps"),
+        ok("size (B)"))
+    add("units/gossip-ok", dtsim("gossip", "--replications", "1", "--protocol", "async",
+                                 "--rounds", "2", "--topology", "ring:n=8,bandwidth=1MB/s,"
+                                 "latency=1ms", "--size", "250kB", "--nic", "2MB/s"),
+        ok("units: --size 250kB"))
+    add("units/pipeline-ok", dtsim("pipeline", "--replications", "1", "--microbatches", "100",
+                                   "--stage-time", "1", "--transfer-size", "20MB", "--bandwidth",
+                                   "1GB/s", "--latency", "5ms"), ok("transfers: --transfer-size"))
+    fleet = w("units/fleet-ok.json",
+              '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "z", "count": 2}], '
+              f'"links": [{{"src": {end}, "dst": {end}, "bandwidth": "100Gbit/s", '
+              '"latency": "5us"}]}\n')
+    add("units/plan-fleet-ok", dtsim(*P, str(fleet), "--top", "1"), ok("predicted"))
     return cases
 
 

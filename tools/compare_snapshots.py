@@ -5,7 +5,8 @@
 Every text file under BEFORE is compared with its twin under AFTER. Fields that
 measure the machine, not the model, are left out: CSV columns ``wall_time``,
 ``config_hash``, ``point_key`` and ``checksum`` (identities, not results), dates, JSON keys that hold
-run times, ``manifest.json`` (code hashes) and figures. Exit 1 when anything else
+run times, a JSON object's top-level ``units`` (the names of its units, not results),
+``manifest.json`` (code hashes) and figures. Exit 1 when anything else
 differs, listing each difference. ``--common`` compares only the files both
 snapshots have (a quick snapshot against a full one). ``--allow-new`` lets AFTER
 add what BEFORE did not have: JSON keys (at any depth) and CSV columns, every
@@ -26,11 +27,17 @@ TIME_KEY = re.compile(r"(seconds|wall_time|elapsed|runtime|_s$|per_second)")
 TIME_TEXT = re.compile(r"\b\d+(\.\d+)?\s?(s|ms|seconds|min)\b|\d{4}-\d\d-\d\d \d\d:\d\d( UTC)?")
 
 
-def _json_clean(obj):
+#: Top-level JSON keys that name units (sim.commands._units), not results: a command's
+#: ``units`` object says what its numbers are in and changes none of them.
+UNIT_KEYS = {"units"}
+
+
+def _json_clean(obj, top: bool = True):
     if isinstance(obj, dict):
-        return {k: _json_clean(v) for k, v in obj.items() if not TIME_KEY.search(k)}
+        return {k: _json_clean(v, False) for k, v in obj.items()
+                if not TIME_KEY.search(k) and not (top and k in UNIT_KEYS)}
     if isinstance(obj, list):
-        return [_json_clean(v) for v in obj]
+        return [_json_clean(v, False) for v in obj]
     return obj
 
 

@@ -23,7 +23,8 @@ What dtsim takes as the time of each piece (the DES of
   ``2 (M - 1) (l + p / (M B))`` [Ring]_ (:func:`sim.analytic.network.ring_allreduce_time`);
   a sparse (top-k) payload cannot be summed in place along a ring (the sum of
   sparse vectors fills in), so it is all-gathered: ``(M - 1) (l + p_k / B)``
-  [SparCML]_ (:func:`ring_allgather_time`);
+  [SparCML]_ (:func:`sim.analytic.network.ring_allgather_time`, the all-gather
+  half of the same ring law);
 * with ``g`` nodes per group holding the same parameters (the group's
   data-parallel replicas after their inner sync), the sync is hierarchical
   (:func:`outer_sync_time`): node ``i`` of every group all-reduces shard ``i``
@@ -78,7 +79,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import check, check_choice, check_int, check_nonnegative, check_positive
-from .network import ring_allreduce_time
+from .network import ring_allgather_time, ring_allreduce_time, ring_bytes_sent
 
 __all__ = [
     "ORDERS",
@@ -150,27 +151,6 @@ def payload_size(size: float, *, bits: int = 16, value_bits: int = 16,
     F = check_positive("topk", topk)
     check(F <= 1.0, "topk", "in (0, 1]", topk)
     return F * S * (b + INDEX_BITS) / vb
-
-
-def ring_allgather_time(participants: int, size: float, bandwidth: float,
-                        latency: float) -> float:
-    """Time of a ring all-gather of ``size`` from each of ``k`` participants.
-
-    Notes
-    -----
-    .. math:: T = (k - 1) \\left(\\ell + \\frac{p}{B}\\right)
-
-    ``k - 1`` steps, each forwarding one participant's block of ``p`` to the
-    next (the all-gather half of the ring all-reduce [Ring]_, with whole
-    blocks, as sparse payloads are gathered [SparCML]_); zero for ``k = 1``.
-    """
-    k = check_int("participants", participants, low=1)
-    p = check_nonnegative("size", size)
-    B = check_positive("bandwidth", bandwidth, allow_inf=True)
-    lat = check_nonnegative("latency", latency)
-    if k == 1 or p == 0:
-        return 0.0
-    return (k - 1) * (lat + p / B)
 
 
 def outer_sync_time(groups: int, size: float, bandwidth: float, latency: float, *,
@@ -253,9 +233,10 @@ def outer_bytes_sent(groups: int, size: float, *, bits: int = 16, value_bits: in
     if M == 1:
         return 0.0, 0.0
     if topk is None:
-        return 2.0 * (M - 1) * dense / (g * M), (g - 1) * dense / g
+        return ring_bytes_sent(M, dense / g), ring_bytes_sent(g, dense / g, gather=True)
     pk = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
-    return (M - 1) * pk / g, (g - 1) * min(M * pk, dense) / g
+    return (ring_bytes_sent(M, pk / g, gather=True),
+            ring_bytes_sent(g, min(M * pk, dense) / g, gather=True))
 
 
 def fragment_sizes(stage_sizes: Sequence[float], fragments: int, order: str = "sequential",

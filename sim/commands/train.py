@@ -27,6 +27,7 @@ from ..training import (
     PASS_TIME_DISTRIBUTIONS,
     ROUTINGS,
     SCHEDULES,
+    SYNCS,
     TrainingConfig,
     read_speeds,
 )
@@ -34,6 +35,19 @@ from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit
+from ._units import (
+    RATE_HELP,
+    SIZE_HELP,
+    TIME_HELP,
+    RateOption,
+    SizeOption,
+    TimesOption,
+    check_train,
+    given_line,
+    train_transfers,
+    train_units,
+    units_object,
+)
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "train"
@@ -104,9 +118,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--backward-time", type=_floats, default=None, dest="backward_times",
       help="nominal backward time per stage, or one per stage (replaces --backward-ratio)")
     a("--p2p", default=None, metavar="MODE",
-      help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: transfers "
-           "overlap compute; blocking: both ends held for the transfer, in DeepSpeed's "
-           "paired send/recv order without --network; the default with --plan)")
+      help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: on a "
+           "communication stream beside the compute, one at a time per sender and receiver "
+           "(FIFO, as NCCL runs a stream); blocking: both ends held for the transfer, in "
+           "DeepSpeed's paired send/recv order without --network, the default with --plan; "
+           "shared: overlapped, each on a connection of its own, sharing links max-min)")
     a("--virtual-stages", type=int, default=1, metavar="V",
       help="model chunks per device with --schedule interleaved (default 1)")
     a("--plan", default=None, metavar="FILE",
@@ -134,16 +150,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="CSV stage,replica,speed[,price] of every replica")
     a("--speed-spread", type=float, default=0.0,
       help="without --speeds: lognormal sigma of drawn speeds (mean 1; default 0)")
-    a("--param-size", type=float, default=0.0, help="parameters per stage (size units)")
-    a("--activation-size", type=float, default=0.0, help="activations per microbatch per hop")
-    a("--bandwidth", type=float, default=math.inf, help="link bandwidth (default inf)")
-    a("--latency", type=_floats, default=0.0, help="link latency, or one per hop")
+    a("--param-size", action=SizeOption, default=0.0, metavar="SIZE",
+      help=f"parameters per stage: {SIZE_HELP} (default 0)")
+    a("--activation-size", action=SizeOption, default=0.0, metavar="SIZE",
+      help=f"activations per microbatch per hop: {SIZE_HELP} (default 0)")
+    a("--bandwidth", action=RateOption, default=math.inf, metavar="RATE",
+      help=f"link bandwidth: {RATE_HELP} (default inf)")
+    a("--latency", action=TimesOption, default=0.0, metavar="TIME[,TIME...]",
+      help=f"link latency, or one per hop: {TIME_HELP} (default 0)")
     a("--sync", default=d.sync, metavar="KIND[:K=V,...]",
-      help="how replicas synchronise: allreduce (the gradients every step; default), none, or "
-           "diloco:every=H[,fragments=P,order=sequential|strided,overlap=TAU,bits=16|8|4,"
-           "topk=F,groups=M,quorum=K,grace=W]: DiLoCo across groups of pipelines (each its "
-           "own inner all-reduce; every H inner steps an outer all-reduce of the "
-           "pseudo-gradients; docs/diloco.md)")
+      help="how replicas synchronise: " + ", ".join(SYNCS) + " (default allreduce: the "
+           "gradients every step); allreduce:overlap=backward[,bucket_size=B] releases buckets "
+           "of gradients as the last backward pass produces them (PyTorch DDP's 25 MiB, first "
+           "1 MiB; with --plan Megatron-LM's max(4e7, 1e6 dp) values); bucket_size=B without "
+           "overlap: the all-reduce's bucket; diloco:every=H[,fragments=P,"
+           "order=sequential|strided,overlap=TAU,bits=16|8|4,topk=F,groups=M,quorum=K,grace=W]: "
+           "DiLoCo across groups of pipelines (each its own inner all-reduce; every H inner "
+           "steps an outer all-reduce of the pseudo-gradients; docs/diloco.md)")
     a("--value-bits", type=int, default=d.value_bits, metavar="B",
       help="bits a value has in --param-size (and a plan's sizes): DiLoCo's payload is "
            "bits/value_bits of it (default 16)")
@@ -158,7 +181,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--failure-shape", type=float, default=None,
       help="Weibull shape, lognormal sigma or Pareto tail index alpha > 1")
     a("--topology", default=None, metavar="SPEC",
-      help="place replicas on a layout (its domains and link latencies are used)")
+      help="place replicas on a layout (its domains and link latencies are used; link "
+           "bandwidth in B/s and latency in s, or with units: tree:host_latency=5us)")
     a("--placement", default=None, metavar="POLICY",
       help="with --topology: " + ", ".join(PLACEMENTS) + " (default shared)")
     a("--mtbf", type=float, default=math.inf, help="spot: mean time to preemption (default inf)")
@@ -188,7 +212,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="stop each replication at this simulated time (default inf: when N steps are done)")
     a("--network", default=None, metavar="SPEC|FILE",
       help="the network every transfer crosses (a topology spec or graph file: links with "
-           "bandwidth, latency, sharing; hosts' NICs); transfers then share its links")
+           "bandwidth in B/s and latency in s, or with units, e.g. tree:host_bandwidth="
+           "100Gbit/s,host_latency=5us; sharing; hosts' NICs); transfers then share its links")
     a("--network-nodes", default=None, metavar="LIST",
       help="with --network: the node of each replica, stage-major, comma-separated (default: "
            "the hosts --placement chose when --topology is the same spec, else the network's "
@@ -196,10 +221,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--tensor-parallel", type=_ints, default=1, metavar="T",
       help="tensor-parallel ranks of each replica (or one per stage): T concurrent flows "
            "through the node's NIC for transfers and T all-reduce rings (default 1)")
-    a("--nic", type=float, default=None, metavar="BW",
-      help="with --network: NIC capacity (each way) of every host without one")
-    a("--bucket-size", type=float, default=math.inf, metavar="B",
-      help="with --network: all-reduce bucket per rank (default inf: one bucket)")
+    a("--nic", action=RateOption, default=None, metavar="RATE",
+      help=f"with --network: NIC capacity (each way) of every host without one: {RATE_HELP}")
+    a("--bucket-size", action=SizeOption, default=math.inf, metavar="SIZE",
+      help=f"with --network: all-reduce bucket per rank: {SIZE_HELP} (default inf: one bucket)")
     a("--contention", default="on", metavar="on|off",
       help="with --network: on (default) transfers share links max-min fairly; off: each "
            "alone on its route")
@@ -265,7 +290,7 @@ def _per_replica(name: str, value: Any, counts: tuple[int, ...], *,
     return tuple((v,) * r for v, r in zip(value, counts, strict=True))
 
 
-def check_options(args: argparse.Namespace) -> None:
+def _check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
     if args.schedule is None:
         args.schedule = "1f1b" if args.plan is not None else TrainingConfig().schedule
@@ -366,7 +391,7 @@ def build_from_args(args: argparse.Namespace) -> Any:
     from ..profiles import load_profiles, read_plan
     from ..profiles.build import build_plan
 
-    check_options(args)
+    _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("replications", args.replications, low=1)
     check_choice("p2p", args.p2p or "blocking", P2PS)
@@ -396,6 +421,8 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
     from dataclasses import replace
 
     c = build.config
+    if c.overlapped_sync:  # its buckets' times are the network's: no closed form of them
+        return {}
     closed = replace(c, network=None, network_nodes=None, tensor_parallel=1, bucket_size=math.inf,
                      transfer_sizes=None, allreduce_sizes=None, tied_allreduce_size=0.0,
                      transfer_times=build.transfer_times or None,
@@ -446,14 +473,14 @@ def _strategy(args: argparse.Namespace) -> Any:
     return dataclasses.replace(strat, **changes) if changes else strat
 
 
-def config_from_args(args: argparse.Namespace) -> TrainingConfig:
+def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
     """Validate every option and build the :class:`TrainingConfig` (before any simulation)."""
     if args.plan is not None:
         return build_from_args(args).config
     strategy = _strategy(args)
     if args.strategy is not None and strategy.name == "swarm" and not given(args, "schedule"):
         args.schedule = "swarm"  # --strategy swarm is today's behaviour with a swarm schedule
-    check_options(args)
+    _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("stages", args.stages, low=1)
     check_int("replications", args.replications, low=1)
@@ -533,7 +560,7 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
     return cfg
 
 
-def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
+def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
              workers: int | None = None, engine: str = "auto") -> dict[str, Any]:
     """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates)."""
     sel = select("training", cfg, engine)
@@ -683,8 +710,9 @@ def run(args: argparse.Namespace) -> int:
         build = build_from_args(args)
         cfg = build.config
     else:
-        cfg = config_from_args(args)
-    out = simulate(cfg, replications=args.replications, seed=args.seed,
+        cfg = _config_from_args(args)
+        check_train(args, cfg)
+    out = _simulate(cfg, replications=args.replications, seed=args.seed,
                    executor=args.executor, workers=args.workers, engine=args.engine)
     if args.checkpoint_every == "auto":
         out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)
@@ -700,9 +728,13 @@ def run(args: argparse.Namespace) -> int:
                 out["reference_note"][key] = (
                     "plan closed form (transfers and all-reduces as their times, no contention: "
                     f"exact when no two transfers share a link): {p['note']}")
+    out["units"] = units_object(train_units(time_unit(cfg.hour)), args)
     if args.json:
         emit_json(out)
         return 0
+    for line in (given_line(args), None if build is not None else train_transfers(args, cfg)):
+        if line is not None:
+            print(line)
     if build is not None:
         print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
               f"(largest over {len(build.memory)} replicas' GPUs); p2p {cfg.p2p}")

@@ -13,11 +13,11 @@ from ..errors import check
 from ..results import log_mean_ci, mean_ci, power_ci, ratio_ci, skewed_ratio_ci, within
 from ..rng import Streams
 from .config import GossipConfig
-from .engines import predictions, resolved_engine
+from .engines import gossip_predictions, resolved_engine
 from .state import GossipSystem
 from .update import NodeUpdate
 
-__all__ = ["gossip_model", "model_output", "summarize_runs", "comparison_rows"]
+__all__ = ["gossip_model", "model_output", "summarize_runs", "gossip_comparison_rows"]
 
 #: Scalar keys of the report compared with an exact value: (measured, exact, label).
 COMPARED = (
@@ -166,7 +166,7 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig, *
         ``noise_floor`` + ``noise_floor_ci`` (with noise; log-scale interval); with a stubborn
         attacker ``capture_rate`` + ``capture_rate_ci`` (per round/step factor
         of ``E[m - b]``, a ratio of means with its delta-method interval, as the contraction) and with a clip ``creep_per_step`` + ``creep_per_step_ci``;
-        and every entry of :func:`predictions`.
+        and every entry of :func:`gossip_predictions`.
 
     Values beyond the doubles' range (an attacker at 1e308) give infinite or
     NaN aggregates, which the report prints as such; numpy does not warn.
@@ -195,7 +195,7 @@ def _summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig,
     out["honest_mean"], out["honest_mean_se"] = hmm, hmse
     out["mean_shift"] = _series(ok, "mean_shift").mean(axis=0)
     out["exchanges"] = float(np.mean([r["exchanges"] for r in ok]))
-    pred = predictions(config)
+    pred = gossip_predictions(config)
     # Contraction: E[D(t_j)] / E[D(0)] at one record t_j, the ratio of the mean
     # disagreements with a log-scale interval no narrower than the spread of the
     # per-replication log ratios (skewed_ratio_ci), both from the same
@@ -250,7 +250,7 @@ def _summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig,
     return out
 
 
-def comparison_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def gossip_comparison_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Simulated against exact, one record per quantity of a :func:`summarize_runs` report.
 
     Parameters

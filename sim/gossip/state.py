@@ -32,7 +32,7 @@ from ..adversaries import (
 from ..errors import check, check_choice
 from ..rng import Streams
 from .config import ASYNC_PATHS, GossipConfig
-from .network import build_network
+from .network import build_gossip_graph
 from .records import Records
 from .update import NodeUpdate, default_update
 
@@ -97,7 +97,7 @@ class GossipSystem:
                  update: NodeUpdate | None = None) -> None:
         check_choice("path", path, ASYNC_PATHS)
         self.cfg = config
-        self.net = net = build_network(config)
+        self.net = net = build_gossip_graph(config)
         self.n = n = net.n
         self.d = d = config.dim
         self.env = simpy.Environment()

@@ -1,4 +1,4 @@
-"""Collective operations as flows on the network: the ring all-reduce.
+"""Collective operations as flows on the network: the ring all-reduce and all-gather.
 
 :func:`ring_allreduce` runs the ring all-reduce of NCCL and Horovod (a
 reduce-scatter, then an all-gather, each ``k - 1`` steps) as flows on a
@@ -172,7 +172,7 @@ def ring_allgather(service: Any, nodes: Sequence[Any], size: float, *, ranks: in
     rule as :func:`ring_allreduce` (the all-gather half of the ring, with
     whole blocks: how sparse top-k payloads are gathered, issue 37). With
     ``k`` equal participants and the NIC as the only limit it takes
-    ``(k - 1)(n_b l + ranks * S / B)`` (:func:`sim.analytic.diloco.ring_allgather_time`).
+    ``(k - 1)(n_b l + ranks * S / B)`` (:func:`sim.analytic.network.ring_allgather_time`).
 
     Parameters
     ----------

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, check, check_choice, check_nonnegative
+from ..units import SIZE, TIME, parse_quantity
 from .maxmin import maxmin_rates, waterfill
 from .topology import Network, build_network
 
@@ -474,11 +475,14 @@ def _utilisation(net: Network, a: dict[str, np.ndarray], span: float) -> list[di
     return out
 
 
-def read_flows(path: Any) -> list[Flow]:
+def read_flows(path: Any, *, quantities: list[Any] | None = None) -> list[Flow]:
     """Read a flows CSV: header ``src,dst,size,start``, one flow a line.
 
     Node names are kept as text (:meth:`Network.node_index` matches them
-    against the graph's labels). Sizes and starts are numbers >= 0.
+    against the graph's labels). Sizes and starts are numbers >= 0: bytes and
+    seconds, or with a unit (``2GB``, ``16Gbit``; ``10ms``), as :mod:`sim.units`
+    reads them. ``quantities``, when given, receives each row's
+    ``(size, start)`` :class:`~sim.units.Quantity` pair (how it was written).
 
     Raises
     ------
@@ -505,10 +509,13 @@ def read_flows(path: Any) -> list[Flow]:
         src, dst = row[0].strip(), row[1].strip()
         check(bool(src) and bool(dst), "flows", "rows naming src and dst", where)
         try:
-            size, start = float(row[2]), float(row[3])
-        except ValueError:
-            raise ConfigError("flows", "rows whose size and start are numbers",
+            sq, tq = parse_quantity(row[2], SIZE, "size"), parse_quantity(row[3], TIME, "start")
+        except ConfigError as exc:
+            raise ConfigError("flows", f"rows whose {exc.name} is {exc.rule}",
                               f"{where} ({row[2].strip()}, {row[3].strip()})") from None
+        size, start = sq.value, tq.value
+        if quantities is not None:
+            quantities.append((sq, tq))
         check(math.isfinite(size) and size >= 0, "flows", "rows with a finite size >= 0",
               f"{where} (size {row[2].strip()})")
         check(math.isfinite(start) and start >= 0, "flows", "rows with a finite start >= 0",

@@ -67,11 +67,11 @@ from .config import PipelineConfig
 __all__ = [
     "UnitDraws",
     "LatencyHistogram",
-    "build_failures",
+    "build_pipeline_failures",
     "PipelineRun",
     "Pipeline",
     "run_pipeline",
-    "pipeline_model",
+    "des_pipeline_model",
 ]
 
 _BLOCK = 4096  # random durations are drawn in blocks of this size
@@ -106,7 +106,7 @@ class PipelineRun:
     Attributes
     ----------
     metrics : dict
-        Flat metrics (see :func:`pipeline_model`).
+        Flat metrics (see :func:`des_pipeline_model`).
     records : dict of numpy arrays or None
         Per-microbatch ``arrival``, ``finish``, ``skipped``, ``quality``,
         ``delivered``, ``failovers`` (when ``config.records``).
@@ -159,7 +159,7 @@ class LatencyHistogram:
         return float(min(max(v, self.lo), self.hi))
 
 
-def build_failures(config: PipelineConfig, env: simpy.Environment, streams: Streams
+def build_pipeline_failures(config: PipelineConfig, env: simpy.Environment, streams: Streams
                    ) -> tuple[FailureModel, list[Any], list[list[int]]]:
     """The failure model of a pipeline: its placement's domains and one worker per replica.
 
@@ -238,7 +238,7 @@ class Pipeline:
             raise ConfigError("queueing", "False for the no-queueing DES (the queueing engine, "
                               "sim.pipeline.queueing, answers queueing)", c.queueing)
         # -- build the failure model from the placement -------------------------
-        fm, self.workers, self.stage_workers = build_failures(c, self.env, streams)
+        fm, self.workers, self.stage_workers = build_pipeline_failures(c, self.env, streams)
         self.failure_model = fm
         self.worker_stage: list[int] = [j for j, ids in enumerate(self.stage_workers) for _ in ids]
         # -- wire: live sets, out count, recovery events, serving registries ---
@@ -592,7 +592,7 @@ class Pipeline:
         return PipelineRun(self.metrics(), self.rec, self.trace)
 
     def metrics(self) -> dict[str, float]:
-        """Flat metrics of the run so far (see :func:`pipeline_model`)."""
+        """Flat metrics of the run so far (see :func:`des_pipeline_model`)."""
         c = self.config
         n = max(self.finished, 1)
         delivered = self.finished - self.dropped
@@ -646,7 +646,7 @@ def run_pipeline(config: PipelineConfig, streams: Streams) -> PipelineRun:
     return Pipeline(config, streams).run()
 
 
-def pipeline_model(config: PipelineConfig, streams: Streams) -> dict[str, float]:
+def des_pipeline_model(config: PipelineConfig, streams: Streams) -> dict[str, float]:
     """One replication of the pipeline as flat metrics (a model for :func:`sim.runner.replicate`).
 
     Returns

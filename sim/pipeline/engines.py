@@ -48,7 +48,7 @@ from ..engines import Applies, Engine, Reference, Selection
 from ..errors import ConfigError
 from ..rng import Streams
 from .config import PipelineConfig
-from .des import pipeline_model as des_pipeline_model
+from .des import des_pipeline_model
 from .vector import StylisedResult, simulate_placement, simulate_stylised
 
 __all__ = [

@@ -8,7 +8,7 @@ wait in queues, routed within each stage by ``routing`` (one shared FIFO per
 stage, join the shortest queue, random in proportion to speed, or in turn).
 Everything else is the pipeline's: the arrivals (``arrival`` at ``rate``:
 evenly spaced, Poisson, or back to back), the failure model and placement
-(built by :func:`sim.pipeline.des.build_failures`, so a seed gives the same
+(built by :func:`sim.pipeline.des.build_pipeline_failures`, so a seed gives the same
 failure paths as the DES), the hop times, failover after
 ``detection_timeout``, skipping within the budget, waiting up to
 ``max_wait``, and the metrics of :func:`sim.pipeline.pipeline_model`, whose
@@ -41,9 +41,10 @@ from ..training.config import TrainingConfig
 from ..training.flow import Flow
 from ..training.replica import Microbatch
 from ..training.schedules import Async
+from ..training.traffic import traffic_for
 from ..training.trainer import Trainer
 from .config import PipelineConfig
-from .des import LatencyHistogram, UnitDraws, build_failures
+from .des import LatencyHistogram, UnitDraws, build_pipeline_failures
 from .engines import FAMILY, SNAPSHOT_METRICS, TIMED_METRICS
 
 __all__ = ["QueueingPipeline", "OpenArrivals", "QueueingEngine", "TandemReference",
@@ -178,9 +179,11 @@ class QueueingPipeline:
         if c.stage_time_distribution != "deterministic" and any(c.stage_time):  # type: ignore[arg-type]
             draws = UnitDraws(c.stage_time_distribution, c.stage_time_shape,
                               streams.rng("stage_time"))
-        self.flow = Flow(_flow_config(c), env, streams, Async(), speeds, unit_draws=draws)
+        fc = _flow_config(c)
+        self.flow = Flow(fc, env, streams, Async(), speeds, unit_draws=draws,
+                         traffic=traffic_for(fc, env))
         self.arrivals = OpenArrivals(c, env, self.flow, streams)
-        self.failure_model, self.workers, _ = build_failures(c, env, streams)
+        self.failure_model, self.workers, _ = build_pipeline_failures(c, env, streams)
         for rep, w in zip(self.flow.replicas, self.workers, strict=True):
             w.on_change(rep.worker_changed)
 

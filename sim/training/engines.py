@@ -29,6 +29,7 @@ from typing import Any
 
 from .. import analytic
 from ..engines import Applies, Engine, Reference, register
+from ..network.collectives import bucket_sizes
 from .checkpointing import checkpoint_interval_obstacle, predicted_interval
 from .compiled import CompiledTraining
 from .strategies.job import JOB_METRICS, job_model
@@ -160,7 +161,7 @@ class ScheduleReference(Reference):
                                     or c.routing not in ("round-robin", "least-loaded")),
              "needs one replica per stage, or r dividing m with a balanced routing "
              "(round-robin, least-loaded)"),
-            (c.replicas[0] > 1 and c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0),
+            (c.replicas[0] > 1 and c.ring_sync,
              "needs no gradient sync time (sync none, or no parameters and no latency)"),
             (c.pass_time_distribution != "deterministic", "needs deterministic pass times"),
             (len(set(c.forward_time)) != 1 or c.forward_time[0] == 0,
@@ -222,8 +223,7 @@ class FastestKReference(Reference):
             (c.stragglers == "drop" and (c.pass_time_distribution != "exponential"
                                          or _speed_one(c) is None),
              "with stragglers drop, needs exponential passes and equal speeds"),
-            (c.stragglers == "drop" and (c.optimizer_time > 0 or (c.sync == "allreduce" and (
-                c.param_size > 0 or c.mean_latency > 0))),
+            (c.stragglers == "drop" and (c.optimizer_time > 0 or c.ring_sync),
              "with stragglers drop, needs no time between steps (no sync or optimizer time)"),
         )
         return no if no is not None else Applies(
@@ -233,7 +233,7 @@ class FastestKReference(Reference):
     def _between(c: Any) -> float:
         K = c.sync_wait
         sync = 0.0
-        if c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0) and K > 1:
+        if c.ring_sync and K > 1:
             sync = analytic.ring_allreduce_time(K, c.param_size, c.bandwidth, c.mean_latency)
         return sync + c.optimizer_time
 
@@ -286,7 +286,9 @@ def _program_prediction(c: Any) -> dict[str, Any]:
     speeds = draw_speeds(c, None)
     L, v, r, m = c.stages, c.virtual_stages, c.replicas[0], c.microbatches
     blocking = c.p2p == "blocking"
+    channels = c.p2p == "overlap"
     T, busy = 0.0, 0.0
+    last_b: list[list[tuple[float, float]]] = [[] for _ in range(L)]  # (start, time) per stage
     for k in range(r):
         mk = len(range(k, m, r))
         if mk == 0:
@@ -307,12 +309,36 @@ def _program_prediction(c: Any) -> dict[str, Any]:
         else:
             act, grad = list(c.hop_times), list(c.hop_times_back)
         progs = [device_program(c.schedule, L, mk, j, v=v, blocking=blocking) for j in range(L)]
+        starts: dict = {}
         T = max(T, analytic.program_makespan(progs, forward, backward, act, grad,
-                                             blocking=blocking))
+                                             blocking=blocking, channels=channels,
+                                             starts=starts))
+        for j in range(L):  # each device's last backward pass (v = 1 with overlap)
+            i = max(op[2] for op in progs[j] if op[0] == "B")
+            last_b[j].append((starts[("B", j, i)], backward[j]))
     compute = T
     sync = 0.0
-    if c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0) and r > 1:
-        sync = analytic.ring_allreduce_time(min(m, r), c.param_size, c.bandwidth, c.mean_latency)
+    spec = c.sync_spec
+    bucket = spec.get("bucket_size")
+    n = min(m, r)
+    if c.overlapped_sync:  # each stage's buckets as its last backward passes produce them
+        from ..training.traffic import gradient_buckets
+
+        end = T
+        sizes = gradient_buckets(c.param_size, bucket) if n > 1 else []
+        for j in range(L):
+            if not sizes:
+                continue
+            ready = [max(x) for x in zip(*(analytic.bucket_ready_times(t0, d, sizes)
+                                           for t0, d in last_b[j]), strict=True)]
+            durations = [analytic.ring_allreduce_time(n, b, c.bandwidth, c.mean_latency)
+                         for b in sizes]
+            end = max(end, analytic.overlapped_allreduce_end(ready, durations))
+        sync = end - T
+    elif c.ring_sync and r > 1:
+        nb = 1 if bucket is None else max(len(bucket_sizes(c.param_size, bucket)), 1)
+        sync = analytic.ring_allreduce_time(n, c.param_size, c.bandwidth, c.mean_latency,
+                                            buckets=nb)
     tail = c.optimizer_time
     if c.allreduce_times is not None:
         opt = c.optimizer_times or (0.0,) * L

@@ -79,6 +79,7 @@ from ..errors import check
 from ..rng import Streams
 from .replica import SpotSlot
 from .sync import DilocoSync
+from .traffic import WanTraffic, traffic_for
 from .trainer import StepTrainer
 
 __all__ = ["check_diloco", "group_config", "stage_sizes", "fragment_stage_sizes",
@@ -311,9 +312,6 @@ class OuterLoop:
         # figures
         self.n_syncs = 0
         self.late_merges = 0
-        self.wan = np.zeros(sum(len(t.flow.replicas) for t in s.trainers))
-        self.intra = np.zeros_like(self.wan)
-        self._moving: dict[int, list[Any]] = {}  # downloads in flight, per group
         self._fetching: dict[int, Any] = {}  # late groups' background fetches
 
     # -- shared pieces ---------------------------------------------------------------
@@ -337,73 +335,11 @@ class OuterLoop:
         return [rep for rep in tr.flow.stages[j] if rep.live]
 
     def _allreduce(self, ring: list[int], fragment: int) -> simpy.Event:
-        """The outer all-reduce of fragment ``fragment`` among the groups ``ring``."""
-        env, c, spec, sysm = self.env, self.c, self.spec, self.system
-        n = len(ring)
-        sizes = self.frag[fragment]
+        """The outer all-reduce of fragment ``fragment`` among the groups ``ring``: the WAN
+        tier's (:meth:`sim.training.traffic.WanTraffic.outer_sync`)."""
         self.n_syncs += 1
-        if n < 2 or not any(sizes) and c.mean_latency == 0:
-            ev = env.event()
-            ev.succeed()
-            return ev
-        kw = dict(bits=spec.bits, value_bits=c.value_bits, topk=spec.topk)
-        if sysm.service is None:
-            T = 0.0
-            for j, S in enumerate(sizes):
-                live = [self._live_nodes(g, j) for g in ring]
-                kj = min(len(x) for x in live)
-                if kj == 0:
-                    continue
-                T = max(T, AD.outer_sync_time(n, S, c.bandwidth, c.mean_latency,
-                                              nodes_per_group=kj, **kw))
-                self._count(live, kj, n, S)
-            return env.timeout(T)
-        procs = []
-        for j, S in enumerate(sizes):
-            live = [self._live_nodes(g, j) for g in ring]
-            kj = min(len(x) for x in live)
-            if kj == 0 or (S == 0 and c.mean_latency == 0):
-                continue
-            self._count(live, kj, n, S)
-            procs.append(env.process(self._stage_rings(j, live, kj, S)))
-        if not procs:
-            ev = env.event()
-            ev.succeed()
-            return ev
-        return simpy.AllOf(env, procs)
-
-    def _count(self, live: list[list[Any]], kj: int, n: int, S: float) -> None:
-        """Size units each ring node sends (:func:`sim.analytic.diloco.outer_bytes_sent`)."""
-        wan, inside = AD.outer_bytes_sent(n, S, bits=self.spec.bits, value_bits=self.c.value_bits,
-                                          topk=self.spec.topk, nodes_per_group=kj)
-        for reps in live:
-            for rep in reps[:kj]:
-                k = self.system.slot[id(rep)]
-                self.wan[k] += wan
-                self.intra[k] += inside
-
-    def _stage_rings(self, j: int, live: list[list[Any]], kj: int, S: float):
-        """Stage ``j``: ``kj`` rings across the groups, then each group's all-gather."""
-        from ..network.collectives import ring_allgather, ring_allreduce
-
-        c, spec, env, service = self.c, self.spec, self.env, self.system.service
-        nodes = [[self.system.node_of(rep) for rep in reps[:kj]] for reps in live]
-        t = self.system.tp[j]
-        dense = AD.payload_size(S, bits=spec.bits, value_bits=c.value_bits)
-        evs = []
-        for i in range(kj):
-            ring = [nd[i] for nd in nodes]
-            if spec.topk is None:
-                evs.append(ring_allreduce(service, ring, dense / kj / t, ranks=t))
-            else:
-                pk = AD.payload_size(S, bits=spec.bits, value_bits=c.value_bits, topk=spec.topk)
-                evs.append(ring_allgather(service, ring, pk / kj / t, ranks=t))
-        yield simpy.AllOf(env, evs)
-        if kj > 1:
-            block = dense if spec.topk is None else min(len(live) * AD.payload_size(
-                S, bits=spec.bits, value_bits=c.value_bits, topk=spec.topk), dense)
-            yield simpy.AllOf(env, [ring_allgather(service, nd, block / kj / t, ranks=t)
-                                    for nd in nodes])
+        stages = [[self._live_nodes(g, j) for g in ring] for j in range(self.c.stages)]
+        return self.system.wan.outer_sync(stages, self.frag[fragment])
 
     # -- schedule mode (fragments, overlap; no failures) ------------------------------
     def step_end(self, tr: GroupTrainer, t: int):
@@ -574,9 +510,7 @@ class OuterLoop:
         proc = self._fetching.pop(tr.group, None)
         if proc is not None and proc.is_alive:
             proc.interrupt(_GroupDown(tr.group, -1, self.env.now))
-        for ev in self._moving.pop(tr.group, []):
-            if not ev.triggered:
-                self.system.service.cancel(ev)
+        self.system.wan.cancel_fetch(tr.group)
         r = self.round
         if r is not None and not r.fired:
             r.reported.pop(tr.group, None)
@@ -617,8 +551,10 @@ class OuterLoop:
 
     def _download(self, tr: GroupTrainer, missed: int | None = None, blocking: bool = True):
         """Every live replica of ``tr``'s group fetches, across the WAN tier, its stage's
-        parameters (``missed`` None) or the payloads of the ``missed`` outer steps."""
-        env, c, sysm = self.env, self.c, self.system
+        parameters (``missed`` None) or the payloads of the ``missed`` outer steps, from the
+        lowest-index live replica of its stage in a group holding the latest model
+        (:meth:`sim.training.traffic.WanTraffic.fetch`)."""
+        c, sysm = self.c, self.system
         if missed is None:
             sizes = self.sizes
         else:
@@ -627,47 +563,17 @@ class OuterLoop:
         tr.downloads += 1
         src_g = next((t.group for t in sysm.trainers if t is not tr and not t.down
                       and t.version == self.V and not t.flow.n_out), None)
-        if sysm.service is None:
-            T = c.mean_latency + max((S / c.bandwidth for S in sizes), default=0.0)
-            if src_g is not None:
-                self._count_download(tr, src_g, sizes)
-            if blocking:
-                yield from self._wait(tr, env.timeout(T))
-            else:
-                yield env.timeout(T)
+        sources = [None if src_g is None else next(iter(self._live_nodes(src_g, j)), None)
+                   for j in range(c.stages)]
+        receivers = [self._live_nodes(tr.group, j) for j in range(c.stages)]
+        ev = sysm.wan.fetch(tr.group, sources, receivers, sizes)
+        if ev is None:
             return
-        evs = []
-        for j, S in enumerate(sizes):
-            if S == 0:
-                continue
-            if src_g is not None:
-                src = sysm.node_of(self._live_nodes(src_g, j)[0])
-            elif c.checkpoint_node is not None:
-                src = c.checkpoint_node
-            else:
-                src = None
-            for rep in self._live_nodes(tr.group, j):
-                if src is None:
-                    evs.append(env.timeout(c.mean_latency + S / c.bandwidth))
-                else:
-                    evs.append(sysm.service.transfer(src, sysm.node_of(rep), S))
-        if src_g is not None:
-            self._count_download(tr, src_g, sizes)
-        if not evs:
-            return
-        self._moving[tr.group] = [e for e in evs if hasattr(e, "callbacks")]
         if blocking:
-            yield from self._wait(tr, simpy.AllOf(env, evs))
+            yield from self._wait(tr, ev)
         else:
-            yield simpy.AllOf(env, evs)
-        self._moving.pop(tr.group, None)
-
-    def _count_download(self, tr: GroupTrainer, src_g: int, sizes: list[float]) -> None:
-        for j, S in enumerate(sizes):
-            srcs = self._live_nodes(src_g, j)
-            if srcs:
-                k = self.system.slot[id(srcs[0])]
-                self.wan[k] += S * len(self._live_nodes(tr.group, j))
+            yield ev
+        sysm.wan.fetched(tr.group)
 
 
 # --------------------------------------------------------------------------- the system
@@ -699,28 +605,18 @@ class DilocoSystem:
         r = c.replicas[0]
         k = r // M
         speeds = draw_speeds(c, streams)
-        self.service: Any = None
-        if c.network is not None:
-            from ..network.service import NetworkService
-            from .config import network_of
-
-            self.service = NetworkService(env, network_of(c), weighting=c.network_weighting,
-                                          contention=c.contention)
-        tp = c.tensor_parallel
-        self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * c.stages
+        # the WAN tier's traffic (outer syncs, downloads); over a network its service carries
+        # every group's traffic too, so that all of it shares the links
+        self.wan = WanTraffic(c, env, self.node_of)
         self.trainers: list[GroupTrainer] = []
         flows = []
         for g in range(M):
             gc = group_config(c, M, g)
             sched = SCHEDULE_POLICIES[c.schedule]()
             gs = tuple(tuple(row[g * k:(g + 1) * k]) for row in speeds)
+            traffic = traffic_for(gc, env, service=self.wan.service)
             flow = (FrameworkFlow if gc.framework else Flow)(gc, env, streams.child("group", g),
-                                                              sched, gs)
-            # one network for every group: their traffic shares its links
-            if getattr(flow, "net", None) is not None:
-                flow.net.service = self.service
-            elif getattr(flow, "service", None) is not None:
-                flow.service = self.service
+                                                              sched, gs, traffic=traffic)
             for rep in flow.replicas:  # the whole system's names: s{j}r{i}, i in its stage
                 rep.name = f"s{rep.stage}r{g * k + rep.index}"
             flows.append((gc, flow, sched))
@@ -805,9 +701,10 @@ class DilocoSystem:
             self.presence.append(pr)
 
     def metrics(self) -> dict[str, float]:
-        """The training DES's metrics (:data:`sim.training.METRICS`) and DiLoCo's."""
+        """The training DES's record (:func:`sim.training.system.training_record`), its
+        figures (:data:`sim.training.system.FIGURES`) and DiLoCo's (:data:`DILOCO_METRICS`)."""
         from .flow import LOST_CAUSES
-        from .system import figures
+        from .system import figures, training_record
 
         c, o = self.config, self.outer
         wall = self.env.now
@@ -816,10 +713,8 @@ class DilocoSystem:
         W = c.workers
         trs = self.trainers
         steps = [x for tr in trs for x in tr.step_times]
-        st = np.asarray(steps, dtype=float)
         compute = np.array([tr.compute_time for tr in trs])
-        busy_groups = [sum(r.busy_time for r in tr.flow.replicas) for tr in trs]
-        busy = float(sum(busy_groups))
+        busy = float(sum(r.busy_time for tr in trs for r in tr.flow.replicas))
         ct_workers = float(sum(tr.compute_time * tr.workers for tr in trs))
         if o.schedule_mode:  # no failures: every step merges
             for tr in trs:
@@ -835,13 +730,6 @@ class DilocoSystem:
         else:
             hours = [(wall - s.unbilled_until(wall)) / c.hour for s in self.spots] or \
                 [wall / c.hour] * W
-        worker_hours = float(sum(hours))
-        cost = nan
-        if c.price is not None:
-            prices = ([p for row in c.price for p in row] if isinstance(c.price, tuple)
-                      else [float(c.price)] * W)
-            cost = float(sum(p * h for p, h in zip(prices, hours, strict=True)))
-        samples = delivered * c.samples_per_microbatch
         if pres is not None and pres[0].avail is not None:
             availability = float(np.mean([p.avail.total(wall) / wall if wall > 0
                                           else float(p.present and p.own_up) for p in pres]))
@@ -852,48 +740,42 @@ class DilocoSystem:
         for tr in trs:
             for key in LOST_CAUSES:
                 lost[key] += float(tr.flow.lost[key])
+        out = training_record(
+            c, wall=wall, finished=finished, delivered=delivered, quality=quality,
+            samples=delivered * c.samples_per_microbatch,
+            quality_samples=quality * c.samples_per_microbatch, step_times=steps,
+            steps_done=float(steps_done), hours=hours, series_cost=None,
+            availability=availability, lost=lost, measured={
+                "throughput_steady": nan,
+                "bubble_fraction": (1.0 - sum(tr.compute_busy for tr in trs) / ct_workers
+                                    if ct_workers > 0 else nan),
+                "utilisation": busy / (W * wall) if wall > 0 else nan,
+                "latency_mean": (sum(tr.latency_sum for tr in trs) / tot_delivered
+                                 if tot_delivered else nan),
+                "drop_rate": (dropped / (tot_delivered + dropped) if tot_delivered + dropped
+                              else nan),
+                "mean_quality": (sum(tr.quality_sum for tr in trs) / tot_delivered
+                                 if tot_delivered else nan),
+                "mean_skipped": (sum(tr.skipped_sum for tr in trs) / tot_delivered
+                                 if tot_delivered else nan),
+                "passes": float(sum(tr.flow.passes for tr in trs)),
+                "lost_passes": float(sum(tr.flow.lost_passes for tr in trs)),
+                "reroutes": float(sum(tr.flow.reroutes for tr in trs)),
+                "recomputes": float(sum(tr.flow.recomputes for tr in trs)),
+                "skips": float(sum(tr.flow.skips for tr in trs)),
+                "waits": float(sum(tr.flow.waits for tr in trs)),
+                "restarts": 0.0, "checkpoints": 0.0,
+                "preemptions": float(sum(s.preemptions for s in self.spots))})
         cu = compute / wall if wall > 0 else np.full(len(trs), nan)
         per_worker = np.repeat(cu, [tr.workers for tr in trs])
-        out: dict[str, float] = {
-            "throughput": delivered / wall if wall > 0 else nan,
-            "throughput_steady": nan,
-            "goodput": quality / wall if wall > 0 else nan,
-            "step_time_mean": float(st.mean()) if st.size else nan,
-            "step_time_p50": float(np.quantile(st, 0.5)) if st.size else nan,
-            "step_time_p99": float(np.quantile(st, 0.99)) if st.size else nan,
-            "training_time": wall if finished else nan,
-            "finished": float(finished),
-            "steps_done": float(steps_done),
-            "bubble_fraction": (1.0 - sum(tr.compute_busy for tr in trs) / ct_workers
-                                if ct_workers > 0 else nan),
-            "utilisation": busy / (W * wall) if wall > 0 else nan,
-            "latency_mean": (sum(tr.latency_sum for tr in trs) / tot_delivered
-                             if tot_delivered else nan),
-            "drop_rate": dropped / (tot_delivered + dropped) if tot_delivered + dropped else nan,
-            "mean_quality": (sum(tr.quality_sum for tr in trs) / tot_delivered
-                             if tot_delivered else nan),
-            "mean_skipped": (sum(tr.skipped_sum for tr in trs) / tot_delivered
-                             if tot_delivered else nan),
-            "passes": float(sum(tr.flow.passes for tr in trs)),
-            "lost_passes": float(sum(tr.flow.lost_passes for tr in trs)),
-            "reroutes": float(sum(tr.flow.reroutes for tr in trs)),
-            "recomputes": float(sum(tr.flow.recomputes for tr in trs)),
-            "skips": float(sum(tr.flow.skips for tr in trs)),
-            "waits": float(sum(tr.flow.waits for tr in trs)),
-            "restarts": 0.0, "checkpoints": 0.0,
-            "preemptions": float(sum(s.preemptions for s in self.spots)),
-            "workers": float(W), "worker_hours": worker_hours, "samples": samples,
-            "samples_per_second": samples / wall if wall > 0 else nan,
-            "samples_per_worker_hour": samples / worker_hours if worker_hours > 0 else nan,
-            "cost": cost,
-            "samples_per_dollar": samples / cost if cost and cost > 0 else nan,
-            "quality_samples_per_dollar": (quality * c.samples_per_microbatch / cost
-                                           if cost and cost > 0 else nan),
-            "worker_availability": availability,
-        }
-        for key in LOST_CAUSES:
-            out[f"lost_{key}"] = lost[key]
-        out.update(figures(per_worker, o.wan, o.intra + self._inner_bytes()))
+        wan = self.wan
+        inner = np.zeros(len(self.reps))
+        for tr in trs:
+            for rep, x in zip(tr.flow.replicas, tr.traffic.sent_by(tr.flow.replicas),
+                              strict=True):
+                inner[self.slot[id(rep)]] += x
+        out.update(figures(per_worker, [wan.wan.get(rep, 0.0) for rep in self.reps],
+                           inner + [wan.inside.get(rep, 0.0) for rep in self.reps]))
         out.update({
             "outer_syncs": float(o.n_syncs),
             "outer_exposed": float(np.mean([tr.exposed for tr in trs])),
@@ -903,14 +785,6 @@ class DilocoSystem:
             "late_merges": float(o.late_merges),
         })
         return {k: float(v) for k, v in out.items()}  # plain floats (a trace's times are numpy's)
-
-    def _inner_bytes(self) -> np.ndarray:
-        """Each worker's bytes sent by the groups' own (inner) all-reduces."""
-        out = np.zeros(len(self.reps))
-        for tr in self.trainers:
-            for rep in tr.flow.replicas:
-                out[self.slot[id(rep)]] += tr.sent.get(rep, 0.0)
-        return out
 
 
 def diloco_model(config: Any, streams: Streams) -> dict[str, float]:

@@ -4,12 +4,20 @@
 form, :attr:`SyncSpec.text`) into a frozen :class:`SyncSpec`. The grammar is a
 kind, then optional ``key=value`` pairs after a colon, comma-separated; each
 kind's keys, their readers and defaults are one row of :data:`KINDS`, and a
-kind's rules between keys one entry of :data:`CHECKS` (the same shape as
-helper adapter's table for ``allreduce``, issue 34, so the two merge as rows):
+kind's rules between keys one entry of :data:`CHECKS`:
 
 ``allreduce``
     The ring all-reduce of each stage's gradients among its replicas at the
-    end of a step (the default; no keys here).
+    end of a step (the default). Keys:
+
+    * ``overlap``: ``none`` (default: the all-reduce starts once the step's
+      backward passes are done) or ``backward`` (buckets released as the
+      backward pass produces their gradients: PyTorch DDP's ``Reducer`` and
+      Megatron-LM's ``overlap_grad_reduce``; see
+      :func:`sim.training.traffic.gradient_buckets`);
+    * ``bucket_size``: the bucket (> 0, in the units of ``param_size``,
+      bytes for a plan; default: the framework's, see
+      :func:`~sim.training.traffic.gradient_buckets`).
 ``none``
     No synchronisation (no keys).
 ``diloco``
@@ -37,7 +45,10 @@ from typing import Any
 from ..analytic.diloco import ORDERS, PAYLOAD_BITS
 from ..errors import ConfigError
 
-__all__ = ["KINDS", "CHECKS", "SyncSpec", "DilocoSync", "parse_sync"]
+__all__ = ["KINDS", "CHECKS", "OVERLAPS", "SyncSpec", "DilocoSync", "parse_sync"]
+
+#: When the all-reduce starts: after the step's backward passes, or bucket by bucket during them.
+OVERLAPS = ("none", "backward")
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
@@ -76,6 +87,16 @@ def _fraction(key: str, text: str) -> float:
     return x
 
 
+def _positive(key: str, text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x > 0):
+        raise ConfigError("sync", f"{key} > 0", text)
+    return x
+
+
 def _nonnegative(key: str, text: str) -> float:
     try:
         x = float(text)
@@ -88,7 +109,7 @@ def _nonnegative(key: str, text: str) -> float:
 
 #: kind -> key -> (reader of the value's text, default). A default of None: unset.
 KINDS: dict[str, dict[str, tuple[Callable[[str, str], Any], Any]]] = {
-    "allreduce": {},
+    "allreduce": {"overlap": (_choice(OVERLAPS), "none"), "bucket_size": (_positive, None)},
     "none": {},
     "diloco": {
         "every": (_integer(1), None), "fragments": (_integer(1), 1),

@@ -21,7 +21,6 @@ from typing import Any
 
 import simpy
 
-from ..analytic.training import ring_allreduce_time
 from .replica import Aborted, Microbatch, StageLost, StepLost
 
 __all__ = ["Trainer", "StepTrainer", "AsyncTrainer", "Step"]
@@ -79,8 +78,6 @@ class Trainer:
         self.latency_sum = 0.0
         self.skipped_sum = 0
         self.step_times: list[float] = []
-        #: (issue 37) size units each replica sent in the step-end gradient all-reduces
-        self.sent: dict[Any, float] = {}
         self.compute_time = 0.0
         self.compute_busy = 0.0
         self.finish_times: list[float] = []
@@ -138,8 +135,8 @@ class StepTrainer(Trainer):
         self._live_ev: simpy.Event | None = None
         self.next_id = 0
         self._in_step: list[Microbatch] = []
-        c = config
-        self.track = c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0)
+        self.traffic = flow.traffic  # the run's one adapter from traffic to time
+        self.track = self.traffic.track
         flow.track = self.track
         # progress bookkeeping for the stall watchdog (:class:`Stall`): the last time a
         # checkpoint completed or a step went beyond the best reached, and what the run
@@ -255,8 +252,9 @@ class StepTrainer(Trainer):
         st.remaining = 0
         self._left_fast(st)
 
-    def _close_fast(self, st: Step) -> int:
-        """Count the step's samples: the microbatches of its first K pipelines; the rest drop."""
+    def _close_fast(self, st: Step) -> set[int]:
+        """Count the step's samples: the microbatches of its first K pipelines; the rest drop.
+        The indices of those pipelines (the step's all-reduce is among them)."""
         fk = st.fast
         used = set(fk.done[: self.c.sync_wait])
         for mb, t in fk.finished:
@@ -266,7 +264,7 @@ class StepTrainer(Trainer):
                 st.quality += self.quality_of[mb.skipped]
             else:
                 self.dropped += 1
-        return len(used)
+        return used
 
     def _left(self, st: Step) -> None:
         st.remaining -= 1
@@ -316,7 +314,7 @@ class StepTrainer(Trainer):
                     self.best = k
                     self._progress()
                 if K and (k % K == 0 or k == N):
-                    write = self.flow.net.checkpoint() if self.flow.net is not None else None
+                    write = self.traffic.checkpoint()
                     if write is None:
                         yield env.timeout(c.checkpoint_cost)
                         self.flow.lost["checkpoint"] += c.checkpoint_cost
@@ -351,8 +349,7 @@ class StepTrainer(Trainer):
             st.parked = []
         for mb in self._in_step:
             mb.dead = True
-        if self.flow.net is not None:
-            self.flow.net.cancel_collectives()
+        self.traffic.cancel_step()
         self.flow.abort(cause)
 
     def _restart(self):
@@ -399,66 +396,16 @@ class StepTrainer(Trainer):
                 fk.pipe[id(mb)] = mb.pipe
                 fk.total[mb.pipe] += 1
                 fk.fwd_left[mb.pipe] += 1
+        self.traffic.begin_sync(flow.stages, mbs)  # an overlapped all-reduce's counts
         if st.remaining:
             st.done = env.event()
             yield st.done
         self.compute_time += env.now - t0
         self.compute_busy += self._busy() - busy0
-        sync = 0.0
-        if fk is not None:
-            used = self._close_fast(st)
-            if self.track and used > 1:  # the ring among the K pipelines the step waited for
-                sync = ring_allreduce_time(used, c.param_size, c.bandwidth, c.mean_latency)
-                self._count_sent([[r for r in flow.stages[j] if r.index in fk.done[:used]]
-                                  for j in range(L)], c.param_size)
-        elif self.track and flow.net is not None:  # the all-reduce as flows on the network
-            rings = [sorted((r for r in st.participants[j] if r.live), key=lambda r: r.index)
-                     for j in range(L)]
-            self._count_sent(rings, c.param_size)
-            ring = flow.net.allreduce(rings)
-            if ring is not None:
-                yield ring
-        elif self.track:
-            lat, P, W = c.mean_latency, c.param_size, c.bandwidth
-            self._count_sent([[r for r in st.participants[j] if r.live] for j in range(L)], P)
-            for j in range(L):
-                n = sum(1 for r in st.participants[j] if r.live)
-                if n > 1:
-                    sync = max(sync, ring_allreduce_time(n, P, W, lat))
-        if getattr(flow, "service", None) is not None and c.allreduce_sizes is not None:
-            self._count_plan_sent()
-            yield from flow.tail(L)  # a plan over a network: its collectives as flows
-        tail = c.optimizer_time
-        if c.allreduce_times is not None:  # a plan's per-stage all-reduce and optimizer step
-            opt = c.optimizer_times or (0.0,) * L
-            tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
-                                                                      strict=True))
-        if sync + tail > 0:
-            yield env.timeout(sync + tail)
+        used = self._close_fast(st) if fk is not None else None
+        yield from self.traffic.step_tail(st.participants, used)  # all-reduce, optimizer step
         self.step_times.append(env.now - t0)
         return st.delivered, st.quality
-
-
-    # (issue 37) the bytes each replica sends in its step-end all-reduces -----------------
-    def _count_sent(self, rings: list[list[Any]], size: float) -> None:
-        """Each member of a ring all-reduce of ``size`` among ``n`` sends ``2 (n-1)/n size``."""
-        for reps in rings:
-            n = len(reps)
-            if n > 1 and size > 0:
-                x = 2.0 * (n - 1) / n * size
-                for rep in reps:
-                    self.sent[rep] = self.sent.get(rep, 0.0) + x
-
-    def _count_plan_sent(self) -> None:
-        """A plan's tied and per-stage rings (``t`` ranks of its per-GPU size on a node)."""
-        c, flow = self.c, self.flow
-        st = flow.stages
-        L, r = c.stages, len(st[0])
-        if c.tied_allreduce_size and L > 1:
-            for k in range(r):
-                self._count_sent([[st[0][k], st[L - 1][k]]], c.tied_allreduce_size * flow.tp[0])
-        for j in range(L):
-            self._count_sent([list(st[j])], c.allreduce_sizes[j] * flow.tp[j])
 
 
 class AsyncTrainer(Trainer):
