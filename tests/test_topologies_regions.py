@@ -64,6 +64,10 @@ def test_a_pairs_file_in_the_simulator_units(tmp_path):
     ("a,b,latency,bandwidth\nx,y,-1,2\n", "latencies >= 0"),
     ("a,b,latency,bandwidth\nx,y,1,0\n", "bandwidths > 0 (inf allowed)"),
     ("a,b,latency,bandwidth\nx,y,one,2\n", "numeric latency and bandwidth"),
+    ("a,b,latency,bandwidth\nx,y,1,10GB\n", "bandwidth values that are a rate, not a size "
+     "(bytes per second, or a number and a rate unit: 10Gbit/s, 100MB/s, 25 Gbps, 1.2GiB/s)"),
+    ("a,b,latency_ms,bandwidth_gbps\nx,y,40ms,10\n",
+     "plain numbers in latency_ms (its unit is in its name)"),
 ])
 def test_bad_pairs_files_are_refused(tmp_path, text, rule):
     """Each malformed table is one line naming pairs and the rule."""
@@ -79,3 +83,32 @@ def test_pairs_refuses_the_matrices_it_replaces():
     with pytest.raises(ConfigError) as e:
         geo(hosts=1, pairs="dtfm-us", bandwidth_matrix="0/1;1/0")
     assert str(e.value).startswith("'bandwidth_matrix' must be unset with pairs")
+
+
+def test_geo_matrix_nic_and_pairs_take_units_as_every_link_does(tmp_path, monkeypatch):
+    """Units (topologies.units, sim.units) in geo's bandwidth matrix (a rate's /s is not an
+    entry separator), its NIC, and a pairs file's latency and bandwidth columns build the
+    same graph as the plain numbers they stand for; a NIC given with a unit is recorded for
+    the mixed-units warning."""
+    def links(G):
+        return ([(u, v, d["latency"], d["bandwidth"]) for u, v, d in sorted(G.edges(data=True))],
+                [G.nodes[v].get("nic") for v in sorted(G)])
+
+    a = topologies.build("geo:regions=3,hosts=2,bandwidth_matrix=0/10Gbit/s/5GB/ms;"
+                         "10Gbit/s/0/1e9;5GB/ms/1e9/0,latency_matrix=0/40ms/1;40ms/0/2;1/2/0,"
+                         "nic=25Gbps")
+    b = topologies.build("geo:regions=3,hosts=2,bandwidth_matrix=0/1250000000/5e12;"
+                         "1250000000/0/1e9;5e12/1e9/0,latency_matrix=0/0.04/1;0.04/0/2;1/2/0,"
+                         "nic=3125000000")
+    assert links(a) == links(b)
+    assert a.graph["units"]["nic"][0].text == "25Gbps" and b.graph["units"]["nic"][0] is None
+    with pytest.raises(ConfigError) as e:
+        topologies.build("geo:regions=2,hosts=1,nic=10GB")
+    assert e.value.name == "topology" and "nic is a rate, not a size" in e.value.rule
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "u.csv").write_text("a,b,latency,bandwidth\nx,y,40ms,10Gbit/s\nx,x,1ms,1GB/s\n"
+                                    "y,y,0.001,1e9\n")
+    (tmp_path / "p.csv").write_text("a,b,latency,bandwidth\nx,y,0.04,1250000000\nx,x,0.001,1e9\n"
+                                    "y,y,0.001,1e9\n")
+    assert links(topologies.build("geo:pairs=u.csv,hosts=2")) == \
+        links(topologies.build("geo:pairs=p.csv,hosts=2"))

@@ -3,7 +3,11 @@
 A table is a CSV file (``topologies/data/README.md`` describes the format)
 or the name of a shipped one (:data:`PRESETS`: measurements between cloud
 regions published by DT-FM, MIT licence). :func:`read_region_pairs` reads
-either into a :class:`RegionPairs` value.
+either into a :class:`RegionPairs` value. Its ``latency`` and ``bandwidth``
+columns take plain numbers (seconds, bytes per second) or numbers with a unit
+(``40ms``, ``10Gbit/s``: :mod:`sim.units`), as every link of
+:mod:`topologies` does; ``latency_ms`` and ``bandwidth_gbps`` name their unit
+and take plain numbers.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from sim.errors import ConfigError, check, read_csv_text
+from sim.units import RATE, TIME, has_unit, parse
 
 __all__ = ["PRESETS", "RegionPairs", "read_region_pairs", "DATA"]
 
@@ -27,6 +32,26 @@ DATA = Path(__file__).resolve().parent / "data"
 PRESETS = {"dtfm-world": "regions-dtfm-world.csv", "dtfm-us": "regions-dtfm-us.csv"}
 #: Unit columns: name -> factor to the simulator's units (seconds, bytes per second).
 _UNITS = {"latency": 1.0, "latency_ms": 1e-3, "bandwidth": 1.0, "bandwidth_gbps": 1e9 / 8}
+#: What each column holds (its values may carry a unit in the columns without one in their name).
+_KINDS = {"latency": TIME, "latency_ms": TIME, "bandwidth": RATE, "bandwidth_gbps": RATE}
+
+
+def _value(text: str, col: str, where: str) -> float:
+    """A table value in seconds or bytes per second: a plain number times the column's
+    factor, or (``latency`` and ``bandwidth`` columns) a number with a unit
+    (:mod:`sim.units`: ``40ms``, ``10Gbit/s``)."""
+    t = text.strip()
+    if has_unit(t):
+        check(_UNITS[col] == 1.0, "pairs", f"plain numbers in {col} (its unit is in its name)",
+              where)
+        try:
+            return parse(t, _KINDS[col], col)
+        except ConfigError as exc:
+            raise ConfigError("pairs", f"{col} values that are {exc.rule}", where) from None
+    try:
+        return float(t) * _UNITS[col]
+    except ValueError:
+        raise ConfigError("pairs", "numeric latency and bandwidth", where) from None
 
 
 @dataclass(frozen=True)
@@ -97,11 +122,8 @@ def read_region_pairs(spec: Any) -> RegionPairs:
         check(len(row) == len(header), "pairs", rule, where)
         a, b = row[0].strip(), row[1].strip()
         check(a != "" and b != "", "pairs", "rows naming two regions", where)
-        try:
-            lat = float(row[il]) * _UNITS[lat_col]
-            bw = float(row[ib]) * _UNITS[bw_col]
-        except ValueError:
-            raise ConfigError("pairs", "numeric latency and bandwidth", where) from None
+        lat = _value(row[il], lat_col, where)
+        bw = _value(row[ib], bw_col, where)
         check(math.isfinite(lat) and lat >= 0, "pairs", "latencies >= 0", where)
         check(bw > 0, "pairs", "bandwidths > 0 (inf allowed)", where)
         key = (a, b) if a <= b else (b, a)
