@@ -14,6 +14,18 @@ from ..results import summarize
 from ..runner import replicate
 from ..training.learners import LEARNER_METRICS, STEP_LAWS, LearnersConfig, learners_model
 from ._common import add_run_options, emit_json, print_table
+from ._units import (
+    LEARNERS_UNITS,
+    RATE_HELP,
+    SIZE_HELP,
+    TIME_HELP,
+    RateOption,
+    SizeOption,
+    TimeOption,
+    check_learners,
+    given_line,
+    units_object,
+)
 
 NAME = "learners"
 HELP = ("DiLoCo learners of many chips under per-chip failures: goodput at scale "
@@ -37,9 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="an outer step goes on once K learners reported and either all members have or "
            "--grace passed (default: synchronous)")
     a("--grace", type=float, default=0.0, metavar="W", help="the grace window (with --quorum)")
-    a("--size", type=float, default=d.size, help="model parameters (size units; default 0)")
-    a("--bandwidth", type=float, default=d.bandwidth, help="a learner's WAN bandwidth")
-    a("--latency", type=float, default=d.latency, help="latency between learners")
+    a("--size", action=SizeOption, default=d.size, metavar="SIZE",
+      help=f"model parameters: {SIZE_HELP} (default 0)")
+    a("--bandwidth", action=RateOption, default=d.bandwidth, metavar="RATE",
+      help=f"a learner's WAN bandwidth: {RATE_HELP} (default inf)")
+    a("--latency", action=TimeOption, default=d.latency, metavar="TIME",
+      help=f"latency between learners: {TIME_HELP} (default 0)")
     a("--bits", type=int, default=d.bits, help="payload bits a value (32, 16, 8, 4)")
     a("--value-bits", type=int, default=d.value_bits, help="bits a value has in --size (16)")
     a("--topk", type=float, default=None, help="top-k fraction sent (32-bit indices)")
@@ -52,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_run_options(p, replications=5)
 
 
-def config_from_args(args: argparse.Namespace) -> LearnersConfig:
+def _config_from_args(args: argparse.Namespace) -> LearnersConfig:
     """Every option validated into a :class:`LearnersConfig` (before any simulation)."""
     return LearnersConfig(
         learners=args.learners, chips=args.chips, step_time=args.step_time,
@@ -68,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import check_int
 
     check_int("replications", args.replications, low=1)
-    cfg = config_from_args(args)
+    cfg = _config_from_args(args)
+    check_learners(args)
     w0, c0 = time.perf_counter(), time.process_time()
     records = replicate(learners_model, cfg, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
@@ -86,11 +102,15 @@ def run(args: argparse.Namespace) -> int:
                synchronisation="synchronous" if cfg.quorum is None else
                f"quorum {cfg.quorum}, grace {cfg.grace:g}")
     if args.json:
+        out["units"] = units_object(LEARNERS_UNITS, args)
         emit_json(out)
         return 0
     print(f"{cfg.learners} learners x {cfg.chips} chips = {cfg.learners * cfg.chips:g} chips, "
           f"H={cfg.every}, N={cfg.steps}, {out['synchronisation']}; {args.replications} "
           f"replications, seed {args.seed}")
+    line = given_line(args)
+    if line is not None:
+        print(line)
     rows = [(label, str(est[key])) for label, key in (
         ("goodput (merged chip compute / chip time)", "goodput_fraction"),
         ("compute utilisation (fraction of wall time)", "compute_utilisation"),

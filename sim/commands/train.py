@@ -572,7 +572,7 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
     from ..training.outer import DILOCO_METRICS
     from ..training.system import FIGURES
 
-    diloco = cfg.sync.startswith("diloco")
+    diloco = cfg.diloco is not None
     extra = [m for m in (*FIGURES, *(DILOCO_METRICS if diloco else ())) if m not in
              sel.engine.metrics]
     # every training metric is a count, a time, a rate or a fraction: none is below 0; the
@@ -607,7 +607,7 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
         "samples_per_dollar": est["samples_per_dollar"].mean if priced else None,
     }
     # (issue 37) every run: compute utilisation (mean over workers, with its interval; least
-    # and largest over workers) and the size units each worker sent
+    # and largest over workers) and the bytes each worker sent
     out.update({
         "compute_utilisation": est["compute_utilisation"].mean,
         "compute_utilisation_ci": est["compute_utilisation"],
@@ -617,7 +617,6 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
         "wan_bytes_sent_ci": est["wan_bytes_sent"],
         "wan_bytes_sent_max": est["wan_bytes_sent_max"].mean,
         "allreduce_bytes_sent": est["allreduce_bytes_sent"].mean,
-        "bytes_unit": "size units of --param-size (a plan's: bytes)",
     })
     if diloco:
         spec = cfg.diloco
@@ -720,7 +719,7 @@ def run(args: argparse.Namespace) -> int:
         _plan_payload(build, out, args.explain)
         # (issue 37) the plan's closed form times a data-parallel step; a DiLoCo run's groups
         # all-reduce among fewer replicas: none then
-        pred = {} if cfg.sync.startswith("diloco") else _plan_closed_form(args, build)
+        pred = {} if cfg.diloco is not None else _plan_closed_form(args, build)
         for key, metric in PREDICTED.items():
             p = pred.get(metric)
             if p is not None and p["value"] is not None:
@@ -826,7 +825,7 @@ def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
     print(f"compute utilisation {cu}{exact('predicted_compute_utilisation')}, "
           f"{out['compute_utilisation_min']:.4g} to {out['compute_utilisation_max']:.4g} over "
           "workers (fraction of wall time in inner steps' compute)")
-    print(f"sent per worker (size units of --param-size): WAN {out['wan_bytes_sent']:.6g}"
+    print(f"sent per worker (bytes): WAN {out['wan_bytes_sent']:.6g}"
           f"{exact('predicted_wan_bytes_sent')}, largest {out['wan_bytes_sent_max']:.6g}; "
           f"inside its group {out['allreduce_bytes_sent']:.6g}"
           f"{exact('predicted_allreduce_bytes_sent')}")

@@ -616,7 +616,7 @@ class TrainingConfig:
             check(False, "restart_cost",
                   "unset when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.restart_cost)
-        if self.framework and self.failures and not self.sync.startswith("diloco"):
+        if self.framework and self.failures and self.diloco is None:
             # (issue 37: a DiLoCo group that fails leaves its round instead of restarting)
             what = ("interleaved" if self.schedule == "interleaved" else "p2p blocking"
                     if self.p2p == "blocking" else "a plan over a network")

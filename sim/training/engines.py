@@ -98,7 +98,7 @@ def _speed_one(c: Any) -> float | None:
 def _no_strategy(c: Any) -> tuple[bool, str]:
     """The refusal of every reference of the training DES for a step-level strategy (and,
     issue 37, for a DiLoCo run, which the diloco reference answers)."""
-    if c.sync.startswith("diloco"):  # the diloco reference's own verdict, whichever note shows
+    if c.diloco is not None:  # the diloco reference's own verdict, whichever note shows
         v = DilocoReference().applies(c)
         return (True, "sync diloco: " + ("answered by the diloco reference" if v.ok
                                          else f"diloco: {v.reason}"))
@@ -360,7 +360,7 @@ def _allreduce_bytes(c: Any) -> float | None:
         return None
     r, m = c.replicas[0], c.microbatches
     n = min(m, r)
-    if c.sync != "allreduce" or n < 2 or not c.param_size:
+    if c.sync_spec.kind != "allreduce" or n < 2 or not c.param_size:
         return 0.0
     return c.steps * 2.0 * (n - 1) / n * c.param_size * n / r
 
@@ -675,7 +675,7 @@ class DilocoReference(Reference):
         return gc, pred
 
     def applies(self, c: Any) -> Applies:
-        if not c.sync.startswith("diloco"):
+        if c.diloco is None:
             return Applies(False, "needs sync diloco")
         no = _first(
             (c.network is not None, _NETWORK),

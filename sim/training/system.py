@@ -54,9 +54,9 @@ def figures(per_worker: Any, wan: Any, allreduce: Any) -> dict[str, float]:
     is done: pipeline bubbles count, the step-end all-reduce, optimizer step,
     outer syncs, barriers, downloads and restarts do not; without a step
     barrier the whole run), mean, least and largest over the workers.
-    ``wan_bytes_sent``: size units a worker sent over the WAN tier (DiLoCo's
+    ``wan_bytes_sent``: bytes a worker sent over the WAN tier (DiLoCo's
     outer syncs and model downloads; 0 without DiLoCo), mean and largest;
-    ``allreduce_bytes_sent``: size units a worker sent in the gradient
+    ``allreduce_bytes_sent``: bytes a worker sent in the gradient
     all-reduces inside its group (its pipeline's data parallelism), mean.
     """
     cu = np.asarray(per_worker, dtype=float)
