@@ -958,9 +958,10 @@ def build_cases(fx: Fixtures) -> list[Case]:
     if _has_option("train", "--value-bits"):
         TR = lambda *a: dtsim("train", *a)  # noqa: E731
         D4 = ("--replicas", "4", "--microbatches-per-step", "4", "--steps", "8")
-        add("train/sync-unknown-kind", TR("--sync", "gossip"), refuse("sync"))
-        add("train/sync-allreduce-with-options", TR("--sync", "allreduce:every=2"),
+        # (the kinds and keys of every sync: the sync/ group of traffic_cases)
+        add("train/diloco-key-of-allreduce", TR(*D4, "--sync", "diloco:every=4,bucket_size=2"),
             refuse("sync"))
+        add("train/allreduce-key-of-diloco", TR("--sync", "allreduce:every=2"), refuse("sync"))
         add("train/diloco-without-every", TR(*D4, "--sync", "diloco"), refuse("sync"))
         add("train/diloco-unknown-option", TR(*D4, "--sync", "diloco:every=4,foo=1"),
             refuse("sync"))
@@ -1008,6 +1009,16 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                           "--replicas", "2"), refuse("network"))
         add("train/geo-bandwidth-matrix-asymmetric",
             TR("--network", "geo:regions=2,hosts=1,bandwidth_matrix=0/1;2/0"), refuse("network"))
+        add("train/geo-bandwidth-matrix-size-unit",
+            TR("--network", "geo:regions=2,hosts=1,bandwidth_matrix=0/10GB;10GB/0"),
+            refuse("network"))
+        add("train/geo-nic-size-unit", TR("--network", "geo:regions=2,hosts=1,nic=10GB"),
+            refuse("network"))
+        add("train/geo-units-ok", TR("--network", "geo:regions=2,hosts=4,bandwidth_matrix="
+                                     "0/10Gbit/s;10Gbit/s/0,nic=25Gbps,inter_region_latency=40ms,"
+                                     "intra_region_bandwidth=100Gbit/s,intra_region_latency=1ms",
+                                     "--param-size", "1GB", "--replicas", "2",
+                                     "--replications", "1"), ok("step time"))
     if _has_command("learners"):
         LR = lambda *a: dtsim("learners", *a)  # noqa: E731
         add("learners/learners-zero", LR("--learners", "0"), refuse("learners"))
@@ -1020,6 +1031,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("step_time_distribution"))
         add("learners/bits-5", LR("--bits", "5"), refuse("bits"))
         add("learners/replications-zero", LR("--replications", "0"), refuse("replications"))
+        add("learners/size-rate-unit", LR("--size", "10GB/s"), refuse("size"))
+        add("learners/bandwidth-size-unit", LR("--bandwidth", "10GB"), refuse("bandwidth"))
+        add("learners/latency-size-unit", LR("--latency", "5GB"), refuse("latency"))
         add("learners/ok", LR("--learners", "4", "--chips", "100", "--steps", "400",
                               "--mtbf", "1e6", "--replace-time", "10", "--replications", "2"),
             ok("goodput"))
