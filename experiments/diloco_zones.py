@@ -42,8 +42,12 @@ order of DT-FM's inter-region delays, 11-265 ms).
 
 Methods: ``dp`` (data parallelism across zones: a ring all-reduce of the
 gradients every step), ``dp-overlap`` (the same, overlapped with the
-backward pass, 2/3 of the step: the exposed tail ``max(0, T_ar - T_b)``,
-closed form; its DES is ``--sync allreduce:overlap=backward``), ``diloco``
+backward pass, 2/3 of the step: ``--sync allreduce:overlap=backward``, the
+gradients cut into ``n`` equal buckets, each all-reduced by its own ring once
+the backward pass has produced it and the bucket before it is done; ``n``
+from 1 to 32, the best at each bandwidth, so the strongest data-parallel
+baseline; exact by the max-plus recursion of
+:func:`sim.analytic.overlapped_allreduce_end`, which the DES equals), ``diloco``
 (``H = 100`` inner steps between outer syncs, as INTELLECT-1), ``streaming``
 (``P = 4`` strided fragments, one every 25 steps), ``streaming-overlap``
 (the same, each sync beside ``TAU = 5`` inner steps) and ``streaming-4bit``
@@ -61,6 +65,7 @@ Run::
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from pathlib import Path
@@ -69,8 +74,10 @@ from typing import Any
 import numpy as np
 
 import sim.runner
+from sim.analytic import bucket_ready_times, overlapped_allreduce_end, ring_allreduce_time
 from sim.analytic import diloco as AD
 from sim.rng import Streams
+from sim.training.traffic import gradient_buckets
 
 # ----------------------------------------------------------------------------- parameters
 
@@ -97,6 +104,9 @@ FAILURE_FACTORS = (1, 2, 4, 8)
 QUORUM, GRACE = 30, 10.0
 #: Learning: target losses of the global model, bandwidth (Gbit/s), model.
 LOSS_TARGETS, LEARN_GBPS, LEARN_MODEL = (0.2, 0.05), 10.0, "10B"
+#: Bucket counts tried for dp-overlap (the best at each bandwidth). PyTorch DDP's default,
+#: 25 MiB buckets (hundreds of them here), pays the ring's 0.6 s of latency a bucket.
+DP_BUCKETS = range(1, 33)
 
 
 def step_time(params: float) -> float:
@@ -150,20 +160,49 @@ QUICK = {
 # ----------------------------------------------------------------------------- model
 
 
-def _sync_times(method: str, S: float, B: float) -> tuple[float, list[float]]:
-    """``(T_exposed_per_step_or_None, fragment sync times)`` at bandwidth ``B`` bytes/s."""
-    H, P, tau, bits = METHODS[method]
-    return H, [AD.outer_sync_time(ZONES, S / P, B, LATENCY, bits=bits) for _ in range(P)]
+def bucket_size(S: float, n: int) -> float:
+    """``--sync allreduce:bucket_size`` that cuts ``S`` into ``n`` buckets (the last a hair
+    smaller: ``ceil(S / b) = n`` whatever the rounding)."""
+    return S / n * (1.0 + 1e-9)
+
+
+def dp_overlap_exposed(params: float, B: float, n: int) -> float:
+    """The all-reduce time exposed after the backward pass, ``n`` buckets at ``B`` bytes/s.
+
+    Every zone's backward pass runs from ``T/3`` to ``T`` (1F1B, one micro-batch, backward
+    twice the forward) and produces the gradients at an even rate, DDP's buckets in its order
+    (:func:`sim.training.traffic.gradient_buckets`); each bucket is a ring all-reduce of its
+    size (:func:`sim.analytic.ring_allreduce_time`), in order, once produced
+    (:func:`sim.analytic.overlapped_allreduce_end`): ``max(0, e_n - T)``.
+    """
+    T = step_time(params)
+    sizes, ready = _bucket_plan(params, n)
+    ring = {b: ring_allreduce_time(ZONES, b, B, LATENCY) for b in set(sizes)}  # 2 sizes at most
+    end = overlapped_allreduce_end(ready, [ring[b] for b in sizes])
+    return max(0.0, end - T)
+
+
+@functools.cache
+def _bucket_plan(params: float, n: int) -> tuple[list[float], list[float]]:
+    """``n`` buckets of the gradients in DDP's order, and when each is produced."""
+    T, S = step_time(params), 2.0 * params
+    sizes = gradient_buckets(S, bucket_size(S, n))
+    return sizes, bucket_ready_times(T / 3.0, 2.0 * T / 3.0, sizes)
+
+
+def dp_overlap_best(params: float, B: float) -> tuple[float, int]:
+    """The least exposed time over :data:`DP_BUCKETS`, and its bucket count (the fewest)."""
+    return min((dp_overlap_exposed(params, B, n), n) for n in DP_BUCKETS)
 
 
 def utilisation(method: str, params: float, B: float) -> float:
     """Steady-state compute utilisation of ``method`` at ``B`` bytes/s (closed forms)."""
     T, S = step_time(params), 2.0 * params
     H, P, tau, bits = METHODS[method]
-    if method.startswith("dp"):
-        ar = AD.outer_sync_time(ZONES, S, B, LATENCY)
-        exposed = AD.overlap_backward_exposed(ar, 2.0 / 3.0 * T) if method == "dp-overlap" else ar
-        return T / (T + exposed)
+    if method == "dp-overlap":
+        return T / (T + dp_overlap_best(params, B)[0])
+    if method == "dp":
+        return T / (T + AD.outer_sync_time(ZONES, S, B, LATENCY))
     tf = [AD.outer_sync_time(ZONES, S / P, B, LATENCY, bits=bits)] * P
     return AD.streaming_utilisation(H, T, tf, overlap=tau)
 
@@ -175,15 +214,29 @@ def bandwidth_needed(method: str, params: float, target: float) -> float:
     slack = (1.0 - target) / target
     if method == "dp":
         return AD.bandwidth_for_time(T * slack, ZONES, S, LATENCY)
-    if method == "dp-overlap":
-        return AD.bandwidth_for_time(2.0 / 3.0 * T + T * slack, ZONES, S, LATENCY)
+    if method == "dp-overlap":  # the exposed time falls with B: bisect (geometric)
+        budget = T * slack
+        if dp_overlap_best(params, math.inf)[0] > budget:
+            return math.inf
+        lo, hi = 1.0, 1.0
+        while dp_overlap_best(params, hi)[0] > budget:
+            lo, hi = hi, hi * 4.0
+        for _ in range(200):
+            mid = math.sqrt(lo * hi)
+            if mid in (lo, hi):
+                break
+            lo, hi = (lo, mid) if dp_overlap_best(params, mid)[0] <= budget else (mid, hi)
+        return hi
     # P syncs an outer period, each exposing max(0, T_f - TAU T): T_f <= TAU T + H T slack / P
     return AD.bandwidth_for_time(tau * T + H * T * slack / P, ZONES, S / P, LATENCY, bits=bits)
 
 
-def _sync_spec(method: str) -> str:
+def _sync_spec(method: str, params: float = 0.0, B: float = math.inf) -> str:
     H, P, tau, bits = METHODS[method]
-    if method.startswith("dp"):
+    if method == "dp-overlap":  # the best bucket count at this bandwidth
+        n = dp_overlap_best(params, B)[1]
+        return f"allreduce:overlap=backward,bucket_size={bucket_size(2.0 * params, n)!r}"
+    if method == "dp":
         return "allreduce"
     return (f"diloco:every={H}" + (f",fragments={P},order=strided" if P > 1 else "")
             + (f",overlap={tau}" if tau else "") + (f",bits={bits}" if bits != 16 else ""))
@@ -200,7 +253,7 @@ def _des(method: str, params: float, *, bandwidth: float = math.inf, network: An
     N = steps if steps is not None else (100 if method.startswith("dp") else 4 * H)
     kw: dict[str, Any] = dict(stages=1, replicas=groups, microbatches=groups, steps=N,
                               forward_time=T / 3.0, backward_ratio=2.0, param_size=2.0 * params,
-                              sync=_sync_spec(method), schedule="1f1b")
+                              sync=_sync_spec(method, params, bandwidth), schedule="1f1b")
     if network is None:
         kw.update(bandwidth=bandwidth, latency=LATENCY)
     else:
@@ -262,8 +315,8 @@ def _learning(method: str) -> dict[str, Any]:
     H, P, tau, bits = METHODS[method]
     N = 3000
     if method.startswith("dp"):
-        ar = AD.outer_sync_time(ZONES, S, B, LATENCY)
-        tail = AD.overlap_backward_exposed(ar, 2.0 / 3.0 * T) if method == "dp-overlap" else ar
+        tail = (dp_overlap_best(params, B)[0] if method == "dp-overlap"
+                else AD.outer_sync_time(ZONES, S, B, LATENCY))
         curve = AD.loss_vs_wall_clock(a, c, 0.05, N, 1, T, [tail], x0=3.0)
     else:
         tf = [AD.outer_sync_time(ZONES, S / P, B, LATENCY, bits=bits)] * P
@@ -285,8 +338,10 @@ def model(config: dict[str, Any], streams: Streams) -> dict[str, Any]:
         params = MODELS[config["model"]]
         B = bandwidth_needed(config["method"], params, config["target"])
         out = {"bandwidth_gbps": B * 8 / 1e9, "step_time_s": step_time(params),
-               "utilisation_at_bandwidth": utilisation(config["method"], params, B)}
-        if config["method"] == "dp-overlap" or not math.isfinite(B):
+               "utilisation_at_bandwidth": utilisation(config["method"], params, B),
+               "buckets": (float(dp_overlap_best(params, B)[1]) if config["method"] ==
+                           "dp-overlap" and math.isfinite(B) else math.nan)}
+        if not math.isfinite(B):
             out.update(des_utilisation=math.nan, exact_run_utilisation=math.nan)
         else:
             got = _des(config["method"], params, bandwidth=B)
@@ -335,13 +390,14 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
             check = rs.get(0.95) or next(iter(rs.values()))
             row["des_check"] = check["des_utilisation_mean"]
             row["exact_check"] = check["exact_run_utilisation_mean"]
+            row["buckets"] = _cell(check.get("buckets_mean"), "")
             wide.append(row)
     cols = ["model", "step_s", "method"] + [f"gbps_{int(round(100 * u))}" for u in TARGETS
                                             if f"gbps_{int(round(100 * u))}" in wide[0]]
-    cols += ["des_check", "exact_check"]
+    cols += ["des_check", "exact_check", "buckets"]
     texts.append(("Gbit/s a zone needs for a compute utilisation of 50-99 % (4 zones, 0.1 s "
-                  "apart; DES check at the 95 % bandwidth: a run of 4 H steps, measured and "
-                  "exact, the last sync included)",
+                  "apart; DES check at the 95 % bandwidth: a run of 4 H steps (dp: 100), "
+                  "measured and exact, the last sync included; dp-overlap's buckets there)",
                   write_tables(wide, cols, out_dir, f"{NAME}_bandwidth",
                                "Bandwidth needed for compute utilisation", fmt=format_4g)))
     reg = _rows(results, "regions")

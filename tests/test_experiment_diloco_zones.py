@@ -47,3 +47,21 @@ def test_4bit_streaming_needs_a_quarter_of_16bit_overlapped_streaming(dz):
     a = dz.bandwidth_needed("streaming-overlap", 1e11, 0.95)
     b = dz.bandwidth_needed("streaming-4bit", 1e11, 0.95)
     assert b == pytest.approx(a / 4, rel=1e-9)
+
+
+def test_dp_overlap_des_equals_its_exact_value_above_the_old_lower_bound(dz):
+    """dp-overlap is the DES of --sync allreduce:overlap=backward: at its 95 % bandwidth for
+    100B (12 buckets) the simulated utilisation is the max-plus value, 0.95; the exposed tail
+    is above the bound max(0, T_ar - T_b) (the last bucket's ring is always exposed), and
+    one bucket is no overlap at all (dp's time)."""
+    p = dz.MODELS["100B"]
+    B = dz.bandwidth_needed("dp-overlap", p, 0.95)
+    exposed, n = dz.dp_overlap_best(p, B)
+    assert n == 12
+    got = dz._des("dp-overlap", p, bandwidth=B, steps=4)
+    assert got["des_utilisation"] == pytest.approx(0.95, rel=1e-12)
+    assert got["exact_run_utilisation"] == pytest.approx(0.95, rel=1e-12)
+    T = dz.step_time(p)
+    ar = dz.AD.outer_sync_time(dz.ZONES, 2 * p, B, dz.LATENCY)
+    assert exposed > dz.AD.overlap_backward_exposed(ar, 2 * T / 3) + 0.5
+    assert dz.dp_overlap_exposed(p, B, 1) == pytest.approx(ar, rel=1e-12)
