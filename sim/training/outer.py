@@ -62,7 +62,11 @@ the payload, ``t`` tensor-parallel ranks of ``1/t`` each) or all-gather
 each group all-gathers its ``k`` averaged shards; ``k`` is the fewest live
 replicas of the stage in a group of the ring. Without a network every link
 is the config's ``bandwidth`` and ``latency`` and the sync takes the closed
-form :func:`sim.analytic.diloco.outer_sync_time`, the stages at once.
+form :func:`sim.analytic.diloco.outer_sync_time` (the one ring law), the
+stages at once. The loop says what moves; how long it takes (and what each
+replica sent) is the WAN tier's traffic adapter's,
+:class:`sim.training.traffic.WanTraffic`, whose network service every group's
+own adapter (:func:`sim.training.traffic.traffic_for`) shares.
 """
 
 from __future__ import annotations
