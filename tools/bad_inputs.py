@@ -954,6 +954,89 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/steps-1e12-ctrl-c", TR("--steps", "1000000000000", "--replications", "1"),
             Expect("interrupt", "interrupted"), interrupt_after=4.0, timeout=30,
             note="fits in memory but never ends: Ctrl-C stops it in one line")
+    # -- issue 37: DiLoCo (--sync diloco:...), --value-bits, dtsim learners, geo pairs -------
+    if _has_option("train", "--value-bits"):
+        TR = lambda *a: dtsim("train", *a)  # noqa: E731
+        D4 = ("--replicas", "4", "--microbatches-per-step", "4", "--steps", "8")
+        # (the kinds and keys of every sync: the sync/ group of traffic_cases)
+        add("train/diloco-key-of-allreduce", TR(*D4, "--sync", "diloco:every=4,bucket_size=2"),
+            refuse("sync"))
+        add("train/allreduce-key-of-diloco", TR("--sync", "allreduce:every=2"), refuse("sync"))
+        add("train/diloco-without-every", TR(*D4, "--sync", "diloco"), refuse("sync"))
+        add("train/diloco-unknown-option", TR(*D4, "--sync", "diloco:every=4,foo=1"),
+            refuse("sync"))
+        add("train/diloco-every-zero", TR(*D4, "--sync", "diloco:every=0"), refuse("sync"))
+        add("train/diloco-every-text", TR(*D4, "--sync", "diloco:every=x"), refuse("sync"))
+        add("train/diloco-fragments-not-dividing", TR(*D4, "--sync", "diloco:every=4,fragments=3"),
+            refuse("sync"))
+        add("train/diloco-order-unknown", TR(*D4, "--sync", "diloco:every=4,order=random"),
+            refuse("sync"))
+        add("train/diloco-overlap-every", TR(*D4, "--sync", "diloco:every=4,overlap=4"),
+            refuse("sync"))
+        add("train/diloco-bits-5", TR(*D4, "--sync", "diloco:every=4,bits=5"), refuse("sync"))
+        add("train/diloco-topk-zero", TR(*D4, "--sync", "diloco:every=4,topk=0"), refuse("sync"))
+        add("train/diloco-topk-nan", TR(*D4, "--sync", "diloco:every=4,topk=nan"), refuse("sync"))
+        add("train/diloco-groups-not-dividing", TR(*D4, "--sync", "diloco:every=4,groups=3"),
+            refuse("sync"))
+        add("train/diloco-quorum-over-groups", TR(*D4, "--sync", "diloco:every=4,quorum=9"),
+            refuse("sync"))
+        add("train/diloco-grace-without-quorum", TR(*D4, "--sync", "diloco:every=4,grace=2"),
+            refuse("sync"))
+        add("train/diloco-grace-inf", TR(*D4, "--sync", "diloco:every=4,quorum=2,grace=inf"),
+            refuse("sync"))
+        add("train/diloco-steps-not-multiple", TR(*D4, "--sync", "diloco:every=3"),
+            refuse("steps"))
+        add("train/diloco-swarm", TR(*D4, "--schedule", "swarm", "--routing", "queue", "--sync",
+                                     "diloco:every=4"), refuse("schedule"))
+        add("train/diloco-fragments-with-failures",
+            TR(*D4, "--sync", "diloco:every=4,fragments=2", "--mtbf", "100"), refuse("sync"))
+        add("train/diloco-with-checkpoints",
+            TR(*D4, "--sync", "diloco:every=4", "--mtbf", "100", "--checkpoint-every", "2",
+               "--checkpoint-cost", "1", "--restart-cost", "1"), refuse("checkpoint_every"))
+        add("train/diloco-sync-wait", TR(*D4, "--sync", "diloco:every=4", "--sync-wait", "2"),
+            refuse("sync_wait"))
+        add("train/diloco-stall-limit", TR(*D4, "--sync", "diloco:every=4", "--stall-limit",
+                                           "100"), refuse("stall_limit"))
+        add("train/value-bits-without-diloco", TR("--value-bits", "32"), refuse("value_bits"))
+        add("train/value-bits-zero", TR(*D4, "--sync", "diloco:every=4", "--value-bits", "0"),
+            refuse("value_bits"))
+        add("train/diloco-bits-above-value-bits",
+            TR(*D4, "--sync", "diloco:every=4", "--value-bits", "8"), refuse("sync"))
+        add("train/diloco-ok", TR(*D4, "--param-size", "10", "--bandwidth", "5", "--sync",
+                                  "diloco:every=4,fragments=2,overlap=1,bits=4",
+                                  "--replications", "1"), ok("DiLoCo"))
+        add("train/geo-pairs-missing", TR("--network", "geo:pairs=" + str(T / "nope.csv"),
+                                          "--replicas", "2"), refuse("network"))
+        add("train/geo-bandwidth-matrix-asymmetric",
+            TR("--network", "geo:regions=2,hosts=1,bandwidth_matrix=0/1;2/0"), refuse("network"))
+        add("train/geo-bandwidth-matrix-size-unit",
+            TR("--network", "geo:regions=2,hosts=1,bandwidth_matrix=0/10GB;10GB/0"),
+            refuse("network"))
+        add("train/geo-nic-size-unit", TR("--network", "geo:regions=2,hosts=1,nic=10GB"),
+            refuse("network"))
+        add("train/geo-units-ok", TR("--network", "geo:regions=2,hosts=4,bandwidth_matrix="
+                                     "0/10Gbit/s;10Gbit/s/0,nic=25Gbps,inter_region_latency=40ms,"
+                                     "intra_region_bandwidth=100Gbit/s,intra_region_latency=1ms",
+                                     "--param-size", "1GB", "--replicas", "2",
+                                     "--replications", "1"), ok("step time"))
+    if _has_command("learners"):
+        LR = lambda *a: dtsim("learners", *a)  # noqa: E731
+        add("learners/learners-zero", LR("--learners", "0"), refuse("learners"))
+        add("learners/chips-zero", LR("--chips", "0"), refuse("chips"))
+        add("learners/steps-not-multiple", LR("--steps", "150"), refuse("steps"))
+        add("learners/quorum-over-learners", LR("--quorum", "9"), refuse("quorum"))
+        add("learners/grace-without-quorum", LR("--grace", "5"), refuse("grace"))
+        add("learners/mtbf-zero", LR("--mtbf", "0"), refuse("mtbf"))
+        add("learners/step-law-unknown", LR("--step-time-distribution", "pareto"),
+            refuse("step_time_distribution"))
+        add("learners/bits-5", LR("--bits", "5"), refuse("bits"))
+        add("learners/replications-zero", LR("--replications", "0"), refuse("replications"))
+        add("learners/size-rate-unit", LR("--size", "10GB/s"), refuse("size"))
+        add("learners/bandwidth-size-unit", LR("--bandwidth", "10GB"), refuse("bandwidth"))
+        add("learners/latency-size-unit", LR("--latency", "5GB"), refuse("latency"))
+        add("learners/ok", LR("--learners", "4", "--chips", "100", "--steps", "400",
+                              "--mtbf", "1e6", "--replace-time", "10", "--replications", "2"),
+            ok("goodput"))
     # -- trace (when present) ---------------------------------------------------------
     if _has_command("trace"):
         TC = lambda *a: dtsim("trace", *a)  # noqa: E731

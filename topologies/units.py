@@ -1,8 +1,10 @@
 """Link quantities with units in topology specs and graph files (see :mod:`sim.units`).
 
-A spec parameter whose name contains ``bandwidth`` takes a rate, one whose name
-contains ``latency`` a time (``latency_matrix`` entry by entry): ``tree:
-host_bandwidth=10Gbit/s,host_latency=5us``, ``geo:latency_matrix=0/40ms;40ms/0``.
+A spec parameter whose name contains ``bandwidth`` takes a rate, one named
+``nic`` a rate, one whose name contains ``latency`` a time (a matrix entry by
+entry): ``tree:host_bandwidth=10Gbit/s,host_latency=5us``,
+``geo:latency_matrix=0/40ms;40ms/0``, ``geo:bandwidth_matrix=0/10Gbit/s;10Gbit/s/0``
+(a rate's ``/s`` is read with its number, not as a separator), ``geo:nic=25Gbps``.
 A graph file's edge ``bandwidth`` and ``latency`` and node ``nic``, ``egress``
 and ``ingress`` may be written the same way (``0 1 5us 10Gbit/s`` in an edge
 list, ``bandwidth="100Gbit/s"`` in GraphML or GML). A plain number means what it
@@ -25,7 +27,7 @@ from typing import Any
 import networkx as nx
 
 from sim.errors import ConfigError
-from sim.units import RATE, TIME, Quantity, has_unit, parse, parse_quantity
+from sim.units import RATE, TIME, TIME_UNITS, Quantity, has_unit, parse, parse_quantity
 
 __all__ = ["param_kind", "link_value", "spec_units", "UnitsSeen", "LINK_ATTRS"]
 
@@ -34,9 +36,21 @@ LINK_ATTRS = {"bandwidth": RATE, "latency": TIME, "nic": RATE, "egress": RATE, "
 
 
 def param_kind(key: str) -> str | None:
-    """The quantity a spec parameter takes by its name: ``*bandwidth*`` a rate,
+    """The quantity a spec parameter takes by its name: ``*bandwidth*`` and ``nic`` a rate,
     ``*latency*`` a time, any other none."""
-    return RATE if "bandwidth" in key else TIME if "latency" in key else None
+    return RATE if "bandwidth" in key or key == "nic" else TIME if "latency" in key else None
+
+
+def _rate_items(row: str) -> list[str]:
+    """A row of ``/``-separated rates, each rate's ``/s`` (``/ms``, ...) kept with it:
+    ``0/10Gbit/s/5GB/s`` -> ``["0", "10Gbit/s", "5GB/s"]``."""
+    out: list[str] = []
+    for tok in row.split("/"):
+        if out and tok.strip() in TIME_UNITS and has_unit(out[-1]):
+            out[-1] += "/" + tok.strip()
+        else:
+            out.append(tok)
+    return out
 
 
 def link_value(key: str, text: str, spec_text: str) -> Any:
@@ -81,6 +95,14 @@ def link_value(key: str, text: str, spec_text: str) -> Any:
 
     if has_unit(text.strip()):  # before "/" splits 10Gbit/s
         return one(text.strip())
+    if kind == RATE and "/" in text:  # a list or matrix of rates: 10Gbit/s is one entry
+        from .spec import _scalar
+
+        t = text.strip()
+        if ";" in t:  # as parse_value: rows split by ";", entries by "/"
+            return tuple(tuple(one(_scalar(x)) for x in _rate_items(r))
+                         for r in t.split(";") if r.strip())
+        return tuple(one(_scalar(x)) for x in _rate_items(t) if x.strip())
     value = parse_value(text)
     if isinstance(value, tuple):
         return tuple(tuple(one(x) for x in v) if isinstance(v, tuple) else one(v) for v in value)
@@ -101,7 +123,8 @@ def _typed_units(spec: str) -> dict[str, str]:
             continue
         whole = value.strip()
         found = [whole] if has_unit(whole) else [
-            x.strip() for x in whole.replace(";", "/").split("/") if has_unit(x.strip())]
+            x.strip() for row in whole.split(";") for x in _rate_items(row)
+            if has_unit(x.strip())]
         if found:
             typed[key.strip()] = found[0]
     return typed
@@ -127,10 +150,11 @@ def spec_units(spec: Any, params: Mapping[str, Any], defaults: Mapping[str, Any]
     full = {k: v for k, v in defaults.items() if v is not REQUIRED}
     full.update(params)
     out: dict[str, tuple[Quantity | None, Quantity | None]] = {}
-    for attr, kind in (("bandwidth", RATE), ("latency", TIME)):
+    attrs = [("bandwidth", RATE), ("latency", TIME)] + ([("nic", RATE)] if "nic" in full else [])
+    for attr, kind in attrs:
         unit = plain = None
         for key, value in full.items():
-            if param_kind(key) != kind:
+            if param_kind(key) != kind or (key == "nic") != (attr == "nic"):
                 continue
             if key in typed:
                 unit = unit or parse_quantity(typed[key], kind, key)

@@ -64,6 +64,10 @@ r. ``timeline``: the cost of ``--timeline`` (:mod:`sim.timeline`): CPU time of a
    (:data:`sim.bench.training.BENCH_CONFIG`, about 1.1e5 events: its passes,
    down intervals, downloads) and a 4-stage 1F1B run of 1e5 passes (the
    tightest event loop: 2 us a pass).
+s. ``learners``: DiLoCo's outer loop over 10^6 chips in 40 learners with
+   per-chip failures (:mod:`sim.training.learners`, the event-aggregated
+   engine): 1 simulated day (``--quick``) or 30, in a fresh interpreter:
+   events per CPU second, wall and CPU seconds, peak resident memory.
 
 Every rate is the best of a few repeats (the least disturbed by other load).
 Each part is measured by one module of :mod:`sim.bench` (:data:`MEASURED_BY`);
@@ -105,7 +109,7 @@ __all__ = [
 
 PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
          "machine", "highflip", "training", "gossip_training", "recording", "peersim", "plans",
-         "network", "planner", "timeline")
+         "network", "planner", "timeline", "learners")
 
 
 # --------------------------------------------------------------------------- the suite
@@ -135,6 +139,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "network": {"flows": 10_000, "repeats": 1, "steps": 8, "horizon": 20.0},
         "planner": {"repeats": 1},
         "timeline": {"repeats": 2},
+        "learners": {"days": 1.0, "repeats": 1},
     },
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
@@ -158,6 +163,7 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "network": {"flows": 10_000, "repeats": 3, "steps": 20, "horizon": 40.0},
         "planner": {"repeats": 2},
         "timeline": {"repeats": 5},
+        "learners": {"days": 30.0, "repeats": 1},
     },
 }
 
@@ -175,6 +181,7 @@ MEASURED_BY: dict[str, tuple[str, str]] = {
     "recording": ("gossip", "bench_recording"), "peersim": ("peersim", "bench_peersim"),
     "plans": ("plans", "bench_plans"), "network": ("network", "bench_network"),
     "planner": ("planner", "bench_planner"), "timeline": ("timeline", "bench_timeline"),
+    "learners": ("learners", "bench_learners"),
 }
 
 

@@ -28,7 +28,7 @@ from .traffic import traffic_for
 from .trainer import AsyncTrainer, StepTrainer, steady_throughput
 
 __all__ = ["TrainingSystem", "build_failures", "draw_speeds", "training_model",
-           "training_record", "METRICS"]
+           "training_record", "METRICS", "FIGURES", "figures"]
 
 #: Metrics of one replication (see :func:`training_model`).
 METRICS = (
@@ -40,6 +40,38 @@ METRICS = (
     "samples_per_dollar", "quality_samples_per_dollar", "worker_availability",
     *(f"lost_{k}" for k in LOST_CAUSES),
 )
+
+
+#: (issue 37) Figures every training run reports beside :data:`METRICS` (see :func:`figures`).
+FIGURES = ("compute_utilisation", "compute_utilisation_min", "compute_utilisation_max",
+           "wan_bytes_sent", "wan_bytes_sent_max", "allreduce_bytes_sent")
+
+
+def figures(per_worker: Any, wan: Any, allreduce: Any) -> dict[str, float]:
+    """The figures of :data:`FIGURES` from per-worker arrays.
+
+    ``compute_utilisation``: the fraction of the wall time a worker spends in
+    its steps' compute phase (from a step's start until its last micro-batch
+    is done: pipeline bubbles count, the step-end all-reduce, optimizer step,
+    outer syncs, barriers, downloads and restarts do not; without a step
+    barrier the whole run), mean, least and largest over the workers.
+    ``wan_bytes_sent``: bytes a worker sent over the WAN tier (DiLoCo's
+    outer syncs and model downloads; 0 without DiLoCo), mean and largest;
+    ``allreduce_bytes_sent``: bytes a worker sent in the gradient
+    all-reduces inside its group (its pipeline's data parallelism), mean.
+    """
+    cu = np.asarray(per_worker, dtype=float)
+    w = np.asarray(wan, dtype=float)
+    a = np.asarray(allreduce, dtype=float)
+    nan = math.nan
+    return {
+        "compute_utilisation": float(cu.mean()) if cu.size else nan,
+        "compute_utilisation_min": float(cu.min()) if cu.size else nan,
+        "compute_utilisation_max": float(cu.max()) if cu.size else nan,
+        "wan_bytes_sent": float(w.mean()) if w.size else 0.0,
+        "wan_bytes_sent_max": float(w.max()) if w.size else 0.0,
+        "allreduce_bytes_sent": float(a.mean()) if a.size else 0.0,
+    }
 
 
 def draw_speeds(config: TrainingConfig, streams: Streams) -> tuple[tuple[float, ...], ...]:
@@ -246,7 +278,7 @@ class TrainingSystem:
             availability = float(np.mean([w.own_availability(wall) for w in self.workers]))
         attempted = tr.delivered + tr.dropped
         samples = delivered * c.samples_per_microbatch
-        return training_record(
+        out = training_record(
             c, wall=wall, finished=finished, delivered=delivered, quality=quality,
             samples=samples, quality_samples=quality * c.samples_per_microbatch,
             step_times=steps, steps_done=float(tr.steps_done), hours=hours,
@@ -263,6 +295,16 @@ class TrainingSystem:
                 "skips": float(flow.skips), "waits": float(flow.waits),
                 "restarts": float(tr.restarts), "checkpoints": float(tr.checkpoints),
                 "preemptions": float(sum(s.preemptions for s in self.spots))})
+        if not getattr(self, "figures", False):
+            return out
+        # (issue 37) the figures dtsim train reports: compute utilisation, bytes sent
+        if self.schedule.step_barrier:
+            cu = tr.compute_time / wall if wall > 0 else nan
+        else:  # no step barrier: no sync phase, the whole run computes
+            cu = 1.0 if wall > 0 else nan
+        sent = self.traffic.sent_by(flow.replicas)
+        out.update(figures(np.full(c.workers, cu), np.zeros(c.workers), sent))
+        return out
 
 
 def training_record(config: TrainingConfig, *, wall: float, finished: bool, delivered: float,
@@ -344,7 +386,7 @@ def training_record(config: TrainingConfig, *, wall: float, finished: bool, deli
 
 
 def training_model(config: TrainingConfig, streams: Streams, *,
-                   recorder: Any = None) -> dict[str, float]:
+                   figures: bool = False, recorder: Any = None) -> dict[str, float]:
     """One replication of the training system as flat metrics (a model for ``replicate``).
 
     ``recorder`` (a :class:`sim.timeline.Recorder`) records the run's events as it runs.
@@ -380,5 +422,15 @@ def training_model(config: TrainingConfig, streams: Streams, *,
         charged per re-queued pass (``reroute``); microbatch time waiting at
         out stages (``stall``); wall time rolled back and spent restarting
         (``restart``) and checkpointing (``checkpoint``).
+
+    With ``figures`` (what ``dtsim train``'s DES engine asks) the run also
+    reports :data:`FIGURES` (:func:`figures`); a DiLoCo run always does, with
+    :data:`sim.training.outer.DILOCO_METRICS`.
     """
-    return TrainingSystem(config, streams, recorder=recorder).run()
+    if config.diloco is not None:  # (issue 37) DiLoCo's groups and outer loop
+        from .outer import diloco_model
+
+        return diloco_model(config, streams, recorder=recorder)
+    system = TrainingSystem(config, streams, recorder=recorder)
+    system.figures = figures  # (issue 37) FIGURES too, as dtsim train's engine asks
+    return system.run()

@@ -44,16 +44,17 @@ timeout, to be sent again from the nearest live replica holding its data
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import simpy
 
-from ..analytic.network import ring_allreduce_time
+from ..analytic.network import ring_allreduce_time, ring_bytes_sent
 from ..network.channels import Channels
 from ..network.collectives import bucket_sizes
 from ..timeline import NULL
 
-__all__ = ["Traffic", "NetworkTraffic", "traffic_for", "gradient_buckets",
+__all__ = ["Traffic", "NetworkTraffic", "WanTraffic", "traffic_for", "gradient_buckets",
            "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES"]
 
 #: PyTorch DDP's gradient bucket: ``bucket_cap_mb=25`` in
@@ -157,6 +158,9 @@ class Traffic:
         parameters or latency).
     download_time : float
         A recovering replica's weight download when :meth:`download` gives no event.
+    sent : dict
+        Size units each replica sent in the step-end gradient all-reduces (the ring
+        law's :func:`sim.analytic.network.ring_bytes_sent`; node totals, every rank).
     """
 
     flows = False
@@ -182,6 +186,7 @@ class Traffic:
         self._reduces: list[_Reduce] = []
         #: the bucket of an all-reduce that does not overlap (per rank; inf: one)
         self.ring_bucket = self.bucket if self.bucket is not None else c.bucket_size
+        self.sent: dict[Any, float] = {}
 
     def attach(self, flow: Any, replicas: list[Any] | None = None) -> None:
         """The engine's flow (its live replicas: downloads and checkpoints read them);
@@ -191,6 +196,27 @@ class Traffic:
         if replicas is not None and self.overlap:
             for rep in replicas:
                 rep.bwd_hook = self.backward_started
+
+    # -- what each replica sends in the all-reduces (issue 37) ---------------------------
+    def _ranks(self, j: int) -> int:
+        """Ranks a replica of stage ``j`` runs its rings with (1 in the closed form)."""
+        return 1
+
+    def _count_ring(self, reps: Any, size: float) -> None:
+        """Each of the ``n`` members of a ring all-reduce of ``size`` (a node's total) sends
+        ``2 (n - 1) size / n``."""
+        reps = list(reps)
+        if len(reps) < 2 or size <= 0:
+            return
+        x = ring_bytes_sent(len(reps), size)
+        for rep in reps:
+            self.sent[rep] = self.sent.get(rep, 0.0) + x
+
+    def sent_by(self, replicas: Any) -> list[float]:
+        """Size units each of ``replicas`` sent in the step-end all-reduces; NaN for a plan's
+        closed form (its all-reduce times carry no sizes)."""
+        dflt = math.nan if self.config.allreduce_times is not None else 0.0
+        return [self.sent.get(rep, dflt) for rep in replicas]
 
     # -- point to point ---------------------------------------------------------------
     def _hop_time(self, s: int, k: int, grad: bool) -> float:
@@ -328,6 +354,7 @@ class Traffic:
             return
         red.busy = True
         red.t0 = self.env.now
+        self._count_ring(red.reps, red.sizes[red.next] * self._ranks(red.stage))
         ev = self._bucket_ring(red, red.sizes[red.next])
         ev.callbacks.append(lambda _e: self._bucket_done(red))
 
@@ -369,10 +396,10 @@ class Traffic:
                                                                       strict=True))
         return tail
 
-    def step_tail(self, participants: list[set], used: int | None = None):
+    def step_tail(self, participants: list[set], used: set[int] | None = None):
         """The step's end (a generator): the gradient all-reduce among each stage's live
-        participants (or, fastest ``K`` of ``n``, among the ``used`` pipelines), then the
-        optimizer step.
+        participants (or, fastest ``K`` of ``n``, among the ``used`` pipelines: their
+        indices), then the optimizer step.
 
         The ring law :func:`sim.analytic.ring_allreduce_time` of ``param_size`` over
         ``bandwidth`` and the mean latency; the stages' rings at once (the slowest).
@@ -391,15 +418,18 @@ class Traffic:
         sync = 0.0
         nb = 1 if self.bucket is None else max(len(bucket_sizes(c.param_size, self.bucket)), 1)
         if used is not None:
-            if self.track and used > 1:  # the ring among the K pipelines the step waited for
-                sync = ring_allreduce_time(used, c.param_size, c.bandwidth, c.mean_latency,
+            if self.track and len(used) > 1:  # the ring among the K pipelines the step waited for
+                sync = ring_allreduce_time(len(used), c.param_size, c.bandwidth, c.mean_latency,
                                            buckets=nb)
+                for st in self.flow.stages:
+                    self._count_ring([r for r in st if r.index in used], c.param_size)
         elif self.track:
             lat, P, W = c.mean_latency, c.param_size, c.bandwidth
             for reps in participants:
-                n = sum(1 for r in reps if r.live)
-                if n > 1:
-                    sync = max(sync, ring_allreduce_time(n, P, W, lat, buckets=nb))
+                live = [r for r in reps if r.live]
+                self._count_ring(live, P)
+                if len(live) > 1:
+                    sync = max(sync, ring_allreduce_time(len(live), P, W, lat, buckets=nb))
         tail = self.closed_tail()
         if sync + tail > 0:
             yield self.env.timeout(sync + tail)
@@ -486,6 +516,10 @@ class NetworkTraffic(Traffic):
     recorder : sim.timeline.Recorder, optional
         As :class:`Traffic`'s; also told of each transfer between replica servers and,
         through the service, of every all-reduce chunk and the links' utilisation.
+    service : sim.network.NetworkService, optional
+        A service to put the flows on, shared with other adapters of the replication
+        (DiLoCo's groups and its WAN tier, :class:`WanTraffic`: their traffic shares the
+        links); default: a service of its own on ``network``.
 
     Attributes
     ----------
@@ -495,15 +529,16 @@ class NetworkTraffic(Traffic):
 
     flows = True
 
-    def __init__(self, config: Any, env: simpy.Environment, network: Any, *,
-                 recorder: Any = None) -> None:
+    def __init__(self, config: Any, env: simpy.Environment, network: Any,
+                 service: Any = None, *, recorder: Any = None) -> None:
         super().__init__(config, env, recorder=recorder)
         from ..network.service import NetworkService
 
         c = config
         self.network = network
-        self.service = NetworkService(env, network, weighting=c.network_weighting,
-                                      contention=c.contention, recorder=recorder)
+        self.service = service if service is not None else NetworkService(
+            env, network, weighting=c.network_weighting, contention=c.contention,
+            recorder=recorder)
         # p2p "overlap": one stream per sender, receiver and rank (sim.network.channels)
         self.channels = Channels(self.service) if self.fifo else None
         self.nodes = c.network_nodes
@@ -529,6 +564,9 @@ class NetworkTraffic(Traffic):
     def node_of(self, rep: Any) -> Any:
         """The network node of replica (or device) ``rep``."""
         return self.nodes[rep.stage][rep.index]
+
+    def _ranks(self, j: int) -> int:
+        return self.tp[j]
 
     # -- point to point between replica servers (Flow) -----------------------------------
     def deliver(self, src: Any, dst: Any, size: float, mb: Any, dest_stage: int,
@@ -698,6 +736,7 @@ class NetworkTraffic(Traffic):
         for j, reps in enumerate(participants):
             if len(reps) < 2:
                 continue
+            self._count_ring(reps, c.param_size)
             t = self.tp[j]
             ev = ring_allreduce(self.service, [self.node_of(r) for r in reps],
                                 c.param_size / t, ranks=t, bucket_size=self.ring_bucket)
@@ -724,6 +763,9 @@ class NetworkTraffic(Traffic):
             yield from self._overlapped()
         if c.tied_allreduce_size and L > 1:
             t = self.tp[0]
+            st = self.flow.stages
+            for k in range(r):
+                self._count_ring([st[0][k], st[L - 1][k]], c.tied_allreduce_size * t)
             evs = [ring_allreduce(self.service, [nodes[0][k], nodes[L - 1][k]],
                                   c.tied_allreduce_size, ranks=t, bucket_size=self.ring_bucket)
                    for k in range(r)]
@@ -733,6 +775,7 @@ class NetworkTraffic(Traffic):
 
         def stage(j: int):
             if r > 1 and c.allreduce_sizes[j] > 0 and not self.overlap:
+                self._count_ring(self.flow.stages[j], c.allreduce_sizes[j] * self.tp[j])
                 ev = ring_allreduce(self.service, list(nodes[j]), c.allreduce_sizes[j],
                                     ranks=self.tp[j], bucket_size=self.ring_bucket)
                 self._moving.append(ev)
@@ -773,12 +816,195 @@ class NetworkTraffic(Traffic):
         self._moving = []
 
 
-def traffic_for(config: Any, env: simpy.Environment, *, recorder: Any = None) -> Traffic:
+class WanTraffic:
+    """DiLoCo's traffic between groups (issue 37): the outer all-reduce of the groups'
+    pseudo-gradients and the model downloads, across the WAN tier.
+
+    The outer loop (:class:`sim.training.outer.OuterLoop`) says what moves (the
+    groups of a sync and their live replicas, each stage's part of the fragment,
+    who downloads from whom); this says how long it takes, and counts what each
+    replica sends:
+
+    * closed form (no ``network``): every link the config's ``bandwidth`` and
+      ``latency``; a sync takes :func:`sim.analytic.diloco.outer_sync_time`
+      (the ring law :func:`sim.analytic.network.ring_allreduce_time` across the
+      groups, or its all-gather half for top-k, then the all-gather inside each
+      group), the stages at once; a download ``latency + S / bandwidth``, the
+      stages at once;
+    * over a network: flows on one :class:`~sim.network.service.NetworkService`
+      (:attr:`service`, which the groups' own adapters share: every byte of the
+      run on the same links): node ``i`` of every group of the sync runs a ring
+      all-reduce (dense) or all-gather (top-k) of its shard with its
+      counterparts (:mod:`sim.network.collectives`), the stages at once, then
+      each group all-gathers its averaged shards; a download is a flow from the
+      source replica's node to each live replica's node.
+
+    Parameters
+    ----------
+    config : TrainingConfig
+        The DiLoCo run's config (``sync = "diloco:..."``).
+    env : simpy.Environment
+    node_of : callable
+        The network node of a replica of the run.
+
+    Attributes
+    ----------
+    service : sim.network.NetworkService or None
+        None in the closed form.
+    wan, inside : dict
+        Size units each replica sent over the WAN tier (outer syncs, downloads) and
+        inside its group (the outer sync's all-gather of averaged shards).
+    """
+
+    def __init__(self, config: Any, env: simpy.Environment, node_of: Any) -> None:
+        c = self.config = config
+        self.env = env
+        self.node_of = node_of
+        self.spec = c.diloco
+        self.service: Any = None
+        if c.network is not None:
+            from ..network import shared_network
+            from ..network.service import NetworkService
+
+            self.service = NetworkService(env, shared_network(c.network, nic=c.nic),
+                                          weighting=c.network_weighting,
+                                          contention=c.contention)
+        tp = c.tensor_parallel
+        self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * c.stages
+        self.wan: dict[Any, float] = {}
+        self.inside: dict[Any, float] = {}
+        self._fetches: dict[Any, list[simpy.Event]] = {}
+
+    def _done(self) -> simpy.Event:
+        ev = self.env.event()
+        ev.succeed()
+        return ev
+
+    def _count_sync(self, live: list[list[Any]], kj: int, S: float) -> None:
+        """What each of the ``kj`` ring nodes of every group sends
+        (:func:`sim.analytic.diloco.outer_bytes_sent`)."""
+        from ..analytic.diloco import outer_bytes_sent
+
+        spec = self.spec
+        wan, inside = outer_bytes_sent(len(live), S, bits=spec.bits,
+                                       value_bits=self.config.value_bits, topk=spec.topk,
+                                       nodes_per_group=kj)
+        for reps in live:
+            for rep in reps[:kj]:
+                self.wan[rep] = self.wan.get(rep, 0.0) + wan
+                self.inside[rep] = self.inside.get(rep, 0.0) + inside
+
+    def outer_sync(self, stages: list[list[list[Any]]], sizes: list[float]) -> simpy.Event:
+        """An outer all-reduce among the groups of a sync: the event of its end.
+
+        Parameters
+        ----------
+        stages : list
+            ``stages[j][g]``: the live replicas of stage ``j`` in the ``g``-th group of the
+            sync (``k_j``, the fewest of them, take part in each group).
+        sizes : list of float
+            Stage ``j``'s part of the fragment (``value_bits`` a value).
+        """
+        from ..analytic.diloco import outer_sync_time
+
+        env, c, spec = self.env, self.config, self.spec
+        n = len(stages[0]) if stages else 0
+        if n < 2 or not any(sizes) and c.mean_latency == 0:
+            return self._done()
+        if self.service is None:
+            T = 0.0
+            for live, S in zip(stages, sizes, strict=True):
+                kj = min(len(x) for x in live)
+                if kj == 0:
+                    continue
+                T = max(T, outer_sync_time(n, S, c.bandwidth, c.mean_latency, bits=spec.bits,
+                                           value_bits=c.value_bits, topk=spec.topk,
+                                           nodes_per_group=kj))
+                self._count_sync(live, kj, S)
+            return env.timeout(T)
+        procs = []
+        for j, (live, S) in enumerate(zip(stages, sizes, strict=True)):
+            kj = min(len(x) for x in live)
+            if kj == 0 or (S == 0 and c.mean_latency == 0):
+                continue
+            self._count_sync(live, kj, S)
+            procs.append(env.process(self._stage_rings(j, live, kj, S)))
+        return simpy.AllOf(env, procs) if procs else self._done()
+
+    def _stage_rings(self, j: int, live: list[list[Any]], kj: int, S: float):
+        """Stage ``j`` over the network: ``kj`` rings across the groups (each of ``t`` rank
+        rings), then each group's all-gather of its averaged shards."""
+        from ..analytic.diloco import payload_size
+        from ..network.collectives import ring_allgather, ring_allreduce
+
+        c, spec, env, service = self.config, self.spec, self.env, self.service
+        nodes = [[self.node_of(rep) for rep in reps[:kj]] for reps in live]
+        t = self.tp[j]
+        dense = payload_size(S, bits=spec.bits, value_bits=c.value_bits)
+        sparse = (None if spec.topk is None else
+                  payload_size(S, bits=spec.bits, value_bits=c.value_bits, topk=spec.topk))
+        evs = []
+        for i in range(kj):
+            ring = [nd[i] for nd in nodes]
+            if sparse is None:
+                evs.append(ring_allreduce(service, ring, dense / kj / t, ranks=t))
+            else:
+                evs.append(ring_allgather(service, ring, sparse / kj / t, ranks=t))
+        yield simpy.AllOf(env, evs)
+        if kj > 1:
+            block = dense if sparse is None else min(len(live) * sparse, dense)
+            yield simpy.AllOf(env, [ring_allgather(service, nd, block / kj / t, ranks=t)
+                                    for nd in nodes])
+
+    def fetch(self, key: Any, sources: list[Any], receivers: list[list[Any]],
+              sizes: list[float]) -> simpy.Event | None:
+        """A group's download: every replica of ``receivers[j]`` fetches ``sizes[j]`` from
+        ``sources[j]`` (a replica, or None: from ``checkpoint_node`` over a network, else
+        ``latency + S / bandwidth``); the event of its end (None: nothing moves). Its flows
+        are kept under ``key`` until :meth:`fetched` or :meth:`cancel_fetch`."""
+        env, c = self.env, self.config
+        for src, dsts, S in zip(sources, receivers, sizes, strict=True):
+            if src is not None:  # the source sends S to each receiver
+                self.wan[src] = self.wan.get(src, 0.0) + S * len(dsts)
+        if self.service is None:
+            return env.timeout(c.mean_latency + max((S / c.bandwidth for S in sizes),
+                                                    default=0.0))
+        evs = []
+        for src, dsts, S in zip(sources, receivers, sizes, strict=True):
+            if S == 0:
+                continue
+            a = (self.node_of(src) if src is not None else c.checkpoint_node)
+            for rep in dsts:
+                if a is None:
+                    evs.append(env.timeout(c.mean_latency + S / c.bandwidth))
+                else:
+                    evs.append(self.service.transfer(a, self.node_of(rep), S))
+        if not evs:
+            return None
+        self._fetches[key] = evs
+        return simpy.AllOf(env, evs)
+
+    def fetched(self, key: Any) -> None:
+        """The download under ``key`` is done."""
+        self._fetches.pop(key, None)
+
+    def cancel_fetch(self, key: Any) -> None:
+        """Withdraw the flows of the download under ``key`` still moving (its group failed)."""
+        for ev in self._fetches.pop(key, []):
+            if not ev.triggered and self.service is not None:
+                self.service.cancel(ev)
+
+
+def traffic_for(config: Any, env: simpy.Environment, *, service: Any = None,
+                recorder: Any = None) -> Traffic:
     """The adapter of a run: :class:`NetworkTraffic` over ``config.network`` (built and kept by
-    :func:`sim.network.shared_network`), else the closed form :class:`Traffic`; ``recorder``
-    (a :class:`sim.timeline.Recorder`) records the run's traffic as it moves."""
+    :func:`sim.network.shared_network`; on ``service`` when given, shared with other
+    adapters), else the closed form :class:`Traffic`; ``recorder`` (a
+    :class:`sim.timeline.Recorder`) records the run's traffic as it moves."""
     if config.network is None:
         return Traffic(config, env, recorder=recorder)
+    if service is not None:
+        return NetworkTraffic(config, env, service.network, service, recorder=recorder)
     from ..network import shared_network
 
     return NetworkTraffic(config, env, shared_network(config.network, nic=config.nic),

@@ -254,8 +254,9 @@ class StepTrainer(Trainer):
         st.remaining = 0
         self._left_fast(st)
 
-    def _close_fast(self, st: Step) -> int:
-        """Count the step's samples: the microbatches of its first K pipelines; the rest drop."""
+    def _close_fast(self, st: Step) -> set[int]:
+        """Count the step's samples: the microbatches of its first K pipelines; the rest drop.
+        The indices of those pipelines (the step's all-reduce is among them)."""
         fk = st.fast
         used = set(fk.done[: self.c.sync_wait])
         for mb, t in fk.finished:
@@ -265,7 +266,7 @@ class StepTrainer(Trainer):
                 st.quality += self.quality_of[mb.skipped]
             else:
                 self.dropped += 1
-        return len(used)
+        return used
 
     def _left(self, st: Step) -> None:
         st.remaining -= 1
