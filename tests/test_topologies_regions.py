@@ -112,3 +112,34 @@ def test_geo_matrix_nic_and_pairs_take_units_as_every_link_does(tmp_path, monkey
                                     "y,y,0.001,1e9\n")
     assert links(topologies.build("geo:pairs=u.csv,hosts=2")) == \
         links(topologies.build("geo:pairs=p.csv,hosts=2"))
+
+
+def test_a_pairs_file_named_by_a_path_with_folders(tmp_path, monkeypatch):
+    """geo:pairs= takes a path as written ("/" separates folders, not list entries): a file
+    in a folder builds the same graph as the same file named from its folder."""
+    d = tmp_path / "my zones"
+    d.mkdir()
+    (d / "p.csv").write_text("a,b,latency,bandwidth\nx,y,0.04,1250000000\nx,x,0.001,1e9\n"
+                             "y,y,0.001,1e9\n")
+    a = topologies.build(f"geo:pairs={d / 'p.csv'},hosts=2")
+    monkeypatch.chdir(d)
+    b = topologies.build("geo:pairs=p.csv,hosts=2")
+    assert sorted(a.edges(data=True)) == sorted(b.edges(data=True))
+    assert a.graph["regions"] == ("x", "y")
+
+
+def test_the_mixed_units_warning_counts_only_the_links_geo_builds(capsys):
+    """With a region-pair table (stated units) the inter-region defaults are unused: no
+    warning once the links inside a region have units too; without them the warning names
+    the plain intra-region defaults, not the unused inter-region ones (50 and 10)."""
+    from sim.cli import main
+
+    base = ["train", "--stages", "1", "--replicas", "4", "--param-size", "1GB", "--steps", "1",
+            "--replications", "1", "--json", "--network"]
+    assert main(base + ["geo:pairs=dtfm-us,hosts=1,intra_region_bandwidth=100Gbit/s,"
+                        "intra_region_latency=10us"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(base + ["geo:pairs=dtfm-us,hosts=1"]) == 0
+    err = capsys.readouterr().err
+    assert "mixes numbers with units" in err and "bandwidth 100.0 (B/s)" in err
+    assert "50.0" not in err and "bandwidth 10.0 (B/s)" not in err

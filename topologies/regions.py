@@ -67,12 +67,17 @@ class RegionPairs:
         table does not say).
     source : str
         The preset name or the file path.
+    with_units : bool
+        Whether its values were written in stated units (columns ``latency_ms`` and
+        ``bandwidth_gbps``, or values such as ``40ms``), not as plain numbers in the
+        simulator's units (what the mixed-units warning of :mod:`sim.units` asks).
     """
 
     names: tuple[str, ...]
     latency: tuple[tuple[float, ...], ...]
     bandwidth: tuple[tuple[float, ...], ...]
     source: str
+    with_units: bool = False
 
     def select(self, names: tuple[str, ...]) -> RegionPairs:
         """The table restricted to ``names`` (in that order)."""
@@ -83,7 +88,7 @@ class RegionPairs:
         lat = np.asarray(self.latency)[np.ix_(idx, idx)]
         bw = np.asarray(self.bandwidth)[np.ix_(idx, idx)]
         return RegionPairs(tuple(names), tuple(map(tuple, lat.tolist())),
-                           tuple(map(tuple, bw.tolist())), self.source)
+                           tuple(map(tuple, bw.tolist())), self.source, self.with_units)
 
 
 def read_region_pairs(spec: Any) -> RegionPairs:
@@ -115,6 +120,7 @@ def read_region_pairs(spec: Any) -> RegionPairs:
     il, ib = header.index(lat_col), header.index(bw_col)
     names: list[str] = []
     table: dict[tuple[str, str], tuple[float, float]] = {}
+    with_units = _UNITS[lat_col] != 1.0 or _UNITS[bw_col] != 1.0
     for lineno, row in enumerate(reader, start=2):
         if not row or not any(x.strip() for x in row):
             continue
@@ -124,6 +130,7 @@ def read_region_pairs(spec: Any) -> RegionPairs:
         check(a != "" and b != "", "pairs", "rows naming two regions", where)
         lat = _value(row[il], lat_col, where)
         bw = _value(row[ib], bw_col, where)
+        with_units = with_units or has_unit(row[il].strip()) or has_unit(row[ib].strip())
         check(math.isfinite(lat) and lat >= 0, "pairs", "latencies >= 0", where)
         check(bw > 0, "pairs", "bandwidths > 0 (inf allowed)", where)
         key = (a, b) if a <= b else (b, a)
@@ -146,4 +153,4 @@ def read_region_pairs(spec: Any) -> RegionPairs:
                 continue
             lat_m[i, j], bw_m[i, j] = v
     return RegionPairs(tuple(names), tuple(map(tuple, lat_m.tolist())),
-                       tuple(map(tuple, bw_m.tolist())), name)
+                       tuple(map(tuple, bw_m.tolist())), name, with_units)

@@ -149,6 +149,10 @@ def spec_units(spec: Any, params: Mapping[str, Any], defaults: Mapping[str, Any]
     typed = _typed_units(spec) if isinstance(spec, str) else {}
     full = {k: v for k, v in defaults.items() if v is not REQUIRED}
     full.update(params)
+    for key, by in UNUSED_WHEN.items():  # a default the layout does not use is no term
+        if key not in typed and any(full.get(b) is not None for b in by):
+            full.pop(key, None)
+    pairs = _pairs_quantities(full.get("pairs"))
     out: dict[str, tuple[Quantity | None, Quantity | None]] = {}
     attrs = [("bandwidth", RATE), ("latency", TIME)] + ([("nic", RATE)] if "nic" in full else [])
     for attr, kind in attrs:
@@ -164,7 +168,38 @@ def spec_units(spec: Any, params: Mapping[str, Any], defaults: Mapping[str, Any]
                 if plain is None and isinstance(x, (int, float)) and not isinstance(x, bool) \
                         and 0 < x < math.inf:
                     plain = Quantity(float(x), kind, format_value(x))
+        if unit is None and attr in pairs:
+            unit = pairs[attr]
         out[attr] = (unit, plain)
+    return out
+
+
+#: Parameters a layout ignores once others are given (geo: a latency or bandwidth matrix, or a
+#: region-pair table, gives every pair between regions), so their defaults are no term of a
+#: transfer's time.
+UNUSED_WHEN: dict[str, tuple[str, ...]] = {
+    "inter_region_latency": ("latency_matrix", "pairs"),
+    "inter_region_bandwidth": ("bandwidth_matrix", "pairs"),
+}
+
+
+def _pairs_quantities(pairs: Any) -> dict[str, Quantity]:
+    """A region-pair table's first finite latency and bandwidth, as quantities with units (read
+    into s and B/s, :mod:`topologies.regions`) when the table states its units; {} without a
+    table or for one of plain numbers (its numbers are then the spec's plain terms too)."""
+    if pairs is None:
+        return {}
+    from .regions import read_region_pairs
+
+    tab = read_region_pairs(pairs)
+    if not tab.with_units:
+        return {}
+    out: dict[str, Quantity] = {}
+    for attr, kind, unit, matrix in (("latency", TIME, "s", tab.latency),
+                                      ("bandwidth", RATE, "B/s", tab.bandwidth)):
+        vals = [x for row in matrix for x in row if 0 < x < math.inf]
+        if vals:
+            out[attr] = parse_quantity(f"{vals[0]!r}{unit}", kind, "pairs")
     return out
 
 
