@@ -131,7 +131,6 @@ COMMAND_CONVENTION = frozenset({"NAME", "HELP", "add_arguments", "run"})
 BEING_RESOLVED: dict[str, frozenset[str]] = {
     "Network": frozenset({"sim/network/topology.py", "sim/profiles/values.py"}),
     "BandwidthCurve": frozenset({"sim/network/curves.py", "sim/profiles/values.py"}),
-    "Flow": frozenset({"sim/network/flows.py", "sim/training/flow.py"}),
     # dtsim's profile formats (profiles/formats.py) and the Sailor artifact's (sailor.py)
     "read_model": frozenset({"sim/profiles/formats.py", "sim/profiles/sailor.py"}),
     "read_network": frozenset({"sim/profiles/formats.py", "sim/profiles/sailor.py"}),

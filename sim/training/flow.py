@@ -1,6 +1,6 @@
 """Stages of replica servers and the movement of microbatches between them.
 
-:class:`Flow` holds the replicas of every stage, their live sets (kept by
+:class:`ReplicaFlow` holds the replicas of every stage, their live sets (kept by
 events from the replicas, never polled) and the stage queues, and moves each
 microbatch: routing at a stage, forward to the next stage after the hop time,
 backward in reverse on the replica that did the forward pass, and the failure
@@ -32,7 +32,7 @@ from .config import TrainingConfig, replica_name
 from .replica import Microbatch, Replica
 from .routing import SharedQueue, Uniforms, make_routing
 
-__all__ = ["Flow", "LOST_CAUSES"]
+__all__ = ["ReplicaFlow", "LOST_CAUSES"]
 
 #: Causes of lost time (see :func:`sim.training.trainer.training_metrics`).
 LOST_CAUSES = ("lost_pass", "recompute", "reroute", "download", "stall", "restart", "checkpoint")
@@ -77,7 +77,7 @@ def _unit_draws(c: TrainingConfig, streams: Any) -> Any:
     return _Draws(make_distribution(kind, 1.0, c.pass_time_shape), streams.rng("pass_time"))
 
 
-class Flow:
+class ReplicaFlow:
     """The stages, their replicas and queues, and the microbatch movements.
 
     ``unit_draws`` (a callable returning unit-mean factors) replaces the

@@ -597,7 +597,7 @@ class DilocoSystem:
     """
 
     def __init__(self, config: Any, streams: Streams) -> None:
-        from .flow import Flow
+        from .flow import ReplicaFlow
         from .framework import FrameworkFlow
         from .schedules import SCHEDULE_POLICIES
         from .system import build_failures, draw_speeds
@@ -619,7 +619,7 @@ class DilocoSystem:
             sched = SCHEDULE_POLICIES[c.schedule]()
             gs = tuple(tuple(row[g * k:(g + 1) * k]) for row in speeds)
             traffic = traffic_for(gc, env, service=self.wan.service)
-            flow = (FrameworkFlow if gc.framework else Flow)(gc, env, streams.child("group", g),
+            flow = (FrameworkFlow if gc.framework else ReplicaFlow)(gc, env, streams.child("group", g),
                                                               sched, gs, traffic=traffic)
             for rep in flow.replicas:  # the whole system's names: s{j}r{i}, i in its stage
                 rep.name = f"s{rep.stage}r{g * k + rep.index}"

@@ -191,7 +191,7 @@ class Replica(WorkerState):
     reached with no transfer time and routed afresh) is handled inline by
     :meth:`_on_pass`, with the next stage's live set, queue, idle set and
     routing policy wired by :meth:`wire`; every other case goes through
-    :meth:`sim.training.flow.Flow.pass_done`, which does the same thing the
+    :meth:`sim.training.flow.ReplicaFlow.pass_done`, which does the same thing the
     general way.
     """
 
@@ -278,7 +278,7 @@ class Replica(WorkerState):
         fwd_kind : int
             After a forward pass: 0 the next stage is reached at once and routed
             afresh (inline); 1 it is reached at once on a fixed pipeline
-            (``Flow.arrive_fwd``); 2 otherwise (``Flow.forward_next``).
+            (``ReplicaFlow.arrive_fwd``); 2 otherwise (``ReplicaFlow.forward_next``).
         next_live, next_lo, next_idle, next_policy
             The next stage's live replicas, shared forward queue, idle set and
             routing policy (None for a policy that always answers the shared queue).
@@ -513,7 +513,7 @@ class Replica(WorkerState):
         if not self._inline or mb.target >= 0:  # type: ignore[union-attr]
             self.system.pass_done(self, mb, work)
         elif mb.back:  # type: ignore[union-attr]
-            # Flow.pass_done's backward branch, then Flow.arrive_back when it holds
+            # ReplicaFlow.pass_done's backward branch, then ReplicaFlow.arrive_back when it holds
             self.passes += 1
             if self.in_flight > 0:
                 self.in_flight -= 1
@@ -528,7 +528,7 @@ class Replica(WorkerState):
                 else:
                     self.system.arrive_back(mb, j)
         else:
-            # Flow.pass_done's forward branch, then Flow.arrive_fwd when routed afresh
+            # ReplicaFlow.pass_done's forward branch, then ReplicaFlow.arrive_fwd when routed afresh
             self.passes += 1
             mb.holders[self.stage] = (self, self.epoch)  # type: ignore[union-attr]
             n = self.in_flight + 1

@@ -19,7 +19,7 @@ from ..rng import Streams
 from ..timeline import NULL
 from .billing import Presence
 from .config import TrainingConfig
-from .flow import LOST_CAUSES, Flow
+from .flow import LOST_CAUSES, ReplicaFlow
 from .framework import FrameworkFlow
 from .replica import SpotSlot
 from .schedules import SCHEDULE_POLICIES
@@ -149,7 +149,7 @@ class TrainingSystem:
         self.rec = rec = recorder if recorder is not None else NULL
         self.schedule = SCHEDULE_POLICIES[c.schedule]()
         self.speeds = draw_speeds(c, streams)
-        flow_class = FrameworkFlow if c.framework else Flow
+        flow_class = FrameworkFlow if c.framework else ReplicaFlow
         # the one adapter from the run's traffic to time, chosen once (closed form or flows)
         self.traffic = traffic_for(c, env, recorder=rec)
         self.flow = flow_class(c, env, streams, self.schedule, self.speeds, traffic=self.traffic,

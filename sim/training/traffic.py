@@ -18,7 +18,7 @@ moves, and never compute a transfer's time themselves:
 
 What the engines ask (the same questions in both forms):
 
-* the replica servers of :class:`~sim.training.flow.Flow`: :attr:`Traffic.hops`
+* the replica servers of :class:`~sim.training.flow.ReplicaFlow`: :attr:`Traffic.hops`
   and :attr:`Traffic.hops_back`, the time between finishing a pass at one
   stage and being routed at the next (the closed form's hop; 0 over a
   network), and :meth:`NetworkTraffic.deliver`, the transfer to the replica
@@ -39,7 +39,7 @@ post them together), so two neighbours sending to each other do not deadlock.
 A transfer cut by a failure at either end is withdrawn from the network, and
 its microbatch is re-queued at the destination stage after the detection
 timeout, to be sent again from the nearest live replica holding its data
-(:meth:`sim.training.flow.Flow.requeue`).
+(:meth:`sim.training.flow.ReplicaFlow.requeue`).
 """
 
 from __future__ import annotations
@@ -568,7 +568,7 @@ class NetworkTraffic(Traffic):
     def _ranks(self, j: int) -> int:
         return self.tp[j]
 
-    # -- point to point between replica servers (Flow) -----------------------------------
+    # -- point to point between replica servers (ReplicaFlow) -----------------------------------
     def deliver(self, src: Any, dst: Any, size: float, mb: Any, dest_stage: int,
                 on_arrival: Any) -> _P2P:
         """Move ``size`` from replica ``src`` to replica ``dst``; ``on_arrival()`` when done."""
