@@ -128,9 +128,7 @@ COMMAND_CONVENTION = frozenset({"NAME", "HELP", "add_arguments", "run"})
 
 #: Collisions that other work of issue 34 and 35 is resolving now, each with the only
 #: files allowed to define it; empty this as they land.
-BEING_RESOLVED: dict[str, frozenset[str]] = {
-    "Flow": frozenset({"sim/network/flows.py", "sim/training/flow.py"}),
-}
+BEING_RESOLVED: dict[str, frozenset[str]] = {}
 
 
 def public_definitions(root: Path) -> dict[str, list[str]]:

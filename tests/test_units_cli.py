@@ -23,7 +23,7 @@ from sim.units import parse
 
 #: Keys that measure the machine, not the model, and the spec as typed.
 _WALL = {"wall_time", "stage_crossings_per_second", "microbatches_per_second", "seconds",
-         "topology"}
+         "topology", "run_seconds", "run_cpu_seconds", "run_peak_rss_mib"}
 
 
 def _run(capsys, argv, *, status=0):
@@ -171,6 +171,35 @@ def test_gossip_size_and_nic_take_units(capsys):
     assert a["units"]["given"]["size"]["value"] == 250000.0
 
 
+def test_learners_size_bandwidth_and_latency_take_units(capsys):
+    """dtsim learners (issue 37): --size, --bandwidth, --latency with units == bytes, B/s, s;
+    its JSON names the units of its times and fractions."""
+    g = ["learners", "--learners", "3", "--chips", "4", "--every", "5", "--steps", "20",
+         "--mtbf", "500", "--replace-time", "20", "--chip-download", "2", "--replications", "2",
+         "--seed", "2"]
+    a = _same_run(capsys, [*g, "--size", "2GB", "--bandwidth", "10Gbit/s", "--latency", "50ms"],
+                  [*g, "--size", "2e9", "--bandwidth", "1.25e9", "--latency", "0.05"])
+    assert a["units"]["keys"]["training_time"] == "s"
+    assert a["units"]["keys"]["goodput_fraction"] == "1"
+    assert a["units"]["given"]["bandwidth"]["as"] == "1.25GB/s"
+
+
+def test_train_diloco_figures_name_their_units(capsys):
+    """dtsim train --sync diloco (issue 37): the bytes sent and the utilisation are in the
+    units object; --param-size with a unit is the same run."""
+    g = [*TRAIN, "--stages", "1", "--replicas", "2", "--steps", "4", "--forward-time", "0.1",
+         "--sync", "diloco:every=2"]
+    a = _same_run(capsys, [*g, "--param-size", "1GB", "--bandwidth", "1GB/s", "--latency",
+                           "10ms"],
+                  [*g, "--param-size", "1e9", "--bandwidth", "1e9", "--latency", "0.01"])
+    keys = a["units"]["keys"]
+    assert keys["wan_bytes_sent"] == keys["allreduce_bytes_sent"] == "B"
+    assert keys["compute_utilisation"] == keys["goodput_fraction"] == "1"
+    assert keys["outer_exposed"] == "s"
+    # 2 outer syncs, each a ring of 2 groups: 2 (2 - 1) / 2 of 1 GB sent a sync
+    assert a["wan_bytes_sent"] == pytest.approx(2 * 1e9)
+
+
 def _flows(tmp_path, name, text):
     p = tmp_path / name
     p.write_text(text)
@@ -269,6 +298,8 @@ def test_graph_file_units_of_the_wrong_kind_are_refused(tmp_path):
     ("ring:n=5,bandwidth=1MiB/s,latency=.5ms", "ring:n=5,bandwidth=1048576.0,latency=0.0005"),
     ("geo:latency_matrix=0/40ms;40ms/0,intra_region_bandwidth=8Gbps",
      "geo:latency_matrix=0/0.04;0.04/0,intra_region_bandwidth=1e9"),
+    ("geo:regions=2,bandwidth_matrix=0/10Gbit/s;10Gbit/s/0,nic=25Gbps",
+     "geo:regions=2,bandwidth_matrix=0/1250000000.0;1250000000.0/0,nic=3125000000.0"),
     ("datacenter:regions=1,racks=2,hosts=2,intra_rack_bandwidth=1GB/s,inter_rack_latency=1ms",
      "datacenter:regions=1,racks=2,hosts=2,intra_rack_bandwidth=1e9,inter_rack_latency=0.001"),
 ])
@@ -341,7 +372,8 @@ def test_curve_text_takes_units():
     ("pipeline", "--latency", "s, or with a unit"), ("pipeline", "--nic", "B/s"),
     ("pipeline", "--network", "B/s"), ("gossip", "--size", "bytes"), ("gossip", "--nic", "B/s"),
     ("gossip", "--topology", "B/s"), ("network", "--nic", "B/s"), ("network", "--flows", "bytes"),
-    ("network", "--topology", "B/s"),
+    ("network", "--topology", "B/s"), ("learners", "--size", "bytes"),
+    ("learners", "--bandwidth", "B/s"), ("learners", "--latency", "s, or with a unit"),
 ])
 def test_help_names_the_unit_of_every_option(capsys, command, option, unit):
     """--help: each size, rate and latency option says its unit and shows a form with one."""

@@ -954,6 +954,89 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/steps-1e12-ctrl-c", TR("--steps", "1000000000000", "--replications", "1"),
             Expect("interrupt", "interrupted"), interrupt_after=4.0, timeout=30,
             note="fits in memory but never ends: Ctrl-C stops it in one line")
+    # -- issue 37: DiLoCo (--sync diloco:...), --value-bits, dtsim learners, geo pairs -------
+    if _has_option("train", "--value-bits"):
+        TR = lambda *a: dtsim("train", *a)  # noqa: E731
+        D4 = ("--replicas", "4", "--microbatches-per-step", "4", "--steps", "8")
+        # (the kinds and keys of every sync: the sync/ group of traffic_cases)
+        add("train/diloco-key-of-allreduce", TR(*D4, "--sync", "diloco:every=4,bucket_size=2"),
+            refuse("sync"))
+        add("train/allreduce-key-of-diloco", TR("--sync", "allreduce:every=2"), refuse("sync"))
+        add("train/diloco-without-every", TR(*D4, "--sync", "diloco"), refuse("sync"))
+        add("train/diloco-unknown-option", TR(*D4, "--sync", "diloco:every=4,foo=1"),
+            refuse("sync"))
+        add("train/diloco-every-zero", TR(*D4, "--sync", "diloco:every=0"), refuse("sync"))
+        add("train/diloco-every-text", TR(*D4, "--sync", "diloco:every=x"), refuse("sync"))
+        add("train/diloco-fragments-not-dividing", TR(*D4, "--sync", "diloco:every=4,fragments=3"),
+            refuse("sync"))
+        add("train/diloco-order-unknown", TR(*D4, "--sync", "diloco:every=4,order=random"),
+            refuse("sync"))
+        add("train/diloco-overlap-every", TR(*D4, "--sync", "diloco:every=4,overlap=4"),
+            refuse("sync"))
+        add("train/diloco-bits-5", TR(*D4, "--sync", "diloco:every=4,bits=5"), refuse("sync"))
+        add("train/diloco-topk-zero", TR(*D4, "--sync", "diloco:every=4,topk=0"), refuse("sync"))
+        add("train/diloco-topk-nan", TR(*D4, "--sync", "diloco:every=4,topk=nan"), refuse("sync"))
+        add("train/diloco-groups-not-dividing", TR(*D4, "--sync", "diloco:every=4,groups=3"),
+            refuse("sync"))
+        add("train/diloco-quorum-over-groups", TR(*D4, "--sync", "diloco:every=4,quorum=9"),
+            refuse("sync"))
+        add("train/diloco-grace-without-quorum", TR(*D4, "--sync", "diloco:every=4,grace=2"),
+            refuse("sync"))
+        add("train/diloco-grace-inf", TR(*D4, "--sync", "diloco:every=4,quorum=2,grace=inf"),
+            refuse("sync"))
+        add("train/diloco-steps-not-multiple", TR(*D4, "--sync", "diloco:every=3"),
+            refuse("steps"))
+        add("train/diloco-swarm", TR(*D4, "--schedule", "swarm", "--routing", "queue", "--sync",
+                                     "diloco:every=4"), refuse("schedule"))
+        add("train/diloco-fragments-with-failures",
+            TR(*D4, "--sync", "diloco:every=4,fragments=2", "--mtbf", "100"), refuse("sync"))
+        add("train/diloco-with-checkpoints",
+            TR(*D4, "--sync", "diloco:every=4", "--mtbf", "100", "--checkpoint-every", "2",
+               "--checkpoint-cost", "1", "--restart-cost", "1"), refuse("checkpoint_every"))
+        add("train/diloco-sync-wait", TR(*D4, "--sync", "diloco:every=4", "--sync-wait", "2"),
+            refuse("sync_wait"))
+        add("train/diloco-stall-limit", TR(*D4, "--sync", "diloco:every=4", "--stall-limit",
+                                           "100"), refuse("stall_limit"))
+        add("train/value-bits-without-diloco", TR("--value-bits", "32"), refuse("value_bits"))
+        add("train/value-bits-zero", TR(*D4, "--sync", "diloco:every=4", "--value-bits", "0"),
+            refuse("value_bits"))
+        add("train/diloco-bits-above-value-bits",
+            TR(*D4, "--sync", "diloco:every=4", "--value-bits", "8"), refuse("sync"))
+        add("train/diloco-ok", TR(*D4, "--param-size", "10", "--bandwidth", "5", "--sync",
+                                  "diloco:every=4,fragments=2,overlap=1,bits=4",
+                                  "--replications", "1"), ok("DiLoCo"))
+        add("train/geo-pairs-missing", TR("--network", "geo:pairs=" + str(T / "nope.csv"),
+                                          "--replicas", "2"), refuse("network"))
+        add("train/geo-bandwidth-matrix-asymmetric",
+            TR("--network", "geo:regions=2,hosts=1,bandwidth_matrix=0/1;2/0"), refuse("network"))
+        add("train/geo-bandwidth-matrix-size-unit",
+            TR("--network", "geo:regions=2,hosts=1,bandwidth_matrix=0/10GB;10GB/0"),
+            refuse("network"))
+        add("train/geo-nic-size-unit", TR("--network", "geo:regions=2,hosts=1,nic=10GB"),
+            refuse("network"))
+        add("train/geo-units-ok", TR("--network", "geo:regions=2,hosts=4,bandwidth_matrix="
+                                     "0/10Gbit/s;10Gbit/s/0,nic=25Gbps,inter_region_latency=40ms,"
+                                     "intra_region_bandwidth=100Gbit/s,intra_region_latency=1ms",
+                                     "--param-size", "1GB", "--replicas", "2",
+                                     "--replications", "1"), ok("step time"))
+    if _has_command("learners"):
+        LR = lambda *a: dtsim("learners", *a)  # noqa: E731
+        add("learners/learners-zero", LR("--learners", "0"), refuse("learners"))
+        add("learners/chips-zero", LR("--chips", "0"), refuse("chips"))
+        add("learners/steps-not-multiple", LR("--steps", "150"), refuse("steps"))
+        add("learners/quorum-over-learners", LR("--quorum", "9"), refuse("quorum"))
+        add("learners/grace-without-quorum", LR("--grace", "5"), refuse("grace"))
+        add("learners/mtbf-zero", LR("--mtbf", "0"), refuse("mtbf"))
+        add("learners/step-law-unknown", LR("--step-time-distribution", "pareto"),
+            refuse("step_time_distribution"))
+        add("learners/bits-5", LR("--bits", "5"), refuse("bits"))
+        add("learners/replications-zero", LR("--replications", "0"), refuse("replications"))
+        add("learners/size-rate-unit", LR("--size", "10GB/s"), refuse("size"))
+        add("learners/bandwidth-size-unit", LR("--bandwidth", "10GB"), refuse("bandwidth"))
+        add("learners/latency-size-unit", LR("--latency", "5GB"), refuse("latency"))
+        add("learners/ok", LR("--learners", "4", "--chips", "100", "--steps", "400",
+                              "--mtbf", "1e6", "--replace-time", "10", "--replications", "2"),
+            ok("goodput"))
     # -- trace (when present) ---------------------------------------------------------
     if _has_command("trace"):
         TC = lambda *a: dtsim("trace", *a)  # noqa: E731
@@ -1005,7 +1088,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
                   byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases,
-                  traffic_cases, real_runs_ii_cases):
+                  traffic_cases, timeline_cases, real_runs_ii_cases):
         cases.extend(group(fx))
     return cases
 
@@ -1886,6 +1969,12 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
                                            *one), ok("overlap=backward,buckets=ddp"))
     add("train/plan-sync-none", T("--plan", good, "--sync", "none", *one), refuse("sync"),
         note="a plan's framework all-reduces its gradients: sync none would be ignored")
+    add("train/plan-sync-diloco-overlapped-framework",
+        T("--plan", plan("fw-overlap-diloco.json", framework={"name": "megatron",
+                                                               "overlap_grad_reduce": True}),
+          "--sync", "diloco:every=1", *one), refuse("sync"),
+        note="DiLoCo's groups all-reduce after the backward pass: an overlapping framework's "
+        "all-reduce would be silently moved")
     add("train/plan-sync-overrides", T("--plan", good, "--sync", "allreduce:overlap=backward",
                                        *one), ok("overlap=backward"))
     add("train/sync-buckets-without-overlap", T("--sync", "allreduce:buckets=ddp"),
@@ -2015,6 +2104,113 @@ def newcomer_cases(fx: Fixtures) -> list[Case]:
         cases.append(Case(f"run/FIXED-{what}", list(dtsim("run", str(f), "--out",
                                                                str(fx.root / f"ofixed{k}"))),
                           refuse("FIXED")))
+    return cases
+
+
+def timeline_cases(fx: Fixtures) -> list[Case]:
+    """--timeline (issue 36): the file, the window, the cap, what cannot be recorded, and
+    dtsim plot --timeline's input and output. An existing file is overwritten (ok)."""
+    cases: list[Case] = []
+    if not _has_option("plot", "--timeline"):  # (the other commands take it from _timeline.py)
+        return cases
+    T = fx.root
+    small = ("--stages", "2", "--microbatches-per-step", "2", "--steps", "1", "--replications", "1")
+    out = str(T / "tl.json")
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    flows = fx._write("tl_flows.csv", "src,dst,size,start\n0,1,10,0\n")
+    per_command = {
+        "train": small,
+        "pipeline": ("--stages", "2", "--stage-time", "1", "--microbatches", "10",
+                     "--replications", "1"),
+        "network": ("--topology", "tree:racks=1,hosts=2", "--flows", str(flows)),
+        "gossip": ("--protocol", "edge", "--nodes", "4", "--rounds", "4", "--replications", "1"),
+    }
+    for cmd, base in per_command.items():
+        add(f"{cmd}/timeline-folder", dtsim(cmd, *base, "--timeline", str(fx.dir)),
+            refuse("timeline"))
+        add(f"{cmd}/timeline-empty", dtsim(cmd, *base, "--timeline", ""), refuse("timeline"))
+        add(f"{cmd}/timeline-under-a-file", dtsim(cmd, *base, "--timeline",
+                                                  fx.under_file + "/t.json"), refuse("timeline"))
+        add(f"{cmd}/timeline-dev-full", dtsim(cmd, *base, "--timeline", "/dev/full"),
+            refuse("timeline"))
+        for what, w in (("reversed", "5:1"), ("equal", "2:2"), ("nan", "nan:1"),
+                        ("nan-end", "0:nan"), ("negative", "-1:2"), ("text", "soon"),
+                        ("no-colon", "3"), ("inf-start", "inf:")):
+            add(f"{cmd}/timeline-window-{what}", dtsim(cmd, *base, "--timeline", out,
+                                                       "--timeline-window", w),
+                refuse("timeline_window"))
+        add(f"{cmd}/timeline-window-without-timeline", dtsim(cmd, *base, "--timeline-window",
+                                                             "0:1"), refuse("timeline_window"))
+        for what, n in (("zero", "0"), ("negative", "-5"), ("nan", "nan"), ("float", "2.5"),
+                        ("huge", "1000000000"), ("text", "many")):
+            add(f"{cmd}/timeline-max-events-{what}", dtsim(cmd, *base, "--timeline", out,
+                                                           "--timeline-max-events", n),
+                refuse("timeline_max_events"))
+        add(f"{cmd}/timeline-max-events-without-timeline",
+            dtsim(cmd, *base, "--timeline-max-events", "10"), refuse("timeline_max_events"))
+    # what cannot be recorded, and runs too large: one line before any work
+    add("train/timeline-compiled-engine", dtsim("train", *small, "--schedule", "swarm",
+                                                "--engine", "compiled", "--timeline", out),
+        refuse("timeline"))
+    add("train/timeline-run-too-large", dtsim("train", "--steps", "100000000", "--timeline", out),
+        refuse("timeline"), note="about 2.4e10 passes: refused, not run")
+    add("train/timeline-cap-too-small-for-run", dtsim("train", *small, "--steps", "1000",
+                                                      "--timeline", out,
+                                                      "--timeline-max-events", "1"),
+        refuse("timeline"), note="the run's 8000 passes are more than 50 x a cap of 1")
+    add("pipeline/timeline-vector-engine", dtsim("pipeline", "--stages", "3", "--timeline", out),
+        refuse("timeline"), note="auto runs the vector engine here: give --engine des")
+    add("pipeline/timeline-importance", dtsim("pipeline", "--method", "importance", "--timeline",
+                                              out), refuse("timeline"))
+    add("pipeline/timeline-queueing", dtsim("pipeline", "--queueing", "--timeline", out),
+        refuse("timeline"))
+    add("gossip/timeline-matching", dtsim("gossip", "--protocol", "matching", "--timeline", out),
+        refuse("timeline"))
+    add("gossip/timeline-training", dtsim("gossip", "--protocol", "edge", "--objective",
+                                          "quadratic", "--timeline", out), refuse("timeline"))
+    add("gossip/timeline-too-large", dtsim("gossip", "--protocol", "async", "--engine", "des",
+                                           "--nodes", "100000", "--rounds", "1000",
+                                           "--timeline", out), refuse("timeline"))
+    # an existing file is overwritten; the run's numbers and its file
+    existing = fx._write("tl_existing.json", "old content, not a timeline\n")
+    add("train/timeline-overwrites-a-file", dtsim("train", *small, "--timeline", str(existing)),
+        ok("timeline:"), timeout=120, note="an existing file is overwritten (documented)")
+    add("train/timeline-window-and-cap", dtsim("train", *small, "--timeline", out,
+                                               "--timeline-window", "1:2",
+                                               "--timeline-max-events", "3"),
+        ok("timeline:"), timeout=120)
+    # dtsim plot --timeline: its input is data, its output a figure file
+    bad_json = fx._write("tl_bad.json", "{not json")
+    not_tef = fx._write("tl_not_tef.json", '{"traceEvents": [{"ph": "X", "name": "a", '
+                        '"pid": 1, "tid": 1, "ts": 0, "dur": -1}]}')
+    empty_tef = fx._write("tl_empty.json", '{"traceEvents": []}')
+    add("plot/timeline-missing", dtsim("plot", "--timeline", str(T / "nope.json")),
+        refuse("timeline"))
+    add("plot/timeline-folder", dtsim("plot", "--timeline", str(fx.dir)), refuse("timeline"))
+    add("plot/timeline-not-json", dtsim("plot", "--timeline", str(bad_json)), refuse("timeline"))
+    add("plot/timeline-binary", dtsim("plot", "--timeline", str(fx.binary)), refuse("timeline"))
+    add("plot/timeline-negative-dur", dtsim("plot", "--timeline", str(not_tef)),
+        refuse("timeline"))
+    add("plot/timeline-no-events", dtsim("plot", "--timeline", str(empty_tef)),
+        refuse("timeline"))
+    for name, fifo in fx.fifo.items():  # a FIFO would block a reader: refused from its stat
+        add(f"plot/timeline-fifo-{name}", dtsim("plot", "--timeline", str(fifo)),
+            refuse("timeline"))
+        break
+    add("plot/timeline-out-no-extension", dtsim("plot", "--timeline", str(not_tef), "--out",
+                                                str(T / "figure")), refuse("out"))
+    add("plot/timeline-out-is-the-input", dtsim("plot", "--timeline", str(not_tef), "--out",
+                                                str(not_tef)), refuse("out"))
+    add("plot/timeline-out-folder", dtsim("plot", "--timeline", str(not_tef), "--out",
+                                          str(fx.dir)), refuse("out"))
+    add("plot/out-without-timeline", dtsim("plot", str(fx.dir), "--out", str(T / "x.png")),
+        refuse("out"))
+    add("plot/timeline-and-outdir", dtsim("plot", str(fx.dir), "--timeline", str(not_tef)),
+        refuse("OUTDIR"))
+    add("plot/neither-outdir-nor-timeline", dtsim("plot"), refuse("OUTDIR"))
     return cases
 
 

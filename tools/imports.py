@@ -44,8 +44,9 @@ from pathlib import Path
 FLOORS: tuple[tuple[str, ...], ...] = (
     # 1 the ground: errors, the compiled engines' generator, progress, exact two-state sampling
     ("sim.errors", "sim.xoshiro", "sim.progress", "sim.markov"),
-    # 2 quantities with units (read by topologies and the commands)
-    ("sim.units",),
+    # 2 quantities with units (read by topologies and the commands); the timeline's recorder
+    #   (the engines call it where they know a start or an end), writer and validator
+    ("sim.units", "sim.timeline"),
     # 3 the vocabulary: streams, records, the engine registry, figures, graphs, attacks
     ("sim.rng", "sim.results", "sim.engines", "sim.plotting", "topologies", "sim.adversaries"),
     # 4 what fails, what carries data, what runs many replications

@@ -246,6 +246,11 @@ def _check_param_names(fam: Family, params: Mapping[str, Any], spec_text: str) -
                           f"[{fam.describe_params()}], not {', '.join(unknown)}", spec_text)
 
 
+#: Parameters whose value is text kept as written (a file path: ``geo:pairs=data/pairs.csv``),
+#: never split into a list at "/".
+TEXT_KEYS = frozenset({"pairs"})
+
+
 def _parse_params(text: str, spec_text: str) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if not text.strip():
@@ -257,7 +262,10 @@ def _parse_params(text: str, spec_text: str) -> dict[str, Any]:
             raise ConfigError("topology", "written family:key=value,key=value", spec_text)
         if key in params:
             raise ConfigError("topology", f"given each parameter once ({key} repeats)", spec_text)
-        params[key] = link_value(key, value, spec_text)  # bandwidth=10Gbit/s: topologies.units
+        if key in TEXT_KEYS:  # a file path or a preset name: its "/" separates folders
+            params[key] = value.strip()
+        else:
+            params[key] = link_value(key, value, spec_text)  # bandwidth=10Gbit/s: topologies.units
     return params
 
 

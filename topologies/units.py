@@ -1,8 +1,10 @@
 """Link quantities with units in topology specs and graph files (see :mod:`sim.units`).
 
-A spec parameter whose name contains ``bandwidth`` takes a rate, one whose name
-contains ``latency`` a time (``latency_matrix`` entry by entry): ``tree:
-host_bandwidth=10Gbit/s,host_latency=5us``, ``geo:latency_matrix=0/40ms;40ms/0``.
+A spec parameter whose name contains ``bandwidth`` takes a rate, one named
+``nic`` a rate, one whose name contains ``latency`` a time (a matrix entry by
+entry): ``tree:host_bandwidth=10Gbit/s,host_latency=5us``,
+``geo:latency_matrix=0/40ms;40ms/0``, ``geo:bandwidth_matrix=0/10Gbit/s;10Gbit/s/0``
+(a rate's ``/s`` is read with its number, not as a separator), ``geo:nic=25Gbps``.
 A graph file's edge ``bandwidth`` and ``latency`` and node ``nic``, ``egress``
 and ``ingress`` may be written the same way (``0 1 5us 10Gbit/s`` in an edge
 list, ``bandwidth="100Gbit/s"`` in GraphML or GML). A plain number means what it
@@ -25,7 +27,7 @@ from typing import Any
 import networkx as nx
 
 from sim.errors import ConfigError
-from sim.units import RATE, TIME, Quantity, has_unit, parse, parse_quantity
+from sim.units import RATE, TIME, TIME_UNITS, Quantity, has_unit, parse, parse_quantity
 
 __all__ = ["param_kind", "link_value", "spec_units", "UnitsSeen", "LINK_ATTRS"]
 
@@ -34,9 +36,21 @@ LINK_ATTRS = {"bandwidth": RATE, "latency": TIME, "nic": RATE, "egress": RATE, "
 
 
 def param_kind(key: str) -> str | None:
-    """The quantity a spec parameter takes by its name: ``*bandwidth*`` a rate,
+    """The quantity a spec parameter takes by its name: ``*bandwidth*`` and ``nic`` a rate,
     ``*latency*`` a time, any other none."""
-    return RATE if "bandwidth" in key else TIME if "latency" in key else None
+    return RATE if "bandwidth" in key or key == "nic" else TIME if "latency" in key else None
+
+
+def _rate_items(row: str) -> list[str]:
+    """A row of ``/``-separated rates, each rate's ``/s`` (``/ms``, ...) kept with it:
+    ``0/10Gbit/s/5GB/s`` -> ``["0", "10Gbit/s", "5GB/s"]``."""
+    out: list[str] = []
+    for tok in row.split("/"):
+        if out and tok.strip() in TIME_UNITS and has_unit(out[-1]):
+            out[-1] += "/" + tok.strip()
+        else:
+            out.append(tok)
+    return out
 
 
 def link_value(key: str, text: str, spec_text: str) -> Any:
@@ -81,6 +95,14 @@ def link_value(key: str, text: str, spec_text: str) -> Any:
 
     if has_unit(text.strip()):  # before "/" splits 10Gbit/s
         return one(text.strip())
+    if kind == RATE and "/" in text:  # a list or matrix of rates: 10Gbit/s is one entry
+        from .spec import _scalar
+
+        t = text.strip()
+        if ";" in t:  # as parse_value: rows split by ";", entries by "/"
+            return tuple(tuple(one(_scalar(x)) for x in _rate_items(r))
+                         for r in t.split(";") if r.strip())
+        return tuple(one(_scalar(x)) for x in _rate_items(t) if x.strip())
     value = parse_value(text)
     if isinstance(value, tuple):
         return tuple(tuple(one(x) for x in v) if isinstance(v, tuple) else one(v) for v in value)
@@ -101,7 +123,8 @@ def _typed_units(spec: str) -> dict[str, str]:
             continue
         whole = value.strip()
         found = [whole] if has_unit(whole) else [
-            x.strip() for x in whole.replace(";", "/").split("/") if has_unit(x.strip())]
+            x.strip() for row in whole.split(";") for x in _rate_items(row)
+            if has_unit(x.strip())]
         if found:
             typed[key.strip()] = found[0]
     return typed
@@ -126,11 +149,16 @@ def spec_units(spec: Any, params: Mapping[str, Any], defaults: Mapping[str, Any]
     typed = _typed_units(spec) if isinstance(spec, str) else {}
     full = {k: v for k, v in defaults.items() if v is not REQUIRED}
     full.update(params)
+    for key, by in UNUSED_WHEN.items():  # a default the layout does not use is no term
+        if key not in typed and any(full.get(b) is not None for b in by):
+            full.pop(key, None)
+    pairs = _pairs_quantities(full.get("pairs"))
     out: dict[str, tuple[Quantity | None, Quantity | None]] = {}
-    for attr, kind in (("bandwidth", RATE), ("latency", TIME)):
+    attrs = [("bandwidth", RATE), ("latency", TIME)] + ([("nic", RATE)] if "nic" in full else [])
+    for attr, kind in attrs:
         unit = plain = None
         for key, value in full.items():
-            if param_kind(key) != kind:
+            if param_kind(key) != kind or (key == "nic") != (attr == "nic"):
                 continue
             if key in typed:
                 unit = unit or parse_quantity(typed[key], kind, key)
@@ -140,7 +168,38 @@ def spec_units(spec: Any, params: Mapping[str, Any], defaults: Mapping[str, Any]
                 if plain is None and isinstance(x, (int, float)) and not isinstance(x, bool) \
                         and 0 < x < math.inf:
                     plain = Quantity(float(x), kind, format_value(x))
+        if unit is None and attr in pairs:
+            unit = pairs[attr]
         out[attr] = (unit, plain)
+    return out
+
+
+#: Parameters a layout ignores once others are given (geo: a latency or bandwidth matrix, or a
+#: region-pair table, gives every pair between regions), so their defaults are no term of a
+#: transfer's time.
+UNUSED_WHEN: dict[str, tuple[str, ...]] = {
+    "inter_region_latency": ("latency_matrix", "pairs"),
+    "inter_region_bandwidth": ("bandwidth_matrix", "pairs"),
+}
+
+
+def _pairs_quantities(pairs: Any) -> dict[str, Quantity]:
+    """A region-pair table's first finite latency and bandwidth, as quantities with units (read
+    into s and B/s, :mod:`topologies.regions`) when the table states its units; {} without a
+    table or for one of plain numbers (its numbers are then the spec's plain terms too)."""
+    if pairs is None:
+        return {}
+    from .regions import read_region_pairs
+
+    tab = read_region_pairs(pairs)
+    if not tab.with_units:
+        return {}
+    out: dict[str, Quantity] = {}
+    for attr, kind, unit, matrix in (("latency", TIME, "s", tab.latency),
+                                      ("bandwidth", RATE, "B/s", tab.bandwidth)):
+        vals = [x for row in matrix for x in row if 0 < x < math.inf]
+        if vals:
+            out[attr] = parse_quantity(f"{vals[0]!r}{unit}", kind, "pairs")
     return out
 
 

@@ -32,12 +32,17 @@ below, as ``sim.analytic.pipeline.drop_probability`` does.
     Waiting for the fastest ``k`` of ``n``, and SGD on them.
 :mod:`.learning`
     Gossip training (:mod:`sim.learning`).
+:mod:`.diloco`
+    DiLoCo across zones (:mod:`sim.training.outer`): payloads, outer syncs,
+    fragments, the lockstep wall time and utilisation, the first moment on
+    quadratics against wall clock.
 
 Each function states its formula under Notes and its source under References.
 """
 
 from . import (
     checkpointing,
+    diloco,
     fastest_k,
     gossip,
     learning,
@@ -51,6 +56,7 @@ from . import (
     training,
 )
 from .checkpointing import *  # noqa: F403
+from .diloco import *  # noqa: F403
 from .fastest_k import *  # noqa: F403
 from .gossip import *  # noqa: F403
 from .learning import *  # noqa: F403
@@ -76,4 +82,5 @@ __all__ = [
     *trace_design.__all__,
     *strategies.__all__,
     *partition.__all__,
+    *diloco.__all__,
 ]

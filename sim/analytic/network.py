@@ -8,7 +8,9 @@ solve by hand; the tests run the simulation beside each.
 * :func:`parking_lot_rates`: one long flow across a chain of links, short flows on each.
 * :func:`ring_allreduce_time`: the ring all-reduce (dtsim's one ring law), and
   its slowdown when the ranks of a node share its NIC; :func:`ring_steps_time`,
-  the same law with a time per step (size-dependent, unequal links).
+  the same law with a time per step (size-dependent, unequal links);
+  :func:`ring_allgather_time`, its all-gather half; :func:`ring_bytes_sent`,
+  what each participant sends.
 * :func:`star_exchange_time`: pairwise gossip exchanges with the hub of a star
   whose NIC is the bottleneck.
 
@@ -33,6 +35,8 @@ __all__ = [
     "parking_lot_rates",
     "ring_allreduce_time",
     "ring_steps_time",
+    "ring_allgather_time",
+    "ring_bytes_sent",
     "star_exchange_time",
 ]
 
@@ -172,6 +176,50 @@ def ring_allreduce_time(participants: int, size: float, bandwidth: float, latenc
     if k == 1:
         return 0.0
     return 2.0 * (k - 1) * (nb * lat + (t * S / (k * B) if S else 0.0))
+
+
+def ring_allgather_time(participants: int, size: float, bandwidth: float, latency: float,
+                        *, ranks_per_nic: int = 1) -> float:
+    """Time of a ring all-gather of a block of ``size`` from each of ``k`` participants.
+
+    The all-gather half of the ring law :func:`ring_allreduce_time`: ``k - 1``
+    steps, each forwarding one participant's whole block to the next (how
+    DiLoCo's averaged shards are gathered inside a group, and sparse top-k
+    payloads, whose sum fills in, across groups:
+    :func:`sim.analytic.diloco.outer_sync_time`;
+    :func:`sim.network.collectives.ring_allgather` runs it as flows).
+
+    Notes
+    -----
+    .. math:: T = (k - 1) \\left(\\ell + \\frac{t p}{B}\\right)
+              = \\tfrac12\\, T_{\\text{all-reduce}}(k, k p)
+
+    the all-reduce of ``k p`` (a chunk of ``p`` a step) without its
+    reduce-scatter half [Ring]_. Zero for ``k = 1`` or ``p = 0`` (nothing is
+    sent: the flows move nothing either).
+    """
+    k = check_int("participants", participants, low=1)
+    p = check_nonnegative("size", size)
+    if k == 1 or p == 0:
+        return 0.0
+    return 0.5 * ring_allreduce_time(k, k * p, bandwidth, latency, ranks_per_nic=ranks_per_nic)
+
+
+def ring_bytes_sent(participants: int, size: float, *, gather: bool = False) -> float:
+    """What each participant of a ring sends: ``2 (k - 1) S / k`` in an all-reduce of ``S``,
+    ``(k - 1) p`` in an all-gather of blocks ``p`` (``gather``); 0 for ``k = 1``.
+
+    Notes
+    -----
+    Each of the ``2 (k - 1)`` steps of :func:`ring_allreduce_time` sends a
+    chunk of ``S / k``; each of the ``k - 1`` steps of
+    :func:`ring_allgather_time` a whole block [Ring]_.
+    """
+    k = check_int("participants", participants, low=1)
+    S = check_nonnegative("size", size)
+    if gather:
+        return (k - 1) * S
+    return 2.0 * (k - 1) * S / k
 
 
 def ring_steps_time(participants: int, size: float, bucket_size: float,

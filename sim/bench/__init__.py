@@ -13,9 +13,13 @@ The benches stand above what they measure, one module per part of the house
     the flow model against SimGrid and the cost of contention.
 :mod:`.plans`, :mod:`.planner`
     Real plans simulated and evaluated; the plan search on a 64-GPU fleet.
+:mod:`.learners`
+    DiLoCo's learners engine at 10^6 chips.
 :mod:`.sweep`, :mod:`.memory`, :mod:`.machine`, :mod:`.peersim`
     Sweeps on local and Dask workers; peak memory; the compiled gossip engine
     against a C loop; and against PeerSim.
+:mod:`.timeline`
+    The cost of ``--timeline``: a recorded training run and its file over the plain run.
 """
 
 from .gossip import MATCHING_SIZES

@@ -58,6 +58,16 @@ p. ``plans``: real plans simulated per second: each shipped run's plan
    failure-free iteration in the training DES (``dtsim train --plan``), and
    the same plans' exact step time from the max-plus evaluation of their
    device programs (what a planner ranks candidates with).
+r. ``timeline``: the cost of ``--timeline`` (:mod:`sim.timeline`): CPU time of a
+   run that records its events and writes them as Trace Event Format JSON over
+   the same run without, for the training DES's benchmark run
+   (:data:`sim.bench.training.BENCH_CONFIG`, about 1.1e5 events: its passes,
+   down intervals, downloads) and a 4-stage 1F1B run of 1e5 passes (the
+   tightest event loop: 2 us a pass).
+s. ``learners``: DiLoCo's outer loop over 10^6 chips in 40 learners with
+   per-chip failures (:mod:`sim.training.learners`, the event-aggregated
+   engine): 1 simulated day (``--quick``) or 30, in a fresh interpreter:
+   events per CPU second, wall and CPU seconds, peak resident memory.
 
 Every rate is the best of a few repeats (the least disturbed by other load).
 Each part is measured by one module of :mod:`sim.bench` (:data:`MEASURED_BY`);
@@ -99,7 +109,7 @@ __all__ = [
 
 PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
          "machine", "highflip", "training", "gossip_training", "recording", "peersim", "plans",
-         "network", "planner")
+         "network", "planner", "timeline", "learners")
 
 
 # --------------------------------------------------------------------------- the suite
@@ -128,6 +138,8 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "plans": {"repeats": 1},
         "network": {"flows": 10_000, "repeats": 1, "steps": 8, "horizon": 20.0},
         "planner": {"repeats": 1},
+        "timeline": {"repeats": 2},
+        "learners": {"days": 1.0, "repeats": 1},
     },
     "full": {
         "simpy": {"events": 1_000_000, "repeats": 5},
@@ -150,6 +162,8 @@ SIZES: dict[str, dict[str, dict[str, Any]]] = {
         "plans": {"repeats": 3},
         "network": {"flows": 10_000, "repeats": 3, "steps": 20, "horizon": 40.0},
         "planner": {"repeats": 2},
+        "timeline": {"repeats": 5},
+        "learners": {"days": 30.0, "repeats": 1},
     },
 }
 
@@ -166,7 +180,8 @@ MEASURED_BY: dict[str, tuple[str, str]] = {
     "gossip_training": ("learning", "bench_gossip_training"),
     "recording": ("gossip", "bench_recording"), "peersim": ("peersim", "bench_peersim"),
     "plans": ("plans", "bench_plans"), "network": ("network", "bench_network"),
-    "planner": ("planner", "bench_planner"),
+    "planner": ("planner", "bench_planner"), "timeline": ("timeline", "bench_timeline"),
+    "learners": ("learners", "bench_learners"),
 }
 
 
@@ -250,6 +265,9 @@ TARGETS: tuple[Target, ...] = (
            "compiled async vs PeerSim event-driven averaging, n=1e4, delay 0.1: ahead"),
     Target("compiled_training_passes_per_s", ">=", 1e6,
            "contended training pipeline, compiled engine: >= 1e6 passes/s"),
+    Target("timeline_ratio_bench", "<=", 2.0,
+           "--timeline on the training DES's benchmark run (1.1e5 events): the recorded run "
+           "and its file in under 2x the run's CPU time (issue 36)"),
     Target("network_vs_simgrid", ">=", 0.5,
            "flow-level network, 1e4 staggered flows on a 1000-host two-level tree: >= 0.5 of "
            "SimGrid's flows/s on the same flows (issue 21)"),

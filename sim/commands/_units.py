@@ -43,7 +43,7 @@ from ..units import (
 )
 
 __all__ = ["NETWORK_UNITS", "PIPELINE_UNITS", "PLAN_UNITS", "TOPOLOGY_UNITS",
-           "TOPOLOGY_LISTING_UNITS", "check_train", "train_transfers", "check_pipeline",
+           "TOPOLOGY_LISTING_UNITS", "LEARNERS_UNITS", "check_train", "check_learners", "train_transfers", "check_pipeline",
            "pipeline_transfers", "check_gossip", "flow_terms",
            "SizeOption", "RateOption", "TimeOption", "TimesOption", "given_quantities",
            "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
@@ -252,7 +252,15 @@ def train_units(tu: str) -> dict[str, str]:
     keys.update({k: "1" for k in (
         "finished", "bubble_fraction", "utilisation", "drop_rate", "drop_rate_ci",
         "mean_quality", "worker_availability", "worker_availability_ci",
-        "predicted_bubble_fraction", "predicted_drop_rate", "predicted_mean_quality")})
+        "predicted_bubble_fraction", "predicted_drop_rate", "predicted_mean_quality",
+        "compute_utilisation", "compute_utilisation_ci", "compute_utilisation_min",
+        "compute_utilisation_max", "predicted_compute_utilisation", "goodput_fraction",
+        "goodput_fraction_ci")})
+    # (issue 37) what each worker sent, and DiLoCo's outer loop
+    keys.update({k: "B" for k in (
+        "wan_bytes_sent", "wan_bytes_sent_ci", "wan_bytes_sent_max", "allreduce_bytes_sent",
+        "predicted_wan_bytes_sent", "predicted_allreduce_bytes_sent")})
+    keys.update({"outer_exposed": tu, "lost_outer_work": f"worker {tu}"})
     keys.update({"worker_hours": "h", "cost": "$", "samples_per_dollar": "sample/$",
                  "quality_samples_per_dollar": "sample/$",
                  "quality_samples_per_dollar_ci": "sample/$",
@@ -361,6 +369,21 @@ TOPOLOGY_UNITS = {"latency_min": "s", "latency_max": "s", "bandwidth_min": "B/s"
                   "bandwidth_max": "B/s"}
 TOPOLOGY_LISTING_UNITS = {"families[].params.*latency*": "s",
                           "families[].params.*bandwidth*": "B/s"}
+
+
+#: ``dtsim learners --json`` (issue 37): its clock is the second when --bandwidth or
+#: --latency is given with a unit (a plain --step-time is then in seconds too).
+LEARNERS_UNITS = {"training_time": "s", "training_time_ci": "s", "lost_outer_work": "chip s",
+                  "goodput_fraction": "1", "goodput_fraction_ci": "1",
+                  "compute_utilisation": "1", "compute_utilisation_ci": "1",
+                  "run_seconds": "s", "run_cpu_seconds": "s", "run_peak_rss_mib": "MiB"}
+
+
+def check_learners(args: argparse.Namespace) -> None:
+    """``dtsim learners``: warn on a transfer time mixing numbers with and without units
+    (``--size``, ``--bandwidth``, ``--latency``: :func:`warn_mixed`)."""
+    warn_mixed("learners", option_terms(args, {"size": SIZE, "bandwidth": RATE,
+                                               "latency": TIME}))
 
 
 def _links(cfg: Any, args: argparse.Namespace, layout: bool

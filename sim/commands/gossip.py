@@ -38,6 +38,7 @@ from ..learning import (
 from ..runner import replicate
 from ._applies import refuse_unless
 from ._common import add_run_options, announce_fallback, emit_json, print_table
+from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
 from ._units import (
     RATE_HELP,
     SIZE_HELP,
@@ -188,6 +189,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--bucketing: repeat (default, the reference decentralised form) or permute "
                         "(ceil(m/S) buckets of a random permutation)")
     add_failure_trace_options(p)  # async churn replayed from a real trace (node i = slot i)
+    add_timeline_options(p, what="every exchange (async: from its start to its delivery; edge: "
+                         "each step, 2/n long), every node's down interval and the links' "
+                         "utilisation (async and edge, the DES engine)")
     add_run_options(p, replications=20)
 
 
@@ -420,10 +424,17 @@ def _check_options(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the replications and print the report (text table or one JSON object)."""
     _check_options(args)
+    request = timeline_from_args(args)
     tc = training_from_args(args)
     if tc is not None:
+        if request is not None:
+            raise ConfigError("timeline", "given without the gossip training options (the "
+                              "timeline records the async and edge exchanges of plain "
+                              "gossip)", request.path)
         return _run_training(args, tc)
     cfg = _config_from_args(args)
+    if request is not None:
+        _check_timeline(cfg, request)
     refuse_unless(args, "size", _size_matters(cfg),
                   "with links of finite bandwidth (an exchange takes latency + size / bandwidth; "
                   "this topology's bandwidth is infinite)")
@@ -432,10 +443,16 @@ def run(args: argparse.Namespace) -> int:
                   "bandwidth or with --nic (nothing is shared otherwise)")
     check_gossip(args, cfg)
     announce_fallback("gossip", cfg.resolved_engine, cfg.engine_reason)
-    records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
+    model = None  # replication 0 records as it runs (the serial executor, on the DES engine)
+    if request is not None and args.executor == "serial" and cfg.resolved_engine == "des":
+        model = RecordingModel(gossip_model, request.recorder(), args.seed)
+    records = replicate(gossip_model if model is None else model, cfg,
+                        replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
     report = summarize_runs(records, cfg)
     errors = [r["error"] for r in records if r.get("error")]
+    timeline = (lambda: _timeline(args, cfg, request, records[0], model)) \
+        if request is not None else (lambda: None)
     if args.json:
         payload = {
             "topology": cfg.topology, "nodes": cfg.n, "protocol": cfg.protocol,
@@ -451,6 +468,7 @@ def run(args: argparse.Namespace) -> int:
         payload.update(report)
         payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
+        timeline()
         return 0 if not errors else 1
     line = given_line(args)
     if line is not None:
@@ -463,7 +481,44 @@ def run(args: argparse.Namespace) -> int:
     print_table(rows, ("quantity", "simulated", "95% CI", "exact"))
     for e in errors:
         print(f"replication error: {e}")
+    timeline()
     return 0 if not errors else 1
+
+
+def _check_timeline(cfg: Any, request: Any) -> None:
+    """Refuse, before any work, a timeline this gossip run cannot record, or one too large."""
+    from ..timeline import check_run_size
+
+    if cfg.protocol not in ("async", "edge"):
+        raise ConfigError("timeline", "given with --protocol async or edge (the engines that "
+                          f"record their exchanges; not {cfg.protocol})", request.path)
+    if cfg.resolved_engine != "des" and cfg.protocol == "async":
+        raise ConfigError("timeline", "given with --engine des for this async configuration "
+                          f"(the {cfg.resolved_engine} engine runs it: its own random numbers, "
+                          "no events)", request.path)
+    if cfg.protocol == "async":
+        events = 2.0 * cfg.n * cfg.wake_rate * float(cfg.rounds)
+    else:
+        events = 2.0 * float(cfg.rounds)
+    check_run_size(request, events, "exchanges")
+
+
+def _timeline(args: argparse.Namespace, cfg: Any, request: Any, record: dict[str, Any],
+              model: RecordingModel | None) -> None:
+    """Write replication 0's events: recorded in the run, else by running it again here on
+    the DES engine (the compiled edge engine gives the DES engine's numbers bit for bit, so
+    replication 0 of either is the same run; the check says so)."""
+    from ..rng import Streams
+
+    def rerun() -> tuple[Any, dict[str, Any]]:
+        rec = request.recorder()
+        des = replace(cfg, engine="des") if cfg.engine == "auto" else cfg
+        metrics = gossip_model(des, Streams(args.seed).replication(0), recorder=rec)
+        metrics["engine"] = record.get("engine")  # the engine's name, not a number of the run
+        return rec, metrics
+
+    finish_timeline(request, model, rerun, record=record, command="gossip", seed=args.seed,
+                    json_mode=args.json, unit="s")
 
 
 #: Training rows of the text report: (measured, exact, label).

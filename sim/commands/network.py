@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import ConfigError, check, check_choice
 from ._common import emit_json, print_table
+from ._timeline import add_timeline_options, timeline_from_args, write_timeline
 from ._units import (
     NETWORK_UNITS,
     RATE_HELP,
@@ -48,6 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(re-solve every flow at every event: the cross-check)")
     p.add_argument("--json", action="store_true",
                    help="one JSON object: finish (in the file's order), links (utilisation)")
+    add_timeline_options(p, what="every flow (from its request to its finish) and every "
+                         "link's utilisation as it changes")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_choice("weighting", args.weighting, WEIGHTINGS)
     check_choice("solver", args.solver, ("incremental", "full"))
+    request = timeline_from_args(args)
     if args.nic is not None:
         check(args.nic > 0, "nic", "> 0", args.nic)
     typed: list = []
@@ -80,10 +84,24 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("topology", "a graph with a finite bandwidth (or NIC) on the route "
                               f"of every flow ({where}: {fl.src} -> {fl.dst} crosses none; "
                               "give edge bandwidths or --nic)", args.topology)
+    rec = None
+    if request is not None:  # the flows' own events, from the run whose numbers are printed
+        from ..network.flows import COMPILED_FROM
+        from ..network.kernel import HAVE_NUMBA
+        from ..timeline import check_run_size
+
+        if HAVE_NUMBA and args.solver == "incremental" and len(flows) >= COMPILED_FROM:
+            raise ConfigError("timeline", f"given with fewer than {COMPILED_FROM} flows (from "
+                              "there the compiled loop runs, which records no events)",
+                              f"{len(flows)} flows")
+        check_run_size(request, 2.0 * len(flows) * (1 + net.n_resources), "flow ends and "
+                       "link samples")
+        rec = request.recorder(flows=True)
+        rec.meta.update(engine="flow-level network", flows=len(flows), unit="s")
     warn_mixed(NAME, flow_terms(args.flows, typed) + network_terms(net.units, "the topology")
                + option_terms(args, {"nic": "rate"}))
     res = simulate_flows(net, flows, weighting=args.weighting,
-                         incremental=args.solver == "incremental")
+                         incremental=args.solver == "incremental", recorder=rec)
     finish = [float(x) for x in res.finish]
     start = min(fl.start for fl in flows)
     makespan = max(finish) - start
@@ -91,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         emit_json({"topology": args.topology, "flows": len(flows), "weighting": args.weighting,
                    "solver": args.solver, "finish": finish, "makespan": makespan,
                    "links": res.links, "units": units_object(NETWORK_UNITS, args)})
+        if rec is not None:
+            write_timeline(request, rec, command="network", seed=None, json_mode=True)
         return 0
     rows: list[list[Any]] = [
         [k, fl.src, fl.dst, fl.size, fl.start, t, t - fl.start]
@@ -108,4 +128,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"links that carried data ({len(used)} of {len(res.links)} finite):")
         print_table([[x["link"], x["capacity"], x["bytes"], x["utilisation"]] for x in used],
                     ["link", "capacity (B/s)", "bytes (B)", "utilisation"])
+    if rec is not None:
+        write_timeline(request, rec, command="network", seed=None, json_mode=False)
     return 0

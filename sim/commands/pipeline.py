@@ -55,6 +55,7 @@ from ..pipeline import (
 from ..rng import Streams
 from ._applies import refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
+from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
 from ._units import (
     PIPELINE_UNITS,
     RATE_HELP,
@@ -219,6 +220,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-rel-error", type=float, default=None, metavar="R",
                    help="with --method importance: stop once the relative standard error is "
                         "at most R")
+    add_timeline_options(p, what="every stage served, hop, failover, skip, wait, drop and down "
+                         "interval (the discrete-event simulation's, --engine des)")
     add_run_options(p, replications=DEFAULT_REPLICATIONS)
     # None marks "not given": --method importance refuses these rather than ignore them.
     p.set_defaults(replications=None, microbatches=None)
@@ -496,14 +499,40 @@ def _log_failed(args: argparse.Namespace, error: str | None) -> int:
     return 1
 
 
+def _check_timeline(args: argparse.Namespace, method: str, cfg: PipelineConfig,
+                    request: Any) -> None:
+    """Refuse, before any work, a timeline this run cannot record, or one too large."""
+    from ..pipeline.engines import choose_engine
+    from ..timeline import check_run_size
+
+    if method == "importance":
+        raise ConfigError("timeline", "given with --method simulate (importance sampling draws "
+                          "snapshots, not a run in time)", request.path)
+    sel, _ = choose_engine(cfg, args.engine)
+    if not getattr(sel.engine, "records", False):
+        raise ConfigError("timeline", f"given with --engine des (the {sel.name} engine runs "
+                          "this configuration and records no events)", request.path)
+    check_run_size(request, 2.0 * cfg.microbatches * cfg.stages, "stage crossings and hops")
+
+
 def run(args: argparse.Namespace) -> int:
     method = _check_options(args)
+    request = timeline_from_args(args)
     log_error: str | None = None
     if method == "importance":
         cfg, placement = _config_from_args(args, layout_latency=False)
     else:
         cfg, placement = _config_from_args(args)
     check_pipeline(args, cfg)
+    model = None
+    if request is not None:
+        _check_timeline(args, method, cfg, request)
+        if args.executor == "serial":  # replication 0 records as it runs
+            from ..pipeline.engines import choose_engine
+
+            model = RecordingModel(choose_engine(cfg, args.engine)[0].engine.run,
+                                   request.recorder(), args.seed)
+    records: list[dict[str, Any]] = []
     if args.show_placement and placement is not None and not args.json:
         print(placement.render())
         print()
@@ -519,7 +548,7 @@ def run(args: argparse.Namespace) -> int:
                                   args.event_log)
             engine = "des"
         out = simulate(cfg, replications=reps, seed=args.seed, executor=args.executor,
-                       workers=args.workers, engine=engine)
+                       workers=args.workers, engine=engine, records_out=records, model=model)
         if args.event_log and args.engine == "auto":
             out["engine_reason"] = "auto: --event-log needs the discrete-event simulation"
         if args.event_log:
@@ -538,6 +567,8 @@ def run(args: argparse.Namespace) -> int:
         if args.show_placement and placement is not None:
             out["placement"] = [[list(c) for c in s] for s in cfg.domain_placement.replica_domains]
         emit_json(out)
+        if request is not None:
+            _timeline(args, cfg, request, records[0], model)
         return _log_failed(args, log_error)
     for line in (given_line(args), pipeline_transfers(args, cfg)):
         if line is not None:
@@ -581,4 +612,21 @@ def run(args: argparse.Namespace) -> int:
               f"not answered by the {out['engine']} engine (use --engine des)")
     if args.event_log and log_error is None:
         print(f"event log of replication 0 written to {out['event_log_file']}")
+    if request is not None:
+        _timeline(args, cfg, request, records[0], model)
     return _log_failed(args, log_error)
+
+
+def _timeline(args: argparse.Namespace, cfg: PipelineConfig, request: Any,
+              record: dict[str, Any], model: RecordingModel | None) -> None:
+    """Write replication 0's events (recorded in the run, else by running it again here)."""
+    from ..pipeline.engines import choose_engine
+
+    sel, _ = choose_engine(cfg, args.engine)
+
+    def rerun() -> tuple[Any, dict[str, Any]]:
+        rec = request.recorder()
+        return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+
+    finish_timeline(request, model, rerun, record=record, command="pipeline", seed=args.seed,
+                    json_mode=args.json, unit="s")

@@ -35,6 +35,7 @@ from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit
+from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
 from ._units import (
     RATE_HELP,
     SIZE_HELP,
@@ -67,6 +68,9 @@ PREDICTED = {
     "predicted_drop_rate": "drop_rate",
     "predicted_mean_quality": "mean_quality",
     "predicted_checkpoint_interval": "checkpoint_interval",
+    "predicted_compute_utilisation": "compute_utilisation",
+    "predicted_wan_bytes_sent": "wan_bytes_sent",
+    "predicted_allreduce_bytes_sent": "allreduce_bytes_sent",
 }
 
 
@@ -162,12 +166,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--latency", action=TimesOption, default=0.0, metavar="TIME[,TIME...]",
       help=f"link latency, or one per hop: {TIME_HELP} (default 0)")
     a("--sync", default=d.sync, metavar="KIND[:K=V,...]",
-      help="gradient sync per step: " + ", ".join(SYNCS) + " (default allreduce); "
-           "allreduce:overlap=backward[,bucket_size=B][,buckets=ddp|megatron] releases buckets "
-           "of gradients as the last backward pass produces them (PyTorch DDP's 25 MiB, first "
-           "1 MiB; with --plan the plan's framework's, Megatron-LM's max(4e7, 1e6 dp) values "
-           "when it never overlaps); bucket_size=B without overlap: the all-reduce's bucket; "
-           "with --plan, default: the framework's")
+      help="how replicas synchronise: " + ", ".join(SYNCS) + " (default allreduce: the "
+           "gradients every step); allreduce:overlap=backward[,bucket_size=B][,buckets=ddp|"
+           "megatron] releases buckets of gradients as the last backward pass produces them "
+           "(PyTorch DDP's 25 MiB, first 1 MiB; with --plan the plan's framework's, Megatron-LM's "
+           "max(4e7, 1e6 dp) values when it never overlaps); bucket_size=B without overlap: the "
+           "all-reduce's bucket; with --plan, default: the framework's; diloco:every=H[,"
+           "fragments=P,order=sequential|strided,overlap=TAU,bits=16|8|4,topk=F,groups=M,"
+           "quorum=K,grace=W]: DiLoCo across groups of pipelines (each its own inner all-reduce; "
+           "every H inner steps an outer all-reduce of the pseudo-gradients; docs/diloco.md)")
+    a("--value-bits", type=int, default=d.value_bits, metavar="B",
+      help="bits a value has in --param-size (and a plan's sizes): DiLoCo's payload is "
+           "bits/value_bits of it (default 16)")
     a("--optimizer-time", type=float, default=0.0, help="optimizer step time (default 0)")
     a("--availability", type=float, default=d.availability, help="worker availability (default 1)")
     a("--mean-downtime", type=float, default=d.mean_downtime, help="mean worker outage")
@@ -253,6 +263,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="announce each preemption (trace or spot model) this long ahead: "
                         "seconds, aws (120) or gcp (30); the strategy decides what it does")
     add_failure_trace_options(p)
+    add_timeline_options(p, what="every pass, transfer, collective chunk, step, checkpoint, "
+                         "restart, down interval and preemption")
     add_run_options(p, replications=10)
 
 
@@ -378,7 +390,7 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
         skip_penalty=args.skip_penalty, penalty=args.penalty, max_wait=args.max_wait,
         checkpoint_every=args.checkpoint_every, checkpoint_cost=args.checkpoint_cost,
         restart_cost=args.restart_cost, hour=args.hour, max_time=args.max_time,
-        stall_limit=args.stall_limit)
+        stall_limit=args.stall_limit, value_bits=args.value_bits)
     if given(args, "sync"):  # else the plan's framework's (sim.profiles.frameworks)
         kw["sync"] = args.sync
     if args.price is not None:
@@ -501,7 +513,7 @@ def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
         pass_time_shape=args.pass_time_shape, sync_wait=args.sync_wait, stragglers=args.stragglers,
         param_size=args.param_size, activation_size=args.activation_size,
         bandwidth=args.bandwidth, latency=args.latency, sync=args.sync,
-        optimizer_time=args.optimizer_time, availability=args.availability,
+        value_bits=args.value_bits, optimizer_time=args.optimizer_time, availability=args.availability,
         mean_downtime=args.mean_downtime, domain_outage=args.domain_outage,
         domain_downtime=args.domain_downtime, failure_distribution=args.failure_distribution,
         failure_shape=args.failure_shape, failure_trace=failure_trace, mtbf=args.mtbf,
@@ -567,16 +579,32 @@ def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
 
 
 def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
-             workers: int | None = None, engine: str = "auto") -> dict[str, Any]:
-    """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates)."""
+              workers: int | None = None, engine: str = "auto",
+              records_out: list | None = None, model: Any = None) -> dict[str, Any]:
+    """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates).
+
+    ``records_out``, a list, receives the replications' records; ``model``
+    replaces the selected engine's ``run`` (a :class:`~sim.commands._timeline.RecordingModel`
+    wrapping it).
+    """
     sel = select("training", cfg, engine)
-    records = replicate(sel.engine.run, cfg, replications=replications, seed=seed, executor=executor, workers=workers)
+    records = replicate(sel.engine.run if model is None else model, cfg,
+                        replications=replications, seed=seed, executor=executor, workers=workers)
+    if records_out is not None:
+        records_out.extend(records)
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
+    _add_figures(records)
+    from ..training.outer import DILOCO_METRICS
+    from ..training.system import FIGURES
+
+    diloco = cfg.diloco is not None
+    extra = [m for m in (*FIGURES, *(DILOCO_METRICS if diloco else ())) if m not in
+             sel.engine.metrics]
     # every training metric is a count, a time, a rate or a fraction: none is below 0; the
     # fractions stay inside [0, 1] ("below X" at 0); what the config fixes is exact
-    est = summarize(records, [m for m in sel.engine.metrics], lower=0.0,
+    est = summarize(records, [*sel.engine.metrics, *extra], lower=0.0,
                     rates=("drop_rate", "worker_availability"), fixed=cfg.fixed_metrics())
     ok = [r for r in records if not r.get("error")]
     pred = predictions("training", cfg)
@@ -605,6 +633,24 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
         "cost": est["cost"].mean if priced else None,
         "samples_per_dollar": est["samples_per_dollar"].mean if priced else None,
     }
+    # (issue 37) every run: compute utilisation (mean over workers, with its interval; least
+    # and largest over workers) and the bytes each worker sent
+    out.update({
+        "compute_utilisation": est["compute_utilisation"].mean,
+        "compute_utilisation_ci": est["compute_utilisation"],
+        "compute_utilisation_min": est["compute_utilisation_min"].mean,
+        "compute_utilisation_max": est["compute_utilisation_max"].mean,
+        "wan_bytes_sent": est["wan_bytes_sent"].mean,
+        "wan_bytes_sent_ci": est["wan_bytes_sent"],
+        "wan_bytes_sent_max": est["wan_bytes_sent_max"].mean,
+        "allreduce_bytes_sent": est["allreduce_bytes_sent"].mean,
+    })
+    if diloco:
+        spec = cfg.diloco
+        out["sync"] = cfg.sync
+        out["groups"] = spec.groups or cfg.replicas[0]
+        out.update({k: est[k].mean for k in DILOCO_METRICS})
+        out["goodput_fraction_ci"] = est["goodput_fraction"]
     if priced and cfg.skip_budget > 0:  # skipping costs quality: samples per dollar weighted by it
         out["quality_samples_per_dollar"] = est["quality_samples_per_dollar"].mean
         out["quality_samples_per_dollar_ci"] = est["quality_samples_per_dollar"]
@@ -638,6 +684,21 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
     out.update(replications=replications, steps=cfg.steps, microbatches=cfg.microbatches,
                seed=seed)
     return out
+
+
+def _add_figures(records: list[dict[str, Any]]) -> None:
+    """(issue 37) The figures of engines that do not report them, from what they do report:
+    ``compute_utilisation = utilisation / (1 - bubble_fraction)`` (both measured against
+    the steps' compute time), no WAN tier, no all-reduce bytes known (NaN) unless the
+    engine runs no all-reduce."""
+    for r in records:
+        if r.get("error") or "compute_utilisation" in r:
+            continue
+        u, b = r.get("utilisation", math.nan), r.get("bubble_fraction", math.nan)
+        cu = u / (1.0 - b) if b == b and u == u and b < 1.0 else math.nan
+        r.update(compute_utilisation=cu, compute_utilisation_min=cu, compute_utilisation_max=cu,
+                 wan_bytes_sent=0.0, wan_bytes_sent_max=0.0,
+                 allreduce_bytes_sent=r.get("allreduce_bytes_sent", math.nan))
 
 
 def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
@@ -679,8 +740,53 @@ def _print_explain(x: dict[str, Any]) -> None:
               "the backward pass, which hides part of it; the simulated step below holds that)")
 
 
+def training_events(cfg: TrainingConfig) -> float:
+    """About how many events a run of ``cfg`` records (before any work): its passes (forward
+    and backward, every micro-batch at every stage), twice as many transfers over a network,
+    and, on the step-level job engine, a step per worker."""
+    if cfg.strategy is not None and cfg.strategy.engine == "job":
+        return float(cfg.steps) * (cfg.workers + 2)
+    passes = float(cfg.steps) * cfg.microbatches * cfg.stages * cfg.virtual_stages * (
+        2 if cfg.has_backward else 1)
+    if cfg.network is not None or cfg.framework:
+        passes *= 3
+    return passes + cfg.steps * 2.0
+
+
+def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
+              record: dict[str, Any], model: RecordingModel | None) -> None:
+    """Write replication 0's events (recorded in the run, else by running it again here)."""
+    from ..rng import Streams
+
+    sel = select("training", cfg, args.engine)
+    tu = time_unit(cfg.hour)
+    unit = "time units" if tu == "time unit" else tu
+
+    def rerun() -> tuple[Any, dict[str, Any]]:
+        rec = request.recorder()
+        return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+
+    finish_timeline(request, model, rerun, record=record, command="train", seed=args.seed,
+                    json_mode=args.json, engine_selected=sel.name, unit=unit)
+
+
+def _check_timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any) -> None:
+    """Refuse, before any work, a timeline the chosen engine cannot record or too large."""
+    from ..timeline import check_run_size
+
+    if cfg.diloco is not None:
+        raise ConfigError("timeline", "given without --sync diloco (DiLoCo's groups and outer "
+                          "loop record no events yet)", request.path)
+    sel = select("training", cfg, args.engine)
+    if not getattr(sel.engine, "records", False):
+        raise ConfigError("timeline", "given with the des or job engine (the "
+                          f"{sel.name} engine records no events)", request.path)
+    check_run_size(request, training_events(cfg), "passes, transfers and steps")
+
+
 def run(args: argparse.Namespace) -> int:
     check_choice("engine", args.engine, engine_names("training"))
+    request = timeline_from_args(args)
     build = None
     if args.plan is not None:
         build = build_from_args(args)
@@ -688,13 +794,23 @@ def run(args: argparse.Namespace) -> int:
     else:
         cfg = _config_from_args(args)
         check_train(args, cfg)
+    model = None
+    if request is not None:
+        _check_timeline(args, cfg, request)
+        if args.executor == "serial":  # replication 0 records as it runs
+            model = RecordingModel(select("training", cfg, args.engine).engine.run,
+                                   request.recorder(), args.seed)
+    records: list[dict[str, Any]] = []
     out = _simulate(cfg, replications=args.replications, seed=args.seed,
-                   executor=args.executor, workers=args.workers, engine=args.engine)
+                    executor=args.executor, workers=args.workers, engine=args.engine,
+                    records_out=records, model=model)
     if args.checkpoint_every == "auto":
         out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)
     if build is not None:
         _plan_payload(build, out, args.explain)
-        pred = _plan_closed_form(args, build)
+        # (issue 37) the plan's closed form times a data-parallel step; a DiLoCo run's groups
+        # all-reduce among fewer replicas: none then
+        pred = {} if cfg.diloco is not None else _plan_closed_form(args, build)
         for key, metric in PREDICTED.items():
             p = pred.get(metric)
             if p is not None and p["value"] is not None:
@@ -705,6 +821,8 @@ def run(args: argparse.Namespace) -> int:
     out["units"] = units_object(train_units(time_unit(cfg.hour)), args)
     if args.json:
         emit_json(out)
+        if request is not None:
+            _timeline(args, cfg, request, records[0], model)
         return 0
     for line in (given_line(args), None if build is not None else train_transfers(args, cfg)):
         if line is not None:
@@ -785,4 +903,34 @@ def run(args: argparse.Namespace) -> int:
     if "quality_samples_per_dollar" in out:
         cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
     print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
+    if "groups" in out:
+        _print_diloco(out, cfg, tu)
+    if request is not None:
+        _timeline(args, cfg, request, records[0], model)
     return 0
+
+
+def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
+    """(issue 37) A DiLoCo run's outer loop: utilisation, WAN traffic, syncs, goodput."""
+    M = out["groups"]
+    k = cfg.replicas[0] // M
+    print(f"DiLoCo {out['sync']}: {M} groups of {k} pipeline{'s' if k > 1 else ''}, "
+          f"{out['outer_syncs']:.4g} outer syncs, {out['outer_exposed']:.4g} {tu} a group "
+          "waiting for them")
+
+    def exact(key: str) -> str:
+        v = out.get(key)
+        return "" if v is None else f" (exact {v:.6g})"
+    cu = out["compute_utilisation_ci"]
+    print(f"compute utilisation {cu}{exact('predicted_compute_utilisation')}, "
+          f"{out['compute_utilisation_min']:.4g} to {out['compute_utilisation_max']:.4g} over "
+          "workers (fraction of wall time in inner steps' compute)")
+    print(f"sent per worker (bytes): WAN {out['wan_bytes_sent']:.6g}"
+          f"{exact('predicted_wan_bytes_sent')}, largest {out['wan_bytes_sent_max']:.6g}; "
+          f"inside its group {out['allreduce_bytes_sent']:.6g}"
+          f"{exact('predicted_allreduce_bytes_sent')}")
+    if cfg.failures or out["outer_downloads"]:
+        print(f"goodput {out['goodput_fraction_ci']} (merged compute over worker time); "
+              f"work lost {out['lost_outer_work']:.4g} ({tu} of worker time), "
+              f"{out['outer_downloads']:.4g} model downloads, {out['late_merges']:.4g} late "
+              "merges")

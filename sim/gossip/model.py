@@ -32,7 +32,8 @@ COMPARED = (
 
 
 def gossip_model(config: GossipConfig, streams: Streams, *, adversary: Adversary | None = None,
-                 defence: Defence | None = None, update: NodeUpdate | None = None) -> dict[str, Any]:
+                 defence: Defence | None = None, update: NodeUpdate | None = None,
+                 recorder: Any = None) -> dict[str, Any]:
     """One replication of a gossip experiment (for :func:`sim.runner.replicate`).
 
     Parameters
@@ -44,6 +45,8 @@ def gossip_model(config: GossipConfig, streams: Streams, *, adversary: Adversary
         Strategy objects replacing the config's adversary kind, its defence and
         the default node update (see :class:`~sim.gossip.state.GossipSystem`);
         bind them with :func:`functools.partial` to give a runner a model.
+    recorder : sim.timeline.Recorder, optional
+        Records the run's exchanges (the ``async`` and ``edge`` DES engines).
 
     Returns
     -------
@@ -60,7 +63,8 @@ def gossip_model(config: GossipConfig, streams: Streams, *, adversary: Adversary
         the config (``config.engine = "auto"``, as ``dtsim gossip`` chooses
         through :func:`sim.engines.select`) or the one it names.
     """
-    system = GossipSystem(config, streams, adversary=adversary, defence=defence, update=update)
+    system = GossipSystem(config, streams, adversary=adversary, defence=defence, update=update,
+                          recorder=recorder)
     out = model_output(config, system, system.run())
     out["engine"] = resolved_engine(config)  # the one GossipSystem ran (sim.engines.select)
     return out

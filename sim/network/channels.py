@@ -26,7 +26,7 @@ every flow of the service does.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import simpy
@@ -35,11 +35,13 @@ __all__ = ["Channels"]
 
 
 class _Send:
-    __slots__ = ("src", "dst", "size", "event", "flow")
+    __slots__ = ("src", "dst", "size", "event", "flow", "started")
 
-    def __init__(self, src: Any, dst: Any, size: float, event: simpy.Event) -> None:
+    def __init__(self, src: Any, dst: Any, size: float, event: simpy.Event,
+                 started: Callable[[], Any] | None) -> None:
         self.src, self.dst, self.size, self.event = src, dst, size, event
         self.flow: simpy.Event | None = None
+        self.started = started
 
 
 class Channels:
@@ -62,11 +64,14 @@ class Channels:
         self._of: dict[simpy.Event, tuple[Hashable, _Send]] = {}
         self.queued = 0
 
-    def send(self, channel: Hashable, src: Any, dst: Any, size: float) -> simpy.Event:
+    def send(self, channel: Hashable, src: Any, dst: Any, size: float, *,
+             started: Callable[[], Any] | None = None) -> simpy.Event:
         """Send ``size`` from ``src`` to ``dst`` on ``channel``; the event fires on arrival
-        (its value the arrival time), after every transfer sent before it on the channel."""
+        (its value the arrival time), after every transfer sent before it on the channel.
+        ``started()``, if given, is called when the transfer leaves the queue and starts
+        moving (now, on a free channel; it reads the clock and changes nothing here)."""
         ev = self.env.event()
-        x = _Send(src, dst, size, ev)
+        x = _Send(src, dst, size, ev, started)
         q = self._queues.get(channel)
         if q is None:
             q = self._queues[channel] = deque()
@@ -81,6 +86,8 @@ class Channels:
     def _start(self, channel: Hashable, x: _Send) -> None:
         f = x.flow = self.service.transfer(x.src, x.dst, x.size)
         f.callbacks.append(lambda e: self._arrived(channel, x, e))
+        if x.started is not None:
+            x.started()
 
     def _arrived(self, channel: Hashable, x: _Send, flow: simpy.Event) -> None:
         if x.flow is not flow:  # withdrawn

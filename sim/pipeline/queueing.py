@@ -14,7 +14,7 @@ failure paths as the DES), the hop times, failover after
 ``max_wait``, and the metrics of :func:`sim.pipeline.pipeline_model`, whose
 ``latency_mean`` then includes the time spent queueing.
 
-The pieces are the training system's, unchanged: :class:`sim.training.flow.Flow`
+The pieces are the training system's, unchanged: :class:`sim.training.flow.ReplicaFlow`
 (stages of :class:`sim.training.replica.Replica` servers, routing, failover,
 skip and wait) driven by forward passes only, fed by :class:`OpenArrivals`
 (a trainer with no steps). Two rules follow from the training model and
@@ -38,7 +38,7 @@ from ..engines import Applies, Engine, Reference
 from ..errors import ConfigError
 from ..rng import Streams
 from ..training.config import TrainingConfig
-from ..training.flow import Flow
+from ..training.flow import ReplicaFlow
 from ..training.replica import Microbatch
 from ..training.schedules import Async
 from ..training.traffic import traffic_for
@@ -87,7 +87,7 @@ class OpenArrivals(Trainer):
     or when it meets an out stage with no skip and no wait left (dropped).
     """
 
-    def __init__(self, config: PipelineConfig, env: simpy.Environment, flow: Flow,
+    def __init__(self, config: PipelineConfig, env: simpy.Environment, flow: ReplicaFlow,
                  streams: Streams) -> None:
         super().__init__(flow.config, env, flow, Async())
         self.pc = config
@@ -180,7 +180,7 @@ class QueueingPipeline:
             draws = UnitDraws(c.stage_time_distribution, c.stage_time_shape,
                               streams.rng("stage_time"))
         fc = _flow_config(c)
-        self.flow = Flow(fc, env, streams, Async(), speeds, unit_draws=draws,
+        self.flow = ReplicaFlow(fc, env, streams, Async(), speeds, unit_draws=draws,
                          traffic=traffic_for(fc, env))
         self.arrivals = OpenArrivals(c, env, self.flow, streams)
         self.failure_model, self.workers, _ = build_pipeline_failures(c, env, streams)

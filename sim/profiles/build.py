@@ -428,24 +428,33 @@ def plan_behaviour(plan: Plan, mp: ModelProfile,
     return resolve(spec, mp.bytes_per_value, plan.dp[0])
 
 
-def given_sync(fb: FrameworkBehaviour, sync: Any, dp: int) -> FrameworkBehaviour:
-    """``fb`` with a given ``--sync`` (None: the framework's own) over its all-reduce.
+def given_sync(fb: FrameworkBehaviour, sync: Any, dp: int) -> tuple[FrameworkBehaviour, str]:
+    """``fb`` with a given ``--sync`` (None: the framework's own) over its all-reduce, and the
+    run's :attr:`~sim.training.TrainingConfig.sync`.
 
-    ``allreduce`` places it after the last backward pass, ``overlap=backward``
-    bucket by bucket during it; ``bucket_size`` (bytes) and ``buckets`` replace
-    the framework's. A framework that never overlaps its all-reduce (DeepSpeed's
-    pipeline engine) forced to takes Megatron-LM's default bucket,
-    ``max(4e7, 1e6 dp)`` elements (``megatron/core/distributed/
-    distributed_data_parallel.py:133-134``). ``none`` is refused: a plan's
+    ``allreduce`` places the all-reduce after the last backward pass,
+    ``overlap=backward`` bucket by bucket during it; ``bucket_size`` (bytes)
+    and ``buckets`` replace the framework's. A framework that never overlaps
+    its all-reduce (DeepSpeed's pipeline engine) forced to takes Megatron-LM's
+    default bucket, ``max(4e7, 1e6 dp)`` elements
+    (``megatron/core/distributed/distributed_data_parallel.py:133-134``).
+    ``diloco`` keeps the framework's all-reduce inside each group (refused for
+    one that overlaps it: DiLoCo's groups all-reduce after the backward pass,
+    :func:`sim.training.outer.group_config`). ``none`` is refused: a plan's
     framework all-reduces its gradients.
     """
     if sync is None:
-        return fb
+        return fb, fb.sync
     from ..training.sync import parse_sync
 
     spec = parse_sync(sync)
-    check(spec.kind == "allreduce", "sync", "allreduce[:key=value,...] with a plan (its "
-          "framework all-reduces the gradients)", spec.text)
+    if spec.kind == "diloco":
+        check(fb.allreduce == "after-backward", "sync", "diloco only with a framework whose "
+              "all-reduce runs after the last backward pass (DiLoCo's groups all-reduce after "
+              f"it; {fb.framework.key} overlaps it here)", spec.text)
+        return fb, spec.text
+    check(spec.kind == "allreduce", "sync", "allreduce[:key=value,...] or diloco:... with a "
+          "plan (its framework all-reduces the gradients)", spec.text)
     over = spec["overlap"] == "backward"
     was = fb.allreduce == "overlap-backward"
     elements = fb.bucket_elements
@@ -460,9 +469,10 @@ def given_sync(fb: FrameworkBehaviour, sync: Any, dp: int) -> FrameworkBehaviour
         first = False
     src = dict(fb.sources)
     src["allreduce"] = src["bucket_elements"] = f"--sync {spec.text} (given)"
-    return replace(fb, allreduce="overlap-backward" if over else "after-backward",
-                   bucket_elements=elements, first_bucket=first and over,
-                   bucket_rule=spec["buckets"] or fb.bucket_rule, sources=src)
+    fb = replace(fb, allreduce="overlap-backward" if over else "after-backward",
+                 bucket_elements=elements, first_bucket=first and over,
+                 bucket_rule=spec["buckets"] or fb.bucket_rule, sources=src)
+    return fb, fb.sync
 
 
 def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int) -> tuple[float, int]:
@@ -625,7 +635,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     # last backward pass in the framework's buckets (DeepSpeed: 5e8 elements; Megatron-LM by
     # default: one), or bucket by bucket as the backward pass produces them (Megatron-LM's
     # overlap_grad_reduce, PyTorch DDP): TrainingConfig.sync, fb.sync (a given sync overrides it)
-    fb = given_sync(fb, config.pop("sync", None), r)
+    fb, sync = given_sync(fb, config.pop("sync", None), r)
     overlapped = fb.allreduce == "overlap-backward"
     bucket = fb.bucket_bytes
     ar, ar_sizes = [], []
@@ -661,7 +671,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         backward_times=tuple(row[0][1] for row in times),
         replica_times=tuple(tuple((f, b) for f, b, _ in row) for row in times),
         optimizer_times=opt, p2p=fb.p2p, samples_per_microbatch=float(mbs), price=prices,
-        sync=fb.sync)
+        sync=sync)
     if network:
         flows = [p2p_flows(fb, s, plan.stages[j].replicas[0].tp) for j, s in enumerate(xfer_sizes)]
         kw.update(network=physical_network(plan, profiles, mp.tied_embeddings) if plan.physical

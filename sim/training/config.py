@@ -26,7 +26,7 @@ from ..errors import (
 )
 from ..failures import DISTRIBUTIONS, check_law, check_shape, read_trace
 from .routing import speed_rows
-from .sync import KINDS, parse_sync
+from .sync import KINDS, DilocoSync, parse_sync
 
 #: Memory of one replication (bytes, measured with tracemalloc): per stage, per
 #: replica worker, per microbatch of a step.
@@ -228,7 +228,10 @@ class TrainingConfig:
         ``param_size`` among the replicas of each stage that took part in the
         step, after its backward passes (``overlap=none``) or bucket by bucket
         as the last backward pass produces the gradients (``overlap=backward``,
-        buckets of ``bucket_size`` or the framework's); or ``none``.
+        buckets of ``bucket_size`` or the framework's); ``none``; or
+        ``diloco:every=H[,fragments=P,order=...,overlap=TAU,bits=B,topk=F,groups=M,
+        quorum=K,grace=W]``: DiLoCo's outer loop across groups of pipelines
+        (:mod:`sim.training.outer`).
     optimizer_time : float
         Time of the optimizer step after the sync.
     p2p : {"overlap", "blocking", "shared"}
@@ -367,6 +370,9 @@ class TrainingConfig:
         simulated time stops, ``finished = 0``, and its record says why
         (``stall_reason``; :mod:`sim.training.stall`). None: 1000 failure-free
         checkpoint intervals; inf: never.
+    value_bits : int
+        Bits a value has in the sizes given (``param_size`` and a plan's sizes;
+        default 16: bf16/fp16), for DiLoCo's payload ``bits / value_bits``.
     sync_wait : int or None
         Fastest ``K`` of ``n``: each step ends, and its all-reduce runs, once
         the first ``K`` of the ``n`` pipelines (replica ``i`` of every stage:
@@ -452,6 +458,7 @@ class TrainingConfig:
     pass_time_shape: float | None = None
     sync_wait: int | None = None
     stragglers: str = "cancel"
+    value_bits: int = 16
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -507,6 +514,7 @@ class TrainingConfig:
         set_("latency", _per("latency", self.latency, max(L - 1, 1), check_nonnegative)
              if isinstance(self.latency, (list, tuple)) else check_nonnegative("latency", self.latency))
         set_("sync", parse_sync(self.sync).text)
+        check_int("value_bits", self.value_bits, low=1)
         self._check_real_run(L)
         check_probability("availability", self.availability)
         check_positive("mean_downtime", self.mean_downtime)
@@ -608,7 +616,8 @@ class TrainingConfig:
             check(False, "restart_cost",
                   "unset when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.restart_cost)
-        if self.framework and self.failures:
+        if self.framework and self.failures and self.diloco is None:
+            # (issue 37: a DiLoCo group that fails leaves its round instead of restarting)
             what = ("interleaved" if self.schedule == "interleaved" else "p2p blocking"
                     if self.p2p == "blocking" else "a plan over a network")
             check(self.restart_cost is not None, "restart_cost",
@@ -616,6 +625,7 @@ class TrainingConfig:
                   "checkpoint)", self.restart_cost)
         self._check_network()
         self._check_sync()
+        self._check_diloco()
 
     def _check_sync(self) -> None:
         """The options of ``sync`` against the rest (after the network fields)."""
@@ -624,8 +634,6 @@ class TrainingConfig:
             check(self.bucket_size == math.inf, "bucket_size",
                   "unset (inf) when sync gives bucket_size (one bucket size)", self.bucket_size)
         if spec.get("overlap") != "backward":
-            check(spec.get("buckets") is None, "sync", "without buckets unless overlap=backward "
-                  "(the rule that cuts an overlapped all-reduce's buckets)", self.sync)
             return
         for bad, rule in (
                 (self.schedule not in ("gpipe", "1f1b"),
@@ -869,7 +877,26 @@ class TrainingConfig:
                   self.pass_time_distribution)
         strat.check(self)
 
+    def _check_diloco(self) -> None:
+        """(issue 37) DiLoCo's outer loop: what it runs on, and the groups it cuts."""
+        spec = self.diloco
+        if spec is None:
+            check(self.value_bits == 16, "value_bits", "16 (the default) unless sync is diloco "
+                  "(it sets the size of a payload of bits/value_bits)", self.value_bits)
+            return
+        from .outer import check_diloco
+
+        check_diloco(self, spec)
+
     # -- derived ---------------------------------------------------------------
+    @property
+    def diloco(self) -> DilocoSync | None:
+        """(issue 37) The :class:`sim.training.sync.DilocoSync` view of a DiLoCo ``sync``,
+        else None."""
+        if self.sync_spec.kind != "diloco":
+            return None
+        return DilocoSync.of(self.sync)
+
     @property
     def framework(self) -> bool:
         """Whether the framework engine (:mod:`sim.training.framework`) runs this config."""

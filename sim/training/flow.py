@@ -1,6 +1,6 @@
 """Stages of replica servers and the movement of microbatches between them.
 
-:class:`Flow` holds the replicas of every stage, their live sets (kept by
+:class:`ReplicaFlow` holds the replicas of every stage, their live sets (kept by
 events from the replicas, never polled) and the stage queues, and moves each
 microbatch: routing at a stage, forward to the next stage after the hop time,
 backward in reverse on the replica that did the forward pass, and the failure
@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 import simpy
 
+from ..timeline import NULL
 from .config import TrainingConfig, replica_name
 from .replica import Microbatch, Replica
 from .routing import SharedQueue, Uniforms, make_routing
 
-__all__ = ["Flow", "LOST_CAUSES"]
+__all__ = ["ReplicaFlow", "LOST_CAUSES"]
 
 #: Causes of lost time (see :func:`sim.training.trainer.training_metrics`).
 LOST_CAUSES = ("lost_pass", "recompute", "reroute", "download", "stall", "restart", "checkpoint")
@@ -76,7 +77,7 @@ def _unit_draws(c: TrainingConfig, streams: Any) -> Any:
     return _Draws(make_distribution(kind, 1.0, c.pass_time_shape), streams.rng("pass_time"))
 
 
-class Flow:
+class ReplicaFlow:
     """The stages, their replicas and queues, and the microbatch movements.
 
     ``unit_draws`` (a callable returning unit-mean factors) replaces the
@@ -86,9 +87,10 @@ class Flow:
 
     def __init__(self, config: TrainingConfig, env: simpy.Environment, streams: Any,
                  schedule: Any, speeds: tuple[tuple[float, ...], ...],
-                 unit_draws: Any = None, *, traffic: Any) -> None:
+                 unit_draws: Any = None, *, traffic: Any, recorder: Any = None) -> None:
         c = self.config = config
         self.env = env
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.trainer: Any = None
         self.L = L = c.stages
         self.s = c.skip_budget
@@ -277,6 +279,7 @@ class Flow:
         rep._shi, rep._slo = deque(), deque()
         rep.idle = {}
         self.retired.add(rep)
+        self.rec.notice(rep.name, self.env.now)
         return True
 
     # -- passes ----------------------------------------------------------------------
@@ -480,6 +483,7 @@ class Flow:
             mb.skipped += 1
             self.skips += 1
             mb.holders[j] = None
+            self.rec.skip(mb, j, self.env.now)
             if mb.target == j:  # the backward it was recomputing for: skip that too
                 mb.target = -1
                 mb.back = True

@@ -36,6 +36,7 @@ from typing import Any
 
 import simpy
 
+from ..timeline import NULL
 from .config import TrainingConfig, replica_name
 from .flow import LOST_CAUSES
 from .replica import Microbatch, WorkerState
@@ -91,8 +92,10 @@ class Device(WorkerState):
             yield env.timeout(sysm.download_time)
         except simpy.Interrupt:
             sysm.lost["download"] += env.now - t0
+            sysm.rec.download(self, t0, env.now, cut=True)
             return
         sysm.lost["download"] += sysm.download_time
+        sysm.rec.download(self, t0, env.now)
         self.loaded = True
         self._download = None
         sysm.replica_live(self)
@@ -102,9 +105,11 @@ class FrameworkFlow:
     """The devices of every pipeline and their programs (the ``flow`` a StepTrainer drives)."""
 
     def __init__(self, config: TrainingConfig, env: simpy.Environment, streams: Any,
-                 schedule: Any, speeds: tuple[tuple[float, ...], ...], *, traffic: Any) -> None:
+                 schedule: Any, speeds: tuple[tuple[float, ...], ...], *, traffic: Any,
+                 recorder: Any = None) -> None:
         c = self.config = config
         self.env = env
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.trainer: Any = None
         self.track = False
         # every transfer is the traffic adapter's (sim.training.traffic): a hop's time, or flows
@@ -238,8 +243,11 @@ class FrameworkFlow:
                         dev.busy_time += env.now - t0
                         self.lost["lost_pass"] += env.now - t0
                         self.lost_passes += 1
+                        self.rec.device_pass(dev, back, s, c, mbs[i], t0, env.now, lost=True)
                         return
                     dev.busy_time += work
+                    if self.rec.on:
+                        self.rec.device_pass(dev, back, s, c, mbs[i], t0, env.now)
                     dev.passes += 1
                     if self.track:
                         self.trainer.participated(j, dev)
@@ -270,7 +278,8 @@ class FrameworkFlow:
     def _send(self, key: tuple, s: int, k: int, grad: bool) -> None:
         """Hop ``s`` of pipeline ``k`` overlapped with compute: its arrival fires ``key``'s event."""
         ev = self._arrival(key)
-        self.traffic.send(s, k, grad, lambda: ev.succeed() if not ev.triggered else None)
+        self.traffic.send(s, k, grad, lambda: ev.succeed() if not ev.triggered else None,
+                          i=key[2])
 
     def _rendezvous(self, key: tuple, role: str, s: int, k: int, grad: bool) -> simpy.Event:
         """The event ending a paired send/receive of hop ``s`` of pipeline ``k``: the second
@@ -280,7 +289,7 @@ class FrameworkFlow:
             q = self._channels[key] = deque()
         if q and q[0][0] != role:
             _role, ev = q.popleft()
-            t = self.traffic.transfer(s, k, grad)
+            t = self.traffic.transfer(s, k, grad, i=key[2])
             t.callbacks.append(lambda _e: ev.succeed() if not ev.triggered else None)
             return t
         ev = self.env.event()

@@ -191,7 +191,7 @@ class Replica(WorkerState):
     reached with no transfer time and routed afresh) is handled inline by
     :meth:`_on_pass`, with the next stage's live set, queue, idle set and
     routing policy wired by :meth:`wire`; every other case goes through
-    :meth:`sim.training.flow.Flow.pass_done`, which does the same thing the
+    :meth:`sim.training.flow.ReplicaFlow.pass_done`, which does the same thing the
     general way.
     """
 
@@ -204,7 +204,7 @@ class Replica(WorkerState):
         "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
         "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
         "_next_stage", "_prev_stage", "_uniform", "ordered", "owed", "held", "gate", "_net_dl",
-        "bwd_hook",
+        "bwd_hook", "rec",
     )
 
     def __init__(self, system: Any, stage: int, index: int, speed: float, name: str,
@@ -264,6 +264,7 @@ class Replica(WorkerState):
         self._net_dl: Any = None  # a weight download over the network in progress
         #: told (replica, work) as each backward pass starts (an overlapped all-reduce)
         self.bwd_hook: Any = None
+        self.rec = system.rec  # the timeline's recorder (sim.timeline; NULL: off)
 
     def wire(self, *, inline: bool, fwd_kind: int, next_live: list, next_lo: deque | None,
              next_idle: dict | None, next_policy: Any, prev_stage: int, uniform: Any) -> None:
@@ -277,7 +278,7 @@ class Replica(WorkerState):
         fwd_kind : int
             After a forward pass: 0 the next stage is reached at once and routed
             afresh (inline); 1 it is reached at once on a fixed pipeline
-            (``Flow.arrive_fwd``); 2 otherwise (``Flow.forward_next``).
+            (``ReplicaFlow.arrive_fwd``); 2 otherwise (``ReplicaFlow.forward_next``).
         next_live, next_lo, next_idle, next_policy
             The next stage's live replicas, shared forward queue, idle set and
             routing policy (None for a policy that always answers the shared queue).
@@ -477,6 +478,7 @@ class Replica(WorkerState):
         self._downloading = False
         system = self.system
         system.lost["download"] += self.env.now - self._t0
+        self.rec.download(self, self._t0, self.env.now)
         self.loaded = True
         system.replica_live(self)
         self._outer()
@@ -491,6 +493,7 @@ class Replica(WorkerState):
         self._downloading = False
         system = self.system
         system.lost["download"] += system.download_time
+        self.rec.download(self, self._t0, self.env.now)
         self.loaded = True
         system.replica_live(self)
         self._outer()
@@ -503,12 +506,14 @@ class Replica(WorkerState):
         self.load -= 1
         work = self._work
         self.busy_time += work
+        if self.rec.on:
+            self.rec.pass_done(self, mb, self._t0, work)
         if not mb.back:  # type: ignore[union-attr]
             self.queue_time += self._t0 - mb.ready  # type: ignore[union-attr]
         if not self._inline or mb.target >= 0:  # type: ignore[union-attr]
             self.system.pass_done(self, mb, work)
         elif mb.back:  # type: ignore[union-attr]
-            # Flow.pass_done's backward branch, then Flow.arrive_back when it holds
+            # ReplicaFlow.pass_done's backward branch, then ReplicaFlow.arrive_back when it holds
             self.passes += 1
             if self.in_flight > 0:
                 self.in_flight -= 1
@@ -523,7 +528,7 @@ class Replica(WorkerState):
                 else:
                     self.system.arrive_back(mb, j)
         else:
-            # Flow.pass_done's forward branch, then Flow.arrive_fwd when routed afresh
+            # ReplicaFlow.pass_done's forward branch, then ReplicaFlow.arrive_fwd when routed afresh
             self.passes += 1
             mb.holders[self.stage] = (self, self.epoch)  # type: ignore[union-attr]
             n = self.in_flight + 1
@@ -579,12 +584,14 @@ class Replica(WorkerState):
         if self._downloading:
             self._downloading = False
             self.system.lost["download"] += env.now - self._t0
+            self.rec.download(self, self._t0, env.now, cut=True)
             self._outer()
             return
         mb = self.current
         self.current = None
         self.load -= 1
         self.busy_time += env.now - self._t0
+        self.rec.pass_lost(self, mb, self._t0, env.now)
         self.system.pass_lost(self, mb, ev.cause, env.now - self._t0)
         if not self._serve():
             self._outer()

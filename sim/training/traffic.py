@@ -18,7 +18,7 @@ moves, and never compute a transfer's time themselves:
 
 What the engines ask (the same questions in both forms):
 
-* the replica servers of :class:`~sim.training.flow.Flow`: :attr:`Traffic.hops`
+* the replica servers of :class:`~sim.training.flow.ReplicaFlow`: :attr:`Traffic.hops`
   and :attr:`Traffic.hops_back`, the time between finishing a pass at one
   stage and being routed at the next (the closed form's hop; 0 over a
   network), and :meth:`NetworkTraffic.deliver`, the transfer to the replica
@@ -39,20 +39,22 @@ post them together), so two neighbours sending to each other do not deadlock.
 A transfer cut by a failure at either end is withdrawn from the network, and
 its microbatch is re-queued at the destination stage after the detection
 timeout, to be sent again from the nearest live replica holding its data
-(:meth:`sim.training.flow.Flow.requeue`).
+(:meth:`sim.training.flow.ReplicaFlow.requeue`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import simpy
 
-from ..analytic.network import ring_allreduce_time
+from ..analytic.network import ring_allreduce_time, ring_bytes_sent
 from ..network.channels import Channels
 from ..network.collectives import bucket_sizes
+from ..timeline import NULL
 
-__all__ = ["Traffic", "NetworkTraffic", "traffic_for", "gradient_buckets",
+__all__ = ["Traffic", "NetworkTraffic", "WanTraffic", "traffic_for", "gradient_buckets",
            "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES"]
 
 #: PyTorch DDP's gradient bucket: ``bucket_cap_mb=25`` in
@@ -107,7 +109,7 @@ class _Reduce:
     """One stage's overlapped all-reduce in a step: buckets released when every participant
     has produced them, reduced one after the other (one communicator: in order)."""
 
-    __slots__ = ("stage", "reps", "sizes", "fracs", "ready", "next", "busy", "done", "dead")
+    __slots__ = ("stage", "reps", "sizes", "fracs", "ready", "next", "busy", "done", "dead", "t0")
 
     def __init__(self, env: simpy.Environment, stage: int, reps: list[Any],
                  sizes: list[float]) -> None:
@@ -124,6 +126,7 @@ class _Reduce:
         self.next = 0
         self.busy = False
         self.dead = False
+        self.t0 = 0.0  # when the bucket in flight started (the timeline's)
         self.done = env.event()
         if not sizes or not reps:
             self.done.succeed()
@@ -136,6 +139,10 @@ class Traffic:
     ----------
     config : TrainingConfig
     env : simpy.Environment
+    recorder : sim.timeline.Recorder, optional
+        The timeline's recorder: told of each framework transfer (from when it leaves its
+        FIFO channel's queue to its arrival, and the wait before), and of each bucket of an
+        overlapped all-reduce (default: none; the numbers are the same either way).
 
     Attributes
     ----------
@@ -151,13 +158,17 @@ class Traffic:
         parameters or latency).
     download_time : float
         A recovering replica's weight download when :meth:`download` gives no event.
+    sent : dict
+        Size units each replica sent in the step-end gradient all-reduces (the ring
+        law's :func:`sim.analytic.network.ring_bytes_sent`; node totals, every rank).
     """
 
     flows = False
 
-    def __init__(self, config: Any, env: simpy.Environment) -> None:
+    def __init__(self, config: Any, env: simpy.Environment, *, recorder: Any = None) -> None:
         c = self.config = config
         self.env = env
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.track = c.ring_sync
         self.hops: tuple[float, ...] = c.hop_times
         self.hops_back: tuple[float, ...] = c.hop_times_back
@@ -175,6 +186,7 @@ class Traffic:
         self._reduces: list[_Reduce] = []
         #: the bucket of an all-reduce that does not overlap (per rank; inf: one)
         self.ring_bucket = self.bucket if self.bucket is not None else c.bucket_size
+        self.sent: dict[Any, float] = {}
 
     def attach(self, flow: Any, replicas: list[Any] | None = None) -> None:
         """The engine's flow (its live replicas: downloads and checkpoints read them);
@@ -184,6 +196,27 @@ class Traffic:
         if replicas is not None and self.overlap:
             for rep in replicas:
                 rep.bwd_hook = self.backward_started
+
+    # -- what each replica sends in the all-reduces (issue 37) ---------------------------
+    def _ranks(self, j: int) -> int:
+        """Ranks a replica of stage ``j`` runs its rings with (1 in the closed form)."""
+        return 1
+
+    def _count_ring(self, reps: Any, size: float) -> None:
+        """Each of the ``n`` members of a ring all-reduce of ``size`` (a node's total) sends
+        ``2 (n - 1) size / n``."""
+        reps = list(reps)
+        if len(reps) < 2 or size <= 0:
+            return
+        x = ring_bytes_sent(len(reps), size)
+        for rep in reps:
+            self.sent[rep] = self.sent.get(rep, 0.0) + x
+
+    def sent_by(self, replicas: Any) -> list[float]:
+        """Size units each of ``replicas`` sent in the step-end all-reduces; NaN for a plan's
+        closed form (its all-reduce times carry no sizes)."""
+        dflt = math.nan if self.config.allreduce_times is not None else 0.0
+        return [self.sent.get(rep, dflt) for rep in replicas]
 
     # -- point to point ---------------------------------------------------------------
     def _hop_time(self, s: int, k: int, grad: bool) -> float:
@@ -206,24 +239,46 @@ class Traffic:
     def begin_step(self) -> None:
         """A framework step launches its programs (over a network: its transfers are tracked)."""
 
-    def send(self, s: int, k: int, grad: bool, arrived: Any) -> None:
+    def send(self, s: int, k: int, grad: bool, arrived: Any, i: int | None = None) -> None:
         """Hop ``s`` of pipeline ``k`` overlapped with compute: ``arrived()`` when it is there
         (at once for a hop of no time on a free channel). p2p ``overlap``: one at a time per
-        sending and receiving device (the channel ``(k, sender, receiver)``)."""
+        sending and receiving device (the channel ``(k, sender, receiver)``). ``i``: the
+        pipeline's micro-batch it carries (the timeline's; None: not recorded)."""
         d = self._hop_time(s, k, grad)
+        now = t0 = self.env.now
         if self.fifo:
             L = self.config.stages
             a, b = (s + 1, s) if grad else (s, s + 1)
-            d = self.channel_delay((k, a % L, b % L), d)
+            ch = (k, a % L, b % L)
+            if self.rec.on:  # it leaves the queue when the transfers before it have arrived
+                free = self._free.get(ch, now)
+                if free > now:
+                    t0 = free
+            d = self.channel_delay(ch, d)
         if d <= 0.0:
             arrived()
             return
         t = self.env.timeout(d)
         t.callbacks.append(lambda _e: arrived())
+        if i is not None and self.rec.on:
+            self._record_hop(t, s, k, grad, i, now, t0)
 
-    def transfer(self, s: int, k: int, grad: bool) -> simpy.Event:
-        """Hop ``s`` of pipeline ``k`` as a paired blocking send and receive: the event of its end."""
-        return self.env.timeout(self._hop_time(s, k, grad))
+    def transfer(self, s: int, k: int, grad: bool, i: int | None = None) -> simpy.Event:
+        """Hop ``s`` of pipeline ``k`` as a paired blocking send and receive: the event of its
+        end (``i``: as :meth:`send`)."""
+        t = self.env.timeout(self._hop_time(s, k, grad))
+        if i is not None and self.rec.on:
+            now = self.env.now
+            self._record_hop(t, s, k, grad, i, now, now)
+        return t
+
+    def _record_hop(self, ev: simpy.Event, s: int, k: int, grad: bool, i: int, sent: float,
+                    t0: float | list) -> None:
+        """Record a framework hop on the timeline when ``ev`` (its arrival) fires: handed over
+        at ``sent``, moving from ``t0`` (a one-item list: set when it left its channel)."""
+        rec, env, flow = self.rec, self.env, self.flow
+        ev.callbacks.append(lambda _e: rec.framework_hop(
+            flow, grad, s, i, k, sent, t0 if not isinstance(t0, list) else t0[0], env.now))
 
     def replica_down(self, rep: Any) -> list[Any]:
         """``rep`` failed: the transfers cut (none in the closed form)."""
@@ -303,6 +358,8 @@ class Traffic:
         if red.ready[red.next] < len(red.reps):
             return
         red.busy = True
+        red.t0 = self.env.now
+        self._count_ring(red.reps, red.sizes[red.next] * self._ranks(red.stage))
         ev = self._bucket_ring(red, red.sizes[red.next])
         ev.callbacks.append(lambda _e: self._bucket_done(red))
 
@@ -315,6 +372,10 @@ class Traffic:
     def _bucket_done(self, red: _Reduce) -> None:
         if red.dead:
             return
+        if self.rec.on:
+            st = self.flow.trainer.step
+            self.rec.bucket(red.reps, red.stage, red.next, red.sizes[red.next],
+                            None if st is None else st.index, red.t0, self.env.now)
         red.busy = False
         red.next += 1
         if red.next == len(red.sizes):
@@ -340,13 +401,17 @@ class Traffic:
                                                                       strict=True))
         return tail
 
-    def step_tail(self, participants: list[set], used: int | None = None):
+    def step_tail(self, participants: list[set], used: set[int] | None = None):
         """The step's end (a generator): the gradient all-reduce among each stage's live
-        participants (or, fastest ``K`` of ``n``, among the ``used`` pipelines), then the
-        optimizer step.
+        participants (or, fastest ``K`` of ``n``, among the ``used`` pipelines: their
+        indices), then the optimizer step.
 
         The ring law :func:`sim.analytic.ring_allreduce_time` of ``param_size`` over
         ``bandwidth`` and the mean latency; the stages' rings at once (the slowest).
+
+        The generator's value (what ``yield from`` gives) is ``(sync, tail)``: the
+        all-reduce's closed-form time after the passes (0 when it overlapped the backward
+        pass) and the time after it (:meth:`closed_tail`), which the timeline records.
         """
         c = self.config
         if self.overlap:
@@ -354,22 +419,26 @@ class Traffic:
             tail = self.closed_tail()
             if tail > 0:
                 yield self.env.timeout(tail)
-            return
+            return 0.0, tail
         sync = 0.0
         nb = 1 if self.bucket is None else max(len(bucket_sizes(c.param_size, self.bucket)), 1)
         if used is not None:
-            if self.track and used > 1:  # the ring among the K pipelines the step waited for
-                sync = ring_allreduce_time(used, c.param_size, c.bandwidth, c.mean_latency,
+            if self.track and len(used) > 1:  # the ring among the K pipelines the step waited for
+                sync = ring_allreduce_time(len(used), c.param_size, c.bandwidth, c.mean_latency,
                                            buckets=nb)
+                for st in self.flow.stages:
+                    self._count_ring([r for r in st if r.index in used], c.param_size)
         elif self.track:
             lat, P, W = c.mean_latency, c.param_size, c.bandwidth
             for reps in participants:
-                n = sum(1 for r in reps if r.live)
-                if n > 1:
-                    sync = max(sync, ring_allreduce_time(n, P, W, lat, buckets=nb))
+                live = [r for r in reps if r.live]
+                self._count_ring(live, P)
+                if len(live) > 1:
+                    sync = max(sync, ring_allreduce_time(len(live), P, W, lat, buckets=nb))
         tail = self.closed_tail()
         if sync + tail > 0:
             yield self.env.timeout(sync + tail)
+        return sync, tail
 
     def checkpoint(self) -> simpy.Event | None:
         """The checkpoint's write, or None (only its ``checkpoint_cost``)."""
@@ -388,7 +457,7 @@ class _P2P:
     """One transfer between two replica servers: its flows, ends, and what to do on arrival."""
 
     __slots__ = ("src", "dst", "events", "left", "on_arrival", "mb", "dest_stage", "started",
-                 "size", "owner")
+                 "size", "owner", "t_sent", "t0")
 
     def __init__(self, owner: NetworkTraffic, src: Any, dst: Any, size: float, mb: Any,
                  dest_stage: int, on_arrival: Any) -> None:
@@ -400,6 +469,8 @@ class _P2P:
         self.events: list[simpy.Event] = []
         self.left = 0
         self.started = False
+        self.t_sent = 0.0  # the timeline's: when it started, and when it left its channel
+        self.t0: float | None = None
 
     def start(self) -> None:
         o = self.owner
@@ -408,13 +479,23 @@ class _P2P:
         a, b = o.node_of(self.src), o.node_of(self.dst)
         self.left = t
         ch = o.channels if not o.blocking else None
+        self.t_sent = now = o.env.now
+        moved = None
+        if ch is None:
+            self.t0 = now
+        elif o.rec.on:  # it moves when the first of its ranks leaves its channel's queue
+            moved = self._moved
         for r in range(t):
             if ch is not None:  # rank r's stream from src to dst: FIFO
-                ev = ch.send((self.src, self.dst, r), a, b, self.size / t)
+                ev = ch.send((self.src, self.dst, r), a, b, self.size / t, started=moved)
             else:
                 ev = o.service.transfer(a, b, self.size / t)
             ev.callbacks.append(self._one)
             self.events.append(ev)
+
+    def _moved(self) -> None:
+        if self.t0 is None:
+            self.t0 = self.owner.env.now
 
     def _one(self, _ev: Any) -> None:
         self.left -= 1
@@ -437,6 +518,13 @@ class NetworkTraffic(Traffic):
     env : simpy.Environment
     network : sim.network.Network
         The built network of ``config.network`` (:func:`sim.network.shared_network`).
+    recorder : sim.timeline.Recorder, optional
+        As :class:`Traffic`'s; also told of each transfer between replica servers and,
+        through the service, of every all-reduce chunk and the links' utilisation.
+    service : sim.network.NetworkService, optional
+        A service to put the flows on, shared with other adapters of the replication
+        (DiLoCo's groups and its WAN tier, :class:`WanTraffic`: their traffic shares the
+        links); default: a service of its own on ``network``.
 
     Attributes
     ----------
@@ -446,14 +534,16 @@ class NetworkTraffic(Traffic):
 
     flows = True
 
-    def __init__(self, config: Any, env: simpy.Environment, network: Any) -> None:
-        super().__init__(config, env)
+    def __init__(self, config: Any, env: simpy.Environment, network: Any,
+                 service: Any = None, *, recorder: Any = None) -> None:
+        super().__init__(config, env, recorder=recorder)
         from ..network.service import NetworkService
 
         c = config
         self.network = network
-        self.service = NetworkService(env, network, weighting=c.network_weighting,
-                                      contention=c.contention)
+        self.service = service if service is not None else NetworkService(
+            env, network, weighting=c.network_weighting, contention=c.contention,
+            recorder=recorder)
         # p2p "overlap": one stream per sender, receiver and rank (sim.network.channels)
         self.channels = Channels(self.service) if self.fifo else None
         self.nodes = c.network_nodes
@@ -480,7 +570,10 @@ class NetworkTraffic(Traffic):
         """The network node of replica (or device) ``rep``."""
         return self.nodes[rep.stage][rep.index]
 
-    # -- point to point between replica servers (Flow) -----------------------------------
+    def _ranks(self, j: int) -> int:
+        return self.tp[j]
+
+    # -- point to point between replica servers (ReplicaFlow) -----------------------------------
     def deliver(self, src: Any, dst: Any, size: float, mb: Any, dest_stage: int,
                 on_arrival: Any) -> _P2P:
         """Move ``size`` from replica ``src`` to replica ``dst``; ``on_arrival()`` when done."""
@@ -515,6 +608,8 @@ class NetworkTraffic(Traffic):
         return rep.held > 0
 
     def arrived(self, x: _P2P) -> None:
+        if self.rec.on:
+            self.rec.p2p(x, self.env.now)
         self.inflight[x.src].remove(x)
         self.inflight[x.dst].remove(x)
         if self.blocking:
@@ -534,6 +629,8 @@ class NetworkTraffic(Traffic):
             other = x.dst if x.src is rep else x.src
             if x in self.inflight[other]:
                 self.inflight[other].remove(x)
+            if x.started and self.rec.on:
+                self.rec.p2p(x, self.env.now, cut=True)
             x.cancel()
         return cut
 
@@ -541,28 +638,42 @@ class NetworkTraffic(Traffic):
     def begin_step(self) -> None:
         self._moving = []
 
-    def _hop_flows(self, s: int, k: int, grad: bool, fifo: bool) -> simpy.Event:
+    def _hop_flows(self, s: int, k: int, grad: bool, fifo: bool,
+                   i: int | None = None) -> simpy.Event:
         """Hop ``s`` of pipeline ``k``: the sender's ``t`` ranks send ``1/t`` of the
         micro-batch's activation (or gradient) each (``fifo``: each rank on its channel to
-        the receiver); fires when all arrived."""
+        the receiver); fires when all arrived. ``i``: as :meth:`Traffic.send`."""
         c = self.config
         a, b = (s + 1, s) if grad else (s, s + 1)
         t = self.tp[a]
         size = (c.transfer_sizes[s] if c.transfer_sizes is not None else c.activation_size) / t
         src, dst = self.nodes[a][k], self.nodes[b][k]
         ch = self.channels if fifo else None
+        now = self.env.now
+        moved: list = [now]  # the timeline's: when it moves (its first rank leaves its channel)
+        started = None
+        if i is not None and self.rec.on and ch is not None:
+            moved[0] = None
+            env = self.env
+
+            def started() -> None:
+                if moved[0] is None:
+                    moved[0] = env.now
         if ch is not None:
-            evs = [ch.send((k, a, b, r), src, dst, size) for r in range(t)]
+            evs = [ch.send((k, a, b, r), src, dst, size, started=started) for r in range(t)]
         else:
             evs = [self.service.transfer(src, dst, size) for _ in range(t)]
         self._moving.extend(evs)
-        return simpy.AllOf(self.env, evs)
+        ev = simpy.AllOf(self.env, evs)
+        if i is not None and self.rec.on:
+            self._record_hop(ev, s, k, grad, i, now, moved)
+        return ev
 
-    def send(self, s: int, k: int, grad: bool, arrived: Any) -> None:
-        self._hop_flows(s, k, grad, True).callbacks.append(lambda _e: arrived())
+    def send(self, s: int, k: int, grad: bool, arrived: Any, i: int | None = None) -> None:
+        self._hop_flows(s, k, grad, True, i).callbacks.append(lambda _e: arrived())
 
-    def transfer(self, s: int, k: int, grad: bool) -> simpy.Event:
-        return self._hop_flows(s, k, grad, False)
+    def transfer(self, s: int, k: int, grad: bool, i: int | None = None) -> simpy.Event:
+        return self._hop_flows(s, k, grad, False, i)
 
     # -- weights ---------------------------------------------------------------------------
     def download(self, rep: Any) -> simpy.Event | None:
@@ -630,6 +741,7 @@ class NetworkTraffic(Traffic):
         for j, reps in enumerate(participants):
             if len(reps) < 2:
                 continue
+            self._count_ring(reps, c.param_size)
             t = self.tp[j]
             ev = ring_allreduce(self.service, [self.node_of(r) for r in reps],
                                 c.param_size / t, ranks=t, bucket_size=self.ring_bucket)
@@ -656,6 +768,9 @@ class NetworkTraffic(Traffic):
             yield from self._overlapped()
         if c.tied_allreduce_size and L > 1:
             t = self.tp[0]
+            st = self.flow.stages
+            for k in range(r):
+                self._count_ring([st[0][k], st[L - 1][k]], c.tied_allreduce_size * t)
             evs = [ring_allreduce(self.service, [nodes[0][k], nodes[L - 1][k]],
                                   c.tied_allreduce_size, ranks=t, bucket_size=self.ring_bucket)
                    for k in range(r)]
@@ -665,6 +780,7 @@ class NetworkTraffic(Traffic):
 
         def stage(j: int):
             if r > 1 and c.allreduce_sizes[j] > 0 and not self.overlap:
+                self._count_ring(self.flow.stages[j], c.allreduce_sizes[j] * self.tp[j])
                 ev = ring_allreduce(self.service, list(nodes[j]), c.allreduce_sizes[j],
                                     ranks=self.tp[j], bucket_size=self.ring_bucket)
                 self._moving.append(ev)
@@ -678,7 +794,8 @@ class NetworkTraffic(Traffic):
     def step_tail(self, participants: list[set], used: int | None = None):
         """The step's end as flows: each stage's ring all-reduce among its live participants
         (:func:`sim.network.collectives.ring_allreduce`, ``t`` rings of ``param_size / t``
-        in buckets), or a plan's collectives (its sizes); then the optimizer step."""
+        in buckets), or a plan's collectives (its sizes); then the optimizer step. Its value
+        is ``(0.0, tail)`` (the flows' time is theirs: the timeline records their chunks)."""
         if self.overlap and self.config.allreduce_sizes is None:
             yield from self._overlapped()
         elif self.track:
@@ -691,6 +808,7 @@ class NetworkTraffic(Traffic):
         tail = self.closed_tail()
         if tail > 0:
             yield self.env.timeout(tail)
+        return 0.0, tail
 
     def cancel_step(self) -> None:
         super().cancel_step()
@@ -703,11 +821,196 @@ class NetworkTraffic(Traffic):
         self._moving = []
 
 
-def traffic_for(config: Any, env: simpy.Environment) -> Traffic:
+class WanTraffic:
+    """DiLoCo's traffic between groups (issue 37): the outer all-reduce of the groups'
+    pseudo-gradients and the model downloads, across the WAN tier.
+
+    The outer loop (:class:`sim.training.outer.OuterLoop`) says what moves (the
+    groups of a sync and their live replicas, each stage's part of the fragment,
+    who downloads from whom); this says how long it takes, and counts what each
+    replica sends:
+
+    * closed form (no ``network``): every link the config's ``bandwidth`` and
+      ``latency``; a sync takes :func:`sim.analytic.diloco.outer_sync_time`
+      (the ring law :func:`sim.analytic.network.ring_allreduce_time` across the
+      groups, or its all-gather half for top-k, then the all-gather inside each
+      group), the stages at once; a download ``latency + S / bandwidth``, the
+      stages at once;
+    * over a network: flows on one :class:`~sim.network.service.NetworkService`
+      (:attr:`service`, which the groups' own adapters share: every byte of the
+      run on the same links): node ``i`` of every group of the sync runs a ring
+      all-reduce (dense) or all-gather (top-k) of its shard with its
+      counterparts (:mod:`sim.network.collectives`), the stages at once, then
+      each group all-gathers its averaged shards; a download is a flow from the
+      source replica's node to each live replica's node.
+
+    Parameters
+    ----------
+    config : TrainingConfig
+        The DiLoCo run's config (``sync = "diloco:..."``).
+    env : simpy.Environment
+    node_of : callable
+        The network node of a replica of the run.
+
+    Attributes
+    ----------
+    service : sim.network.NetworkService or None
+        None in the closed form.
+    wan, inside : dict
+        Size units each replica sent over the WAN tier (outer syncs, downloads) and
+        inside its group (the outer sync's all-gather of averaged shards).
+    """
+
+    def __init__(self, config: Any, env: simpy.Environment, node_of: Any) -> None:
+        c = self.config = config
+        self.env = env
+        self.node_of = node_of
+        self.spec = c.diloco
+        self.service: Any = None
+        if c.network is not None:
+            from ..network import shared_network
+            from ..network.service import NetworkService
+
+            self.service = NetworkService(env, shared_network(c.network, nic=c.nic),
+                                          weighting=c.network_weighting,
+                                          contention=c.contention)
+        tp = c.tensor_parallel
+        self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * c.stages
+        self.wan: dict[Any, float] = {}
+        self.inside: dict[Any, float] = {}
+        self._fetches: dict[Any, list[simpy.Event]] = {}
+
+    def _done(self) -> simpy.Event:
+        ev = self.env.event()
+        ev.succeed()
+        return ev
+
+    def _count_sync(self, live: list[list[Any]], kj: int, S: float) -> None:
+        """What each of the ``kj`` ring nodes of every group sends
+        (:func:`sim.analytic.diloco.outer_bytes_sent`)."""
+        from ..analytic.diloco import outer_bytes_sent
+
+        spec = self.spec
+        wan, inside = outer_bytes_sent(len(live), S, bits=spec.bits,
+                                       value_bits=self.config.value_bits, topk=spec.topk,
+                                       nodes_per_group=kj)
+        for reps in live:
+            for rep in reps[:kj]:
+                self.wan[rep] = self.wan.get(rep, 0.0) + wan
+                self.inside[rep] = self.inside.get(rep, 0.0) + inside
+
+    def outer_sync(self, stages: list[list[list[Any]]], sizes: list[float]) -> simpy.Event:
+        """An outer all-reduce among the groups of a sync: the event of its end.
+
+        Parameters
+        ----------
+        stages : list
+            ``stages[j][g]``: the live replicas of stage ``j`` in the ``g``-th group of the
+            sync (``k_j``, the fewest of them, take part in each group).
+        sizes : list of float
+            Stage ``j``'s part of the fragment (``value_bits`` a value).
+        """
+        from ..analytic.diloco import outer_sync_time
+
+        env, c, spec = self.env, self.config, self.spec
+        n = len(stages[0]) if stages else 0
+        if n < 2 or not any(sizes) and c.mean_latency == 0:
+            return self._done()
+        if self.service is None:
+            T = 0.0
+            for live, S in zip(stages, sizes, strict=True):
+                kj = min(len(x) for x in live)
+                if kj == 0:
+                    continue
+                T = max(T, outer_sync_time(n, S, c.bandwidth, c.mean_latency, bits=spec.bits,
+                                           value_bits=c.value_bits, topk=spec.topk,
+                                           nodes_per_group=kj))
+                self._count_sync(live, kj, S)
+            return env.timeout(T)
+        procs = []
+        for j, (live, S) in enumerate(zip(stages, sizes, strict=True)):
+            kj = min(len(x) for x in live)
+            if kj == 0 or (S == 0 and c.mean_latency == 0):
+                continue
+            self._count_sync(live, kj, S)
+            procs.append(env.process(self._stage_rings(j, live, kj, S)))
+        return simpy.AllOf(env, procs) if procs else self._done()
+
+    def _stage_rings(self, j: int, live: list[list[Any]], kj: int, S: float):
+        """Stage ``j`` over the network: ``kj`` rings across the groups (each of ``t`` rank
+        rings), then each group's all-gather of its averaged shards."""
+        from ..analytic.diloco import payload_size
+        from ..network.collectives import ring_allgather, ring_allreduce
+
+        c, spec, env, service = self.config, self.spec, self.env, self.service
+        nodes = [[self.node_of(rep) for rep in reps[:kj]] for reps in live]
+        t = self.tp[j]
+        dense = payload_size(S, bits=spec.bits, value_bits=c.value_bits)
+        sparse = (None if spec.topk is None else
+                  payload_size(S, bits=spec.bits, value_bits=c.value_bits, topk=spec.topk))
+        evs = []
+        for i in range(kj):
+            ring = [nd[i] for nd in nodes]
+            if sparse is None:
+                evs.append(ring_allreduce(service, ring, dense / kj / t, ranks=t))
+            else:
+                evs.append(ring_allgather(service, ring, sparse / kj / t, ranks=t))
+        yield simpy.AllOf(env, evs)
+        if kj > 1:
+            block = dense if sparse is None else min(len(live) * sparse, dense)
+            yield simpy.AllOf(env, [ring_allgather(service, nd, block / kj / t, ranks=t)
+                                    for nd in nodes])
+
+    def fetch(self, key: Any, sources: list[Any], receivers: list[list[Any]],
+              sizes: list[float]) -> simpy.Event | None:
+        """A group's download: every replica of ``receivers[j]`` fetches ``sizes[j]`` from
+        ``sources[j]`` (a replica, or None: from ``checkpoint_node`` over a network, else
+        ``latency + S / bandwidth``); the event of its end (None: nothing moves). Its flows
+        are kept under ``key`` until :meth:`fetched` or :meth:`cancel_fetch`."""
+        env, c = self.env, self.config
+        for src, dsts, S in zip(sources, receivers, sizes, strict=True):
+            if src is not None:  # the source sends S to each receiver
+                self.wan[src] = self.wan.get(src, 0.0) + S * len(dsts)
+        if self.service is None:
+            return env.timeout(c.mean_latency + max((S / c.bandwidth for S in sizes),
+                                                    default=0.0))
+        evs = []
+        for src, dsts, S in zip(sources, receivers, sizes, strict=True):
+            if S == 0:
+                continue
+            a = (self.node_of(src) if src is not None else c.checkpoint_node)
+            for rep in dsts:
+                if a is None:
+                    evs.append(env.timeout(c.mean_latency + S / c.bandwidth))
+                else:
+                    evs.append(self.service.transfer(a, self.node_of(rep), S))
+        if not evs:
+            return None
+        self._fetches[key] = evs
+        return simpy.AllOf(env, evs)
+
+    def fetched(self, key: Any) -> None:
+        """The download under ``key`` is done."""
+        self._fetches.pop(key, None)
+
+    def cancel_fetch(self, key: Any) -> None:
+        """Withdraw the flows of the download under ``key`` still moving (its group failed)."""
+        for ev in self._fetches.pop(key, []):
+            if not ev.triggered and self.service is not None:
+                self.service.cancel(ev)
+
+
+def traffic_for(config: Any, env: simpy.Environment, *, service: Any = None,
+                recorder: Any = None) -> Traffic:
     """The adapter of a run: :class:`NetworkTraffic` over ``config.network`` (built and kept by
-    :func:`sim.network.shared_network`), else the closed form :class:`Traffic`."""
+    :func:`sim.network.shared_network`; on ``service`` when given, shared with other
+    adapters), else the closed form :class:`Traffic`; ``recorder`` (a
+    :class:`sim.timeline.Recorder`) records the run's traffic as it moves."""
     if config.network is None:
-        return Traffic(config, env)
+        return Traffic(config, env, recorder=recorder)
+    if service is not None:
+        return NetworkTraffic(config, env, service.network, service, recorder=recorder)
     from ..network import shared_network
 
-    return NetworkTraffic(config, env, shared_network(config.network, nic=config.nic))
+    return NetworkTraffic(config, env, shared_network(config.network, nic=config.nic),
+                          recorder=recorder)

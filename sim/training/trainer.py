@@ -86,6 +86,7 @@ class Trainer:
         self.steps_done = 0
         self.proc: simpy.Process | None = None
         self.done = env.event()
+        self.rec = flow.rec  # the timeline's recorder (sim.timeline; NULL: off)
         flow.trainer = self
 
     # hooks the flow calls ---------------------------------------------------------
@@ -188,6 +189,7 @@ class StepTrainer(Trainer):
             return
         mb.dead = True
         self.dropped += 1
+        self.rec.drop(mb, j, self.env.now)
         self.flow.release(mb)
         st = mb.step
         if st.fast is not None:
@@ -252,8 +254,9 @@ class StepTrainer(Trainer):
         st.remaining = 0
         self._left_fast(st)
 
-    def _close_fast(self, st: Step) -> int:
-        """Count the step's samples: the microbatches of its first K pipelines; the rest drop."""
+    def _close_fast(self, st: Step) -> set[int]:
+        """Count the step's samples: the microbatches of its first K pipelines; the rest drop.
+        The indices of those pipelines (the step's all-reduce is among them)."""
         fk = st.fast
         used = set(fk.done[: self.c.sync_wait])
         for mb, t in fk.finished:
@@ -263,7 +266,7 @@ class StepTrainer(Trainer):
                 st.quality += self.quality_of[mb.skipped]
             else:
                 self.dropped += 1
-        return len(used)
+        return used
 
     def _left(self, st: Step) -> None:
         st.remaining -= 1
@@ -313,6 +316,7 @@ class StepTrainer(Trainer):
                     self.best = k
                     self._progress()
                 if K and (k % K == 0 or k == N):
+                    t_ck = env.now
                     write = self.traffic.checkpoint()
                     if write is None:
                         yield env.timeout(c.checkpoint_cost)
@@ -323,14 +327,19 @@ class StepTrainer(Trainer):
                         yield env.timeout(c.checkpoint_cost)
                         self.flow.lost["checkpoint"] += env.now - t0
                     self.checkpoints += 1
+                    self.rec.checkpoint(t_ck, env.now, steps=k)
                     ckpt, since = k, env.now
                     self._progress()
             except simpy.Interrupt:
                 self._pending = False
+                self.rec.step_lost(env.now)
                 self._abort()
                 self.flow.lost["restart"] += env.now - since
                 k = self.steps_done = ckpt
+                t_re = env.now
+                self.rec.restart_start(t_re)
                 yield from self._restart()
+                self.rec.restart(t_re, env.now, from_step=ckpt)
                 since = env.now
         self.active = False
         self.done.succeed()
@@ -379,6 +388,7 @@ class StepTrainer(Trainer):
         m, L = c.microbatches, c.stages
         st = self.step = Step(k, m, L)
         t0 = env.now
+        self.rec.step_start(k, t0)
         busy0 = self._busy()
         mbs = [Microbatch(self.next_id + i, st, L, t0) for i in range(m)]
         self.next_id += m
@@ -399,10 +409,16 @@ class StepTrainer(Trainer):
         if st.remaining:
             st.done = env.event()
             yield st.done
-        self.compute_time += env.now - t0
-        self.compute_busy += self._busy() - busy0
+        t_compute = env.now
+        self.compute_time += t_compute - t0
+        busy = self._busy() - busy0
+        self.compute_busy += busy
         used = self._close_fast(st) if fk is not None else None
-        yield from self.traffic.step_tail(st.participants, used)  # all-reduce, optimizer step
+        # the all-reduce and the optimizer step: (the closed form's all-reduce, the tail)
+        sync, tail = yield from self.traffic.step_tail(st.participants, used)
+        if self.rec.on:
+            self.rec.step_end(k, t_compute, env.now, sync=sync, tail=tail, busy=busy,
+                              workers=c.workers)
         self.step_times.append(env.now - t0)
         return st.delivered, st.quality
 
@@ -428,6 +444,7 @@ class AsyncTrainer(Trainer):
     def blocked(self, mb: Microbatch, j: int) -> None:
         mb.dead = True
         self.dropped += 1
+        self.rec.drop(mb, j, self.env.now)
         self.flow.release(mb)
         self._left()
 

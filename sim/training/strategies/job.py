@@ -34,6 +34,7 @@ import numpy as np
 import simpy
 
 from ...rng import Streams
+from ...timeline import NULL
 from ..billing import Presence
 from ..config import replica_name
 from ..flow import LOST_CAUSES
@@ -112,10 +113,11 @@ class JobSystem:
     and the accounting counters.
     """
 
-    def __init__(self, config: Any, streams: Streams) -> None:
+    def __init__(self, config: Any, streams: Streams, *, recorder: Any = None) -> None:
         c = self.config = config
         self.strategy = c.strategy
         env = self.env = simpy.Environment()
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         L = c.stages
         slots = [(replica_name(j, i), j, i) for j in range(L) for i in range(c.replicas[j])]
         self.workers = [JobWorker(self, k, j, i) for k, (_, j, i) in enumerate(slots)]
@@ -216,6 +218,7 @@ class JobSystem:
     def _notify(self, w: JobWorker, at: float) -> None:
         if not w.alive or at <= self.env.now:
             return
+        self.rec.notice(w.name, self.env.now, at)
         w.leaving = at
         self.strategy.noticed(self, w, at)
 
@@ -300,6 +303,7 @@ class JobSystem:
         if not self.step_times:
             self.counts["first_step_start"] = self.env.now - duration
         self.counts["last_step_end"] = self.env.now
+        self.rec.job_step(self, self.env.now - duration, self.env.now)
         self.steps += 1
         self.step_times.append(duration)
         self.work_since_commit += duration
@@ -318,6 +322,7 @@ class JobSystem:
 
     def rollback(self, elapsed: float) -> None:
         """Lose every step since the last commit and ``elapsed`` of the one in progress."""
+        self.rec.job_lost(self.env.now - elapsed, self.env.now, self.work_since_commit + elapsed)
         self.lost["lost_pass"] += self.work_since_commit + elapsed
         self.counts["lost_work"] += self.work_since_commit + elapsed
         self.steps = self.committed
@@ -325,6 +330,7 @@ class JobSystem:
 
     def abort(self, elapsed: float) -> None:
         """Lose only ``elapsed`` of the step in progress."""
+        self.rec.job_lost(self.env.now - elapsed, self.env.now, elapsed)
         self.lost["lost_pass"] += elapsed
         self.counts["lost_work"] += elapsed
 
@@ -339,6 +345,8 @@ class JobSystem:
         for w, fw in zip(self.workers, self.fm_workers, strict=True):
             w.fm_up = fw.up
         self._wire_presence()
+        if self.rec.on:  # the timeline: processes, down intervals, preemptions (listeners only)
+            self.rec.start_job(self)
         for w in self.workers:
             if w.alive:
                 self._boot(w, self.strategy.boot)
@@ -358,6 +366,7 @@ class JobSystem:
         if watch.limit < math.inf:
             ends.append(watch.event)
         env.run(until=ends[0] if len(ends) == 1 else env.any_of(ends))
+        self.rec.close(env.now)
         out = self.metrics()
         if watch.fired or (not self.done.triggered and env.now - self.progress_t >= watch.scale):
             out["stall_reason"] = watch.diagnose()
@@ -415,6 +424,7 @@ class JobSystem:
         return {k: out[k] for k in (*METRICS, *JOB_METRICS)}
 
 
-def job_model(config: Any, streams: Streams) -> dict[str, Any]:
-    """One replication of a step-level strategy as flat metrics (a model for ``replicate``)."""
-    return JobSystem(config, streams).run()
+def job_model(config: Any, streams: Streams, *, recorder: Any = None) -> dict[str, Any]:
+    """One replication of a step-level strategy as flat metrics (a model for ``replicate``);
+    ``recorder`` (a :class:`sim.timeline.Recorder`) records its events as it runs."""
+    return JobSystem(config, streams, recorder=recorder).run()
