@@ -18,7 +18,12 @@ against the training DES of :mod:`sim.training`:
 * :func:`checkpoint_segment_time`, :func:`checkpoint_wall_time`,
   :func:`young_interval`, :func:`daly_interval`: checkpoint and restart under
   Poisson failures (Young 1974, Daly 2006);
-* :func:`ring_allreduce_time`: the time of a ring all-reduce.
+* :func:`ring_allreduce_time` (defined in :mod:`sim.analytic.network`, the one
+  ring law): the time of a ring all-reduce;
+* :func:`bucket_ready_times`, :func:`overlapped_allreduce_end`: a gradient
+  all-reduce in buckets released as the backward pass produces them (PyTorch
+  DDP's ``Reducer``, Megatron-LM's ``overlap_grad_reduce``), one bucket after
+  the other on the data-parallel communicator.
 
 References
 ----------
@@ -44,6 +49,10 @@ References
    Wiley 1992 (event graphs: completion times as max-plus recursions).
 .. [Ring] P. Patarasuk, X. Yuan, "Bandwidth optimal all-reduce algorithms
    for clusters of workstations", J. Parallel Distrib. Comput. 69(2), 2009.
+.. [DDP] S. Li et al., "PyTorch Distributed: experiences on accelerating data
+   parallel training", VLDB 13(12), 2020 (section 3.2.3: gradient bucketing,
+   overlapping the all-reduce of a bucket with the backward computation of the
+   others; buckets reduced in order).
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import check, check_int, check_nonnegative, check_positive
+from .network import ring_allreduce_time
 
 __all__ = [
     "pipeline_step_time",
@@ -72,6 +82,8 @@ __all__ = [
     "ring_allreduce_time",
     "interleaved_bubble_ratio",
     "program_makespan",
+    "bucket_ready_times",
+    "overlapped_allreduce_end",
 ]
 
 
@@ -164,7 +176,8 @@ def interleaved_bubble_ratio(devices: int, chunks: int, microbatches: int) -> fl
 def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[float],
                      backward: Sequence[float], activation: Sequence[float],
                      gradient: Sequence[float], *, blocking: bool = False,
-                     finish: dict | None = None) -> float:
+                     channels: bool = True, finish: dict | None = None,
+                     starts: dict | None = None) -> float:
     """Exact completion time of fixed per-device programs of one pipeline (max-plus).
 
     Parameters
@@ -181,9 +194,16 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     blocking : bool
         Paired blocking transfers (both devices busy from the later of their
         arrivals) rather than transfers in flight while the devices compute.
+    channels : bool
+        Transfers in flight move one at a time per sending and receiving
+        device, in the order sent (FIFO channels: NCCL's one stream per pair,
+        ``p2p="overlap"``); False: each on its own, whatever else moves
+        (``p2p="shared"`` without a network).
     finish : dict, optional
         Filled with the completion time of every command, keyed
         ``(kind, stage or hop, i)``.
+    starts : dict, optional
+        Filled with the start time of every compute command, keyed as ``finish``.
 
     Returns
     -------
@@ -200,7 +220,11 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     its duration and ``r`` its readiness: overlapped, a forward of stage
     ``s > 0`` is ready at its input's forward completion plus the hop's
     activation time, a backward at its output gradient's backward completion
-    plus the gradient time (the last stage's at its own forward); blocking, a
+    plus the gradient time (the last stage's at its own forward); with
+    ``channels`` a transfer in flight arrives at ``max(c, a_prev) + d``, ``c``
+    the completion of the pass that sent it and ``a_prev`` the arrival of the
+    transfer sent before it from the same device to the same device (a
+    max-plus queue per channel); blocking, a
     pass's inputs were received by earlier commands of the device, and a
     send and its receive both complete at ``max(c_prev, c'_prev) + d``. The
     recursion is evaluated by repeatedly advancing every device whose next
@@ -218,8 +242,8 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     S = len(forward)
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
-    ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking)
-    if finish is None and complete and len(ops) >= _COMPILED_FROM:
+    ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking, channels)
+    if finish is None and starts is None and complete and len(ops) >= _COMPILED_FROM:
         run = _compiled_runner()
         if run is not None:  # the same loop, compiled (numba): the same operations
             return run(_trace_array(ops), p, np.asarray(forward, dtype=float),
@@ -227,33 +251,42 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
                        np.asarray(gradient, dtype=float))
     free = [0.0] * p
     done = [0.0] * len(ops)
-    for k, (code, d, peer, j, dep) in enumerate(ops):
-        if code == _F0:
-            t = max(free[d], 0.0) + forward[j]
-        elif code == _B0:
-            t = max(free[d], 0.0) + backward[j]
-        elif code == _FA:
-            t = max(free[d], done[dep] + activation[j - 1]) + forward[j]
-        elif code == _BL:
-            t = max(free[d], done[dep]) + backward[j]
-        elif code == _BG:
-            t = max(free[d], done[dep] + gradient[j]) + backward[j]
-        else:
+    arrival = [0.0] * len(ops)  # of the transfer in flight command k sent, if it sent one
+    began = [0.0] * len(ops)
+    for k, (code, d, peer, j, dep, send, prev) in enumerate(ops):
+        if code >= _XA:
             t = max(free[d], free[peer]) + (activation[j] if code == _XA else gradient[j])
-            free[peer] = t
-        free[d] = t
-        done[k] = t
+            free[peer] = free[d] = done[k] = t
+            continue
+        if code == _F0 or code == _B0:
+            ready = 0.0
+        elif code == _BL:
+            ready = done[dep]
+        else:
+            ready = arrival[dep]
+        t0 = max(free[d], ready)
+        t = t0 + (forward[j] if code == _F0 or code == _FA else backward[j])
+        free[d] = done[k] = t
+        began[k] = t0
+        if send:
+            c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
+            arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
     if finish is not None:
         finish.update(zip(keys, done, strict=True))
+    if starts is not None:
+        starts.update((key, t0) for key, t0, op in zip(keys, began, ops, strict=True)
+                      if op[0] < _XA)
     if not complete:
         raise ValueError("the programs deadlock (a command waits for one that never comes)")
     return max(free) if free else 0.0
 
 
 # the commands of a trace: a pass ready at 0 (forward, backward), a forward ready at its input's
-# forward plus the activation, a last stage's backward ready at its own forward, a backward
-# ready at its output's backward plus the gradient, a paired transfer (activation, gradient)
+# arrival, a last stage's backward ready at its own forward, a backward ready at its output
+# gradient's arrival, a paired transfer (activation, gradient); what a pass sends on when it
+# completes (overlapped): nothing, its output activation, its input gradient
 _F0, _B0, _FA, _BL, _BG, _XA, _XG = range(7)
+_SEND_A, _SEND_G = 1, 2
 
 
 #: Traces of at least this many commands are evaluated compiled when numba is installed.
@@ -262,8 +295,8 @@ _COMPILED_FROM = 200
 
 @functools.lru_cache(maxsize=256)
 def _trace_array(ops: tuple) -> Any:
-    """A trace's commands as an ``(n, 5)`` integer array (for the compiled loop)."""
-    return np.array(ops, dtype=np.int64).reshape(len(ops), 5)
+    """A trace's commands as an ``(n, 7)`` integer array (for the compiled loop)."""
+    return np.array(ops, dtype=np.int64).reshape(len(ops), 7)
 
 
 @functools.lru_cache(maxsize=1)
@@ -282,28 +315,30 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
     ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``)."""
     free = np.zeros(p)
     done = np.zeros(ops.shape[0])
+    arrival = np.zeros(ops.shape[0])
     for k in range(ops.shape[0]):
         code, d, peer, j, dep = ops[k, 0], ops[k, 1], ops[k, 2], ops[k, 3], ops[k, 4]
+        send, prev = ops[k, 5], ops[k, 6]
         x = free[d]
-        if code == _F0:
-            t = (0.0 if 0.0 > x else x) + forward[j]
-        elif code == _B0:
-            t = (0.0 if 0.0 > x else x) + backward[j]
-        elif code == _FA:
-            r = done[dep] + activation[j - 1]
-            t = (r if r > x else x) + forward[j]
-        elif code == _BL:
-            r = done[dep]
-            t = (r if r > x else x) + backward[j]
-        elif code == _BG:
-            r = done[dep] + gradient[j]
-            t = (r if r > x else x) + backward[j]
-        else:
+        if code >= _XA:
             r = free[peer]
             t = (r if r > x else x) + (activation[j] if code == _XA else gradient[j])
             free[peer] = t
+            free[d] = t
+            done[k] = t
+            continue
+        if code == _F0 or code == _B0:
+            r = 0.0
+        elif code == _BL:
+            r = done[dep]
+        else:
+            r = arrival[dep]
+        t = (r if r > x else x) + (forward[j] if code == _F0 or code == _FA else backward[j])
         free[d] = t
         done[k] = t
+        if send != 0:
+            c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
+            arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
     best = free[0]
     for d in range(1, p):
         if free[d] > best:
@@ -312,19 +347,23 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
 
 
 @functools.lru_cache(maxsize=256)
-def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool
-           ) -> tuple[tuple[tuple[int, int, int, int, int], ...], tuple[tuple, ...], bool]:
+def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, channels: bool
+           ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple, ...], bool]:
     """The order in which :func:`program_makespan` completes the programs' commands.
 
-    Each command as ``(code, device, peer, stage or hop, command it waits for)``
-    (-1 where none), in completion order; the key of each (as ``finish`` has
-    them); whether every program finishes. The order is that of repeatedly
-    advancing every device whose next command is ready.
+    Each command as ``(code, device, peer, stage or hop, command it waits for,
+    what it sends on, the command that sent the transfer before it on the same
+    channel)`` (-1 where none; the last only with ``channels``), in completion
+    order; the key of each (as ``finish`` has them); whether every program
+    finishes. The order is that of repeatedly advancing every device whose
+    next command is ready: readiness is whether a command (or the transfer it
+    sent) has completed, never its time, so the order depends on the programs only.
     """
     p = len(programs)
     pos = [0] * p
     index: dict = {}
-    ops: list[tuple[int, int, int, int, int]] = []
+    last: dict = {}  # channel (sender device, receiver device) -> the command that last sent on it
+    ops: list[tuple[int, ...]] = []
     keys: list[tuple] = []
     progress = True
     while progress:
@@ -347,9 +386,16 @@ def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool
                             break
                         dep = x
                         code = _FA if kind == "F" else (_BL if s == S - 1 else _BG)
+                    send, prev = 0, -1
+                    if not blocking and (s < S - 1 if kind == "F" else s > 0):
+                        send = _SEND_A if kind == "F" else _SEND_G
+                        if channels:
+                            channel = (d, (s + 1) % p if kind == "F" else (s - 1) % p)
+                            prev = last.get(channel, -1)
+                            last[channel] = len(ops)
                     index[(kind, s, i)] = len(ops)
                     keys.append((kind, s, i))
-                    ops.append((code, d, -1, s, dep))
+                    ops.append((code, d, -1, s, dep, send, prev))
                     pos[d] += 1
                     progress = True
                     continue
@@ -362,12 +408,70 @@ def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool
                     break
                 index[(tag, h, i)] = len(ops)
                 keys.append((tag, h, i))
-                ops.append((_XA if tag == "a" else _XG, d, peer, h, -1))
+                ops.append((_XA if tag == "a" else _XG, d, peer, h, -1, 0, -1))
                 pos[d] += 1
                 pos[peer] += 1
                 progress = True
     complete = all(pos[d] >= len(programs[d]) for d in range(p))
     return tuple(ops), tuple(keys), complete
+
+
+def bucket_ready_times(start: float, duration: float, sizes: Sequence[float]) -> list[float]:
+    """When each bucket's gradients are produced by a backward pass of ``duration`` from ``start``.
+
+    Notes
+    -----
+    The pass produces the stage's gradients at an even rate, bucket after
+    bucket in the order given (the order the backward pass reaches them):
+
+    .. math:: r_b = t_0 + d \\, \\frac{\\sum_{b' \\le b} s_{b'}}{\\sum_{b'} s_{b'}}
+
+    with the last bucket ready as the pass ends (``r_B = t_0 + d`` exactly).
+    """
+    total = math.fsum(sizes)
+    out, acc = [], 0.0
+    for k, b in enumerate(sizes):
+        acc += b
+        f = 1.0 if k == len(sizes) - 1 else acc / total
+        out.append(start + duration * f)
+    return out
+
+
+def overlapped_allreduce_end(ready: Sequence[float], durations: Sequence[float]) -> float:
+    """When a bucketed all-reduce overlapped with the backward pass ends.
+
+    Parameters
+    ----------
+    ready : sequence of float
+        ``r_b``: when every participant has produced bucket ``b`` (the latest
+        of their :func:`bucket_ready_times`), in bucket order.
+    durations : sequence of float
+        ``T_b``: bucket ``b``'s all-reduce alone (e.g.
+        :func:`ring_allreduce_time` of its size).
+
+    Notes
+    -----
+    The buckets are all-reduced in order on one communicator (DDP's
+    ``Reducer`` launches them in bucket order; NCCL runs a communicator's
+    operations one after the other), each once it is ready:
+
+    .. math:: e_b = \\max(r_b, e_{b-1}) + T_b, \\qquad e_0 = -\\infty
+
+    and the exposed all-reduce time after the last backward pass ends at
+    ``t_end`` is ``e_B - t_end``; the all-reduce that waits for the end of the
+    backward pass (``overlap=none``) ends at ``t_end + sum_b T_b`` [DDP]_.
+    Returns ``-inf`` for no bucket.
+
+    References
+    ----------
+    [DDP]_, [MaxPlus]_.
+    """
+    check(len(ready) == len(durations), "durations", f"{len(ready)} values (one per bucket)",
+          len(durations))
+    e = -math.inf
+    for r, T in zip(ready, durations, strict=True):
+        e = (r if r >= e else e) + T
+    return e
 
 
 # --------------------------------------------------------------------------- M/M/c
@@ -643,27 +747,3 @@ def daly_interval(checkpoint_cost: float, mtbf: float) -> float:
     return math.sqrt(2.0 * C * M) * (1.0 + math.sqrt(C / (2.0 * M)) / 3.0 + C / (18.0 * M)) - C
 
 
-# --------------------------------------------------------------------------- communication
-
-
-def ring_allreduce_time(participants: int, size: float, bandwidth: float, latency: float) -> float:
-    """Time of a ring all-reduce of ``size`` among ``k`` participants.
-
-    Notes
-    -----
-    .. math:: T = 2 (k - 1) \\left(\\ell + \\frac{P}{k\\,W}\\right)
-
-    (a reduce-scatter and an all-gather, each ``k - 1`` rounds of a chunk of
-    ``P / k``); zero for ``k = 1``.
-
-    References
-    ----------
-    [Ring]_.
-    """
-    k = check_int("participants", participants, low=1)
-    P = check_nonnegative("param_size", size)
-    W = check_positive("bandwidth", bandwidth, allow_inf=True)
-    lat = check_nonnegative("latency", latency)
-    if k == 1:
-        return 0.0
-    return 2.0 * (k - 1) * (lat + (P / (k * W) if P else 0.0))

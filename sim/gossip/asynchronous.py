@@ -29,7 +29,9 @@ flow engine (:func:`sim.network.service.flow_engine`) advanced to each wake
 and record, and delivers the exchanges complete by then in the order their
 second flow arrived (:meth:`~sim.network.kernel.CompiledFlowEngine.exchange`),
 where ``events`` asks :class:`~sim.network.NetworkService` for an event per
-flow: the same trajectory, without a SimPy event per flow.
+flow: the same trajectory, without a SimPy event per flow. With a timeline
+(``--timeline``) exchanges on a network take ``events``, whose Python flow
+engine records every flow and link load (the compiled engine records none).
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ class AsyncGossip(GossipSystem):
         self._service: Any = None
         self._flows: Any = None  # the merged path's flow engine (exchanges on a network)
         merge = scalar and path in ("auto", "merged") and self._workers is None
-        if flows is not None and merge:
+        # with a timeline, exchanges on a network take the events path: its flow engine
+        # (the Python one) records every flow and link load as it goes
+        if flows is not None and merge and not self.rec.on:
             from ..network import build_network
             from ..network.service import flow_engine
 
@@ -105,8 +109,10 @@ class AsyncGossip(GossipSystem):
         elif flows is not None:
             from ..network import NetworkService
 
-            self._service = NetworkService(env, flows, weighting=cfg.network_weighting)
-        self._lazy = merge and (self._flows is not None or float(np.min(delays)) > 0)
+            self._service = NetworkService(env, flows, weighting=cfg.network_weighting,
+                                           recorder=self.rec)
+        self._lazy = merge and (self._flows is not None
+                                or (self._service is None and float(np.min(delays)) > 0))
         self._fifo = not math.isnan(self._const_delay)
         self._queue: Any = deque() if self._fifo else []
         self._seq = itertools.count()
@@ -155,6 +161,8 @@ class AsyncGossip(GossipSystem):
             self._post_event if self._service is None else self._post_flows)
         advance = self._advance if self._updating else None
         s = 0.0 if self.is_adv[i] else self.cfg.noise
+        exch = self.rec.exchange if self.rec.on and self._service is None else None
+        size = float(self.cfg.size)
         now = env.now
         c, k = len(gaps), 0
         while True:
@@ -183,6 +191,8 @@ class AsyncGossip(GossipSystem):
                 advance(j, now)
             if s:
                 x[i] += s * zs[kk]  # type: ignore[index]
+            if exch is not None:
+                exch(i, j, now, now + delay, size)
             post(now, i, j, sent(i, j), sent(j, i), delay)
 
     def _plain_node(self, i: int, gaps: list[float], js: list[int], zs: list[float] | None):
@@ -197,6 +207,8 @@ class AsyncGossip(GossipSystem):
         pop = queue.popleft
         delay = self._const_delay
         s = self.cfg.noise
+        exch = self.rec.exchange if self.rec.on else None
+        size = float(self.cfg.size)
         now = env.now
         while True:
             draws = zip(gaps, js, zs, strict=True) if s else \
@@ -213,6 +225,8 @@ class AsyncGossip(GossipSystem):
                     self.exchanges += m - len(queue)
                 if s:
                     xs[i] += s * z  # type: ignore[index]
+                if exch is not None:
+                    exch(i, j, now, now + delay, size)
                 push((now + delay, i, j, xs[i], xs[j]))  # type: ignore[index]
             gaps, js, zs = self._draws.refill(i, zs is not None)
 
@@ -305,8 +319,11 @@ class AsyncGossip(GossipSystem):
             if left[0] == 0:
                 self._deliver(i, j, vi, vj)
 
-        svc.transfer(i, j, size).callbacks.append(arrived)
-        svc.transfer(j, i, size).callbacks.append(arrived)
+        ev_ij, ev_ji = svc.transfer(i, j, size), svc.transfer(j, i, size)
+        ev_ij.callbacks.append(arrived)
+        ev_ji.callbacks.append(arrived)
+        if self.rec.on:
+            self.rec.exchange_flows(ev_ij, ev_ji, i, j, now, size)
 
     def _deliver_event(self, event: Any) -> None:
         self._deliver(*event.value)

@@ -15,6 +15,7 @@ from typing import Any
 import simpy
 from simpy.events import Event, Timeout
 
+from ..timeline import NULL
 from .flows import FlowEngine
 from .topology import Network, build_network
 
@@ -35,8 +36,11 @@ class NetworkService:
     engine : {"auto", "python", "compiled"}
         The flow engine: :class:`~sim.network.kernel.CompiledFlowEngine` or
         :class:`~sim.network.flows.FlowEngine` (the same numbers, bit for bit);
-        ``auto`` takes the compiled one when numba is installed and
-        ``incremental`` is set.
+        ``auto`` takes the compiled one when numba is installed, ``incremental``
+        is set and no recorder is on (only the Python engine records flows and
+        link loads for the timeline; ``compiled`` is refused with one).
+    recorder : sim.timeline.Recorder, optional
+        Records the links' utilisation (and the collectives' chunks) as it changes.
 
     A transfer that moves nothing through a finite resource (size 0, or a
     route of infinite links) is a plain timeout of its latency in both modes,
@@ -52,12 +56,13 @@ class NetworkService:
 
     def __init__(self, env: simpy.Environment, network: Any, *, weighting: str = "maxmin",
                  incremental: bool = True, contention: bool = True,
-                 engine: str = "auto") -> None:
+                 engine: str = "auto", recorder: Any = None) -> None:
         self.env = env
         self.network: Network = build_network(network)
         self.contention = bool(contention)
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.engine = flow_engine(self.network, weighting=weighting, incremental=incremental,
-                                  engine=engine)
+                                  engine=engine, recorder=self.rec)
         self.engine.now = float(env.now)
         self._add, self._next_time = self.engine.add, self.engine.next_time
         self._advance = self.engine.advance_times
@@ -143,17 +148,21 @@ class NetworkService:
 
 
 def flow_engine(network: Network, *, weighting: str = "maxmin", incremental: bool = True,
-                engine: str = "auto", flows: int = 1024) -> Any:
+                engine: str = "auto", flows: int = 1024, recorder: Any = None) -> Any:
     """A flow engine for ``network``: compiled or Python (see :class:`NetworkService`);
-    ``flows``: how many to make room for at first (the compiled engine grows as needed)."""
+    ``flows``: how many to make room for at first (the compiled engine grows as needed);
+    ``recorder`` (a :class:`sim.timeline.Recorder` that is on) takes the Python engine."""
     from ..errors import check, check_choice
     from .kernel import HAVE_NUMBA, CompiledFlowEngine
 
     check_choice("engine", engine, ("auto", "python", "compiled"))
+    recording = recorder is not None and recorder.on
     if engine == "compiled":
         check(HAVE_NUMBA, "engine", "auto or python without numba (pip install 'dtsim[fast]')",
               engine)
         check(incremental, "engine", "python (or auto) with incremental=False", engine)
-    if engine == "compiled" or (engine == "auto" and HAVE_NUMBA and incremental):
+        check(not recording, "engine", "python (or auto) with a timeline recorder", engine)
+    if engine == "compiled" or (engine == "auto" and HAVE_NUMBA and incremental
+                                and not recording):
         return CompiledFlowEngine(network, weighting=weighting, flows=flows)
-    return FlowEngine(network, weighting=weighting, incremental=incremental)
+    return FlowEngine(network, weighting=weighting, incremental=incremental, recorder=recorder)
