@@ -82,6 +82,8 @@ class ProfilePlanModel:
         self.fleet = fleet
         self._nodes: dict[tuple[str, str], list[int]] = {}
         self._placed: dict[tuple, list] = {}
+        self._steps: dict[tuple, float] = {}  # _step_bound's, by placed kinds and size
+        self._replicas: dict[tuple, ReplicaSpec] = {}  # place()'s, by kind, TP and node
         for kind, count in (fleet.nodes if fleet is not None else ()):
             self._nodes.setdefault((kind.gpu, kind.zone), []).extend([kind.gpus_per_node] * count)
         self.framework = framework if framework is not None else FrameworkSpec()
@@ -111,6 +113,7 @@ class ProfilePlanModel:
         if self.fleet is None or plan.physical:
             return plan
         free: dict[tuple[str, str], list[int]] = {k: list(v) for k, v in self._nodes.items()}
+        made = self._replicas
         stages = []
         for st in plan.stages:
             reps = []
@@ -120,8 +123,13 @@ class ProfilePlanModel:
                 check(n is not None, "plan", "a plan whose replicas fit the fleet's nodes "
                       "in rank order", f"{r.gpu}@{r.zone} TP {r.tp}")
                 sizes[n] -= r.tp  # type: ignore[index]
-                g = self._nodes[(r.gpu, r.zone)][n]  # type: ignore[index]
-                reps.append(ReplicaSpec(r.gpu, r.tp, g, r.zone, host=f"{r.gpu}@{r.zone}#{n}"))
+                key = (r.gpu, r.tp, r.zone, n)
+                x = made.get(key)
+                if x is None:  # a placed replica is a value: made (and checked) once
+                    g = self._nodes[(r.gpu, r.zone)][n]  # type: ignore[index]
+                    x = made[key] = ReplicaSpec(r.gpu, r.tp, g, r.zone,
+                                                host=f"{r.gpu}@{r.zone}#{n}")
+                reps.append(x)
             stages.append(StageSpec(st.layers, tuple(reps)))
         return replace(plan, stages=tuple(stages))
 
@@ -218,7 +226,16 @@ class ProfilePlanModel:
 
     def _step_bound(self, x: Any, y: Any, msg: float) -> float:
         """A lower bound on one ring step from ``x`` to ``y`` (``(ReplicaSpec, where)``): ``tp``
-        flows of ``msg`` bytes (or more) at the peak bandwidths of the links they cross."""
+        flows of ``msg`` bytes (or more) at the peak bandwidths of the links they cross (worked
+        out once per pair of placed kinds and size: the placements are values made once)."""
+        key = (x[0], y[0], msg)
+        hit = self._steps.get(key)
+        if hit is None:
+            hit = self._steps[key] = self._step_bound_of(x, y, msg)
+        return hit
+
+    def _step_bound_of(self, x: Any, y: Any, msg: float) -> float:
+        """:meth:`_step_bound`, worked out."""
         net, t = self.profiles.network, x[0].tp
         if x[0].host is None:  # a node of its own: the pair curve
             link = pair_link(net, x, y)

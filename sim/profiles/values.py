@@ -261,7 +261,7 @@ class ModelProfile:
         """Whether some measured row lacks its backward times."""
         return any(t.backward is None for _, row in self.times for t in row)
 
-    @property
+    @cached_property
     def gpus(self) -> tuple[str, ...]:
         """GPU types with at least one measured combination."""
         return tuple(sorted({k[0] for k, _ in self.times}))
