@@ -107,6 +107,8 @@ def check_probability(name: str, value: Any, *, open_low: bool = False, open_hig
 
 def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
     """Check that ``value`` is a real number > 0."""
+    if type(value) is float and 0.0 < value < math.inf:  # the common case, as below
+        return value
     ok = _is_real(value) or (allow_inf and _is_inf(value))
     check(ok and float(value) > 0, name, "> 0", value)
     return float(value)
@@ -114,6 +116,8 @@ def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
 
 def check_nonnegative(name: str, value: Any, *, allow_inf: bool = False) -> float:
     """Check that ``value`` is a real number >= 0."""
+    if type(value) is float and 0.0 <= value < math.inf:  # the common case, as below
+        return value
     ok = _is_real(value) or (allow_inf and _is_inf(value))
     check(ok and float(value) >= 0, name, ">= 0", value)
     return float(value)
