@@ -1004,7 +1004,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/availability-with-trace", TR("--failure-trace", "aws-p2-19h",
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
-                  byzantine_cases, sibling_cases, newcomer_cases, planner_cases):
+                  byzantine_cases, sibling_cases, newcomer_cases, planner_cases,
+                  users_network_cases):
         cases.extend(group(fx))
     return cases
 
@@ -1804,6 +1805,80 @@ def newcomer_cases(fx: Fixtures) -> list[Case]:
         cases.append(Case(f"run/FIXED-{what}", list(dtsim("run", str(f), "--out",
                                                                str(fx.root / f"ofixed{k}"))),
                           refuse("FIXED")))
+    return cases
+
+
+# ----------------------------------------------------------------------------- issue 33
+# Users' own inputs on the recent surfaces: one group per surface (network, profiles and
+# plans, planner, strategies, Byzantine options, design with traces).
+
+
+def users_network_cases(fx: Fixtures) -> list[Case]:
+    """``dtsim network`` (and ``train --network``) on a user's own graph and flows files."""
+    if not _has_command("network"):
+        return []
+    cases: list[Case] = []
+    w = fx._write
+    N = lambda *a: dtsim("network", *a)  # noqa: E731
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case("network/" + id_, list(argv), expect, **kw))
+
+    def flows(name: str, rows: str) -> str:
+        return str(w(f"un/{name}.csv", "src,dst,size,start\n" + rows))
+
+    def graph(name: str, text: str) -> str:
+        return str(w(f"un/{name}", text))
+
+    # -- hosts by name: every format, string / shuffled integer / mixed names --
+    abc = graph("abc.edges", "a b 1 10\nb c 1 10\ncore b 0.5 20\n")
+    add("named-edges-a-to-c", N("--topology", abc, "--flows", flows("ac", "a,c,100,0\n")),
+        ok("makespan 12"), note="was 'dst must be reachable from src' on the path a-b-c")
+    add("named-edges-to-switch", N("--topology", abc, "--flows", flows("acore", "a,core,10,0\n")),
+        ok("makespan"), note="a flow may end at a switch")
+    shuffled = graph("shuffled.edges", "5 3 1 10\n3 0 1 10\n0 7 1 inf\n")
+    add("integer-names-not-in-order", N("--topology", shuffled, "--flows",
+                                        flows("f50", "5,0,100,0\n")), ok("makespan 12"),
+        note="integer names 5, 3, 0, 7 in that order: was the wrong pair of positions")
+    add("integer-names-infinite-route", N("--topology", shuffled, "--flows",
+                                          flows("f07", "0,7,100,0\n")), refuse("topology"),
+        note="0 -> 7 crosses only an infinite link: was accepted as positions 0 -> 3")
+    gml = graph("named.gml", 'graph [\n node [ id 0 label "core" role "switch" ]\n'
+                ' node [ id 1 label "h1" ]\n node [ id 2 label "h2" nic 5 ]\n'
+                ' edge [ source 0 target 1 bandwidth 10 latency 0.1 ]\n'
+                ' edge [ source 0 target 2 bandwidth 10 latency 0.1 ]\n]\n')
+    add("named-gml", N("--topology", gml, "--flows", flows("h12", "h1,h2,50,0\n")),
+        ok("makespan 10.2"))
+    typed = graph("typed.gml", 'graph [\n node [ id 0 label 7 ]\n node [ id 1 label "x7" ]\n'
+                  ' node [ id 2 label "seven" ]\n'
+                  ' edge [ source 0 target 1 bandwidth 10 ]\n edge [ source 1 target 2 '
+                  'bandwidth 10 ]\n]\n')
+    add("mixed-gml-labels", N("--topology", typed, "--flows", flows("7s", "7,seven,10,0\n")),
+        ok("makespan 3"), note="an integer label and text labels in one file")
+    gx = graph("named.graphml", '<?xml version="1.0"?><graphml xmlns="http://graphml.graphdrawing'
+               '.org/xmlns"><key id="bw" for="edge" attr.name="bandwidth" attr.type="double"/>'
+               '<graph edgedefault="undirected"><node id="spine"/><node id="n-1"/>'
+               '<node id="n-2"/><edge source="spine" target="n-1"><data key="bw">4</data></edge>'
+               '<edge source="spine" target="n-2"><data key="bw">4</data></edge></graph>'
+               '</graphml>')
+    add("named-graphml", N("--topology", gx, "--flows", flows("n12", "n-1,n-2,8,0\n")),
+        ok("makespan 4"))
+    add("named-graphml-unknown", N("--topology", gx, "--flows", flows("n13", "n-1,n-3,8,0\n")),
+        refuse("flows"))
+    dup = graph("dup-id.graphml", '<?xml version="1.0"?><graphml xmlns="http://graphml.'
+                'graphdrawing.org/xmlns"><graph edgedefault="undirected"><node id="a"/>'
+                '<node id="b"/><node id="a"/><edge source="a" target="b"/></graph></graphml>')
+    add("graphml-duplicate-node-id", N("--topology", dup, "--flows", flows("ab", "a,b,1,0\n"),
+                                       "--nic", "1"), refuse("topology"),
+        note="was two nodes merged into one silently")
+    three = graph("three.edges", "1 01 1 5\n01 +1 1 5\n")
+    add("edges-1-01-plus1-three-nodes", N("--topology", three, "--flows",
+                                          flows("1p1", "1,+1,10,0\n")), ok("makespan 4"),
+        note="1, 01 and +1 are three nodes: was one node and a self-loop")
+    add("edges-01-not-1", N("--topology", three, "--flows", flows("01x", "01,1,10,0\n")),
+        ok("makespan 3"))
+    add("edges-leading-zero-unknown", N("--topology", three, "--flows",
+                                        flows("001", "001,1,10,0\n")), refuse("flows"))
     return cases
 
 

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                               f"{where} ({exc.value})") from None
         check(src != dst, "flows", "rows whose dst differs from src", f"{where} ({fl.src})")
         try:
-            rt = net.route(src, dst)
+            rt = net.route_between(src, dst)
         except ConfigError:
             raise ConfigError("flows", "rows whose dst is reachable from src",
                               f"{where} ({fl.src} -> {fl.dst})") from None
