@@ -258,9 +258,9 @@ def read_graph(path: str | Path) -> nx.Graph:
                 raise ValueError(f"the node id {dup!r} twice (each node once: a second "
                                  "<node> with the same id would merge two nodes)")
         elif ext == ".gml":
-            G = _read_gml(data.decode("utf-8"))
+            G = _read_gml(data.decode("utf-8-sig"))
         else:
-            G = _read_edgelist(data.decode("utf-8"))
+            G = _read_edgelist(data.decode("utf-8-sig"))
         return _normalise(G)
     except ConfigError:
         raise

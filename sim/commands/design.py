@@ -148,9 +148,16 @@ def run(args: argparse.Namespace) -> int:
             ("replicas r", str(out["replicas"]) if out["feasible"] else "-"),
             ("workers L*r", str(out["workers"]) if out["feasible"] else "-"),
             ("drop rate", f"{out['drop_rate']:.6g}"),
-            ("floor (r -> inf)" if trace is None else
-             f"floor (r = {out['slots'] // out['stages']}, every slot)", f"{out['floor']:.6g}"),
         ]
+        if trace is None:
+            rows.append(("floor (r -> inf)", f"{out['floor']:.6g}"))
+        elif not out["feasible"]:  # a feasible trace design stops searching at its r
+            top = out["slots"] // out["stages"]
+            if args.max_replicas is not None:
+                top = min(top, args.max_replicas)
+            rows.append((f"floor (r = {top}" + (", every slot)" if top == out["slots"] //
+                                                 out["stages"] else ", --max-replicas)"),
+                         f"{out['floor']:.6g}"))
         if out["reason"]:
             rows.append(("reason", out["reason"]))
         if trace is not None:

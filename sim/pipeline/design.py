@@ -178,6 +178,8 @@ def _trace_design(L: int, replay: Any, *, skip_budget: int | None, target_drop: 
           "a count or event trace (a dtsim CSV of named workers is replayed by name, not by "
           "the random policy)", replay.trace)
     slots = trace_slots(tr)
+    check(slots >= 1 and tr.counts.max() > 0, "failure_trace", "a trace with an instance up "
+          "at some time (its availability is 0 / 0 or 0: no design fits it)", replay.trace)
     a = float(trace_stats(tr)["availability"])
     base = {"stages": L, "availability": a, "domain_outage": 0.0, "trace": replay.trace,
             "slots": slots, "law": "trace (random policy, exact)"}
@@ -187,7 +189,8 @@ def _trace_design(L: int, replay: Any, *, skip_budget: int | None, target_drop: 
                                                     "drop_rate") if k in inner}
     if skip_penalty is not None and skip_budget is None:
         check(slots >= L, "stages", f"at most the trace's {slots} slots", L)
-        opt = analytic.trace_optimal_design(tr, L, skip_penalty, penalty=penalty)
+        opt = analytic.trace_optimal_design(tr, L, skip_penalty, penalty=penalty,
+                                            max_replicas=max_replicas)
         law = analytic.trace_skipped_distribution(tr.times, tr.counts, tr.end, slots, L,
                                                   opt.replicas)
         import numpy as np
@@ -206,11 +209,7 @@ def _trace_design(L: int, replay: Any, *, skip_budget: int | None, target_drop: 
             "independent_cost": inner["cost"], **indep,
         }
     s = 0 if skip_budget is None else skip_budget
-    d = analytic.trace_min_replicas(tr, L, s, target_drop)
-    if max_replicas is not None and d.feasible and d.replicas > max_replicas:
-        d = analytic.Design(False, None, None, d.drop_rate, d.floor,
-                            f"target_drop {target_drop:g} needs r={d.replicas}, more than "
-                            f"max_replicas={max_replicas}")
+    d = analytic.trace_min_replicas(tr, L, s, target_drop, max_replicas=max_replicas)
     return {
         "mode": "min_replicas", **base, "skip_budget": s, "target_drop": target_drop,
         "feasible": bool(d.feasible), "replicas": d.replicas, "workers": d.workers,

@@ -57,7 +57,7 @@ from typing import Any
 
 from ..errors import ConfigError, check
 from . import sailor
-from .documents import get, read_document
+from .documents import get, located, read_document
 from .values import (
     BandwidthCurve,
     Fleet,
@@ -171,12 +171,14 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
     sizes = []
     for k, e in enumerate(get("model", doc, "sizes", where, list)):
         at = f"{where}.sizes[{k}]"
-        row = tuple(LayerSizes(params=get("model", x, "params", f"{at}.layers[{i}]", int),
-                               activation_bytes=get("model", x, "activation_bytes",
-                                                    f"{at}.layers[{i}]", _NUM),
-                               activation_memory_bytes=get("model", x, "activation_memory_bytes",
-                                                           f"{at}.layers[{i}]", _NUM))
-                    for i, x in enumerate(get("model", e, "layers", at, list)))
+        with located("model", at):
+            row = tuple(LayerSizes(params=get("model", x, "params", f"{at}.layers[{i}]", int),
+                                   activation_bytes=get("model", x, "activation_bytes",
+                                                        f"{at}.layers[{i}]", _NUM),
+                                   activation_memory_bytes=get("model", x,
+                                                               "activation_memory_bytes",
+                                                               f"{at}.layers[{i}]", _NUM))
+                        for i, x in enumerate(get("model", e, "layers", at, list)))
         sizes.append((get("model", e, "tp", at, int), row))
     times = []
     for k, e in enumerate(get("model", doc, "times", where, list)):
@@ -186,7 +188,8 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
             check(isinstance(x, list) and len(x) in (2, 3)
                   and all(isinstance(v, _NUM) and not isinstance(v, bool) for v in x), "model",
                   f"[forward, backward(, optimizer)] seconds at {at}.layers[{i}]", x)
-            rows.append(LayerTimes(*x))
+            with located("model", f"{at}.layers[{i}]"):
+                rows.append(LayerTimes(*x))
         times.append(((get("model", e, "gpu", at, str), get("model", e, "microbatch_size", at, int),
                        get("model", e, "tp", at, int)), tuple(rows)))
     return ModelProfile(name=get("model", doc, "model", where, str),
@@ -263,17 +266,19 @@ def network_from_data(doc: Any, where: str = "network") -> Network:
         at = f"{where}.links[{k}]"
         check(isinstance(x, dict), "network", f"a table at {at}", x)
         flows = _opt(x, "flows", 1)
-        if "bandwidth" in x:
-            curve = BandwidthCurve(bandwidth=get("network", x, "bandwidth", at, _NUM))
-        else:
-            c = get("network", x, "curve", at, dict)
-            curve = BandwidthCurve(coefficients=tuple(get("network", c, "coefficients", at, list)),
-                                   min_bytes=_opt(c, "min_bytes", 2.0 ** 16),
-                                   max_bytes=_opt(c, "max_bytes", 2.0 ** 30))
-        links.append(Link(_end(get("network", x, "src", at), f"{at}.src"),
-                          _end(get("network", x, "dst", at), f"{at}.dst"),
-                          _opt(x, "src_flows", flows), _opt(x, "dst_flows", flows), curve,
-                          _opt(x, "latency", 0.0)))
+        with located("network", at):
+            if "bandwidth" in x:
+                curve = BandwidthCurve(bandwidth=get("network", x, "bandwidth", at, _NUM))
+            else:
+                c = get("network", x, "curve", at, dict)
+                curve = BandwidthCurve(coefficients=tuple(get("network", c, "coefficients", at,
+                                                              list)),
+                                       min_bytes=_opt(c, "min_bytes", 2.0 ** 16),
+                                       max_bytes=_opt(c, "max_bytes", 2.0 ** 30))
+            links.append(Link(_end(get("network", x, "src", at), f"{at}.src"),
+                              _end(get("network", x, "dst", at), f"{at}.dst"),
+                              _opt(x, "src_flows", flows), _opt(x, "dst_flows", flows), curve,
+                              _opt(x, "latency", 0.0)))
     return Network(tuple(links))
 
 

@@ -693,7 +693,7 @@ def decode(data: bytes, where: str) -> str:
     if b"\x00" in data:
         raise _fail("a text file", where, f"binary content, NUL byte at offset {data.index(0)}")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise _fail("a UTF-8 text file", f"{where}:{line}",
