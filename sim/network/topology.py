@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,17 +59,26 @@ DEFAULT_SHARING = "split"
 Capacity = float | BandwidthCurve
 
 
+#: Smallest capacity: the smallest normal double. Below it (1e-320) a share divides into
+#: subnormals and the finish times become inf or NaN.
+MIN_CAPACITY = sys.float_info.min
+
+
 def _capacity(name: str, value: Any) -> Capacity:
-    """A capacity: a number > 0 (``inf`` allowed), a curve, or a curve's text."""
+    """A capacity: a number >= :data:`MIN_CAPACITY` (``inf`` allowed), a curve, or a curve's text."""
     if isinstance(value, BandwidthCurve):
         return value
     if isinstance(value, str):
         try:
-            return float(value) if value.strip().lower() in ("inf", "infinity") else \
-                check_positive(name, float(value), allow_inf=True)
+            x = float(value)
         except ValueError:
             return as_curve(value, name)
-    return check_positive(name, value, allow_inf=True)
+        if value.strip().lower() in ("inf", "infinity"):
+            return x
+        value = x
+    x = check_positive(name, value, allow_inf=True)
+    check(x >= MIN_CAPACITY, name, f"a capacity >= {MIN_CAPACITY:.4g} (a normal double)", value)
+    return x
 
 
 @dataclass(frozen=True)

@@ -210,9 +210,7 @@ def pair_time(network: Network, a: Any, b: Any, size: float, flows: int) -> floa
     bw = x.curve.at(size)
     if not bw > 0:
         (ra, _), (rb, _) = a, b
-        raise ConfigError("network", "a bandwidth curve positive at every message size used",
-                          f"{ra.gpu}@{ra.zone} -> {rb.gpu}@{rb.zone}: {bw / 1e9:.4g} GB/s "
-                          f"at {size:.6g} bytes")
+        raise x.curve.nonpositive(f"{ra.gpu}@{ra.zone} -> {rb.gpu}@{rb.zone}", size)
     return x.latency + flows * size / bw
 
 

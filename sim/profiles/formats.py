@@ -97,16 +97,50 @@ def _opt(obj: dict, key: str, default: Any) -> Any:
 
 # --------------------------------------------------------------------------- plan
 
+#: The keys of a dtsim plan, of one of its stages; any other is refused (a typo would
+#: otherwise leave its value unused).
+PLAN_KEYS = ("model", "microbatch_size", "global_batch_size", "stages")
+STAGE_KEYS = ("layers", "first_layer", "last_layer", "replicas")
+#: Memory per layer of a plan's stage (its index and what a stage keeps of it) and per
+#: replica (it becomes a training worker: sim.training.config.BYTES_PER_WORKER).
+BYTES_PER_PLAN_LAYER, BYTES_PER_PLAN_REPLICA = 100, 5_400
+
+
+def _check_plan_size(doc: dict, where: str) -> None:
+    """Refuse, before any tuple is built, a plan whose layers or replicas cannot fit."""
+    from ..errors import check_memory_terms
+
+    layers = replicas = 0
+    stages = doc.get("stages")
+    for st in stages if isinstance(stages, list) else ():
+        if not isinstance(st, dict):
+            continue
+        a, b = st.get("first_layer"), st.get("last_layer")
+        if "layers" not in st and isinstance(a, int) and isinstance(b, int) and b >= a:
+            layers += b - a + 1
+        for r in st.get("replicas") or () if isinstance(st.get("replicas"), list) else ():
+            c = r.get("count", 1) if isinstance(r, dict) else 1
+            replicas += c if isinstance(c, int) and c > 0 else 1
+    check_memory_terms([("plan", f"{where} ({layers} layers)", layers * BYTES_PER_PLAN_LAYER),
+                        ("plan", f"{where} ({replicas} replicas)",
+                         replicas * BYTES_PER_PLAN_REPLICA)])
+
 
 def plan_from_data(doc: Any, where: str = "plan", model: str | None = None) -> Plan:
     """A :class:`Plan` from parsed dtsim plan data (or a Sailor ``plan_config``)."""
     if sailor.is_sailor_plan(doc):
         return sailor.plan_from_sailor(doc, where, model)
     check(isinstance(doc, dict), "plan", "a JSON/TOML table with stages", where)
+    unknown = sorted(set(doc) - set(PLAN_KEYS))
+    check(not unknown, "plan", f"a table of {', '.join(PLAN_KEYS)} (no other key) at {where}",
+          unknown)
+    _check_plan_size(doc, where)
     stages = []
     for j, st in enumerate(get("plan", doc, "stages", where, list)):
         at = f"{where}.stages[{j}]"
         check(isinstance(st, dict), "plan", f"a table at {at}", st)
+        unknown = sorted(set(st) - set(STAGE_KEYS))
+        check(not unknown, "plan", f"stage keys {', '.join(STAGE_KEYS)} at {at}", unknown)
         if "layers" in st:
             layers = tuple(get("plan", st, "layers", at, list))
         else:

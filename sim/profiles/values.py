@@ -379,6 +379,24 @@ class BandwidthCurve:
         best = max(float(np.polyval(c, x)) for x in xs)
         return best * 1e9 * (1 + 1e-9) if best > 0 else best * 1e9
 
+    def nonpositive(self, where: str, size: float) -> ConfigError:
+        """The refusal of a message of ``size`` bytes at which this curve is not positive.
+
+        Below the fitted range the curve is read at its lowest fitted size: then the
+        message, not the curve, is what is outside what was measured, and the
+        refusal names the plan that sends it (many replicas in a ring send small
+        chunks); inside the range the curve itself is at fault (``'network'``).
+        """
+        bw = self.at(size)
+        if self.bandwidth is None and size < self.min_bytes:
+            return ConfigError("plan", f"a plan whose messages are as large as the network's "
+                               f"curves were measured for ({where} was fitted on {self.min_bytes:.6g} to "
+                               f"{self.max_bytes:.6g} bytes and gives {bw / 1e9:.4g} GB/s at its "
+                               "low end; fewer replicas per all-reduce ring or larger "
+                               "micro-batches send larger messages)", f"{size:.6g} bytes")
+        return ConfigError("network", "a bandwidth curve positive at every message size used",
+                           f"{where}: {bw / 1e9:.4g} GB/s at {size:.6g} bytes")
+
     def check_positive(self, name: str, sizes: list[float] | tuple[float, ...]) -> None:
         """Refuse a curve that is not positive at one of ``sizes`` (one line naming it)."""
         for s in sizes:
@@ -471,9 +489,8 @@ class Network:
         x = self.link(src, dst, flows, dst_flows)
         bw = x.curve.at(size)
         if not bw > 0:
-            raise ConfigError("network", "a bandwidth curve positive at every message size used",
-                              f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone}, {flows} flows: "
-                              f"{bw / 1e9:.4g} GB/s at {size:.6g} bytes")
+            raise x.curve.nonpositive(f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone}, {flows} "
+                                      "flows", size)
         return x.latency + flows * size / bw
 
 
