@@ -6,6 +6,7 @@ import argparse
 import math
 from typing import Any
 
+from .. import progress
 from ..errors import ConfigError, check, check_choice
 from ._applies import refuse_unless
 from ._common import emit_json, print_table
@@ -66,30 +67,8 @@ def run(args: argparse.Namespace) -> int:
     check(total < math.inf, "flows", "sizes whose sum is a finite double (at most about "
           "1.8e308 in all: each link's bytes are summed)", f"{args.flows} (sum {total:g})")
     net = build_network(args.topology, nodes=args.nodes, seed=args.seed, nic=args.nic)
-    for k, fl in enumerate(flows, start=2):
-        where = f"{args.flows}:{k}"
-        try:
-            src = net.node_index(fl.src, "src")
-            dst = net.node_index(fl.dst, "dst")
-        except ConfigError as exc:
-            raise ConfigError("flows", f"rows whose {exc.name} is {exc.rule}",
-                              f"{where} ({exc.value})") from None
-        check(src != dst, "flows", "rows whose dst differs from src", f"{where} ({fl.src})")
-        try:
-            rt = net.route_between(src, dst)
-        except ConfigError:
-            raise ConfigError("flows", "rows whose dst is reachable from src",
-                              f"{where} ({fl.src} -> {fl.dst})") from None
-        if fl.size > 0 and not rt.resources:
-            raise ConfigError("topology", "a graph with a finite bandwidth (or NIC) on the route "
-                              f"of every flow ({where}: {fl.src} -> {fl.dst} crosses none; "
-                              "give edge bandwidths or --nic)", args.topology)
-        plain = [net.capacity[r] for r in rt.resources if net.curve[r] is None]
-        if fl.size > 0 and plain:  # alone on its route, the flow takes size / slowest
-            alone = fl.start + rt.latency + fl.size / min(plain)
-            check(alone < math.inf, "flows", "rows whose time alone on their route (start + "
-                  "latency + size / least capacity) is a finite double",
-                  f"{where} ({fl.size:g} over a capacity of {min(plain):g})")
+    with progress.bar(len(flows) if len(flows) >= 10_000 else 0, "routes", unit="flow") as bar:
+        _check_routes(args, net, flows, bar)
     res = simulate_flows(net, flows, weighting=args.weighting,
                          incremental=args.solver == "incremental")
     finish = [float(x) for x in res.finish]
@@ -117,3 +96,34 @@ def run(args: argparse.Namespace) -> int:
         print_table([[x["link"], x["capacity"], x["bytes"], x["utilisation"]] for x in used],
                     ["link", "capacity", "bytes", "utilisation"])
     return 0
+
+
+def _check_routes(args: argparse.Namespace, net: Any, flows: list, bar: Any) -> None:
+    """Every flow names two nodes joined by a route that crosses a finite resource, and its
+    time alone on that route is a finite double; ``bar`` counts the flows checked."""
+    for k, fl in enumerate(flows, start=2):
+        where = f"{args.flows}:{k}"
+        try:
+            src = net.node_index(fl.src, "src")
+            dst = net.node_index(fl.dst, "dst")
+        except ConfigError as exc:
+            raise ConfigError("flows", f"rows whose {exc.name} is {exc.rule}",
+                              f"{where} ({exc.value})") from None
+        check(src != dst, "flows", "rows whose dst differs from src", f"{where} ({fl.src})")
+        try:
+            rt = net.route_between(src, dst)
+        except ConfigError:
+            raise ConfigError("flows", "rows whose dst is reachable from src",
+                              f"{where} ({fl.src} -> {fl.dst})") from None
+        if fl.size > 0 and not rt.resources:
+            raise ConfigError("topology", "a graph with a finite bandwidth (or NIC) on the route "
+                              f"of every flow ({where}: {fl.src} -> {fl.dst} crosses none; "
+                              "give edge bandwidths or --nic)", args.topology)
+        plain = [net.capacity[r] for r in rt.resources if net.curve[r] is None]
+        if fl.size > 0 and plain:  # alone on its route, the flow takes size / slowest
+            alone = fl.start + rt.latency + fl.size / min(plain)
+            check(alone < math.inf, "flows", "rows whose time alone on their route (start + "
+                  "latency + size / least capacity) is a finite double",
+                  f"{where} ({fl.size:g} over a capacity of {min(plain):g})")
+        if k % 1000 == 0:
+            bar.update(1000)
