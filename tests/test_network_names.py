@@ -175,3 +175,15 @@ def test_named_hosts_cross_checked_with_simgrid(tmp_path, capsys, fmt, naming):
     sg, _ = simgrid_finish_times(G, [(names[s], names[d], size, start)
                                      for s, d, size, start in FLOWS])
     assert got == pytest.approx(sg, rel=1e-9)
+
+
+def test_gml_with_two_equal_labels_is_refused_not_renamed_by_id(tmp_path):
+    """Two GML nodes labelled "a": refused (the reader fell back to the ids 0 and 1, so the
+    flows naming a and b were refused as unknown nodes instead)."""
+    import topologies
+
+    f = tmp_path / "g.gml"
+    f.write_text('graph [ node [ id 0 label "a" ] node [ id 1 label "a" ] '
+                 'edge [ source 0 target 1 ] ]')
+    with pytest.raises(ConfigError, match="node label 'a' is duplicated"):
+        topologies.read_graph(f)

@@ -1879,6 +1879,189 @@ def users_network_cases(fx: Fixtures) -> list[Case]:
         ok("makespan 3"))
     add("edges-leading-zero-unknown", N("--topology", three, "--flows",
                                         flows("001", "001,1,10,0\n")), refuse("flows"))
+    # -- flows files a user writes by hand --
+    topo = ("--topology", "tree:racks=2,hosts=4")
+    good = "0,5,100,0\n1,5,100,0\n"
+    for name, text, expect in (
+            ("bom-header", "\ufeffsrc,dst,size,start\n" + good, ok("makespan")),
+            ("crlf-lines", "src,dst,size,start\r\n0,5,100,0\r\n1,5,100,0\r\n", ok("makespan")),
+            ("spaces-around-fields", "src , dst , size , start\n 0 , 5 , 100 , 0 \n", ok("makespan")),
+            ("blank-lines", "src,dst,size,start\n\n0,5,100,0\n\n\n1,5,100,0\n", ok("makespan")),
+            ("header-upper-case", "SRC,DST,SIZE,START\n" + good, refuse("flows")),
+            ("header-reordered", "dst,src,size,start\n" + good, refuse("flows")),
+            ("header-extra-column", "src,dst,size,start,prio\n0,5,100,0,1\n", refuse("flows")),
+            ("header-missing-start", "src,dst,size\n0,5,100\n", refuse("flows")),
+            ("semicolons", "src;dst;size;start\n0;5;100;0\n", refuse("flows")),
+            ("tabs", "src\tdst\tsize\tstart\n0\t5\t100\t0\n", refuse("flows")),
+            ("header-only-blank", "\n\n", refuse("flows")),
+            ("row-too-long", "src,dst,size,start\n0,5,100,0,9\n", refuse("flows")),
+            ("row-empty-src", "src,dst,size,start\n,5,100,0\n", refuse("flows")),
+            ("row-blank-dst", "src,dst,size,start\n0,  ,100,0\n", refuse("flows")),
+            ("size-text", "src,dst,size,start\n0,5,big,0\n", refuse("flows")),
+            ("size-inf", "src,dst,size,start\n0,5,inf,0\n", refuse("flows")),
+            ("size-minus-inf", "src,dst,size,start\n0,5,-inf,0\n", refuse("flows")),
+            ("size-nan", "src,dst,size,start\n0,5,nan,0\n", refuse("flows")),
+            ("size-1e400", "src,dst,size,start\n0,5,1e400,0\n", refuse("flows")),
+            ("size-hex", "src,dst,size,start\n0,5,0x10,0\n", refuse("flows")),
+            ("size-minus-zero", "src,dst,size,start\n0,5,-0,0\n", ok("makespan")),
+            ("size-zero", "src,dst,size,start\n0,5,0,0\n", ok("makespan")),
+            ("size-underscore", "src,dst,size,start\n0,5,1_000,0\n", ok("makespan")),
+            ("sizes-sum-beyond-double", "src,dst,size,start\n0,5,1e308,0\n1,5,1e308,0\n",
+             refuse("flows")),
+            ("start-negative", "src,dst,size,start\n0,5,1,-1\n", refuse("flows")),
+            ("start-inf", "src,dst,size,start\n0,5,1,inf\n", refuse("flows")),
+            ("start-1e300", "src,dst,size,start\n0,5,1,1e300\n", ok("makespan")),
+            ("start-1e308-overflows", "src,dst,size,start\n0,5,1e307,1.797e308\n",
+             refuse("flows")),
+            ("src-equals-dst", "src,dst,size,start\n5,5,1,0\n", refuse("flows")),
+            ("unknown-src", "src,dst,size,start\nh9,5,1,0\n", refuse("flows")),
+            ("node-99", "src,dst,size,start\n0,99,1,0\n", refuse("flows")),
+            ("node-1.0", "src,dst,size,start\n0,1.0,1,0\n", refuse("flows")),
+            ("to-a-switch", "src,dst,size,start\n0,rack0,10,0\n", ok("makespan")),
+            ("quoted-fields", 'src,dst,size,start\n"0","5","100","0"\n', ok("makespan")),
+            ("unclosed-quote", 'src,dst,size,start\n"0,5,100,0\n', refuse("flows")),
+            ("long-field-200k", "src,dst,size,start\n" + "a" * 200_000 + ",5,1,0\n",
+             refuse("flows")),
+            ("nul-byte", "src,dst,size,start\n0,5,1,0\x00\n", refuse("flows")),
+    ):
+        add(f"flows-{name}", N(*topo, "--flows", flows(f"f-{name}", "") if False else
+                               str(w(f"un/f-{name}.csv", text))), expect)
+    # -- graph files a user writes by hand --
+    fl01 = flows("f01", "0,1,10,0\n")
+    flab = flows("fab", "a,b,10,0\n")
+    gm = lambda body: '<?xml version="1.0"?><graphml xmlns="http://graphml.graphdrawing.org/xmlns">' + \
+        body + "</graphml>"  # noqa: E731
+    for name, text, fl, expect in (
+            ("edges-self-loop", "a b 1 5\nb b 1 5\n", flab, refuse("topology")),
+            ("edges-parallel", "a b 1 5\nb a 1 5\n", flab, refuse("topology")),
+            ("edges-bandwidth-zero", "a b 1 0\n", flab, refuse("topology")),
+            ("edges-bandwidth-negative", "a b 1 -5\n", flab, refuse("topology")),
+            ("edges-bandwidth-nan", "a b 1 nan\n", flab, refuse("topology")),
+            ("edges-bandwidth-text", "a b 1 fast\n", flab, refuse("topology")),
+            ("edges-bandwidth-1e-320", "a b 1 1e-320\n", flab, refuse("topology")),
+            ("edges-bandwidth-1e-300", "a b 1 1e-300\n", flows("fab10", "a,b,1e10,0\n"),
+             refuse("flows")),
+            ("edges-bandwidth-1e400", "a b 1 1e400\n", flab, refuse("topology")),
+            ("edges-latency-negative", "a b -1 5\n", flab, refuse("topology")),
+            ("edges-latency-nan", "a b nan 5\n", flab, refuse("topology")),
+            ("edges-latency-inf", "a b inf 5\n", flab, refuse("topology")),
+            ("edges-three-numbers", "a b 1 5 7\n", flab, refuse("topology")),
+            ("edges-key-value", "a b latency=0.5 bandwidth=4\n", flab, ok("makespan 3")),
+            ("edges-sharing-shared", "a b latency=0 bandwidth=4 sharing=shared\n", flab,
+             ok("makespan")),
+            ("edges-sharing-typo", "a b latency=0 bandwidth=4 sharing=half\n", flab,
+             refuse("topology")),
+            ("edges-curve-garbage", "a b bandwidth_curve=poly:x\n", flab, refuse("topology")),
+            ("edges-dict", "a b {'latency': 0.5, 'bandwidth': 4.0}\n", flab, ok("makespan 3")),
+            ("edges-dict-broken", "a b {'latency': 0.5\n", flab, refuse("topology")),
+            ("edges-isolated-node", "a b 1 5\nc\n", flab, refuse("topology")),
+            ("edges-two-parts", "a b 1 5\nc d 1 5\n", flab, refuse("topology")),
+            ("edges-one-node", "a\n", flab, refuse("topology")),
+            ("edges-empty", "", flab, refuse("topology")),
+            ("edges-comments-only", "# nothing\n# here\n", flab, refuse("topology")),
+            ("edges-comment-after", "a b 1 5 # a link\n", flab, ok("makespan")),
+            ("edges-unicode-names", "\u00e9t\u00e9 b 1 5\n", flows("funi", "\u00e9t\u00e9,b,10,0\n"),
+             ok("makespan")),
+            ("edges-bom", "\ufeffa b 1 5\n", flab, ok("makespan")),
+            ("graphml-directed", gm('<graph edgedefault="directed"><node id="a"/><node id="b"/>'
+                                    '<edge source="a" target="b"/></graph>'), flab,
+             refuse("topology")),
+            ("graphml-duplicate-id", gm('<graph edgedefault="undirected"><node id="a"/>'
+                                        '<node id="a"/><node id="b"/><edge source="a" '
+                                        'target="b"/></graph>'), flab, refuse("topology")),
+            ("graphml-edge-to-undeclared", gm('<graph edgedefault="undirected"><node id="a"/>'
+                                              '<edge source="a" target="b"/></graph>'), flab,
+             refuse("topology")),
+            ("graphml-truncated", gm('<graph edgedefault="undirected"><node id="a"/>')[:-10],
+             flab, refuse("topology")),
+            ("graphml-not-xml", "a b 1 5\n", flab, refuse("topology")),
+            ("graphml-xxe", '<?xml version="1.0"?><!DOCTYPE g [<!ENTITY x SYSTEM '
+             '"file:///etc/passwd">]><graphml xmlns="http://graphml.graphdrawing.org/xmlns">'
+             '<graph edgedefault="undirected"><node id="&x;"/><node id="b"/></graph></graphml>',
+             flab, refuse("topology")),
+            ("graphml-billion-laughs", '<?xml version="1.0"?><!DOCTYPE g [<!ENTITY a "aaaaaaaaaa">'
+             + "".join(f'<!ENTITY {c} "' + f"&{p};" * 10 + '">' for p, c in zip("abcdefgh", "bcdefghi"))
+             + ']><graphml xmlns="http://graphml.graphdrawing.org/xmlns"><graph edgedefault='
+             '"undirected"><node id="&i;"/></graph></graphml>', flab, refuse("topology")),
+            ("gml-duplicate-label", 'graph [ node [ id 0 label "a" ] node [ id 1 label "a" ] '
+             'edge [ source 0 target 1 ] ]', flab, refuse("topology")),
+            ("gml-duplicate-id", 'graph [ node [ id 0 label "a" ] node [ id 0 label "b" ] ]',
+             flab, refuse("topology")),
+            ("gml-directed", 'graph [ directed 1 node [ id 0 label "a" ] node [ id 1 label "b" ] '
+             'edge [ source 0 target 1 bandwidth 5 ] ]', flab, refuse("topology")),
+            ("gml-unbalanced", 'graph [ node [ id 0 label "a" ]', flab, refuse("topology")),
+            ("gml-nic-negative", 'graph [ node [ id 0 label "a" nic -1 ] node [ id 1 label "b" ] '
+             'edge [ source 0 target 1 bandwidth 5 ] ]', flab, refuse("topology")),
+            ("gml-nic-text", 'graph [ node [ id 0 label "a" nic "fast" ] node [ id 1 label "b" ]'
+             ' edge [ source 0 target 1 bandwidth 5 ] ]', flab, refuse("topology")),
+            ("gml-egress-only", 'graph [ node [ id 0 label "a" egress 2 ] node [ id 1 label "b" ]'
+             ' edge [ source 0 target 1 ] ]', flab, ok("makespan 6")),
+    ):
+        ext = name.split("-", 1)[0]
+        f = graph(f"g-{name}.{ext}", text)
+        add(f"graph-{name}", N("--topology", f, "--flows", fl), expect)
+    # fifo, device, folder, missing, symlink loop
+    loop = fx.root / "un" / "loop.edges"
+    if not loop.is_symlink():
+        os.symlink(loop, loop)
+    for name, path in (("fifo", fx.fifo["graph.graphml"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir), ("missing", fx.root / "none.edges"),
+                       ("symlink-loop", loop), ("binary", fx.binary_graph)):
+        add(f"graph-{name}", N("--topology", str(path), "--flows", fl01), refuse("topology"),
+            timeout=20)
+    for name, path in (("fifo", fx.fifo["trace.csv"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir), ("binary", fx.binary)):
+        add(f"flows-{name}", N(*topo, "--flows", str(path)), refuse("flows"), timeout=20)
+    # -- options --
+    fl = flows("fopt", good)
+    for name, extra, expect in (
+            ("nic-1e-320", ("--nic", "1e-320"), refuse("nic")),
+            ("nic-nan", ("--nic", "nan"), refuse("nic")),
+            ("nic-negative", ("--nic", "-1"), refuse("nic")),
+            ("nic-text", ("--nic", "fast"), refuse("--nic")),
+            ("nic-inf", ("--nic", "inf"), ok("makespan")),
+            ("nic-tiny-overflows", ("--nic", "1e-300", "--flows", flows("fbig", "0,5,1e10,0\n")),
+             refuse("flows")),
+            ("seed-deterministic-family", ("--seed", "3"), refuse("seed")),
+            ("nodes-with-spec-size", ("--nodes", "50"), refuse("nodes")),
+            ("weighting-rtt", ("--weighting", "rtt"), ok("rtt sharing")),
+            ("solver-full", ("--solver", "full"), ok("makespan")),
+            ("json", ("--json",), ok('"finish"')),
+    ):
+        add(f"option-{name}", N(*topo, "--flows", fl, *extra), expect)
+    add("option-seed-random-family", N("--topology", "random-regular:n=8,degree=3,bandwidth=5",
+                                       "--flows", fl01, "--seed", "3"), ok("makespan"))
+    add("option-seed-graph-file", N("--topology", abc, "--flows", flows("ac2", "a,c,1,0\n"),
+                                    "--seed", "3"), refuse("seed"))
+    add("option-nodes-graph-file", N("--topology", abc, "--flows", flows("ac3", "a,c,1,0\n"),
+                                     "--nodes", "9"), refuse("nodes"))
+    add("topology-family-bad-param", N("--topology", "tree:racks=0", "--flows", fl01),
+        refuse("topology"))
+    add("topology-family-huge", N("--topology", "tree:racks=100000,hosts=100000", "--flows", fl01),
+        refuse("hosts|topology"), timeout=60)
+    # -- train over a user's named graph --
+    named = graph("named-tree.edges", "core r0 0.1 100\ncore r1 0.1 100\n" + "".join(
+        f"r{h // 4} h{h} 0.05 10\n" for h in range(8)))
+    TR = lambda *a: dtsim("train", "--replications", "1", "--steps", "2", *a)  # noqa: E731
+    add("train-named-graph", TR("--network", named, "--param-size", "10"), ok("throughput"))
+    add("train-named-nodes", TR("--network", named, "--stages", "4", "--network-nodes",
+                                "h0,h5,h2,h3", "--param-size", "10"), ok("throughput"))
+    add("train-named-unknown-node", TR("--network", named, "--stages", "4", "--network-nodes",
+                                       "h0,h5,h2,h99"), refuse("network_nodes"))
+    add("train-named-checkpoint-node-switch", TR("--network", named, "--checkpoint-node", "core",
+                                                 "--param-size", "10"), ok("throughput"))
+    add("train-named-checkpoint-node-unknown", TR("--network", named, "--checkpoint-node", "h99"),
+        refuse("checkpoint_node"))
+    add("train-nic-subnormal", TR("--network", named, "--nic", "1e-320", "--stages", "2",
+                                  "--replicas", "2", "--param-size", "10"), refuse("nic"),
+        note="was SimPy's 'No scheduled events left', exit 1")
+    add("train-bucket-size-1e-300", TR("--network", named, "--bucket-size", "1e-300", "--stages",
+                                       "2", "--replicas", "2", "--param-size", "10"),
+        refuse("bucket_size"), note="was an OverflowError in the replication, exit 1")
+    add("train-tensor-parallel-1e9", TR("--network", named, "--tensor-parallel", "1000000000"),
+        refuse("tensor_parallel"), timeout=60, note="was over a GiB")
+    add("train-tensor-parallel-text", TR("--network", named, "--tensor-parallel", "x"),
+        refuse("tensor_parallel"))
     return cases
 
 

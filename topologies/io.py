@@ -161,8 +161,8 @@ def _graphml_duplicate_id(data: bytes) -> str | None:
 def _read_gml(text: str) -> nx.Graph:
     try:
         return nx.parse_gml(text, label="label")
-    except nx.NetworkXError as exc:
-        if "label" not in str(exc):
+    except nx.NetworkXError as exc:  # no labels: the ids name the nodes (two equal labels
+        if "label" not in str(exc) or "duplicated" in str(exc):  # are refused, not renamed)
             raise
         return nx.parse_gml(text, label="id")
 
