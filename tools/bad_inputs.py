@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "bad_inputs.md"
@@ -1005,7 +1006,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
                   byzantine_cases, sibling_cases, newcomer_cases, planner_cases,
-                  users_network_cases):
+                  users_network_cases, users_profile_cases):
         cases.extend(group(fx))
     return cases
 
@@ -2062,6 +2063,240 @@ def users_network_cases(fx: Fixtures) -> list[Case]:
         refuse("tensor_parallel"), timeout=60, note="was over a GiB")
     add("train-tensor-parallel-text", TR("--network", named, "--tensor-parallel", "x"),
         refuse("tensor_parallel"))
+    return cases
+
+
+def _sailor_folder(fx: Fixtures, name: str, mutate: Callable[[dict, dict, dict], None] | None = None,
+                   raw: dict[str, str] | None = None) -> str:
+    """A Sailor-format profiles folder (OPT-350's profile only, the shipped catalogue and
+    bandwidths) changed by ``mutate(profiles, llm_info, bandwidths)`` or with files' ``raw``
+    text; written once per audit."""
+    import copy
+    import json as _json
+
+    d = fx.root / "sailor" / name
+    if d.is_dir():
+        return str(d)
+    data = REPO / "sim" / "profiles" / "data"
+    cache = getattr(fx, "_sailor_data", None)
+    if cache is None:
+        cache = ({"OPT-350": _json.loads((data / "profiles.json").read_text())["OPT-350"]},
+                 {"OPT-350": _json.loads((data / "llm_info.json").read_text())["OPT-350"]},
+                 _json.loads((data / "bandwidths.json").read_text()))
+        fx._sailor_data = cache  # type: ignore[attr-defined]
+    prof, info, bw = (copy.deepcopy(x) for x in cache)
+    if mutate is not None:
+        mutate(prof, info, bw)
+    d.mkdir(parents=True)
+    shutil.copy(data / "gpus.json", d / "gpus.json")
+    texts = {"profiles.json": _json.dumps(prof), "llm_info.json": _json.dumps(info),
+             "bandwidths.json": _json.dumps(bw)}
+    texts.update(raw or {})
+    for f, text in texts.items():
+        (d / f).write_text(text)
+    return str(d)
+
+
+def users_profile_cases(fx: Fixtures) -> list[Case]:
+    """A user's own profiles folders and plan files: ``dtsim train --plan``, ``dtsim plan``."""
+    if not _has_option("train", "--plan"):
+        return []
+    import json as _json
+
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    gh = [{"gpu": "GH-96", "tp": 4, "gpus_per_node": 4, "zone": "us-central1-a"}]
+
+    def plan(name: str, doc: Any) -> str:
+        p = fx.root / "uplans" / name
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(doc if isinstance(doc, str) else _json.dumps(doc))
+        return str(p)
+
+    good_doc = {"model": "OPT-350", "microbatch_size": 2, "global_batch_size": 8,
+                "stages": [{"first_layer": 0, "last_layer": 11, "replicas": gh},
+                           {"first_layer": 12, "last_layer": 25, "replicas": gh}]}
+    good = plan("good.json", good_doc)
+    one = ("--steps", "1", "--replications", "1")
+    T = lambda *a: dtsim("train", *a)  # noqa: E731
+    P = lambda *a: dtsim("plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a",  # noqa: E731
+                         "--global-batch-size", "8", "--simulate", "0", "--top", "1", *a)
+
+    # -- Sailor-format profiles folders, malformed one way each --
+    g = lambda p: p["OPT-350"]["GH-96"]  # noqa: E731
+    z = lambda b: b["us-central1-a"]["A100-40"]["1"]["us-central1-a"]["A100-40"]  # noqa: E731
+    folders: list[tuple[str, Callable[[dict, dict, dict], None] | None, dict | None, str]] = [
+        ("mbs-key-superscript-2", lambda p, i, b: g(p).__setitem__("\u00b2", g(p)["2"]), None,
+         "profiles"),
+        ("mbs-key-superscript-3", lambda p, i, b: g(p).__setitem__("\u00b3", g(p)["2"]), None,
+         "profiles"),
+        ("mbs-key-zero", lambda p, i, b: g(p).__setitem__("0", g(p)["2"]), None, "profiles"),
+        ("mbs-key-negative", lambda p, i, b: g(p).__setitem__("-1", g(p)["2"]), None, "profiles"),
+        ("mbs-key-huge", lambda p, i, b: g(p).__setitem__("9" * 5000, g(p)["2"]), None,
+         "profiles"),
+        ("gpu-entry-number", lambda p, i, b: p["OPT-350"].__setitem__("GH-96", 5), None,
+         "profiles"),
+        ("gpu-entry-list", lambda p, i, b: p["OPT-350"].__setitem__("GH-96", [1, 2]), None,
+         "profiles"),
+        ("gpu-entry-null", lambda p, i, b: p["OPT-350"].__setitem__("GH-96", None), None,
+         "profiles"),
+        ("mbs-entry-number", lambda p, i, b: g(p).__setitem__("2", 7), None, "profiles"),
+        ("mbs-entry-list", lambda p, i, b: g(p).__setitem__("2", [1]), None, "profiles"),
+        ("tp-entry-number", lambda p, i, b: g(p)["2"].__setitem__("1", 3), None, "profiles"),
+        ("tp-key-text", lambda p, i, b: g(p)["2"].__setitem__("one", g(p)["2"]["1"]), None,
+         "profiles"),
+        ("layer-text", lambda p, i, b: g(p)["2"]["1"].__setitem__("0", "x"), None, "profiles"),
+        ("layer-negative", lambda p, i, b: g(p)["2"]["1"].__setitem__("0", [-1, 1, 1]), None,
+         "profiles"),
+        ("layer-two-numbers", lambda p, i, b: g(p)["2"]["1"].__setitem__("0", [1, 1]), None,
+         "profiles"),
+        ("layer-bool", lambda p, i, b: g(p)["2"]["1"].__setitem__("0", [True, 1, 1]), None,
+         "profiles"),
+        ("layer-missing", lambda p, i, b: g(p)["2"]["1"].pop("3"), None, "profiles"),
+        ("model-number", lambda p, i, b: p.__setitem__("OPT-350", 3), None, "profiles"),
+        ("model-list", lambda p, i, b: p.__setitem__("OPT-350", []), None, "profiles"),
+        ("params-negative", lambda p, i, b: i["OPT-350"]["1"]["0"].__setitem__(
+            "params_floats", -5), None, "profiles"),
+        ("params-text", lambda p, i, b: i["OPT-350"]["1"]["0"].__setitem__(
+            "params_floats", "5"), None, "profiles"),
+        ("params-missing", lambda p, i, b: i["OPT-350"]["1"]["0"].pop("params_floats"), None,
+         "profiles"),
+        ("activation-negative", lambda p, i, b: i["OPT-350"]["1"]["0"].__setitem__(
+            "act_output_bytes", -5), None, "profiles"),
+        ("info-tp-superscript", lambda p, i, b: i["OPT-350"].__setitem__(
+            "\u00b2", i["OPT-350"]["1"]), None, "profiles"),
+        ("info-tp-list", lambda p, i, b: i["OPT-350"].__setitem__("1", [1]), None, "profiles"),
+        ("info-layer-number", lambda p, i, b: i["OPT-350"]["1"].__setitem__("0", 5), None,
+         "profiles"),
+        ("info-model-list", lambda p, i, b: i.__setitem__("OPT-350", [1]), None, "profiles"),
+        ("info-layer-gap", lambda p, i, b: i["OPT-350"]["1"].pop("3"), None, "profiles"),
+        ("bandwidth-key-superscript", lambda p, i, b: z(b).__setitem__("\u00b2", z(b)["1"]),
+         None, "network"),
+        ("bandwidth-coefficient-text", lambda p, i, b: z(b).__setitem__("1", [["a"], 1]), None,
+         "network"),
+        ("bandwidth-coefficients-empty", lambda p, i, b: z(b).__setitem__("1", [[], 1]), None,
+         "network"),
+        ("bandwidth-leaf-number", lambda p, i, b: z(b).__setitem__("1", 5), None, "network"),
+        ("bandwidth-zone-number", lambda p, i, b: b.__setitem__("us-central1-a", 5), None,
+         "network"),
+        ("bandwidth-zone-list", lambda p, i, b: b.__setitem__("us-central1-a", [1]), None,
+         "network"),
+        ("params-1e400", None, {"llm_info.json": _json.dumps({"OPT-350": _json.loads(
+            (REPO / "sim/profiles/data/llm_info.json").read_text())["OPT-350"]}).replace(
+            '"params_floats": 53608448', '"params_floats": 1e400', 1)}, "profiles"),
+        ("profiles-not-json", None, {"profiles.json": '{"OPT-350": '}, "profiles"),
+        ("profiles-nan", None, {"profiles.json": '{"OPT-350": NaN}'}, "profiles"),
+        ("profiles-nested-deep", None, {"profiles.json": "[" * 100000 + "]" * 100000},
+         "profiles"),
+        ("profiles-binary", None, {"profiles.json": "\x00\x01\x02"}, "profiles"),
+        ("gpus-not-json", None, {"gpus.json": "{"}, "gpus|profiles"),
+    ]
+    for name, mutate, raw, param in folders:
+        d = _sailor_folder(fx, name, mutate, raw)
+        add(f"train/plan-profiles-{name}", T("--plan", good, "--profiles", d, *one),
+            refuse(param))
+        add(f"plan/profiles-{name}", P("--profiles", d), refuse(param))
+    add("plan/profiles-bom-json", P("--profiles", _sailor_folder(
+        fx, "bom", None, {"gpus.json": "\ufeff" + (REPO / "sim/profiles/data/gpus.json")
+                          .read_text()})), ok("predicted"), note="a BOM before the JSON is dropped")
+    add("plan/profiles-not-a-folder", P("--profiles", str(fx.file)), refuse("profiles"))
+    add("plan/profiles-empty-folder", P("--profiles", str(fx.empty_dir)), refuse("profiles"))
+
+    # -- plan files a user writes --
+    def stage(a: int, b: int, reps: Any = None) -> dict:
+        return {"first_layer": a, "last_layer": b, "replicas": gh if reps is None else reps}
+
+    plans: list[tuple[str, Any, str]] = [
+        ("last-layer-1e8", dict(good_doc, stages=[stage(0, 10**8)]), "plan|layers"),
+        ("last-layer-1e12", dict(good_doc, stages=[stage(0, 10**12)]), "plan"),
+        ("count-1e12", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], count=10**12)])]),
+         "plan"),
+        ("count-1e5", dict(good_doc, global_batch_size=2 * 10**5,
+                           stages=[stage(0, 25, [dict(gh[0], count=10**5)])]), "plan"),
+        ("count-zero", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], count=0)])]), "plan"),
+        ("count-text", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], count="2")])]), "plan"),
+        ("count-bool", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], count=True)])]), "plan"),
+        ("count-float", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], count=2.0)])]), "plan"),
+        ("unknown-top-key", dict(good_doc, stage=[]), "plan"),
+        ("unknown-stage-key", dict(good_doc, stages=[dict(stage(0, 25), replica=gh)]), "plan"),
+        ("unknown-replica-key", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], gpus=4)])]),
+         "plan"),
+        ("layers-list-text", dict(good_doc, stages=[{"layers": ["a"], "replicas": gh}]),
+         "layers|plan"),
+        ("layers-list-empty", dict(good_doc, stages=[{"layers": [], "replicas": gh}]),
+         "layers|plan"),
+        ("first-after-last", dict(good_doc, stages=[stage(5, 1)]), "plan"),
+        ("first-negative", dict(good_doc, stages=[stage(-1, 25)]), "layers|plan"),
+        ("layers-overlap", dict(good_doc, stages=[stage(0, 12), stage(12, 25)]), "layers"),
+        ("no-stages", dict(good_doc, stages=[]), "stages|plan"),
+        ("stages-not-list", dict(good_doc, stages={"a": 1}), "plan"),
+        ("replicas-empty", dict(good_doc, stages=[stage(0, 25, [])]), "replicas|plan"),
+        ("microbatch-zero", dict(good_doc, microbatch_size=0), "microbatch_size"),
+        ("microbatch-text", dict(good_doc, microbatch_size="2"), "plan"),
+        ("batch-not-multiple", dict(good_doc, global_batch_size=7), "global_batch_size"),
+        ("batch-huge", dict(good_doc, global_batch_size=2 * 10**12), "global_batch_size|plan|microbatches"),
+        ("model-unknown", dict(good_doc, model="GPT-X"), "model"),
+        ("model-number", dict(good_doc, model=5), "model|plan"),
+        ("gpu-unknown", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], gpu="H200")])]), "gpu"),
+        ("gpu-lower-case", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], gpu="gh-96")])]),
+         "gpu"),
+        ("tp-zero", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], tp=0)])]), "tp"),
+        ("tp-text", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], tp="4")])]), "tp"),
+        ("tp-not-profiled", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], tp=3)])]), "tp"),
+        ("gpus-per-node-zero", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], gpus_per_node=0)])]),
+         "gpus_per_node"),
+        ("zone-unknown", dict(good_doc, stages=[stage(0, 12), stage(13, 25, [dict(
+            gh[0], zone="mars-1")])]), "network"),
+        ("not-a-table", [1, 2, 3], "plan"),
+        ("number-1e400", '{"model": "OPT-350", "microbatch_size": 2, "global_batch_size": 1e400,'
+         ' "stages": []}', "plan"),
+        ("nan", '{"model": "OPT-350", "microbatch_size": NaN}', "plan"),
+        ("truncated", '{"model": "OPT-350", "stages": [', "plan"),
+        ("empty-file", "", "plan"),
+        ("bom", "\ufeff" + _json.dumps(good_doc), ""),
+    ]
+    for name, doc, param in plans:
+        f = plan(f"{name}.json", doc)
+        add(f"train/plan-{name}", T("--plan", f, *one),
+            refuse(param) if param else ok("step time"), timeout=60)
+    toml = plan("plan.toml", 'model = "OPT-350"\nmicrobatch_size = 2\nglobal_batch_size = 8\n'
+                "[[stages]]\nfirst_layer = 0\nlast_layer = 25\nreplicas = [{gpu = \"GH-96\", "
+                'tp = 4, gpus_per_node = 4, zone = "us-central1-a"}]\n')
+    add("train/plan-toml", T("--plan", toml, *one), ok("step time"))
+    add("train/plan-toml-inf", T("--plan", plan("inf.toml", "microbatch_size = inf\n")),
+        refuse("plan|microbatch_size"))
+    add("train/plan-toml-1e400", T("--plan", plan("big.toml", "microbatch_size = 1e400\n")),
+        refuse("plan"))
+    add("train/plan-toml-broken", T("--plan", plan("broken.toml", "[[stages]\n")), refuse("plan"))
+    for name, path in (("fifo", fx.fifo["trace.csv"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir), ("binary", fx.binary)):
+        add(f"train/plan-file-{name}", T("--plan", str(path)), refuse("plan"), timeout=20)
+    # -- options beside a plan --
+    for name, extra, param in (
+            ("sync-wait", ("--sync-wait", "1"), "sync_wait"),
+            ("stragglers", ("--stragglers", "drop"), "stragglers"),
+            ("strategy", ("--strategy", "redundancy"), "strategy"),
+            ("step-times", ("--step-times", str(fx.root / "none.csv")), "step_times"),
+            ("network", ("--network", "tree"), "network"),
+            ("virtual-stages", ("--virtual-stages", "2"), "virtual_stages"),
+            ("topology", ("--topology", "datacenter"), "topology"),
+            ("speeds", ("--speeds", str(fx.root / "none.csv")), "speeds"),
+            ("stall-limit-no-failures", ("--stall-limit", "100"), "stall_limit"),
+            ("profiles-missing", ("--profiles", str(fx.root / "none")), "profiles"),
+            ("model-unknown", ("--model", "GPT-X"), "model"),
+            ("p2p-unknown", ("--p2p", "maybe"), "p2p"),
+            ("schedule-async", ("--schedule", "async"), "schedule"),
+            ("schedule-interleaved", ("--schedule", "interleaved"), "schedule"),
+            ("price-negative", ("--price", "-1"), "price"),
+            ("price-text", ("--price", "cheap"), "--price|price"),
+            ("mtbf-without-restart", ("--mtbf", "100"), "restart_cost"),
+    ):
+        add(f"train/plan-with-{name}", T("--plan", good, *one, *extra), refuse(param))
+    add("train/plan-explain", T("--plan", good, *one, "--explain"), ok("stage"))
+    add("train/plan-with-price-ok", T("--plan", good, *one, "--price", "2.5"), ok("cost"))
     return cases
 
 

@@ -50,6 +50,8 @@ def read_document(name: str, path: str | os.PathLike[str]) -> Any:
             raise ConfigError(name, "a valid TOML file", f"{path} ({exc})") from None
         except RecursionError:
             raise ConfigError(name, "a valid TOML file", f"{path} (nested too deeply)") from None
+        except ValueError as exc:  # a number beyond a double (parse_float)
+            raise ConfigError(name, "a valid TOML file", f"{path} ({exc})") from None
     try:
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except RecursionError:  # [[[[...]]]] thousands deep: bad input, not a crash
