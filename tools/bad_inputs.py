@@ -1006,7 +1006,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
                   byzantine_cases, sibling_cases, newcomer_cases, planner_cases,
-                  users_network_cases, users_profile_cases):
+                  users_network_cases, users_profile_cases, users_planner_cases):
         cases.extend(group(fx))
     return cases
 
@@ -1782,7 +1782,8 @@ def planner_cases(fx: Fixtures) -> list[Case]:
         refuse("schedule"))
     add("plan/p2p-unknown", P(*gh, *quick, "--p2p", "sometimes"), refuse("p2p"))
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
-    add("plan/failures-without-restart", P(*gh, *quick, "--mtbf", "100"), refuse("restart_cost"),
+    add("plan/failures-without-restart", P(*gh, *quick, "--simulate", "1", "--mtbf", "100"),
+        refuse("restart_cost"),
         note="a framework run restarts from its last checkpoint")
     add("plan/replace-time-without-mtbf", P(*gh, *quick, "--replace-time", "5"),
         refuse("replace_time"))
@@ -2297,6 +2298,125 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
         add(f"train/plan-with-{name}", T("--plan", good, *one, *extra), refuse(param))
     add("train/plan-explain", T("--plan", good, *one, "--explain"), ok("stage"))
     add("train/plan-with-price-ok", T("--plan", good, *one, "--price", "2.5"), ok("cost"))
+    return cases
+
+
+def users_planner_cases(fx: Fixtures) -> list[Case]:
+    """``dtsim plan`` on a user's fleet specs, prices and options."""
+    if not _has_command("plan"):
+        return []
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case("plan/" + id_, list(argv), expect, **kw))
+
+    P = lambda *a: dtsim("plan", "--model", "OPT-350", *a)  # noqa: E731
+    gh = ("--nodes", "GH-96:4x2@us-central1-a")
+    q = ("--global-batch-size", "8", "--simulate", "0", "--top", "1")
+    for name, spec, expect in (
+            ("nodes-5000-digit-count", "GH-96:4x" + "9" * 5000 + "@us-central1-a", refuse("nodes")),
+            ("nodes-5000-digit-gpn", "GH-96:" + "9" * 5000 + "x2@us-central1-a", refuse("nodes")),
+            ("nodes-count-1e10", "GH-96:4x10000000000@us-central1-a", refuse("nodes")),
+            ("nodes-zone-typo", "GH-96:4x2@us-centrl1-a", refuse("nodes")),
+            ("nodes-zone-case", "GH-96:4x2@US-CENTRAL1-A", refuse("nodes")),
+            ("nodes-gpu-lower-case", "gh-96:4x2@us-central1-a", refuse("fleet|nodes")),
+            ("nodes-gpu-unknown", "H200:8x2@us-central1-a", refuse("fleet|nodes")),
+            ("nodes-no-zone-ambiguous", "GH-96:4x2", refuse("nodes")),
+            ("nodes-trailing-comma", "GH-96:4x2@us-central1-a,", refuse("nodes")),
+            ("nodes-empty-part", "GH-96:4x2@us-central1-a,,A100-40:8x1@us-central1-a",
+             refuse("nodes")),
+            ("nodes-spaces", " GH-96:4x2@us-central1-a , A100-40:8x1@us-central1-a ", ok("predicted")),
+            ("nodes-zero-count", "GH-96:4x0@us-central1-a", refuse("nodes")),
+            ("nodes-negative", "GH-96:4x-2@us-central1-a", refuse("nodes")),
+            ("nodes-float", "GH-96:4x2.5@us-central1-a", refuse("nodes")),
+            ("nodes-no-x", "GH-96:42@us-central1-a", refuse("nodes")),
+            ("nodes-unicode-digits", "GH-96:\u0664x2@us-central1-a", refuse("nodes")),
+            ("nodes-same-kind-twice", "GH-96:4x1@us-central1-a,GH-96:4x1@us-central1-a",
+             ok("predicted")),
+            ("nodes-empty", " ", refuse("nodes")),
+    ):
+        add(name, P("--nodes", spec, *q), expect)
+    for name, extra, expect in (
+            ("price-lower-case", ("--price", "gh-96=2"), refuse("price")),
+            ("price-not-in-fleet", ("--price", "A100-40=2"), refuse("price")),
+            ("price-twice", ("--price", "GH-96=2", "--price", "GH-96=3"), refuse("price")),
+            ("price-nan", ("--price", "GH-96=nan"), refuse("prices|price")),
+            ("price-inf", ("--price", "GH-96=inf"), refuse("prices|price")),
+            ("price-zero", ("--price", "GH-96=0"), refuse("prices|price")),
+            ("price-text", ("--price", "GH-96=cheap"), refuse("--price")),
+            ("price-no-gpu", ("--price", "=2"), refuse("--price")),
+            ("price-ok", ("--price", "GH-96=2", "--objective", "cost"), ok("predicted")),
+            ("max-price-negative", ("--max-price-per-hour", "-1"), refuse("max_price_per_hour")),
+            ("max-price-nan", ("--max-price-per-hour", "nan"), refuse("max_price_per_hour")),
+            ("max-price-too-low", ("--max-price-per-hour", "0.01"), refuse("fleet|max_price_per_hour")),
+            ("mtbf-with-simulate-0", ("--mtbf", "100", "--restart-cost", "5"), refuse("mtbf")),
+            ("replace-time-with-simulate-0", ("--mtbf", "100", "--replace-time", "5",
+                                              "--restart-cost", "5"), refuse("mtbf|replace_time")),
+            ("restart-cost-with-simulate-0", ("--restart-cost", "5"), refuse("restart_cost")),
+            ("checkpoint-every-with-simulate-0", ("--checkpoint-every", "2"),
+             refuse("checkpoint_every")),
+            ("failure-trace-with-simulate-0", ("--failure-trace", "aws-p3"),
+             refuse("failure_trace")),
+            ("steps-with-simulate-0", ("--steps", "5"), refuse("steps")),
+            ("replications-with-simulate-0", ("--replications", "5"), refuse("replications")),
+            ("seed-with-simulate-0", ("--seed", "5"), refuse("seed")),
+            ("tp-zero", ("--tp", "0"), refuse("tp")),
+            ("tp-text", ("--tp", "four"), refuse("--tp|tp")),
+            ("tp-not-measured", ("--tp", "3"), refuse("tp")),
+            ("microbatch-sizes-zero", ("--microbatch-sizes", "0"), refuse("microbatch_sizes")),
+            ("microbatch-sizes-empty-item", ("--microbatch-sizes", "1,,2"),
+             refuse("--microbatch-sizes|microbatch_sizes")),
+            ("microbatch-sizes-not-measured", ("--microbatch-sizes", "3"),
+             refuse("microbatch_sizes")),
+            ("max-stages-negative", ("--max-stages", "-1"), refuse("max_stages")),
+            ("max-stages-huge", ("--max-stages", "1000000000"), ok("predicted")),
+            ("layouts-empty-item", ("--layouts", "stage,"), ok("predicted")),
+            ("layouts-none", ("--layouts", ","), refuse("layouts")),
+            ("memory-fraction-nan", ("--memory-fraction", "nan"), refuse("memory_fraction")),
+            ("memory-fraction-tiny", ("--memory-fraction", "1e-9"), refuse("fleet|memory_fraction")),
+            ("top-huge", ("--top", "1000000000"), ok("predicted")),
+            ("objective-cost-ok", ("--objective", "cost"), ok("predicted")),
+            ("schedule-unknown", ("--schedule", "zb"), refuse("schedule")),
+            ("schedule-gpipe", ("--schedule", "gpipe"), ok("predicted")),
+            ("p2p-overlap", ("--p2p", "overlap"), ok("predicted")),
+            ("out-folder", ("--out", str(fx.dir)), refuse("out")),
+            ("out-dev-full", ("--out", "/dev/full"), refuse("out")),
+            ("out-under-file", ("--out", fx.under_file + "/p.json"), refuse("out")),
+            ("json", ("--json",), ok('"plans"')),
+    ):
+        add(name, P(*gh, *q, *extra), expect)
+    for name, gbs, expect in (("batch-negative", "-8", refuse("global_batch_size")),
+                              ("batch-text", "eight", refuse("--global-batch-size")),
+                              ("batch-prime", "7", ok("predicted")),
+                              ("batch-1e12", "1000000000000", refuse("fleet"))):
+        add(name, P(*gh, "--global-batch-size", gbs, "--simulate", "0", "--top", "1"), expect,
+            timeout=120)
+    add("simulate-negative", P(*gh, "--global-batch-size", "8", "--simulate", "-1"),
+        refuse("simulate"))
+    add("simulate-with-failures-ok", P(*gh, "--global-batch-size", "8", "--simulate", "1",
+                                       "--top", "1", "--mtbf", "1000", "--restart-cost", "5"),
+        ok("predicted"))
+    add("fleet-from-runs-unknown", P("--fleet-from-runs", "mit-N9", "--simulate", "0"),
+        refuse("fleet_from_runs"))
+    add("fleet-from-runs-empty-item", P("--fleet-from-runs", "mit-N2_D1,", "--simulate", "0"),
+        refuse("fleet_from_runs"))
+    for name, text in (("not-json", "{"), ("list", "[1]"), ("no-nodes", "{}"),
+                       ("nodes-not-list", '{"nodes": 5}'),
+                       ("node-count-huge", '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, '
+                                           '"zone": "us-central1-a", "count": 1e400}]}'),
+                       ("node-count-zero", '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, '
+                                           '"zone": "us-central1-a", "count": 0}]}')):
+        f = fx._write(f"ufleet/{name}.json", text)
+        add(f"fleet-file-{name}", P("--fleet", str(f), *q), refuse("fleet|nodes|count"))
+    for name, path in (("fifo", fx.fifo["trace.csv"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir)):
+        add(f"fleet-file-{name}", P("--fleet", str(path), *q), refuse("fleet"), timeout=20)
+    add("large-fleet-interrupted", P("--nodes", "GH-96:4x100@us-central1-a,A100-40:8x50@us-"
+                                     "central1-a,RTX-3090:8x50@us-central1-a",
+                                     "--global-batch-size", "1024", "--simulate", "0"),
+        Expect("interrupt", "interrupted"), interrupt_after=8.0, timeout=30,
+        note="a 1200-GPU three-type fleet: a search of minutes (a bar with its ETA on a "
+             "terminal) that Ctrl-C stops at once")
     return cases
 
 
