@@ -87,3 +87,20 @@ def test_feasible_trace_design_prints_no_floor_it_did_not_compute(capsys):
                  "--target-drop", "1e-2"]) == 0
     text = capsys.readouterr().out
     assert "replicas r" in text and "floor" not in text
+
+
+def test_verify_options_are_checked_when_the_design_is_infeasible(capsys):
+    """--verify --microbatches 0 on an infeasible trace design: refused (no simulation runs
+    for an infeasible design, and the option was accepted silently)."""
+    assert main(["design", "--failure-trace", "aws-p3", "--stages", "4", "--verify",
+                 "--microbatches", "0"]) == 2
+    assert "'microbatches' must be an integer >= 1: 0" in capsys.readouterr().err
+
+
+def test_a_count_of_5000_digits_is_a_refusal(tmp_path, capsys):
+    """A Bamboo count of 5000 digits: refused as no known format (int() raised past Python's
+    4300-digit limit)."""
+    f = _trace(tmp_path, "0," + "9" * 5000 + "\n10,4\n")
+    assert main(["design", "--failure-trace", f]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "'failure_trace' must be a trace in a known format" in err

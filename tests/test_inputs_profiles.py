@@ -100,3 +100,11 @@ def test_csv_with_a_byte_order_mark_and_a_long_field(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "'flows' must be rows whose src is a node of the network" in err
     assert len(err.splitlines()) == 1 and len(err) < 500
+
+
+def test_toml_number_beyond_a_double_is_one_line(tmp_path, capsys):
+    """A TOML plan with 1e400: refused in one line (tomllib let the parse_float error out)."""
+    f = tmp_path / "p.toml"
+    f.write_text("microbatch_size = 1e400\n")
+    assert main(["train", "--plan", str(f)]) == 2
+    assert "'plan' must be a valid TOML file" in capsys.readouterr().err

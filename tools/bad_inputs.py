@@ -1006,7 +1006,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
                   byzantine_cases, sibling_cases, newcomer_cases, planner_cases,
-                  users_network_cases, users_profile_cases, users_planner_cases):
+                  users_network_cases, users_profile_cases, users_planner_cases,
+                  users_strategy_cases, users_design_cases, users_byzantine_cases):
         cases.extend(group(fx))
     return cases
 
@@ -2391,7 +2392,7 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
                               ("batch-1e12", "1000000000000", refuse("fleet"))):
         add(name, P(*gh, "--global-batch-size", gbs, "--simulate", "0", "--top", "1"), expect,
             timeout=120)
-    add("simulate-negative", P(*gh, "--global-batch-size", "8", "--simulate", "-1"),
+    add("simulate-negative-nodes", P(*gh, "--global-batch-size", "8", "--simulate", "-1"),
         refuse("simulate"))
     add("simulate-with-failures-ok", P(*gh, "--global-batch-size", "8", "--simulate", "1",
                                        "--top", "1", "--mtbf", "1000", "--restart-cost", "5"),
@@ -2417,6 +2418,325 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
         Expect("interrupt", "interrupted"), interrupt_after=8.0, timeout=30,
         note="a 1200-GPU three-type fleet: a search of minutes (a bar with its ETA on a "
              "terminal) that Ctrl-C stops at once")
+    return cases
+
+
+def users_strategy_cases(fx: Fixtures) -> list[Case]:
+    """``dtsim train --strategy`` with a user's own parameters, tables and traces."""
+    if not _has_option("train", "--strategy"):
+        return []
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case("train/" + id_, list(argv), expect, **kw))
+
+    T = lambda *a: dtsim("train", "--replications", "1", *a)  # noqa: E731
+    fail = ("--mtbf", "100", "--steps", "20", "--stages", "4", "--replicas", "2")
+    for spec, expect in (
+            ("checkpoint-restart:every=1e18", ok("stopped without progress")),
+            ("checkpoint-restart:every=1000000000000000000", ok("stopped without progress")),
+            ("checkpoint-restart", ok("stopped without progress")),
+            ("redundancy:slowdown=1e300", ok("stopped without progress")),
+            ("redundancy:slowdown=inf", refuse("slowdown")),
+            ("redundancy:slowdown=nan", refuse("slowdown")),
+            ("checkpoint-restart:every=1.5", refuse("every")),
+            ("checkpoint-restart:every=-1", refuse("every")),
+            ("checkpoint-restart:every=1e400", refuse("every")),
+            ("checkpoint-restart:checkpoint=inf", refuse("checkpoint")),
+            ("checkpoint-restart:checkpoint=nan", refuse("checkpoint")),
+            ("checkpoint-restart:restart=inf", refuse("restart")),
+            ("checkpoint-restart:restart=-1", refuse("restart")),
+            ("checkpoint-restart:overhead_bound=0", refuse("overhead_bound")),
+            ("checkpoint-restart:overhead_bound=2", refuse("overhead_bound")),
+            ("checkpoint-restart:snapshot=async", refuse("snapshot")),
+            ("checkpoint-restart:notice=maybe", refuse("notice")),
+            ("checkpoint-restart:boot=inf", refuse("boot")),
+            ("checkpoint-restart:interval=adaptive", ok("checkpoint-restart")),
+            ("checkpoint-restart:interval=overhead", ok("checkpoint-restart")),
+            ("checkpoint-restart:snapshot=overlapped,copy=1", ok("checkpoint-restart")),
+            ("redundancy:rebalance=inf", refuse("rebalance")),
+            ("redundancy:threshold=-0.1", refuse("threshold")),
+            ("redundancy:overhead=-1", refuse("overhead")),
+            ("redundancy:overhead=x", refuse("overhead")),
+            ("redundancy:every=-2", refuse("every")),
+            ("reconfiguration:reconfigure=inf", refuse("reconfigure")),
+            ("reconfiguration:min_nodes=0", refuse("min_nodes")),
+            ("reconfiguration:min_nodes=99", refuse("min_nodes")),
+            ("reconfiguration:grow=maybe", refuse("grow")),
+            ("reconfiguration:grow=yes", ok("reconfiguration")),
+            ("reconfiguration:every=5,checkpoint=2", ok("reconfiguration")),
+            ("redundancy:", ok("redundancy")),
+            (":every=2", refuse("strategy")),
+            ("redundancy:every=2,", ok("redundancy")),
+            ("redundancy:=2", refuse("strategy")),
+            ("redundancy:every==2", refuse("every")),
+            ("REDUNDANCY", refuse("strategy")),
+            ("redundancy:Every=2", refuse("strategy")),
+    ):
+        name = (spec.replace("==", "-eq-eq-").replace(":", "-").replace("=", "-")
+                .replace(",", "-").strip("-") or "empty")
+        add(f"strategy-{name}", T(*fail, "--strategy", spec), expect, timeout=120)
+    add("strategy-pipeline-names-fatal", T("--stages", "2", "--replicas", "2", "--steps", "4",
+                                           "--strategy", "redundancy:every=0,boot=0",
+                                           "--step-times", str(_steps(fx, "u33", "pipelines",
+                                                                      "1,20\n2,10\n")),
+                                           "--failure-trace", str(fx._write(
+                                               "u33/names.csv", "worker,start,end\n"
+                                               "s0r0,5,1e9\ns1r0,6,1e9\n")), "--json"),
+        ok('"fatal_failures": 1'), note="s0r0 and s1r0 are pipeline 0: their loss is fatal")
+    add("strategy-stall-limit-without-failures", T("--strategy", "redundancy", "--stall-limit",
+                                                   "100"), refuse("stall_limit"))
+    add("strategy-replace-time-zero-joins", T("--strategy", "checkpoint-restart",
+                                              "--mtbf", "2000", "--replace-time", "0",
+                                              "--steps", "10", "--stages", "4", "--replicas", "2"),
+        ok("checkpoint-restart"))
+    # step-time tables
+    for name, per, rows, expect in (
+            ("count-1e12", "workers", "1000000000000,5\n", refuse("step_times")),
+            ("pipelines-1e12", "pipelines", "1000000000000,5\n", refuse("step_times")),
+            ("count-5000-digits", "workers", "9" * 5000 + ",5\n", refuse("step_times")),
+            ("time-nan", "workers", "4,nan\n", refuse("step_times")),
+            ("time-inf", "workers", "4,inf\n", refuse("step_times")),
+            ("time-1e400", "workers", "4,1e400\n", refuse("step_times")),
+            ("time-negative", "workers", "4,-1\n", refuse("step_times")),
+            ("count-zero", "workers", "0,5\n", refuse("step_times")),
+            ("count-float", "workers", "4.5,5\n", refuse("step_times")),
+            ("count-blank", "workers", ",5\n", refuse("step_times")),
+            ("empty", "workers", "", refuse("step_times")),
+            ("bom", "workers", "4,5\n", ok("redundancy")),
+    ):
+        f = _steps(fx, f"u-{name}", per, rows)
+        if name == "bom":
+            f.write_text("\ufeff" + f.read_text())
+        add(f"step-times-{name}", T("--strategy", "redundancy", "--stages", "2", "--replicas", "2",
+                                    "--step-times", str(f)), expect)
+    both = fx._write("u33/both.csv", "workers,pipelines,step_time\n4,2,5\n")
+    add("step-times-both-columns", T("--strategy", "redundancy", "--step-times", str(both)),
+        refuse("step_times"))
+    big = fx.root / "u33" / "steps_1e7.csv"
+    if not big.exists():
+        with open(big, "w") as fh:
+            fh.write("workers,step_time\n")
+            fh.writelines(f"{i},1.5\n" for i in range(1, 10_000_001))
+    add("step-times-1e7-rows-interrupted", T("--strategy", "redundancy", "--step-times", str(big)),
+        Expect("interrupt", "interrupted"), interrupt_after=6.0, timeout=30,
+        note="10^7 rows: read with a bar (on a terminal), stopped at Ctrl-C")
+    for name, path in (("fifo", fx.fifo["speeds.csv"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir), ("binary", fx.binary)):
+        add(f"step-times-{name}", T("--strategy", "redundancy", "--step-times", str(path)),
+            refuse("step_times"), timeout=20)
+    # price series
+    for name, rows, expect in (
+            ("nan", "0,nan\n", refuse("price_series")),
+            ("inf", "0,inf\n", refuse("price_series")),
+            ("1e400", "0,1e400\n", refuse("price_series")),
+            ("time-nan", "nan,1\n", refuse("price_series")),
+            ("time-inf", "0,1\ninf,2\n", refuse("price_series")),
+            ("text", "0,cheap\n", refuse("price_series")),
+            ("bom", "0,1\n", ok("cost")),
+    ):
+        f = _prices(fx, f"u-{name}", rows)
+        if name == "bom":
+            f.write_text("\ufeff" + f.read_text())
+        add(f"price-series-{name}", T("--price-series", str(f)), expect)
+    bigp = fx.root / "u33" / "prices_1e7.csv"
+    if not bigp.exists():
+        with open(bigp, "w") as fh:
+            fh.write("time,price\n")
+            fh.writelines(f"{i},1.5\n" for i in range(10_000_000))
+    add("price-series-1e7-rows-interrupted", T("--price-series", str(bigp)),
+        Expect("interrupt", "interrupted"), interrupt_after=6.0, timeout=30)
+    # configs whose memory cannot fit
+    add("virtual-stages-1e9", T("--schedule", "interleaved", "--virtual-stages", "1000000000"),
+        refuse("virtual_stages"), timeout=60, note="was over a GiB")
+    add("virtual-stages-text", T("--schedule", "interleaved", "--virtual-stages", "two"),
+        refuse("--virtual-stages"))
+    add("sync-wait-with-plan", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"),
+                                 "--model", "OPT-350", "--sync-wait", "1"), refuse("sync_wait"),
+        note="was accepted and ignored")
+    add("p2p-blocking-no-transfers", T("--p2p", "blocking"), refuse("p2p"))
+    add("p2p-overlap-no-transfers", T("--p2p", "overlap"), refuse("p2p"))
+    add("p2p-blocking-one-stage", T("--p2p", "blocking", "--stages", "1", "--latency", "1"),
+        refuse("p2p"))
+    add("p2p-blocking-with-latency", T("--p2p", "blocking", "--latency", "0.5", "--schedule",
+                                       "1f1b"), ok("throughput"))
+    add("stall-limit-without-failures", T("--stall-limit", "100"), refuse("stall_limit"))
+    add("stall-limit-with-failures", T("--stall-limit", "100", "--mtbf", "1000"), ok("throughput"))
+    return cases
+
+
+def users_design_cases(fx: Fixtures) -> list[Case]:
+    """``dtsim design --failure-trace`` on a user's own trace files."""
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case("design/" + id_, list(argv), expect, **kw))
+
+    D = lambda *a: dtsim("design", *a)  # noqa: E731
+
+    def trace(name: str, text: str) -> str:
+        return str(fx._write(f"udesign/{name}", text))
+
+    big = trace("count-1e12.csv", "0,1000000000000\n100,1000000000000\n")
+    half = trace("half-1e12.csv", "0,1000000000000\n100,500000000000\n200,500000000000\n")
+    for name, argv, expect in (
+            ("trace-count-1e12", (big,), refuse("failure_trace")),
+            ("trace-count-1e12-max-replicas", (big, "--max-replicas", "3"), ok("replicas r")),
+            ("trace-half-1e12-max-replicas", (half, "--stages", "8", "--max-replicas", "20"),
+             ok("replicas r")),
+            ("trace-half-1e12-too-few-replicas", (half, "--stages", "8", "--max-replicas", "5"),
+             ok("needs more than max_replicas=5")),
+            ("trace-count-1e12-optimal", (big, "--skip-penalty", "0.1"), refuse("failure_trace")),
+            ("trace-count-1e12-optimal-bounded", (big, "--skip-penalty", "0.1", "--max-replicas",
+                                                  "2"), ok("cost-optimal")),
+            ("trace-all-zero", (trace("zero.csv", "0,0\n100,0\n"),), refuse("failure_trace")),
+            ("trace-one-line", (trace("one.csv", "0,5\n"),), refuse("trace|failure_trace")),
+            ("trace-empty", (trace("empty.csv", ""),), refuse("trace|failure_trace")),
+            ("trace-negative-count", (trace("neg.csv", "0,5\n10,-1\n"),),
+             refuse("trace|failure_trace")),
+            ("trace-times-backwards", (trace("back.csv", "10,5\n0,4\n20,4\n"),),
+             refuse("trace|failure_trace")),
+            ("trace-time-nan", (trace("nan.csv", "0,5\nnan,4\n20,4\n"),),
+             refuse("trace|failure_trace")),
+            ("trace-time-inf", (trace("inf.csv", "0,5\ninf,4\n"),), refuse("trace|failure_trace")),
+            ("trace-time-1e400", (trace("big.csv", "0,5\n1e400,4\n"),),
+             refuse("trace|failure_trace")),
+            ("trace-count-5000-digits", (trace("digits.csv", "0," + "9" * 5000 + "\n10,4\n"),),
+             refuse("trace|failure_trace")),
+            ("trace-bom", (trace("bom.csv", "\ufeff0,8\n50,6\n100,8\n"), "--stages", "2",
+                           "--time-unit", "s"), ok("replicas r")),
+            ("trace-crlf", (trace("crlf.csv", "0,8\r\n50,6\r\n100,8\r\n"), "--stages", "2",
+                            "--time-unit", "s"), ok("replicas r")),
+            ("trace-format-unknown", ("aws-p3", "--trace-format", "excel"), refuse("trace_format")),
+            ("trace-format-wrong", (trace("fmt.csv", "0,8\n50,6\n"), "--trace-format",
+                                    "oobleck"), refuse("trace|failure_trace")),
+            ("time-unit-with-oobleck", ("aws-p3", "--time-unit", "s"), refuse("time_unit")),
+            ("time-unit-unknown", (trace("tu.csv", "0,8\n50,6\n"), "--time-unit", "fortnight"),
+             refuse("time_unit")),
+            ("stages-zero", ("aws-p3", "--stages", "0"), refuse("stages")),
+            ("stages-1e9", ("aws-p3", "--stages", "1000000000"), ok("fewer than the")),
+            ("target-drop-zero", ("aws-p3", "--stages", "4", "--target-drop", "0"),
+             refuse("target_drop")),
+            ("target-drop-one", ("aws-p3", "--stages", "4", "--target-drop", "1"),
+             refuse("target_drop")),
+            ("target-drop-nan", ("aws-p3", "--stages", "4", "--target-drop", "nan"),
+             refuse("target_drop")),
+            ("target-drop-1e-300", ("aws-p3", "--stages", "4", "--target-drop", "1e-300"),
+             ok("feasible")),
+            ("skip-budget-above-L", ("aws-p3", "--stages", "4", "--skip-budget", "5"),
+             refuse("skip_budget")),
+            ("max-replicas-zero", ("aws-p3", "--stages", "4", "--max-replicas", "0"),
+             refuse("max_replicas")),
+            ("max-replicas-huge", ("aws-p3", "--stages", "4", "--max-replicas", "1000000000"),
+             ok("replicas r")),
+            ("skip-penalty-nan", ("aws-p3", "--stages", "4", "--skip-penalty", "nan"),
+             refuse("skip_penalty")),
+            ("penalty-unknown", ("aws-p3", "--stages", "4", "--skip-penalty", "0.1", "--penalty",
+                                 "cubic"), refuse("penalty")),
+            ("trace-verify-microbatches-zero", ("aws-p3", "--stages", "4", "--verify",
+                                          "--microbatches", "0"), refuse("microbatches")),
+            ("trace-verify-microbatches-1e12", ("aws-p3", "--stages", "4", "--verify",
+                                          "--microbatches", "1000000000000"),
+             refuse("microbatches")),
+            ("trace-verify-replications-zero", ("aws-p3", "--stages", "4", "--verify",
+                                          "--replications", "0"), refuse("replications")),
+            ("microbatches-without-verify", ("aws-p3", "--stages", "4", "--microbatches", "10"),
+             refuse("microbatches")),
+            ("trace-file-policy-recent", ("aws-p3", "--stages", "4", "--trace-policy", "recent"),
+             refuse("trace_policy")),
+            ("trace-speedup", ("aws-p3", "--trace-speedup", "2"), refuse("trace_speedup")),
+            ("trace-start", ("aws-p3", "--trace-start", "10"), refuse("trace_start")),
+            ("trace-dtsim-named", (str(fx.trace_ok),), refuse("failure_trace")),
+    ):
+        add(name if name.startswith("trace-") else "trace-" + name,
+            D("--failure-trace", *argv), expect, timeout=60)
+    for name, path in (("fifo", fx.fifo["trace.csv"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir), ("binary", fx.binary),
+                       ("missing", fx.root / "no-trace.csv")):
+        add(f"trace-{name}", D("--failure-trace", str(path)), refuse("failure_trace|trace"),
+            timeout=20)
+    return cases
+
+
+def users_byzantine_cases(fx: Fixtures) -> list[Case]:
+    """``dtsim gossip`` with Byzantine options a user combines: rules, attacks, sizes."""
+    cases: list[Case] = []
+    if not _has_option("gossip", "--attack-scope"):
+        return cases
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case("byz/" + id_, list(argv), expect, **kw))
+
+    G = lambda *a: dtsim("gossip", *a)  # noqa: E731
+    N = ("--protocol", "neighbourhood", "--rounds", "3", "--replications", "2")
+    Q = ("--objective", "quadratic")
+    ring = ("--topology", "ring:n=8")
+    for name, extra, expect in (
+            ("trim-leaves-nothing", (*ring, "--rule", "trimmed", "--trim", "2"), refuse("trim")),
+            ("trim-huge", (*ring, "--rule", "trimmed", "--trim", "1000000000"), refuse("trim")),
+            ("trim-negative", (*ring, "--rule", "trimmed", "--trim", "-1"), refuse("trim")),
+            ("trim-ok", (*ring, "--rule", "trimmed", "--trim", "1"), ok("gossip")),
+            ("trim-without-trimmed", (*ring, "--trim", "1"), refuse("trim")),
+            ("trim-complete-ok", ("--rule", "trimmed", "--trim", "3"), ok("gossip")),
+            ("bucketing-1e9", ("--bucketing", "1000000000"), refuse("bucketing")),
+            ("bucketing-1e9-permute", ("--bucketing", "1000000000", "--bucketing-form", "permute"),
+             ok("gossip")),
+            ("bucketing-text", ("--bucketing", "two"), refuse("--bucketing")),
+            ("rfa-iters-1e9", ("--rule", "rfa", "--rfa-iters", "1000000000"),
+             Expect("interrupt", "interrupted")),
+            ("rfa-nu-nan", ("--rule", "rfa", "--rfa-nu", "nan"), refuse("rfa_nu")),
+            ("rfa-nu-inf", ("--rule", "rfa", "--rfa-nu", "inf"), refuse("rfa_nu")),
+            ("cc-tau-nan", ("--rule", "centered-clip", "--cc-tau", "nan"), refuse("cc_tau")),
+            ("cc-tau-inf", ("--rule", "centered-clip", "--cc-tau", "inf"), refuse("cc_tau")),
+            ("cc-iters-negative", ("--rule", "centered-clip", "--cc-iters", "-1"),
+             refuse("cc_iters")),
+            ("krum-m-zero", ("--rule", "krum", "--krum-m", "0"), refuse("krum_m")),
+            ("krum-f-negative", ("--rule", "krum", "--krum-f", "-1"), refuse("krum_f")),
+            ("krum-f-huge", ("--rule", "krum", "--krum-f", "1000000000"), refuse("krum_f")),
+            ("momentum-nan", ("--momentum", "nan"), refuse("momentum")),
+            ("momentum-inf", ("--momentum", "inf"), refuse("momentum")),
+            ("lr-nan", ("--lr", "nan"), refuse("lr")),
+            ("lr-negative", ("--lr", "-0.1"), refuse("lr")),
+            ("local-steps-zero", ("--local-steps", "0"), refuse("local_steps")),
+            ("grad-noise-negative", ("--grad-noise", "-1"), refuse("grad_noise")),
+            ("adversary-value-nan", ("--adversary", "stubborn", "--adversary-value", "nan"),
+             refuse("adversary_value")),
+            ("adversary-value-inf", ("--adversary", "stubborn", "--adversary-value", "inf"),
+             refuse("adversary_value")),
+            ("num-adversaries-all", ("--adversary", "stubborn", "--num-adversaries", "16"),
+             refuse("num_adversaries")),
+            ("num-adversaries-negative", ("--adversary", "stubborn", "--num-adversaries", "-1"),
+             refuse("num_adversaries")),
+            ("num-adversaries-without-adversary", ("--num-adversaries", "2"),
+             refuse("num_adversaries")),
+            ("adversary-unknown", ("--adversary", "sybil"), refuse("adversary")),
+            ("adversary-nodes-out-of-range", ("--adversary", "stubborn", "--adversary-nodes",
+                                              "99"), refuse("adversary_nodes")),
+            ("adversary-nodes-text", ("--adversary", "stubborn", "--adversary-nodes", "a"),
+             refuse("adversary_nodes|--adversary-nodes")),
+            ("gossip-rounds-1e9", ("--gossip-rounds", "1000000000"),
+             Expect("interrupt", "interrupted")),
+            ("gossip-rounds-negative", ("--gossip-rounds", "-1"), refuse("gossip_rounds")),
+            ("dim-1e9", ("--dim", "1000000000"), refuse("dim")),
+            ("nodes-1e9", ("--nodes", "1000000000"), refuse("nodes")),
+            ("rule-median-ok", ("--rule", "median"), ok("gossip")),
+            ("data-unknown", ("--data", "imagenet"), refuse("data")),
+            ("partition-unknown", ("--partition", "skewed"), refuse("partition")),
+            ("alpha-zero", ("--partition", "dirichlet", "--alpha", "0"), refuse("alpha")),
+            ("alpha-without-dirichlet", ("--alpha", "0.5"), refuse("alpha")),
+            ("objective-seed-without-objective", ("--objective-seed", "3"),
+             refuse("objective_seed|objective")),
+    ):
+        base = N if "--rule" in extra or "bucketing" in name or "trim" in name else N
+        argv = G(*base, *Q, *extra) if "objective-seed-without" not in name else G(*N, *extra)
+        add(name, argv, expect, timeout=60,
+            **({"interrupt_after": 6.0} if expect.kind == "interrupt" else {}))
+    add("rounds-1e9-records", G("--protocol", "neighbourhood", "--rounds", "1000000000",
+                                "--replications", "1", *Q), refuse("rounds"))
+    add("rounds-1e9-interrupted", G("--protocol", "neighbourhood", "--rounds", "1000000000",
+                                    "--record-every", "10000000", "--replications", "1", *Q),
+        Expect("interrupt", "interrupted"), interrupt_after=6.0, timeout=30,
+        note="10^9 aggregation rounds: a bar with its ETA on a terminal, Ctrl-C stops it")
     return cases
 
 

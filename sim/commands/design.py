@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..pipeline.design import design, verify, verify_trace
+from ..pipeline.design import check_verify_size, design, verify, verify_trace
 from ..results import Estimate
 from ._applies import given, refuse_unless, verdict
 from ._common import emit_json, print_table
@@ -98,6 +98,8 @@ def _trace(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     _check_options(args)
+    if args.verify:
+        check_verify_size(args.microbatches, args.replications)
     trace = _trace(args)
     out = design(args.stages, args.availability, args.domain_outage,
                  skip_budget=args.skip_budget, target_drop=args.target_drop,

@@ -18,7 +18,7 @@ from ..errors import check, check_int, check_probability
 from .compare import estimate_drop_rate
 from .config import PipelineConfig
 
-__all__ = ["design", "verify", "verify_trace"]
+__all__ = ["design", "verify", "verify_trace", "check_verify_size"]
 
 
 def design(stages: int, availability: float, domain_outage: float, *,
@@ -101,6 +101,18 @@ def design(stages: int, availability: float, domain_outage: float, *,
 MAX_VERIFY_MICROBATCHES = 10**9
 
 
+def check_verify_size(microbatches: int, replications: int) -> None:
+    """Refuse a verification's size before anything runs (also when the design turns out
+    infeasible and nothing is simulated: the options were accepted silently then)."""
+    check_int("microbatches", microbatches, low=1)
+    check_int("replications", replications, low=1)
+    total = microbatches * replications
+    check(total <= MAX_VERIFY_MICROBATCHES, "microbatches",
+          f"at most {MAX_VERIFY_MICROBATCHES:.0e} in total over the replications for a design "
+          f"check (microbatches x replications = {total:.3g}; use dtsim pipeline for longer runs)",
+          microbatches)
+
+
 def verify(out: dict[str, Any], *, microbatches: int, replications: int, rate: float,
            mean_downtime: float, seed: int, executor: Any = "serial",
            workers: int | None = None, skip_penalty: float = 0.0,
@@ -132,13 +144,7 @@ def verify(out: dict[str, Any], *, microbatches: int, replications: int, rate: f
         ``simulated_agrees``, ``simulated_method``, ``simulated_microbatches``,
         ``simulated_mean_quality``, ``simulated_mean_quality_ci``, ``seed``.
     """
-    check_int("microbatches", microbatches, low=1)
-    check_int("replications", replications, low=1)
-    total = microbatches * replications
-    check(total <= MAX_VERIFY_MICROBATCHES, "microbatches",
-          f"at most {MAX_VERIFY_MICROBATCHES:.0e} in total over the replications for a design "
-          f"check (microbatches x replications = {total:.3g}; use dtsim pipeline for longer runs)",
-          microbatches)
+    check_verify_size(microbatches, replications)
     cfg = PipelineConfig(
         stages=out["stages"], replicas=out["replicas"], skip_budget=out["skip_budget"],
         availability=out["availability"], domain_outage=out["domain_outage"],
