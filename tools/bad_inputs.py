@@ -1983,7 +1983,7 @@ def users_network_cases(fx: Fixtures) -> list[Case]:
              '<graph edgedefault="undirected"><node id="&x;"/><node id="b"/></graph></graphml>',
              flab, refuse("topology")),
             ("graphml-billion-laughs", '<?xml version="1.0"?><!DOCTYPE g [<!ENTITY a "aaaaaaaaaa">'
-             + "".join(f'<!ENTITY {c} "' + f"&{p};" * 10 + '">' for p, c in zip("abcdefgh", "bcdefghi"))
+             + "".join(f'<!ENTITY {c} "' + f"&{p};" * 10 + '">' for p, c in zip("abcdefgh", "bcdefghi", strict=True))
              + ']><graphml xmlns="http://graphml.graphdrawing.org/xmlns"><graph edgedefault='
              '"undirected"><node id="&i;"/></graph></graphml>', flab, refuse("topology")),
             ("gml-duplicate-label", 'graph [ node [ id 0 label "a" ] node [ id 1 label "a" ] '
