@@ -74,8 +74,8 @@ from sim.gossip import GossipConfig
 from sim.gossip.mixing import mixing_weights
 from sim.learning import (
     LearningConfig,
+    gossip_training_model,
     place_adversaries,
-    training_model,
     training_objective,
     with_learning,
 )
@@ -202,7 +202,7 @@ def _krum_f(g: GossipConfig, adversaries: int) -> int:
 
 
 def config_of(p: dict[str, Any]):
-    """The :class:`~sim.learning.TrainingConfig` of a point."""
+    """The :class:`~sim.learning.GossipTrainingConfig` of a point."""
     attack, flip = p["attack"], p["attack"] == "labelflip"
     kind = "none" if attack in ("none", "labelflip") else attack.removesuffix("-local")
     scope = "local" if attack.endswith("-local") else "global"
@@ -270,7 +270,7 @@ def model(config: dict[str, Any], streams: Streams) -> dict[str, Any]:
     cfg = config_of(config)
     if not nx.is_connected(cfg.gossip.network_graph):  # pragma: no cover - fixed graphs
         raise ValueError("graph not connected")
-    out = training_model(cfg, streams)
+    out = gossip_training_model(cfg, streams)
     steps, time = np.asarray(out["steps"]), np.asarray(out["time"])
     res: dict[str, Any] = {}
     for q, frac in enumerate(CHECKPOINTS, start=1):

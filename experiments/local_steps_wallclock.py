@@ -42,7 +42,12 @@ import numpy as np
 import sim.runner
 from sim.analytic import learning as L
 from sim.gossip import GossipConfig
-from sim.learning import LearningConfig, TrainingConfig, training_model, training_objective
+from sim.learning import (
+    GossipTrainingConfig,
+    LearningConfig,
+    gossip_training_model,
+    training_objective,
+)
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -80,8 +85,8 @@ QUICK = {
 # ----------------------------------------------------------------------------- model
 
 
-def config_of(p: dict[str, Any]) -> TrainingConfig:
-    """The :class:`~sim.learning.TrainingConfig` of a point."""
+def config_of(p: dict[str, Any]) -> GossipTrainingConfig:
+    """The :class:`~sim.learning.GossipTrainingConfig` of a point."""
     H, st = p["local_steps"], p["step_time"]
     link = p["latency"] + p["size"] / p["bandwidth"]
     stub = p["adversary"] == "stubborn"
@@ -104,13 +109,13 @@ def config_of(p: dict[str, Any]) -> TrainingConfig:
     lc = LearningConfig(objective="quadratic", lr=p["lr"], local_steps=H,
                         grad_noise=p["grad_noise"], curvature_spread=0.5, optimum_spread=1.0,
                         step_time=(st,), objective_seed=p["objective_seed"])
-    return TrainingConfig(g, lc, rule=rule, trim=p["trim"])
+    return GossipTrainingConfig(g, lc, rule=rule, trim=p["trim"])
 
 
 def model(config: dict[str, Any], streams: Streams) -> dict[str, Any]:
     """One replication: the time to reach the target loss, and the exact DiLoCo floor."""
     cfg = config_of(config)
-    out = training_model(cfg, streams)
+    out = gossip_training_model(cfg, streams)
     loss, time = np.asarray(out["loss"]), np.asarray(out["time"])
     hit = np.flatnonzero(loss <= TARGET)
     obj = training_objective(cfg)

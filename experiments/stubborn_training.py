@@ -34,7 +34,12 @@ import numpy as np
 import sim.runner
 from sim.analytic import learning as L
 from sim.gossip import GossipConfig
-from sim.learning import LearningConfig, TrainingConfig, training_model, training_objective
+from sim.learning import (
+    GossipTrainingConfig,
+    LearningConfig,
+    gossip_training_model,
+    training_objective,
+)
 from sim.rng import Streams
 
 # ----------------------------------------------------------------------------- parameters
@@ -66,14 +71,14 @@ QUICK = {
 # ----------------------------------------------------------------------------- model
 
 
-def _configs(p: dict[str, Any], rounds: int = 1) -> TrainingConfig:
+def _configs(p: dict[str, Any], rounds: int = 1) -> GossipTrainingConfig:
     g = GossipConfig(topology=p["graph"], nodes=p["nodes"], topology_seed=0, protocol="edge",
                      rounds=rounds, adversary="stubborn", adversary_value=p["b"],
                      clip=p["clip"], record_every=max(1, rounds // 30), init_mean=0.0)
     lc = LearningConfig(objective="quadratic", lr=p["lr"], local_steps=p["local_steps"],
                         curvature_spread=p["curvature_spread"],
                         optimum_spread=p["optimum_spread"], objective_seed=p["objective_seed"])
-    return TrainingConfig(g, lc)
+    return GossipTrainingConfig(g, lc)
 
 
 def exact(p: dict[str, Any]) -> dict[str, float]:
@@ -103,7 +108,7 @@ def model(config: dict[str, Any], streams: Streams) -> dict[str, Any]:
     ex = exact(config)
     rounds = 3 * max(ex["exact_steps"], 10)
     cfg = _configs(config, rounds)
-    out = training_model(cfg, streams)
+    out = gossip_training_model(cfg, streams)
     steps = out["steps"]
     tail = steps >= 2 * rounds // 3
     m = float(np.asarray(out["honest_mean"])[tail, 0].mean())

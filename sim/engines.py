@@ -71,6 +71,9 @@ class Engine:
     speed: int = 100
     metrics: tuple[str, ...] = ()
     auto: bool = True
+    #: Whether :meth:`run` takes ``recorder=`` (a :class:`sim.timeline.Recorder`) and records
+    #: the run's events (``--timeline``).
+    records: bool = False
 
     def applies(self, config: Any) -> Applies:  # pragma: no cover - interface
         """Whether this engine answers ``config`` exactly as the reference model would."""

@@ -917,6 +917,18 @@ class GroupMonitor:
 # --------------------------------------------------------------------------- the cluster model
 
 
+#: What a failure trace is asked here (:class:`sim.traces.TraceReplay` answers all of
+#: it). The replay is asked, never type-checked, so this floor does not import the
+#: traces package above it.
+_REPLAY_ANSWERS = ("check_workers", "check_horizon", "exact_availability", "worker_intervals")
+
+
+def _answers_as_replay(obj: Any) -> bool:
+    """True when ``obj`` has the methods and ``fixed_paths`` that a failure trace is asked."""
+    return hasattr(obj, "fixed_paths") and all(
+        callable(getattr(obj, name, None)) for name in _REPLAY_ANSWERS)
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """Workers spread round-robin over flat failure domains (the ``dtsim failures`` model).
@@ -996,9 +1008,7 @@ class ClusterConfig:
                   f"at most the trace's {len(tr.workers)} workers", self.workers)
             object.__setattr__(self, "_trace", tr)
         if self.failure_trace is not None:
-            from .traces import TraceReplay
-
-            check(isinstance(self.failure_trace, TraceReplay), "failure_trace",
+            check(_answers_as_replay(self.failure_trace), "failure_trace",
                   "a sim.traces.TraceReplay", self.failure_trace)
             check(self.trace is None, "trace", "unset with failure_trace (one trace at a time)",
                   self.trace)

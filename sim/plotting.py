@@ -660,3 +660,134 @@ def plot_trace(times: Sequence[float], counts: Sequence[float], end: float, path
     ax.grid(alpha=0.3)
     fig.savefig(path, dpi=120)
     return path
+
+
+# --------------------------------------------------------------------------- timelines (Gantt)
+
+__all__ += ["plot_timeline", "TIMELINE_STYLE"]
+
+#: Kind -> (face colour, hatch, legend label) of the Gantt chart's bars.
+TIMELINE_STYLE: dict[str, tuple[str, str | None, str]] = {
+    "forward": ("#4C72B0", None, "forward pass"),
+    "backward": ("#DD8452", None, "backward pass"),
+    "recompute": ("#A1C9F4", "..", "recomputed forward"),
+    "step": ("#8172B3", None, "step (job engine)"),
+    "transfer": ("#55A868", None, "transfer (activation, gradient, flow, exchange)"),
+    "queue": ("#B6E3C0", "..", "transfer waiting in its FIFO channel"),
+    "collective": ("#937860", None, "collective (all-reduce)"),
+    "checkpoint": ("#DA8BC3", None, "checkpoint"),
+    "restart": ("#8C8C8C", None, "restart, weight download, waiting"),
+    "failure": ("#C44E52", "//", "down (failure, preemption)"),
+    "other": ("#CCB974", None, "other"),
+}
+_MARKS = {"preemption": ("v", "#C44E52"), "skip": ("x", "black"), "failure": ("|", "#C44E52")}
+
+
+def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path, dict[str, Any]]:
+    """Draw a timeline as a Gantt chart: a row per device and stream, bars by kind.
+
+    Parameters
+    ----------
+    gantt : sim.timeline.Gantt
+        The rows, steps and counters of a timeline (:func:`sim.timeline.gantt`).
+    path : path
+        The image written (its folder is created).
+
+    Returns
+    -------
+    (Path, dict)
+        The file, and the drawn artists: ``bars`` maps each row's index to a
+        list of ``(kind, lost, lane, BrokenBarHCollection)``, ``steps`` holds the
+        step boundary lines, ``marks`` the instants' markers.
+
+    Notes
+    -----
+    Compute is coloured by pass (forward, backward, recomputed forward), a pass
+    lost to a failure is hatched; transfers, collectives, checkpoints, restarts
+    and down intervals have their own colours. Step boundaries are dashed
+    lines labelled with the step and its bubble fraction (the idle fraction of
+    the workers during its passes); the title gives the overall one.
+    """
+    from matplotlib.patches import Patch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = gantt.rows
+    n = max(len(rows), 1)
+    counters = gantt.counters
+    height = min(2.0 + 0.3 * n, 40.0) + (1.6 if counters else 0.0)
+    fig = Figure(figsize=(10.0, height), layout="constrained")
+    if counters:
+        ax, cx = fig.subplots(2, 1, sharex=True, height_ratios=[max(n, 4), 3])
+    else:
+        ax, cx = fig.add_subplot(), None
+    drawn: dict[str, Any] = {"bars": {}, "steps": [], "marks": []}
+    used: set[str] = set()
+    for y, r in enumerate(rows):
+        groups: dict[tuple[str, bool, int], list[tuple[float, float]]] = {}
+        for b in r.bars:
+            groups.setdefault((b.kind, b.lost, b.lane), []).append((b.start, b.end - b.start))
+        out = []
+        h = 0.8 / r.lanes  # overlapping events of one stream: sub-rows of the row
+        for (kind, lost, lane), spans in groups.items():
+            face, hatch, _ = TIMELINE_STYLE.get(kind, TIMELINE_STYLE["other"])
+            coll = ax.broken_barh(spans, (y - 0.4 + lane * h, h), facecolors=face,
+                                  edgecolors="white" if not lost else "black", linewidth=0.3,
+                                  hatch="xxx" if lost else hatch, alpha=0.55 if lost else 1.0)
+            out.append((kind, lost, lane, coll))
+            used.add(kind)
+        drawn["bars"][y] = out
+        for t, cat, _name in r.marks:
+            m, colour = _MARKS.get(cat, ("*", "black"))
+            drawn["marks"].append(ax.plot([t], [y], marker=m, color=colour, ms=6,
+                                          linestyle="none")[0])
+    for s in gantt.steps:
+        colour = "#C44E52" if s.lost else "black"
+        drawn["steps"].append(ax.axvline(s.start, color=colour, ls="--", lw=0.8))
+        label = f"step {s.step}" + (" (lost)" if s.lost else "")
+        if s.bubble is not None:
+            label += f"\nbubble {s.bubble:.3f}"
+        ax.annotate(label, (s.start, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(2, -2), textcoords="offset points", va="top", fontsize=7,
+                    color=colour)
+    if gantt.steps:
+        last = max(gantt.steps, key=lambda s: s.end)
+        drawn["steps"].append(ax.axvline(last.end, color="black", ls="--", lw=0.8))
+    ax.set_yticks(range(len(rows)), [r.label for r in rows], fontsize=8 if n < 40 else 6)
+    ax.set_ylim(len(rows) - 0.5, -0.5 - (0.9 if gantt.steps else 0.0))
+    ax.set_ylabel("device and stream")
+    title = gantt.title
+    if gantt.bubble is not None:
+        title += f"\nbubble fraction {gantt.bubble:.4f} (idle share of the workers during the steps' passes)"
+    if gantt.rows_left_out:
+        title += f"\n(first {len(rows)} rows drawn; {gantt.rows_left_out} more in the file)"
+    if gantt.left_out:
+        title += f"\n({gantt.left_out:,} events past the file's cap are not in it)"
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    handles = [Patch(facecolor=TIMELINE_STYLE[k][0], hatch=TIMELINE_STYLE[k][1],
+                     label=TIMELINE_STYLE[k][2]) for k in TIMELINE_STYLE if k in used]
+    if any(b.lost for r in rows for b in r.bars):
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="xxx",
+                             label="pass lost to a failure"))
+    if gantt.steps:
+        from matplotlib.lines import Line2D
+
+        handles.append(Line2D([], [], color="black", ls="--", lw=0.8, label="step boundary"))
+    if handles:
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0),
+                  frameon=False)
+    if cx is not None:
+        for name, pts in sorted(counters.items()):
+            pts = sorted(pts)
+            cx.step([t for t, _ in pts], [v for _, v in pts], where="post", lw=0.8, label=name)
+        cx.set_ylabel("link utilisation")
+        cx.set_ylim(bottom=0.0)
+        cx.grid(alpha=0.3)
+        if len(counters) <= 12:
+            cx.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
+        cx.set_xlabel(f"simulated time ({gantt.unit})")
+    else:
+        ax.set_xlabel(f"simulated time ({gantt.unit})")
+    fig.savefig(path, dpi=dpi)
+    return path, drawn

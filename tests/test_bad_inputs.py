@@ -36,6 +36,7 @@ FAST = (
     "bench/parts-empty",
     "api/PipelineConfig-availability-string",
     "api/read_trace-binary",
+    "units/network-flows-size-rate",
 )
 
 

@@ -8,6 +8,10 @@ import math
 import pytest
 
 from sim import bench
+from sim.bench import gossip as bench_gossip
+from sim.bench import pipeline as bench_pipeline
+from sim.bench import sweep as bench_sweep
+from sim.bench import timing as bench_timing
 from sim.cli import main
 
 TINY = {
@@ -36,15 +40,15 @@ def positive(x) -> bool:
 
 def test_simpy_and_des_rates_are_positive():
     """The yardstick, pipeline and async gossip parts return positive rates."""
-    assert positive(bench.bench_simpy(**TINY["simpy"])["simpy_timeouts_per_s"])
-    p = bench.bench_pipeline(**TINY["pipeline"])
+    assert positive(bench_timing.bench_simpy(**TINY["simpy"])["simpy_timeouts_per_s"])
+    p = bench_pipeline.bench_pipeline(**TINY["pipeline"])
     assert positive(p["pipeline_crossings_per_s"]) and p["pipeline_microbatches"] == 30
-    assert positive(bench.bench_async_gossip(**TINY["async_gossip"])["async_exchanges_per_s"])
+    assert positive(bench_gossip.bench_async_gossip(**TINY["async_gossip"])["async_exchanges_per_s"])
 
 
 def test_matching_reports_every_size():
     """The matching part reports the engine and numpy rates and their ratio for each size."""
-    m = bench.bench_matching(**TINY["matching"])
+    m = bench_gossip.bench_matching(**TINY["matching"])
     for n in (100, 1000):
         assert positive(m[f"matching_updates_per_s_n{n}"])
         assert positive(m[f"numpy_updates_per_s_n{n}"])
@@ -54,10 +58,10 @@ def test_matching_reports_every_size():
 
 def test_stylised_and_rare_agree_with_exact():
     """The stylised and importance-sampling parts measure correct answers, not just speed."""
-    s = bench.bench_stylised(microbatches=400_000, repeats=1)
+    s = bench_pipeline.bench_stylised(microbatches=400_000, repeats=1)
     se = math.sqrt(s["stylised_exact"] / 400_000)
     assert abs(s["stylised_drop_rate"] - s["stylised_exact"]) <= 4 * se
-    r = bench.bench_rare(repeats=1)
+    r = bench_pipeline.bench_rare(repeats=1)
     assert r["rare_rel_error"] <= 0.1 and r["rare_shared_rel_error"] <= 0.1
     assert abs(r["rare_estimate"] / r["rare_exact"] - 1) < 0.4
     assert abs(r["rare_shared_estimate"] / r["rare_shared_exact"] - 1) < 0.4
@@ -65,7 +69,7 @@ def test_stylised_and_rare_agree_with_exact():
 
 def test_sweep_part_runs_runner_and_plain_pool():
     """The sweep part times serial, runner and plain pool runs of the same tasks."""
-    s = bench.bench_sweep(**TINY["sweep"])
+    s = bench_sweep.bench_sweep(**TINY["sweep"])
     for key in ("sweep_serial_s", "sweep_local_s", "sweep_plain_pool_s", "sweep_local_vs_plain"):
         assert positive(s[key]), key
     assert "sweep_dask_s" not in s
@@ -73,7 +77,9 @@ def test_sweep_part_runs_runner_and_plain_pool():
 
 def test_memory_subprocess_reports_peak():
     """A memory script runs in a fresh interpreter and reports its peak RSS."""
-    r = bench._peak_rss("pipeline", microbatches=50, traced=True)
+    from sim.bench.memory import _peak_rss
+
+    r = _peak_rss("pipeline", microbatches=50, traced=True)
     assert r["peak_mib"] > 10 and r["microbatches"] == 50 and r["traced_peak_mib"] > 0
 
 
@@ -168,6 +174,6 @@ def test_cli_peersim_refusals(tmp_path, capsys):
 def test_recording_part_reports_ratios():
     """The recording part times compiled edge and async runs with and without default records."""
     pytest.importorskip("numba")
-    res = bench.bench_recording(edge_nodes=(100,), edge_steps=50_000, async_nodes=100,
+    res = bench_gossip.bench_recording(edge_nodes=(100,), edge_steps=50_000, async_nodes=100,
                                 async_horizon=5, repeats=1)
     assert positive(res["recording_edge_ratio_n100"]) and positive(res["recording_async_ratio"])

@@ -22,10 +22,10 @@ from sim.adversaries import alie_default_z
 from sim.gossip import GossipConfig, GossipSystem
 from sim.gossip.mixing import mixing_weights
 from sim.learning import (
+    GossipTrainingConfig,
     LearningConfig,
     LocalSGD,
-    TrainingConfig,
-    training_model,
+    gossip_training_model,
     training_objective,
 )
 from sim.learning.robust import make_rule
@@ -523,7 +523,7 @@ def _dtsim_train(G, byz, attack, agg, *, lr, beta, steps, dim, value=None, mixin
                      else "global", clip=clip, mixing=mixing, gossip_rounds=rounds, init_std=2.0)
     lc = LearningConfig(objective="quadratic", lr=lr, curvature_spread=0.5, optimum_spread=2.0,
                         momentum=beta, objective_seed=4)
-    tc = TrainingConfig(g, lc, rule=rule, bucketing=bucket or 0, **kw)
+    tc = GossipTrainingConfig(g, lc, rule=rule, bucketing=bucket or 0, **kw)
     obj = training_objective(tc)
     honest = tc.honest
     update = LocalSGD(obj, lr, 1, 0.0, momentum=beta, plain=~honest)
@@ -588,12 +588,12 @@ def test_training_loop_equals_their_loop_more(attack, agg, dim, extra):
 
 
 def test_training_model_runs_the_same_loop():
-    """The public training_model (momentum, plain attackers, local scope, rule wiring) gives the same honest mean."""
+    """The public gossip_training_model (momentum, plain attackers, local scope, rule wiring) gives the same honest mean."""
     G = _honest_graph_with_leaves(8, [1, 6], seed=4)
     byz = [8, 9]
     tc, s, x0, obj = _dtsim_train(G, byz, "dissensus", ("cc", 0.5), lr=0.05, beta=0.9, steps=10,
                                   dim=3, value=1.5)
-    rec = training_model(tc, Streams(3).replication(0))
+    rec = gossip_training_model(tc, Streams(3).replication(0))
     want = ref_train(G, byz, "dissensus", ("cc", 0.5), obj.curvature, obj.centres, x0, lr=0.05,
                      beta=0.9, steps=10, value=1.5)
     _close(np.asarray(rec["honest_mean"])[-1], want[:8].mean(axis=0))

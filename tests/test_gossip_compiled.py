@@ -16,10 +16,10 @@ from sim.gossip import GossipConfig, gossip_model
 from sim.gossip import compiled as compiled_mod
 from sim.gossip.compiled import HAVE_NUMBA
 from sim.learning import (
+    GossipTrainingConfig,
     LearningConfig,
-    TrainingConfig,
+    gossip_training_model,
     training_engine,
-    training_model,
     training_objective,
 )
 from sim.rng import Streams
@@ -182,14 +182,14 @@ LEARN = LearningConfig(objective="quadratic", lr=0.2, grad_noise=0.5, curvature_
 
 
 def _train_means(engine: str, seed: int, reps: int) -> tuple[np.ndarray, np.ndarray]:
-    tc = TrainingConfig(GossipConfig(**TRAIN, engine=engine), LEARN)
-    v = np.array([training_model(tc, Streams(seed).replication(k))["honest_mean"][:, 0]
+    tc = GossipTrainingConfig(GossipConfig(**TRAIN, engine=engine), LEARN)
+    v = np.array([gossip_training_model(tc, Streams(seed).replication(k))["honest_mean"][:, 0]
                   for k in range(reps)])
     return v.mean(axis=0), v.std(axis=0, ddof=1) / math.sqrt(reps)
 
 
 def _exact(step_time: float = 0.37, wake_rate: float = 1.0) -> np.ndarray:
-    obj = training_objective(TrainingConfig(GossipConfig(**TRAIN), LEARN))
+    obj = training_objective(GossipTrainingConfig(GossipConfig(**TRAIN), LEARN))
     ex = async_training_mean(obj.curvature, obj.centres, LEARN.lr, step_time, [0, 1, 2, 3, 4],
                              stubborn={0: 4.0}, wake_rate=wake_rate)
     return ex.mean(axis=1)[:, 0]
@@ -226,8 +226,8 @@ def test_training_with_latency_matches_the_simpy_engine():
                         step_time=(0.25,) * 6 + (0.5,) * 6)
     out = {}
     for engine, seed in (("des", 41), ("compiled", 42)):
-        tc = TrainingConfig(GossipConfig(**g, engine=engine), lc)
-        runs = [training_model(tc, Streams(seed).replication(k)) for k in range(400)]
+        tc = GossipTrainingConfig(GossipConfig(**g, engine=engine), lc)
+        runs = [gossip_training_model(tc, Streams(seed).replication(k)) for k in range(400)]
         out[engine] = {key: np.array([r[key][-1] if key != "honest_mean" else r[key][-1, 0]
                                       for r in runs])
                        for key in ("consensus_distance", "honest_mean")}
@@ -248,7 +248,7 @@ def test_logistic_training_stays_on_the_simpy_engine():
     name, why = training_engine(tc)
     assert name == "des"
     assert "compiled: node update LocalSGD has no compiled form" in why
-    quad = TrainingConfig(GossipConfig(topology="complete", nodes=8, protocol="async", rounds=2),
+    quad = GossipTrainingConfig(GossipConfig(topology="complete", nodes=8, protocol="async", rounds=2),
                           LEARN)
     assert training_engine(quad)[0] == "compiled"
     with pytest.raises(ConfigError) as e:
@@ -278,8 +278,8 @@ def test_seeded_values_of_the_new_pieces_are_pinned():
     a = gossip_model(GossipConfig(**kw, engine="compiled"), Streams(7).replication(0))
     t = gossip_model(dataclasses.replace(_case(SLOW_CASES["trace-gcp"][0]), engine="compiled"),
                      Streams(7).replication(0))
-    tc = TrainingConfig(GossipConfig(**TRAIN, engine="compiled"), LEARN)
-    r = training_model(tc, Streams(7).replication(0))
+    tc = GossipTrainingConfig(GossipConfig(**TRAIN, engine="compiled"), LEARN)
+    r = gossip_training_model(tc, Streams(7).replication(0))
     got = (a["exchanges"], a["final_disagreement"], t["exchanges"], t["final_disagreement"],
            r["exchanges"], r["local_steps"], float(r["honest_mean"][-1, 0]))
     assert got[0] == PIN_NEW[0] and got[2] == PIN_NEW[2] and got[4:6] == PIN_NEW[4:6], got

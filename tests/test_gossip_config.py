@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sim.errors import ConfigError
-from sim.gossip import GossipConfig, GraphValue, build_network
+from sim.gossip import GossipConfig, GraphValue, build_gossip_graph
 from sim.runner import config_hash
 
 #: Configs (as keyword text) whose hash must not depend on the process.
@@ -83,7 +83,7 @@ def test_given_graph_is_kept_as_a_value_with_its_order():
     cfg = GossipConfig(graph=g, topology="g", protocol="edge")
     assert isinstance(cfg.graph, GraphValue)
     assert cfg.graph.nodes == (3, 1, 2, 0)
-    net = build_network(cfg)
+    net = build_gossip_graph(cfg)
     simple = nx.Graph(g)
     simple.remove_edge(1, 1)
     assert list(net.graph.nodes()) == list(simple.nodes())
@@ -96,7 +96,7 @@ def test_network_is_built_after_validation_and_shared():
     """The config stores no network; building twice in one process returns the same read-only arrays."""
     cfg = GossipConfig(topology="torus:dims=4x4", protocol="edge")
     assert not any(isinstance(v, nx.Graph) for v in vars(cfg).values())
-    a, b = build_network(cfg), build_network(GossipConfig(topology="torus:dims=4x4", protocol="edge"))
+    a, b = build_gossip_graph(cfg), build_gossip_graph(GossipConfig(topology="torus:dims=4x4", protocol="edge"))
     assert a is b
     assert not a.u.flags.writeable
     with pytest.raises(nx.NetworkXError):

@@ -11,7 +11,7 @@ import pytest
 
 from sim import analytic, engines
 from sim.errors import ConfigError
-from sim.gossip import GossipConfig, GossipSystem, gossip_model, predictions
+from sim.gossip import GossipConfig, GossipSystem, gossip_model, gossip_predictions
 from sim.gossip.compiled import HAVE_NUMBA
 from sim.rng import Streams
 
@@ -157,7 +157,7 @@ def test_complete_graph_contraction_matches_the_exact_law():
     ratio = d[:, -1] / d[:, 0]
     ok, m, se = _within(ratio, (1 - 1 / (n - 1)) ** t)
     assert ok, (m, se)
-    assert predictions(cfg)["predicted_disagreement"][-1] == pytest.approx(
+    assert gossip_predictions(cfg)["predicted_disagreement"][-1] == pytest.approx(
         (n - 1) * (1 - 1 / (n - 1)) ** t)
     wrong = analytic.matching_contraction(n) ** (t / (n / 2))  # n/2 steps taken as one matching
     assert abs(m - wrong) > 6 * se
@@ -167,7 +167,7 @@ def test_ring_disagreement_matches_the_exact_recursion_not_the_spectral_bound():
     """E[D(t)] on a ring follows the exact second-moment recursion; lambda_2(E[W])**t is rejected."""
     cfg = GossipConfig(topology="ring:n=16", protocol="edge", rounds=64, record_every=16)
     d = _reps(cfg, "disagreement", 600, 1)[:, -1]
-    exact = float(predictions(cfg)["predicted_disagreement"][-1])
+    exact = float(gossip_predictions(cfg)["predicted_disagreement"][-1])
     ok, m, se = _within(d, exact)
     assert ok, (m, se, exact)
     lap = nx.laplacian_matrix(cfg.network_graph).toarray().astype(float)

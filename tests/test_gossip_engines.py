@@ -16,7 +16,7 @@ from sim.gossip import (
     MatchingDES,
     MatchingVector,
     gossip_model,
-    predictions,
+    gossip_predictions,
 )
 from sim.gossip.compiled import HAVE_NUMBA
 from sim.rng import Streams
@@ -91,7 +91,7 @@ def test_predictions_come_from_the_registered_references():
     assert table["predicted_capture_rate"]["reference"] == "capture"
     assert table["predicted_capture_rate"]["value"] == analytic.capture_rate(10)
     assert table["creep_bound"]["value"] is None and "fixed clip" in table["creep_bound"]["note"]
-    pred = predictions(cfg)
+    pred = gossip_predictions(cfg)
     assert list(pred) == ["predicted_capture_rate", "predicted_honest_mean"]
     for m in pred:
         np.testing.assert_array_equal(pred[m], table[m]["value"])
@@ -105,7 +105,7 @@ def test_sparse_stubborn_mean_uses_the_exact_recursion():
     cfg = GossipConfig(topology="ring:n=12", protocol="edge", adversary="stubborn", rounds=30,
                        record_every=10)
     hm = analytic.stubborn_honest_mean(cfg.network_graph, {0: cfg.value}, 0.0, 30, record_every=10)
-    np.testing.assert_array_equal(predictions(cfg)["predicted_honest_mean"], np.asarray(hm, dtype=float))
+    np.testing.assert_array_equal(gossip_predictions(cfg)["predicted_honest_mean"], np.asarray(hm, dtype=float))
 
 
 def test_gossip_model_says_which_engine_ran():

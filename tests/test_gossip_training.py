@@ -10,12 +10,12 @@ import pytest
 from sim.errors import ConfigError
 from sim.gossip import GossipConfig, gossip_model
 from sim.learning import (
+    GossipTrainingConfig,
     LearningConfig,
     LocalSGD,
-    TrainingConfig,
+    gossip_training_model,
     place_adversaries,
     summarize_training,
-    training_model,
     with_learning,
 )
 from sim.rng import Streams
@@ -32,7 +32,7 @@ def _quad(**kw):
 
 
 def _run(cfg, reps, seed=3):
-    recs = replicate(training_model, cfg, replications=reps, seed=seed)
+    recs = replicate(gossip_training_model, cfg, replications=reps, seed=seed)
     return recs, summarize_training(recs, cfg)
 
 
@@ -52,11 +52,11 @@ def test_first_moment_with_a_stubborn_node(protocol, topology, rounds, every, re
     """E[honest mean] with a stubborn node, training (H = 2): simulated = exact, lr = 0 rejected."""
     g = GossipConfig(topology=topology, nodes=10, protocol=protocol, rounds=rounds,
                      adversary="stubborn", adversary_value=4.0, record_every=every)
-    cfg = TrainingConfig(g, _quad())
+    cfg = GossipTrainingConfig(g, _quad())
     recs, s = _run(cfg, reps)
     idx = np.arange(1, len(s["steps"]))
     assert _z(recs, "honest_mean", s["predicted_honest_mean"], idx) < TOL
-    wrong = TrainingConfig(g, _quad(lr=0.0))
+    wrong = GossipTrainingConfig(g, _quad(lr=0.0))
     from sim.learning import training_predictions
 
     assert _z(recs, "honest_mean", training_predictions(wrong)["predicted_honest_mean"], idx) > 10
@@ -65,7 +65,7 @@ def test_first_moment_with_a_stubborn_node(protocol, topology, rounds, every, re
 def _second_moment_edge_sparse(reps: int, precise: bool) -> None:
     g = GossipConfig(topology="random_regular:degree=3", nodes=10, topology_seed=2, protocol="edge",
                      rounds=120, record_every=30, init_mean=1.0)
-    cfg = TrainingConfig(g, _quad(grad_noise=1.0, optimum_spread=0.5))
+    cfg = GossipTrainingConfig(g, _quad(grad_noise=1.0, optimum_spread=0.5))
     recs, s = _run(cfg, reps)
     idx = np.arange(1, len(s["steps"]))
     for key in ("consensus_distance", "sq_distance_to_optimum", "loss"):
@@ -73,7 +73,7 @@ def _second_moment_edge_sparse(reps: int, precise: bool) -> None:
     if precise:
         rel = s["consensus_distance_se"][-1] / s["consensus_distance"][-1]
         assert rel < 0.05
-    quiet = TrainingConfig(g, _quad(grad_noise=0.0, optimum_spread=0.5))
+    quiet = GossipTrainingConfig(g, _quad(grad_noise=0.0, optimum_spread=0.5))
     from sim.learning import training_predictions
 
     pq = training_predictions(quiet)["predicted_consensus_distance"]
@@ -95,7 +95,7 @@ def test_second_moment_edge_sparse_graph_with_gradient_noise():
 
 def _diloco_by_allreduce(reps: int, wrong_se: float) -> None:
     g = GossipConfig(topology="complete", nodes=8, protocol="allreduce", rounds=60, record_every=10)
-    cfg = TrainingConfig(g, _quad(lr=0.3, local_steps=5, grad_noise=0.5))
+    cfg = GossipTrainingConfig(g, _quad(lr=0.3, local_steps=5, grad_noise=0.5))
     recs, s = _run(cfg, reps)
     fp = s["predicted_fixed_point"][0]
     a = np.array([r["honest_mean"][-1, 0] for r in recs])
@@ -129,7 +129,7 @@ def test_lr_zero_is_todays_averaging_bit_for_bit(protocol, topology, extra):
     g = GossipConfig(topology=topology, nodes=None if "torus" in topology else 12,
                      protocol=protocol, rounds=20, adversary="stubborn", **extra)
     lc = _quad(lr=0.0, grad_noise=1.0, step_time=(1.0,))
-    t = training_model(TrainingConfig(g, lc), Streams(5).replication(1))
+    t = gossip_training_model(GossipTrainingConfig(g, lc), Streams(5).replication(1))
     b = gossip_model(g, Streams(5).replication(1))
     for key in ("time", "disagreement", "honest_mean", "gap"):
         np.testing.assert_array_equal(t[key], b[key])
@@ -145,7 +145,7 @@ def test_lr_zero_through_the_hook_keeps_the_vector_path_bit_for_bit():
     g = GossipConfig(topology="complete", nodes=16, protocol="matching", rounds=15, dim=3)
     from sim.learning import training_objective
 
-    cfg = TrainingConfig(g, _quad(lr=0.0, grad_noise=0.5, local_steps=3))
+    cfg = GossipTrainingConfig(g, _quad(lr=0.0, grad_noise=0.5, local_steps=3))
     up = Forced(training_objective(cfg), 0.0, 3, 0.5)
     got = gossip_model(g, Streams(9).replication(0), update=up)
     ref = gossip_model(g, Streams(9).replication(0))
@@ -159,7 +159,7 @@ def test_async_steps_at_each_nodes_pace_and_converges():
     g = GossipConfig(topology="complete", nodes=8, protocol="async", rounds=120, record_every=20,
                      latency=0.2)
     lc = _quad(lr=0.1, local_steps=1, step_time=(0.5,) * 4 + (1.0,) * 4)
-    out = training_model(TrainingConfig(g, lc), Streams(1).replication(0))
+    out = gossip_training_model(GossipTrainingConfig(g, lc), Streams(1).replication(0))
     assert out["local_steps"] == 4 * 240 + 4 * 120
     assert out["distance_to_optimum"][-1] < 0.1 * out["distance_to_optimum"][0]
 
@@ -171,10 +171,10 @@ def test_label_flipping_nodes_train_but_are_not_counted(monkeypatch):
     g = GossipConfig(topology="complete", nodes=8, protocol="matching", rounds=20, record_every=5)
     cfg = with_learning(g, lc, flipped=(0, 1))
     assert cfg.gossip.dim == 15 and int(cfg.honest.sum()) == 6
-    out = training_model(cfg, Streams(2).replication(0))
+    out = gossip_training_model(cfg, Streams(2).replication(0))
     assert out["honest"] == 6
     assert out["test_accuracy"][-1] > 0.5
-    s = summarize_training([out, training_model(cfg, Streams(2).replication(1))], cfg)
+    s = summarize_training([out, gossip_training_model(cfg, Streams(2).replication(1))], cfg)
     assert s["objective"]["nodes"][0]["flipped"] is True
     assert not any(k.startswith("predicted_") for k in s)
 
@@ -185,7 +185,7 @@ def test_robust_rules_resist_a_stubborn_node_on_neighbourhood_rounds():
                      adversary="stubborn", adversary_value=50.0, record_every=10)
     res = {}
     for rule in ("none", "median", "trimmed", "farthest"):
-        out = training_model(TrainingConfig(g, _quad(), rule=rule), Streams(4).replication(0))
+        out = gossip_training_model(GossipTrainingConfig(g, _quad(), rule=rule), Streams(4).replication(0))
         res[rule] = out["distance_to_optimum"][-1]
     assert res["none"] > 3.0
     assert res["median"] < 1.0 and res["trimmed"] < 1.0 and res["farthest"] < res["none"] / 2
@@ -204,13 +204,13 @@ def test_training_config_refusals():
     """Bad combinations are refused in one line before anything runs."""
     g = GossipConfig(topology="ring", nodes=8, protocol="edge", rounds=10)
     with pytest.raises(ConfigError, match=r"^'rule' must be none for protocol edge"):
-        TrainingConfig(g, _quad(), rule="median")
+        GossipTrainingConfig(g, _quad(), rule="median")
     with pytest.raises(ConfigError, match=r"'lr' must be < 2 / curvature at every honest node \(node"):
-        TrainingConfig(g, _quad(lr=1.9))
+        GossipTrainingConfig(g, _quad(lr=1.9))
     with pytest.raises(ConfigError, match="labelflip needs the logistic task"):
-        TrainingConfig(g, _quad(), flipped=(1,))
+        GossipTrainingConfig(g, _quad(), flipped=(1,))
     with pytest.raises(ConfigError, match=r"^'objective' must be quadratic or logistic"):
-        TrainingConfig(g, LearningConfig())
+        GossipTrainingConfig(g, LearningConfig())
     with pytest.raises(ConfigError, match=r"^'adversary_nodes' must be an integer in \[0, 7\]: 9$"):
         dataclasses.replace(g, adversary="stubborn", adversary_nodes=(9,))
 
@@ -225,5 +225,5 @@ def test_ipm_sends_a_negative_multiple_of_the_honest_mean():
     sent = make_adversary("ipm", 0.5).send(view, np.array([2, 2]), np.array([0, 1]))
     np.testing.assert_allclose(sent, [[-1.0, -1.5], [-1.0, -1.5]])
     g = GossipConfig(topology="ring", nodes=8, protocol="edge", rounds=50, adversary="ipm")
-    out = training_model(TrainingConfig(g, _quad()), Streams(1).replication(0))
+    out = gossip_training_model(GossipTrainingConfig(g, _quad()), Streams(1).replication(0))
     assert np.isfinite(out["loss"]).all()

@@ -169,7 +169,7 @@ def test_missing_extra_names_the_install_command(monkeypatch):
 
 def test_bench_async_training_counts_steps():
     """The bench function reports the local steps it ran and a positive cost per step."""
-    from sim.learning.bench import bench_async_training
+    from sim.bench.learning import bench_async_training
 
     out = bench_async_training(nodes=10, horizon=3, dim=2, step_time=0.5, repeats=1)
     assert out["async_training_local_steps"] == 10 * 6

@@ -10,10 +10,10 @@ import pytest
 from sim.analytic.learning import effective_gain, ipm_clip_fixed_point, momentum_maps, training_mean
 from sim.gossip import GossipConfig
 from sim.learning import (
+    GossipTrainingConfig,
     LearningConfig,
-    TrainingConfig,
+    gossip_training_model,
     summarize_training,
-    training_model,
     training_predictions,
 )
 from sim.rng import Streams
@@ -48,12 +48,12 @@ def test_momentum_first_moment_equals_deterministic_rounds(topology, protocol, e
                      topology_seed=1 if "erdos" in topology else None, protocol=protocol, rounds=40,
                      adversary="stubborn", adversary_value=3.0, adversary_nodes=(1, 4),
                      init_std=0.0, init_mean=1.0, record_every=5, **extra)
-    tc = TrainingConfig(g, LearningConfig(objective="quadratic", lr=0.1, local_steps=2,
+    tc = GossipTrainingConfig(g, LearningConfig(objective="quadratic", lr=0.1, local_steps=2,
                                           curvature_spread=0.5, optimum_spread=2.0, momentum=0.8))
-    rep = summarize_training(replicate(training_model, tc, replications=1, seed=1), tc)
+    rep = summarize_training(replicate(gossip_training_model, tc, replications=1, seed=1), tc)
     sim_m, exact = np.asarray(rep["honest_mean"]).ravel(), np.asarray(rep["predicted_honest_mean"]).ravel()
     assert np.max(np.abs(sim_m - exact)) < 1e-12
-    plain = TrainingConfig(g, dataclasses.replace(tc.learning, momentum=0.0))
+    plain = GossipTrainingConfig(g, dataclasses.replace(tc.learning, momentum=0.0))
     wrong = np.asarray(training_predictions(plain)["predicted_honest_mean"]).ravel()
     assert np.max(np.abs(sim_m - wrong)) > 0.05  # the recursion without momentum is another run
 
@@ -65,8 +65,8 @@ def test_momentum_first_moment_matching_statistical():
                      adversary="stubborn", adversary_value=4.0)
     lc = LearningConfig(objective="quadratic", lr=0.15, local_steps=2, curvature_spread=0.5,
                         optimum_spread=2.0, grad_noise=0.5, momentum=0.7)
-    tc = TrainingConfig(g, lc)
-    recs = replicate(training_model, tc, replications=300, seed=5)
+    tc = GossipTrainingConfig(g, lc)
+    recs = replicate(gossip_training_model, tc, replications=300, seed=5)
     a = np.stack([np.asarray(r["honest_mean"], dtype=float).reshape(-1) for r in recs])
     m, se = a.mean(axis=0)[1:], a.std(axis=0, ddof=1)[1:] / np.sqrt(a.shape[0])
     exact = np.asarray(training_predictions(tc)["predicted_honest_mean"]).ravel()[1:]
@@ -90,8 +90,8 @@ def test_momentum_first_moment_edge_statistical():
                      adversary="stubborn", adversary_value=3.0)
     lc = LearningConfig(objective="quadratic", lr=0.15, local_steps=2, curvature_spread=0.5,
                         optimum_spread=2.0, grad_noise=0.3, momentum=0.6)
-    tc = TrainingConfig(g, lc)
-    recs = replicate(training_model, tc, replications=400, seed=8)
+    tc = GossipTrainingConfig(g, lc)
+    recs = replicate(gossip_training_model, tc, replications=400, seed=8)
     a = np.stack([np.asarray(r["honest_mean"], dtype=float).reshape(-1) for r in recs])
     m, se = a.mean(axis=0)[1:], a.std(axis=0, ddof=1)[1:] / np.sqrt(a.shape[0])
     exact = np.asarray(training_predictions(tc)["predicted_honest_mean"]).ravel()[1:]
@@ -114,14 +114,14 @@ def _ipm_config(beta, H, noise, rounds=300, reps_spread=0.1):
                      init_mean=3.0, init_std=0.0, record_every=rounds // 10)
     lc = LearningConfig(objective="quadratic", lr=0.1, local_steps=H, grad_noise=noise, momentum=beta,
                         objective_table=table)
-    return TrainingConfig(g, lc)
+    return GossipTrainingConfig(g, lc)
 
 
 @pytest.mark.parametrize("beta,H", [(0.9, 1), pytest.param(0.0, 2, marks=pytest.mark.slow)])
 def test_ipm_clip_fixed_point_is_where_deterministic_training_settles(beta, H):
     """Without noise the run converges to the exact piecewise-affine fixed point (and its closed form)."""
     tc = _ipm_config(beta, H, 0.0, rounds=400)
-    out = training_model(tc, Streams(0).replication(0))
+    out = gossip_training_model(tc, Streams(0).replication(0))
     pred = training_predictions(tc)["predicted_ipm_fixed_point"][0]
     assert abs(float(out["honest_mean"][-1][0]) - pred) < 1e-9
     a = np.ones(8)
@@ -136,7 +136,7 @@ def test_ipm_clip_fixed_point_under_gradient_noise():
     """With noise, the time-averaged honest mean of many runs sits on the exact fixed point (4 SE);
     the unclipped IPM fixed point and the fixed point that ignores momentum are rejected."""
     tc = _ipm_config(0.9, 1, 0.05, rounds=200)
-    recs = replicate(training_model, tc, replications=40, seed=2)
+    recs = replicate(gossip_training_model, tc, replications=40, seed=2)
     tail = np.array([np.asarray(r["honest_mean"], dtype=float).ravel()[-5:].mean() for r in recs])
     m, se = tail.mean(), tail.std(ddof=1) / np.sqrt(tail.size)
     pred = training_predictions(tc)["predicted_ipm_fixed_point"][0]

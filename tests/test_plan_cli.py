@@ -187,7 +187,7 @@ def test_cli_refuses_in_one_line(argv, message, capsys):
 
 def test_bench_part_on_a_small_fleet():
     """The bench part reports the search's CPU time, plans ranked and their rate (4 mixed GPUs)."""
-    from sim.planner.bench import bench_planner
+    from sim.bench.planner import bench_planner
 
     res = bench_planner(nodes="RTX-3090:2x1@us-central1-a,Titan-RTX:2x1@us-central1-a",
                         top=2)

@@ -19,7 +19,7 @@ from sim.profiles import (
     load_profiles,
     read_runs,
 )
-from sim.profiles.build import BUCKET_ELEMENTS, build_plan, explain_rows, ring_allreduce
+from sim.profiles.build import BUCKET_ELEMENTS, build_plan, explain_rows, plan_allreduce_time
 from sim.rng import Streams
 from sim.training import training_model
 
@@ -64,9 +64,9 @@ def test_transfers_and_allreduce_follow_the_curves(prof, runs):
     n = len(nodes)
     step = prof.network.transfer_time(nodes[0][0].node, nodes[0][0].node, params * 4 / n, 4)
     assert b.allreduce_times[1] == pytest.approx(2 * (n - 1) * step)
-    big = ring_allreduce(prof.network, nodes, [4] * n, 2.5 * BUCKET_ELEMENTS * 4)
-    one = ring_allreduce(prof.network, nodes, [4] * n, BUCKET_ELEMENTS * 4)
-    half = ring_allreduce(prof.network, nodes, [4] * n, 0.5 * BUCKET_ELEMENTS * 4)
+    big = plan_allreduce_time(prof.network, nodes, [4] * n, 2.5 * BUCKET_ELEMENTS * 4)
+    one = plan_allreduce_time(prof.network, nodes, [4] * n, BUCKET_ELEMENTS * 4)
+    half = plan_allreduce_time(prof.network, nodes, [4] * n, 0.5 * BUCKET_ELEMENTS * 4)
     assert big == pytest.approx(2 * one + half)  # three buckets, one after the other
     assert b.tied_allreduce_time > 0 and b.config.tied_allreduce_time == b.tied_allreduce_time
 
@@ -199,15 +199,20 @@ def test_plan_over_the_network_equals_its_closed_form(prof, runs, name, p2p):
         predictions("training", closed.config)["step_time_mean"]["value"], abs=1e-9)
 
 
-def test_overlapped_transfers_contend_on_the_slow_link(prof, runs):
-    """Overlapped, several activations cross the 1 Gbit/s link at once and share it: the
-    network run is slower than the closed form, which gives each the whole link."""
+def test_overlapped_transfers_queue_on_the_slow_link(prof, runs):
+    """Overlapped activations that cross the 1 Gbit/s link faster than it moves them queue on
+    their channel, each at the whole link: the network run is the closed form's FIFO max-plus
+    (1e-9); with each on a connection of its own (p2p shared) they share the link max-min and
+    the run is slower."""
     run = runs["mit-N2_D1"]
     closed = build_plan(run.plan, prof, p2p="overlap", steps=1)
     net = build_plan(run.plan, prof, p2p="overlap", steps=1, network=True)
     exact = predictions("training", closed.config)["step_time_mean"]["value"]
     out = training_model(net.config, Streams(0).replication(0))
-    assert out["step_time_mean"] > exact + 0.05
+    assert out["step_time_mean"] == pytest.approx(exact, rel=1e-9)
+    shared = build_plan(run.plan, prof, p2p="shared", steps=1, network=True)
+    assert training_model(shared.config, Streams(0).replication(0))["step_time_mean"] > \
+        exact + 0.05
 
 
 def test_plan_over_the_network_restarts_after_failures(prof, runs):

@@ -14,7 +14,7 @@ from sim.adversaries import AdaptiveClip, Neighbourhood, View
 from sim.errors import ConfigError
 from sim.gossip import GossipConfig
 from sim.gossip.mixing import mixing_weights
-from sim.learning import LearningConfig, TrainingConfig
+from sim.learning import GossipTrainingConfig, LearningConfig
 from sim.learning.robust import Bucketing, CenteredClip, Krum, Mean, Mixing, make_rule
 from sim.rng import Streams
 
@@ -236,11 +236,11 @@ def test_training_rule_messages():
     g = _cfg(adversary="ipm", num_adversaries=2)
     lc = LearningConfig(objective="quadratic", lr=0.1)
     with pytest.raises(ConfigError) as e:
-        TrainingConfig(g, lc, rule="krum")
+        GossipTrainingConfig(g, lc, rule="krum")
     assert str(e.value) == ("'krum_f' must be at most (m - 2) / 2 = 0 (Krum needs 2 f + 2 <= the m "
                             "values every aggregating node has; the fewest here is 3; the default f is "
                             "the number of adversaries): 2")
     with pytest.raises(ConfigError, match="'bucketing' must be 0 with adaptive clipping"):
-        TrainingConfig(_cfg(adaptive_clip=True, adversary="ipm"), lc, bucketing=2)
+        GossipTrainingConfig(_cfg(adaptive_clip=True, adversary="ipm"), lc, bucketing=2)
     with pytest.raises(ConfigError, match=r"'momentum' must be in \[0, 1\): 1.0"):
         LearningConfig(objective="quadratic", lr=0.1, momentum=1.0)

@@ -290,7 +290,7 @@ def test_a_wrong_model_is_rejected():
 @pytest.mark.slow
 def test_bench_compiled_rate_is_measured():
     """The bench's compiled rate is a real run's passes per CPU second."""
-    from sim.training.bench import measure_compiled_pass_rate
+    from sim.bench.training import measure_compiled_pass_rate
 
     cfg = dataclasses.replace(PIN, speed_spread=0.0)
     res = measure_compiled_pass_rate(cfg, repeats=1)
@@ -300,7 +300,7 @@ def test_bench_compiled_rate_is_measured():
 @pytest.mark.slow
 def test_bench_scale_point_runs_in_a_fresh_process():
     """The scale point (a few steps here) reports its steps, wall time and peak RSS."""
-    from sim.training.bench import measure_scale
+    from sim.bench.training import measure_scale
 
     scale = measure_scale(steps=3)
     assert scale["training_scale_steps"] == 3

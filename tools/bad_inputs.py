@@ -955,6 +955,89 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/steps-1e12-ctrl-c", TR("--steps", "1000000000000", "--replications", "1"),
             Expect("interrupt", "interrupted"), interrupt_after=4.0, timeout=30,
             note="fits in memory but never ends: Ctrl-C stops it in one line")
+    # -- issue 37: DiLoCo (--sync diloco:...), --value-bits, dtsim learners, geo pairs -------
+    if _has_option("train", "--value-bits"):
+        TR = lambda *a: dtsim("train", *a)  # noqa: E731
+        D4 = ("--replicas", "4", "--microbatches-per-step", "4", "--steps", "8")
+        # (the kinds and keys of every sync: the sync/ group of traffic_cases)
+        add("train/diloco-key-of-allreduce", TR(*D4, "--sync", "diloco:every=4,bucket_size=2"),
+            refuse("sync"))
+        add("train/allreduce-key-of-diloco", TR("--sync", "allreduce:every=2"), refuse("sync"))
+        add("train/diloco-without-every", TR(*D4, "--sync", "diloco"), refuse("sync"))
+        add("train/diloco-unknown-option", TR(*D4, "--sync", "diloco:every=4,foo=1"),
+            refuse("sync"))
+        add("train/diloco-every-zero", TR(*D4, "--sync", "diloco:every=0"), refuse("sync"))
+        add("train/diloco-every-text", TR(*D4, "--sync", "diloco:every=x"), refuse("sync"))
+        add("train/diloco-fragments-not-dividing", TR(*D4, "--sync", "diloco:every=4,fragments=3"),
+            refuse("sync"))
+        add("train/diloco-order-unknown", TR(*D4, "--sync", "diloco:every=4,order=random"),
+            refuse("sync"))
+        add("train/diloco-overlap-every", TR(*D4, "--sync", "diloco:every=4,overlap=4"),
+            refuse("sync"))
+        add("train/diloco-bits-5", TR(*D4, "--sync", "diloco:every=4,bits=5"), refuse("sync"))
+        add("train/diloco-topk-zero", TR(*D4, "--sync", "diloco:every=4,topk=0"), refuse("sync"))
+        add("train/diloco-topk-nan", TR(*D4, "--sync", "diloco:every=4,topk=nan"), refuse("sync"))
+        add("train/diloco-groups-not-dividing", TR(*D4, "--sync", "diloco:every=4,groups=3"),
+            refuse("sync"))
+        add("train/diloco-quorum-over-groups", TR(*D4, "--sync", "diloco:every=4,quorum=9"),
+            refuse("sync"))
+        add("train/diloco-grace-without-quorum", TR(*D4, "--sync", "diloco:every=4,grace=2"),
+            refuse("sync"))
+        add("train/diloco-grace-inf", TR(*D4, "--sync", "diloco:every=4,quorum=2,grace=inf"),
+            refuse("sync"))
+        add("train/diloco-steps-not-multiple", TR(*D4, "--sync", "diloco:every=3"),
+            refuse("steps"))
+        add("train/diloco-swarm", TR(*D4, "--schedule", "swarm", "--routing", "queue", "--sync",
+                                     "diloco:every=4"), refuse("schedule"))
+        add("train/diloco-fragments-with-failures",
+            TR(*D4, "--sync", "diloco:every=4,fragments=2", "--mtbf", "100"), refuse("sync"))
+        add("train/diloco-with-checkpoints",
+            TR(*D4, "--sync", "diloco:every=4", "--mtbf", "100", "--checkpoint-every", "2",
+               "--checkpoint-cost", "1", "--restart-cost", "1"), refuse("checkpoint_every"))
+        add("train/diloco-sync-wait", TR(*D4, "--sync", "diloco:every=4", "--sync-wait", "2"),
+            refuse("sync_wait"))
+        add("train/diloco-stall-limit", TR(*D4, "--sync", "diloco:every=4", "--stall-limit",
+                                           "100"), refuse("stall_limit"))
+        add("train/value-bits-without-diloco", TR("--value-bits", "32"), refuse("value_bits"))
+        add("train/value-bits-zero", TR(*D4, "--sync", "diloco:every=4", "--value-bits", "0"),
+            refuse("value_bits"))
+        add("train/diloco-bits-above-value-bits",
+            TR(*D4, "--sync", "diloco:every=4", "--value-bits", "8"), refuse("sync"))
+        add("train/diloco-ok", TR(*D4, "--param-size", "10", "--bandwidth", "5", "--sync",
+                                  "diloco:every=4,fragments=2,overlap=1,bits=4",
+                                  "--replications", "1"), ok("DiLoCo"))
+        add("train/geo-pairs-missing", TR("--network", "geo:pairs=" + str(T / "nope.csv"),
+                                          "--replicas", "2"), refuse("network"))
+        add("train/geo-bandwidth-matrix-asymmetric",
+            TR("--network", "geo:regions=2,hosts=1,bandwidth_matrix=0/1;2/0"), refuse("network"))
+        add("train/geo-bandwidth-matrix-size-unit",
+            TR("--network", "geo:regions=2,hosts=1,bandwidth_matrix=0/10GB;10GB/0"),
+            refuse("network"))
+        add("train/geo-nic-size-unit", TR("--network", "geo:regions=2,hosts=1,nic=10GB"),
+            refuse("network"))
+        add("train/geo-units-ok", TR("--network", "geo:regions=2,hosts=4,bandwidth_matrix="
+                                     "0/10Gbit/s;10Gbit/s/0,nic=25Gbps,inter_region_latency=40ms,"
+                                     "intra_region_bandwidth=100Gbit/s,intra_region_latency=1ms",
+                                     "--param-size", "1GB", "--replicas", "2",
+                                     "--replications", "1"), ok("step time"))
+    if _has_command("learners"):
+        LR = lambda *a: dtsim("learners", *a)  # noqa: E731
+        add("learners/learners-zero", LR("--learners", "0"), refuse("learners"))
+        add("learners/chips-zero", LR("--chips", "0"), refuse("chips"))
+        add("learners/steps-not-multiple", LR("--steps", "150"), refuse("steps"))
+        add("learners/quorum-over-learners", LR("--quorum", "9"), refuse("quorum"))
+        add("learners/grace-without-quorum", LR("--grace", "5"), refuse("grace"))
+        add("learners/mtbf-zero", LR("--mtbf", "0"), refuse("mtbf"))
+        add("learners/step-law-unknown", LR("--step-time-distribution", "pareto"),
+            refuse("step_time_distribution"))
+        add("learners/bits-5", LR("--bits", "5"), refuse("bits"))
+        add("learners/replications-zero", LR("--replications", "0"), refuse("replications"))
+        add("learners/size-rate-unit", LR("--size", "10GB/s"), refuse("size"))
+        add("learners/bandwidth-size-unit", LR("--bandwidth", "10GB"), refuse("bandwidth"))
+        add("learners/latency-size-unit", LR("--latency", "5GB"), refuse("latency"))
+        add("learners/ok", LR("--learners", "4", "--chips", "100", "--steps", "400",
+                              "--mtbf", "1e6", "--replace-time", "10", "--replications", "2"),
+            ok("goodput"))
     # -- trace (when present) ---------------------------------------------------------
     if _has_command("trace"):
         TC = lambda *a: dtsim("trace", *a)  # noqa: E731
@@ -1005,15 +1088,62 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/availability-with-trace", TR("--failure-trace", "aws-p2-19h",
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
-                  byzantine_cases, sibling_cases, newcomer_cases, planner_cases,
-                  users_network_cases, users_profile_cases, users_planner_cases,
-                  users_strategy_cases, users_design_cases, users_byzantine_cases):
+                  byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases,
+                  traffic_cases, timeline_cases, users_network_cases, users_profile_cases,
+                  users_planner_cases, users_strategy_cases, users_design_cases,
+                  users_byzantine_cases):
         cases.extend(group(fx))
     return cases
 
 
 # Each group below is one area's cases, kept apart so that work on one area
 # never edits another's lines. A group returns its cases; ids are ``command/what``.
+
+
+def traffic_cases(fx: Fixtures) -> list[Case]:
+    """How training traffic becomes time: ``--sync KIND[:key=value,...]`` and ``--p2p shared``."""
+    T = lambda *a: dtsim("train", "--replications", "1", "--steps", "1", *a)  # noqa: E731
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    dp = ("--replicas", "2", "--param-size", "10", "--bandwidth", "5")
+    add("sync/unknown-kind", T("--sync", "gossip"), refuse("sync"))
+    add("sync/empty", T("--sync", ""), refuse("sync"))
+    add("sync/unknown-key", T("--sync", "allreduce:depth=2"), refuse("sync"))
+    add("sync/key-without-value", T("--sync", "allreduce:overlap"), refuse("sync"))
+    add("sync/key-twice", T("--sync", "allreduce:overlap=none,overlap=backward"), refuse("sync"))
+    add("sync/overlap-unknown", T("--sync", "allreduce:overlap=forward"), refuse("sync"))
+    add("sync/bucket-zero", T("--sync", "allreduce:bucket_size=0"), refuse("sync"))
+    add("sync/bucket-negative", T("--sync", "allreduce:bucket_size=-5"), refuse("sync"))
+    add("sync/bucket-nan", T("--sync", "allreduce:bucket_size=nan"), refuse("sync"))
+    add("sync/bucket-inf", T("--sync", "allreduce:bucket_size=inf"), refuse("sync"))
+    add("sync/bucket-not-a-number", T("--sync", "allreduce:bucket_size=big"), refuse("sync"))
+    add("sync/none-with-key", T("--sync", "none:overlap=backward"), refuse("sync"))
+    add("sync/overlap-swarm", T(*dp, "--schedule", "swarm", "--routing", "least-loaded",
+                                "--sync", "allreduce:overlap=backward"), refuse("sync"),
+        note="a replica of a routed schedule does not know its last backward pass")
+    add("sync/overlap-forward-only", T(*dp, "--backward-ratio", "0",
+                                       "--sync", "allreduce:overlap=backward"), refuse("sync"))
+    add("sync/overlap-with-failures", T(*dp, "--availability", "0.9",
+                                        "--sync", "allreduce:overlap=backward"), refuse("sync"))
+    add("sync/overlap-with-sync-wait", T(*dp, "--sync-wait", "1",
+                                         "--sync", "allreduce:overlap=backward"), refuse("sync"))
+    add("sync/two-bucket-sizes", T(*dp[:4], "--network", "tree:racks=1,hosts=8",
+                                   "--bucket-size", "4", "--sync", "allreduce:bucket_size=4"),
+        refuse("bucket_size"))
+    add("sync/overlap-ok", T(*dp, "--sync", "allreduce:overlap=backward,bucket_size=2"),
+        ok("throughput"))
+    add("sync/plan-overlap-ok", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D2.json"),
+                                  "--model", "OPT-350", "--sync", "allreduce:overlap=backward"),
+        ok("throughput"))
+    add("p2p/shared-ok", T("--stages", "2", "--activation-size", "1", "--network",
+                           "tree:racks=1,hosts=8", "--p2p", "shared"), ok("throughput"))
+    add("p2p/shared-plan-ok", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"), "--model",
+                                "OPT-350", "--p2p", "shared"), ok("throughput"))
+    add("p2p/empty", T("--p2p", ""), refuse("p2p"))
+    return cases
 
 
 def network_cases(fx: Fixtures) -> list[Case]:
@@ -2737,6 +2867,293 @@ def users_byzantine_cases(fx: Fixtures) -> list[Case]:
                                     "--record-every", "10000000", "--replications", "1", *Q),
         Expect("interrupt", "interrupted"), interrupt_after=6.0, timeout=30,
         note="10^9 aggregation rounds: a bar with its ETA on a terminal, Ctrl-C stops it")
+    return cases
+
+
+def timeline_cases(fx: Fixtures) -> list[Case]:
+    """--timeline (issue 36): the file, the window, the cap, what cannot be recorded, and
+    dtsim plot --timeline's input and output. An existing file is overwritten (ok)."""
+    cases: list[Case] = []
+    if not _has_option("plot", "--timeline"):  # (the other commands take it from _timeline.py)
+        return cases
+    T = fx.root
+    small = ("--stages", "2", "--microbatches-per-step", "2", "--steps", "1", "--replications", "1")
+    out = str(T / "tl.json")
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    flows = fx._write("tl_flows.csv", "src,dst,size,start\n0,1,10,0\n")
+    per_command = {
+        "train": small,
+        "pipeline": ("--stages", "2", "--stage-time", "1", "--microbatches", "10",
+                     "--replications", "1"),
+        "network": ("--topology", "tree:racks=1,hosts=2", "--flows", str(flows)),
+        "gossip": ("--protocol", "edge", "--nodes", "4", "--rounds", "4", "--replications", "1"),
+    }
+    for cmd, base in per_command.items():
+        add(f"{cmd}/timeline-folder", dtsim(cmd, *base, "--timeline", str(fx.dir)),
+            refuse("timeline"))
+        add(f"{cmd}/timeline-empty", dtsim(cmd, *base, "--timeline", ""), refuse("timeline"))
+        add(f"{cmd}/timeline-under-a-file", dtsim(cmd, *base, "--timeline",
+                                                  fx.under_file + "/t.json"), refuse("timeline"))
+        add(f"{cmd}/timeline-dev-full", dtsim(cmd, *base, "--timeline", "/dev/full"),
+            refuse("timeline"))
+        for what, w in (("reversed", "5:1"), ("equal", "2:2"), ("nan", "nan:1"),
+                        ("nan-end", "0:nan"), ("negative", "-1:2"), ("text", "soon"),
+                        ("no-colon", "3"), ("inf-start", "inf:")):
+            add(f"{cmd}/timeline-window-{what}", dtsim(cmd, *base, "--timeline", out,
+                                                       "--timeline-window", w),
+                refuse("timeline_window"))
+        add(f"{cmd}/timeline-window-without-timeline", dtsim(cmd, *base, "--timeline-window",
+                                                             "0:1"), refuse("timeline_window"))
+        for what, n in (("zero", "0"), ("negative", "-5"), ("nan", "nan"), ("float", "2.5"),
+                        ("huge", "1000000000"), ("text", "many")):
+            add(f"{cmd}/timeline-max-events-{what}", dtsim(cmd, *base, "--timeline", out,
+                                                           "--timeline-max-events", n),
+                refuse("timeline_max_events"))
+        add(f"{cmd}/timeline-max-events-without-timeline",
+            dtsim(cmd, *base, "--timeline-max-events", "10"), refuse("timeline_max_events"))
+    # what cannot be recorded, and runs too large: one line before any work
+    add("train/timeline-compiled-engine", dtsim("train", *small, "--schedule", "swarm",
+                                                "--engine", "compiled", "--timeline", out),
+        refuse("timeline"))
+    add("train/timeline-run-too-large", dtsim("train", "--steps", "100000000", "--timeline", out),
+        refuse("timeline"), note="about 2.4e10 passes: refused, not run")
+    add("train/timeline-cap-too-small-for-run", dtsim("train", *small, "--steps", "1000",
+                                                      "--timeline", out,
+                                                      "--timeline-max-events", "1"),
+        refuse("timeline"), note="the run's 8000 passes are more than 50 x a cap of 1")
+    add("pipeline/timeline-vector-engine", dtsim("pipeline", "--stages", "3", "--timeline", out),
+        refuse("timeline"), note="auto runs the vector engine here: give --engine des")
+    add("pipeline/timeline-importance", dtsim("pipeline", "--method", "importance", "--timeline",
+                                              out), refuse("timeline"))
+    add("pipeline/timeline-queueing", dtsim("pipeline", "--queueing", "--timeline", out),
+        refuse("timeline"))
+    add("gossip/timeline-matching", dtsim("gossip", "--protocol", "matching", "--timeline", out),
+        refuse("timeline"))
+    add("gossip/timeline-training", dtsim("gossip", "--protocol", "edge", "--objective",
+                                          "quadratic", "--timeline", out), refuse("timeline"))
+    add("gossip/timeline-too-large", dtsim("gossip", "--protocol", "async", "--engine", "des",
+                                           "--nodes", "100000", "--rounds", "1000",
+                                           "--timeline", out), refuse("timeline"))
+    # an existing file is overwritten; the run's numbers and its file
+    existing = fx._write("tl_existing.json", "old content, not a timeline\n")
+    add("train/timeline-overwrites-a-file", dtsim("train", *small, "--timeline", str(existing)),
+        ok("timeline:"), timeout=120, note="an existing file is overwritten (documented)")
+    add("train/timeline-window-and-cap", dtsim("train", *small, "--timeline", out,
+                                               "--timeline-window", "1:2",
+                                               "--timeline-max-events", "3"),
+        ok("timeline:"), timeout=120)
+    # dtsim plot --timeline: its input is data, its output a figure file
+    bad_json = fx._write("tl_bad.json", "{not json")
+    not_tef = fx._write("tl_not_tef.json", '{"traceEvents": [{"ph": "X", "name": "a", '
+                        '"pid": 1, "tid": 1, "ts": 0, "dur": -1}]}')
+    empty_tef = fx._write("tl_empty.json", '{"traceEvents": []}')
+    add("plot/timeline-missing", dtsim("plot", "--timeline", str(T / "nope.json")),
+        refuse("timeline"))
+    add("plot/timeline-folder", dtsim("plot", "--timeline", str(fx.dir)), refuse("timeline"))
+    add("plot/timeline-not-json", dtsim("plot", "--timeline", str(bad_json)), refuse("timeline"))
+    add("plot/timeline-binary", dtsim("plot", "--timeline", str(fx.binary)), refuse("timeline"))
+    add("plot/timeline-negative-dur", dtsim("plot", "--timeline", str(not_tef)),
+        refuse("timeline"))
+    add("plot/timeline-no-events", dtsim("plot", "--timeline", str(empty_tef)),
+        refuse("timeline"))
+    for name, fifo in fx.fifo.items():  # a FIFO would block a reader: refused from its stat
+        add(f"plot/timeline-fifo-{name}", dtsim("plot", "--timeline", str(fifo)),
+            refuse("timeline"))
+        break
+    add("plot/timeline-out-no-extension", dtsim("plot", "--timeline", str(not_tef), "--out",
+                                                str(T / "figure")), refuse("out"))
+    add("plot/timeline-out-is-the-input", dtsim("plot", "--timeline", str(not_tef), "--out",
+                                                str(not_tef)), refuse("out"))
+    add("plot/timeline-out-folder", dtsim("plot", "--timeline", str(not_tef), "--out",
+                                          str(fx.dir)), refuse("out"))
+    add("plot/out-without-timeline", dtsim("plot", str(fx.dir), "--out", str(T / "x.png")),
+        refuse("out"))
+    add("plot/timeline-and-outdir", dtsim("plot", str(fx.dir), "--timeline", str(not_tef)),
+        refuse("OUTDIR"))
+    add("plot/neither-outdir-nor-timeline", dtsim("plot"), refuse("OUTDIR"))
+    return cases
+
+
+# ----------------------------------------------------------------------------- units (issue 33)
+# Sizes, rates and times with units (sim.units): every option and file that takes one, each
+# refused in one line naming the parameter, the rule and the value; ids start with "units/".
+
+#: Values no size, rate or time option takes, and why (the note of each case).
+_BAD_QUANTITIES = (
+    ("parsecs", "10 parsecs", "an unknown unit"),
+    ("overflow", "1e400GB", "beyond the largest float"),
+    ("negative", "-2GB", "a negative quantity"),
+    ("no-number", "GB", "a unit without a number"),
+    ("nan", "nanGB", "nan with a unit"),
+    ("inf-with-unit", "infGB", "inf with a unit (inf is unit-free: give it plain)"),
+    ("unicode-digits", "\u0662GB", "an Arabic-Indic digit"),
+    ("kilo-ambiguous", "2KB", "K: 1000 or 1024? (kB or KiB)"),
+    ("milli-bytes", "5mB", "m is milli"),
+    ("lower-case", "2gb", "units are case-sensitive (GB, Gb)"),
+    ("huge-exponent", "1e99999999GB", "answered at once, no 10**99999999 computed"),
+    ("long-mantissa", "1" * 5000 + "GB", "more digits than Python converts"),
+)
+#: A value of each other kind: refused where a size, a rate or a time is wanted.
+_OTHER_KIND = {"size": ("2GB/h", "rate where a size is wanted"),
+               "rate": ("10Gbit", "size where a rate is wanted"),
+               "time": ("2GB/s", "rate where a time is wanted")}
+_VALID = {"size": "2GB", "rate": "10Gbit/s", "time": "5ms"}
+
+
+def unit_cases(fx: Fixtures) -> list[Case]:
+    """Quantities with units (issue 33): bad values of every unit-taking option and file."""
+    if not _has_option("train", "--param-size") or not (REPO / "sim" / "units.py").is_file():
+        return []
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    w = fx._write
+    TR = ("train", "--replications", "1", "--steps", "2")
+    net = ("--network", "tree:racks=1,hosts=8")
+    options = [  # (id, argv before the option, option, its kind, its dest)
+        ("train", TR, "--param-size", "size", "param_size"),
+        ("train", TR, "--activation-size", "size", "activation_size"),
+        ("train", TR + net, "--bucket-size", "size", "bucket_size"),
+        ("train", TR, "--bandwidth", "rate", "bandwidth"),
+        ("train", TR + net, "--nic", "rate", "nic"),
+        ("train", TR, "--latency", "time", "latency"),
+        ("pipeline", ("pipeline",), "--transfer-size", "size", "transfer_size"),
+        ("pipeline", ("pipeline",), "--bandwidth", "rate", "bandwidth"),
+        ("pipeline", ("pipeline",), "--latency", "time", "latency"),
+        ("pipeline", ("pipeline", "--queueing", "--network", "tree:racks=1,hosts=8"), "--nic",
+         "rate", "nic"),
+        ("gossip", ("gossip", "--replications", "1"), "--size", "size", "size"),
+        ("gossip", ("gossip", "--replications", "1"), "--nic", "rate", "nic"),
+    ]
+    flows = w("units/flows.csv", "src,dst,size,start\n0,5,1MB,0\n")
+    options.append(("network", ("network", "--topology", "tree:racks=2,hosts=4", "--flows",
+                                str(flows)), "--nic", "rate", "nic"))
+    for command, head, option, kind, dest in options:
+        for what, value, note in _BAD_QUANTITIES:
+            if kind != "size":  # the same values with the kind's own unit
+                value = value.replace("GB", "GB/s" if kind == "rate" else "s").replace(
+                    "2KB", "2KB/s" if kind == "rate" else "2Ks").replace(
+                    "5mB", "5mB/s" if kind == "rate" else "5m").replace(
+                    "2gb", "2gb/s" if kind == "rate" else "2S")
+            add(f"units/{command}{option}-{what}", dtsim(*head, option, value), refuse(dest),
+                note=note)
+        other, note = _OTHER_KIND[kind]
+        add(f"units/{command}{option}-other-kind", dtsim(*head, option, other), refuse(dest),
+            note=note)
+    add("units/train--latency-list-item", dtsim(*TR, "--stages", "3", "--latency", "1ms,2GB"),
+        refuse("latency"), note="one bad item of a per-hop list")
+
+    # the time unit: a rate or time with a unit needs --hour 3600 (a second)
+    add("units/train-hour-with-rate-unit", dtsim(*TR, "--hour", "60", "--param-size", "1GB",
+                                                 "--bandwidth", "10Gbit/s"), refuse("hour"),
+        note="10Gbit/s is per second; with --hour 60 a time unit is a minute")
+    add("units/train-hour-with-network-units",
+        dtsim(*TR, "--hour", "1", "--network", "tree:racks=1,hosts=8,host_latency=5us"),
+        refuse("hour"), note="the network's latency is in seconds; --hour 1 makes hours")
+
+    # flows CSV: sizes and starts
+    N = ("network", "--topology", "tree:racks=2,hosts=4", "--flows")
+    for what, row, note in (
+            ("size-rate", "0,5,2GB/h,0", "a rate where a size is wanted"),
+            ("size-parsecs", "0,5,10 parsecs,0", "an unknown unit"),
+            ("size-negative", "0,5,-2GB,0", "a negative size"),
+            ("size-nan", "0,5,nanGB,0", "nan with a unit"),
+            ("size-overflow", "0,5,1e400GB,0", "beyond the largest float"),
+            ("size-kilo", "0,5,4KB,0", "K: 1000 or 1024?"),
+            ("start-size", "0,5,1GB,2GB", "a size where a time is wanted"),
+            ("start-minute", "0,5,1GB,5m", "m: minute or milli?"),
+            ("start-unicode", "0,5,1GB,\u0665ms", "a non-ASCII digit")):
+        f = w(f"units/flows-{what}.csv", "src,dst,size,start\n" + row + "\n")
+        add(f"units/network-flows-{what}", dtsim(*N, str(f)), refuse("flows"), note=note)
+
+    # topology spec parameters (a *bandwidth* one takes a rate, a *latency* one a time)
+    F = ("network", "--flows", str(flows), "--topology")
+    for what, spec, note in (
+            ("bandwidth-size", "tree:racks=2,hosts=4,host_bandwidth=10GB", "a size, not a rate"),
+            ("bandwidth-parsecs", "tree:racks=2,hosts=4,host_bandwidth=10parsecs",
+             "an unknown unit"),
+            ("bandwidth-negative", "tree:racks=2,hosts=4,uplink_bandwidth=-1GB/s",
+             "a negative rate"),
+            ("latency-rate", "tree:racks=2,hosts=4,host_latency=2GB/s", "a rate, not a time"),
+            ("latency-minute", "tree:racks=2,hosts=4,host_latency=5m", "m: minute or milli?"),
+            ("latency-matrix-size", "geo:hosts=2,latency_matrix=0/40GB;40GB/0",
+             "a matrix entry with a size"),
+            ("ring-bandwidth-nan", "ring:n=6,bandwidth=nanGB/s", "nan with a unit")):
+        add(f"units/network-spec-{what}", dtsim(*F, spec), refuse("topology"), note=note)
+    add("units/train-network-spec-bandwidth-size",
+        dtsim(*TR, "--network", "tree:racks=1,hosts=8,host_bandwidth=10GB"), refuse("network"),
+        note="a size, not a rate, in --network's spec")
+    add("units/gossip-topology-latency-size",
+        dtsim("gossip", "--replications", "1", "--topology", "ring:n=8,latency=2GB"),
+        refuse("topology"), note="a size, not a time")
+
+    # graph files: edge bandwidth / latency, node NICs, curves
+    for what, text, note in (
+            ("edges-latency-size", "0 1 latency=2GB\n", "a size, not a time"),
+            ("edges-bandwidth-size", "0 1 1ms 10Gbit\n", "a size, not a rate"),
+            ("edges-bandwidth-overflow", "0 1 latency=1ms bandwidth=1e400GB/s\n",
+             "beyond the largest float"),
+            ("edges-bandwidth-kilo", "0 1 bandwidth=5KB/s\n", "K: 1000 or 1024?"),
+            ("edges-curve-table-size", "0 1 bandwidth_curve=table:1kB=5GB\n",
+             "a table point whose bandwidth is a size")):
+        f = w(f"units/{what}.edges", text)
+        add(f"units/network-{what}", dtsim(*F, str(f)), refuse("topology"), note=note)
+    gml = w("units/nic.graphml",
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n'
+            '<key id="nic" for="node" attr.name="nic" attr.type="string"/>\n'
+            '<key id="bw" for="edge" attr.name="bandwidth" attr.type="string"/>\n'
+            '<graph edgedefault="undirected"><node id="0"><data key="nic">10GB</data></node>'
+            '<node id="1"/><node id="5"/><edge source="0" target="1"><data key="bw">1GB/s</data>'
+            '</edge><edge source="1" target="5"><data key="bw">nanGB/s</data></edge>'
+            '</graph></graphml>\n')
+    add("units/network-graphml-nic-size", dtsim(*F, str(gml)), refuse("topology"),
+        note="a node nic of 10GB (a size, not a rate)")
+
+    # profile files: a fleet's links (dtsim plan --fleet)
+    P = ("plan", "--model", "OPT-350", "--global-batch-size", "8", "--simulate", "0", "--fleet")
+    end = '{"gpu": "GH-96", "zone": "z"}'
+    for what, link, note in (
+            ("bandwidth-size", '"bandwidth": "10Gbit"', "a size, not a rate"),
+            ("latency-parsecs", '"bandwidth": 1e9, "latency": "5 parsecs"', "an unknown unit"),
+            ("curve-min-kilo", '"curve": {"coefficients": [1.0], "min_bytes": "64KB"}',
+             "K: 1000 or 1024?"),
+            ("bandwidth-negative", '"bandwidth": "-1GB/s"', "a negative rate")):
+        f = w(f"units/fleet-{what}.json",
+              '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "z", "count": 2}], '
+              f'"links": [{{"src": {end}, "dst": {end}, {link}}}]}}\n')
+        add(f"units/plan-fleet-{what}", dtsim(*P, str(f)), refuse("network"), note=note)
+
+    # with units, each surface runs (exit 0; a mix is one warning line, which is no alarm)
+    add("units/train-network-ok", dtsim(*TR, "--network", "tree:racks=1,hosts=8,host_bandwidth="
+                                        "100Gbit/s,uplink_bandwidth=400Gbit/s,host_latency=2us,"
+                                        "uplink_latency=5us", "--param-size", "1.4GB",
+                                        "--activation-size", "16MiB", "--nic", "25Gbps"),
+        ok("transfers: --param-size 1.4GB"))
+    add("units/train-mixed-warns", dtsim(*TR, *net, "--param-size", "1.4GB"), ok("throughput"),
+        note="a size in GB over the tree's plain 100 B/s: one warning line, the run goes on")
+    good = w("units/good.csv", "src,dst,size,start\n0,5,1GB,0\n1,5,800Mbit,10ms\n")
+    add("units/network-ok", dtsim("network", "--topology", "tree:racks=2,hosts=4,host_bandwidth="
+                                  "10Gbit/s,uplink_bandwidth=40Gbit/s,host_latency=5us,"
+                                  "uplink_latency=5us", "--flows", str(good), "--nic", "25Gbps"),
+        ok("size (B)"))
+    add("units/gossip-ok", dtsim("gossip", "--replications", "1", "--protocol", "async",
+                                 "--rounds", "2", "--topology", "ring:n=8,bandwidth=1MB/s,"
+                                 "latency=1ms", "--size", "250kB", "--nic", "2MB/s"),
+        ok("units: --size 250kB"))
+    add("units/pipeline-ok", dtsim("pipeline", "--replications", "1", "--microbatches", "100",
+                                   "--stage-time", "1", "--transfer-size", "20MB", "--bandwidth",
+                                   "1GB/s", "--latency", "5ms"), ok("transfers: --transfer-size"))
+    fleet = w("units/fleet-ok.json",
+              '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "z", "count": 2}], '
+              f'"links": [{{"src": {end}, "dst": {end}, "bandwidth": "100Gbit/s", '
+              '"latency": "5us"}]}\n')
+    add("units/plan-fleet-ok", dtsim(*P, str(fleet), "--top", "1"), ok("predicted"))
     return cases
 
 

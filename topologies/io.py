@@ -31,6 +31,7 @@ from typing import Any
 import networkx as nx
 
 from sim.errors import ConfigError, read_input_bytes
+from sim.units import has_unit
 
 __all__ = ["GRAPH_EXTENSIONS", "read_graph", "write_graph", "domain_chain", "is_graph_file",
            "check_simple"]
@@ -121,7 +122,7 @@ def _read_edgelist(text: str) -> nx.Graph:
             elif len(extra) <= 2 and not any("=" in t for t in extra):
                 data = dict(zip(("latency", "bandwidth"), extra, strict=False))
                 for key, val in data.items():
-                    if not isinstance(_coerce(val), (int, float)):
+                    if not isinstance(_coerce(val), (int, float)) and not has_unit(val):
                         raise ValueError(f"line {lineno}: {key} is not a number: {val!r}")
             else:
                 raise ValueError(f"line {lineno}: expected {usage}, got {line!r}")
@@ -299,6 +300,8 @@ def write_graph(G: nx.Graph, path: str | Path) -> Path:
             H.graph["domains_json"] = json.dumps(value)
         elif key == "levels":
             H.graph["levels"] = "/".join(value)
+        elif key == "units":  # how the link attributes were given (read again from the file)
+            continue
         else:
             H.graph[key] = _scalar(value)
     for node, data in G.nodes(data=True):

@@ -159,12 +159,15 @@ def geo(regions: int | None = None, hosts: int = 4, *, latency_matrix: Any = Non
         names: Any = None, inter_region_latency: float = 50.0,
         intra_region_latency: float = 0.5, region_outage: float = 1e-4,
         host_outage: float = 0.0, intra_region_bandwidth: float = 100.0,
-        inter_region_bandwidth: float = 10.0) -> nx.Graph:
-    """A geo-distributed layout: regions > hosts, with a latency matrix between regions.
+        inter_region_bandwidth: float = 10.0, bandwidth_matrix: Any = None,
+        pairs: Any = None, nic: float | None = None) -> nx.Graph:
+    """A geo-distributed layout: regions > hosts, a latency and a bandwidth per pair of regions.
 
     Host ``k`` of region ``R`` has the domain chain ``(R, "R/host<k>")``. Hosts
-    of one region are linked with ``intra_region_latency``; hosts of regions
-    ``a`` and ``b`` with ``latency_matrix[a][b]``.
+    of one region are linked with ``intra_region_latency`` and
+    ``intra_region_bandwidth``; hosts of regions ``a`` and ``b`` with
+    ``latency_matrix[a][b]`` and ``bandwidth_matrix[a][b]``, or a region-pair
+    table's values (``pairs``, :mod:`topologies.regions`).
 
     Parameters
     ----------
@@ -187,12 +190,51 @@ def geo(regions: int | None = None, hosts: int = 4, *, latency_matrix: Any = Non
         Probability in [0, 1] that a region or host domain is out.
     intra_region_bandwidth, inter_region_bandwidth : float
         Link bandwidths (> 0, ``inf`` allowed).
+    bandwidth_matrix : array_like or str or None
+        Symmetric ``regions x regions`` bandwidths between regions (> 0 off
+        the diagonal, which is not read; spec form as ``latency_matrix``);
+        None puts ``inter_region_bandwidth`` between every two regions.
+    pairs : str or None
+        A region-pair table: a shipped one (``dtfm-world``, ``dtfm-us``:
+        DT-FM's measurements between AWS regions, in seconds and bytes per
+        second) or a CSV file (``topologies/data/README.md``). It gives the
+        regions (``names`` then picks some of them, in order), the latency and
+        bandwidth of every pair, and of the links inside a region where it
+        has a row for it; ``latency_matrix``, ``bandwidth_matrix`` and the
+        ``inter_region_*`` values stay unset with it.
+    nic : float or None
+        Every host's NIC (each direction; ``sim.network``'s node attribute
+        ``nic``); None: no NIC limit of its own (the network's ``--nic``).
 
     Returns
     -------
     networkx.Graph
-        ``G.graph["latency_matrix"]`` holds the matrix used (a nested tuple).
+        ``G.graph["latency_matrix"]`` and ``G.graph["bandwidth_matrix"]`` hold
+        the matrices used (nested tuples), ``G.graph["regions"]`` the names.
     """
+    intra_by: list[tuple[float, float]] | None = None
+    if pairs is not None:
+        from .regions import read_region_pairs
+
+        for key, val, default in (("latency_matrix", latency_matrix, None),
+                                  ("bandwidth_matrix", bandwidth_matrix, None),
+                                  ("inter_region_latency", inter_region_latency, 50.0),
+                                  ("inter_region_bandwidth", inter_region_bandwidth, 10.0)):
+            check(val is None if default is None else val == default, key,
+                  "unset with pairs (the table gives every pair)", val)
+        tab = read_region_pairs(pairs)
+        if names is not None:
+            tab = tab.select(parse_names(names))
+        check(regions is None or regions == len(tab.names), "regions",
+              f"unset or {len(tab.names)} with pairs {tab.source}", regions)
+        latency_matrix = np.array(tab.latency, dtype=float)
+        bandwidth_matrix = np.array(tab.bandwidth, dtype=float)
+        il = check_link(intra_region_latency, intra_region_bandwidth, prefix="intra_region_")
+        intra_by = [(il[0] if math.isnan(latency_matrix[i, i]) else float(latency_matrix[i, i]),
+                     il[1] if math.isnan(bandwidth_matrix[i, i])
+                     else float(bandwidth_matrix[i, i])) for i in range(len(tab.names))]
+        np.fill_diagonal(latency_matrix, 0.0)
+        names = tab.names
     mat = None if latency_matrix is None else parse_matrix(latency_matrix)
     nm = None if names is None else parse_names(names)
     if regions is None:
@@ -201,9 +243,26 @@ def geo(regions: int | None = None, hosts: int = 4, *, latency_matrix: Any = Non
     hosts = check_int("hosts", hosts, low=1)
     inter = check_link(inter_region_latency, inter_region_bandwidth, prefix="inter_region_")
     intra = check_link(intra_region_latency, intra_region_bandwidth, prefix="intra_region_")
+    if intra_by is None:
+        intra_by = [intra] * regions
     if mat is None:
         mat = np.full((regions, regions), inter[0])
         np.fill_diagonal(mat, 0.0)
+    if bandwidth_matrix is None:
+        bmat = np.full((regions, regions), inter[1])
+    else:
+        bmat = parse_matrix(bandwidth_matrix, "bandwidth_matrix")
+        brule = (f"a {regions} x {regions} symmetric matrix with entries > 0 off the diagonal "
+                 "(inf allowed)")
+        off = ~np.eye(bmat.shape[0], dtype=bool) if bmat.shape[0] == bmat.shape[1] else None
+        check(bmat.shape == (regions, regions) and off is not None
+              and bool(np.all(bmat[off] > 0)) and not bool(np.any(np.isnan(bmat[off])))
+              and bool(np.all((bmat == bmat.T) | np.eye(regions, dtype=bool))),
+              "bandwidth_matrix", brule, bandwidth_matrix)
+    if nic is not None:
+        from sim.errors import check_positive
+
+        nic = check_positive("nic", nic, allow_inf=True)
     rule = f"a {regions} x {regions} symmetric matrix with finite entries >= 0 and zero diagonal"
     check(mat.shape == (regions, regions) and bool(np.all(np.isfinite(mat)))
           and bool(np.all(mat >= 0)) and bool(np.allclose(mat, mat.T))
@@ -225,17 +284,23 @@ def geo(regions: int | None = None, hosts: int = 4, *, latency_matrix: Any = Non
             domains[host] = {"unavailability": uh, "level": "host", "parent": reg}
             chains.append((reg, host))
             region_of.append(g)
+    bdiag = bmat.copy()
+    np.fill_diagonal(bdiag, [x[1] for x in intra_by])
     G = nx.Graph(name=f"geo(regions={regions}, hosts={hosts})", levels=("region", "host"),
-                 domains=domains, latency_matrix=tuple(map(tuple, mat.tolist())))
+                 domains=domains, latency_matrix=tuple(map(tuple, mat.tolist())),
+                 bandwidth_matrix=tuple(map(tuple, bdiag.tolist())), regions=tuple(nm))
     for i, chain in enumerate(chains):
-        G.add_node(i, domain=chain, name=chain[-1])
+        if nic is None:
+            G.add_node(i, domain=chain, name=chain[-1])
+        else:
+            G.add_node(i, domain=chain, name=chain[-1], nic=nic)
     for i in range(n):
         for j in range(i + 1, n):
             a, b = region_of[i], region_of[j]
             if a == b:
-                G.add_edge(i, j, latency=intra[0], bandwidth=intra[1])
+                G.add_edge(i, j, latency=intra_by[a][0], bandwidth=intra_by[a][1])
             else:
-                G.add_edge(i, j, latency=float(mat[a, b]), bandwidth=inter[1])
+                G.add_edge(i, j, latency=float(mat[a, b]), bandwidth=float(bmat[a, b]))
     return G
 
 

@@ -149,6 +149,12 @@ def _dc_from_nodes(nodes: int, params: Mapping[str, Any]) -> int:
 def _geo_regions(params: Mapping[str, Any]) -> int:
     if params.get("regions") is not None:
         return int(params["regions"])
+    if params.get("names") is not None:
+        return len(parse_names(params["names"]))
+    if params.get("pairs") is not None:
+        from .regions import read_region_pairs
+
+        return len(read_region_pairs(params["pairs"]).names)
     if params.get("latency_matrix") is not None:
         return parse_matrix(params["latency_matrix"]).shape[0]
     if params.get("names") is not None:

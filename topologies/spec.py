@@ -37,6 +37,7 @@ from sim.errors import MAX_SOURCE_BYTES, ConfigError, check_input_file, check_me
 from .graphs import parse_dims
 from .io import GRAPH_EXTENSIONS, check_simple, domain_chain, is_graph_file, read_graph
 from .registry import REGISTRY, REQUIRED, Family, normalize_name
+from .units import UnitsSeen, link_value, spec_units
 
 __all__ = [
     "TopologySpec",
@@ -245,6 +246,11 @@ def _check_param_names(fam: Family, params: Mapping[str, Any], spec_text: str) -
                           f"[{fam.describe_params()}], not {', '.join(unknown)}", spec_text)
 
 
+#: Parameters whose value is text kept as written (a file path: ``geo:pairs=data/pairs.csv``),
+#: never split into a list at "/".
+TEXT_KEYS = frozenset({"pairs"})
+
+
 def _parse_params(text: str, spec_text: str) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if not text.strip():
@@ -256,7 +262,10 @@ def _parse_params(text: str, spec_text: str) -> dict[str, Any]:
             raise ConfigError("topology", "written family:key=value,key=value", spec_text)
         if key in params:
             raise ConfigError("topology", f"given each parameter once ({key} repeats)", spec_text)
-        params[key] = parse_value(value)
+        if key in TEXT_KEYS:  # a file path or a preset name: its "/" separates folders
+            params[key] = value.strip()
+        else:
+            params[key] = link_value(key, value, spec_text)  # bandwidth=10Gbit/s: topologies.units
     return params
 
 
@@ -512,6 +521,9 @@ def build(spec: str | TopologySpec, *, nodes: int | None = None, seed: int | Non
             raise ConfigError("topology", f"a builder returning an undirected simple graph "
                               f"({exc})", text) from None
         label = "callable"
+    if r.family is not None or r.target is not None:  # how its link parameters were given
+        G.graph["units"] = spec_units(spec, r.params, REGISTRY[r.family].params
+                                      if r.family is not None else {})
     if r.family is None and nodes is not None and G.number_of_nodes() != nodes:
         # a file or a builder sets its own size: --nodes must agree, never be dropped
         raise ConfigError("nodes", f"unset or equal to the {G.number_of_nodes()} nodes of "
@@ -639,12 +651,17 @@ def validate_graph(G: nx.Graph, *, require: Iterable[str] = (), name: str | None
             data["domain"] = ()
         elif not isinstance(data["domain"], tuple):
             data["domain"] = domain_chain(data["domain"])
+    seen = UnitsSeen(G)  # link quantities written with units (topologies.units)
+    for node, data in G.nodes(data=True):
+        for attr in ("nic", "egress", "ingress"):
+            if attr in data:
+                data[attr] = seen.value(attr, data[attr], f"node {node!r}", label)
     for u, v, data in G.edges(data=True):
         for attr, default, ok, rule in (
             ("latency", 1.0, lambda x: math.isfinite(x) and x >= 0, "numbers >= 0"),
             ("bandwidth", math.inf, lambda x: x > 0, "numbers > 0"),
         ):
-            value = data.get(attr, default)
+            value = seen.value(attr, data.get(attr, default), f"edge ({u!r}, {v!r})", label)
             try:
                 x = float(value)
                 good = not isinstance(value, bool) and ok(x)
@@ -654,4 +671,5 @@ def validate_graph(G: nx.Graph, *, require: Iterable[str] = (), name: str | None
                 raise ConfigError("topology", f"a graph whose edge {attr} values are {rule} "
                                   f"(edge ({u!r}, {v!r}) has {value!r})", label)
             data[attr] = x
+    seen.record()
     return G

@@ -6,8 +6,11 @@ solve by hand; the tests run the simulation beside each.
 * :func:`equal_flows_finish`: ``k`` equal flows started together on one link.
 * :func:`dumbbell_rates`: flows with their own access links sharing one bottleneck.
 * :func:`parking_lot_rates`: one long flow across a chain of links, short flows on each.
-* :func:`ring_allreduce_time`: the ring all-reduce, and its slowdown when the
-  ranks of a node share its NIC.
+* :func:`ring_allreduce_time`: the ring all-reduce (dtsim's one ring law), and
+  its slowdown when the ranks of a node share its NIC; :func:`ring_steps_time`,
+  the same law with a time per step (size-dependent, unequal links);
+  :func:`ring_allgather_time`, its all-gather half; :func:`ring_bytes_sent`,
+  what each participant sends.
 * :func:`star_exchange_time`: pairwise gossip exchanges with the hub of a star
   whose NIC is the bottleneck.
 
@@ -22,7 +25,7 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import check, check_int, check_nonnegative, check_positive
 
@@ -31,6 +34,9 @@ __all__ = [
     "dumbbell_rates",
     "parking_lot_rates",
     "ring_allreduce_time",
+    "ring_steps_time",
+    "ring_allgather_time",
+    "ring_bytes_sent",
     "star_exchange_time",
 ]
 
@@ -126,7 +132,12 @@ def parking_lot_rates(capacities: Sequence[float], short_flows: Sequence[int]) -
 
 def ring_allreduce_time(participants: int, size: float, bandwidth: float, latency: float,
                         *, ranks_per_nic: int = 1, buckets: int = 1) -> float:
-    """Time of a ring all-reduce when each participant's NIC is the only limit.
+    """Time of a ring all-reduce when each participant's NIC (or link) is the only limit.
+
+    The one ring law of dtsim: the training closed form (a step's gradient
+    all-reduce, :class:`sim.training.traffic.Traffic`) and the network's
+    exact references use it; :func:`ring_steps_time` is the same law with a
+    time per step (size-dependent bandwidth, unequal links).
 
     Parameters
     ----------
@@ -135,31 +146,108 @@ def ring_allreduce_time(participants: int, size: float, bandwidth: float, latenc
     size : float
         ``S``: bytes each rank reduces.
     bandwidth : float
-        ``B``: each node's NIC, per direction.
+        ``B``: each node's NIC, per direction (``inf``: latency only).
     latency : float
         ``l``: route latency between ring neighbours.
     ranks_per_nic : int
         ``t`` ranks of a node running their rings at once through its NIC.
     buckets : int
-        ``n_b`` buckets reduced one after the other (each pays its latencies).
+        ``n_b`` buckets reduced one after the other (each pays its latencies;
+        0 when nothing is reduced, as the flows of
+        :func:`sim.network.collectives.ring_allreduce` move nothing then).
 
     Notes
     -----
     .. math:: T = 2 (k - 1) \\left(n_b \\ell + \\frac{t S}{k B}\\right)
 
-    ``2 (k-1)`` steps move a chunk of ``S / k`` per rank; the ``t`` ranks of a
-    node share its NIC, so the bandwidth term is ``t`` times that of ranks
-    with a NIC each (``t = 1``: the familiar ``2 (k-1)/k S/B``) [Ring]_.
+    ``2 (k-1)`` steps (a reduce-scatter and an all-gather, ``k - 1`` each)
+    move a chunk of ``S / k`` per rank; the ``t`` ranks of a node share its
+    NIC, so the bandwidth term is ``t`` times that of ranks with a NIC each
+    (``t = 1``: the familiar ``2 (k-1)/k S/B``) [Ring]_. Zero for ``k = 1``;
+    with ``S = 0`` the latency term stays (a ring of empty messages pays its
+    ``2 (k-1) n_b`` latencies).
     """
     k = check_int("participants", participants, low=1)
     S = check_nonnegative("size", size)
     B = check_positive("bandwidth", bandwidth, allow_inf=True)
     lat = check_nonnegative("latency", latency)
     t = check_int("ranks_per_nic", ranks_per_nic, low=1)
-    nb = check_int("buckets", buckets, low=1)
-    if k == 1 or S == 0:
+    nb = check_int("buckets", buckets, low=0)
+    if k == 1:
         return 0.0
-    return 2.0 * (k - 1) * (nb * lat + t * S / (k * B))
+    return 2.0 * (k - 1) * (nb * lat + (t * S / (k * B) if S else 0.0))
+
+
+def ring_allgather_time(participants: int, size: float, bandwidth: float, latency: float,
+                        *, ranks_per_nic: int = 1) -> float:
+    """Time of a ring all-gather of a block of ``size`` from each of ``k`` participants.
+
+    The all-gather half of the ring law :func:`ring_allreduce_time`: ``k - 1``
+    steps, each forwarding one participant's whole block to the next (how
+    DiLoCo's averaged shards are gathered inside a group, and sparse top-k
+    payloads, whose sum fills in, across groups:
+    :func:`sim.analytic.diloco.outer_sync_time`;
+    :func:`sim.network.collectives.ring_allgather` runs it as flows).
+
+    Notes
+    -----
+    .. math:: T = (k - 1) \\left(\\ell + \\frac{t p}{B}\\right)
+              = \\tfrac12\\, T_{\\text{all-reduce}}(k, k p)
+
+    the all-reduce of ``k p`` (a chunk of ``p`` a step) without its
+    reduce-scatter half [Ring]_. Zero for ``k = 1`` or ``p = 0`` (nothing is
+    sent: the flows move nothing either).
+    """
+    k = check_int("participants", participants, low=1)
+    p = check_nonnegative("size", size)
+    if k == 1 or p == 0:
+        return 0.0
+    return 0.5 * ring_allreduce_time(k, k * p, bandwidth, latency, ranks_per_nic=ranks_per_nic)
+
+
+def ring_bytes_sent(participants: int, size: float, *, gather: bool = False) -> float:
+    """What each participant of a ring sends: ``2 (k - 1) S / k`` in an all-reduce of ``S``,
+    ``(k - 1) p`` in an all-gather of blocks ``p`` (``gather``); 0 for ``k = 1``.
+
+    Notes
+    -----
+    Each of the ``2 (k - 1)`` steps of :func:`ring_allreduce_time` sends a
+    chunk of ``S / k``; each of the ``k - 1`` steps of
+    :func:`ring_allgather_time` a whole block [Ring]_.
+    """
+    k = check_int("participants", participants, low=1)
+    S = check_nonnegative("size", size)
+    if gather:
+        return (k - 1) * S
+    return 2.0 * (k - 1) * S / k
+
+
+def ring_steps_time(participants: int, size: float, bucket_size: float,
+                    step_time: Callable[[float], float]) -> float:
+    """A ring all-reduce of ``size`` per rank in buckets, each step timed by ``step_time``.
+
+    The law of :func:`ring_allreduce_time` where a step's time is not
+    ``l + t c / B`` but whatever ``step_time(c)`` says for a chunk of ``c``
+    bytes per rank (the slowest link of the ring, each with its own
+    size-dependent bandwidth curve: a plan's closed form,
+    :func:`sim.profiles.build.plan_allreduce_time`).
+
+    Notes
+    -----
+    .. math:: T = \\sum_{b} 2 (k - 1)\\, \\tau(s_b / k)
+
+    over the buckets ``s_b`` of at most ``bucket_size`` (the last one the
+    remainder), one after the other [Ring]_. Zero for ``k <= 1`` or ``S <= 0``.
+    """
+    n = participants
+    if n <= 1 or size <= 0:
+        return 0.0
+    total, left = 0.0, float(size)
+    while left > 0:
+        b = min(left, bucket_size)
+        total += 2 * (n - 1) * step_time(b / n)
+        left -= b
+    return total
 
 
 def star_exchange_time(exchanges: int, size: float, hub_nic: float, latency: float) -> float:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import check, check_int
-from . import Design, OptimalDesign, _pick_optimal, _quality_weights
+from .pipeline import Design, OptimalDesign, _pick_optimal, _quality_weights
 
 __all__ = ["empty_stage_law", "trace_skipped_distribution", "trace_drop_probability",
            "trace_min_replicas", "trace_optimal_design", "hypergeom_pmf"]

@@ -18,7 +18,12 @@ against the training DES of :mod:`sim.training`:
 * :func:`checkpoint_segment_time`, :func:`checkpoint_wall_time`,
   :func:`young_interval`, :func:`daly_interval`: checkpoint and restart under
   Poisson failures (Young 1974, Daly 2006);
-* :func:`ring_allreduce_time`: the time of a ring all-reduce.
+* :func:`ring_allreduce_time` (defined in :mod:`sim.analytic.network`, the one
+  ring law): the time of a ring all-reduce;
+* :func:`bucket_ready_times`, :func:`overlapped_allreduce_end`: a gradient
+  all-reduce in buckets released as the backward pass produces them (PyTorch
+  DDP's ``Reducer``, Megatron-LM's ``overlap_grad_reduce``), one bucket after
+  the other on the data-parallel communicator.
 
 References
 ----------
@@ -44,6 +49,10 @@ References
    Wiley 1992 (event graphs: completion times as max-plus recursions).
 .. [Ring] P. Patarasuk, X. Yuan, "Bandwidth optimal all-reduce algorithms
    for clusters of workstations", J. Parallel Distrib. Comput. 69(2), 2009.
+.. [DDP] S. Li et al., "PyTorch Distributed: experiences on accelerating data
+   parallel training", VLDB 13(12), 2020 (section 3.2.3: gradient bucketing,
+   overlapping the all-reduce of a bucket with the backward computation of the
+   others; buckets reduced in order).
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ import math
 from collections.abc import Sequence
 
 from ..errors import check, check_int, check_nonnegative, check_positive
+from .network import ring_allreduce_time
 
 __all__ = [
     "pipeline_step_time",
@@ -68,6 +78,8 @@ __all__ = [
     "ring_allreduce_time",
     "interleaved_bubble_ratio",
     "program_makespan",
+    "bucket_ready_times",
+    "overlapped_allreduce_end",
 ]
 
 
@@ -160,7 +172,8 @@ def interleaved_bubble_ratio(devices: int, chunks: int, microbatches: int) -> fl
 def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[float],
                      backward: Sequence[float], activation: Sequence[float],
                      gradient: Sequence[float], *, blocking: bool = False,
-                     finish: dict | None = None) -> float:
+                     channels: bool = True, finish: dict | None = None,
+                     starts: dict | None = None) -> float:
     """Exact completion time of fixed per-device programs of one pipeline (max-plus).
 
     Parameters
@@ -177,9 +190,16 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     blocking : bool
         Paired blocking transfers (both devices busy from the later of their
         arrivals) rather than transfers in flight while the devices compute.
+    channels : bool
+        Transfers in flight move one at a time per sending and receiving
+        device, in the order sent (FIFO channels: NCCL's one stream per pair,
+        ``p2p="overlap"``); False: each on its own, whatever else moves
+        (``p2p="shared"`` without a network).
     finish : dict, optional
         Filled with the completion time of every command, keyed
         ``(kind, stage or hop, i)``.
+    starts : dict, optional
+        Filled with the start time of every compute command, keyed as ``finish``.
 
     Returns
     -------
@@ -196,7 +216,11 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     its duration and ``r`` its readiness: overlapped, a forward of stage
     ``s > 0`` is ready at its input's forward completion plus the hop's
     activation time, a backward at its output gradient's backward completion
-    plus the gradient time (the last stage's at its own forward); blocking, a
+    plus the gradient time (the last stage's at its own forward); with
+    ``channels`` a transfer in flight arrives at ``max(c, a_prev) + d``, ``c``
+    the completion of the pass that sent it and ``a_prev`` the arrival of the
+    transfer sent before it from the same device to the same device (a
+    max-plus queue per channel); blocking, a
     pass's inputs were received by earlier commands of the device, and a
     send and its receive both complete at ``max(c_prev, c'_prev) + d``. The
     recursion is evaluated by repeatedly advancing every device whose next
@@ -211,11 +235,24 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
     done: dict = {} if finish is None else finish
+    began: dict = {} if starts is None else starts
     pos = [0] * p
     free = [0.0] * p
+    arrival: dict = {}  # transfers in flight: ("a" | "g", hop, i) -> arrival time
+    last: dict = {}  # channel (sender device, receiver device) -> its last arrival
 
     def device_of(s: int) -> int:
         return s % p
+
+    def sent(tag: str, h: int, i: int, t: float, src: int, dst: int, d: float) -> None:
+        if channels:
+            key = (src, dst)
+            a = last.get(key)
+            arr = (t if a is None or t >= a else a) + d
+            last[key] = arr
+        else:
+            arr = t + d
+        arrival[(tag, h, i)] = arr
 
     progress = True
     while progress:
@@ -233,23 +270,30 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
                         if s == 0:
                             ready = 0.0
                         else:
-                            x = done.get(("F", s - 1, i))
+                            x = arrival.get(("a", s - 1, i))
                             if x is None:
                                 break
-                            ready = x + activation[s - 1]
+                            ready = x
                     elif s == S - 1:
                         x = done.get(("F", s, i))
                         if x is None:
                             break
                         ready = x
                     else:
-                        x = done.get(("B", s + 1, i))
+                        x = arrival.get(("g", s, i))
                         if x is None:
                             break
-                        ready = x + gradient[s]
-                    t = max(free[d], ready) + (forward[s] if kind == "F" else backward[s])
+                        ready = x
+                    t0 = max(free[d], ready)
+                    t = t0 + (forward[s] if kind == "F" else backward[s])
                     done[(kind, s, i)] = t
+                    began[(kind, s, i)] = t0
                     free[d] = t
+                    if not blocking:  # send the output on
+                        if kind == "F" and s < S - 1:
+                            sent("a", s, i, t, d, device_of(s + 1), activation[s])
+                        elif kind == "B" and s > 0:
+                            sent("g", s - 1, i, t, d, device_of(s - 1), gradient[s - 1])
                     pos[d] += 1
                     progress = True
                     continue
@@ -269,6 +313,64 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     if any(pos[d] < len(programs[d]) for d in range(p)):
         raise ValueError("the programs deadlock (a command waits for one that never comes)")
     return max(free) if free else 0.0
+
+
+def bucket_ready_times(start: float, duration: float, sizes: Sequence[float]) -> list[float]:
+    """When each bucket's gradients are produced by a backward pass of ``duration`` from ``start``.
+
+    Notes
+    -----
+    The pass produces the stage's gradients at an even rate, bucket after
+    bucket in the order given (the order the backward pass reaches them):
+
+    .. math:: r_b = t_0 + d \\, \\frac{\\sum_{b' \\le b} s_{b'}}{\\sum_{b'} s_{b'}}
+
+    with the last bucket ready as the pass ends (``r_B = t_0 + d`` exactly).
+    """
+    total = math.fsum(sizes)
+    out, acc = [], 0.0
+    for k, b in enumerate(sizes):
+        acc += b
+        f = 1.0 if k == len(sizes) - 1 else acc / total
+        out.append(start + duration * f)
+    return out
+
+
+def overlapped_allreduce_end(ready: Sequence[float], durations: Sequence[float]) -> float:
+    """When a bucketed all-reduce overlapped with the backward pass ends.
+
+    Parameters
+    ----------
+    ready : sequence of float
+        ``r_b``: when every participant has produced bucket ``b`` (the latest
+        of their :func:`bucket_ready_times`), in bucket order.
+    durations : sequence of float
+        ``T_b``: bucket ``b``'s all-reduce alone (e.g.
+        :func:`ring_allreduce_time` of its size).
+
+    Notes
+    -----
+    The buckets are all-reduced in order on one communicator (DDP's
+    ``Reducer`` launches them in bucket order; NCCL runs a communicator's
+    operations one after the other), each once it is ready:
+
+    .. math:: e_b = \\max(r_b, e_{b-1}) + T_b, \\qquad e_0 = -\\infty
+
+    and the exposed all-reduce time after the last backward pass ends at
+    ``t_end`` is ``e_B - t_end``; the all-reduce that waits for the end of the
+    backward pass (``overlap=none``) ends at ``t_end + sum_b T_b`` [DDP]_.
+    Returns ``-inf`` for no bucket.
+
+    References
+    ----------
+    [DDP]_, [MaxPlus]_.
+    """
+    check(len(ready) == len(durations), "durations", f"{len(ready)} values (one per bucket)",
+          len(durations))
+    e = -math.inf
+    for r, T in zip(ready, durations, strict=True):
+        e = (r if r >= e else e) + T
+    return e
 
 
 # --------------------------------------------------------------------------- M/M/c
@@ -544,27 +646,3 @@ def daly_interval(checkpoint_cost: float, mtbf: float) -> float:
     return math.sqrt(2.0 * C * M) * (1.0 + math.sqrt(C / (2.0 * M)) / 3.0 + C / (18.0 * M)) - C
 
 
-# --------------------------------------------------------------------------- communication
-
-
-def ring_allreduce_time(participants: int, size: float, bandwidth: float, latency: float) -> float:
-    """Time of a ring all-reduce of ``size`` among ``k`` participants.
-
-    Notes
-    -----
-    .. math:: T = 2 (k - 1) \\left(\\ell + \\frac{P}{k\\,W}\\right)
-
-    (a reduce-scatter and an all-gather, each ``k - 1`` rounds of a chunk of
-    ``P / k``); zero for ``k = 1``.
-
-    References
-    ----------
-    [Ring]_.
-    """
-    k = check_int("participants", participants, low=1)
-    P = check_nonnegative("param_size", size)
-    W = check_positive("bandwidth", bandwidth, allow_inf=True)
-    lat = check_nonnegative("latency", latency)
-    if k == 1:
-        return 0.0
-    return 2.0 * (k - 1) * (lat + (P / (k * W) if P else 0.0))

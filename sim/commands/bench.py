@@ -123,6 +123,14 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
             "planner_seconds", "s")
         add("    plans ranked (closed form) per CPU second", "planner_plans_per_s", "/s")
         add("    plans ranked", "planner_plans", "")
+    if "learners_events_per_s" in res:
+        add(f"(s) DiLoCo learners, {res.get('learners_chips', 0):g} chips, "
+            f"{res.get('learners_days', 0):g} simulated days: events", "learners_events_per_s",
+            "/s")
+        add("    that run: wall time", "learners_seconds", "s")
+        add("    that run: CPU time", "learners_cpu_seconds", "s")
+        add("    that run: peak RSS", "learners_peak_mib", "MiB")
+        add("    that run: goodput", "learners_goodput", "")
     add("(l) async gossip training, per local step", "async_training_us_per_local_step", "us")
     add("    compiled engine, per local step", "async_training_compiled_us_per_local_step", "us")
     for key in sorted(k for k in res if k.startswith("recording_edge_ratio_n")):
@@ -155,6 +163,11 @@ def _rows(res: dict) -> list[tuple[str, ...]]:
             "/s")
         add("    async gossip DES exchanges, contention off",
             "gossip_no_contention_exchanges_per_s", "/s")
+    if "timeline_ratio_bench" in res:
+        add(f"(r) --timeline, training bench run ({res.get('timeline_events_bench', 0):.3g} "
+            "events): recorded + file / plain", "timeline_ratio_bench", "x")
+        add(f"    1F1B run ({res.get('timeline_events_1f1b', 0):.3g} events)",
+            "timeline_ratio_1f1b", "x")
     return rows
 
 

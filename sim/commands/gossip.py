@@ -16,8 +16,8 @@ from ..gossip import (
     MIXINGS,
     PROTOCOLS,
     GossipConfig,
-    comparison_rows,
     default_nodes,
+    gossip_comparison_rows,
     gossip_model,
     summarize_runs,
 )
@@ -26,18 +26,28 @@ from ..learning import (
     OBJECTIVES,
     PLACEMENTS,
     RULES,
+    GossipTrainingConfig,
     LearningConfig,
-    TrainingConfig,
+    gossip_training_model,
     place_adversaries,
     read_objective_file,
     summarize_training,
     training_engine,
-    training_model,
     training_objective,
 )
 from ..runner import replicate
 from ._applies import refuse_unless
 from ._common import add_run_options, announce_fallback, emit_json, print_table
+from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
+from ._units import (
+    RATE_HELP,
+    SIZE_HELP,
+    RateOption,
+    SizeOption,
+    check_gossip,
+    given_line,
+    units_object,
+)
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "gossip"
@@ -46,7 +56,9 @@ HELP = "gossip averaging on a graph with stubborn, adversarial or clipped peers 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the ``dtsim gossip`` options."""
     p.add_argument("--topology", default="complete", metavar="NAME[:k=v,...]",
-                   help="topology spec, e.g. complete, ring:n=16, torus:dims=4x4 (default complete)")
+                   help="topology spec, e.g. complete, ring:n=16, torus:dims=4x4 (default complete); "
+                        "link bandwidth in B/s and latency in s, or with units: "
+                        "ring:n=16,bandwidth=10Gbit/s,latency=5us")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="number of nodes n, adversaries included (default 16 on the complete graph)")
     p.add_argument("--topology-seed", type=int, default=None, metavar="S",
@@ -94,11 +106,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default 1")
     p.add_argument("--wake-rate", type=float, default=1.0, metavar="R",
                    help="async: Poisson wake-up rate per node (default 1)")
-    p.add_argument("--size", type=float, default=1.0, metavar="S",
-                   help="message size; an exchange takes latency + size / bandwidth (default 1)")
-    p.add_argument("--nic", type=float, default=None, metavar="BW",
+    p.add_argument("--size", action=SizeOption, default=1.0, metavar="SIZE",
+                   help="message size; an exchange takes latency + size / bandwidth: "
+                        f"{SIZE_HELP} (default 1)")
+    p.add_argument("--nic", action=RateOption, default=None, metavar="RATE",
                    help="NIC capacity (each way) of every node: concurrent exchanges at a node "
-                        "share it (async, matching, neighbourhood, allreduce)")
+                        f"share it (async, matching, neighbourhood, allreduce): {RATE_HELP}")
     p.add_argument("--contention", default="on", metavar="on|off",
                    help="on (default): exchanges are flows that share finite links and NICs "
                         "(sim.network); off: each takes latency + size / bandwidth alone")
@@ -176,6 +189,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--bucketing: repeat (default, the reference decentralised form) or permute "
                         "(ceil(m/S) buckets of a random permutation)")
     add_failure_trace_options(p)  # async churn replayed from a real trace (node i = slot i)
+    add_timeline_options(p, what="every exchange (async: from its start to its delivery; edge: "
+                         "each step, 2/n long), every node's down interval and the links' "
+                         "utilisation (async and edge, the DES engine)")
     add_run_options(p, replications=20)
 
 
@@ -214,8 +230,8 @@ def _float_list(name: str, text: str | None) -> tuple[float, ...] | None:
         raise ConfigError(name, "a comma-separated list of numbers", text) from None
 
 
-def training_from_args(args: argparse.Namespace) -> TrainingConfig | None:
-    """The :class:`~sim.learning.TrainingConfig` of the options, or None without ``--objective``."""
+def training_from_args(args: argparse.Namespace) -> GossipTrainingConfig | None:
+    """The :class:`~sim.learning.GossipTrainingConfig` of the options, or None without ``--objective``."""
     given = [k for k in _TRAINING if getattr(args, k, None) is not None]
     if args.objective == "none":
         check(not given, "objective", "quadratic or logistic with --" + ", --".join(
@@ -235,21 +251,21 @@ def training_from_args(args: argparse.Namespace) -> TrainingConfig | None:
                         data=v["data"], partition=v["partition"], alpha=v["alpha"],
                         objective_seed=v["objective_seed"], momentum=v["momentum"])
     flip = args.adversary == "labelflip"
-    g = config_from_args(args, dim=lc.dimension(args.dim) if args.dim == 1 else args.dim,
+    g = _config_from_args(args, dim=lc.dimension(args.dim) if args.dim == 1 else args.dim,
                          objective_seed=v["objective_seed"])
     flipped: tuple[int, ...] = ()
     if flip:
         flipped = tuple(g.adversary_positions)
         g = replace(g, adversary="none", adversary_nodes=None, num_adversaries=None,
                     adversary_value=None)
-    return TrainingConfig(g, lc, rule=v["rule"], trim=v["trim"], flipped=flipped,
+    return GossipTrainingConfig(g, lc, rule=v["rule"], trim=v["trim"], flipped=flipped,
                           krum_f=v["krum_f"], krum_m=v["krum_m"], krum_variant=v["krum_variant"],
                           rfa_iters=v["rfa_iters"], rfa_nu=v["rfa_nu"], cc_tau=v["cc_tau"],
                           cc_iters=v["cc_iters"], bucketing=v["bucketing"],
                           bucketing_form=v["bucketing_form"])
 
 
-def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
+def _config_from_args(args: argparse.Namespace, *, dim: int | None = None,
                      objective_seed: int = 0) -> GossipConfig:
     """Build (and so validate) the :class:`~sim.gossip.GossipConfig` of the options."""
     nodes = default_nodes(args.topology, args.nodes)
@@ -303,7 +319,7 @@ def config_from_args(args: argparse.Namespace, *, dim: int | None = None,
     )
 
 
-def _byzantine_keys(cfg: GossipConfig, tc: TrainingConfig | None = None) -> dict[str, Any]:
+def _byzantine_keys(cfg: GossipConfig, tc: GossipTrainingConfig | None = None) -> dict[str, Any]:
     """The attack-scope, mixing, gossip-round, momentum and rule settings that differ from the defaults.
 
     Reported only when set, so the JSON of every run that sets none of them is unchanged.
@@ -360,11 +376,11 @@ def _size_matters(cfg: GossipConfig) -> bool:
     """True when the message size changes some exchange time (a link of finite bandwidth)."""
     import dataclasses
 
-    from ..gossip.network import build_network
+    from ..gossip.network import build_gossip_graph
 
     if cfg.nic is not None:
         return True
-    a, b = build_network(cfg), build_network(dataclasses.replace(cfg, size=0.0))
+    a, b = build_gossip_graph(cfg), build_gossip_graph(dataclasses.replace(cfg, size=0.0))
     return a.complete_delay != b.complete_delay or not np.array_equal(a.delay, b.delay)
 
 
@@ -377,7 +393,7 @@ def _contention_matters(cfg: GossipConfig) -> bool:
     return flow_network(dataclasses.replace(cfg, contention=True)) is not None
 
 
-def check_options(args: argparse.Namespace) -> None:
+def _check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
     refuse_unless(args, "adversary_value", args.adversary != "none", "with --adversary")
     refuse_unless(args, "stubborn_values", args.adversary == "stubborn", "with --adversary stubborn")
@@ -411,22 +427,36 @@ def check_options(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the replications and print the report (text table or one JSON object)."""
-    check_options(args)
+    _check_options(args)
+    request = timeline_from_args(args)
     tc = training_from_args(args)
     if tc is not None:
+        if request is not None:
+            raise ConfigError("timeline", "given without the gossip training options (the "
+                              "timeline records the async and edge exchanges of plain "
+                              "gossip)", request.path)
         return _run_training(args, tc)
-    cfg = config_from_args(args)
+    cfg = _config_from_args(args)
+    if request is not None:
+        _check_timeline(cfg, request)
     refuse_unless(args, "size", _size_matters(cfg),
                   "with links of finite bandwidth (an exchange takes latency + size / bandwidth; "
                   "this topology's bandwidth is infinite)")
     refuse_unless(args, "contention", _contention_matters(cfg),
                   "with a protocol whose exchanges overlap (not edge) on links of finite "
                   "bandwidth or with --nic (nothing is shared otherwise)")
+    check_gossip(args, cfg)
     announce_fallback("gossip", cfg.resolved_engine, cfg.engine_reason)
-    records = replicate(gossip_model, cfg, replications=args.replications, seed=args.seed,
+    model = None  # replication 0 records as it runs (the serial executor, on the DES engine)
+    if request is not None and args.executor == "serial" and cfg.resolved_engine == "des":
+        model = RecordingModel(gossip_model, request.recorder(), args.seed)
+    records = replicate(gossip_model if model is None else model, cfg,
+                        replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
     report = summarize_runs(records, cfg)
     errors = [r["error"] for r in records if r.get("error")]
+    timeline = (lambda: _timeline(args, cfg, request, records[0], model)) \
+        if request is not None else (lambda: None)
     if args.json:
         payload = {
             "topology": cfg.topology, "nodes": cfg.n, "protocol": cfg.protocol,
@@ -440,17 +470,59 @@ def run(args: argparse.Namespace) -> int:
             "errors": errors, **_byzantine_keys(cfg),
         }
         payload.update(report)
+        payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
+        timeline()
         return 0 if not errors else 1
+    line = given_line(args)
+    if line is not None:
+        print(line)
     print(f"gossip: {cfg.protocol} on {cfg.topology} with n = {cfg.n} "
           f"({cfg.honest_count} honest), {report['replications']} replications, seed {args.seed}")
     print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
     rows = [(r["quantity"], _fmt(r["simulated"]), _ci_text(r["interval"]), _fmt(r["exact"]))
-            for r in comparison_rows(report)]
+            for r in gossip_comparison_rows(report)]
     print_table(rows, ("quantity", "simulated", "95% CI", "exact"))
     for e in errors:
         print(f"replication error: {e}")
+    timeline()
     return 0 if not errors else 1
+
+
+def _check_timeline(cfg: Any, request: Any) -> None:
+    """Refuse, before any work, a timeline this gossip run cannot record, or one too large."""
+    from ..timeline import check_run_size
+
+    if cfg.protocol not in ("async", "edge"):
+        raise ConfigError("timeline", "given with --protocol async or edge (the engines that "
+                          f"record their exchanges; not {cfg.protocol})", request.path)
+    if cfg.resolved_engine != "des" and cfg.protocol == "async":
+        raise ConfigError("timeline", "given with --engine des for this async configuration "
+                          f"(the {cfg.resolved_engine} engine runs it: its own random numbers, "
+                          "no events)", request.path)
+    if cfg.protocol == "async":
+        events = 2.0 * cfg.n * cfg.wake_rate * float(cfg.rounds)
+    else:
+        events = 2.0 * float(cfg.rounds)
+    check_run_size(request, events, "exchanges")
+
+
+def _timeline(args: argparse.Namespace, cfg: Any, request: Any, record: dict[str, Any],
+              model: RecordingModel | None) -> None:
+    """Write replication 0's events: recorded in the run, else by running it again here on
+    the DES engine (the compiled edge engine gives the DES engine's numbers bit for bit, so
+    replication 0 of either is the same run; the check says so)."""
+    from ..rng import Streams
+
+    def rerun() -> tuple[Any, dict[str, Any]]:
+        rec = request.recorder()
+        des = replace(cfg, engine="des") if cfg.engine == "auto" else cfg
+        metrics = gossip_model(des, Streams(args.seed).replication(0), recorder=rec)
+        metrics["engine"] = record.get("engine")  # the engine's name, not a number of the run
+        return rec, metrics
+
+    finish_timeline(request, model, rerun, record=record, command="gossip", seed=args.seed,
+                    json_mode=args.json, unit="s")
 
 
 #: Training rows of the text report: (measured, exact, label).
@@ -463,11 +535,12 @@ _TRAIN_ROWS = (
 )
 
 
-def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
+def _run_training(args: argparse.Namespace, tc: GossipTrainingConfig) -> int:
     cfg = tc.gossip
     training_objective(tc)  # build (and so validate) the objective before any replication
+    check_gossip(args, cfg)
     announce_fallback("gossip", *training_engine(tc))
-    records = replicate(training_model, tc, replications=args.replications, seed=args.seed,
+    records = replicate(gossip_training_model, tc, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
     errors = [r["error"] for r in records if r.get("error")]
     if len(errors) == len(records):
@@ -490,6 +563,7 @@ def _run_training(args: argparse.Namespace, tc: TrainingConfig) -> int:
             "grad_noise": lc.grad_noise, "errors": errors, **_byzantine_keys(cfg, tc),
         }
         payload.update(report)
+        payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
         return 0 if not errors else 1
     print(f"gossip training: {lc.objective} on {cfg.protocol} over {cfg.topology} with "

@@ -10,6 +10,20 @@ from .. import progress
 from ..errors import ConfigError, check, check_choice
 from ._applies import refuse_unless
 from ._common import emit_json, print_table
+from ._timeline import add_timeline_options, timeline_from_args, write_timeline
+from ._units import (
+    NETWORK_UNITS,
+    RATE_HELP,
+    SIZE_HELP,
+    TIME_HELP,
+    RateOption,
+    flow_terms,
+    given_line,
+    network_terms,
+    option_terms,
+    units_object,
+    warn_mixed,
+)
 
 NAME = "network"
 HELP = "finish times of flows (src,dst,size,start) on a topology, max-min fair sharing"
@@ -18,15 +32,18 @@ HELP = "finish times of flows (src,dst,size,start) on a topology, max-min fair s
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``dtsim network``."""
     p.add_argument("--topology", required=True, metavar="SPEC|FILE",
-                   help="a topology spec or graph file whose edges carry bandwidth and latency "
-                        "(tree:racks=4,hosts=8, datacenter:..., my.graphml)")
+                   help="a topology spec or graph file whose edges carry bandwidth (B/s) and "
+                        "latency (s), or with units (tree:racks=4,hosts=8,host_bandwidth="
+                        "10Gbit/s,host_latency=5us; datacenter:..., my.graphml)")
     p.add_argument("--flows", required=True, metavar="FLOWS.csv",
-                   help="CSV with the header src,dst,size,start (node names as in the graph)")
+                   help="CSV with the header src,dst,size,start (node names as in the graph; "
+                        f"size in {SIZE_HELP}; start in {TIME_HELP})")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="total nodes when the spec does not set the size")
     p.add_argument("--seed", type=int, default=None, help="seed for random families")
-    p.add_argument("--nic", type=float, default=None, metavar="BW",
-                   help="NIC capacity (egress and ingress each) of every host without one")
+    p.add_argument("--nic", action=RateOption, default=None, metavar="RATE",
+                   help=f"NIC capacity (egress and ingress each) of every host without one: "
+                        f"{RATE_HELP}")
     p.add_argument("--weighting", default="maxmin", metavar="NAME",
                    help="maxmin (plain max-min fairness, default) or rtt (SimGrid CM02: shares "
                         "weighted by 1 / route latency)")
@@ -35,6 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(re-solve every flow at every event: the cross-check)")
     p.add_argument("--json", action="store_true",
                    help="one JSON object: finish (in the file's order), links (utilisation)")
+    add_timeline_options(p, what="every flow (from its request to its finish) and every "
+                         "link's utilisation as it changes")
 
 
 def _random_spec(spec: str) -> bool:
@@ -60,17 +79,35 @@ def run(args: argparse.Namespace) -> int:
                   "builder (this topology has no randomness)")
     check_choice("weighting", args.weighting, WEIGHTINGS)
     check_choice("solver", args.solver, ("incremental", "full"))
+    request = timeline_from_args(args)
     if args.nic is not None:
         check(args.nic > 0, "nic", "> 0", args.nic)
-    flows = read_flows(args.flows)
+    typed: list = []
+    flows = read_flows(args.flows, quantities=typed)
     total = sum(fl.size for fl in flows)  # inf when the sum is beyond a double
     check(total < math.inf, "flows", "sizes whose sum is a finite double (at most about "
           "1.8e308 in all: each link's bytes are summed)", f"{args.flows} (sum {total:g})")
     net = build_network(args.topology, nodes=args.nodes, seed=args.seed, nic=args.nic)
     with progress.bar(len(flows) if len(flows) >= 10_000 else 0, "routes", unit="flow") as bar:
         _check_routes(args, net, flows, bar)
+    rec = None
+    if request is not None:  # the flows' own events, from the run whose numbers are printed
+        from ..network.flows import COMPILED_FROM
+        from ..network.kernel import HAVE_NUMBA
+        from ..timeline import check_run_size
+
+        if HAVE_NUMBA and args.solver == "incremental" and len(flows) >= COMPILED_FROM:
+            raise ConfigError("timeline", f"given with fewer than {COMPILED_FROM} flows (from "
+                              "there the compiled loop runs, which records no events)",
+                              f"{len(flows)} flows")
+        check_run_size(request, 2.0 * len(flows) * (1 + net.n_resources), "flow ends and "
+                       "link samples")
+        rec = request.recorder(flows=True)
+        rec.meta.update(engine="flow-level network", flows=len(flows), unit="s")
+    warn_mixed(NAME, flow_terms(args.flows, typed) + network_terms(net.units, "the topology")
+               + option_terms(args, {"nic": "rate"}))
     res = simulate_flows(net, flows, weighting=args.weighting,
-                         incremental=args.solver == "incremental")
+                         incremental=args.solver == "incremental", recorder=rec)
     finish = [float(x) for x in res.finish]
     late = next((k for k, t in enumerate(finish) if not math.isfinite(t)), None)
     check(late is None, "flows", "sizes and capacities whose finish times are finite doubles "
@@ -81,20 +118,28 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"topology": args.topology, "flows": len(flows), "weighting": args.weighting,
                    "solver": args.solver, "finish": finish, "makespan": makespan,
-                   "links": res.links})
+                   "links": res.links, "units": units_object(NETWORK_UNITS, args)})
+        if rec is not None:
+            write_timeline(request, rec, command="network", seed=None, json_mode=True)
         return 0
     rows: list[list[Any]] = [
         [k, fl.src, fl.dst, fl.size, fl.start, t, t - fl.start]
         for k, (fl, t) in enumerate(zip(flows, finish, strict=True))]
     print(f"{len(flows)} flows on {args.topology} ({args.weighting} sharing), "
-          f"makespan {makespan:.6g}")
-    print_table(rows, ["flow", "src", "dst", "size", "start", "finish", "duration"])
+          f"makespan {makespan:.6g} s")
+    line = given_line(args)
+    if line is not None:
+        print(line)
+    print_table(rows, ["flow", "src", "dst", "size (B)", "start (s)", "finish (s)",
+                       "duration (s)"])
     used = [x for x in res.links if x["bytes"] > 0]
     if used:
         print()
         print(f"links that carried data ({len(used)} of {len(res.links)} finite):")
         print_table([[x["link"], x["capacity"], x["bytes"], x["utilisation"]] for x in used],
-                    ["link", "capacity", "bytes", "utilisation"])
+                    ["link", "capacity (B/s)", "bytes (B)", "utilisation"])
+    if rec is not None:
+        write_timeline(request, rec, command="network", seed=None, json_mode=False)
     return 0
 
 

@@ -55,6 +55,20 @@ from ..pipeline import (
 from ..rng import Streams
 from ._applies import refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
+from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
+from ._units import (
+    PIPELINE_UNITS,
+    RATE_HELP,
+    SIZE_HELP,
+    TIME_HELP,
+    RateOption,
+    SizeOption,
+    TimesOption,
+    check_pipeline,
+    given_line,
+    pipeline_transfers,
+    units_object,
+)
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "pipeline"
@@ -113,11 +127,12 @@ def add_model_arguments(p: argparse.ArgumentParser, *, microbatches: int | None 
                    help="compute time law: " + ", ".join(STAGE_TIME_DISTRIBUTIONS))
     p.add_argument("--stage-time-shape", type=float, default=None,
                    help="Weibull shape or lognormal sigma of the compute time")
-    p.add_argument("--latency", type=float_list, default=0.0,
-                   help="transfer latency per hop, or one per hop (default 0)")
-    p.add_argument("--transfer-size", type=float, default=0.0,
-                   help="activation size per hop (default 0)")
-    p.add_argument("--bandwidth", type=float, default=math.inf, help="link bandwidth (default inf)")
+    p.add_argument("--latency", action=TimesOption, default=0.0, metavar="TIME[,TIME...]",
+                   help=f"transfer latency per hop, or one per hop: {TIME_HELP} (default 0)")
+    p.add_argument("--transfer-size", action=SizeOption, default=0.0, metavar="SIZE",
+                   help=f"activation size per hop: {SIZE_HELP} (default 0)")
+    p.add_argument("--bandwidth", action=RateOption, default=math.inf, metavar="RATE",
+                   help=f"link bandwidth: {RATE_HELP} (default inf)")
     p.add_argument("--microbatches", type=int, default=mb,
                    help=f"microbatches per replication (default {mb})")
     p.add_argument("--arrival", default=d.arrival, metavar="KIND",
@@ -147,7 +162,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     p.add_argument("--topology", default=None, metavar="SPEC",
                    help="place replicas on a layout, e.g. datacenter:regions=2,racks=8,hosts=4 "
-                        "(its domains and link latencies replace --domain-outage and --latency)")
+                        "(its domains and link latencies replace --domain-outage and --latency; "
+                        "link bandwidth in B/s and latency in s, or with units: "
+                        "tree:host_bandwidth=10Gbit/s,host_latency=5us)")
     p.add_argument("--placement", default="shared", metavar="POLICY",
                    help="with --topology: " + ", ".join(PLACEMENTS) + " (default shared)")
     p.add_argument("--no-layout-latency", action="store_true",
@@ -175,13 +192,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "all 1; it sets the replicas per stage)")
     p.add_argument("--network", default=None, metavar="SPEC|FILE",
                    help="with --queueing: the network the hops cross (--transfer-size a "
-                        "microbatch, as flows sharing its links); give a --routing that picks "
-                        "a replica")
+                        "microbatch, as flows sharing its links: bandwidth in B/s and latency "
+                        "in s, or with units, tree:host_bandwidth=10Gbit/s,host_latency=5us); "
+                        "give a --routing that picks a replica")
     p.add_argument("--network-nodes", default=None, metavar="LIST",
                    help="with --network: the node of each replica, stage-major, comma-separated "
                         "(default the network's hosts in order)")
-    p.add_argument("--nic", type=float, default=None, metavar="BW",
-                   help="with --network: NIC capacity (each way) of every host without one")
+    p.add_argument("--nic", action=RateOption, default=None, metavar="RATE",
+                   help=f"with --network: NIC capacity (each way) of every host without one: "
+                        f"{RATE_HELP}")
     p.add_argument("--contention", default="on", metavar="on|off",
                    help="with --network: on (default) transfers share links; off: each alone")
     p.add_argument("--p2p", default="overlap", metavar="MODE",
@@ -201,6 +220,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-rel-error", type=float, default=None, metavar="R",
                    help="with --method importance: stop once the relative standard error is "
                         "at most R")
+    add_timeline_options(p, what="every stage served, hop, failover, skip, wait, drop and down "
+                         "interval (the discrete-event simulation's, --engine des)")
     add_run_options(p, replications=DEFAULT_REPLICATIONS)
     # None marks "not given": --method importance refuses these rather than ignore them.
     p.set_defaults(replications=None, microbatches=None)
@@ -218,7 +239,7 @@ def write_event_log(cfg: PipelineConfig, seed: int, path: str) -> Path:
     return out
 
 
-def config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = None,
+def _config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = None,
                      **override: Any) -> tuple[PipelineConfig, Any]:
     """Build the :class:`PipelineConfig` (and the placement, if a topology) from CLI args.
 
@@ -478,13 +499,40 @@ def _log_failed(args: argparse.Namespace, error: str | None) -> int:
     return 1
 
 
+def _check_timeline(args: argparse.Namespace, method: str, cfg: PipelineConfig,
+                    request: Any) -> None:
+    """Refuse, before any work, a timeline this run cannot record, or one too large."""
+    from ..pipeline.engines import choose_engine
+    from ..timeline import check_run_size
+
+    if method == "importance":
+        raise ConfigError("timeline", "given with --method simulate (importance sampling draws "
+                          "snapshots, not a run in time)", request.path)
+    sel, _ = choose_engine(cfg, args.engine)
+    if not getattr(sel.engine, "records", False):
+        raise ConfigError("timeline", f"given with --engine des (the {sel.name} engine runs "
+                          "this configuration and records no events)", request.path)
+    check_run_size(request, 2.0 * cfg.microbatches * cfg.stages, "stage crossings and hops")
+
+
 def run(args: argparse.Namespace) -> int:
     method = _check_options(args)
+    request = timeline_from_args(args)
     log_error: str | None = None
     if method == "importance":
-        cfg, placement = config_from_args(args, layout_latency=False)
+        cfg, placement = _config_from_args(args, layout_latency=False)
     else:
-        cfg, placement = config_from_args(args)
+        cfg, placement = _config_from_args(args)
+    check_pipeline(args, cfg)
+    model = None
+    if request is not None:
+        _check_timeline(args, method, cfg, request)
+        if args.executor == "serial":  # replication 0 records as it runs
+            from ..pipeline.engines import choose_engine
+
+            model = RecordingModel(choose_engine(cfg, args.engine)[0].engine.run,
+                                   request.recorder(), args.seed)
+    records: list[dict[str, Any]] = []
     if args.show_placement and placement is not None and not args.json:
         print(placement.render())
         print()
@@ -500,7 +548,7 @@ def run(args: argparse.Namespace) -> int:
                                   args.event_log)
             engine = "des"
         out = simulate(cfg, replications=reps, seed=args.seed, executor=args.executor,
-                       workers=args.workers, engine=engine)
+                       workers=args.workers, engine=engine, records_out=records, model=model)
         if args.event_log and args.engine == "auto":
             out["engine_reason"] = "auto: --event-log needs the discrete-event simulation"
         if args.event_log:
@@ -514,11 +562,17 @@ def run(args: argparse.Namespace) -> int:
         if cfg.failure_trace is not None:
             out["failure_trace"] = cfg.failure_trace.trace
             out["trace_policy"] = cfg.failure_trace.policy
+    out["units"] = units_object(PIPELINE_UNITS, args)
     if args.json:
         if args.show_placement and placement is not None:
             out["placement"] = [[list(c) for c in s] for s in cfg.domain_placement.replica_domains]
         emit_json(out)
+        if request is not None:
+            _timeline(args, cfg, request, records[0], model)
         return _log_failed(args, log_error)
+    for line in (given_line(args), pipeline_transfers(args, cfg)):
+        if line is not None:
+            print(line)
     if method == "importance":
         _print_importance(out, cfg, args, placement)
         return 0
@@ -558,4 +612,21 @@ def run(args: argparse.Namespace) -> int:
               f"not answered by the {out['engine']} engine (use --engine des)")
     if args.event_log and log_error is None:
         print(f"event log of replication 0 written to {out['event_log_file']}")
+    if request is not None:
+        _timeline(args, cfg, request, records[0], model)
     return _log_failed(args, log_error)
+
+
+def _timeline(args: argparse.Namespace, cfg: PipelineConfig, request: Any,
+              record: dict[str, Any], model: RecordingModel | None) -> None:
+    """Write replication 0's events (recorded in the run, else by running it again here)."""
+    from ..pipeline.engines import choose_engine
+
+    sel, _ = choose_engine(cfg, args.engine)
+
+    def rerun() -> tuple[Any, dict[str, Any]]:
+        rec = request.recorder()
+        return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+
+    finish_timeline(request, model, rerun, record=record, command="pipeline", seed=args.seed,
+                    json_mode=args.json, unit="s")

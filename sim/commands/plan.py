@@ -20,6 +20,7 @@ from ..errors import ConfigError, check, check_choice, check_int, check_output_f
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
 from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table
+from ._units import PLAN_UNITS, units_object
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "plan"
@@ -284,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
                       "simulated_iteration_time": None if s is None else s["iteration_time"],
                       "plan": plan_to_data(r.plan), "refused": err}
                      for r, p, s, err in compared],
-            "out": args.out,
+            "out": args.out, "units": units_object(PLAN_UNITS),
         })
         return 0
     print(f"{model.name} on {fleet_gpus(fleet)}; global batch {req.global_batch_size}, "

@@ -1,4 +1,5 @@
-"""``dtsim plot OUTDIR``: redraw an experiment's figures from its stored results.
+"""``dtsim plot OUTDIR``: redraw an experiment's figures from its stored results;
+``dtsim plot --timeline FILE``: draw a run's timeline as a Gantt chart.
 
 A results folder is data, never code: its CSV files and ``manifest.json`` are
 read and checked, and the default figures (one per metric against the first
@@ -22,14 +23,23 @@ from ..runner import SweepResult, code_version, load_experiment, read_manifest, 
 from ..runner.experiments import run_analyse
 
 NAME = "plot"
-HELP = "redraw an experiment's figures from its results folder (no re-run, no code from the folder)"
+HELP = ("redraw an experiment's figures from its results folder (no re-run, no code from the "
+        "folder), or draw a --timeline file as a Gantt chart")
 
 __all__ = ["NAME", "HELP", "add_arguments", "run", "load_result", "check_manifest"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``dtsim plot``."""
-    p.add_argument("outdir", metavar="OUTDIR", help="results folder written by dtsim run")
+    p.add_argument("outdir", metavar="OUTDIR", nargs="?", default=None,
+                   help="results folder written by dtsim run")
+    p.add_argument("--timeline", default=None, metavar="FILE",
+                   help="instead of OUTDIR: a timeline written by --timeline (dtsim train, "
+                        "pipeline, network, gossip), drawn as a Gantt chart: a row per device "
+                        "and stream, passes by kind, transfers, failures, step boundaries and "
+                        "bubble fractions")
+    p.add_argument("--out", default=None, metavar="PNG",
+                   help="with --timeline: the image written (default FILE with .png)")
     p.add_argument("--experiment", default=None, metavar="FILE",
                    help="the experiment file whose analyse() draws the figures; it is run, so "
                         "name only a file you trust (default: no code runs; one figure per metric "
@@ -162,8 +172,31 @@ def _analyse(args: argparse.Namespace, manifest: dict[str, Any], result: SweepRe
     return exp
 
 
+def _timeline(args: argparse.Namespace) -> int:
+    """``--timeline FILE [--out PNG]``: the Gantt chart of a timeline."""
+    from ..plotting import check_figure_file, plot_timeline
+    from ..timeline import gantt, read_timeline
+
+    check(args.outdir is None, "OUTDIR", "not given with --timeline", args.outdir)
+    check(args.experiment is None, "experiment", "not given with --timeline", args.experiment)
+    out = args.out if args.out is not None else str(Path(args.timeline).with_suffix(".png"))
+    check_figure_file("out", out)
+    if Path(out).resolve() == Path(args.timeline).resolve():
+        raise ConfigError("out", "another file than the timeline it draws", out)
+    obj = read_timeline(args.timeline)
+    g = gantt(obj)
+    check(bool(g.rows), "timeline", "a timeline with at least one event to draw", args.timeline)
+    path, _ = plot_timeline(g, out)
+    print(path)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Draw the default figures from the stored data, or the named experiment's ``analyse``."""
+    if args.timeline is not None:
+        return _timeline(args)
+    check(args.out is None, "out", "given only with --timeline", args.out)
+    check(args.outdir is not None, "OUTDIR", "a results folder (or --timeline FILE)", None)
     manifest, result = load_result(args.outdir)
     out = Path(args.outdir)
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*.png")}

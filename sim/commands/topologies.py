@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ConfigError, check_choice, check_int
 from ._applies import refuse_unless
 from ._common import emit_json, print_table
+from ._units import TOPOLOGY_LISTING_UNITS, TOPOLOGY_UNITS, units_object
 
 NAME = "topologies"
 HELP = "list topology families with their parameters (or build a spec and describe it)"
@@ -20,7 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``dtsim topologies``."""
     p.add_argument("spec", nargs="?", default=None, metavar="SPEC",
                    help="a topology spec to build and describe (ring:n=64, torus:dims=8x8, "
-                        "datacenter:regions=3,racks=4,hosts=8, a graph file, module:function)")
+                        "datacenter:regions=3,racks=4,hosts=8, a graph file, module:function); "
+                        "bandwidth parameters are in B/s and latency ones in s, or with units "
+                        "(tree:host_bandwidth=10Gbit/s,host_latency=5us)")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="total nodes when the spec does not set the size")
     p.add_argument("--seed", type=int, default=None, help="seed for random families")
@@ -110,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     if args.spec is None:
         rows = _listing()
         if args.json:
-            emit_json({"families": rows})
+            emit_json({"families": rows, "units": units_object(TOPOLOGY_LISTING_UNITS)})
             return 0
         for r in rows:
             params = ", ".join(f"{k} (required)" if v == "required" else f"{k}={v}"
@@ -124,11 +127,12 @@ def run(args: argparse.Namespace) -> int:
     info = _describe(args)
     text = info.pop("_placement_text", None)
     if args.json:
-        emit_json(info)
+        emit_json({**info, "units": units_object(TOPOLOGY_UNITS)})
         return 0
-    rows = [(k, f"{v:.6g}" if isinstance(v, float) and math.isfinite(v) else str(v))
+    rows = [(k, f"{v:.6g}" if isinstance(v, float) and math.isfinite(v) else str(v),
+             TOPOLOGY_UNITS.get(k, ""))
             for k, v in info.items() if k != "placement"]
-    print_table(rows, ("field", "value"))
+    print_table(rows, ("field", "value", "unit"))
     if text is not None:
         print()
         print(text)

@@ -35,6 +35,20 @@ from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit
+from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
+from ._units import (
+    RATE_HELP,
+    SIZE_HELP,
+    TIME_HELP,
+    RateOption,
+    SizeOption,
+    TimesOption,
+    check_train,
+    given_line,
+    train_transfers,
+    train_units,
+    units_object,
+)
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "train"
@@ -54,6 +68,9 @@ PREDICTED = {
     "predicted_drop_rate": "drop_rate",
     "predicted_mean_quality": "mean_quality",
     "predicted_checkpoint_interval": "checkpoint_interval",
+    "predicted_compute_utilisation": "compute_utilisation",
+    "predicted_wan_bytes_sent": "wan_bytes_sent",
+    "predicted_allreduce_bytes_sent": "allreduce_bytes_sent",
 }
 
 
@@ -102,9 +119,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--backward-time", type=_floats, default=None, dest="backward_times",
       help="nominal backward time per stage, or one per stage (replaces --backward-ratio)")
     a("--p2p", default=None, metavar="MODE",
-      help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: transfers "
-           "overlap compute; blocking: both ends held for the transfer, in DeepSpeed's "
-           "paired send/recv order without --network; the default with --plan)")
+      help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: on a "
+           "communication stream beside the compute, one at a time per sender and receiver "
+           "(FIFO, as NCCL runs a stream); blocking: both ends held for the transfer, in "
+           "DeepSpeed's paired send/recv order without --network, the default with --plan; "
+           "shared: overlapped, each on a connection of its own, sharing links max-min)")
     a("--virtual-stages", type=int, default=1, metavar="V",
       help="model chunks per device with --schedule interleaved (default 1)")
     a("--plan", default=None, metavar="FILE",
@@ -132,11 +151,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="CSV stage,replica,speed[,price] of every replica")
     a("--speed-spread", type=float, default=0.0,
       help="without --speeds: lognormal sigma of drawn speeds (mean 1; default 0)")
-    a("--param-size", type=float, default=0.0, help="parameters per stage (size units)")
-    a("--activation-size", type=float, default=0.0, help="activations per microbatch per hop")
-    a("--bandwidth", type=float, default=math.inf, help="link bandwidth (default inf)")
-    a("--latency", type=_floats, default=0.0, help="link latency, or one per hop")
-    a("--sync", default=d.sync, help="gradient sync per step: " + ", ".join(SYNCS))
+    a("--param-size", action=SizeOption, default=0.0, metavar="SIZE",
+      help=f"parameters per stage: {SIZE_HELP} (default 0)")
+    a("--activation-size", action=SizeOption, default=0.0, metavar="SIZE",
+      help=f"activations per microbatch per hop: {SIZE_HELP} (default 0)")
+    a("--bandwidth", action=RateOption, default=math.inf, metavar="RATE",
+      help=f"link bandwidth: {RATE_HELP} (default inf)")
+    a("--latency", action=TimesOption, default=0.0, metavar="TIME[,TIME...]",
+      help=f"link latency, or one per hop: {TIME_HELP} (default 0)")
+    a("--sync", default=d.sync, metavar="KIND[:K=V,...]",
+      help="how replicas synchronise: " + ", ".join(SYNCS) + " (default allreduce: the "
+           "gradients every step); allreduce:overlap=backward[,bucket_size=B] releases buckets "
+           "of gradients as the last backward pass produces them (PyTorch DDP's 25 MiB, first "
+           "1 MiB; with --plan Megatron-LM's max(4e7, 1e6 dp) values); bucket_size=B without "
+           "overlap: the all-reduce's bucket; diloco:every=H[,fragments=P,"
+           "order=sequential|strided,overlap=TAU,bits=16|8|4,topk=F,groups=M,quorum=K,grace=W]: "
+           "DiLoCo across groups of pipelines (each its own inner all-reduce; every H inner "
+           "steps an outer all-reduce of the pseudo-gradients; docs/diloco.md)")
+    a("--value-bits", type=int, default=d.value_bits, metavar="B",
+      help="bits a value has in --param-size (and a plan's sizes): DiLoCo's payload is "
+           "bits/value_bits of it (default 16)")
     a("--optimizer-time", type=float, default=0.0, help="optimizer step time (default 0)")
     a("--availability", type=float, default=d.availability, help="worker availability (default 1)")
     a("--mean-downtime", type=float, default=d.mean_downtime, help="mean worker outage")
@@ -148,7 +182,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--failure-shape", type=float, default=None,
       help="Weibull shape, lognormal sigma or Pareto tail index alpha > 1")
     a("--topology", default=None, metavar="SPEC",
-      help="place replicas on a layout (its domains and link latencies are used)")
+      help="place replicas on a layout (its domains and link latencies are used; link "
+           "bandwidth in B/s and latency in s, or with units: tree:host_latency=5us)")
     a("--placement", default=None, metavar="POLICY",
       help="with --topology: " + ", ".join(PLACEMENTS) + " (default shared)")
     a("--mtbf", type=float, default=math.inf, help="spot: mean time to preemption (default inf)")
@@ -178,7 +213,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="stop each replication at this simulated time (default inf: when N steps are done)")
     a("--network", default=None, metavar="SPEC|FILE",
       help="the network every transfer crosses (a topology spec or graph file: links with "
-           "bandwidth, latency, sharing; hosts' NICs); transfers then share its links")
+           "bandwidth in B/s and latency in s, or with units, e.g. tree:host_bandwidth="
+           "100Gbit/s,host_latency=5us; sharing; hosts' NICs); transfers then share its links")
     a("--network-nodes", default=None, metavar="LIST",
       help="with --network: the node of each replica, stage-major, comma-separated (default: "
            "the hosts --placement chose when --topology is the same spec, else the network's "
@@ -186,10 +222,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--tensor-parallel", type=_ints, default=1, metavar="T",
       help="tensor-parallel ranks of each replica (or one per stage): T concurrent flows "
            "through the node's NIC for transfers and T all-reduce rings (default 1)")
-    a("--nic", type=float, default=None, metavar="BW",
-      help="with --network: NIC capacity (each way) of every host without one")
-    a("--bucket-size", type=float, default=math.inf, metavar="B",
-      help="with --network: all-reduce bucket per rank (default inf: one bucket)")
+    a("--nic", action=RateOption, default=None, metavar="RATE",
+      help=f"with --network: NIC capacity (each way) of every host without one: {RATE_HELP}")
+    a("--bucket-size", action=SizeOption, default=math.inf, metavar="SIZE",
+      help=f"with --network: all-reduce bucket per rank: {SIZE_HELP} (default inf: one bucket)")
     a("--contention", default="on", metavar="on|off",
       help="with --network: on (default) transfers share links max-min fairly; off: each "
            "alone on its route")
@@ -220,6 +256,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="announce each preemption (trace or spot model) this long ahead: "
                         "seconds, aws (120) or gcp (30); the strategy decides what it does")
     add_failure_trace_options(p)
+    add_timeline_options(p, what="every pass, transfer, collective chunk, step, checkpoint, "
+                         "restart, down interval and preemption")
     add_run_options(p, replications=10)
 
 
@@ -255,7 +293,7 @@ def _per_replica(name: str, value: Any, counts: tuple[int, ...], *,
     return tuple((v,) * r for v, r in zip(value, counts, strict=True))
 
 
-def check_options(args: argparse.Namespace) -> None:
+def _check_options(args: argparse.Namespace) -> None:
     """Refuse the options that would have no effect with the others."""
     if args.schedule is None:
         args.schedule = "1f1b" if args.plan is not None else TrainingConfig().schedule
@@ -283,7 +321,7 @@ def check_options(args: argparse.Namespace) -> None:
         refuse_unless(args, dest, plan, "with --plan")
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
-                 "bandwidth", "latency", "sync", "optimizer_time", "samples_per_microbatch",
+                 "bandwidth", "latency", "optimizer_time", "samples_per_microbatch",
                  "topology", "placement", "routing", "virtual_stages", "network"):
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
     for dest in ("strategy", "step_times", "preemption_notice"):
@@ -349,7 +387,7 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
         skip_penalty=args.skip_penalty, penalty=args.penalty, max_wait=args.max_wait,
         checkpoint_every=args.checkpoint_every, checkpoint_cost=args.checkpoint_cost,
         restart_cost=args.restart_cost, hour=args.hour, max_time=args.max_time,
-        stall_limit=args.stall_limit)
+        stall_limit=args.stall_limit, sync=args.sync, value_bits=args.value_bits)
     if args.price is not None:
         kw["price"] = args.price  # reshaped per worker once the plan's counts are known
     return kw
@@ -360,7 +398,7 @@ def build_from_args(args: argparse.Namespace) -> Any:
     from ..profiles import load_profiles, read_plan
     from ..profiles.build import build_plan
 
-    check_options(args)
+    _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("replications", args.replications, low=1)
     check_choice("p2p", args.p2p or "blocking", P2PS)
@@ -390,6 +428,8 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
     from dataclasses import replace
 
     c = build.config
+    if c.overlapped_sync:  # its buckets' times are the network's: no closed form of them
+        return {}
     closed = replace(c, network=None, network_nodes=None, tensor_parallel=1, bucket_size=math.inf,
                      transfer_sizes=None, allreduce_sizes=None, tied_allreduce_size=0.0,
                      transfer_times=build.transfer_times or None,
@@ -440,14 +480,14 @@ def _strategy(args: argparse.Namespace) -> Any:
     return dataclasses.replace(strat, **changes) if changes else strat
 
 
-def config_from_args(args: argparse.Namespace) -> TrainingConfig:
+def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
     """Validate every option and build the :class:`TrainingConfig` (before any simulation)."""
     if args.plan is not None:
         return build_from_args(args).config
     strategy = _strategy(args)
     if args.strategy is not None and strategy.name == "swarm" and not given(args, "schedule"):
         args.schedule = "swarm"  # --strategy swarm is today's behaviour with a swarm schedule
-    check_options(args)
+    _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("stages", args.stages, low=1)
     check_int("replications", args.replications, low=1)
@@ -462,7 +502,7 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
         pass_time_shape=args.pass_time_shape, sync_wait=args.sync_wait, stragglers=args.stragglers,
         param_size=args.param_size, activation_size=args.activation_size,
         bandwidth=args.bandwidth, latency=args.latency, sync=args.sync,
-        optimizer_time=args.optimizer_time, availability=args.availability,
+        value_bits=args.value_bits, optimizer_time=args.optimizer_time, availability=args.availability,
         mean_downtime=args.mean_downtime, domain_outage=args.domain_outage,
         domain_downtime=args.domain_downtime, failure_distribution=args.failure_distribution,
         failure_shape=args.failure_shape, failure_trace=failure_trace, mtbf=args.mtbf,
@@ -524,11 +564,11 @@ def config_from_args(args: argparse.Namespace) -> TrainingConfig:
     cfg = TrainingConfig(**kw)
     if args.checkpoint_every == "auto":
         cfg = with_auto_checkpoint(cfg)
-    check_effects(args, cfg)
+    _check_effects(args, cfg)
     return cfg
 
 
-def check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
+def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
     """Refuse the options a built config shows to have no effect (they were accepted silently).
 
     ``--stall-limit`` watches for a run that cannot progress, which only failures cause;
@@ -546,17 +586,33 @@ def check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
                   "without any, blocking and overlap time the same")
 
 
-def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
-             workers: int | None = None, engine: str = "auto") -> dict[str, Any]:
-    """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates)."""
+def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
+              workers: int | None = None, engine: str = "auto",
+              records_out: list | None = None, model: Any = None) -> dict[str, Any]:
+    """Run the replications; the payload of ``dtsim train --json`` (intervals as Estimates).
+
+    ``records_out``, a list, receives the replications' records; ``model``
+    replaces the selected engine's ``run`` (a :class:`~sim.commands._timeline.RecordingModel`
+    wrapping it).
+    """
     sel = select("training", cfg, engine)
-    records = replicate(sel.engine.run, cfg, replications=replications, seed=seed, executor=executor, workers=workers)
+    records = replicate(sel.engine.run if model is None else model, cfg,
+                        replications=replications, seed=seed, executor=executor, workers=workers)
+    if records_out is not None:
+        records_out.extend(records)
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
+    _add_figures(records)
+    from ..training.outer import DILOCO_METRICS
+    from ..training.system import FIGURES
+
+    diloco = cfg.diloco is not None
+    extra = [m for m in (*FIGURES, *(DILOCO_METRICS if diloco else ())) if m not in
+             sel.engine.metrics]
     # every training metric is a count, a time, a rate or a fraction: none is below 0; the
     # fractions stay inside [0, 1] ("below X" at 0); what the config fixes is exact
-    est = summarize(records, [m for m in sel.engine.metrics], lower=0.0,
+    est = summarize(records, [*sel.engine.metrics, *extra], lower=0.0,
                     rates=("drop_rate", "worker_availability"), fixed=cfg.fixed_metrics())
     ok = [r for r in records if not r.get("error")]
     pred = predictions("training", cfg)
@@ -585,6 +641,24 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
         "cost": est["cost"].mean if priced else None,
         "samples_per_dollar": est["samples_per_dollar"].mean if priced else None,
     }
+    # (issue 37) every run: compute utilisation (mean over workers, with its interval; least
+    # and largest over workers) and the bytes each worker sent
+    out.update({
+        "compute_utilisation": est["compute_utilisation"].mean,
+        "compute_utilisation_ci": est["compute_utilisation"],
+        "compute_utilisation_min": est["compute_utilisation_min"].mean,
+        "compute_utilisation_max": est["compute_utilisation_max"].mean,
+        "wan_bytes_sent": est["wan_bytes_sent"].mean,
+        "wan_bytes_sent_ci": est["wan_bytes_sent"],
+        "wan_bytes_sent_max": est["wan_bytes_sent_max"].mean,
+        "allreduce_bytes_sent": est["allreduce_bytes_sent"].mean,
+    })
+    if diloco:
+        spec = cfg.diloco
+        out["sync"] = cfg.sync
+        out["groups"] = spec.groups or cfg.replicas[0]
+        out.update({k: est[k].mean for k in DILOCO_METRICS})
+        out["goodput_fraction_ci"] = est["goodput_fraction"]
     if priced and cfg.skip_budget > 0:  # skipping costs quality: samples per dollar weighted by it
         out["quality_samples_per_dollar"] = est["quality_samples_per_dollar"].mean
         out["quality_samples_per_dollar_ci"] = est["quality_samples_per_dollar"]
@@ -620,6 +694,21 @@ def simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any
     return out
 
 
+def _add_figures(records: list[dict[str, Any]]) -> None:
+    """(issue 37) The figures of engines that do not report them, from what they do report:
+    ``compute_utilisation = utilisation / (1 - bubble_fraction)`` (both measured against
+    the steps' compute time), no WAN tier, no all-reduce bytes known (NaN) unless the
+    engine runs no all-reduce."""
+    for r in records:
+        if r.get("error") or "compute_utilisation" in r:
+            continue
+        u, b = r.get("utilisation", math.nan), r.get("bubble_fraction", math.nan)
+        cu = u / (1.0 - b) if b == b and u == u and b < 1.0 else math.nan
+        r.update(compute_utilisation=cu, compute_utilisation_min=cu, compute_utilisation_max=cu,
+                 wan_bytes_sent=0.0, wan_bytes_sent_max=0.0,
+                 allreduce_bytes_sent=r.get("allreduce_bytes_sent", math.nan))
+
+
 def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
     """Add a plan run's memory (and with --explain where the time goes) to the JSON payload."""
     out["peak_memory"] = build.peak_memory
@@ -648,22 +737,78 @@ def _print_explain(x: dict[str, Any]) -> None:
           f"{x['tail_stage']}) = {x['iteration']:.4g}")
 
 
+def training_events(cfg: TrainingConfig) -> float:
+    """About how many events a run of ``cfg`` records (before any work): its passes (forward
+    and backward, every micro-batch at every stage), twice as many transfers over a network,
+    and, on the step-level job engine, a step per worker."""
+    if cfg.strategy is not None and cfg.strategy.engine == "job":
+        return float(cfg.steps) * (cfg.workers + 2)
+    passes = float(cfg.steps) * cfg.microbatches * cfg.stages * cfg.virtual_stages * (
+        2 if cfg.has_backward else 1)
+    if cfg.network is not None or cfg.framework:
+        passes *= 3
+    return passes + cfg.steps * 2.0
+
+
+def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
+              record: dict[str, Any], model: RecordingModel | None) -> None:
+    """Write replication 0's events (recorded in the run, else by running it again here)."""
+    from ..rng import Streams
+
+    sel = select("training", cfg, args.engine)
+    tu = time_unit(cfg.hour)
+    unit = "time units" if tu == "time unit" else tu
+
+    def rerun() -> tuple[Any, dict[str, Any]]:
+        rec = request.recorder()
+        return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+
+    finish_timeline(request, model, rerun, record=record, command="train", seed=args.seed,
+                    json_mode=args.json, engine_selected=sel.name, unit=unit)
+
+
+def _check_timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any) -> None:
+    """Refuse, before any work, a timeline the chosen engine cannot record or too large."""
+    from ..timeline import check_run_size
+
+    if cfg.diloco is not None:
+        raise ConfigError("timeline", "given without --sync diloco (DiLoCo's groups and outer "
+                          "loop record no events yet)", request.path)
+    sel = select("training", cfg, args.engine)
+    if not getattr(sel.engine, "records", False):
+        raise ConfigError("timeline", "given with the des or job engine (the "
+                          f"{sel.name} engine records no events)", request.path)
+    check_run_size(request, training_events(cfg), "passes, transfers and steps")
+
+
 def run(args: argparse.Namespace) -> int:
     check_choice("engine", args.engine, engine_names("training"))
+    request = timeline_from_args(args)
     build = None
     if args.plan is not None:
         build = build_from_args(args)
         cfg = build.config
-        check_effects(args, cfg)
+        _check_effects(args, cfg)
     else:
-        cfg = config_from_args(args)
-    out = simulate(cfg, replications=args.replications, seed=args.seed,
-                   executor=args.executor, workers=args.workers, engine=args.engine)
+        cfg = _config_from_args(args)
+        check_train(args, cfg)
+    model = None
+    if request is not None:
+        _check_timeline(args, cfg, request)
+        if args.executor == "serial":  # replication 0 records as it runs
+            model = RecordingModel(select("training", cfg, args.engine).engine.run,
+                                   request.recorder(), args.seed)
+    records: list[dict[str, Any]] = []
+    out = _simulate(cfg, replications=args.replications, seed=args.seed,
+                    executor=args.executor, workers=args.workers, engine=args.engine,
+                    records_out=records, model=model)
     if args.checkpoint_every == "auto":
         out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)
     if build is not None:
         _plan_payload(build, out, args.explain)
-        pred = _plan_closed_form(args, build)
+        # (issue 37) the plan's closed form times a data-parallel step; a DiLoCo run's groups
+        # all-reduce among fewer replicas: none then
+        pred = {} if cfg.diloco is not None else _plan_closed_form(args, build)
         for key, metric in PREDICTED.items():
             p = pred.get(metric)
             if p is not None and p["value"] is not None:
@@ -671,9 +816,15 @@ def run(args: argparse.Namespace) -> int:
                 out["reference_note"][key] = (
                     "plan closed form (transfers and all-reduces as their times, no contention: "
                     f"exact when no two transfers share a link): {p['note']}")
+    out["units"] = units_object(train_units(time_unit(cfg.hour)), args)
     if args.json:
         emit_json(out)
+        if request is not None:
+            _timeline(args, cfg, request, records[0], model)
         return 0
+    for line in (given_line(args), None if build is not None else train_transfers(args, cfg)):
+        if line is not None:
+            print(line)
     if build is not None:
         print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
               f"(largest over {len(build.memory)} replicas' GPUs); p2p {cfg.p2p}")
@@ -745,4 +896,34 @@ def run(args: argparse.Namespace) -> int:
     if "quality_samples_per_dollar" in out:
         cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
     print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
+    if "groups" in out:
+        _print_diloco(out, cfg, tu)
+    if request is not None:
+        _timeline(args, cfg, request, records[0], model)
     return 0
+
+
+def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
+    """(issue 37) A DiLoCo run's outer loop: utilisation, WAN traffic, syncs, goodput."""
+    M = out["groups"]
+    k = cfg.replicas[0] // M
+    print(f"DiLoCo {out['sync']}: {M} groups of {k} pipeline{'s' if k > 1 else ''}, "
+          f"{out['outer_syncs']:.4g} outer syncs, {out['outer_exposed']:.4g} {tu} a group "
+          "waiting for them")
+
+    def exact(key: str) -> str:
+        v = out.get(key)
+        return "" if v is None else f" (exact {v:.6g})"
+    cu = out["compute_utilisation_ci"]
+    print(f"compute utilisation {cu}{exact('predicted_compute_utilisation')}, "
+          f"{out['compute_utilisation_min']:.4g} to {out['compute_utilisation_max']:.4g} over "
+          "workers (fraction of wall time in inner steps' compute)")
+    print(f"sent per worker (bytes): WAN {out['wan_bytes_sent']:.6g}"
+          f"{exact('predicted_wan_bytes_sent')}, largest {out['wan_bytes_sent_max']:.6g}; "
+          f"inside its group {out['allreduce_bytes_sent']:.6g}"
+          f"{exact('predicted_allreduce_bytes_sent')}")
+    if cfg.failures or out["outer_downloads"]:
+        print(f"goodput {out['goodput_fraction_ci']} (merged compute over worker time); "
+              f"work lost {out['lost_outer_work']:.4g} ({tu} of worker time), "
+              f"{out['outer_downloads']:.4g} model downloads, {out['late_merges']:.4g} late "
+              "merges")

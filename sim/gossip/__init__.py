@@ -13,7 +13,7 @@ Layout (data flows down):
     :class:`GossipConfig`, a frozen value (numbers, strings, tuples), and its
     size function.
 ``network``
-    :func:`build_network`, the build step: node order, edge arrays, exchange
+    :func:`build_gossip_graph`, the build step: node order, edge arrays, exchange
     times (cached per process); :func:`random_maximal_matching`.
 ``state``
     :class:`GossipSystem`: shared state and the vector and scalar exchange
@@ -29,7 +29,7 @@ Layout (data flows down):
 ``engines``
     The ``vector`` and ``des`` engines (and, in ``compiled``, the compiled one)
     and the exact references of Study B,
-    registered with :mod:`sim.engines`; :func:`predictions`.
+    registered with :mod:`sim.engines`; :func:`gossip_predictions`.
 ``model``
     :func:`gossip_model` (one replication) and :func:`summarize_runs`.
 
@@ -64,11 +64,11 @@ from .config import (
     spec_family,
 )
 from .edge import EdgeGossip
-from .engines import engine_reason, predictions, resolved_engine, system_class
+from .engines import engine_reason, gossip_predictions, resolved_engine, system_class
 from .matching import MatchingVector
 from .matching_des import MatchingDES
-from .model import comparison_rows, gossip_model, summarize_runs
-from .network import Network, build_network, random_maximal_matching
+from .model import gossip_comparison_rows, gossip_model, summarize_runs
+from .network import GossipGraph, build_gossip_graph, random_maximal_matching
 from .records import Records
 from .state import GossipSystem
 from .update import NodeUpdate, NoUpdate, default_update
@@ -86,8 +86,8 @@ __all__ = [
     "spec_family",
     "default_nodes",
     "network_size",
-    "Network",
-    "build_network",
+    "GossipGraph",
+    "build_gossip_graph",
     "random_maximal_matching",
     "Records",
     "GossipSystem",
@@ -101,8 +101,8 @@ __all__ = [
     "system_class",
     "resolved_engine",
     "engine_reason",
-    "predictions",
+    "gossip_predictions",
     "gossip_model",
     "summarize_runs",
-    "comparison_rows",
+    "gossip_comparison_rows",
 ]

@@ -86,7 +86,8 @@ class AsyncGossip(GossipSystem):
         if flows is not None:
             from ..network import NetworkService
 
-            self._service = NetworkService(env, flows, weighting=cfg.network_weighting)
+            self._service = NetworkService(env, flows, weighting=cfg.network_weighting,
+                                           recorder=self.rec)
         self._lazy = (scalar and path in ("auto", "merged") and self._workers is None
                       and float(np.min(delays)) > 0 and self._service is None)
         self._fifo = not math.isnan(self._const_delay)
@@ -135,6 +136,8 @@ class AsyncGossip(GossipSystem):
             self._post_event if self._service is None else self._post_flows)
         advance = self._advance if self._updating else None
         s = 0.0 if self.is_adv[i] else self.cfg.noise
+        exch = self.rec.exchange if self.rec.on and self._service is None else None
+        size = float(self.cfg.size)
         now = env.now
         c, k = len(gaps), 0
         while True:
@@ -163,6 +166,8 @@ class AsyncGossip(GossipSystem):
                 advance(j, now)
             if s:
                 x[i] += s * zs[kk]  # type: ignore[index]
+            if exch is not None:
+                exch(i, j, now, now + delay, size)
             post(now, i, j, sent(i, j), sent(j, i), delay)
 
     def _plain_node(self, i: int, gaps: list[float], js: list[int], zs: list[float] | None):
@@ -177,6 +182,8 @@ class AsyncGossip(GossipSystem):
         pop = queue.popleft
         delay = self._const_delay
         s = self.cfg.noise
+        exch = self.rec.exchange if self.rec.on else None
+        size = float(self.cfg.size)
         now = env.now
         while True:
             for k in range(len(gaps)):
@@ -193,6 +200,8 @@ class AsyncGossip(GossipSystem):
                 if s:
                     xs[i] += s * zs[k]  # type: ignore[index]
                 j = js[k]
+                if exch is not None:
+                    exch(i, j, now, now + delay, size)
                 push((now + delay, i, j, xs[i], xs[j]))  # type: ignore[index]
             gaps, js, zs = self._draws.refill(i, zs is not None)
 
@@ -229,8 +238,11 @@ class AsyncGossip(GossipSystem):
             if left[0] == 0:
                 self._deliver(i, j, vi, vj)
 
-        svc.transfer(i, j, size).callbacks.append(arrived)
-        svc.transfer(j, i, size).callbacks.append(arrived)
+        ev_ij, ev_ji = svc.transfer(i, j, size), svc.transfer(j, i, size)
+        ev_ij.callbacks.append(arrived)
+        ev_ji.callbacks.append(arrived)
+        if self.rec.on:
+            self.rec.exchange_flows(ev_ij, ev_ji, i, j, now, size)
 
     def _deliver_event(self, event: Any) -> None:
         self._deliver(*event.value)

@@ -48,14 +48,14 @@ from .records import Records
 from .state import GossipSystem, config_adversary
 from .update import NodeUpdate, default_update
 
-__all__ = ["CompiledEngine", "CompiledAsync", "compiled_obstacle"]
+__all__ = ["CompiledEngine", "CompiledAsync", "gossip_compiled_obstacle"]
 
 #: Whether numba is installed; the kernel (and numba, about half a second) is
 #: imported only when a config asks for the compiled engine.
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 
-def compiled_obstacle(config: GossipConfig, adversary: Adversary | None, defence: Defence,
+def gossip_compiled_obstacle(config: GossipConfig, adversary: Adversary | None, defence: Defence,
                       update: NodeUpdate, *, path: str = "auto") -> str | None:
     """Why the compiled engine cannot run this config with these strategies (None: it can)."""
     if not HAVE_NUMBA:
@@ -128,7 +128,7 @@ class CompiledAsync(GossipSystem):
         super().__init__(config, streams, path="auto", **kwargs)
         from .kernel import ADV_CONSTANT, SENDER_KINDS, AsyncLoop, stream_states
 
-        why = compiled_obstacle(config, self.adversary, self.defence, self.update, path=path)
+        why = gossip_compiled_obstacle(config, self.adversary, self.defence, self.update, path=path)
         if why is not None:
             raise ConfigError("engine", f"des or auto for this configuration (compiled: {why})",
                               "compiled")
@@ -217,7 +217,7 @@ class CompiledEngine(Engine):
     def applies(self, config: GossipConfig) -> Applies:
         """Async protocol, the config's adversary and defence with compiled forms, numba."""
         adversary = config_adversary(config)
-        why = compiled_obstacle(config, adversary,
+        why = gossip_compiled_obstacle(config, adversary,
                                 make_defence(config.clip, config.adaptive_clip),
                                 default_update(config))
         if why is not None:
@@ -231,7 +231,7 @@ class CompiledEngine(Engine):
         """Whether the strategies given for ``config`` (None: the config's own) have compiled forms."""
         if adversary is None and config.adversary_positions:
             adversary = config_adversary(config)
-        why = compiled_obstacle(config, adversary,
+        why = gossip_compiled_obstacle(config, adversary,
                                 defence if defence is not None
                                 else make_defence(config.clip, config.adaptive_clip),
                                 update if update is not None else default_update(config),

@@ -507,9 +507,9 @@ class GossipConfig:
             check(not complete, "mixing", "metropolis or uniform on the implicit complete graph (it "
                   "has no edge attributes; give a graph file with weight on every edge)", self.mixing)
             from .mixing import check_weights
-            from .network import build_network
+            from .network import build_gossip_graph
 
-            net = build_network(self)
+            net = build_gossip_graph(self)
             assert net.graph is not None
             check_weights(net.graph)
         check_int("gossip_rounds", self.gossip_rounds, low=1)
@@ -594,9 +594,9 @@ class GossipConfig:
     @property
     def network_graph(self) -> nx.Graph:
         """The graph as (frozen) networkx; the complete graph is built on demand."""
-        from .network import build_network
+        from .network import build_gossip_graph
 
-        net = build_network(self)
+        net = build_gossip_graph(self)
         return nx.complete_graph(self.n) if net.graph is None else net.graph
 
     @property

@@ -36,6 +36,8 @@ class EdgeGossip(GossipSystem):
     def steps(self, count: int) -> None:
         """Run ``count`` single-edge steps (on the scalar kernel where it applies)."""
         ii, jj = self.draw_edges(count)
+        if self.rec.on:  # the steps of this chunk, each 2 / n long, in order up to now
+            self.rec.edge_steps(ii, jj, self.env.now - count * 2.0 / self.n, 2.0 / self.n)
         if self.cfg.noise == 0 and self.scalar_ok(attacker=False):
             self._scalar_steps(ii, jj)
         else:

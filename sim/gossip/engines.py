@@ -12,7 +12,7 @@ and ``compiled`` (numba: :class:`~sim.gossip.compiled.CompiledAsync` for
 ``compiled`` for ``async`` when numba is installed and the strategies have
 compiled forms (:func:`select_engine`; the same law, its own random numbers). The references are the
 closed forms and exact recursions of Study B in :mod:`sim.analytic`; each says
-when it is exact, and :func:`predictions` gathers the values of those that are.
+when it is exact, and :func:`gossip_predictions` gathers the values of those that are.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from .rounds import NeighbourhoodRounds
 from .state import GossipSystem
 from .update import NodeUpdate, default_update
 
-__all__ = ["VectorEngine", "DESEngine", "CompiledEdgeEngine", "CompiledGossipEngine",
+__all__ = ["GossipVectorEngine", "GossipDESEngine", "CompiledEdgeEngine", "CompiledGossipEngine",
            "edge_obstacle", "updating_engine", "select_engine", "system_class", "resolved_engine",
            "engine_reason",
-           "predictions", "EXACT_BUDGET"]
+           "gossip_predictions", "EXACT_BUDGET"]
 
 #: Largest ``n**2 * steps`` (disagreement) or ``n * steps`` (mean) for which the
 #: exact recursions of :mod:`sim.analytic` are evaluated for a report.
@@ -73,7 +73,7 @@ class _GossipEngine(Engine):
         return out
 
 
-class VectorEngine(_GossipEngine):
+class GossipVectorEngine(_GossipEngine):
     """Matching rounds computed with numpy over all pairs at once."""
 
     name = "vector"
@@ -95,7 +95,7 @@ class VectorEngine(_GossipEngine):
         return MatchingVector
 
 
-class DESEngine(_GossipEngine):
+class GossipDESEngine(_GossipEngine):
     """Per-node discrete-event simulation of any protocol."""
 
     name = "des"
@@ -433,12 +433,12 @@ class StubbornRecursion(_GossipReference):
         return {"predicted_honest_mean": np.asarray(hm, dtype=float)}
 
 
-for _obj in (VectorEngine(), DESEngine(), CompiledGossipEngine(), MatchingComplete(), EdgeComplete(), EdgeRecursion(),
+for _obj in (GossipVectorEngine(), GossipDESEngine(), CompiledGossipEngine(), MatchingComplete(), EdgeComplete(), EdgeRecursion(),
              Capture(), Creep(), StubbornRecursion()):
     registry.register(_obj)
 
 
-def predictions(config: GossipConfig) -> dict[str, Any]:
+def gossip_predictions(config: GossipConfig) -> dict[str, Any]:
     """Exact predictions that apply to ``config``, from :func:`sim.engines.predictions`.
 
     Returns

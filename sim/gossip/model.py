@@ -13,11 +13,11 @@ from ..errors import check
 from ..results import log_mean_ci, mean_ci, power_ci, ratio_ci, skewed_ratio_ci, within
 from ..rng import Streams
 from .config import GossipConfig
-from .engines import predictions, resolved_engine
+from .engines import gossip_predictions, resolved_engine
 from .state import GossipSystem
 from .update import NodeUpdate
 
-__all__ = ["gossip_model", "model_output", "summarize_runs", "comparison_rows"]
+__all__ = ["gossip_model", "model_output", "summarize_runs", "gossip_comparison_rows"]
 
 #: Scalar keys of the report compared with an exact value: (measured, exact, label).
 COMPARED = (
@@ -32,7 +32,8 @@ COMPARED = (
 
 
 def gossip_model(config: GossipConfig, streams: Streams, *, adversary: Adversary | None = None,
-                 defence: Defence | None = None, update: NodeUpdate | None = None) -> dict[str, Any]:
+                 defence: Defence | None = None, update: NodeUpdate | None = None,
+                 recorder: Any = None) -> dict[str, Any]:
     """One replication of a gossip experiment (for :func:`sim.runner.replicate`).
 
     Parameters
@@ -44,6 +45,8 @@ def gossip_model(config: GossipConfig, streams: Streams, *, adversary: Adversary
         Strategy objects replacing the config's adversary kind, its defence and
         the default node update (see :class:`~sim.gossip.state.GossipSystem`);
         bind them with :func:`functools.partial` to give a runner a model.
+    recorder : sim.timeline.Recorder, optional
+        Records the run's exchanges (the ``async`` and ``edge`` DES engines).
 
     Returns
     -------
@@ -60,7 +63,8 @@ def gossip_model(config: GossipConfig, streams: Streams, *, adversary: Adversary
         the config (``config.engine = "auto"``, as ``dtsim gossip`` chooses
         through :func:`sim.engines.select`) or the one it names.
     """
-    system = GossipSystem(config, streams, adversary=adversary, defence=defence, update=update)
+    system = GossipSystem(config, streams, adversary=adversary, defence=defence, update=update,
+                          recorder=recorder)
     out = model_output(config, system, system.run())
     out["engine"] = resolved_engine(config)  # the one GossipSystem ran (sim.engines.select)
     return out
@@ -166,7 +170,7 @@ def summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig, *
         ``noise_floor`` + ``noise_floor_ci`` (with noise; log-scale interval); with a stubborn
         attacker ``capture_rate`` + ``capture_rate_ci`` (per round/step factor
         of ``E[m - b]``, a ratio of means with its delta-method interval, as the contraction) and with a clip ``creep_per_step`` + ``creep_per_step_ci``;
-        and every entry of :func:`predictions`.
+        and every entry of :func:`gossip_predictions`.
 
     Values beyond the doubles' range (an attacker at 1e308) give infinite or
     NaN aggregates, which the report prints as such; numpy does not warn.
@@ -195,7 +199,7 @@ def _summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig,
     out["honest_mean"], out["honest_mean_se"] = hmm, hmse
     out["mean_shift"] = _series(ok, "mean_shift").mean(axis=0)
     out["exchanges"] = float(np.mean([r["exchanges"] for r in ok]))
-    pred = predictions(config)
+    pred = gossip_predictions(config)
     # Contraction: E[D(t_j)] / E[D(0)] at one record t_j, the ratio of the mean
     # disagreements with a log-scale interval no narrower than the spread of the
     # per-replication log ratios (skewed_ratio_ci), both from the same
@@ -250,7 +254,7 @@ def _summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig,
     return out
 
 
-def comparison_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def gossip_comparison_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Simulated against exact, one record per quantity of a :func:`summarize_runs` report.
 
     Parameters

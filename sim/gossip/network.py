@@ -1,7 +1,7 @@
 """The built network of a gossip config: node order, edges, exchange times, matchings.
 
-:func:`build_network` is the build step after validation: it turns a
-:class:`~sim.gossip.config.GossipConfig` (values only) into a :class:`Network`
+:func:`build_gossip_graph` is the build step after validation: it turns a
+:class:`~sim.gossip.config.GossipConfig` (values only) into a :class:`GossipGraph`
 of arrays, cached per process by the values that determine it, so the
 replications of one config in one process build it once. The complete graph is
 never built: its partners are drawn directly.
@@ -22,12 +22,12 @@ from .config import GraphValue, check_graph
 if TYPE_CHECKING:
     from .config import GossipConfig
 
-__all__ = ["Network", "build_network", "topology_graph", "value_graph", "random_maximal_matching",
+__all__ = ["GossipGraph", "build_gossip_graph", "topology_graph", "value_graph", "random_maximal_matching",
            "flow_network"]
 
 
 @dataclass(frozen=True)
-class Network:
+class GossipGraph:
     """The topology in arrays: node order, edge endpoints, per-edge exchange times.
 
     Attributes
@@ -78,7 +78,7 @@ def _readonly(*arrays: np.ndarray) -> None:
 
 @lru_cache(maxsize=8)
 def _build(topology: str, nodes: int | None, seed: int | None, graph: GraphValue | None,
-           latency: float, bandwidth: float, size: float) -> Network:
+           latency: float, bandwidth: float, size: float) -> GossipGraph:
     empty = np.empty(0, dtype=np.int64)
     if graph is None:
         from .config import spec_family
@@ -91,7 +91,7 @@ def _build(topology: str, nodes: int | None, seed: int | None, graph: GraphValue
             lat = float(params.get("latency", latency))
             bw = float(params.get("bandwidth", bandwidth))
             d = lat + (0.0 if math.isinf(bw) else size / bw)
-            return Network(n, True, None, empty, empty, np.empty(0), empty, empty, np.empty(0), d)
+            return GossipGraph(n, True, None, empty, empty, np.empty(0), empty, empty, np.empty(0), d)
         g = topology_graph(topology, nodes, seed)
     else:
         g = value_graph(graph)
@@ -116,10 +116,10 @@ def _build(topology: str, nodes: int | None, seed: int | None, graph: GraphValue
     np.add.at(indptr, src + 1, 1)
     indptr = np.cumsum(indptr)
     _readonly(u, v, delay, indptr, dst, dd)
-    return Network(n, False, g, u, v, delay, indptr, dst, dd, 1.0)
+    return GossipGraph(n, False, g, u, v, delay, indptr, dst, dd, 1.0)
 
 
-def build_network(config: GossipConfig) -> Network:
+def build_gossip_graph(config: GossipConfig) -> GossipGraph:
     """Build (or fetch from this process's cache) the network of a validated config.
 
     Parameters
@@ -128,7 +128,7 @@ def build_network(config: GossipConfig) -> Network:
 
     Returns
     -------
-    Network
+    GossipGraph
         Arrays are read-only and the graph frozen: engines share them.
     """
     return _build(config.topology, config.nodes, config.topology_seed, config.graph,

@@ -31,8 +31,9 @@ from ..adversaries import (
 )
 from ..errors import check, check_choice
 from ..rng import Streams
+from ..timeline import NULL
 from .config import ASYNC_PATHS, GossipConfig
-from .network import build_network
+from .network import build_gossip_graph
 from .records import Records
 from .update import NodeUpdate, default_update
 
@@ -78,6 +79,8 @@ class GossipSystem:
     update : NodeUpdate, optional
         Local computation between exchanges (default: :func:`~sim.gossip.update.default_update`,
         pure averaging).
+    recorder : sim.timeline.Recorder, optional
+        The timeline's recorder (the ``async`` and ``edge`` engines record their exchanges).
     """
 
     #: Pause the garbage collector during :meth:`run` (engines allocating an event per wake).
@@ -94,10 +97,11 @@ class GossipSystem:
 
     def __init__(self, config: GossipConfig, streams: Streams, *, path: str = "auto",
                  adversary: Adversary | None = None, defence: Defence | None = None,
-                 update: NodeUpdate | None = None) -> None:
+                 update: NodeUpdate | None = None, recorder: Any = None) -> None:
         check_choice("path", path, ASYNC_PATHS)
         self.cfg = config
-        self.net = net = build_network(config)
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
+        self.net = net = build_gossip_graph(config)
         self.n = n = net.n
         self.d = d = config.dim
         self.env = simpy.Environment()
@@ -249,6 +253,8 @@ class GossipSystem:
         if self._scalar_values is not None:
             self._scalar_values[:] = self.x[:, 0].tolist()
         self.record(0)
+        if self.rec.on:  # the timeline: processes and down intervals (listeners only)
+            self.rec.start_gossip(self)
         proc = self.env.process(self.process())
         # An engine that allocates an event per wake would trigger collections that
         # scan every node's process; none of what it creates is cyclic garbage.
@@ -260,6 +266,7 @@ class GossipSystem:
         finally:
             if was_enabled:
                 gc.enable()
+        self.rec.close(self.env.now)
         if self._scalar_values is not None:
             self.x[:, 0] = self._scalar_values
         return self.records

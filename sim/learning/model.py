@@ -1,11 +1,11 @@
 """Gossip training: one replication, the report of many, adversary placement.
 
-:class:`TrainingConfig` joins a :class:`~sim.gossip.GossipConfig` (network,
+:class:`GossipTrainingConfig` joins a :class:`~sim.gossip.GossipConfig` (network,
 protocol, adversaries, clipping, noise, clock) and a
 :class:`~sim.learning.config.LearningConfig` (objective, local steps), plus
 what only training needs: a neighbourhood aggregation rule
 (:mod:`sim.learning.robust`) and the nodes of a label-flipping data attack.
-:func:`training_model` runs it on the gossip engines through their node-update
+:func:`gossip_training_model` runs it on the gossip engines through their node-update
 hook (:class:`~sim.learning.update.LocalSGD`); every protocol and engine runs
 training the same way. Records are taken over the honest nodes (adversaries
 and label flippers left out) and carry the training series of
@@ -29,7 +29,7 @@ import numpy as np
 from .. import engines as registry
 from ..engines import Applies, Reference
 from ..errors import check, check_choice, check_int, check_memory, check_nonnegative
-from ..gossip import GossipConfig, GossipSystem, Records, build_network, summarize_runs
+from ..gossip import GossipConfig, GossipSystem, Records, build_gossip_graph, summarize_runs
 from ..gossip.model import model_output
 from ..results import mean_ci
 from ..rng import Streams
@@ -40,11 +40,11 @@ from .update import METRICS, LocalSGD, training_metrics
 __all__ = [
     "RULES",
     "PLACEMENTS",
-    "TrainingConfig",
+    "GossipTrainingConfig",
     "TrainingRecords",
     "place_adversaries",
     "training_objective",
-    "training_model",
+    "gossip_training_model",
     "training_engine",
     "summarize_training",
     "training_predictions",
@@ -61,7 +61,7 @@ EXACT_BUDGET = 2e9
 
 
 @dataclass(frozen=True)
-class TrainingConfig:
+class GossipTrainingConfig:
     """A gossip-training experiment, validated before anything runs.
 
     Parameters
@@ -195,7 +195,7 @@ class TrainingConfig:
     def _inputs_per_node(self, honest: np.ndarray) -> np.ndarray:
         """How many values each aggregating node's rule sees (own included; bucket means)."""
         g = self.gossip
-        net = build_network(g)
+        net = build_gossip_graph(g)
         deg = (np.full(g.n, g.n - 1) if net.complete or g.protocol == "allreduce"
                else np.diff(net.indptr))
         agg = honest | self.flipped_mask
@@ -256,7 +256,7 @@ def place_adversaries(topology: str, k: int, rule: str, *, nodes: int | None = N
     if rule == "random":
         rng = Streams(int(seed)).rng("placement")
         return tuple(sorted(int(v) for v in rng.choice(n, size=k, replace=False)))
-    net = build_network(probe)
+    net = build_gossip_graph(probe)
     deg = np.full(n, n - 1) if net.complete else np.diff(net.indptr)
     order = np.lexsort((np.arange(n), -deg))
     return tuple(sorted(int(v) for v in order[:k]))
@@ -268,13 +268,13 @@ def _objective(learning: LearningConfig, n: int, dim: int, honest: tuple[bool, .
     return build_objective(learning, n, dim, np.array(honest), np.array(flipped))
 
 
-def training_objective(config: TrainingConfig) -> Any:
+def training_objective(config: GossipTrainingConfig) -> Any:
     """The objective of ``config`` (built once per process and reused)."""
     return _objective(config.learning, config.gossip.n, config.gossip.dim, config._honest,
                       tuple(config.flipped_mask.tolist()))
 
 
-def _rule(config: TrainingConfig) -> Any:
+def _rule(config: GossipTrainingConfig) -> Any:
     """The aggregation rule of a config (a fresh object: rules may keep state per run)."""
     g = config.gossip
     return make_rule(config.rule, trim=config.trim, krum_f=config.krum_f_used,
@@ -313,7 +313,7 @@ class TrainingRecords(Records):
             self.training[m][k] = v
 
 
-def _update(config: TrainingConfig) -> LocalSGD:
+def _update(config: GossipTrainingConfig) -> LocalSGD:
     g, lc = config.gossip, config.learning
     if lc.momentum == 0.0:
         return LocalSGD(training_objective(config), lc.lr, lc.local_steps, lc.grad_noise,
@@ -323,7 +323,7 @@ def _update(config: TrainingConfig) -> LocalSGD:
                     plain=~config.honest)
 
 
-def training_engine(config: TrainingConfig) -> tuple[str, str]:
+def training_engine(config: GossipTrainingConfig) -> tuple[str, str]:
     """The gossip engine that runs ``config`` and why (``auto`` asks it with the training strategies).
 
     Returns
@@ -340,12 +340,12 @@ def training_engine(config: TrainingConfig) -> tuple[str, str]:
     return engine.name, (engine_reason(config.gossip) if engine is base else reason)
 
 
-def training_model(config: TrainingConfig, streams: Streams) -> dict[str, Any]:
+def gossip_training_model(config: GossipTrainingConfig, streams: Streams) -> dict[str, Any]:
     """One replication of gossip training (for :func:`sim.runner.replicate`).
 
     Parameters
     ----------
-    config : TrainingConfig
+    config : GossipTrainingConfig
     streams : Streams
         The replication's streams; the gradient noise comes from the engines'
         ``update`` stream, the objective from ``learning.objective_seed``.
@@ -378,8 +378,8 @@ def training_model(config: TrainingConfig, streams: Streams) -> dict[str, Any]:
     return out
 
 
-def summarize_training(records: Sequence[Mapping[str, Any]], config: TrainingConfig) -> dict[str, Any]:
-    """Aggregate replications of :func:`training_model` into the ``dtsim gossip`` report.
+def summarize_training(records: Sequence[Mapping[str, Any]], config: GossipTrainingConfig) -> dict[str, Any]:
+    """Aggregate replications of :func:`gossip_training_model` into the ``dtsim gossip`` report.
 
     Returns
     -------
@@ -416,20 +416,20 @@ def summarize_training(records: Sequence[Mapping[str, Any]], config: TrainingCon
 # --------------------------------------------------------------------------- references
 
 
-def _quadratic_arrays(c: TrainingConfig) -> tuple[np.ndarray, np.ndarray]:
+def _quadratic_arrays(c: GossipTrainingConfig) -> tuple[np.ndarray, np.ndarray]:
     obj = training_objective(c)
     return obj.curvature, obj.centres
 
 
-def _stubborn(c: TrainingConfig) -> dict[int, float]:
+def _stubborn(c: GossipTrainingConfig) -> dict[int, float]:
     return {int(p): b for p, b in c.gossip.stubborn_map.items()}
 
 
-def _graph(c: TrainingConfig) -> Any:
+def _graph(c: GossipTrainingConfig) -> Any:
     return c.gossip.network_graph
 
 
-def _exact_protocol(c: TrainingConfig) -> tuple[bool, str]:
+def _exact_protocol(c: GossipTrainingConfig) -> tuple[bool, str]:
     g = c.gossip
     if c.learning.objective != "quadratic":
         return False, "a quadratic objective"
@@ -448,7 +448,7 @@ def _exact_protocol(c: TrainingConfig) -> tuple[bool, str]:
                   + ", so E[x'] = E[W G](E[x])")
 
 
-def _mixing(c: TrainingConfig) -> Any:
+def _mixing(c: GossipTrainingConfig) -> Any:
     """The off-diagonal mixing weights of a neighbourhood config (None: Metropolis)."""
     g = c.gossip
     if g.protocol != "neighbourhood" or g.mixing == "metropolis":
@@ -466,11 +466,11 @@ class TrainingFirstMoment(Reference):
     metrics = ("predicted_honest_mean", "predicted_equilibrium_mean", "predicted_bias",
                "predicted_attack_bias", "predicted_steps_to_equilibrium")
 
-    def applies(self, config: TrainingConfig) -> Applies:
+    def applies(self, config: GossipTrainingConfig) -> Applies:
         ok, why = _exact_protocol(config)
         return Applies(ok, why if ok else "needs " + why)
 
-    def predict(self, c: TrainingConfig) -> dict[str, Any]:
+    def predict(self, c: GossipTrainingConfig) -> dict[str, Any]:
         from ..analytic import learning as L
 
         g, lc = c.gossip, c.learning
@@ -506,7 +506,7 @@ class TrainingSecondMoment(Reference):
     family = "gossip-training"
     metrics = ("predicted_consensus_distance", "predicted_sq_distance_to_optimum", "predicted_loss")
 
-    def applies(self, config: TrainingConfig) -> Applies:
+    def applies(self, config: GossipTrainingConfig) -> Applies:
         from ..analytic.learning import MAX_TRAINING_EXACT_NODES
 
         ok, why = _exact_protocol(config)
@@ -518,12 +518,12 @@ class TrainingSecondMoment(Reference):
         if ok and g.n > MAX_TRAINING_EXACT_NODES:
             ok, why = False, f"at most {MAX_TRAINING_EXACT_NODES} nodes"
         if ok:
-            m = g.n * (g.n - 1) / 2 if g.complete else len(build_network(g).u)
+            m = g.n * (g.n - 1) / 2 if g.complete else len(build_gossip_graph(g).u)
             if g.n * m * g.rounds * g.dim > EXACT_BUDGET:
                 ok, why = False, "n * edges * steps * dim <= 2e9"
         return Applies(ok, "edge: Boyd-style recursion with drift and noise" if ok else "needs " + why)
 
-    def predict(self, c: TrainingConfig) -> dict[str, Any]:
+    def predict(self, c: GossipTrainingConfig) -> dict[str, Any]:
         from ..analytic import learning as L
 
         g, lc = c.gossip, c.learning
@@ -544,7 +544,7 @@ class DiLoCoFixedPoint(Reference):
     family = "gossip-training"
     metrics = ("predicted_fixed_point",)
 
-    def applies(self, c: TrainingConfig) -> Applies:
+    def applies(self, c: GossipTrainingConfig) -> Applies:
         g = c.gossip
         ok = (c.learning.objective == "quadratic" and g.protocol == "allreduce"
               and g.adversary == "none" and c.learning.lr > 0 and c.rule == "none"
@@ -554,7 +554,7 @@ class DiLoCoFixedPoint(Reference):
                        if ok else "needs protocol allreduce, quadratic, all honest, lr > 0, no clip, "
                        "no momentum")
 
-    def predict(self, c: TrainingConfig) -> dict[str, Any]:
+    def predict(self, c: GossipTrainingConfig) -> dict[str, Any]:
         from ..analytic import learning as L
 
         a, cc = _quadratic_arrays(c)
@@ -569,7 +569,7 @@ class IPMClipFixedPoint(Reference):
     family = "gossip-training"
     metrics = ("predicted_ipm_fixed_point",)
 
-    def applies(self, c: TrainingConfig) -> Applies:
+    def applies(self, c: GossipTrainingConfig) -> Applies:
         g, lc = c.gossip, c.learning
         need = []
         if lc.objective != "quadratic" or g.dim != 1:
@@ -588,7 +588,7 @@ class IPMClipFixedPoint(Reference):
         return Applies(True, "piecewise-affine round map solved exactly on the piece of its limit "
                              "(the expected state's limit while no clip decision flips)")
 
-    def predict(self, c: TrainingConfig) -> dict[str, Any]:
+    def predict(self, c: GossipTrainingConfig) -> dict[str, Any]:
         from ..analytic import learning as L
 
         g, lc = c.gossip, c.learning
@@ -603,15 +603,15 @@ for _ref in (TrainingFirstMoment(), TrainingSecondMoment(), DiLoCoFixedPoint(), 
     registry.register(_ref)
 
 
-def training_predictions(config: TrainingConfig) -> dict[str, Any]:
+def training_predictions(config: GossipTrainingConfig) -> dict[str, Any]:
     """The exact ``predicted_*`` values that apply to ``config`` (family ``gossip-training``)."""
     return {m: p["value"] for m, p in registry.predictions("gossip-training", config).items()
             if p["value"] is not None}
 
 
-def with_learning(gossip: GossipConfig, learning: LearningConfig, **kwargs: Any) -> TrainingConfig:
-    """A :class:`TrainingConfig` whose gossip ``dim`` is set to the objective's dimension."""
+def with_learning(gossip: GossipConfig, learning: LearningConfig, **kwargs: Any) -> GossipTrainingConfig:
+    """A :class:`GossipTrainingConfig` whose gossip ``dim`` is set to the objective's dimension."""
     dim = learning.dimension(gossip.dim)
     if dim != gossip.dim:
         gossip = replace(gossip, dim=dim)
-    return TrainingConfig(gossip, learning, **kwargs)
+    return GossipTrainingConfig(gossip, learning, **kwargs)

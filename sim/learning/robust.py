@@ -3,7 +3,7 @@
 (``IPM``, inner-product manipulation, lives with the other attacks in
 :mod:`sim.adversaries`. Label flipping is a data attack: its nodes follow the
 protocol and train on flipped labels, see
-:attr:`sim.learning.model.TrainingConfig.flipped`.)
+:attr:`sim.learning.model.GossipTrainingConfig.flipped`.)
 
 Aggregation rules for *neighbourhood rounds* (every honest node hears every
 neighbour at once, then aggregates), asked through

@@ -26,6 +26,7 @@ from .topology import (
     Route,
     build_network,
     network_graph,
+    shared_network,
 )
 
 __all__ = [
@@ -34,5 +35,5 @@ __all__ = [
     "maxmin_rates", "waterfill",
     "NetworkService",
     "SHARINGS", "DEFAULT_SHARING", "NodeValue", "LinkValue", "NetworkValue", "Route", "Network",
-    "build_network", "network_graph",
+    "build_network", "network_graph", "shared_network",
 ]

@@ -1,4 +1,4 @@
-"""Collective operations as flows on the network: the ring all-reduce.
+"""Collective operations as flows on the network: the ring all-reduce and all-gather.
 
 :func:`ring_allreduce` runs the ring all-reduce of NCCL and Horovod (a
 reduce-scatter, then an all-gather, each ``k - 1`` steps) as flows on a
@@ -33,8 +33,9 @@ from typing import Any
 import simpy
 
 from ..errors import check, check_int, check_nonnegative, check_positive
+from ..timeline import NULL
 
-__all__ = ["ring_allreduce", "bucket_sizes"]
+__all__ = ["ring_allreduce", "ring_allgather", "bucket_sizes"]
 
 
 def bucket_sizes(size: float, bucket_size: float) -> list[float]:
@@ -57,13 +58,16 @@ class _Ring:
     """The state of one all-reduce: ``ranks`` rings over ``k`` participants, bucket by bucket."""
 
     def __init__(self, service: Any, nodes: Sequence[Any], buckets: list[float], ranks: int,
-                 done: simpy.Event) -> None:
+                 done: simpy.Event, *, gather: bool = False) -> None:
         self.service = service
         self.nodes = list(nodes)
         self.k = len(self.nodes)
         self.buckets = buckets
         self.ranks = ranks
-        self.steps = 2 * (self.k - 1)
+        # an all-reduce: 2 (k - 1) steps of a chunk of bucket / k; an all-gather (issue 37):
+        # k - 1 steps of the whole block
+        self.steps = (self.k - 1) if gather else 2 * (self.k - 1)
+        self.div = 1 if gather else self.k
         self.done = done
         # per (rank ring r, participant i): bucket index, step, send done, receive done
         n = ranks * self.k
@@ -71,6 +75,8 @@ class _Ring:
         self.step = [0] * n
         self.sent = [False] * n
         self.recv = [0] * n  # chunks received and not yet forwarded (the sender may run ahead)
+        self.t_sent = [0.0] * n  # when each one's send in flight started (the timeline's)
+        self.rec = getattr(service, "rec", NULL)  # the timeline's recorder (sim.timeline)
         self.finished = 0
         self.total = n
         self.flows: list[simpy.Event] = []
@@ -83,8 +89,9 @@ class _Ring:
     def _send(self, r: int, i: int) -> None:
         q = r * self.k + i
         b = self.bucket[q]
-        chunk = self.buckets[b] / self.k
+        chunk = self.buckets[b] / self.div
         ev = self.service.transfer(self.nodes[i], self.nodes[(i + 1) % self.k], chunk)
+        self.t_sent[q] = self.service.env.now
         step = self.step[q]
         ev.callbacks.append(lambda _e: self._arrived(r, i, b, step))
         self.flows.append(ev)
@@ -94,6 +101,10 @@ class _Ring:
         k = self.k
         j = (i + 1) % k
         qi, qj = r * k + i, r * k + j
+        rec = self.rec
+        if rec.on:
+            rec.ring_chunk(self.nodes[i], self.nodes[j], self.buckets[b] / k, b, step, r,
+                           self.t_sent[qi], self.service.env.now)
         self.sent[qi] = True
         self.recv[qj] += 1
         self._advance(r, i)
@@ -152,6 +163,46 @@ def ring_allreduce(service: Any, nodes: Sequence[Any], size: float, *, ranks: in
     done = env.event()
     buckets = bucket_sizes(size, bucket_size)
     ring = _Ring(service, nodes, buckets, ranks, done)
+    done.ring = ring  # type: ignore[attr-defined]
+    if len(nodes) == 1 or not buckets:
+        done.succeed()
+        return done
+    ring.start()
+    return done
+
+
+def ring_allgather(service: Any, nodes: Sequence[Any], size: float, *, ranks: int = 1,
+                   bucket_size: float = math.inf) -> simpy.Event:
+    """Start a ring all-gather on the network: each participant's block of ``size`` reaches all.
+
+    ``k - 1`` steps; at each, participant ``i`` sends the block it received
+    last (its own first) to ``i + 1``, with the same per-participant progress
+    rule as :func:`ring_allreduce` (the all-gather half of the ring, with
+    whole blocks: how sparse top-k payloads are gathered, issue 37). With
+    ``k`` equal participants and the NIC as the only limit it takes
+    ``(k - 1)(n_b l + ranks * S / B)`` (:func:`sim.analytic.network.ring_allgather_time`).
+
+    Parameters
+    ----------
+    service : NetworkService
+    nodes : sequence
+        Participants in ring order (``k = 1``: nothing moves).
+    size : float
+        Each rank's block.
+    ranks, bucket_size
+        As :func:`ring_allreduce`.
+
+    Returns
+    -------
+    simpy.Event
+        With the state on its ``ring`` attribute (``cancel()``).
+    """
+    ranks = check_int("ranks", ranks, low=1)
+    nodes = list(nodes)
+    check(len(nodes) >= 1, "nodes", "at least one participant", nodes)
+    done = service.env.event()
+    buckets = bucket_sizes(size, bucket_size)
+    ring = _Ring(service, nodes, buckets, ranks, done, gather=True)
     done.ring = ring  # type: ignore[attr-defined]
     if len(nodes) == 1 or not buckets:
         done.succeed()

@@ -26,6 +26,10 @@ Text form (graph files, node and edge attributes, the CLI)::
 
     polylog2:c=-0.0024/0.1409/1.1168,size_unit=1e6,bandwidth_unit=1e9[,min_size=..][,max_size=..]
     table:1e3=5e8/1e6=5e9/1e9=1e10
+
+Sizes are bytes and bandwidths bytes per second, or written with units
+(:mod:`sim.units`): ``polylog2:c=...,size_unit=1MB,bandwidth_unit=1GB/s``,
+``table:1kB=500MB/s/1MB=5GB/s/1GB=10GB/s``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, check, check_positive
+from ..units import RATE, SIZE, has_unit, parse
 
 __all__ = ["BandwidthCurve", "parse_curve", "as_curve", "CURVE_KINDS"]
 
@@ -180,7 +185,8 @@ class BandwidthCurve:
 
 
 _RULE = ("a curve 'polylog2:c=A/B/C,size_unit=U,bandwidth_unit=W[,min_size=..][,max_size=..]' "
-         "or 'table:SIZE=BW/SIZE=BW...'")
+         "or 'table:SIZE=BW/SIZE=BW...' (sizes in B, bandwidths in B/s, or with units: 1MB, "
+         "5GB/s)")
 
 
 def parse_curve(text: str) -> BandwidthCurve:
@@ -200,11 +206,18 @@ def parse_curve(text: str) -> BandwidthCurve:
     try:
         if kind == "table":
             pts = []
-            for item in rest.split("/"):
+            items: list[str] = []
+            for piece in rest.split("/"):  # 1kB=5MB/s/1MB=5GB/s: a piece without = is a rate's /s
+                if "=" not in piece and items and has_unit(items[-1].partition("=")[2] + "/"
+                                                           + piece):
+                    items[-1] += "/" + piece
+                else:
+                    items.append(piece)
+            for item in items:
                 s, eq, b = item.partition("=")
                 if not eq:
                     raise ValueError(item)
-                pts.append((float(s), float(b)))
+                pts.append((parse(s, SIZE, "curve"), parse(b, RATE, "curve")))
             return BandwidthCurve.table(pts)
         kw: dict[str, Any] = {}
         for item in rest.split(","):
@@ -215,7 +228,7 @@ def parse_curve(text: str) -> BandwidthCurve:
             if k == "c":
                 kw["coefficients"] = tuple(float(x) for x in v.split("/"))
             elif k in ("size_unit", "bandwidth_unit", "min_size", "max_size"):
-                kw[k] = float(v)
+                kw[k] = parse(v, RATE if k == "bandwidth_unit" else SIZE, "curve")
             else:
                 raise ValueError(item)
         if "coefficients" not in kw:

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, check, check_choice, check_nonnegative
+from ..timeline import NULL
+from ..units import SIZE, TIME, parse_quantity
 from .maxmin import maxmin_rates, waterfill
 from .topology import Network, build_network
 
@@ -75,11 +77,14 @@ class FlowEngine:
     incremental : bool
         Re-solve only the component touched by each change (default), or every
         flow at every event (the cross-check).
+    recorder : sim.timeline.Recorder, optional
+        Told of every finished or cancelled flow and of the links whose load changed.
     """
 
     def __init__(self, network: Network, *, weighting: str = "maxmin",
-                 incremental: bool = True) -> None:
+                 incremental: bool = True, recorder: Any = None) -> None:
         self.network = network
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.weighting = check_choice("weighting", weighting, WEIGHTINGS)
         self.incremental = bool(incremental)
         self.cap = network.capacity
@@ -151,6 +156,8 @@ class FlowEngine:
     def cancel(self, f: int) -> None:
         """Withdraw flow ``f`` now (its share goes back to the others)."""
         st = self.f_state[f]
+        if self.rec.on and st in (_LATENCY, _ACTIVE):
+            self.rec.flow_done(self, f, self.now, cut=True)
         if st == _LATENCY:
             self.f_state[f] = _CANCELLED
         elif st == _ACTIVE:
@@ -209,6 +216,8 @@ class FlowEngine:
                 self.finish[f] = t
                 self.active -= 1
                 done.append(f)
+                if self.rec.on:
+                    self.rec.flow_done(self, f, t)
                 for r in f_res[f]:
                     del res_flows[r][f]
                     changed[r] = None
@@ -219,6 +228,8 @@ class FlowEngine:
                     state[f] = _DONE
                     self.finish[f] = t
                     done.append(f)
+                    if self.rec.on:
+                        self.rec.flow_done(self, f, t)
                     continue
                 state[f] = _ACTIVE
                 self.active += 1
@@ -250,10 +261,14 @@ class FlowEngine:
                             seen[r2] = None
                             stack.append(r2)
         if not flows:
+            if self.rec.on:
+                self.rec.link_load(self, seen, T)
             return
         rates = waterfill(list(flows), list(seen), self.cap, res_flows, f_res, self.f_coef,
                           self.f_w)
         self._apply(rates, T)
+        if self.rec.on:
+            self.rec.link_load(self, seen, T)
 
     def _apply(self, rates: dict[int, float], T: float) -> None:
         f_rate, f_rem, f_last, f_ver = self.f_rate, self.f_rem, self.f_last, self.f_ver
@@ -284,6 +299,8 @@ class FlowEngine:
                 f_rem[f] = max(0.0, f_rem[f] - f_rate[f] * (T - f_last[f]))
             f_last[f] = T
         if not active:
+            if self.rec.on:
+                self.rec.link_load(self, range(len(self.cap)), T)
             return
         x = maxmin_rates([self.f_res[f] for f in active], self.cap,
                          coefficients=[self.f_coef[f] for f in active],
@@ -291,6 +308,8 @@ class FlowEngine:
         for f in active:
             f_rate[f] = -1.0  # force a new finish entry for every flow
         self._apply({f: float(r) for f, r in zip(active, x, strict=True)}, T)
+        if self.rec.on:
+            self.rec.link_load(self, range(len(self.cap)), T)
 
     # -- results --------------------------------------------------------------------
     def utilisation(self, span: float) -> list[dict[str, Any]]:
@@ -359,7 +378,8 @@ def _as_flows(flows: Iterable[Any]) -> list[Flow]:
 
 
 def simulate_flows(network: Any, flows: Sequence[Any], *, weighting: str = "maxmin",
-                   incremental: bool = True, engine: str = "auto") -> FlowResult:
+                   incremental: bool = True, engine: str = "auto",
+                   recorder: Any = None) -> FlowResult:
     """Finish times of a set of flows on a network (the batch interface).
 
     Parameters
@@ -377,6 +397,9 @@ def simulate_flows(network: Any, flows: Sequence[Any], *, weighting: str = "maxm
         ``incremental`` is set and there are at least :data:`COMPILED_FROM`
         flows (below that, loading the compiled loop costs more than it saves),
         else the Python :class:`FlowEngine`.
+    recorder : sim.timeline.Recorder, optional
+        Records every flow and the links' utilisation (the Python engine only:
+        ``compiled`` is refused with it, and ``auto`` takes the Python engine).
 
     Returns
     -------
@@ -395,15 +418,16 @@ def simulate_flows(network: Any, flows: Sequence[Any], *, weighting: str = "maxm
         check(HAVE_NUMBA, "engine", "auto or python without numba (pip install 'dtsim[fast]')",
               engine)
         check(incremental, "engine", "python (or auto) with incremental=False", engine)
+        check(recorder is None, "engine", "python (or auto) with a timeline recorder", engine)
     compiled = engine == "compiled" or (engine == "auto" and HAVE_NUMBA and incremental
-                                        and len(flows) >= COMPILED_FROM)
+                                        and len(flows) >= COMPILED_FROM and recorder is None)
     net = build_network(network)
     rows = _as_flows(flows)
     starts = [check_nonnegative("start", fl.start) for fl in rows]
     t0 = min(starts, default=0.0)
     if compiled:
         return _simulate_compiled(net, rows, starts, weighting)
-    eng = FlowEngine(net, weighting=weighting, incremental=incremental)
+    eng = FlowEngine(net, weighting=weighting, incremental=incremental, recorder=recorder)
     eng.now = t0
     for fl, s in zip(rows, starts, strict=True):
         eng.add(fl.src, fl.dst, fl.size, s)
@@ -474,11 +498,14 @@ def _utilisation(net: Network, a: dict[str, np.ndarray], span: float) -> list[di
     return out
 
 
-def read_flows(path: Any) -> list[Flow]:
+def read_flows(path: Any, *, quantities: list[Any] | None = None) -> list[Flow]:
     """Read a flows CSV: header ``src,dst,size,start``, one flow a line.
 
     Node names are kept as text (:meth:`Network.node_index` matches them
-    against the graph's labels). Sizes and starts are numbers >= 0.
+    against the graph's labels). Sizes and starts are numbers >= 0: bytes and
+    seconds, or with a unit (``2GB``, ``16Gbit``; ``10ms``), as :mod:`sim.units`
+    reads them. ``quantities``, when given, receives each row's
+    ``(size, start)`` :class:`~sim.units.Quantity` pair (how it was written).
 
     Raises
     ------
@@ -505,10 +532,13 @@ def read_flows(path: Any) -> list[Flow]:
         src, dst = row[0].strip(), row[1].strip()
         check(bool(src) and bool(dst), "flows", "rows naming src and dst", where)
         try:
-            size, start = float(row[2]), float(row[3])
-        except ValueError:
-            raise ConfigError("flows", "rows whose size and start are numbers",
+            sq, tq = parse_quantity(row[2], SIZE, "size"), parse_quantity(row[3], TIME, "start")
+        except ConfigError as exc:
+            raise ConfigError("flows", f"rows whose {exc.name} is {exc.rule}",
                               f"{where} ({row[2].strip()}, {row[3].strip()})") from None
+        size, start = sq.value, tq.value
+        if quantities is not None:
+            quantities.append((sq, tq))
         check(math.isfinite(size) and size >= 0, "flows", "rows with a finite size >= 0",
               f"{where} (size {row[2].strip()})")
         check(math.isfinite(start) and start >= 0, "flows", "rows with a finite start >= 0",

@@ -14,6 +14,7 @@ from typing import Any
 
 import simpy
 
+from ..timeline import NULL
 from .flows import FlowEngine
 from .topology import Network, build_network
 
@@ -31,6 +32,8 @@ class NetworkService:
     contention : bool
         False: every transfer is alone on its route and takes its latency plus
         ``size`` over the route's bottleneck at that size (no sharing).
+    recorder : sim.timeline.Recorder, optional
+        Records the links' utilisation (and the collectives' chunks) as it changes.
 
     A transfer that moves nothing through a finite resource (size 0, or a
     route of infinite links) is a plain timeout of its latency in both modes,
@@ -45,11 +48,14 @@ class NetworkService:
     """
 
     def __init__(self, env: simpy.Environment, network: Any, *, weighting: str = "maxmin",
-                 incremental: bool = True, contention: bool = True) -> None:
+                 incremental: bool = True, contention: bool = True,
+                 recorder: Any = None) -> None:
         self.env = env
         self.network: Network = build_network(network)
         self.contention = bool(contention)
-        self.engine = FlowEngine(self.network, weighting=weighting, incremental=incremental)
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
+        self.engine = FlowEngine(self.network, weighting=weighting, incremental=incremental,
+                                 recorder=self.rec)
         self.engine.now = float(env.now)
         self._events: dict[int, simpy.Event] = {}
         self._wake_at = math.inf

@@ -49,6 +49,7 @@ __all__ = [
     "Route",
     "Network",
     "build_network",
+    "shared_network",
     "network_graph",
 ]
 
@@ -241,6 +242,8 @@ class Network:
         G = graph.copy()
         topologies.validate_graph(G, name=label)
         self.label = label
+        #: How the link quantities were given (``topologies.validate_graph``'s ``units``).
+        self.units: dict[str, tuple[Any, Any]] = dict(G.graph.get("units") or {})
         self.nodes: list[Hashable] = list(G.nodes)
         #: The nodes that are not switches (``role="switch"``), in graph order.
         self.hosts: list[Hashable] = [n for n, r in G.nodes(data="role") if r != "switch"]
@@ -553,3 +556,32 @@ def build_network(spec: Any, *, nodes: int | None = None, seed: int | None = Non
 
     G = topologies.build(spec, nodes=nodes, seed=seed)
     return Network(G, name=str(G.graph.get("spec", spec)), nic=nic)
+
+
+_SHARED: dict[Any, Network] = {}
+#: Networks :func:`shared_network` keeps before it starts over (a sweep over many networks).
+SHARED_KEEP = 32
+
+
+def shared_network(spec: Any, *, nic: Any = None) -> Network:
+    """:func:`build_network` of a value, built once per process for each ``(spec, nic)`` and kept.
+
+    ``spec`` is a value that hashes (a topology spec or graph file, a
+    :class:`NetworkValue`). The routes a network computes are cached on it, so
+    the runs and checks that ask for the same network share them. This is the
+    one place a network built from a configuration's value is kept: a
+    configuration holds the value, never the network.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`build_network`.
+    """
+    key = (spec, nic)
+    net = _SHARED.get(key)
+    if net is None:
+        net = build_network(spec, nic=nic)
+        if len(_SHARED) > SHARED_KEEP:
+            _SHARED.clear()
+        _SHARED[key] = net
+    return net

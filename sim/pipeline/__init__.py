@@ -7,9 +7,10 @@ budget lasts, else the microbatch waits or is dropped.
 Modules
 -------
 config
-    :class:`PipelineConfig` (values only; the placement in its value form).
-penalty
-    :class:`SkipPenalty`, the quality kept after ``k`` skips.
+    :class:`PipelineConfig` (values only; the placement in its value form). The
+    quality kept after ``k`` skips, :class:`SkipPenalty`, is a value of
+    :mod:`sim.analytic.penalty` (the closed forms and the training pipeline
+    share it), re-exported here.
 des
     The discrete-event engine (:class:`Pipeline`, :func:`run_pipeline`;
     :func:`des_pipeline_model` runs it as a model).
@@ -66,7 +67,8 @@ from .engines import (
     vector_pipeline_model,
 )
 from .markov import MarkovEngine, markov_run, snapshot_out_stages
-from .penalty import PENALTIES, SkipPenalty
+from .queueing import QueueingEngine, QueueingPipeline, TandemReference, queueing_model
+from ..analytic.penalty import PENALTIES, SkipPenalty
 
 __all__ = [
     "ARRIVALS",
@@ -108,6 +110,3 @@ __all__ = [
     "TandemReference",
     "queueing_model",
 ]
-
-# last: it imports sim.training, which imports this package's quality_table
-from .queueing import QueueingEngine, QueueingPipeline, TandemReference, queueing_model  # noqa: E402

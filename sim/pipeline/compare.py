@@ -68,7 +68,8 @@ def _reference(config: PipelineConfig, metric: str) -> float | None:
 
 
 def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any = "serial",
-             workers: int | None = None, engine: str = "des") -> dict[str, Any]:
+             workers: int | None = None, engine: str = "des",
+             records_out: list | None = None, model: Any = None) -> dict[str, Any]:
     """Run the replications and return the comparison record (intervals as Estimates).
 
     Parameters
@@ -84,6 +85,11 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
         ``"auto"`` or a pipeline engine's name (see
         :func:`~sim.pipeline.engines.choose_engine`); a named engine that does
         not apply is a :class:`~sim.errors.ConfigError`.
+    records_out : list, optional
+        Receives the replications' records.
+    model : callable, optional
+        Replaces the selected engine's ``run`` (a wrapper of it that records
+        replication 0's timeline).
 
     Returns
     -------
@@ -105,9 +111,11 @@ def simulate(cfg: PipelineConfig, *, replications: int, seed: int, executor: Any
              cfg.workers * DES_BYTES_PER_WORKER),
         ])
     t0 = time.perf_counter()
-    records = replicate(sel.engine.run, cfg, replications=replications, seed=seed,
-                        executor=executor, workers=workers)
+    records = replicate(sel.engine.run if model is None else model, cfg,
+                        replications=replications, seed=seed, executor=executor, workers=workers)
     wall = time.perf_counter() - t0
+    if records_out is not None:
+        records_out.extend(records)
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure

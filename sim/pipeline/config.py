@@ -18,6 +18,7 @@ import numpy as np
 
 from topologies.placement import Placement, from_value, shared_per_stage
 
+from ..analytic.penalty import PENALTIES, SkipPenalty, quality_table
 from ..errors import (
     check,
     check_choice,
@@ -28,7 +29,6 @@ from ..errors import (
     check_probability,
 )
 from ..failures import check_distribution, check_law, check_shape, distribution_names
-from .penalty import PENALTIES, SkipPenalty
 
 __all__ = [
     "ARRIVALS",
@@ -126,25 +126,6 @@ def _counts_text(counts: Sequence[int]) -> str:
     return ",".join(map(str, counts))
 
 
-def quality_table(stages: int, skip_penalty: float,
-                  penalty: str | Callable[[int], float] = "multiplicative") -> tuple[float, ...]:
-    """Quality kept by a microbatch that skipped ``k`` stages, for ``k = 0..stages``.
-
-    Parameters
-    ----------
-    stages : int
-    skip_penalty : float
-        ``kappa`` in [0, 1].
-    penalty : {"multiplicative", "additive"} or callable
-        See :class:`~sim.pipeline.penalty.SkipPenalty`.
-
-    Returns
-    -------
-    tuple of float
-    """
-    return SkipPenalty(skip_penalty, penalty).table(stages)
-
-
 @dataclass(frozen=True)
 class PipelineConfig:
     """One pipeline experiment (validated on construction).
@@ -168,7 +149,7 @@ class PipelineConfig:
     skip_penalty : float
         Quality lost per skip, ``kappa`` in [0, 1].
     penalty : {"multiplicative", "additive"} or callable
-        How quality falls with skips (see :class:`~sim.pipeline.penalty.SkipPenalty`).
+        How quality falls with skips (see :class:`~sim.analytic.penalty.SkipPenalty`).
     mean_downtime : float
         Mean worker outage length (> 0).
     domain_downtime : float

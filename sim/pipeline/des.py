@@ -62,16 +62,17 @@ from ..errors import ConfigError
 from ..failures import FailureModel, Transition, make_distribution
 from ..progress import report
 from ..rng import Streams
+from ..timeline import NULL
 from .config import PipelineConfig
 
 __all__ = [
     "UnitDraws",
     "LatencyHistogram",
-    "build_failures",
+    "build_pipeline_failures",
     "PipelineRun",
     "Pipeline",
     "run_pipeline",
-    "pipeline_model",
+    "des_pipeline_model",
 ]
 
 _BLOCK = 4096  # random durations are drawn in blocks of this size
@@ -106,7 +107,7 @@ class PipelineRun:
     Attributes
     ----------
     metrics : dict
-        Flat metrics (see :func:`pipeline_model`).
+        Flat metrics (see :func:`des_pipeline_model`).
     records : dict of numpy arrays or None
         Per-microbatch ``arrival``, ``finish``, ``skipped``, ``quality``,
         ``delivered``, ``failovers`` (when ``config.records``).
@@ -159,7 +160,7 @@ class LatencyHistogram:
         return float(min(max(v, self.lo), self.hi))
 
 
-def build_failures(config: PipelineConfig, env: simpy.Environment, streams: Streams
+def build_pipeline_failures(config: PipelineConfig, env: simpy.Environment, streams: Streams
                    ) -> tuple[FailureModel, list[Any], list[list[int]]]:
     """The failure model of a pipeline: its placement's domains and one worker per replica.
 
@@ -218,6 +219,9 @@ class Pipeline:
         Failures draw from ``failures:*`` streams, arrivals from ``arrivals``,
         compute times from ``stage_time``.
     env : simpy.Environment, optional
+    recorder : sim.timeline.Recorder, optional
+        The timeline's recorder; with one, every stage goes the traced path
+        (:meth:`_stage`), whose numbers are the fast path's.
 
     Notes
     -----
@@ -226,9 +230,10 @@ class Pipeline:
     """
 
     def __init__(self, config: PipelineConfig, streams: Streams,
-                 env: simpy.Environment | None = None) -> None:
+                 env: simpy.Environment | None = None, *, recorder: Any = None) -> None:
         self.config = c = config
         self.env = env if env is not None else simpy.Environment()
+        self.timeline = recorder if recorder is not None else NULL  # (sim.timeline)
         self.streams = streams
         L = c.stages
         self.L = L
@@ -238,7 +243,7 @@ class Pipeline:
             raise ConfigError("queueing", "False for the no-queueing DES (the queueing engine, "
                               "sim.pipeline.queueing, answers queueing)", c.queueing)
         # -- build the failure model from the placement -------------------------
-        fm, self.workers, self.stage_workers = build_failures(c, self.env, streams)
+        fm, self.workers, self.stage_workers = build_pipeline_failures(c, self.env, streams)
         self.failure_model = fm
         self.worker_stage: list[int] = [j for j, ids in enumerate(self.stage_workers) for _ in ids]
         # -- wire: live sets, out count, recovery events, serving registries ---
@@ -347,6 +352,8 @@ class Pipeline:
             r["failovers"][mb] = failovers
         if self.trace is not None:
             self.trace.append((now, mb, "deliver" if delivered else "drop", -1, -1))
+        if not delivered:
+            self.timeline.pipeline_event("drop", mb, None, now)
         if self.finished == self.config.microbatches:
             self.done.succeed()
 
@@ -356,6 +363,8 @@ class Pipeline:
         if self.config.max_wait == 0 and self.trace is None:
             k = self.n_out  # the number of out stages: skipped, or dropped past s
             self.crossings += self.L
+            if self.timeline.on:
+                self.timeline.snapshot_skips(self, mb, t0)
             self._finish(mb, t0, min(k, self.s), 0, k <= self.s)
             return None
         live, s, tr = self.live, self.s, self.trace
@@ -369,6 +378,7 @@ class Pipeline:
                 k += 1
                 if tr is not None:
                     tr.append((t0, mb, "skip", j, -1))
+                self.timeline.pipeline_event("skip", mb, j, t0)
                 continue
             if self.config.max_wait > 0:
                 self.crossings += j
@@ -395,7 +405,7 @@ class Pipeline:
         timeout = env.timeout
         live_all, serving, L = self.live, self.serving, self.L
         stage_time, hop, draw = self.stage_time, self.hop, self._draw
-        fast = self.trace is None
+        fast = self.trace is None and not self.timeline.on
         lookahead = fast and self.lookahead
         nxt, comps, s = self._next_change, self._stage_components, self.s
         if draw is not None:
@@ -505,15 +515,19 @@ class Pipeline:
                     yield env.timeout(detect)
                 if tr is not None and live:
                     tr.append((env.now, mb, "failover", j, -1))
+                if live:
+                    self.timeline.pipeline_event("failover", mb, j, env.now)
             if not live:
                 if k < self.s:
                     if tr is not None:
                         tr.append((env.now, mb, "skip", j, -1))
+                    self.timeline.pipeline_event("skip", mb, j, env.now)
                     return k + 1, 2 * failovers + 1
                 if max_wait > 0:
                     self.waits += 1
                     if tr is not None:
                         tr.append((env.now, mb, "wait", j, -1))
+                    self.timeline.pipeline_event("wait", mb, j, env.now)
                     ev = self._recovery(j)
                     if max_wait == math.inf:
                         yield ev
@@ -524,9 +538,11 @@ class Pipeline:
             w = next(iter(live))
             if tr is not None:
                 tr.append((env.now, mb, "serve", j, w - self.stage_workers[j][0]))
+            t_s = env.now
             if compute <= 0.0:
                 if dur > 0.0:
                     yield env.timeout(dur)
+                    self.timeline.serve(mb, j, w - self.stage_workers[j][0], t_s, 0.0, dur)
                 return k, 2 * failovers + 1
             reg = self.serving[w]
             reg[proc] = env.now + compute
@@ -536,10 +552,13 @@ class Pipeline:
                 del reg[proc]
                 failovers += 1
                 failed = True
+                self.timeline.serve(mb, j, w - self.stage_workers[j][0], t_s, compute, 0.0,
+                               lost_at=env.now)
                 if tr is not None:
                     tr.append((env.now, mb, "fail", j, w - self.stage_workers[j][0]))
                 continue
             del reg[proc]
+            self.timeline.serve(mb, j, w - self.stage_workers[j][0], t_s, compute, self.hop[j])
             return k, 2 * failovers + 1
 
     def _arrivals(self):
@@ -587,12 +606,15 @@ class Pipeline:
                 if self.workers[idx].up:
                     live[idx] = None
         self.n_out = sum(1 for live in self.live if not live)
+        if self.timeline.on:  # the timeline: processes and down intervals (listeners only)
+            self.timeline.start_pipeline(self)
         self.env.process(self._arrivals())
         self.env.run(until=self.done)
+        self.timeline.close(self.env.now)
         return PipelineRun(self.metrics(), self.rec, self.trace)
 
     def metrics(self) -> dict[str, float]:
-        """Flat metrics of the run so far (see :func:`pipeline_model`)."""
+        """Flat metrics of the run so far (see :func:`des_pipeline_model`)."""
         c = self.config
         n = max(self.finished, 1)
         delivered = self.finished - self.dropped
@@ -630,7 +652,8 @@ class Pipeline:
         return out
 
 
-def run_pipeline(config: PipelineConfig, streams: Streams) -> PipelineRun:
+def run_pipeline(config: PipelineConfig, streams: Streams, *,
+                 recorder: Any = None) -> PipelineRun:
     """Build, wire and run one replication; metrics plus optional records and trace.
 
     Parameters
@@ -638,15 +661,18 @@ def run_pipeline(config: PipelineConfig, streams: Streams) -> PipelineRun:
     config : PipelineConfig
     streams : Streams
         The replication's streams.
+    recorder : sim.timeline.Recorder, optional
+        Records the run's events (the timeline).
 
     Returns
     -------
     PipelineRun
     """
-    return Pipeline(config, streams).run()
+    return Pipeline(config, streams, recorder=recorder).run()
 
 
-def pipeline_model(config: PipelineConfig, streams: Streams) -> dict[str, float]:
+def des_pipeline_model(config: PipelineConfig, streams: Streams, *,
+                       recorder: Any = None) -> dict[str, float]:
     """One replication of the pipeline as flat metrics (a model for :func:`sim.runner.replicate`).
 
     Returns
@@ -661,4 +687,4 @@ def pipeline_model(config: PipelineConfig, streams: Streams) -> dict[str, float]
         0.3 %, unless ``config.records`` makes them exact), ``failovers_per_microbatch``, ``waits_per_microbatch``,
         ``stage_crossings``, ``simulated_time``, ``workers``, ``worker_time``.
     """
-    return run_pipeline(config, streams).metrics
+    return run_pipeline(config, streams, recorder=recorder).metrics

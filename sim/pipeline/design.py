@@ -202,7 +202,7 @@ def _trace_design(L: int, replay: Any, *, skip_budget: int | None, target_drop: 
         import numpy as np
 
         k = np.arange(L + 1)
-        q = np.asarray(analytic._quality_weights(k, skip_penalty, penalty))
+        q = np.asarray(analytic.SkipPenalty(skip_penalty, penalty).weights(k))
         kept = law[: opt.skip_budget + 1]
         mean_q = float((kept * q[: opt.skip_budget + 1]).sum() / kept.sum()) if kept.sum() > 0 \
             else float("nan")

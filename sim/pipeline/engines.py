@@ -48,7 +48,7 @@ from ..engines import Applies, Engine, Reference, Selection
 from ..errors import ConfigError
 from ..rng import Streams
 from .config import PipelineConfig
-from .des import pipeline_model as des_pipeline_model
+from .des import des_pipeline_model
 from .vector import StylisedResult, simulate_placement, simulate_stylised
 
 __all__ = [
@@ -95,6 +95,7 @@ class DESEngine(Engine):
     metrics = SNAPSHOT_METRICS + TIMED_METRICS
     #: The reason printed when this engine is asked for by name.
     requested = "asked for the discrete-event simulation"
+    records = True
 
     def applies(self, config: PipelineConfig) -> Applies:
         """Without queueing, always: the DES models timing, failover, waiting and time correlation."""
@@ -102,9 +103,10 @@ class DESEngine(Engine):
             return Applies(False, QUEUEING_REFUSAL)
         return Applies(True, "the discrete-event simulation answers every configuration")
 
-    def run(self, config: PipelineConfig, streams: Streams) -> dict[str, float]:
+    def run(self, config: PipelineConfig, streams: Streams, *,
+            recorder: Any = None) -> dict[str, float]:
         """One replication (:func:`sim.pipeline.des_pipeline_model`)."""
-        return des_pipeline_model(config, streams)
+        return des_pipeline_model(config, streams, recorder=recorder)
 
 
 class VectorEngine(Engine):

@@ -8,13 +8,13 @@ wait in queues, routed within each stage by ``routing`` (one shared FIFO per
 stage, join the shortest queue, random in proportion to speed, or in turn).
 Everything else is the pipeline's: the arrivals (``arrival`` at ``rate``:
 evenly spaced, Poisson, or back to back), the failure model and placement
-(built by :func:`sim.pipeline.des.build_failures`, so a seed gives the same
+(built by :func:`sim.pipeline.des.build_pipeline_failures`, so a seed gives the same
 failure paths as the DES), the hop times, failover after
 ``detection_timeout``, skipping within the budget, waiting up to
 ``max_wait``, and the metrics of :func:`sim.pipeline.pipeline_model`, whose
 ``latency_mean`` then includes the time spent queueing.
 
-The pieces are the training system's, unchanged: :class:`sim.training.flow.Flow`
+The pieces are the training system's, unchanged: :class:`sim.training.flow.ReplicaFlow`
 (stages of :class:`sim.training.replica.Replica` servers, routing, failover,
 skip and wait) driven by forward passes only, fed by :class:`OpenArrivals`
 (a trainer with no steps). Two rules follow from the training model and
@@ -38,12 +38,13 @@ from ..engines import Applies, Engine, Reference
 from ..errors import ConfigError
 from ..rng import Streams
 from ..training.config import TrainingConfig
-from ..training.flow import Flow
+from ..training.flow import ReplicaFlow
 from ..training.replica import Microbatch
 from ..training.schedules import Async
+from ..training.traffic import traffic_for
 from ..training.trainer import Trainer
 from .config import PipelineConfig
-from .des import LatencyHistogram, UnitDraws, build_failures
+from .des import LatencyHistogram, UnitDraws, build_pipeline_failures
 from .engines import FAMILY, SNAPSHOT_METRICS, TIMED_METRICS
 
 __all__ = ["QueueingPipeline", "OpenArrivals", "QueueingEngine", "TandemReference",
@@ -86,7 +87,7 @@ class OpenArrivals(Trainer):
     or when it meets an out stage with no skip and no wait left (dropped).
     """
 
-    def __init__(self, config: PipelineConfig, env: simpy.Environment, flow: Flow,
+    def __init__(self, config: PipelineConfig, env: simpy.Environment, flow: ReplicaFlow,
                  streams: Streams) -> None:
         super().__init__(flow.config, env, flow, Async())
         self.pc = config
@@ -178,9 +179,11 @@ class QueueingPipeline:
         if c.stage_time_distribution != "deterministic" and any(c.stage_time):  # type: ignore[arg-type]
             draws = UnitDraws(c.stage_time_distribution, c.stage_time_shape,
                               streams.rng("stage_time"))
-        self.flow = Flow(_flow_config(c), env, streams, Async(), speeds, unit_draws=draws)
+        fc = _flow_config(c)
+        self.flow = ReplicaFlow(fc, env, streams, Async(), speeds, unit_draws=draws,
+                         traffic=traffic_for(fc, env))
         self.arrivals = OpenArrivals(c, env, self.flow, streams)
-        self.failure_model, self.workers, _ = build_failures(c, env, streams)
+        self.failure_model, self.workers, _ = build_pipeline_failures(c, env, streams)
         for rep, w in zip(self.flow.replicas, self.workers, strict=True):
             w.on_change(rep.worker_changed)
 

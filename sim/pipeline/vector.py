@@ -51,8 +51,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analytic.penalty import SkipPenalty
 from ..errors import check, check_int, check_probability
-from .penalty import SkipPenalty
 
 __all__ = [
     "DEFAULT_CHUNK",
@@ -285,7 +285,7 @@ def simulate_stylised(
     skip_penalty : float
         ``kappa`` in [0, 1].
     penalty : {"multiplicative", "additive"} or callable
-        See :class:`~sim.pipeline.penalty.SkipPenalty`.
+        See :class:`~sim.analytic.penalty.SkipPenalty`.
     microbatches : int
         Independent microbatches to simulate.
     rng : numpy.random.Generator
@@ -488,7 +488,7 @@ def simulate_placement(
     skip_budget : int
         ``s`` in ``[0, L]``.
     skip_penalty, penalty
-        See :class:`~sim.pipeline.penalty.SkipPenalty`.
+        See :class:`~sim.analytic.penalty.SkipPenalty`.
     microbatches : int
         Independent microbatches to simulate.
     rng : numpy.random.Generator

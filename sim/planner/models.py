@@ -29,7 +29,7 @@ from ..profiles.build import (
     in_flight,
     pair_link,
     pair_time,
-    ring_allreduce,
+    plan_allreduce_time,
 )
 from ..results import mean_ci, summarize
 from ..runner import replicate
@@ -109,7 +109,7 @@ class ProfilePlanModel:
 
     def allreduce_bound(self, kinds: tuple[ReplicaSpec, ...], replicas: int, size: float
                         ) -> float:
-        """A lower bound on :func:`~sim.profiles.build.ring_allreduce` of ``size`` bytes or
+        """A lower bound on :func:`~sim.profiles.build.plan_allreduce_time` of ``size`` bytes or
         more per GPU in a ring of ``replicas`` replicas, each of one of ``kinds``.
 
         The ring's first bucket alone (``min(size, bucket)`` bytes or more):
@@ -142,7 +142,7 @@ class ProfilePlanModel:
         optimizer step) for every plan of ``stages`` stages of ``dp`` replicas of these kinds.
 
         * The tied all-reduce (a tied model, ``stages > 1``): the least
-          :func:`~sim.profiles.build.ring_allreduce` of the tied layer between a
+          :func:`~sim.profiles.build.plan_allreduce_time` of the tied layer between a
           first-stage and a last-stage replica over every ordered pair of kinds
           (the function the plan is timed with).
         * The gradient all-reduce (``dp > 1``): some stage holds at least
@@ -165,7 +165,7 @@ class ProfilePlanModel:
                 for b in kinds:
                     size = m.layer_sizes(b.tp)[m.layers - 1].params * m.bytes_per_value
                     try:
-                        t = ring_allreduce(net, [(a, (0, 0)), (b, (L - 1, 0))], [a.tp, b.tp], size)
+                        t = plan_allreduce_time(net, [(a, (0, 0)), (b, (L - 1, 0))], [a.tp, b.tp], size)
                     except ConfigError:
                         continue
                     best = min(best, t)

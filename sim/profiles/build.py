@@ -68,7 +68,7 @@ from ..training import TrainingConfig
 from .values import GPUCatalogue, ModelProfile, Network, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
-           "in_flight", "ring_allreduce", "pair_link", "plan_network", "explain_rows"]
+           "in_flight", "plan_allreduce_time", "pair_link", "plan_network", "explain_rows"]
 
 #: DeepSpeed's gradient all-reduce bucket (``MEMORY_OPT_ALLREDUCE_SIZE``), in elements.
 BUCKET_ELEMENTS = 500_000_000
@@ -122,27 +122,22 @@ def in_flight(schedule: str, stages: int, stage: int, microbatches: int) -> int:
     return min(stages - stage, microbatches)
 
 
-def ring_allreduce(network: Network, nodes: list[Any], flows: list[int], size: float) -> float:
+def plan_allreduce_time(network: Network, nodes: list[Any], flows: list[int],
+                        size: float) -> float:
     """A bucketed ring all-reduce of ``size`` bytes per GPU among ``nodes`` (``flows`` GPUs each).
 
     ``nodes`` are ``(ReplicaSpec, (stage, index))`` in ring order. Buckets of
     at most :data:`BUCKET_ELEMENTS` values of 4 bytes run one after the other;
     each is ``2 (n - 1)`` steps in which every GPU sends ``bucket / n`` bytes
     to the next node of the ring, the step taking the slowest link's time
-    (each pair's link: :func:`pair_link`).
+    (each pair's link: :func:`pair_link`): the ring law
+    :func:`sim.analytic.network.ring_steps_time`.
     """
+    from ..analytic.network import ring_steps_time
+
     n = len(nodes)
-    if n <= 1 or size <= 0:
-        return 0.0
-    total, left = 0.0, float(size)
-    cap = BUCKET_ELEMENTS * 4.0
-    while left > 0:
-        b = min(left, cap)
-        step = max(pair_time(network, nodes[k], nodes[(k + 1) % n], b / n, flows[k])
-                   for k in range(n))
-        total += 2 * (n - 1) * step
-        left -= b
-    return total
+    return ring_steps_time(n, size, BUCKET_ELEMENTS * 4.0, lambda chunk: max(
+        pair_time(network, nodes[k], nodes[(k + 1) % n], chunk, flows[k]) for k in range(n)))
 
 
 def _model(plan: Plan, profiles: Profiles, model: str | None) -> ModelProfile:
@@ -272,9 +267,10 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     model : str, optional
         The model's name (else the plan's).
     schedule : {"1f1b", "gpipe", "1f1b-dynamic"}
-    p2p : {"blocking", "overlap"}
+    p2p : {"blocking", "overlap", "shared"}
         DeepSpeed's blocking paired send/receive (what the shipped runs used)
-        or transfers overlapped with compute.
+        or transfers overlapped with compute (FIFO channels; ``shared``: each
+        on a connection of its own, see :class:`~sim.training.TrainingConfig`).
     check_memory : bool
         Refuse a plan that does not fit (one line naming the stage and GPU).
     network : bool
@@ -338,7 +334,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         tp = st.replicas[0].tp
         size = sum(mp.layer_sizes(tp)[x].params for x in st.layers) * mp.bytes_per_value
         ar_sizes.append(size)
-        ar.append(ring_allreduce(net, [(x, (j, i)) for i, x in enumerate(st.replicas)],
+        ar.append(plan_allreduce_time(net, [(x, (j, i)) for i, x in enumerate(st.replicas)],
                                  [x.tp for x in st.replicas], size))
     tied, tied_size = 0.0, 0.0
     if mp.tied_embeddings and L > 1:
@@ -346,7 +342,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         tied_size = mp.layer_sizes(last_tp)[mp.layers - 1].params * mp.bytes_per_value
         for i in range(r):
             first, last = plan.stages[0].replicas[i], plan.stages[-1].replicas[i]
-            tied = max(tied, ring_allreduce(net, [(first, (0, i)), (last, (L - 1, i))],
+            tied = max(tied, plan_allreduce_time(net, [(first, (0, i)), (last, (L - 1, i))],
                                             [first.tp, last.tp], tied_size))
     opt = tuple(max(t[2] for t in row) for row in times)
     memory = plan_memory(plan, mp, gpus, schedule)
@@ -368,10 +364,22 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         optimizer_times=opt, p2p=p2p, samples_per_microbatch=float(mbs), price=prices,
         sync="allreduce")
     if network:
+        # the all-reduce's bucket: DeepSpeed's (the shipped runs'), unless --sync gives one or
+        # overlaps the backward pass (then Megatron-LM's default, megatron/core/distributed/
+        # distributed_data_parallel.py: bucket_size = max(40000000, 1000000 * dp) values)
+        from ..training.sync import parse_sync
+
+        spec = parse_sync(config.get("sync", "allreduce"))
+        bucket = BUCKET_ELEMENTS * float(mp.bytes_per_value)
+        if spec.get("overlap") == "backward" or spec.get("bucket_size") is not None:
+            bucket = math.inf
+            if spec.get("bucket_size") is None:
+                megatron = max(40_000_000, 1_000_000 * r) * float(mp.bytes_per_value)
+                config = {**config, "sync": f"{spec.text},bucket_size={megatron:.17g}"}
         kw.update(network=plan_network(plan, net, mp.tied_embeddings),
                   network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
                   tensor_parallel=tuple(tuple(x.tp for x in st.replicas) for st in plan.stages),
-                  bucket_size=BUCKET_ELEMENTS * float(mp.bytes_per_value),
+                  bucket_size=bucket,
                   transfer_sizes=tuple(mbs * mp.layer_sizes(plan.stages[j].replicas[0].tp)[
                       plan.stages[j].layers[-1]].activation_bytes for j in range(L - 1)) or None,
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size)
@@ -416,7 +424,8 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
         grad = [row[k][1] for row in build.transfer_times]
         progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
         done: dict = {}
-        T = program_makespan(progs, f, b, act, grad, blocking=blocking, finish=done)
+        T = program_makespan(progs, f, b, act, grad, blocking=blocking,
+                             channels=c.p2p == "overlap", finish=done)
         if best is None or T > best[0]:
             best = (T, k, {"mk": mk, "progs": progs, "act": act, "grad": grad, "f": f, "b": b})
     assert best is not None

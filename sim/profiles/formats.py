@@ -42,6 +42,11 @@ Network (``bandwidth`` in bytes per second, or a ``curve`` in GB/s of
 Fleet: ``{"nodes": [{"gpu": "A", "gpus_per_node": 8, "zone": "z", "count": 4}],
 "links": [...]}`` (links as in a network).
 
+Units: a number is in bytes, bytes per second or seconds as above; a size, rate
+or time may instead be text with a unit (:mod:`sim.units`): ``"bandwidth":
+"10Gbit/s"``, ``"latency": "5us"``, ``"memory_bytes": "80GiB"``, ``"min_bytes":
+"64KiB"``, ``"activation_bytes": "1.5MiB"``.
+
 A profiles folder (:func:`load_profiles`) holds ``gpus.json`` (or
 ``.toml``), and model profiles and links in either format: the Sailor
 artifact's ``profiles.json`` with ``llm_info.json`` and ``bandwidths.json``,
@@ -56,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, check
+from ..units import RATE, SIZE, TIME, describe, parse_quantity
 from . import sailor
 from .documents import get, located, read_document
 from .values import (
@@ -93,6 +99,21 @@ _NUM = (int, float)
 
 def _opt(obj: dict, key: str, default: Any) -> Any:
     return obj.get(key, default) if isinstance(obj, dict) else default
+
+
+def _qty(name: str, obj: Any, key: str, where: str, kind: str, *default: Any) -> Any:
+    """``obj[key]`` (or ``default``): a number, or text with a unit (``"80GiB"``, ``"25Gbit/s"``,
+    ``"5us"``) read by :mod:`sim.units` into B, B/s or s; any other value as the plain reader."""
+    value = _opt(obj, key, default[0]) if default else get(name, obj, key, where)
+    if isinstance(value, str):  # text: a number with a unit, nothing else
+        try:
+            q = parse_quantity(value, kind, key)
+            if q.unit is None:  # "1e9" as text: numbers are written as numbers
+                raise ConfigError(key, describe(kind), value)
+            return q.value
+        except ConfigError as exc:
+            raise ConfigError(name, f"{exc.rule} at {where}.{key}", value) from None
+    return value if default else get(name, obj, key, where, _NUM)
 
 
 # --------------------------------------------------------------------------- plan
@@ -207,11 +228,11 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
         at = f"{where}.sizes[{k}]"
         with located("model", at):
             row = tuple(LayerSizes(params=get("model", x, "params", f"{at}.layers[{i}]", int),
-                                   activation_bytes=get("model", x, "activation_bytes",
-                                                        f"{at}.layers[{i}]", _NUM),
-                                   activation_memory_bytes=get("model", x,
-                                                               "activation_memory_bytes",
-                                                               f"{at}.layers[{i}]", _NUM))
+                                   activation_bytes=_qty("model", x, "activation_bytes",
+                                                         f"{at}.layers[{i}]", SIZE),
+                                   activation_memory_bytes=_qty("model", x,
+                                                                "activation_memory_bytes",
+                                                                f"{at}.layers[{i}]", SIZE))
                         for i, x in enumerate(get("model", e, "layers", at, list)))
         sizes.append((get("model", e, "tp", at, int), row))
     times = []
@@ -263,10 +284,11 @@ def gpus_from_data(doc: Any, where: str = "gpus") -> GPUCatalogue:
         at = f"{where}.gpus[{k}]"
         check(isinstance(g, dict), "gpus", f"a table at {at}", g)
         out.append(GPUType(name=get("gpus", g, "name", at, str),
-                           memory_bytes=get("gpus", g, "memory_bytes", at, _NUM),
+                           memory_bytes=_qty("gpus", g, "memory_bytes", at, SIZE),
                            price_per_hour=_opt(g, "price_per_hour", None),
-                           overhead_bytes=_opt(g, "overhead_bytes", 0.0),
-                           overhead_tp1_bytes=_opt(g, "overhead_tp1_bytes", None),
+                           overhead_bytes=_qty("gpus", g, "overhead_bytes", at, SIZE, 0.0),
+                           overhead_tp1_bytes=_qty("gpus", g, "overhead_tp1_bytes", at, SIZE,
+                                                   None),
                            source=_opt(g, "source", "")))
     return GPUCatalogue(tuple(out))
 
@@ -302,17 +324,19 @@ def network_from_data(doc: Any, where: str = "network") -> Network:
         flows = _opt(x, "flows", 1)
         with located("network", at):
             if "bandwidth" in x:
-                curve = BandwidthCurve(bandwidth=get("network", x, "bandwidth", at, _NUM))
+                curve = BandwidthCurve(bandwidth=_qty("network", x, "bandwidth", at, RATE))
             else:
                 c = get("network", x, "curve", at, dict)
                 curve = BandwidthCurve(coefficients=tuple(get("network", c, "coefficients", at,
                                                               list)),
-                                       min_bytes=_opt(c, "min_bytes", 2.0 ** 16),
-                                       max_bytes=_opt(c, "max_bytes", 2.0 ** 30))
+                                       min_bytes=_qty("network", c, "min_bytes", at, SIZE,
+                                                      2.0 ** 16),
+                                       max_bytes=_qty("network", c, "max_bytes", at, SIZE,
+                                                      2.0 ** 30))
             links.append(Link(_end(get("network", x, "src", at), f"{at}.src"),
                               _end(get("network", x, "dst", at), f"{at}.dst"),
                               _opt(x, "src_flows", flows), _opt(x, "dst_flows", flows), curve,
-                              _opt(x, "latency", 0.0)))
+                              _qty("network", x, "latency", at, TIME, 0.0)))
     return Network(tuple(links))
 
 

@@ -86,7 +86,7 @@ from ..results import check_fixed_metrics, check_nonnegative_metrics, check_rate
 from ..rng import Streams
 from .identity import canonical, code_version, digest
 from .sweep import SweepResult, sweep
-from .tasks import Model, expand_points, one_line
+from .tasks import Model, exception_line, expand_points
 
 __all__ = [
     "Experiment",
@@ -161,7 +161,7 @@ def load_module(path: str | Path, *, prefix: str = "dtsim_experiment") -> Module
     try:
         source = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError("experiment", f"a readable UTF-8 file ({one_line(exc)})", str(path)) from None
+        raise ConfigError("experiment", f"a readable UTF-8 file ({exception_line(exc)})", str(path)) from None
     stem = "".join(c if c.isalnum() else "_" for c in p.stem)
     name = f"{prefix}_{stem}_{digest(source, 6)}"
     if name in sys.modules:
@@ -175,7 +175,7 @@ def load_module(path: str | Path, *, prefix: str = "dtsim_experiment") -> Module
                           f"({exc.code!r}) at import; guard it with "
                           "if __name__ == '__main__')", str(path)) from None
     except Exception as exc:
-        raise ConfigError("experiment", f"importable ({one_line(exc)})", str(path)) from None
+        raise ConfigError("experiment", f"importable ({exception_line(exc)})", str(path)) from None
 
 
 @dataclass(frozen=True)
@@ -389,7 +389,7 @@ def run_analyse(exp: Experiment, result: SweepResult, out_dir: str | Path) -> No
     except ConfigError:
         raise
     except (Exception, SystemExit) as exc:
-        what = f"sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else one_line(exc)
+        what = f"sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else exception_line(exc)
         raise SimulationError(f"analyse() of {exp.path} raised {what}") from exc
 
 

@@ -48,9 +48,9 @@ from .tasks import (
     Model,
     Task,
     batches,
+    exception_line,
     expand_points,
     make_tasks,
-    one_line,
     run_task,
     split_point,
 )
@@ -348,7 +348,7 @@ def sweep(
             pickle.dumps(cfg)
         except Exception as exc:
             raise ConfigError("base", f"picklable, with every point's values "
-                              f"({one_line(exc)})", type(cfg).__name__) from None
+                              f"({exception_line(exc)})", type(cfg).__name__) from None
     if out is not None:  # before any work: a folder that cannot be written is refused now
         check_output_dir("out", out)
     if scheduler and executor == "dask":

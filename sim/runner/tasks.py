@@ -56,7 +56,7 @@ __all__ = [
     "run_batch",
     "run_one",
     "batches",
-    "one_line",
+    "exception_line",
 ]
 
 Model = Callable[[Any, Streams], Mapping[str, Any]]
@@ -68,7 +68,7 @@ RUN_KEYS = ("replications", "seed_offset")
 RESERVED = frozenset(META_COLUMNS + TAIL_COLUMNS + ("traceback", "checksum"))
 
 
-def one_line(exc: BaseException) -> str:
+def exception_line(exc: BaseException) -> str:
     """``Type: message`` of an exception on one line."""
     return " ".join(f"{type(exc).__name__}: {exc}".split())
 
@@ -296,7 +296,7 @@ def run_task(model: Model, config: Any, task: Task) -> dict[str, Any]:
             if k not in META_COLUMNS and k not in task.params:
                 del record[k]
         record["error"] = (f"SystemExit: the model called sys.exit({exc.code!r})"
-                           if isinstance(exc, SystemExit) else one_line(exc))
+                           if isinstance(exc, SystemExit) else exception_line(exc))
         record["traceback"] = traceback.format_exc(limit=8)
     record["wall_time"] = time.perf_counter() - t0
     return record

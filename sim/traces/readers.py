@@ -701,7 +701,7 @@ def decode(data: bytes, where: str) -> str:
                     f"byte 0x{data[exc.start]:02x} at offset {exc.start}") from None
 
 
-def digest(data: bytes) -> str:
+def trace_digest(data: bytes) -> str:
     """SHA-256 of a trace file's content (its identity in configs and the results store)."""
     return hashlib.sha256(data).hexdigest()
 
@@ -734,7 +734,7 @@ def read_trace_file(path: str | Path, *, format: str = "auto", time_unit: str | 
 
         known_units = shipped_units()
     if time_unit is None and known_units:
-        unit = known_units.get(digest(data))
+        unit = known_units.get(trace_digest(data))
         if unit is not None:
             fmt = detect_format(text, where) if format == "auto" else format
             if fmt in _UNIT_FREE:

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from .model import AvailabilityTrace
-from .readers import decode, digest, parse_trace_text, read_bytes, read_trace_file
+from .readers import decode, parse_trace_text, read_bytes, read_trace_file, trace_digest
 
 __all__ = ["ShippedTrace", "SHIPPED", "shipped_names", "shipped_path", "load_trace",
            "trace_bytes"]
@@ -67,7 +67,7 @@ def known_units() -> dict[str, str]:
     out = {}
     for t in SHIPPED.values():
         if t.time_unit is not None:
-            out[digest(shipped_path(t.name).read_bytes())] = t.time_unit
+            out[trace_digest(shipped_path(t.name).read_bytes())] = t.time_unit
     return out
 
 

@@ -69,7 +69,7 @@ import simpy
 from ..errors import SimulationError, check, check_choice, check_nonnegative, check_positive
 from ..rng import Streams
 from .model import AvailabilityTrace
-from .readers import FORMATS, TIME_UNITS, digest
+from .readers import FORMATS, TIME_UNITS, trace_digest
 from .registry import load_trace, trace_bytes
 
 __all__ = ["POLICIES", "RESAMPLING", "MODELS", "TraceReplay", "slot_patterns", "block_bootstrap",
@@ -359,7 +359,7 @@ class TraceReplay:
                   self.block)
             check_positive("trace_block", self.block)
         check_choice("trace_model", self.model, MODELS)
-        object.__setattr__(self, "digest", digest(trace_bytes(self.trace)))
+        object.__setattr__(self, "digest", trace_digest(trace_bytes(self.trace)))
         tr = self.load()  # validates the file now, before any work
         if self.model == "fitted":
             check(self.resample != "block", "trace_resample",

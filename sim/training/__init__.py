@@ -12,17 +12,17 @@ penalty. Pieces, one module each:
   interleaving);
 * :mod:`.replica`: replica servers, spot slots, interrupt causes;
 * :mod:`.flow`: microbatch movement, failover, recompute, skip and wait;
+* :mod:`.traffic`: the one adapter from the training system's traffic to time
+  (the closed form, or flows on :mod:`sim.network`), chosen once per run;
 * :mod:`.trainer`: steps, sync, checkpoint and restart;
 * :mod:`.system`: build, wire, run, metrics (:func:`training_model`);
 * :mod:`.engines`: the engines and exact references of family ``"training"``;
 * :mod:`.compiled` and :mod:`.kernel`: the compiled (numba) event loop of the same
-  model for the configs it accepts (``--engine compiled``);
-* :mod:`.bench`: passes per bare SimPy timeout.
+  model for the configs it accepts (``--engine compiled``).
+
+:mod:`sim.bench.training` measures the engines' speed.
 """
 
-# sim.pipeline first: its queueing engine imports .config, which imports sim.pipeline, and
-# that cycle resolves only in this order (``import sim`` no longer imports sim.pipeline first)
-from .. import pipeline as _pipeline  # noqa: F401, I001
 from .config import (
     ARRIVALS,
     FIXED,

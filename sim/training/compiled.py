@@ -23,7 +23,7 @@ import numpy as np
 from ..engines import Applies, Engine
 from ..errors import ConfigError
 from .config import TrainingConfig
-from .system import METRICS, draw_speeds
+from .system import METRICS, draw_speeds, training_record
 from .trainer import steady_throughput
 
 __all__ = ["HAVE_NUMBA", "compiled_obstacle", "compiled_training_model", "CompiledTraining"]
@@ -57,7 +57,7 @@ def compiled_obstacle(c: TrainingConfig) -> str | None:
          f"needs exponential up and down times, not {c.failure_distribution}"),
         (c.restart_cost is not None or c.checkpoint_every > 0,
          "checkpoint and restart run on the DES"),
-        (c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0),
+        (c.ring_sync,
          "the gradient all-reduce (sync allreduce with parameters or latency) runs on the DES"),
         (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
         (any(t <= 0 for t in c.forward_time),
@@ -157,53 +157,33 @@ def compiled_training_model(config: TrainingConfig, streams: Any) -> dict[str, f
         bubble = 1.0 - float(gf[K.GF_COMPUTE_BUSY]) / (W * ct) if ct > 0 else nan
         steady = nan
         steps_done = float(n)
-    st = np.asarray(steps, dtype=float)
     dlv, drp = int(gi[K.G_DELIV]), int(gi[K.G_DROPPED])
     attempted = dlv + drp
-    samples = delivered * c.samples_per_microbatch
-    hours = [wall / c.hour] * W
-    worker_hours = float(sum(hours))
-    cost = nan
-    if c.price is not None:
-        prices = ([p for row in c.price for p in row] if isinstance(c.price, tuple)
-                  else [float(c.price)] * W)
-        cost = float(sum(p * h for p, h in zip(prices, hours, strict=True)))
-    elif c.price_series is not None:  # no trace or spot here: every worker billed throughout
-        cost = W * c.price_series.integral(wall) / c.hour
+    series_cost = None
+    if c.price is None and c.price_series is not None:  # no trace or spot: billed throughout
+        series_cost = W * c.price_series.integral(wall) / c.hour
     own = rf[:, K.F_OWNUPT] + np.where(ri[:, K.R_OWNUP] == 1, wall - rf[:, K.F_OWNSINCE], 0.0)
     avail = float(np.mean(own / wall)) if wall > 0 else float(np.mean(ri[:, K.R_OWNUP]))
-    out: dict[str, float] = {
-        "throughput": delivered / wall if wall > 0 else nan,
-        "throughput_steady": steady,
-        "goodput": quality / wall if wall > 0 else nan,
-        "step_time_mean": float(st.mean()) if st.size else nan,
-        "step_time_p50": float(np.quantile(st, 0.5)) if st.size else nan,
-        "step_time_p99": float(np.quantile(st, 0.99)) if st.size else nan,
-        "training_time": wall,
-        "finished": 1.0,
-        "steps_done": steps_done,
-        "bubble_fraction": bubble,
-        "utilisation": busy / (W * wall) if wall > 0 else nan,
-        "latency_mean": float(gf[K.GF_LATSUM]) / dlv if dlv else nan,
-        "drop_rate": drp / attempted if attempted else nan,
-        "mean_quality": float(gf[K.GF_QSUM]) / dlv if dlv else nan,
-        "mean_skipped": float(gi[K.G_SKIPSUM]) / dlv if dlv else nan,
-        "passes": float(ri[:, K.R_PASSES].sum()), "lost_passes": float(gi[K.G_LOSTP]),
-        "reroutes": float(gi[K.G_REROUTES]), "recomputes": float(gi[K.G_RECOMP]),
-        "skips": float(gi[K.G_SKIPS]), "waits": float(gi[K.G_WAITS]),
-        "restarts": 0.0, "checkpoints": 0.0, "preemptions": 0.0,
-        "workers": float(W), "worker_hours": worker_hours, "samples": samples,
-        "samples_per_second": samples / wall if wall > 0 else nan,
-        "samples_per_worker_hour": samples / worker_hours if worker_hours > 0 else nan,
-        "cost": cost,
-        "samples_per_dollar": samples / cost if cost and cost > 0 else nan,
-        "quality_samples_per_dollar": (quality * c.samples_per_microbatch / cost
-                                       if cost and cost > 0 else nan),
-        "worker_availability": avail,
-        "lost_lost_pass": float(gf[K.GF_LOSTPASS]), "lost_recompute": float(gf[K.GF_RECOMPUTE]),
-        "lost_reroute": float(gf[K.GF_REROUTE]), "lost_download": float(gf[K.GF_DOWNLOAD]),
-        "lost_stall": float(gf[K.GF_STALL]), "lost_restart": 0.0, "lost_checkpoint": 0.0,
-    }
+    lost = {"lost_pass": float(gf[K.GF_LOSTPASS]), "recompute": float(gf[K.GF_RECOMPUTE]),
+            "reroute": float(gf[K.GF_REROUTE]), "download": float(gf[K.GF_DOWNLOAD]),
+            "stall": float(gf[K.GF_STALL]), "restart": 0.0, "checkpoint": 0.0}
+    out = training_record(
+        c, wall=wall, finished=True, delivered=delivered, quality=quality,
+        samples=delivered * c.samples_per_microbatch,
+        quality_samples=quality * c.samples_per_microbatch, step_times=steps,
+        steps_done=steps_done, hours=[wall / c.hour] * W, series_cost=series_cost,
+        availability=avail, lost=lost, measured={
+            "throughput_steady": steady,
+            "bubble_fraction": bubble,
+            "utilisation": busy / (W * wall) if wall > 0 else nan,
+            "latency_mean": float(gf[K.GF_LATSUM]) / dlv if dlv else nan,
+            "drop_rate": drp / attempted if attempted else nan,
+            "mean_quality": float(gf[K.GF_QSUM]) / dlv if dlv else nan,
+            "mean_skipped": float(gi[K.G_SKIPSUM]) / dlv if dlv else nan,
+            "passes": float(ri[:, K.R_PASSES].sum()), "lost_passes": float(gi[K.G_LOSTP]),
+            "reroutes": float(gi[K.G_REROUTES]), "recomputes": float(gi[K.G_RECOMP]),
+            "skips": float(gi[K.G_SKIPS]), "waits": float(gi[K.G_WAITS]),
+            "restarts": 0.0, "checkpoints": 0.0, "preemptions": 0.0})
     out["events"] = float(gi[K.G_EVENTS])
     return {k: out[k] for k in (*METRICS, "events")}
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from topologies.placement import Placement, from_value, shared_per_stage
 
+from ..analytic.penalty import quality_table
 from ..errors import (
     ConfigError,
     available_memory,
@@ -26,8 +27,8 @@ from ..errors import (
     read_csv_text,
 )
 from ..failures import DISTRIBUTIONS, check_law, check_shape, read_trace
-from ..pipeline import quality_table
 from .routing import speed_rows
+from .sync import KINDS, DilocoSync, parse_sync
 
 #: Memory of one replication (bytes, measured with tracemalloc): per stage, per
 #: replica worker, per microbatch of a step.
@@ -48,7 +49,6 @@ __all__ = [
     "SYNCS",
     "STRAGGLERS",
     "TrainingConfig",
-    "network_of",
     "read_speeds",
     "replica_name",
 ]
@@ -57,9 +57,10 @@ SCHEDULES = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved", "swarm", "async")
 #: Fixed-pipeline schedules (a micro-batch keeps its pipeline; routing picks it).
 FIXED = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved")
 #: How a transfer between stages meets compute (see ``TrainingConfig.p2p``): in flight
-#: while the stages compute, or blocking both ends (without a network: DeepSpeed's paired
-#: send and receive in its TrainSchedule order).
-P2PS = ("overlap", "blocking")
+#: while the stages compute through FIFO channels, or blocking both ends (without a
+#: network: DeepSpeed's paired send and receive in its TrainSchedule order), or in flight
+#: each on a connection of its own (no queue; concurrent ones share links max-min).
+P2PS = ("overlap", "blocking", "shared")
 ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin")
 #: Schedule -> the routings it has. GPipe and 1F1B run fixed pipelines (routing
 #: picks a microbatch's pipeline and any failover), so a shared stage queue has
@@ -76,7 +77,8 @@ ARRIVALS = ("saturated", "poisson", "fixed")
 #: Laws of a pass's nominal time: constant, or a unit-mean duration law of
 #: :mod:`sim.failures` (Weibull, lognormal and Pareto take ``pass_time_shape``).
 PASS_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognormal", "pareto")
-SYNCS = ("allreduce", "none")
+#: The kinds of ``--sync`` (:data:`sim.training.sync.KINDS`).
+SYNCS = tuple(KINDS)
 #: What happens to the replicas a fastest-k step does not wait for (``sync_wait``).
 STRAGGLERS = ("cancel", "drop")
 
@@ -226,17 +228,30 @@ class TrainingConfig:
     bandwidth, latency : float
         Links: a transfer of size ``S`` takes ``latency + S / bandwidth``;
         ``latency`` may be one value per hop (``L - 1``).
-    sync : {"allreduce", "none"}
-        Ring all-reduce of ``param_size`` among the replicas of each stage that
-        took part in the step, or none.
+    sync : str
+        ``KIND[:key=value,...]`` (:func:`sim.training.sync.parse_sync`; kept as
+        its canonical text): ``allreduce`` (default), the ring all-reduce of
+        ``param_size`` among the replicas of each stage that took part in the
+        step, after its backward passes (``overlap=none``) or bucket by bucket
+        as the last backward pass produces the gradients (``overlap=backward``,
+        buckets of ``bucket_size`` or the framework's); ``none``; or
+        ``diloco:every=H[,fragments=P,order=...,overlap=TAU,bits=B,topk=F,groups=M,
+        quorum=K,grace=W]``: DiLoCo's outer loop across groups of pipelines
+        (:mod:`sim.training.outer`).
     optimizer_time : float
         Time of the optimizer step after the sync.
-    p2p : {"overlap", "blocking"}
-        Point-to-point transfers: in flight while the stages compute (the hop
-        time delays the micro-batch only), or blocking both ends. Without a
-        network, blocking is DeepSpeed's paired send and receive in its
-        ``TrainSchedule`` order (run by :class:`sim.training.framework.FrameworkFlow`);
-        with one, see ``p2p`` below the network fields.
+    p2p : {"overlap", "blocking", "shared"}
+        Point-to-point transfers: ``overlap``, on a communication stream beside
+        the compute (the hop time delays the micro-batch only), one at a time
+        per sender, receiver and stream in issue order (FIFO channels,
+        :mod:`sim.network.channels`); ``blocking`` both ends; ``shared``, in
+        flight as ``overlap`` but each on a connection of its own (no queue:
+        without a network each transfer takes its hop time whatever else
+        moves, over one concurrent transfers share the links max-min; the
+        model the channels replaced). Without a network, blocking is
+        DeepSpeed's paired send and receive in its ``TrainSchedule`` order (run
+        by :class:`sim.training.framework.FrameworkFlow`); with one, see
+        ``p2p`` below the network fields.
     virtual_stages : int
         Model chunks per device ``v`` of the interleaved schedule (1 otherwise);
         each chunk pass takes ``1/v`` of the stage's time.
@@ -361,6 +376,9 @@ class TrainingConfig:
         simulated time stops, ``finished = 0``, and its record says why
         (``stall_reason``; :mod:`sim.training.stall`). None: 1000 failure-free
         checkpoint intervals; inf: never.
+    value_bits : int
+        Bits a value has in the sizes given (``param_size`` and a plan's sizes;
+        default 16: bf16/fp16), for DiLoCo's payload ``bits / value_bits``.
     sync_wait : int or None
         Fastest ``K`` of ``n``: each step ends, and its all-reduce runs, once
         the first ``K`` of the ``n`` pipelines (replica ``i`` of every stage:
@@ -446,6 +464,7 @@ class TrainingConfig:
     pass_time_shape: float | None = None
     sync_wait: int | None = None
     stragglers: str = "cancel"
+    value_bits: int = 16
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -500,7 +519,8 @@ class TrainingConfig:
         check_positive("bandwidth", self.bandwidth, allow_inf=True)
         set_("latency", _per("latency", self.latency, max(L - 1, 1), check_nonnegative)
              if isinstance(self.latency, (list, tuple)) else check_nonnegative("latency", self.latency))
-        check_choice("sync", self.sync, SYNCS)
+        set_("sync", parse_sync(self.sync).text)
+        check_int("value_bits", self.value_bits, low=1)
         self._check_real_run(L)
         check_probability("availability", self.availability)
         check_positive("mean_downtime", self.mean_downtime)
@@ -602,13 +622,40 @@ class TrainingConfig:
             check(False, "restart_cost",
                   "unset when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.restart_cost)
-        if self.framework and self.failures:
+        if self.framework and self.failures and self.diloco is None:
+            # (issue 37: a DiLoCo group that fails leaves its round instead of restarting)
             what = ("interleaved" if self.schedule == "interleaved" else "p2p blocking"
                     if self.p2p == "blocking" else "a plan over a network")
             check(self.restart_cost is not None, "restart_cost",
                   f"given with failures under {what} (a framework run restarts from its last "
                   "checkpoint)", self.restart_cost)
         self._check_network()
+        self._check_sync()
+        self._check_diloco()
+
+    def _check_sync(self) -> None:
+        """The options of ``sync`` against the rest (after the network fields)."""
+        spec = self.sync_spec
+        if spec.get("bucket_size") is not None:
+            check(self.bucket_size == math.inf, "bucket_size",
+                  "unset (inf) when sync gives bucket_size (one bucket size)", self.bucket_size)
+        if spec.get("overlap") != "backward":
+            return
+        for bad, rule in (
+                (self.schedule not in ("gpipe", "1f1b"),
+                 "without overlap=backward unless schedule is gpipe or 1f1b (fixed pipelines: "
+                 "each replica knows its last backward pass of a step)"),
+                (not self.has_backward, "without overlap=backward when there is no backward "
+                 "pass (backward_ratio or backward_times 0)"),
+                (self.sync_wait is not None, "without overlap=backward with sync_wait"),
+                (self.strategy is not None, "without overlap=backward with a strategy"),
+                (self.allreduce_times is not None,
+                 "without overlap=backward with allreduce_times (a plan's buckets are timed "
+                 "over its network)"),
+                (self.failures and not self.framework,
+                 "without overlap=backward when replica servers can fail (a micro-batch "
+                 "failed over to another replica moves its gradients there)")):
+            check(not bad, "sync", rule, self.sync)
 
     def _check_real_run(self, L: int) -> None:
         """Validate the fields of framework schedules and real plans (issue 22)."""
@@ -683,7 +730,8 @@ class TrainingConfig:
             check(self.param_size == 0.0 and self.optimizer_time == 0.0, "allreduce_times",
                   "given with param_size and optimizer_time 0 (they replace them)",
                   self.allreduce_times)
-            check(self.sync == "allreduce", "sync", "allreduce with allreduce_times", self.sync)
+            check(self.sync == "allreduce", "sync", "allreduce (no options) with allreduce_times "
+                  "(they are the all-reduce's times)", self.sync)
             check(self.mean_latency == 0.0, "latency", "0 with allreduce_times (they give the "
                   "all-reduce; transfer_times give the hops)", self.latency)
         if self.optimizer_times is not None:
@@ -721,7 +769,7 @@ class TrainingConfig:
                   self.tied_allreduce_size)
 
     def _check_network(self) -> None:
-        """Validate the network fields (the network is built once, to check, and not kept)."""
+        """Validate the network fields (against the network, which the config does not keep)."""
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         check(isinstance(self.contention, bool), "contention", "True or False", self.contention)
         check_choice("p2p", self.p2p, P2PS)
@@ -760,7 +808,22 @@ class TrainingConfig:
                       f"{'unset' if default is None else default} without a network",
                       getattr(self, name))
             return
-        net = network_of(self)
+        # the network to check the fields naming its nodes against: sim.network builds and
+        # keeps it (the engine asks for the same one); nothing built is kept on the config
+        from ..network import shared_network
+        from ..network.curves import BandwidthCurve
+        from ..network.topology import NetworkValue
+
+        check(isinstance(self.network, (str, NetworkValue)), "network",
+              "a topology spec or graph file, or a sim.network.NetworkValue", self.network)
+        if self.nic is not None and not isinstance(self.nic, BandwidthCurve):
+            check_positive("nic", self.nic, allow_inf=True)
+        try:
+            net = shared_network(self.network, nic=self.nic)
+        except ConfigError as exc:
+            if exc.name in ("topology", "nodes"):
+                raise ConfigError("network", exc.rule, exc.value) from None
+            raise
         check(self.bandwidth == math.inf, "bandwidth",
               "inf (unset) with a network (its links set the transfer times)", self.bandwidth)
         check(self.latency == 0.0, "latency",
@@ -838,12 +901,47 @@ class TrainingConfig:
                   self.pass_time_distribution)
         strat.check(self)
 
+    def _check_diloco(self) -> None:
+        """(issue 37) DiLoCo's outer loop: what it runs on, and the groups it cuts."""
+        spec = self.diloco
+        if spec is None:
+            check(self.value_bits == 16, "value_bits", "16 (the default) unless sync is diloco "
+                  "(it sets the size of a payload of bits/value_bits)", self.value_bits)
+            return
+        from .outer import check_diloco
+
+        check_diloco(self, spec)
+
     # -- derived ---------------------------------------------------------------
+    @property
+    def diloco(self) -> DilocoSync | None:
+        """(issue 37) The :class:`sim.training.sync.DilocoSync` view of a DiLoCo ``sync``,
+        else None."""
+        if self.sync_spec.kind != "diloco":
+            return None
+        return DilocoSync.of(self.sync)
+
     @property
     def framework(self) -> bool:
         """Whether the framework engine (:mod:`sim.training.framework`) runs this config."""
         return ((self.p2p == "blocking" and self.network is None)
                 or self.schedule == "interleaved" or self.allreduce_sizes is not None)
+
+    @property
+    def sync_spec(self) -> Any:
+        """The parsed ``sync`` (a :class:`sim.training.sync.SyncSpec`)."""
+        return parse_sync(self.sync)
+
+    @property
+    def ring_sync(self) -> bool:
+        """Whether a step's all-reduce takes time: sync ``allreduce`` with parameters or a
+        latency (with neither there is nothing to reduce and no message to wait for)."""
+        return self.sync_spec.kind == "allreduce" and (self.param_size > 0 or self.mean_latency > 0)
+
+    @property
+    def overlapped_sync(self) -> bool:
+        """Whether the gradient all-reduce overlaps the backward pass (``overlap=backward``)."""
+        return self.sync_spec.get("overlap") == "backward"
 
     @property
     def workers(self) -> int:
@@ -982,40 +1080,3 @@ class TrainingConfig:
             for m in ("drop_rate", "lost_passes", "lost_lost_pass"):
                 out.pop(m, None)
         return out
-
-_NETWORKS: dict[Any, Any] = {}
-
-
-def network_of(config: TrainingConfig) -> Any:
-    """The built :class:`~sim.network.Network` of ``config.network`` (with ``config.nic``).
-
-    Built once per process for each (network, nic) and kept (routes are cached
-    on it), so configs that differ elsewhere share it.
-
-    Raises
-    ------
-    ConfigError
-        As :func:`sim.network.build_network`, naming ``network``.
-    """
-    from ..network import build_network
-    from ..network.curves import BandwidthCurve
-    from ..network.topology import NetworkValue
-
-    net_v, nic = config.network, config.nic
-    check(isinstance(net_v, (str, NetworkValue)), "network",
-          "a topology spec or graph file, or a sim.network.NetworkValue", net_v)
-    if nic is not None and not isinstance(nic, BandwidthCurve):
-        check_positive("nic", nic, allow_inf=True)
-    key = (net_v, nic)
-    net = _NETWORKS.get(key)
-    if net is None:
-        try:
-            net = build_network(net_v, nic=nic)
-        except ConfigError as exc:
-            if exc.name in ("topology", "nodes"):
-                raise ConfigError("network", exc.rule, exc.value) from None
-            raise
-        if len(_NETWORKS) > 32:
-            _NETWORKS.clear()
-        _NETWORKS[key] = net
-    return net

@@ -29,18 +29,20 @@ from typing import Any
 
 from .. import analytic
 from ..engines import Applies, Engine, Reference, register
+from ..network.collectives import bucket_sizes
 from .checkpointing import checkpoint_interval_obstacle, predicted_interval
 from .compiled import CompiledTraining
 from .strategies.job import JOB_METRICS, job_model
-from .system import METRICS, draw_speeds, training_model
+from .system import FIGURES, METRICS, draw_speeds, training_model
 
 __all__ = ["TrainingDES", "JobEngine", "CompiledTraining", "FastestKReference", "StrategyReplayReference",
            "ScheduleReference", "MMcReference", "SaturatedReference", "DalyReference",
-           "SnapshotReference", "CheckpointIntervalReference", "PREDICTED"]
+           "SnapshotReference", "CheckpointIntervalReference", "DilocoReference", "PREDICTED"]
 
 #: Metrics an exact reference may predict (``predicted_<metric>`` in the CLI).
 PREDICTED = ("step_time_mean", "bubble_fraction", "throughput", "throughput_steady",
-             "training_time", "latency_mean", "drop_rate", "mean_quality", "checkpoint_interval")
+             "training_time", "latency_mean", "drop_rate", "mean_quality", "checkpoint_interval",
+             "compute_utilisation", "wan_bytes_sent", "allreduce_bytes_sent")
 
 
 def _job_strategy(c: Any) -> bool:
@@ -54,6 +56,7 @@ class JobEngine(Engine):
     family = "training"
     speed = 60
     metrics = (*METRICS, *JOB_METRICS)
+    records = True
 
     def applies(self, config: Any) -> Applies:
         if _job_strategy(config):
@@ -62,8 +65,8 @@ class JobEngine(Engine):
         return Applies(False, "runs the step-level strategies (checkpoint-restart, redundancy, "
                        "reconfiguration)")
 
-    def run(self, config: Any, streams: Any) -> dict[str, Any]:
-        return job_model(config, streams)
+    def run(self, config: Any, streams: Any, *, recorder: Any = None) -> dict[str, Any]:
+        return job_model(config, streams, recorder=recorder)
 
 
 class TrainingDES(Engine):
@@ -73,7 +76,8 @@ class TrainingDES(Engine):
     name = "des"
     family = "training"
     speed = 50
-    metrics = METRICS
+    metrics = (*METRICS, *FIGURES)
+    records = True
 
     def applies(self, config: Any) -> Applies:
         if _job_strategy(config):
@@ -81,8 +85,8 @@ class TrainingDES(Engine):
                            "job engine")
         return Applies(True, "the training DES answers every configuration")
 
-    def run(self, config: Any, streams: Any) -> dict[str, Any]:
-        return training_model(config, streams)
+    def run(self, config: Any, streams: Any, *, recorder: Any = None) -> dict[str, Any]:
+        return training_model(config, streams, figures=True, recorder=recorder)
 
 
 def _speed_one(c: Any) -> float | None:
@@ -94,7 +98,12 @@ def _speed_one(c: Any) -> float | None:
 
 
 def _no_strategy(c: Any) -> tuple[bool, str]:
-    """The refusal of every reference of the training DES for a step-level strategy."""
+    """The refusal of every reference of the training DES for a step-level strategy (and,
+    issue 37, for a DiLoCo run, which the diloco reference answers)."""
+    if c.diloco is not None:  # the diloco reference's own verdict, whichever note shows
+        v = DilocoReference().applies(c)
+        return (True, "sync diloco: " + ("answered by the diloco reference" if v.ok
+                                         else f"diloco: {v.reason}"))
     return (_job_strategy(c), "needs the training DES (no step-level strategy)")
 #: Why no closed form answers a config with a network.
 _NETWORK = "needs no network (transfers over a network are simulated, not in the closed form)"
@@ -131,7 +140,8 @@ class ScheduleReference(Reference):
 
     name = "schedule"
     family = "training"
-    metrics = ("step_time_mean", "bubble_fraction", "training_time", "throughput")
+    metrics = ("step_time_mean", "bubble_fraction", "training_time", "throughput",
+               "compute_utilisation", "allreduce_bytes_sent")
 
     def applies(self, c: Any) -> Applies:
         no = self._closed_form(c)
@@ -153,7 +163,7 @@ class ScheduleReference(Reference):
                                     or c.routing not in ("round-robin", "least-loaded")),
              "needs one replica per stage, or r dividing m with a balanced routing "
              "(round-robin, least-loaded)"),
-            (c.replicas[0] > 1 and c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0),
+            (c.replicas[0] > 1 and c.ring_sync,
              "needs no gradient sync time (sync none, or no parameters and no latency)"),
             (c.pass_time_distribution != "deterministic", "needs deterministic pass times"),
             (len(set(c.forward_time)) != 1 or c.forward_time[0] == 0,
@@ -178,7 +188,8 @@ class ScheduleReference(Reference):
         T = analytic.pipeline_step_time(c.stages, per_pipe, tf, c.backward_ratio * tf)
         return {"step_time_mean": T,
                 "bubble_fraction": analytic.pipeline_bubble_fraction(c.stages, per_pipe),
-                "training_time": c.steps * T, "throughput": c.microbatches / T}
+                "training_time": c.steps * T, "throughput": c.microbatches / T,
+                "compute_utilisation": 1.0, "allreduce_bytes_sent": _allreduce_bytes(c)}
 
 
 class FastestKReference(Reference):
@@ -214,8 +225,7 @@ class FastestKReference(Reference):
             (c.stragglers == "drop" and (c.pass_time_distribution != "exponential"
                                          or _speed_one(c) is None),
              "with stragglers drop, needs exponential passes and equal speeds"),
-            (c.stragglers == "drop" and (c.optimizer_time > 0 or (c.sync == "allreduce" and (
-                c.param_size > 0 or c.mean_latency > 0))),
+            (c.stragglers == "drop" and (c.optimizer_time > 0 or c.ring_sync),
              "with stragglers drop, needs no time between steps (no sync or optimizer time)"),
         )
         return no if no is not None else Applies(
@@ -225,7 +235,7 @@ class FastestKReference(Reference):
     def _between(c: Any) -> float:
         K = c.sync_wait
         sync = 0.0
-        if c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0) and K > 1:
+        if c.ring_sync and K > 1:
             sync = analytic.ring_allreduce_time(K, c.param_size, c.bandwidth, c.mean_latency)
         return sync + c.optimizer_time
 
@@ -278,7 +288,9 @@ def _program_prediction(c: Any) -> dict[str, Any]:
     speeds = draw_speeds(c, None)
     L, v, r, m = c.stages, c.virtual_stages, c.replicas[0], c.microbatches
     blocking = c.p2p == "blocking"
+    channels = c.p2p == "overlap"
     T, busy = 0.0, 0.0
+    last_b: list[list[tuple[float, float]]] = [[] for _ in range(L)]  # (start, time) per stage
     for k in range(r):
         mk = len(range(k, m, r))
         if mk == 0:
@@ -299,12 +311,36 @@ def _program_prediction(c: Any) -> dict[str, Any]:
         else:
             act, grad = list(c.hop_times), list(c.hop_times_back)
         progs = [device_program(c.schedule, L, mk, j, v=v, blocking=blocking) for j in range(L)]
+        starts: dict = {}
         T = max(T, analytic.program_makespan(progs, forward, backward, act, grad,
-                                             blocking=blocking))
+                                             blocking=blocking, channels=channels,
+                                             starts=starts))
+        for j in range(L):  # each device's last backward pass (v = 1 with overlap)
+            i = max(op[2] for op in progs[j] if op[0] == "B")
+            last_b[j].append((starts[("B", j, i)], backward[j]))
     compute = T
     sync = 0.0
-    if c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0) and r > 1:
-        sync = analytic.ring_allreduce_time(min(m, r), c.param_size, c.bandwidth, c.mean_latency)
+    spec = c.sync_spec
+    bucket = spec.get("bucket_size")
+    n = min(m, r)
+    if c.overlapped_sync:  # each stage's buckets as its last backward passes produce them
+        from ..training.traffic import gradient_buckets
+
+        end = T
+        sizes = gradient_buckets(c.param_size, bucket) if n > 1 else []
+        for j in range(L):
+            if not sizes:
+                continue
+            ready = [max(x) for x in zip(*(analytic.bucket_ready_times(t0, d, sizes)
+                                           for t0, d in last_b[j]), strict=True)]
+            durations = [analytic.ring_allreduce_time(n, b, c.bandwidth, c.mean_latency)
+                         for b in sizes]
+            end = max(end, analytic.overlapped_allreduce_end(ready, durations))
+        sync = end - T
+    elif c.ring_sync and r > 1:
+        nb = 1 if bucket is None else max(len(bucket_sizes(c.param_size, bucket)), 1)
+        sync = analytic.ring_allreduce_time(n, c.param_size, c.bandwidth, c.mean_latency,
+                                            buckets=nb)
     tail = c.optimizer_time
     if c.allreduce_times is not None:
         opt = c.optimizer_times or (0.0,) * L
@@ -313,7 +349,22 @@ def _program_prediction(c: Any) -> dict[str, Any]:
     step = compute + sync + tail
     return {"step_time_mean": step, "training_time": c.steps * step,
             "throughput": m / step,
-            "bubble_fraction": 1.0 - busy / (c.workers * compute) if compute > 0 else math.nan}
+            "bubble_fraction": 1.0 - busy / (c.workers * compute) if compute > 0 else math.nan,
+            "compute_utilisation": compute / step if step > 0 else math.nan,
+            "allreduce_bytes_sent": _allreduce_bytes(c)}
+
+
+def _allreduce_bytes(c: Any) -> float | None:
+    """(issue 37) Size units each worker sends in ``N`` failure-free step-end rings of
+    ``param_size`` among ``min(m, r)``: ``N 2 (n - 1) / n P`` on the ``n`` pipelines that get
+    micro-batches, 0 on the others (mean over workers); None for a plan's times (no sizes)."""
+    if c.allreduce_times is not None:
+        return None
+    r, m = c.replicas[0], c.microbatches
+    n = min(m, r)
+    if c.sync_spec.kind != "allreduce" or n < 2 or not c.param_size:
+        return 0.0
+    return c.steps * 2.0 * (n - 1) / n * c.param_size * n / r
 
 
 class MMcReference(Reference):
@@ -598,6 +649,86 @@ class StrategyReplayReference(Reference):
         return {"training_time": t}
 
 
+class DilocoReference(Reference):
+    """(issue 37) DiLoCo's outer loop on identical groups in lockstep: the exact wall time of
+    :func:`sim.analytic.diloco.diloco_times` (vanilla: ``N T + (N / H) T_sync``; a fragment's
+    sync hidden by the ``TAU`` inner steps it runs beside, the rest exposed), each group's inner
+    step ``T`` from this family's own references, each sync the closed form
+    :func:`sim.analytic.diloco.outer_sync_time` (hierarchical with ``k`` pipelines a group),
+    and the size units each worker sends over the WAN tier
+    (:func:`sim.analytic.diloco.outer_bytes_sent`)."""
+
+    name = "diloco"
+    family = "training"
+    metrics = ("step_time_mean", "training_time", "throughput", "compute_utilisation",
+               "wan_bytes_sent", "allreduce_bytes_sent", "bubble_fraction")
+
+    def _group(self, c: Any) -> tuple[Any, dict[str, Any]] | str:
+        from ..engines import predictions
+        from .outer import group_config
+
+        spec = c.diloco
+        M = spec.groups or c.replicas[0]
+        gc = group_config(c, M, 0)
+        pred = predictions("training", gc)
+        for key in ("step_time_mean", "compute_utilisation"):
+            if pred[key]["value"] is None:
+                return f"needs a group step with an exact reference ({pred[key]['note']})"
+        return gc, pred
+
+    def applies(self, c: Any) -> Applies:
+        if c.diloco is None:
+            return Applies(False, "needs sync diloco")
+        no = _first(
+            (c.network is not None, _NETWORK),
+            (c.max_time < math.inf, "needs runs to the end (max_time inf)"),
+            (c.failures, "needs no failures"),
+            (c.pass_time_distribution != "deterministic", "needs deterministic pass times"),
+            (c.speed_spread > 0 or (c.speeds is not None and len(
+                {s for row in c.speeds for s in row}) > 1), "needs equal replica speeds "
+             "(identical groups in lockstep)"),
+            (c.replica_times is not None, "needs the stage's times on every replica"),
+        )
+        if no is not None:
+            return no
+        got = self._group(c)
+        if isinstance(got, str):
+            return Applies(False, got)
+        return Applies(True, "identical deterministic groups in lockstep, every link the "
+                       "config's bandwidth and latency")
+
+    def predict(self, c: Any) -> dict[str, Any]:
+        from ..analytic import diloco as AD
+        from .outer import fragment_stage_sizes
+
+        spec = c.diloco
+        M = spec.groups or c.replicas[0]
+        k = c.replicas[0] // M
+        gc, pred = self._group(c)  # type: ignore[misc]
+        T = pred["step_time_mean"]["value"]
+        Tc = T * pred["compute_utilisation"]["value"]
+        frag = fragment_stage_sizes(c, spec)
+        kw = dict(bits=spec.bits, value_bits=c.value_bits, topk=spec.topk, nodes_per_group=k)
+        tf = [max((AD.outer_sync_time(M, S, c.bandwidth, c.mean_latency, **kw)
+                   if S or c.mean_latency else 0.0) for S in sizes) for sizes in frag]
+        times = AD.diloco_times(c.steps, T, spec.every, tf, overlap=spec.overlap,
+                                compute_time=Tc)
+        wan = 0.0
+        for _t, p in AD.sync_schedule(c.steps, spec.every, spec.fragments):
+            # each worker of stage j sends its share; the mean over the (equal) stages
+            wan += sum(AD.outer_bytes_sent(M, S, **kw)[0] for S in frag[p]) / c.stages
+        inner = pred["allreduce_bytes_sent"]["value"]
+        return {"step_time_mean": T, "training_time": times.wall_time,
+                "throughput": c.steps * c.microbatches / times.wall_time,
+                "compute_utilisation": times.compute_utilisation, "wan_bytes_sent": wan,
+                "allreduce_bytes_sent": (None if inner is None else
+                                         inner + sum(AD.outer_bytes_sent(M, S, **kw)[1]
+                                                     for t, p in AD.sync_schedule(
+                                                         c.steps, spec.every, spec.fragments)
+                                                     for S in frag[p]) / c.stages),
+                "bubble_fraction": pred["bubble_fraction"]["value"]}
+
+
 class _ConfigOnly:
     """A job-like view with only a config (what Redundancy.rc_overhead reads)."""
 
@@ -606,7 +737,9 @@ class _ConfigOnly:
 
 
 # fastest_k first: where neither it nor schedule applies, schedule's reason is the one shown
-for _obj in (TrainingDES(), JobEngine(), CompiledTraining(), FastestKReference(), ScheduleReference(),
+# diloco first: on other configs the others' notes stay the last word, as before issue 37
+for _obj in (TrainingDES(), JobEngine(), CompiledTraining(), DilocoReference(),
+             FastestKReference(), ScheduleReference(),
              MMcReference(), SaturatedReference(), DalyReference(), SnapshotReference(),
              StrategyReplayReference(), CheckpointIntervalReference()):
     register(_obj)

@@ -1,6 +1,6 @@
 """Stages of replica servers and the movement of microbatches between them.
 
-:class:`Flow` holds the replicas of every stage, their live sets (kept by
+:class:`ReplicaFlow` holds the replicas of every stage, their live sets (kept by
 events from the replicas, never polled) and the stage queues, and moves each
 microbatch: routing at a stage, forward to the next stage after the hop time,
 backward in reverse on the replica that did the forward pass, and the failure
@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 import simpy
 
+from ..timeline import NULL
 from .config import TrainingConfig, replica_name
 from .replica import Microbatch, Replica
 from .routing import SharedQueue, Uniforms, make_routing
 
-__all__ = ["Flow", "LOST_CAUSES"]
+__all__ = ["ReplicaFlow", "LOST_CAUSES"]
 
 #: Causes of lost time (see :func:`sim.training.trainer.training_metrics`).
 LOST_CAUSES = ("lost_pass", "recompute", "reroute", "download", "stall", "restart", "checkpoint")
@@ -76,7 +77,7 @@ def _unit_draws(c: TrainingConfig, streams: Any) -> Any:
     return _Draws(make_distribution(kind, 1.0, c.pass_time_shape), streams.rng("pass_time"))
 
 
-class Flow:
+class ReplicaFlow:
     """The stages, their replicas and queues, and the microbatch movements.
 
     ``unit_draws`` (a callable returning unit-mean factors) replaces the
@@ -86,20 +87,27 @@ class Flow:
 
     def __init__(self, config: TrainingConfig, env: simpy.Environment, streams: Any,
                  schedule: Any, speeds: tuple[tuple[float, ...], ...],
-                 unit_draws: Any = None) -> None:
+                 unit_draws: Any = None, *, traffic: Any, recorder: Any = None) -> None:
         c = self.config = config
         self.env = env
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.trainer: Any = None
         self.L = L = c.stages
         self.s = c.skip_budget
         self.fwd = c.forward_time
         self.bwd = c.backward_time
         self.has_back = c.has_backward
-        self.hops = c.hop_times
-        self.hops_back = c.hop_times_back
+        # every byte moved is the traffic adapter's (sim.training.traffic): the hops' times
+        # between stages, and over a network the transfers between replicas (``net``)
+        self.traffic = traffic
+        self.hops = traffic.hops
+        self.hops_back = traffic.hops_back
+        # p2p overlap without a network: a fixed pipeline's hop is a FIFO channel between two
+        # replicas (where routing picks the receiver on arrival, each transfer is on its own)
+        self.fifo = traffic.fifo and not traffic.flows
         self.det = c.detection_timeout
         self.max_wait = c.max_wait
-        self.download_time = c.download_time
+        self.download_time = traffic.download_time
         self.fixed = bool(schedule.fixed_pipelines)
         self.lost = dict.fromkeys(LOST_CAUSES, 0.0)
         # unit-mean factors of the pass times: the caller's law, else the config's
@@ -135,14 +143,10 @@ class Flow:
         self.lost_passes = self.reroutes = 0
         self.skips = self.waits = self.recomputes = 0
         self.retired: set[Replica] = set()  # replicas draining before an announced preemption
-        # transfers over a network (sim.training.transfers), or None: each hop its own link
-        self.net: Any = None
-        if c.network is not None:
-            from .transfers import Transfers
-
-            self.net = Transfers(c, env, self.replicas)
-            self.net.flow = self
-            self.activation_size = c.activation_size
+        # transfers between replicas (over a network), or None: each hop a time between stages
+        self.net: Any = traffic if traffic.flows else None
+        self.activation_size = c.activation_size
+        traffic.attach(self, self.replicas)
 
     def start(self) -> None:
         """Live sets from the replicas' initial states; start the servers."""
@@ -161,6 +165,7 @@ class Flow:
         L, hops = self.L, self.hops
         if self.net is not None:  # every movement goes through the network: no inline path
             for rep in self.replicas:
+                rep.ordered = self.ordered  # 1F1B's fixed order holds over a network too
                 rep.wire(inline=False, fwd_kind=2, next_live=[], next_lo=None, next_idle=None,
                          next_policy=None, prev_stage=-1, uniform=self.uniform)
             return
@@ -274,6 +279,7 @@ class Flow:
         rep._shi, rep._slo = deque(), deque()
         rep.idle = {}
         self.retired.add(rep)
+        self.rec.notice(rep.name, self.env.now)
         return True
 
     # -- passes ----------------------------------------------------------------------
@@ -343,10 +349,10 @@ class Flow:
             else:
                 self.trainer.finished(mb)
             return
-        if self.net is not None:  # the transfer is the network's (in arrive_fwd)
-            self.arrive_fwd(mb, j + 1)
-            return
-        self.later(self.hops[j], self.arrive_fwd, mb, j + 1)
+        d = self.hops[j]  # over a network: 0 (arrive_fwd sends, once routed)
+        if d > 0.0 and self.fifo and mb.pipe >= 0:  # the pipeline's channel j -> j+1
+            d = self.traffic.channel_delay((mb.pipe, j, j + 1), d)
+        self.later(d, self.arrive_fwd, mb, j + 1)
 
     def start_backward(self, mb: Microbatch) -> None:
         """Begin ``mb``'s backward passes at the last stage."""
@@ -358,10 +364,10 @@ class Flow:
         if j == 0:
             self.trainer.finished(mb)
             return
-        if self.net is not None:
-            self.arrive_back(mb, j - 1)
-            return
-        self.later(self.hops_back[j - 1], self.arrive_back, mb, j - 1)
+        d = self.hops_back[j - 1]
+        if d > 0.0 and self.fifo and mb.pipe >= 0:  # the pipeline's channel j -> j-1
+            d = self.traffic.channel_delay((mb.pipe, j, j - 1), d)
+        self.later(d, self.arrive_back, mb, j - 1)
 
     def arrive_fwd(self, mb: Microbatch, j: int) -> None:
         """``mb`` needs a forward pass (or a recomputation) at stage ``j``."""
@@ -427,9 +433,11 @@ class Flow:
         mb.target = j
         if self.net is not None:  # recompute from the highest stage still holding activations
             mb.at = mb.holders[i][0] if i >= 0 else None
-            self.arrive_fwd(mb, i + 1)
-        elif i >= 0:
-            self.later(self.hops[i], self.arrive_fwd, mb, i + 1)
+        if i >= 0:
+            d = self.hops[i]
+            if d > 0.0 and self.fifo and mb.pipe >= 0:
+                d = self.traffic.channel_delay((mb.pipe, i, i + 1), d)
+            self.later(d, self.arrive_fwd, mb, i + 1)
         else:
             self.arrive_fwd(mb, 0)
 
@@ -452,8 +460,8 @@ class Flow:
             rep.push(mb, urgent)
             return
         epoch = rep.epoch
-        self.net.p2p(src, rep, self.activation_size, mb, j,
-                     lambda: self._landed(mb, rep, epoch, j, urgent))
+        self.net.deliver(src, rep, self.activation_size, mb, j,
+                         lambda: self._landed(mb, rep, epoch, j, urgent))
 
     def _landed(self, mb: Microbatch, rep: Replica, epoch: int, j: int, urgent: bool) -> None:
         if mb.dead:
@@ -475,6 +483,7 @@ class Flow:
             mb.skipped += 1
             self.skips += 1
             mb.holders[j] = None
+            self.rec.skip(mb, j, self.env.now)
             if mb.target == j:  # the backward it was recomputing for: skip that too
                 mb.target = -1
                 mb.back = True

@@ -36,15 +36,16 @@ from typing import Any
 
 import simpy
 
+from ..timeline import NULL
 from .config import TrainingConfig, replica_name
 from .flow import LOST_CAUSES
-from .replica import Failed, Microbatch
+from .replica import Microbatch, WorkerState
 from .schedules import device_program
 
 __all__ = ["Device", "FrameworkFlow"]
 
 
-class Device:
+class Device(WorkerState):
     """One pipeline device: its failure state (the interface of :class:`~sim.training.replica.Replica`)
     and its accounting."""
 
@@ -67,35 +68,21 @@ class Device:
         self.proc: simpy.Process | None = None
         self._download: simpy.Process | None = None
 
-    @property
-    def up(self) -> bool:
-        return self.fm_up and self.spot_up
+    def went_down(self, cause: Any) -> None:
+        """The device went down: its weights are gone, its download is cut, the step lost."""
+        was_live = self.live
+        self.live = False
+        self.loaded = False
+        self.epoch += 1
+        self.in_flight = 0
+        dl = self._download
+        if dl is not None and dl.is_alive:
+            dl.interrupt(cause)
+        self.system.replica_down(self, was_live)
 
-    def worker_changed(self, comp: Any, up: bool, now: float) -> None:
-        """The failure model's change callback for this device's worker."""
-        self.set_state(fm_up=up, cause=Failed(self.name, now))
-
-    def set_state(self, *, fm_up: bool | None = None, spot_up: bool | None = None,
-                  cause: Any = None) -> None:
-        """Apply a failure-model or spot transition."""
-        was = self.up
-        if fm_up is not None:
-            self.fm_up = fm_up
-        if spot_up is not None:
-            self.spot_up = spot_up
-        now = self.up
-        if was and not now:
-            was_live = self.live
-            self.live = False
-            self.loaded = False
-            self.epoch += 1
-            self.in_flight = 0
-            dl = self._download
-            if dl is not None and dl.is_alive:
-                dl.interrupt(cause)
-            self.system.replica_down(self, was_live)
-        elif now and not was:
-            self._download = self.env.process(self._fetch())
+    def came_up(self) -> None:
+        """The device came back: download the stage's weights."""
+        self._download = self.env.process(self._fetch())
 
     def _fetch(self):
         """Download the stage's weights, then be live (a failure during it loses the time)."""
@@ -105,8 +92,10 @@ class Device:
             yield env.timeout(sysm.download_time)
         except simpy.Interrupt:
             sysm.lost["download"] += env.now - t0
+            sysm.rec.download(self, t0, env.now, cut=True)
             return
         sysm.lost["download"] += sysm.download_time
+        sysm.rec.download(self, t0, env.now)
         self.loaded = True
         self._download = None
         sysm.replica_live(self)
@@ -116,18 +105,21 @@ class FrameworkFlow:
     """The devices of every pipeline and their programs (the ``flow`` a StepTrainer drives)."""
 
     def __init__(self, config: TrainingConfig, env: simpy.Environment, streams: Any,
-                 schedule: Any, speeds: tuple[tuple[float, ...], ...]) -> None:
+                 schedule: Any, speeds: tuple[tuple[float, ...], ...], *, traffic: Any,
+                 recorder: Any = None) -> None:
         c = self.config = config
         self.env = env
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         self.trainer: Any = None
         self.track = False
-        self.net = None  # transfers are the config's times (no sim.network service yet)
+        # every transfer is the traffic adapter's (sim.training.traffic): a hop's time, or flows
+        self.traffic = traffic
         self.schedule = schedule
         self.L = L = c.stages
         self.v = c.virtual_stages
         self.r = c.replicas[0]  # type: ignore[index]
         self.blocking = c.p2p == "blocking"
-        self.download_time = c.download_time
+        self.download_time = traffic.download_time
         self.lost = dict.fromkeys(LOST_CAUSES, 0.0)
         self.lost_passes = self.reroutes = self.recomputes = self.skips = self.waits = 0
         self.stages: list[list[Device]] = [
@@ -141,17 +133,7 @@ class FrameworkFlow:
         self.work = [[((rt[j][i][0] if rt else c.forward_time[j]) / speeds[j][i] / v,  # type: ignore[index]
                        (rt[j][i][1] if rt else c.backward_time[j]) / speeds[j][i] / v)  # type: ignore[index]
                       for i in range(len(speeds[j]))] for j in range(L)]
-        self.xfer = c.pipeline_transfer_times  # [hop s][pipeline k] -> (activation, gradient)
-        self.service: Any = None  # with a network: every byte is a flow of sim.network
-        if c.network is not None:
-            from ..network.service import NetworkService
-            from .config import network_of
-
-            self.service = NetworkService(env, network_of(c), weighting=c.network_weighting,
-                                          contention=c.contention)
-            tp = c.tensor_parallel
-            self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * L
-            self._moving: list[simpy.Event] = []  # transfers and rings of the step in flight
+        traffic.attach(self)
         self._mbs: list[Microbatch] = []
         self._procs: list[simpy.Process] = []
         self._channels: dict[tuple, deque] = {}
@@ -208,14 +190,6 @@ class FrameworkFlow:
         self._mbs = []
         for d in self.replicas:
             d.in_flight = 0
-        if self.service is not None:  # withdraw the lost step's flows from the network
-            for ev in self._moving:
-                ring = getattr(ev, "ring", None)
-                if ring is not None:
-                    ring.cancel()
-                elif not ev.triggered:
-                    self.service.cancel(ev)
-            self._moving = []
 
     # -- programs -------------------------------------------------------------------
     def _launch(self, mbs: list[Microbatch]) -> None:
@@ -226,8 +200,7 @@ class FrameworkFlow:
         r = self.r
         self._channels.clear()
         self._arrivals.clear()
-        if self.service is not None:
-            self._moving = []
+        self.traffic.begin_step()
         for k in range(r):
             mine = mbs[k::r]
             for mb in mine:
@@ -240,57 +213,13 @@ class FrameworkFlow:
                 dev = self.stages[j][k]
                 self._procs.append(self.env.process(self._run(dev, prog, mine, k)))
 
-    def _hop(self, s: int, k: int, grad: bool) -> float:
-        return self.xfer[s][k][1 if grad else 0]
-
-    def _flows(self, s: int, k: int, grad: bool) -> simpy.Event:
-        """Hop ``s`` of pipeline ``k`` over the network: the sender's ``t`` ranks send
-        ``1/t`` of the micro-batch's activation (or gradient) each; fires when all arrived."""
-        c = self.config
-        a, b = (s + 1, s) if grad else (s, s + 1)
-        t = self.tp[a]
-        size = c.transfer_sizes[s] / t  # type: ignore[index]
-        src, dst = c.network_nodes[a][k], c.network_nodes[b][k]  # type: ignore[index]
-        evs = [self.service.transfer(src, dst, size) for _ in range(t)]
-        self._moving.extend(evs)
-        return simpy.AllOf(self.env, evs)
-
-    def tail(self, L: int):
-        """A plan's step tail over the network: the tied all-reduce, then every stage's
-        gradient ring and its optimizer step (the stages at once)."""
-        from ..network.collectives import ring_allreduce
-
-        c, env = self.config, self.env
-        nodes = c.network_nodes
-        r = self.r
-        if c.tied_allreduce_size and L > 1:
-            t = self.tp[0]
-            evs = [ring_allreduce(self.service, [nodes[0][k], nodes[L - 1][k]],  # type: ignore[index]
-                                  c.tied_allreduce_size, ranks=t, bucket_size=c.bucket_size)
-                   for k in range(r)]
-            self._moving.extend(evs)
-            yield simpy.AllOf(env, evs)
-        opt = c.optimizer_times or (0.0,) * L
-
-        def stage(j: int):
-            if r > 1 and c.allreduce_sizes[j] > 0:  # type: ignore[index]
-                ev = ring_allreduce(self.service, list(nodes[j]),  # type: ignore[index]
-                                    c.allreduce_sizes[j], ranks=self.tp[j],  # type: ignore[index]
-                                    bucket_size=c.bucket_size)
-                self._moving.append(ev)
-                yield ev
-            if opt[j] > 0:
-                yield env.timeout(opt[j])
-
-        yield simpy.AllOf(env, [env.process(stage(j)) for j in range(L)])
-        self._moving = []
-
     def _run(self, dev: Device, prog: list[tuple], mbs: list[Microbatch], k: int):
         """Run ``prog`` on ``dev`` for pipeline ``k``'s micro-batches ``mbs``."""
         env, L, v = self.env, self.L, self.v
         S = L * v
         j = dev.stage
         fw, bw = self.work[j][k]
+        overlap = self.traffic.overlap
         try:
             for op in prog:
                 kind = op[0]
@@ -306,14 +235,19 @@ class FrameworkFlow:
                                 yield ev
                     t0 = env.now
                     work = bw if back else fw
+                    if back and overlap:
+                        self.traffic.backward_started(dev, work)
                     try:
                         yield env.timeout(work)
                     except simpy.Interrupt:
                         dev.busy_time += env.now - t0
                         self.lost["lost_pass"] += env.now - t0
                         self.lost_passes += 1
+                        self.rec.device_pass(dev, back, s, c, mbs[i], t0, env.now, lost=True)
                         return
                     dev.busy_time += work
+                    if self.rec.on:
+                        self.rec.device_pass(dev, back, s, c, mbs[i], t0, env.now)
                     dev.passes += 1
                     if self.track:
                         self.trainer.participated(j, dev)
@@ -322,22 +256,16 @@ class FrameworkFlow:
                         if s == 0:
                             self.trainer.finished(mbs[i])
                         elif not self.blocking:
-                            self._send(("g", s - 1, i, k), self._hop(s - 1, k, True)
-                                       if self.service is None else (s - 1, k, True))
+                            self._send(("g", s - 1, i, k), s - 1, k, True)
                     else:
                         dev.in_flight += 1
                         if dev.in_flight > dev.peak_in_flight:
                             dev.peak_in_flight = dev.in_flight
                         if s < S - 1 and not self.blocking:
-                            self._send(("a", s + 1, i, k), self._hop(s, k, False)
-                                       if self.service is None else (s, k, False))
+                            self._send(("a", s + 1, i, k), s, k, False)
                 else:  # blocking "send"/"recv" of activation "a" or gradient "g": ("send", tag, s, i)
                     tag, hop, i = op[1], op[2], op[3]  # hop h: between model stages h, h + 1
-                    if self.service is not None:
-                        yield self._rendezvous((tag, hop, i, k), kind, 0.0, (hop, k, tag == "g"))
-                    else:
-                        d = self._hop(hop, k, tag == "g")
-                        yield self._rendezvous((tag, hop, i, k), kind, d)
+                    yield self._rendezvous((tag, hop, i, k), kind, hop, k, tag == "g")
         except simpy.Interrupt:
             return
 
@@ -347,28 +275,21 @@ class FrameworkFlow:
             ev = self._arrivals[key] = self.env.event()
         return ev
 
-    def _send(self, key: tuple, delay: Any) -> None:
+    def _send(self, key: tuple, s: int, k: int, grad: bool) -> None:
+        """Hop ``s`` of pipeline ``k`` overlapped with compute: its arrival fires ``key``'s event."""
         ev = self._arrival(key)
-        if isinstance(delay, tuple):  # network flows of (hop, pipeline, gradient)
-            t = self._flows(*delay)
-            t.callbacks.append(lambda _e: ev.succeed() if not ev.triggered else None)
-            return
-        if delay <= 0.0:
-            ev.succeed()
-            return
-        t = self.env.timeout(delay)
-        t.callbacks.append(lambda _e: ev.succeed() if not ev.triggered else None)
+        self.traffic.send(s, k, grad, lambda: ev.succeed() if not ev.triggered else None,
+                          i=key[2])
 
-    def _rendezvous(self, key: tuple, role: str, duration: float,
-                    flows: tuple | None = None) -> simpy.Event:
-        """The event ending a paired send/receive: the second party starts the transfer
-        (a timeout of ``duration``, or the network ``flows`` of the hop)."""
+    def _rendezvous(self, key: tuple, role: str, s: int, k: int, grad: bool) -> simpy.Event:
+        """The event ending a paired send/receive of hop ``s`` of pipeline ``k``: the second
+        party starts the transfer (:meth:`sim.training.traffic.Traffic.transfer`)."""
         q = self._channels.get(key)
         if q is None:
             q = self._channels[key] = deque()
         if q and q[0][0] != role:
             _role, ev = q.popleft()
-            t = self._flows(*flows) if flows is not None else self.env.timeout(duration)
+            t = self.traffic.transfer(s, k, grad, i=key[2])
             t.callbacks.append(lambda _e: ev.succeed() if not ev.triggered else None)
             return t
         ev = self.env.event()

@@ -25,7 +25,7 @@ recovery, skip budget, ``max_wait``, stalls). What it mirrors:
   pass is lost, its elapsed time counted, the microbatch re-queued after the
   detection timeout). Coming back up, it downloads its stage's weights before
   it is live again.
-* **Movement** (:class:`sim.training.flow.Flow`): forward to the next stage
+* **Movement** (:class:`sim.training.flow.ReplicaFlow`): forward to the next stage
   after the hop time, the backward pass on the replica that did the forward
   (if it still holds the activations; else the forwards are recomputed from
   the last stage still holding them), and at a stage with no live replica a
@@ -346,14 +346,14 @@ def _move(op, mb, j, pi, pf, ri, rf_speed, si, mi, mf, hr, he_, gi, gf, ht, hk, 
     """A microbatch's movements until it is queued, scheduled, finished, waiting or dropped."""
     L = pi[P_L]
     while True:
-        if op == OP_AFWD:  # Flow.arrive_fwd
+        if op == OP_AFWD:  # ReplicaFlow.arrive_fwd
             if mi[mb, M_DEAD]:
                 return
             mi[mb, M_STAGE] = j
             if mi[mb, M_TARGET] >= 0 and hr[mb, j] < 0:  # skipped the first time: pass through
                 op = OP_FNEXT
                 continue
-            if si[j, S_NLIVE] == 0:  # Flow.out_stage
+            if si[j, S_NLIVE] == 0:  # ReplicaFlow.out_stage
                 if mi[mb, M_SKIPPED] < pi[P_SKIP]:
                     mi[mb, M_SKIPPED] += 1
                     gi[G_SKIPS] += 1
@@ -400,7 +400,7 @@ def _move(op, mb, j, pi, pf, ri, rf_speed, si, mi, mf, hr, he_, gi, gf, ht, hk, 
             else:
                 _push_mb(ri, si, mi, gi, gf, ht, hk, hp, rep, mb, urgent)
             return
-        elif op == OP_FNEXT:  # Flow.forward_next
+        elif op == OP_FNEXT:  # ReplicaFlow.forward_next
             if j + 1 == L:
                 if pi[P_BACK]:  # the trainer's forward_done: start_backward
                     mi[mb, M_BACK] = 1
@@ -416,7 +416,7 @@ def _move(op, mb, j, pi, pf, ri, rf_speed, si, mi, mf, hr, he_, gi, gf, ht, hk, 
                 continue
             _push(gi, ht, hk, hp, gf[GF_NOW] + dt, _NORMAL, EV_AFWD, mb, j + 1)
             return
-        elif op == OP_ABACK:  # Flow.arrive_back
+        elif op == OP_ABACK:  # ReplicaFlow.arrive_back
             if mi[mb, M_DEAD]:
                 return
             mi[mb, M_STAGE] = j
@@ -444,7 +444,7 @@ def _move(op, mb, j, pi, pf, ri, rf_speed, si, mi, mf, hr, he_, gi, gf, ht, hk, 
             op = OP_AFWD
             j = 0
             continue
-        else:  # OP_BNEXT: Flow.backward_next
+        else:  # OP_BNEXT: ReplicaFlow.backward_next
             if j == 0:
                 _finished(pi, mi, mf, gi, gf, ht, hk, hp, quality, fin, mb)
                 return
@@ -821,7 +821,7 @@ def advance(pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp, st, hops, q
                               st, hops, quality, fin)
                 _outer(k, pi, pf, ri, rf, si, mi, gi, gf, ht, hk, hp, st)
                 continue
-            # Replica._on_pass, then Flow.pass_done
+            # Replica._on_pass, then ReplicaFlow.pass_done
             mb = ri[k, R_CUR]
             ri[k, R_CUR] = -1
             ri[k, R_LOAD] -= 1
@@ -872,7 +872,7 @@ def advance(pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp, st, hops, q
             ri[k, R_LOAD] -= 1
             rf[k, F_BUSY] += el
             gf[GF_BUSY] += el
-            gi[G_LOSTP] += 1  # Flow.pass_lost
+            gi[G_LOSTP] += 1  # ReplicaFlow.pass_lost
             gf[GF_LOSTPASS] += el
             if not mi[mb, M_DEAD]:
                 _requeue(mb, pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp,
@@ -885,7 +885,7 @@ def advance(pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp, st, hops, q
         elif kind == EV_ABACK:
             _move(OP_ABACK, a, b, pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht,
                   hk, hp, st, hops, quality, fin)
-        elif kind == EV_EXPIRE:  # Flow._expire
+        elif kind == EV_EXPIRE:  # ReplicaFlow._expire
             mb = a
             if mi[mb, M_WAITING] == 1 and mi[mb, M_WID] == b:
                 j = mi[mb, M_STAGE]

@@ -20,7 +20,8 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL, URGENT
 
-__all__ = ["Failed", "Aborted", "StageLost", "StepLost", "Replica", "SpotSlot", "Microbatch"]
+__all__ = ["Failed", "Aborted", "StageLost", "StepLost", "WorkerState", "Replica", "SpotSlot",
+           "Microbatch"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,53 @@ class StepLost:
     stage: int
     microbatch: int
     time: float
+
+
+class WorkerState:
+    """A worker's up/down state machine, shared by every training engine's workers.
+
+    A worker is up while its failure-model worker is up (``fm_up``) and its
+    spot slot holds an instance (``spot_up``). :meth:`set_state` applies one
+    transition and calls :meth:`went_down` (with the failure's cause) or
+    :meth:`came_up` when the worker's up state changes; the subclass (a
+    replica server, a framework device, a step-level job's worker) says what
+    that means and holds ``fm_up``, ``spot_up`` and ``name``.
+    """
+
+    __slots__ = ()
+
+    fm_up: bool
+    spot_up: bool
+    name: str
+
+    @property
+    def up(self) -> bool:
+        """The worker is up (failure model) and present (spot)."""
+        return self.fm_up and self.spot_up
+
+    def worker_changed(self, comp: Any, up: bool, now: float) -> None:
+        """A failure-model component's change callback: this worker went up or down."""
+        self.set_state(fm_up=up, cause=Failed(self.name, now))
+
+    def set_state(self, *, fm_up: bool | None = None, spot_up: bool | None = None,
+                  cause: Any = None) -> None:
+        """Apply a failure-model or spot transition."""
+        was = self.fm_up and self.spot_up
+        if fm_up is not None:
+            self.fm_up = fm_up
+        if spot_up is not None:
+            self.spot_up = spot_up
+        now = self.fm_up and self.spot_up
+        if was and not now:
+            self.went_down(cause)
+        elif now and not was:
+            self.came_up()
+
+    def went_down(self, cause: Any) -> None:  # pragma: no cover - every subclass says
+        raise NotImplementedError
+
+    def came_up(self) -> None:  # pragma: no cover - every subclass says
+        raise NotImplementedError
 
 
 class _Signal(simpy.Event):
@@ -107,7 +155,7 @@ class Microbatch:
         self.ready = t0  # when its forward pass at ``stage`` was queued (for the queue time)
 
 
-class Replica:
+class Replica(WorkerState):
     """One replica server of one stage.
 
     Attributes
@@ -143,7 +191,7 @@ class Replica:
     reached with no transfer time and routed afresh) is handled inline by
     :meth:`_on_pass`, with the next stage's live set, queue, idle set and
     routing policy wired by :meth:`wire`; every other case goes through
-    :meth:`sim.training.flow.Flow.pass_done`, which does the same thing the
+    :meth:`sim.training.flow.ReplicaFlow.pass_done`, which does the same thing the
     general way.
     """
 
@@ -156,6 +204,7 @@ class Replica:
         "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
         "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
         "_next_stage", "_prev_stage", "_uniform", "ordered", "owed", "held", "gate", "_net_dl",
+        "bwd_hook", "rec",
     )
 
     def __init__(self, system: Any, stage: int, index: int, speed: float, name: str,
@@ -213,11 +262,9 @@ class Replica:
         self.held = 0  # blocking transfers this replica takes part in (no pass starts meanwhile)
         self.gate: Any = None  # blocking transfers: asked before each pass, True to wait
         self._net_dl: Any = None  # a weight download over the network in progress
-
-    @property
-    def up(self) -> bool:
-        """The worker is up (failure model) and present (spot)."""
-        return self.fm_up and self.spot_up
+        #: told (replica, work) as each backward pass starts (an overlapped all-reduce)
+        self.bwd_hook: Any = None
+        self.rec = system.rec  # the timeline's recorder (sim.timeline; NULL: off)
 
     def wire(self, *, inline: bool, fwd_kind: int, next_live: list, next_lo: deque | None,
              next_idle: dict | None, next_policy: Any, prev_stage: int, uniform: Any) -> None:
@@ -231,7 +278,7 @@ class Replica:
         fwd_kind : int
             After a forward pass: 0 the next stage is reached at once and routed
             afresh (inline); 1 it is reached at once on a fixed pipeline
-            (``Flow.arrive_fwd``); 2 otherwise (``Flow.forward_next``).
+            (``ReplicaFlow.arrive_fwd``); 2 otherwise (``ReplicaFlow.forward_next``).
         next_live, next_lo, next_idle, next_policy
             The next stage's live replicas, shared forward queue, idle set and
             routing policy (None for a policy that always answers the shared queue).
@@ -249,30 +296,20 @@ class Replica:
         self._uniform = uniform
 
     # -- state ---------------------------------------------------------------------
-    def worker_changed(self, comp: Any, up: bool, now: float) -> None:
-        """A failure-model component's change callback: this replica's worker went up or down."""
-        self.set_state(fm_up=up, cause=Failed(self.name, now))
+    def went_down(self, cause: Any) -> None:
+        """The worker went down: its activations are gone and the work in hand is interrupted."""
+        was_live = self.live
+        self.live = False
+        self.loaded = False
+        self.epoch += 1
+        self.in_flight = 0
+        self.system.replica_down(self, was_live)
+        if self._in_timeout:
+            self._interrupt(cause)
 
-    def set_state(self, *, fm_up: bool | None = None, spot_up: bool | None = None,
-                  cause: Any = None) -> None:
-        """Apply a failure-model or spot transition; going down interrupts the work in hand."""
-        was = self.fm_up and self.spot_up
-        if fm_up is not None:
-            self.fm_up = fm_up
-        if spot_up is not None:
-            self.spot_up = spot_up
-        now = self.fm_up and self.spot_up
-        if was and not now:
-            was_live = self.live
-            self.live = False
-            self.loaded = False
-            self.epoch += 1
-            self.in_flight = 0
-            self.system.replica_down(self, was_live)
-            if self._in_timeout:
-                self._interrupt(cause)
-        elif now and not was:
-            self.wake()
+    def came_up(self) -> None:
+        """The worker came back: resume the server (it downloads its weights first)."""
+        self.wake()
 
     def push(self, mb: Microbatch, urgent: bool) -> None:
         """Queue ``mb`` here (backward passes and recomputations are urgent) and wake."""
@@ -324,8 +361,7 @@ class Replica:
                 self._t0 = self.env.now
                 self._in_timeout = True
                 self._downloading = True
-                net = self.system.net
-                dl = net.download(self) if net is not None else None
+                dl = self.system.traffic.download(self)
                 if dl is not None:  # over the network: its arrival ends the download
                     self._net_dl = dl
                     dl.callbacks.append(self._on_net_downloaded)
@@ -387,6 +423,8 @@ class Replica:
             draw = self.draw
             if draw is not None:
                 work *= draw()
+            if self.bwd_hook is not None and mb.back:
+                self.bwd_hook(self, work)
             if work <= 0.0:  # a zero-time pass cannot be interrupted: no event
                 self.load -= 1
                 self.system.pass_done(self, mb, 0.0)
@@ -440,6 +478,7 @@ class Replica:
         self._downloading = False
         system = self.system
         system.lost["download"] += self.env.now - self._t0
+        self.rec.download(self, self._t0, self.env.now)
         self.loaded = True
         system.replica_live(self)
         self._outer()
@@ -454,6 +493,7 @@ class Replica:
         self._downloading = False
         system = self.system
         system.lost["download"] += system.download_time
+        self.rec.download(self, self._t0, self.env.now)
         self.loaded = True
         system.replica_live(self)
         self._outer()
@@ -466,12 +506,14 @@ class Replica:
         self.load -= 1
         work = self._work
         self.busy_time += work
+        if self.rec.on:
+            self.rec.pass_done(self, mb, self._t0, work)
         if not mb.back:  # type: ignore[union-attr]
             self.queue_time += self._t0 - mb.ready  # type: ignore[union-attr]
         if not self._inline or mb.target >= 0:  # type: ignore[union-attr]
             self.system.pass_done(self, mb, work)
         elif mb.back:  # type: ignore[union-attr]
-            # Flow.pass_done's backward branch, then Flow.arrive_back when it holds
+            # ReplicaFlow.pass_done's backward branch, then ReplicaFlow.arrive_back when it holds
             self.passes += 1
             if self.in_flight > 0:
                 self.in_flight -= 1
@@ -486,7 +528,7 @@ class Replica:
                 else:
                     self.system.arrive_back(mb, j)
         else:
-            # Flow.pass_done's forward branch, then Flow.arrive_fwd when routed afresh
+            # ReplicaFlow.pass_done's forward branch, then ReplicaFlow.arrive_fwd when routed afresh
             self.passes += 1
             mb.holders[self.stage] = (self, self.epoch)  # type: ignore[union-attr]
             n = self.in_flight + 1
@@ -529,7 +571,7 @@ class Replica:
         dl = self._net_dl
         if dl is not None:  # a network download: withdrawn, its arrival ignored
             self._net_dl = None
-            self.system.net.service.cancel(dl)
+            self.system.traffic.cancel(dl)
         ev = _Signal(self.env)
         ev.callbacks.append(self._on_interrupt_cb)
         ev.cause = cause
@@ -542,12 +584,14 @@ class Replica:
         if self._downloading:
             self._downloading = False
             self.system.lost["download"] += env.now - self._t0
+            self.rec.download(self, self._t0, env.now, cut=True)
             self._outer()
             return
         mb = self.current
         self.current = None
         self.load -= 1
         self.busy_time += env.now - self._t0
+        self.rec.pass_lost(self, mb, self._t0, env.now)
         self.system.pass_lost(self, mb, ev.cause, env.now - self._t0)
         if not self._serve():
             self._outer()

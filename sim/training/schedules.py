@@ -33,7 +33,7 @@ evaluates programs exactly (max-plus), the reference the engines are held to.
 
 from __future__ import annotations
 
-__all__ = ["Schedule", "GPipe", "OneFOneB", "OneFOneBDynamic", "Interleaved", "Swarm", "Async",
+__all__ = ["Schedule", "GPipe", "OneFOneB", "OneFOneBDynamic", "Interleaved", "SwarmSchedule", "Async",
            "SCHEDULE_POLICIES", "megatron_1f1b_order", "interleaved_order", "deepspeed_program",
            "device_program"]
 
@@ -96,7 +96,7 @@ class Interleaved(OneFOneB):
     framework = True
 
 
-class Swarm(Schedule):
+class SwarmSchedule(Schedule):
     """No fixed pipelines: each pass routed at its stage; one barrier per step."""
 
     name = "swarm"
@@ -111,7 +111,7 @@ class Async(Schedule):
 
 #: Schedule name -> class.
 SCHEDULE_POLICIES: dict[str, type[Schedule]] = {
-    cls.name: cls for cls in (GPipe, OneFOneB, OneFOneBDynamic, Interleaved, Swarm, Async)
+    cls.name: cls for cls in (GPipe, OneFOneB, OneFOneBDynamic, Interleaved, SwarmSchedule, Async)
 }
 
 

@@ -16,16 +16,19 @@ import simpy
 
 from ..failures import FailureModel, read_trace
 from ..rng import Streams
+from ..timeline import NULL
 from .billing import Presence
 from .config import TrainingConfig
-from .flow import LOST_CAUSES, Flow
+from .flow import LOST_CAUSES, ReplicaFlow
 from .framework import FrameworkFlow
 from .replica import SpotSlot
 from .schedules import SCHEDULE_POLICIES
 from .stall import Watchdog, diagnose, interval_time, needs_watchdog, stall_limit
+from .traffic import traffic_for
 from .trainer import AsyncTrainer, StepTrainer, steady_throughput
 
-__all__ = ["TrainingSystem", "build_failures", "draw_speeds", "training_model", "METRICS"]
+__all__ = ["TrainingSystem", "build_failures", "draw_speeds", "training_model",
+           "training_record", "METRICS", "FIGURES", "figures"]
 
 #: Metrics of one replication (see :func:`training_model`).
 METRICS = (
@@ -37,6 +40,38 @@ METRICS = (
     "samples_per_dollar", "quality_samples_per_dollar", "worker_availability",
     *(f"lost_{k}" for k in LOST_CAUSES),
 )
+
+
+#: (issue 37) Figures every training run reports beside :data:`METRICS` (see :func:`figures`).
+FIGURES = ("compute_utilisation", "compute_utilisation_min", "compute_utilisation_max",
+           "wan_bytes_sent", "wan_bytes_sent_max", "allreduce_bytes_sent")
+
+
+def figures(per_worker: Any, wan: Any, allreduce: Any) -> dict[str, float]:
+    """The figures of :data:`FIGURES` from per-worker arrays.
+
+    ``compute_utilisation``: the fraction of the wall time a worker spends in
+    its steps' compute phase (from a step's start until its last micro-batch
+    is done: pipeline bubbles count, the step-end all-reduce, optimizer step,
+    outer syncs, barriers, downloads and restarts do not; without a step
+    barrier the whole run), mean, least and largest over the workers.
+    ``wan_bytes_sent``: bytes a worker sent over the WAN tier (DiLoCo's
+    outer syncs and model downloads; 0 without DiLoCo), mean and largest;
+    ``allreduce_bytes_sent``: bytes a worker sent in the gradient
+    all-reduces inside its group (its pipeline's data parallelism), mean.
+    """
+    cu = np.asarray(per_worker, dtype=float)
+    w = np.asarray(wan, dtype=float)
+    a = np.asarray(allreduce, dtype=float)
+    nan = math.nan
+    return {
+        "compute_utilisation": float(cu.mean()) if cu.size else nan,
+        "compute_utilisation_min": float(cu.min()) if cu.size else nan,
+        "compute_utilisation_max": float(cu.max()) if cu.size else nan,
+        "wan_bytes_sent": float(w.mean()) if w.size else 0.0,
+        "wan_bytes_sent_max": float(w.max()) if w.size else 0.0,
+        "allreduce_bytes_sent": float(a.mean()) if a.size else 0.0,
+    }
 
 
 def draw_speeds(config: TrainingConfig, streams: Streams) -> tuple[tuple[float, ...], ...]:
@@ -103,15 +138,22 @@ class TrainingSystem:
         Failures draw from ``failures:*``, preemptions from ``spot``, routing
         from ``routing``, pass times from ``pass_time``, arrivals from
         ``arrivals``, speeds from ``speeds``.
+    recorder : sim.timeline.Recorder, optional
+        The timeline's recorder, which the engine's components call as they run
+        (default: none; the numbers are the same either way).
     """
 
-    def __init__(self, config: TrainingConfig, streams: Streams) -> None:
+    def __init__(self, config: TrainingConfig, streams: Streams, *, recorder: Any = None) -> None:
         c = self.config = config
         env = self.env = simpy.Environment()
+        self.rec = rec = recorder if recorder is not None else NULL
         self.schedule = SCHEDULE_POLICIES[c.schedule]()
         self.speeds = draw_speeds(c, streams)
-        flow_class = FrameworkFlow if c.framework else Flow
-        self.flow = flow_class(c, env, streams, self.schedule, self.speeds)
+        flow_class = FrameworkFlow if c.framework else ReplicaFlow
+        # the one adapter from the run's traffic to time, chosen once (closed form or flows)
+        self.traffic = traffic_for(c, env, recorder=rec)
+        self.flow = flow_class(c, env, streams, self.schedule, self.speeds, traffic=self.traffic,
+                               recorder=rec)
         if self.schedule.step_barrier:
             self.trainer: Any = StepTrainer(c, env, self.flow, self.schedule)
         else:
@@ -161,6 +203,8 @@ class TrainingSystem:
         for rep, w in zip(self.flow.replicas, self.workers, strict=True):
             rep.fm_up = w.up
         self._wire_presence()
+        if self.rec.on:  # the timeline: processes, down intervals, preemptions (listeners only)
+            self.rec.start_training(self)
         if self.config.strategy is not None:  # a DES strategy (swarm): asked, never type-checked
             self.config.strategy.prepare_des(self)
         self.flow.start()
@@ -180,6 +224,7 @@ class TrainingSystem:
             ends.append(watch.event)
         # one condition over every end (a nested one would end a step of the event order later)
         self.env.run(until=ends[0] if len(ends) == 1 else self.env.any_of(ends))
+        self.rec.close(self.env.now)
         out = self.metrics()
         if hasattr(self, "notices_used"):
             out["notices_used"] = float(self.notices_used)
@@ -217,67 +262,134 @@ class TrainingSystem:
             bubble = 1.0 - busy / (c.workers * wall) if wall > 0 else nan
             steady = steady_throughput(tr.finish_times) if c.arrival == "saturated" else nan
         busy = sum(r.busy_time for r in flow.replicas)
-        samples = delivered * c.samples_per_microbatch
         pres = getattr(self, "presence", None)
         if pres is not None and pres[0].bill is not None:
             hours = [p.bill.total(wall) / c.hour for p in pres]  # type: ignore[union-attr]
         else:
             hours = [(wall - (s.unbilled_until(wall))) / c.hour for s in self.spots] or \
                 [wall / c.hour] * c.workers
-        worker_hours = float(sum(hours))
-        cost = nan
-        if c.price is not None:
-            if isinstance(c.price, tuple):
-                prices = [p for row in c.price for p in row]
-            else:
-                prices = [float(c.price)] * c.workers
-            cost = float(sum(p * h for p, h in zip(prices, hours, strict=True)))
-        elif c.price_series is not None:
-            cost = float(sum(p.bill.priced(wall) for p in pres)) / c.hour  # type: ignore[union-attr]
+        series_cost = None
+        if c.price is None and c.price_series is not None:
+            series_cost = float(sum(p.bill.priced(wall) for p in pres)) / c.hour  # type: ignore[union-attr]
         if pres is not None and pres[0].avail is not None:
             availability = float(np.mean([p.avail.total(wall) / wall if wall > 0  # type: ignore[union-attr]
                                           else float(p.present and p.own_up) for p in pres]))
         else:
             availability = float(np.mean([w.own_availability(wall) for w in self.workers]))
-        st = np.asarray(steps, dtype=float)
         attempted = tr.delivered + tr.dropped
-        out: dict[str, float] = {
-            "throughput": delivered / wall if wall > 0 else nan,
-            "throughput_steady": steady,
-            "goodput": quality / wall if wall > 0 else nan,
-            "step_time_mean": float(st.mean()) if st.size else nan,
-            "step_time_p50": float(np.quantile(st, 0.5)) if st.size else nan,
-            "step_time_p99": float(np.quantile(st, 0.99)) if st.size else nan,
-            "training_time": wall if finished else nan,
-            "finished": float(finished),
-            "steps_done": float(tr.steps_done),
-            "bubble_fraction": bubble,
-            "utilisation": busy / (c.workers * wall) if wall > 0 else nan,
-            "latency_mean": tr.latency_sum / tr.delivered if tr.delivered else nan,
-            "drop_rate": tr.dropped / attempted if attempted else nan,
-            "mean_quality": tr.quality_sum / tr.delivered if tr.delivered else nan,
-            "mean_skipped": tr.skipped_sum / tr.delivered if tr.delivered else nan,
-            "passes": float(flow.passes), "lost_passes": float(flow.lost_passes),
-            "reroutes": float(flow.reroutes), "recomputes": float(flow.recomputes),
-            "skips": float(flow.skips), "waits": float(flow.waits),
-            "restarts": float(tr.restarts), "checkpoints": float(tr.checkpoints),
-            "preemptions": float(sum(s.preemptions for s in self.spots)),
-            "workers": float(c.workers), "worker_hours": worker_hours, "samples": samples,
-            "samples_per_second": samples / wall if wall > 0 else nan,
-            "samples_per_worker_hour": samples / worker_hours if worker_hours > 0 else nan,
-            "cost": cost,
-            "samples_per_dollar": samples / cost if cost and cost > 0 else nan,
-            "quality_samples_per_dollar": (quality * c.samples_per_microbatch / cost
-                                           if cost and cost > 0 else nan),
-            "worker_availability": availability,
-        }
-        for k in LOST_CAUSES:
-            out[f"lost_{k}"] = float(flow.lost[k])  # a plain float (was numpy's at times)
+        samples = delivered * c.samples_per_microbatch
+        out = training_record(
+            c, wall=wall, finished=finished, delivered=delivered, quality=quality,
+            samples=samples, quality_samples=quality * c.samples_per_microbatch,
+            step_times=steps, steps_done=float(tr.steps_done), hours=hours,
+            series_cost=series_cost, availability=availability, lost=flow.lost, measured={
+                "throughput_steady": steady,
+                "bubble_fraction": bubble,
+                "utilisation": busy / (c.workers * wall) if wall > 0 else nan,
+                "latency_mean": tr.latency_sum / tr.delivered if tr.delivered else nan,
+                "drop_rate": tr.dropped / attempted if attempted else nan,
+                "mean_quality": tr.quality_sum / tr.delivered if tr.delivered else nan,
+                "mean_skipped": tr.skipped_sum / tr.delivered if tr.delivered else nan,
+                "passes": float(flow.passes), "lost_passes": float(flow.lost_passes),
+                "reroutes": float(flow.reroutes), "recomputes": float(flow.recomputes),
+                "skips": float(flow.skips), "waits": float(flow.waits),
+                "restarts": float(tr.restarts), "checkpoints": float(tr.checkpoints),
+                "preemptions": float(sum(s.preemptions for s in self.spots))})
+        if not getattr(self, "figures", False):
+            return out
+        # (issue 37) the figures dtsim train reports: compute utilisation, bytes sent
+        if self.schedule.step_barrier:
+            cu = tr.compute_time / wall if wall > 0 else nan
+        else:  # no step barrier: no sync phase, the whole run computes
+            cu = 1.0 if wall > 0 else nan
+        sent = self.traffic.sent_by(flow.replicas)
+        out.update(figures(np.full(c.workers, cu), np.zeros(c.workers), sent))
         return out
 
 
-def training_model(config: TrainingConfig, streams: Streams) -> dict[str, float]:
+def training_record(config: TrainingConfig, *, wall: float, finished: bool, delivered: float,
+                    quality: float, samples: float, quality_samples: float,
+                    step_times: Any, steps_done: float, hours: list[float],
+                    series_cost: float | None, availability: float, lost: dict[str, float],
+                    measured: dict[str, float]) -> dict[str, float]:
+    """The flat record of one training run, :data:`METRICS` in order: every engine's (the DES,
+    the compiled loop, the step-level job engine) computed one way from what it measured.
+
+    Parameters
+    ----------
+    config : TrainingConfig
+    wall : float
+        The simulated time the run ended at.
+    finished : bool
+        The ``N`` steps were done.
+    delivered, quality : float
+        Microbatches of the kept steps, and their quality (the sum of each one's quality).
+    samples, quality_samples : float
+        Samples, and quality-weighted samples, of those microbatches.
+    step_times : sequence of float
+        Every completed step attempt's time (async: per ``m`` completions).
+    steps_done : float
+    hours : list of float
+        Billed hours of each worker (stage-major).
+    series_cost : float or None
+        With a price series (and no ``price``): the run's cost (each worker's integral
+        of the series over its billed time).
+    availability : float
+        The workers' mean availability over the run.
+    lost : dict
+        Time lost per cause (:data:`sim.training.flow.LOST_CAUSES`).
+    measured : dict
+        The engine's own figures for the other metrics (``throughput_steady``,
+        ``bubble_fraction``, ``utilisation``, ``latency_mean``, ``drop_rate``,
+        ``mean_quality``, ``mean_skipped`` and the counts), NaN where it has none.
+    """
+    c = config
+    nan = math.nan
+    worker_hours = float(sum(hours))
+    cost = nan
+    if c.price is not None:
+        if isinstance(c.price, tuple):
+            prices = [p for row in c.price for p in row]
+        else:
+            prices = [float(c.price)] * c.workers
+        cost = float(sum(p * h for p, h in zip(prices, hours, strict=True)))
+    elif series_cost is not None:
+        cost = series_cost
+    st = np.asarray(step_times, dtype=float)
+    out: dict[str, float] = {
+        "throughput": delivered / wall if wall > 0 else nan,
+        "throughput_steady": measured["throughput_steady"],
+        "goodput": quality / wall if wall > 0 else nan,
+        "step_time_mean": float(st.mean()) if st.size else nan,
+        "step_time_p50": float(np.quantile(st, 0.5)) if st.size else nan,
+        "step_time_p99": float(np.quantile(st, 0.99)) if st.size else nan,
+        "training_time": wall if finished else nan,
+        "finished": float(finished),
+        "steps_done": steps_done,
+    }
+    for k in ("bubble_fraction", "utilisation", "latency_mean", "drop_rate", "mean_quality",
+              "mean_skipped", "passes", "lost_passes", "reroutes", "recomputes", "skips",
+              "waits", "restarts", "checkpoints", "preemptions"):
+        out[k] = measured[k]
+    out.update({
+        "workers": float(c.workers), "worker_hours": worker_hours, "samples": samples,
+        "samples_per_second": samples / wall if wall > 0 else nan,
+        "samples_per_worker_hour": samples / worker_hours if worker_hours > 0 else nan,
+        "cost": cost,
+        "samples_per_dollar": samples / cost if cost and cost > 0 else nan,
+        "quality_samples_per_dollar": quality_samples / cost if cost and cost > 0 else nan,
+        "worker_availability": availability,
+    })
+    for k in LOST_CAUSES:
+        out[f"lost_{k}"] = float(lost[k])  # a plain float (was numpy's at times)
+    return out
+
+
+def training_model(config: TrainingConfig, streams: Streams, *,
+                   figures: bool = False, recorder: Any = None) -> dict[str, float]:
     """One replication of the training system as flat metrics (a model for ``replicate``).
+
+    ``recorder`` (a :class:`sim.timeline.Recorder`) records the run's events as it runs.
 
     Returns
     -------
@@ -310,5 +422,15 @@ def training_model(config: TrainingConfig, streams: Streams) -> dict[str, float]
         charged per re-queued pass (``reroute``); microbatch time waiting at
         out stages (``stall``); wall time rolled back and spent restarting
         (``restart``) and checkpointing (``checkpoint``).
+
+    With ``figures`` (what ``dtsim train``'s DES engine asks) the run also
+    reports :data:`FIGURES` (:func:`figures`); a DiLoCo run always does, with
+    :data:`sim.training.outer.DILOCO_METRICS`.
     """
-    return TrainingSystem(config, streams).run()
+    if config.diloco is not None:  # (issue 37) DiLoCo's groups and outer loop
+        from .outer import diloco_model
+
+        return diloco_model(config, streams, recorder=recorder)
+    system = TrainingSystem(config, streams, recorder=recorder)
+    system.figures = figures  # (issue 37) FIGURES too, as dtsim train's engine asks
+    return system.run()

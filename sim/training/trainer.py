@@ -21,7 +21,6 @@ from typing import Any
 
 import simpy
 
-from ..analytic.training import ring_allreduce_time
 from .replica import Aborted, Microbatch, StageLost, StepLost
 
 __all__ = ["Trainer", "StepTrainer", "AsyncTrainer", "Step"]
@@ -87,6 +86,7 @@ class Trainer:
         self.steps_done = 0
         self.proc: simpy.Process | None = None
         self.done = env.event()
+        self.rec = flow.rec  # the timeline's recorder (sim.timeline; NULL: off)
         flow.trainer = self
 
     # hooks the flow calls ---------------------------------------------------------
@@ -136,8 +136,8 @@ class StepTrainer(Trainer):
         self._live_ev: simpy.Event | None = None
         self.next_id = 0
         self._in_step: list[Microbatch] = []
-        c = config
-        self.track = c.sync == "allreduce" and (c.param_size > 0 or c.mean_latency > 0)
+        self.traffic = flow.traffic  # the run's one adapter from traffic to time
+        self.track = self.traffic.track
         flow.track = self.track
         # progress bookkeeping for the stall watchdog (:class:`Stall`): the last time a
         # checkpoint completed or a step went beyond the best reached, and what the run
@@ -189,6 +189,7 @@ class StepTrainer(Trainer):
             return
         mb.dead = True
         self.dropped += 1
+        self.rec.drop(mb, j, self.env.now)
         self.flow.release(mb)
         st = mb.step
         if st.fast is not None:
@@ -253,8 +254,9 @@ class StepTrainer(Trainer):
         st.remaining = 0
         self._left_fast(st)
 
-    def _close_fast(self, st: Step) -> int:
-        """Count the step's samples: the microbatches of its first K pipelines; the rest drop."""
+    def _close_fast(self, st: Step) -> set[int]:
+        """Count the step's samples: the microbatches of its first K pipelines; the rest drop.
+        The indices of those pipelines (the step's all-reduce is among them)."""
         fk = st.fast
         used = set(fk.done[: self.c.sync_wait])
         for mb, t in fk.finished:
@@ -264,7 +266,7 @@ class StepTrainer(Trainer):
                 st.quality += self.quality_of[mb.skipped]
             else:
                 self.dropped += 1
-        return len(used)
+        return used
 
     def _left(self, st: Step) -> None:
         st.remaining -= 1
@@ -314,7 +316,8 @@ class StepTrainer(Trainer):
                     self.best = k
                     self._progress()
                 if K and (k % K == 0 or k == N):
-                    write = self.flow.net.checkpoint() if self.flow.net is not None else None
+                    t_ck = env.now
+                    write = self.traffic.checkpoint()
                     if write is None:
                         yield env.timeout(c.checkpoint_cost)
                         self.flow.lost["checkpoint"] += c.checkpoint_cost
@@ -324,14 +327,19 @@ class StepTrainer(Trainer):
                         yield env.timeout(c.checkpoint_cost)
                         self.flow.lost["checkpoint"] += env.now - t0
                     self.checkpoints += 1
+                    self.rec.checkpoint(t_ck, env.now, steps=k)
                     ckpt, since = k, env.now
                     self._progress()
             except simpy.Interrupt:
                 self._pending = False
+                self.rec.step_lost(env.now)
                 self._abort()
                 self.flow.lost["restart"] += env.now - since
                 k = self.steps_done = ckpt
+                t_re = env.now
+                self.rec.restart_start(t_re)
                 yield from self._restart()
+                self.rec.restart(t_re, env.now, from_step=ckpt)
                 since = env.now
         self.active = False
         self.done.succeed()
@@ -349,8 +357,7 @@ class StepTrainer(Trainer):
             st.parked = []
         for mb in self._in_step:
             mb.dead = True
-        if self.flow.net is not None:
-            self.flow.net.cancel_collectives()
+        self.traffic.cancel_step()
         self.flow.abort(cause)
 
     def _restart(self):
@@ -381,6 +388,7 @@ class StepTrainer(Trainer):
         m, L = c.microbatches, c.stages
         st = self.step = Step(k, m, L)
         t0 = env.now
+        self.rec.step_start(k, t0)
         busy0 = self._busy()
         mbs = [Microbatch(self.next_id + i, st, L, t0) for i in range(m)]
         self.next_id += m
@@ -397,36 +405,20 @@ class StepTrainer(Trainer):
                 fk.pipe[id(mb)] = mb.pipe
                 fk.total[mb.pipe] += 1
                 fk.fwd_left[mb.pipe] += 1
+        self.traffic.begin_sync(flow.stages, mbs)  # an overlapped all-reduce's counts
         if st.remaining:
             st.done = env.event()
             yield st.done
-        self.compute_time += env.now - t0
-        self.compute_busy += self._busy() - busy0
-        sync = 0.0
-        if fk is not None:
-            used = self._close_fast(st)
-            if self.track and used > 1:  # the ring among the K pipelines the step waited for
-                sync = ring_allreduce_time(used, c.param_size, c.bandwidth, c.mean_latency)
-        elif self.track and flow.net is not None:  # the all-reduce as flows on the network
-            ring = flow.net.allreduce([sorted((r for r in st.participants[j] if r.live),
-                                              key=lambda r: r.index) for j in range(L)])
-            if ring is not None:
-                yield ring
-        elif self.track:
-            lat, P, W = c.mean_latency, c.param_size, c.bandwidth
-            for j in range(L):
-                n = sum(1 for r in st.participants[j] if r.live)
-                if n > 1:
-                    sync = max(sync, ring_allreduce_time(n, P, W, lat))
-        if getattr(flow, "service", None) is not None and c.allreduce_sizes is not None:
-            yield from flow.tail(L)  # a plan over a network: its collectives as flows
-        tail = c.optimizer_time
-        if c.allreduce_times is not None:  # a plan's per-stage all-reduce and optimizer step
-            opt = c.optimizer_times or (0.0,) * L
-            tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
-                                                                      strict=True))
-        if sync + tail > 0:
-            yield env.timeout(sync + tail)
+        t_compute = env.now
+        self.compute_time += t_compute - t0
+        busy = self._busy() - busy0
+        self.compute_busy += busy
+        used = self._close_fast(st) if fk is not None else None
+        # the all-reduce and the optimizer step: (the closed form's all-reduce, the tail)
+        sync, tail = yield from self.traffic.step_tail(st.participants, used)
+        if self.rec.on:
+            self.rec.step_end(k, t_compute, env.now, sync=sync, tail=tail, busy=busy,
+                              workers=c.workers)
         self.step_times.append(env.now - t0)
         return st.delivered, st.quality
 
@@ -452,6 +444,7 @@ class AsyncTrainer(Trainer):
     def blocked(self, mb: Microbatch, j: int) -> None:
         mb.dead = True
         self.dropped += 1
+        self.rec.drop(mb, j, self.env.now)
         self.flow.release(mb)
         self._left()
 

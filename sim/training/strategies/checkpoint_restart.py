@@ -235,9 +235,12 @@ class CheckpointRestart(JobStrategy):
         steps, formation = job.steps, job.formation
         ev = env.timeout(self.checkpoint)
         st.extra["write"] = ev
+        t0 = env.now
 
         def done(_e: Any) -> None:
-            if job.formation is formation and job.steps >= steps and job.committed < steps:
+            ok = job.formation is formation and job.steps >= steps and job.committed < steps
+            job.rec.checkpoint(t0, env.now, proc="job", background=True, committed=ok)
+            if ok:
                 job.commit(steps)
         ev.callbacks.append(done)
 

@@ -105,6 +105,7 @@ class JobStrategy(Strategy):
             if f is not None:
                 return f
             yield from job.wait_event(job.change())
+            job.rec.job_wait(job.env.now - job.waited, job.env.now)
             job.lost["stall"] += job.waited
             job.counts["wait_time"] += job.waited
 
@@ -152,14 +153,17 @@ class JobStrategy(Strategy):
         """Spend ``duration`` (accounted as lost time ``kind``) unless a participant is lost:
         True when it ran through. Other interruptions (notices) do not cut it short."""
         left = duration
+        t0 = job.env.now
         while left > 0:
             causes = yield from job.wait(left)
             job.lost[kind] += job.waited
             left -= job.waited
             if causes is None:
-                return True
+                break
             if any(isinstance(c, Lost) for c in causes):
+                job.rec.job_hold(kind, t0, job.env.now, False)
                 return False
+        job.rec.job_hold(kind, t0, job.env.now, True)
         return True
 
     @staticmethod

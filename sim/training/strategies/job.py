@@ -35,10 +35,12 @@ import numpy as np
 import simpy
 
 from ...rng import Streams
+from ...timeline import NULL
 from ..billing import Presence
 from ..config import replica_name
 from ..flow import LOST_CAUSES
-from ..system import METRICS, build_failures
+from ..replica import WorkerState
+from ..system import METRICS, build_failures, training_record
 from .steptime import derived_step_time
 
 __all__ = ["JobSystem", "JobWorker", "Lost", "Joined", "Notice", "JOB_METRICS", "job_model"]
@@ -74,17 +76,18 @@ class Joined:
     time: float
 
 
-class JobWorker:
+class JobWorker(WorkerState):
     """One worker: alive (up and present), ready (booted), its pending preemption."""
 
-    __slots__ = ("index", "name", "stage", "replica", "fm_up", "present", "ready", "boot_ev",
-                 "leaving", "presence")
+    __slots__ = ("system", "index", "name", "stage", "replica", "fm_up", "spot_up", "ready",
+                 "boot_ev", "leaving", "presence")
 
-    def __init__(self, index: int, stage: int, replica: int) -> None:
+    def __init__(self, system: JobSystem, index: int, stage: int, replica: int) -> None:
+        self.system = system
         self.index, self.stage, self.replica = index, stage, replica
         self.name = replica_name(stage, replica)
         self.fm_up = True
-        self.present = True
+        self.spot_up = True  # present: its spot slot holds an instance
         self.ready = False
         self.boot_ev: Any = None
         self.leaving: float | None = None  # time of an announced preemption
@@ -92,7 +95,13 @@ class JobWorker:
 
     @property
     def alive(self) -> bool:
-        return self.fm_up and self.present
+        return self.fm_up and self.spot_up
+
+    def went_down(self, cause: Any) -> None:
+        self.system._lost(self)
+
+    def came_up(self) -> None:
+        self.system._came_up(self)
 
 
 class JobSystem:
@@ -105,16 +114,17 @@ class JobSystem:
     and the accounting counters.
     """
 
-    def __init__(self, config: Any, streams: Streams) -> None:
+    def __init__(self, config: Any, streams: Streams, *, recorder: Any = None) -> None:
         c = self.config = config
         self.strategy = c.strategy
         env = self.env = simpy.Environment()
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
         L = c.stages
         slots = [(replica_name(j, i), j, i) for j in range(L) for i in range(c.replicas[j])]
-        self.workers = [JobWorker(k, j, i) for k, (_, j, i) in enumerate(slots)]
+        self.workers = [JobWorker(self, k, j, i) for k, (_, j, i) in enumerate(slots)]
         self.failure_model, self.fm_workers = build_failures(env, c, streams, slots)
         for w, fw in zip(self.workers, self.fm_workers, strict=True):
-            fw.on_change(self._fm_changed(w))
+            fw.on_change(w.worker_changed)
         self._spot_rngs = ([streams.rng("spot", w.stage, w.replica) for w in self.workers]
                            if c.mtbf < math.inf else [])
         self.traced = c.failure_trace is not None and not isinstance(c.failure_trace, str)
@@ -143,33 +153,21 @@ class JobSystem:
         self.samples_per_step = c.microbatches * c.samples_per_microbatch
         self._step_cache: dict[tuple, float | None] = {}
 
-    # -- worker events ------------------------------------------------------------
-    def _fm_changed(self, w: JobWorker):
-        def cb(_comp: Any, up: bool, _now: float) -> None:
-            self._set(w, fm_up=up)
-        return cb
+    # -- worker events (JobWorker.set_state's transitions) ---------------------------------
+    def _lost(self, w: JobWorker) -> None:
+        w.leaving = None
+        if w.boot_ev is not None:
+            w.boot_ev.callbacks.clear()
+            w.boot_ev = None
+        was_ready, w.ready = w.ready, False
+        if was_ready:
+            self.counts["losses"] += 1
+            self.strategy.lost(self, w)
+            self._changed()
 
-    def _set(self, w: JobWorker, *, fm_up: bool | None = None,
-             present: bool | None = None) -> None:
-        was = w.alive
-        if fm_up is not None:
-            w.fm_up = fm_up
-        if present is not None:
-            w.present = present
-        now = w.alive
-        if was and not now:
-            w.leaving = None
-            if w.boot_ev is not None:
-                w.boot_ev.callbacks.clear()
-                w.boot_ev = None
-            was_ready, w.ready = w.ready, False
-            if was_ready:
-                self.counts["losses"] += 1
-                self.strategy.lost(self, w)
-                self._changed()
-        elif now and not was:
-            self._boot(w, self.join_delay)
-            self._schedule_notice(w)
+    def _came_up(self, w: JobWorker) -> None:
+        self._boot(w, self.join_delay)
+        self._schedule_notice(w)
 
     def _boot(self, w: JobWorker, delay: float) -> None:
         if delay <= 0:
@@ -222,6 +220,7 @@ class JobSystem:
     def _notify(self, w: JobWorker, at: float) -> None:
         if not w.alive or at <= self.env.now:
             return
+        self.rec.notice(w.name, self.env.now, at)
         w.leaving = at
         self.strategy.noticed(self, w, at)
 
@@ -236,11 +235,11 @@ class JobSystem:
             self.preemptions += 1
             for cb in self._spot_listeners[w.index]:
                 cb(False)
-            self._set(w, present=False)
+            w.set_state(spot_up=False)
             yield env.timeout(c.replace_time)
             for cb in self._spot_listeners[w.index]:
                 cb(True)
-            self._set(w, present=True)
+            w.set_state(spot_up=True)
 
     # -- primitives for the coordinator ----------------------------------------------
     def ready_workers(self) -> list[int]:
@@ -316,6 +315,7 @@ class JobSystem:
         if not self.step_times:
             self.counts["first_step_start"] = self.env.now - duration
         self.counts["last_step_end"] = self.env.now
+        self.rec.job_step(self, self.env.now - duration, self.env.now)
         self.steps += 1
         self.step_times.append(duration)
         self.work_since_commit += duration
@@ -346,6 +346,7 @@ class JobSystem:
 
     def rollback(self, elapsed: float) -> None:
         """Lose every step since the last commit and ``elapsed`` of the one in progress."""
+        self.rec.job_lost(self.env.now - elapsed, self.env.now, self.work_since_commit + elapsed)
         self.lost["lost_pass"] += self.work_since_commit + elapsed
         self.counts["lost_work"] += self.work_since_commit + elapsed
         self.steps = self.committed
@@ -353,6 +354,7 @@ class JobSystem:
 
     def abort(self, elapsed: float) -> None:
         """Lose only ``elapsed`` of the step in progress."""
+        self.rec.job_lost(self.env.now - elapsed, self.env.now, elapsed)
         self.lost["lost_pass"] += elapsed
         self.counts["lost_work"] += elapsed
 
@@ -367,6 +369,8 @@ class JobSystem:
         for w, fw in zip(self.workers, self.fm_workers, strict=True):
             w.fm_up = fw.up
         self._wire_presence()
+        if self.rec.on:  # the timeline: processes, down intervals, preemptions (listeners only)
+            self.rec.start_job(self)
         for w in self.workers:
             if w.alive:
                 self._boot(w, self.strategy.boot)
@@ -392,6 +396,7 @@ class JobSystem:
             if "No scheduled events left" not in str(exc):
                 raise
             idle = True
+        self.rec.close(env.now)
         out = self.metrics()
         if idle:
             out["stall_reason"] = ("no step can finish and nothing is left to happen: "
@@ -426,53 +431,34 @@ class JobSystem:
         samples = steps * self.samples_per_step
         delivered = steps * c.microbatches
         hours = [w.presence.bill.total(wall) / c.hour for w in self.workers]  # type: ignore[union-attr]
-        worker_hours = float(sum(hours))
-        cost = nan
-        if c.price is not None:
-            prices = ([p for row in c.price for p in row] if isinstance(c.price, tuple)
-                      else [float(c.price)] * c.workers)
-            cost = float(sum(p * h for p, h in zip(prices, hours, strict=True)))
-        elif c.price_series is not None:
-            cost = float(sum(w.presence.bill.priced(wall) for w in self.workers)) / c.hour  # type: ignore[union-attr]
+        series_cost = None
+        if c.price is None and c.price_series is not None:
+            series_cost = float(sum(w.presence.bill.priced(wall) for w in self.workers)) / c.hour  # type: ignore[union-attr]
         if c.mtbf < math.inf:
             avail = float(np.mean([w.presence.avail.total(wall) / wall if wall > 0  # type: ignore[union-attr]
                                    else float(w.alive) for w in self.workers]))
         else:
             avail = float(np.mean([fw.own_availability(wall) for fw in self.fm_workers]))
-        st = np.asarray(self.step_times, dtype=float)
-        out: dict[str, Any] = {
-            "throughput": delivered / wall if wall > 0 else nan,
-            "throughput_steady": nan,
-            "goodput": delivered / wall if wall > 0 else nan,
-            "step_time_mean": float(st.mean()) if st.size else nan,
-            "step_time_p50": float(np.quantile(st, 0.5)) if st.size else nan,
-            "step_time_p99": float(np.quantile(st, 0.99)) if st.size else nan,
-            "training_time": wall if finished else nan,
-            "finished": float(finished),
-            "steps_done": float(steps),
-            "bubble_fraction": nan, "utilisation": nan, "latency_mean": nan,
-            "drop_rate": nan,  # no microbatch is dropped here: a lost step is counted as work
-            "mean_quality": 1.0 if delivered else nan,
-            "mean_skipped": 0.0 if delivered else nan,
-            "passes": nan, "lost_passes": nan, "reroutes": nan, "recomputes": nan,
-            "skips": 0.0, "waits": 0.0,
-            "restarts": float(self.restarts), "checkpoints": float(self.checkpoints),
-            "preemptions": float(self.preemptions),
-            "workers": float(c.workers), "worker_hours": worker_hours, "samples": samples,
-            "samples_per_second": samples / wall if wall > 0 else nan,
-            "samples_per_worker_hour": samples / worker_hours if worker_hours > 0 else nan,
-            "cost": cost,
-            "samples_per_dollar": samples / cost if cost and cost > 0 else nan,
-            "quality_samples_per_dollar": samples / cost if cost and cost > 0 else nan,
-            "worker_availability": avail,
-        }
-        for k in LOST_CAUSES:
-            out[f"lost_{k}"] = float(self.lost[k])
+        out: dict[str, Any] = training_record(
+            c, wall=wall, finished=finished, delivered=delivered, quality=delivered,
+            samples=samples, quality_samples=samples, step_times=self.step_times,
+            steps_done=float(steps), hours=hours, series_cost=series_cost, availability=avail,
+            lost=self.lost, measured={
+                "throughput_steady": nan, "bubble_fraction": nan, "utilisation": nan,
+                "latency_mean": nan,
+                "drop_rate": nan,  # no microbatch is dropped here: a lost step is counted as work
+                "mean_quality": 1.0 if delivered else nan,
+                "mean_skipped": 0.0 if delivered else nan,
+                "passes": nan, "lost_passes": nan, "reroutes": nan, "recomputes": nan,
+                "skips": 0.0, "waits": 0.0,
+                "restarts": float(self.restarts), "checkpoints": float(self.checkpoints),
+                "preemptions": float(self.preemptions)})
         for k in JOB_METRICS:
             out[k] = float(self.counts[k])
         return {k: out[k] for k in (*METRICS, *JOB_METRICS)}
 
 
-def job_model(config: Any, streams: Streams) -> dict[str, Any]:
-    """One replication of a step-level strategy as flat metrics (a model for ``replicate``)."""
-    return JobSystem(config, streams).run()
+def job_model(config: Any, streams: Streams, *, recorder: Any = None) -> dict[str, Any]:
+    """One replication of a step-level strategy as flat metrics (a model for ``replicate``);
+    ``recorder`` (a :class:`sim.timeline.Recorder`) records its events as it runs."""
+    return JobSystem(config, streams, recorder=recorder).run()

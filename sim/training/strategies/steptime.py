@@ -222,7 +222,7 @@ def derived_step_time(config: Any, pipelines: tuple[int, ...]) -> float:
         if b:
             t = max(t, _des_step(_pipeline_config(c, n, b)))
     sync = 0.0
-    if c.sync == "allreduce" and len(pipelines) > 1 and (c.param_size > 0 or c.mean_latency > 0):
+    if c.ring_sync and len(pipelines) > 1:
         from ...analytic.training import ring_allreduce_time
 
         most = max(max(merge_stages(work, n)) for n in pipelines)

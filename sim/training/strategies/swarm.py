@@ -40,7 +40,7 @@ class Swarm(Strategy):
     def prepare_des(self, system: Any) -> None:
         """Wire the preemption notices: ``notice`` before each preemption (the spot model's,
         as soon as it is drawn; a replayed trace's, when its worker comes up) the replica
-        is retired from routing (:meth:`sim.training.flow.Flow.retire`)."""
+        is retired from routing (:meth:`sim.training.flow.ReplicaFlow.retire`)."""
         c = system.config
         if c.notice <= 0:
             return

@@ -23,10 +23,10 @@ MIXED_64 = "RTX-3090:8x3,RTX-2080:8x3,Titan-RTX:8x2"
 def bench_planner(repeats: int = 1, global_batch_size: int = 256, top: int = 10,
                   nodes: str = MIXED_64) -> dict[str, Any]:
     """The best of ``repeats`` searches: CPU seconds, plans ranked, cuts made, plans per second."""
+    from ..planner import PlanRequest, search_plans
+    from ..planner.fleets import parse_nodes
+    from ..planner.models import ProfilePlanModel
     from ..profiles import load_profiles
-    from . import PlanRequest, search_plans
-    from .fleets import parse_nodes
-    from .models import ProfilePlanModel
 
     profiles = load_profiles(models=("OPT-350",))
     model = profiles.model("OPT-350")

@@ -16,16 +16,15 @@ import dataclasses
 import json
 import subprocess
 import sys
-import time
-
-import simpy
 
 from ..rng import Streams
-from .config import TrainingConfig
-from .system import TrainingSystem
+from ..training.config import TrainingConfig
+from ..training.system import TrainingSystem
+from .timing import _cpu_clock as _cpu
+from .timing import bench_simpy
 
 __all__ = ["BENCH_CONFIG", "SCALE_CONFIG", "bare_timeouts_per_second", "measure_pass_rate",
-           "measure_compiled_pass_rate", "measure_scale"]
+           "measure_compiled_pass_rate", "measure_scale", "bench_training"]
 
 #: 48 stages x 8 replicas (384 workers of availability 0.9, outages of mean 50
 #: forward times), SWARM steps of 512 microbatches (a contended pipeline: more
@@ -39,27 +38,9 @@ BENCH_CONFIG = TrainingConfig(
 )
 
 
-def _cpu() -> float:
-    return time.process_time()
-
-
 def bare_timeouts_per_second(events: int = 200_000, repeats: int = 3) -> float:
-    """Timeouts per CPU second of one bare SimPy process (best of ``repeats``)."""
-    best = 0.0
-    for _ in range(repeats):
-        env = simpy.Environment()
-
-        def loop(timeout=env.timeout):
-            for _ in range(events):
-                yield timeout(1.0)
-
-        env.process(loop())
-        t0 = _cpu()
-        env.run()
-        dt = _cpu() - t0
-        if dt > 0:
-            best = max(best, events / dt)
-    return best
+    """Timeouts per CPU second of one bare SimPy process (best of ``repeats``: the yardstick)."""
+    return bench_simpy(events, repeats)["simpy_timeouts_per_s"]
 
 
 def measure_pass_rate(config: TrainingConfig = BENCH_CONFIG, *, seed: int = 0,
@@ -118,7 +99,7 @@ def measure_compiled_pass_rate(config: TrainingConfig = BENCH_CONFIG, *, seed: i
         ``compiled_training_passes`` and ``compiled_training_lost_passes`` (of the best run).
     """
     from ..rng import Streams
-    from .compiled import compiled_training_model
+    from ..training.compiled import compiled_training_model
 
     compiled_training_model(WARM_UP, Streams(seed))
     best, passes, lost = 0.0, 0.0, 0.0
@@ -135,7 +116,7 @@ def measure_compiled_pass_rate(config: TrainingConfig = BENCH_CONFIG, *, seed: i
 _SCALE_SCRIPT = """
 import json, resource, sys, time
 from sim.rng import Streams
-from sim.training.bench import SCALE_CONFIG, WARM_UP
+from sim.bench.training import SCALE_CONFIG, WARM_UP
 from sim.training.compiled import compiled_training_model
 import dataclasses
 cfg = dataclasses.replace(SCALE_CONFIG, steps=int(sys.argv[1]))
@@ -178,3 +159,27 @@ def measure_scale(steps: int = SCALE_CONFIG.steps) -> dict[str, float]:
             "training_scale_passes_per_s": r["passes"] / r["cpu_seconds"],
             "training_scale_peak_mib": r["peak_mib"],
             "training_scale_lost_passes": r["lost_passes"]}
+
+
+# --------------------------------------------------------------------------- (k) training
+
+
+def bench_training(repeats: int = 2, scale_steps: int = 10_000) -> dict[str, float]:
+    """Passes per second of the contended training DES and compiled engine, and the scale point.
+
+    The DES's rate is divided by the yardstick (``training_passes_per_timeout``);
+    the compiled engine's is absolute (:func:`measure_compiled_pass_rate`),
+    with the scale point of :func:`measure_scale` (``scale_steps``
+    steps). Without numba the compiled figures are absent.
+    """
+    from ..training.compiled import HAVE_NUMBA
+
+    res = measure_pass_rate(repeats=repeats)
+    res.pop("simpy_timeouts_per_s", None)  # the suite's own yardstick divides
+    res.pop("training_passes_per_bare_timeout", None)
+    if HAVE_NUMBA:
+        res.update(measure_compiled_pass_rate(repeats=repeats + 1))
+        res["compiled_training_vs_des"] = (res["compiled_training_passes_per_s"]
+                                           / res["training_passes_per_s"])
+        res.update(measure_scale(scale_steps))
+    return res

@@ -16,21 +16,18 @@
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
 
+from .timing import _cpu_clock as _cpu
+
 __all__ = ["bench_network", "bench_flows", "bench_contention_cost", "tree_flows"]
-
-
-def _cpu() -> float:
-    return time.process_time()
 
 
 def tree_flows(flows: int, racks: int, hosts: int, seed: int) -> tuple[Any, list[tuple]]:
     """The bench's network (a tree, equal route latencies) and its staggered flows."""
-    from .topology import build_network
+    from ..network.topology import build_network
 
     net = build_network(f"tree:racks={racks},hosts={hosts},host_latency=0.05,uplink_latency=0")
     n = racks * hosts
@@ -45,9 +42,9 @@ def tree_flows(flows: int, racks: int, hosts: int, seed: int) -> tuple[Any, list
 def bench_flows(flows: int = 10_000, racks: int = 40, hosts: int = 25, repeats: int = 2,
                 seed: int = 7, simgrid: bool = True) -> dict[str, Any]:
     """Flows per second of dtsim and SimGrid on the same flow set (see the module docstring)."""
-    from .flows import _as_flows, flow_arrays, simulate_flows
-    from .kernel import HAVE_NUMBA, run_flows
-    from .simgrid import simgrid_available, simgrid_finish_times
+    from ..network.flows import _as_flows, flow_arrays, simulate_flows
+    from ..network.kernel import HAVE_NUMBA, run_flows
+    from ..network.simgrid import simgrid_available, simgrid_finish_times
 
     net, rows = tree_flows(flows, racks, hosts, seed)
     fl = _as_flows(rows)

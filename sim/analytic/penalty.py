@@ -2,7 +2,10 @@
 
 One value object, :class:`SkipPenalty`, validates the law once and evaluates
 it for the simulation (:meth:`SkipPenalty.table`, Python floats, one per
-``k``) and for the closed forms (:meth:`SkipPenalty.weights`, a numpy array).
+``k``; :func:`quality_table` for a config's fields) and for the closed forms
+(:meth:`SkipPenalty.weights`, a numpy array). Study A's pipeline
+(:mod:`sim.pipeline`), the training pipeline (:mod:`sim.training`) and the
+closed forms of :mod:`sim.analytic.pipeline` all take it from here.
 The two evaluations of the multiplicative law are kept apart on purpose:
 numpy's vectorised ``power`` and Python's ``float.__pow__`` differ in the last
 bit for some ``(kappa, k)`` on SIMD builds of numpy, and each path is the one
@@ -18,7 +21,7 @@ import numpy as np
 
 from ..errors import ConfigError, check, check_choice, check_probability
 
-__all__ = ["PENALTIES", "SkipPenalty"]
+__all__ = ["PENALTIES", "SkipPenalty", "quality_table"]
 
 #: The named penalty laws.
 PENALTIES = ("multiplicative", "additive")
@@ -106,3 +109,22 @@ class SkipPenalty:
         if self.form == "multiplicative":
             return (1.0 - self.kappa) ** kf
         return np.maximum(0.0, 1.0 - self.kappa * kf)
+
+
+def quality_table(stages: int, skip_penalty: float,
+                  penalty: str | Callable[[int], float] = "multiplicative") -> tuple[float, ...]:
+    """Quality kept by a microbatch that skipped ``k`` stages, for ``k = 0..stages``.
+
+    Parameters
+    ----------
+    stages : int
+    skip_penalty : float
+        ``kappa`` in [0, 1].
+    penalty : {"multiplicative", "additive"} or callable
+        See :class:`SkipPenalty`.
+
+    Returns
+    -------
+    tuple of float
+    """
+    return SkipPenalty(skip_penalty, penalty).table(stages)

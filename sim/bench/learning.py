@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import check_int, check_positive
 from ..rng import Streams
 
-__all__ = ["bench_async_training"]
+__all__ = ["bench_async_training", "bench_gossip_training"]
 
 
 def bench_async_training(nodes: int = 200, horizon: int = 20, dim: int = 10,
@@ -48,9 +48,9 @@ def bench_async_training(nodes: int = 200, horizon: int = 20, dim: int = 10,
         ``async_training_us_per_local_step_net`` (the difference per step).
     """
     from ..gossip import GossipConfig, GossipSystem
-    from .config import LearningConfig
-    from .model import TrainingConfig, training_objective
-    from .update import LocalSGD
+    from ..learning.config import LearningConfig
+    from ..learning.model import GossipTrainingConfig, training_objective
+    from ..learning.update import LocalSGD
 
     n = check_int("nodes", nodes, low=2)
     T = check_int("horizon", horizon, low=1)
@@ -59,7 +59,7 @@ def bench_async_training(nodes: int = 200, horizon: int = 20, dim: int = 10,
                      dim=check_int("dim", dim, low=1), engine=engine)
     lc = LearningConfig(objective="quadratic", lr=0.1, local_steps=1, grad_noise=0.1,
                         curvature_spread=0.5, step_time=(st,))
-    cfg = TrainingConfig(g, lc)
+    cfg = GossipTrainingConfig(g, lc)
     obj = training_objective(cfg)
 
     def once(lr: float, k: int) -> tuple[float, int, int]:
@@ -80,3 +80,25 @@ def bench_async_training(nodes: int = 200, horizon: int = 20, dim: int = 10,
         "async_plain_s": plain,
         "async_training_us_per_local_step_net": 1e6 * (secs - plain) / max(steps, 1),
     }
+
+
+# --------------------------------------------------------------------------- (l) gossip training
+
+
+def bench_gossip_training(repeats: int = 2) -> dict[str, float]:
+    """CPU cost per local step of async gossip training (:func:`bench_async_training`).
+
+    The SimPy engine's figures, and the compiled engine's with the prefix
+    ``async_training_compiled_`` (when numba is installed).
+    """
+    from ..gossip.compiled import HAVE_NUMBA
+
+    out = {k: v for k, v in bench_async_training(repeats=repeats, engine="des").items()
+           if isinstance(v, (int, float))}
+    if HAVE_NUMBA:
+        bench_async_training(nodes=10, horizon=1, dim=2, repeats=1, engine="compiled")  # compile
+        comp = bench_async_training(repeats=repeats, engine="compiled")
+        out.update({k.replace("async_training_", "async_training_compiled_"): v
+                    for k, v in comp.items() if isinstance(v, (int, float))
+                    and k.startswith("async_training_")})
+    return out

@@ -1,0 +1,712 @@
+"""Exact references for DiLoCo across zones: outer syncs, fragments, overlap, payloads.
+
+A DiLoCo run has ``M`` groups (zones). Each group takes inner steps of time
+``T`` on its own (its pipeline and its data-parallel sync inside the zone);
+every ``H`` inner steps the groups all-reduce their pseudo-gradients (the
+change of the parameters since the last outer step) across the WAN tier and
+take an outer step [DiLoCo]_. Streaming DiLoCo [Streaming]_ cuts the model
+into ``P`` fragments and synchronises one fragment every ``H / P`` inner steps,
+lets the sync of a fragment run beside ``TAU`` further inner steps before it is
+applied, and sends the pseudo-gradients at low precision (4 bits).
+INTELLECT-1 [INTELLECT1]_ trained a 10B model so, across three continents,
+with an int8 outer all-reduce.
+
+What dtsim takes as the time of each piece (the DES of
+:mod:`sim.training.outer` runs the same rules event by event):
+
+* the payload of a pseudo-gradient of ``S`` (sizes given at ``value_bits``
+  bits a value, 16 by default) sent at ``bits`` bits a value is
+  ``S bits / value_bits`` (:func:`payload_size`); a top-k fraction ``F`` sends
+  ``F S`` values, each with a 32-bit index beside it, so ``F S (bits + 32) /
+  value_bits`` (the coordinate format of sparse all-reduce [SparCML]_);
+* a dense payload ``p`` is all-reduced by a ring among the ``M`` groups:
+  ``2 (M - 1) (l + p / (M B))`` [Ring]_ (:func:`sim.analytic.network.ring_allreduce_time`);
+  a sparse (top-k) payload cannot be summed in place along a ring (the sum of
+  sparse vectors fills in), so it is all-gathered: ``(M - 1) (l + p_k / B)``
+  [SparCML]_ (:func:`sim.analytic.network.ring_allgather_time`, the all-gather
+  half of the same ring law);
+* with ``g`` nodes per group holding the same parameters (the group's
+  data-parallel replicas after their inner sync), the sync is hierarchical
+  (:func:`outer_sync_time`): node ``i`` of every group all-reduces shard ``i``
+  (``p / g``) with its counterparts across the WAN (``g`` rings at once, each
+  through its own node's link), then each group all-gathers its ``g`` averaged
+  shards inside the zone: ``(g - 1) (l_in + p / (g B_in))`` (the two-level
+  scheme of [Hier]_, without its first intra-group reduce, which DiLoCo's inner
+  sync has already done);
+* fragment ``p`` of a model of ``L`` stages is a set of its layers
+  (:func:`fragment_sizes`): ``sequential`` takes consecutive layers,
+  ``strided`` every ``P``-th layer [Streaming]_;
+* fragment ``p`` is synchronised after the inner steps
+  ``t = (p + 1) H / P + k H <= N`` (:func:`sync_schedule`); at the end of
+  a step a group first waits for the syncs due at that step (launched
+  ``TAU`` steps before) and applies them, then reports the syncs launched at
+  that step; a sync starts when every group has reported (a barrier) and,
+  with ``TAU = 0``, the groups wait for it before their next step. Syncs
+  still running after step ``N`` are waited for at the end.
+
+References
+----------
+.. [DiLoCo] A. Douillard, Q. Feng, A. A. Rusu, R. Chhaparia, Y. Donchev,
+   A. Kuncoro, M. Ranzato, A. Szlam, J. Shen, "DiLoCo: distributed
+   low-communication training of language models", arXiv:2311.08105, 2023.
+.. [Streaming] A. Douillard et al., "Streaming DiLoCo with overlapping
+   communication: towards a distributed free lunch", arXiv:2501.18512, 2025.
+.. [INTELLECT1] S. Jaghouar et al. (Prime Intellect), "INTELLECT-1 technical
+   report", arXiv:2412.01152, 2024.
+.. [DTFM] B. Yuan et al., "Decentralized training of foundation models in
+   heterogeneous environments", NeurIPS 2022 (arXiv:2206.01288).
+.. [Ring] P. Patarasuk and X. Yuan, "Bandwidth optimal all-reduce algorithms
+   for clusters of workstations", J. Parallel Distrib. Comput. 69(2), 2009.
+.. [SparCML] C. Renggli, S. Ashkboos, M. Aghagolzadeh, D. Alistarh,
+   T. Hoefler, "SparCML: high-performance sparse communication for machine
+   learning", SC 2019 (sparse vectors as index-value pairs; all-gather when
+   the sum fills in).
+.. [Hier] H. Mikami, H. Suganuma, P. U-chupala, Y. Tanaka, Y. Kageyama,
+   "Massively distributed SGD: ImageNet/ResNet-50 training in a flash",
+   arXiv:1811.05233, 2018 (2D all-reduce: within groups, then across).
+.. [DDP] S. Li et al., "PyTorch
+   Distributed: experiences on accelerating data parallel training",
+   VLDB 2020 (gradient buckets all-reduced while the backward pass runs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import check, check_choice, check_int, check_nonnegative, check_positive
+from .network import ring_allgather_time, ring_allreduce_time, ring_bytes_sent
+
+__all__ = [
+    "ORDERS",
+    "PAYLOAD_BITS",
+    "INDEX_BITS",
+    "payload_size",
+    "ring_allgather_time",
+    "outer_sync_time",
+    "outer_bytes_sent",
+    "fragment_sizes",
+    "sync_schedule",
+    "DilocoTimes",
+    "diloco_times",
+    "diloco_utilisation",
+    "streaming_utilisation",
+    "overlap_backward_exposed",
+    "bandwidth_for_time",
+    "step_clock",
+    "diloco_mean",
+    "LossCurve",
+    "loss_vs_wall_clock",
+]
+
+#: Fragment orders of Streaming DiLoCo: consecutive layers, or every P-th layer.
+ORDERS = ("sequential", "strided")
+#: Payload precisions dtsim models (bits a value).
+PAYLOAD_BITS = (32, 16, 8, 4)
+#: Bits of the index sent beside each value of a top-k payload (coordinate format).
+INDEX_BITS = 32
+
+
+def payload_size(size: float, *, bits: int = 16, value_bits: int = 16,
+                 topk: float | None = None) -> float:
+    """The size a pseudo-gradient of ``size`` takes on the wire.
+
+    Parameters
+    ----------
+    size : float
+        Parameters' size at ``value_bits`` bits a value (size units).
+    bits : int
+        Bits a value is sent at (one of 32, 16, 8, 4; at most ``value_bits``).
+    value_bits : int
+        Bits a value has in ``size`` (default 16: sizes in bf16/fp16).
+    topk : float or None
+        Fraction ``F`` in (0, 1] of the values sent (the largest), each with a
+        32-bit index; None: dense.
+
+    Returns
+    -------
+    float
+        Size units on the wire.
+
+    Notes
+    -----
+    .. math:: p = S \\frac{b}{b_v} \\quad\\text{(dense)}, \\qquad
+              p_k = F S \\frac{b + 32}{b_v} \\quad\\text{(top-k)}
+
+    The index overhead is that of the coordinate (index, value) format of
+    sparse collectives [SparCML]_ with 32-bit indices (enough for
+    :math:`2^{32}` values a tensor shard).
+    """
+    S = check_nonnegative("size", size)
+    vb = check_int("value_bits", value_bits, low=1)
+    b = check_int("bits", bits)
+    check(b in PAYLOAD_BITS, "bits", "one of " + ", ".join(map(str, PAYLOAD_BITS)), bits)
+    check(b <= vb, "bits", f"at most value_bits ({vb})", bits)
+    if topk is None:
+        return S * b / vb
+    F = check_positive("topk", topk)
+    check(F <= 1.0, "topk", "in (0, 1]", topk)
+    return F * S * (b + INDEX_BITS) / vb
+
+
+def outer_sync_time(groups: int, size: float, bandwidth: float, latency: float, *,
+                    bits: int = 16, value_bits: int = 16, topk: float | None = None,
+                    nodes_per_group: int = 1, intra_bandwidth: float | None = None,
+                    intra_latency: float | None = None) -> float:
+    """Time of one outer sync of a pseudo-gradient of ``size`` among ``M`` groups.
+
+    Parameters
+    ----------
+    groups : int
+        ``M`` groups (zones) taking part.
+    size : float
+        The pseudo-gradient (parameters) at ``value_bits`` bits a value.
+    bandwidth, latency : float
+        The WAN tier: each node's bandwidth (per direction) to the next group
+        in the ring, and the latency between ring neighbours.
+    bits, value_bits, topk
+        As :func:`payload_size`.
+    nodes_per_group : int
+        ``g`` nodes of each group holding the same parameters (the group's
+        data-parallel replicas of this stage).
+    intra_bandwidth, intra_latency : float or None
+        Links inside a group (default: the WAN's).
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    Dense, ``p = S b / b_v``:
+
+    .. math:: T = 2 (M - 1) \\left(\\ell + \\frac{p}{g M B}\\right)
+              + (g - 1) \\left(\\ell_{in} + \\frac{p}{g B_{in}}\\right)
+
+    top-k, ``p_k = F S (b + 32) / b_v`` (each node selects its shard's top-k):
+
+    .. math:: T = (M - 1) \\left(\\ell + \\frac{p_k}{g B}\\right)
+              + (g - 1) \\left(\\ell_{in} + \\frac{\\min(M p_k, p)}{g B_{in}}\\right)
+
+    the second term the all-gather of the averaged shards inside each group
+    (the average of ``M`` sparse shards has at most ``M F`` of the values;
+    never more than the dense payload) [Hier]_ [SparCML]_ [Ring]_.
+    """
+    M = check_int("groups", groups, low=1)
+    g = check_int("nodes_per_group", nodes_per_group, low=1)
+    B = check_positive("bandwidth", bandwidth, allow_inf=True)
+    lat = check_nonnegative("latency", latency)
+    Bi = B if intra_bandwidth is None else check_positive("intra_bandwidth", intra_bandwidth,
+                                                          allow_inf=True)
+    li = lat if intra_latency is None else check_nonnegative("intra_latency", intra_latency)
+    dense = payload_size(size, bits=bits, value_bits=value_bits)
+    if topk is None:
+        across = ring_allreduce_time(M, dense / g, B, lat) if M > 1 else 0.0
+        inside = ring_allgather_time(g, dense / g, Bi, li) if M > 1 else 0.0
+        return across + inside
+    pk = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
+    if M == 1:
+        return 0.0
+    return (ring_allgather_time(M, pk / g, B, lat)
+            + ring_allgather_time(g, min(M * pk, dense) / g, Bi, li))
+
+
+def outer_bytes_sent(groups: int, size: float, *, bits: int = 16, value_bits: int = 16,
+                     topk: float | None = None, nodes_per_group: int = 1) -> tuple[float, float]:
+    """Size units each node sends in one outer sync: (over the WAN, inside its group).
+
+    Notes
+    -----
+    A ring all-reduce of ``p`` among ``k`` sends ``2 (k - 1) p / k`` from each
+    participant; an all-gather of blocks ``p`` sends ``(k - 1) p`` [Ring]_. So a
+    node sends :math:`2 (M - 1) p / (g M)` across the WAN (dense) or
+    :math:`(M - 1) p_k / g` (top-k), and :math:`(g - 1) p / g` (resp.
+    :math:`(g - 1) \\min(M p_k, p) / g`) inside its group.
+    """
+    M = check_int("groups", groups, low=1)
+    g = check_int("nodes_per_group", nodes_per_group, low=1)
+    dense = payload_size(size, bits=bits, value_bits=value_bits)
+    if M == 1:
+        return 0.0, 0.0
+    if topk is None:
+        return ring_bytes_sent(M, dense / g), ring_bytes_sent(g, dense / g, gather=True)
+    pk = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
+    return (ring_bytes_sent(M, pk / g, gather=True),
+            ring_bytes_sent(g, min(M * pk, dense) / g, gather=True))
+
+
+def fragment_sizes(stage_sizes: Sequence[float], fragments: int, order: str = "sequential",
+                   layers: int | None = None) -> list[list[float]]:
+    """The part of each stage's parameters in each fragment.
+
+    Parameters
+    ----------
+    stage_sizes : sequence of float
+        Parameters of each of the ``L`` pipeline stages.
+    fragments : int
+        ``P``.
+    order : {"sequential", "strided"}
+        Fragment ``p`` holds the layers ``l`` with ``l // (n / P) == p``
+        (consecutive) or ``l % P == p`` (every ``P``-th) [Streaming]_.
+    layers : int or None
+        ``n`` layers of the model, equal in size within a stage and ``n / L``
+        to a stage (``n`` a multiple of ``L`` and of ``P``); default
+        ``lcm(L, P)``.
+
+    Returns
+    -------
+    list of list of float
+        ``out[p][j]``: the size of stage ``j``'s layers in fragment ``p``.
+    """
+    sizes = [check_nonnegative("param_size", s) for s in stage_sizes]
+    L = len(sizes)
+    check(L >= 1, "stage_sizes", "at least one stage", stage_sizes)
+    P = check_int("fragments", fragments, low=1)
+    check_choice("order", order, ORDERS)
+    n = math.lcm(L, P) if layers is None else check_int("layers", layers, low=1)
+    check(n % L == 0 and n % P == 0, "layers", f"a multiple of the stages ({L}) and of the "
+          f"fragments ({P})", n)
+    per = n // L
+    out = [[0.0] * L for _ in range(P)]
+    for layer in range(n):
+        j = layer // per
+        p = layer // (n // P) if order == "sequential" else layer % P
+        out[p][j] += sizes[j] / per
+    return out
+
+
+def sync_schedule(steps: int, every: int, fragments: int = 1) -> list[tuple[int, int]]:
+    """The ``(step, fragment)`` outer syncs of a run of ``N`` inner steps, in order.
+
+    Notes
+    -----
+    Fragment ``p`` is synchronised after the inner steps
+    :math:`t = (p + 1) H / P + k H \\le N`, so one fragment every ``H / P``
+    steps and each fragment every ``H`` steps [Streaming]_; ``P = 1`` is
+    DiLoCo's sync every ``H`` steps [DiLoCo]_.
+    """
+    N = check_int("steps", steps, low=1)
+    H = check_int("every", every, low=1)
+    P = check_int("fragments", fragments, low=1)
+    check(H % P == 0, "fragments", f"a divisor of every ({H})", P)
+    gap = H // P
+    out = []
+    for t in range(gap, N + 1, gap):
+        out.append((t, (t // gap - 1) % P))
+    return out
+
+
+@dataclass(frozen=True)
+class DilocoTimes:
+    """Wall time of a lockstep DiLoCo run (see :func:`diloco_times`).
+
+    Attributes
+    ----------
+    wall_time : float
+    compute_time : float
+        ``N T_c``: the time the groups spend in their inner steps' compute.
+    exposed : float
+        Wall time not hidden behind inner steps (waiting for outer syncs).
+    overlapping : bool
+        Whether two outer syncs were ever in flight at once (with a network
+        they would share its links, so the recursion is no longer exact).
+    syncs : int
+        Outer syncs run.
+    """
+
+    wall_time: float
+    compute_time: float
+    exposed: float
+    overlapping: bool
+    syncs: int
+
+    @property
+    def compute_utilisation(self) -> float:
+        """``compute_time / wall_time``."""
+        return self.compute_time / self.wall_time if self.wall_time > 0 else math.nan
+
+
+def diloco_times(steps: int, step_time: float, every: int, sync_times: Sequence[float], *,
+                 overlap: int = 0, compute_time: float | None = None) -> DilocoTimes:
+    """Exact wall time of ``M`` groups in lockstep under (streaming) DiLoCo.
+
+    Parameters
+    ----------
+    steps : int
+        ``N`` inner steps of every group.
+    step_time : float
+        ``T``: one inner step (its compute, then its inner sync and optimizer).
+    every : int
+        ``H``.
+    sync_times : sequence of float
+        ``T_f(p)``: the outer sync time of each of the ``P`` fragments
+        (one value: vanilla DiLoCo).
+    overlap : int
+        ``TAU`` inner steps a sync runs beside before it is applied.
+    compute_time : float or None
+        ``T_c``: the compute part of ``T`` (default ``T``).
+
+    Returns
+    -------
+    DilocoTimes
+
+    Notes
+    -----
+    The recursion over the inner steps (groups in lockstep: equal,
+    deterministic steps): after step ``t`` the clock has advanced by ``T``;
+    every sync due at ``t`` (launched at ``t - TAU``) is waited for,
+    :math:`\\tau \\leftarrow \\max(\\tau, f)`; every sync launched at ``t``
+    (:func:`sync_schedule`) starts at :math:`\\tau` and ends at
+    :math:`\\tau + T_f(p)`, waited for at once when ``TAU = 0``. After step ``N``
+    the run waits for every sync still running. With ``TAU = 0`` and ``P = 1``
+    this is :math:`N T + \\lfloor N / H \\rfloor T_{sync}` [DiLoCo]_; each sync
+    hides :math:`\\min(T_f, \\mathrm{TAU}\\, T)` of its time [Streaming]_.
+    Exact when each sync takes its own ``T_f`` whatever else is in flight
+    (each transfer on its own link); ``overlapping`` says whether two syncs were
+    ever in flight at once (when they share links they then take longer).
+    """
+    N = check_int("steps", steps, low=1)
+    T = check_nonnegative("step_time", step_time)
+    H = check_int("every", every, low=1)
+    tf = [check_nonnegative("sync_times", x) for x in sync_times]
+    P = len(tf)
+    check(P >= 1, "sync_times", "one value per fragment", sync_times)
+    tau_steps = check_int("overlap", overlap, low=0)
+    Tc = T if compute_time is None else check_nonnegative("compute_time", compute_time)
+    clock = 0.0
+    pending: dict[int, list[float]] = {}
+    running: list[float] = []  # end times of syncs launched so far
+    overlapping = False
+    n_syncs = 0
+    sched = sync_schedule(N, H, P)
+    by_step: dict[int, list[int]] = {}
+    for t, p in sched:
+        by_step.setdefault(t, []).append(p)
+    for t in range(1, N + 1):
+        clock += T
+        for f in pending.pop(t, []):
+            clock = max(clock, f)
+        for p in by_step.get(t, []):
+            if any(f > clock for f in running):
+                overlapping = True
+            end = clock + tf[p]
+            running.append(end)
+            n_syncs += 1
+            if tau_steps == 0:
+                clock = end
+            else:
+                pending.setdefault(min(t + tau_steps, N + 1), []).append(end)
+    for f in pending.pop(N + 1, []):
+        clock = max(clock, f)
+    return DilocoTimes(wall_time=clock, compute_time=N * Tc, exposed=clock - N * T,
+                       overlapping=overlapping, syncs=n_syncs)
+
+
+def step_clock(steps: int, step_time: float, every: int, sync_times: Sequence[float], *,
+               overlap: int = 0) -> list[float]:
+    """The wall clock at the end of each inner step (and its due syncs), ``N + 1`` values.
+
+    Value ``t`` is when the groups are ready to begin step ``t + 1`` under the
+    recursion of :func:`diloco_times` (``0``: the start; ``N``: the end of the
+    run, every sync waited for). A data-parallel run is ``every = 1`` with its
+    all-reduce as the sync.
+    """
+    N = check_int("steps", steps, low=1)
+    T = check_nonnegative("step_time", step_time)
+    H = check_int("every", every, low=1)
+    tf = [check_nonnegative("sync_times", x) for x in sync_times]
+    tau_steps = check_int("overlap", overlap, low=0)
+    by_step: dict[int, list[int]] = {}
+    for t, p in sync_schedule(N, H, len(tf)):
+        by_step.setdefault(t, []).append(p)
+    clock, out = 0.0, [0.0]
+    pending: dict[int, list[float]] = {}
+    for t in range(1, N + 1):
+        clock += T
+        for f in pending.pop(t, []):
+            clock = max(clock, f)
+        for p in by_step.get(t, []):
+            end = clock + tf[p]
+            if tau_steps == 0:
+                clock = end
+            else:
+                pending.setdefault(min(t + tau_steps, N + 1), []).append(end)
+        if t == N:
+            for f in pending.pop(N + 1, []):
+                clock = max(clock, f)
+        out.append(clock)
+    return out
+
+
+def diloco_utilisation(every: int, step_time: float, sync_time: float) -> float:
+    """Steady-state compute utilisation of vanilla DiLoCo.
+
+    Notes
+    -----
+    .. math:: U = \\frac{H T}{H T + T_{sync}}
+
+    ``H`` inner steps of ``T`` per outer sync of ``T_sync`` [DiLoCo]_
+    (``T`` counted as compute).
+    """
+    H = check_int("every", every, low=1)
+    T = check_nonnegative("step_time", step_time)
+    S = check_nonnegative("sync_time", sync_time)
+    return H * T / (H * T + S) if H * T + S > 0 else math.nan
+
+
+def streaming_utilisation(every: int, step_time: float, sync_times: Sequence[float],
+                          overlap: int = 0) -> float:
+    """Steady-state compute utilisation of Streaming DiLoCo (fragments, overlap).
+
+    Notes
+    -----
+    .. math:: U = \\frac{H T}{H T + \\sum_p \\max(0, T_f(p) - \\mathrm{TAU}\\, T)}
+
+    Per ``H`` inner steps each of the ``P`` fragments is synchronised once;
+    its sync hides behind the ``TAU`` inner steps it runs beside, and only
+    the remainder is exposed [Streaming]_. Exact in steady state when no two
+    syncs are in flight at once (``TAU <= H / P``, or every
+    ``T_f <= (H / P) T``; see :func:`diloco_times`).
+    """
+    H = check_int("every", every, low=1)
+    T = check_nonnegative("step_time", step_time)
+    tau = check_int("overlap", overlap, low=0)
+    exposed = sum(max(0.0, check_nonnegative("sync_times", x) - tau * T) for x in sync_times)
+    return H * T / (H * T + exposed) if H * T + exposed > 0 else math.nan
+
+
+def overlap_backward_exposed(allreduce_time: float, backward_time: float) -> float:
+    """The exposed tail of a gradient all-reduce overlapped with the backward pass.
+
+    Notes
+    -----
+    .. math:: T_{exp} = \\max(0, T_{ar} - T_b)
+
+    Gradient buckets are all-reduced while the backward pass goes on [DDP]_;
+    at best the all-reduce starts with the backward pass and runs at the
+    full rate, so what is left after the backward pass is exposed. A lower
+    bound: buckets become ready only as the backward pass produces them, and
+    the last one is always exposed.
+    """
+    a = check_nonnegative("allreduce_time", allreduce_time)
+    b = check_nonnegative("backward_time", backward_time)
+    return max(0.0, a - b)
+
+
+def bandwidth_for_time(budget: float, groups: int, size: float, latency: float, *,
+                       bits: int = 16, value_bits: int = 16, topk: float | None = None
+                       ) -> float:
+    """The least WAN bandwidth for which one outer sync of ``size`` takes at most ``budget``.
+
+    Returns
+    -------
+    float
+        ``inf`` when the latency alone exceeds the budget; 0 when nothing moves.
+
+    Notes
+    -----
+    The sync time of :func:`outer_sync_time` (one node a group) is
+    :math:`a + b / B` with :math:`a = 2 (M-1) \\ell`, :math:`b = 2 (M-1) p / M`
+    (dense) or :math:`a = (M-1) \\ell`, :math:`b = (M-1) p_k` (top-k), so
+    :math:`B = b / (\\text{budget} - a)`.
+    """
+    X = check_nonnegative("budget", budget)
+    M = check_int("groups", groups, low=1)
+    lat = check_nonnegative("latency", latency)
+    if M == 1:
+        return 0.0
+    if topk is None:
+        p = payload_size(size, bits=bits, value_bits=value_bits)
+        a, b = 2.0 * (M - 1) * lat, 2.0 * (M - 1) * p / M
+    else:
+        p = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
+        a, b = (M - 1) * lat, (M - 1) * p
+    if b == 0:
+        return 0.0
+    return b / (X - a) if X > a else math.inf
+
+
+# --------------------------------------------------------------------------- learning
+
+
+def _coordinate_fragments(d: int, fragments: int, order: str) -> list[np.ndarray]:
+    """Coordinates of each fragment: ``d`` coordinates as ``d`` layers of equal size."""
+    check(d % fragments == 0, "fragments", f"a divisor of the dimension ({d})", fragments)
+    idx = np.arange(d)
+    if order == "sequential":
+        return [idx[p * d // fragments:(p + 1) * d // fragments] for p in range(fragments)]
+    return [idx[p::fragments] for p in range(fragments)]
+
+
+def diloco_mean(curvature: Any, optimum: Any, lr: float, steps: int, every: int, *,
+                fragments: int = 1, order: str = "sequential", overlap: int = 0,
+                mixing: float = 0.5, outer_lr: float = 1.0, x0: Any = 0.0) -> np.ndarray:
+    """Exact expected global parameters of (streaming) DiLoCo on separable quadratics.
+
+    Parameters
+    ----------
+    curvature, optimum : array_like, shape (M, d)
+        Group ``i``'s quadratic :math:`f_i(x) = \\frac12 \\sum_k a_{ik} (x_k - c_{ik})^2`.
+    lr : float
+        Inner step size ``eta`` (``eta a < 2``); gradient noise of mean zero
+        does not enter the first moment.
+    steps, every : int
+        ``N`` inner steps, ``H``.
+    fragments, order : int, str
+        ``P`` fragments of the ``d`` coordinates (``P`` dividing ``d``):
+        consecutive or every ``P``-th coordinate (:func:`fragment_sizes` with
+        one coordinate a layer).
+    overlap : int
+        ``TAU``: a fragment's outer step is applied ``TAU`` inner steps after
+        its pseudo-gradient was taken.
+    mixing : float
+        ``alpha`` in [0, 1): with ``TAU > 0`` each group's fragment becomes
+        ``alpha x + (1 - alpha) theta`` when the outer step lands (Streaming
+        DiLoCo's merge, 0.5 in its experiments); with ``TAU = 0`` it is
+        replaced (DiLoCo).
+    outer_lr : float
+        ``mu``: the outer step :math:`\\theta \\leftarrow \\theta - \\mu \\bar\\Delta`
+        (outer SGD; ``mu = 1``: plain averaging, local SGD).
+    x0 : float or array_like, shape (d,)
+        The initial model.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N + 1, d)
+        :math:`E[\\theta_t]` after each inner step (row 0: the start).
+
+    Notes
+    -----
+    Every inner step is affine in the parameters,
+    :math:`x_i \\leftarrow x_i - \\eta a_i (x_i - c_i)`, and so are the outer
+    step and the merge; the expectation passes through them, so the recursion
+    of the means is exact. Fragment ``p``'s pseudo-gradient is taken after the
+    steps of :func:`sync_schedule`, :math:`\\Delta_i = \\theta_p - x_{i,p}`, and
+    applied ``TAU`` steps later (after step ``N`` at the latest). With ``P = 1``,
+    ``TAU = 0`` and ``mu = 1`` this is local SGD's round (H local steps, then the
+    exact mean; :func:`sim.analytic.learning.training_mean` with protocol
+    ``allreduce``), whose fixed point is
+    :func:`sim.analytic.learning.diloco_fixed_point`; ``H = 1`` is gradient
+    descent on the mean objective (data parallelism) [DiLoCo]_ [Streaming]_.
+    """
+    from .learning import check_step_size
+
+    a = np.asarray(curvature, dtype=float)
+    c = np.asarray(optimum, dtype=float)
+    if a.ndim == 1:
+        a, c = a[:, None], c[:, None]
+    check(a.ndim == 2 and a.shape == c.shape, "optimum", f"an array of shape {a.shape}",
+          c.shape)
+    check(bool(np.all(a > 0)), "curvature", "> 0", float(a.min()))
+    eta = check_nonnegative("lr", lr)
+    check_step_size(a, eta)
+    N = check_int("steps", steps, low=1)
+    H = check_int("every", every, low=1)
+    P = check_int("fragments", fragments, low=1)
+    check_choice("order", order, ORDERS)
+    tau = check_int("overlap", overlap, low=0)
+    alpha = float(mixing)
+    check(0.0 <= alpha < 1.0, "mixing", "in [0, 1)", mixing)
+    mu = check_nonnegative("outer_lr", outer_lr)
+    M, d = a.shape
+    frags = _coordinate_fragments(d, P, order)
+    theta = np.broadcast_to(np.asarray(x0, dtype=float), (d,)).astype(float).copy()
+    x = np.tile(theta, (M, 1))
+    by_step: dict[int, list[int]] = {}
+    for t, p in sync_schedule(N, H, P):
+        by_step.setdefault(t, []).append(p)
+    pending: dict[int, list[tuple[int, np.ndarray]]] = {}
+    out = np.empty((N + 1, d))
+    out[0] = theta
+    step = 1.0 - eta * a
+
+    def apply(p: int, delta: np.ndarray) -> None:
+        cols = frags[p]
+        theta[cols] -= mu * delta
+        if tau == 0:
+            x[:, cols] = theta[cols]
+        else:
+            x[:, cols] = alpha * x[:, cols] + (1.0 - alpha) * theta[cols]
+
+    for t in range(1, N + 1):
+        x = step * x + eta * a * c
+        for p, delta in pending.pop(t, []):
+            apply(p, delta)
+        for p in by_step.get(t, []):
+            cols = frags[p]
+            delta = (theta[cols] - x[:, cols]).mean(axis=0)
+            if tau == 0:
+                apply(p, delta)
+            else:
+                pending.setdefault(min(t + tau, N + 1), []).append((p, delta))
+        if t == N:
+            for p, delta in pending.pop(N + 1, []):
+                apply(p, delta)
+        out[t] = theta
+    return out
+
+
+@dataclass(frozen=True)
+class LossCurve:
+    """Loss of the global model against wall clock (see :func:`loss_vs_wall_clock`).
+
+    Attributes
+    ----------
+    time, loss : tuple of float
+        After each inner step (``N + 1`` values, the start first).
+    """
+
+    time: tuple[float, ...]
+    loss: tuple[float, ...]
+
+    def time_to(self, target: float) -> float:
+        """The first wall clock at which the loss is at most ``target`` (inf: never)."""
+        for t, v in zip(self.time, self.loss, strict=True):
+            if v <= target:
+                return t
+        return math.inf
+
+
+def loss_vs_wall_clock(curvature: Any, optimum: Any, lr: float, steps: int, every: int,
+                       step_time: float, sync_times: Sequence[float], *, overlap: int = 0,
+                       order: str = "sequential", mixing: float = 0.5, outer_lr: float = 1.0,
+                       x0: Any = 0.0) -> LossCurve:
+    """The time model joined to the learning model: loss of the global model against wall clock.
+
+    Parameters
+    ----------
+    curvature, optimum, lr, steps, every, overlap, order, mixing, outer_lr, x0
+        As :func:`diloco_mean` (one fragment per entry of ``sync_times``).
+    step_time, sync_times
+        As :func:`step_clock`: the inner step and each fragment's sync time.
+
+    Returns
+    -------
+    LossCurve
+        ``loss[t] = F(E[theta_t]) - F(x*)`` with :math:`F = \\frac1M \\sum_i f_i`
+        and :math:`x^*` its minimiser (:func:`sim.analytic.learning.honest_optimum`),
+        at ``time[t]`` of :func:`step_clock`.
+
+    Notes
+    -----
+    :math:`F(\\theta) - F(x^*) = \\sum_k \\frac{\\bar a_k}{2} (\\theta_k - x^*_k)^2`
+    (``abar`` the mean curvature), evaluated at the exact mean of the
+    parameters; with gradient noise it is the loss of the mean, not the mean
+    loss.
+    """
+    from .learning import honest_optimum
+
+    means = diloco_mean(curvature, optimum, lr, steps, every, fragments=len(sync_times),
+                        order=order, overlap=overlap, mixing=mixing, outer_lr=outer_lr, x0=x0)
+    a = np.asarray(curvature, dtype=float)
+    if a.ndim == 1:
+        a = a[:, None]
+    xs = honest_optimum(curvature, optimum)
+    abar = a.mean(axis=0)
+    loss = (0.5 * abar * (means - xs) ** 2).sum(axis=1)
+    clock = step_clock(steps, step_time, every, sync_times, overlap=overlap)
+    return LossCurve(tuple(float(t) for t in clock), tuple(float(v) for v in loss))

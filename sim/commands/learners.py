@@ -1,0 +1,123 @@
+"""``dtsim learners``: DiLoCo's outer loop over learners of many chips (the event-aggregated
+engine of :mod:`sim.training.learners`): goodput under per-chip failures at scale."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import resource
+import time
+from typing import Any
+
+from ..errors import SimulationError
+from ..results import summarize
+from ..runner import replicate
+from ..training.learners import LEARNER_METRICS, STEP_LAWS, LearnersConfig, learners_model
+from ._common import add_run_options, emit_json, print_table
+from ._units import (
+    LEARNERS_UNITS,
+    RATE_HELP,
+    SIZE_HELP,
+    TIME_HELP,
+    RateOption,
+    SizeOption,
+    TimeOption,
+    check_learners,
+    given_line,
+    units_object,
+)
+
+NAME = "learners"
+HELP = ("DiLoCo learners of many chips under per-chip failures: goodput at scale "
+        "(event-aggregated engine, 10^6 chips in minutes)")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = LearnersConfig()
+    a = p.add_argument
+    a("--learners", type=int, default=d.learners, help=f"learners M (default {d.learners})")
+    a("--chips", type=int, default=d.chips,
+      help=f"chips a learner (all needed; default {d.chips})")
+    a("--step-time", type=float, default=d.step_time, help="an inner step (time units; default 1)")
+    a("--step-time-distribution", default=d.step_time_distribution,
+      help="law of a step's time (mean --step-time): " + ", ".join(STEP_LAWS))
+    a("--step-time-shape", type=float, default=d.step_time_shape,
+      help="lognormal sigma of a step's time (default 0.5)")
+    a("--every", type=int, default=d.every, help=f"inner steps H an outer step (default {d.every})")
+    a("--steps", type=int, default=d.steps, help=f"inner steps N, a multiple of H (default {d.steps})")
+    a("--quorum", type=int, default=None, metavar="K",
+      help="an outer step goes on once K learners reported and either all members have or "
+           "--grace passed (default: synchronous)")
+    a("--grace", type=float, default=0.0, metavar="W", help="the grace window (with --quorum)")
+    a("--size", action=SizeOption, default=d.size, metavar="SIZE",
+      help=f"model parameters: {SIZE_HELP} (default 0)")
+    a("--bandwidth", action=RateOption, default=d.bandwidth, metavar="RATE",
+      help=f"a learner's WAN bandwidth: {RATE_HELP} (default inf)")
+    a("--latency", action=TimeOption, default=d.latency, metavar="TIME",
+      help=f"latency between learners: {TIME_HELP} (default 0)")
+    a("--bits", type=int, default=d.bits, help="payload bits a value (32, 16, 8, 4)")
+    a("--value-bits", type=int, default=d.value_bits, help="bits a value has in --size (16)")
+    a("--topk", type=float, default=None, help="top-k fraction sent (32-bit indices)")
+    a("--mtbf", type=float, default=d.mtbf, help="a chip's mean time to failure (default inf)")
+    a("--replace-time", type=float, default=d.replace_time,
+      help="a failed chip's replacement time")
+    a("--chip-download", type=float, default=d.chip_download,
+      help="a replaced chip's weight fetch time")
+    a("--max-time", type=float, default=math.inf, help="stop a replication here")
+    add_run_options(p, replications=5)
+
+
+def _config_from_args(args: argparse.Namespace) -> LearnersConfig:
+    """Every option validated into a :class:`LearnersConfig` (before any simulation)."""
+    return LearnersConfig(
+        learners=args.learners, chips=args.chips, step_time=args.step_time,
+        step_time_distribution=args.step_time_distribution, step_time_shape=args.step_time_shape,
+        every=args.every, steps=args.steps, quorum=args.quorum, grace=args.grace, size=args.size,
+        bandwidth=args.bandwidth, latency=args.latency, bits=args.bits,
+        value_bits=args.value_bits, topk=args.topk, mtbf=args.mtbf,
+        replace_time=args.replace_time, chip_download=args.chip_download,
+        max_time=args.max_time)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import check_int
+
+    check_int("replications", args.replications, low=1)
+    cfg = _config_from_args(args)
+    check_learners(args)
+    w0, c0 = time.perf_counter(), time.process_time()
+    records = replicate(learners_model, cfg, replications=args.replications, seed=args.seed,
+                        executor=args.executor, workers=args.workers)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    failure = SimulationError.from_records(records)
+    if failure is not None:
+        raise failure
+    est = summarize(records, list(LEARNER_METRICS), lower=0.0)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out: dict[str, Any] = {k: est[k].mean for k in LEARNER_METRICS}
+    out.update({f"{k}_ci": est[k] for k in ("goodput_fraction", "compute_utilisation",
+                                             "training_time")})
+    out.update(chips=cfg.learners * cfg.chips, replications=args.replications, seed=args.seed,
+               run_seconds=wall, run_cpu_seconds=cpu, run_peak_rss_mib=peak,
+               synchronisation="synchronous" if cfg.quorum is None else
+               f"quorum {cfg.quorum}, grace {cfg.grace:g}")
+    if args.json:
+        out["units"] = units_object(LEARNERS_UNITS, args)
+        emit_json(out)
+        return 0
+    print(f"{cfg.learners} learners x {cfg.chips} chips = {cfg.learners * cfg.chips:g} chips, "
+          f"H={cfg.every}, N={cfg.steps}, {out['synchronisation']}; {args.replications} "
+          f"replications, seed {args.seed}")
+    line = given_line(args)
+    if line is not None:
+        print(line)
+    rows = [(label, str(est[key])) for label, key in (
+        ("goodput (merged chip compute / chip time)", "goodput_fraction"),
+        ("compute utilisation (fraction of wall time)", "compute_utilisation"),
+        ("time to train (time units)", "training_time"),
+        ("outer steps", "outer_syncs"), ("chip failures", "failures"),
+        ("model downloads", "outer_downloads"), ("late merges", "late_merges"),
+        ("work lost (chip-time)", "lost_outer_work"), ("events", "events"))]
+    print_table(rows, ("quantity", "mean (95% CI)"))
+    print(f"ran in {wall:.3g} s wall, {cpu:.3g} s CPU, peak resident memory {peak:.0f} MiB")
+    return 0

@@ -1,0 +1,568 @@
+"""The learners engine: DiLoCo's outer loop at the scale of millions of chips, event-aggregated.
+
+The training DES (:mod:`sim.training.outer`) runs every pass of every
+replica; at 10^6 chips that is out of reach. This engine keeps the rules of
+the DES's round mode (vanilla DiLoCo, failures, quorum and grace window; the
+module docstring of :mod:`sim.training.outer`) but aggregates what a learner
+(a group) does:
+
+* **Chips.** Learner ``g`` has ``n`` chips; each present chip fails after an
+  exponential time of mean ``mtbf`` (the training DES's spot model), is
+  replaced ``replace_time`` later, then fetches its weights for
+  ``chip_download`` (a failure meanwhile restarts its repair); the learner is
+  up while every chip is live. By memorylessness the time to the learner's
+  next chip failure is exponential of rate ``(n - b) / mtbf``, ``b`` the chips
+  in replacement (the minimum of the present chips' clocks); it is drawn
+  again whenever ``b`` changes, so the process is exact however many chips
+  are down at once; the failed chip is a downloading one with probability
+  (downloading) / (present). The events are failures and repair ends, never
+  per chip.
+* **Steps.** A learner's ``H`` inner steps of a round are one event: their
+  end ``H T`` after the round's start (deterministic ``T``), or the sum of
+  ``H`` draws of the step-time law. A failure loses the steps since the
+  learner's last merge (those completed count as compute, as in the DES).
+* **Outer steps**, **downloads**, **joiners** and **late merges**: exactly
+  the DES's rules, with the sync time of :func:`sim.analytic.diloco.outer_sync_time`
+  for the learners in the ring and the model download ``latency + size / bandwidth``.
+
+Same metrics as the DES where they mean the same (``training_time``,
+``finished``, ``goodput_fraction``: merged compute over chip time;
+``compute_utilisation``: inner-step compute over wall time, mean over chips,
+``outer_syncs``, ``outer_downloads``, ``late_merges``, ``lost_outer_work`` in
+chip-time), plus ``failures`` and ``events``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..analytic import diloco as AD
+from ..errors import check, check_choice, check_int, check_nonnegative, check_positive
+from ..rng import Streams
+
+__all__ = ["LearnersConfig", "learners_model", "LEARNER_METRICS", "STEP_LAWS"]
+
+#: Metrics of one replication of :func:`learners_model`.
+LEARNER_METRICS = ("training_time", "finished", "goodput_fraction", "compute_utilisation",
+                   "outer_syncs", "outer_downloads", "late_merges", "lost_outer_work",
+                   "failures", "events")
+#: Laws of an inner step's time (mean ``step_time``).
+STEP_LAWS = ("deterministic", "exponential", "lognormal")
+
+
+@dataclass(frozen=True)
+class LearnersConfig:
+    """Learners of many chips under DiLoCo's outer loop (validated on construction; values).
+
+    Parameters
+    ----------
+    learners : int
+        ``M`` learners (groups).
+    chips : int
+        ``n`` chips a learner (all needed: a chip failure stops the learner).
+    step_time : float
+        ``T``: one inner step (time units).
+    step_time_distribution : {"deterministic", "exponential", "lognormal"}
+        Law of a step's time, mean ``T`` (lognormal: sigma ``step_time_shape``).
+    step_time_shape : float
+    every, steps : int
+        ``H`` and ``N`` (a multiple of ``H``): the run ends after ``N / H``
+        outer steps.
+    quorum : int or None
+        ``K`` (None: synchronous).
+    grace : float
+        ``W`` with ``quorum``.
+    size, bandwidth, latency : float
+        The model's parameters (``value_bits`` a value), the WAN bandwidth of
+        a learner and the latency between learners: the ring's sync time and
+        the download ``latency + size / bandwidth``.
+    bits, value_bits, topk
+        The payload (:func:`sim.analytic.diloco.payload_size`).
+    mtbf : float
+        Mean time to failure of a chip (inf: never).
+    replace_time, chip_download : float
+        A failed chip's replacement, then its weight fetch.
+    max_time : float
+        Stop here if not done.
+    """
+
+    learners: int = 4
+    chips: int = 1
+    step_time: float = 1.0
+    step_time_distribution: str = "deterministic"
+    step_time_shape: float = 0.5
+    every: int = 100
+    steps: int = 1000
+    quorum: int | None = None
+    grace: float = 0.0
+    size: float = 0.0
+    bandwidth: float = math.inf
+    latency: float = 0.0
+    bits: int = 16
+    value_bits: int = 16
+    topk: float | None = None
+    mtbf: float = math.inf
+    replace_time: float = 0.0
+    chip_download: float = 0.0
+    max_time: float = math.inf
+
+    def __post_init__(self) -> None:
+        M = check_int("learners", self.learners, low=1)
+        check_int("chips", self.chips, low=1)
+        check_positive("step_time", self.step_time)
+        check_choice("step_time_distribution", self.step_time_distribution, STEP_LAWS)
+        check_positive("step_time_shape", self.step_time_shape)
+        H = check_int("every", self.every, low=1)
+        N = check_int("steps", self.steps, low=1)
+        check(N % H == 0, "steps", f"a multiple of every ({H})", N)
+        if self.quorum is not None:
+            check_int("quorum", self.quorum, low=1, high=M)
+        check_nonnegative("grace", self.grace)
+        check(math.isfinite(self.grace), "grace", "finite", self.grace)
+        check(self.quorum is not None or self.grace == 0, "grace", "0 without quorum",
+              self.grace)
+        check_nonnegative("size", self.size)
+        check_positive("bandwidth", self.bandwidth, allow_inf=True)
+        check_nonnegative("latency", self.latency)
+        AD.payload_size(self.size, bits=self.bits, value_bits=self.value_bits, topk=self.topk)
+        check_positive("mtbf", self.mtbf, allow_inf=True)
+        check_nonnegative("replace_time", self.replace_time)
+        check_nonnegative("chip_download", self.chip_download)
+        check_positive("max_time", self.max_time, allow_inf=True)
+
+    def sync_time(self, k: int) -> float:
+        """The outer all-reduce among ``k`` learners."""
+        if k < 2:
+            return 0.0
+        return AD.outer_sync_time(k, self.size, self.bandwidth, self.latency, bits=self.bits,
+                                  value_bits=self.value_bits, topk=self.topk)
+
+    @property
+    def download_time(self) -> float:
+        """A learner's model download (``latency + size / bandwidth``)."""
+        return self.latency + (self.size / self.bandwidth if self.size else 0.0)
+
+
+# event kinds (ties at one time: in the order they were scheduled, as SimPy does)
+_ROUND, _FAIL, _LIVE, _REPLACED, _SYNC_END, _DL_END, _TIMER, _FETCH_END = range(8)
+
+
+class _Learner:
+    __slots__ = ("g", "repl", "dl", "up", "down", "version", "member", "reported", "round",
+                 "start", "pend_steps", "pend_compute", "late", "fail_ev", "round_ev",
+                 "dl_ev", "state", "compute", "merged", "lost", "downloads", "steps_plan",
+                 "dl_late", "fetch_ev", "fetch_wait")
+
+    def __init__(self, g: int) -> None:
+        self.g = g
+        self.repl: list[list[Any]] = []  # chips in replacement: [event id] (can not fail)
+        self.dl: list[list[Any]] = []  # chips fetching weights: [event id]
+        self.up = True
+        self.down = False  # the DES's flag: out of the outer loop until it rejoins
+        self.version = 0
+        self.round = 0  # the round its current block of steps belongs to
+        self.state = "train"  # train | reported | wait_busy | download | joiner | late | down
+        self.start = 0.0  # when the current block of steps started
+        self.pend_steps = 0
+        self.pend_compute = 0.0
+        self.late: tuple[int, float] | None = None
+        self.fail_ev = None
+        self.round_ev = None
+        self.dl_ev = None
+        self.compute = 0.0
+        self.merged = 0.0
+        self.lost = 0.0
+        self.downloads = 0
+        self.steps_plan: np.ndarray | None = None
+        self.dl_late = False
+        self.fetch_ev: int | None = None  # a late learner's background fetch
+        self.fetch_wait = False  # ... waiting for the outer step in progress
+
+
+class _Engine:
+    """One replication of the learners engine (see the module docstring)."""
+
+    def __init__(self, c: LearnersConfig, streams: Streams) -> None:
+        self.c = c
+        self.M = c.learners
+        self.H = c.every
+        self.R = c.steps // c.every
+        self.rng_fail = [streams.rng("chips", g) for g in range(self.M)]
+        self.rng_step = [streams.rng("steps", g) for g in range(self.M)]
+        self.heap: list[tuple[float, int, int, int, Any]] = []
+        self.seq = 0
+        self.now = 0.0
+        self.L = [_Learner(g) for g in range(self.M)]
+        self.V = 0
+        self.members: set[int] = set(range(self.M))
+        self.reported: dict[int, float] = {}
+        self.fired = False
+        self.timer = False
+        self.kth: float | None = None
+        self.busy = False
+        self.waiting: set[int] = set()
+        self.finished = False
+        self.n_syncs = self.late_merges = self.failures = self.events = 0
+        self.dead: set[int] = set()  # cancelled event ids
+
+    # -- event queue ------------------------------------------------------------------
+    def push(self, t: float, kind: int, g: int, data: Any = None) -> int:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, g, data))
+        return self.seq
+
+    def cancel(self, ev: int | None) -> None:
+        if ev is not None:
+            self.dead.add(ev)
+
+    # -- chips ------------------------------------------------------------------------
+    def _draw_failure(self, x: _Learner) -> None:
+        self.cancel(x.fail_ev)
+        x.fail_ev = None
+        n = self.c.chips - len(x.repl)
+        if n > 0 and self.c.mtbf < math.inf:
+            dt = float(self.rng_fail[x.g].exponential(self.c.mtbf / n))
+            x.fail_ev = self.push(self.now + dt, _FAIL, x.g)
+
+    def _fail(self, x: _Learner) -> None:
+        self.failures += 1
+        c = self.c
+        present = c.chips - len(x.repl)
+        if x.dl and self.rng_fail[x.g].random() * present < len(x.dl):  # a fetching chip
+            k = int(self.rng_fail[x.g].integers(len(x.dl)))
+            ev = x.dl.pop(k)
+            self.cancel(ev[0])
+        ev = [None]
+        ev[0] = self.push(self.now + c.replace_time, _REPLACED, x.g, ev)
+        x.repl.append(ev)
+        if x.up:
+            x.up = False
+            self._lost(x)
+        self._draw_failure(x)
+
+    def _replaced(self, x: _Learner, ev: list[Any]) -> None:
+        x.repl.remove(ev)
+        e2 = [None]
+        e2[0] = self.push(self.now + self.c.chip_download, _LIVE, x.g, e2)
+        x.dl.append(e2)
+        self._draw_failure(x)
+
+    def _live(self, x: _Learner, ev: list[Any]) -> None:
+        x.dl.remove(ev)
+        if not x.repl and not x.dl:
+            x.up = True
+            x.down = False
+            self._rejoin(x, late=False)
+
+    # -- training ---------------------------------------------------------------------
+    def _begin_round(self, x: _Learner) -> None:
+        """``x`` starts ``H`` inner steps now."""
+        c = self.c
+        x.state = "train"
+        x.round = self.V
+        x.start = self.now
+        if c.step_time_distribution == "deterministic":
+            x.steps_plan = None
+            end = self.now + self.H * c.step_time
+        else:
+            r = self.rng_step[x.g]
+            if c.step_time_distribution == "exponential":
+                d = r.exponential(c.step_time, self.H)
+            else:
+                s = c.step_time_shape
+                d = r.lognormal(math.log(c.step_time) - s * s / 2, s, self.H)
+            x.steps_plan = np.cumsum(d)
+            end = self.now + float(x.steps_plan[-1])
+        x.round_ev = self.push(end, _ROUND, x.g)
+
+    def _steps_done(self, x: _Learner) -> tuple[int, float]:
+        """Steps ``x`` completed since its block started, and their compute."""
+        el = self.now - x.start
+        if x.steps_plan is None:
+            k = min(self.H, int(el / self.c.step_time * (1 + 1e-12)))
+            return k, k * self.c.step_time
+        k = int(np.searchsorted(x.steps_plan, el, side="right"))
+        return k, float(x.steps_plan[k - 1]) if k else 0.0
+
+    def _round_end(self, x: _Learner) -> None:
+        x.round_ev = None
+        k, comp = self.H, (self.H * self.c.step_time if x.steps_plan is None
+                           else float(x.steps_plan[-1]))
+        x.pend_steps += k
+        x.pend_compute += comp
+        x.compute += comp
+        self._report(x)
+
+    # -- the outer loop (the DES's round mode) ----------------------------------------
+    def _report(self, x: _Learner) -> None:
+        if self.c.quorum is not None:  # on its own clock: any open round takes its report
+            on_time = not self.fired
+        else:
+            on_time = x.round == self.V and not self.fired and x.g in self.members
+        if on_time:
+            x.state = "reported"
+            self.reported[x.g] = self.now
+            self._check_fire()
+            return
+        books = (x.pend_steps, x.pend_compute)
+        x.pend_steps, x.pend_compute = 0, 0.0
+        if x.late is not None:
+            books = (books[0] + x.late[0], books[1] + x.late[1])
+        x.late = books
+        # it goes on at once; the outer steps it missed come in the background
+        if x.fetch_ev is None and not x.fetch_wait:
+            if self.busy:
+                x.fetch_wait = True
+            else:
+                self._start_fetch(x)
+        self._begin_round(x)
+
+    def _start_fetch(self, x: _Learner) -> None:
+        c = self.c
+        x.fetch_wait = False
+        if x.version == self.V:
+            return
+        x.downloads += 1
+        pay = AD.payload_size(c.size, bits=c.bits, value_bits=c.value_bits)
+        T = c.latency + ((self.V - x.version) * pay / c.bandwidth if pay else 0.0)
+        x.fetch_ev = self.push(self.now + T, _FETCH_END, x.g)
+
+    def _alive(self) -> list[int]:
+        return [g for g in self.members if not self.L[g].down]
+
+    def _check_fire(self) -> None:
+        if self.fired or not self.reported:
+            return
+        alive = self._alive()
+        if all(g in self.reported for g in alive):
+            self._fire()
+            return
+        K = self.c.quorum
+        if K is None or len(self.reported) < K:
+            return
+        if self.kth is None:
+            self.kth = sorted(self.reported.values())[K - 1]
+        if not self.timer:
+            self.timer = True
+            self.push(max(self.now, self.kth + self.c.grace), _TIMER, -1, self.V)
+
+    def _fire(self) -> None:
+        self.fired = True
+        parts = sorted(self.reported)
+        holders = sorted(g for g in range(self.M) if self.L[g].late is not None
+                         and g not in parts)
+        joiners = sorted(g for g in self.waiting if g not in parts)
+        ring = set(parts) | set(holders) | set(joiners)
+        for g in parts:
+            x = self.L[g]
+            x.merged += x.pend_compute
+            x.pend_steps, x.pend_compute = 0, 0.0
+            if x.late is not None:
+                x.merged += x.late[1]
+                x.late = None
+        for g in holders:
+            x = self.L[g]
+            x.merged += x.late[1]
+            x.late = None
+            self.late_merges += 1
+        self.n_syncs += 1
+        self.busy = True
+        self.push(self.now + self.c.sync_time(len(ring)), _SYNC_END, -1, (parts, joiners))
+
+    def _sync_end(self, parts: list[int], joiners: list[int]) -> None:
+        self.V += 1
+        for g in parts + joiners:
+            if not self.L[g].down:
+                self.L[g].version = self.V
+        self.waiting.difference_update(joiners)
+        up = {g for g in range(self.M) if not self.L[g].down}
+        members = {g for g in set(parts) | set(joiners) if g in up}
+        old_members = self.members
+        self.busy = False
+        if self.V >= self.R:
+            self.finished = True
+        self.members = members
+        self.reported = {}
+        self.fired = False
+        self.timer = False
+        self.kth = None
+        del old_members
+        if self.finished:
+            return
+        # every learner waiting on this outer step goes on, in learner order
+        for g in range(self.M):
+            x = self.L[g]
+            if x.down:
+                continue
+            if x.state == "reported" and g in parts:
+                self._begin_round(x)
+            elif x.state == "joiner" and g in joiners:
+                self._begin_round(x)
+            elif x.state == "wait_busy":
+                self._start_download(x)
+            elif x.state == "wait_end":
+                x.version = self.V
+                self._join(x)
+            if x.fetch_wait:
+                self._start_fetch(x)
+
+    def _lost(self, x: _Learner) -> None:
+        """``x`` went down: it leaves its round; its unmerged steps are lost."""
+        n = self.c.chips
+        if x.state == "train" and x.round_ev is not None:
+            k, comp = self._steps_done(x)
+            x.pend_steps += k
+            x.pend_compute += comp
+            x.compute += comp
+        self.cancel(x.round_ev)
+        x.round_ev = None
+        self.cancel(x.dl_ev)
+        x.dl_ev = None
+        self.cancel(x.fetch_ev)
+        x.fetch_ev = None
+        x.fetch_wait = False
+        x.down = True
+        x.lost += x.pend_compute * n
+        x.pend_steps, x.pend_compute = 0, 0.0
+        if x.late is not None:
+            x.lost += x.late[1] * n
+            x.late = None
+        self.waiting.discard(x.g)
+        x.state = "down"
+        if not self.fired:
+            self.reported.pop(x.g, None)
+            self.members.discard(x.g)
+            self._check_fire()
+
+    def _rejoin(self, x: _Learner, late: bool) -> None:
+        """The DES's rejoin: wait for an outer step in progress, fetch the model (or the
+        missed outer steps), wait for an outer step that landed meanwhile, join."""
+        if not late:
+            x.down = False
+        if late or x.version != self.V or self.busy:
+            x.state = "wait_busy" if self.busy else "download"
+            x.dl_late = late
+            if not self.busy:
+                self._start_download(x)
+            return
+        self._join(x)
+
+    def _start_download(self, x: _Learner) -> None:
+        c = self.c
+        x.state = "download"
+        x.downloads += 1
+        if x.dl_late:
+            pay = AD.payload_size(c.size, bits=c.bits, value_bits=c.value_bits)
+            T = c.latency + ((self.V - x.version) * pay / c.bandwidth if pay else 0.0)
+        else:
+            T = c.download_time
+        x.dl_ev = self.push(self.now + T, _DL_END, x.g)
+
+    def _dl_end(self, x: _Learner) -> None:
+        x.dl_ev = None
+        if self.busy:  # an outer step landed meanwhile: taken on the way once it ends
+            x.state = "wait_end"
+            return
+        x.version = self.V
+        self._join(x)
+
+    def _join(self, x: _Learner) -> None:
+        alive = [g for g in self.members if not self.L[g].down and g != x.g]
+        if self.c.quorum is not None:  # on its own clock (not a member the round waits for)
+            self._begin_round(x)
+            return
+        if not alive:
+            if not self.fired:
+                self.members.add(x.g)
+            self._begin_round(x)
+            return
+        self.waiting.add(x.g)
+        x.state = "joiner"
+
+    # -- run ----------------------------------------------------------------------------
+    def run(self) -> dict[str, float]:
+        c = self.c
+        for x in self.L:
+            self._draw_failure(x)
+            self._begin_round(x)
+        heap = self.heap
+        while heap and not self.finished:
+            t, seq, kind, g, data = heapq.heappop(heap)
+            if seq in self.dead:
+                self.dead.discard(seq)
+                continue
+            if t > c.max_time:
+                self.now = c.max_time
+                break
+            self.now = t
+            self.events += 1
+            if kind == _ROUND:
+                self._round_end(self.L[g])
+            elif kind == _FAIL:
+                self.L[g].fail_ev = None
+                self._fail(self.L[g])
+            elif kind == _REPLACED:
+                self._replaced(self.L[g], data)
+            elif kind == _LIVE:
+                self._live(self.L[g], data)
+            elif kind == _SYNC_END:
+                self._sync_end(*data)
+            elif kind == _DL_END:
+                self._dl_end(self.L[g])
+            elif kind == _FETCH_END:
+                x = self.L[g]
+                x.fetch_ev = None
+                if not x.down:
+                    x.version = self.V
+            elif kind == _TIMER:
+                if data == self.V and not self.fired:
+                    self._fire()
+        wall = self.now
+        n, M = c.chips, self.M
+        # the completed steps of blocks in progress at the end count as compute (as the DES's)
+        for x in self.L:
+            if x.state == "train" and x.round_ev is not None:
+                k, comp = self._steps_done(x)
+                x.compute += comp
+        nan = math.nan
+        return {
+            "training_time": wall if self.finished else nan,
+            "finished": float(self.finished),
+            "goodput_fraction": sum(x.merged for x in self.L) / (M * wall) if wall > 0 else nan,
+            "compute_utilisation": (sum(x.compute for x in self.L) / (M * wall)
+                                    if wall > 0 else nan),
+            "outer_syncs": float(self.n_syncs),
+            "outer_downloads": float(sum(x.downloads for x in self.L)),
+            "late_merges": float(self.late_merges),
+            "lost_outer_work": float(sum(x.lost for x in self.L)),
+            "failures": float(self.failures),
+            "events": float(self.events),
+            "chips": float(n * M),
+        }
+
+
+def learners_model(config: LearnersConfig, streams: Streams) -> dict[str, float]:
+    """One replication of the learners engine as flat metrics (a model for ``replicate``).
+
+    Streams: ``chips`` (each learner's failures, index ``g``) and ``steps``.
+    """
+    return _Engine(config, streams).run()
+
+
+#: The 10^6-chip scale point of ``dtsim bench`` (part ``learners``) and of
+#: ``experiments/diloco_zones.py``. Sources: the per-chip MTBF is Llama 3's
+#: 419 unexpected interruptions in 54 days on 16,384 H100 GPUs (Dubey et al.,
+#: "The Llama 3 herd of models", arXiv:2407.21783, section 3.3.4):
+#: 54 * 86400 * 16384 / 419 = 1.82e8 s a GPU; the model is 100B parameters at
+#: 2 bytes (bf16); 100 Gbit/s (1.25e10 bytes/s) of WAN a learner and 0.1 s
+#: between learners, 4-bit payloads (Streaming DiLoCo's); the replacement
+#: (600 s), a chip's weight fetch (60 s) and the 1 s inner step are inputs
+#: of this scale point, not measurements.
+SCALE_POINT = dict(learners=40, chips=25_000, step_time=1.0, every=100, size=2e11,
+                   bandwidth=1.25e10, latency=0.1, bits=4, mtbf=54 * 86400 * 16384 / 419,
+                   replace_time=600.0, chip_download=60.0)

@@ -1,0 +1,803 @@
+"""DiLoCo's outer loop across groups of pipelines (``sync="diloco:every=H,..."``; issue 37).
+
+The replicas of each stage are cut into ``M`` groups (zones) of ``k = r / M``
+consecutive replicas: group ``g`` holds replicas ``g k .. (g + 1) k - 1`` of
+every stage, i.e. ``k`` whole pipelines. Each group is a training system of
+its own, built from :func:`group_config` (its replicas, ``m / M``
+micro-batches a step, its own data-parallel all-reduce at the end of every
+inner step, exactly as today's :class:`~sim.training.trainer.StepTrainer`
+runs it); the groups share one clock, one failure model (built from the whole
+config, so a seed gives DiLoCo and data parallelism the same failures) and,
+with a network, one :class:`~sim.network.service.NetworkService`, so the
+groups' traffic shares its links.
+
+At the end of an inner step a group's trainer (:class:`GroupTrainer`) asks
+the :class:`OuterLoop`. Without failures and with ``fragments`` or
+``overlap`` (Streaming DiLoCo), the loop follows the sync schedule of
+:func:`sim.analytic.diloco.sync_schedule`: at the end of step ``t`` a group
+first waits for the syncs due at ``t`` (launched ``TAU`` steps before), then
+reports the fragments scheduled at ``t``; a fragment's sync starts when every
+group has reported it (a barrier) and, with ``TAU = 0``, the group waits for
+it. After step ``N`` every group waits for the syncs still running.
+
+Vanilla DiLoCo (one fragment, no overlap) runs in rounds, which also carry
+the failure rules: the members of round ``n`` are the groups up and holding
+the model of outer step ``n`` when the round starts; each takes ``H`` inner
+steps and reports. The outer step fires when every member still up has
+reported (synchronous), or, with ``quorum=K``, once ``K`` have and either all
+members still up have or ``grace`` has passed since the ``K``-th report
+(Decoupled DiLoCo's quorum and grace window). The all-reduce runs among the
+reporters; then each of them holds the new model and is a member of the next
+round. With a quorum, a group that joined or fell behind goes on its own clock:
+its report counts if it comes before the outer step fires, but the round
+does not wait for it (it is not a member).
+
+* A group goes down when one of its stages has no live replica: its step is
+  aborted, it leaves the round, and the inner steps it took since its last
+  merge are lost (it misses the next outer sync, which averages the others).
+* A group that comes back (every stage live again) first downloads the model
+  (every live replica its stage's parameters at ``value_bits``, from the
+  lowest-index live replica of that stage in a group holding the latest
+  model, across the WAN tier; waiting first for an outer step in progress;
+  an outer step that lands during the download is taken on the way, at no
+  extra time: the source streams its latest parameters).
+  Synchronous: it then waits for the next outer step, which it joins with no
+  steps (weight 0) to receive the new model, and is a member of the round
+  after (INTELLECT-1's rule: joiners enter at an outer step); if no member
+  of the round is up it starts the round itself. Quorum: it joins the round
+  in progress at once.
+* Quorum: a group that has not reported when its round fires is late; it
+  finishes its ``H`` steps, keeps that pseudo-gradient to be merged at the
+  next outer step (its nodes join that all-reduce, weighted by the steps it
+  holds) and goes on at once with its next ``H`` steps, fetching the outer
+  steps it missed (their payloads, at ``bits``) in the background. With a
+  quorum every report that comes while a round is open counts (groups run
+  on their own clocks).
+
+The all-reduce of a pseudo-gradient of stage ``j`` (its part ``S`` of the
+fragment; node totals, ``value_bits`` a value): with a network, node ``i``
+of every group in the ring runs a ring all-reduce (dense: of ``p / k``, ``p``
+the payload, ``t`` tensor-parallel ranks of ``1/t`` each) or all-gather
+(top-k) with its counterparts in the other groups, all stages at once, then
+each group all-gathers its ``k`` averaged shards; ``k`` is the fewest live
+replicas of the stage in a group of the ring. Without a network every link
+is the config's ``bandwidth`` and ``latency`` and the sync takes the closed
+form :func:`sim.analytic.diloco.outer_sync_time` (the one ring law), the
+stages at once. The loop says what moves; how long it takes (and what each
+replica sent) is the WAN tier's traffic adapter's,
+:class:`sim.training.traffic.WanTraffic`, whose network service every group's
+own adapter (:func:`sim.training.traffic.traffic_for`) shares.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import simpy
+
+from ..analytic import diloco as AD
+from ..errors import ConfigError, check
+from ..rng import Streams
+from .replica import SpotSlot
+from .sync import DilocoSync
+from .traffic import WanTraffic, traffic_for
+from .trainer import StepTrainer
+
+__all__ = ["check_diloco", "group_config", "stage_sizes", "fragment_stage_sizes",
+           "GroupTrainer", "OuterLoop", "DilocoSystem", "diloco_model", "DILOCO_METRICS"]
+
+#: Metrics a DiLoCo run adds to :data:`sim.training.METRICS`.
+DILOCO_METRICS = ("outer_syncs", "outer_exposed", "goodput_fraction", "lost_outer_work",
+                  "outer_downloads", "late_merges")
+
+
+def _groups(c: Any, spec: DilocoSync) -> int:
+    return spec.groups if spec.groups is not None else c.replicas[0]
+
+
+def check_diloco(c: Any, spec: DilocoSync) -> None:
+    """Refuse what DiLoCo's outer loop does not model (one line each), and build group 0."""
+    sched = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved")
+    check(c.schedule in sched, "schedule", "one of " + ", ".join(sched) + " with sync diloco "
+          "(groups are whole pipelines)", c.schedule)
+    reps = c.replicas
+    check(len(set(reps)) == 1, "replicas", "the same at every stage with sync diloco (groups "
+          "are whole pipelines)", reps)
+    r = reps[0]
+    M = _groups(c, spec)
+    check(r % M == 0, "sync", f"groups dividing the replicas per stage ({r})", M)
+    check(c.microbatches % M == 0, "microbatches", f"a multiple of the groups ({M}) with sync "
+          "diloco (each group takes m / M a step)", c.microbatches)
+    check(c.steps % spec.every == 0, "steps", f"a multiple of every ({spec.every}) with sync "
+          "diloco", c.steps)
+    check(spec.bits <= c.value_bits, "sync", f"bits at most value_bits ({c.value_bits})",
+          spec.bits)
+    check(spec.quorum is None or spec.quorum <= M, "sync", f"quorum at most groups ({M})",
+          spec.quorum)
+    for name, bad in (("strategy", c.strategy is not None), ("sync_wait", c.sync_wait is not None),
+                      ("checkpoint_every", c.checkpoint_every != 0),
+                      ("restart_cost", c.restart_cost is not None),
+                      ("price_series", c.price_series is not None),
+                      ("stall_limit", c.stall_limit is not None)):
+        check(not bad, name, "unset with sync diloco (a group that fails leaves the round and "
+              "downloads the model when it is back; no checkpoint, restart or strategy)",
+              getattr(c, name))
+    vanilla = spec.fragments == 1 and spec.overlap == 0
+    if c.failures or spec.quorum is not None:
+        check(vanilla, "sync", "diloco with fragments=1 and overlap=0 when workers can fail "
+              "or with a quorum (the failure and quorum rules are vanilla DiLoCo's rounds)",
+              c.sync)
+    if c.failures and c.framework:
+        check(c.pass_time_distribution == "deterministic", "pass_time_distribution",
+              "deterministic", c.pass_time_distribution)
+    group_config(c, M, 0)  # a group's config validates as any training system's
+
+
+def group_config(c: Any, groups: int, g: int) -> Any:
+    """The :class:`~sim.training.TrainingConfig` of group ``g`` of ``groups``: its ``k``
+    pipelines, ``m / M`` micro-batches a step, the data-parallel all-reduce inside it, and no
+    failure model of its own (the DiLoCo system's covers every worker)."""
+    r = c.replicas[0]
+    k = r // groups
+    lo, hi = g * k, (g + 1) * k
+
+    def cut(grid: Any) -> Any:
+        return None if grid is None else tuple(tuple(row[lo:hi]) for row in grid)
+
+    kw: dict[str, Any] = dict(
+        replicas=k, microbatches=c.microbatches // groups, sync="allreduce", value_bits=16,
+        availability=1.0, domain_outage=0.0, failure_trace=None, placement=None,
+        mtbf=math.inf, replace_time=0.0, price=None, price_series=None, notice=0.0,
+        max_time=math.inf, stall_limit=None, failure_distribution="exponential",
+        failure_shape=None, speeds=cut(c.speeds), replica_times=cut(c.replica_times),
+        transfer_times=cut(c.transfer_times), speed_spread=0.0)
+    if c.network is not None:
+        kw["network_nodes"] = cut(c.network_nodes)
+        if isinstance(c.tensor_parallel, tuple):
+            kw["tensor_parallel"] = cut(c.tensor_parallel)
+    return replace(c, **kw)
+
+
+def stage_sizes(c: Any) -> list[float]:
+    """Each stage's parameters on one node (``value_bits`` a value): ``param_size``, or a
+    plan's per-GPU gradient size times its tensor-parallel ranks."""
+    if c.allreduce_sizes is not None:
+        tp = c.tensor_parallel
+        t = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * c.stages
+        return [s * ti for s, ti in zip(c.allreduce_sizes, t, strict=True)]
+    return [float(c.param_size)] * c.stages
+
+
+def fragment_stage_sizes(c: Any, spec: DilocoSync) -> list[list[float]]:
+    """``out[p][j]``: stage ``j``'s part of fragment ``p`` (:func:`sim.analytic.diloco.fragment_sizes`)."""
+    return AD.fragment_sizes(stage_sizes(c), spec.fragments, spec.order, spec.layers)
+
+
+# --------------------------------------------------------------------------- group trainer
+
+
+class GroupTrainer(StepTrainer):
+    """One group's inner steps (a StepTrainer's, with its in-group all-reduce), asking the
+    outer loop at every step's end; a lost stage takes the group out of its round."""
+
+    def __init__(self, config: Any, env: simpy.Environment, flow: Any, schedule: Any,
+                 group: int, outer: Any) -> None:
+        super().__init__(config, env, flow, schedule)
+        self.group = group
+        self.outer = outer
+        self.k = 0  # inner steps taken (the model's position: a multiple of H after a merge)
+        self.version = 0  # outer steps of the model the group holds
+        self.member = True
+        self.down = False
+        self.exposed = 0.0  # time waiting for outer syncs (and barriers)
+        # since the last merge: steps, their compute time, delivered micro-batches, quality
+        self.pend = [0, 0.0, 0, 0.0]
+        self.late: list[Any] | None = None  # quorum: a pseudo-gradient to merge next time
+        self.merged = [0, 0.0, 0, 0.0]
+        self.lost_work = 0.0
+        self.downloads = 0
+        self.workers = len(flow.replicas)
+
+    def stage_lost(self, j: int) -> None:
+        self.out_since[j] = self.env.now
+        if self.outer.failures:
+            self._interrupt(_GroupDown(self.group, j, self.env.now))
+
+    def take(self) -> list[Any]:
+        """The pseudo-gradient's books since the last merge (reset)."""
+        out, self.pend = self.pend, [0, 0.0, 0, 0.0]
+        return out
+
+    def run(self):
+        """Inner steps until the outer loop is done; losses and rejoins per the outer loop."""
+        env, o = self.env, self.outer
+        need = False
+        if o.failures and self.flow.n_out:  # down at the start: every stage live, then join
+            self.down = True
+            self._live_ev = env.event()
+            yield self._live_ev
+            need = True
+        self.active = True
+        while not o.finished:
+            try:
+                if need:
+                    yield from o.rejoin(self)
+                    need = False
+                c0 = self.compute_time
+                d, q = yield from self._step(self.k)
+                self.k += 1
+                self.steps_done = self.k
+                p = self.pend
+                p[0] += 1
+                p[1] += self.compute_time - c0
+                p[2] += d
+                p[3] += q
+                yield from o.step_end(self, self.k)
+                if o.schedule_mode and self.k >= o.N:
+                    o.group_finished(self)
+                    return
+            except simpy.Interrupt:
+                self._pending = False
+                self._abort()
+                o.lost(self)
+                need = True
+                self.active = False
+                if self.flow.n_out:
+                    self._live_ev = env.event()
+                    yield self._live_ev
+                self.active = True
+                self.down = False
+
+
+class _GroupDown:
+    """A group lost a stage (every replica of it down): it leaves its round."""
+
+    __slots__ = ("group", "stage", "time")
+
+    def __init__(self, group: int, stage: int, time: float) -> None:
+        self.group, self.stage, self.time = group, stage, time
+
+
+# --------------------------------------------------------------------------- outer loop
+
+
+class _Sync:
+    """One outer sync: a fragment at a step (schedule mode) or a round (round mode)."""
+
+    __slots__ = ("key", "fragment", "reported", "members", "fired", "done", "kth", "timer",
+                 "started", "ended", "ring")
+
+    def __init__(self, env: simpy.Environment, key: int, fragment: int, members: set[int]) -> None:
+        self.key = key
+        self.fragment = fragment
+        self.reported: dict[int, float] = {}
+        self.members = members
+        self.fired = False
+        self.done = env.event()
+        self.kth: float | None = None
+        self.timer = False
+        self.started = math.nan
+        self.ended = math.nan
+        self.ring: list[int] = []
+
+
+class OuterLoop:
+    """The outer syncs of the groups (see the module docstring for the rules)."""
+
+    def __init__(self, system: DilocoSystem) -> None:
+        s = self.system = system
+        c, spec = s.config, s.spec
+        self.env = s.env
+        self.c, self.spec = c, spec
+        self.M = s.M
+        self.N, self.H = c.steps, spec.every
+        self.P, self.TAU = spec.fragments, spec.overlap
+        self.failures = c.failures
+        self.schedule_mode = not (self.P == 1 and self.TAU == 0)
+        self.frag = fragment_stage_sizes(c, spec)
+        self.sizes = stage_sizes(c)
+        self.by_step: dict[int, list[int]] = {}
+        for t, p in AD.sync_schedule(self.N, self.H, self.P):
+            self.by_step.setdefault(t, []).append(p)
+        self.syncs: dict[tuple[int, int], _Sync] = {}
+        self.due: list[dict[int, list[_Sync]]] = [{} for _ in range(self.M)]
+        self.finished = False
+        self.done = self.env.event()
+        self.n_finished = 0
+        # round mode
+        self.V = 0
+        self.R = self.N // self.H
+        self.round: _Sync | None = None
+        self.busy: simpy.Event | None = None  # an outer step's all-reduce in progress
+        self.waiting: set[int] = set()
+        # figures
+        self.n_syncs = 0
+        self.late_merges = 0
+        self._fetching: dict[int, Any] = {}  # late groups' background fetches
+
+    # -- shared pieces ---------------------------------------------------------------
+    def start(self) -> None:
+        """The first round's members: the groups up at the start."""
+        if not self.schedule_mode:
+            up = {t.group for t in self.system.trainers if not t.flow.n_out}
+            self.round = _Sync(self.env, 0, 0, up)
+
+    def _wait(self, tr: GroupTrainer, ev: simpy.Event):
+        if ev.triggered and ev.processed:
+            return
+        t0 = self.env.now
+        try:
+            yield ev
+        finally:
+            tr.exposed += self.env.now - t0
+
+    def _live_nodes(self, g: int, j: int) -> list[Any]:
+        tr = self.system.trainers[g]
+        return [rep for rep in tr.flow.stages[j] if rep.live]
+
+    def _allreduce(self, ring: list[int], fragment: int) -> simpy.Event:
+        """The outer all-reduce of fragment ``fragment`` among the groups ``ring``: the WAN
+        tier's (:meth:`sim.training.traffic.WanTraffic.outer_sync`)."""
+        self.n_syncs += 1
+        stages = [[self._live_nodes(g, j) for g in ring] for j in range(self.c.stages)]
+        return self.system.wan.outer_sync(stages, self.frag[fragment])
+
+    # -- schedule mode (fragments, overlap; no failures) ------------------------------
+    def step_end(self, tr: GroupTrainer, t: int):
+        """End of inner step ``t`` of group ``tr``: wait, report, wait (see the rules)."""
+        if not self.schedule_mode:
+            if t % self.H == 0:
+                yield from self._report(tr)
+            return
+        g = tr.group
+        for s in self.due[g].pop(t, []):
+            yield from self._wait(tr, s.done)
+        for p in self.by_step.get(t, []):
+            s = self.syncs.get((t, p))
+            if s is None:
+                s = self.syncs[(t, p)] = _Sync(self.env, t, p, set(range(self.M)))
+            s.reported[g] = self.env.now
+            if len(s.reported) == self.M:
+                self._fire_schedule(s)
+            if self.TAU == 0:
+                yield from self._wait(tr, s.done)
+            else:
+                self.due[g].setdefault(min(t + self.TAU, self.N + 1), []).append(s)
+        if t == self.N:
+            for s in self.due[g].pop(self.N + 1, []):
+                yield from self._wait(tr, s.done)
+
+    def _fire_schedule(self, s: _Sync) -> None:
+        s.fired = True
+        s.started = self.env.now
+        ev = self._allreduce(sorted(s.reported), s.fragment)
+
+        def end(_e: Any) -> None:
+            s.ended = self.env.now
+            s.done.succeed()
+        if ev.triggered and ev.processed:
+            end(None)
+        else:
+            ev.callbacks.append(end)
+
+    def group_finished(self, tr: GroupTrainer) -> None:
+        """Group ``tr`` took its ``N`` steps and waited for its last syncs."""
+        self.n_finished += 1
+        if self.n_finished == self.M:
+            self._finish()
+
+    def _finish(self) -> None:
+        self.finished = True
+        if not self.done.triggered:
+            self.done.succeed()
+
+    # -- round mode (vanilla; failures, quorum) ----------------------------------------
+    def _up(self, g: int) -> bool:
+        return not self.system.trainers[g].down
+
+    def _report(self, tr: GroupTrainer):
+        g, r = tr.group, self.round
+        n = tr.k // self.H - 1
+        if self.spec.quorum is not None:  # on its own clock: any open round takes its report
+            on_time = r is not None and not r.fired
+        else:
+            on_time = r is not None and n == r.key and not r.fired and g in r.members
+        if on_time:
+            r.reported[g] = self.env.now
+            self._check_fire()
+            yield from self._wait(tr, r.done)
+            return
+        # late (quorum): the outer step fired without it; its steps merge at the next one,
+        # and it fetches the outer steps it missed in the background while it goes on
+        books = tr.take()
+        tr.late = books if tr.late is None else [a + b for a, b in zip(books, tr.late,
+                                                                         strict=True)]
+        proc = self._fetching.get(g)
+        if proc is None or not proc.is_alive:
+            self._fetching[g] = self.env.process(self._fetch_behind(tr))
+
+    def _fetch_behind(self, tr: GroupTrainer):
+        """A late group's fetch of the outer steps it missed, beside its inner steps."""
+        try:
+            while self.busy is not None:
+                yield self.busy
+            if tr.version != self.V:
+                yield from self._download(tr, missed=self.V - tr.version, blocking=False)
+                if not tr.down:
+                    tr.version = self.V
+        except simpy.Interrupt:
+            return
+
+    def _check_fire(self) -> None:
+        r = self.round
+        if r is None or r.fired or not r.reported:
+            return
+        alive = [g for g in r.members if self._up(g)]
+        if all(g in r.reported for g in alive):
+            self._fire_round()
+            return
+        K = self.spec.quorum
+        if K is None or len(r.reported) < K:
+            return
+        if r.kth is None:
+            r.kth = sorted(r.reported.values())[K - 1]
+        if not r.timer:  # (a zero grace too: after the reports of this same instant)
+            r.timer = True
+            ev = self.env.timeout(max(0.0, r.kth + self.spec.grace - self.env.now))
+            ev.callbacks.append(lambda _e, rr=r: self._fire_round() if rr is self.round
+                                and not rr.fired else None)
+
+    def _fire_round(self) -> None:
+        r = self.round
+        r.fired = True
+        r.started = self.env.now
+        trainers = self.system.trainers
+        parts = sorted(r.reported)
+        holders = sorted(g for g in range(self.M) if trainers[g].late is not None
+                         and g not in parts)
+        joiners = sorted(g for g in self.waiting if g not in parts)
+        ring = sorted(set(parts) | set(holders) | set(joiners))
+        r.ring = ring
+        for g in parts:
+            tr = trainers[g]
+            books = tr.take()
+            if tr.late is not None:
+                books = [a + b for a, b in zip(books, tr.late, strict=True)]
+                tr.late = None
+            self._merge(tr, books)
+        for g in holders:
+            tr = trainers[g]
+            self._merge(tr, tr.late)
+            tr.late = None
+            self.late_merges += 1
+        self.busy = self.env.event()
+        ev = self._allreduce(ring, 0)
+
+        def end(_e: Any) -> None:
+            self.V += 1
+            r.ended = self.env.now
+            for g in parts + joiners:  # a group that went down meanwhile did not get it
+                if not trainers[g].down:
+                    trainers[g].version = self.V
+            self.waiting.difference_update(joiners)
+            up = {g for g in range(self.M) if self._up(g)}
+            members = {g for g in set(parts) | set(joiners) if g in up}
+            busy, self.busy = self.busy, None
+            if self.V >= self.R:
+                self._finish()
+            self.round = _Sync(self.env, self.V, 0, members)
+            r.done.succeed()
+            busy.succeed()
+        if ev.triggered and ev.processed:
+            end(None)
+        else:
+            ev.callbacks.append(end)
+
+    def _merge(self, tr: GroupTrainer, books: list[Any]) -> None:
+        m = tr.merged
+        for i in range(4):
+            m[i] += books[i]
+
+    def lost(self, tr: GroupTrainer) -> None:
+        """Group ``tr`` went down: it leaves its round, its unmerged steps are lost."""
+        tr.down = True
+        tr.member = False
+        books = tr.take()
+        tr.lost_work += books[1] * tr.workers
+        if tr.late is not None:
+            tr.lost_work += tr.late[1] * tr.workers
+            tr.late = None
+        self.waiting.discard(tr.group)
+        proc = self._fetching.pop(tr.group, None)
+        if proc is not None and proc.is_alive:
+            proc.interrupt(_GroupDown(tr.group, -1, self.env.now))
+        self.system.wan.cancel_fetch(tr.group)
+        r = self.round
+        if r is not None and not r.fired:
+            r.reported.pop(tr.group, None)
+            r.members.discard(tr.group)
+            self._check_fire()
+
+    def rejoin(self, tr: GroupTrainer, late: bool = False):
+        """Fetch the model (a group back from a failure: the whole model; a late group: the
+        outer steps it missed), then join the round per the rules."""
+        g = tr.group
+        if not late:
+            tr.down = False
+        if late or tr.version != self.V or self.busy is not None:
+            if self.busy is not None:
+                yield from self._wait(tr, self.busy)
+            yield from self._download(tr, missed=(self.V - tr.version) if late else None)
+            if self.busy is not None:  # an outer step landed meanwhile: taken on the way
+                yield from self._wait(tr, self.busy)
+            tr.version = self.V
+        tr.k = self.V * self.H
+        r = self.round
+        alive = [x for x in r.members if self._up(x) and x != g] if r is not None else []
+        if self.spec.quorum is not None:  # on its own clock: counted if it reports in time
+            tr.member = True
+            return
+        if not alive:  # nobody to wait for: it starts the round itself
+            if r is not None and not r.fired:
+                r.members.add(g)
+            tr.member = True
+            return
+        # synchronous: receive the next outer step (weight 0), then a member of the round after
+        self.waiting.add(g)
+        r0 = r
+        while r0 is self.round and not self.finished:
+            yield from self._wait(tr, r0.done)
+        tr.k = self.V * self.H
+        tr.member = True
+
+    def _download(self, tr: GroupTrainer, missed: int | None = None, blocking: bool = True):
+        """Every live replica of ``tr``'s group fetches, across the WAN tier, its stage's
+        parameters (``missed`` None) or the payloads of the ``missed`` outer steps, from the
+        lowest-index live replica of its stage in a group holding the latest model
+        (:meth:`sim.training.traffic.WanTraffic.fetch`)."""
+        c, sysm = self.c, self.system
+        if missed is None:
+            sizes = self.sizes
+        else:
+            sizes = [missed * AD.payload_size(S, bits=self.spec.bits, value_bits=c.value_bits)
+                     for S in self.sizes]
+        tr.downloads += 1
+        src_g = next((t.group for t in sysm.trainers if t is not tr and not t.down
+                      and t.version == self.V and not t.flow.n_out), None)
+        sources = [None if src_g is None else next(iter(self._live_nodes(src_g, j)), None)
+                   for j in range(c.stages)]
+        receivers = [self._live_nodes(tr.group, j) for j in range(c.stages)]
+        ev = sysm.wan.fetch(tr.group, sources, receivers, sizes)
+        if ev is None:
+            return
+        if blocking:
+            yield from self._wait(tr, ev)
+        else:
+            yield ev
+        sysm.wan.fetched(tr.group)
+
+
+# --------------------------------------------------------------------------- the system
+
+
+class DilocoSystem:
+    """One replication of a DiLoCo run: groups built and wired, one clock, then run.
+
+    Parameters
+    ----------
+    config : TrainingConfig
+        With ``sync = "diloco:..."``.
+    streams : Streams
+        Failures and spot preemptions as the training DES draws them (the same
+        workers, named ``s{j}r{i}`` with ``i`` the replica's index in its
+        stage); group ``g``'s pass times and routing from ``streams.child("group", g)``.
+    """
+
+    def __init__(self, config: Any, streams: Streams) -> None:
+        from .flow import ReplicaFlow
+        from .framework import FrameworkFlow
+        from .schedules import SCHEDULE_POLICIES
+        from .system import build_failures, draw_speeds
+
+        c = self.config = config
+        self.spec = spec = c.diloco
+        env = self.env = simpy.Environment()
+        self.M = M = _groups(c, spec)
+        r = c.replicas[0]
+        k = r // M
+        speeds = draw_speeds(c, streams)
+        # the WAN tier's traffic (outer syncs, downloads); over a network its service carries
+        # every group's traffic too, so that all of it shares the links
+        self.wan = WanTraffic(c, env, self.node_of)
+        self.trainers: list[GroupTrainer] = []
+        flows = []
+        for g in range(M):
+            gc = group_config(c, M, g)
+            sched = SCHEDULE_POLICIES[c.schedule]()
+            gs = tuple(tuple(row[g * k:(g + 1) * k]) for row in speeds)
+            traffic = traffic_for(gc, env, service=self.wan.service)
+            flow = (FrameworkFlow if gc.framework else ReplicaFlow)(gc, env, streams.child("group", g),
+                                                              sched, gs, traffic=traffic)
+            for rep in flow.replicas:  # the whole system's names: s{j}r{i}, i in its stage
+                rep.name = f"s{rep.stage}r{g * k + rep.index}"
+            flows.append((gc, flow, sched))
+        # global slots, stage-major as the training DES (failures, spot streams, nodes)
+        self.slot: dict[int, int] = {}
+        self.reps: list[Any] = []
+        for j in range(c.stages):
+            for i in range(r):
+                rep = flows[i // k][1].stages[j][i % k]
+                self.slot[id(rep)] = len(self.reps)
+                self.reps.append(rep)
+        self._flows = flows
+        for g, (gc, flow, sched) in enumerate(flows):
+            self.trainers.append(GroupTrainer(gc, env, flow, sched, g, None))
+        self.outer = OuterLoop(self)
+        for tr in self.trainers:
+            tr.outer = self.outer
+        self.failure_model, self.workers = build_failures(
+            env, c, streams, [(rep.name, rep.stage, self.slot[id(rep)] % r) for rep in self.reps])
+        for rep, w in zip(self.reps, self.workers, strict=True):
+            w.on_change(rep.worker_changed)
+        self.spots = []
+        if c.mtbf < math.inf:
+            self.spots = [SpotSlot(rep, c.mtbf, c.replace_time,
+                                   streams.rng("spot", rep.stage, self.slot[id(rep)] % r))
+                          for rep in self.reps]
+
+    def node_of(self, rep: Any) -> Any:
+        """The network node of replica ``rep`` (the config's ``network_nodes``)."""
+        k = self.slot[id(rep)]
+        r = self.config.replicas[0]
+        return self.config.network_nodes[k // r][k % r]
+
+    def run(self) -> dict[str, float]:
+        """Start everything, run until the outer loop is done (or ``max_time``)."""
+        env, c = self.env, self.config
+        self.failure_model.start()
+        for rep, w in zip(self.reps, self.workers, strict=True):
+            rep.fm_up = w.up
+        for _gc, flow, _s in self._flows:
+            flow.start()
+        for tr in self.trainers:
+            tr.down = bool(tr.flow.n_out)
+        self._wire_presence()
+        self.outer.start()
+        for slot in self.spots:
+            env.process(slot.run(env))
+        for tr in self.trainers:
+            tr.proc = env.process(tr.run())
+        ends = [self.outer.done]
+        stop = c.max_time
+        if stop < math.inf and not isinstance(c.failure_trace, (str, type(None))):
+            stop = min(stop, c.failure_trace.duration)
+        if stop < math.inf:
+            ends.append(env.timeout(stop))
+        env.run(until=ends[0] if len(ends) == 1 else env.any_of(ends))
+        return self.metrics()
+
+    def _wire_presence(self) -> None:
+        """Billing and availability clocks as the training DES keeps them (a replayed trace's
+        worker billed only while up; a spot worker available only while present)."""
+        from ..failures import read_trace
+        from .billing import Presence
+
+        c = self.config
+        self.presence: list[Any] | None = None
+        named = isinstance(c.failure_trace, str)
+        listed = set(read_trace(c.failure_trace).intervals) if named else set()
+        billed = [c.failure_trace is not None and (not named or rep.name in listed)
+                  for rep in self.reps]
+        bill, avail = any(billed), bool(self.spots)
+        if not (bill or avail):
+            return
+        self.presence = []
+        slots = {id(slot.replica): slot for slot in self.spots}
+        for rep, w, tb in zip(self.reps, self.workers, billed, strict=True):
+            pr = Presence(self.env, w.own_up, trace_billed=tb, bill=bill, avail=avail)
+            w.on_own_change(pr.own)
+            slot = slots.get(id(rep))
+            if slot is not None:
+                slot.listeners.append(pr.spot)
+            self.presence.append(pr)
+
+    def metrics(self) -> dict[str, float]:
+        """The training DES's record (:func:`sim.training.system.training_record`), its
+        figures (:data:`sim.training.system.FIGURES`) and DiLoCo's (:data:`DILOCO_METRICS`)."""
+        from .flow import LOST_CAUSES
+        from .system import figures, training_record
+
+        c, o = self.config, self.outer
+        wall = self.env.now
+        nan = math.nan
+        finished = self.outer.done.triggered
+        W = c.workers
+        trs = self.trainers
+        steps = [x for tr in trs for x in tr.step_times]
+        compute = np.array([tr.compute_time for tr in trs])
+        busy = float(sum(r.busy_time for tr in trs for r in tr.flow.replicas))
+        ct_workers = float(sum(tr.compute_time * tr.workers for tr in trs))
+        if o.schedule_mode:  # no failures: every step merges
+            for tr in trs:
+                tr.merged = list(tr.pend)
+        delivered = sum(tr.merged[2] for tr in trs)
+        quality = sum(tr.merged[3] for tr in trs)
+        useful = sum(tr.merged[1] * tr.workers for tr in trs)
+        tot_delivered = sum(tr.delivered for tr in trs)
+        dropped = sum(tr.dropped for tr in trs)
+        pres = self.presence
+        if pres is not None and pres[0].bill is not None:
+            hours = [p.bill.total(wall) / c.hour for p in pres]
+        else:
+            hours = [(wall - s.unbilled_until(wall)) / c.hour for s in self.spots] or \
+                [wall / c.hour] * W
+        if pres is not None and pres[0].avail is not None:
+            availability = float(np.mean([p.avail.total(wall) / wall if wall > 0
+                                          else float(p.present and p.own_up) for p in pres]))
+        else:
+            availability = float(np.mean([w.own_availability(wall) for w in self.workers]))
+        steps_done = (o.V * o.H) if not o.schedule_mode else min(tr.k for tr in trs)
+        lost = dict.fromkeys(LOST_CAUSES, 0.0)
+        for tr in trs:
+            for key in LOST_CAUSES:
+                lost[key] += float(tr.flow.lost[key])
+        out = training_record(
+            c, wall=wall, finished=finished, delivered=delivered, quality=quality,
+            samples=delivered * c.samples_per_microbatch,
+            quality_samples=quality * c.samples_per_microbatch, step_times=steps,
+            steps_done=float(steps_done), hours=hours, series_cost=None,
+            availability=availability, lost=lost, measured={
+                "throughput_steady": nan,
+                "bubble_fraction": (1.0 - sum(tr.compute_busy for tr in trs) / ct_workers
+                                    if ct_workers > 0 else nan),
+                "utilisation": busy / (W * wall) if wall > 0 else nan,
+                "latency_mean": (sum(tr.latency_sum for tr in trs) / tot_delivered
+                                 if tot_delivered else nan),
+                "drop_rate": (dropped / (tot_delivered + dropped) if tot_delivered + dropped
+                              else nan),
+                "mean_quality": (sum(tr.quality_sum for tr in trs) / tot_delivered
+                                 if tot_delivered else nan),
+                "mean_skipped": (sum(tr.skipped_sum for tr in trs) / tot_delivered
+                                 if tot_delivered else nan),
+                "passes": float(sum(tr.flow.passes for tr in trs)),
+                "lost_passes": float(sum(tr.flow.lost_passes for tr in trs)),
+                "reroutes": float(sum(tr.flow.reroutes for tr in trs)),
+                "recomputes": float(sum(tr.flow.recomputes for tr in trs)),
+                "skips": float(sum(tr.flow.skips for tr in trs)),
+                "waits": float(sum(tr.flow.waits for tr in trs)),
+                "restarts": 0.0, "checkpoints": 0.0,
+                "preemptions": float(sum(s.preemptions for s in self.spots))})
+        cu = compute / wall if wall > 0 else np.full(len(trs), nan)
+        per_worker = np.repeat(cu, [tr.workers for tr in trs])
+        wan = self.wan
+        inner = np.zeros(len(self.reps))
+        for tr in trs:
+            for rep, x in zip(tr.flow.replicas, tr.traffic.sent_by(tr.flow.replicas),
+                              strict=True):
+                inner[self.slot[id(rep)]] += x
+        out.update(figures(per_worker, [wan.wan.get(rep, 0.0) for rep in self.reps],
+                           inner + [wan.inside.get(rep, 0.0) for rep in self.reps]))
+        out.update({
+            "outer_syncs": float(o.n_syncs),
+            "outer_exposed": float(np.mean([tr.exposed for tr in trs])),
+            "goodput_fraction": useful / (W * wall) if wall > 0 else nan,
+            "lost_outer_work": float(sum(tr.lost_work for tr in trs)),
+            "outer_downloads": float(sum(tr.downloads for tr in trs)),
+            "late_merges": float(o.late_merges),
+        })
+        return {k: float(v) for k, v in out.items()}  # plain floats (a trace's times are numpy's)
+
+
+def diloco_model(config: Any, streams: Streams, *, recorder: Any = None) -> dict[str, float]:
+    """One replication of a DiLoCo run as flat metrics (a model for ``replicate``).
+
+    DiLoCo's groups record no timeline yet: a recording ``recorder`` is refused
+    rather than left empty.
+    """
+    if recorder is not None and getattr(recorder, "on", False):
+        raise ConfigError("timeline", "given without --sync diloco (DiLoCo's groups and outer "
+                          "loop record no events yet)", "recorder")
+    return DilocoSystem(config, streams).run()

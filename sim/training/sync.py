@@ -1,0 +1,257 @@
+"""How the replicas synchronise: ``--sync KIND[:key=value,...]``.
+
+:func:`parse_sync` reads the text (``TrainingConfig.sync`` holds its canonical
+form, :attr:`SyncSpec.text`) into a frozen :class:`SyncSpec`. The grammar is a
+kind, then optional ``key=value`` pairs after a colon, comma-separated; each
+kind's keys, their readers and defaults are one row of :data:`KINDS`, and a
+kind's rules between keys one entry of :data:`CHECKS`:
+
+``allreduce``
+    The ring all-reduce of each stage's gradients among its replicas at the
+    end of a step (the default). Keys:
+
+    * ``overlap``: ``none`` (default: the all-reduce starts once the step's
+      backward passes are done) or ``backward`` (buckets released as the
+      backward pass produces their gradients: PyTorch DDP's ``Reducer`` and
+      Megatron-LM's ``overlap_grad_reduce``; see
+      :func:`sim.training.traffic.gradient_buckets`);
+    * ``bucket_size``: the bucket (> 0, in the units of ``param_size``,
+      bytes for a plan; default: the framework's, see
+      :func:`~sim.training.traffic.gradient_buckets`).
+``none``
+    No synchronisation (no keys).
+``diloco``
+    DiLoCo's outer loop across groups of pipelines (:mod:`sim.training.outer`;
+    :class:`DilocoSync` is its typed view). Keys: ``every`` (``H``, required),
+    ``fragments`` (``P``, a divisor of ``H``; 1), ``order``
+    (``sequential``/``strided``), ``overlap`` (``TAU`` in ``[0, H)``; 0),
+    ``bits`` (32, 16, 8, 4; 16), ``topk`` (a fraction in (0, 1]; unset),
+    ``groups`` (``M``; one group a pipeline), ``quorum`` (``K <= groups``;
+    unset: synchronous), ``grace`` (``W >= 0``, only with ``quorum``; 0),
+    ``layers`` (for the fragments; ``lcm(L, P)``).
+
+A key a kind does not have, a value its reader refuses, a key given twice or
+a rule between keys broken is one line naming ``sync``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..analytic.diloco import ORDERS, PAYLOAD_BITS
+from ..errors import ConfigError
+
+__all__ = ["KINDS", "CHECKS", "OVERLAPS", "SyncSpec", "DilocoSync", "parse_sync"]
+
+#: When the all-reduce starts: after the step's backward passes, or bucket by bucket during them.
+OVERLAPS = ("none", "backward")
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
+    def read(key: str, text: str) -> str:
+        if text not in options:
+            raise ConfigError("sync", f"{key} in ({', '.join(options)})", text)
+        return text
+    return read
+
+
+def _integer(low: int) -> Callable[[str, str], int]:
+    def read(key: str, text: str) -> int:
+        try:
+            x = int(text)
+        except ValueError:
+            raise ConfigError("sync", f"{key} an integer >= {low}", text) from None
+        if x < low:
+            raise ConfigError("sync", f"{key} an integer >= {low}", text)
+        return x
+    return read
+
+
+def _bits(key: str, text: str) -> int:
+    if text not in tuple(map(str, PAYLOAD_BITS)):
+        raise ConfigError("sync", f"{key} in ({', '.join(map(str, PAYLOAD_BITS))})", text)
+    return int(text)
+
+
+def _fraction(key: str, text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and 0 < x <= 1):
+        raise ConfigError("sync", f"{key} in (0, 1]", text)
+    return x
+
+
+def _positive(key: str, text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x > 0):
+        raise ConfigError("sync", f"{key} > 0", text)
+    return x
+
+
+def _nonnegative(key: str, text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and x >= 0):
+        raise ConfigError("sync", f"{key} a finite number >= 0", text)
+    return x
+
+
+#: kind -> key -> (reader of the value's text, default). A default of None: unset.
+KINDS: dict[str, dict[str, tuple[Callable[[str, str], Any], Any]]] = {
+    "allreduce": {"overlap": (_choice(OVERLAPS), "none"), "bucket_size": (_positive, None)},
+    "none": {},
+    "diloco": {
+        "every": (_integer(1), None), "fragments": (_integer(1), 1),
+        "order": (_choice(ORDERS), "sequential"), "overlap": (_integer(0), 0),
+        "bits": (_bits, 16), "topk": (_fraction, None), "groups": (_integer(1), None),
+        "quorum": (_integer(1), None), "grace": (_nonnegative, 0.0),
+        "layers": (_integer(1), None),
+    },
+}
+
+
+def _check_diloco(values: dict[str, Any], text: str) -> None:
+    """DiLoCo's rules between keys (each one line naming ``sync``)."""
+    H = values["every"]
+    if H is None:
+        raise ConfigError("sync", "diloco with every=H (inner steps between outer syncs)", text)
+    if H % values["fragments"]:
+        raise ConfigError("sync", f"fragments dividing every ({H})", values["fragments"])
+    if values["overlap"] >= H:
+        raise ConfigError("sync", f"overlap below every ({H})", values["overlap"])
+    q, g = values["quorum"], values["groups"]
+    if q is not None and g is not None and q > g:
+        raise ConfigError("sync", f"quorum at most groups ({g})", q)
+    if q is None and values["grace"] != 0:
+        raise ConfigError("sync", "grace 0 without quorum", values["grace"])
+
+
+#: kind -> its rules between keys, given the values (defaults filled) and the text.
+CHECKS: dict[str, Callable[[dict[str, Any], str], None]] = {"diloco": _check_diloco}
+
+
+@dataclass(frozen=True)
+class SyncSpec:
+    """A parsed ``--sync`` (values only): the kind and every key of its row with its value.
+
+    Attributes
+    ----------
+    kind : str
+    params : tuple of (str, value)
+        Every key of the kind, in the row's order, with its given or default value.
+    """
+
+    kind: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def __getitem__(self, key: str) -> Any:
+        for k, v in self.params:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key``, or ``default`` when the kind has no such key."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    @property
+    def text(self) -> str:
+        """The canonical text: the kind, then the keys that differ from their defaults."""
+        row = KINDS[self.kind]
+        given = [f"{k}={_fmt(v)}" for k, v in self.params if v != row[k][1]]
+        return self.kind + (":" + ",".join(given) if given else "")
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return repr(int(v)) if v.is_integer() and abs(v) < 1e16 else repr(v)
+    return str(v)
+
+
+@dataclass(frozen=True)
+class DilocoSync:
+    """The typed view of a ``diloco`` :class:`SyncSpec` (see :data:`KINDS` for the keys)."""
+
+    every: int
+    fragments: int = 1
+    order: str = "sequential"
+    overlap: int = 0
+    bits: int = 16
+    topk: float | None = None
+    groups: int | None = None
+    quorum: int | None = None
+    grace: float = 0.0
+    layers: int | None = None
+
+    @classmethod
+    def of(cls, spec: SyncSpec | str) -> DilocoSync:
+        """The view of ``spec`` (a SyncSpec or its text) of kind ``diloco``."""
+        spec = parse_sync(spec)
+        if spec.kind != "diloco":
+            raise ConfigError("sync", "diloco:every=H,... here", spec.text)
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in spec.params if k in names})
+
+    @property
+    def text(self) -> str:
+        """The canonical text of the spec this view shows."""
+        return parse_sync("diloco:" + ",".join(
+            f"{f.name}={_fmt(getattr(self, f.name))}" for f in fields(self)
+            if getattr(self, f.name) is not None)).text
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(text: str) -> SyncSpec:
+    kind, _, rest = text.partition(":")
+    kind = kind.strip()
+    if kind not in KINDS:
+        raise ConfigError("sync", f"KIND[:key=value,...] with KIND one of {', '.join(KINDS)}",
+                          text)
+    row = KINDS[kind]
+    values: dict[str, Any] = {}
+    for item in (x.strip() for x in rest.split(",")) if rest.strip() else ():
+        key, eq, val = item.partition("=")
+        key, val = key.strip(), val.strip()
+        if not eq or not key or not val:
+            raise ConfigError("sync", "KIND[:key=value,...] (each option key=value)", text)
+        if key not in row:
+            keys = f"({', '.join(row)})" if row else "(it has none)"
+            raise ConfigError("sync", f"a key of {kind} {keys}", key)
+        if key in values:
+            raise ConfigError("sync", "each key once", key)
+        values[key] = row[key][0](key, val)
+    full = {k: values.get(k, d) for k, (_r, d) in row.items()}
+    check = CHECKS.get(kind)
+    if check is not None:
+        check(full, text)
+    return SyncSpec(kind, tuple(full.items()))
+
+
+def parse_sync(text: Any) -> SyncSpec:
+    """The :class:`SyncSpec` of ``text`` (``KIND[:key=value,...]``; a SyncSpec is returned as is).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``sync``: an unknown kind or key, a malformed option, a value
+        its key refuses, a key given twice, a rule between keys broken.
+    """
+    if isinstance(text, SyncSpec):
+        return text
+    if not isinstance(text, str):
+        raise ConfigError("sync", "KIND[:key=value,...] text", text)
+    return _parse(text)

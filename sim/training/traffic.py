@@ -1,0 +1,1011 @@
+"""Training traffic to time: the one adapter every training engine hands its transfers to.
+
+The engine (:class:`sim.training.system.TrainingSystem`, the queueing
+pipeline) chooses it once per run with :func:`traffic_for` and gives it to its
+flow; the flow and the trainer ask it for every byte the training system
+moves, and never compute a transfer's time themselves:
+
+* :class:`Traffic`, the closed form (no ``network``): a transfer of ``S``
+  over a hop takes ``latency + S / bandwidth`` (the config's ``hop_times``),
+  or a plan's own times (``transfer_times``, each hop's from the plan's
+  bandwidth curves); the step's gradient all-reduce is the ring law
+  :func:`sim.analytic.ring_allreduce_time` (or a plan's ``allreduce_times``);
+* :class:`NetworkTraffic`, flows of :mod:`sim.network` (``network`` set):
+  every transfer is ``t`` flows between the nodes of the two replicas (``t``
+  the sender's tensor-parallel ranks), the all-reduce a ring of flows
+  (:func:`sim.network.collectives.ring_allreduce`), weight downloads and
+  checkpoint writes flows too.
+
+What the engines ask (the same questions in both forms):
+
+* the replica servers of :class:`~sim.training.flow.ReplicaFlow`: :attr:`Traffic.hops`
+  and :attr:`Traffic.hops_back`, the time between finishing a pass at one
+  stage and being routed at the next (the closed form's hop; 0 over a
+  network), and :meth:`NetworkTraffic.deliver`, the transfer to the replica
+  routed to (over a network only: :attr:`Traffic.flows` says which);
+* the framework devices of :class:`~sim.training.framework.FrameworkFlow`:
+  :meth:`Traffic.send` (a hop's transfer overlapped with compute) and
+  :meth:`Traffic.transfer` (a paired blocking send and receive);
+* the trainer: :meth:`Traffic.step_tail` (the step's all-reduce and optimizer
+  step, one call), :meth:`Traffic.checkpoint` and :meth:`Traffic.cancel_step`;
+* the replicas: :meth:`Traffic.download` and :meth:`Traffic.replica_down`.
+
+Over a network, ``p2p="overlap"``: the sender goes on with its next pass at
+once and the microbatch joins the receiver's queue when it arrives.
+``p2p="blocking"`` (NCCL send/recv): the transfer starts when the receiver is
+not computing, and both replicas are held (no pass starts) until it ends; a
+replica held by a send can start a receive meanwhile (Megatron and DeepSpeed
+post them together), so two neighbours sending to each other do not deadlock.
+A transfer cut by a failure at either end is withdrawn from the network, and
+its microbatch is re-queued at the destination stage after the detection
+timeout, to be sent again from the nearest live replica holding its data
+(:meth:`sim.training.flow.ReplicaFlow.requeue`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import simpy
+
+from ..analytic.network import ring_allreduce_time, ring_bytes_sent
+from ..network.channels import Channels
+from ..network.collectives import bucket_sizes
+from ..timeline import NULL
+
+__all__ = ["Traffic", "NetworkTraffic", "WanTraffic", "traffic_for", "gradient_buckets",
+           "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES"]
+
+#: PyTorch DDP's gradient bucket: ``bucket_cap_mb=25`` in
+#: ``torch/nn/parallel/distributed.py`` (``DistributedDataParallel.__init__``:
+#: ``bucket_bytes_cap = int(bucket_cap_mb * 1024 * 1024)``).
+DDP_BUCKET_BYTES = 25 * 1024 * 1024
+#: DDP's first bucket (``dist._DEFAULT_FIRST_BUCKET_BYTES``, 1 MiB: ``_ddp_init_helper``
+#: cuts the parameters in registration order with limits ``[first, cap]``, then reverses
+#: the buckets "to approximate the order in which their gradients are produced").
+DDP_FIRST_BUCKET_BYTES = 1024 * 1024
+
+
+def gradient_buckets(size: float, bucket: float | None, *, rule: str = "ddp",
+                     first_stage: bool = True) -> list[float]:
+    """A replica's gradients of ``size`` (per rank) cut into buckets, in the order the
+    backward pass produces them (from the stage's output end to its input end).
+
+    Parameters
+    ----------
+    size : float
+    bucket : float or None
+        The bucket (``--sync allreduce:bucket_size=B``); None: the framework's default.
+    rule : {"ddp", "megatron"}
+        ``ddp`` (PyTorch DDP's ``Reducer``, dtsim's plain configs): the
+        parameters are cut in registration (forward) order, the first bucket
+        :data:`DDP_FIRST_BUCKET_BYTES` and the others :data:`DDP_BUCKET_BYTES`
+        by default (``bucket`` each when given), then reversed; ``megatron``
+        (a plan: Megatron-LM's ``DistributedDataParallel`` with
+        ``overlap_grad_reduce``): cut in production order into ``bucket``
+        (the plan builder gives Megatron's default, ``max(4e7, 1e6 dp)``
+        values), and one bucket on every pipeline stage but the first
+        (``megatron/core/distributed/distributed_data_parallel.py``: "Turn off
+        bucketing if we are on a pipeline stage that is not the first").
+    first_stage : bool
+        The stage is the pipeline's first (``megatron``).
+    """
+    if size <= 0:
+        return []
+    if rule == "megatron":
+        if not first_stage or bucket is None:
+            return [size]
+        return bucket_sizes(size, bucket)
+    if bucket is not None:
+        return bucket_sizes(size, bucket)[::-1]
+    if size <= DDP_FIRST_BUCKET_BYTES:
+        return [size]
+    return ([DDP_FIRST_BUCKET_BYTES] + bucket_sizes(size - DDP_FIRST_BUCKET_BYTES,
+                                                    DDP_BUCKET_BYTES))[::-1]
+
+
+class _Reduce:
+    """One stage's overlapped all-reduce in a step: buckets released when every participant
+    has produced them, reduced one after the other (one communicator: in order)."""
+
+    __slots__ = ("stage", "reps", "sizes", "fracs", "ready", "next", "busy", "done", "dead", "t0")
+
+    def __init__(self, env: simpy.Environment, stage: int, reps: list[Any],
+                 sizes: list[float]) -> None:
+        self.stage, self.reps, self.sizes = stage, reps, sizes
+        total = sum(sizes)
+        acc, fracs = 0.0, []
+        for b in sizes:
+            acc += b
+            fracs.append(acc / total)
+        if fracs:
+            fracs[-1] = 1.0  # the last bucket is ready as the pass ends, exactly
+        self.fracs = fracs
+        self.ready = [0] * len(sizes)
+        self.next = 0
+        self.busy = False
+        self.dead = False
+        self.t0 = 0.0  # when the bucket in flight started (the timeline's)
+        self.done = env.event()
+        if not sizes or not reps:
+            self.done.succeed()
+
+
+class Traffic:
+    """Training traffic by the closed form (a config without ``network``).
+
+    Parameters
+    ----------
+    config : TrainingConfig
+    env : simpy.Environment
+    recorder : sim.timeline.Recorder, optional
+        The timeline's recorder: told of each framework transfer (from when it leaves its
+        FIFO channel's queue to its arrival, and the wait before), and of each bucket of an
+        overlapped all-reduce (default: none; the numbers are the same either way).
+
+    Attributes
+    ----------
+    flows : bool
+        False here: a point-to-point transfer is a time between stages, spent
+        before the microbatch is routed at the next stage (True over a
+        network: a transfer between the nodes of two replicas, once routed).
+    hops, hops_back : tuple of float
+        Per hop ``j -> j+1``: the activation's (gradient's) time between
+        stages (the slowest pipeline's with a plan's ``transfer_times``).
+    track : bool
+        The step's all-reduce needs each stage's participants (a sync with
+        parameters or latency).
+    download_time : float
+        A recovering replica's weight download when :meth:`download` gives no event.
+    sent : dict
+        Size units each replica sent in the step-end gradient all-reduces (the ring
+        law's :func:`sim.analytic.network.ring_bytes_sent`; node totals, every rank).
+    """
+
+    flows = False
+
+    def __init__(self, config: Any, env: simpy.Environment, *, recorder: Any = None) -> None:
+        c = self.config = config
+        self.env = env
+        self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
+        self.track = c.ring_sync
+        self.hops: tuple[float, ...] = c.hop_times
+        self.hops_back: tuple[float, ...] = c.hop_times_back
+        self.download_time: float = c.download_time
+        self.flow: Any = None
+        self._xfer: Any = None
+        # overlapped transfers on FIFO channels (p2p "overlap"): when each channel is free
+        self.fifo = c.p2p == "overlap"
+        self._free: dict[Any, float] = {}
+        # the gradient all-reduce overlapped with the backward pass (sync overlap=backward)
+        spec = c.sync_spec
+        self.overlap = spec.get("overlap") == "backward"
+        self.bucket = spec.get("bucket_size")
+        self._left: dict[Any, int] = {}
+        self._reduces: list[_Reduce] = []
+        #: the bucket of an all-reduce that does not overlap (per rank; inf: one)
+        self.ring_bucket = self.bucket if self.bucket is not None else c.bucket_size
+        self.sent: dict[Any, float] = {}
+
+    def attach(self, flow: Any, replicas: list[Any] | None = None) -> None:
+        """The engine's flow (its live replicas: downloads and checkpoints read them);
+        ``replicas``: its replica servers (they report their backward passes to an
+        overlapped all-reduce; over a network, transfers go replica to replica)."""
+        self.flow = flow
+        if replicas is not None and self.overlap:
+            for rep in replicas:
+                rep.bwd_hook = self.backward_started
+
+    # -- what each replica sends in the all-reduces (issue 37) ---------------------------
+    def _ranks(self, j: int) -> int:
+        """Ranks a replica of stage ``j`` runs its rings with (1 in the closed form)."""
+        return 1
+
+    def _count_ring(self, reps: Any, size: float) -> None:
+        """Each of the ``n`` members of a ring all-reduce of ``size`` (a node's total) sends
+        ``2 (n - 1) size / n``."""
+        reps = list(reps)
+        if len(reps) < 2 or size <= 0:
+            return
+        x = ring_bytes_sent(len(reps), size)
+        for rep in reps:
+            self.sent[rep] = self.sent.get(rep, 0.0) + x
+
+    def sent_by(self, replicas: Any) -> list[float]:
+        """Size units each of ``replicas`` sent in the step-end all-reduces; NaN for a plan's
+        closed form (its all-reduce times carry no sizes)."""
+        dflt = math.nan if self.config.allreduce_times is not None else 0.0
+        return [self.sent.get(rep, dflt) for rep in replicas]
+
+    # -- point to point ---------------------------------------------------------------
+    def _hop_time(self, s: int, k: int, grad: bool) -> float:
+        """Hop ``s`` of pipeline ``k`` (activation, or gradient back) in the closed form."""
+        x = self._xfer
+        if x is None:
+            x = self._xfer = self.config.pipeline_transfer_times
+        return x[s][k][1 if grad else 0]
+
+    def channel_delay(self, channel: Any, d: float) -> float:
+        """The delay of a transfer of time ``d`` sent now on ``channel`` (FIFO, p2p
+        ``overlap``): ``d`` when the channel is free, else the wait for the transfers
+        before it, then ``d``; the channel is then busy until it arrives."""
+        now = self.env.now
+        free = self._free.get(channel, now)
+        delay = (free - now) + d if free > now else d
+        self._free[channel] = now + delay
+        return delay
+
+    def begin_step(self) -> None:
+        """A framework step launches its programs (over a network: its transfers are tracked)."""
+
+    def send(self, s: int, k: int, grad: bool, arrived: Any, i: int | None = None) -> None:
+        """Hop ``s`` of pipeline ``k`` overlapped with compute: ``arrived()`` when it is there
+        (at once for a hop of no time on a free channel). p2p ``overlap``: one at a time per
+        sending and receiving device (the channel ``(k, sender, receiver)``). ``i``: the
+        pipeline's micro-batch it carries (the timeline's; None: not recorded)."""
+        d = self._hop_time(s, k, grad)
+        now = t0 = self.env.now
+        if self.fifo:
+            L = self.config.stages
+            a, b = (s + 1, s) if grad else (s, s + 1)
+            ch = (k, a % L, b % L)
+            if self.rec.on:  # it leaves the queue when the transfers before it have arrived
+                free = self._free.get(ch, now)
+                if free > now:
+                    t0 = free
+            d = self.channel_delay(ch, d)
+        if d <= 0.0:
+            arrived()
+            return
+        t = self.env.timeout(d)
+        t.callbacks.append(lambda _e: arrived())
+        if i is not None and self.rec.on:
+            self._record_hop(t, s, k, grad, i, now, t0)
+
+    def transfer(self, s: int, k: int, grad: bool, i: int | None = None) -> simpy.Event:
+        """Hop ``s`` of pipeline ``k`` as a paired blocking send and receive: the event of its
+        end (``i``: as :meth:`send`)."""
+        t = self.env.timeout(self._hop_time(s, k, grad))
+        if i is not None and self.rec.on:
+            now = self.env.now
+            self._record_hop(t, s, k, grad, i, now, now)
+        return t
+
+    def _record_hop(self, ev: simpy.Event, s: int, k: int, grad: bool, i: int, sent: float,
+                    t0: float | list) -> None:
+        """Record a framework hop on the timeline when ``ev`` (its arrival) fires: handed over
+        at ``sent``, moving from ``t0`` (a one-item list: set when it left its channel)."""
+        rec, env, flow = self.rec, self.env, self.flow
+        ev.callbacks.append(lambda _e: rec.framework_hop(
+            flow, grad, s, i, k, sent, t0 if not isinstance(t0, list) else t0[0], env.now))
+
+    def replica_down(self, rep: Any) -> list[Any]:
+        """``rep`` failed: the transfers cut (none in the closed form)."""
+        return []
+
+    def download(self, rep: Any) -> simpy.Event | None:
+        """``rep``'s weight download, or None to take :attr:`download_time`."""
+        return None
+
+    def cancel(self, ev: simpy.Event) -> None:  # pragma: no cover - no event is handed out
+        """Withdraw a transfer (a download cut by a failure)."""
+
+    # -- the gradient all-reduce overlapped with the backward pass ------------------------
+    def _bucket_rule(self, j: int) -> tuple[str, bool]:
+        return ("megatron" if self.config.allreduce_sizes is not None else "ddp"), j == 0
+
+    def _stage_size(self, j: int) -> float:
+        """The gradients one rank of stage ``j`` all-reduces."""
+        return self.config.param_size
+
+    def begin_sync(self, stages: list[list[Any]], mbs: list[Any]) -> None:
+        """A step's micro-batches are routed (fixed pipelines): count each replica's backward
+        passes; its last one releases its buckets (``overlap=backward``)."""
+        if not self.overlap:
+            return
+        for red in self._reduces:
+            red.dead = True
+        left: dict[Any, int] = {}
+        for mb in mbs:
+            if mb.pipe < 0:
+                continue
+            for st in stages:
+                rep = st[mb.pipe % len(st)]
+                left[rep] = left.get(rep, 0) + 1
+        self._left = left
+        self._reduces = []
+        for j, st in enumerate(stages):
+            reps = [r for r in st if left.get(r, 0) > 0]
+            rule, first = self._bucket_rule(j)
+            sizes = (gradient_buckets(self._stage_size(j), self.bucket, rule=rule,
+                                      first_stage=first) if len(reps) > 1 else [])
+            self._reduces.append(_Reduce(self.env, j, reps, sizes))
+
+    def backward_started(self, rep: Any, work: float) -> None:
+        """``rep`` starts a backward pass of ``work``; its last of the step produces the
+        stage's gradients at an even rate over the pass, bucket after bucket."""
+        n = self._left.get(rep)
+        if not n:
+            return
+        n -= 1
+        self._left[rep] = n
+        if n:
+            return
+        red = self._reduces[rep.stage]
+        if red.done.triggered:
+            return
+        env = self.env
+        for b, f in enumerate(red.fracs):
+            t = env.timeout(work * f)
+            t.callbacks.append(lambda _e, b=b: self._ready(red, b))
+
+    def _ready(self, red: _Reduce, b: int) -> None:
+        if red.dead:
+            return
+        red.ready[b] += 1
+        self._pump(red)
+
+    def _pump(self, red: _Reduce) -> None:
+        """Start the next bucket once every participant has it and the one before is done."""
+        if red.busy or red.dead or red.next >= len(red.sizes):
+            return
+        if red.ready[red.next] < len(red.reps):
+            return
+        red.busy = True
+        red.t0 = self.env.now
+        self._count_ring(red.reps, red.sizes[red.next] * self._ranks(red.stage))
+        ev = self._bucket_ring(red, red.sizes[red.next])
+        ev.callbacks.append(lambda _e: self._bucket_done(red))
+
+    def _bucket_ring(self, red: _Reduce, size: float) -> simpy.Event:
+        """One bucket's ring all-reduce: the ring law (closed form)."""
+        c = self.config
+        return self.env.timeout(ring_allreduce_time(len(red.reps), size, c.bandwidth,
+                                                    c.mean_latency))
+
+    def _bucket_done(self, red: _Reduce) -> None:
+        if red.dead:
+            return
+        if self.rec.on:
+            st = self.flow.trainer.step
+            self.rec.bucket(red.reps, red.stage, red.next, red.sizes[red.next],
+                            None if st is None else st.index, red.t0, self.env.now)
+        red.busy = False
+        red.next += 1
+        if red.next == len(red.sizes):
+            red.done.succeed()
+        else:
+            self._pump(red)
+
+    def _overlapped(self):
+        """Wait for every stage's overlapped all-reduce (a generator)."""
+        evs = [red.done for red in self._reduces if not red.done.processed]
+        if evs:
+            yield simpy.AllOf(self.env, evs)
+
+    # -- the step's end -----------------------------------------------------------------
+    def closed_tail(self) -> float:
+        """The time after the all-reduce: the optimizer step, or a plan's per-stage all-reduce
+        and optimizer step (the slowest stage) after its tied all-reduce."""
+        c = self.config
+        tail = c.optimizer_time
+        if c.allreduce_times is not None:  # a plan's per-stage all-reduce and optimizer step
+            opt = c.optimizer_times or (0.0,) * c.stages
+            tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
+                                                                      strict=True))
+        return tail
+
+    def step_tail(self, participants: list[set], used: set[int] | None = None):
+        """The step's end (a generator): the gradient all-reduce among each stage's live
+        participants (or, fastest ``K`` of ``n``, among the ``used`` pipelines: their
+        indices), then the optimizer step.
+
+        The ring law :func:`sim.analytic.ring_allreduce_time` of ``param_size`` over
+        ``bandwidth`` and the mean latency; the stages' rings at once (the slowest).
+
+        The generator's value (what ``yield from`` gives) is ``(sync, tail)``: the
+        all-reduce's closed-form time after the passes (0 when it overlapped the backward
+        pass) and the time after it (:meth:`closed_tail`), which the timeline records.
+        """
+        c = self.config
+        if self.overlap:
+            yield from self._overlapped()
+            tail = self.closed_tail()
+            if tail > 0:
+                yield self.env.timeout(tail)
+            return 0.0, tail
+        sync = 0.0
+        nb = 1 if self.bucket is None else max(len(bucket_sizes(c.param_size, self.bucket)), 1)
+        if used is not None:
+            if self.track and len(used) > 1:  # the ring among the K pipelines the step waited for
+                sync = ring_allreduce_time(len(used), c.param_size, c.bandwidth, c.mean_latency,
+                                           buckets=nb)
+                for st in self.flow.stages:
+                    self._count_ring([r for r in st if r.index in used], c.param_size)
+        elif self.track:
+            lat, P, W = c.mean_latency, c.param_size, c.bandwidth
+            for reps in participants:
+                live = [r for r in reps if r.live]
+                self._count_ring(live, P)
+                if len(live) > 1:
+                    sync = max(sync, ring_allreduce_time(len(live), P, W, lat, buckets=nb))
+        tail = self.closed_tail()
+        if sync + tail > 0:
+            yield self.env.timeout(sync + tail)
+        return sync, tail
+
+    def checkpoint(self) -> simpy.Event | None:
+        """The checkpoint's write, or None (only its ``checkpoint_cost``)."""
+        return None
+
+    def cancel_step(self) -> None:
+        """The step was lost: withdraw its transfers and collectives still moving."""
+        for red in self._reduces:
+            red.dead = True
+        self._reduces = []
+        self._left = {}
+        self._free = {}  # the lost step's transfers no longer hold their channels
+
+
+class _P2P:
+    """One transfer between two replica servers: its flows, ends, and what to do on arrival."""
+
+    __slots__ = ("src", "dst", "events", "left", "on_arrival", "mb", "dest_stage", "started",
+                 "size", "owner", "t_sent", "t0")
+
+    def __init__(self, owner: NetworkTraffic, src: Any, dst: Any, size: float, mb: Any,
+                 dest_stage: int, on_arrival: Any) -> None:
+        self.owner = owner
+        self.src, self.dst, self.size = src, dst, size
+        self.mb = mb
+        self.dest_stage = dest_stage
+        self.on_arrival = on_arrival
+        self.events: list[simpy.Event] = []
+        self.left = 0
+        self.started = False
+        self.t_sent = 0.0  # the timeline's: when it started, and when it left its channel
+        self.t0: float | None = None
+
+    def start(self) -> None:
+        o = self.owner
+        self.started = True
+        t = o.tp[self.src.stage]
+        a, b = o.node_of(self.src), o.node_of(self.dst)
+        self.left = t
+        ch = o.channels if not o.blocking else None
+        self.t_sent = now = o.env.now
+        moved = None
+        if ch is None:
+            self.t0 = now
+        elif o.rec.on:  # it moves when the first of its ranks leaves its channel's queue
+            moved = self._moved
+        for r in range(t):
+            if ch is not None:  # rank r's stream from src to dst: FIFO
+                ev = ch.send((self.src, self.dst, r), a, b, self.size / t, started=moved)
+            else:
+                ev = o.service.transfer(a, b, self.size / t)
+            ev.callbacks.append(self._one)
+            self.events.append(ev)
+
+    def _moved(self) -> None:
+        if self.t0 is None:
+            self.t0 = self.owner.env.now
+
+    def _one(self, _ev: Any) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.owner.arrived(self)
+
+    def cancel(self) -> None:
+        for ev in self.events:
+            if not ev.processed:
+                ev.callbacks = [] if ev.callbacks is not None else None
+                self.owner.cancel(ev)
+
+
+class NetworkTraffic(Traffic):
+    """Training traffic as flows on a network (a config with ``network``).
+
+    Parameters
+    ----------
+    config : TrainingConfig
+    env : simpy.Environment
+    network : sim.network.Network
+        The built network of ``config.network`` (:func:`sim.network.shared_network`).
+    recorder : sim.timeline.Recorder, optional
+        As :class:`Traffic`'s; also told of each transfer between replica servers and,
+        through the service, of every all-reduce chunk and the links' utilisation.
+    service : sim.network.NetworkService, optional
+        A service to put the flows on, shared with other adapters of the replication
+        (DiLoCo's groups and its WAN tier, :class:`WanTraffic`: their traffic shares the
+        links); default: a service of its own on ``network``.
+
+    Attributes
+    ----------
+    service : sim.network.NetworkService
+        The replication's network service (every flow of the run).
+    """
+
+    flows = True
+
+    def __init__(self, config: Any, env: simpy.Environment, network: Any,
+                 service: Any = None, *, recorder: Any = None) -> None:
+        super().__init__(config, env, recorder=recorder)
+        from ..network.service import NetworkService
+
+        c = config
+        self.network = network
+        self.service = service if service is not None else NetworkService(
+            env, network, weighting=c.network_weighting, contention=c.contention,
+            recorder=recorder)
+        # p2p "overlap": one stream per sender, receiver and rank (sim.network.channels)
+        self.channels = Channels(self.service) if self.fifo else None
+        self.nodes = c.network_nodes
+        tp = c.tensor_parallel
+        self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * c.stages
+        self.blocking = c.p2p == "blocking"
+        # the time between stages is none: a transfer is a flow once the receiver is routed
+        self.hops = self.hops_back = (0.0,) * max(c.stages - 1, 0)
+        self.inflight: dict[Any, list[_P2P]] = {}
+        self.pending: dict[Any, list[_P2P]] = {}
+        self._moving: list[simpy.Event] = []  # the step's transfers and collectives in flight
+
+    def attach(self, flow: Any, replicas: list[Any] | None = None) -> None:
+        super().attach(flow, replicas)
+        if replicas is None:
+            return
+        self.inflight = {rep: [] for rep in replicas}
+        self.pending = {rep: [] for rep in replicas}
+        if self.blocking:
+            for rep in replicas:
+                rep.gate = self.gate
+
+    def node_of(self, rep: Any) -> Any:
+        """The network node of replica (or device) ``rep``."""
+        return self.nodes[rep.stage][rep.index]
+
+    def _ranks(self, j: int) -> int:
+        return self.tp[j]
+
+    # -- point to point between replica servers (ReplicaFlow) -----------------------------------
+    def deliver(self, src: Any, dst: Any, size: float, mb: Any, dest_stage: int,
+                on_arrival: Any) -> _P2P:
+        """Move ``size`` from replica ``src`` to replica ``dst``; ``on_arrival()`` when done."""
+        x = _P2P(self, src, dst, size, mb, dest_stage, on_arrival)
+        self.inflight[src].append(x)
+        self.inflight[dst].append(x)
+        if not self.blocking:
+            x.start()
+            return x
+        src.held += 1
+        if not dst._in_timeout:  # not computing: the rendezvous is now
+            self._begin(x)
+        else:
+            self.pending[dst].append(x)
+        return x
+
+    def _begin(self, x: _P2P) -> None:
+        dst = x.dst
+        if dst._waiting is not None:  # idle, waiting for work: it is taken for the receive
+            dst._waiting = None
+            dst.idle.pop(dst, None)
+        dst.held += 1
+        x.start()
+
+    def gate(self, rep: Any) -> bool:
+        """Blocking mode, asked before a replica starts a pass: True while it must wait."""
+        pend = self.pending[rep]
+        if pend:
+            self.pending[rep] = []
+            for x in pend:
+                self._begin(x)
+        return rep.held > 0
+
+    def arrived(self, x: _P2P) -> None:
+        if self.rec.on:
+            self.rec.p2p(x, self.env.now)
+        self.inflight[x.src].remove(x)
+        self.inflight[x.dst].remove(x)
+        if self.blocking:
+            for rep in (x.src, x.dst):
+                rep.held -= 1
+        x.on_arrival()
+        if self.blocking:
+            for rep in (x.src, x.dst):
+                if rep.held == 0:
+                    rep.resume()
+
+    def replica_down(self, rep: Any) -> list[_P2P]:
+        """``rep`` failed: its transfers in flight are cut; the ones cut (to re-queue)."""
+        cut = self.inflight[rep]
+        self.inflight[rep] = []
+        for x in cut:
+            other = x.dst if x.src is rep else x.src
+            if x in self.inflight[other]:
+                self.inflight[other].remove(x)
+            if x.started and self.rec.on:
+                self.rec.p2p(x, self.env.now, cut=True)
+            x.cancel()
+        return cut
+
+    # -- point to point of framework devices (FrameworkFlow) -----------------------------
+    def begin_step(self) -> None:
+        self._moving = []
+
+    def _hop_flows(self, s: int, k: int, grad: bool, fifo: bool,
+                   i: int | None = None) -> simpy.Event:
+        """Hop ``s`` of pipeline ``k``: the sender's ``t`` ranks send ``1/t`` of the
+        micro-batch's activation (or gradient) each (``fifo``: each rank on its channel to
+        the receiver); fires when all arrived. ``i``: as :meth:`Traffic.send`."""
+        c = self.config
+        a, b = (s + 1, s) if grad else (s, s + 1)
+        t = self.tp[a]
+        size = (c.transfer_sizes[s] if c.transfer_sizes is not None else c.activation_size) / t
+        src, dst = self.nodes[a][k], self.nodes[b][k]
+        ch = self.channels if fifo else None
+        now = self.env.now
+        moved: list = [now]  # the timeline's: when it moves (its first rank leaves its channel)
+        started = None
+        if i is not None and self.rec.on and ch is not None:
+            moved[0] = None
+            env = self.env
+
+            def started() -> None:
+                if moved[0] is None:
+                    moved[0] = env.now
+        if ch is not None:
+            evs = [ch.send((k, a, b, r), src, dst, size, started=started) for r in range(t)]
+        else:
+            evs = [self.service.transfer(src, dst, size) for _ in range(t)]
+        self._moving.extend(evs)
+        ev = simpy.AllOf(self.env, evs)
+        if i is not None and self.rec.on:
+            self._record_hop(ev, s, k, grad, i, now, moved)
+        return ev
+
+    def send(self, s: int, k: int, grad: bool, arrived: Any, i: int | None = None) -> None:
+        self._hop_flows(s, k, grad, True, i).callbacks.append(lambda _e: arrived())
+
+    def transfer(self, s: int, k: int, grad: bool, i: int | None = None) -> simpy.Event:
+        return self._hop_flows(s, k, grad, False, i)
+
+    # -- weights ---------------------------------------------------------------------------
+    def download(self, rep: Any) -> simpy.Event | None:
+        """``rep``'s weight download: ``param_size`` from the node of the stage's
+        lowest-index live replica, else from ``checkpoint_node``; None (the config's
+        ``download_time``) without either."""
+        c = self.config
+        if not c.param_size:
+            return None
+        peers = [r for r in self.flow.live[rep.stage] if r is not rep]
+        if peers:
+            src = self.node_of(peers[0])
+        elif c.checkpoint_node is not None:
+            src = c.checkpoint_node
+        else:
+            return None
+        return self.service.transfer(src, self.node_of(rep), c.param_size)
+
+    def cancel(self, ev: simpy.Event) -> None:
+        ch = self.channels
+        if ch is not None and ch.holds(ev):
+            ch.cancel(ev)
+        else:
+            self.service.cancel(ev)
+
+    def checkpoint(self) -> simpy.Event | None:
+        """Every stage writes its parameters from its lowest-index live replica to
+        ``checkpoint_node``, all at once; None without one."""
+        c = self.config
+        if c.checkpoint_node is None or not c.param_size:
+            return None
+        events = []
+        for j in range(c.stages):
+            live = self.flow.live[j]
+            if live:
+                events.append(self.service.transfer(self.node_of(live[0]), c.checkpoint_node,
+                                                    c.param_size))
+        return simpy.AllOf(self.env, events) if events else None
+
+    # -- the overlapped all-reduce as flows ------------------------------------------------
+    def _stage_size(self, j: int) -> float:
+        c = self.config
+        if c.allreduce_sizes is not None:
+            return c.allreduce_sizes[j]
+        return c.param_size / self.tp[j]
+
+    def _bucket_ring(self, red: _Reduce, size: float) -> simpy.Event:
+        """One bucket's ring all-reduce among the stage's participants: ``t`` rings of
+        ``size`` per rank (:func:`sim.network.collectives.ring_allreduce`)."""
+        from ..network.collectives import ring_allreduce
+
+        ev = ring_allreduce(self.service, [self.node_of(r) for r in red.reps], size,
+                            ranks=self.tp[red.stage])
+        self._moving.append(ev)
+        return ev
+
+    # -- the step's end -----------------------------------------------------------------
+    def _rings(self, participants: list[list[Any]]) -> simpy.Event | None:
+        """Every stage's ring all-reduce of ``param_size`` at once; None when nothing moves."""
+        from ..network.collectives import ring_allreduce
+
+        c = self.config
+        events = []
+        self._moving = []
+        for j, reps in enumerate(participants):
+            if len(reps) < 2:
+                continue
+            self._count_ring(reps, c.param_size)
+            t = self.tp[j]
+            ev = ring_allreduce(self.service, [self.node_of(r) for r in reps],
+                                c.param_size / t, ranks=t, bucket_size=self.ring_bucket)
+            if not ev.triggered:
+                events.append(ev)
+                self._moving.append(ev)
+        if not events:
+            return None
+        return simpy.AllOf(self.env, events)
+
+    def _plan_collectives(self):
+        """A plan's collectives: the tied all-reduce, then every stage's gradient ring and
+        its optimizer step (the stages at once). Overlapped with the backward pass
+        (``overlap=backward``, Megatron-LM's order: ``finalize_model_grads`` waits for the
+        data-parallel buckets, then all-reduces the tied embedding), the stages' buckets
+        first, then the tied all-reduce, then the optimizer steps."""
+        from ..network.collectives import ring_allreduce
+
+        c, env = self.config, self.env
+        L = c.stages
+        nodes = self.nodes
+        r = c.replicas[0]
+        if self.overlap:
+            yield from self._overlapped()
+        if c.tied_allreduce_size and L > 1:
+            t = self.tp[0]
+            st = self.flow.stages
+            for k in range(r):
+                self._count_ring([st[0][k], st[L - 1][k]], c.tied_allreduce_size * t)
+            evs = [ring_allreduce(self.service, [nodes[0][k], nodes[L - 1][k]],
+                                  c.tied_allreduce_size, ranks=t, bucket_size=self.ring_bucket)
+                   for k in range(r)]
+            self._moving.extend(evs)
+            yield simpy.AllOf(env, evs)
+        opt = c.optimizer_times or (0.0,) * L
+
+        def stage(j: int):
+            if r > 1 and c.allreduce_sizes[j] > 0 and not self.overlap:
+                self._count_ring(self.flow.stages[j], c.allreduce_sizes[j] * self.tp[j])
+                ev = ring_allreduce(self.service, list(nodes[j]), c.allreduce_sizes[j],
+                                    ranks=self.tp[j], bucket_size=self.ring_bucket)
+                self._moving.append(ev)
+                yield ev
+            if opt[j] > 0:
+                yield env.timeout(opt[j])
+
+        yield simpy.AllOf(env, [env.process(stage(j)) for j in range(L)])
+        self._moving = []
+
+    def step_tail(self, participants: list[set], used: int | None = None):
+        """The step's end as flows: each stage's ring all-reduce among its live participants
+        (:func:`sim.network.collectives.ring_allreduce`, ``t`` rings of ``param_size / t``
+        in buckets), or a plan's collectives (its sizes); then the optimizer step. Its value
+        is ``(0.0, tail)`` (the flows' time is theirs: the timeline records their chunks)."""
+        if self.overlap and self.config.allreduce_sizes is None:
+            yield from self._overlapped()
+        elif self.track:
+            ring = self._rings([sorted((r for r in reps if r.live), key=lambda r: r.index)
+                                for reps in participants])
+            if ring is not None:
+                yield ring
+        if self.config.allreduce_sizes is not None:
+            yield from self._plan_collectives()
+        tail = self.closed_tail()
+        if tail > 0:
+            yield self.env.timeout(tail)
+        return 0.0, tail
+
+    def cancel_step(self) -> None:
+        super().cancel_step()
+        for ev in self._moving:
+            ring = getattr(ev, "ring", None)
+            if ring is not None:
+                ring.cancel()
+            elif not ev.triggered:
+                self.cancel(ev)
+        self._moving = []
+
+
+class WanTraffic:
+    """DiLoCo's traffic between groups (issue 37): the outer all-reduce of the groups'
+    pseudo-gradients and the model downloads, across the WAN tier.
+
+    The outer loop (:class:`sim.training.outer.OuterLoop`) says what moves (the
+    groups of a sync and their live replicas, each stage's part of the fragment,
+    who downloads from whom); this says how long it takes, and counts what each
+    replica sends:
+
+    * closed form (no ``network``): every link the config's ``bandwidth`` and
+      ``latency``; a sync takes :func:`sim.analytic.diloco.outer_sync_time`
+      (the ring law :func:`sim.analytic.network.ring_allreduce_time` across the
+      groups, or its all-gather half for top-k, then the all-gather inside each
+      group), the stages at once; a download ``latency + S / bandwidth``, the
+      stages at once;
+    * over a network: flows on one :class:`~sim.network.service.NetworkService`
+      (:attr:`service`, which the groups' own adapters share: every byte of the
+      run on the same links): node ``i`` of every group of the sync runs a ring
+      all-reduce (dense) or all-gather (top-k) of its shard with its
+      counterparts (:mod:`sim.network.collectives`), the stages at once, then
+      each group all-gathers its averaged shards; a download is a flow from the
+      source replica's node to each live replica's node.
+
+    Parameters
+    ----------
+    config : TrainingConfig
+        The DiLoCo run's config (``sync = "diloco:..."``).
+    env : simpy.Environment
+    node_of : callable
+        The network node of a replica of the run.
+
+    Attributes
+    ----------
+    service : sim.network.NetworkService or None
+        None in the closed form.
+    wan, inside : dict
+        Size units each replica sent over the WAN tier (outer syncs, downloads) and
+        inside its group (the outer sync's all-gather of averaged shards).
+    """
+
+    def __init__(self, config: Any, env: simpy.Environment, node_of: Any) -> None:
+        c = self.config = config
+        self.env = env
+        self.node_of = node_of
+        self.spec = c.diloco
+        self.service: Any = None
+        if c.network is not None:
+            from ..network import shared_network
+            from ..network.service import NetworkService
+
+            self.service = NetworkService(env, shared_network(c.network, nic=c.nic),
+                                          weighting=c.network_weighting,
+                                          contention=c.contention)
+        tp = c.tensor_parallel
+        self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * c.stages
+        self.wan: dict[Any, float] = {}
+        self.inside: dict[Any, float] = {}
+        self._fetches: dict[Any, list[simpy.Event]] = {}
+
+    def _done(self) -> simpy.Event:
+        ev = self.env.event()
+        ev.succeed()
+        return ev
+
+    def _count_sync(self, live: list[list[Any]], kj: int, S: float) -> None:
+        """What each of the ``kj`` ring nodes of every group sends
+        (:func:`sim.analytic.diloco.outer_bytes_sent`)."""
+        from ..analytic.diloco import outer_bytes_sent
+
+        spec = self.spec
+        wan, inside = outer_bytes_sent(len(live), S, bits=spec.bits,
+                                       value_bits=self.config.value_bits, topk=spec.topk,
+                                       nodes_per_group=kj)
+        for reps in live:
+            for rep in reps[:kj]:
+                self.wan[rep] = self.wan.get(rep, 0.0) + wan
+                self.inside[rep] = self.inside.get(rep, 0.0) + inside
+
+    def outer_sync(self, stages: list[list[list[Any]]], sizes: list[float]) -> simpy.Event:
+        """An outer all-reduce among the groups of a sync: the event of its end.
+
+        Parameters
+        ----------
+        stages : list
+            ``stages[j][g]``: the live replicas of stage ``j`` in the ``g``-th group of the
+            sync (``k_j``, the fewest of them, take part in each group).
+        sizes : list of float
+            Stage ``j``'s part of the fragment (``value_bits`` a value).
+        """
+        from ..analytic.diloco import outer_sync_time
+
+        env, c, spec = self.env, self.config, self.spec
+        n = len(stages[0]) if stages else 0
+        if n < 2 or not any(sizes) and c.mean_latency == 0:
+            return self._done()
+        if self.service is None:
+            T = 0.0
+            for live, S in zip(stages, sizes, strict=True):
+                kj = min(len(x) for x in live)
+                if kj == 0:
+                    continue
+                T = max(T, outer_sync_time(n, S, c.bandwidth, c.mean_latency, bits=spec.bits,
+                                           value_bits=c.value_bits, topk=spec.topk,
+                                           nodes_per_group=kj))
+                self._count_sync(live, kj, S)
+            return env.timeout(T)
+        procs = []
+        for j, (live, S) in enumerate(zip(stages, sizes, strict=True)):
+            kj = min(len(x) for x in live)
+            if kj == 0 or (S == 0 and c.mean_latency == 0):
+                continue
+            self._count_sync(live, kj, S)
+            procs.append(env.process(self._stage_rings(j, live, kj, S)))
+        return simpy.AllOf(env, procs) if procs else self._done()
+
+    def _stage_rings(self, j: int, live: list[list[Any]], kj: int, S: float):
+        """Stage ``j`` over the network: ``kj`` rings across the groups (each of ``t`` rank
+        rings), then each group's all-gather of its averaged shards."""
+        from ..analytic.diloco import payload_size
+        from ..network.collectives import ring_allgather, ring_allreduce
+
+        c, spec, env, service = self.config, self.spec, self.env, self.service
+        nodes = [[self.node_of(rep) for rep in reps[:kj]] for reps in live]
+        t = self.tp[j]
+        dense = payload_size(S, bits=spec.bits, value_bits=c.value_bits)
+        sparse = (None if spec.topk is None else
+                  payload_size(S, bits=spec.bits, value_bits=c.value_bits, topk=spec.topk))
+        evs = []
+        for i in range(kj):
+            ring = [nd[i] for nd in nodes]
+            if sparse is None:
+                evs.append(ring_allreduce(service, ring, dense / kj / t, ranks=t))
+            else:
+                evs.append(ring_allgather(service, ring, sparse / kj / t, ranks=t))
+        yield simpy.AllOf(env, evs)
+        if kj > 1:
+            block = dense if sparse is None else min(len(live) * sparse, dense)
+            yield simpy.AllOf(env, [ring_allgather(service, nd, block / kj / t, ranks=t)
+                                    for nd in nodes])
+
+    def fetch(self, key: Any, sources: list[Any], receivers: list[list[Any]],
+              sizes: list[float]) -> simpy.Event | None:
+        """A group's download: every replica of ``receivers[j]`` fetches ``sizes[j]`` from
+        ``sources[j]`` (a replica, or None: from ``checkpoint_node`` over a network, else
+        ``latency + S / bandwidth``); the event of its end (None: nothing moves). Its flows
+        are kept under ``key`` until :meth:`fetched` or :meth:`cancel_fetch`."""
+        env, c = self.env, self.config
+        for src, dsts, S in zip(sources, receivers, sizes, strict=True):
+            if src is not None:  # the source sends S to each receiver
+                self.wan[src] = self.wan.get(src, 0.0) + S * len(dsts)
+        if self.service is None:
+            return env.timeout(c.mean_latency + max((S / c.bandwidth for S in sizes),
+                                                    default=0.0))
+        evs = []
+        for src, dsts, S in zip(sources, receivers, sizes, strict=True):
+            if S == 0:
+                continue
+            a = (self.node_of(src) if src is not None else c.checkpoint_node)
+            for rep in dsts:
+                if a is None:
+                    evs.append(env.timeout(c.mean_latency + S / c.bandwidth))
+                else:
+                    evs.append(self.service.transfer(a, self.node_of(rep), S))
+        if not evs:
+            return None
+        self._fetches[key] = evs
+        return simpy.AllOf(env, evs)
+
+    def fetched(self, key: Any) -> None:
+        """The download under ``key`` is done."""
+        self._fetches.pop(key, None)
+
+    def cancel_fetch(self, key: Any) -> None:
+        """Withdraw the flows of the download under ``key`` still moving (its group failed)."""
+        for ev in self._fetches.pop(key, []):
+            if not ev.triggered and self.service is not None:
+                self.service.cancel(ev)
+
+
+def traffic_for(config: Any, env: simpy.Environment, *, service: Any = None,
+                recorder: Any = None) -> Traffic:
+    """The adapter of a run: :class:`NetworkTraffic` over ``config.network`` (built and kept by
+    :func:`sim.network.shared_network`; on ``service`` when given, shared with other
+    adapters), else the closed form :class:`Traffic`; ``recorder`` (a
+    :class:`sim.timeline.Recorder`) records the run's traffic as it moves."""
+    if config.network is None:
+        return Traffic(config, env, recorder=recorder)
+    if service is not None:
+        return NetworkTraffic(config, env, service.network, service, recorder=recorder)
+    from ..network import shared_network
+
+    return NetworkTraffic(config, env, shared_network(config.network, nic=config.nic),
+                          recorder=recorder)

@@ -1,0 +1,205 @@
+"""The DiLoCo closed forms of sim.analytic.diloco at hand-computed points."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sim.analytic import diloco as D
+from sim.analytic.network import ring_allreduce_time
+from sim.errors import ConfigError
+
+
+def test_payload_is_bits_over_value_bits_and_topk_pays_32_bit_indices():
+    """4 bits of 16 is a quarter; top-k 1 % at 8 bits costs 0.01 (8 + 32) / 16 of the size."""
+    assert D.payload_size(100.0, bits=4) == 25.0
+    assert D.payload_size(100.0, bits=16, value_bits=32) == 50.0
+    assert D.payload_size(100.0, bits=8, topk=0.01) == pytest.approx(0.01 * 100 * 40 / 16)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(bits=5), "'bits' must be one of 32, 16, 8, 4: 5"),
+    (dict(bits=32), "'bits' must be at most value_bits (16): 32"),
+    (dict(topk=1.5), "'topk' must be in (0, 1]: 1.5"),
+    (dict(topk=0.0), "'topk' must be > 0: 0.0"),
+])
+def test_payload_refuses_bad_precisions(kw, msg):
+    """Precisions outside 32/16/8/4, above the values' own, and fractions outside (0, 1]."""
+    with pytest.raises(ConfigError) as e:
+        D.payload_size(10.0, **kw)
+    assert str(e.value) == msg
+
+
+def test_outer_sync_is_the_ring_of_the_payload_and_hierarchical_adds_the_zone_allgather():
+    """M = 4, S = 80 at 8 bits: ring of 40; with g = 2 nodes a group, two WAN rings of 20 and
+    an intra-group all-gather of 20 (1 step)."""
+    M, S, B, lat = 4, 80.0, 10.0, 0.5
+    assert D.outer_sync_time(M, S, B, lat, bits=8) == pytest.approx(
+        2 * 3 * (0.5 + 40 / (4 * 10)))
+    t = D.outer_sync_time(M, S, B, lat, bits=8, nodes_per_group=2, intra_bandwidth=100.0,
+                          intra_latency=0.01)
+    assert t == pytest.approx(2 * 3 * (0.5 + 20 / (4 * 10)) + 1 * (0.01 + 20 / 100))
+    assert D.outer_sync_time(1, S, B, lat) == 0.0
+    assert D.outer_sync_time(M, S, B, lat) == ring_allreduce_time(M, S, B, lat)
+
+
+def test_topk_sync_is_an_allgather_of_index_value_pairs():
+    """Top-k 10 % at 16 bits of 100 among 3: blocks of 0.1 * 100 * 48 / 16 = 30, 2 steps."""
+    assert D.outer_sync_time(3, 100.0, 5.0, 0.1, topk=0.1) == pytest.approx(2 * (0.1 + 30 / 5))
+    wan, inside = D.outer_bytes_sent(3, 100.0, topk=0.1)
+    assert (wan, inside) == (pytest.approx(60.0), 0.0)
+
+
+def test_outer_bytes_of_a_ring_are_two_m_minus_one_over_m():
+    """Each node of a 4-group ring sends 2 * 3 / 4 of the payload; with 2 nodes a group half
+    of that across and half the payload inside."""
+    assert D.outer_bytes_sent(4, 80.0) == (pytest.approx(120.0), 0.0)
+    assert D.outer_bytes_sent(4, 80.0, nodes_per_group=2) == (pytest.approx(60.0),
+                                                               pytest.approx(40.0))
+
+
+def test_fragments_sequential_and_strided():
+    """4 stages of 8 in 2 fragments: sequential = stages 0-1 | 2-3, strided = 0,2 | 1,3; one
+    stage in 4 fragments: a quarter each either way."""
+    assert D.fragment_sizes([8, 8, 8, 8], 2, "sequential") == [[8, 8, 0, 0], [0, 0, 8, 8]]
+    assert D.fragment_sizes([8, 8, 8, 8], 2, "strided") == [[8, 0, 8, 0], [0, 8, 0, 8]]
+    assert D.fragment_sizes([8], 4, "strided") == [[2.0]] * 4
+    # 2 stages, 4 layers, 3 fragments is impossible: 12 layers
+    assert D.fragment_sizes([6, 6], 3, "sequential") == [[4, 0], [2, 2], [0, 4]]
+    with pytest.raises(ConfigError) as e:
+        D.fragment_sizes([6, 6], 3, layers=4)
+    assert str(e.value) == "'layers' must be a multiple of the stages (2) and of the fragments (3): 4"
+
+
+def test_sync_schedule_spreads_fragments_every_h_over_p():
+    """H = 4, P = 2, N = 10: fragment 0 after 2, 6, 10; fragment 1 after 4, 8."""
+    assert D.sync_schedule(10, 4, 2) == [(2, 0), (4, 1), (6, 0), (8, 1), (10, 0)]
+    assert D.sync_schedule(7, 3) == [(3, 0), (6, 0)]
+    with pytest.raises(ConfigError) as e:
+        D.sync_schedule(10, 4, 3)
+    assert str(e.value) == "'fragments' must be a divisor of every (4): 3"
+
+
+def test_vanilla_wall_time_and_utilisation():
+    """N = 12, H = 4, T = 1, T_sync = 2: wall 12 + 3 * 2 = 18; utilisation 4 / 6."""
+    r = D.diloco_times(12, 1.0, 4, [2.0])
+    assert r.wall_time == 18.0 and r.syncs == 3 and not r.overlapping
+    assert r.compute_utilisation == pytest.approx(12 / 18)
+    assert D.diloco_utilisation(4, 1.0, 2.0) == pytest.approx(4 / 6)
+
+
+def test_overlap_hides_a_sync_that_fits_its_tau_steps_and_exposes_the_rest():
+    """Two fragments of sync 1.5 with TAU = 1 step of 1: 0.5 exposed at each application; the
+    last sync (after step N) is waited for in full when no step is left to hide it."""
+    r = D.diloco_times(8, 1.0, 4, [1.5, 1.5], overlap=1)
+    # syncs after 2 (applied at 3: +0.5), 4 (at 5: +0.5), 6 (at 7: +0.5), 8 (end: +1.5)
+    assert r.wall_time == pytest.approx(8 + 0.5 * 3 + 1.5)
+    assert D.streaming_utilisation(4, 1.0, [1.5, 1.5], overlap=1) == pytest.approx(4 / 5)
+    hidden = D.diloco_times(8, 1.0, 4, [0.9, 0.9], overlap=1)
+    assert hidden.wall_time == pytest.approx(8 + 0.9)  # only the last one
+    assert D.streaming_utilisation(4, 1.0, [0.9, 0.9], overlap=1) == 1.0
+
+
+def test_overlapping_syncs_are_flagged():
+    """TAU = 3 > H / P = 2 with syncs longer than 2 steps: two syncs in flight at once."""
+    assert D.diloco_times(8, 1.0, 4, [2.5, 2.5], overlap=3).overlapping
+    assert not D.diloco_times(8, 1.0, 4, [1.5, 1.5], overlap=3).overlapping
+
+
+def test_bandwidth_for_time_inverts_the_sync_time():
+    """The bandwidth returned makes the sync take exactly the budget; latency alone over the
+    budget needs infinite bandwidth."""
+    B = D.bandwidth_for_time(3.0, 4, 100.0, 0.1, bits=4)
+    assert D.outer_sync_time(4, 100.0, B, 0.1, bits=4) == pytest.approx(3.0)
+    Bk = D.bandwidth_for_time(3.0, 4, 100.0, 0.1, topk=0.05)
+    assert D.outer_sync_time(4, 100.0, Bk, 0.1, topk=0.05) == pytest.approx(3.0)
+    assert D.bandwidth_for_time(0.5, 4, 100.0, 0.1) == math.inf
+
+
+def test_overlap_backward_exposes_what_outlasts_the_backward_pass():
+    """All-reduce 5 beside a backward pass of 3: 2 exposed; 2 beside 3: none."""
+    assert D.overlap_backward_exposed(5.0, 3.0) == 2.0
+    assert D.overlap_backward_exposed(2.0, 3.0) == 0.0
+
+
+# --------------------------------------------------------------------------- learning
+
+
+def _problem(M=4, d=6, seed=3):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0.5, 1.5, (M, d)), rng.normal(0.0, 1.0, (M, d))
+
+
+def test_vanilla_mean_is_local_sgd_allreduce_rounds():
+    """P = 1, TAU = 0, outer lr 1: after every H steps the global model equals
+    sim.analytic.learning.training_mean's allreduce protocol with H local steps."""
+    from sim.analytic.learning import training_mean
+
+    a, c = _problem()
+    m = D.diloco_mean(a, c, 0.3, 40, 5, x0=2.0)
+    ref = training_mean("allreduce", a, c, 0.3, 5, 8, x0=2.0)  # (rounds + 1, n, d)
+    np.testing.assert_allclose(m[::5], ref[:, 0, :], rtol=1e-12, atol=1e-12)
+
+
+def test_h_one_is_gradient_descent_on_the_mean_objective():
+    """H = 1: theta' = theta - eta mean_i a_i (theta - c_i) (data parallelism)."""
+    a, c = _problem()
+    m = D.diloco_mean(a, c, 0.2, 5, 1, x0=1.0)
+    th = np.full(a.shape[1], 1.0)
+    for _ in range(5):
+        th = th - 0.2 * (a * (th - c)).mean(axis=0)
+    np.testing.assert_allclose(m[-1], th, rtol=1e-12)
+
+
+def test_long_run_reaches_diloco_fixed_point():
+    """Vanilla DiLoCo tends to sum w c / sum w, w = 1 - (1 - eta a)^H."""
+    from sim.analytic.learning import diloco_fixed_point
+
+    a, c = _problem()
+    m = D.diloco_mean(a, c, 0.3, 4000, 8)
+    np.testing.assert_allclose(m[-1], diloco_fixed_point(a, c, 0.3, 8), rtol=1e-9, atol=1e-12)
+
+
+def test_streaming_mean_matches_noisy_replications():
+    """P = 2 (strided), TAU = 1, mixing 0.5, outer lr 0.7, gradient noise 0.5: the mean of 4000
+    noisy replications (simulated here step by step) agrees with the exact first moment within
+    4 standard errors; a model that applies the outer step at once (TAU = 0) is rejected."""
+    a, c = _problem(M=3, d=4, seed=5)
+    eta, N, H, tau, alpha, mu, sigma, R = 0.2, 12, 4, 1, 0.5, 0.7, 0.5, 4000
+    rng = np.random.default_rng(11)
+    frags = [np.arange(4)[p::2] for p in range(2)]
+    theta = np.zeros((R, 4))
+    x = np.zeros((R, 3, 4))
+    pend = {}
+    for t in range(1, N + 1):
+        x = x - eta * (a * (x - c) + sigma * rng.standard_normal(x.shape))
+        for p, dl in pend.pop(t, []):
+            theta[:, frags[p]] -= mu * dl
+            x[:, :, frags[p]] = alpha * x[:, :, frags[p]] + (1 - alpha) * theta[:, None, frags[p]]
+        if t % (H // 2) == 0:
+            p = (t // (H // 2) - 1) % 2
+            dl = (theta[:, None, frags[p]] - x[:, :, frags[p]]).mean(axis=1)
+            pend.setdefault(min(t + tau, N + 1), []).append((p, dl))
+    for p, dl in pend.pop(N + 1, []):
+        theta[:, frags[p]] -= mu * dl
+    exact = D.diloco_mean(a, c, eta, N, H, fragments=2, order="strided", overlap=tau,
+                          mixing=alpha, outer_lr=mu)[-1]
+    se = theta.std(axis=0, ddof=1) / np.sqrt(R)
+    assert np.all(np.abs(theta.mean(axis=0) - exact) <= 4 * se)
+    wrong = D.diloco_mean(a, c, eta, N, H, fragments=2, order="strided", overlap=0,
+                          outer_lr=mu)[-1]
+    assert np.any(np.abs(theta.mean(axis=0) - wrong) > 4 * se)
+
+
+def test_loss_against_wall_clock_and_time_to_target():
+    """The clock is the time model's (its end is diloco_times' wall time); the loss falls to
+    the target at the first step whose loss is below it."""
+    a, c = _problem()
+    curve = D.loss_vs_wall_clock(a, c, 0.3, 40, 5, 1.0, [3.0], x0=2.0)
+    assert curve.time[-1] == pytest.approx(D.diloco_times(40, 1.0, 5, [3.0]).wall_time)
+    target = curve.loss[20]
+    k = next(i for i, v in enumerate(curve.loss) if v <= target)
+    assert curve.time_to(target) == curve.time[k]
+    assert curve.time_to(-1.0) == math.inf

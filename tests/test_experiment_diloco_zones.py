@@ -1,0 +1,67 @@
+"""experiments/diloco_zones.py: its step times, and the bandwidths of its table meet their targets."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def dz():
+    spec = importlib.util.spec_from_file_location("diloco_zones",
+                                                  ROOT / "experiments" / "diloco_zones.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_step_times_are_six_n_tokens_over_64_h100_at_40_percent(dz):
+    """6 N 2^19 / (64 * 989e12 * 0.4): 0.1242 s at 1B, 1.242 s at 10B, 12.42 s at 100B (to 4 digits)."""
+    assert dz.step_time(1e9) == pytest.approx(0.124247, rel=1e-5)
+    assert dz.step_time(1e11) == pytest.approx(100 * dz.step_time(1e9))
+
+
+@pytest.mark.parametrize("method", ["dp", "dp-overlap", "diloco", "streaming",
+                                    "streaming-overlap", "streaming-4bit"])
+def test_each_bandwidth_needed_gives_its_utilisation(dz, method):
+    """At the bandwidth the table gives, the closed-form utilisation is the target (or no
+    bandwidth does it: the latency alone exceeds the budget, and even an infinite link
+    falls short)."""
+    for params in dz.MODELS.values():
+        for u in dz.TARGETS:
+            B = dz.bandwidth_needed(method, params, u)
+            if math.isinf(B):
+                assert dz.utilisation(method, params, 1e30) < u
+            else:
+                assert dz.utilisation(method, params, B) == pytest.approx(u, rel=1e-9)
+                assert dz.utilisation(method, params, 0.9 * B) < u
+
+
+def test_4bit_streaming_needs_a_quarter_of_16bit_overlapped_streaming(dz):
+    """Same latency, a quarter of the payload: the bandwidth term is a quarter."""
+    a = dz.bandwidth_needed("streaming-overlap", 1e11, 0.95)
+    b = dz.bandwidth_needed("streaming-4bit", 1e11, 0.95)
+    assert b == pytest.approx(a / 4, rel=1e-9)
+
+
+def test_dp_overlap_des_equals_its_exact_value_above_the_old_lower_bound(dz):
+    """dp-overlap is the DES of --sync allreduce:overlap=backward: at its 95 % bandwidth for
+    100B (12 buckets) the simulated utilisation is the max-plus value, 0.95; the exposed tail
+    is above the bound max(0, T_ar - T_b) (the last bucket's ring is always exposed), and
+    one bucket is no overlap at all (dp's time)."""
+    p = dz.MODELS["100B"]
+    B = dz.bandwidth_needed("dp-overlap", p, 0.95)
+    exposed, n = dz.dp_overlap_best(p, B)
+    assert n == 12
+    got = dz._des("dp-overlap", p, bandwidth=B, steps=4)
+    assert got["des_utilisation"] == pytest.approx(0.95, rel=1e-12)
+    assert got["exact_run_utilisation"] == pytest.approx(0.95, rel=1e-12)
+    T = dz.step_time(p)
+    ar = dz.AD.outer_sync_time(dz.ZONES, 2 * p, B, dz.LATENCY)
+    assert exposed > dz.AD.overlap_backward_exposed(ar, 2 * T / 3) + 0.5
+    assert dz.dp_overlap_exposed(p, B, 1) == pytest.approx(ar, rel=1e-12)

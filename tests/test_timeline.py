@@ -1,0 +1,724 @@
+"""Timelines (sim.timeline, --timeline): the engines' own events, in the Trace Event Format.
+
+The events are checked against references the engines do not share: the max-plus schedule of
+the frameworks' programs, ``dtsim network``'s finish times, the failure model's own clocks and
+an independent listener, a replayed trace's intervals; every file against the format; every
+run's numbers against the same run without a recorder.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+
+from sim.analytic.training import program_makespan
+from sim.cli import main
+from sim.errors import ConfigError
+from sim.rng import Streams
+from sim.timeline import NULL, Recorder, gantt, parse_window, read_timeline, validate
+from sim.training import TrainingConfig, TrainingSystem, training_model
+from sim.training.schedules import device_program
+
+US = 1e6
+UNEQUAL = dict(stages=4, microbatches=6, steps=2, forward_time=(2.9, 0.6, 1.1, 1.8),
+               backward_times=(3.0, 1.4, 0.7, 2.2), latency=(0.3, 0.05, 0.2), sync="none")
+
+
+def _x(trace: dict, cat: str | None = None) -> list[dict]:
+    return [e for e in trace["traceEvents"] if e["ph"] == "X" and (cat is None or e["cat"] == cat)]
+
+
+def _record(cfg: TrainingConfig, seed: int = 0) -> tuple[dict, dict]:
+    rec = Recorder()
+    metrics = training_model(cfg, Streams(seed).replication(0), recorder=rec)
+    trace = rec.trace()
+    assert validate(trace) == []
+    return metrics, trace
+
+
+# ----------------------------------------------------------------------------- the engines' own events
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_passes_equal_the_max_plus_schedule(schedule):
+    """GPipe and fixed-order 1F1B, unequal stages and hops: every pass's start and end in the
+    file equal the max-plus schedule's (program_makespan) to 1e-9, in both steps."""
+    cfg = TrainingConfig(schedule=schedule, **UNEQUAL)
+    tf, tb = cfg.forward_time, cfg.backward_time
+    done: dict = {}
+    T = program_makespan([device_program(schedule, 4, 6, j) for j in range(4)], list(tf),
+                         list(tb), list(cfg.hop_times), list(cfg.hop_times_back), finish=done)
+    metrics, trace = _record(cfg)
+    assert metrics["step_time_mean"] == pytest.approx(T, abs=1e-9)
+    starts = {e["args"]["step"]: e["ts"] / US for e in _x(trace, "step")}
+    assert starts == pytest.approx({0: 0.0, 1: T}, abs=1e-9)
+    passes = _x(trace, "compute")
+    assert len(passes) == 2 * 2 * 6 * 4
+    worst = 0.0
+    for e in passes:
+        a = e["args"]
+        kind = "F" if e["name"] == "forward" else "B"
+        end = starts[a["step"]] + done[(kind, a["stage"], a["microbatch"])]
+        dur = (tf if kind == "F" else tb)[a["stage"]]
+        assert e["pid"] == trace_pid(trace, f"s{a['stage']}r0")
+        worst = max(worst, abs((e["ts"] + e["dur"]) / US - end), abs(e["ts"] / US - (end - dur)))
+    assert worst < 1e-9
+
+
+def _fifo_law(done: dict, S: int, p: int, act, grad) -> dict:
+    """Every transfer's (sent, start, arrival) by the FIFO channel law, from the reference's
+    pass ends: a pass's output is sent as it ends and, per channel (sending device, receiving
+    device), starts when the one sent before it has arrived, then takes its hop's time."""
+    sends = []
+    for (kind, s, i), t in done.items():
+        if kind == "F" and s < S - 1:
+            sends.append((t, "a", s, i, s % p, (s + 1) % p, act[s]))
+        elif kind == "B" and s > 0:
+            sends.append((t, "g", s - 1, i, s % p, (s - 1) % p, grad[s - 1]))
+    last: dict = {}
+    out = {}
+    for t, tag, h, i, a, b, d in sorted(sends):
+        start = max(t, last.get((a, b), t))
+        last[(a, b)] = start + d
+        out[(tag, h, i)] = (t, start, start + d)
+    return out
+
+
+def _transfers(trace: dict, offset: float = 0.0) -> tuple[dict, dict]:
+    """The sender's transfer spans and queue spans by (tag, hop, microbatch), in time units
+    from ``offset``."""
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    moved, queued = {}, {}
+    for e in _x(trace):  # on the sender's send thread (spread over lanes "send", "send 2"...)
+        if (e["cat"] not in ("transfer", "queue")
+                or threads[(e["pid"], e["tid"])].split()[0] != "send"):
+            continue
+        a = e["args"]
+        grad = e["name"].startswith("gradient")
+        key = ("g" if grad else "a", a["stage"] if grad else a["stage"] - 1, a["microbatch"])
+        span = (e["ts"] / US - offset, (e["ts"] + e["dur"]) / US - offset)
+        (queued if e["cat"] == "queue" else moved)[key] = span
+    return moved, queued
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_transfers_on_fifo_channels_equal_the_max_plus_schedule(schedule):
+    """Over a network of one link per hop, hops longer than the passes: transfers queue on
+    their FIFO channels (p2p overlap, the default). Every pass equals the max-plus schedule
+    with channels (1e-9), which the schedule without channels misses; every transfer moves
+    from when it leaves its channel's queue to its arrival, and its wait there is a queue span
+    from the pass that sent it: both as the FIFO law gives them from the reference's passes."""
+    from sim.network import LinkValue, NetworkValue
+
+    L, m, A = 4, 6, 1.2
+    f, b = (0.5, 0.3, 0.6, 0.4), (1.0, 0.5, 0.8, 0.9)
+    bw, lat = (0.5, 2.0, 0.8), (0.05, 0.1, 0.02)
+    d = [lat[j] + A / bw[j] for j in range(L - 1)]
+    chain = NetworkValue(tuple(LinkValue(f"h{j}", f"h{j + 1}", bandwidth=bw[j], latency=lat[j])
+                               for j in range(L - 1)))
+    cfg = TrainingConfig(stages=L, microbatches=m, steps=2, schedule=schedule, forward_time=f,
+                         backward_times=b, activation_size=A, network=chain,
+                         network_nodes=tuple((f"h{j}",) for j in range(L)), sync="none")
+    progs = [device_program(schedule, L, m, j) for j in range(L)]
+    done: dict = {}
+    began: dict = {}
+    T = program_makespan(progs, list(f), list(b), d, d, finish=done, starts=began)
+    assert T > program_makespan(progs, list(f), list(b), d, d, channels=False) + 0.5
+    metrics, trace = _record(cfg)
+    assert metrics["step_time_mean"] == pytest.approx(T, abs=1e-9)
+    passes = _x(trace, "compute")
+    assert len(passes) == 2 * 2 * m * L
+    for e in passes:
+        a = e["args"]
+        key = ("F" if e["name"] == "forward" else "B", a["stage"], a["microbatch"])
+        t = a["step"] * T
+        assert e["ts"] / US - t == pytest.approx(began[key], abs=1e-9)
+        assert (e["ts"] + e["dur"]) / US - t == pytest.approx(done[key], abs=1e-9)
+    law = _fifo_law(done, L, L, d, d)
+    waits = 0
+    for step in range(2):
+        steps = {e["args"]["step"]: e for e in _x(trace, "step")}
+        step_trace = {**trace, "traceEvents": [e for e in trace["traceEvents"] if e["ph"] == "M"
+                                               or (e.get("args") or {}).get("step") == step]}
+        assert steps[step]["ts"] / US == pytest.approx(step * T, abs=1e-9)
+        moved, queued = _transfers(step_trace, step * T)
+        assert sorted(moved) == sorted(law)
+        for key, (sent, start, arrival) in law.items():
+            assert moved[key] == pytest.approx((start, arrival), abs=1e-9)
+            if start > sent + 1e-9:  # (a wait under the file's 0.1 ns is no event)
+                waits += 1
+                assert queued[key] == pytest.approx((sent, start), abs=1e-9)
+            else:
+                assert key not in queued
+        assert len(queued) == sum(1 for x in law.values() if x[1] > x[0] + 1e-9)
+    assert waits >= 4
+
+
+def test_framework_hops_on_fifo_channels_equal_the_max_plus_schedule():
+    """The framework engine's closed form (interleaved 1F1B, the wrap-around hop sharing the
+    last -> first channel): each hop moves from when its channel frees to its arrival, and
+    waits there from the pass that sent it, as the FIFO law gives them (1e-9)."""
+    L, v, m, h = 3, 2, 6, 2.0
+    f = [0.3, 0.5, 0.2]
+    cfg = TrainingConfig(stages=L, virtual_stages=v, microbatches=m, steps=1,
+                         schedule="interleaved", forward_time=tuple(f), backward_ratio=2.0,
+                         latency=h, sync="none")
+    S = L * v
+    progs = [device_program("interleaved", L, m, j, v=v) for j in range(L)]
+    done: dict = {}
+    hops = [h] * (S - 1)
+    T = program_makespan(progs, [f[s % L] / v for s in range(S)],
+                         [2 * f[s % L] / v for s in range(S)], hops, hops, finish=done)
+    metrics, trace = _record(cfg)
+    assert metrics["step_time_mean"] == pytest.approx(T, abs=1e-9)
+    law = _fifo_law(done, S, L, hops, hops)
+    moved, queued = _transfers(trace)
+    assert sorted(moved) == sorted(law)
+    for key, (sent, start, arrival) in law.items():
+        assert moved[key] == pytest.approx((start, arrival), abs=1e-9)
+        assert (key in queued) == (start > sent + 1e-9)
+        if key in queued:
+            assert queued[key] == pytest.approx((sent, start), abs=1e-9)
+    assert queued
+
+
+def test_overlapped_allreduce_buckets_are_the_ring_law_after_their_gradients():
+    """sync allreduce:overlap=backward: each bucket of each stage's all-reduce is a span on every
+    participant, starting when every participant's last backward of the step has produced it
+    (evenly over the pass) and the bucket before is done, lasting the ring law (1e-9); the
+    step ends with the last bucket (the optimizer step is 0)."""
+    from sim.analytic import ring_allreduce_time
+    from sim.analytic.training import bucket_ready_times
+    from sim.training.traffic import gradient_buckets
+
+    r, P, W, lat = 3, 60.0, 20.0, 0.05
+    cfg = TrainingConfig(stages=2, replicas=r, microbatches=6, steps=2, schedule="1f1b",
+                         routing="round-robin", forward_time=(1.0, 0.7), backward_ratio=2.0,
+                         param_size=P, bandwidth=W, latency=lat,
+                         sync="allreduce:overlap=backward,bucket_size=25")
+    sizes = gradient_buckets(P, 25.0)
+    assert len(sizes) == 3
+    metrics, trace = _record(cfg)
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    buckets = [e for e in _x(trace, "collective") if e["name"] == "all-reduce bucket"]
+    assert len(buckets) == 2 * 2 * len(sizes) * r  # steps x stages x buckets x participants
+    ends = {e["args"]["step"]: (e["ts"] + e["dur"]) / US for e in _x(trace, "step")}
+    for step in range(2):
+        for j in range(2):
+            last = {}  # each replica's last backward of the step: (start, duration)
+            for e in _x(trace, "compute"):
+                a = e["args"]
+                if e["name"] == "backward" and a["step"] == step and a["stage"] == j:
+                    last[a["replica"]] = max(last.get(a["replica"], (-1, 0)),
+                                             (e["ts"] / US, e["dur"] / US))
+            assert len(last) == r
+            ready = [max(col) for col in zip(*(bucket_ready_times(t0, dt, sizes)
+                                               for t0, dt in last.values()), strict=True)]
+            mine = [e for e in buckets if e["args"]["step"] == step and e["args"]["stage"] == j]
+            assert sorted({names[e["pid"]] for e in mine}) == [f"s{j}r{i}" for i in range(r)]
+            end = -math.inf
+            for bk, (rb, size) in enumerate(zip(ready, sizes, strict=True)):
+                start = max(rb, end)
+                end = start + ring_allreduce_time(r, size, W, lat)
+                for e in (e for e in mine if e["args"]["bucket"] == bk):
+                    assert e["args"]["bytes"] == size and e["args"]["participants"] == r
+                    assert e["ts"] / US == pytest.approx(start, abs=1e-9)
+                    assert (e["ts"] + e["dur"]) / US == pytest.approx(end, abs=1e-9)
+            assert end <= ends[step] + 1e-9
+        assert max((e["ts"] + e["dur"]) / US for e in buckets
+                   if e["args"]["step"] == step) == pytest.approx(ends[step], abs=1e-9)
+
+
+def trace_pid(trace: dict, name: str) -> int:
+    return next(e["pid"] for e in trace["traceEvents"]
+                if e["ph"] == "M" and e["name"] == "process_name" and e["args"]["name"] == name)
+
+
+def test_flow_ends_equal_dtsim_network_finish(tmp_path, capsys):
+    """dtsim network --timeline: every flow's end (both ends of it) is the finish it prints,
+    and every link counter stays in [0, 1]."""
+    flows = tmp_path / "flows.csv"
+    flows.write_text("src,dst,size,start\n0,5,100,0\n1,5,100,0\n2,30,50,1\n3,5,10,0.5\n"
+                     "7,12,40,0.2\n")
+    out = tmp_path / "net.json"
+    assert main(["network", "--topology", "tree:racks=2,hosts=20", "--flows", str(flows),
+                 "--nic", "30", "--json", "--timeline", str(out)]) == 0
+    finish = json.loads(capsys.readouterr().out)["finish"]
+    trace = read_timeline(out)
+    ends: dict[int, list[float]] = {}
+    for e in _x(trace, "transfer"):
+        ends.setdefault(e["args"]["flow"], []).append((e["ts"] + e["dur"]) / US)
+    assert sorted(ends) == list(range(len(finish)))
+    for f, t in ends.items():
+        assert len(t) == 2 and t == pytest.approx([finish[f]] * 2, abs=1e-9)  # 0.1 ns: the file
+    util = [e["args"]["utilisation"] for e in trace["traceEvents"] if e["ph"] == "C"]
+    assert util and all(-1e-12 <= u <= 1 + 1e-12 for u in util)
+    assert max(util) == pytest.approx(1.0)  # the shared NIC is saturated
+
+
+def _down(trace: dict) -> dict[str, list[tuple[float, float]]]:
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    out: dict[str, list[tuple[float, float]]] = {}
+    for e in _x(trace, "failure"):
+        out.setdefault(names[e["pid"]], []).append((e["ts"] / US, (e["ts"] + e["dur"]) / US))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_down_intervals_equal_the_failure_models():
+    """Failures of workers and of their shared stage domains: the timeline's down intervals
+    equal an independent listener's, their total equals the failure model's own clock
+    (1 - availability) and their number its transitions."""
+    cfg = TrainingConfig(stages=3, replicas=2, microbatches=4, steps=20, availability=0.8,
+                         mean_downtime=3.0, domain_outage=0.05, domain_downtime=4.0,
+                         schedule="swarm", forward_time=1.0, max_wait=100.0)
+    rec = Recorder()
+    sysm = TrainingSystem(cfg, Streams(5).replication(0), recorder=rec)
+    seen: dict[str, list[tuple[float, bool]]] = {w.name: [] for w in sysm.workers}
+    for w in sysm.workers:  # an independent listener of the failure model's transitions
+        w.on_change(lambda comp, up, now: seen[comp.name].append((now, up)))
+    metrics = sysm.run()
+    assert metrics == training_model(cfg, Streams(5).replication(0))
+    trace = rec.trace()
+    assert validate(trace) == []
+    got = _down(trace)
+    wall = sysm.env.now
+    total = 0
+    for w in sysm.workers:
+        moves = seen[w.name]
+        up0 = (not moves[0][1]) if moves else w.up  # the state before the first transition
+        want, since = [], (None if up0 else 0.0)
+        for t, up in moves:
+            if up:
+                want.append((since, t))
+            else:
+                since = t
+        if not w.up:
+            want.append((since, wall))
+        assert _flat(got.get(w.name, [])) == pytest.approx(_flat(want), abs=1e-9)
+        down = sum(b - a for a, b in got.get(w.name, []))
+        assert down == pytest.approx(wall * (1 - w.availability(wall)), abs=1e-9)
+        total += len(got.get(w.name, []))
+    assert total > 20  # the run saw failures (domains included: causes name them)
+    causes = {e["args"]["cause"] for e in _x(trace, "failure")}
+    workers = {w.name for w in sysm.workers}
+    assert causes & workers and causes - workers == {"stage0", "stage1", "stage2"}
+
+
+def _flat(pairs: list) -> list[float]:
+    return [x for p in pairs for x in p]
+
+
+def test_down_intervals_equal_a_replayed_trace(tmp_path):
+    """A failure trace replayed by worker name: the down intervals are the trace's own (the one
+    still open at the end closes there, marked open), with the restarts they cause."""
+    csv = tmp_path / "trace.csv"
+    csv.write_text("worker,start,end\ns1r0,5.5,9.0\ns2r0,30.25,31.0\ns0r0,60.0,1000.0\n")
+    cfg = TrainingConfig(stages=3, microbatches=4, steps=8, failure_trace=str(csv),
+                         restart_cost=1.5, checkpoint_every=2, checkpoint_cost=0.5,
+                         schedule="1f1b", max_time=200.0)
+    metrics, trace = _record(cfg)
+    got = _down(trace)
+    assert got["s1r0"] == [(5.5, 9.0)] and got["s2r0"] == [(30.25, 31.0)]
+    assert got["s0r0"] == [(60.0, 200.0)] and not metrics["finished"]  # open at the stop
+    restarts = [e for e in _x(trace, "restart") if e["name"] == "restart"]
+    assert len(restarts) == metrics["restarts"] >= 2
+    assert len(_x(trace, "checkpoint")) == metrics["checkpoints"]
+    lost_at = sorted({(e["ts"] + e["dur"]) / US for e in _x(trace, "compute")
+                      if e["args"]["lost"]})
+    assert lost_at and set(lost_at) <= {5.5, 30.25, 60.0}  # passes cut when a worker went down
+
+
+# ----------------------------------------------------------------------------- no number changes
+
+
+CLI_RUNS = [
+    ["train", "--stages", "3", "--microbatches-per-step", "4", "--steps", "3", "--schedule",
+     "1f1b", "--forward-time", "1,2,1.5"],
+    ["train", "--stages", "3", "--replicas", "2", "--microbatches-per-step", "6", "--steps", "6",
+     "--schedule", "swarm", "--availability", "0.85", "--mean-downtime", "4", "--skip-budget",
+     "1", "--pass-time-distribution", "exponential", "--mtbf", "40", "--replace-time", "3"],
+    pytest.param(["train", "--stages", "2", "--microbatches-per-step", "4", "--steps", "5",
+                  "--schedule", "gpipe", "--availability", "0.9", "--restart-cost", "2",
+                  "--checkpoint-every", "2", "--checkpoint-cost", "0.5"], marks=pytest.mark.slow),
+    ["train", "--stages", "2", "--replicas", "2", "--microbatches-per-step", "4", "--steps",
+     "2", "--schedule", "1f1b", "--network", "tree:racks=2,hosts=2", "--nic", "5",
+     "--activation-size", "2", "--param-size", "6", "--bucket-size", "2"],
+    pytest.param(["train", "--stages", "2", "--replicas", "2", "--steps", "6", "--availability",
+                  "0.9", "--strategy", "checkpoint-restart:every=2,checkpoint=0.5,restart=2"],
+                 marks=pytest.mark.slow),
+    ["pipeline", "--stages", "3", "--replicas", "2", "--microbatches", "60", "--stage-time",
+     "1", "--latency", "0.2", "--availability", "0.9", "--skip-budget", "1"],
+    ["gossip", "--protocol", "async", "--nodes", "6", "--rounds", "4", "--engine", "des"],
+    ["gossip", "--protocol", "edge", "--nodes", "6", "--rounds", "30"],
+]
+#: Keys of a payload that are measured wall time, not numbers of the run.
+WALL = ("wall_time", "stage_crossings_per_second", "microbatches_per_second")
+
+
+def _payload(capsys, argv):
+    assert main([*argv, "--replications", "2", "--json"]) == 0
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    return {k: v for k, v in out.items() if k not in WALL}, cap.err
+
+
+@pytest.mark.parametrize("argv", CLI_RUNS, ids=[
+    "train-1f1b", "train-swarm-failures-spot", "train-gpipe-restarts", "train-network",
+    "train-checkpoint-restart-strategy", "pipeline-des", "gossip-async", "gossip-edge"])
+def test_writing_the_timeline_changes_no_number(argv, tmp_path, capsys):
+    """The JSON payload is the same, bit for bit, with and without --timeline (the recorded
+    rerun of replication 0 is checked equal to the first run's record by the command too);
+    the file validates; the one line about it goes to stderr."""
+    plain, _ = _payload(capsys, argv)
+    out = tmp_path / "t.json"
+    timed, err = _payload(capsys, [*argv, "--timeline", str(out)])
+    assert json.dumps(plain, sort_keys=True) == json.dumps(timed, sort_keys=True)
+    assert "timeline:" in err and str(out) in err
+    trace = read_timeline(out)
+    assert validate(trace) == [] and _x(trace)
+
+
+def test_recorder_off_is_the_null_recorder():
+    """Without a recorder every engine holds NULL: off, and every hook a no-op."""
+    sysm = TrainingSystem(TrainingConfig(), Streams(0))
+    assert sysm.rec is NULL and not NULL.on and NULL.pass_done(1, 2, 3, 4) is None
+    assert all(r.rec is NULL for r in sysm.flow.replicas)
+
+
+# ----------------------------------------------------------------------------- what the files hold
+
+
+ENGINES = {
+    "plan-1f1b": dict(plan=True),
+    "interleaved": dict(schedule="interleaved", virtual_stages=2, stages=2, microbatches=4,
+                        latency=0.1),
+    "blocking-1f1b": dict(schedule="1f1b", p2p="blocking", latency=(0.1, 0.2, 0.3)),
+    "1f1b-dynamic": dict(schedule="1f1b-dynamic", availability=0.9, mean_downtime=2.0,
+                         param_size=1.0, bandwidth=2.0, replicas=2),
+    "async": dict(schedule="async", replicas=2, pass_time_distribution="exponential"),
+    "fastest-k": dict(schedule="gpipe", replicas=3, microbatches=6, sync_wait=2,
+                      pass_time_distribution="exponential"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES))
+def test_every_schedule_records_valid_passes(name):
+    """Every schedule's engine (the DES, the framework engine, a plan) records its passes,
+    one per pass the run counts, in a file the validator accepts."""
+    kw = dict(ENGINES[name])
+    if kw.pop("plan", False):  # dtsim train --plan's config: its transfers and rings as flows
+        from sim.profiles import load_profiles, read_runs
+        from sim.profiles.build import build_plan
+
+        run = {r.name: r for r in read_runs()}["mit-N2_D1"]
+        cfg = build_plan(run.plan, load_profiles(models=("OPT-350",)), steps=1,
+                         network=True).config
+        assert cfg.network is not None
+    else:
+        cfg = TrainingConfig(**{**dict(stages=4, microbatches=6, steps=2), **kw})
+    metrics, trace = _record(cfg, seed=3)
+    passes = [e for e in _x(trace, "compute") if not e["args"].get("lost")]
+    assert len(passes) == metrics["passes"]
+
+
+def test_the_job_engine_records_steps_losses_and_holds():
+    """The step-level job engine: a step on every worker of the formation, lost work and the
+    restarts and checkpoints of its strategy, the same numbers as without a recorder."""
+    from sim.training.strategies import make_strategy
+    from sim.training.strategies.job import job_model
+
+    cfg = TrainingConfig(stages=3, replicas=2, steps=12, availability=0.95, mean_downtime=20.0,
+                         strategy=make_strategy("checkpoint-restart:every=3,checkpoint=0.5,"
+                                                "restart=2"))
+    rec = Recorder()
+    got = job_model(cfg, Streams(1).replication(0), recorder=rec)
+    want = job_model(cfg, Streams(1).replication(0))
+    assert json.dumps(got, sort_keys=True, default=str) == json.dumps(want, sort_keys=True,
+                                                                      default=str)
+    trace = rec.trace()
+    assert validate(trace) == []
+    steps = [e for e in _x(trace, "step") if e["name"].startswith("step ")]
+    lost = [e for e in _x(trace, "step") if e["name"] == "lost step"]
+    assert len(steps) >= cfg.steps and lost  # steps lost to a rollback are done again
+    on: dict[float, int] = {}
+    for e in _x(trace, "compute"):  # the step on each worker of its formation (pipelines of L)
+        on[e["ts"]] = on.get(e["ts"], 0) + 1
+    assert sorted(on) == sorted(e["ts"] for e in steps)
+    assert all(v % cfg.stages == 0 and cfg.stages <= v <= cfg.workers for v in on.values())
+    holds = [e for e in _x(trace) if e["name"] == "checkpoint"]
+    assert len(holds) == got["checkpoints"]
+
+
+def test_window_and_cap(tmp_path, capsys):
+    """A window keeps the events that intersect it; the cap keeps the first N and the file and
+    the output say how many of which category were left out, and from when."""
+    argv = ["train", "--stages", "3", "--microbatches-per-step", "4", "--steps", "4",
+            "--schedule", "1f1b", "--replications", "1"]
+    out = tmp_path / "w.json"
+    assert main([*argv, "--timeline", str(out), "--timeline-window", "10:20"]) == 0
+    assert "outside the window" in capsys.readouterr().out
+    trace = read_timeline(out)
+    assert all(e["ts"] <= 20 * US and e["ts"] + e["dur"] >= 10 * US for e in _x(trace))
+    assert trace["otherData"]["outside_window"] > 0
+    out2 = tmp_path / "c.json"
+    assert main([*argv, "--timeline", str(out2), "--timeline-max-events", "10"]) == 0
+    said = capsys.readouterr().out
+    trace = read_timeline(out2)
+    od = trace["otherData"]
+    assert od["events"] == 10 and len([e for e in trace["traceEvents"] if e["ph"] != "M"
+                                       and e.get("cat") != "timeline"]) == 10
+    assert sum(od["left_out"].values()) > 0 and "left out" in said
+    assert any(e.get("cat") == "timeline" for e in trace["traceEvents"])
+
+
+def test_window_parsing():
+    """T0:T1 with 0 <= T0 < T1; either side may be empty."""
+    assert parse_window("1:2") == (1.0, 2.0)
+    assert parse_window(":5") == (0.0, 5.0) and parse_window("3:") == (3.0, math.inf)
+    for bad in ("2:1", "nan:3", "1:nan", "x", "1-2", "-1:2", "inf:inf", "1:1"):
+        with pytest.raises(ConfigError, match="'timeline_window' must be"):
+            parse_window(bad)
+
+
+def _valid() -> dict:
+    rec = Recorder()
+    rec.declare(["a"])
+    rec.span("a", "compute", "forward", "compute", 0.0, 1.0, {"stage": 0})
+    rec.instant("a", "events", "skip", "skip", 0.5)
+    rec.counter("network", "link", 0.25, 0.5)
+    return rec.trace()
+
+
+@pytest.mark.parametrize("breakage,words", [
+    (lambda t: t.pop("traceEvents"), "traceEvents"),
+    (lambda t: t.update(displayTimeUnit="s"), "displayTimeUnit"),
+    (lambda t: _ev(t, "X").update(dur=-1.0), "dur"),
+    (lambda t: _ev(t, "X").pop("dur"), "dur"),
+    (lambda t: _ev(t, "X").update(ts="0"), "ts"),
+    (lambda t: _ev(t, "X").update(ph="Q"), "phase"),
+    (lambda t: _ev(t, "X").pop("tid"), "tid"),
+    (lambda t: _ev(t, "X").update(pid=1.5), "pid"),
+    (lambda t: _ev(t, "X").update(args=[1]), "args"),
+    (lambda t: _ev(t, "i").update(s="x"), "s must be"),
+    (lambda t: _ev(t, "C").update(args={"u": "high"}), "finite number"),
+    (lambda t: t["traceEvents"].remove(_meta(t, "thread_name")), "thread_name"),
+    (lambda t: t["traceEvents"].remove(_meta(t, "process_name")), "process_name"),
+    (lambda t: _meta(t, "process_name")["args"].pop("name"), "args.name"),
+    (lambda t: t["traceEvents"].append({**_ev(t, "X"), "ts": 0.5e6}), "overlaps"),
+    (lambda t: t["traceEvents"].append({"name": "e", "ph": "E", "ts": 1, "pid": 1, "tid": 1}),
+     "no B open"),
+])
+def test_the_validator_rejects_what_the_format_forbids(breakage, words):
+    """Each rule of the validator catches its breakage (so a passing file means something)."""
+    t = _valid()
+    assert validate(t) == []
+    breakage(t)
+    errs = validate(t)
+    assert errs and any(words in e for e in errs), errs
+
+
+def _ev(t: dict, ph: str) -> dict:
+    return next(e for e in t["traceEvents"] if e["ph"] == ph)
+
+
+def _meta(t: dict, name: str) -> dict:
+    return next(e for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == name)
+
+
+def test_nested_events_are_valid_and_lanes_separate_overlaps():
+    """Nested complete events are allowed; overlapping events of one stream go to lanes."""
+    t = _valid()
+    t["traceEvents"].append({**_ev(t, "X"), "ts": 0.2e6, "dur": 0.3e6})
+    assert validate(t) == []
+    rec = Recorder()
+    rec.span("a", "receive", "x", "transfer", 0.0, 2.0)
+    rec.span("a", "receive", "x", "transfer", 1.0, 3.0)
+    rec.span("a", "receive", "x", "transfer", 2.0, 4.0)
+    t = rec.trace()
+    assert validate(t) == []
+    names = sorted(e["args"]["name"] for e in t["traceEvents"] if e["name"] == "thread_name")
+    assert names == ["receive", "receive 2"]
+
+
+# ----------------------------------------------------------------------------- the Gantt chart
+
+
+def test_gantt_of_a_4_stage_1f1b_step(tmp_path, capsys):
+    """dtsim plot --timeline: a row per device's compute, each row's bars exactly its events
+    (start, duration, forward/backward), the step boundaries drawn, the bubble fraction the
+    engine's own."""
+    from sim.plotting import plot_timeline
+
+    tl = tmp_path / "s.json"
+    assert main(["train", "--stages", "4", "--microbatches-per-step", "8", "--steps", "1",
+                 "--schedule", "1f1b", "--forward-time", "1,1.5,1,2", "--replications", "1",
+                 "--json", "--timeline", str(tl)]) == 0
+    bubble = json.loads(capsys.readouterr().out)["bubble_fraction"]
+    png = tmp_path / "s.png"
+    assert main(["plot", "--timeline", str(tl), "--out", str(png)]) == 0
+    assert capsys.readouterr().out.strip() == str(png) and png.stat().st_size > 10_000
+    trace = read_timeline(tl)
+    g = gantt(trace)
+    assert [r.label for r in g.rows] == [f"s{j}r0 compute" for j in range(4)]
+    assert g.bubble == pytest.approx(bubble, abs=1e-12) and len(g.steps) == 1
+    assert g.steps[0].bubble == pytest.approx(bubble, abs=1e-12)
+    _, drawn = plot_timeline(g, tmp_path / "again.png")
+    names = {e["pid"]: n for n in (r.label.split()[0] for r in g.rows)
+             for e in [next(x for x in trace["traceEvents"] if x["ph"] == "M"
+                            and x["name"] == "process_name" and x["args"]["name"] == n)]}
+    for y, r in enumerate(g.rows):
+        want = sorted((e["ts"] / US, e["dur"] / US, e["name"]) for e in _x(trace, "compute")
+                      if names.get(e["pid"]) == r.label.split()[0])
+        assert len(want) == 16
+        bars = []
+        for kind, lost, lane, coll in drawn["bars"][y]:
+            assert not lost and lane == 0
+            for path in coll.get_paths():
+                (x0, y0), (x1, y1) = path.vertices.min(axis=0), path.vertices.max(axis=0)
+                assert y0 == pytest.approx(y - 0.4) and y1 == pytest.approx(y + 0.4)
+                bars.append((x0, x1 - x0, kind))
+        assert len(bars) == len(want)
+        for (a, d, k), (a2, d2, k2) in zip(sorted(bars), want, strict=True):
+            assert a == pytest.approx(a2, abs=1e-9) and d == pytest.approx(d2, abs=1e-9)
+            assert k == k2
+    xs = sorted(line.get_xdata()[0] for line in drawn["steps"])
+    assert xs == pytest.approx([g.steps[0].start, g.steps[0].end])
+
+
+def test_plot_refuses_a_file_that_is_not_a_timeline(tmp_path, capsys):
+    """A file that is not Trace Event Format JSON is one line naming 'timeline'."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1,
+                                                "ts": 0, "dur": -1}]}))
+    assert main(["plot", "--timeline", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "'timeline' must be a Trace Event Format JSON file" in err and "dur" in err
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize("argv,name", [
+    (["train", "--engine", "compiled", "--schedule", "swarm"], "timeline"),
+    (["pipeline", "--stages", "3"], "timeline"),  # auto runs the vector engine here
+    (["pipeline", "--method", "importance"], "timeline"),
+    (["gossip", "--protocol", "matching"], "timeline"),
+    (["train", "--steps", "100000000"], "timeline"),  # too large
+    (["train", "--timeline-window", "5:1"], "timeline_window"),
+    (["train", "--timeline-max-events", "0"], "timeline_max_events"),
+])
+def test_refused_before_any_work(argv, name, tmp_path, capsys):
+    """What cannot be recorded (an engine without events, a run too large, a bad bound) is one
+    line before any work, and no file is written."""
+    out = tmp_path / "t.json"
+    assert main([*argv, "--timeline", str(out)]) == 2
+    cap = capsys.readouterr()
+    assert f"'{name}' must be" in cap.err and cap.out == "" and not out.exists()
+
+
+def test_bounds_without_the_file_and_a_folder_are_refused(tmp_path, capsys):
+    """--timeline-window alone is refused; --timeline DIR is refused."""
+    assert main(["train", "--timeline-window", "0:1"]) == 2
+    assert "'timeline_window' must be given only with --timeline" in capsys.readouterr().err
+    assert main(["train", "--timeline", str(tmp_path)]) == 2
+    assert "'timeline' must be a writable file" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- slow
+
+
+@pytest.mark.slow
+def test_a_trace_parser_from_pypi_reads_the_file(tmp_path):
+    """chrometrace (PyPI) turns every event of a file into its typed TraceEvent and back, with
+    the phases its enum knows (Perfetto's trace processor needs a binary download, which this
+    machine cannot make)."""
+    chrometrace = pytest.importorskip("chrometrace")
+    cfg = TrainingConfig(stages=3, replicas=2, microbatches=6, steps=3, schedule="1f1b",
+                         availability=0.9, mean_downtime=2.0, param_size=1.0, bandwidth=2.0)
+    rec = Recorder()
+    training_model(cfg, Streams(2).replication(0), recorder=rec)
+    path = rec.write(tmp_path / "t.json")
+    raw = json.loads(path.read_text())
+    events = [chrometrace.TraceEvent.from_dict(copy.deepcopy(e)) for e in raw["traceEvents"]]
+    assert len(events) == len(raw["traceEvents"])
+    for e, d in zip(events, raw["traceEvents"], strict=True):
+        kind = chrometrace.TraceEventType(e.event_type.upper() if e.event_type == "i"
+                                          else e.event_type)
+        assert kind.value in "XIMC"
+        back = e.to_dict()
+        assert {k: back[k] for k in d} == d
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_random_configs_change_no_number_and_validate(seed):
+    """Random training configs (failures, skips, waits, restarts, the all-reduce overlapped with
+    backward, networks with FIFO channels): the metrics with a recorder are the ones without,
+    and the file validates."""
+    rng = np.random.default_rng(900 + seed)
+    L = int(rng.integers(2, 5))
+    kw = dict(stages=L, replicas=int(rng.integers(1, 3)), microbatches=int(rng.integers(2, 7)),
+              steps=int(rng.integers(2, 6)),
+              schedule=str(rng.choice(["gpipe", "1f1b", "1f1b-dynamic", "swarm", "async"])),
+              availability=float(rng.uniform(0.8, 1.0)), mean_downtime=2.0,
+              pass_time_distribution="exponential", skip_budget=int(rng.integers(0, 2)),
+              max_wait=float(rng.choice([0.0, 3.0])), param_size=0.5, bandwidth=2.0)
+    if kw["schedule"] in ("gpipe", "1f1b") and rng.random() < 0.5:
+        kw.update(restart_cost=1.0, checkpoint_every=2, checkpoint_cost=0.2, skip_budget=0,
+                  max_wait=0.0)
+    if kw["schedule"] in ("gpipe", "1f1b") and kw["replicas"] > 1:  # buckets in backward
+        kw.update(sync="allreduce:overlap=backward,bucket_size=0.2", routing="round-robin",
+                  availability=1.0)  # (replica servers that fail over cannot overlap it)
+    if seed % 2:  # transfers on FIFO channels, all-reduce chunks, link counters
+        del kw["bandwidth"]
+        kw.update(network="tree:racks=1,hosts=8", activation_size=0.5)
+    cfg = TrainingConfig(**kw)
+    rec = Recorder()
+    got = training_model(cfg, Streams(seed).replication(0), recorder=rec)
+    want = training_model(cfg, Streams(seed).replication(0))
+    assert repr(got) == repr(want)
+    assert validate(rec.trace()) == []
+
+
+def test_a_rerun_that_differs_is_an_error(tmp_path):
+    """Without a recording in the run (a process pool), replication 0 runs again with the
+    recorder; a number that differs from the first run's is an error and writes nothing."""
+    from sim.commands._timeline import finish_timeline
+    from sim.errors import SimulationError
+    from sim.timeline import timeline_request
+
+    req = timeline_request(str(tmp_path / "t.json"))
+    rec = Recorder()
+    rec.span("a", "compute", "x", "compute", 0.0, 1.0)
+    with pytest.raises(SimulationError, match="gave another throughput"):
+        finish_timeline(req, None, lambda: (rec, {"throughput": 1.0, "passes": 3.0}),
+                        record={"throughput": 1.5, "passes": 3.0}, command="train", seed=0,
+                        json_mode=True)
+    assert not (tmp_path / "t.json").exists()
+    finish_timeline(req, None, lambda: (rec, {"throughput": math.nan, "passes": 3.0}),
+                    record={"throughput": math.nan, "passes": 3.0}, command="train", seed=0,
+                    json_mode=True)
+    assert validate(read_timeline(tmp_path / "t.json")) == []
+
+
+@pytest.mark.slow
+def test_a_process_pool_gives_the_same_timeline(tmp_path, capsys):
+    """--executor local: replication 0 runs again here with the recorder (checked equal to
+    the pool's), and the file is the serial run's, byte for byte."""
+    argv = ["train", "--stages", "3", "--replicas", "2", "--microbatches-per-step", "4",
+            "--steps", "3", "--schedule", "swarm", "--availability", "0.9",
+            "--replications", "3", "--json"]
+    a, b = tmp_path / "serial.json", tmp_path / "pool.json"
+    assert main([*argv, "--timeline", str(a)]) == 0
+    serial = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--executor", "local", "--workers", "2", "--timeline", str(b)]) == 0
+    pool = json.loads(capsys.readouterr().out)
+    assert serial == pool
+    assert a.read_text() == b.read_text()

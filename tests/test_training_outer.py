@@ -1,0 +1,356 @@
+"""DiLoCo's outer loop in the training DES (sim.training.outer) against an event model of its own."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sim.engines import predictions
+from sim.errors import ConfigError
+from sim.rng import Streams
+from sim.training import TrainingConfig, training_model
+
+# --------------------------------------------------------------------------- the test's model
+# A separate, small model of the same rules, written here from the rules (not the engine's
+# code): groups in their own time, each inner step its compute then the group's ring
+# all-reduce; syncs by a barrier over the groups; a sync's duration the ring formulas.
+
+
+def _ring(n, size, bw, lat):
+    """Ring all-reduce of ``size`` among ``n``: 2 (n-1) steps of a chunk size / n."""
+    return 0.0 if n < 2 or size == 0 else 2 * (n - 1) * (lat + size / n / bw)
+
+
+def _gather(n, block, bw, lat):
+    """Ring all-gather of a block each: n - 1 steps of the block."""
+    return 0.0 if n < 2 or block == 0 else (n - 1) * (lat + block / bw)
+
+
+def _fragments(L, P, order, size):
+    """Stage j's part of fragment p: lcm(L, P) equal layers, stage j the j-th run of them."""
+    n = L * P // math.gcd(L, P)
+    out = [[0.0] * L for _ in range(P)]
+    for layer in range(n):
+        j = layer // (n // L)
+        p = layer // (n // P) if order == "sequential" else layer % P
+        out[p][j] += size / (n // L)
+    return out
+
+
+def _sync_time(M, k, sizes, bits, topk, bw, lat, bw_in, lat_in):
+    worst = 0.0
+    for S in sizes:
+        dense = S * bits / 16
+        if M < 2:
+            continue
+        if topk is None:
+            t = _ring(M, dense / k, bw, lat) + _gather(k, dense / k, bw_in, lat_in)
+        else:
+            pk = topk * S * (bits + 32) / 16
+            t = _gather(M, pk / k, bw, lat) + _gather(k, min(M * pk, dense) / k, bw_in, lat_in)
+        worst = max(worst, t)
+    return worst
+
+
+def event_model(*, M, k, L, N, H, P, order, TAU, bits, topk, size, step, compute, bw, lat,
+                bw_in=None, lat_in=None):
+    """Wall time and each group's compute time of the outer loop, event by event.
+
+    ``step[g]``, ``compute[g]``: group g's inner step and its compute part. After each inner
+    step a group waits for the syncs due (launched TAU steps before), then reports the
+    fragment scheduled (fragment p after steps (p + 1) H / P + i H); a sync starts once every
+    group has reported it and lasts the ring time; with TAU = 0 the groups wait for it. After
+    step N each group waits for what is left.
+    """
+    bw_in = bw if bw_in is None else bw_in
+    lat_in = lat if lat_in is None else lat_in
+    frag = _fragments(L, P, order, size)
+    clock = [0.0] * M
+    ends: dict[int, list[float]] = {}
+    gap = H // P
+    for t in range(1, N + 1):
+        for g in range(M):
+            clock[g] += step[g]
+        for f in ends.pop(t, []):
+            clock = [max(c, f) for c in clock]
+        if t % gap == 0:
+            p = (t // gap - 1) % P
+            start = max(clock)
+            end = start + _sync_time(M, k, frag[p], bits, topk, bw, lat, bw_in, lat_in)
+            if TAU == 0:
+                clock = [end] * M
+            else:
+                ends.setdefault(min(t + TAU, N + 1), []).append(end)
+    for f in ends.pop(N + 1, []):
+        clock = [max(c, f) for c in clock]
+    wall = max(clock)
+    return wall, [N * c / wall for c in compute]
+
+
+def _run(cfg, seed=1):
+    return training_model(cfg, Streams(seed).replication(0), figures=True)
+
+
+def _random_case(rng):
+    """A random failure-free DiLoCo config (L = 1 with unequal group speeds, or L > 1 with
+    equal ones) and the inputs of the event model."""
+    M = int(rng.integers(2, 5))
+    k = int(rng.integers(1, 3))
+    H = int(rng.choice([2, 4, 6]))
+    P = int(rng.choice([d for d in (1, 2, 3, 6) if H % d == 0]))
+    TAU = int(rng.integers(0, H))
+    L = int(rng.integers(1, 4))
+    hetero = L == 1 and rng.random() < 0.7
+    mg = k * int(rng.integers(1, 3))  # micro-batches a group step, a multiple of k
+    f, ratio = float(rng.uniform(0.5, 2.0)), 2.0
+    bits = int(rng.choice([16, 8, 4]))
+    topk = None if rng.random() < 0.7 else float(rng.choice([0.05, 0.2]))
+    size = float(rng.uniform(5, 50))
+    bw, lat = float(rng.uniform(2, 20)), float(rng.uniform(0, 0.5))
+    if L > 1:  # the config's latency is also each hop's: keep the pipeline's step plain
+        lat = 0.0
+    if hetero:
+        speeds = [float(rng.choice([0.5, 1.0, 1.5, 2.0])) for _ in range(M * k)]
+        spd = (tuple(speeds),)
+    else:
+        speeds, spd = [1.0] * (M * k), None
+    step, compute = [], []
+    for g in range(M):
+        vs = speeds[g * k:(g + 1) * k]
+        if L == 1:  # m_g / k micro-batches on each replica, one after the other
+            c = max(mg // k * f * (1 + ratio) / v for v in vs)
+        else:  # 1F1B, equal stages: (m + L - 1)(t_f + t_b) per pipeline
+            c = (mg // k + L - 1) * f * (1 + ratio)
+        step.append(c + _ring(k, size, bw, lat))
+        compute.append(c)
+    N = H * int(rng.integers(1, 4))
+    sync = "diloco:" + ",".join(
+        [f"every={H}", f"fragments={P}", f"order={rng.choice(['sequential', 'strided'])}",
+         f"overlap={TAU}", f"bits={bits}", f"groups={M}"] + ([f"topk={topk}"] if topk else []))
+    cfg = TrainingConfig(stages=L, replicas=M * k, microbatches=mg * M, steps=N,
+                         schedule="gpipe" if L == 1 else "1f1b", forward_time=f,
+                         backward_ratio=ratio, param_size=size, bandwidth=bw, latency=lat,
+                         speeds=spd, sync=sync)
+    spec = cfg.diloco
+    model = event_model(M=M, k=k, L=L, N=N, H=H, P=P, order=spec.order, TAU=TAU, bits=bits,
+                        topk=topk, size=size, step=step, compute=compute, bw=bw, lat=lat)
+    return cfg, model
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_des_matches_the_event_model_at_random_configurations(seed):
+    """Fragments, order, overlap, bits, top-k, 2-4 groups of 1-2 pipelines, 1-3 stages,
+    latency, unequal group speeds: the DES's wall time and each worker's compute utilisation
+    equal the event model's."""
+    cfg, (wall, cu) = _random_case(np.random.default_rng(1000 + seed))
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(wall, rel=1e-9)
+    assert out["compute_utilisation_min"] == pytest.approx(min(cu), rel=1e-9)
+    assert out["compute_utilisation_max"] == pytest.approx(max(cu), rel=1e-9)
+
+
+def test_a_wrong_model_is_rejected():
+    """The comparison can fail: an event model without the barrier (each group syncing on its
+    own clock) gives the fast group a utilisation the DES does not (it waits for the slow)."""
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=4, forward_time=1.0,
+                         param_size=10.0, bandwidth=5.0, latency=0.1, speeds=((1.0, 2.0),),
+                         sync="diloco:every=2")
+    out = _run(cfg)
+    sync = _ring(2, 10.0, 5.0, 0.1)
+    wall, cu = event_model(M=2, k=1, L=1, N=4, H=2, P=1, order="sequential", TAU=0, bits=16,
+                           topk=None, size=10.0, step=[3.0, 1.5], compute=[3.0, 1.5], bw=5.0,
+                           lat=0.1)
+    assert wall == pytest.approx(2 * (2 * 3.0 + sync))
+    assert out["compute_utilisation_min"] == pytest.approx(min(cu)) == pytest.approx(6 / wall)
+    fast_alone = 2 * (2 * 1.5 + sync)
+    assert out["compute_utilisation_min"] != pytest.approx(6 / fast_alone, rel=0.05)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_des_matches_the_event_model_over_a_network(seed):
+    """Over a geo network (equal inter-region links and latencies, one host a group) the
+    outer syncs are flows of sim.network; with every ring on its own links the DES equals
+    the event model at random fragments, overlap, bits and top-k."""
+    rng = np.random.default_rng(2000 + seed)
+    M = int(rng.integers(2, 5))
+    H = int(rng.choice([2, 4]))
+    P = int(rng.choice([d for d in (1, 2, 4) if H % d == 0]))
+    TAU = int(rng.integers(0, H // P + 1)) if H // P < H else 0
+    bits = int(rng.choice([16, 8, 4]))
+    topk = None if rng.random() < 0.6 else 0.1
+    bw, lat, size = float(rng.uniform(2, 20)), float(rng.uniform(0.05, 0.5)), 20.0
+    N = 2 * H
+    sync = "diloco:" + ",".join([f"every={H}", f"fragments={P}", f"overlap={TAU}",
+                                 f"bits={bits}"] + ([f"topk={topk}"] if topk else []))
+    net = f"geo:regions={M},hosts=1,inter_region_latency={lat},inter_region_bandwidth={bw}"
+    cfg = TrainingConfig(stages=1, replicas=M, microbatches=M, steps=N, forward_time=1.0,
+                         param_size=size, network=net, sync=sync)
+    out = _run(cfg)
+    wall, _ = event_model(M=M, k=1, L=1, N=N, H=H, P=P, order="sequential", TAU=TAU, bits=bits,
+                          topk=topk, size=size, step=[3.0] * M, compute=[3.0] * M, bw=bw,
+                          lat=lat)
+    assert out["training_time"] == pytest.approx(wall, rel=1e-9)
+
+
+def test_reference_gives_the_vanilla_closed_form_and_bytes():
+    """4 groups, H = 4, N = 8, T = 3, S = 10 at 16 bits, B = 5, l = 0.1: wall 8 * 3 + 2 * 3.6,
+    utilisation H T / (H T + T_sync) = 12 / 15.6, each worker sends 2 * 2 * 3 / 4 * 10 = 30."""
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=8, param_size=10.0,
+                         bandwidth=5.0, latency=0.1, sync="diloco:every=4")
+    pred = predictions("training", cfg)
+    assert pred["training_time"]["value"] == pytest.approx(31.2)
+    assert pred["compute_utilisation"]["value"] == pytest.approx(12 / 15.6)
+    assert pred["wan_bytes_sent"]["value"] == pytest.approx(30.0)
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(31.2)
+    assert out["wan_bytes_sent"] == pytest.approx(30.0)
+    assert out["compute_utilisation"] == pytest.approx(12 / 15.6)
+
+
+def test_overlap_hides_a_sync_that_fits_its_steps():
+    """A 4-bit streaming sync shorter than TAU steps costs nothing but the last one: wall =
+    N T + the last fragment's sync."""
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=8, param_size=4.0,
+                         bandwidth=5.0, latency=0.01, sync="diloco:every=4,fragments=2,overlap=1,bits=4")
+    T = 3.0
+    tf = 2 * 1 * (0.01 + 4 / 2 * 4 / 16 / 2 / 5)  # a fragment: 2 of the 4, at 4 bits
+    out = _run(cfg)
+    assert tf < T
+    assert out["training_time"] == pytest.approx(8 * T + tf)
+
+
+def test_dp_runs_report_compute_utilisation_and_allreduce_bytes():
+    """Data parallel (no DiLoCo): compute over compute + ring; each worker sends
+    2 (n-1)/n P a step; nothing over a WAN tier."""
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=3, param_size=10.0,
+                         bandwidth=5.0, latency=0.1, schedule="1f1b")
+    out = _run(cfg)
+    ring = _ring(4, 10.0, 5.0, 0.1)
+    assert out["compute_utilisation"] == pytest.approx(3.0 / (3.0 + ring))
+    assert out["allreduce_bytes_sent"] == pytest.approx(3 * 2 * 3 / 4 * 10)
+    assert out["wan_bytes_sent"] == 0.0
+    pred = predictions("training", cfg)
+    assert pred["compute_utilisation"]["value"] == pytest.approx(3.0 / (3.0 + ring))
+    assert pred["allreduce_bytes_sent"]["value"] == pytest.approx(45.0)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(sync="diloco:every=3", steps=10), "'steps' must be a multiple of every (3) with sync "
+     "diloco: 10"),
+    (dict(sync="diloco:every=2,groups=3"), "'sync' must be groups dividing the replicas per "
+     "stage (4): 3"),
+    (dict(sync="diloco:every=2", schedule="swarm", routing="queue"),
+     "'schedule' must be one of gpipe, 1f1b, 1f1b-dynamic, interleaved with sync diloco "
+     "(groups are whole pipelines): 'swarm'"),
+    (dict(sync="diloco:every=2,fragments=2", mtbf=100.0),
+     "'sync' must be diloco with fragments=1 and overlap=0 when workers can fail or with a "
+     "quorum (the failure and quorum rules are vanilla DiLoCo's rounds): "
+     "'diloco:every=2,fragments=2'"),
+    (dict(sync="diloco:every=2,quorum=5"), "'sync' must be quorum at most groups (4): 5"),
+    (dict(sync="diloco:every=2", value_bits=8), "'sync' must be bits at most value_bits (8): 16"),
+    (dict(value_bits=8), "'value_bits' must be 16 (the default) unless sync is diloco (it sets "
+     "the size of a payload of bits/value_bits): 8"),
+    (dict(sync="diloco:every=2", microbatches=6), "'microbatches' must be a multiple of the "
+     "groups (4) with sync diloco (each group takes m / M a step): 6"),
+    (dict(sync="diloco:every=2", checkpoint_every=2, restart_cost=1.0),
+     "'checkpoint_every' must be unset with sync diloco (a group that fails leaves the round "
+     "and downloads the model when it is back; no checkpoint, restart or strategy): 2"),
+])
+def test_bad_diloco_configs_are_refused_in_one_line(kw, msg):
+    """Each rule DiLoCo's outer loop adds is one line naming the field."""
+    base = dict(stages=1, replicas=4, microbatches=4, steps=4, param_size=1.0)
+    with pytest.raises(ConfigError) as e:
+        TrainingConfig(**{**base, **kw})
+    assert str(e.value) == msg
+
+
+# --------------------------------------------------------------------------- failures, quorum
+
+
+def _trace(tmp_path, rows):
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\n" + "".join(f"{w},{a},{b}\n" for w, a, b in rows))
+    return str(p)
+
+
+def _two_groups(**kw):
+    """Two groups of one worker, T = 3 (one micro-batch of 1 + 2), H = 2, N = 6, S = 10 over
+    B = 5: a ring of two takes 2, a download 2."""
+    base = dict(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
+                param_size=10.0, bandwidth=5.0, sync="diloco:every=2")
+    return TrainingConfig(**{**base, **kw})
+
+
+def test_a_failed_group_misses_the_sync_and_rejoins_at_the_next_outer_step(tmp_path):
+    """Group 1 down over [4, 10.5): its step in progress is lost; group 0 syncs alone at 6 and
+    12; group 1 is live at 12.5 (its own weight download, 2), downloads the model (2, until
+    14.5), waits for the outer step at 18 and joins its ring (2): the run ends at 20."""
+    cfg = _two_groups(failure_trace=_trace(tmp_path, [("s0r1", 4.0, 10.5)]))
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(20.0)
+    assert out["outer_downloads"] == 1
+    assert out["goodput_fraction"] == pytest.approx(18 / 40)  # group 0's 6 steps of 3
+    assert out["lost_outer_work"] == pytest.approx(3.0)  # group 1's first step
+    assert out["compute_utilisation_min"] == pytest.approx(3 / 20)
+    assert out["compute_utilisation_max"] == pytest.approx(18 / 20)
+    # group 0 sends the download (10) and half of the last ring (10); group 1 its half
+    assert out["wan_bytes_sent"] == pytest.approx(15.0)
+
+
+def test_quorum_does_not_wait_for_a_rejoining_group(tmp_path):
+    """Same failure, quorum 1: group 1 joins the round at once after its download (14.5) and
+    the outer step at 18 goes on without it: the run ends at 18."""
+    cfg = _two_groups(failure_trace=_trace(tmp_path, [("s0r1", 4.0, 10.5)]),
+                      sync="diloco:every=2,quorum=1")
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(18.0)
+    assert out["goodput_fraction"] == pytest.approx(18 / 36)
+
+
+def test_quorum_grace_and_late_merge():
+    """Three groups, the third at speed 0.8 (T = 3.75), quorum 2, grace 0.5, N = 4: groups 0
+    and 1 report at 6, the outer step fires at 6.5 and its ring of two lasts to 8.5; group 2
+    reports at 7.5, during it: late, its two steps wait for the next outer step while it goes
+    on (fetching the missed step, 2, in the background); groups 0 and 1 report again at 14.5
+    (the members: the round fires at once) and the ring of all three (2 * 2 * (10/3/5)) ends
+    at 17.1667. Synchronous: 2 rounds waiting for group 2, 20.333."""
+    spd = ((1.0, 1.0, 0.8),)
+    base = dict(steps=4, replicas=3, microbatches=3, speeds=spd)
+    q = _run(_two_groups(**base, sync="diloco:every=2,quorum=2,grace=0.5"))
+    ring3 = 2 * 2 * (10 / 3 / 5)
+    assert q["training_time"] == pytest.approx(14.5 + ring3)
+    assert q["late_merges"] == 1
+    assert q["outer_downloads"] == 1
+    assert q["goodput_fraction"] == pytest.approx((12 + 12 + 7.5) / (3 * (14.5 + ring3)))
+    s = _run(_two_groups(**base))
+    assert s["training_time"] == pytest.approx(2 * (7.5 + ring3))
+
+
+def test_hierarchical_outer_sync_over_a_network():
+    """Groups of 2 pipelines in 3 regions of 2 hosts (fast links inside a region, slow between):
+    the outer sync is 2 rings across the regions of half the payload each, then an all-gather
+    inside each region; the DES equals the event model with the two tiers."""
+    bw_in, lat_in, bw, lat, size = 50.0, 0.01, 4.0, 0.2, 12.0
+    net = (f"geo:regions=3,hosts=2,intra_region_bandwidth={bw_in},intra_region_latency={lat_in},"
+           f"inter_region_bandwidth={bw},inter_region_latency={lat}")
+    cfg = TrainingConfig(stages=1, replicas=6, microbatches=6, steps=8, forward_time=1.0,
+                         param_size=size, network=net, schedule="1f1b",
+                         sync="diloco:every=4,fragments=2,bits=8,groups=3")
+    out = _run(cfg)
+    step = 3.0 + _ring(2, size, bw_in, lat_in)
+    wall, _ = event_model(M=3, k=2, L=1, N=8, H=4, P=2, order="sequential", TAU=0, bits=8,
+                          topk=None, size=size, step=[step] * 3, compute=[3.0] * 3, bw=bw,
+                          lat=lat, bw_in=bw_in, lat_in=lat_in)
+    assert out["training_time"] == pytest.approx(wall, rel=1e-9)
+
+
+def test_framework_groups_with_failures_need_no_restart_model():
+    """A framework schedule (interleaved) with preemptions: a DiLoCo group leaves its round
+    instead of restarting, so no restart_cost is asked; the run finishes."""
+    cfg = TrainingConfig(stages=2, replicas=2, microbatches=4, steps=4, schedule="interleaved",
+                         virtual_stages=2, param_size=1.0, bandwidth=10.0, mtbf=200.0,
+                         replace_time=1.0, sync="diloco:every=2")
+    out = _run(cfg)
+    assert out["finished"] == 1.0 and out["outer_syncs"] >= 2

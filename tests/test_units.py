@@ -1,0 +1,159 @@
+"""``sim.units``: sizes, rates and times with units; exact conversion; plain numbers as float reads them."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from sim.errors import ConfigError
+from sim.units import (
+    BASE_UNITS,
+    PREFIXES,
+    RATE,
+    SIZE,
+    TIME,
+    TIME_UNITS,
+    format_quantity,
+    has_unit,
+    parse,
+    parse_quantity,
+)
+
+SI = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+@pytest.mark.parametrize("prefix,factor", [*SI.items(), *IEC.items()])
+@pytest.mark.parametrize("base,per_byte", [("B", 1), ("byte", 1), ("bytes", 1), ("b", Fraction(1, 8)),
+                                           ("bit", Fraction(1, 8)), ("bits", Fraction(1, 8))])
+def test_every_prefix_and_base_is_its_exact_power(prefix, factor, base, per_byte):
+    """k M G T P E are powers of 1000, Ki..Ei of 1024; B a byte, b/bit/bits an eighth of one."""
+    for mantissa in ("1", "2.5", "0.001", "3e2", "7E-1"):
+        want = float(Fraction(mantissa) * factor * per_byte)
+        assert parse(f"{mantissa}{prefix}{base}", SIZE, "s") == want
+        assert parse(f"{mantissa} {prefix}{base}", SIZE, "s") == want  # a space is allowed
+
+
+def test_the_issue_forms_give_their_bytes():
+    """2GB, 512MiB, 1.5e9B, 16Gbit, 4 KiB; 10Gbit/s, 100MB/s, 25 Gbps, 1.2GiB/s; 10ms, 2h."""
+    assert parse("2GB", SIZE, "x") == 2e9
+    assert parse("512MiB", SIZE, "x") == 512 * 2**20
+    assert parse("1.5e9B", SIZE, "x") == 1.5e9
+    assert parse("16Gbit", SIZE, "x") == 2e9
+    assert parse("4 KiB", SIZE, "x") == 4096.0
+    assert parse("10Gbit/s", RATE, "x") == 1.25e9
+    assert parse("100MB/s", RATE, "x") == 1e8
+    assert parse("25 Gbps", RATE, "x") == 3.125e9
+    assert parse("1.2GiB/s", RATE, "x") == float(Fraction("1.2") * 2**30)
+    assert parse("3GBps", RATE, "x") == 3e9  # B is always a byte, b a bit
+    assert parse("5MB/ms", RATE, "x") == 5e9
+    assert parse("10ms", TIME, "x") == 0.01
+    assert parse("2h", TIME, "x") == 7200.0
+    assert parse("250us", TIME, "x") == parse("250\u00b5s", TIME, "x") == 2.5e-4
+    assert parse("1min", TIME, "x") == 60.0 and parse("1d", TIME, "x") == 86400.0
+
+
+@pytest.mark.parametrize("unit,seconds", list(TIME_UNITS.items()))
+def test_every_time_unit_and_rate_denominator(unit, seconds):
+    """Each time unit alone, and as the denominator of a rate (bytes per that time)."""
+    assert parse(f"3{unit}", TIME, "t") == float(3 * seconds)
+    assert parse(f"3MB/{unit}", RATE, "r") == float(3 * 10**6 / seconds)
+
+
+def test_conversion_is_exact_so_every_spelling_gives_the_same_float():
+    """1.4GB, 1400MB, 1.4e9B and the plain 1.4e9 are one float (one rounding, rational arithmetic)."""
+    assert parse("1.4GB", SIZE, "x") == parse("1400MB", SIZE, "x") == parse("1.4e9B", SIZE, "x") \
+        == parse("1.4e9", SIZE, "x") == 1.4e9
+    assert parse("2.3us", TIME, "x") == 2.3e-6 and parse("2300ns", TIME, "x") == 2.3e-6
+    # a float product would not be: 2.3 * 1e-6 != 2.3e-6 in binary floating point
+    assert 2.3 * 1e-6 != 2.3e-6
+
+
+@pytest.mark.parametrize("text", ["1.4e9", "100", " 7 ", "inf", "-3", "1e400", "1_000", "nan",
+                                  "1e-500", "\u0661\u0662"])
+def test_a_plain_number_is_read_by_float_exactly_as_before(text):
+    """A number without a unit keeps today's meaning: float(text), nan and inf included."""
+    q = parse_quantity(text, SIZE, "x")
+    want = float(text)
+    assert q.unit is None and q.plain
+    assert (math.isnan(q.value) and math.isnan(want)) or q.value == want
+    assert not has_unit(text)
+
+
+@pytest.mark.parametrize("text,kind,message", [
+    ("10 parsecs", SIZE, "'param_size' must be a size: bytes, or a number and a size unit: 2GB, "
+     "512MiB, 1.5e9B, 16Gbit, 4 KiB (k M G T P E powers of 1000, Ki Mi Gi Ti Pi Ei of 1024; B a "
+     "byte, b or bit a bit): '10 parsecs'"),
+    ("1e400GB", SIZE, "'param_size' must be a finite size (at most 1.8e+308 B): '1e400GB'"),
+    ("-2GB", SIZE, "'param_size' must be a size >= 0: '-2GB'"),
+    ("2GB/h", SIZE, "'param_size' must be a size, not a rate (bytes, or a number and a size unit: "
+     "2GB, 512MiB, 1.5e9B, 16Gbit, 4 KiB): '2GB/h'"),
+    ("10Gbit", RATE, "'param_size' must be a rate, not a size (bytes per second, or a number and "
+     "a rate unit: 10Gbit/s, 100MB/s, 25 Gbps, 1.2GiB/s): '10Gbit'"),
+    ("2KB", SIZE, "'param_size' must be a size with a known unit (K is ambiguous (1000 or 1024): "
+     "write k (1000) or Ki (1024)): '2KB'"),
+    ("5mB", SIZE, "'param_size' must be a size with a known unit (m is milli (or minute: write "
+     "min)): '5mB'"),
+    ("5m", TIME, "'param_size' must be a time with a known unit (m is milli (or minute: write "
+     "min)): '5m'"),
+    ("2 GB/s", TIME, "'param_size' must be a time, not a rate (seconds, or a number and a time "
+     "unit: 10ms, 250us, 2h): '2 GB/s'"),
+])
+def test_refusals_name_the_parameter_the_rule_and_the_value(text, kind, message):
+    """One ConfigError line: 'name' must be RULE: VALUE as typed."""
+    with pytest.raises(ConfigError) as exc:
+        parse(text, kind, "param_size")
+    assert str(exc.value) == message
+
+
+@pytest.mark.parametrize("text", ["GB", "nanGB", "infGB", "\u0662GB", "2gb", "2 G B", "2GBB",
+                                  "2Gbit/S", "2Gb/sec", "1e5000000GB", "--2GB", "2.GB.", "2iB",
+                                  "x2GB", "2GB/", "/s"])
+def test_malformed_quantities_are_refused(text):
+    """No number, nan/inf or non-ASCII digits with a unit, wrong case, unknown units."""
+    for kind in (SIZE, RATE, TIME):
+        with pytest.raises(ConfigError) as exc:
+            parse(text, kind, "v")
+        assert exc.value.name == "v" and exc.value.value == text
+
+
+def test_huge_exponents_are_refused_before_any_big_arithmetic():
+    """1e99999999GB answers at once (no 10**99999999), and so does a 5000-digit mantissa."""
+    with pytest.raises(ConfigError, match="finite size"):
+        parse("1e99999999GB", SIZE, "x")
+    with pytest.raises(ConfigError, match="at most 4300 digits"):
+        parse("1" * 5000 + "GB", SIZE, "x")
+    assert parse("1e-99999999GB", SIZE, "x") == 0.0  # underflow to 0, as float("1e-99999999")
+
+
+@pytest.mark.parametrize("kind", [SIZE, RATE, TIME])
+def test_format_quantity_round_trips_exactly(kind):
+    """parse(format_quantity(x)) == x for 1000 random floats over 30 decades, and for round ones."""
+    rng = np.random.default_rng(33)
+    xs = list(10.0 ** rng.uniform(-12, 18, size=1000)) + [1.0, 1000.0, 1024.0, 2**30, 1e9, 0.5,
+                                                          1.25e9, 3600.0, 5e-324, 1e300]
+    for x in xs:
+        text = format_quantity(float(x), kind)
+        assert parse(text, kind, "x") == float(x), (x, text)
+        assert has_unit(text)
+
+
+def test_format_quantity_picks_readable_units():
+    """SI unless an IEC prefix is shorter; the shortest time unit."""
+    assert format_quantity(2e9, SIZE) == "2GB"
+    assert format_quantity(512 * 2**20, SIZE) == "512MiB"
+    assert format_quantity(1.25e9, RATE) == "1.25GB/s"
+    assert format_quantity(float(Fraction("1.2") * 2**30), RATE) == "1.2GiB/s"
+    assert format_quantity(0.01, TIME) == "10ms"
+    assert format_quantity(7200.0, TIME) == "2h"
+    assert format_quantity(90.0, TIME) == "90s"
+    assert format_quantity(0.0, SIZE) == "0B" and format_quantity(math.inf, RATE) == "inf"
+
+
+def test_base_units_and_prefix_table():
+    """The base units are B, B/s, s; the prefix table is SI and IEC exactly."""
+    assert BASE_UNITS == {SIZE: "B", RATE: "B/s", TIME: "s"}
+    assert PREFIXES == {**SI, **IEC}

@@ -1,0 +1,419 @@
+"""Units in every option and file that takes a size, rate or latency: same run as the plain numbers.
+
+Each test gives a run with units and the same run with the plain numbers they
+stand for (bytes, B/s, s): the results are equal bit for bit, and the JSON's
+``units`` object names the units and echoes what was typed. Without units
+support each run with units is refused (argparse's ``invalid float value``, a
+file's "not a number"), so every test here fails without it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+import pytest
+
+import topologies
+from sim.cli import main
+from sim.network import build_network, simulate_flows
+from sim.network.curves import parse_curve
+from sim.profiles import fleet_from_data, gpus_from_data, model_from_data, network_from_data
+from sim.units import parse
+
+#: Keys that measure the machine, not the model, and the spec as typed.
+_WALL = {"wall_time", "stage_crossings_per_second", "microbatches_per_second", "seconds",
+         "topology", "run_seconds", "run_cpu_seconds", "run_peak_rss_mib"}
+
+
+def _run(capsys, argv, *, status=0):
+    assert main(argv) == status, capsys.readouterr().err
+    cap = capsys.readouterr()
+    return cap.out, cap.err
+
+
+def _json(capsys, argv):
+    out, err = _run(capsys, [*argv, "--json"])
+    return json.loads(out), err
+
+
+def _results(d):
+    return {k: v for k, v in d.items() if k != "units" and k not in _WALL}
+
+
+def _same_run(capsys, with_units, plain):
+    """Both runs succeed and print the same numbers; returns the first JSON (with units)."""
+    a, _ = _json(capsys, with_units)
+    b, _ = _json(capsys, plain)
+    assert _results(a) == _results(b)
+    assert b["units"]["given"] == {}
+    return a
+
+
+TRAIN = ["train", "--stages", "2", "--replicas", "2", "--microbatches-per-step", "2", "--steps",
+         "2", "--replications", "1", "--seed", "3"]
+
+
+def test_train_network_options_take_units(capsys):
+    """--param-size, --activation-size, --bucket-size, --nic with units == their bytes and B/s."""
+    net = ["--network", "tree:racks=1,hosts=4,host_bandwidth=100Gbit/s,uplink_bandwidth=400Gbit/s,"
+           "host_latency=2us,uplink_latency=5us"]
+    a = _same_run(capsys, [*TRAIN, *net, "--param-size", "1.4GB", "--activation-size", "16MiB",
+                           "--bucket-size", "256MiB", "--nic", "25Gbps"],
+                  [*TRAIN, "--network", "tree:racks=1,hosts=4,host_bandwidth=12500000000,"
+                   "uplink_bandwidth=50000000000,host_latency=0.000002,uplink_latency=0.000005",
+                   "--param-size", "1400000000", "--activation-size", "16777216",
+                   "--bucket-size", "268435456", "--nic", "3125000000"])
+    given = a["units"]["given"]
+    assert given["param_size"] == {"text": "1.4GB", "value": 1.4e9, "unit": "B", "as": "1.4GB"}
+    assert given["nic"] == {"text": "25Gbps", "value": 3.125e9, "unit": "B/s", "as": "3.125GB/s"}
+    assert given["activation_size"]["as"] == "16MiB"
+    assert a["units"]["base"] == {"size": "B", "rate": "B/s", "time": "s"}
+    assert a["units"]["keys"]["step_time_mean"] == "s"
+    assert a["units"]["keys"]["throughput"] == "microbatch/s"
+    assert a["step_time_mean"] > 0
+
+
+def test_train_link_options_take_units(capsys):
+    """--bandwidth and --latency (one per hop) with units == B/s and s; the text names them."""
+    three = ["--stages", "3"]
+    _same_run(capsys, [*TRAIN, *three, "--param-size", "2GB", "--activation-size", "1MB",
+                       "--bandwidth", "25Gbps", "--latency", "1ms,250us"],
+              [*TRAIN, *three, "--param-size", "2e9", "--activation-size", "1e6",
+               "--bandwidth", "3.125e9", "--latency", "0.001,0.00025"])
+    out, err = _run(capsys, [*TRAIN, "--param-size", "2GB", "--bandwidth", "25Gbps"])
+    assert err == ""
+    assert "units: --param-size 2GB = 2GB (2e+09 B); --bandwidth 25Gbps = 3.125GB/s" in out
+    assert "transfers: --param-size 2GB over --bandwidth, --latency (links 3.125GB/s, latency 0)" \
+           ": 2GB at 3.125GB/s takes 0.64 s" in out
+    assert "step time (s)" in out
+
+
+def test_train_plain_sizes_over_default_bandwidth_get_the_hint(capsys):
+    """The issue's case: --param-size 1.4e9 on a tree of 100 B/s says what one transfer takes."""
+    out, err = _run(capsys, [*TRAIN, "--network", "tree:racks=1,hosts=4", "--param-size", "1.4e9"])
+    assert err == ""  # all plain: one consistent (if unusual) set of units, no warning
+    assert ("transfers: --param-size 1.4GB over --network tree:racks=1,hosts=4 (links 100B/s to "
+            "400B/s, latency 50ms to 500ms): 1.4GB at 100B/s takes 1.4e+07 s") in out
+
+
+@pytest.mark.parametrize("extra,warned", [
+    (["--param-size", "1.4GB"], True),                    # a size with a unit, links plain
+    (["--param-size", "1.4e9"], False),                   # all plain
+    (["--param-size", "50", "--nic", "10Gbit/s"], True),  # a rate with a unit, sizes plain
+    (["--param-size", "0", "--nic", "10Gbit/s"], False),  # nothing moves: the NIC times nothing
+])
+def test_a_transfer_time_mixing_units_and_plain_numbers_is_warned_once(capsys, extra, warned):
+    """One 'warning' line on stderr naming both sides and the time it makes; the run goes on."""
+    out, err = _run(capsys, [*TRAIN, "--network", "tree:racks=1,hosts=4", *extra])
+    lines = err.splitlines()
+    assert len(lines) == (1 if warned else 0)
+    if warned:
+        assert lines[0].startswith("dtsim train: warning: a transfer time mixes numbers with "
+                                   "units (")
+        assert "a number without a unit is in B, B/s or s" in lines[0]
+    assert "throughput" in out
+
+
+def test_the_warning_names_the_size_the_rate_and_the_time():
+    """mixed_message: 2GB over the tree's plain 100 B/s takes 2e7 s."""
+    from sim.commands._units import Term, mixed_message
+    from sim.units import Quantity, parse_quantity
+
+    msg = mixed_message([Term("--param-size", parse_quantity("2GB", "size", "p")),
+                         Term("the network's bandwidth", Quantity(100.0, "rate", "100")),
+                         Term("the network's latency", Quantity(0.0, "time", "0"))])
+    assert msg == ("a transfer time mixes numbers with units (--param-size 2GB (2e+09 B)) and "
+                   "without (the network's bandwidth 100 (B/s)); a number without a unit is in "
+                   "B, B/s or s, so 2GB at 100B/s takes 2e+07 s: give every size, bandwidth and "
+                   "latency with a unit, or none")
+    assert mixed_message([Term("--param-size", parse_quantity("2GB", "size", "p")),
+                          Term("--bandwidth", parse_quantity("1GB/s", "rate", "b"))]) is None
+
+
+def test_units_with_time_need_a_one_second_time_unit(capsys):
+    """--hour 60 (minutes) with a rate in /s is refused naming --hour; a size alone is fine."""
+    _, err = _run(capsys, [*TRAIN, "--hour", "60", "--param-size", "1GB", "--bandwidth",
+                           "10Gbit/s"], status=2)
+    assert err.strip() == ("dtsim train: error: 'hour' must be 3600 (time units of one second) "
+                           "when a rate or time is given with a unit (10Gbit/s): 60.0")
+    _run(capsys, [*TRAIN, "--hour", "60", "--param-size", "1GB", "--bandwidth", "1e9"])
+
+
+def test_pipeline_options_take_units(capsys):
+    """--transfer-size, --bandwidth, --latency; and --nic over a --network (queueing)."""
+    base = ["pipeline", "--stages", "3", "--replications", "2", "--microbatches", "200",
+            "--stage-time", "1", "--engine", "des", "--seed", "4"]
+    _same_run(capsys, [*base, "--transfer-size", "20MB", "--bandwidth", "1GB/s", "--latency",
+                       "5ms"],
+              [*base, "--transfer-size", "2e7", "--bandwidth", "1e9", "--latency", "0.005"])
+    q = ["pipeline", "--queueing", "--stages", "3", "--replicas", "2", "--stage-time", "1",
+         "--rate", "0.5", "--routing", "least-loaded", "--seed", "38", "--replications", "2",
+         "--microbatches", "300"]
+    a = _same_run(capsys, [*q, "--network", "tree:racks=2,hosts=8,host_bandwidth=1Gbit/s,"
+                           "uplink_bandwidth=4Gbit/s,host_latency=50ms,uplink_latency=0.5s",
+                           "--transfer-size", "20MB", "--nic", "800Mbit/s"],
+                  [*q, "--network", "tree:racks=2,hosts=8,host_bandwidth=1.25e8,"
+                   "uplink_bandwidth=5e8,host_latency=0.05,uplink_latency=0.5",
+                   "--transfer-size", "2e7", "--nic", "1e8"])
+    assert a["units"]["keys"]["latency_mean"] == "s"
+    assert a["units"]["given"]["nic"]["value"] == 1e8
+
+
+def test_gossip_size_and_nic_take_units(capsys):
+    """--size and --nic with units == bytes and B/s (contention on a ring with finite links)."""
+    g = ["gossip", "--protocol", "async", "--rounds", "3", "--replications", "2", "--seed", "5"]
+    a = _same_run(capsys, [*g, "--topology", "ring:n=8,bandwidth=1MB/s,latency=1ms", "--size",
+                           "250kB", "--nic", "2MB/s"],
+                  [*g, "--topology", "ring:n=8,bandwidth=1e6,latency=0.001", "--size", "250000",
+                   "--nic", "2e6"])
+    assert a["units"]["keys"] == {"time": "s"}
+    assert a["units"]["given"]["size"]["value"] == 250000.0
+
+
+def test_learners_size_bandwidth_and_latency_take_units(capsys):
+    """dtsim learners (issue 37): --size, --bandwidth, --latency with units == bytes, B/s, s;
+    its JSON names the units of its times and fractions."""
+    g = ["learners", "--learners", "3", "--chips", "4", "--every", "5", "--steps", "20",
+         "--mtbf", "500", "--replace-time", "20", "--chip-download", "2", "--replications", "2",
+         "--seed", "2"]
+    a = _same_run(capsys, [*g, "--size", "2GB", "--bandwidth", "10Gbit/s", "--latency", "50ms"],
+                  [*g, "--size", "2e9", "--bandwidth", "1.25e9", "--latency", "0.05"])
+    assert a["units"]["keys"]["training_time"] == "s"
+    assert a["units"]["keys"]["goodput_fraction"] == "1"
+    assert a["units"]["given"]["bandwidth"]["as"] == "1.25GB/s"
+
+
+def test_train_diloco_figures_name_their_units(capsys):
+    """dtsim train --sync diloco (issue 37): the bytes sent and the utilisation are in the
+    units object; --param-size with a unit is the same run."""
+    g = [*TRAIN, "--stages", "1", "--replicas", "2", "--steps", "4", "--forward-time", "0.1",
+         "--sync", "diloco:every=2"]
+    a = _same_run(capsys, [*g, "--param-size", "1GB", "--bandwidth", "1GB/s", "--latency",
+                           "10ms"],
+                  [*g, "--param-size", "1e9", "--bandwidth", "1e9", "--latency", "0.01"])
+    keys = a["units"]["keys"]
+    assert keys["wan_bytes_sent"] == keys["allreduce_bytes_sent"] == "B"
+    assert keys["compute_utilisation"] == keys["goodput_fraction"] == "1"
+    assert keys["outer_exposed"] == "s"
+    # 2 outer syncs, each a ring of 2 groups: 2 (2 - 1) / 2 of 1 GB sent a sync
+    assert a["wan_bytes_sent"] == pytest.approx(2 * 1e9)
+
+
+def _flows(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_network_flows_csv_and_nic_take_units(tmp_path, capsys):
+    """A flows CSV's size and start, and --nic, with units == bytes, s, B/s; tables name units."""
+    u = _flows(tmp_path, "u.csv", "src,dst,size,start\n0,5,1GB,0\n1,5,800Mbit,10ms\n2,30,50MB,1s\n")
+    p = _flows(tmp_path, "p.csv", "src,dst,size,start\n0,5,1e9,0\n1,5,1e8,0.01\n2,30,5e7,1\n")
+    spec = "tree:racks=2,hosts=20,host_bandwidth=10Gbit/s,uplink_bandwidth=40Gbit/s," \
+           "host_latency=5us,uplink_latency=10us"
+    plain = "tree:racks=2,hosts=20,host_bandwidth=1.25e9,uplink_bandwidth=5e9," \
+            "host_latency=5e-6,uplink_latency=1e-5"
+    a = _same_run(capsys, ["network", "--topology", spec, "--flows", u, "--nic", "25Gbps"],
+                  ["network", "--topology", plain, "--flows", p, "--nic", "3.125e9"])
+    assert a["units"]["keys"]["finish"] == "s" and a["units"]["keys"]["links[].bytes"] == "B"
+    out, err = _run(capsys, ["network", "--topology", spec, "--flows", u, "--nic", "25Gbps"])
+    assert err == ""
+    assert "units: --nic 25Gbps = 3.125GB/s (3.125e+09 B/s)" in out
+    assert "size (B)" in out and "capacity (B/s)" in out and "finish (s)" in out
+
+
+def test_network_flows_with_units_on_plain_links_are_warned(tmp_path, capsys):
+    """A flows file in GB on the tree's default 100 B/s: one warning with the 1e7 s it takes."""
+    u = _flows(tmp_path, "u.csv", "src,dst,size,start\n0,5,1GB,0\n")
+    _, err = _run(capsys, ["network", "--topology", "tree:racks=2,hosts=20", "--flows", u])
+    assert len(err.splitlines()) == 1
+    assert "1GB at 100B/s takes 1e+07 s" in err
+
+
+@pytest.mark.parametrize("row,rule", [
+    ("0,5,2GB/h,0", "rows whose size is a size, not a rate"),
+    ("0,5,10 parsecs,0", "rows whose size is a size: bytes"),
+    ("0,5,1GB,2GB", "rows whose start is a time, not a size"),
+])
+def test_network_flows_bad_units_are_one_line(tmp_path, capsys, row, rule):
+    """A flows row with a wrong unit: one line naming the file's line, exit 2."""
+    f = _flows(tmp_path, "b.csv", "src,dst,size,start\n" + row + "\n")
+    _, err = _run(capsys, ["network", "--topology", "tree:racks=2,hosts=20", "--flows", f],
+                  status=2)
+    assert len(err.splitlines()) == 1 and f"'flows' must be {rule}" in err and "b.csv:2" in err
+
+
+def _finish(spec):
+    flows = [(0, 2, 1e6, 0.0), (1, 2, 5e5, 0.0)]
+    return list(simulate_flows(build_network(spec), flows).finish)
+
+
+def test_graph_files_take_link_attributes_with_units(tmp_path):
+    """Edge lists (positional, key=value), GraphML and GML with units give the plain graph's times."""
+    plain = tmp_path / "plain.edges"
+    plain.write_text("0 1 0.001 1e8\n1 2 0.002 1.25e8\n")
+    positional = tmp_path / "pos.edges"
+    positional.write_text("0 1 1ms 100MB/s\n1 2 2ms 1Gbit/s\n")
+    keyed = tmp_path / "key.edges"
+    keyed.write_text("0 1 latency=1ms bandwidth=100MB/s\n1 2 latency=2000us bandwidth=1Gbps\n")
+    G = nx.Graph()
+    G.add_edge(0, 1, latency="1ms", bandwidth="100MB/s")
+    G.add_edge(1, 2, latency="2ms", bandwidth="1Gbit/s")
+    nx.write_graphml(G, tmp_path / "g.graphml")
+    nx.write_gml(G, tmp_path / "g.gml")
+    want = _finish(str(plain))
+    for f in (positional, keyed, tmp_path / "g.graphml", tmp_path / "g.gml"):
+        assert _finish(str(f)) == want, f
+    units = topologies.build(str(positional)).graph["units"]
+    assert units["bandwidth"][0].text == "100MB/s" and units["bandwidth"][1] is None
+
+
+def test_node_nics_in_a_graph_file_take_units(tmp_path):
+    """A node's nic / egress / ingress written with a unit is that many B/s."""
+    G = nx.Graph()
+    G.add_node(0, nic="8Mbit/s")
+    G.add_node(1, egress="1MB/s", ingress="2MB/s")
+    G.add_edge(0, 1, latency=0.0, bandwidth="1GB/s")
+    nx.write_graphml(G, tmp_path / "n.graphml")
+    net = build_network(str(tmp_path / "n.graphml"))
+    caps = dict(zip(net.resource_names, net.capacity, strict=True))
+    assert caps["egress:0"] == caps["ingress:0"] == 1e6
+    assert caps["egress:1"] == 1e6 and caps["ingress:1"] == 2e6
+
+
+def test_graph_file_units_of_the_wrong_kind_are_refused(tmp_path):
+    """latency=2GB in a file: one 'topology' line naming the edge and the rule."""
+    f = tmp_path / "w.edges"
+    f.write_text("0 1 latency=2GB\n")
+    with pytest.raises(Exception) as exc:
+        topologies.build(str(f))
+    assert str(exc.value).startswith("'topology' must be a graph whose edge latency values are a "
+                                     "time, not a size")
+
+
+@pytest.mark.parametrize("with_units,plain", [
+    ("tree:racks=2,hosts=3,host_bandwidth=10Gbit/s,host_latency=5us",
+     "tree:racks=2,hosts=3,host_bandwidth=1250000000.0,host_latency=5e-06"),
+    ("ring:n=5,bandwidth=1MiB/s,latency=.5ms", "ring:n=5,bandwidth=1048576.0,latency=0.0005"),
+    ("geo:latency_matrix=0/40ms;40ms/0,intra_region_bandwidth=8Gbps",
+     "geo:latency_matrix=0/0.04;0.04/0,intra_region_bandwidth=1e9"),
+    ("geo:regions=2,bandwidth_matrix=0/10Gbit/s;10Gbit/s/0,nic=25Gbps",
+     "geo:regions=2,bandwidth_matrix=0/1250000000.0;1250000000.0/0,nic=3125000000.0"),
+    ("datacenter:regions=1,racks=2,hosts=2,intra_rack_bandwidth=1GB/s,inter_rack_latency=1ms",
+     "datacenter:regions=1,racks=2,hosts=2,intra_rack_bandwidth=1e9,inter_rack_latency=0.001"),
+])
+def test_topology_spec_parameters_take_units(with_units, plain):
+    """A *bandwidth* parameter takes a rate, a *latency* one a time (a matrix entry by entry)."""
+    a, b = topologies.build(with_units), topologies.build(plain)
+    assert list(a.nodes(data=True)) == list(b.nodes(data=True))
+    assert list(a.edges(data=True)) == list(b.edges(data=True))
+    assert topologies.parse_spec(with_units) == topologies.parse_spec(plain)
+
+
+@pytest.mark.parametrize("spec,rule", [
+    ("tree:host_bandwidth=10GB", "a spec whose host_bandwidth is a rate, not a size"),
+    ("tree:host_latency=2GB/s", "a spec whose host_latency is a time, not a rate"),
+    ("ring:n=4,bandwidth=10parsecs", "a spec whose bandwidth is a rate: bytes per second"),
+])
+def test_topology_spec_units_of_the_wrong_kind_are_refused(spec, rule):
+    """One 'topology' line naming the parameter, the rule and the spec."""
+    with pytest.raises(Exception) as exc:
+        topologies.parse_spec(spec)
+    assert str(exc.value).startswith(f"'topology' must be {rule}")
+    assert str(exc.value).endswith(f": {spec!r}")
+
+
+def test_profile_files_take_sizes_rates_and_times_with_units():
+    """Network/fleet links, GPU memory, model activation sizes: text with units == the numbers."""
+    end = {"gpu": "A", "zone": "z"}
+    u = {"links": [{"src": end, "dst": end, "flows": 2, "bandwidth": "10Gbit/s", "latency": "5us"},
+                   {"src": end, "dst": end, "curve": {"coefficients": [1.0], "min_bytes": "64KiB",
+                                                      "max_bytes": "1GiB"}}]}
+    p = {"links": [{"src": end, "dst": end, "flows": 2, "bandwidth": 1.25e9, "latency": 5e-6},
+                   {"src": end, "dst": end, "curve": {"coefficients": [1.0], "min_bytes": 65536,
+                                                      "max_bytes": 2**30}}]}
+    assert network_from_data(u) == network_from_data(p)
+    nodes = [{"gpu": "A", "gpus_per_node": 8, "zone": "z", "count": 2}]
+    assert fleet_from_data({"nodes": nodes, **u}) == fleet_from_data({"nodes": nodes, **p})
+    assert gpus_from_data({"gpus": [{"name": "A", "memory_bytes": "80GiB", "overhead_bytes": "3GB",
+                                     "overhead_tp1_bytes": "2GB"}]}) == \
+        gpus_from_data({"gpus": [{"name": "A", "memory_bytes": 80 * 2**30, "overhead_bytes": 3e9,
+                                  "overhead_tp1_bytes": 2e9}]})
+    layer = {"params": 10, "activation_bytes": "4KiB", "activation_memory_bytes": "8kB"}
+    doc = {"model": "M", "layers": 1, "sizes": [{"tp": 1, "layers": [layer]}],
+           "times": [{"gpu": "A", "microbatch_size": 1, "tp": 1, "layers": [[1.0, 2.0]]}]}
+    m = model_from_data(doc)
+    assert m.layer_sizes(1)[0].activation_bytes == 4096 and \
+        m.layer_sizes(1)[0].activation_memory_bytes == 8000
+    with pytest.raises(Exception) as exc:
+        network_from_data({"links": [{"src": end, "dst": end, "bandwidth": "10Gbit"}]})
+    assert str(exc.value) == ("'network' must be a rate, not a size (bytes per second, or a number "
+                              "and a rate unit: 10Gbit/s, 100MB/s, 25 Gbps, 1.2GiB/s) at "
+                              "network.links[0].bandwidth: '10Gbit'")
+
+
+def test_curve_text_takes_units():
+    """polylog2's size_unit/bandwidth_unit and a table's points with units == the numbers."""
+    assert parse_curve("table:1kB=500MB/s/1MB=5GB/s/1GB=10GB/s") == \
+        parse_curve("table:1e3=5e8/1e6=5e9/1e9=1e10")
+    assert parse_curve("polylog2:c=-0.0024/0.1409/1.1168,size_unit=1MB,bandwidth_unit=1GB/s,"
+                       "min_size=64KiB") == \
+        parse_curve("polylog2:c=-0.0024/0.1409/1.1168,size_unit=1e6,bandwidth_unit=1e9,"
+                    "min_size=65536")
+
+
+@pytest.mark.parametrize("command,option,unit", [
+    ("train", "--param-size", "bytes"), ("train", "--activation-size", "bytes"),
+    ("train", "--bucket-size", "bytes"), ("train", "--bandwidth", "B/s"),
+    ("train", "--nic", "B/s"), ("train", "--latency", "s, or with a unit"),
+    ("train", "--network", "B/s"), ("train", "--topology", "B/s"),
+    ("pipeline", "--transfer-size", "bytes"), ("pipeline", "--bandwidth", "B/s"),
+    ("pipeline", "--latency", "s, or with a unit"), ("pipeline", "--nic", "B/s"),
+    ("pipeline", "--network", "B/s"), ("gossip", "--size", "bytes"), ("gossip", "--nic", "B/s"),
+    ("gossip", "--topology", "B/s"), ("network", "--nic", "B/s"), ("network", "--flows", "bytes"),
+    ("network", "--topology", "B/s"), ("learners", "--size", "bytes"),
+    ("learners", "--bandwidth", "B/s"), ("learners", "--latency", "s, or with a unit"),
+])
+def test_help_names_the_unit_of_every_option(capsys, command, option, unit):
+    """--help: each size, rate and latency option says its unit and shows a form with one."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    text = text[text.index("options:"):]
+    start = text.index(f" {option} ")
+    entry = text[start:start + 400]
+    assert unit in entry, entry
+    assert any(x in entry for x in ("GB", "Gbit", "Gbps", "ms", "us")), entry
+
+
+@pytest.mark.parametrize("text", ["100", "1e9", "0.5", " 7 ", "inf", "1e-300", "3.0000000000000004"])
+def test_plain_numbers_reach_the_config_exactly_as_float_read_them(text):
+    """A plain option value is float(text), bit for bit (so no printed number moves)."""
+    from sim.cli import build_parser
+
+    args = build_parser("train").parse_args(["train", "--param-size", text, "--bandwidth", text])
+    assert args.param_size == float(text) and args.bandwidth == float(text)
+    assert parse(text, "size", "x") == float(text)
+
+
+def test_an_inapplicable_option_with_a_unit_is_refused_as_typed(capsys):
+    """--nic 10Gbit/s without --network: the refusal shows '10Gbit/s', a plain 5 stays 5.0."""
+    _, err = _run(capsys, ["train", "--nic", "10Gbit/s"], status=2)
+    assert err.strip() == "dtsim train: error: 'nic' must be given only with --network: '10Gbit/s'"
+    _, err = _run(capsys, ["train", "--nic", "5"], status=2)
+    assert err.strip() == "dtsim train: error: 'nic' must be given only with --network: 5.0"
+
+
+def test_plan_and_topologies_json_name_their_units(capsys):
+    """dtsim topologies SPEC: latency in s, bandwidth in B/s, in the table and the JSON."""
+    d, _ = _json(capsys, ["topologies", "tree:racks=2,hosts=2,host_bandwidth=1Gbit/s"])
+    assert d["bandwidth_max"] == 1.25e8 and d["bandwidth_min"] == 400.0  # host links, uplinks
+    assert d["units"]["keys"] == {"latency_min": "s", "latency_max": "s", "bandwidth_min": "B/s",
+                                  "bandwidth_max": "B/s"}
+    out, _ = _run(capsys, ["topologies", "tree:racks=2,hosts=2"])
+    assert "unit" in out.splitlines()[0] and "B/s" in out
+    from sim.commands._units import PLAN_UNITS
+
+    assert PLAN_UNITS["plans[].peak_memory"] == "B"
+    assert PLAN_UNITS["plans[].predicted_iteration_time"] == "s"
