@@ -128,14 +128,7 @@ COMMAND_CONVENTION = frozenset({"NAME", "HELP", "add_arguments", "run"})
 
 #: Collisions that other work of issue 34 and 35 is resolving now, each with the only
 #: files allowed to define it; empty this as they land.
-BEING_RESOLVED: dict[str, frozenset[str]] = {
-    "Network": frozenset({"sim/network/topology.py", "sim/profiles/values.py"}),
-    "BandwidthCurve": frozenset({"sim/network/curves.py", "sim/profiles/values.py"}),
-    # dtsim's profile formats (profiles/formats.py) and the Sailor artifact's (sailor.py)
-    "read_model": frozenset({"sim/profiles/formats.py", "sim/profiles/sailor.py"}),
-    "read_network": frozenset({"sim/profiles/formats.py", "sim/profiles/sailor.py"}),
-    "read_plan": frozenset({"sim/profiles/formats.py", "sim/profiles/sailor.py"}),
-}
+BEING_RESOLVED: dict[str, frozenset[str]] = {}
 
 
 def public_definitions(root: Path) -> dict[str, list[str]]:

@@ -276,6 +276,37 @@ def test_polylog2_curve_is_sailors_polynomial_and_table_is_log_linear():
         BandwidthCurve.polylog2((-1.0, 0.0, 1.0))(8.0)
 
 
+def test_fitted_curve_is_used_where_its_time_grows_and_at_the_nearest_end_outside():
+    """A curve with a fitted range is clamped to the part of it where it is positive and
+    size / bandwidth does not decrease (s0 = a root of ln2 p - p'), never refused inside it."""
+    # the Sailor artifact's GH200 4-flow fit: -9.77 GB/s at 2**16 bytes, the start of its range
+    c = (-0.65351182, 11.42553946, 45.25031399)
+    cur = BandwidthCurve.polylog2(c, size_unit=1e6, bandwidth_unit=1e9, min_size=2**16,
+                                  max_size=2**30)
+    assert float(np.polyval(c, np.log2(2**16 / 1e6))) < 0
+    s0 = cur.valid_min_size
+    x0 = np.log2(s0 / 1e6)
+    a, b, _ = c  # at s0 the time's slope in log2(size) is zero: ln2 p(x0) = p'(x0)
+    assert close(np.log(2) * np.polyval(c, x0), 2 * a * x0 + b, 1e-9)
+    assert 2**16 < s0 < 2**19
+    assert cur(10240.0) == cur(s0) == cur(2**16) > 0  # the nearest valid end, not a refusal
+    sizes = np.geomspace(1.0, 2**32, 4001)
+    times = np.array([s / cur(float(s)) for s in sizes])
+    assert (np.diff(times) >= 0).all()  # a larger message never arrives sooner
+    assert cur(2**31) == cur(2**30) and close(cur(1e8), np.polyval(c, np.log2(100.0)) * 1e9,
+                                              1e-14)
+    ok = BandwidthCurve.polylog2((-0.05, 1.0, 10.0), size_unit=1e6, bandwidth_unit=1e9,
+                                 min_size=2**16, max_size=2**30)
+    assert ok.valid_min_size == 2**16  # a fit valid over its whole range keeps its range
+    assert cur.peak_above(0.0) >= max(cur(float(s)) for s in sizes)
+    with pytest.raises(ConfigError, match="'curve' must be positive, with a time"):
+        BandwidthCurve.polylog2((-1.0,), min_size=1.0, max_size=2.0)  # negative everywhere
+    with pytest.raises(ConfigError, match="'curve' must be positive, with a time"):
+        BandwidthCurve.polylog2((1.0, 0.0, 0.0), min_size=2.0, max_size=4.0)  # time falls
+    with pytest.raises(ConfigError, match="'curve' must be positive at every flow size"):
+        BandwidthCurve.polylog2((1.0, -1.0), size_unit=1e6)(1e6)  # no fitted range: no clamp
+
+
 def test_curve_link_is_time_shared_at_the_curve_of_each_size():
     """On a curve link a flow of size s alone moves at c(s); k equal flows at c(s)/k each."""
     cur = BandwidthCurve.table([(1.0, 2.0), (1024.0, 12.0)])

@@ -71,23 +71,25 @@ def test_restricted_to_the_runs_choices_the_planner_ranks_them_as_measured(shipp
     assert predicted == measured  # D32 < D16 < D8 both ways
 
 
-def _every_plan(profiles, model, nodes, request):
+def _every_plan(profiles, model, nodes, request, physical=False):
     """Every plan an exhaustive search ranks (top set above the space), with the search."""
     from sim.planner import search as S
 
     fleet = parse_nodes(nodes, profiles.network)
-    pm = ProfilePlanModel(profiles, model)
+    pm = ProfilePlanModel(profiles, model, fleet=fleet if physical else None)
     s = S._Search(model, fleet, profiles.gpus, request, pm)
     s.run(prune=False)
     return pm, list(s.best.values())
 
 
-def test_transfer_and_tail_bounds_never_exceed_the_closed_form(shipped):
+@pytest.mark.parametrize("physical", [False, True])
+def test_transfer_and_tail_bounds_never_exceed_the_closed_form(shipped, physical):
     """On every plan of a mixed fleet: each boundary's transfers >= p2p_bound, the tail after
-    the pipeline >= tail_bound (the search prunes with them); both exact on one-kind pairs."""
+    the pipeline >= tail_bound (the search prunes with them); both exact on one-kind pairs of
+    nodes of their own; on physical nodes (replicas placed in rank order, sharing nodes) too."""
     profiles, model, _ = shipped
     pm, cands = _every_plan(profiles, model, "RTX-3090:2x2,RTX-2080:2x2,Titan-RTX:2x1",
-                            PlanRequest(64, microbatch_sizes=(1, 2), top=10**6))
+                            PlanRequest(64, microbatch_sizes=(1, 2), top=10**6), physical)
     hops = tails = 0
     tight_hop = tight_tail = 0.0
     for c in cands:
@@ -112,6 +114,12 @@ def test_transfer_and_tail_bounds_never_exceed_the_closed_form(shipped):
     assert hops > 500 and tails > 100
     assert tight_hop > 1 - 1e-9  # a boundary between two replicas of one kind: the bound is exact
     assert tight_tail > 0.5  # and the tail's is not vacuous
+    if physical:  # many plans put two replicas on one node (TP 1 on the 2-GPU nodes)
+        shared = 0
+        for c in cands:
+            hosts = [r.host for st in pm.place(c.plan).stages for r in st.replicas]
+            shared += len(set(hosts)) < len(hosts)
+        assert shared > 50
 
 
 def test_peak_bandwidth_is_the_curves_maximum_above_a_size(shipped):
@@ -119,12 +127,12 @@ def test_peak_bandwidth_is_the_curves_maximum_above_a_size(shipped):
     import numpy as np
 
     profiles = shipped[0]
-    curves = {x.curve for x in profiles.network.links if x.curve.bandwidth is None}
+    curves = {x.bandwidth for x in profiles.network.links if not isinstance(x.bandwidth, float)}
     assert len(curves) > 5
     for c in curves:
         for lo in (0.0, 1e6, 3e7):
-            grid = np.geomspace(max(lo, 1.0), 4 * c.max_bytes, 1201)
-            top = max(c.at(x) for x in grid)
+            grid = np.geomspace(max(lo, 1.0), 4 * c.max_size, 1201)
+            top = max(c(float(x)) for x in grid)
             assert top <= c.peak_above(lo) <= top * (1 + 1e-4)  # the grid misses the apex by less
 
 
@@ -157,6 +165,27 @@ def test_cli_plan_writes_a_plan_dtsim_train_reads(tmp_path, capsys):
     assert code == 0
     train = json.loads(capsys.readouterr().out)
     assert train["step_time_mean"] == pytest.approx(chosen["predicted_iteration_time"], rel=1e-9)
+
+
+def test_cli_plan_times_plans_on_the_fleet_files_links(tmp_path, capsys):
+    """dtsim plan --fleet FILE uses the file's links: with GH200 links of 1e3 B/s the best plan
+    keeps to one node (its replicas all-reduce over the node's intra-node link) and is slower
+    than on the profiles' curves."""
+    nodes = [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "us-central1-a", "count": 4}]
+    end = {"gpu": "GH-96", "zone": "us-central1-a"}
+    slow = {"nodes": nodes, "links": [{"src": end, "dst": end, "flows": k, "bandwidth": 1e3}
+                                      for k in (1, 2, 4)]}
+    res = {}
+    for name, doc in (("plain", {"nodes": nodes}), ("slow", slow)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        assert main(["plan", "--model", "OPT-350", "--fleet", str(path), "--global-batch-size",
+                     "64", "--top", "2", "--simulate", "1", "--steps", "1", "--json"]) == 0
+        res[name] = json.loads(capsys.readouterr().out)["plans"][0]
+    assert res["plain"]["gpus"] == 16 and res["slow"]["gpus"] == 4  # one node
+    assert res["slow"]["predicted_iteration_time"] > 2 * res["plain"]["predicted_iteration_time"]
+    hosts = {r.get("host") for st in res["slow"]["plan"]["stages"] for r in st["replicas"]}
+    assert len(hosts) == 1 and None not in hosts
 
 
 @pytest.mark.parametrize("argv,message", [

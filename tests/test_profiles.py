@@ -8,15 +8,15 @@ import math
 import pytest
 
 from sim.errors import ConfigError
+from sim.network import BandwidthCurve
 from sim.profiles import (
-    BandwidthCurve,
     GPUCatalogue,
     GPUType,
     LayerSizes,
     LayerTimes,
     Link,
     ModelProfile,
-    Network,
+    NetworkProfile,
     NodeKind,
     Plan,
     ReplicaSpec,
@@ -53,7 +53,7 @@ def test_shipped_profiles_load(opt):
     assert m.layer_sizes(1)[1].params == 12596224
     assert opt.gpus["GH-96"].memory_bytes == 102625181696
     gh = NodeKind("GH-96", 4, "us-central1-a")
-    assert opt.network.link(gh, gh, 4).curve.coefficients == (-0.65351182, 11.42553946,
+    assert opt.network.link(gh, gh, 4).bandwidth.coefficients == (-0.65351182, 11.42553946,
                                                               45.25031399)
 
 
@@ -129,8 +129,10 @@ def test_formats_round_trip(tmp_path):
     assert model_from_data(json.loads(json.dumps(model_to_data(m)))) == m
     cat = GPUCatalogue((GPUType("A", 2e10, 1.5, 3e9, 2e9, "here"), GPUType("B", 1e10)))
     assert gpus_from_data(json.loads(json.dumps(gpus_to_data(cat)))) == cat
-    net = Network((Link(("A", "z"), ("B", "z"), 2, 2, BandwidthCurve(bandwidth=1e9), 1e-5),
-                   Link(("A", "z"), ("A", "z"), 1, 1, BandwidthCurve(coefficients=(1.0, 2.0)))))
+    gbs = dict(size_unit=1e6, bandwidth_unit=1e9, min_size=2.0**16, max_size=2.0**30)
+    net = NetworkProfile((Link(("A", "z"), ("B", "z"), 2, 2, 1e9, 1e-5),
+                   Link(("A", "z"), ("A", "z"), 1, 1, BandwidthCurve.polylog2((1.0, 2.0), **gbs)),
+                   Link(("B", "z"), ("A", "z"), 1, 1, BandwidthCurve.table([(1e3, 5e8), (1e6, 5e9)]))))
     assert network_from_data(json.loads(json.dumps(network_to_data(net)))) == net
     fleet = fleet_from_data({"nodes": [{"gpu": "A", "gpus_per_node": 8, "zone": "z", "count": 3}],
                              **network_to_data(net)})
@@ -146,17 +148,18 @@ def test_formats_round_trip(tmp_path):
 
 def test_bandwidth_curve_and_transfer_time():
     """A curve is evaluated in GB/s of log2(MB), clamped to its fitted range; k flows share it."""
-    c = BandwidthCurve(coefficients=(-0.5, 2.0, 10.0), min_bytes=2**16, max_bytes=2**30)
+    c = BandwidthCurve.polylog2((-0.05, 1.0, 10.0), size_unit=1e6, bandwidth_unit=1e9,
+                                min_size=2**16, max_size=2**30)
     x = math.log2(8e6 / 1e6)
-    assert math.isclose(c.at(8e6), 1e9 * (-0.5 * x * x + 2 * x + 10))
-    assert c.at(1.0) == c.at(2**16) and c.at(2**40) == c.at(2**30)
+    assert math.isclose(c(8e6), 1e9 * (-0.05 * x * x + x + 10))
+    assert c(1.0) == c(2**16) and c(2**40) == c(2**30)
     a = NodeKind("A", 4, "z")
-    net = Network((Link(("A", "z"), ("A", "z"), 4, 4, c, 1e-4),))
-    assert math.isclose(net.transfer_time(a, a, 8e6, 4), 1e-4 + 4 * 8e6 / c.at(8e6))
+    net = NetworkProfile((Link(("A", "z"), ("A", "z"), 4, 4, c, 1e-4),))
+    assert math.isclose(net.transfer_time(a, a, 8e6, 4), 1e-4 + 4 * 8e6 / c(8e6))
     assert net.transfer_time(a, a, 0.0, 4) == 0.0
     with pytest.raises(ConfigError, match="'network' must be a link for every pair"):
         net.transfer_time(a, a, 8e6, 2)
-    neg = Network((Link(("A", "z"), ("A", "z"), 1, 1, BandwidthCurve(coefficients=(1.0, -1.0))),))
+    neg = NetworkProfile((Link(("A", "z"), ("A", "z"), 1, 1, BandwidthCurve.polylog2((1.0, -1.0), size_unit=1e6)),))
     with pytest.raises(ConfigError, match="'network' must be a bandwidth curve positive"):
         neg.transfer_time(a, a, 1e6, 1)
 
@@ -174,5 +177,5 @@ def test_documents_refuse_in_one_line(tmp_path):
             {"gpu": "A"}]}]})
     with pytest.raises(ConfigError, match="'profiles' must be a folder of profiles"):
         load_profiles(tmp_path / "nothing")
-    with pytest.raises(ConfigError, match="'profiles' must be a folder with a GPU catalogue"):
-        load_profiles(tmp_path)
+    with pytest.raises(ConfigError, match="'profiles' must be a folder with model profiles"):
+        load_profiles(tmp_path)  # no catalogue of its own: dtsim's; but no model either

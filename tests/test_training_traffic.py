@@ -40,7 +40,8 @@ def test_parse_sync_reads_kinds_keys_and_writes_the_canonical_text():
 @pytest.mark.parametrize("text, message", [
     ("gossip", "'sync' must be KIND[:key=value,...] with KIND one of allreduce, none, diloco: "
                    "'gossip'"),
-    ("allreduce:depth=2", "'sync' must be a key of allreduce (overlap, bucket_size): 'depth'"),
+    ("allreduce:depth=2", "'sync' must be a key of allreduce (overlap, bucket_size, buckets): "
+                          "'depth'"),
     ("allreduce:overlap=forward", "'sync' must be overlap in (none, backward): 'forward'"),
     ("allreduce:bucket_size=0", "'sync' must be bucket_size > 0: '0'"),
     ("allreduce:bucket_size=inf", "'sync' must be bucket_size > 0: 'inf'"),

@@ -1089,9 +1089,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
                   byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases,
-                  traffic_cases, timeline_cases, users_network_cases, users_profile_cases,
-                  users_planner_cases, users_strategy_cases, users_design_cases,
-                  users_byzantine_cases):
+                  traffic_cases, timeline_cases, real_runs_ii_cases, users_network_cases,
+                  users_profile_cases, users_planner_cases, users_strategy_cases,
+                  users_design_cases, users_byzantine_cases):
         cases.extend(group(fx))
     return cases
 
@@ -1288,7 +1288,8 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/plan-tp-without-profile",
         T("--plan", plan("plan-tp8.json", [{"first_layer": 0, "last_layer": 25,
                                             "replicas": rep("GH-96", 8, 8)}]), *one),
-        refuse("tp"), note="GH-96 was profiled at TP 1, 2, 4")
+        ok("TP 8 derived from TP 1"), note="GH-96 was profiled at TP 1, 2, 4: TP 8 is derived "
+        "from TP 1 and the output says so")
     add("train/plan-out-of-memory",
         T("--plan", plan("plan-oom.json", [{"first_layer": 0, "last_layer": 25,
                                             "replicas": rep("RTX-2080", 2, 8)}], mbs=8, gbs=64),
@@ -1297,7 +1298,12 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/plan-microbatch-without-profile",
         T("--plan", plan("plan-mbs3.json", [{"first_layer": 0, "last_layer": 25,
                                              "replicas": gh}], mbs=3, gbs=6), *one),
-        refuse("microbatch_size"))
+        ok("interpolated from the profiled sizes 2 and 4"),
+        note="an unprofiled size between profiled ones: estimated, and the output says so")
+    add("train/plan-microbatch-too-far",
+        T("--plan", plan("plan-mbs512.json", [{"first_layer": 0, "last_layer": 25,
+                                               "replicas": gh}], mbs=512, gbs=512), *one),
+        refuse("microbatch_size"), note="beyond twice the largest profiled size (128)")
     add("train/plan-missing-file", T("--plan", str(fx.root / "nope.json")), refuse("plan"))
     bad = fx.root / "plan-bad.json"
     bad.write_text('{"stages": [')
@@ -1921,6 +1927,170 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/out-is-folder", P(*gh, *quick, "--out", str(fx.root)), refuse("out"))
     add("plan/fleet-file-missing", P("--fleet", str(fx.root / "nope.json"), *quick),
         refuse("fleet"))
+    return cases
+
+
+def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
+    """Issue 35's fields: a plan's framework and hosts, --framework, model files holding less
+    (forward-only rows, a shape), the catalogue's new fields, fleet and network curves."""
+    if not _has_option("train", "--framework"):
+        return []
+    import json as _json
+
+    T = lambda *a: dtsim("train", *a)  # noqa: E731
+    one = ["--steps", "1", "--replications", "1"]
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    gh = [{"gpu": "GH-96", "tp": 4, "gpus_per_node": 4, "zone": "us-central1-a"}]
+    two = [{"first_layer": 0, "last_layer": 11, "replicas": gh},
+           {"first_layer": 12, "last_layer": 25, "replicas": gh}]
+
+    def plan(name: str, stages: list | None = None, **extra) -> str:
+        p = fx.root / name
+        p.write_text(_json.dumps({"model": "OPT-350", "microbatch_size": 2,
+                                  "global_batch_size": 8, "stages": stages or two, **extra}))
+        return str(p)
+
+    good = plan("fw-good.json", framework={"name": "deepspeed", "version": "0.16.5",
+                                           "precision": "fp16",
+                                           "communication_data_type": "fp32"})
+    add("train/plan-framework-runs", T("--plan", good, *one), ok("deepspeed fp16"))
+    add("train/framework-unknown", T("--plan", good, "--framework", "horovod", *one),
+        refuse("framework"))
+    add("train/framework-without-plan", T("--framework", "deepspeed"), refuse("framework"))
+    add("train/framework-ddp-pipeline", T("--plan", good, "--framework", "ddp", *one),
+        refuse("framework"), note="DDP runs no pipeline: a 2-stage plan")
+    add("train/plan-framework-overlap-placement",
+        T("--plan", plan("fw-overlap.json", framework={"name": "megatron",
+                                                        "overlap_grad_reduce": True}), *one),
+        ok("buckets=megatron"), note="Megatron-LM's overlap_grad_reduce runs "
+        "as --sync allreduce:overlap=backward with its buckets")
+    single = [{"first_layer": 0, "last_layer": 25, "replicas": [{**gh[0], "count": 2}]}]
+    add("train/plan-framework-ddp-runs", T("--plan", plan("fw-ddp.json", single, framework="ddp"),
+                                           *one), ok("overlap=backward,buckets=ddp"))
+    add("train/plan-sync-none", T("--plan", good, "--sync", "none", *one), refuse("sync"),
+        note="a plan's framework all-reduces its gradients: sync none would be ignored")
+    add("train/plan-sync-diloco-overlapped-framework",
+        T("--plan", plan("fw-overlap-diloco.json", framework={"name": "megatron",
+                                                               "overlap_grad_reduce": True}),
+          "--sync", "diloco:every=1", *one), refuse("sync"),
+        note="DiLoCo's groups all-reduce after the backward pass: an overlapping framework's "
+        "all-reduce would be silently moved")
+    add("train/plan-sync-overrides", T("--plan", good, "--sync", "allreduce:overlap=backward",
+                                       *one), ok("overlap=backward"))
+    add("train/sync-buckets-without-overlap", T("--sync", "allreduce:buckets=ddp"),
+        refuse("sync"))
+    add("train/sync-buckets-unknown", T("--sync", "allreduce:overlap=backward,buckets=horovod"),
+        refuse("sync"))
+    for id_, fw, param in (
+            ("name", {"name": "horovod"}, "framework"),
+            ("name-missing", {"version": "0.16.5"}, "framework"),
+            ("not-a-table", 7, "framework"),
+            ("version", {"name": "deepspeed", "version": "0.9"}, "framework_version"),
+            ("version-number", {"name": "deepspeed", "version": 16}, "framework_version"),
+            ("precision", {"name": "deepspeed", "precision": "fp8"}, "precision"),
+            ("option-unknown", {"name": "megatron", "communication_data_type": "fp32"},
+             "framework_options"),
+            ("option-value", {"name": "deepspeed", "communication_data_type": "fp64"},
+             "communication_data_type"),
+            ("option-bool", {"name": "megatron", "overlap_grad_reduce": "yes"},
+             "overlap_grad_reduce"),
+            ("option-number", {"name": "ddp", "bucket_cap_mb": -1}, "bucket_cap_mb")):
+        add(f"train/plan-framework-{id_}", T("--plan", plan(f"fw-{id_}.json", framework=fw),
+                                             *one), refuse(param))
+    add("train/plan-unknown-key", T("--plan", plan("fw-key.json", frameworks="deepspeed"), *one),
+        refuse("plan"), note="a misspelt top-level key is refused, not ignored")
+    r = {"gpu": "RTX-3090", "tp": 1, "gpus_per_node": 2, "zone": "us-central1-a"}
+    t = {"gpu": "Titan-RTX", "tp": 1, "gpus_per_node": 2, "zone": "us-central1-a"}
+    hosted = [{"first_layer": 0, "last_layer": 12, "replicas": [{**r, "host": "A", "count": 2}]},
+              {"first_layer": 13, "last_layer": 25, "replicas": [{**t, "host": "B", "count": 2}]}]
+    add("train/plan-hosts-run", T("--plan", plan("host-good.json", hosted), *one),
+        ok("step time"))
+    mixed = [{"first_layer": 0, "last_layer": 25, "replicas": [{**r, "host": "A"},
+                                                               {**t, "host": "A"}]}]
+    add("train/plan-host-two-kinds", T("--plan", plan("host-kinds.json", mixed), *one),
+        refuse("host"))
+    over = [{"first_layer": 0, "last_layer": 25,
+             "replicas": [{**r, "host": "A", "count": 3}]}]
+    add("train/plan-host-overfull", T("--plan", plan("host-full.json", over, global_batch_size=12),
+                                      *one), refuse("host"), note="3 TP-1 replicas on a 2-GPU node")
+    blank = [{"first_layer": 0, "last_layer": 25, "replicas": [{**r, "host": " A"}]}]
+    add("train/plan-host-name", T("--plan", plan("host-name.json", blank), *one), refuse("host"))
+    # profiles folders with a model file holding less, and catalogue / network fields
+    shipped = Path(__file__).resolve().parent.parent / "sim" / "profiles" / "data"
+
+    def folder(name: str, model: dict | None = None, gpus: dict | None = None,
+               network: dict | None = None) -> str:
+        d = fx.root / name
+        (d / "models").mkdir(parents=True, exist_ok=True)
+        (d / "gpus.json").write_text(_json.dumps(gpus) if gpus is not None
+                                     else (shipped / "gpus.json").read_text())
+        if model is not None:
+            (d / "models" / "m.json").write_text(_json.dumps(model))
+        if network is not None:
+            (d / "network.json").write_text(_json.dumps(network))
+        return str(d)
+
+    shape = {"layers": 2, "hidden": 64, "heads": 4, "sequence": 32, "vocabulary": 100}
+    base = {"model": "Tiny", "shape": shape, "bytes_per_value": 2}
+    link = {"src": {"gpu": "T4", "zone": "z"}, "dst": {"gpu": "T4", "zone": "z"}}
+    net = {"links": [{**link, "flows": k, "bandwidth": 1e9} for k in (1, 2)]}
+    t4 = [{"gpu": "T4", "tp": 2, "gpus_per_node": 2, "zone": "z"}]
+    tiny = str(fx.root / "tiny-plan.json")
+    Path(tiny).write_text(_json.dumps({"model": "Tiny", "microbatch_size": 1,
+                                       "global_batch_size": 2,
+                                       "stages": [{"first_layer": 0, "last_layer": 3,
+                                                   "replicas": t4}]}))
+    add("train/model-shape-runs", T("--plan", tiny, "--profiles", folder("p-shape", base,
+                                                                       network=net), *one),
+        ok("estimated from the model's shape"), note="a model given by its shape on a T4")
+    for id_, sh, param in (("heads", {**shape, "heads": 5}, "heads"),
+                           ("zero", {**shape, "hidden": 0}, "hidden"),
+                           ("key", {**shape, "width": 3}, "model"),
+                           ("missing", {k: v for k, v in shape.items() if k != "sequence"},
+                            "model")):
+        add(f"train/model-shape-{id_}", T("--plan", tiny, "--profiles",
+                                          folder(f"p-shape-{id_}", {**base, "shape": sh},
+                                                 network=net), *one), refuse(param))
+    fwd = {"model": "Tiny", "layers": 4, "bytes_per_value": 2, "shape": shape,
+           "times": [{"gpu": "T4", "microbatch_size": 1, "tp": 1,
+                      "layers": [[0.01], [0.02], [0.02], [0.01, 0.02, 0.0, 9.9]]}]}
+    add("train/model-row-too-long", T("--plan", tiny, "--profiles",
+                                      folder("p-row", fwd, network=net), *one), refuse("model"))
+    add("train/model-tied-params-not-list",
+        T("--plan", tiny, "--profiles", folder("p-tied", {**base, "tied_params": 3},
+                                              network=net), *one), refuse("model"))
+    gpus = _json.loads((shipped / "gpus.json").read_text())
+    for g in gpus["gpus"]:
+        if g["name"] == "T4":
+            g["intra_node_bandwidth"] = -1
+    add("train/gpus-intra-negative", T("--plan", tiny, "--profiles",
+                                       folder("p-gpus", base, gpus, net), *one),
+        refuse("intra_node_bandwidth"))
+    nowhere = {"links": [{**link, "flows": 2, "curve": {"coefficients": [-1.0]}}]}
+    add("train/network-curve-valid-nowhere",
+        T("--plan", tiny, "--profiles", folder("p-curve", base, network=nowhere), *one),
+        refuse("network"), note="a fitted curve negative over its whole range")
+    add("train/network-curve-text-bad",
+        T("--plan", tiny, "--profiles", folder("p-text", base, network={
+            "links": [{**link, "flows": 2, "curve": "table:x"}]}), *one), refuse("network"))
+    P = lambda *a: dtsim("plan", "--model", "OPT-350", *a)  # noqa: E731
+    quick = ["--global-batch-size", "8", "--simulate", "0", "--top", "1"]
+    add("plan/framework-unknown", P("--nodes", "GH-96:4x2@us-central1-a", *quick, "--framework",
+                                    "horovod"), refuse("framework"))
+    add("plan/framework-overlapped-allreduce", P("--nodes", "GH-96:4x2@us-central1-a", *quick,
+                                                 "--framework", "ddp"), refuse("framework"),
+        note="the planner's closed form has no all-reduce overlapped with backward")
+    fleet = fx.root / "fleet-slow.json"
+    fleet.write_text(_json.dumps({"nodes": [{"gpu": "GH-96", "gpus_per_node": 4,
+                                             "zone": "us-central1-a", "count": 2}],
+                                  "links": [{"src": {"gpu": "GH-96", "zone": "us-central1-a"},
+                                             "dst": {"gpu": "GH-96", "zone": "us-central1-a"},
+                                             "flows": 1, "bandwidth": -5}]}))
+    add("plan/fleet-link-negative", P("--fleet", str(fleet), *quick), refuse("bandwidth"))
     return cases
 
 

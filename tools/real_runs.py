@@ -1,8 +1,10 @@
 """Predict every shipped real run with dtsim and with Sailor's own formulas; print the errors.
 
-    python tools/real_runs.py                 # the table of docs/real_runs.md
+    python tools/real_runs.py                 # the tables of docs/real_runs.md, and the ablation
     python tools/real_runs.py --profiles DIR  # another profiles folder with runs/
     python tools/real_runs.py --json          # the rows as JSON
+    python tools/real_runs.py --checks        # the estimation rules against the profiles
+    python tools/real_runs.py --user-plans    # every plan a user can write from the profiles
 
 For each run of ``sim/profiles/data/runs`` (or ``DIR/runs``): the measured
 iteration time and peak memory, dtsim's (``dtsim train --plan`` on the run's
@@ -11,11 +13,14 @@ one failure-free replication, deterministic), the error, and
 beside them the prediction of the Sailor artifact's own simulator computed
 from its published formulas (:func:`sailor_time`, :func:`sailor_memory`,
 written from the artifact's ``runtime_simulator.py`` and ``profile_utils.py``).
-Then the per-cluster mean and worst absolute error, and the model comparisons:
-point-to-point blocking vs overlapped, and the gradient all-reduce after every
-stage's last backward (DeepSpeed's pipeline engine, with the artifact's
-barrier), after each stage's own last backward, or overlapped with the last
-backward pass.
+Then the per-cluster mean and worst absolute error, and the ablation: each
+option of the model changed on its own against the run's framework's default
+(:data:`ABLATION`: point-to-point overlapped on FIFO channels or shared max-min,
+upstream DeepSpeed, Megatron-LM with and without ``overlap_grad_reduce``, the
+all-reduce overlapped with the last backward pass, derived TP, the profile's
+value sizes, physical nodes), each a DES run over ``sim.network``; and in the
+closed form of the device programs the gradient all-reduce after every stage's
+last backward (the artifact's barrier) or after each stage's own last backward.
 
 Nothing here is fitted: the measured numbers are only compared with.
 """
@@ -146,12 +151,14 @@ def sailor_memory(run: MeasuredRun, info: dict) -> float:
 
 
 def allreduce_variants(build: Any) -> dict[str, float]:
-    """Iteration time with the gradient all-reduce after all stages end (``barrier``), after
-    each stage's own last backward (``stage``), or overlapped with the last backward (``backward``)."""
+    """Iteration time, in the closed form of the device programs, with the gradient all-reduce
+    after all stages end (``barrier``) or after each stage's own last backward (``stage``: no
+    barrier, the tied all-reduce still added whole). The all-reduce overlapped with the backward
+    pass is an :data:`ABLATION` row, run by the DES (``--sync allreduce:overlap=backward``)."""
     c = build.config
     L, r, m = c.stages, c.replicas[0], c.microbatches
     blocking = c.p2p == "blocking"
-    out = {"barrier": 0.0, "stage": 0.0, "backward": 0.0}
+    out = {"barrier": 0.0, "stage": 0.0}
     for k in range(r):
         mk = len(range(k, m, r))
         f = [c.replica_times[j][k][0] for j in range(L)]
@@ -166,15 +173,51 @@ def allreduce_variants(build: Any) -> dict[str, float]:
         out["barrier"] = max(out["barrier"], T + build.tied_allreduce_time + max(tail))
         out["stage"] = max(out["stage"], build.tied_allreduce_time
                            + max(e + t for e, t in zip(ends, tail, strict=True)))
-        out["backward"] = max(out["backward"], T + build.tied_allreduce_time + max(
-            max(0.0, a - b[j]) + o for j, (a, o) in enumerate(zip(build.allreduce_times,
-                                                                 build.optimizer_times,
-                                                                 strict=True))))
     return out
 
 
-def rows(folder: Path | None = None) -> list[dict[str, Any]]:
-    """One row per run: measured, dtsim and Sailor time and memory, and the model variants."""
+#: The ablation: each option of the model against the run's framework's default (sailor-deepspeed
+#: for the artifact's runs), one at a time: (name, what it changes, build_plan keywords, hosts).
+ABLATION: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
+    ("p2p_overlap", "point-to-point on a communication stream (overlapped: FIFO channels) "
+     "instead of blocking", {"p2p": "overlap"}, False),
+    ("p2p_shared", "point-to-point overlapped, each transfer on a connection of its own sharing "
+     "links max-min (no framework's: the model the channels replaced)", {"p2p": "shared"}, False),
+    ("framework_deepspeed", "upstream DeepSpeed 0.16.5 (1 + 2 all-gathers per boundary, no "
+     "barrier) instead of the artifact's modified engine", {"framework": "deepspeed"}, False),
+    ("framework_megatron", "Megatron-LM's schedules (each TP rank sends the whole tensor, no "
+     "all-gather)", {"framework": "megatron"}, False),
+    ("framework_megatron_overlap", "Megatron-LM with overlap_grad_reduce (its all-reduce in "
+     "buckets of max(4e7, 1e6 dp) elements as the last backward pass produces them)",
+     {"framework": ("megatron", (("overlap_grad_reduce", True),))}, False),
+    ("allreduce_overlap", "the artifact's DeepSpeed with its all-reduce overlapped with the last "
+     "backward pass (--sync allreduce:overlap=backward: Megatron-LM's buckets)",
+     {"sync": "allreduce:overlap=backward"}, False),
+    ("tp_derived", "TP > 1 layer times derived from the TP-1 profile instead of the profiled",
+     {"tensor_parallel": "derived"}, False),
+    ("value_sizes_profile", "every collective at the profile's bytes per value instead of the "
+     "framework's", {"value_sizes": "profile"}, False),
+    ("physical_nodes", "each replica on a named host: the physical-node network instead of the "
+     "pair curves", {}, True),
+)
+
+
+def _hosted(plan: Any) -> Any:
+    """``plan`` with every replica on a host of its own (the artifact's one node per replica)."""
+    from dataclasses import replace
+
+    from sim.profiles import StageSpec
+
+    return replace(plan, stages=tuple(
+        StageSpec(st.layers, tuple(replace(r, host=f"s{j}r{i}") for i, r in
+                                   enumerate(st.replicas))) for j, st in enumerate(plan.stages)))
+
+
+def rows(folder: Path | None = None, ablation: bool = True) -> list[dict[str, Any]]:
+    """One row per run: measured, dtsim and Sailor time and memory, and the model variants
+    (:data:`ABLATION`, and the all-reduce placements of :func:`allreduce_variants`)."""
+    from sim.profiles.frameworks import FrameworkSpec
+
     d = folder if folder is not None else DATA_DIR
     runs = read_runs(d)
     models = tuple(sorted({r.plan.model for r in runs}))  # type: ignore[type-var]
@@ -187,17 +230,25 @@ def rows(folder: Path | None = None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"run": run.name, "cluster": run.name.split("-")[0],
                                "measured_time": run.iteration_time,
                                "measured_memory": run.peak_memory}
-        for p2p in ("blocking", "overlap"):
-            b = build_plan(run.plan, prof, p2p=p2p, steps=1, check_memory=False, network=True)
-            t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
-            row[f"dtsim_time_{p2p}"] = t
-            if p2p == "blocking":
-                closed = build_plan(run.plan, prof, p2p=p2p, steps=1, check_memory=False)
-                row["dtsim_time"] = t
-                row["closed_form_time"] = predictions(
-                    "training", closed.config)["step_time_mean"]["value"]
-                row["dtsim_memory"] = b.peak_memory
-                row.update({f"allreduce_{k}": v for k, v in allreduce_variants(closed).items()})
+        b = build_plan(run.plan, prof, steps=1, check_memory=False, network=True)
+        t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
+        closed = build_plan(run.plan, prof, steps=1, check_memory=False)
+        row["dtsim_time"] = t
+        row["closed_form_time"] = predictions("training", closed.config)["step_time_mean"]["value"]
+        row["dtsim_memory"] = b.peak_memory
+        row["framework"] = b.behaviour.framework.key
+        row["estimates"] = list(b.estimates)
+        row.update({f"allreduce_{k}": v for k, v in allreduce_variants(closed).items()})
+        for name, _, kw, hosted in ABLATION if ablation else ():
+            kw = dict(kw)
+            if "framework" in kw:
+                fw = kw["framework"]
+                kw["framework"] = (FrameworkSpec(fw) if isinstance(fw, str)
+                                   else FrameworkSpec(fw[0], options=fw[1]))
+            plan = _hosted(run.plan) if hosted else run.plan
+            v = build_plan(plan, prof, steps=1, check_memory=False, network=True, **kw)
+            row[f"ablation_{name}"] = training_model(v.config,
+                                                     Streams(0).replication(0))["step_time_mean"]
         row["sailor_time"] = sailor_time(run, raw_p, raw_i, raw_b)
         row["sailor_memory"] = sailor_memory(run, raw_i)
         out.append(row)
@@ -218,15 +269,254 @@ def summary(rs: list[dict[str, Any]], key: str, real: str) -> dict[str, dict[str
     return out
 
 
+def _sailor_plan(model_layers: int, stages: int, reps: list[tuple[str, int, str]], tp: int,
+                 mbs: int, gbs: int) -> dict[str, Any]:
+    """A run file in the artifact's format (``plan_config``): ``reps`` per pipeline (one node kind
+    per replica, the same at every stage unless the list has one per stage)."""
+    per, cut = model_layers // stages, []
+    start = 0
+    for j in range(stages):
+        end = model_layers if j == stages - 1 else start + per
+        cut.append(list(range(start, end)))
+        start = end
+    tmp = []
+    for j in range(stages):
+        kinds = reps if len(reps) != stages else [reps[j]]
+        tmp.append([[[list(k)], tp] for k in kinds])
+    return {"zone": reps[0][2], "pipeline_list": [{"num_stages": stages, "layers_per_stage": cut,
+            "tmp_per_stage": tmp, "dp": [len(tmp[0])] * stages}], "mbs": mbs, "gbs": gbs}
+
+
+def user_plans(folder: Path | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+    """Plans a user can write from the shipped profiles, in the artifact's format: every model
+    with sizes, on every GPU type it was profiled on, at every profiled micro-batch size and TP
+    degree and at unprofiled sizes between them (3, 6, 12, 24), in 1, 2 and 4 stages of 1 or 2
+    replicas on nodes of the GPU type's zone (the largest node the network measured it in), 8
+    micro-batches per pipeline; and two-type pipelines of the mixed cluster's GPUs."""
+    d = folder if folder is not None else DATA_DIR
+    prof = load_profiles(d)
+    kinds: dict[str, tuple[int, str]] = {}
+    for lk in prof.network.links:
+        (g, z), (g2, z2) = lk.src, lk.dst
+        if g == g2 and z == z2:
+            n, zone = kinds.get(g, (0, z))
+            if zone == z:
+                kinds[g] = (max(n, lk.src_flows), zone)
+    out = []
+    for m in prof.models:
+        for gpu in m.gpus:
+            if gpu not in kinds:
+                continue
+            gpn, zone = kinds[gpu]
+            combos = set(m.combinations(gpu))
+            tps = sorted({t for (_, _, t) in combos})
+            for tp in tps:
+                if tp > gpn:
+                    continue
+                sizes = sorted({b for (_, b, t) in combos if t == tp})
+                for b in sorted(set(sizes) | {x for x in (3, 6, 12, 24) if sizes[0] < x < sizes[-1]}):
+                    for stages in (1, 2, 4):
+                        for dp in (1, 2):
+                            doc = _sailor_plan(m.layers, stages, [(gpu, gpn, zone)] * dp, tp, b,
+                                               8 * b * dp)
+                            out.append((f"{m.name}-{gpu}-tp{tp}-mbs{b}-S{stages}-D{dp}", m.name,
+                                        doc))
+    mixed = [g for g in ("RTX-3090", "Titan-RTX", "RTX-2080") if g in kinds]
+    for m in prof.models:
+        for a in mixed:
+            for z in mixed:
+                if a == z or not (m.has(a, 2, 2) and m.has(z, 2, 2)):
+                    continue
+                doc = _sailor_plan(m.layers, 2, [(a, 2, kinds[a][1]), (z, 2, kinds[z][1])], 2, 2,
+                                   16)
+                out.append((f"{m.name}-{a}-{z}-tp2-mbs2-S2", m.name, doc))
+    return out
+
+
+def check_user_plans(folder: Path | None = None, limit: int | None = None) -> dict[str, Any]:
+    """Write every :func:`user_plans` plan to a file in the artifact's format, read it back and
+    run it as ``dtsim train --plan`` does (the DES over sim.network, one step); count the plans
+    that ran, those refused for memory (a plan that does not fit is not a valid plan), and any
+    other refusal or error (there should be none)."""
+    import tempfile
+
+    from sim.errors import ConfigError
+    from sim.profiles import read_plan
+
+    d = folder if folder is not None else DATA_DIR
+    prof = load_profiles(d)
+    ran, memory, refused, estimated = 0, 0, [], 0
+    plans = user_plans(d)[:limit]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, model, doc in plans:
+            path = Path(tmp) / f"{name}.json"
+            path.write_text(json.dumps(doc))
+            try:
+                plan = read_plan(path, model)
+                b = build_plan(plan, prof, model=model, steps=1, network=True)
+                t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
+                if not (t > 0 and math.isfinite(t)):
+                    refused.append((name, f"step time {t}"))
+                    continue
+                ran += 1
+                estimated += bool(b.estimates)
+            except ConfigError as exc:
+                if exc.name == "plan" and "fits in GPU memory" in exc.rule:
+                    memory += 1
+                else:
+                    refused.append((name, str(exc)))
+    return {"plans": len(plans), "ran": ran, "with_estimates": estimated,
+            "refused_memory": memory, "refused_other": refused}
+
+
+def tp_check(folder: Path | None = None) -> list[dict[str, Any]]:
+    """Derived TP against the profiled: for every profiled ``(model, GPU, mbs, TP > 1)`` with a
+    TP-1 profile at that ``mbs``, the model's forward plus backward time summed over its layers,
+    derived from TP 1 (:mod:`sim.profiles.estimates`) over the measured intra-node curves and
+    over the catalogue's datasheet bandwidth, against the profiled; per GPU type and TP, the
+    mean signed and absolute error and the range. A check of the rule: nothing is fitted."""
+    from dataclasses import replace
+
+    from sim.profiles.estimates import Estimator
+
+    d = folder if folder is not None else DATA_DIR
+    prof = load_profiles(d)
+    sources = {"measured intra-node curves": prof, "catalogue datasheet": replace(
+        prof, intra_node=())}
+    acc: dict[tuple[str, str, int], list[float]] = {}
+    for src, p in sources.items():
+        for m in p.models:
+            est = Estimator(p, m, tensor_parallel="derived")
+            for (g, b, t) in m.combinations():
+                if t == 1 or not m.has(g, b, 1):
+                    continue
+                rows_, _ = est.layer_times(g, b, t)
+                got = sum(x.forward + x.backward for x in rows_)
+                want = sum(x.forward + x.backward for x in m.layer_times(g, b, t))
+                acc.setdefault((src, g, t), []).append((got - want) / want)
+    return [{"intra": src, "gpu": g, "tp": t, "n": len(e), "mean": sum(e) / len(e),
+             "mean_abs": sum(map(abs, e)) / len(e), "low": min(e), "high": max(e)}
+            for (src, g, t), e in sorted(acc.items())]
+
+
+def rule_checks(folder: Path | None = None) -> dict[str, Any]:
+    """The other estimation rules against what the profiles measured (checks, nothing fitted):
+    each profiled micro-batch size left out and estimated from the others (interpolated or
+    extrapolated); the backward pass of the transformer layers at TP 1 against twice the forward
+    (the FLOP rule); and the physical-node decomposition of the network curves, ``min(k B_1(a,a),
+    B_g(a,a), B_g(a,b), B_g(b,b), k B_1(b,b))`` against the measured ``B_k(a,b)`` at 8 MB."""
+    from dataclasses import replace
+
+    from sim.errors import ConfigError
+    from sim.profiles.estimates import Estimator
+
+    d = folder if folder is not None else DATA_DIR
+    prof = load_profiles(d)
+    mbs: dict[tuple[str, str], list[float]] = {}
+    back: dict[str, list[float]] = {}
+    for m in prof.models:
+        for key in m.combinations():
+            g, b, t = key
+            rest = tuple((k, r) for k, r in m.times if k != key)
+            if not any(k[0] == g and k[2] == t for k, _ in rest):
+                continue
+            try:
+                est, notes = Estimator(prof, replace(m, times=rest)).layer_times(g, b, t)
+            except ConfigError:
+                continue
+            meas = m.layer_times(g, b, t)
+            got = sum(x.forward + x.backward for x in est)
+            want = sum(x.forward + x.backward for x in meas)
+            how = "interpolated" if "interpolated" in notes[-1] else "extrapolated"
+            mbs.setdefault((g, how), []).append((got - want) / want)
+            if t == 1:
+                f = sum(x.forward for x in meas[1:-1])
+                back.setdefault(g, []).append(sum(x.backward for x in meas[1:-1]) / f)
+    net = prof.network
+    dec: list[float] = []
+    size = 8e6
+    for lk in net.links:
+        (ga, za), (gb, zb) = lk.src, lk.dst
+        k = lk.src_flows
+        if k != lk.dst_flows:
+            continue
+        try:
+            a_counts = net.flow_counts((ga, za), (ga, za))
+            b_counts = net.flow_counts((gb, zb), (gb, zb))
+            ab = net.flow_counts((ga, za), (gb, zb))
+            b1a = _cap(net, (ga, za), (ga, za), 1, size)
+            b1b = _cap(net, (gb, zb), (gb, zb), 1, size)
+            nga = _cap(net, (ga, za), (ga, za), max(a_counts), size)
+            ngb = _cap(net, (gb, zb), (gb, zb), max(b_counts), size)
+            pab = _cap(net, (ga, za), (gb, zb), max(ab), size)
+        except (ConfigError, ValueError):
+            continue
+        pred = min(k * b1a, nga, pab, ngb, k * b1b)
+        dec.append((pred - _cap(net, (ga, za), (gb, zb), k, size)) / _cap(net, (ga, za),
+                                                                           (gb, zb), k, size))
+
+    def stats(e: list[float]) -> dict[str, float]:
+        return {"n": len(e), "mean_abs": sum(map(abs, e)) / len(e), "worst": max(map(abs, e))}
+
+    return {"microbatch": {f"{g} {how}": stats(e) for (g, how), e in sorted(mbs.items())},
+            "backward_over_forward": {g: {"n": len(r), "mean": sum(r) / len(r), "low": min(r),
+                                          "high": max(r)} for g, r in sorted(back.items())},
+            "node_decomposition": stats(dec)}
+
+
+def _cap(net: Any, src: tuple[str, str], dst: tuple[str, str], k: int, size: float) -> float:
+    from sim.network.curves import bandwidth_at
+    from sim.profiles import NodeKind
+
+    return bandwidth_at(net.link(NodeKind(src[0], k, src[1]), NodeKind(dst[0], k, dst[1]), k,
+                                 k).bandwidth, size)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profiles", type=Path, default=None, help="profiles folder with runs/")
     ap.add_argument("--json", action="store_true", help="print the rows and summaries as JSON")
+    ap.add_argument("--checks", action="store_true",
+                    help="instead: the estimation rules against the profiles (derived TP per "
+                         "GPU type, micro-batch sizes left out, backward / forward, the "
+                         "physical-node decomposition of the curves)")
+    ap.add_argument("--user-plans", action="store_true",
+                    help="instead: write every plan a user can write from the profiles (other "
+                         "models, micro-batch sizes, TP degrees) and run each")
     a = ap.parse_args(argv)
+    if a.checks:
+        res = {"tp": tp_check(a.profiles), **rule_checks(a.profiles)}
+        if a.json:
+            print(json.dumps(res, indent=1))
+            return 0
+        print("| TP over | GPU | TP | n | mean | mean abs | range |")
+        print("|---|---|---:|---:|---:|---:|---|")
+        for r in res["tp"]:
+            print(f"| {r['intra']} | {r['gpu']} | {r['tp']} | {r['n']} | {100 * r['mean']:+.1f}% | "
+                  f"{100 * r['mean_abs']:.1f}% | {100 * r['low']:+.0f}% .. {100 * r['high']:+.0f}% |")
+        print()
+        for k, v in res["microbatch"].items():
+            print(f"micro-batch {k}: n={v['n']} mean |e| {100 * v['mean_abs']:.1f}%, worst "
+                  f"{100 * v['worst']:.0f}%")
+        for k, v in res["backward_over_forward"].items():
+            print(f"backward / forward {k}: mean {v['mean']:.2f} ({v['low']:.2f}..{v['high']:.2f})")
+        v = res["node_decomposition"]
+        print(f"physical-node decomposition of {v['n']} curves at 8 MB: mean |e| "
+              f"{100 * v['mean_abs']:.1f}%, worst {100 * v['worst']:.0f}%")
+        return 0
+    if a.user_plans:
+        res = check_user_plans(a.profiles)
+        print(json.dumps(res, indent=1) if a.json else
+              f"{res['plans']} plans: {res['ran']} ran ({res['with_estimates']} with estimated "
+              f"times), {res['refused_memory']} refused as not fitting in GPU memory, "
+              f"{len(res['refused_other'])} refused otherwise")
+        for name, why in res["refused_other"]:
+            print(f"  {name}: {why}")
+        return 1 if res["refused_other"] else 0
     rs = rows(a.profiles)
     summ = {k: summary(rs, k, "measured_time") for k in
-            ("dtsim_time", "sailor_time", "dtsim_time_blocking", "dtsim_time_overlap",
-             "allreduce_barrier", "allreduce_stage", "allreduce_backward")}
+            ("dtsim_time", "sailor_time", "allreduce_barrier", "allreduce_stage",
+             *(f"ablation_{n}" for n, *_ in ABLATION))}
     summ.update({k: summary(rs, k, "measured_memory") for k in ("dtsim_memory", "sailor_memory")})
     if a.json:
         json.dump({"rows": rs, "summary": summ}, sys.stdout, indent=1)

@@ -33,7 +33,7 @@ def bench_planner(repeats: int = 1, global_batch_size: int = 256, top: int = 10,
     fleet = parse_nodes(nodes, profiles.network)
     best = None
     for _ in range(repeats):
-        pm = ProfilePlanModel(profiles, model)  # fresh caches each time
+        pm = ProfilePlanModel(profiles, model, fleet=fleet)  # fresh caches; the physical nodes
         t0 = time.process_time()
         res = search_plans(model, fleet, profiles.gpus,
                            PlanRequest(global_batch_size, top=top), pm)

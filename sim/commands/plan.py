@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +78,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--schedule", default="1f1b",
       help="pipeline schedule of the plans: 1f1b (as Megatron-LM and DeepSpeed run it, "
            "default), gpipe or 1f1b-dynamic")
-    a("--p2p", default="blocking",
-      help="point-to-point transfers: blocking (DeepSpeed's paired send/receive, as the "
-           "shipped runs; default) or overlap")
+    a("--p2p", default=None,
+      help="point-to-point transfers: blocking (DeepSpeed's paired send/receive) or overlap, "
+           "overriding the framework's (default: the framework's)")
+    a("--framework", default=None, metavar="NAME",
+      help="the framework the plans run on (deepspeed, sailor-deepspeed, megatron, ddp: "
+           "sim/profiles/frameworks.py; default: the runs' with --fleet-from-runs, else "
+           "deepspeed); the written plan names it")
     a("--top", type=int, default=10, help="plans in the table (default 10)")
     a("--simulate", type=int, default=3, metavar="K",
       help="simulate the best K plans in the DES (default 3; 0: none)")
@@ -113,12 +118,10 @@ def _fleet(args: argparse.Namespace, profiles: Any) -> tuple[Any, int | None, tu
     if args.nodes is not None:
         return parse_nodes(args.nodes, profiles.network), None, ()
     if args.fleet is not None:
-        f = read_fleet(args.fleet)
-        if not f.network.links:  # no links of its own: the profiles' network
-            from ..profiles import Fleet
+        from ..profiles import Fleet
 
-            f = Fleet(f.nodes, profiles.network)
-        return f, None, ()
+        f = read_fleet(args.fleet)
+        return Fleet(f.nodes, fleet_network(f.network, profiles.network)), None, ()
     shipped = {r.name: r for r in read_runs()}
     runs = []
     for name in str(args.fleet_from_runs).split(","):
@@ -132,6 +135,16 @@ def _fleet(args: argparse.Namespace, profiles: Any) -> tuple[Any, int | None, tu
     gbs = {r.plan.global_batch_size for r in runs}
     return fleet_of_plans([r.plan for r in runs], profiles.network), \
         (gbs.pop() if len(gbs) == 1 else None), tuple(runs)
+
+
+def fleet_network(own: Any, profiles_network: Any) -> Any:
+    """A fleet file's links where it gives them: every ordered pair of node kinds (GPU type and
+    zone) the file names takes all its links from the file; the other pairs keep the profiles'."""
+    from ..profiles import NetworkProfile
+
+    named = {(x.src, x.dst) for x in own.links}
+    return NetworkProfile(tuple(own.links) + tuple(x for x in profiles_network.links
+                                            if (x.src, x.dst) not in named))
 
 
 def request_from_args(args: argparse.Namespace, gbs_default: int | None) -> PlanRequest:
@@ -164,7 +177,7 @@ def _failures(args: argparse.Namespace) -> dict[str, Any]:
     from ..training import TrainingConfig
 
     probe = {k: v for k, v in kw.items() if k != "failure_trace"}
-    TrainingConfig(stages=1, replicas=1, p2p=args.p2p, sync="allreduce", **probe)
+    TrainingConfig(stages=1, replicas=1, p2p=args.p2p or "blocking", sync="allreduce", **probe)
     return kw
 
 
@@ -215,6 +228,8 @@ def run(args: argparse.Namespace) -> int:
     from ..planner.fleets import fleet_gpus
     from ..planner.models import ProfilePlanModel, simulate_plan
     from ..profiles import load_profiles, plan_to_data
+    from ..profiles.estimates import Estimator
+    from ..profiles.frameworks import FrameworkSpec
 
     check_int("top", args.top, low=1)
     check_int("simulate", args.simulate, low=0)
@@ -228,16 +243,26 @@ def run(args: argparse.Namespace) -> int:
         refuse_unless(args, dest, simulated, "with --simulate > 0 or --compare-runs (it changes "
                       "only the simulations; the search predicts failure-free iterations)")
     check_choice("schedule", args.schedule, ("1f1b", "gpipe", "1f1b-dynamic"))
-    check_choice("p2p", args.p2p, ("blocking", "overlap"))
+    if args.p2p is not None:
+        check_choice("p2p", args.p2p, ("blocking", "overlap"))
     if args.out is not None:
         check_output_file("out", args.out)
     failures = _failures(args)
     profiles = load_profiles(args.profiles, models=(args.model,))
-    model = profiles.model(args.model)
+    # a forward-only profile's backward passes (and missing optimizer steps) by the stated rules
+    model = Estimator(profiles, profiles.model(args.model)).completed()
     fleet, gbs_default, runs = _fleet(args, profiles)
     _check_prices(args, fleet)
+    if fleet.network is not profiles.network:  # the fleet's links time its plans
+        profiles = replace(profiles, network=fleet.network)
     req = request_from_args(args, gbs_default)
-    pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p)
+    fw = None
+    if args.framework is not None:
+        fw = FrameworkSpec(args.framework)
+    elif runs and len({r.plan.framework for r in runs}) == 1:
+        fw = runs[0].plan.framework  # the runs' framework (a Sailor run's: sailor-deepspeed)
+    pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p, framework=fw,
+                          fleet=fleet)
     res = search_plans(model, fleet, profiles.gpus, req, pm)
     sims: list[dict[str, Any] | None] = []
     for c in res.candidates:
@@ -268,7 +293,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(plan_to_data(best.plan), indent=1) + "\n")
+        written = replace(pm.place(best.plan), framework=pm.framework)  # on the fleet's nodes
+        out.write_text(json.dumps(plan_to_data(written), indent=1) + "\n")
     if args.json:
         emit_json({
             "model": model.name, "fleet": fleet_gpus(fleet), "objective": req.objective,
@@ -277,7 +303,8 @@ def run(args: argparse.Namespace) -> int:
                        "groups": res.groups, "groups_pruned": res.groups_pruned,
                        "refused": res.refused, "skipped": res.skipped,
                        "seconds": res.seconds},
-            "plans": [_row_json(c, s) for c, s in zip(res.candidates, sims, strict=True)],
+            "plans": [_row_json(c, s, pm.place) for c, s in zip(res.candidates, sims,
+                                                                 strict=True)],
             "runs": [{"name": r.name, "measured_iteration_time": r.iteration_time,
                       "measured_peak_memory": r.peak_memory,
                       "predicted_iteration_time": None if p is None else p.iteration_time,
@@ -324,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _row_json(c: Any, s: dict[str, Any] | None) -> dict[str, Any]:
+def _row_json(c: Any, s: dict[str, Any] | None, place: Any = None) -> dict[str, Any]:
     from ..profiles import plan_to_data
 
     return {
@@ -337,5 +364,5 @@ def _row_json(c: Any, s: dict[str, Any] | None) -> dict[str, Any]:
         "simulated_iteration_time": None if s is None else s["iteration_time"],
         "simulated_iteration_time_ci": None if s is None else s["iteration_time_ci"],
         "simulated_step_time": None if s is None else s["step_time"],
-        "plan": plan_to_data(c.plan),
+        "plan": plan_to_data(place(c.plan) if place is not None else c.plan),
     }

@@ -122,8 +122,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: on a "
            "communication stream beside the compute, one at a time per sender and receiver "
            "(FIFO, as NCCL runs a stream); blocking: both ends held for the transfer, in "
-           "DeepSpeed's paired send/recv order without --network, the default with --plan; "
-           "shared: overlapped, each on a connection of its own, sharing links max-min)")
+           "DeepSpeed's paired send/recv order without --network; shared: overlapped, each on "
+           "a connection of its own, sharing links max-min (no framework sends so: kept for "
+           "comparison); with --plan the plan's framework's, which this overrides)")
+    a("--framework", default=None, metavar="NAME",
+      help="with --plan: the framework that runs it, overriding the plan's (one of "
+           "deepspeed, sailor-deepspeed, megatron, ddp: sim/profiles/frameworks.py; default: "
+           "the plan's, a Sailor plan_config's sailor-deepspeed, else deepspeed); it sets the "
+           "p2p mode, the all-reduce's placement (--sync) and buckets, and the value sizes")
     a("--virtual-stages", type=int, default=1, metavar="V",
       help="model chunks per device with --schedule interleaved (default 1)")
     a("--plan", default=None, metavar="FILE",
@@ -161,13 +167,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help=f"link latency, or one per hop: {TIME_HELP} (default 0)")
     a("--sync", default=d.sync, metavar="KIND[:K=V,...]",
       help="how replicas synchronise: " + ", ".join(SYNCS) + " (default allreduce: the "
-           "gradients every step); allreduce:overlap=backward[,bucket_size=B] releases buckets "
-           "of gradients as the last backward pass produces them (PyTorch DDP's 25 MiB, first "
-           "1 MiB; with --plan Megatron-LM's max(4e7, 1e6 dp) values); bucket_size=B without "
-           "overlap: the all-reduce's bucket; diloco:every=H[,fragments=P,"
-           "order=sequential|strided,overlap=TAU,bits=16|8|4,topk=F,groups=M,quorum=K,grace=W]: "
-           "DiLoCo across groups of pipelines (each its own inner all-reduce; every H inner "
-           "steps an outer all-reduce of the pseudo-gradients; docs/diloco.md)")
+           "gradients every step); allreduce:overlap=backward[,bucket_size=B][,buckets=ddp|"
+           "megatron] releases buckets of gradients as the last backward pass produces them "
+           "(PyTorch DDP's 25 MiB, first 1 MiB; with --plan the plan's framework's, Megatron-LM's "
+           "max(4e7, 1e6 dp) values when it never overlaps); bucket_size=B without overlap: the "
+           "all-reduce's bucket; with --plan, default: the framework's; diloco:every=H[,"
+           "fragments=P,order=sequential|strided,overlap=TAU,bits=16|8|4,topk=F,groups=M,"
+           "quorum=K,grace=W]: DiLoCo across groups of pipelines (each its own inner all-reduce; "
+           "every H inner steps an outer all-reduce of the pseudo-gradients; docs/diloco.md)")
     a("--value-bits", type=int, default=d.value_bits, metavar="B",
       help="bits a value has in --param-size (and a plan's sizes): DiLoCo's payload is "
            "bits/value_bits of it (default 16)")
@@ -317,7 +324,7 @@ def _check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
     plan = args.plan is not None
-    for dest in ("model", "profiles", "explain"):
+    for dest in ("model", "profiles", "explain", "framework"):
         refuse_unless(args, dest, plan, "with --plan")
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
@@ -387,7 +394,9 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
         skip_penalty=args.skip_penalty, penalty=args.penalty, max_wait=args.max_wait,
         checkpoint_every=args.checkpoint_every, checkpoint_cost=args.checkpoint_cost,
         restart_cost=args.restart_cost, hour=args.hour, max_time=args.max_time,
-        stall_limit=args.stall_limit, sync=args.sync, value_bits=args.value_bits)
+        stall_limit=args.stall_limit, value_bits=args.value_bits)
+    if given(args, "sync"):  # else the plan's framework's (sim.profiles.frameworks)
+        kw["sync"] = args.sync
     if args.price is not None:
         kw["price"] = args.price  # reshaped per worker once the plan's counts are known
     return kw
@@ -401,7 +410,13 @@ def build_from_args(args: argparse.Namespace) -> Any:
     _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("replications", args.replications, low=1)
-    check_choice("p2p", args.p2p or "blocking", P2PS)
+    if args.p2p is not None:
+        check_choice("p2p", args.p2p, P2PS)
+    fw = None
+    if args.framework is not None:
+        from ..profiles.frameworks import FrameworkSpec
+
+        fw = FrameworkSpec(args.framework)
     plan = read_plan(args.plan)
     name = args.model if args.model is not None else plan.model
     if name is None:
@@ -410,7 +425,7 @@ def build_from_args(args: argparse.Namespace) -> Any:
     kw = _plan_kw(args, failure_trace)
     price = kw.pop("price", None)
     build = build_plan(plan, profiles, model=name, schedule=args.schedule,
-                       p2p=args.p2p or "blocking", network=True, **kw)
+                       p2p=args.p2p, framework=fw, network=True, **kw)
     if price is not None:  # per GPU-hour: a replica (one worker) of TP t costs t times it
         from dataclasses import replace
 
@@ -719,6 +734,14 @@ def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
                       "allreduce_bucket": g.allreduce_bucket, "overhead": g.overhead}
                      for g in build.memory]
     out["p2p"] = build.config.p2p
+    fb = build.behaviour
+    if fb is not None:
+        out["framework"] = {"name": fb.framework.key, "precision": fb.precision, "p2p": fb.p2p,
+                            "allreduce": fb.allreduce, "sync": build.config.sync,
+                            "bucket_rule": fb.bucket_rule, "bytes_per_value": {
+                                "activations": fb.activation_bytes, "tied": fb.tied_bytes,
+                                "allreduce": fb.dp_bytes}, "sources": fb.sources}
+    out["estimates"] = list(build.estimates)
     if explain:
         from ..profiles.build import explain_rows
 
@@ -735,6 +758,9 @@ def _print_explain(x: dict[str, Any]) -> None:
     print(f"pipeline {x['pipeline_time']:.4g} + tied all-reduce {x['tied_allreduce']:.4g} + "
           f"all-reduce {x['allreduce']:.4g} + optimizer {x['optimizer']:.4g} (stage "
           f"{x['tail_stage']}) = {x['iteration']:.4g}")
+    if x.get("allreduce_overlapped"):
+        print("  (the all-reduce as if after the last backward pass: this run overlaps it with "
+              "the backward pass, which hides part of it; the simulated step below holds that)")
 
 
 def training_events(cfg: TrainingConfig) -> float:
@@ -826,8 +852,13 @@ def run(args: argparse.Namespace) -> int:
         if line is not None:
             print(line)
     if build is not None:
+        fb = build.behaviour
         print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
-              f"(largest over {len(build.memory)} replicas' GPUs); p2p {cfg.p2p}")
+              f"(largest over {len(build.memory)} replicas' GPUs); {fb.framework.key} "
+              f"{fb.precision}, p2p {cfg.p2p}, all-reduce {fb.allreduce} (sync {cfg.sync}) in "
+              f"{fb.dp_bytes}-byte values, activations {fb.activation_bytes}-byte")
+        for note in build.estimates:
+            print(f"  estimated, not measured: {note}")
         if args.explain:
             _print_explain(out["explain"])
     print(f"L={cfg.stages} stages, replicas {','.join(map(str, cfg.replicas))} ({cfg.workers} "

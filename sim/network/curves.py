@@ -11,7 +11,18 @@ function of the message size. A :class:`BandwidthCurve` is a frozen value
     (coefficients highest power first, as :func:`numpy.polyval`); the size is
     clamped to ``[min_size, max_size]`` first when those are given. Sailor's
     curves are ``size_unit=1e6`` (MB) and ``bandwidth_unit=1e9`` (GB/s) with
-    sizes in bytes.
+    sizes in bytes, fitted on ``2**16`` to ``2**30`` bytes.
+
+    A curve with both ends (its **fitted range**) is used where its fit can
+    describe a transfer: from the smallest size ``s0`` of the range at and
+    above which it is positive and the time it gives, ``size / bandwidth``,
+    grows with the size up to ``max_size`` (a larger message never arrives
+    sooner); outside ``[s0, max_size]`` at the nearest end. ``s0`` is
+    ``min_size`` for most fits; a fit that dips below zero or turns back at
+    its small end (183 of the 1,016 curves of the Sailor artifact are negative
+    at ``2**16`` bytes: a quadratic in ``log2`` of the size fitted to 15
+    points) starts where it is valid. A fitted range with no such size is
+    refused when the curve is made.
 ``table``
     Points ``(size, bandwidth)`` with increasing sizes; between two points the
     bandwidth is linear in ``log2(size)``, and constant beyond the ends.
@@ -41,7 +52,8 @@ from typing import Any
 from ..errors import ConfigError, check, check_positive
 from ..units import RATE, SIZE, has_unit, parse
 
-__all__ = ["BandwidthCurve", "parse_curve", "as_curve", "CURVE_KINDS"]
+__all__ = ["BandwidthCurve", "parse_curve", "as_curve", "CURVE_KINDS", "Capacity",
+           "bandwidth_at", "peak_bandwidth_above", "scale_capacity"]
 
 CURVE_KINDS = ("polylog2", "table")
 
@@ -68,7 +80,9 @@ class BandwidthCurve:
         ``polylog2``: ``x = log2(size / size_unit)``, bandwidth in units of
         ``bandwidth_unit``.
     min_size, max_size : float or None
-        ``polylog2``: clamp the size to this range before evaluating.
+        ``polylog2``: the fitted range; the size is clamped to it (with both
+        given, to the part of it where the fit is valid: see the module
+        docstring and :attr:`valid_min_size`).
     sizes, bandwidths : tuple of float
         ``table``: the points, sizes increasing (> 0), bandwidths > 0.
     """
@@ -99,6 +113,7 @@ class BandwidthCurve:
             set_("max_size", hi)
             check(not self.sizes and not self.bandwidths, "curve",
                   "given points only with kind table", self.sizes)
+            set_("_low", _valid_low(self) if lo is not None and hi is not None else lo)
         else:
             s = tuple(check_positive("curve", x) for x in self.sizes)
             b = tuple(check_positive("curve", x) for x in self.bandwidths)
@@ -126,6 +141,12 @@ class BandwidthCurve:
         pts = list(points)
         return cls("table", sizes=tuple(p[0] for p in pts), bandwidths=tuple(p[1] for p in pts))
 
+    @property
+    def valid_min_size(self) -> float | None:
+        """``polylog2``: the smallest size the curve is evaluated at (``min_size``, or above it
+        where the fit is not valid at the small end of its fitted range); ``table``: None."""
+        return self._low if self.kind == "polylog2" else None  # type: ignore[attr-defined]
+
     # -- evaluation ---------------------------------------------------------------
     def __call__(self, size: float) -> float:
         """The bandwidth of a message of ``size`` (> 0).
@@ -152,8 +173,9 @@ class BandwidthCurve:
             x0, x1 = math.log2(xs[lo]), math.log2(xs[hi])
             w = (math.log2(s) - x0) / (x1 - x0)
             return ys[lo] + w * (ys[hi] - ys[lo])
-        if self.min_size is not None and s < self.min_size:
-            s = self.min_size
+        low = self._low  # type: ignore[attr-defined]
+        if low is not None and s < low:
+            s = low
         if self.max_size is not None and s > self.max_size:
             s = self.max_size
         check(s > 0, "curve", "evaluated at a size > 0 (or given min_size)", size)
@@ -166,6 +188,67 @@ class BandwidthCurve:
             raise ConfigError("curve", f"positive at every flow size (it is {bw!r} at size "
                               f"{size!r})", self.text())
         return bw
+
+    def scaled(self, factor: float) -> BandwidthCurve:
+        """This curve times ``factor`` (> 0) at every size (``bandwidth_unit`` or the table's
+        bandwidths scaled): the capacity of ``factor`` such links side by side."""
+        f = check_positive("factor", factor)
+        if self.kind == "table":
+            return BandwidthCurve.table(zip(self.sizes, (b * f for b in self.bandwidths),
+                                            strict=True))
+        return BandwidthCurve.polylog2(self.coefficients, size_unit=self.size_unit,
+                                       bandwidth_unit=self.bandwidth_unit * f,
+                                       min_size=self.min_size, max_size=self.max_size)
+
+    def peak_above(self, size: float) -> float:
+        """The largest bandwidth :meth:`__call__` gives a message of ``size`` or more.
+
+        ``table``: the largest point at or above ``size`` and the value at
+        ``size``. ``polylog2``: the polynomial's maximum over the sizes it is
+        evaluated at from ``size`` up (clamped to ``[min_size, max_size]``),
+        from the range's ends and the real roots of its derivative inside it,
+        raised by one part in 1e9 so that a root found to floating-point
+        accuracy cannot put it under the true maximum (the planner bounds
+        transfer times below with it); ``inf`` when the polynomial grows
+        without bound and the curve has no ``max_size``.
+        """
+        s = float(size)
+        if self.kind == "table":
+            return max([self(s)] + [b for x, b in zip(self.sizes, self.bandwidths, strict=True)
+                                    if x >= s])
+        import numpy as np
+
+        if self._low is not None:  # type: ignore[attr-defined]
+            s = max(s, self._low)  # type: ignore[attr-defined]
+        if self.max_size is not None:
+            s = min(s, self.max_size)
+        c, grows, crit = self._shape()
+        lo = math.log2(s / self.size_unit) if s > 0 else -math.inf
+        hi = math.log2(self.max_size / self.size_unit) if self.max_size is not None else math.inf
+        if math.isinf(hi) and grows:
+            return math.inf
+        xs = [x for x in (lo, hi) if math.isfinite(x)]
+        xs += [r for r in crit if lo < r < hi]
+        check(bool(xs), "curve", "given a size > 0 (or min_size) for its peak", size)
+        best = max(float(np.polyval(c, x)) for x in xs) * self.bandwidth_unit
+        return best * (1 + 1e-9) if best > 0 else best
+
+    def _shape(self) -> tuple[Any, bool, tuple[float, ...]]:
+        """``polylog2``: the coefficients as an array, whether the polynomial grows without
+        bound, and the real roots of its derivative (computed once per curve)."""
+        hit = self.__dict__.get("_shape_cache")
+        if hit is None:
+            import numpy as np
+
+            c = np.asarray(self.coefficients, dtype=float)
+            nz = np.trim_zeros(c, "f")
+            crit: tuple[float, ...] = ()
+            if c.size > 2:
+                crit = tuple(float(r.real) for r in np.roots(np.polyder(c))
+                             if abs(r.imag) <= 1e-9 * (1 + abs(r)))
+            hit = (c, bool(nz.size > 1 and nz[0] > 0), crit)
+            object.__setattr__(self, "_shape_cache", hit)
+        return hit
 
     def text(self) -> str:
         """The text form (see the module docstring); ``parse_curve(c.text()) == c``."""
@@ -236,6 +319,79 @@ def parse_curve(text: str) -> BandwidthCurve:
         return BandwidthCurve.polylog2(kw.pop("coefficients"), **kw)
     except ValueError:
         raise ConfigError("curve", _RULE, text) from None
+
+
+def _valid_low(c: BandwidthCurve) -> float:
+    """The smallest size ``s0`` of a polylog2 curve's fitted range ``[min_size, max_size]`` such
+    that on ``[s0, max_size]`` the bandwidth is positive and the time ``size / bandwidth`` does
+    not decrease.
+
+    With ``x = log2(size / size_unit)`` and ``p`` the polynomial, the time is
+    ``2**x size_unit / (p(x) bandwidth_unit)``, whose derivative in ``x`` has the
+    sign of ``g(x) = ln(2) p(x) - p'(x)``; so the fit is valid where ``p > 0``
+    and ``g >= 0``. The sign of both can change only at their real roots: the
+    range is cut there, and the valid part is the run of pieces that ends at
+    ``max_size``.
+
+    Raises
+    ------
+    ConfigError
+        ``'curve'`` when no size of the range is valid.
+    """
+    import numpy as np
+
+    p = np.asarray(c.coefficients, dtype=float)
+    g = np.polysub(math.log(2.0) * p, np.polyder(p)) if p.size > 1 else math.log(2.0) * p
+    xlo = math.log2(c.min_size / c.size_unit)  # type: ignore[operator]
+    xhi = math.log2(c.max_size / c.size_unit)  # type: ignore[operator]
+    cuts = set()
+    for q in (p, g):
+        q = np.trim_zeros(np.atleast_1d(q), "f")
+        if q.size > 1:
+            cuts.update(float(r.real) for r in np.roots(q)
+                        if abs(r.imag) <= 1e-9 * (1 + abs(r)) and xlo < r.real < xhi)
+    points = [xlo, *sorted(cuts), xhi]
+
+    def valid(x: float) -> bool:
+        return float(np.polyval(p, x)) > 0 and float(np.polyval(g, x)) >= 0
+
+    low = None
+    for a, b in reversed(list(zip(points, points[1:], strict=False))):
+        if not valid((a + b) / 2):
+            break
+        low = a
+    if low is None:
+        if xlo == xhi and float(np.polyval(p, xhi)) > 0:
+            return c.min_size  # type: ignore[return-value]
+        raise ConfigError("curve", "positive, with a time (size / bandwidth) that grows with the "
+                          "size, somewhere in its fitted range (min_size..max_size)", c.text())
+    return c.min_size if low == xlo else c.size_unit * 2.0 ** low  # type: ignore[return-value]
+
+
+#: A link's capacity: bytes per second (``inf``: never a bottleneck) or a curve of the message size.
+Capacity = float | BandwidthCurve
+
+
+def bandwidth_at(capacity: Capacity, size: float) -> float:
+    """The bandwidth of a message of ``size`` on a link of ``capacity`` (a number or a curve)."""
+    if isinstance(capacity, BandwidthCurve):
+        return capacity(size)
+    return capacity
+
+
+def scale_capacity(capacity: Capacity, factor: float) -> Capacity:
+    """``capacity`` times ``factor``: a number or a scaled curve (:meth:`BandwidthCurve.scaled`)."""
+    if isinstance(capacity, BandwidthCurve):
+        return capacity.scaled(factor)
+    return capacity * factor
+
+
+def peak_bandwidth_above(capacity: Capacity, size: float) -> float:
+    """The largest bandwidth ``capacity`` gives a message of ``size`` or more (see
+    :meth:`BandwidthCurve.peak_above`)."""
+    if isinstance(capacity, BandwidthCurve):
+        return capacity.peak_above(size)
+    return capacity
 
 
 def as_curve(value: Any, name: str = "curve") -> BandwidthCurve:

@@ -38,7 +38,7 @@ from typing import Any
 import networkx as nx
 
 from ..errors import ConfigError, check, check_nonnegative, check_positive
-from .curves import BandwidthCurve, as_curve
+from .curves import BandwidthCurve, Capacity, as_curve
 
 __all__ = [
     "SHARINGS",
@@ -56,8 +56,6 @@ __all__ = [
 SHARINGS = ("split", "shared")
 #: Links are full duplex unless an edge says ``sharing="shared"``.
 DEFAULT_SHARING = "split"
-
-Capacity = float | BandwidthCurve
 
 
 #: Smallest capacity: the smallest normal double. Below it (1e-320) a share divides into

@@ -7,14 +7,14 @@ from collections import Counter
 from collections.abc import Iterable
 
 from ..errors import check
-from ..profiles import Fleet, Network, NodeKind, Plan
+from ..profiles import Fleet, NetworkProfile, NodeKind, Plan
 
 __all__ = ["parse_nodes", "fleet_of_plans", "fleet_gpus"]
 
 _SPEC = re.compile(r"(?P<gpu>[^:,@\s]+):(?P<gpn>[0-9]+)x(?P<count>[0-9]+)(?:@(?P<zone>[^,\s]+))?")
 
 
-def parse_nodes(spec: str, network: Network) -> Fleet:
+def parse_nodes(spec: str, network: NetworkProfile) -> Fleet:
     """A fleet from ``GPU:GPUS_PER_NODExCOUNT[@ZONE],...`` (e.g. ``GH-96:4x32@us-central1-a``).
 
     Without ``@ZONE`` the zone is the one the network's links give that GPU
@@ -48,7 +48,7 @@ def parse_nodes(spec: str, network: Network) -> Fleet:
     return Fleet(tuple(count.items()), network)
 
 
-def fleet_of_plans(plans: Iterable[Plan], network: Network) -> Fleet:
+def fleet_of_plans(plans: Iterable[Plan], network: NetworkProfile) -> Fleet:
     """The GPUs measured runs used: per node kind, the most replicas any of ``plans`` put on it.
 
     A plan's replica is one node of ``gpus_per_node`` GPUs of its type and zone

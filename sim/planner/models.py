@@ -15,22 +15,27 @@ training DES, the engine of ``dtsim train --plan``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..engines import select
-from ..errors import ConfigError, SimulationError
-from ..profiles import ModelProfile, Plan, Profiles, ReplicaSpec
+from ..errors import ConfigError, SimulationError, check
+from ..network.curves import peak_bandwidth_above
+from ..profiles import Fleet, ModelProfile, Plan, Profiles, ReplicaSpec, StageSpec
 from ..profiles.build import (
-    BUCKET_ELEMENTS,
     PlanBuild,
     build_plan,
     explain_rows,
     in_flight,
+    intra_capacity,
+    node_links,
+    p2p_flows,
     pair_link,
     pair_time,
     plan_allreduce_time,
+    tied_bytes,
 )
+from ..profiles.frameworks import FrameworkSpec, resolve
 from ..results import mean_ci, summarize
 from ..runner import replicate
 
@@ -56,22 +61,94 @@ class ProfilePlanModel:
     model : ModelProfile
     schedule : str
         Pipeline schedule of the plans (``"1f1b"``, as Megatron-LM and DeepSpeed run it).
-    p2p : str
-        ``"blocking"`` (DeepSpeed's paired send and receive, as the shipped runs) or
-        ``"overlap"``.
+    p2p : str or None
+        Override the framework's point-to-point semantics (``"blocking"``,
+        DeepSpeed's paired send and receive, or ``"overlap"``); None: the framework's.
+    framework : FrameworkSpec or None
+        What runs the plans that name none, as those the search makes (None:
+        :data:`~sim.profiles.frameworks.DEFAULT_FRAMEWORK`); the bounds of the
+        search assume it.
+    fleet : Fleet or None
+        The physical nodes: a plan whose replicas name no host is placed on
+        them in DeepSpeed's rank order (:meth:`place`) and timed on them
+        (replicas of one node share its NICs and talk over its intra-node
+        link). None: each replica a node of its own (the pair curves).
     """
 
     def __init__(self, profiles: Profiles, model: ModelProfile, *, schedule: str = "1f1b",
-                 p2p: str = "blocking") -> None:
-        self.profiles, self.model, self.schedule, self.p2p = profiles, model, schedule, p2p
+                 p2p: str | None = None, framework: FrameworkSpec | None = None,
+                 fleet: Fleet | None = None) -> None:
+        self.profiles, self.model, self.schedule = profiles, model, schedule
+        self.fleet = fleet
+        self._nodes: dict[tuple[str, str], list[int]] = {}
+        self._placed: dict[tuple, list] = {}
+        for kind, count in (fleet.nodes if fleet is not None else ()):
+            self._nodes.setdefault((kind.gpu, kind.zone), []).extend([kind.gpus_per_node] * count)
+        self.framework = framework if framework is not None else FrameworkSpec()
+        fb = resolve(self.framework, model.bytes_per_value)
+        check(fb.allreduce == "after-backward", "framework", "a framework whose gradient "
+              "all-reduce runs after the last backward pass (the planner times plans by their "
+              "closed form, which has none overlapped with the backward pass; dtsim train "
+              "--plan runs one)", fb.framework.key)
+        self.p2p = p2p if p2p is not None else fb.p2p
+        self._fb = fb if p2p is None else replace(fb, p2p=p2p)
         # the largest output a stage can receive: any layer but the last (which no stage sends)
         sizes = {tp: model.layer_sizes(tp) for _, _, tp in model.combinations()}
         self._recv = {tp: max((s.activation_bytes for s in row[:-1]), default=0.0)
                       for tp, row in sizes.items()}
 
+    def place(self, plan: Plan) -> Plan:
+        """``plan`` with its replicas on the fleet's nodes, in DeepSpeed's rank order.
+
+        DeepSpeed numbers ranks pipeline stage first, then data-parallel
+        replica, then TP rank (``PipeModelDataParallelTopology``, axes
+        ``['pipe', 'data', 'model']``: deepspeed/runtime/pipe/topology.py), and
+        a launcher gives a node consecutive ranks: so each replica, stage by
+        stage, takes the first node of its GPU type and zone with ``tp`` GPUs
+        free (the node it would get ranks on). Without a fleet, or when the plan
+        names hosts already, the plan as it is.
+        """
+        if self.fleet is None or plan.physical:
+            return plan
+        free: dict[tuple[str, str], list[int]] = {k: list(v) for k, v in self._nodes.items()}
+        stages = []
+        for st in plan.stages:
+            reps = []
+            for r in st.replicas:
+                sizes = free.get((r.gpu, r.zone), [])
+                n = next((k for k, f in enumerate(sizes) if f >= r.tp), None)
+                check(n is not None, "plan", "a plan whose replicas fit the fleet's nodes "
+                      "in rank order", f"{r.gpu}@{r.zone} TP {r.tp}")
+                sizes[n] -= r.tp  # type: ignore[index]
+                g = self._nodes[(r.gpu, r.zone)][n]  # type: ignore[index]
+                reps.append(ReplicaSpec(r.gpu, r.tp, g, r.zone, host=f"{r.gpu}@{r.zone}#{n}"))
+            stages.append(StageSpec(st.layers, tuple(reps)))
+        return replace(plan, stages=tuple(stages))
+
+    def _placements(self, a: ReplicaSpec, b: ReplicaSpec) -> list[tuple[Any, Any]]:
+        """The ways a replica of kind ``a`` and one of kind ``b`` can sit: on two nodes of the
+        fleet, or on one (same type and zone, a node with GPUs for both); without a fleet, as
+        nodes of their own (the pair curves)."""
+        if self.fleet is None:
+            return [((a, (0, 0)), (b, (1, 0)))]
+        hit = self._placed.get((a, b))
+        if hit is not None:
+            return hit
+        ga = max(self._nodes.get((a.gpu, a.zone), [a.tp]))
+        gb = max(self._nodes.get((b.gpu, b.zone), [b.tp]))
+        pa = ReplicaSpec(a.gpu, a.tp, ga, a.zone, host="x")
+        out = [((pa, (0, 0)), (ReplicaSpec(b.gpu, b.tp, gb, b.zone, host="y"), (1, 0)))]
+        if (a.gpu, a.zone) == (b.gpu, b.zone) and ga >= a.tp + b.tp:
+            out.append(((pa, (0, 0)), (ReplicaSpec(b.gpu, b.tp, ga, b.zone, host="x"), (1, 0))))
+        self._placed[(a, b)] = out
+        return out
+
     def build(self, plan: Plan, *, network: bool = False, **config: Any) -> PlanBuild:
         """The plan's :class:`~sim.profiles.build.PlanBuild` (ConfigError if it does not fit);
         ``network``: its transfers as flows of :mod:`sim.network` (as ``dtsim train --plan``)."""
+        if plan.framework is None:  # the search's plans run on the model's framework
+            plan = replace(plan, framework=self.framework)
+        plan = self.place(plan)
         return build_plan(plan, self.profiles, model=self.model.name, schedule=self.schedule,
                           p2p=self.p2p, network=network, **config)
 
@@ -94,17 +171,18 @@ class ProfilePlanModel:
         """
         if self.p2p != "blocking":
             return 0.0
-        m = self.model
-        pa, pb = (a, (0, 0)), (b, (1, 0))
+        m, fb, net = self.model, self._fb, self.profiles.network
         best = math.inf
+        scale = fb.activation_bytes / m.bytes_per_value
         for act in {s.activation_bytes for s in m.layer_sizes(a.tp)[:-1]}:
-            size = microbatch_size * act
-            try:
-                t = (pair_time(self.profiles.network, pa, pb, size / a.tp, a.tp)
-                     + pair_time(self.profiles.network, pb, pa, size / b.tp, b.tp))
-            except ConfigError:
-                return 0.0
-            best = min(best, t)
+            size = microbatch_size * act * scale
+            for pa, pb in self._placements(a, b):
+                try:
+                    t = (pair_time(net, pa, pb, *p2p_flows(fb, size, a.tp), self.profiles)
+                         + pair_time(net, pb, pa, *p2p_flows(fb, size, b.tp), self.profiles))
+                except ConfigError:
+                    return 0.0
+                best = min(best, t)
         return best if math.isfinite(best) else 0.0
 
     def allreduce_bound(self, kinds: tuple[ReplicaSpec, ...], replicas: int, size: float
@@ -115,25 +193,48 @@ class ProfilePlanModel:
         The ring's first bucket alone (``min(size, bucket)`` bytes or more):
         ``2 (n - 1)`` steps, each at least a link's latency plus ``tp`` flows of
         ``bucket / n`` bytes at the link's peak bandwidth for messages of that
-        size or more (:meth:`~sim.profiles.BandwidthCurve.peak_above`), the
+        size or more (:meth:`~sim.network.BandwidthCurve.peak_above`), the
         least over every ordered pair of kinds. 0 for one replica or a pair the
         network lacks (such a plan is refused when it is timed).
         """
         n = replicas
         if n <= 1 or size <= 0:
             return 0.0
-        msg = min(size, BUCKET_ELEMENTS * 4.0) / n
-        nodes = [(k, (0, i)) for i, k in enumerate(dict.fromkeys(kinds))]
+        fb = self._fb
+        bucket = fb.bucket_elements * fb.dp_bytes
+        if fb.framework.key == "megatron" and fb.allreduce == "overlap-backward":
+            bucket = 40_000_000.0 * fb.dp_bytes  # its bucket grows with dp: the least one
+        msg = min(size, bucket) / n
+        kinds = tuple(dict.fromkeys(kinds))
         step = math.inf
-        for x in nodes:
-            for y in nodes:
-                try:
-                    link = pair_link(self.profiles.network, x, y)
-                except ConfigError:
-                    return 0.0
-                peak = link.curve.peak_above(msg)
-                step = min(step, link.latency + (x[0].tp * msg / peak if peak > 0 else 0.0))
+        for a in kinds:
+            for b in kinds:
+                for x, y in self._placements(a, b):
+                    try:
+                        step = min(step, self._step_bound(x, y, msg))
+                    except ConfigError:
+                        return 0.0
         return 2 * (n - 1) * step
+
+    def _step_bound(self, x: Any, y: Any, msg: float) -> float:
+        """A lower bound on one ring step from ``x`` to ``y`` (``(ReplicaSpec, where)``): ``tp``
+        flows of ``msg`` bytes (or more) at the peak bandwidths of the links they cross."""
+        net, t = self.profiles.network, x[0].tp
+        if x[0].host is None:  # a node of its own: the pair curve
+            link = pair_link(net, x, y)
+            peak = peak_bandwidth_above(link.bandwidth, msg)
+            return link.latency + (t * msg / peak if peak > 0 else 0.0)
+        if x[0].host == y[0].host:  # one node: its intra-node link
+            peak = peak_bandwidth_above(intra_capacity(self.profiles, x[0]), msg)
+            return msg / peak if peak > 0 else 0.0
+        links = node_links(net, x, y)
+        rate = min(peak_bandwidth_above(links["gpu"].bandwidth, msg),
+                   peak_bandwidth_above(links["nic"].bandwidth, msg) / t,
+                   peak_bandwidth_above(links["pair"].bandwidth, msg) / t,
+                   peak_bandwidth_above(links["nic_back"].bandwidth, msg) / t,
+                   peak_bandwidth_above(links["gpu_back"].bandwidth, msg))
+        lat = max(v.latency for v in links.values())
+        return lat + (msg / rate if rate > 0 else 0.0)
 
     def tail_bound(self, kinds: tuple[ReplicaSpec, ...], dp: int, stages: int,
                    uniform: bool = False) -> float:
@@ -157,26 +258,29 @@ class ProfilePlanModel:
         when it is timed).
         """
         kinds = tuple(dict.fromkeys(kinds))
-        m, L, net = self.model, stages, self.profiles.network
+        m, L, net, fb = self.model, stages, self.profiles.network, self._fb
         tail = 0.0
         if m.tied_embeddings and L > 1:
             best = math.inf
+            bucket = fb.bucket_elements * fb.dp_bytes
             for a in kinds:
                 for b in kinds:
-                    size = m.layer_sizes(b.tp)[m.layers - 1].params * m.bytes_per_value
-                    try:
-                        t = plan_allreduce_time(net, [(a, (0, 0)), (b, (L - 1, 0))], [a.tp, b.tp], size)
-                    except ConfigError:
-                        continue
-                    best = min(best, t)
+                    size = tied_bytes(m, fb, b.tp)
+                    for x, y in self._placements(a, b):
+                        try:
+                            t = plan_allreduce_time(net, [x, y], [a.tp, b.tp], size, bucket,
+                                                    self.profiles)
+                        except ConfigError:
+                            continue
+                        best = min(best, t)
             tail += best if math.isfinite(best) else 0.0
         if dp > 1:
             rows = [m.layer_sizes(tp) for tp in {k.tp for k in kinds}]
-            total = sum(min(r[i].params for r in rows) for i in range(m.layers)) * m.bytes_per_value
+            total = sum(min(r[i].params for r in rows) for i in range(m.layers)) * fb.dp_bytes
             ar = self.allreduce_bound(kinds, dp, total / L)
             if uniform:
                 for k in kinds:
-                    least = min(s.params for s in m.layer_sizes(k.tp)) * m.bytes_per_value
+                    least = min(s.params for s in m.layer_sizes(k.tp)) * fb.dp_bytes
                     ar = max(ar, self.allreduce_bound((k,), dp, least))
             tail += ar
         return tail

@@ -1,7 +1,7 @@
 """Real training runs as values: model profiles, GPU catalogue, fleet and network, plans.
 
 * :mod:`.values`: the frozen, validated values (:class:`ModelProfile`,
-  :class:`GPUCatalogue`, :class:`Network`, :class:`Fleet`, :class:`Plan`,
+  :class:`GPUCatalogue`, :class:`NetworkProfile`, :class:`Fleet`, :class:`Plan`,
   :class:`MeasuredRun`, :class:`Profiles`);
 * :mod:`.formats`: dtsim's own JSON/TOML formats and :func:`load_profiles`
   (a profiles folder; the shipped one by default, :data:`DATA_DIR`);
@@ -30,7 +30,6 @@ from .formats import (
     read_runs,
 )
 from .values import (
-    BandwidthCurve,
     Fleet,
     GPUCatalogue,
     GPUType,
@@ -39,7 +38,8 @@ from .values import (
     Link,
     MeasuredRun,
     ModelProfile,
-    Network,
+    ModelShape,
+    NetworkProfile,
     NodeKind,
     Plan,
     Profiles,
@@ -54,7 +54,7 @@ __all__ = [
     "read_gpus", "gpus_from_data", "gpus_to_data",
     "read_network", "network_from_data", "network_to_data",
     "read_fleet", "fleet_from_data", "fleet_to_data",
-    "BandwidthCurve", "Fleet", "GPUCatalogue", "GPUType", "LayerSizes", "LayerTimes", "Link",
-    "MeasuredRun", "ModelProfile", "Network", "NodeKind", "Plan", "Profiles", "ReplicaSpec",
+    "Fleet", "GPUCatalogue", "GPUType", "LayerSizes", "LayerTimes", "Link",
+    "MeasuredRun", "ModelProfile", "ModelShape", "NetworkProfile", "NodeKind", "Plan", "Profiles", "ReplicaSpec",
     "StageSpec",
 ]

@@ -9,14 +9,22 @@ Plan::
     model = "OPT-350"              # optional; --model names it otherwise
     microbatch_size = 8
     global_batch_size = 1024
+    framework = "deepspeed"        # optional (sim.profiles.frameworks); or a table:
+    # [framework]
+    # name = "deepspeed"; version = "0.16.5"; precision = "fp16"; communication_data_type = "fp32"
     [[stages]]
     first_layer = 0                # or: layers = [0, 1, 2, ...]
     last_layer = 11
     replicas = [{gpu = "GH-96", tp = 4, gpus_per_node = 4, zone = "us-central1-a", count = 8}]
+    # a replica may name its physical node: host = "n3" (replicas on one host share its NICs
+    # and talk over its intra-node link); without, each replica is a node of its own
 
 A plan file may also be a Sailor ``plan_config`` (it has ``pipeline_list``).
 
-Model profile::
+Model profile (``times`` rows may be ``[forward]`` alone: a forward-only
+profile; a ``shape`` with ``layers``, ``hidden``, ``heads``, ``sequence``,
+``vocabulary`` and ``tied`` gives sizes and estimated times where the profile
+has none, and may stand alone: :mod:`sim.profiles.estimates`)::
 
     {"model": "M", "layers": 2, "bytes_per_value": 4, "optimizer_bytes_per_param": 8,
      "tied_embeddings": false,
@@ -28,10 +36,14 @@ Model profile::
 GPU catalogue::
 
     {"gpus": [{"name": "A", "memory_bytes": 2.5e10, "price_per_hour": 1.5,
-               "overhead_bytes": 3e9, "overhead_tp1_bytes": 2e9, "source": "..."}]}
+               "overhead_bytes": 3e9, "overhead_tp1_bytes": 2e9, "source": "...",
+               "intra_node_bandwidth": 3e11, "peak_flops": 3.12e14, "peak_flops_fp32": 1.95e13,
+               "memory_bandwidth": 1.555e12, "spec_source": "..."}]}
 
-Network (``bandwidth`` in bytes per second, or a ``curve`` in GB/s of
-``log2(bytes / 1e6)``, highest power first)::
+NetworkProfile (``bandwidth`` in bytes per second, or a ``curve`` in GB/s of
+``log2(bytes / 1e6)``, highest power first, fitted on ``min_bytes`` to
+``max_bytes``; or a ``curve`` in the text form of :mod:`sim.network.curves`,
+e.g. ``"table:1e3=5e8/1e6=5e9"``)::
 
     {"links": [{"src": {"gpu": "A", "zone": "z"}, "dst": {"gpu": "B", "zone": "z"},
                 "flows": 2, "bandwidth": 1.25e9, "latency": 1e-5},
@@ -48,8 +60,10 @@ or time may instead be text with a unit (:mod:`sim.units`): ``"bandwidth":
 "64KiB"``, ``"activation_bytes": "1.5MiB"``.
 
 A profiles folder (:func:`load_profiles`) holds ``gpus.json`` (or
-``.toml``), and model profiles and links in either format: the Sailor
-artifact's ``profiles.json`` with ``llm_info.json`` and ``bandwidths.json``,
+``.toml``; without one, the shipped catalogue), and model profiles and links in
+either format: the Sailor
+artifact's ``profiles.json`` with ``llm_info.json`` and ``bandwidths.json``
+(and optionally its measured ``intra_node_bandwidths.json``),
 and dtsim's ``models/*.json|toml`` and ``network.json|toml``; its ``runs/``
 holds measured runs (Sailor run files).
 """
@@ -61,11 +75,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, check
+from ..network.curves import BandwidthCurve, as_curve
 from ..units import RATE, SIZE, TIME, describe, parse_quantity
 from . import sailor
 from .documents import get, located, read_document
+from .frameworks import FrameworkSpec
 from .values import (
-    BandwidthCurve,
     Fleet,
     GPUCatalogue,
     GPUType,
@@ -74,7 +89,8 @@ from .values import (
     Link,
     MeasuredRun,
     ModelProfile,
-    Network,
+    ModelShape,
+    NetworkProfile,
     NodeKind,
     Plan,
     Profiles,
@@ -83,7 +99,7 @@ from .values import (
 )
 
 __all__ = [
-    "plan_from_data", "plan_to_data", "read_plan",
+    "plan_from_data", "plan_to_data", "read_plan", "framework_from_data", "framework_to_data",
     "model_from_data", "model_to_data", "read_model",
     "gpus_from_data", "gpus_to_data", "read_gpus",
     "network_from_data", "network_to_data", "read_network",
@@ -120,7 +136,7 @@ def _qty(name: str, obj: Any, key: str, where: str, kind: str, *default: Any) ->
 
 #: The keys of a dtsim plan, of one of its stages; any other is refused (a typo would
 #: otherwise leave its value unused).
-PLAN_KEYS = ("model", "microbatch_size", "global_batch_size", "stages")
+PLAN_KEYS = ("model", "microbatch_size", "global_batch_size", "stages", "framework")
 STAGE_KEYS = ("layers", "first_layer", "last_layer", "replicas")
 #: Memory per layer of a plan's stage (its index and what a stage keeps of it) and per
 #: replica (it becomes a training worker: sim.training.config.BYTES_PER_WORKER).
@@ -173,22 +189,50 @@ def plan_from_data(doc: Any, where: str = "plan", model: str | None = None) -> P
         for i, r in enumerate(get("plan", st, "replicas", at, list)):
             rat = f"{at}.replicas[{i}]"
             check(isinstance(r, dict), "plan", f"a table at {rat}", r)
-            unknown = set(r) - {"gpu", "tp", "gpus_per_node", "zone", "count"}
-            check(not unknown, "plan", f"replica keys gpu, tp, gpus_per_node, zone, count at {rat}",
-                  sorted(unknown))
+            unknown = set(r) - {"gpu", "tp", "gpus_per_node", "zone", "count", "host"}
+            check(not unknown, "plan", f"replica keys gpu, tp, gpus_per_node, zone, count, host "
+                  f"at {rat}", sorted(unknown))
             count = _opt(r, "count", 1)
             check(isinstance(count, int) and not isinstance(count, bool) and count >= 1, "plan",
                   f"a count >= 1 at {rat}", count)
             spec = ReplicaSpec(gpu=get("plan", r, "gpu", rat, str), tp=_opt(r, "tp", 1),
                                gpus_per_node=_opt(r, "gpus_per_node", None),
-                               zone=_opt(r, "zone", "default"))
+                               zone=_opt(r, "zone", "default"), host=_opt(r, "host", None))
             reps.extend([spec] * count)
         stages.append(StageSpec(layers=layers, replicas=tuple(reps)))
     m = _opt(doc, "model", None)
     if model is not None:
         m = model
     return Plan(stages=tuple(stages), microbatch_size=get("plan", doc, "microbatch_size", where, int),
-                global_batch_size=get("plan", doc, "global_batch_size", where, int), model=m)
+                global_batch_size=get("plan", doc, "global_batch_size", where, int), model=m,
+                framework=framework_from_data(doc["framework"], f"{where}.framework")
+                if "framework" in doc else None)
+
+
+def framework_from_data(doc: Any, where: str = "framework") -> FrameworkSpec:
+    """A :class:`FrameworkSpec` from a name (``"megatron"``) or a table (``name``, ``version``,
+    ``precision``, and options of the framework's configuration by their names)."""
+    if isinstance(doc, str):
+        return FrameworkSpec(doc)
+    check(isinstance(doc, dict), "framework", f"a name or a table with name at {where}", doc)
+    version = _opt(doc, "version", None)
+    check(version is None or isinstance(version, str), "framework_version",
+          f"a string at {where}", version)
+    return FrameworkSpec(name=get("framework", doc, "name", where, str), version=version,
+                         precision=_opt(doc, "precision", None),
+                         options=tuple((k, v) for k, v in doc.items()
+                                       if k not in ("name", "version", "precision")))
+
+
+def framework_to_data(f: FrameworkSpec) -> dict[str, Any]:
+    """Plain data of a :class:`FrameworkSpec`."""
+    out: dict[str, Any] = {"name": f.name}
+    if f.version is not None:
+        out["version"] = f.version
+    if f.precision is not None:
+        out["precision"] = f.precision
+    out.update(dict(f.options))
+    return out
 
 
 def plan_to_data(plan: Plan) -> dict[str, Any]:
@@ -198,6 +242,8 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
         groups: list[dict[str, Any]] = []
         for r in st.replicas:
             d = {"gpu": r.gpu, "tp": r.tp, "gpus_per_node": r.gpus_per_node, "zone": r.zone}
+            if r.host is not None:
+                d["host"] = r.host
             if groups and {k: v for k, v in groups[-1].items() if k != "count"} == d:
                 groups[-1]["count"] += 1
             else:
@@ -209,6 +255,8 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
         out["model"] = plan.model
     out.update(microbatch_size=plan.microbatch_size, global_batch_size=plan.global_batch_size,
                stages=stages)
+    if plan.framework is not None:
+        out["framework"] = framework_to_data(plan.framework)
     return out
 
 
@@ -223,8 +271,19 @@ def read_plan(path: str | os.PathLike[str], model: str | None = None) -> Plan:
 def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
     """A :class:`ModelProfile` from parsed dtsim model-profile data."""
     check(isinstance(doc, dict), "model", "a JSON/TOML table", where)
+    shape = None
+    if "shape" in doc:
+        sh = get("model", doc, "shape", where, dict)
+        at = f"{where}.shape"
+        unknown = set(sh) - {"layers", "hidden", "heads", "sequence", "vocabulary", "tied"}
+        check(not unknown, "model", f"shape keys layers, hidden, heads, sequence, vocabulary, "
+              f"tied at {at}", sorted(unknown))
+        shape = ModelShape(**{k: get("model", sh, k, at, int) for k in
+                              ("layers", "hidden", "heads", "sequence", "vocabulary")},
+                           tied=_opt(sh, "tied", True))
     sizes = []
-    for k, e in enumerate(get("model", doc, "sizes", where, list)):
+    for k, e in enumerate(get("model", doc, "sizes", where, list)
+                          if shape is None or "sizes" in doc else []):
         at = f"{where}.sizes[{k}]"
         with located("model", at):
             row = tuple(LayerSizes(params=get("model", x, "params", f"{at}.layers[{i}]", int),
@@ -236,22 +295,30 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
                         for i, x in enumerate(get("model", e, "layers", at, list)))
         sizes.append((get("model", e, "tp", at, int), row))
     times = []
-    for k, e in enumerate(get("model", doc, "times", where, list)):
+    for k, e in enumerate(get("model", doc, "times", where, list)
+                          if shape is None or "times" in doc else []):
         at = f"{where}.times[{k}]"
         rows = []
         for i, x in enumerate(get("model", e, "layers", at, list)):
-            check(isinstance(x, list) and len(x) in (2, 3)
+            check(isinstance(x, list) and len(x) in (1, 2, 3)
                   and all(isinstance(v, _NUM) and not isinstance(v, bool) for v in x), "model",
-                  f"[forward, backward(, optimizer)] seconds at {at}.layers[{i}]", x)
+                  f"[forward(, backward(, optimizer))] seconds at {at}.layers[{i}]", x)
             with located("model", f"{at}.layers[{i}]"):
-                rows.append(LayerTimes(*x))
+                rows.append(LayerTimes(x[0], None, None) if len(x) == 1 else LayerTimes(*x))
         times.append(((get("model", e, "gpu", at, str), get("model", e, "microbatch_size", at, int),
                        get("model", e, "tp", at, int)), tuple(rows)))
+    layers = (get("model", doc, "layers", where, int) if shape is None or "layers" in doc
+              else shape.layers + 2)
     return ModelProfile(name=get("model", doc, "model", where, str),
-                        layers=get("model", doc, "layers", where, int), times=tuple(times),
+                        layers=layers, times=tuple(times), shape=shape,
                         sizes=tuple(sizes), bytes_per_value=_opt(doc, "bytes_per_value", 4),
                         optimizer_bytes_per_param=_opt(doc, "optimizer_bytes_per_param", 8.0),
-                        tied_embeddings=_opt(doc, "tied_embeddings", False))
+                        tied_embeddings=_opt(doc, "tied_embeddings", False),
+                        tied_params=tuple((get("model", e, "tp", f"{where}.tied_params", int),
+                                           get("model", e, "params", f"{where}.tied_params", int))
+                                          for e in (get("model", doc, "tied_params", where, list)
+                                                    if "tied_params" in doc else [])),
+                        )
 
 
 def model_to_data(m: ModelProfile) -> dict[str, Any]:
@@ -260,12 +327,18 @@ def model_to_data(m: ModelProfile) -> dict[str, Any]:
         "model": m.name, "layers": m.layers, "bytes_per_value": m.bytes_per_value,
         "optimizer_bytes_per_param": m.optimizer_bytes_per_param,
         "tied_embeddings": m.tied_embeddings,
+        **({"tied_params": [{"tp": t, "params": n} for t, n in m.tied_params]}
+           if m.tied_params else {}),
         "sizes": [{"tp": tp, "layers": [{"params": s.params, "activation_bytes": s.activation_bytes,
                                          "activation_memory_bytes": s.activation_memory_bytes}
                                         for s in row]} for tp, row in m.sizes],
         "times": [{"gpu": g, "microbatch_size": b, "tp": t,
-                   "layers": [[x.forward, x.backward, x.optimizer] for x in row]}
+                   "layers": [[x.forward] if x.backward is None else
+                              [x.forward, x.backward, x.optimizer] for x in row]}
                   for (g, b, t), row in m.times],
+        **({"shape": {"layers": m.shape.layers, "hidden": m.shape.hidden, "heads": m.shape.heads,
+                      "sequence": m.shape.sequence, "vocabulary": m.shape.vocabulary,
+                      "tied": m.shape.tied}} if m.shape is not None else {}),
     }
 
 
@@ -289,7 +362,14 @@ def gpus_from_data(doc: Any, where: str = "gpus") -> GPUCatalogue:
                            overhead_bytes=_qty("gpus", g, "overhead_bytes", at, SIZE, 0.0),
                            overhead_tp1_bytes=_qty("gpus", g, "overhead_tp1_bytes", at, SIZE,
                                                    None),
-                           source=_opt(g, "source", "")))
+                           source=_opt(g, "source", ""),
+                           intra_node_bandwidth=_qty("gpus", g, "intra_node_bandwidth", at, RATE,
+                                                     None),
+                           peak_flops=_opt(g, "peak_flops", None),
+                           peak_flops_fp32=_opt(g, "peak_flops_fp32", None),
+                           memory_bandwidth=_qty("gpus", g, "memory_bandwidth", at, RATE, None),
+                           spec_source=_opt(g, "spec_source", ""),
+                           peak_flops_tf32=_opt(g, "peak_flops_tf32", None)))
     return GPUCatalogue(tuple(out))
 
 
@@ -298,7 +378,14 @@ def gpus_to_data(c: GPUCatalogue) -> dict[str, Any]:
                                          ("price_per_hour", g.price_per_hour),
                                          ("overhead_bytes", g.overhead_bytes),
                                          ("overhead_tp1_bytes", g.overhead_tp1_bytes),
-                                         ("source", g.source)) if v is not None}
+                                         ("source", g.source),
+                                         ("intra_node_bandwidth", g.intra_node_bandwidth),
+                                         ("peak_flops", g.peak_flops),
+                                         ("peak_flops_fp32", g.peak_flops_fp32),
+                                         ("memory_bandwidth", g.memory_bandwidth),
+                                         ("spec_source", g.spec_source or None),
+                                         ("peak_flops_tf32", g.peak_flops_tf32))
+                                        if v is not None}
                      for g in c.gpus]}
 
 
@@ -315,8 +402,20 @@ def _end(v: Any, at: str) -> tuple[str, str]:
     return (get("network", v, "gpu", at, str), get("network", v, "zone", at, str))
 
 
-def network_from_data(doc: Any, where: str = "network") -> Network:
-    """A :class:`Network` from parsed data (``links``)."""
+def _gbs_curve(coefficients: list, lo: Any, hi: Any, at: str) -> BandwidthCurve:
+    """A curve in GB/s of ``log2(bytes / 1e6)`` fitted on ``[lo, hi]`` bytes (the format's form)."""
+    for k, v in (("min_bytes", lo), ("max_bytes", hi)):
+        check(isinstance(v, _NUM) and not isinstance(v, bool), "network", f"a number of bytes "
+              f"as {k} at {at}", v)
+    try:
+        return BandwidthCurve.polylog2(coefficients, size_unit=1e6, bandwidth_unit=1e9,
+                                       min_size=lo, max_size=hi)
+    except ConfigError as exc:
+        raise ConfigError("network", exc.rule, f"{at}: {exc.value!r}") from None
+
+
+def network_from_data(doc: Any, where: str = "network") -> NetworkProfile:
+    """A :class:`NetworkProfile` from parsed data (``links``)."""
     links = []
     for k, x in enumerate(get("network", doc, "links", where, list)):
         at = f"{where}.links[{k}]"
@@ -324,40 +423,43 @@ def network_from_data(doc: Any, where: str = "network") -> Network:
         flows = _opt(x, "flows", 1)
         with located("network", at):
             if "bandwidth" in x:
-                curve = BandwidthCurve(bandwidth=_qty("network", x, "bandwidth", at, RATE))
+                curve: Any = _qty("network", x, "bandwidth", at, RATE)
+            elif isinstance(x.get("curve"), str):  # the curve's text form (sim.network.curves)
+                curve = as_curve(x["curve"], "network")
             else:
                 c = get("network", x, "curve", at, dict)
-                curve = BandwidthCurve(coefficients=tuple(get("network", c, "coefficients", at,
-                                                              list)),
-                                       min_bytes=_qty("network", c, "min_bytes", at, SIZE,
-                                                      2.0 ** 16),
-                                       max_bytes=_qty("network", c, "max_bytes", at, SIZE,
-                                                      2.0 ** 30))
+                curve = _gbs_curve(get("network", c, "coefficients", at, list),
+                                   _qty("network", c, "min_bytes", at, SIZE, 2.0 ** 16),
+                                   _qty("network", c, "max_bytes", at, SIZE, 2.0 ** 30), at)
             links.append(Link(_end(get("network", x, "src", at), f"{at}.src"),
                               _end(get("network", x, "dst", at), f"{at}.dst"),
                               _opt(x, "src_flows", flows), _opt(x, "dst_flows", flows), curve,
                               _qty("network", x, "latency", at, TIME, 0.0)))
-    return Network(tuple(links))
+    return NetworkProfile(tuple(links))
 
 
-def network_to_data(n: Network) -> dict[str, Any]:
+def network_to_data(n: NetworkProfile) -> dict[str, Any]:
     out = []
     for x in n.links:
         d: dict[str, Any] = {"src": {"gpu": x.src[0], "zone": x.src[1]},
                              "dst": {"gpu": x.dst[0], "zone": x.dst[1]},
                              "src_flows": x.src_flows, "dst_flows": x.dst_flows}
-        if x.curve.bandwidth is not None:
-            d["bandwidth"] = x.curve.bandwidth
+        c = x.bandwidth
+        if not isinstance(c, BandwidthCurve):
+            d["bandwidth"] = c
+        elif (c.kind == "polylog2" and c.size_unit == 1e6 and c.bandwidth_unit == 1e9
+              and c.min_size is not None and c.max_size is not None):
+            d["curve"] = {"coefficients": list(c.coefficients), "min_bytes": c.min_size,
+                          "max_bytes": c.max_size}
         else:
-            d["curve"] = {"coefficients": list(x.curve.coefficients or ()),
-                          "min_bytes": x.curve.min_bytes, "max_bytes": x.curve.max_bytes}
+            d["curve"] = c.text()
         if x.latency:
             d["latency"] = x.latency
         out.append(d)
     return {"links": out}
 
 
-def read_network(path: str | os.PathLike[str]) -> Network:
+def read_network(path: str | os.PathLike[str]) -> NetworkProfile:
     """A dtsim network file."""
     return network_from_data(read_document("network", path), str(path))
 
@@ -371,7 +473,7 @@ def fleet_from_data(doc: Any, where: str = "fleet") -> Fleet:
         nodes.append((NodeKind(get("fleet", x, "gpu", at, str), get("fleet", x, "gpus_per_node",
                                                                       at, int),
                                _opt(x, "zone", "default")), _opt(x, "count", 1)))
-    net = network_from_data(doc, where) if isinstance(doc, dict) and "links" in doc else Network(())
+    net = network_from_data(doc, where) if isinstance(doc, dict) and "links" in doc else NetworkProfile(())
     return Fleet(tuple(nodes), net)
 
 
@@ -432,7 +534,9 @@ _CACHE: dict[tuple, Profiles] = {}
 
 
 def _load(d: Path, names: tuple[str, ...] | None) -> Profiles:
-    gp = _first(d, "gpus")
+    # a folder without a catalogue of its own takes dtsim's (the GPU types' datasheet facts and
+    # the Sailor artifact's overheads: sim/profiles/data/gpus.json)
+    gp = _first(d, "gpus") or _first(DATA_DIR, "gpus")
     check(gp is not None, "profiles", "a folder with a GPU catalogue (gpus.json or gpus.toml)",
           str(d))
     gpus = read_gpus(gp)  # type: ignore[arg-type]
@@ -456,13 +560,16 @@ def _load(d: Path, names: tuple[str, ...] | None) -> Profiles:
           "or models/*.json)", str(d))
     links: list[Link] = []
     if (d / "bandwidths.json").is_file():
-        links.extend(sailor.read_network(d / "bandwidths.json").links)
+        links.extend(sailor.read_sailor_network(d / "bandwidths.json").links)
     npath = _first(d, "network")
     if npath is not None:
         links.extend(read_network(npath).links)
+    intra = ()
+    if (d / "intra_node_bandwidths.json").is_file():
+        intra = sailor.read_intra_node(d / "intra_node_bandwidths.json")
     try:
-        return Profiles(models=tuple(models), gpus=gpus, network=Network(tuple(links)),
-                        source=str(d))
+        return Profiles(models=tuple(models), gpus=gpus, network=NetworkProfile(tuple(links)),
+                        source=str(d), intra_node=intra)
     except ConfigError as exc:
         raise ConfigError("profiles", exc.rule, f"{d}: {exc.value}") from None
 

@@ -10,14 +10,17 @@ Dynamic, Heterogeneous, and Geo-distributed Clusters", SOSP 2025) stores:
     (its Megatron-DeepSpeed ``training.py``) writes the mean time of one
     optimizer step of the model it profiled into every layer's entry. That
     model held the first layer, two transformer layers and the last layer(s);
-    :func:`read_model` spreads the step over those layers' parameters (time per
+    :func:`read_sailor_model` spreads the step over those layers' parameters (time per
     parameter, Adam being memory bound) and gives each layer its share, so a
     stage's optimizer time is the sum over its layers.
 ``llm_info.json``
     model -> TP degree -> layer -> ``params_floats`` (the layer's parameters on
     one GPU of the TP group), ``act_output_bytes`` (the layer's output for one
     sample, what a stage sends on), ``act_mem_bytes`` (memory the forward pass
-    allocated and kept, per sample), measured at micro-batch size 1.
+    allocated and kept, per sample), measured at micro-batch size 1; the
+    ratios ``params_bytes / params_floats`` and ``act_output_bytes /
+    act_output_floats`` say the bytes per value the model trained in (4 in
+    the shipped profiles: fp32; 2 for fp16 or bf16).
 ``bandwidths.json``
     zone -> GPU type -> GPUs per node -> zone -> GPU type -> GPUs per node ->
     ``[coefficients, max]``: the aggregate NCCL send/recv bandwidth of that many
@@ -25,6 +28,8 @@ Dynamic, Heterogeneous, and Geo-distributed Clusters", SOSP 2025) stores:
     log2(bytes / 1e6))``, fitted on messages of ``2**16`` to ``2**30`` bytes
     (its ``profiling/networking/run_all.py``); the second number is unused.
 a run's ``plan_config``
+    (run by the artifact's DeepSpeed 0.16.5 with its modified pipeline engine:
+    :data:`~sim.profiles.frameworks.SAILOR_FRAMEWORK`)
     ``pipeline_list[0]`` with ``num_stages``, ``layers_per_stage``,
     ``tmp_per_stage`` (per stage, per replica ``[[[gpu, gpus_per_node, zone]],
     tp]``) and ``dp``; ``mbs``, ``gbs``; and what was measured: ``real``
@@ -40,22 +45,23 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, check
+from ..network.curves import BandwidthCurve
 from .documents import get, located, read_document
+from .frameworks import SAILOR_FRAMEWORK, FrameworkSpec
 from .values import (
-    BandwidthCurve,
     LayerSizes,
     LayerTimes,
     Link,
     MeasuredRun,
     ModelProfile,
-    Network,
+    NetworkProfile,
     Plan,
     ReplicaSpec,
     StageSpec,
 )
 
-__all__ = ["read_models", "read_model", "read_network", "read_plan", "read_run",
-           "is_sailor_plan", "untied_tail_layers"]
+__all__ = ["read_models", "read_sailor_model", "read_sailor_network", "read_sailor_plan",
+           "read_run", "is_sailor_plan", "untied_tail_layers", "sailor_curve", "read_intra_node"]
 
 #: The artifact's bandwidth fits cover messages of 2**16 to 2**30 bytes.
 FIT_MIN_BYTES, FIT_MAX_BYTES = 2.0 ** 16, 2.0 ** 30
@@ -97,7 +103,7 @@ def read_models(profiles_path: str | os.PathLike[str], llm_info_path: str | os.P
     return tuple(out)
 
 
-def read_model(profiles_path: str | os.PathLike[str], llm_info_path: str | os.PathLike[str],
+def read_sailor_model(profiles_path: str | os.PathLike[str], llm_info_path: str | os.PathLike[str],
                name: str) -> ModelProfile:
     """One model of the artifact's ``profiles.json`` and ``llm_info.json``."""
     models = read_models(profiles_path, llm_info_path, (name,))
@@ -134,6 +140,7 @@ def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
                                                       (int, float)))))
         sizes[tp] = tuple(row)
     assert n is not None
+    bpv, act_bpv = _value_bytes(info)
     tail = untied_tail_layers(name)
     times = []
     check(isinstance(prof, dict), "profiles", f"GPU types of {name}", where)
@@ -167,9 +174,38 @@ def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
                     row = tuple(LayerTimes(f, b, per_param * sizes[tp][i].params)
                                 for i, (f, b, _o) in enumerate(raw))
                 times.append(((gpu, mbs, tp), row))
+    # the tied weight is Megatron's word embedding (GPTModelPipe's TiedLayerSpec 'embed',
+    # tied_weight_attr='word_embeddings_weight'): the first layer's parameters less the learned
+    # position embedding (max_position x hidden, not split over TP), which the artifact's runs set
+    # to the sequence length (run_agent.sh --max-position-embeddings 2048 --seq-length 2048):
+    # the first layer's output per sample, seq x hidden values
+    tied = tail == 0
+    tied_params = tuple((tp, row[0].params - round(row[0].activation_bytes / act_bpv))
+                        for tp, row in sorted(sizes.items())) if tied else ()
+    # Adam's state beyond the weight and its gradient: its two fp32 moments (8 bytes), and with
+    # 2-byte weights the fp32 master copy too (12: Rajbhandari et al., SC 2020, section 3.1)
     return ModelProfile(name=name, layers=n, times=tuple(times),
-                        sizes=tuple(sorted(sizes.items())), bytes_per_value=4,
-                        optimizer_bytes_per_param=8.0, tied_embeddings=tail == 0)
+                        sizes=tuple(sorted(sizes.items())), bytes_per_value=bpv,
+                        optimizer_bytes_per_param=8.0 if bpv == 4 else 12.0,
+                        tied_embeddings=tied, tied_params=tied_params)
+
+
+def _value_bytes(info: dict) -> tuple[int, float]:
+    """Bytes per weight and per activation value as the profiled model trained: the first
+    layer's ``params_bytes / params_floats`` and ``act_output_bytes / act_output_floats`` at its
+    smallest TP degree (4 and 4 in the shipped fp32 profiles; 2 for fp16 or bf16); 4 where the
+    document does not give both."""
+    tp = min(info, key=lambda k: int(k) if _is_count(k) else 1 << 30)
+    first = info[tp].get("0") if isinstance(info[tp], dict) else None
+    out = []
+    for b, f in (("params_bytes", "params_floats"), ("act_output_bytes", "act_output_floats")):
+        v = 4.0
+        if isinstance(first, dict) and isinstance(first.get(b), (int, float)) \
+                and isinstance(first.get(f), (int, float)) and first[f] > 0:
+            v = float(first[b]) / first[f]
+        out.append(v)
+    w = out[0]
+    return (2 if abs(w - 2) < 0.5 else 4), out[1]
 
 
 def _is_count(s: Any) -> bool:
@@ -191,7 +227,7 @@ def _int_key(name: str, s: Any, where: str) -> int:
     return int(s)
 
 
-def read_network(path: str | os.PathLike[str]) -> Network:
+def read_sailor_network(path: str | os.PathLike[str]) -> NetworkProfile:
     """The artifact's ``bandwidths.json`` as links (aggregate curves per flow count)."""
     doc = read_document("network", path)
     check(isinstance(doc, dict), "network", "a JSON object of zones", str(path))
@@ -207,16 +243,51 @@ def read_network(path: str | os.PathLike[str]) -> Network:
                             at = f"{z1}.{g1}.{n1}.{z2}.{g2}.{n2}"
                             check(isinstance(v, list) and v and isinstance(v[0], list), "network",
                                   f"[coefficients, max] at {at}", v)
-                            with located("network", at):
-                                links.append(Link((g1, z1), (g2, z2), k1, k2, BandwidthCurve(
-                                    coefficients=tuple(v[0]), min_bytes=FIT_MIN_BYTES,
-                                    max_bytes=FIT_MAX_BYTES)))
-    return Network(tuple(links))
+                            links.append(Link((g1, z1), (g2, z2), k1, k2, sailor_curve(
+                                v[0], at)))
+    return NetworkProfile(tuple(links))
+
+
+def sailor_curve(coefficients: Any, where: str = "") -> BandwidthCurve:
+    """The artifact's fit as a curve: GB/s ``= polyval(coefficients, log2(bytes / 1e6))``, fitted
+    on ``2**16`` to ``2**30`` bytes (:data:`FIT_MIN_BYTES`, :data:`FIT_MAX_BYTES`).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``network`` (and ``where``) for coefficients that are not a list of numbers.
+    """
+    check(isinstance(coefficients, (list, tuple)), "network", "a list of coefficients",
+          f"{where}: {coefficients!r}" if where else coefficients)
+    try:
+        return BandwidthCurve.polylog2(coefficients, size_unit=1e6, bandwidth_unit=1e9,
+                                       min_size=FIT_MIN_BYTES, max_size=FIT_MAX_BYTES)
+    except ConfigError as exc:
+        raise ConfigError("network", exc.rule, f"{where}: {exc.value!r}" if where
+                          else exc.value) from None
 
 
 def _obj(v: Any, where: str) -> dict:
     check(isinstance(v, dict), "network", f"a JSON object at {where}", type(v).__name__)
     return v
+
+
+def read_intra_node(path: str | os.PathLike[str]) -> tuple[tuple[str, int, BandwidthCurve], ...]:
+    """The artifact's ``intra_node_bandwidths.json``: per GPU type and GPU count ``k`` of one node,
+    the aggregate send/recv bandwidth of its ``k/2`` GPU pairs measured at once (the artifact's
+    ``profiling/networking/test_sendrecv.py`` run on one node: ranks below ``k/2`` send to the
+    rank ``k/2`` above, the total bytes over the time), fitted as the inter-node curves."""
+    doc = read_document("network", path)
+    check(isinstance(doc, dict), "network", "a JSON object of GPU types", str(path))
+    out = []
+    for gpu, per in doc.items():
+        for k_s, v in _obj(per, str(gpu)).items():
+            k = _int_key("network", k_s, f"{gpu}")
+            check(k >= 2, "network", f"2 or more GPUs at {gpu}", k)
+            check(isinstance(v, list) and v and isinstance(v[0], list), "network",
+                  f"[coefficients, max] at {gpu}.{k}", v)
+            out.append((gpu, k, sailor_curve(v[0], f"{path}: {gpu}.{k}")))
+    return tuple(sorted(out, key=lambda e: (e[0], e[1])))
 
 
 def is_sailor_plan(doc: Any) -> bool:
@@ -255,10 +326,11 @@ def plan_from_sailor(doc: Any, where: str, model: str | None = None) -> Plan:
               layers[j])
         stages.append(StageSpec(layers=tuple(layers[j]), replicas=tuple(reps)))
     return Plan(stages=tuple(stages), microbatch_size=get("plan", doc, "mbs", where, int),
-                global_batch_size=get("plan", doc, "gbs", where, int), model=model)
+                global_batch_size=get("plan", doc, "gbs", where, int), model=model,
+                framework=FrameworkSpec(SAILOR_FRAMEWORK, "0.16.5"))
 
 
-def read_plan(path: str | os.PathLike[str], model: str | None = None) -> Plan:
+def read_sailor_plan(path: str | os.PathLike[str], model: str | None = None) -> Plan:
     """A Sailor ``plan_config`` file as a :class:`Plan`."""
     return plan_from_sailor(read_document("plan", path), str(path), model)
 

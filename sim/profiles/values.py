@@ -20,18 +20,21 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..errors import ConfigError, check, check_int, check_nonnegative, check_positive, check_real
+from ..errors import ConfigError, check, check_int, check_nonnegative, check_positive
+from ..network.curves import BandwidthCurve, Capacity, bandwidth_at
+from .frameworks import FrameworkSpec
 
 __all__ = [
     "LayerTimes",
     "LayerSizes",
+    "ModelShape",
+    "shape_sizes",
     "ModelProfile",
     "GPUType",
     "GPUCatalogue",
     "NodeKind",
-    "BandwidthCurve",
     "Link",
-    "Network",
+    "NetworkProfile",
     "Fleet",
     "ReplicaSpec",
     "StageSpec",
@@ -56,20 +59,23 @@ class LayerTimes:
 
     ``optimizer`` is the layer's share of the optimizer step (the time of the
     step over the layer's parameters); a stage's optimizer step is the sum
-    over its layers.
+    over its layers. A forward-only profile leaves ``backward`` (and
+    ``optimizer``) None: :mod:`sim.profiles.estimates` gives them by its rules.
     """
 
     forward: float
-    backward: float
-    optimizer: float = 0.0
+    backward: float | None
+    optimizer: float | None = 0.0
 
     def __post_init__(self) -> None:
         f, b, o = self.forward, self.backward, self.optimizer
         if (type(f) is float and type(b) is float and type(o) is float
                 and 0.0 <= f < math.inf and 0.0 <= b < math.inf and 0.0 <= o < math.inf):
             return  # the common case, checked without the helpers (profiles hold thousands)
-        for k in ("forward", "backward", "optimizer"):
-            object.__setattr__(self, k, check_nonnegative(k, getattr(self, k)))
+        object.__setattr__(self, "forward", check_nonnegative("forward", f))
+        for k in ("backward", "optimizer"):
+            if getattr(self, k) is not None:
+                object.__setattr__(self, k, check_nonnegative(k, getattr(self, k)))
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,64 @@ class LayerSizes:
 
 
 @dataclass(frozen=True)
+class ModelShape:
+    """A GPT-style transformer by its shape (Megatron-LM's layout: embedding, ``layers``
+    transformer layers, final layer norm and output head).
+
+    Parameters
+    ----------
+    layers : int
+        Transformer layers ``l``.
+    hidden : int
+        Hidden size ``h``.
+    heads : int
+        Attention heads ``a``.
+    sequence : int
+        Sequence length ``s``.
+    vocabulary : int
+        Vocabulary ``V`` (padded as trained).
+    tied : bool
+        Whether the output head is the word embedding, tied.
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    sequence: int
+    vocabulary: int
+    tied: bool = True
+
+    def __post_init__(self) -> None:
+        for k in ("layers", "hidden", "heads", "sequence", "vocabulary"):
+            check_int(k, getattr(self, k), low=1)
+        check(self.hidden % self.heads == 0, "heads", f"a divisor of hidden ({self.hidden})",
+              self.heads)
+        check(isinstance(self.tied, bool), "tied", "true or false", self.tied)
+
+
+def shape_sizes(shape: ModelShape, tp: int, bytes_per_value: int) -> tuple[LayerSizes, ...]:
+    """The layers' sizes of a model given by its shape, on one GPU of a TP group of ``tp``.
+
+    Parameters per layer (Narayanan et al. 2021, section 5.1): transformer
+    ``12 h^2 + 13 h`` (its matrices split over TP, its layer norms and biases of
+    ``h`` taken as split too); embedding ``V h / tp + s h`` (learned positions,
+    replicated); the last layer its norm, ``2 h``, plus an untied head's ``V h / tp``.
+    A layer's output per sample is ``s h`` values; the activation memory it
+    keeps per sample (Korthikanti et al. 2022, eq. 2, without sequence
+    parallelism or recomputation, 2-byte activations) ``s h (10 + 24 / t + 5 a s
+    / (h t))`` bytes, doubled for 4-byte values.
+    """
+    s, h, a, V = shape.sequence, shape.hidden, shape.heads, shape.vocabulary
+    out_bytes = float(s * h * bytes_per_value)
+    mem = s * h * (10 + 24 / tp + 5 * a * s / (h * tp)) * (bytes_per_value / 2.0)
+    emb = LayerSizes(V * h // tp + s * h, out_bytes, float(s * h * bytes_per_value))
+    layer = LayerSizes((12 * h * h + 13 * h) // tp, out_bytes, mem)
+    last = LayerSizes(2 * h + (0 if shape.tied else V * h // tp), out_bytes,
+                      float(s * V * bytes_per_value) / tp)
+    return (emb,) + (layer,) * shape.layers + (last,)
+
+
+@dataclass(frozen=True)
 class ModelProfile:
     """A model's measured layers: times per (GPU type, micro-batch size, TP degree), sizes per TP.
 
@@ -121,6 +185,15 @@ class ModelProfile:
     tied_embeddings : bool
         Whether the last layer's weight is the first layer's embedding, tied
         (its gradient is all-reduced between the first and last stage).
+    tied_params : tuple of (tp, int)
+        Per TP degree, the parameters of the tied weight on one GPU (the word
+        embedding, ``vocabulary x hidden / tp``); a TP degree not listed takes
+        the first layer's parameters (the embedding layer that holds it).
+    shape : ModelShape or None
+        The model's shape: its sizes where ``sizes`` has none, and its times
+        estimated on GPU types ``times`` has none for
+        (:mod:`sim.profiles.estimates`). A model given by its shape alone has
+        no ``times`` and no ``sizes``.
     """
 
     name: str
@@ -130,14 +203,22 @@ class ModelProfile:
     bytes_per_value: int = 4
     optimizer_bytes_per_param: float = 8.0
     tied_embeddings: bool = False
+    tied_params: tuple[tuple[int, int], ...] = ()
+    shape: ModelShape | None = None
 
     def __post_init__(self) -> None:
         _name("model", self.name)
         check(isinstance(self.tied_embeddings, bool), "tied_embeddings", "true or false",
               self.tied_embeddings)
         n = check_int("layers", self.layers, low=1)
-        check(isinstance(self.times, tuple) and len(self.times) > 0, "times",
-              "at least one (gpu, microbatch size, tp) entry", self.times)
+        check(self.shape is None or isinstance(self.shape, ModelShape), "shape",
+              "a ModelShape or None", self.shape)
+        if self.shape is not None:
+            check(n == self.shape.layers + 2, "layers", f"the shape's transformer layers + 2 "
+                  f"({self.shape.layers + 2}: embedding, transformer layers, head)", n)
+        check(isinstance(self.times, tuple) and (len(self.times) > 0 or self.shape is not None),
+              "times", "at least one (gpu, microbatch size, tp) entry (or a model shape)",
+              self.times)
         seen = set()
         for key, row in self.times:
             gpu, mbs, tp = key
@@ -157,6 +238,15 @@ class ModelProfile:
                   f"{n} LayerSizes per entry (one per layer)", f"tp {tp}: {len(row)}")
         check_int("bytes_per_value", self.bytes_per_value, low=1)
         check_nonnegative("optimizer_bytes_per_param", self.optimizer_bytes_per_param)
+        check(isinstance(self.tied_params, tuple), "tied_params", "(tp, parameters) pairs",
+              self.tied_params)
+        for item in self.tied_params:
+            check(isinstance(item, tuple) and len(item) == 2, "tied_params",
+                  "(tp, parameters) pairs", item)
+            check_int("tp", item[0], low=1)
+            check_int("tied_params", item[1], low=0)
+        check(len({t for t, _ in self.tied_params}) == len(self.tied_params), "tied_params",
+              "one entry per tp", self.tied_params)
 
     @cached_property
     def _times(self) -> dict[tuple[str, int, int], tuple[LayerTimes, ...]]:
@@ -165,6 +255,11 @@ class ModelProfile:
     @cached_property
     def _sizes(self) -> dict[int, tuple[LayerSizes, ...]]:
         return dict(self.sizes)
+
+    @property
+    def forward_only(self) -> bool:
+        """Whether some measured row lacks its backward times."""
+        return any(t.backward is None for _, row in self.times for t in row)
 
     @property
     def gpus(self) -> tuple[str, ...]:
@@ -202,9 +297,21 @@ class ModelProfile:
         raise ConfigError("microbatch_size", f"a micro-batch size the profile of {self.name} "
                           f"measured on {gpu} ({', '.join(map(str, sizes))})", microbatch_size)
 
+    def tied_parameters(self, tp: int) -> int:
+        """Parameters of the tied weight on one GPU of a TP group of degree ``tp`` (0 untied)."""
+        if not self.tied_embeddings:
+            return 0
+        for t, n in self.tied_params:
+            if t == tp:
+                return n
+        return self.layer_sizes(tp)[0].params
+
     def layer_sizes(self, tp: int) -> tuple[LayerSizes, ...]:
-        """The layers' sizes on one GPU of a TP group of degree ``tp``."""
+        """The layers' sizes on one GPU of a TP group of degree ``tp`` (the shape's where the
+        profile has none)."""
         row = self._sizes.get(tp)
+        if row is None and self.shape is not None:
+            return shape_sizes(self.shape, tp, self.bytes_per_value)
         check(row is not None, "tp", f"a TP degree with sizes in the profile of {self.name} "
               f"({', '.join(str(t) for t in sorted(self._sizes))})", tp)
         return row  # type: ignore[return-value]
@@ -233,6 +340,21 @@ class GPUType:
         ``overhead_bytes``).
     source : str
         Where the numbers come from.
+    intra_node_bandwidth : float or None
+        Bytes per second one GPU moves to the other GPUs of its node, per
+        direction (its NVLink, or its PCIe link without one), from the GPU's
+        datasheet: the bandwidth of a TP group's collectives inside a node
+        (when no measured intra-node curve is given).
+    peak_flops, peak_flops_tf32, peak_flops_fp32 : float or None
+        Dense peak FLOP/s of the GPU's tensor cores in fp16/bf16 (with fp32
+        accumulation) and in TF32 (Ampere and later; what fp32 matrix
+        multiplications run on in NVIDIA's PyTorch containers, which set
+        ``TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1``), and of its fp32 units, from
+        its datasheet.
+    memory_bandwidth : float or None
+        Device memory bandwidth, bytes per second, from its datasheet.
+    spec_source : str
+        Where those four come from.
     """
 
     name: str
@@ -241,6 +363,12 @@ class GPUType:
     overhead_bytes: float = 0.0
     overhead_tp1_bytes: float | None = None
     source: str = ""
+    intra_node_bandwidth: float | None = None
+    peak_flops: float | None = None
+    peak_flops_fp32: float | None = None
+    memory_bandwidth: float | None = None
+    spec_source: str = ""
+    peak_flops_tf32: float | None = None
 
     def __post_init__(self) -> None:
         _name("gpu", self.name)
@@ -254,6 +382,11 @@ class GPUType:
             object.__setattr__(self, "overhead_tp1_bytes",
                                check_nonnegative("overhead_tp1_bytes", self.overhead_tp1_bytes))
         check(isinstance(self.source, str), "source", "a string", self.source)
+        for k in ("intra_node_bandwidth", "peak_flops", "peak_flops_fp32", "memory_bandwidth",
+                  "peak_flops_tf32"):
+            if getattr(self, k) is not None:
+                object.__setattr__(self, k, check_positive(k, getattr(self, k)))
+        check(isinstance(self.spec_source, str), "spec_source", "a string", self.spec_source)
 
     def overhead(self, tp: int) -> float:
         """Framework overhead on one GPU of a TP group of degree ``tp``."""
@@ -288,8 +421,10 @@ class GPUCatalogue:
 
     def __getitem__(self, name: str) -> GPUType:
         g = self._by_name.get(name)
-        check(g is not None, "gpu", f"a GPU type of the catalogue ({', '.join(self.names)})", name)
-        return g  # type: ignore[return-value]
+        if g is None:
+            raise ConfigError("gpu", f"a GPU type of the catalogue ({', '.join(self.names)})",
+                              name)
+        return g
 
 
 # --------------------------------------------------------------------------- network
@@ -313,116 +448,26 @@ class NodeKind:
 
 
 @dataclass(frozen=True)
-class BandwidthCurve:
-    """Bandwidth of a link as a number or as a curve of the message size.
-
-    Either ``bandwidth`` (bytes per second, constant) or ``coefficients`` of a
-    polynomial in ``x = log2(size / 1e6)`` giving GB/s (``1e9`` bytes per
-    second), highest power first: ``bw(size) = 1e9 * polyval(coefficients, x)``
-    (the Sailor artifact's fit of NCCL send/recv). A curve is used within the
-    sizes it was fitted on, ``[min_bytes, max_bytes]``; a message outside that
-    range takes the bandwidth at the nearest end.
-    """
-
-    bandwidth: float | None = None
-    coefficients: tuple[float, ...] | None = None
-    min_bytes: float = 2.0 ** 16
-    max_bytes: float = 2.0 ** 30
-
-    def __post_init__(self) -> None:
-        check((self.bandwidth is None) != (self.coefficients is None), "bandwidth",
-              "a number or a curve (coefficients), exactly one", (self.bandwidth, self.coefficients))
-        if self.bandwidth is not None:
-            object.__setattr__(self, "bandwidth",
-                               check_positive("bandwidth", self.bandwidth, allow_inf=True))
-        else:
-            c = self.coefficients
-            check(isinstance(c, (tuple, list)) and len(c) >= 1, "coefficients",
-                  "a non-empty list of numbers", c)
-            object.__setattr__(self, "coefficients",
-                               tuple(check_real("coefficients", v) for v in c))  # type: ignore[union-attr]
-        lo = check_positive("min_bytes", self.min_bytes)
-        hi = check_positive("max_bytes", self.max_bytes)
-        check(hi >= lo, "max_bytes", f">= min_bytes ({lo:g})", hi)
-
-    def at(self, size: float) -> float:
-        """Bandwidth in bytes per second for a message of ``size`` bytes."""
-        if self.bandwidth is not None:
-            return self.bandwidth
-        s = min(max(float(size), self.min_bytes), self.max_bytes)
-        x = math.log2(s / 1e6)
-        y = 0.0
-        for c in self.coefficients:  # type: ignore[union-attr]
-            y = y * x + c
-        return y * 1e9
-
-    def peak_above(self, size: float) -> float:
-        """The largest bandwidth :meth:`at` gives a message of ``size`` bytes or more.
-
-        The polynomial's maximum over the fitted range from ``size`` up, from
-        the range's ends and the real roots of its derivative inside it, raised
-        by one part in 1e9 so that a root found to floating-point accuracy
-        cannot put it under the true maximum (the planner bounds transfer
-        times below with it).
-        """
-        if self.bandwidth is not None:
-            return self.bandwidth
-        import numpy as np
-
-        lo = math.log2(min(max(float(size), self.min_bytes), self.max_bytes) / 1e6)
-        hi = math.log2(self.max_bytes / 1e6)
-        c = np.asarray(self.coefficients, dtype=float)
-        xs = [lo, hi]
-        if c.size > 2:
-            xs += [r.real for r in np.roots(np.polyder(c))
-                   if abs(r.imag) <= 1e-9 * (1 + abs(r)) and lo < r.real < hi]
-        best = max(float(np.polyval(c, x)) for x in xs)
-        return best * 1e9 * (1 + 1e-9) if best > 0 else best * 1e9
-
-    def nonpositive(self, where: str, size: float) -> ConfigError:
-        """The refusal of a message of ``size`` bytes at which this curve is not positive.
-
-        Below the fitted range the curve is read at its lowest fitted size: then the
-        message, not the curve, is what is outside what was measured, and the
-        refusal names the plan that sends it (many replicas in a ring send small
-        chunks); inside the range the curve itself is at fault (``'network'``).
-        """
-        bw = self.at(size)
-        if self.bandwidth is None and size < self.min_bytes:
-            return ConfigError("plan", f"a plan whose messages are as large as the network's "
-                               f"curves were measured for ({where} was fitted on {self.min_bytes:.6g} to "
-                               f"{self.max_bytes:.6g} bytes and gives {bw / 1e9:.4g} GB/s at its "
-                               "low end; fewer replicas per all-reduce ring or larger "
-                               "micro-batches send larger messages)", f"{size:.6g} bytes")
-        return ConfigError("network", "a bandwidth curve positive at every message size used",
-                           f"{where}: {bw / 1e9:.4g} GB/s at {size:.6g} bytes")
-
-    def check_positive(self, name: str, sizes: list[float] | tuple[float, ...]) -> None:
-        """Refuse a curve that is not positive at one of ``sizes`` (one line naming it)."""
-        for s in sizes:
-            if s > 0 and not self.at(s) > 0:
-                raise ConfigError(name, "a bandwidth curve positive at every message size used",
-                                  f"{self.at(s) / 1e9:.4g} GB/s at {s:.6g} bytes")
-
-
-@dataclass(frozen=True)
 class Link:
     """The network between a sending and a receiving node kind.
 
     ``flows`` is the number of concurrent flows between the two nodes the
-    curve describes (one per GPU pair, as TP ranks send at once); the curve
-    gives their **aggregate** bandwidth, so each of the ``flows`` flows gets
-    ``curve / flows`` (a NIC shared by the flows, or one NIC per GPU, is what
-    the measurement saw). ``src_flows`` and ``dst_flows`` may differ when the
-    two nodes run different TP degrees (the Sailor artifact keys its curves by
-    both).
+    bandwidth describes (one per GPU pair, as TP ranks send at once); it is
+    their **aggregate** bandwidth, so each of the ``flows`` flows gets
+    ``bandwidth / flows`` (a NIC shared by the flows, or one NIC per GPU, is
+    what the measurement saw). ``src_flows`` and ``dst_flows`` may differ when
+    the two nodes run different TP degrees (the Sailor artifact keys its curves
+    by both). ``bandwidth`` is bytes per second or a
+    :class:`sim.network.BandwidthCurve` of the message size (the one curve of
+    dtsim: the Sailor artifact's fits are ``polylog2`` curves in GB/s of
+    ``log2(bytes / 1e6)`` with their fitted range).
     """
 
     src: tuple[str, str]  # (gpu, zone)
     dst: tuple[str, str]
     src_flows: int
     dst_flows: int
-    curve: BandwidthCurve
+    bandwidth: Capacity
     latency: float = 0.0
 
     def __post_init__(self) -> None:
@@ -433,12 +478,36 @@ class Link:
             _name("zone", v[1])
         check_int("src_flows", self.src_flows, low=1)
         check_int("dst_flows", self.dst_flows, low=1)
-        check(isinstance(self.curve, BandwidthCurve), "curve", "a BandwidthCurve", self.curve)
+        if not isinstance(self.bandwidth, BandwidthCurve):
+            object.__setattr__(self, "bandwidth",
+                               check_positive("bandwidth", self.bandwidth, allow_inf=True))
         object.__setattr__(self, "latency", check_nonnegative("latency", self.latency))
+
+    def bandwidth_at(self, size: float, where: str = "") -> float:
+        """The aggregate bandwidth for messages of ``size`` bytes (bytes per second).
+
+        Raises
+        ------
+        ConfigError
+            Naming ``network`` (and ``where``, the pair) when a curve is not
+            positive there.
+        """
+        try:
+            bw = bandwidth_at(self.bandwidth, size)
+        except ConfigError as exc:
+            raise ConfigError("network", "a bandwidth curve positive at every message size used",
+                              f"{where or self.name}: {exc.rule} at {size:.6g} bytes") from None
+        return bw
+
+    @property
+    def name(self) -> str:
+        """``gpu@zone -> gpu@zone`` with the flow counts."""
+        return (f"{self.src[0]}@{self.src[1]} -> {self.dst[0]}@{self.dst[1]}, "
+                f"{self.src_flows}/{self.dst_flows} flows")
 
 
 @dataclass(frozen=True)
-class Network:
+class NetworkProfile:
     """Links between node kinds (see :class:`Link`)."""
 
     links: tuple[Link, ...]
@@ -482,6 +551,23 @@ class Network:
                               f"{src_flows}/{dst_flows} flows")
         return x
 
+    @cached_property
+    def _counts(self) -> dict[tuple, tuple[int, ...]]:
+        out: dict[tuple, list[int]] = {}
+        for (s, d, a, b) in self._table:
+            if a == b:
+                out.setdefault((s, d), []).append(a)
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """A cache for values derived from the links (the network is immutable)."""
+        return {}
+
+    def flow_counts(self, src: tuple[str, str], dst: tuple[str, str]) -> tuple[int, ...]:
+        """The flow counts measured from ``src`` to ``dst`` (``(gpu, zone)``), equal at both ends."""
+        return self._counts.get((src, dst), ())
+
     def transfer_time(self, src: NodeKind, dst: NodeKind, size: float, flows: int = 1,
                       dst_flows: int | None = None) -> float:
         """Time for ``flows`` concurrent flows of ``size`` bytes each from a ``src`` to a ``dst`` node.
@@ -497,10 +583,7 @@ class Network:
         if size <= 0:
             return 0.0
         x = self.link(src, dst, flows, dst_flows)
-        bw = x.curve.at(size)
-        if not bw > 0:
-            raise x.curve.nonpositive(f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone}, {flows} "
-                                      "flows", size)
+        bw = x.bandwidth_at(size, f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone}, {flows} flows")
         return x.latency + flows * size / bw
 
 
@@ -509,7 +592,7 @@ class Fleet:
     """Nodes available (kind and count) and the network between them."""
 
     nodes: tuple[tuple[NodeKind, int], ...]
-    network: Network = field(default_factory=lambda: Network(()))
+    network: NetworkProfile = field(default_factory=lambda: NetworkProfile(()))
 
     def __post_init__(self) -> None:
         check(isinstance(self.nodes, tuple), "nodes", "a tuple of (NodeKind, count)", self.nodes)
@@ -519,7 +602,7 @@ class Fleet:
             check_int("count", count, low=0)
             check(kind not in kinds, "nodes", "each node kind once", str(kind))
             kinds.append(kind)
-        check(isinstance(self.network, Network), "network", "a Network", self.network)
+        check(isinstance(self.network, NetworkProfile), "network", "a NetworkProfile", self.network)
 
     @property
     def gpus(self) -> int:
@@ -532,14 +615,24 @@ class Fleet:
 
 @dataclass(frozen=True)
 class ReplicaSpec:
-    """One data-parallel replica of a stage: ``tp`` GPUs of one node of a kind."""
+    """One data-parallel replica of a stage: ``tp`` GPUs of one node of a kind.
+
+    ``host`` names the physical node the GPUs are on: replicas with the same
+    ``host`` share that node (its NICs, and its intra-node link between them;
+    :func:`sim.profiles.build.plan_network`). None (the Sailor artifact's plans):
+    the replica is a node of its own, its links the pair curves measured
+    between two such nodes.
+    """
 
     gpu: str
     tp: int = 1
     gpus_per_node: int | None = None
     zone: str = "default"
+    host: str | None = None
 
     def __post_init__(self) -> None:
+        if self.host is not None:
+            _name("host", self.host)
         _name("gpu", self.gpu)
         check_int("tp", self.tp, low=1)
         if self.gpus_per_node is None:
@@ -580,13 +673,15 @@ class Plan:
 
     Each pipeline (replica ``i`` of every stage) runs
     ``gbs / (mbs * dp)`` micro-batches per iteration, ``dp`` the replicas of
-    the first stage.
+    the first stage. ``framework`` says what ran it (:mod:`sim.profiles.frameworks`;
+    None: DeepSpeed's pipeline engine, :data:`~sim.profiles.frameworks.DEFAULT_FRAMEWORK`).
     """
 
     stages: tuple[StageSpec, ...]
     microbatch_size: int
     global_batch_size: int
     model: str | None = None
+    framework: FrameworkSpec | None = None
 
     def __post_init__(self) -> None:
         check(isinstance(self.stages, tuple) and len(self.stages) >= 1
@@ -598,11 +693,27 @@ class Plan:
             check(b.layers[0] == a.layers[-1] + 1, "layers",
                   f"stages of consecutive layers (stage {j + 1} starts after stage {j})",
                   f"stage {j} ends at {a.layers[-1]}, stage {j + 1} starts at {b.layers[0]}")
+        used: dict[str, tuple[tuple[str, int, str], int]] = {}
+        for st in self.stages:
+            for r in st.replicas:
+                if r.host is None:
+                    continue
+                kind = (r.gpu, r.gpus_per_node, r.zone)
+                prev = used.get(r.host)
+                check(prev is None or prev[0] == kind, "host", "one node kind (gpu, "
+                      "gpus_per_node, zone) per host", f"{r.host}: {prev[0] if prev else ''} "
+                      f"and {kind}")
+                n = (prev[1] if prev else 0) + r.tp
+                check(n <= r.gpus_per_node, "host", f"hosts whose replicas' TP degrees sum to "  # type: ignore[operator]
+                      f"at most gpus_per_node ({r.gpus_per_node})", f"{r.host}: {n} GPUs")
+                used[r.host] = (kind, n)
         dp = len(self.stages[0].replicas)
         check(gbs % (mbs * dp) == 0, "global_batch_size",
               f"a multiple of microbatch_size x replicas of the first stage ({mbs} x {dp})", gbs)
         if self.model is not None:
             _name("model", self.model)
+        check(self.framework is None or isinstance(self.framework, FrameworkSpec), "framework",
+              "a FrameworkSpec or None", self.framework)
 
     @property
     def pipeline_stages(self) -> int:
@@ -621,6 +732,11 @@ class Plan:
     @property
     def gpus(self) -> int:
         return sum(r.tp for s in self.stages for r in s.replicas)
+
+    @property
+    def physical(self) -> bool:
+        """Whether the plan places replicas on named hosts (physical nodes)."""
+        return any(r.host is not None for s in self.stages for r in s.replicas)
 
     def check_covers(self, layers: int) -> None:
         """Refuse a plan whose stages do not cover layers ``0..layers-1`` exactly once."""
@@ -652,12 +768,17 @@ class MeasuredRun:
 
 @dataclass(frozen=True)
 class Profiles:
-    """What a run is predicted from: model profiles, the GPU catalogue and the network."""
+    """What a run is predicted from: model profiles, the GPU catalogue and the network.
+
+    ``intra_node``: measured bandwidth inside one node, per GPU type and GPU count
+    (``(gpu, gpus, curve)``, the aggregate of ``gpus / 2`` pairs sending at once).
+    """
 
     models: tuple[ModelProfile, ...]
     gpus: GPUCatalogue
-    network: Network
+    network: NetworkProfile
     source: str = ""
+    intra_node: tuple[tuple[str, int, BandwidthCurve], ...] = ()
 
     def __post_init__(self) -> None:
         check(isinstance(self.models, tuple) and all(isinstance(m, ModelProfile)
@@ -667,7 +788,34 @@ class Profiles:
         dup = sorted({n for n in names if names.count(n) > 1})
         check(not dup, "models", "each model once", dup)
         check(isinstance(self.gpus, GPUCatalogue), "gpus", "a GPUCatalogue", self.gpus)
-        check(isinstance(self.network, Network), "network", "a Network", self.network)
+        check(isinstance(self.network, NetworkProfile), "network", "a NetworkProfile", self.network)
+        check(isinstance(self.intra_node, tuple) and all(
+            isinstance(e, tuple) and len(e) == 3 and isinstance(e[2], BandwidthCurve)
+            and isinstance(e[1], int) and e[1] >= 2 for e in self.intra_node), "intra_node",
+            "(gpu, gpus, curve) entries", self.intra_node)
+
+    def intra_node_bandwidth(self, gpu: str, gpus: int, size: float) -> tuple[float, str]:
+        """Bytes per second one GPU sends to another of its node in a collective over ``gpus``
+        GPUs of the node, for messages of ``size`` bytes, and where it comes from.
+
+        A measured intra-node curve for that GPU type and count (the aggregate of
+        ``gpus / 2`` pairs sending at once, so per sender ``curve / (gpus / 2)``)
+        is the machine's own; without one, the catalogue's datasheet
+        ``intra_node_bandwidth``.
+
+        Raises
+        ------
+        ConfigError
+            Naming ``intra_node_bandwidth`` when neither is given for ``gpu``.
+        """
+        for g, k, c in self.intra_node:
+            if g == gpu and k == gpus:
+                return c(size) / (k / 2), f"measured intra-node curve ({gpu}, {k} GPUs)"
+        bw = self.gpus[gpu].intra_node_bandwidth
+        check(bw is not None, "intra_node_bandwidth", f"given for {gpu} (in the GPU catalogue, "
+              "or a measured intra_node_bandwidths.json in the profiles folder) to time its "
+              "collectives inside a node", None)
+        return bw, f"catalogue ({gpu}: {self.gpus[gpu].spec_source.split(':')[0]})"
 
     @property
     def model_names(self) -> tuple[str, ...]:

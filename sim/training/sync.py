@@ -17,7 +17,12 @@ kind's rules between keys one entry of :data:`CHECKS`:
       :func:`sim.training.traffic.gradient_buckets`);
     * ``bucket_size``: the bucket (> 0, in the units of ``param_size``,
       bytes for a plan; default: the framework's, see
-      :func:`~sim.training.traffic.gradient_buckets`).
+      :func:`~sim.training.traffic.gradient_buckets`);
+    * ``buckets``: how an overlapped all-reduce cuts the gradients into
+      buckets, ``ddp`` (PyTorch DDP's ``Reducer``) or ``megatron``
+      (Megatron-LM's ``DistributedDataParallel``); default: ``megatron`` for a
+      plan's run, ``ddp`` otherwise (a plan's framework sets it,
+      :mod:`sim.profiles.frameworks`).
 ``none``
     No synchronisation (no keys).
 ``diloco``
@@ -45,10 +50,13 @@ from typing import Any
 from ..analytic.diloco import ORDERS, PAYLOAD_BITS
 from ..errors import ConfigError
 
-__all__ = ["KINDS", "CHECKS", "OVERLAPS", "SyncSpec", "DilocoSync", "parse_sync"]
+__all__ = ["KINDS", "CHECKS", "OVERLAPS", "BUCKET_RULES", "SyncSpec", "DilocoSync",
+           "parse_sync"]
 
 #: When the all-reduce starts: after the step's backward passes, or bucket by bucket during them.
 OVERLAPS = ("none", "backward")
+#: How an overlapped all-reduce cuts the gradients (:func:`sim.training.traffic.gradient_buckets`).
+BUCKET_RULES = ("ddp", "megatron")
 
 
 def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
@@ -109,7 +117,8 @@ def _nonnegative(key: str, text: str) -> float:
 
 #: kind -> key -> (reader of the value's text, default). A default of None: unset.
 KINDS: dict[str, dict[str, tuple[Callable[[str, str], Any], Any]]] = {
-    "allreduce": {"overlap": (_choice(OVERLAPS), "none"), "bucket_size": (_positive, None)},
+    "allreduce": {"overlap": (_choice(OVERLAPS), "none"), "bucket_size": (_positive, None),
+                  "buckets": (_choice(BUCKET_RULES), None)},
     "none": {},
     "diloco": {
         "every": (_integer(1), None), "fragments": (_integer(1), 1),
@@ -137,8 +146,16 @@ def _check_diloco(values: dict[str, Any], text: str) -> None:
         raise ConfigError("sync", "grace 0 without quorum", values["grace"])
 
 
+def _check_allreduce(values: dict[str, Any], text: str) -> None:
+    """The all-reduce's rule between keys: a bucket rule only for an overlapped all-reduce."""
+    if values["buckets"] is not None and values["overlap"] != "backward":
+        raise ConfigError("sync", "without buckets unless overlap=backward (the rule that cuts "
+                          "an overlapped all-reduce's buckets)", text)
+
+
 #: kind -> its rules between keys, given the values (defaults filled) and the text.
-CHECKS: dict[str, Callable[[dict[str, Any], str], None]] = {"diloco": _check_diloco}
+CHECKS: dict[str, Callable[[dict[str, Any], str], None]] = {"allreduce": _check_allreduce,
+                                                             "diloco": _check_diloco}
 
 
 @dataclass(frozen=True)

@@ -293,7 +293,12 @@ class Traffic:
 
     # -- the gradient all-reduce overlapped with the backward pass ------------------------
     def _bucket_rule(self, j: int) -> tuple[str, bool]:
-        return ("megatron" if self.config.allreduce_sizes is not None else "ddp"), j == 0
+        """The bucket rule of ``sync`` (``buckets``; unset: Megatron-LM's for a plan, PyTorch
+        DDP's otherwise) and whether stage ``j`` is the pipeline's first."""
+        rule = self.config.sync_spec.get("buckets")
+        if rule is None:
+            rule = "megatron" if self.config.allreduce_sizes is not None else "ddp"
+        return rule, j == 0
 
     def _stage_size(self, j: int) -> float:
         """The gradients one rank of stage ``j`` all-reduces."""

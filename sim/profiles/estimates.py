@@ -1,0 +1,314 @@
+"""Layer times a profile does not hold, each from a stated rule, and marked as estimated.
+
+:class:`Estimator` answers "the layers' times on GPU type ``g`` at micro-batch
+size ``b`` and TP degree ``t``" from what the model profile measured, and from
+these rules where it measured less (every use is recorded as a note that
+``dtsim train --plan`` prints):
+
+**Tensor parallelism from a TP-1 profile** (``tp``): Megatron-LM splits a
+transformer layer's matrix multiplications over the ``t`` GPUs of its TP group
+(Shoeybi et al. 2019, arXiv:1909.08053, section 3), so the layer's TP-1
+compute takes ``1/t`` of its time, and adds the TP group's collectives: per
+transformer layer two all-reduces of the ``b x s x h`` hidden states in the
+forward pass (after the attention and MLP row-parallel linears:
+``reduce_from_tensor_model_parallel_region``, Megatron-LM
+``megatron/core/tensor_parallel/layers.py:1566``) and two in the backward pass
+(before the column-parallel linears: ``copy_to_tensor_model_parallel_region``,
+``layers.py:1225``, whose backward all-reduces, ``mappings.py:216-218``); the
+embedding one in the forward pass (``VocabParallelEmbedding``, ``layers.py:383``)
+and the output head one in the backward pass (its input is copied to the TP
+region). With sequence parallelism each all-reduce is a reduce-scatter and an
+all-gather (Korthikanti et al. 2022, arXiv:2205.05198), the same bytes per GPU.
+An all-reduce of ``S`` bytes over ``t`` GPUs of one node is a ring: ``2 (t - 1)``
+steps of ``S / t`` bytes at the intra-node bandwidth
+(:meth:`sim.profiles.Profiles.intra_node_bandwidth`; Patarasuk and Yuan 2009).
+The replicated work (layer norms, dropout, residual additions, which the TP
+ranks each do whole) is counted as split too: the derived time is a lower
+bound on it.
+
+**A micro-batch size the profile did not measure** (``mbs``): a layer's FLOPs
+are linear in the batch (Narayanan et al. 2021, SC'21, section 5.1, eq. 2), so
+its time is taken linear in the micro-batch size between the two nearest
+profiled sizes (*interpolated*), and beyond them along the line through the two
+nearest (*extrapolated*, never below the time proportional to the size of the
+nearest), within :data:`MBS_RANGE` (half the smallest to twice the largest
+profiled size); further out it is refused.
+
+**A forward-only profile** (``backward``): the backward pass computes the
+gradients of both a layer's input and its weights, twice the forward's
+FLOPs (Narayanan et al. 2021, section 5.1; Kaplan et al. 2020, arXiv:2001.08361,
+section 2.1: ``C = 6N`` per token, ``2N`` forward, ``4N`` backward), so the
+backward compute is twice the forward compute; with TP the forward's TP
+collectives are taken out first and the backward's added.
+
+**An optimizer step the profile does not give** (``optimizer``): Adam's update
+is memory bound (roofline: Williams, Waterman and Patterson 2009): it reads the
+weight, gradient and two moments and writes the weight and the moments, 28 bytes
+per parameter in fp32 (:data:`ADAM_BYTES_PER_PARAM`; Kingma and Ba 2015), at
+the catalogue's memory bandwidth.
+
+**A model given by its shape** on a GPU given by its peak FLOP/s and memory
+bandwidth (``shape``): per transformer layer ``24 b s h^2 + 4 b s^2 h`` forward
+FLOPs (Narayanan et al. 2021, section 5.1: ``24 B s h^2 (1 + s / 6h)``), the
+logit layer ``2 b s h V``, the backward pass twice that; each layer's time is its
+roofline lower bound, ``max(FLOPs / peak, bytes / memory bandwidth)`` with its
+weights and its input and output activations as the bytes, at the GPU's
+datasheet peak (tensor cores for fp16/bf16; for fp32 its TF32 tensor cores where it
+has them, as NVIDIA's PyTorch containers run fp32 matrix multiplications, else
+its fp32 units). Real kernels
+reach a fraction of peak, so these times are lower bounds, marked as estimates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import check, check_int
+from .values import LayerSizes, LayerTimes, ModelProfile, ModelShape, Profiles, shape_sizes
+
+__all__ = ["MBS_RANGE", "ADAM_BYTES_PER_PARAM", "TP_MODES", "Estimator", "tp_collectives"]
+
+#: Micro-batch sizes estimated from a profile: from half its smallest to twice its largest.
+MBS_RANGE = (0.5, 2.0)
+#: Bytes Adam moves per parameter in fp32: read weight, gradient, two moments; write weight and
+#: the two moments (Kingma and Ba 2015; PyTorch's torch.optim.Adam update).
+ADAM_BYTES_PER_PARAM = 28.0
+#: ``profiled``: a measured TP-t time where the profile has one, else derived from TP 1;
+#: ``derived``: every TP > 1 derived from TP 1 (the check of docs/real_runs.md).
+TP_MODES = ("profiled", "derived")
+
+
+def tp_collectives(index: int, layers: int) -> tuple[int, int]:
+    """Megatron-LM's TP all-reduces of the hidden states in layer ``index`` of ``layers``:
+    ``(forward, backward)`` (see the module docstring)."""
+    if index == 0:
+        return (1, 0)
+    if index == layers - 1:
+        return (0, 1)
+    return (2, 2)
+
+
+def _line(b0: float, t0: float, b1: float, t1: float, b: float) -> float:
+    return t0 + (t1 - t0) * (b - b0) / (b1 - b0)
+
+
+class Estimator:
+    """Layer times of one model on the profiles, measured or by the rules of this module.
+
+    Parameters
+    ----------
+    profiles : Profiles
+    model : ModelProfile
+    tensor_parallel : {"profiled", "derived"}
+    value_bytes : int or None
+        Bytes per value of the TP collectives (the activations' dtype as the
+        framework sends them; None: the profile's ``bytes_per_value``).
+    shape : ModelShape or None
+        The model's shape, for GPU types the profile has no time on.
+    """
+
+    def __init__(self, profiles: Profiles, model: ModelProfile, *,
+                 tensor_parallel: str = "profiled", value_bytes: int | None = None,
+                 shape: ModelShape | None = None) -> None:
+        check(tensor_parallel in TP_MODES, "tensor_parallel", "one of " + ", ".join(TP_MODES),
+              tensor_parallel)
+        self.profiles, self.model, self.mode = profiles, model, tensor_parallel
+        self.value_bytes = value_bytes if value_bytes is not None else model.bytes_per_value
+        self.shape = shape if shape is not None else model.shape
+        self._cache: dict[tuple, tuple[tuple[LayerTimes, ...], tuple[str, ...]]] = {}
+
+    # -- sizes -----------------------------------------------------------------------
+    def layer_sizes(self, tp: int) -> tuple[tuple[LayerSizes, ...], tuple[str, ...]]:
+        """The layers' sizes at ``tp``: the profile's, else from the shape, else TP 1's split."""
+        m = self.model
+        if any(t == tp for t, _ in m.sizes):
+            return m.layer_sizes(tp), ()
+        if self.shape is not None:
+            return shape_sizes(self.shape, tp, m.bytes_per_value), (
+                f"sizes at TP {tp} from the model's shape",)
+        one = m.layer_sizes(1)
+        return tuple(LayerSizes(s.params // tp, s.activation_bytes,
+                                s.activation_memory_bytes / tp) for s in one), (
+            f"sizes at TP {tp} from TP 1: parameters and activation memory split over {tp} GPUs",)
+
+    # -- times -----------------------------------------------------------------------
+    def layer_times(self, gpu: str, microbatch_size: int, tp: int
+                    ) -> tuple[tuple[LayerTimes, ...], tuple[str, ...]]:
+        """``(times per layer, notes)``: measured, or estimated by the module's rules."""
+        key = (gpu, microbatch_size, tp)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._times(gpu, microbatch_size, tp)
+        return hit
+
+    def _times(self, gpu: str, b: int, tp: int) -> tuple[tuple[LayerTimes, ...], tuple[str, ...]]:
+        m = self.model
+        check_int("microbatch_size", b, low=1)
+        check_int("tp", tp, low=1)
+        measured_gpu = gpu in m.gpus
+        if not measured_gpu:
+            if self.shape is not None:
+                return self._from_shape(gpu, b, tp)
+            check(False, "gpu", f"a GPU type of the profile of {m.name} ({', '.join(m.gpus)}), "
+                  "or a model given by its shape on a GPU type of the catalogue", gpu)
+        if tp > 1 and (self.mode == "derived" or not self._has_tp(gpu, tp)):
+            if not self._has_tp(gpu, 1):
+                m.layer_times(gpu, b, tp)  # refuses naming what was measured
+            rows, notes = self._at_mbs(gpu, b, 1)
+            return self._derive_tp(gpu, b, tp, rows, notes)
+        return self._at_mbs(gpu, b, tp)
+
+    def _has_tp(self, gpu: str, tp: int) -> bool:
+        return any(t == tp for (_, _, t) in self.model.combinations(gpu))
+
+    def _at_mbs(self, gpu: str, b: int, tp: int) -> tuple[tuple[LayerTimes, ...], tuple[str, ...]]:
+        """Times at ``(gpu, b, tp)`` with the TP measured: the profile's at ``b``, else along the
+        line of the nearest profiled micro-batch sizes (then the backward rule if needed)."""
+        m = self.model
+        sizes = sorted({mb for (_, mb, t) in m.combinations(gpu) if t == tp})
+        if b in sizes:
+            return self._complete(gpu, b, tp, m.layer_times(gpu, b, tp), ())
+        check(bool(sizes), "tp", f"a TP degree the profile of {m.name} measured on {gpu}", tp)
+        lo, hi = MBS_RANGE[0] * sizes[0], MBS_RANGE[1] * sizes[-1]
+        check(lo <= b <= hi, "microbatch_size", f"a micro-batch size the profile of {m.name} "
+              f"measured on {gpu} at TP {tp} ({', '.join(map(str, sizes))}) or one within "
+              f"[{lo:g}, {hi:g}] of them (estimated, docs/real_runs.md)", b)
+        below = [x for x in sizes if x < b]
+        above = [x for x in sizes if x > b]
+        if below and above:
+            b0, b1, how = below[-1], above[0], "interpolated"
+        elif below:
+            b0, b1, how = (below[-2] if len(below) > 1 else below[-1]), below[-1], "extrapolated"
+        else:
+            b0, b1, how = above[0], (above[1] if len(above) > 1 else above[0]), "extrapolated"
+        r0, n0 = self._complete(gpu, b0, tp, m.layer_times(gpu, b0, tp), ())
+        r1, n1 = self._complete(gpu, b1, tp, m.layer_times(gpu, b1, tp), ())
+        near = sizes[-1] if b > sizes[-1] else sizes[0]
+        rn = r1 if near == b1 else r0
+
+        def at(x0: float, x1: float, xn: float) -> float:
+            v = _line(b0, x0, b1, x1, b) if b1 != b0 else x0 * b / b0
+            if how == "interpolated":
+                return v
+            lo, hi = sorted((xn, xn * b / near))  # between the nearest's time and proportion
+            return min(max(v, lo), hi)
+
+        rows = tuple(LayerTimes(at(p.forward, q.forward, n.forward),
+                                at(p.backward, q.backward, n.backward),  # type: ignore[arg-type]
+                                p.optimizer)  # the optimizer step does not depend on the batch
+                     for p, q, n in zip(r0, r1, rn, strict=True))
+        src = f"{b0} and {b1}" if b0 != b1 else f"{b0} (proportional)"
+        return rows, tuple(dict.fromkeys(n0 + n1 + (
+            f"{gpu} micro-batch {b} at TP {tp} {how} from the profiled sizes {src}",)))
+
+    def _complete(self, gpu: str, b: int, tp: int, rows: tuple[LayerTimes, ...],
+                  notes: tuple[str, ...]) -> tuple[tuple[LayerTimes, ...], tuple[str, ...]]:
+        """Fill a forward-only row's backward (and a missing optimizer step) by the rules."""
+        if all(r.backward is not None and r.optimizer is not None for r in rows):
+            return rows, notes
+        out, new = [], list(notes)
+        n = len(rows)
+        for i, r in enumerate(rows):
+            back, opt = r.backward, r.optimizer
+            if back is None:
+                cf, cb = (0.0, 0.0)
+                if tp > 1:
+                    nf, nb = tp_collectives(i, n)
+                    ar = self._allreduce(gpu, tp, self._hidden_bytes(i, b))
+                    cf, cb = nf * ar, nb * ar
+                back = 2.0 * max(r.forward - cf, 0.0) + cb
+            if opt is None:
+                opt = self._adam(gpu, tp, i)
+            out.append(LayerTimes(r.forward, back, opt))
+        if any(r.backward is None for r in rows):
+            new.append(f"{gpu} TP {tp}: backward = 2 x forward compute (forward-only profile)")
+        if any(r.optimizer is None for r in rows):
+            new.append(f"{gpu} TP {tp}: optimizer step from memory bandwidth (Adam, "
+                       f"{ADAM_BYTES_PER_PARAM:g} bytes per parameter)")
+        return tuple(out), tuple(new)
+
+    def _hidden_bytes(self, index: int, b: int) -> float:
+        """Bytes of one micro-batch's hidden states ``b x s x h`` around layer ``index``."""
+        one = self.layer_sizes(1)[0]
+        i = index - 1 if index == len(one) - 1 and index > 0 else index
+        return b * one[i].activation_bytes * self.value_bytes / self.model.bytes_per_value
+
+    def _allreduce(self, gpu: str, tp: int, size: float) -> float:
+        if tp <= 1 or size <= 0:
+            return 0.0
+        part = size / tp
+        bw, _ = self.profiles.intra_node_bandwidth(gpu, tp, part)
+        return 2 * (tp - 1) * part / bw
+
+    def _adam(self, gpu: str, tp: int, index: int) -> float:
+        mb = self.profiles.gpus[gpu].memory_bandwidth
+        check(mb is not None, "memory_bandwidth", f"given for {gpu} in the GPU catalogue (to "
+              "estimate an optimizer step the profile does not give)", None)
+        params = self.layer_sizes(tp)[0][index].params
+        return params * ADAM_BYTES_PER_PARAM / mb  # type: ignore[operator]
+
+    def _derive_tp(self, gpu: str, b: int, tp: int, rows: tuple[LayerTimes, ...],
+                   notes: tuple[str, ...]) -> tuple[tuple[LayerTimes, ...], tuple[str, ...]]:
+        n = len(rows)
+        one = self.layer_sizes(1)[0]
+        at_t = self.layer_sizes(tp)[0]
+        out = []
+        for i, r in enumerate(rows):
+            nf, nb = tp_collectives(i, n)
+            ar = self._allreduce(gpu, tp, self._hidden_bytes(i, b))
+            share = at_t[i].params / one[i].params if one[i].params else 1.0 / tp
+            out.append(LayerTimes(r.forward / tp + nf * ar, r.backward / tp + nb * ar,  # type: ignore[operator]
+                                  r.optimizer * share))  # type: ignore[operator]
+        _, src = self.profiles.intra_node_bandwidth(gpu, tp, 1.0)
+        return tuple(out), notes + (f"{gpu} TP {tp} derived from TP 1 (compute / {tp}, "
+                                    f"Megatron-LM's TP all-reduces over the {src})",)
+
+    def _from_shape(self, gpu: str, b: int, tp: int
+                    ) -> tuple[tuple[LayerTimes, ...], tuple[str, ...]]:
+        sh = self.shape
+        assert sh is not None
+        g = self.profiles.gpus[gpu]
+        bpv = self.value_bytes
+        # fp32 matrix multiplications run in TF32 where the GPU has it (NVIDIA's PyTorch
+        # containers set TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1; the Sailor artifact's Dockerfile
+        # builds on nvcr.io/nvidia/pytorch:24.10)
+        peak = g.peak_flops if bpv <= 2 else (g.peak_flops_tf32 or g.peak_flops_fp32)
+        check(peak is not None and g.memory_bandwidth is not None, "gpu",
+              f"a GPU type with peak_flops{'_fp32' if bpv > 2 else ''} and memory_bandwidth in "
+              "the catalogue (to estimate a model given by its shape)", gpu)
+        s, h, V = sh.sequence, sh.hidden, sh.vocabulary
+        sizes = shape_sizes(sh, tp, bpv)
+        act = b * s * h * bpv  # one micro-batch's hidden states
+        out = []
+        n = len(sizes)
+        for i, z in enumerate(sizes):
+            if i == 0:
+                flops = 0.0
+            elif i == n - 1:
+                flops = 2.0 * b * s * h * V / tp
+            else:
+                flops = (24.0 * b * s * h * h + 4.0 * b * s * s * h) / tp
+            moved = z.params * bpv + 2.0 * act
+            fwd = max(flops / peak, moved / g.memory_bandwidth)  # type: ignore[operator]
+            bwd = max(2 * flops / peak, 2 * moved / g.memory_bandwidth)  # type: ignore[operator]
+            nf, nb = tp_collectives(i, n)
+            ar = self._allreduce(gpu, tp, float(act))
+            out.append(LayerTimes(fwd + nf * ar, bwd + nb * ar,
+                                  z.params * ADAM_BYTES_PER_PARAM / g.memory_bandwidth))  # type: ignore[operator]
+        return tuple(out), (f"{gpu} TP {tp} micro-batch {b} estimated from the model's shape at "
+                            "the GPU's datasheet peak (roofline lower bound)",)
+
+    # -- a profile the planner can search ---------------------------------------------
+    def completed(self) -> ModelProfile:
+        """The model's profile with its measured combinations only, each forward-only row's
+        backward and missing optimizer step filled by the rules (what :mod:`sim.planner`
+        searches)."""
+        m = self.model
+        times = []
+        changed = False
+        for key, row in m.times:
+            gpu, b, tp = key
+            full, _ = self._complete(gpu, b, tp, row, ())
+            changed = changed or full != row
+            times.append((key, full))
+        return replace(m, times=tuple(times)) if changed else m

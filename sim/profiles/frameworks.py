@@ -1,0 +1,425 @@
+"""Which framework ran a plan: what it does with each transfer and collective, as values with sources.
+
+A plan names its framework (and version, precision and the few options the
+framework reads from its configuration); :func:`resolve` turns that into the
+behaviour ``dtsim train --plan`` simulates. Every value below was read in the
+framework's code at the version named, and carries the file and line it comes
+from (``docs/real_runs.md`` has the table). Measured runs never choose a value
+here: they are compared with what these values predict.
+
+What a framework decides, and where dtsim uses it:
+
+``p2p``
+    How a pipeline stage's send and receive meet its compute: ``"blocking"``
+    (the device waits until the paired transfer is done, DeepSpeed's
+    ``SendActivation``/``RecvActivation`` and Megatron-LM's non-interleaved
+    1F1B) or ``"overlap"`` (on a communication stream beside the compute).
+    :attr:`sim.training.TrainingConfig.p2p`.
+``partitioned`` and ``gathers``
+    Whether the ``t`` ranks of a TP group each send ``1/t`` of the activation
+    (and of its gradient) and rebuild it by an all-gather inside the node after
+    receiving it, and how many such all-gathers a stage runs per micro-batch in
+    its forward pass (after receiving the activation) and in its backward pass
+    (after receiving the gradient). Unpartitioned, every rank sends the whole
+    tensor.
+``allreduce``, ``barrier``, ``tied_first``
+    Where the data-parallel gradient all-reduce runs: ``"after-backward"``
+    (after the stage's last backward pass) or ``"overlap-backward"`` (buckets
+    launched as the last micro-batch's backward pass produces them); whether
+    every stage waits for all stages first (a global barrier); and whether the
+    tied-embedding all-reduce between the first and last stage runs before the
+    data-parallel one.
+``bucket_elements``, ``bucket_rule``
+    Gradient elements per all-reduce bucket (``inf``: one bucket), and how an
+    all-reduce overlapped with the backward pass cuts the gradients
+    (``megatron``: in production order, one bucket on every pipeline stage
+    but the first; ``ddp``: PyTorch DDP's, the first bucket 1 MiB at the
+    default cap): :func:`sim.training.traffic.gradient_buckets`.
+    :attr:`FrameworkBehaviour.sync` is the
+    :attr:`sim.training.TrainingConfig.sync` they make.
+``dp_bytes``, ``tied_bytes``, ``activation_bytes``
+    Bytes per value of the data-parallel gradient all-reduce, of the tied
+    gradient's all-reduce, and of the activations and their gradients sent
+    between stages, per training precision (``fp32``, ``fp16``, ``bf16``),
+    before any option.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import check
+
+__all__ = ["PRECISIONS", "Cited", "Framework", "FrameworkSpec", "FrameworkBehaviour",
+           "FRAMEWORKS", "DEFAULT_FRAMEWORK", "SAILOR_FRAMEWORK", "framework", "resolve",
+           "P2P_MODES", "ALLREDUCE_PLACEMENTS"]
+
+#: Bytes per value of each training precision.
+PRECISIONS = {"fp32": 4, "fp16": 2, "bf16": 2}
+P2P_MODES = ("blocking", "overlap")
+ALLREDUCE_PLACEMENTS = ("after-backward", "overlap-backward")
+
+_DS = "microsoft/DeepSpeed v0.16.5 (version.txt 0.16.5, commit 38327e0)"
+_SAILOR = ("eth-easl/sailor cf2c8e3 deepspeed/ (DeepSpeed 0.16.5, Dockerfile `pip install "
+           "deepspeed==0.16.5`, with its pipe_engine.py, p2p.py and utils.py copied over it)")
+_MEG = "NVIDIA/Megatron-LM commit d98e8a64dd (megatron/core/package_info.py 0.20.0)"
+_TORCH = "PyTorch torch/nn/parallel/distributed.py (DistributedDataParallel)"
+
+
+@dataclass(frozen=True)
+class Cited:
+    """A framework fact and where in the framework's code it was read."""
+
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework's behaviour (see the module docstring for each field)."""
+
+    key: str
+    title: str
+    versions: tuple[str, ...]
+    code: str
+    p2p: Cited
+    partitioned: Cited
+    gathers: Cited  # (forward, backward) all-gathers per micro-batch, or () when unpartitioned
+    gather_bytes: Cited  # bytes per value of the all-gather (None: the activation's)
+    allreduce: Cited
+    barrier: Cited
+    tied_first: Cited
+    bucket_elements: Cited
+    bucket_rule: Cited
+    dp_bytes: Cited
+    tied_bytes: Cited
+    activation_bytes: Cited
+    pipeline: bool = True
+    options: dict[str, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
+
+    def facts(self) -> dict[str, Cited]:
+        """Every fact by name (for tables)."""
+        return {k: getattr(self, k) for k in (
+            "p2p", "partitioned", "gathers", "gather_bytes", "allreduce", "barrier", "tied_first",
+            "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes")}
+
+
+_PREC = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+_DEEPSPEED_COMMON = dict(
+    p2p=Cited("blocking",
+              f"{_DS}: deepspeed/runtime/pipe/p2p.py:59-60 (send is dist.send, recv dist.recv, "
+              "blocking) and runtime/pipe/schedule.py:438,454 ('The communication is blocking and "
+              "must be paired'), issued in TrainSchedule order (schedule.py:189-244)"),
+    partitioned=Cited(True,
+                      f"{_DS}: runtime/config.py:467-468 (pipeline pipe_partitioned and "
+                      "grad_partitioned default True); runtime/pipe/engine.py:744-757 (the output "
+                      "becomes a PartitionedTensor over the TP group and its local part is sent)"),
+    allreduce=Cited("after-backward",
+                    f"{_DS}: runtime/pipe/engine.py:81 (enable_backward_allreduce = False: no "
+                    "reduction during backward) and runtime/pipe/schedule.py:238-241 "
+                    "(ReduceTiedGrads, ReduceGrads, OptimizerStep at the last step of the batch)"),
+    tied_first=Cited(True, f"{_DS}: runtime/pipe/schedule.py:239-240 (ReduceTiedGrads before "
+                     "ReduceGrads)"),
+    bucket_elements=Cited(500_000_000.0,
+                          f"{_DS}: runtime/engine.py:111 (MEMORY_OPT_ALLREDUCE_SIZE = 500000000), "
+                          "runtime/pipe/engine.py:300 (allreduce_gradients(bucket_size="
+                          "MEMORY_OPT_ALLREDUCE_SIZE)), runtime/engine.py:2523-2533 (a bucket is "
+                          "reduced once it holds more than that many elements)"),
+    bucket_rule=Cited("megatron", f"{_DS}: runtime/pipe/engine.py:81 (the pipeline engine never "
+                      "overlaps its all-reduce with the backward pass; one forced to, with "
+                      "--sync allreduce:overlap=backward, is cut as Megatron-LM's)"),
+    dp_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 2},
+                   f"{_DS}: runtime/engine.py:939-950 (communication_data_type: the config's, "
+                   "else fp16 with fp16, bf16 with bf16, else fp32) and 2491-2497 (a bucket is "
+                   "cast to it before dist.all_reduce; with bf16 the BF16_Optimizer's fp32 "
+                   "gradients, runtime/pipe/engine.py:298-304, are cast too)"),
+    tied_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                     f"{_DS}: runtime/pipe/engine.py:287-291 (dist.all_reduce of weight.grad, the "
+                     "model's dtype; with bf16 of weight._hp_grad, fp32; no cast)"),
+    activation_bytes=Cited(_PREC, f"{_DS}: runtime/pipe/engine.py:1038-1041 (the stage's "
+                           "output is sent as computed, in the model's dtype)"),
+    options={
+        "communication_data_type": (("fp32", "fp16", "bf16"),
+                                    f"{_DS}: runtime/config.py:252-266 (DeepSpeed config key "
+                                    "communication_data_type; sets dp_bytes)"),
+        "pipe_partitioned": ((True, False), f"{_DS}: runtime/config.py:467 (DeepSpeed config "
+                             "pipeline.pipe_partitioned; effective only with TP > 1, "
+                             "runtime/pipe/engine.py:144)"),
+    },
+)
+
+#: DeepSpeed's pipeline engine as released (what Megatron-DeepSpeed runs by default).
+DEEPSPEED = Framework(
+    key="deepspeed", title="DeepSpeed pipeline engine (PipelineEngine, TrainSchedule)",
+    versions=("0.16.5",), code=_DS,
+    gathers=Cited((1, 2), f"{_DS}: runtime/pipe/engine.py:719-726 (a stage after the first "
+                  "rebuilds its input, part_input.full(): one all-gather per forward pass) and "
+                  "826-848 (a stage before the last rebuilds its output, part_output.full(), and "
+                  "the received gradient, part_grad.full(): two per backward pass)"),
+    gather_bytes=Cited(None, f"{_DS}: runtime/utils.py:671-680 (PartitionedTensor.full: "
+                       "all_gather_into_tensor in the tensor's dtype)"),
+    barrier=Cited(False, f"{_DS}: runtime/pipe/engine.py:275-300 (no barrier: a stage reduces "
+                  "after its own last step; the tied all-reduce joins the first and last stage)"),
+    **_DEEPSPEED_COMMON,
+)
+
+#: The Sailor artifact's DeepSpeed (what the shipped runs ran): 0.16.5 with its own pipe engine.
+SAILOR = Framework(
+    key="sailor-deepspeed", title="DeepSpeed 0.16.5 pipeline engine as modified by the Sailor "
+    "artifact (the shipped runs)", versions=("0.16.5",), code=_SAILOR,
+    gathers=Cited((1, 1), f"{_SAILOR}: deepspeed/pipe_engine.py:757 (forward: reconstruct_tensor "
+                  "of the received parts over the TP group) and 875 (backward: reconstruct_tensor "
+                  "of the received gradient), each one all_gather_into_tensor "
+                  "(deepspeed/utils.py:666)"),
+    gather_bytes=Cited(4, f"{_SAILOR}: deepspeed/utils.py:631 (reconstruct_tensor gathers into a "
+                       "float32 buffer whatever the model's dtype)"),
+    barrier=Cited(True, f"{_SAILOR}: deepspeed/pipe_engine.py:318 (dist.barrier() after the tied "
+                  "all-reduce, 'for measurements': every stage waits for all before its "
+                  "data-parallel all-reduce)"),
+    **{**_DEEPSPEED_COMMON,
+       "p2p": Cited("blocking", f"{_SAILOR}: deepspeed/p2p.py:45-69 and 97-120 (send and recv "
+                    "call dist.send / dist.recv, blocking, for each pipeline group) in "
+                    "DeepSpeed's TrainSchedule order (deepspeed/pipe_engine.py:417-420)")},
+)
+
+#: Megatron-LM's own schedules and DistributedDataParallel (Megatron Core).
+MEGATRON = Framework(
+    key="megatron", title="Megatron-LM (Megatron Core schedules and DistributedDataParallel)",
+    versions=("0.20.0",), code=_MEG,
+    p2p=Cited("blocking", f"{_MEG}: megatron/core/pipeline_parallel/schedules.py:2181-2184 "
+              "(non-interleaved 1F1B refuses overlap_p2p_comm) and p2p_communication.py:416-418 "
+              "(wait_on_reqs: every isend/irecv is waited on before the next pass); a send and "
+              "the paired receive of the other direction are issued together "
+              "(send_forward_recv_backward, schedules.py:2416)"),
+    partitioned=Cited(False, f"{_MEG}: schedules.py:2140-2143 (each TP rank sends the whole "
+                      "(seq, mbs, hidden) tensor; 1/t of the sequence only with "
+                      "sequence_parallel)"),
+    gathers=Cited((), f"{_MEG}: schedules.py:2140-2143 (no all-gather after receiving)"),
+    gather_bytes=Cited(None, f"{_MEG}: no all-gather"),
+    allreduce=Cited("after-backward",
+                    f"{_MEG}: distributed/distributed_data_parallel_config.py:18 "
+                    "(overlap_grad_reduce = False) and finalize_model_grads.py:640 "
+                    "(finish_grad_sync after the pipeline's last backward pass)"),
+    barrier=Cited(False, f"{_MEG}: finalize_model_grads.py:560-640 (no barrier across stages)"),
+    tied_first=Cited(False, f"{_MEG}: finalize_model_grads.py:640 then 676 (the data-parallel "
+                     "all-reduce, then _allreduce_word_embedding_grads)"),
+    bucket_elements=Cited(math.inf, f"{_MEG}: distributed/distributed_data_parallel.py:133-137 "
+                          "(bucket_size None, one bucket, unless overlap_grad_reduce; then "
+                          "max(40000000, 1000000 x dp) elements)"),
+    bucket_rule=Cited("megatron", f"{_MEG}: distributed/distributed_data_parallel.py:160-171 "
+                      "('Turn off bucketing if we are on a pipeline stage that is not the "
+                      "first': one bucket there) and 101 (buckets of bucket_size elements on the "
+                      "first stage, launched as the last micro-batch's backward pass makes "
+                      "their gradients ready)"),
+    dp_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                   f"{_MEG}: distributed/distributed_data_parallel_config.py:15 "
+                   "(grad_reduce_in_fp32 = False: the model's dtype) and training/"
+                   "arguments.py:1204-1217 (bf16 accumulates and all-reduces in fp32)"),
+    tied_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                     f"{_MEG}: finalize_model_grads.py:250-258 (the embedding's main_grad, the "
+                     "gradient buffer's dtype, as dp_bytes)"),
+    activation_bytes=Cited(_PREC, f"{_MEG}: pipeline_parallel/p2p_communication.py:340-348 "
+                           "(received tensors of config.pipeline_dtype, the model's dtype)"),
+    options={
+        "overlap_grad_reduce": ((True, False),
+                                f"{_MEG}: distributed_data_parallel_config.py:18 and "
+                                "distributed_data_parallel.py:133-137 (buckets of max(4e7, 1e6 "
+                                "dp) elements reduced as the backward pass produces them)"),
+        "accumulate_allreduce_grads_in_fp32": ((True, False),
+                                               f"{_MEG}: training/arguments.py:1204-1219 "
+                                               "(fp32 gradient buffers: dp_bytes and tied_bytes "
+                                               "4)"),
+    },
+)
+
+#: PyTorch's DistributedDataParallel (data parallelism only).
+DDP = Framework(
+    key="ddp", title="PyTorch DistributedDataParallel", versions=("2.x",), code=_TORCH,
+    p2p=Cited("blocking", f"{_TORCH}: no pipeline (one stage)"),
+    partitioned=Cited(False, f"{_TORCH}: no pipeline"),
+    gathers=Cited((), f"{_TORCH}: no pipeline"),
+    gather_bytes=Cited(None, f"{_TORCH}: no pipeline"),
+    allreduce=Cited("overlap-backward",
+                    f"{_TORCH}: the reducer's autograd hooks all-reduce a bucket as soon as "
+                    "the backward pass has produced all its gradients (DistributedDataParallel "
+                    "docs, 'Internal Design')"),
+    barrier=Cited(False, f"{_TORCH}: no pipeline"),
+    tied_first=Cited(True, f"{_TORCH}: no pipeline"),
+    bucket_elements=Cited(25 * 1024 * 1024,
+                          f"{_TORCH}: DistributedDataParallel(bucket_cap_mb=25): buckets of "
+                          "25 MiB (here in bytes: divided by dp_bytes for elements)"),
+    bucket_rule=Cited("ddp", f"{_TORCH}: DistributedDataParallel._ddp_init_helper (parameters "
+                      "cut in registration order with limits [dist._DEFAULT_FIRST_BUCKET_BYTES "
+                      "= 1 MiB, bucket_bytes_cap], the buckets then reversed to follow the "
+                      "backward pass)"),
+    dp_bytes=Cited(_PREC, f"{_TORCH}: gradients all-reduced in the parameters' dtype"),
+    tied_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
+    activation_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
+    pipeline=False,
+    options={"bucket_cap_mb": ((), f"{_TORCH}: DistributedDataParallel(bucket_cap_mb=25)")},
+)
+
+FRAMEWORKS: dict[str, Framework] = {f.key: f for f in (DEEPSPEED, SAILOR, MEGATRON, DDP)}
+DEFAULT_FRAMEWORK = "deepspeed"
+#: What a Sailor plan_config (the artifact's run files) ran.
+SAILOR_FRAMEWORK = "sailor-deepspeed"
+
+
+def framework(name: str) -> Framework:
+    """The framework called ``name`` (one line naming ``framework`` if there is none)."""
+    f = FRAMEWORKS.get(name) if isinstance(name, str) else None
+    check(f is not None, "framework", "one of " + ", ".join(FRAMEWORKS), name)
+    return f  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class FrameworkSpec:
+    """What a plan says ran it: a framework, its version, the precision, and options.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`FRAMEWORKS`.
+    version : str or None
+        A version the table was read at (None: the table's).
+    precision : {"fp32", "fp16", "bf16"} or None
+        The training precision (None: from the model profile's bytes per value).
+    options : tuple of (str, value)
+        Options of the framework's configuration the table knows
+        (``Framework.options``), e.g. DeepSpeed's ``communication_data_type``.
+    """
+
+    name: str = DEFAULT_FRAMEWORK
+    version: str | None = None
+    precision: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        fw = framework(self.name)
+        if self.version is not None:
+            check(self.version in fw.versions, "framework_version",
+                  f"a version of {fw.key} the table was read at ({', '.join(fw.versions)})",
+                  self.version)
+        if self.precision is not None:
+            check(self.precision in PRECISIONS, "precision", "one of " + ", ".join(PRECISIONS),
+                  self.precision)
+        opts = tuple(self.options.items()) if isinstance(self.options, dict) else self.options
+        check(isinstance(opts, tuple), "framework_options", "a table of options", self.options)
+        seen = set()
+        for item in opts:
+            check(isinstance(item, tuple) and len(item) == 2, "framework_options",
+                  "(name, value) pairs", item)
+            k, v = item
+            check(k in fw.options, "framework_options", f"an option {fw.key} has ("
+                  + (", ".join(fw.options) or "none") + ")", k)
+            check(k not in seen, "framework_options", "each option once", k)
+            seen.add(k)
+            allowed = fw.options[k][0]
+            if allowed:
+                check(any(v == a and type(v) is type(a) for a in allowed), k,
+                      "one of " + ", ".join(map(str, allowed)), v)
+            else:
+                check(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                      and math.isfinite(v), k, "a number > 0", v)
+        object.__setattr__(self, "options", tuple(sorted(opts)))
+
+    @property
+    def framework(self) -> Framework:
+        return framework(self.name)
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
+
+
+@dataclass(frozen=True)
+class FrameworkBehaviour:
+    """What a framework does with one plan's traffic, resolved to numbers (with sources)."""
+
+    framework: Framework
+    precision: str
+    p2p: str
+    partitioned: bool
+    gathers: tuple[int, ...]
+    gather_bytes: int
+    allreduce: str
+    barrier: bool
+    tied_first: bool
+    bucket_elements: float
+    dp_bytes: int
+    tied_bytes: int
+    activation_bytes: int
+    sources: dict[str, str]
+    bucket_rule: str = "megatron"
+    first_bucket: bool = False  # DDP at its default cap: the first bucket 1 MiB
+
+    @property
+    def bucket_bytes(self) -> float:
+        """Bytes of a gradient all-reduce bucket (``inf``: one bucket)."""
+        return self.bucket_elements * float(self.dp_bytes)
+
+    @property
+    def sync(self) -> str:
+        """The :attr:`sim.training.TrainingConfig.sync` of this behaviour: ``allreduce`` after
+        the last backward pass (its buckets are the config's ``bucket_size``), or overlapped
+        with the backward pass with the framework's bucket rule and bucket (none at DDP's
+        default, which the adapter knows: 25 MiB, the first 1 MiB)."""
+        if self.allreduce != "overlap-backward":
+            return "allreduce"
+        text = f"allreduce:overlap=backward,buckets={self.bucket_rule}"
+        if not self.first_bucket and math.isfinite(self.bucket_bytes):
+            text += f",bucket_size={self.bucket_bytes:.17g}"
+        return text
+
+
+def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> FrameworkBehaviour:
+    """The behaviour of ``spec`` (None: the default framework) for a plan of ``dp`` replicas.
+
+    ``profile_bytes`` is the model profile's bytes per value, the precision
+    when the spec gives none (4: fp32, 2: fp16).
+    """
+    spec = spec if spec is not None else FrameworkSpec()
+    fw = spec.framework
+    if spec.precision is not None:
+        prec = spec.precision
+    else:
+        check(profile_bytes in (2, 4), "precision", "given (fp32, fp16 or bf16) when the model "
+              "profile's bytes_per_value is not 4 or 2", profile_bytes)
+        prec = "fp32" if profile_bytes == 4 else "fp16"
+    src = {k: c.source for k, c in fw.facts().items()}
+    dp_bytes = fw.dp_bytes.value[prec]
+    tied_bytes = fw.tied_bytes.value[prec]
+    allreduce = fw.allreduce.value
+    bucket = fw.bucket_elements.value
+    partitioned = fw.partitioned.value
+    cdt = spec.option("communication_data_type")
+    if cdt is not None:
+        dp_bytes = PRECISIONS[cdt]
+        src["dp_bytes"] = fw.options["communication_data_type"][1]
+    if spec.option("pipe_partitioned") is False:
+        partitioned = False
+        src["partitioned"] = fw.options["pipe_partitioned"][1]
+    if spec.option("accumulate_allreduce_grads_in_fp32"):
+        dp_bytes = tied_bytes = 4
+        src["dp_bytes"] = src["tied_bytes"] = fw.options["accumulate_allreduce_grads_in_fp32"][1]
+    if spec.option("overlap_grad_reduce"):
+        allreduce = "overlap-backward"
+        bucket = float(max(40_000_000, 1_000_000 * dp))
+        src["allreduce"] = src["bucket_elements"] = fw.options["overlap_grad_reduce"][1]
+    first = False
+    if fw.key == "ddp":
+        mb = spec.option("bucket_cap_mb", 25)
+        bucket = mb * 1024 * 1024 / dp_bytes
+        first = spec.option("bucket_cap_mb") is None
+        if not first:
+            src["bucket_elements"] = fw.options["bucket_cap_mb"][1]
+    gb = fw.gather_bytes.value
+    act = fw.activation_bytes.value[prec]
+    return FrameworkBehaviour(
+        framework=fw, precision=prec, p2p=fw.p2p.value, partitioned=partitioned,
+        gathers=tuple(fw.gathers.value) if partitioned else (), gather_bytes=gb if gb else act,
+        allreduce=allreduce, barrier=fw.barrier.value, tied_first=fw.tied_first.value,
+        bucket_elements=float(bucket), dp_bytes=dp_bytes, tied_bytes=tied_bytes,
+        activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first)

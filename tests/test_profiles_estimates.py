@@ -1,0 +1,152 @@
+"""sim.profiles.estimates: times a profile does not hold, each by a stated rule, marked."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import replace
+
+import pytest
+
+from sim.engines import predictions
+from sim.errors import ConfigError
+from sim.profiles import (
+    GPUCatalogue,
+    GPUType,
+    LayerSizes,
+    LayerTimes,
+    ModelProfile,
+    ModelShape,
+    NetworkProfile,
+    Plan,
+    Profiles,
+    ReplicaSpec,
+    StageSpec,
+    load_profiles,
+    model_from_data,
+    model_to_data,
+)
+from sim.profiles.build import build_plan
+from sim.profiles.estimates import ADAM_BYTES_PER_PARAM, Estimator, tp_collectives
+from sim.rng import Streams
+from sim.training import training_model
+
+BW = 1e10  # the toy GPU's intra-node bandwidth, bytes/s
+
+
+def _profiles(times, sizes=None, shape=None, **kw) -> Profiles:
+    sizes = sizes if sizes is not None else ((1, tuple(LayerSizes(1000, 4.0e6, 1.0e6)
+                                                         for _ in range(4))),)
+    m = ModelProfile("M", 4, times, sizes, shape=shape, **kw)
+    gpu = GPUType("G", 1e12, intra_node_bandwidth=BW, peak_flops=1e14, peak_flops_fp32=2e13,
+                  memory_bandwidth=1e12)
+    return Profiles((m,), GPUCatalogue((gpu,)), NetworkProfile(()))
+
+
+def _row(f: float, b: float | None = None, o: float | None = 0.0) -> tuple[LayerTimes, ...]:
+    return tuple(LayerTimes(f * (i + 1), None if b is None else b * (i + 1), o) for i in range(4))
+
+
+def test_tp_derived_from_tp1_adds_megatrons_allreduces():
+    """TP t from a TP-1 profile: compute / t, plus 2 all-reduces of b s h forward and 2 backward
+    per transformer layer (1 forward in the embedding, 1 backward in the head), each a ring of
+    2 (t-1) steps of S/t bytes at the intra-node bandwidth."""
+    p = _profiles(((("G", 2, 1), _row(1.0, 2.0, 0.5)),))
+    rows, notes = Estimator(p, p.models[0]).layer_times("G", 2, 4)
+    S = 2 * 4.0e6  # two samples' hidden states, fp32 as profiled
+    ar = 2 * 3 * (S / 4) / BW
+    for i, r in enumerate(rows):
+        nf, nb = tp_collectives(i, 4)
+        assert r.forward == pytest.approx(1.0 * (i + 1) / 4 + nf * ar, rel=1e-12)
+        assert r.backward == pytest.approx(2.0 * (i + 1) / 4 + nb * ar, rel=1e-12)
+    assert [tp_collectives(i, 4) for i in range(4)] == [(1, 0), (2, 2), (2, 2), (0, 1)]
+    assert any("TP 4 derived from TP 1" in n for n in notes)
+    # without an intra-node bandwidth there is no rule: one line naming it
+    bare = replace(p, gpus=GPUCatalogue((GPUType("G", 1e12),)))
+    with pytest.raises(ConfigError, match="'intra_node_bandwidth' must be given for G"):
+        Estimator(bare, bare.models[0]).layer_times("G", 2, 4)
+
+
+def test_unprofiled_microbatch_is_linear_between_profiled_sizes_and_refused_far_out():
+    """Between two profiled sizes the time is linear in the micro-batch size; beyond them it
+    follows the nearest two, within half the smallest to twice the largest; further is refused."""
+    p = _profiles(((("G", 2, 1), _row(1.0, 2.0)), (("G", 4, 1), _row(1.5, 3.5))))
+    e = Estimator(p, p.models[0])
+    rows, notes = e.layer_times("G", 3, 1)
+    assert rows[0].forward == pytest.approx(1.25) and rows[0].backward == pytest.approx(2.75)
+    assert "interpolated from the profiled sizes 2 and 4" in notes[-1]
+    rows, notes = e.layer_times("G", 8, 1)  # 1.5 + 0.25 (8 - 4), from 4 and 2
+    assert rows[0].forward == pytest.approx(2.5) and "extrapolated" in notes[-1]
+    rows, _ = e.layer_times("G", 1, 1)  # 1.0 - 0.25 = 0.75, above proportional 0.5
+    assert rows[0].forward == pytest.approx(0.75)
+    for b in (9, 16):
+        with pytest.raises(ConfigError, match=re.escape("or one within [1, 8] of them")):
+            e.layer_times("G", b, 1)
+    assert e.layer_times("G", 2, 1) == (p.models[0].layer_times("G", 2, 1), ())  # measured: as is
+
+
+def test_forward_only_profile_takes_twice_the_forward_compute():
+    """A forward-only row's backward is 2 x its forward compute (TP's forward all-reduces out,
+    its backward ones in), its optimizer step Adam's 28 bytes per parameter at the memory
+    bandwidth; the model file's [forward] rows round-trip."""
+    p = _profiles(((("G", 2, 1), _row(1.0, None, None)),
+                   (("G", 2, 2), _row(0.6, None, None))),
+                  sizes=((1, tuple(LayerSizes(1000, 4.0e6, 1.0e6) for _ in range(4))),
+                         (2, tuple(LayerSizes(500, 4.0e6, 0.5e6) for _ in range(4)))))
+    m = p.models[0]
+    assert m.forward_only
+    e = Estimator(p, m)
+    rows, notes = e.layer_times("G", 2, 1)
+    assert [r.backward for r in rows] == pytest.approx([2.0 * (i + 1) for i in range(4)])
+    assert rows[1].optimizer == pytest.approx(1000 * ADAM_BYTES_PER_PARAM / 1e12)
+    assert any("backward = 2 x forward" in n for n in notes)
+    rows2, _ = e.layer_times("G", 2, 2)
+    ar = 2 * 1 * (2 * 4.0e6 / 2) / BW
+    assert rows2[1].backward == pytest.approx(2 * (1.2 - 2 * ar) + 2 * ar)
+    assert model_from_data(json.loads(json.dumps(model_to_data(m)))) == m
+    full = e.completed()
+    assert not full.forward_only and full.layer_times("G", 2, 2)[1].backward == rows2[1].backward
+
+
+def test_plan_with_only_a_tp1_profile_runs_and_says_so(tmp_path):
+    """A TP-2 plan on a profile measured at TP 1 builds, runs in the DES as in its closed form,
+    and names every estimate."""
+    p = _profiles(((("G", 2, 1), _row(0.01, 0.02, 0.001)),))
+    rep = ReplicaSpec("G", 2, 2, "z")
+    plan = Plan((StageSpec((0, 1, 2, 3), (rep,)),), 2, 8, model="M")
+    b = build_plan(plan, p, steps=1, network=True)
+    assert any("G TP 2 derived from TP 1" in n for n in b.estimates)
+    assert any("sizes at TP 2 from TP 1" in n for n in b.estimates)
+    closed = build_plan(plan, p, steps=1)
+    t = training_model(b.config, Streams(0).replication(0))["step_time_mean"]
+    assert t == pytest.approx(predictions("training", closed.config)["step_time_mean"]["value"],
+                              rel=1e-9)
+
+
+def test_shape_gives_the_profiles_parameters_and_a_lower_bound_on_its_times():
+    """GPT-Neo-2.7's shape (32 layers, hidden 2560, 32 heads, sequence 2048, vocabulary 50304)
+    gives the artifact's measured parameters per layer at TP 1; its roofline times at the
+    GH200's datasheet peak are below every measured transformer layer's time."""
+    prof = load_profiles(models=("GPT-Neo-2.7",))
+    neo = prof.model("GPT-Neo-2.7")
+    shape = ModelShape(32, 2560, 32, 2048, 50304)
+    m = ModelProfile("Neo-shape", 34, (), (), shape=shape, tied_embeddings=True)
+    got = m.layer_sizes(1)
+    assert [s.params for s in got[:-1]] == [s.params for s in neo.layer_sizes(1)[:-1]]
+    assert got[1].activation_bytes == neo.layer_sizes(1)[1].activation_bytes
+    p = replace(prof, models=(m,))
+    e = Estimator(p, m)
+    for (_, b, tp) in neo.combinations("GH-96"):
+        if tp != 1:
+            continue
+        est, notes = e.layer_times("GH-96", b, 1)
+        meas = neo.layer_times("GH-96", b, 1)
+        for i in range(1, 33):
+            assert est[i].forward <= meas[i].forward and est[i].backward <= meas[i].backward
+        assert "estimated from the model's shape" in notes[0]
+    with pytest.raises(ConfigError, match="'gpu' must be a GPU type with peak_flops"):
+        Estimator(replace(p, gpus=GPUCatalogue((GPUType("X", 1e10),))), m).layer_times("X", 1, 1)
+    data = model_to_data(m)
+    assert model_from_data(json.loads(json.dumps(data))) == m
+    assert math.isclose(shape.hidden / shape.heads, 80)
