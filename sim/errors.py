@@ -7,6 +7,7 @@ a single line and exit with status 2 (the attrs ``validators`` convention).
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 import resource
@@ -48,10 +49,26 @@ class ConfigError(ValueError):
         self.name = name
         self.rule = rule
         self.value = value
-        super().__init__(f"'{name}' must be {rule}: {value!r}")
+        super().__init__(f"'{name}' must be {rule}: {_shown(value)}")
 
     def __reduce__(self):  # picklable across process pools and Dask workers
         return (type(self), (self.name, self.rule, self.value))
+
+
+#: Longest value a message shows whole (characters of its repr); a longer one (a 128 KB
+#: field of a CSV file, a 5000-digit number) shows its start, its length and its end.
+MAX_SHOWN = 300
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's str conversion limit (4300 digits)
+        bits = value.bit_length() if isinstance(value, int) else 0
+        text = f"<an integer of about {bits * 0.30103:.0f} digits>"
+    if len(text) > MAX_SHOWN:
+        text = f"{text[:200]}... ({len(text)} characters) ...{text[-40:]}"
+    return text
 
 
 class SimulationError(RuntimeError):
@@ -431,7 +448,7 @@ def read_input_text(name: str, path: str | os.PathLike[str], *, limit: int = MAX
     """
     data = read_input_bytes(name, path, limit=limit, rule=rule)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(name, "a text file (UTF-8)",
                           f"{path} (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
@@ -442,7 +459,8 @@ def read_csv_text(name: str, path: str | os.PathLike[str]) -> str:
     """The text of a CSV file, or one ConfigError line naming ``name`` and what is wrong.
 
     Read with :func:`read_input_bytes` (a regular file of at most
-    :data:`MAX_INPUT_BYTES`).
+    :data:`MAX_INPUT_BYTES`). A UTF-8 byte-order mark (what spreadsheet programs
+    write first) is not text: it is dropped, so the first column keeps its name.
 
     Raises
     ------
@@ -453,8 +471,12 @@ def read_csv_text(name: str, path: str | os.PathLike[str]) -> str:
         file is bad input, not a crash).
     """
     data = read_input_bytes(name, path, rule="a readable CSV file")
+    # a field may be as long as the file (the csv module's default limit, 128 KiB, would
+    # end a valid file in a csv.Error): the file's size is bounded already
+    if csv.field_size_limit() < MAX_INPUT_BYTES:
+        csv.field_size_limit(MAX_INPUT_BYTES)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(name, "a CSV text file (UTF-8)",
                           f"{path} (byte {exc.object[exc.start:exc.start + 1]!r} at offset "

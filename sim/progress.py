@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["wanted", "quiet", "report", "begin", "tracking"]
+__all__ = ["wanted", "quiet", "report", "begin", "tracking", "bar"]
 
 _ENABLED: ContextVar[bool | None] = ContextVar("dtsim_progress_enabled", default=None)
 _HOOK: ContextVar[Any] = ContextVar("dtsim_progress_hook", default=None)
@@ -107,3 +107,32 @@ def tracking(bar: Any) -> Iterator[_Partial | None]:
         yield part
     finally:
         _HOOK.reset(token)
+
+
+class _Off:
+    """A bar that is not shown (tqdm is not even imported)."""
+
+    def update(self, n: float = 1) -> None:  # noqa: D102
+        pass
+
+
+@contextmanager
+def bar(total: float, desc: str, *, unit: str = "it", show: bool | None = None) -> Iterator[Any]:
+    """A progress bar with an ETA over ``total`` units of one long computation.
+
+    For work that runs outside :func:`sim.runner.replicate` (a search, a long
+    table): shown under the same rule as every bar (:func:`wanted`: a terminal,
+    not ``--quiet``), else an object whose ``update`` does nothing. The caller
+    calls ``update(n)`` as units finish; the bar is removed when the block ends.
+    """
+    if not wanted(show) or not total > 0:
+        yield _Off()
+        return
+    from tqdm import tqdm
+
+    b = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True,
+             leave=False)
+    try:
+        yield b
+    finally:
+        b.close()

@@ -134,7 +134,7 @@ def pytest_configure(config) -> None:
             path = (Path(config.invocation_params.dir) / arg.split("::")[0]).resolve()
             if path.is_dir() and (path == tests or tests in path.parents or path in tests.parents):
                 files.update(tests.glob("test_*.py"))
-            elif path.suffix == ".py" and path.parent == tests:
+            elif path.suffix == ".py" and path.parent == tests and path.is_file():
                 files.add(path)
         if files:
             _rewrite_tests_once(sorted(files) + [tests / "conftest.py"])

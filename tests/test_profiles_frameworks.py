@@ -148,7 +148,7 @@ def test_plan_files_name_their_framework(tmp_path):
            ({"framework": {"name": "deepspeed", "communication_data_type": "fp64"}},
             "'communication_data_type' must be one of fp32, fp16, bf16"),
            ({"framework": 3}, "'framework' must be a name or a table"),
-           ({"frameworks": "deepspeed"}, "'plan' must be keys model")]
+           ({"frameworks": "deepspeed"}, "'plan' must be a table of model, microbatch_size, global_batch_size, stages, framework (no other key)")]
     for extra, msg in bad:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             plan_from_data({**doc, **extra})

@@ -48,23 +48,29 @@ CR_REMOVALS = [(12.0, 5), (52.0, 4), (75.0, 1)]
 
 
 def test_checkpoint_restart_replay_is_exact(tmp_path):
-    """6 workers as 3 pipelines of 2; K=3, C=2, R=5, N=6. By hand: w5 lost at 12 (step 2) rolls
-    back to 0; restart to 17 on 2 pipelines (10 s steps): steps at 27, 37, 47, checkpoint to
-    49; w4 (a spare) lost at 52 changes nothing; w1 lost at 75 (step 6) rolls back to 3;
-    restart to 80 on 1 pipeline (18 s): steps at 98, 116, 134. Wall time 134."""
+    """6 workers (w = 3 stage + replica) as 3 pipelines of 2, pipeline i = (s0ri, s1ri) =
+    (w0 w3), (w1 w4), (w2 w5); K=3, C=2, R=5, N=6. By hand: w5 lost at 12 (step 2) rolls back
+    to 0; restart to 17 on (w0 w3), (w1 w4), w2 spare (10 s steps): steps at 27, 37, 47,
+    checkpoint to 49; w4 lost at 52 (step 4) rolls back to 3; restart to 57 on (w0 w3),
+    (w1 w2): steps at 67; w1 lost at 75 (step 5) rolls back to 3; restart to 80 on (w0 w3),
+    w2 spare (18 s): steps at 98, 116, 134, the checkpoint after the last step to 136. Wall
+    time 136, 3 restarts, 2 checkpoints.
+
+    (Before issue 33 the workers were in stage-major order, so w4 was the spare at 52 and the
+    run had 2 restarts, and no checkpoint followed the last step: 134.)"""
     cfg = TrainingConfig(stages=2, replicas=3, steps=6, step_times=CR_TIMES,
                          failure_trace=_removals(tmp_path, CR_REMOVALS, 2, 3),
                          strategy="checkpoint-restart:every=3,checkpoint=2,restart=5,boot=0")
     engine, m = _run(cfg)
     assert engine == "job"
-    assert m["training_time"] == 134.0
-    assert (m["restarts"], m["checkpoints"]) == (2.0, 1.0)
-    assert m["lost_work"] == 12.0 + (20.0 + 6.0)  # 1.5 steps, then steps 4-5 and 6 s of 6
+    assert m["training_time"] == 136.0
+    assert (m["restarts"], m["checkpoints"]) == (3.0, 2.0)
+    assert m["lost_work"] == 12.0 + 3.0 + (10.0 + 8.0)  # 1.5 steps; 3 s of step 4; 4 and 8 s
     ref = analytic.replay_checkpoint_restart(
         n0=6, removals=CR_REMOVALS, stages=2, replicas=3, steps=6,
         step_time=lambda sizes, held: CR_TIMES.lookup(len(sizes)), every=3, checkpoint=2.0,
         restart=5.0)
-    assert ref == 134.0
+    assert ref == 136.0
 
 
 def test_checkpoint_restart_waits_then_says_why(tmp_path):
@@ -119,22 +125,23 @@ def test_redundancy_two_adjacent_losses_are_fatal():
 # ----------------------------------------------------------------------------- reconfiguration
 
 RC_TIMES = _table("pipelines", [(1, 18.0), (2, 10.0), (3, 8.0)])
-RC_REMOVALS = [(12.0, 5), (30.0, 4), (40.0, 0), (60.0, 2)]
+RC_REMOVALS = [(12.0, 5), (30.0, 4), (40.0, 0), (60.0, 1)]
 
 
 def test_reconfiguration_replay_is_exact(tmp_path):
-    """6 workers as 3 pipelines of 2 (8 s), reconfigure 1, restart 7, no checkpoint, N=6. By
-    hand: w5 lost at 12 drops step 2; re-formed by 13 as 2 pipelines (10 s, w4 spare): steps
-    at 23, 33; w4 lost at 30 (spare); w0 lost at 40 drops step 4; by 41 one pipeline
-    (w1 w2, 18 s): steps at 59; w2 lost at 60 leaves stage 1 with no holder: back to step 0,
-    restart to 67 on w1 w3: six steps of 18, 175."""
+    """6 workers as 3 pipelines of 2 in pipeline order, (w0 w3), (w1 w4), (w2 w5) (8 s),
+    reconfigure 1, restart 7, no checkpoint, N=6. By hand: w5 lost at 12 drops step 2;
+    re-formed by 13 as (w0 w3), (w1 w4) (10 s, w2 spare): steps at 23; w4 lost at 30 drops
+    step 3; by 31 (w0 w3), (w1 w2): w0 lost at 40 drops step 3; by 41 one pipeline (w3 w1,
+    18 s; w2 spare): step 3 at 59; w1 lost at 60 leaves stage 1 with no holder: back to
+    step 0, restart to 67 on (w3 w2): six steps of 18, 175."""
     cfg = TrainingConfig(stages=2, replicas=3, steps=6, step_times=RC_TIMES,
                          failure_trace=_removals(tmp_path, RC_REMOVALS, 2, 3),
                          strategy="reconfiguration:reconfigure=1,restart=7,boot=0")
     engine, m = _run(cfg)
     assert engine == "job"
     assert m["training_time"] == 175.0
-    assert (m["reconfigurations"], m["fatal_failures"]) == (2.0, 1.0)
+    assert (m["reconfigurations"], m["fatal_failures"]) == (3.0, 1.0)
     ref = analytic.replay_reconfiguration(
         n0=6, removals=RC_REMOVALS, stages=2, steps=6,
         step_time=lambda sizes, held: RC_TIMES.lookup(len(sizes)), work=(3.0, 3.0),
@@ -304,6 +311,6 @@ def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path):
                          strategy="checkpoint-restart:every=100,checkpoint=5,restart=1,boot=0")
     _, m = _run(cfg)
     # steps at 10..80 (8), checkpoint 80-85, step 9 85-95, step 10 95-100 lost at 100,
-    # restart 100-101, steps 9-12 at 111, 121, 131, 141
-    assert m["notices_used"] == 1.0 and m["checkpoints"] == 1.0
-    assert m["training_time"] == 141.0
+    # restart 100-101, steps 9-12 at 111, 121, 131, 141, the last checkpoint 141-146
+    assert m["notices_used"] == 1.0 and m["checkpoints"] == 2.0
+    assert m["training_time"] == 146.0

@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "bad_inputs.md"
@@ -1088,7 +1089,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                 "--availability", "0.5"), refuse("availability"))
     for group in (network_cases, real_run_cases, strategy_cases, hardening_cases,
                   byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases,
-                  traffic_cases, timeline_cases, real_runs_ii_cases):
+                  traffic_cases, timeline_cases, real_runs_ii_cases, users_network_cases,
+                  users_profile_cases, users_planner_cases, users_strategy_cases,
+                  users_design_cases, users_byzantine_cases):
         cases.extend(group(fx))
     return cases
 
@@ -1916,7 +1919,8 @@ def planner_cases(fx: Fixtures) -> list[Case]:
         refuse("schedule"))
     add("plan/p2p-unknown", P(*gh, *quick, "--p2p", "sometimes"), refuse("p2p"))
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
-    add("plan/failures-without-restart", P(*gh, *quick, "--mtbf", "100"), refuse("restart_cost"),
+    add("plan/failures-without-restart", P(*gh, *quick, "--simulate", "1", "--mtbf", "100"),
+        refuse("restart_cost"),
         note="a framework run restarts from its last checkpoint")
     add("plan/replace-time-without-mtbf", P(*gh, *quick, "--replace-time", "5"),
         refuse("replace_time"))
@@ -2086,7 +2090,8 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
                                   "links": [{"src": {"gpu": "GH-96", "zone": "us-central1-a"},
                                              "dst": {"gpu": "GH-96", "zone": "us-central1-a"},
                                              "flows": 1, "bandwidth": -5}]}))
-    add("plan/fleet-link-negative", P("--fleet", str(fleet), *quick), refuse("bandwidth"))
+    add("plan/fleet-link-negative", P("--fleet", str(fleet), *quick), refuse("network|bandwidth"),
+        note="the fleet file's link, named by the document and the key")
     return cases
 
 
@@ -2104,6 +2109,942 @@ def newcomer_cases(fx: Fixtures) -> list[Case]:
         cases.append(Case(f"run/FIXED-{what}", list(dtsim("run", str(f), "--out",
                                                                str(fx.root / f"ofixed{k}"))),
                           refuse("FIXED")))
+    return cases
+
+
+# ----------------------------------------------------------------------------- issue 33
+# Users' own inputs on the recent surfaces: one group per surface (network, profiles and
+# plans, planner, strategies, Byzantine options, design with traces).
+
+
+def users_network_cases(fx: Fixtures) -> list[Case]:
+    """``dtsim network`` (and ``train --network``) on a user's own graph and flows files."""
+    if not _has_command("network"):
+        return []
+    cases: list[Case] = []
+    w = fx._write
+    N = lambda *a: dtsim("network", *a)  # noqa: E731
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case("network/" + id_, list(argv), expect, **kw))
+
+    def flows(name: str, rows: str) -> str:
+        return str(w(f"un/{name}.csv", "src,dst,size,start\n" + rows))
+
+    def graph(name: str, text: str) -> str:
+        return str(w(f"un/{name}", text))
+
+    # -- hosts by name: every format, string / shuffled integer / mixed names --
+    abc = graph("abc.edges", "a b 1 10\nb c 1 10\ncore b 0.5 20\n")
+    add("named-edges-a-to-c", N("--topology", abc, "--flows", flows("ac", "a,c,100,0\n")),
+        ok("makespan 12"), note="was 'dst must be reachable from src' on the path a-b-c")
+    add("named-edges-to-switch", N("--topology", abc, "--flows", flows("acore", "a,core,10,0\n")),
+        ok("makespan"), note="a flow may end at a switch")
+    shuffled = graph("shuffled.edges", "5 3 1 10\n3 0 1 10\n0 7 1 inf\n")
+    add("integer-names-not-in-order", N("--topology", shuffled, "--flows",
+                                        flows("f50", "5,0,100,0\n")), ok("makespan 12"),
+        note="integer names 5, 3, 0, 7 in that order: was the wrong pair of positions")
+    add("integer-names-infinite-route", N("--topology", shuffled, "--flows",
+                                          flows("f07", "0,7,100,0\n")), refuse("topology"),
+        note="0 -> 7 crosses only an infinite link: was accepted as positions 0 -> 3")
+    gml = graph("named.gml", 'graph [\n node [ id 0 label "core" role "switch" ]\n'
+                ' node [ id 1 label "h1" ]\n node [ id 2 label "h2" nic 5 ]\n'
+                ' edge [ source 0 target 1 bandwidth 10 latency 0.1 ]\n'
+                ' edge [ source 0 target 2 bandwidth 10 latency 0.1 ]\n]\n')
+    add("named-gml", N("--topology", gml, "--flows", flows("h12", "h1,h2,50,0\n")),
+        ok("makespan 10.2"))
+    typed = graph("typed.gml", 'graph [\n node [ id 0 label 7 ]\n node [ id 1 label "x7" ]\n'
+                  ' node [ id 2 label "seven" ]\n'
+                  ' edge [ source 0 target 1 bandwidth 10 ]\n edge [ source 1 target 2 '
+                  'bandwidth 10 ]\n]\n')
+    add("mixed-gml-labels", N("--topology", typed, "--flows", flows("7s", "7,seven,10,0\n")),
+        ok("makespan 3"), note="an integer label and text labels in one file")
+    gx = graph("named.graphml", '<?xml version="1.0"?><graphml xmlns="http://graphml.graphdrawing'
+               '.org/xmlns"><key id="bw" for="edge" attr.name="bandwidth" attr.type="double"/>'
+               '<graph edgedefault="undirected"><node id="spine"/><node id="n-1"/>'
+               '<node id="n-2"/><edge source="spine" target="n-1"><data key="bw">4</data></edge>'
+               '<edge source="spine" target="n-2"><data key="bw">4</data></edge></graph>'
+               '</graphml>')
+    add("named-graphml", N("--topology", gx, "--flows", flows("n12", "n-1,n-2,8,0\n")),
+        ok("makespan 4"))
+    add("named-graphml-unknown", N("--topology", gx, "--flows", flows("n13", "n-1,n-3,8,0\n")),
+        refuse("flows"))
+    dup = graph("dup-id.graphml", '<?xml version="1.0"?><graphml xmlns="http://graphml.'
+                'graphdrawing.org/xmlns"><graph edgedefault="undirected"><node id="a"/>'
+                '<node id="b"/><node id="a"/><edge source="a" target="b"/></graph></graphml>')
+    add("graphml-duplicate-node-id", N("--topology", dup, "--flows", flows("ab", "a,b,1,0\n"),
+                                       "--nic", "1"), refuse("topology"),
+        note="was two nodes merged into one silently")
+    three = graph("three.edges", "1 01 1 5\n01 +1 1 5\n")
+    add("edges-1-01-plus1-three-nodes", N("--topology", three, "--flows",
+                                          flows("1p1", "1,+1,10,0\n")), ok("makespan 4"),
+        note="1, 01 and +1 are three nodes: was one node and a self-loop")
+    add("edges-01-not-1", N("--topology", three, "--flows", flows("01x", "01,1,10,0\n")),
+        ok("makespan 3"))
+    add("edges-leading-zero-unknown", N("--topology", three, "--flows",
+                                        flows("001", "001,1,10,0\n")), refuse("flows"))
+    # -- flows files a user writes by hand --
+    topo = ("--topology", "tree:racks=2,hosts=4")
+    good = "0,5,100,0\n1,5,100,0\n"
+    for name, text, expect in (
+            ("bom-header", "\ufeffsrc,dst,size,start\n" + good, ok("makespan")),
+            ("crlf-lines", "src,dst,size,start\r\n0,5,100,0\r\n1,5,100,0\r\n", ok("makespan")),
+            ("spaces-around-fields", "src , dst , size , start\n 0 , 5 , 100 , 0 \n", ok("makespan")),
+            ("blank-lines", "src,dst,size,start\n\n0,5,100,0\n\n\n1,5,100,0\n", ok("makespan")),
+            ("header-upper-case", "SRC,DST,SIZE,START\n" + good, refuse("flows")),
+            ("header-reordered", "dst,src,size,start\n" + good, refuse("flows")),
+            ("header-extra-column", "src,dst,size,start,prio\n0,5,100,0,1\n", refuse("flows")),
+            ("header-missing-start", "src,dst,size\n0,5,100\n", refuse("flows")),
+            ("semicolons", "src;dst;size;start\n0;5;100;0\n", refuse("flows")),
+            ("tabs", "src\tdst\tsize\tstart\n0\t5\t100\t0\n", refuse("flows")),
+            ("header-only-blank", "\n\n", refuse("flows")),
+            ("row-too-long", "src,dst,size,start\n0,5,100,0,9\n", refuse("flows")),
+            ("row-empty-src", "src,dst,size,start\n,5,100,0\n", refuse("flows")),
+            ("row-blank-dst", "src,dst,size,start\n0,  ,100,0\n", refuse("flows")),
+            ("size-text", "src,dst,size,start\n0,5,big,0\n", refuse("flows")),
+            ("size-inf", "src,dst,size,start\n0,5,inf,0\n", refuse("flows")),
+            ("size-minus-inf", "src,dst,size,start\n0,5,-inf,0\n", refuse("flows")),
+            ("size-nan", "src,dst,size,start\n0,5,nan,0\n", refuse("flows")),
+            ("size-1e400", "src,dst,size,start\n0,5,1e400,0\n", refuse("flows")),
+            ("size-hex", "src,dst,size,start\n0,5,0x10,0\n", refuse("flows")),
+            ("size-minus-zero", "src,dst,size,start\n0,5,-0,0\n", ok("makespan")),
+            ("size-zero", "src,dst,size,start\n0,5,0,0\n", ok("makespan")),
+            ("size-underscore", "src,dst,size,start\n0,5,1_000,0\n", ok("makespan")),
+            ("sizes-sum-beyond-double", "src,dst,size,start\n0,5,1e308,0\n1,5,1e308,0\n",
+             refuse("flows")),
+            ("start-negative", "src,dst,size,start\n0,5,1,-1\n", refuse("flows")),
+            ("start-inf", "src,dst,size,start\n0,5,1,inf\n", refuse("flows")),
+            ("start-1e300", "src,dst,size,start\n0,5,1,1e300\n", ok("makespan")),
+            ("start-1e308-overflows", "src,dst,size,start\n0,5,1e307,1.797e308\n",
+             refuse("flows")),
+            ("src-equals-dst", "src,dst,size,start\n5,5,1,0\n", refuse("flows")),
+            ("unknown-src", "src,dst,size,start\nh9,5,1,0\n", refuse("flows")),
+            ("node-99", "src,dst,size,start\n0,99,1,0\n", refuse("flows")),
+            ("node-1.0", "src,dst,size,start\n0,1.0,1,0\n", refuse("flows")),
+            ("to-a-switch", "src,dst,size,start\n0,rack0,10,0\n", ok("makespan")),
+            ("quoted-fields", 'src,dst,size,start\n"0","5","100","0"\n', ok("makespan")),
+            ("unclosed-quote", 'src,dst,size,start\n"0,5,100,0\n', refuse("flows")),
+            ("long-field-200k", "src,dst,size,start\n" + "a" * 200_000 + ",5,1,0\n",
+             refuse("flows")),
+            ("nul-byte", "src,dst,size,start\n0,5,1,0\x00\n", refuse("flows")),
+    ):
+        add(f"flows-{name}", N(*topo, "--flows", flows(f"f-{name}", "") if False else
+                               str(w(f"un/f-{name}.csv", text))), expect)
+    # -- graph files a user writes by hand --
+    fl01 = flows("f01", "0,1,10,0\n")
+    flab = flows("fab", "a,b,10,0\n")
+    gm = lambda body: '<?xml version="1.0"?><graphml xmlns="http://graphml.graphdrawing.org/xmlns">' + \
+        body + "</graphml>"  # noqa: E731
+    for name, text, fl, expect in (
+            ("edges-self-loop", "a b 1 5\nb b 1 5\n", flab, refuse("topology")),
+            ("edges-parallel", "a b 1 5\nb a 1 5\n", flab, refuse("topology")),
+            ("edges-bandwidth-zero", "a b 1 0\n", flab, refuse("topology")),
+            ("edges-bandwidth-negative", "a b 1 -5\n", flab, refuse("topology")),
+            ("edges-bandwidth-nan", "a b 1 nan\n", flab, refuse("topology")),
+            ("edges-bandwidth-text", "a b 1 fast\n", flab, refuse("topology")),
+            ("edges-bandwidth-1e-320", "a b 1 1e-320\n", flab, refuse("topology")),
+            ("edges-bandwidth-1e-300", "a b 1 1e-300\n", flows("fab10", "a,b,1e10,0\n"),
+             refuse("flows")),
+            ("edges-bandwidth-1e400", "a b 1 1e400\n", flab, refuse("topology")),
+            ("edges-latency-negative", "a b -1 5\n", flab, refuse("topology")),
+            ("edges-latency-nan", "a b nan 5\n", flab, refuse("topology")),
+            ("edges-latency-inf", "a b inf 5\n", flab, refuse("topology")),
+            ("edges-three-numbers", "a b 1 5 7\n", flab, refuse("topology")),
+            ("edges-key-value", "a b latency=0.5 bandwidth=4\n", flab, ok("makespan 3")),
+            ("edges-sharing-shared", "a b latency=0 bandwidth=4 sharing=shared\n", flab,
+             ok("makespan")),
+            ("edges-sharing-typo", "a b latency=0 bandwidth=4 sharing=half\n", flab,
+             refuse("topology")),
+            ("edges-curve-garbage", "a b bandwidth_curve=poly:x\n", flab, refuse("topology")),
+            ("edges-dict", "a b {'latency': 0.5, 'bandwidth': 4.0}\n", flab, ok("makespan 3")),
+            ("edges-dict-broken", "a b {'latency': 0.5\n", flab, refuse("topology")),
+            ("edges-isolated-node", "a b 1 5\nc\n", flab, refuse("topology")),
+            ("edges-two-parts", "a b 1 5\nc d 1 5\n", flab, refuse("topology")),
+            ("edges-one-node", "a\n", flab, refuse("topology")),
+            ("edges-empty", "", flab, refuse("topology")),
+            ("edges-comments-only", "# nothing\n# here\n", flab, refuse("topology")),
+            ("edges-comment-after", "a b 1 5 # a link\n", flab, ok("makespan")),
+            ("edges-unicode-names", "\u00e9t\u00e9 b 1 5\n", flows("funi", "\u00e9t\u00e9,b,10,0\n"),
+             ok("makespan")),
+            ("edges-bom", "\ufeffa b 1 5\n", flab, ok("makespan")),
+            ("graphml-directed", gm('<graph edgedefault="directed"><node id="a"/><node id="b"/>'
+                                    '<edge source="a" target="b"/></graph>'), flab,
+             refuse("topology")),
+            ("graphml-duplicate-id", gm('<graph edgedefault="undirected"><node id="a"/>'
+                                        '<node id="a"/><node id="b"/><edge source="a" '
+                                        'target="b"/></graph>'), flab, refuse("topology")),
+            ("graphml-edge-to-undeclared", gm('<graph edgedefault="undirected"><node id="a"/>'
+                                              '<edge source="a" target="b"/></graph>'), flab,
+             refuse("topology")),
+            ("graphml-truncated", gm('<graph edgedefault="undirected"><node id="a"/>')[:-10],
+             flab, refuse("topology")),
+            ("graphml-not-xml", "a b 1 5\n", flab, refuse("topology")),
+            ("graphml-xxe", '<?xml version="1.0"?><!DOCTYPE g [<!ENTITY x SYSTEM '
+             '"file:///etc/passwd">]><graphml xmlns="http://graphml.graphdrawing.org/xmlns">'
+             '<graph edgedefault="undirected"><node id="&x;"/><node id="b"/></graph></graphml>',
+             flab, refuse("topology")),
+            ("graphml-billion-laughs", '<?xml version="1.0"?><!DOCTYPE g [<!ENTITY a "aaaaaaaaaa">'
+             + "".join(f'<!ENTITY {c} "' + f"&{p};" * 10 + '">' for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+             + ']><graphml xmlns="http://graphml.graphdrawing.org/xmlns"><graph edgedefault='
+             '"undirected"><node id="&i;"/></graph></graphml>', flab, refuse("topology")),
+            ("gml-duplicate-label", 'graph [ node [ id 0 label "a" ] node [ id 1 label "a" ] '
+             'edge [ source 0 target 1 ] ]', flab, refuse("topology")),
+            ("gml-duplicate-id", 'graph [ node [ id 0 label "a" ] node [ id 0 label "b" ] ]',
+             flab, refuse("topology")),
+            ("gml-directed", 'graph [ directed 1 node [ id 0 label "a" ] node [ id 1 label "b" ] '
+             'edge [ source 0 target 1 bandwidth 5 ] ]', flab, refuse("topology")),
+            ("gml-unbalanced", 'graph [ node [ id 0 label "a" ]', flab, refuse("topology")),
+            ("gml-nic-negative", 'graph [ node [ id 0 label "a" nic -1 ] node [ id 1 label "b" ] '
+             'edge [ source 0 target 1 bandwidth 5 ] ]', flab, refuse("topology")),
+            ("gml-nic-text", 'graph [ node [ id 0 label "a" nic "fast" ] node [ id 1 label "b" ]'
+             ' edge [ source 0 target 1 bandwidth 5 ] ]', flab, refuse("topology")),
+            ("gml-egress-only", 'graph [ node [ id 0 label "a" egress 2 ] node [ id 1 label "b" ]'
+             ' edge [ source 0 target 1 ] ]', flab, ok("makespan 6")),
+    ):
+        ext = name.split("-", 1)[0]
+        f = graph(f"g-{name}.{ext}", text)
+        add(f"graph-{name}", N("--topology", f, "--flows", fl), expect)
+    # fifo, device, folder, missing, symlink loop
+    loop = fx.root / "un" / "loop.edges"
+    if not loop.is_symlink():
+        os.symlink(loop, loop)
+    for name, path in (("fifo", fx.fifo["graph.graphml"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir), ("missing", fx.root / "none.edges"),
+                       ("symlink-loop", loop), ("binary", fx.binary_graph)):
+        add(f"graph-{name}", N("--topology", str(path), "--flows", fl01), refuse("topology"),
+            timeout=20)
+    for name, path in (("fifo", fx.fifo["trace.csv"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir), ("binary", fx.binary)):
+        add(f"flows-{name}", N(*topo, "--flows", str(path)), refuse("flows"), timeout=20)
+    # -- options --
+    fl = flows("fopt", good)
+    for name, extra, expect in (
+            ("nic-1e-320", ("--nic", "1e-320"), refuse("nic")),
+            ("nic-nan", ("--nic", "nan"), refuse("nic")),
+            ("nic-negative", ("--nic", "-1"), refuse("nic")),
+            ("nic-text", ("--nic", "fast"), refuse("--nic")),
+            ("nic-inf", ("--nic", "inf"), ok("makespan")),
+            ("nic-tiny-overflows", ("--nic", "1e-300", "--flows", flows("fbig", "0,5,1e10,0\n")),
+             refuse("flows")),
+            ("seed-deterministic-family", ("--seed", "3"), refuse("seed")),
+            ("nodes-with-spec-size", ("--nodes", "50"), refuse("nodes")),
+            ("weighting-rtt", ("--weighting", "rtt"), ok("rtt sharing")),
+            ("solver-full", ("--solver", "full"), ok("makespan")),
+            ("json", ("--json",), ok('"finish"')),
+    ):
+        add(f"option-{name}", N(*topo, "--flows", fl, *extra), expect)
+    add("option-seed-random-family", N("--topology", "random-regular:n=8,degree=3,bandwidth=5",
+                                       "--flows", fl01, "--seed", "3"), ok("makespan"))
+    add("option-seed-graph-file", N("--topology", abc, "--flows", flows("ac2", "a,c,1,0\n"),
+                                    "--seed", "3"), refuse("seed"))
+    add("option-nodes-graph-file", N("--topology", abc, "--flows", flows("ac3", "a,c,1,0\n"),
+                                     "--nodes", "9"), refuse("nodes"))
+    add("topology-family-bad-param", N("--topology", "tree:racks=0", "--flows", fl01),
+        refuse("topology"))
+    add("topology-family-huge", N("--topology", "tree:racks=100000,hosts=100000", "--flows", fl01),
+        refuse("hosts|topology"), timeout=60)
+    # -- train over a user's named graph --
+    named = graph("named-tree.edges", "core r0 0.1 100\ncore r1 0.1 100\n" + "".join(
+        f"r{h // 4} h{h} 0.05 10\n" for h in range(8)))
+    TR = lambda *a: dtsim("train", "--replications", "1", "--steps", "2", *a)  # noqa: E731
+    add("train-named-graph", TR("--network", named, "--param-size", "10"), ok("throughput"))
+    add("train-named-nodes", TR("--network", named, "--stages", "4", "--network-nodes",
+                                "h0,h5,h2,h3", "--param-size", "10"), ok("throughput"))
+    add("train-named-unknown-node", TR("--network", named, "--stages", "4", "--network-nodes",
+                                       "h0,h5,h2,h99"), refuse("network_nodes"))
+    add("train-named-checkpoint-node-switch", TR("--network", named, "--checkpoint-node", "core",
+                                                 "--param-size", "10"), ok("throughput"))
+    add("train-named-checkpoint-node-unknown", TR("--network", named, "--checkpoint-node", "h99"),
+        refuse("checkpoint_node"))
+    add("train-nic-subnormal", TR("--network", named, "--nic", "1e-320", "--stages", "2",
+                                  "--replicas", "2", "--param-size", "10"), refuse("nic"),
+        note="was SimPy's 'No scheduled events left', exit 1")
+    add("train-bucket-size-1e-300", TR("--network", named, "--bucket-size", "1e-300", "--stages",
+                                       "2", "--replicas", "2", "--param-size", "10"),
+        refuse("bucket_size"), note="was an OverflowError in the replication, exit 1")
+    add("train-tensor-parallel-1e9", TR("--network", named, "--tensor-parallel", "1000000000"),
+        refuse("tensor_parallel"), timeout=60, note="was over a GiB")
+    add("train-tensor-parallel-text", TR("--network", named, "--tensor-parallel", "x"),
+        refuse("tensor_parallel"))
+    return cases
+
+
+def _sailor_folder(fx: Fixtures, name: str, mutate: Callable[[dict, dict, dict], None] | None = None,
+                   raw: dict[str, str] | None = None) -> str:
+    """A Sailor-format profiles folder (OPT-350's profile only, the shipped catalogue and
+    bandwidths) changed by ``mutate(profiles, llm_info, bandwidths)`` or with files' ``raw``
+    text; written once per audit."""
+    import copy
+    import json as _json
+
+    d = fx.root / "sailor" / name
+    if d.is_dir():
+        return str(d)
+    data = REPO / "sim" / "profiles" / "data"
+    cache = getattr(fx, "_sailor_data", None)
+    if cache is None:
+        cache = ({"OPT-350": _json.loads((data / "profiles.json").read_text())["OPT-350"]},
+                 {"OPT-350": _json.loads((data / "llm_info.json").read_text())["OPT-350"]},
+                 _json.loads((data / "bandwidths.json").read_text()))
+        fx._sailor_data = cache  # type: ignore[attr-defined]
+    prof, info, bw = (copy.deepcopy(x) for x in cache)
+    if mutate is not None:
+        mutate(prof, info, bw)
+    d.mkdir(parents=True)
+    shutil.copy(data / "gpus.json", d / "gpus.json")
+    texts = {"profiles.json": _json.dumps(prof), "llm_info.json": _json.dumps(info),
+             "bandwidths.json": _json.dumps(bw)}
+    texts.update(raw or {})
+    for f, text in texts.items():
+        (d / f).write_text(text)
+    return str(d)
+
+
+def users_profile_cases(fx: Fixtures) -> list[Case]:
+    """A user's own profiles folders and plan files: ``dtsim train --plan``, ``dtsim plan``."""
+    if not _has_option("train", "--plan"):
+        return []
+    import json as _json
+
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    gh = [{"gpu": "GH-96", "tp": 4, "gpus_per_node": 4, "zone": "us-central1-a"}]
+
+    def plan(name: str, doc: Any) -> str:
+        p = fx.root / "uplans" / name
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(doc if isinstance(doc, str) else _json.dumps(doc))
+        return str(p)
+
+    good_doc = {"model": "OPT-350", "microbatch_size": 2, "global_batch_size": 8,
+                "stages": [{"first_layer": 0, "last_layer": 11, "replicas": gh},
+                           {"first_layer": 12, "last_layer": 25, "replicas": gh}]}
+    good = plan("good.json", good_doc)
+    one = ("--steps", "1", "--replications", "1")
+    T = lambda *a: dtsim("train", *a)  # noqa: E731
+    P = lambda *a: dtsim("plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a",  # noqa: E731
+                         "--global-batch-size", "8", "--simulate", "0", "--top", "1", *a)
+
+    # -- Sailor-format profiles folders, malformed one way each --
+    g = lambda p: p["OPT-350"]["GH-96"]  # noqa: E731
+    z = lambda b: b["us-central1-a"]["A100-40"]["1"]["us-central1-a"]["A100-40"]  # noqa: E731
+    folders: list[tuple[str, Callable[[dict, dict, dict], None] | None, dict | None, str]] = [
+        ("mbs-key-superscript-2", lambda p, i, b: g(p).__setitem__("\u00b2", g(p)["2"]), None,
+         "profiles"),
+        ("mbs-key-superscript-3", lambda p, i, b: g(p).__setitem__("\u00b3", g(p)["2"]), None,
+         "profiles"),
+        ("mbs-key-zero", lambda p, i, b: g(p).__setitem__("0", g(p)["2"]), None, "profiles"),
+        ("mbs-key-negative", lambda p, i, b: g(p).__setitem__("-1", g(p)["2"]), None, "profiles"),
+        ("mbs-key-huge", lambda p, i, b: g(p).__setitem__("9" * 5000, g(p)["2"]), None,
+         "profiles"),
+        ("gpu-entry-number", lambda p, i, b: p["OPT-350"].__setitem__("GH-96", 5), None,
+         "profiles"),
+        ("gpu-entry-list", lambda p, i, b: p["OPT-350"].__setitem__("GH-96", [1, 2]), None,
+         "profiles"),
+        ("gpu-entry-null", lambda p, i, b: p["OPT-350"].__setitem__("GH-96", None), None,
+         "profiles"),
+        ("mbs-entry-number", lambda p, i, b: g(p).__setitem__("2", 7), None, "profiles"),
+        ("mbs-entry-list", lambda p, i, b: g(p).__setitem__("2", [1]), None, "profiles"),
+        ("tp-entry-number", lambda p, i, b: g(p)["2"].__setitem__("1", 3), None, "profiles"),
+        ("tp-key-text", lambda p, i, b: g(p)["2"].__setitem__("one", g(p)["2"]["1"]), None,
+         "profiles"),
+        ("layer-text", lambda p, i, b: g(p)["2"]["1"].__setitem__("0", "x"), None, "profiles"),
+        ("layer-negative", lambda p, i, b: g(p)["2"]["1"].__setitem__("0", [-1, 1, 1]), None,
+         "profiles"),
+        ("layer-two-numbers", lambda p, i, b: g(p)["2"]["1"].__setitem__("0", [1, 1]), None,
+         "profiles"),
+        ("layer-bool", lambda p, i, b: g(p)["2"]["1"].__setitem__("0", [True, 1, 1]), None,
+         "profiles"),
+        ("layer-missing", lambda p, i, b: g(p)["2"]["1"].pop("3"), None, "profiles"),
+        ("model-number", lambda p, i, b: p.__setitem__("OPT-350", 3), None, "profiles"),
+        ("model-list", lambda p, i, b: p.__setitem__("OPT-350", []), None, "profiles"),
+        ("params-negative", lambda p, i, b: i["OPT-350"]["1"]["0"].__setitem__(
+            "params_floats", -5), None, "profiles"),
+        ("params-text", lambda p, i, b: i["OPT-350"]["1"]["0"].__setitem__(
+            "params_floats", "5"), None, "profiles"),
+        ("params-missing", lambda p, i, b: i["OPT-350"]["1"]["0"].pop("params_floats"), None,
+         "profiles"),
+        ("activation-negative", lambda p, i, b: i["OPT-350"]["1"]["0"].__setitem__(
+            "act_output_bytes", -5), None, "profiles"),
+        ("info-tp-superscript", lambda p, i, b: i["OPT-350"].__setitem__(
+            "\u00b2", i["OPT-350"]["1"]), None, "profiles"),
+        ("info-tp-list", lambda p, i, b: i["OPT-350"].__setitem__("1", [1]), None, "profiles"),
+        ("info-layer-number", lambda p, i, b: i["OPT-350"]["1"].__setitem__("0", 5), None,
+         "profiles"),
+        ("info-model-list", lambda p, i, b: i.__setitem__("OPT-350", [1]), None, "profiles"),
+        ("info-layer-gap", lambda p, i, b: i["OPT-350"]["1"].pop("3"), None, "profiles"),
+        ("bandwidth-key-superscript", lambda p, i, b: z(b).__setitem__("\u00b2", z(b)["1"]),
+         None, "network"),
+        ("bandwidth-coefficient-text", lambda p, i, b: z(b).__setitem__("1", [["a"], 1]), None,
+         "network"),
+        ("bandwidth-coefficients-empty", lambda p, i, b: z(b).__setitem__("1", [[], 1]), None,
+         "network"),
+        ("bandwidth-leaf-number", lambda p, i, b: z(b).__setitem__("1", 5), None, "network"),
+        ("bandwidth-zone-number", lambda p, i, b: b.__setitem__("us-central1-a", 5), None,
+         "network"),
+        ("bandwidth-zone-list", lambda p, i, b: b.__setitem__("us-central1-a", [1]), None,
+         "network"),
+        ("params-1e400", None, {"llm_info.json": _json.dumps({"OPT-350": _json.loads(
+            (REPO / "sim/profiles/data/llm_info.json").read_text())["OPT-350"]}).replace(
+            '"params_floats": 53608448', '"params_floats": 1e400', 1)}, "profiles"),
+        ("profiles-not-json", None, {"profiles.json": '{"OPT-350": '}, "profiles"),
+        ("profiles-nan", None, {"profiles.json": '{"OPT-350": NaN}'}, "profiles"),
+        ("profiles-nested-deep", None, {"profiles.json": "[" * 100000 + "]" * 100000},
+         "profiles"),
+        ("profiles-binary", None, {"profiles.json": "\x00\x01\x02"}, "profiles"),
+        ("gpus-not-json", None, {"gpus.json": "{"}, "gpus|profiles"),
+    ]
+    for name, mutate, raw, param in folders:
+        d = _sailor_folder(fx, name, mutate, raw)
+        add(f"train/plan-profiles-{name}", T("--plan", good, "--profiles", d, *one),
+            refuse(param))
+        add(f"plan/profiles-{name}", P("--profiles", d), refuse(param))
+    add("plan/profiles-bom-json", P("--profiles", _sailor_folder(
+        fx, "bom", None, {"gpus.json": "\ufeff" + (REPO / "sim/profiles/data/gpus.json")
+                          .read_text()})), ok("predicted"), note="a BOM before the JSON is dropped")
+    add("plan/profiles-not-a-folder", P("--profiles", str(fx.file)), refuse("profiles"))
+    add("plan/profiles-empty-folder", P("--profiles", str(fx.empty_dir)), refuse("profiles"))
+
+    # -- plan files a user writes --
+    def stage(a: int, b: int, reps: Any = None) -> dict:
+        return {"first_layer": a, "last_layer": b, "replicas": gh if reps is None else reps}
+
+    plans: list[tuple[str, Any, str]] = [
+        ("last-layer-1e8", dict(good_doc, stages=[stage(0, 10**8)]), "plan|layers"),
+        ("last-layer-1e12", dict(good_doc, stages=[stage(0, 10**12)]), "plan"),
+        ("count-1e12", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], count=10**12)])]),
+         "plan"),
+        ("count-zero", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], count=0)])]), "plan"),
+        ("count-text", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], count="2")])]), "plan"),
+        ("count-bool", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], count=True)])]), "plan"),
+        ("count-float", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], count=2.0)])]), "plan"),
+        ("unknown-top-key", dict(good_doc, stage=[]), "plan"),
+        ("unknown-stage-key", dict(good_doc, stages=[dict(stage(0, 25), replica=gh)]), "plan"),
+        ("unknown-replica-key", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], gpus=4)])]),
+         "plan"),
+        ("layers-list-text", dict(good_doc, stages=[{"layers": ["a"], "replicas": gh}]),
+         "layers|plan"),
+        ("layers-list-empty", dict(good_doc, stages=[{"layers": [], "replicas": gh}]),
+         "layers|plan"),
+        ("first-after-last", dict(good_doc, stages=[stage(5, 1)]), "plan"),
+        ("first-negative", dict(good_doc, stages=[stage(-1, 25)]), "layers|plan"),
+        ("layers-overlap", dict(good_doc, stages=[stage(0, 12), stage(12, 25)]), "layers"),
+        ("no-stages", dict(good_doc, stages=[]), "stages|plan"),
+        ("stages-not-list", dict(good_doc, stages={"a": 1}), "plan"),
+        ("replicas-empty", dict(good_doc, stages=[stage(0, 25, [])]), "replicas|plan"),
+        ("microbatch-zero", dict(good_doc, microbatch_size=0), "microbatch_size"),
+        ("microbatch-text", dict(good_doc, microbatch_size="2"), "plan"),
+        ("batch-not-multiple", dict(good_doc, global_batch_size=7), "global_batch_size"),
+        ("batch-huge", dict(good_doc, global_batch_size=2 * 10**12), "global_batch_size|plan|microbatches"),
+        ("model-unknown", dict(good_doc, model="GPT-X"), "model"),
+        ("model-number", dict(good_doc, model=5), "model|plan"),
+        ("gpu-unknown", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], gpu="H200")])]), "gpu"),
+        ("gpu-lower-case", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], gpu="gh-96")])]),
+         "gpu"),
+        ("tp-zero", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], tp=0)])]), "tp"),
+        ("tp-text", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], tp="4")])]), "tp"),
+        ("gpus-per-node-zero", dict(good_doc, stages=[stage(0, 25, [dict(gh[0], gpus_per_node=0)])]),
+         "gpus_per_node"),
+        ("zone-unknown", dict(good_doc, stages=[stage(0, 12), stage(13, 25, [dict(
+            gh[0], zone="mars-1")])]), "network"),
+        ("not-a-table", [1, 2, 3], "plan"),
+        ("number-1e400", '{"model": "OPT-350", "microbatch_size": 2, "global_batch_size": 1e400,'
+         ' "stages": []}', "plan"),
+        ("nan", '{"model": "OPT-350", "microbatch_size": NaN}', "plan"),
+        ("truncated", '{"model": "OPT-350", "stages": [', "plan"),
+        ("empty-file", "", "plan"),
+        ("bom", "\ufeff" + _json.dumps(good_doc), ""),
+    ]
+    for name, doc, param in plans:
+        f = plan(f"{name}.json", doc)
+        add(f"train/plan-{name}", T("--plan", f, *one),
+            refuse(param) if param else ok("step time"), timeout=60)
+    add("train/plan-tp-not-profiled", T("--plan", plan("tp-not-profiled.json", dict(
+        good_doc, stages=[stage(0, 25, [dict(gh[0], tp=3)])])), *one),
+        ok("estimated, not measured: GH-96 TP 3 derived from TP 1"),
+        note="a TP degree the profile lacks is derived from TP 1 and the output says so "
+             "(docs/real_runs.md)")
+    add("train/plan-count-1e5", T("--plan", plan("count-1e5.json", dict(
+        good_doc, global_batch_size=2 * 10**5, stages=[stage(0, 25, [dict(gh[0], count=10**5)])])),
+        *one), Expect("interrupt", "interrupted"), interrupt_after=8.0, timeout=30,
+        note="400,000 GPUs (10^5 replicas of a TP-4 stage): a valid plan of minutes of work, "
+             "which Ctrl-C stops at once")
+    toml = plan("plan.toml", 'model = "OPT-350"\nmicrobatch_size = 2\nglobal_batch_size = 8\n'
+                "[[stages]]\nfirst_layer = 0\nlast_layer = 25\nreplicas = [{gpu = \"GH-96\", "
+                'tp = 4, gpus_per_node = 4, zone = "us-central1-a"}]\n')
+    add("train/plan-toml", T("--plan", toml, *one), ok("step time"))
+    add("train/plan-toml-inf", T("--plan", plan("inf.toml", "microbatch_size = inf\n")),
+        refuse("plan|microbatch_size"))
+    add("train/plan-toml-1e400", T("--plan", plan("big.toml", "microbatch_size = 1e400\n")),
+        refuse("plan"))
+    add("train/plan-toml-broken", T("--plan", plan("broken.toml", "[[stages]\n")), refuse("plan"))
+    for name, path in (("fifo", fx.fifo["trace.csv"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir), ("binary", fx.binary)):
+        add(f"train/plan-file-{name}", T("--plan", str(path)), refuse("plan"), timeout=20)
+    # -- options beside a plan --
+    for name, extra, param in (
+            ("sync-wait", ("--sync-wait", "1"), "sync_wait"),
+            ("stragglers", ("--stragglers", "drop"), "stragglers"),
+            ("strategy", ("--strategy", "redundancy"), "strategy"),
+            ("step-times", ("--step-times", str(fx.root / "none.csv")), "step_times"),
+            ("network", ("--network", "tree"), "network"),
+            ("virtual-stages", ("--virtual-stages", "2"), "virtual_stages"),
+            ("topology", ("--topology", "datacenter"), "topology"),
+            ("speeds", ("--speeds", str(fx.root / "none.csv")), "speeds"),
+            ("stall-limit-no-failures", ("--stall-limit", "100"), "stall_limit"),
+            ("profiles-missing", ("--profiles", str(fx.root / "none")), "profiles"),
+            ("model-unknown", ("--model", "GPT-X"), "model"),
+            ("p2p-unknown", ("--p2p", "maybe"), "p2p"),
+            ("schedule-async", ("--schedule", "async"), "schedule"),
+            ("schedule-interleaved", ("--schedule", "interleaved"), "schedule"),
+            ("price-negative", ("--price", "-1"), "price"),
+            ("price-text", ("--price", "cheap"), "--price|price"),
+            ("mtbf-without-restart", ("--mtbf", "100"), "restart_cost"),
+    ):
+        add(f"train/plan-with-{name}", T("--plan", good, *one, *extra), refuse(param))
+    add("train/plan-explain", T("--plan", good, *one, "--explain"), ok("stage"))
+    add("train/plan-with-price-ok", T("--plan", good, *one, "--price", "2.5"), ok("cost"))
+    return cases
+
+
+def users_planner_cases(fx: Fixtures) -> list[Case]:
+    """``dtsim plan`` on a user's fleet specs, prices and options."""
+    if not _has_command("plan"):
+        return []
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case("plan/" + id_, list(argv), expect, **kw))
+
+    P = lambda *a: dtsim("plan", "--model", "OPT-350", *a)  # noqa: E731
+    gh = ("--nodes", "GH-96:4x2@us-central1-a")
+    q = ("--global-batch-size", "8", "--simulate", "0", "--top", "1")
+    for name, spec, expect in (
+            ("nodes-5000-digit-count", "GH-96:4x" + "9" * 5000 + "@us-central1-a", refuse("nodes")),
+            ("nodes-5000-digit-gpn", "GH-96:" + "9" * 5000 + "x2@us-central1-a", refuse("nodes")),
+            ("nodes-count-1e10", "GH-96:4x10000000000@us-central1-a", refuse("nodes")),
+            ("nodes-zone-typo", "GH-96:4x2@us-centrl1-a", refuse("nodes")),
+            ("nodes-zone-case", "GH-96:4x2@US-CENTRAL1-A", refuse("nodes")),
+            ("nodes-gpu-lower-case", "gh-96:4x2@us-central1-a", refuse("fleet|nodes")),
+            ("nodes-gpu-unknown", "H200:8x2@us-central1-a", refuse("fleet|nodes")),
+            ("nodes-no-zone-ambiguous", "GH-96:4x2", refuse("nodes")),
+            ("nodes-trailing-comma", "GH-96:4x2@us-central1-a,", refuse("nodes")),
+            ("nodes-empty-part", "GH-96:4x2@us-central1-a,,A100-40:8x1@us-central1-a",
+             refuse("nodes")),
+            ("nodes-spaces", " GH-96:4x2@us-central1-a , A100-40:8x1@us-central1-a ", ok("predicted")),
+            ("nodes-zero-count", "GH-96:4x0@us-central1-a", refuse("nodes")),
+            ("nodes-negative", "GH-96:4x-2@us-central1-a", refuse("nodes")),
+            ("nodes-float", "GH-96:4x2.5@us-central1-a", refuse("nodes")),
+            ("nodes-no-x", "GH-96:42@us-central1-a", refuse("nodes")),
+            ("nodes-unicode-digits", "GH-96:\u0664x2@us-central1-a", refuse("nodes")),
+            ("nodes-same-kind-twice", "GH-96:4x1@us-central1-a,GH-96:4x1@us-central1-a",
+             ok("predicted")),
+            ("nodes-empty", " ", refuse("nodes")),
+    ):
+        add(name, P("--nodes", spec, *q), expect)
+    for name, extra, expect in (
+            ("price-lower-case", ("--price", "gh-96=2"), refuse("price")),
+            ("price-not-in-fleet", ("--price", "A100-40=2"), refuse("price")),
+            ("price-twice", ("--price", "GH-96=2", "--price", "GH-96=3"), refuse("price")),
+            ("price-nan", ("--price", "GH-96=nan"), refuse("prices|price")),
+            ("price-inf", ("--price", "GH-96=inf"), refuse("prices|price")),
+            ("price-zero", ("--price", "GH-96=0"), refuse("prices|price")),
+            ("price-text", ("--price", "GH-96=cheap"), refuse("--price")),
+            ("price-no-gpu", ("--price", "=2"), refuse("--price")),
+            ("price-ok", ("--price", "GH-96=2", "--objective", "cost"), ok("predicted")),
+            ("max-price-negative", ("--max-price-per-hour", "-1"), refuse("max_price_per_hour")),
+            ("max-price-nan", ("--max-price-per-hour", "nan"), refuse("max_price_per_hour")),
+            ("max-price-too-low", ("--max-price-per-hour", "0.01"), refuse("fleet|max_price_per_hour")),
+            ("mtbf-with-simulate-0", ("--mtbf", "100", "--restart-cost", "5"), refuse("mtbf")),
+            ("replace-time-with-simulate-0", ("--mtbf", "100", "--replace-time", "5",
+                                              "--restart-cost", "5"), refuse("mtbf|replace_time")),
+            ("restart-cost-with-simulate-0", ("--restart-cost", "5"), refuse("restart_cost")),
+            ("checkpoint-every-with-simulate-0", ("--checkpoint-every", "2"),
+             refuse("checkpoint_every")),
+            ("failure-trace-with-simulate-0", ("--failure-trace", "aws-p3"),
+             refuse("failure_trace")),
+            ("steps-with-simulate-0", ("--steps", "5"), refuse("steps")),
+            ("replications-with-simulate-0", ("--replications", "5"), refuse("replications")),
+            ("seed-with-simulate-0", ("--seed", "5"), refuse("seed")),
+            ("tp-zero", ("--tp", "0"), refuse("tp")),
+            ("tp-text", ("--tp", "four"), refuse("--tp|tp")),
+            ("tp-not-measured", ("--tp", "3"), refuse("tp")),
+            ("microbatch-sizes-zero", ("--microbatch-sizes", "0"), refuse("microbatch_sizes")),
+            ("microbatch-sizes-empty-item", ("--microbatch-sizes", "1,,2"),
+             refuse("--microbatch-sizes|microbatch_sizes")),
+            ("microbatch-sizes-not-measured", ("--microbatch-sizes", "3"),
+             refuse("microbatch_sizes")),
+            ("max-stages-negative", ("--max-stages", "-1"), refuse("max_stages")),
+            ("max-stages-huge", ("--max-stages", "1000000000"), ok("predicted")),
+            ("layouts-empty-item", ("--layouts", "stage,"), ok("predicted")),
+            ("layouts-none", ("--layouts", ","), refuse("layouts")),
+            ("memory-fraction-nan", ("--memory-fraction", "nan"), refuse("memory_fraction")),
+            ("memory-fraction-tiny", ("--memory-fraction", "1e-9"), refuse("fleet|memory_fraction")),
+            ("top-huge", ("--top", "1000000000"), ok("predicted")),
+            ("objective-cost-ok", ("--objective", "cost"), ok("predicted")),
+            ("schedule-unknown", ("--schedule", "zb"), refuse("schedule")),
+            ("schedule-gpipe", ("--schedule", "gpipe"), ok("predicted")),
+            ("p2p-overlap", ("--p2p", "overlap"), ok("predicted")),
+            ("out-folder", ("--out", str(fx.dir)), refuse("out")),
+            ("out-dev-full", ("--out", "/dev/full"), refuse("out")),
+            ("out-under-file", ("--out", fx.under_file + "/p.json"), refuse("out")),
+            ("json", ("--json",), ok('"plans"')),
+    ):
+        add(name, P(*gh, *q, *extra), expect)
+    for name, gbs, expect in (("batch-negative", "-8", refuse("global_batch_size")),
+                              ("batch-text", "eight", refuse("--global-batch-size")),
+                              ("batch-prime", "7", ok("predicted")),
+                              ("batch-1e12", "1000000000000", refuse("fleet"))):
+        add(name, P(*gh, "--global-batch-size", gbs, "--simulate", "0", "--top", "1"), expect,
+            timeout=120)
+    add("simulate-negative-nodes", P(*gh, "--global-batch-size", "8", "--simulate", "-1"),
+        refuse("simulate"))
+    add("simulate-with-failures-ok", P(*gh, "--global-batch-size", "8", "--simulate", "1",
+                                       "--top", "1", "--mtbf", "1000", "--restart-cost", "5"),
+        ok("predicted"))
+    add("fleet-from-runs-unknown", P("--fleet-from-runs", "mit-N9", "--simulate", "0"),
+        refuse("fleet_from_runs"))
+    add("fleet-from-runs-empty-item", P("--fleet-from-runs", "mit-N2_D1,", "--simulate", "0"),
+        refuse("fleet_from_runs"))
+    for name, text in (("not-json", "{"), ("list", "[1]"), ("no-nodes", "{}"),
+                       ("nodes-not-list", '{"nodes": 5}'),
+                       ("node-count-huge", '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, '
+                                           '"zone": "us-central1-a", "count": 1e400}]}'),
+                       ("node-count-zero", '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, '
+                                           '"zone": "us-central1-a", "count": 0}]}')):
+        f = fx._write(f"ufleet/{name}.json", text)
+        add(f"fleet-file-{name}", P("--fleet", str(f), *q), refuse("fleet|nodes|count"))
+    for name, path in (("fifo", fx.fifo["trace.csv"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir)):
+        add(f"fleet-file-{name}", P("--fleet", str(path), *q), refuse("fleet"), timeout=20)
+    add("large-fleet-interrupted", P("--nodes", "GH-96:4x100@us-central1-a,A100-40:8x50@us-"
+                                     "central1-a,RTX-3090:8x50@us-central1-a",
+                                     "--global-batch-size", "1024", "--simulate", "0"),
+        Expect("interrupt", "interrupted"), interrupt_after=8.0, timeout=30,
+        note="a 1200-GPU three-type fleet: a search of minutes (a bar with its ETA on a "
+             "terminal) that Ctrl-C stops at once")
+    return cases
+
+
+def users_strategy_cases(fx: Fixtures) -> list[Case]:
+    """``dtsim train --strategy`` with a user's own parameters, tables and traces."""
+    if not _has_option("train", "--strategy"):
+        return []
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case("train/" + id_, list(argv), expect, **kw))
+
+    T = lambda *a: dtsim("train", "--replications", "1", *a)  # noqa: E731
+    fail = ("--mtbf", "100", "--steps", "20", "--stages", "4", "--replicas", "2")
+    for spec, expect in (
+            ("checkpoint-restart:every=1e18", ok("stopped without progress")),
+            ("checkpoint-restart:every=1000000000000000000", ok("stopped without progress")),
+            ("checkpoint-restart", ok("stopped without progress")),
+            ("redundancy:slowdown=1e300", ok("stopped without progress")),
+            ("redundancy:slowdown=inf", refuse("slowdown")),
+            ("redundancy:slowdown=nan", refuse("slowdown")),
+            ("checkpoint-restart:every=1.5", refuse("every")),
+            ("checkpoint-restart:every=-1", refuse("every")),
+            ("checkpoint-restart:every=1e400", refuse("every")),
+            ("checkpoint-restart:checkpoint=inf", refuse("checkpoint")),
+            ("checkpoint-restart:checkpoint=nan", refuse("checkpoint")),
+            ("checkpoint-restart:restart=inf", refuse("restart")),
+            ("checkpoint-restart:restart=-1", refuse("restart")),
+            ("checkpoint-restart:overhead_bound=0", refuse("overhead_bound")),
+            ("checkpoint-restart:overhead_bound=2", refuse("overhead_bound")),
+            ("checkpoint-restart:snapshot=async", refuse("snapshot")),
+            ("checkpoint-restart:notice=maybe", refuse("notice")),
+            ("checkpoint-restart:boot=inf", refuse("boot")),
+            ("checkpoint-restart:interval=adaptive", ok("checkpoint-restart")),
+            ("checkpoint-restart:interval=overhead", ok("checkpoint-restart")),
+            ("checkpoint-restart:snapshot=overlapped,copy=1", ok("checkpoint-restart")),
+            ("redundancy:rebalance=inf", refuse("rebalance")),
+            ("redundancy:threshold=-0.1", refuse("threshold")),
+            ("redundancy:overhead=-1", refuse("overhead")),
+            ("redundancy:overhead=x", refuse("overhead")),
+            ("redundancy:every=-2", refuse("every")),
+            ("reconfiguration:reconfigure=inf", refuse("reconfigure")),
+            ("reconfiguration:min_nodes=0", refuse("min_nodes")),
+            ("reconfiguration:min_nodes=99", refuse("min_nodes")),
+            ("reconfiguration:grow=maybe", refuse("grow")),
+            ("reconfiguration:grow=yes", ok("reconfiguration")),
+            ("reconfiguration:every=5,checkpoint=2", ok("reconfiguration")),
+            ("redundancy:", ok("redundancy")),
+            (":every=2", refuse("strategy")),
+            ("redundancy:every=2,", ok("redundancy")),
+            ("redundancy:=2", refuse("strategy")),
+            ("redundancy:every==2", refuse("every")),
+            ("REDUNDANCY", refuse("strategy")),
+            ("redundancy:Every=2", refuse("strategy")),
+    ):
+        name = (spec.replace("==", "-eq-eq-").replace(":", "-").replace("=", "-")
+                .replace(",", "-").strip("-") or "empty")
+        add(f"strategy-{name}", T(*fail, "--strategy", spec), expect, timeout=120)
+    add("strategy-pipeline-names-fatal", T("--stages", "2", "--replicas", "2", "--steps", "4",
+                                           "--strategy", "redundancy:every=0,boot=0",
+                                           "--step-times", str(_steps(fx, "u33", "pipelines",
+                                                                      "1,20\n2,10\n")),
+                                           "--failure-trace", str(fx._write(
+                                               "u33/names.csv", "worker,start,end\n"
+                                               "s0r0,5,1e9\ns1r0,6,1e9\n")), "--json"),
+        ok('"fatal_failures": 1'), note="s0r0 and s1r0 are pipeline 0: their loss is fatal")
+    add("strategy-stall-limit-without-failures", T("--strategy", "redundancy", "--stall-limit",
+                                                   "100"), refuse("stall_limit"))
+    add("strategy-replace-time-zero-joins", T("--strategy", "checkpoint-restart",
+                                              "--mtbf", "2000", "--replace-time", "0",
+                                              "--steps", "10", "--stages", "4", "--replicas", "2"),
+        ok("checkpoint-restart"))
+    # step-time tables
+    for name, per, rows, expect in (
+            ("count-1e12", "workers", "1000000000000,5\n", refuse("step_times")),
+            ("pipelines-1e12", "pipelines", "1000000000000,5\n", refuse("step_times")),
+            ("count-5000-digits", "workers", "9" * 5000 + ",5\n", refuse("step_times")),
+            ("time-nan", "workers", "4,nan\n", refuse("step_times")),
+            ("time-inf", "workers", "4,inf\n", refuse("step_times")),
+            ("time-1e400", "workers", "4,1e400\n", refuse("step_times")),
+            ("time-negative", "workers", "4,-1\n", refuse("step_times")),
+            ("count-zero", "workers", "0,5\n", refuse("step_times")),
+            ("count-float", "workers", "4.5,5\n", refuse("step_times")),
+            ("count-blank", "workers", ",5\n", refuse("step_times")),
+            ("empty", "workers", "", refuse("step_times")),
+            ("bom", "workers", "4,5\n", ok("redundancy")),
+    ):
+        f = _steps(fx, f"u-{name}", per, rows)
+        if name == "bom":
+            f.write_text("\ufeff" + f.read_text())
+        add(f"step-times-{name}", T("--strategy", "redundancy", "--stages", "2", "--replicas", "2",
+                                    "--step-times", str(f)), expect)
+    both = fx._write("u33/both.csv", "workers,pipelines,step_time\n4,2,5\n")
+    add("step-times-both-columns", T("--strategy", "redundancy", "--step-times", str(both)),
+        refuse("step_times"))
+    big = fx.root / "u33" / "steps_1e7.csv"
+    if not big.exists():
+        with open(big, "w") as fh:
+            fh.write("workers,step_time\n")
+            fh.writelines(f"{i},1.5\n" for i in range(1, 10_000_001))
+    add("step-times-1e7-rows-interrupted", T("--strategy", "redundancy", "--step-times", str(big)),
+        Expect("interrupt", "interrupted"), interrupt_after=6.0, timeout=30,
+        note="10^7 rows: read with a bar (on a terminal), stopped at Ctrl-C")
+    for name, path in (("fifo", fx.fifo["speeds.csv"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir), ("binary", fx.binary)):
+        add(f"step-times-{name}", T("--strategy", "redundancy", "--step-times", str(path)),
+            refuse("step_times"), timeout=20)
+    # price series
+    for name, rows, expect in (
+            ("nan", "0,nan\n", refuse("price_series")),
+            ("inf", "0,inf\n", refuse("price_series")),
+            ("1e400", "0,1e400\n", refuse("price_series")),
+            ("time-nan", "nan,1\n", refuse("price_series")),
+            ("time-inf", "0,1\ninf,2\n", refuse("price_series")),
+            ("text", "0,cheap\n", refuse("price_series")),
+            ("bom", "0,1\n", ok("cost")),
+    ):
+        f = _prices(fx, f"u-{name}", rows)
+        if name == "bom":
+            f.write_text("\ufeff" + f.read_text())
+        add(f"price-series-{name}", T("--price-series", str(f)), expect)
+    bigp = fx.root / "u33" / "prices_1e7.csv"
+    if not bigp.exists():
+        with open(bigp, "w") as fh:
+            fh.write("time,price\n")
+            fh.writelines(f"{i},1.5\n" for i in range(10_000_000))
+    add("price-series-1e7-rows-interrupted", T("--price-series", str(bigp)),
+        Expect("interrupt", "interrupted"), interrupt_after=6.0, timeout=30)
+    # configs whose memory cannot fit
+    add("virtual-stages-1e9", T("--schedule", "interleaved", "--virtual-stages", "1000000000"),
+        refuse("virtual_stages"), timeout=60, note="was over a GiB")
+    add("virtual-stages-text", T("--schedule", "interleaved", "--virtual-stages", "two"),
+        refuse("--virtual-stages"))
+    add("sync-wait-with-plan", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"),
+                                 "--model", "OPT-350", "--sync-wait", "1"), refuse("sync_wait"),
+        note="was accepted and ignored")
+    add("p2p-blocking-no-transfers", T("--p2p", "blocking"), refuse("p2p"))
+    add("p2p-overlap-no-transfers", T("--p2p", "overlap"), refuse("p2p"))
+    add("p2p-blocking-one-stage", T("--p2p", "blocking", "--stages", "1", "--latency", "1"),
+        refuse("p2p"))
+    add("p2p-blocking-with-latency", T("--p2p", "blocking", "--latency", "0.5", "--schedule",
+                                       "1f1b"), ok("throughput"))
+    add("stall-limit-without-failures", T("--stall-limit", "100"), refuse("stall_limit"))
+    add("stall-limit-with-failures", T("--stall-limit", "100", "--mtbf", "1000"), ok("throughput"))
+    return cases
+
+
+def users_design_cases(fx: Fixtures) -> list[Case]:
+    """``dtsim design --failure-trace`` on a user's own trace files."""
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case("design/" + id_, list(argv), expect, **kw))
+
+    D = lambda *a: dtsim("design", *a)  # noqa: E731
+
+    def trace(name: str, text: str) -> str:
+        return str(fx._write(f"udesign/{name}", text))
+
+    big = trace("count-1e12.csv", "0,1000000000000\n100,1000000000000\n")
+    half = trace("half-1e12.csv", "0,1000000000000\n100,500000000000\n200,500000000000\n")
+    for name, argv, expect in (
+            ("trace-count-1e12", (big,), refuse("failure_trace")),
+            ("trace-count-1e12-max-replicas", (big, "--max-replicas", "3"), ok("replicas r")),
+            ("trace-half-1e12-max-replicas", (half, "--stages", "8", "--max-replicas", "20"),
+             ok("replicas r")),
+            ("trace-half-1e12-too-few-replicas", (half, "--stages", "8", "--max-replicas", "5"),
+             ok("needs more than max_replicas=5")),
+            ("trace-count-1e12-optimal", (big, "--skip-penalty", "0.1"), refuse("failure_trace")),
+            ("trace-count-1e12-optimal-bounded", (big, "--skip-penalty", "0.1", "--max-replicas",
+                                                  "2"), ok("cost-optimal")),
+            ("trace-all-zero", (trace("zero.csv", "0,0\n100,0\n"),), refuse("failure_trace")),
+            ("trace-one-line", (trace("one.csv", "0,5\n"),), refuse("trace|failure_trace")),
+            ("trace-empty", (trace("empty.csv", ""),), refuse("trace|failure_trace")),
+            ("trace-negative-count", (trace("neg.csv", "0,5\n10,-1\n"),),
+             refuse("trace|failure_trace")),
+            ("trace-times-backwards", (trace("back.csv", "10,5\n0,4\n20,4\n"),),
+             refuse("trace|failure_trace")),
+            ("trace-time-nan", (trace("nan.csv", "0,5\nnan,4\n20,4\n"),),
+             refuse("trace|failure_trace")),
+            ("trace-time-inf", (trace("inf.csv", "0,5\ninf,4\n"),), refuse("trace|failure_trace")),
+            ("trace-time-1e400", (trace("big.csv", "0,5\n1e400,4\n"),),
+             refuse("trace|failure_trace")),
+            ("trace-count-5000-digits", (trace("digits.csv", "0," + "9" * 5000 + "\n10,4\n"),),
+             refuse("trace|failure_trace")),
+            ("trace-bom", (trace("bom.csv", "\ufeff0,8\n50,6\n100,8\n"), "--stages", "2",
+                           "--time-unit", "s"), ok("replicas r")),
+            ("trace-crlf", (trace("crlf.csv", "0,8\r\n50,6\r\n100,8\r\n"), "--stages", "2",
+                            "--time-unit", "s"), ok("replicas r")),
+            ("trace-format-unknown", ("aws-p3", "--trace-format", "excel"), refuse("trace_format")),
+            ("trace-format-wrong", (trace("fmt.csv", "0,8\n50,6\n"), "--trace-format",
+                                    "oobleck"), refuse("trace|failure_trace")),
+            ("time-unit-with-oobleck", ("aws-p3", "--time-unit", "s"), refuse("time_unit")),
+            ("time-unit-unknown", (trace("tu.csv", "0,8\n50,6\n"), "--time-unit", "fortnight"),
+             refuse("time_unit")),
+            ("stages-zero", ("aws-p3", "--stages", "0"), refuse("stages")),
+            ("stages-1e9", ("aws-p3", "--stages", "1000000000"), ok("fewer than the")),
+            ("target-drop-zero", ("aws-p3", "--stages", "4", "--target-drop", "0"),
+             refuse("target_drop")),
+            ("target-drop-one", ("aws-p3", "--stages", "4", "--target-drop", "1"),
+             refuse("target_drop")),
+            ("target-drop-nan", ("aws-p3", "--stages", "4", "--target-drop", "nan"),
+             refuse("target_drop")),
+            ("target-drop-1e-300", ("aws-p3", "--stages", "4", "--target-drop", "1e-300"),
+             ok("feasible")),
+            ("skip-budget-above-L", ("aws-p3", "--stages", "4", "--skip-budget", "5"),
+             refuse("skip_budget")),
+            ("max-replicas-zero", ("aws-p3", "--stages", "4", "--max-replicas", "0"),
+             refuse("max_replicas")),
+            ("max-replicas-huge", ("aws-p3", "--stages", "4", "--max-replicas", "1000000000"),
+             ok("replicas r")),
+            ("skip-penalty-nan", ("aws-p3", "--stages", "4", "--skip-penalty", "nan"),
+             refuse("skip_penalty")),
+            ("penalty-unknown", ("aws-p3", "--stages", "4", "--skip-penalty", "0.1", "--penalty",
+                                 "cubic"), refuse("penalty")),
+            ("trace-verify-microbatches-zero", ("aws-p3", "--stages", "4", "--verify",
+                                          "--microbatches", "0"), refuse("microbatches")),
+            ("trace-verify-microbatches-1e12", ("aws-p3", "--stages", "4", "--verify",
+                                          "--microbatches", "1000000000000"),
+             refuse("microbatches")),
+            ("trace-verify-replications-zero", ("aws-p3", "--stages", "4", "--verify",
+                                          "--replications", "0"), refuse("replications")),
+            ("microbatches-without-verify", ("aws-p3", "--stages", "4", "--microbatches", "10"),
+             refuse("microbatches")),
+            ("trace-file-policy-recent", ("aws-p3", "--stages", "4", "--trace-policy", "recent"),
+             refuse("trace_policy")),
+            ("trace-speedup", ("aws-p3", "--trace-speedup", "2"), refuse("trace_speedup")),
+            ("trace-start", ("aws-p3", "--trace-start", "10"), refuse("trace_start")),
+            ("trace-dtsim-named", (str(fx.trace_ok),), refuse("failure_trace")),
+    ):
+        add(name if name.startswith("trace-") else "trace-" + name,
+            D("--failure-trace", *argv), expect, timeout=60)
+    for name, path in (("fifo", fx.fifo["trace.csv"]), ("dev-zero", "/dev/zero"),
+                       ("folder", fx.dir), ("binary", fx.binary),
+                       ("missing", fx.root / "no-trace.csv")):
+        add(f"trace-{name}", D("--failure-trace", str(path)), refuse("failure_trace|trace"),
+            timeout=20)
+    return cases
+
+
+def users_byzantine_cases(fx: Fixtures) -> list[Case]:
+    """``dtsim gossip`` with Byzantine options a user combines: rules, attacks, sizes."""
+    cases: list[Case] = []
+    if not _has_option("gossip", "--attack-scope"):
+        return cases
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case("byz/" + id_, list(argv), expect, **kw))
+
+    G = lambda *a: dtsim("gossip", *a)  # noqa: E731
+    N = ("--protocol", "neighbourhood", "--rounds", "3", "--replications", "2")
+    Q = ("--objective", "quadratic")
+    ring = ("--topology", "ring:n=8")
+    for name, extra, expect in (
+            ("trim-leaves-nothing", (*ring, "--rule", "trimmed", "--trim", "2"), refuse("trim")),
+            ("trim-huge", (*ring, "--rule", "trimmed", "--trim", "1000000000"), refuse("trim")),
+            ("trim-negative", (*ring, "--rule", "trimmed", "--trim", "-1"), refuse("trim")),
+            ("trim-ok", (*ring, "--rule", "trimmed", "--trim", "1"), ok("gossip")),
+            ("trim-without-trimmed", (*ring, "--trim", "1"), refuse("trim")),
+            ("trim-complete-ok", ("--rule", "trimmed", "--trim", "3"), ok("gossip")),
+            ("bucketing-1e9", ("--bucketing", "1000000000"), refuse("bucketing")),
+            ("bucketing-1e9-permute", ("--bucketing", "1000000000", "--bucketing-form", "permute"),
+             ok("gossip")),
+            ("bucketing-text", ("--bucketing", "two"), refuse("--bucketing")),
+            ("rfa-iters-1e9", ("--rule", "rfa", "--rfa-iters", "1000000000"),
+             Expect("interrupt", "interrupted")),
+            ("rfa-nu-nan", ("--rule", "rfa", "--rfa-nu", "nan"), refuse("rfa_nu")),
+            ("rfa-nu-inf", ("--rule", "rfa", "--rfa-nu", "inf"), refuse("rfa_nu")),
+            ("cc-tau-nan", ("--rule", "centered-clip", "--cc-tau", "nan"), refuse("cc_tau")),
+            ("cc-tau-inf", ("--rule", "centered-clip", "--cc-tau", "inf"), refuse("cc_tau")),
+            ("cc-iters-negative", ("--rule", "centered-clip", "--cc-iters", "-1"),
+             refuse("cc_iters")),
+            ("krum-m-zero", ("--rule", "krum", "--krum-m", "0"), refuse("krum_m")),
+            ("krum-f-negative", ("--rule", "krum", "--krum-f", "-1"), refuse("krum_f")),
+            ("krum-f-huge", ("--rule", "krum", "--krum-f", "1000000000"), refuse("krum_f")),
+            ("momentum-nan", ("--momentum", "nan"), refuse("momentum")),
+            ("momentum-inf", ("--momentum", "inf"), refuse("momentum")),
+            ("lr-nan", ("--lr", "nan"), refuse("lr")),
+            ("lr-negative", ("--lr", "-0.1"), refuse("lr")),
+            ("local-steps-zero", ("--local-steps", "0"), refuse("local_steps")),
+            ("grad-noise-negative", ("--grad-noise", "-1"), refuse("grad_noise")),
+            ("adversary-value-nan", ("--adversary", "stubborn", "--adversary-value", "nan"),
+             refuse("adversary_value")),
+            ("adversary-value-inf", ("--adversary", "stubborn", "--adversary-value", "inf"),
+             refuse("adversary_value")),
+            ("num-adversaries-all", ("--adversary", "stubborn", "--num-adversaries", "16"),
+             refuse("num_adversaries")),
+            ("num-adversaries-negative", ("--adversary", "stubborn", "--num-adversaries", "-1"),
+             refuse("num_adversaries")),
+            ("num-adversaries-without-adversary", ("--num-adversaries", "2"),
+             refuse("num_adversaries")),
+            ("adversary-unknown", ("--adversary", "sybil"), refuse("adversary")),
+            ("adversary-nodes-out-of-range", ("--adversary", "stubborn", "--adversary-nodes",
+                                              "99"), refuse("adversary_nodes")),
+            ("adversary-nodes-text", ("--adversary", "stubborn", "--adversary-nodes", "a"),
+             refuse("adversary_nodes|--adversary-nodes")),
+            ("gossip-rounds-1e9", ("--gossip-rounds", "1000000000"),
+             Expect("interrupt", "interrupted")),
+            ("gossip-rounds-negative", ("--gossip-rounds", "-1"), refuse("gossip_rounds")),
+            ("dim-1e9", ("--dim", "1000000000"), refuse("dim")),
+            ("nodes-1e9", ("--nodes", "1000000000"), refuse("nodes")),
+            ("rule-median-ok", ("--rule", "median"), ok("gossip")),
+            ("data-unknown", ("--data", "imagenet"), refuse("data")),
+            ("partition-unknown", ("--partition", "skewed"), refuse("partition")),
+            ("alpha-zero", ("--partition", "dirichlet", "--alpha", "0"), refuse("alpha")),
+            ("alpha-without-dirichlet", ("--alpha", "0.5"), refuse("alpha")),
+            ("objective-seed-without-objective", ("--objective-seed", "3"),
+             refuse("objective_seed|objective")),
+    ):
+        base = N if "--rule" in extra or "bucketing" in name or "trim" in name else N
+        argv = G(*base, *Q, *extra) if "objective-seed-without" not in name else G(*N, *extra)
+        add(name, argv, expect, timeout=60,
+            **({"interrupt_after": 6.0} if expect.kind == "interrupt" else {}))
+    add("rounds-1e9-records", G("--protocol", "neighbourhood", "--rounds", "1000000000",
+                                "--replications", "1", *Q), refuse("rounds"))
+    add("rounds-1e9-interrupted", G("--protocol", "neighbourhood", "--rounds", "1000000000",
+                                    "--record-every", "10000000", "--replications", "1", *Q),
+        Expect("interrupt", "interrupted"), interrupt_after=6.0, timeout=30,
+        note="10^9 aggregation rounds: a bar with its ETA on a terminal, Ctrl-C stops it")
     return cases
 
 

@@ -130,11 +130,40 @@ def _read_edgelist(text: str) -> nx.Graph:
     return G
 
 
+def _graphml_duplicate_id(data: bytes) -> str | None:
+    """The first node id a GraphML document declares twice (None when every id is new).
+
+    networkx keeps one node per id, so a repeated ``<node id=...>`` would merge two
+    nodes (and their attributes) silently; the ids are read here with the same
+    parser, which refuses what networkx's reader would.
+    """
+    from xml.etree.ElementTree import iterparse
+
+    seen: set[tuple[str, str]] = set()
+    graph: list[str] = []
+    for event, el in iterparse(io.BytesIO(data), events=("start", "end")):
+        tag = el.tag.rsplit("}", 1)[-1]
+        if tag == "graph":
+            if event == "start":
+                graph.append(el.get("id", str(len(graph))))
+            else:
+                graph.pop()
+            continue
+        if tag == "node" and event == "start":
+            key = ("/".join(graph), el.get("id", ""))
+            if key in seen:
+                return key[1]
+            seen.add(key)
+        if event == "end":
+            el.clear()
+    return None
+
+
 def _read_gml(text: str) -> nx.Graph:
     try:
         return nx.parse_gml(text, label="label")
-    except nx.NetworkXError as exc:
-        if "label" not in str(exc):
+    except nx.NetworkXError as exc:  # no labels: the ids name the nodes (two equal labels
+        if "label" not in str(exc) or "duplicated" in str(exc):  # are refused, not renamed)
             raise
         return nx.parse_gml(text, label="id")
 
@@ -160,12 +189,20 @@ def check_simple(G: nx.Graph) -> None:
 
 
 def _normalise(G: nx.Graph) -> nx.Graph:
-    """Undirected simple graph, integer labels when all are integers, typed attributes."""
+    """Undirected simple graph, integer labels when all are integers, typed attributes.
+
+    Labels become integers only when every label is an integer written the way
+    Python writes it (``1``, ``-3``): ``1``, ``01`` and ``+1`` are three nodes,
+    so a file that names them all keeps its labels as text rather than merging
+    them into one.
+    """
     check_simple(G)
     if G.is_multigraph():
         G = nx.Graph(G)
     labels = list(G.nodes)
-    if labels and all(isinstance(x, str) and _INT.fullmatch(x.strip()) for x in labels):
+    if labels and all(isinstance(x, str) and len(x) < 1000 and _INT.fullmatch(x)
+                      and str(int(x)) == x
+                      for x in labels):
         G = nx.relabel_nodes(G, {x: int(x) for x in labels}, copy=True)
     for _, data in G.nodes(data=True):
         for key in list(data):
@@ -217,10 +254,14 @@ def read_graph(path: str | Path) -> nx.Graph:
     try:
         if ext == ".graphml":
             G = nx.read_graphml(io.BytesIO(data))
+            dup = _graphml_duplicate_id(data)
+            if dup is not None:
+                raise ValueError(f"the node id {dup!r} twice (each node once: a second "
+                                 "<node> with the same id would merge two nodes)")
         elif ext == ".gml":
-            G = _read_gml(data.decode("utf-8"))
+            G = _read_gml(data.decode("utf-8-sig"))
         else:
-            G = _read_edgelist(data.decode("utf-8"))
+            G = _read_edgelist(data.decode("utf-8-sig"))
         return _normalise(G)
     except ConfigError:
         raise

@@ -116,6 +116,13 @@ class _Timeline:
         return None
 
 
+def _pipeline_order(alive: set[int], n0: int, stages: int) -> list[int]:
+    """The workers still there in pipeline order (``s0r0, s1r0, .., s0r1, ..``): worker ``k``
+    of ``n0 = L r`` numbered stage-major is stage ``k // r``, replica ``k % r``."""
+    r = max(1, n0 // stages)
+    return sorted(alive, key=lambda k: (k % r, k // r))
+
+
 def _depth(ready: list[int], L: int, r: int, step_time: StepTime):
     P = min(len(ready) // L, r)
     if P == 0:
@@ -135,12 +142,13 @@ def replay_checkpoint_restart(*, n0: int, removals: Sequence[tuple[float, int]],
     Notes
     -----
     Formation: ``P = min(n // L, r)`` pipelines of ``L`` from the ``n`` workers
-    left, in index order, the rest spares (free the first time, ``restart``
+    left, in pipeline order (``s0r0, s1r0, ..``: :func:`_pipeline_order`), the rest spares (free the first time, ``restart``
     after). A removal of a worker the job runs on (every worker it holds when
     ``all_held``) loses the step in progress and the steps since the last
     checkpoint, during a checkpoint that checkpoint too, and during a restart
     starts it over at the removal. A checkpoint of ``checkpoint`` follows each
-    ``every`` steps since the last one, except after the last step.
+    ``every`` steps since the last one, and the last step (the run is done when it
+    completes).
     """
     tl = _Timeline(n0, removals)
     L, N, K = stages, steps, every
@@ -150,7 +158,7 @@ def replay_checkpoint_restart(*, n0: int, removals: Sequence[tuple[float, int]],
     while True:
         while True:  # form
             tl.through(t)
-            f = _depth(sorted(tl.alive), L, replicas, step_time)
+            f = _depth(_pipeline_order(tl.alive, n0, L), L, replicas, step_time)
             if f is None:
                 return math.inf
             pipes, spares, T = f
@@ -170,15 +178,15 @@ def replay_checkpoint_restart(*, n0: int, removals: Sequence[tuple[float, int]],
                 break
             t += T
             done += 1
-            if done == N:
-                return t
-            if done - committed >= K:
+            if done - committed >= K or done == N:  # and after the last step
                 hit = tl.next_in(t, t + checkpoint, part)
                 if hit is not None:
                     t, done = hit[0], committed
                     break
                 t += checkpoint
                 committed = done
+            if committed == N:
+                return t
 
 
 def replay_reconfiguration(*, n0: int, removals: Sequence[tuple[float, int]], stages: int,
@@ -199,8 +207,8 @@ def replay_reconfiguration(*, n0: int, removals: Sequence[tuple[float, int]], st
     from the workers left; during a reconfiguration it starts it over. Each
     pipeline holds every stage, cut by :func:`linear_partition` of ``work``;
     when the removals since the last formation leave a stage with no holder
-    the job rolls back to its last checkpoint (every ``every`` steps, cost
-    ``checkpoint``; none with 0) and restarts (``restart``).
+    the job rolls back to its last checkpoint (every ``every`` steps and after the
+    last step, cost ``checkpoint``; none with 0) and restarts (``restart``).
     """
     tl = _Timeline(n0, removals)
     L, N = stages, steps
@@ -245,7 +253,7 @@ def replay_reconfiguration(*, n0: int, removals: Sequence[tuple[float, int]], st
     while True:
         while True:  # form
             lose(tl.through(t))
-            f = form(sorted(tl.alive))
+            f = form(_pipeline_order(tl.alive, n0, L))
             if f is None:
                 return math.inf
             pipes, T = f
@@ -274,15 +282,17 @@ def replay_reconfiguration(*, n0: int, removals: Sequence[tuple[float, int]], st
                 break  # the removal is applied (and judged) when re-forming
             t += T
             done += 1
-            if done == N:
+            if done == N and not every:
                 return t
-            if every and done - committed >= every:
+            if every and (done - committed >= every or done == N):  # and after the last step
                 hit = tl.next_in(t, t + checkpoint, part)
                 if hit is not None:
                     t = hit[0]
                     break
                 t += checkpoint
                 committed = done
+                if committed == N:
+                    return t
 
 
 def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages: int,
@@ -301,7 +311,7 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
     left with no copy is fatal (roll back to the last checkpoint). While a
     node runs two stages a step takes ``slowdown`` times as long (the rest of
     the step in progress too). After each step (and its checkpoint, every
-    ``every`` steps), the job rebalances when spares >= overloaded nodes > 0,
+    ``every`` steps and after the last step), the job rebalances when spares >= overloaded nodes > 0,
     or ``2 o / (P L - o) > threshold``, or the nodes left form one more
     pipeline. ``overhead(sizes, step)`` is the extra time of the redundant
     forwards per step.
@@ -346,7 +356,7 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
             for w in tl.through(t):
                 if members and lose(w) == "fatal" and not fatal:
                     fatal, done = True, committed
-            f = _depth(sorted(tl.alive), L, replicas, step_time)
+            f = _depth(_pipeline_order(tl.alive, n0, L), L, replicas, step_time)
             if f is None:
                 return math.inf
             pipes, _spares, T = f
@@ -382,9 +392,9 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
             if broke:
                 break
             done += 1
-            if done == N:
+            if done == N and not every:
                 return t
-            if every and done - committed >= every:
+            if every and (done - committed >= every or done == N):  # and after the last step
                 end = t + checkpoint
                 while True:
                     hit = tl.next_in(t, end, members - dead)
@@ -399,6 +409,8 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
                         break
                 if broke:
                     break
+                if committed == N:
+                    return t
             tl.through(t)
             P = len(holder)
             o = overloaded()
@@ -422,8 +434,8 @@ def checkpoint_restart_shrink(*, steps: int, every: int, checkpoint: float, rest
     Parameters
     ----------
     steps, every : int
-        ``N`` steps, a checkpoint after each ``K`` steps since the last (not after
-        the last step).
+        ``N`` steps, a checkpoint after each ``K`` steps since the last and after
+        the last step.
     checkpoint, restart : float
         ``C`` and ``R``.
     mtbf : float
@@ -445,8 +457,8 @@ def checkpoint_restart_shrink(*, steps: int, every: int, checkpoint: float, rest
     -----
     With ``n`` workers the job fails at rate ``n / M`` (work, checkpoint and
     restart alike). From state ``(n, k)`` (``k`` steps committed, a segment of
-    ``S = min(K, N - k)`` steps of ``T(n)`` and, unless it ends the run, a
-    checkpoint: ``W = S T(n) + C``) the segment completes with probability
+    ``S = min(K, N - k)`` steps of ``T(n)`` and a checkpoint, the last
+    segment's too: ``W = S T(n) + C``) the segment completes with probability
     ``e^{-nW/M}``; a failure at ``s < W`` leaves ``n - 1`` workers to restart
     (``R``, itself restarted, one worker fewer, by each failure during it),
     after which the job resumes at ``k`` with ``T(n')``. The expectation over
@@ -489,7 +501,7 @@ def checkpoint_restart_shrink(*, steps: int, every: int, checkpoint: float, rest
             memo_run[key] = (0.0, 0.0)
             return memo_run[key]
         S = min(K, N - k)
-        W = S * T + (C if k + S < N else 0.0)
+        W = S * T + C
         ok, bad, e_t = branch(n * lam, W)
         p1, m1 = run(n, k + S)
         p2, m2 = restart_(n - 1, k)

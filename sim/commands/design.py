@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..pipeline.design import design, verify, verify_trace
+from ..pipeline.design import check_verify_size, design, verify, verify_trace
 from ..results import Estimate
 from ._applies import given, refuse_unless, verdict
 from ._common import emit_json, print_table
@@ -98,6 +98,8 @@ def _trace(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     _check_options(args)
+    if args.verify:
+        check_verify_size(args.microbatches, args.replications)
     trace = _trace(args)
     out = design(args.stages, args.availability, args.domain_outage,
                  skip_budget=args.skip_budget, target_drop=args.target_drop,
@@ -148,9 +150,16 @@ def run(args: argparse.Namespace) -> int:
             ("replicas r", str(out["replicas"]) if out["feasible"] else "-"),
             ("workers L*r", str(out["workers"]) if out["feasible"] else "-"),
             ("drop rate", f"{out['drop_rate']:.6g}"),
-            ("floor (r -> inf)" if trace is None else
-             f"floor (r = {out['slots'] // out['stages']}, every slot)", f"{out['floor']:.6g}"),
         ]
+        if trace is None:
+            rows.append(("floor (r -> inf)", f"{out['floor']:.6g}"))
+        elif not out["feasible"]:  # a feasible trace design stops searching at its r
+            top = out["slots"] // out["stages"]
+            if args.max_replicas is not None:
+                top = min(top, args.max_replicas)
+            rows.append((f"floor (r = {top}" + (", every slot)" if top == out["slots"] //
+                                                 out["stages"] else ", --max-replicas)"),
+                         f"{out['floor']:.6g}"))
         if out["reason"]:
             rows.append(("reason", out["reason"]))
         if trace is not None:

@@ -409,6 +409,10 @@ def _check_options(args: argparse.Namespace) -> None:
         refuse_unless(args, dest, rule == "centered-clip", "with --rule centered-clip")
     refuse_unless(args, "bucketing_form", bool(getattr(args, "bucketing", None)),
                   "with --bucketing S (S >= 1)")
+    # accepted and unused before issue 33
+    refuse_unless(args, "trim", rule == "trimmed", "with --rule trimmed")
+    refuse_unless(args, "alpha", getattr(args, "partition", None) == "dirichlet",
+                  "with --partition dirichlet")
     is_async = args.protocol == "async"
     for dest in ("wake_rate", "availability"):
         refuse_unless(args, dest, is_async, "with --protocol async")

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
+from .. import progress
 from ..errors import ConfigError, check, check_choice
+from ._applies import refuse_unless
 from ._common import emit_json, print_table
 from ._timeline import add_timeline_options, timeline_from_args, write_timeline
 from ._units import (
@@ -53,11 +56,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                          "link's utilisation as it changes")
 
 
+def _random_spec(spec: str) -> bool:
+    """False for a graph file and a family without randomness (a builder: it may draw)."""
+    import topologies
+    from topologies.io import is_graph_file
+
+    if is_graph_file(spec):
+        return False
+    try:
+        fam = topologies.parse_spec(spec).family_info()
+    except ConfigError:
+        return True  # the build says what is wrong with the spec
+    return fam is None or fam.seeded
+
+
 def run(args: argparse.Namespace) -> int:
     """Read, validate, simulate, print."""
     from ..network import build_network, read_flows, simulate_flows
     from ..network.flows import WEIGHTINGS
 
+    refuse_unless(args, "seed", _random_spec(args.topology), "with a random family or a "
+                  "builder (this topology has no randomness)")
     check_choice("weighting", args.weighting, WEIGHTINGS)
     check_choice("solver", args.solver, ("incremental", "full"))
     request = timeline_from_args(args)
@@ -65,25 +84,12 @@ def run(args: argparse.Namespace) -> int:
         check(args.nic > 0, "nic", "> 0", args.nic)
     typed: list = []
     flows = read_flows(args.flows, quantities=typed)
+    total = sum(fl.size for fl in flows)  # inf when the sum is beyond a double
+    check(total < math.inf, "flows", "sizes whose sum is a finite double (at most about "
+          "1.8e308 in all: each link's bytes are summed)", f"{args.flows} (sum {total:g})")
     net = build_network(args.topology, nodes=args.nodes, seed=args.seed, nic=args.nic)
-    for k, fl in enumerate(flows, start=2):
-        where = f"{args.flows}:{k}"
-        try:
-            src = net.node_index(fl.src, "src")
-            dst = net.node_index(fl.dst, "dst")
-        except ConfigError as exc:
-            raise ConfigError("flows", f"rows whose {exc.name} is {exc.rule}",
-                              f"{where} ({exc.value})") from None
-        check(src != dst, "flows", "rows whose dst differs from src", f"{where} ({fl.src})")
-        try:
-            rt = net.route(src, dst)
-        except ConfigError:
-            raise ConfigError("flows", "rows whose dst is reachable from src",
-                              f"{where} ({fl.src} -> {fl.dst})") from None
-        if fl.size > 0 and not rt.resources:
-            raise ConfigError("topology", "a graph with a finite bandwidth (or NIC) on the route "
-                              f"of every flow ({where}: {fl.src} -> {fl.dst} crosses none; "
-                              "give edge bandwidths or --nic)", args.topology)
+    with progress.bar(len(flows) if len(flows) >= 10_000 else 0, "routes", unit="flow") as bar:
+        _check_routes(args, net, flows, bar)
     rec = None
     if request is not None:  # the flows' own events, from the run whose numbers are printed
         from ..network.flows import COMPILED_FROM
@@ -103,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
     res = simulate_flows(net, flows, weighting=args.weighting,
                          incremental=args.solver == "incremental", recorder=rec)
     finish = [float(x) for x in res.finish]
+    late = next((k for k, t in enumerate(finish) if not math.isfinite(t)), None)
+    check(late is None, "flows", "sizes and capacities whose finish times are finite doubles "
+          "(sharing a link, the flows took longer than about 1.8e308)",
+          f"{args.flows}:{(late or 0) + 2}")
     start = min(fl.start for fl in flows)
     makespan = max(finish) - start
     if args.json:
@@ -131,3 +141,34 @@ def run(args: argparse.Namespace) -> int:
     if rec is not None:
         write_timeline(request, rec, command="network", seed=None, json_mode=False)
     return 0
+
+
+def _check_routes(args: argparse.Namespace, net: Any, flows: list, bar: Any) -> None:
+    """Every flow names two nodes joined by a route that crosses a finite resource, and its
+    time alone on that route is a finite double; ``bar`` counts the flows checked."""
+    for k, fl in enumerate(flows, start=2):
+        where = f"{args.flows}:{k}"
+        try:
+            src = net.node_index(fl.src, "src")
+            dst = net.node_index(fl.dst, "dst")
+        except ConfigError as exc:
+            raise ConfigError("flows", f"rows whose {exc.name} is {exc.rule}",
+                              f"{where} ({exc.value})") from None
+        check(src != dst, "flows", "rows whose dst differs from src", f"{where} ({fl.src})")
+        try:
+            rt = net.route_between(src, dst)
+        except ConfigError:
+            raise ConfigError("flows", "rows whose dst is reachable from src",
+                              f"{where} ({fl.src} -> {fl.dst})") from None
+        if fl.size > 0 and not rt.resources:
+            raise ConfigError("topology", "a graph with a finite bandwidth (or NIC) on the route "
+                              f"of every flow ({where}: {fl.src} -> {fl.dst} crosses none; "
+                              "give edge bandwidths or --nic)", args.topology)
+        plain = [net.capacity[r] for r in rt.resources if net.curve[r] is None]
+        if fl.size > 0 and plain:  # alone on its route, the flow takes size / slowest
+            alone = fl.start + rt.latency + fl.size / min(plain)
+            check(alone < math.inf, "flows", "rows whose time alone on their route (start + "
+                  "latency + size / least capacity) is a finite double",
+                  f"{where} ({fl.size:g} over a capacity of {min(plain):g})")
+        if k % 1000 == 0:
+            bar.update(1000)

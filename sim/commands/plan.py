@@ -181,6 +181,21 @@ def _failures(args: argparse.Namespace) -> dict[str, Any]:
     return kw
 
 
+def _check_prices(args: argparse.Namespace, fleet: Any) -> None:
+    """Each ``--price GPU=...`` names a GPU type of the fleet, spelled as the fleet spells it
+    (a price for any other type, or ``gh-96`` for ``GH-96``, was accepted and never used)."""
+    types = sorted({k.gpu for k, n in fleet.nodes if n})
+    seen: set[str] = set()
+    for gpu, value in args.price or ():
+        if gpu not in types:
+            same = [t for t in types if t.lower() == gpu.lower()]
+            hint = f"; did you mean {same[0]}?" if same else ""
+            raise ConfigError("price", f"GPU=DOLLARS for a GPU type of the fleet "
+                              f"({', '.join(types)}{hint})", f"{gpu}={value:g}")
+        check(gpu not in seen, "price", "given once per GPU type", f"{gpu}={value:g}")
+        seen.add(gpu)
+
+
 def _gb(x: float) -> str:
     return f"{x / 1e9:.1f}"
 
@@ -222,6 +237,11 @@ def run(args: argparse.Namespace) -> int:
     check_int("replications", args.replications, low=1)
     refuse_unless(args, "compare_runs", args.fleet_from_runs is not None,
                   "with --fleet-from-runs")
+    simulated = args.simulate > 0 or args.compare_runs
+    for dest in ("mtbf", "replace_time", "restart_cost", "checkpoint_every", "checkpoint_cost",
+                 "failure_trace", "steps", "replications", "seed"):
+        refuse_unless(args, dest, simulated, "with --simulate > 0 or --compare-runs (it changes "
+                      "only the simulations; the search predicts failure-free iterations)")
     check_choice("schedule", args.schedule, ("1f1b", "gpipe", "1f1b-dynamic"))
     if args.p2p is not None:
         check_choice("p2p", args.p2p, ("blocking", "overlap"))
@@ -232,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
     # a forward-only profile's backward passes (and missing optimizer steps) by the stated rules
     model = Estimator(profiles, profiles.model(args.model)).completed()
     fleet, gbs_default, runs = _fleet(args, profiles)
+    _check_prices(args, fleet)
     if fleet.network is not profiles.network:  # the fleet's links time its plans
         profiles = replace(profiles, network=fleet.network)
     req = request_from_args(args, gbs_default)

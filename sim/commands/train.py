@@ -336,6 +336,9 @@ def _check_options(args: argparse.Namespace) -> None:
                       "the framework engine, which restarts from its checkpoint on a failure)")
     refuse_unless(args, "price_series", not plan, "without --plan (a plan's --price is per "
                   "GPU-hour; a price series per worker-hour is not defined for it yet)")
+    for dest in ("sync_wait", "stragglers"):  # they were accepted and ignored with --plan
+        refuse_unless(args, dest, not plan, "without --plan (DeepSpeed's pipeline waits for "
+                      "every replica of a stage: no fastest-k synchronisation)")
     refuse_unless(args, "virtual_stages", args.schedule == "interleaved",
                   "with --schedule interleaved")
     for dest in ("network_nodes", "tensor_parallel", "nic", "bucket_size", "contention",
@@ -382,6 +385,7 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
     """The TrainingConfig fields a plan run takes from the command line (failures, steps, ...)."""
     kw: dict[str, Any] = dict(
         steps=args.steps, pass_time_distribution=args.pass_time_distribution,
+        pass_time_shape=args.pass_time_shape,
         availability=args.availability, mean_downtime=args.mean_downtime,
         domain_outage=args.domain_outage, domain_downtime=args.domain_downtime,
         failure_distribution=args.failure_distribution, failure_shape=args.failure_shape,
@@ -575,7 +579,26 @@ def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
     cfg = TrainingConfig(**kw)
     if args.checkpoint_every == "auto":
         cfg = with_auto_checkpoint(cfg)
+    _check_effects(args, cfg)
     return cfg
+
+
+def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
+    """Refuse the options a built config shows to have no effect (they were accepted silently).
+
+    ``--stall-limit`` watches for a run that cannot progress, which only failures cause;
+    ``--p2p`` says how a transfer between stages meets compute, which needs a transfer.
+    """
+    refuse_unless(args, "stall_limit", cfg.failures, "with failures (--availability < 1, "
+                  "--mtbf, --domain-outage or --failure-trace): without any, every run "
+                  "progresses")
+    lat = cfg.latency
+    moves = cfg.stages > 1 and (cfg.activation_size > 0 or cfg.network is not None
+                                or cfg.transfer_times is not None
+                                or any(x > 0 for x in (lat if isinstance(lat, tuple) else (lat,))))
+    refuse_unless(args, "p2p", moves or args.plan is not None, "with transfers between stages "
+                  "(--activation-size > 0, --latency > 0 or --network, and --stages > 1): "
+                  "without any, blocking and overlap time the same")
 
 
 def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
@@ -791,6 +814,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plan is not None:
         build = build_from_args(args)
         cfg = build.config
+        _check_effects(args, cfg)
     else:
         cfg = _config_from_args(args)
         check_train(args, cfg)

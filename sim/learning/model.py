@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import engines as registry
 from ..engines import Applies, Reference
-from ..errors import check, check_choice, check_int, check_nonnegative
+from ..errors import check, check_choice, check_int, check_memory, check_nonnegative
 from ..gossip import GossipConfig, GossipSystem, Records, build_gossip_graph, summarize_runs
 from ..gossip.model import model_output
 from ..results import mean_ci
@@ -172,6 +172,15 @@ class GossipTrainingConfig:
                   "or allreduce)", self.bucketing)
             check(not g.adaptive_clip, "bucketing", "0 with adaptive clipping (the oracle radius "
                   "needs to know which neighbour sent what)", self.bucketing)
+            # the repeat form draws m s indices per node and gathers m s values of dim d
+            m = int(self._inputs_per_node(honest).max())
+            s = self.bucketing if self.bucketing_form == "repeat" else 1
+            check_memory("bucketing", self.bucketing,
+                         float(g.n) * m * s * 8.0 * (1 + g.dim))
+        if self.rule == "trimmed":  # it kept the median silently when the trims met
+            low = int(self._inputs_per_node(honest).min())
+            check(2 * self.trim < low, "trim", f"at most {(low - 1) // 2} (a trimmed mean keeps "
+                  f"m - 2 trim values; the node with fewest inputs has m = {low})", self.trim)
         if self.rule == "krum":
             inputs = self._inputs_per_node(honest)
             f = self.krum_f_used

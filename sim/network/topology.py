@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,17 +58,26 @@ SHARINGS = ("split", "shared")
 DEFAULT_SHARING = "split"
 
 
+#: Smallest capacity: the smallest normal double. Below it (1e-320) a share divides into
+#: subnormals and the finish times become inf or NaN.
+MIN_CAPACITY = sys.float_info.min
+
+
 def _capacity(name: str, value: Any) -> Capacity:
-    """A capacity: a number > 0 (``inf`` allowed), a curve, or a curve's text."""
+    """A capacity: a number >= :data:`MIN_CAPACITY` (``inf`` allowed), a curve, or a curve's text."""
     if isinstance(value, BandwidthCurve):
         return value
     if isinstance(value, str):
         try:
-            return float(value) if value.strip().lower() in ("inf", "infinity") else \
-                check_positive(name, float(value), allow_inf=True)
+            x = float(value)
         except ValueError:
             return as_curve(value, name)
-    return check_positive(name, value, allow_inf=True)
+        if value.strip().lower() in ("inf", "infinity"):
+            return x
+        value = x
+    x = check_positive(name, value, allow_inf=True)
+    check(x >= MIN_CAPACITY, name, f"a capacity >= {MIN_CAPACITY:.4g} (a normal double)", value)
+    return x
 
 
 @dataclass(frozen=True)
@@ -343,14 +353,28 @@ class Network:
         return len(self.capacity)
 
     def node_index(self, node: Any, name: str = "node") -> int:
-        """The index of ``node`` (a graph label, or its text as read from a file)."""
-        if node in self.index:
-            return self.index[node]
+        """The index (position) of ``node``: a graph label, or its text as read from a file.
+
+        Raises
+        ------
+        ConfigError
+            ``name`` when no node has that label or text, or when two nodes
+            have the same text (the integer 1 and the string ``"1"``), so a
+            name read from a file cannot say which.
+        """
         if self._names is None:
             names: dict[str, int] = {}
             for k, n in enumerate(self.nodes):
-                names.setdefault(str(n), k)
+                names[str(n)] = -1 if str(n) in names else k
             self._names = names
+        if isinstance(node, str) and self._names.get(node) == -1:
+            raise ConfigError(name, f"a node name that only one node of the network has "
+                              f"({self.label} has two nodes whose name reads {node!r})", node)
+        try:
+            if node in self.index:
+                return self.index[node]
+        except TypeError:  # an unhashable value is no label
+            pass
         if isinstance(node, str) and node in self._names:
             return self._names[node]
         raise ConfigError(name, f"a node of the network ({self.label}, "
@@ -416,15 +440,24 @@ class Network:
         return tuple(reversed(out))
 
     def route(self, src: Any, dst: Any) -> Route:
-        """The route from ``src`` to ``dst`` (labels or indices via :meth:`node_index`).
+        """The route from node ``src`` to node ``dst`` (labels, or their text: :meth:`node_index`).
+
+        Raises
+        ------
+        ConfigError
+            ``'src'`` / ``'dst'`` when it is not a node, ``'dst'`` when no path
+            joins them.
+        """
+        return self.route_between(self.node_index(src, "src"), self.node_index(dst, "dst"))
+
+    def route_between(self, i: int, j: int) -> Route:
+        """The route between the nodes at positions ``i`` and ``j`` (of :attr:`nodes`).
 
         Raises
         ------
         ConfigError
             ``'dst'`` when no path joins them.
         """
-        i = self.node_index(src, "src")
-        j = self.node_index(dst, "dst")
         key = (i, j)
         r = self._routes.get(key)
         if r is not None:

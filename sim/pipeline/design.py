@@ -18,7 +18,7 @@ from ..errors import check, check_int, check_probability
 from .compare import estimate_drop_rate
 from .config import PipelineConfig
 
-__all__ = ["design", "verify", "verify_trace"]
+__all__ = ["design", "verify", "verify_trace", "check_verify_size"]
 
 
 def design(stages: int, availability: float, domain_outage: float, *,
@@ -101,6 +101,18 @@ def design(stages: int, availability: float, domain_outage: float, *,
 MAX_VERIFY_MICROBATCHES = 10**9
 
 
+def check_verify_size(microbatches: int, replications: int) -> None:
+    """Refuse a verification's size before anything runs (also when the design turns out
+    infeasible and nothing is simulated: the options were accepted silently then)."""
+    check_int("microbatches", microbatches, low=1)
+    check_int("replications", replications, low=1)
+    total = microbatches * replications
+    check(total <= MAX_VERIFY_MICROBATCHES, "microbatches",
+          f"at most {MAX_VERIFY_MICROBATCHES:.0e} in total over the replications for a design "
+          f"check (microbatches x replications = {total:.3g}; use dtsim pipeline for longer runs)",
+          microbatches)
+
+
 def verify(out: dict[str, Any], *, microbatches: int, replications: int, rate: float,
            mean_downtime: float, seed: int, executor: Any = "serial",
            workers: int | None = None, skip_penalty: float = 0.0,
@@ -132,13 +144,7 @@ def verify(out: dict[str, Any], *, microbatches: int, replications: int, rate: f
         ``simulated_agrees``, ``simulated_method``, ``simulated_microbatches``,
         ``simulated_mean_quality``, ``simulated_mean_quality_ci``, ``seed``.
     """
-    check_int("microbatches", microbatches, low=1)
-    check_int("replications", replications, low=1)
-    total = microbatches * replications
-    check(total <= MAX_VERIFY_MICROBATCHES, "microbatches",
-          f"at most {MAX_VERIFY_MICROBATCHES:.0e} in total over the replications for a design "
-          f"check (microbatches x replications = {total:.3g}; use dtsim pipeline for longer runs)",
-          microbatches)
+    check_verify_size(microbatches, replications)
     cfg = PipelineConfig(
         stages=out["stages"], replicas=out["replicas"], skip_budget=out["skip_budget"],
         availability=out["availability"], domain_outage=out["domain_outage"],
@@ -178,6 +184,8 @@ def _trace_design(L: int, replay: Any, *, skip_budget: int | None, target_drop: 
           "a count or event trace (a dtsim CSV of named workers is replayed by name, not by "
           "the random policy)", replay.trace)
     slots = trace_slots(tr)
+    check(slots >= 1 and tr.counts.max() > 0, "failure_trace", "a trace with an instance up "
+          "at some time (its availability is 0 / 0 or 0: no design fits it)", replay.trace)
     a = float(trace_stats(tr)["availability"])
     base = {"stages": L, "availability": a, "domain_outage": 0.0, "trace": replay.trace,
             "slots": slots, "law": "trace (random policy, exact)"}
@@ -187,7 +195,8 @@ def _trace_design(L: int, replay: Any, *, skip_budget: int | None, target_drop: 
                                                     "drop_rate") if k in inner}
     if skip_penalty is not None and skip_budget is None:
         check(slots >= L, "stages", f"at most the trace's {slots} slots", L)
-        opt = analytic.trace_optimal_design(tr, L, skip_penalty, penalty=penalty)
+        opt = analytic.trace_optimal_design(tr, L, skip_penalty, penalty=penalty,
+                                            max_replicas=max_replicas)
         law = analytic.trace_skipped_distribution(tr.times, tr.counts, tr.end, slots, L,
                                                   opt.replicas)
         import numpy as np
@@ -206,11 +215,7 @@ def _trace_design(L: int, replay: Any, *, skip_budget: int | None, target_drop: 
             "independent_cost": inner["cost"], **indep,
         }
     s = 0 if skip_budget is None else skip_budget
-    d = analytic.trace_min_replicas(tr, L, s, target_drop)
-    if max_replicas is not None and d.feasible and d.replicas > max_replicas:
-        d = analytic.Design(False, None, None, d.drop_rate, d.floor,
-                            f"target_drop {target_drop:g} needs r={d.replicas}, more than "
-                            f"max_replicas={max_replicas}")
+    d = analytic.trace_min_replicas(tr, L, s, target_drop, max_replicas=max_replicas)
     return {
         "mode": "min_replicas", **base, "skip_budget": s, "target_drop": target_drop,
         "feasible": bool(d.feasible), "replicas": d.replicas, "workers": d.workers,

@@ -32,11 +32,16 @@ def parse_nodes(spec: str, network: NetworkProfile) -> Fleet:
         check(mt is not None, "nodes", "GPU:GPUS_PER_NODExCOUNT[@ZONE], comma separated "
               "(e.g. GH-96:4x32@us-central1-a)", part)
         gpu, zone = mt["gpu"], mt["zone"]  # type: ignore[index]
+        known = sorted(zones.get(gpu, ()))
         if zone is None:
-            known = sorted(zones.get(gpu, ()))
             check(len(known) == 1, "nodes", f"a zone for {gpu} (@ZONE; the network has "
                   f"{', '.join(known) if known else 'no link'} for it)", part)
             zone = known[0]
+        else:  # a typo would leave the nodes without links: every multi-node plan refused
+            check(not known or zone in known, "nodes", f"a zone the network has links for "
+                  f"{gpu} in ({', '.join(known)})", part)
+        check(len(mt["gpn"]) <= 9 and len(mt["count"]) <= 9, "nodes",  # type: ignore[index]
+              "GPUs per node and counts below 10^9", part)
         check(int(mt["gpn"]) >= 1 and int(mt["count"]) >= 1, "nodes",  # type: ignore[index]
               "GPUs per node and counts >= 1", part)
         count[NodeKind(gpu, int(mt["gpn"]), zone)] += int(mt["count"])  # type: ignore[index]

@@ -513,29 +513,44 @@ class _Search:
 
     # -- the search ----------------------------------------------------------------------
     def run(self, prune: bool = True) -> None:
-        """Best first by bound; stop when the bound reaches the top-th key (all, unpruned)."""
+        """Best first by bound; stop when the bound reaches the top-th key (all, unpruned).
+
+        On a terminal two progress bars with an ETA (:func:`sim.progress.bar`): the
+        bounds of every (micro-batch size, GPU types, TP degrees), then the groups.
+        """
+        from .. import progress
+
         self.prune = prune
         heap: list[tuple[float, int, Any]] = []
         tick = itertools.count()
-        for g in self.group_items():
-            heapq.heappush(heap, (g[0], next(tick), g[1]))
-        while heap:
-            bound, _, item = heapq.heappop(heap)
-            if prune and bound >= self.threshold():
-                self.pruned += 1 + len(heap)
-                break
-            if item[0] == "group":
-                self.groups += 1
-                for b, sub in self.expand(item):
-                    if not prune or b < self.threshold():
-                        heapq.heappush(heap, (b, next(tick), sub))
-                    else:
-                        self.pruned += 1
-            else:
-                self.evaluate(item)
+        kinds = sum(math.prod(len(self.tp_options(t, mbs)) for t in types)
+                    for mbs in self.mbs_options() for k in range(1, len(self.types) + 1)
+                    for types in itertools.combinations(self.types, k))
+        with progress.bar(kinds, "plan search (bounds)", unit="kind") as bar:
+            for g in self.group_items(bar.update):
+                heapq.heappush(heap, (g[0], next(tick), g[1]))
+        # on a terminal, a bar over the groups (at most all of them are expanded: its ETA is
+        # an upper bound, the search stops earlier at the bound)
+        with progress.bar(len(heap), "plan search (groups)", unit="group") as bar:
+            while heap:
+                bound, _, item = heapq.heappop(heap)
+                if prune and bound >= self.threshold():
+                    self.pruned += 1 + len(heap)
+                    break
+                if item[0] == "group":
+                    self.groups += 1
+                    bar.update(1)
+                    for b, sub in self.expand(item):
+                        if not prune or b < self.threshold():
+                            heapq.heappush(heap, (b, next(tick), sub))
+                        else:
+                            self.pruned += 1
+                else:
+                    self.evaluate(item)
 
-    def group_items(self) -> Iterator[tuple[float, tuple]]:
-        """Every (mbs, types, TP degrees, dp, p) with its bound on the objective's key."""
+    def group_items(self, done: Any = None) -> Iterator[tuple[float, tuple]]:
+        """Every (mbs, types, TP degrees, dp, p) with its bound on the objective's key
+        (``done(1)`` after each (mbs, types, TP degrees): the progress bar's unit)."""
         max_p = min(self.n, self.req.max_stages or self.n)
         gbs = self.req.global_batch_size
         for mbs in self.mbs_options():
@@ -574,6 +589,8 @@ class _Search:
                                     continue
                                 yield (self.objective_bound(t_lb, rate),
                                        ("group", mbs, dp, p, m, info))
+                        if done is not None:
+                            done(1)
 
     def expand(self, item: tuple) -> Iterator[tuple[float, tuple]]:
         """The layouts of a group, each composition with its own bound."""

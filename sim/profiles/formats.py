@@ -78,7 +78,7 @@ from ..errors import ConfigError, check
 from ..network.curves import BandwidthCurve, as_curve
 from ..units import RATE, SIZE, TIME, describe, parse_quantity
 from . import sailor
-from .documents import get, read_document
+from .documents import get, located, read_document
 from .frameworks import FrameworkSpec
 from .values import (
     Fleet,
@@ -134,16 +134,50 @@ def _qty(name: str, obj: Any, key: str, where: str, kind: str, *default: Any) ->
 
 # --------------------------------------------------------------------------- plan
 
+#: The keys of a dtsim plan, of one of its stages; any other is refused (a typo would
+#: otherwise leave its value unused).
+PLAN_KEYS = ("model", "microbatch_size", "global_batch_size", "stages", "framework")
+STAGE_KEYS = ("layers", "first_layer", "last_layer", "replicas")
+#: Memory per layer of a plan's stage (its index and what a stage keeps of it) and per
+#: replica (it becomes a training worker: sim.training.config.BYTES_PER_WORKER).
+BYTES_PER_PLAN_LAYER, BYTES_PER_PLAN_REPLICA = 100, 5_400
+
+
+def _check_plan_size(doc: dict, where: str) -> None:
+    """Refuse, before any tuple is built, a plan whose layers or replicas cannot fit."""
+    from ..errors import check_memory_terms
+
+    layers = replicas = 0
+    stages = doc.get("stages")
+    for st in stages if isinstance(stages, list) else ():
+        if not isinstance(st, dict):
+            continue
+        a, b = st.get("first_layer"), st.get("last_layer")
+        if "layers" not in st and isinstance(a, int) and isinstance(b, int) and b >= a:
+            layers += b - a + 1
+        for r in st.get("replicas") or () if isinstance(st.get("replicas"), list) else ():
+            c = r.get("count", 1) if isinstance(r, dict) else 1
+            replicas += c if isinstance(c, int) and c > 0 else 1
+    check_memory_terms([("plan", f"{where} ({layers} layers)", layers * BYTES_PER_PLAN_LAYER),
+                        ("plan", f"{where} ({replicas} replicas)",
+                         replicas * BYTES_PER_PLAN_REPLICA)])
+
 
 def plan_from_data(doc: Any, where: str = "plan", model: str | None = None) -> Plan:
     """A :class:`Plan` from parsed dtsim plan data (or a Sailor ``plan_config``)."""
     if sailor.is_sailor_plan(doc):
         return sailor.plan_from_sailor(doc, where, model)
     check(isinstance(doc, dict), "plan", "a JSON/TOML table with stages", where)
+    unknown = sorted(set(doc) - set(PLAN_KEYS))
+    check(not unknown, "plan", f"a table of {', '.join(PLAN_KEYS)} (no other key) at {where}",
+          unknown)
+    _check_plan_size(doc, where)
     stages = []
     for j, st in enumerate(get("plan", doc, "stages", where, list)):
         at = f"{where}.stages[{j}]"
         check(isinstance(st, dict), "plan", f"a table at {at}", st)
+        unknown = sorted(set(st) - set(STAGE_KEYS))
+        check(not unknown, "plan", f"stage keys {', '.join(STAGE_KEYS)} at {at}", unknown)
         if "layers" in st:
             layers = tuple(get("plan", st, "layers", at, list))
         else:
@@ -169,9 +203,6 @@ def plan_from_data(doc: Any, where: str = "plan", model: str | None = None) -> P
     m = _opt(doc, "model", None)
     if model is not None:
         m = model
-    unknown = set(doc) - {"model", "microbatch_size", "global_batch_size", "stages", "framework"}
-    check(not unknown, "plan", f"keys model, microbatch_size, global_batch_size, stages, framework "
-          f"at {where}", sorted(unknown))
     return Plan(stages=tuple(stages), microbatch_size=get("plan", doc, "microbatch_size", where, int),
                 global_batch_size=get("plan", doc, "global_batch_size", where, int), model=m,
                 framework=framework_from_data(doc["framework"], f"{where}.framework")
@@ -254,12 +285,14 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
     for k, e in enumerate(get("model", doc, "sizes", where, list)
                           if shape is None or "sizes" in doc else []):
         at = f"{where}.sizes[{k}]"
-        row = tuple(LayerSizes(params=get("model", x, "params", f"{at}.layers[{i}]", int),
-                               activation_bytes=_qty("model", x, "activation_bytes",
-                                                    f"{at}.layers[{i}]", SIZE),
-                               activation_memory_bytes=_qty("model", x, "activation_memory_bytes",
-                                                            f"{at}.layers[{i}]", SIZE))
-                    for i, x in enumerate(get("model", e, "layers", at, list)))
+        with located("model", at):
+            row = tuple(LayerSizes(params=get("model", x, "params", f"{at}.layers[{i}]", int),
+                                   activation_bytes=_qty("model", x, "activation_bytes",
+                                                         f"{at}.layers[{i}]", SIZE),
+                                   activation_memory_bytes=_qty("model", x,
+                                                                "activation_memory_bytes",
+                                                                f"{at}.layers[{i}]", SIZE))
+                        for i, x in enumerate(get("model", e, "layers", at, list)))
         sizes.append((get("model", e, "tp", at, int), row))
     times = []
     for k, e in enumerate(get("model", doc, "times", where, list)
@@ -270,7 +303,8 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
             check(isinstance(x, list) and len(x) in (1, 2, 3)
                   and all(isinstance(v, _NUM) and not isinstance(v, bool) for v in x), "model",
                   f"[forward(, backward(, optimizer))] seconds at {at}.layers[{i}]", x)
-            rows.append(LayerTimes(x[0], None, None) if len(x) == 1 else LayerTimes(*x))
+            with located("model", f"{at}.layers[{i}]"):
+                rows.append(LayerTimes(x[0], None, None) if len(x) == 1 else LayerTimes(*x))
         times.append(((get("model", e, "gpu", at, str), get("model", e, "microbatch_size", at, int),
                        get("model", e, "tp", at, int)), tuple(rows)))
     layers = (get("model", doc, "layers", where, int) if shape is None or "layers" in doc
@@ -387,19 +421,20 @@ def network_from_data(doc: Any, where: str = "network") -> NetworkProfile:
         at = f"{where}.links[{k}]"
         check(isinstance(x, dict), "network", f"a table at {at}", x)
         flows = _opt(x, "flows", 1)
-        if "bandwidth" in x:
-            curve: Any = _qty("network", x, "bandwidth", at, RATE)
-        elif isinstance(x.get("curve"), str):  # the curve's text form (sim.network.curves)
-            curve = as_curve(x["curve"], "network")
-        else:
-            c = get("network", x, "curve", at, dict)
-            curve = _gbs_curve(get("network", c, "coefficients", at, list),
-                               _qty("network", c, "min_bytes", at, SIZE, 2.0 ** 16),
-                               _qty("network", c, "max_bytes", at, SIZE, 2.0 ** 30), at)
-        links.append(Link(_end(get("network", x, "src", at), f"{at}.src"),
-                          _end(get("network", x, "dst", at), f"{at}.dst"),
-                          _opt(x, "src_flows", flows), _opt(x, "dst_flows", flows), curve,
-                          _qty("network", x, "latency", at, TIME, 0.0)))
+        with located("network", at):
+            if "bandwidth" in x:
+                curve: Any = _qty("network", x, "bandwidth", at, RATE)
+            elif isinstance(x.get("curve"), str):  # the curve's text form (sim.network.curves)
+                curve = as_curve(x["curve"], "network")
+            else:
+                c = get("network", x, "curve", at, dict)
+                curve = _gbs_curve(get("network", c, "coefficients", at, list),
+                                   _qty("network", c, "min_bytes", at, SIZE, 2.0 ** 16),
+                                   _qty("network", c, "max_bytes", at, SIZE, 2.0 ** 30), at)
+            links.append(Link(_end(get("network", x, "src", at), f"{at}.src"),
+                              _end(get("network", x, "dst", at), f"{at}.dst"),
+                              _opt(x, "src_flows", flows), _opt(x, "dst_flows", flows), curve,
+                              _qty("network", x, "latency", at, TIME, 0.0)))
     return NetworkProfile(tuple(links))
 
 

@@ -39,13 +39,14 @@ a run's ``plan_config``
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, check
 from ..network.curves import BandwidthCurve
-from .documents import get, read_document
+from .documents import get, located, read_document
 from .frameworks import SAILOR_FRAMEWORK, FrameworkSpec
 from .values import (
     LayerSizes,
@@ -127,11 +128,16 @@ def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
         for i in range(count):
             e = get("profiles", layers, str(i), f"llm_info.{name}.{tp}", dict)
             at = f"llm_info.{name}.{tp}.{i}"
-            row.append(LayerSizes(
-                params=int(get("profiles", e, "params_floats", at, (int, float))),
-                activation_bytes=float(get("profiles", e, "act_output_bytes", at, (int, float))),
-                activation_memory_bytes=float(get("profiles", e, "act_mem_bytes", at,
-                                                  (int, float)))))
+            params = get("profiles", e, "params_floats", at, (int, float))
+            check(math.isfinite(params) and params >= 0, "profiles",
+                  f"a finite params_floats >= 0 at {at}", params)
+            with located("profiles", at):
+                row.append(LayerSizes(
+                    params=int(params),
+                    activation_bytes=float(get("profiles", e, "act_output_bytes", at,
+                                               (int, float))),
+                    activation_memory_bytes=float(get("profiles", e, "act_mem_bytes", at,
+                                                      (int, float)))))
         sizes[tp] = tuple(row)
     assert n is not None
     bpv, act_bpv = _value_bytes(info)
@@ -139,13 +145,19 @@ def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
     times = []
     check(isinstance(prof, dict), "profiles", f"GPU types of {name}", where)
     for gpu in sorted(prof):
-        for mbs_s in sorted(prof[gpu], key=lambda s: int(s) if s.isdigit() else 0):
+        mbss = prof[gpu]
+        check(isinstance(mbss, dict), "profiles", f"an object of micro-batch sizes at "
+              f"{name}.{gpu}", _what(mbss))
+        for mbs_s in sorted(mbss, key=_key_order):
             mbs = _int_key("profiles", mbs_s, f"{name}.{gpu}")
-            for tp_s in sorted(prof[gpu][mbs_s], key=lambda s: int(s) if s.isdigit() else 0):
+            tps = mbss[mbs_s]
+            check(isinstance(tps, dict), "profiles", f"an object of TP degrees at "
+                  f"{name}.{gpu}.{mbs}", _what(tps))
+            for tp_s in sorted(tps, key=_key_order):
                 tp = _int_key("profiles", tp_s, f"{name}.{gpu}.{mbs}")
                 if tp not in sizes:
                     continue  # times without sizes at that TP: not usable
-                layers = prof[gpu][mbs_s][tp_s]
+                layers = tps[tp_s]
                 at = f"{name}.{gpu}.{mbs}.{tp}"
                 check(isinstance(layers, dict) and len(layers) == n, "profiles",
                       f"{n} layers at {at}", len(layers) if isinstance(layers, dict) else layers)
@@ -158,8 +170,9 @@ def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
                     raw.append(v)
                 step = raw[0][2]  # the profiled model's optimizer step, copied into every layer
                 per_param = step / max(_profiled_params(sizes[tp], tail), 1)
-                row = tuple(LayerTimes(f, b, per_param * sizes[tp][i].params)
-                            for i, (f, b, _o) in enumerate(raw))
+                with located("profiles", at):
+                    row = tuple(LayerTimes(f, b, per_param * sizes[tp][i].params)
+                                for i, (f, b, _o) in enumerate(raw))
                 times.append(((gpu, mbs, tp), row))
     # the tied weight is Megatron's word embedding (GPTModelPipe's TiedLayerSpec 'embed',
     # tied_weight_attr='word_embeddings_weight'): the first layer's parameters less the learned
@@ -182,7 +195,7 @@ def _value_bytes(info: dict) -> tuple[int, float]:
     layer's ``params_bytes / params_floats`` and ``act_output_bytes / act_output_floats`` at its
     smallest TP degree (4 and 4 in the shipped fp32 profiles; 2 for fp16 or bf16); 4 where the
     document does not give both."""
-    tp = min(info, key=lambda k: int(k) if str(k).isdigit() else 1 << 30)
+    tp = min(info, key=lambda k: int(k) if _is_count(k) else 1 << 30)
     first = info[tp].get("0") if isinstance(info[tp], dict) else None
     out = []
     for b, f in (("params_bytes", "params_floats"), ("act_output_bytes", "act_output_floats")):
@@ -195,9 +208,22 @@ def _value_bytes(info: dict) -> tuple[int, float]:
     return (2 if abs(w - 2) < 0.5 else 4), out[1]
 
 
+def _is_count(s: Any) -> bool:
+    """A key written with the digits 0-9 only (``"²"`` is a digit to ``str.isdigit``, not to int)."""
+    return isinstance(s, str) and 0 < len(s) <= 18 and s.isascii() and s.isdigit()
+
+
+def _key_order(s: Any) -> int:
+    return int(s) if _is_count(s) else 0
+
+
+def _what(v: Any) -> Any:
+    """A JSON value for a message: a number as it is, a list or an object by its kind."""
+    return type(v).__name__ if isinstance(v, (dict, list)) else v
+
+
 def _int_key(name: str, s: Any, where: str) -> int:
-    check(isinstance(s, str) and s.isdigit() and int(s) >= 1, name,
-          f"positive integer keys at {where}", s)
+    check(_is_count(s) and int(s) >= 1, name, f"positive integer keys at {where}", s)
     return int(s)
 
 

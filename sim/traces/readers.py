@@ -62,8 +62,9 @@ TIME_UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0,
 _UNIT_FREE = ("bamboo", "simgrid", "dtsim")
 
 _NUM = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
-_BAMBOO = re.compile(rf"^\s*({_NUM})\s*,\s*(\d+)\s*$")
-_GCLOUD = re.compile(r"^\s*(\d{4}-\d{2}-\d{2})\s*,\s*(\d{1,2}:\d{2}:\d{2})\s*,\s*(\d+)\s*$")
+# counts of at most 18 digits: int() of thousands of digits raises past Python's limit
+_BAMBOO = re.compile(rf"^\s*({_NUM})\s*,\s*(\d{{1,18}})\s*$")
+_GCLOUD = re.compile(r"^\s*(\d{4}-\d{2}-\d{2})\s*,\s*(\d{1,2}:\d{2}:\d{2})\s*,\s*(\d{1,18})\s*$")
 _OOBLECK = re.compile(rf"^\s*({_NUM})\s*,\s*(add|remove)\s*,\s*(\S+?)\s*$")
 _SIMGRID = re.compile(rf"^\s*({_NUM})\s+({_NUM})\s*$")
 _LOOP = re.compile(rf"^\s*LOOPAFTER\s+({_NUM})\s*$")
@@ -693,7 +694,7 @@ def decode(data: bytes, where: str) -> str:
     if b"\x00" in data:
         raise _fail("a text file", where, f"binary content, NUL byte at offset {data.index(0)}")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise _fail("a UTF-8 text file", f"{where}:{line}",

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, check, read_csv_text
+from .. import progress
+from ..errors import ConfigError, check, check_memory, read_csv_text
 
 __all__ = ["PriceSeries", "read_price_series", "Clock", "Presence"]
 
@@ -84,19 +85,27 @@ def read_price_series(path: str | Path) -> PriceSeries:
     ConfigError
         Naming ``price_series`` for a missing, unreadable or malformed file.
     """
+    from .strategies.steptime import BYTES_PER_CSV_ROW, PROGRESS_ROWS
+
     text = read_csv_text("price_series", path)
+    rows_in = text.count("\n")
+    check_memory("price_series", str(path), rows_in * BYTES_PER_CSV_ROW)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     cols = set(reader.fieldnames or [])
     check({"time", "price"} <= cols, "price_series", "a CSV file with columns time,price",
           f"{path} (columns: {sorted(cols)})")
     times, prices = [], []
-    for lineno, row in enumerate(reader, start=2):
-        try:
-            times.append(float(row["time"]))
-            prices.append(float(row["price"]))
-        except (TypeError, ValueError):
-            raise ConfigError("price_series", "a CSV file of numeric time,price",
-                              f"{path}:{lineno}") from None
+    with progress.bar(rows_in if rows_in >= PROGRESS_ROWS else 0, "price series",
+                      unit="row") as bar:
+        for lineno, row in enumerate(reader, start=2):
+            try:
+                times.append(float(row["time"]))
+                prices.append(float(row["price"]))
+            except (TypeError, ValueError):
+                raise ConfigError("price_series", "a CSV file of numeric time,price",
+                                  f"{path}:{lineno}") from None
+            if lineno % 10_000 == 0:
+                bar.update(10_000)
     check(bool(times), "price_series", "a CSV file with at least one row", str(path))
     try:
         return PriceSeries(tuple(times), tuple(prices))

@@ -14,6 +14,7 @@ from topologies.placement import Placement, from_value, shared_per_stage
 from ..analytic.penalty import quality_table
 from ..errors import (
     ConfigError,
+    available_memory,
     check,
     check_choice,
     check_int,
@@ -22,6 +23,7 @@ from ..errors import (
     check_nonnegative,
     check_positive,
     check_probability,
+    format_bytes,
     read_csv_text,
 )
 from ..failures import DISTRIBUTIONS, check_law, check_shape, read_trace
@@ -31,6 +33,10 @@ from .sync import KINDS, DilocoSync, parse_sync
 #: Memory of one replication (bytes, measured with tracemalloc): per stage, per
 #: replica worker, per microbatch of a step.
 BYTES_PER_STAGE, BYTES_PER_WORKER, BYTES_PER_MICROBATCH = 10_000, 5_400, 500
+#: Over a network: per tensor-parallel rank of a stage (its flows and rings; measured:
+#: ``--tensor-parallel`` 10^4 -> 10^5 on a tree of 8 hosts grows the run by 84 MB) and per
+#: gradient bucket of an all-reduce (its size and ring state).
+BYTES_PER_RANK, BYTES_PER_BUCKET = 1_000, 100
 
 __all__ = [
     "SCHEDULES",
@@ -664,6 +670,8 @@ class TrainingConfig:
         v = check_int("virtual_stages", self.virtual_stages, low=1)
         inter = self.schedule == "interleaved"
         check(inter or v == 1, "virtual_stages", "1 unless schedule is interleaved", v)
+        # every worker holds v model chunks, each a stage of the device program
+        check_memory("virtual_stages", v, float(v) * sum(self.replicas) * BYTES_PER_STAGE)
         framework = ((self.p2p == "blocking" and self.network is None) or inter
                      or self.allreduce_sizes is not None)
         if inter and self.network is not None:
@@ -779,6 +787,18 @@ class TrainingConfig:
             set_("tensor_parallel", tuple(tuple(int(x) for x in row) for row in tp))
         else:
             set_("tensor_parallel", check_int("tensor_parallel", self.tensor_parallel, low=1))
+        tp = self.tensor_parallel
+        tmax = max(max(row) for row in tp) if isinstance(tp, tuple) else tp
+        # work that cannot fit, before anything is built: t flows per transfer and t rings per
+        # all-reduce, each reduced bucket by bucket
+        largest = max([self.param_size, self.tied_allreduce_size,
+                       *(self.allreduce_sizes or ())]) / tmax
+        buckets = largest / self.bucket_size if self.bucket_size < math.inf else 1.0
+        check_memory("tensor_parallel", tmax, float(tmax) * sum(reps) * BYTES_PER_RANK)
+        need, avail = buckets * tmax * BYTES_PER_BUCKET, available_memory()
+        check(need <= avail, "bucket_size", f"large enough for the buckets of an all-reduce "
+              f"to fit in memory ({buckets:.3g} buckets of the largest all-reduce need about "
+              f"{format_bytes(need)}, {format_bytes(avail)} available)", self.bucket_size)
         if self.network is None:
             for name, default in (("network_nodes", None), ("nic", None),
                                   ("checkpoint_node", None),
@@ -848,6 +868,10 @@ class TrainingConfig:
                   "a sim.training.strategies.StepTimes or a CSV path", self.step_times)
             check(job, "step_times", "given only with a step-level strategy (checkpoint-restart, "
                   "redundancy, reconfiguration)", self.step_times)
+            st = self.step_times
+            check(st.smallest <= self.workers, "step_times", f"a table with a count the job "
+                  f"can reach (its smallest is {st.smallest} {st.per}; the job has "
+                  f"{self.workers} workers)", f"{st.per} {st.smallest}")
         if self.notice > 0:
             preempted = self.mtbf < math.inf or (self.failure_trace is not None
                                                  and not isinstance(self.failure_trace, str))

@@ -23,6 +23,7 @@ A user's subclass runs like the built-in ones: register it with
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -136,7 +137,14 @@ def _value(field: Any, text: str) -> Any:
         try:
             return int(text)
         except ValueError:
-            raise ConfigError(name, "an integer", text) from None
+            pass
+        try:  # an integer written as 1e6 or 20.0
+            x = float(text)
+        except ValueError:
+            x = math.nan
+        if math.isfinite(x) and x == int(x):
+            return int(x)
+        raise ConfigError(name, "an integer", text)
     if default is None and low in ("none", "auto", ""):
         return None
     if default is None and "int" in str(field.type) and "float" not in str(field.type):

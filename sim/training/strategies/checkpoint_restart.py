@@ -10,8 +10,13 @@ cost ``restart`` the job resumes from the checkpoint with the workers that are
 ready, in the largest configuration they form: ``P = n // L`` pipelines of the
 config's depth ``L`` (fewer data-parallel replicas; a stage with no worker
 left is taken by a spare; with fewer than ``L`` ready workers the job waits).
-A loss during the restart starts it over. No checkpoint follows the last
-step. Workers that join while the job runs are used at the next restart.
+A loss during the restart starts it over. A checkpoint follows the last step
+too (the run is done when it completes), as in the training DES and in
+Megatron-LM's ``pretrain``, which saves after its last iteration unless that
+one was just saved; before issue 33 the run ended with its last step, one
+checkpoint earlier than the DES. Workers that join while the job runs are
+used at the next restart, and a worker ready before a restart ends joins that
+restart's formation.
 
 The interval: ``interval="fixed"`` (every ``every`` steps), ``"adaptive"``
 (re-chosen after each failure from the measured failure rate: the whole
@@ -120,6 +125,13 @@ class CheckpointRestart(JobStrategy):
                 job.restarts += 1
             ok = yield from self.pay(job, st, f, self.restart if st.started else 0.0, "restart")
             if ok:
+                # a worker ready before the restart ends joins it (it waited for the next
+                # restart before issue 33, so a replacement that arrived during the restart
+                # left the job one pipeline short until the next failure)
+                g = self.formation(job, job.ready_workers())
+                if g is not None and g.held > f.held:
+                    f = g
+                    st.participants = self.participants(job, f)
                 st.started = True
                 job.formation = f
                 st.extra.setdefault("interval", self.every)
@@ -185,10 +197,14 @@ class CheckpointRestart(JobStrategy):
         self._adapt(job, st)
 
     def after_step(self, job: Any, st: RunState):
-        due = job.steps - job.committed >= self.current_interval(job, st)
+        last = job.steps >= job.N  # the run ends with a checkpoint of its last steps
+        due = job.steps - job.committed >= self.current_interval(job, st) or last
         if not (due or st.emergency):
             return
         ok = yield from self.checkpoint_now(job, st, emergency=st.emergency)
+        if ok and last and self.snapshot == "overlapped":  # done when the write is durable
+            causes = yield from job.wait_event(st.extra["write"])
+            ok = not self.losses(causes) and job.committed >= job.N
         if not ok:
             self._failed(job, st, 0.0)
 

@@ -28,7 +28,7 @@ class RunState:
 
 def depth_pipelines(job: Any, ready: list[int], *, table_all: bool = True) -> Formation | None:
     """``P = min(n // L, r)`` pipelines of the config's depth ``L`` from ``n`` ready workers
-    (in index order), the rest spares; None when no pipeline fits or the step-time table
+    (in pipeline order, JobSystem.ready_workers), the rest spares; None when no pipeline fits or the step-time table
     has no entry that small."""
     c = job.config
     L = c.stages
@@ -51,6 +51,11 @@ class JobStrategy(Strategy):
     Subclasses define ``formation(job, ready)``, ``step(job, state)`` and the event
     hooks ``lost``, ``joined``, ``noticed``.
     """
+
+    @property
+    def checkpoints(self) -> bool:
+        """Whether the strategy takes checkpoints (then one follows the last step too)."""
+        return bool(getattr(self, "every", 0))
 
     def check(self, config: Any) -> None:
         from ...errors import check

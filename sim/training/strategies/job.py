@@ -26,6 +26,7 @@ replaying a trace only while up, a spot slot only while present), plus
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -148,6 +149,7 @@ class JobSystem:
         self.checkpoints = 0
         self.preemptions = 0
         self.progress_t = 0.0
+        self.reached = 0  # the most steps ever done: a step re-done after a rollback is no progress
         self.samples_per_step = c.microbatches * c.samples_per_microbatch
         self._step_cache: dict[tuple, float | None] = {}
 
@@ -241,8 +243,18 @@ class JobSystem:
 
     # -- primitives for the coordinator ----------------------------------------------
     def ready_workers(self) -> list[int]:
-        """Indices of the ready workers, in order."""
-        return [w.index for w in self.workers if w.ready]
+        """Indices of the ready workers in pipeline order: ``s0r0, s1r0, .., s0r1, s1r1, ..``.
+
+        A formation cuts this list into pipelines, so with every worker up pipeline
+        ``i`` holds ``s{j}r{i}`` (a trace naming ``s0r0`` and ``s1r0`` names two nodes
+        of one pipeline); the workers were stage-major before (``s0r0, s0r1, ..``),
+        which put ``s0r0`` and ``s0r1`` in pipeline 0.
+        """
+        return [w.index for w in self._pipeline_order if w.ready]
+
+    @functools.cached_property
+    def _pipeline_order(self) -> list[JobWorker]:
+        return sorted(self.workers, key=lambda w: (w.replica, w.stage))
 
     def interrupt(self, cause: Any) -> None:
         """Queue ``cause`` for the coordinator and interrupt it (once until it looks)."""
@@ -307,9 +319,19 @@ class JobSystem:
         self.steps += 1
         self.step_times.append(duration)
         self.work_since_commit += duration
-        self._progressed()
-        if self.steps >= self.N and not self.done.triggered:
+        if self.steps > self.reached:  # new work, not a step redone after a rollback
+            self.reached = self.steps
+            self._progressed()
+        if self.steps >= self.N and not self.done.triggered and not self.final_checkpoint:
             self.done.succeed()
+
+    @property
+    def final_checkpoint(self) -> bool:
+        """Whether the run ends with a checkpoint of its last steps (the strategy checkpoints
+        at all, and the last steps are not yet durable): then the run is done when that
+        checkpoint completes (:meth:`commit`), as the training DES does and as Megatron-LM's
+        ``pretrain`` saves after its last iteration unless that one was just saved."""
+        return self.strategy.checkpoints and self.committed < self.N
 
     def commit(self, upto: int | None = None) -> None:
         """Steps up to ``upto`` (default: every step done) are durable (a checkpoint completed)."""
@@ -319,6 +341,8 @@ class JobSystem:
         self.work_since_commit = float(sum(self.step_times[-after:])) if after > 0 else 0.0
         self.checkpoints += 1
         self._progressed()
+        if self.committed >= self.N and not self.done.triggered:
+            self.done.succeed()
 
     def rollback(self, elapsed: float) -> None:
         """Lose every step since the last commit and ``elapsed`` of the one in progress."""
@@ -365,10 +389,20 @@ class JobSystem:
         watch = JobWatchdog(self)
         if watch.limit < math.inf:
             ends.append(watch.event)
-        env.run(until=ends[0] if len(ends) == 1 else env.any_of(ends))
+        idle = False
+        try:
+            env.run(until=ends[0] if len(ends) == 1 else env.any_of(ends))
+        except RuntimeError as exc:  # nothing will ever happen again: the job cannot progress
+            if "No scheduled events left" not in str(exc):
+                raise
+            idle = True
         self.rec.close(env.now)
         out = self.metrics()
-        if watch.fired or (not self.done.triggered and env.now - self.progress_t >= watch.scale):
+        if idle:
+            out["stall_reason"] = ("no step can finish and nothing is left to happen: "
+                                   + watch.diagnose().split(": ", 1)[-1])
+        elif watch.fired or (not self.done.triggered
+                             and env.now - self.progress_t >= watch.scale):
             out["stall_reason"] = watch.diagnose()
         return out
 

@@ -188,10 +188,12 @@ class Reconfiguration(JobStrategy):
         job.step_done(t)
         if job.done.triggered:
             return
-        if self.every and job.steps - job.committed >= self.every:
+        if self.every and (job.steps - job.committed >= self.every or job.steps >= job.N):
             ok = yield from self.checkpoint_blocking(job, st, self.checkpoint)
             if not ok:
                 self._broken(job, st, 0.0, [])
+                return
+            if job.done.triggered:  # the checkpoint after the last step
                 return
         now = job.env.now
         drain = [w for w, at in st.leaving.items() if w in st.participants

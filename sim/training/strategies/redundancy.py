@@ -144,8 +144,9 @@ class Redundancy(JobStrategy):
             check(isinstance(self.overhead, (int, float)), "overhead", "a number or none",
                   self.overhead)
             check_nonnegative("overhead", self.overhead)
-        check(isinstance(self.slowdown, (int, float)) and self.slowdown >= 1, "slowdown",
-              ">= 1", self.slowdown)
+        check(isinstance(self.slowdown, (int, float)) and 1 <= self.slowdown < math.inf,
+              "slowdown", "a finite number >= 1 (an overloaded node still computes)",
+              self.slowdown)
         check_nonnegative("rebalance", self.rebalance)
         check_nonnegative("restart", self.restart)
         check_probability("threshold", self.threshold)
@@ -227,10 +228,12 @@ class Redundancy(JobStrategy):
 
     def after_step(self, job: Any, st: RunState):
         c = job.config
-        if self.every and job.steps - job.committed >= self.every:
+        if self.every and (job.steps - job.committed >= self.every or job.steps >= job.N):
             ok = yield from self.checkpoint_blocking(job, st, self.checkpoint)
             if not ok:
                 self._fatal(job, st, 0.0)
+                return
+            if job.done.triggered:  # the checkpoint after the last step
                 return
         rings: Rings = st.extra["rings"]
         P, L = len(job.formation.pipelines), c.stages

@@ -1,12 +1,13 @@
 """The job engine's stall watchdog: a job that cannot progress stops and says why.
 
 As :mod:`sim.training.stall` does for the training DES: with no progress (no
-step completed, no checkpoint) for ``stall_limit`` (default 1000 failure-free
-intervals: ``K`` steps of the full configuration's step time plus a
-checkpoint and a restart, ``K`` the strategy's checkpoint interval or 1 when
-it loses only the step in progress), the run stops with a one-line reason:
-too few ready workers to form the strategy's smallest configuration, or
-failures more frequent than an interval takes.
+new step completed, no checkpoint; a step done again after a rollback is not
+new) for ``stall_limit`` (default 1000 failure-free intervals: ``K`` steps of
+the full configuration's step time plus a checkpoint and a restart, ``K`` the
+strategy's checkpoint interval, at most the steps to do, or 1 when it loses
+only the step in progress), the run stops with a one-line reason: too few
+ready workers to form the strategy's smallest configuration, or failures
+more frequent than an interval takes.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class JobWatchdog:
         s = c.strategy
         L, r = c.stages, max(c.replicas)
         full = job.step_time((L,) * min(r, c.workers // L), c.workers) if c.workers >= L else None
-        every = getattr(s, "every", 0) or 1
+        every = min(getattr(s, "every", 0) or 1, max(c.steps, 1))  # none after the last step
         extra = sum(float(getattr(s, k, 0.0) or 0.0)
                     for k in ("checkpoint", "restart", "reconfigure", "rebalance"))
         self.scale = math.inf if full is None else every * full + extra

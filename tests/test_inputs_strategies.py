@@ -1,0 +1,101 @@
+"""Step-level strategies on a user's own options and traces: names, conventions, stops."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from sim.cli import main
+from sim.engines import select
+from sim.errors import ConfigError
+from sim.rng import Streams
+from sim.training import TrainingConfig
+from sim.training.strategies import StepTimes
+
+TABLE = StepTimes("pipelines", (1, 2), (20.0, 10.0))
+
+
+def _trace(tmp_path, rows: str) -> str:
+    p = tmp_path / "trace.csv"
+    p.write_text("worker,start,end\n" + rows)
+    return str(p)
+
+
+def _run(cfg):
+    sel = select("training", cfg)
+    return sel.engine.run(cfg, Streams(0).replication(0))
+
+
+def test_pipeline_i_holds_the_workers_named_ri(tmp_path):
+    """Redundancy, 2 stages x 2 replicas: losing s0r0 then s1r0 (both of pipeline 0, by their
+    names) before the rebalance is fatal; losing s0r0 then s1r1 is not. With the stage-major
+    order of before, pipeline 0 was (s0r0, s0r1) and the first pair was not fatal."""
+    def fatal(second: str) -> float:
+        cfg = TrainingConfig(stages=2, replicas=2, steps=4, step_times=TABLE,
+                             failure_trace=_trace(tmp_path, f"s0r0,5,1e9\n{second},6,1e9\n"),
+                             strategy="redundancy:every=0,rebalance=20,restart=3,boot=0")
+        return _run(cfg)["fatal_failures"]
+
+    assert fatal("s1r0") == 1.0
+    assert fatal("s1r1") == 0.0
+
+
+def test_des_and_checkpoint_restart_checkpoint_after_the_last_step_alike():
+    """Failure-free, 4 steps checkpointed every 2 at cost 5: the training DES and the
+    checkpoint-restart strategy both end with a checkpoint (4 T + 2 C; the strategy gave
+    4 T + C before)."""
+    base = dict(stages=2, replicas=1, steps=4, microbatches=4)
+    des = _run(TrainingConfig(**base, checkpoint_every=2, checkpoint_cost=5.0, restart_cost=1.0))
+    job = _run(TrainingConfig(**base, strategy="checkpoint-restart:every=2,checkpoint=5,boot=0"))
+    T = des["step_time_mean"]
+    assert des["training_time"] == pytest.approx(4 * T + 2 * 5.0, rel=1e-12)
+    assert job["training_time"] == pytest.approx(des["training_time"], rel=1e-12)
+    assert job["checkpoints"] == des["checkpoints"] == 2.0
+
+
+def test_a_worker_ready_before_a_restart_ends_joins_it(tmp_path):
+    """s0r1 leaves at 15 and is back (ready, boot 0) at 25, during the restart 15-45: the
+    restart forms 2 pipelines (6 steps of 10 to 105, the last checkpoint to 106); it formed
+    1 pipeline of 20 s steps before (166)."""
+    cfg = TrainingConfig(stages=2, replicas=2, steps=6, step_times=TABLE,
+                         failure_trace=_trace(tmp_path, "s0r1,15,25\n"),
+                         strategy="checkpoint-restart:every=100,checkpoint=1,restart=30,boot=0")
+    m = _run(cfg)
+    assert m["training_time"] == 106.0 and m["restarts"] == 1.0
+
+
+def test_a_run_that_redoes_rolled_back_steps_forever_stops_with_its_reason(capsys):
+    """checkpoint-restart at a worker MTBF of 100 s (8 workers, 33 s steps, 10 steps between
+    checkpoints): steps complete but are always rolled back; the stall watchdog counts only
+    new steps and checkpoints, so the run stops with its reason (it ran > 10 min before)."""
+    t0 = time.process_time()
+    assert main(["train", "--strategy", "checkpoint-restart", "--mtbf", "100", "--steps", "20",
+                 "--stages", "4", "--replicas", "2", "--replications", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert time.process_time() - t0 < 60
+    assert out["stalled"] == 1 and "a worker is lost every" in out["stall_reason"]
+
+
+@pytest.mark.parametrize("spec", ["checkpoint-restart:every=1e18",
+                                  "redundancy:slowdown=1e300"])
+def test_never_ending_strategy_parameters_stop_with_a_reason(capsys, spec):
+    """every=1e18 (read as the integer 10^18) and a 1e300 slowdown: the run stops with its
+    reason (both ran forever)."""
+    assert main(["train", "--strategy", spec, "--mtbf", "100", "--steps", "20", "--stages", "4",
+                 "--replicas", "2", "--replications", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stalled"] == 1
+
+
+def test_infinite_slowdown_and_unreachable_step_table_are_refused(tmp_path):
+    """slowdown=inf (a node that never finishes) and a step table whose smallest count the job
+    cannot reach (10^12 workers): refused before the run (an endless run and a SimPy
+    'No scheduled events left' before)."""
+    with pytest.raises(ConfigError, match="'slowdown' must be a finite number >= 1"):
+        TrainingConfig(stages=2, replicas=2, strategy="redundancy:slowdown=inf")
+    f = tmp_path / "st.csv"
+    f.write_text("workers,step_time\n1000000000000,5\n")
+    with pytest.raises(ConfigError, match="'step_times' must be a table with a count the job"):
+        TrainingConfig(stages=2, replicas=2, strategy="checkpoint-restart", step_times=str(f))
