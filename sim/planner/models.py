@@ -110,8 +110,13 @@ class ProfilePlanModel:
         free (the node it would get ranks on). Without a fleet, or when the plan
         names hosts already, the plan as it is.
         """
+        stages = self._placed_stages(plan)
+        return plan if stages is None else replace(plan, stages=stages)
+
+    def _placed_stages(self, plan: Plan) -> tuple[StageSpec, ...] | None:
+        """:meth:`place`'s stages (None: the plan as it is)."""
         if self.fleet is None or plan.physical:
-            return plan
+            return None
         free: dict[tuple[str, str], list[int]] = {k: list(v) for k, v in self._nodes.items()}
         made = self._replicas
         stages = []
@@ -131,7 +136,7 @@ class ProfilePlanModel:
                                                 host=f"{r.gpu}@{r.zone}#{n}")
                 reps.append(x)
             stages.append(StageSpec(st.layers, tuple(reps)))
-        return replace(plan, stages=tuple(stages))
+        return tuple(stages)
 
     def _placements(self, a: ReplicaSpec, b: ReplicaSpec) -> list[tuple[Any, Any]]:
         """The ways a replica of kind ``a`` and one of kind ``b`` can sit: on two nodes of the
@@ -154,9 +159,14 @@ class ProfilePlanModel:
     def build(self, plan: Plan, *, network: bool = False, **config: Any) -> PlanBuild:
         """The plan's :class:`~sim.profiles.build.PlanBuild` (ConfigError if it does not fit);
         ``network``: its transfers as flows of :mod:`sim.network` (as ``dtsim train --plan``)."""
+        change: dict[str, Any] = {}
         if plan.framework is None:  # the search's plans run on the model's framework
-            plan = replace(plan, framework=self.framework)
-        plan = self.place(plan)
+            change["framework"] = self.framework
+        stages = self._placed_stages(plan)
+        if stages is not None:
+            change["stages"] = stages
+        if change:  # one new plan (checked once) with both
+            plan = replace(plan, **change)
         return build_plan(plan, self.profiles, model=self.model.name, schedule=self.schedule,
                           p2p=self.p2p, network=network, **config)
 
