@@ -146,6 +146,16 @@ class FaultTolerance:
         check_positive("fraction", self.fraction)
         self.training()  # validates everything before any run
 
+    def fixed_metrics(self) -> dict[str, str]:
+        """Every metric, outside section ``mtbf``: the trace is replayed once from its start
+        (no resampling) on deterministic times, so every replication is the same run and the
+        tables give its value with no interval (:func:`sim.results.fixed_ci` raises if two
+        replications ever differ)."""
+        if self.section == "mtbf":
+            return {}
+        why = f"one replay of {self.trace} from its start on deterministic times"
+        return dict.fromkeys(METRICS, why)
+
     # -- the configs -------------------------------------------------------------------
     def training(self) -> TrainingConfig:
         """The :class:`~sim.training.TrainingConfig` of this point."""
@@ -221,6 +231,10 @@ POINTS = (
         "replications": 1} for v in ("artifact", "dtsim")]
 )
 BASE = FaultTolerance()
+#: What one replication returns: the engine's metrics, then the experiment's own.
+METRICS = ("samples_per_second", "samples_per_dollar", "steps_done", "worker_availability",
+           "worker_hours", "cost", "lost_lost_pass", "lost_restart", "lost_checkpoint",
+           "lost_stall", "preemptions", "samples", "artifact_window_sps", "fatal_failures", "wall")
 REPLICATIONS = 8
 #: Fractions of time: intervals inside [0, 1].
 RATES = {"worker_availability": None}
@@ -252,9 +266,7 @@ def model(config: FaultTolerance, streams: Streams) -> dict[str, Any]:
 
     c = config.training()
     m = select("training", c).engine.run(c, streams)
-    out = {k: m[k] for k in ("samples_per_second", "samples_per_dollar", "steps_done",
-                             "worker_availability", "worker_hours", "cost", "lost_lost_pass",
-                             "lost_restart", "lost_checkpoint", "lost_stall", "preemptions")}
+    out = {k: m[k] for k in METRICS[:11]}
     wall = c.max_time
     out["samples"] = m["samples"]
     # the artifacts' window: from the first step's start to the last step's end

@@ -53,3 +53,23 @@ def test_heterogeneous_weighted_reaches_bound_round_robin_does_not(tmp_path, cap
         assert (tmp_path / "h" / f).exists(), f
     _check_heterogeneous(res)
     capsys.readouterr()
+
+
+def test_fault_tolerance_trace_replays_are_exact_and_mtbf_points_have_intervals(tmp_path):
+    """fault_tolerance: a trace replayed once from its start is the same run in every replication,
+    so its metrics are declared fixed (exact, no interval; fixed_ci raises if two replications
+    ever differ), while a point under a random MTBF keeps its Student-t interval."""
+    exp = load_experiment(EXPERIMENTS / "fault_tolerance.py", quick=True)
+    points = ({"section": "traces", "trace": "synthetic-10m", "strategy": "checkpoint-restart",
+               "fraction": 0.1, "replications": 2},
+              {"section": "mtbf", "mtbf": 3_600.0, "strategy": "redundancy",
+               "horizon": 3_600.0, "replications": 3})
+    res = run_experiment(dataclasses.replace(exp, analyse=None, factors=None, points=points),
+                         out=tmp_path / "ft", executor="serial", progress=False)
+    assert res.errors == 0
+    trace, mtbf = res.summary()
+    assert trace["samples_per_second_kind"] == "exact"
+    assert trace["samples_per_second_low"] == trace["samples_per_second_high"] \
+        == trace["samples_per_second_mean"] > 0
+    assert mtbf.get("samples_per_second_kind", "two-sided") != "exact"
+    assert mtbf["samples_per_second_low"] < mtbf["samples_per_second_high"]

@@ -62,7 +62,8 @@ def print_summary(result: SweepResult, *, max_metrics: int = 6) -> None:
     metrics = result.metrics[:max_metrics]
     rows = []
     for s in result.summary(metrics):
-        cells = [format_number(s[f]) if isinstance(s.get(f), (int, float)) else str(s.get(f))
+        cells = [format_number(s[f]) if isinstance(s.get(f), (int, float))
+                 else "-" if s.get(f) is None else str(s[f])  # a factor this point does not set
                  for f in result.factors]
         cells.append(f"{s['replications']}" + (f" ({s['errors']} failed)" if s["errors"] else ""))
         for m in metrics:
