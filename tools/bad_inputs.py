@@ -2986,6 +2986,8 @@ def users_byzantine_cases(fx: Fixtures) -> list[Case]:
             ("trim-ok", (*ring, "--rule", "trimmed", "--trim", "1"), ok("gossip")),
             ("trim-without-trimmed", (*ring, "--trim", "1"), refuse("trim")),
             ("trim-complete-ok", ("--rule", "trimmed", "--trim", "3"), ok("gossip")),
+            ("trim-empties-some-nodes", ("--topology", "star:n=8", "--rule", "trimmed", "--trim",
+                                         "2"), ok("gossip")),
             ("bucketing-1e9", ("--bucketing", "1000000000"), refuse("bucketing")),
             ("bucketing-1e9-permute", ("--bucketing", "1000000000", "--bucketing-form", "permute"),
              ok("gossip")),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -539,6 +540,11 @@ def _run_training(args: argparse.Namespace, tc: GossipTrainingConfig) -> int:
     cfg = tc.gossip
     training_objective(tc)  # build (and so validate) the objective before any replication
     check_gossip(args, cfg)
+    lowered, nodes = tc.trim_lowered()
+    if lowered:  # accepted as the reference code runs it, but never silently
+        print(f"dtsim gossip: warning: --trim {tc.trim} leaves no value at {lowered} of {nodes} "
+              "aggregating nodes (m <= 2 trim values); they keep the median, as the reference "
+              "code's trimmed mean lowers its trim", file=sys.stderr, flush=True)
     announce_fallback("gossip", *training_engine(tc))
     records = replicate(gossip_training_model, tc, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)

@@ -177,10 +177,14 @@ class GossipTrainingConfig:
             s = self.bucketing if self.bucketing_form == "repeat" else 1
             check_memory("bucketing", self.bucketing,
                          float(g.n) * m * s * 8.0 * (1 + g.dim))
-        if self.rule == "trimmed":  # it kept the median silently when the trims met
-            low = int(self._inputs_per_node(honest).min())
-            check(2 * self.trim < low, "trim", f"at most {(low - 1) // 2} (a trimmed mean keeps "
-                  f"m - 2 trim values; the node with fewest inputs has m = {low})", self.trim)
+        if self.rule == "trimmed":
+            # A node whose m values a trim of b would empty lowers b until one stays (the median),
+            # as the reference code's aggregator.TM does (ClippedGossip, He et al. 2022), so the
+            # authors' settings run as theirs do; a trim that empties every node's values is no
+            # trimmed mean anywhere and is refused (trim_lowered() counts the nodes that lower it)
+            high = int(self._inputs_per_node(honest).max())
+            check(2 * self.trim < high, "trim", f"at most {(high - 1) // 2} (a trimmed mean keeps "
+                  f"m - 2 trim values; the node with most inputs has m = {high})", self.trim)
         if self.rule == "krum":
             inputs = self._inputs_per_node(honest)
             f = self.krum_f_used
@@ -191,6 +195,15 @@ class GossipTrainingConfig:
                   f)
             check(self.krum_m <= low, "krum_m", f"at most the {low} values the node with fewest "
                   "inputs aggregates", self.krum_m)
+
+    def trim_lowered(self) -> tuple[int, int]:
+        """``(nodes, of)``: the aggregating nodes whose values ``trim`` would empty (they keep
+        the median, as the reference code lowers its trim), out of how many; ``(0, of)`` for a
+        rule other than ``trimmed``."""
+        m = self._inputs_per_node(np.array(self._honest, dtype=bool))
+        if self.rule != "trimmed":
+            return 0, int(m.size)
+        return int(np.count_nonzero(2 * self.trim >= m)), int(m.size)
 
     def _inputs_per_node(self, honest: np.ndarray) -> np.ndarray:
         """How many values each aggregating node's rule sees (own included; bucket means)."""
