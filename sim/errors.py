@@ -124,6 +124,8 @@ def check_probability(name: str, value: Any, *, open_low: bool = False, open_hig
 
 def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
     """Check that ``value`` is a real number > 0."""
+    if type(value) is float and 0.0 < value < math.inf:  # the common case, as below
+        return value
     ok = _is_real(value) or (allow_inf and _is_inf(value))
     check(ok and float(value) > 0, name, "> 0", value)
     return float(value)
@@ -131,6 +133,8 @@ def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
 
 def check_nonnegative(name: str, value: Any, *, allow_inf: bool = False) -> float:
     """Check that ``value`` is a real number >= 0."""
+    if type(value) is float and 0.0 <= value < math.inf:  # the common case, as below
+        return value
     ok = _is_real(value) or (allow_inf and _is_inf(value))
     check(ok and float(value) >= 0, name, ">= 0", value)
     return float(value)
@@ -240,6 +244,11 @@ def format_bytes(n: float) -> str:
     return f"{v:.3g} EiB"  # pragma: no cover
 
 
+#: Needs of at most this many bytes are not checked against the machine (no files read): the
+#: interpreter and numpy already hold more than this, so a process that got here has had it.
+NEVER_PROBED = 16 * 2**20
+
+
 def check_memory(name: str, value: Any, nbytes: float, *, available: int | None = None) -> None:
     """Refuse ``value`` of ``name`` when the memory it drives, ``nbytes``, cannot fit.
 
@@ -252,13 +261,16 @@ def check_memory(name: str, value: Any, nbytes: float, *, available: int | None 
     nbytes : float
         Estimated bytes the run needs because of it.
     available : int, optional
-        Bytes available (default :func:`available_memory`).
+        Bytes available (default :func:`available_memory`, not read for a need of at
+        most :data:`NEVER_PROBED` bytes).
 
     Raises
     ------
     ConfigError
         ``'<name>' must fit in memory (needs about X, Y available): <value>``.
     """
+    if available is None and nbytes <= NEVER_PROBED:
+        return
     avail = available_memory() if available is None else available
     if nbytes > avail:
         raise ConfigError(name, f"small enough to fit in memory (needs about {format_bytes(nbytes)}, "

@@ -54,6 +54,40 @@ def _edge_kernel() -> None:
     _gossip_kernel("edge")
 
 
+def _network_kernel() -> None:
+    # the compiled flow engine (every NetworkService and exchange), the planner's cut and the
+    # traced program evaluation: about 25 s of CPU to compile on a fresh clone
+    import numpy as np
+
+    from sim.analytic.training import program_makespan
+    from sim.network import build_network
+    from sim.network.kernel import CompiledFlowEngine
+    from sim.planner.cut import RowBank, StageTable, greedy_cut_stages
+    from sim.training.schedules import device_program
+
+    net = build_network("ring:n=4,latency=0.1,bandwidth=2", nic=1.0)
+    eng = CompiledFlowEngine(net, flows=1)
+    eng.add(0, 1, 1.0, 0.0)
+    eng.advance_times(0.5)
+    eng.cancel(0)
+    eng.exchanger(1.0, 2)(3, 1.0)
+    eng.exchanges_done(9.0)
+    eng.rates()
+    eng.utilisation(1.0)
+    bank, table = RowBank(3), StageTable()
+    sid = table.add([bank.id(0, [0.0, 1.0, 2.0])], [bank.id(1, [0.0, 1.0, 1.0])], [5.0])
+    greedy_cut_stages(bank.rows, table.bounds, table.crow, table.mrow, table.mcap,
+                      np.array([sid, sid]), 2, np.empty(3, dtype=np.int64))
+    progs = [device_program("1f1b", 2, 64, j, blocking=True) for j in range(2)]
+    program_makespan(progs, [1.0, 1.0], [2.0, 2.0], [0.1], [0.1], blocking=True)
+
+
+def _uses_network_kernel(item) -> bool:
+    return any(word in item.path.name for word in (
+        "network", "gossip", "training", "plan", "profiles", "cli", "bench", "experiment",
+        "pipeline", "analytic"))
+
+
 def _uses_training_kernel(item) -> bool:
     # the default suite runs this kernel's logic as plain Python (``plain_python``); only the
     # slow tests of these files run the compiled kernel
@@ -68,6 +102,7 @@ def _uses_gossip_kernels(item) -> bool:
 #: One entry per kernel family, the most expensive first, with which collected tests use it.
 KERNEL_FAMILIES = (
     (_training_kernel, _uses_training_kernel),  # about 90 s
+    (_network_kernel, _uses_network_kernel),  # about 25 s
     (_async_kernel, _uses_gossip_kernels),  # about 15 s of CPU on this machine
     (_edge_kernel, _uses_gossip_kernels),  # about 15 s (edge_chunk, which compiles edge_steps)
 )

@@ -129,3 +129,94 @@ def test_ring_allreduce():
     """2(k-1)(latency + P/(k W)), zero for one participant."""
     assert analytic.ring_allreduce_time(4, 8.0, 2.0, 0.1) == pytest.approx(6 * (0.1 + 1.0))
     assert analytic.ring_allreduce_time(1, 8.0, 2.0, 0.1) == 0.0
+
+
+def _recursion(programs, forward, backward, activation, gradient, blocking, channels):
+    """program_makespan's recursion as first written: every device advanced while it can,
+    transfers in flight queued per (sender, receiver) channel with ``channels``."""
+    p, S = len(programs), len(forward)
+    done, began, pos, free = {}, {}, [0] * p, [0.0] * p
+    arrival, last = {}, {}
+
+    def sent(key, t, src, dst, d):
+        a = last.get((src, dst)) if channels else None
+        arr = (t if a is None or t >= a else a) + d
+        if channels:
+            last[(src, dst)] = arr
+        arrival[key] = arr
+
+    progress = True
+    while progress:
+        progress = False
+        for d in range(p):
+            prog = programs[d]
+            while pos[d] < len(prog):
+                op = prog[pos[d]]
+                if op[0] in ("F", "B"):
+                    kind, s, i = op[0], op[1] * p + d, op[2]
+                    if blocking or (kind == "F" and s == 0):
+                        ready = 0.0
+                    else:
+                        want = ("a", s - 1, i) if kind == "F" else (
+                            ("F", s, i) if s == S - 1 else ("g", s, i))
+                        src = done if want[0] == "F" else arrival
+                        if want not in src:
+                            break
+                        ready = src[want]
+                    t0 = max(free[d], ready)
+                    t = t0 + (forward[s] if kind == "F" else backward[s])
+                    done[(kind, s, i)] = free[d] = t
+                    began[(kind, s, i)] = t0
+                    if not blocking and kind == "F" and s < S - 1:
+                        sent(("a", s, i), t, d, (s + 1) % p, activation[s])
+                    elif not blocking and kind == "B" and s > 0:
+                        sent(("g", s - 1, i), t, d, (s - 1) % p, gradient[s - 1])
+                    pos[d] += 1
+                    progress = True
+                    continue
+                kind, tag, h, i = op
+                peer = ((h + 1) % p if tag == "a" else h % p) if kind == "send" else (
+                    h % p if tag == "a" else (h + 1) % p)
+                want = ("recv" if kind == "send" else "send", tag, h, i)
+                if pos[peer] >= len(programs[peer]) or tuple(programs[peer][pos[peer]]) != want:
+                    break
+                t = max(free[d], free[peer]) + (activation[h] if tag == "a" else gradient[h])
+                done[(tag, h, i)] = free[d] = free[peer] = t
+                pos[d] += 1
+                pos[peer] += 1
+                progress = True
+    return max(free), done, began
+
+
+@pytest.mark.parametrize("channels", [True, False])
+@pytest.mark.parametrize("blocking", [True, False])
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe", "interleaved"])
+def test_program_makespan_is_the_recursion_bit_for_bit(schedule, blocking, channels):
+    """The traced evaluation (Python, and compiled for long programs when numba is installed)
+    gives the recursion's completion and start times exactly, every command's and the last
+    one, with and without FIFO channels (which move the answer: checked)."""
+    from sim.training.schedules import device_program
+
+    if schedule == "interleaved" and blocking:
+        pytest.skip("the blocking engine has no interleaving")
+    v = 2 if schedule == "interleaved" else 1
+    rng = np.random.default_rng(8)
+    moved = 0
+    for L, m in ((1, 3), (3, 6), (4, 40), (7, 63)):
+        S = L * v
+        progs = [device_program(schedule, L, m, j, v=v, blocking=blocking) for j in range(L)]
+        for _ in range(3):
+            f, b = rng.uniform(0.1, 3, S).tolist(), rng.uniform(0.1, 3, S).tolist()
+            a, g = rng.uniform(0, 4, S - 1).tolist(), rng.uniform(0, 4, S - 1).tolist()
+            want, done, began = _recursion(progs, f, b, a, g, blocking, channels)
+            finish: dict = {}
+            starts: dict = {}
+            assert analytic.program_makespan(progs, f, b, a, g, blocking=blocking,
+                                             channels=channels, finish=finish,
+                                             starts=starts) == want
+            assert finish == done
+            assert starts == began
+            assert analytic.program_makespan(progs, f, b, a, g, blocking=blocking,
+                                             channels=channels) == want
+            moved += want != _recursion(progs, f, b, a, g, blocking, not channels)[0]
+    assert (moved > 0) == (not blocking)

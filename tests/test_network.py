@@ -339,6 +339,59 @@ def test_incremental_and_full_resolve_agree_on_random_trees(seed):
         assert np.allclose(a, b, rtol=REL, atol=0)
 
 
+def _engines():
+    from sim.network.kernel import HAVE_NUMBA, CompiledFlowEngine
+
+    return [FlowEngine, CompiledFlowEngine] if HAVE_NUMBA else [FlowEngine]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_shares_after_every_event_equal_a_full_progressive_filling(seed):
+    """Random arrivals and departures (finishes and cancels) on random trees with NICs, curve
+    links, both weightings: after every event the incremental shares equal a from-scratch
+    progressive filling of the flows moving then (maxmin_rates), to 1e-12 relative."""
+    rng = np.random.default_rng(700 + seed)
+    G = random_tree(rng, int(rng.integers(5, 16)))
+    u, v = next(iter(G.edges))
+    G.edges[u, v]["bandwidth_curve"] = BandwidthCurve.table([(1.0, 5.0), (60.0, 40.0)])
+    del G.edges[u, v]["bandwidth"]
+    net = build_network(G)
+    nodes = list(G.nodes)
+    for weighting in ("maxmin", "rtt"):
+        for cls in _engines():
+            eng = cls(net, weighting=weighting)
+            flows: list[tuple] = []
+            t, checked = 0.0, 0
+            for _ in range(150):
+                r = rng.random()
+                if r < 0.45:
+                    a, b = rng.choice(len(nodes), 2, replace=False)
+                    size = float(rng.uniform(1, 60))
+                    flows.append((nodes[a], nodes[b], size))
+                    eng.add(nodes[a], nodes[b], size, t)
+                elif r < 0.55 and flows:
+                    eng.cancel(int(rng.integers(len(flows))))
+                else:
+                    t = min(eng.next_time(), t + float(rng.exponential(0.5)))
+                    eng.advance(t)
+                got = eng.rates()
+                if not got:
+                    continue
+                moving = sorted(got)
+                routes, coefs, weights = [], [], []
+                for f in moving:
+                    s, d, size = flows[f]
+                    rt = net.route(s, d)
+                    routes.append(rt.resources)
+                    coefs.append([1.0 if net.curve[x] is None else 1.0 / net.curve[x](size)
+                                  for x in rt.resources])
+                    weights.append(rt.latency if weighting == "rtt" and rt.latency > 0 else 1.0)
+                want = maxmin_rates(routes, net.capacity, coefficients=coefs, weights=weights)
+                np.testing.assert_allclose([got[f] for f in moving], want, rtol=1e-12, atol=0)
+                checked += 1
+            assert checked > 50
+
+
 def _independent_maxmin_sim(G: nx.Graph, flows) -> list[float]:
     """A plain max-min event simulation written here (networkx paths, dict filling)."""
 
@@ -439,14 +492,22 @@ def test_remaining_sizes_do_not_drift_over_many_flows():
 # ----------------------------------------------------------------------------- SimPy service
 
 
-def test_service_equals_batch_on_random_flows():
-    """Transfers asked from SimPy processes finish when the batch interface says."""
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_service_equals_batch_on_random_flows(engine):
+    """Transfers asked from SimPy processes finish when the batch interface says (either
+    flow engine)."""
+    from sim.network.kernel import HAVE_NUMBA
+
+    if engine == "compiled" and not HAVE_NUMBA:
+        pytest.skip("numba is not installed")
     rng = np.random.default_rng(11)
     G = random_tree(rng, 10)
     flows = sorted(random_flows(rng, list(G.nodes), 30), key=lambda f: f[3])
     want = simulate_flows(G, flows).finish
     env = simpy.Environment()
-    svc = NetworkService(env, G)
+    svc = NetworkService(env, G, engine=engine)
+    assert type(svc.engine).__name__ == ("FlowEngine" if engine == "python"
+                                         else "CompiledFlowEngine")
     got = {}
 
     def one(i, s, d, size, start):

@@ -356,6 +356,10 @@ CLI_RUNS = [
     ["pipeline", "--stages", "3", "--replicas", "2", "--microbatches", "60", "--stage-time",
      "1", "--latency", "0.2", "--availability", "0.9", "--skip-budget", "1"],
     ["gossip", "--protocol", "async", "--nodes", "6", "--rounds", "4", "--engine", "des"],
+    # on a network: the recorded run takes the events path and the Python flow engine, the
+    # plain one the merged path and the compiled engine (when numba is installed)
+    ["gossip", "--protocol", "async", "--nodes", "6", "--rounds", "4", "--engine", "des",
+     "--nic", "2"],
     ["gossip", "--protocol", "edge", "--nodes", "6", "--rounds", "30"],
 ]
 #: Keys of a payload that are measured wall time, not numbers of the run.
@@ -371,7 +375,8 @@ def _payload(capsys, argv):
 
 @pytest.mark.parametrize("argv", CLI_RUNS, ids=[
     "train-1f1b", "train-swarm-failures-spot", "train-gpipe-restarts", "train-network",
-    "train-checkpoint-restart-strategy", "pipeline-des", "gossip-async", "gossip-edge"])
+    "train-checkpoint-restart-strategy", "pipeline-des", "gossip-async",
+    "gossip-async-network", "gossip-edge"])
 def test_writing_the_timeline_changes_no_number(argv, tmp_path, capsys):
     """The JSON payload is the same, bit for bit, with and without --timeline (the recorded
     rerun of replication 0 is checked equal to the first run's record by the command too);

@@ -57,8 +57,12 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from ..errors import check, check_int, check_nonnegative, check_positive
 from .network import ring_allreduce_time
@@ -225,6 +229,10 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     send and its receive both complete at ``max(c_prev, c'_prev) + d``. The
     recursion is evaluated by repeatedly advancing every device whose next
     command is ready; programs that cannot all finish raise ``ValueError``.
+    Which command completes when, and from which others, depends only on the
+    programs, not on the times: that order is worked out once per set of
+    programs (and kept, :func:`_trace`) and then evaluated with the times
+    given, the same operations on the same numbers.
 
     References
     ----------
@@ -234,26 +242,129 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     S = len(forward)
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
-    done: dict = {} if finish is None else finish
-    began: dict = {} if starts is None else starts
-    pos = [0] * p
+    ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking, channels)
+    if finish is None and starts is None and complete and len(ops) >= _COMPILED_FROM:
+        run = _compiled_runner()
+        if run is not None:  # the same loop, compiled (numba): the same operations
+            return run(_trace_array(ops), p, np.asarray(forward, dtype=float),
+                       np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
+                       np.asarray(gradient, dtype=float))
     free = [0.0] * p
-    arrival: dict = {}  # transfers in flight: ("a" | "g", hop, i) -> arrival time
-    last: dict = {}  # channel (sender device, receiver device) -> its last arrival
-
-    def device_of(s: int) -> int:
-        return s % p
-
-    def sent(tag: str, h: int, i: int, t: float, src: int, dst: int, d: float) -> None:
-        if channels:
-            key = (src, dst)
-            a = last.get(key)
-            arr = (t if a is None or t >= a else a) + d
-            last[key] = arr
+    done = [0.0] * len(ops)
+    arrival = [0.0] * len(ops)  # of the transfer in flight command k sent, if it sent one
+    began = [0.0] * len(ops)
+    for k, (code, d, peer, j, dep, send, prev) in enumerate(ops):
+        if code >= _XA:
+            t = max(free[d], free[peer]) + (activation[j] if code == _XA else gradient[j])
+            free[peer] = free[d] = done[k] = t
+            continue
+        if code == _F0 or code == _B0:
+            ready = 0.0
+        elif code == _BL:
+            ready = done[dep]
         else:
-            arr = t + d
-        arrival[(tag, h, i)] = arr
+            ready = arrival[dep]
+        t0 = max(free[d], ready)
+        t = t0 + (forward[j] if code == _F0 or code == _FA else backward[j])
+        free[d] = done[k] = t
+        began[k] = t0
+        if send:
+            c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
+            arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
+    if finish is not None:
+        finish.update(zip(keys, done, strict=True))
+    if starts is not None:
+        starts.update((key, t0) for key, t0, op in zip(keys, began, ops, strict=True)
+                      if op[0] < _XA)
+    if not complete:
+        raise ValueError("the programs deadlock (a command waits for one that never comes)")
+    return max(free) if free else 0.0
 
+
+# the commands of a trace: a pass ready at 0 (forward, backward), a forward ready at its input's
+# arrival, a last stage's backward ready at its own forward, a backward ready at its output
+# gradient's arrival, a paired transfer (activation, gradient); what a pass sends on when it
+# completes (overlapped): nothing, its output activation, its input gradient
+_F0, _B0, _FA, _BL, _BG, _XA, _XG = range(7)
+_SEND_A, _SEND_G = 1, 2
+
+
+#: Traces of at least this many commands are evaluated compiled when numba is installed.
+_COMPILED_FROM = 200
+
+
+@functools.lru_cache(maxsize=256)
+def _trace_array(ops: tuple) -> Any:
+    """A trace's commands as an ``(n, 7)`` integer array (for the compiled loop)."""
+    return np.array(ops, dtype=np.int64).reshape(len(ops), 7)
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_runner() -> Any:
+    """The trace loop compiled with numba (``dtsim[fast]``), or None without it."""
+    from ..xoshiro import HAVE_NUMBA, jit
+
+    if not HAVE_NUMBA:
+        return None
+    return jit(_run_trace)
+
+
+def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
+               gradient: Any) -> float:
+    """:func:`program_makespan`'s loop over a trace (``ops`` as from :func:`_trace_array`);
+    ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``)."""
+    free = np.zeros(p)
+    done = np.zeros(ops.shape[0])
+    arrival = np.zeros(ops.shape[0])
+    for k in range(ops.shape[0]):
+        code, d, peer, j, dep = ops[k, 0], ops[k, 1], ops[k, 2], ops[k, 3], ops[k, 4]
+        send, prev = ops[k, 5], ops[k, 6]
+        x = free[d]
+        if code >= _XA:
+            r = free[peer]
+            t = (r if r > x else x) + (activation[j] if code == _XA else gradient[j])
+            free[peer] = t
+            free[d] = t
+            done[k] = t
+            continue
+        if code == _F0 or code == _B0:
+            r = 0.0
+        elif code == _BL:
+            r = done[dep]
+        else:
+            r = arrival[dep]
+        t = (r if r > x else x) + (forward[j] if code == _F0 or code == _FA else backward[j])
+        free[d] = t
+        done[k] = t
+        if send != 0:
+            c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
+            arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
+    best = free[0]
+    for d in range(1, p):
+        if free[d] > best:
+            best = free[d]
+    return best
+
+
+@functools.lru_cache(maxsize=256)
+def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, channels: bool
+           ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple, ...], bool]:
+    """The order in which :func:`program_makespan` completes the programs' commands.
+
+    Each command as ``(code, device, peer, stage or hop, command it waits for,
+    what it sends on, the command that sent the transfer before it on the same
+    channel)`` (-1 where none; the last only with ``channels``), in completion
+    order; the key of each (as ``finish`` has them); whether every program
+    finishes. The order is that of repeatedly advancing every device whose
+    next command is ready: readiness is whether a command (or the transfer it
+    sent) has completed, never its time, so the order depends on the programs only.
+    """
+    p = len(programs)
+    pos = [0] * p
+    index: dict = {}
+    last: dict = {}  # channel (sender device, receiver device) -> the command that last sent on it
+    ops: list[tuple[int, ...]] = []
+    keys: list[tuple] = []
     progress = True
     while progress:
         progress = False
@@ -264,55 +375,45 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
                 kind = op[0]
                 if kind in ("F", "B"):
                     s, i = op[1] * p + d, op[2]
-                    if blocking:
-                        ready = 0.0
-                    elif kind == "F":
-                        if s == 0:
-                            ready = 0.0
-                        else:
-                            x = arrival.get(("a", s - 1, i))
-                            if x is None:
-                                break
-                            ready = x
-                    elif s == S - 1:
-                        x = done.get(("F", s, i))
-                        if x is None:
-                            break
-                        ready = x
+                    dep = -1
+                    if blocking or (kind == "F" and s == 0):
+                        code = _F0 if kind == "F" else _B0
                     else:
-                        x = arrival.get(("g", s, i))
+                        want = ("F", s - 1, i) if kind == "F" else (
+                            ("F", s, i) if s == S - 1 else ("B", s + 1, i))
+                        x = index.get(want)
                         if x is None:
                             break
-                        ready = x
-                    t0 = max(free[d], ready)
-                    t = t0 + (forward[s] if kind == "F" else backward[s])
-                    done[(kind, s, i)] = t
-                    began[(kind, s, i)] = t0
-                    free[d] = t
-                    if not blocking:  # send the output on
-                        if kind == "F" and s < S - 1:
-                            sent("a", s, i, t, d, device_of(s + 1), activation[s])
-                        elif kind == "B" and s > 0:
-                            sent("g", s - 1, i, t, d, device_of(s - 1), gradient[s - 1])
+                        dep = x
+                        code = _FA if kind == "F" else (_BL if s == S - 1 else _BG)
+                    send, prev = 0, -1
+                    if not blocking and (s < S - 1 if kind == "F" else s > 0):
+                        send = _SEND_A if kind == "F" else _SEND_G
+                        if channels:
+                            channel = (d, (s + 1) % p if kind == "F" else (s - 1) % p)
+                            prev = last.get(channel, -1)
+                            last[channel] = len(ops)
+                    index[(kind, s, i)] = len(ops)
+                    keys.append((kind, s, i))
+                    ops.append((code, d, -1, s, dep, send, prev))
                     pos[d] += 1
                     progress = True
                     continue
                 tag, h, i = op[1], op[2], op[3]
-                sender = device_of(h) if tag == "a" else device_of(h + 1)
-                receiver = device_of(h + 1) if tag == "a" else device_of(h)
+                sender = h % p if tag == "a" else (h + 1) % p
+                receiver = (h + 1) % p if tag == "a" else h % p
                 peer = receiver if kind == "send" else sender
                 want = ("recv" if kind == "send" else "send", tag, h, i)
                 if pos[peer] >= len(programs[peer]) or tuple(programs[peer][pos[peer]]) != want:
                     break
-                t = max(free[d], free[peer]) + (activation[h] if tag == "a" else gradient[h])
-                done[(tag, h, i)] = t
-                free[d] = free[peer] = t
+                index[(tag, h, i)] = len(ops)
+                keys.append((tag, h, i))
+                ops.append((_XA if tag == "a" else _XG, d, peer, h, -1, 0, -1))
                 pos[d] += 1
                 pos[peer] += 1
                 progress = True
-    if any(pos[d] < len(programs[d]) for d in range(p)):
-        raise ValueError("the programs deadlock (a command waits for one that never comes)")
-    return max(free) if free else 0.0
+    complete = all(pos[d] >= len(programs[d]) for d in range(p))
+    return tuple(ops), tuple(keys), complete
 
 
 def bucket_ready_times(start: float, duration: float, sizes: Sequence[float]) -> list[float]:

@@ -10,7 +10,8 @@
   routes, is built before its ``Engine.run``.
 * the cost of contention in the training DES and in async gossip: the same
   run with ``contention`` on and off (the same network, each transfer alone
-  when off), passes or exchanges per CPU second.
+  when off), passes or exchanges per CPU second, after one short run of each
+  (which loads the compiled flow engine from numba's cache).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def tree_flows(flows: int, racks: int, hosts: int, seed: int) -> tuple[Any, list
 def bench_flows(flows: int = 10_000, racks: int = 40, hosts: int = 25, repeats: int = 2,
                 seed: int = 7, simgrid: bool = True) -> dict[str, Any]:
     """Flows per second of dtsim and SimGrid on the same flow set (see the module docstring)."""
-    from ..network.flows import _as_flows, flow_arrays, simulate_flows
+    from ..network.flows import RUN_FLOWS_ARGS, _as_flows, flow_arrays, simulate_flows
     from ..network.kernel import HAVE_NUMBA, run_flows
     from ..network.simgrid import simgrid_available, simgrid_finish_times
 
@@ -52,7 +53,7 @@ def bench_flows(flows: int = 10_000, racks: int = 40, hosts: int = 25, repeats: 
     arr = flow_arrays(net, fl, [f.start for f in fl])
     out: dict[str, Any] = {"network_flows": flows, "network_hosts": racks * hosts,
                            "network_route_seconds": _cpu() - t0}
-    keys = ("cap", "ptr", "res", "coef", "weight", "size", "act", "order")
+    keys = RUN_FLOWS_ARGS
     if HAVE_NUMBA:
         run_flows(*[arr[k] for k in keys])  # compile (or load from the cache) first
         best = math.inf
@@ -102,6 +103,9 @@ def bench_contention_cost(repeats: int = 2, steps: int = 20, horizon: float = 40
     gc = GossipConfig(topology="ring:n=64,latency=0.05,bandwidth=20", protocol="async",
                       rounds=horizon, size=1.0, nic=10.0, engine="des")
     out: dict[str, Any] = {}
+    # load the compiled flow engine (numba's cache) before timing, as bench_flows does
+    TrainingSystem(dataclasses.replace(tc, steps=1), Streams(1).replication(0)).run()
+    gossip_model(dataclasses.replace(gc, rounds=1.0), Streams(1).replication(0))
     for label, on in (("contention", True), ("no_contention", False)):
         best = 0.0
         for k in range(repeats):

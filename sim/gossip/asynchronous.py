@@ -23,7 +23,15 @@ churn, every exchange taking time) deliveries are queued with their due time and
 applied, in due order, by the next wake (or record) after it instead of by an
 event of their own -- nothing reads a value in between, so the trajectory is
 that of ``events``. The all-honest, unclipped complete graph has its own
-merged loop with the averaging inline (the benchmark's hot path).
+merged loop with the averaging inline (the benchmark's hot path). With
+exchanges as flows on a network (contention), ``merged`` keeps the flows in a
+flow engine (:func:`sim.network.service.flow_engine`) advanced to each wake
+and record, and delivers the exchanges complete by then in the order their
+second flow arrived (:meth:`~sim.network.kernel.CompiledFlowEngine.exchange`),
+where ``events`` asks :class:`~sim.network.NetworkService` for an event per
+flow: the same trajectory, without a SimPy event per flow. With a timeline
+(``--timeline``) exchanges on a network take ``events``, whose Python flow
+engine records every flow and link load (the compiled engine records none).
 """
 
 from __future__ import annotations
@@ -83,13 +91,28 @@ class AsyncGossip(GossipSystem):
 
         flows = flow_network(cfg)
         self._service: Any = None
-        if flows is not None:
+        self._flows: Any = None  # the merged path's flow engine (exchanges on a network)
+        merge = scalar and path in ("auto", "merged") and self._workers is None
+        # with a timeline, exchanges on a network take the events path: its flow engine
+        # (the Python one) records every flow and link load as it goes
+        if flows is not None and merge and not self.rec.on:
+            from ..network import build_network
+            from ..network.service import flow_engine
+
+            # room for the flows a run asks (two per wake), up to a million at first
+            expect = 2.2 * n * float(cfg.wake_rate) * float(cfg.rounds) + 64
+            self._flows = flow_engine(build_network(flows), weighting=cfg.network_weighting,
+                                      flows=int(min(expect, 1e6)))
+            self._flows.now = float(env.now)
+            self._pending: dict[int, tuple] = {}  # exchange (its number) -> what it carries
+            self._number = itertools.count()  # the engine numbers exchanges in the order asked
+        elif flows is not None:
             from ..network import NetworkService
 
             self._service = NetworkService(env, flows, weighting=cfg.network_weighting,
                                            recorder=self.rec)
-        self._lazy = (scalar and path in ("auto", "merged") and self._workers is None
-                      and float(np.min(delays)) > 0 and self._service is None)
+        self._lazy = merge and (self._flows is not None
+                                or (self._service is None and float(np.min(delays)) > 0))
         self._fifo = not math.isnan(self._const_delay)
         self._queue: Any = deque() if self._fifo else []
         self._seq = itertools.count()
@@ -97,7 +120,9 @@ class AsyncGossip(GossipSystem):
         node = self._node
         if self._lazy:
             self._path = "merged"
-            if net.complete and self.n_adv == 0 and self.defence.plain():
+            if self._flows is not None:
+                node = self._flow_node
+            elif net.complete and self.n_adv == 0 and self.defence.plain():
                 node = self._plain_node
         else:
             self._path = "events" if scalar else "vector"
@@ -186,8 +211,9 @@ class AsyncGossip(GossipSystem):
         size = float(self.cfg.size)
         now = env.now
         while True:
-            for k in range(len(gaps)):
-                g = gaps[k]
+            draws = zip(gaps, js, zs, strict=True) if s else \
+                zip(gaps, js, itertools.repeat(0.0), strict=False)  # no noise: none drawn
+            for g, j, z in draws:
                 yield Timeout(env, g)
                 now += g
                 if queue and queue[0][0] <= now:
@@ -198,12 +224,67 @@ class AsyncGossip(GossipSystem):
                         xs[b] = (xs[b] + va) * 0.5  # type: ignore[index]
                     self.exchanges += m - len(queue)
                 if s:
-                    xs[i] += s * zs[k]  # type: ignore[index]
-                j = js[k]
+                    xs[i] += s * z  # type: ignore[index]
                 if exch is not None:
                     exch(i, j, now, now + delay, size)
                 push((now + delay, i, j, xs[i], xs[j]))  # type: ignore[index]
             gaps, js, zs = self._draws.refill(i, zs is not None)
+
+    def _flow_node(self, i: int, gaps: list[float], us: list[Any], zs: Any):
+        """:meth:`_node` on the merged path with exchanges as flows on a network.
+
+        At each wake the flow engine is advanced to now, the exchanges whose
+        two flows have arrived by then are delivered in the order of their
+        arrival (as the events path would deliver them), and the new exchange
+        is a flow each way from now (one call, :meth:`CompiledFlowEngine.exchange
+        <sim.network.kernel.CompiledFlowEngine.exchange>`). A record advances the
+        engine too, so nothing is read before what arrived is delivered.
+        """
+        env = self.env
+        timeout = env.timeout
+        x = self._scalar_values
+        exchange = self._flows.exchanger(float(self.cfg.size), i)
+        arrived, pending, number = self._arrived, self._pending, self._number
+        direct = self._direct_peers
+        pick, refill = self._draws.pick, self._draws.refill
+        sent = self._sent_scalar
+        s = 0.0 if self.is_adv[i] else self.cfg.noise
+        now = env.now
+        c, k = len(gaps), 0
+        while True:
+            if k == c:
+                gaps, us, zs = refill(i, zs is not None)
+                k = 0
+            g = gaps[k]
+            yield timeout(g)
+            now += g
+            u = us[k]
+            kk = k
+            k += 1
+            if direct:
+                j = u
+            else:
+                got = pick(i, u)
+                if got is None:
+                    continue
+                j = got[0]
+            # the engine was last advanced to a time <= now, so now is a valid start
+            done = exchange(j, now)
+            if done:
+                arrived(done)
+            if s:
+                x[i] += s * zs[kk]  # type: ignore[index]
+            pending[next(number)] = (i, j, sent(i, j), sent(j, i))
+
+    def _flush_flows(self, now: float) -> None:
+        """Advance the flow engine to ``now`` and deliver what arrived (a record)."""
+        self._arrived(self._flows.exchanges_done(now))
+
+    def _arrived(self, done: list[int]) -> None:
+        """Deliver, in order, the exchanges ``done`` (by number)."""
+        pending, deliver = self._pending, self._deliver
+        for f in done:
+            deliver(*pending.pop(f))
 
     # -- what is sent, posted and delivered -------------------------------------
     def _sent_scalar(self, src: int, dst: int) -> float:
@@ -279,6 +360,8 @@ class AsyncGossip(GossipSystem):
     def record(self, k: int) -> None:
         if self._queue:
             self._flush(self.env.now)
+        if self._flows is not None:
+            self._flush_flows(self.env.now)
         if self._last is not None:  # a node update: every honest node's local work up to now
             now = self.env.now
             for i in self.hidx.tolist():

@@ -213,6 +213,18 @@ class BandwidthCurve:
         without bound and the curve has no ``max_size``.
         """
         s = float(size)
+        kept = self.__dict__.get("_peaks")
+        if kept is None:  # a frozen value: its peaks kept per size as found
+            kept = {}
+            object.__setattr__(self, "_peaks", kept)
+        hit = kept.get(s)
+        if hit is None:
+            hit = kept[s] = self._peak_above(s)
+        return hit
+
+    def _peak_above(self, s: float) -> float:
+        """:meth:`peak_above`, worked out."""
+        size = s
         if self.kind == "table":
             return max([self(s)] + [b for x, b in zip(self.sizes, self.bandwidths, strict=True)
                                     if x >= s])

@@ -8,7 +8,9 @@ resource, finishes when its latency is over.
 
 :class:`FlowEngine` is the online state, advanced in time by its caller: the
 batch function :func:`simulate_flows` and the SimPy service
-(:class:`sim.network.service.NetworkService`) both drive it.
+(:class:`sim.network.service.NetworkService`) both drive it, or its compiled
+twin :class:`sim.network.kernel.CompiledFlowEngine` (numba), which gives the
+same numbers bit for bit.
 
 Incremental solving (SimGrid's lazy and selective update): a start or a finish
 re-solves only the connected component of flows that share resources with it,
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,15 +121,12 @@ class FlowEngine:
             ``'src'``/``'dst'`` not a node or not joined, ``'size'`` negative,
             ``'start'`` before the engine's time.
         """
-        size = check_nonnegative("size", size)
-        t = self.now if start is None else float(start)
-        check(math.isfinite(t), "start", "a finite time", start)
-        if t < self.now:
-            check(self.now - t <= 1e-12 * max(1.0, abs(self.now)), "start",
-                  f"at or after the network's time {self.now!r}", start)
-            t = self.now
-        net = self.network
-        rt = net.route(src, dst)
+        size, t = _check_flow(self.now, size, start)
+        return self.add_checked(src, dst, size, t)
+
+    def add_checked(self, src: Any, dst: Any, size: float, t: float) -> int:
+        """:meth:`add` with ``size`` and ``t`` already checked (a float >= 0, a time >= now)."""
+        rt = self.network.route(src, dst)
         coef = []
         for r in rt.resources:
             c = self.curve[r]
@@ -192,6 +191,49 @@ class FlowEngine:
             out.extend(self._step())
         if until > self.now and until < math.inf:
             self.now = until
+        return out
+
+    def rates(self) -> dict[int, float]:
+        """The rate of every flow moving now (its share after the last event)."""
+        return {f: self.f_rate[f] for f, st in enumerate(self.f_state) if st == _ACTIVE}
+
+    def advance_times(self, until: float) -> tuple[list[int], list[float]]:
+        """:meth:`advance`, and the finish time of each flow it returns."""
+        done = self.advance(until)
+        finish = self.finish
+        return done, [finish[f] for f in done]
+
+    def exchange(self, a: Any, b: Any, size: float, t: float) -> list[int]:
+        """:meth:`advance` to ``t``, then a flow of ``size`` each way between ``a`` and ``b``
+        from ``t`` (``size`` a float >= 0, ``t`` >= now), for an engine whose flows all come
+        so, in pairs: exchange ``k`` (the ``k``-th asked) is flows ``2 k`` (``a -> b``) and
+        ``2 k + 1``, complete when both have arrived. The exchanges complete by ``t``, in the
+        order their second flow arrived."""
+        done = self.exchanges_done(t)
+        self.add_checked(a, b, size, t)
+        self.add_checked(b, a, size, t)
+        return done
+
+    def exchanger(self, size: float, a: Any) -> Callable[[Any, float], list[int]]:
+        """:meth:`exchange` from ``a`` with ``size`` bound: ``f(b, t)``, for a hot loop."""
+        size = float(size)
+        return lambda b, t: self.exchange(a, b, size, t)
+
+    def exchanges_done(self, until: float) -> list[int]:
+        """:meth:`advance` to ``until`` on an engine of exchanges: those complete by then
+        (as :meth:`exchange` reports them)."""
+        if self.next_time() > until:
+            if until > self.now:
+                self.now = until
+            return []
+        done = self.advance(until)
+        later = set(done)
+        out = []
+        for f in done:
+            later.discard(f)
+            p = f ^ 1
+            if self.f_state[p] == _DONE and p not in later:  # the other arrived before
+                out.append(f >> 1)
         return out
 
     def run(self) -> list[int]:
@@ -319,26 +361,43 @@ class FlowEngine:
         resource's is the time its flows occupied it, ``sum size / c(size)``,
         over ``span``. Finished flows only.
         """
-        net = self.network
-        R = net.n_resources
-        carried = [0.0] * R
-        busy = [0.0] * R
-        for f, st in enumerate(self.f_state):
-            if st != _DONE:
-                continue
-            s = self.f_size[f]
-            for r, a in zip(self.f_res[f], self.f_coef[f], strict=True):
-                carried[r] += s
-                busy[r] += s * a
-        out = []
-        for r in range(R):
-            cap = self.cap[r]
-            curve = self.curve[r]
-            u = busy[r] / (cap * span) if span > 0 else math.nan
-            out.append({"link": net.resource_names[r],
-                        "capacity": curve.text() if curve is not None else cap,
-                        "bytes": carried[r], "utilisation": u})
-        return out
+        done = [f for f, st in enumerate(self.f_state) if st == _DONE]
+        return link_utilisation(self.network, [self.f_size[f] for f in done],
+                                [self.f_res[f] for f in done], [self.f_coef[f] for f in done],
+                                span)
+
+
+def _check_flow(now: float, size: Any, start: Any) -> tuple[float, float]:
+    """A flow's size and start checked against the engine's time ``now`` (both engines)."""
+    size = check_nonnegative("size", size)
+    t = now if start is None else float(start)
+    check(math.isfinite(t), "start", "a finite time", start)
+    if t < now:
+        check(now - t <= 1e-12 * max(1.0, abs(now)), "start",
+              f"at or after the network's time {now!r}", start)
+        t = now
+    return size, t
+
+
+def link_utilisation(net: Network, sizes: Sequence[float], routes: Sequence[Sequence[int]],
+                     coefs: Sequence[Sequence[float]], span: float) -> list[dict[str, Any]]:
+    """Per resource: the bytes the given (finished) flows carried and its mean utilisation."""
+    R = net.n_resources
+    carried = [0.0] * R
+    busy = [0.0] * R
+    for s, res, co in zip(sizes, routes, coefs, strict=True):
+        for r, a in zip(res, co, strict=True):
+            carried[r] += s
+            busy[r] += s * a
+    out = []
+    for r in range(R):
+        cap = net.capacity[r]
+        curve = net.curve[r]
+        u = busy[r] / (cap * span) if span > 0 else math.nan
+        out.append({"link": net.resource_names[r],
+                    "capacity": curve.text() if curve is not None else cap,
+                    "bytes": carried[r], "utilisation": u})
+    return out
 
 
 @dataclass(frozen=True)
@@ -447,9 +506,9 @@ def flow_arrays(net: Network, rows: Sequence[Flow], starts: Sequence[float],
     coef: list[float] = []
     weight = np.ones(n)
     size = np.empty(n)
-    act = np.empty(n)
+    lat = np.empty(n)
     curve = net.curve
-    for f, (fl, s) in enumerate(zip(rows, starts, strict=True)):
+    for f, fl in enumerate(rows):
         sz = check_nonnegative("size", fl.size)
         rt = net.route(fl.src, fl.dst)
         for r in rt.resources:
@@ -460,11 +519,14 @@ def flow_arrays(net: Network, rows: Sequence[Flow], starts: Sequence[float],
         if weighting == "rtt" and rt.latency > 0:
             weight[f] = rt.latency
         size[f] = sz
-        act[f] = s + rt.latency
+        lat[f] = rt.latency
     return {"cap": np.asarray(net.capacity, dtype=float), "ptr": ptr,
             "res": np.asarray(res, dtype=np.int64), "coef": np.asarray(coef, dtype=float),
-            "weight": weight, "size": size, "act": act,
-            "order": np.argsort(act, kind="stable").astype(np.int64)}
+            "weight": weight, "size": size, "start": np.asarray(starts, dtype=float), "lat": lat}
+
+
+#: The arrays of :func:`flow_arrays`, in the order :func:`sim.network.kernel.run_flows` takes them.
+RUN_FLOWS_ARGS = ("cap", "ptr", "res", "coef", "weight", "size", "start", "lat")
 
 
 def _simulate_compiled(net: Network, rows: Sequence[Flow], starts: Sequence[float],
@@ -472,8 +534,7 @@ def _simulate_compiled(net: Network, rows: Sequence[Flow], starts: Sequence[floa
     from .kernel import run_flows
 
     a = flow_arrays(net, rows, starts, weighting)
-    finish, events = run_flows(a["cap"], a["ptr"], a["res"], a["coef"], a["weight"], a["size"],
-                               a["act"], a["order"])
+    finish, events = run_flows(*[a[k] for k in RUN_FLOWS_ARGS])
     t0 = min(starts, default=0.0)
     span = float(finish.max() - t0) if len(finish) else 0.0
     return FlowResult(finish, _utilisation(net, a, span), int(events))

@@ -13,12 +13,13 @@ import math
 from typing import Any
 
 import simpy
+from simpy.events import Event, Timeout
 
 from ..timeline import NULL
 from .flows import FlowEngine
 from .topology import Network, build_network
 
-__all__ = ["NetworkService"]
+__all__ = ["NetworkService", "flow_engine"]
 
 
 class NetworkService:
@@ -32,6 +33,12 @@ class NetworkService:
     contention : bool
         False: every transfer is alone on its route and takes its latency plus
         ``size`` over the route's bottleneck at that size (no sharing).
+    engine : {"auto", "python", "compiled"}
+        The flow engine: :class:`~sim.network.kernel.CompiledFlowEngine` or
+        :class:`~sim.network.flows.FlowEngine` (the same numbers, bit for bit);
+        ``auto`` takes the compiled one when numba is installed, ``incremental``
+        is set and no recorder is on (only the Python engine records flows and
+        link loads for the timeline; ``compiled`` is refused with one).
     recorder : sim.timeline.Recorder, optional
         Records the links' utilisation (and the collectives' chunks) as it changes.
 
@@ -41,7 +48,7 @@ class NetworkService:
 
     Attributes
     ----------
-    engine : FlowEngine
+    engine : FlowEngine or CompiledFlowEngine
         The flow state (finish times, utilisation).
     transfers : int
         Transfers requested.
@@ -49,14 +56,17 @@ class NetworkService:
 
     def __init__(self, env: simpy.Environment, network: Any, *, weighting: str = "maxmin",
                  incremental: bool = True, contention: bool = True,
-                 recorder: Any = None) -> None:
+                 engine: str = "auto", recorder: Any = None) -> None:
         self.env = env
         self.network: Network = build_network(network)
         self.contention = bool(contention)
         self.rec = recorder if recorder is not None else NULL  # the timeline (sim.timeline)
-        self.engine = FlowEngine(self.network, weighting=weighting, incremental=incremental,
-                                 recorder=self.rec)
+        self.engine = flow_engine(self.network, weighting=weighting, incremental=incremental,
+                                  engine=engine, recorder=self.rec)
         self.engine.now = float(env.now)
+        self._add, self._next_time = self.engine.add, self.engine.next_time
+        self._advance = self.engine.advance_times
+        self._routes: dict[Any, Any] = {}
         self._events: dict[int, simpy.Event] = {}
         self._wake_at = math.inf
         self._gen = 0
@@ -77,19 +87,24 @@ class NetworkService:
             Succeeds with the arrival time.
         """
         self.transfers += 1
-        net = self.network
-        rt = net.route(src, dst)
+        rt = self._routes.get((src, dst))
+        if rt is None:
+            rt = self._routes[(src, dst)] = self.network.route(src, dst)
         if size == 0 or not rt.resources or not self.contention:
+            net = self.network
             d = rt.latency
             if size > 0 and rt.resources:
                 d += size / min(net.capacity[r] if net.curve[r] is None else net.curve[r](size)
                                 for r in rt.resources)
             return self.env.timeout(d, value=self.env.now + d)
-        f = self.engine.add(src, dst, size, self.env.now)
-        ev = self.env.event()
+        env = self.env
+        f = self._add(src, dst, size, env.now)
+        ev = Event(env)
         ev.flow = f  # type: ignore[attr-defined]
         self._events[f] = ev
-        self._schedule()
+        t = self._next_time()
+        if t < self._wake_at:
+            self._wake_up(t)
         return ev
 
     def cancel(self, ev: simpy.Event) -> None:
@@ -106,25 +121,48 @@ class NetworkService:
         self._schedule()
 
     def _schedule(self) -> None:
-        t = self.engine.next_time()
-        if t >= self._wake_at:
-            return
+        t = self._next_time()
+        if t < self._wake_at:
+            self._wake_up(t)
+
+    def _wake_up(self, t: float) -> None:
+        """One pending wake-up, at the network's next event ``t`` (an earlier one supersedes
+        the one pending, which then fires to nothing)."""
         self._wake_at = t
         self._gen += 1
-        gen = self._gen
-        ev = self.env.timeout(max(0.0, t - self.env.now))
-        ev.callbacks.append(lambda _e: self._wake(gen, t))
+        ev = Timeout(self.env, max(0.0, t - self.env.now), (self._gen, t))
+        ev.callbacks.append(self._wake)
 
-    def _wake(self, gen: int, t: float) -> None:
+    def _wake(self, ev: simpy.Event) -> None:
+        gen, t = ev.value
         if gen != self._gen:
             return
         self._wake_at = math.inf
-        eng = self.engine
-        done = eng.advance(t)
+        done, finish = self._advance(t)
         events = self._events
-        finish = eng.finish
-        for f in done:
-            ev = events.pop(f, None)
-            if ev is not None:
-                ev.succeed(finish[f])
+        for f, tf in zip(done, finish, strict=True):
+            e = events.pop(f, None)
+            if e is not None:
+                e.succeed(tf)
         self._schedule()
+
+
+def flow_engine(network: Network, *, weighting: str = "maxmin", incremental: bool = True,
+                engine: str = "auto", flows: int = 1024, recorder: Any = None) -> Any:
+    """A flow engine for ``network``: compiled or Python (see :class:`NetworkService`);
+    ``flows``: how many to make room for at first (the compiled engine grows as needed);
+    ``recorder`` (a :class:`sim.timeline.Recorder` that is on) takes the Python engine."""
+    from ..errors import check, check_choice
+    from .kernel import HAVE_NUMBA, CompiledFlowEngine
+
+    check_choice("engine", engine, ("auto", "python", "compiled"))
+    recording = recorder is not None and recorder.on
+    if engine == "compiled":
+        check(HAVE_NUMBA, "engine", "auto or python without numba (pip install 'dtsim[fast]')",
+              engine)
+        check(incremental, "engine", "python (or auto) with incremental=False", engine)
+        check(not recording, "engine", "python (or auto) with a timeline recorder", engine)
+    if engine == "compiled" or (engine == "auto" and HAVE_NUMBA and incremental
+                                and not recording):
+        return CompiledFlowEngine(network, weighting=weighting, flows=flows)
+    return FlowEngine(network, weighting=weighting, incremental=incremental, recorder=recorder)

@@ -82,6 +82,8 @@ class ProfilePlanModel:
         self.fleet = fleet
         self._nodes: dict[tuple[str, str], list[int]] = {}
         self._placed: dict[tuple, list] = {}
+        self._steps: dict[tuple, float] = {}  # _step_bound's, by placed kinds and size
+        self._replicas: dict[tuple, ReplicaSpec] = {}  # place()'s, by kind, TP and node
         for kind, count in (fleet.nodes if fleet is not None else ()):
             self._nodes.setdefault((kind.gpu, kind.zone), []).extend([kind.gpus_per_node] * count)
         self.framework = framework if framework is not None else FrameworkSpec()
@@ -108,9 +110,15 @@ class ProfilePlanModel:
         free (the node it would get ranks on). Without a fleet, or when the plan
         names hosts already, the plan as it is.
         """
+        stages = self._placed_stages(plan)
+        return plan if stages is None else replace(plan, stages=stages)
+
+    def _placed_stages(self, plan: Plan) -> tuple[StageSpec, ...] | None:
+        """:meth:`place`'s stages (None: the plan as it is)."""
         if self.fleet is None or plan.physical:
-            return plan
+            return None
         free: dict[tuple[str, str], list[int]] = {k: list(v) for k, v in self._nodes.items()}
+        made = self._replicas
         stages = []
         for st in plan.stages:
             reps = []
@@ -120,10 +128,15 @@ class ProfilePlanModel:
                 check(n is not None, "plan", "a plan whose replicas fit the fleet's nodes "
                       "in rank order", f"{r.gpu}@{r.zone} TP {r.tp}")
                 sizes[n] -= r.tp  # type: ignore[index]
-                g = self._nodes[(r.gpu, r.zone)][n]  # type: ignore[index]
-                reps.append(ReplicaSpec(r.gpu, r.tp, g, r.zone, host=f"{r.gpu}@{r.zone}#{n}"))
+                key = (r.gpu, r.tp, r.zone, n)
+                x = made.get(key)
+                if x is None:  # a placed replica is a value: made (and checked) once
+                    g = self._nodes[(r.gpu, r.zone)][n]  # type: ignore[index]
+                    x = made[key] = ReplicaSpec(r.gpu, r.tp, g, r.zone,
+                                                host=f"{r.gpu}@{r.zone}#{n}")
+                reps.append(x)
             stages.append(StageSpec(st.layers, tuple(reps)))
-        return replace(plan, stages=tuple(stages))
+        return tuple(stages)
 
     def _placements(self, a: ReplicaSpec, b: ReplicaSpec) -> list[tuple[Any, Any]]:
         """The ways a replica of kind ``a`` and one of kind ``b`` can sit: on two nodes of the
@@ -146,9 +159,14 @@ class ProfilePlanModel:
     def build(self, plan: Plan, *, network: bool = False, **config: Any) -> PlanBuild:
         """The plan's :class:`~sim.profiles.build.PlanBuild` (ConfigError if it does not fit);
         ``network``: its transfers as flows of :mod:`sim.network` (as ``dtsim train --plan``)."""
+        change: dict[str, Any] = {}
         if plan.framework is None:  # the search's plans run on the model's framework
-            plan = replace(plan, framework=self.framework)
-        plan = self.place(plan)
+            change["framework"] = self.framework
+        stages = self._placed_stages(plan)
+        if stages is not None:
+            change["stages"] = stages
+        if change:  # one new plan (checked once) with both
+            plan = replace(plan, **change)
         return build_plan(plan, self.profiles, model=self.model.name, schedule=self.schedule,
                           p2p=self.p2p, network=network, **config)
 
@@ -218,7 +236,16 @@ class ProfilePlanModel:
 
     def _step_bound(self, x: Any, y: Any, msg: float) -> float:
         """A lower bound on one ring step from ``x`` to ``y`` (``(ReplicaSpec, where)``): ``tp``
-        flows of ``msg`` bytes (or more) at the peak bandwidths of the links they cross."""
+        flows of ``msg`` bytes (or more) at the peak bandwidths of the links they cross (worked
+        out once per pair of placed kinds and size: the placements are values made once)."""
+        key = (x[0], y[0], msg)
+        hit = self._steps.get(key)
+        if hit is None:
+            hit = self._steps[key] = self._step_bound_of(x, y, msg)
+        return hit
+
+    def _step_bound_of(self, x: Any, y: Any, msg: float) -> float:
+        """:meth:`_step_bound`, worked out."""
         net, t = self.profiles.network, x[0].tp
         if x[0].host is None:  # a node of its own: the pair curve
             link = pair_link(net, x, y)

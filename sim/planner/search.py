@@ -43,6 +43,7 @@ of the group's replicas).
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import itertools
 import math
@@ -50,6 +51,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import numpy as np
 
 from ..analytic.partition import greedy_partition_prefix, prefix_sums
 from ..errors import ConfigError, check, check_choice, check_int, check_positive, check_probability
@@ -256,7 +259,7 @@ class _Search:
     """One search: the inputs, caches of per-layer rows and memory terms, and the counters."""
 
     def __init__(self, model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue,
-                 request: PlanRequest, pm: PlanModel) -> None:
+                 request: PlanRequest, pm: PlanModel, compiled_cut: bool = True) -> None:
         self.model, self.catalogue, self.req, self.pm = model, gpus, request, pm
         self.n = model.layers
         self.prices = dict(request.prices)
@@ -280,6 +283,15 @@ class _Search:
         self.prune = True
         self.best: dict[Plan, Candidate] = {}
         self._keys: list[float] = []  # sorted keys of self.best
+        from .cut import HAVE_NUMBA, RowBank, StageTable
+
+        # the prefix-sum rows and stages the compiled cut reads (None: the Python cut)
+        self._bank = RowBank(self.n + 1) if HAVE_NUMBA and compiled_cut else None
+        self._table = StageTable()
+        self._stage_ids: dict[tuple, int] = {}
+        self._stage_specs: dict[tuple, StageSpec] = {}  # kept: their ids name them below
+        self._stage_terms: dict[int, tuple[tuple[float, ...], bool]] = {}  # price terms, priced
+        self._ranked: set[tuple] = set()  # the plans in self.best, by their stages' ids
 
     # -- inputs ------------------------------------------------------------------------
     def price(self, gpu: str) -> float | None:
@@ -369,10 +381,20 @@ class _Search:
         """Rank ``plan`` by the closed form, unless ``m x compute + tail`` (its bottleneck
         stage's forward and backward passes, a lower bound on any schedule's pipeline phase,
         plus the model's bound on the tail after it) already puts it past the top-th plan."""
-        if plan in self.best:
+        # the plan's identity (its stages are made once each, by plan()) and its price, the
+        # replicas' terms added in order as sum() would
+        ident = (tuple(map(id, plan.stages)), plan.microbatch_size)
+        if ident in self._ranked:
             return
+        terms = self._stage_terms
+        rate: float = 0
+        priced = True
+        for st in plan.stages:
+            x, p = terms[id(st)]
+            priced = priced and p
+            for u in x:
+                rate += u
         if self.prune:
-            rate = sum(r.tp * (self.price(r.gpu) or 0.0) for s in plan.stages for r in s.replicas)
             if self.objective_bound(plan.microbatches * compute + tail, rate) >= self.threshold():
                 self.skipped += 1
                 return
@@ -382,22 +404,26 @@ class _Search:
         except ConfigError:
             self.refused += 1
             return
-        rate = sum(r.tp * (self.price(r.gpu) or 0.0) for s in plan.stages for r in s.replicas)
-        priced = all(self.price(r.gpu) is not None for s in plan.stages for r in s.replicas)
         cand = Candidate(plan, layout, float(pred.iteration_time), float(pred.peak_memory),
                          rate if priced else None, pred)
         if self.req.max_price_per_hour is not None and rate > self.req.max_price_per_hour:
             return
         key = cand.key(self.req.objective)
         self.best[plan] = cand
+        self._ranked.add(ident)
         bisect.insort(self._keys, key)
 
     # -- building plans ----------------------------------------------------------------
     def cut(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
             ) -> tuple[tuple[tuple[int, int], ...], float] | None:
         """The greedy bottleneck cut for stages whose replicas have these (type, tp), and its
-        bottleneck (a micro-batch's forward and backward on the slowest stage), or None."""
+        bottleneck (a micro-batch's forward and backward on the slowest stage), or None.
+
+        Compiled when numba is installed (:func:`sim.planner.cut.greedy_cut`, the same
+        cut), else :func:`sim.analytic.partition.greedy_partition_prefix`."""
         p = len(stage_types)
+        if self._bank is not None:
+            return self._cut_compiled(stage_types, mbs, m)
         times, mem, caps = [], [], []
         for j, reps in enumerate(stage_types):
             kinds = list(dict.fromkeys(reps))
@@ -415,6 +441,54 @@ class _Search:
             return None
         return part.blocks, part.bottleneck
 
+    def _stage_id(self, reps: Sequence[tuple[_Type, int]], mbs: int, j: int, p: int, m: int
+                  ) -> int:
+        """One stage of a compiled cut, by id in the stage table (its kinds' layer-time rows,
+        memory rows and caps); -1 when a memory term has no room left."""
+        bank = self._bank
+        kinds = list(dict.fromkeys(reps))
+        crow, mrow, mcap = [], [], []
+        for t, tp in kinds:
+            self.row(t.gpu, mbs, tp)
+            crow.append(bank.id((t.gpu, mbs, tp), self._prefix[(t.gpu, mbs, tp)]))
+        for t, tp in kinds:
+            key = (t.gpu, tp, mbs, j, p, m)
+            for q, (c, per) in enumerate(self.memory(*key)):
+                if c < 0:
+                    return -1
+                mrow.append(bank.id((key, q), per))
+                mcap.append(c)
+        return self._table.add(crow, mrow, mcap)
+
+    def _cut_compiled(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
+                      ) -> tuple[tuple[tuple[int, int], ...], float] | None:
+        """:meth:`cut` through :func:`sim.planner.cut.greedy_cut_stages`."""
+        from .cut import greedy_cut_stages
+
+        p = len(stage_types)
+        ids = self._stage_ids
+        sids = []
+        for j, reps in enumerate(stage_types):
+            key = (tuple(reps), mbs, j, p, m)
+            sid = ids.get(key)
+            if sid is None:
+                sid = ids[key] = self._stage_id(reps, mbs, j, p, m)
+            if sid < 0:  # a memory term with no room left
+                return None
+            sids.append(sid)
+        self.partitions += 1
+        t = self._table
+        cuts = np.empty(p + 1, dtype=np.int64)
+        bottleneck = greedy_cut_stages(self._bank.rows, t.bounds, t.crow, t.mrow, t.mcap,
+                                       np.array(sids, dtype=np.int64), self.n, cuts)
+        if bottleneck != bottleneck:  # no cut fits
+            return None
+        c = cuts.tolist()
+        blocks = tuple(zip(c[:-1], c[1:], strict=True))
+        if min(b - a for a, b in blocks) == 0:  # a stage left empty: searched on its own
+            return None
+        return blocks, bottleneck
+
     def plan(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
              ) -> tuple[Plan, float] | None:
         cut = self.cut(stage_types, mbs, m)
@@ -422,9 +496,20 @@ class _Search:
             self.refused += 1
             return None
         blocks, bottleneck = cut
-        stages = tuple(StageSpec(tuple(range(a, b)), tuple(self.spec(t, tp) for t, tp in reps))
-                       for (a, b), reps in zip(blocks, stage_types, strict=True))
-        return Plan(stages, mbs, self.req.global_batch_size, model=self.model.name), bottleneck
+        specs = self._stage_specs
+        stages = []
+        for (a, b), reps in zip(blocks, stage_types, strict=True):
+            key = (a, b, tuple(reps))
+            st = specs.get(key)
+            if st is None:  # a stage met before is the same value: made (and checked) once
+                st = specs[key] = StageSpec(tuple(range(a, b)),
+                                            tuple(self.spec(t, tp) for t, tp in reps))
+                self._stage_terms[id(st)] = (
+                    tuple(r.tp * (self.price(r.gpu) or 0.0) for r in st.replicas),
+                    all(self.price(r.gpu) is not None for r in st.replicas))
+            stages.append(st)
+        return Plan(tuple(stages), mbs, self.req.global_batch_size,
+                    model=self.model.name), bottleneck
 
     # -- the search ----------------------------------------------------------------------
     def run(self, prune: bool = True) -> None:
@@ -558,11 +643,15 @@ class _Search:
                 self.admit(made[0], "pipeline", made[1], tail)
 
 
-def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
-    """Ordered ways to write ``total`` as ``parts`` positive integers."""
+@functools.lru_cache(maxsize=1024)
+def _compositions(total: int, parts: int) -> tuple[tuple[int, ...], ...]:
+    """Ordered ways to write ``total`` as ``parts`` positive integers (in lexicographic order of
+    their cut points; worked out once per arguments)."""
+    out = []
     for cuts in itertools.combinations(range(1, total), parts - 1):
         b = (0, *cuts, total)
-        yield tuple(b[i + 1] - b[i] for i in range(parts))
+        out.append(tuple(b[i + 1] - b[i] for i in range(parts)))
+    return tuple(out)
 
 
 def search_plans(model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue, request: PlanRequest,

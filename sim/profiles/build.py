@@ -178,16 +178,21 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     bpv = model.bytes_per_value
     out = []
     for j, st in enumerate(plan.stages):
+        alike: dict[tuple, tuple] = {}  # a stage's replicas of one GPU type and TP: summed once
         for i, rep in enumerate(st.replicas):
-            g = gpus[rep.gpu]
-            sizes = layer_sizes(rep.tp)
-            P = sum(sizes[x].params for x in st.layers)
-            act = mbs * sum(sizes[x].activation_memory_bytes for x in st.layers)
+            hit = alike.get((rep.gpu, rep.tp))
+            if hit is None:
+                g = gpus[rep.gpu]
+                sizes = layer_sizes(rep.tp)
+                P = sum(sizes[x].params for x in st.layers)
+                act = mbs * sum(sizes[x].activation_memory_bytes for x in st.layers)
+                buffers = 0.0
+                if j > 0:
+                    prev = plan.stages[j - 1]
+                    buffers = max(2, min(L - j, m)) * mbs * sizes[prev.layers[-1]].activation_bytes
+                hit = alike[(rep.gpu, rep.tp)] = (g, P, act, buffers)
+            g, P, act, buffers = hit
             n = in_flight(schedule, L, j, m)
-            buffers = 0.0
-            if j > 0:
-                prev = plan.stages[j - 1]
-                buffers = max(2, min(L - j, m)) * mbs * sizes[prev.layers[-1]].activation_bytes
             out.append(GPUMemory(
                 stage=j, replica=i, gpu=rep.gpu, tp=rep.tp, weights=P * bpv, gradients=P * bpv,
                 optimizer=P * model.optimizer_bytes_per_param, activations=n * act,
@@ -220,9 +225,28 @@ def pair_time(network: NetworkProfile, a: Any, b: Any, size: float, flows: int,
               profiles: Profiles | None = None) -> float:
     """``flows`` flows of ``size`` bytes each from ``a`` to ``b`` (see :func:`pair_link`); replicas
     placed on named hosts are timed on their physical nodes (:func:`physical_pair_time`, which
-    needs ``profiles``)."""
-    if a[0].host is not None or b[0].host is not None:
+    needs ``profiles``). A time is worked out once per pair of replicas, size and flows (kept
+    with the profiles or the network) where it does not depend on where in the plan the
+    replicas sit: both on named hosts, or both nodes of their own."""
+    ra, rb = a[0], b[0]
+    if ra.host is not None or rb.host is not None:
         check(profiles is not None, "profiles", "given to time replicas on named hosts", None)
+        if ra.host is None or rb.host is None:  # host_of names the other's node by position
+            return physical_pair_time(profiles, a, b, size, flows)  # type: ignore[arg-type]
+        kept = profiles.__dict__.setdefault("_pair_times", {})  # type: ignore[union-attr]
+    else:
+        kept = network.memo
+    key = ("pair_time", ra, rb, size, flows)
+    t = kept.get(key)
+    if t is None:
+        t = kept[key] = _pair_time(network, a, b, size, flows, profiles)
+    return t
+
+
+def _pair_time(network: NetworkProfile, a: Any, b: Any, size: float, flows: int,
+               profiles: Profiles | None) -> float:
+    """:func:`pair_time`, worked out."""
+    if a[0].host is not None or b[0].host is not None:
         return physical_pair_time(profiles, a, b, size, flows)  # type: ignore[arg-type]
     x = pair_link(network, a, b)
     if size <= 0:
@@ -376,10 +400,15 @@ def intra_capacity(profiles: Profiles, rep: Any) -> Any:
     """One GPU's intra-node capacity as a capacity value: the measured curve per sender (with
     ``2 t`` GPUs busy), else the catalogue's number."""
     k = min(2 * rep.tp, rep.gpus_per_node)
-    for g, n, c in profiles.intra_node:
-        if g == rep.gpu and n == k:
-            return c.scaled(1.0 / (k / 2))
-    return profiles.intra_node_bandwidth(rep.gpu, k, 1.0)[0]
+    kept = profiles.__dict__.setdefault("_intra_capacity", {})  # made once per (gpu, GPUs)
+    hit = kept.get((rep.gpu, k))
+    if hit is None:
+        hit = next((c.scaled(1.0 / (k / 2)) for g, n, c in profiles.intra_node
+                    if g == rep.gpu and n == k), None)
+        if hit is None:
+            hit = profiles.intra_node_bandwidth(rep.gpu, k, 1.0)[0]
+        kept[(rep.gpu, k)] = hit
+    return hit
 
 
 def plan_network(plan: Plan, network: NetworkProfile, tied: bool) -> Any:
@@ -581,12 +610,16 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         fb = replace(fb, p2p=p2p)
     bpv = mp.bytes_per_value
     act_scale = fb.activation_bytes / bpv  # the profile's sizes are in its own precision
-    est = Estimator(profiles, mp, tensor_parallel=tensor_parallel, value_bytes=fb.activation_bytes)
+    est = _estimator(profiles, mp, tensor_parallel, fb.activation_bytes)
     notes: list[str] = []
+    sizes_kept: dict[int, Any] = {}
 
     def sizes_at(tp: int) -> Any:
-        row, why = est.layer_sizes(tp)
-        notes.extend(why)
+        row = sizes_kept.get(tp)
+        if row is None:  # its notes once: they are kept once each anyway
+            row, why = est.layer_sizes(tp)
+            notes.extend(why)
+            sizes_kept[tp] = row
         return row
     gpus = profiles.gpus
     mbs = plan.microbatch_size
@@ -596,7 +629,13 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     times, gathers = [], []
     for j, st in enumerate(plan.stages):
         row, grow = [], []
+        alike: dict[tuple, tuple] = {}  # a stage's replicas of one GPU type and TP: once
         for rep in st.replicas:
+            hit = alike.get((rep.gpu, rep.tp))
+            if hit is not None:
+                row.append(hit[0])
+                grow.append(hit[1])
+                continue
             lt, why = est.layer_times(rep.gpu, mbs, rep.tp)  # refuses what no rule gives
             gpus[rep.gpu]  # a GPU type the catalogue lacks
             notes.extend(why)
@@ -615,6 +654,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                         math.fsum(lt[x].backward for x in st.layers) + g_b,
                         math.fsum(lt[x].optimizer for x in st.layers)))
             grow.append((g_f, g_b))
+            alike[(rep.gpu, rep.tp)] = (row[-1], grow[-1])
         times.append(tuple(row))
         gathers.append(tuple(grow))
     # point to point: per hop, per pipeline (activation, gradient)
@@ -703,6 +743,19 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                      estimates=tuple(dict.fromkeys(notes)))
 
 
+def _estimator(profiles: Profiles, mp: ModelProfile, tensor_parallel: str, value_bytes: int
+               ) -> Estimator:
+    """The :class:`Estimator` of ``mp`` on ``profiles`` (one per model, mode and value size,
+    kept with the profiles: its estimates are values of those alone)."""
+    kept = profiles.__dict__.setdefault("_estimators", {})
+    key = (id(mp), tensor_parallel, value_bytes)
+    hit = kept.get(key)
+    if hit is None or hit[0] is not mp:
+        hit = kept[key] = (mp, Estimator(profiles, mp, tensor_parallel=tensor_parallel,
+                                         value_bytes=value_bytes))
+    return hit[1]
+
+
 def explain_rows(build: PlanBuild) -> dict[str, Any]:
     """Where a failure-free iteration's time goes, from the exact evaluation of its programs.
 
@@ -723,16 +776,21 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
     L, r, m = c.stages, c.replicas[0], c.microbatches  # type: ignore[index]
     blocking = c.p2p == "blocking"
     best: tuple[float, int, dict] | None = None
+    seen: dict[tuple, tuple[float, list]] = {}
     for k in range(r):
         mk = len(range(k, m, r))
         f = [c.replica_times[j][k][0] for j in range(L)]  # type: ignore[index]
         b = [c.replica_times[j][k][1] for j in range(L)]  # type: ignore[index]
         act = [row[k][0] for row in build.transfer_times]
         grad = [row[k][1] for row in build.transfer_times]
-        progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
-        done: dict = {}
-        T = program_makespan(progs, f, b, act, grad, blocking=blocking,
-                             channels=c.p2p == "overlap", finish=done)
+        key = (mk, *f, *b, *act, *grad)
+        if key in seen:  # a pipeline like one before (same kinds, same links)
+            T, progs = seen[key]
+        else:
+            progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
+            T = program_makespan(progs, f, b, act, grad, blocking=blocking,
+                                 channels=c.p2p == "overlap")
+            seen[key] = (T, progs)
         if best is None or T > best[0]:
             best = (T, k, {"mk": mk, "progs": progs, "act": act, "grad": grad, "f": f, "b": b})
     assert best is not None

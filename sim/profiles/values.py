@@ -261,7 +261,7 @@ class ModelProfile:
         """Whether some measured row lacks its backward times."""
         return any(t.backward is None for _, row in self.times for t in row)
 
-    @property
+    @cached_property
     def gpus(self) -> tuple[str, ...]:
         """GPU types with at least one measured combination."""
         return tuple(sorted({k[0] for k, _ in self.times}))
@@ -310,11 +310,13 @@ class ModelProfile:
         """The layers' sizes on one GPU of a TP group of degree ``tp`` (the shape's where the
         profile has none)."""
         row = self._sizes.get(tp)
-        if row is None and self.shape is not None:
-            return shape_sizes(self.shape, tp, self.bytes_per_value)
-        check(row is not None, "tp", f"a TP degree with sizes in the profile of {self.name} "
-              f"({', '.join(str(t) for t in sorted(self._sizes))})", tp)
-        return row  # type: ignore[return-value]
+        if row is None:
+            if self.shape is not None:
+                return shape_sizes(self.shape, tp, self.bytes_per_value)
+            # the message is formatted only when it is needed
+            raise ConfigError("tp", f"a TP degree with sizes in the profile of {self.name} "
+                              f"({', '.join(str(t) for t in sorted(self._sizes))})", tp)
+        return row
 
 
 # --------------------------------------------------------------------------- GPUs
@@ -421,7 +423,7 @@ class GPUCatalogue:
 
     def __getitem__(self, name: str) -> GPUType:
         g = self._by_name.get(name)
-        if g is None:
+        if g is None:  # the message is formatted only when it is needed
             raise ConfigError("gpu", f"a GPU type of the catalogue ({', '.join(self.names)})",
                               name)
         return g
@@ -643,7 +645,7 @@ class ReplicaSpec:
               self.tp)
         _name("zone", self.zone)
 
-    @property
+    @cached_property
     def node(self) -> NodeKind:
         return NodeKind(self.gpu, self.gpus_per_node, self.zone)  # type: ignore[arg-type]
 

@@ -13,6 +13,7 @@ from topologies.placement import Placement, from_value, shared_per_stage
 
 from ..analytic.penalty import quality_table
 from ..errors import (
+    NEVER_PROBED,
     ConfigError,
     available_memory,
     check,
@@ -795,10 +796,13 @@ class TrainingConfig:
                        *(self.allreduce_sizes or ())]) / tmax
         buckets = largest / self.bucket_size if self.bucket_size < math.inf else 1.0
         check_memory("tensor_parallel", tmax, float(tmax) * sum(reps) * BYTES_PER_RANK)
-        need, avail = buckets * tmax * BYTES_PER_BUCKET, available_memory()
-        check(need <= avail, "bucket_size", f"large enough for the buckets of an all-reduce "
-              f"to fit in memory ({buckets:.3g} buckets of the largest all-reduce need about "
-              f"{format_bytes(need)}, {format_bytes(avail)} available)", self.bucket_size)
+        need = buckets * tmax * BYTES_PER_BUCKET
+        if need > NEVER_PROBED:  # (a smaller need is had: see sim.errors.NEVER_PROBED)
+            avail = available_memory()
+            check(need <= avail, "bucket_size", f"large enough for the buckets of an all-reduce "
+                  f"to fit in memory ({buckets:.3g} buckets of the largest all-reduce need "
+                  f"about {format_bytes(need)}, {format_bytes(avail)} available)",
+                  self.bucket_size)
         if self.network is None:
             for name, default in (("network_nodes", None), ("nic", None),
                                   ("checkpoint_node", None),

@@ -33,6 +33,8 @@ evaluates programs exactly (max-plus), the reference the engines are held to.
 
 from __future__ import annotations
 
+import functools
+
 __all__ = ["Schedule", "GPipe", "OneFOneB", "OneFOneBDynamic", "Interleaved", "SwarmSchedule", "Async",
            "SCHEDULE_POLICIES", "megatron_1f1b_order", "interleaved_order", "deepspeed_program",
            "device_program"]
@@ -235,7 +237,8 @@ def device_program(schedule: str, stages: int, microbatches: int, stage: int, *,
 
     Compute passes are ``("F" | "B", chunk, microbatch)``; with ``blocking``
     the transfers are explicit paired commands (:func:`deepspeed_program`),
-    otherwise each pass waits for its input to arrive.
+    otherwise each pass waits for its input to arrive. (A new list each call,
+    of a program worked out once per arguments.)
 
     Raises
     ------
@@ -244,6 +247,18 @@ def device_program(schedule: str, stages: int, microbatches: int, stage: int, *,
         interleaved program (Megatron's interleaved schedule overlaps its
         transfers; the blocking engine is DeepSpeed's, which has no interleaving).
     """
+    return list(_device_program(schedule, stages, microbatches, stage, v, blocking))
+
+
+@functools.lru_cache(maxsize=4096)
+def _device_program(schedule: str, stages: int, microbatches: int, stage: int, v: int,
+                    blocking: bool) -> tuple[tuple, ...]:
+    return tuple(_program(schedule, stages, microbatches, stage, v=v, blocking=blocking))
+
+
+def _program(schedule: str, stages: int, microbatches: int, stage: int, *, v: int = 1,
+             blocking: bool = False) -> list[tuple]:
+    """:func:`device_program`, worked out."""
     if schedule in ("1f1b", "1f1b-dynamic"):
         if blocking:
             return deepspeed_program(stages, microbatches, stage)
