@@ -231,10 +231,11 @@ POINTS = (
         "replications": 1} for v in ("artifact", "dtsim")]
 )
 BASE = FaultTolerance()
-#: What one replication returns: the engine's metrics, then the experiment's own.
-METRICS = ("samples_per_second", "samples_per_dollar", "steps_done", "worker_availability",
-           "worker_hours", "cost", "lost_lost_pass", "lost_restart", "lost_checkpoint",
-           "lost_stall", "preemptions", "samples", "artifact_window_sps", "fatal_failures", "wall")
+#: What one replication returns: the engine's metrics it keeps, then the experiment's own.
+ENGINE_METRICS = ("samples_per_second", "samples_per_dollar", "steps_done", "worker_availability",
+                  "worker_hours", "cost", "lost_lost_pass", "lost_restart", "lost_checkpoint",
+                  "lost_stall", "preemptions")
+METRICS = ENGINE_METRICS + ("samples", "artifact_window_sps", "fatal_failures", "wall")
 REPLICATIONS = 8
 #: Fractions of time: intervals inside [0, 1].
 RATES = {"worker_availability": None}
@@ -266,7 +267,7 @@ def model(config: FaultTolerance, streams: Streams) -> dict[str, Any]:
 
     c = config.training()
     m = select("training", c).engine.run(c, streams)
-    out = {k: m[k] for k in METRICS[:11]}
+    out = {k: m[k] for k in ENGINE_METRICS}
     wall = c.max_time
     out["samples"] = m["samples"]
     # the artifacts' window: from the first step's start to the last step's end

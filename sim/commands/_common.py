@@ -45,6 +45,12 @@ def time_unit(hour: float) -> str:
     return _UNITS_PER_HOUR.get(float(hour), "time unit")
 
 
+def warn(command: str, message: str) -> None:
+    """One ``dtsim COMMAND: warning: MESSAGE`` line on stderr: the input is run as given, but
+    something in it is likely not what the user meant."""
+    print(f"dtsim {command}: warning: {message}", file=sys.stderr, flush=True)
+
+
 def announce_fallback(command: str, engine: str, reason: str) -> None:
     """Say on stderr, before any replication runs, that a missing extra slows this run down.
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -41,6 +40,7 @@ from ..units import (
     format_quantity,
     parse_quantity,
 )
+from ._common import warn
 
 __all__ = ["NETWORK_UNITS", "PIPELINE_UNITS", "PLAN_UNITS", "TOPOLOGY_UNITS",
            "TOPOLOGY_LISTING_UNITS", "LEARNERS_UNITS", "check_train", "check_learners", "train_transfers", "check_pipeline",
@@ -190,7 +190,7 @@ def warn_mixed(command: str, terms: Iterable[Term]) -> None:
     """Print :func:`mixed_message` as one ``warning`` line on stderr when there is one."""
     msg = mixed_message(terms)
     if msg is not None:
-        print(f"dtsim {command}: warning: {msg}", file=sys.stderr, flush=True)
+        warn(command, msg)
 
 
 def check_hour(args: argparse.Namespace, hour: float, dests: Iterable[str] = (),

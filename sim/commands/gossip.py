@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from dataclasses import replace
 from typing import Any
 
@@ -38,7 +37,7 @@ from ..learning import (
 )
 from ..runner import replicate
 from ._applies import refuse_unless
-from ._common import add_run_options, announce_fallback, emit_json, print_table
+from ._common import add_run_options, announce_fallback, emit_json, print_table, warn
 from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
 from ._units import (
     RATE_HELP,
@@ -542,9 +541,9 @@ def _run_training(args: argparse.Namespace, tc: GossipTrainingConfig) -> int:
     check_gossip(args, cfg)
     lowered, nodes = tc.trim_lowered()
     if lowered:  # accepted as the reference code runs it, but never silently
-        print(f"dtsim gossip: warning: --trim {tc.trim} leaves no value at {lowered} of {nodes} "
-              "aggregating nodes (m <= 2 trim values); they keep the median, as the reference "
-              "code's trimmed mean lowers its trim", file=sys.stderr, flush=True)
+        warn("gossip", f"--trim {tc.trim} leaves no value at {lowered} of {nodes} aggregating "
+             "nodes (m <= 2 trim values); they keep the median, as the reference code's trimmed "
+             "mean lowers its trim")
     announce_fallback("gossip", *training_engine(tc))
     records = replicate(gossip_training_model, tc, replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)

@@ -116,6 +116,8 @@ class GossipTrainingConfig:
     bucketing: int = 0
     bucketing_form: str = "repeat"
     _honest: tuple[bool, ...] = field(default=(), init=False, repr=False, compare=False)
+    #: ``(nodes, of)`` of :meth:`trim_lowered`, counted by the rule checks (one graph build)
+    _trim_lowered: tuple[int, int] = field(default=(0, 0), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         g, lc = self.gossip, self.learning
@@ -182,7 +184,10 @@ class GossipTrainingConfig:
             # as the reference code's aggregator.TM does (ClippedGossip, He et al. 2022), so the
             # authors' settings run as theirs do; a trim that empties every node's values is no
             # trimmed mean anywhere and is refused (trim_lowered() counts the nodes that lower it)
-            high = int(self._inputs_per_node(honest).max())
+            inputs = self._inputs_per_node(honest)
+            high = int(inputs.max())
+            object.__setattr__(self, "_trim_lowered",
+                               (int(np.count_nonzero(2 * self.trim >= inputs)), int(inputs.size)))
             check(2 * self.trim < high, "trim", f"at most {(high - 1) // 2} (a trimmed mean keeps "
                   f"m - 2 trim values; the node with most inputs has m = {high})", self.trim)
         if self.rule == "krum":
@@ -198,12 +203,9 @@ class GossipTrainingConfig:
 
     def trim_lowered(self) -> tuple[int, int]:
         """``(nodes, of)``: the aggregating nodes whose values ``trim`` would empty (they keep
-        the median, as the reference code lowers its trim), out of how many; ``(0, of)`` for a
+        the median, as the reference code lowers its trim), out of how many; ``(0, 0)`` for a
         rule other than ``trimmed``."""
-        m = self._inputs_per_node(np.array(self._honest, dtype=bool))
-        if self.rule != "trimmed":
-            return 0, int(m.size)
-        return int(np.count_nonzero(2 * self.trim >= m)), int(m.size)
+        return self._trim_lowered
 
     def _inputs_per_node(self, honest: np.ndarray) -> np.ndarray:
         """How many values each aggregating node's rule sees (own included; bucket means)."""
