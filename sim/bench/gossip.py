@@ -1,4 +1,4 @@
-"""``dtsim bench`` parts of gossip (:mod:`sim.gossip`): the per-node async DES beside bare
+"""``dtsim bench`` parts of gossip (:mod:`sim.gossip`): the async DES beside bare
 SimPy wakes (c), vectorised matching beside bare numpy (d), and the cost of records (m)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ MATCHING_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
 def bench_async_gossip(nodes: int = 1000, horizon: int = 30, repeats: int = 2) -> dict[str, float]:
-    """Exchanges per second of the per-node SimPy ``async`` gossip on the complete graph.
+    """Exchanges per second of the ``async`` gossip DES on the complete graph (merged path).
 
     Exchanges take the default latency 1, so about ``nodes`` of them are still
     in flight at the horizon and not counted; a horizon of tens of time units
@@ -33,7 +33,7 @@ def bench_async_gossip(nodes: int = 1000, horizon: int = 30, repeats: int = 2) -
     Parameters
     ----------
     nodes : int
-        Nodes, each a SimPy process waking at rate 1.
+        Nodes, each waking at rate 1.
     horizon : int
         Simulated time units (about ``nodes * horizon`` exchanges).
     repeats : int
@@ -43,12 +43,13 @@ def bench_async_gossip(nodes: int = 1000, horizon: int = 30, repeats: int = 2) -
     -------
     dict
         ``async_exchanges_per_s``, ``async_nodes``, ``async_build_s`` (wiring
-        the system: random blocks, processes) and ``async_path`` (the
+        the system: random blocks, the clocks) and ``async_path`` (the
         implementation path, see :attr:`sim.gossip.GossipSystem.async_path`);
         ``async_bare_wakes_per_s``, the rate of ``nodes`` bare SimPy processes
-        that only wake on their Poisson clocks (the floor of any per-node
-        design: with ``nodes`` timeouts pending, SimPy's heap makes a wake
-        cost about two bare timeouts), and ``async_exchanges_per_bare_wake``.
+        that only wake on their Poisson clocks (the floor of a design with a
+        SimPy process per node, as the DES had before its heap of clocks: with
+        ``nodes`` timeouts pending, SimPy's heap makes a wake cost about two
+        bare timeouts), and ``async_exchanges_per_bare_wake``.
     """
     from ..gossip import GossipConfig, GossipSystem
 

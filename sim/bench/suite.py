@@ -8,9 +8,10 @@ a. ``simpy``: bare SimPy ``timeout`` events per second (the yardstick).
 b. ``pipeline``: stage crossings per second of the pipeline DES
    (:mod:`sim.pipeline`), 48 stages, failing workers, failover (nonzero
    detection timeout) and skipping on.
-c. ``async_gossip``: exchanges per second of the per-node SimPy ``async``
-   gossip (:mod:`sim.gossip`), next to the wakes per second of as many bare
-   SimPy processes that do nothing but wake (the floor of any per-node design).
+c. ``async_gossip``: exchanges per second of the ``async`` gossip DES
+   (:mod:`sim.gossip`, its merged path: a heap of the nodes' clocks), next to
+   the wakes per second of as many bare SimPy processes that do nothing but
+   wake (the floor of a design with a SimPy process per node).
 d. ``matching``: node updates per second of the vectorised complete-graph
    matching gossip at ``n = 1e3 .. 1e6`` and of a bare numpy
    permute-and-average of the same size, and of the per-node DES engine of

@@ -1,4 +1,4 @@
-"""The ``async`` protocol: every node a SimPy process on its own Poisson clock.
+"""The ``async`` protocol: every node on its own Poisson clock.
 
 A node wakes at rate ``wake_rate`` and gossips with a uniformly random (online)
 neighbour; the exchange takes the edge's ``latency + size / bandwidth`` and the
@@ -11,7 +11,11 @@ node is lost at that end. ``rounds`` is the simulated horizon. A node's noise is
 added when it wakes, before sending; a node update advances both ends to the
 current time when an exchange starts, and the receiving end before a delivery.
 
-Speed. A wake is one SimPy timeout; random numbers come in per-node blocks
+Speed. On the ``events`` and ``vector`` paths every node is a SimPy process and
+a wake is one SimPy timeout; on the ``merged`` path, whose only other process
+is the recorder, the wakes between two records run in one loop over a heap of
+the nodes' next wake times (the order and the times SimPy would give the
+processes, see :meth:`AsyncGossip._plain_wakes`). Random numbers come in per-node blocks
 drawn for all nodes at once from one stream per concern (``wake``,
 ``partners``, ``noise``) and refilled per node from the same streams (the
 refill order is fixed by the event order, so a seed fixes every draw). One node
@@ -44,7 +48,6 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from simpy import Timeout
 
 from ..errors import check
 from .async_draws import AsyncDraws
@@ -99,13 +102,17 @@ class AsyncGossip(GossipSystem):
             from ..network import build_network
             from ..network.service import flow_engine
 
-            # room for the flows a run asks (two per wake), up to a million at first
+            # room for the flows a run asks (two per wake), up to a million at first, and
+            # for their routes (both ways of every edge, or of as many pairs as flows)
             expect = 2.2 * n * float(cfg.wake_rate) * float(cfg.rounds) + 64
+            pairs = n * (n - 1) if net.complete else int(net.indices.size)
             self._flows = flow_engine(build_network(flows), weighting=cfg.network_weighting,
-                                      flows=int(min(expect, 1e6)))
+                                      flows=int(min(expect, 1e6)),
+                                      routes=int(min(pairs, expect, 1e5)))
             self._flows.now = float(env.now)
             self._pending: dict[int, tuple] = {}  # exchange (its number) -> what it carries
             self._number = itertools.count()  # the engine numbers exchanges in the order asked
+            self._exchangers = [self._flows.exchanger(float(cfg.size), i) for i in range(n)]
         elif flows is not None:
             from ..network import NetworkService
 
@@ -117,25 +124,32 @@ class AsyncGossip(GossipSystem):
         self._queue: Any = deque() if self._fifo else []
         self._seq = itertools.count()
         self._last = np.zeros(n) if self._updating else None
-        node = self._node
+        self._wakes: Any = None  # the merged path's wake loop (a heap of node clocks)
         if self._lazy:
             self._path = "merged"
+            # every node's next wake, its blocks and its place in them
+            start = env.now
+            self._clock = [(start + gaps[i][0], i) for i in range(n)]
+            heapq.heapify(self._clock)
+            self._gaps, self._us, self._zs, self._k = gaps, us, zs, [0] * n
             if self._flows is not None:
-                node = self._flow_node
+                self._wakes = self._flow_wakes
             elif net.complete and self.n_adv == 0 and self.defence.plain():
-                node = self._plain_node
+                self._wakes = self._plain_wakes
+            else:
+                self._wakes = self._merged_wakes
         else:
             self._path = "events" if scalar else "vector"
-        # creating 1e5 processes would otherwise trigger a cascade of full
-        # garbage collections (nothing created here is garbage)
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            for i in range(n):
-                env.process(node(i, gaps[i], us[i], zs[i]))
-        finally:
-            if was_enabled:
-                gc.enable()
+            # creating 1e5 processes would otherwise trigger a cascade of full
+            # garbage collections (nothing created here is garbage)
+            was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                for i in range(n):
+                    env.process(self._node(i, gaps[i], us[i], zs[i]))
+            finally:
+                if was_enabled:
+                    gc.enable()
         check(path in ("auto", self._path), "path", f"auto or {self._path} for this configuration", path)
 
     @property
@@ -147,18 +161,17 @@ class AsyncGossip(GossipSystem):
         """
         return self._path
 
-    # -- the node loop --------------------------------------------------------
+    # -- the node loops -------------------------------------------------------
     def _node(self, i: int, gaps: list[float], us: list[Any], zs: Any):
-        """Process of node ``i`` (every path)."""
+        """SimPy process of node ``i`` (the ``events`` and ``vector`` paths)."""
         env = self.env
         timeout = env.timeout
         x = self._scalar_values if self._scalar else self.x
-        queue, flush, workers = self._queue, self._flush, self._workers
+        workers = self._workers
         direct, const_delay = self._direct_peers, self.net.complete_delay
         pick, refill = self._draws.pick, self._draws.refill
-        sent, post = (self._sent_scalar, self._post_merged) if self._lazy else (
-            (self._sent_scalar if self._scalar else self._sent_vector),
-            self._post_event if self._service is None else self._post_flows)
+        sent = self._sent_scalar if self._scalar else self._sent_vector
+        post = self._post_event if self._service is None else self._post_flows
         advance = self._advance if self._updating else None
         s = 0.0 if self.is_adv[i] else self.cfg.noise
         exch = self.rec.exchange if self.rec.on and self._service is None else None
@@ -172,8 +185,6 @@ class AsyncGossip(GossipSystem):
             g = gaps[k]
             yield timeout(g)
             now += g
-            if queue and queue[0][0] <= now:
-                flush(now)
             u = us[k]
             kk = k
             k += 1
@@ -195,86 +206,149 @@ class AsyncGossip(GossipSystem):
                 exch(i, j, now, now + delay, size)
             post(now, i, j, sent(i, j), sent(j, i), delay)
 
-    def _plain_node(self, i: int, gaps: list[float], js: list[int], zs: list[float] | None):
-        """:meth:`_node` on the complete graph, all honest, plain averaging, merged path.
+    # The merged path has no process per node: its only other process is the recorder,
+    # so the wakes before a record run in one loop over a heap of the nodes' next wake
+    # times, in time order, exactly as SimPy would run the nodes' processes (a node's
+    # wake times are the same sums ``t + gap``; two wakes at one float time, or a wake
+    # at a record's time, have probability zero). A node's blocks are refilled right
+    # after its last wake of a block, as its process did.
+    def _plain_wakes(self, until: float) -> None:
+        """The wakes before ``until`` on the complete graph, all honest, plain averaging.
 
         The hot path of the benchmark: the due deliveries are applied inline.
         """
-        env = self.env
-        xs = self._scalar_values
-        queue = self._queue
-        push = queue.append
-        pop = queue.popleft
+        clock = self._clock
+        t, i = clock[0]
+        if t >= until:
+            return
+        xs, queue = self._scalar_values, self._queue
+        push, pop, replace = queue.append, queue.popleft, heapq.heapreplace
+        gaps, js, zs, ks = self._gaps, self._us, self._zs, self._k
+        refill, c = self._draws.refill, self._draws.chunk
         delay = self._const_delay
         s = self.cfg.noise
+        noisy = s > 0
         exch = self.rec.exchange if self.rec.on else None
         size = float(self.cfg.size)
-        now = env.now
-        while True:
-            draws = zip(gaps, js, zs, strict=True) if s else \
-                zip(gaps, js, itertools.repeat(0.0), strict=False)  # no noise: none drawn
-            for g, j, z in draws:
-                yield Timeout(env, g)
-                now += g
-                if queue and queue[0][0] <= now:
-                    m = len(queue)
-                    while queue and queue[0][0] <= now:
-                        _, a, b, va, vb = pop()
-                        xs[a] = (xs[a] + vb) * 0.5  # type: ignore[index]
-                        xs[b] = (xs[b] + va) * 0.5  # type: ignore[index]
-                    self.exchanges += m - len(queue)
-                if s:
-                    xs[i] += s * z  # type: ignore[index]
+        delivered = 0
+        while t < until:
+            if queue and queue[0][0] <= t:
+                m = len(queue)
+                while queue and queue[0][0] <= t:
+                    _, a, b, va, vb = pop()
+                    xs[a] = (xs[a] + vb) * 0.5  # type: ignore[index]
+                    xs[b] = (xs[b] + va) * 0.5  # type: ignore[index]
+                delivered += m - len(queue)
+            k = ks[i]
+            j = js[i][k]
+            if noisy:
+                xs[i] += s * zs[i][k]  # type: ignore[index]
+            if exch is not None:
+                exch(i, j, t, t + delay, size)
+            push((t + delay, i, j, xs[i], xs[j]))  # type: ignore[index]
+            k += 1
+            if k == c:
+                gaps[i], js[i], zs[i] = refill(i, noisy)
+                k = 0
+            ks[i] = k
+            replace(clock, (t + gaps[i][k], i))
+            t, i = clock[0]
+        self.exchanges += delivered
+
+    def _merged_wakes(self, until: float) -> None:
+        """The wakes before ``until`` on the merged path (any graph, attack or defence):
+        deliveries queued with their due time and applied by the next wake or record."""
+        clock = self._clock
+        t, i = clock[0]
+        if t >= until:
+            return
+        x, queue, flush = self._scalar_values, self._queue, self._flush
+        replace = heapq.heapreplace
+        gaps, us, zs, ks = self._gaps, self._us, self._zs, self._k
+        draws = self._draws
+        pick, refill, c = draws.pick, draws.refill, draws.chunk
+        direct, const_delay = self._direct_peers, self.net.complete_delay
+        sent, post = self._sent_scalar, self._post_merged
+        noise, adv = self.cfg.noise, self._adv_list
+        noisy = noise > 0
+        exch = self.rec.exchange if self.rec.on else None
+        size = float(self.cfg.size)
+        while t < until:
+            if queue and queue[0][0] <= t:
+                flush(t)
+            k = ks[i]
+            u = us[i][k]
+            if direct:
+                got: Any = (u, const_delay)
+            else:
+                got = pick(i, u)
+            if got is not None:
+                j, delay = got
+                if noisy and not adv[i]:
+                    x[i] += noise * zs[i][k]  # type: ignore[index]
                 if exch is not None:
-                    exch(i, j, now, now + delay, size)
-                push((now + delay, i, j, xs[i], xs[j]))  # type: ignore[index]
-            gaps, js, zs = self._draws.refill(i, zs is not None)
+                    exch(i, j, t, t + delay, size)
+                post(t, i, j, sent(i, j), sent(j, i), delay)
+            k += 1
+            if k == c:
+                gaps[i], us[i], zs[i] = refill(i, noisy)
+                k = 0
+            ks[i] = k
+            replace(clock, (t + gaps[i][k], i))
+            t, i = clock[0]
 
-    def _flow_node(self, i: int, gaps: list[float], us: list[Any], zs: Any):
-        """:meth:`_node` on the merged path with exchanges as flows on a network.
+    def _flow_wakes(self, until: float) -> None:
+        """The wakes before ``until`` on the merged path with exchanges as flows on a network.
 
-        At each wake the flow engine is advanced to now, the exchanges whose
-        two flows have arrived by then are delivered in the order of their
-        arrival (as the events path would deliver them), and the new exchange
-        is a flow each way from now (one call, :meth:`CompiledFlowEngine.exchange
+        At each wake the flow engine is advanced to it, the exchanges whose two
+        flows have arrived by then are delivered in the order of their arrival
+        (as the events path would deliver them), and the new exchange is a flow
+        each way from the wake (one call, :meth:`CompiledFlowEngine.exchange
         <sim.network.kernel.CompiledFlowEngine.exchange>`). A record advances the
         engine too, so nothing is read before what arrived is delivered.
         """
-        env = self.env
-        timeout = env.timeout
+        clock = self._clock
+        t, i = clock[0]
+        if t >= until:
+            return
         x = self._scalar_values
-        exchange = self._flows.exchanger(float(self.cfg.size), i)
-        arrived, pending, number = self._arrived, self._pending, self._number
+        replace = heapq.heapreplace
+        gaps, us, zs, ks = self._gaps, self._us, self._zs, self._k
+        exchangers = self._exchangers
+        pending, number, kernel = self._pending, self._number, self._exchange
+        take = pending.pop
+        draws = self._draws
+        pick, refill, c = draws.pick, draws.refill, draws.chunk
         direct = self._direct_peers
-        pick, refill = self._draws.pick, self._draws.refill
-        sent = self._sent_scalar
-        s = 0.0 if self.is_adv[i] else self.cfg.noise
-        now = env.now
-        c, k = len(gaps), 0
-        while True:
-            if k == c:
-                gaps, us, zs = refill(i, zs is not None)
-                k = 0
-            g = gaps[k]
-            yield timeout(g)
-            now += g
-            u = us[k]
-            kk = k
+        sent = self._sent_scalar if self.n_adv else None  # all honest: each sends its value
+        noise, adv = self.cfg.noise, self._adv_list
+        noisy = noise > 0
+        delivered = 0
+        while t < until:
+            k = ks[i]
+            u = us[i][k]
+            j = u if direct else pick(i, u)
+            if j is not None:
+                if not direct:
+                    j = j[0]
+                # the engine was last advanced to a time <= t, so t is a valid start
+                done = exchangers[i](j, t)
+                if done:  # delivered in the order they arrived (as _arrived does)
+                    for f in done:
+                        kernel(x, *take(f))
+                    delivered += len(done)
+                if noisy and not adv[i]:
+                    x[i] += noise * zs[i][k]  # type: ignore[index]
+                pending[next(number)] = ((i, j, x[i], x[j]) if sent is None  # type: ignore[index]
+                                         else (i, j, sent(i, j), sent(j, i)))
             k += 1
-            if direct:
-                j = u
-            else:
-                got = pick(i, u)
-                if got is None:
-                    continue
-                j = got[0]
-            # the engine was last advanced to a time <= now, so now is a valid start
-            done = exchange(j, now)
-            if done:
-                arrived(done)
-            if s:
-                x[i] += s * zs[kk]  # type: ignore[index]
-            pending[next(number)] = (i, j, sent(i, j), sent(j, i))
+            if k == c:
+                gaps[i], us[i], zs[i] = refill(i, noisy)
+                k = 0
+            ks[i] = k
+            replace(clock, (t + gaps[i][k], i))
+            t, i = clock[0]
+        self.exchanges += delivered
 
     def _flush_flows(self, now: float) -> None:
         """Advance the flow engine to ``now`` and deliver what arrived (a record)."""
@@ -369,9 +443,13 @@ class AsyncGossip(GossipSystem):
         super().record(k)
 
     def process(self):
-        """The recorder: records at the record times until the horizon."""
-        steps = self.records.steps
+        """The recorder: records at the record times until the horizon (on the merged path,
+        running the nodes' wakes before each record first)."""
+        env, steps, wakes = self.env, self.records.steps, self._wakes
         for k in range(1, steps.size):
             # to the record's absolute time (a sum of fractional intervals would drift)
-            yield self.env.timeout(float(steps[k]) - self.env.now)
+            delay = float(steps[k]) - env.now
+            if wakes is not None:
+                wakes(env.now + delay)  # the time SimPy gives the record: now + delay
+            yield env.timeout(delay)
             self.record(k)

@@ -782,21 +782,25 @@ class CompiledFlowEngine:
     weighting : {"maxmin", "rtt"}
     flows : int
         Flows to make room for at first (the arenas double as needed).
+    routes : int
+        Routes (ordered pairs of endpoints) to make room for at first, four
+        resources each (the arenas double as needed).
 
     """
 
-    def __init__(self, network: Any, *, weighting: str = "maxmin", flows: int = 1024) -> None:
+    def __init__(self, network: Any, *, weighting: str = "maxmin", flows: int = 1024,
+                 routes: int = 16) -> None:
         from .flows import WEIGHTINGS
 
         self.network = network
         self.weighting = check_choice("weighting", weighting, WEIGHTINGS)
         self.incremental = True
         self._rtt = self.weighting == "rtt"
-        nf = max(int(flows), 1)
+        nf, nr = max(int(flows), 1), max(int(routes), 16)
         # the arenas (N, X), in a list that growing them updates in place, so that a bound
         # exchange (exchanger) follows them
         self._arena = list(_new(np.asarray(network.capacity, dtype=np.float64), nf, 4 * nf,
-                                16, 64))
+                                nr, 4 * nr))
         self._next = math.inf
         self._routes: dict[Any, tuple] = {}  # (src, dst) -> (route id or None, entries, Route)
         self._sized: dict[tuple, int] = {}  # (src, dst, size) -> route id, for curve routes

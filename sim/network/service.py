@@ -148,9 +148,11 @@ class NetworkService:
 
 
 def flow_engine(network: Network, *, weighting: str = "maxmin", incremental: bool = True,
-                engine: str = "auto", flows: int = 1024, recorder: Any = None) -> Any:
+                engine: str = "auto", flows: int = 1024, routes: int = 16,
+                recorder: Any = None) -> Any:
     """A flow engine for ``network``: compiled or Python (see :class:`NetworkService`);
-    ``flows``: how many to make room for at first (the compiled engine grows as needed);
+    ``flows`` and ``routes`` (ordered pairs of endpoints): how many to make room for at
+    first (the compiled engine grows as needed);
     ``recorder`` (a :class:`sim.timeline.Recorder` that is on) takes the Python engine."""
     from ..errors import check, check_choice
     from .kernel import HAVE_NUMBA, CompiledFlowEngine
@@ -164,5 +166,5 @@ def flow_engine(network: Network, *, weighting: str = "maxmin", incremental: boo
         check(not recording, "engine", "python (or auto) with a timeline recorder", engine)
     if engine == "compiled" or (engine == "auto" and HAVE_NUMBA and incremental
                                 and not recording):
-        return CompiledFlowEngine(network, weighting=weighting, flows=flows)
+        return CompiledFlowEngine(network, weighting=weighting, flows=flows, routes=routes)
     return FlowEngine(network, weighting=weighting, incremental=incremental, recorder=recorder)
