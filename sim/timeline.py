@@ -54,7 +54,7 @@ from .errors import ConfigError, check, check_int, check_output_file, read_input
 __all__ = ["NULL", "NullRecorder", "Recorder", "TimelineRequest", "parse_window",
            "timeline_request", "validate", "read_timeline", "DEFAULT_MAX_EVENTS",
            "RUN_LIMIT_FACTOR", "check_run_size", "STREAMS", "US", "Gantt", "GanttRow", "GanttBar",
-           "GanttStep", "gantt", "KINDS"]
+           "GanttStep", "gantt", "KINDS", "CoordinatorView"]
 
 #: Microseconds per simulated second (the format's unit).
 US = 1e6
@@ -368,7 +368,7 @@ class Recorder(NullRecorder):
         self.node_proc: dict[Any, str] = {}
         self._down: dict[str, tuple[float, str]] = {}
         self._spot: dict[str, float] = {}
-        self._step: tuple[int, float] | None = None
+        self._steps: dict[str, tuple[int, float]] = {}  # the step open on each coordinator
         self._restart: float | None = None
         self._links: dict[int, float] = {}
         self.meta: dict[str, Any] = {}
@@ -475,11 +475,9 @@ class Recorder(NullRecorder):
         for name, t0 in sorted(self._spot.items()):
             self.span(name, "compute", "replacing", "failure", t0, now, {"open": True})
         self._spot.clear()
-        if self._step is not None:
-            k, t0 = self._step
-            self.span("trainer", "steps", f"step {k}", "step", t0, now,
-                      {"step": k, "open": True})
-            self._step = None
+        for proc, (k, t0) in self._steps.items():
+            self.span(proc, "steps", f"step {k}", "step", t0, now, {"step": k, "open": True})
+        self._steps.clear()
         if self._restart is not None:
             self.span("trainer", "checkpoint", "restart", "restart", self._restart, now,
                       {"open": True})
@@ -533,17 +531,17 @@ class Recorder(NullRecorder):
         self.span(rep.name, "receive", "weight download", "restart", t0, t1,
                   {"stage": rep.stage, "replica": rep.index, "cut": cut})
 
-    def skip(self, mb: Any, stage: int, t: float) -> None:
-        """A micro-batch skipped an out stage."""
+    def skip(self, mb: Any, stage: int, t: float, proc: str = "trainer") -> None:
+        """A micro-batch skipped an out stage (``proc``: its coordinator)."""
         st = mb.step
-        self.instant("trainer", "events", "skip", "skip", t,
+        self.instant(proc, "events", "skip", "skip", t,
                      {"stage": stage, "microbatch": mb.id % self.microbatches if st is not None
                       else mb.id, "step": None if st is None else st.index})
 
-    def drop(self, mb: Any, stage: int, t: float) -> None:
+    def drop(self, mb: Any, stage: int, t: float, proc: str = "trainer") -> None:
         """A micro-batch met an out stage with no skip and no wait left."""
         st = mb.step
-        self.instant("trainer", "events", "drop", "skip", t,
+        self.instant(proc, "events", "drop", "skip", t,
                      {"stage": stage, "microbatch": mb.id % self.microbatches if st is not None
                       else mb.id, "step": None if st is None else st.index})
 
@@ -552,30 +550,31 @@ class Recorder(NullRecorder):
         self.instant(proc, "compute", "preemption notice", "preemption", t,
                      None if at is None else {"at": at})
 
-    def step_start(self, k: int, t: float) -> None:
-        """The coordinator starts step ``k`` (an attempt: a restart may lose it)."""
-        self._step = (k, t)
+    def step_start(self, k: int, t: float, proc: str = "trainer") -> None:
+        """Coordinator ``proc`` starts step ``k`` (an attempt: a restart may lose it)."""
+        self._steps[proc] = (k, t)
 
     def step_end(self, k: int, t_compute: float, t: float, *, sync: float = 0.0,
-                 tail: float = 0.0, busy: float | None = None, workers: int | None = None) -> None:
+                 tail: float = 0.0, busy: float | None = None, workers: int | None = None,
+                 proc: str = "trainer") -> None:
         """Step ``k`` ended at ``t`` (its passes at ``t_compute``, then sync and optimizer)."""
-        t0 = self._step[1] if self._step is not None else t_compute
-        self._step = None
+        opened = self._steps.pop(proc, None)
+        t0 = opened[1] if opened is not None else t_compute
         args: dict[str, Any] = {"step": k, "compute_end": t_compute}
         if busy is not None:
             args["busy"] = busy
             args["workers"] = workers
-        self.span("trainer", "steps", f"step {k}", "step", t0, t, args)
+        self.span(proc, "steps", f"step {k}", "step", t0, t, args)
         if t > t_compute:
-            self.span("trainer", "collective", "gradient sync", "collective", t_compute, t,
+            self.span(proc, "collective", "gradient sync", "collective", t_compute, t,
                       {"step": k, "allreduce": sync, "optimizer": tail})
 
-    def step_lost(self, t: float) -> None:
+    def step_lost(self, t: float, proc: str = "trainer") -> None:
         """The step in progress was lost at ``t`` (a restart from the last checkpoint)."""
-        if self._step is not None:
-            k, t0 = self._step
-            self._step = None
-            self.span("trainer", "steps", f"step {k} (lost)", "step", t0, t,
+        opened = self._steps.pop(proc, None)
+        if opened is not None:
+            k, t0 = opened
+            self.span(proc, "steps", f"step {k} (lost)", "step", t0, t,
                       {"step": k, "lost": True})
 
     def checkpoint(self, t0: float, t1: float, proc: str = "trainer", **args: Any) -> None:
@@ -731,6 +730,60 @@ class Recorder(NullRecorder):
         """An instant of the pipeline DES: ``failover``, ``skip``, ``wait`` or ``drop``."""
         self.instant("pipeline", "events", name, "skip" if name != "failover" else "failure", t,
                      {"microbatch": mb, "stage": stage})
+
+    # -- DiLoCo (sim.training.outer) -----------------------------------------------------------
+    def start_diloco(self, system: Any) -> None:
+        """Wire to a built :class:`~sim.training.outer.DilocoSystem`: its processes (``outer``,
+        then each group's coordinator ``group g``, then every replica stage-major), its
+        workers' down intervals and its spot slots' preemptions."""
+        c, spec = system.config, system.spec
+        self.env = system.env
+        self.microbatches = self._passes.microbatches = c.microbatches
+        reps = system.reps
+        self.declare(["outer", *(f"group {g}" for g in range(system.M)),
+                      *(r.name for r in reps)])
+        if c.network_nodes is not None:
+            nodes: dict[Any, list[str]] = {}
+            for r in reps:
+                nodes.setdefault(system.node_of(r), []).append(r.name)
+            self.node_proc = {n: "+".join(v) for n, v in nodes.items()}
+        self.watch_failures(system.workers, system.env, [r.name for r in reps])
+        for slot in system.spots:
+            self.watch_spot(slot.listeners, slot.replica.name, system.env)
+        self.meta.update(engine="training DES (DiLoCo)", schedule=c.schedule, stages=c.stages,
+                         microbatches=c.microbatches, steps=c.steps, groups=system.M,
+                         every=spec.every, fragments=spec.fragments, overlap=spec.overlap,
+                         coordinators={f"group {tr.group}": [r.name for r in tr.flow.replicas]
+                                       for tr in system.trainers})
+
+    def outer_sync(self, key: int, fragment: int, groups: Sequence[int],
+                   replicas: Sequence[Any], sizes: Sequence[float], t0: float,
+                   t1: float) -> None:
+        """An outer all-reduce (round or step ``key``, fragment ``fragment``) among
+        ``groups`` ran from ``t0`` to ``t1``: a span on ``outer`` and on each of its
+        ``replicas``' collective stream (``sizes``: each stage's part, in size units)."""
+        args = {"key": key, "fragment": fragment, "groups": list(groups),
+                "bytes": float(sum(sizes))}
+        self.span("outer", "collective", f"outer sync {key}", "collective", t0, t1, args)
+        for r in replicas:
+            self.span(r.name, "collective", "outer all-reduce", "collective", t0, t1,
+                      {"key": key, "fragment": fragment, "stage": r.stage,
+                       "bytes": sizes[r.stage]})
+
+    def outer_wait(self, group: int, t0: float, t1: float) -> None:
+        """Group ``group`` waited for an outer sync (or its round) from ``t0`` to ``t1``."""
+        if t1 > t0:
+            self.span(f"group {group}", "collective", "outer wait", "collective", t0, t1,
+                      {"group": group})
+
+    def group_download(self, group: int, missed: int | None, t0: float, t1: float) -> None:
+        """Group ``group`` fetched the model (``missed`` None) or ``missed`` outer steps."""
+        self.span(f"group {group}", "receive", "model download" if missed is None else
+                  "outer steps download", "restart", t0, t1, {"group": group, "missed": missed})
+
+    def group_lost(self, group: int, t: float) -> None:
+        """Group ``group`` lost a stage at ``t``: it leaves its round."""
+        self.instant(f"group {group}", "events", "group lost", "failure", t, {"group": group})
 
     # -- gossip (sim.gossip) -------------------------------------------------------------------
     def exchange(self, i: int, j: int, t0: float, t1: float, size: float) -> None:
@@ -999,6 +1052,47 @@ for _name, _hook in list(vars(Recorder).items()):
     if callable(_hook) and not _name.startswith("_") and _name not in vars(NullRecorder):
         setattr(NullRecorder, _name, _nothing)
 del _name, _hook
+
+
+class CoordinatorView:
+    """The run's recorder as one of several coordinators sees it (a DiLoCo group's trainer):
+    its steps, skips and drops on process ``proc`` instead of ``trainer``, every other hook
+    the recorder's own.
+
+    Parameters
+    ----------
+    recorder : Recorder
+        The run's recorder (on).
+    proc : str
+        The coordinator's process (declared by the engine's ``start_*`` hook).
+    """
+
+    on = True
+
+    def __init__(self, recorder: Recorder, proc: str) -> None:
+        self._rec = recorder
+        self.proc = proc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rec, name)
+
+    def step_start(self, k: int, t: float) -> None:
+        self._rec.step_start(k, t, proc=self.proc)
+
+    def step_end(self, k: int, t_compute: float, t: float, **kw: Any) -> None:
+        self._rec.step_end(k, t_compute, t, proc=self.proc, **kw)
+
+    def step_lost(self, t: float) -> None:
+        self._rec.step_lost(t, proc=self.proc)
+
+    def skip(self, mb: Any, stage: int, t: float) -> None:
+        self._rec.skip(mb, stage, t, proc=self.proc)
+
+    def drop(self, mb: Any, stage: int, t: float) -> None:
+        self._rec.drop(mb, stage, t, proc=self.proc)
+
+    def checkpoint(self, t0: float, t1: float, proc: str | None = None, **args: Any) -> None:
+        self._rec.checkpoint(t0, t1, self.proc if proc is None else proc, **args)
 
 
 def _cause(comp: Any) -> str:
@@ -1309,7 +1403,11 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
     ``busy`` is the time of the compute events inside its compute phase and
     ``workers`` the step's own count (else the processes with a compute row);
     the overall bubble is that ratio over the completed steps (the engine's
-    ``bubble_fraction`` when nothing was left out). Counters become series.
+    ``bubble_fraction`` when nothing was left out). A run of several
+    coordinators (DiLoCo's groups) names each one's processes in
+    ``otherData.coordinators``: a step's busy time is that of its own
+    coordinator's processes, and the steps shown are the first coordinator's
+    (the overall bubble is over every coordinator's). Counters become series.
     """
     ev = obj["traceEvents"]
     pname: dict[int, str] = {}
@@ -1331,8 +1429,9 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
     rows: dict[tuple[int, str], GanttRow] = {}
     steps: list[GanttStep] = []
     counters: dict[str, list[tuple[float, float]]] = {}
-    compute: list[tuple[float, float]] = []
+    compute: list[tuple[float, float, int]] = []
     compute_procs: set[int] = set()
+    step_pid: list[int] = []
 
     def row(pid: int, tid: int) -> tuple[GanttRow, int]:
         stream, lane = _lane(tname.get((pid, tid), str(tid)))
@@ -1354,12 +1453,13 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
                 steps.append(GanttStep(int(k) if isinstance(k, int) else -1, t0,
                                        a.get("compute_end"), t1, bool(a.get("lost")),
                                        None, a.get("workers"), None))
+                step_pid.append(e["pid"])
                 continue
             kind = _kind(e)
             r, lane = row(e["pid"], e["tid"])
             r.bars.append(GanttBar(t0, t1, kind, e.get("name", ""), bool(a.get("lost")), lane))
             if e.get("cat") == "compute":
-                compute.append((t0, t1))
+                compute.append((t0, t1, e["pid"]))
                 compute_procs.add(e["pid"])
         elif ph in ("i", "I") and e.get("cat") != "timeline":
             row(e["pid"], e["tid"])[0].marks.append((e["ts"] / US, e.get("cat", ""),
@@ -1368,24 +1468,36 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
             for k, v in (e.get("args") or {}).items():
                 counters.setdefault(e["name"] if len(e["args"]) == 1 else f"{e['name']} {k}",
                                     []).append((e["ts"] / US, float(v)))
-    steps.sort(key=lambda s: (s.start, s.end))
+    other = obj.get("otherData") or {}
+    coord = other.get("coordinators")
+    # each coordinator's processes (pids), when the run names them; else every process
+    owns: dict[int, set[int]] | None = None
+    if isinstance(coord, dict) and coord:
+        by_name = {v: k for k, v in pname.items()}
+        owns = {by_name[c]: {by_name[p] for p in procs if p in by_name}
+                for c, procs in coord.items() if c in by_name and isinstance(procs, list)}
     compute.sort()
     tot_busy = tot_cap = 0.0
-    for s in steps:
+    for s, pid in zip(steps, step_pid, strict=True):
         if s.compute_end is None or s.lost:
             continue
         lo, hi = s.start, s.compute_end
         eps = 1e-9 * max(1.0, abs(hi))
-        busy = sum(b - a for a, b in compute if a >= lo - eps and b <= hi + eps)
+        mine = owns.get(pid) if owns is not None else None
+        busy = sum(b - a for a, b, p in compute if a >= lo - eps and b <= hi + eps
+                   and (mine is None or p in mine))
         w = s.workers if isinstance(s.workers, int) and s.workers > 0 else len(compute_procs)
         s.busy = busy
         if hi > lo and w:
             s.bubble = 1.0 - busy / (w * (hi - lo))
             tot_busy += busy
             tot_cap += w * (hi - lo)
+    if owns:  # the first coordinator's steps are the ones drawn
+        first = min(owns, key=lambda p: (psort.get(p, p), p))
+        steps = [s for s, pid in zip(steps, step_pid, strict=True) if pid == first]
+    steps.sort(key=lambda s: (s.start, s.end))
     ordered = sorted(rows.values(), key=lambda r: (psort.get(r.pid, r.pid), r.pid,
                                                    tsort.get((r.pid, r.tid), r.tid), r.tid))
-    other = obj.get("otherData") or {}
     left = other.get("left_out") or {}
     nleft = sum(v for v in left.values() if isinstance(v, int)) if isinstance(left, dict) else 0
     gen = other.get("generator", "dtsim")

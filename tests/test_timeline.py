@@ -361,6 +361,14 @@ CLI_RUNS = [
     ["gossip", "--protocol", "async", "--nodes", "6", "--rounds", "4", "--engine", "des",
      "--nic", "2"],
     ["gossip", "--protocol", "edge", "--nodes", "6", "--rounds", "30"],
+    # DiLoCo: streaming and overlapped over a geo network (link loads), and vanilla with failures
+    ["train", "--stages", "2", "--replicas", "4", "--microbatches-per-step", "4", "--steps",
+     "8", "--schedule", "1f1b", "--param-size", "10", "--sync",
+     "diloco:every=4,fragments=2,overlap=1", "--network",
+     "geo:regions=4,hosts=2,inter_region_bandwidth=5,inter_region_latency=0.1"],
+    ["train", "--stages", "1", "--replicas", "3", "--microbatches-per-step", "3", "--steps",
+     "12", "--param-size", "10", "--bandwidth", "5", "--availability", "0.8",
+     "--mean-downtime", "4", "--sync", "diloco:every=3"],
 ]
 #: Keys of a payload that are measured wall time, not numbers of the run.
 WALL = ("wall_time", "stage_crossings_per_second", "microbatches_per_second")
@@ -376,7 +384,8 @@ def _payload(capsys, argv):
 @pytest.mark.parametrize("argv", CLI_RUNS, ids=[
     "train-1f1b", "train-swarm-failures-spot", "train-gpipe-restarts", "train-network",
     "train-checkpoint-restart-strategy", "pipeline-des", "gossip-async",
-    "gossip-async-network", "gossip-edge"])
+    "gossip-async-network", "gossip-edge", "train-diloco-streaming-network",
+    "train-diloco-failures"])
 def test_writing_the_timeline_changes_no_number(argv, tmp_path, capsys):
     """The JSON payload is the same, bit for bit, with and without --timeline (the recorded
     rerun of replication 0 is checked equal to the first run's record by the command too);
@@ -388,6 +397,63 @@ def test_writing_the_timeline_changes_no_number(argv, tmp_path, capsys):
     assert "timeline:" in err and str(out) in err
     trace = read_timeline(out)
     assert validate(trace) == [] and _x(trace)
+
+
+def _named(trace: dict) -> list[tuple]:
+    """(process, name, start, end) of every complete and instant event but passes, in order."""
+    procs = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    return sorted((procs[e["pid"]], e["name"], e["ts"] / US, (e["ts"] + e.get("dur", 0)) / US)
+                  for e in trace["traceEvents"] if e["ph"] in "Xi" and e["cat"] != "compute")
+
+
+def test_diloco_events_are_the_hand_computed_schedule(tmp_path):
+    """Two groups of one worker (a step of 3, H = 2, N = 6, S = 10 over B = 5: a ring of two
+    takes 2, a download 2), group 1 down over [4, 10.5) (tests/test_training_outer.py works
+    the run out by hand): its step 1 is lost at 4; group 0 syncs alone (no time) at 6 and 12;
+    group 1's replica downloads its weights over [10.5, 12.5), the group the model over
+    [12.5, 14.5), then waits for the outer step at 18 whose ring of two ends the run at 20."""
+    trace_file = tmp_path / "down.csv"
+    trace_file.write_text("worker,start,end\ns0r1,4.0,10.5\n")
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
+                         param_size=10.0, bandwidth=5.0, sync="diloco:every=2",
+                         failure_trace=str(trace_file))
+    metrics, trace = _record(cfg)
+    assert metrics["training_time"] == pytest.approx(20.0)
+    got = [e for e in _named(trace) if not e[1].startswith("step ") or "lost" in e[1]]
+    want = [("group 0", "outer wait", 18.0, 20.0),
+            ("group 1", "group lost", 4.0, 4.0),
+            ("group 1", "model download", 12.5, 14.5),
+            ("group 1", "outer wait", 14.5, 20.0),
+            ("group 1", "step 1 (lost)", 3.0, 4.0),
+            ("outer", "outer sync 0", 6.0, 6.0),
+            ("outer", "outer sync 1", 12.0, 12.0),
+            ("outer", "outer sync 2", 18.0, 20.0),
+            ("s0r0", "outer all-reduce", 18.0, 20.0),
+            ("s0r1", "down", 4.0, 10.5),
+            ("s0r1", "outer all-reduce", 18.0, 20.0),
+            ("s0r1", "weight download", 10.5, 12.5)]
+    assert got == [(p, n, pytest.approx(a), pytest.approx(b)) for p, n, a, b in want]
+    steps = [e for e in _named(trace) if e[1].startswith("step ") and "lost" not in e[1]]
+    assert [(p, a, b) for p, _n, a, b in steps] == (
+        [("group 0", 3.0 * k, 3.0 * (k + 1)) for k in range(6)] + [("group 1", 0.0, 3.0)])
+
+
+def test_diloco_gantt_bubble_is_the_engines():
+    """Four groups of two stages, streaming and overlapped over a geo network: the Gantt's
+    steps are group 0's, and its bubble (each group's steps over its own workers) equals the
+    engine's bubble_fraction (counting every group's compute against one group's workers
+    would give a negative one)."""
+    cfg = TrainingConfig(stages=2, replicas=4, microbatches=4, steps=8, schedule="1f1b",
+                         param_size=10.0, forward_time=(1.0, 1.5),
+                         sync="diloco:every=4,fragments=2,overlap=1",
+                         network="geo:regions=4,hosts=2,inter_region_bandwidth=5,"
+                                 "inter_region_latency=0.1")
+    metrics, trace = _record(cfg)
+    g = gantt(trace)
+    assert len(g.steps) == 8
+    assert g.bubble == pytest.approx(metrics["bubble_fraction"], rel=1e-9)
+    assert 0.0 < g.bubble < 1.0
 
 
 def test_recorder_off_is_the_null_recorder():

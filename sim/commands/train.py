@@ -766,13 +766,19 @@ def _print_explain(x: dict[str, Any]) -> None:
 def training_events(cfg: TrainingConfig) -> float:
     """About how many events a run of ``cfg`` records (before any work): its passes (forward
     and backward, every micro-batch at every stage), twice as many transfers over a network,
-    and, on the step-level job engine, a step per worker."""
+    on the step-level job engine a step per worker, and with DiLoCo each group's steps and
+    waits and each outer sync on its replicas."""
     if cfg.strategy is not None and cfg.strategy.engine == "job":
         return float(cfg.steps) * (cfg.workers + 2)
     passes = float(cfg.steps) * cfg.microbatches * cfg.stages * cfg.virtual_stages * (
         2 if cfg.has_backward else 1)
     if cfg.network is not None or cfg.framework:
         passes *= 3
+    if cfg.diloco is not None:  # each group's steps; every sync on outer and its replicas
+        spec = cfg.diloco
+        groups = spec.groups if spec.groups is not None else cfg.replicas[0]
+        syncs = cfg.steps / spec.every * spec.fragments
+        return passes + cfg.steps * 2.0 * groups + syncs * (1 + cfg.workers + groups)
     return passes + cfg.steps * 2.0
 
 
@@ -797,9 +803,6 @@ def _check_timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any)
     """Refuse, before any work, a timeline the chosen engine cannot record or too large."""
     from ..timeline import check_run_size
 
-    if cfg.diloco is not None:
-        raise ConfigError("timeline", "given without --sync diloco (DiLoCo's groups and outer "
-                          "loop record no events yet)", request.path)
     sel = select("training", cfg, args.engine)
     if not getattr(sel.engine, "records", False):
         raise ConfigError("timeline", "given with the des or job engine (the "

@@ -79,8 +79,9 @@ import numpy as np
 import simpy
 
 from ..analytic import diloco as AD
-from ..errors import ConfigError, check
+from ..errors import check
 from ..rng import Streams
+from ..timeline import NULL, CoordinatorView
 from .replica import SpotSlot
 from .sync import DilocoSync
 from .traffic import WanTraffic, traffic_for
@@ -241,6 +242,7 @@ class GroupTrainer(StepTrainer):
                     return
             except simpy.Interrupt:
                 self._pending = False
+                self.rec.step_lost(env.now)  # the timeline: the step in progress is lost
                 self._abort()
                 o.lost(self)
                 need = True
@@ -317,6 +319,8 @@ class OuterLoop:
         self.n_syncs = 0
         self.late_merges = 0
         self._fetching: dict[int, Any] = {}  # late groups' background fetches
+        self.rec = s.rec  # the timeline (sim.timeline; NULL: off)
+        self.waits: dict[int, float] = {}  # group -> since when it waits for the outer loop
 
     # -- shared pieces ---------------------------------------------------------------
     def start(self) -> None:
@@ -325,25 +329,44 @@ class OuterLoop:
             up = {t.group for t in self.system.trainers if not t.flow.n_out}
             self.round = _Sync(self.env, 0, 0, up)
 
-    def _wait(self, tr: GroupTrainer, ev: simpy.Event):
+    def _wait(self, tr: GroupTrainer, ev: simpy.Event, what: str = "outer wait"):
+        """Group ``tr`` waits for ``ev`` (exposed time; ``what`` it is on the timeline: a
+        wait for the outer loop, or a download recorded as such)."""
         if ev.triggered and ev.processed:
             return
         t0 = self.env.now
+        self.waits[tr.group] = t0
         try:
             yield ev
         finally:
+            del self.waits[tr.group]
             tr.exposed += self.env.now - t0
+            if self.rec.on and what == "outer wait":
+                self.rec.outer_wait(tr.group, t0, self.env.now)
 
     def _live_nodes(self, g: int, j: int) -> list[Any]:
         tr = self.system.trainers[g]
         return [rep for rep in tr.flow.stages[j] if rep.live]
 
-    def _allreduce(self, ring: list[int], fragment: int) -> simpy.Event:
-        """The outer all-reduce of fragment ``fragment`` among the groups ``ring``: the WAN
-        tier's (:meth:`sim.training.traffic.WanTraffic.outer_sync`)."""
+    def _allreduce(self, ring: list[int], fragment: int, key: int) -> simpy.Event:
+        """The outer all-reduce of fragment ``fragment`` among the groups ``ring`` (the sync
+        of step or round ``key``): the WAN tier's
+        (:meth:`sim.training.traffic.WanTraffic.outer_sync`)."""
         self.n_syncs += 1
         stages = [[self._live_nodes(g, j) for g in ring] for j in range(self.c.stages)]
-        return self.system.wan.outer_sync(stages, self.frag[fragment])
+        ev = self.system.wan.outer_sync(stages, self.frag[fragment])
+        if self.rec.on:  # its replicas: the fewest live of each stage in a group, as it moves
+            reps = [r for live in stages for reps in live
+                    for r in reps[:min(len(x) for x in live)]] if len(ring) > 1 else []
+            t0, sizes = self.env.now, self.frag[fragment]
+
+            def done(_e: Any) -> None:
+                self.rec.outer_sync(key, fragment, ring, reps, sizes, t0, self.env.now)
+            if ev.triggered and ev.processed:
+                done(None)
+            else:
+                ev.callbacks.append(done)
+        return ev
 
     # -- schedule mode (fragments, overlap; no failures) ------------------------------
     def step_end(self, tr: GroupTrainer, t: int):
@@ -373,7 +396,7 @@ class OuterLoop:
     def _fire_schedule(self, s: _Sync) -> None:
         s.fired = True
         s.started = self.env.now
-        ev = self._allreduce(sorted(s.reported), s.fragment)
+        ev = self._allreduce(sorted(s.reported), s.fragment, s.key)
 
         def end(_e: Any) -> None:
             s.ended = self.env.now
@@ -474,7 +497,7 @@ class OuterLoop:
             tr.late = None
             self.late_merges += 1
         self.busy = self.env.event()
-        ev = self._allreduce(ring, 0)
+        ev = self._allreduce(ring, 0, r.key)
 
         def end(_e: Any) -> None:
             self.V += 1
@@ -511,6 +534,8 @@ class OuterLoop:
             tr.lost_work += tr.late[1] * tr.workers
             tr.late = None
         self.waiting.discard(tr.group)
+        if self.rec.on:
+            self.rec.group_lost(tr.group, self.env.now)
         proc = self._fetching.pop(tr.group, None)
         if proc is not None and proc.is_alive:
             proc.interrupt(_GroupDown(tr.group, -1, self.env.now))
@@ -573,11 +598,14 @@ class OuterLoop:
         ev = sysm.wan.fetch(tr.group, sources, receivers, sizes)
         if ev is None:
             return
+        t0 = self.env.now
         if blocking:
-            yield from self._wait(tr, ev)
+            yield from self._wait(tr, ev, "download")
         else:
             yield ev
         sysm.wan.fetched(tr.group)
+        if self.rec.on:
+            self.rec.group_download(tr.group, missed, t0, self.env.now)
 
 
 # --------------------------------------------------------------------------- the system
@@ -596,7 +624,7 @@ class DilocoSystem:
         stage); group ``g``'s pass times and routing from ``streams.child("group", g)``.
     """
 
-    def __init__(self, config: Any, streams: Streams) -> None:
+    def __init__(self, config: Any, streams: Streams, *, recorder: Any = None) -> None:
         from .flow import ReplicaFlow
         from .framework import FrameworkFlow
         from .schedules import SCHEDULE_POLICIES
@@ -605,22 +633,25 @@ class DilocoSystem:
         c = self.config = config
         self.spec = spec = c.diloco
         env = self.env = simpy.Environment()
+        self.rec = rec = recorder if recorder is not None else NULL  # the timeline
         self.M = M = _groups(c, spec)
         r = c.replicas[0]
         k = r // M
         speeds = draw_speeds(c, streams)
         # the WAN tier's traffic (outer syncs, downloads); over a network its service carries
         # every group's traffic too, so that all of it shares the links
-        self.wan = WanTraffic(c, env, self.node_of)
+        self.wan = WanTraffic(c, env, self.node_of, recorder=rec)
         self.trainers: list[GroupTrainer] = []
         flows = []
         for g in range(M):
             gc = group_config(c, M, g)
             sched = SCHEDULE_POLICIES[c.schedule]()
             gs = tuple(tuple(row[g * k:(g + 1) * k]) for row in speeds)
-            traffic = traffic_for(gc, env, service=self.wan.service)
+            view = CoordinatorView(rec, f"group {g}") if rec.on else None  # its steps' process
+            traffic = traffic_for(gc, env, service=self.wan.service, recorder=view)
             flow = (FrameworkFlow if gc.framework else ReplicaFlow)(gc, env, streams.child("group", g),
-                                                              sched, gs, traffic=traffic)
+                                                              sched, gs, traffic=traffic,
+                                                              recorder=view)
             for rep in flow.replicas:  # the whole system's names: s{j}r{i}, i in its stage
                 rep.name = f"s{rep.stage}r{g * k + rep.index}"
             flows.append((gc, flow, sched))
@@ -665,6 +696,8 @@ class DilocoSystem:
         for tr in self.trainers:
             tr.down = bool(tr.flow.n_out)
         self._wire_presence()
+        if self.rec.on:  # the timeline: processes, down intervals, preemptions (listeners only)
+            self.rec.start_diloco(self)
         self.outer.start()
         for slot in self.spots:
             env.process(slot.run(env))
@@ -677,6 +710,10 @@ class DilocoSystem:
         if stop < math.inf:
             ends.append(env.timeout(stop))
         env.run(until=ends[0] if len(ends) == 1 else env.any_of(ends))
+        if self.rec.on:  # the waits the run's end cut (the last sync's, at the same instant)
+            for g, t0 in sorted(self.outer.waits.items()):
+                self.rec.outer_wait(g, t0, env.now)
+        self.rec.close(env.now)
         return self.metrics()
 
     def _wire_presence(self) -> None:
@@ -792,12 +829,8 @@ class DilocoSystem:
 
 
 def diloco_model(config: Any, streams: Streams, *, recorder: Any = None) -> dict[str, float]:
-    """One replication of a DiLoCo run as flat metrics (a model for ``replicate``).
-
-    DiLoCo's groups record no timeline yet: a recording ``recorder`` is refused
-    rather than left empty.
-    """
-    if recorder is not None and getattr(recorder, "on", False):
-        raise ConfigError("timeline", "given without --sync diloco (DiLoCo's groups and outer "
-                          "loop record no events yet)", "recorder")
-    return DilocoSystem(config, streams).run()
+    """One replication of a DiLoCo run as flat metrics (a model for ``replicate``);
+    ``recorder`` (a :class:`sim.timeline.Recorder`) records its events as it runs: each
+    group's steps on ``group g``, the outer syncs on ``outer`` and on the replicas that
+    carry them, the groups' waits, downloads and losses."""
+    return DilocoSystem(config, streams, recorder=recorder).run()

@@ -851,6 +851,9 @@ class WanTraffic:
     env : simpy.Environment
     node_of : callable
         The network node of a replica of the run.
+    recorder : sim.timeline.Recorder, optional
+        The timeline's recorder: the network service's link loads (the outer loop
+        records the syncs and downloads themselves).
 
     Attributes
     ----------
@@ -861,7 +864,8 @@ class WanTraffic:
         inside its group (the outer sync's all-gather of averaged shards).
     """
 
-    def __init__(self, config: Any, env: simpy.Environment, node_of: Any) -> None:
+    def __init__(self, config: Any, env: simpy.Environment, node_of: Any, *,
+                 recorder: Any = None) -> None:
         c = self.config = config
         self.env = env
         self.node_of = node_of
@@ -871,9 +875,10 @@ class WanTraffic:
             from ..network import shared_network
             from ..network.service import NetworkService
 
+            # with a timeline the service records each link's load as it changes
             self.service = NetworkService(env, shared_network(c.network, nic=c.nic),
                                           weighting=c.network_weighting,
-                                          contention=c.contention)
+                                          contention=c.contention, recorder=recorder)
         tp = c.tensor_parallel
         self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * c.stages
         self.wan: dict[Any, float] = {}
