@@ -56,7 +56,7 @@ def _ends(L, mk, f, b, act, grad):
     return free
 
 
-def _reference(c, barrier, tied_first):
+def _reference(c, barrier, tied_first, opt_barrier=False):
     """The step time of ``c`` (a plan's times, blocking) by the max-plus above."""
     L, r, m = c.stages, c.replicas[0], c.microbatches
     ends = [[0.0] * r for _ in range(L)]
@@ -80,10 +80,13 @@ def _reference(c, barrier, tied_first):
     done = [start[j] + a[j] for j in range(L)]
     if tied and not tied_first:  # Megatron-LM: data-parallel, then the tied embedding
         done[0] = done[L - 1] = max(done[0], done[L - 1]) + t
+    if opt_barrier:  # the gradient norm's all-reduce over the pipeline's stages first
+        done = [max(done)] * L
     return max(done[j] + o[j] for j in range(L))
 
 
-def _config(rng, *, barrier, tied_first, L=None, r=None, mk=None, **over):
+def _config(rng, *, barrier, tied_first, opt_barrier=False, L=None, r=None, mk=None,
+            **over):
     L = L or rng.randint(2, 5)
     r = r or rng.randint(1, 3)
     mk = mk or rng.randint(1, 6)
@@ -98,7 +101,8 @@ def _config(rng, *, barrier, tied_first, L=None, r=None, mk=None, **over):
               allreduce_times=tuple(u(0.0, 12.0) for _ in range(L)),
               optimizer_times=tuple(u(0.0, 1.0) for _ in range(L)),
               tied_allreduce_time=rng.choice([0.0, u(0.1, 3.0)]),
-              allreduce_barrier=barrier, tied_first=tied_first)
+              allreduce_barrier=barrier, tied_first=tied_first,
+              optimizer_barrier=opt_barrier)
     kw.update(over)
     return TrainingConfig(**kw)
 
@@ -109,12 +113,16 @@ def _des(c):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_des_and_closed_form_match_the_max_plus(seed):
-    """At random unequal configurations, for each placement and tied order, the DES's step and
-    the engines' closed form equal the max-plus of the device programs and collectives."""
+    """At random unequal configurations, for each placement, tied order and optimizer barrier,
+    the DES's step and the engines' closed form equal the max-plus of the device programs and
+    collectives."""
     rng = random.Random(seed)
-    for barrier, tied_first in ((True, True), (False, True), (False, False)):
-        c = _config(random.Random(rng.random()), barrier=barrier, tied_first=tied_first)
-        want = _reference(c, barrier, tied_first)
+    for barrier, tied_first, ob in ((True, True, False), (False, True, False),
+                                    (False, False, False), (False, True, True),
+                                    (False, False, True)):
+        c = _config(random.Random(rng.random()), barrier=barrier, tied_first=tied_first,
+                    opt_barrier=ob)
+        want = _reference(c, barrier, tied_first, ob)
         assert _des(c) == pytest.approx(want, rel=1e-9)
         assert predictions("training", c)["step_time_mean"]["value"] == pytest.approx(
             want, rel=1e-9)
@@ -168,6 +176,9 @@ def test_staged_step_end_formula():
     assert staged_step_end(ends, [1.0, 1.0, 2.0], o, 3.0) == 13.0 + 2.0 + 0.5
     # tied after: max(10 + 1, 8 + 2) + 3 = 14
     assert staged_step_end(ends, [1.0, 1.0, 2.0], o, 3.0, tied_first=False) == 14.5
+    # optimizer barrier: every stage's optimizer step after max_j d_j = 25, the longest 0.5
+    assert staged_step_end(ends, a, [0.5, 0.1, 2.0], optimizer_barrier=True) == 27.0
+    assert staged_step_end(ends, a, [0.5, 0.1, 2.0]) == 25.1
     assert math.isclose(staged_step_end([[1.0]], [0.0], [0.0]), 1.0)
 
 
@@ -177,8 +188,33 @@ def test_staged_step_end_formula():
      "allreduce_sizes): False"),
     (dict(allreduce_barrier=1), "'allreduce_barrier' must be True or False: 1"),
     (dict(tied="yes"), "'tied_first' must be True or False: 'yes'"),
+    (dict(optimizer_barrier=None), "'optimizer_barrier' must be True or False: None"),
 ])
 def test_bad_placement_is_one_line(over, msg):
     tied = over.pop("tied", True)
     with pytest.raises(ConfigError, match=re.escape(msg)):
         _config(random.Random(1), barrier=False, tied_first=tied, **over)
+
+
+def test_the_framework_sets_the_placement():
+    """A plan's placement is its framework's (each value cited in sim.profiles.frameworks):
+    the artifact's DeepSpeed has the barrier; upstream DeepSpeed and Megatron-LM do not, the
+    tied all-reduce first in DeepSpeed, after in Megatron-LM, whose optimizer steps wait for
+    the gradient norm over the pipeline (as DeepSpeed's in fp16 and bf16, not in fp32)."""
+    from sim.profiles import load_profiles, read_runs
+    from sim.profiles.build import build_plan
+    from sim.profiles.frameworks import FrameworkSpec
+
+    prof = load_profiles(models=("OPT-350",))
+    run = {r.name: r for r in read_runs()}["clariden-OPT-350-N8_D2"]
+    want = {("sailor-deepspeed", None): (True, True, False),
+            ("deepspeed", None): (False, True, False),
+            ("deepspeed", "fp16"): (False, True, True),
+            ("deepspeed", "bf16"): (False, True, True),
+            ("megatron", None): (False, False, True)}
+    for (fw, prec), (barrier, tied_first, ob) in want.items():
+        c = build_plan(run.plan, prof, steps=1, check_memory=False,
+                       framework=FrameworkSpec(fw, precision=prec)).config
+        assert (c.allreduce_barrier, c.tied_first, c.optimizer_barrier) == (barrier, tied_first,
+                                                                            ob)
+        assert c.stages > 1 and c.tied_allreduce_time > 0

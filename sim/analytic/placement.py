@@ -28,7 +28,7 @@ __all__ = ["staged_step_end"]
 
 def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
                     optimizer: Sequence[float], tied: float = 0.0, *,
-                    tied_first: bool = True) -> float:
+                    tied_first: bool = True, optimizer_barrier: bool = False) -> float:
     """The end of a step whose stages all-reduce without a barrier (max-plus).
 
     Parameters
@@ -43,6 +43,10 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
     tied_first : bool
         The tied all-reduce before the stages' gradient all-reduce (DeepSpeed) or
         after it (Megatron-LM).
+    optimizer_barrier : bool
+        Every stage's optimizer step waits for every stage to have reduced (an
+        all-reduce of the gradient norm or overflow flag over the pipeline's
+        stages, its own time not counted).
 
     Returns
     -------
@@ -60,7 +64,8 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
     * else ``d_j = e_j + a_j`` for every stage, then the tied all-reduce:
       ``d_0 = d_{L-1} = max(d_0, d_{L-1}) + t``;
 
-    the step ends at ``max_j (d_j + o_j)``. DeepSpeed's ``TrainSchedule`` puts
+    the step ends at ``max_j (d_j + o_j)``, or with ``optimizer_barrier`` at
+    ``max_j d_j + max_j o_j``. DeepSpeed's ``TrainSchedule`` puts
     ``ReduceTiedGrads``, ``ReduceGrads`` and ``OptimizerStep`` in each stage's
     own last step (``deepspeed/runtime/pipe/schedule.py:238-241``);
     Megatron-LM's ``finalize_model_grads`` all-reduces the data-parallel
@@ -82,4 +87,6 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
     done = [e + a for e, a in zip(done, allreduce, strict=True)]
     if has_tied and not tied_first:
         done[0] = done[L - 1] = max(done[0], done[L - 1]) + tied
+    if optimizer_barrier:
+        return max(done) + max(optimizer)
     return max(d + o for d, o in zip(done, optimizer, strict=True))

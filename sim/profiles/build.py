@@ -715,7 +715,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         # where the stages' collectives start (fb.barrier, fb.tied_first: the framework's);
         # one stage, or a schedule with no fixed device program (1f1b-dynamic): after the phase
         allreduce_barrier=fb.barrier or L == 1 or schedule not in ("gpipe", "1f1b"),
-        tied_first=fb.tied_first)
+        tied_first=fb.tied_first, optimizer_barrier=fb.optimizer_barrier)
     if network:
         flows = [p2p_flows(fb, s, plan.stages[j].replicas[0].tp) for j, s in enumerate(xfer_sizes)]
         kw.update(network=physical_network(plan, profiles, mp.tied_embeddings) if plan.physical

@@ -288,6 +288,12 @@ class TrainingConfig:
         Without the barrier: the tied all-reduce before the stage's gradient
         all-reduce (DeepSpeed's ``ReduceTiedGrads`` then ``ReduceGrads``) or
         after it (Megatron-LM's ``finalize_model_grads``).
+    optimizer_barrier : bool
+        Without the barrier: every stage's optimizer step waits for every stage
+        to have reduced its gradients (the gradient norm's or overflow flag's
+        all-reduce over the pipeline's model-parallel group: Megatron-LM's
+        default gradient clipping, DeepSpeed in fp16 and bf16), or starts after
+        its own (False).
     transfer_sizes, allreduce_sizes, tied_allreduce_size
         With a network, what a plan moves through it instead of the times
         above: per hop, the bytes of one micro-batch's activation (and of its
@@ -438,6 +444,7 @@ class TrainingConfig:
     tied_allreduce_time: float = 0.0
     allreduce_barrier: bool = True
     tied_first: bool = True
+    optimizer_barrier: bool = False
     transfer_sizes: tuple[float, ...] | None = None
     allreduce_sizes: tuple[float, ...] | None = None
     tied_allreduce_size: float = 0.0
@@ -781,7 +788,7 @@ class TrainingConfig:
                   "given")
             set_("transfer_sizes", _per("transfer_sizes", self.transfer_sizes, max(L - 1, 1),
                                         check_nonnegative)[: max(L - 1, 0)])
-        for name in ("allreduce_barrier", "tied_first"):
+        for name in ("allreduce_barrier", "tied_first", "optimizer_barrier"):
             check(isinstance(getattr(self, name), bool), name, "True or False",
                   getattr(self, name))
         if not self.allreduce_barrier:

@@ -355,7 +355,8 @@ def _program_prediction(c: Any) -> dict[str, Any]:
         from ..analytic.placement import staged_step_end
 
         step = staged_step_end(dev_ends, c.allreduce_times, c.optimizer_times or (0.0,) * L,
-                               c.tied_allreduce_time, tied_first=c.tied_first)
+                               c.tied_allreduce_time, tied_first=c.tied_first,
+                               optimizer_barrier=c.optimizer_barrier)
     return {"step_time_mean": step, "training_time": c.steps * step,
             "throughput": m / step,
             "bubble_fraction": 1.0 - busy / (c.workers * compute) if compute > 0 else math.nan,

@@ -305,7 +305,8 @@ class Traffic:
         (:meth:`program_done`): pipeline ``k``'s tied all-reduce joins its first and last
         stage, before the stages' gradient all-reduces (``tied_first``, DeepSpeed's
         ``ReduceTiedGrads`` then ``ReduceGrads``) or after them (Megatron-LM); each stage's
-        gradient all-reduce starts when all its replicas are ready, then its optimizer step."""
+        gradient all-reduce starts when all its replicas are ready, then its optimizer step
+        (``optimizer_barrier``: once every stage has reduced its gradients)."""
         if not self.staged:
             return
         env, L = self.env, self.config.stages
@@ -314,6 +315,7 @@ class Traffic:
         self._pipes = list(pipes)
         self._ends = {(j, k): env.event() for j in range(L) for k in pipes}
         self._dp_done = [env.event() for _ in range(L)]
+        self._reduced = [env.event() for _ in range(L)]
         self._tied: list[simpy.Process] = []
         if L > 1 and self._has_tied():
             self._tied = [env.process(self._staged_tied(k, gen)) for k in pipes]
@@ -376,6 +378,11 @@ class Traffic:
         self._dp_done[j].succeed()
         if tied and not c.tied_first:
             yield simpy.AllOf(env, tied)
+            if gen != self._gen:
+                return
+        if c.optimizer_barrier:  # the gradient norm over the pipeline: every stage reduced
+            self._reduced[j].succeed()
+            yield simpy.AllOf(env, self._reduced)
             if gen != self._gen:
                 return
         opt = c.optimizer_times[j] if c.optimizer_times else 0.0
