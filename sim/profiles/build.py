@@ -36,10 +36,17 @@ code it was read at):
 * **tied weights**: with tied embeddings and more than one stage, the first
   and last stage all-reduce the gradient of the shared word embedding
   (DeepSpeed's ``ReduceTiedGrads`` of Megatron-DeepSpeed's
-  ``word_embeddings_weight``: :meth:`ModelProfile.tied_parameters`) before that;
+  ``word_embeddings_weight``: :meth:`ModelProfile.tied_parameters`) before that
+  (Megatron-LM: after);
 * **optimizer step**: the sum of the stage's layers' optimizer shares (the
   slowest replica of each stage); a stage's all-reduce and optimizer step
-  run one after the other, the stages in parallel.
+  run one after the other, the stages in parallel;
+* **placement**: every stage's collectives after every device's program (the
+  Sailor artifact's barrier) or each stage's after its own devices' programs
+  (upstream DeepSpeed, Megatron-LM; the optimizer steps after every stage's
+  reduction where the framework all-reduces a gradient norm over the
+  pipeline): ``TrainingConfig.allreduce_barrier``, ``tied_first``,
+  ``optimizer_barrier``, the framework's.
 
 Memory of one GPU (stage ``j``, replica on a GPU type with TP ``t``), every term
 per GPU of the TP group:

@@ -28,6 +28,9 @@ What the engines ask (the same questions in both forms):
   :meth:`Traffic.transfer` (a paired blocking send and receive);
 * the trainer: :meth:`Traffic.step_tail` (the step's all-reduce and optimizer
   step, one call), :meth:`Traffic.checkpoint` and :meth:`Traffic.cancel_step`;
+  without a barrier (a plan's ``allreduce_barrier`` False) the framework
+  devices start their stage's collectives themselves: :meth:`Traffic.launch`
+  and :meth:`Traffic.program_done`, and the step's tail waits for them;
 * the replicas: :meth:`Traffic.download` and :meth:`Traffic.replica_down`.
 
 Over a network, ``p2p="overlap"``: the sender goes on with its next pass at
