@@ -218,3 +218,28 @@ def test_the_framework_sets_the_placement():
         assert (c.allreduce_barrier, c.tied_first, c.optimizer_barrier) == (barrier, tied_first,
                                                                             ob)
         assert c.stages > 1 and c.tied_allreduce_time > 0
+
+
+def test_a_lost_step_leaves_no_collective_behind():
+    """A framework run loses the step a failure hits and runs it again from scratch: over the
+    network, with about a hundred restarts, every completed step still takes the failure-free
+    step's time (a lost step's staged rings and optimizer steps are withdrawn, none ends a later
+    step early or late), for each framework's placement."""
+    from sim.profiles import load_profiles, read_runs
+    from sim.profiles.build import build_plan
+    from sim.profiles.frameworks import FrameworkSpec
+
+    prof = load_profiles(models=("OPT-350",))
+    run = {r.name: r for r in read_runs()}["clariden-OPT-350-N8_D2"]
+    for fw in ("deepspeed", "megatron"):
+        spec = FrameworkSpec(fw)
+        clean = build_plan(run.plan, prof, steps=1, check_memory=False, network=True,
+                           framework=spec).config
+        want = training_model(clean, Streams(2).replication(0))["step_time_mean"]
+        c = build_plan(run.plan, prof, steps=20, check_memory=False, network=True, framework=spec,
+                       mtbf=30.0, replace_time=2.0, restart_cost=1.0, checkpoint_every=3,
+                       checkpoint_cost=0.1).config
+        assert not c.allreduce_barrier
+        res = training_model(c, Streams(2).replication(0))
+        assert res["restarts"] >= 50
+        assert res["step_time_mean"] == pytest.approx(want, rel=1e-9)
