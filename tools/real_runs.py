@@ -19,8 +19,9 @@ option of the model changed on its own against the run's framework's default
 upstream DeepSpeed, Megatron-LM with and without ``overlap_grad_reduce``, the
 all-reduce overlapped with the last backward pass, derived TP, the profile's
 value sizes, physical nodes), each a DES run over ``sim.network``; and in the
-closed form of the device programs the gradient all-reduce after every stage's
-last backward (the artifact's barrier) or after each stage's own last backward.
+closed form of the device programs the gradient all-reduce after every device's
+program (the artifact's barrier) or each stage's after its own devices' programs
+(no barrier; the tied all-reduce before or after the data-parallel one).
 
 Nothing here is fitted: the measured numbers are only compared with.
 """
@@ -34,6 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sim.analytic.placement import staged_step_end
 from sim.analytic.training import program_makespan
 from sim.engines import predictions
 from sim.profiles import DATA_DIR, MeasuredRun, load_profiles, read_runs
@@ -152,13 +154,19 @@ def sailor_memory(run: MeasuredRun, info: dict) -> float:
 
 def allreduce_variants(build: Any) -> dict[str, float]:
     """Iteration time, in the closed form of the device programs, with the gradient all-reduce
-    after all stages end (``barrier``) or after each stage's own last backward (``stage``: no
-    barrier, the tied all-reduce still added whole). The all-reduce overlapped with the backward
-    pass is an :data:`ABLATION` row, run by the DES (``--sync allreduce:overlap=backward``)."""
+    after every device has ended its program (``barrier``: the artifact's ``dist.barrier()``
+    after the tied all-reduce) or each stage's when its own devices have ended theirs (no
+    barrier, :func:`sim.analytic.placement.staged_step_end`: ``stage``, the tied all-reduce
+    first as DeepSpeed's ``TrainSchedule`` in fp32; ``stage_megatron``, after it and the
+    optimizer steps after every stage's reduction, as Megatron-LM's).
+    A device's program ends with its last pass, or with blocking transfers the send of the last
+    gradient after it. The all-reduce overlapped with the backward pass is an :data:`ABLATION`
+    row, run by the DES (``--sync allreduce:overlap=backward``)."""
     c = build.config
     L, r, m = c.stages, c.replicas[0], c.microbatches
     blocking = c.p2p == "blocking"
-    out = {"barrier": 0.0, "stage": 0.0}
+    ends: list[list[float]] = [[] for _ in range(L)]
+    T = 0.0
     for k in range(r):
         mk = len(range(k, m, r))
         f = [c.replica_times[j][k][0] for j in range(L)]
@@ -166,14 +174,16 @@ def allreduce_variants(build: Any) -> dict[str, float]:
         act = [row[k][0] for row in build.transfer_times]
         grad = [row[k][1] for row in build.transfer_times]
         progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
-        done: dict = {}
-        T = program_makespan(progs, f, b, act, grad, blocking=blocking, finish=done)
-        ends = [max(done[("B", j, i)] for i in range(mk)) for j in range(L)]
-        tail = [a + o for a, o in zip(build.allreduce_times, build.optimizer_times, strict=True)]
-        out["barrier"] = max(out["barrier"], T + build.tied_allreduce_time + max(tail))
-        out["stage"] = max(out["stage"], build.tied_allreduce_time
-                           + max(e + t for e, t in zip(ends, tail, strict=True)))
-    return out
+        e: list[float] = []
+        T = max(T, program_makespan(progs, f, b, act, grad, blocking=blocking,
+                                    channels=c.p2p == "overlap", ends=e))
+        for j in range(L):
+            ends[j].append(e[j])
+    ar, opt, tied = build.allreduce_times, build.optimizer_times, build.tied_allreduce_time
+    return {"barrier": T + tied + max(a + o for a, o in zip(ar, opt, strict=True)),
+            "stage": staged_step_end(ends, ar, opt, tied, tied_first=True),
+            "stage_megatron": staged_step_end(ends, ar, opt, tied, tied_first=False,
+                                              optimizer_barrier=True)}
 
 
 #: The ablation: each option of the model against the run's framework's default (sailor-deepspeed
@@ -184,9 +194,11 @@ ABLATION: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
     ("p2p_shared", "point-to-point overlapped, each transfer on a connection of its own sharing "
      "links max-min (no framework's: the model the channels replaced)", {"p2p": "shared"}, False),
     ("framework_deepspeed", "upstream DeepSpeed 0.16.5 (1 + 2 all-gathers per boundary, no "
-     "barrier) instead of the artifact's modified engine", {"framework": "deepspeed"}, False),
+     "barrier: each stage's tied and data-parallel all-reduce when its own program ends) "
+     "instead of the artifact's modified engine", {"framework": "deepspeed"}, False),
     ("framework_megatron", "Megatron-LM's schedules (each TP rank sends the whole tensor, no "
-     "all-gather)", {"framework": "megatron"}, False),
+     "all-gather; no barrier, the tied all-reduce after the data-parallel one)",
+     {"framework": "megatron"}, False),
     ("framework_megatron_overlap", "Megatron-LM with overlap_grad_reduce (its all-reduce in "
      "buckets of max(4e7, 1e6 dp) elements as the last backward pass produces them)",
      {"framework": ("megatron", (("overlap_grad_reduce", True),))}, False),
@@ -516,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     rs = rows(a.profiles)
     summ = {k: summary(rs, k, "measured_time") for k in
             ("dtsim_time", "sailor_time", "allreduce_barrier", "allreduce_stage",
+             "allreduce_stage_megatron",
              *(f"ablation_{n}" for n, *_ in ABLATION))}
     summ.update({k: summary(rs, k, "measured_memory") for k in ("dtsim_memory", "sailor_memory")})
     if a.json:

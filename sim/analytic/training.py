@@ -177,7 +177,7 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
                      backward: Sequence[float], activation: Sequence[float],
                      gradient: Sequence[float], *, blocking: bool = False,
                      channels: bool = True, finish: dict | None = None,
-                     starts: dict | None = None) -> float:
+                     starts: dict | None = None, ends: list | None = None) -> float:
     """Exact completion time of fixed per-device programs of one pipeline (max-plus).
 
     Parameters
@@ -204,6 +204,9 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
         ``(kind, stage or hop, i)``.
     starts : dict, optional
         Filled with the start time of every compute command, keyed as ``finish``.
+    ends : list, optional
+        Filled with the time each device ends its program (its last command: a pass, or
+        with ``blocking`` the transfer after it), in device order.
 
     Returns
     -------
@@ -243,7 +246,8 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
     ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking, channels)
-    if finish is None and starts is None and complete and len(ops) >= _COMPILED_FROM:
+    if (finish is None and starts is None and ends is None and complete
+            and len(ops) >= _COMPILED_FROM):
         run = _compiled_runner()
         if run is not None:  # the same loop, compiled (numba): the same operations
             return run(_trace_array(ops), p, np.asarray(forward, dtype=float),
@@ -278,6 +282,8 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
                       if op[0] < _XA)
     if not complete:
         raise ValueError("the programs deadlock (a command waits for one that never comes)")
+    if ends is not None:
+        ends.extend(free)
     return max(free) if free else 0.0
 
 

@@ -36,10 +36,17 @@ code it was read at):
 * **tied weights**: with tied embeddings and more than one stage, the first
   and last stage all-reduce the gradient of the shared word embedding
   (DeepSpeed's ``ReduceTiedGrads`` of Megatron-DeepSpeed's
-  ``word_embeddings_weight``: :meth:`ModelProfile.tied_parameters`) before that;
+  ``word_embeddings_weight``: :meth:`ModelProfile.tied_parameters`) before that
+  (Megatron-LM: after);
 * **optimizer step**: the sum of the stage's layers' optimizer shares (the
   slowest replica of each stage); a stage's all-reduce and optimizer step
-  run one after the other, the stages in parallel.
+  run one after the other, the stages in parallel;
+* **placement**: every stage's collectives after every device's program (the
+  Sailor artifact's barrier) or each stage's after its own devices' programs
+  (upstream DeepSpeed, Megatron-LM; the optimizer steps after every stage's
+  reduction where the framework all-reduces a gradient norm over the
+  pipeline): ``TrainingConfig.allreduce_barrier``, ``tied_first``,
+  ``optimizer_barrier``, the framework's.
 
 Memory of one GPU (stage ``j``, replica on a GPU type with TP ``t``), every term
 per GPU of the TP group:
@@ -711,7 +718,11 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         backward_times=tuple(row[0][1] for row in times),
         replica_times=tuple(tuple((f, b) for f, b, _ in row) for row in times),
         optimizer_times=opt, p2p=fb.p2p, samples_per_microbatch=float(mbs), price=prices,
-        sync=sync)
+        sync=sync,
+        # where the stages' collectives start (fb.barrier, fb.tied_first: the framework's);
+        # one stage, or a schedule with no fixed device program (1f1b-dynamic): after the phase
+        allreduce_barrier=fb.barrier or L == 1 or schedule not in ("gpipe", "1f1b"),
+        tied_first=fb.tied_first, optimizer_barrier=fb.optimizer_barrier)
     if network:
         flows = [p2p_flows(fb, s, plan.stages[j].replicas[0].tp) for j, s in enumerate(xfer_sizes)]
         kw.update(network=physical_network(plan, profiles, mp.tied_embeddings) if plan.physical

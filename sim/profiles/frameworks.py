@@ -29,6 +29,11 @@ What a framework decides, and where dtsim uses it:
     every stage waits for all stages first (a global barrier); and whether the
     tied-embedding all-reduce between the first and last stage runs before the
     data-parallel one.
+``optimizer_barrier``
+    Whether, without the barrier, every stage's optimizer step waits for all the
+    stages of its pipeline to have reduced their gradients (an all-reduce of the
+    gradient norm or overflow flag over the pipeline's model-parallel group), per
+    precision.
 ``bucket_elements``, ``bucket_rule``
     Gradient elements per all-reduce bucket (``inf``: one bucket), and how an
     all-reduce overlapped with the backward pass cuts the gradients
@@ -91,6 +96,7 @@ class Framework:
     allreduce: Cited
     barrier: Cited
     tied_first: Cited
+    optimizer_barrier: Cited
     bucket_elements: Cited
     bucket_rule: Cited
     dp_bytes: Cited
@@ -103,7 +109,7 @@ class Framework:
         """Every fact by name (for tables)."""
         return {k: getattr(self, k) for k in (
             "p2p", "partitioned", "gathers", "gather_bytes", "allreduce", "barrier", "tied_first",
-            "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes")}
+            "optimizer_barrier", "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes")}
 
 
 _PREC = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -123,6 +129,15 @@ _DEEPSPEED_COMMON = dict(
                     "(ReduceTiedGrads, ReduceGrads, OptimizerStep at the last step of the batch)"),
     tied_first=Cited(True, f"{_DS}: runtime/pipe/schedule.py:239-240 (ReduceTiedGrads before "
                      "ReduceGrads)"),
+    optimizer_barrier=Cited(
+        {"fp32": False, "fp16": True, "bf16": True},
+        f"{_DS}: fp32: runtime/engine.py:2216-2225 (_take_model_step clips, over the "
+        "model-parallel group, only with gradient_clipping > 0; constants.py:215 "
+        "GRADIENT_CLIPPING_DEFAULT = 0.); fp16: runtime/fp16/fused_optimizer.py:259 (step's "
+        "has_overflow, runtime/utils.py:263: all_reduce over mpu.get_model_parallel_group()); "
+        "bf16: runtime/bf16_optimizer.py:276-277 (the global gradient norm over the same "
+        "group); the group is every stage and TP rank of one data-parallel index "
+        "(runtime/pipe/topology.py:300-313, 442-443)"),
     bucket_elements=Cited(500_000_000.0,
                           f"{_DS}: runtime/engine.py:111 (MEMORY_OPT_ALLREDUCE_SIZE = 500000000), "
                           "runtime/pipe/engine.py:300 (allreduce_gradients(bucket_size="
@@ -206,6 +221,12 @@ MEGATRON = Framework(
     barrier=Cited(False, f"{_MEG}: finalize_model_grads.py:560-640 (no barrier across stages)"),
     tied_first=Cited(False, f"{_MEG}: finalize_model_grads.py:640 then 676 (the data-parallel "
                      "all-reduce, then _allreduce_word_embedding_grads)"),
+    optimizer_barrier=Cited(
+        {"fp32": True, "fp16": True, "bf16": True},
+        f"{_MEG}: core/optimizer/optimizer.py:830-831 and 1351-1352 (step clips the gradients "
+        "when clip_grad > 0: optimizer_config.py:374 clip_grad = 1.0, training/arguments.py:"
+        "2615 --clip-grad default 1.0), the norm all-reduced over get_grad_stats_parallel_group(), "
+        "the model-parallel group of TP and pipeline ranks (optimizer.py:322-340)"),
     bucket_elements=Cited(math.inf, f"{_MEG}: distributed/distributed_data_parallel.py:133-137 "
                           "(bucket_size None, one bucket, unless overlap_grad_reduce; then "
                           "max(40000000, 1000000 x dp) elements)"),
@@ -248,6 +269,8 @@ DDP = Framework(
                     "docs, 'Internal Design')"),
     barrier=Cited(False, f"{_TORCH}: no pipeline"),
     tied_first=Cited(True, f"{_TORCH}: no pipeline"),
+    optimizer_barrier=Cited({"fp32": False, "fp16": False, "bf16": False},
+                            f"{_TORCH}: no pipeline"),
     bucket_elements=Cited(25 * 1024 * 1024,
                           f"{_TORCH}: DistributedDataParallel(bucket_cap_mb=25): buckets of "
                           "25 MiB (here in bytes: divided by dp_bytes for elements)"),
@@ -353,6 +376,7 @@ class FrameworkBehaviour:
     activation_bytes: int
     sources: dict[str, str]
     bucket_rule: str = "megatron"
+    optimizer_barrier: bool = False
     first_bucket: bool = False  # DDP at its default cap: the first bucket 1 MiB
 
     @property
@@ -421,5 +445,6 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
         framework=fw, precision=prec, p2p=fw.p2p.value, partitioned=partitioned,
         gathers=tuple(fw.gathers.value) if partitioned else (), gather_bytes=gb if gb else act,
         allreduce=allreduce, barrier=fw.barrier.value, tied_first=fw.tied_first.value,
+        optimizer_barrier=fw.optimizer_barrier.value[prec],
         bucket_elements=float(bucket), dp_bytes=dp_bytes, tied_bytes=tied_bytes,
         activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first)

@@ -273,7 +273,27 @@ class TrainingConfig:
         Per stage: its optimizer step (with ``allreduce_times``).
     tied_allreduce_time : float
         The all-reduce of weights tied between the first and last stage (an
-        embedding shared with the output head), before the gradient all-reduce.
+        embedding shared with the output head), before the gradient all-reduce
+        (``tied_first``; after it otherwise).
+    allreduce_barrier : bool
+        With a plan's all-reduce (``allreduce_times`` or ``allreduce_sizes``):
+        every stage starts its collectives when every device has ended its
+        program (True: the Sailor artifact's ``dist.barrier()`` after the tied
+        all-reduce), or each stage when its own devices have ended theirs
+        (False: upstream DeepSpeed's ``TrainSchedule`` and Megatron-LM; the tied
+        all-reduce of pipeline ``k`` joins its first and last stage only). The
+        step ends when every stage's optimizer step has. False runs on the
+        framework engine (it needs each device's program).
+    tied_first : bool
+        Without the barrier: the tied all-reduce before the stage's gradient
+        all-reduce (DeepSpeed's ``ReduceTiedGrads`` then ``ReduceGrads``) or
+        after it (Megatron-LM's ``finalize_model_grads``).
+    optimizer_barrier : bool
+        Without the barrier: every stage's optimizer step waits for every stage
+        to have reduced its gradients (the gradient norm's or overflow flag's
+        all-reduce over the pipeline's model-parallel group: Megatron-LM's
+        default gradient clipping, DeepSpeed in fp16 and bf16), or starts after
+        its own (False).
     transfer_sizes, allreduce_sizes, tied_allreduce_size
         With a network, what a plan moves through it instead of the times
         above: per hop, the bytes of one micro-batch's activation (and of its
@@ -422,6 +442,9 @@ class TrainingConfig:
     allreduce_times: tuple[float, ...] | None = None
     optimizer_times: tuple[float, ...] | None = None
     tied_allreduce_time: float = 0.0
+    allreduce_barrier: bool = True
+    tied_first: bool = True
+    optimizer_barrier: bool = False
     transfer_sizes: tuple[float, ...] | None = None
     allreduce_sizes: tuple[float, ...] | None = None
     tied_allreduce_size: float = 0.0
@@ -674,7 +697,7 @@ class TrainingConfig:
         # every worker holds v model chunks, each a stage of the device program
         check_memory("virtual_stages", v, float(v) * sum(self.replicas) * BYTES_PER_STAGE)
         framework = ((self.p2p == "blocking" and self.network is None) or inter
-                     or self.allreduce_sizes is not None)
+                     or self.allreduce_sizes is not None or self.allreduce_barrier is False)
         if inter and self.network is not None:
             check(False, "network", "unset with the interleaved schedule (its device programs "
                   "run on the framework engine, without a network for now)", "given")
@@ -685,7 +708,8 @@ class TrainingConfig:
         reps = self.replicas
         if framework:
             what = ("interleaved" if inter else "p2p blocking" if self.p2p == "blocking"
-                    else "a plan over a network")
+                    else "a plan over a network" if self.allreduce_sizes is not None
+                    else "allreduce_barrier False")
             check(len(set(reps)) == 1, "replicas",  # type: ignore[arg-type]
                   f"the same at every stage with {what} (one device per stage per pipeline)", reps)
             r = reps[0]  # type: ignore[index]
@@ -764,6 +788,19 @@ class TrainingConfig:
                   "given")
             set_("transfer_sizes", _per("transfer_sizes", self.transfer_sizes, max(L - 1, 1),
                                         check_nonnegative)[: max(L - 1, 0)])
+        for name in ("allreduce_barrier", "tied_first", "optimizer_barrier"):
+            check(isinstance(getattr(self, name), bool), name, "True or False",
+                  getattr(self, name))
+        if not self.allreduce_barrier:
+            check(self.allreduce_times is not None or plan_net, "allreduce_barrier",
+                  "True without a plan's all-reduce (allreduce_times or allreduce_sizes)",
+                  self.allreduce_barrier)
+            check(self.schedule in ("gpipe", "1f1b"), "allreduce_barrier",
+                  "True unless schedule is gpipe or 1f1b (a fixed program per device)",
+                  self.allreduce_barrier)
+            check(self.sync_wait is None, "allreduce_barrier",
+                  "True with sync_wait (the fastest pipelines end the step)",
+                  self.allreduce_barrier)
         check_nonnegative("tied_allreduce_size", self.tied_allreduce_size)
         if self.tied_allreduce_size:
             check(plan_net, "tied_allreduce_size", "0 without allreduce_sizes",
@@ -929,7 +966,8 @@ class TrainingConfig:
     def framework(self) -> bool:
         """Whether the framework engine (:mod:`sim.training.framework`) runs this config."""
         return ((self.p2p == "blocking" and self.network is None)
-                or self.schedule == "interleaved" or self.allreduce_sizes is not None)
+                or self.schedule == "interleaved" or self.allreduce_sizes is not None
+                or self.allreduce_barrier is False)
 
     @property
     def sync_spec(self) -> Any:

@@ -291,6 +291,7 @@ def _program_prediction(c: Any) -> dict[str, Any]:
     channels = c.p2p == "overlap"
     T, busy = 0.0, 0.0
     last_b: list[list[tuple[float, float]]] = [[] for _ in range(L)]  # (start, time) per stage
+    dev_ends: list[list[float]] = [[] for _ in range(L)]  # each device's program end
     for k in range(r):
         mk = len(range(k, m, r))
         if mk == 0:
@@ -312,9 +313,12 @@ def _program_prediction(c: Any) -> dict[str, Any]:
             act, grad = list(c.hop_times), list(c.hop_times_back)
         progs = [device_program(c.schedule, L, mk, j, v=v, blocking=blocking) for j in range(L)]
         starts: dict = {}
+        ends: list[float] = []
         T = max(T, analytic.program_makespan(progs, forward, backward, act, grad,
                                              blocking=blocking, channels=channels,
-                                             starts=starts))
+                                             starts=starts, ends=ends))
+        for j in range(L):
+            dev_ends[j].append(ends[j])
         for j in range(L):  # each device's last backward pass (v = 1 with overlap)
             i = max(op[2] for op in progs[j] if op[0] == "B")
             last_b[j].append((starts[("B", j, i)], backward[j]))
@@ -347,6 +351,12 @@ def _program_prediction(c: Any) -> dict[str, Any]:
         tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
                                                                   strict=True))
     step = compute + sync + tail
+    if not c.allreduce_barrier:  # each stage's collectives as its own devices end (a plan's)
+        from ..analytic.placement import staged_step_end
+
+        step = staged_step_end(dev_ends, c.allreduce_times, c.optimizer_times or (0.0,) * L,
+                               c.tied_allreduce_time, tied_first=c.tied_first,
+                               optimizer_barrier=c.optimizer_barrier)
     return {"step_time_mean": step, "training_time": c.steps * step,
             "throughput": m / step,
             "bubble_fraction": 1.0 - busy / (c.workers * compute) if compute > 0 else math.nan,

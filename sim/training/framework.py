@@ -201,6 +201,7 @@ class FrameworkFlow:
         self._channels.clear()
         self._arrivals.clear()
         self.traffic.begin_step()
+        self.traffic.launch([k for k in range(r) if mbs[k::r]])
         for k in range(r):
             mine = mbs[k::r]
             for mb in mine:
@@ -268,6 +269,9 @@ class FrameworkFlow:
                     yield self._rendezvous((tag, hop, i, k), kind, hop, k, tag == "g")
         except simpy.Interrupt:
             return
+        # the device's program is over (its last pass, and with blocking transfers the final
+        # send of a gradient after it): without a barrier its stage's collectives may start
+        self.traffic.program_done(dev)
 
     def _arrival(self, key: tuple) -> simpy.Event:
         ev = self._arrivals.get(key)

@@ -28,6 +28,9 @@ What the engines ask (the same questions in both forms):
   :meth:`Traffic.transfer` (a paired blocking send and receive);
 * the trainer: :meth:`Traffic.step_tail` (the step's all-reduce and optimizer
   step, one call), :meth:`Traffic.checkpoint` and :meth:`Traffic.cancel_step`;
+  without a barrier (a plan's ``allreduce_barrier`` False) the framework
+  devices start their stage's collectives themselves: :meth:`Traffic.launch`
+  and :meth:`Traffic.program_done`, and the step's tail waits for them;
 * the replicas: :meth:`Traffic.download` and :meth:`Traffic.replica_down`.
 
 Over a network, ``p2p="overlap"``: the sender goes on with its next pass at
@@ -187,6 +190,12 @@ class Traffic:
         #: the bucket of an all-reduce that does not overlap (per rank; inf: one)
         self.ring_bucket = self.bucket if self.bucket is not None else c.bucket_size
         self.sent: dict[Any, float] = {}
+        # a plan's collectives without a barrier (allreduce_barrier False): each stage's start
+        # as its devices' programs end (launch, program_done); a lost step's are left behind
+        self.staged = not c.allreduce_barrier
+        self._gen = 0
+        self._ends: dict[tuple[int, int], simpy.Event] = {}
+        self._staged: list[simpy.Process] = []
 
     def attach(self, flow: Any, replicas: list[Any] | None = None) -> None:
         """The engine's flow (its live replicas: downloads and checkpoints read them);
@@ -290,6 +299,108 @@ class Traffic:
 
     def cancel(self, ev: simpy.Event) -> None:  # pragma: no cover - no event is handed out
         """Withdraw a transfer (a download cut by a failure)."""
+
+    # -- a plan's collectives without a barrier ------------------------------------------
+    def launch(self, pipes: list[int]) -> None:
+        """A framework step's programs start on pipelines ``pipes``. Without a barrier
+        (``allreduce_barrier`` False: upstream DeepSpeed, Megatron-LM) every stage's
+        collectives are set up now and start as its devices end their programs
+        (:meth:`program_done`): pipeline ``k``'s tied all-reduce joins its first and last
+        stage, before the stages' gradient all-reduces (``tied_first``, DeepSpeed's
+        ``ReduceTiedGrads`` then ``ReduceGrads``) or after them (Megatron-LM); each stage's
+        gradient all-reduce starts when all its replicas are ready, then its optimizer step
+        (``optimizer_barrier``: once every stage has reduced its gradients)."""
+        if not self.staged:
+            return
+        env, L = self.env, self.config.stages
+        self._gen += 1
+        gen = self._gen
+        self._pipes = list(pipes)
+        self._ends = {(j, k): env.event() for j in range(L) for k in pipes}
+        self._dp_done = [env.event() for _ in range(L)]
+        self._reduced = [env.event() for _ in range(L)]
+        self._tied: list[simpy.Process] = []
+        if L > 1 and self._has_tied():
+            self._tied = [env.process(self._staged_tied(k, gen)) for k in pipes]
+        self._staged = [env.process(self._staged_stage(j, gen)) for j in range(L)]
+
+    def program_done(self, dev: Any) -> None:
+        """Device ``dev`` (stage ``dev.stage``, pipeline ``dev.index``) ended its program."""
+        if self.staged:
+            ev = self._ends.get((dev.stage, dev.index))
+            if ev is not None and not ev.triggered:
+                ev.succeed()
+
+    def _has_tied(self) -> bool:
+        """The plan has a tied all-reduce (closed form: its time)."""
+        return self.config.tied_allreduce_time > 0
+
+    def _tied_ring(self, k: int) -> simpy.Event | None:
+        """Pipeline ``k``'s tied all-reduce between its first and last stage (closed form)."""
+        t = self.config.tied_allreduce_time
+        return self.env.timeout(t) if t > 0 else None
+
+    def _dp_ring(self, j: int) -> simpy.Event | None:
+        """Stage ``j``'s gradient all-reduce among its replicas (closed form: the plan's
+        time)."""
+        t = self.config.allreduce_times[j]
+        return self.env.timeout(t) if t > 0 else None
+
+    def _staged_tied(self, k: int, gen: int):
+        """Pipeline ``k``'s tied all-reduce, once both its ends are ready."""
+        c, env, L = self.config, self.env, self.config.stages
+        if c.tied_first:
+            yield simpy.AllOf(env, [self._ends[(0, k)], self._ends[(L - 1, k)]])
+        else:
+            yield simpy.AllOf(env, [self._dp_done[0], self._dp_done[L - 1]])
+        if gen != self._gen:
+            return
+        ev = self._tied_ring(k)
+        if ev is not None:
+            yield ev
+
+    def _staged_stage(self, j: int, gen: int):
+        """Stage ``j``: (tied,) gradient all-reduce, (tied,) optimizer step, no barrier."""
+        c, env, L = self.config, self.env, self.config.stages
+        tied = self._tied if j in (0, L - 1) else []
+        yield simpy.AllOf(env, [self._ends[(j, k)] for k in self._pipes])
+        if tied and c.tied_first:
+            yield simpy.AllOf(env, tied)
+        if gen != self._gen:
+            return
+        if self.overlap:  # its buckets went as its last backward passes produced them
+            red = self._reduces[j] if j < len(self._reduces) else None
+            if red is not None and not red.done.processed:
+                yield red.done
+        else:
+            ev = self._dp_ring(j)
+            if ev is not None:
+                yield ev
+        if gen != self._gen:
+            return
+        self._dp_done[j].succeed()
+        if tied and not c.tied_first:
+            yield simpy.AllOf(env, tied)
+            if gen != self._gen:
+                return
+        if c.optimizer_barrier:  # the gradient norm over the pipeline: every stage reduced
+            self._reduced[j].succeed()
+            yield simpy.AllOf(env, self._reduced)
+            if gen != self._gen:
+                return
+        opt = c.optimizer_times[j] if c.optimizer_times else 0.0
+        if opt > 0:
+            yield env.timeout(opt)
+
+    def _staged_tail(self):
+        """Wait for every stage's collectives and optimizer step (a generator; its value is
+        the step's ``(sync, tail)`` for the timeline: the time after the passes)."""
+        t0 = self.env.now
+        procs = [p for p in self._staged if not p.processed]
+        if procs:
+            yield simpy.AllOf(self.env, procs)
+        self._staged = []
+        return 0.0, self.env.now - t0
 
     # -- the gradient all-reduce overlapped with the backward pass ------------------------
     def _bucket_rule(self, j: int) -> tuple[str, bool]:
@@ -414,6 +525,8 @@ class Traffic:
         pass) and the time after it (:meth:`closed_tail`), which the timeline records.
         """
         c = self.config
+        if self.staged:
+            return (yield from self._staged_tail())
         if self.overlap:
             yield from self._overlapped()
             tail = self.closed_tail()
@@ -451,6 +564,9 @@ class Traffic:
         self._reduces = []
         self._left = {}
         self._free = {}  # the lost step's transfers no longer hold their channels
+        self._gen += 1  # the lost step's staged collectives stop where they are
+        self._staged = []
+        self._ends = {}
 
 
 class _P2P:
@@ -730,6 +846,34 @@ class NetworkTraffic(Traffic):
         self._moving.append(ev)
         return ev
 
+    # -- a plan's collectives without a barrier, as flows ----------------------------------
+    def _has_tied(self) -> bool:
+        return self.config.tied_allreduce_size > 0
+
+    def _tied_ring(self, k: int) -> simpy.Event | None:
+        from ..network.collectives import ring_allreduce
+
+        c, L = self.config, self.config.stages
+        t = self.tp[0]
+        st = self.flow.stages
+        self._count_ring([st[0][k], st[L - 1][k]], c.tied_allreduce_size * t)
+        ev = ring_allreduce(self.service, [self.nodes[0][k], self.nodes[L - 1][k]],
+                            c.tied_allreduce_size, ranks=t, bucket_size=self.ring_bucket)
+        self._moving.append(ev)
+        return ev
+
+    def _dp_ring(self, j: int) -> simpy.Event | None:
+        from ..network.collectives import ring_allreduce
+
+        c = self.config
+        if c.replicas[0] < 2 or c.allreduce_sizes[j] <= 0:
+            return None
+        self._count_ring(self.flow.stages[j], c.allreduce_sizes[j] * self.tp[j])
+        ev = ring_allreduce(self.service, list(self.nodes[j]), c.allreduce_sizes[j],
+                            ranks=self.tp[j], bucket_size=self.ring_bucket)
+        self._moving.append(ev)
+        return ev
+
     # -- the step's end -----------------------------------------------------------------
     def _rings(self, participants: list[list[Any]]) -> simpy.Event | None:
         """Every stage's ring all-reduce of ``param_size`` at once; None when nothing moves."""
@@ -795,7 +939,11 @@ class NetworkTraffic(Traffic):
         """The step's end as flows: each stage's ring all-reduce among its live participants
         (:func:`sim.network.collectives.ring_allreduce`, ``t`` rings of ``param_size / t``
         in buckets), or a plan's collectives (its sizes); then the optimizer step. Its value
-        is ``(0.0, tail)`` (the flows' time is theirs: the timeline records their chunks)."""
+        is ``(0.0, tail)`` (the flows' time is theirs: the timeline records their chunks).
+        Without a barrier, the stages' collectives started as their programs ended
+        (:meth:`Traffic.launch`): wait for them."""
+        if self.staged:
+            return (yield from self._staged_tail())
         if self.overlap and self.config.allreduce_sizes is None:
             yield from self._overlapped()
         elif self.track:

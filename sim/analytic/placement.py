@@ -1,0 +1,92 @@
+"""Where a pipeline's gradient all-reduces start: after a barrier, or each stage on its own.
+
+A plan's step ends with, per stage ``j``, the data-parallel all-reduce of its
+gradients among its replicas (time ``a_j``) and its optimizer step (``o_j``);
+with tied weights (an embedding shared by the first and last stage) the first
+and last stage of each pipeline also all-reduce the tied gradient (time ``t``).
+Where these start is the framework's (:mod:`sim.profiles.frameworks`):
+
+* with a barrier (the Sailor artifact's DeepSpeed: ``dist.barrier()`` after the
+  tied all-reduce) every stage starts once every device has ended its program:
+  ``T + t + max_j (a_j + o_j)``, ``T`` the pipeline phase's end;
+* without one (upstream DeepSpeed's ``TrainSchedule``, Megatron-LM), each
+  stage starts when its own devices have ended their programs: this module.
+
+The time a device ends its program is :func:`sim.analytic.training.program_makespan`'s
+(``ends``): its last pass, or with blocking transfers the send of the last
+gradient after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import check
+
+__all__ = ["staged_step_end"]
+
+
+def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
+                    optimizer: Sequence[float], tied: float = 0.0, *,
+                    tied_first: bool = True, optimizer_barrier: bool = False) -> float:
+    """The end of a step whose stages all-reduce without a barrier (max-plus).
+
+    Parameters
+    ----------
+    ends : sequence of sequence of float
+        ``ends[j][k]``: when the device of stage ``j`` in pipeline ``k`` ends its
+        program (the pipelines that ran micro-batches; as many at every stage).
+    allreduce, optimizer : sequence of float
+        Per stage: its gradient all-reduce among its replicas and its optimizer step.
+    tied : float
+        One pipeline's tied all-reduce between its first and last stage (0: none).
+    tied_first : bool
+        The tied all-reduce before the stages' gradient all-reduce (DeepSpeed) or
+        after it (Megatron-LM).
+    optimizer_barrier : bool
+        Every stage's optimizer step waits for every stage to have reduced (an
+        all-reduce of the gradient norm or overflow flag over the pipeline's
+        stages, its own time not counted).
+
+    Returns
+    -------
+    float
+        When the last stage's optimizer step ends.
+
+    Notes
+    -----
+    With ``e_j = max_k ends[j][k]`` (a ring all-reduce starts when all its
+    members are there) and, for stages ``0`` and ``L - 1`` with tied weights,
+
+    * ``tied_first``: the tied all-reduce of pipeline ``k`` ends at
+      ``u_k = max(ends[0][k], ends[L-1][k]) + t``, the two stages' gradient
+      all-reduces start at ``max_k u_k``: ``d_j = max(e_j, max_k u_k) + a_j``;
+    * else ``d_j = e_j + a_j`` for every stage, then the tied all-reduce:
+      ``d_0 = d_{L-1} = max(d_0, d_{L-1}) + t``;
+
+    the step ends at ``max_j (d_j + o_j)``, or with ``optimizer_barrier`` at
+    ``max_j d_j + max_j o_j``. DeepSpeed's ``TrainSchedule`` puts
+    ``ReduceTiedGrads``, ``ReduceGrads`` and ``OptimizerStep`` in each stage's
+    own last step (``deepspeed/runtime/pipe/schedule.py:238-241``);
+    Megatron-LM's ``finalize_model_grads`` all-reduces the data-parallel
+    gradients, then the tied embedding (``finalize_model_grads.py:640``, then
+    ``676``). Neither waits for another stage but through these collectives.
+    """
+    L = len(ends)
+    check(L > 0 and len(allreduce) == L == len(optimizer), "stages",
+          "ends, allreduce and optimizer per stage", L)
+    pipes = len(ends[0])
+    check(pipes > 0 and all(len(row) == pipes for row in ends), "ends",
+          "as many pipelines at every stage", [len(row) for row in ends])
+    done = [max(row) for row in ends]
+    has_tied = tied > 0 and L > 1
+    if has_tied and tied_first:
+        u = max(max(ends[0][k], ends[L - 1][k]) + tied for k in range(pipes))
+        done[0] = max(done[0], u)
+        done[L - 1] = max(done[L - 1], u)
+    done = [e + a for e, a in zip(done, allreduce, strict=True)]
+    if has_tied and not tied_first:
+        done[0] = done[L - 1] = max(done[0], done[L - 1]) + tied
+    if optimizer_barrier:
+        return max(done) + max(optimizer)
+    return max(d + o for d, o in zip(done, optimizer, strict=True))
