@@ -23,7 +23,9 @@ against the training DES of :mod:`sim.training`:
 * :func:`bucket_ready_times`, :func:`overlapped_allreduce_end`: a gradient
   all-reduce in buckets released as the backward pass produces them (PyTorch
   DDP's ``Reducer``, Megatron-LM's ``overlap_grad_reduce``), one bucket after
-  the other on the data-parallel communicator.
+  the other on the data-parallel communicator; :func:`overlapped_stage_ends`,
+  :func:`overlapped_exposed_time`: every stage's such all-reduce after a
+  pipeline's device programs (a plan's, each bucket at its own time).
 
 References
 ----------
@@ -84,6 +86,8 @@ __all__ = [
     "program_makespan",
     "bucket_ready_times",
     "overlapped_allreduce_end",
+    "overlapped_stage_ends",
+    "overlapped_exposed_time",
 ]
 
 
@@ -472,6 +476,77 @@ def overlapped_allreduce_end(ready: Sequence[float], durations: Sequence[float])
     for r, T in zip(ready, durations, strict=True):
         e = (r if r >= e else e) + T
     return e
+
+
+def overlapped_stage_ends(last_backward: Sequence[Sequence[tuple[float, float]]],
+                          buckets: Sequence[Sequence[tuple[float, float]]]) -> list[float]:
+    """When each stage's bucketed all-reduce, overlapped with its last backward passes, ends.
+
+    Parameters
+    ----------
+    last_backward : sequence of sequence of (float, float)
+        Per stage ``j``: the ``(start, duration)`` of the last backward pass of
+        each participant of its all-reduce (one per pipeline, e.g. from
+        :func:`program_makespan`'s ``starts``).
+    buckets : sequence of sequence of (float, float)
+        Per stage ``j``: each bucket's ``(size, T_b)`` in the order the
+        backward pass produces them (``T_b`` its all-reduce alone: the ring
+        law of its size over the stage's links); empty when the stage
+        all-reduces nothing (one replica).
+
+    Returns
+    -------
+    list of float
+        ``e_j`` per stage: ``-inf`` for a stage without buckets.
+
+    Notes
+    -----
+    Every participant produces the stage's gradients at an even rate over its
+    last backward pass (:func:`bucket_ready_times`); bucket ``b`` is released
+    when every participant has produced it, ``r_b = max_i r_{i,b}``, and the
+    buckets are reduced one after the other (:func:`overlapped_allreduce_end`):
+
+    .. math:: e_b = \\max(r_b, e_{b-1}) + T_b, \\qquad e_j = e_B.
+
+    The stages' all-reduces run at once on communicators of their own (one per
+    stage's data-parallel group: they share no link on a plan's network).
+
+    References
+    ----------
+    [DDP]_, [MaxPlus]_.
+    """
+    check(len(last_backward) == len(buckets), "buckets",
+          f"{len(last_backward)} stages (one per stage of last_backward)", len(buckets))
+    out = []
+    for passes, bks in zip(last_backward, buckets, strict=True):
+        if not bks or not passes:
+            out.append(-math.inf)
+            continue
+        sizes = [s for s, _ in bks]
+        ready = [max(x) for x in zip(*(bucket_ready_times(t0, d, sizes) for t0, d in passes),
+                                     strict=True)]
+        out.append(overlapped_allreduce_end(ready, [T for _, T in bks]))
+    return out
+
+
+def overlapped_exposed_time(end: float, last_backward: Sequence[Sequence[tuple[float, float]]],
+                            buckets: Sequence[Sequence[tuple[float, float]]]) -> float:
+    """The all-reduce time a step adds after its pipeline phase ending at ``end``, when every
+    stage's all-reduce overlaps its last backward passes (:func:`overlapped_stage_ends`).
+
+    Notes
+    -----
+    The step waits for the pipeline phase and for every stage's last bucket
+    (the framework's step: the optimizer runs once the gradients are reduced):
+
+    .. math:: \\max(t_{end}, \\max_j e_j) - t_{end}
+
+    the overlapped all-reduce's exposed time (0 when every bucket is done before
+    the pipeline ends). Without overlap the same buckets, all released at the
+    end of the backward pass, would add ``sum_b T_b`` (the slowest stage's).
+    """
+    e = max([end, *overlapped_stage_ends(last_backward, buckets)])
+    return e - end
 
 
 # --------------------------------------------------------------------------- M/M/c

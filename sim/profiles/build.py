@@ -64,6 +64,7 @@ per GPU of the TP group:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -120,6 +121,9 @@ class PlanBuild:
     behaviour: FrameworkBehaviour | None = None
     gather_times: tuple[tuple[tuple[float, float], ...], ...] = ()  # [j][i] in (fwd, bwd) above
     estimates: tuple[str, ...] = ()  # what the profile did not measure, and the rule used
+    #: the all-reduce overlapped with the backward pass: per stage, each bucket's (bytes per GPU,
+    #: ring time alone) in the order the backward pass produces them (() when not overlapped)
+    bucket_times: tuple[tuple[tuple[float, float], ...], ...] = ()
 
     @property
     def peak_memory(self) -> float:
@@ -693,6 +697,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             tied = max(tied, plan_allreduce_time(net, [(first, (0, i)), (last, (L - 1, i))],
                                                  [first.tp, last.tp], tied_size, bucket,
                                                  profiles))
+    buckets = overlapped_buckets(plan, net, sync, ar_sizes, profiles) if overlapped else ()
     opt = tuple(max(t[2] for t in row) for row in times)
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at)
     if check_memory:
@@ -723,7 +728,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size)
     else:
         kw.update(transfer_times=tuple(xfer) if L > 1 else None, allreduce_times=tuple(ar),
-                  tied_allreduce_time=tied)
+                  tied_allreduce_time=tied, allreduce_buckets=buckets or None)
     for k in config:
         check(k not in ("stages", "replicas", "microbatches", "forward_time", "backward_times",
                         "replica_times", "transfer_times", "allreduce_times", "optimizer_times",
@@ -731,16 +736,41 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                         "speeds", "latency", "activation_size", "param_size", "bandwidth"),
               k, "set by the plan (not given with it)", config[k])
     kw.update(config)
-    if overlapped and not network:  # the closed form has no time for an overlapped bucket
-        raise ConfigError("framework", "a framework whose gradient all-reduce runs after the "
-                          "last backward pass without a network (one overlapped with the "
-                          "backward pass is timed over a network: dtsim train --plan)",
-                          fb.framework.key)
     cfg = TrainingConfig(**kw)
     return PlanBuild(config=cfg, memory=memory, stage_times=tuple(times),
                      transfer_times=tuple(xfer), allreduce_times=tuple(ar), optimizer_times=opt,
                      tied_allreduce_time=tied, behaviour=fb, gather_times=tuple(gathers),
-                     estimates=tuple(dict.fromkeys(notes)))
+                     estimates=tuple(dict.fromkeys(notes)), bucket_times=buckets)
+
+
+def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Sequence[float],
+                       profiles: Profiles) -> tuple[tuple[tuple[float, float], ...], ...]:
+    """Per stage, each bucket of the all-reduce overlapped with the backward pass as
+    ``(bytes per GPU, time)``, in the order the backward pass produces them.
+
+    The buckets are the traffic adapter's (:func:`sim.training.traffic.gradient_buckets` of
+    the stage's ``sizes[j]`` with ``sync``'s ``bucket_size`` and ``buckets`` rule, Megatron-LM's
+    for a plan by default: cut only on the first stage), none with one replica; each bucket's
+    time is its ring alone among the stage's replicas, :func:`plan_allreduce_time` in one
+    bucket (the law of the plan's other all-reduces). The closed form of the step is
+    :func:`sim.analytic.training.overlapped_exposed_time`.
+    """
+    from ..training.sync import parse_sync
+    from ..training.traffic import gradient_buckets
+
+    spec = parse_sync(sync)
+    bucket, rule = spec.get("bucket_size"), spec.get("buckets") or "megatron"
+    out = []
+    for j, st in enumerate(plan.stages):
+        if len(st.replicas) < 2:
+            out.append(())
+            continue
+        nodes = [(x, (j, i)) for i, x in enumerate(st.replicas)]
+        tps = [x.tp for x in st.replicas]
+        out.append(tuple((b, plan_allreduce_time(network, nodes, tps, b, math.inf, profiles))
+                         for b in gradient_buckets(sizes[j], bucket, rule=rule,
+                                                   first_stage=j == 0)))
+    return tuple(out)
 
 
 def _estimator(profiles: Profiles, mp: ModelProfile, tensor_parallel: str, value_bytes: int
@@ -764,19 +794,24 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
     transfers; overlapped transfers occupy no device and show as waiting),
     bubble (the rest of the pipeline phase: waiting for inputs and peers);
     and the iteration's tail: tied all-reduce, gradient all-reduce and
-    optimizer step of the slowest stage, and the total. The all-reduce is the
-    one after the last backward pass even where the framework overlaps it with
-    the backward pass (``allreduce_overlapped``: the run hides part of it; no
-    closed form of that yet).
+    optimizer step of the slowest stage, and the total. Where the framework
+    overlaps the all-reduce with the backward pass (``allreduce_overlapped``,
+    :attr:`PlanBuild.bucket_times`), the all-reduce is the time its buckets
+    add after the pipeline phase, from every pipeline's last backward passes
+    (:func:`sim.analytic.training.overlapped_exposed_time`), then the tied
+    all-reduce and the slowest optimizer step (Megatron-LM's order); its
+    after-the-backward-pass time is ``allreduce_after_backward``.
     """
-    from ..analytic.training import program_makespan
+    from ..analytic.training import overlapped_exposed_time, program_makespan
     from ..training.schedules import device_program
 
     c = build.config
     L, r, m = c.stages, c.replicas[0], c.microbatches  # type: ignore[index]
     blocking = c.p2p == "blocking"
+    overlapped = bool(build.bucket_times)
     best: tuple[float, int, dict] | None = None
-    seen: dict[tuple, tuple[float, list]] = {}
+    seen: dict[tuple, tuple[float, list, list]] = {}
+    last_b: list[list[tuple[float, float]]] = [[] for _ in range(L)]  # (start, time) per stage
     for k in range(r):
         mk = len(range(k, m, r))
         f = [c.replica_times[j][k][0] for j in range(L)]  # type: ignore[index]
@@ -785,12 +820,18 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
         grad = [row[k][1] for row in build.transfer_times]
         key = (mk, *f, *b, *act, *grad)
         if key in seen:  # a pipeline like one before (same kinds, same links)
-            T, progs = seen[key]
+            T, progs, lasts = seen[key]
         else:
             progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
+            starts: dict | None = {} if overlapped else None
             T = program_makespan(progs, f, b, act, grad, blocking=blocking,
-                                 channels=c.p2p == "overlap")
-            seen[key] = (T, progs)
+                                 channels=c.p2p == "overlap", starts=starts)
+            lasts = [] if starts is None else [  # each device's last backward pass
+                starts[("B", j, max(op[2] for op in progs[j] if op[0] == "B"))]
+                for j in range(L)]
+            seen[key] = (T, progs, lasts)
+        for j, t0 in enumerate(lasts):
+            last_b[j].append((t0, b[j]))
         if best is None or T > best[0]:
             best = (T, k, {"mk": mk, "progs": progs, "act": act, "grad": grad, "f": f, "b": b})
     assert best is not None
@@ -805,11 +846,21 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
                     p2p += d["act"][op[2]] if op[1] == "a" else d["grad"][op[2]]
         stages.append({"stage": j, "forward": d["f"][j], "backward": d["b"][j],
                        "compute": compute, "p2p": p2p, "bubble": max(T - compute - p2p, 0.0)})
-    tail_stage = max(range(L), key=lambda j: build.allreduce_times[j] + build.optimizer_times[j])
-    return {"pipeline": k, "microbatches": d["mk"], "pipeline_time": T, "stages": stages,
-            "tied_allreduce": build.tied_allreduce_time,
-            "allreduce": build.allreduce_times[tail_stage],
-            "optimizer": build.optimizer_times[tail_stage], "tail_stage": tail_stage,
-            "iteration": T + build.tied_allreduce_time + build.allreduce_times[tail_stage]
-            + build.optimizer_times[tail_stage],
-            "allreduce_overlapped": c.overlapped_sync}
+    if overlapped:  # the buckets during the last backward passes, then tied, then optimizers
+        tail_stage = max(range(L), key=lambda j: build.optimizer_times[j])
+        allreduce = overlapped_exposed_time(T, last_b, build.bucket_times)
+        iteration = T + allreduce + (build.tied_allreduce_time
+                                     + build.optimizer_times[tail_stage])
+    else:
+        tail_stage = max(range(L), key=lambda j: build.allreduce_times[j]
+                         + build.optimizer_times[j])
+        allreduce = build.allreduce_times[tail_stage]
+        iteration = (T + build.tied_allreduce_time + build.allreduce_times[tail_stage]
+                     + build.optimizer_times[tail_stage])
+    out = {"pipeline": k, "microbatches": d["mk"], "pipeline_time": T, "stages": stages,
+           "tied_allreduce": build.tied_allreduce_time, "allreduce": allreduce,
+           "optimizer": build.optimizer_times[tail_stage], "tail_stage": tail_stage,
+           "iteration": iteration, "allreduce_overlapped": c.overlapped_sync}
+    if overlapped:
+        out["allreduce_after_backward"] = max(build.allreduce_times)
+    return out
