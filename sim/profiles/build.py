@@ -585,7 +585,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     ConfigError
         One line: a GPU type the profile or catalogue lacks, layers that do
         not cover the model, a TP degree or micro-batch size without a profile
-        entry, a missing network link, a plan out of memory.
+        entry, a TP degree that does not divide the model's attention heads
+        (where its shape gives them), a missing network link, a plan out of memory.
     """
     mp = _model(plan, profiles, model)
     plan.check_covers(mp.layers)
@@ -601,6 +602,11 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     for j, st in enumerate(plan.stages):
         check(len({x.tp for x in st.replicas}) == 1, "plan",
               f"one TP degree per stage (stage {j})", sorted({x.tp for x in st.replicas}))
+    if mp.shape is not None:  # the heads are known: a TP group splits them evenly (Megatron-LM's
+        # attention, num_attention_heads_per_partition = divide(num_attention_heads, world_size))
+        for st in plan.stages:
+            check(mp.shape.heads % st.replicas[0].tp == 0, "tp",
+                  f"a divisor of the model's heads ({mp.shape.heads})", st.replicas[0].tp)
     fb = plan_behaviour(plan, mp, framework)
     check(fb.framework.pipeline or L == 1, "framework",
           f"a pipeline framework for a plan of {L} stages", fb.framework.key)
