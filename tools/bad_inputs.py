@@ -848,6 +848,17 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("api/PipelineConfig-shape-string", api(
         "import sim; sim.PipelineConfig(failure_distribution='weibull', failure_shape='0.7')"),
         refuse("failure_shape"))
+    add("api/TrainingConfig-allreduce-buckets-alone", api(
+        "from sim.training import TrainingConfig; TrainingConfig(allreduce_buckets=((1.0, 2.0),))"),
+        refuse("allreduce_buckets"), note="a plan's overlapped buckets without its times")
+    add("api/TrainingConfig-allreduce-buckets-negative", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=1, schedule='1f1b', allreduce_times=(1.0,), "
+        "param_size=0.0, sync='allreduce:overlap=backward', "
+        "allreduce_buckets=(((1.0, -2.0),),))"), refuse("allreduce_buckets"))
+    add("api/TrainingConfig-allreduce-buckets-rows", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=2, schedule='1f1b', allreduce_times=(1.0, 1.0), "
+        "param_size=0.0, sync='allreduce:overlap=backward', "
+        "allreduce_buckets=(((1.0, 2.0),),))"), refuse("allreduce_buckets"))
     add("api/GossipConfig-noise-string", api(
         "import sim; sim.GossipConfig(noise='0.5')"), refuse("noise"))
     add("api/GossipConfig-nodes-1e9", api(
