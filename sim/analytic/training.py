@@ -247,12 +247,17 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
     ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking, channels)
-    if finish is None and starts is None and complete and len(ops) >= _COMPILED_FROM:
+    if finish is None and complete and len(ops) >= _COMPILED_FROM:
         run = _compiled_runner()
         if run is not None:  # the same loop, compiled (numba): the same operations
-            return run(_trace_array(ops), p, np.asarray(forward, dtype=float),
-                       np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-                       np.asarray(gradient, dtype=float))
+            began_at = np.zeros(len(ops))
+            T = run(_trace_array(ops), p, np.asarray(forward, dtype=float),
+                    np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
+                    np.asarray(gradient, dtype=float), began_at)
+            if starts is not None:
+                starts.update((key, float(t0)) for key, t0, op in
+                              zip(keys, began_at.tolist(), ops, strict=True) if op[0] < _XA)
+            return T
     free = [0.0] * p
     done = [0.0] * len(ops)
     arrival = [0.0] * len(ops)  # of the transfer in flight command k sent, if it sent one
@@ -314,9 +319,10 @@ def _compiled_runner() -> Any:
 
 
 def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
-               gradient: Any) -> float:
+               gradient: Any, began: Any) -> float:
     """:func:`program_makespan`'s loop over a trace (``ops`` as from :func:`_trace_array`);
-    ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``)."""
+    ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``); ``began[k]``
+    is set to the start of compute command ``k``."""
     free = np.zeros(p)
     done = np.zeros(ops.shape[0])
     arrival = np.zeros(ops.shape[0])
@@ -337,9 +343,11 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
             r = done[dep]
         else:
             r = arrival[dep]
-        t = (r if r > x else x) + (forward[j] if code == _F0 or code == _FA else backward[j])
+        t0 = r if r > x else x
+        t = t0 + (forward[j] if code == _F0 or code == _FA else backward[j])
         free[d] = t
         done[k] = t
+        began[k] = t0
         if send != 0:
             c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
             arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
