@@ -192,8 +192,8 @@ def _recursion(programs, forward, backward, activation, gradient, blocking, chan
 @pytest.mark.parametrize("schedule,blocking", [  # the blocking engine has no interleaving
     ("1f1b", True), ("1f1b", False), ("gpipe", True), ("gpipe", False), ("interleaved", False)])
 def test_program_makespan_is_the_recursion_bit_for_bit(schedule, blocking, channels):
-    """The traced evaluation (Python, and compiled for long programs when numba is installed)
-    gives the recursion's completion and start times exactly, every command's and the last
+    """The traced evaluation (Python, and compiled for long programs when numba is installed,
+    with or without the start times) gives the recursion's completion and start times exactly, every command's and the last
     one, with and without FIFO channels (which move the answer: checked)."""
     from sim.training.schedules import device_program
 
@@ -216,5 +216,9 @@ def test_program_makespan_is_the_recursion_bit_for_bit(schedule, blocking, chann
             assert starts == began
             assert analytic.program_makespan(progs, f, b, a, g, blocking=blocking,
                                              channels=channels) == want
+            alone: dict = {}  # the start times alone: compiled for long programs too
+            assert analytic.program_makespan(progs, f, b, a, g, blocking=blocking,
+                                             channels=channels, starts=alone) == want
+            assert alone == began
             moved += want != _recursion(progs, f, b, a, g, blocking, not channels)[0]
     assert (moved > 0) == (not blocking)

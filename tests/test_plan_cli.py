@@ -233,3 +233,20 @@ def test_bench_part_on_the_64_gpu_mixed_fleet(capsys):
     assert main(["bench", "--quick", "--parts", "planner", "--out", "-"]) in (0, 1)
     text = capsys.readouterr().out
     assert "(q) dtsim plan, 64-GPU mixed fleet" in text and "plans ranked" in text
+
+
+def test_a_bad_fleet_link_is_named_by_its_index_and_ends(tmp_path):
+    """A fleet file's bad link: the message names the file, the link's index and its two ends."""
+    from sim.profiles.formats import read_fleet
+
+    end = {"gpu": "GH-96", "zone": "us-central1-a"}
+    rtx = {"gpu": "RTX-3090", "zone": "us-central1-a"}
+    doc = {"nodes": [{**end, "gpus_per_node": 4, "count": 2}],
+           "links": [{"src": end, "dst": end, "flows": 1, "bandwidth": 5e9},
+                     {"src": end, "dst": rtx, "flows": 1, "bandwidth": -5}]}
+    f = tmp_path / "fleet.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError) as exc:
+        read_fleet(f)
+    assert str(exc.value) == (f"'network' must be > 0 for bandwidth at {f}.links[1] (the link "
+                              "GH-96@us-central1-a -> RTX-3090@us-central1-a): -5")

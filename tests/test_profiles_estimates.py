@@ -150,3 +150,36 @@ def test_shape_gives_the_profiles_parameters_and_a_lower_bound_on_its_times():
     data = model_to_data(m)
     assert model_from_data(json.loads(json.dumps(data))) == m
     assert math.isclose(shape.hidden / shape.heads, 80)
+
+
+def test_a_tp_degree_must_divide_the_shapes_heads():
+    """A model given by its shape has heads: a TP group splits them evenly (Megatron-LM's
+    attention), so TP 3 of 32 heads is refused in one line; TP 2 builds; the planner offers
+    only dividing degrees. A Sailor profile (no shape) has no heads to check."""
+    prof = load_profiles(models=("GPT-Neo-2.7",))
+    m = ModelProfile("Neo-shape", 34, (), (), shape=ModelShape(32, 2560, 32, 2048, 50304),
+                     tied_embeddings=True)
+    p = replace(prof, models=(m,))
+
+    def plan(tp: int) -> Plan:
+        rep = ReplicaSpec("GH-96", tp, gpus_per_node=4, zone="us-central1-a")
+        return Plan((StageSpec(tuple(range(34)), (rep,)),), 1, 4, model="Neo-shape")
+
+    assert build_plan(plan(2), p, steps=1, check_memory=False).config.stages == 1
+    with pytest.raises(ConfigError, match=r"^'tp' must be a divisor of the model's heads "
+                       r"\(32\): 3$"):
+        build_plan(plan(3), p, steps=1, check_memory=False)
+    assert prof.model("GPT-Neo-2.7").shape is None
+    from sim.planner import PlanRequest
+    from sim.planner.fleets import parse_nodes
+    from sim.planner.models import ProfilePlanModel
+    from sim.planner.search import _Search
+
+    neo = prof.model("GPT-Neo-2.7")
+    five = replace(neo, shape=ModelShape(32, 2560, 5, 2048, 50304))  # 5 heads: TP 1 only
+    fleet = parse_nodes("GH-96:4x2@us-central1-a", prof.network)
+    for model, want in ((neo, {1, 2, 4}), (five, {1})):
+        q = replace(prof, models=(model,))
+        s = _Search(model, fleet, q.gpus, PlanRequest(8), ProfilePlanModel(q, model))
+        (t,) = s.types
+        assert {tp for b in s.mbs_options() for tp in s.tp_options(t, b)} == want

@@ -350,7 +350,7 @@ def test_profile_files_take_sizes_rates_and_times_with_units():
         network_from_data({"links": [{"src": end, "dst": end, "bandwidth": "10Gbit"}]})
     assert str(exc.value) == ("'network' must be a rate, not a size (bytes per second, or a number "
                               "and a rate unit: 10Gbit/s, 100MB/s, 25 Gbps, 1.2GiB/s) at "
-                              "network.links[0].bandwidth: '10Gbit'")
+                              "network.links[0].bandwidth (the link A@z -> A@z): '10Gbit'")
 
 
 def test_curve_text_takes_units():

@@ -848,6 +848,31 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("api/PipelineConfig-shape-string", api(
         "import sim; sim.PipelineConfig(failure_distribution='weibull', failure_shape='0.7')"),
         refuse("failure_shape"))
+    add("api/TrainingConfig-allreduce-buckets-alone", api(
+        "from sim.training import TrainingConfig; TrainingConfig(allreduce_buckets=((1.0, 2.0),))"),
+        refuse("allreduce_buckets"), note="a plan's overlapped buckets without its times")
+    add("api/TrainingConfig-allreduce-buckets-negative", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=1, schedule='1f1b', allreduce_times=(1.0,), "
+        "param_size=0.0, sync='allreduce:overlap=backward', "
+        "allreduce_buckets=(((1.0, -2.0),),))"), refuse("allreduce_buckets"))
+    add("api/TrainingConfig-allreduce-buckets-rows", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=2, schedule='1f1b', allreduce_times=(1.0, 1.0), "
+        "param_size=0.0, sync='allreduce:overlap=backward', "
+        "allreduce_buckets=(((1.0, 2.0),),))"), refuse("allreduce_buckets"))
+    add("api/TrainingConfig-tied-allreduce-times-length", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=2, replicas=2, "
+        "schedule='1f1b', allreduce_times=(1.0, 1.0), tied_allreduce_time=2.0, "
+        "tied_allreduce_times=(2.0, 1.0, 1.0))"), refuse("tied_allreduce_times"),
+        note="one per pipeline")
+    add("api/TrainingConfig-tied-allreduce-times-not-the-max", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=2, replicas=2, "
+        "schedule='1f1b', allreduce_times=(1.0, 1.0), tied_allreduce_time=2.0, "
+        "tied_allreduce_times=(1.0, 1.5))"), refuse("tied_allreduce_times"),
+        note="tied_allreduce_time is their largest")
+    add("api/TrainingConfig-tied-allreduce-times-negative", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=2, replicas=2, "
+        "schedule='1f1b', allreduce_times=(1.0, 1.0), tied_allreduce_time=2.0, "
+        "tied_allreduce_times=(2.0, -1.0))"), refuse("tied_allreduce_times"))
     add("api/GossipConfig-noise-string", api(
         "import sim; sim.GossipConfig(noise='0.5')"), refuse("noise"))
     add("api/GossipConfig-nodes-1e9", api(
@@ -2055,6 +2080,14 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         add(f"train/model-shape-{id_}", T("--plan", tiny, "--profiles",
                                           folder(f"p-shape-{id_}", {**base, "shape": sh},
                                                  network=net), *one), refuse(param))
+    three = str(fx.root / "tiny-plan-tp3.json")
+    Path(three).write_text(_json.dumps({
+        "model": "Tiny", "microbatch_size": 1, "global_batch_size": 2,
+        "stages": [{"first_layer": 0, "last_layer": 3,
+                    "replicas": [{"gpu": "T4", "tp": 3, "gpus_per_node": 4, "zone": "z"}]}]}))
+    add("train/model-shape-tp-heads", T("--plan", three, "--profiles",
+                                        folder("p-shape-tp", base, network=net), *one),
+        refuse("tp"), note="TP 3 does not divide the shape's 4 attention heads")
     fwd = {"model": "Tiny", "layers": 4, "bytes_per_value": 2, "shape": shape,
            "times": [{"gpu": "T4", "microbatch_size": 1, "tp": 1,
                       "layers": [[0.01], [0.02], [0.02], [0.01, 0.02, 0.0, 9.9]]}]}
@@ -2082,8 +2115,8 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("plan/framework-unknown", P("--nodes", "GH-96:4x2@us-central1-a", *quick, "--framework",
                                     "horovod"), refuse("framework"))
     add("plan/framework-overlapped-allreduce", P("--nodes", "GH-96:4x2@us-central1-a", *quick,
-                                                 "--framework", "ddp"), refuse("framework"),
-        note="the planner's closed form has no all-reduce overlapped with backward")
+                                                 "--framework", "ddp"), ok("1x"),
+        note="DDP overlaps its all-reduce with the backward pass: timed by its closed form")
     fleet = fx.root / "fleet-slow.json"
     fleet.write_text(_json.dumps({"nodes": [{"gpu": "GH-96", "gpus_per_node": 4,
                                              "zone": "us-central1-a", "count": 2}],
@@ -2091,7 +2124,18 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
                                              "dst": {"gpu": "GH-96", "zone": "us-central1-a"},
                                              "flows": 1, "bandwidth": -5}]}))
     add("plan/fleet-link-negative", P("--fleet", str(fleet), *quick), refuse("network|bandwidth"),
-        note="the fleet file's link, named by the document and the key")
+        note="the fleet file's link, named by the document, its index and its two ends")
+    second = fx.root / "fleet-second-link.json"
+    gh_end = {"gpu": "GH-96", "zone": "us-central1-a"}
+    second.write_text(_json.dumps({
+        "nodes": [{**gh_end, "gpus_per_node": 4, "count": 2}],
+        "links": [{"src": gh_end, "dst": gh_end, "flows": 1, "bandwidth": 5e9},
+                  {"src": gh_end, "dst": {"gpu": "RTX-3090", "zone": "us-central1-a"},
+                   "flows": 1, "bandwidth": "fast"}]}))
+    add("plan/fleet-link-second-named", P("--fleet", str(second), *quick), refuse("network"),
+        note="links[1] (the link GH-96@us-central1-a -> RTX-3090@us-central1-a)")
+    add("plan/framework-megatron-runs", P("--nodes", "GH-96:4x2@us-central1-a", *quick,
+                                          "--framework", "megatron"), ok("1x"))
     return cases
 
 

@@ -18,7 +18,9 @@ option of the model changed on its own against the run's framework's default
 (:data:`ABLATION`: point-to-point overlapped on FIFO channels or shared max-min,
 upstream DeepSpeed, Megatron-LM with and without ``overlap_grad_reduce``, the
 all-reduce overlapped with the last backward pass, derived TP, the profile's
-value sizes, physical nodes), each a DES run over ``sim.network``; and in the
+value sizes, physical nodes), each a DES run over ``sim.network`` beside its
+closed form (transfers and all-reduces as their times, no contention: ``dtsim
+train --plan``'s exact column, the overlapped all-reduce included); and in the
 closed form of the device programs the gradient all-reduce after every device's
 program (the artifact's barrier) or each stage's after its own devices' programs
 (no barrier; the tied all-reduce before or after the data-parallel one).
@@ -261,6 +263,10 @@ def rows(folder: Path | None = None, ablation: bool = True) -> list[dict[str, An
             v = build_plan(plan, prof, steps=1, check_memory=False, network=True, **kw)
             row[f"ablation_{name}"] = training_model(v.config,
                                                      Streams(0).replication(0))["step_time_mean"]
+            # its closed form (transfers and all-reduces as their times, no contention): the
+            # exact column of dtsim train --plan, overlapped all-reduces included (issue 35)
+            w = build_plan(plan, prof, steps=1, check_memory=False, **kw)
+            row[f"closed_{name}"] = predictions("training", w.config)["step_time_mean"]["value"]
         row["sailor_time"] = sailor_time(run, raw_p, raw_i, raw_b)
         row["sailor_memory"] = sailor_memory(run, raw_i)
         out.append(row)
@@ -545,6 +551,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * _err(r['sailor_time'], mt):+.1f}% | {mm / 1e9:.2f} | "
               f"{r['dtsim_memory'] / 1e9:.2f} | {100 * _err(r['dtsim_memory'], mm):+.1f}% | "
               f"{r['sailor_memory'] / 1e9:.2f} | {100 * _err(r['sailor_memory'], mm):+.1f}% |")
+    if any(f"closed_{n}" in r for r in rs for n, *_ in ABLATION):
+        print()
+        print("| option | runs with a closed form | DES vs closed form: mean relative gap "
+              "| worst |")
+        print("|---|---:|---:|---:|")
+        for n, *_ in ABLATION:
+            gaps = [abs(r[f"ablation_{n}"] - r[f"closed_{n}"]) / r[f"closed_{n}"] for r in rs
+                    if r.get(f"closed_{n}") is not None]
+            if gaps:
+                print(f"| {n} | {len(gaps)} | {sum(gaps) / len(gaps):.1e} | {max(gaps):.1e} |")
     print()
     print("| prediction | cluster | runs | mean error | worst error |")
     print("|---|---|---:|---:|---:|")

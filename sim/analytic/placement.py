@@ -27,8 +27,9 @@ __all__ = ["staged_step_end"]
 
 
 def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
-                    optimizer: Sequence[float], tied: float = 0.0, *,
-                    tied_first: bool = True, optimizer_barrier: bool = False) -> float:
+                    optimizer: Sequence[float], tied: float | Sequence[float] = 0.0, *,
+                    tied_first: bool = True, optimizer_barrier: bool = False,
+                    reduced: Sequence[float] | None = None) -> float:
     """The end of a step whose stages all-reduce without a barrier (max-plus).
 
     Parameters
@@ -38,8 +39,9 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
         program (the pipelines that ran micro-batches; as many at every stage).
     allreduce, optimizer : sequence of float
         Per stage: its gradient all-reduce among its replicas and its optimizer step.
-    tied : float
-        One pipeline's tied all-reduce between its first and last stage (0: none).
+    tied : float or sequence of float
+        A pipeline's tied all-reduce between its first and last stage (0: none),
+        or each pipeline's (as many as ``ends[j]``).
     tied_first : bool
         The tied all-reduce before the stages' gradient all-reduce (DeepSpeed) or
         after it (Megatron-LM).
@@ -47,6 +49,11 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
         Every stage's optimizer step waits for every stage to have reduced (an
         all-reduce of the gradient norm or overflow flag over the pipeline's
         stages, its own time not counted).
+    reduced : sequence of float, optional
+        Per stage: when its gradient all-reduce, overlapped with its last backward
+        passes, ended (:func:`sim.analytic.training.overlapped_stage_ends`; ``-inf``
+        for a stage that reduces nothing). The stage's reduction is then done at
+        ``max(e_j, reduced_j)`` plus its ``allreduce`` (0 for such a plan).
 
     Returns
     -------
@@ -59,10 +66,11 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
     members are there) and, for stages ``0`` and ``L - 1`` with tied weights,
 
     * ``tied_first``: the tied all-reduce of pipeline ``k`` ends at
-      ``u_k = max(ends[0][k], ends[L-1][k]) + t``, the two stages' gradient
+      ``u_k = max(ends[0][k], ends[L-1][k]) + t_k``, the two stages' gradient
       all-reduces start at ``max_k u_k``: ``d_j = max(e_j, max_k u_k) + a_j``;
     * else ``d_j = e_j + a_j`` for every stage, then the tied all-reduce:
-      ``d_0 = d_{L-1} = max(d_0, d_{L-1}) + t``;
+      ``d_0 = d_{L-1} = max(d_0, d_{L-1}) + max_k t_k`` (every pipeline's tied
+      all-reduce starts then);
 
     the step ends at ``max_j (d_j + o_j)``, or with ``optimizer_barrier`` at
     ``max_j d_j + max_j o_j``. DeepSpeed's ``TrainSchedule`` puts
@@ -79,14 +87,20 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
     check(pipes > 0 and all(len(row) == pipes for row in ends), "ends",
           "as many pipelines at every stage", [len(row) for row in ends])
     done = [max(row) for row in ends]
-    has_tied = tied > 0 and L > 1
+    each = [float(tied)] * pipes if isinstance(tied, (int, float)) else [float(x) for x in tied]
+    check(len(each) == pipes, "tied", f"one time per pipeline ({pipes})", len(each))
+    t_max = max(each)
+    has_tied = t_max > 0 and L > 1
     if has_tied and tied_first:
-        u = max(max(ends[0][k], ends[L - 1][k]) + tied for k in range(pipes))
+        u = max(max(ends[0][k], ends[L - 1][k]) + each[k] for k in range(pipes))
         done[0] = max(done[0], u)
         done[L - 1] = max(done[L - 1], u)
+    if reduced is not None:  # the buckets went during the backward passes: wait for the last
+        check(len(reduced) == L, "reduced", f"one end per stage ({L})", len(reduced))
+        done = [max(e, x) for e, x in zip(done, reduced, strict=True)]
     done = [e + a for e, a in zip(done, allreduce, strict=True)]
     if has_tied and not tied_first:
-        done[0] = done[L - 1] = max(done[0], done[L - 1]) + tied
+        done[0] = done[L - 1] = max(done[0], done[L - 1]) + t_max
     if optimizer_barrier:
         return max(done) + max(optimizer)
     return max(d + o for d, o in zip(done, optimizer, strict=True))

@@ -23,7 +23,9 @@ against the training DES of :mod:`sim.training`:
 * :func:`bucket_ready_times`, :func:`overlapped_allreduce_end`: a gradient
   all-reduce in buckets released as the backward pass produces them (PyTorch
   DDP's ``Reducer``, Megatron-LM's ``overlap_grad_reduce``), one bucket after
-  the other on the data-parallel communicator.
+  the other on the data-parallel communicator; :func:`overlapped_stage_ends`,
+  :func:`overlapped_exposed_time`: every stage's such all-reduce after a
+  pipeline's device programs (a plan's, each bucket at its own time).
 
 References
 ----------
@@ -84,6 +86,8 @@ __all__ = [
     "program_makespan",
     "bucket_ready_times",
     "overlapped_allreduce_end",
+    "overlapped_stage_ends",
+    "overlapped_exposed_time",
 ]
 
 
@@ -246,13 +250,17 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
     ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking, channels)
-    if (finish is None and starts is None and ends is None and complete
-            and len(ops) >= _COMPILED_FROM):
+    if finish is None and ends is None and complete and len(ops) >= _COMPILED_FROM:
         run = _compiled_runner()
         if run is not None:  # the same loop, compiled (numba): the same operations
-            return run(_trace_array(ops), p, np.asarray(forward, dtype=float),
-                       np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-                       np.asarray(gradient, dtype=float))
+            began_at = np.zeros(len(ops))
+            T = run(_trace_array(ops), p, np.asarray(forward, dtype=float),
+                    np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
+                    np.asarray(gradient, dtype=float), began_at)
+            if starts is not None:
+                starts.update((key, float(t0)) for key, t0, op in
+                              zip(keys, began_at.tolist(), ops, strict=True) if op[0] < _XA)
+            return T
     free = [0.0] * p
     done = [0.0] * len(ops)
     arrival = [0.0] * len(ops)  # of the transfer in flight command k sent, if it sent one
@@ -316,9 +324,10 @@ def _compiled_runner() -> Any:
 
 
 def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
-               gradient: Any) -> float:
+               gradient: Any, began: Any) -> float:
     """:func:`program_makespan`'s loop over a trace (``ops`` as from :func:`_trace_array`);
-    ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``)."""
+    ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``); ``began[k]``
+    is set to the start of compute command ``k``."""
     free = np.zeros(p)
     done = np.zeros(ops.shape[0])
     arrival = np.zeros(ops.shape[0])
@@ -339,9 +348,11 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
             r = done[dep]
         else:
             r = arrival[dep]
-        t = (r if r > x else x) + (forward[j] if code == _F0 or code == _FA else backward[j])
+        t0 = r if r > x else x
+        t = t0 + (forward[j] if code == _F0 or code == _FA else backward[j])
         free[d] = t
         done[k] = t
+        began[k] = t0
         if send != 0:
             c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
             arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
@@ -478,6 +489,77 @@ def overlapped_allreduce_end(ready: Sequence[float], durations: Sequence[float])
     for r, T in zip(ready, durations, strict=True):
         e = (r if r >= e else e) + T
     return e
+
+
+def overlapped_stage_ends(last_backward: Sequence[Sequence[tuple[float, float]]],
+                          buckets: Sequence[Sequence[tuple[float, float]]]) -> list[float]:
+    """When each stage's bucketed all-reduce, overlapped with its last backward passes, ends.
+
+    Parameters
+    ----------
+    last_backward : sequence of sequence of (float, float)
+        Per stage ``j``: the ``(start, duration)`` of the last backward pass of
+        each participant of its all-reduce (one per pipeline, e.g. from
+        :func:`program_makespan`'s ``starts``).
+    buckets : sequence of sequence of (float, float)
+        Per stage ``j``: each bucket's ``(size, T_b)`` in the order the
+        backward pass produces them (``T_b`` its all-reduce alone: the ring
+        law of its size over the stage's links); empty when the stage
+        all-reduces nothing (one replica).
+
+    Returns
+    -------
+    list of float
+        ``e_j`` per stage: ``-inf`` for a stage without buckets.
+
+    Notes
+    -----
+    Every participant produces the stage's gradients at an even rate over its
+    last backward pass (:func:`bucket_ready_times`); bucket ``b`` is released
+    when every participant has produced it, ``r_b = max_i r_{i,b}``, and the
+    buckets are reduced one after the other (:func:`overlapped_allreduce_end`):
+
+    .. math:: e_b = \\max(r_b, e_{b-1}) + T_b, \\qquad e_j = e_B.
+
+    The stages' all-reduces run at once on communicators of their own (one per
+    stage's data-parallel group: they share no link on a plan's network).
+
+    References
+    ----------
+    [DDP]_, [MaxPlus]_.
+    """
+    check(len(last_backward) == len(buckets), "buckets",
+          f"{len(last_backward)} stages (one per stage of last_backward)", len(buckets))
+    out = []
+    for passes, bks in zip(last_backward, buckets, strict=True):
+        if not bks or not passes:
+            out.append(-math.inf)
+            continue
+        sizes = [s for s, _ in bks]
+        ready = [max(x) for x in zip(*(bucket_ready_times(t0, d, sizes) for t0, d in passes),
+                                     strict=True)]
+        out.append(overlapped_allreduce_end(ready, [T for _, T in bks]))
+    return out
+
+
+def overlapped_exposed_time(end: float, last_backward: Sequence[Sequence[tuple[float, float]]],
+                            buckets: Sequence[Sequence[tuple[float, float]]]) -> float:
+    """The all-reduce time a step adds after its pipeline phase ending at ``end``, when every
+    stage's all-reduce overlaps its last backward passes (:func:`overlapped_stage_ends`).
+
+    Notes
+    -----
+    The step waits for the pipeline phase and for every stage's last bucket
+    (the framework's step: the optimizer runs once the gradients are reduced):
+
+    .. math:: \\max(t_{end}, \\max_j e_j) - t_{end}
+
+    the overlapped all-reduce's exposed time (0 when every bucket is done before
+    the pipeline ends). Without overlap the same buckets, all released at the
+    end of the backward pass, would add ``sum_b T_b`` (the slowest stage's).
+    """
+    e = max([end, *overlapped_stage_ends(last_backward, buckets)])
+    return e - end
 
 
 # --------------------------------------------------------------------------- M/M/c

@@ -443,13 +443,12 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
     from dataclasses import replace
 
     c = build.config
-    if c.overlapped_sync:  # its buckets' times are the network's: no closed form of them
-        return {}
     closed = replace(c, network=None, network_nodes=None, tensor_parallel=1, bucket_size=math.inf,
                      transfer_sizes=None, allreduce_sizes=None, tied_allreduce_size=0.0,
                      transfer_times=build.transfer_times or None,
                      allreduce_times=build.allreduce_times,
-                     tied_allreduce_time=build.tied_allreduce_time)
+                     tied_allreduce_time=build.tied_allreduce_time,
+                     allreduce_buckets=build.bucket_times or None)
     return predictions("training", closed)
 
 
@@ -759,8 +758,8 @@ def _print_explain(x: dict[str, Any]) -> None:
           f"all-reduce {x['allreduce']:.4g} + optimizer {x['optimizer']:.4g} (stage "
           f"{x['tail_stage']}) = {x['iteration']:.4g}")
     if x.get("allreduce_overlapped"):
-        print("  (the all-reduce as if after the last backward pass: this run overlaps it with "
-              "the backward pass, which hides part of it; the simulated step below holds that)")
+        print("  (the all-reduce overlaps the last backward passes: what its buckets add after "
+              f"the pipeline; {x['allreduce_after_backward']:.4g} after the backward pass)")
 
 
 def training_events(cfg: TrainingConfig) -> float:

@@ -4,7 +4,9 @@
 (:class:`sim.planner.search.PlanModel`) with the models ``dtsim train --plan``
 uses (:mod:`sim.profiles.build`): the iteration time is the exact max-plus
 evaluation of the plan's fixed per-device programs plus the all-reduce and
-optimizer tail (:func:`sim.profiles.build.explain_rows`), the memory is
+optimizer tail, or with a framework that overlaps the all-reduce with the
+backward pass, the time its buckets add after the pipeline
+(:func:`sim.profiles.build.explain_rows`), the memory is
 :func:`sim.profiles.build.plan_memory`. The planner writes neither again:
 :meth:`ProfilePlanModel.memory_terms` only restates that memory model as sums
 over a stage's layers (so the cut can respect it), and a test checks the
@@ -88,10 +90,6 @@ class ProfilePlanModel:
             self._nodes.setdefault((kind.gpu, kind.zone), []).extend([kind.gpus_per_node] * count)
         self.framework = framework if framework is not None else FrameworkSpec()
         fb = resolve(self.framework, model.bytes_per_value)
-        check(fb.allreduce == "after-backward", "framework", "a framework whose gradient "
-              "all-reduce runs after the last backward pass (the planner times plans by their "
-              "closed form, which has none overlapped with the backward pass; dtsim train "
-              "--plan runs one)", fb.framework.key)
         self.p2p = p2p if p2p is not None else fb.p2p
         self._fb = fb if p2p is None else replace(fb, p2p=p2p)
         # the largest output a stage can receive: any layer but the last (which no stage sends)
@@ -273,12 +271,19 @@ class ProfilePlanModel:
           :func:`~sim.profiles.build.plan_allreduce_time` of the tied layer between a
           first-stage and a last-stage replica over every ordered pair of kinds
           (the function the plan is timed with).
-        * The gradient all-reduce (``dp > 1``): some stage holds at least
-          ``1/stages`` of the parameters (per GPU, at the least-bytes TP degree
-          of the kinds), all-reduced among ``dp`` replicas of the kinds
-          (:meth:`allreduce_bound`); with ``uniform`` (every stage's replicas of
-          one kind, and every kind holding a stage, as in the ``stage`` layout)
-          also each kind's ring over its smallest layer.
+        * The gradient all-reduce (``dp > 1``) after the last backward pass:
+          some stage holds at least ``1/stages`` of the parameters (per GPU, at
+          the least-bytes TP degree of the kinds), all-reduced among ``dp``
+          replicas of the kinds (:meth:`allreduce_bound`); with ``uniform``
+          (every stage's replicas of one kind, and every kind holding a stage,
+          as in the ``stage`` layout) also each kind's ring over its smallest
+          layer. Overlapped with the backward pass (PyTorch DDP, Megatron-LM's
+          ``overlap_grad_reduce``) it may hide behind the pipeline: 0. Without
+          a barrier (upstream DeepSpeed, Megatron-LM: each stage's collectives
+          from its own devices' ends, :func:`sim.analytic.placement.staged_step_end`)
+          only stage 0 ends with the pipeline: 0 too. The tied all-reduce's term
+          holds either way (stage 0's last backward pass ends the pipeline phase
+          and the tied all-reduce follows it, before or after its gradients').
         * The optimizer step: 0.
 
         A pair of kinds the network lacks adds nothing (such a plan is refused
@@ -301,7 +306,9 @@ class ProfilePlanModel:
                             continue
                         best = min(best, t)
             tail += best if math.isfinite(best) else 0.0
-        if dp > 1:
+        # after the pipeline's end only with a barrier: without one (upstream DeepSpeed,
+        # Megatron-LM) a stage that ends early reduces meanwhile, and only stage 0 ends last
+        if dp > 1 and fb.allreduce != "overlap-backward" and (fb.barrier or L == 1):
             rows = [m.layer_sizes(tp) for tp in {k.tp for k in kinds}]
             total = sum(min(r[i].params for r in rows) for i in range(m.layers)) * fb.dp_bytes
             ar = self.allreduce_bound(kinds, dp, total / L)

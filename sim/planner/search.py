@@ -331,9 +331,11 @@ class _Search:
 
     def tp_options(self, t: _Type, mbs: int) -> list[int]:
         want = self.req.tp
+        heads = self.model.shape.heads if self.model.shape is not None else None
         return sorted({tp for (_, b, tp) in self.model.combinations(t.gpu)
                        if b == mbs and t.slots(tp) > 0 and (want is None or tp in want)
-                       and self.model.has(t.gpu, mbs, tp)})
+                       and self.model.has(t.gpu, mbs, tp)
+                       and (heads is None or heads % tp == 0)})  # heads split evenly
 
     def mbs_options(self) -> list[int]:
         gbs = self.req.global_batch_size

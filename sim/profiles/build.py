@@ -71,6 +71,7 @@ per GPU of the TP group:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -127,6 +128,9 @@ class PlanBuild:
     behaviour: FrameworkBehaviour | None = None
     gather_times: tuple[tuple[tuple[float, float], ...], ...] = ()  # [j][i] in (fwd, bwd) above
     estimates: tuple[str, ...] = ()  # what the profile did not measure, and the rule used
+    #: the all-reduce overlapped with the backward pass: per stage, each bucket's (bytes per GPU,
+    #: ring time alone) in the order the backward pass produces them (() when not overlapped)
+    bucket_times: tuple[tuple[tuple[float, float], ...], ...] = ()
 
     @property
     def peak_memory(self) -> float:
@@ -588,7 +592,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     ConfigError
         One line: a GPU type the profile or catalogue lacks, layers that do
         not cover the model, a TP degree or micro-batch size without a profile
-        entry, a missing network link, a plan out of memory.
+        entry, a TP degree that does not divide the model's attention heads
+        (where its shape gives them), a missing network link, a plan out of memory.
     """
     mp = _model(plan, profiles, model)
     plan.check_covers(mp.layers)
@@ -604,6 +609,11 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     for j, st in enumerate(plan.stages):
         check(len({x.tp for x in st.replicas}) == 1, "plan",
               f"one TP degree per stage (stage {j})", sorted({x.tp for x in st.replicas}))
+    if mp.shape is not None:  # the heads are known: a TP group splits them evenly (Megatron-LM's
+        # attention, num_attention_heads_per_partition = divide(num_attention_heads, world_size))
+        for st in plan.stages:
+            check(mp.shape.heads % st.replicas[0].tp == 0, "tp",
+                  f"a divisor of the model's heads ({mp.shape.heads})", st.replicas[0].tp)
     fb = plan_behaviour(plan, mp, framework)
     check(fb.framework.pipeline or L == 1, "framework",
           f"a pipeline framework for a plan of {L} stages", fb.framework.key)
@@ -693,13 +703,16 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         ar.append(plan_allreduce_time(net, [(x, (j, i)) for i, x in enumerate(st.replicas)],
                                       [x.tp for x in st.replicas], size, bucket, profiles))
     tied, tied_size = 0.0, 0.0
+    tied_each: list[float] = []  # per pipeline (its first and last stage's GPUs and link)
     if mp.tied_embeddings and L > 1:
         tied_size = tied_bytes(mp, fb, plan.stages[-1].replicas[0].tp)
         for i in range(r):
             first, last = plan.stages[0].replicas[i], plan.stages[-1].replicas[i]
-            tied = max(tied, plan_allreduce_time(net, [(first, (0, i)), (last, (L - 1, i))],
+            tied_each.append(plan_allreduce_time(net, [(first, (0, i)), (last, (L - 1, i))],
                                                  [first.tp, last.tp], tied_size, bucket,
                                                  profiles))
+        tied = max(tied_each)
+    buckets = overlapped_buckets(plan, net, sync, ar_sizes, profiles) if overlapped else ()
     opt = tuple(max(t[2] for t in row) for row in times)
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at)
     if check_memory:
@@ -734,24 +747,51 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size)
     else:
         kw.update(transfer_times=tuple(xfer) if L > 1 else None, allreduce_times=tuple(ar),
-                  tied_allreduce_time=tied)
+                  tied_allreduce_time=tied, allreduce_buckets=buckets or None,
+                  tied_allreduce_times=tuple(tied_each) or None)
     for k in config:
         check(k not in ("stages", "replicas", "microbatches", "forward_time", "backward_times",
                         "replica_times", "transfer_times", "allreduce_times", "optimizer_times",
-                        "tied_allreduce_time", "samples_per_microbatch", "backward_ratio",
+                        "tied_allreduce_time", "tied_allreduce_times", "samples_per_microbatch",
+                        "backward_ratio",
                         "speeds", "latency", "activation_size", "param_size", "bandwidth"),
               k, "set by the plan (not given with it)", config[k])
     kw.update(config)
-    if overlapped and not network:  # the closed form has no time for an overlapped bucket
-        raise ConfigError("framework", "a framework whose gradient all-reduce runs after the "
-                          "last backward pass without a network (one overlapped with the "
-                          "backward pass is timed over a network: dtsim train --plan)",
-                          fb.framework.key)
     cfg = TrainingConfig(**kw)
     return PlanBuild(config=cfg, memory=memory, stage_times=tuple(times),
                      transfer_times=tuple(xfer), allreduce_times=tuple(ar), optimizer_times=opt,
                      tied_allreduce_time=tied, behaviour=fb, gather_times=tuple(gathers),
-                     estimates=tuple(dict.fromkeys(notes)))
+                     estimates=tuple(dict.fromkeys(notes)), bucket_times=buckets)
+
+
+def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Sequence[float],
+                       profiles: Profiles) -> tuple[tuple[tuple[float, float], ...], ...]:
+    """Per stage, each bucket of the all-reduce overlapped with the backward pass as
+    ``(bytes per GPU, time)``, in the order the backward pass produces them.
+
+    The buckets are the traffic adapter's (:func:`sim.training.traffic.gradient_buckets` of
+    the stage's ``sizes[j]`` with ``sync``'s ``bucket_size`` and ``buckets`` rule, Megatron-LM's
+    for a plan by default: cut only on the first stage), none with one replica; each bucket's
+    time is its ring alone among the stage's replicas, :func:`plan_allreduce_time` in one
+    bucket (the law of the plan's other all-reduces). The closed form of the step is
+    :func:`sim.analytic.training.overlapped_exposed_time`.
+    """
+    from ..training.sync import parse_sync
+    from ..training.traffic import gradient_buckets
+
+    spec = parse_sync(sync)
+    bucket, rule = spec.get("bucket_size"), spec.get("buckets") or "megatron"
+    out = []
+    for j, st in enumerate(plan.stages):
+        if len(st.replicas) < 2:
+            out.append(())
+            continue
+        nodes = [(x, (j, i)) for i, x in enumerate(st.replicas)]
+        tps = [x.tp for x in st.replicas]
+        out.append(tuple((b, plan_allreduce_time(network, nodes, tps, b, math.inf, profiles))
+                         for b in gradient_buckets(sizes[j], bucket, rule=rule,
+                                                   first_stage=j == 0)))
+    return tuple(out)
 
 
 def _estimator(profiles: Profiles, mp: ModelProfile, tensor_parallel: str, value_bytes: int
@@ -775,19 +815,34 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
     transfers; overlapped transfers occupy no device and show as waiting),
     bubble (the rest of the pipeline phase: waiting for inputs and peers);
     and the iteration's tail: tied all-reduce, gradient all-reduce and
-    optimizer step of the slowest stage, and the total. The all-reduce is the
-    one after the last backward pass even where the framework overlaps it with
-    the backward pass (``allreduce_overlapped``: the run hides part of it; no
-    closed form of that yet).
+    optimizer step of the slowest stage, and the total. Where the framework
+    overlaps the all-reduce with the backward pass (``allreduce_overlapped``,
+    :attr:`PlanBuild.bucket_times`), the all-reduce is the time its buckets
+    add after the pipeline phase, from every pipeline's last backward passes
+    (:func:`sim.analytic.training.overlapped_exposed_time`), then the tied
+    all-reduce and the slowest optimizer step (Megatron-LM's order); its
+    after-the-backward-pass time is ``allreduce_after_backward``. Where the
+    framework has no barrier before its all-reduces (``allreduce_barrier``
+    False: upstream DeepSpeed, Megatron-LM), the iteration is each stage's
+    collectives from its own devices' program ends
+    (:func:`sim.analytic.placement.staged_step_end`, ``placement`` "per
+    stage"); the tail's rows are then the slowest stage's parts, not a sum.
     """
-    from ..analytic.training import program_makespan
+    from ..analytic.placement import staged_step_end
+    from ..analytic.training import overlapped_exposed_time as exposed
+    from ..analytic.training import overlapped_stage_ends, program_makespan
     from ..training.schedules import device_program
 
     c = build.config
     L, r, m = c.stages, c.replicas[0], c.microbatches  # type: ignore[index]
     blocking = c.p2p == "blocking"
+    overlapped = bool(build.bucket_times)
+    staged = not c.allreduce_barrier  # each stage's collectives from its own programs' end
     best: tuple[float, int, dict] | None = None
-    seen: dict[tuple, tuple[float, list]] = {}
+    seen: dict[tuple, tuple[float, list, list, list]] = {}
+    last_b: list[list[tuple[float, float]]] = [[] for _ in range(L)]  # (start, time) per stage
+    dev_ends: list[list[float]] = [[] for _ in range(L)]  # each device's program end
+    ran: list[int] = []  # the pipelines that got micro-batches
     for k in range(r):
         mk = len(range(k, m, r))
         f = [c.replica_times[j][k][0] for j in range(L)]  # type: ignore[index]
@@ -796,12 +851,23 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
         grad = [row[k][1] for row in build.transfer_times]
         key = (mk, *f, *b, *act, *grad)
         if key in seen:  # a pipeline like one before (same kinds, same links)
-            T, progs = seen[key]
+            T, progs, lasts, ends = seen[key]
         else:
             progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
+            starts: dict | None = {} if overlapped else None
+            ends = [] if staged else None
             T = program_makespan(progs, f, b, act, grad, blocking=blocking,
-                                 channels=c.p2p == "overlap")
-            seen[key] = (T, progs)
+                                 channels=c.p2p == "overlap", starts=starts, ends=ends)
+            lasts = [] if starts is None else [  # each device's last backward pass
+                starts[("B", j, max(op[2] for op in progs[j] if op[0] == "B"))]
+                for j in range(L)]
+            seen[key] = (T, progs, lasts, ends)
+        for j, t0 in enumerate(lasts):
+            last_b[j].append((t0, b[j]))
+        if ends and mk > 0:
+            ran.append(k)
+            for j in range(L):
+                dev_ends[j].append(ends[j])
         if best is None or T > best[0]:
             best = (T, k, {"mk": mk, "progs": progs, "act": act, "grad": grad, "f": f, "b": b})
     assert best is not None
@@ -816,11 +882,30 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
                     p2p += d["act"][op[2]] if op[1] == "a" else d["grad"][op[2]]
         stages.append({"stage": j, "forward": d["f"][j], "backward": d["b"][j],
                        "compute": compute, "p2p": p2p, "bubble": max(T - compute - p2p, 0.0)})
-    tail_stage = max(range(L), key=lambda j: build.allreduce_times[j] + build.optimizer_times[j])
-    return {"pipeline": k, "microbatches": d["mk"], "pipeline_time": T, "stages": stages,
-            "tied_allreduce": build.tied_allreduce_time,
-            "allreduce": build.allreduce_times[tail_stage],
-            "optimizer": build.optimizer_times[tail_stage], "tail_stage": tail_stage,
-            "iteration": T + build.tied_allreduce_time + build.allreduce_times[tail_stage]
-            + build.optimizer_times[tail_stage],
-            "allreduce_overlapped": c.overlapped_sync}
+    if overlapped:  # the buckets during the last backward passes, then tied, then optimizers
+        tail_stage = max(range(L), key=lambda j: build.optimizer_times[j])
+        allreduce = exposed(T, last_b, build.bucket_times)
+        iteration = T + allreduce + (build.tied_allreduce_time
+                                     + build.optimizer_times[tail_stage])
+    else:
+        tail_stage = max(range(L), key=lambda j: build.allreduce_times[j]
+                         + build.optimizer_times[j])
+        allreduce = build.allreduce_times[tail_stage]
+        iteration = (T + build.tied_allreduce_time + build.allreduce_times[tail_stage]
+                     + build.optimizer_times[tail_stage])
+    if staged:  # each stage's collectives from its own devices' program ends
+        tied = (build.tied_allreduce_time if c.tied_allreduce_times is None
+                else [c.tied_allreduce_times[k] for k in ran])
+        iteration = staged_step_end(
+            dev_ends, (0.0,) * L if overlapped else build.allreduce_times,
+            build.optimizer_times, tied, tied_first=c.tied_first,
+            optimizer_barrier=c.optimizer_barrier,
+            reduced=overlapped_stage_ends(last_b, build.bucket_times) if overlapped else None)
+    out = {"pipeline": k, "microbatches": d["mk"], "pipeline_time": T, "stages": stages,
+           "tied_allreduce": build.tied_allreduce_time, "allreduce": allreduce,
+           "optimizer": build.optimizer_times[tail_stage], "tail_stage": tail_stage,
+           "iteration": iteration, "allreduce_overlapped": c.overlapped_sync,
+           "placement": "per stage" if staged else "barrier"}
+    if overlapped:
+        out["allreduce_after_backward"] = max(build.allreduce_times)
+    return out

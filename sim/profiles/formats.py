@@ -414,27 +414,52 @@ def _gbs_curve(coefficients: list, lo: Any, hi: Any, at: str) -> BandwidthCurve:
         raise ConfigError("network", exc.rule, f"{at}: {exc.value!r}") from None
 
 
+def _link(x: dict, at: str) -> Link:
+    """One link of a network document (its table ``x``, at ``at``)."""
+    flows = _opt(x, "flows", 1)
+    with located("network", at):
+        if "bandwidth" in x:
+            curve: Any = _qty("network", x, "bandwidth", at, RATE)
+        elif isinstance(x.get("curve"), str):  # the curve's text form (sim.network.curves)
+            curve = as_curve(x["curve"], "network")
+        else:
+            c = get("network", x, "curve", at, dict)
+            curve = _gbs_curve(get("network", c, "coefficients", at, list),
+                               _qty("network", c, "min_bytes", at, SIZE, 2.0 ** 16),
+                               _qty("network", c, "max_bytes", at, SIZE, 2.0 ** 30), at)
+        return Link(_end(get("network", x, "src", at), f"{at}.src"),
+                    _end(get("network", x, "dst", at), f"{at}.dst"),
+                    _opt(x, "src_flows", flows), _opt(x, "dst_flows", flows), curve,
+                    _qty("network", x, "latency", at, TIME, 0.0))
+
+
+def _link_ends(x: dict) -> str:
+    """``GPU@ZONE -> GPU@ZONE``: a link's two ends as its table gives them, to name it in a
+    message ("" where they are not both tables of a gpu and a zone: their own check says so)."""
+    ends = []
+    for key in ("src", "dst"):
+        v = x.get(key)
+        if not (isinstance(v, dict) and isinstance(v.get("gpu"), str)
+                and isinstance(v.get("zone"), str)):
+            return ""
+        ends.append(f"{v['gpu']}@{v['zone']}")
+    return f"{ends[0]} -> {ends[1]}"
+
+
 def network_from_data(doc: Any, where: str = "network") -> NetworkProfile:
-    """A :class:`NetworkProfile` from parsed data (``links``)."""
+    """A :class:`NetworkProfile` from parsed data (``links``); a bad link is named by its index
+    and its two ends."""
     links = []
     for k, x in enumerate(get("network", doc, "links", where, list)):
         at = f"{where}.links[{k}]"
         check(isinstance(x, dict), "network", f"a table at {at}", x)
-        flows = _opt(x, "flows", 1)
-        with located("network", at):
-            if "bandwidth" in x:
-                curve: Any = _qty("network", x, "bandwidth", at, RATE)
-            elif isinstance(x.get("curve"), str):  # the curve's text form (sim.network.curves)
-                curve = as_curve(x["curve"], "network")
-            else:
-                c = get("network", x, "curve", at, dict)
-                curve = _gbs_curve(get("network", c, "coefficients", at, list),
-                                   _qty("network", c, "min_bytes", at, SIZE, 2.0 ** 16),
-                                   _qty("network", c, "max_bytes", at, SIZE, 2.0 ** 30), at)
-            links.append(Link(_end(get("network", x, "src", at), f"{at}.src"),
-                              _end(get("network", x, "dst", at), f"{at}.dst"),
-                              _opt(x, "src_flows", flows), _opt(x, "dst_flows", flows), curve,
-                              _qty("network", x, "latency", at, TIME, 0.0)))
+        try:
+            links.append(_link(x, at))
+        except ConfigError as exc:
+            ends = _link_ends(x)
+            if not ends:
+                raise
+            raise ConfigError(exc.name, f"{exc.rule} (the link {ends})", exc.value) from None
     return NetworkProfile(tuple(links))
 
 

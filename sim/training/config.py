@@ -294,6 +294,22 @@ class TrainingConfig:
         all-reduce over the pipeline's model-parallel group: Megatron-LM's
         default gradient clipping, DeepSpeed in fp16 and bf16), or starts after
         its own (False).
+    tied_allreduce_times : tuple of float or None
+        Per pipeline: its tied all-reduce (its first and last stage's GPUs and
+        link; ``tied_allreduce_time`` is their largest). Without the barrier a
+        pipeline's starts when its own two devices end, so its own time counts;
+        with it every pipeline's starts at once and the largest ends it. None:
+        ``tied_allreduce_time`` for every pipeline.
+    allreduce_buckets : tuple of tuple of (float, float) or None
+        With ``allreduce_times`` and ``sync`` ``allreduce:overlap=backward`` (a
+        plan's all-reduce overlapped with its last backward pass, in its closed
+        form): per stage, each bucket's (bytes per GPU, all-reduce time) in the
+        order the backward pass produces them (none: the stage all-reduces
+        nothing); the step's tail is then the exposed all-reduce time
+        (:func:`sim.analytic.training.overlapped_exposed_time`), then
+        ``tied_allreduce_time + max_j optimizer_j``. Only the closed form (the
+        ``schedule`` reference) answers it: the DES times a plan's buckets over
+        its network (``allreduce_sizes``).
     transfer_sizes, allreduce_sizes, tied_allreduce_size
         With a network, what a plan moves through it instead of the times
         above: per hop, the bytes of one micro-batch's activation (and of its
@@ -445,6 +461,8 @@ class TrainingConfig:
     allreduce_barrier: bool = True
     tied_first: bool = True
     optimizer_barrier: bool = False
+    allreduce_buckets: tuple[tuple[tuple[float, float], ...], ...] | None = None
+    tied_allreduce_times: tuple[float, ...] | None = None
     transfer_sizes: tuple[float, ...] | None = None
     allreduce_sizes: tuple[float, ...] | None = None
     tied_allreduce_size: float = 0.0
@@ -673,9 +691,9 @@ class TrainingConfig:
                  "pass (backward_ratio or backward_times 0)"),
                 (self.sync_wait is not None, "without overlap=backward with sync_wait"),
                 (self.strategy is not None, "without overlap=backward with a strategy"),
-                (self.allreduce_times is not None,
-                 "without overlap=backward with allreduce_times (a plan's buckets are timed "
-                 "over its network)"),
+                (self.allreduce_times is not None and self.allreduce_buckets is None,
+                 "without overlap=backward with allreduce_times unless allreduce_buckets "
+                 "gives its buckets (a plan's buckets are timed over its network)"),
                 (self.failures and not self.framework,
                  "without overlap=backward when replica servers can fail (a micro-batch "
                  "failed over to another replica moves its gradients there)")):
@@ -755,8 +773,9 @@ class TrainingConfig:
             check(self.param_size == 0.0 and self.optimizer_time == 0.0, "allreduce_times",
                   "given with param_size and optimizer_time 0 (they replace them)",
                   self.allreduce_times)
-            check(self.sync == "allreduce", "sync", "allreduce (no options) with allreduce_times "
-                  "(they are the all-reduce's times)", self.sync)
+            if self.allreduce_buckets is None:
+                check(self.sync == "allreduce", "sync", "allreduce (no options) with "
+                      "allreduce_times (they are the all-reduce's times)", self.sync)
             check(self.mean_latency == 0.0, "latency", "0 with allreduce_times (they give the "
                   "all-reduce; transfer_times give the hops)", self.latency)
         if self.optimizer_times is not None:
@@ -765,7 +784,33 @@ class TrainingConfig:
                   self.optimizer_times)
             set_("optimizer_times", _per("optimizer_times", self.optimizer_times, L,
                                          check_nonnegative))
+        if self.allreduce_buckets is not None:
+            check(self.allreduce_times is not None and self.overlapped_sync, "allreduce_buckets",
+                  "given only with allreduce_times and sync allreduce:overlap=backward (a "
+                  "plan's overlapped all-reduce in its closed form)", "given")
+            check(isinstance(self.allreduce_buckets, (list, tuple))
+                  and len(self.allreduce_buckets) == L, "allreduce_buckets",
+                  f"one row per stage ({L})", self.allreduce_buckets)
+            rows = []
+            for row in self.allreduce_buckets:
+                check(isinstance(row, (list, tuple)), "allreduce_buckets",
+                      "rows of (size, time) pairs", row)
+                pairs = []
+                for x in row:
+                    check(isinstance(x, (list, tuple)) and len(x) == 2, "allreduce_buckets",
+                          "rows of (size, time) pairs", x)
+                    pairs.append((check_positive("allreduce_buckets", x[0]),
+                                  check_nonnegative("allreduce_buckets", x[1])))
+                rows.append(tuple(pairs))
+            set_("allreduce_buckets", tuple(rows))
         check_nonnegative("tied_allreduce_time", self.tied_allreduce_time)
+        if self.tied_allreduce_times is not None:
+            each = _per("tied_allreduce_times", self.tied_allreduce_times, self.replicas[0],
+                        check_nonnegative)
+            check(max(each) == self.tied_allreduce_time, "tied_allreduce_times",
+                  f"times whose largest is tied_allreduce_time ({self.tied_allreduce_time!r})",
+                  max(each))
+            set_("tied_allreduce_times", each)
         if self.tied_allreduce_time:
             check(self.allreduce_times is not None, "tied_allreduce_time",
                   "0 without allreduce_times", self.tied_allreduce_time)

@@ -83,6 +83,10 @@ class TrainingDES(Engine):
         if _job_strategy(config):
             return Applies(False, f"strategy {config.strategy.name} runs on the step-level "
                            "job engine")
+        if config.allreduce_buckets is not None:
+            return Applies(False, "a plan's all-reduce overlapped with the backward pass runs "
+                           "over its network (allreduce_sizes: dtsim train --plan); "
+                           "allreduce_buckets are its closed form's (the schedule reference)")
         return Applies(True, "the training DES answers every configuration")
 
     def run(self, config: Any, streams: Any, *, recorder: Any = None) -> dict[str, Any]:
@@ -292,10 +296,12 @@ def _program_prediction(c: Any) -> dict[str, Any]:
     T, busy = 0.0, 0.0
     last_b: list[list[tuple[float, float]]] = [[] for _ in range(L)]  # (start, time) per stage
     dev_ends: list[list[float]] = [[] for _ in range(L)]  # each device's program end
+    ran: list[int] = []  # the pipelines that got micro-batches
     for k in range(r):
         mk = len(range(k, m, r))
         if mk == 0:
             continue
+        ran.append(k)
         fw, bw = [], []
         for j in range(L):
             f, b = (c.replica_times[j][k] if c.replica_times is not None
@@ -328,19 +334,16 @@ def _program_prediction(c: Any) -> dict[str, Any]:
     bucket = spec.get("bucket_size")
     n = min(m, r)
     if c.overlapped_sync:  # each stage's buckets as its last backward passes produce them
-        from ..training.traffic import gradient_buckets
+        if c.allreduce_buckets is not None:  # a plan's: each bucket's own time
+            buckets = c.allreduce_buckets
+        else:
+            from ..training.traffic import gradient_buckets
 
-        end = T
-        sizes = gradient_buckets(c.param_size, bucket) if n > 1 else []
-        for j in range(L):
-            if not sizes:
-                continue
-            ready = [max(x) for x in zip(*(analytic.bucket_ready_times(t0, d, sizes)
-                                           for t0, d in last_b[j]), strict=True)]
-            durations = [analytic.ring_allreduce_time(n, b, c.bandwidth, c.mean_latency)
-                         for b in sizes]
-            end = max(end, analytic.overlapped_allreduce_end(ready, durations))
-        sync = end - T
+            sizes = gradient_buckets(c.param_size, bucket) if n > 1 else []
+            row = tuple((b, analytic.ring_allreduce_time(n, b, c.bandwidth, c.mean_latency))
+                        for b in sizes)
+            buckets = (row,) * L
+        sync = analytic.overlapped_exposed_time(T, last_b, buckets)
     elif c.ring_sync and r > 1:
         nb = 1 if bucket is None else max(len(bucket_sizes(c.param_size, bucket)), 1)
         sync = analytic.ring_allreduce_time(n, c.param_size, c.bandwidth, c.mean_latency,
@@ -348,15 +351,25 @@ def _program_prediction(c: Any) -> dict[str, Any]:
     tail = c.optimizer_time
     if c.allreduce_times is not None:
         opt = c.optimizer_times or (0.0,) * L
-        tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
-                                                                  strict=True))
+        if c.allreduce_buckets is not None:  # the buckets, then the tied all-reduce (Megatron's)
+            tail = c.tied_allreduce_time + max(opt)
+        else:
+            tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
+                                                                      strict=True))
     step = compute + sync + tail
     if not c.allreduce_barrier:  # each stage's collectives as its own devices end (a plan's)
         from ..analytic.placement import staged_step_end
 
-        step = staged_step_end(dev_ends, c.allreduce_times, c.optimizer_times or (0.0,) * L,
-                               c.tied_allreduce_time, tied_first=c.tied_first,
-                               optimizer_barrier=c.optimizer_barrier)
+        reduced = None
+        allreduce = c.allreduce_times
+        if c.overlapped_sync:  # its buckets went during its last backward passes
+            reduced = analytic.overlapped_stage_ends(last_b, buckets)
+            allreduce = (0.0,) * L
+        tied = (c.tied_allreduce_time if c.tied_allreduce_times is None
+                else [c.tied_allreduce_times[k] for k in ran])
+        step = staged_step_end(dev_ends, allreduce, c.optimizer_times or (0.0,) * L, tied,
+                               tied_first=c.tied_first, optimizer_barrier=c.optimizer_barrier,
+                               reduced=reduced)
     return {"step_time_mean": step, "training_time": c.steps * step,
             "throughput": m / step,
             "bubble_fraction": 1.0 - busy / (c.workers * compute) if compute > 0 else math.nan,

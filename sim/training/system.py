@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from ..errors import ConfigError
 from ..failures import FailureModel, read_trace
 from ..rng import Streams
 from ..timeline import NULL
@@ -427,6 +428,9 @@ def training_model(config: TrainingConfig, streams: Streams, *,
     reports :data:`FIGURES` (:func:`figures`); a DiLoCo run always does, with
     :data:`sim.training.outer.DILOCO_METRICS`.
     """
+    if config.allreduce_buckets is not None:  # the closed form's: refused, never mis-timed
+        raise ConfigError("allreduce_buckets", "unset to simulate (the DES times a plan's "
+                          "overlapped all-reduce over its network: allreduce_sizes)", "given")
     if config.diloco is not None:  # (issue 37) DiLoCo's groups and outer loop
         from .outer import diloco_model
 

@@ -337,7 +337,8 @@ class Traffic:
 
     def _tied_ring(self, k: int) -> simpy.Event | None:
         """Pipeline ``k``'s tied all-reduce between its first and last stage (closed form)."""
-        t = self.config.tied_allreduce_time
+        c = self.config
+        t = c.tied_allreduce_time if c.tied_allreduce_times is None else c.tied_allreduce_times[k]
         return self.env.timeout(t) if t > 0 else None
 
     def _dp_ring(self, j: int) -> simpy.Event | None:
