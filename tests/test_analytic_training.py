@@ -185,6 +185,7 @@ def _recursion(programs, forward, backward, activation, gradient, blocking, chan
                 pos[d] += 1
                 pos[peer] += 1
                 progress = True
+    _recursion.free = list(free)  # each device's end, for the test below
     return max(free), done, began
 
 
@@ -207,13 +208,20 @@ def test_program_makespan_is_the_recursion_bit_for_bit(schedule, blocking, chann
             f, b = rng.uniform(0.1, 3, S).tolist(), rng.uniform(0.1, 3, S).tolist()
             a, g = rng.uniform(0, 4, S - 1).tolist(), rng.uniform(0, 4, S - 1).tolist()
             want, done, began = _recursion(progs, f, b, a, g, blocking, channels)
+            free = _recursion.free
             finish: dict = {}
             starts: dict = {}
+            ends: list = []
             assert analytic.program_makespan(progs, f, b, a, g, blocking=blocking,
                                              channels=channels, finish=finish,
-                                             starts=starts) == want
+                                             starts=starts, ends=ends) == want
             assert finish == done
             assert starts == began
+            assert ends == free
+            ends_alone: list = []  # each device's end alone: compiled for long programs too
+            assert analytic.program_makespan(progs, f, b, a, g, blocking=blocking,
+                                             channels=channels, ends=ends_alone) == want
+            assert ends_alone == free
             assert analytic.program_makespan(progs, f, b, a, g, blocking=blocking,
                                              channels=channels) == want
             alone: dict = {}  # the start times alone: compiled for long programs too

@@ -250,16 +250,19 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
     ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking, channels)
-    if finish is None and ends is None and complete and len(ops) >= _COMPILED_FROM:
+    if finish is None and complete and len(ops) >= _COMPILED_FROM:
         run = _compiled_runner()
         if run is not None:  # the same loop, compiled (numba): the same operations
             began_at = np.zeros(len(ops))
+            free_at = np.zeros(p)
             T = run(_trace_array(ops), p, np.asarray(forward, dtype=float),
                     np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-                    np.asarray(gradient, dtype=float), began_at)
+                    np.asarray(gradient, dtype=float), began_at, free_at)
             if starts is not None:
                 starts.update((key, float(t0)) for key, t0, op in
                               zip(keys, began_at.tolist(), ops, strict=True) if op[0] < _XA)
+            if ends is not None:
+                ends.extend(free_at.tolist())
             return T
     free = [0.0] * p
     done = [0.0] * len(ops)
@@ -324,10 +327,10 @@ def _compiled_runner() -> Any:
 
 
 def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
-               gradient: Any, began: Any) -> float:
+               gradient: Any, began: Any, ends: Any) -> float:
     """:func:`program_makespan`'s loop over a trace (``ops`` as from :func:`_trace_array`);
     ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``); ``began[k]``
-    is set to the start of compute command ``k``."""
+    is set to the start of compute command ``k``, ``ends[d]`` to device ``d``'s end."""
     free = np.zeros(p)
     done = np.zeros(ops.shape[0])
     arrival = np.zeros(ops.shape[0])
@@ -357,7 +360,8 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
             c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
             arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
     best = free[0]
-    for d in range(1, p):
+    for d in range(p):
+        ends[d] = free[d]
         if free[d] > best:
             best = free[d]
     return best
