@@ -776,10 +776,15 @@ class Recorder(NullRecorder):
             self.span(f"group {group}", "collective", "outer wait", "collective", t0, t1,
                       {"group": group})
 
-    def group_download(self, group: int, missed: int | None, t0: float, t1: float) -> None:
-        """Group ``group`` fetched the model (``missed`` None) or ``missed`` outer steps."""
+    def group_download(self, group: int, missed: int | None, t0: float, t1: float, *,
+                       cut: bool = False, open: bool = False) -> None:  # noqa: A002
+        """Group ``group`` fetched the model (``missed`` None) or ``missed`` outer steps
+        (``cut``: a failure stopped it; ``open``: the run ended first)."""
+        args: dict[str, Any] = {"group": group, "missed": missed, "cut": cut}
+        if open:
+            args["open"] = True
         self.span(f"group {group}", "receive", "model download" if missed is None else
-                  "outer steps download", "restart", t0, t1, {"group": group, "missed": missed})
+                  "outer steps download", "restart", t0, t1, args)
 
     def group_lost(self, group: int, t: float) -> None:
         """Group ``group`` lost a stage at ``t``: it leaves its round."""

@@ -253,3 +253,33 @@ def test_the_planner_without_a_barrier_prunes_no_best_plan(prof, fw):
         assert bound <= x["iteration"] - x["pipeline_time"] + 1e-12
     sim = simulate_plan(pm, res.best.plan, steps=1)
     assert sim["iteration_time"] == pytest.approx(res.best.iteration_time, rel=REL)
+
+
+def test_dtsim_train_plan_exact_column_counts_each_pipelines_tied_ring(prof, tmp_path, capsys):
+    """Upstream DeepSpeed (no barrier, the tied all-reduce first), pipelines whose first and
+    last stages are different GPU kinds (so their tied rings differ): dtsim train --plan's
+    exact column, its --explain iteration and the DES over the plan's network agree (each
+    pipeline's tied ring from its own devices' ends; taking the slowest for every pipeline
+    put the exact column 2.75% above the DES)."""
+    import json
+
+    from sim.cli import main
+    from sim.profiles.formats import plan_to_data
+
+    kinds = [["RTX-2080", "RTX-2080"], ["RTX-3090", "RTX-2080"], ["Titan-RTX", "RTX-2080"],
+             ["Titan-RTX", "RTX-3090"]]
+    cuts = [(0, 7), (8, 9), (10, 16), (17, 25)]
+    stages = tuple(StageSpec(tuple(range(a, b + 1)), tuple(
+        ReplicaSpec(g, 4, gpus_per_node=4, zone="us-central1-a") for g in row))
+        for (a, b), row in zip(cuts, kinds, strict=True))
+    plan = Plan(stages, 2, 20, model="OPT-350", framework=FrameworkSpec("deepspeed"))
+    closed = build_plan(plan, prof, steps=1, check_memory=False)
+    assert len(set(closed.tied_allreduce_times)) == 2  # the two pipelines' tied rings differ
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(plan_to_data(plan)))
+    assert main(["train", "--plan", str(f), "--steps", "1", "--explain", "--json",
+                 "--replications", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["predicted_step_time"] == pytest.approx(out["step_time_mean"], rel=REL)
+    assert out["explain"]["iteration"] == pytest.approx(out["step_time_mean"], rel=REL)
+    assert out["step_time_mean"] == pytest.approx(_closed_time(closed), rel=REL)

@@ -439,6 +439,22 @@ def test_diloco_events_are_the_hand_computed_schedule(tmp_path):
         [("group 0", 3.0 * k, 3.0 * (k + 1)) for k in range(6)] + [("group 1", 0.0, 3.0)])
 
 
+def test_a_diloco_download_cut_by_a_failure_is_recorded_cut(tmp_path):
+    """The run above with group 1 down again over [13, 16): its model download (from 12.5)
+    is cut at 13 and recorded so, the group lost twice; the file validates."""
+    trace_file = tmp_path / "down.csv"
+    trace_file.write_text("worker,start,end\ns0r1,4.0,10.5\ns0r1,13.0,16.0\n")
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
+                         param_size=10.0, bandwidth=5.0, sync="diloco:every=2",
+                         failure_trace=str(trace_file))
+    _, trace = _record(cfg)
+    cut = [(e["ts"] / US, (e["ts"] + e["dur"]) / US) for e in _x(trace)
+           if e["name"] == "model download" and e["args"]["cut"]]
+    assert cut == [(pytest.approx(12.5), pytest.approx(13.0))]
+    lost = [e["ts"] / US for e in trace["traceEvents"] if e.get("name") == "group lost"]
+    assert lost == [pytest.approx(4.0), pytest.approx(13.0)]
+
+
 def test_diloco_gantt_bubble_is_the_engines():
     """Four groups of two stages, streaming and overlapped over a geo network: the Gantt's
     steps are group 0's, and its bubble (each group's steps over its own workers) equals the

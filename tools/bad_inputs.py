@@ -859,6 +859,11 @@ def build_cases(fx: Fixtures) -> list[Case]:
         "from sim.training import TrainingConfig; TrainingConfig(stages=2, schedule='1f1b', allreduce_times=(1.0, 1.0), "
         "param_size=0.0, sync='allreduce:overlap=backward', "
         "allreduce_buckets=(((1.0, 2.0),),))"), refuse("allreduce_buckets"))
+    add("api/TrainingConfig-no-barrier-times-on-a-network", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=2, replicas=2, "
+        "schedule='1f1b', allreduce_times=(1.0, 1.0), allreduce_barrier=False, "
+        "network='ring:n=8,bandwidth=10,latency=0.01')"), refuse("allreduce_barrier"),
+        note="over a network a plan's collectives are flows of its sizes")
     add("api/TrainingConfig-tied-allreduce-times-length", api(
         "from sim.training import TrainingConfig; TrainingConfig(stages=2, replicas=2, "
         "schedule='1f1b', allreduce_times=(1.0, 1.0), tied_allreduce_time=2.0, "

@@ -182,9 +182,10 @@ def allreduce_variants(build: Any) -> dict[str, float]:
         for j in range(L):
             ends[j].append(e[j])
     ar, opt, tied = build.allreduce_times, build.optimizer_times, build.tied_allreduce_time
+    each = list(build.tied_allreduce_times) or tied  # per pipeline (its own ring)
     return {"barrier": T + tied + max(a + o for a, o in zip(ar, opt, strict=True)),
-            "stage": staged_step_end(ends, ar, opt, tied, tied_first=True),
-            "stage_megatron": staged_step_end(ends, ar, opt, tied, tied_first=False,
+            "stage": staged_step_end(ends, ar, opt, each, tied_first=True),
+            "stage_megatron": staged_step_end(ends, ar, opt, each, tied_first=False,
                                               optimizer_barrier=True)}
 
 

@@ -448,6 +448,7 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
                      transfer_times=build.transfer_times or None,
                      allreduce_times=build.allreduce_times,
                      tied_allreduce_time=build.tied_allreduce_time,
+                     tied_allreduce_times=build.tied_allreduce_times or None,
                      allreduce_buckets=build.bucket_times or None)
     return predictions("training", closed)
 

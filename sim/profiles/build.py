@@ -126,6 +126,9 @@ class PlanBuild:
     optimizer_times: tuple[float, ...]
     tied_allreduce_time: float
     behaviour: FrameworkBehaviour | None = None
+    #: per pipeline: its tied all-reduce (() untied or one stage); ``tied_allreduce_time`` is
+    #: their largest (without a barrier each pipeline's counts: ``staged_step_end``)
+    tied_allreduce_times: tuple[float, ...] = ()
     gather_times: tuple[tuple[tuple[float, float], ...], ...] = ()  # [j][i] in (fwd, bwd) above
     estimates: tuple[str, ...] = ()  # what the profile did not measure, and the rule used
     #: the all-reduce overlapped with the backward pass: per stage, each bucket's (bytes per GPU,
@@ -760,7 +763,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     cfg = TrainingConfig(**kw)
     return PlanBuild(config=cfg, memory=memory, stage_times=tuple(times),
                      transfer_times=tuple(xfer), allreduce_times=tuple(ar), optimizer_times=opt,
-                     tied_allreduce_time=tied, behaviour=fb, gather_times=tuple(gathers),
+                     tied_allreduce_time=tied, tied_allreduce_times=tuple(tied_each),
+                     behaviour=fb, gather_times=tuple(gathers),
                      estimates=tuple(dict.fromkeys(notes)), bucket_times=buckets)
 
 
@@ -894,8 +898,8 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
         iteration = (T + build.tied_allreduce_time + build.allreduce_times[tail_stage]
                      + build.optimizer_times[tail_stage])
     if staged:  # each stage's collectives from its own devices' program ends
-        tied = (build.tied_allreduce_time if c.tied_allreduce_times is None
-                else [c.tied_allreduce_times[k] for k in ran])
+        tied = ([build.tied_allreduce_times[k] for k in ran] if build.tied_allreduce_times
+                else build.tied_allreduce_time)
         iteration = staged_step_end(
             dev_ends, (0.0,) * L if overlapped else build.allreduce_times,
             build.optimizer_times, tied, tied_first=c.tied_first,

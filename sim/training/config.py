@@ -846,6 +846,10 @@ class TrainingConfig:
             check(self.sync_wait is None, "allreduce_barrier",
                   "True with sync_wait (the fastest pipelines end the step)",
                   self.allreduce_barrier)
+            # over a network the stages' collectives are flows of the plan's sizes
+            check(self.network is None or plan_net, "allreduce_barrier",
+                  "True with a network unless the plan's all-reduce is given as sizes "
+                  "(allreduce_sizes)", self.allreduce_barrier)
         check_nonnegative("tied_allreduce_size", self.tied_allreduce_size)
         if self.tied_allreduce_size:
             check(plan_net, "tied_allreduce_size", "0 without allreduce_sizes",

@@ -321,6 +321,7 @@ class OuterLoop:
         self._fetching: dict[int, Any] = {}  # late groups' background fetches
         self.rec = s.rec  # the timeline (sim.timeline; NULL: off)
         self.waits: dict[int, float] = {}  # group -> since when it waits for the outer loop
+        self.fetches: dict[int, tuple] = {}  # group -> (since when, missed) of its download
 
     # -- shared pieces ---------------------------------------------------------------
     def start(self) -> None:
@@ -335,11 +336,12 @@ class OuterLoop:
         if ev.triggered and ev.processed:
             return
         t0 = self.env.now
-        self.waits[tr.group] = t0
+        if what == "outer wait":
+            self.waits[tr.group] = t0
         try:
             yield ev
         finally:
-            del self.waits[tr.group]
+            self.waits.pop(tr.group, None)
             tr.exposed += self.env.now - t0
             if self.rec.on and what == "outer wait":
                 self.rec.outer_wait(tr.group, t0, self.env.now)
@@ -599,10 +601,18 @@ class OuterLoop:
         if ev is None:
             return
         t0 = self.env.now
-        if blocking:
-            yield from self._wait(tr, ev, "download")
-        else:
-            yield ev
+        self.fetches[tr.group] = (t0, missed)
+        try:
+            if blocking:
+                yield from self._wait(tr, ev, "download")
+            else:
+                yield ev
+        except simpy.Interrupt:  # the group went down: the download is cut
+            if self.rec.on:
+                self.rec.group_download(tr.group, missed, t0, self.env.now, cut=True)
+            raise
+        finally:
+            self.fetches.pop(tr.group, None)
         sysm.wan.fetched(tr.group)
         if self.rec.on:
             self.rec.group_download(tr.group, missed, t0, self.env.now)
@@ -710,9 +720,11 @@ class DilocoSystem:
         if stop < math.inf:
             ends.append(env.timeout(stop))
         env.run(until=ends[0] if len(ends) == 1 else env.any_of(ends))
-        if self.rec.on:  # the waits the run's end cut (the last sync's, at the same instant)
+        if self.rec.on:  # the waits and downloads the run's end cut
             for g, t0 in sorted(self.outer.waits.items()):
                 self.rec.outer_wait(g, t0, env.now)
+            for g, (t0, missed) in sorted(self.outer.fetches.items()):
+                self.rec.group_download(g, missed, t0, env.now, open=True)
         self.rec.close(env.now)
         return self.metrics()
 
