@@ -1096,9 +1096,6 @@ class CoordinatorView:
     def drop(self, mb: Any, stage: int, t: float) -> None:
         self._rec.drop(mb, stage, t, proc=self.proc)
 
-    def checkpoint(self, t0: float, t1: float, proc: str | None = None, **args: Any) -> None:
-        self._rec.checkpoint(t0, t1, self.proc if proc is None else proc, **args)
-
 
 def _cause(comp: Any) -> str:
     """What took a failure-model component down: itself, or the nearest domain that is down."""

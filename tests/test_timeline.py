@@ -407,18 +407,23 @@ def _named(trace: dict) -> list[tuple]:
                   for e in trace["traceEvents"] if e["ph"] in "Xi" and e["cat"] != "compute")
 
 
+def _two_groups_down(tmp_path, rows: str) -> TrainingConfig:
+    """Two DiLoCo groups of one worker (a step of 3, H = 2, N = 6, S = 10 over B = 5), s0r1
+    down over the trace's ``rows`` (``"start,end"`` per line)."""
+    trace_file = tmp_path / "down.csv"
+    trace_file.write_text("worker,start,end\n" + "".join(f"s0r1,{r}\n" for r in rows.split()))
+    return TrainingConfig(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
+                          param_size=10.0, bandwidth=5.0, sync="diloco:every=2",
+                          failure_trace=str(trace_file))
+
+
 def test_diloco_events_are_the_hand_computed_schedule(tmp_path):
     """Two groups of one worker (a step of 3, H = 2, N = 6, S = 10 over B = 5: a ring of two
     takes 2, a download 2), group 1 down over [4, 10.5) (tests/test_training_outer.py works
     the run out by hand): its step 1 is lost at 4; group 0 syncs alone (no time) at 6 and 12;
     group 1's replica downloads its weights over [10.5, 12.5), the group the model over
     [12.5, 14.5), then waits for the outer step at 18 whose ring of two ends the run at 20."""
-    trace_file = tmp_path / "down.csv"
-    trace_file.write_text("worker,start,end\ns0r1,4.0,10.5\n")
-    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
-                         param_size=10.0, bandwidth=5.0, sync="diloco:every=2",
-                         failure_trace=str(trace_file))
-    metrics, trace = _record(cfg)
+    metrics, trace = _record(_two_groups_down(tmp_path, "4.0,10.5"))
     assert metrics["training_time"] == pytest.approx(20.0)
     got = [e for e in _named(trace) if not e[1].startswith("step ") or "lost" in e[1]]
     want = [("group 0", "outer wait", 18.0, 20.0),
@@ -442,12 +447,7 @@ def test_diloco_events_are_the_hand_computed_schedule(tmp_path):
 def test_a_diloco_download_cut_by_a_failure_is_recorded_cut(tmp_path):
     """The run above with group 1 down again over [13, 16): its model download (from 12.5)
     is cut at 13 and recorded so, the group lost twice; the file validates."""
-    trace_file = tmp_path / "down.csv"
-    trace_file.write_text("worker,start,end\ns0r1,4.0,10.5\ns0r1,13.0,16.0\n")
-    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
-                         param_size=10.0, bandwidth=5.0, sync="diloco:every=2",
-                         failure_trace=str(trace_file))
-    _, trace = _record(cfg)
+    _, trace = _record(_two_groups_down(tmp_path, "4.0,10.5 13.0,16.0"))
     cut = [(e["ts"] / US, (e["ts"] + e["dur"]) / US) for e in _x(trace)
            if e["name"] == "model download" and e["args"]["cut"]]
     assert cut == [(pytest.approx(12.5), pytest.approx(13.0))]
