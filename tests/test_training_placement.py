@@ -71,6 +71,8 @@ def _reference(c, barrier, tied_first, opt_barrier=False):
     a, o, t = c.allreduce_times, c.optimizer_times, c.tied_allreduce_time
     if barrier:  # every stage after every device, the tied all-reduce first (pipe_engine.py:318)
         T = max(max(row) for row in ends)
+        if opt_barrier:  # then the overflow flag or gradient norm over every stage's reduction
+            return T + t + max(a) + max(o)
         return T + t + max(x + y for x, y in zip(a, o, strict=True))
     start = [max(row) for row in ends]
     tied = t > 0 and L > 1
@@ -117,7 +119,7 @@ def test_des_and_closed_form_match_the_max_plus(seed):
     the DES's step and the engines' closed form equal the max-plus of the device programs and
     collectives."""
     rng = random.Random(seed)
-    for barrier, tied_first, ob in ((True, True, False), (False, True, False),
+    for barrier, tied_first, ob in ((True, True, False), (True, True, True), (False, True, False),
                                     (False, False, False), (False, True, True),
                                     (False, False, True)):
         c = _config(random.Random(rng.random()), barrier=barrier, tied_first=tied_first,
@@ -200,7 +202,8 @@ def test_the_framework_sets_the_placement():
     """A plan's placement is its framework's (each value cited in sim.profiles.frameworks):
     the artifact's DeepSpeed has the barrier; upstream DeepSpeed and Megatron-LM do not, the
     tied all-reduce first in DeepSpeed, after in Megatron-LM, whose optimizer steps wait for
-    the gradient norm over the pipeline (as DeepSpeed's in fp16 and bf16, not in fp32)."""
+    the gradient norm over the pipeline (as DeepSpeed's in fp16 and bf16, the artifact's
+    after its barrier too, not in fp32)."""
     from sim.profiles import load_profiles, read_runs
     from sim.profiles.build import build_plan
     from sim.profiles.frameworks import FrameworkSpec
@@ -208,6 +211,8 @@ def test_the_framework_sets_the_placement():
     prof = load_profiles(models=("OPT-350",))
     run = {r.name: r for r in read_runs()}["clariden-OPT-350-N8_D2"]
     want = {("sailor-deepspeed", None): (True, True, False),
+            ("sailor-deepspeed", "fp16"): (True, True, True),
+            ("sailor-deepspeed", "bf16"): (True, True, True),
             ("deepspeed", None): (False, True, False),
             ("deepspeed", "fp16"): (False, True, True),
             ("deepspeed", "bf16"): (False, True, True),
@@ -243,3 +248,22 @@ def test_a_lost_step_leaves_no_collective_behind():
         res = training_model(c, Streams(2).replication(0))
         assert res["restarts"] >= 50
         assert res["step_time_mean"] == pytest.approx(want, rel=1e-9)
+
+
+def test_the_optimizer_waits_for_every_reduction_after_the_barrier_too():
+    """The artifact's DeepSpeed in fp16 or bf16: after its barrier, each stage all-reduces its
+    gradients, then every optimizer step waits for the overflow flag (or gradient norm) over
+    the pipeline, so the step ends at ``T + t + max_j a_j + max_j o_j``, not ``T + t +
+    max_j (a_j + o_j)``: at a point where the stage of the longest all-reduce has the shortest
+    optimizer step the two differ by that step's difference, and the DES and the closed form
+    give the first."""
+    rng = random.Random(7)
+    over = dict(L=3, r=2, allreduce_times=(9.0, 1.0, 1.0), optimizer_times=(0.1, 0.9, 0.2))
+    c = _config(rng, barrier=True, tied_first=True, opt_barrier=True, **over)
+    plain = _config(random.Random(7), barrier=True, tied_first=True, opt_barrier=False, **over)
+    want = _reference(c, True, True, True)
+    assert want - _reference(plain, True, True, False) == pytest.approx(0.8, rel=1e-12)
+    assert _des(c) == pytest.approx(want, rel=1e-9)
+    assert predictions("training", c)["step_time_mean"]["value"] == pytest.approx(want,
+                                                                                 rel=1e-9)
+    assert _des(plain) == pytest.approx(want - 0.8, rel=1e-9)

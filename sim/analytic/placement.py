@@ -8,7 +8,9 @@ Where these start is the framework's (:mod:`sim.profiles.frameworks`):
 
 * with a barrier (the Sailor artifact's DeepSpeed: ``dist.barrier()`` after the
   tied all-reduce) every stage starts once every device has ended its program:
-  ``T + t + max_j (a_j + o_j)``, ``T`` the pipeline phase's end;
+  ``T + t + max_j (a_j + o_j)``, ``T`` the pipeline phase's end, or
+  ``T + t + max_j a_j + max_j o_j`` where the optimizer step waits for every
+  stage's reduction (:func:`barrier_tail`);
 * without one (upstream DeepSpeed's ``TrainSchedule``, Megatron-LM), each
   stage starts when its own devices have ended their programs: this module.
 
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 
 from ..errors import check
 
-__all__ = ["staged_step_end"]
+__all__ = ["barrier_tail", "staged_step_end"]
 
 
 def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
@@ -104,3 +106,36 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
     if optimizer_barrier:
         return max(done) + max(optimizer)
     return max(d + o for d, o in zip(done, optimizer, strict=True))
+
+
+def barrier_tail(allreduce: Sequence[float], optimizer: Sequence[float], tied: float = 0.0, *,
+                 optimizer_barrier: bool = False) -> tuple[float, int]:
+    """The time after the pipeline phase of a step with the barrier, and the stage that ends it.
+
+    Parameters
+    ----------
+    allreduce, optimizer : sequence of float
+        Per stage: its gradient all-reduce among its replicas and its optimizer step.
+    tied : float
+        The tied all-reduce before the barrier (0: none).
+    optimizer_barrier : bool
+        Every stage's optimizer step waits for every stage's reduction (an
+        all-reduce of the gradient norm or overflow flag over the model-parallel
+        group, its own time not counted): DeepSpeed in fp16 and bf16
+        (``runtime/fp16/fused_optimizer.py:259``, ``runtime/bf16_optimizer.py:276-277``),
+        the Sailor artifact's included, whose ``dist.barrier()`` comes first.
+
+    Returns
+    -------
+    tuple of (float, int)
+        ``t + max_j (a_j + o_j)`` and its ``j``; with ``optimizer_barrier``
+        ``t + max_j a_j + max_j o_j`` and the ``j`` of the longest optimizer step
+        (the first of equals).
+    """
+    L = len(allreduce)
+    check(L > 0 and len(optimizer) == L, "stages", "allreduce and optimizer per stage", L)
+    if optimizer_barrier:
+        j = max(range(L), key=lambda i: optimizer[i])
+        return tied + max(allreduce) + optimizer[j], j
+    j = max(range(L), key=lambda i: allreduce[i] + optimizer[i])
+    return tied + allreduce[j] + optimizer[j], j

@@ -832,7 +832,7 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
     (:func:`sim.analytic.placement.staged_step_end`, ``placement`` "per
     stage"); the tail's rows are then the slowest stage's parts, not a sum.
     """
-    from ..analytic.placement import staged_step_end
+    from ..analytic.placement import barrier_tail, staged_step_end
     from ..analytic.training import overlapped_exposed_time as exposed
     from ..analytic.training import overlapped_stage_ends, program_makespan
     from ..training.schedules import device_program
@@ -892,11 +892,12 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
         iteration = T + allreduce + (build.tied_allreduce_time
                                      + build.optimizer_times[tail_stage])
     else:
-        tail_stage = max(range(L), key=lambda j: build.allreduce_times[j]
-                         + build.optimizer_times[j])
-        allreduce = build.allreduce_times[tail_stage]
-        iteration = (T + build.tied_allreduce_time + build.allreduce_times[tail_stage]
-                     + build.optimizer_times[tail_stage])
+        tail, tail_stage = barrier_tail(build.allreduce_times, build.optimizer_times,
+                                        build.tied_allreduce_time,
+                                        optimizer_barrier=c.optimizer_barrier)
+        allreduce = (max(build.allreduce_times) if c.optimizer_barrier
+                     else build.allreduce_times[tail_stage])
+        iteration = T + tail
     if staged:  # each stage's collectives from its own devices' program ends
         tied = ([build.tied_allreduce_times[k] for k in ran] if build.tied_allreduce_times
                 else build.tied_allreduce_time)

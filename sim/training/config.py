@@ -289,11 +289,11 @@ class TrainingConfig:
         all-reduce (DeepSpeed's ``ReduceTiedGrads`` then ``ReduceGrads``) or
         after it (Megatron-LM's ``finalize_model_grads``).
     optimizer_barrier : bool
-        Without the barrier: every stage's optimizer step waits for every stage
-        to have reduced its gradients (the gradient norm's or overflow flag's
-        all-reduce over the pipeline's model-parallel group: Megatron-LM's
-        default gradient clipping, DeepSpeed in fp16 and bf16), or starts after
-        its own (False).
+        Every stage's optimizer step waits for every stage to have reduced its
+        gradients (the gradient norm's or overflow flag's all-reduce over the
+        pipeline's model-parallel group: Megatron-LM's default gradient
+        clipping, DeepSpeed in fp16 and bf16, the Sailor artifact's after its
+        barrier too), or starts after its own (False).
     tied_allreduce_times : tuple of float or None
         Per pipeline: its tied all-reduce (its first and last stage's GPUs and
         link; ``tied_allreduce_time`` is their largest). Without the barrier a

@@ -28,6 +28,7 @@ import math
 from typing import Any
 
 from .. import analytic
+from ..analytic.placement import barrier_tail, staged_step_end
 from ..engines import Applies, Engine, Reference, register
 from ..network.collectives import bucket_sizes
 from .checkpointing import checkpoint_interval_obstacle, predicted_interval
@@ -354,12 +355,10 @@ def _program_prediction(c: Any) -> dict[str, Any]:
         if c.allreduce_buckets is not None:  # the buckets, then the tied all-reduce (Megatron's)
             tail = c.tied_allreduce_time + max(opt)
         else:
-            tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
-                                                                      strict=True))
+            tail = barrier_tail(c.allreduce_times, opt, c.tied_allreduce_time,
+                                optimizer_barrier=c.optimizer_barrier)[0]
     step = compute + sync + tail
     if not c.allreduce_barrier:  # each stage's collectives as its own devices end (a plan's)
-        from ..analytic.placement import staged_step_end
-
         reduced = None
         allreduce = c.allreduce_times
         if c.overlapped_sync:  # its buckets went during its last backward passes

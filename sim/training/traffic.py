@@ -53,6 +53,7 @@ from typing import Any
 import simpy
 
 from ..analytic.network import ring_allreduce_time, ring_bytes_sent
+from ..analytic.placement import barrier_tail
 from ..network.channels import Channels
 from ..network.collectives import bucket_sizes
 from ..timeline import NULL
@@ -508,9 +509,8 @@ class Traffic:
         c = self.config
         tail = c.optimizer_time
         if c.allreduce_times is not None:  # a plan's per-stage all-reduce and optimizer step
-            opt = c.optimizer_times or (0.0,) * c.stages
-            tail = c.tied_allreduce_time + max(a + o for a, o in zip(c.allreduce_times, opt,
-                                                                      strict=True))
+            tail = barrier_tail(c.allreduce_times, c.optimizer_times or (0.0,) * c.stages,
+                                c.tied_allreduce_time, optimizer_barrier=c.optimizer_barrier)[0]
         return tail
 
     def step_tail(self, participants: list[set], used: set[int] | None = None):
@@ -922,6 +922,9 @@ class NetworkTraffic(Traffic):
             self._moving.extend(evs)
             yield simpy.AllOf(env, evs)
         opt = c.optimizer_times or (0.0,) * L
+        # the optimizer step waits for every stage's ring where the framework all-reduces a
+        # gradient norm or overflow flag over the pipeline (optimizer_barrier)
+        reduced = [env.event() for _ in range(L)] if c.optimizer_barrier else None
 
         def stage(j: int):
             if r > 1 and c.allreduce_sizes[j] > 0 and not self.overlap:
@@ -930,6 +933,9 @@ class NetworkTraffic(Traffic):
                                     ranks=self.tp[j], bucket_size=self.ring_bucket)
                 self._moving.append(ev)
                 yield ev
+            if reduced is not None:
+                reduced[j].succeed()
+                yield simpy.AllOf(env, reduced)
             if opt[j] > 0:
                 yield env.timeout(opt[j])
 
