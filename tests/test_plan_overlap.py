@@ -313,3 +313,31 @@ def test_the_artifacts_optimizer_waits_for_every_stage_in_half_precision(prof, p
         net = build_plan(plan, prof, steps=1, network=True, check_memory=False, p2p="blocking")
         assert _des_time(net) == pytest.approx(want, rel=REL)
     assert seen >= 3
+
+
+def test_explain_says_how_much_the_step_barrier_can_add(prof, capsys):
+    """dtsim train --plan --explain: each stage's end, the framework's join between steps
+    (DeepSpeed: after the last stages' loss broadcast; Megatron-LM: every stage of the
+    pipeline) and the bound on what the engines' step barrier adds: max_j e_j - max(e_0,
+    e_{L-1}) for DeepSpeed, printed where it is not 0; 0 for Megatron-LM."""
+    from sim.commands.train import _print_explain
+
+    rng = np.random.default_rng(99)
+    printed = 0
+    for _ in range(12):
+        plan, _kw = _random_plan(rng)
+        for fw in ("deepspeed", "megatron", "sailor-deepspeed"):
+            b = build_plan(replace(plan, framework=FrameworkSpec(fw)), prof, steps=1,
+                           check_memory=False, p2p="blocking")
+            x = explain_rows(b)
+            e = x["stage_ends"]
+            assert len(e) == b.config.stages and max(e) == pytest.approx(x["iteration"],
+                                                                         rel=1e-12)
+            want = 0.0 if fw == "megatron" else max(e) - max(e[0], e[-1])
+            assert x["step_join"] == ("pipeline" if fw == "megatron" else "last-stage")
+            assert x["step_join_bound"] == pytest.approx(want, abs=1e-15)
+            if x["step_join_bound"] > 0:
+                _print_explain(x)
+                assert "may be up to" in capsys.readouterr().out
+                printed += 1
+    assert printed >= 1

@@ -174,3 +174,20 @@ def test_framework_p2p_maps_to_the_adapters_modes(prof, runs):
         t = traffic_for(b.config, simpy.Environment())
         assert b.config.p2p == (p2p or "blocking") and b.config.sync == "allreduce"
         assert (t.channels is not None) == (p2p == "overlap")
+
+
+def test_on_the_shipped_plans_the_step_barrier_is_the_frameworks_join(prof, runs):
+    """On every shipped plan the last stage ends the step (its tied and data-parallel
+    all-reduces are the longest), so DeepSpeed's join before the next step (after the last
+    stages' loss broadcast) starts every stage with the last one, as the engines' barrier
+    does: the bound on what the barrier adds is 0 for the artifact, upstream DeepSpeed and
+    Megatron-LM (whose join is the pipeline's)."""
+    from sim.profiles.build import explain_rows
+
+    for name, run in runs.items():
+        for fw in ("sailor-deepspeed", "deepspeed", "megatron"):
+            x = explain_rows(build_plan(run.plan, prof, steps=1, check_memory=False,
+                                        framework=FrameworkSpec(fw)))
+            assert x["step_join_bound"] == 0.0, (name, fw)
+            if len(x["stage_ends"]) > 1:
+                assert x["stage_ends"][-1] == max(x["stage_ends"]), (name, fw)

@@ -25,11 +25,12 @@ from sim.training import TrainingConfig, training_model
 from sim.training.schedules import device_program
 
 
-def _ends(L, mk, f, b, act, grad):
+def _ends(L, mk, f, b, act, grad, begin=None):
     """Each device's program end: DeepSpeed's blocking 1F1B programs, a send and its receive
-    both ending at ``max(free_sender, free_receiver) + d`` (written here, not the engine's)."""
+    both ending at ``max(free_sender, free_receiver) + d`` (written here, not the engine's);
+    device ``j`` starts at ``begin[j]`` (0)."""
     progs = [device_program("1f1b", L, mk, j, blocking=True) for j in range(L)]
-    pos, free = [0] * L, [0.0] * L
+    pos, free = [0] * L, list(begin) if begin is not None else [0.0] * L
     moved = True
     while moved:
         moved = False
@@ -56,8 +57,9 @@ def _ends(L, mk, f, b, act, grad):
     return free
 
 
-def _reference(c, barrier, tied_first, opt_barrier=False):
-    """The step time of ``c`` (a plan's times, blocking) by the max-plus above."""
+def _reference(c, barrier, tied_first, opt_barrier=False, begin=None, per_stage=False):
+    """The step time of ``c`` (a plan's times, blocking) by the max-plus above (stage ``j`` of
+    every pipeline starting at ``begin[j]``, 0); with ``per_stage`` each stage's end."""
     L, r, m = c.stages, c.replicas[0], c.microbatches
     ends = [[0.0] * r for _ in range(L)]
     for k in range(r):
@@ -65,7 +67,7 @@ def _reference(c, barrier, tied_first, opt_barrier=False):
         b = [c.replica_times[j][k][1] for j in range(L)]
         act = [row[k][0] for row in c.transfer_times]
         grad = [row[k][1] for row in c.transfer_times]
-        e = _ends(L, m // r, f, b, act, grad)
+        e = _ends(L, m // r, f, b, act, grad, begin)
         for j in range(L):
             ends[j][k] = e[j]
     a, o, t = c.allreduce_times, c.optimizer_times, c.tied_allreduce_time
@@ -84,6 +86,8 @@ def _reference(c, barrier, tied_first, opt_barrier=False):
         done[0] = done[L - 1] = max(done[0], done[L - 1]) + t
     if opt_barrier:  # the gradient norm's all-reduce over the pipeline's stages first
         done = [max(done)] * L
+    if per_stage:
+        return [done[j] + o[j] for j in range(L)]
     return max(done[j] + o[j] for j in range(L))
 
 
@@ -267,3 +271,33 @@ def test_the_optimizer_waits_for_every_reduction_after_the_barrier_too():
     assert predictions("training", c)["step_time_mean"]["value"] == pytest.approx(want,
                                                                                  rel=1e-9)
     assert _des(plain) == pytest.approx(want - 0.8, rel=1e-9)
+
+
+def test_the_step_barrier_adds_at_most_the_join_bound():
+    """DeepSpeed starts a stage's next step once it and the last stages are done (the loss
+    all-reduced among the last stages, then broadcast over each pipeline); the engines start
+    every device together. Two steps by the max-plus, the second with DeepSpeed's starts: the
+    barrier's second step is never shorter, and at most step_join_bound longer; where the
+    bound is 0 the two are equal; at some random point the barrier is strictly longer (the
+    bound is not vacuous). Megatron-LM's join (every stage of a pipeline) is the barrier."""
+    from sim.analytic.placement import step_join_bound
+
+    rng = random.Random(11)
+    exact = strict = 0
+    for _ in range(60):
+        c = _config(random.Random(rng.random()), barrier=False, tied_first=True)
+        e = _reference(c, False, True, per_stage=True)
+        bound = step_join_bound(e, "last-stage")
+        start = [max(x, e[-1]) for x in e]
+        joined = max(_reference(c, False, True, begin=start, per_stage=True))
+        barrier = max(e) + _reference(c, False, True)
+        assert joined <= barrier + 1e-9
+        assert joined >= barrier - bound - 1e-9
+        if bound == 0:
+            exact += 1
+            assert joined == pytest.approx(barrier, rel=1e-12)
+        elif joined < barrier - 1e-6:
+            strict += 1
+    assert exact >= 10 and strict >= 3, (exact, strict)
+    assert step_join_bound([1.0, 5.0, 2.0], "pipeline") == 0.0
+    assert step_join_bound([1.0, 5.0, 2.0], "last-stage") == 3.0

@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sim.analytic.placement import staged_step_end
+from sim.analytic.placement import barrier_tail, staged_step_end
 from sim.analytic.training import program_makespan
 from sim.engines import predictions
 from sim.profiles import DATA_DIR, MeasuredRun, load_profiles, read_runs
@@ -183,7 +183,8 @@ def allreduce_variants(build: Any) -> dict[str, float]:
             ends[j].append(e[j])
     ar, opt, tied = build.allreduce_times, build.optimizer_times, build.tied_allreduce_time
     each = list(build.tied_allreduce_times) or tied  # per pipeline (its own ring)
-    return {"barrier": T + tied + max(a + o for a, o in zip(ar, opt, strict=True)),
+    return {"barrier": T + barrier_tail(ar, opt, tied,
+                                        optimizer_barrier=c.optimizer_barrier)[0],
             "stage": staged_step_end(ends, ar, opt, each, tied_first=True),
             "stage_megatron": staged_step_end(ends, ar, opt, each, tied_first=False,
                                               optimizer_barrier=True)}

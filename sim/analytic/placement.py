@@ -25,13 +25,14 @@ from collections.abc import Sequence
 
 from ..errors import check
 
-__all__ = ["barrier_tail", "staged_step_end"]
+__all__ = ["barrier_tail", "staged_step_end", "step_join_bound"]
 
 
 def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
                     optimizer: Sequence[float], tied: float | Sequence[float] = 0.0, *,
                     tied_first: bool = True, optimizer_barrier: bool = False,
-                    reduced: Sequence[float] | None = None) -> float:
+                    reduced: Sequence[float] | None = None,
+                    stage_ends: list | None = None) -> float:
     """The end of a step whose stages all-reduce without a barrier (max-plus).
 
     Parameters
@@ -56,6 +57,8 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
         passes, ended (:func:`sim.analytic.training.overlapped_stage_ends`; ``-inf``
         for a stage that reduces nothing). The stage's reduction is then done at
         ``max(e_j, reduced_j)`` plus its ``allreduce`` (0 for such a plan).
+    stage_ends : list, optional
+        Filled with when each stage's optimizer step ends, in stage order.
 
     Returns
     -------
@@ -104,8 +107,11 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
     if has_tied and not tied_first:
         done[0] = done[L - 1] = max(done[0], done[L - 1]) + t_max
     if optimizer_barrier:
-        return max(done) + max(optimizer)
-    return max(d + o for d, o in zip(done, optimizer, strict=True))
+        done = [max(done)] * L
+    each_end = [d + o for d, o in zip(done, optimizer, strict=True)]
+    if stage_ends is not None:
+        stage_ends.extend(each_end)
+    return max(each_end)
 
 
 def barrier_tail(allreduce: Sequence[float], optimizer: Sequence[float], tied: float = 0.0, *,
@@ -139,3 +145,46 @@ def barrier_tail(allreduce: Sequence[float], optimizer: Sequence[float], tied: f
         return tied + max(allreduce) + optimizer[j], j
     j = max(range(L), key=lambda i: allreduce[i] + optimizer[i])
     return tied + allreduce[j] + optimizer[j], j
+
+
+def step_join_bound(stage_ends: Sequence[float], join: str) -> float:
+    """How much starting every device's next step together can lengthen it, at most.
+
+    Parameters
+    ----------
+    stage_ends : sequence of float
+        When each stage's step ends (its optimizer step), in stage order.
+    join : str
+        Whom a stage waits for before its next step (the framework's
+        ``step_join``): ``"last-stage"`` or ``"pipeline"``.
+
+    Returns
+    -------
+    float
+        An upper bound on what the engines' step barrier adds to the next step
+        (0 where it is exact).
+
+    Notes
+    -----
+    DeepSpeed's ``train_batch`` ends with ``_aggregate_total_loss``: the last
+    stages all-reduce the loss over their data-parallel group, then each
+    broadcasts it over its pipeline (``runtime/pipe/engine.py:583-640``), so
+    stage ``j`` starts its next step at ``max(e_j, e_{L-1})``, not at
+    ``max_i e_i``. Every stage after the first begins its step by receiving an
+    activation that stage 0 sends after its first forward pass, and the step's
+    collectives wait for every replica, so a stage that starts before stage 0
+    changes nothing: the barrier is exact when ``max(e_0, e_{L-1}) = max_i
+    e_i``, and otherwise the next step starts at least ``max(e_0, e_{L-1})``
+    (max-plus is monotone), so the barrier adds at most ``max_i e_i -
+    max(e_0, e_{L-1})``. Megatron-LM's ``train_step`` all-reduces the update
+    flag and the gradient norm over the model-parallel group after the
+    optimizer step and reads them on the host: every stage of a pipeline
+    starts after the slowest, the barrier itself (0). Stage ends here are per
+    stage (one optimizer time per stage, the data-parallel all-reduce ending
+    together on every replica).
+    """
+    check(len(stage_ends) > 0, "stage_ends", "one end per stage", len(stage_ends))
+    check(join in ("last-stage", "pipeline"), "join", "last-stage or pipeline", join)
+    if join == "pipeline":
+        return 0.0
+    return max(stage_ends) - max(stage_ends[0], stage_ends[-1])

@@ -761,6 +761,10 @@ def _print_explain(x: dict[str, Any]) -> None:
     if x.get("allreduce_overlapped"):
         print("  (the all-reduce overlaps the last backward passes: what its buckets add after "
               f"the pipeline; {x['allreduce_after_backward']:.4g} after the backward pass)")
+    if x.get("step_join_bound", 0.0) > 0:
+        print(f"  (the next step starts on every device at {x['iteration']:.4g}; this framework "
+              "starts a stage once it and the last stages are done, so each step after the "
+              f"first may be up to {x['step_join_bound']:.4g} shorter)")
 
 
 def training_events(cfg: TrainingConfig) -> float:

@@ -831,8 +831,12 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
     collectives from its own devices' program ends
     (:func:`sim.analytic.placement.staged_step_end`, ``placement`` "per
     stage"); the tail's rows are then the slowest stage's parts, not a sum.
+    ``stage_ends`` is when each stage's optimizer step ends, ``step_join`` whom a
+    stage of the framework waits for before its next step, and
+    ``step_join_bound`` how much the engines' step barrier can lengthen the
+    next step at most (:func:`sim.analytic.placement.step_join_bound`; 0: exact).
     """
-    from ..analytic.placement import barrier_tail, staged_step_end
+    from ..analytic.placement import barrier_tail, staged_step_end, step_join_bound
     from ..analytic.training import overlapped_exposed_time as exposed
     from ..analytic.training import overlapped_stage_ends, program_makespan
     from ..training.schedules import device_program
@@ -886,31 +890,37 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
                     p2p += d["act"][op[2]] if op[1] == "a" else d["grad"][op[2]]
         stages.append({"stage": j, "forward": d["f"][j], "backward": d["b"][j],
                        "compute": compute, "p2p": p2p, "bubble": max(T - compute - p2p, 0.0)})
+    opt = build.optimizer_times
     if overlapped:  # the buckets during the last backward passes, then tied, then optimizers
-        tail_stage = max(range(L), key=lambda j: build.optimizer_times[j])
+        tail_stage = max(range(L), key=lambda j: opt[j])
         allreduce = exposed(T, last_b, build.bucket_times)
-        iteration = T + allreduce + (build.tied_allreduce_time
-                                     + build.optimizer_times[tail_stage])
+        stage_ends = [T + allreduce + build.tied_allreduce_time + o for o in opt]
     else:
-        tail, tail_stage = barrier_tail(build.allreduce_times, build.optimizer_times,
-                                        build.tied_allreduce_time,
-                                        optimizer_barrier=c.optimizer_barrier)
+        _tail, tail_stage = barrier_tail(build.allreduce_times, opt, build.tied_allreduce_time,
+                                         optimizer_barrier=c.optimizer_barrier)
         allreduce = (max(build.allreduce_times) if c.optimizer_barrier
                      else build.allreduce_times[tail_stage])
-        iteration = T + tail
+        stage_ends = [T + build.tied_allreduce_time
+                      + (allreduce if c.optimizer_barrier else a) + o
+                      for a, o in zip(build.allreduce_times, opt, strict=True)]
+    iteration = max(stage_ends)
     if staged:  # each stage's collectives from its own devices' program ends
         tied = ([build.tied_allreduce_times[k] for k in ran] if build.tied_allreduce_times
                 else build.tied_allreduce_time)
+        stage_ends = []
         iteration = staged_step_end(
             dev_ends, (0.0,) * L if overlapped else build.allreduce_times,
-            build.optimizer_times, tied, tied_first=c.tied_first,
-            optimizer_barrier=c.optimizer_barrier,
-            reduced=overlapped_stage_ends(last_b, build.bucket_times) if overlapped else None)
+            opt, tied, tied_first=c.tied_first, optimizer_barrier=c.optimizer_barrier,
+            reduced=overlapped_stage_ends(last_b, build.bucket_times) if overlapped else None,
+            stage_ends=stage_ends)
+    join = build.behaviour.step_join if build.behaviour is not None else "pipeline"
     out = {"pipeline": k, "microbatches": d["mk"], "pipeline_time": T, "stages": stages,
            "tied_allreduce": build.tied_allreduce_time, "allreduce": allreduce,
            "optimizer": build.optimizer_times[tail_stage], "tail_stage": tail_stage,
            "iteration": iteration, "allreduce_overlapped": c.overlapped_sync,
-           "placement": "per stage" if staged else "barrier"}
+           "placement": "per stage" if staged else "barrier",
+           "stage_ends": stage_ends, "step_join": join,
+           "step_join_bound": step_join_bound(stage_ends, join)}
     if overlapped:
         out["allreduce_after_backward"] = max(build.allreduce_times)
     return out

@@ -30,10 +30,16 @@ What a framework decides, and where dtsim uses it:
     tied-embedding all-reduce between the first and last stage runs before the
     data-parallel one.
 ``optimizer_barrier``
-    Whether, without the barrier, every stage's optimizer step waits for all the
-    stages of its pipeline to have reduced their gradients (an all-reduce of the
-    gradient norm or overflow flag over the pipeline's model-parallel group), per
-    precision.
+    Whether every stage's optimizer step waits for all the stages of its
+    pipeline to have reduced their gradients (an all-reduce of the gradient norm
+    or overflow flag over the pipeline's model-parallel group), per precision.
+``step_join``
+    Whom a stage waits for before its next step: ``"last-stage"`` (DeepSpeed:
+    the loss all-reduced among the last stages, then broadcast over each
+    pipeline) or ``"pipeline"`` (Megatron-LM: all-reduces over the
+    model-parallel group after the optimizer step). dtsim's engines start every
+    device's next step together; :func:`sim.analytic.placement.step_join_bound`
+    says by how much that can lengthen a step.
 ``bucket_elements``, ``bucket_rule``
     Gradient elements per all-reduce bucket (``inf``: one bucket), and how an
     all-reduce overlapped with the backward pass cuts the gradients
@@ -102,6 +108,7 @@ class Framework:
     dp_bytes: Cited
     tied_bytes: Cited
     activation_bytes: Cited
+    step_join: Cited  # who a stage waits for before its next step ("last-stage", "pipeline")
     pipeline: bool = True
     options: dict[str, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
 
@@ -109,7 +116,8 @@ class Framework:
         """Every fact by name (for tables)."""
         return {k: getattr(self, k) for k in (
             "p2p", "partitioned", "gathers", "gather_bytes", "allreduce", "barrier", "tied_first",
-            "optimizer_barrier", "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes")}
+            "optimizer_barrier", "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes",
+            "step_join")}
 
 
 _PREC = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -156,6 +164,12 @@ _DEEPSPEED_COMMON = dict(
                      "model's dtype; with bf16 of weight._hp_grad, fp32; no cast)"),
     activation_bytes=Cited(_PREC, f"{_DS}: runtime/pipe/engine.py:1038-1041 (the stage's "
                            "output is sent as computed, in the model's dtype)"),
+    step_join=Cited("last-stage",
+                    f"{_DS}: runtime/pipe/engine.py:386-392 (train_batch: the schedule, then "
+                    "_aggregate_total_loss) and 583-640 (the last stage all-reduces the loss "
+                    "over its data-parallel group, 602, then broadcasts it over its pipeline, "
+                    "629; every other stage receives it, 639): a stage starts its next step "
+                    "once the last stages have ended theirs"),
     options={
         "communication_data_type": (("fp32", "fp16", "bf16"),
                                     f"{_DS}: runtime/config.py:252-266 (DeepSpeed config key "
@@ -195,6 +209,12 @@ SAILOR = Framework(
                   "all-reduce, 'for measurements': every stage waits for all before its "
                   "data-parallel all-reduce)"),
     **{**_DEEPSPEED_COMMON,
+       "step_join": Cited("last-stage", f"{_SAILOR}: deepspeed/pipe_engine.py:417-423 "
+                          "(train_batch: the schedule, then _aggregate_total_loss) and 614-675 "
+                          "(the loss all-reduced over the last stages' data-parallel group, "
+                          "then broadcast over each pipeline); its Megatron-DeepSpeed "
+                          "training.py:941-947 times each step between torch.cuda.synchronize() "
+                          "calls"),
        "p2p": Cited("blocking", f"{_SAILOR}: deepspeed/p2p.py:45-69 and 97-120 (send and recv "
                     "call dist.send / dist.recv, blocking, for each pipeline group) in "
                     "DeepSpeed's TrainSchedule order (deepspeed/pipe_engine.py:417-420)")},
@@ -244,6 +264,13 @@ MEGATRON = Framework(
                      "gradient buffer's dtype, as dp_bytes)"),
     activation_bytes=Cited(_PREC, f"{_MEG}: pipeline_parallel/p2p_communication.py:340-348 "
                            "(received tensors of config.pipeline_dtype, the model's dtype)"),
+    step_join=Cited("pipeline",
+                    f"{_MEG}: training/training.py:3165 (optimizer.step()), then 3198 and "
+                    "3201 (logical_and_across_model_parallel_group, "
+                    "reduce_max_stat_across_model_parallel_group over the model-parallel "
+                    "group of TP and pipeline ranks; training/utils/common_utils.py:309-310: "
+                    "all_reduce, then .item() on the host): every stage of a pipeline starts "
+                    "its next step after the slowest one's optimizer step"),
     options={
         "overlap_grad_reduce": ((True, False),
                                 f"{_MEG}: distributed_data_parallel_config.py:18 and "
@@ -281,6 +308,8 @@ DDP = Framework(
     dp_bytes=Cited(_PREC, f"{_TORCH}: gradients all-reduced in the parameters' dtype"),
     tied_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
     activation_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
+    step_join=Cited("pipeline", f"{_TORCH}: no pipeline (one stage: the all-reduce joins the "
+                    "replicas)"),
     pipeline=False,
     options={"bucket_cap_mb": ((), f"{_TORCH}: DistributedDataParallel(bucket_cap_mb=25)")},
 )
@@ -378,6 +407,7 @@ class FrameworkBehaviour:
     bucket_rule: str = "megatron"
     optimizer_barrier: bool = False
     first_bucket: bool = False  # DDP at its default cap: the first bucket 1 MiB
+    step_join: str = "pipeline"
 
     @property
     def bucket_bytes(self) -> float:
@@ -447,4 +477,5 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
         allreduce=allreduce, barrier=fw.barrier.value, tied_first=fw.tied_first.value,
         optimizer_barrier=fw.optimizer_barrier.value[prec],
         bucket_elements=float(bucket), dp_bytes=dp_bytes, tied_bytes=tied_bytes,
-        activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first)
+        activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first,
+        step_join=fw.step_join.value)
