@@ -156,7 +156,8 @@ def test_plan_files_name_their_framework(tmp_path):
 
 def test_framework_p2p_maps_to_the_adapters_modes(prof, runs):
     """Every framework's point-to-point is one the traffic adapter runs as the framework does:
-    blocking, or overlapped on FIFO channels (never the max-min 'shared' comparison); its sync
+    blocking (DeepSpeed's order, or Megatron-LM's with batched pairs), or overlapped on FIFO
+    channels (never the max-min 'shared' comparison); its sync
     overlaps the backward pass exactly when the framework does; a plan over the network holds
     channels exactly when it overlaps its transfers."""
     import simpy
@@ -164,12 +165,13 @@ def test_framework_p2p_maps_to_the_adapters_modes(prof, runs):
     from sim.training.traffic import traffic_for
 
     for fw in FRAMEWORKS.values():
-        assert fw.p2p.value in ("blocking", "overlap")
+        assert fw.p2p.value in ("blocking", "overlap", "batched")
+        assert (fw.p2p.value == "batched") == (fw.key == "megatron")
         fb = resolve(FrameworkSpec(fw.key), 4)
         assert ("overlap=backward" in fb.sync) == (fb.allreduce == "overlap-backward")
         assert fb.sync == "allreduce" or fb.sync.endswith(f"buckets={fw.bucket_rule.value}")
     run = runs["mit-N2_D1"]
-    for p2p in (None, "overlap"):
+    for p2p in (None, "overlap", "batched"):
         b = build_plan(run.plan, prof, steps=1, network=True, p2p=p2p)
         t = traffic_for(b.config, simpy.Environment())
         assert b.config.p2p == (p2p or "blocking") and b.config.sync == "allreduce"

@@ -1173,6 +1173,27 @@ def traffic_cases(fx: Fixtures) -> list[Case]:
     add("p2p/shared-plan-ok", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"), "--model",
                                 "OPT-350", "--p2p", "shared"), ok("throughput"))
     add("p2p/empty", T("--p2p", ""), refuse("p2p"))
+    # Megatron-LM's 1F1B with batched send/receive pairs (issue 35 item 2)
+    add("p2p/batched-ok", T("--stages", "3", "--latency", "0.5", "--schedule", "1f1b",
+                            "--p2p", "batched"), ok("throughput"))
+    add("p2p/batched-network-ok", T("--stages", "2", "--activation-size", "1", "--network",
+                                    "tree:racks=1,hosts=8", "--schedule", "1f1b", "--p2p",
+                                    "batched"), ok("throughput"))
+    add("p2p/batched-plan-ok", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"),
+                                 "--model", "OPT-350", "--p2p", "batched"), ok("throughput"))
+    add("p2p/batched-gpipe", T("--stages", "3", "--latency", "0.5", "--schedule", "gpipe",
+                               "--p2p", "batched"), refuse("p2p"))
+    add("p2p/batched-swarm", T("--stages", "3", "--latency", "0.5", "--p2p", "batched"),
+        refuse("p2p"))
+    add("p2p/batched-failures-without-restart",
+        T("--stages", "3", "--latency", "0.5", "--schedule", "1f1b", "--p2p", "batched",
+          "--availability", "0.9"), refuse("restart_cost"))
+    add("p2p/megatron-plan-gpipe", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"),
+                                     "--model", "OPT-350", "--framework", "megatron",
+                                     "--schedule", "gpipe"), refuse("schedule"))
+    add("p2p/batched-plan-gpipe", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"),
+                                    "--model", "OPT-350", "--p2p", "batched",
+                                    "--schedule", "gpipe"), refuse("schedule"))
     return cases
 
 
@@ -1948,6 +1969,10 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/schedule-interleaved", P(*gh, *quick, "--schedule", "interleaved"),
         refuse("schedule"))
     add("plan/p2p-unknown", P(*gh, *quick, "--p2p", "sometimes"), refuse("p2p"))
+    add("plan/p2p-batched-gpipe", P(*gh, *quick, "--p2p", "batched", "--schedule", "gpipe"),
+        refuse("schedule"))
+    add("plan/megatron-gpipe", P(*gh, *quick, "--framework", "megatron", "--schedule", "gpipe"),
+        refuse("schedule"))
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
     add("plan/failures-without-restart", P(*gh, *quick, "--simulate", "1", "--mtbf", "100"),
         refuse("restart_cost"),

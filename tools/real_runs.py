@@ -166,7 +166,8 @@ def allreduce_variants(build: Any) -> dict[str, float]:
     row, run by the DES (``--sync allreduce:overlap=backward``)."""
     c = build.config
     L, r, m = c.stages, c.replicas[0], c.microbatches
-    blocking = c.p2p == "blocking"
+    blocking = c.p2p in ("blocking", "batched")
+    batched = c.p2p == "batched"
     ends: list[list[float]] = [[] for _ in range(L)]
     T = 0.0
     for k in range(r):
@@ -175,7 +176,8 @@ def allreduce_variants(build: Any) -> dict[str, float]:
         b = [c.replica_times[j][k][1] for j in range(L)]
         act = [row[k][0] for row in build.transfer_times]
         grad = [row[k][1] for row in build.transfer_times]
-        progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
+        progs = [device_program(c.schedule, L, mk, j, blocking=blocking, batched=batched)
+                 for j in range(L)]
         e: list[float] = []
         T = max(T, program_makespan(progs, f, b, act, grad, blocking=blocking,
                                     channels=c.p2p == "overlap", ends=e))
@@ -200,9 +202,12 @@ ABLATION: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
     ("framework_deepspeed", "upstream DeepSpeed 0.16.5 (1 + 2 all-gathers per boundary, no "
      "barrier: each stage's tied and data-parallel all-reduce when its own program ends) "
      "instead of the artifact's modified engine", {"framework": "deepspeed"}, False),
-    ("framework_megatron", "Megatron-LM's schedules (each TP rank sends the whole tensor, no "
-     "all-gather; no barrier, the tied all-reduce after the data-parallel one)",
-     {"framework": "megatron"}, False),
+    ("framework_megatron", "Megatron-LM's schedules (its 1F1B order with batched send/receive "
+     "pairs; each TP rank sends the whole tensor, no all-gather; no barrier, the tied "
+     "all-reduce after the data-parallel one)", {"framework": "megatron"}, False),
+    ("framework_megatron_ds_order", "Megatron-LM in DeepSpeed's TrainSchedule order of separate "
+     "blocking sends and receives (--p2p blocking: the model before its order was built)",
+     {"framework": "megatron", "p2p": "blocking"}, False),
     ("framework_megatron_overlap", "Megatron-LM with overlap_grad_reduce (its all-reduce in "
      "buckets of max(4e7, 1e6 dp) elements as the last backward pass produces them)",
      {"framework": ("megatron", (("overlap_grad_reduce", True),))}, False),

@@ -270,8 +270,13 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     began = [0.0] * len(ops)
     for k, (code, d, peer, j, dep, send, prev) in enumerate(ops):
         if code >= _XA:
-            t = max(free[d], free[peer]) + (activation[j] if code == _XA else gradient[j])
-            free[peer] = free[d] = done[k] = t
+            if code == _W:
+                free[d] = done[k] = done[dep] if prev < 0 else max(done[dep], done[prev])
+                continue
+            t = max(free[d], free[peer]) + (activation[j] if code in (_XA, _TA) else gradient[j])
+            done[k] = t
+            if code <= _XG:
+                free[peer] = free[d] = t
             continue
         if code == _F0 or code == _B0:
             ready = 0.0
@@ -303,6 +308,10 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
 # gradient's arrival, a paired transfer (activation, gradient); what a pass sends on when it
 # completes (overlapped): nothing, its output activation, its input gradient
 _F0, _B0, _FA, _BL, _BG, _XA, _XG = range(7)
+# (Megatron-LM's batched pairs) a transfer with a batched call on one side at least, ending at
+# the later post of its two parties plus its time (activation, gradient); the end of a call
+# (the later end of its transfers)
+_TA, _TG, _W = 7, 8, 9
 _SEND_A, _SEND_G = 1, 2
 
 
@@ -338,12 +347,21 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
         code, d, peer, j, dep = ops[k, 0], ops[k, 1], ops[k, 2], ops[k, 3], ops[k, 4]
         send, prev = ops[k, 5], ops[k, 6]
         x = free[d]
-        if code >= _XA:
-            r = free[peer]
-            t = (r if r > x else x) + (activation[j] if code == _XA else gradient[j])
-            free[peer] = t
+        if code == _W:
+            t = done[dep]
+            if prev >= 0 and done[prev] > t:
+                t = done[prev]
             free[d] = t
             done[k] = t
+            continue
+        if code >= _XA:
+            r = free[peer]
+            t = (r if r > x else x) + (activation[j] if code == _XA or code == _TA
+                                       else gradient[j])
+            done[k] = t
+            if code <= _XG:
+                free[peer] = t
+                free[d] = t
             continue
         if code == _F0 or code == _B0:
             r = 0.0
@@ -367,6 +385,15 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
     return best
 
 
+def _transfer_ends(op: tuple) -> list[tuple]:
+    """The transfers of a transfer command, ``[(role, tag, hop, i)]`` (as
+    :func:`sim.training.schedules.transfer_ends`): a batched ``sendrecv`` holds a send and a
+    receive."""
+    if op[0] == "sendrecv":
+        return [("send", op[1], op[2], op[3]), ("recv", op[4], op[5], op[6])]
+    return [(op[0], op[1], op[2], op[3])]
+
+
 @functools.lru_cache(maxsize=256)
 def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, channels: bool
            ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple, ...], bool]:
@@ -386,6 +413,17 @@ def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, chan
     last: dict = {}  # channel (sender device, receiver device) -> the command that last sent on it
     ops: list[tuple[int, ...]] = []
     keys: list[tuple] = []
+    got: list[dict] = [{} for _ in range(p)]  # per device: its call's transfers done so far
+    waits = [0] * p
+
+    def _wait(dev: int, xs: list[int]) -> None:
+        """Device ``dev``'s call is over when its transfers ``xs`` (one or two) are."""
+        keys.append(("call", dev, waits[dev]))
+        waits[dev] += 1
+        ops.append((_W, dev, -1, 0, xs[0], 0, xs[1] if len(xs) > 1 else -1))
+        got[dev] = {}
+        pos[dev] += 1
+
     progress = True
     while progress:
         progress = False
@@ -420,18 +458,51 @@ def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, chan
                     pos[d] += 1
                     progress = True
                     continue
-                tag, h, i = op[1], op[2], op[3]
-                sender = h % p if tag == "a" else (h + 1) % p
-                receiver = (h + 1) % p if tag == "a" else h % p
-                peer = receiver if kind == "send" else sender
-                want = ("recv" if kind == "send" else "send", tag, h, i)
-                if pos[peer] >= len(programs[peer]) or tuple(programs[peer][pos[peer]]) != want:
+                if kind != "sendrecv" and not got[d]:
+                    tag, h, i = op[1], op[2], op[3]
+                    sender = h % p if tag == "a" else (h + 1) % p
+                    receiver = (h + 1) % p if tag == "a" else h % p
+                    peer = receiver if kind == "send" else sender
+                    want = ("recv" if kind == "send" else "send", tag, h, i)
+                    if pos[peer] >= len(programs[peer]):
+                        break
+                    theirs = tuple(programs[peer][pos[peer]])
+                    if theirs == want:  # two lone calls: one paired blocking transfer
+                        index[(tag, h, i)] = len(ops)
+                        keys.append((tag, h, i))
+                        ops.append((_XA if tag == "a" else _XG, d, peer, h, -1, 0, -1))
+                        pos[d] += 1
+                        pos[peer] += 1
+                        progress = True
+                        continue
+                # a batched pair on one side at least: each transfer starts once both of its
+                # parties have posted their calls; a call ends when all its transfers have
+                mine = _transfer_ends(op)
+                for end in mine:
+                    if end in got[d]:
+                        continue
+                    role, tag, h, i = end
+                    sender = h % p if tag == "a" else (h + 1) % p
+                    receiver = (h + 1) % p if tag == "a" else h % p
+                    peer = receiver if role == "send" else sender
+                    if pos[peer] >= len(programs[peer]) or programs[peer][pos[peer]][0] not in \
+                            ("send", "recv", "sendrecv"):
+                        continue
+                    theirs = _transfer_ends(programs[peer][pos[peer]])
+                    want = ("recv" if role == "send" else "send", tag, h, i)
+                    if want not in theirs:
+                        continue
+                    x = len(ops)
+                    index[(tag, h, i)] = x
+                    keys.append((tag, h, i))
+                    ops.append((_TA if tag == "a" else _TG, d, peer, h, -1, 0, -1))
+                    got[d][end] = x
+                    got[peer][want] = x
+                    if len(got[peer]) == len(theirs):  # the peer's call is over
+                        _wait(peer, [got[peer][e] for e in theirs])
+                if len(got[d]) < len(mine):
                     break
-                index[(tag, h, i)] = len(ops)
-                keys.append((tag, h, i))
-                ops.append((_XA if tag == "a" else _XG, d, peer, h, -1, 0, -1))
-                pos[d] += 1
-                pos[peer] += 1
+                _wait(d, [got[d][e] for e in mine])
                 progress = True
     complete = all(pos[d] >= len(programs[d]) for d in range(p))
     return tuple(ops), tuple(keys), complete

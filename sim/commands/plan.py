@@ -79,8 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="pipeline schedule of the plans: 1f1b (as Megatron-LM and DeepSpeed run it, "
            "default), gpipe or 1f1b-dynamic")
     a("--p2p", default=None,
-      help="point-to-point transfers: blocking (DeepSpeed's paired send/receive) or overlap, "
-           "overriding the framework's (default: the framework's)")
+      help="point-to-point transfers: blocking (DeepSpeed's paired send/receive in its "
+           "TrainSchedule order), batched (Megatron-LM's 1F1B with its batched send/receive "
+           "pairs; --schedule 1f1b) or overlap, overriding the framework's (default: the "
+           "framework's)")
     a("--framework", default=None, metavar="NAME",
       help="the framework the plans run on (deepspeed, sailor-deepspeed, megatron, ddp: "
            "sim/profiles/frameworks.py; default: the runs' with --fleet-from-runs, else "
@@ -177,7 +179,8 @@ def _failures(args: argparse.Namespace) -> dict[str, Any]:
     from ..training import TrainingConfig
 
     probe = {k: v for k, v in kw.items() if k != "failure_trace"}
-    TrainingConfig(stages=1, replicas=1, p2p=args.p2p or "blocking", sync="allreduce", **probe)
+    TrainingConfig(stages=1, replicas=1, p2p="overlap" if args.p2p == "overlap" else "blocking",
+                   sync="allreduce", **probe)
     return kw
 
 
@@ -244,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
                       "only the simulations; the search predicts failure-free iterations)")
     check_choice("schedule", args.schedule, ("1f1b", "gpipe", "1f1b-dynamic"))
     if args.p2p is not None:
-        check_choice("p2p", args.p2p, ("blocking", "overlap"))
+        check_choice("p2p", args.p2p, ("blocking", "overlap", "batched"))
     if args.out is not None:
         check_output_file("out", args.out)
     failures = _failures(args)
@@ -263,6 +266,9 @@ def run(args: argparse.Namespace) -> int:
         fw = runs[0].plan.framework  # the runs' framework (a Sailor run's: sailor-deepspeed)
     pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p, framework=fw,
                           fleet=fleet)
+    check(args.schedule == "1f1b" or pm.p2p != "batched", "schedule",
+          "1f1b with Megatron-LM's batched point-to-point (its non-interleaved schedule; "
+          "--p2p blocking or overlap for another)", args.schedule)
     res = search_plans(model, fleet, profiles.gpus, req, pm)
     sims: list[dict[str, Any] | None] = []
     for c in res.candidates:

@@ -65,7 +65,8 @@ class ProfilePlanModel:
         Pipeline schedule of the plans (``"1f1b"``, as Megatron-LM and DeepSpeed run it).
     p2p : str or None
         Override the framework's point-to-point semantics (``"blocking"``,
-        DeepSpeed's paired send and receive, or ``"overlap"``); None: the framework's.
+        DeepSpeed's paired send and receive, ``"batched"``, Megatron-LM's 1F1B
+        with batched pairs, or ``"overlap"``); None: the framework's.
     framework : FrameworkSpec or None
         What runs the plans that name none, as those the search makes (None:
         :data:`~sim.profiles.frameworks.DEFAULT_FRAMEWORK`); the bounds of the
@@ -182,11 +183,15 @@ class ProfilePlanModel:
         (:func:`~sim.profiles.build.explain_rows` counts them in the stage's time),
         timed as :func:`~sim.profiles.build.build_plan` times them; the bound is
         the least such pair over the layers a stage can end with (any but the
-        last). Overlapped transfers occupy no device: 0. A pair of kinds the
+        last). With Megatron-LM's batched pairs (``p2p="batched"``) a device's
+        calls over one boundary post at most one transfer each way together,
+        so it is busy at least the longer of the two per micro-batch.
+        Overlapped transfers occupy no device: 0. A pair of kinds the
         network lacks: 0 (such a plan is refused when it is timed).
         """
-        if self.p2p != "blocking":
+        if self.p2p not in ("blocking", "batched"):
             return 0.0
+        both = max if self.p2p == "batched" else (lambda x, y: x + y)
         m, fb, net = self.model, self._fb, self.profiles.network
         best = math.inf
         scale = fb.activation_bytes / m.bytes_per_value
@@ -194,8 +199,8 @@ class ProfilePlanModel:
             size = microbatch_size * act * scale
             for pa, pb in self._placements(a, b):
                 try:
-                    t = (pair_time(net, pa, pb, *p2p_flows(fb, size, a.tp), self.profiles)
-                         + pair_time(net, pb, pa, *p2p_flows(fb, size, b.tp), self.profiles))
+                    t = both(pair_time(net, pa, pb, *p2p_flows(fb, size, a.tp), self.profiles),
+                             pair_time(net, pb, pa, *p2p_flows(fb, size, b.tp), self.profiles))
                 except ConfigError:
                     return 0.0
                 best = min(best, t)

@@ -560,11 +560,14 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     model : str, optional
         The model's name (else the plan's).
     schedule : {"1f1b", "gpipe", "1f1b-dynamic"}
-    p2p : {"blocking", "overlap", "shared"} or None
+    p2p : {"blocking", "overlap", "batched", "shared"} or None
         Override the framework's point-to-point semantics (None: the
         framework's, :mod:`sim.profiles.frameworks`): a blocking paired send
-        and receive, or transfers on a communication stream beside the compute
-        (FIFO channels, :mod:`sim.network.channels`). ``shared`` (each
+        and receive in DeepSpeed's ``TrainSchedule`` order (``blocking``, also
+        with framework megatron: the override is the order too), blocking in
+        Megatron-LM's 1F1B order with its batched send/receive pairs
+        (``batched``, schedule 1f1b only), or transfers on a communication
+        stream beside the compute (FIFO channels, :mod:`sim.network.channels`). ``shared`` (each
         transfer on a connection of its own, sharing links max-min) is no
         framework's: a comparison only.
     framework : FrameworkSpec, optional
@@ -628,6 +631,9 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         check(p2p in P2P_MODES + ("shared",), "p2p", "one of " + ", ".join(P2P_MODES)
               + " or shared", p2p)
         fb = replace(fb, p2p=p2p)
+    check(schedule == "1f1b" or fb.p2p != "batched", "schedule",
+          "1f1b with Megatron-LM's batched point-to-point (its non-interleaved schedule; "
+          "p2p blocking or overlap for another)", schedule)
     bpv = mp.bytes_per_value
     act_scale = fb.activation_bytes / bpv  # the profile's sizes are in its own precision
     est = _estimator(profiles, mp, tensor_parallel, fb.activation_bytes)
@@ -816,7 +822,8 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
 
     Returns per stage (the slowest pipeline's device): compute (forward and
     backward passes), point-to-point (time the device spends in blocking
-    transfers; overlapped transfers occupy no device and show as waiting),
+    transfers, the longer of a batched pair's two; overlapped transfers occupy
+    no device and show as waiting),
     bubble (the rest of the pipeline phase: waiting for inputs and peers);
     and the iteration's tail: tied all-reduce, gradient all-reduce and
     optimizer step of the slowest stage, and the total. Where the framework
@@ -843,7 +850,8 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
 
     c = build.config
     L, r, m = c.stages, c.replicas[0], c.microbatches  # type: ignore[index]
-    blocking = c.p2p == "blocking"
+    blocking = c.p2p in ("blocking", "batched")
+    batched = c.p2p == "batched"
     overlapped = bool(build.bucket_times)
     staged = not c.allreduce_barrier  # each stage's collectives from its own programs' end
     best: tuple[float, int, dict] | None = None
@@ -861,7 +869,8 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
         if key in seen:  # a pipeline like one before (same kinds, same links)
             T, progs, lasts, ends = seen[key]
         else:
-            progs = [device_program(c.schedule, L, mk, j, blocking=blocking) for j in range(L)]
+            progs = [device_program(c.schedule, L, mk, j, blocking=blocking, batched=batched)
+                     for j in range(L)]
             starts: dict | None = {} if overlapped else None
             ends = [] if staged else None
             T = program_makespan(progs, f, b, act, grad, blocking=blocking,
@@ -884,10 +893,12 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
     for j in range(L):
         compute = d["mk"] * (d["f"][j] + d["b"][j])
         p2p = 0.0
-        if blocking:
+        if blocking:  # a batched pair's two transfers run at once: the longer
             for op in d["progs"][j]:
                 if op[0] in ("send", "recv"):
                     p2p += d["act"][op[2]] if op[1] == "a" else d["grad"][op[2]]
+                elif op[0] == "sendrecv":
+                    p2p += max(d["act" if op[t] == "a" else "grad"][op[t + 1]] for t in (1, 4))
         stages.append({"stage": j, "forward": d["f"][j], "backward": d["b"][j],
                        "compute": compute, "p2p": p2p, "bubble": max(T - compute - p2p, 0.0)})
     opt = build.optimizer_times

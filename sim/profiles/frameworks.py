@@ -12,8 +12,12 @@ What a framework decides, and where dtsim uses it:
 ``p2p``
     How a pipeline stage's send and receive meet its compute: ``"blocking"``
     (the device waits until the paired transfer is done, DeepSpeed's
-    ``SendActivation``/``RecvActivation`` and Megatron-LM's non-interleaved
-    1F1B) or ``"overlap"`` (on a communication stream beside the compute).
+    ``SendActivation``/``RecvActivation`` in its ``TrainSchedule`` order),
+    ``"batched"`` (blocking too, in Megatron-LM's non-interleaved 1F1B order,
+    whose steady state posts a send and the receive of the other direction
+    as one batch and waits for both:
+    :func:`sim.training.schedules.megatron_program`) or ``"overlap"`` (on a
+    communication stream beside the compute).
     :attr:`sim.training.TrainingConfig.p2p`.
 ``partitioned`` and ``gathers``
     Whether the ``t`` ranks of a TP group each send ``1/t`` of the activation
@@ -69,7 +73,7 @@ __all__ = ["PRECISIONS", "Cited", "Framework", "FrameworkSpec", "FrameworkBehavi
 
 #: Bytes per value of each training precision.
 PRECISIONS = {"fp32": 4, "fp16": 2, "bf16": 2}
-P2P_MODES = ("blocking", "overlap")
+P2P_MODES = ("blocking", "overlap", "batched")
 ALLREDUCE_PLACEMENTS = ("after-backward", "overlap-backward")
 
 _DS = "microsoft/DeepSpeed v0.16.5 (version.txt 0.16.5, commit 38327e0)"
@@ -224,11 +228,16 @@ SAILOR = Framework(
 MEGATRON = Framework(
     key="megatron", title="Megatron-LM (Megatron Core schedules and DistributedDataParallel)",
     versions=("0.20.0",), code=_MEG,
-    p2p=Cited("blocking", f"{_MEG}: megatron/core/pipeline_parallel/schedules.py:2181-2184 "
-              "(non-interleaved 1F1B refuses overlap_p2p_comm) and p2p_communication.py:416-418 "
-              "(wait_on_reqs: every isend/irecv is waited on before the next pass); a send and "
-              "the paired receive of the other direction are issued together "
-              "(send_forward_recv_backward, schedules.py:2416)"),
+    p2p=Cited("batched", f"{_MEG}: megatron/core/pipeline_parallel/schedules.py:2147-2480 "
+              "(forward_backward_pipelining_without_interleaving: warm-up recv_forward, "
+              "forward, send_forward 2344-2362; steady send_forward_recv_backward 2416 and "
+              "send_backward_recv_forward 2446, the last send_backward alone 2442; cool-down "
+              "recv_backward, backward, send_backward 2466-2474), 2181-2184 (refuses "
+              "overlap_p2p_comm); p2p_communication.py:379-381 and 22-57 (batch_p2p_comm: "
+              "both operations of a call posted by one batch_isend_irecv; training/"
+              "argument_utils.py:307 batch_p2p_comm = not overlap_p2p_comm, arguments.py:"
+              "1010-1012 overlap off without interleaving), 416-424 (every request waited on, "
+              "then torch.cuda.synchronize: the device waits for the call's transfers)"),
     partitioned=Cited(False, f"{_MEG}: schedules.py:2140-2143 (each TP rank sends the whole "
                       "(seq, mbs, hidden) tensor; 1/t of the sequence only with "
                       "sequence_parallel)"),

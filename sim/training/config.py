@@ -60,8 +60,9 @@ FIXED = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved")
 #: How a transfer between stages meets compute (see ``TrainingConfig.p2p``): in flight
 #: while the stages compute through FIFO channels, or blocking both ends (without a
 #: network: DeepSpeed's paired send and receive in its TrainSchedule order), or in flight
-#: each on a connection of its own (no queue; concurrent ones share links max-min).
-P2PS = ("overlap", "blocking", "shared")
+#: each on a connection of its own (no queue; concurrent ones share links max-min), or
+#: Megatron-LM's 1F1B with its batched send/receive pairs (both ends held, on the framework engine).
+P2PS = ("overlap", "blocking", "shared", "batched")
 ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin")
 #: Schedule -> the routings it has. GPipe and 1F1B run fixed pipelines (routing
 #: picks a microbatch's pipeline and any failover), so a shared stage queue has
@@ -241,7 +242,7 @@ class TrainingConfig:
         (:mod:`sim.training.outer`).
     optimizer_time : float
         Time of the optimizer step after the sync.
-    p2p : {"overlap", "blocking", "shared"}
+    p2p : {"overlap", "blocking", "shared", "batched"}
         Point-to-point transfers: ``overlap``, on a communication stream beside
         the compute (the hop time delays the micro-batch only), one at a time
         per sender, receiver and stream in issue order (FIFO channels,
@@ -252,7 +253,11 @@ class TrainingConfig:
         model the channels replaced). Without a network, blocking is
         DeepSpeed's paired send and receive in its ``TrainSchedule`` order (run
         by :class:`sim.training.framework.FrameworkFlow`); with one, see
-        ``p2p`` below the network fields.
+        ``p2p`` below the network fields. ``batched``: Megatron-LM's
+        non-interleaved 1F1B order, where the steady state posts a send and the
+        receive of the other direction together and waits for both
+        (:func:`sim.training.schedules.megatron_program`; schedule ``1f1b``
+        only, always on the framework engine, with or without a network).
     virtual_stages : int
         Model chunks per device ``v`` of the interleaved schedule (1 otherwise);
         each chunk pass takes ``1/v`` of the stage's time.
@@ -667,7 +672,8 @@ class TrainingConfig:
         if self.framework and self.failures and self.diloco is None:
             # (issue 37: a DiLoCo group that fails leaves its round instead of restarting)
             what = ("interleaved" if self.schedule == "interleaved" else "p2p blocking"
-                    if self.p2p == "blocking" else "a plan over a network")
+                    if self.p2p == "blocking" else "p2p batched" if self.p2p == "batched"
+                    else "a plan over a network")
             check(self.restart_cost is not None, "restart_cost",
                   f"given with failures under {what} (a framework run restarts from its last "
                   "checkpoint)", self.restart_cost)
@@ -715,6 +721,7 @@ class TrainingConfig:
         # every worker holds v model chunks, each a stage of the device program
         check_memory("virtual_stages", v, float(v) * sum(self.replicas) * BYTES_PER_STAGE)
         framework = ((self.p2p == "blocking" and self.network is None) or inter
+                     or self.p2p == "batched"
                      or self.allreduce_sizes is not None or self.allreduce_barrier is False)
         if inter and self.network is not None:
             check(False, "network", "unset with the interleaved schedule (its device programs "
@@ -723,9 +730,15 @@ class TrainingConfig:
             check(self.schedule in ("gpipe", "1f1b"), "p2p",
                   "overlap unless schedule is gpipe or 1f1b (DeepSpeed's blocking send and "
                   "receive)", self.p2p)
+        if self.p2p == "batched":
+            check(self.schedule == "1f1b", "p2p", "overlap, blocking or shared unless schedule "
+                  "is 1f1b (Megatron-LM's batched send/receive pairs are its non-interleaved "
+                  "1F1B's)",
+                  self.p2p)
         reps = self.replicas
         if framework:
             what = ("interleaved" if inter else "p2p blocking" if self.p2p == "blocking"
+                    else "p2p batched" if self.p2p == "batched"
                     else "a plan over a network" if self.allreduce_sizes is not None
                     else "allreduce_barrier False")
             check(len(set(reps)) == 1, "replicas",  # type: ignore[arg-type]
@@ -1014,7 +1027,7 @@ class TrainingConfig:
     @property
     def framework(self) -> bool:
         """Whether the framework engine (:mod:`sim.training.framework`) runs this config."""
-        return ((self.p2p == "blocking" and self.network is None)
+        return ((self.p2p == "blocking" and self.network is None) or self.p2p == "batched"
                 or self.schedule == "interleaved" or self.allreduce_sizes is not None
                 or self.allreduce_barrier is False)
 

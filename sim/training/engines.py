@@ -292,7 +292,8 @@ def _program_prediction(c: Any) -> dict[str, Any]:
 
     speeds = draw_speeds(c, None)
     L, v, r, m = c.stages, c.virtual_stages, c.replicas[0], c.microbatches
-    blocking = c.p2p == "blocking"
+    blocking = c.p2p in ("blocking", "batched")
+    batched = c.p2p == "batched"
     channels = c.p2p == "overlap"
     T, busy = 0.0, 0.0
     last_b: list[list[tuple[float, float]]] = [[] for _ in range(L)]  # (start, time) per stage
@@ -318,7 +319,8 @@ def _program_prediction(c: Any) -> dict[str, Any]:
             grad = [row[k][1] for row in xfer]
         else:
             act, grad = list(c.hop_times), list(c.hop_times_back)
-        progs = [device_program(c.schedule, L, mk, j, v=v, blocking=blocking) for j in range(L)]
+        progs = [device_program(c.schedule, L, mk, j, v=v, blocking=blocking, batched=batched)
+                 for j in range(L)]
         starts: dict = {}
         ends: list[float] = []
         T = max(T, analytic.program_makespan(progs, forward, backward, act, grad,

@@ -14,6 +14,13 @@ gives it:
   takes the hop's transfer time on both (NCCL send/recv of messages above its
   eager size wait for the peer; DeepSpeed's ``SendActivation`` and
   ``RecvActivation`` "must be paired ... to avoid deadlock");
+* with ``p2p="batched"`` (Megatron-LM's non-interleaved 1F1B,
+  :func:`sim.training.schedules.megatron_program`) a call may post a send and
+  a receive together (``send_forward_recv_backward``,
+  ``send_backward_recv_forward``): each of its transfers starts when the peer
+  has posted the call holding its other end (a pair or a lone operation) and
+  the two run at once (over a network, two flows); the device goes on when
+  both have ended;
 * with ``p2p="overlap"`` a pass sends its output as it ends and goes on;
   the output reaches the neighbour after the hop's transfer time, and the
   neighbour's pass that needs it waits for it.
@@ -118,7 +125,8 @@ class FrameworkFlow:
         self.L = L = c.stages
         self.v = c.virtual_stages
         self.r = c.replicas[0]  # type: ignore[index]
-        self.blocking = c.p2p == "blocking"
+        self.blocking = c.p2p in ("blocking", "batched")
+        self.batched = c.p2p == "batched"
         self.download_time = traffic.download_time
         self.lost = dict.fromkeys(LOST_CAUSES, 0.0)
         self.lost_passes = self.reroutes = self.recomputes = self.skips = self.waits = 0
@@ -210,7 +218,7 @@ class FrameworkFlow:
                 continue
             for j in range(self.L):
                 prog = device_program(self.schedule.name, self.L, len(mine), j, v=self.v,
-                                      blocking=self.blocking)
+                                      blocking=self.blocking, batched=self.batched)
                 dev = self.stages[j][k]
                 self._procs.append(self.env.process(self._run(dev, prog, mine, k)))
 
@@ -264,6 +272,10 @@ class FrameworkFlow:
                             dev.peak_in_flight = dev.in_flight
                         if s < S - 1 and not self.blocking:
                             self._send(("a", s + 1, i, k), s, k, False)
+                elif kind == "sendrecv":  # Megatron-LM's batched pair: both posted, both waited
+                    a = self._rendezvous((op[1], op[2], op[3], k), "send", op[2], k, op[1] == "g")
+                    b = self._rendezvous((op[4], op[5], op[6], k), "recv", op[5], k, op[4] == "g")
+                    yield env.all_of([a, b])
                 else:  # blocking "send"/"recv" of activation "a" or gradient "g": ("send", tag, s, i)
                     tag, hop, i = op[1], op[2], op[3]  # hop h: between model stages h, h + 1
                     yield self._rendezvous((tag, hop, i, k), kind, hop, k, tag == "g")

@@ -37,7 +37,7 @@ import functools
 
 __all__ = ["Schedule", "GPipe", "OneFOneB", "OneFOneBDynamic", "Interleaved", "SwarmSchedule", "Async",
            "SCHEDULE_POLICIES", "megatron_1f1b_order", "interleaved_order", "deepspeed_program",
-           "device_program"]
+           "megatron_program", "transfer_ends", "device_program"]
 
 
 class Schedule:
@@ -212,6 +212,87 @@ def deepspeed_program(stages: int, microbatches: int, stage: int) -> list[tuple]
     return out
 
 
+def megatron_program(stages: int, microbatches: int, stage: int) -> list[tuple]:
+    """One stage's commands under Megatron-LM's non-interleaved 1F1B with batched send/receive.
+
+    Megatron-LM core 0.20 (commit d98e8a64dd), ``schedules.py``
+    ``forward_backward_pipelining_without_interleaving`` (2147-2480): stage
+    ``j`` of ``L`` runs ``w = min(L - j - 1, m)`` warm-up micro-batches
+    (2277-2278), each ``recv_forward``, forward, ``send_forward``
+    (2344-2362); then, if ``m > w``, one more ``recv_forward`` (2373-2376);
+    then ``m - w`` steady iterations ``k``: forward of ``w + k``,
+    ``send_forward_recv_backward`` (the activation of ``w + k`` to stage
+    ``j + 1`` and the gradient of ``k`` from it, 2416), backward of ``k``,
+    then ``send_backward_recv_forward`` (the gradient of ``k`` to stage
+    ``j - 1`` and the activation of ``w + k + 1`` from it, 2446) or, at the
+    last iteration, ``send_backward`` alone (2442); then ``w`` cool-down
+    micro-batches, each ``recv_backward``, backward, ``send_backward``
+    (2466-2474). The first stage has no previous rank and the last no next:
+    every call towards nobody is skipped whole (``is_pp_first_stage`` and
+    ``is_pp_last_stage`` in ``p2p_communication.py`` 430-600), so the last
+    stage's steady state has no ``send_forward_recv_backward`` and the first
+    stage's no ``send_backward_recv_forward``.
+
+    A two-way call is one batch: ``_communicate`` (``p2p_communication.py``
+    280-428) posts both operations through ``torch.distributed.batch_isend_irecv``
+    (``_batched_p2p_ops``, 22-57; ``batch_p2p_comm`` is ``not
+    overlap_p2p_comm``, ``training/argument_utils.py:307``, and the
+    non-interleaved schedule forces ``overlap_p2p_comm`` off,
+    ``training/arguments.py:1010-1012`` and ``schedules.py:2181-2184``),
+    waits on every request (416-418) and then on the device
+    (``torch.cuda.synchronize``, 421-424, ``batch_p2p_sync`` default True,
+    ``model_parallel_config.py:395``). A one-way call is a batch of one.
+
+    Commands: ``("F" | "B", 0, i)``; a lone ``("send" | "recv", "a" | "g",
+    hop, i)`` as :func:`deepspeed_program`'s; and a batched pair
+    ``("sendrecv", send_tag, send_hop, send_i, recv_tag, recv_hop, recv_i)``.
+    Semantics (:func:`sim.analytic.training.program_makespan` and
+    :class:`sim.training.framework.FrameworkFlow`): each transfer starts when
+    both its parties have posted the calls that hold it (the peer's call may
+    be a pair or a single operation) and takes its own time (the hop's
+    activation or gradient time: the two directions of a hop are
+    independent, full duplex); a device is free when every transfer of its
+    call has completed. A lone call is the paired blocking transfer.
+    """
+    L, m, j = stages, microbatches, stage
+    first, last = j == 0, j == L - 1
+    w = min(L - j - 1, m)
+    out: list[tuple] = []
+    for i in range(w):  # warm-up
+        if not first:
+            out.append(("recv", "a", j - 1, i))
+        out.append(("F", 0, i))
+        if not last:
+            out.append(("send", "a", j, i))
+    if m > w and not first:
+        out.append(("recv", "a", j - 1, w))
+    for k in range(m - w):  # steady state
+        out.append(("F", 0, w + k))
+        if not last:
+            out.append(("sendrecv", "a", j, w + k, "g", j, k))
+        out.append(("B", 0, k))
+        if not first:
+            if k == m - w - 1:
+                out.append(("send", "g", j - 1, k))
+            else:
+                out.append(("sendrecv", "g", j - 1, k, "a", j - 1, w + k + 1))
+    for i in range(m - w, m):  # cool-down
+        if not last:
+            out.append(("recv", "g", j, i))
+        out.append(("B", 0, i))
+        if not first:
+            out.append(("send", "g", j - 1, i))
+    return out
+
+
+def transfer_ends(op: tuple) -> list[tuple[str, str, int, int]]:
+    """The transfers a transfer command takes part in, ``[(role, tag, hop, i)]``: one for a
+    lone ``send``/``recv``, a send then a receive for a batched ``sendrecv``."""
+    if op[0] == "sendrecv":
+        return [("send", op[1], op[2], op[3]), ("recv", op[4], op[5], op[6])]
+    return [(op[0], op[1], op[2], op[3])]
+
+
 def gpipe_blocking_program(stages: int, microbatches: int, stage: int) -> list[tuple]:
     """GPipe with blocking paired send/recv: every forward with its transfers, then every backward."""
     L, m, j = stages, microbatches, stage
@@ -232,33 +313,42 @@ def gpipe_blocking_program(stages: int, microbatches: int, stage: int) -> list[t
 
 
 def device_program(schedule: str, stages: int, microbatches: int, stage: int, *, v: int = 1,
-                   blocking: bool = False) -> list[tuple]:
+                   blocking: bool = False, batched: bool = False) -> list[tuple]:
     """The per-step program of device ``stage`` of a pipeline of ``stages`` devices.
 
     Compute passes are ``("F" | "B", chunk, microbatch)``; with ``blocking``
     the transfers are explicit paired commands (:func:`deepspeed_program`),
-    otherwise each pass waits for its input to arrive. (A new list each call,
-    of a program worked out once per arguments.)
+    with ``batched`` too Megatron-LM's 1F1B with its batched send/receive
+    pairs (:func:`megatron_program`), otherwise each pass waits for its input
+    to arrive. (A new list each call, of a program worked out once per arguments.)
 
     Raises
     ------
     ValueError
         For a schedule without a device program (SWARM, async) or a blocking
         interleaved program (Megatron's interleaved schedule overlaps its
-        transfers; the blocking engine is DeepSpeed's, which has no interleaving).
+        transfers; the blocking engine is DeepSpeed's, which has no interleaving),
+        or a batched program of another schedule than 1f1b (Megatron-LM's batched pairs
+        are its non-interleaved 1F1B's).
     """
-    return list(_device_program(schedule, stages, microbatches, stage, v, blocking))
+    return list(_device_program(schedule, stages, microbatches, stage, v, blocking, batched))
 
 
 @functools.lru_cache(maxsize=4096)
 def _device_program(schedule: str, stages: int, microbatches: int, stage: int, v: int,
-                    blocking: bool) -> tuple[tuple, ...]:
-    return tuple(_program(schedule, stages, microbatches, stage, v=v, blocking=blocking))
+                    blocking: bool, batched: bool = False) -> tuple[tuple, ...]:
+    return tuple(_program(schedule, stages, microbatches, stage, v=v, blocking=blocking,
+                          batched=batched))
 
 
 def _program(schedule: str, stages: int, microbatches: int, stage: int, *, v: int = 1,
-             blocking: bool = False) -> list[tuple]:
+             blocking: bool = False, batched: bool = False) -> list[tuple]:
     """:func:`device_program`, worked out."""
+    if batched:
+        if schedule == "1f1b" and blocking:
+            return megatron_program(stages, microbatches, stage)
+        raise ValueError(f"no batched device program for schedule {schedule} "
+                         f"(blocking={blocking})")
     if schedule in ("1f1b", "1f1b-dynamic"):
         if blocking:
             return deepspeed_program(stages, microbatches, stage)
