@@ -122,10 +122,12 @@ def replicated_bytes(index: int, layers: int, values: float, positions: float,
       input and pre-MLP layer norms (``transformer_layer.py:723, 830``; read
       ``N``, write ``N`` each) and the two bias-dropout-adds after the
       row-parallel linears (``transformer_layer.py:753-756, 1104-1107``;
-      ``fusions/fused_bias_dropout.py:42-51``; read the output and the
+      ``fusions/fused_bias_dropout.py:42-51``, one fused kernel as Megatron's
+      training runs it, ``--no-bias-dropout-fusion`` off by default:
+      ``training/arguments.py:2899-2901``; read the output and the
       residual, write the sum and the mask: ``3 N`` and ``N`` bytes each; the
       bias, of ``h`` values, is added after the all-reduce,
-      ``tensor_parallel/layers.py:1567-1569``); backward ``22 N`` and ``2 N``:
+      ``tensor_parallel/layers.py:1567-1572``); backward ``22 N`` and ``2 N``:
       per bias-dropout-add the dropout's gradient (read the gradient and the
       mask, write: ``2 N``, ``N`` bytes) and the bias gradient (a sum over the
       tokens: read ``N``); per layer norm its input gradient (read the
