@@ -49,23 +49,114 @@ def _row(f: float, b: float | None = None, o: float | None = 0.0) -> tuple[Layer
 
 
 def test_tp_derived_from_tp1_adds_megatrons_allreduces():
-    """TP t from a TP-1 profile: compute / t, plus 2 all-reduces of b s h forward and 2 backward
-    per transformer layer (1 forward in the embedding, 1 backward in the head), each a ring of
-    2 (t-1) steps of S/t bytes at the intra-node bandwidth."""
+    """TP t from a TP-1 profile: the split compute / t plus the replicated work whole, plus 2
+    all-reduces of b s h forward and 2 backward per transformer layer (1 forward in the
+    embedding, 1 backward in the head), each a ring of 2 (t-1) steps of S/t bytes at the
+    intra-node bandwidth."""
     p = _profiles(((("G", 2, 1), _row(1.0, 2.0, 0.5)),))
-    rows, notes = Estimator(p, p.models[0]).layer_times("G", 2, 4)
+    e = Estimator(p, p.models[0])
+    rows, notes = e.layer_times("G", 2, 4)
+    rep = e.replicated_times("G", 2)
     S = 2 * 4.0e6  # two samples' hidden states, fp32 as profiled
     ar = 2 * 3 * (S / 4) / BW
     for i, r in enumerate(rows):
         nf, nb = tp_collectives(i, 4)
-        assert r.forward == pytest.approx(1.0 * (i + 1) / 4 + nf * ar, rel=1e-12)
-        assert r.backward == pytest.approx(2.0 * (i + 1) / 4 + nb * ar, rel=1e-12)
+        rf, rb = rep[i]
+        assert r.forward == pytest.approx((1.0 * (i + 1) - rf) / 4 + rf + nf * ar, rel=1e-12)
+        assert r.backward == pytest.approx((2.0 * (i + 1) - rb) / 4 + rb + nb * ar, rel=1e-12)
     assert [tp_collectives(i, 4) for i in range(4)] == [(1, 0), (2, 2), (2, 2), (0, 1)]
-    assert any("TP 4 derived from TP 1" in n for n in notes)
-    # without an intra-node bandwidth there is no rule: one line naming it
-    bare = replace(p, gpus=GPUCatalogue((GPUType("G", 1e12),)))
+    assert any("TP 4 derived from TP 1" in n and "estimated by roofline" in n for n in notes)
+    # without an intra-node bandwidth or a memory bandwidth there is no rule: one line naming it
+    bare = replace(p, gpus=GPUCatalogue((GPUType("G", 1e12, memory_bandwidth=1e12),)))
     with pytest.raises(ConfigError, match="'intra_node_bandwidth' must be given for G"):
         Estimator(bare, bare.models[0]).layer_times("G", 2, 4)
+    blind = replace(p, gpus=GPUCatalogue((GPUType("G", 1e12, intra_node_bandwidth=BW),)))
+    with pytest.raises(ConfigError, match="'memory_bandwidth' must be given for G in the GPU "
+                       "catalogue .to estimate the work a TP group replicates"):
+        Estimator(blind, blind.models[0]).layer_times("G", 2, 4)
+
+
+def _hand_profile(memory_bandwidth: float = 1e12) -> Profiles:
+    """Four layers (embedding, two transformer layers, head), fp32, 1e6 hidden values per sample
+    (4e6 bytes), TP-1 times at micro-batch 2 in seconds."""
+    rows = (LayerTimes(1e-3, 0.0, 0.0), LayerTimes(1e-3, 2e-3, 0.0),
+            LayerTimes(1e-3, 2e-3, 0.0), LayerTimes(1.6e-5, 1e-3, 0.0))
+    m = ModelProfile("M", 4, ((("G", 2, 1), rows),),
+                     ((1, tuple(LayerSizes(1000, 4.0e6, 1.0e6) for _ in range(4))),))
+    gpu = GPUType("G", 1e12, intra_node_bandwidth=BW, memory_bandwidth=memory_bandwidth)
+    return Profiles((m,), GPUCatalogue((gpu,)), NetworkProfile(()))
+
+
+def test_derived_tp_splits_only_what_megatron_splits_hand_worked():
+    """A hand-worked example. Micro-batch 2: N = b s h = 2e6 values of 4 bytes, P = s h = 1e6,
+    dropout masks 1 byte, memory bandwidth 1e12 B/s. A transformer layer's replicated work
+    moves 10 N x 4 + 2 N = 8.4e7 bytes forward (R_f = 84 us) and 22 N x 4 + 2 N = 1.8e8
+    backward (R_b = 180 us); with its TP-1 times 1 ms and 2 ms:
+
+    - TP 2: all-reduce 2 (1) 4e6 / 1e10 = 0.8 ms; forward (1 - 0.084) / 2 + 0.084 + 2 x 0.8
+      = 2.142 ms, backward (2 - 0.18) / 2 + 0.18 + 1.6 = 2.69 ms;
+    - TP 4: all-reduce 2 (3) 2e6 / 1e10 = 1.2 ms; forward 0.916 / 4 + 0.084 + 2.4 = 2.713 ms,
+      backward 1.82 / 4 + 0.18 + 2.4 = 3.035 ms.
+
+    The embedding moves (8 N + 3 P) 4 + N = 7.8e7 bytes forward (78 us) and (4 N + P) 4 + N
+    = 3.8e7 backward (38 us, more than its 0 profiled: clamped, said); the head's final layer
+    norm 2 N x 4 = 1.6e7 forward (16 us, its whole TP-1 forward here: nothing left to split)
+    and 5 N x 4 = 4e7 backward (40 us)."""
+    p = _hand_profile()
+    e = Estimator(p, p.models[0], tensor_parallel="derived")
+    rep = e.replicated_times("G", 2)
+    assert [x for pair in rep for x in pair] == pytest.approx(
+        [78e-6, 38e-6, 84e-6, 180e-6, 84e-6, 180e-6, 16e-6, 40e-6], rel=1e-12)
+    r2, n2 = e.layer_times("G", 2, 2)
+    r4, n4 = e.layer_times("G", 2, 4)
+    for rows in (r2, r4):
+        assert rows[1] == rows[2]
+    assert (r2[1].forward, r2[1].backward) == pytest.approx((2.142e-3, 2.69e-3), rel=1e-12)
+    assert (r4[1].forward, r4[1].backward) == pytest.approx((2.713e-3, 3.035e-3), rel=1e-12)
+    # the embedding: (1 - 0.078) / t + 0.078 ms and one all-reduce forward; its backward 0
+    assert r2[0].forward == pytest.approx(0.922e-3 / 2 + 78e-6 + 0.8e-3, rel=1e-12)
+    assert r4[0].forward == pytest.approx(0.922e-3 / 4 + 78e-6 + 1.2e-3, rel=1e-12)
+    assert r2[0].backward == 0.0 and r4[0].backward == 0.0
+    # the head: its forward all replicated (16 us at every t), its backward 40 us whole
+    assert r2[3].forward == pytest.approx(16e-6, rel=1e-12)
+    assert r4[3].forward == pytest.approx(16e-6, rel=1e-12)
+    assert r4[3].backward == pytest.approx(0.96e-3 / 4 + 40e-6 + 1.2e-3, rel=1e-12)
+    for n in (n2, n4):
+        assert any("replicated estimate exceeds the TP-1 time of layer 0 backward" in x
+                   for x in n)
+        assert not any("layer 3 forward" in x for x in n)  # equal is not exceeding
+    # TP 1 is the profile, unchanged
+    assert e.layer_times("G", 2, 1) == (p.models[0].layer_times("G", 2, 1), ())
+
+
+def test_replicated_work_is_counted_once_per_rank_not_divided():
+    """The replicated time does not shrink with t: derived compute - (T1 - R) / t is R at every
+    t, and R scales as 1 / memory bandwidth (the roofline)."""
+    for mb in (1e12, 2e12):
+        p = _hand_profile(mb)
+        e = Estimator(p, p.models[0], tensor_parallel="derived")
+        rep = e.replicated_times("G", 2)
+        assert rep[1][0] == pytest.approx(8.4e7 / mb, rel=1e-12)
+        for t in (2, 4, 8):
+            ar = 2 * (t - 1) * (8e6 / t) / BW
+            rows, _ = e.layer_times("G", 2, t)
+            compute = rows[1].backward - 2 * ar
+            assert compute - (2e-3 - rep[1][1]) / t == pytest.approx(rep[1][1], rel=1e-9)
+
+
+def test_everything_split_rule_is_rejected():
+    """The old rule (the whole TP-1 time / t) differs from the derived time by more than 20% of
+    the compute at TP 4 on the hand-worked layer's backward (0.5 ms against 0.635 ms), far
+    outside the 1e-12 the derived times are checked to."""
+    p = _hand_profile()
+    e = Estimator(p, p.models[0], tensor_parallel="derived")
+    rows, _ = e.layer_times("G", 2, 4)
+    ar = 2 * 3 * (8e6 / 4) / BW
+    compute = rows[1].backward - 2 * ar
+    old = 2e-3 / 4
+    assert compute == pytest.approx(0.635e-3, rel=1e-12)
+    assert abs(compute - old) / compute > 0.20
+    assert compute != pytest.approx(old, rel=0.2)
 
 
 def test_unprofiled_microbatch_is_linear_between_profiled_sizes_and_refused_far_out():

@@ -2133,6 +2133,20 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/gpus-intra-negative", T("--plan", tiny, "--profiles",
                                        folder("p-gpus", base, gpus, net), *one),
         refuse("intra_node_bandwidth"))
+    tp1 = {**fwd, "times": [{"gpu": "T4", "microbatch_size": 1, "tp": 1, "layers": [
+        [0.01, 0.0, 0.001], [0.02, 0.04, 0.001], [0.02, 0.04, 0.001], [0.01, 0.02, 0.001]]}]}
+    blind = _json.loads((shipped / "gpus.json").read_text())
+    for g in blind["gpus"]:
+        if g["name"] == "T4":
+            del g["memory_bandwidth"]
+    add("train/model-tp-derived-without-memory-bandwidth",
+        T("--plan", tiny, "--profiles", folder("p-tp-blind", tp1, blind, net), *one),
+        refuse("memory_bandwidth"), note="TP 2 derived from a TP-1 profile on a GPU type the "
+        "catalogue gives no memory bandwidth for (the replicated work is timed by it)")
+    add("train/model-tp-derived-runs",
+        T("--plan", tiny, "--profiles", folder("p-tp-derived", tp1, network=net), *one),
+        ok("estimated by roofline"), note="the same plan with the catalogue's T4: derived, "
+        "the replicated part named as a roofline estimate")
     nowhere = {"links": [{**link, "flows": 2, "curve": {"coefficients": [-1.0]}}]}
     add("train/network-curve-valid-nowhere",
         T("--plan", tiny, "--profiles", folder("p-curve", base, network=nowhere), *one),

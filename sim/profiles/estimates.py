@@ -22,9 +22,22 @@ all-gather (Korthikanti et al. 2022, arXiv:2205.05198), the same bytes per GPU.
 An all-reduce of ``S`` bytes over ``t`` GPUs of one node is a ring: ``2 (t - 1)``
 steps of ``S / t`` bytes at the intra-node bandwidth
 (:meth:`sim.profiles.Profiles.intra_node_bandwidth`; Patarasuk and Yuan 2009).
-The replicated work (layer norms, dropout, residual additions, which the TP
-ranks each do whole) is counted as split too: the derived time is a lower
-bound on it.
+Only the matrix multiplications and the attention core (its heads) split: the
+layer norms, the dropouts after the attention and MLP blocks with their bias
+and residual additions, and the embedding's lookup, position addition and
+dropout run on the whole ``b x s x h`` tensor on every rank of the group
+(Shoeybi et al. 2019, section 3 and figure 3; Korthikanti et al. 2022,
+arXiv:2205.05198, section 4.2: the ``10 s b h`` of the activation memory
+``s b h (10 + 24/t + 5 a s / (h t))`` that TP does not divide are those ops'
+tensors). So the derived time of a pass is ``(T1 - R) / t + R`` plus the
+collectives, ``T1`` the TP-1 time and ``R`` the replicated ops' time:
+memory-bound elementwise work timed by the roofline (Williams, Waterman and
+Patterson 2009) at the catalogue's memory bandwidth, with the bytes of
+:func:`replicated_bytes` (a lower bound: kernels reach a fraction of the
+peak). Where ``R`` exceeds ``T1`` (a pass the profile timed at or near 0),
+``R`` is taken as ``T1`` (nothing of it splits) and the output says so.
+Sequence parallelism would split these ops by ``t`` too; dtsim has no
+sequence-parallel option, so it is not modelled.
 
 **A micro-batch size the profile did not measure** (``mbs``): a layer's FLOPs
 are linear in the batch (Narayanan et al. 2021, SC'21, section 5.1, eq. 2), so
@@ -66,13 +79,17 @@ from dataclasses import replace
 from ..errors import check, check_int
 from .values import LayerSizes, LayerTimes, ModelProfile, ModelShape, Profiles, shape_sizes
 
-__all__ = ["MBS_RANGE", "ADAM_BYTES_PER_PARAM", "TP_MODES", "Estimator", "tp_collectives"]
+__all__ = ["MBS_RANGE", "ADAM_BYTES_PER_PARAM", "MASK_BYTES", "TP_MODES", "Estimator",
+           "replicated_bytes", "tp_collectives"]
 
 #: Micro-batch sizes estimated from a profile: from half its smallest to twice its largest.
 MBS_RANGE = (0.5, 2.0)
 #: Bytes Adam moves per parameter in fp32: read weight, gradient, two moments; write weight and
 #: the two moments (Kingma and Ba 2015; PyTorch's torch.optim.Adam update).
 ADAM_BYTES_PER_PARAM = 28.0
+#: Bytes of one dropout mask value: PyTorch's dropout keeps its mask as ``torch.bool`` for the
+#: backward pass (``native_dropout`` returns it beside the output).
+MASK_BYTES = 1.0
 #: ``profiled``: a measured TP-t time where the profile has one, else derived from TP 1;
 #: ``derived``: every TP > 1 derived from TP 1 (the check of docs/real_runs.md).
 TP_MODES = ("profiled", "derived")
@@ -86,6 +103,61 @@ def tp_collectives(index: int, layers: int) -> tuple[int, int]:
     if index == layers - 1:
         return (0, 1)
     return (2, 2)
+
+
+def replicated_bytes(index: int, layers: int, values: float, positions: float,
+                     bytes_per_value: float) -> tuple[float, float]:
+    """Bytes the elementwise ops every TP rank runs whole move in layer ``index`` of
+    ``layers``: ``(forward, backward)``.
+
+    ``values`` is one micro-batch's hidden states, ``N = b s h``; ``positions``
+    the position embeddings' ``P = s h``; tensors move at ``bytes_per_value``,
+    dropout masks at :data:`MASK_BYTES`. The ops are Megatron-LM's (``megatron/
+    core``, GPT layer, its defaults: LayerNorm, biased linears, hidden dropout
+    0.1); each reads its inputs and writes its outputs once, weights of ``h``
+    values and the layer norms' per-row statistics left out (``1/h`` of the
+    rest):
+
+    - a transformer layer, forward ``10 N`` values and ``2 N`` mask bytes: the
+      input and pre-MLP layer norms (``transformer_layer.py:723, 830``; read
+      ``N``, write ``N`` each) and the two bias-dropout-adds after the
+      row-parallel linears (``transformer_layer.py:753-756, 1104-1107``;
+      ``fusions/fused_bias_dropout.py:42-51``, one fused kernel as Megatron's
+      training runs it, ``--no-bias-dropout-fusion`` off by default:
+      ``training/arguments.py:2899-2901``; read the output and the
+      residual, write the sum and the mask: ``3 N`` and ``N`` bytes each; the
+      bias, of ``h`` values, is added after the all-reduce,
+      ``tensor_parallel/layers.py:1567-1572``); backward ``22 N`` and ``2 N``:
+      per bias-dropout-add the dropout's gradient (read the gradient and the
+      mask, write: ``2 N``, ``N`` bytes) and the bias gradient (a sum over the
+      tokens: read ``N``); per layer norm its input gradient (read the
+      gradient and the input, write: ``3 N``) and its weight gradients in a
+      second pass (read both again: ``2 N``; PyTorch's CUDA layer norm runs
+      ``GammaBetaBackwardCUDAKernel`` apart from the input gradient), and
+      the addition of the residual's gradient to it (read ``2 N``, write
+      ``N``).
+    - the embedding (index 0), forward ``8 N + 3 P`` and ``N`` mask bytes: the
+      word lookup, whole on every rank (``VocabParallelEmbedding`` looks up
+      every token and zeroes the ones outside its vocabulary,
+      ``tensor_parallel/layers.py:344-365``: read ``N``, write ``N``), the
+      position lookup (``2 P``) and addition (read ``N + P``, write ``N``),
+      the copy to ``[s, b, h]`` and the dropout
+      (``common/embeddings/language_model_embedding.py:115-156``: ``2 N``
+      each, and the mask); backward ``4 N + P`` and ``N`` mask bytes: the
+      dropout's gradient (``2 N``, the mask), the position embeddings'
+      gradient (read ``N``, write ``P``) and the word embeddings' (each rank
+      reads all ``N``; the rows it adds are its own vocabulary's, split).
+    - the last layer (final layer norm and output head), forward ``2 N``,
+      backward ``5 N``: the final layer norm (``transformer_block.py:756``);
+      the head's matrix multiplication and the vocabulary-parallel cross
+      entropy split.
+    """
+    n, p, v = float(values), float(positions), float(bytes_per_value)
+    if index == 0:
+        return ((8 * n + 3 * p) * v + n * MASK_BYTES, (4 * n + p) * v + n * MASK_BYTES)
+    if index == layers - 1:
+        return (2 * n * v, 5 * n * v)
+    return (10 * n * v + 2 * n * MASK_BYTES, 22 * n * v + 2 * n * MASK_BYTES)
 
 
 def _line(b0: float, t0: float, b1: float, t1: float, b: float) -> float:
@@ -247,21 +319,57 @@ class Estimator:
         params = self.layer_sizes(tp)[0][index].params
         return params * ADAM_BYTES_PER_PARAM / mb  # type: ignore[operator]
 
+    def replicated_times(self, gpu: str, b: int) -> tuple[tuple[float, float], ...]:
+        """Per layer ``(forward, backward)`` seconds of the work every TP rank does whole
+        (:func:`replicated_bytes` at the catalogue's memory bandwidth; the roofline)."""
+        mb = self.profiles.gpus[gpu].memory_bandwidth
+        check(mb is not None, "memory_bandwidth", f"given for {gpu} in the GPU catalogue (to "
+              "estimate the work a TP group replicates when a TP degree is derived from TP 1)",
+              None)
+        one = self.layer_sizes(1)[0]
+        n = len(one)
+        bpv = self.model.bytes_per_value
+        out = []
+        for i in range(n):
+            k = i - 1 if i == n - 1 and i > 0 else i  # the head's input: the hidden states
+            positions = one[k].activation_bytes / bpv
+            f, g = replicated_bytes(i, n, b * positions, positions, bpv)
+            out.append((f / mb, g / mb))  # type: ignore[operator]
+        return tuple(out)
+
     def _derive_tp(self, gpu: str, b: int, tp: int, rows: tuple[LayerTimes, ...],
                    notes: tuple[str, ...]) -> tuple[tuple[LayerTimes, ...], tuple[str, ...]]:
         n = len(rows)
         one = self.layer_sizes(1)[0]
         at_t = self.layer_sizes(tp)[0]
+        rep = self.replicated_times(gpu, b)
+        clamped: list[str] = []
+
+        def split(i: int, what: str, whole: float, replicated: float) -> float:
+            if replicated > whole:
+                clamped.append(f"{i} {what}")
+                replicated = whole
+            return (whole - replicated) / tp + replicated
+
         out = []
         for i, r in enumerate(rows):
             nf, nb = tp_collectives(i, n)
             ar = self._allreduce(gpu, tp, self._hidden_bytes(i, b))
             share = at_t[i].params / one[i].params if one[i].params else 1.0 / tp
-            out.append(LayerTimes(r.forward / tp + nf * ar, r.backward / tp + nb * ar,  # type: ignore[operator]
+            out.append(LayerTimes(split(i, "forward", r.forward, rep[i][0]) + nf * ar,
+                                  split(i, "backward", r.backward, rep[i][1])  # type: ignore[arg-type]
+                                  + nb * ar,
                                   r.optimizer * share))  # type: ignore[operator]
         _, src = self.profiles.intra_node_bandwidth(gpu, tp, 1.0)
-        return tuple(out), notes + (f"{gpu} TP {tp} derived from TP 1 (compute / {tp}, "
-                                    f"Megatron-LM's TP all-reduces over the {src})",)
+        mb = self.profiles.gpus[gpu].memory_bandwidth
+        new = (f"{gpu} TP {tp} derived from TP 1 (the split compute / {tp}; the layer norms, "
+               f"dropouts and residual additions every rank runs whole estimated by roofline at "
+               f"the {mb / 1e9:g} GB/s memory bandwidth; Megatron-LM's TP all-reduces over the "  # type: ignore[operator]
+               f"{src})",)
+        if clamped:
+            new += (f"{gpu} TP {tp} micro-batch {b}: the replicated estimate exceeds the TP-1 time "
+                    f"of layer {', '.join(clamped)}: taken as that time, none of it split",)
+        return tuple(out), notes + new
 
     def _from_shape(self, gpu: str, b: int, tp: int
                     ) -> tuple[tuple[LayerTimes, ...], tuple[str, ...]]:
