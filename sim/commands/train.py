@@ -122,7 +122,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: on a "
            "communication stream beside the compute, one at a time per sender and receiver "
            "(FIFO, as NCCL runs a stream); blocking: both ends held for the transfer, in "
-           "DeepSpeed's paired send/recv order without --network (with --plan always); batched: "
+           "DeepSpeed's paired send/recv order (without --network, or with --plan); batched: "
            "blocking in Megatron-LM's 1F1B order, a send and the receive of the other "
            "direction posted together and both waited for (--schedule 1f1b); shared: "
            "overlapped, each on "
