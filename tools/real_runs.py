@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sim.analytic.placement import barrier_tail, staged_step_end
+from sim.analytic.placement import barrier_tail, pipelines_tied, staged_step_end
 from sim.analytic.training import program_makespan
 from sim.engines import predictions
 from sim.profiles import DATA_DIR, MeasuredRun, load_profiles, read_runs
@@ -169,9 +169,13 @@ def allreduce_variants(build: Any) -> dict[str, float]:
     blocking = c.p2p in ("blocking", "batched")
     batched = c.p2p == "batched"
     ends: list[list[float]] = [[] for _ in range(L)]
+    ran: list[int] = []  # the pipelines that got micro-batches
     T = 0.0
     for k in range(r):
         mk = len(range(k, m, r))
+        if mk == 0:
+            continue
+        ran.append(k)
         f = [c.replica_times[j][k][0] for j in range(L)]
         b = [c.replica_times[j][k][1] for j in range(L)]
         act = [row[k][0] for row in build.transfer_times]
@@ -184,7 +188,7 @@ def allreduce_variants(build: Any) -> dict[str, float]:
         for j in range(L):
             ends[j].append(e[j])
     ar, opt, tied = build.allreduce_times, build.optimizer_times, build.tied_allreduce_time
-    each = list(build.tied_allreduce_times) or tied  # per pipeline (its own ring)
+    each = pipelines_tied(build.tied_allreduce_times, tied, ran)  # per pipeline: its own ring
     return {"barrier": T + barrier_tail(ar, opt, tied,
                                         optimizer_barrier=c.optimizer_barrier)[0],
             "stage": staged_step_end(ends, ar, opt, each, tied_first=True),

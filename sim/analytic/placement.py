@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from ..errors import check
 
-__all__ = ["barrier_tail", "staged_step_end", "step_join_bound"]
+__all__ = ["barrier_tail", "pipelines_tied", "staged_step_end", "step_join_bound"]
 
 
 def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
@@ -112,6 +112,17 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
     if stage_ends is not None:
         stage_ends.extend(each_end)
     return max(each_end)
+
+
+def pipelines_tied(times: Sequence[float] | None, single: float,
+                   ran: Sequence[int]) -> float | list[float]:
+    """The ``tied`` argument of :func:`staged_step_end` for the pipelines ``ran`` (those that got
+    micro-batches, in the order of ``ends``): each one's own tied all-reduce time when the
+    plan has them per pipeline (``times``: its first and last GPUs and the link between them),
+    else the one ``single`` time."""
+    if not times:
+        return single
+    return [times[k] for k in ran]
 
 
 def barrier_tail(allreduce: Sequence[float], optimizer: Sequence[float], tied: float = 0.0, *,

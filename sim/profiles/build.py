@@ -843,7 +843,7 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
     ``step_join_bound`` how much the engines' step barrier can lengthen the
     next step at most (:func:`sim.analytic.placement.step_join_bound`; 0: exact).
     """
-    from ..analytic.placement import barrier_tail, staged_step_end, step_join_bound
+    from ..analytic.placement import barrier_tail, pipelines_tied, staged_step_end, step_join_bound
     from ..analytic.training import overlapped_exposed_time as exposed
     from ..analytic.training import overlapped_stage_ends, program_makespan
     from ..training.schedules import device_program
@@ -916,8 +916,7 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
                       for a, o in zip(build.allreduce_times, opt, strict=True)]
     iteration = max(stage_ends)
     if staged:  # each stage's collectives from its own devices' program ends
-        tied = ([build.tied_allreduce_times[k] for k in ran] if build.tied_allreduce_times
-                else build.tied_allreduce_time)
+        tied = pipelines_tied(build.tied_allreduce_times, build.tied_allreduce_time, ran)
         stage_ends = []
         iteration = staged_step_end(
             dev_ends, (0.0,) * L if overlapped else build.allreduce_times,

@@ -28,7 +28,7 @@ import math
 from typing import Any
 
 from .. import analytic
-from ..analytic.placement import barrier_tail, staged_step_end
+from ..analytic.placement import barrier_tail, pipelines_tied, staged_step_end
 from ..engines import Applies, Engine, Reference, register
 from ..network.collectives import bucket_sizes
 from .checkpointing import checkpoint_interval_obstacle, predicted_interval
@@ -366,8 +366,7 @@ def _program_prediction(c: Any) -> dict[str, Any]:
         if c.overlapped_sync:  # its buckets went during its last backward passes
             reduced = analytic.overlapped_stage_ends(last_b, buckets)
             allreduce = (0.0,) * L
-        tied = (c.tied_allreduce_time if c.tied_allreduce_times is None
-                else [c.tied_allreduce_times[k] for k in ran])
+        tied = pipelines_tied(c.tied_allreduce_times, c.tied_allreduce_time, ran)
         step = staged_step_end(dev_ends, allreduce, c.optimizer_times or (0.0,) * L, tied,
                                tied_first=c.tied_first, optimizer_barrier=c.optimizer_barrier,
                                reduced=reduced)
