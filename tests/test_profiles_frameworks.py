@@ -193,3 +193,64 @@ def test_on_the_shipped_plans_the_step_barrier_is_the_frameworks_join(prof, runs
             assert x["step_join_bound"] == 0.0, (name, fw)
             if len(x["stage_ends"]) > 1:
                 assert x["stage_ends"][-1] == max(x["stage_ends"]), (name, fw)
+
+
+def _tp_plan(tps, fw, gpu="A100-40"):
+    from sim.profiles import Plan, ReplicaSpec, StageSpec
+
+    L = len(tps)
+    cuts = [round(26 * k / L) for k in range(L + 1)]
+    return Plan(tuple(StageSpec(tuple(range(cuts[j], cuts[j + 1])), tuple(
+        ReplicaSpec(gpu, tps[j], gpus_per_node=tps[j], zone="us-central1-a") for _ in range(2)))
+        for j in range(L)), 2, 16, model="OPT-350", framework=FrameworkSpec(fw))
+
+
+def test_the_artifact_sends_once_per_pipeline_group(prof):
+    """The Sailor artifact runs stages of different TP degrees: a pipeline has as many groups
+    as its largest TP degree T, and a rank of a stage of TP t sends each part once per group
+    it is in (T / t groups: deepspeed/topology.py:103-127, pipe_engine.py:1069-1071,
+    1123-1125), so a hop's activation moves T / t_sender times the tensor and its gradient
+    T / t_receiver times; upstream DeepSpeed (one TP degree: pipe_groups False) is the rule
+    once. With TP 1, 4, 1 on A100-40s: the artifact's activation of hop 0 is 4 x, its gradient
+    of hop 1 too, the others once; the DES over the plan network equals the closed form
+    (1e-9) and the step is longer than the once-rule's by more than 5%."""
+    from sim.engines import predictions
+    from sim.profiles.build import pair_time
+    from sim.rng import Streams
+    from sim.training import training_model
+
+    steps = {}
+    for fw in ("sailor-deepspeed", "deepspeed"):
+        plan = _tp_plan((1, 4, 1), fw)
+        b = build_plan(plan, prof, steps=1, check_memory=False)
+        net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
+        closed = predictions("training", b.config)["step_time_mean"]["value"]
+        assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
+            pytest.approx(closed, rel=1e-9)
+        steps[fw] = closed
+        mp = prof.model("OPT-350")
+        size = 2 * mp.layer_sizes(1)[plan.stages[0].layers[-1]].activation_bytes
+        times = b.transfer_times
+        reps = [(plan.stages[j].replicas[0], (j, 0)) for j in range(3)]
+        many = 4 if fw == "sailor-deepspeed" else 1
+        assert times[0][0][0] == pytest.approx(
+            pair_time(prof.network, reps[0], reps[1], size * many, 1, prof), rel=1e-12)
+        assert times[1][0][1] == pytest.approx(
+            pair_time(prof.network, reps[2], reps[1], size * many, 1, prof), rel=1e-12)
+        assert times[0][0][1] == pytest.approx(
+            pair_time(prof.network, reps[1], reps[0], size / 4, 4, prof), rel=1e-12)
+    assert steps["sailor-deepspeed"] > 1.05 * steps["deepspeed"]
+    # one TP degree everywhere: one group per rank, the same transfers as upstream DeepSpeed
+    same = [build_plan(_tp_plan((2, 2, 2), fw), prof, steps=1, check_memory=False,
+                       network=True).config for fw in ("sailor-deepspeed", "deepspeed")]
+    assert same[0].gradient_transfer_sizes is None
+    assert same[0].transfer_sizes == same[1].transfer_sizes
+
+
+def test_tied_embeddings_need_one_tp_degree_at_both_ends(prof):
+    """The tied all-reduce pairs TP rank k of the first stage with rank k of the last
+    (DeepSpeed's module.py _index_tied_modules): a plan of a tied model whose first and last
+    stage differ in TP is refused in one line (the DES and the closed form disagreed on it)."""
+    with pytest.raises(ConfigError, match=re.escape("'plan' must be one TP degree at the "
+                                                    "first and last stage")):
+        build_plan(_tp_plan((1, 2), "sailor-deepspeed"), prof, steps=1, check_memory=False)

@@ -1323,6 +1323,21 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
                                    {"first_layer": 12, "last_layer": 25, "replicas": gh}])
     one = ["--steps", "1", "--replications", "1"]
     add("train/plan-runs", T("--plan", good, *one), ok("step time"))
+    add("train/plan-tied-tp-differs",
+        T("--plan", plan("plan-tied-tp.json", [{"first_layer": 0, "last_layer": 11,
+                                               "replicas": rep("GH-96", 2, 4)},
+                                              {"first_layer": 12, "last_layer": 25,
+                                               "replicas": rep("GH-96", 4, 4)}]), *one),
+        refuse("plan"), note="OPT-350 ties its embeddings: TP 2 at the first stage, 4 at the last")
+    add("train/plan-tp-differs-runs",
+        T("--plan", plan("plan-tp-212.json", [{"first_layer": 0, "last_layer": 8,
+                                              "replicas": rep("GH-96", 2, 4)},
+                                             {"first_layer": 9, "last_layer": 17,
+                                              "replicas": rep("GH-96", 1, 4)},
+                                             {"first_layer": 18, "last_layer": 25,
+                                              "replicas": rep("GH-96", 2, 4)}]),
+          "--framework", "sailor-deepspeed", *one),
+        ok("step time"), note="TP 2, 1, 2: the artifact sends per pipeline group")
     add("train/plan-gpu-not-in-profile",
         T("--plan", plan("plan-h100.json", [{"first_layer": 0, "last_layer": 25,
                                              "replicas": rep("H100", 4, 4)}]), *one),

@@ -615,6 +615,11 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     for j, st in enumerate(plan.stages):
         check(len({x.tp for x in st.replicas}) == 1, "plan",
               f"one TP degree per stage (stage {j})", sorted({x.tp for x in st.replicas}))
+    if mp.tied_embeddings and L > 1:  # the tied groups pair TP rank k of the first and last stage
+        first_tp, last_tp = plan.stages[0].replicas[0].tp, plan.stages[-1].replicas[0].tp
+        check(first_tp == last_tp, "plan", "one TP degree at the first and last stage of a model "
+              "with tied embeddings (their tied all-reduce pairs TP rank k of each: DeepSpeed's "
+              "module.py _index_tied_modules)", f"TP {first_tp} and {last_tp}")
     if mp.shape is not None:  # the heads are known: a TP group splits them evenly (Megatron-LM's
         # attention, num_attention_heads_per_partition = divide(num_attention_heads, world_size))
         for st in plan.stages:
@@ -683,18 +688,24 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             alike[(rep.gpu, rep.tp)] = (row[-1], grow[-1])
         times.append(tuple(row))
         gathers.append(tuple(grow))
-    # point to point: per hop, per pipeline (activation, gradient)
-    xfer, xfer_sizes = [], []
+    # point to point: per hop, per pipeline (activation, gradient); the Sailor artifact's engine
+    # sends each part once per pipeline group its rank is in (fb.pipe_groups): a stage of TP t
+    # in a pipeline whose largest TP is T sends T / t times what one send carries
+    top = max(st.replicas[0].tp for st in plan.stages)
+    xfer, xfer_sizes, grad_sizes = [], [], []
     for j in range(L - 1):
         a, b = plan.stages[j], plan.stages[j + 1]
         row = []
         size = mbs * sizes_at(a.replicas[0].tp)[a.layers[-1]].activation_bytes * act_scale
-        xfer_sizes.append(size)
+        act_size = size * top / a.replicas[0].tp if fb.pipe_groups else size
+        grad_size = size * top / b.replicas[0].tp if fb.pipe_groups else size
+        xfer_sizes.append(act_size)
+        grad_sizes.append(grad_size)
         for i in range(r):
             src, dst = a.replicas[i], b.replicas[i]
             pa, pb = (src, (j, i)), (dst, (j + 1, i))
-            act = pair_time(net, pa, pb, *p2p_flows(fb, size, src.tp), profiles)
-            grad = pair_time(net, pb, pa, *p2p_flows(fb, size, dst.tp), profiles)
+            act = pair_time(net, pa, pb, *p2p_flows(fb, act_size, src.tp), profiles)
+            grad = pair_time(net, pb, pa, *p2p_flows(fb, grad_size, dst.tp), profiles)
             row.append((act, grad))
         xfer.append(tuple(row))
     # gradient all-reduce per stage, tied embedding between the first and last stage: after the
@@ -747,12 +758,17 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         tied_first=fb.tied_first, optimizer_barrier=fb.optimizer_barrier)
     if network:
         flows = [p2p_flows(fb, s, plan.stages[j].replicas[0].tp) for j, s in enumerate(xfer_sizes)]
+        back = [p2p_flows(fb, s, plan.stages[j + 1].replicas[0].tp)
+                for j, s in enumerate(grad_sizes)]
         kw.update(network=physical_network(plan, profiles, mp.tied_embeddings) if plan.physical
                   else plan_network(plan, net, mp.tied_embeddings),
                   network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
                   tensor_parallel=tuple(tuple(x.tp for x in st.replicas) for st in plan.stages),
                   bucket_size=math.inf if overlapped else bucket,
                   transfer_sizes=tuple(per * k for per, k in flows) or None,
+                  gradient_transfer_sizes=(tuple(per * k for per, k in back)
+                                           if grad_sizes != xfer_sizes or flows != back
+                                           else None),
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size)
     else:
         kw.update(transfer_times=tuple(xfer) if L > 1 else None, allreduce_times=tuple(ar),

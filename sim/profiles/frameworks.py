@@ -44,6 +44,12 @@ What a framework decides, and where dtsim uses it:
     model-parallel group after the optimizer step). dtsim's engines start every
     device's next step together; :func:`sim.analytic.placement.step_join_bound`
     says by how much that can lengthen a step.
+``pipe_groups``
+    Whether a rank sends (and receives) each activation and gradient once per
+    pipeline group it belongs to, the groups being as many as the largest TP
+    degree of the pipeline's stages (the Sailor artifact's engine, which runs
+    stages of different TP degrees); else once (a framework with one TP degree
+    for the whole model).
 ``bucket_elements``, ``bucket_rule``
     Gradient elements per all-reduce bucket (``inf``: one bucket), and how an
     all-reduce overlapped with the backward pass cuts the gradients
@@ -113,6 +119,7 @@ class Framework:
     tied_bytes: Cited
     activation_bytes: Cited
     step_join: Cited  # who a stage waits for before its next step ("last-stage", "pipeline")
+    pipe_groups: Cited  # a rank sends once per pipeline group it is in (stages of different TP)
     pipeline: bool = True
     options: dict[str, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
 
@@ -121,7 +128,7 @@ class Framework:
         return {k: getattr(self, k) for k in (
             "p2p", "partitioned", "gathers", "gather_bytes", "allreduce", "barrier", "tied_first",
             "optimizer_barrier", "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes",
-            "step_join")}
+            "step_join", "pipe_groups")}
 
 
 _PREC = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -168,6 +175,9 @@ _DEEPSPEED_COMMON = dict(
                      "model's dtype; with bf16 of weight._hp_grad, fp32; no cast)"),
     activation_bytes=Cited(_PREC, f"{_DS}: runtime/pipe/engine.py:1038-1041 (the stage's "
                            "output is sent as computed, in the model's dtype)"),
+    pipe_groups=Cited(False, f"{_DS}: runtime/pipe/topology.py:244-248 "
+                      "(PipeModelDataParallelTopology: one model-parallel degree for every "
+                      "stage; a stage sends each tensor once to its peer)"),
     step_join=Cited("last-stage",
                     f"{_DS}: runtime/pipe/engine.py:386-392 (train_batch: the schedule, then "
                     "_aggregate_total_loss) and 583-640 (the last stage all-reduces the loss "
@@ -213,6 +223,12 @@ SAILOR = Framework(
                   "all-reduce, 'for measurements': every stage waits for all before its "
                   "data-parallel all-reduce)"),
     **{**_DEEPSPEED_COMMON,
+       "pipe_groups": Cited(True, f"{_SAILOR}: deepspeed/topology.py:103-127 (pipeline "
+                            "group j of a pipeline takes, at a stage of TP t, the rank "
+                            "j // (T / t), T the pipeline's largest TP degree: T groups) and "
+                            "421-429 (a rank's groups); deepspeed/pipe_engine.py:1069-1071 and "
+                            "1123-1125 (each activation and gradient part sent once per group "
+                            "the rank is in), 1150-1162 and 1215-1220 (received once per group)"),
        "step_join": Cited("last-stage", f"{_SAILOR}: deepspeed/pipe_engine.py:417-423 "
                           "(train_batch: the schedule, then _aggregate_total_loss) and 614-675 "
                           "(the loss all-reduced over the last stages' data-parallel group, "
@@ -273,6 +289,9 @@ MEGATRON = Framework(
                      "gradient buffer's dtype, as dp_bytes)"),
     activation_bytes=Cited(_PREC, f"{_MEG}: pipeline_parallel/p2p_communication.py:340-348 "
                            "(received tensors of config.pipeline_dtype, the model's dtype)"),
+    pipe_groups=Cited(False, f"{_MEG}: core/parallel_state.py:601-602 "
+                      "(initialize_model_parallel: one tensor_model_parallel_size for every "
+                      "stage)"),
     step_join=Cited("pipeline",
                     f"{_MEG}: training/training.py:3165 (optimizer.step()), then 3198 and "
                     "3201 (logical_and_across_model_parallel_group, "
@@ -317,6 +336,7 @@ DDP = Framework(
     dp_bytes=Cited(_PREC, f"{_TORCH}: gradients all-reduced in the parameters' dtype"),
     tied_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
     activation_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
+    pipe_groups=Cited(False, f"{_TORCH}: no pipeline"),
     step_join=Cited("pipeline", f"{_TORCH}: no pipeline (one stage: the all-reduce joins the "
                     "replicas)"),
     pipeline=False,
@@ -417,6 +437,7 @@ class FrameworkBehaviour:
     optimizer_barrier: bool = False
     first_bucket: bool = False  # DDP at its default cap: the first bucket 1 MiB
     step_join: str = "pipeline"
+    pipe_groups: bool = False
 
     @property
     def bucket_bytes(self) -> float:
@@ -487,4 +508,4 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
         optimizer_barrier=fw.optimizer_barrier.value[prec],
         bucket_elements=float(bucket), dp_bytes=dp_bytes, tied_bytes=tied_bytes,
         activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first,
-        step_join=fw.step_join.value)
+        step_join=fw.step_join.value, pipe_groups=fw.pipe_groups.value)

@@ -324,6 +324,11 @@ class TrainingConfig:
         ``bucket_size``); and the tied weights' bytes per GPU, all-reduced
         between the first and last stage of each pipeline first. Such a plan
         runs on the framework engine.
+    gradient_transfer_sizes : tuple of float or None
+        With ``transfer_sizes``: per hop, the bytes of one micro-batch's
+        gradient sent back, where they differ from its activation's (the
+        Sailor artifact's engine sends once per pipeline group: more when the
+        stages' TP degrees differ); None: the same.
     availability, mean_downtime, domain_outage, domain_downtime,
     failure_distribution, failure_shape, placement, failure_trace
         The failure model of :mod:`sim.failures` (as in Study A's pipeline);
@@ -469,6 +474,7 @@ class TrainingConfig:
     allreduce_buckets: tuple[tuple[tuple[float, float], ...], ...] | None = None
     tied_allreduce_times: tuple[float, ...] | None = None
     transfer_sizes: tuple[float, ...] | None = None
+    gradient_transfer_sizes: tuple[float, ...] | None = None
     allreduce_sizes: tuple[float, ...] | None = None
     tied_allreduce_size: float = 0.0
     availability: float = 1.0
@@ -846,6 +852,12 @@ class TrainingConfig:
                   "given")
             set_("transfer_sizes", _per("transfer_sizes", self.transfer_sizes, max(L - 1, 1),
                                         check_nonnegative)[: max(L - 1, 0)])
+        if self.gradient_transfer_sizes is not None:
+            check(self.transfer_sizes is not None, "gradient_transfer_sizes",
+                  "given with transfer_sizes", "given")
+            set_("gradient_transfer_sizes", _per("gradient_transfer_sizes",
+                                                 self.gradient_transfer_sizes, max(L - 1, 1),
+                                                 check_nonnegative)[: max(L - 1, 0)])
         for name in ("allreduce_barrier", "tied_first", "optimizer_barrier"):
             check(isinstance(getattr(self, name), bool), name, "True or False",
                   getattr(self, name))

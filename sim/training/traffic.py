@@ -763,7 +763,9 @@ class NetworkTraffic(Traffic):
         c = self.config
         a, b = (s + 1, s) if grad else (s, s + 1)
         t = self.tp[a]
-        size = (c.transfer_sizes[s] if c.transfer_sizes is not None else c.activation_size) / t
+        sizes = (c.gradient_transfer_sizes if grad and c.gradient_transfer_sizes is not None
+                 else c.transfer_sizes)
+        size = (sizes[s] if sizes is not None else c.activation_size) / t
         src, dst = self.nodes[a][k], self.nodes[b][k]
         ch = self.channels if fifo else None
         now = self.env.now
