@@ -302,6 +302,58 @@ def test_the_dead_worker_is_named_even_when_it_is_reaped_while_the_pool_terminat
     assert _exit_cause(known, wait_s=5.0) == "its worker process exited with status 3"
 
 
+def _cascade_future(value):
+    """Named like distributed's: unpacks a finished task's value as an error triple."""
+    typ, exc, tb = value
+    raise exc.with_traceback(tb)
+
+
+class _RacyDask:
+    """An executor whose first future per batch fails as ``ClientExecutor`` does in the race."""
+
+    _max_workers = 2
+
+    def __init__(self):
+        self.seen = []
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        f = Future()
+        value = fn(*args)
+        i = len(self.seen)
+        self.seen.append(value)
+        if i < 2:  # the first two submissions lose their result as it is read
+            try:
+                _cascade_future(value)
+            except ValueError as exc:
+                f.set_exception(exc)
+        else:
+            f.set_result(value)
+        return f
+
+
+def test_a_dask_result_lost_as_it_is_read_is_run_again_not_a_traceback():
+    """distributed's ``_cascade_future`` ValueError (status re-read after a worker died) reruns the batch."""
+    import pickle
+
+    from sim.runner.executors import _is_dask_status_race, execute
+
+    def model(config, streams):
+        return {"y": 1.0}
+
+    got = []
+    ex = _RacyDask()
+    payload = pickle.dumps(({"p": 1}, []))
+    assert execute(model, [payload, payload], [[], []], ex, lambda r: got.append(r) and False) is False
+    assert len(ex.seen) == 4 and len(got) == 2  # each batch ran twice, accepted once
+    try:
+        _cascade_future([{}])
+    except ValueError as exc:
+        assert _is_dask_status_race(exc)
+    assert not _is_dask_status_race(ValueError("a model's own error"))
+
+
 @pytest.mark.slow
 def test_a_task_that_kills_its_worker_fails_alone_on_dask(tmp_path):
     """On Dask the killing task ends as KilledWorker: recorded as failed, one line, the rest run."""

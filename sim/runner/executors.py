@@ -239,6 +239,12 @@ class DaskExecutor(Executor):
                 try:
                     if self.cluster is not None:
                         self.cluster.close()
+                except Exception:
+                    # The local cluster's teardown can trip over a worker its nanny is still
+                    # restarting after a task killed it (distributed's AsyncProcess.join:
+                    # "can only join a started process"); every result is stored by now and
+                    # the daemon worker processes end with this one.
+                    pass
                 finally:
                     if not self.lost:  # Dask's reconnect attempts would log tracebacks
                         self._restore_logs()
@@ -386,6 +392,22 @@ def _is_killed_worker(exc: BaseException) -> bool:
     return type(exc).__name__ == "KilledWorker"
 
 
+def _is_dask_status_race(exc: BaseException) -> bool:
+    """A Dask task that finished, then lost its result before the executor read its status.
+
+    distributed's ``ClientExecutor`` gathers a finished task's value, then reads the
+    future's status again; when the worker holding the result died in between (killed
+    by the next task), the status is no longer "finished" and ``_cascade_future``
+    unpacks the value as an error triple, raising ``ValueError`` instead of the result.
+    """
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "_cascade_future" and isinstance(exc, ValueError):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _is_lost(exc: BaseException) -> bool:
     if isinstance(exc, (CancelledError, TimeoutError, OSError)):
         return True
@@ -439,6 +461,7 @@ def execute(
     queue = list(range(len(payloads)))  # batches not yet submitted, in order
     suspects: list[int] = []  # batches in flight when a pool broke: run one at a time
     deaths = dict.fromkeys(range(len(payloads)), 0)
+    races = dict.fromkeys(range(len(payloads)), 0)  # Dask results lost as they were read
     current, owned = ex, None
     procs: dict[int, Any] = {}  # worker processes of the current pool, by pid
     try:
@@ -466,6 +489,10 @@ def execute(
                             futures[f] = i  # handled below with the rest in flight
                             raise
                         except Exception as exc:
+                            if _is_dask_status_race(exc) and races[i] < CRASH_RETRIES:
+                                races[i] += 1  # it finished: run it again, nothing was stored
+                                queue.insert(0, i)
+                                continue
                             if not _is_killed_worker(exc):
                                 raise
                             if not alone:
