@@ -29,7 +29,7 @@ before the script, Megatron-LM's after it. Every rule below is Megatron-LM's
   ``--nnodes`` (``get_args_parser``);
 - world size: ``--nnodes`` x ``--nproc-per-node`` (torchrun's defaults 1 and
   1), or a ``WORLD_SIZE=`` the file sets (Megatron-LM reads the
-  environment's, ``arguments.py:142``); ``DP = world / (TP x PP)``, refused
+  environment's, ``arguments.py:145``); ``DP = world / (TP x PP)``, refused
   when it does not divide (``arguments.py:432-448``; ``parallel_state.py:
   822-825``);
 - layers: the ``--num-layers`` transformer layers split evenly over the
@@ -132,11 +132,11 @@ REFUSED = {
     "--grad-reduce-in-bf16": "gradients reduced in bf16 (arguments.py:3053)",
     "--ddp-bucket-size": "a data-parallel bucket size of its own (arguments.py:3125)",
     "--ddp-num-buckets": "a data-parallel bucket count of its own (arguments.py:3123)",
-    "--model-parallel-size": "the old model-parallel argument (arguments.py:3110)",
+    "--model-parallel-size": "the old model-parallel argument (arguments.py:3111)",
     "--encoder-num-layers": "an encoder (arguments.py)",
     "--decoder-num-layers": "a decoder layer count apart from --num-layers (arguments.py)",
     "--hybrid-layer-pattern": "a hybrid (Mamba) model",
-    "--yaml-cfg": "arguments from a YAML file (arguments.py:136-139)",
+    "--yaml-cfg": "arguments from a YAML file (arguments.py:137-140)",
     "--use-checkpoint-args": "arguments from a checkpoint (arguments.py:91-101)",
 }
 #: torchrun's options: name -> whether it takes a value (pytorch torch/distributed/run.py
@@ -478,16 +478,20 @@ def _torchrun(launcher: tuple[Any, ...], env: dict[str, Any], where: str) -> tup
     """(nodes, processes per node) of the launcher's options (torchrun's defaults 1 and 1), or a
     world of ``WORLD_SIZE`` on one node."""
     words = list(launcher)
-    if words and isinstance(words[0], str) and os.path.basename(words[0]).startswith("python"):
-        words = words[1:]
+    launched = False
+    base = os.path.basename(words[0]) if words and isinstance(words[0], str) else ""
+    if base == "torchrun":
+        words, launched = words[1:], True
+    elif base.startswith("python"):
+        words = [w for w in words[1:] if w != "-u"]
         if words[:2] in (["-m", "torch.distributed.run"], ["-m", "torch.distributed.launch"]):
-            words = words[2:]
-        elif words and words[0] == "-u":
-            words = words[1:]
-    elif words and isinstance(words[0], str) and os.path.basename(words[0]) == "torchrun":
-        words = words[1:]
+            words, launched = words[2:], True
+    if not launched:  # the script run by itself: Megatron-LM's WORLD_SIZE (default 1), one node
+        check(not words, "plan", f"a launch by torchrun, python -m torch.distributed.run or "
+              f"python at {where}", " ".join(map(str, launcher)))
+        ws = env.get("WORLD_SIZE", "1")
+        return 1, _int("WORLD_SIZE", ws, where)
     nnodes, nproc = "1", "1"
-    launched = bool(launcher)
     for name, value in _options(tuple(words), f"{where} (launcher)", TORCHRUN_FLAGS):
         if name == "--nnodes":
             nnodes = value
@@ -495,13 +499,7 @@ def _torchrun(launcher: tuple[Any, ...], env: dict[str, Any], where: str) -> tup
             nproc = value
     if isinstance(nnodes, str) and re.fullmatch(r"([0-9]+):\1", nnodes):
         nnodes = nnodes.partition(":")[0]
-    nodes = _int("--nnodes", nnodes, where)
-    per = _int("--nproc-per-node", nproc, where)
-    ws = env.get("WORLD_SIZE")
-    if ws is not None and not launched:
-        world = _int("WORLD_SIZE", ws, where)
-        return 1, world
-    return nodes, per
+    return _int("--nnodes", nnodes, where), _int("--nproc-per-node", nproc, where)
 
 
 def is_megatron_launch(path: str | os.PathLike[str], text: str | None = None) -> bool:
