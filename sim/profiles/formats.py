@@ -19,7 +19,12 @@ Plan::
     # a replica may name its physical node: host = "n3" (replicas on one host share its NICs
     # and talk over its intra-node link); without, each replica is a node of its own
 
-A plan file may also be a Sailor ``plan_config`` (it has ``pipeline_list``).
+A plan file may also be a Sailor ``plan_config`` (it has ``pipeline_list``), or a
+Megatron-LM launch line (a file not ``.json``/``.toml`` holding
+``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size`` or
+``pretrain_``: ``torchrun ... pretrain_gpt.py --tensor-model-parallel-size 2 ...``,
+read and never run, with a model and a GPU type given apart:
+:mod:`sim.profiles.megatron_args`).
 
 Model profile (``times`` rows may be ``[forward]`` alone: a forward-only
 profile; a ``shape`` with ``layers``, ``hidden``, ``heads``, ``sequence``,
