@@ -236,7 +236,8 @@ def test_the_file_is_data_nothing_in_it_runs(tmp_path, capsys, opt):
 
 def test_parse_launch_words():
     """The shell reader: continuations, comments, quotes, ${X:-d}, arrays, += and export."""
-    text = ('export A=1 # c\nB="x y"\nC=( --p 1\n  --q "two words" )\nC+=( --r )\n'
+    text = ('echo "running pretrain_gpt.py"\necho pretrain_bert.py\n'
+            'export A=1 # c\nB="x y"\nC=( --p 1\n  --q "two words" )\nC+=( --r )\n'
             'python -u pretrain_gpt.py --a ${A} --b "$B" ${C[@]} --d ${D:-7} \\\n --e\n')
     launch = parse_launch(text)
     assert launch.launcher == ("python", "-u") and launch.script == "pretrain_gpt.py"

@@ -12,8 +12,9 @@ dtsim models; as the value of an option dtsim ignores it stays unknown.
 Single-quoted text is expanded as double-quoted text would be (the
 difference is not kept).
 
-The launch statement is the one that names a ``.py`` script (one such
-statement): ``torchrun`` (or ``python -m torch.distributed.run``) options
+The launch statement is the one that runs a ``.py`` script by ``torchrun``,
+``python`` or itself (one such statement; ``echo``, ``srun``, ``deepspeed`` and
+other commands are not read): ``torchrun`` (or ``python -m torch.distributed.run``) options
 before the script, Megatron-LM's after it. Every rule below is Megatron-LM's
 (NVIDIA/Megatron-LM d98e8a64dd, Megatron Core 0.20.0, the version of
 :data:`sim.profiles.frameworks.MEGATRON`) or PyTorch's (pytorch/pytorch
@@ -386,8 +387,10 @@ def parse_launch(text: str, where: str = "plan") -> Launch:
         for w in stmt[k:]:
             words.extend(_expand(w, scope))
         script = next((j for j, x in enumerate(words)
-                       if isinstance(x, str) and x.endswith(".py")), None)
-        if script is None:
+                       if isinstance(x, str) and x.endswith(".py") and not re.search(r"\s", x)),
+                      None)
+        head = os.path.basename(words[0]) if words and isinstance(words[0], str) else ""
+        if script is None or not (script == 0 or head == "torchrun" or head.startswith("python")):
             continue  # another command (cd, mkdir, echo, ...): not run, not read
         launches.append(Launch(env=scope, launcher=tuple(words[:script]),
                                script=words[script], args=tuple(words[script + 1:])))
