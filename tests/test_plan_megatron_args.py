@@ -170,6 +170,8 @@ def test_cli_equals_the_hand_written_plan_bit_for_bit(tmp_path, capsys):
 @pytest.mark.parametrize("text, extra, message", [
     (_line(nodes=1, per=3), [], "divisible by TP x PP"),
     (_line(layers=12), [], "--num-layers equal to the transformer layers of the model profile"),
+    (_line().replace("--seq-length 2048", "--seq-length 1024"), [],
+     r"--seq-length x --hidden-size equal to the values .* \(2097152\).*: 1048576"),
     (_line(extra="--sequence-parallel"), [], "--sequence-parallel sets sequence parallelism"),
     (_line(extra="--context-parallel-size 2"), [], "context parallelism"),
     (_line(extra="--expert-model-parallel-size 2"), [], "expert parallelism"),

@@ -1408,6 +1408,9 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("plan"), note="--num-layers 12 for OPT-350's 24 transformer layers")
     add("train/megatron-layers-not-dividing", T("--plan", launch("ml-l3.sh", layers=23), *M),
         refuse("plan"), note="23 layers over 2 stages (arguments.py:985-997)")
+    add("train/megatron-shape-mismatch",
+        T("--plan", launch("ml-sh.sh", "--seq-length 1024 --hidden-size 1024"), *M),
+        refuse("plan"), note="OPT-350 was profiled at 2048 x 1024 values per sample")
     add("train/megatron-sequence-parallel",
         T("--plan", launch("ml-sp.sh", "--sequence-parallel"), *M), refuse("plan"),
         note="an option dtsim does not model")

@@ -571,6 +571,16 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
         if shape is not None and name in opts:
             check(opts[name] == getattr(shape, key), "plan", f"{name} equal to the model "
                   f"profile's {key} ({getattr(shape, key)}) at {where}", opts[name])
+    sizes = dict(getattr(model, "sizes", ()) or ())
+    if getattr(model, "shape", None) is None and 1 in sizes and len(sizes[1]) > 1 \
+            and "--seq-length" in opts and "--hidden-size" in opts:
+        # a transformer layer's output per sample is seq x hidden values (sim.profiles.sailor:
+        # llm_info's act_output_bytes): the launch's shape must be the one profiled
+        values = sizes[1][1].activation_bytes / model.bytes_per_value
+        got = opts["--seq-length"] * opts["--hidden-size"]
+        check(got == values, "plan", f"--seq-length x --hidden-size equal to the values a "
+              f"transformer layer of the model profile {model.name} outputs per sample "
+              f"({values:.0f}) at {where}", got)
     check("--micro-batch-size" in opts, "plan", f"--micro-batch-size given at {where}", None)
     mbs = opts["--micro-batch-size"]
     gbs = opts.get("--global-batch-size", mbs * dp)
