@@ -1403,6 +1403,71 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/virtual-stages-without-interleaved", T("--virtual-stages", "2"),
         refuse("virtual_stages"))
     add("train/backward-time-negative", T("--backward-time", "-1"), refuse("backward_times"))
+
+    # a Megatron-LM launch line as a plan (sim.profiles.megatron_args): read, never run
+    def launch(name: str, extra: str = "", nodes: int = 2, per: int = 4, tp: int = 2,
+               layers: int = 24, gbs: int = 16, tail: str = "") -> str:
+        p = fx.root / name
+        p.write_text(f"torchrun --nnodes {nodes} --nproc-per-node {per} pretrain_gpt.py "
+                     f"--tensor-model-parallel-size {tp} --pipeline-model-parallel-size 2 "
+                     f"--num-layers {layers} --micro-batch-size 2 --global-batch-size {gbs} "
+                     f"{extra}\n{tail}")
+        return str(p)
+
+    M = ("--model", "OPT-350", "--gpu", "RTX-3090", "--zone", "us-central1-a", *one)
+    add("train/megatron-launch-runs", T("--plan", launch("ml-good.sh", "--fp16"), *M),
+        ok("step time"))
+    add("train/megatron-world-not-divisible", T("--plan", launch("ml-w.sh", nodes=1, per=3), *M),
+        refuse("plan"), note="world 3 over TP 2 x PP 2 (Megatron-LM arguments.py:432)")
+    add("train/megatron-layers-mismatch", T("--plan", launch("ml-l.sh", layers=12), *M),
+        refuse("plan"), note="--num-layers 12 for OPT-350's 24 transformer layers")
+    add("train/megatron-layers-not-dividing", T("--plan", launch("ml-l3.sh", layers=23), *M),
+        refuse("plan"), note="23 layers over 2 stages (arguments.py:985-997)")
+    add("train/megatron-shape-mismatch",
+        T("--plan", launch("ml-sh.sh", "--seq-length 1024 --hidden-size 1024"), *M),
+        refuse("plan"), note="OPT-350 was profiled at 2048 x 1024 values per sample")
+    add("train/megatron-sequence-parallel",
+        T("--plan", launch("ml-sp.sh", "--sequence-parallel"), *M), refuse("plan"),
+        note="an option dtsim does not model")
+    add("train/megatron-context-parallel",
+        T("--plan", launch("ml-cp.sh", "--context-parallel-size 2"), *M), refuse("plan"))
+    add("train/megatron-expert-parallel",
+        T("--plan", launch("ml-ep.sh", "--expert-model-parallel-size 2"), *M), refuse("plan"))
+    add("train/megatron-virtual-pipeline",
+        T("--plan", launch("ml-vp.sh", "--num-layers-per-virtual-pipeline-stage 6"), *M),
+        refuse("plan"))
+    add("train/megatron-distributed-optimizer",
+        T("--plan", launch("ml-do.sh", "--use-distributed-optimizer"), *M), refuse("plan"))
+    add("train/megatron-underscore-spelling",
+        T("--plan", launch("ml-us.sh", "--sequence_parallel"), *M), refuse("plan"),
+        note="Megatron-LM has no --foo_bar spelling (allow_abbrev=False)")
+    add("train/megatron-untied", T("--plan", launch("ml-ut.sh",
+                                                   "--untie-embeddings-and-output-weights"), *M),
+        refuse("plan"), note="OPT-350's profile ties its embedding and head")
+    add("train/megatron-fp16-and-bf16", T("--plan", launch("ml-pr.sh", "--fp16 --bf16"), *M),
+        refuse("plan"))
+    add("train/megatron-gbs-not-dividing", T("--plan", launch("ml-gb.sh", gbs=15), *M),
+        refuse("plan"))
+    add("train/megatron-tp-across-nodes",
+        T("--plan", launch("ml-tn.sh", nodes=4, per=1), *M), refuse("plan"))
+    add("train/megatron-unset-variable",
+        T("--plan", launch("ml-var.sh", "--hidden-size 1 $GPT_ARGS"), *M), refuse("plan"))
+    add("train/megatron-command-substitution",
+        T("--plan", launch("ml-cmd.sh", f"--seq-length $(touch {fx.root}/ran)"), *M),
+        refuse("plan"), note="never run: the scratch folder stays as it is")
+    add("train/megatron-two-launches",
+        T("--plan", launch("ml-2.sh", tail="python pretrain_bert.py\n"), *M), refuse("plan"))
+    add("train/megatron-without-gpu",
+        T("--plan", launch("ml-ng.sh"), "--model", "OPT-350", *one), refuse("gpu"))
+    add("train/megatron-unknown-gpu",
+        T("--plan", launch("ml-ug.sh"), "--model", "OPT-350", "--gpu", "H100", *one),
+        refuse("gpu"))
+    add("train/megatron-without-model",
+        T("--plan", launch("ml-nm.sh"), "--gpu", "RTX-3090", *one), refuse("model"))
+    add("train/megatron-gpu-with-dtsim-plan", T("--plan", good, "--gpu", "GH-96", *one),
+        refuse("gpu"))
+    add("train/megatron-gpu-without-plan", T("--gpu", "GH-96"), refuse("gpu"))
+    add("train/megatron-zone-without-plan", T("--zone", "z"), refuse("zone"))
     return cases
 
 

@@ -136,10 +136,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--virtual-stages", type=int, default=1, metavar="V",
       help="model chunks per device with --schedule interleaved (default 1)")
     a("--plan", default=None, metavar="FILE",
-      help="a real plan (dtsim JSON/TOML or a Sailor plan_config): stages, layers, replicas on "
+      help="a real plan (dtsim JSON/TOML, a Sailor plan_config, or a Megatron-LM launch line: "
+           "a shell or text file with torchrun ... pretrain_gpt.py --tensor-model-parallel-size "
+           "..., read, never run, with --gpu and --model): stages, layers, replicas on "
            "GPU types with TP, micro-batch and global batch size; times, transfers, all-reduce "
            "and memory come from the profiles")
     a("--model", default=None, metavar="NAME", help="with --plan: the model of the profiles")
+    a("--gpu", default=None, metavar="NAME",
+      help="with a Megatron-LM launch --plan: the GPU type of every rank (a name of the GPU "
+           "catalogue, e.g. RTX-3090)")
+    a("--zone", default=None, metavar="ZONE",
+      help="with a Megatron-LM launch --plan: the zone of its nodes (default: default)")
     a("--profiles", default=None, metavar="DIR",
       help="with --plan: a profiles folder (default: the shipped Sailor profiles)")
     a("--explain", action="store_true",
@@ -327,7 +334,7 @@ def _check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
     plan = args.plan is not None
-    for dest in ("model", "profiles", "explain", "framework"):
+    for dest in ("model", "profiles", "explain", "framework", "gpu", "zone"):
         refuse_unless(args, dest, plan, "with --plan")
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
@@ -420,11 +427,27 @@ def build_from_args(args: argparse.Namespace) -> Any:
         from ..profiles.frameworks import FrameworkSpec
 
         fw = FrameworkSpec(args.framework)
-    plan = read_plan(args.plan)
-    name = args.model if args.model is not None else plan.model
-    if name is None:
-        raise ConfigError("model", "given (--model NAME) when the plan does not name it", None)
-    profiles = load_profiles(args.profiles, models=(name,))
+    from ..profiles.megatron_args import is_megatron_launch
+
+    if is_megatron_launch(args.plan):  # its layers are the model profile's: read it first
+        if args.model is None:
+            raise ConfigError("model", "given (--model NAME) with a Megatron-LM launch plan",
+                              args.plan)
+        if args.gpu is None:
+            raise ConfigError("gpu", "given (--gpu NAME) with a Megatron-LM launch plan (it "
+                              "names no GPU type)", args.plan)
+        profiles = load_profiles(args.profiles, models=(args.model,))
+        if args.gpu not in {g.name for g in profiles.gpus.gpus}:
+            raise ConfigError("gpu", "a GPU of the catalogue ("
+                              + ", ".join(g.name for g in profiles.gpus.gpus) + ")", args.gpu)
+        plan = read_plan(args.plan, args.model, gpu=args.gpu, zone=args.zone, profiles=profiles)
+        name = args.model
+    else:
+        plan = read_plan(args.plan, gpu=args.gpu, zone=args.zone)
+        name = args.model if args.model is not None else plan.model
+        if name is None:
+            raise ConfigError("model", "given (--model NAME) when the plan does not name it", None)
+        profiles = load_profiles(args.profiles, models=(name,))
     kw = _plan_kw(args, failure_trace)
     price = kw.pop("price", None)
     build = build_plan(plan, profiles, model=name, schedule=args.schedule,

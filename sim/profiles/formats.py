@@ -19,7 +19,12 @@ Plan::
     # a replica may name its physical node: host = "n3" (replicas on one host share its NICs
     # and talk over its intra-node link); without, each replica is a node of its own
 
-A plan file may also be a Sailor ``plan_config`` (it has ``pipeline_list``).
+A plan file may also be a Sailor ``plan_config`` (it has ``pipeline_list``), or a
+Megatron-LM launch line (a file not ``.json``/``.toml`` holding
+``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size`` or
+``pretrain_``: ``torchrun ... pretrain_gpt.py --tensor-model-parallel-size 2 ...``,
+read and never run, with a model and a GPU type given apart:
+:mod:`sim.profiles.megatron_args`).
 
 Model profile (``times`` rows may be ``[forward]`` alone: a forward-only
 profile; a ``shape`` with ``layers``, ``hidden``, ``heads``, ``sequence``,
@@ -260,8 +265,24 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
     return out
 
 
-def read_plan(path: str | os.PathLike[str], model: str | None = None) -> Plan:
-    """A plan file: dtsim's format (JSON/TOML) or a Sailor ``plan_config``."""
+def read_plan(path: str | os.PathLike[str], model: str | None = None, *, gpu: str | None = None,
+              zone: str | None = None, profiles: Profiles | None = None) -> Plan:
+    """A plan file: dtsim's format (JSON/TOML), a Sailor ``plan_config``, or a Megatron-LM
+    launch line (:mod:`sim.profiles.megatron_args`: a file not ``.json``/``.toml`` holding
+    ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size`` or ``pretrain_``;
+    it needs ``model``, ``gpu`` and optionally ``zone``; the model profile is ``profiles``'
+    or the shipped one). ``gpu`` and ``zone`` are refused with a plan that names its GPUs."""
+    from . import megatron_args
+
+    if megatron_args.is_megatron_launch(path):
+        check(model is not None, "model", "given (--model NAME) with a Megatron-LM launch plan",
+              str(path))
+        prof = profiles if profiles is not None else load_profiles(models=(model,))
+        return megatron_args.read_megatron_plan(path, prof.model(model), gpu, zone)
+    check(gpu is None, "gpu", "given only with a Megatron-LM launch plan (a dtsim or Sailor "
+          "plan names its GPUs)", gpu)
+    check(zone is None, "zone", "given only with a Megatron-LM launch plan (a dtsim or Sailor "
+          "plan names its zones)", zone)
     return plan_from_data(read_document("plan", path), str(path), model)
 
 

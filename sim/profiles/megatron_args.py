@@ -1,0 +1,658 @@
+"""A plan from a Megatron-LM launch line (``torchrun ... pretrain_gpt.py --tensor-model-parallel-size 2 ...``).
+
+The file (a shell script or a text file) is data: it is read, never run. A
+small shell reader splits it into statements and words (quotes, ``\\``
+line continuations, ``#`` comments, ``NAME=value``, ``export NAME=value``,
+``NAME=( ... )`` arrays, ``$NAME``, ``${NAME}``, ``${NAME:-default}`` and
+``${NAME[@]}`` of variables the file sets before use). A command
+substitution (``$(...)``, backticks), a variable the file does not set, a
+positional parameter (``$1``) is never evaluated: it is an unknown word, and
+the plan is refused (one line naming it) wherever such a word would set what
+dtsim models; as the value of an option dtsim ignores it stays unknown.
+Single-quoted text is expanded as double-quoted text would be (the
+difference is not kept).
+
+The launch statement is the one that runs a ``.py`` script by ``torchrun``,
+``python`` or itself (one such statement; ``echo``, ``srun``, ``deepspeed`` and
+other commands are not read): ``torchrun`` (or ``python -m torch.distributed.run``) options
+before the script, Megatron-LM's after it. Every rule below is Megatron-LM's
+(NVIDIA/Megatron-LM d98e8a64dd, Megatron Core 0.20.0, the version of
+:data:`sim.profiles.frameworks.MEGATRON`) or PyTorch's (pytorch/pytorch
+010929fd ``torch/distributed/run.py``):
+
+- option names are spelled exactly as Megatron-LM's parser defines them
+  (``argparse.ArgumentParser(..., allow_abbrev=False)``,
+  ``megatron/training/arguments.py:119-120``; options generated from a config
+  dataclass are ``--`` + the field name with ``_`` as ``-``,
+  ``megatron/training/argument_utils.py:95-107``): ``--foo_bar`` for a
+  ``--foo-bar`` dtsim reads is refused (Megatron-LM would stop at it);
+  torchrun accepts both ``--nproc-per-node`` and ``--nproc_per_node`` and only
+  ``--nnodes`` (``get_args_parser``);
+- world size: ``--nnodes`` x ``--nproc-per-node`` (torchrun's defaults 1 and
+  1), or a ``WORLD_SIZE=`` the file sets (Megatron-LM reads the
+  environment's, ``arguments.py:145``); ``DP = world / (TP x PP)``, refused
+  when it does not divide (``arguments.py:432-448``; ``parallel_state.py:
+  822-825``);
+- layers: the ``--num-layers`` transformer layers split evenly over the
+  pipeline stages, refused when they do not divide (``arguments.py:985-997``),
+  or with ``--decoder-first-pipeline-num-layers`` /
+  ``--decoder-last-pipeline-num-layers`` the first / last stage takes that
+  many and the others the rest evenly (``megatron/core/transformer/
+  transformer_block.py:76-160``, ``get_num_layers_to_build``;
+  ``argument_utils.py:310``); the embedding goes with the first stage and
+  the output layer with the last (``megatron/core/models/gpt/gpt_model.py``:
+  ``pre_process`` / ``post_process``). On the model profile (layer 0 the
+  embedding, then the transformer layers, then the output layer(s):
+  :func:`sim.profiles.sailor.untied_tail_layers`) the first stage holds
+  layer 0 and the last the tail;
+- replicas: Megatron-LM orders ranks ``tp-cp-ep-dp-pp`` (TP fastest, then
+  DP, then PP: ``parallel_state.py:617``, ``training/initialize.py:395``):
+  stage ``p``'s replica ``d`` is ranks ``p*TP*DP + d*TP`` to ``+TP-1``;
+  torchrun gives node ``i`` ranks ``i*nproc`` to ``(i+1)*nproc-1`` (static
+  rendezvous), so the replica is on host ``n{i}`` with ``gpus_per_node =
+  nproc``; a TP group across two nodes is refused (dtsim keeps a replica's TP
+  group in one node);
+- framework :data:`~sim.profiles.frameworks.MEGATRON` 0.20.0: precision
+  ``fp16`` with ``--fp16``, ``bf16`` with ``--bf16``, else ``fp32``
+  (``megatron/core/model_parallel_config.py:177-180``); options
+  ``overlap_grad_reduce`` (``--overlap-grad-reduce``, ``arguments.py:3121``)
+  and ``accumulate_allreduce_grads_in_fp32`` (``arguments.py:3069``);
+  micro-batch and global batch size from ``--micro-batch-size`` and
+  ``--global-batch-size`` (default ``micro x DP``: ``arguments.py:702-703``).
+
+Options that change what dtsim models and that it does not model are refused
+(:data:`REFUSED`); options dtsim does not read and that do not change it
+(data, learning rate, logging, checkpoints, ...) are ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, check
+from .frameworks import FrameworkSpec
+from .values import Plan, ReplicaSpec, StageSpec
+
+__all__ = ["is_megatron_launch", "read_megatron_plan", "megatron_plan_from_text", "parse_launch",
+           "Launch", "MARKERS", "REFUSED"]
+
+_MEG = "NVIDIA/Megatron-LM d98e8a64dd"
+#: Text whose presence (in a file that is not .json or .toml) makes a plan file a launch line.
+MARKERS = ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "pretrain_")
+#: Bytes of a launch file read at most.
+MAX_LAUNCH_BYTES = 1 << 20
+
+#: Megatron-LM options dtsim reads: name -> (kind, what it sets). ``int``: a value; ``flag``.
+READ = {
+    "--tensor-model-parallel-size": "int", "--pipeline-model-parallel-size": "int",
+    "--num-layers": "int", "--hidden-size": "int", "--num-attention-heads": "int",
+    "--seq-length": "int", "--micro-batch-size": "int", "--global-batch-size": "int",
+    "--decoder-first-pipeline-num-layers": "int", "--decoder-last-pipeline-num-layers": "int",
+    "--context-parallel-size": "int", "--expert-model-parallel-size": "int",
+    "--num-virtual-stages-per-pipeline-rank": "int", "--tensor-parallel-num-weight-shards": "int",
+    "--fp16": "flag", "--bf16": "flag", "--overlap-grad-reduce": "flag",
+    "--accumulate-allreduce-grads-in-fp32": "flag", "--untie-embeddings-and-output-weights": "flag",
+}
+#: Options that must keep Megatron-LM's default (1 or unset) for dtsim to model the run.
+ONE = {
+    "--context-parallel-size": ("context parallelism", "model_parallel_config.py:100"),
+    "--expert-model-parallel-size": ("expert parallelism", "model_parallel_config.py:127"),
+    "--num-virtual-stages-per-pipeline-rank": ("the interleaved schedule",
+                                               "arguments.py:3116, 977-979"),
+    "--tensor-parallel-num-weight-shards": ("TP weight sharding (GTP)",
+                                            "model_parallel_config.py:58, arguments.py:417-429"),
+}
+#: Options that change what dtsim models and that it does not model (given at all: refused),
+#: each with what it changes and where Megatron-LM defines it.
+REFUSED = {
+    "--sequence-parallel": "sequence parallelism (TP activations split over the sequence; "
+                           "model_parallel_config.py:94)",
+    "--num-layers-per-virtual-pipeline-stage": "the interleaved schedule (arguments.py:3114)",
+    "--pipeline-model-parallel-layout": "a custom pipeline layout (arguments.py:3103)",
+    "--account-for-embedding-in-pipeline-split": "the embedding counted as a layer in the split "
+                                                 "(transformer_config.py:137)",
+    "--account-for-loss-in-pipeline-split": "the loss counted as a layer in the split "
+                                            "(transformer_config.py:141)",
+    "--use-tp-pp-dp-mapping": "rank order tp-cp-ep-pp-dp (initialize.py:395)",
+    "--use-distributed-optimizer": "a sharded optimizer (reduce-scatter and all-gather in place "
+                                   "of the all-reduce; arguments.py:3156)",
+    "--overlap-param-gather": "the distributed optimizer's parameter all-gather (arguments.py:3148)",
+    "--use-torch-fsdp2": "FSDP (common_config.py:95)",
+    "--use-megatron-fsdp": "FSDP (common_config.py:92)",
+    "--recompute-activations": "activation recomputation (arguments.py:2869)",
+    "--recompute-granularity": "activation recomputation (transformer_config.py:532)",
+    "--recompute-method": "activation recomputation (transformer_config.py)",
+    "--num-experts": "a mixture of experts (arguments.py:3518)",
+    "--fp8-format": "FP8 training (transformer_config.py:587-589)",
+    "--fp4-format": "FP4 training (transformer_config.py:674)",
+    "--tp-comm-overlap": "TP communication overlapped with GEMMs (model_parallel_config.py:265)",
+    "--grad-reduce-in-bf16": "gradients reduced in bf16 (arguments.py:3053)",
+    "--ddp-bucket-size": "a data-parallel bucket size of its own (arguments.py:3125)",
+    "--ddp-num-buckets": "a data-parallel bucket count of its own (arguments.py:3123)",
+    "--model-parallel-size": "the old model-parallel argument (arguments.py:3111)",
+    "--encoder-num-layers": "an encoder (arguments.py)",
+    "--decoder-num-layers": "a decoder layer count apart from --num-layers (arguments.py)",
+    "--hybrid-layer-pattern": "a hybrid (Mamba) model",
+    "--yaml-cfg": "arguments from a YAML file (arguments.py:137-140)",
+    "--use-checkpoint-args": "arguments from a checkpoint (arguments.py:91-101)",
+}
+#: torchrun's options: name -> whether it takes a value (pytorch torch/distributed/run.py
+#: get_args_parser); spellings with ``_`` where torchrun defines them.
+TORCHRUN_FLAGS = {"--standalone", "-m", "--module", "--no-python", "--no_python", "--run-path",
+                  "--run_path"}
+
+
+@dataclass(frozen=True)
+class _Unknown:
+    """A word dtsim does not evaluate: a command substitution or a variable the file does not set."""
+
+    what: str
+
+    def __str__(self) -> str:
+        return self.what
+
+
+# --------------------------------------------------------------------------- shell reader
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _lex(text: str, where: str) -> list[list[tuple]]:
+    """Statements of words; a word is a list of parts: ``("lit", s)``, ``("var", name, default,
+    array, quoted)``, ``("cmd", text)`` (never run), or the tokens ``("(",)`` / ``(")",)``."""
+    stmts: list[list[Any]] = []
+    words: list[Any] = []
+    word: list[tuple] | None = None
+    i, n = 0, len(text)
+    depth = 0
+
+    def lit(s: str) -> None:
+        nonlocal word
+        if word is None:
+            word = []
+        word.append(("lit", s))
+
+    def end() -> None:
+        nonlocal word
+        if word is not None:
+            merged: list[tuple] = []
+            for part in word:
+                if part[0] == "lit" and merged and merged[-1][0] == "lit":
+                    merged[-1] = ("lit", merged[-1][1] + part[1])
+                else:
+                    merged.append(part)
+            words.append(merged or [("lit", "")])
+            word = None
+
+    def dollar(j: int, quoted: bool) -> int:
+        """Read a ``$`` expansion at text[j] == '$'; return the index after it."""
+        nonlocal word
+        if word is None:
+            word = []
+        if j + 1 < n and text[j + 1] == "(":
+            depth, k = 0, j + 1
+            while k < n:
+                if text[k] == "(":
+                    depth += 1
+                elif text[k] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k += 1
+            word.append(("cmd", text[j:k + 1]))
+            return k + 1
+        if j + 1 < n and text[j + 1] == "{":
+            k = text.find("}", j + 2)
+            check(k >= 0, "plan", f"a launch file whose ${{...}} close at {where}", text[j:j + 40])
+            body = text[j + 2:k]
+            m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(\[@\]|\[\*\])?(?::-(.*))?", body, re.S)
+            if m is None:
+                word.append(("var", "${" + body + "}", None, False, quoted, True))
+            else:
+                word.append(("var", m.group(1), m.group(3), bool(m.group(2)), quoted, False))
+            return k + 1
+        m = _NAME.match(text, j + 1)
+        if m is not None:
+            word.append(("var", m.group(0), None, False, quoted, False))
+            return m.end()
+        if j + 1 < n and (text[j + 1].isdigit() or text[j + 1] in "@*#?$!-"):
+            word.append(("var", "$" + text[j + 1], None, False, quoted, True))
+            return j + 2
+        word.append(("lit", "$"))
+        return j + 1
+
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n:
+            if text[i + 1] == "\n":
+                i += 2
+                continue
+            lit(text[i + 1])
+            i += 2
+        elif c == "'":
+            k = text.find("'", i + 1)
+            check(k >= 0, "plan", f"a launch file whose quotes close at {where}", text[i:i + 40])
+            lit(text[i + 1:k])
+            i = k + 1
+        elif c == '"':
+            i += 1
+            if word is None:
+                word = []
+            while i < n and text[i] != '"':
+                if text[i] == "\\" and i + 1 < n and text[i + 1] in '$`"\\\n':
+                    if text[i + 1] != "\n":
+                        word.append(("lit", text[i + 1]))
+                    i += 2
+                elif text[i] == "$":
+                    i = dollar(i, True)
+                elif text[i] == "`":
+                    k = text.find("`", i + 1)
+                    k = n - 1 if k < 0 else k
+                    word.append(("cmd", text[i:k + 1]))
+                    i = k + 1
+                else:
+                    word.append(("lit", text[i]))
+                    i += 1
+            check(i < n, "plan", f"a launch file whose quotes close at {where}", "\"")
+            i += 1
+        elif c == "`":
+            k = text.find("`", i + 1)
+            k = n - 1 if k < 0 else k
+            if word is None:
+                word = []
+            word.append(("cmd", text[i:k + 1]))
+            i = k + 1
+        elif c == "$":
+            i = dollar(i, False)
+        elif c == "#" and word is None:
+            k = text.find("\n", i)
+            i = n if k < 0 else k
+        elif c in " \t\r":
+            end()
+            i += 1
+        elif c in "\n;&|" and depth > 0 and c == "\n":
+            end()  # a newline inside NAME=( ... ) separates its words
+            i += 1
+        elif c in "\n;&|":
+            end()
+            if words:
+                stmts.append(words)
+                words = []
+            i += 1
+        elif c in "()":
+            end()
+            depth = max(0, depth + (1 if c == "(" else -1))
+            words.append([(c,)])
+            i += 1
+        elif c in "<>":
+            end()
+            words.append([("lit", c)])
+            i += 1
+        else:
+            lit(c)
+            i += 1
+    end()
+    if words:
+        stmts.append(words)
+    return stmts
+
+
+def _expand(word: list[tuple], env: dict[str, Any]) -> list[Any]:
+    """The words ``word`` stands for (unquoted and array expansions split on blanks); an unknown
+    part makes the whole word one :class:`_Unknown`."""
+    if len(word) == 1 and word[0][0] in "()":
+        return [word[0][0]]
+    out = ""
+    split: list[str] | None = None
+    for part in word:
+        if part[0] == "lit":
+            out += part[1]
+        elif part[0] == "cmd":
+            return [_Unknown(f"{part[1]} (a command substitution: never run)")]
+        else:
+            _v, name, default, array, quoted, special = part
+            val = None if special else env.get(name)
+            if val is None and default is not None:
+                val = default
+            if val is None:
+                return [_Unknown(("$" + name) if not special else name)]
+            if isinstance(val, _Unknown):
+                return [val]
+            if isinstance(val, list):
+                if array and len(word) == 1:
+                    return list(val)
+                val = " ".join(str(v) for v in val) if array else str(val[0]) if val else ""
+            if not quoted and len(word) == 1:
+                split = val.split()
+            out += val
+    return split if split is not None else [out]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A launch statement read from a file: its environment, launcher options, script and
+    Megatron-LM arguments (words, a word dtsim did not evaluate an :class:`_Unknown`)."""
+
+    env: dict[str, Any]
+    launcher: tuple[Any, ...]
+    script: str
+    args: tuple[Any, ...]
+
+
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
+
+
+def parse_launch(text: str, where: str = "plan") -> Launch:
+    """The launch statement of a shell script or text file (never run)."""
+    env: dict[str, Any] = {}
+    launches: list[Launch] = []
+    for stmt in _lex(text, where):
+        k = 0
+        local: dict[str, Any] = {}
+        while k < len(stmt):
+            w = stmt[k]
+            first = w[0] if w and w[0][0] == "lit" else None
+            if k == 0 and first is not None and len(w) == 1 and first[1] in ("export", "declare",
+                                                                            "local", "readonly"):
+                k += 1
+                continue
+            m = _ASSIGN.fullmatch(first[1]) if first is not None else None
+            if m is None:
+                break
+            name = m.group(1)
+            if k + 1 < len(stmt) and stmt[k + 1] == [("(",)] and m.group(3) == "":
+                items: list[Any] = []
+                k += 2
+                while k < len(stmt) and stmt[k] != [(")",)]:
+                    items.extend(_expand(stmt[k], {**env, **local}))
+                    k += 1
+                local[name] = (list(env.get(name) or []) if m.group(2) else []) + items
+                k += 1
+                continue
+            rest = [("lit", m.group(3))] + w[1:] if m.group(3) else w[1:]
+            vals = _expand(rest, {**env, **local}) if rest else [""]
+            val = vals[0] if len(vals) == 1 and isinstance(vals[0], _Unknown) else \
+                " ".join(str(v) for v in vals)
+            local[name] = val
+            k += 1
+        if k >= len(stmt):
+            env.update(local)
+            continue
+        scope = {**env, **local}
+        words: list[Any] = []
+        for w in stmt[k:]:
+            words.extend(_expand(w, scope))
+        script = next((j for j, x in enumerate(words)
+                       if isinstance(x, str) and x.endswith(".py") and not re.search(r"\s", x)),
+                      None)
+        head = os.path.basename(words[0]) if words and isinstance(words[0], str) else ""
+        if script is None or not (script == 0 or head == "torchrun" or head.startswith("python")):
+            continue  # another command (cd, mkdir, echo, ...): not run, not read
+        launches.append(Launch(env=scope, launcher=tuple(words[:script]),
+                               script=words[script], args=tuple(words[script + 1:])))
+    check(len(launches) == 1, "plan", f"a launch file with one command running a .py script "
+          f"(torchrun ... pretrain_gpt.py ...) at {where}", f"{len(launches)} such commands")
+    return launches[0]
+
+
+# --------------------------------------------------------------------------- options
+
+
+def _is_option(x: Any) -> bool:
+    return isinstance(x, str) and x.startswith("-") and not re.fullmatch(r"-[0-9.]+", x)
+
+
+def _options(words: tuple[Any, ...], where: str, flags: set[str]) -> list[tuple[Any, Any]]:
+    """(option, value or None) pairs; a word after an option is its value unless the option is a
+    flag of ``flags`` (Megatron-LM has no positional argument: a word that is not an option
+    follows an option that takes a value)."""
+    out: list[tuple[Any, Any]] = []
+    k = 0
+    while k < len(words):
+        w = words[k]
+        check(_is_option(w), "plan", f"an option (--name) at {where}: Megatron-LM takes no "
+              "positional argument, and a word dtsim does not evaluate cannot stand for options",
+              str(w))
+        if "=" in w and w.startswith("--"):
+            name, _, value = w.partition("=")
+            out.append((name, value))
+            k += 1
+        elif w not in flags and k + 1 < len(words) and not _is_option(words[k + 1]):
+            out.append((w, words[k + 1]))
+            k += 2
+        else:
+            out.append((w, None))
+            k += 1
+    return out
+
+
+def _int(name: str, value: Any, where: str, low: int = 1) -> int:
+    if isinstance(value, _Unknown):
+        raise ConfigError("plan", f"a value dtsim can read for {name} at {where} (the file does "
+                          "not set it; nothing in it is run)", str(value))
+    check(isinstance(value, str) and re.fullmatch(r"[0-9]+", value) is not None
+          and int(value) >= low, "plan", f"an integer >= {low} for {name} at {where}", value)
+    return int(value)
+
+
+_KNOWN = set(READ) | set(REFUSED)
+
+
+def _megatron_options(args: tuple[Any, ...], where: str) -> dict[str, Any]:
+    flags = {k for k, v in READ.items() if v == "flag"} | {
+        k for k in REFUSED if k not in ("--num-layers-per-virtual-pipeline-stage",
+                                        "--pipeline-model-parallel-layout", "--num-experts",
+                                        "--recompute-granularity", "--recompute-method",
+                                        "--fp8-format", "--fp4-format", "--ddp-bucket-size",
+                                        "--ddp-num-buckets", "--model-parallel-size",
+                                        "--encoder-num-layers", "--decoder-num-layers",
+                                        "--hybrid-layer-pattern", "--yaml-cfg")}
+    got: dict[str, Any] = {}
+    for name, value in _options(args, where, flags):
+        if isinstance(name, _Unknown):
+            raise ConfigError("plan", f"an option dtsim can read at {where}", str(name))
+        hyphen = "--" + name.lstrip("-").replace("_", "-")
+        if name not in _KNOWN and hyphen in _KNOWN:
+            raise ConfigError("plan", f"an option spelled as Megatron-LM defines it ({hyphen}: "
+                              f"its parser has no other spelling, allow_abbrev=False, "
+                              f"{_MEG} megatron/training/arguments.py:119-120) at {where}", name)
+        if name in REFUSED:
+            raise ConfigError("plan", f"a Megatron-LM run dtsim models: {name} sets "
+                              f"{REFUSED[name]}, which dtsim does not model ({where})", name)
+        if name in READ:
+            if READ[name] == "flag":
+                check(value is None, "plan", f"no value for the flag {name} at {where}", value)
+                got[name] = True
+            else:
+                check(value is not None, "plan", f"a value for {name} at {where}", None)
+                got[name] = _int(name, value, where)
+    for name, (what, line) in ONE.items():
+        if name in got:
+            check(got[name] == 1, "plan", f"a Megatron-LM run dtsim models: {name} > 1 is "
+                  f"{what} ({line}), which dtsim does not model ({where})", got[name])
+    return got
+
+
+def _torchrun(launcher: tuple[Any, ...], env: dict[str, Any], where: str) -> tuple[int, int]:
+    """(nodes, processes per node) of the launcher's options (torchrun's defaults 1 and 1), or a
+    world of ``WORLD_SIZE`` on one node."""
+    words = list(launcher)
+    launched = False
+    base = os.path.basename(words[0]) if words and isinstance(words[0], str) else ""
+    if base == "torchrun":
+        words, launched = words[1:], True
+    elif base.startswith("python"):
+        words = [w for w in words[1:] if w != "-u"]
+        if words[:2] in (["-m", "torch.distributed.run"], ["-m", "torch.distributed.launch"]):
+            words, launched = words[2:], True
+    if not launched:  # the script run by itself: Megatron-LM's WORLD_SIZE (default 1), one node
+        check(not words, "plan", f"a launch by torchrun, python -m torch.distributed.run or "
+              f"python at {where}", " ".join(map(str, launcher)))
+        ws = env.get("WORLD_SIZE", "1")
+        return 1, _int("WORLD_SIZE", ws, where)
+    nnodes, nproc = "1", "1"
+    for name, value in _options(tuple(words), f"{where} (launcher)", TORCHRUN_FLAGS):
+        if name == "--nnodes":
+            nnodes = value
+        elif name in ("--nproc-per-node", "--nproc_per_node"):
+            nproc = value
+    if isinstance(nnodes, str) and re.fullmatch(r"([0-9]+):\1", nnodes):
+        nnodes = nnodes.partition(":")[0]
+    return _int("--nnodes", nnodes, where), _int("--nproc-per-node", nproc, where)
+
+
+def is_megatron_launch(path: str | os.PathLike[str], text: str | None = None) -> bool:
+    """Whether a plan file is a Megatron-LM launch line: not ``.json`` or ``.toml`` and holding
+    one of :data:`MARKERS`."""
+    if Path(path).suffix.lower() in (".json", ".toml"):
+        return False
+    if text is None:
+        text = _read(path)
+    return any(m in text for m in MARKERS)
+
+
+def _read(path: str | os.PathLike[str]) -> str:
+    from ..errors import read_input_bytes
+
+    data = read_input_bytes("plan", Path(path), limit=MAX_LAUNCH_BYTES,
+                            rule="a readable plan file")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("plan", "a text file (UTF-8)",
+                          f"{path} (byte at offset {exc.start} is not text)") from None
+
+
+def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
+                            zone: str | None = None) -> Plan:
+    """The :class:`Plan` of a Megatron-LM launch line.
+
+    ``model`` is the model profile the plan runs (a
+    :class:`~sim.profiles.values.ModelProfile`: its layers are the plan's), ``gpu`` the GPU
+    type of every rank, ``zone`` their zone (default ``"default"``).
+    """
+    check(gpu is not None, "gpu", "given (--gpu NAME) with a Megatron-LM launch plan (it names "
+          "no GPU type)", where)
+    check(model is not None, "model", "given (--model NAME) with a Megatron-LM launch plan", where)
+    launch = parse_launch(text, where)
+    opts = _megatron_options(launch.args, where)
+    nodes, per = _torchrun(launch.launcher, launch.env, where)
+    world = nodes * per
+    tp = opts.get("--tensor-model-parallel-size", 1)
+    pp = opts.get("--pipeline-model-parallel-size", 1)
+    check(world % (tp * pp) == 0, "plan", f"a world size ({world} = {nodes} nodes x {per}) "
+          f"divisible by TP x PP ({tp} x {pp}; {_MEG} megatron/training/arguments.py:432-434) "
+          f"at {where}", world)
+    dp = world // (tp * pp)
+    check(per % tp == 0, "plan", f"--nproc-per-node ({per}) a multiple of TP ({tp}): a TP group "
+          f"across two nodes is not modelled ({where})", per)
+    check("--num-layers" in opts, "plan", f"--num-layers given at {where}", None)
+    layers = opts["--num-layers"]
+    first = opts.get("--decoder-first-pipeline-num-layers")
+    last = opts.get("--decoder-last-pipeline-num-layers")
+    per_stage = _split(layers, pp, first, last, where)
+    # the model profile: layer 0 the embedding, the transformer layers, then the output layer(s)
+    transformer = _transformer_layers(model)
+    check(transformer == layers, "plan", f"--num-layers equal to the transformer layers of the "
+          f"model profile {model.name} ({transformer}) at {where}", layers)
+    untie = opts.get("--untie-embeddings-and-output-weights", False)
+    check(untie != bool(model.tied_embeddings), "plan", f"--untie-embeddings-and-output-weights "
+          f"{'absent' if model.tied_embeddings else 'given'} for {model.name}, whose profile "
+          f"{'ties' if model.tied_embeddings else 'does not tie'} its embedding and output "
+          f"weights ({_MEG} arguments.py:2460) at {where}",
+          "given" if untie else "absent")
+    for name, key in (("--hidden-size", "hidden"), ("--num-attention-heads", "heads"),
+                      ("--seq-length", "sequence")):
+        shape = getattr(model, "shape", None)
+        if shape is not None and name in opts:
+            check(opts[name] == getattr(shape, key), "plan", f"{name} equal to the model "
+                  f"profile's {key} ({getattr(shape, key)}) at {where}", opts[name])
+    sizes = dict(getattr(model, "sizes", ()) or ())
+    if getattr(model, "shape", None) is None and 1 in sizes and len(sizes[1]) > 1 \
+            and "--seq-length" in opts and "--hidden-size" in opts:
+        # a transformer layer's output per sample is seq x hidden values (sim.profiles.sailor:
+        # llm_info's act_output_bytes): the launch's shape must be the one profiled
+        values = sizes[1][1].activation_bytes / model.bytes_per_value
+        got = opts["--seq-length"] * opts["--hidden-size"]
+        check(got == values, "plan", f"--seq-length x --hidden-size equal to the values a "
+              f"transformer layer of the model profile {model.name} outputs per sample "
+              f"({values:.0f}) at {where}", got)
+    check("--micro-batch-size" in opts, "plan", f"--micro-batch-size given at {where}", None)
+    mbs = opts["--micro-batch-size"]
+    gbs = opts.get("--global-batch-size", mbs * dp)
+    check(gbs % (mbs * dp) == 0, "plan", f"a global batch size divisible by micro-batch size x "
+          f"DP ({mbs} x {dp}; {_MEG} megatron/core/num_microbatches_calculator.py:381) at "
+          f"{where}", gbs)
+    check(not (opts.get("--fp16") and opts.get("--bf16")), "plan", f"at most one of --fp16 and "
+          f"--bf16 at {where}", "both")
+    precision = "fp16" if opts.get("--fp16") else "bf16" if opts.get("--bf16") else "fp32"
+    options = []
+    if opts.get("--overlap-grad-reduce"):
+        options.append(("overlap_grad_reduce", True))
+    if opts.get("--accumulate-allreduce-grads-in-fp32"):
+        options.append(("accumulate_allreduce_grads_in_fp32", True))
+    fw = FrameworkSpec("megatron", "0.20.0", precision, tuple(options))
+    stages = []
+    lo = 0
+    total = model.layers
+    for p in range(pp):
+        hi = lo + per_stage[p]  # transformer layers lo..hi-1 are profile layers lo+1..hi
+        a = 0 if p == 0 else lo + 1
+        b = total - 1 if p == pp - 1 else hi
+        reps = []
+        for d in range(dp):
+            rank = p * tp * dp + d * tp
+            reps.append(ReplicaSpec(gpu=gpu, tp=tp, gpus_per_node=per, zone=zone or "default",
+                                    host=f"n{rank // per}"))
+        stages.append(StageSpec(layers=tuple(range(a, b + 1)), replicas=tuple(reps)))
+        lo = hi
+    return Plan(stages=tuple(stages), microbatch_size=mbs, global_batch_size=gbs,
+                model=model.name, framework=fw)
+
+
+def _split(layers: int, pp: int, first: int | None, last: int | None, where: str) -> list[int]:
+    """Transformer layers per stage (Megatron-LM's get_num_layers_to_build)."""
+    if first is None and last is None:
+        check(layers % pp == 0, "plan", f"--num-layers ({layers}) divisible by the pipeline "
+              f"size ({pp}; {_MEG} megatron/training/arguments.py:985-997) at {where}", layers)
+        return [layers // pp] * pp
+    check(pp > 1, "plan", f"--pipeline-model-parallel-size > 1 with --decoder-first/last-"
+          f"pipeline-num-layers at {where}", pp)
+    rest, left = layers, pp
+    if first is not None:
+        rest, left = rest - first, left - 1
+    if last is not None:
+        rest, left = rest - last, left - 1
+    check(rest >= 0 and (left == 0 and rest == 0 or left > 0 and rest % left == 0), "plan",
+          f"the layers left after the first/last stage's divisible by the stages left "
+          f"({_MEG} megatron/core/transformer/transformer_block.py:141-147) at {where}",
+          f"{rest} layers over {left} stages")
+    mid = rest // left if left else 0
+    out = [mid] * pp
+    if first is not None:
+        out[0] = first
+    if last is not None:
+        out[-1] = last
+    check(all(x >= 1 for x in out), "plan", f"at least one transformer layer per stage at {where}",
+          out)
+    return out
+
+
+def _transformer_layers(model: Any) -> int:
+    """Transformer layers of a model profile: its shape's, else its layers less the embedding and
+    the output layer(s) (:func:`sim.profiles.sailor.untied_tail_layers`, at least 1)."""
+    from .sailor import untied_tail_layers
+
+    if getattr(model, "shape", None) is not None:
+        return model.shape.layers
+    return model.layers - 1 - max(1, untied_tail_layers(model.name))
+
+
+def read_megatron_plan(path: str | os.PathLike[str], model: Any, gpu: str | None,
+                       zone: str | None = None) -> Plan:
+    """A Megatron-LM launch file as a :class:`Plan` (see the module docstring)."""
+    return megatron_plan_from_text(_read(path), str(path), model, gpu, zone)
