@@ -1417,6 +1417,15 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     M = ("--model", "OPT-350", "--gpu", "RTX-3090", "--zone", "us-central1-a", *one)
     add("train/megatron-launch-runs", T("--plan", launch("ml-good.sh", "--fp16"), *M),
         ok("step time"))
+    add("train/megatron-zone-inferred", T("--plan", launch("ml-z.sh"), "--model", "OPT-350",
+                                          "--gpu", "RTX-3090", *one), ok("step time"),
+        note="the network has one zone for RTX-3090: taken")
+    add("train/megatron-zone-ambiguous", T("--plan", launch("ml-z2.sh"), "--model", "OPT-350",
+                                           "--gpu", "GH-96", *one), refuse("zone"),
+        note="GH-96 has links in five zones")
+    add("train/megatron-zone-unknown", T("--plan", launch("ml-z3.sh"), "--model", "OPT-350",
+                                         "--gpu", "RTX-3090", "--zone", "mars", *one),
+        refuse("zone"))
     add("train/megatron-world-not-divisible", T("--plan", launch("ml-w.sh", nodes=1, per=3), *M),
         refuse("plan"), note="world 3 over TP 2 x PP 2 (Megatron-LM arguments.py:432)")
     add("train/megatron-layers-mismatch", T("--plan", launch("ml-l.sh", layers=12), *M),

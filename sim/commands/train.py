@@ -146,7 +146,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="with a Megatron-LM launch --plan: the GPU type of every rank (a name of the GPU "
            "catalogue, e.g. RTX-3090)")
     a("--zone", default=None, metavar="ZONE",
-      help="with a Megatron-LM launch --plan: the zone of its nodes (default: default)")
+      help="with a Megatron-LM launch --plan: the zone of its nodes (default: the one zone "
+           "the network has for --gpu)")
     a("--profiles", default=None, metavar="DIR",
       help="with --plan: a profiles folder (default: the shipped Sailor profiles)")
     a("--explain", action="store_true",
@@ -440,7 +441,18 @@ def build_from_args(args: argparse.Namespace) -> Any:
         if args.gpu not in {g.name for g in profiles.gpus.gpus}:
             raise ConfigError("gpu", "a GPU of the catalogue ("
                               + ", ".join(g.name for g in profiles.gpus.gpus) + ")", args.gpu)
-        plan = read_plan(args.plan, args.model, gpu=args.gpu, zone=args.zone, profiles=profiles)
+        zone = args.zone
+        known = sorted({z for link in profiles.network.links for g, z in (link.src, link.dst)
+                        if g == args.gpu})
+        if zone is None:  # as dtsim plan --nodes: the one zone the network has for the GPU
+            if len(known) != 1:
+                raise ConfigError("zone", f"given (--zone ZONE) for {args.gpu} (the network has "
+                                  f"{', '.join(known) if known else 'no link'} for it)", None)
+            zone = known[0]
+        elif known and zone not in known:
+            raise ConfigError("zone", f"a zone the network has links for {args.gpu} in ("
+                              + ", ".join(known) + ")", zone)
+        plan = read_plan(args.plan, args.model, gpu=args.gpu, zone=zone, profiles=profiles)
         name = args.model
     else:
         plan = read_plan(args.plan, gpu=args.gpu, zone=args.zone)
