@@ -1,0 +1,87 @@
+"""Inputs the framework engine (DeepSpeed's blocking order, Megatron-LM's batched pairs) gets
+from ``dtsim train`` without a plan, and ``dtsim plan --out``'s reproduction command: found by
+a review of issue 35's change as a user would run it.
+
+* ``--sync-wait`` on the framework engine crashed mid-run (``'Device' object has no attribute
+  'abort'``, exit 1): a framework's pipeline waits for every replica of a stage, as the
+  plan path says; it is now refused in one line.
+* ``--backward-ratio 0`` (a forward-only pipeline) ran DeepSpeed's and Megatron-LM's training
+  programs with zero-time backward passes and timed gradient transfers: a 3-stage pipeline at
+  0.5 s per hop took 25.5 s (blocking) and 19 s (batched) a step, against the forward-only
+  11 s of ``--p2p overlap``; it is now refused in one line.
+* A step-level strategy (its own restart model) with failures on the framework engine was
+  refused as ``'restart_cost' must be given`` even with ``--restart-cost`` (which the strategy
+  takes): the job engine runs the failures from the framework engine's failure-free steps.
+* ``dtsim plan --out`` printed ``dtsim train --plan FILE --model M`` without the ``--p2p``,
+  ``--schedule`` and ``--profiles`` the plans were searched with, so the command simulated
+  another program (e.g. DeepSpeed's order for plans searched with ``--p2p batched``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim.cli import main
+from sim.errors import ConfigError
+from sim.training import TrainingConfig
+
+BASE = dict(stages=3, latency=0.5, schedule="1f1b", steps=2)
+
+
+@pytest.mark.parametrize("p2p", ["blocking", "batched"])
+def test_sync_wait_on_the_framework_engine_is_refused(p2p):
+    with pytest.raises(ConfigError, match="'sync_wait' must be unset with p2p"):
+        TrainingConfig(**BASE, replicas=2, p2p=p2p, sync_wait=1)
+
+
+@pytest.mark.parametrize("p2p", ["blocking", "batched"])
+def test_sync_wait_cli_one_line_exit_2(p2p, capsys):
+    code = main(["train", "--stages", "3", "--latency", "0.5", "--schedule", "1f1b", "--p2p",
+                 p2p, "--replicas", "2", "--sync-wait", "1", "--steps", "2",
+                 "--replications", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "'sync_wait' must be" in err[0]
+
+
+@pytest.mark.parametrize("p2p", ["blocking", "batched"])
+def test_forward_only_on_the_framework_engine_is_refused(p2p):
+    with pytest.raises(ConfigError, match="'backward_ratio' must be > 0 with p2p"):
+        TrainingConfig(**BASE, p2p=p2p, backward_ratio=0.0)
+    with pytest.raises(ConfigError, match="'backward_times' must be"):
+        TrainingConfig(**BASE, p2p=p2p, backward_times=(0.0, 0.0, 0.0))
+    # the overlapped engine runs it forward-only, as before
+    TrainingConfig(**BASE, p2p="overlap", backward_ratio=0.0)
+
+
+@pytest.mark.parametrize("p2p", ["blocking", "batched"])
+def test_job_strategy_with_failures_runs_on_the_framework_engine(p2p, capsys):
+    """The strategy's restart model is its own: no framework restart_cost asked for; the run
+    uses the framework engine's failure-free step (45 s blocking, 38.5 s batched here)."""
+    c = TrainingConfig(**BASE, p2p=p2p, availability=0.99, mean_downtime=5.0,
+                       strategy="checkpoint-restart:every=2,restart=1")
+    assert c.framework and c.failures and c.restart_cost is None
+    code = main(["train", "--stages", "3", "--latency", "0.5", "--schedule", "1f1b", "--p2p",
+                 p2p, "--steps", "4", "--replications", "2", "--availability", "0.99",
+                 "--strategy", "checkpoint-restart:every=2", "--restart-cost", "1", "--json"])
+    assert code == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["steps_done"] == pytest.approx(4.0)
+
+
+def test_plan_out_command_names_the_search_options(tmp_path, capsys):
+    out = tmp_path / "best.json"
+    code = main(["plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a",
+                 "--global-batch-size", "8", "--top", "1", "--simulate", "0", "--p2p", "batched",
+                 "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    line = next(x for x in text.splitlines() if "written to" in x)
+    assert "--p2p batched" in line
+    assert "--schedule" not in line  # the default 1f1b needs no flag
+    code = main(["plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a",
+                 "--global-batch-size", "8", "--top", "1", "--simulate", "0", "--schedule",
+                 "gpipe", "--out", str(out)])
+    line = next(x for x in capsys.readouterr().out.splitlines() if "written to" in x)
+    assert code == 0 and "--schedule gpipe" in line and "--p2p" not in line
