@@ -1194,6 +1194,19 @@ def traffic_cases(fx: Fixtures) -> list[Case]:
     add("p2p/batched-plan-gpipe", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"),
                                     "--model", "OPT-350", "--p2p", "batched",
                                     "--schedule", "gpipe"), refuse("schedule"))
+    # the framework engine without a plan (review of issue 35): fastest-k, forward-only, a
+    # step-level strategy's own restart model
+    fw3 = ("--stages", "3", "--latency", "0.5", "--schedule", "1f1b")
+    for p2p in ("blocking", "batched"):
+        add(f"p2p/{p2p}-sync-wait", T(*fw3, "--p2p", p2p, "--replicas", "2", "--sync-wait", "1"),
+            refuse("sync_wait"), note="crashed mid-run (AttributeError, exit 1) before")
+        add(f"p2p/{p2p}-forward-only", T(*fw3, "--p2p", p2p, "--backward-ratio", "0"),
+            refuse("backward_ratio"), note="ran the training programs with zero-time backward "
+            "passes and timed gradient transfers before")
+        add(f"p2p/{p2p}-strategy-failures-ok",
+            T(*fw3, "--p2p", p2p, "--steps", "4", "--availability", "0.99", "--strategy",
+              "checkpoint-restart:every=2", "--restart-cost", "1"), ok("throughput"),
+            note="the strategy's restart cost: was refused as 'restart_cost' must be given")
     return cases
 
 
