@@ -98,3 +98,30 @@ def test_exact_agreement_verdict_is_relative(p2p, capsys):
     rows = [x for x in capsys.readouterr().out.splitlines()
             if x.startswith(("step time", "time to train"))]
     assert len(rows) == 2 and all(r.rstrip().endswith("yes") for r in rows), rows
+
+
+def test_planner_keeps_a_plans_own_frameworks_p2p():
+    """A plan model of the default framework (DeepSpeed, blocking) predicting a plan that names
+    Megatron-LM ran it in DeepSpeed's order: build() passed the model's framework's p2p as an
+    override. Only an explicit p2p overrides; the plan's framework sets it otherwise (as
+    dtsim train --plan does). Two stages of mixed RTX, 5 micro-batches per pipeline."""
+    from sim.planner.models import ProfilePlanModel, simulate_plan
+    from sim.profiles import Plan, ReplicaSpec, StageSpec, load_profiles
+    from sim.profiles.build import build_plan, explain_rows
+    from sim.profiles.frameworks import FrameworkSpec
+
+    prof = load_profiles(models=("OPT-350",))
+    reps = tuple(ReplicaSpec(k, 1, gpus_per_node=1, zone="us-central1-a")
+                 for k in ("RTX-3090", "Titan-RTX"))
+    plan = Plan((StageSpec(tuple(range(10)), reps), StageSpec(tuple(range(10, 26)), reps[::-1])),
+                2, 20, model="OPT-350", framework=FrameworkSpec("megatron", precision="fp16"))
+    want = explain_rows(build_plan(plan, prof))["iteration"]
+    pm = ProfilePlanModel(prof, prof.model("OPT-350"))
+    assert pm.build(plan).config.p2p == "batched"
+    assert pm.predict(plan).iteration_time == pytest.approx(want, rel=1e-12)
+    sim = simulate_plan(pm, plan, steps=1)
+    assert sim["iteration_time"] == pytest.approx(want, rel=1e-9)
+    # an explicit override still applies
+    forced = ProfilePlanModel(prof, prof.model("OPT-350"), p2p="blocking")
+    assert forced.build(plan).config.p2p == "blocking"
+    assert forced.predict(plan).iteration_time > want * 1.001
