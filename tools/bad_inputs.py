@@ -1984,6 +1984,10 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/p2p-unknown", P(*gh, *quick, "--p2p", "sometimes"), refuse("p2p"))
     add("plan/p2p-batched-gpipe", P(*gh, *quick, "--p2p", "batched", "--schedule", "gpipe"),
         refuse("schedule"))
+    add("plan/out-names-p2p", P(*gh, *quick, "--p2p", "batched", "--out",
+                                str(fx.root / "plan-out-p2p.json")), ok("--p2p batched)"),
+        note="the printed dtsim train command names the --p2p the plans were searched with "
+        "(the plan file holds its framework, not an override)")
     add("plan/megatron-gpipe", P(*gh, *quick, "--framework", "megatron", "--schedule", "gpipe"),
         refuse("schedule"))
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
