@@ -125,3 +125,27 @@ def test_planner_keeps_a_plans_own_frameworks_p2p():
     forced = ProfilePlanModel(prof, prof.model("OPT-350"), p2p="blocking")
     assert forced.build(plan).config.p2p == "blocking"
     assert forced.predict(plan).iteration_time > want * 1.001
+
+
+@pytest.mark.parametrize("p2p", ["batched", "blocking"])
+def test_timeline_cuts_the_transfers_of_a_lost_step(p2p, tmp_path):
+    """docs/timeline.md: a transfer runs 'to its arrival, or to the failure that cut it'
+    (``cut``). On the framework engine a transfer moving when a failure lost the step was
+    drawn to the arrival it never had (after the failure, across the restart: 48 such spans
+    at this seed), never cut. Now every transfer that starts inside a lost step ends by the
+    step's end, and those moving at the failure are cut there."""
+    out = tmp_path / "t.json"
+    assert main(["train", "--stages", "4", "--schedule", "1f1b", "--p2p", p2p, "--latency", "3",
+                 "--steps", "4", "--replications", "1", "--availability", "0.99",
+                 "--mean-downtime", "5", "--restart-cost", "2", "--timeline", str(out),
+                 "--quiet"]) == 0
+    ev = json.loads(out.read_text())["traceEvents"]
+    lost = [(e["ts"], e["ts"] + e["dur"]) for e in ev
+            if e.get("cat") == "step" and e["args"].get("lost")]
+    hops = [e for e in ev if e.get("cat") == "transfer"]
+    assert lost and hops
+    inside = [(e, b) for e in hops for a, b in lost if a <= e["ts"] < b]
+    assert inside
+    assert all(e["ts"] + e["dur"] <= b + 1e-3 for e, b in inside)
+    cut = [e for e in hops if e["args"]["cut"]]
+    assert cut and all(any(abs(e["ts"] + e["dur"] - b) < 1e-3 for _, b in lost) for e in cut)
