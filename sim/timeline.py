@@ -680,10 +680,11 @@ class Recorder(NullRecorder):
                                   "null" if st is None else st.index, chunk, _b(lost)))
 
     def framework_hop(self, flow: Any, grad: bool, hop: int, i: int, k: int, sent: float,
-                      t0: float, t1: float) -> None:
+                      t0: float | None, t1: float, *, cut: bool = False) -> None:
         """A framework transfer over ``hop`` (between model stages ``hop`` and ``hop + 1``) of
         pipeline ``k``'s ``i``-th micro-batch, activation or gradient (``grad``), handed over
-        at ``sent`` and moving from ``t0`` to ``t1``."""
+        at ``sent`` and moving from ``t0`` (None: still queued) to ``t1`` (its arrival, or
+        the lost step that ``cut`` it)."""
         L = flow.L
         a, b = (hop + 1, hop) if grad else (hop, hop + 1)
         src, dst = flow.stages[a % L][k].name, flow.stages[b % L][k].name
@@ -691,7 +692,7 @@ class Recorder(NullRecorder):
         size = c.transfer_sizes[hop] if c.transfer_sizes is not None else c.activation_size
         st = flow.trainer.step
         self.hop(src, dst, "gradient" if grad else "activation", sent, t0, t1, float(size),
-                 k + i * flow.r, None if st is None else st.index, b)
+                 k + i * flow.r, None if st is None else st.index, b, cut=cut)
 
     # -- Study A's pipeline DES (sim.pipeline.des) ---------------------------------------------
     def serve(self, mb: int, stage: int, replica: int, t0: float, compute: float, hop: float,

@@ -1194,6 +1194,19 @@ def traffic_cases(fx: Fixtures) -> list[Case]:
     add("p2p/batched-plan-gpipe", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"),
                                     "--model", "OPT-350", "--p2p", "batched",
                                     "--schedule", "gpipe"), refuse("schedule"))
+    # the framework engine without a plan (review of issue 35): fastest-k, forward-only, a
+    # step-level strategy's own restart model
+    fw3 = ("--stages", "3", "--latency", "0.5", "--schedule", "1f1b")
+    for p2p in ("blocking", "batched"):
+        add(f"p2p/{p2p}-sync-wait", T(*fw3, "--p2p", p2p, "--replicas", "2", "--sync-wait", "1"),
+            refuse("sync_wait"), note="crashed mid-run (AttributeError, exit 1) before")
+        add(f"p2p/{p2p}-forward-only", T(*fw3, "--p2p", p2p, "--backward-ratio", "0"),
+            refuse("backward_ratio"), note="ran the training programs with zero-time backward "
+            "passes and timed gradient transfers before")
+        add(f"p2p/{p2p}-strategy-failures-ok",
+            T(*fw3, "--p2p", p2p, "--steps", "4", "--availability", "0.99", "--strategy",
+              "checkpoint-restart:every=2", "--restart-cost", "1"), ok("throughput"),
+            note="the strategy's restart cost: was refused as 'restart_cost' must be given")
     return cases
 
 
@@ -2060,6 +2073,10 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/p2p-unknown", P(*gh, *quick, "--p2p", "sometimes"), refuse("p2p"))
     add("plan/p2p-batched-gpipe", P(*gh, *quick, "--p2p", "batched", "--schedule", "gpipe"),
         refuse("schedule"))
+    add("plan/out-names-p2p", P(*gh, *quick, "--p2p", "batched", "--out",
+                                str(fx.root / "plan-out-p2p.json")), ok("--p2p batched)"),
+        note="the printed dtsim train command names the --p2p the plans were searched with "
+        "(the plan file holds its framework, not an override)")
     add("plan/megatron-gpipe", P(*gh, *quick, "--framework", "megatron", "--schedule", "gpipe"),
         refuse("schedule"))
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))

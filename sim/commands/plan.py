@@ -352,8 +352,13 @@ def run(args: argparse.Namespace) -> int:
         print_table(rrows, ("run", "p x dp", "GPUs", "mbs", "layers per stage", "measured s",
                             "predicted s", "simulated s", "predicted error"))
     if args.out is not None:
+        # the options the plans were searched with that the plan file does not hold
+        extra = "".join(f" --{k} {v}" for k, v in (
+            ("profiles", args.profiles), ("schedule", None if args.schedule == "1f1b"
+                                          else args.schedule), ("p2p", args.p2p))
+            if v is not None)
         print(f"plan {chosen + 1} written to {args.out} (dtsim train --plan {args.out} "
-              f"--model {model.name})")
+              f"--model {model.name}{extra})")
     return 0
 
 

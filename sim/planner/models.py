@@ -91,7 +91,8 @@ class ProfilePlanModel:
             self._nodes.setdefault((kind.gpu, kind.zone), []).extend([kind.gpus_per_node] * count)
         self.framework = framework if framework is not None else FrameworkSpec()
         fb = resolve(self.framework, model.bytes_per_value)
-        self.p2p = p2p if p2p is not None else fb.p2p
+        self.p2p = p2p if p2p is not None else fb.p2p  # the search's plans' (the bounds)
+        self._p2p_override = p2p  # a plan naming its framework keeps that one's unless given
         self._fb = fb if p2p is None else replace(fb, p2p=p2p)
         # the largest output a stage can receive: any layer but the last (which no stage sends)
         sizes = {tp: model.layer_sizes(tp) for _, _, tp in model.combinations()}
@@ -167,7 +168,7 @@ class ProfilePlanModel:
         if change:  # one new plan (checked once) with both
             plan = replace(plan, **change)
         return build_plan(plan, self.profiles, model=self.model.name, schedule=self.schedule,
-                          p2p=self.p2p, network=network, **config)
+                          p2p=self._p2p_override, network=network, **config)
 
     def predict(self, plan: Plan) -> Prediction:
         b = self.build(plan)

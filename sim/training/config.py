@@ -675,8 +675,10 @@ class TrainingConfig:
             check(False, "restart_cost",
                   "unset when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.restart_cost)
-        if self.framework and self.failures and self.diloco is None:
-            # (issue 37: a DiLoCo group that fails leaves its round instead of restarting)
+        job = self.strategy is not None and self.strategy.engine == "job"
+        if self.framework and self.failures and self.diloco is None and not job:
+            # (issue 37: a DiLoCo group that fails leaves its round instead of restarting; a
+            # step-level strategy runs the failures itself from the failure-free steps)
             what = ("interleaved" if self.schedule == "interleaved" else "p2p blocking"
                     if self.p2p == "blocking" else "p2p batched" if self.p2p == "batched"
                     else "a plan over a network")
@@ -761,6 +763,19 @@ class TrainingConfig:
                       "(Megatron-LM's condition)", self.microbatches)
             check(self.pass_time_distribution == "deterministic", "pass_time_distribution",
                   f"deterministic with {what}", self.pass_time_distribution)
+            # (review of issue 35) its device programs are training schedules: every micro-batch
+            # has a backward pass and sends its gradient back; the fastest-k barrier is the
+            # step-level engine's, not a framework's (which waits for every replica)
+            check(self.sync_wait is None, "sync_wait", f"unset with {what} (a framework's "
+                  "pipeline waits for every replica of a stage: no fastest-k synchronisation)",
+                  self.sync_wait)
+            if not self.has_backward:
+                bt = self.backward_times is not None
+                check(False, "backward_times" if bt else "backward_ratio",
+                      f"{'positive somewhere' if bt else '> 0'} with {what} (its device "
+                      "programs are training schedules, each micro-batch's gradient sent back; "
+                      "a forward-only pipeline runs with --p2p overlap)",
+                      self.backward_times if bt else self.backward_ratio)
             # a framework job neither skips nor fails over: a failure loses the step
             for name, bad in (("skip_budget", self.skip_budget != 0),
                               ("max_wait", self.max_wait != 0.0),

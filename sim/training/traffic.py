@@ -196,6 +196,9 @@ class Traffic:
         self.staged = not c.allreduce_barrier
         self._gen = 0
         self._ends: dict[tuple[int, int], simpy.Event] = {}
+        # the timeline's framework hops still moving: a lost step cuts them (cancel_step)
+        self._open_hops: dict[int, tuple] = {}
+        self._hop_ids = 0
         self._staged: list[simpy.Process] = []
 
     def attach(self, flow: Any, replicas: list[Any] | None = None) -> None:
@@ -287,8 +290,16 @@ class Traffic:
         """Record a framework hop on the timeline when ``ev`` (its arrival) fires: handed over
         at ``sent``, moving from ``t0`` (a one-item list: set when it left its channel)."""
         rec, env, flow = self.rec, self.env, self.flow
-        ev.callbacks.append(lambda _e: rec.framework_hop(
-            flow, grad, s, i, k, sent, t0 if not isinstance(t0, list) else t0[0], env.now))
+        key = self._hop_ids
+        self._hop_ids += 1
+        self._open_hops[key] = (grad, s, i, k, sent, t0)
+
+        def arrived(_e: Any) -> None:
+            if self._open_hops.pop(key, None) is not None:  # not cut by a lost step before
+                rec.framework_hop(flow, grad, s, i, k, sent,
+                                  t0 if not isinstance(t0, list) else t0[0], env.now)
+
+        ev.callbacks.append(arrived)
 
     def replica_down(self, rep: Any) -> list[Any]:
         """``rep`` failed: the transfers cut (none in the closed form)."""
@@ -568,6 +579,12 @@ class Traffic:
         self._gen += 1  # the lost step's staged collectives stop where they are
         self._staged = []
         self._ends = {}
+        # the lost step's framework hops still moving end here, cut (docs/timeline.md)
+        hops, self._open_hops = self._open_hops, {}
+        for grad, s, i, k, sent, t0 in hops.values():
+            self.rec.framework_hop(self.flow, grad, s, i, k, sent,
+                                   t0 if not isinstance(t0, list) else t0[0], self.env.now,
+                                   cut=True)
 
 
 class _P2P:
