@@ -78,8 +78,22 @@ def test_plan_out_command_names_the_search_options(tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == 0
     line = next(x for x in text.splitlines() if "written to" in x)
-    assert "--p2p batched" in line
+    stages = len(json.loads(out.read_text())["stages"])
+    # the searched --p2p, unless the plan has one stage (dtsim train refuses --p2p for it)
+    assert ("--p2p batched" in line) == (stages > 1)
     assert "--schedule" not in line  # the default 1f1b needs no flag
+    one = tmp_path / "one.json"
+    assert main(["plan", "--model", "OPT-350", "--nodes", "RTX-3090:4x1@us-central1-a",
+                 "--global-batch-size", "64", "--top", "1", "--simulate", "0", "--p2p",
+                 "batched", "--out", str(one)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "written to" in x)
+    assert len(json.loads(one.read_text())["stages"]) == 1 and "--p2p" not in line
+    two = tmp_path / "two.json"  # 11 GB GPUs cannot hold OPT-350 whole: two stages or more
+    assert main(["plan", "--model", "OPT-350", "--nodes", "RTX-2080:4x1@us-central1-a",
+                 "--global-batch-size", "64", "--top", "1", "--simulate", "0", "--p2p",
+                 "batched", "--out", str(two)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "written to" in x)
+    assert len(json.loads(two.read_text())["stages"]) > 1 and "--p2p batched" in line
     code = main(["plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a",
                  "--global-batch-size", "8", "--top", "1", "--simulate", "0", "--schedule",
                  "gpipe", "--out", str(out)])

@@ -1179,6 +1179,9 @@ def traffic_cases(fx: Fixtures) -> list[Case]:
     add("p2p/batched-network-ok", T("--stages", "2", "--activation-size", "1", "--network",
                                     "tree:racks=1,hosts=8", "--schedule", "1f1b", "--p2p",
                                     "batched"), ok("throughput"))
+    add("p2p/one-stage-plan", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D2.json"),
+                                "--model", "OPT-350", "--p2p", "overlap", "--steps", "1"),
+        refuse("p2p"), note="one stage: nothing moves between stages (it was ignored)")
     add("p2p/batched-plan-ok", T("--plan", str(REPO / "sim/profiles/data/runs/mit-N2_D1.json"),
                                  "--model", "OPT-350", "--p2p", "batched"), ok("throughput"))
     add("p2p/batched-gpipe", T("--stages", "3", "--latency", "0.5", "--schedule", "gpipe",

@@ -355,7 +355,8 @@ def run(args: argparse.Namespace) -> int:
         # the options the plans were searched with that the plan file does not hold
         extra = "".join(f" --{k} {v}" for k, v in (
             ("profiles", args.profiles), ("schedule", None if args.schedule == "1f1b"
-                                          else args.schedule), ("p2p", args.p2p))
+                                          else args.schedule),
+            ("p2p", args.p2p if len(best.plan.stages) > 1 else None))  # one stage: none moves
             if v is not None)
         print(f"plan {chosen + 1} written to {args.out} (dtsim train --plan {args.out} "
               f"--model {model.name}{extra})")

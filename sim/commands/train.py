@@ -460,6 +460,9 @@ def build_from_args(args: argparse.Namespace) -> Any:
         if name is None:
             raise ConfigError("model", "given (--model NAME) when the plan does not name it", None)
         profiles = load_profiles(args.profiles, models=(name,))
+    if args.p2p is not None and len(plan.stages) == 1:  # as without a plan: it would be ignored
+        raise ConfigError("p2p", "given only with a plan of two stages or more (one stage sends "
+                          "nothing between stages)", args.p2p)
     kw = _plan_kw(args, failure_trace)
     price = kw.pop("price", None)
     build = build_plan(plan, profiles, model=name, schedule=args.schedule,
