@@ -175,6 +175,50 @@ def plan_allreduce_time(network: NetworkProfile, nodes: list[Any], flows: list[i
         for k in range(n)))
 
 
+def concurrent_allreduce_times(network: NetworkProfile, rings: Sequence[list[Any]],
+                               sizes: Sequence[float], bucket: float, profiles: Profiles
+                               ) -> list[float]:
+    """Ring all-reduces that start at once on physical nodes: when each ends.
+
+    ``rings[k]`` are ``(ReplicaSpec, (stage, index))`` in ring order (each
+    replica's TP degree its flows), ``sizes[k]`` its bytes per GPU. While a set
+    of rings runs, every step of each is timed with the flows of all of them
+    that cross the same NIC direction and node pair (:func:`nic_shares` of
+    their edges, :func:`plan_allreduce_time`): ring ``k`` alone among them
+    would take ``T_k``. The rings advance in phases: each runs at ``1 / T_k``
+    of its work per second until the first of them ends, then the others go
+    on with the counts of those left (a ring's work done is taken in
+    proportion to its time: exact where its steps' times all scale alike, as
+    on curves without latency at one chunk size). A ring inside one node
+    shares nothing and takes its own time.
+    """
+    ends = [0.0] * len(rings)
+    left: dict[int, float] = {}
+    for k, ring in enumerate(rings):
+        if len(ring) < 2 or sizes[k] <= 0:
+            continue
+        if len({host_of(*x) for x in ring}) == 1:
+            ends[k] = plan_allreduce_time(network, ring, [x[0].tp for x in ring], sizes[k],
+                                          bucket, profiles)
+        else:
+            left[k] = 1.0
+    now = 0.0
+    while left:
+        shared = nic_shares((host_of(*rings[k][i]), host_of(*rings[k][(i + 1) % len(rings[k])]),
+                             rings[k][i][0].tp) for k in left for i in range(len(rings[k])))
+        alone = {k: plan_allreduce_time(network, rings[k], [x[0].tp for x in rings[k]],
+                                        sizes[k], bucket, profiles, shared) for k in left}
+        first = min(left, key=lambda k: left[k] * alone[k])
+        step = left[first] * alone[first]
+        now += step
+        for k in list(left):
+            left[k] -= step / alone[k]
+            if k == first or left[k] <= 1e-12:
+                ends[k] = now
+                del left[k]
+    return ends
+
+
 def nic_shares(edges: Any) -> dict[tuple[str, str], tuple[int, int, int]]:
     """The flows that cross each NIC and node pair at once, for transfers between nodes.
 
@@ -796,28 +840,27 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     # overlap as the stages' programs end: counted as at once, an upper bound) and share the
     # NICs and node pairs their steps cross (nic_shares of every ring's edges)
     rings = [[(x, (j, i)) for i, x in enumerate(st.replicas)] for j, st in enumerate(plan.stages)]
-    dp_shared = nic_shares((host_of(*ring[k]), host_of(*ring[(k + 1) % r]), ring[k][0].tp)
-                           for ring in rings if r > 1 for k in range(r)) \
-        if plan.physical else None
     for j, st in enumerate(plan.stages):
         tp = st.replicas[0].tp
         size = sum(sizes_at(tp)[x].params for x in st.layers) * float(fb.dp_bytes)
         ar_sizes.append(size)
-        ar.append(plan_allreduce_time(net, rings[j], [x.tp for x in st.replicas], size, bucket,
-                                      profiles, dp_shared))
+        if not plan.physical:
+            ar.append(plan_allreduce_time(net, rings[j], [x.tp for x in st.replicas], size,
+                                          bucket, profiles))
+    if plan.physical:
+        ar = concurrent_allreduce_times(net, rings, ar_sizes, bucket, profiles)
     tied, tied_size = 0.0, 0.0
     tied_each: list[float] = []  # per pipeline (its first and last stage's GPUs and link)
     if mp.tied_embeddings and L > 1:
         tied_size = tied_bytes(mp, fb, plan.stages[-1].replicas[0].tp)
         pairs = [((plan.stages[0].replicas[i], (0, i)), (plan.stages[-1].replicas[i], (L - 1, i)))
                  for i in range(r)]
-        # every pipeline's tied ring at once: each step sends first -> last and last -> first
-        tied_shared = nic_shares(e for x, y in pairs for e in (
-            (host_of(*x), host_of(*y), x[0].tp), (host_of(*y), host_of(*x), y[0].tp))) \
-            if plan.physical else None
-        for x, y in pairs:
-            tied_each.append(plan_allreduce_time(net, [x, y], [x[0].tp, y[0].tp], tied_size,
-                                                 bucket, profiles, tied_shared))
+        if plan.physical:  # every pipeline's tied ring at once (first <-> last)
+            tied_each = concurrent_allreduce_times(net, [[x, y] for x, y in pairs],
+                                                   [tied_size] * r, bucket, profiles)
+        else:
+            tied_each = [plan_allreduce_time(net, [x, y], [x[0].tp, y[0].tp], tied_size, bucket,
+                                             profiles) for x, y in pairs]
         tied = max(tied_each)
     buckets = overlapped_buckets(plan, net, sync, ar_sizes, profiles) if overlapped else ()
     opt = tuple(max(t[2] for t in row) for row in times)
