@@ -188,3 +188,24 @@ def test_rings_of_different_sizes_advance_in_phases(prof):
     assert alone[0] < ends[0] < shared[0]
     # the large one: shared until the small one ends, then alone for what is left
     assert ends[0] == pytest.approx(ends[1] + (1 - ends[1] / shared[0]) * alone[0], rel=1e-12)
+
+
+def test_pruned_search_on_physical_nodes_keeps_the_top_plans(prof, monkeypatch):
+    """Sharing only lengthens a transfer or ring (every count is at least its own flows), so
+    the search's bounds (each alone) stay lower bounds: the pruned search on a physical fleet
+    keeps the exhaustive search's top 5, whose best shares NICs (8% dearer than alone)."""
+    from sim.planner import PlanRequest, search_plans
+
+    model = prof.model("OPT-350")
+    fleet = parse_nodes("RTX-2080:4x2,Titan-RTX:4x1", prof.network)
+    req = PlanRequest(64, microbatch_sizes=(1,), top=5)
+    pruned = search_plans(model, fleet, prof.gpus, req, ProfilePlanModel(prof, model, fleet=fleet))
+    full = search_plans(model, fleet, prof.gpus, req, ProfilePlanModel(prof, model, fleet=fleet),
+                        prune=False)
+    key = lambda r: [round(c.key("time"), 12) for c in r.candidates]  # noqa: E731
+    assert key(pruned) == key(full) and len(key(full)) == 5
+    assert pruned.evaluated < full.evaluated
+    best = full.candidates[0]
+    monkeypatch.setattr(B, "nic_shares", lambda edges: {})  # the old law: each alone
+    alone = ProfilePlanModel(prof, model, fleet=fleet).predict(best.plan).iteration_time
+    assert best.prediction.iteration_time > 1.05 * alone
