@@ -928,8 +928,11 @@ def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Se
     The buckets are the traffic adapter's (:func:`sim.training.traffic.gradient_buckets` of
     the stage's ``sizes[j]`` with ``sync``'s ``bucket_size`` and ``buckets`` rule, Megatron-LM's
     for a plan by default: cut only on the first stage), none with one replica; each bucket's
-    time is its ring alone among the stage's replicas, :func:`plan_allreduce_time` in one
-    bucket (the law of the plan's other all-reduces). The closed form of the step is
+    time is its ring among the stage's replicas, :func:`plan_allreduce_time` in one
+    bucket (the law of the plan's other all-reduces). On physical nodes the stages'
+    buckets are released near the end of the backward pass, so every stage's ring is
+    counted as running beside each bucket (:func:`nic_shares` of all the stages' ring
+    edges): an upper bound where they do not all overlap. The closed form of the step is
     :func:`sim.analytic.training.overlapped_exposed_time`.
     """
     from ..training.sync import parse_sync
@@ -937,6 +940,11 @@ def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Se
 
     spec = parse_sync(sync)
     bucket, rule = spec.get("bucket_size"), spec.get("buckets") or "megatron"
+    r = plan.dp[0]
+    shared = nic_shares(
+        (host_of(st.replicas[i], (j, i)), host_of(st.replicas[(i + 1) % r], (j, (i + 1) % r)),
+         st.replicas[i].tp) for j, st in enumerate(plan.stages) if r > 1 for i in range(r)) \
+        if plan.physical else None
     out = []
     for j, st in enumerate(plan.stages):
         if len(st.replicas) < 2:
@@ -944,7 +952,8 @@ def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Se
             continue
         nodes = [(x, (j, i)) for i, x in enumerate(st.replicas)]
         tps = [x.tp for x in st.replicas]
-        out.append(tuple((b, plan_allreduce_time(network, nodes, tps, b, math.inf, profiles))
+        out.append(tuple((b, plan_allreduce_time(network, nodes, tps, b, math.inf, profiles,
+                                                 shared))
                          for b in gradient_buckets(sizes[j], bucket, rule=rule,
                                                    first_stage=j == 0)))
     return tuple(out)
