@@ -149,7 +149,8 @@ def in_flight(schedule: str, stages: int, stage: int, microbatches: int) -> int:
 
 
 def plan_allreduce_time(network: NetworkProfile, nodes: list[Any], flows: list[int], size: float,
-                        bucket: float = BUCKET_ELEMENTS * 4.0, profiles: Profiles | None = None
+                        bucket: float = BUCKET_ELEMENTS * 4.0, profiles: Profiles | None = None,
+                        shared: dict[tuple[str, str], tuple[int, int, int]] | None = None
                         ) -> float:
     """A bucketed ring all-reduce of ``size`` bytes per GPU among ``nodes`` (``flows`` GPUs each).
 
@@ -159,14 +160,98 @@ def plan_allreduce_time(network: NetworkProfile, nodes: list[Any], flows: list[i
     ``2 (n - 1)`` steps in which every GPU sends ``bucket / n`` bytes to the
     next node of the ring, the step taking the slowest link's time (each
     pair's link: :func:`pair_link`): the ring law
-    :func:`sim.analytic.network.ring_steps_time`.
+    :func:`sim.analytic.network.ring_steps_time`. ``shared`` (physical
+    nodes): the flows that cross each NIC and node pair at once, from the
+    rings that run beside this one (:func:`nic_shares`; each step of a ring
+    between two nodes is timed with those counts, :func:`physical_pair_time`);
+    None: this ring alone.
     """
     from ..analytic.network import ring_steps_time
 
     n = len(nodes)
     return ring_steps_time(n, size, float(bucket), lambda chunk: max(
-        pair_time(network, nodes[k], nodes[(k + 1) % n], chunk, flows[k], profiles)
+        pair_time(network, nodes[k], nodes[(k + 1) % n], chunk, flows[k], profiles,
+                  shares_of(shared, nodes[k], nodes[(k + 1) % n]))
         for k in range(n)))
+
+
+def concurrent_allreduce_times(network: NetworkProfile, rings: Sequence[list[Any]],
+                               sizes: Sequence[float], bucket: float, profiles: Profiles
+                               ) -> list[float]:
+    """Ring all-reduces that start at once on physical nodes: when each ends.
+
+    ``rings[k]`` are ``(ReplicaSpec, (stage, index))`` in ring order (each
+    replica's TP degree its flows), ``sizes[k]`` its bytes per GPU. While a set
+    of rings runs, every step of each is timed with the flows of all of them
+    that cross the same NIC direction and node pair (:func:`nic_shares` of
+    their edges, :func:`plan_allreduce_time`): ring ``k`` alone among them
+    would take ``T_k``. The rings advance in phases: each runs at ``1 / T_k``
+    of its work per second until the first of them ends, then the others go
+    on with the counts of those left (a ring's work done is taken in
+    proportion to its time: exact where its steps' times all scale alike, as
+    on curves without latency at one chunk size). A ring inside one node
+    shares nothing and takes its own time.
+    """
+    ends = [0.0] * len(rings)
+    left: dict[int, float] = {}
+    for k, ring in enumerate(rings):
+        if len(ring) < 2 or sizes[k] <= 0:
+            continue
+        if len({host_of(*x) for x in ring}) == 1:
+            ends[k] = plan_allreduce_time(network, ring, [x[0].tp for x in ring], sizes[k],
+                                          bucket, profiles)
+        else:
+            left[k] = 1.0
+    now = 0.0
+    while left:
+        shared = nic_shares((host_of(*rings[k][i]), host_of(*rings[k][(i + 1) % len(rings[k])]),
+                             rings[k][i][0].tp) for k in left for i in range(len(rings[k])))
+        alone = {k: plan_allreduce_time(network, rings[k], [x[0].tp for x in rings[k]],
+                                        sizes[k], bucket, profiles, shared) for k in left}
+        first = min(left, key=lambda k: left[k] * alone[k])
+        step = left[first] * alone[first]
+        now += step
+        for k in list(left):
+            left[k] -= step / alone[k]
+            if k == first or left[k] <= 1e-12:
+                ends[k] = now
+                del left[k]
+    return ends
+
+
+def nic_shares(edges: Any) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """The flows that cross each NIC and node pair at once, for transfers between nodes.
+
+    ``edges`` are ``(host_a, host_b, flows)``: transfers running at the same
+    moment (one hop of every pipeline, or one step of rings that run at
+    once), each of ``flows`` flows from physical node ``host_a`` to
+    ``host_b``. Returns per ordered pair of different hosts ``(a, b)`` the
+    counts ``(out, pair, into)``: the flows leaving ``a`` for any other node
+    (its NIC's sending direction), those from ``a`` to ``b`` (the pair link's
+    ``a -> b`` direction) and those entering ``b`` from any other node (its
+    NIC's receiving direction; the NICs and pair links are full duplex,
+    :func:`physical_network`). Transfers inside a node cross only their own
+    replicas' links to the node's intra-node vertex and count nowhere.
+    """
+    out: dict[str, int] = {}
+    into: dict[str, int] = {}
+    pair: dict[tuple[str, str], int] = {}
+    for a, b, f in edges:
+        if a == b:
+            continue
+        out[a] = out.get(a, 0) + f
+        into[b] = into.get(b, 0) + f
+        pair[(a, b)] = pair.get((a, b), 0) + f
+    return {(a, b): (out[a], f, into[b]) for (a, b), f in pair.items()}
+
+
+def shares_of(shared: dict[tuple[str, str], tuple[int, int, int]] | None, a: Any, b: Any
+              ) -> tuple[int, int, int] | None:
+    """The counts :func:`nic_shares` gives a transfer from replica ``a`` to ``b`` (``(ReplicaSpec,
+    (stage, index))``); None without ``shared`` or inside one node."""
+    if not shared:
+        return None
+    return shared.get((host_of(*a), host_of(*b)))
 
 
 def _model(plan: Plan, profiles: Profiles, model: str | None) -> ModelProfile:
@@ -236,32 +321,39 @@ def pair_link(network: NetworkProfile, a: Any, b: Any) -> Any:
 
 
 def pair_time(network: NetworkProfile, a: Any, b: Any, size: float, flows: int,
-              profiles: Profiles | None = None) -> float:
+              profiles: Profiles | None = None, shares: tuple[int, int, int] | None = None
+              ) -> float:
     """``flows`` flows of ``size`` bytes each from ``a`` to ``b`` (see :func:`pair_link`); replicas
     placed on named hosts are timed on their physical nodes (:func:`physical_pair_time`, which
-    needs ``profiles``). A time is worked out once per pair of replicas, size and flows (kept
-    with the profiles or the network) where it does not depend on where in the plan the
-    replicas sit: both on named hosts, or both nodes of their own."""
+    needs ``profiles``; ``shares``: the flows crossing ``a``'s NIC, the node pair and ``b``'s
+    NIC at once, :func:`nic_shares`, None: these flows alone). A time is worked out once per
+    pair of replicas, size, flows and shares (kept with the profiles or the network) where it
+    does not depend on where in the plan the replicas sit: both on named hosts, or both nodes
+    of their own."""
     ra, rb = a[0], b[0]
     if ra.host is not None or rb.host is not None:
         check(profiles is not None, "profiles", "given to time replicas on named hosts", None)
         if ra.host is None or rb.host is None:  # host_of names the other's node by position
-            return physical_pair_time(profiles, a, b, size, flows)  # type: ignore[arg-type]
+            return physical_pair_time(profiles, a, b, size, flows,  # type: ignore[arg-type]
+                                      *(shares or ()))
         kept = profiles.__dict__.setdefault("_pair_times", {})  # type: ignore[union-attr]
     else:
         kept = network.memo
-    key = ("pair_time", ra, rb, size, flows)
+        shares = None  # nodes of their own share nothing
+    key = ("pair_time", ra, rb, size, flows) if shares is None else \
+        ("pair_time", ra, rb, size, flows, shares)
     t = kept.get(key)
     if t is None:
-        t = kept[key] = _pair_time(network, a, b, size, flows, profiles)
+        t = kept[key] = _pair_time(network, a, b, size, flows, profiles, shares)
     return t
 
 
 def _pair_time(network: NetworkProfile, a: Any, b: Any, size: float, flows: int,
-               profiles: Profiles | None) -> float:
+               profiles: Profiles | None, shares: tuple[int, int, int] | None = None) -> float:
     """:func:`pair_time`, worked out."""
     if a[0].host is not None or b[0].host is not None:
-        return physical_pair_time(profiles, a, b, size, flows)  # type: ignore[arg-type]
+        return physical_pair_time(profiles, a, b, size, flows,  # type: ignore[arg-type]
+                                  *(shares or ()))
     x = pair_link(network, a, b)
     if size <= 0:
         return 0.0
@@ -318,25 +410,46 @@ def intra_bandwidth(profiles: Profiles, rep: Any, flows: int, size: float) -> fl
     return profiles.intra_node_bandwidth(rep.gpu, min(2 * flows, rep.gpus_per_node), size)[0]
 
 
-def physical_pair_time(profiles: Profiles, a: Any, b: Any, size: float, flows: int) -> float:
+def physical_pair_time(profiles: Profiles, a: Any, b: Any, size: float, flows: int,
+                       out_flows: int | None = None, pair_flows: int | None = None,
+                       in_flows: int | None = None) -> float:
     """``flows`` flows of ``size`` bytes from replica ``a`` to ``b`` (``(ReplicaSpec, (stage,
     index))``) on physical nodes (:func:`host_of`).
 
-    On one node: over its intra-node link, each flow at :func:`intra_bandwidth`.
-    On two: each flow at ``min(gpu_a, nic_a / f, pair / f, nic_b / f, gpu_b)``
-    of the message size (:func:`node_links`), ``f`` the flows, after the
-    largest latency of the links crossed.
+    On one node: over its intra-node link, each flow at :func:`intra_bandwidth`
+    (each replica has its own link to the node's intra-node vertex in
+    :func:`physical_network`: nothing else shares it). On two: each flow at
+    ``min(gpu_a, nic_a / F_out, pair / F_pair, nic_b / F_in, gpu_b)`` of the
+    message size (:func:`node_links`), after the largest latency of the links
+    crossed; ``F_out`` (``out_flows``) the flows leaving ``a``'s node for any
+    other node at the same moment, ``F_pair`` (``pair_flows``) those from
+    ``a``'s node to ``b``'s, ``F_in`` (``in_flows``) those entering ``b``'s
+    node from any other (:func:`nic_shares`); each ``flows`` by default (these
+    flows alone).
+
+    The law of sharing: flows that cross a NIC direction or a node pair's link
+    at once share it equally. Max-min fairness (the DES's,
+    :func:`physical_network`) gives every flow at least the least
+    ``capacity / count`` over its links, and exactly that where the flows
+    alike (one hop of alike pipelines in lockstep) all have the same
+    bottleneck; so the time is exact there and an upper bound otherwise (as
+    long as only the counted flows run).
     """
     if size <= 0:
         return 0.0
     (ra, wa), (rb, wb) = a, b
     if host_of(ra, wa) == host_of(rb, wb):
         return size / intra_bandwidth(profiles, ra, flows, size)
+    fo = flows if out_flows is None else out_flows
+    fp = flows if pair_flows is None else pair_flows
+    fi = flows if in_flows is None else in_flows
+    check(min(fo, fp, fi) >= flows, "shares", "at least the transfer's own flows",
+          (fo, fp, fi))
     x = node_links(profiles.network, a, b)
     where = f"{ra.gpu}@{ra.zone} -> {rb.gpu}@{rb.zone}"
-    rate = min(x["gpu"].bandwidth_at(size, where), x["nic"].bandwidth_at(size, where) / flows,
-               x["pair"].bandwidth_at(size, where) / flows,
-               x["nic_back"].bandwidth_at(size, where) / flows,
+    rate = min(x["gpu"].bandwidth_at(size, where), x["nic"].bandwidth_at(size, where) / fo,
+               x["pair"].bandwidth_at(size, where) / fp,
+               x["nic_back"].bandwidth_at(size, where) / fi,
                x["gpu_back"].bandwidth_at(size, where))
     lat = max(v.latency for v in x.values())
     return lat + size / rate
@@ -701,11 +814,18 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         grad_size = size * top / b.replicas[0].tp if fb.pipe_groups else size
         xfer_sizes.append(act_size)
         grad_sizes.append(grad_size)
-        for i in range(r):
-            src, dst = a.replicas[i], b.replicas[i]
-            pa, pb = (src, (j, i)), (dst, (j + 1, i))
-            act = pair_time(net, pa, pb, *p2p_flows(fb, act_size, src.tp), profiles)
-            grad = pair_time(net, pb, pa, *p2p_flows(fb, grad_size, dst.tp), profiles)
+        # on physical nodes the pipelines' transfers over this hop run at once (alike pipelines
+        # in lockstep) and share each NIC and node pair: counted per direction (nic_shares)
+        ends = [((a.replicas[i], (j, i)), (b.replicas[i], (j + 1, i))) for i in range(r)]
+        fwd = nic_shares((host_of(*pa), host_of(*pb), p2p_flows(fb, act_size, pa[0].tp)[1])
+                         for pa, pb in ends) if plan.physical else None
+        bwd = nic_shares((host_of(*pb), host_of(*pa), p2p_flows(fb, grad_size, pb[0].tp)[1])
+                         for pa, pb in ends) if plan.physical else None
+        for pa, pb in ends:
+            act = pair_time(net, pa, pb, *p2p_flows(fb, act_size, pa[0].tp), profiles,
+                            shares_of(fwd, pa, pb))
+            grad = pair_time(net, pb, pa, *p2p_flows(fb, grad_size, pb[0].tp), profiles,
+                             shares_of(bwd, pb, pa))
             row.append((act, grad))
         xfer.append(tuple(row))
     # gradient all-reduce per stage, tied embedding between the first and last stage: after the
@@ -716,21 +836,31 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     overlapped = fb.allreduce == "overlap-backward"
     bucket = fb.bucket_bytes
     ar, ar_sizes = [], []
+    # on physical nodes the stages' rings run at once (all after the barrier; without one they
+    # overlap as the stages' programs end: counted as at once, an upper bound) and share the
+    # NICs and node pairs their steps cross (nic_shares of every ring's edges)
+    rings = [[(x, (j, i)) for i, x in enumerate(st.replicas)] for j, st in enumerate(plan.stages)]
     for j, st in enumerate(plan.stages):
         tp = st.replicas[0].tp
         size = sum(sizes_at(tp)[x].params for x in st.layers) * float(fb.dp_bytes)
         ar_sizes.append(size)
-        ar.append(plan_allreduce_time(net, [(x, (j, i)) for i, x in enumerate(st.replicas)],
-                                      [x.tp for x in st.replicas], size, bucket, profiles))
+        if not plan.physical:
+            ar.append(plan_allreduce_time(net, rings[j], [x.tp for x in st.replicas], size,
+                                          bucket, profiles))
+    if plan.physical:
+        ar = concurrent_allreduce_times(net, rings, ar_sizes, bucket, profiles)
     tied, tied_size = 0.0, 0.0
     tied_each: list[float] = []  # per pipeline (its first and last stage's GPUs and link)
     if mp.tied_embeddings and L > 1:
         tied_size = tied_bytes(mp, fb, plan.stages[-1].replicas[0].tp)
-        for i in range(r):
-            first, last = plan.stages[0].replicas[i], plan.stages[-1].replicas[i]
-            tied_each.append(plan_allreduce_time(net, [(first, (0, i)), (last, (L - 1, i))],
-                                                 [first.tp, last.tp], tied_size, bucket,
-                                                 profiles))
+        pairs = [((plan.stages[0].replicas[i], (0, i)), (plan.stages[-1].replicas[i], (L - 1, i)))
+                 for i in range(r)]
+        if plan.physical:  # every pipeline's tied ring at once (first <-> last)
+            tied_each = concurrent_allreduce_times(net, [[x, y] for x, y in pairs],
+                                                   [tied_size] * r, bucket, profiles)
+        else:
+            tied_each = [plan_allreduce_time(net, [x, y], [x[0].tp, y[0].tp], tied_size, bucket,
+                                             profiles) for x, y in pairs]
         tied = max(tied_each)
     buckets = overlapped_buckets(plan, net, sync, ar_sizes, profiles) if overlapped else ()
     opt = tuple(max(t[2] for t in row) for row in times)
@@ -798,8 +928,11 @@ def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Se
     The buckets are the traffic adapter's (:func:`sim.training.traffic.gradient_buckets` of
     the stage's ``sizes[j]`` with ``sync``'s ``bucket_size`` and ``buckets`` rule, Megatron-LM's
     for a plan by default: cut only on the first stage), none with one replica; each bucket's
-    time is its ring alone among the stage's replicas, :func:`plan_allreduce_time` in one
-    bucket (the law of the plan's other all-reduces). The closed form of the step is
+    time is its ring among the stage's replicas, :func:`plan_allreduce_time` in one
+    bucket (the law of the plan's other all-reduces). On physical nodes the stages'
+    buckets are released near the end of the backward pass, so every stage's ring is
+    counted as running beside each bucket (:func:`nic_shares` of all the stages' ring
+    edges): an upper bound where they do not all overlap. The closed form of the step is
     :func:`sim.analytic.training.overlapped_exposed_time`.
     """
     from ..training.sync import parse_sync
@@ -807,6 +940,11 @@ def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Se
 
     spec = parse_sync(sync)
     bucket, rule = spec.get("bucket_size"), spec.get("buckets") or "megatron"
+    r = plan.dp[0]
+    shared = nic_shares(
+        (host_of(st.replicas[i], (j, i)), host_of(st.replicas[(i + 1) % r], (j, (i + 1) % r)),
+         st.replicas[i].tp) for j, st in enumerate(plan.stages) if r > 1 for i in range(r)) \
+        if plan.physical else None
     out = []
     for j, st in enumerate(plan.stages):
         if len(st.replicas) < 2:
@@ -814,7 +952,8 @@ def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Se
             continue
         nodes = [(x, (j, i)) for i, x in enumerate(st.replicas)]
         tps = [x.tp for x in st.replicas]
-        out.append(tuple((b, plan_allreduce_time(network, nodes, tps, b, math.inf, profiles))
+        out.append(tuple((b, plan_allreduce_time(network, nodes, tps, b, math.inf, profiles,
+                                                 shared))
                          for b in gradient_buckets(sizes[j], bucket, rule=rule,
                                                    first_stage=j == 0)))
     return tuple(out)
