@@ -2076,10 +2076,17 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/p2p-unknown", P(*gh, *quick, "--p2p", "sometimes"), refuse("p2p"))
     add("plan/p2p-batched-gpipe", P(*gh, *quick, "--p2p", "batched", "--schedule", "gpipe"),
         refuse("schedule"))
-    add("plan/out-names-p2p", P(*gh, *quick, "--p2p", "batched", "--out",
-                                str(fx.root / "plan-out-p2p.json")), ok("--p2p batched)"),
+    add("plan/out-names-p2p", P("--nodes", "RTX-2080:4x1@us-central1-a", "--global-batch-size",
+                                "64", "--simulate", "0", "--top", "1", "--p2p", "batched",
+                                "--out", str(fx.root / "plan-out-p2p.json")),
+        ok("--p2p batched)"),
         note="the printed dtsim train command names the --p2p the plans were searched with "
-        "(the plan file holds its framework, not an override)")
+        "(the plan file holds its framework, not an override); 11 GB GPUs: two stages or more")
+    add("plan/out-one-stage-no-p2p", P(*gh, *quick, "--p2p", "batched", "--out",
+                                       str(fx.root / "plan-out-p2p1.json")),
+        ok("--model OPT-350)"),
+        note="a one-stage best plan: the printed command has no --p2p (dtsim train refuses it "
+        "for one stage)")
     add("plan/megatron-gpipe", P(*gh, *quick, "--framework", "megatron", "--schedule", "gpipe"),
         refuse("schedule"))
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
