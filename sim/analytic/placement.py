@@ -126,7 +126,8 @@ def pipelines_tied(times: Sequence[float] | None, single: float,
 
 
 def barrier_tail(allreduce: Sequence[float], optimizer: Sequence[float], tied: float = 0.0, *,
-                 optimizer_barrier: bool = False) -> tuple[float, int]:
+                 optimizer_barrier: bool = False, start: float = 0.0,
+                 stage_ends: list | None = None) -> tuple[float, int]:
     """The time after the pipeline phase of a step with the barrier, and the stage that ends it.
 
     Parameters
@@ -141,21 +142,29 @@ def barrier_tail(allreduce: Sequence[float], optimizer: Sequence[float], tied: f
         group, its own time not counted): DeepSpeed in fp16 and bf16
         (``runtime/fp16/fused_optimizer.py:259``, ``runtime/bf16_optimizer.py:276-277``),
         the Sailor artifact's included, whose ``dist.barrier()`` comes first.
+    start : float
+        When the pipeline phase ends (the times returned count from 0 before it).
+    stage_ends : list, optional
+        Filled with when each stage's optimizer step ends, in stage order.
 
     Returns
     -------
     tuple of (float, int)
-        ``t + max_j (a_j + o_j)`` and its ``j``; with ``optimizer_barrier``
-        ``t + max_j a_j + max_j o_j`` and the ``j`` of the longest optimizer step
-        (the first of equals).
+        ``start + t + max_j (a_j + o_j)`` and its ``j``; with ``optimizer_barrier``
+        ``start + t + max_j a_j + max_j o_j`` and the ``j`` of the longest optimizer
+        step (the first of equals).
     """
     L = len(allreduce)
     check(L > 0 and len(optimizer) == L, "stages", "allreduce and optimizer per stage", L)
+    reduced = [max(allreduce)] * L if optimizer_barrier else list(allreduce)
+    each = [start + tied + a + o for a, o in zip(reduced, optimizer, strict=True)]
+    if stage_ends is not None:
+        stage_ends.extend(each)
     if optimizer_barrier:
         j = max(range(L), key=lambda i: optimizer[i])
-        return tied + max(allreduce) + optimizer[j], j
-    j = max(range(L), key=lambda i: allreduce[i] + optimizer[i])
-    return tied + allreduce[j] + optimizer[j], j
+    else:
+        j = max(range(L), key=lambda i: allreduce[i] + optimizer[i])
+    return each[j], j
 
 
 def step_join_bound(stage_ends: Sequence[float], join: str) -> float:

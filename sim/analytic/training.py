@@ -386,12 +386,21 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
 
 
 def _transfer_ends(op: tuple) -> list[tuple]:
-    """The transfers of a transfer command, ``[(role, tag, hop, i)]`` (as
-    :func:`sim.training.schedules.transfer_ends`): a batched ``sendrecv`` holds a send and a
-    receive."""
+    """The transfers of a transfer command, ``[(role, tag, hop, i)]``: one for a lone
+    ``send``/``recv``, a send then a receive for a batched ``sendrecv``
+    (:func:`sim.training.schedules.megatron_program`)."""
     if op[0] == "sendrecv":
         return [("send", op[1], op[2], op[3]), ("recv", op[4], op[5], op[6])]
     return [(op[0], op[1], op[2], op[3])]
+
+
+def _peer(role: str, tag: str, h: int, p: int) -> int:
+    """The device at the other end of ``role`` (``send``/``recv``) of hop ``h``'s activation
+    (``tag`` ``a``, sent by stage ``h``) or gradient (``g``, sent by stage ``h + 1``), of ``p``
+    devices."""
+    sender = h % p if tag == "a" else (h + 1) % p
+    receiver = (h + 1) % p if tag == "a" else h % p
+    return receiver if role == "send" else sender
 
 
 @functools.lru_cache(maxsize=256)
@@ -460,9 +469,7 @@ def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, chan
                     continue
                 if kind != "sendrecv" and not got[d]:
                     tag, h, i = op[1], op[2], op[3]
-                    sender = h % p if tag == "a" else (h + 1) % p
-                    receiver = (h + 1) % p if tag == "a" else h % p
-                    peer = receiver if kind == "send" else sender
+                    peer = _peer(kind, tag, h, p)
                     want = ("recv" if kind == "send" else "send", tag, h, i)
                     if pos[peer] >= len(programs[peer]):
                         break
@@ -482,9 +489,7 @@ def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, chan
                     if end in got[d]:
                         continue
                     role, tag, h, i = end
-                    sender = h % p if tag == "a" else (h + 1) % p
-                    receiver = (h + 1) % p if tag == "a" else h % p
-                    peer = receiver if role == "send" else sender
+                    peer = _peer(role, tag, h, p)
                     if pos[peer] >= len(programs[peer]) or programs[peer][pos[peer]][0] not in \
                             ("send", "recv", "sendrecv"):
                         continue

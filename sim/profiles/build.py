@@ -1062,13 +1062,12 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
         allreduce = exposed(T, last_b, build.bucket_times)
         stage_ends = [T + allreduce + build.tied_allreduce_time + o for o in opt]
     else:
+        stage_ends = []
         _tail, tail_stage = barrier_tail(build.allreduce_times, opt, build.tied_allreduce_time,
-                                         optimizer_barrier=c.optimizer_barrier)
+                                         optimizer_barrier=c.optimizer_barrier, start=T,
+                                         stage_ends=stage_ends)
         allreduce = (max(build.allreduce_times) if c.optimizer_barrier
                      else build.allreduce_times[tail_stage])
-        stage_ends = [T + build.tied_allreduce_time
-                      + (allreduce if c.optimizer_barrier else a) + o
-                      for a, o in zip(build.allreduce_times, opt, strict=True)]
     iteration = max(stage_ends)
     if staged:  # each stage's collectives from its own devices' program ends
         tied = pipelines_tied(build.tied_allreduce_times, build.tied_allreduce_time, ran)

@@ -37,7 +37,7 @@ import functools
 
 __all__ = ["Schedule", "GPipe", "OneFOneB", "OneFOneBDynamic", "Interleaved", "SwarmSchedule", "Async",
            "SCHEDULE_POLICIES", "megatron_1f1b_order", "interleaved_order", "deepspeed_program",
-           "megatron_program", "transfer_ends", "device_program"]
+           "megatron_program", "device_program"]
 
 
 class Schedule:
@@ -283,14 +283,6 @@ def megatron_program(stages: int, microbatches: int, stage: int) -> list[tuple]:
         if not first:
             out.append(("send", "g", j - 1, i))
     return out
-
-
-def transfer_ends(op: tuple) -> list[tuple[str, str, int, int]]:
-    """The transfers a transfer command takes part in, ``[(role, tag, hop, i)]``: one for a
-    lone ``send``/``recv``, a send then a receive for a batched ``sendrecv``."""
-    if op[0] == "sendrecv":
-        return [("send", op[1], op[2], op[3]), ("recv", op[4], op[5], op[6])]
-    return [(op[0], op[1], op[2], op[3])]
 
 
 def gpipe_blocking_program(stages: int, microbatches: int, stage: int) -> list[tuple]:
