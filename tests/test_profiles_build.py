@@ -285,10 +285,60 @@ def test_gpt_neo_on_gh200_in_the_artifacts_format_runs(tmp_path):
                               rel=1e-9)
 
 
+def test_tp8_over_two_stages_shares_the_largest_measured_flow_count(tmp_path):
+    """Issue 35: a TP-8 plan over 2 stages of 8-GPU GH200 nodes needs 8 concurrent flows per
+    hop, which the network never measured (1, 2, 4). It runs: each hop's 8 flows of 1/8 of the
+    activation (DeepSpeed partitions it) share the 4-flow curve, max-min fair, so the hop takes
+    ``8 S / B_4(S)``; the DES over that link gives the closed form's step; the estimate is
+    named; a count below every measured one is still refused in one line."""
+    from sim.profiles.build import pair_link
+
+    r = [[[["GH-96", 8, "us-central1-a"]], 8]]
+    doc = {"zone": "us-central1-a", "pipeline_list": [{
+        "num_stages": 2, "layers_per_stage": [list(range(13)), list(range(13, 26))],
+        "tmp_per_stage": [r, r], "dp": [1, 1]}], "mbs": 2, "gbs": 16}
+    path = tmp_path / "gh-tp8.json"
+    path.write_text(json.dumps(doc))
+    prof = load_profiles(models=("OPT-350",))
+    plan = read_plan(path, "OPT-350")
+    b = build_plan(plan, prof, steps=1)
+    rep = plan.stages[0].replicas[0]
+    four = prof.network.link(rep.node, rep.node, 4)
+    with pytest.raises(ConfigError, match="flows given: 1, 2, 4"):
+        prof.network.link(rep.node, rep.node, 8)
+    assert pair_link(prof.network, (rep, (0, 0)), (rep, (1, 0))) is four
+    size = 2 * b.behaviour.activation_bytes / prof.model("OPT-350").bytes_per_value * \
+        prof.model("OPT-350").layer_sizes(8)[12].activation_bytes
+    assert b.transfer_times[0][0][0] == pytest.approx(
+        four.latency + 8 * (size / 8) / four.bandwidth_at(size / 8), rel=1e-12)
+    assert any("8/8 flows" in e and "4/4-flow curve" in e for e in b.estimates)
+    net = build_plan(plan, prof, steps=1, network=True)
+    t = training_model(net.config, Streams(0).replication(0))["step_time_mean"]
+    assert t == pytest.approx(predictions("training", b.config)["step_time_mean"]["value"],
+                              rel=1e-9)
+    # an unmeasured combination inside the measured range is not extrapolated (RTX: 1, 2, 4, 8
+    # at both ends, only equal counts measured)
+    titan = ReplicaSpec("Titan-RTX", 2, 8, "us-central1-a")
+    assert prof.network.shared_link(titan.node, titan.node, 2, 4) is None
+    # no count at or below the plan's measured: still refused, naming the network
+    only8 = type(prof.network)(tuple(x for x in prof.network.links if x.src_flows >= 4))
+    assert only8.shared_link(rep.node, rep.node, 2) is None
+    with pytest.raises(ConfigError, match="'network' must be"):
+        pair_link(only8, (replace_tp(rep, 2), (0, 0)), (replace_tp(rep, 2), (1, 0)))
+
+
+def replace_tp(rep, tp):
+    """``rep`` at TP ``tp``."""
+    from dataclasses import replace
+
+    return replace(rep, tp=tp)
+
+
 @pytest.mark.slow
 def test_every_plan_a_user_can_write_from_the_shipped_profiles_runs():
-    """1,530 plans in the artifact's format (4 models, every profiled GPU type, micro-batch size
-    and TP degree, unprofiled sizes between them, 1-4 stages, 1-2 replicas, two-type pipelines):
+    """1,566 plans in the artifact's format (4 models, every profiled GPU type, micro-batch size
+    and TP degree, unprofiled sizes between them, 1-4 stages, 1-2 replicas, two-type pipelines;
+    V100 TP 8 over the 4-flow curve):
     each runs, or is refused only for not fitting in GPU memory."""
     import importlib.util
     from pathlib import Path

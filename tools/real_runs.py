@@ -320,8 +320,8 @@ def user_plans(folder: Path | None = None) -> list[tuple[str, str, dict[str, Any
     """Plans a user can write from the shipped profiles, in the artifact's format: every model
     with sizes, on every GPU type it was profiled on, at every profiled micro-batch size and TP
     degree and at unprofiled sizes between them (3, 6, 12, 24), in 1, 2 and 4 stages of 1 or 2
-    replicas on nodes of the GPU type's zone (the largest node the network measured it in), 8
-    micro-batches per pipeline; and two-type pipelines of the mixed cluster's GPUs."""
+    replicas on nodes of the GPU type's zone (the largest node the network measured it in, or
+    the TP degree's if larger), 8 micro-batches per pipeline; and two-type pipelines of the mixed cluster's GPUs."""
     d = folder if folder is not None else DATA_DIR
     prof = load_profiles(d)
     kinds: dict[str, tuple[int, str]] = {}
@@ -340,13 +340,14 @@ def user_plans(folder: Path | None = None) -> list[tuple[str, str, dict[str, Any
             combos = set(m.combinations(gpu))
             tps = sorted({t for (_, _, t) in combos})
             for tp in tps:
-                if tp > gpn:
-                    continue
+                # a TP group larger than the node the network measured is on a node of its own
+                # size: its flows share the largest measured count's curve (an estimate)
+                nodes = max(gpn, tp)
                 sizes = sorted({b for (_, b, t) in combos if t == tp})
                 for b in sorted(set(sizes) | {x for x in (3, 6, 12, 24) if sizes[0] < x < sizes[-1]}):
                     for stages in (1, 2, 4):
                         for dp in (1, 2):
-                            doc = _sailor_plan(m.layers, stages, [(gpu, gpn, zone)] * dp, tp, b,
+                            doc = _sailor_plan(m.layers, stages, [(gpu, nodes, zone)] * dp, tp, b,
                                                8 * b * dp)
                             out.append((f"{m.name}-{gpu}-tp{tp}-mbs{b}-S{stages}-D{dp}", m.name,
                                         doc))

@@ -307,7 +307,10 @@ def pair_link(network: NetworkProfile, a: Any, b: Any) -> Any:
     degrees as flow counts (the artifact's curves are per ordered pair: e.g.
     Titan-RTX -> RTX-3090 and back differ). A pair measured in one direction
     only is taken as symmetric (the other direction's curve); a pair measured
-    in neither is refused in one line naming ``network``.
+    in neither is refused in one line naming ``network``. Flow counts measured
+    in neither direction take the curve of fewer flows the network did measure,
+    shared by all of them (:meth:`~sim.profiles.NetworkProfile.shared_link`,
+    named by :func:`link_estimates`).
     """
     (ra, _), (rb, _) = a, b
     try:
@@ -317,7 +320,29 @@ def pair_link(network: NetworkProfile, a: Any, b: Any) -> Any:
             return network.link(rb.node, ra.node, rb.tp, ra.tp)
         except ConfigError:
             pass
+        x = network.shared_link(ra.node, rb.node, ra.tp, rb.tp) or \
+            network.shared_link(rb.node, ra.node, rb.tp, ra.tp)
+        if x is not None:
+            return x
         raise
+
+
+def link_estimates(network: NetworkProfile, pairs: Any) -> list[str]:
+    """What :func:`pair_link` estimated for the replica pairs ``pairs`` (``(a, b)`` each, as
+    it takes them): a line per link whose flow counts the network did not measure."""
+    out = []
+    for a, b in pairs:
+        for x, y in ((a, b), (b, a)):
+            (rx, _), (ry, _) = x, y
+            link = pair_link(network, x, y)
+            if (link.src_flows, link.dst_flows) in ((rx.tp, ry.tp), (ry.tp, rx.tp)):
+                continue
+            out.append(f"network {rx.gpu}@{rx.zone} -> {ry.gpu}@{ry.zone} with {rx.tp}/{ry.tp} "
+                       f"flows (TP degrees): not measured; the {link.src_flows}/"
+                       f"{link.dst_flows}-flow curve {link.src[0]}@{link.src[1]} -> "
+                       f"{link.dst[0]}@{link.dst[1]} (the largest measured counts not above "
+                       "them) shared max-min fair by all the flows")
+    return out
 
 
 def pair_time(network: NetworkProfile, a: Any, b: Any, size: float, flows: int,
@@ -538,6 +563,25 @@ def intra_capacity(profiles: Profiles, rep: Any) -> Any:
     return hit
 
 
+def plan_pairs(plan: Plan, tied: bool) -> dict[tuple, tuple]:
+    """The pairs of replicas that exchange data, ``{((j, i), (j', i')): (a, b)}`` with ``a``,
+    ``b`` as :func:`pair_link` takes them: neighbouring stages of a pipeline, neighbours in a
+    stage's all-reduce ring, the first and last stage with tied weights (``tied``)."""
+    L, r = len(plan.stages), plan.dp[0]
+    rep = lambda j, i: (plan.stages[j].replicas[i], (j, i))  # noqa: E731
+    pairs: dict[tuple, tuple] = {}
+    for j in range(L):
+        for i in range(r):
+            if j + 1 < L:
+                pairs.setdefault(((j, i), (j + 1, i)), (rep(j, i), rep(j + 1, i)))
+            if r > 1:
+                a, b = sorted([(j, i), (j, (i + 1) % r)])
+                pairs.setdefault((a, b), (rep(*a), rep(*b)))
+            if tied and L > 1 and j == 0:
+                pairs.setdefault(((0, i), (L - 1, i)), (rep(0, i), rep(L - 1, i)))
+    return pairs
+
+
 def plan_network(plan: Plan, network: NetworkProfile, tied: bool) -> Any:
     """The plan's hosts and links as a :class:`sim.network.NetworkValue`.
 
@@ -553,20 +597,8 @@ def plan_network(plan: Plan, network: NetworkProfile, tied: bool) -> Any:
     """
     from ..network.topology import LinkValue, NetworkValue
 
-    L, r = len(plan.stages), plan.dp[0]
-    rep = lambda j, i: (plan.stages[j].replicas[i], (j, i))  # noqa: E731
-    pairs: dict[tuple, tuple] = {}
-    for j in range(L):
-        for i in range(r):
-            if j + 1 < L:
-                pairs.setdefault(((j, i), (j + 1, i)), (rep(j, i), rep(j + 1, i)))
-            if r > 1:
-                a, b = sorted([(j, i), (j, (i + 1) % r)])
-                pairs.setdefault((a, b), (rep(*a), rep(*b)))
-            if tied and L > 1 and j == 0:
-                pairs.setdefault(((0, i), (L - 1, i)), (rep(0, i), rep(L - 1, i)))
     links = []
-    for (a, b), (x, y) in sorted(pairs.items()):
+    for (a, b), (x, y) in sorted(plan_pairs(plan, tied).items()):
         fwd, back = pair_link(network, x, y), pair_link(network, y, x)
         links.append(LinkValue(f"s{a[0]}r{a[1]}", f"s{b[0]}r{b[1]}", fwd.bandwidth,
                                max(fwd.latency, back.latency),
@@ -862,6 +894,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             tied_each = [plan_allreduce_time(net, [x, y], [x[0].tp, y[0].tp], tied_size, bucket,
                                              profiles) for x, y in pairs]
         tied = max(tied_each)
+    if not plan.physical:  # on physical nodes every count used is a measured one (node_links)
+        notes.extend(link_estimates(net, plan_pairs(plan, mp.tied_embeddings).values()))
     buckets = overlapped_buckets(plan, net, sync, ar_sizes, profiles) if overlapped else ()
     opt = tuple(max(t[2] for t in row) for row in times)
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at)

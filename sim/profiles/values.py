@@ -553,6 +553,45 @@ class NetworkProfile:
                               f"{src_flows}/{dst_flows} flows")
         return x
 
+    def shared_link(self, src: NodeKind, dst: NodeKind, src_flows: int,
+                    dst_flows: int | None = None) -> Link | None:
+        """The link standing in for ``src_flows``/``dst_flows`` flows beyond the counts the
+        network measured (more than every count measured at one end or both): the measured one
+        of the largest flow counts not above them at either end (the most flows, then the most
+        sent), whose aggregate curve the plan's flows share max-min fair (each ``B_m(S) / k``
+        for ``k`` flows over the ``m``-flow curve ``B_m``, as :meth:`transfer_time` and
+        :mod:`sim.network` share any link). None: the exact counts were measured, both lie
+        within the measured range (an unmeasured combination inside it is not extrapolated),
+        or no count at or below them was.
+
+        The Sailor artifact keys its curves by the number of concurrent GPU pairs and times a
+        transfer only over a count it measured (its planner's
+        ``precompute_ar_times_bottleneck`` skips a TP degree without a curve; its simulator's
+        ``get_zone_coeffs`` looks the count up and has no rule for a missing one); that the
+        aggregate of the largest measured count bounds more flows is dtsim's rule (an
+        estimate, named in :attr:`~sim.profiles.build.PlanBuild.estimates`: more flows than
+        measured may reach more aggregate bandwidth, so the time is an upper bound where the
+        curve still grows with the count).
+        """
+        dst_flows = src_flows if dst_flows is None else dst_flows
+        s, d = (src.gpu, src.zone), (dst.gpu, dst.zone)
+        if (s, d, src_flows, dst_flows) in self._table:
+            return None
+        pairs = self._pairs_given.get((s, d), ())
+        fit = [(a, b) for a, b in pairs if a <= src_flows and b <= dst_flows]
+        if not fit or (src_flows <= max(a for a, _ in pairs)
+                       and dst_flows <= max(b for _, b in pairs)):
+            return None
+        a, b = max(fit, key=lambda ab: (min(ab), ab[0], ab[1]))
+        return self._table[(s, d, a, b)]
+
+    @cached_property
+    def _pairs_given(self) -> dict[tuple, tuple[tuple[int, int], ...]]:
+        out: dict[tuple, list[tuple[int, int]]] = {}
+        for (s, d, a, b) in self._table:
+            out.setdefault((s, d), []).append((a, b))
+        return {k: tuple(v) for k, v in out.items()}
+
     @cached_property
     def _counts(self) -> dict[tuple, tuple[int, ...]]:
         out: dict[tuple, list[int]] = {}
