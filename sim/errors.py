@@ -28,6 +28,8 @@ __all__ = [
     "check_choice",
     "check_memory",
     "check_memory_terms",
+    "check_time_terms",
+    "TIME_LIMIT",
     "available_memory",
     "format_bytes",
     "check_output_file",
@@ -295,6 +297,38 @@ def check_memory_terms(terms: Iterable[tuple[str, Any, float]], *,
     total = float(sum(b for _, _, b in items))
     name, value, _ = max(items, key=lambda t: t[2])
     check_memory(name, value, total, available=available)
+
+
+#: The largest simulated time a run may reach by the bound of :func:`check_time_terms`: a
+#: margin of 1e8 below the largest float (1.8e308), so the sums and products of the results
+#: (rates, costs, their intervals) stay finite.
+TIME_LIMIT = 1e300
+
+
+def check_time_terms(count: float, terms: Iterable[tuple[str, float, Any]], what: str) -> None:
+    """Refuse a config whose run would overflow to inf: ``count`` (how many times the run may
+    add the terms up one after the other, ``what`` says how) times the sum of the ``terms``'
+    times must be at most :data:`TIME_LIMIT`; the largest term is named.
+
+    Parameters
+    ----------
+    count : float
+        A bound on the run's repetitions of the terms (steps, micro-batches, stages).
+    terms : iterable of (name, seconds, value)
+        The time each parameter adds per repetition and the value to show; a name starting
+        with ``+`` (a rate: ``bandwidth``) must be large enough, the others small enough.
+    what : str
+        ``count`` in words, for the message.
+    """
+    items = list(terms)
+    if not items or count * sum(t for _, t, _ in items) <= TIME_LIMIT:
+        return
+    name, _, value = max(items, key=lambda t: t[1])
+    if isinstance(value, tuple) and len(set(value)) == 1:
+        value = value[0]  # a value given once, spread per stage or hop
+    how = "large" if name.startswith("+") else "small"
+    raise ConfigError(name.lstrip("+"), f"{how} enough that the run's time stays finite "
+                      f"({what} x the sum of its times at most {TIME_LIMIT:g})", value)
 
 
 # ----------------------------------------------------------------------------- output locations

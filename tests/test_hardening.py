@@ -347,3 +347,38 @@ def test_experiment_settings_that_were_ignored_are_refused(tmp_path, capsys):
                      "--out", str(tmp_path / f"o{i}")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], (tail, err)
+
+
+@pytest.mark.parametrize("cls, kw, tame, name", [
+    ("training", {"latency": 1e308}, {"latency": 1e280}, "latency"),
+    ("training", {"stages": 4, "latency": (1.0, 1e308, 1.0)},
+     {"stages": 4, "latency": (1.0, 1e280, 1.0)}, "latency"),
+    ("training", {"forward_time": 1e307}, {"forward_time": 1e280}, "forward_time"),
+    ("training", {"backward_ratio": 1e308}, {"backward_ratio": 1e280}, "backward_ratio"),
+    ("training", {"optimizer_time": 1e308}, {"optimizer_time": 1e280}, "optimizer_time"),
+    ("training", {"activation_size": 1.0, "bandwidth": 1e-308},
+     {"activation_size": 1.0, "bandwidth": 1e-280}, "bandwidth"),
+    ("training", {"samples_per_microbatch": 1e308}, {"samples_per_microbatch": 1e290},
+     "samples_per_microbatch"),
+    ("training", {"speed_spread": 1e308}, {"speed_spread": 20.0}, "speed_spread"),
+    ("pipeline", {"latency": 1e308}, {"latency": 1e280}, "latency"),
+    ("pipeline", {"rate": 1e-308}, {"rate": 1e-280}, "rate"),
+    ("learners", {"latency": 1e308}, {"latency": 1e280}, "latency"),
+    ("learners", {"size": 1.0, "bandwidth": 1e-308}, {"size": 1.0, "bandwidth": 1e-280},
+     "bandwidth"),
+])
+def test_a_value_whose_run_overflows_is_refused_and_one_below_runs(cls, kw, tame, name):
+    """A time (or rate) whose run's time would overflow to inf is refused naming it (before:
+    inf in the output, a ZeroDivisionError for the speed spread, a hang for the pipeline);
+    the same config far enough below the bound (1e300) is valid."""
+    from sim.pipeline import PipelineConfig
+    from sim.training import TrainingConfig
+    from sim.training.learners import LearnersConfig
+
+    make = {"training": lambda **k: TrainingConfig(steps=2, **k),
+            "pipeline": lambda **k: PipelineConfig(microbatches=10, **k),
+            "learners": LearnersConfig}[cls]
+    with pytest.raises(ConfigError) as exc:
+        make(**kw)
+    assert exc.value.name == name
+    make(**tame)

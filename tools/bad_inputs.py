@@ -556,6 +556,13 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("pipeline/arrival-unknown", P("--arrival", "bogus"), refuse("arrival"))
     add("pipeline/bandwidth-zero", P("--bandwidth", "0"), refuse("bandwidth"))
     add("pipeline/latency-wrong-count", P("--stages", "4", "--latency", "1,2"), refuse("latency"))
+    # a value whose run would overflow to inf (was a hang: --latency 1e308)
+    add("pipeline/overflow-latency", P("--latency", "1e308"), refuse("latency"))
+    add("pipeline/overflow-stage-time", P("--stages", "2", "--stage-time", "1,1e308"),
+        refuse("stage_time"))
+    add("pipeline/overflow-bandwidth", P("--transfer-size", "1", "--bandwidth", "1e-308"),
+        refuse("bandwidth"))
+    add("pipeline/overflow-rate", P("--rate", "1e-308"), refuse("rate"))
     add("pipeline/stage-time-negative", P("--stage-time", "-1"), refuse("stage_time"))
     add("pipeline/microbatches-zero", P("--microbatches", "0"), refuse("microbatches"))
     add("pipeline/microbatches-1e12-records", api(
@@ -944,6 +951,31 @@ def build_cases(fx: Fixtures) -> list[Case]:
     if _has_command("train"):
         TR = lambda *a: dtsim("train", *a)  # noqa: E731
         add("train/stages-zero", TR("--stages", "0"), refuse("stages"))
+        # a value whose run would overflow to inf (TIME_LIMIT: the run's time bound <= 1e300 s)
+        add("train/overflow-latency", TR("--latency", "1e308"), refuse("latency"))
+        add("train/overflow-latency-one-hop", TR("--latency", "1,1e308,1"), refuse("latency"))
+        add("train/overflow-latency-ok", TR("--latency", "1e280", "--replications", "1"),
+            ok("step time"), note="large but finite: runs")
+        add("train/overflow-forward-time", TR("--forward-time", "1e307"), refuse("forward_time"))
+        add("train/overflow-backward-ratio", TR("--backward-ratio", "1e308"),
+            refuse("backward_ratio"))
+        add("train/overflow-backward-time", TR("--backward-time", "1e306"),
+            refuse("backward_times"))
+        add("train/overflow-optimizer-time", TR("--optimizer-time", "1e308"),
+            refuse("optimizer_time"))
+        add("train/overflow-bandwidth", TR("--bandwidth", "1e-308", "--activation-size", "1"),
+            refuse("bandwidth"))
+        add("train/overflow-activation-size", TR("--bandwidth", "1", "--activation-size", "1e305"),
+            refuse("activation_size"))
+        add("train/overflow-checkpoint-cost", TR("--checkpoint-every", "1", "--checkpoint-cost",
+                                                 "1e308", "--restart-cost", "1"),
+            refuse("checkpoint_cost"))
+        add("train/overflow-restart-cost", TR("--checkpoint-every", "1", "--restart-cost",
+                                              "1e308"), refuse("restart_cost"))
+        add("train/overflow-samples", TR("--samples-per-microbatch", "1e308"),
+            refuse("samples_per_microbatch"))
+        add("train/overflow-speed-spread", TR("--speed-spread", "1e308"), refuse("speed_spread"),
+            note="was a ZeroDivisionError in every replication")
         add("train/stages-1e9", TR("--stages", big), refuse("stages"), timeout=60, note="memory")
         add("train/replicas-1e9", TR("--replicas", big), refuse("replicas"), timeout=60,
             note="memory")
@@ -1065,6 +1097,11 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("learners/size-rate-unit", LR("--size", "10GB/s"), refuse("size"))
         add("learners/bandwidth-size-unit", LR("--bandwidth", "10GB"), refuse("bandwidth"))
         add("learners/latency-size-unit", LR("--latency", "5GB"), refuse("latency"))
+        add("learners/overflow-latency", LR("--latency", "1e308"), refuse("latency"),
+            note="was inf in the output")
+        add("learners/overflow-step-time", LR("--step-time", "1e308"), refuse("step_time"))
+        add("learners/overflow-bandwidth", LR("--size", "1", "--bandwidth", "1e-308"),
+            refuse("bandwidth"))
         add("learners/ok", LR("--learners", "4", "--chips", "100", "--steps", "400",
                               "--mtbf", "1e6", "--replace-time", "10", "--replications", "2"),
             ok("goodput"))

@@ -20,6 +20,7 @@ from topologies.placement import Placement, from_value, shared_per_stage
 
 from ..analytic.penalty import PENALTIES, SkipPenalty, quality_table
 from ..errors import (
+    TIME_LIMIT,
     check,
     check_choice,
     check_int,
@@ -27,6 +28,7 @@ from ..errors import (
     check_nonnegative,
     check_positive,
     check_probability,
+    check_time_terms,
 )
 from ..failures import check_distribution, check_law, check_shape, distribution_names
 
@@ -326,6 +328,23 @@ class PipelineConfig:
                   "finite when a stage never recovers (availability 0 or a domain outage of 1)",
                   self.max_wait)
         check_nonnegative("detection_timeout", self.detection_timeout)
+        # times whose run would overflow to inf: each micro-batch crosses every stage and hop
+        st = self.stage_time if isinstance(self.stage_time, tuple) else (self.stage_time,) * L
+        lat = self.latency if isinstance(self.latency, tuple) else (self.latency,) * max(L - 1, 0)
+        hop = self.transfer_size / self.bandwidth if self.bandwidth < math.inf else 0.0
+        terms = [("stage_time", sum(st), self.stage_time),
+                 ("latency", sum(lat), self.latency),
+                 ("+bandwidth" if self.transfer_size and (L - 1) * self.microbatches * L
+                  / self.bandwidth > TIME_LIMIT else "transfer_size", (L - 1) * hop,
+                  self.bandwidth if self.transfer_size and (L - 1) * self.microbatches * L
+                  / self.bandwidth > TIME_LIMIT else self.transfer_size),
+                 ("detection_timeout", L * self.detection_timeout, self.detection_timeout),
+                 ("mean_downtime", self.mean_downtime, self.mean_downtime),
+                 ("domain_downtime", self.domain_downtime, self.domain_downtime),
+                 ("+rate", 1.0 / self.rate, self.rate)]
+        if self.max_wait < math.inf:
+            terms.append(("max_wait", L * self.max_wait, self.max_wait))
+        check_time_terms(float(self.microbatches) * L, terms, "micro-batches x stages")
         if self.arrival == "back_to_back":
             check(not self.instant, "arrival",
                   "fixed or poisson when stage_time, latency and transfer_size are all 0",

@@ -14,6 +14,7 @@ from topologies.placement import Placement, from_value, shared_per_stage
 from ..analytic.penalty import quality_table
 from ..errors import (
     NEVER_PROBED,
+    TIME_LIMIT,
     ConfigError,
     available_memory,
     check,
@@ -24,6 +25,7 @@ from ..errors import (
     check_nonnegative,
     check_positive,
     check_probability,
+    check_time_terms,
     format_bytes,
     read_csv_text,
 )
@@ -34,6 +36,9 @@ from .sync import KINDS, DilocoSync, parse_sync
 #: Memory of one replication (bytes, measured with tracemalloc): per stage, per
 #: replica worker, per microbatch of a step.
 BYTES_PER_STAGE, BYTES_PER_WORKER, BYTES_PER_MICROBATCH = 10_000, 5_400, 500
+#: The largest ``speed_spread``: drawn speeds exp(-s^2/2 +- 8 s) (8 standard deviations) stay
+#: within e^+-360, so a pass time divided by one stays within TIME_LIMIT's margin.
+SPEED_SPREAD_LIMIT = 20.0
 #: Over a network: per tensor-parallel rank of a stage (its flows and rings; measured:
 #: ``--tensor-parallel`` 10^4 -> 10^5 on a tree of 8 hosts grows the run by 84 MB) and per
 #: gradient bucket of an all-reduce (its size and ring state).
@@ -564,6 +569,9 @@ class TrainingConfig:
             check_law("pass_time_distribution", self.pass_time_distribution, "pass_time_shape",
                       self.pass_time_shape)
         check_nonnegative("speed_spread", self.speed_spread)
+        check(self.speed_spread <= SPEED_SPREAD_LIMIT, "speed_spread",
+              f"at most {SPEED_SPREAD_LIMIT:g} (drawn speeds exp(-s^2/2 +- 8 s) within e^+-360)",
+              self.speed_spread)
         check(self.speeds is None or self.speed_spread == 0, "speed_spread",
               "0 when speeds are given", self.speed_spread)
         for name in ("param_size", "activation_size", "optimizer_time", "replace_time",
@@ -688,6 +696,48 @@ class TrainingConfig:
         self._check_network()
         self._check_sync()
         self._check_diloco()
+        self._check_finite()
+
+    def _check_finite(self) -> None:
+        """Refuse times whose run would overflow to inf (:func:`~sim.errors.check_time_terms`):
+        ``steps x (microbatches + stages) x stages`` (a bound on the passes and transfers one
+        after the other a run adds up) times the sum of one micro-batch's and one step's times
+        (passes, latencies, transfers at ``bandwidth``, optimizer, checkpoint, restart,
+        replacement, detection, downtimes). And ``samples_per_microbatch x hour`` (samples per
+        hour at one micro-batch per time unit) at most :data:`~sim.errors.TIME_LIMIT`."""
+        L = self.stages
+        fwd = self.forward_time if isinstance(self.forward_time, tuple) else (self.forward_time,)
+        bwd = (self.backward_times if isinstance(self.backward_times, tuple)
+               else (self.backward_times,)) if self.backward_times is not None else \
+            tuple(f * self.backward_ratio for f in fwd)
+        lat = self.latency if isinstance(self.latency, tuple) else (self.latency,)
+        per = lambda size: size / self.bandwidth if self.bandwidth < math.inf else 0.0  # noqa: E731
+        ratio = self.backward_times is None and self.backward_ratio > max(fwd)
+        terms = [("forward_time", sum(fwd) * (L if len(fwd) == 1 else 1), self.forward_time),
+                 # a backward time derived by the ratio: the larger of its two factors named
+                 ("backward_times" if self.backward_times is not None else
+                  "backward_ratio" if ratio else "forward_time",
+                  sum(bwd) * (L if len(bwd) == 1 else 1),
+                  self.backward_times if self.backward_times is not None else
+                  self.backward_ratio if ratio else self.forward_time),
+                 ("latency", 2 * sum(lat) * (L if len(lat) == 1 else 1), self.latency)]
+        for k, n in (("activation_size", 2 * L), ("param_size", 2)):
+            size = getattr(self, k)  # a byte alone overflowing names the bandwidth
+            terms.append(("+bandwidth", n * per(size), self.bandwidth) if size and
+                         per(1.0) * n * float(self.steps) * (self.microbatches + L) * L > TIME_LIMIT
+                         else (k, n * per(size), size))
+        terms += [(k, getattr(self, k), getattr(self, k)) for k in (
+            "optimizer_time", "replace_time", "detection_timeout", "checkpoint_cost",
+            "notice", "mean_downtime", "domain_downtime")]
+        if self.restart_cost is not None:
+            terms.append(("restart_cost", self.restart_cost, self.restart_cost))
+        if self.max_wait < math.inf:
+            terms.append(("max_wait", self.max_wait, self.max_wait))
+        check_time_terms(float(self.steps) * (self.microbatches + L) * L, terms,
+                         "steps x (micro-batches + stages) x stages")
+        check(self.samples_per_microbatch * self.hour <= TIME_LIMIT, "samples_per_microbatch",
+              f"at most {TIME_LIMIT:g} / hour (samples per hour stay finite)",
+              self.samples_per_microbatch)
 
     def _check_sync(self) -> None:
         """The options of ``sync`` against the rest (after the network fields)."""

@@ -42,7 +42,15 @@ from typing import Any
 import numpy as np
 
 from ..analytic import diloco as AD
-from ..errors import check, check_choice, check_int, check_nonnegative, check_positive
+from ..errors import (
+    TIME_LIMIT,
+    check,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_time_terms,
+)
 from ..rng import Streams
 
 __all__ = ["LearnersConfig", "learners_model", "LEARNER_METRICS", "STEP_LAWS"]
@@ -134,6 +142,17 @@ class LearnersConfig:
         check_nonnegative("replace_time", self.replace_time)
         check_nonnegative("chip_download", self.chip_download)
         check_positive("max_time", self.max_time, allow_inf=True)
+        # times whose run would overflow to inf: every step, and (at most) a ring all-reduce of
+        # 2 (M - 1) hops of latency plus a share of the payload after each
+        hop = self.size / self.bandwidth if self.bandwidth < math.inf else 0.0
+        big = bool(self.size) and 2.0 * M * N / self.bandwidth > TIME_LIMIT
+        check_time_terms(2.0 * M * N, [
+            ("step_time", self.step_time, self.step_time), ("latency", self.latency, self.latency),
+            ("+bandwidth" if big else "size", hop, self.bandwidth if big else self.size),
+            ("grace", self.grace, self.grace), ("replace_time", self.replace_time,
+                                                 self.replace_time),
+            ("chip_download", self.chip_download, self.chip_download)],
+            "2 x learners x steps")
 
     def sync_time(self, k: int) -> float:
         """The outer all-reduce among ``k`` learners."""
