@@ -250,3 +250,38 @@ def test_a_bad_fleet_link_is_named_by_its_index_and_ends(tmp_path):
         read_fleet(f)
     assert str(exc.value) == (f"'network' must be > 0 for bandwidth at {f}.links[1] (the link "
                               "GH-96@us-central1-a -> RTX-3090@us-central1-a): -5")
+
+
+def test_a_model_given_by_shape_and_times_without_sizes_is_planned_and_run(tmp_path, capsys):
+    """A model profile with its shape and measured times but no sizes (OPT-350's GH200 times,
+    its shape): ``dtsim plan`` searches it (before: every TP degree was dropped for want of
+    measured sizes, and the fleet was refused as holding no plan) and ``dtsim train --plan``
+    runs the plan it writes; both name the sizes derived from the shape."""
+    import shutil
+
+    from sim.profiles import model_to_data
+    from sim.profiles.formats import DATA_DIR
+
+    doc = model_to_data(load_profiles(models=("OPT-350",)).model("OPT-350"))
+    doc = {k: v for k, v in doc.items() if k not in ("sizes", "tied_params")}
+    doc.update(model="OPT-shape", times=[t for t in doc["times"] if t["gpu"] == "GH-96"],
+               shape={"layers": 24, "hidden": 1024, "heads": 16, "sequence": 2048,
+                      "vocabulary": 50272, "tied": True})
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "opt.json").write_text(json.dumps(doc))
+    shutil.copy(DATA_DIR / "bandwidths.json", tmp_path)
+    out = tmp_path / "best.json"
+    assert main(["plan", "--profiles", str(tmp_path), "--model", "OPT-shape", "--nodes",
+                 "GH-96:4x2@us-central1-a", "--global-batch-size", "32", "--top", "2",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "estimated, not measured: sizes at TP" in text and "from the model's shape" in text
+    assert main(["plan", "--profiles", str(tmp_path), "--model", "OPT-shape", "--nodes",
+                 "GH-96:4x2@us-central1-a", "--global-batch-size", "32", "--top", "2",
+                 "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["plans"]
+    assert all(any("from the model's shape" in e for e in r["estimates"]) for r in rows)
+    assert main(["train", "--plan", str(out), "--profiles", str(tmp_path), "--model",
+                 "OPT-shape", "--steps", "1", "--replications", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "from the model's shape" in text and "step time" in text

@@ -336,6 +336,8 @@ def run(args: argparse.Namespace) -> int:
                      _gb(c.peak_memory), f"{c.samples_per_second:.4g}", spd))
     print_table(rows, ("", "#", "layout", "p x dp", "GPUs", "mbs", "layers per stage",
                        "predicted s", "simulated s", "peak GB", "samples/s", "samples/$"))
+    for note in _estimates(best):  # what the chosen plan's prediction estimated (as train's)
+        print(f"  plan {chosen + 1} estimated, not measured: {note}")
     if compared:
         print("the runs' own plans:")
         rrows = []
@@ -363,6 +365,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _estimates(c: Any) -> tuple[str, ...]:
+    """What the profile did not measure for candidate ``c`` (its PlanBuild's estimates)."""
+    build = getattr(c.prediction, "build", None)
+    return tuple(build.estimates) if build is not None else ()
+
+
 def _row_json(c: Any, s: dict[str, Any] | None, place: Any = None) -> dict[str, Any]:
     from ..profiles import plan_to_data
 
@@ -377,4 +385,5 @@ def _row_json(c: Any, s: dict[str, Any] | None, place: Any = None) -> dict[str, 
         "simulated_iteration_time_ci": None if s is None else s["iteration_time_ci"],
         "simulated_step_time": None if s is None else s["step_time"],
         "plan": plan_to_data(place(c.plan) if place is not None else c.plan),
+        "estimates": list(_estimates(c)),
     }

@@ -271,8 +271,10 @@ class ModelProfile:
         return tuple(sorted(k for k, _ in self.times if gpu is None or k[0] == gpu))
 
     def has(self, gpu: str, microbatch_size: int, tp: int) -> bool:
-        """Whether times were measured for this combination (and sizes at this TP)."""
-        return (gpu, microbatch_size, tp) in self._times and tp in self._sizes
+        """Whether times were measured for this combination, and sizes at this TP are known:
+        measured, or derived from the model's shape (:meth:`layer_sizes`)."""
+        return (gpu, microbatch_size, tp) in self._times and (
+            tp in self._sizes or self.shape is not None)
 
     def layer_times(self, gpu: str, microbatch_size: int, tp: int) -> tuple[LayerTimes, ...]:
         """The layers' times on ``gpu`` at this micro-batch size and TP degree.
