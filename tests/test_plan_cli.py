@@ -285,3 +285,20 @@ def test_a_model_given_by_shape_and_times_without_sizes_is_planned_and_run(tmp_p
                  "OPT-shape", "--steps", "1", "--replications", "1"]) == 0
     text = capsys.readouterr().out
     assert "from the model's shape" in text and "step time" in text
+
+
+@pytest.mark.parametrize("extra, mode", [
+    (("--framework", "megatron"), "p2p batched"),
+    (("--framework", "deepspeed"), "p2p blocking"),
+    (("--framework", "megatron", "--p2p", "blocking"), "p2p blocking"),
+    ((), "p2p blocking"),
+])
+def test_failure_refusals_name_the_p2p_mode_in_force(extra, mode, capsys):
+    """``dtsim plan --mtbf`` without a restart cost is refused naming the point-to-point mode
+    the plans run under: Megatron-LM's batched (it said blocking, whatever the framework)."""
+    code = main(["plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a",
+                 "--global-batch-size", "8", "--top", "1", "--simulate", "1", "--mtbf", "100",
+                 *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert f"'restart_cost' must be given with failures under {mode} " in err[0]

@@ -2130,6 +2130,9 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/failures-without-restart", P(*gh, *quick, "--simulate", "1", "--mtbf", "100"),
         refuse("restart_cost"),
         note="a framework run restarts from its last checkpoint")
+    add("plan/failures-without-restart-megatron", P(*gh, *quick, "--simulate", "1", "--mtbf",
+                                                    "100", "--framework", "megatron"),
+        refuse("restart_cost"), note="names p2p batched, Megatron-LM's (said p2p blocking)")
     add("plan/replace-time-without-mtbf", P(*gh, *quick, "--replace-time", "5"),
         refuse("replace_time"))
     add("plan/out-is-folder", P(*gh, *quick, "--out", str(fx.root)), refuse("out"))

@@ -179,9 +179,21 @@ def _failures(args: argparse.Namespace) -> dict[str, Any]:
     from ..training import TrainingConfig
 
     probe = {k: v for k, v in kw.items() if k != "failure_trace"}
-    TrainingConfig(stages=1, replicas=1, p2p="overlap" if args.p2p == "overlap" else "blocking",
-                   sync="allreduce", **probe)
+    p2p = _p2p_in_force(args)  # its messages name the mode the plans run under
+    TrainingConfig(stages=1, replicas=1, p2p=p2p, schedule="1f1b" if p2p == "batched"
+                   else "gpipe", sync="allreduce", **probe)
     return kw
+
+
+def _p2p_in_force(args: argparse.Namespace) -> str:
+    """The point-to-point mode the searched plans run under: ``--p2p``, else ``--framework``'s,
+    else the default framework's (a Sailor run's with ``--fleet-from-runs`` is blocking too)."""
+    from ..profiles.frameworks import FrameworkSpec, resolve
+
+    if args.p2p is not None:
+        return str(args.p2p)
+    spec = FrameworkSpec(args.framework) if args.framework is not None else None
+    return resolve(spec, 4).p2p
 
 
 def _check_prices(args: argparse.Namespace, fleet: Any) -> None:
