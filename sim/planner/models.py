@@ -193,9 +193,12 @@ class ProfilePlanModel:
         pipelines sharing its NICs and node pair (:func:`~sim.profiles.build.nic_shares`);
         each transfer alone, as here, is never longer, so the bound holds.
         """
-        if self.p2p not in ("blocking", "batched"):
+        from ..training.schedules import p2p_program
+
+        blocking, batched = p2p_program(self.p2p)
+        if not blocking:
             return 0.0
-        both = max if self.p2p == "batched" else (lambda x, y: x + y)
+        both = max if batched else (lambda x, y: x + y)
         m, fb, net = self.model, self._fb, self.profiles.network
         best = math.inf
         scale = fb.activation_bytes / m.bytes_per_value

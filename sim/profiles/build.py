@@ -1035,12 +1035,11 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
     from ..analytic.placement import barrier_tail, pipelines_tied, staged_step_end, step_join_bound
     from ..analytic.training import overlapped_exposed_time as exposed
     from ..analytic.training import overlapped_stage_ends, program_makespan
-    from ..training.schedules import device_program
+    from ..training.schedules import device_program, p2p_program
 
     c = build.config
     L, r, m = c.stages, c.replicas[0], c.microbatches  # type: ignore[index]
-    blocking = c.p2p in ("blocking", "batched")
-    batched = c.p2p == "batched"
+    blocking, batched = p2p_program(c.p2p)
     overlapped = bool(build.bucket_times)
     staged = not c.allreduce_barrier  # each stage's collectives from its own programs' end
     best: tuple[float, int, dict] | None = None

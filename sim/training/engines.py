@@ -288,12 +288,11 @@ def _program_refusal(c: Any) -> str | None:
 
 def _program_prediction(c: Any) -> dict[str, Any]:
     """Step time, bubble, time to train and throughput of ``c`` from its device programs."""
-    from ..training.schedules import device_program
+    from ..training.schedules import device_program, p2p_program
 
     speeds = draw_speeds(c, None)
     L, v, r, m = c.stages, c.virtual_stages, c.replicas[0], c.microbatches
-    blocking = c.p2p in ("blocking", "batched")
-    batched = c.p2p == "batched"
+    blocking, batched = p2p_program(c.p2p)
     channels = c.p2p == "overlap"
     T, busy = 0.0, 0.0
     last_b: list[list[tuple[float, float]]] = [[] for _ in range(L)]  # (start, time) per stage

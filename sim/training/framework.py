@@ -47,7 +47,7 @@ from ..timeline import NULL
 from .config import TrainingConfig, replica_name
 from .flow import LOST_CAUSES
 from .replica import Microbatch, WorkerState
-from .schedules import device_program
+from .schedules import device_program, p2p_program
 
 __all__ = ["Device", "FrameworkFlow"]
 
@@ -125,8 +125,7 @@ class FrameworkFlow:
         self.L = L = c.stages
         self.v = c.virtual_stages
         self.r = c.replicas[0]  # type: ignore[index]
-        self.blocking = c.p2p in ("blocking", "batched")
-        self.batched = c.p2p == "batched"
+        self.blocking, self.batched = p2p_program(c.p2p)
         self.download_time = traffic.download_time
         self.lost = dict.fromkeys(LOST_CAUSES, 0.0)
         self.lost_passes = self.reroutes = self.recomputes = self.skips = self.waits = 0

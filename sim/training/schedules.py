@@ -37,7 +37,7 @@ import functools
 
 __all__ = ["Schedule", "GPipe", "OneFOneB", "OneFOneBDynamic", "Interleaved", "SwarmSchedule", "Async",
            "SCHEDULE_POLICIES", "megatron_1f1b_order", "interleaved_order", "deepspeed_program",
-           "megatron_program", "device_program"]
+           "megatron_program", "device_program", "p2p_program"]
 
 
 class Schedule:
@@ -302,6 +302,14 @@ def gpipe_blocking_program(stages: int, microbatches: int, stage: int) -> list[t
         if j > 0:
             out.append(("send", "g", j - 1, i))
     return out
+
+
+def p2p_program(p2p: str) -> tuple[bool, bool]:
+    """``(blocking, batched)`` of the device programs of point-to-point mode ``p2p``: blocking
+    (the device holds both ends of each transfer) under DeepSpeed's ``blocking`` and Megatron-LM's
+    ``batched`` sends, batched (a send paired with the other direction's receive, in
+    Megatron-LM's 1F1B order) under ``batched`` only; neither under ``overlap`` or ``shared``."""
+    return p2p in ("blocking", "batched"), p2p == "batched"
 
 
 def device_program(schedule: str, stages: int, microbatches: int, stage: int, *, v: int = 1,

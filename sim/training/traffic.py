@@ -296,8 +296,7 @@ class Traffic:
 
         def arrived(_e: Any) -> None:
             if self._open_hops.pop(key, None) is not None:  # not cut by a lost step before
-                rec.framework_hop(flow, grad, s, i, k, sent,
-                                  t0 if not isinstance(t0, list) else t0[0], env.now)
+                rec.framework_hop(flow, grad, s, i, k, sent, _start(t0), env.now)
 
         ev.callbacks.append(arrived)
 
@@ -582,9 +581,14 @@ class Traffic:
         # the lost step's framework hops still moving end here, cut (docs/timeline.md)
         hops, self._open_hops = self._open_hops, {}
         for grad, s, i, k, sent, t0 in hops.values():
-            self.rec.framework_hop(self.flow, grad, s, i, k, sent,
-                                   t0 if not isinstance(t0, list) else t0[0], self.env.now,
+            self.rec.framework_hop(self.flow, grad, s, i, k, sent, _start(t0), self.env.now,
                                    cut=True)
+
+
+def _start(t0: float | list) -> float:
+    """When a recorded hop started moving: ``t0``, or the item of the one-item list set when it
+    left its channel (:meth:`Traffic._record_hop`)."""
+    return t0[0] if isinstance(t0, list) else t0
 
 
 class _P2P:
