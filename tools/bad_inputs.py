@@ -2811,6 +2811,12 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
         ok("estimated, not measured: GH-96 TP 3 derived from TP 1"),
         note="a TP degree the profile lacks is derived from TP 1 and the output says so "
              "(docs/real_runs.md)")
+    add("train/plan-tp8-two-stages", T("--plan", plan("tp8-two-stages.json", dict(
+        good_doc, stages=[stage(0, 12, [dict(gh[0], tp=8, gpus_per_node=8)]),
+                          stage(13, 25, [dict(gh[0], tp=8, gpus_per_node=8)])])), *one),
+        ok("with 8/8 flows (TP degrees): not measured; the 4/4-flow curve"),
+        note="8 flows per hop, the network measured 1, 2, 4: the 4-flow curve shared by the 8 "
+             "(was refused naming network; docs/real_runs.md)")
     add("train/plan-count-1e5", T("--plan", plan("count-1e5.json", dict(
         good_doc, global_batch_size=2 * 10**5, stages=[stage(0, 25, [dict(gh[0], count=10**5)])])),
         *one), Expect("interrupt", "interrupted"), interrupt_after=8.0, timeout=30,
