@@ -382,3 +382,12 @@ def test_a_value_whose_run_overflows_is_refused_and_one_below_runs(cls, kw, tame
         make(**kw)
     assert exc.value.name == name
     make(**tame)
+
+
+def test_gossip_noise_beyond_the_value_bound_is_refused(capsys):
+    """--noise 1e200 raised OverflowError in the prediction's (n - 1) s^2 d; it is a value the
+    gossip adds, bounded as the initial values are (MAX_VALUE, 1e150); 1e150 runs finite."""
+    code = main(["gossip", "--nodes", "10", "--rounds", "5", "--noise", "1e200"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("dtsim gossip: error: 'noise'")
+    assert main(["gossip", "--nodes", "10", "--rounds", "5", "--noise", "1e150", "--json"]) == 0

@@ -944,6 +944,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                     "--microbatches", "50", "--replications", "2",
                                                     "--engine", "des"),
         ok("drop rate"), note="no numpy RuntimeWarning")
+    add("gossip/overflow-noise", G("--nodes", "10", "--rounds", "5", "--noise", "1e200"),
+        refuse("noise"), note="was an OverflowError traceback in the prediction")
     add("gossip/no-warnings-noise-zero", G("--rounds", "4", "--replications", "2"), ok("gossip"),
         note="no numpy RuntimeWarning")
 

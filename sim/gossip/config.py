@@ -393,6 +393,7 @@ class GossipConfig:
         else:
             _check_count("rounds", self.rounds, 1, self.protocol)
         check_nonnegative("noise", self.noise)
+        check(self.noise <= MAX_VALUE, "noise", _VALUE_RULE, self.noise)  # a value it adds
         check_int("dim", self.dim, low=1)
         check_choice("adversary", self.adversary, ADVERSARIES)
         if self.clip is not None:
