@@ -32,7 +32,10 @@ code it was read at):
   of a GPU (``params x`` the framework's all-reduce bytes per value) in the
   framework's buckets, each a ring all-reduce of NCCL (``2 (n - 1)`` steps of
   ``bucket / n`` bytes per GPU, the ``tp`` GPUs of a node at once; a step
-  takes the slowest link of the ring); the stages' rings run at once;
+  takes the slowest link of the ring); the stages' rings run at once; a stage
+  whose replicas differ in TP degree (the Sailor artifact runs one) reduces the
+  artifact's data-parallel groups in rounds of rings
+  (:func:`sim.training.config.dp_group_rounds`);
 * **tied weights**: with tied embeddings and more than one stage, the first
   and last stage all-reduce the gradient of the shared word embedding
   (DeepSpeed's ``ReduceTiedGrads`` of Megatron-DeepSpeed's
@@ -718,7 +721,10 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         One line: a GPU type the profile or catalogue lacks, layers that do
         not cover the model, a TP degree or micro-batch size without a profile
         entry, a TP degree that does not divide the model's attention heads
-        (where its shape gives them), a missing network link, a plan out of memory.
+        (where its shape gives them), a missing network link, a plan out of memory,
+        a stage whose replicas differ in TP degree where its framework cannot run it
+        (all but the Sailor artifact's), its degrees do not divide the largest, its
+        replicas name hosts or its all-reduce is overlapped or DiLoCo's.
     """
     mp = _model(plan, profiles, model)
     plan.check_covers(mp.layers)
