@@ -1393,6 +1393,56 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
                                               "replicas": rep("GH-96", 2, 4)}]),
           "--framework", "sailor-deepspeed", *one),
         ok("step time"), note="TP 2, 1, 2: the artifact sends per pipeline group")
+
+    def mixed(name: str, middle: list) -> str:  # stage 1's replicas as given, the ends TP 2
+        ends = rep("GH-96", 2, 4) * len(middle)
+        return plan(name, [{"first_layer": 0, "last_layer": 8, "replicas": ends},
+                           {"first_layer": 9, "last_layer": 17, "replicas": middle},
+                           {"first_layer": 18, "last_layer": 25, "replicas": ends}])
+    mix = mixed("plan-mixed-stage.json", rep("GH-96", 1, 4) + rep("GH-96", 4, 4))
+    add("train/plan-stage-tp-mixed-runs",
+        T("--plan", mix, "--framework", "sailor-deepspeed", *one), ok("step time"),
+        note="stage 1's replicas TP 1 and 4: the artifact's data-parallel groups, 4 rounds")
+    add("train/plan-stage-tp-mixed-upstream",
+        T("--plan", mix, "--framework", "deepspeed", *one), refuse("plan"),
+        note="upstream DeepSpeed builds one model-parallel degree for every rank")
+    add("train/plan-stage-tp-mixed-not-dividing",
+        T("--plan", mixed("plan-mixed-3.json", rep("GH-96", 2, 4) + rep("GH-96", 3, 4)),
+          "--framework", "sailor-deepspeed", *one), refuse("plan"),
+        note="TP 2 and 3 in one stage: the artifact's group i takes rank i // (T / t)")
+    add("train/plan-stage-tp-mixed-overlap",
+        T("--plan", mix, "--framework", "sailor-deepspeed", "--sync",
+          "allreduce:overlap=backward", *one), refuse("sync"),
+        note="the artifact reduces a mixed stage's groups after the backward pass")
+    add("train/plan-stage-tp-mixed-tied-ends",
+        T("--plan", plan("plan-mixed-ends.json", [
+            {"first_layer": 0, "last_layer": 11, "replicas": rep("GH-96", 2, 4) * 2},
+            {"first_layer": 12, "last_layer": 25,
+             "replicas": rep("GH-96", 2, 4) + rep("GH-96", 4, 4)}]),
+          "--framework", "sailor-deepspeed", *one), refuse("plan"),
+        note="OPT-350 ties its embeddings: the last stage's replicas TP 2 and 4")
+    hosted = [dict(x, host=f"h{k}") for k, x in enumerate(rep("GH-96", 1, 4)
+                                                          + rep("GH-96", 2, 4))]
+    add("train/plan-stage-tp-mixed-hosts",
+        T("--plan", plan("plan-mixed-hosts.json", [
+            {"first_layer": 0, "last_layer": 25, "replicas": hosted}], gbs=8),
+          "--framework", "sailor-deepspeed", *one), refuse("plan"),
+        note="a mixed stage on named hosts is not timed (the artifact's plans have none)")
+    sailor_doc = {"pipeline_list": [{"num_stages": 1, "layers_per_stage": [list(range(26))],
+                                     "tmp_per_stage": [[[[["A100-40", 2, "us-central1-a"]], 4]]],
+                                     "dp": [1]}], "mbs": 2, "gbs": 8}
+    wide = fx.root / "sailor-tp-over-vm.json"
+    wide.write_text(_json.dumps(sailor_doc))
+    add("train/plan-sailor-tp-over-vm", T("--plan", str(wide), "--model", "OPT-350", *one),
+        refuse("tp"), note="TP 4 on a VM of 2 GPUs: the artifact starts a replica on one VM")
+    two_vms = fx.root / "sailor-two-vms.json"
+    two_vms.write_text(_json.dumps({**sailor_doc, "pipeline_list": [{
+        **sailor_doc["pipeline_list"][0], "tmp_per_stage": [[[[["A100-40", 2, "us-central1-a"],
+                                                               ["A100-40", 2, "us-central1-a"]],
+                                                              4]]]}]}))
+    add("train/plan-sailor-replica-two-vms",
+        T("--plan", str(two_vms), "--model", "OPT-350", *one), refuse("plan"),
+        note="a replica over two VMs: the artifact's controller sends its ranks to one node")
     add("train/plan-gpu-not-in-profile",
         T("--plan", plan("plan-h100.json", [{"first_layer": 0, "last_layer": 25,
                                              "replicas": rep("H100", 4, 4)}]), *one),

@@ -321,7 +321,9 @@ def user_plans(folder: Path | None = None) -> list[tuple[str, str, dict[str, Any
     with sizes, on every GPU type it was profiled on, at every profiled micro-batch size and TP
     degree and at unprofiled sizes between them (3, 6, 12, 24), in 1, 2 and 4 stages of 1 or 2
     replicas on nodes of the GPU type's zone (the largest node the network measured it in, or
-    the TP degree's if larger), 8 micro-batches per pipeline; and two-type pipelines of the mixed cluster's GPUs."""
+    the TP degree's if larger), 8 micro-batches per pipeline; two-type pipelines of the mixed
+    cluster's GPUs; and stages whose two replicas differ in TP degree (one stage, or the middle
+    of three), at the smallest size profiled at the smaller degree."""
     d = folder if folder is not None else DATA_DIR
     prof = load_profiles(d)
     kinds: dict[str, tuple[int, str]] = {}
@@ -360,6 +362,31 @@ def user_plans(folder: Path | None = None) -> list[tuple[str, str, dict[str, Any
                 doc = _sailor_plan(m.layers, 2, [(a, 2, kinds[a][1]), (z, 2, kinds[z][1])], 2, 2,
                                    16)
                 out.append((f"{m.name}-{a}-{z}-tp2-mbs2-S2", m.name, doc))
+    # a stage whose two replicas differ in TP degree (the artifact's data-parallel groups): one
+    # stage, or three whose middle one mixes (the ends one degree: the models tie embeddings);
+    # on the node kinds whose network has curves between nodes of different sizes (the GCP
+    # clusters': the mixed cluster measured equal counts only, so a link between a TP-1 and a
+    # TP-4 replica there is refused naming the missing curve, as a hop between such stages is)
+    unequal = {lk.src[0] for lk in prof.network.links
+               if lk.src == lk.dst and lk.src_flows != lk.dst_flows}
+    for m in prof.models:
+        for gpu in m.gpus:
+            if gpu not in kinds or gpu not in unequal:
+                continue
+            gpn, zone = kinds[gpu]
+            combos = set(m.combinations(gpu))
+            tps = sorted({t for (_, _, t) in combos if t <= gpn})
+            have = {(lk.src_flows, lk.dst_flows) for lk in prof.network.links
+                    if lk.src == lk.dst == (gpu, zone)}
+            for lo in tps:
+                for hi in (t for t in tps if t > lo and t % lo == 0 and (lo, t) in have):
+                    b = min(x for (_, x, t) in combos if t == lo)
+                    for stages in (1, 3):
+                        doc = _sailor_plan(m.layers, stages, [(gpu, gpn, zone)] * 2, lo, b,
+                                           16 * b)
+                        doc["pipeline_list"][0]["tmp_per_stage"][stages // 2][1][1] = hi
+                        out.append((f"{m.name}-{gpu}-tp{lo}+{hi}-mbs{b}-S{stages}-D2", m.name,
+                                    doc))
     return out
 
 

@@ -32,7 +32,10 @@ code it was read at):
   of a GPU (``params x`` the framework's all-reduce bytes per value) in the
   framework's buckets, each a ring all-reduce of NCCL (``2 (n - 1)`` steps of
   ``bucket / n`` bytes per GPU, the ``tp`` GPUs of a node at once; a step
-  takes the slowest link of the ring); the stages' rings run at once;
+  takes the slowest link of the ring); the stages' rings run at once; a stage
+  whose replicas differ in TP degree (the Sailor artifact runs one) reduces the
+  artifact's data-parallel groups in rounds of rings
+  (:func:`sim.training.config.dp_group_rounds`);
 * **tied weights**: with tied embeddings and more than one stage, the first
   and last stage all-reduce the gradient of the shared word embedding
   (DeepSpeed's ``ReduceTiedGrads`` of Megatron-DeepSpeed's
@@ -77,6 +80,7 @@ from typing import Any
 
 from ..errors import ConfigError, check, format_bytes
 from ..training import TrainingConfig
+from ..training.config import dp_group_rounds
 from .estimates import Estimator
 from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, resolve
 from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
@@ -278,6 +282,11 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     out = []
     for j, st in enumerate(plan.stages):
         alike: dict[tuple, tuple] = {}  # a stage's replicas of one GPU type and TP: summed once
+        # the flattened all-reduce bucket holds one data-parallel group's gradients: what a rank
+        # of the stage's largest TP degree holds (the Sailor artifact's groups, engine.py:
+        # 2614-2632 and 2507-2518; one TP degree: the rank's own)
+        top = max(x.tp for x in st.replicas)
+        group = sum(layer_sizes(top)[x].params for x in st.layers)
         for i, rep in enumerate(st.replicas):
             hit = alike.get((rep.gpu, rep.tp))
             if hit is None:
@@ -295,7 +304,7 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
             out.append(GPUMemory(
                 stage=j, replica=i, gpu=rep.gpu, tp=rep.tp, weights=P * bpv, gradients=P * bpv,
                 optimizer=P * model.optimizer_bytes_per_param, activations=n * act,
-                buffers=buffers, allreduce_bucket=min(P, BUCKET_ELEMENTS) * bpv,
+                buffers=buffers, allreduce_bucket=min(group, BUCKET_ELEMENTS) * bpv,
                 overhead=g.overhead(rep.tp), capacity=g.memory_bytes))
     return tuple(out)
 
@@ -744,7 +753,10 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         One line: a GPU type the profile or catalogue lacks, layers that do
         not cover the model, a TP degree or micro-batch size without a profile
         entry, a TP degree that does not divide the model's attention heads
-        (where its shape gives them), a missing network link, a plan out of memory.
+        (where its shape gives them), a missing network link, a plan out of memory,
+        a stage whose replicas differ in TP degree where its framework cannot run it
+        (all but the Sailor artifact's), its degrees do not divide the largest, its
+        replicas name hosts or its all-reduce is overlapped or DiLoCo's.
     """
     mp = _model(plan, profiles, model)
     plan.check_covers(mp.layers)
@@ -757,20 +769,39 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     check(len(set(dp)) == 1, "plan", "the same number of replicas at every stage (one per "
           "pipeline)", dp)
     r = dp[0]
-    for j, st in enumerate(plan.stages):
-        check(len({x.tp for x in st.replicas}) == 1, "plan",
-              f"one TP degree per stage (stage {j})", sorted({x.tp for x in st.replicas}))
     if mp.tied_embeddings and L > 1:  # the tied groups pair TP rank k of the first and last stage
-        first_tp, last_tp = plan.stages[0].replicas[0].tp, plan.stages[-1].replicas[0].tp
-        check(first_tp == last_tp, "plan", "one TP degree at the first and last stage of a model "
-              "with tied embeddings (their tied all-reduce pairs TP rank k of each: DeepSpeed's "
-              "module.py _index_tied_modules)", f"TP {first_tp} and {last_tp}")
+        ends = sorted({x.tp for x in plan.stages[0].replicas + plan.stages[-1].replicas})
+        check(len(ends) == 1, "plan", "one TP degree at the first and last stage of a model "
+              "with tied embeddings (their tied all-reduce pairs TP rank k of each, for every "
+              "pipeline and every rank below a rank's own degree: DeepSpeed's module.py "
+              "_index_tied_modules, the artifact's deepspeed/module.py:499-506; a rank it "
+              "lacks fails deepspeed/topology.py:142)", "TP " + " and ".join(map(str, ends)))
     if mp.shape is not None:  # the heads are known: a TP group splits them evenly (Megatron-LM's
         # attention, num_attention_heads_per_partition = divide(num_attention_heads, world_size))
         for st in plan.stages:
-            check(mp.shape.heads % st.replicas[0].tp == 0, "tp",
-                  f"a divisor of the model's heads ({mp.shape.heads})", st.replicas[0].tp)
+            for x in st.replicas:
+                check(mp.shape.heads % x.tp == 0, "tp",
+                      f"a divisor of the model's heads ({mp.shape.heads})", x.tp)
     fb = plan_behaviour(plan, mp, framework)
+    for j, st in enumerate(plan.stages):  # replicas of one stage with different TP degrees
+        tps = sorted({x.tp for x in st.replicas})
+        if len(tps) == 1:
+            continue
+        # only the Sailor artifact groups such a stage (pipe_groups: its per-group topology);
+        # upstream DeepSpeed and Megatron-LM build one model-parallel degree for every rank
+        check(fb.pipe_groups, "plan", f"one TP degree per stage (stage {j}) with framework "
+              f"{fb.framework.key} (one model-parallel degree for every rank: "
+              f"{fb.sources.get('pipe_groups', fb.framework.key)}); the Sailor artifact's "
+              "(sailor-deepspeed) runs such a stage", tps)
+        # the artifact's group i takes rank i // (T / t) of a replica of TP t (topology.py:93-97)
+        # and a rank's share of each group is int(size t / T) (engine.py:2624, 2629): a degree
+        # that does not divide T leaves groups without that replica's rank
+        check(all(tps[-1] % t == 0 for t in tps), "plan", f"TP degrees of stage {j} that divide "
+              "its largest (the Sailor artifact's data-parallel group i takes rank i // (T / t) "
+              "of a replica of TP t: deepspeed/topology.py:88-97, engine.py:2624)", tps)
+        check(not plan.physical, "plan", f"one TP degree per stage (stage {j}) on named hosts "
+              "(the Sailor artifact's rounds of data-parallel groups are timed for replicas "
+              "that are nodes of their own: a Sailor plan_config, or a plan without hosts)", tps)
     check(fb.framework.pipeline or L == 1, "framework",
           f"a pipeline framework for a plan of {L} stages", fb.framework.key)
     if value_sizes == "profile":
@@ -835,28 +866,33 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         gathers.append(tuple(grow))
     # point to point: per hop, per pipeline (activation, gradient); the Sailor artifact's engine
     # sends each part once per pipeline group its rank is in (fb.pipe_groups): a stage of TP t
-    # in a pipeline whose largest TP is T sends T / t times what one send carries
-    top = max(st.replicas[0].tp for st in plan.stages)
-    xfer, xfer_sizes, grad_sizes = [], [], []
+    # in a pipeline whose largest TP is T sends T / t times what one send carries; T is each
+    # pipeline's own (topology.py:105-111: tps_pp_stage[i], the TP degrees of pipeline i)
+    tops = [max(st.replicas[i].tp for st in plan.stages) for i in range(r)]
+    xfer = []
+    xfer_sizes: list[list[float]] = []  # [hop][pipeline]: the bytes one activation moves
+    grad_sizes: list[list[float]] = []
     for j in range(L - 1):
         a, b = plan.stages[j], plan.stages[j + 1]
         row = []
-        size = mbs * sizes_at(a.replicas[0].tp)[a.layers[-1]].activation_bytes * act_scale
-        act_size = size * top / a.replicas[0].tp if fb.pipe_groups else size
-        grad_size = size * top / b.replicas[0].tp if fb.pipe_groups else size
-        xfer_sizes.append(act_size)
-        grad_sizes.append(grad_size)
+        ends = [((a.replicas[i], (j, i)), (b.replicas[i], (j + 1, i))) for i in range(r)]
+        acts, grads = [], []
+        for i, (pa, pb) in enumerate(ends):
+            size = mbs * sizes_at(pa[0].tp)[a.layers[-1]].activation_bytes * act_scale
+            acts.append(size * tops[i] / pa[0].tp if fb.pipe_groups else size)
+            grads.append(size * tops[i] / pb[0].tp if fb.pipe_groups else size)
+        xfer_sizes.append(acts)
+        grad_sizes.append(grads)
         # on physical nodes the pipelines' transfers over this hop run at once (alike pipelines
         # in lockstep) and share each NIC and node pair: counted per direction (nic_shares)
-        ends = [((a.replicas[i], (j, i)), (b.replicas[i], (j + 1, i))) for i in range(r)]
-        fwd = nic_shares((host_of(*pa), host_of(*pb), p2p_flows(fb, act_size, pa[0].tp)[1])
-                         for pa, pb in ends) if plan.physical else None
-        bwd = nic_shares((host_of(*pb), host_of(*pa), p2p_flows(fb, grad_size, pb[0].tp)[1])
-                         for pa, pb in ends) if plan.physical else None
-        for pa, pb in ends:
-            act = pair_time(net, pa, pb, *p2p_flows(fb, act_size, pa[0].tp), profiles,
+        fwd = nic_shares((host_of(*pa), host_of(*pb), p2p_flows(fb, acts[i], pa[0].tp)[1])
+                         for i, (pa, pb) in enumerate(ends)) if plan.physical else None
+        bwd = nic_shares((host_of(*pb), host_of(*pa), p2p_flows(fb, grads[i], pb[0].tp)[1])
+                         for i, (pa, pb) in enumerate(ends)) if plan.physical else None
+        for i, (pa, pb) in enumerate(ends):
+            act = pair_time(net, pa, pb, *p2p_flows(fb, acts[i], pa[0].tp), profiles,
                             shares_of(fwd, pa, pb))
-            grad = pair_time(net, pb, pa, *p2p_flows(fb, grad_size, pb[0].tp), profiles,
+            grad = pair_time(net, pb, pa, *p2p_flows(fb, grads[i], pb[0].tp), profiles,
                              shares_of(bwd, pb, pa))
             row.append((act, grad))
         xfer.append(tuple(row))
@@ -866,6 +902,14 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     # overlap_grad_reduce, PyTorch DDP): TrainingConfig.sync, fb.sync (a given sync overrides it)
     fb, sync = given_sync(fb, config.pop("sync", None), r)
     overlapped = fb.allreduce == "overlap-backward"
+    if any(len({x.tp for x in st.replicas}) > 1 for st in plan.stages):
+        # the artifact reduces a mixed stage's groups after the backward pass, one round after
+        # the other (engine.py:2614-2632); neither Megatron-LM's buckets nor DiLoCo's groups
+        # are defined over such groups
+        check(not overlapped and not sync.startswith("diloco"), "sync", "the framework's "
+              "all-reduce after the backward pass for a plan whose stage mixes TP degrees "
+              "(the Sailor artifact's data-parallel groups: deepspeed/engine.py:2614-2632)",
+              sync)
     bucket = fb.bucket_bytes
     ar, ar_sizes = [], []
     # on physical nodes the stages' rings run at once (all after the barrier; without one they
@@ -873,12 +917,17 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     # NICs and node pairs their steps cross (nic_shares of every ring's edges)
     rings = [[(x, (j, i)) for i, x in enumerate(st.replicas)] for j, st in enumerate(plan.stages)]
     for j, st in enumerate(plan.stages):
-        tp = st.replicas[0].tp
+        # a rank reduces, per data-parallel group it is in, what a rank of the stage's largest
+        # TP degree T holds (one TP degree: its own gradients); where the replicas' degrees
+        # differ, the Sailor artifact's groups run in rounds of rings (dp_group_rounds: its
+        # deepspeed/topology.py:82-99, engine.py:2614-2632), each ring's flows on the pair link
+        tp = max(x.tp for x in st.replicas)
         size = sum(sizes_at(tp)[x].params for x in st.layers) * float(fb.dp_bytes)
         ar_sizes.append(size)
         if not plan.physical:
-            ar.append(plan_allreduce_time(net, rings[j], [x.tp for x in st.replicas], size,
-                                          bucket, profiles))
+            rounds, each = dp_group_rounds([x.tp for x in st.replicas])
+            flows = [x.tp for x in st.replicas] if rounds == 1 else [each] * r
+            ar.append(rounds * plan_allreduce_time(net, rings[j], flows, size, bucket, profiles))
     if plan.physical:
         ar = concurrent_allreduce_times(net, rings, ar_sizes, bucket, profiles)
     tied, tied_size = 0.0, 0.0
@@ -921,18 +970,23 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         allreduce_barrier=fb.barrier or L == 1 or schedule not in ("gpipe", "1f1b"),
         tied_first=fb.tied_first, optimizer_barrier=fb.optimizer_barrier)
     if network:
-        flows = [p2p_flows(fb, s, plan.stages[j].replicas[0].tp) for j, s in enumerate(xfer_sizes)]
-        back = [p2p_flows(fb, s, plan.stages[j + 1].replicas[0].tp)
-                for j, s in enumerate(grad_sizes)]
+        # the bytes a hop moves (flows x bytes each), per pipeline where they differ among them
+        def moved(sizes: list[list[float]], at: int) -> tuple:
+            out = []
+            for j, row in enumerate(sizes):
+                each = [p2p_flows(fb, x, plan.stages[j + at].replicas[i].tp)
+                        for i, x in enumerate(row)]
+                per = [x * k for x, k in each]
+                out.append(per[0] if len(set(each)) == 1 else tuple(per))
+            return tuple(out)
+        flows, back = moved(xfer_sizes, 0), moved(grad_sizes, 1)
         kw.update(network=physical_network(plan, profiles, mp.tied_embeddings) if plan.physical
                   else plan_network(plan, net, mp.tied_embeddings),
                   network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
                   tensor_parallel=tuple(tuple(x.tp for x in st.replicas) for st in plan.stages),
                   bucket_size=math.inf if overlapped else bucket,
-                  transfer_sizes=tuple(per * k for per, k in flows) or None,
-                  gradient_transfer_sizes=(tuple(per * k for per, k in back)
-                                           if grad_sizes != xfer_sizes or flows != back
-                                           else None),
+                  transfer_sizes=flows or None,
+                  gradient_transfer_sizes=back if back != flows else None,
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size)
     else:
         kw.update(transfer_times=tuple(xfer) if L > 1 else None, allreduce_times=tuple(ar),

@@ -319,8 +319,19 @@ def plan_from_sailor(doc: Any, where: str, model: str | None = None) -> Plan:
                   and len(entry[0]) == 1 and isinstance(entry[0][0], list)
                   and len(entry[0][0]) == 3)
             check(ok, "plan", f"[[[gpu, gpus_per_node, zone]], tp] at tmp_per_stage[{j}][{i}] "
-                  "(one node per replica)", entry)
+                  "(one VM per replica: the artifact's controller sends all of a replica's "
+                  "ranks to one node, sailor/Controller/local/local_controller.py:52-83)", entry)
             gpu, gpn, zone = entry[0][0]
+            # a TP group larger than its VM: the artifact starts every rank of a replica on its
+            # one VM (elastic_worker_agent.py:85-102; run_from_file.sh:83-92, torchrun
+            # --nproc_per_node = the replica's TP) on GPU rank % GPUs (Megatron-DeepSpeed
+            # megatron/initialize.py:220-227), so two ranks share a GPU, which NCCL refuses
+            # (init.cc: "Duplicate GPU detected", ncclInvalidUsage): no TP group spans VMs
+            check(not (isinstance(entry[1], int) and isinstance(gpn, int) and entry[1] > gpn),
+                  "tp", f"at most its VM's GPUs ({gpn}) at tmp_per_stage[{j}][{i}] (the Sailor "
+                  "artifact starts a replica's TP ranks on its one VM, on GPU rank % GPUs: "
+                  "elastic_worker_agent.py:85-102, megatron/initialize.py:220-227; two ranks on "
+                  "one GPU are refused by NCCL, 'Duplicate GPU detected')", entry[1])
             reps.append(ReplicaSpec(gpu=gpu, tp=entry[1], gpus_per_node=gpn, zone=zone))
         check(isinstance(layers[j], list), "plan", f"a list of layers at layers_per_stage[{j}]",
               layers[j])

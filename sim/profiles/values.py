@@ -682,7 +682,9 @@ class ReplicaSpec:
             object.__setattr__(self, "gpus_per_node", self.tp)
         check_int("gpus_per_node", self.gpus_per_node, low=1)
         check(self.tp <= self.gpus_per_node, "tp",  # type: ignore[operator]
-              f"<= gpus_per_node ({self.gpus_per_node}): a replica's TP group is within one node",
+              f"<= gpus_per_node ({self.gpus_per_node}): a replica's TP group is within one node "
+              "(its profiled layer times hold TP's collectives over the intra-node link; the "
+              "Sailor artifact starts a replica's ranks on one VM)",
               self.tp)
         _name("zone", self.zone)
 

@@ -102,6 +102,46 @@ def _per(name: str, value: Any, n: int, conv) -> tuple:
     return (conv(name, value),) * n
 
 
+def _hops(name: str, value: Any, n: int, r: int) -> tuple:
+    """Per hop a non-negative size, or per hop a tuple of ``r`` sizes (one per pipeline)."""
+    if isinstance(value, (list, tuple)):
+        check(len(value) == n, name, f"one value or {n} values", value)
+        out: list[Any] = []
+        for v in value:
+            if isinstance(v, (list, tuple)):
+                check(len(v) == r, name, f"one size per pipeline ({r}) in a hop's tuple", v)
+                out.append(tuple(check_nonnegative(name, x) for x in v))
+            else:
+                out.append(check_nonnegative(name, v))
+        return tuple(out)
+    return (check_nonnegative(name, value),) * n
+
+
+def dp_group_rounds(tps: Any) -> tuple[int, int]:
+    """``(rounds, rings)`` of the gradient all-reduce of a stage whose replicas' TP degrees are
+    ``tps``, as the Sailor artifact groups it.
+
+    The stage has ``T = max(tps)`` data-parallel groups; group ``i`` takes from a replica of TP
+    ``t`` its rank ``i // (T / t)`` (the artifact's ``deepspeed/topology.py:82-99``, its
+    Megatron-DeepSpeed ``core/parallel_state.py:116-131``), so a rank of TP ``t`` is in
+    ``c = T / t`` groups. It reduces them one after the other (``deepspeed/engine.py:2614-2632``:
+    a loop over its groups, each ``dist.all_reduce`` then a copy back, ``2475-2505``), each group
+    the same bytes per rank: the TP-split gradients' ``1/T`` and the unsplit ones whole, what a
+    rank of a TP-``T`` replica holds (``2617-2631``, ``params_tp_dim_dict`` at ``129-145``).
+    Group ``i`` waits for group ``i - 1`` unless every ``c`` divides ``i``: the groups form
+    ``T / l`` chains of ``l = lcm(c)`` groups each, run in lockstep (alike rings, one rank of
+    each replica per chain). So the stage's all-reduce is ``l`` rounds, each ``T / l``
+    concurrent rings of one group's bytes per rank among the replicas. One TP degree ``t``:
+    one round of ``t`` rings (every TP rank its own group), the rule of every other framework.
+    Every degree must divide ``T`` (:func:`sim.profiles.build.build_plan` refuses others).
+    """
+    T = max(tps)
+    rounds = 1
+    for t in tps:
+        rounds = math.lcm(rounds, T // t)
+    return rounds, T // rounds
+
+
 def _grid(name: str, value: Any, counts: tuple[int, ...], conv) -> tuple[tuple[float, ...], ...]:
     """A per-replica table ``value[j][i]``, shaped like ``counts``."""
     check(isinstance(value, (list, tuple)) and len(value) == len(counts), name,
@@ -333,7 +373,9 @@ class TrainingConfig:
         With ``transfer_sizes``: per hop, the bytes of one micro-batch's
         gradient sent back, where they differ from its activation's (the
         Sailor artifact's engine sends once per pipeline group: more when the
-        stages' TP degrees differ); None: the same.
+        stages' TP degrees differ); None: the same. A hop's entry of either may be a
+        tuple of one size per pipeline (its replicas' TP degrees differ:
+        :meth:`hop_size`).
     availability, mean_downtime, domain_outage, domain_downtime,
     failure_distribution, failure_shape, placement, failure_trace
         The failure model of :mod:`sim.failures` (as in Study A's pipeline);
@@ -402,7 +444,10 @@ class TrainingConfig:
         Tensor-parallel ranks of each replica (equal within a stage): a
         transfer of ``size`` between stages is ``t`` concurrent flows of
         ``size / t`` (the sender's ``t``), and the gradient all-reduce is ``t``
-        rings of ``param_size / t``, all through the node's NIC.
+        rings of ``param_size / t``, all through the node's NIC. With a plan's
+        ``allreduce_sizes`` a stage's replicas may differ (each degree a divisor of
+        the stage's largest): its all-reduce is then the Sailor artifact's
+        data-parallel groups (:func:`dp_group_rounds`), a hop's flows its sender's.
     nic : float, BandwidthCurve or None
         NIC capacity (egress and ingress each) of every host of the network
         that has none.
@@ -915,14 +960,14 @@ class TrainingConfig:
         if self.transfer_sizes is not None:
             check(plan_net, "transfer_sizes", "given with allreduce_sizes (a plan over a network)",
                   "given")
-            set_("transfer_sizes", _per("transfer_sizes", self.transfer_sizes, max(L - 1, 1),
-                                        check_nonnegative)[: max(L - 1, 0)])
+            set_("transfer_sizes", _hops("transfer_sizes", self.transfer_sizes, max(L - 1, 1),
+                                         self.replicas[0])[: max(L - 1, 0)])
         if self.gradient_transfer_sizes is not None:
             check(self.transfer_sizes is not None, "gradient_transfer_sizes",
                   "given with transfer_sizes", "given")
-            set_("gradient_transfer_sizes", _per("gradient_transfer_sizes",
-                                                 self.gradient_transfer_sizes, max(L - 1, 1),
-                                                 check_nonnegative)[: max(L - 1, 0)])
+            set_("gradient_transfer_sizes", _hops("gradient_transfer_sizes",
+                                                  self.gradient_transfer_sizes, max(L - 1, 1),
+                                                  self.replicas[0])[: max(L - 1, 0)])
         for name in ("allreduce_barrier", "tied_first", "optimizer_barrier"):
             check(isinstance(getattr(self, name), bool), name, "True or False",
                   getattr(self, name))
@@ -959,8 +1004,12 @@ class TrainingConfig:
             tp = _grid("tensor_parallel", self.tensor_parallel, reps,  # type: ignore[arg-type]
                        lambda n, v: check_int(n, v, low=1))
             for j, row in enumerate(tp):
-                check(len(set(row)) == 1, "tensor_parallel",
-                      f"equal among the replicas of a stage (stage {j})", row)
+                # a plan's collectives over its network (allreduce_sizes) follow the Sailor
+                # artifact's data-parallel groups where a stage's replicas differ (dp_group_rounds)
+                check(len(set(row)) == 1 or (self.allreduce_sizes is not None
+                                             and all(max(row) % x == 0 for x in row)),
+                      "tensor_parallel", f"equal among the replicas of a stage (stage {j}), or "
+                      "with a plan's allreduce_sizes each a divisor of the stage's largest", row)
             set_("tensor_parallel", tuple(tuple(int(x) for x in row) for row in tp))
         else:
             set_("tensor_parallel", check_int("tensor_parallel", self.tensor_parallel, low=1))
@@ -1093,6 +1142,17 @@ class TrainingConfig:
         check_diloco(self, spec)
 
     # -- derived ---------------------------------------------------------------
+    def hop_size(self, hop: int, pipeline: int, grad: bool = False) -> float:
+        """The bytes of one micro-batch's activation (``grad``: its gradient) over ``hop`` of
+        ``pipeline`` (``transfer_sizes``, ``gradient_transfer_sizes``; else
+        ``activation_size``)."""
+        sizes = (self.gradient_transfer_sizes if grad and self.gradient_transfer_sizes
+                 is not None else self.transfer_sizes)
+        if sizes is None:
+            return self.activation_size
+        x = sizes[hop]
+        return x[pipeline] if isinstance(x, tuple) else x
+
     @property
     def diloco(self) -> DilocoSync | None:
         """(issue 37) The :class:`sim.training.sync.DilocoSync` view of a DiLoCo ``sync``,

@@ -57,6 +57,7 @@ from ..analytic.placement import barrier_tail
 from ..network.channels import Channels
 from ..network.collectives import bucket_sizes
 from ..timeline import NULL
+from .config import dp_group_rounds
 
 __all__ = ["Traffic", "NetworkTraffic", "WanTraffic", "traffic_for", "gradient_buckets",
            "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES"]
@@ -687,6 +688,10 @@ class NetworkTraffic(Traffic):
         self.nodes = c.network_nodes
         tp = c.tensor_parallel
         self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * c.stages
+        # per stage, per replica (a plan's stage may mix TP degrees: the Sailor artifact's), and
+        # per stage its all-reduce's (rounds, rings at once): dp_group_rounds
+        self.tp_rows = tp if isinstance(tp, tuple) else tuple((tp,) * r for r in c.replicas)
+        self.rounds = [dp_group_rounds(row) for row in self.tp_rows]
         self.blocking = c.p2p == "blocking"
         # the time between stages is none: a transfer is a flow once the receiver is routed
         self.hops = self.hops_back = (0.0,) * max(c.stages - 1, 0)
@@ -783,10 +788,8 @@ class NetworkTraffic(Traffic):
         the receiver); fires when all arrived. ``i``: as :meth:`Traffic.send`."""
         c = self.config
         a, b = (s + 1, s) if grad else (s, s + 1)
-        t = self.tp[a]
-        sizes = (c.gradient_transfer_sizes if grad and c.gradient_transfer_sizes is not None
-                 else c.transfer_sizes)
-        size = (sizes[s] if sizes is not None else c.activation_size) / t
+        t = self.tp_rows[a][k]  # the sender's ranks (a stage's replicas may differ)
+        size = c.hop_size(s, k, grad) / t
         src, dst = self.nodes[a][k], self.nodes[b][k]
         ch = self.channels if fifo else None
         now = self.env.now
@@ -887,16 +890,36 @@ class NetworkTraffic(Traffic):
         return ev
 
     def _dp_ring(self, j: int) -> simpy.Event | None:
-        from ..network.collectives import ring_allreduce
-
         c = self.config
         if c.replicas[0] < 2 or c.allreduce_sizes[j] <= 0:
             return None
-        self._count_ring(self.flow.stages[j], c.allreduce_sizes[j] * self.tp[j])
-        ev = ring_allreduce(self.service, list(self.nodes[j]), c.allreduce_sizes[j],
-                            ranks=self.tp[j], bucket_size=self.ring_bucket)
-        self._moving.append(ev)
-        return ev
+        return self._stage_allreduce(j)
+
+    def _stage_allreduce(self, j: int) -> simpy.Event:
+        """Stage ``j``'s gradient all-reduce of a plan (``allreduce_sizes[j]`` per rank and
+        group): ``t`` rings at once (one TP degree), or where its replicas' TP degrees differ
+        the Sailor artifact's groups, ``rounds`` times ``rings`` rings one round after the
+        other (:func:`sim.training.config.dp_group_rounds`)."""
+        from ..network.collectives import ring_allreduce
+
+        c = self.config
+        rounds, rings = self.rounds[j]
+        size = c.allreduce_sizes[j]
+        # every replica's ranks send a ring's share of each of the T groups (T = rounds x rings)
+        self._count_ring(self.flow.stages[j], size * rounds * rings)
+        if rounds == 1:
+            ev = ring_allreduce(self.service, list(self.nodes[j]), size, ranks=rings,
+                                bucket_size=self.ring_bucket)
+            self._moving.append(ev)
+            return ev
+
+        def run():
+            for _ in range(rounds):
+                ev = ring_allreduce(self.service, list(self.nodes[j]), size, ranks=rings,
+                                    bucket_size=self.ring_bucket)
+                self._moving.append(ev)
+                yield ev
+        return self.env.process(run())
 
     # -- the step's end -----------------------------------------------------------------
     def _rings(self, participants: list[list[Any]]) -> simpy.Event | None:
@@ -951,11 +974,7 @@ class NetworkTraffic(Traffic):
 
         def stage(j: int):
             if r > 1 and c.allreduce_sizes[j] > 0 and not self.overlap:
-                self._count_ring(self.flow.stages[j], c.allreduce_sizes[j] * self.tp[j])
-                ev = ring_allreduce(self.service, list(nodes[j]), c.allreduce_sizes[j],
-                                    ranks=self.tp[j], bucket_size=self.ring_bucket)
-                self._moving.append(ev)
-                yield ev
+                yield self._stage_allreduce(j)
             if reduced is not None:
                 reduced[j].succeed()
                 yield simpy.AllOf(env, reduced)
