@@ -182,3 +182,58 @@ def test_pipeline_model_chooses_the_fastest_engine_and_says_which():
     des = sim.pipeline_model(snap, s, engine="des")
     assert des.pop("engine") == "des" and des == des_pipeline_model(snap, s)
     assert sim.pipeline_model(timed, s)["engine"] == sim.engines.select("pipeline", timed).name
+
+
+def test_des_transitions_budget_counts_what_the_des_simulates(monkeypatch):
+    """A run of the DES simulates every worker's and domain's up/down process for the whole run:
+    the transitions it makes match :meth:`PipelineConfig.expected_transitions` (2 x failures per
+    unit time x the run's length) to within 4 standard errors, and a config expecting more than
+    MAX_TRANSITIONS is refused in one line naming what drives it, before any work; a snapshot
+    config with short outages runs on the vector engine (nothing simulated per transition)."""
+    import sim.pipeline.des as des
+    from sim.pipeline.config import MAX_TRANSITIONS
+    from sim.rng import Streams
+
+    seen = []
+    build = des.build_pipeline_failures
+
+    def spy(*a, **k):
+        out = build(*a, **k)
+        seen.append(out[0])
+        return out
+    monkeypatch.setattr(des, "build_pipeline_failures", spy)
+    # 4 stages x 3 replicas, a = 0.8, downtime 0.5: 12 x 0.2 / 0.5 = 4.8 failures per unit time,
+    # plus 4 domains (rho 0.1, downtime 2: 0.05 each); length 400 arrivals + 4 x 2 + 3 x 5
+    cfg = PipelineConfig(stages=4, replicas=3, availability=0.8, mean_downtime=0.5,
+                         domain_outage=0.1, domain_downtime=2.0, stage_time=2.0, latency=5.0,
+                         microbatches=400, max_wait=1.0)
+    n, name, _ = cfg.expected_transitions()
+    assert n == pytest.approx(2 * (12 * 0.2 / 0.5 + 4 * 0.1 / 2.0) * (400 + 8 + 15), rel=1e-12)
+    assert name == "mean_downtime"  # below its default: the short cycles drive the count
+    counts = []
+    for rep in range(12):
+        seen.clear()
+        out = des.des_pipeline_model(cfg, Streams(11).replication(rep))
+        comps = seen[0].components.values() if hasattr(seen[0], "components") else None
+        assert comps is not None
+        # per unit of the run's own length (it may outlast the estimate's lower bound)
+        counts.append(sum(c.own_transitions for c in comps) / out["simulated_time"])
+    rate = np.mean(counts)
+    se = np.std(counts, ddof=1) / np.sqrt(len(counts))
+    expected = n / (400 + 8 + 15)
+    assert abs(rate - expected) < 4 * se + 1e-9, (rate, expected, se)
+    # the wrong count (workers only, one transition per cycle) is rejected
+    assert abs(rate - expected / 2) > 4 * se
+    # refused past the budget, naming the parameter that drives it
+    with pytest.raises(ConfigError, match="'latency' must be small enough that the discrete"):
+        choose_engine(PipelineConfig(latency=1e6))
+    with pytest.raises(ConfigError, match="'mean_downtime' must be large enough"):
+        choose_engine(PipelineConfig(mean_downtime=1e-5, stage_time=0.01))
+    with pytest.raises(ConfigError, match="'domain_downtime' must be large enough"):
+        choose_engine(PipelineConfig(domain_outage=0.1, domain_downtime=1e-6, stage_time=1.0))
+    assert PipelineConfig(latency=1e6).expected_transitions()[0] > MAX_TRANSITIONS
+    # the snapshot model with short outages runs on the vector engine: not refused
+    sel, _ = choose_engine(PipelineConfig(mean_downtime=1e-7))
+    assert sel.name == "vector"
+    with pytest.raises(ConfigError, match="'mean_downtime'"):
+        choose_engine(PipelineConfig(mean_downtime=1e-7), "des")

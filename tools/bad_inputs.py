@@ -563,6 +563,15 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("pipeline/overflow-bandwidth", P("--transfer-size", "1", "--bandwidth", "1e-308"),
         refuse("bandwidth"))
     add("pipeline/overflow-rate", P("--rate", "1e-308"), refuse("rate"))
+    # finite values whose DES would simulate billions of outages (was a runaway: hours)
+    add("pipeline/des-runaway-latency", P("--latency", "1e6"), refuse("latency"),
+        note="1.4e9 expected up/down transitions, budget 1e8")
+    add("pipeline/des-runaway-downtime", P("--mean-downtime", "1e-5", "--stage-time", "0.01"),
+        refuse("mean_downtime"))
+    add("pipeline/des-runaway-domain", P("--domain-outage", "0.1", "--domain-downtime", "1e-6",
+                                         "--stage-time", "1"), refuse("domain_downtime"))
+    add("pipeline/des-runaway-engine-des", P("--mean-downtime", "1e-7", "--engine", "des"),
+        refuse("mean_downtime"), note="auto picks the vector engine for it; the DES would not end")
     add("pipeline/stage-time-negative", P("--stage-time", "-1"), refuse("stage_time"))
     add("pipeline/microbatches-zero", P("--microbatches", "0"), refuse("microbatches"))
     add("pipeline/microbatches-1e12-records", api(

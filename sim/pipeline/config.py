@@ -21,6 +21,7 @@ from topologies.placement import Placement, from_value, shared_per_stage
 from ..analytic.penalty import PENALTIES, SkipPenalty, quality_table
 from ..errors import (
     TIME_LIMIT,
+    ConfigError,
     check,
     check_choice,
     check_int,
@@ -40,11 +41,17 @@ __all__ = [
     "DEFAULT_REPLICAS",
     "PipelineConfig",
     "quality_table",
+    "MAX_TRANSITIONS",
     "layout_hop_times",
     "on_layout",
 ]
 
 ARRIVALS = ("fixed", "poisson", "back_to_back")
+#: The most up/down transitions of workers and domains a discrete-event run may expect to
+#: simulate (:meth:`PipelineConfig.expected_transitions`): the DES handles about 70,000 a
+#: second on this project's 2-core machine (48 stages x 3 replicas, hop latency 1000: 1.6e6 in
+#: 23 s), so 1e8 is about 25 minutes of CPU a replication; a run past it is a runaway.
+MAX_TRANSITIONS = 1e8
 #: The built-in compute-time laws: constant, or a unit-mean duration law of
 #: :mod:`sim.failures` (a law added there by ``register_distribution`` is accepted too).
 STAGE_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognormal")
@@ -451,6 +458,63 @@ class PipelineConfig:
         if self.placement is None:
             return (float(self.domain_outage),)  # type: ignore[arg-type]
         return self.domain_placement.domain_outage.values()
+
+    def expected_transitions(self) -> tuple[float, str, Any]:
+        """The up/down transitions of workers and domains the DES can expect to simulate, and
+        the parameter that drives them (for :data:`MAX_TRANSITIONS`).
+
+        Every worker (and every domain with an outage) alternates up and down for the whole run,
+        a mean cycle of ``mean_downtime / (1 - a)`` (``domain_downtime / rho``), two
+        transitions each; the run lasts at least its arrivals plus one crossing
+        (``microbatches / rate`` + the stage and hop times), or ``microbatches`` crossings one
+        after the other with ``back_to_back`` arrivals. A replayed trace is not counted (its
+        transitions are its rows). The parameter named is the largest term of the run's length,
+        or the downtime when it is below its default (the cycles are short).
+        """
+        if self.failure_trace is not None:
+            return 0.0, "failure_trace", None
+        rate = 0.0
+        if 0.0 < self.availability < 1.0:
+            rate += self.workers * (1.0 - self.availability) / self.mean_downtime
+        # the study's placement has a domain per stage (``_domain_outages`` gives its one value)
+        per = self.stages if self.placement is None else 1
+        domains = per * sum(u / self.domain_downtime for u in self._domain_outages()
+                            if 0.0 < u < 1.0)
+        rate += domains
+        if rate == 0.0:
+            return 0.0, "availability", self.availability
+        L = self.stages
+        st = self.stage_time if isinstance(self.stage_time, tuple) else (self.stage_time,) * L
+        lat = self.latency if isinstance(self.latency, tuple) else (self.latency,) * max(L - 1, 0)
+        hop = self.transfer_size / self.bandwidth if self.transfer_size else 0.0
+        cross = [("stage_time", math.fsum(st), self.stage_time),
+                 ("latency", math.fsum(lat), self.latency),
+                 ("transfer_size", (L - 1) * hop, self.transfer_size)]
+        if self.arrival == "back_to_back":
+            terms = [(n, self.microbatches * t, v) for n, t, v in cross]
+        else:
+            terms = [("microbatches", self.microbatches / self.rate, self.microbatches)] + cross
+        length = math.fsum(t for _, t, _ in terms)
+        if domains > rate - domains and self.domain_downtime < 1.0:
+            name, value = "domain_downtime", self.domain_downtime
+        elif domains <= rate - domains and self.mean_downtime < 1.0:
+            name, value = "mean_downtime", self.mean_downtime
+        else:
+            name, _, value = max(terms, key=lambda t: t[1])
+        if isinstance(value, tuple) and len(set(value)) == 1:
+            value = value[0]
+        return 2.0 * rate * length, name, value
+
+    def check_des_budget(self) -> None:
+        """Refuse a run the DES could not finish in reasonable time: more than
+        :data:`MAX_TRANSITIONS` expected up/down transitions (:meth:`expected_transitions`)."""
+        n, name, value = self.expected_transitions()
+        if n > MAX_TRANSITIONS:
+            how = "large" if name.endswith("downtime") else "small"
+            raise ConfigError(name, f"{how} enough that the discrete-event simulation expects at "
+                              f"most {MAX_TRANSITIONS:.0e} worker and domain up/down transitions "
+                              f"(2 x failures per unit time x the run's length: {n:.2g} here)",
+                              value)
 
     @property
     def failures(self) -> bool:

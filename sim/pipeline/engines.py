@@ -106,6 +106,7 @@ class DESEngine(Engine):
     def run(self, config: PipelineConfig, streams: Streams, *,
             recorder: Any = None) -> dict[str, float]:
         """One replication (:func:`sim.pipeline.des_pipeline_model`)."""
+        config.check_des_budget()
         return des_pipeline_model(config, streams, recorder=recorder)
 
 
@@ -288,6 +289,8 @@ def choose_engine(config: PipelineConfig, engine: str = "auto") -> tuple[Selecti
             raise ConfigError("engine", f"{' or '.join(fit) or 'another engine'} for this "
                               f"configuration ({verdict.reason})", engine)
     sel = engines.select(FAMILY, config, engine)
+    if sel.name == DESEngine.name:
+        config.check_des_budget()  # before any work: a run past it would not end in hours
     if engine == "auto":
         return sel, "auto: " + sel.considered[0][2]
     reason = getattr(type(sel.engine), "requested", None) or sel.reason.removeprefix("requested: ")
