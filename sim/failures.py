@@ -392,6 +392,35 @@ def up_down_means(availability: float, mean_downtime: float, *, name: str = "ava
     return a * d / (1.0 - a), d
 
 
+#: The most up/down transitions of workers and domains a discrete-event run may expect to
+#: simulate (per replication): the pipeline DES handles about 70,000 a second on this
+#: project's 2-core machine (48 stages x 3 replicas, hop latency 1000: 1.6e6 in 23 s), so 1e8
+#: is about 25 minutes of CPU; a run past it is a runaway, refused before any work.
+MAX_TRANSITIONS = 1e8
+
+
+def check_transitions(n: float, name: str, value: Any, length: str) -> None:
+    """Refuse a run expecting more than :data:`MAX_TRANSITIONS` up/down transitions (``n``),
+    naming the parameter that drives them (a downtime must be large enough, the rest small).
+
+    Parameters
+    ----------
+    n : float
+        The expected transitions: 2 x failures per unit time x the run's length.
+    name, value : str, Any
+        The parameter to name and its value as given.
+    length : str
+        What the run's length is, in words (``"the horizon"``).
+    """
+    if n > MAX_TRANSITIONS:
+        if isinstance(value, tuple) and len(set(value)) == 1:
+            value = value[0]
+        how = "large" if name.endswith("downtime") else "small"
+        raise ConfigError(name, f"{how} enough that the simulation expects at most "
+                          f"{MAX_TRANSITIONS:.0e} worker and domain up/down transitions (2 x "
+                          f"failures per unit time x {length}: {n:.2g} here)", value)
+
+
 # --------------------------------------------------------------------------- traces
 
 
@@ -1024,6 +1053,32 @@ class ClusterConfig:
                   "(datacenter, geo, or a graph file with domain chains)", self.topology)
             check(self.workers == len(chains), "workers",
                   f"the layout's {len(chains)} hosts (one worker per host)", self.workers)
+        check_transitions(*self.expected_transitions(), "the horizon")
+
+    def expected_transitions(self) -> tuple[float, str, Any]:
+        """The up/down transitions a replication can expect to simulate over the horizon, and
+        the parameter that drives them: every worker alternates up and down with a mean cycle
+        ``mean_downtime / (1 - a)``, every domain ``domain_mean_downtime / rho``, two transitions
+        a cycle. A trace is not counted (its rows are its transitions). The parameter named is
+        the horizon, or the downtime of whichever outages dominate when it is below 1
+        (short cycles)."""
+        if self.trace is not None or self.failure_trace is not None:
+            return 0.0, "trace", None
+        workers = 0.0
+        if 0.0 < self.availability < 1.0:
+            workers = self.workers * (1.0 - self.availability) / self.mean_downtime
+        if self.topology is not None:
+            chains, unavail = self.layout_domains()
+            rhos = [unavail.get(d, 0.0) for d in {d for c in chains for d in c}]
+        else:
+            rhos = [self.domain_outage] * self.domains
+        domains = sum(u / self.domain_mean_downtime for u in rhos if 0.0 < u < 1.0)
+        n = 2.0 * (workers + domains) * self.horizon
+        if domains > workers and self.domain_mean_downtime < 1.0:
+            return n, "domain_mean_downtime", self.domain_mean_downtime
+        if domains <= workers and self.mean_downtime < 1.0:
+            return n, "mean_downtime", self.mean_downtime
+        return n, "horizon", self.horizon
 
     def layout_domains(self) -> tuple[list[tuple[str, ...]], dict[str, float]]:
         """The nested domains of :attr:`topology` (see :func:`layout_domains`)."""

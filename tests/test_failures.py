@@ -300,3 +300,31 @@ def test_unit_mean_block_draws(kind, shape):
     assert np.array_equal(got, want)
     assert abs(got.mean() - 1.0) <= 4 * got.std() / math.sqrt(n)
     assert abs(got.mean() - 1.2) > 4 * got.std() / math.sqrt(n)
+
+
+def test_cluster_transitions_budget_matches_the_simulated_count():
+    """ClusterConfig.expected_transitions: the workers' part, 2 x (1 - a) / downtime per worker
+    per unit time, equals the measured worker_transitions within 4 standard errors (and its
+    half, one transition per cycle, is rejected); a horizon or downtime whose run would simulate
+    more than MAX_TRANSITIONS is refused naming it, before any work."""
+    from sim.failures import MAX_TRANSITIONS, ClusterConfig, failures_model
+
+    cfg = ClusterConfig(workers=8, domains=2, availability=0.7, mean_downtime=0.5,
+                        domain_outage=0.05, domain_mean_downtime=2.0, horizon=300.0)
+    n, name, _ = cfg.expected_transitions()
+    assert n == pytest.approx(2 * (8 * 0.3 / 0.5 + 2 * 0.05 / 2.0) * 300.0, rel=1e-12)
+    assert name == "mean_downtime"
+    per_worker = [failures_model(cfg, Streams(5).replication(k))["worker_transitions"]
+                  for k in range(16)]
+    m, se = np.mean(per_worker), np.std(per_worker, ddof=1) / np.sqrt(len(per_worker))
+    assert abs(m - 2 * 0.3 / 0.5) < 4 * se
+    assert abs(m - 0.3 / 0.5) > 4 * se
+    with pytest.raises(ConfigError, match="'horizon' must be small enough that the simulation"):
+        ClusterConfig(horizon=1e9)
+    with pytest.raises(ConfigError, match="'mean_downtime' must be large enough"):
+        ClusterConfig(mean_downtime=1e-6)
+    with pytest.raises(ConfigError, match="'domain_mean_downtime' must be large enough"):
+        ClusterConfig(availability=1.0, domain_outage=0.2, domain_mean_downtime=1e-6)
+    big = ClusterConfig(horizon=1e7)  # 3.2e7: within the budget
+    assert big.expected_transitions()[0] == pytest.approx(3.216e7) and 3.216e7 < MAX_TRANSITIONS
+    assert ClusterConfig(availability=1.0, domain_outage=0.0, horizon=1e12).horizon == 1e12

@@ -225,7 +225,7 @@ def test_des_transitions_budget_counts_what_the_des_simulates(monkeypatch):
     # the wrong count (workers only, one transition per cycle) is rejected
     assert abs(rate - expected / 2) > 4 * se
     # refused past the budget, naming the parameter that drives it
-    with pytest.raises(ConfigError, match="'latency' must be small enough that the discrete"):
+    with pytest.raises(ConfigError, match="'latency' must be small enough that the simulation expects"):
         choose_engine(PipelineConfig(latency=1e6))
     with pytest.raises(ConfigError, match="'mean_downtime' must be large enough"):
         choose_engine(PipelineConfig(mean_downtime=1e-5, stage_time=0.01))

@@ -662,6 +662,13 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("failures/domains-zero", F("--domains", "0"), refuse("domains"))
     add("failures/availability-negative", F("--availability", "-1"), refuse("availability"))
     add("failures/horizon-zero", F("--horizon", "0"), refuse("horizon"))
+    # finite values whose run would simulate billions of outages (was a runaway: hours)
+    add("failures/runaway-horizon", F("--horizon", "1e9"), refuse("horizon"),
+        note="3.2e9 expected up/down transitions a replication, budget 1e8")
+    add("failures/runaway-downtime", F("--mean-downtime", "1e-6"), refuse("mean_downtime"))
+    add("failures/runaway-domain-downtime", F("--availability", "1", "--domain-outage", "0.2",
+                                              "--domain-downtime", "1e-6"),
+        refuse("domain_mean_downtime"))
     add("failures/horizon-1e15-ctrl-c", F("--horizon", "1e15", "--replications", "1"),
         Expect("interrupt", "interrupted"), interrupt_after=4.0, timeout=30,
         note="fits in memory but never ends: Ctrl-C stops it in one line")

@@ -21,7 +21,6 @@ from topologies.placement import Placement, from_value, shared_per_stage
 from ..analytic.penalty import PENALTIES, SkipPenalty, quality_table
 from ..errors import (
     TIME_LIMIT,
-    ConfigError,
     check,
     check_choice,
     check_int,
@@ -31,7 +30,14 @@ from ..errors import (
     check_probability,
     check_time_terms,
 )
-from ..failures import check_distribution, check_law, check_shape, distribution_names
+from ..failures import (
+    MAX_TRANSITIONS,
+    check_distribution,
+    check_law,
+    check_shape,
+    check_transitions,
+    distribution_names,
+)
 
 __all__ = [
     "ARRIVALS",
@@ -47,11 +53,7 @@ __all__ = [
 ]
 
 ARRIVALS = ("fixed", "poisson", "back_to_back")
-#: The most up/down transitions of workers and domains a discrete-event run may expect to
-#: simulate (:meth:`PipelineConfig.expected_transitions`): the DES handles about 70,000 a
-#: second on this project's 2-core machine (48 stages x 3 replicas, hop latency 1000: 1.6e6 in
-#: 23 s), so 1e8 is about 25 minutes of CPU a replication; a run past it is a runaway.
-MAX_TRANSITIONS = 1e8
+
 #: The built-in compute-time laws: constant, or a unit-mean duration law of
 #: :mod:`sim.failures` (a law added there by ``register_distribution`` is accepted too).
 STAGE_TIME_DISTRIBUTIONS = ("deterministic", "exponential", "weibull", "lognormal")
@@ -469,7 +471,7 @@ class PipelineConfig:
         (``microbatches / rate`` + the stage and hop times), or ``microbatches`` crossings one
         after the other with ``back_to_back`` arrivals. A replayed trace is not counted (its
         transitions are its rows). The parameter named is the largest term of the run's length,
-        or the downtime when it is below its default (the cycles are short).
+        or the downtime when it is below 1 (the cycles are short).
         """
         if self.failure_trace is not None:
             return 0.0, "failure_trace", None
@@ -508,13 +510,7 @@ class PipelineConfig:
     def check_des_budget(self) -> None:
         """Refuse a run the DES could not finish in reasonable time: more than
         :data:`MAX_TRANSITIONS` expected up/down transitions (:meth:`expected_transitions`)."""
-        n, name, value = self.expected_transitions()
-        if n > MAX_TRANSITIONS:
-            how = "large" if name.endswith("downtime") else "small"
-            raise ConfigError(name, f"{how} enough that the discrete-event simulation expects at "
-                              f"most {MAX_TRANSITIONS:.0e} worker and domain up/down transitions "
-                              f"(2 x failures per unit time x the run's length: {n:.2g} here)",
-                              value)
+        check_transitions(*self.expected_transitions(), "the run's length")
 
     @property
     def failures(self) -> bool:
