@@ -189,8 +189,8 @@ class ProfilePlanModel:
         so it is busy at least the longer of the two per micro-batch.
         Overlapped transfers occupy no device: 0. A pair of kinds the
         network lacks: 0 (such a plan is refused when it is timed). On physical
-        nodes the closed form times a transfer with the flows of the other
-        pipelines sharing its NICs and node pair (:func:`~sim.profiles.build.nic_shares`);
+        nodes the closed form times a transfer with the flows of every transfer that may
+        share its NICs and node pair (:func:`~sim.profiles.build.p2p_shares`);
         each transfer alone, as here, is never longer, so the bound holds.
         """
         if self.p2p not in ("blocking", "batched"):
