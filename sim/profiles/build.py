@@ -70,6 +70,7 @@ per GPU of the TP group:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -284,11 +285,19 @@ def p2p_shares(plan: Plan, p2p: str) -> list[list[tuple[Any, Any]]]:
     least capacity / count over its links and the time is an upper bound
     (:func:`physical_pair_time`).
     """
-    L, r = len(plan.stages), plan.dp[0]
-    host = [[host_of(x, (j, i)) for i, x in enumerate(st.replicas)]
-            for j, st in enumerate(plan.stages)]
-    tp = [st.replicas[0].tp for st in plan.stages]
-    exclusive = p2p in ("blocking", "batched")
+    host = tuple(tuple(host_of(x, (j, i)) for i, x in enumerate(st.replicas))
+                 for j, st in enumerate(plan.stages))
+    return _p2p_shares(host, tuple(st.replicas[0].tp for st in plan.stages),
+                       p2p in ("blocking", "batched"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _p2p_shares(host: tuple[tuple[str, ...], ...], tp: tuple[int, ...], exclusive: bool
+                ) -> list[list[tuple[Any, Any]]]:
+    """:func:`p2p_shares` of the plan's hosts (per stage, per pipeline) and TP degrees, worked
+    out once per placement (the search's plans of one layout share it, whatever their cut);
+    ``exclusive``: a device's two sends (or receives) never run at once."""
+    L, r = len(host), len(host[0])
     # each crossing transfer: (hop, pipeline, kind, source host, destination host, flows)
     moves = [(j, i, k, *((host[j][i], host[j + 1][i], tp[j]) if k == 0
                          else (host[j + 1][i], host[j][i], tp[j + 1])))
@@ -323,7 +332,7 @@ def p2p_shares(plan: Plan, p2p: str) -> list[list[tuple[Any, Any]]]:
     for j, i, k, a, b, f in moves:
         out[j][i][k] = (count(("out", a), i, j, f), count(("pair", a, b), i, j, f),
                         count(("in", b), i, j, f))
-    return [[(x[0], x[1]) for x in row] for row in out]
+    return [[(x[0], x[1]) for x in row] for row in out]  # the caller only reads it
 
 
 def shares_of(shared: dict[tuple[str, str], tuple[int, int, int]] | None, a: Any, b: Any
@@ -1130,7 +1139,9 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
                 if op[0] in ("send", "recv"):
                     p2p += d["act"][op[2]] if op[1] == "a" else d["grad"][op[2]]
                 elif op[0] == "sendrecv":
-                    p2p += max(d["act" if op[t] == "a" else "grad"][op[t + 1]] for t in (1, 4))
+                    x = d["act" if op[1] == "a" else "grad"][op[2]]
+                    y = d["act" if op[4] == "a" else "grad"][op[5]]
+                    p2p += x if x >= y else y
         stages.append({"stage": j, "forward": d["f"][j], "backward": d["b"][j],
                        "compute": compute, "p2p": p2p, "bubble": max(T - compute - p2p, 0.0)})
     opt = build.optimizer_times
