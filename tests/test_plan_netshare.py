@@ -1,13 +1,16 @@
 """Pipelines on physical nodes share each NIC and node pair (the closed form against the DES).
 
 The closed form of a plan on physical nodes (:func:`sim.profiles.build.build_plan`) times
-each hop's transfer with the flows of every pipeline's transfer over that hop crossing the
-same NIC direction and node pair at once (:func:`sim.profiles.build.nic_shares`), and the
-same for the tied rings of all pipelines and the stages' gradient rings. The DES runs the
-plan's flows max-min over :func:`sim.profiles.build.physical_network`. With alike pipelines
-in lockstep, where no NIC direction carries transfers of two hops and at most one stage's
-ring leaves its nodes, the two agree to 1e-9; where only the first holds, the closed form
-is an upper bound. The old law (each transfer alone) is rejected.
+each point-to-point transfer with the flows of every transfer that may cross the same NIC
+direction and node pair at once, over every hop of every pipeline
+(:func:`sim.profiles.build.p2p_shares`), and the tied rings of all pipelines and the
+stages' gradient rings with those of the rings then running
+(:func:`sim.profiles.build.nic_shares`). The DES runs the plan's flows max-min over
+:func:`sim.profiles.build.physical_network`. With alike pipelines in lockstep, where no NIC
+direction carries transfers of two hops and at most one stage's ring leaves its nodes, the
+two agree to 1e-9; otherwise the closed form is an upper bound (on random plans, also where
+a node sends two hops' transfers at once, which the rule before p2p_shares did not count
+and fell up to 13.7% under the DES). The old law (each transfer alone) is rejected.
 """
 
 from __future__ import annotations
@@ -73,12 +76,19 @@ def test_small_plan_closed_form_is_the_des(prof):
     assert two > 1.5 * alone
 
 
+def _alone(monkeypatch) -> None:
+    """The old law: every transfer and ring timed as if alone (no shares)."""
+    monkeypatch.setattr(B, "nic_shares", lambda edges: {})
+    monkeypatch.setattr(B, "p2p_shares", lambda plan, p2p: [
+        [(None, None)] * plan.dp[0] for _ in range(len(plan.stages) - 1)])
+
+
 def test_the_old_law_each_transfer_alone_is_rejected(prof, monkeypatch):
     """Timing every transfer and ring as if alone (no shares) gives 13.58 s, 32% under the
     DES's 20.05 s."""
     plan = _small_plan()
     des = _des(plan, prof)
-    monkeypatch.setattr(B, "nic_shares", lambda edges: {})
+    _alone(monkeypatch)
     old = explain_rows(build_plan(plan, prof))["iteration"]
     assert old == pytest.approx(13.5807, abs=1e-3)
     assert old < 0.7 * des
@@ -206,6 +216,142 @@ def test_pruned_search_on_physical_nodes_keeps_the_top_plans(prof, monkeypatch):
     assert key(pruned) == key(full) and len(key(full)) == 5
     assert pruned.evaluated < full.evaluated
     best = full.candidates[0]
-    monkeypatch.setattr(B, "nic_shares", lambda edges: {})  # the old law: each alone
+    _alone(monkeypatch)  # the old law: each alone
     alone = ProfilePlanModel(prof, model, fleet=fleet).predict(best.plan).iteration_time
     assert best.prediction.iteration_time > 1.05 * alone
+
+
+def _old_p2p_shares(plan, p2p):
+    """The rule before p2p_shares: a transfer counted with every pipeline's transfer over its
+    own hop in its own direction only (nic_shares of that hop's edges)."""
+    L, r = len(plan.stages), plan.dp[0]
+    host = [[host_of(x, (j, i)) for i, x in enumerate(st.replicas)]
+            for j, st in enumerate(plan.stages)]
+    tp = [st.replicas[0].tp for st in plan.stages]
+    out = []
+    for j in range(L - 1):
+        fwd = nic_shares((host[j][i], host[j + 1][i], tp[j]) for i in range(r))
+        bwd = nic_shares((host[j + 1][i], host[j][i], tp[j + 1]) for i in range(r))
+        out.append([(fwd.get((host[j][i], host[j + 1][i])), bwd.get((host[j + 1][i], host[j][i])))
+                    for i in range(r)])
+    return out
+
+
+def _two_stages_on_a_node() -> Plan:
+    """Stage 0 on hosts a (pipelines 0-1) and c (2-3), stage 1 on c (0-1) and b (2-3), stage 2
+    on d: host c holds stage 0 of pipelines 2-3 and stage 1 of pipelines 0-1, so hop 0's
+    activations (to b) and hop 1's (to d) both leave its NIC."""
+    def st(layers, gpu, hosts):
+        return StageSpec(layers, tuple(ReplicaSpec(gpu, 1, 4, "us-central1-a", host=h)
+                                       for h in hosts))
+    return Plan((st(tuple(range(0, 9)), "RTX-3090", "aacc"),
+                 st(tuple(range(9, 18)), "RTX-3090", "ccbb"),
+                 st(tuple(range(18, 26)), "RTX-3090", "dddd")), 1, 32, model="OPT-350")
+
+
+def test_transfers_of_two_hops_leaving_one_nic_are_counted():
+    """Host c sends hop 0's activations of pipelines 2-3 (to b), hop 0's gradients of
+    pipelines 0-1 (to a) and hop 1's activations of pipelines 0-1 (to d). A device's gradient
+    back and activation forward (stage 1 of pipelines 0-1 on c) never run at once under
+    blocking or batched transfers, so each pipeline puts at most one flow on c's sending
+    direction: 4 for each of them (the old rule: 2, its own hop and direction only); with
+    overlapped transfers both count (6). Into c: hop 0's activations from a, hop 0's
+    gradients from b and hop 1's from d, again one per pipeline."""
+    plan = _two_stages_on_a_node()
+    blocking = B.p2p_shares(plan, "blocking")
+    assert B.p2p_shares(plan, "batched") == blocking
+    overlap = B.p2p_shares(plan, "overlap")
+    old = _old_p2p_shares(plan, "blocking")
+    # [hop][pipeline] -> (activation, gradient), each (out, pair, into)
+    assert blocking[0][2][0] == (4, 2, 2) and old[0][2][0] == (2, 2, 2)  # c -> b
+    assert blocking[0][0][1] == (4, 2, 2) and old[0][0][1] == (2, 2, 2)  # c -> a
+    assert blocking[1][0][0] == (4, 2, 4) and old[1][0][0] == (2, 2, 4)  # c -> d
+    assert blocking[0][0][0] == (2, 2, 4) and old[0][0][0] == (2, 2, 2)  # a -> c
+    assert overlap[0][2][0] == (6, 2, 4) and overlap[0][0][0] == (2, 2, 6)
+    assert blocking[1][2] == old[1][2] == ((2, 2, 4), (4, 2, 2))  # b <-> d: one hop each way
+
+
+def test_random_physical_plans_never_below_the_des(prof, monkeypatch):
+    """40 random plans on physical nodes (no filter: nodes may send or receive transfers of
+    two hops at once), Sailor's engine: the closed form is never below the DES and equals it
+    where the old law was exact; the old rule (each transfer counted with its own hop's
+    transfers only) is below the DES on some of them by more than 10%."""
+    rng = np.random.default_rng(100)
+    plans = []
+    while len(plans) < 40:
+        plan = _random_plan(prof, rng, SAILOR)
+        try:
+            b = build_plan(plan, prof)
+        except ConfigError:  # out of memory
+            continue
+        plans.append((plan, explain_rows(b)["iteration"], _des(plan, prof)))
+    shared = 0
+    for plan, closed, des in plans:
+        # 1e-5: a curve link shared by messages of two sizes (the DES's time fractions
+        # r / c(s), sim.network.curves) is not counted; 1.3e-6 on one plan of seed 101
+        assert closed >= des * (1 - 1e-5), (plan, closed, des)
+        bound, exact = _law_holds(plan)
+        shared += not bound
+        if exact:
+            assert closed == pytest.approx(des, rel=REL)
+    assert shared >= 20
+    monkeypatch.setattr(B, "p2p_shares", _old_p2p_shares)
+    worst = min(explain_rows(build_plan(p, prof))["iteration"] / d - 1 for p, _, d in plans)
+    assert worst < -0.10
+
+
+@pytest.mark.parametrize("fw", ["sailor", "megatron", "megatron-overlap", "gpipe"])
+def test_busiest_device_bound_is_below_the_pipeline_phase(prof, fw):
+    """The search's bound read off a build (pipeline_busy_bound: the busiest device's compute
+    and blocking transfers, NIC sharing included) is never above the pipeline phase
+    explain_rows evaluates, on random physical plans of each point-to-point mode (65-99% of
+    it on these). Counting Megatron-LM's batched pairs as two blocking transfers each (the
+    longer is right: they run at once) passes the phase on some: that rule is rejected."""
+    import dataclasses
+
+    from sim.planner.models import pipeline_busy_bound
+
+    spec = {"sailor": SAILOR, "gpipe": SAILOR, "megatron": FrameworkSpec("megatron"),
+            "megatron-overlap": FrameworkSpec("megatron",
+                                              options=(("overlap_grad_reduce", True),))}[fw]
+    rng = np.random.default_rng(7)
+    done = wrong = 0
+    while done < 12:
+        plan = _random_plan(prof, rng, spec)
+        try:
+            b = build_plan(plan, prof, schedule="gpipe" if fw == "gpipe" else "1f1b")
+        except ConfigError:
+            continue
+        done += 1
+        bound, phase = pipeline_busy_bound(b), explain_rows(b)["pipeline_time"]
+        assert 0.5 * phase < bound <= phase, (plan, bound, phase)
+        assert b.config.p2p == ("batched" if fw.startswith("megatron") else "blocking")
+        if b.config.p2p == "batched":
+            as_blocking = dataclasses.replace(b, config=dataclasses.replace(b.config,
+                                                                            p2p="blocking"))
+            wrong += pipeline_busy_bound(as_blocking) > phase
+    assert wrong >= (3 if fw.startswith("megatron") else 0)
+
+
+def test_pruned_megatron_search_on_physical_nodes_keeps_the_top_plans(prof):
+    """Megatron-LM with overlap_grad_reduce on a physical fleet: the pruned search, which
+    skips plans whose busiest device already passes the top-th before evaluating their
+    programs, keeps the exhaustive search's top 5, and skips some that way."""
+    from sim.planner import PlanRequest, search_plans
+
+    model = prof.model("OPT-350")
+    fleet = parse_nodes("RTX-2080:4x2,Titan-RTX:4x1", prof.network)
+    spec = FrameworkSpec("megatron", options=(("overlap_grad_reduce", True),))
+    req = PlanRequest(64, microbatch_sizes=(1,), top=5)
+
+    def pm():
+        return ProfilePlanModel(prof, model, fleet=fleet, framework=spec)
+    pruned = search_plans(model, fleet, prof.gpus, req, pm())
+    full = search_plans(model, fleet, prof.gpus, req, pm(), prune=False)
+    key = lambda r: [(round(c.key("time"), 12), c.plan) for c in r.candidates]  # noqa: E731
+    assert key(pruned) == key(full) and len(key(full)) == 5
+    plain = pm()
+    plain.predict_unless = None  # the search without the build's bound
+    without = search_plans(model, fleet, prof.gpus, req, plain)
+    assert key(without) == key(full)
+    assert pruned.evaluated < without.evaluated and pruned.skipped > without.skipped

@@ -175,6 +175,17 @@ class ProfilePlanModel:
         e = explain_rows(b)
         return Prediction(float(e["iteration"]), float(b.peak_memory), e, b)
 
+    def predict_unless(self, plan: Plan, too_slow: Any) -> Prediction | None:
+        """:meth:`predict`, or None when ``too_slow(t)`` holds for a lower bound ``t`` on the
+        plan's pipeline phase read off its build before its device programs are evaluated
+        (:func:`pipeline_busy_bound`: its busiest device's compute and blocking transfers,
+        with every transfer timed as the closed form times it, NIC sharing included)."""
+        b = self.build(plan)
+        if too_slow(pipeline_busy_bound(b)):
+            return None
+        e = explain_rows(b)
+        return Prediction(float(e["iteration"]), float(b.peak_memory), e, b)
+
     def p2p_bound(self, a: ReplicaSpec, b: ReplicaSpec, microbatch_size: int) -> float:
         """A lower bound on the device time one micro-batch's transfers over a stage boundary
         from a replica of kind ``a`` to one of kind ``b`` cost each of the two devices.
@@ -189,8 +200,8 @@ class ProfilePlanModel:
         so it is busy at least the longer of the two per micro-batch.
         Overlapped transfers occupy no device: 0. A pair of kinds the
         network lacks: 0 (such a plan is refused when it is timed). On physical
-        nodes the closed form times a transfer with the flows of the other
-        pipelines sharing its NICs and node pair (:func:`~sim.profiles.build.nic_shares`);
+        nodes the closed form times a transfer with the flows of every transfer that may
+        share its NICs and node pair (:func:`~sim.profiles.build.p2p_shares`);
         each transfer alone, as here, is never longer, so the bound holds.
         """
         from ..training.schedules import p2p_program
@@ -410,3 +421,37 @@ def simulate_plan(pm: ProfilePlanModel, plan: Plan, *, steps: int = 3, replicati
     return {"iteration_time": it.mean if it is not None else math.inf,
             "iteration_time_ci": it, "step_time": est["step_time_mean"].mean,
             "engine": sel.name}
+
+
+def pipeline_busy_bound(build: PlanBuild) -> float:
+    """A lower bound on the pipeline phase :func:`~sim.profiles.build.explain_rows` evaluates:
+    the time the busiest device of any pipeline spends computing and in its transfers.
+
+    Every device of a pipeline of ``m`` micro-batches runs ``m`` forward and backward passes
+    and, over each of its stage boundaries, receives and sends every micro-batch's
+    activation or gradient. Under a blocking paired send and receive (DeepSpeed's
+    ``TrainSchedule``, GPipe's blocking program) each transfer holds the device for its
+    time, one after the other: ``m (f + b + sum of its transfers)``; under Megatron-LM's
+    batched pairs a call holds at most one transfer each way with one neighbour, so the
+    calls with a neighbour last at least ``m`` times the longer of the activation and the
+    gradient; overlapped transfers hold no device. A device's commands run one after the
+    other in :func:`~sim.analytic.training.program_makespan`, so the phase is at least this
+    (shaved by 1e-9 of itself: the sums here and there round apart).
+    """
+    c = build.config
+    L, r, m = c.stages, c.replicas[0], c.microbatches  # type: ignore[index]
+    blocking = c.p2p in ("blocking", "batched")
+    batched = c.p2p == "batched"
+    busiest = 0.0
+    for k in range(r):
+        mk = len(range(k, m, r))
+        for j in range(L):
+            f, b = c.replica_times[j][k]  # type: ignore[index]
+            hops = 0.0
+            if blocking:
+                for h in (j - 1, j):
+                    if 0 <= h < L - 1:
+                        act, grad = build.transfer_times[h][k]
+                        hops += max(act, grad) if batched else act + grad
+            busiest = max(busiest, mk * (f + b + hops))
+    return busiest * (1 - 1e-9)

@@ -213,7 +213,9 @@ class SearchResult:
     groups_pruned: int
     refused: int
     seconds: float
-    skipped: int = 0  # plans cut whose compute bound passed the top-th: never ranked
+    #: plans cut whose compute bound, or whose busiest device's time read off their build
+    #: (PlanModel.predict_unless), passed the top-th: never ranked
+    skipped: int = 0
 
     @property
     def best(self) -> Candidate:
@@ -278,8 +280,9 @@ class _Search:
         self._tail_bound = getattr(pm, "tail_bound", None)
         self._p2p: dict[tuple, float] = {}
         self._p2p_bound = getattr(pm, "p2p_bound", None)
+        self._predict_unless = getattr(pm, "predict_unless", None)
         self.evaluated = self.partitions = self.refused = self.groups = self.pruned = 0
-        self.skipped = 0  # plans cut but not ranked: their compute bound passed the top-th
+        self.skipped = 0  # plans cut but not ranked: a bound of theirs passed the top-th
         self.prune = True
         self.best: dict[Plan, Candidate] = {}
         self._keys: list[float] = []  # sorted keys of self.best
@@ -400,12 +403,22 @@ class _Search:
             if self.objective_bound(plan.microbatches * compute + tail, rate) >= self.threshold():
                 self.skipped += 1
                 return
-        self.evaluated += 1
         try:
-            pred = self.pm.predict(plan)
+            if self.prune and self._predict_unless is not None:
+                # its busiest device's time, NIC sharing included, may already pass the top-th
+                thr = self.threshold()
+                pred = self._predict_unless(
+                    plan, lambda t: self.objective_bound(t + tail, rate) >= thr)
+                if pred is None:
+                    self.skipped += 1
+                    return
+            else:
+                pred = self.pm.predict(plan)
         except ConfigError:
+            self.evaluated += 1
             self.refused += 1
             return
+        self.evaluated += 1
         cand = Candidate(plan, layout, float(pred.iteration_time), float(pred.peak_memory),
                          rate if priced else None, pred)
         if self.req.max_price_per_hour is not None and rate > self.req.max_price_per_hour:

@@ -73,6 +73,7 @@ per GPU of the TP group:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -227,8 +228,8 @@ def nic_shares(edges: Any) -> dict[tuple[str, str], tuple[int, int, int]]:
     """The flows that cross each NIC and node pair at once, for transfers between nodes.
 
     ``edges`` are ``(host_a, host_b, flows)``: transfers running at the same
-    moment (one hop of every pipeline, or one step of rings that run at
-    once), each of ``flows`` flows from physical node ``host_a`` to
+    moment (one step of rings that run at once; the point-to-point transfers
+    are counted by :func:`p2p_shares`), each of ``flows`` flows from physical node ``host_a`` to
     ``host_b``. Returns per ordered pair of different hosts ``(a, b)`` the
     counts ``(out, pair, into)``: the flows leaving ``a`` for any other node
     (its NIC's sending direction), those from ``a`` to ``b`` (the pair link's
@@ -247,6 +248,97 @@ def nic_shares(edges: Any) -> dict[tuple[str, str], tuple[int, int, int]]:
         into[b] = into.get(b, 0) + f
         pair[(a, b)] = pair.get((a, b), 0) + f
     return {(a, b): (out[a], f, into[b]) for (a, b), f in pair.items()}
+
+
+def p2p_shares(plan: Plan, p2p: str) -> list[list[tuple[Any, Any]]]:
+    """The flows that may cross each NIC direction and node pair at once with each point-to-point
+    transfer of ``plan`` on physical nodes, over every hop of every pipeline.
+
+    Returns per hop ``j`` and pipeline ``i`` the counts ``(out, pair, into)`` of
+    :func:`nic_shares` for its activation (stage ``j`` to ``j + 1``) and its
+    gradient (back), None for a transfer inside one node. A transfer of
+    pipeline ``i`` over hop ``h`` crossing a NIC direction (or node pair
+    direction) ``R`` is counted with its own flows, plus for every other
+    pipeline the most flows of its transfers crossing ``R`` that can run at
+    once, plus those of its own pipeline that can run beside it:
+
+    * the pipelines are not synchronised during the pipeline phase (their
+      replicas' links and kinds may differ), so any transfer of one may run
+      beside any transfer of another: counted as concurrent (an upper bound
+      where they do not meet, exact for alike pipelines in lockstep where
+      ``R`` carries one hop's transfers in one direction only: the old count);
+    * inside one pipeline, under a blocking paired send and receive
+      (DeepSpeed's ``TrainSchedule``, GPipe's blocking program,
+      :func:`sim.training.schedules.deepspeed_program`) a device runs one
+      transfer at a time, and under Megatron-LM's batched 1F1B
+      (:func:`sim.training.schedules.megatron_program`) at most one send and
+      one receive, both with one neighbour; two transfers of one pipeline
+      crossing one direction ``R`` and sharing a device are two sends or two
+      receives of that device (hops ``h`` and ``h + 1``, e.g. a stage's
+      activation forward and its gradient back leaving its node), so they
+      never run at once: the pipeline's most flows on ``R`` is the heaviest
+      set of its crossing transfers without two of neighbouring hops;
+    * with transfers on a communication stream (``overlap``: one FIFO channel
+      per pair and direction) or each on a connection of its own
+      (``shared``), a device's transfers to both neighbours may run at once:
+      every crossing transfer of a pipeline is counted (``shared`` can also
+      run several transfers of one channel at once, which nothing counts).
+
+    The counts are each at least the number of flows that can cross ``R`` at
+    any moment of the pipeline phase, so max-min gives every flow at least the
+    least capacity / count over its links and the time is an upper bound
+    (:func:`physical_pair_time`).
+    """
+    host = tuple(tuple(host_of(x, (j, i)) for i, x in enumerate(st.replicas))
+                 for j, st in enumerate(plan.stages))
+    from ..training.schedules import p2p_program
+
+    return _p2p_shares(host, tuple(st.replicas[0].tp for st in plan.stages),
+                       p2p_program(p2p)[0])
+
+
+@functools.lru_cache(maxsize=4096)
+def _p2p_shares(host: tuple[tuple[str, ...], ...], tp: tuple[int, ...], exclusive: bool
+                ) -> list[list[tuple[Any, Any]]]:
+    """:func:`p2p_shares` of the plan's hosts (per stage, per pipeline) and TP degrees, worked
+    out once per placement (the search's plans of one layout share it, whatever their cut);
+    ``exclusive``: a device's two sends (or receives) never run at once."""
+    L, r = len(host), len(host[0])
+    # each crossing transfer: (hop, pipeline, kind, source host, destination host, flows)
+    moves = [(j, i, k, *((host[j][i], host[j + 1][i], tp[j]) if k == 0
+                         else (host[j + 1][i], host[j][i], tp[j + 1])))
+             for j in range(L - 1) for i in range(r) for k in (0, 1)]
+    moves = [x for x in moves if x[3] != x[4]]
+    # per direction crossed, per pipeline: the flows of its transfer over each hop (at most one
+    # per hop: a hop's activation and gradient cross opposite directions)
+    use: dict[tuple, dict[int, dict[int, int]]] = {}
+    for j, i, _k, a, b, f in moves:
+        for res in (("out", a), ("pair", a, b), ("in", b)):
+            use.setdefault(res, {}).setdefault(i, {})[j] = f
+
+    def most(hops: dict[int, int], skip: tuple[int, ...] = ()) -> int:
+        """The most flows of one pipeline's transfers over ``hops`` that run at once."""
+        if not exclusive:
+            return sum(f for h, f in hops.items() if h not in skip)
+        take = leave = 0  # heaviest set up to hop h with / without hop h (no two neighbours)
+        for h in range(L - 1):
+            f = hops.get(h, 0) if h not in skip else 0
+            take, leave = leave + f, max(take, leave)
+        return max(take, leave)
+
+    totals = {res: {i: most(h) for i, h in per.items()} for res, per in use.items()}
+    whole = {res: sum(v.values()) for res, v in totals.items()}
+
+    def count(res: tuple, i: int, j: int, f: int) -> int:
+        own = use[res][i]
+        near = (j - 1, j, j + 1) if exclusive else (j,)
+        return f + whole[res] - totals[res][i] + most(own, near)
+
+    out: list[list[list[Any]]] = [[[None, None] for _ in range(r)] for _ in range(L - 1)]
+    for j, i, k, a, b, f in moves:
+        out[j][i][k] = (count(("out", a), i, j, f), count(("pair", a, b), i, j, f),
+                        count(("in", b), i, j, f))
+    return [[(x[0], x[1]) for x in row] for row in out]  # the caller only reads it
 
 
 def shares_of(shared: dict[tuple[str, str], tuple[int, int, int]] | None, a: Any, b: Any
@@ -872,6 +964,9 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     xfer = []
     xfer_sizes: list[list[float]] = []  # [hop][pipeline]: the bytes one activation moves
     grad_sizes: list[list[float]] = []
+    # on physical nodes every transfer that may run at once with one crosses the same NIC
+    # directions and node pairs: the pipelines' transfers over every hop (p2p_shares)
+    shares = p2p_shares(plan, fb.p2p) if plan.physical else None
     for j in range(L - 1):
         a, b = plan.stages[j], plan.stages[j + 1]
         row = []
@@ -883,17 +978,10 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             grads.append(size * tops[i] / pb[0].tp if fb.pipe_groups else size)
         xfer_sizes.append(acts)
         grad_sizes.append(grads)
-        # on physical nodes the pipelines' transfers over this hop run at once (alike pipelines
-        # in lockstep) and share each NIC and node pair: counted per direction (nic_shares)
-        fwd = nic_shares((host_of(*pa), host_of(*pb), p2p_flows(fb, acts[i], pa[0].tp)[1])
-                         for i, (pa, pb) in enumerate(ends)) if plan.physical else None
-        bwd = nic_shares((host_of(*pb), host_of(*pa), p2p_flows(fb, grads[i], pb[0].tp)[1])
-                         for i, (pa, pb) in enumerate(ends)) if plan.physical else None
         for i, (pa, pb) in enumerate(ends):
-            act = pair_time(net, pa, pb, *p2p_flows(fb, acts[i], pa[0].tp), profiles,
-                            shares_of(fwd, pa, pb))
-            grad = pair_time(net, pb, pa, *p2p_flows(fb, grads[i], pb[0].tp), profiles,
-                             shares_of(bwd, pb, pa))
+            fwd, bwd = shares[j][i] if shares is not None else (None, None)
+            act = pair_time(net, pa, pb, *p2p_flows(fb, acts[i], pa[0].tp), profiles, fwd)
+            grad = pair_time(net, pb, pa, *p2p_flows(fb, grads[i], pb[0].tp), profiles, bwd)
             row.append((act, grad))
         xfer.append(tuple(row))
     # gradient all-reduce per stage, tied embedding between the first and last stage: after the
@@ -1140,7 +1228,9 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
                 if op[0] in ("send", "recv"):
                     p2p += d["act"][op[2]] if op[1] == "a" else d["grad"][op[2]]
                 elif op[0] == "sendrecv":
-                    p2p += max(d["act" if op[t] == "a" else "grad"][op[t + 1]] for t in (1, 4))
+                    x = d["act" if op[1] == "a" else "grad"][op[2]]
+                    y = d["act" if op[4] == "a" else "grad"][op[5]]
+                    p2p += x if x >= y else y
         stages.append({"stage": j, "forward": d["f"][j], "backward": d["b"][j],
                        "compute": compute, "p2p": p2p, "bubble": max(T - compute - p2p, 0.0)})
     opt = build.optimizer_times
