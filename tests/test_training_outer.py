@@ -209,6 +209,21 @@ def test_reference_gives_the_vanilla_closed_form_and_bytes():
     assert out["compute_utilisation"] == pytest.approx(12 / 15.6)
 
 
+@pytest.mark.parametrize("sync", ["diloco:every=4", "diloco:every=4,fragments=2",
+                                  "diloco:every=4,fragments=2,overlap=1,bits=4"])
+def test_outer_exposed_counts_the_last_sync(sync):
+    """Identical groups in lockstep without failures idle only while waiting for outer syncs,
+    so a group's exposed time is the wall time less its N T of inner steps, the last sync
+    (which ends the run) included: vanilla 2 * 3.6 = 7.2, not the 3.6 of the first alone."""
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=8, param_size=10.0,
+                         bandwidth=5.0, latency=0.1, sync=sync)
+    out = _run(cfg)
+    assert out["outer_exposed"] > 0
+    assert out["outer_exposed"] == pytest.approx(out["training_time"] - 8 * 3.0)
+    if sync == "diloco:every=4":
+        assert out["outer_exposed"] == pytest.approx(7.2)
+
+
 def test_overlap_hides_a_sync_that_fits_its_steps():
     """A 4-bit streaming sync shorter than TAU steps costs nothing but the last one: wall =
     N T + the last fragment's sync."""

@@ -720,6 +720,11 @@ class DilocoSystem:
         if stop < math.inf:
             ends.append(env.timeout(stop))
         env.run(until=ends[0] if len(ends) == 1 else env.any_of(ends))
+        # A wait the run's end cuts (the last outer sync ends the run before its waiting
+        # groups resume, or max_time) is exposed time up to the end: count it now, as the
+        # timeline does, since those groups never run their wait's end.
+        for g, t0 in self.outer.waits.items():
+            self.trainers[g].exposed += env.now - t0
         if self.rec.on:  # the waits and downloads the run's end cut
             for g, t0 in sorted(self.outer.waits.items()):
                 self.rec.outer_wait(g, t0, env.now)
