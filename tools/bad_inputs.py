@@ -1028,6 +1028,11 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("sync_wait"))
         add("train/diloco-stall-limit", TR(*D4, "--sync", "diloco:every=4", "--stall-limit",
                                            "100"), refuse("stall_limit"))
+        add("train/diloco-groups-never-reach-an-outer-step",
+            TR(*D4, "--sync", "diloco:every=4", "--mtbf", "1e-6", "--replace-time", "1",
+               "--replications", "1"), ok("no outer step in the last"), timeout=120,
+            note="workers fail every microsecond: the run used to go on for ever; it stops "
+                 "after 1000 failure-free rounds without an outer sync and says why")
         add("train/value-bits-without-diloco", TR("--value-bits", "32"), refuse("value_bits"))
         add("train/value-bits-zero", TR(*D4, "--sync", "diloco:every=4", "--value-bits", "0"),
             refuse("value_bits"))
