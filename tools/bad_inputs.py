@@ -1063,6 +1063,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("learners/quorum-over-learners", LR("--quorum", "9"), refuse("quorum"))
         add("learners/grace-without-quorum", LR("--grace", "5"), refuse("grace"))
         add("learners/mtbf-zero", LR("--mtbf", "0"), refuse("mtbf"))
+        add("learners/never-reach-an-outer-step",
+            LR("--chips", "8", "--every", "10", "--steps", "100", "--mtbf", "1e-9",
+               "--replace-time", "1", "--replications", "1"),
+            ok("replications stopped without an outer step"), timeout=120,
+            note="chips fail every nanosecond: the engine used to run for ever; it stops "
+                 "after 1000 failure-free rounds without an outer step and says why")
         add("learners/step-law-unknown", LR("--step-time-distribution", "pareto"),
             refuse("step_time_distribution"))
         add("learners/bits-5", LR("--bits", "5"), refuse("bits"))

@@ -119,5 +119,12 @@ def run(args: argparse.Namespace) -> int:
         ("model downloads", "outer_downloads"), ("late merges", "late_merges"),
         ("work lost (chip-time)", "lost_outer_work"), ("events", "events"))]
     print_table(rows, ("quantity", "mean (95% CI)"))
+    stalled = sum(1 for r in records if r.get("stalled"))
+    if stalled:
+        print(f"{stalled} of {args.replications} replications stopped without an outer step "
+              f"for {cfg.stall_limit():.4g} time units (1000 failure-free rounds of "
+              f"every={cfg.every} steps and the sync): the learners' chips fail faster than "
+              f"they take {cfg.every} inner steps (--mtbf {cfg.mtbf:g}, {cfg.chips} chips a "
+              "learner); time to train is not measured")
     print(f"ran in {wall:.3g} s wall, {cpu:.3g} s CPU, peak resident memory {peak:.0f} MiB")
     return 0
