@@ -126,3 +126,22 @@ def test_learners_that_never_reach_an_outer_step_stop_at_the_stall_limit():
     assert eng.now == pytest.approx(16000.0)
     fine = learners_model(LearnersConfig(**{**kw, "mtbf": 1e7}), Streams(0).replication(0))
     assert fine["finished"] == 1 and fine["stalled"] == 0
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--step-time-shape", "0.9"],
+     "'step_time_shape' must be given only with --step-time-distribution lognormal: 0.9"),
+    (["--replace-time", "5"], "'replace_time' must be given only with a finite --mtbf: 5.0"),
+    (["--chip-download", "5"], "'chip_download' must be given only with a finite --mtbf: 5.0"),
+    (["--workers", "2"], "'workers' must be given only with --executor local: 2"),
+])
+def test_options_without_effect_are_refused(capsys, argv, message):
+    """An option the run would ignore (the lognormal's sigma with deterministic steps, a
+    repair without failures, processes without a pool) is refused in one line, exit 2; it
+    used to run and print figures as if it had been applied."""
+    from sim.cli import main
+
+    assert main(["learners", "--replications", "1", *argv]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.strip().splitlines() == ["dtsim learners: error: " + message]

@@ -1063,6 +1063,13 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("learners/quorum-over-learners", LR("--quorum", "9"), refuse("quorum"))
         add("learners/grace-without-quorum", LR("--grace", "5"), refuse("grace"))
         add("learners/mtbf-zero", LR("--mtbf", "0"), refuse("mtbf"))
+        add("learners/step-time-shape-deterministic", LR("--step-time-shape", "0.9"),
+            refuse("step_time_shape"))
+        add("learners/replace-time-without-mtbf", LR("--replace-time", "5"),
+            refuse("replace_time"))
+        add("learners/chip-download-without-mtbf", LR("--chip-download", "5"),
+            refuse("chip_download"))
+        add("learners/workers-serial", LR("--workers", "2"), refuse("workers"))
         add("learners/never-reach-an-outer-step",
             LR("--chips", "8", "--every", "10", "--steps", "100", "--mtbf", "1e-9",
                "--replace-time", "1", "--replications", "1"),

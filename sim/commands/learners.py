@@ -13,6 +13,7 @@ from ..errors import SimulationError
 from ..results import summarize
 from ..runner import replicate
 from ..training.learners import LEARNER_METRICS, STEP_LAWS, LearnersConfig, learners_model
+from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table
 from ._units import (
     LEARNERS_UNITS,
@@ -83,6 +84,12 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import check_int
 
     check_int("replications", args.replications, low=1)
+    # options that would have no effect are refused, never silently ignored
+    refuse_unless(args, "step_time_shape", args.step_time_distribution == "lognormal",
+                  "with --step-time-distribution lognormal")
+    for dest in ("replace_time", "chip_download"):
+        refuse_unless(args, dest, math.isfinite(args.mtbf), "with a finite --mtbf")
+    refuse_unless(args, "workers", args.executor != "serial", "with --executor local")
     cfg = _config_from_args(args)
     check_learners(args)
     w0, c0 = time.perf_counter(), time.process_time()
