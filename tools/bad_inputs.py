@@ -2116,6 +2116,13 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/out-is-folder", P(*gh, *quick, "--out", str(fx.root)), refuse("out"))
     add("plan/fleet-file-missing", P("--fleet", str(fx.root / "nope.json"), *quick),
         refuse("fleet"))
+    node = '{"gpu": "GH-96", "gpus_per_node": 4, "zone": "us-central1-a", '
+    add("plan/fleet-file-key-typo",
+        P("--fleet", str(fx._write("fleet_typo.json", '{"nodes": [' + node + '"cuont": 2}]}')),
+          *quick), refuse("fleet"), note="a misspelt count used to be ignored (count 1)")
+    add("plan/fleet-file-top-key-typo",
+        P("--fleet", str(fx._write("fleet_top.json", '{"nodes": [' + node + '"count": 2}], '
+                                   '"link": []}')), *quick), refuse("fleet"))
     return cases
 
 
