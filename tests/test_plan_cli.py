@@ -280,3 +280,14 @@ def test_a_fleet_file_with_an_unknown_top_level_key_is_refused(tmp_path):
 
     with pytest.raises(ConfigError, match=r"a table of nodes, links \(no other key\)"):
         fleet_from_data({"nodes": [{"gpu": "A", "gpus_per_node": 8}], "link": []})
+
+
+def test_a_network_link_with_a_misspelt_key_is_refused():
+    """A link's "latancy" used to be ignored (the link at 0 latency): now one line naming it."""
+    from sim.profiles import network_from_data
+
+    end = {"gpu": "A", "zone": "z"}
+    with pytest.raises(ConfigError, match=r"link keys .* at network.links\[0\] \(the link "
+                                          r"A@z -> A@z\)"):
+        network_from_data({"links": [{"src": end, "dst": end, "bandwidth": 1e9,
+                                      "latancy": "5ms"}]})

@@ -2123,6 +2123,12 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/fleet-file-top-key-typo",
         P("--fleet", str(fx._write("fleet_top.json", '{"nodes": [' + node + '"count": 2}], '
                                    '"link": []}')), *quick), refuse("fleet"))
+    add("plan/fleet-file-link-key-typo",
+        P("--fleet", str(fx._write("fleet_link.json", '{"nodes": [' + node + '"count": 2}], '
+                                   '"links": [{"src": {"gpu": "GH-96", "zone": "us-central1-a"}, '
+                                   '"dst": {"gpu": "GH-96", "zone": "us-central1-a"}, '
+                                   '"bandwidth": "100Gbit/s", "latancy": "5us"}]}')), *quick),
+        refuse("network"), note="a misspelt latency used to leave the link at 0")
     return cases
 
 

@@ -435,8 +435,15 @@ def _gbs_curve(coefficients: list, lo: Any, hi: Any, at: str) -> BandwidthCurve:
         raise ConfigError("network", exc.rule, f"{at}: {exc.value!r}") from None
 
 
+#: The keys of a link of a network (or fleet) document; any other is refused (a misspelt
+#: ``"latancy"`` would otherwise leave the link at 0 latency).
+LINK_KEYS = ("src", "dst", "flows", "src_flows", "dst_flows", "bandwidth", "curve", "latency")
+
+
 def _link(x: dict, at: str) -> Link:
     """One link of a network document (its table ``x``, at ``at``)."""
+    unknown = sorted(set(x) - set(LINK_KEYS))
+    check(not unknown, "network", f"link keys {', '.join(LINK_KEYS)} at {at}", unknown)
     flows = _opt(x, "flows", 1)
     with located("network", at):
         if "bandwidth" in x:
