@@ -708,6 +708,10 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("topologies/torus-huge", TP("torus:dims=100000x100000"), refuse("dims"), timeout=60)
     add("topologies/datacenter-huge", TP("datacenter:regions=1000,racks=1000,hosts=1000"),
         refuse("hosts"), timeout=60)
+    add("topologies/geo-regions-huge-hosts-one", TP("geo:regions=100000,hosts=1"),
+        refuse("regions"), timeout=60, note="used to name 'hosts' with its value 1")
+    add("topologies/geo-one-node", TP("geo:regions=1,hosts=1"), refuse("topology"),
+        note="used to end in a numpy traceback")
     add("topologies/ring-bad-n", TP("ring:n=-3"), refuse("n"))
     add("topologies/unknown-param", TP("ring:n=8,bogus=1"), refuse("topology"),
         note="the spec is the parameter; the message lists the family's parameters")
