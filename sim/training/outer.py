@@ -748,9 +748,9 @@ class DilocoSystem:
             ends.append(env.timeout(stop))
         stalled = None
         if c.failures:  # groups that fail faster than they reach an outer step: stop the run
-            stalled = env.event()
+            stalled = env.event()  # stops the run itself: the ends keep their one condition
+            stalled.callbacks.append(simpy.core.StopSimulation.callback)
             env.process(self._watch(stalled, stall_limit_diloco(c, self.M)))
-            ends.append(stalled)
         env.run(until=ends[0] if len(ends) == 1 else env.any_of(ends))
         # A wait the run's end cuts (the last outer sync ends the run before its waiting
         # groups resume, or max_time) is exposed time up to the end: count it now, as the
