@@ -302,3 +302,42 @@ def test_failure_refusals_name_the_p2p_mode_in_force(extra, mode, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert f"'restart_cost' must be given with failures under {mode} " in err[0]
+@pytest.mark.parametrize("node,message", [
+    ({"gpu": "A100-40", "gpus_per_node": 4, "zone": "us-central1-a", "cuont": 4},
+     "'fleet' must be node keys gpu, gpus_per_node, zone, count at {f}.nodes[0]: ['cuont']"),
+    ({"gpu": "A100-40", "gpus_per_node": 4, "zone": "us-central1-a", "count": 0},
+     "'fleet' must be at least one GPU (a node kind with count >= 1): 'A100-40 x 0'"),
+])
+def test_a_users_fleet_file_typo_or_no_gpu_is_refused(tmp_path, capsys, node, message):
+    """A misspelt key used to be ignored (the node counted once: the plan of 4 GPUs, not 16),
+    and a fleet of count 0 was refused as 'GPUs of a type the profile measured' while naming
+    a type it measured; each is now one line that says what is wrong, exit 2."""
+    import json
+
+    from sim.cli import main
+
+    f = tmp_path / "fleet.json"
+    f.write_text(json.dumps({"nodes": [node]}))
+    assert main(["plan", "--model", "OPT-350", "--fleet", str(f),
+                 "--global-batch-size", "32"]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.strip().splitlines() == ["dtsim plan: error: " + message.format(f=f)]
+
+
+def test_a_fleet_file_with_an_unknown_top_level_key_is_refused(tmp_path):
+    from sim.profiles import fleet_from_data
+
+    with pytest.raises(ConfigError, match=r"a table of nodes, links \(no other key\)"):
+        fleet_from_data({"nodes": [{"gpu": "A", "gpus_per_node": 8}], "link": []})
+
+
+def test_a_network_link_with_a_misspelt_key_is_refused():
+    """A link's "latancy" used to be ignored (the link at 0 latency): now one line naming it."""
+    from sim.profiles import network_from_data
+
+    end = {"gpu": "A", "zone": "z"}
+    with pytest.raises(ConfigError, match=r"link keys .* at network.links\[0\] \(the link "
+                                          r"A@z -> A@z\)"):
+        network_from_data({"links": [{"src": end, "dst": end, "bandwidth": 1e9,
+                                      "latancy": "5ms"}]})

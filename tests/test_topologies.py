@@ -606,3 +606,23 @@ def test_expander_has_near_ramanujan_spectrum():
     assert max(lam[-2], -lam[0]) < 2 * math.sqrt(7) + 0.5
     B = nx.to_numpy_array(T.torus("20x20"))
     assert np.sort(np.linalg.eigvalsh(B))[-2] > 3.9  # a torus is a poor expander
+
+
+@pytest.mark.parametrize("spec,name", [("geo:regions=100000,hosts=1", "regions"),
+                                       ("tree:racks=1000000000,hosts=2", "racks"),
+                                       ("tree:racks=2,hosts=1000000000", "hosts")])
+def test_a_huge_spec_names_the_parameter_that_makes_it_huge(spec, name):
+    """geo:regions=100000,hosts=1 used to be refused as 'hosts' ... : 1, naming a parameter the
+    user set to 1; the parameter that sets the size alone is named."""
+    with pytest.raises(ConfigError) as exc:
+        T.build(spec)
+    assert exc.value.name == name
+
+
+def test_describing_a_one_node_topology_is_one_line(capsys):
+    """dtsim topologies geo:regions=1,hosts=1 raised a numpy traceback (no link to take the
+    least latency of); it is refused as every command that uses a topology refuses it."""
+    assert main(["topologies", "geo:regions=1,hosts=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["dtsim topologies: error: 'topology' must be a graph with at least 2 nodes "
+                   "(got 1): 'geo:regions=1,hosts=1'"]

@@ -107,3 +107,41 @@ def test_bad_learner_configs(kw, msg):
     with pytest.raises(ConfigError) as e:
         LearnersConfig(**kw)
     assert str(e.value) == msg
+
+
+def test_learners_that_never_reach_an_outer_step_stop_at_the_stall_limit():
+    """Chips that fail every nanosecond (each replaced a time unit later) keep every learner
+    from its 10 steps of 1: the engine used to run for ever. It stops after 1000
+    failure-free rounds without an outer step, 1000 (10 * 1 + the sync 2 (4 - 1)(0.5 +
+    8 / 4 / 4) = 6), unfinished and marked stalled; a run that progresses is not."""
+    kw = dict(learners=4, chips=8, every=10, steps=100, size=8.0, bandwidth=4.0, latency=0.5,
+              mtbf=1e-9, replace_time=1.0)
+    cfg = LearnersConfig(**kw)
+    assert cfg.stall_limit() == pytest.approx(1000 * (10 + 6.0))
+    from sim.training.learners import _Engine
+
+    eng = _Engine(cfg, Streams(0).replication(0))
+    out = eng.run()
+    assert out["stalled"] == 1 and out["finished"] == 0 and out["outer_syncs"] == 0
+    assert eng.now == pytest.approx(16000.0)
+    fine = learners_model(LearnersConfig(**{**kw, "mtbf": 1e7}), Streams(0).replication(0))
+    assert fine["finished"] == 1 and fine["stalled"] == 0
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--step-time-shape", "0.9"],
+     "'step_time_shape' must be given only with --step-time-distribution lognormal: 0.9"),
+    (["--replace-time", "5"], "'replace_time' must be given only with a finite --mtbf: 5.0"),
+    (["--chip-download", "5"], "'chip_download' must be given only with a finite --mtbf: 5.0"),
+    (["--workers", "2"], "'workers' must be given only with --executor local: 2"),
+])
+def test_options_without_effect_are_refused(capsys, argv, message):
+    """An option the run would ignore (the lognormal's sigma with deterministic steps, a
+    repair without failures, processes without a pool) is refused in one line, exit 2; it
+    used to run and print figures as if it had been applied."""
+    from sim.cli import main
+
+    assert main(["learners", "--replications", "1", *argv]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.strip().splitlines() == ["dtsim learners: error: " + message]

@@ -209,6 +209,21 @@ def test_reference_gives_the_vanilla_closed_form_and_bytes():
     assert out["compute_utilisation"] == pytest.approx(12 / 15.6)
 
 
+@pytest.mark.parametrize("sync", ["diloco:every=4", "diloco:every=4,fragments=2",
+                                  "diloco:every=4,fragments=2,overlap=1,bits=4"])
+def test_outer_exposed_counts_the_last_sync(sync):
+    """Identical groups in lockstep without failures idle only while waiting for outer syncs,
+    so a group's exposed time is the wall time less its N T of inner steps, the last sync
+    (which ends the run) included: vanilla 2 * 3.6 = 7.2, not the 3.6 of the first alone."""
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=8, param_size=10.0,
+                         bandwidth=5.0, latency=0.1, sync=sync)
+    out = _run(cfg)
+    assert out["outer_exposed"] > 0
+    assert out["outer_exposed"] == pytest.approx(out["training_time"] - 8 * 3.0)
+    if sync == "diloco:every=4":
+        assert out["outer_exposed"] == pytest.approx(7.2)
+
+
 def test_overlap_hides_a_sync_that_fits_its_steps():
     """A 4-bit streaming sync shorter than TAU steps costs nothing but the last one: wall =
     N T + the last fragment's sync."""
@@ -354,3 +369,23 @@ def test_framework_groups_with_failures_need_no_restart_model():
                          replace_time=1.0, sync="diloco:every=2")
     out = _run(cfg)
     assert out["finished"] == 1.0 and out["outer_syncs"] >= 2
+
+
+def test_groups_that_never_reach_an_outer_step_stop_at_the_stall_limit():
+    """Workers that fail every millisecond (and come back a second later) never take the 2
+    inner steps of 3 s a round needs: the run used to go on for ever. It stops after 1000
+    failure-free rounds without an outer sync, 1000 (2 * 3 + the sync), unfinished, and says
+    why; the limit adds the closed-form sync 2 (2 - 1)(0.1 + 10 / 2 / 5) = 2.2."""
+    from sim.training.outer import DilocoSystem, stall_limit_diloco
+
+    kw = dict(stages=1, replicas=2, microbatches=2, steps=4, sync="diloco:every=2",
+              mtbf=1e-3, replace_time=1.0)
+    system = DilocoSystem(TrainingConfig(**kw), Streams(1).replication(0))
+    out = system.run()
+    assert out["finished"] == 0 and out["outer_syncs"] == 0
+    assert system.env.now == pytest.approx(1000 * 2 * 3.0)
+    assert "no outer step in the last 6000" in out["stall_reason"]
+    slow = TrainingConfig(**{**kw, "param_size": 10.0, "bandwidth": 5.0, "latency": 0.1})
+    assert stall_limit_diloco(slow, 2) == pytest.approx(1000 * (2 * 3.0 + 2.2))
+    fine = _run(TrainingConfig(**{**kw, "mtbf": 1e9}))
+    assert fine["finished"] == 1 and "stall_reason" not in fine

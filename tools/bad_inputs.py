@@ -731,6 +731,10 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("topologies/torus-huge", TP("torus:dims=100000x100000"), refuse("dims"), timeout=60)
     add("topologies/datacenter-huge", TP("datacenter:regions=1000,racks=1000,hosts=1000"),
         refuse("hosts"), timeout=60)
+    add("topologies/geo-regions-huge-hosts-one", TP("geo:regions=100000,hosts=1"),
+        refuse("regions"), timeout=60, note="used to name 'hosts' with its value 1")
+    add("topologies/geo-one-node", TP("geo:regions=1,hosts=1"), refuse("topology"),
+        note="used to end in a numpy traceback")
     add("topologies/ring-bad-n", TP("ring:n=-3"), refuse("n"))
     add("topologies/unknown-param", TP("ring:n=8,bogus=1"), refuse("topology"),
         note="the spec is the parameter; the message lists the family's parameters")
@@ -1078,6 +1082,11 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("sync_wait"))
         add("train/diloco-stall-limit", TR(*D4, "--sync", "diloco:every=4", "--stall-limit",
                                            "100"), refuse("stall_limit"))
+        add("train/diloco-groups-never-reach-an-outer-step",
+            TR(*D4, "--sync", "diloco:every=4", "--mtbf", "1e-6", "--replace-time", "1",
+               "--replications", "1"), ok("no outer step in the last"), timeout=120,
+            note="workers fail every microsecond: the run used to go on for ever; it stops "
+                 "after 1000 failure-free rounds without an outer sync and says why")
         add("train/value-bits-without-diloco", TR("--value-bits", "32"), refuse("value_bits"))
         add("train/value-bits-zero", TR(*D4, "--sync", "diloco:every=4", "--value-bits", "0"),
             refuse("value_bits"))
@@ -1108,6 +1117,19 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("learners/quorum-over-learners", LR("--quorum", "9"), refuse("quorum"))
         add("learners/grace-without-quorum", LR("--grace", "5"), refuse("grace"))
         add("learners/mtbf-zero", LR("--mtbf", "0"), refuse("mtbf"))
+        add("learners/step-time-shape-deterministic", LR("--step-time-shape", "0.9"),
+            refuse("step_time_shape"))
+        add("learners/replace-time-without-mtbf", LR("--replace-time", "5"),
+            refuse("replace_time"))
+        add("learners/chip-download-without-mtbf", LR("--chip-download", "5"),
+            refuse("chip_download"))
+        add("learners/workers-serial", LR("--workers", "2"), refuse("workers"))
+        add("learners/never-reach-an-outer-step",
+            LR("--chips", "8", "--every", "10", "--steps", "100", "--mtbf", "1e-9",
+               "--replace-time", "1", "--replications", "1"),
+            ok("replications stopped without an outer step"), timeout=120,
+            note="chips fail every nanosecond: the engine used to run for ever; it stops "
+                 "after 1000 failure-free rounds without an outer step and says why")
         add("learners/step-law-unknown", LR("--step-time-distribution", "pareto"),
             refuse("step_time_distribution"))
         add("learners/bits-5", LR("--bits", "5"), refuse("bits"))
@@ -2206,6 +2228,19 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/out-is-folder", P(*gh, *quick, "--out", str(fx.root)), refuse("out"))
     add("plan/fleet-file-missing", P("--fleet", str(fx.root / "nope.json"), *quick),
         refuse("fleet"))
+    node = '{"gpu": "GH-96", "gpus_per_node": 4, "zone": "us-central1-a", '
+    add("plan/fleet-file-key-typo",
+        P("--fleet", str(fx._write("fleet_typo.json", '{"nodes": [' + node + '"cuont": 2}]}')),
+          *quick), refuse("fleet"), note="a misspelt count used to be ignored (count 1)")
+    add("plan/fleet-file-top-key-typo",
+        P("--fleet", str(fx._write("fleet_top.json", '{"nodes": [' + node + '"count": 2}], '
+                                   '"link": []}')), *quick), refuse("fleet"))
+    add("plan/fleet-file-link-key-typo",
+        P("--fleet", str(fx._write("fleet_link.json", '{"nodes": [' + node + '"count": 2}], '
+                                   '"links": [{"src": {"gpu": "GH-96", "zone": "us-central1-a"}, '
+                                   '"dst": {"gpu": "GH-96", "zone": "us-central1-a"}, '
+                                   '"bandwidth": "100Gbit/s", "latancy": "5us"}]}')), *quick),
+        refuse("network"), note="a misspelt latency used to leave the link at 0")
     return cases
 
 

@@ -591,6 +591,18 @@ def estimated_bytes(spec: str | TopologySpec, *, nodes: int | None = None) -> in
     return int(need)
 
 
+def _fits_with_one(fam: Family, params: Mapping[str, Any], key: str) -> bool:
+    """Whether the graph of ``params`` with ``key`` at 1 fits in memory (True when unknown)."""
+    left = estimated_bytes(TopologySpec(family=fam.name, params={**params, key: 1}))
+    if left is None:
+        return True
+    try:
+        check_memory(key, 1, left)
+    except ConfigError:
+        return False
+    return True
+
+
 def _check_fits(fam: Family, params: Mapping[str, Any], typed: Mapping[str, Any],
                 nodes: int | None) -> None:
     """Refuse a spec whose graph cannot fit in memory, naming what sets its size."""
@@ -601,6 +613,17 @@ def _check_fits(fam: Family, params: Mapping[str, Any], typed: Mapping[str, Any]
         name, value = "nodes", nodes
     else:
         name, value = fam.sized_by, params.get(fam.sized_by)
+        # a family sized by several parameters (geo's regions and hosts, tree's racks and
+        # hosts): when the size parameter at 1 would still not fit but another typed one at 1
+        # would, that one sets the size: name it (a product of several huge ones keeps the
+        # size parameter)
+        if not _fits_with_one(fam, params, fam.sized_by):
+            for key, v in typed.items():
+                if key != fam.sized_by and key in params and not isinstance(v, bool) \
+                        and isinstance(v, (int, float)) and v > 1 \
+                        and _fits_with_one(fam, params, key):
+                    name, value = key, params[key]
+                    break
     check_memory(name, value, need)
 
 

@@ -375,7 +375,7 @@ TOPOLOGY_LISTING_UNITS = {"families[].params.*latency*": "s",
 #: --latency is given with a unit (a plain --step-time is then in seconds too).
 LEARNERS_UNITS = {"training_time": "s", "training_time_ci": "s", "lost_outer_work": "chip s",
                   "goodput_fraction": "1", "goodput_fraction_ci": "1",
-                  "compute_utilisation": "1", "compute_utilisation_ci": "1",
+                  "compute_utilisation": "1", "compute_utilisation_ci": "1", "stalled": "1",
                   "run_seconds": "s", "run_cpu_seconds": "s", "run_peak_rss_mib": "MiB"}
 
 

@@ -13,6 +13,7 @@ from ..errors import SimulationError
 from ..results import summarize
 from ..runner import replicate
 from ..training.learners import LEARNER_METRICS, STEP_LAWS, LearnersConfig, learners_model
+from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table
 from ._units import (
     LEARNERS_UNITS,
@@ -83,6 +84,12 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import check_int
 
     check_int("replications", args.replications, low=1)
+    # options that would have no effect are refused, never silently ignored
+    refuse_unless(args, "step_time_shape", args.step_time_distribution == "lognormal",
+                  "with --step-time-distribution lognormal")
+    for dest in ("replace_time", "chip_download"):
+        refuse_unless(args, dest, math.isfinite(args.mtbf), "with a finite --mtbf")
+    refuse_unless(args, "workers", args.executor != "serial", "with --executor local")
     cfg = _config_from_args(args)
     check_learners(args)
     w0, c0 = time.perf_counter(), time.process_time()
@@ -119,5 +126,12 @@ def run(args: argparse.Namespace) -> int:
         ("model downloads", "outer_downloads"), ("late merges", "late_merges"),
         ("work lost (chip-time)", "lost_outer_work"), ("events", "events"))]
     print_table(rows, ("quantity", "mean (95% CI)"))
+    stalled = sum(1 for r in records if r.get("stalled"))
+    if stalled:
+        print(f"{stalled} of {args.replications} replications stopped without an outer step "
+              f"for {cfg.stall_limit():.4g} time units (1000 failure-free rounds of "
+              f"every={cfg.every} steps and the sync): the learners' chips fail faster than "
+              f"they take {cfg.every} inner steps (--mtbf {cfg.mtbf:g}, {cfg.chips} chips a "
+              "learner); time to train is not measured")
     print(f"ran in {wall:.3g} s wall, {cpu:.3g} s CPU, peak resident memory {peak:.0f} MiB")
     return 0

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, check_choice, check_int
+from ..errors import ConfigError, check, check_choice, check_int
 from ._applies import refuse_unless
 from ._common import emit_json, print_table
 from ._units import TOPOLOGY_LISTING_UNITS, TOPOLOGY_UNITS, units_object
@@ -52,6 +52,9 @@ def _describe(args: argparse.Namespace) -> dict[str, Any]:
     import topologies
 
     G = topologies.build(args.spec, nodes=args.nodes, seed=args.seed)
+    # as every command that uses a topology says (a graph of one node has no link to describe)
+    check(G.number_of_nodes() >= 2, "topology",
+          f"a graph with at least 2 nodes (got {G.number_of_nodes()})", args.spec)
     degrees = np.fromiter((d for _, d in G.degree()), dtype=np.int64, count=G.number_of_nodes())
     lat = np.fromiter((d for _, _, d in G.edges(data="latency")), dtype=float,
                       count=G.number_of_edges())

@@ -265,6 +265,8 @@ class _Search:
         self.model, self.catalogue, self.req, self.pm = model, gpus, request, pm
         self.n = model.layers
         self.prices = dict(request.prices)
+        check(fleet.gpus > 0, "fleet", "at least one GPU (a node kind with count >= 1)",
+              ", ".join(f"{k.gpu} x {n}" for k, n in fleet.nodes))
         self.types = tuple(t for t in fleet_types(fleet) if t.gpu in model.gpus)
         check(len(self.types) > 0, "fleet", f"GPUs of a type the profile of {model.name} measured "
               f"({', '.join(model.gpus)})", ", ".join(sorted({k.gpu for k, _ in fleet.nodes})))

@@ -435,8 +435,15 @@ def _gbs_curve(coefficients: list, lo: Any, hi: Any, at: str) -> BandwidthCurve:
         raise ConfigError("network", exc.rule, f"{at}: {exc.value!r}") from None
 
 
+#: The keys of a link of a network (or fleet) document; any other is refused (a misspelt
+#: ``"latancy"`` would otherwise leave the link at 0 latency).
+LINK_KEYS = ("src", "dst", "flows", "src_flows", "dst_flows", "bandwidth", "curve", "latency")
+
+
 def _link(x: dict, at: str) -> Link:
     """One link of a network document (its table ``x``, at ``at``)."""
+    unknown = sorted(set(x) - set(LINK_KEYS))
+    check(not unknown, "network", f"link keys {', '.join(LINK_KEYS)} at {at}", unknown)
     flows = _opt(x, "flows", 1)
     with located("network", at):
         if "bandwidth" in x:
@@ -510,12 +517,24 @@ def read_network(path: str | os.PathLike[str]) -> NetworkProfile:
     return network_from_data(read_document("network", path), str(path))
 
 
+#: The keys of a fleet and of one of its nodes; any other is refused (a typo such as
+#: ``"cuont"`` would otherwise leave its value unused and the count at 1).
+FLEET_KEYS = ("nodes", "links")
+FLEET_NODE_KEYS = ("gpu", "gpus_per_node", "zone", "count")
+
+
 def fleet_from_data(doc: Any, where: str = "fleet") -> Fleet:
-    """A :class:`Fleet` from parsed data (``nodes`` and optional ``links``)."""
+    """A :class:`Fleet` from parsed data (``nodes`` and optional ``links``; no other key)."""
     nodes = []
+    if isinstance(doc, dict):
+        unknown = sorted(set(doc) - set(FLEET_KEYS))
+        check(not unknown, "fleet", f"a table of {', '.join(FLEET_KEYS)} (no other key) at "
+              f"{where}", unknown)
     for k, x in enumerate(get("fleet", doc, "nodes", where, list)):
         at = f"{where}.nodes[{k}]"
         check(isinstance(x, dict), "fleet", f"a table at {at}", x)
+        unknown = sorted(set(x) - set(FLEET_NODE_KEYS))
+        check(not unknown, "fleet", f"node keys {', '.join(FLEET_NODE_KEYS)} at {at}", unknown)
         nodes.append((NodeKind(get("fleet", x, "gpu", at, str), get("fleet", x, "gpus_per_node",
                                                                       at, int),
                                _opt(x, "zone", "default")), _opt(x, "count", 1)))

@@ -52,13 +52,19 @@ from ..errors import (
     check_time_terms,
 )
 from ..rng import Streams
+from .stall import STALL_FACTOR
 
 __all__ = ["LearnersConfig", "learners_model", "LEARNER_METRICS", "STEP_LAWS"]
 
 #: Metrics of one replication of :func:`learners_model`.
 LEARNER_METRICS = ("training_time", "finished", "goodput_fraction", "compute_utilisation",
                    "outer_syncs", "outer_downloads", "late_merges", "lost_outer_work",
-                   "failures", "events")
+                   "failures", "events", "stalled")
+#: A replication stops, unfinished (``stalled`` 1), once no outer step has started or ended
+#: for this many failure-free rounds (the training DES's stall factor,
+#: :data:`sim.training.stall.STALL_FACTOR`): learners that fail faster than they take their
+#: ``every`` inner steps would otherwise never end.
+STALL_ROUNDS = STALL_FACTOR
 #: Laws of an inner step's time (mean ``step_time``).
 STEP_LAWS = ("deterministic", "exponential", "lognormal")
 
@@ -161,6 +167,12 @@ class LearnersConfig:
         return AD.outer_sync_time(k, self.size, self.bandwidth, self.latency, bits=self.bits,
                                   value_bits=self.value_bits, topk=self.topk)
 
+    def stall_limit(self) -> float:
+        """Time without an outer step starting or ending after which a replication stops:
+        :data:`STALL_ROUNDS` failure-free rounds (``every`` mean steps and the sync of all
+        the learners)."""
+        return STALL_ROUNDS * (self.every * self.step_time + self.sync_time(self.learners))
+
     @property
     def download_time(self) -> float:
         """A learner's model download (``latency + size / bandwidth``)."""
@@ -228,6 +240,10 @@ class _Engine:
         self.finished = False
         self.n_syncs = self.late_merges = self.failures = self.events = 0
         self.dead: set[int] = set()  # cancelled event ids
+        # the stall rule: stop once no outer step has started or ended for `limit`
+        self.progress_t = 0.0
+        self.limit = c.stall_limit()
+        self.stalled = False
 
     # -- event queue ------------------------------------------------------------------
     def push(self, t: float, kind: int, g: int, data: Any = None) -> int:
@@ -391,10 +407,12 @@ class _Engine:
             self.late_merges += 1
         self.n_syncs += 1
         self.busy = True
+        self.progress_t = self.now
         self.push(self.now + self.c.sync_time(len(ring)), _SYNC_END, -1, (parts, joiners))
 
     def _sync_end(self, parts: list[int], joiners: list[int]) -> None:
         self.V += 1
+        self.progress_t = self.now
         for g in parts + joiners:
             if not self.L[g].down:
                 self.L[g].version = self.V
@@ -515,6 +533,10 @@ class _Engine:
             if seq in self.dead:
                 self.dead.discard(seq)
                 continue
+            stall = self.progress_t + self.limit
+            if not self.busy and t > stall and stall <= c.max_time:
+                self.now, self.stalled = stall, True
+                break
             if t > c.max_time:
                 self.now = c.max_time
                 break
@@ -561,6 +583,7 @@ class _Engine:
             "lost_outer_work": float(sum(x.lost for x in self.L)),
             "failures": float(self.failures),
             "events": float(self.events),
+            "stalled": float(self.stalled),
             "chips": float(n * M),
         }
 

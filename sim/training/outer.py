@@ -83,6 +83,7 @@ from ..errors import check
 from ..rng import Streams
 from ..timeline import NULL, CoordinatorView
 from .replica import SpotSlot
+from .stall import STALL_FACTOR, nominal_step_time
 from .sync import DilocoSync
 from .traffic import WanTraffic, traffic_for
 from .trainer import StepTrainer
@@ -160,6 +161,20 @@ def group_config(c: Any, groups: int, g: int) -> Any:
         if isinstance(c.tensor_parallel, tuple):
             kw["tensor_parallel"] = cut(c.tensor_parallel)
     return replace(c, **kw)
+
+
+def stall_limit_diloco(c: Any, groups: int) -> float:
+    """Simulated time without an outer sync starting or ending after which a DiLoCo run with
+    failures stops (:data:`sim.training.stall.STALL_FACTOR` failure-free rounds): ``every``
+    failure-free inner steps of the slowest group plus the closed-form outer sync."""
+    spec = c.diloco
+    T = max(nominal_step_time(group_config(c, groups, g)) for g in range(groups))
+    k = c.replicas[0] // groups
+    sync = max(AD.outer_sync_time(groups, S, c.bandwidth, c.mean_latency, bits=spec.bits,
+                                  value_bits=c.value_bits, topk=spec.topk, nodes_per_group=k)
+               if groups > 1 and (S or c.mean_latency) else 0.0
+               for S in stage_sizes(c))
+    return STALL_FACTOR * (spec.every * T + sync)
 
 
 def stage_sizes(c: Any) -> list[float]:
@@ -317,6 +332,8 @@ class OuterLoop:
         self.waiting: set[int] = set()
         # figures
         self.n_syncs = 0
+        self.progress_t = 0.0  # when the last outer sync started or ended (stall watchdog)
+        self.in_flight = 0  # outer syncs moving
         self.late_merges = 0
         self._fetching: dict[int, Any] = {}  # late groups' background fetches
         self.rec = s.rec  # the timeline (sim.timeline; NULL: off)
@@ -357,6 +374,16 @@ class OuterLoop:
         self.n_syncs += 1
         stages = [[self._live_nodes(g, j) for g in ring] for j in range(self.c.stages)]
         ev = self.system.wan.outer_sync(stages, self.frag[fragment])
+        self.progress_t = self.env.now  # the stall watchdog's progress: a sync starts or ends
+        self.in_flight += 1
+
+        def ended(_e: Any) -> None:
+            self.in_flight -= 1
+            self.progress_t = self.env.now
+        if ev.triggered and ev.processed:
+            ended(None)
+        else:
+            ev.callbacks.append(ended)
         if self.rec.on:  # its replicas: the fewest live of each stage in a group, as it moves
             reps = [r for live in stages for reps in live
                     for r in reps[:min(len(x) for x in live)]] if len(ring) > 1 else []
@@ -719,14 +746,49 @@ class DilocoSystem:
             stop = min(stop, c.failure_trace.duration)
         if stop < math.inf:
             ends.append(env.timeout(stop))
+        stalled = None
+        if c.failures:  # groups that fail faster than they reach an outer step: stop the run
+            stalled = env.event()  # stops the run itself: the ends keep their one condition
+            stalled.callbacks.append(simpy.core.StopSimulation.callback)
+            env.process(self._watch(stalled, stall_limit_diloco(c, self.M)))
         env.run(until=ends[0] if len(ends) == 1 else env.any_of(ends))
+        # A wait the run's end cuts (the last outer sync ends the run before its waiting
+        # groups resume, or max_time) is exposed time up to the end: count it now, as the
+        # timeline does, since those groups never run their wait's end.
+        for g, t0 in self.outer.waits.items():
+            self.trainers[g].exposed += env.now - t0
         if self.rec.on:  # the waits and downloads the run's end cut
             for g, t0 in sorted(self.outer.waits.items()):
                 self.rec.outer_wait(g, t0, env.now)
             for g, (t0, missed) in sorted(self.outer.fetches.items()):
                 self.rec.group_download(g, missed, t0, env.now, open=True)
         self.rec.close(env.now)
-        return self.metrics()
+        out = self.metrics()
+        if stalled is not None and stalled.triggered and not self.outer.done.triggered:
+            out["stall_reason"] = stalled.value
+        return out
+
+    def _watch(self, stalled: simpy.Event, limit: float):
+        """Trigger ``stalled`` (its value: why, one line) once no outer sync has started or
+        ended for ``limit`` while none is moving: the groups fail faster than they take
+        their ``every`` inner steps, and the run would otherwise never end."""
+        o, env = self.outer, self.env
+        while not o.done.triggered:
+            if o.in_flight:
+                yield env.timeout(limit)
+                continue
+            left = o.progress_t + limit - env.now
+            if left > limit * 1e-12:
+                yield env.timeout(left)
+                continue
+            M, H, n = self.M, o.H, self.config.workers // self.M
+            stalled.succeed(
+                f"no outer step in the last {limit:.4g} (stall limit: {STALL_FACTOR:.4g} "
+                f"failure-free rounds of every={H} inner steps and the sync): "
+                f"{o.n_syncs} outer syncs in {env.now:.4g}; the {M} groups of {n} worker{'s' if n != 1 else ''} "
+                "fail (a group is down while a stage has no live replica) faster than they "
+                f"take {H} inner steps")
+            return
 
     def _wire_presence(self) -> None:
         """Billing and availability clocks as the training DES keeps them (a replayed trace's
