@@ -145,6 +145,9 @@ BASE = {"part": "bandwidth", "model": "10B", "method": "diloco", "target": 0.95,
 POINTS = _points()
 REPLICATIONS = 3
 SEED = 37
+#: Fractions of time or work (random across replications): intervals inside [0, 1] in
+#: summary.csv (a mean interval went past 1: goodput [0.66, 1.07] with 3 replications).
+RATES = {"goodput_fraction": None, "compute_utilisation": None, "worker_availability": None}
 NONNEGATIVE = "*"
 QUICK = {
     "BASE": {"days": 0.05, "trace_steps": 400},

@@ -391,3 +391,29 @@ def test_gossip_noise_beyond_the_value_bound_is_refused(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("dtsim gossip: error: 'noise'")
     assert main(["gossip", "--nodes", "10", "--rounds", "5", "--noise", "1e150", "--json"]) == 0
+
+
+def test_rates_of_an_experiment_in_parts_are_checked_over_every_point(tmp_path, capsys):
+    """An experiment whose points return different metrics (parts) declares a rate of one part:
+    it is accepted and its interval stays inside [0, 1] (a mean interval of 3 rates near 1 goes
+    past 1), while a rate no point returns is still refused in one line, exit 2."""
+    import csv
+
+    head = ("NAME = 'x'\nBASE = {'part': 'a'}\nPOINTS = [{'part': 'a'}, {'part': 'b'}]\n"
+            "REPLICATIONS = 3\n"
+            "def model(config, streams):\n"
+            "    if config['part'] == 'a':\n        return {'t': 1.0}\n"
+            "    return {'g': 0.999 - 0.4 * streams.rng('g').random() ** 4}\n")
+    f = tmp_path / "parts.py"
+    f.write_text(head + "RATES = {'g': None}\n")
+    assert main(["run", str(f), "--executor", "serial", "--quiet",
+                 "--out", str(tmp_path / "o")]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "o" / "summary.csv")))
+    g = next(r for r in rows if r["part"] == "b")
+    assert 0.0 <= float(g["g_low"]) <= float(g["g_high"]) <= 1.0
+    f.write_text(head + "RATES = {'nope': None}\n")
+    assert main(["run", str(f), "--executor", "serial", "--quiet",
+                 "--out", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'RATES' must be names of metrics the model returns (g, t): 'nope'" \
+        in err[0], err

@@ -380,22 +380,33 @@ def sweep(
     fresh: dict[tuple[int, int], dict[str, Any]] = {}
     bar = _progress(len(pending), progress, name)
     partial: list[Any] = [None]  # the in-replication tracker of serial runs (sim.progress)
-    # the declared rates and non-negative metrics must be metrics the model returns:
-    # checked on the first record without error (stored records included), never ignored
+    # the declared rates and non-negative metrics must be metrics the model returns, never
+    # ignored: each must be among the metrics of the records without error (stored ones
+    # included). Points may return different metrics (an experiment in parts), so a name not
+    # yet seen is refused once every point has a record and none has it (at once when every
+    # point returns the same metrics as the first)
     unchecked = [bool(rates) or bool(nonnegative and nonnegative != "*")]
+    returned: set[str] = set()
+    points_seen: set[int] = set()
+    n_points = len({t.point for t in tasks})
 
-    def check_declared(records: Iterable[Mapping[str, Any]]) -> None:
-        good = next((r for r in records if not r.get("error")), None)
-        if good is None:
+    def check_declared(records: Iterable[Mapping[str, Any]], final: bool = False) -> None:
+        for r in records:
+            if not r.get("error"):
+                returned.update(k for k in r if k not in RESERVED and k not in factor_names)
+                points_seen.add(r["point"])
+        if not returned:
             return
-        unchecked[0] = False
-        returned = sorted(k for k in good if k not in RESERVED and k not in factor_names)
-        for what, names in (("rates", list(rates)),
-                            ("nonnegative", [] if nonnegative == "*" else list(nonnegative))):
-            for m in names:
-                if m not in good:
-                    raise ConfigError(what, "names of metrics the model returns ("
-                                      + ", ".join(returned) + ")", m)
+        missing = [(what, m) for what, names in (
+            ("rates", list(rates)), ("nonnegative", [] if nonnegative == "*" else list(nonnegative)))
+            for m in names if m not in returned]
+        if not missing:
+            unchecked[0] = False
+            return
+        if final or len(points_seen) == n_points:
+            what, m = missing[0]
+            raise ConfigError(what, "names of metrics the model returns ("
+                              + ", ".join(sorted(returned)) + ")", m)
 
     if unchecked[0] and done:
         check_declared(done.values())
@@ -459,6 +470,8 @@ def sweep(
     finally:
         bar.close()
 
+    if unchecked[0] and not interrupted:
+        check_declared((), final=True)
     try:
         result = finish()
         result.interrupted = interrupted
