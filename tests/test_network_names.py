@@ -38,7 +38,7 @@ NAMINGS = {
     # text and integer text mixed; 1, 01 and +1 are three different nodes
     "mixed": ["core", "1", "01", "+1", "h 4".replace(" ", "_"), "7", "x7", "0", "-2"],
 }
-FORMATS = ("graphml", "gml", "edges")
+FORMATS = ("graphml", "gml", "json", "edges")
 
 
 def _write_graph(path, fmt: str, names: list[str], *, typed_gml: bool = False) -> None:
@@ -76,6 +76,13 @@ def _write_graph(path, fmt: str, names: list[str], *, typed_gml: bool = False) -
         for u, v, lat, bw in EDGES:
             lines.append(f"  edge [ source {u} target {v} latency {lat!r} bandwidth {bw!r} ]")
         lines.append("]")
+    elif fmt == "json":  # node-link JSON, as networkx.node_link_data writes it
+        nodes = [{"id": x, **({"role": "switch"} if i in SWITCHES else {}),
+                  **({"nic": NIC[i]} if i in NIC else {})} for i, x in enumerate(names)]
+        links = [{"source": names[u], "target": names[v], "latency": lat, "bandwidth": bw}
+                 for u, v, lat, bw in EDGES]
+        lines = [json.dumps({"directed": False, "multigraph": False, "graph": {},
+                             "nodes": nodes, "links": links})]
     else:
         lines = [f"{names[u]} {names[v]} {lat!r} {bw!r}" for u, v, lat, bw in EDGES]
     path.write_text("\n".join(lines) + "\n")
@@ -187,3 +194,55 @@ def test_gml_with_two_equal_labels_is_refused_not_renamed_by_id(tmp_path):
                  'edge [ source 0 target 1 ] ]')
     with pytest.raises(ConfigError, match="node label 'a' is duplicated"):
         topologies.read_graph(f)
+
+
+def test_node_link_json_round_trips_and_refuses_in_one_line(tmp_path):
+    """A node-link JSON file (networkx's json_graph.node_link_data, D3's) reads as the graph
+    written: write_graph/read_graph round trip with domains and an unlimited bandwidth, networkx's
+    own output with units; a directed graph, a link to no node, a link twice, a nested value or a
+    key it does not know is refused in one line naming the file, never pasting it whole."""
+    from networkx.readwrite import json_graph
+
+    import topologies
+
+    G = topologies.datacenter(2, 2, 2)
+    path = topologies.write_graph(G, tmp_path / "dc.json")
+    H = topologies.build(str(path), require=("domain",))
+    assert H.nodes[5]["domain"] == G.nodes[5]["domain"]
+    assert H.graph["domains"] == G.graph["domains"]
+    assert {(u, v): d for u, v, d in H.edges(data=True)} == \
+        {(u, v): d for u, v, d in G.edges(data=True)}
+    U = nx.Graph()
+    U.add_edge("zone a", "zone b", latency="5 ms", bandwidth="10 Gbps")
+    f = tmp_path / "nl.json"
+    f.write_text(json.dumps(json_graph.node_link_data(U, edges="links")))
+    R = topologies.build(str(f))
+    assert R.edges["zone a", "zone b"]["latency"] == pytest.approx(0.005)
+    assert R.edges["zone a", "zone b"]["bandwidth"] == pytest.approx(1.25e9)
+    bad = {
+        "directed": ({"directed": True, "nodes": [{"id": 1}, {"id": 2}],
+                      "links": [{"source": 1, "target": 2}]}, "directed edges"),
+        "no-node": ({"nodes": [{"id": 1}], "links": [{"source": 1, "target": 9}]},
+                    "links[0]: 9 is not the id of a node"),
+        "twice": ({"nodes": [{"id": 1}, {"id": 2}], "links": [{"source": 1, "target": 2},
+                                                            {"source": 2, "target": 1}]},
+                  "links[1]: the link 2-1 again"),
+        "nested": ({"nodes": [{"id": 1}, {"id": 2}],
+                    "links": [{"source": 1, "target": 2, "latency": {"x": 1}}]},
+                   "links[0]: latency is not a number or a string"),
+        "keys": ({"nodes": [], "links": [], "hyperedges": []}, "got ['hyperedges']"),
+        "shape": ([1, 2, 3], "expected node-link JSON"),
+    }
+    for name, (doc, message) in bad.items():
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps(doc))
+        with pytest.raises(ConfigError) as e:
+            topologies.build(str(p))
+        text = str(e.value)
+        assert message in text and str(p) in text and "\n" not in text, (name, text)
+    # an edge list with a long line: the error quotes its start, not the whole line
+    long = tmp_path / "long.edges"
+    long.write_text("a b " + " ".join(["1"] * 500) + "\n")
+    with pytest.raises(ConfigError) as e:
+        topologies.build(str(long))
+    assert "... (1003 characters)" in str(e.value) and len(str(e.value)) < 400

@@ -16,7 +16,7 @@ from sim.errors import ConfigError
 
 FAMILY_LIST = ("complete, ring, path, star, torus, hypercube, random_regular, erdos_renyi, "
                "watts_strogatz, barabasi_albert, expander, datacenter, geo, tree")
-FILES = ".graphml, .gml, .edges, .edgelist, .txt"
+FILES = ".graphml, .gml, .json, .edges, .edgelist, .txt"
 
 SMALL = {
     "complete": "complete:n=6",

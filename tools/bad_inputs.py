@@ -176,6 +176,14 @@ class Fixtures:
         self.binary.write_bytes(b"worker,start,end\n\xff\xfe\x00\x81garbage\x00\n")
         self.binary_graph = self.root / "binary.graphml"
         self.binary_graph.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x81garbage\x00\n")
+        self.json_graph_directed = self.root / "directed.json"
+        self.json_graph_directed.write_text('{"directed": true, "nodes": [{"id": 1}, {"id": 2}], '
+                                            '"links": [{"source": 1, "target": 2}]}')
+        self.json_graph_dangling = self.root / "dangling.json"
+        self.json_graph_dangling.write_text('{"nodes": [{"id": "a"}], '
+                                            '"links": [{"source": "a", "target": "b"}]}')
+        self.json_not_graph = self.root / "fleet-like.json"
+        self.json_not_graph.write_text('{"nodes": [{"gpu": "A100-40", "count": 2}]}')
         self.empty_dir = self.root / "empty"
         self.empty_dir.mkdir()
         self.dir = self.root / "a_dir"
@@ -739,6 +747,11 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("topologies/unknown-param", TP("ring:n=8,bogus=1"), refuse("topology"),
         note="the spec is the parameter; the message lists the family's parameters")
     add("topologies/graph-file-binary", TP(str(fx.binary_graph)), refuse("topology"))
+    add("topologies/json-graph-directed", TP(str(fx.json_graph_directed)), refuse("topology"))
+    add("topologies/json-graph-link-to-no-node", TP(str(fx.json_graph_dangling)),
+        refuse("topology"))
+    add("topologies/json-not-node-link", TP(str(fx.json_not_graph)), refuse("topology"),
+        note="a JSON file of another kind (a fleet): its first node has no id")
     add("topologies/stages-too-many", TP("datacenter:regions=1,racks=2,hosts=2", "--stages", "50"),
         refuse("stages"))
     add("topologies/policy-unknown", TP("datacenter:regions=1,racks=2,hosts=4", "--stages", "2",

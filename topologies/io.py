@@ -1,4 +1,4 @@
-"""Reading and writing graph files: GraphML, GML and edge lists.
+"""Reading and writing graph files: GraphML, GML, node-link JSON and edge lists.
 
 Files carry what they carry: edge ``latency``/``bandwidth`` and node
 ``domain`` are read when present (numeric strings become numbers, a domain
@@ -12,6 +12,14 @@ Edge-list lines (``.edges``, ``.edgelist``, ``.txt``; ``#`` starts a comment)::
     u v key=value ...        # any attributes
     u v {'latency': 2.0}     # networkx.write_edgelist(G, path) format
     u                        # an isolated node
+
+Node-link JSON (``.json``: what ``networkx.node_link_data`` and D3 write)::
+
+    {"nodes": [{"id": "a", "domain": "r0/k1"}, {"id": "b"}],
+     "links": [{"source": "a", "target": "b", "latency": "5 ms", "bandwidth": "10 Gbps"}]}
+
+(``"edges"`` for ``"links"``; ``"directed"``, ``"multigraph"`` and ``"graph"`` as
+networkx writes them; a node's ``domain`` may also be a list, the chain).
 
 A node's ``domain`` in a file is a string: names separated by ``;`` give the
 chain as written (``"region0;region0/rack1"``); a single ``/`` path is
@@ -37,7 +45,7 @@ __all__ = ["GRAPH_EXTENSIONS", "read_graph", "write_graph", "domain_chain", "is_
            "check_simple"]
 
 #: File name endings read as graph files.
-GRAPH_EXTENSIONS = (".graphml", ".gml", ".edges", ".edgelist", ".txt")
+GRAPH_EXTENSIONS = (".graphml", ".gml", ".json", ".edges", ".edgelist", ".txt")
 
 _INT = re.compile(r"[+-]?\d+")
 
@@ -89,6 +97,66 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _shown(line: str, limit: int = 80) -> str:
+    """A line of a file as an error shows it: quoted, cut at ``limit`` characters."""
+    return repr(line) if len(line) <= limit else repr(line[:limit]) + f"... ({len(line)} characters)"
+
+
+def _read_node_link(text: str) -> nx.Graph:
+    """A node-link JSON document (see the module docstring) as a graph, read as data only."""
+    doc = json.loads(text)
+    shape = ('node-link JSON: {"nodes": [{"id": ...}, ...], "links": [{"source": ..., '
+             '"target": ...}, ...]}')
+    if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list):
+        raise ValueError(f"expected {shape}")
+    key = "links" if "links" in doc else "edges"
+    links = doc.get(key, [])
+    if not isinstance(links, list):
+        raise ValueError(f"expected {shape} ('{key}' is not a list)")
+    unknown = sorted(set(doc) - {"nodes", key, "directed", "multigraph", "graph"})
+    if unknown:
+        raise ValueError(f"keys nodes, {key}, directed, multigraph and graph; got {unknown}")
+    G: nx.Graph = nx.DiGraph() if doc.get("directed") else nx.Graph()  # directed: refused
+
+    def scalar(where: str, k: str, v: Any) -> Any:
+        if isinstance(v, (str, int, float, bool)) or (k == "domain" and isinstance(v, list)
+                                                      and all(isinstance(x, str) for x in v)):
+            return tuple(v) if isinstance(v, list) else v
+        raise ValueError(f"{where}: {k} is not a number or a string: {v!r}"[:200])
+
+    for n, node in enumerate(doc["nodes"]):
+        if not isinstance(node, dict) or not isinstance(node.get("id"), (str, int)) \
+                or isinstance(node.get("id"), bool):
+            raise ValueError(f"nodes[{n}]: expected an object with an id (a string or an "
+                             f"integer), got {_shown(json.dumps(node))}")
+        if G.has_node(node["id"]):
+            raise ValueError(f"nodes[{n}]: the node id {node['id']!r} again (each node once)")
+        G.add_node(node["id"], **{str(k): scalar(f"nodes[{n}]", k, v)
+                                   for k, v in node.items() if k != "id"})
+    for n, link in enumerate(links):
+        if not isinstance(link, dict) or "source" not in link or "target" not in link:
+            raise ValueError(f"{key}[{n}]: expected an object with a source and a target, got "
+                             f"{_shown(json.dumps(link))}")
+        u, v = link["source"], link["target"]
+        for end in (u, v):
+            if isinstance(end, (list, dict)) or not G.has_node(end):
+                raise ValueError(f"{key}[{n}]: {end!r} is not the id of a node")
+        if G.has_edge(u, v) and not G.is_directed():
+            raise ValueError(f"{key}[{n}]: the link {u}-{v} again (parallel links are not "
+                             "allowed; give each link once)")
+        G.add_edge(u, v, **{str(k): scalar(f"{key}[{n}]", k, x) for k, x in link.items()
+                            if k not in ("source", "target", "key")})
+    graph = doc.get("graph", {})
+    if isinstance(graph, dict):
+        for k, v in graph.items():
+            G.graph[str(k)] = json.dumps(v) if k == "domains" else v
+        if "domains" in G.graph:
+            G.graph["domains_json"] = G.graph.pop("domains")
+    elif isinstance(graph, list):  # older networkx wrote the graph attributes as pairs
+        G.graph.update({str(k): v for k, v in graph if k != "domains"})
+    return G
+
+
 def _read_edgelist(text: str) -> nx.Graph:
     G = nx.Graph()
     usage = "'u v [latency [bandwidth]]', 'u v key=value ...' or 'u v {dict}'"
@@ -114,7 +182,7 @@ def _read_edgelist(text: str) -> nx.Graph:
             except (ValueError, SyntaxError):
                 data = None  # type: ignore[assignment]
             if not isinstance(data, dict):
-                raise ValueError(f"line {lineno}: expected {usage}, got {line!r}")
+                raise ValueError(f"line {lineno}: expected {usage}, got {_shown(line)}")
         elif rest:
             extra = rest.split()
             if all("=" in t for t in extra):
@@ -125,7 +193,7 @@ def _read_edgelist(text: str) -> nx.Graph:
                     if not isinstance(_coerce(val), (int, float)) and not has_unit(val):
                         raise ValueError(f"line {lineno}: {key} is not a number: {val!r}")
             else:
-                raise ValueError(f"line {lineno}: expected {usage}, got {line!r}")
+                raise ValueError(f"line {lineno}: expected {usage}, got {_shown(line)}")
         G.add_edge(u, v, **{str(k): _coerce(x) for k, x in data.items()})
     return G
 
@@ -227,7 +295,7 @@ def _normalise(G: nx.Graph) -> nx.Graph:
 
 
 def read_graph(path: str | Path) -> nx.Graph:
-    """Read a GraphML, GML or edge-list file into an undirected :class:`networkx.Graph`.
+    """Read a GraphML, GML, node-link JSON or edge-list file into an undirected graph.
 
     Parameters
     ----------
@@ -260,6 +328,8 @@ def read_graph(path: str | Path) -> nx.Graph:
                                  "<node> with the same id would merge two nodes)")
         elif ext == ".gml":
             G = _read_gml(data.decode("utf-8-sig"))
+        elif ext == ".json":
+            G = _read_node_link(data.decode("utf-8-sig"))
         else:
             G = _read_edgelist(data.decode("utf-8-sig"))
         return _normalise(G)
@@ -276,7 +346,7 @@ def _scalar(value: Any) -> Any:
 
 
 def write_graph(G: nx.Graph, path: str | Path) -> Path:
-    """Write ``G`` as GraphML, GML or an edge list (by the file ending), readable back.
+    """Write ``G`` as GraphML, GML, node-link JSON or an edge list (by the ending), readable back.
 
     Domain chains become ``;``-joined strings, ``G.graph["domains"]`` a JSON
     string, other non-scalar attributes strings.
@@ -286,7 +356,7 @@ def write_graph(G: nx.Graph, path: str | Path) -> Path:
     G : networkx.Graph
         The graph (for example a built topology).
     path : str or Path
-        Destination; ``.graphml``, ``.gml`` or an edge-list ending.
+        Destination; ``.graphml``, ``.gml``, ``.json`` or an edge-list ending.
 
     Returns
     -------
@@ -313,6 +383,18 @@ def write_graph(G: nx.Graph, path: str | Path) -> Path:
         nx.write_graphml(H, p)
     elif ext == ".gml":
         nx.write_gml(H, p, stringizer=str)
+    elif ext == ".json":
+        def value(x: Any) -> Any:  # JSON has no inf: a bandwidth without limit as "inf"
+            return "inf" if isinstance(x, float) and math.isinf(x) else x
+        doc = {"directed": False, "multigraph": False,
+               "graph": {k: value(v) for k, v in H.graph.items()},
+               "nodes": [{"id": n, **{k: value(v) for k, v in d.items()}}
+                         for n, d in H.nodes(data=True)],
+               "links": [{"source": u, "target": v, **{k: value(x) for k, x in d.items()}}
+                         for u, v, d in H.edges(data=True)]}
+        with p.open("w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, allow_nan=False)
+            fh.write("\n")
     elif ext in GRAPH_EXTENSIONS:
         with p.open("w", encoding="utf-8") as fh:
             for node in H.nodes:
