@@ -181,7 +181,8 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
                      backward: Sequence[float], activation: Sequence[float],
                      gradient: Sequence[float], *, blocking: bool = False,
                      channels: bool = True, finish: dict | None = None,
-                     starts: dict | None = None, ends: list | None = None) -> float:
+                     starts: dict | None = None, ends: list | None = None,
+                     spans: dict | None = None) -> float:
     """Exact completion time of fixed per-device programs of one pipeline (max-plus).
 
     Parameters
@@ -211,6 +212,11 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     ends : list, optional
         Filled with the time each device ends its program (its last command: a pass, or
         with ``blocking`` the transfer after it), in device order.
+    spans : dict, optional
+        Filled with the ``(start, end)`` of every transfer, keyed ``(tag, hop, i)`` (``tag``
+        ``"a"`` an activation, ``"g"`` a gradient): a blocking or batched transfer from the
+        later post of its two parties, one in flight from when it leaves its channel's queue
+        (or its pass, without ``channels``), to its arrival.
 
     Returns
     -------
@@ -250,7 +256,7 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
     ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking, channels)
-    if finish is None and complete and len(ops) >= _COMPILED_FROM:
+    if finish is None and spans is None and complete and len(ops) >= _COMPILED_FROM:
         run = _compiled_runner()
         if run is not None:  # the same loop, compiled (numba): the same operations
             began_at = np.zeros(len(ops))
@@ -273,8 +279,11 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
             if code == _W:
                 free[d] = done[k] = done[dep] if prev < 0 else max(done[dep], done[prev])
                 continue
-            t = max(free[d], free[peer]) + (activation[j] if code in (_XA, _TA) else gradient[j])
+            t0 = max(free[d], free[peer])
+            t = t0 + (activation[j] if code in (_XA, _TA) else gradient[j])
             done[k] = t
+            if spans is not None:
+                spans[keys[k]] = (t0, t)
             if code <= _XG:
                 free[peer] = free[d] = t
             continue
@@ -291,6 +300,9 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
         if send:
             c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
             arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
+            if spans is not None:  # the pass's own key: (F, stage, i) or (B, stage, i)
+                spans[("a", j, keys[k][2]) if send == _SEND_A else ("g", j - 1, keys[k][2])] \
+                    = (c, arrival[k])
     if finish is not None:
         finish.update(zip(keys, done, strict=True))
     if starts is not None:
