@@ -263,7 +263,7 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
             free_at = np.zeros(p)
             T = run(_trace_array(ops), p, np.asarray(forward, dtype=float),
                     np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-                    np.asarray(gradient, dtype=float), began_at, free_at)
+                    np.asarray(gradient, dtype=float), began_at, free_at, _NO_SPANS, _NO_SPANS)
             if starts is not None:
                 starts.update((key, float(t0)) for key, t0, op in
                               zip(keys, began_at.tolist(), ops, strict=True) if op[0] < _XA)
@@ -329,6 +329,47 @@ _SEND_A, _SEND_G = 1, 2
 
 #: Traces of at least this many commands are evaluated compiled when numba is installed.
 _COMPILED_FROM = 200
+_NO_SPANS = np.zeros(0)  # the compiled loop's span arrays when no spans are asked for
+
+
+def transfer_spans(programs: Sequence[Sequence[tuple]], forward: Sequence[float],
+                   backward: Sequence[float], activation: Sequence[float],
+                   gradient: Sequence[float], *, blocking: bool = False, channels: bool = True
+                   ) -> tuple[Any, Any, Any]:
+    """Every transfer of :func:`program_makespan`'s evaluation (same arguments), as arrays:
+    its kind (``2 h`` hop ``h``'s activation, ``2 h + 1`` its gradient), start and end (as
+    its ``spans``), one entry per transfer. Compiled where :func:`program_makespan` is."""
+    ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
+                                 blocking, channels)
+    run = _compiled_runner() if complete and len(ops) >= _COMPILED_FROM else None
+    if run is None:
+        spans: dict = {}
+        program_makespan(programs, forward, backward, activation, gradient, blocking=blocking,
+                         channels=channels, spans=spans)
+        kind = np.array([2 * h + (tag == "g") for tag, h, _ in spans], dtype=np.int64)
+        t = np.array(list(spans.values()), dtype=float).reshape(len(spans), 2)
+        return kind, t[:, 0].copy(), t[:, 1].copy()
+    rows, kind = _trace_transfers(ops)
+    xs, xe = np.zeros(len(ops)), np.zeros(len(ops))
+    run(_trace_array(ops), len(programs), np.asarray(forward, dtype=float),
+        np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
+        np.asarray(gradient, dtype=float), np.zeros(len(ops)), np.zeros(len(programs)), xs, xe)
+    return kind, xs[rows], xe[rows]
+
+
+@functools.lru_cache(maxsize=256)
+def _trace_transfers(ops: tuple) -> tuple[Any, Any]:
+    """The trace's commands that are or send a transfer, and each one's kind (as
+    :func:`transfer_spans`)."""
+    rows, kind = [], []
+    for k, (code, _d, _peer, j, _dep, send, _prev) in enumerate(ops):
+        if code in (_XA, _TA, _XG, _TG):
+            rows.append(k)
+            kind.append(2 * j + (code in (_XG, _TG)))
+        elif code < _XA and send:
+            rows.append(k)
+            kind.append(2 * j if send == _SEND_A else 2 * (j - 1) + 1)
+    return np.array(rows, dtype=np.int64), np.array(kind, dtype=np.int64)
 
 
 @functools.lru_cache(maxsize=256)
@@ -348,10 +389,13 @@ def _compiled_runner() -> Any:
 
 
 def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
-               gradient: Any, began: Any, ends: Any) -> float:
+               gradient: Any, began: Any, ends: Any, xs: Any, xe: Any) -> float:
     """:func:`program_makespan`'s loop over a trace (``ops`` as from :func:`_trace_array`);
     ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``); ``began[k]``
-    is set to the start of compute command ``k``, ``ends[d]`` to device ``d``'s end."""
+    is set to the start of compute command ``k``, ``ends[d]`` to device ``d``'s end, and
+    (where ``xs`` is not empty) ``xs[k]``, ``xe[k]`` to the start and end of the transfer
+    command ``k`` is, or sends (:func:`transfer_spans`)."""
+    spans = xs.shape[0] > 0
     free = np.zeros(p)
     done = np.zeros(ops.shape[0])
     arrival = np.zeros(ops.shape[0])
@@ -368,9 +412,12 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
             continue
         if code >= _XA:
             r = free[peer]
-            t = (r if r > x else x) + (activation[j] if code == _XA or code == _TA
-                                       else gradient[j])
+            t0 = r if r > x else x
+            t = t0 + (activation[j] if code == _XA or code == _TA else gradient[j])
             done[k] = t
+            if spans:
+                xs[k] = t0
+                xe[k] = t
             if code <= _XG:
                 free[peer] = t
                 free[d] = t
@@ -389,6 +436,9 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
         if send != 0:
             c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
             arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
+            if spans:
+                xs[k] = c
+                xe[k] = arrival[k]
     best = free[0]
     for d in range(p):
         ends[d] = free[d]

@@ -352,9 +352,7 @@ def hop_shares(plan: Plan) -> list[list[tuple[Any, Any]]]:
     pipeline's program (:func:`in_lockstep`), these are the flows that cross it at
     every moment, and the times are exact (:func:`physical_pair_time`).
     """
-    host = tuple(tuple(host_of(x, (j, i)) for i, x in enumerate(st.replicas))
-                 for j, st in enumerate(plan.stages))
-    return _hop_shares(host, tuple(st.replicas[0].tp for st in plan.stages))
+    return _hop_shares(_hosts(plan), tuple(st.replicas[0].tp for st in plan.stages))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -368,6 +366,42 @@ def _hop_shares(host: tuple[tuple[str, ...], ...], tp: tuple[int, ...]
         bwd = nic_shares((b, a, tp[j + 1]) for a, b in zip(src, dst, strict=True))
         out.append([(fwd.get((a, b)), bwd.get((b, a))) for a, b in zip(src, dst, strict=True)])
     return out
+
+
+def _hosts(plan: Plan) -> tuple[tuple[str, ...], ...]:
+    """The physical node of every replica, per stage and pipeline (:func:`host_of`)."""
+    return tuple(tuple(host_of(x, (j, i)) for i, x in enumerate(st.replicas))
+                 for j, st in enumerate(plan.stages))
+
+
+def crossing_kinds(plan: Plan) -> tuple[frozenset[tuple[str, int]], ...]:
+    """The kinds of point-to-point transfer (``("a" | "g", hop)``: an activation or gradient
+    over a hop, in any pipeline) crossing one NIC direction or node pair direction of
+    ``plan``'s physical nodes, for every direction that two kinds or more cross. Empty: every
+    direction carries one hop's transfers one way at most, and :func:`p2p_shares` is
+    :func:`hop_shares` (each transfer's other pipelines over that direction are its own
+    hop's; none of its own pipeline crosses it)."""
+    return _crossings(_hosts(plan))[1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _crossings(host: tuple[tuple[str, ...], ...]
+               ) -> tuple[bool, tuple[frozenset[tuple[str, int]], ...]]:
+    """Whether every hop is inside one node in all pipelines or in none, and
+    :func:`crossing_kinds`, of the hosts per stage and pipeline."""
+    L, r = len(host), len(host[0])
+    pattern = True
+    cross: dict[tuple, set[tuple[str, int]]] = {}
+    for j in range(L - 1):
+        pattern &= len({host[j][i] == host[j + 1][i] for i in range(r)}) == 1
+        for i in range(r):
+            a, b = host[j][i], host[j + 1][i]
+            if a != b:
+                for tag, x, y in (("a", a, b), ("g", b, a)):
+                    for res in (("out", x), ("pair", x, y), ("in", y)):
+                        cross.setdefault(res, set()).add((tag, j))
+    groups = {frozenset(v) for v in cross.values() if len(v) > 1}
+    return pattern, tuple(sorted(groups, key=sorted))
 
 
 def in_lockstep(plan: Plan, times: Sequence[Sequence[tuple]], xfer: Sequence[Sequence[tuple]],
@@ -402,48 +436,37 @@ def in_lockstep(plan: Plan, times: Sequence[Sequence[tuple]], xfer: Sequence[Seq
     (a transfer counted with :func:`hop_shares` beside others counted so could be
     met in the DES by one the closed form's timeline keeps apart).
     """
-    from ..analytic.training import program_makespan
+    import numpy as np
+
+    from ..analytic.training import transfer_spans
     from ..training.schedules import device_program, p2p_program
 
     if schedule not in ("1f1b", "gpipe"):  # 1f1b-dynamic: no fixed program
         return False
-    L, r = len(plan.stages), plan.dp[0]
-    host = [[host_of(x, (j, i)) for i, x in enumerate(st.replicas)]
-            for j, st in enumerate(plan.stages)]
+    L = len(plan.stages)
+    pattern, groups = _crossings(_hosts(plan))
+    if not pattern or any(len(set(row)) > 1 for row in xfer):
+        return False
     for j, st in enumerate(plan.stages):
         if len({(x.gpu, x.tp, x.gpus_per_node, x.zone) for x in st.replicas}) > 1 or \
                 len(set(times[j])) > 1:
             return False
-    # per NIC direction or node pair direction: the transfer kinds (tag, hop) crossing it
-    cross: dict[tuple, set[tuple[str, int]]] = {}
-    for j in range(L - 1):
-        if len({host[j][i] == host[j + 1][i] for i in range(r)}) > 1 or len(set(xfer[j])) > 1:
-            return False
-        for i in range(r):
-            a, b = host[j][i], host[j + 1][i]
-            if a != b:
-                for tag, x, y in (("a", a, b), ("g", b, a)):
-                    for res in (("out", x), ("pair", x, y), ("in", y)):
-                        cross.setdefault(res, set()).add((tag, j))
-    if not cross:
+    if not groups:
         return True
     blocking, batched = p2p_program(p2p)
     progs = [device_program(schedule, L, plan.microbatches, j, blocking=blocking,
                             batched=batched) for j in range(L)]
-    spans: dict[tuple, tuple[float, float]] = {}
-    program_makespan(progs, [row[0][0] for row in times], [row[0][1] for row in times],
-                     [row[0][0] for row in xfer], [row[0][1] for row in xfer],
-                     blocking=blocking, channels=p2p == "overlap", spans=spans)
-    by: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    for (tag, h, _i), span in spans.items():
-        if span[1] > span[0]:
-            by.setdefault((tag, h), []).append(span)
-    for kinds in {frozenset(v) for v in cross.values()}:
-        end = -math.inf
-        for t0, t1 in sorted(x for k in kinds for x in by.get(k, ())):
-            if t0 < end:
-                return False
-            end = max(end, t1)
+    kind, t0, t1 = transfer_spans(
+        progs, [row[0][0] for row in times], [row[0][1] for row in times],
+        [row[0][0] for row in xfer], [row[0][1] for row in xfer], blocking=blocking,
+        channels=p2p == "overlap")
+    lasting = t1 > t0
+    for kinds in groups:
+        on = lasting & np.isin(kind, [2 * h + (tag == "g") for tag, h in kinds])
+        order = np.argsort(t0[on], kind="stable")
+        a, b = t0[on][order], t1[on][order]
+        if a.size > 1 and bool(np.any(a[1:] < np.maximum.accumulate(b)[:-1])):
+            return False  # one starts before one begun earlier has ended
     return True
 
 
@@ -1102,7 +1125,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     # transfer that may cross one at once, over every hop of every pipeline (p2p_shares)
     if plan.physical:
         xfer = timed(hop_shares(plan))
-        if not in_lockstep(plan, times, xfer, schedule, fb.p2p):
+        if crossing_kinds(plan) and not in_lockstep(plan, times, xfer, schedule, fb.p2p):
             xfer = timed(p2p_shares(plan, fb.p2p))
     else:
         xfer = timed(None)
