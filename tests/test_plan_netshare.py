@@ -512,3 +512,30 @@ def test_transfer_spans_compiled_are_the_spans(p2p):
     want = sorted((2 * h + (tag == "g"), x, y) for (tag, h, _), (x, y) in spans.items())
     assert len(want) == 2 * 3 * 40
     assert sorted(zip(kind.tolist(), t0.tolist(), t1.tolist(), strict=True)) == want
+
+
+@pytest.mark.parametrize("microbatches", [3, 40])
+def test_transfers_meet_is_the_spans_overlapping(microbatches):
+    """transfers_meet (compiled on the long trace, Python on the short one) says whether two
+    transfers of one group of kinds overlap, as pairwise checks of program_makespan's spans
+    do, under every p2p mode and for single kinds and pairs of kinds."""
+    import itertools
+
+    from sim.analytic.training import program_makespan, transfers_meet
+    from sim.training.schedules import device_program, p2p_program
+
+    f, b, act, grad = [1.0, 1.5, 0.7, 1.2], [2.0, 2.5, 1.1, 2.3], [0.3, 0.9, 0.5], [0.4, 0.2, 1.3]
+    seen = set()
+    for p2p in ("blocking", "batched", "overlap", "shared"):
+        blocking, batched = p2p_program(p2p)
+        progs = [device_program("1f1b", 4, microbatches, j, blocking=blocking, batched=batched)
+                 for j in range(4)]
+        kw = dict(blocking=blocking, channels=p2p == "overlap")
+        spans: dict = {}
+        program_makespan(progs, f, b, act, grad, spans=spans, **kw)
+        for group in [(k,) for k in range(6)] + list(itertools.combinations(range(6), 2)):
+            xs = [v for (tag, h, _), v in spans.items() if 2 * h + (tag == "g") in group]
+            want = any(max(x[0], y[0]) < min(x[1], y[1]) for x, y in itertools.combinations(xs, 2))
+            assert transfers_meet(progs, f, b, act, grad, (group,), **kw) == want, (p2p, group)
+            seen.add(want)
+    assert seen == {True, False}

@@ -357,6 +357,58 @@ def transfer_spans(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
     return kind, xs[rows], xe[rows]
 
 
+def transfers_meet(programs: Sequence[Sequence[tuple]], forward: Sequence[float],
+                   backward: Sequence[float], activation: Sequence[float],
+                   gradient: Sequence[float], groups: tuple[tuple[int, ...], ...], *,
+                   blocking: bool = False, channels: bool = True) -> bool:
+    """Whether, in :func:`program_makespan`'s evaluation (same arguments), two transfers of
+    the kinds of one of ``groups`` (kinds as :func:`transfer_spans`') overlap: intervals of
+    positive length meeting (one starts before another begun no later has ended)."""
+    ops, _keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
+                                  blocking, channels)
+    run = _compiled_runner() if complete and len(ops) >= _COMPILED_FROM else None
+    if run is None:
+        kind, t0, t1 = transfer_spans(programs, forward, backward, activation, gradient,
+                                      blocking=blocking, channels=channels)
+        return any(_meet(t0, t1, np.flatnonzero(np.isin(kind, g))) for g in groups)
+    xs, xe = np.zeros(len(ops)), np.zeros(len(ops))
+    run(_trace_array(ops), len(programs), np.asarray(forward, dtype=float),
+        np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
+        np.asarray(gradient, dtype=float), np.zeros(len(ops)), np.zeros(len(programs)), xs, xe)
+    meet = _compiled_meet()
+    return any(meet(xs, xe, rows) for rows in _group_rows(ops, groups))
+
+
+def _meet(xs: Any, xe: Any, rows: Any) -> bool:
+    """Whether two of the transfers ``rows`` (start ``xs``, end ``xe``) of positive length
+    overlap."""
+    a, b = xs[rows], xe[rows]
+    order = np.argsort(a, kind="mergesort")
+    end = -np.inf
+    for k in order:
+        if b[k] > a[k]:
+            if a[k] < end:
+                return True
+            if b[k] > end:
+                end = b[k]
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_meet() -> Any:
+    """:func:`_meet` compiled with numba (itself without it)."""
+    from ..xoshiro import HAVE_NUMBA, jit
+
+    return jit(_meet) if HAVE_NUMBA else _meet
+
+
+@functools.lru_cache(maxsize=256)
+def _group_rows(ops: tuple, groups: tuple[tuple[int, ...], ...]) -> list[Any]:
+    """Per group of kinds, the trace's commands that are or send a transfer of those kinds."""
+    rows, kind = _trace_transfers(ops)
+    return [rows[np.isin(kind, g)] for g in groups]
+
+
 @functools.lru_cache(maxsize=256)
 def _trace_transfers(ops: tuple) -> tuple[Any, Any]:
     """The trace's commands that are or send a transfer, and each one's kind (as

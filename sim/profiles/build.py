@@ -404,6 +404,13 @@ def _crossings(host: tuple[tuple[str, ...], ...]
     return pattern, tuple(sorted(groups, key=sorted))
 
 
+@functools.lru_cache(maxsize=4096)
+def _kind_ids(groups: tuple[frozenset[tuple[str, int]], ...]) -> tuple[tuple[int, ...], ...]:
+    """:func:`crossing_kinds` as :func:`sim.analytic.training.transfer_spans`' kinds (``2 h``
+    hop ``h``'s activation, ``2 h + 1`` its gradient)."""
+    return tuple(tuple(sorted(2 * h + (tag == "g") for tag, h in g)) for g in groups)
+
+
 def in_lockstep(plan: Plan, times: Sequence[Sequence[tuple]], xfer: Sequence[Sequence[tuple]],
                 schedule: str, p2p: str) -> bool:
     """Whether :func:`hop_shares` gives ``plan``'s point-to-point transfers exactly: alike
@@ -436,9 +443,7 @@ def in_lockstep(plan: Plan, times: Sequence[Sequence[tuple]], xfer: Sequence[Seq
     (a transfer counted with :func:`hop_shares` beside others counted so could be
     met in the DES by one the closed form's timeline keeps apart).
     """
-    import numpy as np
-
-    from ..analytic.training import transfer_spans
+    from ..analytic.training import transfers_meet
     from ..training.schedules import device_program, p2p_program
 
     if schedule not in ("1f1b", "gpipe"):  # 1f1b-dynamic: no fixed program
@@ -456,18 +461,10 @@ def in_lockstep(plan: Plan, times: Sequence[Sequence[tuple]], xfer: Sequence[Seq
     blocking, batched = p2p_program(p2p)
     progs = [device_program(schedule, L, plan.microbatches, j, blocking=blocking,
                             batched=batched) for j in range(L)]
-    kind, t0, t1 = transfer_spans(
+    return not transfers_meet(
         progs, [row[0][0] for row in times], [row[0][1] for row in times],
-        [row[0][0] for row in xfer], [row[0][1] for row in xfer], blocking=blocking,
-        channels=p2p == "overlap")
-    lasting = t1 > t0
-    for kinds in groups:
-        on = lasting & np.isin(kind, [2 * h + (tag == "g") for tag, h in kinds])
-        order = np.argsort(t0[on], kind="stable")
-        a, b = t0[on][order], t1[on][order]
-        if a.size > 1 and bool(np.any(a[1:] < np.maximum.accumulate(b)[:-1])):
-            return False  # one starts before one begun earlier has ended
-    return True
+        [row[0][0] for row in xfer], [row[0][1] for row in xfer], _kind_ids(groups),
+        blocking=blocking, channels=p2p == "overlap")
 
 
 def shares_of(shared: dict[tuple[str, str], tuple[int, int, int]] | None, a: Any, b: Any
