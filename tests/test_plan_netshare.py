@@ -537,5 +537,8 @@ def test_transfers_meet_is_the_spans_overlapping(microbatches):
             xs = [v for (tag, h, _), v in spans.items() if 2 * h + (tag == "g") in group]
             want = any(max(x[0], y[0]) < min(x[1], y[1]) for x, y in itertools.combinations(xs, 2))
             assert transfers_meet(progs, f, b, act, grad, (group,), **kw) == want, (p2p, group)
+            for _ in range(2):  # its trace kept under a key, then found by it
+                assert transfers_meet(progs, f, b, act, grad, (group,), key=(p2p, microbatches),
+                                      **kw) == want
             seen.add(want)
     assert seen == {True, False}

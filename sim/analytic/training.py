@@ -360,23 +360,38 @@ def transfer_spans(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
 def transfers_meet(programs: Sequence[Sequence[tuple]], forward: Sequence[float],
                    backward: Sequence[float], activation: Sequence[float],
                    gradient: Sequence[float], groups: tuple[tuple[int, ...], ...], *,
-                   blocking: bool = False, channels: bool = True) -> bool:
+                   blocking: bool = False, channels: bool = True, key: Any = None) -> bool:
     """Whether, in :func:`program_makespan`'s evaluation (same arguments), two transfers of
     the kinds of one of ``groups`` (kinds as :func:`transfer_spans`') overlap: intervals of
-    positive length meeting (one starts before another begun no later has ended)."""
-    ops, _keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
-                                  blocking, channels)
-    run = _compiled_runner() if complete and len(ops) >= _COMPILED_FROM else None
+    positive length meeting (one starts before another begun no later has ended). ``key``
+    (optional, hashable): names the programs, the same key for the same programs (their
+    trace is then kept under it, not looked up by the programs themselves)."""
+    k = None if key is None else (key, len(forward), blocking, channels, groups)
+    hit = _MEET_KEPT.get(k) if k is not None else None
+    if hit is None:
+        ops, _keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
+                                      blocking, channels)
+        hit = (None, None, 0) if not complete or len(ops) < _COMPILED_FROM else \
+            (_trace_array(ops), _group_rows(ops, groups), len(ops))
+        if k is not None:
+            if len(_MEET_KEPT) >= 256:
+                _MEET_KEPT.clear()
+            _MEET_KEPT[k] = hit
+    run = _compiled_runner() if hit[0] is not None else None
     if run is None:
         kind, t0, t1 = transfer_spans(programs, forward, backward, activation, gradient,
                                       blocking=blocking, channels=channels)
         return any(_meet(t0, t1, np.flatnonzero(np.isin(kind, g))) for g in groups)
-    xs, xe = np.zeros(len(ops)), np.zeros(len(ops))
-    run(_trace_array(ops), len(programs), np.asarray(forward, dtype=float),
+    arr, rows_of, n = hit
+    xs, xe = np.zeros(n), np.zeros(n)
+    run(arr, len(programs), np.asarray(forward, dtype=float),
         np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-        np.asarray(gradient, dtype=float), np.zeros(len(ops)), np.zeros(len(programs)), xs, xe)
+        np.asarray(gradient, dtype=float), np.zeros(n), np.zeros(len(programs)), xs, xe)
     meet = _compiled_meet()
-    return any(meet(xs, xe, rows) for rows in _group_rows(ops, groups))
+    return any(meet(xs, xe, rows) for rows in rows_of)
+
+
+_MEET_KEPT: dict = {}  # transfers_meet's traces by the caller's key (at most 256)
 
 
 def _meet(xs: Any, xe: Any, rows: Any) -> bool:

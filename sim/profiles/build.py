@@ -464,7 +464,8 @@ def in_lockstep(plan: Plan, times: Sequence[Sequence[tuple]], xfer: Sequence[Seq
     return not transfers_meet(
         progs, [row[0][0] for row in times], [row[0][1] for row in times],
         [row[0][0] for row in xfer], [row[0][1] for row in xfer], _kind_ids(groups),
-        blocking=blocking, channels=p2p == "overlap")
+        blocking=blocking, channels=p2p == "overlap",
+        key=("device_program", schedule, L, plan.microbatches, blocking, batched))
 
 
 def shares_of(shared: dict[tuple[str, str], tuple[int, int, int]] | None, a: Any, b: Any
