@@ -10,6 +10,9 @@ against the training DES of :mod:`sim.training`:
   per-device programs with unequal stages, transfer times and blocking or
   overlapped point-to-point (the frameworks' schedules as
   :func:`sim.training.schedules.device_program` writes them);
+  :func:`transfer_spans`, :func:`transfers_meet`: when each of its transfers
+  runs, and whether two of given kinds overlap (the lockstep check of a
+  plan on physical nodes, :func:`sim.profiles.build.in_lockstep`);
 * :func:`erlang_c`, :func:`mmc_sojourn`: one stage of ``c`` replicas sharing
   one FIFO queue (M/M/c);
 * :func:`saturated_throughput`, :func:`fill_drain_time`,

@@ -437,6 +437,10 @@ def in_lockstep(plan: Plan, times: Sequence[Sequence[tuple]], xfer: Sequence[Seq
     in the pipeline phase: no all-reduce overlapped with it, or a stage's rings
     before the other stages end theirs, which neither count has).
 
+    Only the directions two kinds cross or more are checked (:func:`crossing_kinds`;
+    on the others :func:`hop_shares` is :func:`p2p_shares`, and one kind's transfers of
+    two micro-batches meet only under ``p2p`` shared, which neither counts).
+
     False otherwise (pipelines not alike, no fixed program, or two such transfers
     meeting): the caller then counts every transfer that may run at once
     (:func:`p2p_shares`) for the whole plan, an upper bound whatever the timeline
