@@ -369,13 +369,13 @@ def transfers_meet(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
     positive length meeting (one starts before another begun no later has ended). ``key``
     (optional, hashable): names the programs, the same key for the same programs (their
     trace is then kept under it, not looked up by the programs themselves)."""
-    k = None if key is None else (key, len(forward), blocking, channels, groups)
+    k = None if key is None else (key, len(forward), blocking, channels)
     hit = _MEET_KEPT.get(k) if k is not None else None
     if hit is None:
         ops, _keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
                                       blocking, channels)
-        hit = (None, None, 0) if not complete or len(ops) < _COMPILED_FROM else \
-            (_trace_array(ops), _group_rows(ops, groups), len(ops))
+        hit = (None, None, 0, {}) if not complete or len(ops) < _COMPILED_FROM else \
+            (_trace_array(ops), _trace_transfers(ops), len(ops), {})
         if k is not None:
             if len(_MEET_KEPT) >= 256:
                 _MEET_KEPT.clear()
@@ -385,7 +385,12 @@ def transfers_meet(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
         kind, t0, t1 = transfer_spans(programs, forward, backward, activation, gradient,
                                       blocking=blocking, channels=channels)
         return any(_meet(t0, t1, np.flatnonzero(np.isin(kind, g))) for g in groups)
-    arr, rows_of, n = hit
+    arr, (rows, kind), n, kept = hit
+    rows_of = kept.get(groups)
+    if rows_of is None:  # per group of kinds, the commands that are or send one of them
+        if len(kept) >= 4096:
+            kept.clear()
+        rows_of = kept[groups] = [rows[np.isin(kind, g)] for g in groups]
     xs, xe = np.zeros(n), np.zeros(n)
     run(arr, len(programs), np.asarray(forward, dtype=float),
         np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
@@ -418,13 +423,6 @@ def _compiled_meet() -> Any:
     from ..xoshiro import HAVE_NUMBA, jit
 
     return jit(_meet) if HAVE_NUMBA else _meet
-
-
-@functools.lru_cache(maxsize=256)
-def _group_rows(ops: tuple, groups: tuple[tuple[int, ...], ...]) -> list[Any]:
-    """Per group of kinds, the trace's commands that are or send a transfer of those kinds."""
-    rows, kind = _trace_transfers(ops)
-    return [rows[np.isin(kind, g)] for g in groups]
 
 
 @functools.lru_cache(maxsize=256)
