@@ -10,6 +10,9 @@ against the training DES of :mod:`sim.training`:
   per-device programs with unequal stages, transfer times and blocking or
   overlapped point-to-point (the frameworks' schedules as
   :func:`sim.training.schedules.device_program` writes them);
+  :func:`transfer_spans`, :func:`transfers_meet`: when each of its transfers
+  runs, and whether two of given kinds overlap (the lockstep check of a
+  plan on physical nodes, :func:`sim.profiles.build.in_lockstep`);
 * :func:`erlang_c`, :func:`mmc_sojourn`: one stage of ``c`` replicas sharing
   one FIFO queue (M/M/c);
 * :func:`saturated_throughput`, :func:`fill_drain_time`,
@@ -181,7 +184,8 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
                      backward: Sequence[float], activation: Sequence[float],
                      gradient: Sequence[float], *, blocking: bool = False,
                      channels: bool = True, finish: dict | None = None,
-                     starts: dict | None = None, ends: list | None = None) -> float:
+                     starts: dict | None = None, ends: list | None = None,
+                     spans: dict | None = None) -> float:
     """Exact completion time of fixed per-device programs of one pipeline (max-plus).
 
     Parameters
@@ -211,6 +215,11 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     ends : list, optional
         Filled with the time each device ends its program (its last command: a pass, or
         with ``blocking`` the transfer after it), in device order.
+    spans : dict, optional
+        Filled with the ``(start, end)`` of every transfer, keyed ``(tag, hop, i)`` (``tag``
+        ``"a"`` an activation, ``"g"`` a gradient): a blocking or batched transfer from the
+        later post of its two parties, one in flight from when it leaves its channel's queue
+        (or its pass, without ``channels``), to its arrival.
 
     Returns
     -------
@@ -250,14 +259,14 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
     ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking, channels)
-    if finish is None and complete and len(ops) >= _COMPILED_FROM:
+    if finish is None and spans is None and complete and len(ops) >= _COMPILED_FROM:
         run = _compiled_runner()
         if run is not None:  # the same loop, compiled (numba): the same operations
             began_at = np.zeros(len(ops))
             free_at = np.zeros(p)
             T = run(_trace_array(ops), p, np.asarray(forward, dtype=float),
                     np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-                    np.asarray(gradient, dtype=float), began_at, free_at)
+                    np.asarray(gradient, dtype=float), began_at, free_at, _NO_SPANS, _NO_SPANS)
             if starts is not None:
                 starts.update((key, float(t0)) for key, t0, op in
                               zip(keys, began_at.tolist(), ops, strict=True) if op[0] < _XA)
@@ -273,8 +282,11 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
             if code == _W:
                 free[d] = done[k] = done[dep] if prev < 0 else max(done[dep], done[prev])
                 continue
-            t = max(free[d], free[peer]) + (activation[j] if code in (_XA, _TA) else gradient[j])
+            t0 = max(free[d], free[peer])
+            t = t0 + (activation[j] if code in (_XA, _TA) else gradient[j])
             done[k] = t
+            if spans is not None:
+                spans[keys[k]] = (t0, t)
             if code <= _XG:
                 free[peer] = free[d] = t
             continue
@@ -291,6 +303,9 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
         if send:
             c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
             arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
+            if spans is not None:  # the pass's own key: (F, stage, i) or (B, stage, i)
+                spans[("a", j, keys[k][2]) if send == _SEND_A else ("g", j - 1, keys[k][2])] \
+                    = (c, arrival[k])
     if finish is not None:
         finish.update(zip(keys, done, strict=True))
     if starts is not None:
@@ -317,6 +332,112 @@ _SEND_A, _SEND_G = 1, 2
 
 #: Traces of at least this many commands are evaluated compiled when numba is installed.
 _COMPILED_FROM = 200
+_NO_SPANS = np.zeros(0)  # the compiled loop's span arrays when no spans are asked for
+
+
+def transfer_spans(programs: Sequence[Sequence[tuple]], forward: Sequence[float],
+                   backward: Sequence[float], activation: Sequence[float],
+                   gradient: Sequence[float], *, blocking: bool = False, channels: bool = True
+                   ) -> tuple[Any, Any, Any]:
+    """Every transfer of :func:`program_makespan`'s evaluation (same arguments), as arrays:
+    its kind (``2 h`` hop ``h``'s activation, ``2 h + 1`` its gradient), start and end (as
+    its ``spans``), one entry per transfer. Compiled where :func:`program_makespan` is."""
+    ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
+                                 blocking, channels)
+    run = _compiled_runner() if complete and len(ops) >= _COMPILED_FROM else None
+    if run is None:
+        spans: dict = {}
+        program_makespan(programs, forward, backward, activation, gradient, blocking=blocking,
+                         channels=channels, spans=spans)
+        kind = np.array([2 * h + (tag == "g") for tag, h, _ in spans], dtype=np.int64)
+        t = np.array(list(spans.values()), dtype=float).reshape(len(spans), 2)
+        return kind, t[:, 0].copy(), t[:, 1].copy()
+    rows, kind = _trace_transfers(ops)
+    xs, xe = np.zeros(len(ops)), np.zeros(len(ops))
+    run(_trace_array(ops), len(programs), np.asarray(forward, dtype=float),
+        np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
+        np.asarray(gradient, dtype=float), np.zeros(len(ops)), np.zeros(len(programs)), xs, xe)
+    return kind, xs[rows], xe[rows]
+
+
+def transfers_meet(programs: Sequence[Sequence[tuple]], forward: Sequence[float],
+                   backward: Sequence[float], activation: Sequence[float],
+                   gradient: Sequence[float], groups: tuple[tuple[int, ...], ...], *,
+                   blocking: bool = False, channels: bool = True, key: Any = None) -> bool:
+    """Whether, in :func:`program_makespan`'s evaluation (same arguments), two transfers of
+    the kinds of one of ``groups`` (kinds as :func:`transfer_spans`') overlap: intervals of
+    positive length meeting (one starts before another begun no later has ended). ``key``
+    (optional, hashable): names the programs, the same key for the same programs (their
+    trace is then kept under it, not looked up by the programs themselves)."""
+    k = None if key is None else (key, len(forward), blocking, channels)
+    hit = _MEET_KEPT.get(k) if k is not None else None
+    if hit is None:
+        ops, _keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
+                                      blocking, channels)
+        hit = (None, None, 0, {}) if not complete or len(ops) < _COMPILED_FROM else \
+            (_trace_array(ops), _trace_transfers(ops), len(ops), {})
+        if k is not None:
+            if len(_MEET_KEPT) >= 256:
+                _MEET_KEPT.clear()
+            _MEET_KEPT[k] = hit
+    run = _compiled_runner() if hit[0] is not None else None
+    if run is None:
+        kind, t0, t1 = transfer_spans(programs, forward, backward, activation, gradient,
+                                      blocking=blocking, channels=channels)
+        return any(_meet(t0, t1, np.flatnonzero(np.isin(kind, g))) for g in groups)
+    arr, (rows, kind), n, kept = hit
+    rows_of = kept.get(groups)
+    if rows_of is None:  # per group of kinds, the commands that are or send one of them
+        if len(kept) >= 4096:
+            kept.clear()
+        rows_of = kept[groups] = [rows[np.isin(kind, g)] for g in groups]
+    xs, xe = np.zeros(n), np.zeros(n)
+    run(arr, len(programs), np.asarray(forward, dtype=float),
+        np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
+        np.asarray(gradient, dtype=float), np.zeros(n), np.zeros(len(programs)), xs, xe)
+    meet = _compiled_meet()
+    return any(meet(xs, xe, rows) for rows in rows_of)
+
+
+_MEET_KEPT: dict = {}  # transfers_meet's traces by the caller's key (at most 256)
+
+
+def _meet(xs: Any, xe: Any, rows: Any) -> bool:
+    """Whether two of the transfers ``rows`` (start ``xs``, end ``xe``) of positive length
+    overlap."""
+    a, b = xs[rows], xe[rows]
+    order = np.argsort(a, kind="mergesort")
+    end = -np.inf
+    for k in order:
+        if b[k] > a[k]:
+            if a[k] < end:
+                return True
+            if b[k] > end:
+                end = b[k]
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_meet() -> Any:
+    """:func:`_meet` compiled with numba (itself without it)."""
+    from ..xoshiro import HAVE_NUMBA, jit
+
+    return jit(_meet) if HAVE_NUMBA else _meet
+
+
+@functools.lru_cache(maxsize=256)
+def _trace_transfers(ops: tuple) -> tuple[Any, Any]:
+    """The trace's commands that are or send a transfer, and each one's kind (as
+    :func:`transfer_spans`)."""
+    rows, kind = [], []
+    for k, (code, _d, _peer, j, _dep, send, _prev) in enumerate(ops):
+        if code in (_XA, _TA, _XG, _TG):
+            rows.append(k)
+            kind.append(2 * j + (code in (_XG, _TG)))
+        elif code < _XA and send:
+            rows.append(k)
+            kind.append(2 * j if send == _SEND_A else 2 * (j - 1) + 1)
+    return np.array(rows, dtype=np.int64), np.array(kind, dtype=np.int64)
 
 
 @functools.lru_cache(maxsize=256)
@@ -336,10 +457,13 @@ def _compiled_runner() -> Any:
 
 
 def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
-               gradient: Any, began: Any, ends: Any) -> float:
+               gradient: Any, began: Any, ends: Any, xs: Any, xe: Any) -> float:
     """:func:`program_makespan`'s loop over a trace (``ops`` as from :func:`_trace_array`);
     ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``); ``began[k]``
-    is set to the start of compute command ``k``, ``ends[d]`` to device ``d``'s end."""
+    is set to the start of compute command ``k``, ``ends[d]`` to device ``d``'s end, and
+    (where ``xs`` is not empty) ``xs[k]``, ``xe[k]`` to the start and end of the transfer
+    command ``k`` is, or sends (:func:`transfer_spans`)."""
+    spans = xs.shape[0] > 0
     free = np.zeros(p)
     done = np.zeros(ops.shape[0])
     arrival = np.zeros(ops.shape[0])
@@ -356,9 +480,12 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
             continue
         if code >= _XA:
             r = free[peer]
-            t = (r if r > x else x) + (activation[j] if code == _XA or code == _TA
-                                       else gradient[j])
+            t0 = r if r > x else x
+            t = t0 + (activation[j] if code == _XA or code == _TA else gradient[j])
             done[k] = t
+            if spans:
+                xs[k] = t0
+                xe[k] = t
             if code <= _XG:
                 free[peer] = t
                 free[d] = t
@@ -377,6 +504,9 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
         if send != 0:
             c = t if prev < 0 or t >= arrival[prev] else arrival[prev]
             arrival[k] = c + (activation[j] if send == _SEND_A else gradient[j - 1])
+            if spans:
+                xs[k] = c
+                xe[k] = arrival[k]
     best = free[0]
     for d in range(p):
         ends[d] = free[d]

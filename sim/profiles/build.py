@@ -341,6 +341,137 @@ def _p2p_shares(host: tuple[tuple[str, ...], ...], tp: tuple[int, ...], exclusiv
     return [[(x[0], x[1]) for x in row] for row in out]  # the caller only reads it
 
 
+def hop_shares(plan: Plan) -> list[list[tuple[Any, Any]]]:
+    """The flows crossing each NIC direction and node pair with each point-to-point transfer of
+    ``plan`` on physical nodes, counting the pipelines' transfers over its own hop in its own
+    direction only (:func:`nic_shares` of that hop's edges), shaped as :func:`p2p_shares`.
+
+    Alike pipelines run in lockstep: every pipeline's transfer of one micro-batch
+    over one hop runs at the same moment. Where besides no two transfers crossing one
+    NIC direction or node pair direction are ever in flight at once in the
+    pipeline's program (:func:`in_lockstep`), these are the flows that cross it at
+    every moment, and the times are exact (:func:`physical_pair_time`).
+    """
+    return _hop_shares(_hosts(plan), tuple(st.replicas[0].tp for st in plan.stages))
+
+
+@functools.lru_cache(maxsize=4096)
+def _hop_shares(host: tuple[tuple[str, ...], ...], tp: tuple[int, ...]
+                ) -> list[list[tuple[Any, Any]]]:
+    """:func:`hop_shares` of the plan's hosts (per stage, per pipeline) and TP degrees."""
+    out = []
+    for j in range(len(host) - 1):
+        src, dst = host[j], host[j + 1]
+        fwd = nic_shares((a, b, tp[j]) for a, b in zip(src, dst, strict=True))
+        bwd = nic_shares((b, a, tp[j + 1]) for a, b in zip(src, dst, strict=True))
+        out.append([(fwd.get((a, b)), bwd.get((b, a))) for a, b in zip(src, dst, strict=True)])
+    return out
+
+
+def _hosts(plan: Plan) -> tuple[tuple[str, ...], ...]:
+    """The physical node of every replica, per stage and pipeline (:func:`host_of`)."""
+    return tuple(tuple(host_of(x, (j, i)) for i, x in enumerate(st.replicas))
+                 for j, st in enumerate(plan.stages))
+
+
+def crossing_kinds(plan: Plan) -> tuple[frozenset[tuple[str, int]], ...]:
+    """The kinds of point-to-point transfer (``("a" | "g", hop)``: an activation or gradient
+    over a hop, in any pipeline) crossing one NIC direction or node pair direction of
+    ``plan``'s physical nodes, for every direction that two kinds or more cross. Empty: every
+    direction carries one hop's transfers one way at most, and :func:`p2p_shares` is
+    :func:`hop_shares` (each transfer's other pipelines over that direction are its own
+    hop's; none of its own pipeline crosses it)."""
+    return _crossings(_hosts(plan))[1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _crossings(host: tuple[tuple[str, ...], ...]
+               ) -> tuple[bool, tuple[frozenset[tuple[str, int]], ...]]:
+    """Whether every hop is inside one node in all pipelines or in none, and
+    :func:`crossing_kinds`, of the hosts per stage and pipeline."""
+    L, r = len(host), len(host[0])
+    pattern = True
+    cross: dict[tuple, set[tuple[str, int]]] = {}
+    for j in range(L - 1):
+        pattern &= len({host[j][i] == host[j + 1][i] for i in range(r)}) == 1
+        for i in range(r):
+            a, b = host[j][i], host[j + 1][i]
+            if a != b:
+                for tag, x, y in (("a", a, b), ("g", b, a)):
+                    for res in (("out", x), ("pair", x, y), ("in", y)):
+                        cross.setdefault(res, set()).add((tag, j))
+    groups = {frozenset(v) for v in cross.values() if len(v) > 1}
+    return pattern, tuple(sorted(groups, key=sorted))
+
+
+@functools.lru_cache(maxsize=4096)
+def _kind_ids(groups: tuple[frozenset[tuple[str, int]], ...]) -> tuple[tuple[int, ...], ...]:
+    """:func:`crossing_kinds` as :func:`sim.analytic.training.transfer_spans`' kinds (``2 h``
+    hop ``h``'s activation, ``2 h + 1`` its gradient)."""
+    return tuple(tuple(sorted(2 * h + (tag == "g") for tag, h in g)) for g in groups)
+
+
+def in_lockstep(plan: Plan, times: Sequence[Sequence[tuple]], xfer: Sequence[Sequence[tuple]],
+                schedule: str, p2p: str) -> bool:
+    """Whether :func:`hop_shares` gives ``plan``'s point-to-point transfers exactly: alike
+    pipelines in lockstep, no two of whose transfers crossing one NIC direction or node pair
+    direction are in flight at once.
+
+    ``times[j][i]`` are stage ``j``'s passes on pipeline ``i`` (forward, backward, ...),
+    ``xfer[j][i]`` hop ``j``'s transfers (activation, gradient) timed with
+    :func:`hop_shares`. The pipelines are alike where every stage's replicas are of
+    one kind (GPU, TP degree, node size, zone), every hop is inside one node in all
+    pipelines or in none, and every pass and transfer takes the same time in all;
+    then, under a fixed device program (schedule ``1f1b`` or ``gpipe``,
+    :func:`sim.training.schedules.device_program`), every pipeline runs the same
+    timeline (:func:`sim.analytic.training.program_makespan`, each transfer's start
+    and end). If no two transfers whose kinds (hop and direction, in any pipeline)
+    cross one NIC direction or node pair direction overlap in it (intervals of
+    positive length meeting), the flows on each such direction at any moment are
+    those of one transfer of every pipeline: the counts of :func:`hop_shares`.
+    Every flow of it then has the same rate (the same size, links and time), so at
+    each flow's least ``capacity / count`` link the flows' max-min rates are at
+    least that and sum to at most its capacity: each is exactly it. The DES
+    (:func:`physical_network`) runs every transfer in its time, the same timeline,
+    and the closed form equals it (as long as only these transfers cross the NICs
+    in the pipeline phase: no all-reduce overlapped with it, or a stage's rings
+    before the other stages end theirs, which neither count has).
+
+    Only the directions two kinds cross or more are checked (:func:`crossing_kinds`;
+    on the others :func:`hop_shares` is :func:`p2p_shares`, and one kind's transfers of
+    two micro-batches meet only under ``p2p`` shared, which neither counts).
+
+    False otherwise (pipelines not alike, no fixed program, or two such transfers
+    meeting): the caller then counts every transfer that may run at once
+    (:func:`p2p_shares`) for the whole plan, an upper bound whatever the timeline
+    (a transfer counted with :func:`hop_shares` beside others counted so could be
+    met in the DES by one the closed form's timeline keeps apart).
+    """
+    from ..analytic.training import transfers_meet
+    from ..training.schedules import device_program, p2p_program
+
+    if schedule not in ("1f1b", "gpipe"):  # 1f1b-dynamic: no fixed program
+        return False
+    L = len(plan.stages)
+    pattern, groups = _crossings(_hosts(plan))
+    if not pattern or any(len(set(row)) > 1 for row in xfer):
+        return False
+    for j, st in enumerate(plan.stages):
+        if len({(x.gpu, x.tp, x.gpus_per_node, x.zone) for x in st.replicas}) > 1 or \
+                len(set(times[j])) > 1:
+            return False
+    if not groups:
+        return True
+    blocking, batched = p2p_program(p2p)
+    progs = [device_program(schedule, L, plan.microbatches, j, blocking=blocking,
+                            batched=batched) for j in range(L)]
+    return not transfers_meet(
+        progs, [row[0][0] for row in times], [row[0][1] for row in times],
+        [row[0][0] for row in xfer], [row[0][1] for row in xfer], _kind_ids(groups),
+        blocking=blocking, channels=p2p == "overlap",
+        key=("device_program", schedule, L, plan.microbatches, blocking, batched))
+
+
 def shares_of(shared: dict[tuple[str, str], tuple[int, int, int]] | None, a: Any, b: Any
               ) -> tuple[int, int, int] | None:
     """The counts :func:`nic_shares` gives a transfer from replica ``a`` to ``b`` (``(ReplicaSpec,
@@ -961,29 +1092,45 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     # in a pipeline whose largest TP is T sends T / t times what one send carries; T is each
     # pipeline's own (topology.py:105-111: tps_pp_stage[i], the TP degrees of pipeline i)
     tops = [max(st.replicas[i].tp for st in plan.stages) for i in range(r)]
-    xfer = []
     xfer_sizes: list[list[float]] = []  # [hop][pipeline]: the bytes one activation moves
     grad_sizes: list[list[float]] = []
-    # on physical nodes every transfer that may run at once with one crosses the same NIC
-    # directions and node pairs: the pipelines' transfers over every hop (p2p_shares)
-    shares = p2p_shares(plan, fb.p2p) if plan.physical else None
-    for j in range(L - 1):
-        a, b = plan.stages[j], plan.stages[j + 1]
-        row = []
-        ends = [((a.replicas[i], (j, i)), (b.replicas[i], (j + 1, i))) for i in range(r)]
+    hops = [[((a.replicas[i], (j, i)), (b.replicas[i], (j + 1, i))) for i in range(r)]
+            for j, (a, b) in enumerate(zip(plan.stages, plan.stages[1:], strict=False))]
+    for j, ends in enumerate(hops):
         acts, grads = [], []
         for i, (pa, pb) in enumerate(ends):
-            size = mbs * sizes_at(pa[0].tp)[a.layers[-1]].activation_bytes * act_scale
+            size = mbs * sizes_at(pa[0].tp)[plan.stages[j].layers[-1]].activation_bytes \
+                * act_scale
             acts.append(size * tops[i] / pa[0].tp if fb.pipe_groups else size)
             grads.append(size * tops[i] / pb[0].tp if fb.pipe_groups else size)
         xfer_sizes.append(acts)
         grad_sizes.append(grads)
-        for i, (pa, pb) in enumerate(ends):
-            fwd, bwd = shares[j][i] if shares is not None else (None, None)
-            act = pair_time(net, pa, pb, *p2p_flows(fb, acts[i], pa[0].tp), profiles, fwd)
-            grad = pair_time(net, pb, pa, *p2p_flows(fb, grads[i], pb[0].tp), profiles, bwd)
-            row.append((act, grad))
-        xfer.append(tuple(row))
+
+    def timed(shares: list[list[tuple[Any, Any]]] | None) -> list[tuple]:
+        """Every transfer's time, per hop and pipeline (activation, gradient), with ``shares``
+        of each (None: each alone, or nodes of their own)."""
+        out = []
+        for j, ends in enumerate(hops):
+            row = []
+            for i, (pa, pb) in enumerate(ends):
+                fwd, bwd = shares[j][i] if shares is not None else (None, None)
+                act = pair_time(net, pa, pb, *p2p_flows(fb, xfer_sizes[j][i], pa[0].tp),
+                                profiles, fwd)
+                grad = pair_time(net, pb, pa, *p2p_flows(fb, grad_sizes[j][i], pb[0].tp),
+                                 profiles, bwd)
+                row.append((act, grad))
+            out.append(tuple(row))
+        return out
+    # on physical nodes: each transfer with the pipelines' transfers over its own hop in its
+    # own direction (hop_shares), where alike pipelines in lockstep never run two transfers
+    # over one NIC direction or node pair at once (in_lockstep: then exact); else with every
+    # transfer that may cross one at once, over every hop of every pipeline (p2p_shares)
+    if plan.physical:
+        xfer = timed(hop_shares(plan))
+        if crossing_kinds(plan) and not in_lockstep(plan, times, xfer, schedule, fb.p2p):
+            xfer = timed(p2p_shares(plan, fb.p2p))
+    else:
+        xfer = timed(None)
     # gradient all-reduce per stage, tied embedding between the first and last stage: after the
     # last backward pass in the framework's buckets (DeepSpeed: 5e8 elements; Megatron-LM by
     # default: one), or bucket by bucket as the backward pass produces them (Megatron-LM's
