@@ -278,3 +278,28 @@ def tie():
     """:func:`tie_model`: a shipped profile's model as a tied one, for tests of the tied
     all-reduce."""
     return tie_model
+
+
+def write_tied_profiles(folder, name):
+    """A profiles folder (``folder``, created) holding the shipped network and model ``name``
+    as a tied model (:func:`tie_model`) in dtsim's model format, for ``--profiles``."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from sim.profiles import load_profiles
+    from sim.profiles.formats import DATA_DIR, model_to_data
+
+    d = Path(folder)
+    (d / "models").mkdir(parents=True, exist_ok=True)
+    for f in ("bandwidths.json", "intra_node_bandwidths.json"):
+        shutil.copy(DATA_DIR / f, d / f)
+    m = tie_model(load_profiles(models=(name,)), name).model(name)
+    (d / "models" / f"{name}.json").write_text(json.dumps(model_to_data(m)))
+    return d
+
+
+@pytest.fixture(scope="session")
+def tied_profiles_folder(tmp_path_factory):
+    """A profiles folder whose OPT-350 is tied (:func:`write_tied_profiles`)."""
+    return write_tied_profiles(tmp_path_factory.mktemp("tied") / "profiles", "OPT-350")
