@@ -1510,13 +1510,16 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/backward-time-negative", T("--backward-time", "-1"), refuse("backward_times"))
 
     # a Megatron-LM launch line as a plan (sim.profiles.megatron_args): read, never run
+    # (the shipped OPT-350 is untied, as the Sailor artifact's OPTModelPipe builds it: the
+    # launch unties too, Megatron-LM's GPT tying by default)
     def launch(name: str, extra: str = "", nodes: int = 2, per: int = 4, tp: int = 2,
-               layers: int = 24, gbs: int = 16, tail: str = "") -> str:
+               layers: int = 24, gbs: int = 16, tail: str = "", untie: bool = True) -> str:
         p = fx.root / name
+        flag = "--untie-embeddings-and-output-weights " if untie else ""
         p.write_text(f"torchrun --nnodes {nodes} --nproc-per-node {per} pretrain_gpt.py "
                      f"--tensor-model-parallel-size {tp} --pipeline-model-parallel-size 2 "
                      f"--num-layers {layers} --micro-batch-size 2 --global-batch-size {gbs} "
-                     f"{extra}\n{tail}")
+                     f"{flag}{extra}\n{tail}")
         return str(p)
 
     M = ("--model", "OPT-350", "--gpu", "RTX-3090", "--zone", "us-central1-a", *one)
@@ -1555,9 +1558,9 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/megatron-underscore-spelling",
         T("--plan", launch("ml-us.sh", "--sequence_parallel"), *M), refuse("plan"),
         note="Megatron-LM has no --foo_bar spelling (allow_abbrev=False)")
-    add("train/megatron-untied", T("--plan", launch("ml-ut.sh",
-                                                   "--untie-embeddings-and-output-weights"), *M),
-        refuse("plan"), note="OPT-350's profile ties its embedding and head")
+    add("train/megatron-tied", T("--plan", launch("ml-ut.sh", untie=False), *M),
+        refuse("plan"), note="OPT-350's profile does not tie its embedding and head (the "
+        "artifact's OPTModelPipe); a launch without --untie-embeddings-and-output-weights ties")
     add("train/megatron-fp16-and-bf16", T("--plan", launch("ml-pr.sh", "--fp16 --bf16"), *M),
         refuse("plan"))
     add("train/megatron-gbs-not-dividing", T("--plan", launch("ml-gb.sh", gbs=15), *M),
