@@ -1373,17 +1373,43 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     def rep(gpu: str, tp: int, gpn: int) -> list:
         return [{"gpu": gpu, "tp": tp, "gpus_per_node": gpn, "zone": "us-central1-a"}]
 
+    def tied_profiles() -> str:
+        """A profiles folder whose OPT-350 ties its embedding and head (tied_embeddings true;
+        the tied weight the first layer less its position embedding): the shipped OPT-350 is
+        untied, as the Sailor artifact's OPTModelPipe builds it."""
+        import shutil
+        from dataclasses import replace
+
+        from sim.profiles import load_profiles
+        from sim.profiles.formats import DATA_DIR, model_to_data
+
+        d = fx.root / "p-tied-opt"
+        if not d.is_dir():
+            (d / "models").mkdir(parents=True)
+            for f in ("bandwidths.json", "intra_node_bandwidths.json"):
+                shutil.copy(DATA_DIR / f, d / f)
+            m = load_profiles(models=("OPT-350",)).model("OPT-350")
+            tied = tuple((tp, row[0].params - round(row[0].activation_bytes / m.bytes_per_value))
+                         for tp, row in m.sizes)
+            (d / "models" / "OPT-350.json").write_text(_json.dumps(model_to_data(
+                replace(m, tied_embeddings=True, tied_params=tied))))
+        return str(d)
+
     gh = rep("GH-96", 4, 4)
     good = plan("plan-good.json", [{"first_layer": 0, "last_layer": 11, "replicas": gh},
                                    {"first_layer": 12, "last_layer": 25, "replicas": gh}])
     one = ["--steps", "1", "--replications", "1"]
     add("train/plan-runs", T("--plan", good, *one), ok("step time"))
-    add("train/plan-tied-tp-differs",
-        T("--plan", plan("plan-tied-tp.json", [{"first_layer": 0, "last_layer": 11,
-                                               "replicas": rep("GH-96", 2, 4)},
-                                              {"first_layer": 12, "last_layer": 25,
-                                               "replicas": rep("GH-96", 4, 4)}]), *one),
-        refuse("plan"), note="OPT-350 ties its embeddings: TP 2 at the first stage, 4 at the last")
+    tied_tp = plan("plan-tied-tp.json", [{"first_layer": 0, "last_layer": 11,
+                                          "replicas": rep("GH-96", 2, 4)},
+                                         {"first_layer": 12, "last_layer": 25,
+                                          "replicas": rep("GH-96", 4, 4)}])
+    add("train/plan-tied-tp-differs", T("--plan", tied_tp, "--profiles", tied_profiles(), *one),
+        refuse("plan"), note="a tied OPT-350 (tied_embeddings true): TP 2 at the first stage, "
+        "4 at the last")
+    add("train/plan-untied-tp-differs-runs", T("--plan", tied_tp, *one), ok("step time"),
+        note="the shipped OPT-350 is untied (the artifact's OPTModelPipe): no tied all-reduce "
+        "to pair the first and last stage's TP ranks")
     add("train/plan-tp-differs-runs",
         T("--plan", plan("plan-tp-212.json", [{"first_layer": 0, "last_layer": 8,
                                               "replicas": rep("GH-96", 2, 4)},
@@ -1419,8 +1445,9 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
             {"first_layer": 0, "last_layer": 11, "replicas": rep("GH-96", 2, 4) * 2},
             {"first_layer": 12, "last_layer": 25,
              "replicas": rep("GH-96", 2, 4) + rep("GH-96", 4, 4)}]),
-          "--framework", "sailor-deepspeed", *one), refuse("plan"),
-        note="OPT-350 ties its embeddings: the last stage's replicas TP 2 and 4")
+          "--framework", "sailor-deepspeed", "--profiles", tied_profiles(), *one),
+        refuse("plan"), note="a tied OPT-350 (tied_embeddings true): the last stage's replicas "
+        "TP 2 and 4")
     hosted = [dict(x, host=f"h{k}") for k, x in enumerate(rep("GH-96", 1, 4)
                                                           + rep("GH-96", 2, 4))]
     add("train/plan-stage-tp-mixed-hosts",
