@@ -254,3 +254,52 @@ def run_plain_python(calls):
 def plain_python():
     """:func:`run_plain_python`, for tests of the numba kernels' logic without compiling them."""
     return run_plain_python
+
+
+def tie_model(profiles, name):
+    """``profiles`` with model ``name`` made a tied model: its output head shares the word
+    embedding (a profile with ``tied_embeddings: true``, as Megatron-DeepSpeed's GPTModelPipe
+    or Megatron-LM's GPT without --untie-embeddings-and-output-weights build it). The tied
+    weight is the first layer less its learned position embedding (sequence x hidden values,
+    not split over TP: the first layer's output per sample). The shipped profiles' models are
+    untied as the Sailor artifact builds them (sim.profiles.sailor.ties_embeddings)."""
+    from dataclasses import replace
+
+    m = profiles.model(name)
+    tied = tuple((tp, row[0].params - round(row[0].activation_bytes / m.bytes_per_value))
+                 for tp, row in m.sizes)
+    models = tuple(replace(x, tied_embeddings=True, tied_params=tied) if x.name == name else x
+                   for x in profiles.models)
+    return replace(profiles, models=models)
+
+
+@pytest.fixture(scope="session")
+def tie():
+    """:func:`tie_model`: a shipped profile's model as a tied one, for tests of the tied
+    all-reduce."""
+    return tie_model
+
+
+def write_tied_profiles(folder, name):
+    """A profiles folder (``folder``, created) holding the shipped network and model ``name``
+    as a tied model (:func:`tie_model`) in dtsim's model format, for ``--profiles``."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from sim.profiles import load_profiles
+    from sim.profiles.formats import DATA_DIR, model_to_data
+
+    d = Path(folder)
+    (d / "models").mkdir(parents=True, exist_ok=True)
+    for f in ("bandwidths.json", "intra_node_bandwidths.json"):
+        shutil.copy(DATA_DIR / f, d / f)
+    m = tie_model(load_profiles(models=(name,)), name).model(name)
+    (d / "models" / f"{name}.json").write_text(json.dumps(model_to_data(m)))
+    return d
+
+
+@pytest.fixture(scope="session")
+def tied_profiles_folder(tmp_path_factory):
+    """A profiles folder whose OPT-350 is tied (:func:`write_tied_profiles`)."""
+    return write_tied_profiles(tmp_path_factory.mktemp("tied") / "profiles", "OPT-350")

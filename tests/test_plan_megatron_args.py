@@ -19,7 +19,9 @@ from sim.profiles.megatron_args import (
 ZONE = "us-central1-a"
 
 #: A launch script as Megatron-LM's examples write them: variables, an array, continuations,
-#: comments, a positional parameter and a command substitution in values dtsim ignores.
+#: comments, a positional parameter and a command substitution in values dtsim ignores. The
+#: shipped OPT-350 is untied (its head has a weight of its own, as the Sailor artifact's
+#: OPTModelPipe builds it), so the launch unties too (Megatron-LM's GPT ties by default).
 SCRIPT = r"""#!/bin/bash
 # OPT-350M on 2 nodes of 4 GPUs
 set -euo pipefail
@@ -38,6 +40,7 @@ torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py \
     --tensor-model-parallel-size 2 \
     --pipeline-model-parallel-size 2 \
     $GPT_ARGS \
+    --untie-embeddings-and-output-weights \
     --micro-batch-size 2 --global-batch-size 16 \
     --lr 0.00015 --train-iters 500000 --clip-grad 1.0 \
     --data-path "$DATA_PATH" --save "ckpt-$(date +%s)" \
@@ -67,7 +70,8 @@ replicas = [{{gpu = "RTX-3090", tp = 2, gpus_per_node = 4, zone = "{ZONE}", host
 BASE = ("torchrun --nnodes {nodes} --nproc-per-node {per} pretrain_gpt.py "
         "--tensor-model-parallel-size {tp} --pipeline-model-parallel-size {pp} "
         "--num-layers {layers} --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
-        "--micro-batch-size 2 --global-batch-size {gbs} {extra}\n")
+        "--untie-embeddings-and-output-weights --micro-batch-size 2 --global-batch-size {gbs} "
+        "{extra}\n")
 
 
 def _line(nodes=2, per=4, tp=2, pp=2, layers=24, gbs=16, extra=""):
@@ -179,7 +183,8 @@ def test_cli_equals_the_hand_written_plan_bit_for_bit(tmp_path, capsys):
     (_line(extra="--use-distributed-optimizer"), [], "sharded optimizer"),
     (_line().replace("--tensor-model-parallel-size", "--tensor_model_parallel_size"), [],
      "spelled as Megatron-LM defines it"),
-    (_line(extra="--untie-embeddings-and-output-weights"), [], "ties its embedding"),
+    (_line().replace("--untie-embeddings-and-output-weights ", ""), [],
+     "given for OPT-350, whose profile does not tie its embedding"),
     (_line(extra="--fp16 --bf16"), [], "at most one of --fp16 and --bf16"),
     (_line(gbs=15), [], "global batch size divisible"),
     (_line(nodes=2, per=1, tp=2, pp=1, gbs=2), [], "a TP group across two nodes"),
@@ -198,6 +203,21 @@ def test_refusals_are_one_line_exit_2(tmp_path, capsys, text, extra, message):
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert re.search(message, lines[0]), lines[0]
+
+
+def test_the_launch_ties_as_the_profile_does(opt, tie):
+    """Megatron-LM's GPT ties its output layer to the embedding unless
+    --untie-embeddings-and-output-weights (arguments.py:2460): a launch of a tied profile must
+    leave the flag out, one of an untied profile (the shipped OPT-350) must give it."""
+    tied = tie(load_profiles(models=("OPT-350",)), "OPT-350").model("OPT-350")
+    untied_line = _line()
+    tied_line = untied_line.replace("--untie-embeddings-and-output-weights ", "")
+    assert megatron_plan_from_text(tied_line, "x", tied, "RTX-3090") == \
+        megatron_plan_from_text(untied_line, "x", opt, "RTX-3090")
+    with pytest.raises(ConfigError, match="absent for OPT-350, whose profile ties its embedding"):
+        megatron_plan_from_text(untied_line, "x", tied, "RTX-3090")
+    with pytest.raises(ConfigError, match="given for OPT-350, whose profile does not tie"):
+        megatron_plan_from_text(tied_line, "x", opt, "RTX-3090")
 
 
 def test_gpu_is_needed_and_only_with_a_launch_plan(tmp_path, capsys):

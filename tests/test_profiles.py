@@ -63,11 +63,34 @@ def test_optimizer_step_is_spread_over_the_profiled_parameters(opt):
     raw = json.loads((sailor_dir() / "profiles.json").read_text())["OPT-350"]["GH-96"]["8"]["4"]
     m = opt.model("OPT-350")
     row = m.layer_times("GH-96", 8, 4)
-    assert math.isclose(row[0].optimizer + row[1].optimizer + row[2].optimizer, raw["0"][2],
-                        rel_tol=1e-12)
+    # the profiled model: embedding, two transformer layers and OPT's own head (OPTModelPipe's
+    # OPTLMHeadPipe, a LayerSpec: profile.sh --num_prof_layers 2, training.py use_last)
+    assert math.isclose(row[0].optimizer + row[1].optimizer + row[2].optimizer + row[25].optimizer,
+                        raw["0"][2], rel_tol=1e-12)
     sizes = m.layer_sizes(4)
     assert math.isclose(row[5].optimizer / row[1].optimizer, sizes[5].params / sizes[1].params)
-    assert sailor.untied_tail_layers("LLAMA-3-8") == 2 and sailor.untied_tail_layers("OPT-350") == 0
+    assert [sailor.untied_tail_layers(x) for x in ("LLAMA-3-8", "OPT-350", "GPT-Neo-2.7")] == \
+        [2, 1, 1]
+
+
+def test_the_artifacts_models_are_untied_as_it_builds_them():
+    """Of the artifact's pipeline models only GPTModelPipe ties its head to the embedding
+    (TiedLayerSpec); OPTModelPipe, GPTNeoModelPipe and LlamaModelPipe build LayerSpecs, so the
+    shipped OPT, GPT-Neo and LLaMA profiles are untied (no tied all-reduce) and a plan of two
+    stages of OPT-350 has no tied ring (it had one before this was read from the artifact)."""
+    from sim.profiles import Plan, ReplicaSpec, StageSpec
+    from sim.profiles.build import build_plan
+
+    prof = load_profiles(models=("OPT-350", "GPT-Neo-2.7"))
+    assert not any(m.tied_embeddings or m.tied_params for m in prof.models)
+    gpu = ReplicaSpec("A100-40", 1, gpus_per_node=4, zone="us-central1-a")
+    plan = Plan((StageSpec(tuple(range(13)), (gpu,)), StageSpec(tuple(range(13, 26)), (gpu,))),
+                1, 4, model="OPT-350")
+    b = build_plan(plan, prof, steps=1, check_memory=False, network=True)
+    assert b.tied_allreduce_time == 0.0 and b.tied_allreduce_times == ()
+    assert b.config.tied_allreduce_size == 0
+    assert [sailor.ties_embeddings(x) for x in ("OPT-350", "OPT-30", "GPT-Neo-2.7", "LLAMA-3-8",
+                                                "GPT-1.3")] == [False, False, False, False, True]
 
 
 def sailor_dir():

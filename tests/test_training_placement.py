@@ -202,7 +202,7 @@ def test_bad_placement_is_one_line(over, msg):
         _config(random.Random(1), barrier=False, tied_first=tied, **over)
 
 
-def test_the_framework_sets_the_placement():
+def test_the_framework_sets_the_placement(tie):
     """A plan's placement is its framework's (each value cited in sim.profiles.frameworks):
     the artifact's DeepSpeed has the barrier; upstream DeepSpeed and Megatron-LM do not, the
     tied all-reduce first in DeepSpeed, after in Megatron-LM, whose optimizer steps wait for
@@ -212,7 +212,7 @@ def test_the_framework_sets_the_placement():
     from sim.profiles.build import build_plan
     from sim.profiles.frameworks import FrameworkSpec
 
-    prof = load_profiles(models=("OPT-350",))
+    prof = tie(load_profiles(models=("OPT-350",)), "OPT-350")  # a tied model: a tied ring
     run = {r.name: r for r in read_runs()}["clariden-OPT-350-N8_D2"]
     want = {("sailor-deepspeed", None): (True, True, False),
             ("sailor-deepspeed", "fp16"): (True, True, True),

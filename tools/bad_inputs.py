@@ -1424,17 +1424,43 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     def rep(gpu: str, tp: int, gpn: int) -> list:
         return [{"gpu": gpu, "tp": tp, "gpus_per_node": gpn, "zone": "us-central1-a"}]
 
+    def tied_profiles() -> str:
+        """A profiles folder whose OPT-350 ties its embedding and head (tied_embeddings true;
+        the tied weight the first layer less its position embedding): the shipped OPT-350 is
+        untied, as the Sailor artifact's OPTModelPipe builds it."""
+        import shutil
+        from dataclasses import replace
+
+        from sim.profiles import load_profiles
+        from sim.profiles.formats import DATA_DIR, model_to_data
+
+        d = fx.root / "p-tied-opt"
+        if not d.is_dir():
+            (d / "models").mkdir(parents=True)
+            for f in ("bandwidths.json", "intra_node_bandwidths.json"):
+                shutil.copy(DATA_DIR / f, d / f)
+            m = load_profiles(models=("OPT-350",)).model("OPT-350")
+            tied = tuple((tp, row[0].params - round(row[0].activation_bytes / m.bytes_per_value))
+                         for tp, row in m.sizes)
+            (d / "models" / "OPT-350.json").write_text(_json.dumps(model_to_data(
+                replace(m, tied_embeddings=True, tied_params=tied))))
+        return str(d)
+
     gh = rep("GH-96", 4, 4)
     good = plan("plan-good.json", [{"first_layer": 0, "last_layer": 11, "replicas": gh},
                                    {"first_layer": 12, "last_layer": 25, "replicas": gh}])
     one = ["--steps", "1", "--replications", "1"]
     add("train/plan-runs", T("--plan", good, *one), ok("step time"))
-    add("train/plan-tied-tp-differs",
-        T("--plan", plan("plan-tied-tp.json", [{"first_layer": 0, "last_layer": 11,
-                                               "replicas": rep("GH-96", 2, 4)},
-                                              {"first_layer": 12, "last_layer": 25,
-                                               "replicas": rep("GH-96", 4, 4)}]), *one),
-        refuse("plan"), note="OPT-350 ties its embeddings: TP 2 at the first stage, 4 at the last")
+    tied_tp = plan("plan-tied-tp.json", [{"first_layer": 0, "last_layer": 11,
+                                          "replicas": rep("GH-96", 2, 4)},
+                                         {"first_layer": 12, "last_layer": 25,
+                                          "replicas": rep("GH-96", 4, 4)}])
+    add("train/plan-tied-tp-differs", T("--plan", tied_tp, "--profiles", tied_profiles(), *one),
+        refuse("plan"), note="a tied OPT-350 (tied_embeddings true): TP 2 at the first stage, "
+        "4 at the last")
+    add("train/plan-untied-tp-differs-runs", T("--plan", tied_tp, *one), ok("step time"),
+        note="the shipped OPT-350 is untied (the artifact's OPTModelPipe): no tied all-reduce "
+        "to pair the first and last stage's TP ranks")
     add("train/plan-tp-differs-runs",
         T("--plan", plan("plan-tp-212.json", [{"first_layer": 0, "last_layer": 8,
                                               "replicas": rep("GH-96", 2, 4)},
@@ -1470,8 +1496,9 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
             {"first_layer": 0, "last_layer": 11, "replicas": rep("GH-96", 2, 4) * 2},
             {"first_layer": 12, "last_layer": 25,
              "replicas": rep("GH-96", 2, 4) + rep("GH-96", 4, 4)}]),
-          "--framework", "sailor-deepspeed", *one), refuse("plan"),
-        note="OPT-350 ties its embeddings: the last stage's replicas TP 2 and 4")
+          "--framework", "sailor-deepspeed", "--profiles", tied_profiles(), *one),
+        refuse("plan"), note="a tied OPT-350 (tied_embeddings true): the last stage's replicas "
+        "TP 2 and 4")
     hosted = [dict(x, host=f"h{k}") for k, x in enumerate(rep("GH-96", 1, 4)
                                                           + rep("GH-96", 2, 4))]
     add("train/plan-stage-tp-mixed-hosts",
@@ -1561,13 +1588,16 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/backward-time-negative", T("--backward-time", "-1"), refuse("backward_times"))
 
     # a Megatron-LM launch line as a plan (sim.profiles.megatron_args): read, never run
+    # (the shipped OPT-350 is untied, as the Sailor artifact's OPTModelPipe builds it: the
+    # launch unties too, Megatron-LM's GPT tying by default)
     def launch(name: str, extra: str = "", nodes: int = 2, per: int = 4, tp: int = 2,
-               layers: int = 24, gbs: int = 16, tail: str = "") -> str:
+               layers: int = 24, gbs: int = 16, tail: str = "", untie: bool = True) -> str:
         p = fx.root / name
+        flag = "--untie-embeddings-and-output-weights " if untie else ""
         p.write_text(f"torchrun --nnodes {nodes} --nproc-per-node {per} pretrain_gpt.py "
                      f"--tensor-model-parallel-size {tp} --pipeline-model-parallel-size 2 "
                      f"--num-layers {layers} --micro-batch-size 2 --global-batch-size {gbs} "
-                     f"{extra}\n{tail}")
+                     f"{flag}{extra}\n{tail}")
         return str(p)
 
     M = ("--model", "OPT-350", "--gpu", "RTX-3090", "--zone", "us-central1-a", *one)
@@ -1606,9 +1636,9 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/megatron-underscore-spelling",
         T("--plan", launch("ml-us.sh", "--sequence_parallel"), *M), refuse("plan"),
         note="Megatron-LM has no --foo_bar spelling (allow_abbrev=False)")
-    add("train/megatron-untied", T("--plan", launch("ml-ut.sh",
-                                                   "--untie-embeddings-and-output-weights"), *M),
-        refuse("plan"), note="OPT-350's profile ties its embedding and head")
+    add("train/megatron-tied", T("--plan", launch("ml-ut.sh", untie=False), *M),
+        refuse("plan"), note="OPT-350's profile does not tie its embedding and head (the "
+        "artifact's OPTModelPipe); a launch without --untie-embeddings-and-output-weights ties")
     add("train/megatron-fp16-and-bf16", T("--plan", launch("ml-pr.sh", "--fp16 --bf16"), *M),
         refuse("plan"))
     add("train/megatron-gbs-not-dividing", T("--plan", launch("ml-gb.sh", gbs=15), *M),

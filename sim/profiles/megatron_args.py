@@ -559,6 +559,11 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
     transformer = _transformer_layers(model)
     check(transformer == layers, "plan", f"--num-layers equal to the transformer layers of the "
           f"model profile {model.name} ({transformer}) at {where}", layers)
+    # Megatron-LM's GPT ties its output layer to the embedding unless this flag is given
+    # (arguments.py:2460): the launch must train the model profiled. The shipped OPT-350 is
+    # untied (the Sailor artifact's OPTModelPipe gives its head a weight of its own:
+    # sim.profiles.sailor.ties_embeddings), so its launch gives the flag; a profile with
+    # tied_embeddings true takes a launch without it (then the tied all-reduce runs)
     untie = opts.get("--untie-embeddings-and-output-weights", False)
     check(untie != bool(model.tied_embeddings), "plan", f"--untie-embeddings-and-output-weights "
           f"{'absent' if model.tied_embeddings else 'given'} for {model.name}, whose profile "

@@ -61,21 +61,64 @@ from .values import (
 )
 
 __all__ = ["read_models", "read_sailor_model", "read_sailor_network", "read_sailor_plan",
-           "read_run", "is_sailor_plan", "untied_tail_layers", "sailor_curve", "read_intra_node"]
+           "read_run", "is_sailor_plan", "untied_tail_layers", "ties_embeddings", "sailor_curve",
+           "read_intra_node"]
 
 #: The artifact's bandwidth fits cover messages of 2**16 to 2**30 bytes.
 FIT_MIN_BYTES, FIT_MAX_BYTES = 2.0 ** 16, 2.0 ** 30
 
 
+#: Pipeline model of each model family the artifact knows (name prefix, upper case), as its
+#: Megatron-DeepSpeed (paths below under eth-easl/sailor cf2c8e3 third_party/Megatron-DeepSpeed/)
+#: picks it by ``--model-name`` (train_llm.py:53-85, the same in pretrain_gpt.py:51-85, which its
+#: profiler runs; the shipped runs pass ``--model-name OPT``, sailor/Worker/run_agent.sh:67; the
+#: profiler maps OPT-350 and OPT-30 to "OPT", GPT-Neo-2.7 to "GPT-Neo", LLAMA-3-8 to "LLAMA":
+#: profile_all.py:15-20), with the layers after the transformer layers (each a ``LayerSpec``, no
+#: ``TiedLayerSpec``, so none shares a weight with the embedding and no tied gradient is
+#: all-reduced): ``OPTModelPipe`` ends with ``OPTLMHeadPipe``, a final LayerNorm and a
+#: ColumnParallelLinear vocab x hidden head of its own (megatron/model/opt_model.py:49-80, 629,
+#: 657-661; llm_info's last OPT-350 layer holds 51,513,344 parameters at TP 1: padded vocabulary
+#: 50,304 x 1,024 + 2,048); ``GPTNeoModelPipe`` ends with a LayerNorm and no head
+#: (gpt_neo_model.py:584-585; 5,120 parameters); ``LlamaModelPipe`` with an RMSNorm and
+#: ``LlamaLMHeadPipe`` (llama_model.py:893-903).
+_UNTIED_FAMILIES = (("GPT-NEO", 1), ("LLAMA", 2), ("OPT", 1))
+
+
 def untied_tail_layers(model: str) -> int:
     """Layers after the transformer layers whose parameters the profiled optimizer step held.
 
-    Megatron-DeepSpeed's GPT pipeline model (``GPTModelPipe``, used for OPT
-    and GPT-Neo) ties the output head to the input embedding (a
-    ``TiedLayerSpec``), so the head adds no parameters of its own to the
-    optimizer (0); LLaMA's pipeline model has an untied RMSNorm and head (2).
+    The artifact's profiler builds the model it runs (its ``training.py`` keeps
+    ``use_last`` true unless profiling for Varuna: megatron/training.py:570-576)
+    with two transformer layers (profile.sh:8, ``--num_prof_layers 2``): the
+    embedding, two transformer layers and the layers after them, which its
+    profile copies into the last layer(s) (training.py:430-450). OPT's tail is
+    its head (1: final LayerNorm and its own vocab x hidden weight), GPT-Neo's
+    its final LayerNorm (1), LLaMA's an RMSNorm and a head (2); see
+    :data:`_UNTIED_FAMILIES`. A model of another name is taken as the
+    artifact's ``GPTModelPipe`` (``--model-name GPT``), which ties its head to
+    the embedding unless ``--untie-embeddings-and-output-weights`` (a
+    ``TiedLayerSpec``, megatron/model/gpt_model.py:353, 406-423), so the head
+    adds no parameters of its own (0).
     """
-    return 2 if model.upper().startswith("LLAMA") else 0
+    name = model.upper()
+    for prefix, tail in _UNTIED_FAMILIES:
+        if name.startswith(prefix):
+            return tail
+    return 0
+
+
+def ties_embeddings(model: str) -> bool:
+    """Whether the artifact's pipeline model of that name ties its output head to the embedding.
+
+    Only ``GPTModelPipe`` does (``TiedLayerSpec('embed', ...)`` first and last,
+    megatron/model/gpt_model.py:353, 406-423, unless the launch unties them):
+    DeepSpeed then all-reduces the tied weight's gradient between the first
+    and the last stage. OPT, GPT-Neo and LLaMA build every layer with
+    ``LayerSpec`` (:data:`_UNTIED_FAMILIES`): no tied weight, no such
+    all-reduce.
+    """
+    name = model.upper()
+    return not any(name.startswith(prefix) for prefix, _ in _UNTIED_FAMILIES)
 
 
 def _profiled_params(sizes: tuple[LayerSizes, ...], tail: int) -> int:
@@ -174,12 +217,13 @@ def _model(name: str, prof: Any, info: Any, where: str) -> ModelProfile:
                     row = tuple(LayerTimes(f, b, per_param * sizes[tp][i].params)
                                 for i, (f, b, _o) in enumerate(raw))
                 times.append(((gpu, mbs, tp), row))
-    # the tied weight is Megatron's word embedding (GPTModelPipe's TiedLayerSpec 'embed',
-    # tied_weight_attr='word_embeddings_weight'): the first layer's parameters less the learned
-    # position embedding (max_position x hidden, not split over TP), which the artifact's runs set
-    # to the sequence length (run_agent.sh --max-position-embeddings 2048 --seq-length 2048):
-    # the first layer's output per sample, seq x hidden values
-    tied = tail == 0
+    # only GPTModelPipe ties (ties_embeddings). Its tied weight is Megatron's word embedding
+    # (TiedLayerSpec 'embed', tied_weight_attr='word_embeddings_weight'): the first layer's
+    # parameters less the learned position embedding (max_position x hidden, not split over
+    # TP), which the artifact's runs set to the sequence length (run_agent.sh
+    # --max-position-embeddings 2048 --seq-length 2048): the first layer's output per sample,
+    # seq x hidden values
+    tied = ties_embeddings(name)
     tied_params = tuple((tp, row[0].params - round(row[0].activation_bytes / act_bpv))
                         for tp, row in sorted(sizes.items())) if tied else ()
     # Adam's state beyond the weight and its gradient: its two fp32 moments (8 bytes), and with
