@@ -1060,8 +1060,9 @@ class ClusterConfig:
         the parameter that drives them: every worker alternates up and down with a mean cycle
         ``mean_downtime / (1 - a)``, every domain ``domain_mean_downtime / rho``, two transitions
         a cycle. A trace is not counted (its rows are its transitions). The parameter named is
-        the horizon, or the downtime of whichever outages dominate when it is below 1
-        (short cycles)."""
+        the one furthest from the default cluster (16 workers, horizon 10,000, outages of mean
+        1): the horizon, the workers, or the downtime of whichever outages dominate when it is
+        below 1 (short cycles)."""
         if self.trace is not None or self.failure_trace is not None:
             return 0.0, "trace", None
         workers = 0.0
@@ -1074,11 +1075,18 @@ class ClusterConfig:
             rhos = [self.domain_outage] * self.domains
         domains = sum(u / self.domain_mean_downtime for u in rhos if 0.0 < u < 1.0)
         n = 2.0 * (workers + domains) * self.horizon
+        # the factor furthest from the default cluster (16 workers, horizon 10,000, outages of
+        # mean 1) is named: how many times it multiplies the transitions
+        blame = [(self.horizon / 1e4, "horizon", self.horizon)]
+        if self.workers > 16 and workers > domains:
+            blame.append((self.workers / 16, "workers", self.workers))
         if domains > workers and self.domain_mean_downtime < 1.0:
-            return n, "domain_mean_downtime", self.domain_mean_downtime
+            blame.append((1.0 / self.domain_mean_downtime, "domain_mean_downtime",
+                          self.domain_mean_downtime))
         if domains <= workers and self.mean_downtime < 1.0:
-            return n, "mean_downtime", self.mean_downtime
-        return n, "horizon", self.horizon
+            blame.append((1.0 / self.mean_downtime, "mean_downtime", self.mean_downtime))
+        _, name, value = max(blame, key=lambda b: b[0])
+        return n, name, value
 
     def layout_domains(self) -> tuple[list[tuple[str, ...]], dict[str, float]]:
         """The nested domains of :attr:`topology` (see :func:`layout_domains`)."""

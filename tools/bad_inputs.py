@@ -635,9 +635,13 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("pipeline/one-replication-no-interval", P("--stages", "4", "--microbatches", "200",
                                                   "--replications", "1"), ok("no interval"),
         note="an infinite interval is not agreement")
-    add("pipeline/ctrl-c", P("--stages", "48", "--microbatches", "100000000", "--engine", "des",
+    add("pipeline/ctrl-c", P("--stages", "48", "--microbatches", "3000000", "--engine", "des",
                              "--replications", "1"), Expect("interrupt", "interrupted"),
-        interrupt_after=4.0, timeout=30)
+        interrupt_after=4.0, timeout=30,
+        note="8.6e7 expected transitions: under the budget, many minutes (1e8 micro-batches "
+             "are refused as a runaway)")
+    add("pipeline/des-runaway-microbatches", P("--stages", "48", "--microbatches", "100000000",
+                                               "--engine", "des"), refuse("microbatches"))
 
     # -- design -----------------------------------------------------------------
     D = lambda *a: dtsim("design", *a)  # noqa: E731
@@ -677,9 +681,13 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("failures/runaway-domain-downtime", F("--availability", "1", "--domain-outage", "0.2",
                                               "--domain-downtime", "1e-6"),
         refuse("domain_mean_downtime"))
-    add("failures/horizon-1e15-ctrl-c", F("--horizon", "1e15", "--replications", "1"),
+    add("failures/horizon-3e6-ctrl-c", F("--horizon", "3e6", "--replications", "1"),
         Expect("interrupt", "interrupted"), interrupt_after=4.0, timeout=30,
-        note="fits in memory but never ends: Ctrl-C stops it in one line")
+        note="under the transition budget but minutes long: Ctrl-C stops it in one line")
+    add("failures/horizon-1e15", F("--horizon", "1e15"), refuse("horizon"),
+        note="used to fit in memory and never end (Ctrl-C); now a runaway refused at once")
+    add("failures/runaway-workers", F("--workers", "10000000", "--horizon", "100"),
+        refuse("workers"))
     add("failures/distribution-unknown", F("--distribution", "bogus"), refuse("distribution"))
     add("failures/replications-zero", F("--replications", "0"), refuse("replications"))
     add("failures/replications-1e9", F("--horizon", "10", "--replications", big),

@@ -470,8 +470,9 @@ class PipelineConfig:
         transitions each; the run lasts at least its arrivals plus one crossing
         (``microbatches / rate`` + the stage and hop times), or ``microbatches`` crossings one
         after the other with ``back_to_back`` arrivals. A replayed trace is not counted (its
-        transitions are its rows). The parameter named is the largest term of the run's length,
-        or the downtime when it is below 1 (the cycles are short).
+        transitions are its rows). The parameter named is the one furthest from the study's run
+        (48 stages x 3 replicas, 10,000 arrivals a unit apart, outages of mean 1): the largest
+        term of the run's length, the replicas (or stages), or a downtime below 1.
         """
         if self.failure_trace is not None:
             return 0.0, "failure_trace", None
@@ -497,12 +498,18 @@ class PipelineConfig:
         else:
             terms = [("microbatches", self.microbatches / self.rate, self.microbatches)] + cross
         length = math.fsum(t for _, t, _ in terms)
+        # the factor furthest from the study's run (48 stages x 3 replicas, 10,000 arrivals a
+        # unit apart, outages of 1) is named: how many times it multiplies the transitions
+        name, span, value = max(terms, key=lambda t: t[1])
+        blame = [(span / 1e4, name, value)]
+        if self.workers > 144 and rate - domains > domains:
+            many = "stages" if self.stages > 48 and max(self.replicas) <= 3 else "replicas"
+            blame.append((self.workers / 144, many, getattr(self, many)))
         if domains > rate - domains and self.domain_downtime < 1.0:
-            name, value = "domain_downtime", self.domain_downtime
+            blame.append((1.0 / self.domain_downtime, "domain_downtime", self.domain_downtime))
         elif domains <= rate - domains and self.mean_downtime < 1.0:
-            name, value = "mean_downtime", self.mean_downtime
-        else:
-            name, _, value = max(terms, key=lambda t: t[1])
+            blame.append((1.0 / self.mean_downtime, "mean_downtime", self.mean_downtime))
+        _, name, value = max(blame, key=lambda b: b[0])
         if isinstance(value, tuple) and len(set(value)) == 1:
             value = value[0]
         return 2.0 * rate * length, name, value
