@@ -486,13 +486,11 @@ class PipelineConfig:
         rate += domains
         if rate == 0.0:
             return 0.0, "availability", self.availability
-        L = self.stages
-        st = self.stage_time if isinstance(self.stage_time, tuple) else (self.stage_time,) * L
-        lat = self.latency if isinstance(self.latency, tuple) else (self.latency,) * max(L - 1, 0)
+        # stage_time and latency are per-stage / per-hop tuples once the config is built
         hop = self.transfer_size / self.bandwidth if self.transfer_size else 0.0
-        cross = [("stage_time", math.fsum(st), self.stage_time),
-                 ("latency", math.fsum(lat), self.latency),
-                 ("transfer_size", (L - 1) * hop, self.transfer_size)]
+        cross = [("stage_time", math.fsum(self.stage_time), self.stage_time),  # type: ignore[arg-type]
+                 ("latency", math.fsum(self.latency), self.latency),  # type: ignore[arg-type]
+                 ("transfer_size", (self.stages - 1) * hop, self.transfer_size)]
         if self.arrival == "back_to_back":
             terms = [(n, self.microbatches * t, v) for n, t, v in cross]
         else:
