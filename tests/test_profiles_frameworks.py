@@ -164,6 +164,31 @@ def test_plan_files_name_their_framework(tmp_path):
             plan_from_data({**doc, **extra})
 
 
+def test_command_line_framework_takes_the_plan_tables_keys():
+    """``--framework NAME[:key=value,...]`` is the plan file's table in one string: booleans
+    and numbers typed, a version kept as text (0.20 is not 0.2), malformed text refused."""
+    from sim.profiles.formats import framework_from_text
+
+    assert framework_from_text("megatron") == FrameworkSpec("megatron")
+    assert framework_from_text("megatron:precision=bf16, overlap_grad_reduce=true") == \
+        FrameworkSpec("megatron", precision="bf16", options=(("overlap_grad_reduce", True),))
+    assert framework_from_text("ddp:bucket_cap_mb=50").option("bucket_cap_mb") == 50
+    assert framework_from_text("deepspeed:version=0.16.5,communication_data_type=fp32") == \
+        FrameworkSpec("deepspeed", "0.16.5", options=(("communication_data_type", "fp32"),))
+    behaviour = resolve(framework_from_text("megatron:overlap_grad_reduce=true"), 2)
+    assert behaviour.allreduce == "overlap-backward"
+    bad = [("megatron:bf16", "'framework' must be NAME[:key=value,...]"),
+           ("megatron:overlap=true", "'framework_options' must be an option megatron has"),
+           ("megatron:overlap_grad_reduce=yes", "'overlap_grad_reduce' must be one of"),
+           ("ddp:bucket_cap_mb=1,bucket_cap_mb=2", "'framework' must be each key once"),
+           ("megatron:name=ddp", "'framework' must be each key once"),
+           ("deepspeed:version=0.20", "'framework_version' must be a version of deepspeed"),
+           ("", "'framework' must be NAME[:key=value,...] text")]
+    for text, msg in bad:
+        with pytest.raises(ConfigError, match=re.escape(msg)):
+            framework_from_text(text)
+
+
 def test_framework_p2p_maps_to_the_adapters_modes(prof, runs):
     """Every framework's point-to-point is one the traffic adapter runs as the framework does:
     blocking (DeepSpeed's order, or Megatron-LM's with batched pairs), or overlapped on FIFO

@@ -2267,6 +2267,12 @@ def planner_cases(fx: Fixtures) -> list[Case]:
         "for one stage)")
     add("plan/megatron-gpipe", P(*gh, *quick, "--framework", "megatron", "--schedule", "gpipe"),
         refuse("schedule"))
+    add("plan/framework-options", P(*gh, *quick, "--framework",
+                                    "megatron:overlap_grad_reduce=true", "--out",
+                                    str(fx.root / "plan-out-fw.json")),
+        ok("plan 1 written"), note="the written plan's framework table holds the options")
+    add("plan/framework-option-unknown", P(*gh, *quick, "--framework", "ddp:bucket_mb=5"),
+        refuse("framework_options"))
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
     add("plan/failures-without-restart", P(*gh, *quick, "--simulate", "1", "--mtbf", "100"),
         refuse("restart_cost"),
@@ -2326,6 +2332,23 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/framework-unknown", T("--plan", good, "--framework", "horovod", *one),
         refuse("framework"))
     add("train/framework-without-plan", T("--framework", "deepspeed"), refuse("framework"))
+    add("train/framework-options-run", T("--plan", good, "--framework",
+                                         "megatron:precision=bf16,overlap_grad_reduce=true",
+                                         *one), ok("buckets=megatron"),
+        note="--framework NAME[:key=value,...] takes a plan file's framework table's keys")
+    add("train/framework-option-unknown", T("--plan", good, "--framework", "megatron:overlap=true",
+                                            *one), refuse("framework_options"))
+    add("train/framework-option-bad-value", T("--plan", good, "--framework",
+                                              "megatron:overlap_grad_reduce=yes", *one),
+        refuse("overlap_grad_reduce"))
+    add("train/framework-option-malformed", T("--plan", good, "--framework", "megatron:bf16",
+                                              *one), refuse("framework"))
+    add("train/framework-option-twice", T("--plan", good, "--framework",
+                                          "ddp:bucket_cap_mb=5,bucket_cap_mb=6", *one),
+        refuse("framework"))
+    add("train/framework-version-unknown", T("--plan", good, "--framework",
+                                             "deepspeed:version=0.20", *one),
+        refuse("framework_version"), note="a version is text: 0.20 is not read as 0.2")
     add("train/framework-ddp-pipeline", T("--plan", good, "--framework", "ddp", *one),
         refuse("framework"), note="DDP runs no pipeline: a 2-stage plan")
     add("train/plan-framework-overlap-placement",

@@ -83,10 +83,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "TrainSchedule order), batched (Megatron-LM's 1F1B with its batched send/receive "
            "pairs; --schedule 1f1b) or overlap, overriding the framework's (default: the "
            "framework's)")
-    a("--framework", default=None, metavar="NAME",
+    a("--framework", default=None, metavar="NAME[:key=value,...]",
       help="the framework the plans run on (deepspeed, sailor-deepspeed, megatron, ddp: "
            "sim/profiles/frameworks.py; default: the runs' with --fleet-from-runs, else "
-           "deepspeed); the written plan names it")
+           "deepspeed), with a plan file's framework keys: version, precision and the "
+           "framework's options, e.g. megatron:precision=bf16,overlap_grad_reduce=true; the "
+           "written plan names it")
     a("--top", type=int, default=10, help="plans in the table (default 10)")
     a("--simulate", type=int, default=3, metavar="K",
       help="simulate the best K plans in the DES (default 3; 0: none)")
@@ -188,11 +190,12 @@ def _failures(args: argparse.Namespace) -> dict[str, Any]:
 def _p2p_in_force(args: argparse.Namespace) -> str:
     """The point-to-point mode the searched plans run under: ``--p2p``, else ``--framework``'s,
     else the default framework's (a Sailor run's with ``--fleet-from-runs`` is blocking too)."""
-    from ..profiles.frameworks import FrameworkSpec, resolve
+    from ..profiles.formats import framework_from_text
+    from ..profiles.frameworks import resolve
 
     if args.p2p is not None:
         return str(args.p2p)
-    spec = FrameworkSpec(args.framework) if args.framework is not None else None
+    spec = framework_from_text(args.framework) if args.framework is not None else None
     return resolve(spec, 4).p2p
 
 
@@ -244,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
     from ..planner.models import ProfilePlanModel, simulate_plan
     from ..profiles import load_profiles, plan_to_data
     from ..profiles.estimates import Estimator
-    from ..profiles.frameworks import FrameworkSpec
+    from ..profiles.formats import framework_from_text
 
     check_int("top", args.top, low=1)
     check_int("simulate", args.simulate, low=0)
@@ -273,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     req = request_from_args(args, gbs_default)
     fw = None
     if args.framework is not None:
-        fw = FrameworkSpec(args.framework)
+        fw = framework_from_text(args.framework)
     elif runs and len({r.plan.framework for r in runs}) == 1:
         fw = runs[0].plan.framework  # the runs' framework (a Sailor run's: sailor-deepspeed)
     pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p, framework=fw,

@@ -128,11 +128,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "overlapped, each on "
            "a connection of its own, sharing links max-min (no framework sends so: kept for "
            "comparison); with --plan the plan's framework's, which this overrides)")
-    a("--framework", default=None, metavar="NAME",
+    a("--framework", default=None, metavar="NAME[:key=value,...]",
       help="with --plan: the framework that runs it, overriding the plan's (one of "
            "deepspeed, sailor-deepspeed, megatron, ddp: sim/profiles/frameworks.py; default: "
-           "the plan's, a Sailor plan_config's sailor-deepspeed, else deepspeed); it sets the "
-           "p2p mode, the all-reduce's placement (--sync) and buckets, and the value sizes")
+           "the plan's, a Sailor plan_config's sailor-deepspeed, else deepspeed), with a plan "
+           "file's framework keys (version, precision, the framework's options: "
+           "megatron:overlap_grad_reduce=true); it sets the p2p mode, the all-reduce's "
+           "placement (--sync) and buckets, and the value sizes")
     a("--virtual-stages", type=int, default=1, metavar="V",
       help="model chunks per device with --schedule interleaved (default 1)")
     a("--plan", default=None, metavar="FILE",
@@ -425,9 +427,9 @@ def build_from_args(args: argparse.Namespace) -> Any:
         check_choice("p2p", args.p2p, P2PS)
     fw = None
     if args.framework is not None:
-        from ..profiles.frameworks import FrameworkSpec
+        from ..profiles.formats import framework_from_text
 
-        fw = FrameworkSpec(args.framework)
+        fw = framework_from_text(args.framework)
     from ..profiles.megatron_args import is_megatron_launch
 
     if is_megatron_launch(args.plan):  # its layers are the model profile's: read it first

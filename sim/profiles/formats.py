@@ -229,6 +229,40 @@ def framework_from_data(doc: Any, where: str = "framework") -> FrameworkSpec:
                                        if k not in ("name", "version", "precision")))
 
 
+def framework_from_text(text: Any) -> FrameworkSpec:
+    """A :class:`FrameworkSpec` from the command line's ``NAME[:key=value,...]``.
+
+    The keys are a plan file's framework table's (``version``, ``precision``
+    and the framework's options, :data:`sim.profiles.frameworks.FRAMEWORKS`),
+    e.g. ``megatron:precision=bf16,overlap_grad_reduce=true``; ``true`` and
+    ``false`` are booleans and a number is a number (``bucket_cap_mb=50``).
+    """
+    check(isinstance(text, str) and text.strip() != "", "framework",
+          "NAME[:key=value,...] text", text)
+    name, _, rest = str(text).partition(":")
+    doc: dict[str, Any] = {"name": name.strip()}
+    for item in (x.strip() for x in rest.split(",")) if rest.strip() else ():
+        key, eq, val = (x.strip() for x in item.partition("="))
+        check(bool(eq and key and val), "framework", "NAME[:key=value,...] (each option "
+              "key=value)", text)
+        check(key != "name" and key not in doc, "framework", "each key once (the name "
+              "before the colon)", key)
+        doc[key] = val if key in ("version", "precision") else _option_value(val)
+    return framework_from_data(doc, "--framework")
+
+
+def _option_value(text: str) -> Any:
+    """``true``/``false`` as a boolean, an integer or a number as such, else the text."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def framework_to_data(f: FrameworkSpec) -> dict[str, Any]:
     """Plain data of a :class:`FrameworkSpec`."""
     out: dict[str, Any] = {"name": f.name}
