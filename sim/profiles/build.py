@@ -24,8 +24,9 @@ code it was read at):
   (``activation_bytes x mbs``, in the framework's activation dtype) to the
   next and gets the same size back as the gradient: ``tp`` concurrent flows of
   ``1/tp`` each when partitioned, of the whole tensor each when not
-  (Megatron-LM), timed over the pair's curve for that many flows
-  (:func:`pair_time`; replicas on named hosts: :func:`physical_pair_time`);
+  (Megatron-LM; DeepSpeed 0.3.13's gradient, whose activation is partitioned:
+  ``FrameworkBehaviour.gradient_partitioned``), timed over the pair's curve
+  for that many flows (:func:`pair_time`; replicas on named hosts: :func:`physical_pair_time`);
   blocking or overlapped as the framework (or ``p2p``) says;
 * **gradient all-reduce** of each stage among its ``dp`` replicas, after the
   last backward (or overlapped with it, as the framework says): the gradients
@@ -895,11 +896,14 @@ def given_sync(fb: FrameworkBehaviour, sync: Any, dp: int) -> tuple[FrameworkBeh
     return fb, fb.sync
 
 
-def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int) -> tuple[float, int]:
-    """``(bytes per flow, flows)`` of one activation (or gradient) of ``size`` bytes sent by a
-    TP group of ``tp`` ranks: partitioned (DeepSpeed), ``tp`` flows of ``size / tp``; else each
-    rank sends the whole tensor (Megatron-LM without sequence parallelism)."""
-    if fb.partitioned or tp == 1:
+def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int, gradient: bool = False
+              ) -> tuple[float, int]:
+    """``(bytes per flow, flows)`` of one activation (``gradient``: its gradient sent back) of
+    ``size`` bytes sent by a TP group of ``tp`` ranks: partitioned (DeepSpeed's activation;
+    its gradient from 0.16.5 on), ``tp`` flows of ``size / tp``; else each rank sends the whole
+    tensor (Megatron-LM without sequence parallelism; DeepSpeed 0.3.13's gradient,
+    ``FrameworkBehaviour.gradient_partitioned``)."""
+    if (fb.gradient_partitioned if gradient else fb.partitioned) or tp == 1:
         return size / tp, tp
     return size, tp
 
@@ -1116,8 +1120,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                 fwd, bwd = shares[j][i] if shares is not None else (None, None)
                 act = pair_time(net, pa, pb, *p2p_flows(fb, xfer_sizes[j][i], pa[0].tp),
                                 profiles, fwd)
-                grad = pair_time(net, pb, pa, *p2p_flows(fb, grad_sizes[j][i], pb[0].tp),
-                                 profiles, bwd)
+                grad = pair_time(net, pb, pa, *p2p_flows(fb, grad_sizes[j][i], pb[0].tp,
+                                                         gradient=True), profiles, bwd)
                 row.append((act, grad))
             out.append(tuple(row))
         return out
@@ -1209,7 +1213,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         def moved(sizes: list[list[float]], at: int) -> tuple:
             out = []
             for j, row in enumerate(sizes):
-                each = [p2p_flows(fb, x, plan.stages[j + at].replicas[i].tp)
+                each = [p2p_flows(fb, x, plan.stages[j + at].replicas[i].tp, gradient=at == 1)
                         for i, x in enumerate(row)]
                 per = [x * k for x, k in each]
                 out.append(per[0] if len(set(each)) == 1 else tuple(per))

@@ -19,13 +19,15 @@ What a framework decides, and where dtsim uses it:
     :func:`sim.training.schedules.megatron_program`) or ``"overlap"`` (on a
     communication stream beside the compute).
     :attr:`sim.training.TrainingConfig.p2p`.
-``partitioned`` and ``gathers``
+``partitioned``, ``grad_partitioned`` and ``gathers``
     Whether the ``t`` ranks of a TP group each send ``1/t`` of the activation
-    (and of its gradient) and rebuild it by an all-gather inside the node after
-    receiving it, and how many such all-gathers a stage runs per micro-batch in
-    its forward pass (after receiving the activation) and in its backward pass
-    (after receiving the gradient). Unpartitioned, every rank sends the whole
-    tensor.
+    (``partitioned``) and of its gradient (``grad_partitioned``) and rebuild it
+    by an all-gather inside the node after receiving it, and how many such
+    all-gathers a stage runs per micro-batch in its forward pass (after
+    receiving the activation) and in its backward pass (the output it sent,
+    rebuilt for the backward pass, and a partitioned gradient). Unpartitioned,
+    every rank sends the whole tensor: DeepSpeed 0.3.13 partitions the
+    activation but sends the whole gradient back from every TP rank.
 ``allreduce``, ``barrier``, ``tied_first``
     Where the data-parallel gradient all-reduce runs: ``"after-backward"``
     (after the stage's last backward pass) or ``"overlap-backward"`` (buckets
@@ -61,8 +63,18 @@ What a framework decides, and where dtsim uses it:
 ``dp_bytes``, ``tied_bytes``, ``activation_bytes``
     Bytes per value of the data-parallel gradient all-reduce, of the tied
     gradient's all-reduce, and of the activations and their gradients sent
-    between stages, per training precision (``fp32``, ``fp16``, ``bf16``),
+    between stages, per training precision (``fp32``, ``fp16``, ``bf16``; a
+    release without bf16, DeepSpeed 0.3.13, has no bf16 entry and refuses it),
     before any option.
+
+Versions: a :class:`Framework` is one release, read at its version. A key
+(``deepspeed``) may have several releases (:data:`RELEASES`: DeepSpeed 0.16.5,
+the default, and 0.3.13, whose pipeline engine many published 3D-parallel runs
+used, e.g. Megatron-LM v1.1.5's example); :data:`FRAMEWORKS` holds each key's
+default release. A release is a whole table of its own rather than 0.16.5's with
+exceptions, so every one of its values was read at its own version (and cites
+it); :class:`FrameworkSpec` picks the release by ``version`` and checks the
+options and precision against that release's.
 """
 
 from __future__ import annotations
@@ -74,7 +86,7 @@ from typing import Any
 from ..errors import check
 
 __all__ = ["PRECISIONS", "Cited", "Framework", "FrameworkSpec", "FrameworkBehaviour",
-           "FRAMEWORKS", "DEFAULT_FRAMEWORK", "SAILOR_FRAMEWORK", "framework", "resolve",
+           "FRAMEWORKS", "RELEASES", "DEFAULT_FRAMEWORK", "SAILOR_FRAMEWORK", "framework", "resolve",
            "P2P_MODES", "ALLREDUCE_PLACEMENTS"]
 
 #: Bytes per value of each training precision.
@@ -83,6 +95,7 @@ P2P_MODES = ("blocking", "overlap", "batched")
 ALLREDUCE_PLACEMENTS = ("after-backward", "overlap-backward")
 
 _DS = "microsoft/DeepSpeed v0.16.5 (version.txt 0.16.5, commit 38327e0)"
+_DS3 = "microsoft/DeepSpeed v0.3.13 (tag v0.3.13, version.txt 0.3.13)"
 _SAILOR = ("eth-easl/sailor cf2c8e3 deepspeed/ (DeepSpeed 0.16.5, Dockerfile `pip install "
            "deepspeed==0.16.5`, with its pipe_engine.py, p2p.py and utils.py copied over it)")
 _MEG = "NVIDIA/Megatron-LM commit d98e8a64dd (megatron/core/package_info.py 0.20.0)"
@@ -106,7 +119,8 @@ class Framework:
     versions: tuple[str, ...]
     code: str
     p2p: Cited
-    partitioned: Cited
+    partitioned: Cited  # the activation sent as 1/t parts over the TP group
+    grad_partitioned: Cited  # its gradient sent back as 1/t parts (else whole from every rank)
     gathers: Cited  # (forward, backward) all-gathers per micro-batch, or () when unpartitioned
     gather_bytes: Cited  # bytes per value of the all-gather (None: the activation's)
     allreduce: Cited
@@ -122,12 +136,19 @@ class Framework:
     pipe_groups: Cited  # a rank sends once per pipeline group it is in (stages of different TP)
     pipeline: bool = True
     options: dict[str, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
+    #: options of another release of this key that this one lacks, with why
+    lacks: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The training precisions this release runs (those its tables have)."""
+        return tuple(p for p in PRECISIONS if p in self.dp_bytes.value)
 
     def facts(self) -> dict[str, Cited]:
         """Every fact by name (for tables)."""
         return {k: getattr(self, k) for k in (
-            "p2p", "partitioned", "gathers", "gather_bytes", "allreduce", "barrier", "tied_first",
-            "optimizer_barrier", "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes",
+            "p2p", "partitioned", "grad_partitioned", "gathers", "gather_bytes", "allreduce",
+            "barrier", "tied_first", "optimizer_barrier", "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes",
             "step_join", "pipe_groups")}
 
 
@@ -142,6 +163,11 @@ _DEEPSPEED_COMMON = dict(
                       f"{_DS}: runtime/config.py:467-468 (pipeline pipe_partitioned and "
                       "grad_partitioned default True); runtime/pipe/engine.py:744-757 (the output "
                       "becomes a PartitionedTensor over the TP group and its local part is sent)"),
+    grad_partitioned=Cited(True, f"{_DS}: runtime/config.py:468 (pipeline grad_partitioned "
+                           "default True), runtime/pipe/engine.py:145 (is_grad_partitioned with "
+                           "TP > 1) and 1062-1095 (the input's gradient becomes a "
+                           "PartitionedTensor over the TP group; its meta and local part are "
+                           "sent)"),
     allreduce=Cited("after-backward",
                     f"{_DS}: runtime/pipe/engine.py:81 (enable_backward_allreduce = False: no "
                     "reduction during backward) and runtime/pipe/schedule.py:238-241 "
@@ -209,6 +235,102 @@ DEEPSPEED = Framework(
     **_DEEPSPEED_COMMON,
 )
 
+#: DeepSpeed 0.3.13's pipeline engine (Megatron-LM v1.1.5's 3D-parallelism example ran it, e.g.
+#: the AMP artifact, NeurIPS 2022, whose vendored copy changes no value below: only prints,
+#: timers, an exit after step 101, a layer partition read from a file). Every value read at
+#: tag v0.3.13; where it differs from 0.16.5 the text says so.
+DEEPSPEED_0313 = Framework(
+    key="deepspeed", title="DeepSpeed 0.3.13 pipeline engine (PipelineEngine, TrainSchedule)",
+    versions=("0.3.13",), code=_DS3,
+    p2p=Cited("blocking",
+              f"{_DS3}: deepspeed/runtime/pipe/p2p.py:31-55 (send and recv are both "
+              "dist.broadcast over the two ranks' group, async_op forced False at 34 and 48: "
+              "blocking) and runtime/pipe/schedule.py:426,442,457,471 ('The communication is "
+              "blocking and must be paired'), in TrainSchedule order (schedule.py:189-241); "
+              "unlike 0.16.5 a forward step receives its activation before sending the "
+              "previous gradient and a backward step sends the previous activation before "
+              "receiving its gradient (206-219). Both transfers of a step are between the "
+              "same two stages, each holding both: either order ends them together, and "
+              "dtsim runs 0.16.5's (sim.training.schedules.deepspeed_program)"),
+    partitioned=Cited(True, f"{_DS3}: runtime/pipe/engine.py:106 (is_pipe_partitioned = "
+                      "is_model_parallel: always with TP > 1, no configuration key, "
+                      "runtime/config.py:367-378) and 513-520 (the output becomes a "
+                      "PartitionedTensor over the TP group; its meta and local part are sent)"),
+    grad_partitioned=Cited(False, f"{_DS3}: runtime/pipe/engine.py:107 (is_grad_partitioned = "
+                           "False), 843-850 (_exec_send_grads sends each floating-point "
+                           "input's whole .grad; the input is the full tensor rebuilt at "
+                           "499-504) and 920-939 (_exec_recv_grads receives into a buffer of "
+                           "the whole output's size, used as is at 584: every TP rank sends "
+                           "and receives the whole gradient)"),
+    gathers=Cited((1, 1), f"{_DS3}: runtime/pipe/engine.py:493-499 (a stage after the first "
+                  "rebuilds its input, part_input.full(): one all-gather per forward pass) and "
+                  "910-915 (a stage before the last rebuilds its output, part_output.full(), "
+                  "in _exec_recv_grads before receiving the gradient; the gradient is whole, "
+                  "565-592: one per backward pass)"),
+    gather_bytes=Cited(None, f"{_DS3}: runtime/utils.py:445-466 (PartitionedTensor.full: "
+                       "dist.all_gather into a buffer of the local part's dtype)"),
+    allreduce=Cited("after-backward",
+                    f"{_DS3}: runtime/pipe/engine.py:56 (enable_backward_allreduce = False) and "
+                    "runtime/pipe/schedule.py:234-237 (ReduceTiedGrads, ReduceGrads, "
+                    "OptimizerStep at the last step of the batch)"),
+    barrier=Cited(False, f"{_DS3}: runtime/pipe/engine.py:208-226 (no barrier: a stage reduces "
+                  "after its own last step; the tied all-reduce joins the first and last stage)"),
+    tied_first=Cited(True, f"{_DS3}: runtime/pipe/schedule.py:235-236 (ReduceTiedGrads before "
+                     "ReduceGrads)"),
+    optimizer_barrier=Cited(
+        {"fp32": False, "fp16": True},
+        f"{_DS3}: fp32: runtime/engine.py:1046-1056 (_take_model_step clips only with "
+        "gradient_clipping > 0, constants.py:179 GRADIENT_CLIPPING_DEFAULT = 0., and then by "
+        "torch.nn.utils.clip_grad_norm_ of the rank's own parameters: no collective); fp16: "
+        "runtime/fp16/fused_optimizer.py:212 (step's has_overflow; runtime/utils.py:126-129 "
+        "all_reduce over mpu.get_model_parallel_group()); the mpu is the pipeline grid "
+        "(deepspeed/__init__.py:134, runtime/pipe/module.py:504-505), whose group is every stage "
+        "and TP rank of one data-parallel index (runtime/pipe/topology.py:303-312, 441-442); "
+        "no bf16 in this release"),
+    bucket_elements=Cited(500_000_000.0,
+                          f"{_DS3}: runtime/engine.py:47 (MEMORY_OPT_ALLREDUCE_SIZE = "
+                          "500000000), runtime/pipe/engine.py:221-226 (buffered_allreduce_"
+                          "fallback(elements_per_buffer=MEMORY_OPT_ALLREDUCE_SIZE)), "
+                          "runtime/engine.py:1238-1249 (a bucket is reduced once it holds more "
+                          "than that many elements)"),
+    bucket_rule=Cited("megatron", f"{_DS3}: runtime/pipe/engine.py:56 (the pipeline engine never "
+                      "overlaps its all-reduce with the backward pass; one forced to, with "
+                      "--sync allreduce:overlap=backward, is cut as Megatron-LM's)"),
+    dp_bytes=Cited({"fp32": 4, "fp16": 2},
+                   f"{_DS3}: runtime/engine.py:1251-1276 (buffered_allreduce_fallback: the "
+                   "gradients grouped by dtype, split_half_float_double_csr) and 1206-1212 "
+                   "(allreduce_bucket flattens them and all-reduces in their dtype, fp16 with "
+                   "fp16, unless fp32_allreduce: tensor.float()); no communication_data_type"),
+    tied_bytes=Cited({"fp32": 4, "fp16": 2},
+                     f"{_DS3}: runtime/pipe/module.py:405-409 (dist.all_reduce of weight.grad, "
+                     "the model's dtype; no cast)"),
+    activation_bytes=Cited({"fp32": 4, "fp16": 2},
+                           f"{_DS3}: runtime/pipe/engine.py:788-792 (the stage's output, or its "
+                           "partition, sent as computed, in the model's dtype)"),
+    step_join=Cited("last-stage",
+                    f"{_DS3}: runtime/pipe/engine.py:280-284 (train_batch: the schedule, then "
+                    "_aggregate_total_loss) and 388-418 (the last stage all-reduces the loss "
+                    "over its data-parallel group, 398, then broadcasts it over its pipeline, "
+                    "403; every other stage receives it, 412): a stage starts its next step "
+                    "once the last stages have ended theirs"),
+    pipe_groups=Cited(False, f"{_DS3}: runtime/pipe/topology.py:246-249 "
+                      "(PipeModelDataParallelTopology: one model-parallel degree for every "
+                      "stage) and 372-387 (one p2p group per rank and its next stage's rank)"),
+    options={
+        "fp32_allreduce": ((True, False), f"{_DS3}: runtime/constants.py:190-191 (DeepSpeed "
+                           "config key fp32_allreduce, default False), runtime/config.py:"
+                           "166-167, runtime/engine.py:1211-1212 (the bucket cast to fp32 "
+                           "before dist.all_reduce; sets dp_bytes 4)"),
+    },
+    lacks={
+        "communication_data_type": "DeepSpeed 0.3.13's runtime/config.py reads no such key "
+                                   "(its fp32_allreduce casts the all-reduce to fp32)",
+        "pipe_partitioned": "DeepSpeed 0.3.13 always partitions with TP > 1 "
+                            "(runtime/pipe/engine.py:106; runtime/config.py:367-378 has no "
+                            "such pipeline key)",
+    },
+)
+
 #: The Sailor artifact's DeepSpeed (what the shipped runs ran): 0.16.5 with its own pipe engine.
 SAILOR = Framework(
     key="sailor-deepspeed", title="DeepSpeed 0.16.5 pipeline engine as modified by the Sailor "
@@ -223,6 +345,9 @@ SAILOR = Framework(
                   "all-reduce, 'for measurements': every stage waits for all before its "
                   "data-parallel all-reduce)"),
     **{**_DEEPSPEED_COMMON,
+       "grad_partitioned": Cited(True, f"{_SAILOR}: deepspeed/pipe_engine.py:875 (the "
+                                 "received gradient parts rebuilt by reconstruct_tensor over "
+                                 "the TP group: each rank sent its part)"),
        "pipe_groups": Cited(True, f"{_SAILOR}: deepspeed/topology.py:103-127 (pipeline "
                             "group j of a pipeline takes, at a stage of TP t, the rank "
                             "j // (T / t), T the pipeline's largest TP degree: T groups) and "
@@ -257,6 +382,8 @@ MEGATRON = Framework(
     partitioned=Cited(False, f"{_MEG}: schedules.py:2140-2143 (each TP rank sends the whole "
                       "(seq, mbs, hidden) tensor; 1/t of the sequence only with "
                       "sequence_parallel)"),
+    grad_partitioned=Cited(False, f"{_MEG}: schedules.py:2140-2143 (the gradient sent back has "
+                           "the activation's whole shape on every TP rank)"),
     gathers=Cited((), f"{_MEG}: schedules.py:2140-2143 (no all-gather after receiving)"),
     gather_bytes=Cited(None, f"{_MEG}: no all-gather"),
     allreduce=Cited("after-backward",
@@ -316,6 +443,7 @@ DDP = Framework(
     key="ddp", title="PyTorch DistributedDataParallel", versions=("2.x",), code=_TORCH,
     p2p=Cited("blocking", f"{_TORCH}: no pipeline (one stage)"),
     partitioned=Cited(False, f"{_TORCH}: no pipeline"),
+    grad_partitioned=Cited(False, f"{_TORCH}: no pipeline"),
     gathers=Cited((), f"{_TORCH}: no pipeline"),
     gather_bytes=Cited(None, f"{_TORCH}: no pipeline"),
     allreduce=Cited("overlap-backward",
@@ -344,16 +472,27 @@ DDP = Framework(
 )
 
 FRAMEWORKS: dict[str, Framework] = {f.key: f for f in (DEEPSPEED, SAILOR, MEGATRON, DDP)}
+#: Every release read, per key and version (the first of each key its default, FRAMEWORKS').
+RELEASES: dict[str, dict[str, Framework]] = {}
+for _f in (DEEPSPEED, DEEPSPEED_0313, SAILOR, MEGATRON, DDP):
+    for _v in _f.versions:
+        RELEASES.setdefault(_f.key, {})[_v] = _f
 DEFAULT_FRAMEWORK = "deepspeed"
 #: What a Sailor plan_config (the artifact's run files) ran.
 SAILOR_FRAMEWORK = "sailor-deepspeed"
 
 
-def framework(name: str) -> Framework:
-    """The framework called ``name`` (one line naming ``framework`` if there is none)."""
+def framework(name: str, version: str | None = None) -> Framework:
+    """The framework called ``name`` at ``version`` (None: its default release); one line naming
+    ``framework`` or ``framework_version`` if there is none."""
     f = FRAMEWORKS.get(name) if isinstance(name, str) else None
     check(f is not None, "framework", "one of " + ", ".join(FRAMEWORKS), name)
-    return f  # type: ignore[return-value]
+    if version is None:
+        return f  # type: ignore[return-value]
+    releases = RELEASES[name]
+    check(version in releases, "framework_version",
+          f"a version of {name} the table was read at ({', '.join(releases)})", version)
+    return releases[version]
 
 
 @dataclass(frozen=True)
@@ -379,14 +518,13 @@ class FrameworkSpec:
     options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
-        fw = framework(self.name)
-        if self.version is not None:
-            check(self.version in fw.versions, "framework_version",
-                  f"a version of {fw.key} the table was read at ({', '.join(fw.versions)})",
-                  self.version)
+        fw = framework(self.name, self.version)
         if self.precision is not None:
             check(self.precision in PRECISIONS, "precision", "one of " + ", ".join(PRECISIONS),
                   self.precision)
+            check(self.precision in fw.precisions, "precision", f"one of "
+                  f"{', '.join(fw.precisions)} with {fw.key} {fw.versions[0]} (the precisions "
+                  "its code has)", self.precision)
         opts = tuple(self.options.items()) if isinstance(self.options, dict) else self.options
         check(isinstance(opts, tuple), "framework_options", "a table of options", self.options)
         seen = set()
@@ -394,8 +532,11 @@ class FrameworkSpec:
             check(isinstance(item, tuple) and len(item) == 2, "framework_options",
                   "(name, value) pairs", item)
             k, v = item
-            check(k in fw.options, "framework_options", f"an option {fw.key} has ("
-                  + (", ".join(fw.options) or "none") + ")", k)
+            has = ", ".join(fw.options) or "none"
+            if k in fw.lacks:
+                check(False, "framework_options", f"an option {fw.key} {fw.versions[0]} has "
+                      f"({has}; {k}: {fw.lacks[k]})", k)
+            check(k in fw.options, "framework_options", f"an option {fw.key} has ({has})", k)
             check(k not in seen, "framework_options", "each option once", k)
             seen.add(k)
             allowed = fw.options[k][0]
@@ -409,7 +550,8 @@ class FrameworkSpec:
 
     @property
     def framework(self) -> Framework:
-        return framework(self.name)
+        """The release this spec names (its version's, else the key's default)."""
+        return framework(self.name, self.version)
 
     def option(self, name: str, default: Any = None) -> Any:
         return dict(self.options).get(name, default)
@@ -438,6 +580,13 @@ class FrameworkBehaviour:
     first_bucket: bool = False  # DDP at its default cap: the first bucket 1 MiB
     step_join: str = "pipeline"
     pipe_groups: bool = False
+    #: the gradient sent back as 1/t parts (None: as ``partitioned``, the activation)
+    grad_partitioned: bool | None = None
+
+    @property
+    def gradient_partitioned(self) -> bool:
+        """Whether a hop's gradient travels as ``1/t`` parts (else whole from every TP rank)."""
+        return self.partitioned if self.grad_partitioned is None else self.grad_partitioned
 
     @property
     def bucket_bytes(self) -> float:
@@ -472,19 +621,25 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
         check(profile_bytes in (2, 4), "precision", "given (fp32, fp16 or bf16) when the model "
               "profile's bytes_per_value is not 4 or 2", profile_bytes)
         prec = "fp32" if profile_bytes == 4 else "fp16"
+    check(prec in fw.precisions, "precision", f"one of {', '.join(fw.precisions)} with "
+          f"{fw.key} {fw.versions[0]}", prec)
     src = {k: c.source for k, c in fw.facts().items()}
     dp_bytes = fw.dp_bytes.value[prec]
     tied_bytes = fw.tied_bytes.value[prec]
     allreduce = fw.allreduce.value
     bucket = fw.bucket_elements.value
     partitioned = fw.partitioned.value
+    grad_partitioned = fw.grad_partitioned.value
     cdt = spec.option("communication_data_type")
     if cdt is not None:
         dp_bytes = PRECISIONS[cdt]
         src["dp_bytes"] = fw.options["communication_data_type"][1]
     if spec.option("pipe_partitioned") is False:
-        partitioned = False
-        src["partitioned"] = fw.options["pipe_partitioned"][1]
+        partitioned = grad_partitioned = False
+        src["partitioned"] = src["grad_partitioned"] = fw.options["pipe_partitioned"][1]
+    if spec.option("fp32_allreduce"):
+        dp_bytes = 4
+        src["dp_bytes"] = fw.options["fp32_allreduce"][1]
     if spec.option("accumulate_allreduce_grads_in_fp32"):
         dp_bytes = tied_bytes = 4
         src["dp_bytes"] = src["tied_bytes"] = fw.options["accumulate_allreduce_grads_in_fp32"][1]
@@ -503,6 +658,7 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
     act = fw.activation_bytes.value[prec]
     return FrameworkBehaviour(
         framework=fw, precision=prec, p2p=fw.p2p.value, partitioned=partitioned,
+        grad_partitioned=grad_partitioned and partitioned,
         gathers=tuple(fw.gathers.value) if partitioned else (), gather_bytes=gb if gb else act,
         allreduce=allreduce, barrier=fw.barrier.value, tied_first=fw.tied_first.value,
         optimizer_barrier=fw.optimizer_barrier.value[prec],
