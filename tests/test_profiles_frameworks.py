@@ -11,7 +11,7 @@ import pytest
 from sim.errors import ConfigError
 from sim.profiles import load_profiles, plan_from_data, plan_to_data, read_runs
 from sim.profiles.build import build_plan, p2p_flows, pair_time
-from sim.profiles.frameworks import FRAMEWORKS, FrameworkSpec, resolve
+from sim.profiles.frameworks import FRAMEWORKS, RELEASES, FrameworkSpec, resolve
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,12 @@ def runs():
 def test_every_fact_names_the_code_it_was_read_in():
     """Each value of the table carries its source: a file and line of the framework's code
     (PyTorch DDP's from its documented constructor)."""
-    for fw in FRAMEWORKS.values():
+    releases = [fw for versions in RELEASES.values() for fw in versions.values()]
+    assert {(fw.key, fw.versions[0]) for fw in releases} >= {("deepspeed", "0.16.5"),
+                                                             ("deepspeed", "0.3.13")}
+    for fw in releases:
+        assert RELEASES[fw.key][fw.versions[0]] is fw and fw.code.find(fw.versions[0]) > 0 \
+            or fw.key == "ddp"
         for name, fact in fw.facts().items():
             assert fact.source.startswith(fw.code) or fw.key == "sailor-deepspeed" and \
                 fact.source.startswith(FRAMEWORKS["deepspeed"].code), (fw.key, name)
@@ -35,6 +40,10 @@ def test_every_fact_names_the_code_it_was_read_in():
                 assert re.search(r"\.py:\d+", fact.source), (fw.key, name, fact.source)
         for opt, (_, src) in fw.options.items():
             assert src.startswith((fw.code, FRAMEWORKS["deepspeed"].code)), (fw.key, opt)
+        for opt, why in fw.lacks.items():  # an option of another release, refused with why
+            assert opt not in fw.options and any(opt in other.options for other in
+                                                 RELEASES[fw.key].values()), (fw.key, opt)
+            assert re.search(r"\.py:\d+|config\.py", why), (fw.key, opt)
 
 
 def test_value_sizes_follow_the_framework_and_precision():
@@ -295,3 +304,124 @@ def test_tied_embeddings_need_one_tp_degree_at_both_ends(prof, tie):
                    check_memory=False)
     b = build_plan(_tp_plan((1, 2), "sailor-deepspeed"), prof, steps=1, check_memory=False)
     assert b.tied_allreduce_time == 0.0 and b.tied_allreduce_times == ()
+
+
+def _ds(tps, version):
+    return replace(_tp_plan(tps, "deepspeed"), framework=FrameworkSpec("deepspeed", version))
+
+
+def test_deepspeed_0313_partitions_the_activation_but_not_its_gradient(prof):
+    """DeepSpeed 0.3.13 (tag v0.3.13, runtime/pipe/engine.py:106-107): with TP > 1 each rank
+    sends 1/t of the activation and the receiver all-gathers it (493-499), but the gradient
+    goes back whole from every TP rank (is_grad_partitioned = False; 843-850, 920-939), and
+    the backward pass runs one all-gather (the sender's output, 910-915) where 0.16.5 runs two.
+    Hand-worked on OPT-350 at micro-batch 2 (fp32): the hop's activation is 2 x 2048 x 1024
+    x 4 = 16 MiB; at TP t both releases send it as t flows of 16/t MiB; the gradient is t
+    flows of 16/t MiB under 0.16.5 and t flows of 16 MiB under 0.3.13 (32 MiB moved at TP 2,
+    64 MiB at TP 4); one all-gather of 16 MiB over t GPUs is (t - 1) 16/t MiB over the
+    node's curve. Each time is exact (1e-12)."""
+    from sim.profiles.build import allgather_time
+
+    size = 2 * 2048 * 1024 * 4
+    assert 2 * prof.model("OPT-350").layer_sizes(2)[12].activation_bytes == size
+    for t in (2, 4):
+        got = {}
+        for v in ("0.16.5", "0.3.13"):
+            b = build_plan(_ds((t, t), v), prof, steps=1, check_memory=False)
+            n = build_plan(_ds((t, t), v), prof, steps=1, check_memory=False,
+                           network=True).config
+            fb = b.behaviour
+            assert fb.framework.versions == (v,) and fb.partitioned
+            assert fb.gradient_partitioned == (v == "0.16.5")
+            assert fb.gathers == ((1, 2) if v == "0.16.5" else (1, 1))
+            a, c = (_ds((t, t), v).stages[j].replicas[0] for j in (0, 1))
+            assert b.transfer_times[0][0][0] == pytest.approx(
+                pair_time(prof.network, (a, (0, 0)), (c, (1, 0)), size / t, t, prof), rel=1e-12)
+            per_flow = size / t if v == "0.16.5" else size
+            assert b.transfer_times[0][0][1] == pytest.approx(
+                pair_time(prof.network, (c, (1, 0)), (a, (0, 0)), per_flow, t, prof), rel=1e-12)
+            assert n.transfer_sizes == (size,)
+            assert n.gradient_transfer_sizes == (None if v == "0.16.5" else (t * size,))
+            one = allgather_time(prof, "A100-40", t, size)
+            bw, _ = prof.intra_node_bandwidth("A100-40", t, size / t)
+            assert one == pytest.approx((t - 1) * size / t / bw, rel=1e-12)
+            assert b.gather_times[1][0][0] == pytest.approx(one, rel=1e-12)
+            assert b.gather_times[0][0][1] == pytest.approx(fb.gathers[1] * one, rel=1e-12)
+            got[v] = b.transfer_times[0][0][1]
+        assert got["0.3.13"] > 1.5 * got["0.16.5"]
+
+
+def test_deepspeed_0313_plan_des_equals_closed_form(prof):
+    """A 0.3.13 plan (TP 2, three stages; TP 4, two), the DES over the plan's network (each
+    gradient t flows of the whole tensor) equals the closed form (1e-9), and its step is
+    longer than 0.16.5's: the whole gradients cost more than the all-gather 0.3.13 saves."""
+    from sim.engines import predictions
+    from sim.rng import Streams
+    from sim.training import training_model
+
+    for tps in ((2, 2, 2), (4, 4)):
+        step = {}
+        for v in ("0.16.5", "0.3.13"):
+            b = build_plan(_ds(tps, v), prof, steps=1, check_memory=False)
+            net = build_plan(_ds(tps, v), prof, steps=1, check_memory=False, network=True)
+            closed = predictions("training", b.config)["step_time_mean"]["value"]
+            assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
+                pytest.approx(closed, rel=1e-9)
+            step[v] = closed
+        assert step["0.3.13"] > 1.02 * step["0.16.5"], tps
+
+
+def test_deepspeed_0313_transfer_order_gives_the_same_steps():
+    """0.3.13's TrainSchedule posts each step's two transfers the other way round from 0.16.5's
+    (schedule.py:206-219 at v0.3.13): both are between the same two stages, each holding both,
+    so the exact makespan of the blocking programs is the same in either order (the engines
+    run 0.16.5's); at random times over 2-5 stages and 1-7 micro-batches they agree to 1e-12,
+    though the programs differ."""
+    import random
+
+    from sim.analytic.training import program_makespan
+    from sim.training.schedules import deepspeed_program
+
+    rng = random.Random(7)
+    for L in (2, 3, 4, 5):
+        for m in (1, 2, 3, 7):
+            new = [deepspeed_program(L, m, j) for j in range(L)]
+            old = [deepspeed_program(L, m, j, order="0.3.13") for j in range(L)]
+            assert old != new or m == 1
+            for _ in range(3):
+                f, b = [rng.uniform(.5, 2) for _ in range(L)], [rng.uniform(1, 4) for _ in range(L)]
+                a, g = [rng.uniform(0, 1) for _ in range(L - 1)], [rng.uniform(0, 3)
+                                                                   for _ in range(L - 1)]
+                assert program_makespan(old, f, b, a, g, blocking=True) == pytest.approx(
+                    program_makespan(new, f, b, a, g, blocking=True), rel=1e-12)
+
+
+def test_deepspeed_versions_and_their_options():
+    """``version = "0.3.13"`` (plan file or ``--framework deepspeed:version=0.3.13``) picks the
+    0.3.13 table; the default stays 0.16.5. 0.3.13's fp32_allreduce all-reduces in fp32; its
+    fp16 sends 2 bytes a value; 0.16.5's options and bf16 are refused for it with the reason."""
+    from sim.profiles.formats import framework_from_text
+
+    assert resolve(None, 4).framework.versions == ("0.16.5",)
+    spec = framework_from_text("deepspeed:version=0.3.13,fp32_allreduce=true,precision=fp16")
+    assert spec == FrameworkSpec("deepspeed", "0.3.13", "fp16", (("fp32_allreduce", True),))
+    fb = resolve(spec, 4)
+    assert (fb.activation_bytes, fb.tied_bytes, fb.dp_bytes) == (2, 2, 4)
+    assert "fp32_allreduce" in fb.sources["dp_bytes"] and "v0.3.13" in fb.sources["gathers"]
+    plain = resolve(FrameworkSpec("deepspeed", "0.3.13"), 2)
+    assert plain.precision == "fp16" and plain.dp_bytes == 2 and plain.optimizer_barrier
+    assert not resolve(FrameworkSpec("deepspeed", "0.3.13"), 4).optimizer_barrier
+    bad = [(dict(version="0.3.13", precision="bf16"),
+            "'precision' must be one of fp32, fp16 with deepspeed 0.3.13"),
+           (dict(version="0.3.13", options=(("communication_data_type", "fp32"),)),
+            "'framework_options' must be an option deepspeed 0.3.13 has (fp32_allreduce; "
+            "communication_data_type: DeepSpeed 0.3.13's runtime/config.py reads no such key"),
+           (dict(version="0.3.13", options=(("pipe_partitioned", False),)),
+            "pipe_partitioned: DeepSpeed 0.3.13 always partitions with TP > 1"),
+           (dict(options=(("fp32_allreduce", True),)),
+            "'framework_options' must be an option deepspeed has (communication_data_type"),
+           (dict(version="0.3.12"), "'framework_version' must be a version of deepspeed the "
+            "table was read at (0.16.5, 0.3.13)")]
+    for kw, msg in bad:
+        with pytest.raises(ConfigError, match=re.escape(msg)):
+            FrameworkSpec("deepspeed", **kw)

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import functools
 
+from ..errors import check
+
 __all__ = ["Schedule", "GPipe", "OneFOneB", "OneFOneBDynamic", "Interleaved", "SwarmSchedule", "Async",
            "SCHEDULE_POLICIES", "megatron_1f1b_order", "interleaved_order", "deepspeed_program",
            "megatron_program", "device_program", "p2p_program"]
@@ -167,7 +169,8 @@ def interleaved_order(devices: int, chunks: int, microbatches: int, device: int
     return out
 
 
-def deepspeed_program(stages: int, microbatches: int, stage: int) -> list[tuple]:
+def deepspeed_program(stages: int, microbatches: int, stage: int, *,
+                      order: str = "0.16.5") -> list[tuple]:
     """One stage's commands under DeepSpeed's ``TrainSchedule`` with blocking send/recv.
 
     DeepSpeed's pipeline engine runs ``2 (m + L - 1)`` steps; stage ``j``
@@ -180,7 +183,16 @@ def deepspeed_program(stages: int, microbatches: int, stage: int) -> list[tuple]
     send and receive is blocking and paired. Commands: ``("F", 0, i)``,
     ``("B", 0, i)``, ``("send" | "recv", "a" | "g", hop, i)`` where ``hop``
     ``h`` is the link between stages ``h`` and ``h + 1``.
+
+    That is DeepSpeed 0.16.5's order (``runtime/pipe/schedule.py:214-223``);
+    ``order="0.3.13"``, DeepSpeed 0.3.13's (``schedule.py:206-219`` at tag
+    v0.3.13): each step's two transfers the other way round, a forward step
+    receiving its activation before sending the gradient, a backward step
+    sending the activation before receiving its gradient. Both transfers of a step are between the same two stages, so the
+    engines run the first order for either release
+    (``tests/test_profiles_frameworks.py`` checks the makespans agree).
     """
+    check(order in ("0.16.5", "0.3.13"), "order", "0.16.5 or 0.3.13", order)
     L, m, j = stages, microbatches, stage
     out: list[tuple] = []
     prev = -1
@@ -197,15 +209,10 @@ def deepspeed_program(stages: int, microbatches: int, stage: int) -> list[tuple]
         else:
             mb, fwd = (step - 1) // 2 - L + 1 + j // 2, False
         if fwd:
-            if valid(prev) and j > 0:
-                out.append(("send", "g", j - 1, prev))
-            if valid(mb) and j > 0:
-                out.append(("recv", "a", j - 1, mb))
+            pair = [("send", "g", j - 1, prev), ("recv", "a", j - 1, mb)] if j > 0 else []
         else:
-            if valid(mb) and j < L - 1:
-                out.append(("recv", "g", j, mb))
-            if valid(prev) and j < L - 1:
-                out.append(("send", "a", j, prev))
+            pair = [("recv", "g", j, mb), ("send", "a", j, prev)] if j < L - 1 else []
+        out.extend(x for x in (pair[::-1] if order == "0.3.13" else pair) if valid(x[3]))
         if valid(mb):
             out.append(("F" if fwd else "B", 0, mb))
         prev = mb
