@@ -2349,6 +2349,21 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/framework-version-unknown", T("--plan", good, "--framework",
                                              "deepspeed:version=0.20", *one),
         refuse("framework_version"), note="a version is text: 0.20 is not read as 0.2")
+    add("train/framework-deepspeed-0.3.13-runs", T("--plan", good, "--framework",
+                                                  "deepspeed:version=0.3.13,fp32_allreduce=true",
+                                                  *one), ok("deepspeed 0.3.13 fp32"),
+        note="DeepSpeed 0.3.13's table: its activations partitioned, its gradients whole")
+    add("train/framework-deepspeed-0.3.13-option-it-lacks",
+        T("--plan", good, "--framework", "deepspeed:version=0.3.13,communication_data_type=fp32",
+          *one), refuse("framework_options"),
+        note="0.16.5's option, which 0.3.13's config does not read: refused with why")
+    add("train/framework-deepspeed-0.3.13-bf16", T("--plan", good, "--framework",
+                                                   "deepspeed:version=0.3.13,precision=bf16",
+                                                   *one), refuse("precision"),
+        note="0.3.13 has no bf16")
+    add("train/framework-deepspeed-0.3.13-version-unknown",
+        T("--plan", good, "--framework", "deepspeed:version=0.3.14", *one),
+        refuse("framework_version"), note="only the versions the table was read at")
     add("train/framework-ddp-pipeline", T("--plan", good, "--framework", "ddp", *one),
         refuse("framework"), note="DDP runs no pipeline: a 2-stage plan")
     add("train/plan-framework-overlap-placement",
@@ -2386,7 +2401,11 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
              "communication_data_type"),
             ("option-bool", {"name": "megatron", "overlap_grad_reduce": "yes"},
              "overlap_grad_reduce"),
-            ("option-number", {"name": "ddp", "bucket_cap_mb": -1}, "bucket_cap_mb")):
+            ("option-number", {"name": "ddp", "bucket_cap_mb": -1}, "bucket_cap_mb"),
+            ("0313-option-lacking", {"name": "deepspeed", "version": "0.3.13",
+                                     "pipe_partitioned": False}, "framework_options"),
+            ("0313-option-value", {"name": "deepspeed", "version": "0.3.13",
+                                   "fp32_allreduce": "yes"}, "fp32_allreduce")):
         add(f"train/plan-framework-{id_}", T("--plan", plan(f"fw-{id_}.json", framework=fw),
                                              *one), refuse(param))
     add("train/plan-unknown-key", T("--plan", plan("fw-key.json", frameworks="deepspeed"), *one),

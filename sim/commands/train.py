@@ -779,7 +779,8 @@ def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
     out["p2p"] = build.config.p2p
     fb = build.behaviour
     if fb is not None:
-        out["framework"] = {"name": fb.framework.key, "precision": fb.precision, "p2p": fb.p2p,
+        out["framework"] = {"name": fb.framework.key, "version": fb.framework.versions[0],
+                            "precision": fb.precision, "p2p": fb.p2p,
                             "allreduce": fb.allreduce, "sync": build.config.sync,
                             "bucket_rule": fb.bucket_rule, "bytes_per_value": {
                                 "activations": fb.activation_bytes, "tied": fb.tied_bytes,
@@ -903,8 +904,12 @@ def run(args: argparse.Namespace) -> int:
             print(line)
     if build is not None:
         fb = build.behaviour
+        from ..profiles.frameworks import FRAMEWORKS
+        # a release other than the key's default names its version (the default's text as before)
+        name = fb.framework.key if FRAMEWORKS[fb.framework.key] is fb.framework else \
+            f"{fb.framework.key} {fb.framework.versions[0]}"
         print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
-              f"(largest over {len(build.memory)} replicas' GPUs); {fb.framework.key} "
+              f"(largest over {len(build.memory)} replicas' GPUs); {name} "
               f"{fb.precision}, p2p {cfg.p2p}, all-reduce {fb.allreduce} (sync {cfg.sync}) in "
               f"{fb.dp_bytes}-byte values, activations {fb.activation_bytes}-byte")
         for note in build.estimates:
