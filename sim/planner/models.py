@@ -218,7 +218,8 @@ class ProfilePlanModel:
             for pa, pb in self._placements(a, b):
                 try:
                     t = both(pair_time(net, pa, pb, *p2p_flows(fb, size, a.tp), self.profiles),
-                             pair_time(net, pb, pa, *p2p_flows(fb, size, b.tp), self.profiles))
+                             pair_time(net, pb, pa, *p2p_flows(fb, size, b.tp, gradient=True),
+                                       self.profiles))
                 except ConfigError:
                     return 0.0
                 best = min(best, t)
