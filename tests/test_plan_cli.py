@@ -12,7 +12,7 @@ from sim.planner import PlanRequest, search_plans
 from sim.planner.fleets import fleet_of_plans, parse_nodes
 from sim.planner.models import ProfilePlanModel, simulate_plan
 from sim.profiles import load_profiles, read_plan, read_runs
-from sim.profiles.build import plan_memory
+from sim.profiles.build import build_plan, plan_memory
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +36,30 @@ def test_memory_terms_restate_plan_memory(shipped):
             assert total + profiles.gpus[g.gpu].overhead(g.tp) == pytest.approx(g.total, rel=1e-12)
             gpus += 1
     assert gpus > 100
+    # DeepSpeed 0.3.13 keeps one more received-input buffer (schedule.py:243-247 at v0.3.13):
+    # the planner's sums follow it, and a middle stage of a deep pipeline holds one more output
+    from dataclasses import replace
+
+    from sim.profiles.frameworks import FrameworkSpec
+
+    old = FrameworkSpec("deepspeed", "0.3.13")
+    pm3 = ProfilePlanModel(profiles, model, framework=old)
+    deepest = max(runs.values(), key=lambda r: r.plan.pipeline_stages).plan
+    L = deepest.pipeline_stages
+    assert L >= 3
+    new_, old_ = (plan_memory(deepest, model, profiles.gpus, pipe_buffers=k) for k in (0, 1))
+    for a, b in zip(new_, old_, strict=True):
+        out = model.layer_sizes(a.tp)[deepest.stages[a.stage - 1].layers[-1]].activation_bytes \
+            if a.stage else 0.0
+        grows = 0 < a.stage and L - a.stage + 1 <= deepest.microbatches and L - a.stage >= 2
+        assert b.buffers - a.buffers == pytest.approx(
+            deepest.microbatch_size * out if grows else 0.0, rel=1e-12)
+        terms = pm3.memory_terms(b.gpu, b.tp, deepest.microbatch_size, b.stage, L,
+                                 deepest.microbatches)
+        total = max(f + sum(per[i] for i in deepest.stages[b.stage].layers) for f, per in terms)
+        assert total + profiles.gpus[b.gpu].overhead(b.tp) == pytest.approx(b.total, rel=1e-12)
+    built = build_plan(replace(deepest, framework=old), profiles, steps=1, check_memory=False)
+    assert [g.buffers for g in built.memory] == [g.buffers for g in old_]
 
 
 def test_fleets_from_runs_and_specs(shipped):

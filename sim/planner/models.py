@@ -371,7 +371,9 @@ class ProfilePlanModel:
         sizes = m.layer_sizes(tp)
         buffers = 0.0
         if stage > 0:
-            buffers = max(2, min(stages - stage, microbatches)) * microbatch_size * self._recv[tp]
+            extra = self._fb.pipe_buffers  # DeepSpeed 0.3.13 keeps one more
+            buffers = max(2, min(stages - stage + extra, microbatches)) * microbatch_size \
+                * self._recv[tp]
         weights = [s.params * (2 * bpv + opt) for s in sizes]
         held = tuple(w + n * microbatch_size * s.activation_memory_bytes
                      for w, s in zip(weights, sizes, strict=True))

@@ -65,7 +65,8 @@ per GPU of the TP group:
   ``activation_memory_bytes``, ``n_j`` the micro-batches in flight (1F1B:
   ``min(L - j, m)``, GPipe: ``m``; Narayanan et al., ICML 2021), plus
   DeepSpeed's received-input buffers, ``max(2, min(L - j, m))`` of the
-  previous stage's output (its ``num_pipe_buffers``);
+  previous stage's output (its ``num_pipe_buffers``; 0.3.13's
+  ``max(2, min(L - j + 1, m))``);
 * or, when larger, DeepSpeed's flattened all-reduce bucket (a copy of at most
   ``5e8`` gradient elements, live after the last backward freed the
   activations);
@@ -492,12 +493,13 @@ def _model(plan: Plan, profiles: Profiles, model: str | None) -> ModelProfile:
 
 
 def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: str = "1f1b",
-                sizes_at: Any = None) -> tuple[GPUMemory, ...]:
+                sizes_at: Any = None, pipe_buffers: int = 0) -> tuple[GPUMemory, ...]:
     """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike).
 
     ``sizes_at(tp)`` gives the layers' sizes at a TP degree (default the profile's,
     :meth:`ModelProfile.layer_sizes`; :class:`~sim.profiles.estimates.Estimator` where the
-    profile has none)."""
+    profile has none). ``pipe_buffers``: received-input buffers beyond ``min(L - j, m)``
+    (the framework's, :attr:`FrameworkBehaviour.pipe_buffers`: 1 in DeepSpeed 0.3.13)."""
     layer_sizes = sizes_at if sizes_at is not None else model.layer_sizes
     L = len(plan.stages)
     m = plan.microbatches
@@ -521,7 +523,8 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                 buffers = 0.0
                 if j > 0:
                     prev = plan.stages[j - 1]
-                    buffers = max(2, min(L - j, m)) * mbs * sizes[prev.layers[-1]].activation_bytes
+                    buffers = max(2, min(L - j + pipe_buffers, m)) * mbs \
+                        * sizes[prev.layers[-1]].activation_bytes
                 hit = alike[(rep.gpu, rep.tp)] = (g, P, act, buffers)
             g, P, act, buffers = hit
             n = in_flight(schedule, L, j, m)
@@ -1186,7 +1189,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         notes.extend(link_estimates(net, plan_pairs(plan, mp.tied_embeddings).values()))
     buckets = overlapped_buckets(plan, net, sync, ar_sizes, profiles) if overlapped else ()
     opt = tuple(max(t[2] for t in row) for row in times)
-    memory = plan_memory(plan, mp, gpus, schedule, sizes_at)
+    memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers)
     if check_memory:
         for g in memory:
             if g.total > g.capacity:

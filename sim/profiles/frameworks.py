@@ -52,6 +52,11 @@ What a framework decides, and where dtsim uses it:
     degree of the pipeline's stages (the Sailor artifact's engine, which runs
     stages of different TP degrees); else once (a framework with one TP degree
     for the whole model).
+``pipe_buffers``
+    How many more received-input buffers than ``min(L - j, m)`` a stage
+    ``j`` of ``L`` keeps (at least 2 in all): DeepSpeed's ``num_pipe_buffers``
+    (0 from 0.16.5's ``TrainSchedule``, 1 in 0.3.13's), counted by
+    :func:`sim.profiles.build.plan_memory`.
 ``bucket_elements``, ``bucket_rule``
     Gradient elements per all-reduce bucket (``inf``: one bucket), and how an
     all-reduce overlapped with the backward pass cuts the gradients
@@ -134,6 +139,7 @@ class Framework:
     activation_bytes: Cited
     step_join: Cited  # who a stage waits for before its next step ("last-stage", "pipeline")
     pipe_groups: Cited  # a rank sends once per pipeline group it is in (stages of different TP)
+    pipe_buffers: Cited  # received-input buffers beyond min(L - j, m) (DeepSpeed's; at least 2)
     pipeline: bool = True
     options: dict[str, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
     #: options of another release of this key that this one lacks, with why
@@ -149,7 +155,7 @@ class Framework:
         return {k: getattr(self, k) for k in (
             "p2p", "partitioned", "grad_partitioned", "gathers", "gather_bytes", "allreduce",
             "barrier", "tied_first", "optimizer_barrier", "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes",
-            "step_join", "pipe_groups")}
+            "step_join", "pipe_groups", "pipe_buffers")}
 
 
 _PREC = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -204,6 +210,9 @@ _DEEPSPEED_COMMON = dict(
     pipe_groups=Cited(False, f"{_DS}: runtime/pipe/topology.py:244-248 "
                       "(PipeModelDataParallelTopology: one model-parallel degree for every "
                       "stage; a stage sends each tensor once to its peer)"),
+    pipe_buffers=Cited(0, f"{_DS}: runtime/pipe/schedule.py:255-256 (TrainSchedule."
+                       "num_pipe_buffers: max(2, min(stages - stage_id, micro_batches))), "
+                       "runtime/pipe/engine.py:1410 (reserved per batch)"),
     step_join=Cited("last-stage",
                     f"{_DS}: runtime/pipe/engine.py:386-392 (train_batch: the schedule, then "
                     "_aggregate_total_loss) and 583-640 (the last stage all-reduces the loss "
@@ -313,6 +322,10 @@ DEEPSPEED_0313 = Framework(
                     "over its data-parallel group, 398, then broadcasts it over its pipeline, "
                     "403; every other stage receives it, 412): a stage starts its next step "
                     "once the last stages have ended theirs"),
+    pipe_buffers=Cited(1, f"{_DS3}: runtime/pipe/schedule.py:243-247 (TrainSchedule."
+                       "num_pipe_buffers: max(2, min(stages - stage_id + 1, micro_batches)), "
+                       "one more than 0.16.5's), runtime/pipe/engine.py:1149 (reserved per "
+                       "batch)"),
     pipe_groups=Cited(False, f"{_DS3}: runtime/pipe/topology.py:246-249 "
                       "(PipeModelDataParallelTopology: one model-parallel degree for every "
                       "stage) and 372-387 (one p2p group per rank and its next stage's rank)"),
@@ -416,6 +429,10 @@ MEGATRON = Framework(
                      "gradient buffer's dtype, as dp_bytes)"),
     activation_bytes=Cited(_PREC, f"{_MEG}: pipeline_parallel/p2p_communication.py:340-348 "
                            "(received tensors of config.pipeline_dtype, the model's dtype)"),
+    pipe_buffers=Cited(0, f"{_MEG}: schedules.py:2329, 2366, 2421, 2427, 2463 (a received "
+                       "input is kept in input_tensors while its micro-batch is in flight, "
+                       "popped at its backward pass: the in-flight count, which dtsim's memory "
+                       "counts as DeepSpeed 0.16.5's buffers, at least 2)"),
     pipe_groups=Cited(False, f"{_MEG}: core/parallel_state.py:601-602 "
                       "(initialize_model_parallel: one tensor_model_parallel_size for every "
                       "stage)"),
@@ -465,6 +482,7 @@ DDP = Framework(
     tied_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
     activation_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
     pipe_groups=Cited(False, f"{_TORCH}: no pipeline"),
+    pipe_buffers=Cited(0, f"{_TORCH}: no pipeline"),
     step_join=Cited("pipeline", f"{_TORCH}: no pipeline (one stage: the all-reduce joins the "
                     "replicas)"),
     pipeline=False,
@@ -582,6 +600,8 @@ class FrameworkBehaviour:
     pipe_groups: bool = False
     #: the gradient sent back as 1/t parts (None: as ``partitioned``, the activation)
     grad_partitioned: bool | None = None
+    #: received-input buffers beyond ``min(L - j, m)`` (``Framework.pipe_buffers``)
+    pipe_buffers: int = 0
 
     @property
     def gradient_partitioned(self) -> bool:
@@ -664,4 +684,5 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
         optimizer_barrier=fw.optimizer_barrier.value[prec],
         bucket_elements=float(bucket), dp_bytes=dp_bytes, tied_bytes=tied_bytes,
         activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first,
-        step_join=fw.step_join.value, pipe_groups=fw.pipe_groups.value)
+        step_join=fw.step_join.value, pipe_groups=fw.pipe_groups.value,
+        pipe_buffers=fw.pipe_buffers.value)
