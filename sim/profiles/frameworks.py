@@ -306,8 +306,8 @@ DEEPSPEED_0313 = Framework(
                       "overlaps its all-reduce with the backward pass; one forced to, with "
                       "--sync allreduce:overlap=backward, is cut as Megatron-LM's)"),
     dp_bytes=Cited({"fp32": 4, "fp16": 2},
-                   f"{_DS3}: runtime/engine.py:1251-1276 (buffered_allreduce_fallback: the "
-                   "gradients grouped by dtype, split_half_float_double_csr) and 1206-1212 "
+                   f"{_DS3}: runtime/engine.py:1251-1279 (buffered_allreduce_fallback: the "
+                   "gradients grouped by dtype, split_half_float_double_csr at 56-68) and 1206-1212 "
                    "(allreduce_bucket flattens them and all-reduces in their dtype, fp16 with "
                    "fp16, unless fp32_allreduce: tensor.float()); no communication_data_type"),
     tied_bytes=Cited({"fp32": 4, "fp16": 2},
