@@ -314,6 +314,59 @@ def test_a_failed_group_misses_the_sync_and_rejoins_at_the_next_outer_step(tmp_p
     assert out["wan_bytes_sent"] == pytest.approx(15.0)
 
 
+def test_joiners_start_a_round_whose_last_member_failed(tmp_path):
+    """Group 1 down over [1, 2): its first step is lost; live at 4 (its weight download, 2), it
+    holds the outer step 0 model and waits to join at the next outer step. Group 0, the
+    round's only member, goes down at 5 (its completed step, 3, is lost): no outer step is
+    coming, so group 1 starts the round at once from outer step 0 and reports at 11 (a ring of
+    one: outer step 1 at once). Group 0 is live at 14, downloads the model (2, until 16),
+    joins group 1's outer step at 17 with no steps (a ring of two, 2): the run ends at 19.
+    It used to end at 30: group 1 idled until group 0 came back at 14 and took a whole round
+    (20, ring to 22), then the last round (28, ring to 30)."""
+    cfg = _two_groups(steps=4, failure_trace=_trace(tmp_path, [("s0r1", 1.0, 2.0),
+                                                               ("s0r0", 5.0, 12.0)]))
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(19.0)
+    assert out["outer_syncs"] == 2 and out["outer_downloads"] == 1
+    assert out["lost_outer_work"] == pytest.approx(3.0)
+    assert out["goodput_fraction"] == pytest.approx(12 / 38)  # group 1's 4 steps of 3
+    # waits: group 1 [4, 5) and [17, 19); group 0 its download [14, 16) and [16, 19)
+    assert out["outer_exposed"] == pytest.approx((3 + 5) / 2)
+    assert out["compute_utilisation_min"] == pytest.approx(3 / 19)
+    assert out["compute_utilisation_max"] == pytest.approx(12 / 19)
+
+
+def test_no_joiner_idles_on_a_round_with_no_member_up():
+    """The layout that showed the bug (2 stages, 4 groups of one pipeline over a geo network,
+    worker MTBF 50, replacement 5, seed 0): whenever a group goes down, no group is left
+    waiting to join at an outer step that no member up will bring (a round not fired, none of
+    its members up). It used to happen at 71.85 (groups 0, 1, 3 down, group 2 waiting; group
+    0 came back and started a round alone while group 2 still waited). A group here fails
+    every 25 on average and a round is 5 steps of 106, so no rule reaches an outer step
+    (P ~ exp(-21) a try): the stall watchdog's case, cut here at 2000."""
+    from sim.training.outer import DilocoSystem, OuterLoop
+
+    cfg = TrainingConfig(stages=2, replicas=4, microbatches=4, steps=20, param_size=1e3,
+                         sync="diloco:every=5,groups=4", network="geo:regions=4,hosts=2",
+                         mtbf=50.0, replace_time=5.0, max_time=2000.0)
+    system = DilocoSystem(cfg, Streams(0).replication(0))
+    o = system.outer
+    seen = []
+    lost = OuterLoop.lost
+
+    def checked(tr):
+        lost(o, tr)
+        r = o.round
+        seen.append(tr.group)
+        idle = (o.busy is None and not r.fired and o.waiting
+                and not any(o._up(g) for g in r.members))
+        assert not idle, (system.env.now, sorted(o.waiting), sorted(r.members))
+
+    o.lost = checked
+    out = system.run()
+    assert len(seen) > 50 and out["outer_syncs"] == 0
+
+
 def test_quorum_does_not_wait_for_a_rejoining_group(tmp_path):
     """Same failure, quorum 1: group 1 joins the round at once after its download (14.5) and
     the outer step at 18 goes on without it: the run ends at 18."""

@@ -21,8 +21,9 @@ module docstring of :mod:`sim.training.outer`) but aggregates what a learner
   end ``H T`` after the round's start (deterministic ``T``), or the sum of
   ``H`` draws of the step-time law. A failure loses the steps since the
   learner's last merge (those completed count as compute, as in the DES).
-* **Outer steps**, **downloads**, **joiners** and **late merges**: exactly
-  the DES's rules, with the sync time of :func:`sim.analytic.diloco.outer_sync_time`
+* **Outer steps**, **downloads**, **joiners** (and a round whose last member
+  fails: its waiting joiners start it again at once) and **late merges**:
+  exactly the DES's rules, with the sync time of :func:`sim.analytic.diloco.outer_sync_time`
   for the learners in the ring and the model download ``latency + size / bandwidth``.
 
 Same metrics as the DES where they mean the same (``training_time``,
@@ -475,6 +476,18 @@ class _Engine:
             self.reported.pop(x.g, None)
             self.members.discard(x.g)
             self._check_fire()
+            if not self.fired and self.waiting and not self._alive():
+                self._restart_round()
+
+    def _restart_round(self) -> None:
+        """The DES's rule (:meth:`sim.training.outer.OuterLoop._restart_round`): the round's
+        last member went down before the outer step; the learners waiting to join at it start
+        the round again at once, as its members, from the last outer step's parameters."""
+        joiners = sorted(self.waiting)
+        self.waiting.clear()
+        self.members = set(joiners)
+        for g in joiners:
+            self._begin_round(self.L[g])
 
     def _rejoin(self, x: _Learner, late: bool) -> None:
         """The DES's rejoin: wait for an outer step in progress, fetch the model (or the

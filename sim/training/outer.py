@@ -44,8 +44,13 @@ does not wait for it (it is not a member).
   Synchronous: it then waits for the next outer step, which it joins with no
   steps (weight 0) to receive the new model, and is a member of the round
   after (INTELLECT-1's rule: joiners enter at an outer step); if no member
-  of the round is up it starts the round itself. Quorum: it joins the round
-  in progress at once.
+  of the round is up it starts the round itself. If the round's last member
+  goes down before the outer step, no outer step is coming: the round's inner
+  work is lost with its members (it was only on their GPUs), the outer
+  parameters are the last outer step's, which the waiting groups hold, and
+  they start the round again at once as its members (DiLoCo's inner phase
+  starts from the outer parameters: Douillard et al. 2023, Algorithm 1).
+  Quorum: it joins the round in progress at once.
 * Quorum: a group that has not reported when its round fires is late; it
   finishes its ``H`` steps, keeps that pseudo-gradient to be merged at the
   next outer step (its nodes join that all-reduce, weighted by the steps it
@@ -574,6 +579,22 @@ class OuterLoop:
             r.reported.pop(tr.group, None)
             r.members.discard(tr.group)
             self._check_fire()
+            if not r.fired and self.waiting and not any(self._up(g) for g in r.members):
+                self._restart_round()
+
+    def _restart_round(self) -> None:
+        """The round's last member went down before the outer step (synchronous): no outer
+        step will come for the groups waiting to join at one. The round's inner work was only
+        on its members' GPUs and is lost with them; the outer parameters are the last outer
+        step's (``V``), which the waiting groups hold (they downloaded them to join). So they
+        start the round again at once from them, as its members (DiLoCo's inner phase starts
+        from the outer parameters, Douillard et al. 2023, Algorithm 1; INTELLECT-1's joiners
+        wait only for an outer step that is coming)."""
+        r = self.round
+        joiners = set(self.waiting)
+        self.waiting.clear()
+        self.round = _Sync(self.env, self.V, 0, joiners)
+        r.done.succeed()  # the void round is over: its waiting joiners go on
 
     def rejoin(self, tr: GroupTrainer, late: bool = False):
         """Fetch the model (a group back from a failure: the whole model; a late group: the
