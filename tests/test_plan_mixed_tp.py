@@ -148,13 +148,15 @@ def test_des_equals_closed_form_at_random_mixed_plans(prof):
 
 
 def test_what_stays_refused(prof):
-    """Other frameworks build one model-parallel degree for every rank; degrees that do not
-    divide the stage's largest leave groups without a rank; a mixed stage on named hosts is
-    not timed; the artifact's all-reduce of a mixed stage is never overlapped."""
+    """Other frameworks build one model-parallel degree for every rank; a degree other than 1,
+    2 and 4 (which all divide the stage's largest, as the artifact's groups need) the artifact
+    refuses; a mixed stage on named hosts is not timed; the artifact's all-reduce of a mixed
+    stage is never overlapped."""
     with pytest.raises(ConfigError, match="'plan' must be one TP degree per stage .stage 1. "
                                           "with framework deepspeed"):
         build_plan(_plan([[2, 2], [1, 2], [2, 2]], fw="deepspeed"), prof, check_memory=False)
-    with pytest.raises(ConfigError, match="divide its largest"):
+    with pytest.raises(ConfigError, match=r"'tp' must be 1, 2 or 4 with framework "
+                                          r"sailor-deepspeed, at stage 1 replica 1 .*: 3$"):
         build_plan(_plan([[2, 2], [2, 3], [2, 2]]), prof, check_memory=False)
     with pytest.raises(ConfigError, match="'sync' must be the framework's all-reduce after"):
         build_plan(_plan([[2, 2], [1, 2], [2, 2]]), prof, check_memory=False,

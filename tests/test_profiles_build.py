@@ -292,11 +292,16 @@ def test_gpt_neo_on_gh200_in_the_artifacts_format_runs(tmp_path, tie):
 
 def test_tp8_over_two_stages_shares_the_largest_measured_flow_count(tmp_path):
     """Issue 35: a TP-8 plan over 2 stages of 8-GPU GH200 nodes needs 8 concurrent flows per
-    hop, which the network never measured (1, 2, 4). It runs: each hop's 8 flows of 1/8 of the
-    activation (DeepSpeed partitions it) share the 4-flow curve, max-min fair, so the hop takes
-    ``8 S / B_4(S)``; the DES over that link gives the closed form's step; the estimate is
-    named; a count below every measured one is still refused in one line."""
+    hop, which the network never measured (1, 2, 4). Upstream DeepSpeed runs it: each hop's 8
+    flows of 1/8 of the activation (DeepSpeed partitions it) share the 4-flow curve, max-min
+    fair, so the hop takes ``8 S / B_4(S)``; the DES over that link gives the closed form's
+    step; the estimate is named; a count below every measured one is still refused in one
+    line. The Sailor artifact, which the plan's format names, refuses TP 8 (its
+    Megatron-DeepSpeed's core/parallel_state.py:112-114 asserts 1, 2 or 4)."""
+    from dataclasses import replace as replace_field
+
     from sim.profiles.build import pair_link
+    from sim.profiles.frameworks import FrameworkSpec
 
     r = [[[["GH-96", 8, "us-central1-a"]], 8]]
     doc = {"zone": "us-central1-a", "pipeline_list": [{
@@ -306,6 +311,11 @@ def test_tp8_over_two_stages_shares_the_largest_measured_flow_count(tmp_path):
     path.write_text(json.dumps(doc))
     prof = load_profiles(models=("OPT-350",))
     plan = read_plan(path, "OPT-350")
+    with pytest.raises(ConfigError, match=r"^'tp' must be 1, 2 or 4 with framework "
+                       r"sailor-deepspeed, at stage 0 replica 0 \(a Sailor plan's "
+                       r"tmp_per_stage\[0\]\[0\]; .*core/parallel_state\.py:112-114.*\): 8$"):
+        build_plan(plan, prof, steps=1)
+    plan = replace_field(plan, framework=FrameworkSpec("deepspeed"))
     b = build_plan(plan, prof, steps=1)
     rep = plan.stages[0].replicas[0]
     four = prof.network.link(rep.node, rep.node, 4)

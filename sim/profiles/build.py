@@ -990,10 +990,11 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         One line: a GPU type the profile or catalogue lacks, layers that do
         not cover the model, a TP degree or micro-batch size without a profile
         entry, a TP degree that does not divide the model's attention heads
-        (where its shape gives them), a missing network link, a plan out of memory,
+        (where its shape gives them), a TP degree the framework does not run (the
+        Sailor artifact's: 1, 2 or 4), a missing network link, a plan out of memory,
         a stage whose replicas differ in TP degree where its framework cannot run it
-        (all but the Sailor artifact's), its degrees do not divide the largest, its
-        replicas name hosts or its all-reduce is overlapped or DiLoCo's.
+        (all but the Sailor artifact's), its replicas name hosts or its all-reduce is
+        overlapped or DiLoCo's.
     """
     mp = _model(plan, profiles, model)
     plan.check_covers(mp.layers)
@@ -1020,6 +1021,13 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                 check(mp.shape.heads % x.tp == 0, "tp",
                       f"a divisor of the model's heads ({mp.shape.heads})", x.tp)
     fb = plan_behaviour(plan, mp, framework)
+    if fb.tp_degrees is not None:  # the Sailor artifact's Megatron-DeepSpeed: 1, 2 or 4
+        for j, st in enumerate(plan.stages):
+            for i, x in enumerate(st.replicas):
+                *most, last = fb.tp_degrees
+                check(x.tp in fb.tp_degrees, "tp", ", ".join(map(str, most)) + f" or {last}"
+                      f" with framework {fb.framework.key}, at stage {j} replica {i} (a Sailor "
+                      f"plan's tmp_per_stage[{j}][{i}]; {fb.sources['tp_degrees']})", x.tp)
     for j, st in enumerate(plan.stages):  # replicas of one stage with different TP degrees
         tps = sorted({x.tp for x in st.replicas})
         if len(tps) == 1:
@@ -1030,12 +1038,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
               f"{fb.framework.key} (one model-parallel degree for every rank: "
               f"{fb.sources.get('pipe_groups', fb.framework.key)}); the Sailor artifact's "
               "(sailor-deepspeed) runs such a stage", tps)
-        # the artifact's group i takes rank i // (T / t) of a replica of TP t (topology.py:93-97)
-        # and a rank's share of each group is int(size t / T) (engine.py:2624, 2629): a degree
-        # that does not divide T leaves groups without that replica's rank
-        check(all(tps[-1] % t == 0 for t in tps), "plan", f"TP degrees of stage {j} that divide "
-              "its largest (the Sailor artifact's data-parallel group i takes rank i // (T / t) "
-              "of a replica of TP t: deepspeed/topology.py:88-97, engine.py:2624)", tps)
+        # the artifact's group i takes rank i // (T / t) of a replica of TP t (topology.py:93-97),
+        # so every degree must divide T: its degrees 1, 2 and 4 (fb.tp_degrees, checked above) do
         check(not plan.physical, "plan", f"one TP degree per stage (stage {j}) on named hosts "
               "(the Sailor artifact's rounds of data-parallel groups are timed for replicas "
               "that are nodes of their own: a Sailor plan_config, or a plan without hosts)", tps)

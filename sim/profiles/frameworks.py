@@ -50,6 +50,11 @@ What a framework decides, and where dtsim uses it:
     degree of the pipeline's stages (the Sailor artifact's engine, which runs
     stages of different TP degrees); else once (a framework with one TP degree
     for the whole model).
+``tp_degrees``
+    The TP degrees the framework runs a replica at, where it restricts them
+    (the Sailor artifact's Megatron-DeepSpeed asserts 1, 2 or 4); None: any
+    (upstream DeepSpeed and Megatron-LM). A plan with another degree is refused
+    in one line by :func:`sim.profiles.build.build_plan`.
 ``bucket_elements``, ``bucket_rule``
     Gradient elements per all-reduce bucket (``inf``: one bucket), and how an
     all-reduce overlapped with the backward pass cuts the gradients
@@ -122,6 +127,7 @@ class Framework:
     pipe_groups: Cited  # a rank sends once per pipeline group it is in (stages of different TP)
     pipeline: bool = True
     options: dict[str, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
+    tp_degrees: Cited | None = None  # the TP degrees the framework runs (None: any)
 
     def facts(self) -> dict[str, Cited]:
         """Every fact by name (for tables)."""
@@ -238,6 +244,12 @@ SAILOR = Framework(
        "p2p": Cited("blocking", f"{_SAILOR}: deepspeed/p2p.py:45-69 and 97-120 (send and recv "
                     "call dist.send / dist.recv, blocking, for each pipeline group) in "
                     "DeepSpeed's TrainSchedule order (deepspeed/pipe_engine.py:417-420)")},
+    tp_degrees=Cited((1, 2, 4), "eth-easl/sailor cf2c8e3 third_party/Megatron-DeepSpeed/megatron/"
+                     "core/parallel_state.py:112-114 (initialize_model_parallel_from_file: "
+                     "assert tp in {1,2,4}, 'Only TP in {1,2,4} is allowed!', for every "
+                     "replica's TP degree), run by megatron/initialize.py:262-266 when "
+                     "--distributed-config-file is given, as the artifact's workers give it "
+                     "(sailor/Worker/run_agent.sh:50, elastic_worker_agent.py:144)"),
 )
 
 #: Megatron-LM's own schedules and DistributedDataParallel (Megatron Core).
@@ -438,6 +450,7 @@ class FrameworkBehaviour:
     first_bucket: bool = False  # DDP at its default cap: the first bucket 1 MiB
     step_join: str = "pipeline"
     pipe_groups: bool = False
+    tp_degrees: tuple[int, ...] | None = None  # None: any
 
     @property
     def bucket_bytes(self) -> float:
@@ -501,6 +514,8 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
             src["bucket_elements"] = fw.options["bucket_cap_mb"][1]
     gb = fw.gather_bytes.value
     act = fw.activation_bytes.value[prec]
+    if fw.tp_degrees is not None:
+        src["tp_degrees"] = fw.tp_degrees.source
     return FrameworkBehaviour(
         framework=fw, precision=prec, p2p=fw.p2p.value, partitioned=partitioned,
         gathers=tuple(fw.gathers.value) if partitioned else (), gather_bytes=gb if gb else act,
@@ -508,4 +523,5 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
         optimizer_barrier=fw.optimizer_barrier.value[prec],
         bucket_elements=float(bucket), dp_bytes=dp_bytes, tied_bytes=tied_bytes,
         activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first,
-        step_join=fw.step_join.value, pipe_groups=fw.pipe_groups.value)
+        step_join=fw.step_join.value, pipe_groups=fw.pipe_groups.value,
+        tp_degrees=None if fw.tp_degrees is None else tuple(fw.tp_degrees.value))
