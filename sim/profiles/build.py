@@ -1253,7 +1253,9 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                   transfer_sizes=flows or None,
                   gradient_transfer_sizes=back if back != flows else None,
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size,
-                  pipe_groups=fb.pipe_groups and L > 1)
+                  # the artifact's groups matter where a pipeline's stages differ in TP
+                  pipe_groups=fb.pipe_groups and any(
+                      len({st.replicas[i].tp for st in plan.stages}) > 1 for i in range(r)))
     else:
         kw.update(transfer_times=tuple(xfer) if L > 1 else None, allreduce_times=tuple(ar),
                   tied_allreduce_time=tied, allreduce_buckets=buckets or None,
