@@ -47,9 +47,10 @@ What a framework decides, and where dtsim uses it:
 ``pipe_groups``
     Whether a rank sends (and receives) each activation and gradient once per
     pipeline group it belongs to, the groups being as many as the largest TP
-    degree of the pipeline's stages (the Sailor artifact's engine, which runs
-    stages of different TP degrees); else once (a framework with one TP degree
-    for the whole model).
+    degree of the pipeline's stages, a rank's groups one after the other (the
+    Sailor artifact's engine, which runs stages of different TP degrees:
+    :func:`sim.training.config.pipe_group_chains`); else once (a framework
+    with one TP degree for the whole model).
 ``tp_degrees``
     The TP degrees the framework runs a replica at, where it restricts them
     (the Sailor artifact's Megatron-DeepSpeed asserts 1, 2 or 4); None: any
@@ -234,7 +235,9 @@ SAILOR = Framework(
                             "j // (T / t), T the pipeline's largest TP degree: T groups) and "
                             "421-429 (a rank's groups); deepspeed/pipe_engine.py:1069-1071 and "
                             "1123-1125 (each activation and gradient part sent once per group "
-                            "the rank is in), 1150-1162 and 1215-1220 (received once per group)"),
+                            "the rank is in, in group order), 1150-1162 and 1215-1220 (received "
+                            "once per group, in group order); deepspeed/p2p.py:72-94 and "
+                            "122-144 (each a blocking dist.send / dist.recv)"),
        "step_join": Cited("last-stage", f"{_SAILOR}: deepspeed/pipe_engine.py:417-423 "
                           "(train_batch: the schedule, then _aggregate_total_loss) and 614-675 "
                           "(the loss all-reduced over the last stages' data-parallel group, "
