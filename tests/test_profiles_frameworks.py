@@ -272,3 +272,36 @@ def test_tied_embeddings_need_one_tp_degree_at_both_ends(prof, tie):
                    check_memory=False)
     b = build_plan(_tp_plan((1, 2), "sailor-deepspeed"), prof, steps=1, check_memory=False)
     assert b.tied_allreduce_time == 0.0 and b.tied_allreduce_times == ()
+
+
+def test_the_artifact_runs_tp_1_2_4_only(prof):
+    """The Sailor artifact's Megatron-DeepSpeed asserts every replica's TP degree is 1, 2 or 4
+    (core/parallel_state.py:112-114): a TP-8 plan under sailor-deepspeed is refused in one line
+    naming 'tp', the place, the rule's source and the value; upstream DeepSpeed and Megatron-LM
+    run it. The planner searches only the framework's degrees: on one 8-GPU V100 node the
+    artifact's plans are TP 1, 2, 4 and a request for TP 8 is refused, upstream DeepSpeed's
+    include TP 8."""
+    from sim.planner import PlanRequest, search_plans
+    from sim.planner.fleets import parse_nodes
+    from sim.planner.models import ProfilePlanModel
+
+    plan = _tp_plan((8, 8), "sailor-deepspeed", gpu="V100-16")
+    with pytest.raises(ConfigError, match=r"^'tp' must be 1, 2 or 4 with framework "
+                       r"sailor-deepspeed, at stage 0 replica 0 \(a Sailor plan's "
+                       r"tmp_per_stage\[0\]\[0\]; .*megatron/core/parallel_state\.py:112-114"
+                       r".*\): 8$"):
+        build_plan(plan, prof, steps=1, check_memory=False)
+    for fw in ("deepspeed", "megatron"):
+        b = build_plan(plan, prof, steps=1, check_memory=False, framework=FrameworkSpec(fw))
+        assert b.behaviour.tp_degrees is None and b.transfer_times
+    model = prof.model("OPT-350")
+    fleet = parse_nodes("V100-16:8x1@us-central1-a", prof.network)
+    seen = {}
+    for fw in ("deepspeed", "sailor-deepspeed"):
+        pm = ProfilePlanModel(prof, model, framework=FrameworkSpec(fw))
+        res = search_plans(model, fleet, prof.gpus, PlanRequest(16, top=50), pm)
+        seen[fw] = {x.tp for c in res.candidates for st in c.plan.stages for x in st.replicas}
+    assert seen == {"deepspeed": {1, 2, 4, 8}, "sailor-deepspeed": {1, 2, 4}}
+    with pytest.raises(ConfigError, match=r"'tp' must be .* and the framework runs \(1, 2, 4\)"):
+        search_plans(model, fleet, prof.gpus, PlanRequest(16, tp=(8,)), ProfilePlanModel(
+            prof, model, framework=FrameworkSpec("sailor-deepspeed")))
