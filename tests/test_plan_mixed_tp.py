@@ -187,23 +187,30 @@ def _group_schedule(T, ts, tr, message):
 
 
 @pytest.mark.parametrize("ts,tr", [(2, 1), (4, 1), (1, 2), (4, 2)])
-def test_a_hop_moves_its_groups_messages_in_group_order(prof, ts, tr):
+@pytest.mark.parametrize("latency", [None, 2e-3])
+def test_a_hop_moves_its_groups_messages_in_group_order(prof, ts, tr, latency):
     """Two stages of one pipeline, TP ``ts`` then ``tr`` (A100-40 VMs of 4 GPUs): the artifact's
     ``T = max(ts, tr)`` pipeline groups each move one message, the activation's part
     ``S / ts`` (the gradient's ``S / tr``), in the serial order above: TP 2 -> 1 two messages
     one after the other into the one receiving rank, 4 -> 1 four, 1 -> 2 the one sending rank's
     two in turn, 4 -> 2 two chains at once of two each. The closed form and the DES over the
-    plan's network (one transfer run alone) give that hop time to 1e-9. The old model (every
-    sending rank's T / t parts as one flow, all the ranks at once) is the same where each
-    sending rank is in one group (the shipped curves have no latency: alike messages one
+    plan's network (one transfer run alone) give that hop time to 1e-9, on the shipped curves
+    (no latency) and with a 2 ms latency on every link.
+
+    The old model (every sending rank's T / t parts as one flow, all the ranks at once), on
+    the shipped curves: the same where each sending rank is in one group (alike messages one
     after the other end when they would sharing the link), and short by 6-13% where a sending
     rank is in several (a larger message rides a faster point of the curve): the activation
-    of 1 -> 2 and the gradients of 2 -> 1, 4 -> 1 and 4 -> 2."""
+    of 1 -> 2 and the gradients of 2 -> 1, 4 -> 1 and 4 -> 2. With the latency it is short on
+    every transfer by at least the ``T / k - 1`` latencies of the messages in turn."""
     import simpy
 
     from sim.profiles.build import p2p_flows
     from sim.training.traffic import traffic_for
 
+    if latency is not None:
+        prof = replace(prof, network=replace(prof.network, links=tuple(
+            replace(x, latency=latency) for x in prof.network.links)))
     plan = _plan([[ts], [tr]])
     b = build_plan(plan, prof, steps=1, check_memory=False)
     net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
@@ -225,7 +232,12 @@ def test_a_hop_moves_its_groups_messages_in_group_order(prof, ts, tr):
                                                                                   rel=1e-9)
         old = pair_time(prof.network, (x, (int(grad), 0)), (y, (1 - int(grad), 0)),
                         *p2p_flows(b.behaviour, S * T / tx, tx), prof)
-        if T == tx:  # a sending rank in one group: its part alone, as the old model had it
+        turns = len(batches) - 1  # messages that wait for the one before
+        if latency is not None:
+            assert closed - old >= turns * latency * (1 - 1e-9) > 0
+            if T == tx:
+                assert closed - old == pytest.approx(turns * latency, rel=1e-9)
+        elif T == tx:  # a sending rank in one group: its part alone, as the old model had it
             assert closed == pytest.approx(old, rel=1e-12)
         else:  # in T / tx groups: T / tx messages of S / tx in turn, not one flow of T S / tx^2
             assert closed > 1.06 * old, (ts, tr, grad, closed, old)
