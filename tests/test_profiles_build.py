@@ -292,11 +292,16 @@ def test_gpt_neo_on_gh200_in_the_artifacts_format_runs(tmp_path, tie):
 
 def test_tp8_over_two_stages_shares_the_largest_measured_flow_count(tmp_path):
     """Issue 35: a TP-8 plan over 2 stages of 8-GPU GH200 nodes needs 8 concurrent flows per
-    hop, which the network never measured (1, 2, 4). It runs: each hop's 8 flows of 1/8 of the
-    activation (DeepSpeed partitions it) share the 4-flow curve, max-min fair, so the hop takes
-    ``8 S / B_4(S)``; the DES over that link gives the closed form's step; the estimate is
-    named; a count below every measured one is still refused in one line."""
+    hop, which the network never measured (1, 2, 4). Upstream DeepSpeed runs it: each hop's 8
+    flows of 1/8 of the activation (DeepSpeed partitions it) share the 4-flow curve, max-min
+    fair, so the hop takes ``8 S / B_4(S)``; the DES over that link gives the closed form's
+    step; the estimate is named; a count below every measured one is still refused in one
+    line. The Sailor artifact, which the plan's format names, refuses TP 8 (its
+    Megatron-DeepSpeed's core/parallel_state.py:112-114 asserts 1, 2 or 4)."""
+    from dataclasses import replace as replace_field
+
     from sim.profiles.build import pair_link
+    from sim.profiles.frameworks import FrameworkSpec
 
     r = [[[["GH-96", 8, "us-central1-a"]], 8]]
     doc = {"zone": "us-central1-a", "pipeline_list": [{
@@ -306,6 +311,11 @@ def test_tp8_over_two_stages_shares_the_largest_measured_flow_count(tmp_path):
     path.write_text(json.dumps(doc))
     prof = load_profiles(models=("OPT-350",))
     plan = read_plan(path, "OPT-350")
+    with pytest.raises(ConfigError, match=r"^'tp' must be 1, 2 or 4 with framework "
+                       r"sailor-deepspeed, at stage 0 replica 0 \(a Sailor plan's "
+                       r"tmp_per_stage\[0\]\[0\]; .*core/parallel_state\.py:112-114.*\): 8$"):
+        build_plan(plan, prof, steps=1)
+    plan = replace_field(plan, framework=FrameworkSpec("deepspeed"))
     b = build_plan(plan, prof, steps=1)
     rep = plan.stages[0].replicas[0]
     four = prof.network.link(rep.node, rep.node, 4)
@@ -343,8 +353,9 @@ def replace_tp(rep, tp):
 def test_every_plan_a_user_can_write_from_the_shipped_profiles_runs():
     """1,616 plans in the artifact's format (4 models, every profiled GPU type, micro-batch size
     and TP degree, unprofiled sizes between them, 1-4 stages, 1-2 replicas, two-type pipelines;
-    V100 TP 8 over the 4-flow curve; stages whose replicas differ in TP): each runs, or is
-    refused only for not fitting in GPU memory."""
+    stages whose replicas differ in TP): each runs, or is refused for not fitting in GPU
+    memory, or (every TP-8 plan, and only those) for a TP degree the artifact does not run
+    (its Megatron-DeepSpeed asserts 1, 2 or 4: core/parallel_state.py:112-114)."""
     import importlib.util
     from pathlib import Path
 
@@ -354,6 +365,7 @@ def test_every_plan_a_user_can_write_from_the_shipped_profiles_runs():
     spec.loader.exec_module(mod)
     res = mod.check_user_plans()
     assert res["plans"] >= 1616 and res["refused_other"] == []
+    assert res["refused_tp"] == sum("-tp8-" in name for name, _, _ in mod.user_plans())
     assert res["ran"] > 600 and res["with_estimates"] > 100
 
 

@@ -257,9 +257,11 @@ def test_the_artifact_sends_once_per_pipeline_group(prof):
     it is in (T / t groups: deepspeed/topology.py:103-127, pipe_engine.py:1069-1071,
     1123-1125), so a hop's activation moves T / t_sender times the tensor and its gradient
     T / t_receiver times; upstream DeepSpeed (one TP degree: pipe_groups False) is the rule
-    once. With TP 1, 4, 1 on A100-40s: the artifact's activation of hop 0 is 4 x, its gradient
-    of hop 1 too, the others once; the DES over the plan network equals the closed form
-    (1e-9) and the step is longer than the once-rule's by more than 5%."""
+    once. With TP 1, 4, 1 on A100-40s: the artifact's activation of hop 0 is 4 messages of
+    the tensor one after the other (the TP-1 rank sends its groups in turn:
+    pipe_engine.py:1069-1071), its gradient of hop 1 too, the others once; the DES over the
+    plan network equals the closed form (1e-9) and the step is longer than the once-rule's by
+    more than 5%."""
     from sim.engines import predictions
     from sim.profiles.build import pair_time
     from sim.rng import Streams
@@ -280,9 +282,9 @@ def test_the_artifact_sends_once_per_pipeline_group(prof):
         reps = [(plan.stages[j].replicas[0], (j, 0)) for j in range(3)]
         many = 4 if fw == "sailor-deepspeed" else 1
         assert times[0][0][0] == pytest.approx(
-            pair_time(prof.network, reps[0], reps[1], size * many, 1, prof), rel=1e-12)
+            many * pair_time(prof.network, reps[0], reps[1], size, 1, prof), rel=1e-12)
         assert times[1][0][1] == pytest.approx(
-            pair_time(prof.network, reps[2], reps[1], size * many, 1, prof), rel=1e-12)
+            many * pair_time(prof.network, reps[2], reps[1], size, 1, prof), rel=1e-12)
         assert times[0][0][1] == pytest.approx(
             pair_time(prof.network, reps[1], reps[0], size / 4, 4, prof), rel=1e-12)
     assert steps["sailor-deepspeed"] > 1.05 * steps["deepspeed"]
@@ -425,3 +427,36 @@ def test_deepspeed_versions_and_their_options():
     for kw, msg in bad:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             FrameworkSpec("deepspeed", **kw)
+
+
+def test_the_artifact_runs_tp_1_2_4_only(prof):
+    """The Sailor artifact's Megatron-DeepSpeed asserts every replica's TP degree is 1, 2 or 4
+    (core/parallel_state.py:112-114): a TP-8 plan under sailor-deepspeed is refused in one line
+    naming 'tp', the place, the rule's source and the value; upstream DeepSpeed and Megatron-LM
+    run it. The planner searches only the framework's degrees: on one 8-GPU V100 node the
+    artifact's plans are TP 1, 2, 4 and a request for TP 8 is refused, upstream DeepSpeed's
+    include TP 8."""
+    from sim.planner import PlanRequest, search_plans
+    from sim.planner.fleets import parse_nodes
+    from sim.planner.models import ProfilePlanModel
+
+    plan = _tp_plan((8, 8), "sailor-deepspeed", gpu="V100-16")
+    with pytest.raises(ConfigError, match=r"^'tp' must be 1, 2 or 4 with framework "
+                       r"sailor-deepspeed, at stage 0 replica 0 \(a Sailor plan's "
+                       r"tmp_per_stage\[0\]\[0\]; .*megatron/core/parallel_state\.py:112-114"
+                       r".*\): 8$"):
+        build_plan(plan, prof, steps=1, check_memory=False)
+    for fw in ("deepspeed", "megatron"):
+        b = build_plan(plan, prof, steps=1, check_memory=False, framework=FrameworkSpec(fw))
+        assert b.behaviour.tp_degrees is None and b.transfer_times
+    model = prof.model("OPT-350")
+    fleet = parse_nodes("V100-16:8x1@us-central1-a", prof.network)
+    seen = {}
+    for fw in ("deepspeed", "sailor-deepspeed"):
+        pm = ProfilePlanModel(prof, model, framework=FrameworkSpec(fw))
+        res = search_plans(model, fleet, prof.gpus, PlanRequest(16, top=50), pm)
+        seen[fw] = {x.tp for c in res.candidates for st in c.plan.stages for x in st.replicas}
+    assert seen == {"deepspeed": {1, 2, 4, 8}, "sailor-deepspeed": {1, 2, 4}}
+    with pytest.raises(ConfigError, match=r"'tp' must be .* and the framework runs \(1, 2, 4\)"):
+        search_plans(model, fleet, prof.gpus, PlanRequest(16, tp=(8,)), ProfilePlanModel(
+            prof, model, framework=FrameworkSpec("sailor-deepspeed")))

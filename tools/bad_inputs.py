@@ -1493,8 +1493,15 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         note="upstream DeepSpeed builds one model-parallel degree for every rank")
     add("train/plan-stage-tp-mixed-not-dividing",
         T("--plan", mixed("plan-mixed-3.json", rep("GH-96", 2, 4) + rep("GH-96", 3, 4)),
-          "--framework", "sailor-deepspeed", *one), refuse("plan"),
-        note="TP 2 and 3 in one stage: the artifact's group i takes rank i // (T / t)")
+          "--framework", "sailor-deepspeed", *one), refuse("tp"),
+        note="TP 2 and 3 in one stage: the artifact runs TP 1, 2 or 4 only "
+             "(core/parallel_state.py:112-114), which all divide the largest")
+    add("train/plan-tp8-sailor-framework",
+        T("--plan", plan("plan-tp8-sailor.json", [{"first_layer": 0, "last_layer": 25,
+                                                   "replicas": rep("GH-96", 8, 8)}]),
+          "--framework", "sailor-deepspeed", *one), refuse("tp"),
+        note="TP 8 under the artifact's framework: its Megatron-DeepSpeed asserts TP 1, 2 or 4 "
+             "(core/parallel_state.py:112-114)")
     add("train/plan-stage-tp-mixed-overlap",
         T("--plan", mix, "--framework", "sailor-deepspeed", "--sync",
           "allreduce:overlap=backward", *one), refuse("sync"),
@@ -1529,6 +1536,16 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/plan-sailor-replica-two-vms",
         T("--plan", str(two_vms), "--model", "OPT-350", *one), refuse("plan"),
         note="a replica over two VMs: the artifact's controller sends its ranks to one node")
+    tp8 = fx.root / "sailor-tp8.json"
+    tp8.write_text(_json.dumps({**sailor_doc, "pipeline_list": [{
+        **sailor_doc["pipeline_list"][0],
+        "tmp_per_stage": [[[[["A100-40", 8, "us-central1-a"]], 8]]]}]}))
+    add("train/plan-sailor-tp8", T("--plan", str(tp8), "--model", "OPT-350", *one),
+        refuse("tp"), note="a Sailor plan at TP 8: the artifact's Megatron-DeepSpeed asserts TP "
+        "1, 2 or 4 (core/parallel_state.py:112-114)")
+    add("train/plan-sailor-tp8-megatron",
+        T("--plan", str(tp8), "--model", "OPT-350", "--framework", "megatron", *one),
+        ok("step time"), note="the same plan run by Megatron-LM, which runs TP 8")
     add("train/plan-gpu-not-in-profile",
         T("--plan", plan("plan-h100.json", [{"first_layer": 0, "last_layer": 25,
                                              "replicas": rep("H100", 4, 4)}]), *one),

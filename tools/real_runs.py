@@ -393,8 +393,9 @@ def user_plans(folder: Path | None = None) -> list[tuple[str, str, dict[str, Any
 def check_user_plans(folder: Path | None = None, limit: int | None = None) -> dict[str, Any]:
     """Write every :func:`user_plans` plan to a file in the artifact's format, read it back and
     run it as ``dtsim train --plan`` does (the DES over sim.network, one step); count the plans
-    that ran, those refused for memory (a plan that does not fit is not a valid plan), and any
-    other refusal or error (there should be none)."""
+    that ran, those refused for memory (a plan that does not fit is not a valid plan), those
+    refused for a TP degree the artifact does not run (its Megatron-DeepSpeed asserts 1, 2 or
+    4: the profiles' TP-8 entries), and any other refusal or error (there should be none)."""
     import tempfile
 
     from sim.errors import ConfigError
@@ -402,7 +403,7 @@ def check_user_plans(folder: Path | None = None, limit: int | None = None) -> di
 
     d = folder if folder is not None else DATA_DIR
     prof = load_profiles(d)
-    ran, memory, refused, estimated = 0, 0, [], 0
+    ran, memory, tp, refused, estimated = 0, 0, 0, [], 0
     plans = user_plans(d)[:limit]
     with tempfile.TemporaryDirectory() as tmp:
         for name, model, doc in plans:
@@ -420,10 +421,12 @@ def check_user_plans(folder: Path | None = None, limit: int | None = None) -> di
             except ConfigError as exc:
                 if exc.name == "plan" and "fits in GPU memory" in exc.rule:
                     memory += 1
+                elif exc.name == "tp" and "with framework sailor-deepspeed" in exc.rule:
+                    tp += 1
                 else:
                     refused.append((name, str(exc)))
     return {"plans": len(plans), "ran": ran, "with_estimates": estimated,
-            "refused_memory": memory, "refused_other": refused}
+            "refused_memory": memory, "refused_tp": tp, "refused_other": refused}
 
 
 def tp_check(folder: Path | None = None) -> list[dict[str, Any]]:
@@ -566,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res, indent=1) if a.json else
               f"{res['plans']} plans: {res['ran']} ran ({res['with_estimates']} with estimated "
               f"times), {res['refused_memory']} refused as not fitting in GPU memory, "
+              f"{res['refused_tp']} for a TP degree the Sailor artifact does not run (1, 2, 4), "
               f"{len(res['refused_other'])} refused otherwise")
         for name, why in res["refused_other"]:
             print(f"  {name}: {why}")

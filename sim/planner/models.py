@@ -94,6 +94,8 @@ class ProfilePlanModel:
         self.p2p = p2p if p2p is not None else fb.p2p  # the search's plans' (the bounds)
         self._p2p_override = p2p  # a plan naming its framework keeps that one's unless given
         self._fb = fb if p2p is None else replace(fb, p2p=p2p)
+        #: the TP degrees the framework runs (the Sailor artifact's: 1, 2, 4; None: any)
+        self.tp_degrees = fb.tp_degrees
         # the largest output a stage can receive: any layer but the last (which no stage sends)
         sizes = {tp: model.layer_sizes(tp) for _, _, tp in model.combinations()}
         self._recv = {tp: max((s.activation_bytes for s in row[:-1]), default=0.0)

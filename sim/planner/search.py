@@ -337,9 +337,11 @@ class _Search:
     def tp_options(self, t: _Type, mbs: int) -> list[int]:
         want = self.req.tp
         heads = self.model.shape.heads if self.model.shape is not None else None
+        runs = getattr(self.pm, "tp_degrees", None)  # the framework's (Sailor's: 1, 2, 4)
         return sorted({tp for (_, b, tp) in self.model.combinations(t.gpu)
                        if b == mbs and t.slots(tp) > 0 and (want is None or tp in want)
                        and self.model.has(t.gpu, mbs, tp)
+                       and (runs is None or tp in runs)
                        and (heads is None or heads % tp == 0)})  # heads split evenly
 
     def mbs_options(self) -> list[int]:
@@ -707,8 +709,11 @@ def search_plans(model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue, request:
           f"{request.global_batch_size}", request.microbatch_sizes)
     if request.tp is not None:
         fits = sorted({tp for t in s.types for b in s.mbs_options() for tp in s.tp_options(t, b)})
+        runs = getattr(s.pm, "tp_degrees", None)
         check(len(fits) > 0, "tp", "a TP degree the profile measured that fits a node of the "
-              f"fleet (largest node: {max(t.max_tp for t in s.types)} GPUs)", request.tp)
+              f"fleet (largest node: {max(t.max_tp for t in s.types)} GPUs)"
+              + ("" if runs is None else " and the framework runs (" + ", ".join(map(str, runs))
+                 + ")"), request.tp)
     s.run(prune)
     ranked = sorted(s.best.values(), key=lambda c: (c.key(request.objective), c.gpus,
                                                     c.plan.pipeline_stages))

@@ -83,7 +83,7 @@ from typing import Any
 
 from ..errors import ConfigError, check, format_bytes
 from ..training import TrainingConfig
-from ..training.config import dp_group_rounds
+from ..training.config import dp_group_rounds, pipe_group_chains
 from .estimates import Estimator
 from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, resolve
 from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
@@ -252,9 +252,10 @@ def nic_shares(edges: Any) -> dict[tuple[str, str], tuple[int, int, int]]:
     return {(a, b): (out[a], f, into[b]) for (a, b), f in pair.items()}
 
 
-def p2p_shares(plan: Plan, p2p: str) -> list[list[tuple[Any, Any]]]:
+def p2p_shares(plan: Plan, p2p: str, pipe_groups: bool = False) -> list[list[tuple[Any, Any]]]:
     """The flows that may cross each NIC direction and node pair at once with each point-to-point
-    transfer of ``plan`` on physical nodes, over every hop of every pipeline.
+    transfer of ``plan`` on physical nodes, over every hop of every pipeline (a transfer's own
+    flows: :func:`hop_flows`, ``pipe_groups`` the Sailor artifact's).
 
     Returns per hop ``j`` and pipeline ``i`` the counts ``(out, pair, into)`` of
     :func:`nic_shares` for its activation (stage ``j`` to ``j + 1``) and its
@@ -295,20 +296,32 @@ def p2p_shares(plan: Plan, p2p: str) -> list[list[tuple[Any, Any]]]:
                  for j, st in enumerate(plan.stages))
     from ..training.schedules import p2p_program
 
-    return _p2p_shares(host, tuple(st.replicas[0].tp for st in plan.stages),
-                       p2p_program(p2p)[0])
+    return _p2p_shares(host, hop_flows(plan, pipe_groups), p2p_program(p2p)[0])
+
+
+def hop_flows(plan: Plan, pipe_groups: bool = False) -> tuple[tuple[int, int], ...]:
+    """Per hop, the flows its activation and its gradient move at once: the sender's TP
+    degree; with the Sailor artifact's pipeline groups (``pipe_groups``), the smaller of the
+    two stages' degrees (:func:`sim.training.config.pipe_group_chains`: that many chains of
+    messages at once). The stages' first replicas' degrees (a stage of one degree: on
+    physical nodes a stage never mixes them)."""
+    tp = [st.replicas[0].tp for st in plan.stages]
+    if pipe_groups:
+        return tuple((min(a, b), min(a, b)) for a, b in zip(tp, tp[1:], strict=False))
+    return tuple((a, b) for a, b in zip(tp, tp[1:], strict=False))
 
 
 @functools.lru_cache(maxsize=4096)
-def _p2p_shares(host: tuple[tuple[str, ...], ...], tp: tuple[int, ...], exclusive: bool
-                ) -> list[list[tuple[Any, Any]]]:
-    """:func:`p2p_shares` of the plan's hosts (per stage, per pipeline) and TP degrees, worked
-    out once per placement (the search's plans of one layout share it, whatever their cut);
-    ``exclusive``: a device's two sends (or receives) never run at once."""
+def _p2p_shares(host: tuple[tuple[str, ...], ...], flows: tuple[tuple[int, int], ...],
+                exclusive: bool) -> list[list[tuple[Any, Any]]]:
+    """:func:`p2p_shares` of the plan's hosts (per stage, per pipeline) and each hop's flows
+    (:func:`hop_flows`), worked out once per placement (the search's plans of one layout
+    share it, whatever their cut); ``exclusive``: a device's two sends (or receives) never run
+    at once."""
     L, r = len(host), len(host[0])
     # each crossing transfer: (hop, pipeline, kind, source host, destination host, flows)
-    moves = [(j, i, k, *((host[j][i], host[j + 1][i], tp[j]) if k == 0
-                         else (host[j + 1][i], host[j][i], tp[j + 1])))
+    moves = [(j, i, k, *((host[j][i], host[j + 1][i], flows[j][0]) if k == 0
+                         else (host[j + 1][i], host[j][i], flows[j][1])))
              for j in range(L - 1) for i in range(r) for k in (0, 1)]
     moves = [x for x in moves if x[3] != x[4]]
     # per direction crossed, per pipeline: the flows of its transfer over each hop (at most one
@@ -343,7 +356,7 @@ def _p2p_shares(host: tuple[tuple[str, ...], ...], tp: tuple[int, ...], exclusiv
     return [[(x[0], x[1]) for x in row] for row in out]  # the caller only reads it
 
 
-def hop_shares(plan: Plan) -> list[list[tuple[Any, Any]]]:
+def hop_shares(plan: Plan, pipe_groups: bool = False) -> list[list[tuple[Any, Any]]]:
     """The flows crossing each NIC direction and node pair with each point-to-point transfer of
     ``plan`` on physical nodes, counting the pipelines' transfers over its own hop in its own
     direction only (:func:`nic_shares` of that hop's edges), shaped as :func:`p2p_shares`.
@@ -354,18 +367,19 @@ def hop_shares(plan: Plan) -> list[list[tuple[Any, Any]]]:
     pipeline's program (:func:`in_lockstep`), these are the flows that cross it at
     every moment, and the times are exact (:func:`physical_pair_time`).
     """
-    return _hop_shares(_hosts(plan), tuple(st.replicas[0].tp for st in plan.stages))
+    return _hop_shares(_hosts(plan), hop_flows(plan, pipe_groups))
 
 
 @functools.lru_cache(maxsize=4096)
-def _hop_shares(host: tuple[tuple[str, ...], ...], tp: tuple[int, ...]
+def _hop_shares(host: tuple[tuple[str, ...], ...], flows: tuple[tuple[int, int], ...]
                 ) -> list[list[tuple[Any, Any]]]:
-    """:func:`hop_shares` of the plan's hosts (per stage, per pipeline) and TP degrees."""
+    """:func:`hop_shares` of the plan's hosts (per stage, per pipeline) and each hop's flows
+    (:func:`hop_flows`)."""
     out = []
     for j in range(len(host) - 1):
         src, dst = host[j], host[j + 1]
-        fwd = nic_shares((a, b, tp[j]) for a, b in zip(src, dst, strict=True))
-        bwd = nic_shares((b, a, tp[j + 1]) for a, b in zip(src, dst, strict=True))
+        fwd = nic_shares((a, b, flows[j][0]) for a, b in zip(src, dst, strict=True))
+        bwd = nic_shares((b, a, flows[j][1]) for a, b in zip(src, dst, strict=True))
         out.append([(fwd.get((a, b)), bwd.get((b, a))) for a, b in zip(src, dst, strict=True)])
     return out
 
@@ -983,10 +997,11 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         One line: a GPU type the profile or catalogue lacks, layers that do
         not cover the model, a TP degree or micro-batch size without a profile
         entry, a TP degree that does not divide the model's attention heads
-        (where its shape gives them), a missing network link, a plan out of memory,
+        (where its shape gives them), a TP degree the framework does not run (the
+        Sailor artifact's: 1, 2 or 4), a missing network link, a plan out of memory,
         a stage whose replicas differ in TP degree where its framework cannot run it
-        (all but the Sailor artifact's), its degrees do not divide the largest, its
-        replicas name hosts or its all-reduce is overlapped or DiLoCo's.
+        (all but the Sailor artifact's), its replicas name hosts or its all-reduce is
+        overlapped or DiLoCo's.
     """
     mp = _model(plan, profiles, model)
     plan.check_covers(mp.layers)
@@ -1013,6 +1028,13 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                 check(mp.shape.heads % x.tp == 0, "tp",
                       f"a divisor of the model's heads ({mp.shape.heads})", x.tp)
     fb = plan_behaviour(plan, mp, framework)
+    if fb.tp_degrees is not None:  # the Sailor artifact's Megatron-DeepSpeed: 1, 2 or 4
+        for j, st in enumerate(plan.stages):
+            for i, x in enumerate(st.replicas):
+                *most, last = fb.tp_degrees
+                check(x.tp in fb.tp_degrees, "tp", ", ".join(map(str, most)) + f" or {last}"
+                      f" with framework {fb.framework.key}, at stage {j} replica {i} (a Sailor "
+                      f"plan's tmp_per_stage[{j}][{i}]; {fb.sources['tp_degrees']})", x.tp)
     for j, st in enumerate(plan.stages):  # replicas of one stage with different TP degrees
         tps = sorted({x.tp for x in st.replicas})
         if len(tps) == 1:
@@ -1023,12 +1045,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
               f"{fb.framework.key} (one model-parallel degree for every rank: "
               f"{fb.sources.get('pipe_groups', fb.framework.key)}); the Sailor artifact's "
               "(sailor-deepspeed) runs such a stage", tps)
-        # the artifact's group i takes rank i // (T / t) of a replica of TP t (topology.py:93-97)
-        # and a rank's share of each group is int(size t / T) (engine.py:2624, 2629): a degree
-        # that does not divide T leaves groups without that replica's rank
-        check(all(tps[-1] % t == 0 for t in tps), "plan", f"TP degrees of stage {j} that divide "
-              "its largest (the Sailor artifact's data-parallel group i takes rank i // (T / t) "
-              "of a replica of TP t: deepspeed/topology.py:88-97, engine.py:2624)", tps)
+        # the artifact's group i takes rank i // (T / t) of a replica of TP t (topology.py:93-97),
+        # so every degree must divide T: its degrees 1, 2 and 4 (fb.tp_degrees, checked above) do
         check(not plan.physical, "plan", f"one TP degree per stage (stage {j}) on named hosts "
               "(the Sailor artifact's rounds of data-parallel groups are timed for replicas "
               "that are nodes of their own: a Sailor plan_config, or a plan without hosts)", tps)
@@ -1101,17 +1119,33 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     tops = [max(st.replicas[i].tp for st in plan.stages) for i in range(r)]
     xfer_sizes: list[list[float]] = []  # [hop][pipeline]: the bytes one activation moves
     grad_sizes: list[list[float]] = []
+    once: list[list[float]] = []  # [hop][pipeline]: the tensor, sent once
     hops = [[((a.replicas[i], (j, i)), (b.replicas[i], (j + 1, i))) for i in range(r)]
             for j, (a, b) in enumerate(zip(plan.stages, plan.stages[1:], strict=False))]
     for j, ends in enumerate(hops):
-        acts, grads = [], []
+        acts, grads, row = [], [], []
         for i, (pa, pb) in enumerate(ends):
             size = mbs * sizes_at(pa[0].tp)[plan.stages[j].layers[-1]].activation_bytes \
                 * act_scale
+            row.append(size)
             acts.append(size * tops[i] / pa[0].tp if fb.pipe_groups else size)
             grads.append(size * tops[i] / pb[0].tp if fb.pipe_groups else size)
         xfer_sizes.append(acts)
         grad_sizes.append(grads)
+        once.append(row)
+
+    def hop_time(a: Any, b: Any, j: int, i: int, grad: bool, shares: Any) -> float:
+        """Hop ``j``'s activation (``grad``: gradient) of pipeline ``i`` from replica ``a`` to
+        ``b``: the sender's ranks' flows at once; the Sailor artifact's pipeline groups
+        (fb.pipe_groups), ``T`` messages of the tensor's part, ``k`` chains at once of
+        ``T / k`` one after the other (pipe_group_chains: a rank sends and receives its
+        groups' messages in group order, each a blocking send or receive)."""
+        if not fb.pipe_groups:
+            return pair_time(net, a, b, *p2p_flows(fb, (grad_sizes if grad else xfer_sizes)[j][i],
+                                                   a[0].tp, gradient=grad), profiles, shares)
+        each, _ = p2p_flows(fb, once[j][i], a[0].tp, gradient=grad)  # one group's message
+        k, n = pipe_group_chains(tops[i], a[0].tp, b[0].tp)
+        return n * pair_time(net, a, b, each, k, profiles, shares)
 
     def timed(shares: list[list[tuple[Any, Any]]] | None) -> list[tuple]:
         """Every transfer's time, per hop and pipeline (activation, gradient), with ``shares``
@@ -1121,11 +1155,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             row = []
             for i, (pa, pb) in enumerate(ends):
                 fwd, bwd = shares[j][i] if shares is not None else (None, None)
-                act = pair_time(net, pa, pb, *p2p_flows(fb, xfer_sizes[j][i], pa[0].tp),
-                                profiles, fwd)
-                grad = pair_time(net, pb, pa, *p2p_flows(fb, grad_sizes[j][i], pb[0].tp,
-                                                         gradient=True), profiles, bwd)
-                row.append((act, grad))
+                row.append((hop_time(pa, pb, j, i, False, fwd), hop_time(pb, pa, j, i, True, bwd)))
             out.append(tuple(row))
         return out
     # on physical nodes: each transfer with the pipelines' transfers over its own hop in its
@@ -1133,9 +1163,9 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     # over one NIC direction or node pair at once (in_lockstep: then exact); else with every
     # transfer that may cross one at once, over every hop of every pipeline (p2p_shares)
     if plan.physical:
-        xfer = timed(hop_shares(plan))
+        xfer = timed(hop_shares(plan, fb.pipe_groups))
         if crossing_kinds(plan) and not in_lockstep(plan, times, xfer, schedule, fb.p2p):
-            xfer = timed(p2p_shares(plan, fb.p2p))
+            xfer = timed(p2p_shares(plan, fb.p2p, fb.pipe_groups))
     else:
         xfer = timed(None)
     # gradient all-reduce per stage, tied embedding between the first and last stage: after the
@@ -1229,7 +1259,10 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                   bucket_size=math.inf if overlapped else bucket,
                   transfer_sizes=flows or None,
                   gradient_transfer_sizes=back if back != flows else None,
-                  allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size)
+                  allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size,
+                  # the artifact's groups matter where a pipeline's stages differ in TP
+                  pipe_groups=fb.pipe_groups and any(
+                      len({st.replicas[i].tp for st in plan.stages}) > 1 for i in range(r)))
     else:
         kw.update(transfer_times=tuple(xfer) if L > 1 else None, allreduce_times=tuple(ar),
                   tied_allreduce_time=tied, allreduce_buckets=buckets or None,

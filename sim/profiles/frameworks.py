@@ -49,9 +49,15 @@ What a framework decides, and where dtsim uses it:
 ``pipe_groups``
     Whether a rank sends (and receives) each activation and gradient once per
     pipeline group it belongs to, the groups being as many as the largest TP
-    degree of the pipeline's stages (the Sailor artifact's engine, which runs
-    stages of different TP degrees); else once (a framework with one TP degree
-    for the whole model).
+    degree of the pipeline's stages, a rank's groups one after the other (the
+    Sailor artifact's engine, which runs stages of different TP degrees:
+    :func:`sim.training.config.pipe_group_chains`); else once (a framework
+    with one TP degree for the whole model).
+``tp_degrees``
+    The TP degrees the framework runs a replica at, where it restricts them
+    (the Sailor artifact's Megatron-DeepSpeed asserts 1, 2 or 4); None: any
+    (upstream DeepSpeed and Megatron-LM). A plan with another degree is refused
+    in one line by :func:`sim.profiles.build.build_plan`.
 ``pipe_buffers``
     How many more received-input buffers than ``min(L - j, m)`` a stage
     ``j`` of ``L`` keeps (at least 2 in all): DeepSpeed's ``num_pipe_buffers``
@@ -142,6 +148,7 @@ class Framework:
     pipe_buffers: Cited  # received-input buffers beyond min(L - j, m) (DeepSpeed's; at least 2)
     pipeline: bool = True
     options: dict[str, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
+    tp_degrees: Cited | None = None  # the TP degrees the framework runs (None: any)
     #: options of another release of this key that this one lacks, with why
     lacks: dict[str, str] = field(default_factory=dict)
 
@@ -366,7 +373,9 @@ SAILOR = Framework(
                             "j // (T / t), T the pipeline's largest TP degree: T groups) and "
                             "421-429 (a rank's groups); deepspeed/pipe_engine.py:1069-1071 and "
                             "1123-1125 (each activation and gradient part sent once per group "
-                            "the rank is in), 1150-1162 and 1215-1220 (received once per group)"),
+                            "the rank is in, in group order), 1150-1162 and 1215-1220 (received "
+                            "once per group, in group order); deepspeed/p2p.py:72-94 and "
+                            "122-144 (each a blocking dist.send / dist.recv)"),
        "step_join": Cited("last-stage", f"{_SAILOR}: deepspeed/pipe_engine.py:417-423 "
                           "(train_batch: the schedule, then _aggregate_total_loss) and 614-675 "
                           "(the loss all-reduced over the last stages' data-parallel group, "
@@ -376,6 +385,12 @@ SAILOR = Framework(
        "p2p": Cited("blocking", f"{_SAILOR}: deepspeed/p2p.py:45-69 and 97-120 (send and recv "
                     "call dist.send / dist.recv, blocking, for each pipeline group) in "
                     "DeepSpeed's TrainSchedule order (deepspeed/pipe_engine.py:417-420)")},
+    tp_degrees=Cited((1, 2, 4), "eth-easl/sailor cf2c8e3 third_party/Megatron-DeepSpeed/megatron/"
+                     "core/parallel_state.py:112-114 (initialize_model_parallel_from_file: "
+                     "assert tp in {1,2,4}, 'Only TP in {1,2,4} is allowed!', for every "
+                     "replica's TP degree), run by megatron/initialize.py:262-266 when "
+                     "--distributed-config-file is given, as the artifact's workers give it "
+                     "(sailor/Worker/run_agent.sh:50, elastic_worker_agent.py:144)"),
 )
 
 #: Megatron-LM's own schedules and DistributedDataParallel (Megatron Core).
@@ -598,6 +613,7 @@ class FrameworkBehaviour:
     first_bucket: bool = False  # DDP at its default cap: the first bucket 1 MiB
     step_join: str = "pipeline"
     pipe_groups: bool = False
+    tp_degrees: tuple[int, ...] | None = None  # None: any
     #: the gradient sent back as 1/t parts (None: as ``partitioned``, the activation)
     grad_partitioned: bool | None = None
     #: received-input buffers beyond ``min(L - j, m)`` (``Framework.pipe_buffers``)
@@ -676,6 +692,8 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
             src["bucket_elements"] = fw.options["bucket_cap_mb"][1]
     gb = fw.gather_bytes.value
     act = fw.activation_bytes.value[prec]
+    if fw.tp_degrees is not None:
+        src["tp_degrees"] = fw.tp_degrees.source
     return FrameworkBehaviour(
         framework=fw, precision=prec, p2p=fw.p2p.value, partitioned=partitioned,
         grad_partitioned=grad_partitioned and partitioned,
@@ -685,4 +703,5 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
         bucket_elements=float(bucket), dp_bytes=dp_bytes, tied_bytes=tied_bytes,
         activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first,
         step_join=fw.step_join.value, pipe_groups=fw.pipe_groups.value,
-        pipe_buffers=fw.pipe_buffers.value)
+        pipe_buffers=fw.pipe_buffers.value,
+        tp_degrees=None if fw.tp_degrees is None else tuple(fw.tp_degrees.value))

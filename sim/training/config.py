@@ -142,6 +142,35 @@ def dp_group_rounds(tps: Any) -> tuple[int, int]:
     return rounds, T // rounds
 
 
+def pipe_group_chains(groups: int, sender: int, receiver: int) -> tuple[int, int]:
+    """``(chains, messages)`` of one micro-batch's activation (or gradient) over a hop from a
+    replica of TP ``sender`` to one of TP ``receiver`` in a pipeline of ``groups`` pipeline
+    groups, as the Sailor artifact sends it.
+
+    Pipeline group ``g`` (of ``T = groups``, the pipeline's largest TP degree) takes from a
+    replica of TP ``t`` its rank ``g // (T / t)`` (``deepspeed/topology.py:103-127``). A
+    sending rank sends its part once per group it is in, in group order, each a blocking
+    ``dist.send`` (``deepspeed/pipe_engine.py:1069-1071`` activations, ``1123-1125``
+    gradients; ``deepspeed/p2p.py:72-94``), and a receiving rank posts one blocking
+    ``dist.recv`` per group in group order (``pipe_engine.py:1150-1162``, ``1215-1220``;
+    ``p2p.py:122-144``). So message ``g`` moves once the previous message of its sender rank
+    and of its receiver rank have arrived. With degrees that divide each other (the artifact's
+    1, 2 and 4) the ranks of the smaller degree ``k = min(sender, receiver)`` each exchange
+    ``T / k`` consecutive groups with ranks of the other side, which share no rank with
+    another such block: ``k`` chains at once, each ``T / k`` messages one after the other.
+    Sender larger (an activation from TP 2 to TP 1): the receiving rank takes the sending
+    ranks' messages in turn, each sender waiting for its turn; sender smaller: the sending
+    rank sends to the receiving ranks in turn. One degree ``t = T`` on both sides: ``t``
+    messages at once, one per rank (every other framework's rule).
+    """
+    k = min(sender, receiver)
+    check(groups % sender == 0 and groups % receiver == 0
+          and max(sender, receiver) % k == 0, "tensor_parallel",
+          f"TP degrees that divide each other and the pipeline's largest ({groups}) with "
+          "pipe_groups", (sender, receiver))
+    return k, groups // k
+
+
 def _grid(name: str, value: Any, counts: tuple[int, ...], conv) -> tuple[tuple[float, ...], ...]:
     """A per-replica table ``value[j][i]``, shaped like ``counts``."""
     check(isinstance(value, (list, tuple)) and len(value) == len(counts), name,
@@ -448,6 +477,14 @@ class TrainingConfig:
         ``allreduce_sizes`` a stage's replicas may differ (each degree a divisor of
         the stage's largest): its all-reduce is then the Sailor artifact's
         data-parallel groups (:func:`dp_group_rounds`), a hop's flows its sender's.
+    pipe_groups : bool
+        With a plan's ``transfer_sizes``: each pipeline's hops are the Sailor
+        artifact's pipeline groups (as many as the pipeline's largest TP degree
+        ``T``): a hop's ``hop_size`` is ``T`` messages of ``hop_size / T``,
+        ``min(t_a, t_b)`` chains at once of ``T / min(t_a, t_b)`` messages one
+        after the other (:func:`pipe_group_chains`). False: the sender's ``t``
+        ranks send ``hop_size / t`` each, all at once. One TP degree per
+        pipeline: the same.
     nic : float, BandwidthCurve or None
         NIC capacity (egress and ingress each) of every host of the network
         that has none.
@@ -558,6 +595,7 @@ class TrainingConfig:
     network: Any = None
     network_nodes: Any = None
     tensor_parallel: int | tuple[tuple[int, ...], ...] = 1
+    pipe_groups: bool = False
     nic: Any = None
     bucket_size: float = math.inf
     contention: bool = True
@@ -968,9 +1006,14 @@ class TrainingConfig:
             set_("gradient_transfer_sizes", _hops("gradient_transfer_sizes",
                                                   self.gradient_transfer_sizes, max(L - 1, 1),
                                                   self.replicas[0])[: max(L - 1, 0)])
-        for name in ("allreduce_barrier", "tied_first", "optimizer_barrier"):
+        for name in ("allreduce_barrier", "tied_first", "optimizer_barrier", "pipe_groups"):
             check(isinstance(getattr(self, name), bool), name, "True or False",
                   getattr(self, name))
+        if self.pipe_groups:
+            check(self.transfer_sizes is not None, "pipe_groups",
+                  "False without a plan's transfer_sizes (a plan over a network)", True)
+            check(len(set(self.replicas)) == 1, "pipe_groups", "False unless every stage has "
+                  "one replica per pipeline (as many replicas)", self.replicas)
         if not self.allreduce_barrier:
             check(self.allreduce_times is not None or plan_net, "allreduce_barrier",
                   "True without a plan's all-reduce (allreduce_times or allreduce_sizes)",
@@ -1014,6 +1057,11 @@ class TrainingConfig:
         else:
             set_("tensor_parallel", check_int("tensor_parallel", self.tensor_parallel, low=1))
         tp = self.tensor_parallel
+        if self.pipe_groups and isinstance(tp, tuple):  # every hop's chains (pipe_group_chains)
+            for k in range(reps[0]):
+                col = [row[k] for row in tp]
+                for a, b in zip(col, col[1:], strict=False):
+                    pipe_group_chains(max(col), a, b)
         tmax = max(max(row) for row in tp) if isinstance(tp, tuple) else tp
         # work that cannot fit, before anything is built: t flows per transfer and t rings per
         # all-reduce, each reduced bucket by bucket

@@ -57,7 +57,7 @@ from ..analytic.placement import barrier_tail
 from ..network.channels import Channels
 from ..network.collectives import bucket_sizes
 from ..timeline import NULL
-from .config import dp_group_rounds
+from .config import dp_group_rounds, pipe_group_chains
 
 __all__ = ["Traffic", "NetworkTraffic", "WanTraffic", "traffic_for", "gradient_buckets",
            "DDP_BUCKET_BYTES", "DDP_FIRST_BUCKET_BYTES"]
@@ -692,12 +692,17 @@ class NetworkTraffic(Traffic):
         # per stage its all-reduce's (rounds, rings at once): dp_group_rounds
         self.tp_rows = tp if isinstance(tp, tuple) else tuple((tp,) * r for r in c.replicas)
         self.rounds = [dp_group_rounds(row) for row in self.tp_rows]
+        # per pipeline its pipeline groups (the Sailor artifact's: its largest TP degree), or
+        # None: each sender rank sends once (pipe_groups False)
+        self.groups = [max(row[k] for row in self.tp_rows) for k in range(c.replicas[0])] \
+            if c.pipe_groups else None
         self.blocking = c.p2p == "blocking"
         # the time between stages is none: a transfer is a flow once the receiver is routed
         self.hops = self.hops_back = (0.0,) * max(c.stages - 1, 0)
         self.inflight: dict[Any, list[_P2P]] = {}
         self.pending: dict[Any, list[_P2P]] = {}
         self._moving: list[simpy.Event] = []  # the step's transfers and collectives in flight
+        self._lost = 0  # steps lost (cancel_step): a grouped hop's later messages never start
 
     def attach(self, flow: Any, replicas: list[Any] | None = None) -> None:
         super().attach(flow, replicas)
@@ -789,8 +794,10 @@ class NetworkTraffic(Traffic):
         c = self.config
         a, b = (s + 1, s) if grad else (s, s + 1)
         t = self.tp_rows[a][k]  # the sender's ranks (a stage's replicas may differ)
-        size = c.hop_size(s, k, grad) / t
         src, dst = self.nodes[a][k], self.nodes[b][k]
+        if self.groups is not None and not t == self.tp_rows[b][k] == self.groups[k]:
+            return self._group_flows(s, k, grad, fifo, i, a, b, src, dst)
+        size = c.hop_size(s, k, grad) / t
         ch = self.channels if fifo else None
         now = self.env.now
         moved: list = [now]  # the timeline's: when it moves (its first rank leaves its channel)
@@ -808,6 +815,68 @@ class NetworkTraffic(Traffic):
             evs = [self.service.transfer(src, dst, size) for _ in range(t)]
         self._moving.extend(evs)
         ev = simpy.AllOf(self.env, evs)
+        if i is not None and self.rec.on:
+            self._record_hop(ev, s, k, grad, i, now, moved)
+        return ev
+
+    def _group_flows(self, s: int, k: int, grad: bool, fifo: bool, i: int | None, a: int,
+                     b: int, src: Any, dst: Any) -> simpy.Event:
+        """:meth:`_hop_flows` of a hop of the Sailor artifact's pipeline groups whose ranks are
+        in more than one (``pipe_groups``, stages of different TP degrees in the pipeline).
+
+        The pipeline's ``T`` groups each move one message of ``hop_size / T`` from the
+        sender's rank ``g // (T / t_a)`` to the receiver's rank ``g // (T / t_b)``
+        (``deepspeed/topology.py:103-127``); a rank sends (receives) its groups' messages in
+        group order, each blocking (``deepspeed/pipe_engine.py:1069-1071``, ``1123-1125``,
+        ``1150-1162``, ``1215-1220``): message ``g`` starts when the previous message of its
+        sending rank and of its receiving rank have arrived (so also with ``p2p`` shared,
+        each hop on connections of its own). With ``fifo`` channels (``p2p`` overlap, no
+        framework's here) each of the hop's :func:`~sim.training.config.pipe_group_chains`
+        chains queues its messages in order on a channel of its own."""
+        c, env = self.config, self.env
+        T = self.groups[k]  # type: ignore[index]
+        ta, tb = self.tp_rows[a][k], self.tp_rows[b][k]
+        size = c.hop_size(s, k, grad) / T
+        now = env.now
+        moved: list = [now]
+        started = None
+        if fifo and self.channels is not None:
+            chains, n = pipe_group_chains(T, ta, tb)
+            if i is not None and self.rec.on:
+                moved[0] = None
+
+                def started() -> None:
+                    if moved[0] is None:
+                        moved[0] = env.now
+            evs = [self.channels.send((k, a, b, "group", x), src, dst, size,  # type: ignore
+                                      started=started)
+                   for x in range(chains) for _ in range(n)]
+            self._moving.extend(evs)
+        else:
+            gen = self._lost
+            last: dict[tuple[str, int], simpy.Event] = {}
+            evs = []
+
+            def message(after: list[simpy.Event]):
+                if after:
+                    yield simpy.AllOf(env, after)
+                if self._lost != gen:  # the step was lost meanwhile: nothing more moves
+                    return
+                ev = self.service.transfer(src, dst, size)
+                self._moving.append(ev)
+                yield ev
+
+            for g in range(T):
+                ends = (("a", g // (T // ta)), ("b", g // (T // tb)))
+                after = [last[e] for e in ends if e in last]
+                ev = self.service.transfer(src, dst, size) if not after else \
+                    env.process(message(after))
+                if not after:
+                    self._moving.append(ev)
+                for e in ends:
+                    last[e] = ev
+                evs.append(ev)
+        ev = simpy.AllOf(env, evs)
         if i is not None and self.rec.on:
             self._record_hop(ev, s, k, grad, i, now, moved)
         return ev
@@ -1009,6 +1078,7 @@ class NetworkTraffic(Traffic):
 
     def cancel_step(self) -> None:
         super().cancel_step()
+        self._lost += 1
         for ev in self._moving:
             ring = getattr(ev, "ring", None)
             if ring is not None:
