@@ -188,6 +188,34 @@ def test_cli_plan_times_plans_on_the_fleet_files_links(tmp_path, capsys):
     assert len(hosts) == 1 and None not in hosts
 
 
+def test_a_plan_searched_on_a_fleet_files_links_runs_on_them(tmp_path, capsys):
+    """The plan dtsim plan --fleet writes runs in dtsim train --plan --fleet on the same links
+    (the command dtsim plan prints): the fleet's own links, which the profiles' network lacks
+    for its zone, time it as in the search. Before, train had no --fleet and refused the plan
+    ('network' must be a link for every pair of node kinds the plan uses)."""
+    end = {"gpu": "GH-96", "zone": "eu"}
+    doc = {"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "eu", "count": 2}],
+           "links": [{"src": end, "dst": end, "flows": k, "bandwidth": "100Gbit/s",
+                      "latency": "20us"} for k in (1, 2, 4)]}
+    fleet, out = tmp_path / "fleet.json", tmp_path / "best.json"
+    fleet.write_text(json.dumps(doc))
+    assert main(["plan", "--model", "OPT-350", "--fleet", str(fleet), "--global-batch-size",
+                 "32", "--top", "1", "--simulate", "0", "--out", str(out), "--json"]) == 0
+    chosen = json.loads(capsys.readouterr().out)["plans"][0]
+    argv = ["train", "--plan", str(out), "--model", "OPT-350", "--steps", "1", "--json"]
+    assert main(argv) == 2
+    assert "'network' must be a link for every pair" in capsys.readouterr().err
+    assert main([*argv, "--fleet", str(fleet)]) == 0
+    train = json.loads(capsys.readouterr().out)
+    assert train["step_time_mean"] == pytest.approx(chosen["predicted_iteration_time"], rel=1e-9)
+    assert main(["plan", "--model", "OPT-350", "--fleet", str(fleet), "--global-batch-size",
+                 "32", "--top", "1", "--simulate", "0", "--out", str(out)]) == 0
+    assert f"--fleet {fleet}" in capsys.readouterr().out  # the command printed runs it
+    assert main(["train", "--stages", "2", "--fleet", str(fleet)]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"'fleet' must be given only with --plan: "
+                                                    f"'{fleet}'")
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--global-batch-size", "8"],
      "'fleet' must be given exactly once: --nodes, --fleet or --fleet-from-runs: 'none'"),

@@ -1459,6 +1459,25 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
                                    {"first_layer": 12, "last_layer": 25, "replicas": gh}])
     one = ["--steps", "1", "--replications", "1"]
     add("train/plan-runs", T("--plan", good, *one), ok("step time"))
+    # --fleet: a fleet file's links time a plan, as dtsim plan --fleet searched it
+    zone_end = {"gpu": "GH-96", "zone": "eu"}
+    eu_fleet = fx.root / "fleet-eu.json"
+    eu_fleet.write_text(_json.dumps({"nodes": [], "links": [
+        {"src": zone_end, "dst": zone_end, "flows": k, "bandwidth": "100Gbit/s",
+         "latency": "20us"} for k in (1, 2, 4)]}))
+    eu = [{"gpu": "GH-96", "tp": 4, "gpus_per_node": 4, "zone": "eu"}]
+    eu_plan = plan("plan-eu.json", [{"first_layer": 0, "last_layer": 11, "replicas": eu},
+                                    {"first_layer": 12, "last_layer": 25, "replicas": eu}])
+    add("train/plan-fleet-links-runs", T("--plan", eu_plan, "--fleet", str(eu_fleet), *one),
+        ok("step time"), note="a zone only the fleet file has links for")
+    add("train/plan-fleet-missing-links", T("--plan", eu_plan, *one), refuse("network"),
+        note="without the fleet file's links the profiles' network has none for the zone")
+    add("train/fleet-without-plan", T("--stages", "2", "--fleet", str(eu_fleet), *one),
+        refuse("fleet"), note="a fleet's links time only a plan's transfers")
+    add("train/plan-fleet-missing-file", T("--plan", good, "--fleet", str(fx.root / "nope.json"),
+                                           *one), refuse("fleet"))
+    add("train/plan-fleet-dev-zero", T("--plan", good, "--fleet", "/dev/zero", *one),
+        refuse("fleet"))
     tied_tp = plan("plan-tied-tp.json", [{"first_layer": 0, "last_layer": 11,
                                           "replicas": rep("GH-96", 2, 4)},
                                          {"first_layer": 12, "last_layer": 25,

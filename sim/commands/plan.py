@@ -368,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         # the options the plans were searched with that the plan file does not hold
         extra = "".join(f" --{k} {v}" for k, v in (
-            ("profiles", args.profiles), ("schedule", None if args.schedule == "1f1b"
+            ("profiles", args.profiles), ("fleet", args.fleet), ("schedule", None if args.schedule == "1f1b"
                                           else args.schedule),
             ("p2p", args.p2p if len(best.plan.stages) > 1 else None))  # one stage: none moves
             if v is not None)

@@ -150,6 +150,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "the network has for --gpu)")
     a("--profiles", default=None, metavar="DIR",
       help="with --plan: a profiles folder (default: the shipped Sailor profiles)")
+    a("--fleet", default=None, metavar="FILE",
+      help="with --plan: a fleet file (dtsim plan --fleet's); its links time the plan's "
+           "transfers in place of the profiles' network for the pairs of node kinds it names, "
+           "as in the search that wrote the plan (its nodes are not used)")
     a("--explain", action="store_true",
       help="with --plan: print where an iteration's time goes (compute per stage, bubbles, "
            "point-to-point, all-reduce, optimizer)")
@@ -335,7 +339,7 @@ def _check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
     plan = args.plan is not None
-    for dest in ("model", "profiles", "explain", "framework", "gpu", "zone"):
+    for dest in ("model", "profiles", "fleet", "explain", "framework", "gpu", "zone"):
         refuse_unless(args, dest, plan, "with --plan")
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
@@ -460,6 +464,12 @@ def build_from_args(args: argparse.Namespace) -> Any:
         if name is None:
             raise ConfigError("model", "given (--model NAME) when the plan does not name it", None)
         profiles = load_profiles(args.profiles, models=(name,))
+    if args.fleet is not None:  # the fleet's links, as dtsim plan --fleet timed the plan with
+        from ..profiles import read_fleet
+        from .plan import fleet_network
+
+        profiles = dataclasses.replace(profiles, network=fleet_network(read_fleet(args.fleet).network,
+                                                           profiles.network))
     if args.p2p is not None and len(plan.stages) == 1:  # as without a plan: it would be ignored
         raise ConfigError("p2p", "given only with a plan of two stages or more (one stage sends "
                           "nothing between stages)", args.p2p)
