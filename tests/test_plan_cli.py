@@ -216,6 +216,22 @@ def test_a_plan_searched_on_a_fleet_files_links_runs_on_them(tmp_path, capsys):
                                                     f"'{fleet}'")
 
 
+def test_a_model_given_by_its_shape_alone_is_refused_naming_the_model(tmp_path, capsys):
+    """A shape-only profile has no measured times for the search to rank (dtsim train --plan
+    estimates it): one line naming 'model', not 'fleet' with an empty list of measured GPU
+    types ("the profile of S measured (): 'GH-96'", as before)."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "S.json").write_text(json.dumps({
+        "model": "S", "bytes_per_value": 2, "shape": {
+            "layers": 4, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 1000}}))
+    code = main(["plan", "--model", "S", "--profiles", str(tmp_path), "--nodes",
+                 "GH-96:4x1@us-central1-a", "--global-batch-size", "8", "--simulate", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("dtsim plan: error: 'model' must be a profile with measured times")
+    assert err[0].endswith(": 'S'")
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--global-batch-size", "8"],
      "'fleet' must be given exactly once: --nodes, --fleet or --fleet-from-runs: 'none'"),

@@ -3037,6 +3037,8 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
     """``dtsim plan`` on a user's fleet specs, prices and options."""
     if not _has_command("plan"):
         return []
+    import json as _json
+
     cases: list[Case] = []
 
     def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
@@ -3125,6 +3127,15 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
             timeout=120)
     add("simulate-negative-nodes", P(*gh, "--global-batch-size", "8", "--simulate", "-1"),
         refuse("simulate"))
+    shape_only = fx.root / "p-shape-only"
+    (shape_only / "models").mkdir(parents=True, exist_ok=True)
+    (shape_only / "models" / "S.json").write_text(_json.dumps({
+        "model": "S", "bytes_per_value": 2, "shape": {
+            "layers": 4, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 1000}}))
+    add("model-shape-only", dtsim("plan", "--model", "S", "--profiles", str(shape_only), *gh,
+                                  *q), refuse("model"),
+        note="no measured times to search (train --plan estimates a shape; the search does "
+             "not): it named the fleet with an empty list of measured GPU types")
     add("simulate-with-failures-ok", P(*gh, "--global-batch-size", "8", "--simulate", "1",
                                        "--top", "1", "--mtbf", "1000", "--restart-cost", "5"),
         ok("predicted"))
