@@ -596,6 +596,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("pipeline/topology-unknown", P("--topology", "bogus"), refuse("topology"))
     add("pipeline/placement-unknown", P("--topology", "datacenter:regions=2,racks=2,hosts=4",
                                         "--stages", "4", "--placement", "bogus"), refuse("placement"))
+    add("pipeline/tree-placement-ok", P("--topology", "tree:racks=2,hosts=4", "--stages", "2",
+                                        "--replicas", "4", "--microbatches", "200"),
+        ok("latency mean"), note="hosts linked through switches; each stage in a rack")
+    add("pipeline/tree-placement-too-many", P("--topology", "tree:racks=2,hosts=4", "--stages",
+                                              "3", "--replicas", "4", "--placement", "packed"),
+        refuse("placement"), note="8 hosts: the 3 switches hold no worker")
     add("pipeline/max-wait-inf-dead", P("--availability", "0", "--max-wait", "inf",
                                         "--stage-time", "1"), refuse("max_wait"))
     add("pipeline/samples-without-importance", P("--samples", "100"), refuse("samples"))
@@ -1208,6 +1214,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
     if _has_option("failures", "--topology"):
         add("failures/domains-with-topology", F("--topology", "datacenter", "--domains", "2"),
             refuse("domains"))
+        add("failures/tree-layout-ok", F("--topology", "tree:racks=2,hosts=4", "--horizon", "200",
+                                         "--replications", "2"), ok("rack"),
+            note="a worker per host, none per switch: a TypeError traceback before")
     if _has_command("train"):
         add("train/trace-policy-without-trace", TR("--trace-policy", "random"),
             refuse("trace_policy"))
