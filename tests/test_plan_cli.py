@@ -232,6 +232,27 @@ def test_a_model_given_by_its_shape_alone_is_refused_naming_the_model(tmp_path, 
     assert err[0].endswith(": 'S'")
 
 
+def test_a_fleet_whose_nodes_have_no_link_is_warned_about(tmp_path, capsys):
+    """Two GH-96 nodes in a zone the network has no link for: every plan across the two is
+    refused, so the search keeps to one node. It was silent (a zone with no link at all passes
+    the --nodes check); now one warning names the pair. One node needs no link: no warning."""
+    doc = {"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "eu", "count": 2}]}
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps(doc))
+    argv = ["plan", "--model", "OPT-350", "--fleet", str(path), "--global-batch-size", "16",
+            "--simulate", "0", "--top", "1", "--json"]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    assert cap.err.strip() == ("dtsim plan: warning: the network has no link between GH-96@eu "
+                               "and GH-96@eu nodes: plans across them are refused (give the "
+                               "links in a fleet file or the profiles' network)")
+    assert json.loads(cap.out)["plans"][0]["gpus"] <= 4
+    doc["nodes"][0]["count"] = 1
+    path.write_text(json.dumps(doc))
+    assert main(argv) == 0
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--global-batch-size", "8"],
      "'fleet' must be given exactly once: --nodes, --fleet or --fleet-from-runs: 'none'"),
