@@ -834,11 +834,9 @@ class Recorder(NullRecorder):
         """Wire to a built gossip engine (``async`` or ``edge``): a process per node, and the
         nodes' down intervals under churn."""
         self.env = system.env
-        from .gossip.network import build_gossip_graph
-
         # a graph's own node labels name its processes and links (a graph file's hosts),
         # positions where the labels are the positions
-        g = build_gossip_graph(system.cfg).graph
+        g = system.net.graph
         labels = list(g.nodes()) if g is not None else list(range(system.n))
         if labels != list(range(system.n)):
             self._gossip_labels = [str(x) for x in labels]
