@@ -1155,12 +1155,18 @@ def layout_domains(topology: str) -> tuple[list[tuple[str, ...]], dict[str, floa
     Returns
     -------
     (list of tuple of str, dict of str to float)
-        Chains in host order; unavailability 0 for a domain the layout does not list.
+        Chains in host order (the nodes that are not switches, ``role="switch"``, sorted
+        where their labels compare); unavailability 0 for a domain the layout does not list.
     """
     import topologies
 
     G = topologies.build(topology, seed=0)
-    chains = [tuple(str(d) for d in G.nodes[v]["domain"]) for v in sorted(G.nodes())]
+    hosts = [v for v, role in G.nodes(data="role") if role != "switch"]  # switches hold none
+    try:
+        hosts = sorted(hosts)
+    except TypeError:  # labels of several types: the graph's order
+        pass
+    chains = [tuple(str(d) for d in G.nodes[v].get("domain", ())) for v in hosts]
     info = G.graph.get("domains", {}) or {}
     unavail = {d: float(info.get(d, {}).get("unavailability", 0.0)) for c in chains for d in c}
     return chains, unavail

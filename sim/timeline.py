@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,6 +171,10 @@ class NullRecorder:
     """
 
     on = False
+
+
+#: A flow network's resource names: ``nic:N``, ``egress:N``, ``ingress:N``, ``U->V``, ``U-V``.
+_RESOURCE = re.compile(r"^(?:(nic:|egress:|ingress:)(\d+)|(\d+)(->|-)(\d+))$")
 
 
 def _nothing(*_a: Any, **_k: Any) -> None:
@@ -371,6 +376,8 @@ class Recorder(NullRecorder):
         self._steps: dict[str, tuple[int, float]] = {}  # the step open on each coordinator
         self._restart: float | None = None
         self._links: dict[int, float] = {}
+        self._gossip_names: list[str] | None = None  # gossip's processes, by node position
+        self._gossip_labels: list[str] | None = None  # a graph's own labels, by position
         self.meta: dict[str, Any] = {}
 
     # -- generic ------------------------------------------------------------------------
@@ -668,7 +675,21 @@ class Recorder(NullRecorder):
             u = load / c
             if last.get(r) != u:
                 last[r] = u
-                self.counter("network", str(names[r]), t, u)
+                self.counter("network", self._link_name(str(names[r])), t, u)
+
+    def _link_name(self, name: str) -> str:
+        """A flow network's resource name with gossip's node positions (its flow network's
+        nodes) as the graph's own labels (``eu-a->sw-eu``, not ``2->0``)."""
+        labels = self._gossip_labels
+        if labels is None:
+            return name
+        m = _RESOURCE.match(name)
+        if m is None:
+            return name
+        kind, node, a, sep, b = m.groups()
+        if kind:
+            return f"{kind}{labels[int(node)]}"
+        return f"{labels[int(a)]}{sep}{labels[int(b)]}"
 
     # -- the framework engine (sim.training.framework) ----------------------------------------
     def device_pass(self, dev: Any, back: bool, stage: int, chunk: int, mb: Any, t0: float,
@@ -794,7 +815,8 @@ class Recorder(NullRecorder):
     # -- gossip (sim.gossip) -------------------------------------------------------------------
     def exchange(self, i: int, j: int, t0: float, t1: float, size: float) -> None:
         """Node ``i`` started an exchange with ``j`` at ``t0``; it is delivered at ``t1``."""
-        a, b = f"node {i}", f"node {j}"
+        names = self._gossip_names
+        a, b = (f"node {i}", f"node {j}") if names is None else (names[i], names[j])
         vals = (size, self._q(a), self._q(b))
         self._span(a, "send", "exchange", "transfer", t0, t1, _EXCH, vals)
         self._span(b, "receive", "exchange", "transfer", t0, t1, _EXCH, vals)
@@ -812,10 +834,16 @@ class Recorder(NullRecorder):
         """Wire to a built gossip engine (``async`` or ``edge``): a process per node, and the
         nodes' down intervals under churn."""
         self.env = system.env
-        self.declare([f"node {i}" for i in range(system.n)])
+        # a graph's own node labels name its processes and links (a graph file's hosts),
+        # positions where the labels are the positions
+        g = system.net.graph
+        labels = list(g.nodes()) if g is not None else list(range(system.n))
+        if labels != list(range(system.n)):
+            self._gossip_labels = [str(x) for x in labels]
+        self._gossip_names = [f"node {x}" for x in labels]
+        self.declare(self._gossip_names)
         if system._workers is not None:
-            self.watch_failures(system._workers, system.env,
-                                [f"node {i}" for i in range(system.n)])
+            self.watch_failures(system._workers, system.env, self._gossip_names)
         c = system.cfg
         self.meta.update(engine=f"gossip {c.protocol} DES", nodes=system.n, rounds=c.rounds)
 

@@ -153,3 +153,17 @@ def test_nested_domains_refuse_the_flat_flags(_run):
     assert p.stderr.strip() == ("dtsim failures: error: 'topology' must be a layout whose hosts sit "
                                 "in failure domains (datacenter, geo, or a graph file with domain "
                                 "chains): 'ring:n=4'")
+
+
+def test_a_tree_layouts_hosts_fail_in_their_racks(_run):
+    """tree:racks=2,hosts=4 has 8 hosts in 2 racks and 3 switches (role=switch, labels of
+    another type than the hosts'): a worker per host, none per switch. Before, sorting the
+    mixed labels raised a TypeError traceback."""
+    p = _run("--topology", "tree:racks=2,hosts=4", "--json", "--replications", "2",
+             "--horizon", "200")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    from sim.failures import layout_domains
+
+    chains, unavail = layout_domains("tree:racks=2,hosts=4")
+    assert chains == [(f"rack{r}", f"rack{r}/host{h}") for r in range(2) for h in range(4)]
+    assert unavail["rack0"] == 0.001

@@ -156,3 +156,22 @@ def test_an_engine_fallback_for_a_missing_numba_is_announced_before_the_run(monk
     assert main(argv) == 0
     assert "dtsim gossip: note: numba is not installed, so the des engine runs this" in seen[-1]
     assert "numba" not in capsys.readouterr().err  # said once, before the run
+
+
+def test_switches_that_gossip_are_named_on_stderr(capsys):
+    """tree:racks=2,hosts=4 has 8 hosts and 3 switches (role=switch): gossip runs on the graph
+    as it is, n = 11, every switch a peer holding a value. The run goes on, with one warning
+    naming them (it was silent); a graph without switches warns about nothing."""
+    d = _json(capsys, "--topology", "tree:racks=2,hosts=4", "--protocol", "edge", "--rounds",
+              "5", "--replications", "2")
+    assert d["nodes"] == 11
+    assert main(["gossip", "--topology", "tree:racks=2,hosts=4", "--protocol", "edge",
+                 "--rounds", "5", "--replications", "2"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["dtsim gossip: warning: 3 of the 11 nodes of tree:racks=2,hosts=4 are "
+                   "switches (role=switch: rack0, rack1, core): every node of the graph "
+                   "gossips, holding a value, switches too; give the graph of the peers that "
+                   "gossip"]
+    assert main(["gossip", "--topology", "ring", "--nodes", "11", "--protocol", "edge",
+                 "--rounds", "5", "--replications", "2"]) == 0
+    assert capsys.readouterr().err == ""

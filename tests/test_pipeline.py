@@ -344,6 +344,22 @@ def test_layout_hop_times():
     assert layout_hop_times(G, [[0], [1, 0]], transfer_size=2.0) == (1.0,)
 
 
+def test_layout_hop_times_through_switches():
+    """A tree's hosts are linked only through their switches: a hop between racks takes the
+    route's latencies added and its least bandwidth (host link 0.05 + uplink 0.5, twice each
+    way; 100 B/s at the host links: 1.1 + 50 / 100 = 1.6), one inside a rack 0.1 + 0.5. Before,
+    every such placement was refused ('no link 0-4')."""
+    import topologies
+
+    G = topologies.build("tree:racks=2,hosts=4")
+    assert layout_hop_times(G, [[0], [4]], transfer_size=50.0) == pytest.approx((1.6,))
+    assert layout_hop_times(G, [[0], [1]], transfer_size=50.0) == pytest.approx((0.6,))
+    assert layout_hop_times(G, [[0], [1, 4]]) == pytest.approx(((0.1 + 1.1) / 2,))
+    G.remove_edge("core", "rack1")
+    with pytest.raises(ConfigError, match="no route from 0 to 4"):
+        layout_hop_times(G, [[0], [4]])
+
+
 def test_pipeline_builds_before_running():
     """Pipeline wires live sets at start; the out count matches the worker states."""
     p = Pipeline(PipelineConfig(stages=5, replicas=1, availability=0.5, microbatches=5),

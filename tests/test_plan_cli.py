@@ -212,6 +212,71 @@ def test_cli_plan_times_plans_on_the_fleet_files_links(tmp_path, capsys):
     assert len(hosts) == 1 and None not in hosts
 
 
+def test_a_plan_searched_on_a_fleet_files_links_runs_on_them(tmp_path, capsys):
+    """The plan dtsim plan --fleet writes runs in dtsim train --plan --fleet on the same links
+    (the command dtsim plan prints): the fleet's own links, which the profiles' network lacks
+    for its zone, time it as in the search. Before, train had no --fleet and refused the plan
+    ('network' must be a link for every pair of node kinds the plan uses)."""
+    end = {"gpu": "GH-96", "zone": "eu"}
+    doc = {"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "eu", "count": 2}],
+           "links": [{"src": end, "dst": end, "flows": k, "bandwidth": "100Gbit/s",
+                      "latency": "20us"} for k in (1, 2, 4)]}
+    fleet, out = tmp_path / "fleet.json", tmp_path / "best.json"
+    fleet.write_text(json.dumps(doc))
+    assert main(["plan", "--model", "OPT-350", "--fleet", str(fleet), "--global-batch-size",
+                 "32", "--top", "1", "--simulate", "0", "--out", str(out), "--json"]) == 0
+    chosen = json.loads(capsys.readouterr().out)["plans"][0]
+    argv = ["train", "--plan", str(out), "--model", "OPT-350", "--steps", "1", "--json"]
+    assert main(argv) == 2
+    assert "'network' must be a link for every pair" in capsys.readouterr().err
+    assert main([*argv, "--fleet", str(fleet)]) == 0
+    train = json.loads(capsys.readouterr().out)
+    assert train["step_time_mean"] == pytest.approx(chosen["predicted_iteration_time"], rel=1e-9)
+    assert main(["plan", "--model", "OPT-350", "--fleet", str(fleet), "--global-batch-size",
+                 "32", "--top", "1", "--simulate", "0", "--out", str(out)]) == 0
+    assert f"--fleet {fleet}" in capsys.readouterr().out  # the command printed runs it
+    assert main(["train", "--stages", "2", "--fleet", str(fleet)]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"'fleet' must be given only with --plan: "
+                                                    f"'{fleet}'")
+
+
+def test_a_model_given_by_its_shape_alone_is_refused_naming_the_model(tmp_path, capsys):
+    """A shape-only profile has no measured times for the search to rank (dtsim train --plan
+    estimates it): one line naming 'model', not 'fleet' with an empty list of measured GPU
+    types ("the profile of S measured (): 'GH-96'", as before)."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "S.json").write_text(json.dumps({
+        "model": "S", "bytes_per_value": 2, "shape": {
+            "layers": 4, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 1000}}))
+    code = main(["plan", "--model", "S", "--profiles", str(tmp_path), "--nodes",
+                 "GH-96:4x1@us-central1-a", "--global-batch-size", "8", "--simulate", "0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("dtsim plan: error: 'model' must be a profile with measured times")
+    assert err[0].endswith(": 'S'")
+
+
+def test_a_fleet_whose_nodes_have_no_link_is_warned_about(tmp_path, capsys):
+    """Two GH-96 nodes in a zone the network has no link for: every plan across the two is
+    refused, so the search keeps to one node. It was silent (a zone with no link at all passes
+    the --nodes check); now one warning names the pair. One node needs no link: no warning."""
+    doc = {"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "eu", "count": 2}]}
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps(doc))
+    argv = ["plan", "--model", "OPT-350", "--fleet", str(path), "--global-batch-size", "16",
+            "--simulate", "0", "--top", "1", "--json"]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    assert cap.err.strip() == ("dtsim plan: warning: the network has no link between GH-96@eu "
+                               "and GH-96@eu nodes: plans across them are refused (give the "
+                               "links in a fleet file or the profiles' network)")
+    assert json.loads(cap.out)["plans"][0]["gpus"] <= 4
+    doc["nodes"][0]["count"] = 1
+    path.write_text(json.dumps(doc))
+    assert main(argv) == 0
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--global-batch-size", "8"],
      "'fleet' must be given exactly once: --nodes, --fleet or --fleet-from-runs: 'none'"),

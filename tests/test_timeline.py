@@ -809,3 +809,34 @@ def test_a_process_pool_gives_the_same_timeline(tmp_path, capsys):
     pool = json.loads(capsys.readouterr().out)
     assert serial == pool
     assert a.read_text() == b.read_text()
+
+
+def test_gossip_on_a_graph_file_names_its_hosts(tmp_path, capsys):
+    """Gossip on a graph file of named hosts: the timeline's processes, exchanges and link
+    counters carry the file's names (node eu-a, eu-a->us-a), not the engine's positions
+    (node 0, 0->1, as before); a family's integer graph keeps node 0, node 1, ..."""
+    import networkx as nx
+
+    G = nx.Graph()
+    G.add_edge("eu-a", "eu-b", bandwidth="1Gbit/s", latency="5ms")
+    G.add_edge("eu-b", "us-a", bandwidth="100Mbps", latency="40ms")
+    G.add_edge("us-a", "eu-a", bandwidth="100Mbps", latency="40ms")
+    path = tmp_path / "named.graphml"
+    nx.write_graphml(G, path)
+    out = tmp_path / "g.json"
+    assert main(["gossip", "--topology", str(path), "--protocol", "async", "--rounds", "3",
+                 "--engine", "des", "--size", "1MB", "--replications", "1",
+                 "--timeline", str(out)]) == 0
+    capsys.readouterr()
+    ev = json.loads(out.read_text())["traceEvents"]
+    procs = {e["args"]["name"] for e in ev if e["name"] == "process_name"}
+    assert procs == {"node eu-a", "node eu-b", "node us-a", "network"}
+    links = {e["name"] for e in ev if e["ph"] == "C"}
+    assert links and links <= {f"{a}->{b}" for a in G for b in G if a != b}
+    ends = {e["args"]["source"] for e in ev if e["name"] == "exchange"}
+    assert ends and ends <= procs
+    assert main(["gossip", "--protocol", "async", "--nodes", "4", "--rounds", "2", "--engine",
+                 "des", "--replications", "1", "--timeline", str(out)]) == 0
+    ev = json.loads(out.read_text())["traceEvents"]
+    assert {e["args"]["name"] for e in ev if e["name"] == "process_name"} == \
+        {f"node {i}" for i in range(4)}

@@ -472,6 +472,22 @@ def test_spread_needs_enough_free_domains():
                               "free hosts in 1 at stage 1): 'spread'")
 
 
+def test_placement_puts_workers_on_hosts_not_switches():
+    """A tree's racks and core are switches (role="switch"): 8 hosts, not 11. Every policy
+    places workers on hosts only, shared puts a stage in a rack, and 12 workers are refused
+    naming the 8 hosts. Before, the switches counted as hosts (and, without domains, made
+    shared and spread find none)."""
+    G = T.build("tree:racks=2,hosts=4")
+    for policy in ("shared", "spread", "packed", "random"):
+        pl = T.place(G, stages=2, replicas=4, policy=policy, rng=np.random.default_rng(0))
+        assert all(G.nodes[h]["role"] == "host" for st in pl.hosts for h in st)
+    shared = T.place(G, stages=2, replicas=4, policy="shared")
+    assert [sorted({G.nodes[h]["domain"][0] for h in st}) for st in shared.hosts] == \
+        [["rack0"], ["rack1"]]
+    with pytest.raises(ConfigError, match="packed needs 12 hosts; the layout has 8"):
+        T.place(G, stages=3, replicas=4, policy="packed")
+
+
 def test_placement_stage_latency_follows_layout():
     """stage_latency holds the layout's latency between consecutive stages' replicas."""
     G = T.datacenter(2, 2, 2, intra_rack_latency=0.1, inter_rack_latency=1.0,

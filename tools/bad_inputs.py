@@ -596,6 +596,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("pipeline/topology-unknown", P("--topology", "bogus"), refuse("topology"))
     add("pipeline/placement-unknown", P("--topology", "datacenter:regions=2,racks=2,hosts=4",
                                         "--stages", "4", "--placement", "bogus"), refuse("placement"))
+    add("pipeline/tree-placement-ok", P("--topology", "tree:racks=2,hosts=4", "--stages", "2",
+                                        "--replicas", "4", "--microbatches", "200"),
+        ok("latency mean"), note="hosts linked through switches; each stage in a rack")
+    add("pipeline/tree-placement-too-many", P("--topology", "tree:racks=2,hosts=4", "--stages",
+                                              "3", "--replicas", "4", "--placement", "packed"),
+        refuse("placement"), note="8 hosts: the 3 switches hold no worker")
     add("pipeline/max-wait-inf-dead", P("--availability", "0", "--max-wait", "inf",
                                         "--stage-time", "1"), refuse("max_wait"))
     add("pipeline/samples-without-importance", P("--samples", "100"), refuse("samples"))
@@ -1208,6 +1214,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
     if _has_option("failures", "--topology"):
         add("failures/domains-with-topology", F("--topology", "datacenter", "--domains", "2"),
             refuse("domains"))
+        add("failures/tree-layout-ok", F("--topology", "tree:racks=2,hosts=4", "--horizon", "200",
+                                         "--replications", "2"), ok("rack"),
+            note="a worker per host, none per switch: a TypeError traceback before")
     if _has_command("train"):
         add("train/trace-policy-without-trace", TR("--trace-policy", "random"),
             refuse("trace_policy"))
@@ -1459,6 +1468,25 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
                                    {"first_layer": 12, "last_layer": 25, "replicas": gh}])
     one = ["--steps", "1", "--replications", "1"]
     add("train/plan-runs", T("--plan", good, *one), ok("step time"))
+    # --fleet: a fleet file's links time a plan, as dtsim plan --fleet searched it
+    zone_end = {"gpu": "GH-96", "zone": "eu"}
+    eu_fleet = fx.root / "fleet-eu.json"
+    eu_fleet.write_text(_json.dumps({"nodes": [], "links": [
+        {"src": zone_end, "dst": zone_end, "flows": k, "bandwidth": "100Gbit/s",
+         "latency": "20us"} for k in (1, 2, 4)]}))
+    eu = [{"gpu": "GH-96", "tp": 4, "gpus_per_node": 4, "zone": "eu"}]
+    eu_plan = plan("plan-eu.json", [{"first_layer": 0, "last_layer": 11, "replicas": eu},
+                                    {"first_layer": 12, "last_layer": 25, "replicas": eu}])
+    add("train/plan-fleet-links-runs", T("--plan", eu_plan, "--fleet", str(eu_fleet), *one),
+        ok("step time"), note="a zone only the fleet file has links for")
+    add("train/plan-fleet-missing-links", T("--plan", eu_plan, *one), refuse("network"),
+        note="without the fleet file's links the profiles' network has none for the zone")
+    add("train/fleet-without-plan", T("--stages", "2", "--fleet", str(eu_fleet), *one),
+        refuse("fleet"), note="a fleet's links time only a plan's transfers")
+    add("train/plan-fleet-missing-file", T("--plan", good, "--fleet", str(fx.root / "nope.json"),
+                                           *one), refuse("fleet"))
+    add("train/plan-fleet-dev-zero", T("--plan", good, "--fleet", "/dev/zero", *one),
+        refuse("fleet"))
     tied_tp = plan("plan-tied-tp.json", [{"first_layer": 0, "last_layer": 11,
                                           "replicas": rep("GH-96", 2, 4)},
                                          {"first_layer": 12, "last_layer": 25,
@@ -3077,6 +3105,8 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
     """``dtsim plan`` on a user's fleet specs, prices and options."""
     if not _has_command("plan"):
         return []
+    import json as _json
+
     cases: list[Case] = []
 
     def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
@@ -3165,6 +3195,15 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
             timeout=120)
     add("simulate-negative-nodes", P(*gh, "--global-batch-size", "8", "--simulate", "-1"),
         refuse("simulate"))
+    shape_only = fx.root / "p-shape-only"
+    (shape_only / "models").mkdir(parents=True, exist_ok=True)
+    (shape_only / "models" / "S.json").write_text(_json.dumps({
+        "model": "S", "bytes_per_value": 2, "shape": {
+            "layers": 4, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 1000}}))
+    add("model-shape-only", dtsim("plan", "--model", "S", "--profiles", str(shape_only), *gh,
+                                  *q), refuse("model"),
+        note="no measured times to search (train --plan estimates a shape; the search does "
+             "not): it named the fleet with an empty list of measured GPU types")
     add("simulate-with-failures-ok", P(*gh, "--global-batch-size", "8", "--simulate", "1",
                                        "--top", "1", "--mtbf", "1000", "--restart-cost", "5"),
         ok("predicted"))

@@ -308,7 +308,9 @@ def place(layout: nx.Graph, stages: int, replicas: int | Sequence[int],
     uniform = len(set(counts)) == 1
     rtext = str(rmax) if uniform else f"{rmax} (the largest stage)"
     offsets = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    hosts = list(layout.nodes)
+    # the hosts: a layout's switches (role="switch": the tree family's racks and core, a graph
+    # file's) carry no worker
+    hosts = [v for v, role in layout.nodes(data="role") if role != "switch"]
     need = offsets[-1]
     if need > len(hosts):
         raise _fail(policy, f"{need} hosts", f"{len(hosts)}")

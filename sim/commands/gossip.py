@@ -446,6 +446,7 @@ def run(args: argparse.Namespace) -> int:
                   "with a protocol whose exchanges overlap (not edge) on links of finite "
                   "bandwidth or with --nic (nothing is shared otherwise)")
     check_gossip(args, cfg)
+    _warn_switches(cfg)
     announce_fallback("gossip", cfg.resolved_engine, cfg.engine_reason)
     model = None  # replication 0 records as it runs (the serial executor, on the DES engine)
     if request is not None and args.executor == "serial" and cfg.resolved_engine == "des":
@@ -535,10 +536,33 @@ _TRAIN_ROWS = (
 )
 
 
+def switch_nodes(cfg: GossipConfig) -> list[Any]:
+    """The nodes of ``cfg``'s graph marked as switches (``role="switch"``: the ``tree`` family's
+    and a user's graph file's), which gossip as peers like every node of the graph."""
+    from ..gossip import build_gossip_graph
+
+    g = build_gossip_graph(cfg).graph
+    if g is None:
+        return []
+    return [v for v, role in g.nodes(data="role") if role == "switch"]
+
+
+def _warn_switches(cfg: GossipConfig) -> None:
+    """Say when switches take part in gossip: the graph is the gossip graph, every node a peer
+    holding a value (``n`` counts them), so a physical network's switches average too."""
+    sw = switch_nodes(cfg)
+    if sw:
+        shown = ", ".join(map(str, sw[:4])) + (", ..." if len(sw) > 4 else "")
+        warn("gossip", f"{len(sw)} of the {cfg.n} nodes of {cfg.topology} are switches "
+             f"(role=switch: {shown}): every node of the graph gossips, holding a value, "
+             "switches too; give the graph of the peers that gossip")
+
+
 def _run_training(args: argparse.Namespace, tc: GossipTrainingConfig) -> int:
     cfg = tc.gossip
     training_objective(tc)  # build (and so validate) the objective before any replication
     check_gossip(args, cfg)
+    _warn_switches(cfg)
     lowered, nodes = tc.trim_lowered()
     if lowered:  # accepted as the reference code runs it, but never silently
         warn("gossip", f"--trim {tc.trim} leaves no value at {lowered} of {nodes} aggregating "

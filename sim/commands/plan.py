@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import ConfigError, check, check_choice, check_int, check_output_file
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
 from ._applies import refuse_unless
-from ._common import add_run_options, emit_json, print_table
+from ._common import add_run_options, emit_json, print_table, warn
 from ._units import PLAN_UNITS, units_object
 from .trace import add_failure_trace_options, failure_trace_from_args
 
@@ -139,6 +139,25 @@ def _fleet(args: argparse.Namespace, profiles: Any) -> tuple[Any, int | None, tu
     gbs = {r.plan.global_batch_size for r in runs}
     return fleet_of_plans([r.plan for r in runs], profiles.network), \
         (gbs.pop() if len(gbs) == 1 else None), tuple(runs)
+
+
+def _warn_unlinked(args: argparse.Namespace, fleet: Any) -> None:
+    """Say which pairs of the fleet's node kinds (GPU type and zone) the network has no link
+    for: every plan that spans them is refused (counted among the plans "refused for memory
+    or links"), so a fleet of several nodes without links is searched one node at a time."""
+    nodes: dict[tuple[str, str], int] = {}
+    for k, n in fleet.nodes:
+        if n > 0:
+            nodes[(k.gpu, k.zone)] = nodes.get((k.gpu, k.zone), 0) + n
+    ends = sorted(nodes)
+    net = fleet.network
+    missing = [f"{a[0]}@{a[1]} and {b[0]}@{b[1]}" for i, a in enumerate(ends) for b in ends[i:]
+               if (a != b or nodes[a] > 1)
+               and not net.flow_counts(a, b) and not net.flow_counts(b, a)]
+    if missing:
+        warn("plan", f"the network has no link between {'; '.join(missing)} nodes: plans "
+             "across them are refused (give the links in a fleet file or the profiles' "
+             "network)")
 
 
 def fleet_network(own: Any, profiles_network: Any) -> Any:
@@ -285,6 +304,7 @@ def run(args: argparse.Namespace) -> int:
           "1f1b with Megatron-LM's batched point-to-point (its non-interleaved schedule; "
           "--p2p blocking or overlap for another)", args.schedule)
     res = search_plans(model, fleet, profiles.gpus, req, pm)
+    _warn_unlinked(args, fleet)  # after the search's refusals: one line each
     sims: list[dict[str, Any] | None] = []
     for c in res.candidates:
         if len([s for s in sims if s is not None]) < args.simulate:
@@ -371,7 +391,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         # the options the plans were searched with that the plan file does not hold
         extra = "".join(f" --{k} {v}" for k, v in (
-            ("profiles", args.profiles), ("schedule", None if args.schedule == "1f1b"
+            ("profiles", args.profiles), ("fleet", args.fleet), ("schedule", None if args.schedule == "1f1b"
                                           else args.schedule),
             ("p2p", args.p2p if len(best.plan.stages) > 1 else None))  # one stage: none moves
             if v is not None)

@@ -34,7 +34,7 @@ from ..training import (
 from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ._applies import given, refuse_unless, verdict
-from ._common import add_run_options, emit_json, print_table, time_unit
+from ._common import add_run_options, emit_json, print_table, time_unit, warn
 from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
 from ._units import (
     RATE_HELP,
@@ -152,6 +152,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "the network has for --gpu)")
     a("--profiles", default=None, metavar="DIR",
       help="with --plan: a profiles folder (default: the shipped Sailor profiles)")
+    a("--fleet", default=None, metavar="FILE",
+      help="with --plan: a fleet file (dtsim plan --fleet's); its links time the plan's "
+           "transfers in place of the profiles' network for the pairs of node kinds it names, "
+           "as in the search that wrote the plan (its nodes are not used)")
     a("--explain", action="store_true",
       help="with --plan: print where an iteration's time goes (compute per stage, bubbles, "
            "point-to-point, all-reduce, optimizer)")
@@ -337,7 +341,7 @@ def _check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
     plan = args.plan is not None
-    for dest in ("model", "profiles", "explain", "framework", "gpu", "zone"):
+    for dest in ("model", "profiles", "fleet", "explain", "framework", "gpu", "zone"):
         refuse_unless(args, dest, plan, "with --plan")
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
@@ -462,6 +466,12 @@ def build_from_args(args: argparse.Namespace) -> Any:
         if name is None:
             raise ConfigError("model", "given (--model NAME) when the plan does not name it", None)
         profiles = load_profiles(args.profiles, models=(name,))
+    if args.fleet is not None:  # the fleet's links, as dtsim plan --fleet timed the plan with
+        from ..profiles import read_fleet
+        from .plan import fleet_network
+
+        links = fleet_network(read_fleet(args.fleet).network, profiles.network)
+        profiles = dataclasses.replace(profiles, network=links)
     if args.p2p is not None and len(plan.stages) == 1:  # as without a plan: it would be ignored
         raise ConfigError("p2p", "given only with a plan of two stages or more (one stage sends "
                           "nothing between stages)", args.p2p)
@@ -625,6 +635,61 @@ def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
         cfg = with_auto_checkpoint(cfg)
     _check_effects(args, cfg)
     return cfg
+
+
+def group_regions(nodes: Any, groups: int, region: Any) -> list[list[Any]]:
+    """The regions (``region(node)``) of each DiLoCo group's workers on ``nodes``
+    (``[stage][replica]``), in group order: group ``g`` of ``groups`` holds replicas
+    ``g k .. (g+1) k - 1`` of every stage, ``k = r / groups``."""
+    k = len(nodes[0]) // groups
+    return [sorted({region(row[i]) for row in nodes for i in range(g * k, (g + 1) * k)},
+                   key=str) for g in range(groups)]
+
+
+def _check_group_regions(args: argparse.Namespace, cfg: TrainingConfig) -> None:
+    """Warn when the default placement (replica ``k``, stage-major, on host ``k``) puts a
+    DiLoCo group's workers in several regions of a layout that has regions: its pipelines then
+    cross the slow links and the outer syncs may not (the groups are the zones only where the
+    user places them so), and name the ``--network-nodes`` that keeps each group in one."""
+    if (cfg.diloco is None or cfg.network is None or cfg.stages < 2
+            or args.network_nodes is not None or args.topology is not None):
+        return
+    import topologies
+
+    try:
+        G = topologies.build(args.network, seed=args.seed)
+    except Exception:  # noqa: BLE001 - the config built it; a builder without a layout
+        return
+    if not hasattr(G, "nodes"):
+        return
+    attrs = dict(G.nodes(data=True))
+
+    def region(node: Any) -> Any:
+        d = attrs.get(node, {}).get("domain")
+        return d[0] if isinstance(d, tuple) and d else None
+
+    r = cfg.replicas[0]
+    M = cfg.diloco.groups if cfg.diloco.groups is not None else r
+    spans = [(g, regs) for g, regs in enumerate(group_regions(cfg.network_nodes, M, region))
+             if len(regs) > 1 and None not in regs]
+    if not spans:
+        return
+    g, regs = spans[0]
+    # the same hosts in group-major order: group g's stages in turn, each its k replicas
+    hosts = [h for row in cfg.network_nodes for h in row]
+    k = r // M
+    order = [(j, g2 * k + i) for g2 in range(M) for j in range(cfg.stages) for i in range(k)]
+    grid: list[list[Any]] = [[None] * r for _ in range(cfg.stages)]
+    for (j, i), h in zip(order, hosts, strict=True):
+        grid[j][i] = h
+    hint = ""
+    if all(len(x) == 1 for x in group_regions(grid, M, region)):
+        hint = (" (each group in one region: --network-nodes "
+                + ",".join(str(h) for row in grid for h in row) + ")")
+    warn("train", f"DiLoCo group {g}'s workers are in {len(regs)} regions of the network "
+         f"({', '.join(map(str, regs))}): replica k of the stages in turn sits on the "
+         "network's host k, so its pipelines cross the links between regions and the outer "
+         f"syncs need not; give --network-nodes to place each group in one region{hint}")
 
 
 def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
@@ -870,6 +935,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         cfg = _config_from_args(args)
         check_train(args, cfg)
+        _check_group_regions(args, cfg)
     model = None
     if request is not None:
         _check_timeline(args, cfg, request)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import networkx as nx
 import numpy as np
 
 from topologies.placement import Placement, from_value, shared_per_stage
@@ -21,6 +22,7 @@ from topologies.placement import Placement, from_value, shared_per_stage
 from ..analytic.penalty import PENALTIES, SkipPenalty, quality_table
 from ..errors import (
     TIME_LIMIT,
+    ConfigError,
     check,
     check_choice,
     check_int,
@@ -94,7 +96,11 @@ def layout_hop_times(layout: Any, hosts: Sequence[Sequence[Any]],
         For each hop, ``latency + size/bandwidth`` averaged over every pair of
         a replica of stage ``j`` and a replica of stage ``j+1`` (zero for a
         pair on the same host); the serving replica is whichever is live, so
-        the mean is the natural constant.
+        the mean is the natural constant. Two hosts without a link of their
+        own (a ``tree`` layout's, through its switches) are joined by the
+        route of least total latency, as the placement's
+        :attr:`~topologies.placement.Placement.stage_latency` takes it: its
+        latencies add, and its bandwidth is the least on it.
     """
     size = check_nonnegative("transfer_size", transfer_size)
     out = []
@@ -104,11 +110,19 @@ def layout_hop_times(layout: Any, hosts: Sequence[Sequence[Any]],
             for v in b:
                 if u == v:
                     continue
-                check(layout.has_edge(u, v), "topology", "a layout linking every pair of hosts",
-                      f"no link {u}-{v}")
-                e = layout.edges[u, v]
-                bw = float(e.get("bandwidth", math.inf))
-                total += float(e.get("latency", 0.0)) + (size / bw if size else 0.0)
+                if layout.has_edge(u, v):
+                    route = [u, v]
+                else:
+                    try:
+                        route = nx.shortest_path(layout, u, v, weight="latency")
+                    except (nx.NetworkXNoPath, nx.NodeNotFound):
+                        raise ConfigError("topology", "a layout linking every pair of hosts "
+                                          "(by a link or a route)",
+                                          f"no route from {u!r} to {v!r}") from None
+                edges = [layout.edges[x, y] for x, y in zip(route[:-1], route[1:], strict=True)]
+                bw = min(float(e.get("bandwidth", math.inf)) for e in edges)
+                total += sum(float(e.get("latency", 0.0)) for e in edges) + \
+                    (size / bw if size else 0.0)
         out.append(total / (len(a) * len(b)))
     return tuple(out)
 

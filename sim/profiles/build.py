@@ -741,7 +741,11 @@ def physical_network(plan: Plan, profiles: Profiles, tied: bool) -> Any:
     exchanges data with by the pair's curve (:func:`node_links`). A transfer
     inside a node crosses its two replicas' intra-node links (the intra
     vertices come first, so the route of least hops takes them), one between
-    nodes a GPU link, a NIC, the pair link, a NIC and a GPU link.
+    nodes a GPU link, a NIC, the pair link, a NIC and a GPU link. A measured
+    link's latency is its whole GPU-to-GPU path's: the pair link carries the
+    largest latency of the links a transfer between the two nodes crosses
+    (:func:`node_links`), the GPU links and NICs none, so a transfer pays it
+    once, as in :func:`physical_pair_time`.
     """
     from ..network.curves import scale_capacity
     from ..network.topology import LinkValue, NetworkValue, NodeValue
@@ -780,7 +784,9 @@ def physical_network(plan: Plan, profiles: Profiles, tied: bool) -> Any:
     for h, rep in node_of.items():
         nic = net.link(rep.node, rep.node, *(2 * (_measured(net, rep.node, rep.node,
                                                              rep.gpus_per_node),)))
-        links.append(LinkValue(f"{h}/gpu", f"{h}/nic", nic.bandwidth, nic.latency))
+        # no latency here: a measured link's latency is the whole GPU-to-GPU path's, paid once
+        # on the pair link below (physical_pair_time's largest latency of the links crossed)
+        links.append(LinkValue(f"{h}/gpu", f"{h}/nic", nic.bandwidth))
     seen = set()
     for wa, wb in sorted(pairs):
         ha, hb = hosts[wa], hosts[wb]
@@ -790,7 +796,7 @@ def physical_network(plan: Plan, profiles: Profiles, tied: bool) -> Any:
         x = node_links(net, reps[wa], reps[wb])
         y = node_links(net, reps[wb], reps[wa])
         links.append(LinkValue(f"{ha}/nic", f"{hb}/nic", x["pair"].bandwidth,
-                               max(x["pair"].latency, y["pair"].latency),
+                               max(v.latency for v in (*x.values(), *y.values())),
                                reverse_bandwidth=None if y["pair"].bandwidth == x["pair"].bandwidth
                                else y["pair"].bandwidth))
     vertices = order + [f"{h}/{v}" for v in ("intra",) for h in node_of if h in shared] + \
