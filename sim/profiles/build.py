@@ -85,7 +85,7 @@ from ..errors import ConfigError, check, format_bytes
 from ..training import TrainingConfig
 from ..training.config import dp_group_rounds
 from .estimates import Estimator
-from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, resolve
+from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, check_mask_sized, resolve
 from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
@@ -916,13 +916,7 @@ def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int, gradient: bool = Fal
     ConfigError
         The framework sends a mask but no sequence length sized it.
     """
-    mask = 0.0
-    if not gradient:
-        fw = fb.framework
-        check(fb.mask_bytes is not None, "seq_length", f"given for {fw.key} {fw.versions[0]}, "
-              "whose every pipeline hop carries a seq x seq attention mask (framework option "
-              "seq_length=S, or a model profile with a shape)", None)
-        mask = float(fb.mask_bytes)
+    mask = 0.0 if gradient else check_mask_sized(fb)
     if (fb.gradient_partitioned if gradient else fb.partitioned) or tp == 1:
         return size / tp + mask, tp
     return size + mask, tp

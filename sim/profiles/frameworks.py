@@ -103,7 +103,7 @@ from ..errors import check, check_int
 
 __all__ = ["PRECISIONS", "Cited", "Framework", "FrameworkSpec", "FrameworkBehaviour",
            "FRAMEWORKS", "RELEASES", "DEFAULT_FRAMEWORK", "SAILOR_FRAMEWORK", "framework", "resolve",
-           "P2P_MODES", "ALLREDUCE_PLACEMENTS"]
+           "P2P_MODES", "ALLREDUCE_PLACEMENTS", "check_mask_sized"]
 
 #: Bytes per value of each training precision.
 PRECISIONS = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -758,3 +758,13 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
         step_join=fw.step_join.value, pipe_groups=fw.pipe_groups.value,
         pipe_buffers=fw.pipe_buffers.value, mask_bytes=mask,
         sequence=seq if fw.hop_mask.value else None)
+
+
+def check_mask_sized(fb: FrameworkBehaviour) -> float:
+    """The bytes of the mask each TP rank sends with an activation (0: none); one line naming
+    ``seq_length`` when the framework sends one but no sequence length sized it."""
+    fw = fb.framework
+    check(fb.mask_bytes is not None, "seq_length", f"given for {fw.key} {fw.versions[0]}, "
+          "whose every pipeline hop carries a seq x seq attention mask (framework option "
+          "seq_length=S, or a model profile with a shape)", None)
+    return float(fb.mask_bytes)  # type: ignore[arg-type]
