@@ -42,7 +42,7 @@ def test_memory_terms_restate_plan_memory(shipped):
 
     from sim.profiles.frameworks import FrameworkSpec
 
-    old = FrameworkSpec("deepspeed", "0.3.13")
+    old = FrameworkSpec("deepspeed", "0.3.13", options=(("seq_length", 2048),))
     pm3 = ProfilePlanModel(profiles, model, framework=old)
     deepest = max(runs.values(), key=lambda r: r.plan.pipeline_stages).plan
     L = deepest.pipeline_stages

@@ -309,7 +309,13 @@ def test_tied_embeddings_need_one_tp_degree_at_both_ends(prof, tie):
 
 
 def _ds(tps, version):
-    return replace(_tp_plan(tps, "deepspeed"), framework=FrameworkSpec("deepspeed", version))
+    # 0.3.13's hops carry the 2048 x 2048 mask of the OPT-350 runs' sequence (--seq-length 2048)
+    opts = (("seq_length", 2048),) if version == "0.3.13" else ()
+    return replace(_tp_plan(tps, "deepspeed"), framework=FrameworkSpec("deepspeed", version,
+                                                                       options=opts))
+
+
+MASK = 2 * 2048 * 2048  # 0.3.13's 1 x 1 x 2048 x 2048 mask as sent, in fp16: 8 MiB
 
 
 def test_deepspeed_0313_partitions_the_activation_but_not_its_gradient(prof):
@@ -320,7 +326,8 @@ def test_deepspeed_0313_partitions_the_activation_but_not_its_gradient(prof):
     Hand-worked on OPT-350 at micro-batch 2 (fp32): the hop's activation is 2 x 2048 x 1024
     x 4 = 16 MiB; at TP t both releases send it as t flows of 16/t MiB; the gradient is t
     flows of 16/t MiB under 0.16.5 and t flows of 16 MiB under 0.3.13 (32 MiB moved at TP 2,
-    64 MiB at TP 4); one all-gather of 16 MiB over t GPUs is (t - 1) 16/t MiB over the
+    64 MiB at TP 4); 0.3.13's activation flows each carry the 8 MiB mask too (engine.py:520);
+    one all-gather of 16 MiB over t GPUs is (t - 1) 16/t MiB over the
     node's curve. Each time is exact (1e-12)."""
     from sim.profiles.build import allgather_time
 
@@ -337,13 +344,17 @@ def test_deepspeed_0313_partitions_the_activation_but_not_its_gradient(prof):
             assert fb.gradient_partitioned == (v == "0.16.5")
             assert fb.gathers == ((1, 2) if v == "0.16.5" else (1, 1))
             a, c = (_ds((t, t), v).stages[j].replicas[0] for j in (0, 1))
+            mask = 0 if v == "0.16.5" else MASK  # 0.3.13: each rank's flow carries the mask
             assert b.transfer_times[0][0][0] == pytest.approx(
-                pair_time(prof.network, (a, (0, 0)), (c, (1, 0)), size / t, t, prof), rel=1e-12)
+                pair_time(prof.network, (a, (0, 0)), (c, (1, 0)), size / t + mask, t, prof),
+                rel=1e-12)
             per_flow = size / t if v == "0.16.5" else size
             assert b.transfer_times[0][0][1] == pytest.approx(
                 pair_time(prof.network, (c, (1, 0)), (a, (0, 0)), per_flow, t, prof), rel=1e-12)
-            assert n.transfer_sizes == (size,)
-            assert n.gradient_transfer_sizes == (None if v == "0.16.5" else (t * size,))
+            assert n.transfer_sizes == (size + t * mask,)
+            # None: as the activation's (0.3.13 at TP 2: 16 MiB + 2 x 8 MiB = 2 x 16 MiB)
+            assert (n.gradient_transfer_sizes or n.transfer_sizes) == \
+                ((size,) if v == "0.16.5" else (t * size,))
             one = allgather_time(prof, "A100-40", t, size)
             bw, _ = prof.intra_node_bandwidth("A100-40", t, size / t)
             assert one == pytest.approx((t - 1) * size / t / bw, rel=1e-12)
@@ -416,7 +427,7 @@ def test_deepspeed_versions_and_their_options():
     bad = [(dict(version="0.3.13", precision="bf16"),
             "'precision' must be one of fp32, fp16 with deepspeed 0.3.13"),
            (dict(version="0.3.13", options=(("communication_data_type", "fp32"),)),
-            "'framework_options' must be an option deepspeed 0.3.13 has (fp32_allreduce; "
+            "'framework_options' must be an option deepspeed 0.3.13 has (fp32_allreduce, seq_length; "
             "communication_data_type: DeepSpeed 0.3.13's runtime/config.py reads no such key"),
            (dict(version="0.3.13", options=(("pipe_partitioned", False),)),
             "pipe_partitioned: DeepSpeed 0.3.13 always partitions with TP > 1"),
@@ -460,3 +471,83 @@ def test_the_artifact_runs_tp_1_2_4_only(prof):
     with pytest.raises(ConfigError, match=r"'tp' must be .* and the framework runs \(1, 2, 4\)"):
         search_plans(model, fleet, prof.gpus, PlanRequest(16, tp=(8,)), ProfilePlanModel(
             prof, model, framework=FrameworkSpec("sailor-deepspeed")))
+
+
+def test_what_a_hop_carries_per_framework(prof):
+    """Per micro-batch a pipeline hop carries the activation alone under DeepSpeed 0.16.5, the
+    Sailor artifact (its models read the mask from args.attn_mask: train_llm.py:89-105) and
+    Megatron-LM (p2p_communication.py:494-514: one tensor); under DeepSpeed 0.3.13 with
+    Megatron-LM v1.1.5's GPT2ModelPipe also the 1 x 1 x seq x seq mask cast to fp16, whole
+    from every TP rank (engine.py:520, 776-792), and never with the gradient (822-830).
+    Hand-worked on OPT-350 at micro-batch 2 (fp32), two stages of TP t: the activation is
+    16 MiB, the mask 2 x 2048^2 = 8 MiB. At TP 2 the activation flows are 2 x 8 MiB (0.16.5,
+    Sailor), 2 x 16 MiB (Megatron), 2 x (8 + 8) MiB (0.3.13); at TP 1 one flow of 16 MiB, or
+    24 MiB under 0.3.13. The gradient: 2 x 8 MiB (0.16.5, Sailor), 2 x 16 MiB (Megatron and
+    0.3.13), 16 MiB at TP 1. The DES over the plan's network equals the closed form with the
+    mask (1e-9), and the step is longer than without it."""
+    from sim.engines import predictions
+    from sim.rng import Streams
+    from sim.training import training_model
+
+    mib = 1024 * 1024
+    want = {("deepspeed", 2): ((8, 2), (8, 2)), ("sailor-deepspeed", 2): ((8, 2), (8, 2)),
+            ("megatron", 2): ((16, 2), (16, 2)), ("0.3.13", 2): ((16, 2), (16, 2)),
+            ("deepspeed", 1): ((16, 1), (16, 1)), ("sailor-deepspeed", 1): ((16, 1), (16, 1)),
+            ("megatron", 1): ((16, 1), (16, 1)), ("0.3.13", 1): ((24, 1), (16, 1))}
+    size = 16 * mib
+    for (fw, t), (fwd, bwd) in want.items():
+        plan = _ds((t, t), "0.3.13") if fw == "0.3.13" else _tp_plan((t, t), fw)
+        b = build_plan(plan, prof, steps=1, check_memory=False)
+        assert p2p_flows(b.behaviour, size, t) == (fwd[0] * mib, fwd[1]), (fw, t)
+        assert p2p_flows(b.behaviour, size, t, gradient=True) == (bwd[0] * mib, bwd[1]), (fw, t)
+        n = build_plan(plan, prof, steps=1, check_memory=False, network=True).config
+        assert n.transfer_sizes == (fwd[0] * fwd[1] * mib,), (fw, t)
+        assert (n.gradient_transfer_sizes or n.transfer_sizes) == (bwd[0] * bwd[1] * mib,)
+        assert b.behaviour.mask_bytes == (8 * mib if fw == "0.3.13" else 0.0)
+    # DES = closed form on a 0.3.13 plan with the mask (TP 2, three stages); against the same
+    # plan with a 1 x 1 mask (seq_length 1: 2 bytes a hop) the 8 MiB mask lengthens the step
+    steps = {}
+    for seq in (2048, 1):
+        plan = replace(_ds((2, 2, 2), "0.3.13"), framework=FrameworkSpec(
+            "deepspeed", "0.3.13", options=(("seq_length", seq),)))
+        b = build_plan(plan, prof, steps=1, check_memory=False)
+        net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
+        closed = predictions("training", b.config)["step_time_mean"]["value"]
+        assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
+            pytest.approx(closed, rel=1e-9)
+        steps[seq] = closed
+    assert steps[2048] > 1.01 * steps[1]
+
+
+def test_the_mask_needs_its_sequence(prof):
+    """0.3.13's mask is sized by the framework option seq_length or the model profile's shape;
+    with neither a plan with a pipeline hop is refused in one line, a one-stage plan runs
+    (no hop); the two must agree; seq_length is a positive integer, an option 0.3.13 has
+    (0.16.5 sends no mask and has no such option)."""
+    from sim.profiles.build import plan_behaviour
+    from sim.profiles.values import ModelShape
+
+    bare = replace(_ds((2, 2), "0.3.13"), framework=FrameworkSpec("deepspeed", "0.3.13"))
+    with pytest.raises(ConfigError, match=re.escape(
+            "'seq_length' must be given for deepspeed 0.3.13, whose every pipeline hop carries "
+            "a seq x seq attention mask (framework option seq_length=S, or a model profile "
+            "with a shape): None")):
+        build_plan(bare, prof, steps=1, check_memory=False)
+    one = replace(_tp_plan((2,), "deepspeed"), framework=FrameworkSpec("deepspeed", "0.3.13"))
+    assert build_plan(one, prof, steps=1, check_memory=False).behaviour.mask_bytes is None
+    shaped = replace(prof.model("OPT-350"), shape=ModelShape(24, 1024, 16, 2048, 50272))
+    fb = plan_behaviour(bare, shaped)
+    assert (fb.mask_bytes, fb.sequence) == (2 * 2048 ** 2, 2048)
+    assert plan_behaviour(_ds((2, 2), "0.3.13"), shaped).mask_bytes == 2 * 2048 ** 2
+    with pytest.raises(ConfigError, match=re.escape(
+            "'seq_length' must be the model shape's sequence (2048): 1024")):
+        resolve(FrameworkSpec("deepspeed", "0.3.13", options=(("seq_length", 1024),)), 4,
+                sequence=2048)
+    with pytest.raises(ConfigError, match=re.escape("'seq_length' must be an integer >= 1")):
+        resolve(FrameworkSpec("deepspeed", "0.3.13", options=(("seq_length", 2048.5),)), 4)
+    with pytest.raises(ConfigError, match=re.escape("'seq_length' must be a number > 0")):
+        FrameworkSpec("deepspeed", "0.3.13", options=(("seq_length", 0),))
+    with pytest.raises(ConfigError, match=re.escape(
+            "'framework_options' must be an option deepspeed has")):
+        FrameworkSpec("deepspeed", options=(("seq_length", 2048),))
+    assert resolve(FrameworkSpec("deepspeed"), 4, sequence=2048).mask_bytes == 0.0

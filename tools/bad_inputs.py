@@ -2318,6 +2318,13 @@ def planner_cases(fx: Fixtures) -> list[Case]:
         ok("plan 1 written"), note="the written plan's framework table holds the options")
     add("plan/framework-option-unknown", P(*gh, *quick, "--framework", "ddp:bucket_mb=5"),
         refuse("framework_options"))
+    add("plan/framework-0.3.13-no-sequence", P(*gh, *quick, "--framework",
+                                               "deepspeed:version=0.3.13"),
+        refuse("seq_length"), note="its hops carry a seq x seq mask the search cannot size: "
+        "refused before the search, not every pipeline dropped as unplaceable")
+    add("plan/framework-0.3.13-sequence", P(*gh, *quick, "--framework",
+                                            "deepspeed:version=0.3.13,seq_length=2048"),
+        ok("searched"))
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
     add("plan/failures-without-restart", P(*gh, *quick, "--simulate", "1", "--mtbf", "100"),
         refuse("restart_cost"),
@@ -2394,10 +2401,25 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/framework-version-unknown", T("--plan", good, "--framework",
                                              "deepspeed:version=0.20", *one),
         refuse("framework_version"), note="a version is text: 0.20 is not read as 0.2")
-    add("train/framework-deepspeed-0.3.13-runs", T("--plan", good, "--framework",
-                                                  "deepspeed:version=0.3.13,fp32_allreduce=true",
-                                                  *one), ok("deepspeed 0.3.13 fp32"),
-        note="DeepSpeed 0.3.13's table: its activations partitioned, its gradients whole")
+    add("train/framework-deepspeed-0.3.13-runs",
+        T("--plan", good, "--framework",
+          "deepspeed:version=0.3.13,fp32_allreduce=true,seq_length=2048", *one),
+        ok("deepspeed 0.3.13 fp32"),
+        note="DeepSpeed 0.3.13's table: its activations partitioned, its gradients whole, "
+        "each hop with the 2048 x 2048 mask")
+    add("train/framework-deepspeed-0.3.13-no-sequence",
+        T("--plan", good, "--framework", "deepspeed:version=0.3.13", *one),
+        refuse("seq_length"), note="its hops carry a seq x seq mask: a profile without a "
+        "shape needs seq_length to size it")
+    add("train/framework-deepspeed-0.3.13-sequence-fraction",
+        T("--plan", good, "--framework", "deepspeed:version=0.3.13,seq_length=2048.5", *one),
+        refuse("seq_length"))
+    add("train/framework-deepspeed-0.3.13-sequence-zero",
+        T("--plan", good, "--framework", "deepspeed:version=0.3.13,seq_length=0", *one),
+        refuse("seq_length"))
+    add("train/framework-deepspeed-sequence-0.16.5",
+        T("--plan", good, "--framework", "deepspeed:seq_length=2048", *one),
+        refuse("framework_options"), note="0.16.5 sends no mask: no such option")
     add("train/framework-deepspeed-0.3.13-option-it-lacks",
         T("--plan", good, "--framework", "deepspeed:version=0.3.13,communication_data_type=fp32",
           *one), refuse("framework_options"),
@@ -2450,7 +2472,10 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
             ("0313-option-lacking", {"name": "deepspeed", "version": "0.3.13",
                                      "pipe_partitioned": False}, "framework_options"),
             ("0313-option-value", {"name": "deepspeed", "version": "0.3.13",
-                                   "fp32_allreduce": "yes"}, "fp32_allreduce")):
+                                   "fp32_allreduce": "yes"}, "fp32_allreduce"),
+            ("0313-no-sequence", {"name": "deepspeed", "version": "0.3.13"}, "seq_length"),
+            ("0313-sequence-text", {"name": "deepspeed", "version": "0.3.13",
+                                    "seq_length": "2048"}, "seq_length")):
         add(f"train/plan-framework-{id_}", T("--plan", plan(f"fw-{id_}.json", framework=fw),
                                              *one), refuse(param))
     add("train/plan-unknown-key", T("--plan", plan("fw-key.json", frameworks="deepspeed"), *one),

@@ -16,7 +16,8 @@ written from the artifact's ``runtime_simulator.py`` and ``profile_utils.py``).
 Then the per-cluster mean and worst absolute error, and the ablation: each
 option of the model changed on its own against the run's framework's default
 (:data:`ABLATION`: point-to-point overlapped on FIFO channels or shared max-min,
-upstream DeepSpeed, Megatron-LM with and without ``overlap_grad_reduce``, the
+upstream DeepSpeed 0.16.5 and 0.3.13 (the latter's hops with the attention mask),
+Megatron-LM with and without ``overlap_grad_reduce``, the
 all-reduce overlapped with the last backward pass, derived TP, the profile's
 value sizes, physical nodes), each a DES run over ``sim.network`` beside its
 closed form (transfers and all-reduces as their times, no contention: ``dtsim
@@ -215,6 +216,12 @@ ABLATION: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
     ("framework_megatron_overlap", "Megatron-LM with overlap_grad_reduce (its all-reduce in "
      "buckets of max(4e7, 1e6 dp) elements as the last backward pass produces them)",
      {"framework": ("megatron", (("overlap_grad_reduce", True),))}, False),
+    ("framework_deepspeed_0313", "DeepSpeed 0.3.13 with Megatron-LM v1.1.5's GPT2ModelPipe "
+     "(its TrainSchedule order, the gradient whole from every TP rank, one all-gather per "
+     "pass, and with every activation the 1 x 1 x 2048 x 2048 attention mask in fp16, 8 MiB, "
+     "whole from every TP rank: the runs' --seq-length 2048, eth-easl/sailor "
+     "sailor/Worker/run_agent.sh:59) instead of the artifact's engine",
+     {"framework": ("deepspeed", (("seq_length", 2048),), "0.3.13")}, False),
     ("allreduce_overlap", "the artifact's DeepSpeed with its all-reduce overlapped with the last "
      "backward pass (--sync allreduce:overlap=backward: Megatron-LM's buckets)",
      {"sync": "allreduce:overlap=backward"}, False),
@@ -269,7 +276,7 @@ def rows(folder: Path | None = None, ablation: bool = True) -> list[dict[str, An
             if "framework" in kw:
                 fw = kw["framework"]
                 kw["framework"] = (FrameworkSpec(fw) if isinstance(fw, str)
-                                   else FrameworkSpec(fw[0], options=fw[1]))
+                                   else FrameworkSpec(fw[0], *fw[2:], options=fw[1]))
             plan = _hosted(run.plan) if hosted else run.plan
             v = build_plan(plan, prof, steps=1, check_memory=False, network=True, **kw)
             row[f"ablation_{name}"] = training_model(v.config,

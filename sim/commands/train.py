@@ -850,7 +850,9 @@ def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
                             "allreduce": fb.allreduce, "sync": build.config.sync,
                             "bucket_rule": fb.bucket_rule, "bytes_per_value": {
                                 "activations": fb.activation_bytes, "tied": fb.tied_bytes,
-                                "allreduce": fb.dp_bytes}, "sources": fb.sources}
+                                "allreduce": fb.dp_bytes},
+                            # bytes of the attention mask each TP rank sends with an activation
+                            "hop_mask_bytes": fb.mask_bytes, "sources": fb.sources}
     out["estimates"] = list(build.estimates)
     if explain:
         from ..profiles.build import explain_rows
@@ -978,7 +980,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"plan {args.plan}: peak GPU memory {format_bytes(build.peak_memory)} "
               f"(largest over {len(build.memory)} replicas' GPUs); {name} "
               f"{fb.precision}, p2p {cfg.p2p}, all-reduce {fb.allreduce} (sync {cfg.sync}) in "
-              f"{fb.dp_bytes}-byte values, activations {fb.activation_bytes}-byte")
+              f"{fb.dp_bytes}-byte values, activations {fb.activation_bytes}-byte"
+              + (f", each with its {format_bytes(fb.mask_bytes)} attention mask (sequence "
+                 f"{fb.sequence})" if fb.mask_bytes else ""))
         for note in build.estimates:
             print(f"  estimated, not measured: {note}")
         if args.explain:

@@ -37,7 +37,7 @@ from ..profiles.build import (
     plan_allreduce_time,
     tied_bytes,
 )
-from ..profiles.frameworks import FrameworkSpec, resolve
+from ..profiles.frameworks import FrameworkSpec, check_mask_sized, resolve
 from ..results import mean_ci, summarize
 from ..runner import replicate
 
@@ -90,7 +90,9 @@ class ProfilePlanModel:
         for kind, count in (fleet.nodes if fleet is not None else ()):
             self._nodes.setdefault((kind.gpu, kind.zone), []).extend([kind.gpus_per_node] * count)
         self.framework = framework if framework is not None else FrameworkSpec()
-        fb = resolve(self.framework, model.bytes_per_value)
+        fb = resolve(self.framework, model.bytes_per_value,
+                     sequence=model.shape.sequence if model.shape is not None else None)
+        check_mask_sized(fb)  # a search times pipeline hops: a mask it cannot size is refused
         self.p2p = p2p if p2p is not None else fb.p2p  # the search's plans' (the bounds)
         self._p2p_override = p2p  # a plan naming its framework keeps that one's unless given
         self._fb = fb if p2p is None else replace(fb, p2p=p2p)

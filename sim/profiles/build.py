@@ -85,7 +85,7 @@ from ..errors import ConfigError, check, format_bytes
 from ..training import TrainingConfig
 from ..training.config import dp_group_rounds, pipe_group_chains
 from .estimates import Estimator
-from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, resolve
+from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, check_mask_sized, resolve
 from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
@@ -869,7 +869,8 @@ def plan_behaviour(plan: Plan, mp: ModelProfile,
                    framework: FrameworkSpec | None = None) -> FrameworkBehaviour:
     """What the plan's framework (or ``framework``, which overrides it) does with its traffic."""
     spec = framework if framework is not None else plan.framework
-    return resolve(spec, mp.bytes_per_value, plan.dp[0])
+    return resolve(spec, mp.bytes_per_value, plan.dp[0],
+                   mp.shape.sequence if mp.shape is not None else None)
 
 
 def given_sync(fb: FrameworkBehaviour, sync: Any, dp: int) -> tuple[FrameworkBehaviour, str]:
@@ -925,10 +926,20 @@ def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int, gradient: bool = Fal
     ``size`` bytes sent by a TP group of ``tp`` ranks: partitioned (DeepSpeed's activation;
     its gradient from 0.16.5 on), ``tp`` flows of ``size / tp``; else each rank sends the whole
     tensor (Megatron-LM without sequence parallelism; DeepSpeed 0.3.13's gradient,
-    ``FrameworkBehaviour.gradient_partitioned``)."""
+    ``FrameworkBehaviour.gradient_partitioned``). An activation's flows each carry the
+    attention mask too where the framework sends one whole from every TP rank
+    (:attr:`FrameworkBehaviour.mask_bytes`: DeepSpeed 0.3.13 with Megatron-LM v1.1.5's
+    ``GPT2ModelPipe``); the gradient never does.
+
+    Raises
+    ------
+    ConfigError
+        The framework sends a mask but no sequence length sized it.
+    """
+    mask = 0.0 if gradient else check_mask_sized(fb)
     if (fb.gradient_partitioned if gradient else fb.partitioned) or tp == 1:
-        return size / tp, tp
-    return size, tp
+        return size / tp + mask, tp
+    return size + mask, tp
 
 
 def tied_bytes(mp: ModelProfile, fb: FrameworkBehaviour, tp: int) -> float:

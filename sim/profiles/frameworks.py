@@ -63,6 +63,17 @@ What a framework decides, and where dtsim uses it:
     ``j`` of ``L`` keeps (at least 2 in all): DeepSpeed's ``num_pipe_buffers``
     (0 from 0.16.5's ``TrainSchedule``, 1 in 0.3.13's), counted by
     :func:`sim.profiles.build.plan_memory`.
+``hop_mask``
+    Bytes per element of a ``seq x seq`` attention mask a stage sends with every
+    activation, whole from every TP rank (never with the gradient), or 0 when a hop
+    carries the activation alone: DeepSpeed 0.3.13 with Megatron-LM v1.1.5's
+    ``GPT2ModelPipe``, which forwards its ``1 x 1 x seq x seq`` boolean mask
+    between stages and the engine casts to fp16 for NCCL. Its sequence length is
+    the framework option ``seq_length`` or the model profile's ``shape``
+    (:attr:`FrameworkBehaviour.mask_bytes`; :func:`sim.profiles.build.p2p_flows`).
+    Not modelled: the partition metadata (a ``7 + t`` int64 tensor) DeepSpeed
+    sends with each partitioned activation and gradient, and the shapes sent
+    before a stage's first transfer (a few dozen int64 values, once).
 ``bucket_elements``, ``bucket_rule``
     Gradient elements per all-reduce bucket (``inf``: one bucket), and how an
     all-reduce overlapped with the backward pass cuts the gradients
@@ -94,11 +105,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import check
+from ..errors import check, check_int
 
 __all__ = ["PRECISIONS", "Cited", "Framework", "FrameworkSpec", "FrameworkBehaviour",
            "FRAMEWORKS", "RELEASES", "DEFAULT_FRAMEWORK", "SAILOR_FRAMEWORK", "framework", "resolve",
-           "P2P_MODES", "ALLREDUCE_PLACEMENTS"]
+           "P2P_MODES", "ALLREDUCE_PLACEMENTS", "check_mask_sized"]
 
 #: Bytes per value of each training precision.
 PRECISIONS = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -146,6 +157,7 @@ class Framework:
     step_join: Cited  # who a stage waits for before its next step ("last-stage", "pipeline")
     pipe_groups: Cited  # a rank sends once per pipeline group it is in (stages of different TP)
     pipe_buffers: Cited  # received-input buffers beyond min(L - j, m) (DeepSpeed's; at least 2)
+    hop_mask: Cited  # bytes per element of the seq x seq mask sent with each activation (0: none)
     pipeline: bool = True
     options: dict[str, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
     tp_degrees: Cited | None = None  # the TP degrees the framework runs (None: any)
@@ -162,7 +174,7 @@ class Framework:
         return {k: getattr(self, k) for k in (
             "p2p", "partitioned", "grad_partitioned", "gathers", "gather_bytes", "allreduce",
             "barrier", "tied_first", "optimizer_barrier", "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes",
-            "step_join", "pipe_groups", "pipe_buffers")}
+            "step_join", "pipe_groups", "pipe_buffers", "hop_mask")}
 
 
 _PREC = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -220,6 +232,13 @@ _DEEPSPEED_COMMON = dict(
     pipe_buffers=Cited(0, f"{_DS}: runtime/pipe/schedule.py:255-256 (TrainSchedule."
                        "num_pipe_buffers: max(2, min(stages - stage_id, micro_batches))), "
                        "runtime/pipe/engine.py:1410 (reserved per batch)"),
+    hop_mask=Cited(0, f"{_DS}: runtime/pipe/engine.py:759 and 1039-1041 (a stage sends the "
+                   "partition metadata, its part of the activation and whatever else its last "
+                   "layer returns) and 230 (a mask cast to fp16, 1028-1031, only for a class "
+                   "named GPT2ModelPipe): a model whose stages pass the hidden states alone, "
+                   "as Megatron-DeepSpeed's GPTModelPipe with its mask precomputed in "
+                   "args.attn_mask (eth-easl/sailor cf2c8e3 third_party/Megatron-DeepSpeed/"
+                   "train_llm.py:89-105), sends no mask"),
     step_join=Cited("last-stage",
                     f"{_DS}: runtime/pipe/engine.py:386-392 (train_batch: the schedule, then "
                     "_aggregate_total_loss) and 583-640 (the last stage all-reduces the loss "
@@ -329,6 +348,19 @@ DEEPSPEED_0313 = Framework(
                     "over its data-parallel group, 398, then broadcasts it over its pipeline, "
                     "403; every other stage receives it, 412): a stage starts its next step "
                     "once the last stages have ended theirs"),
+    hop_mask=Cited(2, f"{_DS3}: runtime/pipe/engine.py:520 (a partitioned stage sends the "
+                   "metadata, its part and outputs[1], the second tensor its last layer "
+                   "returns, whole from every TP rank) and 776-781 and 788-792 (for "
+                   "GPT2ModelPipe that tensor, the attention mask, cast to half: 2 bytes an "
+                   "element, then sent), 822-830 (dropped from the gradient sent back); "
+                   "Megatron-LM v1.1.5's 3D example (DachengLi1/AMP DeepSpeed/DeepSpeedExamples/"
+                   "Megatron-LM-v1.1.5-3D_parallelism) forwards its mask through every stage: "
+                   "megatron/model/language_model.py:252-261 (EmbeddingPipe returns "
+                   "(embeddings, attention_mask)), model/transformer.py:505-513 "
+                   "(ParallelTransformerLayerPipe returns (output, attention_mask)), "
+                   "model/gpt2_model.py:174 and 187 (dropped after the last transformer "
+                   "layer), megatron/utils.py:156-161 and 199 (1 x 1 x seq x seq, boolean; "
+                   "reset_attention_mask off, arguments.py:715)"),
     pipe_buffers=Cited(1, f"{_DS3}: runtime/pipe/schedule.py:243-247 (TrainSchedule."
                        "num_pipe_buffers: max(2, min(stages - stage_id + 1, micro_batches)), "
                        "one more than 0.16.5's), runtime/pipe/engine.py:1149 (reserved per "
@@ -341,6 +373,11 @@ DEEPSPEED_0313 = Framework(
                            "config key fp32_allreduce, default False), runtime/config.py:"
                            "166-167, runtime/engine.py:1211-1212 (the bucket cast to fp32 "
                            "before dist.all_reduce; sets dp_bytes 4)"),
+        "seq_length": ((), f"{_DS3}: runtime/pipe/engine.py:520 and 776-792 (the mask every "
+                       "hop carries) as Megatron-LM v1.1.5's 3D example builds it: its "
+                       "megatron/arguments.py:694 (--seq-length), megatron/utils.py:156-161 "
+                       "(1 x 1 x seq x seq); without the option the model profile's shape "
+                       "gives the sequence"),
     },
     lacks={
         "communication_data_type": "DeepSpeed 0.3.13's runtime/config.py reads no such key "
@@ -382,6 +419,15 @@ SAILOR = Framework(
                           "then broadcast over each pipeline); its Megatron-DeepSpeed "
                           "training.py:941-947 times each step between torch.cuda.synchronize() "
                           "calls"),
+       "hop_mask": Cited(0, f"{_SAILOR}: deepspeed/pipe_engine.py:788 and 1066-1071 (a stage "
+                         "sends the metadata, its part and its last layer's other outputs, once "
+                         "per group), 250 (a mask cast only for a class named GPT2ModelPipe), "
+                         "760 (a receiver keeps the activation alone); the runs' "
+                         "third_party/Megatron-DeepSpeed/train_llm.py:89-105 precomputes the "
+                         "mask in args.attn_mask, so OPTModelPipe, GPTNeoModelPipe and "
+                         "LlamaModelPipe pass the hidden states alone (megatron/model/"
+                         "opt_model.py:237-239 and 565-570, gpt_neo_model.py:507-509 and "
+                         "376-381, llama_model.py:223-225 and 633-638)"),
        "p2p": Cited("blocking", f"{_SAILOR}: deepspeed/p2p.py:45-69 and 97-120 (send and recv "
                     "call dist.send / dist.recv, blocking, for each pipeline group) in "
                     "DeepSpeed's TrainSchedule order (deepspeed/pipe_engine.py:417-420)")},
@@ -413,6 +459,10 @@ MEGATRON = Framework(
     grad_partitioned=Cited(False, f"{_MEG}: schedules.py:2140-2143 (the gradient sent back has "
                            "the activation's whole shape on every TP rank)"),
     gathers=Cited((), f"{_MEG}: schedules.py:2140-2143 (no all-gather after receiving)"),
+    hop_mask=Cited(0, f"{_MEG}: p2p_communication.py:494-514 and 280-349 (send_forward and "
+                   "send_backward send one tensor, the hidden states or their gradient, into "
+                   "a buffer of the known tensor_shape; shapes exchanged first only with "
+                   "variable_seq_lengths, 327-333): no mask crosses a hop"),
     gather_bytes=Cited(None, f"{_MEG}: no all-gather"),
     allreduce=Cited("after-backward",
                     f"{_MEG}: distributed/distributed_data_parallel_config.py:18 "
@@ -498,6 +548,7 @@ DDP = Framework(
     activation_bytes=Cited(_PREC, f"{_TORCH}: no pipeline"),
     pipe_groups=Cited(False, f"{_TORCH}: no pipeline"),
     pipe_buffers=Cited(0, f"{_TORCH}: no pipeline"),
+    hop_mask=Cited(0, f"{_TORCH}: no pipeline"),
     step_join=Cited("pipeline", f"{_TORCH}: no pipeline (one stage: the all-reduce joins the "
                     "replicas)"),
     pipeline=False,
@@ -618,6 +669,11 @@ class FrameworkBehaviour:
     grad_partitioned: bool | None = None
     #: received-input buffers beyond ``min(L - j, m)`` (``Framework.pipe_buffers``)
     pipe_buffers: int = 0
+    #: bytes of the attention mask each TP rank sends with every activation (``hop_mask``
+    #: times the sequence squared; None: the framework sends one but no sequence was given)
+    mask_bytes: float | None = 0.0
+    #: the sequence length that sized it (None: no mask, or not given)
+    sequence: int | None = None
 
     @property
     def gradient_partitioned(self) -> bool:
@@ -643,11 +699,17 @@ class FrameworkBehaviour:
         return text
 
 
-def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> FrameworkBehaviour:
+def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
+            sequence: int | None = None) -> FrameworkBehaviour:
     """The behaviour of ``spec`` (None: the default framework) for a plan of ``dp`` replicas.
 
     ``profile_bytes`` is the model profile's bytes per value, the precision
-    when the spec gives none (4: fp32, 2: fp16).
+    when the spec gives none (4: fp32, 2: fp16). ``sequence`` is the model
+    profile's sequence length where its ``shape`` gives one: it sizes the
+    attention mask of a framework whose hops carry one (``hop_mask``), unless the
+    spec's ``seq_length`` option gives it (both: they must agree). With neither,
+    :attr:`FrameworkBehaviour.mask_bytes` is None and a plan with a pipeline hop
+    is refused (:func:`sim.profiles.build.p2p_flows`).
     """
     spec = spec if spec is not None else FrameworkSpec()
     fw = spec.framework
@@ -694,6 +756,15 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
     act = fw.activation_bytes.value[prec]
     if fw.tp_degrees is not None:
         src["tp_degrees"] = fw.tp_degrees.source
+    seq, mask = spec.option("seq_length"), 0.0
+    if seq is not None:
+        check_int("seq_length", seq, low=1)
+        check(sequence is None or seq == sequence, "seq_length", "the model shape's sequence "
+              f"({sequence})", seq)
+        src["hop_mask"] = f"{src['hop_mask']}; sequence: {fw.options['seq_length'][1]}"
+    seq = seq if seq is not None else sequence
+    if fw.hop_mask.value:
+        mask = float(fw.hop_mask.value) * seq * seq if seq is not None else None
     return FrameworkBehaviour(
         framework=fw, precision=prec, p2p=fw.p2p.value, partitioned=partitioned,
         grad_partitioned=grad_partitioned and partitioned,
@@ -703,5 +774,16 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1) -> Fram
         bucket_elements=float(bucket), dp_bytes=dp_bytes, tied_bytes=tied_bytes,
         activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first,
         step_join=fw.step_join.value, pipe_groups=fw.pipe_groups.value,
-        pipe_buffers=fw.pipe_buffers.value,
+        pipe_buffers=fw.pipe_buffers.value, mask_bytes=mask,
+        sequence=seq if fw.hop_mask.value else None,
         tp_degrees=None if fw.tp_degrees is None else tuple(fw.tp_degrees.value))
+
+
+def check_mask_sized(fb: FrameworkBehaviour) -> float:
+    """The bytes of the mask each TP rank sends with an activation (0: none); one line naming
+    ``seq_length`` when the framework sends one but no sequence length sized it."""
+    fw = fb.framework
+    check(fb.mask_bytes is not None, "seq_length", f"given for {fw.key} {fw.versions[0]}, "
+          "whose every pipeline hop carries a seq x seq attention mask (framework option "
+          "seq_length=S, or a model profile with a shape)", None)
+    return float(fb.mask_bytes)  # type: ignore[arg-type]
