@@ -192,7 +192,20 @@ def test_command_line_framework_takes_the_plan_tables_keys():
            ("ddp:bucket_cap_mb=1,bucket_cap_mb=2", "'framework' must be each key once"),
            ("megatron:name=ddp", "'framework' must be each key once"),
            ("deepspeed:version=0.20", "'framework_version' must be a version of deepspeed"),
-           ("", "'framework' must be NAME[:key=value,...] text")]
+           ("", "'framework' must be NAME[:key=value,...] text"),
+           # a colon with no option after it, as a trailing comma
+           ("megatron:", "'framework' must be NAME[:key=value,...] (a colon followed"),
+           ("megatron: ", "'framework' must be NAME[:key=value,...] (a colon followed"),
+           ("megatron:precision=bf16,", "'framework' must be NAME[:key=value,...] (each"),
+           # a number is a plan file's (JSON's): not Python's int() and float() spellings
+           ("ddp:bucket_cap_mb=1_000", "'bucket_cap_mb' must be a number > 0: '1_000'"),
+           ("ddp:bucket_cap_mb=\u0663", "'bucket_cap_mb' must be a number > 0: '\u0663'"),
+           ("ddp:bucket_cap_mb=nan", "'bucket_cap_mb' must be a number > 0: 'nan'"),
+           ("ddp:bucket_cap_mb=Infinity", "'bucket_cap_mb' must be a number > 0: 'Infinity'"),
+           ("ddp:bucket_cap_mb= 0x10", "'bucket_cap_mb' must be a number > 0: '0x10'"),
+           ("ddp:bucket_cap_mb=-5", "'bucket_cap_mb' must be a number > 0: -5")]
+    assert framework_from_text("ddp:bucket_cap_mb=1e3").option("bucket_cap_mb") == 1000.0
+    assert framework_from_text("ddp:bucket_cap_mb=2.5").option("bucket_cap_mb") == 2.5
     for text, msg in bad:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             framework_from_text(text)

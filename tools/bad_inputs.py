@@ -2343,6 +2343,13 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         refuse("overlap_grad_reduce"))
     add("train/framework-option-malformed", T("--plan", good, "--framework", "megatron:bf16",
                                               *one), refuse("framework"))
+    add("train/framework-colon-no-option", T("--plan", good, "--framework", "megatron:", *one),
+        refuse("framework"), note="a colon with nothing after it, as a trailing comma")
+    add("train/framework-option-number-spelling", T("--plan", good, "--framework",
+                                                    "ddp:bucket_cap_mb=1_000", *one),
+        refuse("bucket_cap_mb"),
+        note="a number is JSON's (a plan file's): 1_000, unicode digits, nan are text, "
+             "refused before the plan is read")
     add("train/framework-option-twice", T("--plan", good, "--framework",
                                           "ddp:bucket_cap_mb=5,bucket_cap_mb=6", *one),
         refuse("framework"))
