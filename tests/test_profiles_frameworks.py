@@ -432,7 +432,9 @@ def test_deepspeed_versions_and_their_options():
            (dict(version="0.3.13", options=(("pipe_partitioned", False),)),
             "pipe_partitioned: DeepSpeed 0.3.13 always partitions with TP > 1"),
            (dict(options=(("fp32_allreduce", True),)),
-            "'framework_options' must be an option deepspeed has (communication_data_type"),
+            "'framework_options' must be an option deepspeed 0.16.5 has (communication_data_type"
+            ", pipe_partitioned; fp32_allreduce: DeepSpeed 0.16.5's runtime/config.py reads no "
+            "such key (0.3.13's: version=0.3.13)"),
            (dict(version="0.3.12"), "'framework_version' must be a version of deepspeed the "
             "table was read at (0.16.5, 0.3.13)")]
     for kw, msg in bad:

@@ -2364,6 +2364,10 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         T("--plan", good, "--framework", "deepspeed:version=0.3.13,communication_data_type=fp32",
           *one), refuse("framework_options"),
         note="0.16.5's option, which 0.3.13's config does not read: refused with why")
+    add("train/framework-deepspeed-0.16.5-option-of-0.3.13",
+        T("--plan", good, "--framework", "deepspeed:fp32_allreduce=true", *one),
+        refuse("framework_options"), note="0.3.13's option, which 0.16.5 lacks: refused with "
+        "why (its communication_data_type) and the version that has it")
     add("train/framework-deepspeed-0.3.13-bf16", T("--plan", good, "--framework",
                                                    "deepspeed:version=0.3.13,precision=bf16",
                                                    *one), refuse("precision"),
