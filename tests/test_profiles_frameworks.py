@@ -440,3 +440,25 @@ def test_deepspeed_versions_and_their_options():
     for kw, msg in bad:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             FrameworkSpec("deepspeed", **kw)
+
+
+def test_a_bucket_whose_count_cannot_fit_in_memory_is_refused(prof):
+    """A bucket so small that an all-reduce's buckets cannot be held (the DES's rule for
+    ``bucket_size``) is refused in one line naming what set it, before the ring law sums the
+    buckets one by one: ``ddp:bucket_cap_mb=1e-300`` used to loop for ever (each bucket too
+    small to lower the bytes left), in build_plan and in the planner's bounds alike."""
+    from sim.planner.models import ProfilePlanModel
+
+    tiny = FrameworkSpec("ddp", options=(("bucket_cap_mb", 1e-300),))
+    plan = replace(_tp_plan((1,), "ddp"), framework=tiny)
+    rule = re.escape("must be large enough for the buckets of an all-reduce to fit in memory (")
+    with pytest.raises(ConfigError, match="'bucket_cap_mb' " + rule):
+        build_plan(plan, prof, steps=1, check_memory=False)
+    with pytest.raises(ConfigError, match="'bucket_cap_mb' " + rule):
+        ProfilePlanModel(prof, prof.model("OPT-350"), framework=tiny)
+    with pytest.raises(ConfigError, match="'bucket_size' " + rule):
+        build_plan(_tp_plan((1,), "deepspeed"), prof, steps=1, check_memory=False,
+                   sync="allreduce:bucket_size=1e-200")
+    fine = replace(plan, framework=FrameworkSpec("ddp", options=(("bucket_cap_mb", 25),)))
+    assert build_plan(fine, prof, steps=1, check_memory=False).config.sync.startswith(
+        "allreduce:overlap=backward")

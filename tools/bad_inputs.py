@@ -2273,6 +2273,9 @@ def planner_cases(fx: Fixtures) -> list[Case]:
         ok("plan 1 written"), note="the written plan's framework table holds the options")
     add("plan/framework-option-unknown", P(*gh, *quick, "--framework", "ddp:bucket_mb=5"),
         refuse("framework_options"))
+    add("plan/framework-ddp-bucket-tiny", P(*gh, *quick, "--framework",
+                                            "ddp:bucket_cap_mb=1e-300"),
+        refuse("bucket_cap_mb"), note="the search's bounds used to run for ever")
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
     add("plan/failures-without-restart", P(*gh, *quick, "--simulate", "1", "--mtbf", "100"),
         refuse("restart_cost"),
@@ -2375,6 +2378,12 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/framework-deepspeed-0.3.13-version-unknown",
         T("--plan", good, "--framework", "deepspeed:version=0.3.14", *one),
         refuse("framework_version"), note="only the versions the table was read at")
+    one_stage = plan("fw-one-stage.json", [{"first_layer": 0, "last_layer": 25,
+                                            "replicas": gh * 2}])
+    add("train/framework-ddp-bucket-tiny", T("--plan", one_stage, "--framework",
+                                             "ddp:bucket_cap_mb=1e-300", *one),
+        refuse("bucket_cap_mb"),
+        note="its buckets cannot be held: it used to run for ever (the ring law's sum)")
     add("train/framework-ddp-pipeline", T("--plan", good, "--framework", "ddp", *one),
         refuse("framework"), note="DDP runs no pipeline: a 2-stage plan")
     add("train/plan-framework-overlap-placement",

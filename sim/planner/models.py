@@ -27,6 +27,7 @@ from ..profiles import Fleet, ModelProfile, Plan, Profiles, ReplicaSpec, StageSp
 from ..profiles.build import (
     PlanBuild,
     build_plan,
+    check_buckets,
     explain_rows,
     in_flight,
     intra_capacity,
@@ -94,6 +95,10 @@ class ProfilePlanModel:
         self.p2p = p2p if p2p is not None else fb.p2p  # the search's plans' (the bounds)
         self._p2p_override = p2p  # a plan naming its framework keeps that one's unless given
         self._fb = fb if p2p is None else replace(fb, p2p=p2p)
+        # the largest all-reduce a plan can hold (the whole model's gradients, one stage) fits
+        # the framework's buckets: the bounds sum them one by one as build_plan does
+        check_buckets(fb, max(sum(s.params for s in model.layer_sizes(tp))
+                              for _, _, tp in model.combinations()) * float(fb.dp_bytes), 1)
         # the largest output a stage can receive: any layer but the last (which no stage sends)
         sizes = {tp: model.layer_sizes(tp) for _, _, tp in model.combinations()}
         self._recv = {tp: max((s.activation_bytes for s in row[:-1]), default=0.0)
