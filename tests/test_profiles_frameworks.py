@@ -192,7 +192,20 @@ def test_command_line_framework_takes_the_plan_tables_keys():
            ("ddp:bucket_cap_mb=1,bucket_cap_mb=2", "'framework' must be each key once"),
            ("megatron:name=ddp", "'framework' must be each key once"),
            ("deepspeed:version=0.20", "'framework_version' must be a version of deepspeed"),
-           ("", "'framework' must be NAME[:key=value,...] text")]
+           ("", "'framework' must be NAME[:key=value,...] text"),
+           # a colon with no option after it, as a trailing comma
+           ("megatron:", "'framework' must be NAME[:key=value,...] (a colon followed"),
+           ("megatron: ", "'framework' must be NAME[:key=value,...] (a colon followed"),
+           ("megatron:precision=bf16,", "'framework' must be NAME[:key=value,...] (each"),
+           # a number is a plan file's (JSON's): not Python's int() and float() spellings
+           ("ddp:bucket_cap_mb=1_000", "'bucket_cap_mb' must be a number > 0: '1_000'"),
+           ("ddp:bucket_cap_mb=\u0663", "'bucket_cap_mb' must be a number > 0: '\u0663'"),
+           ("ddp:bucket_cap_mb=nan", "'bucket_cap_mb' must be a number > 0: 'nan'"),
+           ("ddp:bucket_cap_mb=Infinity", "'bucket_cap_mb' must be a number > 0: 'Infinity'"),
+           ("ddp:bucket_cap_mb= 0x10", "'bucket_cap_mb' must be a number > 0: '0x10'"),
+           ("ddp:bucket_cap_mb=-5", "'bucket_cap_mb' must be a number > 0: -5")]
+    assert framework_from_text("ddp:bucket_cap_mb=1e3").option("bucket_cap_mb") == 1000.0
+    assert framework_from_text("ddp:bucket_cap_mb=2.5").option("bucket_cap_mb") == 2.5
     for text, msg in bad:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             framework_from_text(text)
@@ -432,7 +445,9 @@ def test_deepspeed_versions_and_their_options():
            (dict(version="0.3.13", options=(("pipe_partitioned", False),)),
             "pipe_partitioned: DeepSpeed 0.3.13 always partitions with TP > 1"),
            (dict(options=(("fp32_allreduce", True),)),
-            "'framework_options' must be an option deepspeed has (communication_data_type"),
+            "'framework_options' must be an option deepspeed 0.16.5 has (communication_data_type"
+            ", pipe_partitioned; fp32_allreduce: DeepSpeed 0.16.5's runtime/config.py reads no "
+            "such key (0.3.13's: version=0.3.13)"),
            (dict(version="0.3.12"), "'framework_version' must be a version of deepspeed the "
             "table was read at (0.16.5, 0.3.13)")]
     for kw, msg in bad:
@@ -551,3 +566,25 @@ def test_the_mask_needs_its_sequence(prof):
             "'framework_options' must be an option deepspeed has")):
         FrameworkSpec("deepspeed", options=(("seq_length", 2048),))
     assert resolve(FrameworkSpec("deepspeed"), 4, sequence=2048).mask_bytes == 0.0
+
+
+def test_a_bucket_whose_count_cannot_fit_in_memory_is_refused(prof):
+    """A bucket so small that an all-reduce's buckets cannot be held (the DES's rule for
+    ``bucket_size``) is refused in one line naming what set it, before the ring law sums the
+    buckets one by one: ``ddp:bucket_cap_mb=1e-300`` used to loop for ever (each bucket too
+    small to lower the bytes left), in build_plan and in the planner's bounds alike."""
+    from sim.planner.models import ProfilePlanModel
+
+    tiny = FrameworkSpec("ddp", options=(("bucket_cap_mb", 1e-300),))
+    plan = replace(_tp_plan((1,), "ddp"), framework=tiny)
+    rule = re.escape("must be large enough for the buckets of an all-reduce to fit in memory (")
+    with pytest.raises(ConfigError, match="'bucket_cap_mb' " + rule):
+        build_plan(plan, prof, steps=1, check_memory=False)
+    with pytest.raises(ConfigError, match="'bucket_cap_mb' " + rule):
+        ProfilePlanModel(prof, prof.model("OPT-350"), framework=tiny)
+    with pytest.raises(ConfigError, match="'bucket_size' " + rule):
+        build_plan(_tp_plan((1,), "deepspeed"), prof, steps=1, check_memory=False,
+                   sync="allreduce:bucket_size=1e-200")
+    fine = replace(plan, framework=FrameworkSpec("ddp", options=(("bucket_cap_mb", 25),)))
+    assert build_plan(fine, prof, steps=1, check_memory=False).config.sync.startswith(
+        "allreduce:overlap=backward")

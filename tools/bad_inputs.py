@@ -2325,6 +2325,9 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/framework-0.3.13-sequence", P(*gh, *quick, "--framework",
                                             "deepspeed:version=0.3.13,seq_length=2048"),
         ok("searched"))
+    add("plan/framework-ddp-bucket-tiny", P(*gh, *quick, "--framework",
+                                            "ddp:bucket_cap_mb=1e-300"),
+        refuse("bucket_cap_mb"), note="the search's bounds used to run for ever")
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
     add("plan/failures-without-restart", P(*gh, *quick, "--simulate", "1", "--mtbf", "100"),
         refuse("restart_cost"),
@@ -2395,6 +2398,13 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         refuse("overlap_grad_reduce"))
     add("train/framework-option-malformed", T("--plan", good, "--framework", "megatron:bf16",
                                               *one), refuse("framework"))
+    add("train/framework-colon-no-option", T("--plan", good, "--framework", "megatron:", *one),
+        refuse("framework"), note="a colon with nothing after it, as a trailing comma")
+    add("train/framework-option-number-spelling", T("--plan", good, "--framework",
+                                                    "ddp:bucket_cap_mb=1_000", *one),
+        refuse("bucket_cap_mb"),
+        note="a number is JSON's (a plan file's): 1_000, unicode digits, nan are text, "
+             "refused before the plan is read")
     add("train/framework-option-twice", T("--plan", good, "--framework",
                                           "ddp:bucket_cap_mb=5,bucket_cap_mb=6", *one),
         refuse("framework"))
@@ -2424,6 +2434,10 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         T("--plan", good, "--framework", "deepspeed:version=0.3.13,communication_data_type=fp32",
           *one), refuse("framework_options"),
         note="0.16.5's option, which 0.3.13's config does not read: refused with why")
+    add("train/framework-deepspeed-0.16.5-option-of-0.3.13",
+        T("--plan", good, "--framework", "deepspeed:fp32_allreduce=true", *one),
+        refuse("framework_options"), note="0.3.13's option, which 0.16.5 lacks: refused with "
+        "why (its communication_data_type) and the version that has it")
     add("train/framework-deepspeed-0.3.13-bf16", T("--plan", good, "--framework",
                                                    "deepspeed:version=0.3.13,precision=bf16",
                                                    *one), refuse("precision"),
@@ -2431,6 +2445,12 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/framework-deepspeed-0.3.13-version-unknown",
         T("--plan", good, "--framework", "deepspeed:version=0.3.14", *one),
         refuse("framework_version"), note="only the versions the table was read at")
+    one_stage = plan("fw-one-stage.json", [{"first_layer": 0, "last_layer": 25,
+                                            "replicas": gh * 2}])
+    add("train/framework-ddp-bucket-tiny", T("--plan", one_stage, "--framework",
+                                             "ddp:bucket_cap_mb=1e-300", *one),
+        refuse("bucket_cap_mb"),
+        note="its buckets cannot be held: it used to run for ever (the ring law's sum)")
     add("train/framework-ddp-pipeline", T("--plan", good, "--framework", "ddp", *one),
         refuse("framework"), note="DDP runs no pipeline: a 2-stage plan")
     add("train/plan-framework-overlap-placement",

@@ -27,6 +27,7 @@ from ..profiles import Fleet, ModelProfile, Plan, Profiles, ReplicaSpec, StageSp
 from ..profiles.build import (
     PlanBuild,
     build_plan,
+    check_buckets,
     explain_rows,
     in_flight,
     intra_capacity,
@@ -98,6 +99,12 @@ class ProfilePlanModel:
         self._fb = fb if p2p is None else replace(fb, p2p=p2p)
         #: the TP degrees the framework runs (the Sailor artifact's: 1, 2, 4; None: any)
         self.tp_degrees = fb.tp_degrees
+        # the largest all-reduce a plan can hold (the whole model's gradients, one stage) fits
+        # the framework's buckets: the bounds sum them one by one as build_plan does
+        # (a model given by its shape alone has no measured combination: refused by the search)
+        check_buckets(fb, max((sum(s.params for s in model.layer_sizes(tp))
+                               for _, _, tp in model.combinations()), default=0.0)
+                      * float(fb.dp_bytes), 1)
         # the largest output a stage can receive: any layer but the last (which no stage sends)
         sizes = {tp: model.layer_sizes(tp) for _, _, tp in model.combinations()}
         self._recv = {tp: max((s.activation_bytes for s in row[:-1]), default=0.0)

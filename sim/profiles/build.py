@@ -90,7 +90,7 @@ from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
            "in_flight", "plan_allreduce_time", "pair_link", "pair_time", "plan_network",
-           "explain_rows", "plan_behaviour", "p2p_flows", "tied_bytes", "allgather_time", "host_of",
+           "explain_rows", "plan_behaviour", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
            "physical_network"]
 
@@ -920,6 +920,32 @@ def given_sync(fb: FrameworkBehaviour, sync: Any, dp: int) -> tuple[FrameworkBeh
     return fb, fb.sync
 
 
+def check_buckets(fb: FrameworkBehaviour, size: float, tp: int) -> None:
+    """Refuse a bucket so small that an all-reduce of ``size`` bytes per GPU over ``tp`` rings
+    has more buckets than fit in memory (the DES's rule for ``bucket_size``,
+    :class:`~sim.training.TrainingConfig`: ``BYTES_PER_BUCKET`` per bucket and ring), before
+    any is timed (the ring law sums them one by one; ``--framework ddp:bucket_cap_mb=1e-300``
+    used to run for ever). Names ``bucket_cap_mb`` (in MiB) when DDP's option set it, else
+    ``bucket_size`` (bytes)."""
+    from ..errors import NEVER_PROBED, available_memory
+    from ..training.config import BYTES_PER_BUCKET
+
+    bucket = fb.bucket_bytes
+    if size <= 0 or not bucket < math.inf:
+        return
+    buckets = size / bucket
+    need = buckets * tp * BYTES_PER_BUCKET
+    if need <= NEVER_PROBED:
+        return
+    avail = available_memory()
+    given = str(fb.sources.get("bucket_elements", "")).startswith("--sync")
+    mib = fb.framework.key == "ddp" and not given
+    check(need <= avail, "bucket_cap_mb" if mib else "bucket_size", "large enough for the "
+          f"buckets of an all-reduce to fit in memory ({buckets:.3g} buckets of "
+          f"{format_bytes(size)} per GPU need about {format_bytes(need)}, "
+          f"{format_bytes(avail)} available)", bucket / 2**20 if mib else bucket)
+
+
 def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int, gradient: bool = False
               ) -> tuple[float, int]:
     """``(bytes per flow, flows)`` of one activation (``gradient``: its gradient sent back) of
@@ -1212,6 +1238,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         # deepspeed/topology.py:82-99, engine.py:2614-2632), each ring's flows on the pair link
         tp = max(x.tp for x in st.replicas)
         size = sum(sizes_at(tp)[x].params for x in st.layers) * float(fb.dp_bytes)
+        if r > 1:  # an all-reduce to cut
+            check_buckets(fb, size, tp)
         ar_sizes.append(size)
         if not plan.physical:
             rounds, each = dp_group_rounds([x.tp for x in st.replicas])

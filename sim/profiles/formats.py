@@ -76,6 +76,7 @@ holds measured runs (Sailor run files).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -239,9 +240,12 @@ def framework_from_text(text: Any) -> FrameworkSpec:
     """
     check(isinstance(text, str) and text.strip() != "", "framework",
           "NAME[:key=value,...] text", text)
-    name, _, rest = str(text).partition(":")
+    name, colon, rest = str(text).partition(":")
     doc: dict[str, Any] = {"name": name.strip()}
-    for item in (x.strip() for x in rest.split(",")) if rest.strip() else ():
+    # a colon opens a list of options: one with none after it is a slip (as a trailing comma)
+    check(not colon or rest.strip() != "", "framework", "NAME[:key=value,...] (a colon "
+          "followed by at least one key=value)", text)
+    for item in (x.strip() for x in rest.split(",")) if colon else ():
         key, eq, val = (x.strip() for x in item.partition("="))
         check(bool(eq and key and val), "framework", "NAME[:key=value,...] (each option "
               "key=value)", text)
@@ -251,16 +255,19 @@ def framework_from_text(text: Any) -> FrameworkSpec:
     return framework_from_data(doc, "--framework")
 
 
+#: A number as a JSON plan file writes one (ASCII digits; no ``1_000``, ``inf``, ``nan``, ``0x10``).
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+
 def _option_value(text: str) -> Any:
-    """``true``/``false`` as a boolean, an integer or a number as such, else the text."""
+    """``true``/``false`` as a boolean, an integer or a number as such (JSON's grammar: what a
+    plan file's table would hold), else the text (refused by the option's rule)."""
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+    hit = _NUMBER.fullmatch(text)
+    if hit is None:
+        return text
+    return float(text) if hit.group(1) or hit.group(2) else int(text)
 
 
 def framework_to_data(f: FrameworkSpec) -> dict[str, Any]:

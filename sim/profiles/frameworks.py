@@ -267,6 +267,9 @@ DEEPSPEED = Framework(
                        "all_gather_into_tensor in the tensor's dtype)"),
     barrier=Cited(False, f"{_DS}: runtime/pipe/engine.py:275-300 (no barrier: a stage reduces "
                   "after its own last step; the tied all-reduce joins the first and last stage)"),
+    lacks={"fp32_allreduce": "DeepSpeed 0.16.5's runtime/config.py reads no such key (0.3.13's: "
+                             "version=0.3.13); its all-reduce dtype is communication_data_type, "
+                             "runtime/engine.py:938-950"},
     **_DEEPSPEED_COMMON,
 )
 
