@@ -211,6 +211,32 @@ def test_command_line_framework_takes_the_plan_tables_keys():
             framework_from_text(text)
 
 
+def test_command_line_framework_overrides_the_plans_table_key_by_key():
+    """``dtsim train --plan P --framework TEXT``: the same framework and release keeps the
+    plan's keys the text does not give (its precision was dropped before: fp16 plans ran in
+    fp32 under ``--framework deepspeed:communication_data_type=fp16``); another framework or
+    release keeps only the precision; the text's own errors come first."""
+    from sim.profiles.formats import framework_from_text
+
+    plan = FrameworkSpec("deepspeed", "0.16.5", "fp16", (("communication_data_type", "fp32"),))
+    same = framework_from_text("deepspeed:pipe_partitioned=false", plan)
+    assert same == FrameworkSpec("deepspeed", "0.16.5", "fp16", (
+        ("communication_data_type", "fp32"), ("pipe_partitioned", False)))
+    assert framework_from_text("deepspeed:communication_data_type=fp16", plan).option(
+        "communication_data_type") == "fp16"
+    assert framework_from_text("megatron", plan) == FrameworkSpec("megatron", precision="fp16")
+    assert framework_from_text("deepspeed:version=0.3.13,seq_length=2048", plan) == \
+        FrameworkSpec("deepspeed", "0.3.13", "fp16", (("seq_length", 2048),))
+    assert framework_from_text("megatron:precision=bf16", plan).precision == "bf16"
+    assert framework_from_text("megatron", FrameworkSpec("sailor-deepspeed", "0.16.5")) == \
+        FrameworkSpec("megatron")
+    with pytest.raises(ConfigError, match=re.escape("'framework_options' must be an option "
+                                                    "megatron has")):
+        framework_from_text("megatron:communication_data_type=fp16", plan)
+    with pytest.raises(ConfigError, match=re.escape("'precision' must be")):
+        framework_from_text("deepspeed:version=0.3.13", replace(plan, precision="bf16"))
+
+
 def test_framework_p2p_maps_to_the_adapters_modes(prof, runs):
     """Every framework's point-to-point is one the traffic adapter runs as the framework does:
     blocking (DeepSpeed's order, or Megatron-LM's with batched pairs), or overlapped on FIFO

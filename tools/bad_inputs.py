@@ -2414,9 +2414,14 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/framework-deepspeed-0.3.13-runs",
         T("--plan", good, "--framework",
           "deepspeed:version=0.3.13,fp32_allreduce=true,seq_length=2048", *one),
-        ok("deepspeed 0.3.13 fp32"),
+        ok("deepspeed 0.3.13 fp16"),
         note="DeepSpeed 0.3.13's table: its activations partitioned, its gradients whole, "
-        "each hop with the 2048 x 2048 mask")
+        "each hop with the 2048 x 2048 mask; the plan's fp16 kept (another release keeps the "
+        "plan's precision only)")
+    add("train/framework-same-release-keeps-options",
+        T("--plan", good, "--framework", "deepspeed:pipe_partitioned=false", *one),
+        ok("in 4-byte values"), note="the plan's communication_data_type=fp32 stays: the same "
+        "framework and release takes the text's keys over the plan's")
     add("train/framework-deepspeed-0.3.13-no-sequence",
         T("--plan", good, "--framework", "deepspeed:version=0.3.13", *one),
         refuse("seq_length"), note="its hops carry a seq x seq mask: a profile without a "

@@ -129,12 +129,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "a connection of its own, sharing links max-min (no framework sends so: kept for "
            "comparison); with --plan the plan's framework's, which this overrides)")
     a("--framework", default=None, metavar="NAME[:key=value,...]",
-      help="with --plan: the framework that runs it, overriding the plan's (one of "
-           "deepspeed, sailor-deepspeed, megatron, ddp: sim/profiles/frameworks.py; default: "
+      help="with --plan: the framework that runs it, overriding the plan's key by key (one "
+           "of deepspeed, sailor-deepspeed, megatron, ddp: sim/profiles/frameworks.py; default: "
            "the plan's, a Sailor plan_config's sailor-deepspeed, else deepspeed), with a plan "
            "file's framework keys (version, precision, the framework's options: "
-           "megatron:overlap_grad_reduce=true); it sets the p2p mode, the all-reduce's "
-           "placement (--sync) and buckets, and the value sizes")
+           "megatron:overlap_grad_reduce=true); the plan's keys not given stay for the same "
+           "framework and release, only its precision for another; it sets the p2p mode, the "
+           "all-reduce's placement (--sync) and buckets, and the value sizes")
     a("--virtual-stages", type=int, default=1, metavar="V",
       help="model chunks per device with --schedule interleaved (default 1)")
     a("--plan", default=None, metavar="FILE",
@@ -429,11 +430,10 @@ def build_from_args(args: argparse.Namespace) -> Any:
     check_int("replications", args.replications, low=1)
     if args.p2p is not None:
         check_choice("p2p", args.p2p, P2PS)
-    fw = None
-    if args.framework is not None:
+    if args.framework is not None:  # its own errors before any file is read
         from ..profiles.formats import framework_from_text
 
-        fw = framework_from_text(args.framework)
+        framework_from_text(args.framework)
     from ..profiles.megatron_args import is_megatron_launch
 
     if is_megatron_launch(args.plan):  # its layers are the model profile's: read it first
@@ -472,6 +472,9 @@ def build_from_args(args: argparse.Namespace) -> Any:
 
         links = fleet_network(read_fleet(args.fleet).network, profiles.network)
         profiles = dataclasses.replace(profiles, network=links)
+    fw = None
+    if args.framework is not None:  # over the plan's own table, key by key
+        fw = framework_from_text(args.framework, plan.framework)
     if args.p2p is not None and len(plan.stages) == 1:  # as without a plan: it would be ignored
         raise ConfigError("p2p", "given only with a plan of two stages or more (one stage sends "
                           "nothing between stages)", args.p2p)

@@ -230,13 +230,19 @@ def framework_from_data(doc: Any, where: str = "framework") -> FrameworkSpec:
                                        if k not in ("name", "version", "precision")))
 
 
-def framework_from_text(text: Any) -> FrameworkSpec:
+def framework_from_text(text: Any, plan: FrameworkSpec | None = None) -> FrameworkSpec:
     """A :class:`FrameworkSpec` from the command line's ``NAME[:key=value,...]``.
 
     The keys are a plan file's framework table's (``version``, ``precision``
     and the framework's options, :data:`sim.profiles.frameworks.FRAMEWORKS`),
     e.g. ``megatron:precision=bf16,overlap_grad_reduce=true``; ``true`` and
     ``false`` are booleans and a number is a number (``bucket_cap_mb=50``).
+
+    ``plan``: the framework the plan names, which the text overrides key by
+    key: the same framework and release keeps the plan's version, precision
+    and options that the text does not give; another framework or release
+    keeps only the plan's precision (the training's, not the framework's;
+    the options are the other release's table's).
     """
     check(isinstance(text, str) and text.strip() != "", "framework",
           "NAME[:key=value,...] text", text)
@@ -252,6 +258,13 @@ def framework_from_text(text: Any) -> FrameworkSpec:
         check(key != "name" and key not in doc, "framework", "each key once (the name "
               "before the colon)", key)
         doc[key] = val if key in ("version", "precision") else _option_value(val)
+    if plan is not None:
+        framework_from_data(doc, "--framework")  # the text alone first: its own errors
+        base = framework_to_data(plan)
+        if base["name"] != doc["name"] or doc.get("version", base.get("version")) != \
+                base.get("version"):
+            base = {"precision": base["precision"]} if "precision" in base else {}
+        doc = {**base, **doc}
     return framework_from_data(doc, "--framework")
 
 
