@@ -139,7 +139,7 @@ def plot_sweep(
         rs = [rs[i] for i in idx]
         m = [_num(r.get(f"{y}_mean")) for r in rs]
         color = f"C{gi % 10}"
-        label = f"{group}={g}" if group else "simulated (95% CI)"
+        label = _group_label(group, g) if group else "simulated (95% CI)"
         _error_bars(ax, xs, m, [_num(r.get(f"{y}_low")) for r in rs],
                     [_num(r.get(f"{y}_high")) for r in rs], logy=logy, color=color, label=label,
                     fmt="o-")
@@ -162,6 +162,12 @@ def plot_sweep(
     ax.grid(alpha=0.3)
     fig.savefig(path, dpi=120)
     return path
+
+
+def _group_label(group: str, value: Any) -> str:
+    """A sweep line's legend: ``factor=value``; a point that leaves the factor at the
+    experiment's base value (a ``POINTS`` entry without it: None) says so."""
+    return f"{group}: base value" if value is None else f"{group}={value}"
 
 
 def plot_summary_table(

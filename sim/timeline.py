@@ -199,6 +199,16 @@ def _b(x: bool) -> str:
     return _JSON_TRUE if x else _JSON_FALSE
 
 
+#: The suffix of a pass's name when a failure (or its lost step) cut it: the viewer shows
+#: the lost work by name, beside ``args.lost``.
+LOST_SUFFIX = " (lost)"
+
+
+def _pass_name(back: bool, lost: bool) -> str:
+    """A compute pass's event name: ``forward``/``backward``, `` (lost)`` appended if lost."""
+    return ("backward" if back else "forward") + (LOST_SUFFIX if lost else "")
+
+
 #: Spans per formatting call when writing (bounds the memory of one call).
 _CHUNK = 50_000
 
@@ -525,7 +535,7 @@ class Recorder(NullRecorder):
     def pass_lost(self, rep: Any, mb: Any, t0: float, t1: float) -> None:
         """A replica's pass was interrupted at ``t1`` (a failure, or its step was lost)."""
         st = mb.step
-        self._span(rep.name, "compute", "backward" if mb.back else "forward", "compute", t0, t1,
+        self._span(rep.name, "compute", _pass_name(mb.back, True), "compute", t0, t1,
                    _PASS, (rep.stage, rep.index, mb.id % self.microbatches if st is not None
                            else mb.id, "null" if st is None else st.index,
                            _b(mb.target >= 0 and not mb.back), _JSON_TRUE))
@@ -696,7 +706,7 @@ class Recorder(NullRecorder):
                     t1: float, *, lost: bool = False) -> None:
         """A framework device's compute pass (a model ``stage``, ``chunk`` of the device)."""
         st = mb.step
-        self._span(dev.name, "compute", "backward" if back else "forward", "compute", t0, t1,
+        self._span(dev.name, "compute", _pass_name(back, lost), "compute", t0, t1,
                    _DEVICE_PASS, (stage, dev.index, mb.id % self.microbatches,
                                   "null" if st is None else st.index, chunk, _b(lost)))
 
@@ -722,8 +732,8 @@ class Recorder(NullRecorder):
         proc = f"s{stage}r{replica}"
         t1 = t0 + compute if lost_at is None else lost_at
         if compute > 0 or lost_at is not None:
-            self._span(proc, "compute", "forward", "compute", t0, t1, _SERVE,
-                       (stage, replica, mb, _b(lost_at is not None)))
+            self._span(proc, "compute", _pass_name(False, lost_at is not None), "compute", t0, t1,
+                       _SERVE, (stage, replica, mb, _b(lost_at is not None)))
         if hop > 0 and lost_at is None:
             self._span(proc, "send", "activation", "transfer", t1, t1 + hop, _SERVE,
                        (stage, replica, mb, _JSON_FALSE))
@@ -1416,9 +1426,12 @@ KINDS = ("forward", "backward", "recompute", "step", "transfer", "queue", "colle
 def _kind(e: dict[str, Any]) -> str:
     cat = e.get("cat", "")
     if cat == "compute":
-        if e.get("name") == "backward":
+        name = e.get("name", "")
+        if name.endswith(LOST_SUFFIX):
+            name = name[:-len(LOST_SUFFIX)]
+        if name == "backward":
             return "backward"
-        if e.get("name") == "forward":
+        if name == "forward":
             return "recompute" if (e.get("args") or {}).get("recompute") else "forward"
         return "step"
     return cat if cat in KINDS else "other"

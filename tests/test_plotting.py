@@ -58,3 +58,22 @@ def test_plot_gossip_estimates_accepts_no_interval(tmp_path):
     path = plotting.plot_gossip_estimates([1, 2], [mean_ci([1.0]), mean_ci([1.0, 2.0, 3.0])],
                                           tmp_path / "e.png")
     assert path.exists()
+
+
+def test_a_point_at_the_base_value_is_not_labelled_none(tmp_path, monkeypatch):
+    """A sweep of POINTS where some leave the line factor at the experiment's base value
+    (no ``bandwidth`` in their params): their line was labelled ``bandwidth=None``; it
+    says ``bandwidth: base value``; the others keep ``bandwidth=5``."""
+    labels = []
+    draw = plotting._error_bars
+
+    def spy(*a, **k):
+        labels.append(k.get("label"))
+        return draw(*a, **k)
+
+    monkeypatch.setattr(plotting, "_error_bars", spy)
+    rows = [{"steps": s, "throughput_mean": 1.0, "throughput_low": 0.9, "throughput_high": 1.1,
+             **({"bandwidth": 5} if s > 2 else {})} for s in (1, 2, 3, 4)]
+    out = plotting.plot_summary_table(rows, ["steps", "bandwidth"], ["throughput"], tmp_path)
+    assert out[0].exists()
+    assert labels == ["bandwidth: base value", "bandwidth=5"]

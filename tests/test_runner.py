@@ -602,3 +602,38 @@ def test_quick_prints_what_it_overrides(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--quick overrides: FACTORS={'x': [1]} (the file's FACTORS or POINTS are not used), " \
            "REPLICATIONS=2" in err
+
+
+DILOCO_SWEEP = '''
+from sim.training import TrainingConfig, training_model
+
+NAME = "diloco_sweep"
+BASE = TrainingConfig(stages=1, replicas=(3,), microbatches=3, steps=6, param_size=10.0,
+                      bandwidth=5.0, sync="diloco:every=3")
+FACTORS = {"bandwidth": [5.0, 50.0]}
+REPLICATIONS = 2
+SEED = 0
+
+
+def model(config, streams):
+    return training_model(config, streams)
+'''
+
+
+def test_a_sweep_table_leaves_out_a_metric_no_point_measured(tmp_path, capsys):
+    """A DiLoCo sweep: ``throughput_steady`` (the saturated async pipeline's rate) is NaN in
+    every record; its column printed ``nan [nan, nan]`` at every point. It is named on a line
+    under the table instead (summary.csv keeps it); the other columns are as before."""
+    from sim.cli import main
+
+    exp = tmp_path / "diloco_sweep.py"
+    exp.write_text(DILOCO_SWEEP)
+    out = tmp_path / "out"
+    assert main(["run", str(exp), "--out", str(out), "--executor", "serial", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    head = next(line for line in text.splitlines() if line.startswith("bandwidth"))
+    assert "throughput_steady" not in head and "throughput" in head.split()
+    assert "nan [nan, nan]" not in text
+    assert ("(throughput_steady: not measured at any point (NaN in every record), not shown)"
+            in text)
+    assert "throughput_steady_mean" in (out / "summary.csv").read_text().splitlines()[0]

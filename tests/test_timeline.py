@@ -335,6 +335,40 @@ def test_down_intervals_equal_a_replayed_trace(tmp_path):
     assert lost_at and set(lost_at) <= {5.5, 30.25, 60.0}  # passes cut when a worker went down
 
 
+LOST_RUNS = {
+    "des": ["train", "--stages", "2", "--replicas", "2", "--microbatches-per-step", "4",
+            "--steps", "5", "--mtbf", "20", "--replace-time", "5"],
+    "framework": ["train", "--stages", "4", "--schedule", "1f1b", "--p2p", "blocking", "--latency", "3",
+                  "--steps", "4", "--availability", "0.99", "--mean-downtime", "5",
+                  "--restart-cost", "2"],
+    "pipeline-des": ["pipeline", "--stages", "3", "--replicas", "2", "--microbatches", "60",
+                     "--stage-time", "1", "--latency", "0.2", "--availability", "0.9",
+                     "--skip-budget", "1", "--engine", "des"],
+}
+
+
+@pytest.mark.parametrize("engine", list(LOST_RUNS))
+def test_a_lost_pass_says_so_in_its_name(engine, tmp_path):
+    """docs/timeline.md: a pass cut by a failure is named ``forward (lost)`` or ``backward
+    (lost)`` (cat ``compute``, ``args.lost`` true), so the viewer shows the lost work; every
+    other pass is plain ``forward``/``backward``; ``gantt`` still draws it as its kind, lost.
+    (Before, a lost pass was named like a completed one: only ``args.lost`` told them apart.)"""
+    out = tmp_path / "t.json"
+    assert main([*LOST_RUNS[engine], "--replications", "1", "--timeline", str(out),
+                 "--quiet"]) == 0
+    trace = read_timeline(out)
+    assert validate(trace) == []
+    passes = _x(trace, "compute")
+    lost = [e for e in passes if e["args"]["lost"]]
+    assert lost and len(lost) < len(passes)
+    for e in passes:
+        base = "forward" if e["name"].startswith("forward") else "backward"
+        assert e["name"] == (base + " (lost)" if e["args"]["lost"] else base), e
+    bars = [b for r in gantt(trace).rows for b in r.bars]
+    assert sum(b.lost for b in bars) == len(lost)
+    assert {b.kind for b in bars if b.lost} <= {"forward", "backward", "recompute"}
+
+
 # ----------------------------------------------------------------------------- no number changes
 
 

@@ -205,3 +205,36 @@ def test_options_without_effect_are_refused(capsys, argv, message):
     out = capsys.readouterr()
     assert out.out == ""
     assert out.err.strip().splitlines() == ["dtsim learners: error: " + message]
+
+
+def test_time_options_take_units_as_the_other_commands_do(capsys):
+    """``dtsim learners``' times (--step-time, --grace, --mtbf, --replace-time,
+    --chip-download, --max-time) take a unit as --latency does ("100ms", "2h"; a bare
+    number is seconds): the same figures as the numbers in seconds; a size is refused in
+    one line, exit 2. (They were ``type=float``: "2h" was refused as not a number.)"""
+    import json
+
+    from sim.cli import main
+
+    base = ["learners", "--learners", "6", "--chips", "50", "--steps", "40", "--every", "10",
+            "--quorum", "4", "--replications", "2", "--json"]
+
+    def run(*argv: str) -> dict:
+        assert main([*base, *argv]) == 0
+        out = json.loads(capsys.readouterr().out)
+        return {k: v for k, v in out.items() if not k.startswith("run_") and k != "units"}
+
+    plain = run("--step-time", "10", "--grace", "0.5", "--mtbf", "7200", "--replace-time",
+                "300", "--chip-download", "2", "--max-time", "36000")
+    typed = run("--step-time", "10000ms", "--grace", "500ms", "--mtbf", "2h", "--replace-time",
+                "5min", "--chip-download", "2s", "--max-time", "10h")
+    assert plain["failures"] > 0 and typed == plain
+    for opt in ("--step-time", "--grace", "--mtbf", "--replace-time", "--chip-download",
+                "--max-time"):
+        with pytest.raises(SystemExit) as exc:
+            main(["learners", "--replications", "1", opt, "2GB"])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        dest = opt[2:].replace("-", "_")
+        assert err == [f"dtsim learners: error: argument {opt}: '{dest}' must be a time, not a "
+                       "size (seconds, or a number and a time unit: 10ms, 250us, 2h): '2GB'"]

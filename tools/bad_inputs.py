@@ -1167,6 +1167,20 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("learners/overflow-latency", LR("--latency", "1e308"), refuse("latency"),
             note="was inf in the output")
         add("learners/overflow-step-time", LR("--step-time", "1e308"), refuse("step_time"))
+        # the time options take a unit, as --latency does (a bare number is seconds)
+        add("learners/step-time-size-unit", LR("--step-time", "2GB"), refuse("step_time"))
+        add("learners/mtbf-rate-unit", LR("--mtbf", "10Gbit/s"), refuse("mtbf"))
+        add("learners/mtbf-unknown-unit", LR("--mtbf", "2 parsecs"), refuse("mtbf"))
+        add("learners/grace-size-unit", LR("--quorum", "2", "--grace", "5MB"), refuse("grace"))
+        add("learners/replace-time-unknown-unit", LR("--mtbf", "1e6", "--replace-time", "5 fortnights"),
+            refuse("replace_time"))
+        add("learners/chip-download-size-unit", LR("--mtbf", "1e6", "--chip-download", "5GB"),
+            refuse("chip_download"))
+        add("learners/max-time-negative-unit", LR("--max-time=-5h"), refuse("max_time"))
+        add("learners/ok-time-units", LR("--learners", "4", "--chips", "100", "--steps", "400",
+                                         "--step-time", "200ms", "--mtbf", "12d",
+                                         "--replace-time", "10s", "--max-time", "2h",
+                                         "--replications", "2"), ok("goodput"))
         add("learners/overflow-bandwidth", LR("--size", "1", "--bandwidth", "1e-308"),
             refuse("bandwidth"))
         add("learners/ok", LR("--learners", "4", "--chips", "100", "--steps", "400",

@@ -39,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--learners", type=int, default=d.learners, help=f"learners M (default {d.learners})")
     a("--chips", type=int, default=d.chips,
       help=f"chips a learner (all needed; default {d.chips})")
-    a("--step-time", type=float, default=d.step_time, help="an inner step (time units; default 1)")
+    a("--step-time", action=TimeOption, default=d.step_time, metavar="TIME",
+      help=f"an inner step's mean time: {TIME_HELP} (default 1)")
     a("--step-time-distribution", default=d.step_time_distribution,
       help="law of a step's time (mean --step-time): " + ", ".join(STEP_LAWS))
     a("--step-time-shape", type=float, default=d.step_time_shape,
@@ -49,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--quorum", type=int, default=None, metavar="K",
       help="an outer step goes on once K learners reported and either all members have or "
            "--grace passed (default: synchronous)")
-    a("--grace", type=float, default=0.0, metavar="W", help="the grace window (with --quorum)")
+    a("--grace", action=TimeOption, default=0.0, metavar="W",
+      help=f"the grace window (with --quorum): {TIME_HELP}")
     a("--size", action=SizeOption, default=d.size, metavar="SIZE",
       help=f"model parameters: {SIZE_HELP} (default 0)")
     a("--bandwidth", action=RateOption, default=d.bandwidth, metavar="RATE",
@@ -59,12 +61,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--bits", type=int, default=d.bits, help="payload bits a value (32, 16, 8, 4)")
     a("--value-bits", type=int, default=d.value_bits, help="bits a value has in --size (16)")
     a("--topk", type=float, default=None, help="top-k fraction sent (32-bit indices)")
-    a("--mtbf", type=float, default=d.mtbf, help="a chip's mean time to failure (default inf)")
-    a("--replace-time", type=float, default=d.replace_time,
-      help="a failed chip's replacement time")
-    a("--chip-download", type=float, default=d.chip_download,
-      help="a replaced chip's weight fetch time")
-    a("--max-time", type=float, default=math.inf, help="stop a replication here")
+    a("--mtbf", action=TimeOption, default=d.mtbf, metavar="TIME",
+      help=f"a chip's mean time to failure: {TIME_HELP} (default inf)")
+    a("--replace-time", action=TimeOption, default=d.replace_time, metavar="TIME",
+      help=f"a failed chip's replacement time: {TIME_HELP}")
+    a("--chip-download", action=TimeOption, default=d.chip_download, metavar="TIME",
+      help=f"a replaced chip's weight fetch time: {TIME_HELP}")
+    a("--max-time", action=TimeOption, default=math.inf, metavar="TIME",
+      help=f"stop a replication here: {TIME_HELP}")
     add_run_options(p, replications=5)
 
 
@@ -121,15 +125,15 @@ def run(args: argparse.Namespace) -> int:
     rows = [(label, str(est[key])) for label, key in (
         ("goodput (merged chip compute / chip time)", "goodput_fraction"),
         ("compute utilisation (fraction of wall time)", "compute_utilisation"),
-        ("time to train (time units)", "training_time"),
+        ("time to train (s)", "training_time"),
         ("outer steps", "outer_syncs"), ("chip failures", "failures"),
         ("model downloads", "outer_downloads"), ("late merges", "late_merges"),
-        ("work lost (chip-time)", "lost_outer_work"), ("events", "events"))]
+        ("work lost (chip s)", "lost_outer_work"), ("events", "events"))]
     print_table(rows, ("quantity", "mean (95% CI)"))
     stalled = sum(1 for r in records if r.get("stalled"))
     if stalled:
         print(f"{stalled} of {args.replications} replications stopped without an outer step "
-              f"for {cfg.stall_limit():.4g} time units (1000 failure-free rounds of "
+              f"for {cfg.stall_limit():.4g} s (1000 failure-free rounds of "
               f"every={cfg.every} steps and the sync): the learners' chips fail faster than "
               f"they take {cfg.every} inner steps (--mtbf {cfg.mtbf:g}, {cfg.chips} chips a "
               "learner); time to train is not measured")

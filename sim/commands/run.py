@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -58,10 +59,21 @@ def resolve_executor(executor: str | None, scheduler: str | None, default: str =
 
 
 def print_summary(result: SweepResult, *, max_metrics: int = 6) -> None:
-    """Print one line per point: parameters and ``mean [low, high]`` per metric."""
+    """Print one line per point: parameters and ``mean [low, high]`` per metric.
+
+    A metric no point measured (NaN in every record: the training DES's
+    ``throughput_steady`` of any run but a saturated async pipeline, DiLoCo's
+    included) is not a column of ``nan [nan, nan]`` but named on a line below
+    (summary.csv keeps it).
+    """
     metrics = result.metrics[:max_metrics]
+    summary = result.summary(metrics)
+    unmeasured = [m for m in metrics if summary and all(
+        not isinstance(s.get(f"{m}_mean"), (int, float)) or math.isnan(s[f"{m}_mean"])
+        for s in summary)]
+    metrics = [m for m in metrics if m not in unmeasured]
     rows = []
-    for s in result.summary(metrics):
+    for s in summary:
         cells = [format_number(s[f]) if isinstance(s.get(f), (int, float))
                  else "-" if s.get(f) is None else str(s[f])  # a factor this point does not set
                  for f in result.factors]
@@ -76,6 +88,9 @@ def print_summary(result: SweepResult, *, max_metrics: int = 6) -> None:
             cells.append(format_interval(s[f"{m}_mean"], s[f"{m}_low"], s[f"{m}_high"]))
         rows.append(tuple(cells))
     print_table(rows, tuple(result.factors) + ("reps",) + tuple(metrics))
+    if unmeasured:
+        print(f"({', '.join(unmeasured)}: not measured at any point (NaN in every record), "
+              "not shown)")
     if len(result.metrics) > max_metrics:
         print(f"(+{len(result.metrics) - max_metrics} more metrics in summary.csv)")
 

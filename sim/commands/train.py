@@ -74,6 +74,17 @@ PREDICTED = {
 }
 
 
+#: A fraction of worker time closer to 0 than this is float rounding of ``1 - busy / total``
+#: (a few ulps of 1, ~1e-16), printed as 0 (a real one so small is not shown by 4 digits).
+FRACTION_ROUNDING = 1e-12
+
+
+def _fraction(x: float) -> str:
+    """A fraction of worker time as the summary line prints it: 4 significant digits, one
+    within float rounding of 0 (``-7.661e-16``) as ``0``; the JSON keeps the value."""
+    return "0" if abs(x) < FRACTION_ROUNDING else f"{x:.4g}"
+
+
 def _floats(text: str) -> float | tuple[float, ...]:
     try:
         vals = tuple(float(p) for p in str(text).split(","))
@@ -1049,7 +1060,8 @@ def run(args: argparse.Namespace) -> int:
               f"({tu}) {sc['wait_time']:.4g}, degraded ({tu}) {sc['degraded_time']:.4g}")
         print(f"lost time ({tu}): {lost or 'none'}")
     else:
-        print(f"bubble {out['bubble_fraction']:.4g}, utilisation {out['utilisation']:.4g} "
+        print(f"bubble {_fraction(out['bubble_fraction'])}, utilisation "
+              f"{_fraction(out['utilisation'])} "
               f"(fractions of worker time); lost replica time ({tu}): {lost or 'none'}")
     cost = "" if out["cost"] is None else f", cost ${out['cost']:.4g} (--price per " \
         f"worker-hour x {out['worker_hours']:.4g} worker-hours), samples per dollar " \
