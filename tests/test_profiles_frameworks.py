@@ -301,19 +301,12 @@ def test_the_artifact_sends_once_per_pipeline_group(prof):
     pipe_engine.py:1069-1071), its gradient of hop 1 too, the others once; the DES over the
     plan network equals the closed form (1e-9) and the step is longer than the once-rule's by
     more than 5%."""
-    from sim.engines import predictions
     from sim.profiles.build import pair_time
-    from sim.rng import Streams
-    from sim.training import training_model
 
     steps = {}
     for fw in ("sailor-deepspeed", "deepspeed"):
         plan = _tp_plan((1, 4, 1), fw)
-        b = build_plan(plan, prof, steps=1, check_memory=False)
-        net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
-        closed = predictions("training", b.config)["step_time_mean"]["value"]
-        assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
-            pytest.approx(closed, rel=1e-9)
+        b, closed = _closed_form_equals_des(plan, prof)
         steps[fw] = closed
         mp = prof.model("OPT-350")
         size = 2 * mp.layer_sizes(1)[plan.stages[0].layers[-1]].activation_bytes
@@ -345,6 +338,21 @@ def test_tied_embeddings_need_one_tp_degree_at_both_ends(prof, tie):
                    check_memory=False)
     b = build_plan(_tp_plan((1, 2), "sailor-deepspeed"), prof, steps=1, check_memory=False)
     assert b.tied_allreduce_time == 0.0 and b.tied_allreduce_times == ()
+
+
+def _closed_form_equals_des(plan, prof):
+    """``plan``'s build and closed-form step time, asserting the DES over the plan's network
+    gives the same step (1e-9)."""
+    from sim.engines import predictions
+    from sim.rng import Streams
+    from sim.training import training_model
+
+    b = build_plan(plan, prof, steps=1, check_memory=False)
+    net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
+    closed = predictions("training", b.config)["step_time_mean"]["value"]
+    assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
+        pytest.approx(closed, rel=1e-9)
+    return b, closed
 
 
 def _ds(tps, version):
@@ -407,19 +415,11 @@ def test_deepspeed_0313_plan_des_equals_closed_form(prof):
     """A 0.3.13 plan (TP 2, three stages; TP 4, two), the DES over the plan's network (each
     gradient t flows of the whole tensor) equals the closed form (1e-9), and its step is
     longer than 0.16.5's: the whole gradients cost more than the all-gather 0.3.13 saves."""
-    from sim.engines import predictions
-    from sim.rng import Streams
-    from sim.training import training_model
 
     for tps in ((2, 2, 2), (4, 4)):
         step = {}
         for v in ("0.16.5", "0.3.13"):
-            b = build_plan(_ds(tps, v), prof, steps=1, check_memory=False)
-            net = build_plan(_ds(tps, v), prof, steps=1, check_memory=False, network=True)
-            closed = predictions("training", b.config)["step_time_mean"]["value"]
-            assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
-                pytest.approx(closed, rel=1e-9)
-            step[v] = closed
+            step[v] = _closed_form_equals_des(_ds(tps, v), prof)[1]
         assert step["0.3.13"] > 1.02 * step["0.16.5"], tps
 
 
@@ -526,9 +526,6 @@ def test_what_a_hop_carries_per_framework(prof):
     24 MiB under 0.3.13. The gradient: 2 x 8 MiB (0.16.5, Sailor), 2 x 16 MiB (Megatron and
     0.3.13), 16 MiB at TP 1. The DES over the plan's network equals the closed form with the
     mask (1e-9), and the step is longer than without it."""
-    from sim.engines import predictions
-    from sim.rng import Streams
-    from sim.training import training_model
 
     mib = 1024 * 1024
     want = {("deepspeed", 2): ((8, 2), (8, 2)), ("sailor-deepspeed", 2): ((8, 2), (8, 2)),
@@ -551,12 +548,7 @@ def test_what_a_hop_carries_per_framework(prof):
     for seq in (2048, 1):
         plan = replace(_ds((2, 2, 2), "0.3.13"), framework=FrameworkSpec(
             "deepspeed", "0.3.13", options=(("seq_length", seq),)))
-        b = build_plan(plan, prof, steps=1, check_memory=False)
-        net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
-        closed = predictions("training", b.config)["step_time_mean"]["value"]
-        assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
-            pytest.approx(closed, rel=1e-9)
-        steps[seq] = closed
+        steps[seq] = _closed_form_equals_des(plan, prof)[1]
     assert steps[2048] > 1.01 * steps[1]
 
 

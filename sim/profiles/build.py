@@ -292,11 +292,9 @@ def p2p_shares(plan: Plan, p2p: str, pipe_groups: bool = False) -> list[list[tup
     least capacity / count over its links and the time is an upper bound
     (:func:`physical_pair_time`).
     """
-    host = tuple(tuple(host_of(x, (j, i)) for i, x in enumerate(st.replicas))
-                 for j, st in enumerate(plan.stages))
     from ..training.schedules import p2p_program
 
-    return _p2p_shares(host, hop_flows(plan, pipe_groups), p2p_program(p2p)[0])
+    return _p2p_shares(_hosts(plan), hop_flows(plan, pipe_groups), p2p_program(p2p)[0])
 
 
 def hop_flows(plan: Plan, pipe_groups: bool = False) -> tuple[tuple[int, int], ...]:
@@ -927,23 +925,15 @@ def check_buckets(fb: FrameworkBehaviour, size: float, tp: int) -> None:
     any is timed (the ring law sums them one by one; ``--framework ddp:bucket_cap_mb=1e-300``
     used to run for ever). Names ``bucket_cap_mb`` (in MiB) when DDP's option set it, else
     ``bucket_size`` (bytes)."""
-    from ..errors import NEVER_PROBED, available_memory
-    from ..training.config import BYTES_PER_BUCKET
+    from ..training.config import check_bucket_count
 
     bucket = fb.bucket_bytes
     if size <= 0 or not bucket < math.inf:
         return
-    buckets = size / bucket
-    need = buckets * tp * BYTES_PER_BUCKET
-    if need <= NEVER_PROBED:
-        return
-    avail = available_memory()
     given = str(fb.sources.get("bucket_elements", "")).startswith("--sync")
     mib = fb.framework.key == "ddp" and not given
-    check(need <= avail, "bucket_cap_mb" if mib else "bucket_size", "large enough for the "
-          f"buckets of an all-reduce to fit in memory ({buckets:.3g} buckets of "
-          f"{format_bytes(size)} per GPU need about {format_bytes(need)}, "
-          f"{format_bytes(avail)} available)", bucket / 2**20 if mib else bucket)
+    check_bucket_count("bucket_cap_mb" if mib else "bucket_size", bucket / 2**20 if mib else bucket,
+                       size / bucket, tp, f"{format_bytes(size)} per GPU")
 
 
 def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int, gradient: bool = False
@@ -1072,12 +1062,12 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                       f"a divisor of the model's heads ({mp.shape.heads})", x.tp)
     fb = plan_behaviour(plan, mp, framework)
     if fb.tp_degrees is not None:  # the Sailor artifact's Megatron-DeepSpeed: 1, 2 or 4
+        *most, last = fb.tp_degrees
+        degrees = ", ".join(map(str, most)) + f" or {last} with framework {fb.framework.key}"
         for j, st in enumerate(plan.stages):
             for i, x in enumerate(st.replicas):
-                *most, last = fb.tp_degrees
-                check(x.tp in fb.tp_degrees, "tp", ", ".join(map(str, most)) + f" or {last}"
-                      f" with framework {fb.framework.key}, at stage {j} replica {i} (a Sailor "
-                      f"plan's tmp_per_stage[{j}][{i}]; {fb.sources['tp_degrees']})", x.tp)
+                check(x.tp in fb.tp_degrees, "tp", f"{degrees}, at stage {j} replica {i} (a "
+                      f"Sailor plan's tmp_per_stage[{j}][{i}]; {fb.sources['tp_degrees']})", x.tp)
     for j, st in enumerate(plan.stages):  # replicas of one stage with different TP degrees
         tps = sorted({x.tp for x in st.replicas})
         if len(tps) == 1:

@@ -142,6 +142,20 @@ def dp_group_rounds(tps: Any) -> tuple[int, int]:
     return rounds, T // rounds
 
 
+def check_bucket_count(name: str, value: Any, buckets: float, rings: int, what: str) -> None:
+    """Refuse a bucket size (``value`` of ``name``) whose all-reduce, cut into ``buckets``
+    buckets (of ``what``) on each of ``rings`` rings, needs more memory than there is
+    (:data:`BYTES_PER_BUCKET` a bucket and ring): the DES's rule, and the closed form's before
+    its ring law sums the buckets one by one (:func:`sim.profiles.build.check_buckets`)."""
+    need = buckets * rings * BYTES_PER_BUCKET
+    if need <= NEVER_PROBED:  # (a smaller need is had: see sim.errors.NEVER_PROBED)
+        return
+    avail = available_memory()
+    check(need <= avail, name, f"large enough for the buckets of an all-reduce to fit in memory "
+          f"({buckets:.3g} buckets of {what} need about {format_bytes(need)}, "
+          f"{format_bytes(avail)} available)", value)
+
+
 def pipe_group_chains(groups: int, sender: int, receiver: int) -> tuple[int, int]:
     """``(chains, messages)`` of one micro-batch's activation (or gradient) over a hop from a
     replica of TP ``sender`` to one of TP ``receiver`` in a pipeline of ``groups`` pipeline
@@ -1069,13 +1083,8 @@ class TrainingConfig:
                        *(self.allreduce_sizes or ())]) / tmax
         buckets = largest / self.bucket_size if self.bucket_size < math.inf else 1.0
         check_memory("tensor_parallel", tmax, float(tmax) * sum(reps) * BYTES_PER_RANK)
-        need = buckets * tmax * BYTES_PER_BUCKET
-        if need > NEVER_PROBED:  # (a smaller need is had: see sim.errors.NEVER_PROBED)
-            avail = available_memory()
-            check(need <= avail, "bucket_size", f"large enough for the buckets of an all-reduce "
-                  f"to fit in memory ({buckets:.3g} buckets of the largest all-reduce need "
-                  f"about {format_bytes(need)}, {format_bytes(avail)} available)",
-                  self.bucket_size)
+        check_bucket_count("bucket_size", self.bucket_size, buckets, tmax,
+                           "the largest all-reduce")
         if self.network is None:
             for name, default in (("network_nodes", None), ("nic", None),
                                   ("checkpoint_node", None),
