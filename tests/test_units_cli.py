@@ -417,3 +417,80 @@ def test_plan_and_topologies_json_name_their_units(capsys):
 
     assert PLAN_UNITS["plans[].peak_memory"] == "B"
     assert PLAN_UNITS["plans[].predicted_iteration_time"] == "s"
+
+
+def test_train_time_options_take_units(capsys):
+    """Every time option of dtsim train: the same run as the seconds they stand for.
+
+    A point with failures, checkpoints, restarts, downtime and per-stage pass
+    times, so each converted value is used (a wrong factor moves the numbers).
+    """
+    timed = ["--mtbf", "2h", "--replace-time", "5min", "--restart-cost", "30s",
+             "--checkpoint-every", "2", "--checkpoint-cost", "10s", "--forward-time", "1s,2s",
+             "--backward-time", "1500ms,3s", "--optimizer-time", "250ms", "--availability",
+             "0.9", "--mean-downtime", "1min", "--detection-timeout", "2s", "--max-time", "3h",
+             "--stall-limit", "1d"]
+    plain = ["--mtbf", "7200", "--replace-time", "300", "--restart-cost", "30",
+             "--checkpoint-every", "2", "--checkpoint-cost", "10", "--forward-time", "1,2",
+             "--backward-time", "1.5,3", "--optimizer-time", "0.25", "--availability", "0.9",
+             "--mean-downtime", "60", "--detection-timeout", "2", "--max-time", "10800",
+             "--stall-limit", "86400"]
+    base = ["train", "--stages", "2", "--microbatches-per-step", "4", "--steps", "30",
+            "--replications", "2", "--seed", "5"]
+    a = _same_run(capsys, [*base, *timed], [*base, *plain])
+    given = a["units"]["given"]
+    assert given["mtbf"] == {"text": "2h", "value": 7200.0, "unit": "s", "as": "2h"}
+    assert [g["value"] for g in given["backward_times"]] == [1.5, 3.0]
+    assert given["stall_limit"]["value"] == 86400.0
+    # the units are used, not ignored: 2 min is not 2 (the run's seconds)
+    b, _ = _json(capsys, [*base, *[("2" if t == "7200" else t) for t in plain]])
+    assert _results(b) != _results(a)
+
+
+def test_train_domain_and_wait_times_take_units(capsys):
+    """--domain-downtime and --max-wait (a skipping pipeline), and --preemption-notice."""
+    base = ["train", "--stages", "3", "--replicas", "2", "--microbatches-per-step", "4",
+            "--steps", "10", "--replications", "2", "--seed", "1", "--availability", "0.9",
+            "--mean-downtime", "20", "--domain-outage", "0.05", "--skip-budget", "1"]
+    _same_run(capsys, [*base, "--domain-downtime", "1min", "--max-wait", "500ms"],
+              [*base, "--domain-downtime", "60", "--max-wait", "0.5"])
+    job = ["train", "--stages", "2", "--steps", "20", "--replications", "2", "--mtbf", "300",
+           "--replace-time", "10", "--strategy", "redundancy", "--seed", "2"]
+    a = _same_run(capsys, [*job, "--preemption-notice", "2min"],
+                  [*job, "--preemption-notice", "120"])
+    assert a["preemption_notice"] == 120.0
+
+
+def test_train_times_with_units_need_seconds_and_a_plan_has_no_hour(capsys):
+    """A time with a unit off a one-second clock names --hour; --hour with --plan is refused
+    (it relabelled a plan's seconds: 'time to train (min) 242.08' for 242 s)."""
+    _, err = _run(capsys, ["train", "--stages", "2", "--hour", "60", "--mtbf", "2h"], status=2)
+    assert err.strip() == ("dtsim train: error: 'hour' must be 3600 (time units of one second) "
+                           "when a rate or time is given with a unit (2h): 60.0")
+    _, err = _run(capsys, ["train", "--stages", "2", "--hour", "60", "--mtbf", "100",
+                           "--strategy", "redundancy", "--preemption-notice", "30s"], status=2)
+    assert "'hour' must be 3600" in err and "(30s)" in err
+    # aws's 120 s notice is 2 time units when an hour is 60 of them
+    out, _ = _json(capsys, ["train", "--stages", "2", "--steps", "5", "--replications", "1",
+                            "--hour", "60", "--mtbf", "100", "--replace-time", "1",
+                            "--strategy", "redundancy", "--preemption-notice", "aws"])
+    assert out["preemption_notice"] == 2.0
+    plan = str(__import__("pathlib").Path(__file__).resolve().parent.parent / "sim" / "profiles"
+               / "data" / "runs" / "mit-N2_D1.json")
+    _, err = _run(capsys, ["train", "--plan", plan, "--model", "OPT-350", "--replications",
+                           "1", "--hour", "60"], status=2)
+    assert err.strip().startswith("dtsim train: error: 'hour' must be given only without --plan")
+
+
+def test_plan_failure_times_take_units(capsys):
+    """dtsim plan's --mtbf/--replace-time/--restart-cost/--checkpoint-cost (seconds)."""
+    base = ["plan", "--model", "OPT-350", "--fleet-from-runs", "mit-N2_D1", "--top", "1",
+            "--steps", "3", "--checkpoint-every", "1", "--seed", "4"]
+    a, _ = _json(capsys, [*base, "--mtbf", "1h", "--replace-time", "1min", "--restart-cost",
+                          "20s", "--checkpoint-cost", "500ms"])
+    b, _ = _json(capsys, [*base, "--mtbf", "3600", "--replace-time", "60", "--restart-cost",
+                          "20", "--checkpoint-cost", "0.5"])
+    a_search, b_search = a.pop("search"), b.pop("search")  # the search's own wall time differs
+    assert a_search.keys() == b_search.keys()
+    assert _results(a) == _results(b)
+    assert a["units"]["given"]["mtbf"]["value"] == 3600.0

@@ -1054,6 +1054,24 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("checkpoint_cost"))
         add("train/domain-downtime-without-domain-outage", TR("--domain-downtime", "3"),
             refuse("domain_downtime"))
+        # the time options take a unit, as --latency does (a bare number is the run's unit)
+        add("train/mtbf-rate-unit", TR("--mtbf", "10Gbit/s"), refuse("mtbf"))
+        add("train/mtbf-unknown-unit", TR("--mtbf", "2 parsecs"), refuse("mtbf"))
+        add("train/forward-time-size-unit", TR("--forward-time", "1s,2GB"), refuse("forward_time"))
+        add("train/max-time-negative-unit", TR("--max-time=-5h"), refuse("max_time"))
+        add("train/stall-limit-size-unit", TR("--stall-limit", "5MB"), refuse("stall_limit"))
+        add("train/time-unit-off-the-second", TR("--hour", "60", "--mtbf", "2h"), refuse("hour"),
+            note="a unit converts to seconds; --hour 60 makes the time unit a minute")
+        add("train/notice-unit-off-the-second", TR("--hour", "60", "--mtbf", "100",
+                                                   "--strategy", "redundancy",
+                                                   "--preemption-notice", "30s"), refuse("hour"))
+        add("train/notice-size-unit", TR("--mtbf", "100", "--strategy", "redundancy",
+                                         "--preemption-notice", "2GB"), refuse("preemption_notice"))
+        add("train/ok-time-units", TR("--stages", "2", "--steps", "20", "--replications", "2",
+                                      "--mtbf", "2h", "--replace-time", "5min",
+                                      "--checkpoint-every", "5", "--checkpoint-cost", "10s",
+                                      "--restart-cost", "30s", "--forward-time", "1s,1500ms"),
+            ok("throughput"))
         add("train/skip-penalty-without-skip-budget", TR("--skip-penalty", "0.1"),
             refuse("skip_penalty"))
         add("train/one-replication-no-interval",
@@ -1632,6 +1650,8 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/plan-with-stages", T("--plan", good, "--stages", "4"), refuse("stages"))
     add("train/plan-with-forward-time", T("--plan", good, "--forward-time", "1"),
         refuse("forward_time"))
+    add("train/plan-with-hour", T("--plan", good, "--hour", "60"), refuse("hour"),
+        note="a plan's times are seconds: --hour relabelled them (time to train in min)")
     add("train/explain-without-plan", T("--explain"), refuse("explain"))
     add("train/model-without-plan", T("--model", "OPT-350"), refuse("model"))
     add("train/plan-skip-with-blocking", T("--plan", good, "--skip-budget", "1", *one),
@@ -2273,6 +2293,9 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     quick = ["--global-batch-size", "8", "--simulate", "0", "--top", "1"]
     add("plan/runs", P(*gh, *quick), ok("predicted"))
     add("plan/no-fleet", P("--global-batch-size", "8"), refuse("fleet"))
+    add("plan/mtbf-size-unit", P(*gh, *quick, "--mtbf", "5GB"), refuse("mtbf"))
+    add("plan/restart-cost-unknown-unit", P(*gh, *quick, "--mtbf", "1h", "--restart-cost",
+                                            "2 fortnights"), refuse("restart_cost"))
     add("plan/two-fleets", P(*gh, "--fleet-from-runs", "mit-N2_D1"), refuse("fleet"))
     add("plan/no-batch-size", P(*gh), refuse("global_batch_size"),
         note="--nodes gives no batch size; --fleet-from-runs gives the runs' one")

@@ -47,12 +47,15 @@ __all__ = ["NETWORK_UNITS", "PIPELINE_UNITS", "PLAN_UNITS", "TOPOLOGY_UNITS",
            "pipeline_transfers", "check_gossip", "flow_terms",
            "SizeOption", "RateOption", "TimeOption", "TimesOption", "given_quantities",
            "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
-           "units_object", "given_line", "transfer_line", "network_spans", "check_hour", "SIZE_HELP", "RATE_HELP", "TIME_HELP"]
+           "units_object", "given_line", "transfer_line", "network_spans", "check_hour", "SIZE_HELP", "RATE_HELP", "TIME_HELP",
+           "RUN_TIME_HELP", "TRAIN_TIMES"]
 
 #: What a size, rate or time option's help says about its unit.
 SIZE_HELP = "bytes, or with a unit: 2GB, 512MiB, 16Gbit"
 RATE_HELP = "B/s, or with a unit: 10Gbit/s, 100MB/s, 25Gbps"
 TIME_HELP = "s, or with a unit: 10ms, 5us"
+#: What a time option of a run with its own time unit (``--hour``) says about its unit.
+RUN_TIME_HELP = "time units (seconds unless --hour says otherwise), or with a unit: 90s, 5min, 2h"
 
 #: Namespace attribute holding how each quantity option was typed.
 _GIVEN = "_quantities"
@@ -414,8 +417,17 @@ def _hops(args: argparse.Namespace) -> list[float]:
     return list(lat) if isinstance(lat, tuple) else [lat]
 
 
+#: ``dtsim train``'s time options: in the run's time units (``--hour``), or with a unit.
+TRAIN_TIMES = ("forward_time", "backward_times", "optimizer_time", "mean_downtime",
+               "domain_downtime", "mtbf", "replace_time", "detection_timeout", "max_wait",
+               "checkpoint_cost", "restart_cost", "max_time", "stall_limit")
+
+
 def check_train(args: argparse.Namespace, cfg: Any) -> None:
-    """``dtsim train`` (not --plan): :func:`check_transfers` over its network or links."""
+    """``dtsim train`` (not --plan): a time with a unit only on a one-second clock
+    (:func:`check_hour` over :data:`TRAIN_TIMES`), then :func:`check_transfers` over its
+    network or links."""
+    check_hour(args, cfg.hour, TRAIN_TIMES)
     links = _links(cfg, args, layout=True)
     if cfg.network is not None:
         options = {"param_size": SIZE, "activation_size": SIZE, "bucket_size": SIZE, "nic": RATE}

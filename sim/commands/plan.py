@@ -21,7 +21,7 @@ from ..errors import ConfigError, check, check_choice, check_int, check_output_f
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
 from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table, warn
-from ._units import PLAN_UNITS, units_object
+from ._units import PLAN_UNITS, TIME_HELP, TimeOption, given_line, units_object
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "plan"
@@ -98,14 +98,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "their measured times")
     a("--out", default=None, metavar="FILE", help="write the chosen plan (JSON) for dtsim train --plan")
     f = p.add_argument_group("failures in the simulations")
-    f.add_argument("--mtbf", type=float, default=math.inf,
-                   help="spot: mean time to preemption of each GPU group (default inf)")
-    f.add_argument("--replace-time", type=float, default=0.0, help="spot: time to replace one")
-    f.add_argument("--restart-cost", type=float, default=None,
-                   help="restart time after a lost iteration (needed with failures)")
+    f.add_argument("--mtbf", action=TimeOption, default=math.inf, metavar="TIME",
+                   help=f"spot: mean time to preemption of each GPU group: {TIME_HELP} "
+                        "(default inf)")
+    f.add_argument("--replace-time", action=TimeOption, default=0.0, metavar="TIME",
+                   help=f"spot: time to replace one: {TIME_HELP}")
+    f.add_argument("--restart-cost", action=TimeOption, default=None, metavar="TIME",
+                   help=f"restart time after a lost iteration (needed with failures): {TIME_HELP}")
     f.add_argument("--checkpoint-every", type=int, default=0, metavar="K",
                    help="checkpoint every K iterations")
-    f.add_argument("--checkpoint-cost", type=float, default=0.0, help="checkpoint time")
+    f.add_argument("--checkpoint-cost", action=TimeOption, default=0.0, metavar="TIME",
+                   help=f"checkpoint time: {TIME_HELP}")
     add_failure_trace_options(p)
     add_run_options(p, replications=1, executor=False)
 
@@ -353,7 +356,7 @@ def run(args: argparse.Namespace) -> int:
                       "simulated_iteration_time": None if s is None else s["iteration_time"],
                       "plan": plan_to_data(r.plan), "refused": err}
                      for r, p, s, err in compared],
-            "out": args.out, "units": units_object(PLAN_UNITS),
+            "out": args.out, "units": units_object(PLAN_UNITS, args),
         })
         return 0
     print(f"{model.name} on {fleet_gpus(fleet)}; global batch {req.global_batch_size}, "
@@ -361,6 +364,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"searched {res.evaluated} plans ({res.partitions} cuts, {res.refused} refused for "
           f"memory or links) in {res.seconds:.2f} s; {res.groups_pruned} groups and {res.skipped} "
           "cuts pruned by the bound")
+    units = given_line(args)
+    if units is not None:
+        print(units)
     rows = []
     for i, (c, s) in enumerate(zip(res.candidates, sims, strict=True)):
         shape, gpus, stages = _describe(c.plan)

@@ -33,15 +33,18 @@ from ..training import (
 )
 from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
+from ..units import TIME, parse_quantity
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit, warn
 from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
 from ._units import (
     RATE_HELP,
+    RUN_TIME_HELP,
     SIZE_HELP,
     TIME_HELP,
     RateOption,
     SizeOption,
+    TimeOption,
     TimesOption,
     check_train,
     given_line,
@@ -123,12 +126,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--schedule", default=None,
       help="one of " + ", ".join(SCHEDULES) + f" (default {d.schedule}; 1f1b with --plan)")
     a("--routing", default=d.routing, help="one of " + ", ".join(ROUTINGS))
-    a("--forward-time", type=_floats, default=1.0,
-      help="nominal forward time per stage, or one per stage (default 1)")
+    a("--forward-time", action=TimesOption, default=1.0, metavar="TIME[,TIME...]",
+      help=f"nominal forward time per stage, or one per stage: {RUN_TIME_HELP} (default 1)")
     a("--backward-ratio", type=float, default=d.backward_ratio,
       help=f"backward time over forward time (default {d.backward_ratio}; 0: forward only)")
-    a("--backward-time", type=_floats, default=None, dest="backward_times",
-      help="nominal backward time per stage, or one per stage (replaces --backward-ratio)")
+    a("--backward-time", action=TimesOption, default=None, dest="backward_times",
+      metavar="TIME[,TIME...]",
+      help=f"nominal backward time per stage, or one per stage: {RUN_TIME_HELP} (replaces "
+           "--backward-ratio)")
     a("--p2p", default=None, metavar="MODE",
       help="point-to-point transfers: " + ", ".join(P2PS) + " (default overlap: on a "
            "communication stream beside the compute, one at a time per sender and receiver "
@@ -207,12 +212,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--value-bits", type=int, default=d.value_bits, metavar="B",
       help="bits a value has in --param-size (and a plan's sizes): DiLoCo's payload is "
            "bits/value_bits of it (default 16)")
-    a("--optimizer-time", type=float, default=0.0, help="optimizer step time (default 0)")
+    a("--optimizer-time", action=TimeOption, default=0.0, metavar="TIME",
+      help=f"optimizer step time: {RUN_TIME_HELP} (default 0)")
     a("--availability", type=float, default=d.availability, help="worker availability (default 1)")
-    a("--mean-downtime", type=float, default=d.mean_downtime, help="mean worker outage")
+    a("--mean-downtime", action=TimeOption, default=d.mean_downtime, metavar="TIME",
+      help=f"mean worker outage: {RUN_TIME_HELP}")
     a("--domain-outage", type=float, default=d.domain_outage,
       help="unavailability of each stage's shared domain (default 0)")
-    a("--domain-downtime", type=float, default=d.domain_downtime, help="mean domain outage")
+    a("--domain-downtime", action=TimeOption, default=d.domain_downtime, metavar="TIME",
+      help=f"mean domain outage: {RUN_TIME_HELP}")
     a("--failure-distribution", default=d.failure_distribution,
       help="up/down law: " + ", ".join(DISTRIBUTIONS))
     a("--failure-shape", type=float, default=None,
@@ -222,19 +230,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "bandwidth in B/s and latency in s, or with units: tree:host_latency=5us)")
     a("--placement", default=None, metavar="POLICY",
       help="with --topology: " + ", ".join(PLACEMENTS) + " (default shared)")
-    a("--mtbf", type=float, default=math.inf, help="spot: mean time to preemption (default inf)")
-    a("--replace-time", type=float, default=0.0, help="spot: time to replace a preempted worker")
-    a("--detection-timeout", type=float, default=0.0, help="time to detect a lost pass")
+    a("--mtbf", action=TimeOption, default=math.inf, metavar="TIME",
+      help=f"spot: mean time to preemption: {RUN_TIME_HELP} (default inf)")
+    a("--replace-time", action=TimeOption, default=0.0, metavar="TIME",
+      help=f"spot: time to replace a preempted worker: {RUN_TIME_HELP}")
+    a("--detection-timeout", action=TimeOption, default=0.0, metavar="TIME",
+      help=f"time to detect a lost pass: {RUN_TIME_HELP}")
     a("--skip-budget", type=int, default=0, help="stages a microbatch may skip")
     a("--skip-penalty", type=float, default=0.0, help="quality lost per skip kappa")
     a("--penalty", default=d.penalty, help="multiplicative or additive")
-    a("--max-wait", type=float, default=0.0, help="wait at an out stage (default 0; inf: stall)")
+    a("--max-wait", action=TimeOption, default=0.0, metavar="TIME",
+      help=f"wait at an out stage: {RUN_TIME_HELP} (default 0; inf: stall)")
     a("--checkpoint-every", type=_checkpoint_every, default=0, metavar="K",
       help="checkpoint every K steps, or auto: the whole K of least exact cost around the "
            "exact best interval (Poisson job failures, restart model)")
-    a("--checkpoint-cost", type=float, default=0.0, metavar="C", help="checkpoint time")
-    a("--restart-cost", type=float, default=None, metavar="Q",
-      help="restart time after a lost step (the restart model; default none)")
+    a("--checkpoint-cost", action=TimeOption, default=0.0, metavar="C",
+      help=f"checkpoint time: {RUN_TIME_HELP}")
+    a("--restart-cost", action=TimeOption, default=None, metavar="Q",
+      help=f"restart time after a lost step (the restart model): {RUN_TIME_HELP} (default none)")
     a("--price", type=_floats, default=None,
       help="price per worker-hour: one value, or one per worker (stage-major); with --plan per "
            "GPU-hour (a replica of TP t costs t times it; default the catalogue's prices)")
@@ -242,11 +255,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="a CSV of time,price: the price per worker-hour over the run's time (instead of "
            "--price), integrated over each worker's billed time")
     a("--samples-per-microbatch", type=float, default=1.0, help="samples in a microbatch")
-    a("--hour", type=float, default=3600.0, help="time units per hour (default 3600)")
+    a("--hour", type=float, default=3600.0,
+      help="time units per hour (default 3600: the time unit is a second; a time or rate given "
+           "with a unit needs 3600; not with --plan, whose times are seconds)")
     a("--arrival", default=d.arrival, help="async only: " + ", ".join(ARRIVALS))
     a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
-    a("--max-time", type=float, default=math.inf,
-      help="stop each replication at this simulated time (default inf: when N steps are done)")
+    a("--max-time", action=TimeOption, default=math.inf, metavar="TIME",
+      help=f"stop each replication at this simulated time: {RUN_TIME_HELP} (default inf: when "
+           "N steps are done)")
     a("--network", default=None, metavar="SPEC|FILE",
       help="the network every transfer crosses (a topology spec or graph file: links with "
            "bandwidth in B/s and latency in s, or with units, e.g. tree:host_bandwidth="
@@ -269,10 +285,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="with --network: maxmin (default) or rtt (SimGrid CM02's 1/latency weighting)")
     a("--checkpoint-node", default=None, metavar="NODE",
       help="with --network: checkpoints write each stage's parameters to this node")
-    a("--stall-limit", type=float, default=None, metavar="T",
+    a("--stall-limit", action=TimeOption, default=None, metavar="T",
       help="stop a replication that makes no progress (no checkpoint, no new step) for this "
-           "simulated time, and say why (default: 1000 failure-free checkpoint intervals; "
-           "inf: never)")
+           f"simulated time, and say why: {RUN_TIME_HELP} (default: 1000 failure-free "
+           "checkpoint intervals; inf: never)")
     a("--engine", default="auto",
       help="training engine: auto (the DES; the job engine for a step-level strategy), des, "
            "compiled (the numba event loop, same model with its own random numbers; refuses "
@@ -288,9 +304,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a CSV of workers,step_time or pipelines,step_time: measured step "
                         "times for a step-level strategy (default: the DES's failure-free "
                         "steps)")
-    g.add_argument("--preemption-notice", default=None, metavar="S|aws|gcp",
+    g.add_argument("--preemption-notice", default=None, metavar="TIME|aws|gcp",
                    help="announce each preemption (trace or spot model) this long ahead: "
-                        "seconds, aws (120) or gcp (30); the strategy decides what it does")
+                        f"{RUN_TIME_HELP}; aws (120 s) or gcp (30 s); the strategy decides "
+                        "what it does")
     add_failure_trace_options(p)
     add_timeline_options(p, what="every pass, transfer, collective chunk, step, checkpoint, "
                          "restart, down interval and preemption")
@@ -363,6 +380,8 @@ def _check_options(args: argparse.Namespace) -> None:
     for dest in ("strategy", "step_times", "preemption_notice"):
         refuse_unless(args, dest, not plan, "without --plan (a plan runs DeepSpeed's programs on "
                       "the framework engine, which restarts from its checkpoint on a failure)")
+    refuse_unless(args, "hour", not plan, "without --plan (a plan's times are seconds; another "
+                  "--hour would only relabel them)")
     refuse_unless(args, "price_series", not plan, "without --plan (a plan's --price is per "
                   "GPU-hour; a price series per worker-hour is not defined for it yet)")
     for dest in ("sync_wait", "stragglers"):  # they were accepted and ignored with --plan
@@ -526,15 +545,27 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
 NOTICES = {"aws": 120.0, "gcp": 30.0}
 
 
-def _notice(text: str | None) -> float:
+def _notice(text: str | None, hour: float) -> float:
+    """``--preemption-notice`` in the run's time units (``hour`` of them make an hour).
+
+    A plain number is in those units, as every time option; ``aws``, ``gcp`` and
+    a time with a unit are seconds, converted by ``hour`` (a unit needs the
+    one-second clock, as everywhere: :func:`sim.commands._units.check_hour`).
+    """
     if text is None:
         return 0.0
+    scale = hour / 3600.0 if 0 < hour < math.inf else 1.0  # a bad --hour is refused by the config
     if text.strip().lower() in NOTICES:
-        return NOTICES[text.strip().lower()]
+        return NOTICES[text.strip().lower()] * scale
     try:
-        return float(text)
-    except ValueError:
-        raise ConfigError("preemption_notice", "seconds, aws (120) or gcp (30)", text) from None
+        q = parse_quantity(text, TIME, "preemption_notice")
+    except ConfigError:
+        raise ConfigError("preemption_notice", "time units, a time with a unit (90s, 2min), aws "
+                          "(120 s) or gcp (30 s)", text) from None
+    if q.unit is not None and float(hour) != 3600.0:
+        raise ConfigError("hour", f"3600 (time units of one second) when a rate or time is "
+                          f"given with a unit ({q.text.strip()})", hour)
+    return q.value
 
 
 def _strategy(args: argparse.Namespace) -> Any:
@@ -599,7 +630,7 @@ def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
         backward_times=args.backward_times, p2p=args.p2p or "overlap",
         virtual_stages=args.virtual_stages,
         stall_limit=args.stall_limit, strategy=strategy, step_times=args.step_times,
-        notice=_notice(args.preemption_notice),
+        notice=_notice(args.preemption_notice, args.hour),
     )
     if args.network is not None:
         check_choice("contention", args.contention, ("on", "off"))
