@@ -147,8 +147,9 @@ def plot_sweep(
             ex = [_num(r.get(exact)) for r in rs]
             ax.plot(xs, ex, linestyle="--", color=color, zorder=3,
                     label="exact" if not group else None)
-    if not numeric:
-        ax.set_xticks(list(order.values()), list(order.keys()))
+    if not numeric:  # categories in order; a point at the experiment's base value says so
+        names = {str(v): "base value" if v is None else str(v) for v in xs_all}
+        ax.set_xticks(list(order.values()), [names[k] for k in order])
     else:
         _integer_ticks(ax.xaxis, xs_all)
     if logy:

@@ -77,3 +77,21 @@ def test_a_point_at_the_base_value_is_not_labelled_none(tmp_path, monkeypatch):
     out = plotting.plot_summary_table(rows, ["steps", "bandwidth"], ["throughput"], tmp_path)
     assert out[0].exists()
     assert labels == ["bandwidth: base value", "bandwidth=5"]
+
+
+def test_a_point_at_the_base_value_is_not_a_none_tick(tmp_path, monkeypatch):
+    """The x factor left at the base value by some POINTS: its tick read ``None``; it reads
+    ``base value`` (the other categories as they are, in order of appearance)."""
+    ticks = []
+    save = plotting.Figure.savefig
+
+    def spy(fig, *a, **k):
+        ticks.extend(t.get_text() for t in fig.axes[0].get_xticklabels())
+        return save(fig, *a, **k)
+
+    monkeypatch.setattr(plotting.Figure, "savefig", spy)
+    rows = [{"bandwidth": b, "throughput_mean": 1.0, "throughput_low": 0.9,
+             "throughput_high": 1.1} for b in (None, "1GB/s", "10GB/s")]
+    out = plotting.plot_summary_table(rows, ["bandwidth"], ["throughput"], tmp_path)
+    assert out[0].exists()
+    assert ticks == ["base value", "1GB/s", "10GB/s"]
