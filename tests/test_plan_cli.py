@@ -240,20 +240,93 @@ def test_a_plan_searched_on_a_fleet_files_links_runs_on_them(tmp_path, capsys):
                                                     f"'{fleet}'")
 
 
-def test_a_model_given_by_its_shape_alone_is_refused_naming_the_model(tmp_path, capsys):
-    """A shape-only profile has no measured times for the search to rank (dtsim train --plan
-    estimates it): one line naming 'model', not 'fleet' with an empty list of measured GPU
-    types ("the profile of S measured (): 'GH-96'", as before)."""
+def _shape_only(tmp_path, network=True):
+    """A profiles folder with model S given by its shape alone (and the shipped curves)."""
+    import shutil
+
+    from sim.profiles.formats import DATA_DIR
+
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "S.json").write_text(json.dumps({
         "model": "S", "bytes_per_value": 2, "shape": {
             "layers": 4, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 1000}}))
-    code = main(["plan", "--model", "S", "--profiles", str(tmp_path), "--nodes",
-                 "GH-96:4x1@us-central1-a", "--global-batch-size", "8", "--simulate", "0"])
+    if network:
+        shutil.copy(DATA_DIR / "bandwidths.json", tmp_path)
+    return tmp_path
+
+
+def test_a_model_given_by_its_shape_alone_is_planned_on_estimates(tmp_path, capsys):
+    """A shape-only profile was refused by dtsim plan ('model' must be a profile with measured
+    times), though dtsim train --plan runs it on estimates. The search now ranks the same
+    roofline rows build_plan estimates (at the powers of two dividing the global batch and TP
+    up to the node), says so, and each plan's prediction is dtsim train --plan's closed form
+    of the plan it writes."""
+    from sim.planner.fleets import parse_nodes
+    from sim.planner.models import shape_search_model
+    from sim.profiles.estimates import Estimator
+
+    d = _shape_only(tmp_path)
+    out = tmp_path / "best.json"
+    argv = ["plan", "--model", "S", "--profiles", str(d), "--nodes", "GH-96:4x2@us-central1-a",
+            "--global-batch-size", "8", "--simulate", "1", "--top", "3"]
+    assert main([*argv, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert ("S is given by its shape: every time is estimated (the roofline lower bound at the "
+            "GPU's datasheet peak, docs/real_runs.md), on GH-96; micro-batch sizes 1, 2, 4, 8 "
+            "(the powers of two dividing the global batch; --microbatch-sizes to choose)") in text
+    assert "estimated from the model's shape at the GPU's datasheet peak" in text
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model_from_shape"] and len(doc["plans"]) == 3
+    best = doc["plans"][doc["chosen"]]
+    assert main(["train", "--plan", str(out), "--profiles", str(d), "--model", "S", "--steps",
+                 "1", "--replications", "1", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["predicted_step_time"] == pytest.approx(best["predicted_iteration_time"],
+                                                       rel=1e-12)
+    # the rows searched are build_plan's estimates, row for row (fp16: 2-byte activations)
+    prof = load_profiles(d, models=("S",))
+    fleet = parse_nodes("GH-96:4x2@us-central1-a", prof.network)
+    m, notes = shape_search_model(prof, prof.model("S"), fleet, None, None, 8)
+    assert m.combinations() == tuple(("GH-96", b, t) for b in (1, 2, 4, 8) for t in (1, 2, 4))
+    est = Estimator(prof, prof.model("S"), value_bytes=2)
+    for gpu, b, t in m.combinations():
+        assert m.layer_times(gpu, b, t) == est.layer_times(gpu, b, t)[0]
+
+
+def test_a_shape_model_on_gpus_without_a_datasheet_is_refused_naming_the_fleet(tmp_path,
+                                                                               capsys):
+    """A catalogue GPU type with no peak FLOP/s: nothing to estimate on; one line."""
+    d = _shape_only(tmp_path)
+    (d / "gpus.json").write_text(json.dumps({"gpus": [
+        {"name": "X1", "memory_bytes": 8e10, "price_per_hour": 1.0}]}))
+    code = main(["plan", "--model", "S", "--profiles", str(d), "--nodes", "X1:4x1@z",
+                 "--global-batch-size", "8", "--simulate", "0"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1
-    assert err[0].startswith("dtsim plan: error: 'model' must be a profile with measured times")
-    assert err[0].endswith(": 'S'")
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("dtsim plan: error: 'fleet' must be GPUs whose datasheet the "
+                             "catalogue holds"), err
+
+
+def test_a_plan_inside_one_node_needs_no_network_curve(tmp_path, capsys):
+    """Two stages on one 4-GPU node of a kind the network has no curve for: the closed form
+    timed it, the DES refused it ('a link for every pair of node kinds': it built the node's
+    NIC and GPU paths though no transfer leaves the node); one stage on one replica: no link
+    at all ('must be given at least one link'). Both run now, the DES equal to the closed
+    form (no contention inside: each replica its own intra-node link)."""
+    d = _shape_only(tmp_path, network=False)
+    for layers, reps in (([[0, 2], [3, 5]], 1), ([[0, 5]], 1)):
+        stages = [{"first_layer": a, "last_layer": b, "replicas": [
+            {"gpu": "GH-96", "tp": 2 if len(layers) == 2 else 4, "gpus_per_node": 4,
+             "zone": "us-central1-a", "host": "n0", "count": reps}]} for a, b in layers]
+        plan = tmp_path / f"p{len(layers)}.json"
+        plan.write_text(json.dumps({"model": "S", "microbatch_size": 2, "global_batch_size": 8,
+                                    "stages": stages}))
+        assert main(["train", "--plan", str(plan), "--profiles", str(d), "--model", "S",
+                     "--steps", "2", "--replications", "1", "--json"]) == 0, \
+            capsys.readouterr().err
+        run = json.loads(capsys.readouterr().out)
+        assert run["step_time_mean"] == pytest.approx(run["predicted_step_time"], rel=1e-9)
 
 
 def test_a_fleet_whose_nodes_have_no_link_is_warned_about(tmp_path, capsys):

@@ -3288,9 +3288,17 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
         "model": "S", "bytes_per_value": 2, "shape": {
             "layers": 4, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 1000}}))
     add("model-shape-only", dtsim("plan", "--model", "S", "--profiles", str(shape_only), *gh,
-                                  *q), refuse("model"),
-        note="no measured times to search (train --plan estimates a shape; the search does "
-             "not): it named the fleet with an empty list of measured GPU types")
+                                  *q), ok("given by its shape: every time is estimated"),
+        note="searched on the roofline estimates train --plan gives a shape (it was refused: "
+             "'model' must be a profile with measured times)")
+    no_sheet = fx.root / "p-shape-no-datasheet"
+    (no_sheet / "models").mkdir(parents=True, exist_ok=True)
+    (no_sheet / "models" / "S.json").write_text((shape_only / "models" / "S.json").read_text())
+    (no_sheet / "gpus.json").write_text(_json.dumps({"gpus": [
+        {"name": "X1", "memory_bytes": 8e10, "price_per_hour": 1.0}]}))
+    add("model-shape-only-no-datasheet", dtsim("plan", "--model", "S", "--profiles",
+                                               str(no_sheet), "--nodes", "X1:4x1@z", *q),
+        refuse("fleet"), note="no peak FLOP/s or memory bandwidth to estimate a shape on")
     add("simulate-with-failures-ok", P(*gh, "--global-batch-size", "8", "--simulate", "1",
                                        "--top", "1", "--mtbf", "1000", "--restart-cost", "5"),
         ok("predicted"))

@@ -64,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="samples per iteration (required unless --fleet-from-runs gives it)")
     a("--objective", default="time", help="one of " + ", ".join(OBJECTIVES) + " (default time)")
     a("--microbatch-sizes", type=_ints, default=None, metavar="B[,B]",
-      help="micro-batch sizes to try (default: every measured one dividing the global batch)")
+      help="micro-batch sizes to try (default: every measured one dividing the global batch; "
+           "for a model given by its shape alone, the powers of two dividing it)")
     a("--tp", type=_ints, default=None, metavar="T[,T]", help="TP degrees to try (default all)")
     a("--max-stages", type=int, default=None, help="deepest pipeline to try")
     a("--layouts", default=",".join(LAYOUTS),
@@ -266,7 +267,7 @@ def _describe(plan: Any) -> tuple[str, str, str]:
 def run(args: argparse.Namespace) -> int:
     from ..planner import search_plans
     from ..planner.fleets import fleet_gpus
-    from ..planner.models import ProfilePlanModel, simulate_plan
+    from ..planner.models import ProfilePlanModel, shape_search_model, simulate_plan
     from ..profiles import load_profiles, plan_to_data
     from ..profiles.estimates import Estimator
     from ..profiles.formats import framework_from_text
@@ -289,8 +290,6 @@ def run(args: argparse.Namespace) -> int:
         check_output_file("out", args.out)
     failures = _failures(args)
     profiles = load_profiles(args.profiles, models=(args.model,))
-    # a forward-only profile's backward passes (and missing optimizer steps) by the stated rules
-    model = Estimator(profiles, profiles.model(args.model)).completed()
     fleet, gbs_default, runs = _fleet(args, profiles)
     _check_prices(args, fleet)
     if fleet.network is not profiles.network:  # the fleet's links time its plans
@@ -301,6 +300,13 @@ def run(args: argparse.Namespace) -> int:
         fw = framework_from_text(args.framework)
     elif runs and len({r.plan.framework for r in runs}) == 1:
         fw = runs[0].plan.framework  # the runs' framework (a Sailor run's: sailor-deepspeed)
+    model = profiles.model(args.model)
+    shape_notes: tuple[str, ...] = ()
+    if not model.times:  # given by its shape alone: the search ranks estimated rows
+        model, shape_notes = shape_search_model(profiles, model, fleet, req.microbatch_sizes,
+                                                req.tp, req.global_batch_size, fw)
+    else:  # a forward-only profile's backward passes (and optimizer steps) by the stated rules
+        model = Estimator(profiles, model).completed()
     pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p, framework=fw,
                           fleet=fleet)
     check(args.schedule == "1f1b" or pm.p2p != "batched", "schedule",
@@ -343,6 +349,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json({
             "model": model.name, "fleet": fleet_gpus(fleet), "objective": req.objective,
             "global_batch_size": req.global_batch_size, "chosen": chosen,
+            "model_from_shape": list(shape_notes),
             "search": {"evaluated": res.evaluated, "partitions": res.partitions,
                        "groups": res.groups, "groups_pruned": res.groups_pruned,
                        "refused": res.refused, "skipped": res.skipped,
@@ -364,6 +371,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"searched {res.evaluated} plans ({res.partitions} cuts, {res.refused} refused for "
           f"memory or links) in {res.seconds:.2f} s; {res.groups_pruned} groups and {res.skipped} "
           "cuts pruned by the bound")
+    for note in shape_notes:
+        print(note)
     units = given_line(args)
     if units is not None:
         print(units)

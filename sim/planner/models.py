@@ -42,7 +42,7 @@ from ..profiles.frameworks import FrameworkSpec, check_mask_sized, resolve
 from ..results import mean_ci, summarize
 from ..runner import replicate
 
-__all__ = ["Prediction", "ProfilePlanModel", "simulate_plan"]
+__all__ = ["Prediction", "ProfilePlanModel", "shape_search_model", "simulate_plan"]
 
 
 @dataclass(frozen=True)
@@ -390,6 +390,67 @@ class ProfilePlanModel:
                      for w, s in zip(weights, sizes, strict=True))
         bucket = tuple(w + s.params * bpv for w, s in zip(weights, sizes, strict=True))
         return ((buffers, held), (0.0, bucket))
+
+
+def shape_search_model(profiles: Profiles, model: ModelProfile, fleet: Fleet,
+                       microbatch_sizes: tuple[int, ...] | None, tps: tuple[int, ...] | None,
+                       global_batch_size: int, framework: FrameworkSpec | None = None
+                       ) -> tuple[ModelProfile, tuple[str, ...]]:
+    """What the search ranks for a model given by its shape alone, and what it tried.
+
+    Every time is the roofline estimate ``dtsim train --plan`` gives such a model
+    (:mod:`sim.profiles.estimates`, at the framework's activation bytes, as
+    :func:`~sim.profiles.build.build_plan` estimates them), at each combination
+    of: the fleet's GPU types whose datasheet the catalogue holds (peak FLOP/s and
+    memory bandwidth); the micro-batch sizes given, else the powers of two that
+    divide the global batch; the TP degrees given, else the powers of two up to
+    the GPUs of the type's largest node (a TP group stays in one node). The
+    search then keeps the combinations the framework runs and the heads divide.
+
+    Returns
+    -------
+    (ModelProfile, tuple of str)
+        The model with those rows, and one line per choice (for the output).
+    """
+    from ..profiles.estimates import Estimator
+
+    assert model.shape is not None and not model.times
+    fb = resolve(framework, model.bytes_per_value, sequence=model.shape.sequence)
+    est = Estimator(profiles, model, value_bytes=fb.activation_bytes)
+    most: dict[str, int] = {}
+    for kind, count in fleet.nodes:
+        if count > 0:
+            most[kind.gpu] = max(most.get(kind.gpu, 0), kind.gpus_per_node)
+    bpv = fb.activation_bytes
+
+    def datasheet(gpu: str) -> bool:
+        g = profiles.gpus[gpu] if gpu in profiles.gpus else None
+        peak = None if g is None else (g.peak_flops if bpv <= 2 else
+                                       (g.peak_flops_tf32 or g.peak_flops_fp32))
+        return peak is not None and g.memory_bandwidth is not None  # type: ignore[union-attr]
+
+    gpus = sorted(g for g in most if datasheet(g))
+    check(bool(gpus), "fleet", f"GPUs whose datasheet the catalogue holds (peak FLOP/s and "
+          f"memory bandwidth: {model.name} is given by its shape, its times estimated from "
+          "them)", ", ".join(sorted(most)))
+    sizes = microbatch_sizes if microbatch_sizes is not None else tuple(
+        b for b in (2 ** k for k in range(global_batch_size.bit_length()))
+        if global_batch_size % b == 0)
+    combos = []
+    for gpu in gpus:
+        degrees = tps if tps is not None else tuple(
+            2 ** k for k in range(most[gpu].bit_length()) if 2 ** k <= most[gpu])
+        combos.extend((gpu, b, t) for b in sizes for t in degrees)
+    notes = (f"{model.name} is given by its shape: every time is estimated (the roofline "
+             "lower bound at the GPU's datasheet peak, docs/real_runs.md), on "
+             + ", ".join(gpus) + "; micro-batch sizes " + ", ".join(map(str, sizes))
+             + ("" if microbatch_sizes is not None else " (the powers of two dividing the "
+                "global batch; --microbatch-sizes to choose)"),)
+    skipped = sorted(set(most) - set(gpus))
+    if skipped:
+        notes += (f"not searched: {', '.join(skipped)} (no datasheet peak FLOP/s or memory "
+                  "bandwidth in the catalogue to estimate on)",)
+    return est.from_shape(tuple(combos)), notes
 
 
 def simulate_plan(pm: ProfilePlanModel, plan: Plan, *, steps: int = 3, replications: int = 1,

@@ -267,10 +267,10 @@ class _Search:
         self.prices = dict(request.prices)
         check(fleet.gpus > 0, "fleet", "at least one GPU (a node kind with count >= 1)",
               ", ".join(f"{k.gpu} x {n}" for k, n in fleet.nodes))
-        check(len(model.gpus) > 0, "model", "a profile with measured times ('times' rows: the "
-              "search ranks the GPU types, micro-batch sizes and TP degrees they measured; a "
-              "model given by its shape alone runs in dtsim train --plan, its times estimated "
-              "from the GPUs' datasheets)", model.name)
+        check(len(model.gpus) > 0, "model", "a profile with times ('times' rows: the search "
+              "ranks the GPU types, micro-batch sizes and TP degrees they hold; a model given "
+              "by its shape alone gets estimated rows from sim.planner.models."
+              "shape_search_model, as dtsim plan does)", model.name)
         self.types = tuple(t for t in fleet_types(fleet) if t.gpu in model.gpus)
         check(len(self.types) > 0, "fleet", f"GPUs of a type the profile of {model.name} measured "
               f"({', '.join(model.gpus)})", ", ".join(sorted({k.gpu for k, _ in fleet.nodes})))

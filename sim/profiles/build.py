@@ -762,6 +762,9 @@ def physical_network(plan: Plan, profiles: Profiles, tied: bool) -> Any:
             if tied and L > 1 and j == 0:
                 pairs.add(((0, i), (L - 1, i)))
     shared = {h for h in hosts.values() if list(hosts.values()).count(h) > 1}
+    # the hosts that exchange data with another host: only their GPUs' paths and NICs carry
+    # flows (a node whose traffic stays inside needs no curve of the network's)
+    crossing = {h for wa, wb in pairs if hosts[wa] != hosts[wb] for h in (hosts[wa], hosts[wb])}
     links: list[Any] = []
     order = [f"s{j}r{i}" for (j, i) in sorted(reps)]
     node_of: dict[str, Any] = {}
@@ -776,10 +779,14 @@ def physical_network(plan: Plan, profiles: Profiles, tied: bool) -> Any:
     for w in sorted(reps):
         rep, _ = reps[w]
         h = hosts[w]
+        if h not in crossing:
+            continue
         links.append(LinkValue(f"s{w[0]}r{w[1]}", f"{h}/gpu",
                                scale_capacity(net.link(rep.node, rep.node, 1, 1).bandwidth,
                                               rep.tp)))
     for h, rep in node_of.items():
+        if h not in crossing:
+            continue
         nic = net.link(rep.node, rep.node, *(2 * (_measured(net, rep.node, rep.node,
                                                              rep.gpus_per_node),)))
         # no latency here: a measured link's latency is the whole GPU-to-GPU path's, paid once
@@ -798,7 +805,10 @@ def physical_network(plan: Plan, profiles: Profiles, tied: bool) -> Any:
                                reverse_bandwidth=None if y["pair"].bandwidth == x["pair"].bandwidth
                                else y["pair"].bandwidth))
     vertices = order + [f"{h}/{v}" for v in ("intra",) for h in node_of if h in shared] + \
-        [f"{h}/{v}" for h in node_of for v in ("gpu", "nic")]
+        [f"{h}/{v}" for h in node_of if h in crossing for v in ("gpu", "nic")]
+    if not links:  # one replica, one stage: nothing moves (as plan_network)
+        links.append(LinkValue("s0r0", "idle", float("inf")))
+        vertices.append("idle")
     return NetworkValue(tuple(links), tuple(NodeValue(v) for v in vertices))
 
 

@@ -410,6 +410,16 @@ class Estimator:
                             "the GPU's datasheet peak (roofline lower bound)",)
 
     # -- a profile the planner can search ---------------------------------------------
+    def from_shape(self, combinations: tuple[tuple[str, int, int], ...]) -> ModelProfile:
+        """A model given by its shape alone, with the estimates at ``combinations`` (``(gpu,
+        microbatch size, tp)``) as its rows: what :mod:`sim.planner` searches. A plan it picks
+        is timed by :func:`~sim.profiles.build.build_plan` on the model itself, which gives
+        the same rows by the same rule (:meth:`_from_shape`) and names them as estimates."""
+        m = self.model
+        check(not m.times and self.shape is not None, "model", "a model given by its shape "
+              "alone (one with measured times is searched as measured)", m.name)
+        return replace(m, times=tuple((k, self._from_shape(*k)[0]) for k in combinations))
+
     def completed(self) -> ModelProfile:
         """The model's profile with its measured combinations only, each forward-only row's
         backward and missing optimizer step filled by the rules (what :mod:`sim.planner`
