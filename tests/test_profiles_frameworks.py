@@ -552,6 +552,41 @@ def test_what_a_hop_carries_per_framework(prof):
     assert steps[2048] > 1.01 * steps[1]
 
 
+def test_deepspeed_0313_keeps_the_masks_in_memory(prof, runs):
+    """DeepSpeed 0.3.13 with GPT2ModelPipe holds a 1 x 1 x seq x seq bool mask (seq^2 bytes) in
+    each input buffer (stage 0's loaded batches, engine.py:625-638; a later stage's received
+    ones cast back to bool, 886-891, 898), one more per micro-batch in flight where the forward
+    pass's clone (488, kept in the output buffer, 523) does not replace the received one (a
+    later stage with TP > 1 does, 499-504), and after the first stage the fp16 receive buffer
+    (866: 2 seq^2). Hand-worked at seq 2048 (4 MiB a mask): the deepest shipped plan (4 stages
+    of TP 4, 32 micro-batches; input buffers max(2, min(L - j + 1, m)) = 5, 4, 3, 2; in
+    flight 4, 3, 2, 1) holds 5 + 4 = 9, 4 + 2 = 6, 3 + 2 = 5 and 2 + 2 = 4 masks' worth, 36, 24,
+    20 and 16 MiB; three TP-1 stages, 4 micro-batches: 4 + 3 = 7, 3 + 2 + 2 = 7, 2 + 1 + 2 = 5
+    (28, 28, 20 MiB). A plan's memory adds them to its buffers (0.16.5: no mask, unchanged)."""
+    from sim.profiles.build import mask_memory, plan_memory
+
+    mib, model = 2 ** 20, prof.model("OPT-350")
+    deepest = max(runs.values(), key=lambda r: r.plan.pipeline_stages).plan
+    assert (deepest.pipeline_stages, deepest.microbatches) == (4, 32)
+    assert {x.tp for st in deepest.stages for x in st.replicas} == {4}
+    assert [mask_memory(2048, j, 4, 32, 4, 1) / mib for j in range(4)] == [36, 24, 20, 16]
+    assert [mask_memory(2048, j, 3, 4, 1, 1) / mib for j in range(3)] == [28, 28, 20]
+    assert mask_memory(None, 1, 3, 4, 1, 1) == 0.0
+    base = plan_memory(deepest, model, prof.gpus, pipe_buffers=1)
+    masked = plan_memory(deepest, model, prof.gpus, pipe_buffers=1, mask_sequence=2048)
+    assert [(b.buffers - a.buffers) / mib for a, b in zip(base, masked, strict=True)] == \
+        [36] * 4 + [24] * 4 + [20] * 4 + [16] * 4
+    plan = _ds((1, 1, 1), "0.3.13")  # 2 replicas, micro-batch 2, global batch 16: m = 4
+    built = build_plan(plan, prof, steps=1, check_memory=False)
+    plain = build_plan(replace(plan, framework=FrameworkSpec("deepspeed", "0.16.5")), prof,
+                       steps=1, check_memory=False)
+    held = plan_memory(plan, model, prof.gpus, pipe_buffers=1)
+    assert [(g.buffers - h.buffers) / mib for g, h in zip(built.memory, held, strict=True)] \
+        == [28, 28, 28, 28, 20, 20]
+    assert [g.buffers for g in plain.memory] == \
+        [g.buffers for g in plan_memory(plan, model, prof.gpus)]
+
+
 def test_the_mask_needs_its_sequence(prof):
     """0.3.13's mask is sized by the framework option seq_length or the model profile's shape;
     with neither a plan with a pipeline hop is refused in one line, a one-stage plan runs

@@ -31,6 +31,7 @@ from ..profiles.build import (
     explain_rows,
     in_flight,
     intra_capacity,
+    mask_memory,
     node_links,
     p2p_flows,
     pair_link,
@@ -385,6 +386,9 @@ class ProfilePlanModel:
             extra = self._fb.pipe_buffers  # DeepSpeed 0.3.13 keeps one more
             buffers = max(2, min(stages - stage + extra, microbatches)) * microbatch_size \
                 * self._recv[tp]
+        # the attention masks DeepSpeed 0.3.13 keeps with GPT2ModelPipe (none elsewhere)
+        buffers += mask_memory(self._fb.sequence, stage, stages, microbatches, tp,
+                               self._fb.pipe_buffers, self.schedule)
         weights = [s.params * (2 * bpv + opt) for s in sizes]
         held = tuple(w + n * microbatch_size * s.activation_memory_bytes
                      for w, s in zip(weights, sizes, strict=True))

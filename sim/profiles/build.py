@@ -66,7 +66,9 @@ per GPU of the TP group:
   ``min(L - j, m)``, GPipe: ``m``; Narayanan et al., ICML 2021), plus
   DeepSpeed's received-input buffers, ``max(2, min(L - j, m))`` of the
   previous stage's output (its ``num_pipe_buffers``; 0.3.13's
-  ``max(2, min(L - j + 1, m))``);
+  ``max(2, min(L - j + 1, m))``); with DeepSpeed 0.3.13 and Megatron-LM
+  v1.1.5's ``GPT2ModelPipe`` the ``seq x seq`` attention masks those buffers
+  and the forward passes keep (:func:`mask_memory`);
 * or, when larger, DeepSpeed's flattened all-reduce bucket (a copy of at most
   ``5e8`` gradient elements, live after the last backward freed the
   activations);
@@ -89,7 +91,7 @@ from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, check_mask
 from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
-           "in_flight", "plan_allreduce_time", "pair_link", "pair_time", "plan_network",
+           "in_flight", "mask_memory", "plan_allreduce_time", "pair_link", "pair_time", "plan_network",
            "explain_rows", "plan_behaviour", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
            "physical_network"]
@@ -153,6 +155,42 @@ def in_flight(schedule: str, stages: int, stage: int, microbatches: int) -> int:
     if schedule == "gpipe":
         return microbatches
     return min(stages - stage, microbatches)
+
+
+def mask_memory(sequence: int | None, stage: int, stages: int, microbatches: int, tp: int,
+                pipe_buffers: int, schedule: str = "1f1b") -> float:
+    """Bytes of attention masks stage ``stage`` holds under DeepSpeed 0.3.13 with Megatron-LM
+    v1.1.5's ``GPT2ModelPipe`` (``sequence`` its ``seq``; None: no mask, 0 bytes).
+
+    Every micro-batch's input carries a ``1 x 1 x seq x seq`` boolean mask, one
+    byte an element (DachengLi1/AMP ``Megatron-LM-v1.1.5-3D_parallelism/megatron/
+    utils.py:156-161, 199``; ``pretrain_gpt2.py:102-112`` with ``megatron/fp16/fp16.py:44-53``,
+    which casts float tensors only, keeps it bool), and at
+    tag v0.3.13 ``runtime/pipe/engine.py``:
+
+    * each of the stage's ``max(2, min(L - j + pipe_buffers, m))`` input buffers
+      (``schedule.py:243-247``) keeps one: stage 0 its loaded batch's
+      (625-638; stage 0 sends no gradient, so nothing frees them), a later stage
+      the received one cast back to bool (886-891, kept at 898, freed by the
+      gradient's send, 853);
+    * each forward pass clones its inputs (488) and the clone travels through the
+      layers (``transformer.py:505-513``) into the output buffer (523, freed by the
+      backward pass, 605; at the last stage Megatron-LM's masked ``masked_fill_``,
+      ``gpt2_model.py:40-42``, run by ``fused_softmax.py:121`` without the
+      off-by-default softmax fusions, ``arguments.py:516-522``, keeps it for the backward pass): ``n_j`` more,
+      the micro-batches in flight, except at a stage after the first with TP > 1,
+      whose buffer takes the clone in place of the received mask (499, 504);
+    * a stage after the first receives every mask into its one receive buffer, in
+      fp16 (``_recv_tensor_meta`` once, 866; ``p2p.recv`` into it, 886): ``2 seq^2``.
+
+    The fp16 copy a sender makes to send it (781) lives only during the send."""
+    if not sequence:
+        return 0.0
+    j, L, m = stage, stages, microbatches
+    held = max(2, min(L - j + pipe_buffers, m))
+    if not (j > 0 and tp > 1):
+        held += in_flight(schedule, L, j, m)
+    return float(sequence) * sequence * (held + (2 if j > 0 else 0))
 
 
 def plan_allreduce_time(network: NetworkProfile, nodes: list[Any], flows: list[int], size: float,
@@ -505,13 +543,17 @@ def _model(plan: Plan, profiles: Profiles, model: str | None) -> ModelProfile:
 
 
 def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: str = "1f1b",
-                sizes_at: Any = None, pipe_buffers: int = 0) -> tuple[GPUMemory, ...]:
+                sizes_at: Any = None, pipe_buffers: int = 0,
+                mask_sequence: int | None = None) -> tuple[GPUMemory, ...]:
     """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike).
 
     ``sizes_at(tp)`` gives the layers' sizes at a TP degree (default the profile's,
     :meth:`ModelProfile.layer_sizes`; :class:`~sim.profiles.estimates.Estimator` where the
     profile has none). ``pipe_buffers``: received-input buffers beyond ``min(L - j, m)``
-    (the framework's, :attr:`FrameworkBehaviour.pipe_buffers`: 1 in DeepSpeed 0.3.13)."""
+    (the framework's, :attr:`FrameworkBehaviour.pipe_buffers`: 1 in DeepSpeed 0.3.13).
+    ``mask_sequence``: the sequence of the attention masks the buffers and forward passes
+    keep (:func:`mask_memory`, counted with the buffers; None: no mask, the framework's
+    :attr:`FrameworkBehaviour.sequence`)."""
     layer_sizes = sizes_at if sizes_at is not None else model.layer_sizes
     L = len(plan.stages)
     m = plan.microbatches
@@ -537,6 +579,7 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                     prev = plan.stages[j - 1]
                     buffers = max(2, min(L - j + pipe_buffers, m)) * mbs \
                         * sizes[prev.layers[-1]].activation_bytes
+                buffers += mask_memory(mask_sequence, j, L, m, rep.tp, pipe_buffers, schedule)
                 hit = alike[(rep.gpu, rep.tp)] = (g, P, act, buffers)
             g, P, act, buffers = hit
             n = in_flight(schedule, L, j, m)
@@ -1264,7 +1307,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         notes.extend(link_estimates(net, plan_pairs(plan, mp.tied_embeddings).values()))
     buckets = overlapped_buckets(plan, net, sync, ar_sizes, profiles) if overlapped else ()
     opt = tuple(max(t[2] for t in row) for row in times)
-    memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers)
+    memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers, fb.sequence)
     if check_memory:
         for g in memory:
             if g.total > g.capacity:

@@ -321,7 +321,12 @@ DEEPSPEED_0313 = Framework(
         "gradient_clipping > 0, constants.py:179 GRADIENT_CLIPPING_DEFAULT = 0., and then by "
         "torch.nn.utils.clip_grad_norm_ of the rank's own parameters: no collective); fp16: "
         "runtime/fp16/fused_optimizer.py:212 (step's has_overflow; runtime/utils.py:126-129 "
-        "all_reduce over mpu.get_model_parallel_group()); the mpu is the pipeline grid "
+        "all_reduce over mpu.get_model_parallel_group()) and 248 (then the gradient norm, "
+        "runtime/utils.py:171-220, all-reduced over the same group at 217 whether or not it "
+        "clips: two one-value all-reduces, their latency not modelled); Megatron-LM v1.1.5's "
+        "apex FusedAdam (DachengLi1/AMP Megatron-LM-v1.1.5-3D_parallelism/megatron/training.py:"
+        "25, 294-302) makes it FP16_Optimizer (runtime/engine.py:689-701); the mpu is the "
+        "pipeline grid "
         "(deepspeed/__init__.py:134, runtime/pipe/module.py:504-505), whose group is every stage "
         "and TP rank of one data-parallel index (runtime/pipe/topology.py:303-312, 441-442); "
         "no bf16 in this release"),
