@@ -475,7 +475,7 @@ def test_deepspeed_versions_and_their_options():
             ", pipe_partitioned; fp32_allreduce: DeepSpeed 0.16.5's runtime/config.py reads no "
             "such key (0.3.13's: version=0.3.13)"),
            (dict(version="0.3.12"), "'framework_version' must be a version of deepspeed the "
-            "table was read at (0.16.5, 0.3.13)")]
+            "table was read at (0.16.5, 0.3.13, each tagged release 0.9.0 to 0.16.4)")]
     for kw, msg in bad:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             FrameworkSpec("deepspeed", **kw)
@@ -606,3 +606,107 @@ def test_a_bucket_whose_count_cannot_fit_in_memory_is_refused(prof):
     fine = replace(plan, framework=FrameworkSpec("ddp", options=(("bucket_cap_mb", 25),)))
     assert build_plan(fine, prof, steps=1, check_memory=False).config.sync.startswith(
         "allreduce:overlap=backward")
+
+
+DS_MIRROR = "/work/.mirror/microsoft+DeepSpeed/repo"
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir(DS_MIRROR),
+                    reason="needs a microsoft/DeepSpeed clone with its release tags")
+def test_deepspeed_tags_cite_the_line_each_fact_was_read_at():
+    """Every line a DeepSpeed 0.9.0 .. 0.16.4 table cites holds, at that tag, the code its fact
+    was read in (``_DS_ANCHORS``: the nth occurrence of it in the file), and code a release
+    lacks (line 0) is absent from it: re-read from the repository, tag by tag."""
+    import subprocess
+
+    from sim.profiles.frameworks import _DS_ANCHORS, _DS_LINES
+
+    files: dict[tuple[str, str], list[str]] = {}
+    for version, lines in _DS_LINES.items():
+        for (name, path, code, nth), line in zip(_DS_ANCHORS, lines, strict=True):
+            key = (version, path)
+            if key not in files:
+                files[key] = subprocess.run(
+                    ["git", "-C", DS_MIRROR, "show", f"v{version}:deepspeed/runtime/{path}"],
+                    capture_output=True, text=True, check=True).stdout.splitlines()
+            found = [i + 1 for i, text in enumerate(files[key]) if code in text]
+            assert (found[nth - 1] if len(found) >= nth else 0) == line, (version, name)
+        at = dict(zip((a[0] for a in _DS_ANCHORS), lines, strict=True))
+        # the bf16 default is communication_data_type's own branch (0.9.2 on)
+        assert at["cdt_bf16"] == 0 or 0 < at["cdt_bf16"] - at["cdt"] < 12, version
+
+
+def test_a_deepspeed_release_gets_its_own_table():
+    """``version = "0.14.4"`` (or any tag from 0.9.0 to 0.16.4) picks that release's table: each
+    fact cites its own tag's line; 0.14.4's values are 0.16.5's, 0.12.2's too but without the
+    pipe_partitioned key (added in 0.12.3) and with communication_data_type spelled ``bfp16``
+    for bf16 (until 0.14.1); 0.9.1 all-reduces bf16 gradients in fp32."""
+    from sim.profiles.formats import framework_from_text
+    from sim.profiles.frameworks import DEEPSPEED, DEEPSPEED_TAGS
+
+    assert list(DEEPSPEED_TAGS)[0] == "0.9.0" and list(DEEPSPEED_TAGS)[-1] == "0.16.4"
+    assert len(DEEPSPEED_TAGS) == 42
+    spec = framework_from_text("deepspeed:version=0.14.4")
+    fw = spec.framework
+    assert fw is RELEASES["deepspeed"]["0.14.4"] and fw.versions == ("0.14.4",)
+    for name, fact in fw.facts().items():
+        assert fact.value == DEEPSPEED.facts()[name].value, name
+        assert fact.source.startswith("microsoft/DeepSpeed v0.14.4 (tag v0.14.4)"), name
+    assert "runtime/pipe/engine.py:76 (enable_backward_allreduce" in fw.allreduce.source
+    assert set(fw.options) == set(DEEPSPEED.options) and fw.precisions == DEEPSPEED.precisions
+    old = RELEASES["deepspeed"]["0.12.2"]
+    assert "pipe_partitioned" in old.lacks and "pipe_partitioned" in \
+        RELEASES["deepspeed"]["0.12.3"].options
+    fb = resolve(FrameworkSpec("deepspeed", "0.12.6", "bf16",
+                               (("communication_data_type", "bfp16"),)), 4)
+    assert fb.dp_bytes == 2 and "config.py:241-" in fb.sources["dp_bytes"]
+    bf16 = {v: resolve(FrameworkSpec("deepspeed", v, "bf16"), 4)
+            for v in ("0.9.0", "0.9.1", "0.9.2", "0.16.4")}
+    assert {v: fb.dp_bytes for v, fb in bf16.items()} == {"0.9.0": 4, "0.9.1": 4, "0.9.2": 2,
+                                                         "0.16.4": 2}
+    assert all(fb.tied_bytes == 4 and fb.activation_bytes == 2 for fb in bf16.values())
+    bad = [(dict(version="0.12.2", options=(("pipe_partitioned", False),)),
+            "pipe_partitioned: DeepSpeed 0.12.2 always partitions with TP > 1 "
+            "(runtime/pipe/engine.py:135;"),
+           (dict(version="0.14.0", options=(("communication_data_type", "bf16"),)),
+            "'communication_data_type' must be one of fp32, fp16, bfp16: 'bf16'"),
+           (dict(version="0.14.1", options=(("communication_data_type", "bfp16"),)),
+            "'communication_data_type' must be one of fp32, fp16, bf16: 'bfp16'"),
+           (dict(version="0.9.3", options=(("fp32_allreduce", True),)),
+            "fp32_allreduce: DeepSpeed 0.9.3's runtime/config.py reads no such key"),
+           (dict(version="v0.14.4"), "'framework_version' must be a version of deepspeed the "
+            "table was read at (0.16.5, 0.3.13, each tagged release 0.9.0 to 0.16.4)"),
+           (dict(version="0.14"), "'framework_version' must be a version of deepspeed"),
+           (dict(version="0.8.3"), "'framework_version' must be a version of deepspeed"),
+           (dict(version="0.16.6"), "'framework_version' must be a version of deepspeed")]
+    for kw, msg in bad:
+        with pytest.raises(ConfigError, match=re.escape(msg)):
+            FrameworkSpec("deepspeed", **kw)
+
+
+def test_a_release_before_092_all_reduces_bf16_gradients_in_fp32(prof, runs):
+    """DeepSpeed 0.9.1's communication_data_type has no bf16 default (runtime/engine.py:773 at
+    v0.9.1): a bf16 plan all-reduces its bf16 optimizer's fp32 gradients as they are, 4 bytes a
+    value where 0.9.2 on (and 0.16.5) cast them to bf16, 2. On a shipped plan (OPT-350, two
+    stages of two TP-4 replicas): each stage's all-reduce is twice 0.16.5's bytes in buckets of
+    5e8 values of 4 bytes, and its time the ring's over those bytes; every pipeline transfer is
+    0.16.5's. 0.14.4 gives 0.16.5's plan exactly."""
+    from sim.profiles.build import plan_allreduce_time
+
+    plan = runs["clariden-OPT-350-N4_D2"].plan
+    built = {v: build_plan(replace(plan, framework=FrameworkSpec("deepspeed", v, "bf16")), prof,
+                           steps=1, check_memory=False) for v in ("0.16.5", "0.14.4", "0.9.1")}
+    net = {v: build_plan(replace(plan, framework=FrameworkSpec("deepspeed", v, "bf16")), prof,
+                         steps=1, check_memory=False, network=True).config
+           for v in ("0.16.5", "0.9.1")}
+    assert net["0.9.1"].allreduce_sizes == tuple(2 * x for x in net["0.16.5"].allreduce_sizes)
+    assert net["0.9.1"].bucket_size == 5e8 * 4 and net["0.16.5"].bucket_size == 5e8 * 2
+    for j, st in enumerate(plan.stages):
+        ring = [(x, (j, i)) for i, x in enumerate(st.replicas)]
+        want = plan_allreduce_time(prof.network, ring, [x.tp for x in st.replicas],
+                                   net["0.9.1"].allreduce_sizes[j], 5e8 * 4, prof)
+        assert built["0.9.1"].allreduce_times[j] == pytest.approx(want, rel=1e-12)
+        assert built["0.9.1"].allreduce_times[j] > built["0.16.5"].allreduce_times[j]
+    assert built["0.9.1"].transfer_times == built["0.16.5"].transfer_times
+    assert built["0.14.4"].transfer_times == built["0.16.5"].transfer_times
+    assert built["0.14.4"].allreduce_times == built["0.16.5"].allreduce_times

@@ -558,15 +558,370 @@ DDP = Framework(
     options={"bucket_cap_mb": ((), f"{_TORCH}: DistributedDataParallel(bucket_cap_mb=25)")},
 )
 
+#: DeepSpeed's pipeline engine at every release tag from v0.9.0 to v0.16.4, a table each
+#: (:func:`_deepspeed_release`). Each fact cites, at that tag, the line of the code it was read
+#: in: ``_DS_ANCHORS`` names each place (a file under ``deepspeed/runtime/``, the code found
+#: there, which occurrence of it) and ``_DS_LINES`` its line per tag (0: absent from that
+#: release). ``tests/test_profiles_frameworks.py`` re-reads every tag in a microsoft/DeepSpeed
+#: clone and checks each line holds its code and each 0 that the code is absent; where facts
+#: differ between tags, docs/real_runs.md says which commit changed them.
+_DS_ANCHORS: tuple[tuple[str, str, str, int], ...] = (
+    ("send", "pipe/p2p.py", 'return dist.send(tensor, dest_rank)', 1),
+    ("recv", "pipe/p2p.py", 'return dist.recv(tensor, src_rank)', 1),
+    ("cfg_pipe", "config.py", '"pipe_partitioned": True,', 1),
+    ("cfg_grad", "config.py", '"grad_partitioned": True,', 1),
+    ("cfg_cdt", "config.py", 'def get_communication_data_type(', 1),
+    ("cfg_bf16", "config.py", 'elif val == "bf16":', 1),
+    ("cfg_bfp16", "config.py", 'elif val == "bfp16":', 1),
+    ("no_bwd", "pipe/engine.py", 'self.enable_backward_allreduce = False', 1),
+    ("pipe_part", "pipe/engine.py", 'self.is_pipe_partitioned = self.is_model_parallel', 1),
+    ("grad_part", "pipe/engine.py", 'self.is_grad_partitioned = self.is_model_parallel', 1),
+    ("mask_cls", "pipe/engine.py",
+     "self.has_attention_mask = self.module.__class__.__name__ == 'GPT2ModelPipe'", 1),
+    ("tied_grad", "pipe/engine.py", 'grad = weight._hp_grad if', 1),
+    ("tied_ar", "pipe/engine.py", 'dist.all_reduce(grad, group=group)', 1),
+    ("red_call", "pipe/engine.py",
+     'self.allreduce_gradients(bucket_size=MEMORY_OPT_ALLREDUCE_SIZE)', 1),
+    ("bf16_red", "pipe/engine.py", 'self.buffered_allreduce_fallback(grads=', 1),
+    ("tb_sched", "pipe/engine.py",
+     'sched = schedule.TrainSchedule(micro_batches=self.micro_batches,', 1),
+    ("tb_agg", "pipe/engine.py", 'self.agg_train_loss = self._aggregate_total_loss()', 1),
+    ("loss_ar", "pipe/engine.py",
+     'dist.all_reduce(agg_loss, group=self.mpu.get_data_parallel_group())', 1),
+    ("loss_bc", "pipe/engine.py",
+     'dist.broadcast(tensor=losses, src=self.global_rank, '
+     'group=self.mpu.get_pipe_parallel_group())', 1),
+    ("loss_rx", "pipe/engine.py",
+     'dist.broadcast(tensor=losses, src=src_rank, group=self.grid.get_pipe_parallel_group())', 1),
+    ("fwd_full", "pipe/engine.py", 'inputs = (part_input.full(), *inputs[2:])', 1),
+    ("out_part", "pipe/engine.py",
+     'part = PartitionedTensor(tensor=first_output, '
+     'group=self.grid.get_slice_parallel_group())', 1),
+    ("out_send", "pipe/engine.py", 'outputs = (part.to_meta(), part.data(), *outputs_tail)', 1),
+    ("bwd_out", "pipe/engine.py", '.data = part_output.full()', 1),
+    ("bwd_grad", "pipe/engine.py", 'grad_tensors = (part_grad.full(), *grad_tensors[2:])', 1),
+    ("mask_half", "pipe/engine.py", 'outputs[-1] = outputs[-1].half()', 1),
+    ("send_loop", "pipe/engine.py", 'p2p.send(buffer, self.next_stage)', 1),
+    ("sg_part", "pipe/engine.py", 'p2p.send(inputs[1], self.prev_stage)', 1),
+    ("reserve", "pipe/engine.py",
+     'self._reserve_pipe_buffers(pipe_schedule.num_pipe_buffers())', 1),
+    ("mem_opt", "engine.py", 'MEMORY_OPT_ALLREDUCE_SIZE = 500000000', 1),
+    ("cdt", "engine.py", 'def communication_data_type(self):', 1),
+    ("cdt_bf16", "engine.py", 'return torch.bfloat16', 1),
+    ("fallback", "engine.py",
+     'def buffered_allreduce_fallback(self, grads=None, elements_per_buffer=500000000', 1),
+    ("ar_cast", "engine.py", 'tensor_to_allreduce = tensor.to(self.communication_data_type)', 1),
+    ("ar_thr", "engine.py", 'if numel > numel_per_bucket:', 1),
+    ("clip_if", "engine.py", 'if self.gradient_clipping() > 0.0:', 1),
+    ("clip_def", "constants.py", 'GRADIENT_CLIPPING_DEFAULT = 0.', 1),
+    ("fp16_ovf", "fp16/fused_optimizer.py",
+     'self.overflow = self.overflow_checker.has_overflow(fp16_params)', 1),
+    ("ovf_mp", "utils.py",
+     'dist.all_reduce(overflow_gpu, op=dist.ReduceOp.MAX, '
+     'group=self.mpu.get_model_parallel_group())', 2),
+    ("norm_def", "utils.py", 'def get_global_norm_of_tensors(', 1),
+    ("full_def", "utils.py", 'def full(self, device=None):', 1),
+    ("full_dtype", "utils.py",
+     'flat_tensor = torch.zeros([full_numel], dtype=self.local_data.dtype', 1),
+    ("bf16_norm", "bf16_optimizer.py", '= get_global_norm_of_tensors(input_tensors=', 1),
+    ("paired_send", "pipe/schedule.py",
+     'The communication is blocking and must be paired with a :class:`RecvActivation`', 1),
+    ("paired_recv", "pipe/schedule.py",
+     'The communication is blocking and must be paired with a :class:`SendActivation`', 1),
+    ("train_sched", "pipe/schedule.py", 'class TrainSchedule(PipeSchedule):', 1),
+    ("tied_first", "pipe/schedule.py", 'cmds.append(ReduceTiedGrads())', 1),
+    ("buffers", "pipe/schedule.py",
+     'buffers = min(self.stages - self.stage_id, self.micro_batches)', 1),
+    ("topo", "pipe/topology.py", 'class PipeModelDataParallelTopology(ProcessTopology):', 1),
+    ("mp_group", "pipe/topology.py", 'self.ds_model_proc_group = None', 1),
+    ("mp_get", "pipe/topology.py", 'def get_model_parallel_group(self):', 1),
+)
+_DS_LINES: dict[str, tuple[int, ...]] = {
+    "0.9.0": (64, 85, 0, 0, 231, 0, 240, 59, 117, 118, 180, 237, 238, 250, 256, 332, 336, 521, 526,
+            533, 614, 640, 645, 702, 715, 918, 929, 983, 1288, 102, 793, 0, 2271, 2178, 2208, 1907,
+            206, 237, 258, 849, 668, 674, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.9.1": (64, 85, 0, 0, 231, 0, 240, 59, 117, 118, 180, 237, 238, 250, 256, 332, 336, 521, 526,
+            533, 614, 640, 645, 702, 715, 918, 929, 983, 1289, 100, 773, 0, 2251, 2158, 2188, 1887,
+            206, 237, 258, 849, 668, 674, 239, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.9.2": (64, 85, 0, 0, 231, 0, 240, 61, 119, 120, 182, 239, 240, 251, 257, 333, 337, 522, 527,
+            534, 615, 646, 651, 708, 721, 924, 935, 989, 1295, 100, 776, 785, 2300, 2207, 2237,
+            1936, 206, 237, 258, 849, 668, 674, 239, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.9.3": (64, 85, 0, 0, 236, 0, 245, 61, 119, 120, 182, 239, 240, 251, 257, 333, 337, 522, 527,
+            534, 615, 646, 651, 708, 721, 924, 935, 989, 1295, 100, 786, 795, 2317, 2224, 2254,
+            1953, 211, 237, 258, 849, 668, 674, 239, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.9.4": (64, 85, 0, 0, 236, 0, 245, 61, 119, 120, 182, 239, 240, 251, 257, 333, 337, 522, 527,
+            534, 615, 646, 651, 708, 721, 924, 935, 989, 1295, 100, 786, 795, 2317, 2224, 2254,
+            1953, 211, 237, 258, 849, 668, 674, 239, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.9.5": (64, 85, 0, 0, 236, 0, 245, 61, 119, 120, 182, 239, 240, 251, 257, 333, 337, 522, 527,
+            534, 615, 646, 651, 708, 721, 924, 935, 989, 1295, 100, 785, 794, 2316, 2223, 2253,
+            1952, 211, 237, 258, 849, 668, 674, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.10.0": (64, 85, 0, 0, 236, 0, 245, 61, 119, 120, 182, 239, 240, 251, 257, 333, 337, 522,
+            528, 534, 615, 646, 651, 708, 721, 924, 935, 989, 1295, 100, 797, 806, 2357, 2261,
+            2291, 1986, 211, 237, 258, 849, 668, 674, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.10.1": (64, 85, 0, 0, 236, 0, 245, 74, 132, 133, 195, 252, 253, 262, 268, 344, 348, 538,
+            544, 550, 631, 662, 667, 724, 737, 940, 951, 1005, 1323, 104, 796, 805, 2353, 2257,
+            2287, 1981, 211, 222, 270, 867, 686, 692, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.10.2": (64, 85, 0, 0, 239, 0, 248, 74, 132, 133, 195, 252, 253, 262, 268, 344, 348, 538,
+            544, 550, 631, 662, 667, 724, 737, 941, 952, 1006, 1324, 105, 797, 806, 2386, 2290,
+            2320, 2014, 211, 222, 270, 867, 686, 692, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.10.3": (64, 85, 0, 0, 240, 0, 249, 74, 132, 133, 203, 260, 261, 270, 276, 352, 356, 546,
+            552, 558, 639, 667, 672, 729, 742, 950, 961, 1015, 1324, 105, 797, 806, 2387, 2291,
+            2321, 2014, 211, 222, 270, 867, 686, 692, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.11.0": (64, 85, 0, 0, 241, 0, 250, 74, 132, 133, 203, 260, 261, 270, 276, 352, 356, 548,
+            554, 560, 641, 669, 674, 731, 744, 952, 963, 1017, 1326, 106, 798, 807, 2393, 2297,
+            2327, 2020, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.11.1": (64, 85, 0, 0, 241, 0, 250, 74, 132, 133, 203, 260, 261, 270, 276, 352, 356, 548,
+            554, 560, 641, 669, 674, 731, 744, 952, 963, 1017, 1326, 106, 798, 807, 2393, 2297,
+            2327, 2020, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.11.2": (64, 85, 0, 0, 241, 0, 252, 75, 135, 136, 206, 263, 264, 273, 279, 355, 359, 551,
+            557, 563, 644, 672, 677, 734, 747, 955, 966, 1020, 1329, 106, 798, 807, 2400, 2304,
+            2334, 2027, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.0": (64, 85, 0, 0, 241, 0, 252, 75, 135, 136, 206, 263, 264, 273, 279, 355, 359, 551,
+            557, 563, 644, 672, 677, 734, 747, 955, 966, 1020, 1329, 106, 798, 807, 2400, 2304,
+            2334, 2027, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.1": (64, 85, 0, 0, 241, 0, 252, 75, 135, 136, 206, 263, 264, 273, 279, 355, 359, 551,
+            557, 563, 644, 672, 677, 734, 747, 955, 966, 1020, 1329, 106, 798, 807, 2400, 2304,
+            2334, 2027, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.2": (64, 85, 0, 0, 241, 0, 252, 75, 135, 136, 206, 263, 264, 273, 279, 355, 359, 551,
+            557, 563, 644, 672, 677, 734, 747, 955, 966, 1020, 1329, 106, 798, 807, 2400, 2304,
+            2334, 2027, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.3": (64, 85, 452, 453, 241, 0, 252, 75, 137, 138, 210, 267, 268, 277, 283, 359, 363, 555,
+            561, 567, 648, 676, 681, 738, 751, 959, 970, 1024, 1333, 106, 801, 810, 2404, 2308,
+            2338, 2031, 211, 221, 270, 866, 685, 691, 237, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.4": (64, 85, 452, 453, 241, 0, 252, 75, 137, 138, 210, 267, 268, 277, 283, 359, 363, 555,
+            561, 567, 648, 676, 681, 738, 751, 959, 970, 1024, 1333, 106, 804, 813, 2408, 2312,
+            2342, 2035, 211, 221, 270, 859, 685, 691, 237, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.5": (64, 85, 452, 453, 241, 0, 252, 75, 137, 138, 210, 267, 268, 277, 283, 359, 363, 555,
+            561, 567, 648, 676, 681, 738, 751, 959, 970, 1024, 1333, 106, 804, 813, 2415, 2319,
+            2349, 2042, 211, 221, 269, 834, 660, 666, 249, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.6": (64, 85, 456, 457, 241, 0, 252, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 564,
+            570, 576, 659, 687, 692, 751, 766, 974, 985, 1039, 1350, 106, 807, 816, 2419, 2323,
+            2353, 2046, 211, 221, 290, 855, 681, 687, 250, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.0": (64, 85, 456, 457, 241, 0, 252, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 573,
+            579, 585, 668, 696, 701, 760, 775, 983, 994, 1048, 1359, 106, 817, 826, 2435, 2332,
+            2362, 2055, 211, 221, 290, 855, 681, 687, 250, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.1": (64, 85, 456, 457, 241, 0, 252, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 573,
+            579, 585, 668, 696, 701, 760, 775, 983, 994, 1048, 1359, 106, 817, 826, 2435, 2332,
+            2362, 2055, 211, 221, 290, 855, 681, 687, 250, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.2": (64, 85, 457, 458, 242, 0, 253, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 573,
+            579, 585, 668, 696, 701, 760, 775, 983, 994, 1048, 1359, 107, 826, 835, 2445, 2342,
+            2372, 2065, 211, 221, 290, 864, 690, 696, 255, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.3": (64, 85, 465, 466, 250, 0, 261, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 573,
+            579, 585, 668, 696, 701, 760, 775, 983, 994, 1048, 1359, 107, 826, 835, 2447, 2344,
+            2374, 2067, 215, 221, 290, 864, 690, 696, 260, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.4": (64, 85, 465, 466, 250, 0, 261, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 573,
+            579, 585, 668, 696, 701, 760, 775, 983, 994, 1048, 1359, 107, 826, 835, 2447, 2344,
+            2374, 2067, 215, 221, 290, 864, 690, 696, 260, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.5": (64, 85, 465, 466, 250, 0, 261, 77, 139, 140, 216, 273, 274, 283, 289, 370, 374, 575,
+            581, 587, 670, 698, 703, 762, 777, 985, 996, 1050, 1361, 107, 826, 835, 2447, 2344,
+            2374, 2067, 215, 221, 290, 864, 690, 696, 260, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.0": (64, 85, 465, 466, 250, 0, 261, 77, 139, 140, 216, 273, 274, 283, 289, 370, 374, 575,
+            581, 587, 670, 698, 703, 762, 777, 985, 996, 1050, 1361, 107, 826, 835, 2447, 2344,
+            2374, 2067, 215, 221, 290, 864, 690, 696, 260, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.1": (60, 81, 465, 466, 250, 261, 0, 78, 140, 141, 223, 280, 281, 290, 294, 375, 381, 593,
+            620, 630, 716, 744, 749, 823, 838, 1046, 1057, 1111, 1422, 107, 826, 835, 2454, 2344,
+            2376, 2067, 215, 222, 264, 836, 662, 668, 284, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.2": (60, 81, 465, 466, 250, 261, 0, 78, 140, 141, 223, 280, 281, 290, 294, 375, 381, 593,
+            620, 630, 716, 744, 749, 823, 838, 1046, 1057, 1111, 1422, 107, 826, 835, 2454, 2344,
+            2376, 2067, 215, 259, 263, 824, 669, 675, 284, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.3": (60, 81, 467, 468, 252, 263, 0, 76, 139, 140, 222, 279, 280, 289, 293, 374, 380, 592,
+            619, 629, 715, 743, 748, 822, 837, 1046, 1057, 1111, 1422, 107, 818, 827, 2450, 2336,
+            2368, 2059, 215, 259, 263, 826, 671, 677, 284, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.4": (60, 81, 466, 467, 251, 262, 0, 76, 139, 140, 222, 279, 280, 289, 293, 374, 380, 592,
+            619, 629, 715, 743, 748, 822, 837, 1046, 1057, 1111, 1422, 107, 817, 826, 2449, 2335,
+            2367, 2058, 215, 259, 263, 826, 671, 677, 284, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.5": (60, 81, 466, 467, 251, 262, 0, 76, 139, 140, 224, 281, 282, 291, 295, 376, 382, 594,
+            621, 631, 717, 745, 750, 824, 839, 1048, 1059, 1113, 1424, 109, 858, 867, 2493, 2379,
+            2411, 2102, 215, 259, 263, 826, 671, 677, 299, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.15.0": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 290, 299, 303, 385, 391, 603,
+            630, 640, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 109, 866, 875, 2502, 2388,
+            2420, 2111, 215, 259, 263, 826, 671, 677, 299, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.15.1": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 290, 299, 303, 385, 391, 603,
+            630, 640, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 109, 866, 875, 2502, 2388,
+            2420, 2111, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.15.2": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 290, 299, 303, 385, 391, 601,
+            628, 638, 724, 752, 757, 831, 846, 1028, 1039, 1093, 1408, 109, 866, 875, 2502, 2388,
+            2420, 2111, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.15.3": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 290, 299, 303, 385, 391, 601,
+            628, 638, 724, 752, 757, 831, 846, 1028, 1039, 1093, 1408, 109, 866, 875, 2502, 2388,
+            2420, 2111, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.15.4": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 109, 866, 875, 2502, 2388,
+            2420, 2111, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.16.0": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 110, 871, 880, 2533, 2419,
+            2451, 2139, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.16.1": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 110, 871, 880, 2533, 2419,
+            2451, 2139, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.16.2": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 110, 871, 880, 2538, 2424,
+            2456, 2144, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.16.3": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 110, 871, 880, 2538, 2424,
+            2456, 2144, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.16.4": (60, 81, 467, 468, 252, 263, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 111, 939, 948, 2611, 2497,
+            2529, 2217, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+}
+
+
+def _ds_version(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
+
+
+#: The first DeepSpeed release whose ``communication_data_type`` is bf16 when training in bf16
+#: (v0.9.2, commit dcb4a7d, #3399; before, fp32: the bf16 optimizer's fp32 gradients all-reduced
+#: as they are), the first with the ``pipeline.pipe_partitioned`` key (v0.12.3, c2074b3,
+#: #4322) and the first spelling that config value ``bf16`` (v0.14.1; before, ``bfp16``).
+_DS_BF16_COMM, _DS_PIPE_PARTITIONED, _DS_BF16_SPELLING = "0.9.2", "0.12.3", "0.14.1"
+#: Bytes per value of each communication_data_type value a DeepSpeed release accepts.
+_COMM_BYTES = {**PRECISIONS, "bfp16": 2}
+
+
+def _deepspeed_release(version: str) -> Framework:
+    """DeepSpeed's pipeline engine at tag ``v{version}`` (a key of :data:`_DS_LINES`): 0.16.5's
+    facts where that release's code is the same, each citing its own line at this tag."""
+    at = dict(zip((a[0] for a in _DS_ANCHORS), _DS_LINES[version], strict=True))
+    src = f"microsoft/DeepSpeed v{version} (tag v{version})"
+    v = _ds_version(version)
+    bf16_comm = v >= _ds_version(_DS_BF16_COMM)
+    spelling = "bf16" if v >= _ds_version(_DS_BF16_SPELLING) else "bfp16"
+    cdt_line = at["cfg_bf16"] or at["cfg_bfp16"]
+    options = {
+        "communication_data_type": (
+            ("fp32", "fp16", spelling),
+            f"{src}: runtime/config.py:{at['cfg_cdt']}-{cdt_line} (DeepSpeed config key "
+            f"communication_data_type, fp32, fp16 or {spelling}; sets dp_bytes)")}
+    lacks = {"fp32_allreduce": f"DeepSpeed {version}'s runtime/config.py reads no such key "
+                               "(0.3.13's: version=0.3.13); its all-reduce dtype is "
+                               f"communication_data_type, runtime/engine.py:{at['cdt']}"}
+    if v >= _ds_version(_DS_PIPE_PARTITIONED):
+        options["pipe_partitioned"] = (
+            (True, False), f"{src}: runtime/config.py:{at['cfg_pipe']} (DeepSpeed config "
+            "pipeline.pipe_partitioned; effective only with TP > 1, runtime/pipe/engine.py:"
+            f"{at['pipe_part']})")
+    else:
+        lacks["pipe_partitioned"] = (
+            f"DeepSpeed {version} always partitions with TP > 1 (runtime/pipe/engine.py:"
+            f"{at['pipe_part']}; its runtime/config.py has no such pipeline key, added in "
+            f"{_DS_PIPE_PARTITIONED})")
+    if bf16_comm:
+        dp_bytes = Cited(_PREC, f"{src}: runtime/engine.py:{at['cdt']}-{at['cdt_bf16']} "
+                         "(communication_data_type: the config's, else fp16 with fp16, bf16 with "
+                         f"bf16, else fp32) and {at['ar_cast']} (a bucket is cast to it before "
+                         "dist.all_reduce; with bf16 the bf16 optimizer's fp32 gradients, "
+                         f"runtime/pipe/engine.py:{at['bf16_red']}, are cast too)")
+    else:
+        dp_bytes = Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                         f"{src}: runtime/engine.py:{at['cdt']} (communication_data_type: the "
+                         "config's, else fp16 with fp16, else fp32: no bf16 default before "
+                         f"{_DS_BF16_COMM}), runtime/pipe/engine.py:{at['bf16_red']} (with bf16 "
+                         "the bf16 optimizer's fp32 gradients are reduced) and runtime/engine.py:"
+                         f"{at['ar_cast']} (cast only to another dtype: all-reduced in fp32)")
+    pipe = "runtime/pipe/engine.py"
+    return Framework(
+        key="deepspeed", title=f"DeepSpeed {version} pipeline engine (PipelineEngine, "
+        "TrainSchedule)", versions=(version,), code=src,
+        p2p=Cited("blocking", f"{src}: runtime/pipe/p2p.py:{at['send']} and {at['recv']} (send "
+                  "is dist.send, recv dist.recv, blocking) and runtime/pipe/schedule.py:"
+                  f"{at['paired_send']},{at['paired_recv']} ('The communication is blocking and "
+                  f"must be paired'), issued in TrainSchedule order (schedule.py:"
+                  f"{at['train_sched']}-244)"),
+        partitioned=Cited(True, f"{src}: {pipe}:{at['pipe_part']} (is_pipe_partitioned with TP "
+                          f"> 1) and {at['out_part']}-{at['out_send']} (the output becomes a "
+                          "PartitionedTensor over the TP group; its meta and local part are "
+                          "sent)"),
+        grad_partitioned=Cited(True, f"{src}: {pipe}:{at['grad_part']} (is_grad_partitioned "
+                               f"with TP > 1) and {at['sg_part']} (the input's gradient sent as "
+                               "a PartitionedTensor's meta and local part)"),
+        gathers=Cited((1, 2), f"{src}: {pipe}:{at['fwd_full']} (a stage after the first "
+                      "rebuilds its input, part_input.full(): one all-gather per forward pass), "
+                      f"{at['bwd_out']} and {at['bwd_grad']} (a stage before the last rebuilds "
+                      "its output, part_output.full(), and the received gradient, "
+                      "part_grad.full(): two per backward pass)"),
+        gather_bytes=Cited(None, f"{src}: runtime/utils.py:{at['full_def']}-{at['full_dtype']} "
+                           "(PartitionedTensor.full gathers into a buffer of the local part's "
+                           "dtype)"),
+        allreduce=Cited("after-backward", f"{src}: {pipe}:{at['no_bwd']} "
+                        "(enable_backward_allreduce = False: no reduction during backward) and "
+                        f"runtime/pipe/schedule.py:{at['tied_first']}-{at['tied_first'] + 2} "
+                        "(ReduceTiedGrads, ReduceGrads, OptimizerStep at the last step of the "
+                        "batch)"),
+        barrier=Cited(False, f"{src}: {pipe}:{at['tied_ar']}-{at['red_call']} (no barrier: a "
+                      "stage reduces after its own last step; the tied all-reduce joins the first "
+                      "and last stage)"),
+        tied_first=Cited(True, f"{src}: runtime/pipe/schedule.py:{at['tied_first']}-"
+                         f"{at['tied_first'] + 1} (ReduceTiedGrads before ReduceGrads)"),
+        optimizer_barrier=Cited(
+            {"fp32": False, "fp16": True, "bf16": True},
+            f"{src}: fp32: runtime/engine.py:{at['clip_if']} (clipping over the model-parallel "
+            f"group only with gradient_clipping > 0; constants.py:{at['clip_def']} "
+            f"GRADIENT_CLIPPING_DEFAULT = 0.); fp16: runtime/fp16/fused_optimizer.py:"
+            f"{at['fp16_ovf']} (step's has_overflow, runtime/utils.py:{at['ovf_mp']}: all_reduce "
+            "over mpu.get_model_parallel_group()); bf16: runtime/bf16_optimizer.py:"
+            f"{at['bf16_norm']} (the global gradient norm, runtime/utils.py:{at['norm_def']}, "
+            "over the same group); the group is every stage and TP rank of one data-parallel "
+            f"index (runtime/pipe/topology.py:{at['mp_group']}, {at['mp_get']})"),
+        bucket_elements=Cited(500_000_000.0, f"{src}: runtime/engine.py:{at['mem_opt']} "
+                              f"(MEMORY_OPT_ALLREDUCE_SIZE = 500000000), {pipe}:{at['red_call']} "
+                              f"and {at['bf16_red']} (the all-reduce's bucket size), "
+                              f"runtime/engine.py:{at['ar_thr']} (a bucket is reduced once it "
+                              "holds more than that many elements)"),
+        bucket_rule=Cited("megatron", f"{src}: {pipe}:{at['no_bwd']} (the pipeline engine never "
+                          "overlaps its all-reduce with the backward pass; one forced to, with "
+                          "--sync allreduce:overlap=backward, is cut as Megatron-LM's)"),
+        dp_bytes=dp_bytes,
+        tied_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                         f"{src}: {pipe}:{at['tied_grad']}-{at['tied_ar']} (dist.all_reduce of "
+                         "weight.grad, the model's dtype; with bf16 of weight._hp_grad, fp32; no "
+                         "cast)"),
+        activation_bytes=Cited(_PREC, f"{src}: {pipe}:{at['send_loop']} (the stage's output is "
+                               "sent as computed, in the model's dtype)"),
+        step_join=Cited("last-stage", f"{src}: {pipe}:{at['tb_sched']}-{at['tb_agg']} "
+                        "(train_batch: the schedule, then _aggregate_total_loss), "
+                        f"{at['loss_ar']}, {at['loss_bc']} and {at['loss_rx']} (the last stage "
+                        "all-reduces the loss over its data-parallel group, then broadcasts it "
+                        "over its pipeline; every other stage receives it): a stage starts its "
+                        "next step once the last stages have ended theirs"),
+        pipe_groups=Cited(False, f"{src}: runtime/pipe/topology.py:{at['topo']} "
+                          "(PipeModelDataParallelTopology: one model-parallel degree for every "
+                          "stage; a stage sends each tensor once to its peer)"),
+        pipe_buffers=Cited(0, f"{src}: runtime/pipe/schedule.py:{at['buffers']}-"
+                           f"{at['buffers'] + 1} (TrainSchedule.num_pipe_buffers: max(2, "
+                           f"min(stages - stage_id, micro_batches))), {pipe}:{at['reserve']} "
+                           "(reserved per batch)"),
+        hop_mask=Cited(0, f"{src}: {pipe}:{at['out_send']} and {at['send_loop']} (a stage sends "
+                       "the partition metadata, its part of the activation and whatever else its "
+                       f"last layer returns) and {at['mask_cls']} (a mask cast to fp16, "
+                       f"{at['mask_half']}, only for a class named GPT2ModelPipe): a model whose "
+                       "stages pass the hidden states alone sends no mask"),
+        options=options, lacks=lacks,
+    )
+
+
+#: The DeepSpeed releases read tag by tag (``_DS_LINES``), each a table of its own.
+DEEPSPEED_TAGS: dict[str, Framework] = {v: _deepspeed_release(v) for v in _DS_LINES}
+
+
 FRAMEWORKS: dict[str, Framework] = {f.key: f for f in (DEEPSPEED, SAILOR, MEGATRON, DDP)}
 #: Every release read, per key and version (the first of each key its default, FRAMEWORKS').
 RELEASES: dict[str, dict[str, Framework]] = {}
-for _f in (DEEPSPEED, DEEPSPEED_0313, SAILOR, MEGATRON, DDP):
+for _f in (DEEPSPEED, DEEPSPEED_0313, *DEEPSPEED_TAGS.values(), SAILOR, MEGATRON, DDP):
     for _v in _f.versions:
         RELEASES.setdefault(_f.key, {})[_v] = _f
 DEFAULT_FRAMEWORK = "deepspeed"
 #: What a Sailor plan_config (the artifact's run files) ran.
 SAILOR_FRAMEWORK = "sailor-deepspeed"
+
+
+def _known(name: str) -> str:
+    """The versions of ``name`` read, the tags read one by one as their first and last."""
+    singles = [v for v in RELEASES[name] if name != "deepspeed" or v not in DEEPSPEED_TAGS]
+    if name == "deepspeed":
+        tags = list(DEEPSPEED_TAGS)
+        singles.append(f"each tagged release {tags[0]} to {tags[-1]}")
+    return ", ".join(singles)
 
 
 def framework(name: str, version: str | None = None) -> Framework:
@@ -578,7 +933,7 @@ def framework(name: str, version: str | None = None) -> Framework:
         return f  # type: ignore[return-value]
     releases = RELEASES[name]
     check(version in releases, "framework_version",
-          f"a version of {name} the table was read at ({', '.join(releases)})", version)
+          f"a version of {name} the table was read at ({_known(name)})", version)
     return releases[version]
 
 
@@ -733,7 +1088,7 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
     grad_partitioned = fw.grad_partitioned.value
     cdt = spec.option("communication_data_type")
     if cdt is not None:
-        dp_bytes = PRECISIONS[cdt]
+        dp_bytes = _COMM_BYTES[cdt]
         src["dp_bytes"] = fw.options["communication_data_type"][1]
     if spec.option("pipe_partitioned") is False:
         partitioned = grad_partitioned = False
