@@ -96,7 +96,10 @@ used, e.g. Megatron-LM v1.1.5's example); :data:`FRAMEWORKS` holds each key's
 default release. A release is a whole table of its own rather than 0.16.5's with
 exceptions, so every one of its values was read at its own version (and cites
 it); :class:`FrameworkSpec` picks the release by ``version`` and checks the
-options and precision against that release's.
+options and precision against that release's. DeepSpeed's release tags 0.9.0 to
+0.16.4 are a table each too (:data:`DEEPSPEED_TAGS`), built by one function from
+the line each fact was read at in that tag (``_DS_LINES``), with the values that
+tag's code gives. A version is matched as a whole tag; any other is refused.
 """
 
 from __future__ import annotations
@@ -807,11 +810,15 @@ def _deepspeed_release(version: str) -> Framework:
             f"{at['pipe_part']}; its runtime/config.py has no such pipeline key, added in "
             f"{_DS_PIPE_PARTITIONED})")
     if bf16_comm:
+        # with bf16, 0.14.1 on reduces the model's bf16 gradients (grads=None), before the bf16
+        # optimizer's fp32 ones (get_grads_for_reduction), cast: 2 bytes either way
+        grads = ("the model's bf16 gradients, runtime/pipe/engine.py:{}, grads=None" if
+                 v >= _ds_version("0.14.1") else "the bf16 optimizer's fp32 gradients, "
+                 "runtime/pipe/engine.py:{}, get_grads_for_reduction, cast")
         dp_bytes = Cited(_PREC, f"{src}: runtime/engine.py:{at['cdt']}-{at['cdt_bf16']} "
                          "(communication_data_type: the config's, else fp16 with fp16, bf16 with "
                          f"bf16, else fp32) and {at['ar_cast']} (a bucket is cast to it before "
-                         "dist.all_reduce; with bf16 the bf16 optimizer's fp32 gradients, "
-                         f"runtime/pipe/engine.py:{at['bf16_red']}, are cast too)")
+                         f"dist.all_reduce; with bf16 {grads.format(at['bf16_red'])})")
     else:
         dp_bytes = Cited({"fp32": 4, "fp16": 2, "bf16": 4},
                          f"{src}: runtime/engine.py:{at['cdt']} (communication_data_type: the "
