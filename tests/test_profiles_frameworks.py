@@ -710,3 +710,82 @@ def test_a_release_before_092_all_reduces_bf16_gradients_in_fp32(prof, runs):
     assert built["0.9.1"].transfer_times == built["0.16.5"].transfer_times
     assert built["0.14.4"].transfer_times == built["0.16.5"].transfer_times
     assert built["0.14.4"].allreduce_times == built["0.16.5"].allreduce_times
+
+
+MEG_MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir(MEG_MIRROR),
+                    reason="needs an NVIDIA/Megatron-LM clone with its core_v tags")
+def test_megatron_tags_cite_the_line_each_fact_was_read_at():
+    """Every line a Megatron-LM core 0.8.0 .. 0.19.0 table cites holds, at tag core_vX, the code
+    its fact was read in (``_MEG_ANCHORS``: its first occurrence after the place it follows),
+    code a release lacks (line 0) is absent, and the tag's package_info is that version."""
+    import subprocess
+
+    from sim.profiles.frameworks import _MEG_ANCHORS, _MEG_LINES
+
+    def show(version, path):
+        return subprocess.run(["git", "-C", MEG_MIRROR, "show",
+                               f"core_v{version}:megatron/{path}"],
+                              capture_output=True, text=True).stdout.splitlines()
+
+    for version, lines in _MEG_LINES.items():
+        info = "\n".join(show(version, "core/package_info.py"))
+        major, minor, patch = version.split(".")
+        # core_v0.19.0's package_info already says 0.19.1 (5be9626, the bump, is in the tag;
+        # the wheel takes its version from the git tag since 2f5c62c, #4212)
+        patch = "1" if version == "0.19.0" else patch
+        assert re.search(rf"^MAJOR = {major}\nMINOR = {minor}\nPATCH = {patch}$", info,
+                         re.M), version
+        files: dict[str, list[str]] = {}
+        at: dict[str, int] = {}
+        for (name, path, code, after), line in zip(_MEG_ANCHORS, lines, strict=True):
+            text = files.setdefault(path, show(version, path))
+            start = at[after] if after else 0
+            found = [i + 1 for i, t in enumerate(text) if code in t and i + 1 > start] \
+                if not after or start else []
+            assert (found[0] if found else 0) == line, (version, name)
+            at[name] = line
+        # the DP all-reduce before the word embedding's (tied_first False), batch_p2p_comm
+        # set in one of the two places
+        assert at["finish"] < (at["emb"] or at["emb_old"]), version
+        assert bool(at["arg_batch"]) != bool(at["arg_batch_u"]), version
+
+
+def test_a_megatron_release_gets_its_own_table(prof):
+    """``megatron:version=0.13.1`` (or 0.9.0, any Megatron Core release tag from 0.8.0 to 0.19.0)
+    picks that release's table, every fact citing its tag's line, its values 0.20.0's (no fact
+    differs: read tag by tag), so its plan is 0.20.0's in every time; before 0.11.0 the
+    pipeline's join is the optimizer step's norm all-reduce (no logical_and after it yet)."""
+    from sim.profiles.formats import framework_from_text
+    from sim.profiles.frameworks import MEGATRON, MEGATRON_TAGS
+
+    assert list(MEGATRON_TAGS) == ["0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.12.1",
+                                   "0.12.2", "0.12.3", "0.13.0", "0.13.1", "0.14.0", "0.15.0",
+                                   "0.15.1", "0.15.2", "0.15.3", "0.16.0", "0.16.1", "0.17.0",
+                                   "0.17.1", "0.18.0", "0.18.2", "0.19.0"]
+    for v, fw in MEGATRON_TAGS.items():
+        assert RELEASES["megatron"][v] is fw
+        for name, fact in fw.facts().items():
+            assert fact.value == MEGATRON.facts()[name].value, (v, name)
+            assert fact.source.startswith(f"NVIDIA/Megatron-LM core_v{v} (tag core_v{v})")
+        assert set(fw.options) == set(MEGATRON.options) and fw.precisions == MEGATRON.precisions
+    assert "logical_and" not in MEGATRON_TAGS["0.10.0"].step_join.source
+    assert "training/training.py:1422 (optimizer.step()), then 1427 (logical_and" in \
+        MEGATRON_TAGS["0.13.1"].step_join.source
+    spec = framework_from_text("megatron:version=0.13.1,overlap_grad_reduce=true")
+    assert spec.framework is MEGATRON_TAGS["0.13.1"]
+    assert resolve(spec, 4, dp=2).sync == resolve(FrameworkSpec(
+        "megatron", options=(("overlap_grad_reduce", True),)), 4, dp=2).sync
+    base = _tp_plan((2, 2), "megatron")
+    old = replace(base, framework=FrameworkSpec("megatron", "0.9.0"))
+    a = build_plan(base, prof, steps=1, check_memory=False)
+    b = build_plan(old, prof, steps=1, check_memory=False)
+    assert b.behaviour.framework.versions == ("0.9.0",)
+    assert (a.transfer_times, a.allreduce_times) == (b.transfer_times, b.allreduce_times)
+    for bad in ("core_v0.9.0", "0.7.0", "0.13", "0.14.0rc1", "0.20.1"):
+        with pytest.raises(ConfigError, match=re.escape(
+                "'framework_version' must be a version of megatron the table was read at "
+                "(0.20.0, each tagged release 0.8.0 to 0.19.0)")):
+            FrameworkSpec("megatron", bad)

@@ -2480,6 +2480,17 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         T("--plan", good, "--framework", "deepspeed:version=0.14", *one),
         refuse("framework_version"), note="a release is named by its whole tag: 0.14 is not "
         "every 0.14.x (0.14.0 and 0.14.1 differ)")
+    add("train/framework-megatron-0.13.1-runs",
+        T("--plan", good, "--framework", "megatron:version=0.13.1", *one),
+        ok("megatron 0.13.1 fp16"), note="a Megatron Core release tag from 0.8.0 to 0.19.0: its "
+        "own table, each fact read at that tag")
+    add("train/framework-megatron-version-tag-name",
+        T("--plan", good, "--framework", "megatron:version=core_v0.13.1", *one),
+        refuse("framework_version"), note="the version as the package names it (0.13.1), not "
+        "the git tag")
+    add("train/framework-megatron-version-rc",
+        T("--plan", good, "--framework", "megatron:version=0.14.0rc1", *one),
+        refuse("framework_version"), note="release candidates were not read")
     add("train/framework-deepspeed-0.12.2-pipe-partitioned",
         T("--plan", good, "--framework", "deepspeed:version=0.12.2,pipe_partitioned=false",
           *one), refuse("framework_options"),

@@ -99,7 +99,8 @@ it); :class:`FrameworkSpec` picks the release by ``version`` and checks the
 options and precision against that release's. DeepSpeed's release tags 0.9.0 to
 0.16.4 are a table each too (:data:`DEEPSPEED_TAGS`), built by one function from
 the line each fact was read at in that tag (``_DS_LINES``), with the values that
-tag's code gives. A version is matched as a whole tag; any other is refused.
+tag's code gives; Megatron Core's 0.8.0 to 0.19.0 likewise (:data:`MEGATRON_TAGS`,
+``_MEG_LINES``). A version is matched as a whole tag; any other is refused.
 """
 
 from __future__ import annotations
@@ -911,10 +912,233 @@ def _deepspeed_release(version: str) -> Framework:
 DEEPSPEED_TAGS: dict[str, Framework] = {v: _deepspeed_release(v) for v in _DS_LINES}
 
 
+
+#: Megatron-LM at every Megatron Core release tag from core_v0.8.0 to core_v0.19.0 (not the
+#: release candidates), a table each (:func:`_megatron_release`), as ``DEEPSPEED_TAGS``: each
+#: place a fact was read is a file under ``megatron/``, the code found there and the place it
+#: follows (its first occurrence after that one's line, or in the file); ``_MEG_LINES`` its line
+#: per tag (0: absent), checked against a clone of NVIDIA/Megatron-LM by
+#: ``tests/test_profiles_frameworks.py``.
+_MS = "core/pipeline_parallel/schedules.py"
+_MP = "core/pipeline_parallel/p2p_communication.py"
+_MF = "core/distributed/finalize_model_grads.py"
+_MD = "core/distributed/distributed_data_parallel.py"
+_MA = "training/arguments.py"
+_MEG_ANCHORS: tuple[tuple[str, str, str, str], ...] = (
+    ("sched", _MS, "def forward_backward_pipelining_without_interleaving(", ""),
+    ("no_overlap", _MS, "does not support overlapping p2p communication", "sched"),
+    ("shapes", _MS, "def get_tensor_shapes(", ""),
+    ("seq_par", _MS, "if config.sequence_parallel:", "shapes"),
+    ("warm_send", _MS, "send_forward(", "sched"),
+    ("sfrb", _MS, "send_forward_recv_backward(", "sched"),
+    ("sbrf", _MS, "send_backward_recv_forward(", "sched"),
+    ("in_append", _MS, "input_tensors.append(", "sched"),
+    ("in_pop", _MS, "input_tensors.pop(0)", "sched"),
+    ("batched", _MP, "def _batched_p2p_ops(", ""),
+    ("isend", _MP, "batch_isend_irecv(", "batched"),
+    ("branch", _MP, "elif config.batch_p2p_comm:", ""),
+    ("wait", _MP, "req.wait()", "branch"),
+    ("sync", _MP, "torch.cuda.synchronize()", "branch"),
+    ("send_fwd", _MP, "def send_forward(", ""),
+    ("dtype", _MP, "dtype=config.pipeline_dtype", ""),
+    ("arg_batch", _MA, "kw_args['batch_p2p_comm'] = not args.overlap_p2p_comm", ""),
+    ("arg_batch_u", "training/argument_utils.py",
+     "kw_args['batch_p2p_comm'] = not args.overlap_p2p_comm", ""),
+    ("overlap_off", _MA, "args.overlap_p2p_comm = False", ""),
+    ("bf16_fp32", _MA, "args.accumulate_allreduce_grads_in_fp32 = True", ""),
+    ("acc_arg", _MA, "'--accumulate-allreduce-grads-in-fp32'", ""),
+    ("clip_arg", _MA, "group.add_argument('--clip-grad', type=float, default=1.0,", ""),
+    ("grad_fp32", "core/distributed/distributed_data_parallel_config.py",
+     "grad_reduce_in_fp32: bool = False", ""),
+    ("overlap_cfg", "core/distributed/distributed_data_parallel_config.py",
+     "overlap_grad_reduce: bool = False", ""),
+    ("bucket", _MD, "40000000, 1000000 *", ""),
+    ("bucket_off", _MD, "bucket_size = None", "bucket"),
+    ("pp_first", _MD, "Turn off bucketing if we are on a pipeline stage that is not the first", ""),
+    ("pp_off", _MD, "self.bucket_size = None", "pp_first"),
+    ("fmg", _MF, "def finalize_model_grads(", ""),
+    ("finish", _MF, "finish_grad_sync(", "fmg"),
+    ("emb", _MF, "_allreduce_word_embedding_grads(model", "fmg"),
+    ("emb_old", _MF, "_allreduce_embedding_grads(model", "fmg"),
+    ("emb_ar", _MF, "torch.distributed.all_reduce(grad, group=", ""),
+    ("clip_if", "core/optimizer/optimizer.py", "if self.config.clip_grad > 0.0:", ""),
+    ("mp_group", "core/optimizer/optimizer.py", "return parallel_state.get_model_parallel_group()", ""),
+    ("clip_cfg", "core/optimizer/optimizer_config.py", "clip_grad: float = 1.0", ""),
+    ("opt_step", "training/training.py",
+     "update_successful, grad_norm, num_zeros_in_grad = optimizer.step()", ""),
+    ("land", "training/training.py", "logical_and_across_model_parallel_group(", "opt_step"),
+    ("tp_init", "core/parallel_state.py", "def initialize_model_parallel(", ""),
+)
+_MEG_LINES: dict[str, tuple[int, ...]] = {
+    "0.8.0": (1256, 1288, 1147, 1170, 1396, 1446, 1474, 1400, 1457, 121, 163, 349, 365, 371, 423,
+            324, 621, 0, 274, 305, 1380, 960, 11, 14, 53, 57, 66, 72, 100, 113, 0, 131, 41, 435,
+            142, 106, 611, 0, 307),
+    "0.9.0": (1274, 1304, 1161, 1186, 1416, 1467, 1495, 1420, 1478, 121, 153, 331, 383, 389, 457,
+            292, 671, 0, 289, 336, 1492, 1029, 11, 14, 56, 60, 69, 75, 99, 112, 0, 130, 36, 438,
+            144, 113, 737, 0, 352),
+    "0.10.0": (1606, 1636, 1485, 1510, 1748, 1799, 1827, 1752, 1810, 119, 151, 328, 385, 391, 459,
+            289, 784, 0, 356, 422, 1648, 1153, 11, 14, 56, 60, 69, 75, 212, 225, 0, 252, 135, 459,
+            161, 103, 787, 0, 390),
+    "0.11.0": (1613, 1643, 1492, 1517, 1755, 1806, 1834, 1759, 1817, 119, 151, 328, 385, 391, 459,
+            289, 856, 0, 375, 472, 1738, 1244, 11, 14, 57, 61, 70, 76, 241, 254, 0, 281, 136, 483,
+            174, 120, 816, 821, 432),
+    "0.12.0": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403, 476,
+            295, 1016, 0, 470, 594, 2020, 1478, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296, 150, 483,
+            174, 148, 1266, 1271, 431),
+    "0.12.1": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403, 476,
+            295, 1016, 0, 470, 594, 2020, 1478, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296, 150, 483,
+            174, 148, 1266, 1271, 431),
+    "0.12.2": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403, 476,
+            295, 1026, 0, 480, 604, 2030, 1488, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296, 150, 483,
+            174, 148, 1266, 1271, 431),
+    "0.12.3": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403, 476,
+            295, 1026, 0, 480, 604, 2030, 1488, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296, 150, 483,
+            174, 148, 1266, 1271, 431),
+    "0.13.0": (1754, 1785, 1629, 1654, 1903, 1962, 1995, 1909, 1973, 119, 151, 334, 391, 403, 482,
+            295, 1132, 0, 576, 686, 2225, 1678, 11, 14, 64, 68, 177, 187, 284, 297, 0, 324, 153,
+            551, 177, 162, 1422, 1427, 480),
+    "0.13.1": (1754, 1785, 1629, 1654, 1903, 1962, 1995, 1909, 1973, 119, 151, 334, 391, 403, 482,
+            295, 1132, 0, 576, 686, 2225, 1678, 11, 14, 64, 68, 177, 187, 284, 297, 0, 324, 153,
+            551, 177, 162, 1422, 1427, 480),
+    "0.14.0": (1959, 1992, 1933, 1952, 2160, 2216, 2251, 2164, 2227, 16, 48, 353, 392, 398, 465,
+            314, 1165, 0, 548, 665, 2300, 1727, 11, 14, 64, 68, 177, 187, 376, 422, 449, 0, 250,
+            563, 178, 175, 1248, 1253, 468),
+    "0.15.0": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
+            314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
+            602, 179, 174, 1295, 1300, 514),
+    "0.15.1": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
+            314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
+            602, 179, 174, 1295, 1300, 514),
+    "0.15.2": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
+            314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
+            602, 179, 174, 1295, 1300, 514),
+    "0.15.3": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
+            314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
+            602, 179, 174, 1295, 1300, 514),
+    "0.16.0": (1972, 2006, 1946, 1965, 2174, 2230, 2260, 2178, 2241, 16, 48, 353, 392, 398, 465,
+            314, 1326, 0, 585, 723, 2194, 1825, 11, 14, 65, 68, 91, 102, 396, 443, 470, 0, 258,
+            606, 182, 331, 1703, 1715, 548),
+    "0.16.1": (1972, 2006, 1946, 1965, 2174, 2230, 2260, 2178, 2241, 16, 48, 353, 392, 398, 465,
+            314, 1326, 0, 585, 723, 2194, 1825, 11, 14, 65, 68, 91, 102, 396, 443, 470, 0, 258,
+            606, 182, 331, 1703, 1715, 548),
+    "0.17.0": (2007, 2043, 1975, 2000, 2224, 2278, 2308, 2228, 2289, 17, 49, 374, 413, 419, 486,
+            335, 1661, 0, 844, 999, 2618, 2213, 13, 16, 65, 68, 91, 102, 400, 447, 474, 0, 258,
+            607, 183, 347, 1883, 1895, 548),
+    "0.17.1": (2007, 2043, 1975, 2000, 2224, 2278, 2308, 2228, 2289, 17, 49, 374, 413, 419, 486,
+            335, 1669, 0, 844, 1004, 2631, 2226, 13, 16, 66, 69, 92, 103, 400, 447, 474, 0, 258,
+            607, 183, 347, 1877, 1889, 548),
+    "0.18.0": (2055, 2091, 2023, 2048, 2278, 2332, 2362, 2282, 2343, 17, 49, 374, 413, 419, 486,
+            335, 0, 302, 991, 1184, 2699, 2295, 15, 18, 69, 72, 95, 106, 445, 498, 528, 0, 258,
+            634, 199, 371, 2287, 2303, 547),
+    "0.18.2": (2055, 2091, 2023, 2048, 2278, 2332, 2362, 2282, 2343, 17, 49, 374, 413, 419, 486,
+            335, 0, 302, 991, 1184, 2706, 2302, 15, 18, 69, 72, 95, 106, 445, 498, 528, 0, 258,
+            634, 199, 371, 2287, 2303, 547),
+    "0.19.0": (2120, 2156, 2088, 2113, 2328, 2382, 2412, 2332, 2393, 17, 49, 374, 413, 419, 486,
+            335, 0, 307, 978, 1193, 2921, 2505, 15, 18, 69, 72, 95, 106, 563, 626, 659, 0, 258,
+            830, 340, 371, 2474, 2503, 601),
+}
+
+
+def _megatron_release(version: str) -> Framework:
+    """Megatron-LM at tag ``core_v{version}`` (a key of :data:`_MEG_LINES`): 0.20.0's facts where
+    that release's code is the same, each citing its own line at this tag."""
+    at = dict(zip((a[0] for a in _MEG_ANCHORS), _MEG_LINES[version], strict=True))
+    src = f"NVIDIA/Megatron-LM core_v{version} (tag core_v{version})"
+    sched, p2p, fin = "core/pipeline_parallel/schedules.py", \
+        "core/pipeline_parallel/p2p_communication.py", "core/distributed/finalize_model_grads.py"
+    ddp, args = "core/distributed/distributed_data_parallel.py", "training/arguments.py"
+    batch = (f"training/arguments.py:{at['arg_batch']}" if at["arg_batch"] else
+             f"training/argument_utils.py:{at['arg_batch_u']}")
+    emb = at["emb"] or at["emb_old"]
+    whole = (f"{src}: {sched}:{at['shapes']} and {at['seq_par']} (get_tensor_shapes: each TP "
+             "rank sends the whole (seq, mbs, hidden) tensor; 1/t of the sequence only with "
+             "sequence_parallel)")
+    if at["land"]:
+        join = (f"{src}: training/training.py:{at['opt_step']} (optimizer.step()), then "
+                f"{at['land']} (logical_and_across_model_parallel_group: an all-reduce over the "
+                "model-parallel group of TP and pipeline ranks)")
+    else:
+        join = (f"{src}: training/training.py:{at['opt_step']} (optimizer.step(), whose "
+                f"gradient norm, core/optimizer/optimizer.py:{at['clip_if']}, is all-reduced over "
+                f"the model-parallel group of TP and pipeline ranks, {at['mp_group']})")
+    return Framework(
+        key="megatron", title=f"Megatron-LM core {version} (Megatron Core schedules and "
+        "DistributedDataParallel)", versions=(version,), code=src,
+        p2p=Cited("batched", f"{src}: {sched}:{at['sched']} "
+                  "(forward_backward_pipelining_without_interleaving: warm-up send_forward "
+                  f"{at['warm_send']}; steady send_forward_recv_backward {at['sfrb']} and "
+                  f"send_backward_recv_forward {at['sbrf']}), {at['no_overlap']} (refuses "
+                  f"overlap_p2p_comm); {p2p}:{at['branch']} and {at['batched']}-{at['isend']} "
+                  "(batch_p2p_comm: both operations of a call posted by one batch_isend_irecv; "
+                  f"{batch} batch_p2p_comm = not overlap_p2p_comm, arguments.py:"
+                  f"{at['overlap_off']} overlap off without interleaving), {at['wait']} and "
+                  f"{at['sync']} (every request waited on, then torch.cuda.synchronize)"),
+        partitioned=Cited(False, whole),
+        grad_partitioned=Cited(False, whole),
+        gathers=Cited((), whole),
+        hop_mask=Cited(0, f"{src}: {p2p}:{at['send_fwd']} (send_forward sends one tensor, the "
+                       "hidden states, into a buffer of the known tensor_shape): no mask crosses "
+                       "a hop"),
+        gather_bytes=Cited(None, f"{src}: {sched}:{at['shapes']} (no all-gather)"),
+        allreduce=Cited("after-backward", f"{src}: core/distributed/"
+                        f"distributed_data_parallel_config.py:{at['overlap_cfg']} "
+                        f"(overlap_grad_reduce = False) and {fin}:{at['finish']} "
+                        "(finish_grad_sync after the pipeline's last backward pass)"),
+        barrier=Cited(False, f"{src}: {fin}:{at['fmg']}-{emb} (no barrier across stages)"),
+        tied_first=Cited(False, f"{src}: {fin}:{at['finish']} then {emb} (the data-parallel "
+                         "all-reduce, then the word embedding's)"),
+        optimizer_barrier=Cited(
+            {"fp32": True, "fp16": True, "bf16": True},
+            f"{src}: core/optimizer/optimizer.py:{at['clip_if']} (step clips the gradients when "
+            f"clip_grad > 0: optimizer_config.py:{at['clip_cfg']} clip_grad = 1.0, {args}:"
+            f"{at['clip_arg']} --clip-grad default 1.0), the norm all-reduced over the "
+            f"model-parallel group of TP and pipeline ranks (optimizer.py:{at['mp_group']})"),
+        bucket_elements=Cited(math.inf, f"{src}: {ddp}:{at['bucket']}-{at['bucket_off']} "
+                              "(bucket_size None, one bucket, unless overlap_grad_reduce; then "
+                              "max(40000000, 1000000 x dp) elements)"),
+        bucket_rule=Cited("megatron", f"{src}: {ddp}:{at['pp_first']}-{at['pp_off']} ('Turn off "
+                          "bucketing if we are on a pipeline stage that is not the first': one "
+                          "bucket there; buckets of bucket_size elements on the first stage)"),
+        dp_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                       f"{src}: core/distributed/distributed_data_parallel_config.py:"
+                       f"{at['grad_fp32']} (grad_reduce_in_fp32 = False: the model's dtype) and "
+                       f"{args}:{at['bf16_fp32']} (bf16 accumulates and all-reduces in fp32)"),
+        tied_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                         f"{src}: {fin}:{at['emb_ar']} (the embedding's main_grad, the gradient "
+                         "buffer's dtype, as dp_bytes)"),
+        activation_bytes=Cited(_PREC, f"{src}: {p2p}:{at['dtype']} (received tensors of "
+                               "config.pipeline_dtype, the model's dtype)"),
+        pipe_buffers=Cited(0, f"{src}: {sched}:{at['in_append']} and {at['in_pop']} (a received "
+                           "input is kept in input_tensors while its micro-batch is in flight, "
+                           "popped at its backward pass: the in-flight count, which dtsim's "
+                           "memory counts as DeepSpeed 0.16.5's buffers, at least 2)"),
+        pipe_groups=Cited(False, f"{src}: core/parallel_state.py:{at['tp_init']} "
+                          "(initialize_model_parallel: one tensor_model_parallel_size for every "
+                          "stage)"),
+        step_join=Cited("pipeline", join + ": every stage of a pipeline starts its next step "
+                        "after the slowest one's optimizer step"),
+        options={
+            "overlap_grad_reduce": ((True, False), f"{src}: core/distributed/"
+                                    f"distributed_data_parallel_config.py:{at['overlap_cfg']} "
+                                    f"and {ddp}:{at['bucket']}-{at['bucket_off']} (buckets of "
+                                    "max(4e7, 1e6 dp) elements reduced as the backward pass "
+                                    "produces them)"),
+            "accumulate_allreduce_grads_in_fp32": ((True, False), f"{src}: {args}:"
+                                                   f"{at['acc_arg']} and {at['bf16_fp32']} (fp32 "
+                                                   "gradient buffers: dp_bytes and tied_bytes "
+                                                   "4)"),
+        },
+    )
+
+
+#: The Megatron Core releases read tag by tag (``_MEG_LINES``), each a table of its own.
+MEGATRON_TAGS: dict[str, Framework] = {v: _megatron_release(v) for v in _MEG_LINES}
+
 FRAMEWORKS: dict[str, Framework] = {f.key: f for f in (DEEPSPEED, SAILOR, MEGATRON, DDP)}
 #: Every release read, per key and version (the first of each key its default, FRAMEWORKS').
 RELEASES: dict[str, dict[str, Framework]] = {}
-for _f in (DEEPSPEED, DEEPSPEED_0313, *DEEPSPEED_TAGS.values(), SAILOR, MEGATRON, DDP):
+for _f in (DEEPSPEED, DEEPSPEED_0313, *DEEPSPEED_TAGS.values(), SAILOR, MEGATRON,
+           *MEGATRON_TAGS.values(), DDP):
     for _v in _f.versions:
         RELEASES.setdefault(_f.key, {})[_v] = _f
 DEFAULT_FRAMEWORK = "deepspeed"
@@ -924,9 +1148,10 @@ SAILOR_FRAMEWORK = "sailor-deepspeed"
 
 def _known(name: str) -> str:
     """The versions of ``name`` read, the tags read one by one as their first and last."""
-    singles = [v for v in RELEASES[name] if name != "deepspeed" or v not in DEEPSPEED_TAGS]
-    if name == "deepspeed":
-        tags = list(DEEPSPEED_TAGS)
+    ranged = {"deepspeed": DEEPSPEED_TAGS, "megatron": MEGATRON_TAGS}.get(name, {})
+    singles = [v for v in RELEASES[name] if v not in ranged]
+    if ranged:
+        tags = list(ranged)
         singles.append(f"each tagged release {tags[0]} to {tags[-1]}")
     return ", ".join(singles)
 
