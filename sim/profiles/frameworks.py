@@ -811,15 +811,16 @@ def _deepspeed_release(version: str) -> Framework:
             f"{at['pipe_part']}; its runtime/config.py has no such pipeline key, added in "
             f"{_DS_PIPE_PARTITIONED})")
     if bf16_comm:
-        # with bf16, 0.14.1 on reduces the model's bf16 gradients (grads=None), before the bf16
-        # optimizer's fp32 ones (get_grads_for_reduction), cast: 2 bytes either way
-        grads = ("the model's bf16 gradients, runtime/pipe/engine.py:{}, grads=None" if
-                 v >= _ds_version("0.14.1") else "the bf16 optimizer's fp32 gradients, "
-                 "runtime/pipe/engine.py:{}, get_grads_for_reduction, cast")
+        # with bf16 the bf16 optimizer's gradients: passed by _bf16_reduce_grads up to 0.14.0,
+        # fetched by buffered_allreduce_fallback (grads=None) from 0.14.1
+        where = (f"called with grads=None by buffered_allreduce_fallback, runtime/engine.py:"
+                 f"{at['fallback']}" if v >= _ds_version("0.14.1") else
+                 f"passed at runtime/pipe/engine.py:{at['bf16_red']}")
         dp_bytes = Cited(_PREC, f"{src}: runtime/engine.py:{at['cdt']}-{at['cdt_bf16']} "
                          "(communication_data_type: the config's, else fp16 with fp16, bf16 with "
                          f"bf16, else fp32) and {at['ar_cast']} (a bucket is cast to it before "
-                         f"dist.all_reduce; with bf16 {grads.format(at['bf16_red'])})")
+                         "dist.all_reduce; with bf16 the bf16 optimizer's fp32 gradients, "
+                         f"get_grads_for_reduction {where}, are cast too)")
     else:
         dp_bytes = Cited({"fp32": 4, "fp16": 2, "bf16": 4},
                          f"{src}: runtime/engine.py:{at['cdt']} (communication_data_type: the "
