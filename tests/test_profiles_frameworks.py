@@ -611,26 +611,29 @@ def test_a_bucket_whose_count_cannot_fit_in_memory_is_refused(prof):
 DS_MIRROR = "/work/.mirror/microsoft+DeepSpeed/repo"
 
 
+def _framework_lines():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "framework_lines.py"
+    spec = importlib.util.spec_from_file_location("dtsim_framework_lines", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.mark.skipif(not __import__("os").path.isdir(DS_MIRROR),
                     reason="needs a microsoft/DeepSpeed clone with its release tags")
 def test_deepspeed_tags_cite_the_line_each_fact_was_read_at():
     """Every line a DeepSpeed 0.9.0 .. 0.16.4 table cites holds, at that tag, the code its fact
     was read in (``_DS_ANCHORS``: the nth occurrence of it in the file), and code a release
-    lacks (line 0) is absent from it: re-read from the repository, tag by tag."""
-    import subprocess
-
+    lacks (line 0) is absent from it: re-read from the repository, tag by tag
+    (``tools/framework_lines.py``)."""
     from sim.profiles.frameworks import _DS_ANCHORS, _DS_LINES
 
-    files: dict[tuple[str, str], list[str]] = {}
+    tool = _framework_lines()
     for version, lines in _DS_LINES.items():
-        for (name, path, code, nth), line in zip(_DS_ANCHORS, lines, strict=True):
-            key = (version, path)
-            if key not in files:
-                files[key] = subprocess.run(
-                    ["git", "-C", DS_MIRROR, "show", f"v{version}:deepspeed/runtime/{path}"],
-                    capture_output=True, text=True, check=True).stdout.splitlines()
-            found = [i + 1 for i, text in enumerate(files[key]) if code in text]
-            assert (found[nth - 1] if len(found) >= nth else 0) == line, (version, name)
+        assert tool.lines("deepspeed", DS_MIRROR, version) == lines, version
         at = dict(zip((a[0] for a in _DS_ANCHORS), lines, strict=True))
         # the bf16 default is communication_data_type's own branch (0.9.2 on)
         assert at["cdt_bf16"] == 0 or 0 < at["cdt_bf16"] - at["cdt"] < 12, version
@@ -725,28 +728,19 @@ def test_megatron_tags_cite_the_line_each_fact_was_read_at():
 
     from sim.profiles.frameworks import _MEG_ANCHORS, _MEG_LINES
 
-    def show(version, path):
-        return subprocess.run(["git", "-C", MEG_MIRROR, "show",
-                               f"core_v{version}:megatron/{path}"],
-                              capture_output=True, text=True).stdout.splitlines()
-
+    tool = _framework_lines()
     for version, lines in _MEG_LINES.items():
-        info = "\n".join(show(version, "core/package_info.py"))
+        info = subprocess.run(["git", "-C", MEG_MIRROR, "show",
+                               f"core_v{version}:megatron/core/package_info.py"],
+                              capture_output=True, text=True, check=True).stdout
         major, minor, patch = version.split(".")
         # core_v0.19.0's package_info already says 0.19.1 (5be9626, the bump, is in the tag;
         # the wheel takes its version from the git tag since 2f5c62c, #4212)
         patch = "1" if version == "0.19.0" else patch
         assert re.search(rf"^MAJOR = {major}\nMINOR = {minor}\nPATCH = {patch}$", info,
                          re.M), version
-        files: dict[str, list[str]] = {}
-        at: dict[str, int] = {}
-        for (name, path, code, after), line in zip(_MEG_ANCHORS, lines, strict=True):
-            text = files.setdefault(path, show(version, path))
-            start = at[after] if after else 0
-            found = [i + 1 for i, t in enumerate(text) if code in t and i + 1 > start] \
-                if not after or start else []
-            assert (found[0] if found else 0) == line, (version, name)
-            at[name] = line
+        assert tool.lines("megatron", MEG_MIRROR, version) == lines, version
+        at = dict(zip((a[0] for a in _MEG_ANCHORS), lines, strict=True))
         # the DP all-reduce before the word embedding's (tied_first False), batch_p2p_comm
         # set in one of the two places
         assert at["finish"] < (at["emb"] or at["emb_old"]), version
