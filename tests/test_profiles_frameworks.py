@@ -475,7 +475,7 @@ def test_deepspeed_versions_and_their_options():
             ", pipe_partitioned; fp32_allreduce: DeepSpeed 0.16.5's runtime/config.py reads no "
             "such key (0.3.13's: version=0.3.13)"),
            (dict(version="0.3.12"), "'framework_version' must be a version of deepspeed the "
-            "table was read at (0.16.5, 0.3.13)")]
+            "table was read at (0.16.5, 0.3.13, each tagged release 0.9.0 to 0.16.4)")]
     for kw, msg in bad:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             FrameworkSpec("deepspeed", **kw)
@@ -641,3 +641,180 @@ def test_a_bucket_whose_count_cannot_fit_in_memory_is_refused(prof):
     fine = replace(plan, framework=FrameworkSpec("ddp", options=(("bucket_cap_mb", 25),)))
     assert build_plan(fine, prof, steps=1, check_memory=False).config.sync.startswith(
         "allreduce:overlap=backward")
+
+
+DS_MIRROR = "/work/.mirror/microsoft+DeepSpeed/repo"
+
+
+def _framework_lines():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "framework_lines.py"
+    spec = importlib.util.spec_from_file_location("dtsim_framework_lines", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir(DS_MIRROR),
+                    reason="needs a microsoft/DeepSpeed clone with its release tags")
+def test_deepspeed_tags_cite_the_line_each_fact_was_read_at():
+    """Every line a DeepSpeed 0.9.0 .. 0.16.4 table cites holds, at that tag, the code its fact
+    was read in (``_DS_ANCHORS``: the nth occurrence of it in the file), and code a release
+    lacks (line 0) is absent from it: re-read from the repository, tag by tag
+    (``tools/framework_lines.py``)."""
+    from sim.profiles.frameworks import _DS_ANCHORS, _DS_LINES
+
+    tool = _framework_lines()
+    for version, lines in _DS_LINES.items():
+        assert tool.lines("deepspeed", DS_MIRROR, version) == lines, version
+        at = dict(zip((a[0] for a in _DS_ANCHORS), lines, strict=True))
+        # the bf16 default is communication_data_type's own branch (0.9.2 on)
+        assert at["cdt_bf16"] == 0 or 0 < at["cdt_bf16"] - at["cdt"] < 12, version
+
+
+def test_a_deepspeed_release_gets_its_own_table():
+    """``version = "0.14.4"`` (or any tag from 0.9.0 to 0.16.4) picks that release's table: each
+    fact cites its own tag's line; 0.14.4's values are 0.16.5's, 0.12.2's too but without the
+    pipe_partitioned key (added in 0.12.3) and with communication_data_type spelled ``bfp16``
+    for bf16 (until 0.14.1); 0.9.1 all-reduces bf16 gradients in fp32."""
+    from sim.profiles.formats import framework_from_text
+    from sim.profiles.frameworks import DEEPSPEED, DEEPSPEED_TAGS
+
+    assert list(DEEPSPEED_TAGS)[0] == "0.9.0" and list(DEEPSPEED_TAGS)[-1] == "0.16.4"
+    assert len(DEEPSPEED_TAGS) == 42
+    spec = framework_from_text("deepspeed:version=0.14.4")
+    fw = spec.framework
+    assert fw is RELEASES["deepspeed"]["0.14.4"] and fw.versions == ("0.14.4",)
+    for name, fact in fw.facts().items():
+        assert fact.value == DEEPSPEED.facts()[name].value, name
+        assert fact.source.startswith("microsoft/DeepSpeed v0.14.4 (tag v0.14.4)"), name
+    assert "runtime/pipe/engine.py:76 (enable_backward_allreduce" in fw.allreduce.source
+    assert set(fw.options) == set(DEEPSPEED.options) and fw.precisions == DEEPSPEED.precisions
+    old = RELEASES["deepspeed"]["0.12.2"]
+    assert "pipe_partitioned" in old.lacks and "pipe_partitioned" in \
+        RELEASES["deepspeed"]["0.12.3"].options
+    fb = resolve(FrameworkSpec("deepspeed", "0.12.6", "bf16",
+                               (("communication_data_type", "bfp16"),)), 4)
+    assert fb.dp_bytes == 2 and "config.py:241-" in fb.sources["dp_bytes"]
+    bf16 = {v: resolve(FrameworkSpec("deepspeed", v, "bf16"), 4)
+            for v in ("0.9.0", "0.9.1", "0.9.2", "0.16.4")}
+    assert {v: fb.dp_bytes for v, fb in bf16.items()} == {"0.9.0": 4, "0.9.1": 4, "0.9.2": 2,
+                                                         "0.16.4": 2}
+    assert all(fb.tied_bytes == 4 and fb.activation_bytes == 2 for fb in bf16.values())
+    bad = [(dict(version="0.12.2", options=(("pipe_partitioned", False),)),
+            "pipe_partitioned: DeepSpeed 0.12.2 always partitions with TP > 1 "
+            "(runtime/pipe/engine.py:135;"),
+           (dict(version="0.14.0", options=(("communication_data_type", "bf16"),)),
+            "'communication_data_type' must be one of fp32, fp16, bfp16: 'bf16'"),
+           (dict(version="0.14.1", options=(("communication_data_type", "bfp16"),)),
+            "'communication_data_type' must be one of fp32, fp16, bf16: 'bfp16'"),
+           (dict(version="0.9.3", options=(("fp32_allreduce", True),)),
+            "fp32_allreduce: DeepSpeed 0.9.3's runtime/config.py reads no such key"),
+           (dict(version="v0.14.4"), "'framework_version' must be a version of deepspeed the "
+            "table was read at (0.16.5, 0.3.13, each tagged release 0.9.0 to 0.16.4)"),
+           (dict(version="0.14"), "'framework_version' must be a version of deepspeed"),
+           (dict(version="0.8.3"), "'framework_version' must be a version of deepspeed"),
+           (dict(version="0.16.6"), "'framework_version' must be a version of deepspeed")]
+    for kw, msg in bad:
+        with pytest.raises(ConfigError, match=re.escape(msg)):
+            FrameworkSpec("deepspeed", **kw)
+
+
+def test_a_release_before_092_all_reduces_bf16_gradients_in_fp32(prof, runs):
+    """DeepSpeed 0.9.1's communication_data_type has no bf16 default (runtime/engine.py:773 at
+    v0.9.1): a bf16 plan all-reduces its bf16 optimizer's fp32 gradients as they are, 4 bytes a
+    value where 0.9.2 on (and 0.16.5) cast them to bf16, 2. On a shipped plan (OPT-350, two
+    stages of two TP-4 replicas): each stage's all-reduce is twice 0.16.5's bytes in buckets of
+    5e8 values of 4 bytes, and its time the ring's over those bytes; every pipeline transfer is
+    0.16.5's. 0.14.4 gives 0.16.5's plan exactly."""
+    from sim.profiles.build import plan_allreduce_time
+
+    plan = runs["clariden-OPT-350-N4_D2"].plan
+    built = {v: build_plan(replace(plan, framework=FrameworkSpec("deepspeed", v, "bf16")), prof,
+                           steps=1, check_memory=False) for v in ("0.16.5", "0.14.4", "0.9.1")}
+    net = {v: build_plan(replace(plan, framework=FrameworkSpec("deepspeed", v, "bf16")), prof,
+                         steps=1, check_memory=False, network=True).config
+           for v in ("0.16.5", "0.9.1")}
+    assert net["0.9.1"].allreduce_sizes == tuple(2 * x for x in net["0.16.5"].allreduce_sizes)
+    assert net["0.9.1"].bucket_size == 5e8 * 4 and net["0.16.5"].bucket_size == 5e8 * 2
+    for j, st in enumerate(plan.stages):
+        ring = [(x, (j, i)) for i, x in enumerate(st.replicas)]
+        want = plan_allreduce_time(prof.network, ring, [x.tp for x in st.replicas],
+                                   net["0.9.1"].allreduce_sizes[j], 5e8 * 4, prof)
+        assert built["0.9.1"].allreduce_times[j] == pytest.approx(want, rel=1e-12)
+        assert built["0.9.1"].allreduce_times[j] > built["0.16.5"].allreduce_times[j]
+    assert built["0.9.1"].transfer_times == built["0.16.5"].transfer_times
+    assert built["0.14.4"].transfer_times == built["0.16.5"].transfer_times
+    assert built["0.14.4"].allreduce_times == built["0.16.5"].allreduce_times
+
+
+MEG_MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir(MEG_MIRROR),
+                    reason="needs an NVIDIA/Megatron-LM clone with its core_v tags")
+def test_megatron_tags_cite_the_line_each_fact_was_read_at():
+    """Every line a Megatron-LM core 0.8.0 .. 0.19.0 table cites holds, at tag core_vX, the code
+    its fact was read in (``_MEG_ANCHORS``: its first occurrence after the place it follows),
+    code a release lacks (line 0) is absent, and the tag's package_info is that version."""
+    import subprocess
+
+    from sim.profiles.frameworks import _MEG_ANCHORS, _MEG_LINES
+
+    tool = _framework_lines()
+    for version, lines in _MEG_LINES.items():
+        info = subprocess.run(["git", "-C", MEG_MIRROR, "show",
+                               f"core_v{version}:megatron/core/package_info.py"],
+                              capture_output=True, text=True, check=True).stdout
+        major, minor, patch = version.split(".")
+        # core_v0.19.0's package_info already says 0.19.1 (5be9626, the bump, is in the tag;
+        # the wheel takes its version from the git tag since 2f5c62c, #4212)
+        patch = "1" if version == "0.19.0" else patch
+        assert re.search(rf"^MAJOR = {major}\nMINOR = {minor}\nPATCH = {patch}$", info,
+                         re.M), version
+        assert tool.lines("megatron", MEG_MIRROR, version) == lines, version
+        at = dict(zip((a[0] for a in _MEG_ANCHORS), lines, strict=True))
+        # the DP all-reduce before the word embedding's (tied_first False), batch_p2p_comm
+        # set in one of the two places
+        assert at["finish"] < (at["emb"] or at["emb_old"]), version
+        assert bool(at["arg_batch"]) != bool(at["arg_batch_u"]), version
+
+
+def test_a_megatron_release_gets_its_own_table(prof):
+    """``megatron:version=0.13.1`` (or 0.9.0, any Megatron Core release tag from 0.8.0 to 0.19.0)
+    picks that release's table, every fact citing its tag's line, its values 0.20.0's (no fact
+    differs: read tag by tag), so its plan is 0.20.0's in every time; before 0.11.0 the
+    pipeline's join is the optimizer step's norm all-reduce (no logical_and after it yet)."""
+    from sim.profiles.formats import framework_from_text
+    from sim.profiles.frameworks import MEGATRON, MEGATRON_TAGS
+
+    assert list(MEGATRON_TAGS) == ["0.8.0", "0.9.0", "0.10.0", "0.11.0", "0.12.0", "0.12.1",
+                                   "0.12.2", "0.12.3", "0.13.0", "0.13.1", "0.14.0", "0.15.0",
+                                   "0.15.1", "0.15.2", "0.15.3", "0.16.0", "0.16.1", "0.17.0",
+                                   "0.17.1", "0.18.0", "0.18.2", "0.19.0"]
+    for v, fw in MEGATRON_TAGS.items():
+        assert RELEASES["megatron"][v] is fw
+        for name, fact in fw.facts().items():
+            assert fact.value == MEGATRON.facts()[name].value, (v, name)
+            assert fact.source.startswith(f"NVIDIA/Megatron-LM core_v{v} (tag core_v{v})")
+        assert set(fw.options) == set(MEGATRON.options) and fw.precisions == MEGATRON.precisions
+    assert "logical_and" not in MEGATRON_TAGS["0.10.0"].step_join.source
+    assert "training/training.py:1422 (optimizer.step()), then 1427 (logical_and" in \
+        MEGATRON_TAGS["0.13.1"].step_join.source
+    spec = framework_from_text("megatron:version=0.13.1,overlap_grad_reduce=true")
+    assert spec.framework is MEGATRON_TAGS["0.13.1"]
+    assert resolve(spec, 4, dp=2).sync == resolve(FrameworkSpec(
+        "megatron", options=(("overlap_grad_reduce", True),)), 4, dp=2).sync
+    base = _tp_plan((2, 2), "megatron")
+    old = replace(base, framework=FrameworkSpec("megatron", "0.9.0"))
+    a = build_plan(base, prof, steps=1, check_memory=False)
+    b = build_plan(old, prof, steps=1, check_memory=False)
+    assert b.behaviour.framework.versions == ("0.9.0",)
+    assert (a.transfer_times, a.allreduce_times) == (b.transfer_times, b.allreduce_times)
+    for bad in ("core_v0.9.0", "0.7.0", "0.13", "0.14.0rc1", "0.20.1"):
+        with pytest.raises(ConfigError, match=re.escape(
+                "'framework_version' must be a version of megatron the table was read at "
+                "(0.20.0, each tagged release 0.8.0 to 0.19.0)")):
+            FrameworkSpec("megatron", bad)

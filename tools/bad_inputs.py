@@ -2362,6 +2362,11 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/framework-0.3.13-sequence", P(*gh, *quick, "--framework",
                                             "deepspeed:version=0.3.13,seq_length=2048"),
         ok("searched"))
+    add("plan/framework-deepspeed-0.14.4", P(*gh, *quick, "--framework",
+                                             "deepspeed:version=0.14.4"), ok("searched"))
+    add("plan/framework-deepspeed-before-0.9", P(*gh, *quick, "--framework",
+                                                 "deepspeed:version=0.8.3"),
+        refuse("framework_version"), note="releases before 0.9.0 (but 0.3.13) not read")
     add("plan/framework-ddp-bucket-tiny", P(*gh, *quick, "--framework",
                                             "ddp:bucket_cap_mb=1e-300"),
         refuse("bucket_cap_mb"), note="the search's bounds used to run for ever")
@@ -2487,6 +2492,37 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/framework-deepspeed-0.3.13-version-unknown",
         T("--plan", good, "--framework", "deepspeed:version=0.3.14", *one),
         refuse("framework_version"), note="only the versions the table was read at")
+    add("train/framework-deepspeed-0.14.4-runs",
+        T("--plan", good, "--framework", "deepspeed:version=0.14.4", *one),
+        ok("deepspeed 0.14.4 fp16"), note="a release tag from 0.9.0 to 0.16.4: its own table, "
+        "each fact read at that tag")
+    add("train/framework-deepspeed-version-untagged",
+        T("--plan", good, "--framework", "deepspeed:version=0.16.6", *one),
+        refuse("framework_version"), note="a release after the tags read (0.16.4, 0.16.5)")
+    add("train/framework-deepspeed-version-minor-only",
+        T("--plan", good, "--framework", "deepspeed:version=0.14", *one),
+        refuse("framework_version"), note="a release is named by its whole tag: 0.14 is not "
+        "every 0.14.x (0.14.0 and 0.14.1 differ)")
+    add("train/framework-megatron-0.13.1-runs",
+        T("--plan", good, "--framework", "megatron:version=0.13.1", *one),
+        ok("megatron 0.13.1 fp16"), note="a Megatron Core release tag from 0.8.0 to 0.19.0: its "
+        "own table, each fact read at that tag")
+    add("train/framework-megatron-version-tag-name",
+        T("--plan", good, "--framework", "megatron:version=core_v0.13.1", *one),
+        refuse("framework_version"), note="the version as the package names it (0.13.1), not "
+        "the git tag")
+    add("train/framework-megatron-version-rc",
+        T("--plan", good, "--framework", "megatron:version=0.14.0rc1", *one),
+        refuse("framework_version"), note="release candidates were not read")
+    add("train/framework-deepspeed-0.12.2-pipe-partitioned",
+        T("--plan", good, "--framework", "deepspeed:version=0.12.2,pipe_partitioned=false",
+          *one), refuse("framework_options"),
+        note="pipeline.pipe_partitioned came in 0.12.3: refused with why")
+    add("train/framework-deepspeed-0.14.0-bf16-spelling",
+        T("--plan", good, "--framework",
+          "deepspeed:version=0.14.0,communication_data_type=bf16", *one),
+        refuse("communication_data_type"), note="before 0.14.1 DeepSpeed's config spells it "
+        "bfp16 (its config.py raises on bf16)")
     one_stage = plan("fw-one-stage.json", [{"first_layer": 0, "last_layer": 25,
                                             "replicas": gh * 2}])
     add("train/framework-ddp-bucket-tiny", T("--plan", one_stage, "--framework",

@@ -96,7 +96,11 @@ used, e.g. Megatron-LM v1.1.5's example); :data:`FRAMEWORKS` holds each key's
 default release. A release is a whole table of its own rather than 0.16.5's with
 exceptions, so every one of its values was read at its own version (and cites
 it); :class:`FrameworkSpec` picks the release by ``version`` and checks the
-options and precision against that release's.
+options and precision against that release's. DeepSpeed's release tags 0.9.0 to
+0.16.4 are a table each too (:data:`DEEPSPEED_TAGS`), built by one function from
+the line each fact was read at in that tag (``_DS_LINES``), with the values that
+tag's code gives; Megatron Core's 0.8.0 to 0.19.0 likewise (:data:`MEGATRON_TAGS`,
+``_MEG_LINES``). A version is matched as a whole tag; any other is refused.
 """
 
 from __future__ import annotations
@@ -563,15 +567,599 @@ DDP = Framework(
     options={"bucket_cap_mb": ((), f"{_TORCH}: DistributedDataParallel(bucket_cap_mb=25)")},
 )
 
+#: DeepSpeed's pipeline engine at every release tag from v0.9.0 to v0.16.4, a table each
+#: (:func:`_deepspeed_release`). Each fact cites, at that tag, the line of the code it was read
+#: in: ``_DS_ANCHORS`` names each place (a file under ``deepspeed/runtime/``, the code found
+#: there, which occurrence of it) and ``_DS_LINES`` its line per tag (0: absent from that
+#: release). ``tests/test_profiles_frameworks.py`` re-reads every tag in a microsoft/DeepSpeed
+#: clone and checks each line holds its code and each 0 that the code is absent; where facts
+#: differ between tags, docs/real_runs.md says which commit changed them.
+_DS_ANCHORS: tuple[tuple[str, str, str, int], ...] = (
+    ("send", "pipe/p2p.py", "return dist.send(tensor, dest_rank)", 1),
+    ("recv", "pipe/p2p.py", "return dist.recv(tensor, src_rank)", 1),
+    ("cfg_pipe", "config.py", '"pipe_partitioned": True,', 1),
+    ("cfg_grad", "config.py", '"grad_partitioned": True,', 1),
+    ("cfg_cdt", "config.py", "def get_communication_data_type(", 1),
+    ("cfg_bf16", "config.py", 'elif val == "bf16":', 1),
+    ("cfg_bfp16", "config.py", 'elif val == "bfp16":', 1),
+    ("no_bwd", "pipe/engine.py", "self.enable_backward_allreduce = False", 1),
+    ("pipe_part", "pipe/engine.py", "self.is_pipe_partitioned = self.is_model_parallel", 1),
+    ("grad_part", "pipe/engine.py", "self.is_grad_partitioned = self.is_model_parallel", 1),
+    ("mask_cls", "pipe/engine.py",
+     "self.has_attention_mask = self.module.__class__.__name__ == 'GPT2ModelPipe'", 1),
+    ("tied_grad", "pipe/engine.py", "grad = weight._hp_grad if", 1),
+    ("tied_ar", "pipe/engine.py", "dist.all_reduce(grad, group=group)", 1),
+    ("red_call", "pipe/engine.py",
+     "self.allreduce_gradients(bucket_size=MEMORY_OPT_ALLREDUCE_SIZE)", 1),
+    ("bf16_red", "pipe/engine.py", "self.buffered_allreduce_fallback(grads=", 1),
+    ("tb_sched", "pipe/engine.py",
+     "sched = schedule.TrainSchedule(micro_batches=self.micro_batches,", 1),
+    ("tb_agg", "pipe/engine.py", "self.agg_train_loss = self._aggregate_total_loss()", 1),
+    ("loss_ar", "pipe/engine.py",
+     "dist.all_reduce(agg_loss, group=self.mpu.get_data_parallel_group())", 1),
+    ("loss_bc", "pipe/engine.py",
+     "dist.broadcast(tensor=losses, src=self.global_rank, "
+     "group=self.mpu.get_pipe_parallel_group())", 1),
+    ("loss_rx", "pipe/engine.py",
+     "dist.broadcast(tensor=losses, src=src_rank, group=self.grid.get_pipe_parallel_group())", 1),
+    ("fwd_full", "pipe/engine.py", "inputs = (part_input.full(), *inputs[2:])", 1),
+    ("out_part", "pipe/engine.py",
+     "part = PartitionedTensor(tensor=first_output, "
+     "group=self.grid.get_slice_parallel_group())", 1),
+    ("out_send", "pipe/engine.py", "outputs = (part.to_meta(), part.data(), *outputs_tail)", 1),
+    ("bwd_out", "pipe/engine.py", ".data = part_output.full()", 1),
+    ("bwd_grad", "pipe/engine.py", "grad_tensors = (part_grad.full(), *grad_tensors[2:])", 1),
+    ("mask_half", "pipe/engine.py", "outputs[-1] = outputs[-1].half()", 1),
+    ("send_loop", "pipe/engine.py", "p2p.send(buffer, self.next_stage)", 1),
+    ("sg_part", "pipe/engine.py", "p2p.send(inputs[1], self.prev_stage)", 1),
+    ("reserve", "pipe/engine.py",
+     "self._reserve_pipe_buffers(pipe_schedule.num_pipe_buffers())", 1),
+    ("mem_opt", "engine.py", "MEMORY_OPT_ALLREDUCE_SIZE = 500000000", 1),
+    ("cdt", "engine.py", "def communication_data_type(self):", 1),
+    ("cdt_bf16", "engine.py", "return torch.bfloat16", 1),
+    ("fallback", "engine.py",
+     "def buffered_allreduce_fallback(self, grads=None, elements_per_buffer=500000000", 1),
+    ("ar_cast", "engine.py", "tensor_to_allreduce = tensor.to(self.communication_data_type)", 1),
+    ("ar_thr", "engine.py", "if numel > numel_per_bucket:", 1),
+    ("clip_if", "engine.py", "if self.gradient_clipping() > 0.0:", 1),
+    ("clip_def", "constants.py", "GRADIENT_CLIPPING_DEFAULT = 0.", 1),
+    ("fp16_ovf", "fp16/fused_optimizer.py",
+     "self.overflow = self.overflow_checker.has_overflow(fp16_params)", 1),
+    ("ovf_mp", "utils.py",
+     "dist.all_reduce(overflow_gpu, op=dist.ReduceOp.MAX, "
+     "group=self.mpu.get_model_parallel_group())", 2),
+    ("norm_def", "utils.py", "def get_global_norm_of_tensors(", 1),
+    ("full_def", "utils.py", "def full(self, device=None):", 1),
+    ("full_dtype", "utils.py",
+     "flat_tensor = torch.zeros([full_numel], dtype=self.local_data.dtype", 1),
+    ("bf16_norm", "bf16_optimizer.py", "= get_global_norm_of_tensors(input_tensors=", 1),
+    ("paired_send", "pipe/schedule.py",
+     "The communication is blocking and must be paired with a :class:`RecvActivation`", 1),
+    ("paired_recv", "pipe/schedule.py",
+     "The communication is blocking and must be paired with a :class:`SendActivation`", 1),
+    ("train_sched", "pipe/schedule.py", "class TrainSchedule(PipeSchedule):", 1),
+    ("tied_first", "pipe/schedule.py", "cmds.append(ReduceTiedGrads())", 1),
+    ("buffers", "pipe/schedule.py",
+     "buffers = min(self.stages - self.stage_id, self.micro_batches)", 1),
+    ("topo", "pipe/topology.py", "class PipeModelDataParallelTopology(ProcessTopology):", 1),
+    ("mp_group", "pipe/topology.py", "self.ds_model_proc_group = None", 1),
+    ("mp_get", "pipe/topology.py", "def get_model_parallel_group(self):", 1),
+)
+_DS_LINES: dict[str, tuple[int, ...]] = {
+    "0.9.0": (64, 85, 0, 0, 231, 0, 240, 59, 117, 118, 180, 237, 238, 250, 256, 332, 336, 521, 526,
+            533, 614, 640, 645, 702, 715, 918, 929, 983, 1288, 102, 793, 0, 2271, 2178, 2208, 1907,
+            206, 237, 258, 849, 668, 674, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.9.1": (64, 85, 0, 0, 231, 0, 240, 59, 117, 118, 180, 237, 238, 250, 256, 332, 336, 521, 526,
+            533, 614, 640, 645, 702, 715, 918, 929, 983, 1289, 100, 773, 0, 2251, 2158, 2188, 1887,
+            206, 237, 258, 849, 668, 674, 239, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.9.2": (64, 85, 0, 0, 231, 0, 240, 61, 119, 120, 182, 239, 240, 251, 257, 333, 337, 522, 527,
+            534, 615, 646, 651, 708, 721, 924, 935, 989, 1295, 100, 776, 785, 2300, 2207, 2237,
+            1936, 206, 237, 258, 849, 668, 674, 239, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.9.3": (64, 85, 0, 0, 236, 0, 245, 61, 119, 120, 182, 239, 240, 251, 257, 333, 337, 522, 527,
+            534, 615, 646, 651, 708, 721, 924, 935, 989, 1295, 100, 786, 795, 2317, 2224, 2254,
+            1953, 211, 237, 258, 849, 668, 674, 239, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.9.4": (64, 85, 0, 0, 236, 0, 245, 61, 119, 120, 182, 239, 240, 251, 257, 333, 337, 522, 527,
+            534, 615, 646, 651, 708, 721, 924, 935, 989, 1295, 100, 786, 795, 2317, 2224, 2254,
+            1953, 211, 237, 258, 849, 668, 674, 239, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.9.5": (64, 85, 0, 0, 236, 0, 245, 61, 119, 120, 182, 239, 240, 251, 257, 333, 337, 522, 527,
+            534, 615, 646, 651, 708, 721, 924, 935, 989, 1295, 100, 785, 794, 2316, 2223, 2253,
+            1952, 211, 237, 258, 849, 668, 674, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.10.0": (64, 85, 0, 0, 236, 0, 245, 61, 119, 120, 182, 239, 240, 251, 257, 333, 337, 522,
+            528, 534, 615, 646, 651, 708, 721, 924, 935, 989, 1295, 100, 797, 806, 2357, 2261,
+            2291, 1986, 211, 237, 258, 849, 668, 674, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.10.1": (64, 85, 0, 0, 236, 0, 245, 74, 132, 133, 195, 252, 253, 262, 268, 344, 348, 538,
+            544, 550, 631, 662, 667, 724, 737, 940, 951, 1005, 1323, 104, 796, 805, 2353, 2257,
+            2287, 1981, 211, 222, 270, 867, 686, 692, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.10.2": (64, 85, 0, 0, 239, 0, 248, 74, 132, 133, 195, 252, 253, 262, 268, 344, 348, 538,
+            544, 550, 631, 662, 667, 724, 737, 941, 952, 1006, 1324, 105, 797, 806, 2386, 2290,
+            2320, 2014, 211, 222, 270, 867, 686, 692, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.10.3": (64, 85, 0, 0, 240, 0, 249, 74, 132, 133, 203, 260, 261, 270, 276, 352, 356, 546,
+            552, 558, 639, 667, 672, 729, 742, 950, 961, 1015, 1324, 105, 797, 806, 2387, 2291,
+            2321, 2014, 211, 222, 270, 867, 686, 692, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.11.0": (64, 85, 0, 0, 241, 0, 250, 74, 132, 133, 203, 260, 261, 270, 276, 352, 356, 548,
+            554, 560, 641, 669, 674, 731, 744, 952, 963, 1017, 1326, 106, 798, 807, 2393, 2297,
+            2327, 2020, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.11.1": (64, 85, 0, 0, 241, 0, 250, 74, 132, 133, 203, 260, 261, 270, 276, 352, 356, 548,
+            554, 560, 641, 669, 674, 731, 744, 952, 963, 1017, 1326, 106, 798, 807, 2393, 2297,
+            2327, 2020, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.11.2": (64, 85, 0, 0, 241, 0, 252, 75, 135, 136, 206, 263, 264, 273, 279, 355, 359, 551,
+            557, 563, 644, 672, 677, 734, 747, 955, 966, 1020, 1329, 106, 798, 807, 2400, 2304,
+            2334, 2027, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.0": (64, 85, 0, 0, 241, 0, 252, 75, 135, 136, 206, 263, 264, 273, 279, 355, 359, 551,
+            557, 563, 644, 672, 677, 734, 747, 955, 966, 1020, 1329, 106, 798, 807, 2400, 2304,
+            2334, 2027, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.1": (64, 85, 0, 0, 241, 0, 252, 75, 135, 136, 206, 263, 264, 273, 279, 355, 359, 551,
+            557, 563, 644, 672, 677, 734, 747, 955, 966, 1020, 1329, 106, 798, 807, 2400, 2304,
+            2334, 2027, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.2": (64, 85, 0, 0, 241, 0, 252, 75, 135, 136, 206, 263, 264, 273, 279, 355, 359, 551,
+            557, 563, 644, 672, 677, 734, 747, 955, 966, 1020, 1329, 106, 798, 807, 2400, 2304,
+            2334, 2027, 211, 222, 270, 866, 685, 691, 238, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.3": (64, 85, 452, 453, 241, 0, 252, 75, 137, 138, 210, 267, 268, 277, 283, 359, 363, 555,
+            561, 567, 648, 676, 681, 738, 751, 959, 970, 1024, 1333, 106, 801, 810, 2404, 2308,
+            2338, 2031, 211, 221, 270, 866, 685, 691, 237, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.4": (64, 85, 452, 453, 241, 0, 252, 75, 137, 138, 210, 267, 268, 277, 283, 359, 363, 555,
+            561, 567, 648, 676, 681, 738, 751, 959, 970, 1024, 1333, 106, 804, 813, 2408, 2312,
+            2342, 2035, 211, 221, 270, 859, 685, 691, 237, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.5": (64, 85, 452, 453, 241, 0, 252, 75, 137, 138, 210, 267, 268, 277, 283, 359, 363, 555,
+            561, 567, 648, 676, 681, 738, 751, 959, 970, 1024, 1333, 106, 804, 813, 2415, 2319,
+            2349, 2042, 211, 221, 269, 834, 660, 666, 249, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.12.6": (64, 85, 456, 457, 241, 0, 252, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 564,
+            570, 576, 659, 687, 692, 751, 766, 974, 985, 1039, 1350, 106, 807, 816, 2419, 2323,
+            2353, 2046, 211, 221, 290, 855, 681, 687, 250, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.0": (64, 85, 456, 457, 241, 0, 252, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 573,
+            579, 585, 668, 696, 701, 760, 775, 983, 994, 1048, 1359, 106, 817, 826, 2435, 2332,
+            2362, 2055, 211, 221, 290, 855, 681, 687, 250, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.1": (64, 85, 456, 457, 241, 0, 252, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 573,
+            579, 585, 668, 696, 701, 760, 775, 983, 994, 1048, 1359, 106, 817, 826, 2435, 2332,
+            2362, 2055, 211, 221, 290, 855, 681, 687, 250, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.2": (64, 85, 457, 458, 242, 0, 253, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 573,
+            579, 585, 668, 696, 701, 760, 775, 983, 994, 1048, 1359, 107, 826, 835, 2445, 2342,
+            2372, 2065, 211, 221, 290, 864, 690, 696, 255, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.3": (64, 85, 465, 466, 250, 0, 261, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 573,
+            579, 585, 668, 696, 701, 760, 775, 983, 994, 1048, 1359, 107, 826, 835, 2447, 2344,
+            2374, 2067, 215, 221, 290, 864, 690, 696, 260, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.4": (64, 85, 465, 466, 250, 0, 261, 75, 137, 138, 214, 271, 272, 281, 287, 368, 372, 573,
+            579, 585, 668, 696, 701, 760, 775, 983, 994, 1048, 1359, 107, 826, 835, 2447, 2344,
+            2374, 2067, 215, 221, 290, 864, 690, 696, 260, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.13.5": (64, 85, 465, 466, 250, 0, 261, 77, 139, 140, 216, 273, 274, 283, 289, 370, 374, 575,
+            581, 587, 670, 698, 703, 762, 777, 985, 996, 1050, 1361, 107, 826, 835, 2447, 2344,
+            2374, 2067, 215, 221, 290, 864, 690, 696, 260, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.0": (64, 85, 465, 466, 250, 0, 261, 77, 139, 140, 216, 273, 274, 283, 289, 370, 374, 575,
+            581, 587, 670, 698, 703, 762, 777, 985, 996, 1050, 1361, 107, 826, 835, 2447, 2344,
+            2374, 2067, 215, 221, 290, 864, 690, 696, 260, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.1": (60, 81, 465, 466, 250, 261, 0, 78, 140, 141, 223, 280, 281, 290, 294, 375, 381, 593,
+            620, 630, 716, 744, 749, 823, 838, 1046, 1057, 1111, 1422, 107, 826, 835, 2454, 2344,
+            2376, 2067, 215, 222, 264, 836, 662, 668, 284, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.2": (60, 81, 465, 466, 250, 261, 0, 78, 140, 141, 223, 280, 281, 290, 294, 375, 381, 593,
+            620, 630, 716, 744, 749, 823, 838, 1046, 1057, 1111, 1422, 107, 826, 835, 2454, 2344,
+            2376, 2067, 215, 259, 263, 824, 669, 675, 284, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.3": (60, 81, 467, 468, 252, 263, 0, 76, 139, 140, 222, 279, 280, 289, 293, 374, 380, 592,
+            619, 629, 715, 743, 748, 822, 837, 1046, 1057, 1111, 1422, 107, 818, 827, 2450, 2336,
+            2368, 2059, 215, 259, 263, 826, 671, 677, 284, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.4": (60, 81, 466, 467, 251, 262, 0, 76, 139, 140, 222, 279, 280, 289, 293, 374, 380, 592,
+            619, 629, 715, 743, 748, 822, 837, 1046, 1057, 1111, 1422, 107, 817, 826, 2449, 2335,
+            2367, 2058, 215, 259, 263, 826, 671, 677, 284, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.14.5": (60, 81, 466, 467, 251, 262, 0, 76, 139, 140, 224, 281, 282, 291, 295, 376, 382, 594,
+            621, 631, 717, 745, 750, 824, 839, 1048, 1059, 1113, 1424, 109, 858, 867, 2493, 2379,
+            2411, 2102, 215, 259, 263, 826, 671, 677, 299, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.15.0": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 290, 299, 303, 385, 391, 603,
+            630, 640, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 109, 866, 875, 2502, 2388,
+            2420, 2111, 215, 259, 263, 826, 671, 677, 299, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.15.1": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 290, 299, 303, 385, 391, 603,
+            630, 640, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 109, 866, 875, 2502, 2388,
+            2420, 2111, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.15.2": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 290, 299, 303, 385, 391, 601,
+            628, 638, 724, 752, 757, 831, 846, 1028, 1039, 1093, 1408, 109, 866, 875, 2502, 2388,
+            2420, 2111, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.15.3": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 290, 299, 303, 385, 391, 601,
+            628, 638, 724, 752, 757, 831, 846, 1028, 1039, 1093, 1408, 109, 866, 875, 2502, 2388,
+            2420, 2111, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.15.4": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 109, 866, 875, 2502, 2388,
+            2420, 2111, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.16.0": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 110, 871, 880, 2533, 2419,
+            2451, 2139, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.16.1": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 110, 871, 880, 2533, 2419,
+            2451, 2139, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.16.2": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 110, 871, 880, 2538, 2424,
+            2456, 2144, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.16.3": (60, 81, 466, 467, 251, 262, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 110, 871, 880, 2538, 2424,
+            2456, 2144, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+    "0.16.4": (60, 81, 467, 468, 252, 263, 0, 81, 144, 145, 230, 289, 291, 300, 304, 386, 392, 602,
+            629, 639, 726, 754, 759, 833, 848, 1030, 1041, 1095, 1410, 111, 939, 948, 2611, 2497,
+            2529, 2217, 215, 259, 263, 826, 671, 677, 276, 438, 454, 189, 239, 255, 244, 302, 442),
+}
+
+
+def _ds_version(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
+
+
+#: The first DeepSpeed release whose ``communication_data_type`` is bf16 when training in bf16
+#: (v0.9.2, commit dcb4a7d, #3399; before, fp32: the bf16 optimizer's fp32 gradients all-reduced
+#: as they are), the first with the ``pipeline.pipe_partitioned`` key (v0.12.3, c2074b3,
+#: #4322) and the first spelling that config value ``bf16`` (v0.14.1; before, ``bfp16``).
+_DS_BF16_COMM, _DS_PIPE_PARTITIONED, _DS_BF16_SPELLING = "0.9.2", "0.12.3", "0.14.1"
+#: Bytes per value of each communication_data_type value a DeepSpeed release accepts.
+_COMM_BYTES = {**PRECISIONS, "bfp16": 2}
+
+
+def _deepspeed_release(version: str) -> Framework:
+    """DeepSpeed's pipeline engine at tag ``v{version}`` (a key of :data:`_DS_LINES`): 0.16.5's
+    facts where that release's code is the same, each citing its own line at this tag."""
+    at = dict(zip((a[0] for a in _DS_ANCHORS), _DS_LINES[version], strict=True))
+    src = f"microsoft/DeepSpeed v{version} (tag v{version})"
+    v = _ds_version(version)
+    bf16_comm = v >= _ds_version(_DS_BF16_COMM)
+    spelling = "bf16" if v >= _ds_version(_DS_BF16_SPELLING) else "bfp16"
+    cdt_line = at["cfg_bf16"] or at["cfg_bfp16"]
+    options = {
+        "communication_data_type": (
+            ("fp32", "fp16", spelling),
+            f"{src}: runtime/config.py:{at['cfg_cdt']}-{cdt_line} (DeepSpeed config key "
+            f"communication_data_type, fp32, fp16 or {spelling}; sets dp_bytes)")}
+    lacks = {"fp32_allreduce": f"DeepSpeed {version}'s runtime/config.py reads no such key "
+                               "(0.3.13's: version=0.3.13); its all-reduce dtype is "
+                               f"communication_data_type, runtime/engine.py:{at['cdt']}"}
+    if v >= _ds_version(_DS_PIPE_PARTITIONED):
+        options["pipe_partitioned"] = (
+            (True, False), f"{src}: runtime/config.py:{at['cfg_pipe']} (DeepSpeed config "
+            "pipeline.pipe_partitioned; effective only with TP > 1, runtime/pipe/engine.py:"
+            f"{at['pipe_part']})")
+    else:
+        lacks["pipe_partitioned"] = (
+            f"DeepSpeed {version} always partitions with TP > 1 (runtime/pipe/engine.py:"
+            f"{at['pipe_part']}; its runtime/config.py has no such pipeline key, added in "
+            f"{_DS_PIPE_PARTITIONED})")
+    if bf16_comm:
+        # with bf16 the bf16 optimizer's gradients: passed by _bf16_reduce_grads up to 0.14.0,
+        # fetched by buffered_allreduce_fallback (grads=None) from 0.14.1
+        where = (f"called with grads=None by buffered_allreduce_fallback, runtime/engine.py:"
+                 f"{at['fallback']}" if v >= _ds_version("0.14.1") else
+                 f"passed at runtime/pipe/engine.py:{at['bf16_red']}")
+        dp_bytes = Cited(_PREC, f"{src}: runtime/engine.py:{at['cdt']}-{at['cdt_bf16']} "
+                         "(communication_data_type: the config's, else fp16 with fp16, bf16 with "
+                         f"bf16, else fp32) and {at['ar_cast']} (a bucket is cast to it before "
+                         "dist.all_reduce; with bf16 the bf16 optimizer's fp32 gradients, "
+                         f"get_grads_for_reduction {where}, are cast too)")
+    else:
+        dp_bytes = Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                         f"{src}: runtime/engine.py:{at['cdt']} (communication_data_type: the "
+                         "config's, else fp16 with fp16, else fp32: no bf16 default before "
+                         f"{_DS_BF16_COMM}), runtime/pipe/engine.py:{at['bf16_red']} (with bf16 "
+                         "the bf16 optimizer's fp32 gradients are reduced) and runtime/engine.py:"
+                         f"{at['ar_cast']} (cast only to another dtype: all-reduced in fp32)")
+    pipe = "runtime/pipe/engine.py"
+    return Framework(
+        key="deepspeed", title=f"DeepSpeed {version} pipeline engine (PipelineEngine, "
+        "TrainSchedule)", versions=(version,), code=src,
+        p2p=Cited("blocking", f"{src}: runtime/pipe/p2p.py:{at['send']} and {at['recv']} (send "
+                  "is dist.send, recv dist.recv, blocking) and runtime/pipe/schedule.py:"
+                  f"{at['paired_send']},{at['paired_recv']} ('The communication is blocking and "
+                  f"must be paired'), issued in TrainSchedule order (schedule.py:"
+                  f"{at['train_sched']}-244)"),
+        partitioned=Cited(True, f"{src}: {pipe}:{at['pipe_part']} (is_pipe_partitioned with TP "
+                          f"> 1) and {at['out_part']}-{at['out_send']} (the output becomes a "
+                          "PartitionedTensor over the TP group; its meta and local part are "
+                          "sent)"),
+        grad_partitioned=Cited(True, f"{src}: {pipe}:{at['grad_part']} (is_grad_partitioned "
+                               f"with TP > 1) and {at['sg_part']} (the input's gradient sent as "
+                               "a PartitionedTensor's meta and local part)"),
+        gathers=Cited((1, 2), f"{src}: {pipe}:{at['fwd_full']} (a stage after the first "
+                      "rebuilds its input, part_input.full(): one all-gather per forward pass), "
+                      f"{at['bwd_out']} and {at['bwd_grad']} (a stage before the last rebuilds "
+                      "its output, part_output.full(), and the received gradient, "
+                      "part_grad.full(): two per backward pass)"),
+        gather_bytes=Cited(None, f"{src}: runtime/utils.py:{at['full_def']}-{at['full_dtype']} "
+                           "(PartitionedTensor.full gathers into a buffer of the local part's "
+                           "dtype)"),
+        allreduce=Cited("after-backward", f"{src}: {pipe}:{at['no_bwd']} "
+                        "(enable_backward_allreduce = False: no reduction during backward) and "
+                        f"runtime/pipe/schedule.py:{at['tied_first']}-{at['tied_first'] + 2} "
+                        "(ReduceTiedGrads, ReduceGrads, OptimizerStep at the last step of the "
+                        "batch)"),
+        barrier=Cited(False, f"{src}: {pipe}:{at['tied_ar']}-{at['red_call']} (no barrier: a "
+                      "stage reduces after its own last step; the tied all-reduce joins the first "
+                      "and last stage)"),
+        tied_first=Cited(True, f"{src}: runtime/pipe/schedule.py:{at['tied_first']}-"
+                         f"{at['tied_first'] + 1} (ReduceTiedGrads before ReduceGrads)"),
+        optimizer_barrier=Cited(
+            {"fp32": False, "fp16": True, "bf16": True},
+            f"{src}: fp32: runtime/engine.py:{at['clip_if']} (clipping over the model-parallel "
+            f"group only with gradient_clipping > 0; constants.py:{at['clip_def']} "
+            f"GRADIENT_CLIPPING_DEFAULT = 0.); fp16: runtime/fp16/fused_optimizer.py:"
+            f"{at['fp16_ovf']} (step's has_overflow, runtime/utils.py:{at['ovf_mp']}: all_reduce "
+            "over mpu.get_model_parallel_group()); bf16: runtime/bf16_optimizer.py:"
+            f"{at['bf16_norm']} (the global gradient norm, runtime/utils.py:{at['norm_def']}, "
+            "over the same group); the group is every stage and TP rank of one data-parallel "
+            f"index (runtime/pipe/topology.py:{at['mp_group']}, {at['mp_get']})"),
+        bucket_elements=Cited(500_000_000.0, f"{src}: runtime/engine.py:{at['mem_opt']} "
+                              f"(MEMORY_OPT_ALLREDUCE_SIZE = 500000000), {pipe}:{at['red_call']} "
+                              f"and {at['bf16_red']} (the all-reduce's bucket size), "
+                              f"runtime/engine.py:{at['ar_thr']} (a bucket is reduced once it "
+                              "holds more than that many elements)"),
+        bucket_rule=Cited("megatron", f"{src}: {pipe}:{at['no_bwd']} (the pipeline engine never "
+                          "overlaps its all-reduce with the backward pass; one forced to, with "
+                          "--sync allreduce:overlap=backward, is cut as Megatron-LM's)"),
+        dp_bytes=dp_bytes,
+        tied_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                         f"{src}: {pipe}:{at['tied_grad']}-{at['tied_ar']} (dist.all_reduce of "
+                         "weight.grad, the model's dtype; with bf16 of weight._hp_grad, fp32; no "
+                         "cast)"),
+        activation_bytes=Cited(_PREC, f"{src}: {pipe}:{at['send_loop']} (the stage's output is "
+                               "sent as computed, in the model's dtype)"),
+        step_join=Cited("last-stage", f"{src}: {pipe}:{at['tb_sched']}-{at['tb_agg']} "
+                        "(train_batch: the schedule, then _aggregate_total_loss), "
+                        f"{at['loss_ar']}, {at['loss_bc']} and {at['loss_rx']} (the last stage "
+                        "all-reduces the loss over its data-parallel group, then broadcasts it "
+                        "over its pipeline; every other stage receives it): a stage starts its "
+                        "next step once the last stages have ended theirs"),
+        pipe_groups=Cited(False, f"{src}: runtime/pipe/topology.py:{at['topo']} "
+                          "(PipeModelDataParallelTopology: one model-parallel degree for every "
+                          "stage; a stage sends each tensor once to its peer)"),
+        pipe_buffers=Cited(0, f"{src}: runtime/pipe/schedule.py:{at['buffers']}-"
+                           f"{at['buffers'] + 1} (TrainSchedule.num_pipe_buffers: max(2, "
+                           f"min(stages - stage_id, micro_batches))), {pipe}:{at['reserve']} "
+                           "(reserved per batch)"),
+        hop_mask=Cited(0, f"{src}: {pipe}:{at['out_send']} and {at['send_loop']} (a stage sends "
+                       "the partition metadata, its part of the activation and whatever else its "
+                       f"last layer returns) and {at['mask_cls']} (a mask cast to fp16, "
+                       f"{at['mask_half']}, only for a class named GPT2ModelPipe): a model whose "
+                       "stages pass the hidden states alone sends no mask"),
+        options=options, lacks=lacks,
+    )
+
+
+#: The DeepSpeed releases read tag by tag (``_DS_LINES``), each a table of its own.
+DEEPSPEED_TAGS: dict[str, Framework] = {v: _deepspeed_release(v) for v in _DS_LINES}
+
+
+
+#: Megatron-LM at every Megatron Core release tag from core_v0.8.0 to core_v0.19.0 (not the
+#: release candidates), a table each (:func:`_megatron_release`), as ``DEEPSPEED_TAGS``: each
+#: place a fact was read is a file under ``megatron/``, the code found there and the place it
+#: follows (its first occurrence after that one's line, or in the file); ``_MEG_LINES`` its line
+#: per tag (0: absent), checked against a clone of NVIDIA/Megatron-LM by
+#: ``tests/test_profiles_frameworks.py``.
+_MS = "core/pipeline_parallel/schedules.py"
+_MP = "core/pipeline_parallel/p2p_communication.py"
+_MF = "core/distributed/finalize_model_grads.py"
+_MD = "core/distributed/distributed_data_parallel.py"
+_MA = "training/arguments.py"
+_MEG_ANCHORS: tuple[tuple[str, str, str, str], ...] = (
+    ("sched", _MS, "def forward_backward_pipelining_without_interleaving(", ""),
+    ("no_overlap", _MS, "does not support overlapping p2p communication", "sched"),
+    ("shapes", _MS, "def get_tensor_shapes(", ""),
+    ("seq_par", _MS, "if config.sequence_parallel:", "shapes"),
+    ("warm_send", _MS, "send_forward(", "sched"),
+    ("sfrb", _MS, "send_forward_recv_backward(", "sched"),
+    ("sbrf", _MS, "send_backward_recv_forward(", "sched"),
+    ("in_append", _MS, "input_tensors.append(", "sched"),
+    ("in_pop", _MS, "input_tensors.pop(0)", "sched"),
+    ("batched", _MP, "def _batched_p2p_ops(", ""),
+    ("isend", _MP, "batch_isend_irecv(", "batched"),
+    ("branch", _MP, "elif config.batch_p2p_comm:", ""),
+    ("wait", _MP, "req.wait()", "branch"),
+    ("sync", _MP, "torch.cuda.synchronize()", "branch"),
+    ("send_fwd", _MP, "def send_forward(", ""),
+    ("dtype", _MP, "dtype=config.pipeline_dtype", ""),
+    ("arg_batch", _MA, "kw_args['batch_p2p_comm'] = not args.overlap_p2p_comm", ""),
+    ("arg_batch_u", "training/argument_utils.py",
+     "kw_args['batch_p2p_comm'] = not args.overlap_p2p_comm", ""),
+    ("overlap_off", _MA, "args.overlap_p2p_comm = False", ""),
+    ("bf16_fp32", _MA, "args.accumulate_allreduce_grads_in_fp32 = True", ""),
+    ("acc_arg", _MA, "'--accumulate-allreduce-grads-in-fp32'", ""),
+    ("clip_arg", _MA, "group.add_argument('--clip-grad', type=float, default=1.0,", ""),
+    ("grad_fp32", "core/distributed/distributed_data_parallel_config.py",
+     "grad_reduce_in_fp32: bool = False", ""),
+    ("overlap_cfg", "core/distributed/distributed_data_parallel_config.py",
+     "overlap_grad_reduce: bool = False", ""),
+    ("bucket", _MD, "40000000, 1000000 *", ""),
+    ("bucket_off", _MD, "bucket_size = None", "bucket"),
+    ("pp_first", _MD, "Turn off bucketing if we are on a pipeline stage that is not the first", ""),
+    ("pp_off", _MD, "self.bucket_size = None", "pp_first"),
+    ("fmg", _MF, "def finalize_model_grads(", ""),
+    ("finish", _MF, "finish_grad_sync(", "fmg"),
+    ("emb", _MF, "_allreduce_word_embedding_grads(model", "fmg"),
+    ("emb_old", _MF, "_allreduce_embedding_grads(model", "fmg"),
+    ("emb_ar", _MF, "torch.distributed.all_reduce(grad, group=", ""),
+    ("clip_if", "core/optimizer/optimizer.py", "if self.config.clip_grad > 0.0:", ""),
+    ("mp_group", "core/optimizer/optimizer.py", "return parallel_state.get_model_parallel_group()", ""),
+    ("clip_cfg", "core/optimizer/optimizer_config.py", "clip_grad: float = 1.0", ""),
+    ("opt_step", "training/training.py",
+     "update_successful, grad_norm, num_zeros_in_grad = optimizer.step()", ""),
+    ("land", "training/training.py", "logical_and_across_model_parallel_group(", "opt_step"),
+    ("tp_init", "core/parallel_state.py", "def initialize_model_parallel(", ""),
+)
+_MEG_LINES: dict[str, tuple[int, ...]] = {
+    "0.8.0": (1256, 1288, 1147, 1170, 1396, 1446, 1474, 1400, 1457, 121, 163, 349, 365, 371, 423,
+            324, 621, 0, 274, 305, 1380, 960, 11, 14, 53, 57, 66, 72, 100, 113, 0, 131, 41, 435,
+            142, 106, 611, 0, 307),
+    "0.9.0": (1274, 1304, 1161, 1186, 1416, 1467, 1495, 1420, 1478, 121, 153, 331, 383, 389, 457,
+            292, 671, 0, 289, 336, 1492, 1029, 11, 14, 56, 60, 69, 75, 99, 112, 0, 130, 36, 438,
+            144, 113, 737, 0, 352),
+    "0.10.0": (1606, 1636, 1485, 1510, 1748, 1799, 1827, 1752, 1810, 119, 151, 328, 385, 391, 459,
+            289, 784, 0, 356, 422, 1648, 1153, 11, 14, 56, 60, 69, 75, 212, 225, 0, 252, 135, 459,
+            161, 103, 787, 0, 390),
+    "0.11.0": (1613, 1643, 1492, 1517, 1755, 1806, 1834, 1759, 1817, 119, 151, 328, 385, 391, 459,
+            289, 856, 0, 375, 472, 1738, 1244, 11, 14, 57, 61, 70, 76, 241, 254, 0, 281, 136, 483,
+            174, 120, 816, 821, 432),
+    "0.12.0": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403, 476,
+            295, 1016, 0, 470, 594, 2020, 1478, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296, 150, 483,
+            174, 148, 1266, 1271, 431),
+    "0.12.1": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403, 476,
+            295, 1016, 0, 470, 594, 2020, 1478, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296, 150, 483,
+            174, 148, 1266, 1271, 431),
+    "0.12.2": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403, 476,
+            295, 1026, 0, 480, 604, 2030, 1488, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296, 150, 483,
+            174, 148, 1266, 1271, 431),
+    "0.12.3": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403, 476,
+            295, 1026, 0, 480, 604, 2030, 1488, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296, 150, 483,
+            174, 148, 1266, 1271, 431),
+    "0.13.0": (1754, 1785, 1629, 1654, 1903, 1962, 1995, 1909, 1973, 119, 151, 334, 391, 403, 482,
+            295, 1132, 0, 576, 686, 2225, 1678, 11, 14, 64, 68, 177, 187, 284, 297, 0, 324, 153,
+            551, 177, 162, 1422, 1427, 480),
+    "0.13.1": (1754, 1785, 1629, 1654, 1903, 1962, 1995, 1909, 1973, 119, 151, 334, 391, 403, 482,
+            295, 1132, 0, 576, 686, 2225, 1678, 11, 14, 64, 68, 177, 187, 284, 297, 0, 324, 153,
+            551, 177, 162, 1422, 1427, 480),
+    "0.14.0": (1959, 1992, 1933, 1952, 2160, 2216, 2251, 2164, 2227, 16, 48, 353, 392, 398, 465,
+            314, 1165, 0, 548, 665, 2300, 1727, 11, 14, 64, 68, 177, 187, 376, 422, 449, 0, 250,
+            563, 178, 175, 1248, 1253, 468),
+    "0.15.0": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
+            314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
+            602, 179, 174, 1295, 1300, 514),
+    "0.15.1": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
+            314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
+            602, 179, 174, 1295, 1300, 514),
+    "0.15.2": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
+            314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
+            602, 179, 174, 1295, 1300, 514),
+    "0.15.3": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
+            314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
+            602, 179, 174, 1295, 1300, 514),
+    "0.16.0": (1972, 2006, 1946, 1965, 2174, 2230, 2260, 2178, 2241, 16, 48, 353, 392, 398, 465,
+            314, 1326, 0, 585, 723, 2194, 1825, 11, 14, 65, 68, 91, 102, 396, 443, 470, 0, 258,
+            606, 182, 331, 1703, 1715, 548),
+    "0.16.1": (1972, 2006, 1946, 1965, 2174, 2230, 2260, 2178, 2241, 16, 48, 353, 392, 398, 465,
+            314, 1326, 0, 585, 723, 2194, 1825, 11, 14, 65, 68, 91, 102, 396, 443, 470, 0, 258,
+            606, 182, 331, 1703, 1715, 548),
+    "0.17.0": (2007, 2043, 1975, 2000, 2224, 2278, 2308, 2228, 2289, 17, 49, 374, 413, 419, 486,
+            335, 1661, 0, 844, 999, 2618, 2213, 13, 16, 65, 68, 91, 102, 400, 447, 474, 0, 258,
+            607, 183, 347, 1883, 1895, 548),
+    "0.17.1": (2007, 2043, 1975, 2000, 2224, 2278, 2308, 2228, 2289, 17, 49, 374, 413, 419, 486,
+            335, 1669, 0, 844, 1004, 2631, 2226, 13, 16, 66, 69, 92, 103, 400, 447, 474, 0, 258,
+            607, 183, 347, 1877, 1889, 548),
+    "0.18.0": (2055, 2091, 2023, 2048, 2278, 2332, 2362, 2282, 2343, 17, 49, 374, 413, 419, 486,
+            335, 0, 302, 991, 1184, 2699, 2295, 15, 18, 69, 72, 95, 106, 445, 498, 528, 0, 258,
+            634, 199, 371, 2287, 2303, 547),
+    "0.18.2": (2055, 2091, 2023, 2048, 2278, 2332, 2362, 2282, 2343, 17, 49, 374, 413, 419, 486,
+            335, 0, 302, 991, 1184, 2706, 2302, 15, 18, 69, 72, 95, 106, 445, 498, 528, 0, 258,
+            634, 199, 371, 2287, 2303, 547),
+    "0.19.0": (2120, 2156, 2088, 2113, 2328, 2382, 2412, 2332, 2393, 17, 49, 374, 413, 419, 486,
+            335, 0, 307, 978, 1193, 2921, 2505, 15, 18, 69, 72, 95, 106, 563, 626, 659, 0, 258,
+            830, 340, 371, 2474, 2503, 601),
+}
+
+
+def _megatron_release(version: str) -> Framework:
+    """Megatron-LM at tag ``core_v{version}`` (a key of :data:`_MEG_LINES`): 0.20.0's facts where
+    that release's code is the same, each citing its own line at this tag."""
+    at = dict(zip((a[0] for a in _MEG_ANCHORS), _MEG_LINES[version], strict=True))
+    src = f"NVIDIA/Megatron-LM core_v{version} (tag core_v{version})"
+    sched, p2p, fin = "core/pipeline_parallel/schedules.py", \
+        "core/pipeline_parallel/p2p_communication.py", "core/distributed/finalize_model_grads.py"
+    ddp, args = "core/distributed/distributed_data_parallel.py", "training/arguments.py"
+    batch = (f"training/arguments.py:{at['arg_batch']}" if at["arg_batch"] else
+             f"training/argument_utils.py:{at['arg_batch_u']}")
+    emb = at["emb"] or at["emb_old"]
+    whole = (f"{src}: {sched}:{at['shapes']} and {at['seq_par']} (get_tensor_shapes: each TP "
+             "rank sends the whole (seq, mbs, hidden) tensor; 1/t of the sequence only with "
+             "sequence_parallel)")
+    if at["land"]:
+        join = (f"{src}: training/training.py:{at['opt_step']} (optimizer.step()), then "
+                f"{at['land']} (logical_and_across_model_parallel_group: an all-reduce over the "
+                "model-parallel group of TP and pipeline ranks)")
+    else:
+        join = (f"{src}: training/training.py:{at['opt_step']} (optimizer.step(), whose "
+                f"gradient norm, core/optimizer/optimizer.py:{at['clip_if']}, is all-reduced over "
+                f"the model-parallel group of TP and pipeline ranks, {at['mp_group']})")
+    return Framework(
+        key="megatron", title=f"Megatron-LM core {version} (Megatron Core schedules and "
+        "DistributedDataParallel)", versions=(version,), code=src,
+        p2p=Cited("batched", f"{src}: {sched}:{at['sched']} "
+                  "(forward_backward_pipelining_without_interleaving: warm-up send_forward "
+                  f"{at['warm_send']}; steady send_forward_recv_backward {at['sfrb']} and "
+                  f"send_backward_recv_forward {at['sbrf']}), {at['no_overlap']} (refuses "
+                  f"overlap_p2p_comm); {p2p}:{at['branch']} and {at['batched']}-{at['isend']} "
+                  "(batch_p2p_comm: both operations of a call posted by one batch_isend_irecv; "
+                  f"{batch} batch_p2p_comm = not overlap_p2p_comm, arguments.py:"
+                  f"{at['overlap_off']} overlap off without interleaving), {at['wait']} and "
+                  f"{at['sync']} (every request waited on, then torch.cuda.synchronize)"),
+        partitioned=Cited(False, whole),
+        grad_partitioned=Cited(False, whole),
+        gathers=Cited((), whole),
+        hop_mask=Cited(0, f"{src}: {p2p}:{at['send_fwd']} (send_forward sends one tensor, the "
+                       "hidden states, into a buffer of the known tensor_shape): no mask crosses "
+                       "a hop"),
+        gather_bytes=Cited(None, f"{src}: {sched}:{at['shapes']} (no all-gather)"),
+        allreduce=Cited("after-backward", f"{src}: core/distributed/"
+                        f"distributed_data_parallel_config.py:{at['overlap_cfg']} "
+                        f"(overlap_grad_reduce = False) and {fin}:{at['finish']} "
+                        "(finish_grad_sync after the pipeline's last backward pass)"),
+        barrier=Cited(False, f"{src}: {fin}:{at['fmg']}-{emb} (no barrier across stages)"),
+        tied_first=Cited(False, f"{src}: {fin}:{at['finish']} then {emb} (the data-parallel "
+                         "all-reduce, then the word embedding's)"),
+        optimizer_barrier=Cited(
+            {"fp32": True, "fp16": True, "bf16": True},
+            f"{src}: core/optimizer/optimizer.py:{at['clip_if']} (step clips the gradients when "
+            f"clip_grad > 0: optimizer_config.py:{at['clip_cfg']} clip_grad = 1.0, {args}:"
+            f"{at['clip_arg']} --clip-grad default 1.0), the norm all-reduced over the "
+            f"model-parallel group of TP and pipeline ranks (optimizer.py:{at['mp_group']})"),
+        bucket_elements=Cited(math.inf, f"{src}: {ddp}:{at['bucket']}-{at['bucket_off']} "
+                              "(bucket_size None, one bucket, unless overlap_grad_reduce; then "
+                              "max(40000000, 1000000 x dp) elements)"),
+        bucket_rule=Cited("megatron", f"{src}: {ddp}:{at['pp_first']}-{at['pp_off']} ('Turn off "
+                          "bucketing if we are on a pipeline stage that is not the first': one "
+                          "bucket there; buckets of bucket_size elements on the first stage)"),
+        dp_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                       f"{src}: core/distributed/distributed_data_parallel_config.py:"
+                       f"{at['grad_fp32']} (grad_reduce_in_fp32 = False: the model's dtype) and "
+                       f"{args}:{at['bf16_fp32']} (bf16 accumulates and all-reduces in fp32)"),
+        tied_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
+                         f"{src}: {fin}:{at['emb_ar']} (the embedding's main_grad, the gradient "
+                         "buffer's dtype, as dp_bytes)"),
+        activation_bytes=Cited(_PREC, f"{src}: {p2p}:{at['dtype']} (received tensors of "
+                               "config.pipeline_dtype, the model's dtype)"),
+        pipe_buffers=Cited(0, f"{src}: {sched}:{at['in_append']} and {at['in_pop']} (a received "
+                           "input is kept in input_tensors while its micro-batch is in flight, "
+                           "popped at its backward pass: the in-flight count, which dtsim's "
+                           "memory counts as DeepSpeed 0.16.5's buffers, at least 2)"),
+        pipe_groups=Cited(False, f"{src}: core/parallel_state.py:{at['tp_init']} "
+                          "(initialize_model_parallel: one tensor_model_parallel_size for every "
+                          "stage)"),
+        step_join=Cited("pipeline", join + ": every stage of a pipeline starts its next step "
+                        "after the slowest one's optimizer step"),
+        options={
+            "overlap_grad_reduce": ((True, False), f"{src}: core/distributed/"
+                                    f"distributed_data_parallel_config.py:{at['overlap_cfg']} "
+                                    f"and {ddp}:{at['bucket']}-{at['bucket_off']} (buckets of "
+                                    "max(4e7, 1e6 dp) elements reduced as the backward pass "
+                                    "produces them)"),
+            "accumulate_allreduce_grads_in_fp32": ((True, False), f"{src}: {args}:"
+                                                   f"{at['acc_arg']} and {at['bf16_fp32']} (fp32 "
+                                                   "gradient buffers: dp_bytes and tied_bytes "
+                                                   "4)"),
+        },
+    )
+
+
+#: The Megatron Core releases read tag by tag (``_MEG_LINES``), each a table of its own.
+MEGATRON_TAGS: dict[str, Framework] = {v: _megatron_release(v) for v in _MEG_LINES}
+
 FRAMEWORKS: dict[str, Framework] = {f.key: f for f in (DEEPSPEED, SAILOR, MEGATRON, DDP)}
 #: Every release read, per key and version (the first of each key its default, FRAMEWORKS').
 RELEASES: dict[str, dict[str, Framework]] = {}
-for _f in (DEEPSPEED, DEEPSPEED_0313, SAILOR, MEGATRON, DDP):
+for _f in (DEEPSPEED, DEEPSPEED_0313, *DEEPSPEED_TAGS.values(), SAILOR, MEGATRON,
+           *MEGATRON_TAGS.values(), DDP):
     for _v in _f.versions:
         RELEASES.setdefault(_f.key, {})[_v] = _f
 DEFAULT_FRAMEWORK = "deepspeed"
 #: What a Sailor plan_config (the artifact's run files) ran.
 SAILOR_FRAMEWORK = "sailor-deepspeed"
+
+
+def _known(name: str) -> str:
+    """The versions of ``name`` read, the tags read one by one as their first and last."""
+    ranged = {"deepspeed": DEEPSPEED_TAGS, "megatron": MEGATRON_TAGS}.get(name, {})
+    singles = [v for v in RELEASES[name] if v not in ranged]
+    if ranged:
+        tags = list(ranged)
+        singles.append(f"each tagged release {tags[0]} to {tags[-1]}")
+    return ", ".join(singles)
 
 
 def framework(name: str, version: str | None = None) -> Framework:
@@ -583,7 +1171,7 @@ def framework(name: str, version: str | None = None) -> Framework:
         return f  # type: ignore[return-value]
     releases = RELEASES[name]
     check(version in releases, "framework_version",
-          f"a version of {name} the table was read at ({', '.join(releases)})", version)
+          f"a version of {name} the table was read at ({_known(name)})", version)
     return releases[version]
 
 
@@ -738,7 +1326,7 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
     grad_partitioned = fw.grad_partitioned.value
     cdt = spec.option("communication_data_type")
     if cdt is not None:
-        dp_bytes = PRECISIONS[cdt]
+        dp_bytes = _COMM_BYTES[cdt]
         src["dp_bytes"] = fw.options["communication_data_type"][1]
     if spec.option("pipe_partitioned") is False:
         partitioned = grad_partitioned = False
