@@ -657,6 +657,7 @@ def _framework_lines():
     return mod
 
 
+@pytest.mark.slow  # re-reads 42 tags of the framework's repository (about 20 s)
 @pytest.mark.skipif(not __import__("os").path.isdir(DS_MIRROR),
                     reason="needs a microsoft/DeepSpeed clone with its release tags")
 def test_deepspeed_tags_cite_the_line_each_fact_was_read_at():
@@ -753,6 +754,7 @@ def test_a_release_before_092_all_reduces_bf16_gradients_in_fp32(prof, runs):
 MEG_MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
 
 
+@pytest.mark.slow  # re-reads 22 tags of the framework's repository
 @pytest.mark.skipif(not __import__("os").path.isdir(MEG_MIRROR),
                     reason="needs an NVIDIA/Megatron-LM clone with its core_v tags")
 def test_megatron_tags_cite_the_line_each_fact_was_read_at():
