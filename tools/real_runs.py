@@ -269,6 +269,7 @@ def rows(folder: Path | None = None, ablation: bool = True) -> list[dict[str, An
         row["closed_form_time"] = predictions("training", closed.config)["step_time_mean"]["value"]
         row["dtsim_memory"] = b.peak_memory
         row["framework"] = b.behaviour.framework.key
+        row["framework_version"] = b.behaviour.framework.versions[0]  # the release's table
         row["estimates"] = list(b.estimates)
         row.update({f"allreduce_{k}": v for k, v in allreduce_variants(closed).items()})
         for name, _, kw, hosted in ABLATION if ablation else ():
