@@ -118,7 +118,7 @@ from .megatron_args import (
     _options,
     _transformer_layers,
     _Unknown,
-    check_shape,
+    check_model_shape,
     parse_launch,
 )
 from .values import Plan, ReplicaSpec, StageSpec
@@ -548,7 +548,7 @@ def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
     check(bool(model.tied_embeddings), "plan", f"a model profile that ties its embedding and "
           f"output weights, as GPT2ModelPipe does ({EX} megatron/model/gpt2_model.py:160, 204: "
           f"TiedLayerSpec('embed', ...)): {model.name}'s does not ({where})", model.name)
-    check_shape(opts, model, where)
+    check_model_shape(opts, model, where)
     # GPT2ModelPipe's layer list (gpt2_model.py:160-218) and partition_method='type:transformer'
     specs = ["embed", "transpose"] + ["transformer"] * layers + ["transpose", "layernorm", "head"]
     if fp16:

@@ -590,7 +590,7 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
           f"{'ties' if model.tied_embeddings else 'does not tie'} its embedding and output "
           f"weights ({_MEG} arguments.py:2460) at {where}",
           "given" if untie else "absent")
-    check_shape(opts, model, where)
+    check_model_shape(opts, model, where)
     check("--micro-batch-size" in opts, "plan", f"--micro-batch-size given at {where}", None)
     mbs = opts["--micro-batch-size"]
     gbs = opts.get("--global-batch-size", mbs * dp)
@@ -624,7 +624,7 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
                 model=model.name, framework=fw)
 
 
-def check_shape(opts: dict[str, Any], model: Any, where: str) -> None:
+def check_model_shape(opts: dict[str, Any], model: Any, where: str) -> None:
     """The launch's ``--hidden-size``, ``--num-attention-heads`` and ``--seq-length`` (those
     given) are the model profile's: its shape's, or (a profile without one) seq x hidden the
     values a transformer layer outputs per sample."""
