@@ -15,7 +15,9 @@ difference is not kept).
 The launch statement is the one that runs a ``.py`` script by ``torchrun``,
 ``python`` or itself (one such statement; ``echo``, ``srun``, ``deepspeed`` and
 other commands are not read): ``torchrun`` (or ``python -m torch.distributed.run``) options
-before the script, Megatron-LM's after it. Every rule below is Megatron-LM's
+before the script, Megatron-LM's after it. A Megatron-LM v1.1.5 launch on DeepSpeed (by the
+``deepspeed`` launcher, with ``--pipe-parallel-size`` or ``--deepspeed_config``) is read by
+:mod:`sim.profiles.deepspeed_args` instead. Every rule below is Megatron-LM's
 (NVIDIA/Megatron-LM d98e8a64dd, Megatron Core 0.20.0, the version of
 :data:`sim.profiles.frameworks.MEGATRON`) or PyTorch's (pytorch/pytorch
 010929fd ``torch/distributed/run.py``):
@@ -350,7 +352,8 @@ def parse_launch(text: str, where: str = "plan", launchers: tuple[str, ...] | No
                  example: str = "torchrun ... pretrain_gpt.py ...") -> Launch:
     """The launch statement of a shell script or text file (never run): a command running a
     ``.py`` script by ``torchrun``, ``python`` or itself, or (``launchers`` given) by one of
-    those commands only (e.g. ``("deepspeed",)``)."""
+    those commands only (e.g. ``("deepspeed",)``; then ``eval WORDS`` is read as the command
+    its words joined make, as the shell would run it)."""
     env: dict[str, Any] = {}
     launches: list[Launch] = []
     unread: list[_Unknown] = []  # words an ``eval`` would have run, not evaluated
