@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import resource
 import shutil
@@ -1739,6 +1740,47 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("plan"), note="never run: the scratch folder stays as it is")
     add("train/megatron-two-launches",
         T("--plan", launch("ml-2.sh", tail="python pretrain_bert.py\n"), *M), refuse("plan"))
+    # Megatron-LM v1.1.5 on DeepSpeed 0.3.13 (sim.profiles.deepspeed_args): the launch line,
+    # its ds_config and hostfile read as data next to it, never run
+    def ds_launch(name: str, extra: str = "", launcher: str = "--num_nodes 2 --num_gpus 4",
+                  config: dict | None = None, hosts: str | None = "w0 slots=4\nw1 slots=4\n",
+                  mp: str = "2") -> str:
+        d = fx.root / name
+        d.mkdir(exist_ok=True)
+        if config is not None:
+            (d / "ds_config.json").write_text(json.dumps(config))
+        if hosts is not None:
+            (d / "hostfile").write_text(hosts)
+        p = d / "launch.sh"
+        p.write_text(f"deepspeed {launcher} pretrain_gpt2.py --model-parallel-size {mp} "
+                     "--pipe-parallel-size 2 --num-layers 24 --hidden-size 1024 "
+                     "--seq-length 2048 --batch-size 2 --fp16 --deepspeed "
+                     f"--deepspeed_config ds_config.json {extra}\n")
+        return str(p)
+
+    dsc = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+           "train_batch_size": 16, "fp16": {"enabled": True}}
+    add("train/deepspeed-launch-missing-ds-config", T("--plan", ds_launch("ds-nc"), *M),
+        refuse("plan"), note="the --deepspeed_config file is not next to the launch file")
+    add("train/deepspeed-launch-batch-arithmetic",
+        T("--plan", ds_launch("ds-ba", config={**dsc, "train_batch_size": 24}), *M),
+        refuse("plan"), note="24 != micro 2 x gas 4 x DP 2 (DeepSpeed 0.3.13 config.py:674)")
+    add("train/deepspeed-launch-unknown-world",
+        T("--plan", ds_launch("ds-uw", launcher="", config=dsc, hosts=None), *M),
+        refuse("plan"), note="no hostfile and no --num_gpus: the local machine's GPU count "
+        "(runner.py:262-270) is not in the file")
+    add("train/deepspeed-launch-hostfile-missing",
+        T("--plan", ds_launch("ds-hm", launcher="-H /home/u/hosts", config=dsc), *M),
+        refuse("plan"), note="the hostfile --hostfile names is not next to the launch file")
+    add("train/deepspeed-launch-positional",
+        T("--plan", ds_launch("ds-pos", config=dsc, mp="$1"), *M), refuse("plan"),
+        note="$1 as --model-parallel-size: never evaluated")
+    add("train/deepspeed-launch-checkpoint-activations",
+        T("--plan", ds_launch("ds-ckpt", "--checkpoint-activations", config=dsc), *M),
+        refuse("plan"), note="the DeepSpeed 0.3.13 table has no recomputation option")
+    add("train/deepspeed-launch-untied-profile",
+        T("--plan", ds_launch("ds-ut", config=dsc), *M), refuse("plan"),
+        note="GPT2ModelPipe ties its embedding and head; the shipped OPT-350 is untied")
     add("train/megatron-without-gpu",
         T("--plan", launch("ml-ng.sh"), "--model", "OPT-350", *one), refuse("gpu"))
     add("train/megatron-unknown-gpu",

@@ -15,7 +15,9 @@ difference is not kept).
 The launch statement is the one that runs a ``.py`` script by ``torchrun``,
 ``python`` or itself (one such statement; ``echo``, ``srun``, ``deepspeed`` and
 other commands are not read): ``torchrun`` (or ``python -m torch.distributed.run``) options
-before the script, Megatron-LM's after it. Every rule below is Megatron-LM's
+before the script, Megatron-LM's after it. A Megatron-LM v1.1.5 launch on DeepSpeed (by the
+``deepspeed`` launcher, with ``--pipe-parallel-size`` or ``--deepspeed_config``) is read by
+:mod:`sim.profiles.deepspeed_args` instead. Every rule below is Megatron-LM's
 (NVIDIA/Megatron-LM d98e8a64dd, Megatron Core 0.20.0, the version of
 :data:`sim.profiles.frameworks.MEGATRON`) or PyTorch's (pytorch/pytorch
 010929fd ``torch/distributed/run.py``):
@@ -346,10 +348,15 @@ class Launch:
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
 
 
-def parse_launch(text: str, where: str = "plan") -> Launch:
-    """The launch statement of a shell script or text file (never run)."""
+def parse_launch(text: str, where: str = "plan", launchers: tuple[str, ...] | None = None,
+                 example: str = "torchrun ... pretrain_gpt.py ...") -> Launch:
+    """The launch statement of a shell script or text file (never run): a command running a
+    ``.py`` script by ``torchrun``, ``python`` or itself, or (``launchers`` given) by one of
+    those commands only (e.g. ``("deepspeed",)``; then ``eval WORDS`` is read as the command
+    its words joined make, as the shell would run it)."""
     env: dict[str, Any] = {}
     launches: list[Launch] = []
+    unread: list[_Unknown] = []  # words an ``eval`` would have run, not evaluated
     for stmt in _lex(text, where):
         k = 0
         local: dict[str, Any] = {}
@@ -386,16 +393,29 @@ def parse_launch(text: str, where: str = "plan") -> Launch:
         words: list[Any] = []
         for w in stmt[k:]:
             words.extend(_expand(w, scope))
+        if launchers is not None and words and words[0] == "eval":
+            # eval runs its words joined as one command line: read them as the file's text
+            unknown = [w for w in words[1:] if isinstance(w, _Unknown)]
+            inner = _lex(" ".join(map(str, words[1:])), where) if not unknown else []
+            if unknown or len(inner) != 1:
+                unread.extend(unknown)
+                continue
+            words = [x for w in inner[0] for x in _expand(w, scope)]
         script = next((j for j, x in enumerate(words)
                        if isinstance(x, str) and x.endswith(".py") and not re.search(r"\s", x)),
                       None)
         head = os.path.basename(words[0]) if words and isinstance(words[0], str) else ""
-        if script is None or not (script == 0 or head == "torchrun" or head.startswith("python")):
+        ok = head in launchers if launchers is not None else \
+            script == 0 or head == "torchrun" or head.startswith("python")
+        if script is None or not ok:
             continue  # another command (cd, mkdir, echo, ...): not run, not read
         launches.append(Launch(env=scope, launcher=tuple(words[:script]),
                                script=words[script], args=tuple(words[script + 1:])))
+    check(launches or not unread, "plan", f"a launch file with one command running a .py "
+          f"script ({example}) at {where}: its eval runs a word dtsim does not evaluate",
+          str(unread[0]) if unread else None)
     check(len(launches) == 1, "plan", f"a launch file with one command running a .py script "
-          f"(torchrun ... pretrain_gpt.py ...) at {where}", f"{len(launches)} such commands")
+          f"({example}) at {where}", f"{len(launches)} such commands")
     return launches[0]
 
 
@@ -507,12 +527,15 @@ def _torchrun(launcher: tuple[Any, ...], env: dict[str, Any], where: str) -> tup
 
 def is_megatron_launch(path: str | os.PathLike[str], text: str | None = None) -> bool:
     """Whether a plan file is a Megatron-LM launch line: not ``.json`` or ``.toml`` and holding
-    one of :data:`MARKERS`."""
+    one of :data:`MARKERS` or a Megatron-LM v1.1.5 launch on DeepSpeed
+    (:func:`sim.profiles.deepspeed_args.is_deepspeed_launch`)."""
     if Path(path).suffix.lower() in (".json", ".toml"):
         return False
     if text is None:
         text = _read(path)
-    return any(m in text for m in MARKERS)
+    from .deepspeed_args import is_deepspeed_launch
+
+    return any(m in text for m in MARKERS) or is_deepspeed_launch(text)
 
 
 def _read(path: str | os.PathLike[str]) -> str:
@@ -570,22 +593,7 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
           f"{'ties' if model.tied_embeddings else 'does not tie'} its embedding and output "
           f"weights ({_MEG} arguments.py:2460) at {where}",
           "given" if untie else "absent")
-    for name, key in (("--hidden-size", "hidden"), ("--num-attention-heads", "heads"),
-                      ("--seq-length", "sequence")):
-        shape = getattr(model, "shape", None)
-        if shape is not None and name in opts:
-            check(opts[name] == getattr(shape, key), "plan", f"{name} equal to the model "
-                  f"profile's {key} ({getattr(shape, key)}) at {where}", opts[name])
-    sizes = dict(getattr(model, "sizes", ()) or ())
-    if getattr(model, "shape", None) is None and 1 in sizes and len(sizes[1]) > 1 \
-            and "--seq-length" in opts and "--hidden-size" in opts:
-        # a transformer layer's output per sample is seq x hidden values (sim.profiles.sailor:
-        # llm_info's act_output_bytes): the launch's shape must be the one profiled
-        values = sizes[1][1].activation_bytes / model.bytes_per_value
-        got = opts["--seq-length"] * opts["--hidden-size"]
-        check(got == values, "plan", f"--seq-length x --hidden-size equal to the values a "
-              f"transformer layer of the model profile {model.name} outputs per sample "
-              f"({values:.0f}) at {where}", got)
+    check_model_shape(opts, model, where)
     check("--micro-batch-size" in opts, "plan", f"--micro-batch-size given at {where}", None)
     mbs = opts["--micro-batch-size"]
     gbs = opts.get("--global-batch-size", mbs * dp)
@@ -617,6 +625,28 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
         lo = hi
     return Plan(stages=tuple(stages), microbatch_size=mbs, global_batch_size=gbs,
                 model=model.name, framework=fw)
+
+
+def check_model_shape(opts: dict[str, Any], model: Any, where: str) -> None:
+    """The launch's ``--hidden-size``, ``--num-attention-heads`` and ``--seq-length`` (those
+    given) are the model profile's: its shape's, or (a profile without one) seq x hidden the
+    values a transformer layer outputs per sample."""
+    for name, key in (("--hidden-size", "hidden"), ("--num-attention-heads", "heads"),
+                      ("--seq-length", "sequence")):
+        shape = getattr(model, "shape", None)
+        if shape is not None and name in opts:
+            check(opts[name] == getattr(shape, key), "plan", f"{name} equal to the model "
+                  f"profile's {key} ({getattr(shape, key)}) at {where}", opts[name])
+    sizes = dict(getattr(model, "sizes", ()) or ())
+    if getattr(model, "shape", None) is None and 1 in sizes and len(sizes[1]) > 1 \
+            and "--seq-length" in opts and "--hidden-size" in opts:
+        # a transformer layer's output per sample is seq x hidden values (sim.profiles.sailor:
+        # llm_info's act_output_bytes): the launch's shape must be the one profiled
+        values = sizes[1][1].activation_bytes / model.bytes_per_value
+        got = opts["--seq-length"] * opts["--hidden-size"]
+        check(got == values, "plan", f"--seq-length x --hidden-size equal to the values a "
+              f"transformer layer of the model profile {model.name} outputs per sample "
+              f"({values:.0f}) at {where}", got)
 
 
 def _split(layers: int, pp: int, first: int | None, last: int | None, where: str) -> list[int]:
@@ -659,5 +689,13 @@ def _transformer_layers(model: Any) -> int:
 
 def read_megatron_plan(path: str | os.PathLike[str], model: Any, gpu: str | None,
                        zone: str | None = None) -> Plan:
-    """A Megatron-LM launch file as a :class:`Plan` (see the module docstring)."""
-    return megatron_plan_from_text(_read(path), str(path), model, gpu, zone)
+    """A Megatron-LM launch file as a :class:`Plan` (see the module docstring); one of
+    Megatron-LM v1.1.5 on DeepSpeed (:func:`sim.profiles.deepspeed_args.is_deepspeed_launch`)
+    by :mod:`sim.profiles.deepspeed_args`."""
+    from .deepspeed_args import deepspeed_plan_from_text, is_deepspeed_launch
+
+    text = _read(path)
+    if is_deepspeed_launch(text):
+        return deepspeed_plan_from_text(text, str(path), model, gpu, zone,
+                                        base=Path(path).parent)
+    return megatron_plan_from_text(text, str(path), model, gpu, zone)
