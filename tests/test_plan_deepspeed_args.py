@@ -224,6 +224,8 @@ def _bad(text="", cfg=CONFIG, hosts=HOSTS):
      "--tensor-model-parallel-size is a later Megatron-LM's; v1.1.5 has --model-parallel-size"),
     (_bad(hosts="a slots=4\na slots=4\n"), "a hostfile without duplicate hosts"),
     (_bad(hosts="a slots=4\n# b slots=4\n"), "a hostfile line 'NAME slots=N'"),
+    (_bad(SCRIPT.replace("pretrain_gpt2.py", "pretrain_bert.py")),
+     r"a launch of pretrain_gpt2.py .*BertModel.*: 'pretrain_bert.py'"),
 ])
 def test_refusals_are_one_line_exit_2(tmp_path, capsys, tied_profiles_folder, case, message):
     script, cfg, hosts = case

@@ -1778,6 +1778,10 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/deepspeed-launch-checkpoint-activations",
         T("--plan", ds_launch("ds-ckpt", "--checkpoint-activations", config=dsc), *M),
         refuse("plan"), note="the DeepSpeed 0.3.13 table has no recomputation option")
+    bert = Path(ds_launch("ds-bert", config=dsc))
+    bert.write_text(bert.read_text().replace("pretrain_gpt2.py", "pretrain_bert.py"))
+    add("train/deepspeed-launch-bert-script", T("--plan", str(bert), *M), refuse("plan"),
+        note="pretrain_bert.py builds BertModel, not GPT2ModelPipe: not read as GPT-2")
     add("train/deepspeed-launch-untied-profile",
         T("--plan", ds_launch("ds-ut", config=dsc), *M), refuse("plan"),
         note="GPT2ModelPipe ties its embedding and head; the shipped OPT-350 is untied")

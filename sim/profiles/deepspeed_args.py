@@ -494,6 +494,13 @@ def _megatron_options(args: tuple[Any, ...], where: str) -> dict[str, Any]:
     return got
 
 
+#: The example's other training scripts and the model each builds (not GPT2ModelPipe): refused
+#: rather than read as GPT-2 (a script of another name is taken to build GPT2ModelPipe).
+OTHER_SCRIPTS = {"pretrain_bert.py": "BertModel (pretrain_bert.py:31-41)",
+                 "pretrain_ict.py": "an ICT model (pretrain_ict.py:33-34, general_ict_model_provider)",
+                 "pretrain_transgan.py": "a TransGAN (AMP's addition to the example)"}
+
+
 def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
                              zone: str | None = None, base: str | os.PathLike[str] | None = None
                              ) -> Plan:
@@ -506,6 +513,10 @@ def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
     folder = Path(base) if base is not None else Path(where).parent
     launch = parse_launch(text, where, launchers=("deepspeed",),
                           example="deepspeed ... pretrain_gpt2.py ...")
+    script = Path(str(launch.script)).name
+    check(script not in OTHER_SCRIPTS, "plan", f"a launch of pretrain_gpt2.py at {where} (the "
+          "script that builds GPT2ModelPipe, whose layers and mask this reader models; "
+          f"{script} builds {OTHER_SCRIPTS.get(script)})", script)
     opts = _megatron_options(launch.args, where)
     hosts = _world(launch.launcher, folder, where)
     world = sum(n for _, n in hosts)
