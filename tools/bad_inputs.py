@@ -3291,6 +3291,10 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
                                   *q), ok("given by its shape: every time is estimated"),
         note="searched on the roofline estimates train --plan gives a shape (it was refused: "
              "'model' must be a profile with measured times)")
+    add("model-shape-only-tp-not-dividing-heads", dtsim(
+        "plan", "--model", "S", "--profiles", str(shape_only), *gh, *q, "--tp", "3"),
+        refuse("tp"), note="TP 3 fits a 4-GPU node but not S's 4 heads: the line names the "
+                           "heads (it said only 'measured' and 'fits a node')")
     no_sheet = fx.root / "p-shape-no-datasheet"
     (no_sheet / "models").mkdir(parents=True, exist_ok=True)
     (no_sheet / "models" / "S.json").write_text((shape_only / "models" / "S.json").read_text())
