@@ -494,3 +494,18 @@ def test_plan_failure_times_take_units(capsys):
     assert a_search.keys() == b_search.keys()
     assert _results(a) == _results(b)
     assert a["units"]["given"]["mtbf"]["value"] == 3600.0
+
+
+def test_trace_start_and_block_take_units(capsys):
+    """--trace-start and --trace-block (trace seconds, whatever --hour says) take a unit as
+    every other time option of dtsim train: they were float-typed ('invalid float value')."""
+    base = ["train", "--stages", "2", "--replicas", "6", "--steps", "40", "--forward-time", "20",
+            "--replications", "2", "--seed", "7", "--restart-cost", "5", "--failure-trace",
+            "aws-g4dn-24h", "--trace-loop", "--trace-resample", "block"]
+    a = _same_run(capsys, [*base, "--trace-start", "1h", "--trace-block", "30min"],
+                  [*base, "--trace-start", "3600", "--trace-block", "1800"])
+    assert a["units"]["given"]["trace_start"]["value"] == 3600.0
+    assert a["units"]["given"]["trace_block"]["value"] == 1800.0
+    # the units are used: 1 h of trace is not 1 s of it
+    b, _ = _json(capsys, [*base, "--trace-start", "1", "--trace-block", "1800"])
+    assert _results(b) != _results(a)

@@ -1067,6 +1067,17 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                    "--preemption-notice", "30s"), refuse("hour"))
         add("train/notice-size-unit", TR("--mtbf", "100", "--strategy", "redundancy",
                                          "--preemption-notice", "2GB"), refuse("preemption_notice"))
+        add("train/trace-start-size-unit", TR("--failure-trace", "aws-g4dn-24h",
+                                              "--trace-start", "5GB"), refuse("trace_start"),
+            note="trace seconds take a time unit (6h); a size is not one")
+        add("train/trace-block-unknown-unit", TR("--failure-trace", "aws-g4dn-24h",
+                                                 "--trace-loop", "--trace-resample", "block",
+                                                 "--trace-block", "2 fortnights"),
+            refuse("trace_block"))
+        add("train/ok-trace-start-unit", TR("--stages", "2", "--replicas", "2", "--steps", "5",
+                                            "--replications", "1", "--restart-cost", "5",
+                                            "--failure-trace", "aws-g4dn-24h",
+                                            "--trace-start", "6h"), ok("throughput"))
         add("train/ok-time-units", TR("--stages", "2", "--steps", "20", "--replications", "2",
                                       "--mtbf", "2h", "--replace-time", "5min",
                                       "--checkpoint-every", "5", "--checkpoint-cost", "10s",
