@@ -483,17 +483,31 @@ def test_train_times_with_units_need_seconds_and_a_plan_has_no_hour(capsys):
 
 
 def test_plan_failure_times_take_units(capsys):
-    """dtsim plan's --mtbf/--replace-time/--restart-cost/--checkpoint-cost (seconds)."""
+    """dtsim plan's --mtbf/--replace-time/--restart-cost/--checkpoint-cost (seconds).
+
+    At an MTBF of 5 min over 5 iterations of about a minute preemptions hit, so every
+    one of the four is used: each at another value moves the simulated time, so a wrong
+    conversion would show (at 1 h over 3 iterations none hit: --replace-time and
+    --restart-cost could have been read wrong unseen)."""
     base = ["plan", "--model", "OPT-350", "--fleet-from-runs", "mit-N2_D1", "--top", "1",
-            "--steps", "3", "--checkpoint-every", "1", "--seed", "4"]
-    a, _ = _json(capsys, [*base, "--mtbf", "1h", "--replace-time", "1min", "--restart-cost",
-                          "20s", "--checkpoint-cost", "500ms"])
-    b, _ = _json(capsys, [*base, "--mtbf", "3600", "--replace-time", "60", "--restart-cost",
-                          "20", "--checkpoint-cost", "0.5"])
-    a_search, b_search = a.pop("search"), b.pop("search")  # the search's own wall time differs
+            "--steps", "5", "--checkpoint-every", "1", "--seed", "4"]
+    typed = {"--mtbf": ("5min", "300"), "--replace-time": ("1min", "60"),
+             "--restart-cost": ("20s", "20"), "--checkpoint-cost": ("500ms", "0.5")}
+
+    def run(values):
+        d, _ = _json(capsys, [*base, *[x for k, v in values.items() for x in (k, v)]])
+        return d, d.pop("search")  # the search's own wall time differs
+
+    (a, a_search), (b, b_search) = (run({k: v[i] for k, v in typed.items()}) for i in (0, 1))
     assert a_search.keys() == b_search.keys()
     assert _results(a) == _results(b)
-    assert a["units"]["given"]["mtbf"]["value"] == 3600.0
+    assert a["units"]["given"]["mtbf"]["value"] == 300.0
+    simulated = b["plans"][0]["simulated_iteration_time"]
+    for opt in ("--replace-time", "--restart-cost", "--checkpoint-cost"):
+        wrong = {k: v[1] for k, v in typed.items()} | {opt: "1" if opt != "--restart-cost"
+                                                        else "1000"}
+        c, _ = run(wrong)
+        assert c["plans"][0]["simulated_iteration_time"] != simulated, opt
 
 
 def test_trace_start_and_block_take_units(capsys):
