@@ -423,14 +423,16 @@ def test_train_time_options_take_units(capsys):
     """Every time option of dtsim train: the same run as the seconds they stand for.
 
     A point with failures, checkpoints, restarts, downtime and per-stage pass
-    times, so each converted value is used (a wrong factor moves the numbers).
+    times, so each converted value is used (a wrong factor moves the numbers: at
+    --mtbf 10min preemptions hit, and each option at another value moves the run;
+    at 2h none hit and --replace-time 5min read as 5 was the same run).
     """
-    timed = ["--mtbf", "2h", "--replace-time", "5min", "--restart-cost", "30s",
+    timed = ["--mtbf", "10min", "--replace-time", "5min", "--restart-cost", "30s",
              "--checkpoint-every", "2", "--checkpoint-cost", "10s", "--forward-time", "1s,2s",
              "--backward-time", "1500ms,3s", "--optimizer-time", "250ms", "--availability",
              "0.9", "--mean-downtime", "1min", "--detection-timeout", "2s", "--max-time", "3h",
              "--stall-limit", "1d"]
-    plain = ["--mtbf", "7200", "--replace-time", "300", "--restart-cost", "30",
+    plain = ["--mtbf", "600", "--replace-time", "300", "--restart-cost", "30",
              "--checkpoint-every", "2", "--checkpoint-cost", "10", "--forward-time", "1,2",
              "--backward-time", "1.5,3", "--optimizer-time", "0.25", "--availability", "0.9",
              "--mean-downtime", "60", "--detection-timeout", "2", "--max-time", "10800",
@@ -439,12 +441,13 @@ def test_train_time_options_take_units(capsys):
             "--replications", "2", "--seed", "5"]
     a = _same_run(capsys, [*base, *timed], [*base, *plain])
     given = a["units"]["given"]
-    assert given["mtbf"] == {"text": "2h", "value": 7200.0, "unit": "s", "as": "2h"}
+    assert given["mtbf"] == {"text": "10min", "value": 600.0, "unit": "s", "as": "600s"}
     assert [g["value"] for g in given["backward_times"]] == [1.5, 3.0]
     assert given["stall_limit"]["value"] == 86400.0
-    # the units are used, not ignored: 2 min is not 2 (the run's seconds)
-    b, _ = _json(capsys, [*base, *[("2" if t == "7200" else t) for t in plain]])
-    assert _results(b) != _results(a)
+    # the units are used, not ignored: 10 min is not 10 (the run's seconds), 5 min not 5
+    for number, wrong in (("600", "10"), ("300", "5")):
+        b, _ = _json(capsys, [*base, *[(wrong if t == number else t) for t in plain]])
+        assert _results(b) != _results(a), number
 
 
 def test_train_domain_and_wait_times_take_units(capsys):
