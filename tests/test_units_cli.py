@@ -451,12 +451,19 @@ def test_train_time_options_take_units(capsys):
 
 
 def test_train_domain_and_wait_times_take_units(capsys):
-    """--domain-downtime and --max-wait (a skipping pipeline), and --preemption-notice."""
-    base = ["train", "--stages", "3", "--replicas", "2", "--microbatches-per-step", "4",
+    """--domain-downtime and --max-wait (a skipping pipeline), and --preemption-notice.
+
+    One replica per stage: with two, --max-wait 0.5 or 500 was the same run (a
+    wrong conversion of 500ms unseen); with one, each of the two moves the run."""
+    base = ["train", "--stages", "3", "--replicas", "1", "--microbatches-per-step", "4",
             "--steps", "10", "--replications", "2", "--seed", "1", "--availability", "0.9",
             "--mean-downtime", "20", "--domain-outage", "0.05", "--skip-budget", "1"]
-    _same_run(capsys, [*base, "--domain-downtime", "1min", "--max-wait", "500ms"],
-              [*base, "--domain-downtime", "60", "--max-wait", "0.5"])
+    a = _same_run(capsys, [*base, "--domain-downtime", "1min", "--max-wait", "500ms"],
+                  [*base, "--domain-downtime", "60", "--max-wait", "0.5"])
+    for wrong in (["--domain-downtime", "1", "--max-wait", "0.5"],
+                  ["--domain-downtime", "60", "--max-wait", "500"]):
+        b, _ = _json(capsys, [*base, *wrong])
+        assert _results(b) != _results(a), wrong
     job = ["train", "--stages", "2", "--steps", "20", "--replications", "2", "--mtbf", "300",
            "--replace-time", "10", "--strategy", "redundancy", "--seed", "2"]
     a = _same_run(capsys, [*job, "--preemption-notice", "2min"],
