@@ -533,3 +533,15 @@ def test_trace_start_and_block_take_units(capsys):
     # the units are used: 1 h of trace is not 1 s of it
     b, _ = _json(capsys, [*base, "--trace-start", "1", "--trace-block", "1800"])
     assert _results(b) != _results(a)
+
+
+@pytest.mark.parametrize("text", ["-5", "nan", "inf", "1e400s"])
+def test_a_preemption_notice_out_of_range_names_the_option(text, capsys):
+    """--preemption-notice -5, nan and inf were refused as "'notice' must be >= 0" (the
+    config's field, not the option typed; inf is >= 0), 1e400s as not a time at all: one
+    line naming preemption_notice and saying a finite time >= 0."""
+    _, err = _run(capsys, ["train", "--stages", "2", "--mtbf", "100", "--strategy",
+                           "redundancy", f"--preemption-notice={text}"], status=2)
+    assert err.strip().startswith("dtsim train: error: 'preemption_notice' must be a finite "
+                                  "time >= 0"), err
+    assert len(err.strip().splitlines()) == 1
