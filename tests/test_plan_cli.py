@@ -311,6 +311,27 @@ def test_a_shape_model_on_gpus_without_a_datasheet_is_refused_naming_the_fleet(t
                              "catalogue holds"), err
 
 
+def test_a_tp_the_heads_do_not_divide_is_refused_naming_the_heads(tmp_path, capsys):
+    """--tp 4 for a model of 6 heads on 4-GPU nodes: TP 4 fits the node, and a model given by
+    its shape gets rows at it, but the heads do not split evenly. The refusal said only 'a TP
+    degree the profile measured that fits a node of the fleet (largest node: 4 GPUs)', both
+    beside the point; it names the heads now (and --tp 2 runs)."""
+    d = _shape_only(tmp_path)
+    (d / "models" / "S.json").write_text(json.dumps({
+        "model": "S", "bytes_per_value": 2, "shape": {
+            "layers": 4, "hidden": 384, "heads": 6, "sequence": 128, "vocabulary": 1000}}))
+    argv = ["plan", "--model", "S", "--profiles", str(d), "--nodes", "GH-96:4x2@us-central1-a",
+            "--global-batch-size", "8", "--simulate", "0", "--top", "1"]
+    code = main([*argv, "--tp", "4"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("dtsim plan: error: 'tp' must be a TP degree "), err
+    assert "divides the 6 attention heads of S" in err[0] and err[0].endswith(": (4,)"), err
+    assert main([*argv, "--tp", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {r["tp"] for st in doc["plans"][0]["plan"]["stages"] for r in st["replicas"]} == {2}
+
+
 def test_a_plan_inside_one_node_needs_no_network_curve(tmp_path, capsys):
     """Two stages on one 4-GPU node of a kind the network has no curve for: the closed form
     timed it, the DES refused it ('a link for every pair of node kinds': it built the node's
@@ -368,8 +389,8 @@ def test_a_fleet_whose_nodes_have_no_link_is_warned_about(tmp_path, capsys):
       "cost"], "'prices' must be a price for every GPU type of the fleet (the catalogue's, or "
      "given: --price GPU=DOLLARS_PER_HOUR): 'RTX-3090'"),
     (["--nodes", "A100-80:1x1@us-central1-a", "--global-batch-size", "8", "--tp", "4"],
-     "'tp' must be a TP degree the profile measured that fits a node of the fleet (largest "
-     "node: 1 GPUs): (4,)"),
+     "'tp' must be a TP degree the profile has times at (measured, or estimated for a model "
+     "given by its shape) that fits a node of the fleet (largest node: 1 GPUs): (4,)"),
 ])
 def test_cli_refuses_in_one_line(argv, message, capsys):
     """Bad fleets, batch sizes and objectives: exit 2 and one line naming the parameter."""

@@ -423,14 +423,16 @@ def test_train_time_options_take_units(capsys):
     """Every time option of dtsim train: the same run as the seconds they stand for.
 
     A point with failures, checkpoints, restarts, downtime and per-stage pass
-    times, so each converted value is used (a wrong factor moves the numbers).
+    times, so each converted value is used (a wrong factor moves the numbers: at
+    --mtbf 10min preemptions hit, and each option at another value moves the run;
+    at 2h none hit and --replace-time 5min read as 5 was the same run).
     """
-    timed = ["--mtbf", "2h", "--replace-time", "5min", "--restart-cost", "30s",
+    timed = ["--mtbf", "10min", "--replace-time", "5min", "--restart-cost", "30s",
              "--checkpoint-every", "2", "--checkpoint-cost", "10s", "--forward-time", "1s,2s",
              "--backward-time", "1500ms,3s", "--optimizer-time", "250ms", "--availability",
              "0.9", "--mean-downtime", "1min", "--detection-timeout", "2s", "--max-time", "3h",
              "--stall-limit", "1d"]
-    plain = ["--mtbf", "7200", "--replace-time", "300", "--restart-cost", "30",
+    plain = ["--mtbf", "600", "--replace-time", "300", "--restart-cost", "30",
              "--checkpoint-every", "2", "--checkpoint-cost", "10", "--forward-time", "1,2",
              "--backward-time", "1.5,3", "--optimizer-time", "0.25", "--availability", "0.9",
              "--mean-downtime", "60", "--detection-timeout", "2", "--max-time", "10800",
@@ -439,21 +441,29 @@ def test_train_time_options_take_units(capsys):
             "--replications", "2", "--seed", "5"]
     a = _same_run(capsys, [*base, *timed], [*base, *plain])
     given = a["units"]["given"]
-    assert given["mtbf"] == {"text": "2h", "value": 7200.0, "unit": "s", "as": "2h"}
+    assert given["mtbf"] == {"text": "10min", "value": 600.0, "unit": "s", "as": "600s"}
     assert [g["value"] for g in given["backward_times"]] == [1.5, 3.0]
     assert given["stall_limit"]["value"] == 86400.0
-    # the units are used, not ignored: 2 min is not 2 (the run's seconds)
-    b, _ = _json(capsys, [*base, *[("2" if t == "7200" else t) for t in plain]])
-    assert _results(b) != _results(a)
+    # the units are used, not ignored: 10 min is not 10 (the run's seconds), 5 min not 5
+    for number, wrong in (("600", "10"), ("300", "5")):
+        b, _ = _json(capsys, [*base, *[(wrong if t == number else t) for t in plain]])
+        assert _results(b) != _results(a), number
 
 
 def test_train_domain_and_wait_times_take_units(capsys):
-    """--domain-downtime and --max-wait (a skipping pipeline), and --preemption-notice."""
-    base = ["train", "--stages", "3", "--replicas", "2", "--microbatches-per-step", "4",
+    """--domain-downtime and --max-wait (a skipping pipeline), and --preemption-notice.
+
+    One replica per stage: with two, --max-wait 0.5 or 500 was the same run (a
+    wrong conversion of 500ms unseen); with one, each of the two moves the run."""
+    base = ["train", "--stages", "3", "--replicas", "1", "--microbatches-per-step", "4",
             "--steps", "10", "--replications", "2", "--seed", "1", "--availability", "0.9",
             "--mean-downtime", "20", "--domain-outage", "0.05", "--skip-budget", "1"]
-    _same_run(capsys, [*base, "--domain-downtime", "1min", "--max-wait", "500ms"],
-              [*base, "--domain-downtime", "60", "--max-wait", "0.5"])
+    a = _same_run(capsys, [*base, "--domain-downtime", "1min", "--max-wait", "500ms"],
+                  [*base, "--domain-downtime", "60", "--max-wait", "0.5"])
+    for wrong in (["--domain-downtime", "1", "--max-wait", "0.5"],
+                  ["--domain-downtime", "60", "--max-wait", "500"]):
+        b, _ = _json(capsys, [*base, *wrong])
+        assert _results(b) != _results(a), wrong
     job = ["train", "--stages", "2", "--steps", "20", "--replications", "2", "--mtbf", "300",
            "--replace-time", "10", "--strategy", "redundancy", "--seed", "2"]
     a = _same_run(capsys, [*job, "--preemption-notice", "2min"],
@@ -483,14 +493,55 @@ def test_train_times_with_units_need_seconds_and_a_plan_has_no_hour(capsys):
 
 
 def test_plan_failure_times_take_units(capsys):
-    """dtsim plan's --mtbf/--replace-time/--restart-cost/--checkpoint-cost (seconds)."""
+    """dtsim plan's --mtbf/--replace-time/--restart-cost/--checkpoint-cost (seconds).
+
+    At an MTBF of 5 min over 5 iterations of about a minute preemptions hit, so every
+    one of the four is used: each at another value moves the simulated time, so a wrong
+    conversion would show (at 1 h over 3 iterations none hit: --replace-time and
+    --restart-cost could have been read wrong unseen)."""
     base = ["plan", "--model", "OPT-350", "--fleet-from-runs", "mit-N2_D1", "--top", "1",
-            "--steps", "3", "--checkpoint-every", "1", "--seed", "4"]
-    a, _ = _json(capsys, [*base, "--mtbf", "1h", "--replace-time", "1min", "--restart-cost",
-                          "20s", "--checkpoint-cost", "500ms"])
-    b, _ = _json(capsys, [*base, "--mtbf", "3600", "--replace-time", "60", "--restart-cost",
-                          "20", "--checkpoint-cost", "0.5"])
-    a_search, b_search = a.pop("search"), b.pop("search")  # the search's own wall time differs
+            "--steps", "5", "--checkpoint-every", "1", "--seed", "4"]
+    typed = {"--mtbf": ("5min", "300"), "--replace-time": ("1min", "60"),
+             "--restart-cost": ("20s", "20"), "--checkpoint-cost": ("500ms", "0.5")}
+
+    def run(values):
+        d, _ = _json(capsys, [*base, *[x for k, v in values.items() for x in (k, v)]])
+        return d, d.pop("search")  # the search's own wall time differs
+
+    (a, a_search), (b, b_search) = (run({k: v[i] for k, v in typed.items()}) for i in (0, 1))
     assert a_search.keys() == b_search.keys()
     assert _results(a) == _results(b)
-    assert a["units"]["given"]["mtbf"]["value"] == 3600.0
+    assert a["units"]["given"]["mtbf"]["value"] == 300.0
+    simulated = b["plans"][0]["simulated_iteration_time"]
+    for opt in ("--replace-time", "--restart-cost", "--checkpoint-cost"):
+        wrong = {k: v[1] for k, v in typed.items()} | {opt: "1" if opt != "--restart-cost"
+                                                        else "1000"}
+        c, _ = run(wrong)
+        assert c["plans"][0]["simulated_iteration_time"] != simulated, opt
+
+
+def test_trace_start_and_block_take_units(capsys):
+    """--trace-start and --trace-block (trace seconds, whatever --hour says) take a unit as
+    every other time option of dtsim train: they were float-typed ('invalid float value')."""
+    base = ["train", "--stages", "2", "--replicas", "6", "--steps", "40", "--forward-time", "20",
+            "--replications", "2", "--seed", "7", "--restart-cost", "5", "--failure-trace",
+            "aws-g4dn-24h", "--trace-loop", "--trace-resample", "block"]
+    a = _same_run(capsys, [*base, "--trace-start", "1h", "--trace-block", "30min"],
+                  [*base, "--trace-start", "3600", "--trace-block", "1800"])
+    assert a["units"]["given"]["trace_start"]["value"] == 3600.0
+    assert a["units"]["given"]["trace_block"]["value"] == 1800.0
+    # the units are used: 1 h of trace is not 1 s of it
+    b, _ = _json(capsys, [*base, "--trace-start", "1", "--trace-block", "1800"])
+    assert _results(b) != _results(a)
+
+
+@pytest.mark.parametrize("text", ["-5", "nan", "inf", "1e400s"])
+def test_a_preemption_notice_out_of_range_names_the_option(text, capsys):
+    """--preemption-notice -5, nan and inf were refused as "'notice' must be >= 0" (the
+    config's field, not the option typed; inf is >= 0), 1e400s as not a time at all: one
+    line naming preemption_notice and saying a finite time >= 0."""
+    _, err = _run(capsys, ["train", "--stages", "2", "--mtbf", "100", "--strategy",
+                           "redundancy", f"--preemption-notice={text}"], status=2)
+    assert err.strip().startswith("dtsim train: error: 'preemption_notice' must be a finite "
+                                  "time >= 0"), err
+    assert len(err.strip().splitlines()) == 1

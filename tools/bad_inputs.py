@@ -1068,6 +1068,17 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                    "--preemption-notice", "30s"), refuse("hour"))
         add("train/notice-size-unit", TR("--mtbf", "100", "--strategy", "redundancy",
                                          "--preemption-notice", "2GB"), refuse("preemption_notice"))
+        add("train/trace-start-size-unit", TR("--failure-trace", "aws-g4dn-24h",
+                                              "--trace-start", "5GB"), refuse("trace_start"),
+            note="trace seconds take a time unit (6h); a size is not one")
+        add("train/trace-block-unknown-unit", TR("--failure-trace", "aws-g4dn-24h",
+                                                 "--trace-loop", "--trace-resample", "block",
+                                                 "--trace-block", "2 fortnights"),
+            refuse("trace_block"))
+        add("train/ok-trace-start-unit", TR("--stages", "2", "--replicas", "2", "--steps", "5",
+                                            "--replications", "1", "--restart-cost", "5",
+                                            "--failure-trace", "aws-g4dn-24h",
+                                            "--trace-start", "6h"), ok("throughput"))
         add("train/ok-time-units", TR("--stages", "2", "--steps", "20", "--replications", "2",
                                       "--mtbf", "2h", "--replace-time", "5min",
                                       "--checkpoint-every", "5", "--checkpoint-cost", "10s",
@@ -1932,7 +1943,14 @@ def strategy_cases(fx: Fixtures) -> list[Case]:
         Case("train/notice-text", T("--strategy", "redundancy", "--mtbf", "100",
                                     "--preemption-notice", "soon"), refuse("preemption_notice")),
         Case("train/notice-negative", T("--strategy", "redundancy", "--mtbf", "100",
-                                        "--preemption-notice", "-5"), refuse("notice")),
+                                        "--preemption-notice", "-5"), refuse("preemption_notice"),
+             note="it named the config's 'notice', not the option typed"),
+        Case("train/notice-inf", T("--strategy", "redundancy", "--mtbf", "100",
+                                   "--preemption-notice", "inf"), refuse("preemption_notice"),
+             note="it said \"'notice' must be >= 0: inf\""),
+        Case("train/notice-huge-unit", T("--strategy", "redundancy", "--mtbf", "100",
+                                         "--preemption-notice", "1e400s"),
+             refuse("preemption_notice")),
         Case("train/notice-gcp-ok", T("--strategy", "checkpoint-restart", "--mtbf", "3000",
                                       "--replace-time", "60", "--preemption-notice", "gcp",
                                       "--replications", "2"), ok("preemption notice 30")),
@@ -3373,6 +3391,10 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
                                   *q), ok("given by its shape: every time is estimated"),
         note="searched on the roofline estimates train --plan gives a shape (it was refused: "
              "'model' must be a profile with measured times)")
+    add("model-shape-only-tp-not-dividing-heads", dtsim(
+        "plan", "--model", "S", "--profiles", str(shape_only), *gh, *q, "--tp", "3"),
+        refuse("tp"), note="TP 3 fits a 4-GPU node but not S's 4 heads: the line names the "
+                           "heads (it said only 'measured' and 'fits a node')")
     no_sheet = fx.root / "p-shape-no-datasheet"
     (no_sheet / "models").mkdir(parents=True, exist_ok=True)
     (no_sheet / "models" / "S.json").write_text((shape_only / "models" / "S.json").read_text())

@@ -20,6 +20,7 @@ from ..traces import (
     trace_stats,
 )
 from ._common import emit_json, print_table
+from ._units import TimeOption
 
 __all__ = ["add_failure_trace_options", "failure_trace_from_args"]
 
@@ -42,15 +43,17 @@ def add_failure_trace_options(p: argparse.ArgumentParser) -> None:
                           "trace's capacity")
     g.add_argument("--trace-speedup", type=float, default=None, metavar="X",
                    help="trace seconds per simulated time unit (default 1)")
-    g.add_argument("--trace-start", type=float, default=None, metavar="S",
-                   help="trace time (s) replayed at time 0 (default 0)")
+    g.add_argument("--trace-start", action=TimeOption, default=None, metavar="TIME",
+                   help="trace time replayed at time 0: trace seconds, or with a unit: 90min, "
+                        "6h (default 0)")
     g.add_argument("--trace-loop", action="store_true", default=None,
                    help="repeat the trace (default: refuse to run past its end)")
     g.add_argument("--trace-resample", default=None, metavar="HOW",
                    help="replications: none (all the same, default), offset (random start, "
                         "needs --trace-loop), block (moving-block bootstrap)")
-    g.add_argument("--trace-block", type=float, default=None, metavar="S",
-                   help="block length in trace seconds for --trace-resample block")
+    g.add_argument("--trace-block", action=TimeOption, default=None, metavar="TIME",
+                   help="block length for --trace-resample block: trace seconds, or with a "
+                        "unit: 30min")
     g.add_argument("--trace-model", default=None, metavar="WHAT",
                    help="trace (default: replay the trace) or fitted (a new look-alike per "
                         "replication from the trace's fitted bursty model)")

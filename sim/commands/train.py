@@ -557,11 +557,13 @@ def _notice(text: str | None, hour: float) -> float:
     scale = hour / 3600.0 if 0 < hour < math.inf else 1.0  # a bad --hour is refused by the config
     if text.strip().lower() in NOTICES:
         return NOTICES[text.strip().lower()] * scale
+    rule = ("a finite time >= 0: time units, a time with a unit (90s, 2min), aws (120 s) or "
+            "gcp (30 s)")
     try:
         q = parse_quantity(text, TIME, "preemption_notice")
     except ConfigError:
-        raise ConfigError("preemption_notice", "time units, a time with a unit (90s, 2min), aws "
-                          "(120 s) or gcp (30 s)", text) from None
+        raise ConfigError("preemption_notice", rule, text) from None
+    check(0.0 <= q.value < math.inf, "preemption_notice", rule, text)  # nan fails too
     if q.unit is not None and float(hour) != 3600.0:
         raise ConfigError("hour", f"3600 (time units of one second) when a rate or time is "
                           f"given with a unit ({q.text.strip()})", hour)

@@ -714,8 +714,12 @@ def search_plans(model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue, request:
     if request.tp is not None:
         fits = sorted({tp for t in s.types for b in s.mbs_options() for tp in s.tp_options(t, b)})
         runs = getattr(s.pm, "tp_degrees", None)
-        check(len(fits) > 0, "tp", "a TP degree the profile measured that fits a node of the "
-              f"fleet (largest node: {max(t.max_tp for t in s.types)} GPUs)"
+        heads = model.shape.heads if model.shape is not None else None
+        check(len(fits) > 0, "tp", "a TP degree the profile has times at (measured, or "
+              "estimated for a model given by its shape) that fits a node of the fleet "
+              f"(largest node: {max(t.max_tp for t in s.types)} GPUs)"
+              + ("" if heads is None else f", divides the {heads} attention heads of "
+                 f"{model.name}")
               + ("" if runs is None else " and the framework runs (" + ", ".join(map(str, runs))
                  + ")"), request.tp)
     s.run(prune)

@@ -774,12 +774,14 @@ def physical_pair_time(profiles: Profiles, a: Any, b: Any, size: float, flows: i
 def physical_network(plan: Plan, profiles: Profiles, tied: bool) -> Any:
     """The plan's physical nodes as a :class:`sim.network.NetworkValue` (a plan with hosts).
 
-    Per replica a host ``s{j}r{i}``; per physical node ``H`` three vertices:
+    Per replica a host ``s{j}r{i}``; per physical node ``H`` up to three vertices:
     ``H/intra`` (its intra-node link: each replica's ``t`` GPUs reach it at
-    ``t x`` :func:`intra_bandwidth`), ``H/gpu`` (each replica's ``t`` GPUs reach
-    it at ``t x`` the GPU's own curve) and ``H/nic``, joined to ``H/gpu`` by the
-    node's NIC (full duplex, the node's curve) and to the NIC of every node it
-    exchanges data with by the pair's curve (:func:`node_links`). A transfer
+    ``t x`` :func:`intra_bandwidth`; only on a node of several replicas), and on a
+    node that exchanges data with another, ``H/gpu`` (each replica's ``t`` GPUs
+    reach it at ``t x`` the GPU's own curve) and ``H/nic``, joined to ``H/gpu`` by
+    the node's NIC (full duplex, the node's curve) and to the NIC of every node it
+    exchanges data with by the pair's curve (:func:`node_links`). A plan of one
+    replica and one stage has one idle link (nothing moves). A transfer
     inside a node crosses its two replicas' intra-node links (the intra
     vertices come first, so the route of least hops takes them), one between
     nodes a GPU link, a NIC, the pair link, a NIC and a GPU link. A measured
