@@ -545,3 +545,21 @@ def test_a_preemption_notice_out_of_range_names_the_option(text, capsys):
     assert err.strip().startswith("dtsim train: error: 'preemption_notice' must be a finite "
                                   "time >= 0"), err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_trace_off_the_second_clock_is_warned_about(capsys):
+    """--hour 60 with a replayed trace at its default speed replays one trace second per
+    minute (60 times slower than it happened: availability 0.08 for the trace's 0.68); one
+    warning names the --trace-speedup that replays it as it happened. Not with the speedup
+    given, nor on the one-second clock."""
+    base = ["train", "--stages", "2", "--replicas", "2", "--failure-trace", "aws-g4dn-24h",
+            "--steps", "3", "--replications", "1", "--max-wait", "inf"]
+    _, err = _run(capsys, [*base, "--hour", "60"])
+    assert err.strip() == ("dtsim train: warning: --hour 60 makes a time unit 60 s, but "
+                           "--failure-trace aws-g4dn-24h replays one trace second per time "
+                           "unit (--trace-speedup 1): --trace-speedup 60 replays it as it "
+                           "happened")
+    _, err = _run(capsys, [*base, "--hour", "60", "--trace-speedup", "60"])
+    assert "warning" not in err
+    _, err = _run(capsys, base)
+    assert "warning" not in err

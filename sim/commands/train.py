@@ -257,7 +257,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--samples-per-microbatch", type=float, default=1.0, help="samples in a microbatch")
     a("--hour", type=float, default=3600.0,
       help="time units per hour (default 3600: the time unit is a second; a time or rate given "
-           "with a unit needs 3600; not with --plan, whose times are seconds)")
+           "with a unit needs 3600; not with --plan, whose times are seconds; a failure trace "
+           "replays --trace-speedup trace seconds per time unit, --step-times and "
+           "--price-series times are in time units)")
     a("--arrival", default=d.arrival, help="async only: " + ", ".join(ARRIVALS))
     a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
     a("--max-time", action=TimeOption, default=math.inf, metavar="TIME",
@@ -693,6 +695,20 @@ def group_regions(nodes: Any, groups: int, region: Any) -> list[list[Any]]:
                    key=str) for g in range(groups)]
 
 
+def _check_trace_clock(args: argparse.Namespace, cfg: TrainingConfig) -> None:
+    """Warn when ``--hour`` makes the time unit something other than a second but a replayed
+    trace (its times in seconds) keeps its default speed: one trace second per time unit, so
+    ``--hour 60`` replays it 60 times slower than it happened (``--trace-speedup`` says how
+    many trace seconds a time unit is; the help says so, a user may still miss it)."""
+    if (float(cfg.hour) == 3600.0 or args.failure_trace is None
+            or args.trace_speedup is not None or isinstance(cfg.failure_trace, str)):
+        return
+    unit = 3600.0 / float(cfg.hour)
+    warn("train", f"--hour {cfg.hour:g} makes a time unit {unit:g} s, but --failure-trace "
+         f"{args.failure_trace} replays one trace second per time unit (--trace-speedup 1): "
+         f"--trace-speedup {unit:g} replays it as it happened")
+
+
 def _check_group_regions(args: argparse.Namespace, cfg: TrainingConfig) -> None:
     """Warn when the default placement (replica ``k``, stage-major, on host ``k``) puts a
     DiLoCo group's workers in several regions of a layout that has regions: its pipelines then
@@ -985,6 +1001,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = _config_from_args(args)
         check_train(args, cfg)
         _check_group_regions(args, cfg)
+        _check_trace_clock(args, cfg)
     model = None
     if request is not None:
         _check_timeline(args, cfg, request)
