@@ -194,6 +194,16 @@ def test_learners_that_never_reach_an_outer_step_stop_at_the_stall_limit():
     (["--replace-time", "5"], "'replace_time' must be given only with a finite --mtbf: 5.0"),
     (["--chip-download", "5"], "'chip_download' must be given only with a finite --mtbf: 5.0"),
     (["--workers", "2"], "'workers' must be given only with --executor local: 2"),
+    # (user trial 3) the payload options without --size: an outer step moved nothing, and
+    # "--bandwidth 1Gbit/s" printed utilisation 1 as if the link had been enough
+    (["--bandwidth", "1Gbit/s"], "'bandwidth' must be given only with --size > 0 (the model "
+     "an outer step all-reduces; default 0: nothing moves): '1Gbit/s'"),
+    (["--bits", "4"], "'bits' must be given only with --size > 0 (the model an outer step "
+     "all-reduces; default 0: nothing moves): 4"),
+    (["--topk", "0.01"], "'topk' must be given only with --size > 0 (the model an outer step "
+     "all-reduces; default 0: nothing moves): 0.01"),
+    (["--value-bits", "32"], "'value_bits' must be given only with --size > 0 (the model an "
+     "outer step all-reduces; default 0: nothing moves): 32"),
 ])
 def test_options_without_effect_are_refused(capsys, argv, message):
     """An option the run would ignore (the lognormal's sigma with deterministic steps, a

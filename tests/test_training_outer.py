@@ -269,6 +269,18 @@ def test_dp_runs_report_compute_utilisation_and_allreduce_bytes():
      "the size of a payload of bits/value_bits): 8"),
     (dict(sync="diloco:every=2", microbatches=6), "'microbatches' must be a multiple of the "
      "groups (4) with sync diloco (each group takes m / M a step): 6"),
+    # (user trial 3) how the model is cut into fragments, given with one fragment: no effect
+    (dict(sync="diloco:every=2,order=strided"), "'sync' must be order given only with "
+     "fragments=P > 1 (it says how the model is cut into fragments): "
+     "'diloco:every=2,order=strided'"),
+    (dict(sync="diloco:every=2,layers=3"), "'sync' must be layers given only with "
+     "fragments=P > 1 (it says how the model is cut into fragments): "
+     "'diloco:every=2,layers=3'"),
+    # (user trial 3) the strategy as the user names it, not the object's repr
+    (dict(sync="diloco:every=2", strategy="checkpoint-restart"),
+     "'strategy' must be unset with sync diloco (a group that fails leaves the round and "
+     "downloads the model when it is back; no checkpoint, restart or strategy): "
+     "'checkpoint-restart'"),
     (dict(sync="diloco:every=2", checkpoint_every=2, restart_cost=1.0),
      "'checkpoint_every' must be unset with sync diloco (a group that fails leaves the round "
      "and downloads the model when it is back; no checkpoint, restart or strategy): 2"),

@@ -1119,6 +1119,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("value_bits"))
         add("train/diloco-bits-above-value-bits",
             TR(*D4, "--sync", "diloco:every=4", "--value-bits", "8"), refuse("sync"))
+        add("train/diloco-order-one-fragment", TR(*D4, "--sync", "diloco:every=4,order=strided"),
+            refuse("sync"), note="user trial 3: one fragment is the whole model; was ignored")
+        add("train/diloco-layers-one-fragment", TR(*D4, "--sync", "diloco:every=4,layers=3"),
+            refuse("sync"), note="user trial 3: one fragment is the whole model; was ignored")
+        add("train/diloco-strategy", TR(*D4, "--sync", "diloco:every=4", "--strategy",
+                                        "checkpoint-restart"), refuse("strategy"))
         add("train/diloco-ok", TR(*D4, "--param-size", "10", "--bandwidth", "5", "--sync",
                                   "diloco:every=4,fragments=2,overlap=1,bits=4",
                                   "--replications", "1"), ok("DiLoCo"))
@@ -1159,7 +1165,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
                  "after 1000 failure-free rounds without an outer step and says why")
         add("learners/step-law-unknown", LR("--step-time-distribution", "pareto"),
             refuse("step_time_distribution"))
-        add("learners/bits-5", LR("--bits", "5"), refuse("bits"))
+        add("learners/bits-5", LR("--size", "1GB", "--bits", "5"), refuse("bits"))
+        # user trial 3: the payload options act on --size (default 0: nothing moves)
+        for opt, val in (("--bandwidth", "1Gbit/s"), ("--bits", "4"), ("--topk", "0.01"),
+                         ("--value-bits", "32")):
+            add(f"learners/{opt[2:]}-without-size", LR(opt, val),
+                refuse(opt[2:].replace("-", "_")), note="ran as if applied (utilisation 1)")
         add("learners/replications-zero", LR("--replications", "0"), refuse("replications"))
         add("learners/size-rate-unit", LR("--size", "10GB/s"), refuse("size"))
         add("learners/bandwidth-size-unit", LR("--bandwidth", "10GB"), refuse("bandwidth"))

@@ -95,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
         refuse_unless(args, dest, math.isfinite(args.mtbf), "with a finite --mtbf")
     refuse_unless(args, "workers", args.executor != "serial", "with --executor local")
     cfg = _config_from_args(args)
+    # (user trial 3) the payload options act on --size only: without it an outer step moves
+    # nothing, and --bandwidth 1Gbit/s or --bits 4 would print a utilisation they never set
+    for dest in ("bandwidth", "bits", "topk", "value_bits"):
+        refuse_unless(args, dest, cfg.size > 0, "with --size > 0 (the model an outer step "
+                      "all-reduces; default 0: nothing moves)")
     check_learners(args)
     w0, c0 = time.perf_counter(), time.process_time()
     records = replicate(learners_model, cfg, replications=args.replications, seed=args.seed,
