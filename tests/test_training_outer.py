@@ -126,9 +126,10 @@ def _random_case(rng):
         step.append(c + _ring(k, size, bw, lat))
         compute.append(c)
     N = H * int(rng.integers(1, 4))
+    order = rng.choice(['sequential', 'strided'])  # drawn at every P: the same draws as before
     sync = "diloco:" + ",".join(
-        [f"every={H}", f"fragments={P}", f"order={rng.choice(['sequential', 'strided'])}",
-         f"overlap={TAU}", f"bits={bits}", f"groups={M}"] + ([f"topk={topk}"] if topk else []))
+        [f"every={H}", f"fragments={P}"] + ([f"order={order}"] if P > 1 else [])
+        + [f"overlap={TAU}", f"bits={bits}", f"groups={M}"] + ([f"topk={topk}"] if topk else []))
     cfg = TrainingConfig(stages=L, replicas=M * k, microbatches=mg * M, steps=N,
                          schedule="gpipe" if L == 1 else "1f1b", forward_time=f,
                          backward_ratio=ratio, param_size=size, bandwidth=bw, latency=lat,
@@ -249,6 +250,23 @@ def test_dp_runs_report_compute_utilisation_and_allreduce_bytes():
     pred = predictions("training", cfg)
     assert pred["compute_utilisation"]["value"] == pytest.approx(3.0 / (3.0 + ring))
     assert pred["allreduce_bytes_sent"]["value"] == pytest.approx(45.0)
+
+
+def test_a_sweep_calling_training_model_has_the_figures_with_and_without_diloco():
+    """(user trial 3) ``training_model(config, streams)``, as an experiment calls it, reports
+    the figures for data parallelism too: a user's sweep of ``sync`` over ``allreduce`` and
+    ``diloco:...`` had NaN compute utilisation at every data-parallel point (only DiLoCo
+    runs reported it), and its plot silently lost that line."""
+    from sim.training.system import FIGURES
+
+    base = dict(stages=1, replicas=4, microbatches=4, steps=4, param_size=10.0,
+                bandwidth=5.0, latency=0.1, schedule="1f1b")
+    ring = _ring(4, 10.0, 5.0, 0.1)
+    for sync, cu in (("allreduce", 3.0 / (3.0 + ring)), ("diloco:every=2", None)):
+        out = training_model(TrainingConfig(**base, sync=sync), Streams(0).replication(0))
+        assert all(k in out and out[k] == out[k] for k in FIGURES), (sync, out)
+        if cu is not None:
+            assert out["compute_utilisation"] == pytest.approx(cu)
 
 
 @pytest.mark.parametrize("kw, msg", [
