@@ -462,6 +462,21 @@ def test_plot_without_analyse_draws_default_figures(tmp_path, capsys):
     assert (out / "rate.png").exists() and (out / "u.png").exists()
 
 
+def test_plot_draws_no_empty_figure_for_a_metric_never_measured(tmp_path, capsys):
+    """(user trial 3) A metric NaN at every point (the training DES's ``cost`` unpriced,
+    ``throughput_steady``) got an empty figure with axes from -0.05 to 0.05 from the default
+    figures, while dtsim run's table says it was not measured; now it gets none, and a note."""
+    f = write_experiment(tmp_path / "tiny.py", extra=', "cost": float("nan")')
+    out = tmp_path / "o"
+    assert main(["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert (out / "rate.png").exists() and not (out / "cost.png").exists()
+    assert ("dtsim plot: note: no figure for cost: not measured at any point (NaN in every "
+            "record)") in err
+
+
 MARKING = '''"""Writes a marker file when imported: a results folder must never run it."""
 from pathlib import Path
 
