@@ -248,3 +248,14 @@ def test_time_options_take_units_as_the_other_commands_do(capsys):
         dest = opt[2:].replace("-", "_")
         assert err == [f"dtsim learners: error: argument {opt}: '{dest}' must be a time, not a "
                        "size (seconds, or a number and a time unit: 10ms, 250us, 2h): '2GB'"]
+
+
+def test_the_downloads_row_names_what_it_counts(capsys):
+    """(user trial 3) ``outer_downloads`` counts a learner's fetches of the model and of the
+    outer steps it missed (a late learner's); the row said "model downloads"."""
+    from sim.cli import main
+
+    assert main(["learners", "--learners", "4", "--steps", "200", "--mtbf", "2000",
+                 "--replace-time", "10", "--replications", "1"]) == 0
+    rows = [r.split("  ")[0] for r in capsys.readouterr().out.splitlines()]
+    assert "downloads (model, missed outer steps)" in rows and "model downloads" not in rows

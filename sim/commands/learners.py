@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         ("compute utilisation (fraction of wall time)", "compute_utilisation"),
         ("time to train (s)", "training_time"),
         ("outer steps", "outer_syncs"), ("chip failures", "failures"),
-        ("model downloads", "outer_downloads"), ("late merges", "late_merges"),
+        ("downloads (model, missed outer steps)", "outer_downloads"), ("late merges", "late_merges"),
         ("work lost (chip s)", "lost_outer_work"), ("events", "events"))]
     print_table(rows, ("quantity", "mean (95% CI)"))
     stalled = sum(1 for r in records if r.get("stalled"))
