@@ -652,3 +652,14 @@ def test_a_sweep_table_leaves_out_a_metric_no_point_measured(tmp_path, capsys):
     assert ("(throughput_steady: not measured at any point (NaN in every record), not shown)"
             in text)
     assert "throughput_steady_mean" in (out / "summary.csv").read_text().splitlines()[0]
+
+
+def test_a_point_of_one_replication_prints_no_interval_not_nan(tmp_path, capsys):
+    """(user trial 3) A point run once has no interval; dtsim run's table printed it as
+    ``0.5 [nan, nan]`` (diloco_zones --quick: every cell), as if the run had failed; it now
+    says ``(no interval)``, as dtsim train says ``(no interval, n = 1)``."""
+    f = write_experiment(tmp_path / "tiny.py", reps=1)
+    assert main(["run", str(f), "--executor", "serial", "--out", str(tmp_path / "o"),
+                 "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "[nan, nan]" not in text and "(no interval)" in text
