@@ -125,14 +125,16 @@ def check_probability(name: str, value: Any, *, open_low: bool = False, open_hig
 
 
 def _with_units_hint(rule: str, value: Any) -> str:
-    """``rule``, and for a text with a unit (``'20GB'`` given to a config in a script, where
-    only the command line and files read units) how to give it: read as ``'must be >= 0:
-    '20GB''``, it looked like a negative size."""
-    from .units import has_unit
-
-    if has_unit(value):
-        return (f"{rule}, a number in base units (B, B/s, s; a text with a unit is read by "
-                "sim.units.parse(text, kind, name))")
+    """``rule``, and for a text that starts as a number and goes on (a unit: ``'20GB'`` given
+    to a config in a script, where only the command line and files read units) how to give
+    it: read as ``'must be >= 0: '20GB''``, it looked like a negative size."""
+    text = value.strip() if isinstance(value, str) else ""
+    if text[:1].isdigit() or (text[:1] == "." and text[1:2].isdigit()):
+        try:  # a number and something after it: a unit (sim.units, above this module, knows)
+            float(text)
+        except ValueError:
+            return (f"{rule}, a number in base units (B, B/s, s; a text with a unit is read "
+                    "by sim.units.parse(text, kind, name))")
     return rule
 
 
