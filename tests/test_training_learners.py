@@ -259,3 +259,22 @@ def test_the_downloads_row_names_what_it_counts(capsys):
                  "--replace-time", "10", "--replications", "1"]) == 0
     rows = [r.split("  ")[0] for r in capsys.readouterr().out.splitlines()]
     assert "downloads (model, missed outer steps)" in rows and "model downloads" not in rows
+
+
+def test_cpu_time_counts_the_pools_processes(capsys):
+    """(user trial 3) With ``--executor local`` the replications run in a process pool: the
+    reported CPU was the parent's alone (0.0128 s for 12.5 s of work in two processes); it
+    now adds the pool's (reaped when it shuts down), so it is at least the work's CPU."""
+    import json
+
+    from sim.cli import main
+
+    argv = ["learners", "--learners", "40", "--chips", "25000", "--every", "10", "--steps",
+            "8000", "--size", "2e11", "--bandwidth", "1.25e9", "--mtbf", "4.4e8",
+            "--replace-time", "1800", "--replications", "2", "--json"]
+    cpu = {}
+    for ex in (["--executor", "serial"], ["--executor", "local", "--workers", "2"]):
+        assert main([*argv, *ex]) == 0
+        cpu[ex[1]] = json.loads(capsys.readouterr().out)["run_cpu_seconds"]
+    assert cpu["serial"] > 0.05
+    assert cpu["local"] >= 0.8 * cpu["serial"], cpu
