@@ -308,7 +308,8 @@ def _trace(p: dict[str, Any], streams: Streams) -> dict[str, Any]:
 
 
 def _learning(method: str) -> dict[str, Any]:
-    """Loss against wall clock at ``LEARN_GBPS`` for ``LEARN_MODEL`` on 4 zones' quadratics."""
+    """Loss against wall clock at ``LEARN_GBPS`` for ``LEARN_MODEL`` on ``ZONES`` zones'
+    quadratics."""
     rng = np.random.default_rng(3)
     d = 8
     a = rng.uniform(0.5, 1.5, (ZONES, d))  # each zone's data: its own curvature and optimum
@@ -398,8 +399,8 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
     cols = ["model", "step_s", "method"] + [f"gbps_{int(round(100 * u))}" for u in TARGETS
                                             if f"gbps_{int(round(100 * u))}" in wide[0]]
     cols += ["des_check", "exact_check", "buckets"]
-    texts.append(("Gbit/s a zone needs for a compute utilisation of 50-99 % (4 zones, 0.1 s "
-                  "apart; DES check at the 95 % bandwidth: a run of 4 H steps (dp: 100), "
+    texts.append((f"Gbit/s a zone needs for a compute utilisation of 50-99 % ({ZONES} zones, "
+                  f"{LATENCY:g} s apart; DES check at the 95 % bandwidth: a run of 4 H steps (dp: 100), "
                   "measured and exact, the last sync included; dp-overlap's buckets there)",
                   write_tables(wide, cols, out_dir, f"{NAME}_bandwidth",
                                "Bandwidth needed for compute utilisation", fmt=format_4g)))
@@ -451,7 +452,7 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
     lcols = ["method"] + [f"{a}_to_{t:g}" for t in LOSS_TARGETS for a in ("hours", "steps")]
     texts.append((f"time to a loss of {' and '.join(f'{t:g}' for t in LOSS_TARGETS)} (of "
                   f"{ln[0]['initial_loss_mean']:.3g} at the start) at {LEARN_GBPS:g} Gbit/s, "
-                  f"{LEARN_MODEL} step times (exact first moment on 4 zones' quadratics; "
+                  f"{LEARN_MODEL} step times (exact first moment on {ZONES} zones' quadratics; "
                   "3000 inner steps)" if ln else "learning",
                   write_tables(lrows, lcols + ["final_loss", "hours_3000_steps"], out_dir,
                                f"{NAME}_learning", "Loss against wall clock", fmt=format_4g)))
@@ -509,7 +510,7 @@ def _plot(wide: list[dict[str, Any]], out_dir: Path) -> None:
     if rows:
         plot_sweep(rows, "target", "gbps", out_dir / f"{NAME}_bandwidth.png", group="case",
                    logy=True, xlabel="compute utilisation", ylabel="Gbit/s a zone needs",
-                   title="bandwidth between zones for a utilisation (4 zones)")
+                   title=f"bandwidth between zones for a utilisation ({ZONES} zones)")
 
 
 if __name__ == "__main__":

@@ -124,12 +124,26 @@ def check_probability(name: str, value: Any, *, open_low: bool = False, open_hig
     return v
 
 
+def _with_units_hint(rule: str, value: Any) -> str:
+    """``rule``, and for a text that starts as a number and goes on (a unit: ``'20GB'`` given
+    to a config in a script, where only the command line and files read units) how to give
+    it: read as ``'must be >= 0: '20GB''``, it looked like a negative size."""
+    text = value.strip() if isinstance(value, str) else ""
+    if text[:1].isdigit() or (text[:1] == "." and text[1:2].isdigit()):
+        try:  # a number and something after it: a unit (sim.units, above this module, knows)
+            float(text)
+        except ValueError:
+            return (f"{rule}, a number in base units (B, B/s, s; a text with a unit is read "
+                    "by sim.units.parse(text, kind, name))")
+    return rule
+
+
 def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
     """Check that ``value`` is a real number > 0."""
     if type(value) is float and 0.0 < value < math.inf:  # the common case, as below
         return value
     ok = _is_real(value) or (allow_inf and _is_inf(value))
-    check(ok and float(value) > 0, name, "> 0", value)
+    check(ok and float(value) > 0, name, _with_units_hint("> 0", value), value)
     return float(value)
 
 
@@ -138,7 +152,7 @@ def check_nonnegative(name: str, value: Any, *, allow_inf: bool = False) -> floa
     if type(value) is float and 0.0 <= value < math.inf:  # the common case, as below
         return value
     ok = _is_real(value) or (allow_inf and _is_inf(value))
-    check(ok and float(value) >= 0, name, ">= 0", value)
+    check(ok and float(value) >= 0, name, _with_units_hint(">= 0", value), value)
     return float(value)
 
 

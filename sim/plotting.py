@@ -180,14 +180,25 @@ def plot_summary_table(
     """One PNG per metric against the first factor (lines by the second).
 
     The default figures of an experiment without its own ``analyse``; with no
-    factor, the metric is drawn per point index.
+    factor, the metric is drawn per point index. A metric no point measured (NaN
+    at every point: :func:`unmeasured`) has no figure, as ``dtsim run``'s table
+    leaves it out (it was an empty plot with made-up axes).
     """
     out = []
     x = factors[0] if factors else "point"
     group = factors[1] if len(factors) > 1 else None
+    skip = set(unmeasured(rows, metrics))
     for m in metrics:
-        out.append(plot_sweep(rows, x, m, Path(out_dir) / f"{m}.png", group=group))
+        if m not in skip:
+            out.append(plot_sweep(rows, x, m, Path(out_dir) / f"{m}.png", group=group))
     return out
+
+
+def unmeasured(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[str]:
+    """The metrics whose summary mean is NaN (or missing) at every row (none with no rows)."""
+    def nan(v: Any) -> bool:
+        return not isinstance(v, (int, float)) or math.isnan(v)
+    return [m for m in metrics if rows and all(nan(r.get(f"{m}_mean")) for r in rows)]
 
 
 # --------------------------------------------------------------------------- gossip (Study B)

@@ -284,12 +284,15 @@ class _PassTable:
     and only the times, the micro-batch and the step are formatted per pass.
     """
 
-    __slots__ = ("data", "microbatches")
+    __slots__ = ("data", "microbatches", "replica_of")
     cat = "compute"
 
     def __init__(self) -> None:
         self.data: list[Any] = []
         self.microbatches = 1
+        #: a replica's index in its stage where it is not ``rep.index`` (DiLoCo: a group's
+        #: replicas are indexed in their group; the names and args give the system's index)
+        self.replica_of: dict[Any, int] = {}
 
     def __len__(self) -> int:
         return len(self.data) // 7
@@ -323,7 +326,8 @@ class _PassTable:
             head = ('{"name":"' + ("backward" if back[k0] else "forward") + '","cat":"compute",'
                     '"ph":"X","ts":%.4f,"dur":%.4f,"pid":' + str(pids[k0]) + ',"tid":'
                     + str(tids[k0]) + ',"args":{"stage":' + str(r.stage) + ',"replica":'
-                    + str(r.index) + ',"microbatch":%d,"step":' + ("null" if nostep else "%d")
+                    + str(self.replica_of.get(r, r.index)) + ',"microbatch":%d,"step":'
+                    + ("null" if nostep else "%d")
                     + ',"recompute":' + ("true" if rc[k0] else "false") + ',"lost":false}}')
             m = 3 if nostep else 4
             for c0 in range(a, b, _CHUNK):
@@ -536,7 +540,8 @@ class Recorder(NullRecorder):
         """A replica's pass was interrupted at ``t1`` (a failure, or its step was lost)."""
         st = mb.step
         self._span(rep.name, "compute", _pass_name(mb.back, True), "compute", t0, t1,
-                   _PASS, (rep.stage, rep.index, mb.id % self.microbatches if st is not None
+                   _PASS, (rep.stage, self._passes.replica_of.get(rep, rep.index),
+                           mb.id % self.microbatches if st is not None
                            else mb.id, "null" if st is None else st.index,
                            _b(mb.target >= 0 and not mb.back), _JSON_TRUE))
 
@@ -546,7 +551,8 @@ class Recorder(NullRecorder):
         if t1 <= t0:
             return
         self.span(rep.name, "receive", "weight download", "restart", t0, t1,
-                  {"stage": rep.stage, "replica": rep.index, "cut": cut})
+                  {"stage": rep.stage, "replica": self._passes.replica_of.get(rep, rep.index),
+                   "cut": cut})
 
     def skip(self, mb: Any, stage: int, t: float, proc: str = "trainer") -> None:
         """A micro-batch skipped an out stage (``proc``: its coordinator)."""
@@ -772,6 +778,9 @@ class Recorder(NullRecorder):
         self.env = system.env
         self.microbatches = self._passes.microbatches = c.microbatches
         reps = system.reps
+        seen: dict[int, int] = {}  # stage-major: a stage's replicas in the system's order
+        for r in reps:
+            self._passes.replica_of[r] = seen[r.stage] = seen.get(r.stage, -1) + 1
         self.declare(["outer", *(f"group {g}" for g in range(system.M)),
                       *(r.name for r in reps)])
         if c.network_nodes is not None:

@@ -65,3 +65,26 @@ def test_dp_overlap_des_equals_its_exact_value_above_the_old_lower_bound(dz):
     ar = dz.AD.outer_sync_time(dz.ZONES, 2 * p, B, dz.LATENCY)
     assert exposed > dz.AD.overlap_backward_exposed(ar, 2 * T / 3) + 0.5
     assert dz.dp_overlap_exposed(p, B, 1) == pytest.approx(ar, rel=1e-12)
+
+
+def test_a_copy_with_other_zones_says_so_in_its_tables(dz, tmp_path, capsys, monkeypatch):
+    """(user trial 3) A user copies the script and sets ``ZONES, LATENCY = 8, 0.05``: the
+    numbers follow, but the table titles and figure said "4 zones, 0.1 s apart" and "4 zones'
+    quadratics" (literals). They now name the script's own values."""
+    monkeypatch.setattr(dz, "ZONES", 8)
+    monkeypatch.setattr(dz, "LATENCY", 0.05)
+    row = {"part": "bandwidth", "model": "10B", "method": "diloco", "target": 0.95,
+           "step_time_s_mean": 1.242, "bandwidth_gbps_mean": 48.0, "des_utilisation_mean": 0.95,
+           "exact_run_utilisation_mean": 0.95, "buckets_mean": math.nan}
+    learn = {"part": "learning", "method": "diloco", "initial_loss_mean": 35.5,
+             "final_loss_mean": 0.03, "wall_hours_mean": 1.0}
+    for k in range(len(dz.LOSS_TARGETS)):
+        learn.update({f"hours_to_loss{k}_mean": 0.04, f"steps_to_loss{k}_mean": 100.0})
+
+    class Result:
+        def summary(self):
+            return [row, learn]
+    dz.analyse(Result(), tmp_path)
+    out = capsys.readouterr().out
+    assert "(8 zones, 0.05 s apart;" in out and "on 8 zones' quadratics" in out
+    assert "4 zones" not in out

@@ -462,6 +462,21 @@ def test_plot_without_analyse_draws_default_figures(tmp_path, capsys):
     assert (out / "rate.png").exists() and (out / "u.png").exists()
 
 
+def test_plot_draws_no_empty_figure_for_a_metric_never_measured(tmp_path, capsys):
+    """(user trial 3) A metric NaN at every point (the training DES's ``cost`` unpriced,
+    ``throughput_steady``) got an empty figure with axes from -0.05 to 0.05 from the default
+    figures, while dtsim run's table says it was not measured; now it gets none, and a note."""
+    f = write_experiment(tmp_path / "tiny.py", extra=', "cost": float("nan")')
+    out = tmp_path / "o"
+    assert main(["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert (out / "rate.png").exists() and not (out / "cost.png").exists()
+    assert ("dtsim plot: note: no figure for cost: not measured at any point (NaN in every "
+            "record)") in err
+
+
 MARKING = '''"""Writes a marker file when imported: a results folder must never run it."""
 from pathlib import Path
 
@@ -637,3 +652,14 @@ def test_a_sweep_table_leaves_out_a_metric_no_point_measured(tmp_path, capsys):
     assert ("(throughput_steady: not measured at any point (NaN in every record), not shown)"
             in text)
     assert "throughput_steady_mean" in (out / "summary.csv").read_text().splitlines()[0]
+
+
+def test_a_point_of_one_replication_prints_no_interval_not_nan(tmp_path, capsys):
+    """(user trial 3) A point run once has no interval; dtsim run's table printed it as
+    ``0.5 [nan, nan]`` (diloco_zones --quick: every cell), as if the run had failed; it now
+    says ``(no interval)``, as dtsim train says ``(no interval, n = 1)``."""
+    f = write_experiment(tmp_path / "tiny.py", reps=1)
+    assert main(["run", str(f), "--executor", "serial", "--out", str(tmp_path / "o"),
+                 "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "[nan, nan]" not in text and "(no interval)" in text

@@ -284,7 +284,7 @@ def test_down_intervals_equal_the_failure_models():
     for w in sysm.workers:  # an independent listener of the failure model's transitions
         w.on_change(lambda comp, up, now: seen[comp.name].append((now, up)))
     metrics = sysm.run()
-    assert metrics == training_model(cfg, Streams(5).replication(0))
+    assert metrics == training_model(cfg, Streams(5).replication(0), figures=False)
     trace = rec.trace()
     assert validate(trace) == []
     got = _down(trace)
@@ -874,3 +874,29 @@ def test_gossip_on_a_graph_file_names_its_hosts(tmp_path, capsys):
     ev = json.loads(out.read_text())["traceEvents"]
     assert {e["args"]["name"] for e in ev if e["name"] == "process_name"} == \
         {f"node {i}" for i in range(4)}
+
+
+def test_diloco_passes_and_downloads_name_the_systems_replica(tmp_path):
+    """(user trial 3) A DiLoCo group indexes its replicas inside the group: the events on
+    ``s0r2`` said ``"replica": 0`` (its index in group 2). Every pass, lost pass and weight
+    download now carries the replica of its process's name, as without DiLoCo."""
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\ns0r2,4.5,10.5\n")  # in its backward pass [4, 6]
+    cfg = TrainingConfig(stages=2, replicas=4, microbatches=4, steps=4, forward_time=1.0,
+                         param_size=10.0, bandwidth=5.0, sync="diloco:every=2",
+                         failure_trace=str(p))
+    rec = Recorder()
+    training_model(cfg, Streams(0).replication(0), recorder=rec)
+    trace = rec.trace()
+    assert validate(trace) == []
+    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    seen = set()
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X" and "replica" in e.get("args", {}):
+            name = names[e["pid"]]
+            assert name == f"s{e['args']['stage']}r{e['args']['replica']}", (name, e)
+            seen.add((name, e["name"]))
+    assert ("s0r2", "weight download") in seen
+    assert any(n == "s0r2" and x.endswith("(lost)") for n, x in seen), seen
+    assert ("s1r3", "forward") in seen

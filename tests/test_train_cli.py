@@ -41,6 +41,17 @@ BAD = [
      "'price' must be unset when the speeds file has a price column: 1.0"),
     (["--price", "-1"], "'price' must be >= 0: -1.0"),
     (["--placement", "spread"], "'placement' must be given only with --topology: 'spread'"),
+    # (user trial 3) a bandwidth with nothing to move: "--sync diloco:every=H --bandwidth
+    # 1Gbit/s" without --param-size printed utilisation 1 as if the link had been enough
+    (["--replicas", "4", "--microbatches-per-step", "4", "--steps", "4", "--sync",
+      "diloco:every=2", "--bandwidth", "1Gbit/s"],
+     "'bandwidth' must be given only with a size to move (--param-size > 0, or "
+     "--activation-size > 0 without --topology, whose links time the hops): without one, "
+     "every transfer, all-reduce and outer sync takes its latency alone: '1Gbit/s'"),
+    (["--bandwidth", "5"],
+     "'bandwidth' must be given only with a size to move (--param-size > 0, or "
+     "--activation-size > 0 without --topology, whose links time the hops): without one, "
+     "every transfer, all-reduce and outer sync takes its latency alone: 5.0"),
     (["--arrival", "poisson"], "'arrival' must be saturated unless schedule is async: 'poisson'"),
     (["--schedule", "async", "--restart-cost", "1"],
      "'schedule' must be one with a step barrier (gpipe, 1f1b, swarm) for checkpoint and restart: 'async'"),
@@ -145,3 +156,18 @@ def test_a_bubble_within_rounding_of_zero_prints_as_zero(capsys):
     assert main(argv) == 0
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("bubble ")]
     assert line and line[0].startswith("bubble 0, utilisation 0.1579 ")
+
+
+def test_the_downloads_line_counts_outer_step_downloads_too(tmp_path, capsys):
+    """(user trial 3) A late group fetches the outer step it missed, not the model; the line
+    said "1 model downloads" (the timeline shows an "outer steps download"). Three groups,
+    the third slower, quorum 2 (the run of test_quorum_grace_and_late_merge)."""
+    speeds = _csv(tmp_path, "s.csv", "stage,replica,speed\n0,0,1\n0,1,1\n0,2,0.8\n")
+    argv = ["train", "--stages", "1", "--replicas", "3", "--microbatches-per-step", "3",
+            "--steps", "4", "--forward-time", "1", "--param-size", "10", "--bandwidth", "5",
+            "--speeds", speeds, "--sync", "diloco:every=2,quorum=2,grace=0.5",
+            "--replications", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert ("1 downloads (of the model, or of the outer steps a late or rejoining group "
+            "missed), 1 late merges") in out

@@ -78,7 +78,7 @@ def test_kernel_logic_reproduces_the_des_bit_for_bit(plain_runs):
     nothing random, every metric of every case equals the DES's exactly (same event order, ties
     too). The compiled binary is held to the same in the slow test below."""
     for cfg, comp in zip(EXACT_CONFIGS, plain_runs[:len(EXACT_CONFIGS)], strict=True):
-        assert not _differences(training_model(cfg, Streams(3)), comp), cfg
+        assert not _differences(training_model(cfg, Streams(3), figures=False), comp), cfg
 
 
 @pytest.mark.slow
@@ -86,7 +86,8 @@ def test_kernel_logic_reproduces_the_des_bit_for_bit(plain_runs):
 def test_no_draws_reproduce_the_des_bit_for_bit(kw):
     """With nothing random, the compiled kernel's every metric equals the DES's exactly."""
     cfg = TrainingConfig(sync="none", **kw)
-    assert not _differences(training_model(cfg, Streams(3)), compiled_training_model(cfg, Streams(3)))
+    assert not _differences(training_model(cfg, Streams(3), figures=False),
+                            compiled_training_model(cfg, Streams(3)))
 
 
 def _check_pin(m: dict) -> None:

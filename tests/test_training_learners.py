@@ -194,6 +194,16 @@ def test_learners_that_never_reach_an_outer_step_stop_at_the_stall_limit():
     (["--replace-time", "5"], "'replace_time' must be given only with a finite --mtbf: 5.0"),
     (["--chip-download", "5"], "'chip_download' must be given only with a finite --mtbf: 5.0"),
     (["--workers", "2"], "'workers' must be given only with --executor local: 2"),
+    # (user trial 3) the payload options without --size: an outer step moved nothing, and
+    # "--bandwidth 1Gbit/s" printed utilisation 1 as if the link had been enough
+    (["--bandwidth", "1Gbit/s"], "'bandwidth' must be given only with --size > 0 (the model "
+     "an outer step all-reduces; default 0: nothing moves): '1Gbit/s'"),
+    (["--bits", "4"], "'bits' must be given only with --size > 0 (the model an outer step "
+     "all-reduces; default 0: nothing moves): 4"),
+    (["--topk", "0.01"], "'topk' must be given only with --size > 0 (the model an outer step "
+     "all-reduces; default 0: nothing moves): 0.01"),
+    (["--value-bits", "32"], "'value_bits' must be given only with --size > 0 (the model an "
+     "outer step all-reduces; default 0: nothing moves): 32"),
 ])
 def test_options_without_effect_are_refused(capsys, argv, message):
     """An option the run would ignore (the lognormal's sigma with deterministic steps, a
@@ -238,3 +248,33 @@ def test_time_options_take_units_as_the_other_commands_do(capsys):
         dest = opt[2:].replace("-", "_")
         assert err == [f"dtsim learners: error: argument {opt}: '{dest}' must be a time, not a "
                        "size (seconds, or a number and a time unit: 10ms, 250us, 2h): '2GB'"]
+
+
+def test_the_downloads_row_names_what_it_counts(capsys):
+    """(user trial 3) ``outer_downloads`` counts a learner's fetches of the model and of the
+    outer steps it missed (a late learner's); the row said "model downloads"."""
+    from sim.cli import main
+
+    assert main(["learners", "--learners", "4", "--steps", "200", "--mtbf", "2000",
+                 "--replace-time", "10", "--replications", "1"]) == 0
+    rows = [r.split("  ")[0] for r in capsys.readouterr().out.splitlines()]
+    assert "downloads (model, missed outer steps)" in rows and "model downloads" not in rows
+
+
+def test_cpu_time_counts_the_pools_processes(capsys):
+    """(user trial 3) With ``--executor local`` the replications run in a process pool: the
+    reported CPU was the parent's alone (0.0128 s for 12.5 s of work in two processes); it
+    now adds the pool's (reaped when it shuts down), so it is at least the work's CPU."""
+    import json
+
+    from sim.cli import main
+
+    argv = ["learners", "--learners", "40", "--chips", "25000", "--every", "10", "--steps",
+            "8000", "--size", "2e11", "--bandwidth", "1.25e9", "--mtbf", "4.4e8",
+            "--replace-time", "1800", "--replications", "2", "--json"]
+    cpu = {}
+    for ex in (["--executor", "serial"], ["--executor", "local", "--workers", "2"]):
+        assert main([*argv, *ex]) == 0
+        cpu[ex[1]] = json.loads(capsys.readouterr().out)["run_cpu_seconds"]
+    assert cpu["serial"] > 0.05
+    assert cpu["local"] >= 0.8 * cpu["serial"], cpu

@@ -126,9 +126,10 @@ def _random_case(rng):
         step.append(c + _ring(k, size, bw, lat))
         compute.append(c)
     N = H * int(rng.integers(1, 4))
+    order = rng.choice(['sequential', 'strided'])  # drawn at every P: the same draws as before
     sync = "diloco:" + ",".join(
-        [f"every={H}", f"fragments={P}", f"order={rng.choice(['sequential', 'strided'])}",
-         f"overlap={TAU}", f"bits={bits}", f"groups={M}"] + ([f"topk={topk}"] if topk else []))
+        [f"every={H}", f"fragments={P}"] + ([f"order={order}"] if P > 1 else [])
+        + [f"overlap={TAU}", f"bits={bits}", f"groups={M}"] + ([f"topk={topk}"] if topk else []))
     cfg = TrainingConfig(stages=L, replicas=M * k, microbatches=mg * M, steps=N,
                          schedule="gpipe" if L == 1 else "1f1b", forward_time=f,
                          backward_ratio=ratio, param_size=size, bandwidth=bw, latency=lat,
@@ -251,6 +252,23 @@ def test_dp_runs_report_compute_utilisation_and_allreduce_bytes():
     assert pred["allreduce_bytes_sent"]["value"] == pytest.approx(45.0)
 
 
+def test_a_sweep_calling_training_model_has_the_figures_with_and_without_diloco():
+    """(user trial 3) ``training_model(config, streams)``, as an experiment calls it, reports
+    the figures for data parallelism too: a user's sweep of ``sync`` over ``allreduce`` and
+    ``diloco:...`` had NaN compute utilisation at every data-parallel point (only DiLoCo
+    runs reported it), and its plot silently lost that line."""
+    from sim.training.system import FIGURES
+
+    base = dict(stages=1, replicas=4, microbatches=4, steps=4, param_size=10.0,
+                bandwidth=5.0, latency=0.1, schedule="1f1b")
+    ring = _ring(4, 10.0, 5.0, 0.1)
+    for sync, cu in (("allreduce", 3.0 / (3.0 + ring)), ("diloco:every=2", None)):
+        out = training_model(TrainingConfig(**base, sync=sync), Streams(0).replication(0))
+        assert all(k in out and out[k] == out[k] for k in FIGURES), (sync, out)
+        if cu is not None:
+            assert out["compute_utilisation"] == pytest.approx(cu)
+
+
 @pytest.mark.parametrize("kw, msg", [
     (dict(sync="diloco:every=3", steps=10), "'steps' must be a multiple of every (3) with sync "
      "diloco: 10"),
@@ -269,6 +287,18 @@ def test_dp_runs_report_compute_utilisation_and_allreduce_bytes():
      "the size of a payload of bits/value_bits): 8"),
     (dict(sync="diloco:every=2", microbatches=6), "'microbatches' must be a multiple of the "
      "groups (4) with sync diloco (each group takes m / M a step): 6"),
+    # (user trial 3) how the model is cut into fragments, given with one fragment: no effect
+    (dict(sync="diloco:every=2,order=strided"), "'sync' must be order given only with "
+     "fragments=P > 1 (it says how the model is cut into fragments): "
+     "'diloco:every=2,order=strided'"),
+    (dict(sync="diloco:every=2,layers=3"), "'sync' must be layers given only with "
+     "fragments=P > 1 (it says how the model is cut into fragments): "
+     "'diloco:every=2,layers=3'"),
+    # (user trial 3) the strategy as the user names it, not the object's repr
+    (dict(sync="diloco:every=2", strategy="checkpoint-restart"),
+     "'strategy' must be unset with sync diloco (a group that fails leaves the round and "
+     "downloads the model when it is back; no checkpoint, restart or strategy): "
+     "'checkpoint-restart'"),
     (dict(sync="diloco:every=2", checkpoint_every=2, restart_cost=1.0),
      "'checkpoint_every' must be unset with sync diloco (a group that fails leaves the round "
      "and downloads the model when it is back; no checkpoint, restart or strategy): 2"),

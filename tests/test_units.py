@@ -157,3 +157,23 @@ def test_base_units_and_prefix_table():
     """The base units are B, B/s, s; the prefix table is SI and IEC exactly."""
     assert BASE_UNITS == {SIZE: "B", RATE: "B/s", TIME: "s"}
     assert PREFIXES == {**SI, **IEC}
+
+
+def test_a_config_given_a_text_with_a_unit_says_how_to_give_it():
+    """(user trial 3) ``TrainingConfig(param_size="20GB")`` in an experiment script said
+    ``'param_size' must be >= 0: '20GB'``, as if 20GB were negative: only the command line
+    and files read units. The line now says the config takes a number in base units and what
+    reads the text; a text without a unit keeps the line it had."""
+    from sim.training import TrainingConfig
+
+    hint = ("a number in base units (B, B/s, s; a text with a unit is read by "
+            "sim.units.parse(text, kind, name))")
+    for kw, rule in ((dict(param_size="20GB"), ">= 0"), (dict(bandwidth="40Gbit/s"), "> 0"),
+                     (dict(latency="100ms"), ">= 0")):
+        with pytest.raises(ConfigError) as e:
+            TrainingConfig(**kw)
+        (name, text), = kw.items()
+        assert str(e.value) == f"'{name}' must be {rule}, {hint}: '{text}'"
+    with pytest.raises(ConfigError) as e:
+        TrainingConfig(param_size="abc")
+    assert str(e.value) == "'param_size' must be >= 0: 'abc'"

@@ -459,6 +459,15 @@ class Fixtures:
                 def model(config, streams):
                     return failures_model(config, streams)
             """,
+            "unitvalue": """
+                NAME = "unitvalue"
+                from sim.training import TrainingConfig, training_model
+                BASE = TrainingConfig(stages=1, replicas=2, steps=2)
+                FACTORS = {"param_size": ["20GB"]}
+                REPLICATIONS = 1
+                def model(config, streams):
+                    return training_model(config, streams)
+            """,
             "zeroreps": """
                 NAME = "zeroreps"
                 BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
@@ -789,6 +798,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("run/no-model", R(str(exp["nomodel"]), "--out", str(T / "o4")), refuse("experiment"))
     add("run/factor-not-a-field", R(str(exp["badfactor"]), "--out", str(T / "o5")), refuse("availabilty"))
     add("run/factor-bad-value", R(str(exp["badvalue"]), "--out", str(T / "o6")), refuse("availability"))
+    add("run/factor-text-with-unit", R(str(exp["unitvalue"]), "--out", str(T / "o6u")),
+        refuse("param_size"), note="user trial 3: said must be >= 0: '20GB'; now how to give it")
     add("run/replications-zero", R(str(exp["zeroreps"]), "--out", str(T / "o7")), refuse("REPLICATIONS"))
     add("run/replications-string", R(str(exp["strreps"]), "--out", str(T / "o8")), refuse("REPLICATIONS"))
     add("run/replications-1e12", R(str(exp["reps"]), "--out", str(T / "o9"), "--executor", "serial"),
@@ -1149,6 +1160,17 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("value_bits"))
         add("train/diloco-bits-above-value-bits",
             TR(*D4, "--sync", "diloco:every=4", "--value-bits", "8"), refuse("sync"))
+        add("train/diloco-bandwidth-without-size",
+            TR(*D4, "--sync", "diloco:every=4", "--bandwidth", "1Gbit/s"), refuse("bandwidth"),
+            note="user trial 3: nothing moved over it; printed utilisation 1")
+        add("train/bandwidth-without-size", TR("--bandwidth", "5"), refuse("bandwidth"),
+            note="user trial 3: as dtsim pipeline refuses it without --transfer-size")
+        add("train/diloco-order-one-fragment", TR(*D4, "--sync", "diloco:every=4,order=strided"),
+            refuse("sync"), note="user trial 3: one fragment is the whole model; was ignored")
+        add("train/diloco-layers-one-fragment", TR(*D4, "--sync", "diloco:every=4,layers=3"),
+            refuse("sync"), note="user trial 3: one fragment is the whole model; was ignored")
+        add("train/diloco-strategy", TR(*D4, "--sync", "diloco:every=4", "--strategy",
+                                        "checkpoint-restart"), refuse("strategy"))
         add("train/diloco-ok", TR(*D4, "--param-size", "10", "--bandwidth", "5", "--sync",
                                   "diloco:every=4,fragments=2,overlap=1,bits=4",
                                   "--replications", "1"), ok("DiLoCo"))
@@ -1189,7 +1211,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
                  "after 1000 failure-free rounds without an outer step and says why")
         add("learners/step-law-unknown", LR("--step-time-distribution", "pareto"),
             refuse("step_time_distribution"))
-        add("learners/bits-5", LR("--bits", "5"), refuse("bits"))
+        add("learners/bits-5", LR("--size", "1GB", "--bits", "5"), refuse("bits"))
+        # user trial 3: the payload options act on --size (default 0: nothing moves)
+        for opt, val in (("--bandwidth", "1Gbit/s"), ("--bits", "4"), ("--topk", "0.01"),
+                         ("--value-bits", "32")):
+            add(f"learners/{opt[2:]}-without-size", LR(opt, val),
+                refuse(opt[2:].replace("-", "_")), note="ran as if applied (utilisation 1)")
         add("learners/replications-zero", LR("--replications", "0"), refuse("replications"))
         add("learners/size-rate-unit", LR("--size", "10GB/s"), refuse("size"))
         add("learners/bandwidth-size-unit", LR("--bandwidth", "10GB"), refuse("bandwidth"))

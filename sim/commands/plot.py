@@ -204,15 +204,20 @@ def run(args: argparse.Namespace) -> int:
         exp = _analyse(args, manifest, result, out)
         run_analyse(exp, result, out)  # what the user's analyse raises: one line, exit 1
     else:
-        from ..plotting import plot_summary_table
+        from ..plotting import plot_summary_table, unmeasured
 
         _declared(manifest, result, args.outdir)
         if manifest.get("file"):
             print(f"dtsim plot: note: default figures from the stored data; the experiment's own "
                   f"analyse() runs only when named: dtsim plot {args.outdir} --experiment FILE",
                   file=sys.stderr)
+        summary = result.summary()
+        skipped = unmeasured(summary, result.metrics)
+        if skipped:
+            print(f"dtsim plot: note: no figure for {', '.join(skipped)}: not measured at any "
+                  "point (NaN in every record)", file=sys.stderr)
         try:
-            plot_summary_table(result.summary(), result.factors, result.metrics, out)
+            plot_summary_table(summary, result.factors, result.metrics, out)
         except (TypeError, ValueError) as exc:  # stored values that cannot be drawn
             raise SimulationError(f"cannot draw the stored results of {out} "
                                   f"({one_line(exc)})") from None

@@ -58,6 +58,10 @@ def resolve_executor(executor: str | None, scheduler: str | None, default: str =
     return "dask" if scheduler else default
 
 
+def _nan(x: Any) -> bool:
+    return isinstance(x, float) and math.isnan(x)
+
+
 def print_summary(result: SweepResult, *, max_metrics: int = 6) -> None:
     """Print one line per point: parameters and ``mean [low, high]`` per metric.
 
@@ -85,7 +89,12 @@ def print_summary(result: SweepResult, *, max_metrics: int = 6) -> None:
             if s.get(f"{m}_kind") == "exact":  # the point's config fixes it: no interval
                 cells.append(f"{format_number(s[f'{m}_mean'])} (exact)")
                 continue
-            cells.append(format_interval(s[f"{m}_mean"], s[f"{m}_low"], s[f"{m}_high"]))
+            mean, low, high = s[f"{m}_mean"], s[f"{m}_low"], s[f"{m}_high"]
+            if _nan(low) and _nan(high):  # one replication (or one value): no interval to give
+                # (user trial 3) was "2.388 [nan, nan]", as if the run had gone wrong
+                cells.append("nan" if _nan(mean) else f"{format_number(mean)} (no interval)")
+                continue
+            cells.append(format_interval(mean, low, high))
         rows.append(tuple(cells))
     print_table(rows, tuple(result.factors) + ("reps",) + tuple(metrics))
     if unmeasured:

@@ -759,7 +759,9 @@ def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
     """Refuse the options a built config shows to have no effect (they were accepted silently).
 
     ``--stall-limit`` watches for a run that cannot progress, which only failures cause;
-    ``--p2p`` says how a transfer between stages meets compute, which needs a transfer.
+    ``--p2p`` says how a transfer between stages meets compute, which needs a transfer;
+    ``--bandwidth`` divides sizes, which need a size (as ``dtsim pipeline`` refuses it
+    without ``--transfer-size``).
     """
     refuse_unless(args, "stall_limit", cfg.failures, "with failures (--availability < 1, "
                   "--mtbf, --domain-outage or --failure-trace): without any, every run "
@@ -771,6 +773,15 @@ def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
     refuse_unless(args, "p2p", moves or args.plan is not None, "with transfers between stages "
                   "(--activation-size > 0, --latency > 0 or --network, and --stages > 1): "
                   "without any, blocking and overlap time the same")
+    # (user trial 3) "--sync diloco:every=H --bandwidth 1Gbit/s" without --param-size printed
+    # utilisation 1, as if the link had been enough: nothing had moved over it
+    sized = (cfg.param_size > 0 or cfg.activation_size > 0 or cfg.tied_allreduce_size > 0
+             or any(any(x or ()) for x in (cfg.transfer_sizes, cfg.gradient_transfer_sizes,
+                                            cfg.allreduce_sizes)))
+    refuse_unless(args, "bandwidth", sized or args.plan is not None, "with a size to move "
+                  "(--param-size > 0, or --activation-size > 0 without --topology, whose "
+                  "links time the hops): without one, every transfer, "
+                  "all-reduce and outer sync takes its latency alone")
 
 
 def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
@@ -1148,5 +1159,5 @@ def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
     if cfg.failures or out["outer_downloads"]:
         print(f"goodput {out['goodput_fraction_ci']} (merged compute over worker time); "
               f"work lost {out['lost_outer_work']:.4g} ({tu} of worker time), "
-              f"{out['outer_downloads']:.4g} model downloads, {out['late_merges']:.4g} late "
-              "merges")
+              f"{out['outer_downloads']:.4g} downloads (of the model, or of the outer steps a "
+              f"late or rejoining group missed), {out['late_merges']:.4g} late merges")

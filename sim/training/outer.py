@@ -131,7 +131,8 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
                       ("stall_limit", c.stall_limit is not None)):
         check(not bad, name, "unset with sync diloco (a group that fails leaves the round and "
               "downloads the model when it is back; no checkpoint, restart or strategy)",
-              getattr(c, name))
+              (c.strategy.describe() if name == "strategy" and hasattr(c.strategy, "describe")
+               else getattr(c, name)))
     vanilla = spec.fragments == 1 and spec.overlap == 0
     if c.failures or spec.quorum is not None:
         check(vanilla, "sync", "diloco with fragments=1 and overlap=0 when workers can fail "

@@ -139,6 +139,12 @@ def _check_diloco(values: dict[str, Any], text: str) -> None:
         raise ConfigError("sync", f"fragments dividing every ({H})", values["fragments"])
     if values["overlap"] >= H:
         raise ConfigError("sync", f"overlap below every ({H})", values["overlap"])
+    if values["fragments"] == 1:  # one fragment is the whole model, however it is cut
+        for key, bad in (("order", values["order"] != "sequential"),
+                         ("layers", values["layers"] is not None)):
+            if bad:
+                raise ConfigError("sync", f"{key} given only with fragments=P > 1 (it says how "
+                                  "the model is cut into fragments)", text)
     q, g = values["quorum"], values["groups"]
     if q is not None and g is not None and q > g:
         raise ConfigError("sync", f"quorum at most groups ({g})", q)

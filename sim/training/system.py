@@ -387,7 +387,7 @@ def training_record(config: TrainingConfig, *, wall: float, finished: bool, deli
 
 
 def training_model(config: TrainingConfig, streams: Streams, *,
-                   figures: bool = False, recorder: Any = None) -> dict[str, float]:
+                   figures: bool = True, recorder: Any = None) -> dict[str, float]:
     """One replication of the training system as flat metrics (a model for ``replicate``).
 
     ``recorder`` (a :class:`sim.timeline.Recorder`) records the run's events as it runs.
@@ -424,9 +424,10 @@ def training_model(config: TrainingConfig, streams: Streams, *,
         out stages (``stall``); wall time rolled back and spent restarting
         (``restart``) and checkpointing (``checkpoint``).
 
-    With ``figures`` (what ``dtsim train``'s DES engine asks) the run also
-    reports :data:`FIGURES` (:func:`figures`); a DiLoCo run always does, with
-    :data:`sim.training.outer.DILOCO_METRICS`.
+    With ``figures`` (the default, and what ``dtsim train``'s DES engine asks) the run
+    also reports :data:`FIGURES` (:func:`figures`); a DiLoCo run always does, with
+    :data:`sim.training.outer.DILOCO_METRICS`, so a sweep that sets DiLoCo beside data
+    parallelism has every figure at every point (``figures=False`` leaves them out).
     """
     if config.allreduce_buckets is not None:  # the closed form's: refused, never mis-timed
         raise ConfigError("allreduce_buckets", "unset to simulate (the DES times a plan's "
