@@ -261,20 +261,24 @@ def test_the_downloads_row_names_what_it_counts(capsys):
     assert "downloads (model, missed outer steps)" in rows and "model downloads" not in rows
 
 
-def test_cpu_time_counts_the_pools_processes(capsys):
+def test_cpu_time_counts_the_pools_processes(capsys, monkeypatch):
     """(user trial 3) With ``--executor local`` the replications run in a process pool: the
     reported CPU was the parent's alone (0.0128 s for 12.5 s of work in two processes); it
-    now adds the pool's (reaped when it shuts down), so it is at least the work's CPU."""
+    now adds the pool's (reaped when it shuts down). The mechanism is checked exactly (the
+    children's CPU over the run is added), the real pool loosely: far above the parent's
+    ~0.02 s (a ratio to the serial run's CPU is noise here: JIT compilation lands in one)."""
     import json
 
     from sim.cli import main
+    from sim.commands import learners
 
     argv = ["learners", "--learners", "40", "--chips", "25000", "--every", "10", "--steps",
             "8000", "--size", "2e11", "--bandwidth", "1.25e9", "--mtbf", "4.4e8",
             "--replace-time", "1800", "--replications", "2", "--json"]
-    cpu = {}
-    for ex in (["--executor", "serial"], ["--executor", "local", "--workers", "2"]):
-        assert main([*argv, *ex]) == 0
-        cpu[ex[1]] = json.loads(capsys.readouterr().out)["run_cpu_seconds"]
-    assert cpu["serial"] > 0.05
-    assert cpu["local"] >= 0.8 * cpu["serial"], cpu
+    ticks = iter((10.0, 17.5))  # the children's CPU before and after the run
+    with monkeypatch.context() as m:
+        m.setattr(learners, "_children_cpu", lambda: next(ticks))
+        assert main([*argv, "--executor", "serial"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_cpu_seconds"] >= 7.5
+    assert main([*argv, "--executor", "local", "--workers", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_cpu_seconds"] > 0.1
