@@ -47,7 +47,8 @@ __all__ = ["NETWORK_UNITS", "PIPELINE_UNITS", "PLAN_UNITS", "TOPOLOGY_UNITS",
            "pipeline_transfers", "check_gossip", "flow_terms",
            "SizeOption", "RateOption", "TimeOption", "TimesOption", "given_quantities",
            "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
-           "units_object", "given_line", "transfer_line", "network_spans", "check_hour", "SIZE_HELP", "RATE_HELP", "TIME_HELP",
+           "units_object", "given_line", "transfer_line", "network_spans", "check_hour",
+           "refuse_off_the_second", "SIZE_HELP", "RATE_HELP", "TIME_HELP",
            "RUN_TIME_HELP", "TRAIN_TIMES"]
 
 #: What a size, rate or time option's help says about its unit.
@@ -213,8 +214,14 @@ def check_hour(args: argparse.Namespace, hour: float, dests: Iterable[str] = (),
         if pair and pair[0] is not None:
             timed.append(pair[0])
     if timed:
-        raise ConfigError("hour", f"3600 (time units of one second) when a rate or time is "
-                          f"given with a unit ({timed[0].text.strip()})", hour)
+        refuse_off_the_second(timed[0], hour)
+
+
+def refuse_off_the_second(q: Quantity, hour: float) -> None:
+    """Refuse ``q``, a rate or time typed with a unit (so in seconds), on a clock of ``hour``
+    time units an hour other than 3600, naming ``--hour``."""
+    raise ConfigError("hour", f"3600 (time units of one second) when a rate or time is given "
+                      f"with a unit ({q.text.strip()})", hour)
 
 
 def check_transfers(command: str, args: argparse.Namespace, options: Mapping[str, str],

@@ -48,6 +48,7 @@ from ._units import (
     TimesOption,
     check_train,
     given_line,
+    refuse_off_the_second,
     train_transfers,
     train_units,
     units_object,
@@ -567,8 +568,7 @@ def _notice(text: str | None, hour: float) -> float:
         raise ConfigError("preemption_notice", rule, text) from None
     check(0.0 <= q.value < math.inf, "preemption_notice", rule, text)  # nan fails too
     if q.unit is not None and float(hour) != 3600.0:
-        raise ConfigError("hour", f"3600 (time units of one second) when a rate or time is "
-                          f"given with a unit ({q.text.strip()})", hour)
+        refuse_off_the_second(q, hour)
     return q.value
 
 

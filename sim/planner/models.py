@@ -425,15 +425,7 @@ def shape_search_model(profiles: Profiles, model: ModelProfile, fleet: Fleet,
     for kind, count in fleet.nodes:
         if count > 0:
             most[kind.gpu] = max(most.get(kind.gpu, 0), kind.gpus_per_node)
-    bpv = fb.activation_bytes
-
-    def datasheet(gpu: str) -> bool:
-        g = profiles.gpus[gpu] if gpu in profiles.gpus else None
-        peak = None if g is None else (g.peak_flops if bpv <= 2 else
-                                       (g.peak_flops_tf32 or g.peak_flops_fp32))
-        return peak is not None and g.memory_bandwidth is not None  # type: ignore[union-attr]
-
-    gpus = sorted(g for g in most if datasheet(g))
+    gpus = sorted(g for g in most if est.can_estimate(g))
     check(bool(gpus), "fleet", f"GPUs whose datasheet the catalogue holds (peak FLOP/s and "
           f"memory bandwidth: {model.name} is given by its shape, its times estimated from "
           "them)", ", ".join(sorted(most)))

@@ -374,16 +374,29 @@ class Estimator:
                     f"of layer {', '.join(clamped)}: taken as that time, none of it split",)
         return tuple(out), notes + new
 
+    def peak(self, gpu: str) -> float | None:
+        """The catalogue's peak FLOP/s of ``gpu`` at this estimator's value size (None: not
+        given, or not a GPU of the catalogue): the tensor peak for 2-byte values, else TF32's
+        where the GPU has it (NVIDIA's PyTorch containers set
+        TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1; the Sailor artifact's Dockerfile builds on
+        nvcr.io/nvidia/pytorch:24.10), else fp32's."""
+        if gpu not in self.profiles.gpus:
+            return None
+        g = self.profiles.gpus[gpu]
+        return g.peak_flops if self.value_bytes <= 2 else (g.peak_flops_tf32 or g.peak_flops_fp32)
+
+    def can_estimate(self, gpu: str) -> bool:
+        """Whether the catalogue's datasheet of ``gpu`` gives a model's shape its times (a peak
+        FLOP/s at this value size and a memory bandwidth)."""
+        return self.peak(gpu) is not None and self.profiles.gpus[gpu].memory_bandwidth is not None
+
     def _from_shape(self, gpu: str, b: int, tp: int
                     ) -> tuple[tuple[LayerTimes, ...], tuple[str, ...]]:
         sh = self.shape
         assert sh is not None
         g = self.profiles.gpus[gpu]
         bpv = self.value_bytes
-        # fp32 matrix multiplications run in TF32 where the GPU has it (NVIDIA's PyTorch
-        # containers set TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1; the Sailor artifact's Dockerfile
-        # builds on nvcr.io/nvidia/pytorch:24.10)
-        peak = g.peak_flops if bpv <= 2 else (g.peak_flops_tf32 or g.peak_flops_fp32)
+        peak = self.peak(gpu)
         check(peak is not None and g.memory_bandwidth is not None, "gpu",
               f"a GPU type with peak_flops{'_fp32' if bpv > 2 else ''} and memory_bandwidth in "
               "the catalogue (to estimate a model given by its shape)", gpu)
