@@ -129,6 +129,38 @@ def test_derived_tp_splits_only_what_megatron_splits_hand_worked():
     assert e.layer_times("G", 2, 1) == (p.models[0].layer_times("G", 2, 1), ())
 
 
+def test_derived_tp_adds_the_cross_entropys_three_fp32_allreduces_hand_worked():
+    """The hand-worked profile with s = 1000 tokens a sample (h = 1000: 1e6 hidden values):
+    the vocabulary-parallel cross entropy all-reduces b s = 2000 fp32 values (8000 bytes)
+    three times in the last layer's forward pass. TP 2: each 2 (1) 4000 / 1e10 = 0.8 us, the
+    head's forward 16 + 2.4 = 18.4 us; TP 4: each 2 (3) 2000 / 1e10 = 1.2 us, 16 + 3.6 =
+    19.6 us. Nothing else moves; without a sequence length nothing is added and the note
+    says so; a forward-only TP-2 row takes them out of the forward before doubling."""
+    p = _hand_profile()
+    bare = Estimator(p, p.models[0], tensor_parallel="derived")
+    e = Estimator(p, p.models[0], tensor_parallel="derived", sequence=1000)
+    for t, head in ((2, 18.4e-6), (4, 19.6e-6)):
+        got, notes = e.layer_times("G", 2, t)
+        was, was_notes = bare.layer_times("G", 2, t)
+        assert got[3].forward == pytest.approx(head, rel=1e-12)
+        assert was[3].forward == pytest.approx(16e-6, rel=1e-12)
+        assert got[:3] == was[:3] and got[3].backward == was[3].backward
+        assert any("cross entropy's 3 all-reduces of b s fp32 values at s = 1000" in n
+                   for n in notes)
+        assert any("not counted: no sequence length given" in n for n in was_notes)
+    assert e.layer_times("G", 2, 1) == bare.layer_times("G", 2, 1)  # TP 1: no collective
+    # a shape gives the sequence (its own, unless one is given)
+    shaped = replace(p.models[0], shape=ModelShape(2, 1000, 10, 1000, 4000))
+    assert Estimator(p, shaped).sequence == 1000
+    # forward-only at TP 2: the head's backward is 2 x (forward - its 3 all-reduces) + 1 ar
+    fo = _profiles(((("G", 2, 2), _row(1e-3, None, 0.0)),),
+                   sizes=((1, tuple(LayerSizes(1000, 4.0e6, 1.0e6) for _ in range(4))),
+                          (2, tuple(LayerSizes(500, 4.0e6, 0.5e6) for _ in range(4)))))
+    rows, _ = Estimator(fo, fo.models[0], sequence=1000).layer_times("G", 2, 2)
+    ar = 2 * 1 * (2 * 4.0e6 / 2) / BW
+    assert rows[3].backward == pytest.approx(2 * (4e-3 - 3 * 0.8e-6) + ar, rel=1e-12)
+
+
 def test_replicated_work_is_counted_once_per_rank_not_divided():
     """The replicated time does not shrink with t: derived compute - (T1 - R) / t is R at every
     t, and R scales as 1 / memory bandwidth (the roofline)."""

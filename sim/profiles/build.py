@@ -1153,7 +1153,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
           "p2p blocking or overlap for another)", schedule)
     bpv = mp.bytes_per_value
     act_scale = fb.activation_bytes / bpv  # the profile's sizes are in its own precision
-    est = _estimator(profiles, mp, tensor_parallel, fb.activation_bytes)
+    est = _estimator(profiles, mp, tensor_parallel, fb.activation_bytes, fb.sequence)
     notes: list[str] = []
     sizes_kept: dict[int, Any] = {}
 
@@ -1412,16 +1412,17 @@ def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Se
     return tuple(out)
 
 
-def _estimator(profiles: Profiles, mp: ModelProfile, tensor_parallel: str, value_bytes: int
-               ) -> Estimator:
-    """The :class:`Estimator` of ``mp`` on ``profiles`` (one per model, mode and value size,
-    kept with the profiles: its estimates are values of those alone)."""
+def _estimator(profiles: Profiles, mp: ModelProfile, tensor_parallel: str, value_bytes: int,
+               sequence: int | None = None) -> Estimator:
+    """The :class:`Estimator` of ``mp`` on ``profiles`` (one per model, mode, value size and
+    sequence length, the framework's where it has one, else the shape's: kept with the
+    profiles, its estimates are values of those alone)."""
     kept = profiles.__dict__.setdefault("_estimators", {})
-    key = (id(mp), tensor_parallel, value_bytes)
+    key = (id(mp), tensor_parallel, value_bytes, sequence)
     hit = kept.get(key)
     if hit is None or hit[0] is not mp:
         hit = kept[key] = (mp, Estimator(profiles, mp, tensor_parallel=tensor_parallel,
-                                         value_bytes=value_bytes))
+                                         value_bytes=value_bytes, sequence=sequence))
     return hit[1]
 
 

@@ -17,7 +17,17 @@ forward pass (after the attention and MLP row-parallel linears:
 ``layers.py:1225``, whose backward all-reduces, ``mappings.py:216-218``); the
 embedding one in the forward pass (``VocabParallelEmbedding``, ``layers.py:383``)
 and the output head one in the backward pass (its input is copied to the TP
-region). With sequence parallelism each all-reduce is a reduce-scatter and an
+region); and the loss, on the last stage, three all-reduces of one fp32 value per token
+(``b x s`` values) in the forward pass: the vocabulary-parallel cross entropy's maximum
+logit, target logit and sum of exponentials, on fp32 logits, none in its backward
+(Megatron-LM ``megatron/core/tensor_parallel/cross_entropy.py:130, 146-148, 150-152``
+at d98e8a64dd; v1.1.5, DeepSpeedExamples 1bee84f6
+``Megatron-LM-v1.1.5-3D_parallelism/megatron/mpu/cross_entropy.py:32-34, 63-65, 71-73``;
+the Sailor artifact's Megatron-DeepSpeed ``megatron/core/tensor_parallel/cross_entropy.py:
+21, 52, 60``, called on ``output.float()`` by its OPT, GPT-Neo and LLaMA pipelines,
+``megatron/model/opt_model.py:33``), counted when the sequence length ``s`` is known
+(the model's shape, or the framework's ``seq_length``). With sequence parallelism each
+all-reduce is a reduce-scatter and an
 all-gather (Korthikanti et al. 2022, arXiv:2205.05198), the same bytes per GPU.
 An all-reduce of ``S`` bytes over ``t`` GPUs of one node is a ring: ``2 (t - 1)``
 steps of ``S / t`` bytes at the intra-node bandwidth
@@ -79,8 +89,8 @@ from dataclasses import replace
 from ..errors import check, check_int
 from .values import LayerSizes, LayerTimes, ModelProfile, ModelShape, Profiles, shape_sizes
 
-__all__ = ["MBS_RANGE", "ADAM_BYTES_PER_PARAM", "MASK_BYTES", "TP_MODES", "Estimator",
-           "replicated_bytes", "tp_collectives"]
+__all__ = ["MBS_RANGE", "ADAM_BYTES_PER_PARAM", "MASK_BYTES", "TP_MODES", "LOSS_ALLREDUCES",
+           "LOSS_VALUE_BYTES", "Estimator", "replicated_bytes", "tp_collectives"]
 
 #: Micro-batch sizes estimated from a profile: from half its smallest to twice its largest.
 MBS_RANGE = (0.5, 2.0)
@@ -90,6 +100,11 @@ ADAM_BYTES_PER_PARAM = 28.0
 #: Bytes of one dropout mask value: PyTorch's dropout keeps its mask as ``torch.bool`` for the
 #: backward pass (``native_dropout`` returns it beside the output).
 MASK_BYTES = 1.0
+#: The vocabulary-parallel cross entropy's all-reduces over the TP group in the last layer's
+#: forward pass (maximum logit, target logit, sum of exponentials: the module docstring), each
+#: of one value per token, in fp32 (:data:`LOSS_VALUE_BYTES`: the logits are cast to float first).
+LOSS_ALLREDUCES = 3
+LOSS_VALUE_BYTES = 4
 #: ``profiled``: a measured TP-t time where the profile has one, else derived from TP 1;
 #: ``derived``: every TP > 1 derived from TP 1 (the check of docs/real_runs.md).
 TP_MODES = ("profiled", "derived")
@@ -177,16 +192,23 @@ class Estimator:
         framework sends them; None: the profile's ``bytes_per_value``).
     shape : ModelShape or None
         The model's shape, for GPU types the profile has no time on.
+    sequence : int or None
+        Tokens per sample, which size the cross entropy's all-reduces (None: the
+        shape's; without either they are not counted, and the notes say so).
     """
 
     def __init__(self, profiles: Profiles, model: ModelProfile, *,
                  tensor_parallel: str = "profiled", value_bytes: int | None = None,
-                 shape: ModelShape | None = None) -> None:
+                 shape: ModelShape | None = None, sequence: int | None = None) -> None:
         check(tensor_parallel in TP_MODES, "tensor_parallel", "one of " + ", ".join(TP_MODES),
               tensor_parallel)
         self.profiles, self.model, self.mode = profiles, model, tensor_parallel
         self.value_bytes = value_bytes if value_bytes is not None else model.bytes_per_value
         self.shape = shape if shape is not None else model.shape
+        if sequence is not None:
+            check_int("sequence", sequence, low=1)
+        self.sequence = sequence if sequence is not None else (
+            self.shape.sequence if self.shape is not None else None)
         self._cache: dict[tuple, tuple[tuple[LayerTimes, ...], tuple[str, ...]]] = {}
 
     # -- sizes -----------------------------------------------------------------------
@@ -290,7 +312,7 @@ class Estimator:
                 if tp > 1:
                     nf, nb = tp_collectives(i, n)
                     ar = self._allreduce(gpu, tp, self._hidden_bytes(i, b))
-                    cf, cb = nf * ar, nb * ar
+                    cf, cb = nf * ar + self._loss(gpu, tp, b, i, n), nb * ar
                 back = 2.0 * max(r.forward - cf, 0.0) + cb
             if opt is None:
                 opt = self._adam(gpu, tp, i)
@@ -314,6 +336,14 @@ class Estimator:
         part = size / tp
         bw, _ = self.profiles.intra_node_bandwidth(gpu, tp, part)
         return 2 * (tp - 1) * part / bw
+
+    def _loss(self, gpu: str, tp: int, b: int, index: int, layers: int) -> float:
+        """The cross entropy's forward all-reduces in layer ``index`` of ``layers`` (the
+        last): :data:`LOSS_ALLREDUCES` rings of ``b s`` fp32 values (0 elsewhere, at TP 1, or
+        with no sequence length known)."""
+        if index != layers - 1 or self.sequence is None:
+            return 0.0
+        return LOSS_ALLREDUCES * self._allreduce(gpu, tp, b * self.sequence * LOSS_VALUE_BYTES)
 
     def _adam(self, gpu: str, tp: int, index: int) -> float:
         mb = self.profiles.gpus[gpu].memory_bandwidth
@@ -359,7 +389,8 @@ class Estimator:
             nf, nb = tp_collectives(i, n)
             ar = self._allreduce(gpu, tp, self._hidden_bytes(i, b))
             share = at_t[i].params / one[i].params if one[i].params else 1.0 / tp
-            out.append(LayerTimes(split(i, "forward", r.forward, rep[i][0]) + nf * ar,
+            out.append(LayerTimes(split(i, "forward", r.forward, rep[i][0]) + nf * ar
+                                  + self._loss(gpu, tp, b, i, n),
                                   split(i, "backward", r.backward, rep[i][1])  # type: ignore[arg-type]
                                   + nb * ar,
                                   r.optimizer * share))  # type: ignore[operator]
@@ -368,7 +399,10 @@ class Estimator:
         new = (f"{gpu} TP {tp} derived from TP 1 (the split compute / {tp}; the layer norms, "
                f"dropouts and residual additions every rank runs whole estimated by roofline at "
                f"the {mb / 1e9:g} GB/s memory bandwidth; Megatron-LM's TP all-reduces over the "  # type: ignore[operator]
-               f"{src})",)
+               f"{src}; " + (f"the cross entropy's {LOSS_ALLREDUCES} all-reduces of b s fp32 "
+                             f"values at s = {self.sequence}" if self.sequence is not None else
+                             f"the cross entropy's {LOSS_ALLREDUCES} all-reduces of b s fp32 "
+                             "values not counted: no sequence length given") + ")",)
         if clamped:
             new += (f"{gpu} TP {tp} micro-batch {b}: the replicated estimate exceeds the TP-1 time "
                     f"of layer {', '.join(clamped)}: taken as that time, none of it split",)
@@ -417,7 +451,7 @@ class Estimator:
             bwd = max(2 * flops / peak, 2 * moved / g.memory_bandwidth)  # type: ignore[operator]
             nf, nb = tp_collectives(i, n)
             ar = self._allreduce(gpu, tp, float(act))
-            out.append(LayerTimes(fwd + nf * ar, bwd + nb * ar,
+            out.append(LayerTimes(fwd + nf * ar + self._loss(gpu, tp, b, i, n), bwd + nb * ar,
                                   z.params * ADAM_BYTES_PER_PARAM / g.memory_bandwidth))  # type: ignore[operator]
         return tuple(out), (f"{gpu} TP {tp} micro-batch {b} estimated from the model's shape at "
                             "the GPU's datasheet peak (roofline lower bound)",)
