@@ -721,7 +721,7 @@ class DilocoReference(Reference):
 
     def predict(self, c: Any) -> dict[str, Any]:
         from ..analytic import diloco as AD
-        from .outer import fragment_stage_sizes, fragment_stages
+        from .outer import fragment_stage_sets, fragment_stage_sizes
 
         spec = c.diloco
         M = spec.groups or c.replicas[0]
@@ -734,7 +734,7 @@ class DilocoReference(Reference):
         # the stages holding layers of the fragment, at once (the others take no part)
         tf = [max((AD.outer_sync_time(M, sizes[j], c.bandwidth, c.mean_latency, **kw)
                    if sizes[j] or c.mean_latency else 0.0) for j in part)
-              for sizes, part in zip(frag, fragment_stages(c, spec), strict=True)]
+              for sizes, part in zip(frag, fragment_stage_sets(c, spec), strict=True)]
         times = AD.diloco_times(c.steps, T, spec.every, tf, overlap=spec.overlap,
                                 compute_time=Tc)
         wan = 0.0

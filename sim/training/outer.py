@@ -61,7 +61,7 @@ does not wait for it (it is not a member).
 
 The all-reduce of a pseudo-gradient of stage ``j`` (its part ``S`` of the
 fragment; node totals, ``value_bits`` a value; only the stages holding layers
-of the fragment take part, :func:`fragment_stages`): with a network, node ``i``
+of the fragment take part, :func:`fragment_stage_sets`): with a network, node ``i``
 of every group in the ring runs a ring all-reduce (dense: of ``p / k``, ``p``
 the payload, ``t`` tensor-parallel ranks of ``1/t`` each) or all-gather
 (top-k) with its counterparts in the other groups, all stages at once, then
@@ -94,7 +94,8 @@ from .sync import DilocoSync
 from .traffic import WanTraffic, traffic_for
 from .trainer import StepTrainer
 
-__all__ = ["check_diloco", "group_config", "stage_sizes", "fragment_stage_sizes", "fragment_stages",
+__all__ = ["check_diloco", "group_config", "stage_sizes", "fragment_stage_sizes",
+           "fragment_stage_sets",
            "GroupTrainer", "OuterLoop", "DilocoSystem", "diloco_model", "DILOCO_METRICS"]
 
 #: Metrics a DiLoCo run adds to :data:`sim.training.METRICS`.
@@ -199,7 +200,7 @@ def fragment_stage_sizes(c: Any, spec: DilocoSync) -> list[list[float]]:
     return AD.fragment_sizes(stage_sizes(c), spec.fragments, spec.order, spec.layers)
 
 
-def fragment_stages(c: Any, spec: DilocoSync) -> list[tuple[int, ...]]:
+def fragment_stage_sets(c: Any, spec: DilocoSync) -> list[tuple[int, ...]]:
     """``out[p]``: the stages holding layers of fragment ``p``, the only ones in its outer
     sync (:func:`sim.analytic.diloco.fragment_stages`)."""
     return AD.fragment_stages(c.stages, spec.fragments, spec.order, spec.layers)
@@ -328,7 +329,7 @@ class OuterLoop:
         self.failures = c.failures
         self.schedule_mode = not (self.P == 1 and self.TAU == 0)
         self.frag = fragment_stage_sizes(c, spec)
-        self.frag_stages = fragment_stages(c, spec)
+        self.frag_stages = fragment_stage_sets(c, spec)
         self.sizes = stage_sizes(c)
         self.by_step: dict[int, list[int]] = {}
         for t, p in AD.sync_schedule(self.N, self.H, self.P):
