@@ -73,6 +73,23 @@ def test_fragments_sequential_and_strided():
     assert str(e.value) == "'layers' must be a multiple of the stages (2) and of the fragments (3): 4"
 
 
+def test_fragment_stages_are_the_stages_holding_its_layers():
+    """The stages in each fragment's outer sync: those holding one of its layers (the cut of
+    fragment_sizes), a stage whose layers weigh 0 included (it holds them)."""
+    assert D.fragment_stages(4, 2, "sequential") == [(0, 1), (2, 3)]
+    assert D.fragment_stages(4, 2, "strided") == [(0, 2), (1, 3)]
+    assert D.fragment_stages(1, 4, "strided") == [(0,)] * 4
+    assert D.fragment_stages(2, 3, "sequential") == [(0,), (0, 1), (1,)]
+    # 4 layers, 2 a stage: layer l in fragment l % 4
+    assert D.fragment_stages(2, 4, "strided", layers=4) == [(0,), (0,), (1,), (1,)]
+    assert D.fragment_stages(2, 2, "strided", layers=4) == [(0, 1), (0, 1)]
+    assert D.fragment_stages(2, 2) == [(0,), (1,)]
+    assert D.fragment_sizes([0.0, 8.0], 2) == [[0.0, 0.0], [0.0, 8.0]]
+    with pytest.raises(ConfigError) as e:
+        D.fragment_stages(2, 3, layers=4)
+    assert str(e.value) == "'layers' must be a multiple of the stages (2) and of the fragments (3): 4"
+
+
 def test_sync_schedule_spreads_fragments_every_h_over_p():
     """H = 4, P = 2, N = 10: fragment 0 after 2, 6, 10; fragment 1 after 4, 8."""
     assert D.sync_schedule(10, 4, 2) == [(2, 0), (4, 1), (6, 0), (8, 1), (10, 0)]

@@ -478,6 +478,26 @@ def test_diloco_events_are_the_hand_computed_schedule(tmp_path):
         [("group 0", 3.0 * k, 3.0 * (k + 1)) for k in range(6)] + [("group 1", 0.0, 3.0)])
 
 
+def test_a_stage_holding_none_of_a_fragment_takes_no_part_in_its_sync():
+    """Streaming DiLoCo, two groups of one 2-stage 1F1B pipeline, 2 fragments (sequential:
+    fragment 0 is stage 0's layers, fragment 1 stage 1's), H = 2, N = 4, S = 10 over B = 5,
+    l = 0.1: a step is 1 + 0.1 + 1 + 2 + 0.1 + 2 = 6.2, a sync 2 (0.1 + 10 / (2 * 5)) = 2.2,
+    so fragment 0 syncs over [6.2, 8.4] and [23, 25.2], fragment 1 over [14.6, 16.8] and
+    [31.4, 33.6]. Each sync is on the replicas of the stage holding the fragment only: the
+    other stage has nothing to send (it ran a ring of 0 bytes, 2 latency hops, before)."""
+    cfg = TrainingConfig(stages=2, replicas=2, microbatches=2, steps=4, forward_time=1.0,
+                         schedule="1f1b", param_size=10.0, bandwidth=5.0, latency=0.1,
+                         sync="diloco:every=2,fragments=2")
+    metrics, trace = _record(cfg)
+    assert metrics["training_time"] == pytest.approx(33.6)
+    got = [e for e in _named(trace) if e[1] in ("outer all-reduce", "outer sync 1")]
+    want = sorted([(f"s{j}r{i}", "outer all-reduce", a, a + 2.2) for j, starts in
+                   ((0, (6.2, 23.0)), (1, (14.6, 31.4))) for a in starts for i in (0, 1)]
+                  + [("outer", "outer sync 1", 6.2, 8.4)])
+    assert got == [(p, n, pytest.approx(a), pytest.approx(b)) for p, n, a, b in want]
+    assert [e["args"]["bytes"] for e in _x(trace) if e["name"] == "outer all-reduce"] == [10.0] * 8
+
+
 def test_a_diloco_download_cut_by_a_failure_is_recorded_cut(tmp_path):
     """The run above with group 1 down again over [13, 16): its model download (from 12.5)
     is cut at 13 and recorded so, the group lost twice; the file validates."""

@@ -314,6 +314,21 @@ def test_bad_diloco_configs_are_refused_in_one_line(kw, msg):
 # --------------------------------------------------------------------------- failures, quorum
 
 
+def test_grace_takes_a_time_unit():
+    """grace=500ms is grace=0.5 on the run's one-second clock (the run above, bit for bit:
+    the outer step at 6.5); read as 500 time units the round would wait for group 2 instead
+    (all members reported at 7.5), as grace=0.01h does. The canonical text holds seconds."""
+    base = dict(steps=4, replicas=3, microbatches=3, speeds=((1.0, 1.0, 0.8),))
+    cfg = _two_groups(**base, sync="diloco:every=2,quorum=2,grace=500ms")
+    assert cfg.sync == "diloco:every=2,quorum=2,grace=0.5"
+    q = _run(cfg)
+    assert q == _run(_two_groups(**base, sync="diloco:every=2,quorum=2,grace=0.5"))
+    assert q["training_time"] == pytest.approx(14.5 + 2 * 2 * (10 / 3 / 5))
+    # 0.01h = 36: the window outlasts group 2's report at 7.5, so the synchronous rounds
+    assert _run(_two_groups(**base, sync="diloco:every=2,quorum=2,grace=0.01h"))[
+        "training_time"] == pytest.approx(2 * (7.5 + 2 * 2 * (10 / 3 / 5)))
+
+
 def _trace(tmp_path, rows):
     p = tmp_path / "down.csv"
     p.write_text("worker,start,end\n" + "".join(f"{w},{a},{b}\n" for w, a, b in rows))

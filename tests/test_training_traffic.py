@@ -37,6 +37,52 @@ def test_parse_sync_reads_kinds_keys_and_writes_the_canonical_text():
     assert TrainingConfig(sync="allreduce:overlap=none").sync == "allreduce"
 
 
+def test_sync_sizes_and_times_take_units():
+    """bucket_size takes a size unit (bytes, exactly: 25MiB = 26214400) and DiLoCo's grace a
+    time unit (seconds: 5min = 300); the canonical text holds the number; a plain number
+    means what it did; sync_quantities lists what was given with a unit, as given."""
+    from sim.training.sync import sync_quantities
+
+    s = parse_sync("allreduce:overlap=backward,bucket_size=25MiB")
+    assert s["bucket_size"] == 26214400.0 and s.text == "allreduce:overlap=backward,bucket_size=26214400"
+    assert parse_sync("allreduce:bucket_size=1.5 GB")["bucket_size"] == 1.5e9
+    assert parse_sync("allreduce:bucket_size=16Gbit")["bucket_size"] == 2e9
+    d = parse_sync("diloco:every=4,quorum=2,grace=5min")
+    assert d["grace"] == 300.0 and d.text == "diloco:every=4,quorum=2,grace=300"
+    assert parse_sync("diloco:every=4,quorum=2,grace=250ms")["grace"] == 0.25
+    assert parse_sync("diloco:every=4,quorum=2,grace=7")["grace"] == 7.0
+    got = sync_quantities("diloco:every=4,quorum=2,grace=2h")
+    assert [(k, q.value, q.text, q.unit) for k, q in got] == [("grace", 7200.0, "2h", "h")]
+    assert sync_quantities("diloco:every=4,quorum=2,grace=7") == []
+    assert sync_quantities("diloco:every=4,quorum=2,grace=2.5e1") == []  # an exponent: no unit
+    assert sync_quantities(d) == []  # a parsed spec holds values only
+    assert TrainingConfig(replicas=4, microbatches=4, steps=4,
+                          sync="diloco:every=2,quorum=2,grace=1min").sync == (
+        "diloco:every=2,quorum=2,grace=60")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("allreduce:bucket_size=2GB/s", "'sync' must be bucket_size a size, not a rate (bytes, or "
+     "a number and a size unit: 2GB, 512MiB, 1.5e9B, 16Gbit, 4 KiB): '2GB/s'"),
+    ("allreduce:bucket_size=4KB", "'sync' must be bucket_size a size with a known unit (K is "
+     "ambiguous (1000 or 1024): write k (1000) or Ki (1024)): '4KB'"),
+    ("diloco:every=4,quorum=2,grace=5GB", "'sync' must be grace a time, not a size (seconds, "
+     "or a number and a time unit: 10ms, 250us, 2h): '5GB'"),
+    ("diloco:every=4,quorum=2,grace=5m", "'sync' must be grace a time with a known unit (m is "
+     "milli (or minute: write min)): '5m'"),
+    ("diloco:every=4,quorum=2,grace=-5s", "'sync' must be grace a time >= 0: '-5s'"),
+    ("diloco:every=4,quorum=2,grace=1e400s", "'sync' must be grace a finite time (at most "
+     "1.8e+308 s): '1e400s'"),
+    ("diloco:every=4,grace=2s", "'sync' must be grace 0 without quorum: 2.0"),
+])
+def test_bad_sync_quantities_are_one_line(text, message):
+    """A size or time with a bad unit, of the wrong kind, negative or too large is one line
+    naming sync, the key's rule and the value as given."""
+    with pytest.raises(ConfigError) as e:
+        parse_sync(text)
+    assert str(e.value) == message
+
+
 @pytest.mark.parametrize("text, message", [
     ("gossip", "'sync' must be KIND[:key=value,...] with KIND one of allreduce, none, diloco: "
                    "'gossip'"),

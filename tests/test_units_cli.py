@@ -492,6 +492,31 @@ def test_train_times_with_units_need_seconds_and_a_plan_has_no_hour(capsys):
     assert err.strip().startswith("dtsim train: error: 'hour' must be given only without --plan")
 
 
+def test_sync_times_with_units_need_seconds(tmp_path, capsys):
+    """--sync diloco:...,grace=500ms is 0.5 s: the run of grace=0.5 (its JSON, bit for bit;
+    three groups, the third slower: the grace window decides when the outer step fires) on
+    the one-second clock, refused naming --hour off it (a plain grace=5 is then 5 minutes,
+    and a size unit, bucket_size=25MiB, needs no clock)."""
+    speeds = tmp_path / "s.csv"
+    speeds.write_text("stage,replica,speed\n0,0,1\n0,1,1\n0,2,0.8\n")
+    run = ["train", "--stages", "1", "--forward-time", "1", "--replicas", "3",
+           "--microbatches-per-step", "3", "--steps", "4",
+           "--replications", "1", "--param-size", "10", "--bandwidth", "5",
+           "--speeds", str(speeds)]
+    dl = "diloco:every=2,quorum=2,grace={}"
+    a, _ = _json(capsys, [*run, "--sync", dl.format("500ms")])
+    b, _ = _json(capsys, [*run, "--sync", dl.format("0.5")])
+    c, _ = _json(capsys, [*run, "--sync", dl.format("500")])
+    assert _results(a) == _results(b) != _results(c)
+    assert a["sync"] == "diloco:every=2,quorum=2,grace=0.5"
+    _, err = _run(capsys, [*run, "--hour", "60", "--sync", dl.format("5min")], status=2)
+    assert err.strip() == ("dtsim train: error: 'hour' must be 3600 (time units of one second) "
+                           "when a rate or time is given with a unit (--sync grace=5min): 60.0")
+    _json(capsys, [*run, "--hour", "60", "--sync", dl.format("5")])
+    _json(capsys, [*run[:-2], "--hour", "60", "--param-size", "1GB",
+                   "--sync", "allreduce:overlap=backward,bucket_size=25MiB"])
+
+
 def test_plan_failure_times_take_units(capsys):
     """dtsim plan's --mtbf/--replace-time/--restart-cost/--checkpoint-cost (seconds).
 

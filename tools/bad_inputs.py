@@ -1137,6 +1137,16 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("sync"))
         add("train/diloco-grace-inf", TR(*D4, "--sync", "diloco:every=4,quorum=2,grace=inf"),
             refuse("sync"))
+        add("train/diloco-grace-size-unit",
+            TR(*D4, "--sync", "diloco:every=4,quorum=2,grace=5GB"), refuse("sync"),
+            note="a size where a time is wanted")
+        add("train/diloco-grace-minute-m", TR(*D4, "--sync", "diloco:every=4,quorum=2,grace=5m"),
+            refuse("sync"), note="m: minute or milli?")
+        add("train/diloco-grace-negative-unit",
+            TR(*D4, "--sync", "diloco:every=4,quorum=2,grace=-5s"), refuse("sync"))
+        add("train/diloco-grace-unit-off-the-second",
+            TR(*D4, "--hour", "60", "--sync", "diloco:every=4,quorum=2,grace=5min"),
+            refuse("hour"), note="5min is 300 s; with --hour 60 a time unit is a minute")
         add("train/diloco-steps-not-multiple", TR(*D4, "--sync", "diloco:every=3"),
             refuse("steps"))
         add("train/diloco-swarm", TR(*D4, "--schedule", "swarm", "--routing", "queue", "--sync",
@@ -1328,6 +1338,11 @@ def traffic_cases(fx: Fixtures) -> list[Case]:
     add("sync/bucket-nan", T("--sync", "allreduce:bucket_size=nan"), refuse("sync"))
     add("sync/bucket-inf", T("--sync", "allreduce:bucket_size=inf"), refuse("sync"))
     add("sync/bucket-not-a-number", T("--sync", "allreduce:bucket_size=big"), refuse("sync"))
+    add("sync/bucket-rate-unit", T("--sync", "allreduce:bucket_size=2GB/s"), refuse("sync"),
+        note="a rate where a size is wanted")
+    add("sync/bucket-zero-unit", T("--sync", "allreduce:bucket_size=0GB"), refuse("sync"))
+    add("sync/bucket-kilo-unit", T("--sync", "allreduce:bucket_size=4KB"), refuse("sync"),
+        note="K: 1000 or 1024?")
     add("sync/none-with-key", T("--sync", "none:overlap=backward"), refuse("sync"))
     add("sync/overlap-swarm", T(*dp, "--schedule", "swarm", "--routing", "least-loaded",
                                 "--sync", "allreduce:overlap=backward"), refuse("sync"),

@@ -90,6 +90,7 @@ __all__ = [
     "outer_sync_time",
     "outer_bytes_sent",
     "fragment_sizes",
+    "fragment_stages",
     "sync_schedule",
     "DilocoTimes",
     "diloco_times",
@@ -265,18 +266,47 @@ def fragment_sizes(stage_sizes: Sequence[float], fragments: int, order: str = "s
     sizes = [check_nonnegative("param_size", s) for s in stage_sizes]
     L = len(sizes)
     check(L >= 1, "stage_sizes", "at least one stage", stage_sizes)
+    owners, per = _layer_owners(L, fragments, order, layers)
+    out = [[0.0] * L for _ in range(fragments)]
+    for p, j in owners:
+        out[p][j] += sizes[j] / per
+    return out
+
+
+def fragment_stages(stages: int, fragments: int, order: str = "sequential",
+                    layers: int | None = None) -> list[tuple[int, ...]]:
+    """The stages that hold layers of each fragment (the cut of :func:`fragment_sizes`).
+
+    A stage none of whose layers is in fragment ``p`` has nothing of it to send:
+    it takes no part in that fragment's outer sync (no ring, no latency). A
+    stage that holds layers of ``p`` takes part even when their size is 0 (in
+    the closed form a sync of a model of size 0 still pays its latency).
+
+    Returns
+    -------
+    list of tuple of int
+        ``out[p]``: the stages ``j`` with a layer in fragment ``p``, in order.
+    """
+    L = check_int("stages", stages, low=1)
+    owners, _per = _layer_owners(L, fragments, order, layers)
+    held: list[set[int]] = [set() for _ in range(fragments)]
+    for p, j in owners:
+        held[p].add(j)
+    return [tuple(sorted(js)) for js in held]
+
+
+def _layer_owners(L: int, fragments: int, order: str,
+                  layers: int | None) -> tuple[list[tuple[int, int]], int]:
+    """``(fragment, stage)`` of each of the ``n`` layers of a model of ``L`` stages, and the
+    layers a stage holds (``n / L``); see :func:`fragment_sizes`."""
     P = check_int("fragments", fragments, low=1)
     check_choice("order", order, ORDERS)
     n = math.lcm(L, P) if layers is None else check_int("layers", layers, low=1)
     check(n % L == 0 and n % P == 0, "layers", f"a multiple of the stages ({L}) and of the "
           f"fragments ({P})", n)
     per = n // L
-    out = [[0.0] * L for _ in range(P)]
-    for layer in range(n):
-        j = layer // per
-        p = layer // (n // P) if order == "sequential" else layer % P
-        out[p][j] += sizes[j] / per
-    return out
+    return [(layer // (n // P) if order == "sequential" else layer % P, layer // per)
+            for layer in range(n)], per
 
 
 def sync_schedule(steps: int, every: int, fragments: int = 1) -> list[tuple[int, int]]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..errors import ConfigError
@@ -432,9 +433,16 @@ TRAIN_TIMES = ("forward_time", "backward_times", "optimizer_time", "mean_downtim
 
 def check_train(args: argparse.Namespace, cfg: Any) -> None:
     """``dtsim train`` (not --plan): a time with a unit only on a one-second clock
-    (:func:`check_hour` over :data:`TRAIN_TIMES`), then :func:`check_transfers` over its
-    network or links."""
+    (:func:`check_hour` over :data:`TRAIN_TIMES` and the times of ``--sync``'s text, such as
+    DiLoCo's ``grace=5min``), then :func:`check_transfers` over its network or links."""
+    from ..training.sync import sync_quantities
+
     check_hour(args, cfg.hour, TRAIN_TIMES)
+    if float(cfg.hour) != 3600.0:
+        for key, q in sync_quantities(args.sync):
+            if q.kind in (RATE, TIME):
+                refuse_off_the_second(replace(q, text=f"--sync {key}={q.text.strip()}"),
+                                      cfg.hour)
     links = _links(cfg, args, layout=True)
     if cfg.network is not None:
         options = {"param_size": SIZE, "activation_size": SIZE, "bucket_size": SIZE, "nic": RATE}

@@ -206,10 +206,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "megatron] releases buckets of gradients as the last backward pass produces them "
            "(PyTorch DDP's 25 MiB, first 1 MiB; with --plan the plan's framework's, Megatron-LM's "
            "max(4e7, 1e6 dp) values when it never overlaps); bucket_size=B without overlap: the "
-           "all-reduce's bucket; with --plan, default: the framework's; diloco:every=H[,"
+           "all-reduce's bucket; with --plan, default: the framework's; B in size units or with "
+           "a unit (25MiB); diloco:every=H[,"
            "fragments=P,order=sequential|strided,overlap=TAU,bits=16|8|4,topk=F,groups=M,"
            "quorum=K,grace=W]: DiLoCo across groups of pipelines (each its own inner all-reduce; "
-           "every H inner steps an outer all-reduce of the pseudo-gradients; docs/diloco.md)")
+           "every H inner steps an outer all-reduce of the pseudo-gradients; W in time units or "
+           "with a unit, 5min, which needs --hour 3600; docs/diloco.md)")
     a("--value-bits", type=int, default=d.value_bits, metavar="B",
       help="bits a value has in --param-size (and a plan's sizes): DiLoCo's payload is "
            "bits/value_bits of it (default 16)")

@@ -721,7 +721,7 @@ class DilocoReference(Reference):
 
     def predict(self, c: Any) -> dict[str, Any]:
         from ..analytic import diloco as AD
-        from .outer import fragment_stage_sizes
+        from .outer import fragment_stage_sets, fragment_stage_sizes
 
         spec = c.diloco
         M = spec.groups or c.replicas[0]
@@ -731,8 +731,10 @@ class DilocoReference(Reference):
         Tc = T * pred["compute_utilisation"]["value"]
         frag = fragment_stage_sizes(c, spec)
         kw = dict(bits=spec.bits, value_bits=c.value_bits, topk=spec.topk, nodes_per_group=k)
-        tf = [max((AD.outer_sync_time(M, S, c.bandwidth, c.mean_latency, **kw)
-                   if S or c.mean_latency else 0.0) for S in sizes) for sizes in frag]
+        # the stages holding layers of the fragment, at once (the others take no part)
+        tf = [max((AD.outer_sync_time(M, sizes[j], c.bandwidth, c.mean_latency, **kw)
+                   if sizes[j] or c.mean_latency else 0.0) for j in part)
+              for sizes, part in zip(frag, fragment_stage_sets(c, spec), strict=True)]
         times = AD.diloco_times(c.steps, T, spec.every, tf, overlap=spec.overlap,
                                 compute_time=Tc)
         wan = 0.0

@@ -60,7 +60,8 @@ does not wait for it (it is not a member).
   on their own clocks).
 
 The all-reduce of a pseudo-gradient of stage ``j`` (its part ``S`` of the
-fragment; node totals, ``value_bits`` a value): with a network, node ``i``
+fragment; node totals, ``value_bits`` a value; only the stages holding layers
+of the fragment take part, :func:`fragment_stage_sets`): with a network, node ``i``
 of every group in the ring runs a ring all-reduce (dense: of ``p / k``, ``p``
 the payload, ``t`` tensor-parallel ranks of ``1/t`` each) or all-gather
 (top-k) with its counterparts in the other groups, all stages at once, then
@@ -94,6 +95,7 @@ from .traffic import WanTraffic, traffic_for
 from .trainer import StepTrainer
 
 __all__ = ["check_diloco", "group_config", "stage_sizes", "fragment_stage_sizes",
+           "fragment_stage_sets",
            "GroupTrainer", "OuterLoop", "DilocoSystem", "diloco_model", "DILOCO_METRICS"]
 
 #: Metrics a DiLoCo run adds to :data:`sim.training.METRICS`.
@@ -196,6 +198,12 @@ def stage_sizes(c: Any) -> list[float]:
 def fragment_stage_sizes(c: Any, spec: DilocoSync) -> list[list[float]]:
     """``out[p][j]``: stage ``j``'s part of fragment ``p`` (:func:`sim.analytic.diloco.fragment_sizes`)."""
     return AD.fragment_sizes(stage_sizes(c), spec.fragments, spec.order, spec.layers)
+
+
+def fragment_stage_sets(c: Any, spec: DilocoSync) -> list[tuple[int, ...]]:
+    """``out[p]``: the stages holding layers of fragment ``p``, the only ones in its outer
+    sync (:func:`sim.analytic.diloco.fragment_stages`)."""
+    return AD.fragment_stages(c.stages, spec.fragments, spec.order, spec.layers)
 
 
 # --------------------------------------------------------------------------- group trainer
@@ -321,6 +329,7 @@ class OuterLoop:
         self.failures = c.failures
         self.schedule_mode = not (self.P == 1 and self.TAU == 0)
         self.frag = fragment_stage_sizes(c, spec)
+        self.frag_stages = fragment_stage_sets(c, spec)
         self.sizes = stage_sizes(c)
         self.by_step: dict[int, list[int]] = {}
         for t, p in AD.sync_schedule(self.N, self.H, self.P):
@@ -378,7 +387,9 @@ class OuterLoop:
         of step or round ``key``): the WAN tier's
         (:meth:`sim.training.traffic.WanTraffic.outer_sync`)."""
         self.n_syncs += 1
-        stages = [[self._live_nodes(g, j) for g in ring] for j in range(self.c.stages)]
+        part = self.frag_stages[fragment]  # a stage holding none of the fragment sends nothing
+        stages = [[self._live_nodes(g, j) for g in ring] if j in part else None
+                  for j in range(self.c.stages)]
         ev = self.system.wan.outer_sync(stages, self.frag[fragment])
         self.progress_t = self.env.now  # the stall watchdog's progress: a sync starts or ends
         self.in_flight += 1
@@ -391,7 +402,7 @@ class OuterLoop:
         else:
             ev.callbacks.append(ended)
         if self.rec.on:  # its replicas: the fewest live of each stage in a group, as it moves
-            reps = [r for live in stages for reps in live
+            reps = [r for live in stages if live is not None for reps in live
                     for r in reps[:min(len(x) for x in live)]] if len(ring) > 1 else []
             t0, sizes = self.env.now, self.frag[fragment]
 

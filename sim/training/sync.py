@@ -16,8 +16,8 @@ kind's rules between keys one entry of :data:`CHECKS`:
       Megatron-LM's ``overlap_grad_reduce``; see
       :func:`sim.training.traffic.gradient_buckets`);
     * ``bucket_size``: the bucket (> 0, in the units of ``param_size``,
-      bytes for a plan; default: the framework's, see
-      :func:`~sim.training.traffic.gradient_buckets`);
+      bytes for a plan, or a number and a size unit, ``25MiB``: bytes; default:
+      the framework's, see :func:`~sim.training.traffic.gradient_buckets`);
     * ``buckets``: how an overlapped all-reduce cuts the gradients into
       buckets, ``ddp`` (PyTorch DDP's ``Reducer``) or ``megatron``
       (Megatron-LM's ``DistributedDataParallel``); default: ``megatron`` for a
@@ -32,8 +32,16 @@ kind's rules between keys one entry of :data:`CHECKS`:
     (``sequential``/``strided``), ``overlap`` (``TAU`` in ``[0, H)``; 0),
     ``bits`` (32, 16, 8, 4; 16), ``topk`` (a fraction in (0, 1]; unset),
     ``groups`` (``M``; one group a pipeline), ``quorum`` (``K <= groups``;
-    unset: synchronous), ``grace`` (``W >= 0``, only with ``quorum``; 0),
+    unset: synchronous), ``grace`` (``W >= 0``, only with ``quorum``; 0; in the
+    run's time units, or a number and a time unit, ``5min``: seconds),
     ``layers`` (for the fragments; ``lcm(L, P)``).
+
+A time or size with a unit (:data:`QUANTITIES`; :mod:`sim.units`) is converted
+to seconds or bytes, and the canonical text holds that number (``grace=5min``
+is ``grace=300``). The library reads it so whatever the config's ``hour``, as
+it reads a ``network`` spec's latencies; ``dtsim train`` refuses a time with a
+unit unless ``--hour`` is 3600 (the time unit a second), as for its other time
+options (:func:`sync_quantities` lists what was given with a unit).
 
 A key a kind does not have, a value its reader refuses, a key given twice or
 a rule between keys broken is one line naming ``sync``.
@@ -43,15 +51,17 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
 from ..analytic.diloco import ORDERS, PAYLOAD_BITS
 from ..errors import ConfigError
+from ..units import SIZE, TIME, Quantity, parse_quantity
 
-__all__ = ["KINDS", "CHECKS", "OVERLAPS", "BUCKET_RULES", "SyncSpec", "DilocoSync",
-           "parse_sync"]
+__all__ = ["KINDS", "CHECKS", "QUANTITIES", "OVERLAPS", "BUCKET_RULES", "SyncSpec", "DilocoSync",
+           "parse_sync", "sync_quantities"]
 
 #: When the all-reduce starts: after the step's backward passes, or bucket by bucket during them.
 OVERLAPS = ("none", "backward")
@@ -115,16 +125,57 @@ def _nonnegative(key: str, text: str) -> float:
     return x
 
 
+def _with_unit(kind: str, plain: Callable[[str, str], float]) -> Callable[[str, str], float]:
+    """A reader of a plain number (``plain``, exactly as before units: a time in the run's
+    time units, a size in the run's size units) or of a number and a unit of ``kind``
+    (:func:`sim.units.parse_quantity`: seconds or bytes), which ``plain`` then checks."""
+    def read(key: str, text: str) -> float:
+        if not _unit_given(text):  # a plain number, or no quantity at all: as before
+            return plain(key, text)
+        try:
+            x = parse_quantity(text, kind, key).value
+        except ConfigError as exc:
+            raise ConfigError("sync", f"{key} {exc.rule}", text) from None
+        try:
+            return plain(key, repr(x))
+        except ConfigError as exc:  # its rule, with the value as given (0GB for a bucket)
+            raise ConfigError("sync", exc.rule, text) from None
+    return read
+
+
+#: A number followed by something that is not part of a number (a unit, or a typo of one).
+_NUMBER_AND_UNIT = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                              r"\s*[^\s0-9.+-].*", re.DOTALL)
+
+
+def _unit_given(text: str) -> bool:
+    """Whether ``text`` is a number written with a unit (or with something meant as one): not
+    a plain number, which ``float`` reads (``1e5``, ``inf``)."""
+    try:
+        float(text)
+    except ValueError:
+        return bool(_NUMBER_AND_UNIT.fullmatch(text))
+    return False
+#: kind -> its keys that take a quantity with a unit, and the quantity (:mod:`sim.units`): a
+#: plain number means what it meant before (a time in the run's time units, a size in its
+#: size units), a number with a unit is converted to seconds or bytes.
+QUANTITIES: dict[str, dict[str, str]] = {"allreduce": {"bucket_size": SIZE},
+                                         "diloco": {"grace": TIME}}
+
+
 #: kind -> key -> (reader of the value's text, default). A default of None: unset.
 KINDS: dict[str, dict[str, tuple[Callable[[str, str], Any], Any]]] = {
-    "allreduce": {"overlap": (_choice(OVERLAPS), "none"), "bucket_size": (_positive, None),
+    "allreduce": {"overlap": (_choice(OVERLAPS), "none"),
+                  "bucket_size": (_with_unit(QUANTITIES["allreduce"]["bucket_size"], _positive),
+                                  None),
                   "buckets": (_choice(BUCKET_RULES), None)},
     "none": {},
     "diloco": {
         "every": (_integer(1), None), "fragments": (_integer(1), 1),
         "order": (_choice(ORDERS), "sequential"), "overlap": (_integer(0), 0),
         "bits": (_bits, 16), "topk": (_fraction, None), "groups": (_integer(1), None),
-        "quorum": (_integer(1), None), "grace": (_nonnegative, 0.0),
+        "quorum": (_integer(1), None),
+        "grace": (_with_unit(QUANTITIES["diloco"]["grace"], _nonnegative), 0.0),
         "layers": (_integer(1), None),
     },
 }
@@ -278,3 +329,24 @@ def parse_sync(text: Any) -> SyncSpec:
     if not isinstance(text, str):
         raise ConfigError("sync", "KIND[:key=value,...] text", text)
     return _parse(text)
+
+
+def sync_quantities(text: Any) -> list[tuple[str, Quantity]]:
+    """The keys of a sync text given with a unit, each with its :class:`~sim.units.Quantity`
+    (as written), in the text's order; none for a :class:`SyncSpec` (values only). The text
+    is read by :func:`parse_sync` first (a bad one is refused there).
+
+    What a caller needs it for: a time with a unit is in seconds, right only when the run's
+    time unit is the second (``dtsim train --hour 3600``; the CLI refuses it otherwise, as it
+    refuses ``--mtbf 2h``); the library reads it in seconds, as a ``network`` spec's.
+    """
+    if isinstance(text, SyncSpec):
+        return []
+    spec = parse_sync(text)
+    keys = QUANTITIES.get(spec.kind, {})
+    out = []
+    for item in (x.strip() for x in text.partition(":")[2].split(",")):
+        key, _, val = (x.strip() for x in item.partition("="))
+        if key in keys and _unit_given(val):
+            out.append((key, parse_quantity(val, keys[key], key)))
+    return out

@@ -1178,20 +1178,23 @@ class WanTraffic:
         ----------
         stages : list
             ``stages[j][g]``: the live replicas of stage ``j`` in the ``g``-th group of the
-            sync (``k_j``, the fewest of them, take part in each group).
+            sync (``k_j``, the fewest of them, take part in each group); ``stages[j]``
+            None: stage ``j`` holds none of the fragment and takes no part (no ring, no
+            latency).
         sizes : list of float
             Stage ``j``'s part of the fragment (``value_bits`` a value).
         """
         from ..analytic.diloco import outer_sync_time
 
         env, c, spec = self.env, self.config, self.spec
-        n = len(stages[0]) if stages else 0
-        if n < 2 or not any(sizes) and c.mean_latency == 0:
+        n = next((len(live) for live in stages if live is not None), 0)
+        if n < 2 or not any(S for live, S in zip(stages, sizes, strict=True)
+                            if live is not None) and c.mean_latency == 0:
             return self._done()
         if self.service is None:
             T = 0.0
             for live, S in zip(stages, sizes, strict=True):
-                kj = min(len(x) for x in live)
+                kj = 0 if live is None else min(len(x) for x in live)
                 if kj == 0:
                     continue
                 T = max(T, outer_sync_time(n, S, c.bandwidth, c.mean_latency, bits=spec.bits,
@@ -1201,7 +1204,7 @@ class WanTraffic:
             return env.timeout(T)
         procs = []
         for j, (live, S) in enumerate(zip(stages, sizes, strict=True)):
-            kj = min(len(x) for x in live)
+            kj = 0 if live is None else min(len(x) for x in live)
             if kj == 0 or (S == 0 and c.mean_latency == 0):
                 continue
             self._count_sync(live, kj, S)
