@@ -455,23 +455,23 @@ def test_diloco_events_are_the_hand_computed_schedule(tmp_path):
     """Two groups of one worker (a step of 3, H = 2, N = 6, S = 10 over B = 5: a ring of two
     takes 2, a download 2), group 1 down over [4, 10.5) (tests/test_training_outer.py works
     the run out by hand): its step 1 is lost at 4; group 0 syncs alone (no time) at 6 and 12;
-    group 1's replica downloads its weights over [10.5, 12.5), the group the model over
-    [12.5, 14.5), then waits for the outer step at 18 whose ring of two ends the run at 20."""
+    group 1, back at 10.5 behind the latest model, downloads it over [10.5, 12.5) (its
+    replica no weights of its own first: the model download brings them), then waits for the
+    outer step at 18 whose ring of two ends the run at 20."""
     metrics, trace = _record(_two_groups_down(tmp_path, "4.0,10.5"))
     assert metrics["training_time"] == pytest.approx(20.0)
     got = [e for e in _named(trace) if not e[1].startswith("step ") or "lost" in e[1]]
     want = [("group 0", "outer wait", 18.0, 20.0),
             ("group 1", "group lost", 4.0, 4.0),
-            ("group 1", "model download", 12.5, 14.5),
-            ("group 1", "outer wait", 14.5, 20.0),
+            ("group 1", "model download", 10.5, 12.5),
+            ("group 1", "outer wait", 12.5, 20.0),
             ("group 1", "step 1 (lost)", 3.0, 4.0),
             ("outer", "outer sync 0", 6.0, 6.0),
             ("outer", "outer sync 1", 12.0, 12.0),
             ("outer", "outer sync 2", 18.0, 20.0),
             ("s0r0", "outer all-reduce", 18.0, 20.0),
             ("s0r1", "down", 4.0, 10.5),
-            ("s0r1", "outer all-reduce", 18.0, 20.0),
-            ("s0r1", "weight download", 10.5, 12.5)]
+            ("s0r1", "outer all-reduce", 18.0, 20.0)]
     assert got == [(p, n, pytest.approx(a), pytest.approx(b)) for p, n, a, b in want]
     steps = [e for e in _named(trace) if e[1].startswith("step ") and "lost" not in e[1]]
     assert [(p, a, b) for p, _n, a, b in steps] == (
@@ -499,14 +499,17 @@ def test_a_stage_holding_none_of_a_fragment_takes_no_part_in_its_sync():
 
 
 def test_a_diloco_download_cut_by_a_failure_is_recorded_cut(tmp_path):
-    """The run above with group 1 down again over [13, 16): its model download (from 12.5)
-    is cut at 13 and recorded so, the group lost twice; the file validates."""
-    _, trace = _record(_two_groups_down(tmp_path, "4.0,10.5 13.0,16.0"))
-    cut = [(e["ts"] / US, (e["ts"] + e["dur"]) / US) for e in _x(trace)
-           if e["name"] == "model download" and e["args"]["cut"]]
-    assert cut == [(pytest.approx(12.5), pytest.approx(13.0))]
+    """The run above with group 1 down again over [11, 16): its model download (from 10.5)
+    is cut at 11 and recorded so, the group lost twice; back at 16 it downloads the model
+    again (to 18), its replica never its own weights; the file validates."""
+    _, trace = _record(_two_groups_down(tmp_path, "4.0,10.5 11.0,16.0"))
+    dl = [(e["ts"] / US, (e["ts"] + e["dur"]) / US, e["args"]["cut"]) for e in _x(trace)
+          if e["name"] == "model download"]
+    assert dl == [(pytest.approx(10.5), pytest.approx(11.0), True),
+                  (pytest.approx(16.0), pytest.approx(18.0), False)]
     lost = [e["ts"] / US for e in trace["traceEvents"] if e.get("name") == "group lost"]
-    assert lost == [pytest.approx(4.0), pytest.approx(13.0)]
+    assert lost == [pytest.approx(4.0), pytest.approx(11.0)]
+    assert not [e for e in _x(trace) if e["name"] == "weight download"]
 
 
 def test_diloco_gantt_bubble_is_the_engines():

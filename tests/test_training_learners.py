@@ -111,6 +111,63 @@ def test_engine_matches_the_des_when_rounds_lose_every_member(monkeypatch):
     assert d > 4 * se, (d, se)
 
 
+def _scripted(fails, **kw):
+    """The engine with its chip failures at given times (``fails[g]``: learner ``g``'s, one
+    chip each): 2 learners, T = 3, H = 2, N = 8, S = 10 over B = 5 (a model download 2, a
+    ring of two 2)."""
+    from sim.training import learners as LM
+
+    c = LearnersConfig(**{**dict(learners=2, chips=1, step_time=3.0, every=2, steps=8,
+                                 size=10.0, bandwidth=5.0), **kw})
+    e = LM._Engine(c, Streams(0).replication(0))
+    left = {g: list(ts) for g, ts in fails.items()}
+
+    def draw(x):
+        e.cancel(x.fail_ev)
+        x.fail_ev = None
+        if left.get(x.g) and c.chips - len(x.repl) > 0:
+            x.fail_ev = e.push(left[x.g].pop(0), LM._FAIL, x.g)
+    e._draw_failure = draw
+    return e.run()
+
+
+def _scripted_des(tmp_path, rows, **kw):
+    """The DES at :func:`_scripted`'s point (2 groups of one worker, T = 1 + 2), its workers
+    down over ``rows`` (a failure trace)."""
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\n" + "".join(f"{w},{a},{b}\n" for w, a, b in rows))
+    cfg = TrainingConfig(**{**dict(stages=1, replicas=2, microbatches=2, steps=8,
+                                   forward_time=1.0, param_size=10.0, bandwidth=5.0,
+                                   sync="diloco:every=2", failure_trace=str(p)), **kw})
+    return training_model(cfg, Streams(0).replication(0))
+
+
+@pytest.mark.parametrize("case", ["behind", "cut"])
+def test_a_learner_back_behind_the_latest_model_downloads_it_once(tmp_path, case):
+    """Learner 1's chip fails at 4. ``behind``: replaced at 15, after learner 0's outer steps
+    alone at 6 and 12: the model download (2, until 17) is its only download; it joins the
+    outer step at 18 (ring to 20) and both take the last round (26, ring to 28). ``cut``
+    (S = 20: a download 4, a ring 4): replaced at 5 with the latest model, its chip fetches
+    its weights (4), but learner 0's outer step fires at 6: the fetch is cut, the learner
+    downloads the model after it (until 10) and joins the outer step at 12 (ring to 16), then
+    26, 36. Its chip used to fetch its weights first (2, 4): the run ended at 26 (32). The DES
+    (the worker down over [4, 15) or [4, 5)) gives the same times, goodput and downloads."""
+    if case == "behind":
+        eng = _scripted({1: [4.0]}, replace_time=11.0, chip_download=2.0)
+        des = _scripted_des(tmp_path, [("s0r1", 4.0, 15.0)])
+        wall, merged = 28.0, 24 + 6
+    else:
+        eng = _scripted({1: [4.0]}, replace_time=1.0, chip_download=4.0, size=20.0)
+        des = _scripted_des(tmp_path, [("s0r1", 4.0, 5.0)], param_size=20.0)
+        wall, merged = 36.0, 24 + 12
+    assert eng["training_time"] == pytest.approx(wall)
+    assert eng["goodput_fraction"] == pytest.approx(merged / (2 * wall))
+    assert eng["outer_downloads"] == 1 and eng["failures"] == 1
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+                "compute_utilisation"):
+        assert des[key] == pytest.approx(eng[key]), key
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("q, sync, law, L, ratio", [
     ({}, "diloco:every=4", "deterministic", 3, 2.0),

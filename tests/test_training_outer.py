@@ -345,12 +345,15 @@ def _two_groups(**kw):
 
 def test_a_failed_group_misses_the_sync_and_rejoins_at_the_next_outer_step(tmp_path):
     """Group 1 down over [4, 10.5): its step in progress is lost; group 0 syncs alone at 6 and
-    12; group 1 is live at 12.5 (its own weight download, 2), downloads the model (2, until
-    14.5), waits for the outer step at 18 and joins its ring (2): the run ends at 20."""
+    12; group 1, back at 10.5 behind the latest model, downloads it (2, until 12.5; its worker
+    takes no weight download of its own), waits for the outer step at 18 and joins its ring
+    (2): the run ends at 20. Waits: group 0 [18, 20), group 1 [10.5, 20)."""
     cfg = _two_groups(failure_trace=_trace(tmp_path, [("s0r1", 4.0, 10.5)]))
     out = _run(cfg)
     assert out["training_time"] == pytest.approx(20.0)
     assert out["outer_downloads"] == 1
+    assert out["lost_download"] == 0.0
+    assert out["outer_exposed"] == pytest.approx((2 + 9.5) / 2)
     assert out["goodput_fraction"] == pytest.approx(18 / 40)  # group 0's 6 steps of 3
     assert out["lost_outer_work"] == pytest.approx(3.0)  # group 1's first step
     assert out["compute_utilisation_min"] == pytest.approx(3 / 20)
@@ -364,8 +367,9 @@ def test_joiners_start_a_round_whose_last_member_failed(tmp_path):
     holds the outer step 0 model and waits to join at the next outer step. Group 0, the
     round's only member, goes down at 5 (its completed step, 3, is lost): no outer step is
     coming, so group 1 starts the round at once from outer step 0 and reports at 11 (a ring of
-    one: outer step 1 at once). Group 0 is live at 14, downloads the model (2, until 16),
-    joins group 1's outer step at 17 with no steps (a ring of two, 2): the run ends at 19.
+    one: outer step 1 at once). Group 0 is back at 12, behind the latest model: it downloads
+    it (2, until 14; no weight download of its own first), joins group 1's outer step at 17
+    with no steps (a ring of two, 2): the run ends at 19.
     It used to end at 30: group 1 idled until group 0 came back at 14 and took a whole round
     (20, ring to 22), then the last round (28, ring to 30)."""
     cfg = _two_groups(steps=4, failure_trace=_trace(tmp_path, [("s0r1", 1.0, 2.0),
@@ -375,10 +379,77 @@ def test_joiners_start_a_round_whose_last_member_failed(tmp_path):
     assert out["outer_syncs"] == 2 and out["outer_downloads"] == 1
     assert out["lost_outer_work"] == pytest.approx(3.0)
     assert out["goodput_fraction"] == pytest.approx(12 / 38)  # group 1's 4 steps of 3
-    # waits: group 1 [4, 5) and [17, 19); group 0 its download [14, 16) and [16, 19)
-    assert out["outer_exposed"] == pytest.approx((3 + 5) / 2)
+    # waits: group 1 [4, 5) and [17, 19); group 0 its download [12, 14) and [14, 19)
+    assert out["outer_exposed"] == pytest.approx((3 + 7) / 2)
+    assert out["lost_download"] == pytest.approx(2.0)  # group 1's at [2, 4) only
     assert out["compute_utilisation_min"] == pytest.approx(3 / 19)
     assert out["compute_utilisation_max"] == pytest.approx(12 / 19)
+
+
+#: over a network of two hosts 5 apart (no latency), with a checkpoint node (host 0): the
+#: worker's own download came from it (10 over 5)
+NET = dict(network="geo:regions=2,hosts=1,inter_region_bandwidth=5,inter_region_latency=0",
+           bandwidth=math.inf, checkpoint_node=0)
+
+
+@pytest.mark.parametrize("rows, stages, kw", [
+    ([("s0r1", 4.0, 15.0)], 1, {}),                         # the whole group: its one worker
+    ([("s0r1", 4.0, 15.0), ("s1r1", 4.5, 14.0)], 2, {}),    # the whole group: both stages
+    ([("s1r1", 4.0, 15.0)], 2, {}),                         # one stage lost, the other live
+    ([("s0r1", 4.0, 15.0)], 1, NET),
+])
+def test_a_group_back_behind_the_latest_model_downloads_it_once(tmp_path, rows, stages, kw):
+    """Group 1 down over [4, 15) (T = 3, H = 2, N = 8, D = 2, a ring of two 2): group 0 takes
+    outer steps alone at 6 and 12. Back at 15, group 1 holds outer step 0's model: the model
+    download across the WAN tier (2, until 17) is its only download, and it waits for group
+    0's outer step at 18, joins its ring (to 20), then both take the last round (26, ring to
+    28). Its returning workers used to download their weights first (2 each, until 17: the
+    group then downloaded the model until 19, missed the outer step at 18 and joined the one
+    at 24: the run ended at 26, ``lost_download`` 2 a worker)."""
+    cfg = _two_groups(steps=8, stages=stages, forward_time=3.0 / (3 * stages),
+                      failure_trace=_trace(tmp_path, rows), **kw)
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(28.0)
+    assert out["lost_download"] == 0.0
+    assert out["outer_downloads"] == 1
+    # waits: group 0 [18, 20) and [26, 28); group 1 [15, 20) and [26, 28)
+    assert out["outer_exposed"] == pytest.approx((4 + 7) / 2)
+    assert out["goodput_fraction"] == pytest.approx((24 + 6) / (2 * 28))  # its first step lost
+
+
+def test_a_group_down_takes_its_own_weight_download_only_while_it_holds_the_latest_model(
+        tmp_path):
+    """Group 1 down over [1, 2), before any outer step: it holds the latest model (outer step
+    0), so it downloads nothing across the WAN tier; its worker's own weight download (2,
+    until 4) is its only one, as before; it joins at 6 (a ring of two, to 8), 4 rounds of 8.
+
+    S = 20 (D = 4, a ring of two 4), group 1 down over [4, 5): back at 5 with the latest
+    model, its worker downloads its weights; group 0's outer step fires alone at 6, so group
+    1 will need the new model: the download is cut (1 lost), the group downloads the model
+    after the outer step (4, until 10) and joins the one at 12 (ring to 16); two rounds more
+    end at 26 and 36. It used to finish its own download (9), download the model (13), miss
+    the outer step at 12 and join the one at 18: the run ended at 32, ``lost_download`` 4."""
+    out = _run(_two_groups(steps=8, failure_trace=_trace(tmp_path, [("s0r1", 1.0, 2.0)])))
+    assert out["lost_download"] == pytest.approx(2.0)
+    assert out["outer_downloads"] == 0
+    assert out["training_time"] == pytest.approx(4 * (6 + 2))
+    out = _run(_two_groups(steps=8, param_size=20.0,
+                           failure_trace=_trace(tmp_path, [("s0r1", 4.0, 5.0)])))
+    assert out["training_time"] == pytest.approx(36.0)
+    assert out["lost_download"] == pytest.approx(1.0)
+    assert out["outer_downloads"] == 1
+
+
+def test_framework_devices_back_in_a_group_behind_the_model_take_no_download(tmp_path):
+    """A framework schedule's devices (interleaved): group 1's device of stage 0, or both
+    devices, down over [4, 15): the group's model download is the only download (their own
+    weight downloads used to count 2 a device in ``lost_download``)."""
+    for rows in ([("s0r1", 4.0, 15.0)], [("s0r1", 4.0, 15.0), ("s1r1", 4.0, 15.0)]):
+        cfg = _two_groups(steps=8, stages=2, forward_time=0.5, schedule="interleaved",
+                          virtual_stages=2, microbatches=4, failure_trace=_trace(tmp_path, rows))
+        out = _run(cfg)
+        assert out["finished"] == 1.0 and out["outer_downloads"] == 1
+        assert out["lost_download"] == 0.0
 
 
 def test_no_joiner_idles_on_a_round_with_no_member_up():

@@ -66,7 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--replace-time", action=TimeOption, default=d.replace_time, metavar="TIME",
       help=f"a failed chip's replacement time: {TIME_HELP}")
     a("--chip-download", action=TimeOption, default=d.chip_download, metavar="TIME",
-      help=f"a replaced chip's weight fetch time: {TIME_HELP}")
+      help=f"a replaced chip's weight fetch time (none when its learner will download "
+           f"the model: it is behind the latest): {TIME_HELP}")
     a("--max-time", action=TimeOption, default=math.inf, metavar="TIME",
       help=f"stop a replication here: {TIME_HELP}")
     add_run_options(p, replications=5)

@@ -143,6 +143,9 @@ class ReplicaFlow:
         self.lost_passes = self.reroutes = 0
         self.skips = self.waits = self.recomputes = 0
         self.retired: set[Replica] = set()  # replicas draining before an announced preemption
+        #: asked as a replica comes back (DiLoCo's groups): True when its group will fetch the
+        #: model across the WAN tier, which is then its only download (None: always download)
+        self.skip_download: Any = None
         # transfers between replicas (over a network), or None: each hop a time between stages
         self.net: Any = traffic if traffic.flows else None
         self.activation_size = c.activation_size
@@ -232,6 +235,12 @@ class ReplicaFlow:
                 self.arrive_fwd(mb, j)
             if self.n_out == 0:
                 self.trainer.all_live()
+
+    def cut_downloads(self, cause: Any) -> None:
+        """Cut the weight downloads in progress (``cause``): each replica asks
+        :attr:`skip_download` again (DiLoCo: its group will fetch the model)."""
+        for rep in self.replicas:
+            rep.cut_download(cause)
 
     def replica_down(self, rep: Replica, was_live: bool) -> None:
         """A replica went down: its queued passes are re-queued; the stage may be lost."""

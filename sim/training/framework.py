@@ -46,7 +46,7 @@ import simpy
 from ..timeline import NULL
 from .config import TrainingConfig, replica_name
 from .flow import LOST_CAUSES
-from .replica import Microbatch, WorkerState
+from .replica import Microbatch, Refetch, WorkerState
 from .schedules import device_program, p2p_program
 
 __all__ = ["Device", "FrameworkFlow"]
@@ -91,18 +91,35 @@ class Device(WorkerState):
         """The device came back: download the stage's weights."""
         self._download = self.env.process(self._fetch())
 
+    def cut_download(self, cause: Refetch) -> None:
+        """Cut the weight download in progress, if any (:meth:`_fetch` asks again)."""
+        dl = self._download
+        if dl is not None and dl.is_alive and self.up:
+            dl.interrupt(cause)
+
     def _fetch(self):
-        """Download the stage's weights, then be live (a failure during it loses the time)."""
+        """Download the stage's weights, then be live (a failure during it loses the time);
+        none while the flow's ``skip_download`` says its DiLoCo group's model fetch brings
+        them (asked again when :meth:`cut_download` cuts the download)."""
         env, sysm = self.env, self.system
-        t0 = env.now
-        try:
-            yield env.timeout(sysm.download_time)
-        except simpy.Interrupt:
-            sysm.lost["download"] += env.now - t0
-            sysm.rec.download(self, t0, env.now, cut=True)
-            return
-        sysm.lost["download"] += sysm.download_time
-        sysm.rec.download(self, t0, env.now)
+        while True:
+            skip = sysm.skip_download
+            if skip is not None and skip(self):
+                if not self.up:  # it went down before this started: nothing to load
+                    return
+                break
+            t0 = env.now
+            try:
+                yield env.timeout(sysm.download_time)
+            except simpy.Interrupt as i:
+                sysm.lost["download"] += env.now - t0
+                sysm.rec.download(self, t0, env.now, cut=True)
+                if isinstance(i.cause, Refetch) and self.up:  # not a failure: ask again
+                    continue
+                return
+            sysm.lost["download"] += sysm.download_time
+            sysm.rec.download(self, t0, env.now)
+            break
         self.loaded = True
         self._download = None
         sysm.replica_live(self)
@@ -143,6 +160,9 @@ class FrameworkFlow:
         traffic.attach(self)
         self._mbs: list[Microbatch] = []
         self._procs: list[simpy.Process] = []
+        #: asked as a device comes back (DiLoCo's groups): True when its group will fetch the
+        #: model across the WAN tier, which is then its only download (None: always download)
+        self.skip_download: Any = None
         self._channels: dict[tuple, deque] = {}
         self._arrivals: dict[tuple, simpy.Event] = {}
         self._cause: Any = None
@@ -166,6 +186,12 @@ class FrameworkFlow:
         self.n_out -= 1
         if self.n_out == 0:
             self.trainer.all_live()
+
+    def cut_downloads(self, cause: Any) -> None:
+        """Cut the weight downloads in progress (``cause``): each device asks
+        :attr:`skip_download` again (DiLoCo: its group will fetch the model)."""
+        for d in self.replicas:
+            d.cut_download(cause)
 
     def replica_down(self, dev: Device, was_live: bool) -> None:
         if was_live:

@@ -9,7 +9,11 @@ module docstring of :mod:`sim.training.outer`) but aggregates what a learner
 * **Chips.** Learner ``g`` has ``n`` chips; each present chip fails after an
   exponential time of mean ``mtbf`` (the training DES's spot model), is
   replaced ``replace_time`` later, then fetches its weights for
-  ``chip_download`` (a failure meanwhile restarts its repair); the learner is
+  ``chip_download`` (a failure meanwhile restarts its repair) while the
+  learner holds the latest model; when the learner will download the model
+  (it holds an older one, or an outer step is in flight) the chip is live at
+  once and a fetch in progress stops (the DES's one download a worker,
+  :meth:`sim.training.outer.OuterLoop.skip_download`); the learner is
   up while every chip is live. By memorylessness the time to the learner's
   next chip failure is exponential of rate ``(n - b) / mtbf``, ``b`` the chips
   in replacement (the minimum of the present chips' clocks); it is drawn
@@ -101,7 +105,8 @@ class LearnersConfig:
     mtbf : float
         Mean time to failure of a chip (inf: never).
     replace_time, chip_download : float
-        A failed chip's replacement, then its weight fetch.
+        A failed chip's replacement, then its weight fetch (none when the learner will
+        download the model).
     max_time : float
         Stop here if not done.
     """
@@ -283,17 +288,31 @@ class _Engine:
 
     def _replaced(self, x: _Learner, ev: list[Any]) -> None:
         x.repl.remove(ev)
+        if self._fetches(x):  # the learner's model download brings its weights: live at once
+            self._draw_failure(x)
+            self._whole(x)
+            return
         e2 = [None]
         e2[0] = self.push(self.now + self.c.chip_download, _LIVE, x.g, e2)
         x.dl.append(e2)
         self._draw_failure(x)
 
-    def _live(self, x: _Learner, ev: list[Any]) -> None:
-        x.dl.remove(ev)
+    def _fetches(self, x: _Learner) -> bool:
+        """``x`` (down) will download the model when it is back: it holds an older model than
+        the latest, or an outer step is in flight (the DES's
+        :meth:`sim.training.outer.OuterLoop.skip_download`)."""
+        return x.down and (x.version != self.V or self.busy)
+
+    def _whole(self, x: _Learner) -> None:
+        """Every chip of ``x`` is live again: it is up and rejoins."""
         if not x.repl and not x.dl:
             x.up = True
             x.down = False
             self._rejoin(x, late=False)
+
+    def _live(self, x: _Learner, ev: list[Any]) -> None:
+        x.dl.remove(ev)
+        self._whole(x)
 
     # -- training ---------------------------------------------------------------------
     def _begin_round(self, x: _Learner) -> None:
@@ -409,6 +428,13 @@ class _Engine:
         self.n_syncs += 1
         self.busy = True
         self.progress_t = self.now
+        # every learner down will now download the model: its chips' own fetches are cut
+        for x in self.L:
+            if x.down and x.dl:
+                for e in x.dl:
+                    self.cancel(e[0])
+                x.dl.clear()  # (present chips, still: the failure rate is the same)
+                self._whole(x)
         self.push(self.now + self.c.sync_time(len(ring)), _SYNC_END, -1, (parts, joiners))
 
     def _sync_end(self, parts: list[int], joiners: list[int]) -> None:

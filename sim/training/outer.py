@@ -40,7 +40,15 @@ does not wait for it (it is not a member).
   lowest-index live replica of that stage in a group holding the latest
   model, across the WAN tier; waiting first for an outer step in progress;
   an outer step that lands during the download is taken on the way, at no
-  extra time: the source streams its latest parameters).
+  extra time: the source streams its latest parameters) when it holds an
+  older model than the latest or an outer step is in flight. A replica back
+  while its group is down and will so download takes no weight download of
+  its own (:meth:`OuterLoop.skip_download`: the group's brings its stage's
+  latest outer parameters, which its inner steps start from, Douillard et
+  al. 2023, Algorithm 1); one downloading when an outer step fires is cut.
+  Back in a group holding the latest model it downloads its weights as in
+  any training system (its stage's live peer, ``checkpoint_node``, or
+  ``download_time``).
   Synchronous: it then waits for the next outer step, which it joins with no
   steps (weight 0) to receive the new model, and is a member of the round
   after (INTELLECT-1's rule: joiners enter at an outer step); if no member
@@ -88,7 +96,7 @@ from ..analytic import diloco as AD
 from ..errors import check
 from ..rng import Streams
 from ..timeline import NULL, CoordinatorView
-from .replica import SpotSlot
+from .replica import Refetch, SpotSlot
 from .stall import STALL_FACTOR, nominal_step_time
 from .sync import DilocoSync
 from .traffic import WanTraffic, traffic_for
@@ -331,6 +339,8 @@ class OuterLoop:
         self.frag = fragment_stage_sizes(c, spec)
         self.frag_stages = fragment_stage_sets(c, spec)
         self.sizes = stage_sizes(c)
+        # a group's model download moves something (over a network: parameters to send)
+        self.fetch_moves = c.network is None or any(self.sizes)
         self.by_step: dict[int, list[int]] = {}
         for t, p in AD.sync_schedule(self.N, self.H, self.P):
             self.by_step.setdefault(t, []).append(p)
@@ -543,6 +553,11 @@ class OuterLoop:
             tr.late = None
             self.late_merges += 1
         self.busy = self.env.event()
+        # every group down will now fetch the model (the outer step moves past what it holds):
+        # its replicas' own downloads in progress are cut, and they wait for that fetch
+        for tr in trainers:
+            if tr.down and self.fetch_moves:
+                tr.flow.cut_downloads(Refetch(tr.group, self.env.now))
         ev = self._allreduce(ring, 0, r.key)
 
         def end(_e: Any) -> None:
@@ -607,6 +622,16 @@ class OuterLoop:
         self.waiting.clear()
         self.round = _Sync(self.env, self.V, 0, joiners)
         r.done.succeed()  # the void round is over: its waiting joiners go on
+
+    def skip_download(self, rep: Any) -> bool:
+        """Whether replica ``rep``, back up, skips its own weight download: its group is down
+        and will fetch the whole model across the WAN tier when it is back (it holds an older
+        model than the latest, or an outer step is in flight), and that fetch moves the
+        parameters (the closed form, or sizes over a network). The fetch brings its stage's
+        latest outer parameters, which a replica starts its inner steps from (Douillard et al.
+        2023, Algorithm 1): a download of its own before it would be redundant."""
+        tr = rep.system.trainer
+        return self.fetch_moves and tr.down and (tr.version != self.V or self.busy is not None)
 
     def rejoin(self, tr: GroupTrainer, late: bool = False):
         """Fetch the model (a group back from a failure: the whole model; a late group: the
@@ -739,6 +764,8 @@ class DilocoSystem:
         self.outer = OuterLoop(self)
         for tr in self.trainers:
             tr.outer = self.outer
+            if c.failures:  # a replica back in a group that will fetch the model skips its own
+                tr.flow.skip_download = self.outer.skip_download
         self.failure_model, self.workers = build_failures(
             env, c, streams, [(rep.name, rep.stage, self.slot[id(rep)] % r) for rep in self.reps])
         for rep, w in zip(self.reps, self.workers, strict=True):

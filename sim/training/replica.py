@@ -5,7 +5,8 @@ and recomputations first, then forward passes, then the stage's shared FIFO),
 taking ``t / speed`` for a pass of nominal time ``t``. Its state is driven by
 the failure model's worker (``fm_up``) and by its spot slot (``spot_up``):
 going down interrupts the pass or weight download in progress with the
-failure's cause; coming back up it first downloads its stage's weights, then
+failure's cause; coming back up it first downloads its stage's weights (unless its
+flow's ``skip_download`` says its DiLoCo group's model fetch brings them), then
 serves. The engine (:class:`sim.training.system.TrainingSystem`) is told of
 every completed and lost pass and of every live/down change.
 """
@@ -20,8 +21,8 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL, URGENT
 
-__all__ = ["Failed", "Aborted", "StageLost", "StepLost", "WorkerState", "Replica", "SpotSlot",
-           "Microbatch"]
+__all__ = ["Failed", "Aborted", "StageLost", "StepLost", "Refetch", "WorkerState", "Replica",
+           "SpotSlot", "Microbatch"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,15 @@ class StepLost:
 
     stage: int
     microbatch: int
+    time: float
+
+
+@dataclass(frozen=True)
+class Refetch:
+    """A weight download in progress is cut, not by a failure: the worker's DiLoCo group will
+    fetch the model (an outer step fired while it was down), which brings its weights."""
+
+    group: int
     time: float
 
 
@@ -338,6 +348,12 @@ class Replica(WorkerState):
         if self._in_timeout and self.current is not None and self.current.dead:
             self._interrupt(cause)
 
+    def cut_download(self, cause: Refetch) -> None:
+        """Cut the weight download in progress, if any: the replica asks its flow's
+        ``skip_download`` again (it skips it now, or downloads afresh)."""
+        if self._downloading and self._in_timeout:
+            self._interrupt(cause)
+
     def drain(self) -> list[Microbatch]:
         """Empty the private queues (the replica went down); what they held."""
         out = list(self.hi) + list(self.lo)
@@ -358,6 +374,11 @@ class Replica(WorkerState):
                 self._waiting = self._on_up_cbs
                 return
             if not self.loaded:
+                skip = self.system.skip_download
+                if skip is not None and skip(self):  # its group's model fetch brings them
+                    self.loaded = True
+                    self.system.replica_live(self)
+                    continue
                 self._t0 = self.env.now
                 self._in_timeout = True
                 self._downloading = True
