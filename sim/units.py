@@ -56,6 +56,7 @@ __all__ = [
     "parse_quantity",
     "parse",
     "has_unit",
+    "written_with_unit",
     "format_quantity",
     "describe",
 ]
@@ -276,6 +277,22 @@ def _max_text(kind: str) -> str:
 def parse(text: Any, kind: str, name: str) -> float:
     """The value of :func:`parse_quantity` in base units (a float)."""
     return parse_quantity(text, kind, name).value
+
+
+#: a number followed by something that is not part of a number (meant as a unit, known or not)
+_WRITTEN_WITH_UNIT = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                                r"\s*[^\s0-9.+-].*", re.DOTALL)
+
+
+def written_with_unit(text: str) -> bool:
+    """Whether ``text`` is a number written with a unit, or with something meant as one (which
+    :func:`parse_quantity` then names): not a plain number, which ``float`` reads (``1e5``,
+    ``inf``). For the values of spec texts (``grace=5min``, ``checkpoint=2min``)."""
+    try:
+        float(text)
+    except ValueError:
+        return bool(_WRITTEN_WITH_UNIT.fullmatch(text))
+    return False
 
 
 def has_unit(text: Any) -> bool:

@@ -4,6 +4,7 @@ sim.analytic's replays; the engines chosen; refusals."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -19,6 +20,7 @@ from sim.training.strategies import (
     StepTimes,
     job_model,
     make_strategy,
+    strategy_quantities,
 )
 
 BIG = 1e9  # a removed worker never comes back within a run
@@ -210,6 +212,29 @@ def test_strategy_spec_and_refusals():
         TrainingConfig(strategy="redundancy", notice=120.0)
     with pytest.raises(ConfigError, match="'step_times' must be given only with a step-level"):
         TrainingConfig(step_times=CR_TIMES)
+
+
+def test_strategy_times_take_units():
+    """A strategy's times read a unit (seconds): checkpoint=2min is checkpoint=120, restart=1h
+    is 3600, boot=500ms 0.5; its counts and factors do not (every=2min, slowdown=2min are
+    refused as before), nor a size or a negative time; strategy_quantities lists what was given
+    with a unit (the CLI's --hour check)."""
+    s = make_strategy("checkpoint-restart:checkpoint=2min,restart=1h,boot=500ms,copy=1.5s,"
+                      "snapshot=overlapped")
+    assert (s.checkpoint, s.restart, s.boot, s.copy) == (120.0, 3600.0, 0.5, 1.5)
+    assert make_strategy("redundancy:rebalance=20s,restart=0.5min") == \
+        make_strategy("redundancy:rebalance=20,restart=30")
+    assert make_strategy("reconfiguration:reconfigure=2000ms").reconfigure == 2.0
+    assert [(k, q.value) for k, q in strategy_quantities(
+        "checkpoint-restart:every=5,checkpoint=2min,restart=55.5")] == [("checkpoint", 120.0)]
+    assert strategy_quantities("swarm") == [] and strategy_quantities(None) == []
+    for spec, msg in [("checkpoint-restart:every=2min", "'every' must be an integer: '2min'"),
+                      ("redundancy:slowdown=2min", "'slowdown' must be a number: '2min'"),
+                      ("checkpoint-restart:checkpoint=2GB", "'checkpoint' must be a time, not"),
+                      ("checkpoint-restart:checkpoint=-1min", "'checkpoint' must be a time >= 0"),
+                      ("checkpoint-restart:checkpoint=2parsec", "'checkpoint' must be a time")]:
+        with pytest.raises(ConfigError, match=re.escape(msg)):
+            make_strategy(spec)
 
 
 def test_no_strategy_keeps_the_des():

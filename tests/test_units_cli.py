@@ -517,6 +517,25 @@ def test_sync_times_with_units_need_seconds(tmp_path, capsys):
                    "--sync", "allreduce:overlap=backward,bucket_size=25MiB"])
 
 
+def test_strategy_times_with_units_need_seconds(capsys):
+    """--strategy checkpoint-restart:checkpoint=2min,restart=1h is the run of 120 and 3600 (its
+    JSON, bit for bit; 2 s checkpoints give another run), refused naming --hour off the
+    one-second clock (where a plain checkpoint=2 is 2 minutes)."""
+    run = ["train", "--stages", "2", "--replicas", "2", "--microbatches-per-step", "4",
+           "--steps", "50", "--forward-time", "0.4", "--mtbf", "600", "--seed", "3",
+           "--replications", "2"]
+    a, _ = _json(capsys, [*run, "--strategy", "checkpoint-restart:checkpoint=2min,restart=1h"])
+    b, _ = _json(capsys, [*run, "--strategy", "checkpoint-restart:checkpoint=120,restart=3600"])
+    c, _ = _json(capsys, [*run, "--strategy", "checkpoint-restart:checkpoint=2,restart=3600"])
+    assert _results(a) == _results(b) != _results(c)
+    _, err = _run(capsys, [*run, "--hour", "60", "--strategy",
+                           "checkpoint-restart:checkpoint=2min"], status=2)
+    assert err.strip() == ("dtsim train: error: 'hour' must be 3600 (time units of one second) "
+                           "when a rate or time is given with a unit (--strategy "
+                           "checkpoint=2min): 60.0")
+    _json(capsys, [*run, "--hour", "60", "--strategy", "checkpoint-restart:checkpoint=2"])
+
+
 def test_plan_failure_times_take_units(capsys):
     """dtsim plan's --mtbf/--replace-time/--restart-cost/--checkpoint-cost (seconds).
 

@@ -1147,6 +1147,19 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/diloco-grace-unit-off-the-second",
             TR(*D4, "--hour", "60", "--sync", "diloco:every=4,quorum=2,grace=5min"),
             refuse("hour"), note="5min is 300 s; with --hour 60 a time unit is a minute")
+        add("train/strategy-time-unit-off-the-second",
+            TR(*D4, "--hour", "60", "--strategy", "checkpoint-restart:checkpoint=2min"),
+            refuse("hour"), note="2min is 120 s; with --hour 60 a time unit is a minute")
+        add("train/strategy-time-size-unit",
+            TR(*D4, "--strategy", "checkpoint-restart:checkpoint=2GB"), refuse("checkpoint"),
+            note="a size where a time is wanted")
+        add("train/strategy-time-unknown-unit",
+            TR(*D4, "--strategy", "redundancy:rebalance=2parsec"), refuse("rebalance"))
+        add("train/strategy-count-with-unit",
+            TR(*D4, "--strategy", "checkpoint-restart:every=2min"), refuse("every"),
+            note="a count of steps, not a time")
+        add("train/strategy-factor-with-unit",
+            TR(*D4, "--strategy", "redundancy:slowdown=2min"), refuse("slowdown"))
         add("train/diloco-steps-not-multiple", TR(*D4, "--sync", "diloco:every=3"),
             refuse("steps"))
         add("train/diloco-swarm", TR(*D4, "--schedule", "swarm", "--routing", "queue", "--sync",

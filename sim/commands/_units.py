@@ -434,14 +434,18 @@ TRAIN_TIMES = ("forward_time", "backward_times", "optimizer_time", "mean_downtim
 def check_train(args: argparse.Namespace, cfg: Any) -> None:
     """``dtsim train`` (not --plan): a time with a unit only on a one-second clock
     (:func:`check_hour` over :data:`TRAIN_TIMES` and the times of ``--sync``'s text, such as
-    DiLoCo's ``grace=5min``), then :func:`check_transfers` over its network or links."""
+    DiLoCo's ``grace=5min``, and of ``--strategy``'s, such as ``checkpoint=2min``), then
+    :func:`check_transfers` over its network or links."""
+    from ..training.strategies import strategy_quantities
     from ..training.sync import sync_quantities
 
     check_hour(args, cfg.hour, TRAIN_TIMES)
     if float(cfg.hour) != 3600.0:
-        for key, q in sync_quantities(args.sync):
+        given = [("--sync", k, q) for k, q in sync_quantities(args.sync)]
+        given += [("--strategy", k, q) for k, q in strategy_quantities(args.strategy)]
+        for option, key, q in given:
             if q.kind in (RATE, TIME):
-                refuse_off_the_second(replace(q, text=f"--sync {key}={q.text.strip()}"),
+                refuse_off_the_second(replace(q, text=f"{option} {key}={q.text.strip()}"),
                                       cfg.hour)
     links = _links(cfg, args, layout=True)
     if cfg.network is not None:

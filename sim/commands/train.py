@@ -302,7 +302,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--strategy", default=None, metavar="NAME[:K=V,...]",
                    help="swarm (this DES, swarm schedule), checkpoint-restart (Varuna, "
                         "CheckFreq), redundancy (Bamboo) or reconfiguration (Oobleck), with "
-                        "parameters, e.g. checkpoint-restart:every=20,interval=adaptive; "
+                        "parameters, e.g. checkpoint-restart:every=20,interval=adaptive (its times "
+                        "take units: checkpoint=2min); "
                         "--checkpoint-every/--checkpoint-cost/--restart-cost set its "
                         "every/checkpoint/restart")
     g.add_argument("--step-times", default=None, metavar="FILE",

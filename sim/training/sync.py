@@ -51,14 +51,13 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
 from ..analytic.diloco import ORDERS, PAYLOAD_BITS
 from ..errors import ConfigError
-from ..units import SIZE, TIME, Quantity, parse_quantity
+from ..units import SIZE, TIME, Quantity, parse_quantity, written_with_unit
 
 __all__ = ["KINDS", "CHECKS", "QUANTITIES", "OVERLAPS", "BUCKET_RULES", "SyncSpec", "DilocoSync",
            "parse_sync", "sync_quantities"]
@@ -130,7 +129,7 @@ def _with_unit(kind: str, plain: Callable[[str, str], float]) -> Callable[[str, 
     time units, a size in the run's size units) or of a number and a unit of ``kind``
     (:func:`sim.units.parse_quantity`: seconds or bytes), which ``plain`` then checks."""
     def read(key: str, text: str) -> float:
-        if not _unit_given(text):  # a plain number, or no quantity at all: as before
+        if not written_with_unit(text):  # a plain number, or no quantity at all: as before
             return plain(key, text)
         try:
             x = parse_quantity(text, kind, key).value
@@ -143,19 +142,6 @@ def _with_unit(kind: str, plain: Callable[[str, str], float]) -> Callable[[str, 
     return read
 
 
-#: A number followed by something that is not part of a number (a unit, or a typo of one).
-_NUMBER_AND_UNIT = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-                              r"\s*[^\s0-9.+-].*", re.DOTALL)
-
-
-def _unit_given(text: str) -> bool:
-    """Whether ``text`` is a number written with a unit (or with something meant as one): not
-    a plain number, which ``float`` reads (``1e5``, ``inf``)."""
-    try:
-        float(text)
-    except ValueError:
-        return bool(_NUMBER_AND_UNIT.fullmatch(text))
-    return False
 #: kind -> its keys that take a quantity with a unit, and the quantity (:mod:`sim.units`): a
 #: plain number means what it meant before (a time in the run's time units, a size in its
 #: size units), a number with a unit is converted to seconds or bytes.
@@ -347,6 +333,6 @@ def sync_quantities(text: Any) -> list[tuple[str, Quantity]]:
     out = []
     for item in (x.strip() for x in text.partition(":")[2].split(",")):
         key, _, val = (x.strip() for x in item.partition("="))
-        if key in keys and _unit_given(val):
+        if key in keys and written_with_unit(val):
             out.append((key, parse_quantity(val, keys[key], key)))
     return out

@@ -18,6 +18,7 @@ from .base import (
     make_strategy,
     register_strategy,
     strategy_names,
+    strategy_quantities,
 )
 from .checkpoint_restart import CheckpointRestart
 from .common import JobStrategy
@@ -29,7 +30,7 @@ from .swarm import Swarm
 
 __all__ = [
     "STRATEGIES", "Formation", "Strategy", "JobStrategy", "make_strategy", "register_strategy",
-    "strategy_names", "Swarm", "CheckpointRestart", "Redundancy", "Reconfiguration",
+    "strategy_names", "strategy_quantities", "Swarm", "CheckpointRestart", "Redundancy", "Reconfiguration",
     "JobSystem", "job_model", "JOB_METRICS", "StepTimes", "read_step_times",
     "derived_step_time", "merge_stages",
 ]

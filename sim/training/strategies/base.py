@@ -28,9 +28,10 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from ...errors import ConfigError, check
+from ...units import TIME, Quantity, parse_quantity, written_with_unit
 
 __all__ = ["Strategy", "Formation", "STRATEGIES", "register_strategy", "make_strategy",
-           "strategy_names"]
+           "strategy_names", "strategy_quantities"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ class Strategy:
 
     name: ClassVar[str] = "strategy"
     engine: ClassVar[str] = "job"
+    #: the parameters that are times: in a spec text one may carry a unit (``boot=2min``),
+    #: read in seconds (:func:`make_strategy`); a plain number is in the run's time units
+    times: ClassVar[tuple[str, ...]] = ("boot",)
     boot: float = 0.0
 
     def __post_init__(self) -> None:
@@ -122,11 +126,14 @@ def strategy_names() -> tuple[str, ...]:
                                                    else len(BUILT_IN), n)))
 
 
-def _value(field: Any, text: str) -> Any:
-    """Parse ``text`` for a dataclass field by its default's type."""
+def _value(field: Any, text: str, time: bool = False) -> Any:
+    """Parse ``text`` for a dataclass field by its default's type; a ``time`` field's text
+    may be a time with a unit (:mod:`sim.units`), in seconds."""
     default = field.default
     name = field.name
     low = text.strip().lower()
+    if time and written_with_unit(text):
+        return parse_quantity(text, TIME, name).value
     if isinstance(default, bool):
         if low in ("1", "true", "yes", "on"):
             return True
@@ -185,8 +192,27 @@ def make_strategy(spec: Any) -> Strategy | None:
         check(eq == "=" and key != "", "strategy", "key=value parameters", part)
         check(key in known, "strategy", f"a parameter of {name} ({', '.join(known)})", key)
         check(key not in kw, "strategy", "each parameter once", key)
-        kw[key] = _value(known[key], val)
+        kw[key] = _value(known[key], val, key in cls.times)
     return cls(**kw)
+
+
+def strategy_quantities(spec: Any) -> list[tuple[str, Quantity]]:
+    """The parameters of a strategy spec text given with a unit, each with its
+    :class:`~sim.units.Quantity` as written, in the text's order; none for a Strategy (values
+    only). The spec is read by :func:`make_strategy` first (a bad one is refused there).
+
+    A time with a unit is in seconds, right only where the run's time unit is the second
+    (``dtsim train --hour 3600``, which refuses it otherwise, as ``--mtbf 2h``)."""
+    if not isinstance(spec, str):
+        return []
+    cls = type(make_strategy(spec))
+    out = []
+    for part in filter(None, (p.strip() for p in spec.strip().partition(":")[2].split(","))):
+        key, _, val = (x.strip() for x in part.partition("="))
+        key = key.replace("-", "_")
+        if key in cls.times and written_with_unit(val):
+            out.append((key, parse_quantity(val, TIME, key)))
+    return out
 
 
 def replace(strategy: Strategy, **changes: Any) -> Strategy:

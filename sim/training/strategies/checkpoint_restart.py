@@ -90,6 +90,7 @@ class CheckpointRestart(JobStrategy):
     """
 
     name = "checkpoint-restart"
+    times = ("boot", "checkpoint", "restart", "copy")
     every: int = 10
     checkpoint: float = 15.8
     restart: float = 55.5

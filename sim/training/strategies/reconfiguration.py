@@ -98,6 +98,7 @@ class Reconfiguration(JobStrategy):
     """
 
     name = "reconfiguration"
+    times = ("boot", "reconfigure", "checkpoint", "restart")
     reconfigure: float = 2.0
     min_nodes: int | None = None
     every: int = 0

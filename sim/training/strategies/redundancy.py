@@ -128,6 +128,7 @@ class Redundancy(JobStrategy):
     """
 
     name = "redundancy"
+    times = ("boot", "rebalance", "restart", "checkpoint")
     overhead: float | None = None
     slowdown: float = 1.5
     rebalance: float = 20.0
