@@ -575,3 +575,17 @@ def test_a_link_between_zones_given_one_way_is_taken_as_symmetric_on_physical_no
                  "--microbatch-sizes", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert any(p["gpus"] == 4 for p in doc["plans"]), [p["gpus"] for p in doc["plans"]]
+
+
+def test_the_plan_table_names_the_zone_when_plans_differ_in_it(tmp_path, capsys):
+    """(user trial 4) On a fleet of one node in each of two zones the table printed the two
+    best plans as the same row twice ('1x2  2xA100-80/tp1  ...'): one in iad, one in fra. When
+    the candidates span zones, each GPU kind names its zone."""
+    d = _shape_only(tmp_path, network=False)
+    assert main(["plan", "--model", "S", "--profiles", str(d), "--fleet",
+                 str(_zones_fleet(tmp_path, True)), "--global-batch-size", "8",
+                 "--microbatch-sizes", "1", "--simulate", "0", "--top", "4"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "xA100-80/tp1" in line]
+    assert any("2xA100-80/tp1@iad" in r for r in rows), rows
+    assert any("2xA100-80/tp1@fra" in r for r in rows), rows
+    assert len({r.replace("*", " ").split(None, 1)[1] for r in rows}) == len(rows)
