@@ -758,6 +758,36 @@ def _check_group_regions(args: argparse.Namespace, cfg: TrainingConfig) -> None:
          f"syncs need not; give --network-nodes to place each group in one region{hint}")
 
 
+def _check_edge_list_hosts(args: argparse.Namespace, cfg: TrainingConfig) -> None:
+    """Warn when an edge-list ``--network`` (which cannot mark switches) puts a replica on a
+    node that links several others while a leaf (a host at the end of one link) gets none:
+    the replicas sit on the file's first nodes, gateways included (docs/network.md), which
+    a file of hosts behind gateways does not mean. Name where they sit and a placement."""
+    if (cfg.network is None or args.network_nodes is not None or args.topology is not None
+            or not str(args.network).lower().endswith((".edges", ".edgelist", ".txt"))):
+        return
+    from topologies.io import read_graph
+
+    try:
+        G = read_graph(args.network)
+    except Exception:  # noqa: BLE001 - the config read it; nothing to warn about otherwise
+        return
+    hosts = [n for n, r in G.nodes(data="role") if r != "switch"]
+    used, rest = hosts[:cfg.workers], hosts[cfg.workers:]
+    inner = [n for n in used if G.degree(n) > 1]
+    leaves = [n for n in rest if G.degree(n) == 1]
+    if not inner or not leaves:
+        return
+    spare = [n for n in hosts if G.degree(n) == 1]
+    hint = (f" (e.g. --network-nodes {','.join(map(str, spare[:cfg.workers]))})"
+            if len(spare) >= cfg.workers else "")
+    empty = (f"{leaves[0]}, at the end of one link, has none" if len(leaves) == 1 else
+             f"{', '.join(map(str, leaves))}, each at the end of one link, have none")
+    warn("train", f"--network {args.network} is an edge list, which cannot mark switches: the "
+         f"replicas sit on its first nodes {', '.join(map(str, used))}, among them {inner[0]}, "
+         f"which links {G.degree(inner[0])} nodes, while {empty}; give --network-nodes{hint}")
+
+
 def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
     """Refuse the options a built config shows to have no effect (they were accepted silently).
 
@@ -1015,6 +1045,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = _config_from_args(args)
         check_train(args, cfg)
         _check_group_regions(args, cfg)
+        _check_edge_list_hosts(args, cfg)
         _check_trace_clock(args, cfg)
     model = None
     if request is not None:
