@@ -778,7 +778,9 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
     ax.set_ylabel("device and stream")
     title = gantt.title
     if gantt.bubble is not None:
-        title += f"\nbubble fraction {gantt.bubble:.4f} (idle share of the workers during the steps' passes)"
+        b = f"{gantt.bubble:.4f}"
+        b = "0.0000" if float(b) == 0 else b  # float residue (-5.7e-12) printed no sign
+        title += f"\nbubble fraction {b} (idle share of the workers during the steps' passes)"
     if gantt.rows_left_out:
         title += f"\n(first {len(rows)} rows drawn; {gantt.rows_left_out} more in the file)"
     if gantt.left_out:
