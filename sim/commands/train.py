@@ -81,6 +81,10 @@ PREDICTED = {
 #: A fraction of worker time closer to 0 than this is float rounding of ``1 - busy / total``
 #: (a few ulps of 1, ~1e-16), printed as 0 (a real one so small is not shown by 4 digits).
 FRACTION_ROUNDING = 1e-12
+#: Fractions of worker time whose Student-t interval is cut at 1 (it went past it: goodput
+#: 0.576 [0, 1.35] with two replications).
+FRACTIONS = ("compute_utilisation", "compute_utilisation_min", "compute_utilisation_max",
+             "goodput_fraction", "utilisation", "bubble_fraction")
 
 
 def _fraction(x: float) -> str:
@@ -844,7 +848,8 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
     # every training metric is a count, a time, a rate or a fraction: none is below 0; the
     # fractions stay inside [0, 1] ("below X" at 0); what the config fixes is exact
     est = summarize(records, [*sel.engine.metrics, *extra], lower=0.0,
-                    rates=("drop_rate", "worker_availability"), fixed=cfg.fixed_metrics())
+                    rates=("drop_rate", "worker_availability"), fixed=cfg.fixed_metrics(),
+                    fractions=FRACTIONS)
     ok = [r for r in records if not r.get("error")]
     pred = predictions("training", cfg)
     priced = cfg.price is not None or cfg.price_series is not None
