@@ -86,7 +86,12 @@ NAME = "diloco_zones"
 #: H100 SXM dense BF16 peak (FLOP/s), MFU, GPUs a zone, tokens a zone's inner step.
 PEAK, MFU, GPUS, TOKENS = 989e12, 0.40, 64, 2 ** 19
 ZONES, LATENCY = 4, 0.1
-MODELS = {"1B": 1e9, "10B": 1e10, "100B": 1e11}
+#: Every model size the parts name (parameters). The bandwidth part sweeps MODELS (edit it:
+#: a subset, or sizes of your own); the regions, trace and learning parts name theirs here.
+SIZES = {"1B": 1e9, "10B": 1e10, "100B": 1e11}
+MODELS = dict(SIZES)
+#: The models of the regions part, of the trace part and of the learning part.
+REGION_MODELS, TRACE_MODEL = ("1B", "10B"), "10B"
 TARGETS = (0.5, 0.8, 0.9, 0.95, 0.99)
 #: method -> (H, fragments, overlap, bits); dp methods sync every step.
 METHODS = {
@@ -109,6 +114,11 @@ LOSS_TARGETS, LEARN_GBPS, LEARN_MODEL = (0.2, 0.05), 10.0, "10B"
 DP_BUCKETS = range(1, 33)
 
 
+def size(name: str) -> float:
+    """The parameters of the model ``name`` (MODELS first, then SIZES)."""
+    return {**SIZES, **MODELS}[name]
+
+
 def step_time(params: float) -> float:
     """A zone's inner step (s): ``6 N`` FLOPs a token, ``TOKENS`` tokens, 64 H100 at 40 % MFU."""
     return 6.0 * params * TOKENS / (GPUS * PEAK * MFU)
@@ -121,7 +131,7 @@ def _points() -> list[dict[str, Any]]:
             for u in TARGETS:
                 pts.append({"part": "bandwidth", "model": m, "method": meth, "target": u,
                             "replications": 1})
-    for m in ("1B", "10B"):
+    for m in REGION_MODELS:
         for meth in METHODS:
             if meth != "dp-overlap":
                 pts.append({"part": "regions", "model": m, "method": meth, "replications": 1})
@@ -292,7 +302,7 @@ def _trace(p: dict[str, Any], streams: Streams) -> dict[str, Any]:
     from sim.traces import TraceReplay
     from sim.training import TrainingConfig, training_model
 
-    params = MODELS["10B"]
+    params = size(TRACE_MODEL)
     T = step_time(params)
     sync = "diloco:every=100,bits=4" + (",quorum=6,grace=10.0" if p["sync"] == "quorum" else "")
     cfg = TrainingConfig(stages=2, replicas=8, microbatches=8, steps=p["trace_steps"],
@@ -314,7 +324,7 @@ def _learning(method: str) -> dict[str, Any]:
     d = 8
     a = rng.uniform(0.5, 1.5, (ZONES, d))  # each zone's data: its own curvature and optimum
     c = rng.normal(0.0, 1.0, (ZONES, d))
-    params = MODELS[LEARN_MODEL]
+    params = size(LEARN_MODEL)
     T, S, B = step_time(params), 2.0 * params, LEARN_GBPS * 1e9 / 8
     H, P, tau, bits = METHODS[method]
     N = 3000
@@ -339,7 +349,7 @@ def model(config: dict[str, Any], streams: Streams) -> dict[str, Any]:
     """One replication of one point (see the module docstring for the parts)."""
     part = config["part"]
     if part == "bandwidth":
-        params = MODELS[config["model"]]
+        params = size(config["model"])
         B = bandwidth_needed(config["method"], params, config["target"])
         out = {"bandwidth_gbps": B * 8 / 1e9, "step_time_s": step_time(params),
                "utilisation_at_bandwidth": utilisation(config["method"], params, B),
@@ -354,7 +364,7 @@ def model(config: dict[str, Any], streams: Streams) -> dict[str, Any]:
         return out
     if part == "regions":
         net = f"geo:pairs=dtfm-world,names={REGIONS},hosts=1"
-        out = _des(config["method"], MODELS[config["model"]], network=net, groups=8,
+        out = _des(config["method"], size(config["model"]), network=net, groups=8,
                    steps=20 if config["method"].startswith("dp") else 200)
         out.pop("exact_run_utilisation")
         return out
@@ -434,7 +444,7 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
               "availability": r["worker_availability_mean"], "replications": r["replications"]}
              for r in tr]
     texts.append(("goodput under real preemption traces (training DES, 8 zones x 2 stages, "
-                  "10B model, 4-bit DiLoCo at 100 Gbit/s; 95 % CI over random trace offsets)",
+                  f"{TRACE_MODEL} model, 4-bit DiLoCo at 100 Gbit/s; 95 % CI over random trace offsets)",
                   write_tables(trows, ["trace", "sync", "goodput", "low", "high", "utilisation", "hours",
                                        "downloads", "late_merges", "availability",
                                        "replications"],

@@ -87,7 +87,7 @@ def plot_sweep(
     y: str,
     path: str | Path,
     *,
-    group: str | None = None,
+    group: str | Sequence[str] | None = None,
     exact: str | None = None,
     title: str | None = None,
     xlabel: str | None = None,
@@ -108,8 +108,8 @@ def plot_sweep(
         Metric name.
     path : path
         PNG file to write.
-    group : str, optional
-        Column splitting the points into one line each.
+    group : str or sequence of str, optional
+        Column (or columns) splitting the points into one line each (per combination).
     exact : str, optional
         Column with an exact reference value, drawn dashed per group.
     title, xlabel, ylabel : str, optional
@@ -126,9 +126,10 @@ def plot_sweep(
     path.parent.mkdir(parents=True, exist_ok=True)
     fig = Figure(figsize=(6, 4), layout="constrained")
     ax = fig.add_subplot()
+    by = (group,) if isinstance(group, str) else tuple(group or ())
     groups: dict[Any, list[Mapping[str, Any]]] = {}
     for r in rows:
-        groups.setdefault(r.get(group) if group else None, []).append(r)
+        groups.setdefault(tuple(r.get(g) for g in by), []).append(r)
     xs_all = [r.get(x) for r in rows]
     numeric = all(not math.isnan(_num(v)) for v in xs_all)
     order = {v: i for i, v in enumerate(dict.fromkeys(map(str, xs_all)))}
@@ -139,14 +140,15 @@ def plot_sweep(
         rs = [rs[i] for i in idx]
         m = [_num(r.get(f"{y}_mean")) for r in rs]
         color = f"C{gi % 10}"
-        label = _group_label(group, g) if group else "simulated (95% CI)"
+        label = (", ".join(_group_label(k, v) for k, v in zip(by, g, strict=True)) if by
+                 else "simulated (95% CI)")
         _error_bars(ax, xs, m, [_num(r.get(f"{y}_low")) for r in rs],
                     [_num(r.get(f"{y}_high")) for r in rs], logy=logy, color=color, label=label,
                     fmt="o-")
         if exact:
             ex = [_num(r.get(exact)) for r in rs]
             ax.plot(xs, ex, linestyle="--", color=color, zorder=3,
-                    label="exact" if not group else None)
+                    label="exact" if not by else None)
     if not numeric:  # categories in order; a point at the experiment's base value says so
         names = {str(v): "base value" if v is None else str(v) for v in xs_all}
         ax.set_xticks(list(order.values()), [names[k] for k in order])
@@ -177,7 +179,7 @@ def plot_summary_table(
     metrics: Sequence[str],
     out_dir: str | Path,
 ) -> list[Path]:
-    """One PNG per metric against the first factor (lines by the second).
+    """One PNG per metric against the first factor (a line per combination of the others).
 
     The default figures of an experiment without its own ``analyse``; with no
     factor, the metric is drawn per point index. A metric no point measured (NaN
@@ -186,7 +188,7 @@ def plot_summary_table(
     """
     out = []
     x = factors[0] if factors else "point"
-    group = factors[1] if len(factors) > 1 else None
+    group = tuple(factors[1:]) or None
     skip = set(unmeasured(rows, metrics))
     for m in metrics:
         if m not in skip:
@@ -776,7 +778,9 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
     ax.set_ylabel("device and stream")
     title = gantt.title
     if gantt.bubble is not None:
-        title += f"\nbubble fraction {gantt.bubble:.4f} (idle share of the workers during the steps' passes)"
+        b = f"{gantt.bubble:.4f}"
+        b = "0.0000" if float(b) == 0 else b  # float residue (-5.7e-12) printed no sign
+        title += f"\nbubble fraction {b} (idle share of the workers during the steps' passes)"
     if gantt.rows_left_out:
         title += f"\n(first {len(rows)} rows drawn; {gantt.rows_left_out} more in the file)"
     if gantt.left_out:

@@ -217,7 +217,7 @@ def _empty(n: int, confidence: float, missing: int, method: str, mean: float = m
 
 
 def mean_ci(values: Iterable[float], confidence: float = 0.95, *, nan: str = "omit",
-            lower: float | None = None) -> Estimate:
+            lower: float | None = None, upper: float | None = None) -> Estimate:
     """Mean of independent replications with a Student-t confidence interval.
 
     Parameters
@@ -235,6 +235,9 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95, *, nan: str = "om
         An interval end below it is cut there (method ``"t-cut"``): the true
         mean is never below ``lower``, so cutting keeps the coverage and the
         interval stays inside the quantity's range.
+    upper : float or None
+        The largest value the quantity can take (1 for a fraction of time): an interval
+        end above it is cut there, as ``lower`` cuts below.
 
     Returns
     -------
@@ -266,9 +269,13 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95, *, nan: str = "om
             return _empty(1, confidence, missing, "t", m)
         se = float(x.std(ddof=1) / math.sqrt(n))
     h = _t(confidence, n - 1) * se
-    if lower is not None and m - h < lower:
-        return Estimate(m, se, float(lower), m + h, n, confidence, missing, "two-sided", "t-cut")
-    return Estimate(m, se, m - h, m + h, n, confidence, missing, "two-sided", "t")
+    lo, hi = m - h, m + h
+    cut_lo = lower is not None and lo < lower
+    cut_hi = upper is not None and hi > upper
+    if cut_lo or cut_hi:
+        return Estimate(m, se, float(lower) if cut_lo else lo, float(upper) if cut_hi else hi,
+                        n, confidence, missing, "two-sided", "t-cut")
+    return Estimate(m, se, lo, hi, n, confidence, missing, "two-sided", "t")
 
 
 def log_mean_ci(values: Iterable[float], confidence: float = 0.95) -> Estimate:
@@ -914,6 +921,7 @@ def summarize(
     lower: float | None = None,
     rates: Iterable[str] = (),
     fixed: Mapping[str, str] | None = None,
+    fractions: Iterable[str] = (),
 ) -> dict[str, Estimate]:
     """Estimate each numeric metric across replication records.
 
@@ -934,6 +942,9 @@ def summarize(
         Metrics the config fixes, each with the reason (a config's
         ``fixed_metrics()``, :func:`config_fixed_metrics`): :func:`fixed_ci`,
         printed exact. Names not among ``metrics`` are ignored.
+    fractions : iterable of str
+        Metrics that are fractions of a whole (a compute utilisation) summarised by
+        :func:`mean_ci`: their interval is also cut at 1 (``upper``).
 
     Raises
     ------
@@ -965,6 +976,7 @@ def summarize(
             and not isinstance(v, bool)
         ]
     rates = set(rates)
+    fractions = set(fractions)
     fixed = dict(fixed or {})
     out = {}
     for m in metrics:
@@ -974,7 +986,8 @@ def summarize(
         elif m in rates:
             out[m] = rate_ci(vals, None, confidence)
         else:
-            out[m] = mean_ci(vals, confidence, lower=lower)
+            out[m] = mean_ci(vals, confidence, lower=lower,
+                             upper=1.0 if m in fractions else None)
     return out
 
 

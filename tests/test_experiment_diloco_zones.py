@@ -88,3 +88,16 @@ def test_a_copy_with_other_zones_says_so_in_its_tables(dz, tmp_path, capsys, mon
     out = capsys.readouterr().out
     assert "(8 zones, 0.05 s apart;" in out and "on 8 zones' quadratics" in out
     assert "4 zones" not in out
+
+
+def test_a_copy_sweeping_other_models_runs_every_part(dz, monkeypatch):
+    """(user trial 4) A copy edited to MODELS = {'1B': 1e9} (the README's 'edit the parameters
+    at the top') failed every task of its regions, trace and learning parts with KeyError:
+    '10B' (they looked their models up in MODELS). They name theirs in SIZES now: the same
+    numbers as the file's own MODELS, whatever MODELS holds."""
+    want = dz._learning("diloco")
+    monkeypatch.setattr(dz, "MODELS", {"1B": 1e9})
+    assert dz.size("10B") == 1e10 and dz.size(dz.TRACE_MODEL) == 1e10
+    assert dz._learning("diloco") == want
+    assert dz.model({"part": "bandwidth", "model": "1B", "method": "dp", "target": 0.5},
+                    None)["step_time_s"] == dz.step_time(1e9)

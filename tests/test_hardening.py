@@ -417,3 +417,23 @@ def test_rates_of_an_experiment_in_parts_are_checked_over_every_point(tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'RATES' must be names of metrics the model returns (g, t): 'nope'" \
         in err[0], err
+
+
+def test_a_rate_of_a_part_whose_every_task_failed_is_not_blamed_on_rates(tmp_path, capsys):
+    """(user trial 4) A copy of diloco_zones.py edited to MODELS = {'1B': 1e9} had every task
+    of its trace part fail (KeyError: '10B', a model the part named), and the run ended with
+    "'RATES' must be names of metrics the model returns (...): 'worker_availability'", exit 2:
+    the declared rate of that part was blamed, not the failures. With a point whose every
+    task failed, the rate may be that point's: the run ends as a run with failed tasks (exit
+    1, the failures named), and the rate is still refused when every point has a record."""
+    head = ("NAME = 'x'\nBASE = {'part': 'a'}\nPOINTS = [{'part': 'a'}, {'part': 'b'}]\n"
+            "REPLICATIONS = 2\nRATES = {'g': None}\n"
+            "def model(config, streams):\n"
+            "    if config['part'] == 'a':\n        return {'t': 1.0}\n"
+            "    return {'g': {'10B': 0.5}['1B']}\n")
+    f = tmp_path / "parts.py"
+    f.write_text(head)
+    assert main(["run", str(f), "--executor", "serial", "--quiet",
+                 "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "RATES" not in err and "KeyError" in err, err

@@ -527,3 +527,65 @@ def test_a_network_link_with_a_misspelt_key_is_refused():
                                           r"A@z -> A@z\)"):
         network_from_data({"links": [{"src": end, "dst": end, "bandwidth": 1e9,
                                       "latancy": "5ms"}]})
+
+
+def _zones_fleet(tmp_path, both_ways: bool):
+    """Two zones of one A100-80 node each, the link between them given one way or both."""
+    links = [{"src": {"gpu": "A100-80", "zone": z}, "dst": {"gpu": "A100-80", "zone": z},
+              "bandwidth": "100Gbit/s", "latency": "5us"} for z in ("iad", "fra")]
+    way = {"src": {"gpu": "A100-80", "zone": "iad"}, "dst": {"gpu": "A100-80", "zone": "fra"},
+           "bandwidth": "500Mbps", "latency": "45ms"}
+    links.append(way)
+    if both_ways:
+        links.append(dict(way, src=way["dst"], dst=way["src"]))
+    path = tmp_path / ("both.json" if both_ways else "one_way.json")
+    path.write_text(json.dumps({"nodes": [{"gpu": "A100-80", "gpus_per_node": 2, "zone": z,
+                                           "count": 1} for z in ("iad", "fra")],
+                                "links": links}))
+    return path
+
+
+def test_a_link_between_zones_given_one_way_is_taken_as_symmetric_on_physical_nodes(
+        tmp_path, capsys):
+    """(user trial 4) A fleet file whose link between two zones is written once (iad -> fra)
+    refused every plan with replicas on named hosts in both zones ('network' must be a link
+    for every pair of node kinds the plan uses: 'A100-80@fra -> A100-80@iad (with at most 2
+    flows)'), and dtsim plan never offered a plan across the zones, though a pair measured one
+    way only is taken as symmetric (sim.profiles.build.pair_link, docs/real_runs.md). The
+    physical nodes' links now read the other direction's flow counts too: the run equals the
+    one whose file writes the same link both ways, bit for bit."""
+    d = _shape_only(tmp_path, network=False)
+    rep = {"gpu": "A100-80", "tp": 1, "gpus_per_node": 2, "count": 2}
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({
+        "model": "S", "microbatch_size": 1, "global_batch_size": 8,
+        "stages": [{"first_layer": 0, "last_layer": 5, "replicas": [
+            dict(rep, zone=z, host=f"A100-80@{z}#0") for z in ("iad", "fra")]}]}))
+    steps = {}
+    for both in (True, False):
+        fleet = _zones_fleet(tmp_path, both)
+        assert main(["train", "--plan", str(plan), "--profiles", str(d), "--model", "S",
+                     "--fleet", str(fleet), "--steps", "2", "--replications", "1",
+                     "--json"]) == 0, capsys.readouterr().err
+        steps[both] = json.loads(capsys.readouterr().out)["step_time_mean"]
+    assert steps[False] == steps[True] > 0.045
+    # and the planner searches plans across the two zones on the one-way file
+    assert main(["plan", "--model", "S", "--profiles", str(d), "--fleet",
+                 str(_zones_fleet(tmp_path, False)), "--global-batch-size", "8",
+                 "--microbatch-sizes", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any(p["gpus"] == 4 for p in doc["plans"]), [p["gpus"] for p in doc["plans"]]
+
+
+def test_the_plan_table_names_the_zone_when_plans_differ_in_it(tmp_path, capsys):
+    """(user trial 4) On a fleet of one node in each of two zones the table printed the two
+    best plans as the same row twice ('1x2  2xA100-80/tp1  ...'): one in iad, one in fra. When
+    the candidates span zones, each GPU kind names its zone."""
+    d = _shape_only(tmp_path, network=False)
+    assert main(["plan", "--model", "S", "--profiles", str(d), "--fleet",
+                 str(_zones_fleet(tmp_path, True)), "--global-batch-size", "8",
+                 "--microbatch-sizes", "1", "--simulate", "0", "--top", "4"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "xA100-80/tp1" in line]
+    assert any("2xA100-80/tp1@iad" in r for r in rows), rows
+    assert any("2xA100-80/tp1@fra" in r for r in rows), rows
+    assert len({r.replace("*", " ").split(None, 1)[1] for r in rows}) == len(rows)

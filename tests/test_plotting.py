@@ -95,3 +95,25 @@ def test_a_point_at_the_base_value_is_not_a_none_tick(tmp_path, monkeypatch):
     out = plotting.plot_summary_table(rows, ["bandwidth"], ["throughput"], tmp_path)
     assert out[0].exists()
     assert ticks == ["base value", "1GB/s", "10GB/s"]
+
+
+def test_default_figures_of_three_factors_draw_a_line_per_combination(tmp_path, monkeypatch):
+    """(user trial 4) A sweep of method x link x spot drew its default figures against method
+    with a line per link only: each line went through the spot and no-spot points of every
+    method in turn (two points at one x, joined), as if one series. Every factor after the
+    first now splits the lines: one per (link, spot), labelled by both, one point an x."""
+    drawn = []
+    draw = plotting._error_bars
+
+    def spy(ax, xs, m, *a, **k):
+        drawn.append((k.get("label"), list(xs)))
+        return draw(ax, xs, m, *a, **k)
+
+    monkeypatch.setattr(plotting, "_error_bars", spy)
+    rows = [{"method": m, "link": b, "spot": s, "u_mean": 0.5, "u_low": 0.4, "u_high": 0.6}
+            for m in ("dp", "diloco") for b in ("100Mbps", "1Gbps") for s in ("none", "1h")]
+    out = plotting.plot_summary_table(rows, ["method", "link", "spot"], ["u"], tmp_path)
+    assert out[0].exists()
+    assert [label for label, _ in drawn] == ["link=100Mbps, spot=none", "link=100Mbps, spot=1h",
+                                             "link=1Gbps, spot=none", "link=1Gbps, spot=1h"]
+    assert all(xs == [0, 1] for _, xs in drawn)

@@ -923,3 +923,30 @@ def test_diloco_passes_and_downloads_name_the_systems_replica(tmp_path):
     assert ("s0r2", "weight download") in seen
     assert any(n == "s0r2" and x.endswith("(lost)") for n, x in seen), seen
     assert ("s1r3", "forward") in seen
+
+
+def test_gantt_title_prints_a_bubble_within_rounding_of_zero_as_zero(tmp_path, monkeypatch):
+    """(user trial 4) A DiLoCo timeline's Gantt chart was titled 'bubble fraction -0.0000':
+    the engine's bubble was -5.7e-12, float residue of busy / capacity, printed with its sign
+    (dtsim train's summary line prints it as 0 already). The title prints 0.0000; a real
+    bubble keeps its digits."""
+    from sim.plotting import Figure, plot_timeline
+
+    tl = tmp_path / "s.json"
+    assert main(["train", "--stages", "2", "--microbatches-per-step", "2", "--steps", "1",
+                 "--schedule", "1f1b", "--replications", "1", "--quiet", "--timeline",
+                 str(tl)]) == 0
+    g = gantt(read_timeline(tl))
+    titles = []
+    save = Figure.savefig
+
+    def spy(fig, *a, **k):
+        titles.append(fig.axes[0].get_title())
+        return save(fig, *a, **k)
+
+    monkeypatch.setattr(Figure, "savefig", spy)
+    for b in (-5.7e-12, 0.25):
+        g.bubble = b
+        plot_timeline(g, tmp_path / "g.png")
+    assert "bubble fraction 0.0000 (" in titles[0]
+    assert "bubble fraction 0.2500 (" in titles[1]

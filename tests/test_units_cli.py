@@ -607,3 +607,27 @@ def test_a_trace_off_the_second_clock_is_warned_about(capsys):
     assert "warning" not in err
     _, err = _run(capsys, base)
     assert "warning" not in err
+
+
+def test_a_model_size_written_as_a_count_of_billions_in_bytes_is_warned(capsys):
+    """(user trial 4) A user of a '1B-parameter model' typed --param-size 1B: one byte (B is a
+    byte), and the all-reduce of 3 zones over 100 Mbit/s took 8e-08 s, utilisation 0.91 where
+    the 2GB of the model's bf16 values give 0.0046. A size of fewer than 1000 bytes written
+    with the bare unit B is warned about, naming the model's size at --value-bits; the run
+    is unchanged. dtsim learners --size likewise; 1kB, 2GB and plain numbers are not."""
+    base = ["train", "--stages", "1", "--replicas", "3", "--microbatches-per-step", "3",
+            "--steps", "2", "--replications", "1", "--bandwidth", "100Mbps"]
+    _, err = _run(capsys, [*base, "--param-size", "1B"])
+    assert ("dtsim train: warning: --param-size 1B is 1 byte (B is a byte, not a billion): "
+            "a model of 1 billion parameters at 16 bits a value is 2GB (--param-size 2GB)"
+            ) in err
+    _, err = _run(capsys, [*base, "--param-size", "7B", "--value-bits", "32", "--sync",
+                           "diloco:every=2"])
+    assert "--param-size 7B is 7 bytes" in err and "is 28GB (--param-size 28GB)" in err
+    for ok in ("1kB", "2GB", "100"):
+        _, err = _run(capsys, [*base, "--param-size", ok])
+        assert "not a billion" not in err
+    _, err = _run(capsys, ["learners", "--learners", "3", "--chips", "2", "--every", "2",
+                           "--steps", "4", "--replications", "1", "--size", "70B"])
+    assert ("dtsim learners: warning: --size 70B is 70 bytes (B is a byte, not a billion): "
+            "a model of 70 billion parameters at 16 bits a value is 140GB (--size 140GB)") in err

@@ -49,6 +49,7 @@ __all__ = ["NETWORK_UNITS", "PIPELINE_UNITS", "PLAN_UNITS", "TOPOLOGY_UNITS",
            "SizeOption", "RateOption", "TimeOption", "TimesOption", "given_quantities",
            "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
            "units_object", "given_line", "transfer_line", "network_spans", "check_hour",
+           "warn_billions",
            "refuse_off_the_second", "SIZE_HELP", "RATE_HELP", "TIME_HELP",
            "RUN_TIME_HELP", "TRAIN_TIMES"]
 
@@ -392,9 +393,28 @@ LEARNERS_UNITS = {"training_time": "s", "training_time_ci": "s", "lost_outer_wor
 
 def check_learners(args: argparse.Namespace) -> None:
     """``dtsim learners``: warn on a transfer time mixing numbers with and without units
-    (``--size``, ``--bandwidth``, ``--latency``: :func:`warn_mixed`)."""
+    (``--size``, ``--bandwidth``, ``--latency``: :func:`warn_mixed`), and on a model size
+    that reads as a count of billions (:func:`warn_billions`)."""
     warn_mixed("learners", option_terms(args, {"size": SIZE, "bandwidth": RATE,
                                                "latency": TIME}))
+    warn_billions("learners", args, "size")
+
+
+def warn_billions(command: str, args: argparse.Namespace, dest: str) -> None:
+    """Warn when option ``dest`` (a model's size) was typed as fewer than 1000 bytes with the
+    bare unit ``B`` (``--param-size 1B``, ``7B``): a model's name counts its parameters in
+    billions, the option is bytes. Names the model of that many billion parameters at
+    ``--value-bits``; the value is used as given."""
+    typed = given_quantities(args).get(dest) or ()
+    for q in typed:
+        if q.unit == "B" and 0 < q.value < 1000:
+            n = q.value
+            bits = getattr(args, "value_bits", 16) or 16
+            model = format_quantity(n * 1e9 * bits / 8, SIZE)
+            opt = "--" + dest.replace("_", "-")
+            warn(command, f"{opt} {q.text.strip()} is {n:g} byte{'' if n == 1 else 's'} (B is a "
+                 f"byte, not a billion): a model of {n:g} billion parameters at {bits} bits a "
+                 f"value is {model} ({opt} {model})")
 
 
 def _links(cfg: Any, args: argparse.Namespace, layout: bool
@@ -440,6 +460,7 @@ def check_train(args: argparse.Namespace, cfg: Any) -> None:
     from ..training.sync import sync_quantities
 
     check_hour(args, cfg.hour, TRAIN_TIMES)
+    warn_billions("train", args, "param_size")
     if float(cfg.hour) != 3600.0:
         given = [("--sync", k, q) for k, q in sync_quantities(args.sync)]
         given += [("--strategy", k, q) for k, q in strategy_quantities(args.strategy)]

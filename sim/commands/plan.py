@@ -250,17 +250,19 @@ def _est(e: Any) -> str:
     return f"{e.mean:.4g} [{e.low:.4g}, {e.high:.4g}]"
 
 
-def _describe(plan: Any) -> tuple[str, str, str]:
-    """(shape p x dp, GPUs with TP, layers per stage) of a plan."""
-    kinds: dict[tuple[str, int], int] = {}
+def _describe(plan: Any, zones: bool = False) -> tuple[str, str, str]:
+    """(shape p x dp, GPUs with TP, layers per stage) of a plan; with ``zones``, each kind of
+    GPU names its zone (``8xA100-80/tp1@iad``: plans alike but in different zones differ)."""
+    kinds: dict[tuple[str, int, str], int] = {}
     for st in plan.stages:
         for r in st.replicas:
-            kinds[(r.gpu, r.tp)] = kinds.get((r.gpu, r.tp), 0) + 1
-    gpus = " ".join(f"{n}x{g}/tp{t}" for (g, t), n in kinds.items())
+            key = (r.gpu, r.tp, f"@{r.zone}" if zones else "")
+            kinds[key] = kinds.get(key, 0) + 1
+    gpus = " ".join(f"{n}x{g}/tp{t}{z}" for (g, t, z), n in kinds.items())
     stages = []
     for st in plan.stages:
         types = dict.fromkeys(r.gpu for r in st.replicas)
-        stages.append(f"{len(st.layers)}" + ("" if len(kinds) == 1 else ":" + "+".join(types)))
+        stages.append(f"{len(st.layers)}" + ("" if len({k[:2] for k in kinds}) == 1 else ":" + "+".join(types)))
     return f"{plan.pipeline_stages}x{plan.dp[0]}", gpus, ",".join(stages)
 
 
@@ -377,8 +379,9 @@ def run(args: argparse.Namespace) -> int:
     if units is not None:
         print(units)
     rows = []
+    zones = len({r.zone for c in res.candidates for st in c.plan.stages for r in st.replicas}) > 1
     for i, (c, s) in enumerate(zip(res.candidates, sims, strict=True)):
-        shape, gpus, stages = _describe(c.plan)
+        shape, gpus, stages = _describe(c.plan, zones)
         sim = "-" if s is None else _est(s["iteration_time_ci"])
         spd = "-" if c.samples_per_dollar is None else f"{c.samples_per_dollar:.4g}"
         rows.append(("*" if i == chosen else "", i + 1, c.layout, shape, gpus,

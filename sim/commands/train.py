@@ -81,6 +81,10 @@ PREDICTED = {
 #: A fraction of worker time closer to 0 than this is float rounding of ``1 - busy / total``
 #: (a few ulps of 1, ~1e-16), printed as 0 (a real one so small is not shown by 4 digits).
 FRACTION_ROUNDING = 1e-12
+#: Fractions of worker time whose Student-t interval is cut at 1 (it went past it: goodput
+#: 0.576 [0, 1.35] with two replications).
+FRACTIONS = ("compute_utilisation", "compute_utilisation_min", "compute_utilisation_max",
+             "goodput_fraction", "utilisation", "bubble_fraction")
 
 
 def _fraction(x: float) -> str:
@@ -758,6 +762,36 @@ def _check_group_regions(args: argparse.Namespace, cfg: TrainingConfig) -> None:
          f"syncs need not; give --network-nodes to place each group in one region{hint}")
 
 
+def _check_edge_list_hosts(args: argparse.Namespace, cfg: TrainingConfig) -> None:
+    """Warn when an edge-list ``--network`` (which cannot mark switches) puts a replica on a
+    node that links several others while a leaf (a host at the end of one link) gets none:
+    the replicas sit on the file's first nodes, gateways included (docs/network.md), which
+    a file of hosts behind gateways does not mean. Name where they sit and a placement."""
+    if (cfg.network is None or args.network_nodes is not None or args.topology is not None
+            or not str(args.network).lower().endswith((".edges", ".edgelist", ".txt"))):
+        return
+    from topologies.io import read_graph
+
+    try:
+        G = read_graph(args.network)
+    except Exception:  # noqa: BLE001 - the config read it; nothing to warn about otherwise
+        return
+    hosts = [n for n, r in G.nodes(data="role") if r != "switch"]
+    used, rest = hosts[:cfg.workers], hosts[cfg.workers:]
+    inner = [n for n in used if G.degree(n) > 1]
+    leaves = [n for n in rest if G.degree(n) == 1]
+    if not inner or not leaves:
+        return
+    spare = [n for n in hosts if G.degree(n) == 1]
+    hint = (f" (e.g. --network-nodes {','.join(map(str, spare[:cfg.workers]))})"
+            if len(spare) >= cfg.workers else "")
+    empty = (f"{leaves[0]}, at the end of one link, has none" if len(leaves) == 1 else
+             f"{', '.join(map(str, leaves))}, each at the end of one link, have none")
+    warn("train", f"--network {args.network} is an edge list, which cannot mark switches: the "
+         f"replicas sit on its first nodes {', '.join(map(str, used))}, among them {inner[0]}, "
+         f"which links {G.degree(inner[0])} nodes, while {empty}; give --network-nodes{hint}")
+
+
 def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
     """Refuse the options a built config shows to have no effect (they were accepted silently).
 
@@ -814,7 +848,8 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
     # every training metric is a count, a time, a rate or a fraction: none is below 0; the
     # fractions stay inside [0, 1] ("below X" at 0); what the config fixes is exact
     est = summarize(records, [*sel.engine.metrics, *extra], lower=0.0,
-                    rates=("drop_rate", "worker_availability"), fixed=cfg.fixed_metrics())
+                    rates=("drop_rate", "worker_availability"), fixed=cfg.fixed_metrics(),
+                    fractions=FRACTIONS)
     ok = [r for r in records if not r.get("error")]
     pred = predictions("training", cfg)
     priced = cfg.price is not None or cfg.price_series is not None
@@ -1015,6 +1050,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = _config_from_args(args)
         check_train(args, cfg)
         _check_group_regions(args, cfg)
+        _check_edge_list_hosts(args, cfg)
         _check_trace_clock(args, cfg)
     model = None
     if request is not None:

@@ -684,9 +684,11 @@ def host_of(rep: Any, where: tuple[int, int]) -> str:
 
 
 def _measured(network: NetworkProfile, src: Any, dst: Any, most: int) -> int:
-    """The largest flow count measured from ``src`` to ``dst`` node kinds, at most ``most``."""
-    counts = [k for k in network.flow_counts((src.gpu, src.zone), (dst.gpu, dst.zone))
-              if k <= most]
+    """The largest flow count measured from ``src`` to ``dst`` node kinds, at most ``most``;
+    a pair measured from ``dst`` to ``src`` only has that direction's counts (it is taken as
+    symmetric, as :func:`pair_link` takes its curve)."""
+    s, d = (src.gpu, src.zone), (dst.gpu, dst.zone)
+    counts = [k for k in network.flow_counts(s, d) or network.flow_counts(d, s) if k <= most]
     check(bool(counts), "network", "a link for every pair of node kinds the plan uses",
           f"{src.gpu}@{src.zone} -> {dst.gpu}@{dst.zone} (with at most {most} flows)")
     return max(counts)

@@ -384,13 +384,14 @@ def sweep(
     # ignored: each must be among the metrics of the records without error (stored ones
     # included). Points may return different metrics (an experiment in parts), so a name not
     # yet seen is refused once every point has a record and none has it (at once when every
-    # point returns the same metrics as the first)
+    # point returns the same metrics as the first). A point whose every task failed may be
+    # the one that returns it: the run then ends as a run with failed tasks, which it names
     unchecked = [bool(rates) or bool(nonnegative and nonnegative != "*")]
     returned: set[str] = set()
     points_seen: set[int] = set()
     n_points = len({t.point for t in tasks})
 
-    def check_declared(records: Iterable[Mapping[str, Any]], final: bool = False) -> None:
+    def check_declared(records: Iterable[Mapping[str, Any]]) -> None:
         for r in records:
             if not r.get("error"):
                 returned.update(k for k in r if k not in RESERVED and k not in factor_names)
@@ -403,7 +404,7 @@ def sweep(
         if not missing:
             unchecked[0] = False
             return
-        if final or len(points_seen) == n_points:
+        if len(points_seen) == n_points:
             what, m = missing[0]
             raise ConfigError(what, "names of metrics the model returns ("
                               + ", ".join(sorted(returned)) + ")", m)
@@ -471,7 +472,7 @@ def sweep(
         bar.close()
 
     if unchecked[0] and not interrupted:
-        check_declared((), final=True)
+        check_declared(())
     try:
         result = finish()
         result.interrupted = interrupted
