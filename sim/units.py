@@ -57,6 +57,7 @@ __all__ = [
     "parse",
     "has_unit",
     "written_with_unit",
+    "spec_quantities",
     "format_quantity",
     "describe",
 ]
@@ -293,6 +294,21 @@ def written_with_unit(text: str) -> bool:
     except ValueError:
         return bool(_WRITTEN_WITH_UNIT.fullmatch(text))
     return False
+
+
+def spec_quantities(text: str, kinds: Any, key: Any = None) -> list[tuple[str, Quantity]]:
+    """The parameters of a spec text ``name:key=value,...`` given with a unit, each with its
+    :class:`Quantity` as written, in the text's order: those whose key (``key(k)`` when given,
+    the text's spelling otherwise) is in ``kinds`` (key -> its quantity's kind) and whose value
+    is :func:`written_with_unit`. For a spec its reader took first (a bad one refused there:
+    ``--sync``'s, ``--strategy``'s)."""
+    out = []
+    for item in filter(None, (x.strip() for x in text.strip().partition(":")[2].split(","))):
+        k, _, val = (x.strip() for x in item.partition("="))
+        k = key(k) if key is not None else k
+        if k in kinds and written_with_unit(val):
+            out.append((k, parse_quantity(val, kinds[k], k)))
+    return out
 
 
 def has_unit(text: Any) -> bool:

@@ -452,6 +452,25 @@ def test_framework_devices_back_in_a_group_behind_the_model_take_no_download(tmp
         assert out["lost_download"] == 0.0
 
 
+def test_a_framework_devices_own_download_is_cut_when_an_outer_step_fires(tmp_path):
+    """The cut case of ``test_a_group_down_takes_its_own_weight_download_only_while_it_holds_
+    the_latest_model`` on the framework engine (blocking point-to-point, no network:
+    :class:`sim.training.framework.Device`): S = 20 (D = 4, a ring of two 4),
+    group 1's device down over [4, 5), back with the latest model, downloads its weights;
+    group 0's outer step fires alone at 6 and the download is cut (1 lost); the group
+    downloads the model (until 10), joins the outer step at 12 (ring to 16), and two rounds
+    more end at 26 and 36, as on the replica engine. Without the cut (Device.cut_download a
+    no-op) the device finished its download at 9, the group downloaded the model until 13,
+    missed the outer step at 12 and joined the one at 18: 32, ``lost_download`` 4."""
+    cfg = _two_groups(steps=8, param_size=20.0, p2p="blocking",
+                      failure_trace=_trace(tmp_path, [("s0r1", 4.0, 5.0)]))
+    assert cfg.framework
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(36.0)
+    assert out["lost_download"] == pytest.approx(1.0)
+    assert out["outer_downloads"] == 1
+
+
 def test_no_joiner_idles_on_a_round_with_no_member_up():
     """The layout that showed the bug (2 stages, 4 groups of one pipeline over a geo network,
     worker MTBF 50, replacement 5, seed 0): whenever a group goes down, no group is left

@@ -631,3 +631,30 @@ def test_a_model_size_written_as_a_count_of_billions_in_bytes_is_warned(capsys):
                            "--steps", "4", "--replications", "1", "--size", "70B"])
     assert ("dtsim learners: warning: --size 70B is 70 bytes (B is a byte, not a billion): "
             "a model of 70 billion parameters at 16 bits a value is 140GB (--size 140GB)") in err
+
+
+def test_a_bucket_size_in_sync_is_a_term_of_the_transfer_units_check(capsys):
+    """--sync allreduce:...,bucket_size=25MiB (units in --sync, this session) took the bucket
+    in bytes beside a plain --param-size 1e3 in size units, silently: the bucket held the
+    whole model (step 19.0 where bucket_size=100 gives 17.2), while --bucket-size 25MiB
+    beside the same --param-size is warned about. The sync's bucket_size is now one of the
+    terms of the mixed-units warning (with or without a network), a plain number included."""
+    base = ["train", "--stages", "2", "--replicas", "2", "--microbatches-per-step", "4",
+            "--steps", "2", "--replications", "1"]
+    sync = "allreduce:overlap=backward,bucket_size="
+    _, err = _run(capsys, [*base, "--param-size", "1e3", "--bandwidth", "100", "--sync",
+                           sync + "25MiB"])
+    assert ("dtsim train: warning: a transfer time mixes numbers with units (--sync "
+            "bucket_size 25MiB (2.621e+07 B)) and without (--param-size 1e3 (B)") in err, err
+    _, err = _run(capsys, [*base, "--param-size", "1kB", "--bandwidth", "100B/s", "--latency",
+                           "0s", "--sync", sync + "100"])
+    assert "mixes numbers with units" in err and "without (--sync bucket_size 100 (B))" in err
+    net = "geo:regions=2,hosts=2,inter_region_bandwidth=100,inter_region_latency=0"
+    _, err = _run(capsys, [*base, "--param-size", "1e3", "--network", net, "--sync",
+                           sync + "25MiB"])
+    assert "(--sync bucket_size 25MiB (2.621e+07 B))" in err, err
+    for ok in ([*base, "--param-size", "1e3", "--bandwidth", "100", "--sync", sync + "100"],
+               [*base, "--param-size", "1kB", "--bandwidth", "100B/s", "--latency", "0s",
+                "--sync", sync + "25MiB"]):
+        _, err = _run(capsys, ok)
+        assert "warning" not in err, err

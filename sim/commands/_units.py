@@ -49,7 +49,7 @@ __all__ = ["NETWORK_UNITS", "PIPELINE_UNITS", "PLAN_UNITS", "TOPOLOGY_UNITS",
            "SizeOption", "RateOption", "TimeOption", "TimesOption", "given_quantities",
            "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
            "units_object", "given_line", "transfer_line", "network_spans", "check_hour",
-           "warn_billions",
+           "warn_billions", "sync_terms",
            "refuse_off_the_second", "SIZE_HELP", "RATE_HELP", "TIME_HELP",
            "RUN_TIME_HELP", "TRAIN_TIMES"]
 
@@ -228,7 +228,7 @@ def refuse_off_the_second(q: Quantity, hour: float) -> None:
 
 def check_transfers(command: str, args: argparse.Namespace, options: Mapping[str, str],
                     network_units: Mapping[str, Any] | None = None, *, hour: float = 3600.0,
-                    what: str = "the network") -> None:
+                    what: str = "the network", extra: Iterable[Term] = ()) -> None:
     """Refuse timed units off a one-second clock (:func:`check_hour`), warn on a mix (:func:`warn_mixed`).
 
     Parameters
@@ -244,9 +244,29 @@ def check_transfers(command: str, args: argparse.Namespace, options: Mapping[str
         Time units per hour (``--hour``; 3600: the time unit is a second).
     what : str
         What to call the network in the warning.
+    extra : iterable of Term
+        Terms given elsewhere than in options (``--sync``'s ``bucket_size``: :func:`sync_terms`).
     """
     check_hour(args, hour, options, network_units)
-    warn_mixed(command, option_terms(args, options) + network_terms(network_units or {}, what))
+    warn_mixed(command, option_terms(args, options) + list(extra)
+               + network_terms(network_units or {}, what))
+
+
+def sync_terms(text: Any) -> list[Term]:
+    """The sizes of a ``--sync`` text that are terms of transfer times (the all-reduce's
+    ``bucket_size``), as given: with a unit, or a plain number."""
+    from ..training.sync import QUANTITIES, parse_sync, sync_quantities
+
+    if not isinstance(text, str):
+        return []
+    spec = parse_sync(text)
+    sizes = {k for k, kind in QUANTITIES.get(spec.kind, {}).items() if kind == SIZE}
+    given = dict(sync_quantities(text))
+    out = []
+    for k, v in spec.params:
+        if k in sizes and v is not None:
+            out.append(Term(f"--sync {k}", given.get(k) or Quantity(float(v), SIZE, f"{v:g}")))
+    return out
 
 
 def train_units(tu: str) -> dict[str, str]:
@@ -474,7 +494,8 @@ def check_train(args: argparse.Namespace, cfg: Any) -> None:
     else:
         options = {"param_size": SIZE, "activation_size": SIZE, "bandwidth": RATE, "latency": TIME}
     check_transfers("train", args, options, links[0] if links else None, hour=cfg.hour,
-                    what="the network" if cfg.network is not None else "the topology")
+                    what="the network" if cfg.network is not None else "the topology",
+                    extra=sync_terms(args.sync))
 
 
 def train_transfers(args: argparse.Namespace, cfg: Any) -> str | None:

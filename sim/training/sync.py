@@ -57,7 +57,7 @@ from typing import Any
 
 from ..analytic.diloco import ORDERS, PAYLOAD_BITS
 from ..errors import ConfigError
-from ..units import SIZE, TIME, Quantity, parse_quantity, written_with_unit
+from ..units import SIZE, TIME, Quantity, parse_quantity, spec_quantities, written_with_unit
 
 __all__ = ["KINDS", "CHECKS", "QUANTITIES", "OVERLAPS", "BUCKET_RULES", "SyncSpec", "DilocoSync",
            "parse_sync", "sync_quantities"]
@@ -329,10 +329,4 @@ def sync_quantities(text: Any) -> list[tuple[str, Quantity]]:
     if isinstance(text, SyncSpec):
         return []
     spec = parse_sync(text)
-    keys = QUANTITIES.get(spec.kind, {})
-    out = []
-    for item in (x.strip() for x in text.partition(":")[2].split(",")):
-        key, _, val = (x.strip() for x in item.partition("="))
-        if key in keys and written_with_unit(val):
-            out.append((key, parse_quantity(val, keys[key], key)))
-    return out
+    return spec_quantities(text, QUANTITIES.get(spec.kind, {}))

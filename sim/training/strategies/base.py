@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from ...errors import ConfigError, check
-from ...units import TIME, Quantity, parse_quantity, written_with_unit
+from ...units import TIME, Quantity, parse_quantity, spec_quantities, written_with_unit
 
 __all__ = ["Strategy", "Formation", "STRATEGIES", "register_strategy", "make_strategy",
            "strategy_names", "strategy_quantities"]
@@ -206,13 +206,8 @@ def strategy_quantities(spec: Any) -> list[tuple[str, Quantity]]:
     if not isinstance(spec, str):
         return []
     cls = type(make_strategy(spec))
-    out = []
-    for part in filter(None, (p.strip() for p in spec.strip().partition(":")[2].split(","))):
-        key, _, val = (x.strip() for x in part.partition("="))
-        key = key.replace("-", "_")
-        if key in cls.times and written_with_unit(val):
-            out.append((key, parse_quantity(val, TIME, key)))
-    return out
+    return spec_quantities(spec, dict.fromkeys(cls.times, TIME),
+                           key=lambda k: k.replace("-", "_"))
 
 
 def replace(strategy: Strategy, **changes: Any) -> Strategy:
