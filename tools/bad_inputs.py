@@ -1823,6 +1823,64 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/deepspeed-launch-untied-profile",
         T("--plan", ds_launch("ds-ut", config=dsc), *M), refuse("plan"),
         note="GPT2ModelPipe ties its embedding and head; the shipped OPT-350 is untied")
+    # audit4: the launch, its ds_config and hostfile at their limits
+    deep = "[" * 100000 + "]" * 100000
+    add("train/deepspeed-launch-ds-config-nested",
+        T("--plan", ds_launch("ds-deep", config=dsc), *M), refuse("plan"),
+        note="a ds_config 100,000 arrays deep: RecursionError traceback before")
+    (fx.root / "ds-deep" / "ds_config.json").write_text(deep)
+    add("train/deepspeed-launch-ds-config-5000-digits",
+        T("--plan", ds_launch("ds-digits", config=dsc), *M), refuse("plan"),
+        note="gradient_accumulation_steps of 5000 digits: a ValueError traceback (int_max_str_"
+             "digits) before")
+    (fx.root / "ds-digits" / "ds_config.json").write_text(
+        '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": ' + "9" * 5000 + "}")
+    for name, cfg, why in (
+            ("pipeline-not-a-table", {**dsc, "pipeline": [1]}, "DeepSpeed calls .items() on it: "
+             "it was ignored"),
+            ("checkpoint-interval-text", {**dsc, "pipeline": {"activation_checkpoint_interval":
+                                                             "0"}},
+             "it said \"interval 0 is activation checkpointing\""),
+            ("amp-enabled-text", {**dsc, "amp": {"enabled": "false"}},
+             "a true text to DeepSpeed; it was shown as True"),
+            ("zero-stage-negative", {**dsc, "zero_optimization": {"stage": -1}},
+             "it said \"stage -1 is ZeRO\""),
+            ("zero-stage-text", {**dsc, "zero_optimization": {"stage": "1"}}, "")):
+        add(f"train/deepspeed-launch-{name}", T("--plan", ds_launch(f"ds-{name}", config=cfg), *M),
+            refuse("plan"), note=why)
+    add("train/deepspeed-launch-slots-5000-digits",
+        T("--plan", ds_launch("ds-sd", config=dsc, hosts="w0 slots=" + "9" * 5000 + "\n"), *M),
+        refuse("plan"), note="a ValueError traceback before")
+    add("train/deepspeed-launch-num-gpus-5000-digits",
+        T("--plan", ds_launch("ds-gd", launcher="--num_gpus " + "9" * 5000, config=dsc), *M),
+        refuse("plan"), note="a ValueError traceback before (also the torchrun reader's _int)")
+    add("train/deepspeed-launch-slots-1e9",
+        T("--plan", ds_launch("ds-s9", launcher="", config=dsc,
+                              hosts="w0 slots=1000000000\nw1 slots=4\n"), *M),
+        refuse("plan"), timeout=60, note="10^9 GPUs: a list of every slot, a hang before")
+    add("train/deepspeed-launch-num-gpus-1e9-overrides-slots",
+        T("--plan", ds_launch("ds-g9", launcher="--num_nodes 2 --num_gpus 1000000000",
+                              config=dsc), *M), refuse("plan"), timeout=60,
+        note="--num_gpus 10^9 on each host: a hang before")
+    add("train/deepspeed-launch-huge-slots-unused-runs",
+        T("--plan", ds_launch("ds-su", config=dsc, hosts="w0 slots=1000000000\nw1 slots=4\n"),
+          *M[:-4], "--profiles", tied_profiles(), *one), ok("step time"), timeout=60,
+        note="--num_gpus 4 overrides the hostfile's slots (runner.py:298-302): a hang before")
+    tilde = Path(ds_launch("ds-tilde", config=dsc))
+    tilde.write_text(tilde.read_text().replace("ds_config.json", "~/ds_config.json"))
+    add("train/deepspeed-launch-home-path-runs",
+        T("--plan", str(tilde), *M[:-4], "--profiles", tied_profiles(), *one), ok("step time"),
+        note="~/ds_config.json is looked up by its name next to the launch, as an absolute path")
+    crlf = Path(ds_launch("ds-crlf", config=dsc))
+    crlf.write_bytes(crlf.read_text().replace(" --num-layers", " \\\n  --num-layers")
+                     .replace("\n", "\r\n").encode())
+    add("train/deepspeed-launch-crlf-continuation-runs",
+        T("--plan", str(crlf), *M[:-4], "--profiles", tied_profiles(), *one), ok("step time"),
+        note="a backslash before a Windows line end continues the line (it was refused: '\\r')")
+    (fx.root / "empty-launch.sh").write_text("")
+    add("train/launch-empty-file-with-gpu",
+        T("--plan", str(fx.root / "empty-launch.sh"), *M), refuse("plan"),
+        note="it named 'gpu' (given only with a launch plan), not the empty file")
     add("train/megatron-without-gpu",
         T("--plan", launch("ml-ng.sh"), "--model", "OPT-350", *one), refuse("gpu"))
     add("train/megatron-unknown-gpu",
