@@ -3488,6 +3488,33 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
     add("model-shape-only-no-datasheet", dtsim("plan", "--model", "S", "--profiles",
                                                str(no_sheet), "--nodes", "X1:4x1@z", *q),
         refuse("fleet"), note="no peak FLOP/s or memory bandwidth to estimate a shape on")
+    # audit4: a shape at its limits, fleets larger than any plan uses, overflowing times
+    for name, shape, expect, why in (
+            ("layers-1e6", {"layers": 1000000}, refuse("layers"),
+             "10^6 layers estimated and searched one by one: a runaway before"),
+            ("hidden-1e8", {"hidden": 100000000, "heads": 1}, refuse("fleet"),
+             "it named bucket_size, which nobody gave (the whole model's all-reduce, beyond any "
+             "GPU's memory, cut into buckets)"),
+            ("vocabulary-1e15", {"vocabulary": 10**15}, refuse("fleet"), "as hidden-1e8")):
+        d = fx.root / f"p-shape-{name}"
+        (d / "models").mkdir(parents=True, exist_ok=True)
+        (d / "models" / "S.json").write_text(_json.dumps({
+            "model": "S", "bytes_per_value": 2, "shape": {
+                "layers": 4, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 1000,
+                **shape}}))
+        add(f"model-shape-{name}", dtsim("plan", "--model", "S", "--profiles", str(d), *gh, *q),
+            expect, timeout=60, note=why)
+    big = fx._write("ufleet/count-1e9.json", '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, '
+                    '"zone": "us-central1-a", "count": 1000000000}]}')
+    add("fleet-file-count-1e9-runs", P("--fleet", str(big), *q), ok("predicted"), timeout=60,
+        note="a list of every node (15 GB) and a hang before: nodes are kept as runs")
+    add("nodes-count-999999999-runs", P("--nodes", "GH-96:4x999999999@us-central1-a", *q),
+        ok("predicted"), timeout=60, note="the largest count --nodes takes: a hang before")
+    add("mtbf-1e400s-is-none", P(*gh, *q, "--simulate", "1", "--mtbf", "1e400s"),
+        ok("predicted"),
+        note="as --mtbf 1e400 and inf: no failure (it was refused as not finite)")
+    add("restart-cost-1e400-plain", P(*gh, *q, "--mtbf", "1h", "--restart-cost", "1e400"),
+        refuse("restart_cost"), note="as 1e400s: a finite time (it was read as inf)")
     add("simulate-with-failures-ok", P(*gh, "--global-batch-size", "8", "--simulate", "1",
                                        "--top", "1", "--mtbf", "1000", "--restart-cost", "5"),
         ok("predicted"))
