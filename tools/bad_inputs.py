@@ -1086,6 +1086,33 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                  "--trace-loop", "--trace-resample", "block",
                                                  "--trace-block", "2 fortnights"),
             refuse("trace_block"))
+        # audit4: a number beyond the largest double reads the same with and without a unit
+        # (inf where the option means none, refused where it takes a finite time), and inf
+        # where only a finite time is taken names that rule (it said '>= 0: inf')
+        run2 = ("--stages", "2", "--steps", "3", "--replications", "1")
+        add("train/max-time-1e400s-is-no-limit", TR(*run2, "--max-time", "1e400s"),
+            ok("throughput"), note="as 1e400 and inf (it was refused as not finite)")
+        add("train/mtbf-1e400s-is-no-failure", TR(*run2, "--mtbf", "1e400s"), ok("throughput"))
+        add("train/max-wait-1e400s-waits", TR(*run2, "--max-wait", "1e400s"), ok("throughput"))
+        add("train/restart-cost-1e400-plain", TR("--restart-cost", "1e400"),
+            refuse("restart_cost"), note="as 1e400s: a finite time (it was read as inf)")
+        add("train/forward-time-1e400-list", TR("--forward-time", "1,1e400"),
+            refuse("forward_time"))
+        add("train/trace-start-1e400-plain", TR("--failure-trace", "aws-g4dn-24h",
+                                                "--trace-start", "1e400"), refuse("trace_start"))
+        add("train/trace-start-inf", TR("--failure-trace", "aws-g4dn-24h", "--trace-start",
+                                        "inf"), refuse("trace_start"),
+            note="'a finite number >= 0: inf' (it said '>= 0: inf', a rule inf meets)")
+        add("train/optimizer-time-inf", TR("--optimizer-time", "inf"), refuse("optimizer_time"))
+        add("train/trace-block-1e-300", TR("--stages", "2", "--replicas", "2", "--restart-cost",
+                                           "5", "--failure-trace", "aws-g4dn-24h",
+                                           "--trace-loop", "--trace-resample", "block",
+                                           "--trace-block", "1e-300"), refuse("trace_block"),
+            timeout=60, note="10^305 blocks laid one by one: a hang before")
+        add("failures/trace-block-1e-300", dtsim("failures", "--failure-trace", "aws-g4dn-24h",
+                                                 "--trace-loop", "--trace-resample", "block",
+                                                 "--trace-block", "1e-300"),
+            refuse("trace_block"), timeout=60)
         add("train/ok-trace-start-unit", TR("--stages", "2", "--replicas", "2", "--steps", "5",
                                             "--replications", "1", "--restart-cost", "5",
                                             "--failure-trace", "aws-g4dn-24h",
