@@ -143,7 +143,8 @@ def check_positive(name: str, value: Any, *, allow_inf: bool = False) -> float:
     if type(value) is float and 0.0 < value < math.inf:  # the common case, as below
         return value
     ok = _is_real(value) or (allow_inf and _is_inf(value))
-    check(ok and float(value) > 0, name, _with_units_hint("> 0", value), value)
+    check(ok and float(value) > 0, name, _with_units_hint(_rule("> 0", value, allow_inf), value),
+          value)
     return float(value)
 
 
@@ -152,8 +153,17 @@ def check_nonnegative(name: str, value: Any, *, allow_inf: bool = False) -> floa
     if type(value) is float and 0.0 <= value < math.inf:  # the common case, as below
         return value
     ok = _is_real(value) or (allow_inf and _is_inf(value))
-    check(ok and float(value) >= 0, name, _with_units_hint(">= 0", value), value)
+    check(ok and float(value) >= 0, name, _with_units_hint(_rule(">= 0", value, allow_inf),
+                                                           value), value)
     return float(value)
+
+
+def _rule(bound: str, value: Any, allow_inf: bool) -> str:
+    """The rule ``value`` broke: ``bound``, or ``finite and bound`` for an infinite value where
+    none is allowed (inf is >= 0: '>= 0: inf' named a rule it meets)."""
+    if not allow_inf and _is_inf(value):
+        return f"a finite number {bound}"
+    return bound
 
 
 def check_int(name: str, value: Any, *, low: int | None = None, high: int | None = None) -> int:

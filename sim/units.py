@@ -199,7 +199,7 @@ def _kind_word(kind: str) -> str:
     return {SIZE: "size", RATE: "rate", TIME: "time"}[kind]
 
 
-def parse_quantity(text: Any, kind: str, name: str) -> Quantity:
+def parse_quantity(text: Any, kind: str, name: str, *, overflow: str | None = None) -> Quantity:
     """Read a size, rate or time from text (see the module docstring).
 
     Parameters
@@ -211,6 +211,12 @@ def parse_quantity(text: Any, kind: str, name: str) -> Quantity:
         What the parameter takes.
     name : str
         The parameter, for the error message.
+    overflow : {None, "refuse", "inf"}
+        A number beyond the largest double (``1e400``, ``1e400s``): None reads
+        a plain one as ``float`` does (inf) and refuses one with a unit;
+        ``"refuse"`` refuses both (an option that takes a finite value);
+        ``"inf"`` reads both as inf (an option where inf means none, such as a
+        time limit: no run reaches either).
 
     Returns
     -------
@@ -231,10 +237,19 @@ def parse_quantity(text: Any, kind: str, name: str) -> Quantity:
         return Quantity(float(text), kind, repr(text))
     if not isinstance(text, str):
         raise ConfigError(name, describe(kind), text)
+    if overflow not in (None, "refuse", "inf"):
+        raise ValueError(f"overflow must be None, 'refuse' or 'inf': {overflow!r}")
     try:  # a plain number: today's meaning, exactly
-        return Quantity(float(text), kind, text)
+        value = float(text)
     except ValueError:
         pass
+    else:
+        beyond = math.isinf(value) and text.strip().lower().lstrip("+-") not in ("inf",
+                                                                                 "infinity")
+        if beyond and overflow == "refuse":
+            raise ConfigError(name, f"a finite {_kind_word(kind)} (at most {_max_text(kind)})",
+                              text)
+        return Quantity(value, kind, text)  # overflow "inf" or None: float's +-inf
     m = _NUMBER.fullmatch(text)
     if m is None or not m["unit"]:
         raise ConfigError(name, describe(kind), text)
@@ -261,11 +276,15 @@ def parse_quantity(text: Any, kind: str, name: str) -> Quantity:
     if abs(exp) > _MAX_EXPONENT:
         if exp < 0:
             return Quantity(0.0, kind, text, unit)
+        if overflow == "inf":
+            return Quantity(math.inf, kind, text, unit)
         raise ConfigError(name, f"a finite {_kind_word(kind)} (at most {_max_text(kind)})", text)
     exact = abs(mantissa) * Fraction(10) ** exp * factor
     try:
         value = float(exact)
     except OverflowError:
+        if overflow == "inf":
+            return Quantity(math.inf, kind, text, unit)
         raise ConfigError(name, f"a finite {_kind_word(kind)} (at most {_max_text(kind)})",
                           text) from None
     return Quantity(value, kind, text, unit)

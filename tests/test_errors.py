@@ -8,7 +8,14 @@ import sys
 
 import pytest
 
-from sim.errors import ConfigError, check_choice, check_int, check_positive, check_probability
+from sim.errors import (
+    ConfigError,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+)
 
 
 def test_message_template():
@@ -28,7 +35,11 @@ def test_pickles_across_processes():
         (lambda: check_probability("p", float("nan")), "'p' must be in [0, 1]: nan"),
         (lambda: check_probability("p", 0.0, open_low=True), "'p' must be in (0, 1]: 0.0"),
         (lambda: check_probability("p", "a"), "'p' must be in [0, 1]: 'a'"),
-        (lambda: check_positive("t", float("inf")), "'t' must be > 0: inf"),
+        # audit4: inf is refused for not being finite ('> 0: inf' named a rule inf meets)
+        (lambda: check_positive("t", float("inf")), "'t' must be a finite number > 0: inf"),
+        (lambda: check_nonnegative("t", float("inf")), "'t' must be a finite number >= 0: inf"),
+        (lambda: check_nonnegative("t", float("-inf")), "'t' must be >= 0: -inf"),
+        (lambda: check_nonnegative("t", -1.0, allow_inf=True), "'t' must be >= 0: -1.0"),
         (lambda: check_int("n", 2.5, low=1), "'n' must be an integer >= 1: 2.5"),
         (lambda: check_int("n", 9, low=1, high=8), "'n' must be an integer in [1, 8]: 9"),
         (lambda: check_choice("k", "z", ["a", "b"]), "'k' must be one of a, b: 'z'"),

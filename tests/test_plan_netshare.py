@@ -567,3 +567,23 @@ def test_link_latency_is_paid_once_between_two_nodes(prof):
     assert fast_closed == pytest.approx(fast_des, rel=REL)
     assert closed > fast_closed + 0.01  # the latency counts
     assert closed == pytest.approx(des, rel=REL)
+
+
+def test_placement_keeps_a_fleets_nodes_as_runs_first_fit_in_rank_order(prof):
+    """audit4: the planner placed replicas on a list of every node of the fleet (copied for
+    each plan): a fleet of 10^12 nodes raised MemoryError (10^9: 15 GB and a hang). Nodes are
+    runs now; first fit in rank order is the same: RTX-3090 nodes of 4 GPUs (3 of them) then
+    of 8, a TP-8 replica skips the 4-GPU nodes (node 3), TP-2 replicas fill node 0 then 1,
+    a TP-4 one takes node 2 (nodes 0 and 1 are full), the last TP-2 node 4 (3 is full)."""
+    from sim.profiles import Fleet, NodeKind
+
+    z = "us-central1-a"
+    fleet = Fleet(((NodeKind("RTX-3090", 4, z), 3), (NodeKind("RTX-3090", 8, z), 10**12)),
+                  prof.network)
+    reps = [("RTX-3090", t) for t in (8, 2, 2, 2, 2, 4, 2)]
+    plan = Plan((StageSpec(tuple(range(26)), tuple(ReplicaSpec(g, t, zone=z) for g, t in reps)),),
+                1, 7, model="OPT-350")
+    placed = ProfilePlanModel(prof, prof.model("OPT-350"), fleet=fleet).place(plan)
+    got = [(r.host, r.gpus_per_node) for r in placed.stages[0].replicas]
+    want = [3, 0, 0, 1, 1, 2, 4]
+    assert got == [(f"RTX-3090@{z}#{n}", 8 if n >= 3 else 4) for n in want]

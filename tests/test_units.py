@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -81,6 +82,21 @@ def test_a_plain_number_is_read_by_float_exactly_as_before(text):
     assert q.unit is None and q.plain
     assert (math.isnan(q.value) and math.isnan(want)) or q.value == want
     assert not has_unit(text)
+
+
+@pytest.mark.parametrize("text", ["1e400", "1e400s", "2e308", "1e99999min", "+1e400"])
+def test_a_time_beyond_a_double_reads_alike_with_and_without_a_unit(text):
+    """audit4: --max-time 1e400 was inf (float) while 1e400s was refused: an option where inf
+    means none reads both as inf (overflow="inf"), one that takes a finite time refuses both
+    (overflow="refuse"), in the one line the unit's refusal had; the default is unchanged."""
+    assert parse_quantity(text, TIME, "max_time", overflow="inf").value == math.inf
+    with pytest.raises(ConfigError, match=r"^'max_time' must be a finite time \(at most "
+                       r"1.8e\+308 s\): '" + re.escape(text) + "'$"):
+        parse_quantity(text, TIME, "max_time", overflow="refuse")
+    for spelled in ("inf", "Infinity", "-inf"):  # inf spelled out is the option's to judge
+        assert math.isinf(parse_quantity(spelled, TIME, "x", overflow="refuse").value)
+    assert parse_quantity("2h", TIME, "x", overflow="refuse").value == 7200.0
+    assert parse_quantity("-1e400", TIME, "x", overflow="inf").value == -math.inf
 
 
 @pytest.mark.parametrize("text,kind,message", [

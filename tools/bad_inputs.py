@@ -1086,6 +1086,33 @@ def build_cases(fx: Fixtures) -> list[Case]:
                                                  "--trace-loop", "--trace-resample", "block",
                                                  "--trace-block", "2 fortnights"),
             refuse("trace_block"))
+        # audit4: a number beyond the largest double reads the same with and without a unit
+        # (inf where the option means none, refused where it takes a finite time), and inf
+        # where only a finite time is taken names that rule (it said '>= 0: inf')
+        run2 = ("--stages", "2", "--steps", "3", "--replications", "1")
+        add("train/max-time-1e400s-is-no-limit", TR(*run2, "--max-time", "1e400s"),
+            ok("throughput"), note="as 1e400 and inf (it was refused as not finite)")
+        add("train/mtbf-1e400s-is-no-failure", TR(*run2, "--mtbf", "1e400s"), ok("throughput"))
+        add("train/max-wait-1e400s-waits", TR(*run2, "--max-wait", "1e400s"), ok("throughput"))
+        add("train/restart-cost-1e400-plain", TR("--restart-cost", "1e400"),
+            refuse("restart_cost"), note="as 1e400s: a finite time (it was read as inf)")
+        add("train/forward-time-1e400-list", TR("--forward-time", "1,1e400"),
+            refuse("forward_time"))
+        add("train/trace-start-1e400-plain", TR("--failure-trace", "aws-g4dn-24h",
+                                                "--trace-start", "1e400"), refuse("trace_start"))
+        add("train/trace-start-inf", TR("--failure-trace", "aws-g4dn-24h", "--trace-start",
+                                        "inf"), refuse("trace_start"),
+            note="'a finite number >= 0: inf' (it said '>= 0: inf', a rule inf meets)")
+        add("train/optimizer-time-inf", TR("--optimizer-time", "inf"), refuse("optimizer_time"))
+        add("train/trace-block-1e-300", TR("--stages", "2", "--replicas", "2", "--restart-cost",
+                                           "5", "--failure-trace", "aws-g4dn-24h",
+                                           "--trace-loop", "--trace-resample", "block",
+                                           "--trace-block", "1e-300"), refuse("trace_block"),
+            timeout=60, note="10^305 blocks laid one by one: a hang before")
+        add("failures/trace-block-1e-300", dtsim("failures", "--failure-trace", "aws-g4dn-24h",
+                                                 "--trace-loop", "--trace-resample", "block",
+                                                 "--trace-block", "1e-300"),
+            refuse("trace_block"), timeout=60)
         add("train/ok-trace-start-unit", TR("--stages", "2", "--replicas", "2", "--steps", "5",
                                             "--replications", "1", "--restart-cost", "5",
                                             "--failure-trace", "aws-g4dn-24h",
@@ -1851,6 +1878,64 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/deepspeed-launch-untied-profile",
         T("--plan", ds_launch("ds-ut", config=dsc), *M), refuse("plan"),
         note="GPT2ModelPipe ties its embedding and head; the shipped OPT-350 is untied")
+    # audit4: the launch, its ds_config and hostfile at their limits
+    deep = "[" * 100000 + "]" * 100000
+    add("train/deepspeed-launch-ds-config-nested",
+        T("--plan", ds_launch("ds-deep", config=dsc), *M), refuse("plan"),
+        note="a ds_config 100,000 arrays deep: RecursionError traceback before")
+    (fx.root / "ds-deep" / "ds_config.json").write_text(deep)
+    add("train/deepspeed-launch-ds-config-5000-digits",
+        T("--plan", ds_launch("ds-digits", config=dsc), *M), refuse("plan"),
+        note="gradient_accumulation_steps of 5000 digits: a ValueError traceback (int_max_str_"
+             "digits) before")
+    (fx.root / "ds-digits" / "ds_config.json").write_text(
+        '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": ' + "9" * 5000 + "}")
+    for name, cfg, why in (
+            ("pipeline-not-a-table", {**dsc, "pipeline": [1]}, "DeepSpeed calls .items() on it: "
+             "it was ignored"),
+            ("checkpoint-interval-text", {**dsc, "pipeline": {"activation_checkpoint_interval":
+                                                             "0"}},
+             "it said \"interval 0 is activation checkpointing\""),
+            ("amp-enabled-text", {**dsc, "amp": {"enabled": "false"}},
+             "a true text to DeepSpeed; it was shown as True"),
+            ("zero-stage-negative", {**dsc, "zero_optimization": {"stage": -1}},
+             "it said \"stage -1 is ZeRO\""),
+            ("zero-stage-text", {**dsc, "zero_optimization": {"stage": "1"}}, "")):
+        add(f"train/deepspeed-launch-{name}", T("--plan", ds_launch(f"ds-{name}", config=cfg), *M),
+            refuse("plan"), note=why)
+    add("train/deepspeed-launch-slots-5000-digits",
+        T("--plan", ds_launch("ds-sd", config=dsc, hosts="w0 slots=" + "9" * 5000 + "\n"), *M),
+        refuse("plan"), note="a ValueError traceback before")
+    add("train/deepspeed-launch-num-gpus-5000-digits",
+        T("--plan", ds_launch("ds-gd", launcher="--num_gpus " + "9" * 5000, config=dsc), *M),
+        refuse("plan"), note="a ValueError traceback before (also the torchrun reader's _int)")
+    add("train/deepspeed-launch-slots-1e9",
+        T("--plan", ds_launch("ds-s9", launcher="", config=dsc,
+                              hosts="w0 slots=1000000000\nw1 slots=4\n"), *M),
+        refuse("plan"), timeout=60, note="10^9 GPUs: a list of every slot, a hang before")
+    add("train/deepspeed-launch-num-gpus-1e9-overrides-slots",
+        T("--plan", ds_launch("ds-g9", launcher="--num_nodes 2 --num_gpus 1000000000",
+                              config=dsc), *M), refuse("plan"), timeout=60,
+        note="--num_gpus 10^9 on each host: a hang before")
+    add("train/deepspeed-launch-huge-slots-unused-runs",
+        T("--plan", ds_launch("ds-su", config=dsc, hosts="w0 slots=1000000000\nw1 slots=4\n"),
+          *M[:-4], "--profiles", tied_profiles(), *one), ok("step time"), timeout=60,
+        note="--num_gpus 4 overrides the hostfile's slots (runner.py:298-302): a hang before")
+    tilde = Path(ds_launch("ds-tilde", config=dsc))
+    tilde.write_text(tilde.read_text().replace("ds_config.json", "~/ds_config.json"))
+    add("train/deepspeed-launch-home-path-runs",
+        T("--plan", str(tilde), *M[:-4], "--profiles", tied_profiles(), *one), ok("step time"),
+        note="~/ds_config.json is looked up by its name next to the launch, as an absolute path")
+    crlf = Path(ds_launch("ds-crlf", config=dsc))
+    crlf.write_bytes(crlf.read_text().replace(" --num-layers", " \\\n  --num-layers")
+                     .replace("\n", "\r\n").encode())
+    add("train/deepspeed-launch-crlf-continuation-runs",
+        T("--plan", str(crlf), *M[:-4], "--profiles", tied_profiles(), *one), ok("step time"),
+        note="a backslash before a Windows line end continues the line (it was refused: '\\r')")
+    (fx.root / "empty-launch.sh").write_text("")
+    add("train/launch-empty-file-with-gpu",
+        T("--plan", str(fx.root / "empty-launch.sh"), *M), refuse("plan"),
+        note="it named 'gpu' (given only with a launch plan), not the empty file")
     add("train/megatron-without-gpu",
         T("--plan", launch("ml-ng.sh"), "--model", "OPT-350", *one), refuse("gpu"))
     add("train/megatron-unknown-gpu",
@@ -3458,6 +3543,33 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
     add("model-shape-only-no-datasheet", dtsim("plan", "--model", "S", "--profiles",
                                                str(no_sheet), "--nodes", "X1:4x1@z", *q),
         refuse("fleet"), note="no peak FLOP/s or memory bandwidth to estimate a shape on")
+    # audit4: a shape at its limits, fleets larger than any plan uses, overflowing times
+    for name, shape, expect, why in (
+            ("layers-1e6", {"layers": 1000000}, refuse("layers"),
+             "10^6 layers estimated and searched one by one: a runaway before"),
+            ("hidden-1e8", {"hidden": 100000000, "heads": 1}, refuse("fleet"),
+             "it named bucket_size, which nobody gave (the whole model's all-reduce, beyond any "
+             "GPU's memory, cut into buckets)"),
+            ("vocabulary-1e15", {"vocabulary": 10**15}, refuse("fleet"), "as hidden-1e8")):
+        d = fx.root / f"p-shape-{name}"
+        (d / "models").mkdir(parents=True, exist_ok=True)
+        (d / "models" / "S.json").write_text(_json.dumps({
+            "model": "S", "bytes_per_value": 2, "shape": {
+                "layers": 4, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 1000,
+                **shape}}))
+        add(f"model-shape-{name}", dtsim("plan", "--model", "S", "--profiles", str(d), *gh, *q),
+            expect, timeout=60, note=why)
+    big = fx._write("ufleet/count-1e9.json", '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, '
+                    '"zone": "us-central1-a", "count": 1000000000}]}')
+    add("fleet-file-count-1e9-runs", P("--fleet", str(big), *q), ok("predicted"), timeout=60,
+        note="a list of every node (15 GB) and a hang before: nodes are kept as runs")
+    add("nodes-count-999999999-runs", P("--nodes", "GH-96:4x999999999@us-central1-a", *q),
+        ok("predicted"), timeout=60, note="the largest count --nodes takes: a hang before")
+    add("mtbf-1e400s-is-none", P(*gh, *q, "--simulate", "1", "--mtbf", "1e400s"),
+        ok("predicted"),
+        note="as --mtbf 1e400 and inf: no failure (it was refused as not finite)")
+    add("restart-cost-1e400-plain", P(*gh, *q, "--mtbf", "1h", "--restart-cost", "1e400"),
+        refuse("restart_cost"), note="as 1e400s: a finite time (it was read as inf)")
     add("simulate-with-failures-ok", P(*gh, "--global-batch-size", "8", "--simulate", "1",
                                        "--top", "1", "--mtbf", "1000", "--restart-cost", "5"),
         ok("predicted"))

@@ -46,7 +46,8 @@ from ._common import warn
 __all__ = ["NETWORK_UNITS", "PIPELINE_UNITS", "PLAN_UNITS", "TOPOLOGY_UNITS",
            "TOPOLOGY_LISTING_UNITS", "LEARNERS_UNITS", "check_train", "check_learners", "train_transfers", "check_pipeline",
            "pipeline_transfers", "check_gossip", "flow_terms",
-           "SizeOption", "RateOption", "TimeOption", "TimesOption", "given_quantities",
+           "SizeOption", "RateOption", "TimeOption", "UnlimitedTimeOption", "TimesOption",
+           "given_quantities",
            "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
            "units_object", "given_line", "transfer_line", "network_spans", "check_hour",
            "warn_billions", "sync_terms",
@@ -69,12 +70,14 @@ class _QuantityOption(argparse.Action):
 
     kind = SIZE
     many = False
+    #: A number beyond the largest double (sim.units.parse_quantity): None as float reads it.
+    overflow: str | None = None
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
         texts = str(values).split(",") if self.many else [values]
         try:
-            qs = [parse_quantity(t, self.kind, self.dest) for t in texts]
+            qs = [parse_quantity(t, self.kind, self.dest, overflow=self.overflow) for t in texts]
         except ConfigError as exc:
             raise argparse.ArgumentError(self, str(exc)) from None
         setattr(namespace, self.dest, qs[0].value if len(qs) == 1 else
@@ -97,16 +100,26 @@ class RateOption(_QuantityOption):
 
 
 class TimeOption(_QuantityOption):
-    """``--latency 5us``: a time in seconds."""
+    """``--latency 5us``: a finite time in seconds (``1e400`` and ``1e400s`` both refused as
+    beyond the largest double; ``inf`` is left to the option's own rule)."""
 
     kind = TIME
+    overflow = "refuse"
+
+
+class UnlimitedTimeOption(TimeOption):
+    """``--max-time 2h``: a time in seconds where inf means none (no limit, no failure): a
+    number beyond the largest double, ``1e400`` or ``1e400s``, is inf too (no run reaches it)."""
+
+    overflow = "inf"
 
 
 class TimesOption(_QuantityOption):
-    """``--latency 5us,1ms``: a time, or one per item of a comma list (a tuple)."""
+    """``--latency 5us,1ms``: a finite time, or one per item of a comma list (a tuple)."""
 
     kind = TIME
     many = True
+    overflow = "refuse"
 
 
 def given_quantities(args: argparse.Namespace) -> dict[str, tuple[Quantity, ...]]:

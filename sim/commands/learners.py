@@ -23,6 +23,7 @@ from ._units import (
     RateOption,
     SizeOption,
     TimeOption,
+    UnlimitedTimeOption,
     check_learners,
     given_line,
     units_object,
@@ -61,14 +62,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--bits", type=int, default=d.bits, help="payload bits a value (32, 16, 8, 4)")
     a("--value-bits", type=int, default=d.value_bits, help="bits a value has in --size (16)")
     a("--topk", type=float, default=None, help="top-k fraction sent (32-bit indices)")
-    a("--mtbf", action=TimeOption, default=d.mtbf, metavar="TIME",
+    a("--mtbf", action=UnlimitedTimeOption, default=d.mtbf, metavar="TIME",
       help=f"a chip's mean time to failure: {TIME_HELP} (default inf)")
     a("--replace-time", action=TimeOption, default=d.replace_time, metavar="TIME",
       help=f"a failed chip's replacement time: {TIME_HELP}")
     a("--chip-download", action=TimeOption, default=d.chip_download, metavar="TIME",
       help=f"a replaced chip's weight fetch time (none when its learner will download "
            f"the model: it is behind the latest): {TIME_HELP}")
-    a("--max-time", action=TimeOption, default=math.inf, metavar="TIME",
+    a("--max-time", action=UnlimitedTimeOption, default=math.inf, metavar="TIME",
       help=f"stop a replication here: {TIME_HELP}")
     add_run_options(p, replications=5)
 

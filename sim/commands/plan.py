@@ -21,7 +21,14 @@ from ..errors import ConfigError, check, check_choice, check_int, check_output_f
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
 from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table, warn
-from ._units import PLAN_UNITS, TIME_HELP, TimeOption, given_line, units_object
+from ._units import (
+    PLAN_UNITS,
+    TIME_HELP,
+    TimeOption,
+    UnlimitedTimeOption,
+    given_line,
+    units_object,
+)
 from .trace import add_failure_trace_options, failure_trace_from_args
 
 NAME = "plan"
@@ -99,7 +106,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "their measured times")
     a("--out", default=None, metavar="FILE", help="write the chosen plan (JSON) for dtsim train --plan")
     f = p.add_argument_group("failures in the simulations")
-    f.add_argument("--mtbf", action=TimeOption, default=math.inf, metavar="TIME",
+    f.add_argument("--mtbf", action=UnlimitedTimeOption, default=math.inf, metavar="TIME",
                    help=f"spot: mean time to preemption of each GPU group: {TIME_HELP} "
                         "(default inf)")
     f.add_argument("--replace-time", action=TimeOption, default=0.0, metavar="TIME",

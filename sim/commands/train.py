@@ -46,6 +46,7 @@ from ._units import (
     SizeOption,
     TimeOption,
     TimesOption,
+    UnlimitedTimeOption,
     check_train,
     given_line,
     refuse_off_the_second,
@@ -237,7 +238,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "bandwidth in B/s and latency in s, or with units: tree:host_latency=5us)")
     a("--placement", default=None, metavar="POLICY",
       help="with --topology: " + ", ".join(PLACEMENTS) + " (default shared)")
-    a("--mtbf", action=TimeOption, default=math.inf, metavar="TIME",
+    a("--mtbf", action=UnlimitedTimeOption, default=math.inf, metavar="TIME",
       help=f"spot: mean time to preemption: {RUN_TIME_HELP} (default inf)")
     a("--replace-time", action=TimeOption, default=0.0, metavar="TIME",
       help=f"spot: time to replace a preempted worker: {RUN_TIME_HELP}")
@@ -246,7 +247,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--skip-budget", type=int, default=0, help="stages a microbatch may skip")
     a("--skip-penalty", type=float, default=0.0, help="quality lost per skip kappa")
     a("--penalty", default=d.penalty, help="multiplicative or additive")
-    a("--max-wait", action=TimeOption, default=0.0, metavar="TIME",
+    a("--max-wait", action=UnlimitedTimeOption, default=0.0, metavar="TIME",
       help=f"wait at an out stage: {RUN_TIME_HELP} (default 0; inf: stall)")
     a("--checkpoint-every", type=_checkpoint_every, default=0, metavar="K",
       help="checkpoint every K steps, or auto: the whole K of least exact cost around the "
@@ -269,7 +270,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "--price-series times are in time units)")
     a("--arrival", default=d.arrival, help="async only: " + ", ".join(ARRIVALS))
     a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
-    a("--max-time", action=TimeOption, default=math.inf, metavar="TIME",
+    a("--max-time", action=UnlimitedTimeOption, default=math.inf, metavar="TIME",
       help=f"stop each replication at this simulated time: {RUN_TIME_HELP} (default inf: when "
            "N steps are done)")
     a("--network", default=None, metavar="SPEC|FILE",
@@ -294,7 +295,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="with --network: maxmin (default) or rtt (SimGrid CM02's 1/latency weighting)")
     a("--checkpoint-node", default=None, metavar="NODE",
       help="with --network: checkpoints write each stage's parameters to this node")
-    a("--stall-limit", action=TimeOption, default=None, metavar="T",
+    a("--stall-limit", action=UnlimitedTimeOption, default=None, metavar="T",
       help="stop a replication that makes no progress (no checkpoint, no new step) for this "
            f"simulated time, and say why: {RUN_TIME_HELP} (default: 1000 failure-free "
            "checkpoint intervals; inf: never)")

@@ -85,12 +85,17 @@ class ProfilePlanModel:
                  fleet: Fleet | None = None) -> None:
         self.profiles, self.model, self.schedule = profiles, model, schedule
         self.fleet = fleet
-        self._nodes: dict[tuple[str, str], list[int]] = {}
+        #: per (GPU, zone), the fleet's nodes in rank order as runs (GPUs per node, count,
+        #: index of the first): not a list of every node (a count of 10^9 took 15 GB)
+        self._runs: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
         self._placed: dict[tuple, list] = {}
         self._steps: dict[tuple, float] = {}  # _step_bound's, by placed kinds and size
         self._replicas: dict[tuple, ReplicaSpec] = {}  # place()'s, by kind, TP and node
         for kind, count in (fleet.nodes if fleet is not None else ()):
-            self._nodes.setdefault((kind.gpu, kind.zone), []).extend([kind.gpus_per_node] * count)
+            runs = self._runs.setdefault((kind.gpu, kind.zone), [])
+            start = runs[-1][2] + runs[-1][1] if runs else 0
+            if count > 0:
+                runs.append((kind.gpus_per_node, count, start))
         self.framework = framework if framework is not None else FrameworkSpec()
         fb = resolve(self.framework, model.bytes_per_value,
                      sequence=model.shape.sequence if model.shape is not None else None)
@@ -103,9 +108,13 @@ class ProfilePlanModel:
         # the largest all-reduce a plan can hold (the whole model's gradients, one stage) fits
         # the framework's buckets: the bounds sum them one by one as build_plan does
         # (a model given by its shape alone has no measured combination: refused by the search)
-        check_buckets(fb, max((sum(s.params for s in model.layer_sizes(tp))
-                               for _, _, tp in model.combinations()), default=0.0)
-                      * float(fb.dp_bytes), 1)
+        # (at most a GPU's memory: a stage whose gradients do not fit one is refused anyway,
+        # and a shape of 10^8 hidden units named bucket_size, which nobody gave)
+        check_buckets(fb, min(max((sum(s.params for s in model.layer_sizes(tp))
+                                   for _, _, tp in model.combinations()), default=0.0)
+                              * float(fb.dp_bytes),
+                              max((g.memory_bytes for g in profiles.gpus.gpus), default=math.inf)),
+                      1)
         # the largest output a stage can receive: any layer but the last (which no stage sends)
         sizes = {tp: model.layer_sizes(tp) for _, _, tp in model.combinations()}
         self._recv = {tp: max((s.activation_bytes for s in row[:-1]), default=0.0)
@@ -129,22 +138,32 @@ class ProfilePlanModel:
         """:meth:`place`'s stages (None: the plan as it is)."""
         if self.fleet is None or plan.physical:
             return None
-        free: dict[tuple[str, str], list[int]] = {k: list(v) for k, v in self._nodes.items()}
+        # first fit in rank order: per run, the free GPUs of the nodes used so far, always a
+        # prefix of the run (its nodes are alike: a new one is taken only when none before fits)
+        used: dict[tuple[str, str], list[list[int]]] = {}
         made = self._replicas
         stages = []
         for st in plan.stages:
             reps = []
             for r in st.replicas:
-                sizes = free.get((r.gpu, r.zone), [])
-                n = next((k for k, f in enumerate(sizes) if f >= r.tp), None)
+                runs = self._runs.get((r.gpu, r.zone), [])
+                touched = used.setdefault((r.gpu, r.zone), [[] for _ in runs])
+                n = g = None
+                for (gpn, count, start), free in zip(runs, touched, strict=True):
+                    k = next((i for i, f in enumerate(free) if f >= r.tp), None)
+                    if k is None and len(free) < count and gpn >= r.tp:
+                        free.append(gpn)
+                        k = len(free) - 1
+                    if k is not None:
+                        free[k] -= r.tp
+                        n, g = start + k, gpn
+                        break
                 check(n is not None, "plan", "a plan whose replicas fit the fleet's nodes "
                       "in rank order", f"{r.gpu}@{r.zone} TP {r.tp}")
-                sizes[n] -= r.tp  # type: ignore[index]
                 key = (r.gpu, r.tp, r.zone, n)
                 x = made.get(key)
                 if x is None:  # a placed replica is a value: made (and checked) once
-                    g = self._nodes[(r.gpu, r.zone)][n]  # type: ignore[index]
-                    x = made[key] = ReplicaSpec(r.gpu, r.tp, g, r.zone,
+                    x = made[key] = ReplicaSpec(r.gpu, r.tp, g, r.zone,  # type: ignore[arg-type]
                                                 host=f"{r.gpu}@{r.zone}#{n}")
                 reps.append(x)
             stages.append(StageSpec(st.layers, tuple(reps)))
@@ -159,8 +178,8 @@ class ProfilePlanModel:
         hit = self._placed.get((a, b))
         if hit is not None:
             return hit
-        ga = max(self._nodes.get((a.gpu, a.zone), [a.tp]))
-        gb = max(self._nodes.get((b.gpu, b.zone), [b.tp]))
+        ga = max((g for g, _, _ in self._runs.get((a.gpu, a.zone), ())), default=a.tp)
+        gb = max((g for g, _, _ in self._runs.get((b.gpu, b.zone), ())), default=b.tp)
         pa = ReplicaSpec(a.gpu, a.tp, ga, a.zone, host="x")
         out = [((pa, (0, 0)), (ReplicaSpec(b.gpu, b.tp, gb, b.zone, host="y"), (1, 0)))]
         if (a.gpu, a.zone) == (b.gpu, b.zone) and ga >= a.tp + b.tp:

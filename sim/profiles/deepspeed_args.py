@@ -28,8 +28,8 @@ microsoft/DeepSpeed tag v0.3.13):
   ``--num_gpus``: ``runner.py:257-259``), then the first ``--num_nodes`` hosts
   (``runner.py:290-296``), then ``--num_gpus`` GPUs on each (``runner.py:
   298-302``). The hostfile is looked up next to the launch file (its path
-  relative to the launch file's folder; an absolute path, or the default
-  ``/job/hostfile``, by its name, ``hostfile``, in that folder): the machine
+  relative to the launch file's folder; an absolute or ``~/`` path, or the default
+  ``/job/hostfile``, by its name, ``hostfile``, in that folder; so is the ds_config): the machine
   that ran the launch had it, this one need not. Without one DeepSpeed runs on
   the local machine's ``torch.cuda.device_count()`` GPUs (``runner.py:262-270``),
   which the file does not say: ``--num_gpus`` must, and ``--num_nodes`` > 1 is
@@ -106,12 +106,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
+from collections.abc import Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, check
+from ..errors import ConfigError, check, check_memory_terms
 from .frameworks import FrameworkSpec
 from .megatron_args import (
     _int,
@@ -174,6 +176,9 @@ LAUNCHER_OPTIONS = {"--hostfile": "-H", "--include": "-i", "--exclude": "-e", "-
                     "--launcher": None, "--launcher_args": None}
 #: Bytes of a ds_config or hostfile read at most.
 MAX_BYTES = 1 << 20
+#: Digits of a count (a slot count, a slot) read at most: 18 is below 10^18, more GPUs than any
+#: machine, and Python's int() refuses text of over 4300 digits (a traceback, not a line).
+MAX_DIGITS = 18
 
 
 def is_deepspeed_launch(text: str) -> bool:
@@ -230,8 +235,8 @@ def partition_balanced(weights: list[float], parts: int, eps: float = 1e-3) -> l
 
 def _near(base: Path, name: str) -> Path:
     """A file the launch names, looked up next to the launch file."""
-    p = Path(name)
-    return base / (p.name if p.is_absolute() else p)
+    p = Path(name)  # ~/x is a home folder's, absolute once the shell expands it
+    return base / (p.name if p.is_absolute() or name.startswith("~") else p)
 
 
 def _read_text(name: str, path: Path, rule: str) -> str:
@@ -258,40 +263,60 @@ def _hostfile(path: Path) -> dict[str, int]:
               f"129-136) at {path}:{k}", line)
         check(words[0] not in pool, "plan", f"a hostfile without duplicate hosts ({DS} "
               f"launcher/runner.py:137-140) at {path}:{k}", words[0])
+        digits = m.group(1).lstrip("0")  # type: ignore[union-attr]
+        check(len(digits) <= MAX_DIGITS, "plan", f"a hostfile slot count of at most {MAX_DIGITS} "
+              f"digits at {path}:{k}", line)
         pool[words[0]] = int(m.group(1))  # type: ignore[union-attr]
     return pool
 
 
-def _filter(pool: dict[str, int], include: str, exclude: str, where: str) -> dict[str, list[int]]:
-    """``--include`` / ``--exclude`` over the hosts' slots (runner.py:146-245)."""
-    hosts = {h: list(range(n)) for h, n in pool.items()}
+def _filter(pool: dict[str, int], include: str, exclude: str, where: str
+            ) -> dict[str, Sequence[int]]:
+    """``--include`` / ``--exclude`` over the hosts' slots (runner.py:146-245); a host's slots
+    as a ``range`` (not a list: a hostfile's ``slots=1000000000`` costs nothing)."""
+    hosts: dict[str, Sequence[int]] = {h: range(n) for h, n in pool.items()}
     check(not (include and exclude), "plan", f"at most one of --include and --exclude ({DS} "
           f"launcher/runner.py:166-167) at {where}", "both")
     spec = include or exclude
     if not spec:
         return hosts
-    chosen: dict[str, list[int]] = {} if include else {h: list(s) for h, s in hosts.items()}
+    check(len(spec) <= MAX_BYTES, "plan", f"--include/--exclude of at most {MAX_BYTES} "
+          f"characters at {where}", spec)
+    chosen: dict[str, Sequence[int]] = {} if include else dict(hosts)
+    removed: dict[str, set[int]] = {}
     for node in spec.split("@"):
         name, colon, slots = node.partition(":")
         check(name in hosts, "plan", f"a host of the hostfile in --include/--exclude ({DS} "
               f"launcher/runner.py:189-190, 209-210) at {where}", name)
         if colon:
-            check(all(re.fullmatch(r"[0-9]+", s) for s in slots.split(",")), "plan",
-                  f"slots as N,N,... in --include/--exclude at {where}", node)
+            check(all(re.fullmatch(rf"[0-9]{{1,{MAX_DIGITS}}}", s) for s in slots.split(",")),
+                  "plan", f"slots as N,N,... (each of at most {MAX_DIGITS} digits) in "
+                  f"--include/--exclude at {where}", node)
             nums = [int(s) for s in slots.split(",")]
             for s in nums:
                 check(s in hosts[name], "plan", f"a slot host {name} has ({DS} launcher/runner.py:"
                       f"191-195) at {where}", s)
             if include:
-                chosen[name] = nums
+                chosen[name] = sorted(set(nums))
             else:
-                for s in nums:
-                    check(s in chosen[name], "plan", f"a slot --exclude names once at {where}",
-                          s)
-                    chosen[name].remove(s)
+                gone = removed.setdefault(name, set())
+                for s in nums:  # runner.py:203, 215: list.remove of a slot no longer there
+                    check(s not in gone and len(chosen[name]) > 0, "plan",
+                          f"a slot --exclude names once at {where}", s)
+                    gone.add(s)
         else:
-            chosen[name] = list(hosts[name]) if include else []
-    return {h: sorted(set(chosen[h])) for h in hosts if h in chosen and chosen[h]}
+            if include:
+                chosen[name] = hosts[name]
+            else:
+                chosen[name], removed[name] = range(0), set()
+    out: dict[str, Sequence[int]] = {}
+    for h in hosts:
+        if h in chosen:
+            gone = removed.get(h, set())
+            left = len(chosen[h]) - len(gone)
+            if left:  # only the count of a host's slots matters from here on
+                out[h] = range(left)
+    return out
 
 
 def _launcher_option(name: Any, where: str) -> str:
@@ -348,12 +373,17 @@ def _world(launcher: tuple[Any, ...], base: Path, where: str) -> list[tuple[str,
               f"runner.py:272-273) at {where}", nodes)
         check(not (include or exclude), "plan", f"--include/--exclude with a hostfile at {where}",
               include or exclude)
-        active = {"localhost": list(range(gpus))}
+        active = {"localhost": range(gpus)}
     if nodes > 0:
         active = dict(list(active.items())[:nodes])
     if gpus > 0:
-        active = {h: list(range(gpus)) for h in active}
-    return [(h, len(s)) for h, s in active.items() if s]
+        active = {h: range(gpus) for h in active}
+    hosts = [(h, len(s)) for h, s in active.items() if s]
+    from .formats import BYTES_PER_PLAN_REPLICA
+
+    world = sum(n for _, n in hosts)  # each GPU at most a replica (a plan file's): before any
+    check_memory_terms([("plan", f"{where} ({world} GPUs)", world * BYTES_PER_PLAN_REPLICA)])
+    return hosts
 
 
 # --------------------------------------------------------------------------- ds_config
@@ -374,6 +404,12 @@ def _config(path: Path, name: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ConfigError("plan", f"a ds_config in JSON ({DS} runtime/config.py:522-527) at "
                           f"{path}", f"line {exc.lineno}: {exc.msg}") from None
+    except RecursionError:  # [[[[...]]]] thousands deep: bad input, not a crash
+        raise ConfigError("plan", f"a ds_config in JSON ({DS} runtime/config.py:522-527) at "
+                          f"{path}", "nested too deeply") from None
+    except ValueError as exc:  # an integer of over 4300 digits (int_max_str_digits)
+        raise ConfigError("plan", f"a ds_config in JSON ({DS} runtime/config.py:522-527) at "
+                          f"{path}", str(exc)) from None
     check(isinstance(data, dict), "plan", f"a ds_config holding a JSON object at {path}",
           type(data).__name__)
     return data
@@ -423,12 +459,24 @@ def _batch(cfg: dict[str, Any], dp: int, path: Path) -> tuple[int, int, int]:
 
 def _check_config(cfg: dict[str, Any], path: Path) -> None:
     """Refuse the ds_config keys that change what dtsim models and that it does not model."""
+    for key in ("zero_optimization", "pipeline", "amp", "elasticity"):  # config.py reads
+        # them with .get/.items (zero_optimization may be true/false: zero/config.py:44-46)
+        v = cfg.get(key)
+        check(v is None or isinstance(v, dict) or (key == "zero_optimization"
+                                                   and isinstance(v, bool)), "plan",
+              f"{key} a table ({DS} runtime/config.py) at {path}", v)
     zero = cfg.get("zero_optimization")
     stage = (1 if zero else 0) if isinstance(zero, bool) else \
         zero.get("stage", 0) if isinstance(zero, dict) else zero
+    check(stage is None or (isinstance(stage, int) and not isinstance(stage, bool)
+                            and 0 <= stage <= 3), "plan", f"zero_optimization.stage an integer "
+          f"0 to 3 ({DS} runtime/zero/config.py:68-71, runtime/config.py:758) at {path}", stage)
     check(stage in (0, None, False), "plan", f"a DeepSpeed run dtsim models: zero_optimization "
           f"stage {stage} is ZeRO ({DS} runtime/zero/config.py:44-58, 68-71), which dtsim does "
           f"not model with this table ({path})", stage)
+    for key in ("amp", "elasticity", "fp16"):
+        check(isinstance(_flag(cfg.get(key), "enabled") or False, bool), "plan",
+              f"{key}.enabled true or false at {path}", _flag(cfg.get(key), "enabled"))
     check(not _flag(cfg.get("amp"), "enabled"), "plan", f"a DeepSpeed run dtsim "
           f"models: amp.enabled is Apex AMP ({DS} runtime/config.py:70-74), which dtsim does not "
           f"model ({path})", True)
@@ -437,6 +485,9 @@ def _check_config(cfg: dict[str, Any], path: Path) -> None:
           True)
     pipe = cfg.get("pipeline")
     interval = pipe.get("activation_checkpoint_interval", 0) if isinstance(pipe, dict) else 0
+    check(isinstance(interval, int) and not isinstance(interval, bool) and interval >= 0,
+          "plan", f"pipeline.activation_checkpoint_interval an integer >= 0 ({DS} runtime/pipe/"
+          f"engine.py:162-163) at {path}", interval)
     check(not interval, "plan", f"a DeepSpeed run dtsim models: pipeline."
           f"activation_checkpoint_interval {interval} is activation checkpointing ({DS} "
           f"runtime/pipe/engine.py:162-163; the DeepSpeed 0.3.13 table has no recomputation "
@@ -566,6 +617,8 @@ def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
         specs.append("fp16_to_fp32")
     bounds = partition_balanced([1 if s == "transformer" else 0 for s in specs], pp)
     total = model.layers
+    starts = list(accumulate((n for _, n in hosts[:-1]), initial=0))
+    sizes = dict(hosts)
     stages = []
     for p in range(pp):
         held: list[int] = []
@@ -582,8 +635,8 @@ def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
         reps = []
         for d in range(dp):
             first = p * dp * tp + d * tp  # topology.py:246-249: axes pipe, data, model
-            host = _host_of(hosts, first, tp, where)
-            reps.append(ReplicaSpec(gpu=gpu, tp=tp, gpus_per_node=dict(hosts)[host],
+            host = _host_of(hosts, first, tp, where, starts)
+            reps.append(ReplicaSpec(gpu=gpu, tp=tp, gpus_per_node=sizes[host],
                                     zone=zone or "default", host=host))
         stages.append(StageSpec(layers=tuple(held), replicas=tuple(reps)))
     options: list[tuple[str, Any]] = [("seq_length", opts["--seq-length"])]
@@ -594,14 +647,16 @@ def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
                 model=model.name, framework=fw)
 
 
-def _host_of(hosts: list[tuple[str, int]], first: int, tp: int, where: str) -> str:
-    """The host of ranks ``first`` to ``first+tp-1`` (launch.py:92-100: host by host)."""
-    lo = 0
-    for name, n in hosts:
-        if lo <= first < lo + n:
-            check(first + tp <= lo + n, "plan", f"a TP group on one host: ranks {first}-"
-                  f"{first + tp - 1} span {name} and the next host, which dtsim does not model "
-                  f"({where})", tp)
-            return name
-        lo += n
-    raise AssertionError(first)
+def _host_of(hosts: list[tuple[str, int]], first: int, tp: int, where: str,
+             starts: list[int] | None = None) -> str:
+    """The host of ranks ``first`` to ``first+tp-1`` (launch.py:92-100: host by host);
+    ``starts`` the first rank of each host (worked out when not given)."""
+    if starts is None:
+        starts = list(accumulate((n for _, n in hosts[:-1]), initial=0))
+    k = bisect_right(starts, first) - 1
+    name, n = hosts[k]
+    assert 0 <= k and first < starts[k] + n, first
+    check(first + tp <= starts[k] + n, "plan", f"a TP group on one host: ranks {first}-"
+          f"{first + tp - 1} span {name} and the next host, which dtsim does not model "
+          f"({where})", tp)
+    return name

@@ -333,6 +333,17 @@ def read_plan(path: str | os.PathLike[str], model: str | None = None, *, gpu: st
               str(path))
         prof = profiles if profiles is not None else load_profiles(models=(model,))
         return megatron_args.read_megatron_plan(path, prof.model(model), gpu, zone)
+    if (gpu is not None or zone is not None) and Path(path).suffix.lower() not in (".json",
+                                                                                 ".toml"):
+        # --gpu says a launch was meant: a file that is no plan document either (an empty one,
+        # a script of another command) is named, not --gpu as if the plan named its GPUs
+        try:
+            read_document("plan", path)
+        except ConfigError:
+            raise ConfigError("plan", "a Megatron-LM launch line with --gpu/--zone (a file "
+                              "holding " + ", ".join(megatron_args.MARKERS) + " or a deepspeed "
+                              "launch of a .py script; this one holds none, nor is it a plan "
+                              "document)", str(path)) from None
     check(gpu is None, "gpu", "given only with a Megatron-LM launch plan (a dtsim or Sailor "
           "plan names its GPUs)", gpu)
     check(zone is None, "zone", "given only with a Megatron-LM launch plan (a dtsim or Sailor "

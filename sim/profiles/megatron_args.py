@@ -166,6 +166,9 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def _lex(text: str, where: str) -> list[list[tuple]]:
     """Statements of words; a word is a list of parts: ``("lit", s)``, ``("var", name, default,
     array, quoted)``, ``("cmd", text)`` (never run), or the tokens ``("(",)`` / ``(")",)``."""
+    # Windows line ends are line ends (a CRLF file's words were read without their \r, but a
+    # backslash before \r\n was no continuation: its next line became a new statement)
+    text = text.replace("\r\n", "\n")
     stmts: list[list[Any]] = []
     words: list[Any] = []
     word: list[tuple] | None = None
@@ -455,7 +458,10 @@ def _int(name: str, value: Any, where: str, low: int = 1) -> int:
         raise ConfigError("plan", f"a value dtsim can read for {name} at {where} (the file does "
                           "not set it; nothing in it is run)", str(value))
     check(isinstance(value, str) and re.fullmatch(r"[0-9]+", value) is not None
-          and int(value) >= low, "plan", f"an integer >= {low} for {name} at {where}", value)
+          and len(value.lstrip("0")) <= 18 and int(value) >= low, "plan",
+          f"an integer >= {low} of at most 18 digits for {name} at {where}"
+          if isinstance(value, str) and len(value.lstrip("0")) > 18 else
+          f"an integer >= {low} for {name} at {where}", value)  # int() refuses 4300 digits
     return int(value)
 
 

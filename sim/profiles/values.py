@@ -104,6 +104,10 @@ class LayerSizes:
             object.__setattr__(self, k, check_nonnegative(k, getattr(self, k)))
 
 
+#: The most transformer layers a model given by its shape may have (:class:`ModelShape`).
+MAX_SHAPE_LAYERS = 10_000
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """A GPT-style transformer by its shape (Megatron-LM's layout: embedding, ``layers``
@@ -135,6 +139,12 @@ class ModelShape:
     def __post_init__(self) -> None:
         for k in ("layers", "hidden", "heads", "sequence", "vocabulary"):
             check_int(k, getattr(self, k), low=1)
+        # each layer is estimated, searched and simulated one by one (a 10^5-layer shape took
+        # a 40 s dtsim plan, 10^6 a runaway): 10 times the deepest transformer trained
+        # (DeepNet's 1,000 layers: Wang et al. 2022, arXiv:2203.00555)
+        check(self.layers <= MAX_SHAPE_LAYERS, "layers", f"an integer in [1, "
+              f"{MAX_SHAPE_LAYERS}] (10 x DeepNet's 1,000, the deepest transformer trained)",
+              self.layers)
         check(self.hidden % self.heads == 0, "heads", f"a divisor of hidden ({self.hidden})",
               self.heads)
         check(isinstance(self.tied, bool), "tied", "true or false", self.tied)

@@ -245,6 +245,10 @@ def slot_patterns(trace: AvailabilityTrace, *, policy: str = "recent",
     return slots.finish(end)
 
 
+#: The most blocks a block bootstrap of a trace's span may take (:class:`TraceReplay`).
+MAX_BLOCKS = 1e7
+
+
 def block_bootstrap(trace: AvailabilityTrace, block: float, *,
                     rng: np.random.Generator) -> AvailabilityTrace:
     """A moving-block bootstrap of a trace's count function over the same span.
@@ -371,6 +375,11 @@ class TraceReplay:
         if self.block is not None:
             check(self.block <= tr.end, "trace_block",
                   f"at most the trace's span ({tr.end:g} s)", self.block)
+            # block_bootstrap lays the span's blocks end to end one by one (about 8 us each on
+            # this project's 2-core machine: 1e7 blocks, 80 s a replication; 1e-300 s ran for ever)
+            check(tr.end / self.block <= MAX_BLOCKS, "trace_block", f"at least the trace's span "
+                  f"over {MAX_BLOCKS:.0e} ({tr.end / MAX_BLOCKS:.3g} s: at most {MAX_BLOCKS:.0e} "
+                  "blocks a replication)", self.block)
 
     @property
     def policy_parts(self) -> tuple[str, bool]:
