@@ -211,6 +211,24 @@ def test_command_line_framework_takes_the_plan_tables_keys():
             framework_from_text(text)
 
 
+def test_a_release_of_a_table_read_for_a_major_line_is_that_table():
+    """PyTorch DDP's table is read for its 2.x line (bucket_cap_mb 25, the 1 MiB first bucket):
+    ddp:version=2.1 (and 2.4.1) is that table, where it was refused ('a version of ddp the table
+    was read at (2.x)'); another major, a bare major, a fourth part or a tag's 'v' is not."""
+    from sim.profiles.formats import framework_from_text
+    from sim.profiles.frameworks import DDP, framework
+
+    for v in ("2.x", "2.1", "2.4.1", "2.10"):
+        assert framework("ddp", v) is DDP
+        assert resolve(framework_from_text(f"ddp:version={v}"), 2) == \
+            resolve(framework_from_text("ddp"), 2)
+    for v in ("3.1", "2", "2.", "2.1.0.1", "v2.1", "2.a", "2.\u0664", " 2.1"):
+        with pytest.raises(ConfigError, match=re.escape(
+                "'framework_version' must be a version of ddp the table was read at (2.x (any "
+                "2.N or 2.N.M))")):
+            framework("ddp", v)
+
+
 def test_command_line_framework_overrides_the_plans_table_key_by_key():
     """``dtsim train --plan P --framework TEXT``: the same framework and release keeps the
     plan's keys the text does not give (its precision was dropped before: fp16 plans ran in

@@ -2733,6 +2733,12 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
                                              "ddp:bucket_cap_mb=1e-300", *one),
         refuse("bucket_cap_mb"),
         note="its buckets cannot be held: it used to run for ever (the ring law's sum)")
+    add("train/framework-ddp-minor-release-runs",
+        T("--plan", one_stage, "--framework", "ddp:version=2.4.1", *one), ok(),
+        note="the DDP column is read for the 2.x line")
+    add("train/framework-ddp-other-major",
+        T("--plan", one_stage, "--framework", "ddp:version=3.0", *one),
+        refuse("framework_version"))
     add("train/framework-ddp-pipeline", T("--plan", good, "--framework", "ddp", *one),
         refuse("framework"), note="DDP runs no pipeline: a 2-stage plan")
     add("train/plan-framework-overlap-placement",

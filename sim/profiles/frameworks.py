@@ -1155,7 +1155,8 @@ SAILOR_FRAMEWORK = "sailor-deepspeed"
 def _known(name: str) -> str:
     """The versions of ``name`` read, the tags read one by one as their first and last."""
     ranged = {"deepspeed": DEEPSPEED_TAGS, "megatron": MEGATRON_TAGS}.get(name, {})
-    singles = [v for v in RELEASES[name] if v not in ranged]
+    singles = [f"{v} (any {v[:-2]}.N or {v[:-2]}.N.M)" if v.endswith(".x") else v
+               for v in RELEASES[name] if v not in ranged]
     if ranged:
         tags = list(ranged)
         singles.append(f"each tagged release {tags[0]} to {tags[-1]}")
@@ -1170,6 +1171,13 @@ def framework(name: str, version: str | None = None) -> Framework:
     if version is None:
         return f  # type: ignore[return-value]
     releases = RELEASES[name]
+    if version not in releases and isinstance(version, str):
+        # a table read for a whole major line (DDP's "2.x": its bucket rules hold for every 2.N)
+        major, dot, rest = version.partition(".")
+        line = f"{major}.x"
+        if line in releases and dot and major.isdigit() and all(
+                p.isdigit() and p.isascii() for p in rest.split(".")) and rest.count(".") <= 1:
+            return releases[line]
     check(version in releases, "framework_version",
           f"a version of {name} the table was read at ({_known(name)})", version)
     return releases[version]
