@@ -775,6 +775,71 @@ def test_bounds_without_the_file_and_a_folder_are_refused(tmp_path, capsys):
     assert "'timeline' must be a writable file" in capsys.readouterr().err
 
 
+#: A data-parallel run with spot preemptions (the user trial's shape, shorter): replications
+#: differ in their preemptions (seed 3: 1, 3 and 2).
+SPOT = ["train", "--stages", "1", "--replicas", "3", "--microbatches-per-step", "3", "--steps",
+        "60", "--schedule", "1f1b", "--forward-time", "330ms", "--param-size", "2GB",
+        "--bandwidth", "1Gbps", "--latency", "25ms", "--mtbf", "1min", "--replace-time", "10s",
+        "--sync", "allreduce", "--seed", "3", "--replications", "3"]
+
+
+@pytest.mark.parametrize("executor", ["serial", "local"])
+def test_timeline_replication_records_that_replication_and_changes_no_number(
+        executor, tmp_path, capsys):
+    """--timeline-replication K: the file holds replication K's run (its events are those of
+    the engine run on replication K's streams), the JSON is the same, bit for bit, as without
+    --timeline, and the output says how many preemptions replication K had."""
+    argv = [*SPOT, "--json", "--executor", executor]
+    assert main(argv) == 0
+    plain = {k: v for k, v in json.loads(capsys.readouterr().out).items() if k not in WALL}
+    seen = set()
+    for k in range(3):
+        out = tmp_path / f"t{k}.json"
+        assert main([*argv, "--timeline", str(out), "--timeline-replication", str(k)]) == 0
+        cap = capsys.readouterr()
+        timed = {k: v for k, v in json.loads(cap.out).items() if k not in WALL}
+        assert json.dumps(plain, sort_keys=True) == json.dumps(timed, sort_keys=True)
+        trace = read_timeline(out)
+        assert trace["otherData"]["replication"] == k
+        rec = Recorder()
+        cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=60, schedule="1f1b",
+                             forward_time=0.33, param_size=2e9, bandwidth=1.25e8,
+                             latency=0.025, mtbf=60.0, replace_time=10.0, sync="allreduce")
+        training_model(cfg, Streams(3).replication(k), recorder=rec)
+        assert trace["traceEvents"] == rec.trace()["traceEvents"]
+        pre = sum(1 for e in trace["traceEvents"] if e["name"] == "preempted")
+        assert pre == rec.failures["preempted"] and pre > 0
+        noun = "preemption" if pre == 1 else "preemptions"
+        assert f"of replication {k} written" in cap.err
+        assert f"replication {k} (seed 3) had {pre} spot {noun}" in cap.err
+        seen.add(pre)
+    assert len(seen) > 1  # the replications differ: the option picks one
+
+
+def test_timeline_replication_out_of_range_is_refused(tmp_path, capsys):
+    """K outside [0, replications) or not an integer, or given without --timeline: one line,
+    exit 2, no file."""
+    out = tmp_path / "t.json"
+    for k in ("3", "-1", "x", "1.5"):
+        assert main([*SPOT, "--timeline", str(out), "--timeline-replication", k]) == 2
+        cap = capsys.readouterr()
+        assert cap.err.strip().endswith(
+            f"'timeline_replication' must be an integer in [0, 2] (0 <= K < --replications "
+            f"3): '{k}'") and cap.out == "" and not out.exists()
+    assert main([*SPOT, "--timeline-replication", "1"]) == 2
+    assert "'timeline_replication' must be given only with --timeline" in capsys.readouterr().err
+
+
+def test_a_run_without_failures_says_so(tmp_path, capsys):
+    """The line about the recorded replication says it had no failure."""
+    out = tmp_path / "t.json"
+    assert main(["train", "--stages", "2", "--microbatches-per-step", "2", "--steps", "1",
+                 "--replications", "2", "--timeline", str(out), "--timeline-replication",
+                 "1"]) == 0
+    assert "timeline: replication 1 (seed 0) had no worker failure or preemption" in \
+        capsys.readouterr().out
+
+
 # ----------------------------------------------------------------------------- slow
 
 

@@ -1012,7 +1012,7 @@ def training_events(cfg: TrainingConfig) -> float:
 
 def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
               record: dict[str, Any], model: RecordingModel | None) -> None:
-    """Write replication 0's events (recorded in the run, else by running it again here)."""
+    """Write replication K's events (``--timeline-replication``) (recorded in the run, else by running it again here)."""
     from ..rng import Streams
 
     sel = select("training", cfg, args.engine)
@@ -1021,7 +1021,8 @@ def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
 
     def rerun() -> tuple[Any, dict[str, Any]]:
         rec = request.recorder()
-        return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+        return rec, sel.engine.run(cfg, Streams(args.seed).replication(request.replication),
+                                   recorder=rec)
 
     finish_timeline(request, model, rerun, record=record, command="train", seed=args.seed,
                     json_mode=args.json, engine_selected=sel.name, unit=unit)
@@ -1057,7 +1058,8 @@ def run(args: argparse.Namespace) -> int:
         _check_timeline(args, cfg, request)
         if args.executor == "serial":  # replication 0 records as it runs
             model = RecordingModel(select("training", cfg, args.engine).engine.run,
-                                   request.recorder(), args.seed)
+                                   request.recorder(), args.seed,
+                                   request.replication)
     records: list[dict[str, Any]] = []
     out = _simulate(cfg, replications=args.replications, seed=args.seed,
                     executor=args.executor, workers=args.workers, engine=args.engine,
@@ -1080,7 +1082,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
         if request is not None:
-            _timeline(args, cfg, request, records[0], model)
+            _timeline(args, cfg, request, records[request.replication], model)
         return 0
     for line in (given_line(args), None if build is not None else train_transfers(args, cfg)):
         if line is not None:
@@ -1172,7 +1174,7 @@ def run(args: argparse.Namespace) -> int:
     if "groups" in out:
         _print_diloco(out, cfg, tu)
     if request is not None:
-        _timeline(args, cfg, request, records[0], model)
+        _timeline(args, cfg, request, records[request.replication], model)
     return 0
 
 
