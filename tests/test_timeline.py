@@ -736,6 +736,39 @@ def test_gantt_of_a_4_stage_1f1b_step(tmp_path, capsys):
     assert xs == pytest.approx([g.steps[0].start, g.steps[0].end])
 
 
+def test_gantt_of_many_steps_draws_no_boundary_per_step(tmp_path):
+    """A DiLoCo run of 200 inner steps (the user trial's): no dashed line per step (they hid
+    the bars), the title says so; 20 steps: each boundary, unlabelled; a lost step of a long
+    run keeps its red line."""
+    from sim.plotting import STEP_LABELS, STEP_LINES, plot_timeline
+
+    def draw(cfg: TrainingConfig, seed: int = 0):
+        rec = Recorder()
+        training_model(cfg, Streams(seed).replication(0), recorder=rec)
+        g = gantt(rec.trace())
+        _, drawn = plot_timeline(g, tmp_path / "g.png")
+        fig = drawn["steps"][0].figure if drawn["steps"] else None
+        return g, drawn, fig
+
+    long = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=200, forward_time=0.33,
+                          param_size=1e9, bandwidth=1.25e8, sync="diloco:every=100,groups=3")
+    g, drawn, _ = draw(long)
+    assert len(g.steps) == 200 > STEP_LINES and drawn["steps"] == []
+    short = TrainingConfig(stages=2, microbatches=2, steps=20, forward_time=1.0)
+    g, drawn, fig = draw(short)
+    assert len(g.steps) == 20 and STEP_LABELS < 20 <= STEP_LINES
+    xs = sorted(line.get_xdata()[0] for line in drawn["steps"])
+    assert xs == pytest.approx([s.start for s in g.steps] + [g.steps[-1].end])
+    assert not any(t.get_text().startswith("step ") for t in fig.axes[0].texts)
+    lossy = TrainingConfig(stages=2, microbatches=2, steps=80, forward_time=1.0, mtbf=600.0,
+                           replace_time=4.0, restart_cost=3.0, checkpoint_every=1,
+                           checkpoint_cost=0.5)
+    g, drawn, _ = draw(lossy, seed=1)
+    lost = [s.start for s in g.steps if s.lost]
+    assert len(g.steps) > STEP_LINES and 0 < len(lost) <= STEP_LINES
+    assert sorted(line.get_xdata()[0] for line in drawn["steps"]) == pytest.approx(sorted(lost))
+
+
 def test_plot_refuses_a_file_that_is_not_a_timeline(tmp_path, capsys):
     """A file that is not Trace Event Format JSON is one line naming 'timeline'."""
     bad = tmp_path / "bad.json"
