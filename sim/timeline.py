@@ -1464,7 +1464,9 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
     coordinator's ``step`` events are not a row but the steps, each with its
     bubble fraction ``1 - busy / (workers (compute_end - start))`` where
     ``busy`` is the time of the compute events inside its compute phase and
-    ``workers`` the step's own count (else the processes with a compute row);
+    ``workers`` the step's own count (all the coordinator's workers, a down one
+    included, as the engine's ``bubble_fraction``; else the processes with a
+    compute row);
     the overall bubble is that ratio over the completed steps (the engine's
     ``bubble_fraction`` when nothing was left out). A run of several
     coordinators (DiLoCo's groups) names each one's processes in

@@ -769,6 +769,38 @@ def test_gantt_of_many_steps_draws_no_boundary_per_step(tmp_path):
     assert sorted(line.get_xdata()[0] for line in drawn["steps"]) == pytest.approx(sorted(lost))
 
 
+def test_bubble_counts_down_workers_as_idle_and_says_so(tmp_path, capsys):
+    """bubble_fraction is the idle share of all the workers in the steps' passes, down ones
+    included (docs/timeline.md): with 3 data-parallel replicas and spot preemptions every
+    step's ``workers`` is 3, a step in which a replica is down throughout has a bubble of at
+    least 1/3 (the schedule's own bubble is 0: one stage), the engine's is the steps' ratio,
+    and the Gantt title and the text report say that down workers count."""
+    from sim.plotting import plot_timeline
+
+    cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=60, schedule="1f1b",
+                         forward_time=0.33, param_size=2e9, bandwidth=1.25e8, latency=0.025,
+                         mtbf=60.0, replace_time=10.0, sync="allreduce")
+    metrics, trace = _record(cfg, seed=3)
+    steps = [e for e in _x(trace, "step") if not e["args"].get("lost")
+             and not e["args"].get("open")]
+    downs = [(e["ts"], e["ts"] + e["dur"]) for e in _x(trace, "failure")]
+    assert downs and all(e["args"]["workers"] == 3 for e in steps)
+    busy = sum(e["args"]["busy"] for e in steps)
+    span = sum(e["args"]["compute_end"] - e["ts"] / US for e in steps)
+    assert metrics["bubble_fraction"] == pytest.approx(1 - busy / (3 * span), abs=1e-9)
+    covered = [e for e in steps if any(a <= e["ts"] and e["args"]["compute_end"] * US <= b
+                                       for a, b in downs)]
+    assert covered
+    for e in covered:
+        dt = e["args"]["compute_end"] - e["ts"] / US
+        assert 1 - e["args"]["busy"] / (3 * dt) >= 1 / 3 - 1e-9
+    _, drawn = plot_timeline(gantt(trace), tmp_path / "g.png")
+    fig = drawn["bars"][0][0][3].figure
+    assert "down ones included" in fig.axes[0].get_title()
+    assert main(["train", "--stages", "2", "--steps", "1", "--replications", "1"]) == 0
+    assert "bubble: idle in the steps' passes, down workers included" in capsys.readouterr().out
+
+
 def test_plot_refuses_a_file_that_is_not_a_timeline(tmp_path, capsys):
     """A file that is not Trace Event Format JSON is one line naming 'timeline'."""
     bad = tmp_path / "bad.json"

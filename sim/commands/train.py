@@ -1164,7 +1164,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"bubble {_fraction(out['bubble_fraction'])}, utilisation "
               f"{_fraction(out['utilisation'])} "
-              f"(fractions of worker time); lost replica time ({tu}): {lost or 'none'}")
+              f"(fractions of worker time; bubble: idle in the steps' passes, down "
+              f"workers included); lost replica time ({tu}): {lost or 'none'}")
     cost = "" if out["cost"] is None else f", cost ${out['cost']:.4g} (--price per " \
         f"worker-hour x {out['worker_hours']:.4g} worker-hours), samples per dollar " \
         f"{out['samples_per_dollar']:.4g}"
