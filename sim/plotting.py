@@ -684,7 +684,15 @@ def plot_trace(times: Sequence[float], counts: Sequence[float], end: float, path
 
 # --------------------------------------------------------------------------- timelines (Gantt)
 
-__all__ += ["plot_timeline", "TIMELINE_STYLE"]
+__all__ += ["plot_timeline", "TIMELINE_STYLE", "STEP_LINES", "STEP_LABELS"]
+
+#: A Gantt chart draws its steps' boundaries up to this many steps (a lost step's in red
+#: whatever their number, up to as many lost steps); past it they are dashes every few
+#: pixels that hide the bars, so the title says how many were left out.
+STEP_LINES = 60
+#: ... and labels each step with its bubble fraction up to this many (two lines of 7-point
+#: text, about 55 pixels wide: a 10-inch figure holds about a dozen side by side).
+STEP_LABELS = 12
 
 #: Kind -> (face colour, hatch, legend label) of the Gantt chart's bars.
 TIMELINE_STYLE: dict[str, tuple[str, str | None, str]] = {
@@ -726,7 +734,9 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
     lost to a failure is hatched; transfers, collectives, checkpoints, restarts
     and down intervals have their own colours. Step boundaries are dashed
     lines labelled with the step and its bubble fraction (the idle fraction of
-    the workers during its passes); the title gives the overall one.
+    all the workers, down ones included, during its passes) up to :data:`STEP_LABELS` steps, unlabelled
+    up to :data:`STEP_LINES`; past that only lost steps' starts are drawn (red),
+    and the title says so. The title gives the overall bubble fraction.
     """
     from matplotlib.patches import Patch
 
@@ -761,26 +771,40 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
             m, colour = _MARKS.get(cat, ("*", "black"))
             drawn["marks"].append(ax.plot([t], [y], marker=m, color=colour, ms=6,
                                           linestyle="none")[0])
-    for s in gantt.steps:
+    all_steps = gantt.steps
+    lines = all_steps if len(all_steps) <= STEP_LINES else [s for s in all_steps if s.lost]
+    if len(lines) > STEP_LINES:
+        lines = []
+    labelled = len(lines) <= STEP_LABELS
+    for s in lines:
         colour = "#C44E52" if s.lost else "black"
         drawn["steps"].append(ax.axvline(s.start, color=colour, ls="--", lw=0.8))
+        if not labelled:
+            continue
         label = f"step {s.step}" + (" (lost)" if s.lost else "")
         if s.bubble is not None:
             label += f"\nbubble {s.bubble:.3f}"
         ax.annotate(label, (s.start, 1.0), xycoords=("data", "axes fraction"),
                     xytext=(2, -2), textcoords="offset points", va="top", fontsize=7,
                     color=colour)
-    if gantt.steps:
-        last = max(gantt.steps, key=lambda s: s.end)
+    if lines and len(lines) == len(all_steps):
+        last = max(all_steps, key=lambda s: s.end)
         drawn["steps"].append(ax.axvline(last.end, color="black", ls="--", lw=0.8))
     ax.set_yticks(range(len(rows)), [r.label for r in rows], fontsize=8 if n < 40 else 6)
-    ax.set_ylim(len(rows) - 0.5, -0.5 - (0.9 if gantt.steps else 0.0))
+    ax.set_ylim(len(rows) - 0.5, -0.5 - (0.9 if lines and labelled else 0.0))
     ax.set_ylabel("device and stream")
     title = gantt.title
     if gantt.bubble is not None:
         b = f"{gantt.bubble:.4f}"
         b = "0.0000" if float(b) == 0 else b  # float residue (-5.7e-12) printed no sign
-        title += f"\nbubble fraction {b} (idle share of the workers during the steps' passes)"
+        title += (f"\nbubble fraction {b} (idle share of all the workers during the steps' "
+                  "passes, down ones included)")
+    if len(lines) < len(all_steps):
+        which = "only the lost steps' starts drawn" if lines else "no step boundary drawn"
+        title += (f"\n({len(all_steps):,} steps, more than {STEP_LINES}: {which}; "
+                  "--timeline-window T0:T1 records a part of the run)")
+    elif lines and not labelled:
+        title += f"\n({len(all_steps):,} step boundaries, labelled up to {STEP_LABELS} steps)"
     if gantt.rows_left_out:
         title += f"\n(first {len(rows)} rows drawn; {gantt.rows_left_out} more in the file)"
     if gantt.left_out:
@@ -792,10 +816,15 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
     if any(b.lost for r in rows for b in r.bars):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="xxx",
                              label="pass lost to a failure"))
-    if gantt.steps:
+    if lines:
         from matplotlib.lines import Line2D
 
-        handles.append(Line2D([], [], color="black", ls="--", lw=0.8, label="step boundary"))
+        if len(lines) == len(all_steps):
+            handles.append(Line2D([], [], color="black", ls="--", lw=0.8,
+                                  label="step boundary"))
+        if any(s.lost for s in lines):
+            handles.append(Line2D([], [], color="#C44E52", ls="--", lw=0.8,
+                                  label="lost step (its start)"))
     if handles:
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0),
                   frameon=False)

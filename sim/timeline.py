@@ -84,11 +84,14 @@ class TimelineRequest:
         ``(t0, t1)`` in simulated time units; events intersecting it are kept.
     max_events : int
         Events kept at most (metadata aside); the rest are counted as left out.
+    replication : int
+        The replication recorded (``--timeline-replication``; 0, the seed's first, by default).
     """
 
     path: str
     window: tuple[float, float] = (0.0, math.inf)
     max_events: int = DEFAULT_MAX_EVENTS
+    replication: int = 0
 
     def recorder(self, **kw: Any) -> Recorder:
         """A fresh recorder with this window and cap."""
@@ -387,6 +390,9 @@ class Recorder(NullRecorder):
         self.node_proc: dict[Any, str] = {}
         self._down: dict[str, tuple[float, str]] = {}
         self._spot: dict[str, float] = {}
+        #: workers that went down (failure model) and spot preemptions, whole run (window
+        #: and cap aside): what the command says of the recorded replication
+        self.failures = {"down": 0, "preempted": 0}
         self._steps: dict[str, tuple[int, float]] = {}  # the step open on each coordinator
         self._restart: float | None = None
         self._links: dict[int, float] = {}
@@ -460,11 +466,14 @@ class Recorder(NullRecorder):
             name = names[k] if names is not None else w.name
             if not w.up:
                 self._down[name] = (now, _cause(w))
+                self.failures["down"] += 1
             w.on_change(self._changed(name, thread))
 
     def _changed(self, name: str, thread: str):
         def cb(comp: Any, up: bool, now: float) -> None:
             if not up:
+                if name not in self._down:
+                    self.failures["down"] += 1
                 self._down[name] = (now, _cause(comp))
                 return
             start = self._down.pop(name, None)
@@ -481,6 +490,7 @@ class Recorder(NullRecorder):
             now = float(env.now)
             if not up:
                 self._spot[name] = now
+                self.failures["preempted"] += 1
                 self.instant(name, "compute", "preempted", "preemption", now)
                 return
             t0 = self._spot.pop(name, None)
@@ -1454,7 +1464,9 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
     coordinator's ``step`` events are not a row but the steps, each with its
     bubble fraction ``1 - busy / (workers (compute_end - start))`` where
     ``busy`` is the time of the compute events inside its compute phase and
-    ``workers`` the step's own count (else the processes with a compute row);
+    ``workers`` the step's own count (all the coordinator's workers, a down one
+    included, as the engine's ``bubble_fraction``; else the processes with a
+    compute row);
     the overall bubble is that ratio over the completed steps (the engine's
     ``bubble_fraction`` when nothing was left out). A run of several
     coordinators (DiLoCo's groups) names each one's processes in

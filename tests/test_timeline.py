@@ -736,6 +736,71 @@ def test_gantt_of_a_4_stage_1f1b_step(tmp_path, capsys):
     assert xs == pytest.approx([g.steps[0].start, g.steps[0].end])
 
 
+def test_gantt_of_many_steps_draws_no_boundary_per_step(tmp_path):
+    """A DiLoCo run of 200 inner steps (the user trial's): no dashed line per step (they hid
+    the bars), the title says so; 20 steps: each boundary, unlabelled; a lost step of a long
+    run keeps its red line."""
+    from sim.plotting import STEP_LABELS, STEP_LINES, plot_timeline
+
+    def draw(cfg: TrainingConfig, seed: int = 0):
+        rec = Recorder()
+        training_model(cfg, Streams(seed).replication(0), recorder=rec)
+        g = gantt(rec.trace())
+        _, drawn = plot_timeline(g, tmp_path / "g.png")
+        fig = drawn["steps"][0].figure if drawn["steps"] else None
+        return g, drawn, fig
+
+    long = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=200, forward_time=0.33,
+                          param_size=1e9, bandwidth=1.25e8, sync="diloco:every=100,groups=3")
+    g, drawn, _ = draw(long)
+    assert len(g.steps) == 200 > STEP_LINES and drawn["steps"] == []
+    short = TrainingConfig(stages=2, microbatches=2, steps=20, forward_time=1.0)
+    g, drawn, fig = draw(short)
+    assert len(g.steps) == 20 and STEP_LABELS < 20 <= STEP_LINES
+    xs = sorted(line.get_xdata()[0] for line in drawn["steps"])
+    assert xs == pytest.approx([s.start for s in g.steps] + [g.steps[-1].end])
+    assert not any(t.get_text().startswith("step ") for t in fig.axes[0].texts)
+    lossy = TrainingConfig(stages=2, microbatches=2, steps=80, forward_time=1.0, mtbf=600.0,
+                           replace_time=4.0, restart_cost=3.0, checkpoint_every=1,
+                           checkpoint_cost=0.5)
+    g, drawn, _ = draw(lossy, seed=1)
+    lost = [s.start for s in g.steps if s.lost]
+    assert len(g.steps) > STEP_LINES and 0 < len(lost) <= STEP_LINES
+    assert sorted(line.get_xdata()[0] for line in drawn["steps"]) == pytest.approx(sorted(lost))
+
+
+def test_bubble_counts_down_workers_as_idle_and_says_so(tmp_path, capsys):
+    """bubble_fraction is the idle share of all the workers in the steps' passes, down ones
+    included (docs/timeline.md): with 3 data-parallel replicas and spot preemptions every
+    step's ``workers`` is 3, a step in which a replica is down throughout has a bubble of at
+    least 1/3 (the schedule's own bubble is 0: one stage), the engine's is the steps' ratio,
+    and the Gantt title and the text report say that down workers count."""
+    from sim.plotting import plot_timeline
+
+    cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=60, schedule="1f1b",
+                         forward_time=0.33, param_size=2e9, bandwidth=1.25e8, latency=0.025,
+                         mtbf=60.0, replace_time=10.0, sync="allreduce")
+    metrics, trace = _record(cfg, seed=3)
+    steps = [e for e in _x(trace, "step") if not e["args"].get("lost")
+             and not e["args"].get("open")]
+    downs = [(e["ts"], e["ts"] + e["dur"]) for e in _x(trace, "failure")]
+    assert downs and all(e["args"]["workers"] == 3 for e in steps)
+    busy = sum(e["args"]["busy"] for e in steps)
+    span = sum(e["args"]["compute_end"] - e["ts"] / US for e in steps)
+    assert metrics["bubble_fraction"] == pytest.approx(1 - busy / (3 * span), abs=1e-9)
+    covered = [e for e in steps if any(a <= e["ts"] and e["args"]["compute_end"] * US <= b
+                                       for a, b in downs)]
+    assert covered
+    for e in covered:
+        dt = e["args"]["compute_end"] - e["ts"] / US
+        assert 1 - e["args"]["busy"] / (3 * dt) >= 1 / 3 - 1e-9
+    _, drawn = plot_timeline(gantt(trace), tmp_path / "g.png")
+    fig = drawn["bars"][0][0][3].figure
+    assert "down ones included" in fig.axes[0].get_title()
+    assert main(["train", "--stages", "2", "--steps", "1", "--replications", "1"]) == 0
+    assert "bubble: idle in the steps' passes, down workers included" in capsys.readouterr().out
+
+
 def test_plot_refuses_a_file_that_is_not_a_timeline(tmp_path, capsys):
     """A file that is not Trace Event Format JSON is one line naming 'timeline'."""
     bad = tmp_path / "bad.json"
@@ -773,6 +838,71 @@ def test_bounds_without_the_file_and_a_folder_are_refused(tmp_path, capsys):
     assert "'timeline_window' must be given only with --timeline" in capsys.readouterr().err
     assert main(["train", "--timeline", str(tmp_path)]) == 2
     assert "'timeline' must be a writable file" in capsys.readouterr().err
+
+
+#: A data-parallel run with spot preemptions (the user trial's shape, shorter): replications
+#: differ in their preemptions (seed 3: 1, 3 and 2).
+SPOT = ["train", "--stages", "1", "--replicas", "3", "--microbatches-per-step", "3", "--steps",
+        "60", "--schedule", "1f1b", "--forward-time", "330ms", "--param-size", "2GB",
+        "--bandwidth", "1Gbps", "--latency", "25ms", "--mtbf", "1min", "--replace-time", "10s",
+        "--sync", "allreduce", "--seed", "3", "--replications", "3"]
+
+
+@pytest.mark.parametrize("executor", ["serial", "local"])
+def test_timeline_replication_records_that_replication_and_changes_no_number(
+        executor, tmp_path, capsys):
+    """--timeline-replication K: the file holds replication K's run (its events are those of
+    the engine run on replication K's streams), the JSON is the same, bit for bit, as without
+    --timeline, and the output says how many preemptions replication K had."""
+    argv = [*SPOT, "--json", "--executor", executor]
+    assert main(argv) == 0
+    plain = {k: v for k, v in json.loads(capsys.readouterr().out).items() if k not in WALL}
+    seen = set()
+    for k in range(3):
+        out = tmp_path / f"t{k}.json"
+        assert main([*argv, "--timeline", str(out), "--timeline-replication", str(k)]) == 0
+        cap = capsys.readouterr()
+        timed = {k: v for k, v in json.loads(cap.out).items() if k not in WALL}
+        assert json.dumps(plain, sort_keys=True) == json.dumps(timed, sort_keys=True)
+        trace = read_timeline(out)
+        assert trace["otherData"]["replication"] == k
+        rec = Recorder()
+        cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=60, schedule="1f1b",
+                             forward_time=0.33, param_size=2e9, bandwidth=1.25e8,
+                             latency=0.025, mtbf=60.0, replace_time=10.0, sync="allreduce")
+        training_model(cfg, Streams(3).replication(k), recorder=rec)
+        assert trace["traceEvents"] == rec.trace()["traceEvents"]
+        pre = sum(1 for e in trace["traceEvents"] if e["name"] == "preempted")
+        assert pre == rec.failures["preempted"] and pre > 0
+        noun = "preemption" if pre == 1 else "preemptions"
+        assert f"of replication {k} written" in cap.err
+        assert f"replication {k} (seed 3) had {pre} spot {noun}" in cap.err
+        seen.add(pre)
+    assert len(seen) > 1  # the replications differ: the option picks one
+
+
+def test_timeline_replication_out_of_range_is_refused(tmp_path, capsys):
+    """K outside [0, replications) or not an integer, or given without --timeline: one line,
+    exit 2, no file."""
+    out = tmp_path / "t.json"
+    for k in ("3", "-1", "x", "1.5"):
+        assert main([*SPOT, "--timeline", str(out), "--timeline-replication", k]) == 2
+        cap = capsys.readouterr()
+        assert cap.err.strip().endswith(
+            f"'timeline_replication' must be an integer in [0, 2] (0 <= K < --replications "
+            f"3): '{k}'") and cap.out == "" and not out.exists()
+    assert main([*SPOT, "--timeline-replication", "1"]) == 2
+    assert "'timeline_replication' must be given only with --timeline" in capsys.readouterr().err
+
+
+def test_a_run_without_failures_says_so(tmp_path, capsys):
+    """The line about the recorded replication says it had no failure."""
+    out = tmp_path / "t.json"
+    assert main(["train", "--stages", "2", "--microbatches-per-step", "2", "--steps", "1",
+                 "--replications", "2", "--timeline", str(out), "--timeline-replication",
+                 "1"]) == 0
+    assert "timeline: replication 1 (seed 0) had no worker failure or preemption" in \
+        capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- slow

@@ -3968,6 +3968,15 @@ def timeline_cases(fx: Fixtures) -> list[Case]:
                 refuse("timeline_max_events"))
         add(f"{cmd}/timeline-max-events-without-timeline",
             dtsim(cmd, *base, "--timeline-max-events", "10"), refuse("timeline_max_events"))
+        if cmd == "network":  # one run: no --timeline-replication
+            continue
+        for what, k in (("equal-to-replications", "1"), ("negative", "-1"), ("text", "last"),
+                        ("float", "0.5"), ("nan", "nan")):
+            add(f"{cmd}/timeline-replication-{what}", dtsim(cmd, *base, "--timeline", out,
+                                                            "--timeline-replication", k),
+                refuse("timeline_replication"), note="--replications 1: K must be 0")
+        add(f"{cmd}/timeline-replication-without-timeline",
+            dtsim(cmd, *base, "--timeline-replication", "0"), refuse("timeline_replication"))
     # what cannot be recorded, and runs too large: one line before any work
     add("train/timeline-compiled-engine", dtsim("train", *small, "--schedule", "swarm",
                                                 "--engine", "compiled", "--timeline", out),

@@ -450,13 +450,14 @@ def run(args: argparse.Namespace) -> int:
     announce_fallback("gossip", cfg.resolved_engine, cfg.engine_reason)
     model = None  # replication 0 records as it runs (the serial executor, on the DES engine)
     if request is not None and args.executor == "serial" and cfg.resolved_engine == "des":
-        model = RecordingModel(gossip_model, request.recorder(), args.seed)
+        model = RecordingModel(gossip_model, request.recorder(), args.seed,
+                                   request.replication)
     records = replicate(gossip_model if model is None else model, cfg,
                         replications=args.replications, seed=args.seed,
                         executor=args.executor, workers=args.workers)
     report = summarize_runs(records, cfg)
     errors = [r["error"] for r in records if r.get("error")]
-    timeline = (lambda: _timeline(args, cfg, request, records[0], model)) \
+    timeline = (lambda: _timeline(args, cfg, request, records[request.replication], model)) \
         if request is not None else (lambda: None)
     if args.json:
         payload = {
@@ -510,7 +511,7 @@ def _check_timeline(cfg: Any, request: Any) -> None:
 
 def _timeline(args: argparse.Namespace, cfg: Any, request: Any, record: dict[str, Any],
               model: RecordingModel | None) -> None:
-    """Write replication 0's events: recorded in the run, else by running it again here on
+    """Write replication K's events (``--timeline-replication``): recorded in the run, else by running it again here on
     the DES engine (the compiled edge engine gives the DES engine's numbers bit for bit, so
     replication 0 of either is the same run; the check says so)."""
     from ..rng import Streams
@@ -518,7 +519,8 @@ def _timeline(args: argparse.Namespace, cfg: Any, request: Any, record: dict[str
     def rerun() -> tuple[Any, dict[str, Any]]:
         rec = request.recorder()
         des = replace(cfg, engine="des") if cfg.engine == "auto" else cfg
-        metrics = gossip_model(des, Streams(args.seed).replication(0), recorder=rec)
+        metrics = gossip_model(des, Streams(args.seed).replication(request.replication),
+                               recorder=rec)
         metrics["engine"] = record.get("engine")  # the engine's name, not a number of the run
         return rec, metrics
 

@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true",
                    help="one JSON object: finish (in the file's order), links (utilisation)")
     add_timeline_options(p, what="every flow (from its request to its finish) and every "
-                         "link's utilisation as it changes")
+                         "link's utilisation as it changes", replications=False)
 
 
 def _random_spec(spec: str) -> bool:

@@ -531,7 +531,8 @@ def run(args: argparse.Namespace) -> int:
             from ..pipeline.engines import choose_engine
 
             model = RecordingModel(choose_engine(cfg, args.engine)[0].engine.run,
-                                   request.recorder(), args.seed)
+                                   request.recorder(), args.seed,
+                                   request.replication)
     records: list[dict[str, Any]] = []
     if args.show_placement and placement is not None and not args.json:
         print(placement.render())
@@ -568,7 +569,7 @@ def run(args: argparse.Namespace) -> int:
             out["placement"] = [[list(c) for c in s] for s in cfg.domain_placement.replica_domains]
         emit_json(out)
         if request is not None:
-            _timeline(args, cfg, request, records[0], model)
+            _timeline(args, cfg, request, records[request.replication], model)
         return _log_failed(args, log_error)
     for line in (given_line(args), pipeline_transfers(args, cfg)):
         if line is not None:
@@ -613,20 +614,21 @@ def run(args: argparse.Namespace) -> int:
     if args.event_log and log_error is None:
         print(f"event log of replication 0 written to {out['event_log_file']}")
     if request is not None:
-        _timeline(args, cfg, request, records[0], model)
+        _timeline(args, cfg, request, records[request.replication], model)
     return _log_failed(args, log_error)
 
 
 def _timeline(args: argparse.Namespace, cfg: PipelineConfig, request: Any,
               record: dict[str, Any], model: RecordingModel | None) -> None:
-    """Write replication 0's events (recorded in the run, else by running it again here)."""
+    """Write replication K's events (``--timeline-replication``) (recorded in the run, else by running it again here)."""
     from ..pipeline.engines import choose_engine
 
     sel, _ = choose_engine(cfg, args.engine)
 
     def rerun() -> tuple[Any, dict[str, Any]]:
         rec = request.recorder()
-        return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+        return rec, sel.engine.run(cfg, Streams(args.seed).replication(request.replication),
+                                   recorder=rec)
 
     finish_timeline(request, model, rerun, record=record, command="pipeline", seed=args.seed,
                     json_mode=args.json, unit="s")

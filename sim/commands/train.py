@@ -1013,7 +1013,7 @@ def training_events(cfg: TrainingConfig) -> float:
 
 def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
               record: dict[str, Any], model: RecordingModel | None) -> None:
-    """Write replication 0's events (recorded in the run, else by running it again here)."""
+    """Write replication K's events (``--timeline-replication``) (recorded in the run, else by running it again here)."""
     from ..rng import Streams
 
     sel = select("training", cfg, args.engine)
@@ -1022,7 +1022,8 @@ def _timeline(args: argparse.Namespace, cfg: TrainingConfig, request: Any,
 
     def rerun() -> tuple[Any, dict[str, Any]]:
         rec = request.recorder()
-        return rec, sel.engine.run(cfg, Streams(args.seed).replication(0), recorder=rec)
+        return rec, sel.engine.run(cfg, Streams(args.seed).replication(request.replication),
+                                   recorder=rec)
 
     finish_timeline(request, model, rerun, record=record, command="train", seed=args.seed,
                     json_mode=args.json, engine_selected=sel.name, unit=unit)
@@ -1058,7 +1059,8 @@ def run(args: argparse.Namespace) -> int:
         _check_timeline(args, cfg, request)
         if args.executor == "serial":  # replication 0 records as it runs
             model = RecordingModel(select("training", cfg, args.engine).engine.run,
-                                   request.recorder(), args.seed)
+                                   request.recorder(), args.seed,
+                                   request.replication)
     records: list[dict[str, Any]] = []
     out = _simulate(cfg, replications=args.replications, seed=args.seed,
                     executor=args.executor, workers=args.workers, engine=args.engine,
@@ -1081,7 +1083,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
         if request is not None:
-            _timeline(args, cfg, request, records[0], model)
+            _timeline(args, cfg, request, records[request.replication], model)
         return 0
     for line in (given_line(args), None if build is not None else train_transfers(args, cfg)):
         if line is not None:
@@ -1163,7 +1165,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"bubble {_fraction(out['bubble_fraction'])}, utilisation "
               f"{_fraction(out['utilisation'])} "
-              f"(fractions of worker time); lost replica time ({tu}): {lost or 'none'}")
+              f"(fractions of worker time; bubble: idle in the steps' passes, down "
+              f"workers included); lost replica time ({tu}): {lost or 'none'}")
     cost = "" if out["cost"] is None else f", cost ${out['cost']:.4g} (--price per " \
         f"worker-hour x {out['worker_hours']:.4g} worker-hours), samples per dollar " \
         f"{out['samples_per_dollar']:.4g}"
@@ -1173,7 +1176,7 @@ def run(args: argparse.Namespace) -> int:
     if "groups" in out:
         _print_diloco(out, cfg, tu)
     if request is not None:
-        _timeline(args, cfg, request, records[0], model)
+        _timeline(args, cfg, request, records[request.replication], model)
     return 0
 
 

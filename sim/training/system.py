@@ -401,8 +401,10 @@ def training_model(config: TrainingConfig, streams: Streams, *,
         drain), ``goodput`` (quality-weighted), ``step_time_mean``/``_p50``/
         ``_p99`` (every completed step attempt; async: time per ``m``
         completions), ``training_time`` (simulated wall time to finish ``N`` steps; not the runner's ``wall_time``), ``bubble_fraction``
-        (idle fraction of the replicas during the steps' compute phases; async:
-        over the run), ``utilisation`` (busy fraction, mean over replicas),
+        (idle fraction of all the replicas during the steps' compute phases,
+        ``1 - busy / (workers x compute time)``: a replica down, or waiting for its
+        replacement or weights, counts as idle, so failures raise it above the
+        pipeline bubble; async: over the run), ``utilisation`` (busy fraction, mean over replicas),
         ``latency_mean`` (microbatch sojourn), ``drop_rate``, ``mean_quality``,
         ``mean_skipped``, counts (``passes``, ``lost_passes``, ``reroutes``,
         ``recomputes``, ``skips``, ``waits``, ``restarts``, ``checkpoints``,
