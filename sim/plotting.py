@@ -734,7 +734,8 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
     lost to a failure is hatched; transfers, collectives, checkpoints, restarts
     and down intervals have their own colours. Step boundaries are dashed
     lines labelled with the step and its bubble fraction (the idle fraction of
-    all the workers, down ones included, during its passes) up to :data:`STEP_LABELS` steps, unlabelled
+    the live workers, up and holding their weights, during its passes) up to
+    :data:`STEP_LABELS` steps, unlabelled
     up to :data:`STEP_LINES`; past that only lost steps' starts are drawn (red),
     and the title says so. The title gives the overall bubble fraction.
     """
@@ -797,8 +798,8 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
     if gantt.bubble is not None:
         b = f"{gantt.bubble:.4f}"
         b = "0.0000" if float(b) == 0 else b  # float residue (-5.7e-12) printed no sign
-        title += (f"\nbubble fraction {b} (idle share of all the workers during the steps' "
-                  "passes, down ones included)")
+        title += (f"\nbubble fraction {b} (idle share of the live workers during the steps' "
+                  "passes: down ones, or ones fetching weights, left out)")
     if len(lines) < len(all_steps):
         which = "only the lost steps' starts drawn" if lines else "no step boundary drawn"
         title += (f"\n({len(all_steps):,} steps, more than {STEP_LINES}: {which}; "

@@ -589,14 +589,17 @@ class Recorder(NullRecorder):
 
     def step_end(self, k: int, t_compute: float, t: float, *, sync: float = 0.0,
                  tail: float = 0.0, busy: float | None = None, workers: int | None = None,
-                 proc: str = "trainer") -> None:
-        """Step ``k`` ended at ``t`` (its passes at ``t_compute``, then sync and optimizer)."""
+                 down: float = 0.0, proc: str = "trainer") -> None:
+        """Step ``k`` ended at ``t`` (its passes at ``t_compute``, then sync and optimizer);
+        ``down``: worker-time of its workers not live in its compute phase (written when > 0)."""
         opened = self._steps.pop(proc, None)
         t0 = opened[1] if opened is not None else t_compute
         args: dict[str, Any] = {"step": k, "compute_end": t_compute}
         if busy is not None:
             args["busy"] = busy
             args["workers"] = workers
+            if down > 0:
+                args["down"] = down
         self.span(proc, "steps", f"step {k}", "step", t0, t, args)
         if t > t_compute:
             self.span(proc, "collective", "gradient sync", "collective", t_compute, t,
@@ -1421,6 +1424,8 @@ class GanttStep:
     busy: float | None
     workers: int | None
     bubble: float | None
+    #: worker-time of the step's workers not live (down, or fetching weights) in its compute phase
+    down: float = 0.0
 
 
 @dataclass
@@ -1462,11 +1467,12 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
     A row per thread of a process (``s0r1 compute``, ``s0r1 send``...) that has
     a complete or instant event, in process then thread order; the
     coordinator's ``step`` events are not a row but the steps, each with its
-    bubble fraction ``1 - busy / (workers (compute_end - start))`` where
-    ``busy`` is the time of the compute events inside its compute phase and
-    ``workers`` the step's own count (all the coordinator's workers, a down one
-    included, as the engine's ``bubble_fraction``; else the processes with a
-    compute row);
+    bubble fraction ``1 - busy / (workers (compute_end - start) - down)`` where
+    ``busy`` is the time of the compute events inside its compute phase,
+    ``workers`` the step's own count (all the coordinator's workers; else the
+    processes with a compute row) and ``down`` the step's worker-time of workers
+    not live (down, or fetching their weights) in the phase, so the bubble is the
+    live workers' idle share, as the engine's ``bubble_fraction``;
     the overall bubble is that ratio over the completed steps (the engine's
     ``bubble_fraction`` when nothing was left out). A run of several
     coordinators (DiLoCo's groups) names each one's processes in
@@ -1517,7 +1523,8 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
                 k = a.get("step", -1)
                 steps.append(GanttStep(int(k) if isinstance(k, int) else -1, t0,
                                        a.get("compute_end"), t1, bool(a.get("lost")),
-                                       None, a.get("workers"), None))
+                                       None, a.get("workers"), None,
+                                       float(a.get("down") or 0.0)))
                 step_pid.append(e["pid"])
                 continue
             kind = _kind(e)
@@ -1553,10 +1560,11 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
                    and (mine is None or p in mine))
         w = s.workers if isinstance(s.workers, int) and s.workers > 0 else len(compute_procs)
         s.busy = busy
-        if hi > lo and w:
-            s.bubble = 1.0 - busy / (w * (hi - lo))
+        cap = w * (hi - lo) - s.down  # the live workers' time in the compute phase
+        if hi > lo and w and cap > 0:
+            s.bubble = 1.0 - busy / cap
             tot_busy += busy
-            tot_cap += w * (hi - lo)
+            tot_cap += cap
     if owns:  # the first coordinator's steps are the ones drawn
         first = min(owns, key=lambda p: (psort.get(p, p), p))
         steps = [s for s, pid in zip(steps, step_pid, strict=True) if pid == first]

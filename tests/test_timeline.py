@@ -769,12 +769,14 @@ def test_gantt_of_many_steps_draws_no_boundary_per_step(tmp_path):
     assert sorted(line.get_xdata()[0] for line in drawn["steps"]) == pytest.approx(sorted(lost))
 
 
-def test_bubble_counts_down_workers_as_idle_and_says_so(tmp_path, capsys):
-    """bubble_fraction is the idle share of all the workers in the steps' passes, down ones
-    included (docs/timeline.md): with 3 data-parallel replicas and spot preemptions every
-    step's ``workers`` is 3, a step in which a replica is down throughout has a bubble of at
-    least 1/3 (the schedule's own bubble is 0: one stage), the engine's is the steps' ratio,
-    and the Gantt title and the text report say that down workers count."""
+def test_bubble_leaves_down_workers_out_and_says_so(tmp_path, capsys):
+    """bubble_fraction is the idle share of the live workers in the steps' passes, the
+    worker-time of the down ones (or ones fetching weights) taken out (docs/timeline.md):
+    with 3 data-parallel replicas and spot preemptions every step's ``workers`` is 3 and its
+    ``down`` the replicas' not-live time in its passes; the engine's bubble is
+    1 - busy / (3 x span - down) over the steps (below the old 1 - busy / (3 x span)), the
+    Gantt's equals it, a step with a replica down throughout now has a bubble below 1/3 (the
+    one stage has no schedule bubble), and the Gantt title and the text report say so."""
     from sim.plotting import plot_timeline
 
     cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=60, schedule="1f1b",
@@ -787,18 +789,25 @@ def test_bubble_counts_down_workers_as_idle_and_says_so(tmp_path, capsys):
     assert downs and all(e["args"]["workers"] == 3 for e in steps)
     busy = sum(e["args"]["busy"] for e in steps)
     span = sum(e["args"]["compute_end"] - e["ts"] / US for e in steps)
-    assert metrics["bubble_fraction"] == pytest.approx(1 - busy / (3 * span), abs=1e-9)
+    down = sum(e["args"].get("down", 0.0) for e in steps)
+    assert down > 0
+    assert metrics["bubble_fraction"] == pytest.approx(1 - busy / (3 * span - down), abs=1e-9)
+    assert metrics["bubble_fraction"] < 1 - busy / (3 * span) - 0.01
+    g = gantt(trace)
+    assert g.bubble == pytest.approx(metrics["bubble_fraction"], abs=1e-9)
     covered = [e for e in steps if any(a <= e["ts"] and e["args"]["compute_end"] * US <= b
                                        for a, b in downs)]
     assert covered
     for e in covered:
         dt = e["args"]["compute_end"] - e["ts"] / US
-        assert 1 - e["args"]["busy"] / (3 * dt) >= 1 / 3 - 1e-9
-    _, drawn = plot_timeline(gantt(trace), tmp_path / "g.png")
+        assert e["args"]["down"] >= dt - 1e-9
+        assert 1 - e["args"]["busy"] / (3 * dt - e["args"]["down"]) < 1 / 3
+    _, drawn = plot_timeline(g, tmp_path / "g.png")
     fig = drawn["bars"][0][0][3].figure
-    assert "down ones included" in fig.axes[0].get_title()
+    assert "idle share of the live workers" in fig.axes[0].get_title()
     assert main(["train", "--stages", "2", "--steps", "1", "--replications", "1"]) == 0
-    assert "bubble: idle in the steps' passes, down workers included" in capsys.readouterr().out
+    assert "bubble: the live workers' idle share in the steps' passes, down ones left out" \
+        in capsys.readouterr().out
 
 
 def test_plot_refuses_a_file_that_is_not_a_timeline(tmp_path, capsys):

@@ -34,6 +34,25 @@ def test_same_seed_same_numbers_and_streams_independent():
     assert training_model(cfg, Streams(4)) != a
 
 
+def test_bubble_fraction_is_the_idle_share_of_the_live_workers(tmp_path):
+    """One stage, 2 replicas, 4 forward-only passes of 1 s, s0r1 down [0, 1) then fetching its
+    weights (2 B at 2 B/s) [1, 2): round-robin routes the 4 passes at time 0 to the one live
+    replica, s0r0, which serves them [0, 4] (the step's compute phase). Busy 4 of the 2 x 4 worker-time of the compute
+    phase, of which 2 is s0r1's not live: the bubble is 1 - 4 / (8 - 2) = 1/3 (s0r1 live and
+    idle [2, 4]), not the 1 - 4 / 8 = 1/2 that counted s0r1's down time as idle. Without the
+    failure the one stage has no bubble: both replicas serve 2 passes [0, 2]."""
+    trace = _trace(tmp_path, [("s0r1", 0.0, 1.0)])
+    kw = dict(stages=1, replicas=2, microbatches=4, steps=1, backward_ratio=0.0,
+              forward_time=1.0, param_size=2.0, bandwidth=2.0)
+    s, m = _run(TrainingConfig(**kw, failure_trace=trace))
+    assert [r.busy_time for r in s.flow.replicas] == [4.0, 0.0]
+    assert s.trainer.compute_time == 4.0 and m["lost_download"] == 1.0
+    assert m["bubble_fraction"] == pytest.approx(1 / 3, abs=1e-15)
+    assert s.trainer.compute_down == 2.0
+    p, plain = _run(TrainingConfig(**kw))
+    assert plain["bubble_fraction"] == 0.0 and p.trainer.compute_time == 2.0
+
+
 def test_lost_backward_pass_recomputes_from_last_holder(tmp_path):
     """A replica failing mid-backward loses the pass; the forward is recomputed on a live peer."""
     trace = _trace(tmp_path, [("s1r0", 2.5, 3.0)])

@@ -242,7 +242,7 @@ POINTS = {
 }
 METRICS = ("training_time", "throughput", "step_time_mean", "latency_mean", "lost_passes",
            "recomputes", "skips", "waits", "drop_rate", "lost_stall", "lost_download",
-           "utilisation")
+           "utilisation", "bubble_fraction")
 REPS = 400
 
 

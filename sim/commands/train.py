@@ -933,14 +933,16 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
 
 def _add_figures(records: list[dict[str, Any]]) -> None:
     """(issue 37) The figures of engines that do not report them, from what they do report:
-    ``compute_utilisation = utilisation / (1 - bubble_fraction)`` (both measured against
-    the steps' compute time), no WAN tier, no all-reduce bytes known (NaN) unless the
-    engine runs no all-reduce."""
+    ``compute_utilisation`` (the engine's, else ``utilisation / (1 - bubble_fraction)``,
+    both measured against the steps' compute time: an engine without failures), no WAN
+    tier, no all-reduce bytes known (NaN) unless the engine runs no all-reduce."""
     for r in records:
-        if r.get("error") or "compute_utilisation" in r:
+        if r.get("error") or "compute_utilisation_min" in r:
             continue
-        u, b = r.get("utilisation", math.nan), r.get("bubble_fraction", math.nan)
-        cu = u / (1.0 - b) if b == b and u == u and b < 1.0 else math.nan
+        cu = r.get("compute_utilisation")
+        if cu is None:
+            u, b = r.get("utilisation", math.nan), r.get("bubble_fraction", math.nan)
+            cu = u / (1.0 - b) if b == b and u == u and b < 1.0 else math.nan
         r.update(compute_utilisation=cu, compute_utilisation_min=cu, compute_utilisation_max=cu,
                  wan_bytes_sent=0.0, wan_bytes_sent_max=0.0,
                  allreduce_bytes_sent=r.get("allreduce_bytes_sent", math.nan))
@@ -1165,8 +1167,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"bubble {_fraction(out['bubble_fraction'])}, utilisation "
               f"{_fraction(out['utilisation'])} "
-              f"(fractions of worker time; bubble: idle in the steps' passes, down "
-              f"workers included); lost replica time ({tu}): {lost or 'none'}")
+              f"(fractions of worker time; bubble: the live workers' idle share in the "
+              f"steps' passes, down ones left out); lost replica time ({tu}): "
+              f"{lost or 'none'}")
     cost = "" if out["cost"] is None else f", cost ${out['cost']:.4g} (--price per " \
         f"worker-hour x {out['worker_hours']:.4g} worker-hours), samples per dollar " \
         f"{out['samples_per_dollar']:.4g}"

@@ -145,7 +145,10 @@ def compiled_training_model(config: TrainingConfig, streams: Any) -> dict[str, f
         t = sorted(fin)
         marks = [0.0] + [t[i] for i in range(m - 1, len(t), m)]
         steps = [b - a for a, b in zip(marks, marks[1:], strict=False)]
-        bubble = 1.0 - busy / (W * wall) if wall > 0 else nan
+        down = float(gf[K.GF_DOWN]) + int(gi[K.G_NDOWN]) * (wall - float(gf[K.GF_DSINCE])) \
+            if gi[K.G_NDOWN] else float(gf[K.GF_DOWN])  # DownClock.at(wall)
+        bubble = 1.0 - busy / (W * wall - down) if wall > 0 else nan
+        idle_all = 1.0 - busy / (W * wall) if wall > 0 else nan
         steady = steady_throughput(fin) if c.arrival == "saturated" else nan
         steps_done = float(delivered + int(gi[K.G_DROPPED])) // m
     else:
@@ -154,7 +157,9 @@ def compiled_training_model(config: TrainingConfig, streams: Any) -> dict[str, f
         quality = float(s["kept_q"][:n].sum())
         steps = s["steps"][:n].tolist()
         ct = float(gf[K.GF_COMPUTE])
-        bubble = 1.0 - float(gf[K.GF_COMPUTE_BUSY]) / (W * ct) if ct > 0 else nan
+        live = W * ct - float(gf[K.GF_COMPUTE_DOWN])  # the live workers' compute time
+        bubble = 1.0 - float(gf[K.GF_COMPUTE_BUSY]) / live if ct > 0 else nan
+        idle_all = 1.0 - float(gf[K.GF_COMPUTE_BUSY]) / (W * ct) if ct > 0 else nan
         steady = nan
         steps_done = float(n)
     dlv, drp = int(gi[K.G_DELIV]), int(gi[K.G_DROPPED])
@@ -185,7 +190,13 @@ def compiled_training_model(config: TrainingConfig, streams: Any) -> dict[str, f
             "skips": float(gi[K.G_SKIPS]), "waits": float(gi[K.G_WAITS]),
             "restarts": 0.0, "checkpoints": 0.0, "preemptions": 0.0})
     out["events"] = float(gi[K.G_EVENTS])
-    return {k: out[k] for k in (*METRICS, "events")}
+    # the compute time over the wall time, as utilisation over the idle share of every worker
+    # in the compute phases (down ones too): how dtsim train derived it before bubble_fraction
+    # left the down workers out, so the figure is the same float
+    u = out["utilisation"]
+    out["compute_utilisation"] = (u / (1.0 - idle_all) if idle_all == idle_all and u == u
+                                  and idle_all < 1.0 else nan)
+    return {k: out[k] for k in (*METRICS, "events", "compute_utilisation")}
 
 
 class CompiledTraining(Engine):

@@ -32,12 +32,37 @@ from .config import TrainingConfig, replica_name
 from .replica import Microbatch, Replica
 from .routing import SharedQueue, Uniforms, make_routing
 
-__all__ = ["ReplicaFlow", "LOST_CAUSES"]
+__all__ = ["ReplicaFlow", "LOST_CAUSES", "DownClock"]
 
 #: Causes of lost time (see :func:`sim.training.trainer.training_metrics`).
 LOST_CAUSES = ("lost_pass", "recompute", "reroute", "download", "stall", "restart", "checkpoint")
 
 _BLOCK = 4096
+
+
+class DownClock:
+    """Worker-time of the replicas that are not live (down, or up and fetching their
+    weights), kept as its own sum from the live-set changes: ``bubble_fraction`` takes it
+    out of the worker-time it divides by. It stays exactly 0.0 while every replica is live,
+    so a run without failures reports the same floats as without the clock."""
+
+    __slots__ = ("n", "since", "total")
+
+    def __init__(self) -> None:
+        self.n = 0  # replicas not live
+        self.since = 0.0  # when n last changed
+        self.total = 0.0  # worker-time not live up to `since`
+
+    def change(self, now: float, d: int) -> None:
+        """``d`` more replicas (``-1``: one fewer) are not live from ``now``."""
+        if self.n:
+            self.total += self.n * (now - self.since)
+        self.since = now
+        self.n += d
+
+    def at(self, now: float) -> float:
+        """Worker-time not live from the start to ``now``."""
+        return self.total + self.n * (now - self.since) if self.n else self.total
 
 
 class _Exponentials:
@@ -143,6 +168,7 @@ class ReplicaFlow:
         self.lost_passes = self.reroutes = 0
         self.skips = self.waits = self.recomputes = 0
         self.retired: set[Replica] = set()  # replicas draining before an announced preemption
+        self.down = DownClock()  # worker-time of the replicas not live (bubble_fraction)
         #: asked as a replica comes back (DiLoCo's groups): True when its group will fetch the
         #: model across the WAN tier, which is then its only download (None: always download)
         self.skip_download: Any = None
@@ -159,6 +185,7 @@ class ReplicaFlow:
                 if rep.live:
                     self.live[rep.stage].append(rep)
         self.n_out = sum(1 for lv in self.live if not lv)
+        self.down.change(self.env.now, sum(1 for rep in self.replicas if not rep.live))
         self._wire()
         for rep in self.replicas:
             rep.start()
@@ -221,6 +248,7 @@ class ReplicaFlow:
     def replica_live(self, rep: Replica) -> None:
         """A replica finished downloading its weights and may be routed to."""
         rep.live = True
+        self.down.change(self.env.now, -1)
         j = rep.stage
         live = self.live[j]
         live.append(rep)
@@ -246,6 +274,8 @@ class ReplicaFlow:
         """A replica went down: its queued passes are re-queued; the stage may be lost."""
         j = rep.stage
         out = False
+        if was_live:
+            self.down.change(self.env.now, 1)
         if self.ordered:
             self._disturb()
         self.idle[j].pop(rep, None)

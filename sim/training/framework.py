@@ -45,7 +45,7 @@ import simpy
 
 from ..timeline import NULL
 from .config import TrainingConfig, replica_name
-from .flow import LOST_CAUSES
+from .flow import LOST_CAUSES, DownClock
 from .replica import Microbatch, Refetch, WorkerState
 from .schedules import device_program, p2p_program
 
@@ -166,12 +166,14 @@ class FrameworkFlow:
         self._channels: dict[tuple, deque] = {}
         self._arrivals: dict[tuple, simpy.Event] = {}
         self._cause: Any = None
+        self.down = DownClock()  # worker-time of the devices not live (bubble_fraction)
 
     # -- the trainer's interface --------------------------------------------------
     def start(self) -> None:
         for d in self.replicas:
             d.loaded = d.live = d.up
         self.n_out = sum(1 for d in self.replicas if not d.live)
+        self.down.change(self.env.now, self.n_out)
 
     @property
     def passes(self) -> int:
@@ -183,6 +185,7 @@ class FrameworkFlow:
 
     def replica_live(self, dev: Device) -> None:
         dev.live = True
+        self.down.change(self.env.now, -1)
         self.n_out -= 1
         if self.n_out == 0:
             self.trainer.all_live()
@@ -195,6 +198,7 @@ class FrameworkFlow:
 
     def replica_down(self, dev: Device, was_live: bool) -> None:
         if was_live:
+            self.down.change(self.env.now, 1)
             self.n_out += 1
         self.trainer.stage_lost(dev.stage)
 

@@ -82,10 +82,13 @@ MF_T0, MF_WSINCE, MF_NF = range(3)
 # global int counters
 (G_SEQ, G_NHEAP, G_NOUT, G_LOSTP, G_REROUTES, G_RECOMP, G_SKIPS, G_WAITS, G_DELIV, G_DROPPED,
  G_SKIPSUM, G_STEP, G_REMAIN, G_STEP_DELIV, G_OPEN, G_DONE, G_WAITID, G_ARRIVED, G_NFIN,
- G_ATTEMPTED, G_EVENTS, G_STARTED, G_NI) = range(23)
+ G_ATTEMPTED, G_EVENTS, G_STARTED, G_NDOWN, G_NI) = range(24)
 # global float counters
 (GF_NOW, GF_LOSTPASS, GF_RECOMPUTE, GF_REROUTE, GF_DOWNLOAD, GF_STALL, GF_QSUM, GF_LATSUM,
- GF_STEP_T0, GF_BUSY0, GF_COMPUTE, GF_COMPUTE_BUSY, GF_STEP_Q, GF_BUSY, GF_NF) = range(15)
+ GF_STEP_T0, GF_BUSY0, GF_COMPUTE, GF_COMPUTE_BUSY, GF_STEP_Q, GF_BUSY, GF_DOWN, GF_DSINCE,
+ GF_DOWN0, GF_COMPUTE_DOWN, GF_NF) = range(19)
+# G_NDOWN replicas not live since GF_DSINCE; GF_DOWN their worker-time before it
+# (sim.training.flow.DownClock): GF_COMPUTE_DOWN is its part in the steps' compute phases
 # int parameters
 (P_L, P_R, P_SKIP, P_ROUTING, P_EXPO, P_BACK, P_ASYNC, P_ARRIVAL, P_N, P_M, P_TOTAL, P_SLOTS,
  P_NI) = range(13)
@@ -225,6 +228,25 @@ def _idle_remove(ri, si, k):
 
 
 # --------------------------------------------------------------------------- the model
+@_inl
+def _down_change(gi, gf, d):
+    """DownClock.change: ``d`` more replicas not live from now."""
+    n = gi[G_NDOWN]
+    if n:
+        gf[GF_DOWN] += n * (gf[GF_NOW] - gf[GF_DSINCE])
+    gf[GF_DSINCE] = gf[GF_NOW]
+    gi[G_NDOWN] = n + d
+
+
+@_inl
+def _down_at(gi, gf):
+    """DownClock.at(now): worker-time not live from the start to now."""
+    n = gi[G_NDOWN]
+    if n:
+        return gf[GF_DOWN] + n * (gf[GF_NOW] - gf[GF_DSINCE])
+    return gf[GF_DOWN]
+
+
 @_inl
 def _wake(ri, si, gi, gf, ht, hk, hp, k):
     w = ri[k, R_WAIT]
@@ -590,6 +612,8 @@ def _set_state(k, up, pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp, s
     if was and not up:
         was_live = ri[k, R_LIVE] == 1
         ri[k, R_LIVE] = 0
+        if was_live:
+            _down_change(gi, gf, 1)
         ri[k, R_LOADED] = 0
         ri[k, R_EPOCH] += 1
         ri[k, R_INFLIGHT] = 0
@@ -607,6 +631,7 @@ def _set_state(k, up, pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp, s
 def _replica_live(k, pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp, st, hops,
                   quality, fin):
     ri[k, R_LIVE] = 1
+    _down_change(gi, gf, -1)
     j = ri[k, R_STAGE]
     si[j, S_NLIVE] += 1
     if si[j, S_NLIVE] == 1:
@@ -631,6 +656,7 @@ def _start_step(pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp, st, hop
     m = pi[P_M]
     gf[GF_STEP_T0] = gf[GF_NOW]
     gf[GF_BUSY0] = gf[GF_BUSY]
+    gf[GF_DOWN0] = _down_at(gi, gf)
     gi[G_REMAIN] = m
     gi[G_STEP_DELIV] = 0
     gf[GF_STEP_Q] = 0.0
@@ -670,6 +696,7 @@ def _step_done(pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp, st, hops
         if phase == 0:
             gf[GF_COMPUTE] += now - gf[GF_STEP_T0]
             gf[GF_COMPUTE_BUSY] += gf[GF_BUSY] - gf[GF_BUSY0]
+            gf[GF_COMPUTE_DOWN] += _down_at(gi, gf) - gf[GF_DOWN0]
             if pf[PF_OPT] > 0.0:
                 _push(gi, ht, hk, hp, now + pf[PF_OPT], _NORMAL, EV_TRAINER, 1, 0)
                 return
@@ -756,6 +783,8 @@ def _start(pi, pf, ri, rf, si, mi, mf, hr, he_, gi, gf, ht, hk, hp, st, hops, qu
         ri[k, R_LIVE] = ri[k, R_FMUP]
         if eff:
             si[ri[k, R_STAGE], S_NLIVE] += 1
+        else:
+            gi[G_NDOWN] += 1  # not live from time 0 (GF_DSINCE)
     nout = 0
     for j in range(L):
         if si[j, S_NLIVE] == 0:

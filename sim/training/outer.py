@@ -922,7 +922,8 @@ class DilocoSystem:
             steps_done=float(steps_done), hours=hours, series_cost=None,
             availability=availability, lost=lost, measured={
                 "throughput_steady": nan,
-                "bubble_fraction": (1.0 - sum(tr.compute_busy for tr in trs) / ct_workers
+                "bubble_fraction": (1.0 - sum(tr.compute_busy for tr in trs)
+                                    / (ct_workers - sum(tr.compute_down for tr in trs))
                                     if ct_workers > 0 else nan),
                 "utilisation": busy / (W * wall) if wall > 0 else nan,
                 "latency_mean": (sum(tr.latency_sum for tr in trs) / tot_delivered

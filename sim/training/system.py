@@ -254,13 +254,14 @@ class TrainingSystem:
             delivered = sum(d for d, _ in kept)
             quality = sum(q for _, q in kept)
             steps = tr.step_times
-            bubble = 1.0 - tr.compute_busy / (c.workers * tr.compute_time) if tr.compute_time > 0 else nan
+            live = c.workers * tr.compute_time - tr.compute_down  # live worker-time computing
+            bubble = 1.0 - tr.compute_busy / live if tr.compute_time > 0 else nan
             steady = nan
         else:
             delivered, quality = tr.delivered, tr.quality_sum
             steps = tr.step_times_async()
             busy = sum(r.busy_time for r in flow.replicas)
-            bubble = 1.0 - busy / (c.workers * wall) if wall > 0 else nan
+            bubble = 1.0 - busy / (c.workers * wall - flow.down.at(wall)) if wall > 0 else nan
             steady = steady_throughput(tr.finish_times) if c.arrival == "saturated" else nan
         busy = sum(r.busy_time for r in flow.replicas)
         pres = getattr(self, "presence", None)
@@ -401,10 +402,12 @@ def training_model(config: TrainingConfig, streams: Streams, *,
         drain), ``goodput`` (quality-weighted), ``step_time_mean``/``_p50``/
         ``_p99`` (every completed step attempt; async: time per ``m``
         completions), ``training_time`` (simulated wall time to finish ``N`` steps; not the runner's ``wall_time``), ``bubble_fraction``
-        (idle fraction of all the replicas during the steps' compute phases,
-        ``1 - busy / (workers x compute time)``: a replica down, or waiting for its
-        replacement or weights, counts as idle, so failures raise it above the
-        pipeline bubble; async: over the run), ``utilisation`` (busy fraction, mean over replicas),
+        (idle fraction of the live replicas, up and holding their weights, during the
+        steps' compute phases, ``1 - busy / (workers x compute time - down)`` with
+        ``down`` the worker-time of the replicas not live in those phases: a replica down,
+        or waiting for its replacement or weights, is not counted (its time is in
+        ``lost_*`` and ``worker_availability``), so a one-stage run has no bubble from its
+        failures; async: over the run), ``utilisation`` (busy fraction, mean over replicas),
         ``latency_mean`` (microbatch sojourn), ``drop_rate``, ``mean_quality``,
         ``mean_skipped``, counts (``passes``, ``lost_passes``, ``reroutes``,
         ``recomputes``, ``skips``, ``waits``, ``restarts``, ``checkpoints``,

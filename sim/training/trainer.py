@@ -80,6 +80,7 @@ class Trainer:
         self.step_times: list[float] = []
         self.compute_time = 0.0
         self.compute_busy = 0.0
+        self.compute_down = 0.0  # worker-time of the replicas not live in the compute phases
         self.finish_times: list[float] = []
         self.restarts = 0
         self.checkpoints = 0
@@ -390,6 +391,7 @@ class StepTrainer(Trainer):
         t0 = env.now
         self.rec.step_start(k, t0)
         busy0 = self._busy()
+        down0 = flow.down.at(t0)
         mbs = [Microbatch(self.next_id + i, st, L, t0) for i in range(m)]
         self.next_id += m
         self._in_step = mbs
@@ -413,12 +415,14 @@ class StepTrainer(Trainer):
         self.compute_time += t_compute - t0
         busy = self._busy() - busy0
         self.compute_busy += busy
+        down = flow.down.at(t_compute) - down0
+        self.compute_down += down
         used = self._close_fast(st) if fk is not None else None
         # the all-reduce and the optimizer step: (the closed form's all-reduce, the tail)
         sync, tail = yield from self.traffic.step_tail(st.participants, used)
         if self.rec.on:
             self.rec.step_end(k, t_compute, env.now, sync=sync, tail=tail, busy=busy,
-                              workers=c.workers)
+                              workers=c.workers, down=down)
         self.step_times.append(env.now - t0)
         return st.delivered, st.quality
 
