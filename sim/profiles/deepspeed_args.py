@@ -116,6 +116,7 @@ from typing import Any
 from ..errors import ConfigError, check, check_memory_terms
 from .frameworks import FrameworkSpec
 from .megatron_args import (
+    MAX_DIGITS,
     _int,
     _options,
     _transformer_layers,
@@ -176,9 +177,6 @@ LAUNCHER_OPTIONS = {"--hostfile": "-H", "--include": "-i", "--exclude": "-e", "-
                     "--launcher": None, "--launcher_args": None}
 #: Bytes of a ds_config or hostfile read at most.
 MAX_BYTES = 1 << 20
-#: Digits of a count (a slot count, a slot) read at most: 18 is below 10^18, more GPUs than any
-#: machine, and Python's int() refuses text of over 4300 digits (a traceback, not a line).
-MAX_DIGITS = 18
 
 
 def is_deepspeed_launch(text: str) -> bool:

@@ -453,15 +453,20 @@ def _options(words: tuple[Any, ...], where: str, flags: set[str]) -> list[tuple[
     return out
 
 
+#: Digits of a count (an option's value, a hostfile's slots) read at most: 18 is below 10^18,
+#: more GPUs than any machine, and Python's int() refuses text of over 4300 digits (a
+#: traceback, not a line).
+MAX_DIGITS = 18
+
+
 def _int(name: str, value: Any, where: str, low: int = 1) -> int:
     if isinstance(value, _Unknown):
         raise ConfigError("plan", f"a value dtsim can read for {name} at {where} (the file does "
                           "not set it; nothing in it is run)", str(value))
-    check(isinstance(value, str) and re.fullmatch(r"[0-9]+", value) is not None
-          and len(value.lstrip("0")) <= 18 and int(value) >= low, "plan",
-          f"an integer >= {low} of at most 18 digits for {name} at {where}"
-          if isinstance(value, str) and len(value.lstrip("0")) > 18 else
-          f"an integer >= {low} for {name} at {where}", value)  # int() refuses 4300 digits
+    long = isinstance(value, str) and len(value.lstrip("0")) > MAX_DIGITS
+    check(isinstance(value, str) and re.fullmatch(r"[0-9]+", value) is not None and not long
+          and int(value) >= low, "plan", f"an integer >= {low}"
+          f"{f' of at most {MAX_DIGITS} digits' if long else ''} for {name} at {where}", value)
     return int(value)
 
 
