@@ -944,3 +944,13 @@ def test_deepspeed_0313_plan_gathers_before_the_gradient_receive(prof):
                            [a], [g], blocking=True)
     assert e["pipeline_time"] == pytest.approx(old + G, rel=1e-9)  # by one G at this point
     assert e["stages"][0]["backward"] == pytest.approx(bg0, rel=1e-12)  # with its all-gather
+    # on physical nodes (each replica a host of its own: a stage's activation and gradient
+    # leave one NIC), the lockstep check reads the same programs: the DES over the hosts'
+    # network equals the closed form
+    from sim.profiles.build import crossing_kinds
+
+    hosted = replace(_ds((2, 2, 2), "0.3.13"), stages=tuple(
+        StageSpec(st.layers, tuple(replace(x, host=f"s{j}r{i}") for i, x in enumerate(st.replicas)))
+        for j, st in enumerate(_ds((2, 2, 2), "0.3.13").stages)))
+    assert crossing_kinds(hosted)
+    assert _closed_form_equals_des(hosted, prof)[0].config.recv_gather_times is not None
