@@ -238,8 +238,8 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     .. math:: c = \\max(c_{prev}, r) + d
 
     with ``c_prev`` the completion of the device's previous command, ``d``
-    its duration and ``r`` its readiness (0 for an all-gather ``G``): overlapped, a forward of stage
-    ``s > 0`` is ready at its input's forward completion plus the hop's
+    its duration and ``r`` its readiness (0 for an all-gather ``G``): overlapped, a
+    forward of stage ``s > 0`` is ready at its input's forward completion plus the hop's
     activation time, a backward at its output gradient's backward completion
     plus the gradient time (the last stage's at its own forward); with
     ``channels`` a transfer in flight arrives at ``max(c, a_prev) + d``, ``c``
@@ -263,8 +263,9 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     S = len(forward)
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
-    ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking, channels)
-    gathers = _gathers(gather, S, ops)
+    ops, keys, complete, gathered = _trace(tuple(tuple(prog) for prog in programs), S, blocking,
+                                           channels)
+    gathers = _gathers(gather, S, gathered)
     if finish is None and spans is None and complete and len(ops) >= _COMPILED_FROM:
         run = _compiled_runner()
         if run is not None:  # the same loop, compiled (numba): the same operations
@@ -344,12 +345,11 @@ _G0 = 10
 _SEND_A, _SEND_G = 1, 2
 
 
-def _gathers(gather: Sequence[float] | None, S: int, ops: tuple) -> Any:
+def _gathers(gather: Sequence[float] | None, S: int, gathered: bool) -> Any:
     """The all-gather time per model stage as an array (zeros when ``gather`` is None; one
-    line when the programs have an all-gather but no times are given)."""
+    line when the programs have an all-gather, ``gathered``, but no times are given)."""
     if gather is None:
-        check(all(op[0] != _G0 for op in ops), "gather", "given for programs with an "
-              "all-gather command (G)", None)
+        check(not gathered, "gather", "given for programs with an all-gather command (G)", None)
         return np.zeros(S)
     check(len(gather) == S, "gather", f"one time per stage ({S})", len(gather))
     return np.asarray(gather, dtype=float)
@@ -367,8 +367,8 @@ def transfer_spans(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
     """Every transfer of :func:`program_makespan`'s evaluation (same arguments), as arrays:
     its kind (``2 h`` hop ``h``'s activation, ``2 h + 1`` its gradient), start and end (as
     its ``spans``), one entry per transfer. Compiled where :func:`program_makespan` is."""
-    ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
-                                 blocking, channels)
+    ops, keys, complete, gathered = _trace(tuple(tuple(prog) for prog in programs),
+                                           len(forward), blocking, channels)
     run = _compiled_runner() if complete and len(ops) >= _COMPILED_FROM else None
     if run is None:
         spans: dict = {}
@@ -381,7 +381,7 @@ def transfer_spans(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
     xs, xe = np.zeros(len(ops)), np.zeros(len(ops))
     run(_trace_array(ops), len(programs), np.asarray(forward, dtype=float),
         np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-        np.asarray(gradient, dtype=float), _gathers(gather, len(forward), ops),
+        np.asarray(gradient, dtype=float), _gathers(gather, len(forward), gathered),
         np.zeros(len(ops)), np.zeros(len(programs)), xs, xe)
     return kind, xs[rows], xe[rows]
 
@@ -400,9 +400,9 @@ def transfers_meet(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
     k = None if key is None else (key, len(forward), blocking, channels)
     hit = _MEET_KEPT.get(k) if k is not None else None
     if hit is None:
-        ops, _keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
-                                      blocking, channels)
-        _gathers(gather, len(forward), ops)  # one line if the programs need times not given
+        ops, _keys, complete, gathered = _trace(tuple(tuple(prog) for prog in programs),
+                                                len(forward), blocking, channels)
+        _gathers(gather, len(forward), gathered)  # one line if the programs need times
         hit = (None, None, 0, {}) if not complete or len(ops) < _COMPILED_FROM else \
             (_trace_array(ops), _trace_transfers(ops), len(ops), {})
         if k is not None:
@@ -423,8 +423,7 @@ def transfers_meet(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
     xs, xe = np.zeros(n), np.zeros(n)
     run(arr, len(programs), np.asarray(forward, dtype=float),
         np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-        np.asarray(gradient, dtype=float),
-        np.zeros(len(forward)) if gather is None else np.asarray(gather, dtype=float),
+        np.asarray(gradient, dtype=float), _gathers(gather, len(forward), False),
         np.zeros(n), np.zeros(len(programs)), xs, xe)
     meet = _compiled_meet()
     return any(meet(xs, xe, rows) for rows in rows_of)
@@ -491,8 +490,8 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
                gradient: Any, gather: Any, began: Any, ends: Any, xs: Any, xe: Any) -> float:
     """:func:`program_makespan`'s loop over a trace (``ops`` as from :func:`_trace_array`);
     ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``); ``began[k]``
-    is set to the start of compute (or all-gather) command ``k``, ``ends[d]`` to device ``d``'s end, and
-    (where ``xs`` is not empty) ``xs[k]``, ``xe[k]`` to the start and end of the transfer
+    is set to the start of compute (or all-gather) command ``k``, ``ends[d]`` to device
+    ``d``'s end, and (where ``xs`` is not empty) ``xs[k]``, ``xe[k]`` to the start and end of the transfer
     command ``k`` is, or sends (:func:`transfer_spans`)."""
     spans = xs.shape[0] > 0
     free = np.zeros(p)
@@ -572,14 +571,14 @@ def _peer(role: str, tag: str, h: int, p: int) -> int:
 
 @functools.lru_cache(maxsize=256)
 def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, channels: bool
-           ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple, ...], bool]:
+           ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple, ...], bool, bool]:
     """The order in which :func:`program_makespan` completes the programs' commands.
 
     Each command as ``(code, device, peer, stage or hop, command it waits for,
     what it sends on, the command that sent the transfer before it on the same
     channel)`` (-1 where none; the last only with ``channels``), in completion
     order; the key of each (as ``finish`` has them); whether every program
-    finishes. The order is that of repeatedly advancing every device whose
+    finishes; whether the programs hold an all-gather ``G``. The order is that of repeatedly advancing every device whose
     next command is ready: readiness is whether a command (or the transfer it
     sent) has completed, never its time, so the order depends on the programs only.
     """
@@ -684,7 +683,7 @@ def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, chan
                 _wait(d, [got[d][e] for e in mine])
                 progress = True
     complete = all(pos[d] >= len(programs[d]) for d in range(p))
-    return tuple(ops), tuple(keys), complete
+    return tuple(ops), tuple(keys), complete, any(op[0] == _G0 for op in ops)
 
 
 def bucket_ready_times(start: float, duration: float, sizes: Sequence[float]) -> list[float]:
