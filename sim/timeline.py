@@ -729,6 +729,15 @@ class Recorder(NullRecorder):
                    _DEVICE_PASS, (stage, dev.index, mb.id % self.microbatches,
                                   "null" if st is None else st.index, chunk, _b(lost)))
 
+    def device_gather(self, dev: Any, stage: int, mb: Any, t0: float, t1: float, *,
+                      lost: bool = False) -> None:
+        """A framework device's all-gather of its output before it receives the gradient
+        (DeepSpeed 0.3.13), on its compute thread."""
+        st = mb.step
+        self._span(dev.name, "compute", "all-gather" + (LOST_SUFFIX if lost else ""), "compute",
+                   t0, t1, _DEVICE_PASS, (stage, dev.index, mb.id % self.microbatches,
+                                          "null" if st is None else st.index, 0, _b(lost)))
+
     def framework_hop(self, flow: Any, grad: bool, hop: int, i: int, k: int, sent: float,
                       t0: float | None, t1: float, *, cut: bool = False) -> None:
         """A framework transfer over ``hop`` (between model stages ``hop`` and ``hop + 1``) of

@@ -444,8 +444,9 @@ def test_deepspeed_0313_plan_des_equals_closed_form(prof):
 def test_deepspeed_0313_transfer_order_gives_the_same_steps():
     """0.3.13's TrainSchedule posts each step's two transfers the other way round from 0.16.5's
     (schedule.py:206-219 at v0.3.13): both are between the same two stages, each holding both,
-    so the exact makespan of the blocking programs is the same in either order (the engines
-    run 0.16.5's); at random times over 2-5 stages and 1-7 micro-batches they agree to 1e-12,
+    so with nothing between them the exact makespan of the blocking programs is the same in
+    either order (the engines run 0.16.5's unless 0.3.13's all-gather sits between them:
+    test_deepspeed_0313_program_gathers_before_the_gradient_receive); at random times over 2-5 stages and 1-7 micro-batches they agree to 1e-12,
     though the programs differ."""
     import random
 
@@ -838,3 +839,118 @@ def test_a_megatron_release_gets_its_own_table(prof):
                 "'framework_version' must be a version of megatron the table was read at "
                 "(0.20.0, each tagged release 0.8.0 to 0.19.0)")):
             FrameworkSpec("megatron", bad)
+
+
+def test_deepspeed_0313_program_gathers_before_the_gradient_receive():
+    """DeepSpeed 0.3.13 (tag v0.3.13) all-gathers a stage's partitioned output in
+    _exec_recv_grads (runtime/pipe/engine.py:908-918) before the blocking receive of its
+    gradient (920-939), and its TrainSchedule issues RecvGrad after the step's SendActivation
+    (schedule.py:214-219): worked out from schedule.py:189-237 for 2 stages and 3 micro-batches,
+    stage 0 runs F0, send a0 (step 1), F1 (2), send a1, G0, recv g0, B0 (3), F2 (4), send a2,
+    G1, recv g1, B1 (5), G2, recv g2, B2 (7); stage 1 recv a0, F0 (1), B0 (2), recv a1,
+    send g0, F1 (3), B1 (4), recv a2, send g1, F2 (5), B2 (6), send g2 (7). The DES and the
+    closed form run it (and the compiled evaluation equals the plain one)."""
+    from sim.analytic.training import program_makespan
+    from sim.training.schedules import deepspeed_program, device_program
+
+    s0 = [("F", 0, 0), ("send", "a", 0, 0), ("F", 0, 1), ("send", "a", 0, 1), ("G", 0, 0),
+          ("recv", "g", 0, 0), ("B", 0, 0), ("F", 0, 2), ("send", "a", 0, 2), ("G", 0, 1),
+          ("recv", "g", 0, 1), ("B", 0, 1), ("G", 0, 2), ("recv", "g", 0, 2), ("B", 0, 2)]
+    s1 = [("recv", "a", 0, 0), ("F", 0, 0), ("B", 0, 0), ("recv", "a", 0, 1),
+          ("send", "g", 0, 0), ("F", 0, 1), ("B", 0, 1), ("recv", "a", 0, 2),
+          ("send", "g", 0, 1), ("F", 0, 2), ("B", 0, 2), ("send", "g", 0, 2)]
+    assert [deepspeed_program(2, 3, j, order="0.3.13", recv_gather=True) for j in (0, 1)] == \
+        [s0, s1]
+    assert device_program("1f1b", 2, 3, 0, blocking=True, recv_gather=True) == s0
+    with pytest.raises(ValueError):
+        device_program("gpipe", 2, 3, 0, blocking=True, recv_gather=True)
+    # the compiled trace (at least 200 commands) and the plain one agree exactly
+    progs = [device_program("1f1b", 3, 40, j, blocking=True, recv_gather=True) for j in range(3)]
+    args = ([1.0, 1.5, 1.25], [2.0, 2.5, 3.0], [0.5, 0.25], [0.75, 0.5])
+    fast = program_makespan(progs, *args, blocking=True, gather=[0.3, 0.7, 0.0])
+    assert fast == program_makespan(progs, *args, blocking=True, gather=[0.3, 0.7, 0.0],
+                                    finish={})
+    assert fast > program_makespan([deepspeed_program(3, 40, j) for j in range(3)],
+                                   args[0], [2.3, 3.2, 3.0], *args[2:], blocking=True)
+
+
+def test_deepspeed_0313_gather_before_the_receive_hand_worked():
+    """2 stages, 3 micro-batches, stage 0's passes 1 and 1 (forward, backward), stage 1's 1
+    and 2, each hop's activation and gradient 0.5, stage 0's all-gather before each receive 1.
+    Hand-worked in DeepSpeed 0.3.13's program (above): F0 [0, 1], a0 [1, 1.5]; stage 0 F1
+    [1.5, 2.5], stage 1 F0 B0 [1.5, 4.5]; a1 [4.5, 5]; G0 [5, 6] while stage 1 waits in its
+    send; g0 [6, 6.5]; stage 0 B0 F2 [6.5, 8.5], stage 1 F1 B1 [6.5, 9.5]; a2 [9.5, 10];
+    G1 [10, 11]; g1 [11, 11.5]; stage 0 B1 G2 [11.5, 13.5], stage 1 F2 B2 [11.5, 14.5];
+    g2 [14.5, 15]; B2 [15, 16]: 16. With the all-gather inside the backward pass (stage 0's
+    backward 2) in the 0.16.5 order, as dtsim had it: 15 (g0 [4.5, 5], a1 [5, 5.5], B0
+    [5.5, 7.5], F2 [7.5, 8.5], g1 [8.5, 9], a2 [9, 9.5], B1 [9.5, 11.5], stage 1 F2 B2
+    [9.5, 12.5], g2 [12.5, 13], B2 [13, 15]). The DES and the closed form give 16 exactly."""
+    from sim.analytic.training import program_makespan
+    from sim.engines import predictions
+    from sim.rng import Streams
+    from sim.training import TrainingConfig, training_model
+    from sim.training.schedules import deepspeed_program
+
+    c = TrainingConfig(stages=2, replicas=1, microbatches=3, steps=1, schedule="1f1b",
+                       p2p="blocking", replica_times=(((1.0, 1.0),), ((1.0, 2.0),)),
+                       transfer_times=(((0.5, 0.5),),), recv_gather_times=((1.0,), (0.0,)),
+                       sync="none")
+    assert predictions("training", c)["step_time_mean"]["value"] == 16.0
+    assert training_model(c, Streams(0).replication(0))["step_time_mean"] == 16.0
+    old = [deepspeed_program(2, 3, j) for j in (0, 1)]
+    assert program_makespan(old, [1.0, 1.0], [2.0, 2.0], [0.5], [0.5], blocking=True) == 15.0
+    with pytest.raises(ConfigError, match="'recv_gather_times' must be 0 at the last stage"):
+        replace(c, recv_gather_times=((1.0,), (0.5,)))
+    with pytest.raises(ConfigError, match="'recv_gather_times' must be given only with"):
+        replace(c, p2p="overlap")
+
+
+def test_deepspeed_0313_plan_gathers_before_the_gradient_receive(prof):
+    """A 0.3.13 plan of two TP-2 stages (OPT-350 on A100-40s, micro-batch 2, 3 micro-batches):
+    its pipeline phase is the hand-written max-plus recursion of 0.3.13's program over the
+    build's pieces (the passes, stage 0's all-gather G = its backward all-gather, the hop's
+    activation a and gradient g), the DES over the plan's network equals the closed form, and
+    the phase is longer than with G inside the backward pass in 0.16.5's order (dtsim before
+    issue 35's fix), by one G at this point: stage 1 waits in its gradient send for G at
+    micro-batches 0 and 1."""
+    from sim.analytic.training import program_makespan
+    from sim.profiles import Plan, ReplicaSpec, StageSpec
+    from sim.profiles.build import explain_rows
+    from sim.training.schedules import deepspeed_program
+
+    fw = FrameworkSpec("deepspeed", "0.3.13", options=(("seq_length", 2048),))
+    plan = Plan(tuple(StageSpec(layers, (ReplicaSpec("A100-40", 2, gpus_per_node=2,
+                                                     zone="us-central1-a"),))
+                      for layers in (tuple(range(13)), tuple(range(13, 26)))), 2, 6,
+                model="OPT-350", framework=fw)
+    b, closed = _closed_form_equals_des(plan, prof)
+    (f0, bg0, _), (f1, b1, _) = b.stage_times[0][0], b.stage_times[1][0]
+    G = b.gather_times[0][0][1]
+    assert G > 0 and b.gather_times[1][0][1] == 0.0
+    b0 = bg0 - G  # the backward pass alone
+    a, g = b.transfer_times[0][0]
+    t = f0 + a                                  # F0, a0
+    s0, s1 = t + f0, t + f1 + b1                # stage 0 F1; stage 1 F0 B0
+    t = max(s0, s1) + a                         # a1
+    t = max(t + G, t) + g                       # G0 while stage 1 waits in send g0; g0
+    s0, s1 = t + b0 + f0, t + f1 + b1           # B0 F2; F1 B1
+    t = max(s0, s1) + a                         # a2
+    t = max(t + G, t) + g                       # G1; g1
+    s0, s1 = t + b0 + G, t + f1 + b1            # B1 G2; F2 B2
+    want = max(s0, s1) + g + b0                 # g2, B2
+    e = explain_rows(b)
+    assert e["pipeline_time"] == pytest.approx(want, rel=1e-12)
+    old = program_makespan([deepspeed_program(2, 3, j) for j in (0, 1)], [f0, f1], [bg0, b1],
+                           [a], [g], blocking=True)
+    assert e["pipeline_time"] == pytest.approx(old + G, rel=1e-9)  # by one G at this point
+    assert e["stages"][0]["backward"] == pytest.approx(bg0, rel=1e-12)  # with its all-gather
+    # on physical nodes (each replica a host of its own: a stage's activation and gradient
+    # leave one NIC), the lockstep check reads the same programs: the DES over the hosts'
+    # network equals the closed form
+    from sim.profiles.build import crossing_kinds
+
+    hosted = replace(_ds((2, 2, 2), "0.3.13"), stages=tuple(
+        StageSpec(st.layers, tuple(replace(x, host=f"s{j}r{i}") for i, x in enumerate(st.replicas)))
+        for j, st in enumerate(_ds((2, 2, 2), "0.3.13").stages)))
+    assert crossing_kinds(hosted)
+    assert _closed_form_equals_des(hosted, prof)[0].config.recv_gather_times is not None

@@ -925,6 +925,22 @@ def build_cases(fx: Fixtures) -> list[Case]:
         "from sim.training import TrainingConfig; TrainingConfig(stages=2, schedule='1f1b', allreduce_times=(1.0, 1.0), "
         "param_size=0.0, sync='allreduce:overlap=backward', "
         "allreduce_buckets=(((1.0, 2.0),),))"), refuse("allreduce_buckets"))
+    rg = ("from sim.training import TrainingConfig; TrainingConfig(stages=2, schedule='1f1b', "
+          "replica_times=(((1.0, 1.0),), ((1.0, 1.0),)), ")
+    add("api/TrainingConfig-recv-gather-times-overlapped", api(
+        rg + "recv_gather_times=((1.0,), (0.0,)))"), refuse("recv_gather_times"),
+        note="DeepSpeed 0.3.13's all-gather before a blocking gradient receive")
+    add("api/TrainingConfig-recv-gather-times-last-stage", api(
+        rg + "p2p='blocking', recv_gather_times=((1.0,), (0.5,)))"), refuse("recv_gather_times"),
+        note="the last stage receives no gradient")
+    add("api/TrainingConfig-recv-gather-times-negative", api(
+        rg + "p2p='blocking', recv_gather_times=((-1.0,), (0.0,)))"), refuse("recv_gather_times"))
+    add("api/program_makespan-gather-missing", api(
+        "from sim.analytic.training import program_makespan; "
+        "from sim.training.schedules import device_program; program_makespan("
+        "[device_program('1f1b', 2, 2, j, blocking=True, recv_gather=True) for j in (0, 1)], "
+        "[1.0, 1.0], [1.0, 1.0], [0.0], [0.0], blocking=True)"), refuse("gather"),
+        note="programs with an all-gather need its times")
     add("api/TrainingConfig-no-barrier-times-on-a-network", api(
         "from sim.training import TrainingConfig; TrainingConfig(stages=2, replicas=2, "
         "schedule='1f1b', allreduce_times=(1.0, 1.0), allreduce_barrier=False, "

@@ -185,7 +185,7 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
                      gradient: Sequence[float], *, blocking: bool = False,
                      channels: bool = True, finish: dict | None = None,
                      starts: dict | None = None, ends: list | None = None,
-                     spans: dict | None = None) -> float:
+                     spans: dict | None = None, gather: Sequence[float] | None = None) -> float:
     """Exact completion time of fixed per-device programs of one pipeline (max-plus).
 
     Parameters
@@ -194,7 +194,9 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
         ``programs[d]``: device ``d``'s commands in order (``p`` devices):
         compute ``("F" | "B", chunk, i)`` on model stage ``s = chunk p + d``,
         and with ``blocking`` the transfers ``("send" | "recv", "a" | "g",
-        h, i)`` over hop ``h`` (between stages ``h`` and ``h + 1``).
+        h, i)`` over hop ``h`` (between stages ``h`` and ``h + 1``) and an
+        all-gather of the device alone ``("G", chunk, i)`` (DeepSpeed 0.3.13's,
+        before its gradient receive: :func:`sim.training.schedules.deepspeed_program`).
     forward, backward : sequence of float
         Time of one pass of model stage ``s`` (``S = len(forward)`` stages).
     activation, gradient : sequence of float
@@ -220,6 +222,9 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
         ``"a"`` an activation, ``"g"`` a gradient): a blocking or batched transfer from the
         later post of its two parties, one in flight from when it leaves its channel's queue
         (or its pass, without ``channels``), to its arrival.
+    gather : sequence of float, optional
+        Time of one ``("G", chunk, i)`` command of model stage ``s`` (None: the programs
+        have none).
 
     Returns
     -------
@@ -233,8 +238,8 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     .. math:: c = \\max(c_{prev}, r) + d
 
     with ``c_prev`` the completion of the device's previous command, ``d``
-    its duration and ``r`` its readiness: overlapped, a forward of stage
-    ``s > 0`` is ready at its input's forward completion plus the hop's
+    its duration and ``r`` its readiness (0 for an all-gather ``G``): overlapped, a
+    forward of stage ``s > 0`` is ready at its input's forward completion plus the hop's
     activation time, a backward at its output gradient's backward completion
     plus the gradient time (the last stage's at its own forward); with
     ``channels`` a transfer in flight arrives at ``max(c, a_prev) + d``, ``c``
@@ -258,7 +263,9 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     S = len(forward)
     check(len(backward) == S and len(activation) == max(S - 1, 0) == len(gradient), "stages",
           "forward and backward per stage, activation and gradient per hop", S)
-    ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), S, blocking, channels)
+    ops, keys, complete, gathered = _trace(tuple(tuple(prog) for prog in programs), S, blocking,
+                                           channels)
+    gathers = _gathers(gather, S, gathered)
     if finish is None and spans is None and complete and len(ops) >= _COMPILED_FROM:
         run = _compiled_runner()
         if run is not None:  # the same loop, compiled (numba): the same operations
@@ -266,7 +273,8 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
             free_at = np.zeros(p)
             T = run(_trace_array(ops), p, np.asarray(forward, dtype=float),
                     np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-                    np.asarray(gradient, dtype=float), began_at, free_at, _NO_SPANS, _NO_SPANS)
+                    np.asarray(gradient, dtype=float), gathers, began_at, free_at, _NO_SPANS,
+                    _NO_SPANS)
             if starts is not None:
                 starts.update((key, float(t0)) for key, t0, op in
                               zip(keys, began_at.tolist(), ops, strict=True) if op[0] < _XA)
@@ -278,6 +286,11 @@ def program_makespan(programs: Sequence[Sequence[tuple]], forward: Sequence[floa
     arrival = [0.0] * len(ops)  # of the transfer in flight command k sent, if it sent one
     began = [0.0] * len(ops)
     for k, (code, d, peer, j, dep, send, prev) in enumerate(ops):
+        if code == _G0:
+            t0 = free[d]
+            free[d] = done[k] = t0 + gather[j]  # type: ignore[index]
+            began[k] = t0
+            continue
         if code >= _XA:
             if code == _W:
                 free[d] = done[k] = done[dep] if prev < 0 else max(done[dep], done[prev])
@@ -327,7 +340,19 @@ _F0, _B0, _FA, _BL, _BG, _XA, _XG = range(7)
 # the later post of its two parties plus its time (activation, gradient); the end of a call
 # (the later end of its transfers)
 _TA, _TG, _W = 7, 8, 9
+# (DeepSpeed 0.3.13) an all-gather of the device alone, ready at 0 (before a gradient receive)
+_G0 = 10
 _SEND_A, _SEND_G = 1, 2
+
+
+def _gathers(gather: Sequence[float] | None, S: int, gathered: bool) -> Any:
+    """The all-gather time per model stage as an array (zeros when ``gather`` is None; one
+    line when the programs have an all-gather, ``gathered``, but no times are given)."""
+    if gather is None:
+        check(not gathered, "gather", "given for programs with an all-gather command (G)", None)
+        return np.zeros(S)
+    check(len(gather) == S, "gather", f"one time per stage ({S})", len(gather))
+    return np.asarray(gather, dtype=float)
 
 
 #: Traces of at least this many commands are evaluated compiled when numba is installed.
@@ -337,18 +362,18 @@ _NO_SPANS = np.zeros(0)  # the compiled loop's span arrays when no spans are ask
 
 def transfer_spans(programs: Sequence[Sequence[tuple]], forward: Sequence[float],
                    backward: Sequence[float], activation: Sequence[float],
-                   gradient: Sequence[float], *, blocking: bool = False, channels: bool = True
-                   ) -> tuple[Any, Any, Any]:
+                   gradient: Sequence[float], *, blocking: bool = False, channels: bool = True,
+                   gather: Sequence[float] | None = None) -> tuple[Any, Any, Any]:
     """Every transfer of :func:`program_makespan`'s evaluation (same arguments), as arrays:
     its kind (``2 h`` hop ``h``'s activation, ``2 h + 1`` its gradient), start and end (as
     its ``spans``), one entry per transfer. Compiled where :func:`program_makespan` is."""
-    ops, keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
-                                 blocking, channels)
+    ops, keys, complete, gathered = _trace(tuple(tuple(prog) for prog in programs),
+                                           len(forward), blocking, channels)
     run = _compiled_runner() if complete and len(ops) >= _COMPILED_FROM else None
     if run is None:
         spans: dict = {}
         program_makespan(programs, forward, backward, activation, gradient, blocking=blocking,
-                         channels=channels, spans=spans)
+                         channels=channels, spans=spans, gather=gather)
         kind = np.array([2 * h + (tag == "g") for tag, h, _ in spans], dtype=np.int64)
         t = np.array(list(spans.values()), dtype=float).reshape(len(spans), 2)
         return kind, t[:, 0].copy(), t[:, 1].copy()
@@ -356,24 +381,28 @@ def transfer_spans(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
     xs, xe = np.zeros(len(ops)), np.zeros(len(ops))
     run(_trace_array(ops), len(programs), np.asarray(forward, dtype=float),
         np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-        np.asarray(gradient, dtype=float), np.zeros(len(ops)), np.zeros(len(programs)), xs, xe)
+        np.asarray(gradient, dtype=float), _gathers(gather, len(forward), gathered),
+        np.zeros(len(ops)), np.zeros(len(programs)), xs, xe)
     return kind, xs[rows], xe[rows]
 
 
 def transfers_meet(programs: Sequence[Sequence[tuple]], forward: Sequence[float],
                    backward: Sequence[float], activation: Sequence[float],
                    gradient: Sequence[float], groups: tuple[tuple[int, ...], ...], *,
-                   blocking: bool = False, channels: bool = True, key: Any = None) -> bool:
+                   blocking: bool = False, channels: bool = True, key: Any = None,
+                   gather: Sequence[float] | None = None) -> bool:
     """Whether, in :func:`program_makespan`'s evaluation (same arguments), two transfers of
     the kinds of one of ``groups`` (kinds as :func:`transfer_spans`') overlap: intervals of
     positive length meeting (one starts before another begun no later has ended). ``key``
     (optional, hashable): names the programs, the same key for the same programs (their
-    trace is then kept under it, not looked up by the programs themselves)."""
+    trace is then kept under it, not looked up by the programs themselves). ``gather``: as
+    :func:`program_makespan`'s."""
     k = None if key is None else (key, len(forward), blocking, channels)
     hit = _MEET_KEPT.get(k) if k is not None else None
     if hit is None:
-        ops, _keys, complete = _trace(tuple(tuple(prog) for prog in programs), len(forward),
-                                      blocking, channels)
+        ops, _keys, complete, gathered = _trace(tuple(tuple(prog) for prog in programs),
+                                                len(forward), blocking, channels)
+        _gathers(gather, len(forward), gathered)  # one line if the programs need times
         hit = (None, None, 0, {}) if not complete or len(ops) < _COMPILED_FROM else \
             (_trace_array(ops), _trace_transfers(ops), len(ops), {})
         if k is not None:
@@ -383,7 +412,7 @@ def transfers_meet(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
     run = _compiled_runner() if hit[0] is not None else None
     if run is None:
         kind, t0, t1 = transfer_spans(programs, forward, backward, activation, gradient,
-                                      blocking=blocking, channels=channels)
+                                      blocking=blocking, channels=channels, gather=gather)
         return any(_meet(t0, t1, np.flatnonzero(np.isin(kind, g))) for g in groups)
     arr, (rows, kind), n, kept = hit
     rows_of = kept.get(groups)
@@ -394,7 +423,8 @@ def transfers_meet(programs: Sequence[Sequence[tuple]], forward: Sequence[float]
     xs, xe = np.zeros(n), np.zeros(n)
     run(arr, len(programs), np.asarray(forward, dtype=float),
         np.asarray(backward, dtype=float), np.asarray(activation, dtype=float),
-        np.asarray(gradient, dtype=float), np.zeros(n), np.zeros(len(programs)), xs, xe)
+        np.asarray(gradient, dtype=float), _gathers(gather, len(forward), False),
+        np.zeros(n), np.zeros(len(programs)), xs, xe)
     meet = _compiled_meet()
     return any(meet(xs, xe, rows) for rows in rows_of)
 
@@ -457,11 +487,11 @@ def _compiled_runner() -> Any:
 
 
 def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
-               gradient: Any, began: Any, ends: Any, xs: Any, xe: Any) -> float:
+               gradient: Any, gather: Any, began: Any, ends: Any, xs: Any, xe: Any) -> float:
     """:func:`program_makespan`'s loop over a trace (``ops`` as from :func:`_trace_array`);
     ``max(x, y)`` written as Python's builtin takes it (``y if y > x else x``); ``began[k]``
-    is set to the start of compute command ``k``, ``ends[d]`` to device ``d``'s end, and
-    (where ``xs`` is not empty) ``xs[k]``, ``xe[k]`` to the start and end of the transfer
+    is set to the start of compute (or all-gather) command ``k``, ``ends[d]`` to device
+    ``d``'s end, and (where ``xs`` is not empty) ``xs[k]``, ``xe[k]`` to the start and end of the transfer
     command ``k`` is, or sends (:func:`transfer_spans`)."""
     spans = xs.shape[0] > 0
     free = np.zeros(p)
@@ -471,6 +501,12 @@ def _run_trace(ops: Any, p: int, forward: Any, backward: Any, activation: Any,
         code, d, peer, j, dep = ops[k, 0], ops[k, 1], ops[k, 2], ops[k, 3], ops[k, 4]
         send, prev = ops[k, 5], ops[k, 6]
         x = free[d]
+        if code == _G0:
+            t = x + gather[j]
+            free[d] = t
+            done[k] = t
+            began[k] = x
+            continue
         if code == _W:
             t = done[dep]
             if prev >= 0 and done[prev] > t:
@@ -535,14 +571,14 @@ def _peer(role: str, tag: str, h: int, p: int) -> int:
 
 @functools.lru_cache(maxsize=256)
 def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, channels: bool
-           ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple, ...], bool]:
+           ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple, ...], bool, bool]:
     """The order in which :func:`program_makespan` completes the programs' commands.
 
     Each command as ``(code, device, peer, stage or hop, command it waits for,
     what it sends on, the command that sent the transfer before it on the same
     channel)`` (-1 where none; the last only with ``channels``), in completion
     order; the key of each (as ``finish`` has them); whether every program
-    finishes. The order is that of repeatedly advancing every device whose
+    finishes; whether the programs hold an all-gather ``G``. The order is that of repeatedly advancing every device whose
     next command is ready: readiness is whether a command (or the transfer it
     sent) has completed, never its time, so the order depends on the programs only.
     """
@@ -571,6 +607,13 @@ def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, chan
             while pos[d] < len(prog):
                 op = prog[pos[d]]
                 kind = op[0]
+                if kind == "G":  # an all-gather of the device alone: ready when the device is
+                    s = op[1] * p + d
+                    keys.append(("G", s, op[2]))
+                    ops.append((_G0, d, -1, s, -1, 0, -1))
+                    pos[d] += 1
+                    progress = True
+                    continue
                 if kind in ("F", "B"):
                     s, i = op[1] * p + d, op[2]
                     dep = -1
@@ -640,7 +683,7 @@ def _trace(programs: tuple[tuple[tuple, ...], ...], S: int, blocking: bool, chan
                 _wait(d, [got[d][e] for e in mine])
                 progress = True
     complete = all(pos[d] >= len(programs[d]) for d in range(p))
-    return tuple(ops), tuple(keys), complete
+    return tuple(ops), tuple(keys), complete, any(op[0] == _G0 for op in ops)
 
 
 def bucket_ready_times(start: float, duration: float, sizes: Sequence[float]) -> list[float]:

@@ -537,6 +537,8 @@ def pipeline_busy_bound(build: PlanBuild) -> float:
         mk = len(range(k, m, r))
         for j in range(L):
             f, b = c.replica_times[j][k]  # type: ignore[index]
+            if c.recv_gather_times is not None:  # DeepSpeed 0.3.13's, before each receive
+                b += c.recv_gather_times[j][k]
             hops = 0.0
             if blocking:
                 for h in (j - 1, j):

@@ -464,14 +464,17 @@ def _kind_ids(groups: tuple[frozenset[tuple[str, int]], ...]) -> tuple[tuple[int
 
 
 def in_lockstep(plan: Plan, times: Sequence[Sequence[tuple]], xfer: Sequence[Sequence[tuple]],
-                schedule: str, p2p: str) -> bool:
+                schedule: str, p2p: str, recv_gather: Sequence[Sequence[float]] | None = None
+                ) -> bool:
     """Whether :func:`hop_shares` gives ``plan``'s point-to-point transfers exactly: alike
     pipelines in lockstep, no two of whose transfers crossing one NIC direction or node pair
     direction are in flight at once.
 
     ``times[j][i]`` are stage ``j``'s passes on pipeline ``i`` (forward, backward, ...),
     ``xfer[j][i]`` hop ``j``'s transfers (activation, gradient) timed with
-    :func:`hop_shares`. The pipelines are alike where every stage's replicas are of
+    :func:`hop_shares`; ``recv_gather[j][i]`` (None: none) the all-gather before each gradient
+    receive of DeepSpeed 0.3.13's programs (:attr:`TrainingConfig.recv_gather_times`).
+    The pipelines are alike where every stage's replicas are of
     one kind (GPU, TP degree, node size, zone), every hop is inside one node in all
     pipelines or in none, and every pass and transfer takes the same time in all;
     then, under a fixed device program (schedule ``1f1b`` or ``gpipe``,
@@ -510,18 +513,20 @@ def in_lockstep(plan: Plan, times: Sequence[Sequence[tuple]], xfer: Sequence[Seq
         return False
     for j, st in enumerate(plan.stages):
         if len({(x.gpu, x.tp, x.gpus_per_node, x.zone) for x in st.replicas}) > 1 or \
-                len(set(times[j])) > 1:
+                len(set(times[j])) > 1 or (recv_gather is not None and len(set(recv_gather[j])) > 1):
             return False
     if not groups:
         return True
     blocking, batched = p2p_program(p2p)
+    recv = recv_gather is not None
     progs = [device_program(schedule, L, plan.microbatches, j, blocking=blocking,
-                            batched=batched) for j in range(L)]
+                            batched=batched, recv_gather=recv) for j in range(L)]
     return not transfers_meet(
         progs, [row[0][0] for row in times], [row[0][1] for row in times],
         [row[0][0] for row in xfer], [row[0][1] for row in xfer], _kind_ids(groups),
         blocking=blocking, channels=p2p == "overlap",
-        key=("device_program", schedule, L, plan.microbatches, blocking, batched))
+        key=("device_program", schedule, L, plan.microbatches, blocking, batched, recv),
+        gather=[row[0] for row in recv_gather] if recv_gather is not None else None)
 
 
 def shares_of(shared: dict[tuple[str, str], tuple[int, int, int]] | None, a: Any, b: Any
@@ -1172,14 +1177,17 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     # compute: per stage, per replica (forward, backward, optimizer) of one micro-batch, with the
     # all-gathers that rebuild a partitioned activation or gradient inside the node (DeepSpeed)
     times, gathers = [], []
+    passes = []  # [j][i] (forward, backward) of the passes alone, where the backward all-gather
+    # is a command of its own before the gradient receive (DeepSpeed 0.3.13: recv below)
     for j, st in enumerate(plan.stages):
-        row, grow = [], []
+        row, grow, prow = [], [], []
         alike: dict[tuple, tuple] = {}  # a stage's replicas of one GPU type and TP: once
         for rep in st.replicas:
             hit = alike.get((rep.gpu, rep.tp))
             if hit is not None:
                 row.append(hit[0])
                 grow.append(hit[1])
+                prow.append(hit[2])
                 continue
             lt, why = est.layer_times(rep.gpu, mbs, rep.tp)  # refuses what no rule gives
             gpus[rep.gpu]  # a GPU type the catalogue lacks
@@ -1195,13 +1203,23 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                 if j < L - 1:
                     g_b = fb.gathers[1] * allgather_time(
                         profiles, rep.gpu, rep.tp, mbs * sizes[st.layers[-1]].activation_bytes * gb)
-            row.append((math.fsum(lt[x].forward for x in st.layers) + g_f,
-                        math.fsum(lt[x].backward for x in st.layers) + g_b,
+            back = math.fsum(lt[x].backward for x in st.layers)
+            row.append((math.fsum(lt[x].forward for x in st.layers) + g_f, back + g_b,
                         math.fsum(lt[x].optimizer for x in st.layers)))
             grow.append((g_f, g_b))
-            alike[(rep.gpu, rep.tp)] = (row[-1], grow[-1])
+            prow.append((row[-1][0], back))
+            alike[(rep.gpu, rep.tp)] = (row[-1], grow[-1], prow[-1])
         times.append(tuple(row))
         gathers.append(tuple(grow))
+        passes.append(tuple(prow))
+    # DeepSpeed 0.3.13 all-gathers a stage's output in _exec_recv_grads, before the blocking
+    # receive of its gradient (fb.recv_gather): in its own program (schedule 1f1b, blocking),
+    # a command of its own; elsewhere (no such program) inside the backward pass as before
+    recv = fb.recv_gather and schedule == "1f1b" and fb.p2p == "blocking" and \
+        any(g[1] > 0 for grow in gathers for g in grow)
+    recv_gather = tuple(tuple(g[1] for g in grow) for grow in gathers) if recv else None
+    pass_times = tuple(tuple((f, b) for f, b in prow) for prow in passes) if recv else \
+        tuple(tuple((f, b) for f, b, _ in row) for row in times)
     # point to point: per hop, per pipeline (activation, gradient); the Sailor artifact's engine
     # sends each part once per pipeline group its rank is in (fb.pipe_groups): a stage of TP t
     # in a pipeline whose largest TP is T sends T / t times what one send carries; T is each
@@ -1254,7 +1272,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     # transfer that may cross one at once, over every hop of every pipeline (p2p_shares)
     if plan.physical:
         xfer = timed(hop_shares(plan, fb.pipe_groups))
-        if crossing_kinds(plan) and not in_lockstep(plan, times, xfer, schedule, fb.p2p):
+        if crossing_kinds(plan) and not in_lockstep(plan, pass_times, xfer, schedule, fb.p2p,
+                                                    recv_gather):
             xfer = timed(p2p_shares(plan, fb.p2p, fb.pipe_groups))
     else:
         xfer = timed(None)
@@ -1326,7 +1345,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         stages=L, replicas=r, microbatches=plan.microbatches * r, schedule=schedule,
         routing="round-robin", forward_time=tuple(row[0][0] for row in times),
         backward_times=tuple(row[0][1] for row in times),
-        replica_times=tuple(tuple((f, b) for f, b, _ in row) for row in times),
+        replica_times=pass_times, recv_gather_times=recv_gather,
         optimizer_times=opt, p2p=fb.p2p, samples_per_microbatch=float(mbs), price=prices,
         sync=sync,
         # where the stages' collectives start (fb.barrier, fb.tied_first: the framework's);
@@ -1361,7 +1380,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                   tied_allreduce_times=tuple(tied_each) or None)
     for k in config:
         check(k not in ("stages", "replicas", "microbatches", "forward_time", "backward_times",
-                        "replica_times", "transfer_times", "allreduce_times", "optimizer_times",
+                        "replica_times", "recv_gather_times", "transfer_times",
+                        "allreduce_times", "optimizer_times",
                         "tied_allreduce_time", "tied_allreduce_times", "samples_per_microbatch",
                         "backward_ratio",
                         "speeds", "latency", "activation_size", "param_size", "bandwidth"),
@@ -1475,16 +1495,21 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
         b = [c.replica_times[j][k][1] for j in range(L)]  # type: ignore[index]
         act = [row[k][0] for row in build.transfer_times]
         grad = [row[k][1] for row in build.transfer_times]
-        key = (mk, *f, *b, *act, *grad)
+        # DeepSpeed 0.3.13: each gradient receive's all-gather, a command of its own
+        gather = None if c.recv_gather_times is None else \
+            [c.recv_gather_times[j][k] for j in range(L)]
+        key = (mk, *f, *b, *act, *grad, *(gather or ()))
         if key in seen:  # a pipeline like one before (same kinds, same links)
             T, progs, lasts, ends = seen[key]
         else:
-            progs = [device_program(c.schedule, L, mk, j, blocking=blocking, batched=batched)
+            progs = [device_program(c.schedule, L, mk, j, blocking=blocking, batched=batched,
+                                    recv_gather=gather is not None)
                      for j in range(L)]
             starts: dict | None = {} if overlapped else None
             ends = [] if staged else None
             T = program_makespan(progs, f, b, act, grad, blocking=blocking,
-                                 channels=c.p2p == "overlap", starts=starts, ends=ends)
+                                 channels=c.p2p == "overlap", starts=starts, ends=ends,
+                                 gather=gather)
             lasts = [] if starts is None else [  # each device's last backward pass
                 starts[("B", j, max(op[2] for op in progs[j] if op[0] == "B"))]
                 for j in range(L)]
@@ -1495,8 +1520,9 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
             ran.append(k)
             for j in range(L):
                 dev_ends[j].append(ends[j])
-        if best is None or T > best[0]:
-            best = (T, k, {"mk": mk, "progs": progs, "act": act, "grad": grad, "f": f, "b": b})
+        if best is None or T > best[0]:  # a stage's backward row with its all-gather (0.3.13)
+            bg = b if gather is None else [x + y for x, y in zip(b, gather, strict=True)]
+            best = (T, k, {"mk": mk, "progs": progs, "act": act, "grad": grad, "f": f, "b": bg})
     assert best is not None
     T, k, d = best
     stages = []

@@ -165,6 +165,9 @@ class Framework:
     pipeline: bool = True
     options: dict[str, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
     tp_degrees: Cited | None = None  # the TP degrees the framework runs (None: any)
+    #: the backward all-gather of the stage's output runs before the blocking receive of its
+    #: gradient (True: DeepSpeed 0.3.13) rather than in the backward pass (None: there)
+    recv_gather: Cited | None = None
     #: options of another release of this key that this one lacks, with why
     lacks: dict[str, str] = field(default_factory=dict)
 
@@ -291,9 +294,9 @@ DEEPSPEED_0313 = Framework(
               "blocking and must be paired'), in TrainSchedule order (schedule.py:189-241); "
               "unlike 0.16.5 a forward step receives its activation before sending the "
               "previous gradient and a backward step sends the previous activation before "
-              "receiving its gradient (206-219). Both transfers of a step are between the "
-              "same two stages, each holding both: either order ends them together, and "
-              "dtsim runs 0.16.5's (sim.training.schedules.deepspeed_program)"),
+              "receiving its gradient (206-219), and the all-gather of _exec_recv_grads "
+              "(runtime/pipe/engine.py:908-918) between the two: dtsim runs this order "
+              "(sim.training.schedules.deepspeed_program, order 0.3.13; recv_gather)"),
     partitioned=Cited(True, f"{_DS3}: runtime/pipe/engine.py:106 (is_pipe_partitioned = "
                       "is_model_parallel: always with TP > 1, no configuration key, "
                       "runtime/config.py:367-378) and 513-520 (the output becomes a "
@@ -319,6 +322,12 @@ DEEPSPEED_0313 = Framework(
                   "after its own last step; the tied all-reduce joins the first and last stage)"),
     tied_first=Cited(True, f"{_DS3}: runtime/pipe/schedule.py:235-236 (ReduceTiedGrads before "
                      "ReduceGrads)"),
+    recv_gather=Cited(True, f"{_DS3}: runtime/pipe/engine.py:908-918 (_exec_recv_grads, with "
+                      "is_pipe_partitioned and not is_grad_partitioned: the stage's output "
+                      "rebuilt, part_output.full(), an all-gather over the TP group) before "
+                      "920-939 (the blocking p2p.recv of the gradient); RecvGrad follows the "
+                      "step's SendActivation (runtime/pipe/schedule.py:214-219) and precedes "
+                      "BackwardPass (229-231), which gathers nothing more (565-582)"),
     optimizer_barrier=Cited(
         {"fp32": False, "fp16": True},
         f"{_DS3}: fp32: runtime/engine.py:1046-1056 (_take_model_step clips only with "
@@ -1278,6 +1287,9 @@ class FrameworkBehaviour:
     mask_bytes: float | None = 0.0
     #: the sequence length that sized it (None: no mask, or not given)
     sequence: int | None = None
+    #: the backward all-gather (``gathers[1]``) runs before each blocking gradient receive,
+    #: after the step's activation send (``Framework.recv_gather``), not in the backward pass
+    recv_gather: bool = False
 
     @property
     def gradient_partitioned(self) -> bool:
@@ -1360,6 +1372,9 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
     act = fw.activation_bytes.value[prec]
     if fw.tp_degrees is not None:
         src["tp_degrees"] = fw.tp_degrees.source
+    recv_gather = bool(partitioned and fw.recv_gather is not None and fw.recv_gather.value)
+    if recv_gather:
+        src["recv_gather"] = fw.recv_gather.source  # type: ignore[union-attr]
     seq, mask = spec.option("seq_length"), 0.0
     if seq is not None:
         check_int("seq_length", seq, low=1)
@@ -1379,7 +1394,7 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
         activation_bytes=act, sources=src, bucket_rule=fw.bucket_rule.value, first_bucket=first,
         step_join=fw.step_join.value, pipe_groups=fw.pipe_groups.value,
         pipe_buffers=fw.pipe_buffers.value, mask_bytes=mask,
-        sequence=seq if fw.hop_mask.value else None,
+        sequence=seq if fw.hop_mask.value else None, recv_gather=recv_gather,
         tp_degrees=None if fw.tp_degrees is None else tuple(fw.tp_degrees.value))
 
 

@@ -352,6 +352,14 @@ class TrainingConfig:
     replica_times : tuple of tuple of (float, float) or None
         Nominal (forward, backward) time of every replica ``[j][i]``, replacing
         the stage's times (heterogeneous replicas, e.g. a plan's GPU types).
+    recv_gather_times : tuple of tuple of float or None
+        With ``replica_times``, schedule ``1f1b`` and ``p2p="blocking"`` on the
+        framework engine: per replica ``[j][i]``, the all-gather a device runs
+        before each blocking receive of its gradient, after the step's
+        activation send, in DeepSpeed 0.3.13's own step order (its
+        ``_exec_recv_grads`` rebuilds the partitioned output first: a ``G``
+        command of :func:`sim.training.schedules.deepspeed_program`); not part
+        of the backward time. None: no such command (every other framework).
     transfer_times : tuple of tuple of (float, float) or None
         Per hop ``j -> j+1`` and per pipeline ``i``: (activation, gradient)
         transfer time, replacing ``latency`` and ``activation_size``; the
@@ -565,6 +573,7 @@ class TrainingConfig:
     p2p: str = "overlap"
     virtual_stages: int = 1
     replica_times: tuple[tuple[tuple[float, float], ...], ...] | None = None
+    recv_gather_times: tuple[tuple[float, ...], ...] | None = None
     transfer_times: tuple[tuple[tuple[float, float], ...], ...] | None = None
     allreduce_times: tuple[float, ...] | None = None
     optimizer_times: tuple[float, ...] | None = None
@@ -937,6 +946,22 @@ class TrainingConfig:
                       "interleaved", "given")
         if self.replica_times is not None:
             set_("replica_times", _pair_grid("replica_times", self.replica_times, reps))
+        if self.recv_gather_times is not None:
+            check(self.replica_times is not None and self.schedule == "1f1b"
+                  and self.p2p == "blocking" and framework, "recv_gather_times",
+                  "given only with replica_times, schedule 1f1b and p2p blocking on the "
+                  "framework engine (DeepSpeed 0.3.13's device programs)", "given")
+            g = self.recv_gather_times
+            check(isinstance(g, (list, tuple)) and len(g) == L, "recv_gather_times",
+                  f"one row per stage ({L})", g)
+            rows = []
+            for j, (row, r) in enumerate(zip(g, reps, strict=True)):  # type: ignore[arg-type]
+                check(isinstance(row, (list, tuple)) and len(row) == r, "recv_gather_times",
+                      f"{r} times in row {j}", row)
+                rows.append(tuple(check_nonnegative("recv_gather_times", x) for x in row))
+            check(not any(rows[-1]), "recv_gather_times", "0 at the last stage (it receives no "
+                  "gradient)", rows[-1])
+            set_("recv_gather_times", tuple(rows))
         if self.transfer_times is not None:
             check(isinstance(self.transfer_times, (list, tuple))
                   and len(self.transfer_times) == max(L * v - 1, 0), "transfer_times",

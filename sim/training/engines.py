@@ -318,13 +318,18 @@ def _program_prediction(c: Any) -> dict[str, Any]:
             grad = [row[k][1] for row in xfer]
         else:
             act, grad = list(c.hop_times), list(c.hop_times_back)
-        progs = [device_program(c.schedule, L, mk, j, v=v, blocking=blocking, batched=batched)
+        gather = None  # DeepSpeed 0.3.13's all-gather before each gradient receive (device busy)
+        if c.recv_gather_times is not None:
+            gather = [c.recv_gather_times[j][k] for j in range(L)]
+            busy += mk * math.fsum(gather[:L - 1])  # the last stage receives no gradient
+        progs = [device_program(c.schedule, L, mk, j, v=v, blocking=blocking, batched=batched,
+                                recv_gather=gather is not None)
                  for j in range(L)]
         starts: dict = {}
         ends: list[float] = []
         T = max(T, analytic.program_makespan(progs, forward, backward, act, grad,
                                              blocking=blocking, channels=channels,
-                                             starts=starts, ends=ends))
+                                             starts=starts, ends=ends, gather=gather))
         for j in range(L):
             dev_ends[j].append(ends[j])
         for j in range(L):  # each device's last backward pass (v = 1 with overlap)

@@ -157,6 +157,9 @@ class FrameworkFlow:
         self.work = [[((rt[j][i][0] if rt else c.forward_time[j]) / speeds[j][i] / v,  # type: ignore[index]
                        (rt[j][i][1] if rt else c.backward_time[j]) / speeds[j][i] / v)  # type: ignore[index]
                       for i in range(len(speeds[j]))] for j in range(L)]
+        # per device: the all-gather before each gradient receive (DeepSpeed 0.3.13), an
+        # intra-node collective: not scaled by the device's speed
+        self.gather = c.recv_gather_times
         traffic.attach(self)
         self._mbs: list[Microbatch] = []
         self._procs: list[simpy.Process] = []
@@ -247,7 +250,8 @@ class FrameworkFlow:
                 continue
             for j in range(self.L):
                 prog = device_program(self.schedule.name, self.L, len(mine), j, v=self.v,
-                                      blocking=self.blocking, batched=self.batched)
+                                      blocking=self.blocking, batched=self.batched,
+                                      recv_gather=self.gather is not None)
                 dev = self.stages[j][k]
                 self._procs.append(self.env.process(self._run(dev, prog, mine, k)))
 
@@ -301,6 +305,19 @@ class FrameworkFlow:
                             dev.peak_in_flight = dev.in_flight
                         if s < S - 1 and not self.blocking:
                             self._send(("a", s + 1, i, k), s, k, False)
+                elif kind == "G":  # DeepSpeed 0.3.13: all-gather the output before the receive
+                    g = self.gather[j][k]  # type: ignore[index]
+                    t0 = env.now
+                    try:
+                        yield env.timeout(g)
+                    except simpy.Interrupt:
+                        dev.busy_time += env.now - t0
+                        self.lost["lost_pass"] += env.now - t0
+                        self.rec.device_gather(dev, j, mbs[op[2]], t0, env.now, lost=True)
+                        return
+                    dev.busy_time += g
+                    if self.rec.on:
+                        self.rec.device_gather(dev, j, mbs[op[2]], t0, env.now)
                 elif kind == "sendrecv":  # Megatron-LM's batched pair: both posted, both waited
                     a = self._rendezvous((op[1], op[2], op[3], k), "send", op[2], k, op[1] == "g")
                     b = self._rendezvous((op[4], op[5], op[6], k), "recv", op[5], k, op[4] == "g")

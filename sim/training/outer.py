@@ -171,6 +171,7 @@ def group_config(c: Any, groups: int, g: int) -> Any:
         mtbf=math.inf, replace_time=0.0, price=None, price_series=None, notice=0.0,
         max_time=math.inf, stall_limit=None, failure_distribution="exponential",
         failure_shape=None, speeds=cut(c.speeds), replica_times=cut(c.replica_times),
+        recv_gather_times=cut(c.recv_gather_times),
         transfer_times=cut(c.transfer_times), speed_spread=0.0)
     if c.network is not None:
         kw["network_nodes"] = cut(c.network_nodes)

@@ -170,7 +170,7 @@ def interleaved_order(devices: int, chunks: int, microbatches: int, device: int
 
 
 def deepspeed_program(stages: int, microbatches: int, stage: int, *,
-                      order: str = "0.16.5") -> list[tuple]:
+                      order: str = "0.16.5", recv_gather: bool = False) -> list[tuple]:
     """One stage's commands under DeepSpeed's ``TrainSchedule`` with blocking send/recv.
 
     DeepSpeed's pipeline engine runs ``2 (m + L - 1)`` steps; stage ``j``
@@ -188,11 +188,19 @@ def deepspeed_program(stages: int, microbatches: int, stage: int, *,
     ``order="0.3.13"``, DeepSpeed 0.3.13's (``schedule.py:206-219`` at tag
     v0.3.13): each step's two transfers the other way round, a forward step
     receiving its activation before sending the gradient, a backward step
-    sending the activation before receiving its gradient. Both transfers of a step are between the same two stages, so the
-    engines run the first order for either release
-    (``tests/test_profiles_frameworks.py`` checks the makespans agree).
+    sending the activation before receiving its gradient. Both transfers of a step are between
+    the same two stages, so without anything between them either order gives the same
+    makespan (``tests/test_profiles_frameworks.py`` checks it).
+
+    ``recv_gather`` (``order="0.3.13"`` only): DeepSpeed 0.3.13's ``_exec_recv_grads``
+    (``runtime/pipe/engine.py:908-918`` at tag v0.3.13) first all-gathers the stage's
+    partitioned output over its TP group, then receives the gradient (920-939): a command
+    ``("G", 0, i)`` of the device alone before each ``("recv", "g", j, i)``, after the step's
+    activation send. Its peer waits in its gradient send meanwhile, so here the order matters.
     """
     check(order in ("0.16.5", "0.3.13"), "order", "0.16.5 or 0.3.13", order)
+    check(not recv_gather or order == "0.3.13", "recv_gather", "False unless order is 0.3.13",
+          recv_gather)
     L, m, j = stages, microbatches, stage
     out: list[tuple] = []
     prev = -1
@@ -212,7 +220,11 @@ def deepspeed_program(stages: int, microbatches: int, stage: int, *,
             pair = [("send", "g", j - 1, prev), ("recv", "a", j - 1, mb)] if j > 0 else []
         else:
             pair = [("recv", "g", j, mb), ("send", "a", j, prev)] if j < L - 1 else []
-        out.extend(x for x in (pair[::-1] if order == "0.3.13" else pair) if valid(x[3]))
+        for x in (pair[::-1] if order == "0.3.13" else pair):
+            if valid(x[3]):
+                if recv_gather and x[:2] == ("recv", "g"):
+                    out.append(("G", 0, x[3]))
+                out.append(x)
         if valid(mb):
             out.append(("F" if fwd else "B", 0, mb))
         prev = mb
@@ -320,14 +332,18 @@ def p2p_program(p2p: str) -> tuple[bool, bool]:
 
 
 def device_program(schedule: str, stages: int, microbatches: int, stage: int, *, v: int = 1,
-                   blocking: bool = False, batched: bool = False) -> list[tuple]:
+                   blocking: bool = False, batched: bool = False,
+                   recv_gather: bool = False) -> list[tuple]:
     """The per-step program of device ``stage`` of a pipeline of ``stages`` devices.
 
     Compute passes are ``("F" | "B", chunk, microbatch)``; with ``blocking``
     the transfers are explicit paired commands (:func:`deepspeed_program`),
     with ``batched`` too Megatron-LM's 1F1B with its batched send/receive
     pairs (:func:`megatron_program`), otherwise each pass waits for its input
-    to arrive. (A new list each call, of a program worked out once per arguments.)
+    to arrive. ``recv_gather`` (schedule ``1f1b``, blocking, not batched): DeepSpeed
+    0.3.13's program, its own step order with an all-gather ``("G", 0, i)`` before each
+    gradient receive (:func:`deepspeed_program`). (A new list each call, of a program
+    worked out once per arguments.)
 
     Raises
     ------
@@ -336,21 +352,31 @@ def device_program(schedule: str, stages: int, microbatches: int, stage: int, *,
         interleaved program (Megatron's interleaved schedule overlaps its
         transfers; the blocking engine is DeepSpeed's, which has no interleaving),
         or a batched program of another schedule than 1f1b (Megatron-LM's batched pairs
-        are its non-interleaved 1F1B's).
+        are its non-interleaved 1F1B's), or ``recv_gather`` with another program than
+        DeepSpeed's blocking 1f1b.
     """
-    return list(_device_program(schedule, stages, microbatches, stage, v, blocking, batched))
+    return list(_device_program(schedule, stages, microbatches, stage, v, blocking, batched,
+                                recv_gather))
 
 
 @functools.lru_cache(maxsize=4096)
 def _device_program(schedule: str, stages: int, microbatches: int, stage: int, v: int,
-                    blocking: bool, batched: bool = False) -> tuple[tuple, ...]:
+                    blocking: bool, batched: bool = False,
+                    recv_gather: bool = False) -> tuple[tuple, ...]:
     return tuple(_program(schedule, stages, microbatches, stage, v=v, blocking=blocking,
-                          batched=batched))
+                          batched=batched, recv_gather=recv_gather))
 
 
 def _program(schedule: str, stages: int, microbatches: int, stage: int, *, v: int = 1,
-             blocking: bool = False, batched: bool = False) -> list[tuple]:
+             blocking: bool = False, batched: bool = False,
+             recv_gather: bool = False) -> list[tuple]:
     """:func:`device_program`, worked out."""
+    if recv_gather:
+        if schedule == "1f1b" and blocking and not batched and v == 1:
+            return deepspeed_program(stages, microbatches, stage, order="0.3.13",
+                                     recv_gather=True)
+        raise ValueError(f"no device program with an all-gather before the gradient receive "
+                         f"for schedule {schedule} (blocking={blocking}, batched={batched})")
     if batched:
         if schedule == "1f1b" and blocking:
             return megatron_program(stages, microbatches, stage)
