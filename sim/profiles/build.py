@@ -606,16 +606,16 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                 buffers = 0.0
                 if j > 0:
                     prev = plan.stages[j - 1]
-                    received = mbs * sizes[prev.layers[-1]].activation_bytes
+                    sent = sizes[prev.layers[-1]].activation_bytes
                     if recv_clones:
                         # a shape-estimated transformer layer first: its activations hold
                         # its input (the last layer's, the head's, are the logits alone)
                         first = st.layers[0]
                         estimated = model.shape_sized(rep.tp) and 0 < first <= model.layers - 2
-                        buffers = recv_memory(received, in_flight(schedule, L, j, m), rep.tp,
+                        buffers = recv_memory(mbs * sent, in_flight(schedule, L, j, m), rep.tp,
                                               partitioned, estimated)
-                    else:
-                        buffers = max(2, min(L - j + pipe_buffers, m)) * received
+                    else:  # the product in its order before recv_memory: the same bits
+                        buffers = max(2, min(L - j + pipe_buffers, m)) * mbs * sent
                 buffers += mask_memory(mask_sequence, j, L, m, rep.tp, pipe_buffers, schedule)
                 hit = alike[(rep.gpu, rep.tp)] = (g, P, act, buffers)
             g, P, act, buffers = hit
