@@ -581,7 +581,7 @@ def test_deepspeed_0313_keeps_the_masks_in_memory(prof, runs):
     of TP 4, 32 micro-batches; input buffers max(2, min(L - j + 1, m)) = 5, 4, 3, 2; in
     flight 4, 3, 2, 1) holds 5 + 4 = 9, 4 + 2 = 6, 3 + 2 = 5 and 2 + 2 = 4 masks' worth, 36, 24,
     20 and 16 MiB; three TP-1 stages, 4 micro-batches: 4 + 3 = 7, 3 + 2 + 2 = 7, 2 + 1 + 2 = 5
-    (28, 28, 20 MiB). A plan's memory adds them to its buffers (0.16.5: no mask, unchanged)."""
+    (28, 28, 20 MiB). A plan's memory adds them to its buffers (0.16.5: no mask; its received inputs, recv_memory)."""
     from sim.profiles.build import mask_memory, plan_memory
 
     mib, model = 2 ** 20, prof.model("OPT-350")
@@ -603,7 +603,7 @@ def test_deepspeed_0313_keeps_the_masks_in_memory(prof, runs):
     assert [(g.buffers - h.buffers) / mib for g, h in zip(built.memory, held, strict=True)] \
         == [28, 28, 28, 28, 20, 20]
     assert [g.buffers for g in plain.memory] == \
-        [g.buffers for g in plan_memory(plan, model, prof.gpus)]
+        [g.buffers for g in plan_memory(plan, model, prof.gpus, recv_clones=True)]
 
 
 def test_the_mask_needs_its_sequence(prof):

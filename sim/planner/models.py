@@ -37,6 +37,7 @@ from ..profiles.build import (
     pair_link,
     pair_time,
     plan_allreduce_time,
+    recv_memory,
     tied_bytes,
 )
 from ..profiles.frameworks import FrameworkSpec, check_mask_sized, resolve
@@ -391,17 +392,24 @@ class ProfilePlanModel:
         bucket, so it fits iff both sums fit: ``buffers + sum(W_i + A_i)`` and
         ``sum(W_i + K_i)``, with ``W_i`` a layer's weight, gradient and
         optimizer bytes, ``A_i`` its activations times the micro-batches the
-        schedule holds at this stage, ``K_i`` its share of the bucket. Two
+        schedule holds at this stage, ``K_i`` its share of the bucket. Three
         readings keep the sums exact or safe: the buffers are sized for the
-        largest output a stage can receive (all of OPT's are equal), and the
-        bucket for all the stage's parameters (it is capped at 5e8 elements).
+        largest output a stage can receive (all of OPT's are equal), the
+        bucket for all the stage's parameters (it is capped at 5e8 elements),
+        and upstream DeepSpeed's received inputs (:func:`recv_memory`) are
+        counted whole even for a shape-estimated model, whose stage's first
+        layer, when a transformer layer, holds one of them in its activations
+        (the stage's layers are not known here).
         """
         m = self.model
         bpv, opt = m.bytes_per_value, m.optimizer_bytes_per_param
         n = in_flight(self.schedule, stages, stage, microbatches)
         sizes = m.layer_sizes(tp)
         buffers = 0.0
-        if stage > 0:
+        if stage > 0 and self._fb.recv_clones:  # upstream DeepSpeed 0.9.0 to 0.16.5
+            buffers = recv_memory(microbatch_size * self._recv[tp], n, tp,
+                                  self._fb.partitioned, False)
+        elif stage > 0:
             extra = self._fb.pipe_buffers  # DeepSpeed 0.3.13 keeps one more
             buffers = max(2, min(stages - stage + extra, microbatches)) * microbatch_size \
                 * self._recv[tp]

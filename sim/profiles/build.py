@@ -64,9 +64,10 @@ per GPU of the TP group:
 * activations held by the schedule: ``n_j x mbs x`` the stage's layers'
   ``activation_memory_bytes``, ``n_j`` the micro-batches in flight (1F1B:
   ``min(L - j, m)``, GPipe: ``m``; Narayanan et al., ICML 2021), plus
-  DeepSpeed's received-input buffers, ``max(2, min(L - j, m))`` of the
-  previous stage's output (its ``num_pipe_buffers``; 0.3.13's
-  ``max(2, min(L - j + 1, m))``); with DeepSpeed 0.3.13 and Megatron-LM
+  the received inputs: upstream DeepSpeed 0.9.0 to 0.16.5's as its code
+  allocates them (:func:`recv_memory`), else ``max(2, min(L - j, m))``
+  buffers of the previous stage's output (DeepSpeed's ``num_pipe_buffers``;
+  0.3.13's ``max(2, min(L - j + 1, m))``); with DeepSpeed 0.3.13 and Megatron-LM
   v1.1.5's ``GPT2ModelPipe`` the ``seq x seq`` attention masks those buffers
   and the forward passes keep (:func:`mask_memory`);
 * or, when larger, DeepSpeed's flattened all-reduce bucket (a copy of at most
@@ -92,7 +93,7 @@ from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
            "in_flight", "mask_memory", "plan_allreduce_time", "pair_link", "pair_time", "plan_network",
-           "explain_rows", "plan_behaviour", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
+           "explain_rows", "plan_behaviour", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
            "physical_network"]
 
@@ -191,6 +192,31 @@ def mask_memory(sequence: int | None, stage: int, stages: int, microbatches: int
     if not (j > 0 and tp > 1):
         held += in_flight(schedule, L, j, m)
     return float(sequence) * sequence * (held + (2 if j > 0 else 0))
+
+
+def recv_memory(received: float, n: int, tp: int, partitioned: bool, in_activations: bool
+                ) -> float:
+    """Bytes upstream DeepSpeed (0.9.0 to 0.16.5) holds for what a stage after the first
+    receives, ``received`` the bytes of one micro-batch's whole input and ``n`` the
+    micro-batches in flight (:data:`~sim.profiles.frameworks.DEEPSPEED_TAGS`' ``recv_inputs``
+    cites each line, per tag; 0.16.5's ``runtime/pipe/engine.py``):
+
+    * one receive buffer, allocated once and kept across steps (1119): the whole input, or
+      with TP > 1 partitioned (``partitioned``) the local ``1/t`` part;
+    * each micro-batch in flight keeps one whole input in its slot (1149, freed when its
+      gradient is sent, 1106): the clone taken out of the buffer (1123) or, partitioned, the
+      input rebuilt from the part (726-732), which is the first layer's input;
+    * unpartitioned, the forward pass's clone of it (716), the first layer's input, kept by
+      the layer for the backward pass: one more per micro-batch in flight.
+
+    A profiled layer's activation memory is what its forward pass allocates, not its input;
+    a shape-estimated one (Korthikanti et al. 2022, eq. 2: ``s h (10 + 24 / t + ...)``)
+    includes the first LayerNorm's input, ``2 s h`` bytes a sample in fp16, the whole input:
+    with ``in_activations`` that one is not counted again (the rebuilt input partitioned,
+    the forward pass's clone unpartitioned)."""
+    if partitioned and tp > 1:
+        return received / tp + (0 if in_activations else n) * received
+    return received + (n if in_activations else 2 * n) * received
 
 
 def plan_allreduce_time(network: NetworkProfile, nodes: list[Any], flows: list[int], size: float,
@@ -549,7 +575,8 @@ def _model(plan: Plan, profiles: Profiles, model: str | None) -> ModelProfile:
 
 def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: str = "1f1b",
                 sizes_at: Any = None, pipe_buffers: int = 0,
-                mask_sequence: int | None = None) -> tuple[GPUMemory, ...]:
+                mask_sequence: int | None = None, recv_clones: bool = False,
+                partitioned: bool = True) -> tuple[GPUMemory, ...]:
     """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike).
 
     ``sizes_at(tp)`` gives the layers' sizes at a TP degree (default the profile's,
@@ -558,7 +585,9 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     (the framework's, :attr:`FrameworkBehaviour.pipe_buffers`: 1 in DeepSpeed 0.3.13).
     ``mask_sequence``: the sequence of the attention masks the buffers and forward passes
     keep (:func:`mask_memory`, counted with the buffers; None: no mask, the framework's
-    :attr:`FrameworkBehaviour.sequence`)."""
+    :attr:`FrameworkBehaviour.sequence`). ``recv_clones``: the received inputs held as upstream
+    DeepSpeed holds them (:func:`recv_memory`, with ``partitioned`` its pipe_partitioned;
+    :attr:`FrameworkBehaviour.recv_clones`) in place of ``pipe_buffers``' buffers."""
     layer_sizes = sizes_at if sizes_at is not None else model.layer_sizes
     L = len(plan.stages)
     m = plan.microbatches
@@ -582,8 +611,16 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                 buffers = 0.0
                 if j > 0:
                     prev = plan.stages[j - 1]
-                    buffers = max(2, min(L - j + pipe_buffers, m)) * mbs \
-                        * sizes[prev.layers[-1]].activation_bytes
+                    sent = sizes[prev.layers[-1]].activation_bytes
+                    if recv_clones:
+                        # a shape-estimated transformer layer first: its activations hold
+                        # its input (the last layer's, the head's, are the logits alone)
+                        first = st.layers[0]
+                        estimated = model.shape_sized(rep.tp) and 0 < first <= model.layers - 2
+                        buffers = recv_memory(mbs * sent, in_flight(schedule, L, j, m), rep.tp,
+                                              partitioned, estimated)
+                    else:  # the product in its order before recv_memory: the same bits
+                        buffers = max(2, min(L - j + pipe_buffers, m)) * mbs * sent
                 buffers += mask_memory(mask_sequence, j, L, m, rep.tp, pipe_buffers, schedule)
                 hit = alike[(rep.gpu, rep.tp)] = (g, P, act, buffers)
             g, P, act, buffers = hit
@@ -1330,7 +1367,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         notes.extend(link_estimates(net, plan_pairs(plan, mp.tied_embeddings).values()))
     buckets = overlapped_buckets(plan, net, sync, ar_sizes, profiles) if overlapped else ()
     opt = tuple(max(t[2] for t in row) for row in times)
-    memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers, fb.sequence)
+    memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers, fb.sequence,
+                         fb.recv_clones, fb.partitioned)
     if check_memory:
         for g in memory:
             if g.total > g.capacity:

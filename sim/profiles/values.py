@@ -318,6 +318,11 @@ class ModelProfile:
                 return n
         return self.layer_sizes(tp)[0].params
 
+    def shape_sized(self, tp: int) -> bool:
+        """Whether the layers' sizes at ``tp`` come from the model's shape (the profile has none
+        there): :func:`shape_sizes`."""
+        return tp not in self._sizes and self.shape is not None
+
     def layer_sizes(self, tp: int) -> tuple[LayerSizes, ...]:
         """The layers' sizes on one GPU of a TP group of degree ``tp`` (the shape's where the
         profile has none)."""
