@@ -307,7 +307,7 @@ class _Sync:
     """One outer sync: a fragment at a step (schedule mode) or a round (round mode)."""
 
     __slots__ = ("key", "fragment", "reported", "members", "fired", "done", "kth", "timer",
-                 "started", "ended", "ring")
+                 "started", "ended", "ring", "gone")
 
     def __init__(self, env: simpy.Environment, key: int, fragment: int, members: set[int]) -> None:
         self.key = key
@@ -321,6 +321,7 @@ class _Sync:
         self.started = math.nan
         self.ended = math.nan
         self.ring: list[int] = []
+        self.gone: set[int] = set()  # groups that went down while it was in flight (fired)
 
 
 class OuterLoop:
@@ -563,11 +564,13 @@ class OuterLoop:
         def end(_e: Any) -> None:
             self.V += 1
             r.ended = self.env.now
-            for g in parts + joiners:  # a group that went down meanwhile did not get it
-                if not trainers[g].down:
+            # a group that went down meanwhile did not get it, though it may be back (its
+            # rejoin then waits for this outer step and downloads the model)
+            for g in parts + joiners:
+                if not trainers[g].down and g not in r.gone:
                     trainers[g].version = self.V
             self.waiting.difference_update(joiners)
-            up = {g for g in range(self.M) if self._up(g)}
+            up = {g for g in range(self.M) if self._up(g) and g not in r.gone}
             members = {g for g in set(parts) | set(joiners) if g in up}
             busy, self.busy = self.busy, None
             if self.V >= self.R:
@@ -602,6 +605,8 @@ class OuterLoop:
             proc.interrupt(_GroupDown(tr.group, -1, self.env.now))
         self.system.wan.cancel_fetch(tr.group)
         r = self.round
+        if r is not None and r.fired:  # its outer step is in flight: it will not hold it
+            r.gone.add(tr.group)
         if r is not None and not r.fired:
             r.reported.pop(tr.group, None)
             r.members.discard(tr.group)
