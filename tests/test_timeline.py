@@ -834,6 +834,15 @@ def test_a_step_lost_after_its_passes_keeps_its_compute_phase_in_the_gantt(tmp_p
     assert [(s.step, s.lost, s.bubble) for s in g.steps][0] == (0, True,
                                                                pytest.approx(1 / 3, abs=1e-12))
     assert g.bubble == pytest.approx(metrics["bubble_fraction"], abs=1e-12)
+    # the first step after the restart: busy 4 of 2 x 4 - 4.000000000000001, a bubble of
+    # -2.2e-16, labelled 0.000 as the title prints one within rounding of 0 (not -0.000)
+    assert g.steps[1].bubble < 0
+    from sim.plotting import plot_timeline
+
+    _, drawn = plot_timeline(g, tmp_path / "g.png")
+    ax = drawn["bars"][0][0][3].figure.axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert "step 0\nbubble 0.000" in labels and not any("-0.000" in x for x in labels)
 
 
 def test_diloco_gantt_bubble_is_the_engines_with_failures():
