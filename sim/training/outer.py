@@ -883,7 +883,7 @@ class DilocoSystem:
     def metrics(self) -> dict[str, float]:
         """The training DES's record (:func:`sim.training.system.training_record`), its
         figures (:data:`sim.training.system.FIGURES`) and DiLoCo's (:data:`DILOCO_METRICS`)."""
-        from .flow import LOST_CAUSES
+        from .flow import LOST_CAUSES, live_idle_share
         from .system import figures, training_record
 
         c, o = self.config, self.outer
@@ -927,9 +927,9 @@ class DilocoSystem:
             steps_done=float(steps_done), hours=hours, series_cost=None,
             availability=availability, lost=lost, measured={
                 "throughput_steady": nan,
-                "bubble_fraction": (1.0 - sum(tr.compute_busy for tr in trs)
-                                    / (ct_workers - sum(tr.compute_down for tr in trs))
-                                    if ct_workers > 0 else nan),
+                "bubble_fraction": live_idle_share(sum(tr.compute_busy for tr in trs),
+                                                   ct_workers,
+                                                   sum(tr.compute_down for tr in trs)),
                 "utilisation": busy / (W * wall) if wall > 0 else nan,
                 "latency_mean": (sum(tr.latency_sum for tr in trs) / tot_delivered
                                  if tot_delivered else nan),
