@@ -784,7 +784,8 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
             continue
         label = f"step {s.step}" + (" (lost)" if s.lost else "")
         if s.bubble is not None:
-            label += f"\nbubble {s.bubble:.3f}"
+            b = f"{s.bubble:.3f}"
+            label += f"\nbubble {'0.000' if float(b) == 0 else b}"  # -2.2e-16: no sign
         ax.annotate(label, (s.start, 1.0), xycoords=("data", "axes fraction"),
                     xytext=(2, -2), textcoords="offset points", va="top", fontsize=7,
                     color=colour)

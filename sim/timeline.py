@@ -394,6 +394,8 @@ class Recorder(NullRecorder):
         #: and cap aside): what the command says of the recorded replication
         self.failures = {"down": 0, "preempted": 0}
         self._steps: dict[str, tuple[int, float]] = {}  # the step open on each coordinator
+        #: its compute phase's args, once its passes have ended (step_computed)
+        self._computed: dict[str, dict[str, Any]] = {}
         self._restart: float | None = None
         self._links: dict[int, float] = {}
         self._gossip_names: list[str] | None = None  # gossip's processes, by node position
@@ -507,8 +509,10 @@ class Recorder(NullRecorder):
             self.span(name, "compute", "replacing", "failure", t0, now, {"open": True})
         self._spot.clear()
         for proc, (k, t0) in self._steps.items():
-            self.span(proc, "steps", f"step {k}", "step", t0, now, {"step": k, "open": True})
+            self.span(proc, "steps", f"step {k}", "step", t0, now,
+                      {"step": k, "open": True, **self._computed.get(proc, {})})
         self._steps.clear()
+        self._computed.clear()
         if self._restart is not None:
             self.span("trainer", "checkpoint", "restart", "restart", self._restart, now,
                       {"open": True})
@@ -586,6 +590,18 @@ class Recorder(NullRecorder):
     def step_start(self, k: int, t: float, proc: str = "trainer") -> None:
         """Coordinator ``proc`` starts step ``k`` (an attempt: a restart may lose it)."""
         self._steps[proc] = (k, t)
+        self._computed.pop(proc, None)
+
+    def step_computed(self, t_compute: float, *, busy: float, workers: int, down: float = 0.0,
+                      proc: str = "trainer") -> None:
+        """The open step's passes ended at ``t_compute``: its compute phase (``busy``,
+        ``workers``, ``down`` as :meth:`step_end` writes them), which the engine's
+        ``bubble_fraction`` counts whatever follows; written on the step's event if a restart
+        loses it in its sync or optimizer step (:meth:`step_lost`) or the run ends there."""
+        args: dict[str, Any] = {"compute_end": t_compute, "busy": busy, "workers": workers}
+        if down > 0:
+            args["down"] = down
+        self._computed[proc] = args
 
     def step_end(self, k: int, t_compute: float, t: float, *, sync: float = 0.0,
                  tail: float = 0.0, busy: float | None = None, workers: int | None = None,
@@ -593,6 +609,7 @@ class Recorder(NullRecorder):
         """Step ``k`` ended at ``t`` (its passes at ``t_compute``, then sync and optimizer);
         ``down``: worker-time of its workers not live in its compute phase (written when > 0)."""
         opened = self._steps.pop(proc, None)
+        self._computed.pop(proc, None)
         t0 = opened[1] if opened is not None else t_compute
         args: dict[str, Any] = {"step": k, "compute_end": t_compute}
         if busy is not None:
@@ -606,12 +623,15 @@ class Recorder(NullRecorder):
                       {"step": k, "allreduce": sync, "optimizer": tail})
 
     def step_lost(self, t: float, proc: str = "trainer") -> None:
-        """The step in progress was lost at ``t`` (a restart from the last checkpoint)."""
+        """The step in progress was lost at ``t`` (a restart from the last checkpoint, a
+        DiLoCo group down); lost after its passes, its event carries its compute phase
+        (:meth:`step_computed`)."""
         opened = self._steps.pop(proc, None)
+        computed = self._computed.pop(proc, {})
         if opened is not None:
             k, t0 = opened
             self.span(proc, "steps", f"step {k} (lost)", "step", t0, t,
-                      {"step": k, "lost": True})
+                      {"step": k, "lost": True, **computed})
 
     def checkpoint(self, t0: float, t1: float, proc: str = "trainer", **args: Any) -> None:
         """A checkpoint from ``t0`` to ``t1``."""
@@ -1157,6 +1177,9 @@ class CoordinatorView:
     def step_end(self, k: int, t_compute: float, t: float, **kw: Any) -> None:
         self._rec.step_end(k, t_compute, t, proc=self.proc, **kw)
 
+    def step_computed(self, t_compute: float, **kw: Any) -> None:
+        self._rec.step_computed(t_compute, proc=self.proc, **kw)
+
     def step_lost(self, t: float) -> None:
         self._rec.step_lost(t, proc=self.proc)
 
@@ -1482,7 +1505,8 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
     processes with a compute row) and ``down`` the step's worker-time of workers
     not live (down, or fetching their weights) in the phase, so the bubble is the
     live workers' idle share, as the engine's ``bubble_fraction``;
-    the overall bubble is that ratio over the completed steps (the engine's
+    the overall bubble is that ratio over the steps whose passes ended (a step
+    lost afterwards, in its sync or optimizer step, included: the engine's
     ``bubble_fraction`` when nothing was left out). A run of several
     coordinators (DiLoCo's groups) names each one's processes in
     ``otherData.coordinators``: a step's busy time is that of its own
@@ -1560,7 +1584,7 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
     compute.sort()
     tot_busy = tot_cap = 0.0
     for s, pid in zip(steps, step_pid, strict=True):
-        if s.compute_end is None or s.lost:
+        if s.compute_end is None:  # (a step lost after its passes: its compute phase counts)
             continue
         lo, hi = s.start, s.compute_end
         eps = 1e-9 * max(1.0, abs(hi))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -51,6 +52,20 @@ def test_bubble_fraction_is_the_idle_share_of_the_live_workers(tmp_path):
     assert s.trainer.compute_down == 2.0
     p, plain = _run(TrainingConfig(**kw))
     assert plain["bubble_fraction"] == 0.0 and p.trainer.compute_time == 2.0
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "async"])
+def test_bubble_fraction_is_nan_when_no_worker_is_ever_live(tmp_path, schedule):
+    """The one replica is down over the whole run (its 2 micro-batches wait 2 at the out
+    stage, then are dropped): no live worker-time, so no idle share of it: NaN (as the
+    Gantt's None). It raised ZeroDivisionError (busy 0 over 0 live worker-time), which
+    failed the replication; before the live share it was 1."""
+    trace = _trace(tmp_path, [("s0r0", 0.0, 100.0)])
+    s, m = _run(TrainingConfig(stages=1, replicas=1, microbatches=2, steps=2, forward_time=1.0,
+                               max_wait=2.0, max_time=50.0, schedule=schedule,
+                               failure_trace=trace))
+    assert m["drop_rate"] == 1.0 and m["training_time"] > 0
+    assert math.isnan(m["bubble_fraction"])
 
 
 def test_lost_backward_pass_recomputes_from_last_holder(tmp_path):

@@ -168,6 +168,24 @@ def test_a_learner_back_behind_the_latest_model_downloads_it_once(tmp_path, case
         assert des[key] == pytest.approx(eng[key]), key
 
 
+@pytest.mark.parametrize("fail, replace", [(6.5, 0.5), (7.2, 0.5), (14.6, 1.3)])
+def test_a_learner_down_during_its_outer_step_and_back_before_it_ends_rejoins(tmp_path, fail,
+                                                                             replace):
+    """Learner 1's chip fails while the outer step it reported to is in flight (rings [6, 8)
+    and [14, 16)) and is replaced before the step ends: the learner waits for it, downloads
+    the model (2) and joins the next outer step; the run ends at 32 (goodput 42 / 64, as in
+    tests/test_training_outer.py), as in the DES (its worker down over the same interval).
+    Both engines used to give it the step's model and a member's place while it waited to
+    join: the round waited for it for ever (stopped at the stall limit, unfinished)."""
+    eng = _scripted({1: [fail]}, replace_time=replace, chip_download=2.0)
+    des = _scripted_des(tmp_path, [("s0r1", fail, fail + replace)])
+    assert eng["training_time"] == pytest.approx(32.0)
+    assert eng["goodput_fraction"] == pytest.approx(42 / 64)
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+                "compute_utilisation"):
+        assert des[key] == pytest.approx(eng[key]), key
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("q, sync, law, L, ratio", [
     ({}, "diloco:every=4", "deterministic", 3, 2.0),

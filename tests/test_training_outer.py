@@ -440,6 +440,35 @@ def test_a_group_down_takes_its_own_weight_download_only_while_it_holds_the_late
     assert out["outer_downloads"] == 1
 
 
+@pytest.mark.parametrize("rows, replicas, wall", [
+    ([("s0r1", 6.5, 7.0)], 2, 32.0),    # in outer step 0's ring (6 to 8), back at once
+    ([("s0r1", 14.6, 15.1)], 2, 32.0),  # in outer step 1's ring (14 to 16)
+    ([("s0r1", 6.1, 6.2)], 3, 104 / 3),  # three groups: its own download (2) ends first too
+])
+def test_a_group_down_during_its_outer_step_and_back_before_it_ends_rejoins(tmp_path, rows,
+                                                                           replicas, wall):
+    """Group 1 goes down while the outer step it reported to is in flight and is back
+    before the step ends (two groups: T = 3, H = 2, N = 8, a ring of two 2; three groups: a
+    ring of three 8/3). It does not hold the step's model: it waits for the step to end,
+    downloads the model (2) and joins the next outer step as a joiner, then trains the last
+    rounds. Two groups: ring [6, 8), download [8, 10), joins at 14 (ring to 16), rounds to
+    22 and 30, the last ring to 32; goodput (24 + 6 + 12) / (2 x 32) (group 1 merges rounds
+    0, 2 and 3; down in step 1's ring: 0, 1 and 3). It used to get the step's model and a
+    member's place at the step's end (it was up again) while its rejoin waited to join as
+    a joiner: the next round waited for its report for ever (the run stopped at the stall
+    limit, unfinished). Three groups: ring [6, 8.67), joins the step at 14.67 (ring to
+    17.33), two rounds of 6 + 8/3 more. The learners engine is asked the same in
+    tests/test_training_learners.py."""
+    out = _run(_two_groups(steps=8, replicas=replicas, microbatches=replicas,
+                           failure_trace=_trace(tmp_path, rows)))
+    assert out["finished"] == 1.0
+    assert out["training_time"] == pytest.approx(wall)
+    assert out["outer_syncs"] == 4 and out["outer_downloads"] == 1
+    assert out["lost_download"] == 0.0
+    if replicas == 2:
+        assert out["goodput_fraction"] == pytest.approx((24 + 6 + 12) / (2 * 32))
+
+
 def test_framework_devices_back_in_a_group_behind_the_model_take_no_download(tmp_path):
     """A framework schedule's devices (interleaved): group 1's device of stage 0, or both
     devices, down over [4, 15): the group's model download is the only download (their own

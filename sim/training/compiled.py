@@ -23,6 +23,7 @@ import numpy as np
 from ..engines import Applies, Engine
 from ..errors import ConfigError
 from .config import TrainingConfig
+from .flow import live_idle_share
 from .system import METRICS, draw_speeds, training_record
 from .trainer import steady_throughput
 
@@ -147,7 +148,7 @@ def compiled_training_model(config: TrainingConfig, streams: Any) -> dict[str, f
         steps = [b - a for a, b in zip(marks, marks[1:], strict=False)]
         down = float(gf[K.GF_DOWN]) + int(gi[K.G_NDOWN]) * (wall - float(gf[K.GF_DSINCE])) \
             if gi[K.G_NDOWN] else float(gf[K.GF_DOWN])  # DownClock.at(wall)
-        bubble = 1.0 - busy / (W * wall - down) if wall > 0 else nan
+        bubble = live_idle_share(busy, W * wall, down)
         idle_all = 1.0 - busy / (W * wall) if wall > 0 else nan
         steady = steady_throughput(fin) if c.arrival == "saturated" else nan
         steps_done = float(delivered + int(gi[K.G_DROPPED])) // m
@@ -157,8 +158,8 @@ def compiled_training_model(config: TrainingConfig, streams: Any) -> dict[str, f
         quality = float(s["kept_q"][:n].sum())
         steps = s["steps"][:n].tolist()
         ct = float(gf[K.GF_COMPUTE])
-        live = W * ct - float(gf[K.GF_COMPUTE_DOWN])  # the live workers' compute time
-        bubble = 1.0 - float(gf[K.GF_COMPUTE_BUSY]) / live if ct > 0 else nan
+        bubble = live_idle_share(float(gf[K.GF_COMPUTE_BUSY]), W * ct,
+                                 float(gf[K.GF_COMPUTE_DOWN]))
         idle_all = 1.0 - float(gf[K.GF_COMPUTE_BUSY]) / (W * ct) if ct > 0 else nan
         steady = nan
         steps_done = float(n)

@@ -21,6 +21,7 @@ What a step is, and what a drop or a lost stage means, is the trainer's
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any
 
@@ -32,7 +33,7 @@ from .config import TrainingConfig, replica_name
 from .replica import Microbatch, Replica
 from .routing import SharedQueue, Uniforms, make_routing
 
-__all__ = ["ReplicaFlow", "LOST_CAUSES", "DownClock"]
+__all__ = ["ReplicaFlow", "LOST_CAUSES", "DownClock", "live_idle_share"]
 
 #: Causes of lost time (see :func:`sim.training.trainer.training_metrics`).
 LOST_CAUSES = ("lost_pass", "recompute", "reroute", "download", "stall", "restart", "checkpoint")
@@ -63,6 +64,15 @@ class DownClock:
     def at(self, now: float) -> float:
         """Worker-time not live from the start to ``now``."""
         return self.total + self.n * (now - self.since) if self.n else self.total
+
+
+def live_idle_share(busy: float, worker_time: float, down: float) -> float:
+    """``bubble_fraction``: the idle share ``1 - busy / (worker_time - down)`` of the live
+    workers' time (``worker_time`` of every worker, ``down`` the part not live, a
+    :class:`DownClock`'s); NaN when no worker was live (every one down throughout), where
+    there is no idle share (and the ratio would divide by zero)."""
+    live = worker_time - down
+    return 1.0 - busy / live if live > 0 else math.nan
 
 
 class _Exponentials:

@@ -242,6 +242,7 @@ class _Engine:
         self.timer = False
         self.kth: float | None = None
         self.busy = False
+        self.gone: set[int] = set()  # learners that went down while the outer step was in flight
         self.waiting: set[int] = set()
         self.finished = False
         self.n_syncs = self.late_merges = self.failures = self.events = 0
@@ -440,11 +441,12 @@ class _Engine:
     def _sync_end(self, parts: list[int], joiners: list[int]) -> None:
         self.V += 1
         self.progress_t = self.now
-        for g in parts + joiners:
-            if not self.L[g].down:
+        gone, self.gone = self.gone, set()
+        for g in parts + joiners:  # (the DES's rule: one that went down meanwhile, back or not)
+            if not self.L[g].down and g not in gone:
                 self.L[g].version = self.V
         self.waiting.difference_update(joiners)
-        up = {g for g in range(self.M) if not self.L[g].down}
+        up = {g for g in range(self.M) if not self.L[g].down and g not in gone}
         members = {g for g in set(parts) | set(joiners) if g in up}
         old_members = self.members
         self.busy = False
@@ -498,6 +500,8 @@ class _Engine:
             x.late = None
         self.waiting.discard(x.g)
         x.state = "down"
+        if self.busy:  # the outer step in flight: it will not hold it
+            self.gone.add(x.g)
         if not self.fired:
             self.reported.pop(x.g, None)
             self.members.discard(x.g)

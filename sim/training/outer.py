@@ -308,7 +308,7 @@ class _Sync:
     """One outer sync: a fragment at a step (schedule mode) or a round (round mode)."""
 
     __slots__ = ("key", "fragment", "reported", "members", "fired", "done", "kth", "timer",
-                 "started", "ended", "ring")
+                 "started", "ended", "ring", "gone")
 
     def __init__(self, env: simpy.Environment, key: int, fragment: int, members: set[int]) -> None:
         self.key = key
@@ -322,6 +322,7 @@ class _Sync:
         self.started = math.nan
         self.ended = math.nan
         self.ring: list[int] = []
+        self.gone: set[int] = set()  # groups that went down while it was in flight (fired)
 
 
 class OuterLoop:
@@ -564,11 +565,13 @@ class OuterLoop:
         def end(_e: Any) -> None:
             self.V += 1
             r.ended = self.env.now
-            for g in parts + joiners:  # a group that went down meanwhile did not get it
-                if not trainers[g].down:
+            # a group that went down meanwhile did not get it, though it may be back (its
+            # rejoin then waits for this outer step and downloads the model)
+            for g in parts + joiners:
+                if not trainers[g].down and g not in r.gone:
                     trainers[g].version = self.V
             self.waiting.difference_update(joiners)
-            up = {g for g in range(self.M) if self._up(g)}
+            up = {g for g in range(self.M) if self._up(g) and g not in r.gone}
             members = {g for g in set(parts) | set(joiners) if g in up}
             busy, self.busy = self.busy, None
             if self.V >= self.R:
@@ -603,6 +606,8 @@ class OuterLoop:
             proc.interrupt(_GroupDown(tr.group, -1, self.env.now))
         self.system.wan.cancel_fetch(tr.group)
         r = self.round
+        if r is not None and r.fired:  # its outer step is in flight: it will not hold it
+            r.gone.add(tr.group)
         if r is not None and not r.fired:
             r.reported.pop(tr.group, None)
             r.members.discard(tr.group)
@@ -879,7 +884,7 @@ class DilocoSystem:
     def metrics(self) -> dict[str, float]:
         """The training DES's record (:func:`sim.training.system.training_record`), its
         figures (:data:`sim.training.system.FIGURES`) and DiLoCo's (:data:`DILOCO_METRICS`)."""
-        from .flow import LOST_CAUSES
+        from .flow import LOST_CAUSES, live_idle_share
         from .system import figures, training_record
 
         c, o = self.config, self.outer
@@ -923,9 +928,9 @@ class DilocoSystem:
             steps_done=float(steps_done), hours=hours, series_cost=None,
             availability=availability, lost=lost, measured={
                 "throughput_steady": nan,
-                "bubble_fraction": (1.0 - sum(tr.compute_busy for tr in trs)
-                                    / (ct_workers - sum(tr.compute_down for tr in trs))
-                                    if ct_workers > 0 else nan),
+                "bubble_fraction": live_idle_share(sum(tr.compute_busy for tr in trs),
+                                                   ct_workers,
+                                                   sum(tr.compute_down for tr in trs)),
                 "utilisation": busy / (W * wall) if wall > 0 else nan,
                 "latency_mean": (sum(tr.latency_sum for tr in trs) / tot_delivered
                                  if tot_delivered else nan),

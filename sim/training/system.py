@@ -20,7 +20,7 @@ from ..rng import Streams
 from ..timeline import NULL
 from .billing import Presence
 from .config import TrainingConfig
-from .flow import LOST_CAUSES, ReplicaFlow
+from .flow import LOST_CAUSES, ReplicaFlow, live_idle_share
 from .framework import FrameworkFlow
 from .replica import SpotSlot
 from .schedules import SCHEDULE_POLICIES
@@ -254,14 +254,14 @@ class TrainingSystem:
             delivered = sum(d for d, _ in kept)
             quality = sum(q for _, q in kept)
             steps = tr.step_times
-            live = c.workers * tr.compute_time - tr.compute_down  # live worker-time computing
-            bubble = 1.0 - tr.compute_busy / live if tr.compute_time > 0 else nan
+            bubble = live_idle_share(tr.compute_busy, c.workers * tr.compute_time,
+                                     tr.compute_down)
             steady = nan
         else:
             delivered, quality = tr.delivered, tr.quality_sum
             steps = tr.step_times_async()
             busy = sum(r.busy_time for r in flow.replicas)
-            bubble = 1.0 - busy / (c.workers * wall - flow.down.at(wall)) if wall > 0 else nan
+            bubble = live_idle_share(busy, c.workers * wall, flow.down.at(wall))
             steady = steady_throughput(tr.finish_times) if c.arrival == "saturated" else nan
         busy = sum(r.busy_time for r in flow.replicas)
         pres = getattr(self, "presence", None)

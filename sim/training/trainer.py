@@ -417,6 +417,8 @@ class StepTrainer(Trainer):
         self.compute_busy += busy
         down = flow.down.at(t_compute) - down0
         self.compute_down += down
+        if self.rec.on:  # counted now: a restart in the sync or optimizer step loses the step
+            self.rec.step_computed(t_compute, busy=busy, workers=c.workers, down=down)
         used = self._close_fast(st) if fk is not None else None
         # the all-reduce and the optimizer step: (the closed form's all-reduce, the tail)
         sync, tail = yield from self.traffic.step_tail(st.participants, used)
