@@ -702,7 +702,7 @@ TIMELINE_STYLE: dict[str, tuple[str, str | None, str]] = {
     "step": ("#8172B3", None, "step (job engine)"),
     "transfer": ("#55A868", None, "transfer (activation, gradient, flow, exchange)"),
     "queue": ("#B6E3C0", "..", "transfer waiting in its FIFO channel"),
-    "collective": ("#937860", None, "collective (all-reduce)"),
+    "collective": ("#937860", None, "collective (all-reduce, all-gather)"),
     "checkpoint": ("#DA8BC3", None, "checkpoint"),
     "restart": ("#8C8C8C", None, "restart, weight download, waiting"),
     "failure": ("#C44E52", "//", "down (failure, preemption)"),

@@ -1489,6 +1489,8 @@ def _kind(e: dict[str, Any]) -> str:
             return "backward"
         if name == "forward":
             return "recompute" if (e.get("args") or {}).get("recompute") else "forward"
+        if name == "all-gather":  # a framework device's (DeepSpeed 0.3.13): a TP collective
+            return "collective"
         return "step"
     return cat if cat in KINDS else "other"
 

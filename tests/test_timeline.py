@@ -1136,3 +1136,42 @@ def test_gantt_title_prints_a_bubble_within_rounding_of_zero_as_zero(tmp_path, m
         plot_timeline(g, tmp_path / "g.png")
     assert "bubble fraction 0.0000 (" in titles[0]
     assert "bubble fraction 0.2500 (" in titles[1]
+
+
+def test_deepspeed_0313_all_gathers_are_compute_spans_drawn_as_collectives(tmp_path):
+    """DeepSpeed 0.3.13's all-gather before each gradient receive (recv_gather_times) is a span
+    ``all-gather`` on its device's compute thread: in the hand-worked 2-stage, 3-micro-batch
+    step of tests/test_profiles_frameworks.py (stage 0's G 1) at [5, 6], [10, 11] and
+    [12.5, 13.5], shifted by 6.5 when s0r0 is down over [5.5, 6.5) (restart cost 0): the cut
+    one ``all-gather (lost)`` over [5, 5.5]. The Gantt chart counts it busy as the engine
+    does (bubble 7 / 16) and draws it as a collective, not as a job engine's step."""
+    from dataclasses import replace
+
+    trace_file = tmp_path / "down.csv"
+    trace_file.write_text("worker,start,end\ns0r0,5.5,6.5\n")
+    base = TrainingConfig(stages=2, replicas=1, microbatches=3, steps=1, schedule="1f1b",
+                          p2p="blocking", replica_times=(((1.0, 1.0),), ((1.0, 2.0),)),
+                          transfer_times=(((0.5, 0.5),),), recv_gather_times=((1.0,), (0.0,)),
+                          sync="none")
+    for cfg, shift, lost in ((base, 0.0, []),
+                             (replace(base, failure_trace=str(trace_file), restart_cost=0.0),
+                              6.5, [(5.0, 5.5, 0)])):
+        metrics, trace = _record(cfg)
+        names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+                 if e["ph"] == "M" and e["name"] == "process_name"}
+        spans = [(names[e["pid"]], e["name"], e["ts"] / US, (e["ts"] + e["dur"]) / US,
+                  e["args"]["microbatch"]) for e in _x(trace, "compute")
+                 if e["name"].startswith("all-gather")]
+        want = [("s0r0", "all-gather (lost)", a, b, i) for a, b, i in lost] + [
+            ("s0r0", "all-gather", a + shift, b + shift, i)
+            for a, b, i in ((5.0, 6.0, 0), (10.0, 11.0, 1), (12.5, 13.5, 2))]
+        spans, want = sorted(spans), sorted(want)
+        assert [(d, n, i) for d, n, _, _, i in spans] == [(d, n, i) for d, n, _, _, i in want]
+        assert [t for x in spans for t in x[2:4]] == pytest.approx(
+            [t for x in want for t in x[2:4]], abs=1e-12)
+        assert metrics["bubble_fraction"] == pytest.approx(7 / 16, abs=1e-12)
+        g = gantt(trace)
+        assert g.bubble == pytest.approx(metrics["bubble_fraction"], abs=1e-12)
+        kinds = {(b.kind, b.lost) for r in g.rows for b in r.bars
+                 if b.name.startswith("all-gather")}
+        assert kinds == {("collective", False)} | ({("collective", True)} if lost else set())

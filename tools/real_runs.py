@@ -181,11 +181,14 @@ def allreduce_variants(build: Any) -> dict[str, float]:
         b = [c.replica_times[j][k][1] for j in range(L)]
         act = [row[k][0] for row in build.transfer_times]
         grad = [row[k][1] for row in build.transfer_times]
-        progs = [device_program(c.schedule, L, mk, j, blocking=blocking, batched=batched)
-                 for j in range(L)]
+        # DeepSpeed 0.3.13's all-gather before each gradient receive, a command of its own
+        gather = None if c.recv_gather_times is None else \
+            [c.recv_gather_times[j][k] for j in range(L)]
+        progs = [device_program(c.schedule, L, mk, j, blocking=blocking, batched=batched,
+                                recv_gather=gather is not None) for j in range(L)]
         e: list[float] = []
         T = max(T, program_makespan(progs, f, b, act, grad, blocking=blocking,
-                                    channels=c.p2p == "overlap", ends=e))
+                                    channels=c.p2p == "overlap", ends=e, gather=gather))
         for j in range(L):
             ends[j].append(e[j])
     ar, opt, tied = build.allreduce_times, build.optimizer_times, build.tied_allreduce_time
