@@ -529,3 +529,24 @@ def test_a_lost_scheduler_is_one_line_and_the_same_command_resumes(tmp_path):
     assert len(rows) == 90 and len({(r["point"], r["replication"]) for r in rows}) == 90
     assert (out / "summary.csv").read_text() == (tmp_path / "clean" / "summary.csv").read_text()
     assert res.ran == 90
+
+
+def test_bad_input_a_model_finds_names_its_point(tmp_path, capsys):
+    """(user trial 5) A model that builds its config from the point (a TrainingConfig inside
+    model, as docs/experiments.md advises) and meets a refused value stopped the run with
+    ``'sync' must be ...: '...'`` and no word of which point: it names the point, one line,
+    exit 2."""
+    f = tmp_path / "bad.py"
+    f.write_text("from sim.training import TrainingConfig\nNAME = 'bad'\nBASE = {'m': 'ok'}\n"
+                 "FACTORS = {'mtbf': [float('inf'), 60.0], 'm': ['ok', 'streaming']}\nREPLICATIONS = 1\n"
+                 "def model(config, streams):\n"
+                 "    sync = 'diloco:every=4' + (',fragments=2' if config['m'] == 'streaming' "
+                 "else '')\n"
+                 "    TrainingConfig(stages=1, replicas=2, steps=4, sync=sync, "
+                 "mtbf=config['mtbf'], replace_time=1.0)\n    return {'x': 1.0}\n")
+    assert main(["run", str(f), "--executor", "serial", "--quiet",
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dtsim run: error: 'sync' must be diloco with "
+                                               "fragments=1 and overlap=0 when workers can fail")
+    assert "(at point 3: mtbf=60.0, m='streaming'): 'diloco:every=4,fragments=2" in err[0], err
