@@ -9,6 +9,7 @@ directly (no pyplot state, no GUI backend) and write PNG files.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -184,16 +185,56 @@ def plot_summary_table(
     The default figures of an experiment without its own ``analyse``; with no
     factor, the metric is drawn per point index. A metric no point measured (NaN
     at every point: :func:`unmeasured`) has no figure, as ``dtsim run``'s table
-    leaves it out (it was an empty plot with made-up axes).
+    leaves it out (it was an empty plot with made-up axes). Each figure is drawn
+    from the points that measured its metric, against the factors that vary among
+    them (the first on the x axis, a line per combination of the others). Points
+    that set different factors (an experiment in ``POINTS`` parts, each leaving
+    the others' factors at ``BASE``) give a figure per set of factors,
+    ``{metric}_{factor=value,...}.png`` named and titled by what its points share
+    (``goodput_fraction_part=trace.png``). A grid whose every factor varies and
+    every point measures the metric is drawn as before.
     """
     out = []
-    x = factors[0] if factors else "point"
-    group = tuple(factors[1:]) or None
     skip = set(unmeasured(rows, metrics))
     for m in metrics:
-        if m not in skip:
-            out.append(plot_sweep(rows, x, m, Path(out_dir) / f"{m}.png", group=group))
+        if m in skip:
+            continue
+        mine = [r for r in rows if not _nan_mean(r.get(f"{m}_mean"))]
+        # the factors a point sets (a POINTS entry leaves the others at BASE): a part is a
+        # largest such set, with the points that set some of its factors only (a sweep that
+        # leaves a factor at its base value at some points stays one figure)
+        sets = [frozenset(f for f in factors if r.get(f) is not None) for r in mine]
+        largest = [a for a in dict.fromkeys(sets) if not any(a < b for b in sets)]
+        parts: dict[frozenset[str], list[Mapping[str, Any]]] = {}
+        for r, a in zip(mine, sets, strict=True):
+            parts.setdefault(next(b for b in largest if a <= b), []).append(r)
+        for set_, rs in parts.items():
+            varying = [f for f in factors if len({_key(r.get(f)) for r in rs}) > 1]
+            if not factors:
+                x, group = "point", None
+            elif not varying:  # one point measured it (or all at one value of every factor)
+                x, group = factors[0], None
+            else:
+                x, group = varying[0], tuple(varying[1:]) or None
+            name, title = m, None
+            if len(parts) > 1:  # one figure a part, named by the factors its points share
+                fixed = [(f, rs[0].get(f)) for f in factors
+                         if f in set_ and f not in varying and rs[0].get(f) is not None]
+                tag = "_".join(f"{f}={v}" for f, v in fixed) or f"{len(out)}"
+                name = f"{m}_{re.sub(r'[^A-Za-z0-9_.=+-]+', '-', tag)}"
+                title = ", ".join(f"{f}={v}" for f, v in fixed) or None
+            out.append(plot_sweep(rs, x, m, Path(out_dir) / f"{name}.png", group=group,
+                                  title=title))
     return out
+
+
+def _nan_mean(v: Any) -> bool:
+    return not isinstance(v, (int, float)) or math.isnan(v)
+
+
+def _key(v: Any) -> str:
+    """A factor's value as a hashable key (a list or dict value too)."""
+    return repr(v)
 
 
 def unmeasured(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[str]:

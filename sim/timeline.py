@@ -388,6 +388,8 @@ class Recorder(NullRecorder):
         self.microbatches = 1
         self.env: Any = None
         self.node_proc: dict[Any, str] = {}
+        #: a replica's network node (written as the process's ``process_labels``)
+        self.proc_node: dict[str, Any] = {}
         self._down: dict[str, tuple[float, str]] = {}
         self._spot: dict[str, float] = {}
         #: workers that went down (failure model) and spot preemptions, whole run (window
@@ -532,6 +534,7 @@ class Recorder(NullRecorder):
             nodes: dict[Any, list[str]] = {}
             for r in reps:
                 nodes.setdefault(c.network_nodes[r.stage][r.index], []).append(r.name)
+                self.proc_node[r.name] = c.network_nodes[r.stage][r.index]
             self.node_proc = {n: "+".join(v) for n, v in nodes.items()}
         self.watch_failures(system.workers, system.env, [r.name for r in reps])
         for slot in system.spots:
@@ -829,6 +832,7 @@ class Recorder(NullRecorder):
             nodes: dict[Any, list[str]] = {}
             for r in reps:
                 nodes.setdefault(system.node_of(r), []).append(r.name)
+                self.proc_node[r.name] = system.node_of(r)
             self.node_proc = {n: "+".join(v) for n, v in nodes.items()}
         self.watch_failures(system.workers, system.env, [r.name for r in reps])
         for slot in system.spots:
@@ -1049,6 +1053,9 @@ class Recorder(NullRecorder):
                         f'"args":{{"name":{q(p)}}}}}')
             meta.append(f'{{"name":"process_sort_index","ph":"M","ts":0,"pid":{pid},'
                         f'"args":{{"sort_index":{pid}}}}}')
+            if p in self.proc_node:  # the network node a replica runs on (a named host)
+                meta.append(f'{{"name":"process_labels","ph":"M","ts":0,"pid":{pid},'
+                            f'"args":{{"labels":{q(str(self.proc_node[p]))}}}}}')
             for k, (s, ln) in enumerate(sorted(threads.get(p, ()), key=lambda sl: (
                     _STREAM_ORDER.get(sl[0], len(STREAMS)), sl[0], sl[1]))):
                 tid = k + 1
@@ -1430,6 +1437,10 @@ class GanttBar:
     lane: int = 0
 
 
+#: A node written as a plain integer (a family's host index): not shown beside a row's name.
+_INT_TEXT = re.compile(r"-?\d+")
+
+
 @dataclass
 class GanttRow:
     """One stream of one process (a device's ``compute``, ``send``...): its bars, in
@@ -1518,6 +1529,7 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
     ev = obj["traceEvents"]
     pname: dict[int, str] = {}
     tname: dict[tuple[int, int], str] = {}
+    plabel: dict[int, Any] = {}
     psort: dict[int, int] = {}
     tsort: dict[tuple[int, int], int] = {}
     for e in ev:
@@ -1526,6 +1538,8 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
         n, a = e.get("name"), e.get("args", {})
         if n == "process_name":
             pname[e["pid"]] = a["name"]
+        elif n == "process_labels":
+            plabel[e["pid"]] = a["labels"]
         elif n == "thread_name":
             tname[(e["pid"], e["tid"])] = a["name"]
         elif n == "process_sort_index":
@@ -1543,7 +1557,11 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
         stream, lane = _lane(tname.get((pid, tid), str(tid)))
         r = rows.get((pid, stream))
         if r is None:
-            r = rows[(pid, stream)] = GanttRow(f"{pname.get(pid, pid)} {stream}", pid, tid, [], [])
+            name = pname.get(pid, pid)
+            host = plabel.get(pid)
+            if isinstance(host, str) and not _INT_TEXT.fullmatch(host):  # a named host
+                name = f"{name} @{host}"
+            r = rows[(pid, stream)] = GanttRow(f"{name} {stream}", pid, tid, [], [])
         r.tid = min(r.tid, tid)
         r.lanes = max(r.lanes, lane + 1)
         return r, lane

@@ -101,3 +101,29 @@ def test_a_copy_sweeping_other_models_runs_every_part(dz, monkeypatch):
     assert dz._learning("diloco") == want
     assert dz.model({"part": "bandwidth", "model": "1B", "method": "dp", "target": 0.5},
                     None)["step_time_s"] == dz.step_time(1e9)
+
+
+def test_a_copy_with_its_own_models_and_targets_keeps_each_part_in_its_quick_run(tmp_path):
+    """(user trial 5) A copy edited to SIZES = {'1.3B': 1.3e9}, REGION_MODELS = ('1.3B',) and
+    TARGETS = (0.9,) ran --quick with no bandwidth point and no regions point: QUICK kept the
+    targets 0.5 and 0.95 and the model '1B' by name. Quick keeps the lowest target and the
+    highest up to 95 %, and the first region model; the shipped file keeps its quick points."""
+    from sim.runner import load_experiment
+
+    shipped = load_experiment(ROOT / "experiments" / "diloco_zones.py", quick=True)
+    parts = [(p["part"], p.get("model"), p.get("target")) for p in shipped.point_list()]
+    assert sorted({t for part, _m, t in parts if part == "bandwidth"}) == [0.5, 0.95]
+    assert {m for part, m, _t in parts if part == "regions"} == {"1B"}
+    src = (ROOT / "experiments" / "diloco_zones.py").read_text()
+    for old, new in (('SIZES = {"1B": 1e9, "10B": 1e10, "100B": 1e11}', 'SIZES = {"1.3B": 1.3e9}'),
+                     ('("1B", "10B"), "10B"', '("1.3B",), "1.3B"'),
+                     ("TARGETS = (0.5, 0.8, 0.9, 0.95, 0.99)", "TARGETS = (0.9,)"),
+                     ('LEARN_MODEL = (0.2, 0.05), 10.0, "10B"', 'LEARN_MODEL = (0.2, 0.05), 10.0, "1.3B"')):
+        assert old in src, old
+        src = src.replace(old, new)
+    f = tmp_path / "my_zones.py"
+    f.write_text(src)
+    quick = load_experiment(f, quick=True)
+    parts = [(p["part"], p.get("model"), p.get("target")) for p in quick.point_list()]
+    assert {(m, t) for part, m, t in parts if part == "bandwidth"} == {("1.3B", 0.9)}
+    assert {m for part, m, _t in parts if part == "regions"} == {"1.3B"}

@@ -185,6 +185,76 @@ def test_an_edited_helper_module_is_part_of_the_code_identity(tmp_path):
     assert len(fresh) == 12 and all(float(r["u"]) >= 10 for r in fresh)
 
 
+NETWORK_EXPERIMENT = '''"""DiLoCo on a network the config names: a graph file or a builder module."""
+import sys
+from sim.training import TrainingConfig, training_model
+
+NAME = "net"
+BASE = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=4, param_size=1e9,
+                      network={network!r}, sync="diloco:every=2")
+FACTORS = {{"forward_time": [0.5, 1.0]}}
+REPLICATIONS = 1
+
+
+def model(config, streams):
+    return {{"wall": training_model(config, streams)["training_time"]}}
+'''
+
+EDGES = "a b 10ms {bandwidth}\n"
+BUILDER = ('import networkx as nx\n\n\ndef zones():\n    G = nx.Graph()\n'
+           '    G.add_edge("a", "b", latency=0.01, bandwidth={bandwidth})\n    return G\n')
+
+
+def _walls(records):
+    return {float(r["forward_time"]): float(r["wall"]) for r in records}
+
+
+def test_an_edited_graph_file_the_config_names_recomputes(tmp_path, monkeypatch):
+    """A graph file named by the config is part of the task's identity: editing it (a link
+    ten times slower) recomputes the points on the edited network, where the stored records
+    (the old network's times) were reused before, and a network kept in the process for the
+    old file is not used either."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "zones.edgelist").write_text(EDGES.format(bandwidth="1GB/s"))
+    f = tmp_path / "net.py"
+    f.write_text(NETWORK_EXPERIMENT.format(network="zones.edgelist"))
+    out = tmp_path / "o"
+    first = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    again = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    assert (first.ran, again.ran, again.reused) == (2, 0, 2)
+    (tmp_path / "zones.edgelist").write_text(EDGES.format(bandwidth="100MB/s"))
+    edited = run_experiment(load_experiment(f), out=out, executor="serial", progress=False)
+    assert (edited.ran, edited.reused) == (2, 0)
+    before, after = _walls(first.records), _walls(edited.records)
+    # two outer syncs, each a ring of 2 moving 1 GB: 1 s at 1 GB/s, 10 s at 100 MB/s
+    assert all(after[k] == pytest.approx(before[k] + 18.0) for k in before), (before, after)
+
+
+def test_an_edited_builder_module_the_config_names_recomputes(tmp_path):
+    """A user builder named by the config (``mytopo:zones``) is part of the identity too."""
+    (tmp_path / "mytopo.py").write_text(BUILDER.format(bandwidth="1e9"))
+    f = tmp_path / "net.py"
+    f.write_text(NETWORK_EXPERIMENT.format(network="mytopo:zones"))
+    run = ("run", f, "--executor", "serial", "--out", tmp_path / "o", "--quiet")
+    p = dtsim(*run, cwd=tmp_path)
+    assert "(2 run now, 0 from the store" in p.stdout, p.stdout + p.stderr
+    (tmp_path / "mytopo.py").write_text(BUILDER.format(bandwidth="1e8"))
+    p = dtsim(*run, cwd=tmp_path)
+    assert "(2 run now, 0 from the store" in p.stdout, p.stdout + p.stderr
+    fresh = {q["config_hash"] for q in read_manifest(tmp_path / "o")["points"]}
+    walls = sorted(float(r["wall"]) for r in lines(tmp_path / "o") if r["config_hash"] in fresh)
+    assert walls == pytest.approx([26.04, 32.04]), walls  # 8.04 and 14.04 at 1e9
+
+
+def test_a_config_naming_no_file_keeps_its_hash():
+    """Configs without a file keep the hash they always had (stored records stay valid)."""
+    from sim.runner.identity import canonical, config_hash, digest, input_files
+
+    cfg = {"network": "geo:regions=3,hosts=2,inter_region_bandwidth=10Gbps", "sync": "allreduce"}
+    assert input_files(cfg) == {}
+    assert config_hash(cfg, 3, "c") == digest(canonical({"config": cfg, "seed": 3, "code": "c"}))
+
+
 # --------------------------------------------------------------------------- 3-4. damaged rows
 
 
@@ -459,3 +529,24 @@ def test_a_lost_scheduler_is_one_line_and_the_same_command_resumes(tmp_path):
     assert len(rows) == 90 and len({(r["point"], r["replication"]) for r in rows}) == 90
     assert (out / "summary.csv").read_text() == (tmp_path / "clean" / "summary.csv").read_text()
     assert res.ran == 90
+
+
+def test_bad_input_a_model_finds_names_its_point(tmp_path, capsys):
+    """(user trial 5) A model that builds its config from the point (a TrainingConfig inside
+    model, as docs/experiments.md advises) and meets a refused value stopped the run with
+    ``'sync' must be ...: '...'`` and no word of which point: it names the point, one line,
+    exit 2."""
+    f = tmp_path / "bad.py"
+    f.write_text("from sim.training import TrainingConfig\nNAME = 'bad'\nBASE = {'m': 'ok'}\n"
+                 "FACTORS = {'mtbf': [float('inf'), 60.0], 'm': ['ok', 'streaming']}\nREPLICATIONS = 1\n"
+                 "def model(config, streams):\n"
+                 "    sync = 'diloco:every=4' + (',fragments=2' if config['m'] == 'streaming' "
+                 "else '')\n"
+                 "    TrainingConfig(stages=1, replicas=2, steps=4, sync=sync, "
+                 "mtbf=config['mtbf'], replace_time=1.0)\n    return {'x': 1.0}\n")
+    assert main(["run", str(f), "--executor", "serial", "--quiet",
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dtsim run: error: 'sync' must be diloco with "
+                                               "fragments=1 and overlap=0 when workers can fail")
+    assert "(at point 3: mtbf=60.0, m='streaming'): 'diloco:every=4,fragments=2" in err[0], err

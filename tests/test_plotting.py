@@ -117,3 +117,34 @@ def test_default_figures_of_three_factors_draw_a_line_per_combination(tmp_path, 
     assert [label for label, _ in drawn] == ["link=100Mbps, spot=none", "link=100Mbps, spot=1h",
                                              "link=1Gbps, spot=none", "link=1Gbps, spot=1h"]
     assert all(xs == [0, 1] for _, xs in drawn)
+
+
+def test_default_figures_of_an_experiment_in_parts_draw_each_part_over_its_factors(
+        tmp_path, monkeypatch):
+    """(user trial 5) dtsim plot on experiments/diloco_zones.py's results (POINTS in parts,
+    each leaving the others' factors at BASE) drew every metric against ``part``, a line per
+    point, 20 legend lines over the axes (``failure_factor: base value, ..., trace=aws-p3``).
+    A metric is drawn from the points that measured it, a figure per part, over the factors
+    that vary there: goodput against failure_factor, a line per sync; against sync, a line
+    per trace."""
+    drawn = []
+    draw = plotting._error_bars
+
+    def spy(ax, xs, m, *a, **k):
+        drawn.append((k.get("label"), list(xs)))
+        return draw(ax, xs, m, *a, **k)
+
+    monkeypatch.setattr(plotting, "_error_bars", spy)
+    est = {"g_mean": 0.5, "g_low": 0.4, "g_high": 0.6}
+    rows = ([{"part": "goodput", "failure_factor": f, "sync": s, **est}
+             for f in (1, 2, 4) for s in ("synchronous", "quorum")]
+            + [{"part": "trace", "trace": t, "sync": s, **est}
+               for t in ("aws-p3", "gcp-a100") for s in ("synchronous", "quorum")]
+            + [{"part": "bandwidth", "method": m, "g_mean": math.nan, "g_low": math.nan,
+                "g_high": math.nan} for m in ("dp", "diloco")])
+    out = plotting.plot_summary_table(
+        rows, ["part", "method", "failure_factor", "sync", "trace"], ["g"], tmp_path)
+    assert [p.name for p in out] == ["g_part=goodput.png", "g_part=trace.png"]
+    assert all(p.exists() for p in out)
+    assert drawn == [("sync=synchronous", [1, 2, 4]), ("sync=quorum", [1, 2, 4]),
+                     ("trace=aws-p3", [0, 1]), ("trace=gcp-a100", [0, 1])]

@@ -1175,3 +1175,34 @@ def test_deepspeed_0313_all_gathers_are_compute_spans_drawn_as_collectives(tmp_p
         kinds = {(b.kind, b.lost) for r in g.rows for b in r.bars
                  if b.name.startswith("all-gather")}
         assert kinds == {("collective", False)} | ({("collective", True)} if lost else set())
+
+
+def test_replicas_on_named_hosts_are_labelled_with_them(tmp_path, capsys):
+    """(user trial 5) On a graph file with named hosts (``us-east-gpu0``) the file and the
+    Gantt chart named each replica ``s0r0`` only, so where it ran could not be read. Each
+    replica's process carries its node as ``process_labels`` (valid Trace Event Format), and
+    the chart's rows say ``s0r0 @us-east-gpu0``; a family's integer hosts are not shown."""
+    net = tmp_path / "zones.edgelist"
+    net.write_text("us-east-gpu0 us-east-sw 1ms 1GB/s\nus-east-sw eu-west-sw 20ms 100MB/s\n"
+                   "eu-west-gpu0 eu-west-sw 1ms 1GB/s\nus-east-gpu1 us-east-sw 1ms 1GB/s\n")
+    path = tmp_path / "t.json"
+    assert main(["train", "--stages", "1", "--replicas", "2", "--microbatches-per-step", "2",
+                 "--steps", "4", "--param-size", "1MB", "--network", str(net), "--network-nodes",
+                 "us-east-gpu0,eu-west-gpu0", "--sync", "diloco:every=2", "--replications", "1",
+                 "--timeline", str(path), "--quiet"]) == 0
+    capsys.readouterr()
+    obj = read_timeline(path)
+    assert validate(obj) == []
+    names = {e["pid"]: e["args"]["name"] for e in obj["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    labels = {names[e["pid"]]: e["args"]["labels"] for e in obj["traceEvents"]
+              if e["ph"] == "M" and e["name"] == "process_labels"}
+    assert labels == {"s0r0": "us-east-gpu0", "s0r1": "eu-west-gpu0"}
+    rows = [r.label for r in gantt(obj).rows]
+    assert "s0r0 @us-east-gpu0 compute" in rows and "s0r1 @eu-west-gpu0 compute" in rows
+    plain = tmp_path / "p.json"
+    assert main(["train", "--stages", "1", "--replicas", "2", "--microbatches-per-step", "2",
+                 "--steps", "2", "--network", "tree:racks=1,hosts=2", "--replications", "1",
+                 "--timeline", str(plain), "--quiet"]) == 0
+    capsys.readouterr()
+    assert "s0r0 compute" in [r.label for r in gantt(read_timeline(plain)).rows]

@@ -397,6 +397,9 @@ def test_cli_lists_families_and_reports_bad_spec(capsys):
     for fam in T.families():
         assert f"{fam.name}  ({fam.kind}; --nodes sets {fam.sized_by})" in out
     assert "n (required), degree=4, seed=0, latency=1.0, bandwidth=inf" in out
+    # every graph file a spec may name, node-link JSON too (user trial 5: it was left out)
+    assert ("spec: FAMILY[:key=value,...] | FILE.graphml/.gml/.json/.edges/.edgelist/.txt | "
+            "module:function[:key=value,...]") in out
     assert main(["topologies", "ring:m=1"]) == 2
     err = capsys.readouterr().err
     assert err == ("dtsim topologies: error: 'topology' must be given ring parameters among "

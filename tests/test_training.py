@@ -68,6 +68,48 @@ def test_bubble_fraction_is_nan_when_no_worker_is_ever_live(tmp_path, schedule):
     assert math.isnan(m["bubble_fraction"])
 
 
+def test_compute_utilisation_leaves_out_a_workers_time_not_live(tmp_path):
+    """(user trial 5) compute_utilisation credited every worker with the whole of each step's
+    compute phase, a down one too: on the run above s0r1 (down [0, 1), fetching its weights
+    [1, 2)) was 'computing' [0, 4] like s0r0, and with frequent preemptions a one-stage run
+    reported 0.846 where its workers were busy 0.578 of the time (no bubble). A worker's
+    compute phases count only while it is live: s0r0 4 of the run's wall, s0r1 2 (the
+    DownClock's compute_down, 2, taken from its own share); without failures unchanged."""
+    trace = _trace(tmp_path, [("s0r1", 0.0, 1.0)])
+    kw = dict(stages=1, replicas=2, microbatches=4, steps=1, backward_ratio=0.0,
+              forward_time=1.0, param_size=2.0, bandwidth=2.0)
+    s = TrainingSystem(TrainingConfig(**kw, failure_trace=trace), Streams(0).replication(0))
+    s.figures = True  # as training_model asks
+    m = s.run()
+    wall = m["training_time"]
+    assert s.trainer.compute_time == 4.0 and s.trainer.compute_down == 2.0
+    assert (m["compute_utilisation_min"], m["compute_utilisation_max"]) == (2.0 / wall, 4.0 / wall)
+    assert m["compute_utilisation"] == pytest.approx(3.0 / wall, rel=1e-15)
+    plain = training_model(TrainingConfig(**kw), Streams(0).replication(0))
+    assert plain["compute_utilisation"] == plain["compute_utilisation_min"] == 2.0 / plain[
+        "training_time"]
+    # frequent preemptions on one stage (no bubble): the live workers' compute is their busy time
+    spot = training_model(TrainingConfig(stages=1, replicas=2, microbatches=4, steps=100,
+                                         backward_ratio=0.0, forward_time=1.0, param_size=1e9,
+                                         bandwidth=1e9, mtbf=50.0, replace_time=200.0),
+                          Streams(3).replication(0))
+    assert spot["preemptions"] >= 1 and spot["bubble_fraction"] == 0.0
+    assert spot["compute_utilisation"] == pytest.approx(spot["utilisation"], rel=1e-12)
+    assert spot["compute_utilisation_min"] < spot["compute_utilisation_max"]
+    # DiLoCo, 2 groups of 2 pipelines, s0r1 (group 0) not live [0, 2): group 0 goes on with
+    # s0r0; its compute phases are 10 s (the first 4 s, s0r0 alone), group 1's 8 s, in a
+    # 15 s run. Each worker's own: (2 x 10 - 2 + 2 x 8) / (4 x 15), not (2 x 10 + 2 x 8) / 60;
+    # and goodput (merged compute of the live workers) no more than it
+    dl = training_model(TrainingConfig(**dict(kw, replicas=4, microbatches=8, steps=4),
+                                       sync="diloco:every=2,groups=2", failure_trace=trace),
+                        Streams(0).replication(0))
+    assert dl["training_time"] == 15.0
+    assert dl["compute_utilisation"] == pytest.approx(34.0 / 60.0, rel=1e-15)
+    assert (dl["compute_utilisation_min"], dl["compute_utilisation_max"]) == (8.0 / 15.0,
+                                                                              10.0 / 15.0)
+    assert dl["goodput_fraction"] == pytest.approx(34.0 / 60.0, rel=1e-15)
+
+
 def test_lost_backward_pass_recomputes_from_last_holder(tmp_path):
     """A replica failing mid-backward loses the pass; the forward is recomputed on a live peer."""
     trace = _trace(tmp_path, [("s1r0", 2.5, 3.0)])

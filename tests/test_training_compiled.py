@@ -242,7 +242,7 @@ POINTS = {
 }
 METRICS = ("training_time", "throughput", "step_time_mean", "latency_mean", "lost_passes",
            "recomputes", "skips", "waits", "drop_rate", "lost_stall", "lost_download",
-           "utilisation", "bubble_fraction")
+           "utilisation", "bubble_fraction", "compute_utilisation")
 REPS = 400
 
 

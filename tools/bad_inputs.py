@@ -468,6 +468,17 @@ class Fixtures:
                 def model(config, streams):
                     return training_model(config, streams)
             """,
+            "modelrefuses": """
+                NAME = "modelrefuses"
+                from sim.training import TrainingConfig, training_model
+                BASE = {"m": "diloco"}
+                FACTORS = {"m": ["diloco", "streaming"]}
+                REPLICATIONS = 1
+                def model(config, streams):
+                    sync = "diloco:every=2" + (",fragments=2" if config["m"] == "streaming" else "")
+                    return training_model(TrainingConfig(stages=1, replicas=2, steps=2, sync=sync,
+                                                         mtbf=60.0, replace_time=1.0), streams)
+            """,
             "zeroreps": """
                 NAME = "zeroreps"
                 BASE = ClusterConfig(workers=4, domains=2, horizon=200.0)
@@ -800,6 +811,10 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("run/factor-bad-value", R(str(exp["badvalue"]), "--out", str(T / "o6")), refuse("availability"))
     add("run/factor-text-with-unit", R(str(exp["unitvalue"]), "--out", str(T / "o6u")),
         refuse("param_size"), note="user trial 3: said must be >= 0: '20GB'; now how to give it")
+    add("run/model-refuses-its-point", R(str(exp["modelrefuses"]), "--out", str(T / "o6m"),
+                                         "--executor", "serial"),
+        refuse("sync"), allow_work=True,
+        note="user trial 5: a config built in model, known once its task runs; names the point")
     add("run/replications-zero", R(str(exp["zeroreps"]), "--out", str(T / "o7")), refuse("REPLICATIONS"))
     add("run/replications-string", R(str(exp["strreps"]), "--out", str(T / "o8")), refuse("REPLICATIONS"))
     add("run/replications-1e12", R(str(exp["reps"]), "--out", str(T / "o9"), "--executor", "serial"),

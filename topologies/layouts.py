@@ -161,13 +161,15 @@ def geo(regions: int | None = None, hosts: int = 4, *, latency_matrix: Any = Non
         host_outage: float = 0.0, intra_region_bandwidth: float = 100.0,
         inter_region_bandwidth: float = 10.0, bandwidth_matrix: Any = None,
         pairs: Any = None, nic: float | None = None) -> nx.Graph:
-    """A geo-distributed layout: regions > hosts, a latency and a bandwidth per pair of regions.
+    """A geo-distributed layout: regions > hosts, every two hosts linked, a latency and a bandwidth per pair of regions.
 
     Host ``k`` of region ``R`` has the domain chain ``(R, "R/host<k>")``. Hosts
     of one region are linked with ``intra_region_latency`` and
     ``intra_region_bandwidth``; hosts of regions ``a`` and ``b`` with
     ``latency_matrix[a][b]`` and ``bandwidth_matrix[a][b]``, or a region-pair
-    table's values (``pairs``, :mod:`topologies.regions`).
+    table's values (``pairs``, :mod:`topologies.regions`). Every two hosts have a
+    link of their own (a full mesh, no switch), so a region pair's bandwidth is
+    each host pair's: ``hosts**2`` links of it join two regions.
 
     Parameters
     ----------

@@ -124,8 +124,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"{r['family']}  ({r['kind']}; --nodes sets {r['sized_by']})")
             print(f"    {r['summary']}")
             print(f"    {params}")
-        print("\nspec: FAMILY[:key=value,...] | FILE.graphml/.gml/.edges/.edgelist/.txt"
-              " | module:function[:key=value,...]")
+        from topologies.io import GRAPH_EXTENSIONS
+
+        print("\nspec: FAMILY[:key=value,...] | FILE" + "/".join(GRAPH_EXTENSIONS)
+              + " | module:function[:key=value,...]")
         return 0
     info = _describe(args)
     text = info.pop("_placement_text", None)

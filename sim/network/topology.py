@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
+import re
+import stat
 import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
@@ -557,6 +560,27 @@ def build_network(spec: Any, *, nodes: int | None = None, seed: int | None = Non
 
 
 _SHARED: dict[Any, Network] = {}
+#: The separators of a spec's text (``geo:pairs=data/pairs.csv,hosts=2``), to find the files it names.
+_SPEC_WORDS = re.compile(r"[,;=:\s]+")
+
+
+def _file_stamps(spec: Any) -> tuple[tuple[str, int, int], ...]:
+    """Size and modification time of every file a spec text names (a graph file, a ``pairs``
+    table): a kept network is built again once its file is edited (a Dask worker or a
+    Python session lives across runs)."""
+    if not isinstance(spec, str) or len(spec) > 4096:
+        return ()
+    out = []
+    for word in dict.fromkeys((spec.strip(), *_SPEC_WORDS.split(spec))):
+        if not word:
+            continue
+        try:
+            st = os.stat(word)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((word, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 #: Networks :func:`shared_network` keeps before it starts over (a sweep over many networks).
 SHARED_KEEP = 32
 
@@ -575,7 +599,7 @@ def shared_network(spec: Any, *, nic: Any = None) -> Network:
     ConfigError
         As :func:`build_network`.
     """
-    key = (spec, nic)
+    key = (spec, nic, _file_stamps(spec))
     net = _SHARED.get(key)
     if net is None:
         net = build_network(spec, nic=nic)

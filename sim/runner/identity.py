@@ -23,6 +23,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import sys
 import sysconfig
 from collections.abc import Mapping
@@ -147,8 +148,110 @@ def key_words(key: str) -> tuple[int, int]:
 
 
 def config_hash(config: Any, seed: int, code: str = "") -> str:
-    """Hash of everything a task's result depends on: config, stream seed and code version."""
-    return digest(canonical({"config": config, "seed": int(seed), "code": code}))
+    """Hash of everything a task's result depends on: config, stream seed, code version and
+    the contents of the files the config names (:func:`input_files`).
+
+    A config that names no file hashes as it always did (the ``files`` entry is left out).
+    """
+    doc: dict[str, Any] = {"config": config, "seed": int(seed), "code": code}
+    files = input_files(config)
+    if files:
+        doc["files"] = files
+    return digest(canonical(doc))
+
+
+#: What splits a config's text into the words that may name a file: the separators of a
+#: topology, sync or strategy spec (``geo:pairs=data/pairs.csv,hosts=2``), but not ``/``.
+_SPEC_SEPARATORS = re.compile(r"[,;=:\s]+")
+#: A user builder named in a spec: ``module:function`` or ``module:function:params``.
+_BUILDER = re.compile(r"(?P<mod>[A-Za-z_][\w.]*):[A-Za-z_]\w*(?::.*)?")
+#: Files hashed once a process, by path, size and modification time.
+_FILE_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def _text_leaves(obj: Any) -> list[str]:
+    """Every string of a config's :func:`canonical` form (values, not keys or type names)."""
+    if isinstance(obj, dict):
+        return [s for k, v in obj.items() if k not in ("__type__", "__float__", "__array__")
+                for s in _text_leaves(v)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _text_leaves(v)]
+    return [obj] if isinstance(obj, str) else []
+
+
+def _file_hash(path: Path) -> str | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _FILE_HASHES:
+        h = hashlib.blake2b(digest_size=8)
+        try:
+            with path.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+        except OSError:
+            return None
+        _FILE_HASHES[key] = h.hexdigest()
+    return _FILE_HASHES[key]
+
+
+def _module_in_cwd(name: str) -> Path | None:
+    """The file of module ``name`` in the working directory (where a console script's spec
+    builder is imported from: :func:`topologies.spec` puts it on the path), if any."""
+    base = Path(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path.resolve()
+    return None
+
+
+def input_files(config: Any) -> dict[str, str]:
+    """The files a config names, with the hash of each one's contents.
+
+    A config holds a file by its path only (``network="zones.json"``, a trace file, a
+    ``geo:pairs=FILE`` table, a speeds or step-times CSV) or a user builder by its module
+    (``mytopo:zones``), so editing the file would leave the config, and so its stored
+    records, unchanged. Every word of the config's text values (split at the separators of
+    a spec) that names a regular file, relative to the working directory or absolute, and
+    the module file of every ``module:function`` outside the standard library, installed
+    packages and dtsim, are returned: ``path as written -> blake2b hash``. Folders are not
+    read. Empty when the config names none.
+    """
+    try:
+        leaves = _text_leaves(_canon(config, "config"))
+    except ConfigError:
+        return {}
+    found: dict[str, str] = {}
+    installed: list[Path] | None = None
+    for text in leaves:
+        if len(text) > 4096:
+            continue
+        for word in {text.strip(), *_SPEC_SEPARATORS.split(text)}:
+            if not word or word in found or word in (".", ".."):
+                continue
+            path = Path(word)
+            try:
+                regular = path.is_file()
+            except (OSError, ValueError):
+                regular = False
+            if regular:
+                h = _file_hash(path)
+                if h is not None:
+                    found[word] = h
+        m = _BUILDER.fullmatch(text.strip())
+        if m and m["mod"] not in found:
+            # a dotted name is looked for as a file only: finding its spec imports its parents
+            origin = _origin(m["mod"]) if "." not in m["mod"] else None
+            module = origin[0] if origin is not None else _module_in_cwd(m["mod"])
+            if module is not None:
+                installed = _installed_roots() if installed is None else installed
+                if _is_user_file(module, installed):
+                    h = _file_hash(module)
+                    if h is not None:
+                        found[m["mod"]] = h
+    return dict(sorted(found.items()))
 
 
 def experiment_code_hash(source: str) -> str:

@@ -287,8 +287,13 @@ def run_task(model: Model, config: Any, task: Task) -> dict[str, Any]:
         for k, v in metrics.items():
             record[str(k)] = v
         record["error"] = ""
-    except ConfigError:
-        raise  # bad input is the caller's to report (one line, exit 2)
+    except ConfigError as exc:  # bad input is the caller's to report (one line, exit 2)
+        if not task.params:
+            raise
+        # a config the model builds from the point (a TrainingConfig inside model): say which
+        at = ", ".join(f"{k}={v!r}" for k, v in task.params.items())
+        raise ConfigError(exc.name, f"{exc.rule} (at point {task.point}: {at})",
+                          exc.value) from None
     except (Exception, SystemExit) as exc:  # recorded, one bad task never kills a sweep
         # (a model calling sys.exit fails its task alone: in this process it would end the
         # run without a word, in a pool worker the whole pool)

@@ -193,10 +193,13 @@ def compiled_training_model(config: TrainingConfig, streams: Any) -> dict[str, f
     out["events"] = float(gi[K.G_EVENTS])
     # the compute time over the wall time, as utilisation over the idle share of every worker
     # in the compute phases (down ones too): how dtsim train derived it before bubble_fraction
-    # left the down workers out, so the figure is the same float
+    # left the down workers out, so the figure is the same float; less the worker-time not
+    # live in the compute phases (the DES's: a down worker's phases are not its compute)
     u = out["utilisation"]
     out["compute_utilisation"] = (u / (1.0 - idle_all) if idle_all == idle_all and u == u
                                   and idle_all < 1.0 else nan)
+    if c.schedule != "async" and float(gf[K.GF_COMPUTE_DOWN]) > 0 and wall > 0:
+        out["compute_utilisation"] -= float(gf[K.GF_COMPUTE_DOWN]) / (W * wall)
     return {k: out[k] for k in (*METRICS, "events", "compute_utilisation")}
 
 

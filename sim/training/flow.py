@@ -47,19 +47,36 @@ class DownClock:
     out of the worker-time it divides by. It stays exactly 0.0 while every replica is live,
     so a run without failures reports the same floats as without the clock."""
 
-    __slots__ = ("n", "since", "total")
+    __slots__ = ("n", "since", "total", "spans", "open")
 
     def __init__(self) -> None:
         self.n = 0  # replicas not live
         self.since = 0.0  # when n last changed
         self.total = 0.0  # worker-time not live up to `since`
+        self.spans: dict[Any, list[tuple[float, float]]] = {}  # each one's closed spans
+        self.open: dict[Any, float] = {}  # since when each one not live now is
 
-    def change(self, now: float, d: int) -> None:
-        """``d`` more replicas (``-1``: one fewer) are not live from ``now``."""
+    def change(self, now: float, d: int, who: Any = ()) -> None:
+        """``d`` more replicas (``-1``: one fewer) are not live from ``now``; ``who`` are
+        they (their spans not live: :meth:`spans_at`, for ``compute_utilisation``)."""
         if self.n:
             self.total += self.n * (now - self.since)
         self.since = now
         self.n += d
+        for w in who:
+            if d > 0:
+                self.open[w] = now
+            else:
+                a = self.open.pop(w, None)
+                if a is not None:
+                    self.spans.setdefault(w, []).append((a, now))
+
+    def spans_at(self, now: float) -> dict[Any, list[tuple[float, float]]]:
+        """Each replica's spans not live up to ``now`` (the open ones end at ``now``)."""
+        out = {w: list(v) for w, v in self.spans.items()}
+        for w, a in self.open.items():
+            out.setdefault(w, []).append((a, now))
+        return out
 
     def at(self, now: float) -> float:
         """Worker-time not live from the start to ``now``."""
@@ -195,7 +212,8 @@ class ReplicaFlow:
                 if rep.live:
                     self.live[rep.stage].append(rep)
         self.n_out = sum(1 for lv in self.live if not lv)
-        self.down.change(self.env.now, sum(1 for rep in self.replicas if not rep.live))
+        out = [rep for rep in self.replicas if not rep.live]
+        self.down.change(self.env.now, len(out), out)
         self._wire()
         for rep in self.replicas:
             rep.start()
@@ -258,7 +276,7 @@ class ReplicaFlow:
     def replica_live(self, rep: Replica) -> None:
         """A replica finished downloading its weights and may be routed to."""
         rep.live = True
-        self.down.change(self.env.now, -1)
+        self.down.change(self.env.now, -1, (rep,))
         j = rep.stage
         live = self.live[j]
         live.append(rep)
@@ -285,7 +303,7 @@ class ReplicaFlow:
         j = rep.stage
         out = False
         if was_live:
-            self.down.change(self.env.now, 1)
+            self.down.change(self.env.now, 1, (rep,))
         if self.ordered:
             self._disturb()
         self.idle[j].pop(rep, None)

@@ -175,8 +175,9 @@ class FrameworkFlow:
     def start(self) -> None:
         for d in self.replicas:
             d.loaded = d.live = d.up
-        self.n_out = sum(1 for d in self.replicas if not d.live)
-        self.down.change(self.env.now, self.n_out)
+        out = [d for d in self.replicas if not d.live]
+        self.n_out = len(out)
+        self.down.change(self.env.now, self.n_out, out)
 
     @property
     def passes(self) -> int:
@@ -188,7 +189,7 @@ class FrameworkFlow:
 
     def replica_live(self, dev: Device) -> None:
         dev.live = True
-        self.down.change(self.env.now, -1)
+        self.down.change(self.env.now, -1, (dev,))
         self.n_out -= 1
         if self.n_out == 0:
             self.trainer.all_live()
@@ -201,7 +202,7 @@ class FrameworkFlow:
 
     def replica_down(self, dev: Device, was_live: bool) -> None:
         if was_live:
-            self.down.change(self.env.now, 1)
+            self.down.change(self.env.now, 1, (dev,))
             self.n_out += 1
         self.trainer.stage_lost(dev.stage)
 

@@ -232,10 +232,11 @@ class GroupTrainer(StepTrainer):
         self.member = True
         self.down = False
         self.exposed = 0.0  # time waiting for outer syncs (and barriers)
-        # since the last merge: steps, their compute time, delivered micro-batches, quality
-        self.pend = [0, 0.0, 0, 0.0]
+        # since the last merge: steps, their compute time, delivered micro-batches, quality,
+        # and the worker-time of the group's replicas not live in those compute phases
+        self.pend = [0, 0.0, 0, 0.0, 0.0]
         self.late: list[Any] | None = None  # quorum: a pseudo-gradient to merge next time
-        self.merged = [0, 0.0, 0, 0.0]
+        self.merged = [0, 0.0, 0, 0.0, 0.0]
         self.lost_work = 0.0
         self.downloads = 0
         self.workers = len(flow.replicas)
@@ -247,7 +248,7 @@ class GroupTrainer(StepTrainer):
 
     def take(self) -> list[Any]:
         """The pseudo-gradient's books since the last merge (reset)."""
-        out, self.pend = self.pend, [0, 0.0, 0, 0.0]
+        out, self.pend = self.pend, [0, 0.0, 0, 0.0, 0.0]
         return out
 
     def run(self):
@@ -265,7 +266,7 @@ class GroupTrainer(StepTrainer):
                 if need:
                     yield from o.rejoin(self)
                     need = False
-                c0 = self.compute_time
+                c0, down0 = self.compute_time, self.compute_down
                 d, q = yield from self._step(self.k)
                 self.k += 1
                 self.steps_done = self.k
@@ -274,6 +275,7 @@ class GroupTrainer(StepTrainer):
                 p[1] += self.compute_time - c0
                 p[2] += d
                 p[3] += q
+                p[4] += self.compute_down - down0
                 yield from o.step_end(self, self.k)
                 if o.schedule_mode and self.k >= o.N:
                     o.group_finished(self)
@@ -586,7 +588,7 @@ class OuterLoop:
 
     def _merge(self, tr: GroupTrainer, books: list[Any]) -> None:
         m = tr.merged
-        for i in range(4):
+        for i in range(5):
             m[i] += books[i]
 
     def lost(self, tr: GroupTrainer) -> None:
@@ -594,9 +596,9 @@ class OuterLoop:
         tr.down = True
         tr.member = False
         books = tr.take()
-        tr.lost_work += books[1] * tr.workers
+        tr.lost_work += books[1] * tr.workers - books[4]  # the live workers' compute
         if tr.late is not None:
-            tr.lost_work += tr.late[1] * tr.workers
+            tr.lost_work += tr.late[1] * tr.workers - tr.late[4]
             tr.late = None
         self.waiting.discard(tr.group)
         if self.rec.on:
@@ -894,7 +896,6 @@ class DilocoSystem:
         W = c.workers
         trs = self.trainers
         steps = [x for tr in trs for x in tr.step_times]
-        compute = np.array([tr.compute_time for tr in trs])
         busy = float(sum(r.busy_time for tr in trs for r in tr.flow.replicas))
         ct_workers = float(sum(tr.compute_time * tr.workers for tr in trs))
         if o.schedule_mode:  # no failures: every step merges
@@ -902,7 +903,8 @@ class DilocoSystem:
                 tr.merged = list(tr.pend)
         delivered = sum(tr.merged[2] for tr in trs)
         quality = sum(tr.merged[3] for tr in trs)
-        useful = sum(tr.merged[1] * tr.workers for tr in trs)
+        # merged compute of the live workers (a worker down in a merged step's compute is not)
+        useful = sum(tr.merged[1] * tr.workers - tr.merged[4] for tr in trs)
         tot_delivered = sum(tr.delivered for tr in trs)
         dropped = sum(tr.dropped for tr in trs)
         pres = self.presence
@@ -948,8 +950,9 @@ class DilocoSystem:
                 "waits": float(sum(tr.flow.waits for tr in trs)),
                 "restarts": 0.0, "checkpoints": 0.0,
                 "preemptions": float(sum(s.preemptions for s in self.spots))})
-        cu = compute / wall if wall > 0 else np.full(len(trs), nan)
-        per_worker = np.repeat(cu, [tr.workers for tr in trs])
+        # each worker's compute phases while it was live (a down worker's are not its own)
+        per_worker = (np.asarray([x for tr in trs for x in tr.worker_compute(tr.workers, wall)])
+                      / wall if wall > 0 else np.full(W, nan))
         wan = self.wan
         inner = np.zeros(len(self.reps))
         for tr in trs:

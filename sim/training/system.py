@@ -54,7 +54,9 @@ def figures(per_worker: Any, wan: Any, allreduce: Any) -> dict[str, float]:
     ``compute_utilisation``: the fraction of the wall time a worker spends in
     its steps' compute phase (from a step's start until its last micro-batch
     is done: pipeline bubbles count, the step-end all-reduce, optimizer step,
-    outer syncs, barriers, downloads and restarts do not; without a step
+    outer syncs, barriers, downloads and restarts do not, nor a phase's part the
+    worker is not live in (down, or fetching its weights while its peers compute:
+    :meth:`~sim.training.trainer.Trainer.worker_compute`); without a step
     barrier the whole run), mean, least and largest over the workers.
     ``wan_bytes_sent``: bytes a worker sent over the WAN tier (DiLoCo's
     outer syncs and model downloads; 0 without DiLoCo), mean and largest;
@@ -300,12 +302,14 @@ class TrainingSystem:
         if not getattr(self, "figures", False):
             return out
         # (issue 37) the figures dtsim train reports: compute utilisation, bytes sent
-        if self.schedule.step_barrier:
-            cu = tr.compute_time / wall if wall > 0 else nan
-        else:  # no step barrier: no sync phase, the whole run computes
-            cu = 1.0 if wall > 0 else nan
+        if not self.schedule.step_barrier:  # no step barrier: no sync phase, the whole run computes
+            cu = np.full(c.workers, 1.0 if wall > 0 else nan)
+        elif wall > 0:  # a worker's compute phases while it was live (not while down)
+            cu = np.asarray(tr.worker_compute(c.workers, wall)) / wall
+        else:
+            cu = np.full(c.workers, nan)
         sent = self.traffic.sent_by(flow.replicas)
-        out.update(figures(np.full(c.workers, cu), np.zeros(c.workers), sent))
+        out.update(figures(cu, np.zeros(c.workers), sent))
         return out
 
 

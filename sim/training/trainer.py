@@ -81,6 +81,7 @@ class Trainer:
         self.compute_time = 0.0
         self.compute_busy = 0.0
         self.compute_down = 0.0  # worker-time of the replicas not live in the compute phases
+        self.phases: list[tuple[float, float]] = []  # each step's compute phase (start, end)
         self.finish_times: list[float] = []
         self.restarts = 0
         self.checkpoints = 0
@@ -89,6 +90,34 @@ class Trainer:
         self.done = env.event()
         self.rec = flow.rec  # the timeline's recorder (sim.timeline; NULL: off)
         flow.trainer = self
+
+    def worker_compute(self, workers: int, now: float) -> list[float]:
+        """Each of ``workers`` workers' time in the steps' compute phases while live.
+
+        ``compute_time`` less the part of the worker's spans not live (down, waiting for its
+        replacement or fetching its weights: the flow's :class:`~sim.training.flow.DownClock`)
+        that falls inside the compute phases, so ``sum`` is ``workers compute_time -
+        compute_down`` (up to rounding). A worker that was always live has ``compute_time``
+        itself (a run without failures: every worker, as before)."""
+        spans = self.flow.down.spans_at(now)
+        out = [self.compute_time] * workers
+        if not spans or not self.phases:
+            return out
+        starts = [a for a, _b in self.phases]
+        done = [0.0]  # compute-phase time before each phase's start
+        for a, b in self.phases:
+            done.append(done[-1] + (b - a))
+
+        def before(t: float) -> float:  # compute-phase time in [0, t]
+            k = bisect.bisect_right(starts, t) - 1
+            if k < 0:
+                return 0.0
+            a, b = self.phases[k]
+            return done[k] + min(t, b) - a
+
+        for i, sp in enumerate(spans.values()):
+            out[i] = self.compute_time - sum(before(b) - before(a) for a, b in sp)
+        return out
 
     # hooks the flow calls ---------------------------------------------------------
     def participated(self, j: int, rep: Any) -> None:
@@ -413,6 +442,7 @@ class StepTrainer(Trainer):
             yield st.done
         t_compute = env.now
         self.compute_time += t_compute - t0
+        self.phases.append((t0, t_compute))
         busy = self._busy() - busy0
         self.compute_busy += busy
         down = flow.down.at(t_compute) - down0
