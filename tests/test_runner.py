@@ -663,3 +663,58 @@ def test_a_point_of_one_replication_prints_no_interval_not_nan(tmp_path, capsys)
                  "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "[nan, nan]" not in text and "(no interval)" in text
+
+
+DICT_TRAINING_SWEEP = '''
+from sim.training import TrainingConfig, training_model
+
+NAME = "dict_training"
+BASE = {"mtbf": "inf"}
+FACTORS = {"mtbf": ["inf", "20"]}
+REPLICATIONS = 4
+RATES = {"compute_utilisation": None}
+
+
+def build(config):
+    return TrainingConfig(stages=1, replicas=(2,), microbatches=4, steps=6, forward_time=1.0,
+                          param_size=10.0, bandwidth=5.0, sync="diloco:every=2",
+                          mtbf=float(config["mtbf"]), replace_time=3.0)
+
+
+def model(config, streams):
+    out = training_model(build(config), streams)
+    return {"compute_utilisation": out["compute_utilisation"], "steps_per_hour": 3600.0 * 6 /
+            out["training_time"]}
+'''
+
+
+def test_fixed_may_be_a_function_of_a_dict_points_config(tmp_path, capsys):
+    """(user trial 5) A copy of an experiment whose points are dicts and whose model builds its
+    TrainingConfig itself: at the failure-free point four identical utilisations of 0.8346 got
+    the Wilson interval [0.199, 0.990] (the runner could not see what the config fixes; a
+    dict ``FIXED`` would claim it at the failing point too). ``FIXED`` may be a function of a
+    point's config: here the config's own ``fixed_metrics()``, so the failure-free point is
+    exact (no interval) and the point with failures keeps its interval; a function that returns
+    something else is refused in one line naming the point, before anything runs."""
+    exp = tmp_path / "dict_training.py"
+    exp.write_text(DICT_TRAINING_SWEEP + "\n\ndef FIXED(config):\n"
+                   "    return build(config).fixed_metrics()\n")
+    out = tmp_path / "o"
+    assert main(["run", str(exp), "--out", str(out), "--executor", "serial", "--quiet"]) == 0
+    capsys.readouterr()
+    with open(out / "summary.csv") as fh:
+        rows = {r["mtbf"]: r for r in csv.DictReader(fh)}
+    exact, varied = rows["inf"], rows["20"]
+    assert exact["compute_utilisation_kind"] == "exact"
+    assert float(exact["compute_utilisation_low"]) == float(exact["compute_utilisation_high"]) \
+        == float(exact["compute_utilisation_mean"])
+    assert float(exact["steps_per_hour_low"]) == float(exact["steps_per_hour_high"])
+    assert varied["compute_utilisation_kind"] != "exact"
+    assert float(varied["compute_utilisation_low"]) < float(varied["compute_utilisation_high"])
+    bad = tmp_path / "bad_fixed.py"
+    bad.write_text(DICT_TRAINING_SWEEP + "\n\ndef FIXED(config):\n    return ['x']\n")
+    assert main(["run", str(bad), "--out", str(tmp_path / "b"), "--executor", "serial",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'FIXED(config) of point 0' must be a dict of metric name" in err[0]
+    assert not (tmp_path / "b").exists()

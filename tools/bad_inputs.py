@@ -2958,6 +2958,12 @@ def newcomer_cases(fx: Fixtures) -> list[Case]:
         cases.append(Case(f"run/FIXED-{what}", list(dtsim("run", str(f), "--out",
                                                                str(fx.root / f"ofixed{k}"))),
                           refuse("FIXED")))
+    # a function of a point's config (dict points whose model builds its config) that returns
+    # something other than a dict of metric -> reason: refused naming the point, before any run
+    f = fx._write("exp/fixed_fn.py", head.format(k="fn", fixed="None").replace(
+        "FIXED = None\n", "def FIXED(config):\n    return ['joint_outage']\n"))
+    cases.append(Case("run/FIXED-function-returns-a-list", list(dtsim(
+        "run", str(f), "--out", str(fx.root / "ofixedfn"))), refuse("FIXED(config) of point 0")))
     return cases
 
 

@@ -198,8 +198,9 @@ class Experiment:
     rates: Mapping[str, Any] = field(default_factory=dict)
     #: ``NONNEGATIVE`` of the file: metrics that cannot be negative, or "*".
     nonnegative: tuple[str, ...] | str = ()
-    #: ``FIXED`` of the file: metrics the model computes from the config alone, with the reason.
-    fixed: Mapping[str, str] = field(default_factory=dict)
+    #: ``FIXED`` of the file: metrics the model computes from the config alone, with the reason
+    #: (a dict for every point, or a function of a point's config giving the point's).
+    fixed: Mapping[str, str] | Callable[[Any], Mapping[str, str]] = field(default_factory=dict)
 
     def point_list(self) -> list[dict[str, Any]]:
         """The points, expanded."""
@@ -298,8 +299,16 @@ def load_experiment(path: str | Path, *, quick: bool = False) -> Experiment:
         quick=quick, analyse=analyse, module=mod,
         rates=check_rates(getattr(mod, "RATES", None), "RATES"),
         nonnegative=check_nonnegative_metrics(getattr(mod, "NONNEGATIVE", None), "NONNEGATIVE"),
-        fixed=check_fixed_metrics(getattr(mod, "FIXED", None), "FIXED"),
+        fixed=_fixed_declaration(getattr(mod, "FIXED", None)),
     )
+
+
+def _fixed_declaration(fixed: Any) -> Mapping[str, str] | Callable[[Any], Mapping[str, str]]:
+    """``FIXED`` of a file: a dict (checked now) or a function, called on each point's config
+    before anything runs (:func:`~sim.runner.sweep.point_fixed`)."""
+    if callable(fixed) and not isinstance(fixed, Mapping):
+        return fixed
+    return check_fixed_metrics(fixed, "FIXED")
 
 
 def default_out(exp: Experiment) -> Path:

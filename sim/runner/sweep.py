@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pickle
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,6 +236,45 @@ def code_change(before: Mapping[str, Any] | None, now: Mapping[str, Any] | None)
     return ", ".join(parts)
 
 
+def point_fixed(fixed: Any, configs: Sequence[Any], name: str = "fixed") -> list[dict[str, str]]:
+    """What a ``FIXED`` declaration says each point's model computes from its config alone.
+
+    Parameters
+    ----------
+    fixed : dict, callable or None
+        A dict (metric -> reason, every point: :func:`~sim.results.check_fixed_metrics`)
+        or a function of a point's config returning such a dict for that point:
+        for a model that builds its own config from a dict point, e.g.
+        ``def FIXED(config): return build(config).fixed_metrics()`` with the
+        :class:`~sim.training.TrainingConfig` the model runs.
+    configs : sequence
+        The points' configs.
+    name : str
+        The parameter named in an error (a function: its own name, e.g. ``FIXED``).
+
+    Returns
+    -------
+    list of dict
+        One declaration per point.
+
+    Raises
+    ------
+    ConfigError
+        For a declaration (or a function's return at a point) that is not a
+        dict of metric name -> reason, naming the point.
+    """
+    if not callable(fixed) or isinstance(fixed, Mapping):
+        declared = check_fixed_metrics(fixed, name)
+        return [declared] * len(configs)
+    name = getattr(fixed, "__name__", name)
+    out = []
+    for i, c in enumerate(configs):
+        got = fixed(c)
+        out.append(check_fixed_metrics(None if got is None else (
+            dict(got) if isinstance(got, Mapping) else got), f"{name}(config) of point {i}"))
+    return out
+
+
 def sweep(
     model: Model,
     base: Any,
@@ -257,7 +296,7 @@ def sweep(
     prune: bool = False,
     rates: Mapping[str, Any] | None = None,
     nonnegative: Any = None,
-    fixed: Mapping[str, str] | None = None,
+    fixed: Mapping[str, str] | Callable[[Any], Mapping[str, str]] | None = None,
 ) -> SweepResult:
     """Run ``model`` over points x replications on an executor.
 
@@ -308,10 +347,12 @@ def sweep(
     nonnegative : sequence of str or "*", optional
         Metrics that cannot be negative (or ``"*"``: every metric not a rate);
         their summary intervals are cut at 0.
-    fixed : dict, optional
+    fixed : dict or callable, optional
         Metrics the model computes from the config alone (metric -> reason):
         exact at every point, as are those each point's config declares
-        (:func:`~sim.results.config_fixed_metrics`).
+        (:func:`~sim.results.config_fixed_metrics`); or a function of a
+        point's config returning that dict for the point (:func:`point_fixed`),
+        called on every point before anything runs.
 
     Returns
     -------
@@ -359,9 +400,8 @@ def sweep(
                          fail_fast=fail_fast, progress=progress, batch=batch, prune=prune,
                          rates=rates, nonnegative=nonnegative, fixed=fixed)
 
-    declared = check_fixed_metrics(fixed)
     # what each point's config fixes, and what the caller says the model computes from it
-    fixed_at = [{**config_fixed_metrics(c), **declared} for c in configs]
+    fixed_at = [{**config_fixed_metrics(c), **d} for c, d in zip(configs, point_fixed(fixed, configs), strict=True)]
     store = None
     done: dict[tuple[int, int], dict[str, Any]] = {}
     changed = ""

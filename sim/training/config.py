@@ -1375,14 +1375,17 @@ class TrainingConfig:
         recomputed, skipped, waited for, restarted or dropped: the worker
         availability is 1, the drop rate 0, the quality 1 and those counts 0.
         With nothing random at all (:meth:`random_sources` empty) every metric
-        is the same in every replication (see :func:`sim.results.fixed_ci`).
+        is the same in every replication (see :func:`sim.results.fixed_ci`): the
+        figures every run reports (:data:`~sim.training.system.FIGURES`) and
+        DiLoCo's (:data:`~sim.training.outer.DILOCO_METRICS`) too.
         """
-        from .system import METRICS
+        from .outer import DILOCO_METRICS
+        from .system import FIGURES, METRICS
 
         random = self.random_sources()
         if not random:
             why = "nothing random: no failures, deterministic times, speeds and routing"
-            return dict.fromkeys(METRICS, why)
+            return dict.fromkeys((*METRICS, *FIGURES, *DILOCO_METRICS), why)
         out = {"workers": "the config's workers"}
         if all(q == 1.0 for q in self.quality[: self.skip_budget + 1]):
             out["mean_quality"] = ("no skip costs quality (skip budget 0, or no penalty within "
