@@ -469,6 +469,50 @@ def test_a_group_down_during_its_outer_step_and_back_before_it_ends_rejoins(tmp_
         assert out["goodput_fraction"] == pytest.approx((24 + 6 + 12) / (2 * 32))
 
 
+#: group 1 (s0r2, s0r3) down over [4, 15), s0r3 again over [15.5, 16), then s0r2 from 16.5
+_MID = [("s0r2", 4.0, 15.0), ("s0r3", 4.0, 15.0), ("s0r3", 15.5, 16.0)]
+
+
+@pytest.mark.parametrize("back, wall, goodput", [(17.5, 46.0, 72 / 184), (19.0, 46.0, 72 / 184)])
+def test_a_workers_own_download_is_cut_when_its_group_goes_down_behind_the_model(
+        tmp_path, monkeypatch, back, wall, goodput):
+    """Two groups of two workers (a step: 1 + 2, then the in-group ring of 2: T = 5; H = 2,
+    N = 8, a download 2, an outer ring 2). Group 0 takes its outer step 0 alone at 10. Group
+    1, back at 15 behind it, fetches the model from 15; s0r3 is down over [15.5, 16) (the
+    group stays up on s0r2) and, back at 16 in a group that is up, downloads its weights from
+    its peer (to 18). At 16.5 s0r2 goes down: the group is down, behind the latest model, and
+    its fetch is lost. s0r3's own download would bring the group's old weights: it is cut
+    (0.5 lost) and the group's fetch is its only download: s0r3 is live at 16.5, the group
+    fetches [16.5, 18.5), joins the outer step at 20 (ring to 22), and two rounds more end
+    at 34 and 46. s0r2, back at 17.5 (or 19) in a group that is up, downloads from its peer
+    (2): ``lost_download`` 2.5, goodput (48 + 24) / (4 x 46). It used to be: s0r3's download
+    ran to 18 and made it live with the old weights. Back at 17.5, s0r2 skipped its download
+    (the group down) and the group fetched [17.5, 19.5) for s0r2 alone (46, ``lost_download``
+    2); back at 19, s0r2 downloaded (2) and the group fetched only at 18 (s0r3 live), to 20,
+    as the outer step at 20 fired alone: it joined the one at 30 (44, ``lost_download`` 4,
+    goodput 60 / 176)."""
+    from sim.training.flow import ReplicaFlow
+
+    live = []
+    on_live = ReplicaFlow.replica_live
+
+    def seen(self, rep):
+        live.append((rep.name, rep.env.now))
+        on_live(self, rep)
+    monkeypatch.setattr(ReplicaFlow, "replica_live", seen)
+    rows = [*_MID, ("s0r2", 16.5, back)]
+    out = _run(_two_groups(steps=8, replicas=4, microbatches=4, sync="diloco:every=2,groups=2",
+                           failure_trace=_trace(tmp_path, rows)))
+    assert out["training_time"] == pytest.approx(wall)
+    assert out["lost_download"] == pytest.approx(0.5 + 2)
+    assert out["outer_syncs"] == 4 and out["outer_downloads"] == 2  # cut at 16.5, then whole
+    assert out["goodput_fraction"] == pytest.approx(goodput)
+    # waits: group 0 three rings; group 1 fetches [15, 16.5), [16.5, 18.5), waits to 22, rings
+    assert out["outer_exposed"] == pytest.approx((6 + 1.5 + 2 + 3.5 + 4) / 2)
+    after = [(n, pytest.approx(t)) for n, t in live if t >= 15.0 and n in ("s0r2", "s0r3")]
+    assert after == [("s0r2", 15.0), ("s0r3", 15.0), ("s0r3", 16.5), ("s0r2", back + 2)]
+
+
 def test_framework_devices_back_in_a_group_behind_the_model_take_no_download(tmp_path):
     """A framework schedule's devices (interleaved): group 1's device of stage 0, or both
     devices, down over [4, 15): the group's model download is the only download (their own

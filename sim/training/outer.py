@@ -45,7 +45,9 @@ does not wait for it (it is not a member).
   while its group is down and will so download takes no weight download of
   its own (:meth:`OuterLoop.skip_download`: the group's brings its stage's
   latest outer parameters, which its inner steps start from, Douillard et
-  al. 2023, Algorithm 1); one downloading when an outer step fires is cut.
+  al. 2023, Algorithm 1); one downloading when an outer step fires, or when
+  its group goes down behind the latest model (back while the group was
+  up, from a peer holding the group's older model), is cut.
   Back in a group holding the latest model it downloads its weights as in
   any training system (its stage's live peer, ``checkpoint_node``, or
   ``download_time``).
@@ -607,6 +609,12 @@ class OuterLoop:
         if proc is not None and proc.is_alive:
             proc.interrupt(_GroupDown(tr.group, -1, self.env.now))
         self.system.wan.cancel_fetch(tr.group)
+        # down and behind the latest model (or an outer step is in flight), the group will
+        # fetch the model when it is back: the own downloads of its replicas in progress (back
+        # while it was up, from a peer that held the group's older model) are cut, and the
+        # group's fetch is their only download, as when an outer step fires while it is down
+        if self.fetch_moves and (tr.version != self.V or self.busy is not None):
+            tr.flow.cut_downloads(Refetch(tr.group, self.env.now))
         r = self.round
         if r is not None and r.fired:  # its outer step is in flight: it will not hold it
             r.gone.add(tr.group)
