@@ -1898,11 +1898,23 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
              "it said \"interval 0 is activation checkpointing\""),
             ("amp-enabled-text", {**dsc, "amp": {"enabled": "false"}},
              "a true text to DeepSpeed; it was shown as True"),
-            ("zero-stage-negative", {**dsc, "zero_optimization": {"stage": -1}},
-             "it said \"stage -1 is ZeRO\""),
-            ("zero-stage-text", {**dsc, "zero_optimization": {"stage": "1"}}, "")):
+            ("zero-stage-text", {**dsc, "zero_optimization": {"stage": "1"}},
+             "DeepSpeed 0.3.13 compares it with 0: a TypeError (runtime/config.py:614)"),
+            ("zero-stage-null", {**dsc, "zero_optimization": {"stage": None}},
+             "None > 0 is a TypeError in DeepSpeed 0.3.13 (runtime/config.py:614); it ran"),
+            ("zero-stage-4", {**dsc, "zero_optimization": {"stage": 4}},
+             "DeepSpeed 0.3.13 asserts at most 3 (runtime/config.py:758)"),
+            ("zero-optimization-null", {**dsc, "zero_optimization": None},
+             "None.get in DeepSpeed 0.3.13 (zero/config.py:51, 68-71); it ran"),
+            ("pipeline-null", {**dsc, "pipeline": None},
+             "None.items() in DeepSpeed 0.3.13 (runtime/config.py:376); it ran")):
         add(f"train/deepspeed-launch-{name}", T("--plan", ds_launch(f"ds-{name}", config=cfg), *M),
             refuse("plan"), note=why)
+    add("train/deepspeed-launch-zero-stage-negative-runs",
+        T("--plan", ds_launch("ds-zero-neg", config={**dsc, "zero_optimization": {"stage": -1}}),
+          *M[:-4], "--profiles", tied_profiles(), *one), ok("step time"),
+        note="DeepSpeed 0.3.13 turns ZeRO on for stage > 0 only (runtime/config.py:612-614): "
+        "stage -1 runs without ZeRO; it was refused ('an integer 0 to 3')")
     add("train/deepspeed-launch-slots-5000-digits",
         T("--plan", ds_launch("ds-sd", config=dsc, hosts="w0 slots=" + "9" * 5000 + "\n"), *M),
         refuse("plan"), note="a ValueError traceback before")
