@@ -2712,6 +2712,20 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         T("--plan", good, "--framework", "deepspeed:version=0.14.4", *one),
         ok("deepspeed 0.14.4 fp16"), note="a release tag from 0.9.0 to 0.16.4: its own table, "
         "each fact read at that tag")
+    spaced = plan("fw-spaced.json", framework={"name": "deepspeed ", "version": " 0.14.4",
+                                               "precision": "fp16 "})
+    add("train/framework-version-spaces-plan-file-runs", T("--plan", spaced, *one),
+        ok("deepspeed 0.14.4 fp16"), note="read as --framework 'deepspeed:version= 0.14.4' "
+        "reads it (one reader): the file's ' 0.14.4' was refused as no version")
+    add("train/framework-version-spaces-text-runs",
+        T("--plan", good, "--framework", "deepspeed:version= 0.14.4 ", *one),
+        ok("deepspeed 0.14.4 fp16"))
+    twice = fx.root / "fw-twice.json"
+    twice.write_text('{"model": "OPT-350", "microbatch_size": 2, "global_batch_size": 8, '
+                     '"stages": ' + _json.dumps(two) + ', "framework": {"name": "deepspeed", '
+                     '"version": "0.14.4", "version ": "0.16.5"}}')
+    add("train/framework-key-twice-with-spaces-plan-file", T("--plan", str(twice), *one),
+        refuse("framework"), note="'version' and 'version ' are one key, as on the command line")
     add("train/framework-deepspeed-version-untagged",
         T("--plan", good, "--framework", "deepspeed:version=0.16.6", *one),
         refuse("framework_version"), note="a release after the tags read (0.16.4, 0.16.5)")
