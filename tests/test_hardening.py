@@ -361,6 +361,10 @@ def test_experiment_settings_that_were_ignored_are_refused(tmp_path, capsys):
     ("training", {"samples_per_microbatch": 1e308}, {"samples_per_microbatch": 1e290},
      "samples_per_microbatch"),
     ("training", {"speed_spread": 1e308}, {"speed_spread": 20.0}, "speed_spread"),
+    # a time unit of 3.6e303 s: the worker-hours overflow (it ran); a huge one, the samples
+    # per hour (it named samples_per_microbatch, which was not given)
+    ("training", {"hour": 1e-300}, {"hour": 1e-280}, "hour"),
+    ("training", {"hour": 1e308}, {"hour": 1e290}, "hour"),
     ("pipeline", {"latency": 1e308}, {"latency": 1e280}, "latency"),
     ("pipeline", {"rate": 1e-308}, {"rate": 1e-280}, "rate"),
     ("learners", {"latency": 1e308}, {"latency": 1e280}, "latency"),

@@ -274,6 +274,20 @@ def test_options_without_effect_are_refused(capsys, argv, message):
     assert out.err.strip().splitlines() == ["dtsim learners: error: " + message]
 
 
+def test_time_to_train_no_replication_reached_is_not_measured(capsys):
+    """--max-time before the last outer step: the time to train is said to be not measured,
+    with the replications stopped there (it printed 'nan (no interval, n = 0)')."""
+    from sim.cli import main
+
+    assert main(["learners", "--max-time", "5", "--replications", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out, out
+    assert [ln.split()[-2:] for ln in out.splitlines() if ln.startswith("time to train")] == \
+        [["not", "measured"]]
+    assert "2 of 2 replications stopped at --max-time 5 before 1000 inner steps; time to " \
+        "train is not measured" in out
+
+
 def test_time_options_take_units_as_the_other_commands_do(capsys):
     """``dtsim learners``' times (--step-time, --grace, --mtbf, --replace-time,
     --chip-download, --max-time) take a unit as --latency does ("100ms", "2h"; a bare

@@ -1094,6 +1094,21 @@ def build_cases(fx: Fixtures) -> list[Case]:
             ok("throughput"), note="as 1e400 and inf (it was refused as not finite)")
         add("train/mtbf-1e400s-is-no-failure", TR(*run2, "--mtbf", "1e400s"), ok("throughput"))
         add("train/max-wait-1e400s-waits", TR(*run2, "--max-wait", "1e400s"), ok("throughput"))
+        # audit5: a clock whose worker-hours overflow, and figures a run did not measure
+        add("train/hour-1e-300", TR("--hour", "1e-300"), refuse("hour"),
+            note="a time unit of 3.6e303 s: the run's hours overflow (it ran)")
+        add("train/hour-denormal", TR("--hour", "5e-324"), refuse("hour"))
+        add("train/hour-1e308-names-hour", TR("--hour", "1e308"), refuse("hour"),
+            note="samples per hour overflow: it named samples_per_microbatch, not given")
+        add("train/max-time-denormal-not-measured",
+            TR(*run2, "--max-time", "5e-324", "--price", "1"),
+            ok("samples per worker-hour not measured, cost $0"),
+            note="no step done and 0 worker-hours: it printed 'bubble nan' and 'samples per "
+            "worker-hour nan' (--json: null)")
+        add("train/price-zero-per-dollar-not-measured", TR(*run2, "--price", "0"),
+            ok("samples per dollar not measured"), note="it printed 'nan'")
+        add("train/price-denormal-per-dollar-not-measured", TR(*run2, "--price", "1e-320"),
+            ok("samples per dollar not measured"), note="samples over $2e-321: it printed 'inf'")
         add("train/restart-cost-1e400-plain", TR("--restart-cost", "1e400"),
             refuse("restart_cost"), note="as 1e400s: a finite time (it was read as inf)")
         add("train/forward-time-1e400-list", TR("--forward-time", "1,1e400"),
@@ -1284,6 +1299,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("learners/chip-download-size-unit", LR("--mtbf", "1e6", "--chip-download", "5GB"),
             refuse("chip_download"))
         add("learners/max-time-negative-unit", LR("--max-time=-5h"), refuse("max_time"))
+        add("learners/max-time-before-the-end-not-measured", LR("--max-time", "5"),
+            ok("time to train is not measured"),
+            note="time to train printed 'nan (no interval, n = 0)'")
         add("learners/ok-time-units", LR("--learners", "4", "--chips", "100", "--steps", "400",
                                          "--step-time", "200ms", "--mtbf", "12d",
                                          "--replace-time", "10s", "--max-time", "2h",

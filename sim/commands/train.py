@@ -91,7 +91,16 @@ FRACTIONS = ("compute_utilisation", "compute_utilisation_min", "compute_utilisat
 def _fraction(x: float) -> str:
     """A fraction of worker time as the summary line prints it: 4 significant digits, one
     within float rounding of 0 (``-7.661e-16``) as ``0``; the JSON keeps the value."""
-    return "0" if abs(x) < FRACTION_ROUNDING else f"{x:.4g}"
+    return _figure(x, lambda v: "0" if abs(v) < FRACTION_ROUNDING else f"{v:.4g}")
+
+
+def _figure(x: float, text: Any = None) -> str:
+    """A figure of the summary lines (4 significant digits, or ``text(x)``), or ``not
+    measured`` where the run has none (NaN, or a ratio over 0 that overflowed: ``--json`` says
+    null), as a metric no point measured is named so by dtsim run and dtsim plot."""
+    if not math.isfinite(x):
+        return "not measured"
+    return text(x) if text is not None else f"{x:.4g}"
 
 
 def _floats(text: str) -> float | tuple[float, ...]:
@@ -1170,12 +1179,12 @@ def run(args: argparse.Namespace) -> int:
               f"(fractions of worker time; bubble: the live workers' idle share in the "
               f"steps' passes, down ones left out); lost replica time ({tu}): "
               f"{lost or 'none'}")
-    cost = "" if out["cost"] is None else f", cost ${out['cost']:.4g} (--price per " \
-        f"worker-hour x {out['worker_hours']:.4g} worker-hours), samples per dollar " \
-        f"{out['samples_per_dollar']:.4g}"
+    cost = "" if out["cost"] is None else f", cost ${_figure(out['cost'])} (--price per " \
+        f"worker-hour x {_figure(out['worker_hours'])} worker-hours), samples per dollar " \
+        f"{_figure(out['samples_per_dollar'])}"
     if "quality_samples_per_dollar" in out:
-        cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
-    print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
+        cost += f" (quality-weighted {_figure(out['quality_samples_per_dollar'])})"
+    print(f"samples per worker-hour {_figure(out['samples_per_worker_hour'])}{cost}")
     if "groups" in out:
         _print_diloco(out, cfg, tu)
     if request is not None:

@@ -830,11 +830,21 @@ class TrainingConfig:
             terms.append(("restart_cost", self.restart_cost, self.restart_cost))
         if self.max_wait < math.inf:
             terms.append(("max_wait", self.max_wait, self.max_wait))
-        check_time_terms(float(self.steps) * (self.microbatches + L) * L, terms,
-                         "steps x (micro-batches + stages) x stages")
-        check(self.samples_per_microbatch * self.hour <= TIME_LIMIT, "samples_per_microbatch",
-              f"at most {TIME_LIMIT:g} / hour (samples per hour stay finite)",
-              self.samples_per_microbatch)
+        count = float(self.steps) * (self.microbatches + L) * L
+        check_time_terms(count, terms, "steps x (micro-batches + stages) x stages")
+        # the same bound on the run's time in hours (what a worker is billed: time / hour): a
+        # tiny hour (--hour 1e-300, a time unit of 3.6e303 s) made the worker-hours overflow,
+        # and every figure per hour with them. At hour >= 1 the bound above implies it.
+        hours = count * sum(t for _, t, _ in terms) / self.hour
+        check(hours <= TIME_LIMIT, "hour", f"large enough that the run's time in hours stays "
+              f"finite (steps x (micro-batches + stages) x stages x the sum of its times / "
+              f"hour at most {TIME_LIMIT:g}; {hours:.2g} here)", self.hour)
+        # samples per hour at one micro-batch per time unit: the larger factor named
+        big = "hour" if self.hour > self.samples_per_microbatch else "samples_per_microbatch"
+        other = "samples_per_microbatch" if big == "hour" else "hour"
+        check(self.samples_per_microbatch * self.hour <= TIME_LIMIT, big,
+              f"at most {TIME_LIMIT:g} / {other} (samples per hour stay finite)",
+              getattr(self, big))
 
     def _check_sync(self) -> None:
         """The options of ``sync`` against the rest (after the network fields)."""
