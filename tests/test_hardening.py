@@ -365,6 +365,16 @@ def test_experiment_settings_that_were_ignored_are_refused(tmp_path, capsys):
     # per hour (it named samples_per_microbatch, which was not given)
     ("training", {"hour": 1e-300}, {"hour": 1e-280}, "hour"),
     ("training", {"hour": 1e308}, {"hour": 1e290}, "hour"),
+    # --sync's bucket as --bucket-size's: 1e9 B in buckets of 1e-300 B raised OverflowError in
+    # every replication; of 1e-3 B (1e12 buckets) it ran out of memory
+    ("training", {"replicas": 2, "param_size": 1e9, "bandwidth": 1e9,
+                  "sync": "allreduce:overlap=backward,bucket_size=1e-300"},
+     {"replicas": 2, "param_size": 1e9, "bandwidth": 1e9,
+      "sync": "allreduce:overlap=backward,bucket_size=1e6"}, "sync"),
+    ("training", {"replicas": 2, "param_size": 1e9, "bandwidth": 1e9,
+                  "sync": "allreduce:bucket_size=1e-3"},
+     {"replicas": 2, "param_size": 1e9, "bandwidth": 1e9, "sync": "allreduce:bucket_size=1e6"},
+     "sync"),
     ("pipeline", {"latency": 1e308}, {"latency": 1e280}, "latency"),
     ("pipeline", {"rate": 1e-308}, {"rate": 1e-280}, "rate"),
     ("learners", {"latency": 1e308}, {"latency": 1e280}, "latency"),

@@ -1401,6 +1401,13 @@ def traffic_cases(fx: Fixtures) -> list[Case]:
     add("sync/bucket-zero-unit", T("--sync", "allreduce:bucket_size=0GB"), refuse("sync"))
     add("sync/bucket-kilo-unit", T("--sync", "allreduce:bucket_size=4KB"), refuse("sync"),
         note="K: 1000 or 1024?")
+    add("sync/bucket-denormal-size", T(*dp, "--sync", "allreduce:overlap=backward,"
+                                               "bucket_size=1e-300"), refuse("sync"),
+        note="10 B in buckets of 1e-300 B: an OverflowError in every replication (exit 1)")
+    add("sync/bucket-one-byte-of-1GB", T("--replicas", "2", "--param-size", "1GB",
+                                         "--bandwidth", "1GB/s", "--sync",
+                                         "allreduce:overlap=backward,bucket_size=1e-3B"),
+        refuse("sync"), note="10^12 buckets: 20 GB and minutes before (as --bucket-size's rule)")
     add("sync/none-with-key", T("--sync", "none:overlap=backward"), refuse("sync"))
     add("sync/overlap-swarm", T(*dp, "--schedule", "swarm", "--routing", "least-loaded",
                                 "--sync", "allreduce:overlap=backward"), refuse("sync"),

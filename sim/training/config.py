@@ -852,6 +852,14 @@ class TrainingConfig:
         if spec.get("bucket_size") is not None:
             check(self.bucket_size == math.inf, "bucket_size",
                   "unset (inf) when sync gives bucket_size (one bucket size)", self.bucket_size)
+            # the --bucket-size rule (_check_network) for sync's bucket: 1 GB in buckets of 1e-300
+            # B raised OverflowError in every replication, in 1 B buckets it took 20 GB and ran on
+            tp = self.tensor_parallel
+            tmax = max(max(row) for row in tp) if isinstance(tp, tuple) else tp
+            largest = max([self.param_size, self.tied_allreduce_size,
+                           *(self.allreduce_sizes or ())]) / tmax
+            check_bucket_count("sync", self.sync, largest / spec.get("bucket_size"), tmax,
+                               "the largest all-reduce")
         if spec.get("overlap") != "backward":
             return
         for bad, rule in (
