@@ -64,6 +64,12 @@ BAD = [
     (["--availability", "0", "--max-wait", "inf"],
      "'max_wait' must be finite when a stage never recovers (availability 0 or a domain "
      "outage of 1): inf"),
+    # (audit5) allreduce keys with no all-reduce to shape (one replica a stage): they ran as
+    # the default
+    (["--sync", "allreduce:overlap=backward,bucket_size=25MiB"],
+     "'sync' must be given only with an all-reduce to shape when it gives allreduce keys (a "
+     "stage of --replicas 2 or more): with one replica a stage there is none: "
+     "'allreduce:overlap=backward,bucket_size=25MiB'"),
 ]
 
 

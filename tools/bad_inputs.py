@@ -1408,6 +1408,9 @@ def traffic_cases(fx: Fixtures) -> list[Case]:
                                          "--bandwidth", "1GB/s", "--sync",
                                          "allreduce:overlap=backward,bucket_size=1e-3B"),
         refuse("sync"), note="10^12 buckets: 20 GB and minutes before (as --bucket-size's rule)")
+    add("sync/keys-on-one-replica-a-stage", T("--sync", "allreduce:overlap=backward,"
+                                                    "bucket_size=25MiB"), refuse("sync"),
+        note="no all-reduce to shape: it ran as the default (a silent ignore)")
     add("sync/none-with-key", T("--sync", "none:overlap=backward"), refuse("sync"))
     add("sync/overlap-swarm", T(*dp, "--schedule", "swarm", "--routing", "least-loaded",
                                 "--sync", "allreduce:overlap=backward"), refuse("sync"),

@@ -829,6 +829,14 @@ def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
                   "(--param-size > 0, or --activation-size > 0 without --topology, whose "
                   "links time the hops): without one, every transfer, "
                   "all-reduce and outer sync takes its latency alone")
+    # (audit5) --sync allreduce:overlap=backward,bucket_size=25MiB on one replica a stage ran as
+    # the default: there is no all-reduce for its keys to shape
+    spec = cfg.sync_spec
+    refuse_unless(args, "sync", spec.kind != "allreduce" or spec.text == "allreduce"
+                  or any(r > 1 for r in cfg.replicas) or cfg.tied_allreduce_size > 0
+                  or args.plan is not None, "with an all-reduce to shape when it gives "
+                  "allreduce keys (a stage of --replicas 2 or more): with one replica a stage "
+                  "there is none")
 
 
 def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
