@@ -353,3 +353,22 @@ def test_cpu_time_counts_the_pools_processes(capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out)["run_cpu_seconds"] >= 7.5
     assert main([*argv, "--executor", "local", "--workers", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["run_cpu_seconds"] > 0.1
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(learners=10**12), "learners"),  # a list of 10^12 learners: it hung, then ran out
+    (dict(learners=10**5, steps=100), "learners"),  # 10^10 report checks: hours
+    (dict(steps=10**11, every=1), "steps"),
+    (dict(chips=10**12, mtbf=1e6, replace_time=1.0), "chips"),  # 8e11 chip failures
+    (dict(mtbf=1e-3), "mtbf"),  # 4 chips failing 1000 times a second until the stall limit
+])
+def test_a_runaway_is_refused_before_any_work(kw, name):
+    """A replication whose rounds (learners^2 x outer steps) or chip failures (the expected
+    transitions of the pipeline DES's rule) would run for hours is refused naming the factor;
+    the shipped scale point at 8 times its failure rate and the defaults stay valid."""
+    with pytest.raises(ConfigError) as exc:
+        LearnersConfig(**kw)
+    assert exc.value.name == name
+    LearnersConfig()
+    sp = dict(SCALE_POINT, mtbf=SCALE_POINT["mtbf"] / 8)
+    LearnersConfig(steps=864 * 100, **sp)

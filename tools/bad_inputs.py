@@ -1299,6 +1299,15 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("learners/chip-download-size-unit", LR("--mtbf", "1e6", "--chip-download", "5GB"),
             refuse("chip_download"))
         add("learners/max-time-negative-unit", LR("--max-time=-5h"), refuse("max_time"))
+        # audit5: runaways refused before any work
+        add("learners/learners-1e12", LR("--learners", "1000000000000"), refuse("learners"),
+            timeout=60, note="a hang with nothing printed before")
+        add("learners/learners-1e5", LR("--learners", "100000", "--steps", "100"),
+            refuse("learners"), timeout=60, note="each report checks every learner: hours")
+        add("learners/chips-1e12-failing", LR("--chips", "1000000000000", "--mtbf", "1e6",
+                                               "--replace-time", "1"), refuse("chips"),
+            timeout=60, note="8e11 chip failures expected: a runaway")
+        add("learners/mtbf-1ms", LR("--mtbf", "1ms"), refuse("mtbf"), timeout=60)
         add("learners/max-time-before-the-end-not-measured", LR("--max-time", "5"),
             ok("time to train is not measured"),
             note="time to train printed 'nan (no interval, n = 0)'")
