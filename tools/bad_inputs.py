@@ -2971,6 +2971,21 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
                    "flows": 1, "bandwidth": "fast"}]}))
     add("plan/fleet-link-second-named", P("--fleet", str(second), *quick), refuse("network"),
         note="links[1] (the link GH-96@us-central1-a -> RTX-3090@us-central1-a)")
+    # audit5: a link given twice, and a link whose flows' shares underflow to 0
+    twice = fx.root / "fleet-link-twice.json"
+    twice.write_text(_json.dumps({"nodes": [{**gh_end, "gpus_per_node": 4, "count": 2}],
+                                  "links": [{"src": gh_end, "dst": gh_end, "flows": 1,
+                                             "bandwidth": b} for b in (5e9, 6e9)]}))
+    add("plan/fleet-link-twice", P("--fleet", str(twice), *quick), refuse("network"),
+        note="the second was used, the first dropped without a word")
+    eu_end = {"gpu": "GH-96", "zone": "europe-west4-a"}
+    slow = fx.root / "fleet-link-denormal.json"
+    slow.write_text(_json.dumps({
+        "nodes": [{**e, "gpus_per_node": 4, "count": 1} for e in (gh_end, eu_end)],
+        "links": [{"src": e, "dst": e, "flows": 1, "bandwidth": 5e9} for e in (gh_end, eu_end)]
+        + [{"src": gh_end, "dst": eu_end, "flows": 1, "bandwidth": 5e-324}]}))
+    add("plan/fleet-link-denormal-runs", P("--fleet", str(slow), *quick), ok("predicted"),
+        note="a flow's share of 5e-324 B/s underflows to 0: a ZeroDivisionError traceback before")
     add("plan/framework-megatron-runs", P("--nodes", "GH-96:4x2@us-central1-a", *quick,
                                           "--framework", "megatron"), ok("1x"))
     return cases

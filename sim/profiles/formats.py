@@ -555,6 +555,7 @@ def network_from_data(doc: Any, where: str = "network") -> NetworkProfile:
     """A :class:`NetworkProfile` from parsed data (``links``); a bad link is named by its index
     and its two ends."""
     links = []
+    seen: dict[tuple, int] = {}
     for k, x in enumerate(get("network", doc, "links", where, list)):
         at = f"{where}.links[{k}]"
         check(isinstance(x, dict), "network", f"a table at {at}", x)
@@ -565,6 +566,12 @@ def network_from_data(doc: Any, where: str = "network") -> NetworkProfile:
             if not ends:
                 raise
             raise ConfigError(exc.name, f"{exc.rule} (the link {ends})", exc.value) from None
+        # (audit5) a link given twice: the last one was used, the first silently dropped
+        y = links[-1]
+        first = seen.setdefault((y.src, y.dst, y.src_flows, y.dst_flows), k)
+        check(first == k, "network", f"each link once (src, dst and flows) at {where}: "
+              f"links[{first}] and links[{k}] are the link {_link_ends(x)}",
+              f"{y.src_flows} flows")
     return NetworkProfile(tuple(links))
 
 
