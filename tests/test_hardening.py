@@ -365,6 +365,14 @@ def test_experiment_settings_that_were_ignored_are_refused(tmp_path, capsys):
     # per hour (it named samples_per_microbatch, which was not given)
     ("training", {"hour": 1e-300}, {"hour": 1e-280}, "hour"),
     ("training", {"hour": 1e308}, {"hour": 1e290}, "hour"),
+    # the network's links as the latency and bandwidth terms (a link of latency 1e299 or 1e308
+    # ran to a time to train of inf)
+    ("training", {"stages": 2, "network": "tree:racks=1,hosts=4,host_latency=1e299"},
+     {"stages": 2, "network": "tree:racks=1,hosts=4,host_latency=1e280"}, "network"),
+    ("training", {"stages": 2, "activation_size": 1e6,
+                  "network": "tree:racks=1,hosts=4,host_bandwidth=1e-299"},
+     {"stages": 2, "activation_size": 1e6,
+      "network": "tree:racks=1,hosts=4,host_bandwidth=1e-250"}, "network"),
     # --sync's bucket as --bucket-size's: 1e9 B in buckets of 1e-300 B raised OverflowError in
     # every replication; of 1e-3 B (1e12 buckets) it ran out of memory
     ("training", {"replicas": 2, "param_size": 1e9, "bandwidth": 1e9,

@@ -2986,6 +2986,12 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         + [{"src": gh_end, "dst": eu_end, "flows": 1, "bandwidth": 5e-324}]}))
     add("plan/fleet-link-denormal-runs", P("--fleet", str(slow), *quick), ok("predicted"),
         note="a flow's share of 5e-324 B/s underflows to 0: a ZeroDivisionError traceback before")
+    lat_edges = fx.root / "latency-1e308.edges"
+    lat_edges.write_text('0 1 {"latency": 1e308}\n1 2\n2 3\n')
+    add("train/network-edge-latency-1e308", T("--stages", "2", "--replicas", "2",
+                                              "--activation-size", "1MB", "--network",
+                                              str(lat_edges), *one), refuse("network"),
+        note="it ran to a time to train of inf (exact)")
     add("plan/framework-megatron-runs", P("--nodes", "GH-96:4x2@us-central1-a", *quick,
                                           "--framework", "megatron"), ok("1x"))
     return cases

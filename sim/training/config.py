@@ -830,6 +830,21 @@ class TrainingConfig:
             terms.append(("restart_cost", self.restart_cost, self.restart_cost))
         if self.max_wait < math.inf:
             terms.append(("max_wait", self.max_wait, self.max_wait))
+        if self.network is not None:
+            # (audit5) the network's links as the latency and bandwidth terms: a route crosses
+            # each link at most once (an edge list's link of latency 1e308 ran to a time to
+            # train of inf); its slowest finite capacity times each size moved
+            from ..network import shared_network
+
+            net = shared_network(self.network, nic=self.nic)
+            lats = [lat for lat, _r in net.link_of.values()]
+            rates = [c for c, curve in zip(net.capacity, net.curve, strict=True)
+                     if curve is None and c > 0]
+            slow = min(rates, default=math.inf)
+            moved = 2 * L * self.activation_size + 2 * self.param_size
+            terms += [("network", 2 * L * sum(lats), self.network),
+                      ("+network", moved / slow if moved and slow < math.inf else 0.0,
+                       self.network)]
         count = float(self.steps) * (self.microbatches + L) * L
         check_time_terms(count, terms, "steps x (micro-batches + stages) x stages")
         # the same bound on the run's time in hours (what a worker is billed: time / hour): a
