@@ -401,7 +401,8 @@ MAX_TRANSITIONS = 1e8
 
 def check_transitions(n: float, name: str, value: Any, length: str) -> None:
     """Refuse a run expecting more than :data:`MAX_TRANSITIONS` up/down transitions (``n``),
-    naming the parameter that drives them (a downtime must be large enough, the rest small).
+    naming the parameter that drives them (a downtime or an mtbf must be large enough, the rest
+    small).
 
     Parameters
     ----------
@@ -415,7 +416,7 @@ def check_transitions(n: float, name: str, value: Any, length: str) -> None:
     if n > MAX_TRANSITIONS:
         if isinstance(value, tuple) and len(set(value)) == 1:
             value = value[0]
-        how = "large" if name.endswith("downtime") else "small"
+        how = "large" if name.endswith("downtime") or name == "mtbf" else "small"
         raise ConfigError(name, f"{how} enough that the simulation expects at most "
                           f"{MAX_TRANSITIONS:.0e} worker and domain up/down transitions (2 x "
                           f"failures per unit time x {length}: {n:.2g} here)", value)

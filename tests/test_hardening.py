@@ -361,6 +361,28 @@ def test_experiment_settings_that_were_ignored_are_refused(tmp_path, capsys):
     ("training", {"samples_per_microbatch": 1e308}, {"samples_per_microbatch": 1e290},
      "samples_per_microbatch"),
     ("training", {"speed_spread": 1e308}, {"speed_spread": 20.0}, "speed_spread"),
+    # a time unit of 3.6e303 s: the worker-hours overflow (it ran); a huge one, the samples
+    # per hour (it named samples_per_microbatch, which was not given)
+    ("training", {"hour": 1e-300}, {"hour": 1e-280}, "hour"),
+    ("training", {"hour": 1e308}, {"hour": 1e290}, "hour"),
+    # the network's links as the latency and bandwidth terms (a link of latency 1e299 or 1e308
+    # ran to a time to train of inf)
+    ("training", {"stages": 2, "network": "tree:racks=1,hosts=4,host_latency=1e299"},
+     {"stages": 2, "network": "tree:racks=1,hosts=4,host_latency=1e280"}, "network"),
+    ("training", {"stages": 2, "activation_size": 1e6,
+                  "network": "tree:racks=1,hosts=4,host_bandwidth=1e-299"},
+     {"stages": 2, "activation_size": 1e6,
+      "network": "tree:racks=1,hosts=4,host_bandwidth=1e-250"}, "network"),
+    # --sync's bucket as --bucket-size's: 1e9 B in buckets of 1e-300 B raised OverflowError in
+    # every replication; of 1e-3 B (1e12 buckets) it ran out of memory
+    ("training", {"replicas": 2, "param_size": 1e9, "bandwidth": 1e9,
+                  "sync": "allreduce:overlap=backward,bucket_size=1e-300"},
+     {"replicas": 2, "param_size": 1e9, "bandwidth": 1e9,
+      "sync": "allreduce:overlap=backward,bucket_size=1e6"}, "sync"),
+    ("training", {"replicas": 2, "param_size": 1e9, "bandwidth": 1e9,
+                  "sync": "allreduce:bucket_size=1e-3"},
+     {"replicas": 2, "param_size": 1e9, "bandwidth": 1e9, "sync": "allreduce:bucket_size=1e6"},
+     "sync"),
     ("pipeline", {"latency": 1e308}, {"latency": 1e280}, "latency"),
     ("pipeline", {"rate": 1e-308}, {"rate": 1e-280}, "rate"),
     ("learners", {"latency": 1e308}, {"latency": 1e280}, "latency"),

@@ -216,6 +216,26 @@ def test_cli_plan_times_plans_on_the_fleet_files_links(tmp_path, capsys):
     assert len(hosts) == 1 and None not in hosts
 
 
+def test_a_link_whose_share_underflows_is_one_no_transfer_crosses(tmp_path, capsys):
+    """A fleet link of 5e-324 B/s between zones: a flow's share of it underflows to 0, and the
+    planner's bound raised ZeroDivisionError (a traceback); it is a link no transfer ends on,
+    so the best plan keeps to one zone, as with a link of 1e-300 B/s."""
+    a, b = ({"gpu": "GH-96", "zone": z} for z in ("us-central1-a", "europe-west4-a"))
+    best = {}
+    for bw in (1e-300, 5e-324):
+        doc = {"nodes": [{**a, "gpus_per_node": 4, "count": 1},
+                         {**b, "gpus_per_node": 4, "count": 1}],
+               "links": [{"src": e, "dst": e, "flows": 1, "bandwidth": 5e9} for e in (a, b)]
+               + [{"src": a, "dst": b, "flows": 1, "bandwidth": bw}]}
+        path = tmp_path / f"fleet-{bw}.json"
+        path.write_text(json.dumps(doc))
+        assert main(["plan", "--model", "OPT-350", "--fleet", str(path), "--global-batch-size",
+                     "8", "--top", "1", "--simulate", "0", "--json"]) == 0
+        best[bw] = json.loads(capsys.readouterr().out)["plans"][0]
+    assert best[5e-324] == best[1e-300]
+    assert len({r["zone"] for st in best[5e-324]["plan"]["stages"] for r in st["replicas"]}) == 1
+
+
 def test_a_plan_searched_on_a_fleet_files_links_runs_on_them(tmp_path, capsys):
     """The plan dtsim plan --fleet writes runs in dtsim train --plan --fleet on the same links
     (the command dtsim plan prints): the fleet's own links, which the profiles' network lacks

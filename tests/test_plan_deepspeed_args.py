@@ -218,6 +218,11 @@ def _bad(text="", cfg=CONFIG, hosts=HOSTS):
      "--pipe-parallel-size >= 1"),
     (_bad(SCRIPT.replace("--deepspeed_config ${config_json}", "")), "one ds_config"),
     (_bad(cfg={**CONFIG, "zero_optimization": {"stage": 1}}), "ZeRO"),
+    (_bad(cfg={**CONFIG, "zero_optimization": {"stage": 4}}), "zero_optimization.stage at most 3"),
+    (_bad(cfg={**CONFIG, "zero_optimization": {"stage": None}}), "zero_optimization.stage a number"),
+    (_bad(cfg={**CONFIG, "zero_optimization": {"stage": "0"}}), "zero_optimization.stage a number"),
+    (_bad(cfg={**CONFIG, "zero_optimization": None}), "zero_optimization a table"),
+    (_bad(cfg={**CONFIG, "pipeline": None}), "pipeline a table"),
     (_bad(SCRIPT.replace("--batch-size", "--batch_size")), "spelled as Megatron-LM v1.1.5"),
     (_bad(SCRIPT.replace("--num_nodes", "--nodes")), "an option of DeepSpeed 0.3.13's launcher"),
     (_bad(SCRIPT.replace("--model-parallel-size", "--tensor-model-parallel-size")),
@@ -261,3 +266,16 @@ def test_eval_of_a_run_cmd_string(tmp_path, tied, capsys):
     launch.write_text(text.replace("--model-parallel-size 2", "--model-parallel-size $1"))
     with pytest.raises(ConfigError, match=r"its eval runs a word dtsim does not evaluate: '\$1'"):
         deepspeed_plan_from_text(launch.read_text(), str(launch), tied, "RTX-3090", ZONE)
+
+
+@pytest.mark.parametrize("zero", [{"stage": 0}, {"stage": -1}, {"stage": -0.5}, {"stage": False},
+                                  {}, False])
+def test_a_zero_stage_at_most_0_runs_without_zero(tmp_path, tied, zero):
+    """DeepSpeed 0.3.13 turns ZeRO on for ``stage > 0`` only (runtime/config.py:612-614; the
+    stage read as given, config_utils.py:23-24): -1, -0.5 or false run as stage 0, the plan
+    of the ds_config without the key."""
+    want = deepspeed_plan_from_text(_write(tmp_path).read_text(), str(tmp_path / "launch.sh"),
+                                    tied, "RTX-3090", ZONE)
+    launch = _write(tmp_path, config={**CONFIG, "zero_optimization": zero})
+    assert deepspeed_plan_from_text(launch.read_text(), str(launch), tied, "RTX-3090",
+                                    ZONE) == want

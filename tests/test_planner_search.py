@@ -184,3 +184,19 @@ def test_search_refuses_what_cannot_be_planned():
     res = search_plans(model, _fleet(), cat, PlanRequest(8, objective="cost", prices=(
         ("fast", 2.0), ("slow", 1.0))), pm)
     assert res.best.samples_per_dollar > 0
+
+
+def test_no_plan_names_the_option_that_left_every_plan_out():
+    """A fleet that holds the model at the defaults, with every plan priced above
+    --max-price-per-hour or none fitting --memory-fraction of the memory: the option is named,
+    not the fleet ('fleet' must be GPUs enough to hold the model, which they are)."""
+    model = _model()
+    cat = GPUCatalogue((GPUType("fast", 1e9), GPUType("slow", 1e9)))
+    pm = ToyModel(model, cat)
+    prices = (("fast", 2.0), ("slow", 1.0))
+    assert search_plans(model, _fleet(), cat, PlanRequest(8, prices=prices), pm).candidates
+    with pytest.raises(ConfigError, match="^'max_price_per_hour' must be at least the price "):
+        search_plans(model, _fleet(), cat, PlanRequest(8, prices=prices,
+                                                       max_price_per_hour=1e-300), pm)
+    with pytest.raises(ConfigError, match="^'memory_fraction' must be large enough that a "):
+        search_plans(model, _fleet(), cat, PlanRequest(8, memory_fraction=1e-300), pm)

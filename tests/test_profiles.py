@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -202,3 +203,18 @@ def test_documents_refuse_in_one_line(tmp_path):
         load_profiles(tmp_path / "nothing")
     with pytest.raises(ConfigError, match="'profiles' must be a folder with model profiles"):
         load_profiles(tmp_path)  # no catalogue of its own: dtsim's; but no model either
+
+
+def test_a_link_given_twice_is_refused():
+    """A network or fleet file giving one link (src, dst, flows) twice: the last was used and
+    the first dropped without a word; it is refused naming both. Another flow count, or the
+    other direction, is another link."""
+    a = {"gpu": "GH-96", "zone": "z"}
+    b = {"gpu": "GH-96", "zone": "y"}
+    link = {"src": a, "dst": b, "flows": 1, "bandwidth": 5e9}
+    with pytest.raises(ConfigError, match=re.escape(
+            "'network' must be each link once (src, dst and flows) at network: links[0] and "
+            "links[2] are the link GH-96@z -> GH-96@y: '1 flows'")):
+        network_from_data({"links": [link, {**link, "flows": 2}, {**link, "bandwidth": 6e9}]})
+    net = network_from_data({"links": [link, {**link, "flows": 2}, {**link, "src": b, "dst": a}]})
+    assert len(net.links) == 3

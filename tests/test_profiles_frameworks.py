@@ -211,6 +211,24 @@ def test_command_line_framework_takes_the_plan_tables_keys():
             framework_from_text(text)
 
 
+def test_a_plan_files_table_and_the_command_line_read_spaces_alike():
+    """One reading of a framework's words: spaces around a name, key or text value are not
+    part of it, in a plan file's table as in ``--framework``'s text (``version= 0.14.4`` ran
+    on the command line, a plan file's ``" 0.14.4"`` was refused as no version)."""
+    from sim.profiles.formats import framework_from_data, framework_from_text
+
+    want = FrameworkSpec("deepspeed", "0.14.4", "fp16", (("communication_data_type", "fp32"),))
+    assert framework_from_text("deepspeed:version= 0.14.4 , precision=fp16,"
+                               "communication_data_type=fp32 ") == want
+    assert framework_from_data({"name": " deepspeed", "version": "0.14.4 ", " precision": "fp16",
+                                "communication_data_type": "\tfp32"}) == want
+    assert framework_from_data(" megatron ") == framework_from_text(" megatron") == \
+        FrameworkSpec("megatron")
+    with pytest.raises(ConfigError, match=re.escape("'framework' must be each key once at "
+                                                    "framework: 'version'")):
+        framework_from_data({"name": "deepspeed", "version": "0.14.4", "version ": "0.16.5"})
+
+
 def test_a_release_of_a_table_read_for_a_major_line_is_that_table():
     """PyTorch DDP's table is read for its 2.x line (bucket_cap_mb 25, the 1 MiB first bucket):
     ddp:version=2.1 (and 2.4.1) is that table, where it was refused ('a version of ddp the table

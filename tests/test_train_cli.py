@@ -64,6 +64,12 @@ BAD = [
     (["--availability", "0", "--max-wait", "inf"],
      "'max_wait' must be finite when a stage never recovers (availability 0 or a domain "
      "outage of 1): inf"),
+    # (audit5) allreduce keys with no all-reduce to shape (one replica a stage): they ran as
+    # the default
+    (["--sync", "allreduce:overlap=backward,bucket_size=25MiB"],
+     "'sync' must be given only with an all-reduce to shape when it gives allreduce keys (a "
+     "stage of --replicas 2 or more): with one replica a stage there is none: "
+     "'allreduce:overlap=backward,bucket_size=25MiB'"),
 ]
 
 
@@ -156,6 +162,25 @@ def test_a_bubble_within_rounding_of_zero_prints_as_zero(capsys):
     assert main(argv) == 0
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("bubble ")]
     assert line and line[0].startswith("bubble 0, utilisation 0.1579 ")
+
+
+@pytest.mark.parametrize("argv, said", [
+    # no step done: no step's passes to take a bubble of; 4 x 5e-324 / 3600 worker-hours is 0
+    (["--max-time", "5e-324", "--price", "1"],
+     ["bubble not measured,", "samples per worker-hour not measured,",
+      "samples per dollar not measured"]),
+    (["--price", "0"], ["samples per dollar not measured"]),  # nothing spent
+    (["--price", "1e-320"], ["samples per dollar not measured"]),  # samples / 3.7e-321: inf
+])
+def test_a_figure_the_run_did_not_measure_says_so(capsys, argv, said):
+    """The summary lines print 'not measured' where --json has null (NaN, or a ratio over
+    a cost or worker-hours of 0 that overflowed), as dtsim run and dtsim plot name a metric
+    no point measured; they printed 'nan' and 'inf' as results."""
+    assert main(["train", "--replications", "2", *argv]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out and "inf" not in out, out
+    for text in said:
+        assert text in out, out
 
 
 def test_the_downloads_line_counts_outer_step_downloads_too(tmp_path, capsys):

@@ -292,6 +292,20 @@ def test_options_without_effect_are_refused(capsys, argv, message):
     assert out.err.strip().splitlines() == ["dtsim learners: error: " + message]
 
 
+def test_time_to_train_no_replication_reached_is_not_measured(capsys):
+    """--max-time before the last outer step: the time to train is said to be not measured,
+    with the replications stopped there (it printed 'nan (no interval, n = 0)')."""
+    from sim.cli import main
+
+    assert main(["learners", "--max-time", "5", "--replications", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out, out
+    assert [ln.split()[-2:] for ln in out.splitlines() if ln.startswith("time to train")] == \
+        [["not", "measured"]]
+    assert "2 of 2 replications stopped at --max-time 5 before 1000 inner steps; time to " \
+        "train is not measured" in out
+
+
 def test_time_options_take_units_as_the_other_commands_do(capsys):
     """``dtsim learners``' times (--step-time, --grace, --mtbf, --replace-time,
     --chip-download, --max-time) take a unit as --latency does ("100ms", "2h"; a bare
@@ -357,3 +371,22 @@ def test_cpu_time_counts_the_pools_processes(capsys, monkeypatch):
     assert json.loads(capsys.readouterr().out)["run_cpu_seconds"] >= 7.5
     assert main([*argv, "--executor", "local", "--workers", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["run_cpu_seconds"] > 0.1
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(learners=10**12), "learners"),  # a list of 10^12 learners: it hung, then ran out
+    (dict(learners=10**5, steps=100), "learners"),  # 10^10 report checks: hours
+    (dict(steps=10**11, every=1), "steps"),
+    (dict(chips=10**12, mtbf=1e6, replace_time=1.0), "chips"),  # 8e11 chip failures
+    (dict(mtbf=1e-3), "mtbf"),  # 4 chips failing 1000 times a second until the stall limit
+])
+def test_a_runaway_is_refused_before_any_work(kw, name):
+    """A replication whose rounds (learners^2 x outer steps) or chip failures (the expected
+    transitions of the pipeline DES's rule) would run for hours is refused naming the factor;
+    the shipped scale point at 8 times its failure rate and the defaults stay valid."""
+    with pytest.raises(ConfigError) as exc:
+        LearnersConfig(**kw)
+    assert exc.value.name == name
+    LearnersConfig()
+    sp = dict(SCALE_POINT, mtbf=SCALE_POINT["mtbf"] / 8)
+    LearnersConfig(steps=864 * 100, **sp)

@@ -140,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
     line = given_line(args)
     if line is not None:
         print(line)
-    rows = [(label, str(est[key])) for label, key in (
+    # a figure no replication has (time to train when none finished): said, not 'nan'
+    rows = [(label, str(est[key]) if est[key].n else "not measured") for label, key in (
         ("goodput (merged chip compute / chip time)", "goodput_fraction"),
         ("compute utilisation (fraction of wall time)", "compute_utilisation"),
         ("time to train (s)", "training_time"),
@@ -149,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
         ("work lost (chip s)", "lost_outer_work"), ("events", "events"))]
     print_table(rows, ("quantity", "mean (95% CI)"))
     stalled = sum(1 for r in records if r.get("stalled"))
+    stopped = sum(1 for r in records if not r.get("finished") and not r.get("stalled"))
+    if stopped:
+        print(f"{stopped} of {args.replications} replications stopped at --max-time "
+              f"{cfg.max_time:g} before {cfg.steps} inner steps; time to train is not measured")
     if stalled:
         print(f"{stalled} of {args.replications} replications stopped without an outer step "
               f"for {cfg.stall_limit():.4g} s (1000 failure-free rounds of "

@@ -390,7 +390,9 @@ def run(args: argparse.Namespace) -> int:
     for i, (c, s) in enumerate(zip(res.candidates, sims, strict=True)):
         shape, gpus, stages = _describe(c.plan, zones)
         sim = "-" if s is None else _est(s["iteration_time_ci"])
-        spd = "-" if c.samples_per_dollar is None else f"{c.samples_per_dollar:.4g}"
+        # (audit5) a ratio over a price that underflows (GH-96=1e-320) is inf: said, as --json's null
+        spd = "-" if c.samples_per_dollar is None else f"{c.samples_per_dollar:.4g}" \
+            if math.isfinite(c.samples_per_dollar) else "not measured"
         rows.append(("*" if i == chosen else "", i + 1, c.layout, shape, gpus,
                      c.plan.microbatch_size, stages, f"{c.iteration_time:.4g}", sim,
                      _gb(c.peak_memory), f"{c.samples_per_second:.4g}", spd))

@@ -91,7 +91,16 @@ FRACTIONS = ("compute_utilisation", "compute_utilisation_min", "compute_utilisat
 def _fraction(x: float) -> str:
     """A fraction of worker time as the summary line prints it: 4 significant digits, one
     within float rounding of 0 (``-7.661e-16``) as ``0``; the JSON keeps the value."""
-    return "0" if abs(x) < FRACTION_ROUNDING else f"{x:.4g}"
+    return _figure(x, lambda v: "0" if abs(v) < FRACTION_ROUNDING else f"{v:.4g}")
+
+
+def _figure(x: float, text: Any = None) -> str:
+    """A figure of the summary lines (4 significant digits, or ``text(x)``), or ``not
+    measured`` where the run has none (NaN, or a ratio over 0 that overflowed: ``--json`` says
+    null), as a metric no point measured is named so by dtsim run and dtsim plot."""
+    if not math.isfinite(x):
+        return "not measured"
+    return text(x) if text is not None else f"{x:.4g}"
 
 
 def _floats(text: str) -> float | tuple[float, ...]:
@@ -820,6 +829,14 @@ def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
                   "(--param-size > 0, or --activation-size > 0 without --topology, whose "
                   "links time the hops): without one, every transfer, "
                   "all-reduce and outer sync takes its latency alone")
+    # (audit5) --sync allreduce:overlap=backward,bucket_size=25MiB on one replica a stage ran as
+    # the default: there is no all-reduce for its keys to shape
+    spec = cfg.sync_spec
+    refuse_unless(args, "sync", spec.kind != "allreduce" or spec.text == "allreduce"
+                  or any(r > 1 for r in cfg.replicas) or cfg.tied_allreduce_size > 0
+                  or args.plan is not None, "with an all-reduce to shape when it gives "
+                  "allreduce keys (a stage of --replicas 2 or more): with one replica a stage "
+                  "there is none")
 
 
 def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: Any = "serial",
@@ -1170,12 +1187,12 @@ def run(args: argparse.Namespace) -> int:
               f"(fractions of worker time; bubble: the live workers' idle share in the "
               f"steps' passes, down ones left out); lost replica time ({tu}): "
               f"{lost or 'none'}")
-    cost = "" if out["cost"] is None else f", cost ${out['cost']:.4g} (--price per " \
-        f"worker-hour x {out['worker_hours']:.4g} worker-hours), samples per dollar " \
-        f"{out['samples_per_dollar']:.4g}"
+    cost = "" if out["cost"] is None else f", cost ${_figure(out['cost'])} (--price per " \
+        f"worker-hour x {_figure(out['worker_hours'])} worker-hours), samples per dollar " \
+        f"{_figure(out['samples_per_dollar'])}"
     if "quality_samples_per_dollar" in out:
-        cost += f" (quality-weighted {out['quality_samples_per_dollar']:.4g})"
-    print(f"samples per worker-hour {out['samples_per_worker_hour']:.4g}{cost}")
+        cost += f" (quality-weighted {_figure(out['quality_samples_per_dollar'])})"
+    print(f"samples per worker-hour {_figure(out['samples_per_worker_hour'])}{cost}")
     if "groups" in out:
         _print_diloco(out, cfg, tu)
     if request is not None:

@@ -289,6 +289,7 @@ class _Search:
         self._predict_unless = getattr(pm, "predict_unless", None)
         self.evaluated = self.partitions = self.refused = self.groups = self.pruned = 0
         self.skipped = 0  # plans cut but not ranked: a bound of theirs passed the top-th
+        self.over_budget = 0  # plans or groups left out for max_price_per_hour
         self.prune = True
         self.best: dict[Plan, Candidate] = {}
         self._keys: list[float] = []  # sorted keys of self.best
@@ -430,6 +431,7 @@ class _Search:
         cand = Candidate(plan, layout, float(pred.iteration_time), float(pred.peak_memory),
                          rate if priced else None, pred)
         if self.req.max_price_per_hour is not None and rate > self.req.max_price_per_hour:
+            self.over_budget += 1
             return
         key = cand.key(self.req.objective)
         self.best[plan] = cand
@@ -609,6 +611,7 @@ class _Search:
                                 rate = cheapest * p * dp
                                 if (self.req.max_price_per_hour is not None
                                         and rate > self.req.max_price_per_hour):
+                                    self.over_budget += 1
                                     continue
                                 yield (self.objective_bound(t_lb, rate),
                                        ("group", mbs, dp, p, m, info))
@@ -638,6 +641,8 @@ class _Search:
                 rate = dp * sum(ci * u for ci, u in zip(c, units, strict=True))
                 if budget is None or rate <= budget:
                     yield self.objective_bound(t_lb, rate), ("stage", mbs, dp, p, m, pairs, c)
+                else:
+                    self.over_budget += 1
         # a stage's replicas share one TP degree (DeepSpeed's grid; build_plan refuses others)
         if "pipeline" in self.req.layouts and k > 1 and len({tp for _, tp in pairs}) == 1:
             for d in _compositions(dp, k):
@@ -648,6 +653,8 @@ class _Search:
                 rate = p * sum(di * u for di, u in zip(d, units, strict=True))
                 if budget is None or rate <= budget:
                     yield self.objective_bound(t_lb, rate), ("pipeline", mbs, dp, p, m, pairs, d)
+                else:
+                    self.over_budget += 1
 
     def evaluate(self, item: tuple) -> None:
         kind, mbs, dp, p, m, pairs, counts = item
@@ -725,6 +732,16 @@ def search_plans(model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue, request:
     s.run(prune)
     ranked = sorted(s.best.values(), key=lambda c: (c.key(request.objective), c.gpus,
                                                     c.plan.pipeline_stages))
+    # (audit5) no plan: the option that left plans out is named, not the fleet (--max-price-per-
+    # hour 1e-300 or --memory-fraction 1e-300 named 'fleet', which holds the model at the defaults)
+    if not ranked and s.over_budget:
+        check(False, "max_price_per_hour", f"at least the price per hour of a plan that holds "
+              f"{model.name} ({s.over_budget} plans or groups of plans priced above it, none "
+              "below it fits)", request.max_price_per_hour)
+    if not ranked and request.memory_fraction < 1.0:
+        check(False, "memory_fraction", f"large enough that a plan holds {model.name} (no plan "
+              "fits that fraction of each GPU's memory, or the network lacks a link it needs)",
+              request.memory_fraction)
     check(len(ranked) > 0, "fleet", f"GPUs enough to hold {model.name} (no plan fits their memory "
           "or the network lacks a link they need)", f"{sum(t.gpus() for t in s.types)} GPUs")
     return SearchResult(tuple(ranked[: request.top]), request.objective, s.evaluated,

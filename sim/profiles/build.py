@@ -799,7 +799,8 @@ def physical_pair_time(profiles: Profiles, a: Any, b: Any, size: float, flows: i
         return 0.0
     (ra, wa), (rb, wb) = a, b
     if host_of(ra, wa) == host_of(rb, wb):
-        return size / intra_bandwidth(profiles, ra, flows, size)
+        intra = intra_bandwidth(profiles, ra, flows, size)
+        return size / intra if intra > 0 else math.inf
     fo = flows if out_flows is None else out_flows
     fp = flows if pair_flows is None else pair_flows
     fi = flows if in_flows is None else in_flows
@@ -812,7 +813,9 @@ def physical_pair_time(profiles: Profiles, a: Any, b: Any, size: float, flows: i
                x["nic_back"].bandwidth_at(size, where) / fi,
                x["gpu_back"].bandwidth_at(size, where))
     lat = max(v.latency for v in x.values())
-    return lat + size / rate
+    # (audit5) a share of a link of 5e-324 B/s underflows to 0: no transfer over it ends (it
+    # raised ZeroDivisionError in the planner's bound); a link of 1e-300 B/s already gave inf
+    return lat + size / rate if rate > 0 else math.inf
 
 
 def physical_network(plan: Plan, profiles: Profiles, tied: bool) -> Any:

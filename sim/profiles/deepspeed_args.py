@@ -458,20 +458,26 @@ def _batch(cfg: dict[str, Any], dp: int, path: Path) -> tuple[int, int, int]:
 def _check_config(cfg: dict[str, Any], path: Path) -> None:
     """Refuse the ds_config keys that change what dtsim models and that it does not model."""
     for key in ("zero_optimization", "pipeline", "amp", "elasticity"):  # config.py reads
-        # them with .get/.items (zero_optimization may be true/false: zero/config.py:44-46)
+        # them with .get/.items (zero_optimization may be true/false: zero/config.py:44-46); a
+        # key given as null is None there: None.get / None.items (config.py:72, 376, zero/
+        # config.py:44-51 and 68-71, elasticity/elasticity.py:204) is an AttributeError
         v = cfg.get(key)
-        check(v is None or isinstance(v, dict) or (key == "zero_optimization"
-                                                   and isinstance(v, bool)), "plan",
+        check((v is None and key not in cfg) or isinstance(v, dict)
+              or (key == "zero_optimization" and isinstance(v, bool)), "plan",
               f"{key} a table ({DS} runtime/config.py) at {path}", v)
     zero = cfg.get("zero_optimization")
     stage = (1 if zero else 0) if isinstance(zero, bool) else \
-        zero.get("stage", 0) if isinstance(zero, dict) else zero
-    check(stage is None or (isinstance(stage, int) and not isinstance(stage, bool)
-                            and 0 <= stage <= 3), "plan", f"zero_optimization.stage an integer "
-          f"0 to 3 ({DS} runtime/zero/config.py:68-71, runtime/config.py:758) at {path}", stage)
-    check(stage in (0, None, False), "plan", f"a DeepSpeed run dtsim models: zero_optimization "
-          f"stage {stage} is ZeRO ({DS} runtime/zero/config.py:44-58, 68-71), which dtsim does "
-          f"not model with this table ({path})", stage)
+        zero.get("stage", 0) if isinstance(zero, dict) else 0
+    # 0.3.13 reads the stage as given (config_utils.py:23-24) and compares it: ZeRO is on when
+    # stage > 0 (runtime/config.py:612-614), then at most 3 (config.py:756-758); a stage <= 0
+    # (-1 as 0) runs without ZeRO; a stage that does not compare with 0 (text, null) raises
+    check(isinstance(stage, (int, float)), "plan", f"zero_optimization.stage a number ({DS} "
+          f"runtime/config.py:614 compares it with 0) at {path}", stage)
+    check(not stage > 0 or stage <= 3, "plan", f"zero_optimization.stage at most 3 ({DS} "
+          f"runtime/config.py:756-758, zero/constants.py:38) at {path}", stage)
+    check(not stage > 0, "plan", f"a DeepSpeed run dtsim models: zero_optimization "
+          f"stage {stage} is ZeRO ({DS} runtime/config.py:612-614, zero/config.py:44-58, "
+          f"68-71), which dtsim does not model with this table ({path})", stage)
     for key in ("amp", "elasticity", "fp16"):
         check(isinstance(_flag(cfg.get(key), "enabled") or False, bool), "plan",
               f"{key}.enabled true or false at {path}", _flag(cfg.get(key), "enabled"))

@@ -219,8 +219,13 @@ def framework_from_data(doc: Any, where: str = "framework") -> FrameworkSpec:
     """A :class:`FrameworkSpec` from a name (``"megatron"``) or a table (``name``, ``version``,
     ``precision``, and options of the framework's configuration by their names)."""
     if isinstance(doc, str):
-        return FrameworkSpec(doc)
+        return FrameworkSpec(_word(doc))
     check(isinstance(doc, dict), "framework", f"a name or a table with name at {where}", doc)
+    words: dict[Any, Any] = {}
+    for k, v in doc.items():  # a key or text value read as --framework reads it: spaces around
+        check(_word(k) not in words, "framework", f"each key once at {where}", _word(k))
+        words[_word(k)] = _word(v)
+    doc = words
     version = _opt(doc, "version", None)
     check(version is None or isinstance(version, str), "framework_version",
           f"a string at {where}", version)
@@ -228,6 +233,13 @@ def framework_from_data(doc: Any, where: str = "framework") -> FrameworkSpec:
                          precision=_opt(doc, "precision", None),
                          options=tuple((k, v) for k, v in doc.items()
                                        if k not in ("name", "version", "precision")))
+
+
+def _word(v: Any) -> Any:
+    """A framework's name, key or text value without the spaces around it (``' 0.14.4'`` is
+    ``0.14.4``), read so in a plan file's table as in ``--framework``'s text; other values as
+    they are."""
+    return v.strip() if isinstance(v, str) else v
 
 
 def framework_from_text(text: Any, plan: FrameworkSpec | None = None) -> FrameworkSpec:
@@ -247,12 +259,12 @@ def framework_from_text(text: Any, plan: FrameworkSpec | None = None) -> Framewo
     check(isinstance(text, str) and text.strip() != "", "framework",
           "NAME[:key=value,...] text", text)
     name, colon, rest = str(text).partition(":")
-    doc: dict[str, Any] = {"name": name.strip()}
+    doc: dict[str, Any] = {"name": _word(name)}
     # a colon opens a list of options: one with none after it is a slip (as a trailing comma)
     check(not colon or rest.strip() != "", "framework", "NAME[:key=value,...] (a colon "
           "followed by at least one key=value)", text)
-    for item in (x.strip() for x in rest.split(",")) if colon else ():
-        key, eq, val = (x.strip() for x in item.partition("="))
+    for item in (_word(x) for x in rest.split(",")) if colon else ():
+        key, eq, val = (_word(x) for x in item.partition("="))
         check(bool(eq and key and val), "framework", "NAME[:key=value,...] (each option "
               "key=value)", text)
         check(key != "name" and key not in doc, "framework", "each key once (the name "
@@ -543,6 +555,7 @@ def network_from_data(doc: Any, where: str = "network") -> NetworkProfile:
     """A :class:`NetworkProfile` from parsed data (``links``); a bad link is named by its index
     and its two ends."""
     links = []
+    seen: dict[tuple, int] = {}
     for k, x in enumerate(get("network", doc, "links", where, list)):
         at = f"{where}.links[{k}]"
         check(isinstance(x, dict), "network", f"a table at {at}", x)
@@ -553,6 +566,12 @@ def network_from_data(doc: Any, where: str = "network") -> NetworkProfile:
             if not ends:
                 raise
             raise ConfigError(exc.name, f"{exc.rule} (the link {ends})", exc.value) from None
+        # (audit5) a link given twice: the last one was used, the first silently dropped
+        y = links[-1]
+        first = seen.setdefault((y.src, y.dst, y.src_flows, y.dst_flows), k)
+        check(first == k, "network", f"each link once (src, dst and flows) at {where}: "
+              f"links[{first}] and links[{k}] are the link {_link_ends(x)}",
+              f"{y.src_flows} flows")
     return NetworkProfile(tuple(links))
 
 

@@ -839,11 +839,36 @@ class TrainingConfig:
             terms.append(("restart_cost", self.restart_cost, self.restart_cost))
         if self.max_wait < math.inf:
             terms.append(("max_wait", self.max_wait, self.max_wait))
-        check_time_terms(float(self.steps) * (self.microbatches + L) * L, terms,
-                         "steps x (micro-batches + stages) x stages")
-        check(self.samples_per_microbatch * self.hour <= TIME_LIMIT, "samples_per_microbatch",
-              f"at most {TIME_LIMIT:g} / hour (samples per hour stay finite)",
-              self.samples_per_microbatch)
+        if self.network is not None:
+            # (audit5) the network's links as the latency and bandwidth terms: a route crosses
+            # each link at most once (an edge list's link of latency 1e308 ran to a time to
+            # train of inf); its slowest finite capacity times each size moved
+            from ..network import shared_network
+
+            net = shared_network(self.network, nic=self.nic)
+            lats = [lat for lat, _r in net.link_of.values()]
+            rates = [c for c, curve in zip(net.capacity, net.curve, strict=True)
+                     if curve is None and c > 0]
+            slow = min(rates, default=math.inf)
+            moved = 2 * L * self.activation_size + 2 * self.param_size
+            terms += [("network", 2 * L * sum(lats), self.network),
+                      ("+network", moved / slow if moved and slow < math.inf else 0.0,
+                       self.network)]
+        count = float(self.steps) * (self.microbatches + L) * L
+        check_time_terms(count, terms, "steps x (micro-batches + stages) x stages")
+        # the same bound on the run's time in hours (what a worker is billed: time / hour): a
+        # tiny hour (--hour 1e-300, a time unit of 3.6e303 s) made the worker-hours overflow,
+        # and every figure per hour with them. At hour >= 1 the bound above implies it.
+        hours = count * sum(t for _, t, _ in terms) / self.hour
+        check(hours <= TIME_LIMIT, "hour", f"large enough that the run's time in hours stays "
+              f"finite (steps x (micro-batches + stages) x stages x the sum of its times / "
+              f"hour at most {TIME_LIMIT:g}; {hours:.2g} here)", self.hour)
+        # samples per hour at one micro-batch per time unit: the larger factor named
+        big = "hour" if self.hour > self.samples_per_microbatch else "samples_per_microbatch"
+        other = "samples_per_microbatch" if big == "hour" else "hour"
+        check(self.samples_per_microbatch * self.hour <= TIME_LIMIT, big,
+              f"at most {TIME_LIMIT:g} / {other} (samples per hour stay finite)",
+              getattr(self, big))
 
     def _check_sync(self) -> None:
         """The options of ``sync`` against the rest (after the network fields)."""
@@ -851,6 +876,14 @@ class TrainingConfig:
         if spec.get("bucket_size") is not None:
             check(self.bucket_size == math.inf, "bucket_size",
                   "unset (inf) when sync gives bucket_size (one bucket size)", self.bucket_size)
+            # the --bucket-size rule (_check_network) for sync's bucket: 1 GB in buckets of 1e-300
+            # B raised OverflowError in every replication, in 1 B buckets it took 20 GB and ran on
+            tp = self.tensor_parallel
+            tmax = max(max(row) for row in tp) if isinstance(tp, tuple) else tp
+            largest = max([self.param_size, self.tied_allreduce_size,
+                           *(self.allreduce_sizes or ())]) / tmax
+            check_bucket_count("sync", self.sync, largest / spec.get("bucket_size"), tmax,
+                               "the largest all-reduce")
         if spec.get("overlap") != "backward":
             return
         for bad, rule in (

@@ -49,6 +49,7 @@ import numpy as np
 from ..analytic import diloco as AD
 from ..errors import (
     TIME_LIMIT,
+    ConfigError,
     check,
     check_choice,
     check_int,
@@ -56,6 +57,7 @@ from ..errors import (
     check_positive,
     check_time_terms,
 )
+from ..failures import check_transitions
 from ..rng import Streams
 from .stall import STALL_FACTOR
 
@@ -70,6 +72,11 @@ LEARNER_METRICS = ("training_time", "finished", "goodput_fraction", "compute_uti
 #: :data:`sim.training.stall.STALL_FACTOR`): learners that fail faster than they take their
 #: ``every`` inner steps would otherwise never end.
 STALL_ROUNDS = STALL_FACTOR
+#: The most learner rounds x learners a replication may take: every learner's report of a
+#: round checks the round's members (``_check_fire``), about 6e-8 s of CPU each on this
+#: project's 2-core machine (10^4 learners, one round: 5.7 s), so 1e9 is about a minute a
+#: replication; past it a run is a runaway (10^5 learners: hours), refused before any work.
+MAX_ROUND_WORK = 1e9
 #: Laws of an inner step's time (mean ``step_time``).
 STEP_LAWS = ("deterministic", "exponential", "lognormal")
 
@@ -165,6 +172,32 @@ class LearnersConfig:
                                                  self.replace_time),
             ("chip_download", self.chip_download, self.chip_download)],
             "2 x learners x steps")
+        self._check_work()
+
+    def _check_work(self) -> None:
+        """Refuse a runaway before any work: the rounds' reports (learners^2 x outer steps at
+        most :data:`MAX_ROUND_WORK`) and the chips' expected failures and replacements (2 x
+        learners x chips x length / (mtbf + replace_time) at most
+        :data:`sim.failures.MAX_TRANSITIONS`, the length the failure-free run plus the stall
+        limit, or max_time if shorter)."""
+        M, R = self.learners, self.steps // self.every
+        work = float(M) * M * R
+        if work > MAX_ROUND_WORK:
+            name, value = ("learners", M) if M * M >= R else ("steps", self.steps)
+            raise ConfigError(name, f"small enough that a replication's rounds stay bounded "
+                              f"(learners^2 x outer steps at most {MAX_ROUND_WORK:.0e}: each "
+                              f"learner's report is checked against the round's members; "
+                              f"{work:.2g} here)", value)
+        if not math.isfinite(self.mtbf):
+            return
+        free = R * (self.every * self.step_time + self.sync_time(M))
+        length = min(self.max_time, free + self.stall_limit())
+        rate = float(M) * self.chips / (self.mtbf + self.replace_time)
+        blame = max([(float(self.chips), "chips", self.chips), (float(M), "learners", M),
+                     (length / (self.mtbf + self.replace_time), "mtbf", self.mtbf)],
+                    key=lambda b: b[0])
+        check_transitions(2.0 * rate * length, blame[1], blame[2],
+                          "the run's length: failure-free plus the stall limit, or max_time")
 
     def sync_time(self, k: int) -> float:
         """The outer all-reduce among ``k`` learners."""
