@@ -16,7 +16,15 @@ import re
 from typing import Any
 
 from ..engines import engine_names, predictions, select
-from ..errors import ConfigError, SimulationError, check, check_choice, check_int, format_bytes
+from ..errors import (
+    ConfigError,
+    SimulationError,
+    ascii_int,
+    check,
+    check_choice,
+    check_int,
+    format_bytes,
+)
 from ..failures import DISTRIBUTIONS
 from ..results import summarize
 from ..rng import Streams
@@ -116,14 +124,14 @@ def _checkpoint_every(text: str) -> int | str:
     if str(text) == "auto":
         return "auto"
     try:
-        return int(text)
+        return ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer or auto: {text!r}") from None
 
 
 def _ints(text: str) -> int | tuple[int, ...]:
     try:
-        vals = tuple(int(p) for p in str(text).split(","))
+        vals = tuple(ascii_int(p) for p in str(text).split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer or a comma list: {text!r}") from None
     return vals[0] if len(vals) == 1 else vals

@@ -56,7 +56,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..analytic.diloco import ORDERS, PAYLOAD_BITS
-from ..errors import ConfigError
+from ..errors import ConfigError, ascii_int
 from ..units import SIZE, TIME, Quantity, parse_quantity, spec_quantities, written_with_unit
 
 __all__ = ["KINDS", "CHECKS", "QUANTITIES", "OVERLAPS", "BUCKET_RULES", "SyncSpec", "DilocoSync",
@@ -79,7 +79,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
 def _integer(low: int) -> Callable[[str, str], int]:
     def read(key: str, text: str) -> int:
         try:
-            x = int(text)
+            x = ascii_int(text)
         except ValueError:
             raise ConfigError("sync", f"{key} an integer >= {low}", text) from None
         if x < low:
