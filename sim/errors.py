@@ -25,6 +25,7 @@ __all__ = [
     "check_positive",
     "check_nonnegative",
     "check_int",
+    "ascii_int",
     "check_choice",
     "check_memory",
     "check_memory_terms",
@@ -183,6 +184,19 @@ def check_int(name: str, value: Any, *, low: int | None = None, high: int | None
     v = int(value)
     check((low is None or v >= low) and (high is None or v <= high), name, rule, value)
     return v
+
+
+def ascii_int(text: Any) -> int:
+    """``int(text)`` for text in ASCII only (an argparse type and the CLI's list readers).
+
+    Python's ``int`` also reads other scripts' digits (``int("\u0661") == 1``), which a
+    command line never means; what ``int`` takes otherwise stays: surrounding white space, a
+    sign (``+3``, ``-1``), underscores between digits (``1_000``). Not a string: ``int``'s.
+    Raises ValueError, which argparse and the readers turn into their one-line refusal.
+    """
+    if isinstance(text, str) and not text.isascii():
+        raise ValueError(f"invalid literal for int() (ASCII digits only): {text!r}")
+    return int(text)
 
 
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:

@@ -106,3 +106,58 @@ def test_version_flag_prints_the_package_version(capsys):
     from importlib.metadata import version
 
     assert version("dtsim") == sim.__version__  # pyproject and the package agree
+
+
+def test_ascii_int_reads_what_int_read_but_other_scripts_digits():
+    """sim.errors.ascii_int, the CLI's integer reader: what int() took before stays (white
+    space, a sign, underscores between digits, an int itself); other scripts' digits, which
+    int() also reads ('\\u0661' is 1), are refused; what int() refused stays refused."""
+    from sim.errors import ascii_int
+
+    for text, v in (("3", 3), (" 3 ", 3), ("+3", 3), ("-1", -1), ("1_000", 1000), ("007", 7),
+                    (5, 5)):
+        assert ascii_int(text) == v
+    for text in ("\u0661", "\u0661\u0662", "1\u0660", "\uff13", "\u09e9", "\u00a03",
+                 "1e3", "1.0", "", "1__0", "0x10"):
+        with pytest.raises(ValueError):
+            ascii_int(text)
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["train", "--seed", "\u0661"], "dtsim train: error: argument --seed: invalid int value: "
+                                     "'\u0661'"),
+    (["train", "--steps", "\u0662"], "dtsim train: error: argument --steps: invalid int "
+                                      "value: '\u0662'"),
+    (["train", "--replicas", "\u0662,1"], "dtsim train: error: argument --replicas: expected "
+                                          "an integer or a comma list: '\u0662,1'"),
+    (["train", "--checkpoint-every", "\u0662"], "dtsim train: error: argument "
+     "--checkpoint-every: expected an integer or auto: '\u0662'"),
+    (["train", "--timeline", "t.json", "--timeline-replication", "\u0661"],
+     "dtsim train: error: 'timeline_replication' must be an integer in [0, 9] (0 <= K < "
+     "--replications 10): '\u0661'"),
+    (["train", "--timeline", "t.json", "--timeline-max-events", "\u0661\u0660"],
+     "dtsim train: error: 'timeline_max_events' must be an integer in [1, 100000000]: "
+     "'\u0661\u0660'"),
+    (["train", "--sync", "diloco:every=\u0662"], "dtsim train: error: 'sync' must be every "
+                                                  "an integer >= 1: '\u0662'"),
+    (["pipeline", "--replicas", "\u0662"], "dtsim pipeline: error: argument --replicas: "
+                                           "expected an integer or a comma list: '\u0662'"),
+    (["gossip", "--rounds", "\u0662"], "dtsim gossip: error: argument --rounds: invalid "
+                                       "number value: '\u0662'"),
+    (["plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a", "--tp", "\u0661"],
+     "dtsim plan: error: argument --tp: expected an integer or a comma list: '\u0661'"),
+])
+def test_cli_integers_are_ascii_digits_only(capsys, tmp_path, monkeypatch, argv, line):
+    """'--timeline-replication \u0661' recorded replication 1 and '--seed \u0661' ran seed 1
+    (int() reads every script's digits): each integer option now refuses them in its usual
+    one line, exit 2, before any work (no timeline file written)."""
+    from sim.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's refusals exit from parse_args
+        code = exc.code
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [line]
+    assert not (tmp_path / "t.json").exists()

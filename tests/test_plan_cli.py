@@ -610,3 +610,25 @@ def test_the_plan_table_names_the_zone_when_plans_differ_in_it(tmp_path, capsys)
     assert any("2xA100-80/tp1@iad" in r for r in rows), rows
     assert any("2xA100-80/tp1@fra" in r for r in rows), rows
     assert len({r.replace("*", " ").split(None, 1)[1] for r in rows}) == len(rows)
+
+
+@pytest.mark.parametrize("option, dest, text, shown", [
+    ("--tp", "tp", "1,1", "(1, 1)"),
+    ("--tp", "tp", "4,1,4", "(4, 1, 4)"),
+    ("--microbatch-sizes", "microbatch_sizes", "1,1", "(1, 1)"),
+    ("--layouts", "layouts", "stage,stage", "('stage', 'stage')"),
+])
+def test_a_repeated_value_of_a_plan_list_is_refused_in_one_line(capsys, option, dest, text,
+                                                               shown):
+    """--tp 1,1 and --microbatch-sizes 1,1 were taken (the search tries each value once, so the
+    repeat did nothing): refused as --price twice for a GPU, a network's node named twice or
+    an adversary position twice are, one line naming the option, exit 2, before any work."""
+    argv = ["plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a",
+            "--global-batch-size", "8", "--simulate", "0", "--top", "1", option, text]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"dtsim plan: error: '{dest}' must be values each given once: {shown}"]
+    values = tuple(text.split(",")) if dest == "layouts" else tuple(map(int, text.split(",")))
+    with pytest.raises(ConfigError, match=f"'{dest}' must be values each given once"):
+        PlanRequest(8, **{dest: values})
+    assert PlanRequest(8, **{dest: tuple(dict.fromkeys(values))}) is not None

@@ -243,8 +243,28 @@ def test_a_release_of_a_table_read_for_a_major_line_is_that_table():
     for v in ("3.1", "2", "2.", "2.1.0.1", "v2.1", "2.a", "2.\u0664", " 2.1"):
         with pytest.raises(ConfigError, match=re.escape(
                 "'framework_version' must be a version of ddp the table was read at (2.x (any "
-                "2.N or 2.N.M))")):
+                "2.N or 2.N.M as the release writes it")):
             framework("ddp", v)
+
+
+def test_a_ddp_version_not_written_as_a_pytorch_release_is_refused():
+    """'2.04' and a 20-digit minor were read as the 2.x table; PyTorch writes its releases
+    without leading zeros (version.txt '2.4.1') and with a minor of 1 or 2 digits: each is one
+    line naming framework_version, on the library reader and through the CLI's text; a
+    release as written (and the digit bound's edge) still reads the table."""
+    from sim.profiles.formats import framework_from_text
+    from sim.profiles.frameworks import DDP, framework
+
+    for v in ("2.0", "2.0.1", "2.100", "2.999.999"):
+        assert framework("ddp", v) is DDP
+    rule = ("'framework_version' must be a version of ddp the table was read at (2.x (any 2.N "
+            "or 2.N.M as the release writes it: N and M of 1 to 3 digits, no leading zero)): ")
+    for v in ("2.04", "2.4.01", "2.00", "2." + "1" * 20, "2.1000", "2.1.1000", "2.+4"):
+        with pytest.raises(ConfigError) as e:
+            framework("ddp", v)
+        assert str(e.value) == rule + repr(v)
+        with pytest.raises(ConfigError, match="framework_version"):
+            resolve(framework_from_text(f"ddp:version={v}"), 2)
 
 
 def test_command_line_framework_overrides_the_plans_table_key_by_key():

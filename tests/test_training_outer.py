@@ -683,3 +683,46 @@ def test_a_group_spanning_regions_is_warned_about_with_the_nodes_that_fix_it(cap
     # one outer sync (the last is after step 4: two in all) moves 0.5 GB a worker over
     # 125 MB/s: 4 s each, against well under a second inside a region
     assert zoned["wall_time_mean"] > spread["wall_time_mean"] + 2 * 3.5
+
+
+_ONE = ["train", "--stages", "2", "--microbatches-per-step", "4", "--steps", "4",
+        "--param-size", "1e9", "--bandwidth", "1e8", "--replications", "2"]
+
+
+def test_a_one_group_diloco_run_warns_once_and_times_as_data_parallelism(capsys):
+    """One DiLoCo group (one replica a stage: one group a pipeline; or groups=1 with several)
+    has no other group to average with: it ran silently, its 2 outer syncs sending nothing.
+    It runs (a one-zone baseline is a plausible study) with one warning saying so, and its
+    times are --sync allreduce's to the bit; two groups are not warned about."""
+    import json
+
+    from sim.cli import main
+
+    for reps, sync in (("1", "diloco:every=2"), ("2", "diloco:every=2,groups=1")):
+        assert main([*_ONE, "--replicas", reps, "--sync", sync, "--json"]) == 0
+        cap = capsys.readouterr()
+        warned = [x for x in cap.err.splitlines() if "warning:" in x]
+        assert len(warned) == 1 and "runs one DiLoCo group" in warned[0], cap.err
+        assert ("groups=1" in warned[0]) == (reps == "2")
+        one = json.loads(cap.out)
+        assert main([*_ONE, "--replicas", reps, "--sync", "allreduce", "--json"]) == 0
+        dp = json.loads(capsys.readouterr().out)
+        for key in ("wall_time_mean", "step_time_mean", "allreduce_bytes_sent",
+                    "compute_utilisation"):
+            assert one[key] == dp[key], key
+        assert one["wan_bytes_sent"] == 0.0 and one["outer_syncs"] == 2
+    assert main([*_ONE, "--replicas", "2", "--sync", "diloco:every=2", "--json"]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_the_printed_wan_figure_says_it_is_dilocos_outer_tier_only(capsys):
+    """wan_bytes_sent counts DiLoCo's outer tier only: a group's data-parallel all-reduce is
+    in allreduce_bytes_sent whatever links it crosses. The text said 'WAN 0' beside it, which
+    reads as no traffic across zones; it now names each tier (the JSON keys are unchanged)."""
+    from sim.cli import main
+
+    assert main([*_ONE, "--replicas", "2", "--sync", "diloco:every=2,groups=1"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("sent per worker")]
+    assert lines == ["sent per worker (bytes): WAN (DiLoCo outer tier: outer syncs, model "
+                     "downloads) 0, largest 0; inside its group (data-parallel all-reduce, "
+                     "whatever links it crosses, and the outer syncs' all-gather) 4e+09"]

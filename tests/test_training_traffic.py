@@ -73,7 +73,9 @@ def test_sync_sizes_and_times_take_units():
     ("diloco:every=4,quorum=2,grace=-5s", "'sync' must be grace a time >= 0: '-5s'"),
     ("diloco:every=4,quorum=2,grace=1e400s", "'sync' must be grace a finite time (at most "
      "1.8e+308 s): '1e400s'"),
-    ("diloco:every=4,grace=2s", "'sync' must be grace 0 without quorum: 2.0"),
+    ("diloco:every=4,grace=2s", "'sync' must be grace 0 without quorum: '2s'"),
+    ("diloco:every=4,grace=5min", "'sync' must be grace 0 without quorum: '5min'"),
+    ("diloco:every=4,grace=1.50", "'sync' must be grace 0 without quorum: '1.50'"),
 ])
 def test_bad_sync_quantities_are_one_line(text, message):
     """A size or time with a bad unit, of the wrong kind, negative or too large is one line

@@ -1208,6 +1208,20 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("sync"))
         add("train/diloco-grace-without-quorum", TR(*D4, "--sync", "diloco:every=4,grace=2"),
             refuse("sync"))
+        add("train/diloco-grace-unit-without-quorum",
+            TR(*D4, "--sync", "diloco:every=4,grace=5min"), refuse("sync"),
+            note="shows 5min as written (it showed 300.0)")
+        # polish6: one group has no one to average with: it runs (a one-zone baseline), warned
+        add("train/diloco-one-replica-one-group-warns",
+            TR("--microbatches-per-step", "4", "--steps", "4", "--sync", "diloco:every=2"),
+            ok("1 group of 1 pipeline"), note="one warning line: times as --sync allreduce")
+        add("train/diloco-groups-1-warns", TR(*D4, "--sync", "diloco:every=4,groups=1"),
+            ok("1 group of 4 pipelines"), note="one warning line: times as --sync allreduce")
+        add("train/diloco-every-unicode-digit", TR(*D4, "--sync", "diloco:every=\u0664"),
+            refuse("sync"), note="an Arabic-Indic 4: int() read it")
+        add("train/seed-unicode-digit", TR("--seed", "\u0661"), refuse("seed"),
+            note="an Arabic-Indic 1: int() read it")
+        add("train/replicas-unicode-digit", TR("--replicas", "\u0662"), refuse("replicas"))
         add("train/diloco-grace-inf", TR(*D4, "--sync", "diloco:every=4,quorum=2,grace=inf"),
             refuse("sync"))
         add("train/diloco-grace-size-unit",
@@ -2833,6 +2847,12 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/framework-ddp-other-major",
         T("--plan", one_stage, "--framework", "ddp:version=3.0", *one),
         refuse("framework_version"))
+    # polish6: a version PyTorch never writes was read as the 2.x table
+    for what, v in (("leading-zero", "2.04"), ("patch-leading-zero", "2.4.01"),
+                    ("minor-20-digits", "2." + "1" * 20)):
+        add(f"train/framework-ddp-version-{what}",
+            T("--plan", one_stage, "--framework", f"ddp:version={v}", *one),
+            refuse("framework_version"), note="not a release number as PyTorch writes it")
     add("train/framework-ddp-pipeline", T("--plan", good, "--framework", "ddp", *one),
         refuse("framework"), note="DDP runs no pipeline: a 2-stage plan")
     add("train/plan-framework-overlap-placement",
@@ -3625,6 +3645,11 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
             ("tp-zero", ("--tp", "0"), refuse("tp")),
             ("tp-text", ("--tp", "four"), refuse("--tp|tp")),
             ("tp-not-measured", ("--tp", "3"), refuse("tp")),
+            ("tp-repeated", ("--tp", "1,1"), refuse("tp")),
+            ("tp-unicode-digit", ("--tp", "\u0661"), refuse("--tp|tp")),
+            ("microbatch-sizes-repeated", ("--microbatch-sizes", "1,1"),
+             refuse("microbatch_sizes")),
+            ("layouts-repeated", ("--layouts", "stage,stage"), refuse("layouts")),
             ("microbatch-sizes-zero", ("--microbatch-sizes", "0"), refuse("microbatch_sizes")),
             ("microbatch-sizes-empty-item", ("--microbatch-sizes", "1,,2"),
              refuse("--microbatch-sizes|microbatch_sizes")),
@@ -4098,7 +4123,7 @@ def timeline_cases(fx: Fixtures) -> list[Case]:
         if cmd == "network":  # one run: no --timeline-replication
             continue
         for what, k in (("equal-to-replications", "1"), ("negative", "-1"), ("text", "last"),
-                        ("float", "0.5"), ("nan", "nan")):
+                        ("float", "0.5"), ("nan", "nan"), ("unicode-digit", "\u0660")):
             add(f"{cmd}/timeline-replication-{what}", dtsim(cmd, *base, "--timeline", out,
                                                             "--timeline-replication", k),
                 refuse("timeline_replication"), note="--replications 1: K must be 0")

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, SimulationError, check, check_int, one_line
+from ..errors import ConfigError, SimulationError, ascii_int, check, check_int, one_line
 from ..timeline import (
     DEFAULT_MAX_EVENTS,
     RUN_LIMIT_FACTOR,
@@ -66,7 +66,7 @@ def timeline_from_args(args: argparse.Namespace) -> TimelineRequest | None:
     cap = getattr(args, "timeline_max_events", None)
     if cap is not None:
         try:
-            cap = int(str(cap).strip())
+            cap = ascii_int(str(cap).strip())
         except ValueError:
             raise ConfigError("timeline_max_events", "an integer in [1, 100000000]",
                               args.timeline_max_events) from None
@@ -82,7 +82,7 @@ def timeline_from_args(args: argparse.Namespace) -> TimelineRequest | None:
         reps = 1
     rule = f"an integer in [0, {reps - 1}] (0 <= K < --replications {reps})"
     try:
-        kk = int(str(k).strip())
+        kk = ascii_int(str(k).strip())
     except ValueError:
         raise ConfigError("timeline_replication", rule, k) from None
     check(0 <= kk < reps, "timeline_replication", rule, k)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..adversaries import ADVERSARIES, SCOPES
-from ..errors import ConfigError, SimulationError, check, check_choice
+from ..errors import ConfigError, SimulationError, ascii_int, check, check_choice
 from ..gossip import (
     ENGINES,
     MIXINGS,
@@ -205,7 +205,9 @@ _TRAINING = {"lr": 0.1, "local_steps": 1, "grad_noise": 0.0, "curvature_spread":
 
 
 def number(text: str) -> int | float:
-    """An argparse type: an int when the text is one, else a float (``2.5``)."""
+    """An argparse type: an int when the text is one, else a float (``2.5``); ASCII only."""
+    if not str(text).isascii():
+        raise ValueError(f"not an ASCII number: {text!r}")
     try:
         return int(text)
     except ValueError:
@@ -216,7 +218,7 @@ def _int_list(name: str, text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
     try:
-        return tuple(int(v) for v in text.split(",") if v.strip() != "")
+        return tuple(ascii_int(v) for v in text.split(",") if v.strip() != "")
     except ValueError:
         raise ConfigError(name, "a comma-separated list of integers", text) from None
 

@@ -38,7 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import engines
-from ..errors import ConfigError, check, check_choice, check_int, check_output_file, one_line
+from ..errors import (
+    ConfigError,
+    ascii_int,
+    check,
+    check_choice,
+    check_int,
+    check_output_file,
+    one_line,
+)
 from ..failures import DISTRIBUTIONS
 from ..pipeline import (
     ARRIVALS,
@@ -95,7 +103,7 @@ def _comma_list(text: str, convert: Callable[[str], Any], what: str) -> Any:
 
 def int_list(text: str) -> int | tuple[int, ...]:
     """``"3"`` -> 3, ``"3,2,3"`` -> (3, 2, 3) (validation is the config's)."""
-    return _comma_list(text, int, "an integer")
+    return _comma_list(text, ascii_int, "an integer")
 
 
 def float_list(text: str) -> float | tuple[float, ...]:

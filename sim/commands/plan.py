@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, check, check_choice, check_int, check_output_file
+from ..errors import ConfigError, ascii_int, check, check_choice, check_int, check_output_file
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
 from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table, warn
@@ -39,7 +39,7 @@ HELP = ("the best training plans for a model on a fleet: pipeline depth, layer c
 
 def _ints(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(p) for p in str(text).split(","))
+        return tuple(ascii_int(p) for p in str(text).split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer or a comma list: {text!r}") from None
 

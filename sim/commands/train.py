@@ -16,7 +16,15 @@ import re
 from typing import Any
 
 from ..engines import engine_names, predictions, select
-from ..errors import ConfigError, SimulationError, check, check_choice, check_int, format_bytes
+from ..errors import (
+    ConfigError,
+    SimulationError,
+    ascii_int,
+    check,
+    check_choice,
+    check_int,
+    format_bytes,
+)
 from ..failures import DISTRIBUTIONS
 from ..results import summarize
 from ..rng import Streams
@@ -116,14 +124,14 @@ def _checkpoint_every(text: str) -> int | str:
     if str(text) == "auto":
         return "auto"
     try:
-        return int(text)
+        return ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer or auto: {text!r}") from None
 
 
 def _ints(text: str) -> int | tuple[int, ...]:
     try:
-        vals = tuple(int(p) for p in str(text).split(","))
+        vals = tuple(ascii_int(p) for p in str(text).split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer or a comma list: {text!r}") from None
     return vals[0] if len(vals) == 1 else vals
@@ -772,6 +780,26 @@ def _check_group_regions(args: argparse.Namespace, cfg: TrainingConfig) -> None:
          f"syncs need not; give --network-nodes to place each group in one region{hint}")
 
 
+def _check_one_group(cfg: TrainingConfig) -> None:
+    """Warn when a DiLoCo run has one group (one replica a stage, the default one group a
+    pipeline; or ``groups=1``): its outer steps have no other group to average with, so they
+    send nothing over the WAN tier and nobody waits for them, and the run times as its one
+    group's inner steps and data-parallel all-reduce (``--sync allreduce``). A plausible
+    study (a one-zone baseline; Douillard et al. 2023 train DiLoCo with one replica too), so
+    it runs; the line says what it measures, since nothing else in the output does."""
+    if cfg.diloco is None:
+        return
+    r = cfg.replicas[0]
+    M = cfg.diloco.groups if cfg.diloco.groups is not None else r
+    if M != 1:
+        return
+    why = ("groups=1: every pipeline in one group" if cfg.diloco.groups is not None
+           else "one replica a stage, so one pipeline and one group")
+    warn("train", f"--sync {cfg.sync} runs one DiLoCo group ({why}): its outer steps have "
+         "no other group to average with, send nothing over the WAN tier and take no time, "
+         "so the run times as --sync allreduce (a one-zone baseline)")
+
+
 def _check_edge_list_hosts(args: argparse.Namespace, cfg: TrainingConfig) -> None:
     """Warn when an edge-list ``--network`` (which cannot mark switches) puts a replica on a
     node that links several others while a leaf (a host at the end of one link) gets none:
@@ -1073,6 +1101,7 @@ def run(args: argparse.Namespace) -> int:
         _check_group_regions(args, cfg)
         _check_edge_list_hosts(args, cfg)
         _check_trace_clock(args, cfg)
+    _check_one_group(cfg)
     model = None
     if request is not None:
         _check_timeline(args, cfg, request)
@@ -1204,7 +1233,8 @@ def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
     """(issue 37) A DiLoCo run's outer loop: utilisation, WAN traffic, syncs, goodput."""
     M = out["groups"]
     k = cfg.replicas[0] // M
-    print(f"DiLoCo {out['sync']}: {M} groups of {k} pipeline{'s' if k > 1 else ''}, "
+    print(f"DiLoCo {out['sync']}: {M} group{'s' if M != 1 else ''} of {k} "
+          f"pipeline{'s' if k > 1 else ''}, "
           f"{out['outer_syncs']:.4g} outer syncs, {out['outer_exposed']:.4g} {tu} a group "
           "waiting for them")
 
@@ -1215,10 +1245,13 @@ def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
     print(f"compute utilisation {cu}{exact('predicted_compute_utilisation')}, "
           f"{out['compute_utilisation_min']:.4g} to {out['compute_utilisation_max']:.4g} over "
           "workers (fraction of wall time in inner steps' compute)")
-    print(f"sent per worker (bytes): WAN {out['wan_bytes_sent']:.6g}"
-          f"{exact('predicted_wan_bytes_sent')}, largest {out['wan_bytes_sent_max']:.6g}; "
-          f"inside its group {out['allreduce_bytes_sent']:.6g}"
-          f"{exact('predicted_allreduce_bytes_sent')}")
+    # wan_bytes_sent counts DiLoCo's outer tier only: a group's data-parallel all-reduce
+    # counts inside its group even where its pipelines cross zones (groups=1 across regions)
+    print(f"sent per worker (bytes): WAN (DiLoCo outer tier: outer syncs, model downloads) "
+          f"{out['wan_bytes_sent']:.6g}{exact('predicted_wan_bytes_sent')}, largest "
+          f"{out['wan_bytes_sent_max']:.6g}; inside its group (data-parallel all-reduce, "
+          f"whatever links it crosses, and the outer syncs' all-gather) "
+          f"{out['allreduce_bytes_sent']:.6g}{exact('predicted_allreduce_bytes_sent')}")
     if cfg.failures or out["outer_downloads"]:
         print(f"goodput {out['goodput_fraction_ci']} (merged compute over worker time); "
               f"work lost {out['lost_outer_work']:.4g} ({tu} of worker time), "

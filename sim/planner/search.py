@@ -151,12 +151,17 @@ class PlanRequest:
                       v)
                 for x in v:
                     check_int(name, x, low=1)
+                # one rule with the other set-like lists (--price once per GPU type, a
+                # network's nodes, the adversary positions): a repeat is refused, not merged
+                check(len(set(v)) == len(v), name, "values each given once", v)
         if self.max_stages is not None:
             check_int("max_stages", self.max_stages, low=1)
         check(isinstance(self.layouts, tuple) and len(self.layouts) >= 1, "layouts",
               "a non-empty tuple of " + ", ".join(LAYOUTS), self.layouts)
         for x in self.layouts:
             check_choice("layouts", x, LAYOUTS)
+        check(len(set(self.layouts)) == len(self.layouts), "layouts", "values each given once",
+              self.layouts)
         if self.max_price_per_hour is not None:
             check_positive("max_price_per_hour", self.max_price_per_hour)
         check(isinstance(self.prices, tuple), "prices", "a tuple of (gpu, price) pairs", self.prices)

@@ -113,6 +113,7 @@ tag's code gives; Megatron Core's 0.8.0 to 0.19.0 likewise (:data:`MEGATRON_TAGS
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1243,10 +1244,19 @@ DEFAULT_FRAMEWORK = "deepspeed"
 SAILOR_FRAMEWORK = "sailor-deepspeed"
 
 
+#: A release's minor or patch number as a release writes it (PyTorch's version.txt: "2.4.1"):
+#: decimal ASCII digits, no leading zero ("2.04" is no release: it is not read as 2.4), at most
+#: ``_RELEASE_DIGITS`` of them (PyTorch's releases so far have 1 or 2: 1.13.1, 2.9.0; a
+#: 20-digit minor is a typing slip, not a release the 2.x table can be said to cover).
+_RELEASE_DIGITS = 3
+_RELEASE_NUMBER = re.compile(f"(?:0|[1-9][0-9]{{0,{_RELEASE_DIGITS - 1}}})", re.ASCII)
+
+
 def _known(name: str) -> str:
     """The versions of ``name`` read, the tags read one by one as their first and last."""
     ranged = {"deepspeed": DEEPSPEED_TAGS, "megatron": MEGATRON_TAGS}.get(name, {})
-    singles = [f"{v} (any {v[:-2]}.N or {v[:-2]}.N.M)" if v.endswith(".x") else v
+    singles = [f"{v} (any {v[:-2]}.N or {v[:-2]}.N.M as the release writes it: N and M "
+               f"of 1 to {_RELEASE_DIGITS} digits, no leading zero)" if v.endswith(".x") else v
                for v in RELEASES[name] if v not in ranged]
     if ranged:
         tags = list(ranged)
@@ -1266,8 +1276,8 @@ def framework(name: str, version: str | None = None) -> Framework:
         # a table read for a whole major line (DDP's "2.x": its bucket rules hold for every 2.N)
         major, dot, rest = version.partition(".")
         line = f"{major}.x"
-        if line in releases and dot and major.isdigit() and all(
-                p.isdigit() and p.isascii() for p in rest.split(".")) and rest.count(".") <= 1:
+        if line in releases and dot and rest.count(".") <= 1 and all(
+                _RELEASE_NUMBER.fullmatch(p) for p in rest.split(".")):
             return releases[line]
     check(version in releases, "framework_version",
           f"a version of {name} the table was read at ({_known(name)})", version)

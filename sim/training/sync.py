@@ -56,7 +56,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..analytic.diloco import ORDERS, PAYLOAD_BITS
-from ..errors import ConfigError
+from ..errors import ConfigError, ascii_int
 from ..units import SIZE, TIME, Quantity, parse_quantity, spec_quantities, written_with_unit
 
 __all__ = ["KINDS", "CHECKS", "QUANTITIES", "OVERLAPS", "BUCKET_RULES", "SyncSpec", "DilocoSync",
@@ -79,7 +79,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
 def _integer(low: int) -> Callable[[str, str], int]:
     def read(key: str, text: str) -> int:
         try:
-            x = int(text)
+            x = ascii_int(text)
         except ValueError:
             raise ConfigError("sync", f"{key} an integer >= {low}", text) from None
         if x < low:
@@ -185,8 +185,18 @@ def _check_diloco(values: dict[str, Any], text: str) -> None:
     q, g = values["quorum"], values["groups"]
     if q is not None and g is not None and q > g:
         raise ConfigError("sync", f"quorum at most groups ({g})", q)
-    if q is None and values["grace"] != 0:
-        raise ConfigError("sync", "grace 0 without quorum", values["grace"])
+    if q is None and values["grace"] != 0:  # shown as written (5min, not its 300 s)
+        raise ConfigError("sync", "grace 0 without quorum", _as_written(text, "grace"))
+
+
+def _as_written(text: str, key: str) -> str:
+    """The value of ``key`` as the spec text gives it, for a refusal to show what was typed
+    (as :func:`_with_unit`'s do: ``grace=5min``, not the 300 s it is read as)."""
+    for item in text.partition(":")[2].split(","):
+        k, _, v = item.partition("=")
+        if k.strip() == key:
+            return v.strip()
+    return key
 
 
 def _check_allreduce(values: dict[str, Any], text: str) -> None:
