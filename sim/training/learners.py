@@ -271,6 +271,9 @@ class _Engine:
         self.V = 0
         self.members: set[int] = set(range(self.M))
         self.reported: dict[int, float] = {}
+        # kept as learners go down, come back and report, so that a report costs O(1) (not a
+        # pass over the round's members): the members up, and those of them yet to report
+        self.n_alive = self.n_unreported = self.M
         self.fired = False
         self.timer = False
         self.kth: float | None = None
@@ -341,7 +344,7 @@ class _Engine:
         """Every chip of ``x`` is live again: it is up and rejoins."""
         if not x.repl and not x.dl:
             x.up = True
-            x.down = False
+            self._set_down(x, False)
             self._rejoin(x, late=False)
 
     def _live(self, x: _Learner, ev: list[Any]) -> None:
@@ -395,7 +398,7 @@ class _Engine:
             on_time = x.round == self.V and not self.fired and x.g in self.members
         if on_time:
             x.state = "reported"
-            self.reported[x.g] = self.now
+            self._add_report(x.g)
             self._check_fire()
             return
         books = (x.pend_steps, x.pend_compute)
@@ -421,14 +424,52 @@ class _Engine:
         T = c.latency + ((self.V - x.version) * pay / c.bandwidth if pay else 0.0)
         x.fetch_ev = self.push(self.now + T, _FETCH_END, x.g)
 
-    def _alive(self) -> list[int]:
-        return [g for g in self.members if not self.L[g].down]
+    # -- the round's members: counts kept on every change ------------------------------
+    def _recount(self) -> None:
+        """Count the members up and those yet to report (once a round: the members change)."""
+        self.n_alive = self.n_unreported = 0
+        for g in self.members:
+            if not self.L[g].down:
+                self.n_alive += 1
+                self.n_unreported += g not in self.reported
+
+    def _set_down(self, x: _Learner, down: bool) -> None:
+        if x.down != down:
+            x.down = down
+            if x.g in self.members:
+                d = -1 if down else 1
+                self.n_alive += d
+                if x.g not in self.reported:
+                    self.n_unreported += d
+
+    def _add_member(self, g: int) -> None:
+        if g not in self.members:
+            self.members.add(g)
+            if not self.L[g].down:
+                self.n_alive += 1
+                self.n_unreported += g not in self.reported
+
+    def _discard_member(self, g: int) -> None:
+        if g in self.members:
+            self.members.discard(g)
+            if not self.L[g].down:
+                self.n_alive -= 1
+                self.n_unreported -= g not in self.reported
+
+    def _add_report(self, g: int) -> None:
+        if g not in self.reported and g in self.members and not self.L[g].down:
+            self.n_unreported -= 1
+        self.reported[g] = self.now
+
+    def _drop_report(self, g: int) -> None:
+        if self.reported.pop(g, None) is not None and g in self.members \
+                and not self.L[g].down:
+            self.n_unreported += 1
 
     def _check_fire(self) -> None:
         if self.fired or not self.reported:
             return
-        alive = self._alive()
-        if all(g in self.reported for g in alive):
+        if self.n_unreported == 0:  # every member up has reported
             self._fire()
             return
         K = self.c.quorum
@@ -444,8 +485,8 @@ class _Engine:
         self.fired = True
         parts = sorted(self.reported)
         holders = sorted(g for g in range(self.M) if self.L[g].late is not None
-                         and g not in parts)
-        joiners = sorted(g for g in self.waiting if g not in parts)
+                         and g not in self.reported)
+        joiners = sorted(g for g in self.waiting if g not in self.reported)
         ring = set(parts) | set(holders) | set(joiners)
         for g in parts:
             x = self.L[g]
@@ -480,13 +521,15 @@ class _Engine:
                 self.L[g].version = self.V
         self.waiting.difference_update(joiners)
         up = {g for g in range(self.M) if not self.L[g].down and g not in gone}
-        members = {g for g in set(parts) | set(joiners) if g in up}
+        in_parts, in_joiners = set(parts), set(joiners)  # (sets: a lookup a learner below)
+        members = {g for g in in_parts | in_joiners if g in up}
         old_members = self.members
         self.busy = False
         if self.V >= self.R:
             self.finished = True
         self.members = members
         self.reported = {}
+        self._recount()
         self.fired = False
         self.timer = False
         self.kth = None
@@ -498,9 +541,9 @@ class _Engine:
             x = self.L[g]
             if x.down:
                 continue
-            if x.state == "reported" and g in parts:
+            if x.state == "reported" and g in in_parts:
                 self._begin_round(x)
-            elif x.state == "joiner" and g in joiners:
+            elif x.state == "joiner" and g in in_joiners:
                 self._begin_round(x)
             elif x.state == "wait_busy":
                 self._start_download(x)
@@ -525,7 +568,7 @@ class _Engine:
         self.cancel(x.fetch_ev)
         x.fetch_ev = None
         x.fetch_wait = False
-        x.down = True
+        self._set_down(x, True)
         x.lost += x.pend_compute * n
         x.pend_steps, x.pend_compute = 0, 0.0
         if x.late is not None:
@@ -536,10 +579,10 @@ class _Engine:
         if self.busy:  # the outer step in flight: it will not hold it
             self.gone.add(x.g)
         if not self.fired:
-            self.reported.pop(x.g, None)
-            self.members.discard(x.g)
+            self._drop_report(x.g)
+            self._discard_member(x.g)
             self._check_fire()
-            if not self.fired and self.waiting and not self._alive():
+            if not self.fired and self.waiting and not self.n_alive:
                 self._restart_round()
 
     def _restart_round(self) -> None:
@@ -549,6 +592,7 @@ class _Engine:
         joiners = sorted(self.waiting)
         self.waiting.clear()
         self.members = set(joiners)
+        self._recount()
         for g in joiners:
             self._begin_round(self.L[g])
 
@@ -556,7 +600,7 @@ class _Engine:
         """The DES's rejoin: wait for an outer step in progress, fetch the model (or the
         missed outer steps), wait for an outer step that landed meanwhile, join."""
         if not late:
-            x.down = False
+            self._set_down(x, False)
         if late or x.version != self.V or self.busy:
             x.state = "wait_busy" if self.busy else "download"
             x.dl_late = late
@@ -585,13 +629,13 @@ class _Engine:
         self._join(x)
 
     def _join(self, x: _Learner) -> None:
-        alive = [g for g in self.members if not self.L[g].down and g != x.g]
         if self.c.quorum is not None:  # on its own clock (not a member the round waits for)
             self._begin_round(x)
             return
-        if not alive:
+        # the members up but x
+        if not self.n_alive - (x.g in self.members and not x.down):
             if not self.fired:
-                self.members.add(x.g)
+                self._add_member(x.g)
             self._begin_round(x)
             return
         self.waiting.add(x.g)
