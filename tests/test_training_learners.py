@@ -375,21 +375,25 @@ def test_cpu_time_counts_the_pools_processes(capsys, monkeypatch):
 
 @pytest.mark.parametrize("kw, name", [
     (dict(learners=10**12), "learners"),  # a list of 10^12 learners: it hung, then ran out
-    (dict(learners=10**5, steps=100), "learners"),  # 10^10 report checks: hours
+    (dict(learners=10**7, steps=100), "learners"),  # 4e7 learner rounds: over 10 minutes
     (dict(steps=10**11, every=1), "steps"),
     (dict(chips=10**12, mtbf=1e6, replace_time=1.0), "chips"),  # 8e11 chip failures
     (dict(mtbf=1e-3), "mtbf"),  # 4 chips failing 1000 times a second until the stall limit
 ])
 def test_a_runaway_is_refused_before_any_work(kw, name):
-    """A replication whose rounds (learners^2 x outer steps) or chip failures (the expected
+    """A replication whose rounds (learners x (outer steps + 3)) or chip failures (the expected
     transitions of the pipeline DES's rule) would run for hours is refused naming the factor;
-    the shipped scale point at 8 times its failure rate and the defaults stay valid."""
+    the shipped scale point at 8 times its failure rate (and over 30 days), 10^5 learners (a
+    round was hours when a report checked every member; now seconds) and the defaults stay
+    valid."""
     with pytest.raises(ConfigError) as exc:
         LearnersConfig(**kw)
     assert exc.value.name == name
     LearnersConfig()
     sp = dict(SCALE_POINT, mtbf=SCALE_POINT["mtbf"] / 8)
     LearnersConfig(steps=864 * 100, **sp)
+    LearnersConfig(steps=30 * 864 * 100, **SCALE_POINT)
+    LearnersConfig(learners=10**5, steps=100)
 
 
 def _traced_lines(**kw):

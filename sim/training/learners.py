@@ -53,6 +53,7 @@ from ..errors import (
     check,
     check_choice,
     check_int,
+    check_memory,
     check_nonnegative,
     check_positive,
     check_time_terms,
@@ -72,11 +73,19 @@ LEARNER_METRICS = ("training_time", "finished", "goodput_fraction", "compute_uti
 #: :data:`sim.training.stall.STALL_FACTOR`): learners that fail faster than they take their
 #: ``every`` inner steps would otherwise never end.
 STALL_ROUNDS = STALL_FACTOR
-#: The most learner rounds x learners a replication may take: every learner's report of a
-#: round checks the round's members (``_check_fire``), about 6e-8 s of CPU each on this
-#: project's 2-core machine (10^4 learners, one round: 5.7 s), so 1e9 is about a minute a
-#: replication; past it a run is a runaway (10^5 learners: hours), refused before any work.
-MAX_ROUND_WORK = 1e9
+#: The most learners x (outer steps + :data:`SETUP_ROUNDS`) a replication may take: a
+#: learner's round (its report, kept in counts, and its share of the outer step) costs at most
+#: about 1.5e-5 s of CPU on this project's 2-core machine (lognormal steps with failures and
+#: a payload; 3e-6 s deterministic and failure-free), so 4e6 is about a minute a replication
+#: (measured at the limit: 1000 learners x 3997 outer steps of lognormal steps with failures
+#: and a payload, 37 s of CPU; 10^6 learners x 1, 41 s and 2.8 GiB); past it a run is a
+#: runaway, refused before any work.
+MAX_ROUND_WORK = 4e6
+#: A learner's set-up (its random streams), about 4e-5 s of CPU: as many rounds.
+SETUP_ROUNDS = 3
+#: Resident memory a learner takes (about 2.8 KiB failure-free, 3.9 KiB with lognormal steps
+#: and failures, measured at 10^5 learners), rounded up.
+BYTES_PER_LEARNER = 4096
 #: Laws of an inner step's time (mean ``step_time``).
 STEP_LAWS = ("deterministic", "exponential", "lognormal")
 
@@ -175,19 +184,20 @@ class LearnersConfig:
         self._check_work()
 
     def _check_work(self) -> None:
-        """Refuse a runaway before any work: the rounds' reports (learners^2 x outer steps at
-        most :data:`MAX_ROUND_WORK`) and the chips' expected failures and replacements (2 x
+        """Refuse a runaway before any work: the learners' rounds (learners x (outer steps +
+        :data:`SETUP_ROUNDS`) at most :data:`MAX_ROUND_WORK`), their memory
+        (:data:`BYTES_PER_LEARNER` a learner) and the chips' expected failures and replacements (2 x
         learners x chips x length / (mtbf + replace_time) at most
         :data:`sim.failures.MAX_TRANSITIONS`, the length the failure-free run plus the stall
         limit, or max_time if shorter)."""
         M, R = self.learners, self.steps // self.every
-        work = float(M) * M * R
+        work = float(M) * (R + SETUP_ROUNDS)
         if work > MAX_ROUND_WORK:
-            name, value = ("learners", M) if M * M >= R else ("steps", self.steps)
+            name, value = ("learners", M) if M >= R else ("steps", self.steps)
             raise ConfigError(name, f"small enough that a replication's rounds stay bounded "
-                              f"(learners^2 x outer steps at most {MAX_ROUND_WORK:.0e}: each "
-                              f"learner's report is checked against the round's members; "
-                              f"{work:.2g} here)", value)
+                              f"(learners x (outer steps + {SETUP_ROUNDS}) at most "
+                              f"{MAX_ROUND_WORK:.0e}, about a minute; {work:.2g} here)", value)
+        check_memory("learners", M, float(M) * BYTES_PER_LEARNER)
         if not math.isfinite(self.mtbf):
             return
         free = R * (self.every * self.step_time + self.sync_time(M))
