@@ -375,18 +375,66 @@ def test_cpu_time_counts_the_pools_processes(capsys, monkeypatch):
 
 @pytest.mark.parametrize("kw, name", [
     (dict(learners=10**12), "learners"),  # a list of 10^12 learners: it hung, then ran out
-    (dict(learners=10**5, steps=100), "learners"),  # 10^10 report checks: hours
+    (dict(learners=10**7, steps=100), "learners"),  # 4e7 learner rounds: over 10 minutes
     (dict(steps=10**11, every=1), "steps"),
     (dict(chips=10**12, mtbf=1e6, replace_time=1.0), "chips"),  # 8e11 chip failures
     (dict(mtbf=1e-3), "mtbf"),  # 4 chips failing 1000 times a second until the stall limit
 ])
 def test_a_runaway_is_refused_before_any_work(kw, name):
-    """A replication whose rounds (learners^2 x outer steps) or chip failures (the expected
+    """A replication whose rounds (learners x (outer steps + 3)) or chip failures (the expected
     transitions of the pipeline DES's rule) would run for hours is refused naming the factor;
-    the shipped scale point at 8 times its failure rate and the defaults stay valid."""
+    the shipped scale point at 8 times its failure rate (and over 30 days), 10^5 learners (a
+    round was hours when a report checked every member; now seconds) and the defaults stay
+    valid."""
     with pytest.raises(ConfigError) as exc:
         LearnersConfig(**kw)
     assert exc.value.name == name
     LearnersConfig()
     sp = dict(SCALE_POINT, mtbf=SCALE_POINT["mtbf"] / 8)
     LearnersConfig(steps=864 * 100, **sp)
+    LearnersConfig(steps=30 * 864 * 100, **SCALE_POINT)
+    LearnersConfig(learners=10**5, steps=100)
+
+
+def _traced_lines(**kw):
+    """Lines of :mod:`sim.training.learners` one replication executes (a count of its work,
+    no clock)."""
+    import sys
+
+    from sim.training import learners as LM
+
+    n = [0]
+    here = LM.__file__
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename != here:
+            return None
+
+        def lines(frame, event, arg):
+            n[0] += event == "line"
+            return lines
+        return lines
+    c = LearnersConfig(**kw)
+    old = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        learners_model(c, Streams(5).replication(0))
+    finally:
+        sys.settrace(old)
+    return n[0]
+
+
+@pytest.mark.parametrize("kw", [
+    dict(steps=300, every=100),  # synchronous, failure-free
+    dict(steps=300, every=100, chips=4, mtbf=2e4, replace_time=50.0, quorum=300, grace=2.0),
+    dict(steps=300, every=100, chips=4, mtbf=2e4, replace_time=50.0, chip_download=10.0,
+         step_time_distribution="exponential", size=1e6, bandwidth=1e6),
+])
+def test_a_round_costs_work_linear_in_learners(kw):
+    """Doubling the learners at most about doubles the engine's work (the lines it executes, a
+    count, not a clock): a report is checked in O(1) from counts kept as learners go down,
+    come back and report, and the outer step looks its parts up in sets, not lists (here 2.0
+    times the lines; the engine before, quadratic: 3.6 times, failing this)."""
+    small = _traced_lines(learners=400, **kw)
+    big = _traced_lines(learners=800, **kw)
+    assert big <= 2.3 * small, (small, big, big / small)

@@ -1347,8 +1347,15 @@ def build_cases(fx: Fixtures) -> list[Case]:
         # audit5: runaways refused before any work
         add("learners/learners-1e12", LR("--learners", "1000000000000"), refuse("learners"),
             timeout=60, note="a hang with nothing printed before")
-        add("learners/learners-1e5", LR("--learners", "100000", "--steps", "100"),
-            refuse("learners"), timeout=60, note="each report checks every learner: hours")
+        add("learners/learners-1e7", LR("--learners", "10000000", "--steps", "100"),
+            refuse("learners"), timeout=60,
+            note="4e7 learner rounds (learners x (outer steps + 3)), budget 4e6: over 10 minutes")
+        add("learners/steps-1e7-rounds", LR("--steps", "1000000000"), refuse("steps"),
+            timeout=60, note="4 learners x 1e7 outer steps: 4e7 learner rounds, budget 4e6")
+        add("learners/ok-learners-1e4", LR("--learners", "10000", "--steps", "100",
+                                           "--replications", "1"), ok("goodput"), timeout=60,
+            note="10^4 learners, one round: a second (5.7 s when each report checked every "
+                 "member; 10^5 learners were refused)")
         add("learners/chips-1e12-failing", LR("--chips", "1000000000000", "--mtbf", "1e6",
                                                "--replace-time", "1"), refuse("chips"),
             timeout=60, note="8e11 chip failures expected: a runaway")

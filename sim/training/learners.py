@@ -53,6 +53,7 @@ from ..errors import (
     check,
     check_choice,
     check_int,
+    check_memory,
     check_nonnegative,
     check_positive,
     check_time_terms,
@@ -72,11 +73,19 @@ LEARNER_METRICS = ("training_time", "finished", "goodput_fraction", "compute_uti
 #: :data:`sim.training.stall.STALL_FACTOR`): learners that fail faster than they take their
 #: ``every`` inner steps would otherwise never end.
 STALL_ROUNDS = STALL_FACTOR
-#: The most learner rounds x learners a replication may take: every learner's report of a
-#: round checks the round's members (``_check_fire``), about 6e-8 s of CPU each on this
-#: project's 2-core machine (10^4 learners, one round: 5.7 s), so 1e9 is about a minute a
-#: replication; past it a run is a runaway (10^5 learners: hours), refused before any work.
-MAX_ROUND_WORK = 1e9
+#: The most learners x (outer steps + :data:`SETUP_ROUNDS`) a replication may take: a
+#: learner's round (its report, kept in counts, and its share of the outer step) costs at most
+#: about 1.5e-5 s of CPU on this project's 2-core machine (lognormal steps with failures and
+#: a payload; 3e-6 s deterministic and failure-free), so 4e6 is about a minute a replication
+#: (measured at the limit: 1000 learners x 3997 outer steps of lognormal steps with failures
+#: and a payload, 37 s of CPU; 10^6 learners x 1, 41 s and 2.8 GiB); past it a run is a
+#: runaway, refused before any work.
+MAX_ROUND_WORK = 4e6
+#: A learner's set-up (its random streams), about 4e-5 s of CPU: as many rounds.
+SETUP_ROUNDS = 3
+#: Resident memory a learner takes (about 2.8 KiB failure-free, 3.9 KiB with lognormal steps
+#: and failures, measured at 10^5 learners), rounded up.
+BYTES_PER_LEARNER = 4096
 #: Laws of an inner step's time (mean ``step_time``).
 STEP_LAWS = ("deterministic", "exponential", "lognormal")
 
@@ -175,19 +184,20 @@ class LearnersConfig:
         self._check_work()
 
     def _check_work(self) -> None:
-        """Refuse a runaway before any work: the rounds' reports (learners^2 x outer steps at
-        most :data:`MAX_ROUND_WORK`) and the chips' expected failures and replacements (2 x
+        """Refuse a runaway before any work: the learners' rounds (learners x (outer steps +
+        :data:`SETUP_ROUNDS`) at most :data:`MAX_ROUND_WORK`), their memory
+        (:data:`BYTES_PER_LEARNER` a learner) and the chips' expected failures and replacements (2 x
         learners x chips x length / (mtbf + replace_time) at most
         :data:`sim.failures.MAX_TRANSITIONS`, the length the failure-free run plus the stall
         limit, or max_time if shorter)."""
         M, R = self.learners, self.steps // self.every
-        work = float(M) * M * R
+        work = float(M) * (R + SETUP_ROUNDS)
         if work > MAX_ROUND_WORK:
-            name, value = ("learners", M) if M * M >= R else ("steps", self.steps)
+            name, value = ("learners", M) if M >= R else ("steps", self.steps)
             raise ConfigError(name, f"small enough that a replication's rounds stay bounded "
-                              f"(learners^2 x outer steps at most {MAX_ROUND_WORK:.0e}: each "
-                              f"learner's report is checked against the round's members; "
-                              f"{work:.2g} here)", value)
+                              f"(learners x (outer steps + {SETUP_ROUNDS}) at most "
+                              f"{MAX_ROUND_WORK:.0e}, about a minute; {work:.2g} here)", value)
+        check_memory("learners", M, float(M) * BYTES_PER_LEARNER)
         if not math.isfinite(self.mtbf):
             return
         free = R * (self.every * self.step_time + self.sync_time(M))
@@ -271,6 +281,9 @@ class _Engine:
         self.V = 0
         self.members: set[int] = set(range(self.M))
         self.reported: dict[int, float] = {}
+        # kept as learners go down, come back and report, so that a report costs O(1) (not a
+        # pass over the round's members): the members up, and those of them yet to report
+        self.n_alive = self.n_unreported = self.M
         self.fired = False
         self.timer = False
         self.kth: float | None = None
@@ -341,7 +354,7 @@ class _Engine:
         """Every chip of ``x`` is live again: it is up and rejoins."""
         if not x.repl and not x.dl:
             x.up = True
-            x.down = False
+            self._set_down(x, False)
             self._rejoin(x, late=False)
 
     def _live(self, x: _Learner, ev: list[Any]) -> None:
@@ -395,7 +408,7 @@ class _Engine:
             on_time = x.round == self.V and not self.fired and x.g in self.members
         if on_time:
             x.state = "reported"
-            self.reported[x.g] = self.now
+            self._add_report(x.g)
             self._check_fire()
             return
         books = (x.pend_steps, x.pend_compute)
@@ -421,14 +434,52 @@ class _Engine:
         T = c.latency + ((self.V - x.version) * pay / c.bandwidth if pay else 0.0)
         x.fetch_ev = self.push(self.now + T, _FETCH_END, x.g)
 
-    def _alive(self) -> list[int]:
-        return [g for g in self.members if not self.L[g].down]
+    # -- the round's members: counts kept on every change ------------------------------
+    def _recount(self) -> None:
+        """Count the members up and those yet to report (once a round: the members change)."""
+        self.n_alive = self.n_unreported = 0
+        for g in self.members:
+            if not self.L[g].down:
+                self.n_alive += 1
+                self.n_unreported += g not in self.reported
+
+    def _set_down(self, x: _Learner, down: bool) -> None:
+        if x.down != down:
+            x.down = down
+            if x.g in self.members:
+                d = -1 if down else 1
+                self.n_alive += d
+                if x.g not in self.reported:
+                    self.n_unreported += d
+
+    def _add_member(self, g: int) -> None:
+        if g not in self.members:
+            self.members.add(g)
+            if not self.L[g].down:
+                self.n_alive += 1
+                self.n_unreported += g not in self.reported
+
+    def _discard_member(self, g: int) -> None:
+        if g in self.members:
+            self.members.discard(g)
+            if not self.L[g].down:
+                self.n_alive -= 1
+                self.n_unreported -= g not in self.reported
+
+    def _add_report(self, g: int) -> None:
+        if g not in self.reported and g in self.members and not self.L[g].down:
+            self.n_unreported -= 1
+        self.reported[g] = self.now
+
+    def _drop_report(self, g: int) -> None:
+        if self.reported.pop(g, None) is not None and g in self.members \
+                and not self.L[g].down:
+            self.n_unreported += 1
 
     def _check_fire(self) -> None:
         if self.fired or not self.reported:
             return
-        alive = self._alive()
-        if all(g in self.reported for g in alive):
+        if self.n_unreported == 0:  # every member up has reported
             self._fire()
             return
         K = self.c.quorum
@@ -444,8 +495,8 @@ class _Engine:
         self.fired = True
         parts = sorted(self.reported)
         holders = sorted(g for g in range(self.M) if self.L[g].late is not None
-                         and g not in parts)
-        joiners = sorted(g for g in self.waiting if g not in parts)
+                         and g not in self.reported)
+        joiners = sorted(g for g in self.waiting if g not in self.reported)
         ring = set(parts) | set(holders) | set(joiners)
         for g in parts:
             x = self.L[g]
@@ -480,13 +531,15 @@ class _Engine:
                 self.L[g].version = self.V
         self.waiting.difference_update(joiners)
         up = {g for g in range(self.M) if not self.L[g].down and g not in gone}
-        members = {g for g in set(parts) | set(joiners) if g in up}
+        in_parts, in_joiners = set(parts), set(joiners)  # (sets: a lookup a learner below)
+        members = {g for g in in_parts | in_joiners if g in up}
         old_members = self.members
         self.busy = False
         if self.V >= self.R:
             self.finished = True
         self.members = members
         self.reported = {}
+        self._recount()
         self.fired = False
         self.timer = False
         self.kth = None
@@ -498,9 +551,9 @@ class _Engine:
             x = self.L[g]
             if x.down:
                 continue
-            if x.state == "reported" and g in parts:
+            if x.state == "reported" and g in in_parts:
                 self._begin_round(x)
-            elif x.state == "joiner" and g in joiners:
+            elif x.state == "joiner" and g in in_joiners:
                 self._begin_round(x)
             elif x.state == "wait_busy":
                 self._start_download(x)
@@ -525,7 +578,7 @@ class _Engine:
         self.cancel(x.fetch_ev)
         x.fetch_ev = None
         x.fetch_wait = False
-        x.down = True
+        self._set_down(x, True)
         x.lost += x.pend_compute * n
         x.pend_steps, x.pend_compute = 0, 0.0
         if x.late is not None:
@@ -536,10 +589,10 @@ class _Engine:
         if self.busy:  # the outer step in flight: it will not hold it
             self.gone.add(x.g)
         if not self.fired:
-            self.reported.pop(x.g, None)
-            self.members.discard(x.g)
+            self._drop_report(x.g)
+            self._discard_member(x.g)
             self._check_fire()
-            if not self.fired and self.waiting and not self._alive():
+            if not self.fired and self.waiting and not self.n_alive:
                 self._restart_round()
 
     def _restart_round(self) -> None:
@@ -549,6 +602,7 @@ class _Engine:
         joiners = sorted(self.waiting)
         self.waiting.clear()
         self.members = set(joiners)
+        self._recount()
         for g in joiners:
             self._begin_round(self.L[g])
 
@@ -556,7 +610,7 @@ class _Engine:
         """The DES's rejoin: wait for an outer step in progress, fetch the model (or the
         missed outer steps), wait for an outer step that landed meanwhile, join."""
         if not late:
-            x.down = False
+            self._set_down(x, False)
         if late or x.version != self.V or self.busy:
             x.state = "wait_busy" if self.busy else "download"
             x.dl_late = late
@@ -585,13 +639,13 @@ class _Engine:
         self._join(x)
 
     def _join(self, x: _Learner) -> None:
-        alive = [g for g in self.members if not self.L[g].down and g != x.g]
         if self.c.quorum is not None:  # on its own clock (not a member the round waits for)
             self._begin_round(x)
             return
-        if not alive:
+        # the members up but x
+        if not self.n_alive - (x.g in self.members and not x.down):
             if not self.fired:
-                self.members.add(x.g)
+                self._add_member(x.g)
             self._begin_round(x)
             return
         self.waiting.add(x.g)
