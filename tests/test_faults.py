@@ -540,13 +540,13 @@ def test_bad_input_a_model_finds_names_its_point(tmp_path, capsys):
     f.write_text("from sim.training import TrainingConfig\nNAME = 'bad'\nBASE = {'m': 'ok'}\n"
                  "FACTORS = {'mtbf': [float('inf'), 60.0], 'm': ['ok', 'streaming']}\nREPLICATIONS = 1\n"
                  "def model(config, streams):\n"
-                 "    sync = 'diloco:every=4' + (',fragments=2' if config['m'] == 'streaming' "
-                 "else '')\n"
+                 "    sync = 'diloco:every=4' + (',fragments=2' + (',quorum=1' if "
+                 "config['mtbf'] < 100 else '') if config['m'] == 'streaming' else '')\n"
                  "    TrainingConfig(stages=1, replicas=2, steps=4, sync=sync, "
                  "mtbf=config['mtbf'], replace_time=1.0)\n    return {'x': 1.0}\n")
     assert main(["run", str(f), "--executor", "serial", "--quiet",
                  "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dtsim run: error: 'sync' must be diloco with "
-                                               "fragments=1 and overlap=0 when workers can fail")
+                                               "fragments=1 with a quorum")
     assert "(at point 3: mtbf=60.0, m='streaming'): 'diloco:every=4,fragments=2" in err[0], err

@@ -1206,3 +1206,22 @@ def test_replicas_on_named_hosts_are_labelled_with_them(tmp_path, capsys):
                  "--timeline", str(plain), "--quiet"]) == 0
     capsys.readouterr()
     assert "s0r0 compute" in [r.label for r in gantt(read_timeline(plain)).rows]
+
+
+def test_streaming_with_failures_records_who_syncs_each_fragment(tmp_path):
+    """Streaming DiLoCo with a failure (two groups of one worker, T = 3, H = 2, P = 2, S = 10
+    over B = 5; worker 1 down over [4.5, 10.5)): each outer sync on the timeline names its
+    fragment and its ring, group 0 alone at steps 2 and 3 while group 1 is down and
+    downloading, both from step 4 (tests/test_training_outer.py works the times out)."""
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\ns0r1,4.5,10.5\n")
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
+                         param_size=10.0, bandwidth=5.0, sync="diloco:every=2,fragments=2",
+                         failure_trace=str(p))
+    metrics, trace = _record(cfg)
+    assert metrics["training_time"] == pytest.approx(22.0)
+    syncs = sorted((e["args"]["key"], e["args"]["fragment"], e["args"]["groups"],
+                    e["ts"] / 1e6) for e in trace["traceEvents"]
+                   if e.get("name", "").startswith("outer sync"))
+    assert syncs == [(1, 0, [0, 1], 3.0), (2, 1, [0], 7.0), (3, 0, [0], 10.0),
+                     (4, 1, [0, 1], 13.0), (5, 0, [0, 1], 17.0), (6, 1, [0, 1], 21.0)]

@@ -277,10 +277,13 @@ def test_a_sweep_calling_training_model_has_the_figures_with_and_without_diloco(
     (dict(sync="diloco:every=2", schedule="swarm", routing="queue"),
      "'schedule' must be one of gpipe, 1f1b, 1f1b-dynamic, interleaved with sync diloco "
      "(groups are whole pipelines): 'swarm'"),
-    (dict(sync="diloco:every=2,fragments=2", mtbf=100.0),
-     "'sync' must be diloco with fragments=1 and overlap=0 when workers can fail or with a "
-     "quorum (the failure and quorum rules are vanilla DiLoCo's rounds): "
-     "'diloco:every=2,fragments=2'"),
+    # streaming runs with failures; with a quorum it is refused, one line for each key
+    (dict(sync="diloco:every=2,fragments=2,quorum=2", mtbf=100.0),
+     "'sync' must be diloco with fragments=1 with a quorum (the quorum's rules are vanilla "
+     "DiLoCo's rounds): 'diloco:every=2,fragments=2,quorum=2'"),
+    (dict(sync="diloco:every=2,overlap=1,quorum=2"),
+     "'sync' must be diloco with overlap=0 with a quorum (the quorum's rules are vanilla "
+     "DiLoCo's rounds): 'diloco:every=2,overlap=1,quorum=2'"),
     (dict(sync="diloco:every=2,quorum=5"), "'sync' must be quorum at most groups (4): 5"),
     (dict(sync="diloco:every=2", value_bits=8), "'sync' must be bits at most value_bits (8): 16"),
     (dict(value_bits=8), "'value_bits' must be 16 (the default) unless sync is diloco (it sets "
@@ -542,6 +545,131 @@ def test_a_framework_devices_own_download_is_cut_when_an_outer_step_fires(tmp_pa
     assert out["training_time"] == pytest.approx(36.0)
     assert out["lost_download"] == pytest.approx(1.0)
     assert out["outer_downloads"] == 1
+
+
+# --------------------------------------------------------------------------- streaming, failures
+# Two groups of one worker (T = 3, S = 10, B = 5), H = 2, P = 2: a fragment (5) every step,
+# fragment 0 at steps 1, 3, 5 and fragment 1 at 2, 4, 6; a ring of two 1, of one 0, the
+# model's download 2. A step's compute is shared between the two fragments (1.5 each).
+
+
+def _streaming(tmp_path, rows, overlap):
+    from sim.training.outer import DilocoSystem
+
+    cfg = _two_groups(sync=f"diloco:every=2,fragments=2,overlap={overlap}",
+                      failure_trace=_trace(tmp_path, rows))
+    system = DilocoSystem(cfg, Streams(1).replication(0))
+    system.run()
+    syncs = {key: (s.ring, s.started, s.ended) for key, s in system.outer.syncs.items()}
+    return _run(cfg), syncs
+
+
+def test_streaming_a_failed_group_misses_its_fragments_and_joins_at_the_next_one(tmp_path):
+    """TAU = 0. Group 1 down over [4.5, 10.5) (in its step 2): fragment 0's sync at 3 had its
+    share of step 1 (merged); fragment 1's share (1.5) is lost. Group 0 syncs fragment 1 at 7
+    and fragment 0 at 10 alone. Group 1, back behind the latest model, downloads every
+    fragment (2, to 12.5; its worker takes no weight download of its own), joins at the next
+    sync not fired (step 4, fragment 1) with no steps: group 0 reports it at 13, the ring of
+    two to 14, then steps 5 and 6 with their rings: the run ends at 22. Merged: group 0's 6
+    steps (18) and group 1's 1.5 + 6; waits: group 0 four rings (4), group 1 one ring, the
+    download, the barrier [12.5, 13) and three rings (6.5). It was refused."""
+    out, syncs = _streaming(tmp_path, [("s0r1", 4.5, 10.5)], 0)
+    assert syncs == {(1, 0): ([0, 1], 3.0, 4.0), (2, 1): ([0], 7.0, 7.0),
+                     (3, 0): ([0], 10.0, 10.0), (4, 1): ([0, 1], 13.0, 14.0),
+                     (5, 0): ([0, 1], 17.0, 18.0), (6, 1): ([0, 1], 21.0, 22.0)}
+    assert out["finished"] == 1.0
+    assert out["training_time"] == pytest.approx(22.0)
+    assert out["outer_syncs"] == 6 and out["outer_downloads"] == 1
+    assert out["lost_download"] == 0.0
+    assert out["lost_outer_work"] == pytest.approx(1.5)
+    assert out["goodput_fraction"] == pytest.approx((18 + 7.5) / (2 * 22))
+    assert out["outer_exposed"] == pytest.approx((4 + 6.5) / 2)
+    assert out["compute_utilisation_min"] == pytest.approx(9 / 22)
+    # group 0: the download (10) and four rings of two (5 each); group 1 its four rings
+    assert out["wan_bytes_sent"] == pytest.approx((30 + 20) / 2)
+
+
+def test_streaming_with_overlap_a_joiner_waits_for_its_barrier_only(tmp_path):
+    """TAU = 1, the same failure: syncs launch at a step's end and are waited for one step
+    later. Group 0 syncs fragments alone at 6, 9 and 12; group 1's download ends at 12.5,
+    after the sync of step 4 fired: it joins at step 5 (fragment 0), reporting at once and
+    waiting for that barrier (group 0 reports at 15), not for the sync (to 16, hidden behind
+    step 6); the last sync (18 to 19) ends the run. Merged: 18 + 1.5 + group 1's step 6 (3);
+    waits: group 0 the last ring (1), group 1 the download, the barrier [12.5, 15) and the
+    last ring (5.5). It was refused."""
+    out, syncs = _streaming(tmp_path, [("s0r1", 4.5, 10.5)], 1)
+    assert syncs == {(1, 0): ([0, 1], 3.0, 4.0), (2, 1): ([0], 6.0, 6.0),
+                     (3, 0): ([0], 9.0, 9.0), (4, 1): ([0], 12.0, 12.0),
+                     (5, 0): ([0, 1], 15.0, 16.0), (6, 1): ([0, 1], 18.0, 19.0)}
+    assert out["training_time"] == pytest.approx(19.0)
+    assert out["outer_syncs"] == 6 and out["outer_downloads"] == 1
+    assert out["lost_outer_work"] == pytest.approx(1.5)
+    assert out["goodput_fraction"] == pytest.approx((18 + 4.5) / (2 * 19))
+    assert out["outer_exposed"] == pytest.approx((1 + 5.5) / 2)
+    assert out["compute_utilisation_min"] == pytest.approx(6 / 19)
+    assert out["wan_bytes_sent"] == pytest.approx((25 + 15) / 2)
+
+
+def test_streaming_a_joiner_starts_again_when_the_last_member_fails(tmp_path):
+    """TAU = 0. Group 1 down over [1, 2) (its first step lost): its worker's own download
+    (from 2) is cut at 3, when group 0 syncs fragment 0 alone; the group then downloads the
+    model (2, to 5) and waits at the barrier of step 2. Group 0 goes down at 5.5 (its
+    fragment-1 share of step 1, 1.5, lost): no sync is coming, so group 1 starts again from
+    step 1 (the latest sync fired) at once and syncs alone at 8.5 and 11.5. Group 0, back at
+    12 behind the model, downloads it (to 14) and joins at step 4: group 1 reports at 14.5,
+    then two more steps with their rings: 23.5. Merged: group 0 1.5 + 6, group 1 its 5
+    steps (15)."""
+    out, syncs = _streaming(tmp_path, [("s0r1", 1.0, 2.0), ("s0r0", 5.5, 12.0)], 0)
+    assert syncs == {(1, 0): ([0], 3.0, 3.0), (2, 1): ([1], 8.5, 8.5),
+                     (3, 0): ([1], 11.5, 11.5), (4, 1): ([0, 1], 14.5, 15.5),
+                     (5, 0): ([0, 1], 18.5, 19.5), (6, 1): ([0, 1], 22.5, 23.5)}
+    assert out["training_time"] == pytest.approx(23.5)
+    assert out["outer_downloads"] == 2
+    assert out["lost_download"] == pytest.approx(1.0)
+    assert out["lost_outer_work"] == pytest.approx(1.5)
+    assert out["goodput_fraction"] == pytest.approx(22.5 / (2 * 23.5))
+    # each: a download (2), its barrier (0.5) and three rings
+    assert out["outer_exposed"] == pytest.approx(5.5)
+
+
+def _forced_schedule(monkeypatch):
+    """Run vanilla DiLoCo (P = 1, TAU = 0) through the schedule mode's code (streaming's)."""
+    from sim.training import outer
+
+    init = outer.OuterLoop.__init__
+
+    def forced(self, system):
+        init(self, system)
+        self.schedule_mode = True
+    monkeypatch.setattr(outer.OuterLoop, "__init__", forced)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(stages=2, microbatches=8, steps=40, forward_time=0.4, param_size=1e9, bandwidth=1e9,
+         latency=0.05, sync="diloco:every=10,groups=2", mtbf=150.0, replace_time=30.0),
+    dict(stages=2, microbatches=8, steps=40, forward_time=0.4, param_size=1e9, bandwidth=1e9,
+         latency=0.05, sync="diloco:every=5", mtbf=150.0, replace_time=20.0),
+    dict(stages=1, microbatches=4, steps=40, forward_time=0.4, param_size=1e9, bandwidth=1e9,
+         latency=0.05, sync="diloco:every=5", availability=0.8, mtbf=60.0),
+])
+def test_streaming_rules_with_one_fragment_are_vanillas(monkeypatch, kw):
+    """With one fragment and no overlap the streaming failure rules (join at the next sync
+    with no steps, start again when only joiners are up, lose the shares not merged) are
+    vanilla DiLoCo's round rules: the same run, bit for bit, at 30 seeds of failures (4
+    groups of 1 pipeline or 2 of 2; spot and availability failures), where many groups lose
+    work and download the model."""
+    from sim.training import outer
+
+    cfg = TrainingConfig(replicas=4, **kw)
+    vanilla = [outer.diloco_model(cfg, Streams(s).replication(0)) for s in range(30)]
+    _forced_schedule(monkeypatch)
+    streaming = [outer.diloco_model(cfg, Streams(s).replication(0)) for s in range(30)]
+    for a, b in zip(vanilla, streaming, strict=True):
+        assert a.keys() == b.keys()
+        assert all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in a), \
+            {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+    assert sum(a["lost_outer_work"] > 0 for a in vanilla) >= 25
+    assert sum(a["outer_downloads"] > 0 for a in vanilla) >= 10
 
 
 def test_no_joiner_idles_on_a_round_with_no_member_up():

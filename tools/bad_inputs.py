@@ -1251,8 +1251,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("steps"))
         add("train/diloco-swarm", TR(*D4, "--schedule", "swarm", "--routing", "queue", "--sync",
                                      "diloco:every=4"), refuse("schedule"))
-        add("train/diloco-fragments-with-failures",
-            TR(*D4, "--sync", "diloco:every=4,fragments=2", "--mtbf", "100"), refuse("sync"))
+        # streaming DiLoCo runs with failures (its rules follow vanilla's); with a quorum not
+        add("train/diloco-fragments-with-quorum",
+            TR(*D4, "--sync", "diloco:every=4,fragments=2,quorum=2", "--mtbf", "100"),
+            refuse("sync"))
+        add("train/diloco-overlap-with-quorum",
+            TR(*D4, "--sync", "diloco:every=4,overlap=1,quorum=2"), refuse("sync"))
         add("train/diloco-with-checkpoints",
             TR(*D4, "--sync", "diloco:every=4", "--mtbf", "100", "--checkpoint-every", "2",
                "--checkpoint-cost", "1", "--restart-cost", "1"), refuse("checkpoint_every"))

@@ -20,6 +20,15 @@ reports the fragments scheduled at ``t``; a fragment's sync starts when every
 group has reported it (a barrier) and, with ``TAU = 0``, the group waits for
 it. After step ``N`` every group waits for the syncs still running.
 
+With failures the schedule keeps vanilla's rules per fragment sync: a step's
+books are shared among the fragments (``1/P`` each), merged when the sync of
+a fragment the group reported fires, lost when the group goes down first; a
+sync's barrier is the members up; a group back downloads the whole model as
+vanilla, then joins at the next sync not fired (its step counter set there,
+reporting with no steps and waiting for that barrier), or with no other
+member up starts from the latest sync fired (:meth:`OuterLoop._rejoin_failing`).
+With one fragment and no overlap that is vanilla's run, bit for bit.
+
 Vanilla DiLoCo (one fragment, no overlap) runs in rounds, which also carry
 the failure rules: the members of round ``n`` are the groups up and holding
 the model of outer step ``n`` when the round starts; each takes ``H`` inner
@@ -145,11 +154,11 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
               "downloads the model when it is back; no checkpoint, restart or strategy)",
               (c.strategy.describe() if name == "strategy" and hasattr(c.strategy, "describe")
                else getattr(c, name)))
-    vanilla = spec.fragments == 1 and spec.overlap == 0
-    if c.failures or spec.quorum is not None:
-        check(vanilla, "sync", "diloco with fragments=1 and overlap=0 when workers can fail "
-              "or with a quorum (the failure and quorum rules are vanilla DiLoCo's rounds)",
-              c.sync)
+    if spec.quorum is not None:
+        check(spec.fragments == 1, "sync", "diloco with fragments=1 with a quorum (the quorum's "
+              "rules are vanilla DiLoCo's rounds)", c.sync)
+        check(spec.overlap == 0, "sync", "diloco with overlap=0 with a quorum (the quorum's "
+              "rules are vanilla DiLoCo's rounds)", c.sync)
     if c.failures and c.framework:
         check(c.pass_time_distribution == "deterministic", "pass_time_distribution",
               "deterministic", c.pass_time_distribution)
@@ -242,6 +251,9 @@ class GroupTrainer(StepTrainer):
         self.lost_work = 0.0
         self.downloads = 0
         self.workers = len(flow.replicas)
+        # streaming with failures: each fragment's share (1/P) of the steps since the group
+        # last reported that fragment (:meth:`OuterLoop.step_end`)
+        self.fpend: list[list[Any]] = []
 
     def stage_lost(self, j: int) -> None:
         self.out_since[j] = self.env.now
@@ -281,6 +293,8 @@ class GroupTrainer(StepTrainer):
                 yield from o.step_end(self, self.k)
                 if o.schedule_mode and self.k >= o.N:
                     o.group_finished(self)
+                    if o.failures:  # done: a later loss of a stage interrupts nothing
+                        self.active = False
                     return
             except simpy.Interrupt:
                 self._pending = False
@@ -312,7 +326,7 @@ class _Sync:
     """One outer sync: a fragment at a step (schedule mode) or a round (round mode)."""
 
     __slots__ = ("key", "fragment", "reported", "members", "fired", "done", "kth", "timer",
-                 "started", "ended", "ring", "gone")
+                 "started", "ended", "ring", "gone", "books")
 
     def __init__(self, env: simpy.Environment, key: int, fragment: int, members: set[int]) -> None:
         self.key = key
@@ -327,6 +341,7 @@ class _Sync:
         self.ended = math.nan
         self.ring: list[int] = []
         self.gone: set[int] = set()  # groups that went down while it was in flight (fired)
+        self.books: dict[int, list[Any]] = {}  # streaming with failures: each reporter's share
 
 
 class OuterLoop:
@@ -370,6 +385,11 @@ class OuterLoop:
         self.rec = s.rec  # the timeline (sim.timeline; NULL: off)
         self.waits: dict[int, float] = {}  # group -> since when it waits for the outer loop
         self.fetches: dict[int, tuple] = {}  # group -> (since when, missed) of its download
+        # schedule mode with failures: the syncs fired and not ended (in firing order), and
+        # the groups back that wait at a barrier to join (group -> event: "joined"/"restart")
+        self.flying: list[_Sync] = []
+        self.joiners: dict[int, simpy.Event] = {}
+        self.n_sched = sum(len(v) for v in self.by_step.values())
 
     # -- shared pieces ---------------------------------------------------------------
     def start(self) -> None:
@@ -377,6 +397,15 @@ class OuterLoop:
         if not self.schedule_mode:
             up = {t.group for t in self.system.trainers if not t.flow.n_out}
             self.round = _Sync(self.env, 0, 0, up)
+        elif self.failures:  # the members: the groups up at the start
+            for tr in self.system.trainers:
+                tr.member = not tr.flow.n_out
+                tr.fpend = [[0, 0.0, 0, 0.0, 0.0] for _ in range(self.P)]
+
+    def _moving(self) -> bool:
+        """Whether an outer step is in flight (round mode) or a fragment's sync (schedule mode
+        with failures)."""
+        return self.busy is not None or bool(self.flying)
 
     def _wait(self, tr: GroupTrainer, ev: simpy.Event, what: str = "outer wait"):
         """Group ``tr`` waits for ``ev`` (exposed time; ``what`` it is on the timeline: a
@@ -437,6 +466,9 @@ class OuterLoop:
             if t % self.H == 0:
                 yield from self._report(tr)
             return
+        if self.failures:
+            yield from self._step_end_failing(tr, t)
+            return
         g = tr.group
         for s in self.due[g].pop(t, []):
             yield from self._wait(tr, s.done)
@@ -467,6 +499,189 @@ class OuterLoop:
             end(None)
         else:
             ev.callbacks.append(end)
+
+    # -- schedule mode with failures (streaming) ----------------------------------------
+    def _step_end_failing(self, tr: GroupTrainer, t: int):
+        """End of inner step ``t`` of group ``tr`` with failures: as without (wait for the
+        syncs due, report, wait with ``TAU = 0``), the step's books shared among the fragments
+        (each fragment's pseudo-gradient holds ``1/P`` of it) and each sync's barrier the
+        members up (:meth:`_check_schedule`)."""
+        g = tr.group
+        books = tr.take()
+        for fp in tr.fpend:
+            for i in range(5):
+                fp[i] += books[i] / self.P
+        for s in self.due[g].pop(t, []):
+            yield from self._wait(tr, s.done)
+        for p in self.by_step.get(t, []):
+            s = self._report_fragment(tr, t, p)
+            if self.TAU == 0:
+                yield from self._wait(tr, s.done)
+        if t == self.N:
+            for s in self.due[g].pop(self.N + 1, []):
+                yield from self._wait(tr, s.done)
+
+    def _report_fragment(self, tr: GroupTrainer, t: int, p: int) -> _Sync:
+        """Group ``tr`` reports fragment ``p`` at step ``t`` (its share of the steps since it
+        last reported ``p``); the sync fires once every member up has reported."""
+        g = tr.group
+        s = self.syncs.get((t, p))
+        if s is None:
+            s = self.syncs[(t, p)] = _Sync(self.env, t, p, set(range(self.M)))
+        s.reported[g] = self.env.now
+        s.books[g] = tr.fpend[p]
+        tr.fpend[p] = [0, 0.0, 0, 0.0, 0.0]
+        if self.TAU > 0:
+            self.due[g].setdefault(min(t + self.TAU, self.N + 1), []).append(s)
+        self._check_schedule()
+        return s
+
+    def _check_schedule(self) -> None:
+        """Fire, in step order, each sync every member up has reported (at least one)."""
+        trs = self.system.trainers
+        up = [x.group for x in trs if x.member and not x.down]
+        for key in sorted(self.syncs):
+            s = self.syncs[key]
+            if s.fired or not s.reported:
+                continue
+            if not all(g in s.reported for g in up):
+                return
+            self._fire_failing(s)
+
+    def _fire_failing(self, s: _Sync) -> None:
+        """A fragment's sync among its reporters (every member up): their shares merge, the
+        groups down will fetch the model (their replicas' own downloads are cut, as when an
+        outer step fires), and at its end its ring holds the fragment's new outer parameters,
+        but a group that went down meanwhile (:attr:`_Sync.gone`)."""
+        trainers = self.system.trainers
+        s.fired = True
+        s.started = self.env.now
+        ring = s.ring = sorted(s.reported)
+        for g in ring:
+            self._merge(trainers[g], s.books[g])
+        for g, ev in list(self.joiners.items()):  # a joiner waiting at this barrier is in
+            if g in s.reported:
+                del self.joiners[g]
+                ev.succeed("joined")
+        self.flying.append(s)
+        for tr in trainers:
+            if tr.down and self.fetch_moves:
+                tr.flow.cut_downloads(Refetch(tr.group, self.env.now))
+        ev = self._allreduce(ring, s.fragment, s.key)
+
+        def end(_e: Any) -> None:
+            self.V += 1
+            s.ended = self.env.now
+            self.flying.remove(s)
+            for g in ring:
+                if not trainers[g].down and g not in s.gone:
+                    trainers[g].version = self.V
+            if self.V >= self.n_sched:
+                self._finish()
+            s.done.succeed()
+        if ev.triggered and ev.processed:
+            end(None)
+        else:
+            ev.callbacks.append(end)
+
+    def steps_synced(self) -> int:
+        """The last step ``t`` such that every sync at or before ``t`` has ended (failures)."""
+        out = 0
+        for t in sorted(self.by_step):
+            if not all((s := self.syncs.get((t, p))) is not None and s.done.triggered
+                       for p in self.by_step[t]):
+                break
+            out = t
+        return out
+
+    def _last_fired(self) -> int:
+        """The step of the latest sync fired (0: none): the position of the latest model."""
+        return max((key[0] for key, s in self.syncs.items() if s.fired), default=0)
+
+    def _lost_failing(self, tr: GroupTrainer) -> None:
+        """Group ``tr`` went down (schedule mode): its reports not yet fired and its shares
+        not yet reported are lost; a sync in flight that includes it goes on without giving it
+        the fragment; the barriers now wait for the members up only. If only joiners are left
+        up, no sync is coming for them: they start again from the latest model's step."""
+        g = tr.group
+        lost = 0.0
+        for key in sorted(self.syncs):
+            s = self.syncs[key]
+            if s.fired:
+                if g in s.reported and s in self.flying:
+                    s.gone.add(g)
+                continue
+            if g in s.reported:
+                del s.reported[g]
+                b = s.books.pop(g)
+                lost += b[1] * tr.workers - b[4]
+        for i, fp in enumerate(tr.fpend):
+            lost += fp[1] * tr.workers - fp[4]
+            tr.fpend[i] = [0, 0.0, 0, 0.0, 0.0]
+        tr.lost_work += lost
+        self.due[g].clear()
+        self.joiners.pop(g, None)
+        trs = self.system.trainers
+        if self.joiners and not any(x.member and not x.down and x.group not in self.joiners
+                                    for x in trs):
+            t_f = self._last_fired()
+            for h, jev in sorted(self.joiners.items()):
+                jt = trs[h]
+                for s in self.syncs.values():
+                    if not s.fired and h in s.reported:
+                        del s.reported[h]
+                        s.books.pop(h)
+                self.due[h].clear()
+                jt.k = t_f
+                jev.succeed("restart")
+            self.joiners.clear()
+        self._check_schedule()
+
+    def _rejoin_failing(self, tr: GroupTrainer):
+        """Group ``tr`` is back (schedule mode): it fetches the model (every fragment) if it
+        is behind or a sync is in flight (waiting first for the syncs in flight; a sync that
+        lands during the download is taken on the way, and it waits for those still in flight
+        when it ends), then joins at the next sync not yet fired, at step ``t*``: it reports
+        there with no steps (weight 0) and waits for that barrier, so that it is in that
+        sync and every later one. With no other member up it starts from the latest model's
+        step itself."""
+        g = tr.group
+        tr.down = False
+        if tr.version != self.V or self.flying:
+            for s in list(self.flying):
+                yield from self._wait(tr, s.done)
+            yield from self._download(tr)
+        trs = self.system.trainers
+        t_f = self._last_fired()
+        later = sorted(t for t in self.by_step if t > t_f)
+        others = [x for x in trs if x is not tr and x.member and not x.down]
+        tr.member = True
+        if not later:  # every sync fired: nothing to take part in
+            for s in list(self.flying):
+                yield from self._wait(tr, s.done)
+            tr.k = self.N
+            tr.version = self.V
+            if not self.finished:
+                yield from self._wait(tr, self.done)
+            return
+        if not others:  # nobody to wait for: it starts from the latest model itself
+            for s in list(self.flying):
+                yield from self._wait(tr, s.done)
+            tr.k = t_f
+            tr.version = self.V
+            return
+        t_star = later[0]
+        tr.k = t_star
+        flying = list(self.flying)  # fired before it joined: taken on the way
+        jev = self.joiners[g] = self.env.event()
+        s_star = [self._report_fragment(tr, t_star, p) for p in self.by_step[t_star]]
+        for s in flying:
+            yield from self._wait(tr, s.done)
+        tr.version = self.V
+        yield from self._wait(tr, jev)
+        if jev.value == "joined" and self.TAU == 0:
+            for s in s_star:
+                yield from self._wait(tr, s.done)
 
     def group_finished(self, tr: GroupTrainer) -> None:
         """Group ``tr`` took its ``N`` steps and waited for its last syncs."""
@@ -613,8 +828,11 @@ class OuterLoop:
         # fetch the model when it is back: the own downloads of its replicas in progress (back
         # while it was up, from a peer that held the group's older model) are cut, and the
         # group's fetch is their only download, as when an outer step fires while it is down
-        if self.fetch_moves and (tr.version != self.V or self.busy is not None):
+        if self.fetch_moves and (tr.version != self.V or self._moving()):
             tr.flow.cut_downloads(Refetch(tr.group, self.env.now))
+        if self.schedule_mode:
+            self._lost_failing(tr)
+            return
         r = self.round
         if r is not None and r.fired:  # its outer step is in flight: it will not hold it
             r.gone.add(tr.group)
@@ -647,11 +865,14 @@ class OuterLoop:
         latest outer parameters, which a replica starts its inner steps from (Douillard et al.
         2023, Algorithm 1): a download of its own before it would be redundant."""
         tr = rep.system.trainer
-        return self.fetch_moves and tr.down and (tr.version != self.V or self.busy is not None)
+        return self.fetch_moves and tr.down and (tr.version != self.V or self._moving())
 
     def rejoin(self, tr: GroupTrainer, late: bool = False):
         """Fetch the model (a group back from a failure: the whole model; a late group: the
         outer steps it missed), then join the round per the rules."""
+        if self.schedule_mode:
+            yield from self._rejoin_failing(tr)
+            return
         g = tr.group
         if not late:
             tr.down = False
@@ -906,9 +1127,14 @@ class DilocoSystem:
         steps = [x for tr in trs for x in tr.step_times]
         busy = float(sum(r.busy_time for tr in trs for r in tr.flow.replicas))
         ct_workers = float(sum(tr.compute_time * tr.workers for tr in trs))
-        if o.schedule_mode:  # no failures: every step merges
+        if o.schedule_mode and not o.failures:  # no failures: every step merges
             for tr in trs:
                 tr.merged = list(tr.pend)
+        elif o.schedule_mode and finished:  # a group that took its N steps: every share merges
+            for tr in trs:
+                if tr.k >= o.N and not tr.down:
+                    for fp in tr.fpend:
+                        o._merge(tr, fp)
         delivered = sum(tr.merged[2] for tr in trs)
         quality = sum(tr.merged[3] for tr in trs)
         # merged compute of the live workers (a worker down in a merged step's compute is not)
@@ -926,7 +1152,12 @@ class DilocoSystem:
                                           else float(p.present and p.own_up) for p in pres]))
         else:
             availability = float(np.mean([w.own_availability(wall) for w in self.workers]))
-        steps_done = (o.V * o.H) if not o.schedule_mode else min(tr.k for tr in trs)
+        if not o.schedule_mode:
+            steps_done = o.V * o.H
+        elif not o.failures:
+            steps_done = min(tr.k for tr in trs)
+        else:  # the step up to which every fragment's syncs have ended
+            steps_done = o.steps_synced()
         lost = dict.fromkeys(LOST_CAUSES, 0.0)
         for tr in trs:
             for key in LOST_CAUSES:
