@@ -97,11 +97,8 @@ def test_a_point_at_the_base_value_is_not_a_none_tick(tmp_path, monkeypatch):
     assert ticks == ["base value", "1GB/s", "10GB/s"]
 
 
-def test_default_figures_of_three_factors_draw_a_line_per_combination(tmp_path, monkeypatch):
-    """(user trial 4) A sweep of method x link x spot drew its default figures against method
-    with a line per link only: each line went through the spot and no-spot points of every
-    method in turn (two points at one x, joined), as if one series. Every factor after the
-    first now splits the lines: one per (link, spot), labelled by both, one point an x."""
+def _spy_error_bars(monkeypatch) -> list:
+    """The (label, xs) of every line the default figures draw, in order (plotting still draws)."""
     drawn = []
     draw = plotting._error_bars
 
@@ -110,6 +107,15 @@ def test_default_figures_of_three_factors_draw_a_line_per_combination(tmp_path, 
         return draw(ax, xs, m, *a, **k)
 
     monkeypatch.setattr(plotting, "_error_bars", spy)
+    return drawn
+
+
+def test_default_figures_of_three_factors_draw_a_line_per_combination(tmp_path, monkeypatch):
+    """(user trial 4) A sweep of method x link x spot drew its default figures against method
+    with a line per link only: each line went through the spot and no-spot points of every
+    method in turn (two points at one x, joined), as if one series. Every factor after the
+    first now splits the lines: one per (link, spot), labelled by both, one point an x."""
+    drawn = _spy_error_bars(monkeypatch)
     rows = [{"method": m, "link": b, "spot": s, "u_mean": 0.5, "u_low": 0.4, "u_high": 0.6}
             for m in ("dp", "diloco") for b in ("100Mbps", "1Gbps") for s in ("none", "1h")]
     out = plotting.plot_summary_table(rows, ["method", "link", "spot"], ["u"], tmp_path)
@@ -127,14 +133,7 @@ def test_default_figures_of_an_experiment_in_parts_draw_each_part_over_its_facto
     A metric is drawn from the points that measured it, a figure per part, over the factors
     that vary there: goodput against failure_factor, a line per sync; against sync, a line
     per trace."""
-    drawn = []
-    draw = plotting._error_bars
-
-    def spy(ax, xs, m, *a, **k):
-        drawn.append((k.get("label"), list(xs)))
-        return draw(ax, xs, m, *a, **k)
-
-    monkeypatch.setattr(plotting, "_error_bars", spy)
+    drawn = _spy_error_bars(monkeypatch)
     est = {"g_mean": 0.5, "g_low": 0.4, "g_high": 0.6}
     rows = ([{"part": "goodput", "failure_factor": f, "sync": s, **est}
              for f in (1, 2, 4) for s in ("synchronous", "quorum")]
