@@ -475,7 +475,8 @@ class Fixtures:
                 FACTORS = {"m": ["diloco", "streaming"]}
                 REPLICATIONS = 1
                 def model(config, streams):
-                    sync = "diloco:every=2" + (",fragments=2" if config["m"] == "streaming" else "")
+                    sync = "diloco:every=2" + (",fragments=2,quorum=1" if config["m"] == "streaming"
+                                               else "")
                     return training_model(TrainingConfig(stages=1, replicas=2, steps=2, sync=sync,
                                                          mtbf=60.0, replace_time=1.0), streams)
             """,
