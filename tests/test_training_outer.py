@@ -732,6 +732,25 @@ def test_quorum_grace_and_late_merge():
     assert s["training_time"] == pytest.approx(2 * (7.5 + ring3))
 
 
+@pytest.mark.parametrize("grace, wall", [(6.0, 28.0), (6.1, 28.0), (5.9, 19.9)])
+def test_a_report_at_the_end_of_the_grace_window_counts(grace, wall):
+    """Group 1 at half speed (T = 6, group 0's 3), quorum 1: group 0 reports at 6, so the
+    grace window ends at 6 + W. With W = 6 group 1 reports at 12, the window's very end: the
+    window is closed, the report counts, the ring of two (2) ends at 14; again at 26 (group 0
+    at 20, group 1 at 26): the run ends at 28, as with W = 6.1. The DES used to fire the
+    outer step before that report (its last pass started after the timer was set: SimPy
+    held it behind): group 1 late, 18. With W = 5.9 group 0's step at 11.9 goes alone,
+    group 1's report at 12 opens round 1, whose window ends with group 0's report at 17.9
+    (counted, the same tie): its ring of two ends at 19.9."""
+    cfg = _two_groups(steps=4, speeds=((1.0, 0.5),),
+                      sync=f"diloco:every=2,quorum=1,grace={grace}")
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    if grace == 6.0:
+        assert out["late_merges"] == 0
+        assert out["goodput_fraction"] == pytest.approx((12 + 24) / (2 * 28))
+
+
 def test_hierarchical_outer_sync_over_a_network():
     """Groups of 2 pipelines in 3 regions of 2 hosts (fast links inside a region, slow between):
     the outer sync is 2 rings across the regions of half the payload each, then an all-gather

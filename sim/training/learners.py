@@ -690,9 +690,12 @@ class _Engine:
                 x.fetch_ev = None
                 if not x.down:
                     x.version = self.V
-            elif kind == _TIMER:
+            elif kind == _TIMER:  # the grace window is closed: after the rest of this instant
                 if data == self.V and not self.fired:
-                    self._fire()
+                    if heap and heap[0][0] == t:
+                        self.push(t, _TIMER, -1, data)
+                    else:
+                        self._fire()
         wall = self.now
         n, M = c.chips, self.M
         # the completed steps of blocks in progress at the end count as compute (as the DES's)

@@ -35,7 +35,8 @@ the model of outer step ``n`` when the round starts; each takes ``H`` inner
 steps and reports. The outer step fires when every member still up has
 reported (synchronous), or, with ``quorum=K``, once ``K`` have and either all
 members still up have or ``grace`` has passed since the ``K``-th report
-(Decoupled DiLoCo's quorum and grace window). The all-reduce runs among the
+(Decoupled DiLoCo's quorum and grace window; the window is closed: the step fires after
+everything else of its last instant, :meth:`OuterLoop._grace_end`). The all-reduce runs among the
 reporters; then each of them holds the new model and is a member of the next
 round. With a quorum, a group that joined or fell behind goes on its own clock:
 its report counts if it comes before the outer step fires, but the round
@@ -744,11 +745,24 @@ class OuterLoop:
             return
         if r.kth is None:
             r.kth = sorted(r.reported.values())[K - 1]
-        if not r.timer:  # (a zero grace too: after the reports of this same instant)
+        if not r.timer:
             r.timer = True
             ev = self.env.timeout(max(0.0, r.kth + self.spec.grace - self.env.now))
-            ev.callbacks.append(lambda _e, rr=r: self._fire_round() if rr is self.round
-                                and not rr.fired else None)
+            ev.callbacks.append(lambda _e, rr=r: self._grace_end(rr))
+
+    def _grace_end(self, r: _Sync) -> None:
+        """Round ``r``'s grace window is over: its outer step fires once every event of this
+        instant is done (the window is closed: a report, or a failure, at its very end comes
+        first, whatever order SimPy holds them in; the learners engine's rule too)."""
+        if r is not self.round or r.fired:
+            return
+        env = self.env
+        if env.peek() == env.now:  # more at this instant: go behind it
+            ev = env.event()
+            ev.callbacks.append(lambda _e: self._grace_end(r))
+            ev.succeed()
+            return
+        self._fire_round()
 
     def _fire_round(self) -> None:
         r = self.round
