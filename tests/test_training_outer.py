@@ -751,6 +751,36 @@ def test_a_report_at_the_end_of_the_grace_window_counts(grace, wall):
         assert out["goodput_fraction"] == pytest.approx((12 + 24) / (2 * 28))
 
 
+@pytest.mark.parametrize("back, quorum, wall, lost_download", [
+    (11.0, False, 19.065, 1.5), (11.0, True, 18.06, 1.5), (12.495, False, 19.065, 0.01)])
+def test_a_worker_back_while_its_group_fetches_the_model_holds_it(tmp_path, back, quorum,
+                                                                   wall, lost_download):
+    """Two groups of two one-stage pipelines on 2 regions of 2 hosts (inside a region 1000,
+    no latency; between them 5): a step 3 + its all-reduce 2 (10 / 2 / 1000) = 3.01. Group
+    1's workers fail at 4; s0r2 is back at 10.5, behind the latest model: the group fetches
+    it (s0r2 alone receives, 10 / 5 = 2, until 12.5). s0r3 is back at 11, while the group
+    fetches, and copies its weights from s0r2 (0.01): that copy used to end at 11.01,
+    leaving it live on the group's older weights (it was no receiver of the fetch). s0r2
+    passes on what it receives, so the copy holds the fetched model at 12.5 and ends there
+    (its download 1.5), before the group's next step. Synchronous: group 1 then waits for
+    the outer step at 18.06 (a ring of 2 x 2 x 10 / (2 x 2 x 5) = 1 and an all-gather of
+    0.005): 19.065. Quorum 1: group 1 steps at once from 12.5 with both pipelines (s0r3's
+    compute counts: 48 of 4 x 18.06 worker-time in the steps, which end at group 0's lone
+    step at 18.06). Back at 12.495 s0r3's copy ends at 12.505, after the fetch: as before."""
+    net = ("geo:regions=2,hosts=2,intra_region_bandwidth=1000,intra_region_latency=0,"
+           "inter_region_bandwidth=5,inter_region_latency=0")
+    trace = _trace(tmp_path, [("s0r2", 4.0, 10.5), ("s0r3", 4.0, back)])
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=6, forward_time=1.0,
+                         param_size=10.0, network=net, failure_trace=trace,
+                         sync="diloco:every=2,groups=2" + (",quorum=1" if quorum else ""))
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["lost_download"] == pytest.approx(lost_download, rel=1e-9)
+    assert out["outer_downloads"] == 1
+    if quorum:
+        assert out["compute_utilisation"] == pytest.approx(48 / (4 * 18.06), rel=1e-12)
+
+
 def test_hierarchical_outer_sync_over_a_network():
     """Groups of 2 pipelines in 3 regions of 2 hosts (fast links inside a region, slow between):
     the outer sync is 2 rings across the regions of half the payload each, then an all-gather
