@@ -781,6 +781,39 @@ def test_a_worker_back_while_its_group_fetches_the_model_holds_it(tmp_path, back
         assert out["compute_utilisation"] == pytest.approx(48 / (4 * 18.06), rel=1e-12)
 
 
+@pytest.mark.parametrize("hosts, sync, kw", [
+    (1, "", {}),
+    (2, ",groups=3,bits=8", dict(bits=8)),
+    (2, ",groups=3,bits=8,topk=0.25", dict(bits=8, topk=0.25))])
+def test_outer_sync_over_zones_of_unequal_latency_is_the_ring_with_hops(hosts, sync, kw):
+    """3 zones 0.3, 0.4 and 0.6 apart (geo latency_matrix, a direct link each pair's
+    least-latency route), 10, 5 and 20 between them; one round of 2 steps of 3 (with 2
+    hosts a zone, each step's all-reduce inside, 2 (0.01 + 6 / 100)). The DES's ring, the
+    groups in index order, crosses 0-1, 1-2, 2-0: its sync is the closed form with those
+    hops (4.8 with one host a zone; sim.analytic.diloco's test), not with one latency."""
+    from sim.analytic import diloco as AD
+
+    lat = [[0, 0.3, 0.6], [0.3, 0, 0.4], [0.6, 0.4, 0]]
+    bw = [[0, 10, 20], [10, 0, 5], [20, 5, 0]]
+    net = ("geo:latency_matrix=0/0.3/0.6;0.3/0/0.4;0.6/0.4/0,"
+           f"bandwidth_matrix=0/10/20;10/0/5;20/5/0,hosts={hosts}")
+    if hosts > 1:
+        net += ",intra_region_bandwidth=100,intra_region_latency=0.01"
+    cfg = TrainingConfig(stages=1, replicas=3 * hosts, microbatches=3 * hosts, steps=2,
+                         forward_time=1.0, param_size=12.0, network=net,
+                         sync="diloco:every=2" + sync)
+    out = _run(cfg)
+    ring = [0, 1, 2]
+    inner = 2 * (3.0 + (2 * (0.01 + 12 / 2 / 100) if hosts > 1 else 0.0))
+    sync_t = AD.outer_sync_time(3, 12.0, AD.ring_hops(bw, ring), AD.ring_hops(lat, ring),
+                                nodes_per_group=hosts, **kw,
+                                **(dict(intra_bandwidth=100.0, intra_latency=0.01)
+                                   if hosts > 1 else {}))
+    assert out["training_time"] == pytest.approx(inner + sync_t, rel=1e-12)
+    if hosts == 1:
+        assert sync_t == pytest.approx(4.8, rel=1e-12)
+
+
 def test_hierarchical_outer_sync_over_a_network():
     """Groups of 2 pipelines in 3 regions of 2 hosts (fast links inside a region, slow between):
     the outer sync is 2 rings across the regions of half the payload each, then an all-gather
