@@ -928,11 +928,15 @@ def test_a_one_group_diloco_run_warns_once_and_times_as_data_parallelism(capsys)
 def test_the_printed_wan_figure_says_it_is_dilocos_outer_tier_only(capsys):
     """wan_bytes_sent counts DiLoCo's outer tier only: a group's data-parallel all-reduce is
     in allreduce_bytes_sent whatever links it crosses. The text said 'WAN 0' beside it, which
-    reads as no traffic across zones; it now names each tier (the JSON keys are unchanged)."""
+    reads as no traffic across zones; it now names each tier (the JSON keys are unchanged)
+    and what neither counts (pipeline hops, a worker's own weight download), which cross
+    zones too where a group's stages sit in different regions."""
     from sim.cli import main
 
     assert main([*_ONE, "--replicas", "2", "--sync", "diloco:every=2,groups=1"]) == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("sent per worker")]
     assert lines == ["sent per worker (bytes): WAN (DiLoCo outer tier: outer syncs, model "
                      "downloads) 0, largest 0; inside its group (data-parallel all-reduce, "
-                     "whatever links it crosses, and the outer syncs' all-gather) 4e+09"]
+                     "whatever links it crosses, and the outer syncs' all-gather) 4e+09; "
+                     "in neither: pipeline hops between stages and a worker's own weight "
+                     "download, whatever links they cross"]
