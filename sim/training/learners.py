@@ -27,7 +27,8 @@ module docstring of :mod:`sim.training.outer`) but aggregates what a learner
   learner's last merge (those completed count as compute, as in the DES).
 * **Outer steps**, **downloads**, **joiners** (and a round whose last member
   fails: its waiting joiners start it again at once) and **late merges**:
-  exactly the DES's rules, with the sync time of :func:`sim.analytic.diloco.outer_sync_time`
+  exactly the DES's rules (the grace window closed: its timer goes behind every other event
+  of its instant), with the sync time of :func:`sim.analytic.diloco.outer_sync_time`
   for the learners in the ring and the model download ``latency + size / bandwidth``.
 
 Same metrics as the DES where they mean the same (``training_time``,
