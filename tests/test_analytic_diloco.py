@@ -45,6 +45,32 @@ def test_outer_sync_is_the_ring_of_the_payload_and_hierarchical_adds_the_zone_al
     assert D.outer_sync_time(M, S, B, lat) == ring_allreduce_time(M, S, B, lat)
 
 
+def test_outer_sync_with_a_latency_and_a_bandwidth_a_hop():
+    """3 zones 0.3, 0.4 and 0.6 apart around the ring (0-1, 1-2, 2-0), 10, 5 and 20 between
+    them, S = 12: every step ends with its slowest hop, max(0.3 + 4 / 10, 0.4 + 4 / 5,
+    0.6 + 4 / 20) = 1.2, so 4 steps take 4.8 (not the mean latency's 4.93, nor the largest
+    latency with the least bandwidth's 5.6). Top-k 25 % at 8 bits with 2 nodes a group:
+    blocks 0.25 * 12 * 40 / 16 / 2 = 3.75, 2 steps of max(0.675, 1.15, 0.7875), then the
+    all-gather inside (0.01 + 3 / 100): 2.34. Equal hops give the one-value law, bit for
+    bit."""
+    lat = [[0, 0.3, 0.6], [0.3, 0, 0.4], [0.6, 0.4, 0]]
+    bw = [[0, 10, 20], [10, 0, 5], [20, 5, 0]]
+    assert D.ring_hops(lat, [0, 1, 2]) == [0.3, 0.4, 0.6]
+    assert D.ring_hops(bw, [2, 0, 1]) == [20.0, 10.0, 5.0]
+    hop_b, hop_l = D.ring_hops(bw, [0, 1, 2]), D.ring_hops(lat, [0, 1, 2])
+    assert D.outer_sync_time(3, 12.0, hop_b, hop_l) == pytest.approx(4.8, rel=1e-12)
+    assert D.outer_sync_time(3, 12.0, 5.0, hop_l) == pytest.approx(4 * 1.4, rel=1e-12)
+    t = D.outer_sync_time(3, 12.0, hop_b, hop_l, bits=8, topk=0.25, nodes_per_group=2,
+                          intra_bandwidth=100.0, intra_latency=0.01)
+    assert t == pytest.approx(2 * 1.15 + 0.04, rel=1e-12)
+    assert D.outer_sync_time(4, 80.0, [10.0] * 4, [0.5] * 4, bits=8) == \
+        D.outer_sync_time(4, 80.0, 10.0, 0.5, bits=8)
+    with pytest.raises(ConfigError, match="'latency' must be one value a hop of the ring"):
+        D.outer_sync_time(3, 12.0, 5.0, [0.1, 0.2])
+    with pytest.raises(ConfigError, match="'intra_latency' must be given"):
+        D.outer_sync_time(3, 12.0, 5.0, hop_l, nodes_per_group=2)
+
+
 def test_topk_sync_is_an_allgather_of_index_value_pairs():
     """Top-k 10 % at 16 bits of 100 among 3: blocks of 0.1 * 100 * 48 / 16 = 30, 2 steps."""
     assert D.outer_sync_time(3, 100.0, 5.0, 0.1, topk=0.1) == pytest.approx(2 * (0.1 + 30 / 5))

@@ -186,6 +186,28 @@ def test_a_learner_down_during_its_outer_step_and_back_before_it_ends_rejoins(tm
         assert des[key] == pytest.approx(eng[key]), key
 
 
+@pytest.mark.parametrize("grace, wall", [(2.5, 30.0), (2.6, 30.0), (2.4, 20.3)])
+def test_a_report_at_the_end_of_the_grace_window_counts_in_both_engines(tmp_path, grace,
+                                                                      wall):
+    """Quorum 1. Learner 1's chip fails at 1, is back at 1.5 with the latest model, fetches
+    its weights (2) and joins round 0 on its own clock at 3.5; learner 0, the round's one
+    member up, fires alone at 6 (a ring of one: no time). Learner 1 reports at 9.5 into round
+    1: the grace window ends at 9.5 + W. With W = 2.5 learner 0 reports at 12, the window's
+    very end: it counts (the window is closed), the ring of two ends at 14 and both take the
+    last two rounds together (20 -> 22, 28 -> 30): 30, goodput (24 + 18) / 60, as with W =
+    2.6. The engines used to differ there: the DES fired first (20.5), the engine counted
+    it. With W = 2.4 the step at 11.9 goes with learner 1 alone."""
+    eng = _scripted({1: [1.0]}, replace_time=0.5, chip_download=2.0, quorum=1, grace=grace)
+    des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5)],
+                        sync=f"diloco:every=2,quorum=1,grace={grace}")
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    if grace == 2.5:
+        assert eng["goodput_fraction"] == pytest.approx(42 / 60)
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+                "late_merges", "compute_utilisation"):
+        assert des[key] == pytest.approx(eng[key], rel=1e-12), key
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("q, sync, law, L, ratio", [
     ({}, "diloco:every=4", "deterministic", 3, 2.0),

@@ -732,6 +732,88 @@ def test_quorum_grace_and_late_merge():
     assert s["training_time"] == pytest.approx(2 * (7.5 + ring3))
 
 
+@pytest.mark.parametrize("grace, wall", [(6.0, 28.0), (6.1, 28.0), (5.9, 19.9)])
+def test_a_report_at_the_end_of_the_grace_window_counts(grace, wall):
+    """Group 1 at half speed (T = 6, group 0's 3), quorum 1: group 0 reports at 6, so the
+    grace window ends at 6 + W. With W = 6 group 1 reports at 12, the window's very end: the
+    window is closed, the report counts, the ring of two (2) ends at 14; again at 26 (group 0
+    at 20, group 1 at 26): the run ends at 28, as with W = 6.1. The DES used to fire the
+    outer step before that report (its last pass started after the timer was set: SimPy
+    held it behind): group 1 late, 18. With W = 5.9 group 0's step at 11.9 goes alone,
+    group 1's report at 12 opens round 1, whose window ends with group 0's report at 17.9
+    (counted, the same tie): its ring of two ends at 19.9."""
+    cfg = _two_groups(steps=4, speeds=((1.0, 0.5),),
+                      sync=f"diloco:every=2,quorum=1,grace={grace}")
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    if grace == 6.0:
+        assert out["late_merges"] == 0
+        assert out["goodput_fraction"] == pytest.approx((12 + 24) / (2 * 28))
+
+
+@pytest.mark.parametrize("back, quorum, wall, lost_download", [
+    (11.0, False, 19.065, 1.5), (11.0, True, 18.06, 1.5), (12.495, False, 19.065, 0.01)])
+def test_a_worker_back_while_its_group_fetches_the_model_holds_it(tmp_path, back, quorum,
+                                                                   wall, lost_download):
+    """Two groups of two one-stage pipelines on 2 regions of 2 hosts (inside a region 1000,
+    no latency; between them 5): a step 3 + its all-reduce 2 (10 / 2 / 1000) = 3.01. Group
+    1's workers fail at 4; s0r2 is back at 10.5, behind the latest model: the group fetches
+    it (s0r2 alone receives, 10 / 5 = 2, until 12.5). s0r3 is back at 11, while the group
+    fetches, and copies its weights from s0r2 (0.01): that copy used to end at 11.01,
+    leaving it live on the group's older weights (it was no receiver of the fetch). s0r2
+    passes on what it receives, so the copy holds the fetched model at 12.5 and ends there
+    (its download 1.5), before the group's next step. Synchronous: group 1 then waits for
+    the outer step at 18.06 (a ring of 2 x 2 x 10 / (2 x 2 x 5) = 1 and an all-gather of
+    0.005): 19.065. Quorum 1: group 1 steps at once from 12.5 with both pipelines (s0r3's
+    compute counts: 48 of 4 x 18.06 worker-time in the steps, which end at group 0's lone
+    step at 18.06). Back at 12.495 s0r3's copy ends at 12.505, after the fetch: as before."""
+    net = ("geo:regions=2,hosts=2,intra_region_bandwidth=1000,intra_region_latency=0,"
+           "inter_region_bandwidth=5,inter_region_latency=0")
+    trace = _trace(tmp_path, [("s0r2", 4.0, 10.5), ("s0r3", 4.0, back)])
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=6, forward_time=1.0,
+                         param_size=10.0, network=net, failure_trace=trace,
+                         sync="diloco:every=2,groups=2" + (",quorum=1" if quorum else ""))
+    out = _run(cfg)
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["lost_download"] == pytest.approx(lost_download, rel=1e-9)
+    assert out["outer_downloads"] == 1
+    if quorum:
+        assert out["compute_utilisation"] == pytest.approx(48 / (4 * 18.06), rel=1e-12)
+
+
+@pytest.mark.parametrize("hosts, sync, kw", [
+    (1, "", {}),
+    (2, ",groups=3,bits=8", dict(bits=8)),
+    (2, ",groups=3,bits=8,topk=0.25", dict(bits=8, topk=0.25))])
+def test_outer_sync_over_zones_of_unequal_latency_is_the_ring_with_hops(hosts, sync, kw):
+    """3 zones 0.3, 0.4 and 0.6 apart (geo latency_matrix, a direct link each pair's
+    least-latency route), 10, 5 and 20 between them; one round of 2 steps of 3 (with 2
+    hosts a zone, each step's all-reduce inside, 2 (0.01 + 6 / 100)). The DES's ring, the
+    groups in index order, crosses 0-1, 1-2, 2-0: its sync is the closed form with those
+    hops (4.8 with one host a zone; sim.analytic.diloco's test), not with one latency."""
+    from sim.analytic import diloco as AD
+
+    lat = [[0, 0.3, 0.6], [0.3, 0, 0.4], [0.6, 0.4, 0]]
+    bw = [[0, 10, 20], [10, 0, 5], [20, 5, 0]]
+    net = ("geo:latency_matrix=0/0.3/0.6;0.3/0/0.4;0.6/0.4/0,"
+           f"bandwidth_matrix=0/10/20;10/0/5;20/5/0,hosts={hosts}")
+    if hosts > 1:
+        net += ",intra_region_bandwidth=100,intra_region_latency=0.01"
+    cfg = TrainingConfig(stages=1, replicas=3 * hosts, microbatches=3 * hosts, steps=2,
+                         forward_time=1.0, param_size=12.0, network=net,
+                         sync="diloco:every=2" + sync)
+    out = _run(cfg)
+    ring = [0, 1, 2]
+    inner = 2 * (3.0 + (2 * (0.01 + 12 / 2 / 100) if hosts > 1 else 0.0))
+    sync_t = AD.outer_sync_time(3, 12.0, AD.ring_hops(bw, ring), AD.ring_hops(lat, ring),
+                                nodes_per_group=hosts, **kw,
+                                **(dict(intra_bandwidth=100.0, intra_latency=0.01)
+                                   if hosts > 1 else {}))
+    assert out["training_time"] == pytest.approx(inner + sync_t, rel=1e-12)
+    if hosts == 1:
+        assert sync_t == pytest.approx(4.8, rel=1e-12)
+
+
 def test_hierarchical_outer_sync_over_a_network():
     """Groups of 2 pipelines in 3 regions of 2 hosts (fast links inside a region, slow between):
     the outer sync is 2 rings across the regions of half the payload each, then an all-gather
@@ -846,11 +928,15 @@ def test_a_one_group_diloco_run_warns_once_and_times_as_data_parallelism(capsys)
 def test_the_printed_wan_figure_says_it_is_dilocos_outer_tier_only(capsys):
     """wan_bytes_sent counts DiLoCo's outer tier only: a group's data-parallel all-reduce is
     in allreduce_bytes_sent whatever links it crosses. The text said 'WAN 0' beside it, which
-    reads as no traffic across zones; it now names each tier (the JSON keys are unchanged)."""
+    reads as no traffic across zones; it now names each tier (the JSON keys are unchanged)
+    and what neither counts (pipeline hops, a worker's own weight download), which cross
+    zones too where a group's stages sit in different regions."""
     from sim.cli import main
 
     assert main([*_ONE, "--replicas", "2", "--sync", "diloco:every=2,groups=1"]) == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("sent per worker")]
     assert lines == ["sent per worker (bytes): WAN (DiLoCo outer tier: outer syncs, model "
                      "downloads) 0, largest 0; inside its group (data-parallel all-reduce, "
-                     "whatever links it crosses, and the outer syncs' all-gather) 4e+09"]
+                     "whatever links it crosses, and the outer syncs' all-gather) 4e+09; "
+                     "in neither: pipeline hops between stages and a worker's own weight "
+                     "download, whatever links they cross"]

@@ -88,6 +88,7 @@ __all__ = [
     "payload_size",
     "ring_allgather_time",
     "outer_sync_time",
+    "ring_hops",
     "outer_bytes_sent",
     "fragment_sizes",
     "fragment_stages",
@@ -154,7 +155,21 @@ def payload_size(size: float, *, bits: int = 16, value_bits: int = 16,
     return F * S * (b + INDEX_BITS) / vb
 
 
-def outer_sync_time(groups: int, size: float, bandwidth: float, latency: float, *,
+def ring_hops(matrix: Any, ring: Sequence[int]) -> list[float]:
+    """``matrix``'s entry of each hop of ``ring`` in its order: ``matrix[ring[i]][ring[i + 1]]``,
+    the last hop back to ``ring[0]`` (a ``geo`` layout's ``latency_matrix`` or
+    ``bandwidth_matrix`` and the DES's ring, the groups in index order: the per-hop
+    ``latency`` and ``bandwidth`` of :func:`outer_sync_time`). A flow takes the
+    least-latency route (:meth:`sim.network.topology.Network.route_between`), so these
+    are a hop's only where its pair's direct link is that route (latencies that keep the
+    triangle inequality); otherwise give the route's latency and narrowest link."""
+    r = [int(x) for x in ring]
+    check(len(r) >= 2, "ring", "at least 2 zones", r)
+    return [float(matrix[a][b]) for a, b in zip(r, r[1:] + r[:1], strict=True)]
+
+
+def outer_sync_time(groups: int, size: float, bandwidth: float | Sequence[float],
+                    latency: float | Sequence[float], *,
                     bits: int = 16, value_bits: int = 16, topk: float | None = None,
                     nodes_per_group: int = 1, intra_bandwidth: float | None = None,
                     intra_latency: float | None = None) -> float:
@@ -166,16 +181,19 @@ def outer_sync_time(groups: int, size: float, bandwidth: float, latency: float, 
         ``M`` groups (zones) taking part.
     size : float
         The pseudo-gradient (parameters) at ``value_bits`` bits a value.
-    bandwidth, latency : float
+    bandwidth, latency : float or sequence of float
         The WAN tier: each node's bandwidth (per direction) to the next group
-        in the ring, and the latency between ring neighbours.
+        in the ring, and the latency between ring neighbours; or one of each
+        a hop, ``M`` in ring order (hop ``i`` from group ``i`` to ``i + 1``,
+        the last back to group 0; :func:`ring_hops`), where zones differ.
     bits, value_bits, topk
         As :func:`payload_size`.
     nodes_per_group : int
         ``g`` nodes of each group holding the same parameters (the group's
         data-parallel replicas of this stage).
     intra_bandwidth, intra_latency : float or None
-        Links inside a group (default: the WAN's).
+        Links inside a group (default: the WAN's; given with per-hop values
+        and more than one node a group).
 
     Returns
     -------
@@ -196,9 +214,29 @@ def outer_sync_time(groups: int, size: float, bandwidth: float, latency: float, 
     the second term the all-gather of the averaged shards inside each group
     (the average of ``M`` sparse shards has at most ``M F`` of the values;
     never more than the dense payload) [Hier]_ [SparCML]_ [Ring]_.
+
+    With a latency and a bandwidth a hop (``\\ell_i``, ``B_i``) every step of
+    the ring ends with its slowest hop: a node forwards at step ``s`` the
+    chunk it received at step ``s - 1`` once its own send of step ``s - 1``
+    is done (:mod:`sim.network.collectives`), so the end of its step ``s``
+    is a longest path of ``s + 1`` hops, each a hop's time or its
+    predecessor's, at most ``(s + 1) \\max_i \\tau_i``, which the slowest hop
+    reaches by itself:
+
+    .. math:: T = 2 (M - 1) \\max_i \\left(\\ell_i + \\frac{p}{g M B_i}\\right)
+              + (g - 1) \\left(\\ell_{in} + \\frac{p}{g B_{in}}\\right)
+
+    (top-k: ``(M - 1) max_i (l_i + p_k / (g B_i))``): 3 zones 0.3, 0.4 and
+    0.6 apart around the ring, ``p / M = 4`` over 10, 5 and 20, take
+    ``4 max(0.7, 1.2, 0.8) = 4.8`` (the mean latency with the least bandwidth
+    says 4.93, the largest latency with it 5.6).
     """
     M = check_int("groups", groups, low=1)
     g = check_int("nodes_per_group", nodes_per_group, low=1)
+    if not (np.isscalar(latency) and np.isscalar(bandwidth)):
+        return _outer_sync_hops(M, g, size, bandwidth, latency, bits=bits,
+                                value_bits=value_bits, topk=topk,
+                                intra_bandwidth=intra_bandwidth, intra_latency=intra_latency)
     B = check_positive("bandwidth", bandwidth, allow_inf=True)
     lat = check_nonnegative("latency", latency)
     Bi = B if intra_bandwidth is None else check_positive("intra_bandwidth", intra_bandwidth,
@@ -214,6 +252,37 @@ def outer_sync_time(groups: int, size: float, bandwidth: float, latency: float, 
         return 0.0
     return (ring_allgather_time(M, pk / g, B, lat)
             + ring_allgather_time(g, min(M * pk, dense) / g, Bi, li))
+
+
+def _outer_sync_hops(M: int, g: int, size: float, bandwidth: Any, latency: Any, *, bits: int,
+                     value_bits: int, topk: float | None, intra_bandwidth: float | None,
+                     intra_latency: float | None) -> float:
+    """:func:`outer_sync_time` with a latency and a bandwidth a hop (its Notes)."""
+    def hops(name: str, v: Any, rule: Any) -> list[float]:
+        if np.isscalar(v):
+            return [rule(name, v)] * M
+        out = [rule(name, x) for x in v]
+        check(len(out) == M, name, f"one value a hop of the ring ({M} groups)", list(v))
+        return out
+    B = hops("bandwidth", bandwidth, lambda n, x: check_positive(n, x, allow_inf=True))
+    lat = hops("latency", latency, check_nonnegative)
+    check(g == 1 or (intra_bandwidth is not None and intra_latency is not None),
+          "intra_latency", "given (with intra_bandwidth) with per-hop values and "
+          "nodes_per_group above 1", intra_latency)
+    dense = payload_size(size, bits=bits, value_bits=value_bits)
+    if M == 1:
+        return 0.0
+    if topk is None:
+        chunk, steps, block = dense / (g * M), 2 * (M - 1), dense
+    else:
+        pk = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
+        chunk, steps, block = pk / g, M - 1, min(M * pk, dense)
+    across = steps * max(x + chunk / b for x, b in zip(lat, B, strict=True))
+    if g == 1:
+        return across
+    Bi = check_positive("intra_bandwidth", intra_bandwidth, allow_inf=True)
+    li = check_nonnegative("intra_latency", intra_latency)
+    return across + ring_allgather_time(g, block / g, Bi, li)
 
 
 def outer_bytes_sent(groups: int, size: float, *, bits: int = 16, value_bits: int = 16,

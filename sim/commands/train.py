@@ -1246,12 +1246,15 @@ def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
           f"{out['compute_utilisation_min']:.4g} to {out['compute_utilisation_max']:.4g} over "
           "workers (fraction of wall time in inner steps' compute)")
     # wan_bytes_sent counts DiLoCo's outer tier only: a group's data-parallel all-reduce
-    # counts inside its group even where its pipelines cross zones (groups=1 across regions)
+    # counts inside its group even where its pipelines cross zones (groups=1 across regions),
+    # and its pipeline hops and a worker's own weight download count in neither
     print(f"sent per worker (bytes): WAN (DiLoCo outer tier: outer syncs, model downloads) "
           f"{out['wan_bytes_sent']:.6g}{exact('predicted_wan_bytes_sent')}, largest "
           f"{out['wan_bytes_sent_max']:.6g}; inside its group (data-parallel all-reduce, "
           f"whatever links it crosses, and the outer syncs' all-gather) "
-          f"{out['allreduce_bytes_sent']:.6g}{exact('predicted_allreduce_bytes_sent')}")
+          f"{out['allreduce_bytes_sent']:.6g}{exact('predicted_allreduce_bytes_sent')}; "
+          "in neither: pipeline hops between stages and a worker's own weight download, "
+          "whatever links they cross")
     if cfg.failures or out["outer_downloads"]:
         print(f"goodput {out['goodput_fraction_ci']} (merged compute over worker time); "
               f"work lost {out['lost_outer_work']:.4g} ({tu} of worker time), "

@@ -199,6 +199,9 @@ class ReplicaFlow:
         #: asked as a replica comes back (DiLoCo's groups): True when its group will fetch the
         #: model across the WAN tier, which is then its only download (None: always download)
         self.skip_download: Any = None
+        #: asked as a replica's download ends (DiLoCo's groups): the event of its group's model
+        #: fetch in progress, which the copy (from a peer receiving it) ends with, or None
+        self.hold_download: Any = None
         # transfers between replicas (over a network), or None: each hop a time between stages
         self.net: Any = traffic if traffic.flows else None
         self.activation_size = c.activation_size

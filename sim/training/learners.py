@@ -27,7 +27,8 @@ module docstring of :mod:`sim.training.outer`) but aggregates what a learner
   learner's last merge (those completed count as compute, as in the DES).
 * **Outer steps**, **downloads**, **joiners** (and a round whose last member
   fails: its waiting joiners start it again at once) and **late merges**:
-  exactly the DES's rules, with the sync time of :func:`sim.analytic.diloco.outer_sync_time`
+  exactly the DES's rules (the grace window closed: its timer goes behind every other event
+  of its instant), with the sync time of :func:`sim.analytic.diloco.outer_sync_time`
   for the learners in the ring and the model download ``latency + size / bandwidth``.
 
 Same metrics as the DES where they mean the same (``training_time``,
@@ -690,9 +691,12 @@ class _Engine:
                 x.fetch_ev = None
                 if not x.down:
                     x.version = self.V
-            elif kind == _TIMER:
+            elif kind == _TIMER:  # the grace window is closed: after the rest of this instant
                 if data == self.V and not self.fired:
-                    self._fire()
+                    if heap and heap[0][0] == t:
+                        self.push(t, _TIMER, -1, data)
+                    else:
+                        self._fire()
         wall = self.now
         n, M = c.chips, self.M
         # the completed steps of blocks in progress at the end count as compute (as the DES's)

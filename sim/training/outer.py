@@ -35,7 +35,8 @@ the model of outer step ``n`` when the round starts; each takes ``H`` inner
 steps and reports. The outer step fires when every member still up has
 reported (synchronous), or, with ``quorum=K``, once ``K`` have and either all
 members still up have or ``grace`` has passed since the ``K``-th report
-(Decoupled DiLoCo's quorum and grace window). The all-reduce runs among the
+(Decoupled DiLoCo's quorum and grace window; the window is closed: the step fires after
+everything else of its last instant, :meth:`OuterLoop._grace_end`). The all-reduce runs among the
 reporters; then each of them holds the new model and is a member of the next
 round. With a quorum, a group that joined or fell behind goes on its own clock:
 its report counts if it comes before the outer step fires, but the round
@@ -59,7 +60,9 @@ does not wait for it (it is not a member).
   up, from a peer holding the group's older model), is cut.
   Back in a group holding the latest model it downloads its weights as in
   any training system (its stage's live peer, ``checkpoint_node``, or
-  ``download_time``).
+  ``download_time``); back while its group (up again) fetches the model, its
+  copy from a peer receiving it ends no earlier than that fetch
+  (:meth:`OuterLoop.hold_download`).
   Synchronous: it then waits for the next outer step, which it joins with no
   steps (weight 0) to receive the new model, and is a member of the round
   after (INTELLECT-1's rule: joiners enter at an outer step); if no member
@@ -385,6 +388,7 @@ class OuterLoop:
         self.rec = s.rec  # the timeline (sim.timeline; NULL: off)
         self.waits: dict[int, float] = {}  # group -> since when it waits for the outer loop
         self.fetches: dict[int, tuple] = {}  # group -> (since when, missed) of its download
+        self._model_fetch: dict[int, simpy.Event] = {}  # group -> its model fetch's end (back)
         # schedule mode with failures: the syncs fired and not ended (in firing order), and
         # the groups back that wait at a barrier to join (group -> event: "joined"/"restart")
         self.flying: list[_Sync] = []
@@ -744,11 +748,24 @@ class OuterLoop:
             return
         if r.kth is None:
             r.kth = sorted(r.reported.values())[K - 1]
-        if not r.timer:  # (a zero grace too: after the reports of this same instant)
+        if not r.timer:
             r.timer = True
             ev = self.env.timeout(max(0.0, r.kth + self.spec.grace - self.env.now))
-            ev.callbacks.append(lambda _e, rr=r: self._fire_round() if rr is self.round
-                                and not rr.fired else None)
+            ev.callbacks.append(lambda _e, rr=r: self._grace_end(rr))
+
+    def _grace_end(self, r: _Sync) -> None:
+        """Round ``r``'s grace window is over: its outer step fires once every event of this
+        instant is done (the window is closed: a report, or a failure, at its very end comes
+        first, whatever order SimPy holds them in; the learners engine's rule too)."""
+        if r is not self.round or r.fired:
+            return
+        env = self.env
+        if env.peek() == env.now:  # more at this instant: go behind it
+            ev = env.event()
+            ev.callbacks.append(lambda _e: self._grace_end(r))
+            ev.succeed()
+            return
+        self._fire_round()
 
     def _fire_round(self) -> None:
         r = self.round
@@ -867,6 +884,18 @@ class OuterLoop:
         tr = rep.system.trainer
         return self.fetch_moves and tr.down and (tr.version != self.V or self._moving())
 
+    def hold_download(self, rep: Any) -> simpy.Event | None:
+        """The end of replica ``rep``'s group's model fetch in progress (a group back from a
+        failure, :meth:`_download` blocking), or None. A replica back while its group fetches
+        copies its weights from a peer of its stage that is receiving the model, and the
+        peer passes on what it receives (as a download's source streams its latest
+        parameters): the copy holds the model the group fetches, so it ends no earlier than
+        that fetch, and the replica is live then (before the group's next inner step),
+        holding the outer parameters its inner
+        steps start from (Douillard et al. 2023, Algorithm 1). It used to be live at the end
+        of its copy, holding the group's older weights, and to train on them."""
+        return self._model_fetch.get(rep.system.trainer.group)
+
     def rejoin(self, tr: GroupTrainer, late: bool = False):
         """Fetch the model (a group back from a failure: the whole model; a late group: the
         outer steps it missed), then join the round per the rules."""
@@ -924,6 +953,9 @@ class OuterLoop:
             return
         t0 = self.env.now
         self.fetches[tr.group] = (t0, missed)
+        hold = None
+        if blocking:  # the replicas back meanwhile whose copies end with this fetch
+            hold = self._model_fetch[tr.group] = self.env.event()
         try:
             if blocking:
                 yield from self._wait(tr, ev, "download")
@@ -935,9 +967,13 @@ class OuterLoop:
             raise
         finally:
             self.fetches.pop(tr.group, None)
+            self._model_fetch.pop(tr.group, None)
         sysm.wan.fetched(tr.group)
         if self.rec.on:
             self.rec.group_download(tr.group, missed, t0, self.env.now)
+        if hold is not None and hold.callbacks:  # they are live before the group's next step
+            hold.succeed()
+            yield hold
 
 
 # --------------------------------------------------------------------------- the system
@@ -1003,6 +1039,8 @@ class DilocoSystem:
             tr.outer = self.outer
             if c.failures:  # a replica back in a group that will fetch the model skips its own
                 tr.flow.skip_download = self.outer.skip_download
+                if not c.framework:  # a framework's group is down while any device is
+                    tr.flow.hold_download = self.outer.hold_download
         self.failure_model, self.workers = build_failures(
             env, c, streams, [(rep.name, rep.stage, self.slot[id(rep)] % r) for rep in self.reps])
         for rep, w in zip(self.reps, self.workers, strict=True):

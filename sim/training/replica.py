@@ -214,6 +214,7 @@ class Replica(WorkerState):
         "_on_up_cbs", "_on_work_cbs", "_on_pass_cbs", "_on_downloaded_cbs", "_on_interrupt_cb",
         "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
         "_next_stage", "_prev_stage", "_uniform", "ordered", "owed", "held", "gate", "_net_dl",
+        "_hold",
         "bwd_hook", "rec",
     )
 
@@ -272,6 +273,7 @@ class Replica(WorkerState):
         self.held = 0  # blocking transfers this replica takes part in (no pass starts meanwhile)
         self.gate: Any = None  # blocking transfers: asked before each pass, True to wait
         self._net_dl: Any = None  # a weight download over the network in progress
+        self._hold: Any = None  # its group's model fetch that a copy ended before waits for
         #: told (replica, work) as each backward pass starts (an overlapped all-reduce)
         self.bwd_hook: Any = None
         self.rec = system.rec  # the timeline's recorder (sim.timeline; NULL: off)
@@ -491,10 +493,37 @@ class Replica(WorkerState):
         if not self._serve():
             self._outer()
 
+    def _held(self) -> bool:
+        """Whether the weights just copied wait for the DiLoCo group's model fetch in progress
+        (the flow's ``hold_download``): the peer they came from streams what it receives, so
+        the copy holds the fetched model when that fetch ends (:meth:`_on_hold`), not before."""
+        hold = self.system.hold_download
+        ev = None if hold is None else hold(self)
+        if ev is None or ev.processed:
+            return False
+        self._hold = ev
+        ev.callbacks.append(self._on_hold)
+        return True
+
+    def _on_hold(self, ev: Any) -> None:
+        if ev is not self._hold:  # cut meanwhile (a failure, or an outer step): not ours
+            return
+        self._hold = None
+        self._in_timeout = False
+        self._downloading = False
+        system = self.system
+        system.lost["download"] += self.env.now - self._t0
+        self.rec.download(self, self._t0, self.env.now)
+        self.loaded = True
+        system.replica_live(self)
+        self._outer()
+
     def _on_net_downloaded(self, ev: Any) -> None:
         if ev is not self._net_dl:  # cut by a failure (and withdrawn): not ours any more
             return
         self._net_dl = None
+        if self._held():
+            return
         self._in_timeout = False
         self._downloading = False
         system = self.system
@@ -510,6 +539,8 @@ class Replica(WorkerState):
             self._outer()
 
     def _on_downloaded(self, _ev: Any) -> None:
+        if self._held():
+            return
         self._in_timeout = False
         self._downloading = False
         system = self.system
@@ -589,6 +620,7 @@ class Replica(WorkerState):
         the work's event is replaced (the old one stays scheduled, with no callback).
         """
         self._in_timeout = False
+        self._hold = None  # a copy waiting for its group's fetch: cut with it
         dl = self._net_dl
         if dl is not None:  # a network download: withdrawn, its arrival ignored
             self._net_dl = None

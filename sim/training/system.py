@@ -62,6 +62,8 @@ def figures(per_worker: Any, wan: Any, allreduce: Any) -> dict[str, float]:
     outer syncs and model downloads; 0 without DiLoCo), mean and largest;
     ``allreduce_bytes_sent``: bytes a worker sent in the gradient
     all-reduces inside its group (its pipeline's data parallelism), mean.
+    Neither counts pipeline hops or a worker's own weight download, whatever
+    links they cross: they are the tiers' bytes, not the bytes across zones.
     """
     cu = np.asarray(per_worker, dtype=float)
     w = np.asarray(wan, dtype=float)
