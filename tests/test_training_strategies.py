@@ -339,3 +339,23 @@ def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path):
     # restart 100-101, steps 9-12 at 111, 121, 131, 141, the last checkpoint 141-146
     assert m["notices_used"] == 1.0 and m["checkpoints"] == 2.0
     assert m["training_time"] == 146.0
+
+
+def test_training_model_runs_a_step_level_strategy_on_its_job_engine(tmp_path):
+    """An experiment's ``model`` calling ``training_model`` (as the experiment template does)
+    with a step-level strategy and a step-time table got the DES, which ignored both: every
+    strategy gave the same numbers, a GPipe step of the default 1 s forward passes. It runs the
+    job engine now, as ``dtsim train`` and ``sim.engines.select`` do: a 10 s step table over
+    100 s with no failure and no checkpoint does 10 steps."""
+    from sim.training.strategies import StepTimes
+
+    base = dict(stages=2, replicas=1, microbatches=4, steps=10**6, max_time=100.0,
+                step_times=StepTimes("pipelines", (1,), (10.0,)), stall_limit=math.inf)
+    runs = {}
+    for spec in ("checkpoint-restart:boot=0,every=1000", "redundancy:boot=0,every=0",
+                 "reconfiguration:boot=0"):
+        cfg = TrainingConfig(**base, strategy=spec)
+        got = training_model(cfg, Streams(0).replication(0))
+        assert got == select("training", cfg).engine.run(cfg, Streams(0).replication(0))
+        runs[spec] = got["steps_done"]
+    assert set(runs.values()) == {10.0}, runs
