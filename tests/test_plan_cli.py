@@ -473,7 +473,7 @@ def test_a_model_given_by_shape_and_times_without_sizes_is_planned_and_run(tmp_p
     doc = {k: v for k, v in doc.items() if k not in ("sizes", "tied_params")}
     doc.update(model="OPT-shape", times=[t for t in doc["times"] if t["gpu"] == "GH-96"],
                shape={"layers": 24, "hidden": 1024, "heads": 16, "sequence": 2048,
-                      "vocabulary": 50272, "tied": True})
+                      "vocabulary": 50272, "tied": False})
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "opt.json").write_text(json.dumps(doc))
     shutil.copy(DATA_DIR / "bandwidths.json", tmp_path)
