@@ -945,9 +945,11 @@ class Recorder(NullRecorder):
                 self._span(job.workers[w].name, "compute", "step", "compute", t0, t1, _SERVE,
                            (s, p, k, _JSON_FALSE))
 
-    def job_lost(self, t0: float, t1: float, work: float) -> None:
-        """The job lost ``work`` (the steps since the last commit and the one in progress)."""
-        self.span("job", "steps", "lost step", "step", t0, t1, {"lost": True, "work": work})
+    def job_lost(self, t0: float, t1: float, work: float, step: int) -> None:
+        """The job lost ``work`` (the steps since the last commit and the one in progress,
+        ``step``: the Gantt chart labels the loss by it)."""
+        self.span("job", "steps", "lost step", "step", t0, t1,
+                  {"step": step, "lost": True, "work": work})
 
     def job_hold(self, kind: str, t0: float, t1: float, ok: bool) -> None:
         """A restart or checkpoint of the job (``ok`` False: a participant was lost meanwhile)."""

@@ -84,7 +84,7 @@ def test_a_shape_estimated_layer_holds_its_input_once(prof):
       count: partitioned A/2 + A = 24 MiB, unpartitioned A + 2 A = 48 MiB."""
     model = prof.model("OPT-350")
     shaped = replace(model, sizes=tuple((t, r) for t, r in model.sizes if t == 1),
-                     shape=ModelShape(24, 1024, 16, 2048, 50272))
+                     shape=ModelShape(24, 1024, 16, 2048, 50272, tied=False))
     assert shaped.shape_sized(2) and not shaped.shape_sized(1)
     # the shape's transformer layer at TP 2 holds its input: 2 s h x 2 (fp32) of its s h (10 ...)
     s, h = 2048, 1024

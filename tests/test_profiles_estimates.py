@@ -150,7 +150,7 @@ def test_derived_tp_adds_the_cross_entropys_three_fp32_allreduces_hand_worked():
         assert any("not counted: no sequence length given" in n for n in was_notes)
     assert e.layer_times("G", 2, 1) == bare.layer_times("G", 2, 1)  # TP 1: no collective
     # a shape gives the sequence (its own, unless one is given)
-    shaped = replace(p.models[0], shape=ModelShape(2, 1000, 10, 1000, 4000))
+    shaped = replace(p.models[0], shape=ModelShape(2, 1000, 10, 1000, 4000, tied=False))
     assert Estimator(p, shaped).sequence == 1000
     # forward-only at TP 2: the head's backward is 2 x (forward - its 3 all-reduces) + 1 ar
     fo = _profiles(((("G", 2, 2), _row(1e-3, None, 0.0)),),
@@ -299,10 +299,35 @@ def test_a_tp_degree_must_divide_the_shapes_heads():
     from sim.planner.search import _Search
 
     neo = prof.model("GPT-Neo-2.7")
-    five = replace(neo, shape=ModelShape(32, 2560, 5, 2048, 50304))  # 5 heads: TP 1 only
+    five = replace(neo, shape=ModelShape(32, 2560, 5, 2048, 50304, tied=False))  # 5 heads: TP 1 only
     fleet = parse_nodes("GH-96:4x2@us-central1-a", prof.network)
     for model, want in ((neo, {1, 2, 4}), (five, {1})):
         q = replace(prof, models=(model,))
         s = _Search(model, fleet, q.gpus, PlanRequest(8), ProfilePlanModel(q, model))
         (t,) = s.types
         assert {tp for b in s.mbs_options() for tp in s.tp_options(t, b)} == want
+
+
+def test_a_shapes_tie_is_one_fact_with_tied_embeddings():
+    """A profile's shape ``tied`` (sizes: a tied head has no weight of its own) and its
+    ``tied_embeddings`` (traffic: the tied gradient's all-reduce, and whether a Megatron-LM
+    launch without --untie-embeddings-and-output-weights matches) were read apart with opposite
+    defaults: a shape-only profile was sized tied and run untied, and ``"tied": true`` in the
+    shape left the model untied (its launch refused). Either key now sets both, they must
+    agree, and with neither the model is untied (its head's V h parameters counted)."""
+    shape = {"layers": 2, "hidden": 64, "heads": 4, "sequence": 32, "vocabulary": 1000}
+    plain = model_from_data({"model": "S", "shape": shape})
+    assert not plain.tied_embeddings and not plain.shape.tied
+    assert plain.layer_sizes(1)[-1].params == 2 * 64 + 1000 * 64
+    for doc in ({"model": "S", "shape": {**shape, "tied": True}},
+                {"model": "S", "tied_embeddings": True, "shape": shape},
+                {"model": "S", "tied_embeddings": True, "shape": {**shape, "tied": True}}):
+        m = model_from_data(doc)
+        assert m.tied_embeddings and m.shape.tied and m.layer_sizes(1)[-1].params == 2 * 64
+        assert m.tied_parameters(1) == 1000 * 64 + 32 * 64
+    with pytest.raises(ConfigError, match=r"^'model' must be tied_embeddings equal to the "
+                       r"shape's tied at model \(both say"):
+        model_from_data({"model": "S", "tied_embeddings": False, "shape": {**shape, "tied": True}})
+    with pytest.raises(ConfigError, match=r"^'tied_embeddings' must be the model shape's tied "
+                       r"\(true\)"):
+        ModelProfile("S", 4, (), (), shape=ModelShape(2, 64, 4, 32, 1000))

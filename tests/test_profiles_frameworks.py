@@ -660,7 +660,7 @@ def test_the_mask_needs_its_sequence(prof):
         build_plan(bare, prof, steps=1, check_memory=False)
     one = replace(_tp_plan((2,), "deepspeed"), framework=FrameworkSpec("deepspeed", "0.3.13"))
     assert build_plan(one, prof, steps=1, check_memory=False).behaviour.mask_bytes is None
-    shaped = replace(prof.model("OPT-350"), shape=ModelShape(24, 1024, 16, 2048, 50272))
+    shaped = replace(prof.model("OPT-350"), shape=ModelShape(24, 1024, 16, 2048, 50272, tied=False))
     fb = plan_behaviour(bare, shaped)
     assert (fb.mask_bytes, fb.sequence) == (2 * 2048 ** 2, 2048)
     assert plan_behaviour(_ds((2, 2), "0.3.13"), shaped).mask_bytes == 2 * 2048 ** 2

@@ -1225,3 +1225,28 @@ def test_streaming_with_failures_records_who_syncs_each_fragment(tmp_path):
                    if e.get("name", "").startswith("outer sync"))
     assert syncs == [(1, 0, [0, 1], 3.0), (2, 1, [0], 7.0), (3, 0, [0], 10.0),
                      (4, 1, [0, 1], 13.0), (5, 0, [0, 1], 17.0), (6, 1, [0, 1], 21.0)]
+
+
+def test_a_job_engines_lost_step_names_its_step(tmp_path):
+    """The job engine's ``lost step`` had no ``step`` argument, so the Gantt chart labelled
+    every such loss ``step -1 (lost)``. On a scripted trace (checkpoints every 5 steps of 6 s
+    at 3 s each; a node removed at 100 s, during step 15 that began at 99 s) the loss is
+    step 15, from 99 to 100, and the chart labels it so."""
+    from sim.traces import TraceReplay
+    from sim.training.strategies import StepTimes
+    from sim.training.strategies.job import job_model
+
+    p = tmp_path / "events.csv"  # Oobleck event format, milliseconds
+    p.write_text("0,add,n1\n0,add,n2\n0,add,n3\n0,add,n4\n100000,remove,n2\n2000000,remove,n1\n")
+    cfg = TrainingConfig(stages=2, replicas=2, microbatches=4, steps=10**6, max_time=150.0,
+                         step_times=StepTimes("pipelines", (1, 2), (10.0, 6.0)),
+                         strategy="checkpoint-restart:every=5,checkpoint=3,restart=20,boot=0",
+                         failure_trace=TraceReplay(str(p)), stall_limit=math.inf)
+    rec = Recorder()
+    job_model(cfg, Streams(0).replication(0), recorder=rec)
+    trace = rec.trace()
+    assert validate(trace) == []
+    (lost,) = [e for e in _x(trace, "step") if e["name"] == "lost step"]
+    assert (lost["ts"], lost["dur"], lost["args"]["step"]) == (99e6, 1e6, 15)
+    labels = [s for s in gantt(trace).steps if s.lost]
+    assert [s.step for s in labels] == [15]

@@ -339,3 +339,53 @@ def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path):
     # restart 100-101, steps 9-12 at 111, 121, 131, 141, the last checkpoint 141-146
     assert m["notices_used"] == 1.0 and m["checkpoints"] == 2.0
     assert m["training_time"] == 146.0
+
+
+def test_training_model_runs_a_step_level_strategy_on_its_job_engine(tmp_path):
+    """An experiment's ``model`` calling ``training_model`` (as the experiment template does)
+    with a step-level strategy and a step-time table got the DES, which ignored both: every
+    strategy gave the same numbers, a GPipe step of the default 1 s forward passes. It runs the
+    job engine now, as ``dtsim train`` and ``sim.engines.select`` do: a 10 s step table over
+    100 s with no failure and no checkpoint does 10 steps."""
+    from sim.training.strategies import StepTimes
+
+    base = dict(stages=2, replicas=1, microbatches=4, steps=10**6, max_time=100.0,
+                step_times=StepTimes("pipelines", (1,), (10.0,)), stall_limit=math.inf)
+    runs = {}
+    for spec in ("checkpoint-restart:boot=0,every=1000", "redundancy:boot=0,every=0",
+                 "reconfiguration:boot=0"):
+        cfg = TrainingConfig(**base, strategy=spec)
+        got = training_model(cfg, Streams(0).replication(0))
+        assert got == select("training", cfg).engine.run(cfg, Streams(0).replication(0))
+        runs[spec] = got["steps_done"]
+    assert set(runs.values()) == {10.0}, runs
+
+
+def test_adaptive_checkpoint_interval_adapts_after_a_failure(tmp_path):
+    """``interval=adaptive`` re-chooses the interval after each failure from the measured rate;
+    it dissolved the formation before asking its step time, found none, and kept ``every`` for
+    the whole run (the same numbers as ``fixed``). Hand-worked: 2 x 2 workers, steps of 6 s
+    (two pipelines) or 10 s (one), a 3 s checkpoint every 5 steps, a 20 s restart; a node lost
+    at 100 s. Checkpoints at 30, 63, 96; the failure at 100 gives M = 100 s, so the exact
+    interval at t = 6, C = 3 is k = best_checkpoint_every(6, 3, 100) = 4 steps; from 120 one
+    pipeline runs cycles of 4 x 10 + 3 = 43 s: 20 of them by 980, then 2 steps by 1000. So
+    97 steps and 3 + 20 checkpoints (fixed: 98 and 19)."""
+    from sim.analytic import best_checkpoint_every
+    from sim.traces import TraceReplay
+    from sim.training.strategies import StepTimes
+
+    p = tmp_path / "events.csv"  # Oobleck event format, milliseconds
+    p.write_text("0,add,n1\n0,add,n2\n0,add,n3\n0,add,n4\n100000,remove,n2\n2000000,remove,n1\n")
+    k = int(best_checkpoint_every(6.0, 3.0, 100.0))
+    assert k == 4
+    base = dict(stages=2, replicas=2, microbatches=4, steps=10**6, max_time=1000.0,
+                step_times=StepTimes("pipelines", (1, 2), (10.0, 6.0)),
+                failure_trace=TraceReplay(str(p)), stall_limit=math.inf)
+    spec = "checkpoint-restart:every=5,checkpoint=3,restart=20,boot=0"
+    fixed = training_model(TrainingConfig(**base, strategy=spec), Streams(0).replication(0))
+    adaptive = training_model(TrainingConfig(**base, strategy=spec + ",interval=adaptive"),
+                              Streams(0).replication(0))
+    assert (fixed["steps_done"], fixed["checkpoints"]) == (98.0, 19.0)
+    cycles = int((1000 - 120) // (k * 10 + 3))
+    assert cycles == 20
+    assert (adaptive["steps_done"], adaptive["checkpoints"]) == (15 + k * cycles + 2, 3 + cycles)

@@ -3705,6 +3705,16 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
         "plan", "--model", "S", "--profiles", str(shape_only), *gh, *q, "--tp", "3"),
         refuse("tp"), note="TP 3 fits a 4-GPU node but not S's 4 heads: the line names the "
                            "heads (it said only 'measured' and 'fits a node')")
+    half_tied = fx.root / "p-shape-half-tied"
+    (half_tied / "models").mkdir(parents=True, exist_ok=True)
+    (half_tied / "models" / "S.json").write_text(_json.dumps({
+        "model": "S", "bytes_per_value": 2, "tied_embeddings": False, "shape": {
+            "layers": 4, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 1000,
+            "tied": True}}))
+    add("model-shape-tie-disagrees", dtsim("plan", "--model", "S", "--profiles",
+                                           str(half_tied), *gh, *q), refuse("model"),
+        note="the shape's tied and tied_embeddings are one fact: a shape-only profile was "
+             "sized tied (no head weight) and run untied (no tied all-reduce) by their defaults")
     no_sheet = fx.root / "p-shape-no-datasheet"
     (no_sheet / "models").mkdir(parents=True, exist_ok=True)
     (no_sheet / "models" / "S.json").write_text((shape_only / "models" / "S.json").read_text())

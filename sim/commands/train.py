@@ -1169,7 +1169,7 @@ def run(args: argparse.Namespace) -> int:
     tu = time_unit(cfg.hour)
     if tu == "time unit":
         print(f"times in time units ({cfg.hour:g} per hour, --hour)")
-    rows = []
+    rows, notes = [], {}
     rate = f"microbatches/{tu}"
     for label, key, pkey in [(f"throughput ({rate})", "throughput", "predicted_throughput"),
                              (f"throughput, steady ({rate})", "throughput_steady",
@@ -1186,7 +1186,11 @@ def run(args: argparse.Namespace) -> int:
         ok = "" if exact is None else verdict(e.low, e.high, e.contains(exact)
                                               or e.low - 1e-12 <= exact <= e.high + 1e-12)
         rows.append((label, "-" if exact is None else f"{exact:.6g}", str(e), ok))
+        if ok == "NO" and out["reference_note"].get(pkey):  # what that exact value is
+            notes.setdefault(out["reference_note"][pkey], []).append(label.split(" (")[0])
     print_table(rows, ("quantity", "exact", "simulated (95% CI)", "agrees"))
+    for note, labels in notes.items():  # e.g. a plan's closed form, which has no contention
+        print(f"  exact {', '.join(labels)}: {note}")
     tau = out["predicted_checkpoint_interval"]
     if tau is not None:
         how = " (auto)" if args.checkpoint_every == "auto" else ""

@@ -29,7 +29,10 @@ read and never run, with a model and a GPU type given apart:
 Model profile (``times`` rows may be ``[forward]`` alone: a forward-only
 profile; a ``shape`` with ``layers``, ``hidden``, ``heads``, ``sequence``,
 ``vocabulary`` and ``tied`` gives sizes and estimated times where the profile
-has none, and may stand alone: :mod:`sim.profiles.estimates`)::
+has none, and may stand alone: :mod:`sim.profiles.estimates`; its ``tied`` and the
+profile's ``tied_embeddings`` are one fact: either may be given, both must agree, and
+with neither the model is untied, ``tied_embeddings``' default; Megatron-LM's GPT ties
+them unless ``--untie-embeddings-and-output-weights``, so say ``"tied": true`` for it)::
 
     {"model": "M", "layers": 2, "bytes_per_value": 4, "optimizer_bytes_per_param": 8,
      "tied_embeddings": false,
@@ -376,9 +379,16 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
         unknown = set(sh) - {"layers", "hidden", "heads", "sequence", "vocabulary", "tied"}
         check(not unknown, "model", f"shape keys layers, hidden, heads, sequence, vocabulary, "
               f"tied at {at}", sorted(unknown))
+        # the tie is the shape's `tied` or the profile's `tied_embeddings` (both, if given,
+        # must agree); neither: untied, the profile's default
+        tied = _opt(sh, "tied", _opt(doc, "tied_embeddings", False))
+        check(tied == _opt(doc, "tied_embeddings", tied), "model",
+              f"tied_embeddings equal to the shape's tied at {where} (both say whether the "
+              "output head is the word embedding)",
+              (doc.get("tied_embeddings"), sh.get("tied")))
         shape = ModelShape(**{k: get("model", sh, k, at, int) for k in
                               ("layers", "hidden", "heads", "sequence", "vocabulary")},
-                           tied=_opt(sh, "tied", True))
+                           tied=tied)
     sizes = []
     for k, e in enumerate(get("model", doc, "sizes", where, list)
                           if shape is None or "sizes" in doc else []):
@@ -411,7 +421,8 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
                         layers=layers, times=tuple(times), shape=shape,
                         sizes=tuple(sizes), bytes_per_value=_opt(doc, "bytes_per_value", 4),
                         optimizer_bytes_per_param=_opt(doc, "optimizer_bytes_per_param", 8.0),
-                        tied_embeddings=_opt(doc, "tied_embeddings", False),
+                        tied_embeddings=_opt(doc, "tied_embeddings",
+                                             False if shape is None else shape.tied),
                         tied_params=tuple((get("model", e, "tp", f"{where}.tied_params", int),
                                            get("model", e, "params", f"{where}.tied_params", int))
                                           for e in (get("model", doc, "tied_params", where, list)

@@ -126,7 +126,8 @@ class ModelShape:
     vocabulary : int
         Vocabulary ``V`` (padded as trained).
     tied : bool
-        Whether the output head is the word embedding, tied.
+        Whether the output head is the word embedding, tied; a profile's
+        ``tied_embeddings`` must say the same.
     """
 
     layers: int
@@ -224,6 +225,12 @@ class ModelProfile:
         check(self.shape is None or isinstance(self.shape, ModelShape), "shape",
               "a ModelShape or None", self.shape)
         if self.shape is not None:
+            # one model, one tie: the shape's tie sizes the head (no weight of its own when
+            # tied), tied_embeddings all-reduces the tied gradient; a shape-only profile was
+            # tied in its sizes and untied in its traffic by the two defaults
+            check(self.shape.tied == self.tied_embeddings, "tied_embeddings",
+                  f"the model shape's tied ({str(self.shape.tied).lower()}): both say whether "
+                  "the output head is the word embedding", self.tied_embeddings)
             check(n == self.shape.layers + 2, "layers", f"the shape's transformer layers + 2 "
                   f"({self.shape.layers + 2}: embedding, transformer layers, head)", n)
         check(isinstance(self.times, tuple) and (len(self.times) > 0 or self.shape is not None),

@@ -439,6 +439,10 @@ def training_model(config: TrainingConfig, streams: Streams, *,
     also reports :data:`FIGURES` (:func:`figures`); a DiLoCo run always does, with
     :data:`sim.training.outer.DILOCO_METRICS`, so a sweep that sets DiLoCo beside data
     parallelism has every figure at every point (``figures=False`` leaves them out).
+
+    A step-level strategy (``checkpoint-restart``, ``redundancy``, ``reconfiguration``) runs
+    on its job engine (:func:`sim.training.strategies.job.job_model`), as ``dtsim train`` and
+    :func:`sim.engines.select` run it.
     """
     if config.allreduce_buckets is not None:  # the closed form's: refused, never mis-timed
         raise ConfigError("allreduce_buckets", "unset to simulate (the DES times a plan's "
@@ -447,6 +451,13 @@ def training_model(config: TrainingConfig, streams: Streams, *,
         from .outer import diloco_model
 
         return diloco_model(config, streams, recorder=recorder)
+    if config.strategy is not None and config.strategy.engine == "job":
+        # a step-level strategy (checkpoint-restart, redundancy, reconfiguration) runs on the
+        # job engine: the DES ignored it and its step_times, and timed the microbatch
+        # defaults (forward 1 s) as if there were no strategy
+        from .strategies.job import job_model
+
+        return job_model(config, streams, recorder=recorder)
     system = TrainingSystem(config, streams, recorder=recorder)
     system.figures = figures  # (issue 37) FIGURES too, as dtsim train's engine asks
     return system.run()

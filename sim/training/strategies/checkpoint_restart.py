@@ -191,11 +191,13 @@ class CheckpointRestart(JobStrategy):
 
     def _failed(self, job: Any, st: RunState, elapsed: float) -> None:
         job.rollback(elapsed)
-        job.formation = None
         st.failures += 1
+        # adapt with the failed formation's step time, before it is dissolved (after it,
+        # _adapt found no formation and 'adaptive' kept 'every' for the whole run)
+        self._adapt(job, st)
+        job.formation = None
         st.leaving.clear()
         st.emergency = False
-        self._adapt(job, st)
 
     def after_step(self, job: Any, st: RunState):
         last = job.steps >= job.N  # the run ends with a checkpoint of its last steps

@@ -346,7 +346,8 @@ class JobSystem:
 
     def rollback(self, elapsed: float) -> None:
         """Lose every step since the last commit and ``elapsed`` of the one in progress."""
-        self.rec.job_lost(self.env.now - elapsed, self.env.now, self.work_since_commit + elapsed)
+        self.rec.job_lost(self.env.now - elapsed, self.env.now, self.work_since_commit + elapsed,
+                          self.steps)
         self.lost["lost_pass"] += self.work_since_commit + elapsed
         self.counts["lost_work"] += self.work_since_commit + elapsed
         self.steps = self.committed
@@ -354,7 +355,7 @@ class JobSystem:
 
     def abort(self, elapsed: float) -> None:
         """Lose only ``elapsed`` of the step in progress."""
-        self.rec.job_lost(self.env.now - elapsed, self.env.now, elapsed)
+        self.rec.job_lost(self.env.now - elapsed, self.env.now, elapsed, self.steps)
         self.lost["lost_pass"] += elapsed
         self.counts["lost_work"] += elapsed
 
