@@ -618,3 +618,24 @@ def test_direct_edge_shortcut_equals_dijkstra():
         for b in range(14):
             r1, r2 = fast.route(a, b), slow.route(a, b)
             assert (r1.nodes, r1.resources, r1.latency) == (r2.nodes, r2.resources, r2.latency)
+
+
+def test_ring_steps_time_times_equal_buckets_once():
+    # Each full bucket of a bucketed ring all-reduce takes the same step time: timed once,
+    # added one by one up to 2^20 buckets (the order the ring runs them), one product beyond
+    # (a tied vocabulary of 1e15 once stalled `dtsim plan`: 1e8 buckets summed in Python).
+    calls = []
+
+    def tau(chunk):
+        calls.append(chunk)
+        return 1e-3 + chunk / 1e9
+
+    k = 4
+    small = exact.ring_steps_time(k, 10.5 * 8.0, 8.0, tau)
+    assert len(calls) == 2
+    assert math.isclose(small, 2 * (k - 1) * (10 * tau(2.0) + tau(1.0)), rel_tol=1e-14)
+    calls.clear()
+    q = 3 * (1 << 20)
+    big = exact.ring_steps_time(k, q * 8.0 + 4.0, 8.0, tau)
+    assert len(calls) == 2  # one full bucket, the remainder: not one call a bucket
+    assert math.isclose(big, 2 * (k - 1) * (q * tau(2.0) + tau(1.0)), rel_tol=1e-12)

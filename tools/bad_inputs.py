@@ -3715,6 +3715,16 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
                                            str(half_tied), *gh, *q), refuse("model"),
         note="the shape's tied and tied_embeddings are one fact: a shape-only profile was "
              "sized tied (no head weight) and run untied (no tied all-reduce) by their defaults")
+    huge_tied = fx.root / "p-shape-tied-huge-vocabulary"
+    (huge_tied / "models").mkdir(parents=True, exist_ok=True)
+    (huge_tied / "models" / "S.json").write_text(_json.dumps({
+        "model": "S", "bytes_per_value": 2, "shape": {
+            "layers": 4, "hidden": 256, "heads": 4, "sequence": 128,
+            "vocabulary": 10 ** 15, "tied": True}}))
+    add("model-shape-tied-vocabulary-1e15", dtsim(
+        "plan", "--model", "S", "--profiles", str(huge_tied), *gh, *q), refuse("fleet"),
+        timeout=60, note="no GPU holds it; the tied all-reduce's bound was summed one bucket at "
+                         "a time (1e8 buckets: a stall)")
     no_sheet = fx.root / "p-shape-no-datasheet"
     (no_sheet / "models").mkdir(parents=True, exist_ok=True)
     (no_sheet / "models" / "S.json").write_text((shape_only / "models" / "S.json").read_text())

@@ -222,6 +222,10 @@ def ring_bytes_sent(participants: int, size: float, *, gather: bool = False) -> 
     return 2.0 * (k - 1) * S / k
 
 
+# Up to this many buckets ring_steps_time adds them one by one, as the ring runs them.
+_SUMMED_BUCKETS = 1 << 20
+
+
 def ring_steps_time(participants: int, size: float, bucket_size: float,
                     step_time: Callable[[float], float]) -> float:
     """A ring all-reduce of ``size`` per rank in buckets, each step timed by ``step_time``.
@@ -242,10 +246,23 @@ def ring_steps_time(participants: int, size: float, bucket_size: float,
     n = participants
     if n <= 1 or size <= 0:
         return 0.0
-    total, left = 0.0, float(size)
+    full = float(bucket_size)
+    buckets = size / full
+    if buckets > _SUMMED_BUCKETS:  # equal full buckets: one product (the sum below would
+        # take one Python step a bucket, and stall once ``left - b == left``)
+        q = math.floor(buckets)
+        rest = size - q * full
+        return (q * 2 * (n - 1) * step_time(full / n)
+                + (2 * (n - 1) * step_time(rest / n) if rest > 0 else 0.0))
+    total, left, tau = 0.0, float(size), None
     while left > 0:
         b = min(left, bucket_size)
-        total += 2 * (n - 1) * step_time(b / n)
+        if b == full:  # every full bucket takes the same step time: timed once
+            if tau is None:
+                tau = step_time(full / n)
+            total += 2 * (n - 1) * tau
+        else:
+            total += 2 * (n - 1) * step_time(b / n)
         left -= b
     return total
 
