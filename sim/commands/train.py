@@ -406,8 +406,8 @@ def _check_options(args: argparse.Namespace) -> None:
                  "topology", "placement", "routing", "virtual_stages", "network"):
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
     for dest in ("strategy", "step_times", "preemption_notice"):
-        refuse_unless(args, dest, not plan, "without --plan (a plan runs DeepSpeed's programs on "
-                      "the framework engine, which restarts from its checkpoint on a failure)")
+        refuse_unless(args, dest, not plan, "without --plan (a plan runs its framework's programs "
+                      "on the framework engine, which restarts from its checkpoint on a failure)")
     refuse_unless(args, "hour", not plan, "without --plan (a plan's times are seconds; another "
                   "--hour would only relabel them)")
     refuse_unless(args, "price_series", not plan, "without --plan (a plan's --price is per "
@@ -1220,7 +1220,7 @@ def run(args: argparse.Namespace) -> int:
               f"(fractions of worker time; bubble: the live workers' idle share in the "
               f"steps' passes, down ones left out); lost replica time ({tu}): "
               f"{lost or 'none'}")
-    cost = "" if out["cost"] is None else f", cost ${_figure(out['cost'])} (--price per " \
+    cost = "" if out["cost"] is None else f", cost ${_figure(out['cost'])} (price per " \
         f"worker-hour x {_figure(out['worker_hours'])} worker-hours), samples per dollar " \
         f"{_figure(out['samples_per_dollar'])}"
     if "quality_samples_per_dollar" in out:
