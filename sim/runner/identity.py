@@ -165,7 +165,7 @@ def config_hash(config: Any, seed: int, code: str = "") -> str:
 _SPEC_SEPARATORS = re.compile(r"[,;=:\s]+")
 #: A user builder named in a spec: ``module:function`` or ``module:function:params``.
 _BUILDER = re.compile(r"(?P<mod>[A-Za-z_][\w.]*):[A-Za-z_]\w*(?::.*)?")
-#: Files hashed once a process, by path, size and modification time.
+#: Files hashed once a process, by resolved path, size and modification time.
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
 
 
@@ -184,7 +184,9 @@ def _file_hash(path: Path) -> str | None:
         st = path.stat()
     except OSError:
         return None
-    key = (str(path), st.st_size, st.st_mtime_ns)
+    # by the file itself, not the path as written: one relative path names another file
+    # once the working directory changes
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
     if key not in _FILE_HASHES:
         h = hashlib.blake2b(digest_size=8)
         try:
