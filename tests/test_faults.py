@@ -573,3 +573,39 @@ def test_one_relative_path_in_two_folders_hashes_each_folders_file(tmp_path, mon
     assert list(files_a) == list(files_b) == ["pairs.csv"]
     assert files_a != files_b
     assert hash_a != hash_b
+
+
+def test_a_file_larger_than_any_input_is_not_read_to_hash_a_config(tmp_path, monkeypatch):
+    """A config (any model's) naming a file larger than dtsim reads as an input (a user's
+    dataset, ``{"data": "corpus.bin"}``) had its whole contents read to hash the config, in
+    every process of every run before any work (1 GB: seconds; a 100 GB corpus: minutes,
+    without a word). Such a file is keyed by its size and modification time instead, so an
+    edit still recomputes the points naming it, and is never opened."""
+    from pathlib import Path
+
+    from sim.errors import MAX_INPUT_BYTES
+    from sim.runner.identity import config_hash, input_files
+
+    big = tmp_path / "corpus.bin"
+    with big.open("wb") as fh:
+        fh.truncate(MAX_INPUT_BYTES + 1)  # sparse: no disk used
+    opened = []
+    real_open = Path.open
+
+    def spy(self, *a, **k):
+        if self.name == "corpus.bin":
+            opened.append(self)
+        return real_open(self, *a, **k)
+
+    monkeypatch.setattr(Path, "open", spy)
+    monkeypatch.chdir(tmp_path)
+    cfg = {"data": "corpus.bin"}
+    before = input_files(cfg)
+    h0 = config_hash(cfg, 0, "c")
+    assert opened == []
+    assert list(before) == ["corpus.bin"]
+    os.utime(big, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    assert config_hash(cfg, 0, "c") != h0  # an edit (its time) still changes the hash
+    (tmp_path / "small.csv").write_text("x,1\n")
+    assert list(input_files({"data": "small.csv"})) == ["small.csv"]
+    assert [p.name for p in opened] == []
