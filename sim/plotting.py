@@ -208,6 +208,7 @@ def plot_summary_table(
         parts: dict[frozenset[str], list[Mapping[str, Any]]] = {}
         for r, a in zip(mine, sets, strict=True):
             parts.setdefault(next(b for b in largest if a <= b), []).append(r)
+        figs = []
         for set_, rs in parts.items():
             varying = [f for f in factors if len({_key(r.get(f)) for r in rs}) > 1]
             if not factors:
@@ -220,9 +221,20 @@ def plot_summary_table(
             if len(parts) > 1:  # one figure a part, named by the factors its points share
                 fixed = [(f, rs[0].get(f)) for f in factors
                          if f in set_ and f not in varying and rs[0].get(f) is not None]
-                tag = "_".join(f"{f}={v}" for f, v in fixed) or f"{len(out)}"
+                tag = "_".join(f"{f}={v}" for f, v in fixed) or f"{len(out) + len(figs)}"
                 name = f"{m}_{re.sub(r'[^A-Za-z0-9_.=+-]+', '-', tag)}"
                 title = ", ".join(f"{f}={v}" for f, v in fixed) or None
+            figs.append([rs, x, group, name, title])
+        # parts that share the same factors at the same values (each varying another) would
+        # write one file, the last part's figure over the others': each is named by its x too
+        names = [f[3] for f in figs]
+        for i, f in enumerate(figs):
+            if names.count(f[3]) > 1:
+                f[3] = f"{f[3]}_by_{re.sub(r'[^A-Za-z0-9_.=+-]+', '-', str(f[1]))}"
+                f[4] = f"{f[4]}, by {f[1]}" if f[4] else f"by {f[1]}"
+                if [g[3] for g in figs].count(f[3]) > 1:  # the same x too: its index
+                    f[3] = f"{f[3]}_{i}"
+        for rs, x, group, name, title in figs:
             out.append(plot_sweep(rs, x, m, Path(out_dir) / f"{name}.png", group=group,
                                   title=title))
     return out

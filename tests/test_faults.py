@@ -550,3 +550,62 @@ def test_bad_input_a_model_finds_names_its_point(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("dtsim run: error: 'sync' must be diloco with "
                                                "fragments=1 with a quorum")
     assert "(at point 3: mtbf=60.0, m='streaming'): 'diloco:every=4,fragments=2" in err[0], err
+
+
+def test_one_relative_path_in_two_folders_hashes_each_folders_file(tmp_path, monkeypatch):
+    """A config naming ``pairs.csv`` run from two folders (one process, e.g. a notebook that
+    changes directory) whose files differ but have the same size and modification time (copies
+    made with their times kept: ``cp -p``, ``rsync -a``, an archive) hashes each folder's file:
+    the per-process cache of file hashes was keyed by the path as written, so the second folder
+    got the first one's hash and so the first one's stored records."""
+    from sim.runner.identity import config_hash, input_files
+
+    for name, text in (("a", "x,1\n"), ("b", "x,2\n")):
+        (tmp_path / name).mkdir()
+        f = tmp_path / name / "pairs.csv"
+        f.write_text(text)
+        os.utime(f, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    cfg = {"network": "geo:pairs=pairs.csv,hosts=2"}
+    monkeypatch.chdir(tmp_path / "a")
+    files_a, hash_a = input_files(cfg), config_hash(cfg, 0, "c")
+    monkeypatch.chdir(tmp_path / "b")
+    files_b, hash_b = input_files(cfg), config_hash(cfg, 0, "c")
+    assert list(files_a) == list(files_b) == ["pairs.csv"]
+    assert files_a != files_b
+    assert hash_a != hash_b
+
+
+def test_a_file_larger_than_any_input_is_not_read_to_hash_a_config(tmp_path, monkeypatch):
+    """A config (any model's) naming a file larger than dtsim reads as an input (a user's
+    dataset, ``{"data": "corpus.bin"}``) had its whole contents read to hash the config, in
+    every process of every run before any work (1 GB: seconds; a 100 GB corpus: minutes,
+    without a word). Such a file is keyed by its size and modification time instead, so an
+    edit still recomputes the points naming it, and is never opened."""
+    from pathlib import Path
+
+    from sim.errors import MAX_INPUT_BYTES
+    from sim.runner.identity import config_hash, input_files
+
+    big = tmp_path / "corpus.bin"
+    with big.open("wb") as fh:
+        fh.truncate(MAX_INPUT_BYTES + 1)  # sparse: no disk used
+    opened = []
+    real_open = Path.open
+
+    def spy(self, *a, **k):
+        if self.name == "corpus.bin":
+            opened.append(self)
+        return real_open(self, *a, **k)
+
+    monkeypatch.setattr(Path, "open", spy)
+    monkeypatch.chdir(tmp_path)
+    cfg = {"data": "corpus.bin"}
+    before = input_files(cfg)
+    h0 = config_hash(cfg, 0, "c")
+    assert opened == []
+    assert list(before) == ["corpus.bin"]
+    os.utime(big, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    assert config_hash(cfg, 0, "c") != h0  # an edit (its time) still changes the hash
+    (tmp_path / "small.csv").write_text("x,1\n")
+    assert list(input_files({"data": "small.csv"})) == ["small.csv"]
+    assert [p.name for p in opened] == []

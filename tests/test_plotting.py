@@ -147,3 +147,17 @@ def test_default_figures_of_an_experiment_in_parts_draw_each_part_over_its_facto
     assert all(p.exists() for p in out)
     assert drawn == [("sync=synchronous", [1, 2, 4]), ("sync=quorum", [1, 2, 4]),
                      ("trace=aws-p3", [0, 1]), ("trace=gcp-a100", [0, 1])]
+
+
+def test_default_figures_of_parts_sharing_their_fixed_factors_are_two_files(tmp_path):
+    """Two parts that set one factor at the same value (replicas=4), each varying another
+    (mtbf, availability), were both named ``u_replicas=4.png``: the second figure was written
+    over the first, one part's figure lost without a word. Each is now named by its x too."""
+    est = {"u_mean": 0.5, "u_low": 0.4, "u_high": 0.6}
+    rows = ([{"replicas": 4, "mtbf": t, **est} for t in (10, 20)]
+            + [{"replicas": 4, "availability": a, **est} for a in (0.9, 0.99)])
+    out = plotting.plot_summary_table(rows, ["replicas", "mtbf", "availability"], ["u"],
+                                      tmp_path)
+    assert [p.name for p in out] == ["u_replicas=4_by_mtbf.png",
+                                     "u_replicas=4_by_availability.png"]
+    assert len({p.name for p in tmp_path.iterdir()}) == 2

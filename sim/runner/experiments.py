@@ -82,10 +82,10 @@ from ..errors import (
     check_int,
     read_input_bytes,
 )
-from ..results import check_fixed_metrics, check_nonnegative_metrics, check_rates
+from ..results import check_nonnegative_metrics, check_rates
 from ..rng import Streams
 from .identity import canonical, code_version, digest
-from .sweep import SweepResult, sweep
+from .sweep import SweepResult, fixed_declaration, sweep
 from .tasks import Model, exception_line, expand_points
 
 __all__ = [
@@ -299,16 +299,8 @@ def load_experiment(path: str | Path, *, quick: bool = False) -> Experiment:
         quick=quick, analyse=analyse, module=mod,
         rates=check_rates(getattr(mod, "RATES", None), "RATES"),
         nonnegative=check_nonnegative_metrics(getattr(mod, "NONNEGATIVE", None), "NONNEGATIVE"),
-        fixed=_fixed_declaration(getattr(mod, "FIXED", None)),
+        fixed=fixed_declaration(getattr(mod, "FIXED", None), "FIXED"),
     )
-
-
-def _fixed_declaration(fixed: Any) -> Mapping[str, str] | Callable[[Any], Mapping[str, str]]:
-    """``FIXED`` of a file: a dict (checked now) or a function, called on each point's config
-    before anything runs (:func:`~sim.runner.sweep.point_fixed`)."""
-    if callable(fixed) and not isinstance(fixed, Mapping):
-        return fixed
-    return check_fixed_metrics(fixed, "FIXED")
 
 
 def default_out(exp: Experiment) -> Path:

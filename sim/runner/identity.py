@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MAX_SOURCE_BYTES, ConfigError, read_input_bytes
+from ..errors import MAX_INPUT_BYTES, MAX_SOURCE_BYTES, ConfigError, read_input_bytes
 
 __all__ = [
     "canonical",
@@ -165,7 +165,7 @@ def config_hash(config: Any, seed: int, code: str = "") -> str:
 _SPEC_SEPARATORS = re.compile(r"[,;=:\s]+")
 #: A user builder named in a spec: ``module:function`` or ``module:function:params``.
 _BUILDER = re.compile(r"(?P<mod>[A-Za-z_][\w.]*):[A-Za-z_]\w*(?::.*)?")
-#: Files hashed once a process, by path, size and modification time.
+#: Files hashed once a process, by resolved path, size and modification time.
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
 
 
@@ -184,7 +184,15 @@ def _file_hash(path: Path) -> str | None:
         st = path.stat()
     except OSError:
         return None
-    key = (str(path), st.st_size, st.st_mtime_ns)
+    # by the file itself, not the path as written: one relative path names another file
+    # once the working directory changes
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if st.st_size > MAX_INPUT_BYTES:
+        # larger than any input dtsim reads (a user model's data set, say): keyed by its size
+        # and modification time, not read (reading it would take minutes each run); an edit
+        # still moves the hash, a copy with a new time recomputes (never mixes)
+        return "stat:" + hashlib.blake2b(f"{st.st_size}:{st.st_mtime_ns}".encode(),
+                                         digest_size=8).hexdigest()
     if key not in _FILE_HASHES:
         h = hashlib.blake2b(digest_size=8)
         try:
@@ -217,7 +225,8 @@ def input_files(config: Any) -> dict[str, str]:
     a spec) that names a regular file, relative to the working directory or absolute, and
     the module file of every ``module:function`` outside the standard library, installed
     packages and dtsim, are returned: ``path as written -> blake2b hash``. Folders are not
-    read. Empty when the config names none.
+    read, nor a file over :data:`~sim.errors.MAX_INPUT_BYTES` (larger than any input dtsim
+    reads: its size and modification time are hashed). Empty when the config names none.
     """
     try:
         leaves = _text_leaves(_canon(config, "config"))

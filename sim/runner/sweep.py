@@ -236,6 +236,16 @@ def code_change(before: Mapping[str, Any] | None, now: Mapping[str, Any] | None)
     return ", ".join(parts)
 
 
+def fixed_declaration(fixed: Any, name: str = "fixed"
+                      ) -> dict[str, str] | Callable[[Any], Mapping[str, str]]:
+    """A ``FIXED`` declaration as given: a function of a point's config, returned as it is
+    (:func:`point_fixed` calls it on each point), or a dict (metric -> reason) or None,
+    checked now (:func:`~sim.results.check_fixed_metrics`, naming ``name``)."""
+    if callable(fixed) and not isinstance(fixed, Mapping):
+        return fixed
+    return check_fixed_metrics(fixed, name)
+
+
 def point_fixed(fixed: Any, configs: Sequence[Any], name: str = "fixed") -> list[dict[str, str]]:
     """What a ``FIXED`` declaration says each point's model computes from its config alone.
 
@@ -263,8 +273,8 @@ def point_fixed(fixed: Any, configs: Sequence[Any], name: str = "fixed") -> list
         For a declaration (or a function's return at a point) that is not a
         dict of metric name -> reason, naming the point.
     """
-    if not callable(fixed) or isinstance(fixed, Mapping):
-        declared = check_fixed_metrics(fixed, name)
+    declared = fixed_declaration(fixed, name)
+    if not callable(declared):
         return [declared] * len(configs)
     name = getattr(fixed, "__name__", name)
     out = []
