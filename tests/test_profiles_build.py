@@ -501,3 +501,28 @@ def test_the_framework_sets_the_sync_and_a_given_sync_overrides_it(prof, runs):
     closed = build_plan(ov, prof, steps=1)  # the closed form of the overlapped buckets
     assert predictions("training", closed.config)["step_time_mean"]["value"] == pytest.approx(
         t["overlap"], rel=1e-9)
+
+
+def test_user_plans_have_the_replicas_their_names_say():
+    """Each plan of ``tools/real_runs.py --user-plans`` named ``-D{dp}`` has ``dp`` replicas at
+    every stage (the 2-stage, 2-replica plans were written with one replica: a list of as many
+    replicas as stages was read as one node kind per stage), and a two-type pipeline one."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "real_runs.py"
+    spec = importlib.util.spec_from_file_location("dtsim_real_runs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    seen = set()
+    for name, _, doc in mod.user_plans():
+        pipe = doc["pipeline_list"][0]
+        hit = re.search(r"-S(\d+)-D(\d+)$", name)
+        want = int(hit.group(2)) if hit else 1  # the two-type pipelines: one replica per stage
+        assert pipe["num_stages"] == len(pipe["tmp_per_stage"])
+        assert [len(st) for st in pipe["tmp_per_stage"]] == [want] * pipe["num_stages"], name
+        assert pipe["dp"] == [want] * pipe["num_stages"], name
+        if hit:
+            seen.add((int(hit.group(1)), want))
+    assert (2, 2) in seen

@@ -209,6 +209,20 @@ def test_unprofiled_microbatch_is_linear_between_profiled_sizes_and_refused_far_
     assert e.layer_times("G", 2, 1) == (p.models[0].layer_times("G", 2, 1), ())  # measured: as is
 
 
+def test_a_tp_degree_with_no_tp1_to_derive_from_is_refused_naming_tp_at_every_size():
+    """A profile with TP 4 only (as OPT-30 and LLAMA-3-8 on V100-16): TP 2 cannot be had at any
+    micro-batch size, so the refusal names ``tp`` even where the size itself is unprofiled but
+    estimable at TP 4 (it named ``microbatch_size`` there, sending the user to the wrong
+    parameter); TP 4 at that size runs."""
+    p = _profiles(((("G", 2, 4), _row(1.0, 2.0)), (("G", 4, 4), _row(1.5, 3.5))))
+    e = Estimator(p, p.models[0])
+    assert "interpolated" in e.layer_times("G", 3, 4)[1][-1]
+    for b, tp in ((3, 2), (2, 2), (3, 8), (3, 1), (2, 1)):
+        with pytest.raises(ConfigError, match=re.escape(
+                "'tp' must be a TP degree the profile of M measured on G (4)")):
+            e.layer_times("G", b, tp)
+
+
 def test_forward_only_profile_takes_twice_the_forward_compute():
     """A forward-only row's backward is 2 x its forward compute (TP's forward all-reduces out,
     its backward ones in), its optimizer step Adam's 28 bytes per parameter at the memory

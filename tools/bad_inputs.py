@@ -1826,6 +1826,12 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         T("--plan", plan("plan-mbs512.json", [{"first_layer": 0, "last_layer": 25,
                                                "replicas": gh}], mbs=512, gbs=512), *one),
         refuse("microbatch_size"), note="beyond twice the largest profiled size (128)")
+    add("train/plan-tp-without-tp1-unprofiled-microbatch",
+        T("--plan", plan("plan-opt30-tp2-mbs3.json", [{"first_layer": 0, "last_layer": 49,
+                                                       "replicas": rep("V100-16", 2, 4)}],
+                         mbs=3, gbs=6, model="OPT-30"), *one),
+        refuse("tp"), note="OPT-30 on V100-16 was profiled at TP 4 only: TP 2 has no TP-1 time "
+        "to derive from at any size (it named microbatch_size, which TP 4 would estimate)")
     add("train/plan-missing-file", T("--plan", str(fx.root / "nope.json")), refuse("plan"))
     bad = fx.root / "plan-bad.json"
     bad.write_text('{"stages": [')

@@ -310,9 +310,13 @@ def summary(rs: list[dict[str, Any]], key: str, real: str) -> dict[str, dict[str
 
 
 def _sailor_plan(model_layers: int, stages: int, reps: list[tuple[str, int, str]], tp: int,
-                 mbs: int, gbs: int) -> dict[str, Any]:
-    """A run file in the artifact's format (``plan_config``): ``reps`` per pipeline (one node kind
-    per replica, the same at every stage unless the list has one per stage)."""
+                 mbs: int, gbs: int, per_stage: bool = False) -> dict[str, Any]:
+    """A run file in the artifact's format (``plan_config``): ``reps`` the replicas of every
+    stage (one node kind each), or with ``per_stage`` one node kind per stage (one replica).
+    (Before ``per_stage`` was explicit, a list of as many replicas as stages was read as one
+    kind per stage: the 2-stage, 2-replica plans were written with one replica.)"""
+    if per_stage and len(reps) != stages:
+        raise ValueError(f"one node kind per stage: {len(reps)} kinds for {stages} stages")
     per, cut = model_layers // stages, []
     start = 0
     for j in range(stages):
@@ -321,7 +325,7 @@ def _sailor_plan(model_layers: int, stages: int, reps: list[tuple[str, int, str]
         start = end
     tmp = []
     for j in range(stages):
-        kinds = reps if len(reps) != stages else [reps[j]]
+        kinds = [reps[j]] if per_stage else reps
         tmp.append([[[list(k)], tp] for k in kinds])
     return {"zone": reps[0][2], "pipeline_list": [{"num_stages": stages, "layers_per_stage": cut,
             "tmp_per_stage": tmp, "dp": [len(tmp[0])] * stages}], "mbs": mbs, "gbs": gbs}
@@ -371,7 +375,7 @@ def user_plans(folder: Path | None = None) -> list[tuple[str, str, dict[str, Any
                 if a == z or not (m.has(a, 2, 2) and m.has(z, 2, 2)):
                     continue
                 doc = _sailor_plan(m.layers, 2, [(a, 2, kinds[a][1]), (z, 2, kinds[z][1])], 2, 2,
-                                   16)
+                                   16, per_stage=True)
                 out.append((f"{m.name}-{a}-{z}-tp2-mbs2-S2", m.name, doc))
     # a stage whose two replicas differ in TP degree (the artifact's data-parallel groups): one
     # stage, or three whose middle one mixes (the ends one degree: the models tie embeddings);

@@ -249,8 +249,15 @@ class Estimator:
             check(False, "gpu", f"a GPU type of the profile of {m.name} ({', '.join(m.gpus)}), "
                   "or a model given by its shape on a GPU type of the catalogue", gpu)
         if tp > 1 and (self.mode == "derived" or not self._has_tp(gpu, tp)):
-            if not self._has_tp(gpu, 1):
-                m.layer_times(gpu, b, tp)  # refuses naming what was measured
+            # no TP-1 time to derive from: the TP degree is what cannot be had, at any
+            # micro-batch size (naming the micro-batch size, where the profile has none at
+            # it, sent the user to change a size the profile would estimate at a measured TP)
+            tps = sorted({t for (_, _, t) in m.combinations(gpu)})
+            check(self._has_tp(gpu, 1), "tp", f"a TP degree the profile of {m.name} measured "
+                  f"on {gpu} ({', '.join(map(str, tps))})" + (
+                      " (derived TP needs the TP-1 profile there)" if self.mode == "derived"
+                      else ", or any other where it measured TP 1 to derive it from "
+                      "(docs/real_runs.md)"), tp)
             rows, notes = self._at_mbs(gpu, b, 1)
             return self._derive_tp(gpu, b, tp, rows, notes)
         return self._at_mbs(gpu, b, tp)
@@ -265,7 +272,8 @@ class Estimator:
         sizes = sorted({mb for (_, mb, t) in m.combinations(gpu) if t == tp})
         if b in sizes:
             return self._complete(gpu, b, tp, m.layer_times(gpu, b, tp), ())
-        check(bool(sizes), "tp", f"a TP degree the profile of {m.name} measured on {gpu}", tp)
+        check(bool(sizes), "tp", f"a TP degree the profile of {m.name} measured on {gpu} ("
+              f"{', '.join(map(str, sorted({t for (_, _, t) in m.combinations(gpu)})))})", tp)
         lo, hi = MBS_RANGE[0] * sizes[0], MBS_RANGE[1] * sizes[-1]
         check(lo <= b <= hi, "microbatch_size", f"a micro-batch size the profile of {m.name} "
               f"measured on {gpu} at TP {tp} ({', '.join(map(str, sizes))}) or one within "
