@@ -92,7 +92,10 @@ class Trainer:
         flow.trainer = self
 
     def worker_compute(self, workers: int, now: float) -> list[float]:
-        """Each of ``workers`` workers' time in the steps' compute phases while live.
+        """The ``workers`` workers' times in the steps' compute phases while live.
+
+        A multiset, not indexed by worker: the workers with down spans come first (in the
+        flow's order), then the ones always live; callers take its mean, min and max.
 
         ``compute_time`` less the part of the worker's spans not live (down, waiting for its
         replacement or fetching its weights: the flow's :class:`~sim.training.flow.DownClock`)
