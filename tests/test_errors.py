@@ -237,3 +237,32 @@ def test_cli_numbers_are_ascii_only(capsys, tmp_path, monkeypatch, argv, line):
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines() == [line]
     assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize("kind, text, line", [
+    ("speeds", "stage,replica,speed\n0,0,\u0661\n",
+     "'speeds' must be a CSV file of integer stage,replica and numeric speed,price: "),
+    ("speeds", "stage,replica,speed\n\u0660,0,1\n",
+     "'speeds' must be a CSV file of integer stage,replica and numeric speed,price: "),
+    ("step_times", "workers,step_time\n4,\u0661\u0660\n",
+     "'step_times' must be a CSV file of integer workers and numeric step_time: "),
+    ("step_times", "workers,step_time\n\u0664,10\n",
+     "'step_times' must be a CSV file of integer workers and numeric step_time: "),
+    ("price_series", "time,price\n0,\u0663\n",
+     "'price_series' must be a CSV file of numeric time,price: "),
+])
+def test_training_csv_numbers_are_ascii_only(tmp_path, kind, text, line):
+    """audit6: the speeds, step-times and price-series readers used int() and float(), so a
+    price of '\u0663' billed 3 a worker-hour and a speed of '\u0661' ran at 1; their numbers
+    are ASCII (ascii_int, ascii_float), refused in the file's usual one line."""
+    from sim.training import read_speeds
+    from sim.training.billing import read_price_series
+    from sim.training.strategies import read_step_times
+
+    f = tmp_path / f"{kind}.csv"
+    f.write_text(text, encoding="utf-8")
+    read = {"speeds": lambda p: read_speeds(p, 1), "step_times": read_step_times,
+            "price_series": read_price_series}[kind]
+    with pytest.raises(ConfigError) as e:
+        read(f)
+    assert str(e.value) == line + repr(f"{f}:2")
