@@ -18,18 +18,20 @@ from types import ModuleType
 from typing import Any
 
 from . import commands, progress
-from .errors import ConfigError, SimulationError, ascii_int, one_line
+from .errors import ConfigError, SimulationError, ascii_float, ascii_int, one_line
 
 __all__ = ["main", "build_parser", "main_for"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors are one line (no usage dump) and exit 2, and ``type=int``
-    reads ASCII digits only (:func:`sim.errors.ascii_int`; its refusal still says ``int``)."""
+    """argparse, but usage errors are one line (no usage dump) and exit 2, and ``type=int`` and
+    ``type=float`` read ASCII only (:func:`sim.errors.ascii_int`, :func:`sim.errors.ascii_float`;
+    their refusals still say ``int`` and ``float``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.register("type", int, ascii_int)
+        self.register("type", float, ascii_float)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")

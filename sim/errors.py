@@ -26,6 +26,7 @@ __all__ = [
     "check_nonnegative",
     "check_int",
     "ascii_int",
+    "ascii_float",
     "check_choice",
     "check_memory",
     "check_memory_terms",
@@ -197,6 +198,23 @@ def ascii_int(text: Any) -> int:
     if isinstance(text, str) and not text.isascii():
         raise ValueError(f"invalid literal for int() (ASCII digits only): {text!r}")
     return int(text)
+
+
+def ascii_float(text: Any) -> float:
+    """``float(text)`` for text in ASCII only: the float counterpart of :func:`ascii_int`, the
+    one reader of every number typed on a command line or in a spec text (``--availability``,
+    ``--strategy redundancy:slowdown=1.5``, ``--sync diloco:topk=0.1``, a plain ``--mtbf``).
+
+    Python's ``float`` also reads other scripts' digits (``float("\u0661.5") == 1.5``) and
+    white space of other scripts (``"\u00a03"``), which a command line never means; what
+    ``float`` takes otherwise stays, as :func:`ascii_int` keeps ``int``'s: surrounding white
+    space, a sign, an exponent, underscores between digits (``1_000.5``), ``inf`` and ``nan``
+    (each option's rule judges those). Not a string: ``float``'s. Raises ValueError, which
+    argparse and the readers turn into their one-line refusal.
+    """
+    if isinstance(text, str) and not text.isascii():
+        raise ValueError(f"could not convert string to float (ASCII digits only): {text!r}")
+    return float(text)
 
 
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError, check, check_int, check_output_file, read_input_text
+from .errors import ConfigError, ascii_float, check, check_int, check_output_file, read_input_text
 
 __all__ = ["NULL", "NullRecorder", "Recorder", "TimelineRequest", "parse_window",
            "timeline_request", "validate", "read_timeline", "DEFAULT_MAX_EVENTS",
@@ -112,8 +112,8 @@ def parse_window(text: Any, name: str = "timeline_window") -> tuple[float, float
     lo, sep, hi = s.partition(":")
     check(sep == ":", name, rule, text)
     try:
-        t0 = float(lo) if lo.strip() else 0.0
-        t1 = float(hi) if hi.strip() else math.inf
+        t0 = ascii_float(lo) if lo.strip() else 0.0
+        t1 = ascii_float(hi) if hi.strip() else math.inf
     except ValueError:
         raise ConfigError(name, rule, text) from None
     check(math.isfinite(t0) and t0 >= 0 and not math.isnan(t1) and t1 > t0, name, rule, text)

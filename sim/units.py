@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, ascii_float
 
 __all__ = [
     "SIZE",
@@ -239,8 +239,8 @@ def parse_quantity(text: Any, kind: str, name: str, *, overflow: str | None = No
         raise ConfigError(name, describe(kind), text)
     if overflow not in (None, "refuse", "inf"):
         raise ValueError(f"overflow must be None, 'refuse' or 'inf': {overflow!r}")
-    try:  # a plain number: today's meaning, exactly
-        value = float(text)
+    try:  # a plain number: today's meaning, exactly (ASCII: float reads every script's digits)
+        value = ascii_float(text)
     except ValueError:
         pass
     else:
@@ -309,7 +309,7 @@ def written_with_unit(text: str) -> bool:
     :func:`parse_quantity` then names): not a plain number, which ``float`` reads (``1e5``,
     ``inf``). For the values of spec texts (``grace=5min``, ``checkpoint=2min``)."""
     try:
-        float(text)
+        ascii_float(text)
     except ValueError:
         return bool(_WRITTEN_WITH_UNIT.fullmatch(text))
     return False
@@ -335,7 +335,7 @@ def has_unit(text: Any) -> bool:
     if not isinstance(text, str):
         return False
     try:
-        float(text)
+        ascii_float(text)
         return False
     except ValueError:
         pass

@@ -161,3 +161,108 @@ def test_cli_integers_are_ascii_digits_only(capsys, tmp_path, monkeypatch, argv,
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines() == [line]
     assert not (tmp_path / "t.json").exists()
+
+
+def test_ascii_float_reads_what_float_read_but_other_scripts_digits():
+    """sim.errors.ascii_float, the one reader of a number typed on a command line or in a spec
+    text: what float() took stays (white space, a sign, an exponent, underscores between
+    digits as ascii_int keeps them, inf and nan for each option's rule to judge, a number
+    itself); other scripts' digits and spaces, which float() also reads ('\\u0661.\\u0665' is
+    1.5), are refused; what float() refused stays refused."""
+    import math
+
+    from sim.errors import ascii_float
+
+    for text, v in (("1.5", 1.5), (" 2 ", 2.0), ("+3", 3.0), ("-1e3", -1000.0), ("1_000.5", 1000.5),
+                    (".5", 0.5), ("inf", math.inf), (2, 2.0)):
+        assert ascii_float(text) == v
+    assert math.isnan(ascii_float("nan"))
+    for text in ("\u0661", "\u0661.\u0665", "1.\u0665", "\uff13", "\u09e9", "\u00a03", "1e\u0663",
+                 "", "1__0", "0x10", "1,5"):
+        with pytest.raises(ValueError):
+            ascii_float(text)
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["train", "--availability", "\u0660.\u0665"],
+     "dtsim train: error: argument --availability: invalid float value: '\u0660.\u0665'"),
+    (["train", "--mtbf", "\u0663\u0660\u0660\u0660"],
+     "dtsim train: error: argument --mtbf: 'mtbf' must be a time: seconds, or a number and a "
+     "time unit: 10ms, 250us, 2h: '\u0663\u0660\u0660\u0660'"),
+    (["train", "--strategy", "checkpoint-restart:every=\u0663"],
+     "dtsim train: error: 'every' must be an integer: '\u0663'"),
+    (["train", "--strategy", "redundancy:slowdown=\u0661.\u0665"],
+     "dtsim train: error: 'slowdown' must be a number: '\u0661.\u0665'"),
+    (["train", "--strategy", "reconfiguration:boot=\u0661"],
+     "dtsim train: error: 'boot' must be a number: '\u0661'"),
+    (["train", "--replicas", "4", "--microbatches-per-step", "4", "--steps", "8", "--sync",
+      "diloco:every=4,topk=\u0660.\u0661"],
+     "dtsim train: error: 'sync' must be topk in (0, 1]: '\u0660.\u0661'"),
+    (["train", "--timeline", "t.json", "--timeline-window", "\u0661:2"],
+     "dtsim train: error: 'timeline_window' must be T0:T1 with 0 <= T0 < T1 (simulated time "
+     "units; T1 may be inf): '\u0661:2'"),
+    (["pipeline", "--stage-time", "\u0661,2"],
+     "dtsim pipeline: error: argument --stage-time: expected a number or a comma list: "
+     "'\u0661,2'"),
+    (["gossip", "--noise", "\u0661"],
+     "dtsim gossip: error: argument --noise: invalid float value: '\u0661'"),
+    (["plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a", "--price",
+      "GH-96=\u0661"],
+     "dtsim plan: error: argument --price: expected GPU=DOLLARS_PER_HOUR: 'GH-96=\u0661'"),
+    (["topologies", "torus:dims=4x\u00b2"],
+     "dtsim topologies: error: 'topology' must be a valid torus spec ('dims' must be side "
+     "lengths >= 2 such as 8x8 (any number of dimensions): '4x\u00b2'): 'torus:dims=4x\u00b2'"),
+    (["topologies", "ring:n=\u0668"],
+     "dtsim topologies: error: 'topology' must be a valid ring spec ('n' must be an integer "
+     ">= 3: '\u0668'): 'ring:n=\u0668'"),
+    (["topologies", "tree:racks=2,hosts=4,host_bandwidth=\u0661"],
+     "dtsim topologies: error: 'topology' must be a spec whose host_bandwidth is a rate: bytes "
+     "per second, or a number and a rate unit: 10Gbit/s, 100MB/s, 25 Gbps, 1.2GiB/s (k M G T P "
+     "E powers of 1000, Ki Mi Gi Ti Pi Ei of 1024; B a byte, b or bit a bit): "
+     "'tree:racks=2,hosts=4,host_bandwidth=\u0661'"),
+])
+def test_cli_numbers_are_ascii_only(capsys, tmp_path, monkeypatch, argv, line):
+    """audit6: float() and a topology spec's \\d read every script's digits: '--mtbf
+    \u0663\u0660\u0660\u0660' ran an mtbf of 3000, '--strategy checkpoint-restart:every=\u0663'
+    checkpointed every 3 steps, 'ring:n=\u0668' built 8 nodes, and 'torus:dims=4x\u00b2' (a
+    superscript: str.isdigit says yes, int() no) ended in a traceback. Each is refused in its
+    option's usual one line, exit 2, before any work (no timeline file written)."""
+    from sim.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's refusals exit from parse_args
+        code = exc.code
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [line]
+    assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize("kind, text, line", [
+    ("speeds", "stage,replica,speed\n0,0,\u0661\n",
+     "'speeds' must be a CSV file of integer stage,replica and numeric speed,price: "),
+    ("speeds", "stage,replica,speed\n\u0660,0,1\n",
+     "'speeds' must be a CSV file of integer stage,replica and numeric speed,price: "),
+    ("step_times", "workers,step_time\n4,\u0661\u0660\n",
+     "'step_times' must be a CSV file of integer workers and numeric step_time: "),
+    ("step_times", "workers,step_time\n\u0664,10\n",
+     "'step_times' must be a CSV file of integer workers and numeric step_time: "),
+    ("price_series", "time,price\n0,\u0663\n",
+     "'price_series' must be a CSV file of numeric time,price: "),
+])
+def test_training_csv_numbers_are_ascii_only(tmp_path, kind, text, line):
+    """audit6: the speeds, step-times and price-series readers used int() and float(), so a
+    price of '\u0663' billed 3 a worker-hour and a speed of '\u0661' ran at 1; their numbers
+    are ASCII (ascii_int, ascii_float), refused in the file's usual one line."""
+    from sim.training import read_speeds
+    from sim.training.billing import read_price_series
+    from sim.training.strategies import read_step_times
+
+    f = tmp_path / f"{kind}.csv"
+    f.write_text(text, encoding="utf-8")
+    read = {"speeds": lambda p: read_speeds(p, 1), "step_times": read_step_times,
+            "price_series": read_price_series}[kind]
+    with pytest.raises(ConfigError) as e:
+        read(f)
+    assert str(e.value) == line + repr(f"{f}:2")

@@ -255,6 +255,37 @@ def test_a_config_naming_no_file_keeps_its_hash():
     assert config_hash(cfg, 3, "c") == digest(canonical({"config": cfg, "seed": 3, "code": "c"}))
 
 
+def test_hashing_the_files_a_config_names_reads_a_bounded_amount_and_never_waits(tmp_path):
+    """audit6: the hash of a config read every file it named to its end: a dict point naming a
+    20 GB sparse file read 20 GB, one naming /proc/kmsg (a regular file that blocks) waited
+    for ever, before the first task. A file is read without blocking and never beyond
+    MAX_INPUT_BYTES (here 1000): a larger one is hashed by its size and modification time;
+    a small one keeps the hash of its contents (stored records stay valid); a FIFO, a folder
+    and a symlink loop name no file."""
+    import hashlib
+    import os
+
+    import sim.runner.identity as identity
+
+    small = tmp_path / "small.csv"
+    small.write_bytes(b"a,b\n1,2\n")
+    assert identity._file_hash(small, limit=1000) == hashlib.blake2b(
+        b"a,b\n1,2\n", digest_size=8).hexdigest()
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as fh:
+        fh.truncate(10**12)  # sparse: 1 TB of zeros a full read would take hours to hash
+    st = big.stat()
+    assert identity._file_hash(big, limit=1000) == hashlib.blake2b(
+        f"size {10**12} mtime_ns {st.st_mtime_ns}".encode(), digest_size=8).hexdigest()
+    os.mkfifo(tmp_path / "fifo")  # opened, it would wait for a writer
+    os.symlink(tmp_path / "loop", tmp_path / "loop")
+    for name in ("fifo", "loop"):
+        assert identity._file_hash(tmp_path / name) is None
+    assert identity.input_files({"a": str(tmp_path / "fifo"), "b": str(tmp_path / "loop"),
+                                 "c": str(tmp_path)}) == {}
+    assert identity.input_files({"data": str(big)})[str(big)] == identity._file_hash(big)
+
+
 # --------------------------------------------------------------------------- 3-4. damaged rows
 
 

@@ -718,3 +718,24 @@ def test_fixed_may_be_a_function_of_a_dict_points_config(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'FIXED(config) of point 0' must be a dict of metric name" in err[0]
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("body, why", [
+    ("    raise KeyError('nope')\n", "(it raised KeyError: 'nope')"),
+    ("    import sys\n    sys.exit(3)\n", "(it called sys.exit(3))"),
+    ("    return FIXED(config)\n", "(it raised RecursionError: maximum recursion depth exceeded)"),
+])
+def test_a_fixed_function_that_raises_or_exits_is_refused_in_one_line(tmp_path, capsys, body,
+                                                                       why):
+    """audit6: a FIXED function that raised ended 'dtsim run' in a traceback, one that called
+    sys.exit(3) ended it with status 3 and nothing said. Either is one line naming the point,
+    exit 2, before anything runs (nothing written)."""
+    bad = tmp_path / "bad_fixed.py"
+    bad.write_text(DICT_TRAINING_SWEEP + "\n\ndef FIXED(config):\n" + body)
+    assert main(["run", str(bad), "--out", str(tmp_path / "b"), "--executor", "serial",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "dtsim run: error: 'FIXED(config) of point 0' must be a function of a point's config "
+        f"that returns a dict of metric name -> reason {why}: ")
+    assert not (tmp_path / "b").exists()

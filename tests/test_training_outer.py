@@ -314,6 +314,39 @@ def test_bad_diloco_configs_are_refused_in_one_line(kw, msg):
     assert str(e.value) == msg
 
 
+def test_a_diloco_run_whose_failures_would_run_away_is_refused(monkeypatch):
+    """audit6: a DiLoCo run with failures goes on until its stall watchdog stops it however
+    often its workers fail: '--mtbf 1e-4 --replace-time 1e-4' (4 stages x 4 replicas, every=4)
+    ran for ever (7.7e9 transitions expected: 2 x 16 workers / 2e-4 x (2 failure-free
+    rounds + the stall limit, 1000 of them, 48 time units each)), '--mtbf 0.1' took a minute
+    and 600 MB. Refused before any work, naming the failure model's time (spot, workers'
+    availability, domains), as sim.failures.MAX_TRANSITIONS and the memory bound it."""
+    import re
+
+    import sim.training.outer as outer
+
+    base = dict(stages=4, replicas=4, microbatches=4, steps=8, sync="diloco:every=4")
+    for kw, name, n in ((dict(mtbf=1e-4, replace_time=1e-4), "mtbf", "7.7e+09"),
+                        (dict(availability=0.5, mean_downtime=1e-6), "mean_downtime", "7.7e+11"),
+                        (dict(domain_outage=0.5, domain_downtime=1e-6), "domain_downtime",
+                         "1.9e+11"),
+                        (dict(sync="diloco:every=4,fragments=2,overlap=1", mtbf=1e-4,
+                              replace_time=1e-4), "mtbf", "7.7e+09")):
+        with pytest.raises(ConfigError, match=rf"^'{name}' must be large enough that the "
+                           r"simulation expects at most 1e\+08 worker and domain up/down "
+                           r"transitions \(2 x failures per unit time x the run's length: "
+                           rf"failure-free plus the stall limit, or max_time: {re.escape(n)} here\): "):
+            TrainingConfig(**{**base, **kw})
+    # max_time bounds the length: 2 x 16 / 2e-4 x 100 = 1.6e7 transitions are allowed
+    TrainingConfig(**base, mtbf=1e-4, replace_time=1e-4, max_time=100.0)
+    TrainingConfig(**base, mtbf=100.0, replace_time=5.0)  # a run that ends: as before
+    # the memory: 2 x 16 / 2 x 48096 = 7.7e5 transitions, 64 B each, 47 MiB
+    monkeypatch.setattr(outer, "available_memory", lambda: 40 * 2**20)
+    with pytest.raises(ConfigError, match=r"^'mtbf' must be large enough that the failures a "
+                       r"run keeps fit in memory \(needs about 47 MiB, 40 MiB available\): 1.0$"):
+        TrainingConfig(**base, mtbf=1.0, replace_time=1.0)
+
+
 # --------------------------------------------------------------------------- failures, quorum
 
 

@@ -21,6 +21,7 @@ from sim.units import (
     has_unit,
     parse,
     parse_quantity,
+    written_with_unit,
 )
 
 SI = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
@@ -74,14 +75,24 @@ def test_conversion_is_exact_so_every_spelling_gives_the_same_float():
 
 
 @pytest.mark.parametrize("text", ["1.4e9", "100", " 7 ", "inf", "-3", "1e400", "1_000", "nan",
-                                  "1e-500", "\u0661\u0662"])
+                                  "1e-500"])
 def test_a_plain_number_is_read_by_float_exactly_as_before(text):
-    """A number without a unit keeps today's meaning: float(text), nan and inf included."""
+    """A number without a unit keeps today's meaning: float(text), nan and inf included (in
+    ASCII: other scripts' digits are refused, below)."""
     q = parse_quantity(text, SIZE, "x")
     want = float(text)
     assert q.unit is None and q.plain
     assert (math.isnan(q.value) and math.isnan(want)) or q.value == want
     assert not has_unit(text)
+
+
+@pytest.mark.parametrize("text", ["\u0661\u0662", "\u0661.5", "\u00a07"])
+def test_a_plain_number_in_other_scripts_digits_is_refused(text):
+    """audit6: float('\u0661\u0662') is 12, so '--mtbf \u0661\u0662' ran an mtbf of 12; a
+    number is ASCII (sim.errors.ascii_float), as a number with a unit already was."""
+    with pytest.raises(ConfigError, match=r"^'x' must be a size: "):
+        parse_quantity(text, SIZE, "x")
+    assert not has_unit(text) and not written_with_unit(text)
 
 
 @pytest.mark.parametrize("text", ["1e400", "1e400s", "2e308", "1e99999min", "+1e400"])

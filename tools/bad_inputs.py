@@ -1433,7 +1433,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                   byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases,
                   traffic_cases, timeline_cases, real_runs_ii_cases, users_network_cases,
                   users_profile_cases, users_planner_cases, users_strategy_cases,
-                  users_design_cases, users_byzantine_cases):
+                  users_design_cases, users_byzantine_cases, audit6_cases):
         cases.extend(group(fx))
     return cases
 
@@ -4227,6 +4227,115 @@ def timeline_cases(fx: Fixtures) -> list[Case]:
     add("plot/timeline-and-outdir", dtsim("plot", str(fx.dir), "--timeline", str(not_tef)),
         refuse("OUTDIR"))
     add("plot/neither-outdir-nor-timeline", dtsim("plot"), refuse("OUTDIR"))
+    return cases
+
+
+# ----------------------------------------------------------------------------- audit6
+
+
+def audit6_cases(fx: Fixtures) -> list[Case]:
+    """audit6: numbers in other scripts' digits (every float reader and a topology spec's
+    integers, as ascii_int already did for the CLI's integers), DiLoCo runs whose failures
+    run away, a FIXED function that raises or exits, and the files a config's hash reads."""
+    cases: list[Case] = []
+    T = fx.root
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    tr = lambda *a: dtsim("train", *a)  # noqa: E731
+    dl = ("--replicas", "4", "--microbatches-per-step", "4", "--steps", "8", "--replications", "1")
+    # -- other scripts' digits: float() and a spec's \d read them ('\u0663' is 3) --
+    note = "other scripts' digits: float() read them (an ASCII number only, as ascii_int)"
+    add("train/availability-unicode-digits", tr("--availability", "\u0660.\u0665"),
+        refuse("availability"), note=note)
+    add("train/mtbf-unicode-digits", tr("--mtbf", "\u0663\u0660\u0660\u0660"), refuse("mtbf"),
+        note="a plain number (no unit) was read by float(): an mtbf of 3000")
+    add("train/strategy-every-unicode-digit", tr("--strategy", "checkpoint-restart:every=\u0663"),
+        refuse("every"), note="strategy specs' integers were int()'s, not ascii_int's")
+    add("train/strategy-slowdown-unicode-digits", tr("--strategy",
+                                                     "redundancy:slowdown=\u0661.\u0665"),
+        refuse("slowdown"), note=note)
+    add("train/diloco-topk-unicode-digits", tr(*dl, "--sync", "diloco:every=4,topk=\u0660.\u0661"),
+        refuse("sync"), note=note)
+    add("train/timeline-window-unicode-digit", tr("--stages", "2", "--steps", "1",
+                                                  "--replications", "1", "--timeline",
+                                                  str(T / "a6_tl.json"), "--timeline-window",
+                                                  "\u0661:2"), refuse("timeline_window"))
+    add("pipeline/stage-time-unicode-digit", dtsim("pipeline", "--stages", "2", "--stage-time",
+                                                   "\u0661,2"),
+        refuse("stage_time"), note=note)
+    add("failures/availability-unicode-digits", dtsim("failures", "--availability",
+                                                      "\u0660.5"), refuse("availability"))
+    add("gossip/noise-unicode-digit", dtsim("gossip", "--noise", "\u0661"), refuse("noise"))
+    add("plan/price-unicode-digit", dtsim("plan", "--model", "OPT-350", "--nodes",
+                                          "GH-96:4x2@us-central1-a", "--global-batch-size", "8",
+                                          "--simulate", "0", "--top", "1", "--price",
+                                          "GH-96=\u0661"),
+        refuse("price"))
+    add("topologies/torus-dims-superscript", dtsim("topologies", "torus:dims=4x\u00b2"),
+        refuse("topology"), note="was a traceback: str.isdigit('\u00b2') is true, int() refuses it")
+    add("topologies/ring-n-unicode-digit", dtsim("topologies", "ring:n=\u0668"),
+        refuse("topology"), note="a spec's integer matched \\d: built a ring of 8")
+    add("topologies/tree-bandwidth-unicode-digit", dtsim(
+        "topologies", "tree:racks=2,hosts=4,host_bandwidth=\u0661"), refuse("topology"))
+    add("train/speeds-unicode-digit", tr("--stages", "1", "--speeds", str(fx._write(
+        "a6_speeds.csv", "stage,replica,speed\n0,0,\u0661\n"))), refuse("speeds"),
+        note="the CSV readers' numbers were int()'s and float()'s")
+    add("train/step-times-unicode-digits", tr("--strategy", "redundancy", "--step-times",
+                                              str(fx._write("a6_steps.csv", "workers,step_time\n"
+                                                            "4,\u0661\u0660\n"))),
+        refuse("step_times"))
+    add("train/price-series-unicode-digit", tr("--price-series", str(fx._write(
+        "a6_prices.csv", "time,price\n0,\u0663\n"))), refuse("price_series"),
+        note="billed 3 a worker-hour")
+    # -- DiLoCo with failures: the run goes on to its stall limit however often workers fail --
+    runaway = "ran until killed: its failures up to the stall limit (7.7e9 transitions)"
+    add("train/diloco-mtbf-runaway", tr(*dl, "--sync", "diloco:every=4", "--mtbf", "1e-4",
+                                        "--replace-time", "1e-4"), refuse("mtbf"), note=runaway)
+    add("train/diloco-streaming-mtbf-runaway", tr(*dl, "--sync",
+                                                  "diloco:every=4,fragments=2,overlap=1",
+                                                  "--mtbf", "1e-9", "--replace-time", "1e-9"),
+        refuse("mtbf"), note=runaway)
+    add("train/diloco-availability-runaway", tr(*dl, "--sync", "diloco:every=4",
+                                                "--availability", "0.5", "--mean-downtime",
+                                                "1e-6"), refuse("mean_downtime"), note=runaway)
+    add("train/diloco-domain-outage-runaway", tr(*dl, "--sync", "diloco:every=4",
+                                                 "--domain-outage", "0.5", "--domain-downtime",
+                                                 "1e-6"), refuse("domain_downtime"), note=runaway)
+    add("train/diloco-mtbf-memory", tr(*dl, "--sync", "diloco:every=4", "--mtbf", "1e-2",
+                                       "--replace-time", "1e-2"), refuse("mtbf"),
+        note="7.7e7 transitions keep about 4.6 GiB (the cases' limit is 4 GiB)")
+    add("train/diloco-streaming-failures-max-time-ok", tr(
+        *dl, "--sync", "diloco:every=4,fragments=2,overlap=1", "--mtbf", "1", "--replace-time",
+        "1", "--max-time", "100"), ok("DiLoCo"), timeout=120,
+        note="max_time bounds the run: allowed (1.6e3 transitions)")
+    # -- FIXED(config): a function that raises or exits --
+    head = ("from sim.failures import ClusterConfig, failures_model\n"
+            "NAME = 'a6fixed{k}'\nBASE = ClusterConfig(workers=4, domains=2, horizon=50.0)\n"
+            "FACTORS = {{'availability': [0.9]}}\nREPLICATIONS = 2\n"
+            "def model(config, streams):\n    return failures_model(config, streams)\n"
+            "def FIXED(config):\n{body}")
+    for k, (what, body, was) in enumerate([
+            ("raises", "    raise KeyError('nope')\n", "a traceback"),
+            ("exits", "    import sys\n    sys.exit(3)\n", "exit 3, nothing said"),
+            ("recursion", "    return FIXED(config)\n", "a traceback (RecursionError)")]):
+        f = fx._write(f"exp/a6_fixed{k}.py", head.format(k=k, body=body))
+        add(f"run/FIXED-function-{what}", dtsim("run", str(f), "--out", str(T / f"a6_of{k}")),
+            refuse("FIXED(config) of point 0"), note=f"was {was}")
+    # -- the files a config's hash reads: never blocking, never unbounded --
+    big = T / "a6_sparse.bin"
+    with open(big, "wb") as fh:
+        fh.truncate(20 * 2**30)  # sparse: no disk used
+    for what, path, was in (("huge-file", str(big), "read all 20 GiB"),
+                            ("proc-kmsg", "/proc/kmsg", "waited for ever (as root)")):
+        f = fx._write(f"exp/a6_hash_{what}.py", (
+            f"NAME = 'a6hash'\nBASE = {{'p': 0.5, 'data': {path!r}}}\n"
+            "FACTORS = {'p': [0.1]}\nREPLICATIONS = 2\n"
+            "def model(config, streams):\n    return {'x': config['p']}\n"))
+        add(f"run/point-names-{what}", dtsim("run", str(f), "--executor", "serial", "--quiet",
+                                             "--out", str(T / f"a6_oh_{what}")),
+            ok("2 tasks"), note=f"the config's hash {was}")
     return cases
 
 

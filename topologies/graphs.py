@@ -158,7 +158,8 @@ def parse_dims(dims: Any, name: str = "dims") -> tuple[int, ...]:
     rule = "side lengths >= 2 such as 8x8 (any number of dimensions)"
     if isinstance(dims, str):
         parts = dims.lower().replace("/", "x").split("x")
-        check(all(p.strip().isdigit() for p in parts), name, rule, dims)
+        # ASCII digits: str.isdigit also takes '\u00b2' (which int() refuses) and '\u0664'
+        check(all(p.strip().isascii() and p.strip().isdigit() for p in parts), name, rule, dims)
         out = tuple(int(p) for p in parts)
     elif isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
         out = (int(dims),)

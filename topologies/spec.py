@@ -32,7 +32,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from sim.errors import MAX_SOURCE_BYTES, ConfigError, check_input_file, check_memory
+from sim.errors import MAX_SOURCE_BYTES, ConfigError, ascii_float, check_input_file, check_memory
 
 from .graphs import parse_dims
 from .io import GRAPH_EXTENSIONS, check_simple, domain_chain, is_graph_file, read_graph
@@ -51,8 +51,10 @@ __all__ = [
     "format_value",
 ]
 
-_INT = re.compile(r"[+-]?\d+")
-_DIMS = re.compile(r"\d+(x\d+)+")
+# ASCII digits only (re.ASCII): other scripts' digits ("\u0662") are text, refused by the
+# parameter's rule, as sim.errors.ascii_int and ascii_float refuse them on the command line
+_INT = re.compile(r"[+-]?\d+", re.ASCII)
+_DIMS = re.compile(r"\d+(x\d+)+", re.ASCII)
 _KEY = re.compile(r"[A-Za-z_]\w*")
 _CALLABLE = re.compile(r"(?P<mod>[A-Za-z_][\w.]*|[^:]+\.py):(?P<fn>[A-Za-z_]\w*)(?::(?P<params>.*))?")
 
@@ -74,7 +76,7 @@ def _scalar(text: str) -> Any:
     if _INT.fullmatch(t):
         return int(t)
     try:
-        return float(t)
+        return ascii_float(t)
     except ValueError:
         return t
 

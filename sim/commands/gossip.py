@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..adversaries import ADVERSARIES, SCOPES
-from ..errors import ConfigError, SimulationError, ascii_int, check, check_choice
+from ..errors import ConfigError, SimulationError, ascii_float, ascii_int, check, check_choice
 from ..gossip import (
     ENGINES,
     MIXINGS,
@@ -227,7 +227,7 @@ def _float_list(name: str, text: str | None) -> tuple[float, ...] | None:
     if text is None:
         return None
     try:
-        return tuple(float(v) for v in text.split(",") if v.strip() != "")
+        return tuple(ascii_float(v) for v in text.split(",") if v.strip() != "")
     except ValueError:
         raise ConfigError(name, "a comma-separated list of numbers", text) from None
 

@@ -40,6 +40,7 @@ from typing import Any
 from .. import engines
 from ..errors import (
     ConfigError,
+    ascii_float,
     ascii_int,
     check,
     check_choice,
@@ -108,7 +109,7 @@ def int_list(text: str) -> int | tuple[int, ...]:
 
 def float_list(text: str) -> float | tuple[float, ...]:
     """``"1.5"`` -> 1.5, ``"1,2"`` -> (1.0, 2.0)."""
-    return _comma_list(text, float, "a number")
+    return _comma_list(text, ascii_float, "a number")
 
 
 def add_model_arguments(p: argparse.ArgumentParser, *, microbatches: int | None = None) -> None:

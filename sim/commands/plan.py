@@ -17,7 +17,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, ascii_int, check, check_choice, check_int, check_output_file
+from ..errors import (
+    ConfigError,
+    ascii_float,
+    ascii_int,
+    check,
+    check_choice,
+    check_int,
+    check_output_file,
+)
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
 from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table, warn
@@ -49,7 +57,7 @@ def _price(text: str) -> tuple[str, float]:
     try:
         if not sep or not gpu:
             raise ValueError
-        return gpu, float(value)
+        return gpu, ascii_float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected GPU=DOLLARS_PER_HOUR: {text!r}") from None
 

@@ -19,6 +19,7 @@ from ..engines import engine_names, predictions, select
 from ..errors import (
     ConfigError,
     SimulationError,
+    ascii_float,
     ascii_int,
     check,
     check_choice,
@@ -113,7 +114,7 @@ def _figure(x: float, text: Any = None) -> str:
 
 def _floats(text: str) -> float | tuple[float, ...]:
     try:
-        vals = tuple(float(p) for p in str(text).split(","))
+        vals = tuple(ascii_float(p) for p in str(text).split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or a comma list: {text!r}") from None
     return vals[0] if len(vals) == 1 else vals

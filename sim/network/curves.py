@@ -49,7 +49,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, check, check_positive
+from ..errors import ConfigError, ascii_float, check, check_positive
 from ..units import RATE, SIZE, has_unit, parse
 
 __all__ = ["BandwidthCurve", "parse_curve", "as_curve", "CURVE_KINDS", "Capacity",
@@ -60,7 +60,7 @@ CURVE_KINDS = ("polylog2", "table")
 
 def _finite(name: str, value: Any) -> float:
     try:
-        x = float(value)
+        x = ascii_float(value)
     except (TypeError, ValueError):
         raise ConfigError(name, "finite numbers", value) from None
     check(not isinstance(value, bool) and math.isfinite(x), name, "finite numbers", value)
@@ -321,7 +321,7 @@ def parse_curve(text: str) -> BandwidthCurve:
             if not eq or k in kw:
                 raise ValueError(item)
             if k == "c":
-                kw["coefficients"] = tuple(float(x) for x in v.split("/"))
+                kw["coefficients"] = tuple(ascii_float(x) for x in v.split("/"))
             elif k in ("size_unit", "bandwidth_unit", "min_size", "max_size"):
                 kw[k] = parse(v, RATE if k == "bandwidth_unit" else SIZE, "curve")
             else:

@@ -40,7 +40,7 @@ from typing import Any
 
 import networkx as nx
 
-from ..errors import ConfigError, check, check_nonnegative, check_positive
+from ..errors import ConfigError, ascii_float, check, check_nonnegative, check_positive
 from .curves import BandwidthCurve, Capacity, as_curve
 
 __all__ = [
@@ -72,7 +72,7 @@ def _capacity(name: str, value: Any) -> Capacity:
         return value
     if isinstance(value, str):
         try:
-            x = float(value)
+            x = ascii_float(value)
         except ValueError:
             return as_curve(value, name)
         if value.strip().lower() in ("inf", "infinity"):

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import re
+import stat
 import sys
 import sysconfig
 from collections.abc import Mapping
@@ -179,28 +180,49 @@ def _text_leaves(obj: Any) -> list[str]:
     return [obj] if isinstance(obj, str) else []
 
 
-def _file_hash(path: Path) -> str | None:
+def _file_hash(path: Path, limit: int = MAX_INPUT_BYTES) -> str | None:
+    """The hash of a regular file's contents, read without blocking and never more than
+    ``limit`` bytes (:data:`sim.errors.MAX_INPUT_BYTES`, what any input file may have); a
+    larger file (a data set the model reads itself, a sparse image) is hashed by its size
+    and modification time instead, and one that cannot be read at once (``/proc/kmsg``
+    blocks) is not hashed (None). (audit6: a config naming a 20 GB file read all of it, and
+    one naming ``/proc/kmsg`` waited for ever, before the first task.)"""
     try:
         st = path.stat()
-    except OSError:
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
         return None
     # by the file itself, not the path as written: one relative path names another file
     # once the working directory changes
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if st.st_size > MAX_INPUT_BYTES:
-        # larger than any input dtsim reads (a user model's data set, say): keyed by its size
-        # and modification time, not read (reading it would take minutes each run); an edit
-        # still moves the hash, a copy with a new time recomputes (never mixes)
-        return "stat:" + hashlib.blake2b(f"{st.st_size}:{st.st_mtime_ns}".encode(),
-                                         digest_size=8).hexdigest()
     if key not in _FILE_HASHES:
         h = hashlib.blake2b(digest_size=8)
-        try:
-            with path.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
+        total = 0
+        if st.st_size <= limit:
+            try:  # O_NONBLOCK: a FIFO put in the file's place opens without waiting
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                return None
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return None
+                while total <= limit:
+                    chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+                    if not chunk:
+                        break
                     h.update(chunk)
-        except OSError:
-            return None
+                    total += len(chunk)
+            except OSError:
+                return None
+            finally:
+                os.close(fd)
+        if st.st_size > limit or total > limit:
+            # larger than any input dtsim reads (a user model's data set, say): keyed by its
+            # size and modification time, unread; an edit still moves the hash, a copy with a
+            # new time recomputes (never mixes)
+            h = hashlib.blake2b(f"size {st.st_size} mtime_ns {st.st_mtime_ns}".encode(),
+                                digest_size=8)
         _FILE_HASHES[key] = h.hexdigest()
     return _FILE_HASHES[key]
 

@@ -279,7 +279,16 @@ def point_fixed(fixed: Any, configs: Sequence[Any], name: str = "fixed") -> list
     name = getattr(fixed, "__name__", name)
     out = []
     for i, c in enumerate(configs):
-        got = fixed(c)
+        try:
+            got = fixed(c)
+        except ConfigError:  # the point's own refusal (a config it builds): as it is
+            raise
+        except (Exception, SystemExit) as exc:  # (audit6) a traceback, or a silent exit
+            what = (f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit)
+                    else f"it raised {exception_line(exc)}")
+            raise ConfigError(f"{name}(config) of point {i}", "a function of a point's config "
+                              f"that returns a dict of metric name -> reason ({what})",
+                              c) from None
         out.append(check_fixed_metrics(None if got is None else (
             dict(got) if isinstance(got, Mapping) else got), f"{name}(config) of point {i}"))
     return out

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import progress
-from ..errors import ConfigError, check, check_memory, read_csv_text
+from ..errors import ConfigError, ascii_float, check, check_memory, read_csv_text
 
 __all__ = ["PriceSeries", "read_price_series", "Clock", "Presence"]
 
@@ -99,8 +99,8 @@ def read_price_series(path: str | Path) -> PriceSeries:
                       unit="row") as bar:
         for lineno, row in enumerate(reader, start=2):
             try:
-                times.append(float(row["time"]))
-                prices.append(float(row["price"]))
+                times.append(ascii_float(row["time"]))
+                prices.append(ascii_float(row["price"]))
             except (TypeError, ValueError):
                 raise ConfigError("price_series", "a CSV file of numeric time,price",
                                   f"{path}:{lineno}") from None

@@ -16,6 +16,8 @@ from ..errors import (
     NEVER_PROBED,
     TIME_LIMIT,
     ConfigError,
+    ascii_float,
+    ascii_int,
     available_memory,
     check,
     check_choice,
@@ -246,9 +248,9 @@ def read_speeds(path: str | Path, stages: int) -> tuple[tuple[tuple[float, ...],
         for lineno, row in enumerate(reader, start=2):
             where = f"{path}:{lineno}"
             try:
-                j, i = int(row["stage"]), int(row["replica"])
-                v = float(row["speed"])
-                price = float(row["price"]) if priced else None
+                j, i = ascii_int(row["stage"]), ascii_int(row["replica"])
+                v = ascii_float(row["speed"])
+                price = ascii_float(row["price"]) if priced else None
             except (TypeError, ValueError):
                 raise ConfigError("speeds", "a CSV file of integer stage,replica and numeric "
                                   "speed,price", where) from None

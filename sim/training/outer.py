@@ -107,7 +107,8 @@ import numpy as np
 import simpy
 
 from ..analytic import diloco as AD
-from ..errors import check
+from ..errors import NEVER_PROBED, ConfigError, available_memory, check, format_bytes
+from ..failures import check_transitions
 from ..rng import Streams
 from ..timeline import NULL, CoordinatorView
 from .replica import Refetch, SpotSlot
@@ -166,8 +167,52 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
         check(c.pass_time_distribution == "deterministic", "pass_time_distribution",
               "deterministic", c.pass_time_distribution)
     group_config(c, M, 0)  # a group's config validates as any training system's
+    _check_failure_work(c, M)
 
 
+#: Memory a simulated failure keeps until the run ends (the worker's closed span not live,
+#: sim.training.flow, 64 B, and the event queue's share, 24 B a transition: 57 B a transition
+#: measured with tracemalloc at 7.7e5 and 1.5e6 transitions), rounded up.
+BYTES_PER_TRANSITION = 64
+
+
+def _check_failure_work(c: Any, groups: int) -> None:
+    """(audit6) Refuse a runaway before any work: a DiLoCo run with failures goes on until its
+    outer loop ends or the stall watchdog stops it (:func:`stall_limit_diloco`), however often
+    its workers fail meanwhile; ``--mtbf 1e-4 --replace-time 1e-4`` expected 1.3e10 up/down
+    transitions (a run of hours and tens of GB). The expected transitions over the run's
+    length (the failure-free rounds plus the stall limit, or max_time if shorter, as
+    :class:`sim.training.learners.LearnersConfig` bounds its own) must be at most
+    :data:`sim.failures.MAX_TRANSITIONS` and their memory must fit. Spot preemptions cycle
+    every ``mtbf + replace_time``, a worker of availability ``a`` every ``mean_downtime /
+    (1 - a)``, a domain of unavailability ``u`` every ``domain_downtime / u``: two
+    transitions a cycle. A replayed trace's transitions are its rows (not counted)."""
+    W = c.workers
+    sources: list[tuple[float, str, Any]] = []
+    if c.mtbf < math.inf:
+        sources.append((2.0 * W / (c.mtbf + c.replace_time), "mtbf", c.mtbf))
+    if c.failure_trace is None:
+        if 0.0 < c.availability < 1.0:
+            sources.append((2.0 * W * (1.0 - c.availability) / c.mean_downtime,
+                            "mean_downtime", c.mean_downtime))
+        rhos = [u for u in c.domain_placement.domain_outage.values() if 0.0 < u < 1.0]
+        if rhos:
+            sources.append((2.0 * sum(rhos) / c.domain_downtime, "domain_downtime",
+                            c.domain_downtime))
+    if not sources:
+        return
+    limit = stall_limit_diloco(c, groups)
+    rounds = c.steps // c.diloco.every
+    length = min(c.max_time, (rounds / STALL_FACTOR + 1.0) * limit)
+    n = math.fsum(r for r, _, _ in sources) * length
+    _, name, value = max(sources, key=lambda t: t[0])
+    check_transitions(n, name, value, "the run's length: failure-free plus the stall limit, "
+                      "or max_time")
+    need = n * BYTES_PER_TRANSITION
+    if need > NEVER_PROBED and need > (avail := available_memory()):
+        raise ConfigError(name, "large enough that the failures a run keeps fit in memory "
+                          f"(needs about {format_bytes(need)}, {format_bytes(avail)} available)",
+                          value)
 def group_config(c: Any, groups: int, g: int) -> Any:
     """The :class:`~sim.training.TrainingConfig` of group ``g`` of ``groups``: its ``k``
     pipelines, ``m / M`` micro-batches a step, the data-parallel all-reduce inside it, and no

@@ -56,7 +56,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..analytic.diloco import ORDERS, PAYLOAD_BITS
-from ..errors import ConfigError, ascii_int
+from ..errors import ConfigError, ascii_float, ascii_int
 from ..units import SIZE, TIME, Quantity, parse_quantity, spec_quantities, written_with_unit
 
 __all__ = ["KINDS", "CHECKS", "QUANTITIES", "OVERLAPS", "BUCKET_RULES", "SyncSpec", "DilocoSync",
@@ -96,7 +96,7 @@ def _bits(key: str, text: str) -> int:
 
 def _fraction(key: str, text: str) -> float:
     try:
-        x = float(text)
+        x = ascii_float(text)
     except ValueError:
         x = math.nan
     if not (math.isfinite(x) and 0 < x <= 1):
@@ -106,7 +106,7 @@ def _fraction(key: str, text: str) -> float:
 
 def _positive(key: str, text: str) -> float:
     try:
-        x = float(text)
+        x = ascii_float(text)
     except ValueError:
         x = math.nan
     if not (math.isfinite(x) and x > 0):
@@ -116,7 +116,7 @@ def _positive(key: str, text: str) -> float:
 
 def _nonnegative(key: str, text: str) -> float:
     try:
-        x = float(text)
+        x = ascii_float(text)
     except ValueError:
         x = math.nan
     if not (math.isfinite(x) and x >= 0):

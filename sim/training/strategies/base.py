@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from ...errors import ConfigError, check
+from ...errors import ConfigError, ascii_float, ascii_int, check
 from ...units import TIME, Quantity, parse_quantity, spec_quantities, written_with_unit
 
 __all__ = ["Strategy", "Formation", "STRATEGIES", "register_strategy", "make_strategy",
@@ -142,11 +142,11 @@ def _value(field: Any, text: str, time: bool = False) -> Any:
         raise ConfigError(name, "true or false", text)
     if isinstance(default, int):
         try:
-            return int(text)
+            return ascii_int(text)
         except ValueError:
             pass
         try:  # an integer written as 1e6 or 20.0
-            x = float(text)
+            x = ascii_float(text)
         except ValueError:
             x = math.nan
         if math.isfinite(x) and x == int(x):
@@ -156,12 +156,12 @@ def _value(field: Any, text: str, time: bool = False) -> Any:
         return None
     if default is None and "int" in str(field.type) and "float" not in str(field.type):
         try:
-            return int(text)
+            return ascii_int(text)
         except ValueError:
             raise ConfigError(name, "an integer or none", text) from None
     if isinstance(default, float) or default is None:
         try:
-            return float(text)
+            return ascii_float(text)
         except ValueError:
             if default is None:
                 return text

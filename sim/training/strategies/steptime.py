@@ -33,7 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from ... import progress
-from ...errors import ConfigError, check, check_choice, check_memory, read_csv_text
+from ...errors import (
+    ConfigError,
+    ascii_float,
+    ascii_int,
+    check,
+    check_choice,
+    check_memory,
+    read_csv_text,
+)
 from ...rng import Streams
 
 __all__ = ["StepTimes", "read_step_times", "merge_stages", "derived_step_time",
@@ -121,7 +129,7 @@ def read_step_times(path: str | Path) -> StepTimes:
                       unit="row") as bar:
         for lineno, row in enumerate(reader, start=2):
             try:
-                rows.append((int(row[per[0]]), float(row["step_time"])))
+                rows.append((ascii_int(row[per[0]]), ascii_float(row["step_time"])))
             except (TypeError, ValueError):
                 raise ConfigError("step_times", f"a CSV file of integer {per[0]} and numeric "
                                   "step_time", f"{path}:{lineno}") from None
