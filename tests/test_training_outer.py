@@ -334,8 +334,9 @@ def test_a_diloco_run_whose_failures_would_run_away_is_refused(monkeypatch):
                               replace_time=1e-4), "mtbf", "7.7e+09")):
         with pytest.raises(ConfigError, match=rf"^'{name}' must be large enough that the "
                            r"simulation expects at most 1e\+08 worker and domain up/down "
-                           r"transitions \(2 x failures per unit time x the run's length: "
-                           rf"failure-free plus the stall limit, or max_time: {re.escape(n)} here\): "):
+                           r"transitions \(2 x failures per unit time x the run's length, "
+                           r"failure-free plus the whole stall limit or max_time \(--max-time "
+                           rf"bounds a run that ends sooner\): {re.escape(n)} here\): "):
             TrainingConfig(**{**base, **kw})
     # max_time bounds the length: 2 x 16 / 2e-4 x 100 = 1.6e7 transitions are allowed
     TrainingConfig(**base, mtbf=1e-4, replace_time=1e-4, max_time=100.0)

@@ -208,7 +208,8 @@ class LearnersConfig:
                      (length / (self.mtbf + self.replace_time), "mtbf", self.mtbf)],
                     key=lambda b: b[0])
         check_transitions(2.0 * rate * length, blame[1], blame[2],
-                          "the run's length: failure-free plus the stall limit, or max_time")
+                          "the run's length, failure-free plus the whole stall limit or "
+                          "max_time (--max-time bounds a run that ends sooner)")
 
     def sync_time(self, k: int) -> float:
         """The outer all-reduce among ``k`` learners."""

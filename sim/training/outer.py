@@ -206,8 +206,8 @@ def _check_failure_work(c: Any, groups: int) -> None:
     length = min(c.max_time, (rounds / STALL_FACTOR + 1.0) * limit)
     n = math.fsum(r for r, _, _ in sources) * length
     _, name, value = max(sources, key=lambda t: t[0])
-    check_transitions(n, name, value, "the run's length: failure-free plus the stall limit, "
-                      "or max_time")
+    check_transitions(n, name, value, "the run's length, failure-free plus the whole stall limit or "
+                      "max_time (--max-time bounds a run that ends sooner)")
     need = n * BYTES_PER_TRANSITION
     if need > NEVER_PROBED and need > (avail := available_memory()):
         raise ConfigError(name, "large enough that the failures a run keeps fit in memory "
