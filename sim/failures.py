@@ -47,6 +47,7 @@ import simpy
 
 from .errors import (
     ConfigError,
+    ascii_float,
     check,
     check_choice,
     check_int,
@@ -457,6 +458,8 @@ def _read_trace_fast(text: str, path: str | Path) -> Trace | None:
     # DictReader keeps the last of repeated column names
     col = {name: width - 1 - header[::-1].index(name) for name in col}
     iw, i_s, i_e = col["worker"], col["start"], col["end"]
+    if not text.isascii() and not all(r[i_s].isascii() and r[i_e].isascii() for r in rows):
+        return None  # numpy reads other scripts' digits as float() does: the row reader refuses
     try:
         start = np.array([r[i_s] for r in rows], dtype=float)
         end = np.array([r[i_e] for r in rows], dtype=float)
@@ -535,7 +538,7 @@ def read_trace(path: str | Path, *, text: str | None = None) -> Trace:
             state = (row.get("state") or "down").strip().lower()
             check(state in ("up", "down"), "trace", "a CSV file whose state is up or down", f"{where} ({state})")
             try:
-                start, end = float(row["start"]), float(row["end"])
+                start, end = ascii_float(row["start"]), ascii_float(row["end"])
             except (TypeError, ValueError):
                 raise ConfigError("trace", "a CSV file of numeric start,end",
                                   f"{where} ({row['start']!r}, {row['end']!r})") from None

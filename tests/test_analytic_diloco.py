@@ -151,6 +151,19 @@ def test_overlapping_syncs_are_flagged():
     assert not D.diloco_times(8, 1.0, 4, [1.5, 1.5], overlap=3).overlapping
 
 
+def test_an_empty_outer_sync_takes_no_time():
+    """A payload of 0 is no collective (NCCL discards a count-0 all-reduce): 0 with any
+    latency, per-hop latencies, nodes per group or top-k, as the network's rings; any payload
+    pays the ring's 2 (M - 1) latencies: M = 4, l = 0.1, p = 8 over B = 2: 6 (0.1 + 1) = 6.6."""
+    assert D.outer_sync_time(4, 0.0, 2.0, 0.1) == 0.0
+    assert D.outer_sync_time(4, 0.0, 2.0, 0.1, nodes_per_group=2) == 0.0
+    assert D.outer_sync_time(4, 0.0, 2.0, 0.1, topk=0.1) == 0.0
+    assert D.outer_sync_time(4, 0.0, [2.0] * 4, [0.1, 0.2, 0.3, 0.4]) == 0.0
+    assert D.outer_sync_time(4, 8.0, 2.0, 0.1) == pytest.approx(6.6, rel=1e-15)
+    assert D.outer_sync_time(4, 8.0, [2.0] * 4, [0.1, 0.2, 0.3, 0.4]) == \
+        pytest.approx(6 * (0.4 + 1.0), rel=1e-15)
+
+
 def test_bandwidth_for_time_inverts_the_sync_time():
     """The bandwidth returned makes the sync take exactly the budget; latency alone over the
     budget needs infinite bandwidth."""

@@ -390,6 +390,41 @@ def test_bad_files_give_path_and_parser_reason(tmp_path):
                               f"(node 0 has none): '{ok}'")
 
 
+def test_graph_files_in_other_scripts_digits_are_refused(tmp_path):
+    """A value in other scripts' digits ('\u0663', which \\d and float() read as 3) is text,
+    refused as not a number naming the file; node names in them stay names; ASCII reads."""
+    lat = tmp_path / "lat.edges"
+    lat.write_text("a b latency=\u0663\nb c latency=2\n", encoding="utf-8")
+    pos = tmp_path / "pos.edges"
+    pos.write_text("a b \u0663\n", encoding="utf-8")
+    bw = tmp_path / "bw.json"
+    bw.write_text('{"nodes": [{"id": "a"}, {"id": "b"}], "links": [{"source": "a", '
+                  '"target": "b", "bandwidth": "\u0661\u0660"}]}', encoding="utf-8")
+    gml = tmp_path / "lat.gml"
+    gml.write_text('graph [ node [ id 0 label "a" ] node [ id 1 label "b" ] '
+                   'edge [ source 0 target 1 latency "-\u0663" ] ]', encoding="utf-8")
+    cases = [
+        (lat, "'topology' must be a graph whose edge latency values are numbers >= 0 (edge "
+              f"('a', 'b') has '\u0663'): '{lat}'"),
+        (pos, "'topology' must be a readable graph file (ValueError: line 1: latency is not a "
+              f"number: '\u0663'): '{pos}'"),
+        (bw, "'topology' must be a graph whose edge bandwidth values are numbers > 0 (edge "
+             f"('a', 'b') has '\u0661\u0660'): '{bw}'"),
+        (gml, "'topology' must be a graph whose edge latency values are numbers >= 0 (edge "
+              f"('a', 'b') has '-\u0663'): '{gml}'"),
+    ]
+    for path, message in cases:
+        with pytest.raises(ConfigError) as err:
+            T.build(str(path))
+        assert str(err.value) == message
+    names = tmp_path / "names.edges"
+    names.write_text("\u0661 \u0662 3\n\u0662 \u0663 4.5\n", encoding="utf-8")
+    G = T.build(str(names))
+    assert sorted(G.nodes) == ["\u0661", "\u0662", "\u0663"]
+    assert G.edges["\u0661", "\u0662"]["latency"] == 3.0
+    assert G.edges["\u0662", "\u0663"]["latency"] == 4.5
+
+
 def test_cli_lists_families_and_reports_bad_spec(capsys):
     """dtsim topologies lists every family with defaults; a bad spec exits 2 with one line."""
     assert main(["topologies"]) == 0

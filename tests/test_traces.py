@@ -132,6 +132,45 @@ def test_malformed_files_are_one_line(tmp_path, name, data, msg):
     assert "\n" not in str(e.value)
 
 
+# Other scripts' digits ('\u0663' is 3 to \d and to float()): no trace means them; each is
+# refused as a malformed line, named by path:line, on both the plain and the line reader.
+UNICODE_DIGITS = [
+    ("bamboo", "0,4\n10,4\n10,\u0663\n20,3\n", "s",
+     "'trace' must be a Bamboo count trace of t,count lines (count an integer >= 0): "
+     "'{p}:3 (10,\u0663)'"),
+    ("gcloud", "2021-12-11, 00:00:00, 4\n2021-12-1\u0661, 00:10:00, 3\n", None,
+     "'trace' must be a Google Cloud trace of 'YYYY-MM-DD, HH:MM:SS, count' lines: "
+     "'{p}:2 (2021-12-1\u0661, 00:10:00, 3)'"),
+    ("oobleck", "0,add,a\n\u0662000,remove,a\n", None,
+     "'trace' must be an Oobleck event trace of time_ms,add|remove,nodeID lines: "
+     "'{p}:2 (\u0662000,remove,a)'"),
+    ("simgrid", "0 1\n1\u0660 0\n20 1\n", "s",
+     "'trace' must be a SimGrid state profile of 'date value' lines: '{p}:2 (1\u0660 0)'"),
+    ("dtsim", "worker,start,end\na,1,\u0663\n", "s",
+     "'trace' must be a CSV file of numeric start,end: \"{p}:2 ('1', '\u0663')\""),
+]
+
+
+@pytest.mark.parametrize("fmt,text,unit,msg", UNICODE_DIGITS, ids=[c[0] for c in UNICODE_DIGITS])
+@pytest.mark.parametrize("how", ["auto", "named"])
+def test_other_scripts_digits_are_refused(tmp_path, fmt, text, unit, msg, how):
+    p = tmp_path / f"{fmt}.trace"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        read_trace_file(p, format=fmt if how == "named" else "auto", time_unit=unit)
+    assert str(e.value) == msg.replace("{p}", str(p))
+
+
+def test_ascii_digits_read_as_before(tmp_path):
+    """The same files in ASCII digits read (a non-ASCII node name keeps the line reader)."""
+    p = tmp_path / "b.csv"
+    p.write_text("0,4\n10,4\n10,3\n20,3\n")
+    assert read_trace_file(p, time_unit="s").counts.tolist() == [4, 3]
+    p.write_text("0,add,\u00e9\n2000,remove,\u00e9\n")
+    tr = read_trace_file(p)
+    assert tr.counts.tolist() == [1, 0] and tr.times.tolist() == [0.0, 2.0]
+
+
 def test_time_unit_refused_where_the_file_tells(tmp_path):
     """--time-unit on a format that gives its own unit is an error, not ignored."""
     p = _write(tmp_path, "oobleck")

@@ -148,6 +148,26 @@ def test_cli_shipped_trace_availability_is_reported(capsys):
     assert out["worker_availability"] == pytest.approx(want, abs=1e-12)
 
 
+@pytest.mark.parametrize("engine", [(), ("--strategy", "checkpoint-restart"),
+                                    ("--sync", "diloco:every=4")], ids=["des", "job", "diloco"])
+def test_trace_removals_are_not_the_spot_preemptions(capsys, engine):
+    """The JSON's preemptions are the spot model's (--mtbf) in every engine: 0 under a trace
+    alone whose workers are lost, which the text output says under its failure-trace line."""
+    args = ["train", "--stages", "1", "--replicas", "4", "--microbatches-per-step", "4",
+            "--steps", "20", "--replications", "2", "--failure-trace", "aws-p3",
+            "--trace-policy", "random", "--trace-speedup", "20", *engine]
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["preemptions"] == 0.0 and out["worker_availability"] < 0.9
+    if engine and engine[0] == "--strategy":
+        assert out["strategy_counts"]["losses"] > 0
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    counted = "losses (strategy_counts.losses), " if "strategy_counts" in out else ""
+    assert (f"  the trace's removals are worker failures: {counted}lost time and availability, "
+            "not the JSON's preemptions (the spot model's, --mtbf)\n") in text
+
+
 BAD = [
     (["--stages", "5", "--replicas", "8", "--failure-trace", "aws-p3"],
      "'workers' must be at most the trace's 32 worker slots (or a +tile policy): 40"),

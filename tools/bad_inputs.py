@@ -1433,7 +1433,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                   byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases,
                   traffic_cases, timeline_cases, real_runs_ii_cases, users_network_cases,
                   users_profile_cases, users_planner_cases, users_strategy_cases,
-                  users_design_cases, users_byzantine_cases, audit6_cases):
+                  users_design_cases, users_byzantine_cases, audit6_cases, leftovers_cases):
         cases.extend(group(fx))
     return cases
 
@@ -4336,6 +4336,37 @@ def audit6_cases(fx: Fixtures) -> list[Case]:
         add(f"run/point-names-{what}", dtsim("run", str(f), "--executor", "serial", "--quiet",
                                              "--out", str(T / f"a6_oh_{what}")),
             ok("2 tasks"), note=f"the config's hash {was}")
+    return cases
+
+
+# ----------------------------------------------------------------------------- leftovers
+
+
+def leftovers_cases(fx: Fixtures) -> list[Case]:
+    """leftovers: trace files and graph files in other scripts' digits (the readers' patterns
+    used \\d and float(), which read '\u0663' as 3); each refused naming path:line or the file."""
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    TC = lambda *a: dtsim("trace", "stats", *a)  # noqa: E731
+    note = "other scripts' digits: the trace's \\d pattern and float() read '\u0663' as 3"
+    for fmt, name, text, unit in (
+            ("bamboo", "lo_bamboo.csv", "0,4\n10,4\n10,\u0663\n20,3\n", ("--time-unit", "s")),
+            ("gcloud", "lo_gcloud.txt", "2021-12-11, 00:00:00, 4\n2021-12-11, 00:10:00, "
+                                        "\u0663\n2021-12-11, 00:20:00, 3\n", ()),
+            ("oobleck", "lo_oobleck.csv", "0,add,a\n\u0662000,remove,a\n", ()),
+            ("simgrid", "lo_simgrid.txt", "0 1\n1\u0660 0\n20 1\n", ("--time-unit", "s")),
+            ("dtsim", "lo_dtsim.csv", "worker,start,end\na,1,\u0663\n", ())):
+        add(f"trace/stats-{fmt}-unicode-digit", TC(str(fx._write(name, text)), "--trace-format",
+                                                   fmt, *unit), refuse("trace"), note=note)
+    gnote = "other scripts' digits: a graph file's latency '\u0663' was read as 3"
+    for name, text in (("lo_lat.edges", "a b latency=\u0663\nb c latency=2\n"),
+                       ("lo_bw.json", '{"nodes": [{"id": "a"}, {"id": "b"}], "links": '
+                                      '[{"source": "a", "target": "b", "bandwidth": "\u0661"}]}')):
+        add(f"topologies/file-{name.split('.')[-1]}-unicode-digit",
+            dtsim("topologies", str(fx._write(name, text))), refuse("topology"), note=gnote)
     return cases
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import networkx as nx
 
-from sim.errors import ConfigError, read_input_bytes
+from sim.errors import ConfigError, ascii_float, read_input_bytes
 from sim.units import has_unit
 
 __all__ = ["GRAPH_EXTENSIONS", "read_graph", "write_graph", "domain_chain", "is_graph_file",
@@ -47,7 +47,8 @@ __all__ = ["GRAPH_EXTENSIONS", "read_graph", "write_graph", "domain_chain", "is_
 #: File name endings read as graph files.
 GRAPH_EXTENSIONS = (".graphml", ".gml", ".json", ".edges", ".edgelist", ".txt")
 
-_INT = re.compile(r"[+-]?\d+")
+#: an integer in ASCII digits (\d would also match other scripts' digits, "\u0663")
+_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def is_graph_file(spec: str) -> bool:
@@ -56,14 +57,18 @@ def is_graph_file(spec: str) -> bool:
 
 
 def _coerce(value: Any) -> Any:
-    """A numeric string as int or float; anything else unchanged."""
+    """A numeric string (ASCII digits) as int or float; anything else unchanged.
+
+    A value in other scripts' digits (``"\u0663"``, which ``float`` reads as 3.0) stays
+    text, which the validators then refuse as not a number, naming the file.
+    """
     if not isinstance(value, str):
         return value
     s = value.strip()
     if _INT.fullmatch(s):
         return int(s)
     try:
-        return float(s)
+        return ascii_float(s)
     except ValueError:
         return value
 

@@ -688,7 +688,7 @@ def validate_graph(G: nx.Graph, *, require: Iterable[str] = (), name: str | None
         ):
             value = seen.value(attr, data.get(attr, default), f"edge ({u!r}, {v!r})", label)
             try:
-                x = float(value)
+                x = ascii_float(value)
                 good = not isinstance(value, bool) and ok(x)
             except (TypeError, ValueError):
                 good = False

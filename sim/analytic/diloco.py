@@ -230,6 +230,12 @@ def outer_sync_time(groups: int, size: float, bandwidth: float | Sequence[float]
     0.6 apart around the ring, ``p / M = 4`` over 10, 5 and 20, take
     ``4 max(0.7, 1.2, 0.8) = 4.8`` (the mean latency with the least bandwidth
     says 4.93, the largest latency with it 5.6).
+
+    An empty payload (``size = 0``) takes no time, latency included: an
+    all-reduce of no values is no collective (NCCL discards one of count 0
+    before queueing any work: ``taskAppend``, src/enqueue.cc:2335 at
+    v2.27.3-1), as the network's rings move no flow then
+    (:func:`sim.network.collectives.ring_allreduce`).
     """
     M = check_int("groups", groups, low=1)
     g = check_int("nodes_per_group", nodes_per_group, low=1)
@@ -243,8 +249,9 @@ def outer_sync_time(groups: int, size: float, bandwidth: float | Sequence[float]
                                                           allow_inf=True)
     li = lat if intra_latency is None else check_nonnegative("intra_latency", intra_latency)
     dense = payload_size(size, bits=bits, value_bits=value_bits)
-    if topk is None:
-        across = ring_allreduce_time(M, dense / g, B, lat) if M > 1 else 0.0
+    if topk is None:  # an empty payload is no ring at all (no bucket: see the Notes)
+        across = ring_allreduce_time(M, dense / g, B, lat, buckets=1 if dense else 0) \
+            if M > 1 else 0.0
         inside = ring_allgather_time(g, dense / g, Bi, li) if M > 1 else 0.0
         return across + inside
     pk = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
@@ -270,7 +277,7 @@ def _outer_sync_hops(M: int, g: int, size: float, bandwidth: Any, latency: Any, 
           "intra_latency", "given (with intra_bandwidth) with per-hop values and "
           "nodes_per_group above 1", intra_latency)
     dense = payload_size(size, bits=bits, value_bits=value_bits)
-    if M == 1:
+    if M == 1 or dense == 0:  # an empty payload: no ring (outer_sync_time's Notes)
         return 0.0
     if topk is None:
         chunk, steps, block = dense / (g * M), 2 * (M - 1), dense

@@ -1167,6 +1167,10 @@ def run(args: argparse.Namespace) -> int:
             how += f", model {out['trace_model']}"
         print(f"failure trace {out['failure_trace']} ({how}): worker availability "
               f"{out['worker_availability_ci']}")
+        # the JSON's preemptions are the spot model's: say where the trace's removals are
+        counted = "losses (strategy_counts.losses), " if "strategy_counts" in out else ""
+        print(f"  the trace's removals are worker failures: {counted}lost time and availability, "
+              "not the JSON's preemptions (the spot model's, --mtbf)")
     tu = time_unit(cfg.hour)
     if tu == "time unit":
         print(f"times in time units ({cfg.hour:g} per hour, --hour)")

@@ -33,7 +33,8 @@ Errors
 ------
 A file that breaks a rule raises one :class:`~sim.errors.ConfigError` naming
 ``trace``, the rule, and ``path:line`` with what was found; binary or
-non-UTF-8 content is refused the same way.
+non-UTF-8 content is refused the same way, and so is a number in other
+scripts' digits (numbers are ASCII ``0-9`` only, as :func:`sim.errors.ascii_float`).
 """
 
 from __future__ import annotations
@@ -61,10 +62,13 @@ TIME_UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0,
               "milliseconds": 1e-3, "seconds": 1.0, "minutes": 60.0, "hours": 3600.0}
 _UNIT_FREE = ("bamboo", "simgrid", "dtsim")
 
-_NUM = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+# ASCII digits only: \d would also read other scripts' digits (float("\u0663") == 3.0),
+# which no trace means; a line holding them is refused as malformed, naming path:line.
+_NUM = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 # counts of at most 18 digits: int() of thousands of digits raises past Python's limit
-_BAMBOO = re.compile(rf"^\s*({_NUM})\s*,\s*(\d{{1,18}})\s*$")
-_GCLOUD = re.compile(r"^\s*(\d{4}-\d{2}-\d{2})\s*,\s*(\d{1,2}:\d{2}:\d{2})\s*,\s*(\d{1,18})\s*$")
+_BAMBOO = re.compile(rf"^\s*({_NUM})\s*,\s*([0-9]{{1,18}})\s*$")
+_GCLOUD = re.compile(r"^\s*([0-9]{4}-[0-9]{2}-[0-9]{2})\s*,\s*([0-9]{1,2}:[0-9]{2}:[0-9]{2})\s*,"
+                     r"\s*([0-9]{1,18})\s*$")
 _OOBLECK = re.compile(rf"^\s*({_NUM})\s*,\s*(add|remove)\s*,\s*(\S+?)\s*$")
 _SIMGRID = re.compile(rf"^\s*({_NUM})\s+({_NUM})\s*$")
 _LOOP = re.compile(rf"^\s*LOOPAFTER\s+({_NUM})\s*$")
@@ -97,7 +101,7 @@ def _lines(text: str) -> list[tuple[int, str]]:
 #: or whitespace of \s that the plain patterns do not expect).
 _ODD_BREAK = re.compile(r"\r(?!\n)|[\v\f\x1c\x1d\x1e\x1f]")
 _BREAKS = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-_NUMP = r"([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"  # _NUM, captured
+_NUMP = rf"({_NUM})"  # _NUM, captured
 _W = r"[ \t]*"         # whitespace inside a plain line
 _END = r"[ \t\r]*$"    # the end of a plain line (\r of a \r\n break included)
 _BLANK_LINES = re.compile(r"^[ \t]*(?:\n|\Z)", re.M)
@@ -254,11 +258,11 @@ _BAMBOO_RULE = "a Bamboo count trace of t,count lines (count an integer >= 0)"
 
 def _bamboo_fast(text: str, where: str, scale: float | None) -> AvailabilityTrace | None:
     # Within these characters a time cell that float() reads is exactly a _NUM, and a
-    # count cell without . e E + - that numpy reads is exactly \d+ (with spaces around).
+    # count cell without . e E + - that numpy reads is exactly [0-9]+ (with spaces around).
     cols = None
     if _only(text, "0123456789.eE+-, \t\r\n") and not _after_delimiter(text, ".eE+-", ","):
         cols = _columns(text, 2, ",")
-    scan = _Scan(text, where, rf"{_NUMP}{_W},{_W}(\d+)")
+    scan = _Scan(text, where, rf"{_NUMP}{_W},{_W}([0-9]+)")
     if cols is None:
         bad = scan.first_bad()
         if bad is not None:
@@ -313,7 +317,8 @@ _GCLOUD_RULE = "a Google Cloud trace of 'YYYY-MM-DD, HH:MM:SS, count' lines"
 
 
 def _gcloud_fast(text: str, where: str) -> AvailabilityTrace | None:
-    scan = _Scan(text, where, rf"(\d{{4}}-\d{{2}}-\d{{2}}){_W},{_W}(\d{{1,2}}:\d{{2}}:\d{{2}}){_W},{_W}(\d+)")
+    scan = _Scan(text, where, rf"([0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}){_W},{_W}([0-9]{{1,2}}:[0-9]{{2}}:[0-9]{{2}})"
+                 rf"{_W},{_W}([0-9]+)")
     bad = scan.first_bad()
     if bad is not None:
         raise _fail(_GCLOUD_RULE, bad[0], bad[1][:60])

@@ -417,7 +417,8 @@ def training_model(config: TrainingConfig, streams: Streams, *,
         ``latency_mean`` (microbatch sojourn), ``drop_rate``, ``mean_quality``,
         ``mean_skipped``, counts (``passes``, ``lost_passes``, ``reroutes``,
         ``recomputes``, ``skips``, ``waits``, ``restarts``, ``checkpoints``,
-        ``preemptions``), ``workers``, ``worker_hours`` (billed: a preempted
+        ``preemptions``: the spot model's only, a replayed trace's removals are failures,
+        in ``worker_availability``), ``workers``, ``worker_hours`` (billed: a preempted
         slot is not billed until its replacement, a worker replaying a trace
         only while up), ``samples``,
         ``samples_per_second``, ``samples_per_worker_hour``, ``cost`` and
