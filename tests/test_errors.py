@@ -123,6 +123,21 @@ def test_ascii_int_reads_what_int_read_but_other_scripts_digits():
             ascii_int(text)
 
 
+def _refused_in_one_line(capsys, tmp_path, monkeypatch, argv, line):
+    """``dtsim argv`` (run in ``tmp_path``) exits 2 printing ``line`` alone and writes no
+    timeline file."""
+    from sim.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's refusals exit from parse_args
+        code = exc.code
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [line]
+    assert not (tmp_path / "t.json").exists()
+
+
 @pytest.mark.parametrize("argv, line", [
     (["train", "--seed", "\u0661"], "dtsim train: error: argument --seed: invalid int value: "
                                      "'\u0661'"),
@@ -151,16 +166,7 @@ def test_cli_integers_are_ascii_digits_only(capsys, tmp_path, monkeypatch, argv,
     """'--timeline-replication \u0661' recorded replication 1 and '--seed \u0661' ran seed 1
     (int() reads every script's digits): each integer option now refuses them in its usual
     one line, exit 2, before any work (no timeline file written)."""
-    from sim.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's refusals exit from parse_args
-        code = exc.code
-    assert code == 2
-    assert capsys.readouterr().err.strip().splitlines() == [line]
-    assert not (tmp_path / "t.json").exists()
+    _refused_in_one_line(capsys, tmp_path, monkeypatch, argv, line)
 
 
 def test_ascii_float_reads_what_float_read_but_other_scripts_digits():
@@ -227,16 +233,7 @@ def test_cli_numbers_are_ascii_only(capsys, tmp_path, monkeypatch, argv, line):
     checkpointed every 3 steps, 'ring:n=\u0668' built 8 nodes, and 'torus:dims=4x\u00b2' (a
     superscript: str.isdigit says yes, int() no) ended in a traceback. Each is refused in its
     option's usual one line, exit 2, before any work (no timeline file written)."""
-    from sim.cli import main
-
-    monkeypatch.chdir(tmp_path)
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's refusals exit from parse_args
-        code = exc.code
-    assert code == 2
-    assert capsys.readouterr().err.strip().splitlines() == [line]
-    assert not (tmp_path / "t.json").exists()
+    _refused_in_one_line(capsys, tmp_path, monkeypatch, argv, line)
 
 
 @pytest.mark.parametrize("kind, text, line", [

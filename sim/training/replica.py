@@ -509,14 +509,7 @@ class Replica(WorkerState):
         if ev is not self._hold:  # cut meanwhile (a failure, or an outer step): not ours
             return
         self._hold = None
-        self._in_timeout = False
-        self._downloading = False
-        system = self.system
-        system.lost["download"] += self.env.now - self._t0
-        self.rec.download(self, self._t0, self.env.now)
-        self.loaded = True
-        system.replica_live(self)
-        self._outer()
+        self._downloaded()
 
     def _on_net_downloaded(self, ev: Any) -> None:
         if ev is not self._net_dl:  # cut by a failure (and withdrawn): not ours any more
@@ -524,6 +517,11 @@ class Replica(WorkerState):
         self._net_dl = None
         if self._held():
             return
+        self._downloaded()
+
+    def _downloaded(self) -> None:
+        """Its weights are in (its own download ended, or the group's fetch it was held
+        for): the download's time counts as lost, and it is live."""
         self._in_timeout = False
         self._downloading = False
         system = self.system
