@@ -764,7 +764,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("gossip/workers-with-serial", G("--workers", "2"), refuse("workers"))
     add("gossip/size-with-infinite-bandwidth", G("--size", "5"), refuse("size"))
     add("gossip/size-with-finite-bandwidth", G("--topology", "ring:n=8,bandwidth=2", "--size", "3",
-                                              "--rounds", "3", "--replications", "2"), ok("gossip"))
+                                              "--rounds", "3", "--replications", "2"), ok("gossip"),
+        timeout=120, note="the first case to compile its numba kernel in a fresh clone (18 s "
+                          "beside the slow suite; 30 s hit the default limit under more load)")
 
     # -- topologies -------------------------------------------------------------
     TP = lambda *a: dtsim("topologies", *a)  # noqa: E731
