@@ -21,7 +21,7 @@ restart's formation.
 The interval: ``interval="fixed"`` (every ``every`` steps), ``"adaptive"``
 (re-chosen after each failure from the measured failure rate: the whole
 number of steps closest in cost to the exact optimum of
-:mod:`sim.analytic.checkpointing` when it is there, else Daly's interval), or
+:mod:`sim.analytic.checkpointing`), or
 ``"overhead"`` (CheckFreq's policy: the fewest steps between checkpoints
 that keep the blocking part of a checkpoint within ``overhead_bound`` of
 the time computing).
@@ -159,15 +159,9 @@ class CheckpointRestart(JobStrategy):
         M = job.env.now / st.failures
         t = job.formation.step_time
         C = self.blocking_part() or 1e-12
-        try:
-            from ...analytic import best_checkpoint_every  # the exact optimum (issue 26)
+        from ...analytic import best_checkpoint_every  # the exact optimum (issue 26)
 
-            k = int(best_checkpoint_every(t, C, M))
-        except ImportError:  # before it landed: Daly's interval, in whole steps
-            from ...analytic import daly_interval
-
-            k = max(1, round(daly_interval(C, M) / t))
-        st.extra["interval"] = max(1, k)
+        st.extra["interval"] = max(1, int(best_checkpoint_every(t, C, M)))
 
     def step(self, job: Any, st: RunState):
         f = job.formation
