@@ -213,6 +213,8 @@ def _check_failure_work(c: Any, groups: int) -> None:
         raise ConfigError(name, "large enough that the failures a run keeps fit in memory "
                           f"(needs about {format_bytes(need)}, {format_bytes(avail)} available)",
                           value)
+
+
 def group_config(c: Any, groups: int, g: int) -> Any:
     """The :class:`~sim.training.TrainingConfig` of group ``g`` of ``groups``: its ``k``
     pipelines, ``m / M`` micro-batches a step, the data-parallel all-reduce inside it, and no
@@ -277,6 +279,12 @@ def fragment_stage_sets(c: Any, spec: DilocoSync) -> list[tuple[int, ...]]:
 # --------------------------------------------------------------------------- group trainer
 
 
+def _no_books() -> list[Any]:
+    """A pseudo-gradient's empty books: steps, their compute time, delivered micro-batches,
+    quality, and the worker-time of the group's replicas not live in those compute phases."""
+    return [0, 0.0, 0, 0.0, 0.0]
+
+
 class GroupTrainer(StepTrainer):
     """One group's inner steps (a StepTrainer's, with its in-group all-reduce), asking the
     outer loop at every step's end; a lost stage takes the group out of its round."""
@@ -293,9 +301,9 @@ class GroupTrainer(StepTrainer):
         self.exposed = 0.0  # time waiting for outer syncs (and barriers)
         # since the last merge: steps, their compute time, delivered micro-batches, quality,
         # and the worker-time of the group's replicas not live in those compute phases
-        self.pend = [0, 0.0, 0, 0.0, 0.0]
+        self.pend = _no_books()
         self.late: list[Any] | None = None  # quorum: a pseudo-gradient to merge next time
-        self.merged = [0, 0.0, 0, 0.0, 0.0]
+        self.merged = _no_books()
         self.lost_work = 0.0
         self.downloads = 0
         self.workers = len(flow.replicas)
@@ -310,7 +318,7 @@ class GroupTrainer(StepTrainer):
 
     def take(self) -> list[Any]:
         """The pseudo-gradient's books since the last merge (reset)."""
-        out, self.pend = self.pend, [0, 0.0, 0, 0.0, 0.0]
+        out, self.pend = self.pend, _no_books()
         return out
 
     def run(self):
@@ -449,7 +457,7 @@ class OuterLoop:
         elif self.failures:  # the members: the groups up at the start
             for tr in self.system.trainers:
                 tr.member = not tr.flow.n_out
-                tr.fpend = [[0, 0.0, 0, 0.0, 0.0] for _ in range(self.P)]
+                tr.fpend = [_no_books() for _ in range(self.P)]
 
     def _moving(self) -> bool:
         """Whether an outer step is in flight (round mode) or a fragment's sync (schedule mode
@@ -579,7 +587,7 @@ class OuterLoop:
             s = self.syncs[(t, p)] = _Sync(self.env, t, p, set(range(self.M)))
         s.reported[g] = self.env.now
         s.books[g] = tr.fpend[p]
-        tr.fpend[p] = [0, 0.0, 0, 0.0, 0.0]
+        tr.fpend[p] = _no_books()
         if self.TAU > 0:
             self.due[g].setdefault(min(t + self.TAU, self.N + 1), []).append(s)
         self._check_schedule()
@@ -666,7 +674,7 @@ class OuterLoop:
                 lost += b[1] * tr.workers - b[4]
         for i, fp in enumerate(tr.fpend):
             lost += fp[1] * tr.workers - fp[4]
-            tr.fpend[i] = [0, 0.0, 0, 0.0, 0.0]
+            tr.fpend[i] = _no_books()
         tr.lost_work += lost
         self.due[g].clear()
         self.joiners.pop(g, None)
