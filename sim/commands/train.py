@@ -42,6 +42,7 @@ from ..training import (
 )
 from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
+from ..training.outer import diloco_groups
 from ..units import TIME, parse_quantity
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit, warn
@@ -758,7 +759,7 @@ def _check_group_regions(args: argparse.Namespace, cfg: TrainingConfig) -> None:
         return d[0] if isinstance(d, tuple) and d else None
 
     r = cfg.replicas[0]
-    M = cfg.diloco.groups if cfg.diloco.groups is not None else r
+    M = diloco_groups(cfg)
     spans = [(g, regs) for g, regs in enumerate(group_regions(cfg.network_nodes, M, region))
              if len(regs) > 1 and None not in regs]
     if not spans:
@@ -790,8 +791,7 @@ def _check_one_group(cfg: TrainingConfig) -> None:
     it runs; the line says what it measures, since nothing else in the output does."""
     if cfg.diloco is None:
         return
-    r = cfg.replicas[0]
-    M = cfg.diloco.groups if cfg.diloco.groups is not None else r
+    M = diloco_groups(cfg)
     if M != 1:
         return
     why = ("groups=1: every pipeline in one group" if cfg.diloco.groups is not None
@@ -1053,7 +1053,7 @@ def training_events(cfg: TrainingConfig) -> float:
         passes *= 3
     if cfg.diloco is not None:  # each group's steps; every sync on outer and its replicas
         spec = cfg.diloco
-        groups = spec.groups if spec.groups is not None else cfg.replicas[0]
+        groups = diloco_groups(cfg)
         syncs = cfg.steps / spec.every * spec.fragments
         return passes + cfg.steps * 2.0 * groups + syncs * (1 + cfg.workers + groups)
     return passes + cfg.steps * 2.0

@@ -117,7 +117,7 @@ from .sync import DilocoSync
 from .traffic import WanTraffic, traffic_for
 from .trainer import StepTrainer
 
-__all__ = ["check_diloco", "group_config", "stage_sizes", "fragment_stage_sizes",
+__all__ = ["check_diloco", "diloco_groups", "group_config", "stage_sizes", "fragment_stage_sizes",
            "fragment_stage_sets",
            "GroupTrainer", "OuterLoop", "DilocoSystem", "diloco_model", "DILOCO_METRICS"]
 
@@ -126,7 +126,10 @@ DILOCO_METRICS = ("outer_syncs", "outer_exposed", "goodput_fraction", "lost_oute
                   "outer_downloads", "late_merges")
 
 
-def _groups(c: Any, spec: DilocoSync) -> int:
+def diloco_groups(c: Any) -> int:
+    """The DiLoCo groups of config ``c``: its ``groups=M``, else one a pipeline (its
+    replicas)."""
+    spec = c.diloco
     return spec.groups if spec.groups is not None else c.replicas[0]
 
 
@@ -139,7 +142,7 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
     check(len(set(reps)) == 1, "replicas", "the same at every stage with sync diloco (groups "
           "are whole pipelines)", reps)
     r = reps[0]
-    M = _groups(c, spec)
+    M = diloco_groups(c)
     check(r % M == 0, "sync", f"groups dividing the replicas per stage ({r})", M)
     check(c.microbatches % M == 0, "microbatches", f"a multiple of the groups ({M}) with sync "
           "diloco (each group takes m / M a step)", c.microbatches)
@@ -1052,10 +1055,10 @@ class DilocoSystem:
         from .system import build_failures, draw_speeds
 
         c = self.config = config
-        self.spec = spec = c.diloco
+        self.spec = c.diloco
         env = self.env = simpy.Environment()
         self.rec = rec = recorder if recorder is not None else NULL  # the timeline
-        self.M = M = _groups(c, spec)
+        self.M = M = diloco_groups(c)
         r = c.replicas[0]
         k = r // M
         speeds = draw_speeds(c, streams)
