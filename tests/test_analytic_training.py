@@ -126,9 +126,13 @@ def test_daly_interval_near_numerical_optimum(C, M):
 
 
 def test_ring_allreduce():
-    """2(k-1)(latency + P/(k W)), zero for one participant."""
+    """2(k-1)(latency + P/(k W)), zero for one participant and for no values (NCCL discards a
+    count-0 all-reduce, latencies included: the ring law paid 2(k-1) latencies for it)."""
     assert analytic.ring_allreduce_time(4, 8.0, 2.0, 0.1) == pytest.approx(6 * (0.1 + 1.0))
     assert analytic.ring_allreduce_time(1, 8.0, 2.0, 0.1) == 0.0
+    assert analytic.ring_allreduce_time(4, 0.0, 2.0, 0.1) == 0.0
+    assert analytic.ring_allreduce_time(4, 0.0, 2.0, 0.1, buckets=3) == 0.0
+    assert analytic.ring_allreduce_time(4, 8.0, 2.0, 0.1, buckets=3) == pytest.approx(6 * 1.3)
 
 
 def _recursion(programs, forward, backward, activation, gradient, blocking, channels):

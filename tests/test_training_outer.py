@@ -208,6 +208,18 @@ def test_an_empty_outer_sync_is_free_with_or_without_a_network(network):
     assert out["outer_exposed"] == 0.0 and out["outer_syncs"] > 0
 
 
+@pytest.mark.parametrize("kw", [{"latency": 0.1}, {"network": "ring:n=4,latency=0.1"},
+                                {"latency": 0.1, "sync": "allreduce:bucket_size=2"},
+                                {"latency": 0.1, "sync_wait": 3}])
+def test_an_empty_gradient_allreduce_is_free_with_or_without_a_network(kw):
+    """Data parallel as the DiLoCo case above: 4 replicas of one stage, no parameters, latency
+    0.1, 4 steps of one microbatch's 3 each: the all-reduce of nothing is no collective (NCCL
+    discards count 0), so 4 * 3 = 12 in the closed form as on a network (the closed form paid
+    2 (k - 1) l = 0.6 a step: 14.4; fastest 3 of 4: 2 * 2 * 0.1 = 0.4 a step)."""
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=4, **kw)
+    assert _run(cfg)["training_time"] == 12.0
+
+
 def test_reference_gives_the_vanilla_closed_form_and_bytes():
     """4 groups, H = 4, N = 8, T = 3, S = 10 at 16 bits, B = 5, l = 0.1: wall 8 * 3 + 2 * 3.6,
     utilisation H T / (H T + T_sync) = 12 / 15.6, each worker sends 2 * 2 * 3 / 4 * 10 = 30."""

@@ -249,9 +249,8 @@ def outer_sync_time(groups: int, size: float, bandwidth: float | Sequence[float]
                                                           allow_inf=True)
     li = lat if intra_latency is None else check_nonnegative("intra_latency", intra_latency)
     dense = payload_size(size, bits=bits, value_bits=value_bits)
-    if topk is None:  # an empty payload is no ring at all (no bucket: see the Notes)
-        across = ring_allreduce_time(M, dense / g, B, lat, buckets=1 if dense else 0) \
-            if M > 1 else 0.0
+    if topk is None:  # an empty payload is no ring at all (see the Notes)
+        across = ring_allreduce_time(M, dense / g, B, lat) if M > 1 else 0.0
         inside = ring_allgather_time(g, dense / g, Bi, li) if M > 1 else 0.0
         return across + inside
     pk = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
