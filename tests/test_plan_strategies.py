@@ -155,3 +155,15 @@ def test_a_plan_of_mixed_nodes_is_refused_with_a_strategy(capsys):
     err = capsys.readouterr().err.strip()
     assert "'plan' must be a plan whose replicas are all one node kind" in err
     assert "RTX-3090 TP 2, Titan-RTX TP 2" in err
+
+
+def test_the_plan_options_time_the_formations(capsys):
+    """``--sync`` (and any option that shapes the plan's build) times every formation: with
+    no failure, one step of a strategy run is ``--plan``'s with the same option, bit for bit,
+    and differs from the default sync's (overlapped buckets end sooner)."""
+    sync = ("--sync", "allreduce:overlap=backward")
+    run = _json(capsys, ["--plan", PLAN, "--model", "OPT-350", "--steps", "1",
+                         "--replications", "1", "--strategy", "checkpoint-restart:every=1000", *sync])
+    assert run["engine"] == "job"
+    assert run["step_time_mean"] == _step(capsys, PLAN, *sync)
+    assert run["step_time_mean"] != _step(capsys, PLAN)

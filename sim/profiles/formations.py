@@ -9,8 +9,11 @@ plan's own iteration re-planned for it, timed by the framework engine (the
 plan's profiles, framework and release, its network), never a hand value:
 
 * ``P`` pipelines of the plan's depth ``L``: the plan with ``P`` replicas
-  a stage, the same global batch (Varuna and Oobleck keep the global batch
-  and change the micro-batches a pipeline runs): one failure-free step of
+  a stage, the same global batch (the job engine's step is the global batch
+  in every formation; Oobleck keeps the global number of micro-batches and
+  splits it over the pipelines it instantiates: SymbioticLab/Oobleck
+  ``oobleck/engine/pipeline_instantiator.py``, ``PipelineInstantiator(
+  pipeline_templates, global_num_microbatches)``): one failure-free step of
   :func:`~sim.profiles.build.build_plan`'s config on the framework engine;
   with every pipeline up this is ``dtsim train --plan P``'s iteration;
 * ``P`` pipelines of ``n < L`` nodes (reconfiguration's templates below
