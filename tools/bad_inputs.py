@@ -3573,7 +3573,11 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
     for name, extra, param in (
             ("sync-wait", ("--sync-wait", "1"), "sync_wait"),
             ("stragglers", ("--stragglers", "drop"), "stragglers"),
-            ("strategy", ("--strategy", "redundancy"), "strategy"),
+            ("strategy-swarm", ("--strategy", "swarm"), "strategy"),
+            ("strategy-step-times", ("--strategy", "redundancy", "--step-times",
+                                     str(fx.root / "none.csv")), "step_times"),
+            ("notice-without-strategy", ("--preemption-notice", "aws", "--failure-trace",
+                                         "aws-p3", "--restart-cost", "10"), "notice"),
             ("step-times", ("--step-times", str(fx.root / "none.csv")), "step_times"),
             ("network", ("--network", "tree"), "network"),
             ("virtual-stages", ("--virtual-stages", "2"), "virtual_stages"),
@@ -3591,6 +3595,14 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
     ):
         add(f"train/plan-with-{name}", T("--plan", good, *one, *extra), refuse(param))
     add("train/plan-explain", T("--plan", good, *one, "--explain"), ok("stage"))
+    # a step-level strategy runs on the plan's own step times (sim.profiles.formations); its
+    # nodes must be of one kind, since a formation puts any ready node at any stage
+    add("train/plan-with-strategy-ok", T("--plan", good, *one, "--strategy", "redundancy"),
+        ok("strategy"))
+    mixed = plan("mixed.json", dict(good_doc, stages=[
+        good_doc["stages"][0], dict(good_doc["stages"][1], replicas=[dict(gh[0], tp=2)])]))
+    add("train/plan-mixed-nodes-with-strategy",
+        T("--plan", mixed, *one, "--strategy", "checkpoint-restart"), refuse("plan"))
     add("train/plan-with-price-ok", T("--plan", good, *one, "--price", "2.5"), ok("cost"))
     return cases
 

@@ -407,9 +407,11 @@ def _check_options(args: argparse.Namespace) -> None:
                  "bandwidth", "latency", "optimizer_time", "samples_per_microbatch",
                  "topology", "placement", "routing", "virtual_stages", "network"):
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
-    for dest in ("strategy", "step_times", "preemption_notice"):
-        refuse_unless(args, dest, not plan, "without --plan (a plan runs its framework's programs "
-                      "on the framework engine, which restarts from its checkpoint on a failure)")
+    # a plan's strategy run times each formation by the plan re-planned for it (its profiles,
+    # framework and network: sim.profiles.formations), never by a table
+    refuse_unless(args, "step_times", not plan, "without --plan (with --plan and --strategy "
+                  "each formation's step time is the plan's own, re-planned for it and run on "
+                  "the framework engine)")
     refuse_unless(args, "hour", not plan, "without --plan (a plan's times are seconds; another "
                   "--hour would only relabel them)")
     refuse_unless(args, "price_series", not plan, "without --plan (a plan's --price is per "
@@ -485,6 +487,11 @@ def build_from_args(args: argparse.Namespace) -> Any:
     from ..profiles import load_profiles, read_plan
     from ..profiles.build import build_plan
 
+    strategy = _strategy(args)
+    if strategy is not None and strategy.engine != "job":  # before _check_options: its line
+        raise ConfigError("strategy", "a step-level strategy (checkpoint-restart, redundancy "
+                          "or reconfiguration) with --plan (SWARM's stochastic wiring runs no "
+                          "framework's fixed program: a plan runs its framework's)", args.strategy)
     _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("replications", args.replications, low=1)
@@ -539,7 +546,17 @@ def build_from_args(args: argparse.Namespace) -> Any:
         raise ConfigError("p2p", "given only with a plan of two stages or more (one stage sends "
                           "nothing between stages)", args.p2p)
     kw = _plan_kw(args, failure_trace)
+    if args.preemption_notice is not None:  # the config refuses one without a strategy
+        kw["notice"] = _notice(args.preemption_notice, args.hour)
     price = kw.pop("price", None)
+    if strategy is not None:  # each formation's step: the plan re-planned for it
+        from ..profiles.formations import PlanStepTimes
+
+        timing = {k: kw[k] for k in ("sync", "value_bits") if k in kw}
+        kw.update(strategy=strategy,
+                  step_times=PlanStepTimes(plan, profiles, name, tuple(dict(
+                      schedule=args.schedule, p2p=args.p2p, framework=fw, network=True,
+                      **timing).items())))
     build = build_plan(plan, profiles, model=name, schedule=args.schedule,
                        p2p=args.p2p, framework=fw, network=True, **kw)
     if price is not None:  # per GPU-hour: a replica (one worker) of TP t costs t times it
@@ -1120,7 +1137,9 @@ def run(args: argparse.Namespace) -> int:
         _plan_payload(build, out, args.explain)
         # (issue 37) the plan's closed form times a data-parallel step; a DiLoCo run's groups
         # all-reduce among fewer replicas: none then
-        pred = {} if cfg.diloco is not None else _plan_closed_form(args, build)
+        # a strategy run's references are the job engine's (its replay on the plan's steps)
+        pred = {} if cfg.diloco is not None or cfg.strategy is not None else \
+            _plan_closed_form(args, build)
         for key, metric in PREDICTED.items():
             p = pred.get(metric)
             if p is not None and p["value"] is not None:

@@ -481,7 +481,9 @@ class TrainingConfig:
         unset) and equal replica counts. None: today's behaviour.
     step_times : sim.training.strategies.StepTimes, str or None
         Measured step times by workers held or by pipelines (a table or a CSV
-        path) for a step-level strategy; None: the DES's failure-free steps.
+        path) for a step-level strategy, or a plan's timer of formations
+        (:class:`sim.profiles.formations.PlanStepTimes`, ``dtsim train --plan``); None: the DES's
+        failure-free steps.
     notice : float
         A preemption (a replayed trace's, or the spot model's) is announced this
         long ahead (AWS 120 s, GCP 30 s); a strategy may use it. 0: none.
@@ -895,7 +897,10 @@ class TrainingConfig:
                 (not self.has_backward, "without overlap=backward when there is no backward "
                  "pass (backward_ratio or backward_times 0)"),
                 (self.sync_wait is not None, "without overlap=backward with sync_wait"),
-                (self.strategy is not None, "without overlap=backward with a strategy"),
+                # (a plan's strategy run times its steps by the plan's own builds, whose
+                # framework engine runs the overlap: sim.profiles.formations)
+                (self.strategy is not None and getattr(self.step_times, "per", None)
+                 != "formation", "without overlap=backward with a strategy"),
                 (self.allreduce_times is not None and self.allreduce_buckets is None,
                  "without overlap=backward with allreduce_times unless allreduce_buckets "
                  "gives its buckets (a plan's buckets are timed over its network)"),
@@ -1209,11 +1214,14 @@ class TrainingConfig:
         job = strat is not None and strat.engine == "job"
         if isinstance(self.step_times, str):
             set_("step_times", read_step_times(self.step_times))
+        # a plan's timer of formations (sim.profiles.PlanStepTimes, dtsim train --plan)
+        planned = getattr(self.step_times, "per", None) == "formation"
         if self.step_times is not None:
-            check(isinstance(self.step_times, StepTimes), "step_times",
+            check(isinstance(self.step_times, StepTimes) or planned, "step_times",
                   "a sim.training.strategies.StepTimes or a CSV path", self.step_times)
             check(job, "step_times", "given only with a step-level strategy (checkpoint-restart, "
                   "redundancy, reconfiguration)", self.step_times)
+        if isinstance(self.step_times, StepTimes):
             st = self.step_times
             check(st.smallest <= self.workers, "step_times", f"a table with a count the job "
                   f"can reach (its smallest is {st.smallest} {st.per}; the job has "
@@ -1241,7 +1249,8 @@ class TrainingConfig:
                 check(getattr(self, field) == 0, field, f"0 with strategy {name} (the step-level "
                       "job engine has no microbatches to skip, wait or re-route)",
                       getattr(self, field))
-            check(self.step_times is not None or self.pass_time_distribution == "deterministic",
+            check(isinstance(self.step_times, StepTimes)
+                  or self.pass_time_distribution == "deterministic",
                   "pass_time_distribution", f"deterministic with strategy {name} and no step "
                   "times (its steps take the DES's failure-free step time)",
                   self.pass_time_distribution)

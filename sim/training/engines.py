@@ -594,8 +594,8 @@ def _replay(c: Any) -> tuple[float | None, str]:
         replay_reconfiguration,
         replay_redundancy,
     )
-    from .strategies import derived_step_time
     from .strategies.base import Formation
+    from .strategies.steptime import formation_time, stage_work
 
     rows = _removal_times(c)
     if isinstance(rows, str):
@@ -605,9 +605,7 @@ def _replay(c: Any) -> tuple[float | None, str]:
     table = c.step_times
 
     def step_time(sizes: tuple[int, ...], held: int) -> float | None:
-        if table is None:
-            return derived_step_time(c, sizes)
-        return table.lookup(held if table.per == "workers" else len(sizes))
+        return formation_time(c, sizes, held)
 
     common = dict(n0=c.workers, removals=rem, stages=c.stages, steps=c.steps,
                   step_time=step_time, boot=s.boot)
@@ -616,7 +614,7 @@ def _replay(c: Any) -> tuple[float | None, str]:
             **common, replicas=max(c.replicas), every=s.every, checkpoint=s.checkpoint,
             restart=s.restart, all_held=table is not None and table.per == "workers")
     elif s.name == "reconfiguration":
-        work = tuple(f * (1 + c.backward_ratio) for f in c.forward_time)
+        work = stage_work(c)
         t = replay_reconfiguration(
             **common, work=work, reconfigure=s.reconfigure, min_nodes=s.min_nodes,
             every=s.every, checkpoint=s.checkpoint, restart=s.restart,

@@ -41,7 +41,7 @@ from ..config import replica_name
 from ..flow import LOST_CAUSES
 from ..replica import WorkerState
 from ..system import METRICS, build_failures, training_record
-from .steptime import derived_step_time
+from .steptime import formation_time
 
 __all__ = ["JobSystem", "JobWorker", "Lost", "Joined", "Notice", "JOB_METRICS", "job_model"]
 
@@ -303,11 +303,7 @@ class JobSystem:
         step-time table has no entry that small)."""
         key = (sizes, held)
         if key not in self._step_cache:
-            st = self.config.step_times
-            if st is None:
-                self._step_cache[key] = derived_step_time(self.config, sizes) if sizes else None
-            else:
-                self._step_cache[key] = st.lookup(held if st.per == "workers" else len(sizes))
+            self._step_cache[key] = formation_time(self.config, sizes, held)
         return self._step_cache[key]
 
     def step_done(self, duration: float) -> None:

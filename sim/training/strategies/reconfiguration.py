@@ -43,7 +43,7 @@ from ...errors import check_choice, check_int, check_nonnegative
 from .base import Formation, register_strategy
 from .common import JobStrategy, RunState
 from .job import Lost
-from .steptime import merge_stages
+from .steptime import merge_stages, stage_work
 
 __all__ = ["Reconfiguration", "Coverage"]
 
@@ -171,7 +171,7 @@ class Reconfiguration(JobStrategy):
 
     def form(self, job: Any, st: RunState):
         f = yield from self.reform(job, st, "reconfigurations", self.reconfigure)
-        work = tuple(x * (1 + job.config.backward_ratio) for x in job.config.forward_time)
+        work = stage_work(job.config)
         st.extra["coverage"] = Coverage(f.pipelines, work)
         st.participants = frozenset(f.workers)
         return

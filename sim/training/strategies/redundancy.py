@@ -45,6 +45,7 @@ from ...errors import check, check_choice, check_int, check_nonnegative, check_p
 from .base import register_strategy
 from .common import JobStrategy, RunState, depth_pipelines
 from .job import Lost
+from .steptime import is_table
 
 __all__ = ["Redundancy", "Rings", "TakenOver"]
 
@@ -166,7 +167,7 @@ class Redundancy(JobStrategy):
         c = job.config
         if self.overhead is not None:
             return self.overhead * f.step_time
-        if c.step_times is not None:
+        if is_table(c.step_times):  # measured with the redundancy on
             return 0.0
         P, L = len(f.pipelines), c.stages
         b = math.ceil(c.microbatches / P)

@@ -45,7 +45,7 @@ from ...errors import (
 from ...rng import Streams
 
 __all__ = ["StepTimes", "read_step_times", "merge_stages", "derived_step_time",
-           "split_microbatches"]
+           "split_microbatches", "stage_work", "formation_time", "is_table"]
 
 PER = ("workers", "pipelines")
 #: Memory a row of a CSV table takes while it is read into Python numbers (a 10^6-row
@@ -141,6 +141,34 @@ def read_step_times(path: str | Path) -> StepTimes:
         return StepTimes(per[0], tuple(c for c, _ in rows), tuple(t for _, t in rows))
     except ConfigError as exc:
         raise ConfigError("step_times", exc.rule, f"{path} ({exc.value})") from None
+
+
+def is_table(step_times: Any) -> bool:
+    """Whether ``step_times`` is a measured table (a :class:`StepTimes`), not a plan's
+    timer of formations (``per == "formation"``: :class:`sim.profiles.formations.PlanStepTimes`)."""
+    return step_times is not None and step_times.per != "formation"
+
+
+def stage_work(config: Any) -> tuple[float, ...]:
+    """The work of each stage that a pipeline of fewer nodes merges (:func:`merge_stages`):
+    ``t_f (1 + backward_ratio)``, or with a plan's timer its stages' forward and backward
+    time (:attr:`sim.profiles.formations.PlanStepTimes.stage_work`)."""
+    st = config.step_times
+    if st is not None and st.per == "formation":
+        return st.stage_work
+    return tuple(f * (1 + config.backward_ratio) for f in config.forward_time)
+
+
+def formation_time(config: Any, sizes: tuple[int, ...], held: int) -> float | None:
+    """A step's time with pipelines of ``sizes`` nodes and ``held`` workers held: the
+    config's table, its plan's timer (:class:`sim.profiles.formations.PlanStepTimes`) or the training
+    DES (:func:`derived_step_time`); None when it cannot run."""
+    st = config.step_times
+    if st is None:
+        return derived_step_time(config, sizes) if sizes else None
+    if st.per == "formation":
+        return st.formation_time(sizes)
+    return st.lookup(held if st.per == "workers" else len(sizes))
 
 
 def merge_stages(work: tuple[float, ...], nodes: int) -> tuple[int, ...]:

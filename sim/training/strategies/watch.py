@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .steptime import is_table
+
 __all__ = ["JobWatchdog"]
 
 
@@ -64,7 +66,7 @@ class JobWatchdog:
         if s.name == "reconfiguration" and low is not None:
             n = low
         st = c.step_times
-        if st is not None:
+        if is_table(st):
             n = max(n, st.smallest if st.per == "workers" else st.smallest * c.stages)
         return n
 

@@ -1,0 +1,169 @@
+"""``dtsim train --plan P --strategy S``: each formation's step is the plan's own, re-planned
+for it and run on the framework engine (sim.profiles.formations); exact against ``--plan``
+runs of the edited plans and against a hand timeline on a scripted trace."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim.cli import main
+from sim.profiles import load_profiles, read_plan
+from sim.profiles.formations import PlanStepTimes
+from sim.profiles.formats import plan_to_data
+
+RUNS = "sim/profiles/data/runs/"
+#: OPT-350 in 2 stages x 2 replicas of GH200 nodes (TP 4), 64 micro-batches of 1 a step
+PLAN = RUNS + "clariden-OPT-350-N4_D2.json"
+BIG = 1e9
+
+
+def _json(capsys, argv):
+    assert main(["train", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _step(capsys, plan, *extra):
+    """``dtsim train --plan`` (no strategy): its one failure-free iteration."""
+    out = _json(capsys, ["--plan", plan, "--model", "OPT-350", "--steps", "1",
+                         "--replications", "1", *extra])
+    return out["step_time_mean"]
+
+
+def _edited(tmp_path, name, **changes):
+    """The shipped plan as a dtsim plan file with ``changes`` (stages, global batch)."""
+    data = plan_to_data(read_plan(PLAN))
+    data.update(changes)
+    p = tmp_path / name
+    p.write_text(json.dumps(data))
+    return str(p)
+
+
+def _timer(plan=PLAN, model="OPT-350"):
+    p = read_plan(plan)
+    return PlanStepTimes(p, load_profiles(models=(model,)), model, tuple(dict(
+        schedule="1f1b", p2p=None, framework=None, network=True).items()))
+
+
+def test_formations_are_the_plan_replanned_bit_for_bit(tmp_path, capsys):
+    """The full formation (2 pipelines of 2) is ``--plan``'s iteration; one pipeline of 2 is
+    ``--plan`` on the plan with one replica a stage (the same global batch of 64); two
+    pipelines of one node are the plan's 26 layers as one stage, 2 replicas (the merged
+    template of reconfiguration's min_nodes=1). Bit for bit: the same build, the same DES."""
+    t = _timer()
+    assert t.formation_time((2, 2)) == _step(capsys, PLAN)
+    data = plan_to_data(read_plan(PLAN))
+    one = [dict(s, replicas=[dict(s["replicas"][0], count=1)]) for s in data["stages"]]
+    assert t.formation_time((2,)) == _step(capsys, _edited(tmp_path, "one.json", stages=one))
+    merged = [dict(data["stages"][0], last_layer=25)]
+    assert t.formation_time((1, 1)) == _step(capsys, _edited(tmp_path, "merged.json",
+                                                             stages=merged))
+    # 64 micro-batches over 3 pipelines of one node: each timed at the larger share, 22
+    assert t.formation_time((1, 1, 1)) == _step(capsys, _edited(
+        tmp_path, "merged3.json", global_batch_size=66,
+        stages=[dict(merged[0], replicas=[dict(merged[0]["replicas"][0], count=3)])]))
+    # one pipeline runs the 64 micro-batches alone: slower than two, faster than twice
+    assert t.formation_time((2, 2)) < t.formation_time((2,)) < 2 * t.formation_time((2, 2))
+
+
+def test_a_shape_is_timed_once(monkeypatch):
+    import sim.profiles.build as build
+
+    calls = []
+    real = build.build_plan
+    monkeypatch.setattr(build, "build_plan", lambda *a, **k: calls.append(1) or real(*a, **k))
+    t = _timer()
+    first = t.formation_time((2,))
+    assert t.formation_time((2,)) == first
+    assert len(calls) == 1
+
+
+def test_checkpoint_restart_on_a_scripted_trace_by_hand(tmp_path, capsys):
+    """2 x 2 GH200 nodes, checkpoint-restart every 2 steps (checkpoint 0.5 s, restart 3 s,
+    boot 0), 5 steps; s1r1 gone for good at 4 s. T2 = the plan's iteration, T1 = one
+    pipeline's (``--plan`` of the one-replica plan). By hand: steps 1, 2 at T2, 2 T2 (3.058),
+    checkpoint to 2 T2 + 0.5; s1r1 lost mid step 3: back to 2 steps, restart to 7; one
+    pipeline (s0r0 s1r0; s0r1 spare): steps 3, 4 to 7 + 2 T1, checkpoint, step 5, the final
+    checkpoint: wall 7 + 3 T1 + 1, 1 restart, 3 checkpoints. Billing: s1r1 for its 4 s, the
+    others for the wall, each 4 GPUs at the catalogue's GH-96 11.06 $/GPU-hour."""
+    T2 = _step(capsys, PLAN)
+    data = plan_to_data(read_plan(PLAN))
+    one = [dict(s, replicas=[dict(s["replicas"][0], count=1)]) for s in data["stages"]]
+    T1 = _step(capsys, _edited(tmp_path, "one.json", stages=one))
+    assert 2 * T2 + 0.5 < 4.0 < 3 * T2 + 0.5  # the loss falls in step 3
+    trace = tmp_path / "trace.csv"
+    trace.write_text(f"worker,start,end\ns1r1,4.0,{BIG}\n")
+    out = _json(capsys, ["--plan", PLAN, "--model", "OPT-350", "--steps", "5",
+                         "--replications", "1", "--failure-trace", str(trace),
+                         "--strategy", "checkpoint-restart:every=2,checkpoint=0.5,restart=3,"
+                         "boot=0"])
+    wall = 7.0 + 3 * T1 + 1.0
+    assert out["engine"] == "job"
+    assert out["wall_time_mean"] == pytest.approx(wall, rel=1e-12)
+    assert (out["restarts"], out["checkpoints"], out["steps"]) == (1.0, 3.0, 5)
+    assert out["lost_time"]["work"] == pytest.approx(4.0 - (2 * T2 + 0.5), rel=1e-12)
+    hours = (3 * wall + 4.0) / 3600
+    assert out["worker_hours"] == pytest.approx(hours, rel=1e-12)
+    assert out["cost"] == pytest.approx(hours * 4 * 11.06, rel=1e-12)
+    assert out["samples_per_dollar"] == pytest.approx(5 * 64 / (hours * 4 * 11.06), rel=1e-12)
+    assert out["samples_per_second"] == pytest.approx(5 * 64 / wall, rel=1e-12)
+    # the exact reference is the strategy's replay on the same formations' times
+    assert out["predicted_wall_time"] == pytest.approx(wall, rel=1e-12)
+
+
+def test_reconfiguration_with_a_template_out_of_memory_waits(tmp_path, capsys):
+    """GPT-Neo-2.7 on V100-16 nodes (TP 4): 2 stages fit, all 34 layers on one node do not.
+    reconfiguration:min_nodes=1 may form a 1-node template, but that re-partition cannot
+    run: after one node is lost the job has no formation and stops with its reason."""
+    stages = [{"first_layer": 0, "last_layer": 16, "replicas": [
+                  {"gpu": "V100-16", "tp": 4, "gpus_per_node": 4, "zone": "us-central1-a"}]},
+              {"first_layer": 17, "last_layer": 33, "replicas": [
+                  {"gpu": "V100-16", "tp": 4, "gpus_per_node": 4, "zone": "us-central1-a"}]}]
+    plan = tmp_path / "neo.json"
+    plan.write_text(json.dumps({"microbatch_size": 1, "global_batch_size": 4,
+                                "model": "GPT-Neo-2.7", "stages": stages}))
+    t = _timer(str(plan), "GPT-Neo-2.7")
+    assert t.formation_time((2,)) > 0
+    assert t.formation_time((1,)) is None
+    trace = tmp_path / "trace.csv"
+    trace.write_text(f"worker,start,end\ns1r0,1.0,{BIG}\n")
+    out = _json(capsys, ["--plan", str(plan), "--steps", "1000", "--replications", "1",
+                         "--failure-trace", str(trace),
+                         "--strategy", "reconfiguration:min_nodes=1,boot=0"])
+    assert out["finished"] == 0
+    assert "no step can finish" in out["stall_reason"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--strategy", "swarm"], "'strategy' must be a step-level strategy (checkpoint-restart, "
+     "redundancy or reconfiguration) with --plan"),
+    (["--strategy", "checkpoint-restart", "--step-times", "x.csv"],
+     "'step_times' must be given only without --plan"),
+    (["--preemption-notice", "aws", "--failure-trace", "aws-p3"],
+     "'notice' must be 0 without a strategy"),
+])
+def test_what_cannot_apply_is_refused_in_one_line(capsys, argv, message):
+    assert main(["train", "--plan", PLAN, "--model", "OPT-350", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
+def test_a_plan_of_mixed_nodes_is_refused_with_a_strategy(capsys):
+    assert main(["train", "--plan", RUNS + "mit-N2_D2.json", "--model", "OPT-350",
+                 "--strategy", "redundancy"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "'plan' must be a plan whose replicas are all one node kind" in err
+    assert "RTX-3090 TP 2, Titan-RTX TP 2" in err
+
+
+def test_the_plan_options_time_the_formations(capsys):
+    """``--sync`` (and any option that shapes the plan's build) times every formation: with
+    no failure, one step of a strategy run is ``--plan``'s with the same option, bit for bit,
+    and differs from the default sync's (overlapped buckets end sooner)."""
+    sync = ("--sync", "allreduce:overlap=backward")
+    run = _json(capsys, ["--plan", PLAN, "--model", "OPT-350", "--steps", "1",
+                         "--replications", "1", "--strategy", "checkpoint-restart:every=1000", *sync])
+    assert run["engine"] == "job"
+    assert run["step_time_mean"] == _step(capsys, PLAN, *sync)
+    assert run["step_time_mean"] != _step(capsys, PLAN)
