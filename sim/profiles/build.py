@@ -1667,7 +1667,9 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
            "iteration": iteration, "allreduce_overlapped": c.overlapped_sync,
            "placement": "per stage" if staged else "barrier",
            "stage_ends": stage_ends, "step_join": join,
-           "step_join_bound": step_join_bound(stage_ends, join)}
+           "step_join_bound": step_join_bound(stage_ends, join),
+           # inside "optimizer" (step_collectives): every stage's, and the last stage's
+           "optimizer_collectives": build.optimizer_collective_time, "loss": build.loss_time}
     if overlapped:
         out["allreduce_after_backward"] = max(build.allreduce_times)
     return out

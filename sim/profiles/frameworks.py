@@ -39,6 +39,11 @@ What a framework decides, and where dtsim uses it:
     Whether every stage's optimizer step waits for all the stages of its
     pipeline to have reduced their gradients (an all-reduce of the gradient norm
     or overflow flag over the pipeline's model-parallel group), per precision.
+``optimizer_allreduces``
+    How many blocking one-value all-reduces over that group the optimizer step and
+    what follows it run, per precision (the overflow flag, the gradient norm,
+    Megatron-LM's update flag and norm maximum), each timed as a ring over the
+    pipeline's stages by :func:`sim.profiles.build.step_collectives`.
 ``step_join``
     Whom a stage waits for before its next step: ``"last-stage"`` (DeepSpeed:
     the loss all-reduced among the last stages, then broadcast over each
@@ -382,7 +387,7 @@ DEEPSPEED_0313 = Framework(
         "runtime/fp16/fused_optimizer.py:212 (step's has_overflow; runtime/utils.py:126-129 "
         "all_reduce over mpu.get_model_parallel_group()) and 248 (then the gradient norm, "
         "runtime/utils.py:171-220, all-reduced over the same group at 217 whether or not it "
-        "clips: two one-value all-reduces, their latency not modelled); Megatron-LM v1.1.5's "
+        "clips: two one-value all-reduces, timed by optimizer_allreduces); Megatron-LM v1.1.5's "
         "apex FusedAdam (DachengLi1/AMP Megatron-LM-v1.1.5-3D_parallelism/megatron/training.py:"
         "25, 294-302) makes it FP16_Optimizer (runtime/engine.py:689-701); the mpu is the "
         "pipeline grid "
