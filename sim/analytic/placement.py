@@ -51,7 +51,7 @@ def staged_step_end(ends: Sequence[Sequence[float]], allreduce: Sequence[float],
     optimizer_barrier : bool
         Every stage's optimizer step waits for every stage to have reduced (an
         all-reduce of the gradient norm or overflow flag over the pipeline's
-        stages, its own time not counted).
+        stages; its time is in ``optimizer``: ``sim.profiles.build.step_collectives``).
     reduced : sequence of float, optional
         Per stage: when its gradient all-reduce, overlapped with its last backward
         passes, ended (:func:`sim.analytic.training.overlapped_stage_ends`; ``-inf``
@@ -139,7 +139,8 @@ def barrier_tail(allreduce: Sequence[float], optimizer: Sequence[float], tied: f
     optimizer_barrier : bool
         Every stage's optimizer step waits for every stage's reduction (an
         all-reduce of the gradient norm or overflow flag over the model-parallel
-        group, its own time not counted): DeepSpeed in fp16 and bf16
+        group, its time in ``optimizer``: ``sim.profiles.build.step_collectives``): DeepSpeed
+        in fp16 and bf16
         (``runtime/fp16/fused_optimizer.py:259``, ``runtime/bf16_optimizer.py:276-277``),
         the Sailor artifact's included, whose ``dist.barrier()`` comes first.
     start : float

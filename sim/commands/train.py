@@ -1048,6 +1048,11 @@ def _print_explain(x: dict[str, Any]) -> None:
     print(f"pipeline {x['pipeline_time']:.4g} + tied all-reduce {x['tied_allreduce']:.4g} + "
           f"all-reduce {x['allreduce']:.4g} + optimizer {x['optimizer']:.4g} (stage "
           f"{x['tail_stage']}) = {x['iteration']:.4g}")
+    coll, loss = x.get("optimizer_collectives", 0.0), x.get("loss", 0.0)
+    if coll > 0 or loss > 0:
+        print(f"  (the optimizer steps include the one-value all-reduces over the model-parallel "
+              f"group, {coll:.4g}, and the last stage's the loss's all-reduce and broadcast, "
+              f"{loss:.4g})")
     if x.get("allreduce_overlapped"):
         print("  (the all-reduce overlaps the last backward passes: what its buckets add after "
               f"the pipeline; {x['allreduce_after_backward']:.4g} after the backward pass)")

@@ -93,7 +93,8 @@ from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
            "in_flight", "mask_memory", "plan_allreduce_time", "pair_link", "pair_time", "plan_network",
-           "explain_rows", "plan_behaviour", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
+           "explain_rows", "plan_behaviour", "step_collectives", "SCALAR_BYTES",
+           "LOSS_BROADCAST_BYTES", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
            "physical_network"]
 
@@ -144,6 +145,11 @@ class PlanBuild:
     #: the all-reduce overlapped with the backward pass: per stage, each bucket's (bytes per GPU,
     #: ring time alone) in the order the backward pass produces them (() when not overlapped)
     bucket_times: tuple[tuple[tuple[float, float], ...], ...] = ()
+    #: the step's one-value collectives, each included in ``optimizer_times``: the optimizer's
+    #: all-reduces over the model-parallel group (every stage's; :func:`step_collectives`) and
+    #: the loss's all-reduce and broadcast after the schedule (the last stage's)
+    optimizer_collective_time: float = 0.0
+    loss_time: float = 0.0
 
     @property
     def peak_memory(self) -> float:
@@ -244,6 +250,52 @@ def plan_allreduce_time(network: NetworkProfile, nodes: list[Any], flows: list[i
         pair_time(network, nodes[k], nodes[(k + 1) % n], chunk, flows[k], profiles,
                   shares_of(shared, nodes[k], nodes[(k + 1) % n]))
         for k in range(n)))
+
+
+#: Bytes of each of the step's one-value collectives: one fp32 value (the gradient norm, the
+#: update flag; DeepSpeed's overflow flag is one byte, 3 bytes less on a latency-bound message)
+SCALAR_BYTES = 4.0
+#: Bytes DeepSpeed's pipeline engine broadcasts from the last stage: the loss and its average
+#: over the data-parallel group, ``torch.Tensor([dp_group_loss, agg_loss])``, two fp32 values
+LOSS_BROADCAST_BYTES = 8.0
+
+
+def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour,
+                     profiles: Profiles | None = None) -> tuple[float, float]:
+    """The step's small blocking collectives: ``(optimizer, loss)`` seconds.
+
+    ``optimizer``: ``fb.optimizer_allreduces`` one-value all-reduces over each pipeline's
+    model-parallel group (every stage and TP rank of one data-parallel index: the overflow
+    flag, the gradient norm, Megatron-LM's update flag and norm statistics), one after the
+    other once every stage has reduced its gradients, each a ring over the pipeline's stage
+    replicas (``t`` ranks each, :func:`plan_allreduce_time`: ``2 (L - 1)`` steps, each the
+    ring's slowest link, latency included); the largest over the pipelines. A one-stage
+    plan's group is its TP group inside one node: 0.
+
+    ``loss`` (DeepSpeed's ``_aggregate_total_loss``, ``fb.step_join == "last-stage"``): the
+    last stages all-reduce the loss (one value) over their data-parallel group, then each
+    broadcasts ``[loss, mean]`` over its pipeline; NCCL's ring from the root, the last stage,
+    reaches stage 0 first, over the link back to it, and stage 0's next step waits for it
+    (the other stages wait for stage 0's activations anyway): the data-parallel ring over
+    the last stage's replicas plus that one link, the largest over the pipelines.
+    """
+    L, r = len(plan.stages), plan.dp[0]
+    opt = loss = 0.0
+    if fb.optimizer_allreduces and L > 1:
+        opt = fb.optimizer_allreduces * max(
+            plan_allreduce_time(network, [(plan.stages[j].replicas[i], (j, i)) for j in range(L)],
+                                [plan.stages[j].replicas[i].tp for j in range(L)], SCALAR_BYTES,
+                                math.inf, profiles) for i in range(r))
+    if fb.step_join == "last-stage":
+        last = [(x, (L - 1, i)) for i, x in enumerate(plan.stages[-1].replicas)]
+        if r > 1:
+            loss += plan_allreduce_time(network, last, [x[0].tp for x in last], SCALAR_BYTES,
+                                        math.inf, profiles)
+        if L > 1:
+            loss += max(pair_time(network, x, (plan.stages[0].replicas[i], (0, i)),
+                                  LOSS_BROADCAST_BYTES, x[0].tp, profiles)
+                        for i, x in enumerate(last))
+    return opt, loss
 
 
 def concurrent_allreduce_times(network: NetworkProfile, rings: Sequence[list[Any]],
@@ -1370,6 +1422,12 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         notes.extend(link_estimates(net, plan_pairs(plan, mp.tied_embeddings).values()))
     buckets = overlapped_buckets(plan, net, sync, ar_sizes, profiles) if overlapped else ()
     opt = tuple(max(t[2] for t in row) for row in times)
+    # the optimizer's one-value all-reduces over the model-parallel group, after every stage
+    # has reduced (each stage's optimizer step waits for them), and DeepSpeed's loss
+    # all-reduce and broadcast, which the last stage's step ends with (step_collectives)
+    opt_coll, loss_time = step_collectives(plan, net, fb, profiles)
+    if opt_coll or loss_time:
+        opt = tuple(o + opt_coll + (loss_time if j == L - 1 else 0.0) for j, o in enumerate(opt))
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers, fb.sequence,
                          fb.recv_clones, fb.partitioned)
     if check_memory:
@@ -1433,7 +1491,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                      transfer_times=tuple(xfer), allreduce_times=tuple(ar), optimizer_times=opt,
                      tied_allreduce_time=tied, tied_allreduce_times=tuple(tied_each),
                      behaviour=fb, gather_times=tuple(gathers),
-                     estimates=tuple(dict.fromkeys(notes)), bucket_times=buckets)
+                     estimates=tuple(dict.fromkeys(notes)), bucket_times=buckets,
+                     optimizer_collective_time=opt_coll, loss_time=loss_time)
 
 
 def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Sequence[float],
@@ -1608,7 +1667,9 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
            "iteration": iteration, "allreduce_overlapped": c.overlapped_sync,
            "placement": "per stage" if staged else "barrier",
            "stage_ends": stage_ends, "step_join": join,
-           "step_join_bound": step_join_bound(stage_ends, join)}
+           "step_join_bound": step_join_bound(stage_ends, join),
+           # inside "optimizer" (step_collectives): every stage's, and the last stage's
+           "optimizer_collectives": build.optimizer_collective_time, "loss": build.loss_time}
     if overlapped:
         out["allreduce_after_backward"] = max(build.allreduce_times)
     return out
