@@ -133,6 +133,11 @@ def test_ring_allreduce():
     assert analytic.ring_allreduce_time(4, 0.0, 2.0, 0.1) == 0.0
     assert analytic.ring_allreduce_time(4, 0.0, 2.0, 0.1, buckets=3) == 0.0
     assert analytic.ring_allreduce_time(4, 8.0, 2.0, 0.1, buckets=3) == pytest.approx(6 * 1.3)
+    # (review10) no bucket is for no values: with values it is refused, not timed as their
+    # bandwidth alone (6 x 1.0 = 6.0, while the Notes said zero for n_b = 0)
+    assert analytic.ring_allreduce_time(4, 0.0, 2.0, 0.1, buckets=0) == 0.0
+    with pytest.raises(ConfigError, match=r"^'buckets' must be at least 1 with values to reduce"):
+        analytic.ring_allreduce_time(4, 8.0, 2.0, 0.1, buckets=0)
 
 
 def _recursion(programs, forward, backward, activation, gradient, blocking, channels):

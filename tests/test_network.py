@@ -639,3 +639,18 @@ def test_ring_steps_time_times_equal_buckets_once():
     big = exact.ring_steps_time(k, q * 8.0 + 4.0, 8.0, tau)
     assert len(calls) == 2  # one full bucket, the remainder: not one call a bucket
     assert math.isclose(big, 2 * (k - 1) * (q * tau(2.0) + tau(1.0)), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("size, bucket, buckets", [(1.0, 0.1, 10), (0.7, 0.1, 7), (2.2, 0.2, 11),
+                                                   (0.3, 0.1, 3), (84.0, 8.0, 11),
+                                                   (10.0, math.inf, 1), (1e-300, 1e300, 1)])
+def test_ring_steps_time_takes_the_buckets_the_ring_cuts(size, bucket, buckets):
+    """(review10) ``ring_steps_time`` pays the buckets :func:`bucket_sizes` cuts (the
+    network's rings'): ceil(S / b), the last one the remainder. It subtracted a bucket at a
+    time while something was left, and 1.0 - 10 x 0.1 leaves 1.4e-16: an eleventh bucket of
+    no size, its 2 (k - 1) steps paid (a step of 1: 22 for 20; 0.7 in 0.1: 8 for 7; 2.2 in
+    0.2: 12 for 11)."""
+    from sim.network.collectives import bucket_sizes
+
+    assert len(bucket_sizes(size, bucket)) == buckets
+    assert exact.ring_steps_time(2, size, bucket, lambda chunk: 1.0) == 2 * buckets

@@ -338,10 +338,30 @@ def test_a_shapes_tie_is_one_fact_with_tied_embeddings():
                 {"model": "S", "tied_embeddings": True, "shape": {**shape, "tied": True}}):
         m = model_from_data(doc)
         assert m.tied_embeddings and m.shape.tied and m.layer_sizes(1)[-1].params == 2 * 64
-        assert m.tied_parameters(1) == 1000 * 64 + 32 * 64
+        assert m.tied_parameters(1) == 1000 * 64
     with pytest.raises(ConfigError, match=r"^'model' must be tied_embeddings equal to the "
                        r"shape's tied at model \(both say"):
         model_from_data({"model": "S", "tied_embeddings": False, "shape": {**shape, "tied": True}})
     with pytest.raises(ConfigError, match=r"^'tied_embeddings' must be the model shape's tied "
                        r"\(true\)"):
         ModelProfile("S", 4, (), (), shape=ModelShape(2, 64, 4, 32, 1000))
+
+
+def test_a_shapes_tied_weight_is_its_word_embedding_without_the_positions():
+    """(review10) The tied all-reduce of a model given by its shape moves the word embedding,
+    V h / tp parameters on a GPU: the first layer's learned positions (s h, replicated over
+    TP) are not tied (DeepSpeed ties ``word_embeddings_weight``, a Sailor profile's
+    tied_params are the first layer less s h: sim.profiles.sailor). They were counted: 1000 x
+    64 + 32 x 64 = 66,048 for 64,000 at TP 1, 18,048 for 16,000 at TP 4."""
+    from sim.profiles.build import tied_bytes
+    from sim.profiles.frameworks import resolve
+
+    shape = {"layers": 2, "hidden": 64, "heads": 4, "sequence": 32, "vocabulary": 1000,
+             "tied": True}
+    m = model_from_data({"model": "S", "shape": shape})
+    for tp in (1, 2, 4):
+        first = m.layer_sizes(tp)[0]
+        sailor_rule = first.params - round(first.activation_bytes / m.bytes_per_value)
+        assert m.tied_parameters(tp) == sailor_rule == 1000 * 64 // tp
+    fb = resolve(None, m.bytes_per_value)
+    assert tied_bytes(m, fb, 4) == 16000 * fb.tied_bytes

@@ -984,6 +984,31 @@ def test_a_one_group_diloco_run_warns_once_and_times_as_data_parallelism(capsys)
     assert "warning" not in capsys.readouterr().err
 
 
+def test_a_one_group_diloco_run_with_failures_is_not_said_to_time_as_data_parallelism(capsys):
+    """(review10) With failures one DiLoCo group keeps DiLoCo's failure rules (down while a
+    stage has no live replica, its steps since the last outer step lost), so its times are not
+    --sync allreduce's: 2 stages of 2 replicas, MTBF 40, replacement 5, 20 steps, 8
+    replications: the warning said 'so the run times as --sync allreduce' of a run whose
+    mean wall time is 374.8 (--sync allreduce: 219.2)."""
+    import json
+
+    from sim.cli import main
+
+    argv = ["train", "--stages", "2", "--replicas", "2", "--microbatches-per-step", "4",
+            "--steps", "20", "--param-size", "10", "--bandwidth", "5", "--mtbf", "40",
+            "--replace-time", "5", "--replications", "8", "--seed", "3", "--json"]
+    assert main([*argv, "--sync", "diloco:every=2,groups=1"]) == 0
+    cap = capsys.readouterr()
+    warned = [x for x in cap.err.splitlines() if "runs one DiLoCo group" in x]
+    assert len(warned) == 1, cap.err
+    assert "times as --sync allreduce" not in warned[0].replace("does not time as", "")
+    assert "failures follow DiLoCo's rules" in warned[0]
+    one = json.loads(cap.out)
+    assert main([*argv, "--sync", "allreduce"]) == 0
+    dp = json.loads(capsys.readouterr().out)
+    assert one["wall_time_mean"] != dp["wall_time_mean"]
+
+
 def test_the_printed_wan_figure_says_it_is_dilocos_outer_tier_only(capsys):
     """wan_bytes_sent counts DiLoCo's outer tier only: a group's data-parallel all-reduce is
     in allreduce_bytes_sent whatever links it crosses. The text said 'WAN 0' beside it, which

@@ -1220,6 +1220,10 @@ def build_cases(fx: Fixtures) -> list[Case]:
             ok("1 group of 1 pipeline"), note="one warning line: times as --sync allreduce")
         add("train/diloco-groups-1-warns", TR(*D4, "--sync", "diloco:every=4,groups=1"),
             ok("1 group of 4 pipelines"), note="one warning line: times as --sync allreduce")
+        add("train/diloco-groups-1-failures-warns",
+            TR(*D4, "--sync", "diloco:every=4,groups=1", "--mtbf", "200"),
+            ok("1 group of 4 pipelines"), note="one warning line: DiLoCo's failure rules, so "
+            "not --sync allreduce's times (review10: it said it times as --sync allreduce)")
         add("train/diloco-every-unicode-digit", TR(*D4, "--sync", "diloco:every=\u0664"),
             refuse("sync"), note="an Arabic-Indic 4: int() read it")
         add("train/seed-unicode-digit", TR("--seed", "\u0661"), refuse("seed"),

@@ -153,7 +153,7 @@ def ring_allreduce_time(participants: int, size: float, bandwidth: float, latenc
         ``t`` ranks of a node running their rings at once through its NIC.
     buckets : int
         ``n_b`` buckets reduced one after the other (each pays its latencies;
-        0 when nothing is reduced).
+        0 only when nothing is reduced, ``S = 0``).
 
     Notes
     -----
@@ -162,8 +162,8 @@ def ring_allreduce_time(participants: int, size: float, bandwidth: float, latenc
     ``2 (k-1)`` steps (a reduce-scatter and an all-gather, ``k - 1`` each)
     move a chunk of ``S / k`` per rank; the ``t`` ranks of a node share its
     NIC, so the bandwidth term is ``t`` times that of ranks with a NIC each
-    (``t = 1``: the familiar ``2 (k-1)/k S/B``) [Ring]_. Zero for ``k = 1``,
-    ``n_b = 0`` or ``S = 0``: an all-reduce of no values is no collective, its
+    (``t = 1``: the familiar ``2 (k-1)/k S/B``) [Ring]_. Zero for ``k = 1``
+    or ``S = 0``: an all-reduce of no values is no collective, its
     latencies included (NCCL discards one of count 0 before queueing any work:
     ``taskAppend``, src/enqueue.cc:2335 at v2.27.3-1; the flows of
     :func:`sim.network.collectives.ring_allreduce` move nothing then).
@@ -174,6 +174,8 @@ def ring_allreduce_time(participants: int, size: float, bandwidth: float, latenc
     lat = check_nonnegative("latency", latency)
     t = check_int("ranks_per_nic", ranks_per_nic, low=1)
     nb = check_int("buckets", buckets, low=0)
+    # no bucket with values to reduce is no schedule of them (it timed their bandwidth alone)
+    check(nb >= 1 or S == 0, "buckets", "at least 1 with values to reduce (size > 0)", nb)
     if k == 1 or S == 0:
         return 0.0
     return 2.0 * (k - 1) * (nb * lat + t * S / (k * B))
@@ -255,16 +257,19 @@ def ring_steps_time(participants: int, size: float, bucket_size: float,
         rest = size - q * full
         return (q * 2 * (n - 1) * step_time(full / n)
                 + (2 * (n - 1) * step_time(rest / n) if rest > 0 else 0.0))
-    total, left, tau = 0.0, float(size), None
-    while left > 0:
-        b = min(left, bucket_size)
-        if b == full:  # every full bucket takes the same step time: timed once
-            if tau is None:
-                tau = step_time(full / n)
-            total += 2 * (n - 1) * tau
-        else:
-            total += 2 * (n - 1) * step_time(b / n)
-        left -= b
+    # the buckets as the network's rings cut them (sim.network.collectives.bucket_sizes):
+    # ceil(S / b) - 1 full ones and the remainder, counted, not subtracted one by one (1.0 in
+    # buckets of 0.1 left 1.4e-16 after ten subtractions: an eleventh bucket, its steps paid)
+    nb = max(1, math.ceil(buckets))  # (one bucket: the whole size, inf buckets too)
+    rest = size - full * (nb - 1) if nb > 1 else float(size)
+    total, tau = 0.0, None
+    for _ in range(nb - 1):  # every full bucket takes the same step time: timed once
+        if tau is None:
+            tau = step_time(full / n)
+        total += 2 * (n - 1) * tau
+    if rest > 0:
+        total += 2 * (n - 1) * (tau if rest == full and tau is not None
+                                else step_time(rest / n))
     return total
 
 

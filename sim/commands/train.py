@@ -813,9 +813,13 @@ def _check_one_group(cfg: TrainingConfig) -> None:
         return
     why = ("groups=1: every pipeline in one group" if cfg.diloco.groups is not None
            else "one replica a stage, so one pipeline and one group")
+    # with failures the group's rules are DiLoCo's, not data parallelism's: not the same times
+    so = ("so the run times as --sync allreduce (a one-zone baseline)" if not cfg.failures
+          else "but its failures follow DiLoCo's rules (the group is down while a stage has no "
+          "live replica and loses its inner steps since the last outer step), so it does not "
+          "time as --sync allreduce")
     warn("train", f"--sync {cfg.sync} runs one DiLoCo group ({why}): its outer steps have "
-         "no other group to average with, send nothing over the WAN tier and take no time, "
-         "so the run times as --sync allreduce (a one-zone baseline)")
+         f"no other group to average with, send nothing over the WAN tier and take no time, {so}")
 
 
 def _check_edge_list_hosts(args: argparse.Namespace, cfg: TrainingConfig) -> None:

@@ -317,12 +317,18 @@ class ModelProfile:
                           f"measured on {gpu} ({', '.join(map(str, sizes))})", microbatch_size)
 
     def tied_parameters(self, tp: int) -> int:
-        """Parameters of the tied weight on one GPU of a TP group of degree ``tp`` (0 untied)."""
+        """Parameters of the tied weight, the word embedding, on one GPU of a TP group of degree
+        ``tp`` (0 untied): ``tied_params``'s, else ``V h / tp`` of a shape, else the first
+        layer's."""
         if not self.tied_embeddings:
             return 0
         for t, n in self.tied_params:
             if t == tp:
                 return n
+        if self.shape_sized(tp):  # the word embedding, V h / tp: the first layer's learned
+            # positions (s h, replicated) are no part of the tied weight (as a Sailor
+            # profile's tied_params: sim.profiles.sailor, word_embeddings_weight)
+            return self.shape.vocabulary * self.shape.hidden // tp
         return self.layer_sizes(tp)[0].params
 
     def shape_sized(self, tp: int) -> bool:
