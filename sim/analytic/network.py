@@ -339,17 +339,20 @@ def nccl_small_allreduce_algorithm(nodes: int, ranks: int, *, intra: float = 1.0
 
     NCCL v2.21.5-1 (the NCCL pinned by torch 2.5 and 2.6; v2.18.1-1's rule, torch 2.1, is the
     same) ``src/graph/tuning.cc``: each algorithm and protocol's time is
-    ``latency + bytes / bandwidth`` (443) and the least is taken; a few bytes make it the
+    ``latency + bytes / bandwidth`` (443) and the least is run (``src/enqueue.cc:1484-1514``,
+    ``topoGetAlgoInfo``; NVLS's latencies are larger still); a few bytes make it the
     latency, which for the LL protocol (the least latency of the three for both) is
     ``6.6 + (2 (R - 1) - 2 N) max(i, o) + 2 N 2.7`` us for the ring (57, 158-161, 226-248;
     ``i`` its intra-node hop 0.6 NVLink / 1.0 PCI, ``o`` the network post overhead, 1 us on
     Intel and other CPUs, 2 on AMD, 111-118) and ``6.8 + 2 ((R / N - 1) i + log2i(N) 5.0)`` us
     for the tree (57, 75, 250-252). The plan knows neither the CPU nor the NVLink: Intel and
-    PCI are taken (``intra``, ``overhead``, in us), and for up to 16 nodes of up to 8 ranks each either choice gives the same
-    pick (``tests/test_nccl_tree.py``): the ring on one node, and with one rank per node on 2
-    or 4 nodes; the tree otherwise. NCCL's constants are microseconds the tuner assumes,
-    whatever the real links' latency (``latencyInter``, the network plugin's, is 0 for
-    NCCL's own IB and socket transports): they choose, the plan's links time.
+    PCI are taken (``intra``, ``overhead``, in us), and for up to 16 nodes of up to 8 ranks
+    each either choice gives the same pick (``tests/test_nccl_tree.py``): the ring on one
+    node, and with one rank per node on 2 or 4 nodes; the tree otherwise (NCCL's master,
+    2.30, runs the tree on 4 such nodes too: ``tuning.cc`` 386-389, 411 changed the ring's). NCCL's constants are microseconds the tuner assumes,
+    whatever the real links' latency (``latencyInter``, the network plugin's,
+    ``search.cc:565``, is 0 for NCCL's own IB and socket transports, ``net_ib.cc:620``,
+    ``net_socket.cc:101``): they choose, the plan's links time.
     """
     check_int("nodes", nodes, low=1)
     check_int("ranks", ranks, low=nodes)
