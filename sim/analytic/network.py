@@ -13,6 +13,9 @@ solve by hand; the tests run the simulation beside each.
   what each participant sends.
 * :func:`star_exchange_time`: pairwise gossip exchanges with the hub of a star
   whose NIC is the bottleneck.
+* :func:`nccl_tree_parents`, :func:`nccl_small_allreduce_algorithm`: the tree NCCL
+  builds over ``n`` nodes and the algorithm its tuner picks for an all-reduce of a
+  few bytes (:func:`sim.profiles.build.small_allreduce_time` times it).
 
 References
 ----------
@@ -38,6 +41,9 @@ __all__ = [
     "ring_allgather_time",
     "ring_bytes_sent",
     "star_exchange_time",
+    "nccl_tree_parents",
+    "nccl_tree_depth",
+    "nccl_small_allreduce_algorithm",
 ]
 
 
@@ -292,3 +298,71 @@ def star_exchange_time(exchanges: int, size: float, hub_nic: float, latency: flo
     B = check_positive("hub_nic", hub_nic, allow_inf=True)
     lat = check_nonnegative("latency", latency)
     return lat + (m * S / B if S else 0.0)
+
+
+def nccl_tree_parents(nodes: int) -> tuple[int, ...]:
+    """Each node's parent (-1: the root, node 0) in the binary tree NCCL builds over
+    ``nodes`` nodes, its channel 0's tree.
+
+    NCCL v2.21.5-1 ``src/graph/trees.cc:31-50`` (``ncclGetBtree``; unchanged to the 2026
+    master but for spacing): ``bit`` is the lowest set bit of ``rank``, the parent
+    ``(rank ^ bit) | (bit << 1)``, or ``rank ^ bit`` when that is out of range; the root 0
+    has one child. ``src/graph/connect.cc:144-151``: channel ``c < nChannels`` takes this
+    tree (the first of ``ncclGetDtree``'s two; the second, a mirror or shift of it, the
+    duplicated channels), and a message of a few bytes runs on one channel.
+    """
+    check_int("nodes", nodes, low=1)
+    out = [-1]
+    for rank in range(1, nodes):
+        bit = rank & -rank
+        up = (rank ^ bit) | (bit << 1)
+        out.append(up if up < nodes else rank ^ bit)
+    return tuple(out)
+
+
+def nccl_tree_depth(nodes: int) -> int:
+    """The hops from the root of :func:`nccl_tree_parents` to its deepest node."""
+    parents = nccl_tree_parents(nodes)
+    depth = [0] * nodes
+    for k in range(1, nodes):  # a parent's index is below its child's or is its own
+        d, x = 0, k            # tree's (the bounded case): walk up
+        while x > 0:
+            x, d = parents[x], d + 1
+        depth[k] = d
+    return max(depth)
+
+
+def _log2i(n: int) -> int:
+    return max(int(n).bit_length() - 1, 0)
+
+
+def nccl_small_allreduce_algorithm(nodes: int, ranks: int, *, intra: float = 1.0,
+                                   overhead: float = 1.0) -> str:
+    """``"tree"`` or ``"ring"``: what NCCL's tuner picks for an all-reduce of a few bytes over
+    ``ranks`` GPUs on ``nodes`` nodes (no CollNet/NVLS: none without a SHARP network or, for
+    NVLS, on one node).
+
+    NCCL v2.21.5-1 (the NCCL pinned by torch 2.5 and 2.6; v2.18.1-1's rule, torch 2.1, is the
+    same) ``src/graph/tuning.cc``: each algorithm and protocol's time is
+    ``latency + bytes / bandwidth`` (443) and the least is run (``src/enqueue.cc:1484-1514``,
+    ``topoGetAlgoInfo``; NVLS's latencies are larger still); a few bytes make it the
+    latency, which for the LL protocol (the least latency of the three for both) is
+    ``6.6 + (2 (R - 1) - 2 N) max(i, o) + 2 N 2.7`` us for the ring (57, 158-161, 226-248;
+    ``i`` its intra-node hop 0.6 NVLink / 1.0 PCI, ``o`` the network post overhead, 1 us on
+    Intel and other CPUs, 2 on AMD, 111-118) and ``6.8 + 2 ((R / N - 1) i + log2i(N) 5.0)`` us
+    for the tree (57, 75, 250-252). The plan knows neither the CPU nor the NVLink: Intel and
+    PCI are taken (``intra``, ``overhead``, in us), and for up to 16 nodes of up to 8 ranks
+    each either choice gives the same pick (``tests/test_nccl_tree.py``): the ring on one
+    node, and with one rank per node on 2 or 4 nodes; the tree otherwise (NCCL's master,
+    2.30, runs the tree on 4 such nodes too: ``tuning.cc`` 386-389, 411 changed the ring's). NCCL's constants are microseconds the tuner assumes,
+    whatever the real links' latency (``latencyInter``, the network plugin's,
+    ``search.cc:565``, is 0 for NCCL's own IB and socket transports, ``net_ib.cc:620``,
+    ``net_socket.cc:101``): they choose, the plan's links time.
+    """
+    check_int("nodes", nodes, low=1)
+    check_int("ranks", ranks, low=nodes)
+    if nodes == 1:
+        return "ring"  # equal hops but a smaller base (6.6 < 6.8 us)
+    ring = 6.6 + (2 * (ranks - 1) - 2 * nodes) * max(intra, overhead) + 2 * nodes * 2.7
+    tree = 6.8 + 2 * ((ranks // nodes - 1) * intra + _log2i(nodes) * 5.0)
+    return "tree" if tree < ring else "ring"

@@ -93,7 +93,7 @@ from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
            "in_flight", "mask_memory", "plan_allreduce_time", "pair_link", "pair_time", "plan_network",
-           "explain_rows", "plan_behaviour", "step_collectives", "SCALAR_BYTES",
+           "explain_rows", "plan_behaviour", "step_collectives", "small_allreduce_time", "SCALAR_BYTES",
            "LOSS_BROADCAST_BYTES", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
            "physical_network"]
@@ -260,6 +260,45 @@ SCALAR_BYTES = 4.0
 LOSS_BROADCAST_BYTES = 8.0
 
 
+def small_allreduce_time(network: NetworkProfile, nodes: list[Any], size: float,
+                         profiles: Profiles | None = None) -> float:
+    """An all-reduce of a few bytes (``size`` per GPU) among ``nodes`` as NCCL runs it.
+
+    ``nodes`` are ``(ReplicaSpec, (stage, index))`` in rank order, one node each, ``t`` GPUs
+    (its TP degree). NCCL's tuner picks the algorithm from its own latency constants
+    (:func:`~sim.analytic.network.nccl_small_allreduce_algorithm`, v2.21.5-1). The ring is
+    :func:`plan_allreduce_time` (``2 (n - 1)`` steps, ``t`` flows of ``size / n``). The tree
+    (:func:`~sim.analytic.network.nccl_tree_parents`, over the nodes in rank order): a reduce
+    up to the root and a broadcast back down, each hop one message of ``size`` bytes between
+    a node and its parent (NCCL's tree crosses between nodes once per hop, the node's other
+    ranks a chain inside it: no time here, as in the ring); a node sends up once its children
+    have, so the reduce is the slowest leaf-to-root path of up-links and the broadcast the
+    slowest root-to-leaf path of down-links (``pair_time``, latency included).
+    """
+    from ..analytic.network import nccl_small_allreduce_algorithm, nccl_tree_parents
+
+    n = len(nodes)
+    if n <= 1 or size <= 0:
+        return 0.0
+    if nccl_small_allreduce_algorithm(n, sum(x[0].tp for x in nodes)) == "ring":
+        return plan_allreduce_time(network, nodes, [x[0].tp for x in nodes], size, math.inf,
+                                   profiles)
+    parents = nccl_tree_parents(n)
+    up, down = [0.0] * n, [0.0] * n  # each node's path to the root, up and down
+    for k in range(1, n):  # walk each node's path to the root
+        chain = []
+        x = k
+        while x > 0:
+            chain.append(x)
+            x = parents[x]
+        u = d = 0.0
+        for x in reversed(chain):
+            u += pair_time(network, nodes[x], nodes[parents[x]], size, 1, profiles)
+            d += pair_time(network, nodes[parents[x]], nodes[x], size, 1, profiles)
+        up[k], down[k] = u, d
+    return max(up) + max(down)
+
+
 def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour,
                      profiles: Profiles | None = None) -> tuple[float, float]:
     """The step's small blocking collectives: ``(optimizer, loss)`` seconds.
@@ -267,30 +306,31 @@ def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour
     ``optimizer``: ``fb.optimizer_allreduces`` one-value all-reduces over each pipeline's
     model-parallel group (every stage and TP rank of one data-parallel index: the overflow
     flag, the gradient norm, Megatron-LM's update flag and norm statistics), one after the
-    other once every stage has reduced its gradients, each a ring over the pipeline's stage
-    replicas (``t`` ranks each, :func:`plan_allreduce_time`: ``2 (L - 1)`` steps, each the
-    ring's slowest link, latency included); the largest over the pipelines. A one-stage
+    other once every stage has reduced its gradients, each over the pipeline's stage
+    replicas (``t`` ranks each) as NCCL runs it (:func:`small_allreduce_time`: its tree from
+    3 nodes, or 2 with TP > 1, ``2 x depth`` hops; else its ring, ``2 (L - 1)`` steps, each
+    the ring's slowest link, latency included); the largest over the pipelines. A one-stage
     plan's group is its TP group inside one node: 0.
 
     ``loss`` (DeepSpeed's ``_aggregate_total_loss``, ``fb.step_join == "last-stage"``): the
     last stages all-reduce the loss (one value) over their data-parallel group, then each
-    broadcasts ``[loss, mean]`` over its pipeline; NCCL's ring from the root, the last stage,
+    broadcasts ``[loss, mean]`` over its pipeline; NCCL's ring from the root (a broadcast has
+    no tree: v2.21.5-1 ``src/graph/tuning.cc:166``), the last stage,
     reaches stage 0 first, over the link back to it, and stage 0's next step waits for it
-    (the other stages wait for stage 0's activations anyway): the data-parallel ring over
-    the last stage's replicas plus that one link, the largest over the pipelines.
+    (the other stages wait for stage 0's activations anyway): the data-parallel all-reduce
+    over the last stage's replicas (:func:`small_allreduce_time`) plus that one link, the
+    largest over the pipelines.
     """
     L, r = len(plan.stages), plan.dp[0]
     opt = loss = 0.0
     if fb.optimizer_allreduces and L > 1:
         opt = fb.optimizer_allreduces * max(
-            plan_allreduce_time(network, [(plan.stages[j].replicas[i], (j, i)) for j in range(L)],
-                                [plan.stages[j].replicas[i].tp for j in range(L)], SCALAR_BYTES,
-                                math.inf, profiles) for i in range(r))
+            small_allreduce_time(network, [(plan.stages[j].replicas[i], (j, i)) for j in range(L)],
+                                 SCALAR_BYTES, profiles) for i in range(r))
     if fb.step_join == "last-stage":
         last = [(x, (L - 1, i)) for i, x in enumerate(plan.stages[-1].replicas)]
         if r > 1:
-            loss += plan_allreduce_time(network, last, [x[0].tp for x in last], SCALAR_BYTES,
-                                        math.inf, profiles)
+            loss += small_allreduce_time(network, last, SCALAR_BYTES, profiles)
         if L > 1:
             loss += max(pair_time(network, x, (plan.stages[0].replicas[i], (0, i)),
                                   LOSS_BROADCAST_BYTES, x[0].tp, profiles)

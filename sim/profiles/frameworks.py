@@ -42,8 +42,8 @@ What a framework decides, and where dtsim uses it:
 ``optimizer_allreduces``
     How many blocking one-value all-reduces over that group the optimizer step and
     what follows it run, per precision (the overflow flag, the gradient norm,
-    Megatron-LM's update flag and norm maximum), each timed as a ring over the
-    pipeline's stages by :func:`sim.profiles.build.step_collectives`.
+    Megatron-LM's update flag and norm maximum), each timed as NCCL runs it (its tree
+    or ring) over the pipeline's stages by :func:`sim.profiles.build.step_collectives`.
 ``step_join``
     Whom a stage waits for before its next step: ``"last-stage"`` (DeepSpeed:
     the loss all-reduced among the last stages, then broadcast over each
