@@ -35,7 +35,29 @@ def test_bad_adversary_nodes_is_one_line_exit_2(capsys):
     """A malformed position list is the house one-liner and exit 2."""
     assert main(["gossip", "--adversary", "stubborn", "--adversary-nodes", "x,1"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "dtsim gossip: error: 'adversary_nodes' must be a comma-separated list of integers: 'x,1'")
+        "dtsim gossip: error: 'adversary_nodes' must be a comma-separated list of node positions "
+        "(integers) or of the graph's node names (unknown: x): 'x,1'")
+
+
+def test_adversary_nodes_take_a_graph_files_node_names(tmp_path, capsys):
+    """On an edge list with named hosts, --adversary-nodes names them (it refused every name,
+    asking for integers, though the file's names are how the user knows the nodes): the run is
+    the one of the positions those names have, bit for bit; an unknown name is refused."""
+    f = tmp_path / "lab.edges"
+    f.write_text("lab-a-01 lab-a-02 200us 10Gbit/s\nlab-a-02 lab-a-03 200us 10Gbit/s\n"
+                 "lab-a-03 lab-b-01 12ms 800Mbps\nlab-b-01 lab-b-02 200us 10Gbit/s\n"
+                 "lab-b-02 lab-a-01 12ms 800Mbps\n")
+    common = ("--topology", str(f), "--adversary", "stubborn", "--adversary-value", "5",
+              "--protocol", "edge", "--rounds", "30", "--replications", "3", "--size", "1MB")
+    by_name = _json(capsys, "--adversary-nodes", "lab-b-01,lab-a-02", *common)
+    by_pos = _json(capsys, "--adversary-nodes", "3,1", *common)
+    assert by_name["honest_mean"] == by_pos["honest_mean"]
+    assert by_name["disagreement"] == by_pos["disagreement"]
+    assert main(["gossip", *common, "--adversary-nodes", "lab-a-02,lab-c-09"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("dtsim gossip: error: 'adversary_nodes' must be a comma-separated list of "
+                       "node positions (integers) or of the graph's node names (unknown: lab-c-09):"
+                       " 'lab-a-02,lab-c-09'")
 
 
 def test_init_mean_and_std_set_the_start(capsys):

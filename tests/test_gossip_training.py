@@ -227,3 +227,24 @@ def test_ipm_sends_a_negative_multiple_of_the_honest_mean():
     g = GossipConfig(topology="ring", nodes=8, protocol="edge", rounds=50, adversary="ipm")
     out = gossip_training_model(GossipTrainingConfig(g, _quad()), Streams(1).replication(0))
     assert np.isfinite(out["loss"]).all()
+
+
+def test_final_intervals_stay_in_each_metrics_range(capsys):
+    """Two replications of logistic gossip training (ring of 6, 2 rounds, seed 0): the test
+    accuracy's Student-t interval was [-0.56, 0.94], below 0 for a fraction of the test set
+    (and [0.09, 1.16], past 1, on a user's graph). Cut to [0, 1], and the norms at 0; the mean
+    and the standard error are unchanged."""
+    import json
+
+    from sim.cli import main
+
+    assert main(["gossip", "--topology", "ring:n=6", "--protocol", "neighbourhood",
+                 "--objective", "logistic", "--data", "digits", "--rounds", "2",
+                 "--replications", "2", "--seed", "0", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    lo, hi = d["final_test_accuracy_ci"]
+    assert lo == 0.0 and 0.0 < hi <= 1.0
+    acc = d["test_accuracy"][-1]
+    assert acc - 12.7 * d["test_accuracy_se"][-1] < 0  # the uncut interval went below 0
+    for m in ("distance_to_optimum", "sq_distance_to_optimum", "consensus_distance"):
+        assert d[f"final_{m}_ci"][0] >= 0.0, m

@@ -739,3 +739,18 @@ def test_a_fixed_function_that_raises_or_exits_is_refused_in_one_line(tmp_path, 
         "dtsim run: error: 'FIXED(config) of point 0' must be a function of a point's config "
         f"that returns a dict of metric name -> reason {why}: ")
     assert not (tmp_path / "b").exists()
+
+
+def test_quick_base_overrides_a_dict_base_field_by_field(tmp_path):
+    """A dict BASE with QUICK's BASE dict: the quick run keeps BASE's other keys. The QUICK
+    dict used to replace the whole BASE (``dtsim run`` still said ``BASE.steps=...``, an
+    override), so a point that relied on a key only BASE gave failed with a KeyError."""
+    exp = tmp_path / "qd.py"
+    exp.write_text(
+        "NAME = 'qd'\nBASE = {'x': 1, 'steps': 10}\nPOINTS = [{'y': 2}]\nREPLICATIONS = 1\n"
+        "QUICK = {'BASE': {'steps': 3}}\n"
+        "def model(config, streams):\n    return {'z': float(config['x'] * config['steps'])}\n")
+    loaded = load_experiment(exp, quick=True)
+    assert loaded.base == {"x": 1, "steps": 3}
+    res = run_experiment(loaded, out=tmp_path / "o", executor="serial", progress=False)
+    assert res.errors == 0 and [r["z"] for r in res.records] == [3.0]

@@ -460,3 +460,19 @@ def test_a_round_costs_work_linear_in_learners(kw):
     small = _traced_lines(learners=400, **kw)
     big = _traced_lines(learners=800, **kw)
     assert big <= 2.3 * small, (small, big, big / small)
+
+
+def test_a_quorums_unmerged_steps_at_the_end_are_lost_work():
+    """Four learners, quorum 2, no grace, exponential steps, no failures: the last outer step
+    fires without the slowest learners, whose steps since their last merge reach no outer
+    step. They are lost (the DES's rule), so compute minus goodput is the lost work, chip for
+    chip, in every replication; lost_outer_work was 0 there."""
+    c = LearnersConfig(learners=4, chips=3, step_time=1.0, every=5, steps=20, quorum=2,
+                       step_time_distribution="exponential")
+    lost = []
+    for k in range(5):
+        out = learners_model(c, Streams(2).replication(k))
+        gap = (out["compute_utilisation"] - out["goodput_fraction"]) * 4 * 3 * out["training_time"]
+        assert gap == pytest.approx(out["lost_outer_work"], rel=1e-9, abs=1e-9), k
+        lost.append(out["lost_outer_work"])
+    assert min(lost) > 0

@@ -1024,3 +1024,18 @@ def test_the_printed_wan_figure_says_it_is_dilocos_outer_tier_only(capsys):
                      "whatever links it crosses, and the outer syncs' all-gather) 4e+09; "
                      "in neither: pipeline hops between stages and a worker's own weight "
                      "download, whatever links they cross"]
+
+
+def test_a_quorums_unmerged_steps_at_the_end_are_lost_work():
+    """Two groups, quorum 1, group 1 at speed 0.3 (steps of 10/3): group 0's reports fire both
+    outer steps (t = 2, 4) and the run ends at 4 with group 1's first step (10/3 of compute)
+    merged by no outer step. It is not in the final model: lost, so that goodput plus lost
+    work is the compute, as when a group goes down. lost_outer_work said 0 (compute 0.917,
+    goodput 0.5: the step was in neither)."""
+    c = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=4, forward_time=1.0,
+                       backward_ratio=0.0, speeds=((1.0, 0.3),), sync="diloco:every=2,quorum=1")
+    out = training_model(c, Streams(0).replication(0))
+    assert out["training_time"] == 4.0 and out["goodput_fraction"] == 0.5
+    assert out["lost_outer_work"] == pytest.approx(10 / 3, rel=1e-12)
+    gap = (out["compute_utilisation"] - out["goodput_fraction"]) * 2 * out["training_time"]
+    assert gap == pytest.approx(out["lost_outer_work"], rel=1e-12)

@@ -743,6 +743,13 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("gossip/rounds-zero", G("--rounds", "0"), refuse("rounds"))
     add("gossip/protocol-unknown", G("--protocol", "bogus"), refuse("protocol"))
     add("gossip/adversary-unknown", G("--adversary", "bogus"), refuse("adversary"))
+    named = fx._write("gossip/named.edges", "lab-a-01 lab-a-02\nlab-a-02 lab-b-01\nlab-b-01 lab-a-01\n")
+    add("gossip/adversary-nodes-unknown-name",
+        G("--topology", str(named), "--adversary", "stubborn", "--adversary-nodes", "lab-c-09"),
+        refuse("adversary_nodes"))
+    add("gossip/adversary-nodes-by-name-ok",
+        G("--topology", str(named), "--adversary", "stubborn", "--adversary-nodes", "lab-b-01",
+          "--rounds", "5", "--replications", "2"), ok("gossip"))
     add("gossip/num-adversaries-too-many", G("--adversary", "stubborn", "--num-adversaries", "16"),
         refuse("num_adversaries"))
     add("gossip/noise-negative", G("--noise", "-1"), refuse("noise"))

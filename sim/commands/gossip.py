@@ -125,7 +125,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="matching rounds: " + ", ".join(ENGINES) + " (default auto: the vectorised "
                         "engine; des runs every node as a SimPy process, slower, for cross-checks)")
     p.add_argument("--adversary-nodes", default=None, metavar="I,J,...",
-                   help="positions (node order) of the adversaries, instead of the first K")
+                   help="positions (node order) of the adversaries, or a graph file's node "
+                        "names (lab-a-03,lab-b-05), instead of the first K")
     p.add_argument("--stubborn-values", default=None, metavar="B1,B2,...",
                    help="stubborn: one value per stubborn node, in the order of --adversary-nodes "
                         "(or of the first K), instead of --adversary-value")
@@ -223,6 +224,28 @@ def _int_list(name: str, text: str | None) -> tuple[int, ...] | None:
         raise ConfigError(name, "a comma-separated list of integers", text) from None
 
 
+def _adversary_positions(args: argparse.Namespace, nodes: int | None) -> tuple[int, ...] | None:
+    """``--adversary-nodes``: node positions, or the names of a graph file's nodes.
+
+    A list of integers is positions (node order), as always; otherwise every entry must name a
+    node of the graph (``lab-a-03``: a graph file's own names, which ``dtsim network``,
+    ``--network-nodes`` and the timeline use too), and is read as that node's position."""
+    text = getattr(args, "adversary_nodes", None)
+    try:
+        return _int_list("adversary_nodes", text)
+    except ConfigError:
+        pass
+    names = [v.strip() for v in str(text).split(",") if v.strip() != ""]
+    graph = GossipConfig(topology=args.topology, nodes=nodes,
+                         topology_seed=args.topology_seed).network_graph
+    order = {str(v): i for i, v in enumerate(graph.nodes)}
+    unknown = [v for v in names if v not in order]
+    check(not unknown, "adversary_nodes",
+          "a comma-separated list of node positions (integers) or of the graph's node names "
+          f"(unknown: {', '.join(unknown[:3])})", text)
+    return tuple(order[v] for v in names)
+
+
 def _float_list(name: str, text: str | None) -> tuple[float, ...] | None:
     if text is None:
         return None
@@ -272,7 +295,7 @@ def _config_from_args(args: argparse.Namespace, *, dim: int | None = None,
     """Build (and so validate) the :class:`~sim.gossip.GossipConfig` of the options."""
     nodes = default_nodes(args.topology, args.nodes)
     kind = "stubborn" if args.adversary == "labelflip" else args.adversary  # positions only
-    positions = _int_list("adversary_nodes", getattr(args, "adversary_nodes", None))
+    positions = _adversary_positions(args, nodes)
     rule = getattr(args, "placement", None)
     if rule is not None:
         check(positions is None, "placement", "unset with --adversary-nodes", rule)

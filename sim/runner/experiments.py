@@ -262,8 +262,11 @@ def load_experiment(path: str | Path, *, quick: bool = False) -> Experiment:
         check(isinstance(q, Mapping), "QUICK", "a dict of overrides", q)
         for k, v in q.items():
             check(k in _QUICK_KEYS, "QUICK", "keyed by " + ", ".join(_QUICK_KEYS), k)
-            if k == "BASE" and isinstance(v, Mapping) and not isinstance(settings["BASE"], Mapping):
-                v = replace(settings["BASE"], **v)
+            if k == "BASE" and isinstance(v, Mapping):
+                # field overrides of either kind of BASE: a dict BASE keeps its other keys
+                # (it was replaced whole, so a key only BASE gave went missing in --quick)
+                v = ({**settings["BASE"], **v} if isinstance(settings["BASE"], Mapping)
+                     else replace(settings["BASE"], **v))
             if k == "FACTORS":
                 settings["POINTS"] = None
             if k == "POINTS":

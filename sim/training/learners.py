@@ -701,10 +701,19 @@ class _Engine:
         wall = self.now
         n, M = c.chips, self.M
         # the completed steps of blocks in progress at the end count as compute (as the DES's)
+        unmerged = 0.0
         for x in self.L:
             if x.state == "train" and x.round_ev is not None:
                 k, comp = self._steps_done(x)
                 x.compute += comp
+                unmerged += comp
+        # finished: the steps no outer step merged (a late learner's, with a quorum) are not in
+        # the final model: lost, as a learner's unmerged steps are when it goes down (the DES's)
+        if self.finished:
+            unmerged += sum(x.pend_compute + (x.late[1] if x.late is not None else 0.0)
+                            for x in self.L)
+        else:
+            unmerged = 0.0
         nan = math.nan
         return {
             "training_time": wall if self.finished else nan,
@@ -715,7 +724,7 @@ class _Engine:
             "outer_syncs": float(self.n_syncs),
             "outer_downloads": float(sum(x.downloads for x in self.L)),
             "late_merges": float(self.late_merges),
-            "lost_outer_work": float(sum(x.lost for x in self.L)),
+            "lost_outer_work": float(sum(x.lost for x in self.L)) + unmerged * n,
             "failures": float(self.failures),
             "events": float(self.events),
             "stalled": float(self.stalled),

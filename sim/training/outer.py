@@ -1229,6 +1229,15 @@ class DilocoSystem:
                 if tr.k >= o.N and not tr.down:
                     for fp in tr.fpend:
                         o._merge(tr, fp)
+        # round mode, finished: the steps no outer step merged (a late group's, with a quorum:
+        # its pseudo-gradient waiting for a next outer step, and its steps since) are not in the
+        # final model: lost, as a group's unmerged steps are when it goes down
+        unmerged = 0.0
+        if not o.schedule_mode and finished:
+            for tr in trs:
+                for books in (tr.pend, tr.late):
+                    if books is not None:
+                        unmerged += books[1] * tr.workers - books[4]
         delivered = sum(tr.merged[2] for tr in trs)
         quality = sum(tr.merged[3] for tr in trs)
         # merged compute of the live workers (a worker down in a merged step's compute is not)
@@ -1298,7 +1307,7 @@ class DilocoSystem:
             "outer_syncs": float(o.n_syncs),
             "outer_exposed": float(np.mean([tr.exposed for tr in trs])),
             "goodput_fraction": useful / (W * wall) if wall > 0 else nan,
-            "lost_outer_work": float(sum(tr.lost_work for tr in trs)),
+            "lost_outer_work": float(sum(tr.lost_work for tr in trs)) + unmerged,
             "outer_downloads": float(sum(tr.downloads for tr in trs)),
             "late_merges": float(o.late_merges),
         })
