@@ -196,3 +196,15 @@ def test_the_downloads_line_counts_outer_step_downloads_too(tmp_path, capsys):
     out = capsys.readouterr().out
     assert ("1 downloads (of the model, or of the outer steps a late or rejoining group "
             "missed), 1 late merges") in out
+
+
+def test_diloco_text_says_exact_once(capsys):
+    """A failure-free DiLoCo run's utilisation is fixed by the config and equals the closed
+    form (12 / 15.6): the line said "0.769231 (exact) (exact 0.769231)"; now once."""
+    assert main(["train", "--stages", "1", "--replicas", "4", "--microbatches", "4", "--steps",
+                 "8", "--param-size", "10", "--bandwidth", "5", "--latency", "0.1",
+                 "--sync", "diloco:every=4"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines()
+                if x.startswith("compute utilisation"))
+    assert line.startswith("compute utilisation 0.769231 (exact), ")
+    assert line.count("exact") == 1

@@ -1275,11 +1275,13 @@ def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
           f"{out['outer_syncs']:.4g} outer syncs, {out['outer_exposed']:.4g} {tu} a group "
           "waiting for them")
 
-    def exact(key: str) -> str:
+    def exact(key: str, shown: str = "") -> str:
         v = out.get(key)
-        return "" if v is None else f" (exact {v:.6g})"
+        if v is None or (shown.endswith(f"{v:.6g} (exact)")):  # said once: "0.18 (exact)"
+            return ""
+        return f" (exact {v:.6g})"
     cu = out["compute_utilisation_ci"]
-    print(f"compute utilisation {cu}{exact('predicted_compute_utilisation')}, "
+    print(f"compute utilisation {cu}{exact('predicted_compute_utilisation', str(cu))}, "
           f"{out['compute_utilisation_min']:.4g} to {out['compute_utilisation_max']:.4g} over "
           "workers (fraction of wall time in inner steps' compute)")
     # wan_bytes_sent counts DiLoCo's outer tier only: a group's data-parallel all-reduce
