@@ -1301,8 +1301,11 @@ class TrainingConfig:
 
     @property
     def ring_sync(self) -> bool:
-        """Whether a step's all-reduce takes time: sync ``allreduce`` with parameters or a
-        latency (with neither there is nothing to reduce and no message to wait for)."""
+        """Whether a step runs the gradient all-reduce: sync ``allreduce`` with parameters or a
+        latency. With a latency alone the ring law gives it no time (an all-reduce of no values
+        is no collective, :func:`sim.analytic.network.ring_allreduce_time`), but such a config
+        still counts here, so the engines chosen for it do not change (a switch would move its
+        bits, not its law)."""
         return self.sync_spec.kind == "allreduce" and (self.param_size > 0 or self.mean_latency > 0)
 
     @property
