@@ -4,6 +4,7 @@ failures, 10^6 chips, bad inputs."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -476,3 +477,23 @@ def test_a_quorums_unmerged_steps_at_the_end_are_lost_work():
         assert gap == pytest.approx(out["lost_outer_work"], rel=1e-9, abs=1e-9), k
         lost.append(out["lost_outer_work"])
     assert min(lost) > 0
+
+
+def test_a_failure_free_deterministic_run_is_exact(capsys):
+    """Deterministic steps and no chip failure: every replication gives the same figures, so
+    they are exact with no interval, as dtsim train prints them (it printed each as '0.869565
+    [0.869565, 0.869565]'). 4 learners, H = 10, N = 100, steps of 1, sync of 2 (3 hops of
+    0.25 MB at 1 MB/s, twice, over 4): wall 10 x (10 + 1.5) = 115, utilisation 100 / 115.
+    With chip failures only their count's absence is fixed: none here."""
+    from sim.cli import main
+
+    assert main(["learners", "--learners", "4", "--steps", "100", "--every", "10",
+                 "--step-time", "1", "--size", "1e6", "--bandwidth", "1e6"]) == 0
+    cells = [re.split(r"\s{2,}", ln.strip()) for ln in capsys.readouterr().out.splitlines()]
+    rows = {c[0]: c[-1] for c in cells if len(c) == 2}
+    assert rows["time to train (s)"] == "115 (exact)"
+    assert rows["compute utilisation (fraction of wall time)"] == f"{100 / 115:.6g} (exact)"
+    cfg = LearnersConfig(learners=4, steps=100, every=10, mtbf=200.0)
+    assert set(cfg.fixed_metrics()) == set()
+    cfg = LearnersConfig(learners=4, steps=100, every=10, step_time_distribution="exponential")
+    assert set(cfg.fixed_metrics()) == {"failures"}

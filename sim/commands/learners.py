@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     failure = SimulationError.from_records(records)
     if failure is not None:
         raise failure
-    est = summarize(records, list(LEARNER_METRICS), lower=0.0,
+    est = summarize(records, list(LEARNER_METRICS), lower=0.0, fixed=cfg.fixed_metrics(),
                     fractions=("goodput_fraction", "compute_utilisation"))
     peak = max(resource.getrusage(who).ru_maxrss for who in
                (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024  # the largest process

@@ -229,6 +229,16 @@ class LearnersConfig:
         """A learner's model download (``latency + size / bandwidth``)."""
         return self.latency + (self.size / self.bandwidth if self.size else 0.0)
 
+    def fixed_metrics(self) -> dict[str, str]:
+        """The metrics of :data:`LEARNER_METRICS` this config fixes, each with the reason
+        (:func:`sim.results.fixed_ci`: printed exact, no interval). With deterministic steps
+        and no chip failure nothing differs between replications; without chip failures
+        their count is 0."""
+        if self.step_time_distribution == "deterministic" and not math.isfinite(self.mtbf):
+            return dict.fromkeys(LEARNER_METRICS, "nothing random: deterministic steps, no "
+                                 "chip failures (mtbf inf)")
+        return {} if math.isfinite(self.mtbf) else {"failures": "no chip failures (mtbf inf)"}
+
 
 # event kinds (ties at one time: in the order they were scheduled, as SimPy does)
 _ROUND, _FAIL, _LIVE, _REPLACED, _SYNC_END, _DL_END, _TIMER, _FETCH_END = range(8)
