@@ -145,3 +145,19 @@ def test_every_deepspeed_tag_builds_the_bf16_optimizer():
         assert ("all_gather_into_tensor" in c.source) == new, v
     assert resolve(FrameworkSpec("deepspeed", "0.3.13", "fp16"), 4).bf16_allgather is None
     assert resolve(FrameworkSpec("sailor-deepspeed", precision="bf16"), 4).bf16_allgather is None
+
+
+def test_bf16_allgather_on_physical_nodes_is_half_the_ring(prof):
+    """One stage of OPT-350 (407,431,168 parameters, a multiple of 2 r = 4: no padding) on two
+    RTX-3090 nodes of named hosts, DeepSpeed 0.16.5 bf16: its gradient all-reduce moves the
+    same 2-byte values over the same ring (one bucket, under 5e8 elements), so the all-gather
+    is half of it exactly, ``r - 1`` of its ``2 (r - 1)`` steps."""
+    base = load_profiles(models=("OPT-350",))
+    reps = tuple(ReplicaSpec("RTX-3090", 1, 2, Z, host=h) for h in "ab")
+    plan = Plan((StageSpec(tuple(range(26)), reps),), 1, 64, model="OPT-350", framework=BF16)
+    b = build_plan(plan, base, check_memory=False)
+    assert plan.physical and _params(base, plan, 1) == [407_431_168]
+    assert b.allreduce_times[0] > 7.0
+    assert b.config.optimizer_times[0] == pytest.approx(
+        b.stage_times[0][0][2] + b.loss_time + b.allreduce_times[0] / 2, rel=1e-12)
+    assert b.bf16_allgather_times == (b.allreduce_times[0] / 2,)
