@@ -44,6 +44,12 @@ What a framework decides, and where dtsim uses it:
     what follows it run, per precision (the overflow flag, the gradient norm,
     Megatron-LM's update flag and norm maximum), each timed as NCCL runs it (its tree
     or ring) over the pipeline's stages by :func:`sim.profiles.build.step_collectives`.
+``bf16_optimizer``
+    With bf16, DeepSpeed's BF16_Optimizer (upstream 0.9.0 to 0.16.5): the fp32 master weights
+    and optimizer state partitioned over the data-parallel group, the updated bf16 weights
+    all-gathered over it after every optimizer step, in one collective or (before 0.12.4) in
+    shards of ``allgather_bucket_size``: :func:`sim.profiles.build.bf16_allgather_times` and
+    :func:`sim.profiles.build.bf16_optimizer_memory`.
 ``step_join``
     Whom a stage waits for before its next step: ``"last-stage"`` (DeepSpeed:
     the loss all-reduced among the last stages, then broadcast over each
