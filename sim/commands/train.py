@@ -1057,6 +1057,9 @@ def _print_explain(x: dict[str, Any]) -> None:
         print(f"  (the optimizer steps include the one-value all-reduces over the model-parallel "
               f"group, {coll:.4g}, and the last stage's the loss's all-reduce and broadcast, "
               f"{loss:.4g})")
+    if x.get("bf16_allgather", 0.0) > 0:
+        print("  (and the bf16 optimizer's all-gather of the updated weights over the stage's "
+              f"data-parallel group, {x['bf16_allgather']:.4g})")
     if x.get("allreduce_overlapped"):
         print("  (the all-reduce overlaps the last backward passes: what its buckets add after "
               f"the pipeline; {x['allreduce_after_backward']:.4g} after the backward pass)")

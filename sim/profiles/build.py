@@ -70,6 +70,12 @@ per GPU of the TP group:
   0.3.13's ``max(2, min(L - j + 1, m))``); with DeepSpeed 0.3.13 and Megatron-LM
   v1.1.5's ``GPT2ModelPipe`` the ``seq x seq`` attention masks those buffers
   and the forward passes keep (:func:`mask_memory`);
+* with bf16 under DeepSpeed 0.9.0 to 0.16.5, its BF16_Optimizer's instead of the three
+  terms above (:func:`bf16_optimizer_memory`): the flat bf16 weights, the bf16 gradients and
+  the fp32 flat gradients whole, and the fp32 master weights and optimizer state of the
+  rank's ``1/dp`` partition; and its all-gather of the updated bf16 weights over the
+  data-parallel group after each optimizer step, in the step's time
+  (:func:`bf16_allgather_times`);
 * or, when larger, DeepSpeed's flattened all-reduce bucket (a copy of at most
   ``5e8`` gradient elements, live after the last backward freed the
   activations);
@@ -96,7 +102,8 @@ __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memo
            "explain_rows", "plan_behaviour", "step_collectives", "small_allreduce_time", "SCALAR_BYTES",
            "LOSS_BROADCAST_BYTES", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
-           "physical_network"]
+           "physical_network", "bf16_allgather_times", "bf16_optimizer_memory",
+           "bf16_flat_elements"]
 
 #: DeepSpeed's gradient all-reduce bucket (``MEMORY_OPT_ALLREDUCE_SIZE``), in elements.
 BUCKET_ELEMENTS = 500_000_000
@@ -150,6 +157,9 @@ class PlanBuild:
     #: the loss's all-reduce and broadcast after the schedule (the last stage's)
     optimizer_collective_time: float = 0.0
     loss_time: float = 0.0
+    #: per stage, DeepSpeed's BF16_Optimizer all-gather of the updated bf16 weights, included
+    #: in ``optimizer_times`` (() without it: :func:`bf16_allgather_times`)
+    bf16_allgather_times: tuple[float, ...] = ()
 
     @property
     def peak_memory(self) -> float:
@@ -668,7 +678,7 @@ def _model(plan: Plan, profiles: Profiles, model: str | None) -> ModelProfile:
 def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: str = "1f1b",
                 sizes_at: Any = None, pipe_buffers: int = 0,
                 mask_sequence: int | None = None, recv_clones: bool = False,
-                partitioned: bool = True) -> tuple[GPUMemory, ...]:
+                partitioned: bool = True, bf16_optimizer: bool = False) -> tuple[GPUMemory, ...]:
     """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike).
 
     ``sizes_at(tp)`` gives the layers' sizes at a TP degree (default the profile's,
@@ -679,7 +689,9 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     keep (:func:`mask_memory`, counted with the buffers; None: no mask, the framework's
     :attr:`FrameworkBehaviour.sequence`). ``recv_clones``: the received inputs held as upstream
     DeepSpeed holds them (:func:`recv_memory`, with ``partitioned`` its pipe_partitioned;
-    :attr:`FrameworkBehaviour.recv_clones`) in place of ``pipe_buffers``' buffers."""
+    :attr:`FrameworkBehaviour.recv_clones`) in place of ``pipe_buffers``' buffers.
+    ``bf16_optimizer``: DeepSpeed's BF16_Optimizer holds the weights, gradients and optimizer
+    state as :func:`bf16_optimizer_memory` says (:attr:`FrameworkBehaviour.bf16_allgather`)."""
     layer_sizes = sizes_at if sizes_at is not None else model.layer_sizes
     L = len(plan.stages)
     m = plan.microbatches
@@ -717,11 +729,82 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                 hit = alike[(rep.gpu, rep.tp)] = (g, P, act, buffers)
             g, P, act, buffers = hit
             n = in_flight(schedule, L, j, m)
+            if bf16_optimizer:
+                weights, gradients, optimizer = bf16_optimizer_memory(
+                    P, len(st.replicas), bpv, model.optimizer_bytes_per_param)
+            else:
+                weights, gradients, optimizer = P * bpv, P * bpv, P * model.optimizer_bytes_per_param
             out.append(GPUMemory(
-                stage=j, replica=i, gpu=rep.gpu, tp=rep.tp, weights=P * bpv, gradients=P * bpv,
-                optimizer=P * model.optimizer_bytes_per_param, activations=n * act,
+                stage=j, replica=i, gpu=rep.gpu, tp=rep.tp, weights=weights, gradients=gradients,
+                optimizer=optimizer, activations=n * act,
                 buffers=buffers, allreduce_bucket=min(group, BUCKET_ELEMENTS) * bpv,
                 overhead=g.overhead(rep.tp), capacity=g.memory_bytes))
+    return tuple(out)
+
+
+def bf16_flat_elements(params: int, dp: int) -> int:
+    """The elements of DeepSpeed's BF16_Optimizer flat bf16 buffer for a rank's ``params``
+    over ``dp`` replicas: padded to a multiple of ``2 dp`` (``nccl_start_alignment_factor``
+    times the data-parallel size), so it splits into ``dp`` equal partitions."""
+    align = 2 * dp
+    return -(-int(params) // align) * align
+
+
+def bf16_optimizer_memory(params: int, dp: int, profile_bytes: int, optimizer_bytes: float
+                          ) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer state) bytes of a rank under DeepSpeed's BF16_Optimizer.
+
+    The weights: the flat bf16 buffer (2 bytes an element, :func:`bf16_flat_elements`);
+    the gradients: the bf16 ones backward makes (2 bytes a parameter, kept: the pipeline
+    engine's ``update_hp_grads(clear_lp_grads=False)``) and the fp32 flat buffer they are
+    accumulated into (4 bytes an element, whole: the buffer all-reduced over the data-parallel
+    group); the optimizer: this rank's ``1/dp`` partition of the flat buffer as fp32 master
+    weights (4 bytes) and the base optimizer's state of it. That state is the profile's
+    ``optimizer_bytes`` a parameter, less the 4 bytes of fp32 master weights it includes when
+    the profile trained in 16 bits (``profile_bytes`` 2: mixed-precision Adam's 12 = master 4
+    and moments 8; in fp32 the weight is the master: 8, the moments)."""
+    flat = bf16_flat_elements(params, dp)
+    state = optimizer_bytes - (4.0 if profile_bytes == 2 else 0.0)
+    return 2.0 * flat, 2.0 * params + 4.0 * flat, (flat // dp) * (4.0 + max(state, 0.0))
+
+
+def bf16_allgather_times(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour,
+                         params: Sequence[int], profiles: Profiles | None = None
+                         ) -> tuple[float, ...]:
+    """Per stage, DeepSpeed's BF16_Optimizer all-gather of the updated bf16 weights after its
+    optimizer step (``fb.bf16_allgather``; () without it).
+
+    Each stage's replicas all-gather the flat bf16 buffer of a rank's ``params[j]``
+    (:func:`bf16_flat_elements`), every replica contributing its ``1/r``: a ring all-gather,
+    ``r - 1`` steps of a partition's bytes, each step the ring's slowest link with the ``t``
+    ranks of a replica at once (the ring law of :func:`plan_allreduce_time`, whose all-reduce
+    of ``r`` partitions is ``2 (r - 1)`` such steps: half of it). One collective where
+    DeepSpeed calls all_gather_into_tensor (``fb.bf16_allgather`` inf); before (up to 0.12.3)
+    ``max(1, flat // bucket)`` shards of ``partition // shards`` elements (rounded down to
+    even), the last the remainder, one after the other. On physical nodes the stages' rings run
+    at once and share NICs (:func:`concurrent_allreduce_times`, halved; the shards counted as
+    one there). One replica: 0."""
+    if fb.bf16_allgather is None:
+        return ()
+    r = plan.dp[0]
+    rings = [[(x, (j, i)) for i, x in enumerate(st.replicas)] for j, st in enumerate(plan.stages)]
+    flats = [bf16_flat_elements(p, r) for p in params]
+    if r <= 1:
+        return tuple(0.0 for _ in plan.stages)
+    if plan.physical:
+        ends = concurrent_allreduce_times(network, rings, [2.0 * f for f in flats], math.inf,
+                                          profiles)  # type: ignore[arg-type]
+        return tuple(e / 2 for e in ends)
+    out = []
+    for ring, flat in zip(rings, flats, strict=True):
+        part = flat // r
+        shards = 1 if math.isinf(fb.bf16_allgather) else max(1, int(flat // fb.bf16_allgather))
+        each = part // shards
+        each -= each % 2
+        sizes = [each] * (shards - 1) + [part - (shards - 1) * each]
+        flows = [x[0].tp for x in ring]
+        out.append(math.fsum(plan_allreduce_time(network, ring, flows, 2.0 * k * r, math.inf,
+                                                 profiles) / 2 for k in sizes))
     return tuple(out)
 
 
@@ -1468,8 +1551,15 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     opt_coll, loss_time = step_collectives(plan, net, fb, profiles)
     if opt_coll or loss_time:
         opt = tuple(o + opt_coll + (loss_time if j == L - 1 else 0.0) for j, o in enumerate(opt))
+    # DeepSpeed's BF16_Optimizer: the step ends by all-gathering the updated bf16 weights over
+    # the stage's data-parallel group (update_lp_params), before the loss (bf16 only)
+    gather_ag = bf16_allgather_times(plan, net, fb, [sum(sizes_at(st.replicas[0].tp)[x].params
+                                                         for x in st.layers)
+                                                     for st in plan.stages], profiles)
+    if any(gather_ag):
+        opt = tuple(o + g for o, g in zip(opt, gather_ag, strict=True))
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers, fb.sequence,
-                         fb.recv_clones, fb.partitioned)
+                         fb.recv_clones, fb.partitioned, fb.bf16_allgather is not None)
     if check_memory:
         for g in memory:
             if g.total > g.capacity:
@@ -1532,7 +1622,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                      tied_allreduce_time=tied, tied_allreduce_times=tuple(tied_each),
                      behaviour=fb, gather_times=tuple(gathers),
                      estimates=tuple(dict.fromkeys(notes)), bucket_times=buckets,
-                     optimizer_collective_time=opt_coll, loss_time=loss_time)
+                     optimizer_collective_time=opt_coll, loss_time=loss_time,
+                     bf16_allgather_times=gather_ag)
 
 
 def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Sequence[float],
@@ -1710,6 +1801,8 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
            "step_join_bound": step_join_bound(stage_ends, join),
            # inside "optimizer" (step_collectives): every stage's, and the last stage's
            "optimizer_collectives": build.optimizer_collective_time, "loss": build.loss_time}
+    if any(build.bf16_allgather_times):  # inside "optimizer" too (DeepSpeed bf16 only)
+        out["bf16_allgather"] = build.bf16_allgather_times[tail_stage]
     if overlapped:
         out["allreduce_after_backward"] = max(build.allreduce_times)
     return out
