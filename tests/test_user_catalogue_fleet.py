@@ -93,3 +93,19 @@ def test_a_planned_plan_with_hosts_says_how_to_run_a_strategy(user, capsys):
             del r["host"]
     out.write_text(json.dumps(plan))
     assert main(argv) == 0
+
+
+def test_a_shape_plan_in_fp32_names_both_peaks_it_takes(user, capsys):
+    """A Sailor plan runs the artifact's DeepSpeed in fp32, which estimates at TF32's peak where
+    the GPU has one, else fp32's: the refusal named peak_flops_fp32 alone."""
+    sailor = {"zone": "dc1", "mbs": 1, "gbs": 4, "pipeline_list": [{
+        "num_stages": 1, "layers_per_stage": [[0, 1, 2, 3, 4, 5]],
+        "tmp_per_stage": [[[[["big80", 1, "dc1"]], 1]]], "dp": [1]}]}
+    (user / "sailor.json").write_text(json.dumps(sailor))
+    argv = ["train", "--plan", str(user / "sailor.json"), "--model", "tiny", "--profiles",
+            str(user / "prof"), "--fleet", str(user / "fleet.json"), "--steps", "1",
+            "--replications", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "peak_flops_tf32 or peak_flops_fp32" in err and "precision=bf16" in err
+    assert main([*argv, "--framework", "sailor-deepspeed:precision=bf16"]) == 0
