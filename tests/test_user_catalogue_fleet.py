@@ -109,3 +109,36 @@ def test_a_shape_plan_in_fp32_names_both_peaks_it_takes(user, capsys):
     err = capsys.readouterr().err
     assert "peak_flops_tf32 or peak_flops_fp32" in err and "precision=bf16" in err
     assert main([*argv, "--framework", "sailor-deepspeed:precision=bf16"]) == 0
+
+
+def test_a_script_times_a_plan_on_the_fleet_as_the_cli_does(user, capsys):
+    """sim.profiles.with_fleet is the library's --fleet (a script had to import it from
+    sim.commands): a plan with a strategy built in a script gives the CLI's numbers."""
+    from sim import engines, replicate
+    from sim.profiles import load_profiles, read_plan, with_fleet
+    from sim.profiles.build import build_plan
+    from sim.profiles.formations import PlanStepTimes
+    from sim.training.strategies import make_strategy
+
+    plan = {"model": "tiny", "microbatch_size": 1, "global_batch_size": 8, "framework":
+            {"name": "deepspeed", "precision": "bf16"}, "stages": [
+                {"first_layer": 0, "last_layer": 2, "replicas": [
+                    {"gpu": "big80", "tp": 1, "gpus_per_node": 4, "zone": "dc1", "count": 2}]},
+                {"first_layer": 3, "last_layer": 5, "replicas": [
+                    {"gpu": "big80", "tp": 1, "gpus_per_node": 4, "zone": "dc1", "count": 2}]}]}
+    (user / "plan.json").write_text(json.dumps(plan))
+    (user / "trace.csv").write_text("worker,start,end\ns1r0,0.5,2\n")
+    assert main(["train", "--plan", str(user / "plan.json"), "--profiles", str(user / "prof"),
+                 "--fleet", str(user / "fleet.json"), "--steps", "20", "--replications", "1",
+                 "--failure-trace", str(user / "trace.csv"), "--strategy", "checkpoint-restart",
+                 "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    profiles = with_fleet(load_profiles(str(user / "prof"), models=("tiny",)), user / "fleet.json")
+    p = read_plan(user / "plan.json")
+    cfg = build_plan(p, profiles, model="tiny", network=True, steps=20,
+                     failure_trace=str(user / "trace.csv"),
+                     strategy=make_strategy("checkpoint-restart"),
+                     step_times=PlanStepTimes(p, profiles, "tiny", (("network", True),))).config
+    [rec] = replicate(engines.select("training", cfg).engine.run, cfg, replications=1, seed=0)
+    assert rec["training_time"] == cli["wall_time_mean"] > 0
+    assert rec["samples_per_dollar"] == cli["samples_per_dollar"] > 0

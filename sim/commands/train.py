@@ -484,13 +484,9 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
 
 def _with_fleet(args: argparse.Namespace, profiles: Any) -> Any:
     """The profiles with ``--fleet``'s links (as dtsim plan --fleet timed the plan with)."""
-    if args.fleet is None:
-        return profiles
-    from ..profiles import read_fleet
-    from .plan import fleet_network
+    from ..profiles import with_fleet
 
-    links = fleet_network(read_fleet(args.fleet).network, profiles.network)
-    return dataclasses.replace(profiles, network=links)
+    return profiles if args.fleet is None else with_fleet(profiles, args.fleet)
 
 
 def build_from_args(args: argparse.Namespace) -> Any:

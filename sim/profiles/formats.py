@@ -115,7 +115,7 @@ __all__ = [
     "model_from_data", "model_to_data", "read_model",
     "gpus_from_data", "gpus_to_data", "read_gpus",
     "network_from_data", "network_to_data", "read_network",
-    "fleet_from_data", "fleet_to_data", "read_fleet",
+    "fleet_from_data", "fleet_to_data", "read_fleet", "fleet_network", "with_fleet",
     "load_profiles", "read_runs", "DATA_DIR",
 ]
 
@@ -664,6 +664,23 @@ def fleet_from_data(doc: Any, where: str = "fleet") -> Fleet:
 def fleet_to_data(f: Fleet) -> dict[str, Any]:
     return {"nodes": [{"gpu": k.gpu, "gpus_per_node": k.gpus_per_node, "zone": k.zone, "count": n}
                       for k, n in f.nodes], **network_to_data(f.network)}
+
+
+def fleet_network(own: NetworkProfile, profiles_network: NetworkProfile) -> NetworkProfile:
+    """A fleet file's links where it gives them: every ordered pair of node kinds (GPU type and
+    zone) the file names takes all its links from the file; the other pairs keep the profiles'."""
+    named = {(x.src, x.dst) for x in own.links}
+    return NetworkProfile(tuple(own.links) + tuple(x for x in profiles_network.links
+                                            if (x.src, x.dst) not in named))
+
+
+def with_fleet(profiles: Profiles, fleet: str | os.PathLike[str] | Fleet) -> Profiles:
+    """``profiles`` with a fleet file's links (``dtsim plan --fleet`` and ``dtsim train --plan
+    --fleet``: a script times a plan on the links the planner searched it on)."""
+    import dataclasses
+
+    f = fleet if isinstance(fleet, Fleet) else read_fleet(fleet)
+    return dataclasses.replace(profiles, network=fleet_network(f.network, profiles.network))
 
 
 def read_fleet(path: str | os.PathLike[str]) -> Fleet:
