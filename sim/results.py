@@ -1034,6 +1034,8 @@ def to_cell(value: Any) -> Any:
     numpy scalars become Python numbers; arrays, lists, tuples and dicts become
     compact JSON; anything else that is not a scalar becomes its ``str``.
     """
+    if isinstance(value, np.floating):  # before float: np.float64 is a float subclass, whose
+        return float(value)             # repr in numpy 2 is 'np.float64(x)', read back as text
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, np.bool_):

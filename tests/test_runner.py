@@ -754,3 +754,21 @@ def test_quick_base_overrides_a_dict_base_field_by_field(tmp_path):
     assert loaded.base == {"x": 1, "steps": 3}
     res = run_experiment(loaded, out=tmp_path / "o", executor="serial", progress=False)
     assert res.errors == 0 and [r["z"] for r in res.records] == [3.0]
+
+
+def test_a_numpy_float_metric_is_stored_as_a_number(tmp_path):
+    """np.float64 is a float subclass: to_cell passed it through and the store wrote its
+    numpy-2 repr, 'np.float64(0.25)', read back as text (the summary's mean was nan; found with
+    the redundancy strategy's throughput in a user's sweep)."""
+    import numpy as np
+
+    from sim.results import to_cell
+
+    assert type(to_cell(np.float64(0.25))) is float
+    exp = write_experiment(tmp_path / "npf.py", name="npf", factors={"p": [0.5]}, reps=2,
+                           extra=', "x": __import__("numpy").float64(0.25)')
+    res = run_experiment(exp, out=tmp_path / "out", executor="serial", progress=False,
+                         analyse=False)
+    rows = stored_rows(tmp_path / "out")
+    assert [r["x"] for r in rows] == ["0.25", "0.25"]
+    assert res.summary()[0]["x_mean"] == 0.25

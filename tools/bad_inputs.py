@@ -3008,6 +3008,16 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/gpus-intra-negative", T("--plan", tiny, "--profiles",
                                        folder("p-gpus", base, gpus, net), *one),
         refuse("intra_node_bandwidth"))
+    for id_, key, value in (("key-typo", "price", 1.1), ("price-unit", "price_per_hour", "$2.1/h"),
+                            ("flops-unit", "peak_flops", "312 TFLOPS")):
+        cat = _json.loads((shipped / "gpus.json").read_text())
+        for g in cat["gpus"]:
+            if g["name"] == "T4":
+                g[key] = value
+        add(f"train/gpus-{id_}", T("--plan", tiny, "--profiles",
+                                   folder(f"p-gpus-{id_}", base, cat, net), *one),
+            refuse("gpus"), note="a catalogue key it would not use (a typo), or a price or "
+            "FLOP/s with a unit (sim.units has neither)")
     tp1 = {**fwd, "times": [{"gpu": "T4", "microbatch_size": 1, "tp": 1, "layers": [
         [0.01, 0.0, 0.001], [0.02, 0.04, 0.001], [0.02, 0.04, 0.001], [0.01, 0.02, 0.001]]}]}
     blind = _json.loads((shipped / "gpus.json").read_text())

@@ -27,6 +27,7 @@ from ..errors import (
     check_output_file,
 )
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
+from ..profiles.formats import fleet_network
 from ._applies import refuse_unless
 from ._common import add_run_options, emit_json, print_table, warn
 from ._units import (
@@ -177,16 +178,6 @@ def _warn_unlinked(args: argparse.Namespace, fleet: Any) -> None:
         warn("plan", f"the network has no link between {'; '.join(missing)} nodes: plans "
              "across them are refused (give the links in a fleet file or the profiles' "
              "network)")
-
-
-def fleet_network(own: Any, profiles_network: Any) -> Any:
-    """A fleet file's links where it gives them: every ordered pair of node kinds (GPU type and
-    zone) the file names takes all its links from the file; the other pairs keep the profiles'."""
-    from ..profiles import NetworkProfile
-
-    named = {(x.src, x.dst) for x in own.links}
-    return NetworkProfile(tuple(own.links) + tuple(x for x in profiles_network.links
-                                            if (x.src, x.dst) not in named))
 
 
 def request_from_args(args: argparse.Namespace, gbs_default: int | None) -> PlanRequest:

@@ -482,6 +482,13 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
     return kw
 
 
+def _with_fleet(args: argparse.Namespace, profiles: Any) -> Any:
+    """The profiles with ``--fleet``'s links (as dtsim plan --fleet timed the plan with)."""
+    from ..profiles import with_fleet
+
+    return profiles if args.fleet is None else with_fleet(profiles, args.fleet)
+
+
 def build_from_args(args: argparse.Namespace) -> Any:
     """``--plan``: read the plan and the profiles and build the run (a PlanBuild)."""
     from ..profiles import load_profiles, read_plan
@@ -510,7 +517,8 @@ def build_from_args(args: argparse.Namespace) -> Any:
         if args.gpu is None:
             raise ConfigError("gpu", "given (--gpu NAME) with a Megatron-LM launch plan (it "
                               "names no GPU type)", args.plan)
-        profiles = load_profiles(args.profiles, models=(args.model,))
+        # the fleet's links first: the zone below is the one they (or the profiles') have
+        profiles = _with_fleet(args, load_profiles(args.profiles, models=(args.model,)))
         if args.gpu not in {g.name for g in profiles.gpus.gpus}:
             raise ConfigError("gpu", "a GPU of the catalogue ("
                               + ", ".join(g.name for g in profiles.gpus.gpus) + ")", args.gpu)
@@ -532,13 +540,7 @@ def build_from_args(args: argparse.Namespace) -> Any:
         name = args.model if args.model is not None else plan.model
         if name is None:
             raise ConfigError("model", "given (--model NAME) when the plan does not name it", None)
-        profiles = load_profiles(args.profiles, models=(name,))
-    if args.fleet is not None:  # the fleet's links, as dtsim plan --fleet timed the plan with
-        from ..profiles import read_fleet
-        from .plan import fleet_network
-
-        links = fleet_network(read_fleet(args.fleet).network, profiles.network)
-        profiles = dataclasses.replace(profiles, network=links)
+        profiles = _with_fleet(args, load_profiles(args.profiles, models=(name,)))
     fw = None
     if args.framework is not None:  # over the plan's own table, key by key
         fw = framework_from_text(args.framework, plan.framework)

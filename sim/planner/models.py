@@ -453,8 +453,12 @@ def shape_search_model(profiles: Profiles, model: ModelProfile, fleet: Fleet,
         if count > 0:
             most[kind.gpu] = max(most.get(kind.gpu, 0), kind.gpus_per_node)
     gpus = sorted(g for g in most if est.can_estimate(g))
-    check(bool(gpus), "fleet", f"GPUs whose datasheet the catalogue holds (peak FLOP/s and "
-          f"memory bandwidth: {model.name} is given by its shape, its times estimated from "
+    peaks = ("peak_flops (the fp16/bf16 tensor peak, at the framework's 2-byte values)"
+             if fb.activation_bytes <= 2 else "peak_flops_tf32 or peak_flops_fp32 (the "
+             "framework runs 4-byte values; peak_flops is the fp16/bf16 peak, used with "
+             "--framework NAME:precision=bf16 or fp16)")
+    check(bool(gpus), "fleet", f"GPUs whose datasheet the catalogue holds ({peaks} and "
+          f"memory_bandwidth: {model.name} is given by its shape, its times estimated from "
           "them)", ", ".join(sorted(most)))
     sizes = microbatch_sizes if microbatch_sizes is not None else tuple(
         b for b in (2 ** k for k in range(global_batch_size.bit_length()))

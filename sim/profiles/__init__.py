@@ -12,6 +12,7 @@
 from .formats import (
     DATA_DIR,
     fleet_from_data,
+    fleet_network,
     fleet_to_data,
     gpus_from_data,
     gpus_to_data,
@@ -28,6 +29,7 @@ from .formats import (
     read_network,
     read_plan,
     read_runs,
+    with_fleet,
 )
 from .values import (
     Fleet,
@@ -53,7 +55,7 @@ __all__ = [
     "read_model", "model_from_data", "model_to_data",
     "read_gpus", "gpus_from_data", "gpus_to_data",
     "read_network", "network_from_data", "network_to_data",
-    "read_fleet", "fleet_from_data", "fleet_to_data",
+    "read_fleet", "fleet_from_data", "fleet_to_data", "with_fleet", "fleet_network",
     "Fleet", "GPUCatalogue", "GPUType", "LayerSizes", "LayerTimes", "Link",
     "MeasuredRun", "ModelProfile", "ModelShape", "NetworkProfile", "NodeKind", "Plan", "Profiles", "ReplicaSpec",
     "StageSpec",

@@ -440,8 +440,12 @@ class Estimator:
         bpv = self.value_bytes
         peak = self.peak(gpu)
         check(peak is not None and g.memory_bandwidth is not None, "gpu",
-              f"a GPU type with peak_flops{'_fp32' if bpv > 2 else ''} and memory_bandwidth in "
-              "the catalogue (to estimate a model given by its shape)", gpu)
+              "a GPU type with " + ("peak_flops_tf32 or peak_flops_fp32 (the framework runs "
+                                    "4-byte values; peak_flops, the fp16/bf16 peak, is used "
+                                    "with --framework NAME:precision=bf16 or fp16)"
+                                    if bpv > 2 else "peak_flops")
+              + " and memory_bandwidth in the catalogue (to estimate a model given by its "
+              "shape)", gpu)
         s, h, V = sh.sequence, sh.hidden, sh.vocabulary
         sizes = shape_sizes(sh, tp, bpv)
         act = b * s * h * bpv  # one micro-batch's hidden states

@@ -48,6 +48,9 @@ GPU catalogue::
                "intra_node_bandwidth": 3e11, "peak_flops": 3.12e14, "peak_flops_fp32": 1.95e13,
                "memory_bandwidth": 1.555e12, "spec_source": "..."}]}
 
+(any other key is refused; ``price_per_hour`` is dollars per GPU-hour and the peaks FLOP/s,
+plain numbers: ``"$2.1/h"`` and ``"312 TFLOPS"`` are refused, there is no unit for them)
+
 NetworkProfile (``bandwidth`` in bytes per second, or a ``curve`` in GB/s of
 ``log2(bytes / 1e6)``, highest power first, fitted on ``min_bytes`` to
 ``max_bytes``; or a ``curve`` in the text form of :mod:`sim.network.curves`,
@@ -112,7 +115,7 @@ __all__ = [
     "model_from_data", "model_to_data", "read_model",
     "gpus_from_data", "gpus_to_data", "read_gpus",
     "network_from_data", "network_to_data", "read_network",
-    "fleet_from_data", "fleet_to_data", "read_fleet",
+    "fleet_from_data", "fleet_to_data", "read_fleet", "fleet_network", "with_fleet",
     "load_profiles", "read_runs", "DATA_DIR",
 ]
 
@@ -459,26 +462,47 @@ def read_model(path: str | os.PathLike[str]) -> ModelProfile:
 # --------------------------------------------------------------------------- GPUs
 
 
+#: The keys of a GPU catalogue entry; any other is refused (a misspelt ``"price"`` or
+#: ``"peak_tflops"`` left the GPU unpriced, or without the datasheet a shape's times need).
+GPU_KEYS = ("name", "memory_bytes", "price_per_hour", "overhead_bytes", "overhead_tp1_bytes",
+            "source", "intra_node_bandwidth", "peak_flops", "peak_flops_fp32", "memory_bandwidth",
+            "spec_source", "peak_flops_tf32")
+#: A catalogue entry's numbers that take no unit, and what they count.
+_PLAIN = {"price_per_hour": "dollars per GPU-hour", "peak_flops": "FLOP/s",
+          "peak_flops_fp32": "FLOP/s", "peak_flops_tf32": "FLOP/s"}
+
+
+def _plain(g: dict, key: str, at: str) -> Any:
+    """``g[key]`` (None if absent): a number; text (``"$2.1/h"``, ``"312 TFLOPS"``) is refused
+    naming the place and the unit the number is in (sim.units has no price or FLOP/s)."""
+    value = g.get(key)
+    check(not isinstance(value, str), "gpus", f"a plain number of {_PLAIN[key]} (no unit) at "
+          f"{at}.{key}", value)
+    return value
+
+
 def gpus_from_data(doc: Any, where: str = "gpus") -> GPUCatalogue:
     """A :class:`GPUCatalogue` from parsed data."""
     out = []
     for k, g in enumerate(get("gpus", doc, "gpus", where, list)):
         at = f"{where}.gpus[{k}]"
         check(isinstance(g, dict), "gpus", f"a table at {at}", g)
+        unknown = sorted(set(g) - set(GPU_KEYS))
+        check(not unknown, "gpus", f"GPU keys {', '.join(GPU_KEYS)} at {at}", unknown)
         out.append(GPUType(name=get("gpus", g, "name", at, str),
                            memory_bytes=_qty("gpus", g, "memory_bytes", at, SIZE),
-                           price_per_hour=_opt(g, "price_per_hour", None),
+                           price_per_hour=_plain(g, "price_per_hour", at),
                            overhead_bytes=_qty("gpus", g, "overhead_bytes", at, SIZE, 0.0),
                            overhead_tp1_bytes=_qty("gpus", g, "overhead_tp1_bytes", at, SIZE,
                                                    None),
                            source=_opt(g, "source", ""),
                            intra_node_bandwidth=_qty("gpus", g, "intra_node_bandwidth", at, RATE,
                                                      None),
-                           peak_flops=_opt(g, "peak_flops", None),
-                           peak_flops_fp32=_opt(g, "peak_flops_fp32", None),
+                           peak_flops=_plain(g, "peak_flops", at),
+                           peak_flops_fp32=_plain(g, "peak_flops_fp32", at),
                            memory_bandwidth=_qty("gpus", g, "memory_bandwidth", at, RATE, None),
                            spec_source=_opt(g, "spec_source", ""),
-                           peak_flops_tf32=_opt(g, "peak_flops_tf32", None)))
+                           peak_flops_tf32=_plain(g, "peak_flops_tf32", at)))
     return GPUCatalogue(tuple(out))
 
 
@@ -640,6 +664,23 @@ def fleet_from_data(doc: Any, where: str = "fleet") -> Fleet:
 def fleet_to_data(f: Fleet) -> dict[str, Any]:
     return {"nodes": [{"gpu": k.gpu, "gpus_per_node": k.gpus_per_node, "zone": k.zone, "count": n}
                       for k, n in f.nodes], **network_to_data(f.network)}
+
+
+def fleet_network(own: NetworkProfile, profiles_network: NetworkProfile) -> NetworkProfile:
+    """A fleet file's links where it gives them: every ordered pair of node kinds (GPU type and
+    zone) the file names takes all its links from the file; the other pairs keep the profiles'."""
+    named = {(x.src, x.dst) for x in own.links}
+    return NetworkProfile(tuple(own.links) + tuple(x for x in profiles_network.links
+                                            if (x.src, x.dst) not in named))
+
+
+def with_fleet(profiles: Profiles, fleet: str | os.PathLike[str] | Fleet) -> Profiles:
+    """``profiles`` with a fleet file's links (``dtsim plan --fleet`` and ``dtsim train --plan
+    --fleet``: a script times a plan on the links the planner searched it on)."""
+    import dataclasses
+
+    f = fleet if isinstance(fleet, Fleet) else read_fleet(fleet)
+    return dataclasses.replace(profiles, network=fleet_network(f.network, profiles.network))
 
 
 def read_fleet(path: str | os.PathLike[str]) -> Fleet:
