@@ -59,7 +59,7 @@ from ..errors import (
     check_positive,
     check_time_terms,
 )
-from ..failures import check_transitions
+from ..failures import check_transitions, cycle_rates
 from ..rng import Streams
 from .stall import STALL_FACTOR
 
@@ -203,7 +203,8 @@ class LearnersConfig:
             return
         free = R * (self.every * self.step_time + self.sync_time(M))
         length = min(self.max_time, free + self.stall_limit())
-        rate = float(M) * self.chips / (self.mtbf + self.replace_time)
+        rate = cycle_rates(spot=float(M) * self.chips, mtbf=self.mtbf,
+                           replace_time=self.replace_time).spot
         blame = max([(float(self.chips), "chips", self.chips), (float(M), "learners", M),
                      (length / (self.mtbf + self.replace_time), "mtbf", self.mtbf)],
                     key=lambda b: b[0])

@@ -108,7 +108,7 @@ import simpy
 
 from ..analytic import diloco as AD
 from ..errors import NEVER_PROBED, ConfigError, available_memory, check, format_bytes
-from ..failures import check_transitions
+from ..failures import check_transitions, cycle_rates
 from ..rng import Streams
 from ..timeline import NULL, CoordinatorView
 from .replica import Refetch, SpotSlot
@@ -186,22 +186,19 @@ def _check_failure_work(c: Any, groups: int) -> None:
     transitions (a run of hours and tens of GB). The expected transitions over the run's
     length (the failure-free rounds plus the stall limit, or max_time if shorter, as
     :class:`sim.training.learners.LearnersConfig` bounds its own) must be at most
-    :data:`sim.failures.MAX_TRANSITIONS` and their memory must fit. Spot preemptions cycle
-    every ``mtbf + replace_time``, a worker of availability ``a`` every ``mean_downtime /
-    (1 - a)``, a domain of unavailability ``u`` every ``domain_downtime / u``: two
-    transitions a cycle. A replayed trace's transitions are its rows (not counted)."""
+    :data:`sim.failures.MAX_TRANSITIONS` and their memory must fit: two a failure cycle
+    (:func:`sim.failures.cycle_rates`: ``mtbf + replace_time`` a spot slot,
+    ``mean_downtime / (1 - a)`` a worker, ``domain_downtime / u`` a domain). A replayed
+    trace's transitions are its rows (not counted)."""
     W = c.workers
-    sources: list[tuple[float, str, Any]] = []
-    if c.mtbf < math.inf:
-        sources.append((2.0 * W / (c.mtbf + c.replace_time), "mtbf", c.mtbf))
-    if c.failure_trace is None:
-        if 0.0 < c.availability < 1.0:
-            sources.append((2.0 * W * (1.0 - c.availability) / c.mean_downtime,
-                            "mean_downtime", c.mean_downtime))
-        rhos = [u for u in c.domain_placement.domain_outage.values() if 0.0 < u < 1.0]
-        if rhos:
-            sources.append((2.0 * sum(rhos) / c.domain_downtime, "domain_downtime",
-                            c.domain_downtime))
+    traced = c.failure_trace is not None
+    rates = cycle_rates(
+        workers=0 if traced else W, availability=c.availability, mean_downtime=c.mean_downtime,
+        domain_outages=() if traced else c.domain_placement.domain_outage.values(),
+        domain_downtime=c.domain_downtime, spot=W, mtbf=c.mtbf, replace_time=c.replace_time)
+    sources = [(2.0 * r, name, value) for r, name, value in (
+        (rates.spot, "mtbf", c.mtbf), (rates.workers, "mean_downtime", c.mean_downtime),
+        (rates.domains, "domain_downtime", c.domain_downtime)) if r > 0.0]
     if not sources:
         return
     limit = stall_limit_diloco(c, groups)
