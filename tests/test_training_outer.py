@@ -385,6 +385,24 @@ def test_a_diloco_run_that_ends_is_not_refused_one_that_stalls_is():
         TrainingConfig(**stall, mean_downtime=1e-3)
 
 
+def test_the_slowest_micro_batch_tries_bound():
+    """sim.training.outer._slowest_tries, a step's retries with k > 1 replicas a stage: the
+    sum over a >= 0 of min(1, m (1 - q)^a), against the sum term by term; a try that almost
+    never succeeds (q = 1e-20, 1 - q rounds to 1) is 1e20 tries, not a loop that never ends
+    (a stage of 4 at availability 0.5, downtime 0.1, passes of 3 hung the config's check)."""
+    import sim.training.outer as outer
+
+    for m, q in ((200, 0.69), (8, 0.3), (1, 0.2), (1000, 0.05), (7, 0.999)):
+        brute = math.fsum(min(1.0, m * (1.0 - q) ** a) for a in range(20_000))
+        assert outer._slowest_tries(m, q) == pytest.approx(brute, rel=1e-12)
+    assert outer._slowest_tries(1, 1e-20) == pytest.approx(1e20)
+    assert outer._slowest_tries(5, 0.0) == math.inf
+    assert outer._slowest_tries(5, 1.0) == 1.0
+    c = TrainingConfig(stages=1, replicas=4, microbatches=1, steps=10,
+                       sync="diloco:every=10,groups=1", availability=0.5, mean_downtime=0.1)
+    assert outer.run_length_diloco(c, 1)[0] == outer.stall_limit_diloco(c, 1)
+
+
 @pytest.mark.slow
 def test_the_failure_budget_length_against_one_worker_runs():
     """The budget's length (sim.training.outer.run_length_diloco) against simulated runs of
@@ -392,8 +410,9 @@ def test_the_failure_budget_length_against_one_worker_runs():
     loss rate 0.2 while up, up 5/6 of the time), 3 rounds, seed 11: the renewal law is exact
     here, so with every=10 (lambda tau = 6) the estimate, 7,244, is the mean of 40 runs
     (7,269 +- 570) within 4 standard errors; with every=20 (lambda tau = 12) the run stalls
-    (stopped at the stall limit, 60,000, every time in 20 runs) and the estimate, 64,750, is
-    above it (the expm1 law alone said 3 rounds of 9.8e5: counted as ending)."""
+    (stopped at the stall limit, 60,000, every time in 20 runs) and the estimate, 60,180 (the
+    model's 64,750 capped by the failure-free rounds plus the limit), is above it (the expm1
+    law alone said 3 rounds of 9.8e5: counted as ending)."""
     import statistics
 
     import sim.training.outer as outer

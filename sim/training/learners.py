@@ -215,12 +215,12 @@ class LearnersConfig:
         (:func:`sim.analytic.diloco.failure_run_length`: a learner needs its ``n`` chips, lost
         at rate ``n / mtbf``, each up a fraction ``mtbf / (mtbf + replace_time + D)``, ``D =
         (e^(chip_download / mtbf) - 1)(mtbf + replace_time)`` its download with restarts;
-        ``tau`` its ``H`` steps and the sync), else the failure-free run plus the whole stall
-        limit; either capped by max_time."""
+        ``tau`` its ``H`` steps and the sync; at most the second), else the failure-free run
+        plus the whole stall limit; either capped by max_time."""
         M, R = self.learners, self.steps // self.every
+        whole = R * (self.every * self.step_time + self.sync_time(M)) + self.stall_limit()
         if self.step_time_distribution != "deterministic":
-            free = R * (self.every * self.step_time + self.sync_time(M))
-            return (min(self.max_time, free + self.stall_limit()),
+            return (min(self.max_time, whole),
                     "the run's length, failure-free plus the whole stall limit or max_time "
                     "(--max-time bounds a run that ends sooner)")
         n, mtbf, rt = self.chips, self.mtbf, self.replace_time
@@ -232,7 +232,7 @@ class LearnersConfig:
         length = AD.failure_run_length([AD.GroupFailures(n / mtbf, up, tau)], R,
                                        self.stall_limit(), quorum=self.quorum or 1,
                                        grace=self.grace, copies=M)
-        return (min(self.max_time, length),
+        return (min(self.max_time, length, whole),
                 "the run's expected length under its failures, the stall limit where it may "
                 "stall, or max_time (--max-time bounds it)")
 

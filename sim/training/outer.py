@@ -218,18 +218,22 @@ def run_length_diloco(c: Any, groups: int) -> tuple[float, str]:
     under its failures (:func:`sim.analytic.diloco.failure_run_length` over
     :func:`group_failures`: ``R`` rounds of their expected time, the stall limit only where the
     run may stall); else the failure-free rounds plus the whole stall limit (a run this model
-    cannot show to end). Either capped by ``max_time``."""
+    cannot show to end). Either capped by ``max_time``, the first by the second too: the
+    model's retries inside a group of ``k > 1`` pipelines are loose (every activation holder
+    counted over the whole step), and a length above that one would refuse runs it accepted
+    that end."""
     spec = c.diloco
     limit = stall_limit_diloco(c, groups)
     rounds = c.steps // spec.every
+    whole = (rounds / STALL_FACTOR + 1.0) * limit
     model = group_failures(c, groups)
     if model is None:
-        return (min(c.max_time, (rounds / STALL_FACTOR + 1.0) * limit),
+        return (min(c.max_time, whole),
                 "the run's length, failure-free plus the whole stall limit or max_time "
                 "(--max-time bounds a run that ends sooner)")
     length = AD.failure_run_length(model, rounds, limit, quorum=spec.quorum or 1,
                                    grace=spec.grace)
-    return (min(c.max_time, length),
+    return (min(c.max_time, length, whole),
             "the run's expected length under its failures, the stall limit where it may "
             "stall, or max_time (--max-time bounds it)")
 
@@ -303,18 +307,18 @@ def group_failures(c: Any, groups: int) -> list[AD.GroupFailures] | None:
 
 def _slowest_tries(m: int, q: float) -> float:
     """Upper bound on the mean tries of the slowest of ``m`` micro-batches, each try
-    succeeding with probability at least ``q``: ``sum_{a >= 0} min(1, m (1 - q)^a)``."""
+    succeeding with probability at least ``q``: ``sum_{a >= 0} min(1, m (1 - q)^a)``, i.e.
+    ``a0 + m (1 - q)^a0 / q`` with ``a0`` the terms at 1 (``1 / q`` for one micro-batch)."""
     if q >= 1.0:
         return 1.0
-    if q <= 0.0:
+    lr = -math.log1p(-q)  # -log(1 - q)
+    if lr <= 0.0:
         return math.inf
-    r = 1.0 - q
-    a0 = max(0, math.ceil(math.log(m) / -math.log(r))) if m > 1 else 0
-    while a0 > 0 and m * r ** (a0 - 1) < 1.0:
-        a0 -= 1
-    while m * r ** a0 >= 1.0:
-        a0 += 1
-    return a0 + m * r ** a0 / q
+    x = math.log(max(m, 1)) / lr
+    if x > 1e15:
+        return math.inf
+    a0 = math.floor(x) + 1
+    return a0 + max(m, 1) * math.exp(-a0 * lr) / q
 
 
 def group_config(c: Any, groups: int, g: int) -> Any:
