@@ -40,7 +40,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import simpy
@@ -59,6 +59,8 @@ from .errors import (
 from .rng import Streams
 
 __all__ = [
+    "CycleRates",
+    "cycle_rates",
     "DISTRIBUTIONS",
     "Distribution",
     "Exponential",
@@ -398,6 +400,41 @@ def up_down_means(availability: float, mean_downtime: float, *, name: str = "ava
 #: project's 2-core machine (48 stages x 3 replicas, hop latency 1000: 1.6e6 in 23 s), so 1e8
 #: is about 25 minutes of CPU; a run past it is a runaway, refused before any work.
 MAX_TRANSITIONS = 1e8
+
+
+class CycleRates(NamedTuple):
+    """Failure cycles a unit of time (each two up/down transitions), by source: the workers'
+    availability model, the failure domains, the spot slots."""
+
+    workers: float
+    domains: float
+    spot: float
+
+    @property
+    def total(self) -> float:
+        """All cycles a unit of time (the correctly rounded sum)."""
+        return math.fsum(self)
+
+
+def cycle_rates(*, workers: float = 0, availability: float = 1.0, mean_downtime: float = 1.0,
+                domain_outages: Iterable[float] = (), domain_downtime: float = 1.0,
+                domain_copies: float = 1, spot: float = 0, mtbf: float = math.inf,
+                replace_time: float = 0.0) -> CycleRates:
+    """The one rate rule of :data:`MAX_TRANSITIONS` budgets: failure cycles a unit of time.
+
+    A worker of availability ``0 < a < 1`` cycles every ``mean_downtime / (1 - a)`` (its mean
+    up plus down time, :func:`up_down_means`), ``workers`` of them; a domain of unavailability
+    ``0 < u < 1`` every ``domain_downtime / u``, each of ``domain_outages`` counted
+    ``domain_copies`` times (the pipeline study's one value for its per-stage domains); a spot
+    slot every ``mtbf + replace_time``, ``spot`` of them. Availability 0 or 1 (an outage 0 or
+    1) never changes state. Expected transitions over a length ``t``: ``2 * total * t``.
+    The caller names the parameter to blame (its own config's)."""
+    w = 0.0
+    if 0.0 < availability < 1.0:
+        w = workers * (1.0 - availability) / mean_downtime
+    d = domain_copies * sum(u / domain_downtime for u in domain_outages if 0.0 < u < 1.0)
+    s = spot / (mtbf + replace_time) if spot and mtbf < math.inf else 0.0
+    return CycleRates(w, d, s)
 
 
 def check_transitions(n: float, name: str, value: Any, length: str) -> None:
@@ -1069,15 +1106,15 @@ class ClusterConfig:
         below 1 (short cycles)."""
         if self.trace is not None or self.failure_trace is not None:
             return 0.0, "trace", None
-        workers = 0.0
-        if 0.0 < self.availability < 1.0:
-            workers = self.workers * (1.0 - self.availability) / self.mean_downtime
         if self.topology is not None:
             chains, unavail = self.layout_domains()
             rhos = [unavail.get(d, 0.0) for d in {d for c in chains for d in c}]
         else:
             rhos = [self.domain_outage] * self.domains
-        domains = sum(u / self.domain_mean_downtime for u in rhos if 0.0 < u < 1.0)
+        workers, domains, _ = cycle_rates(
+            workers=self.workers, availability=self.availability,
+            mean_downtime=self.mean_downtime, domain_outages=rhos,
+            domain_downtime=self.domain_mean_downtime)
         n = 2.0 * (workers + domains) * self.horizon
         # the factor furthest from the default cluster (16 workers, horizon 10,000, outages of
         # mean 1) is named: how many times it multiplies the transitions

@@ -259,3 +259,23 @@ def test_loss_against_wall_clock_and_time_to_target():
     k = next(i for i, v in enumerate(curve.loss) if v <= target)
     assert curve.time_to(target) == curve.time[k]
     assert curve.time_to(-1.0) == math.inf
+
+
+def test_failure_run_length_exact_references():
+    """sim.analytic.diloco.failure_run_length (the DiLoCo and learners transition budgets'
+    length): no loss, R rounds of tau / p; one group, the renewal law (e^(lambda tau) - 1) /
+    (lambda p) a round; a run that stalls, the stall limit L times 1 + c + ... + c^(R-1), c the
+    union bound (1 + lambda L) e^(-lambda tau) (review9's expm1 try left this out and counted a
+    stalling run's rounds as ending); a quorum K of M, the sum over M - K + 1, plus grace."""
+    G, f = D.GroupFailures, D.failure_run_length
+    assert f([G(0.0, 0.5, 10.0)], 3, 1e4) == 60.0
+    g = G(0.2, 5 / 6, 30.0)
+    assert g.round_time() == pytest.approx(math.expm1(6.0) / (0.2 * 5 / 6), rel=1e-12)
+    assert f([g, g], 3, 3e4) == pytest.approx(3 * g.round_time(), rel=1e-12)
+    g, L = G(0.2, 5 / 6, 60.0), 6e4
+    c = (1 + 0.2 * L) * math.exp(-12.0)
+    assert f([g], 3, L) == pytest.approx(L * (1 + c + c * c), rel=1e-12)
+    assert f([g], 3, L) < 1.1 * L < 3 * min(g.round_time(), L)
+    assert f([G(0.0, 1.0, 10.0)] * 4, 1, 1e6, quorum=4, grace=2.0) == pytest.approx(42.0)
+    assert f([G(0.0, 1.0, 10.0)] * 4, 1, 1e6, quorum=1) == pytest.approx(10.0)
+    assert f([G(0.1, 0.0, 1.0)], 5, 100.0) == 100.0  # never up: stalls in the first round

@@ -419,6 +419,22 @@ def test_a_runaway_is_refused_before_any_work(kw, name):
     LearnersConfig(learners=10**5, steps=100)
 
 
+def test_a_run_that_ends_is_not_refused_one_that_stalls_counts_the_limit():
+    """The chips' failure budget counted the whole stall limit (1000 failure-free rounds) as
+    the run's length: 50,000 learners of 100 chips (mtbf 1e4, replace 10; a learner loses a
+    chip at 0.01 a unit, a round is 100) expected 1.0e8 transitions and were refused, where a
+    run ends at 1,000 with 5.0e5 chip failures (seed 0, 59 s). The length is now the run's
+    expected length under its failures (sim.analytic.diloco.failure_run_length): 1,899 (9.5e5
+    failures expected). A run whose learners stall (8 chips of mtbf 10, 50 steps a round)
+    still counts the whole stall limit, and with mtbf 1e-3 is refused (above)."""
+    c = LearnersConfig(learners=50_000, chips=100, every=100, steps=1000, mtbf=1e4,
+                       replace_time=10.0)
+    length = c.run_length()[0]
+    assert 1000.0 < length < 2000.0
+    c = LearnersConfig(learners=2, chips=8, every=50, steps=100, mtbf=10.0, replace_time=1.0)
+    assert c.run_length()[0] == pytest.approx(c.stall_limit())
+
+
 def _traced_lines(**kw):
     """Lines of :mod:`sim.training.learners` one replication executes (a count of its work,
     no clock)."""

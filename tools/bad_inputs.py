@@ -4345,6 +4345,12 @@ def audit6_cases(fx: Fixtures) -> list[Case]:
         *dl, "--sync", "diloco:every=4,fragments=2,overlap=1", "--mtbf", "1", "--replace-time",
         "1", "--max-time", "100"), ok("DiLoCo"), timeout=120,
         note="max_time bounds the run: allowed (1.6e3 transitions)")
+    add("train/diloco-failures-run-that-ends-ok", tr(
+        "--stages", "1", "--replicas", "200", "--steps", "1000", "--sync",
+        "diloco:every=1000,groups=1", "--availability", "0.9", "--mean-downtime", "1",
+        "--replications", "1"), ok("DiLoCo"), timeout=120,
+        note="review9's false refusal (1.2e8 expected over the whole stall limit): the run ends "
+             "at 5,898 (1.0e4 expected), 2.4e5 transitions")
     # -- FIXED(config): a function that raises or exits --
     head = ("from sim.failures import ClusterConfig, failures_model\n"
             "NAME = 'a6fixed{k}'\nBASE = ClusterConfig(workers=4, domains=2, horizon=50.0)\n"

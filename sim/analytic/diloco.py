@@ -82,6 +82,8 @@ from ..errors import check, check_choice, check_int, check_nonnegative, check_po
 from .network import ring_allgather_time, ring_allreduce_time, ring_bytes_sent
 
 __all__ = [
+    "GroupFailures",
+    "failure_run_length",
     "ORDERS",
     "PAYLOAD_BITS",
     "INDEX_BITS",
@@ -815,3 +817,83 @@ def loss_vs_wall_clock(curvature: Any, optimum: Any, lr: float, steps: int, ever
     loss = (0.5 * abar * (means - xs) ** 2).sum(axis=1)
     clock = step_clock(steps, step_time, every, sync_times, overlap=overlap)
     return LossCurve(tuple(float(t) for t in clock), tuple(float(v) for v in loss))
+
+
+@dataclass(frozen=True)
+class GroupFailures:
+    """What a run's failures do to one DiLoCo group (a learner), for
+    :func:`failure_run_length`: ``loss_rate`` the rate at which the group, able to step, loses
+    a stage (and its work since the last merge); ``up`` the long-run fraction of time it can
+    step; ``tau`` the time it must stay able to step to take its ``H`` inner steps and the
+    outer sync (its steps' slowdown by failures inside it included)."""
+
+    loss_rate: float
+    up: float
+    tau: float
+
+    def round_time(self) -> float:
+        """Expected time to a stretch of ``tau`` without a loss, from able to step:
+        ``(e^(lambda tau) - 1) / (lambda p)`` (``tau / p`` as lambda -> 0; inf when never up).
+
+        Losses come at rate ``lambda`` while the group can step (exponential up-times); every
+        failed try lasts on average ``1/lambda`` given that it fails short of ``tau``, minus the
+        try's truncation, plus a down spell of mean ``(1 - p) / (p lambda)`` (renewal-reward:
+        the group is up a fraction ``p`` of the time, up spells of mean ``1/lambda``); the
+        number of failed tries is geometric of mean ``e^(lambda tau) - 1``. Exact for a group
+        that needs all its workers up, exponential up-times; any down-time law."""
+        lam, p, tau = self.loss_rate, self.up, self.tau
+        if p <= 0.0:
+            return math.inf
+        if lam <= 0.0:
+            return tau / p
+        x = lam * tau
+        if x > 700.0:
+            return math.inf
+        return math.expm1(x) / (lam * p)
+
+    def tries_within(self, span: float) -> float:
+        """Upper bound on the probability that the group, in ``span`` from any state, holds a
+        stretch of ``tau``: every try starts an up spell, at most ``1 + lambda span`` of them in
+        ``span`` on average (one, then one a loss), each lasting ``tau`` with probability
+        ``e^(-lambda tau)`` (a union bound: no independence needed); 0 for a group never up."""
+        lam = self.loss_rate
+        if self.up <= 0.0:
+            return 0.0
+        if lam <= 0.0:
+            return 1.0
+        return (1.0 + lam * span) * math.exp(-lam * self.tau)
+
+
+def failure_run_length(groups: Sequence[GroupFailures], rounds: int, stall_limit: float, *,
+                       quorum: int = 1, grace: float = 0.0, copies: int = 1) -> float:
+    """Upper-bound-ish expected simulated time of a DiLoCo run with failures that stops when it
+    has taken ``rounds`` outer steps or when no outer step has started or ended for
+    ``stall_limit`` (the stall watchdog): the length its failures' transitions are counted
+    over (:func:`sim.training.outer.check_diloco`, :class:`sim.training.LearnersConfig`).
+
+    Derivation. A round ends when ``quorum`` groups (1 synchronous) have each held a stretch of
+    their ``tau`` able to step since it began (a group's try is lost with a stage; a group back
+    joins the next try). Group ``g`` alone takes ``E_g`` (:meth:`GroupFailures.round_time`) on
+    average; the ``K``-th of ``M`` such times is at most the sum of the largest ``M - K + 1``
+    over ``M - K + 1``, so a round takes at most ``X = sum(E_g) / (M - K + 1) + grace`` on
+    average (synchronous: the groups' mean time; more groups only add tries: a group waiting to
+    join waits on a member's try begun before its own would). The run stops at the first round
+    longer than ``stall_limit`` ``L`` (that round counts ``L``) or after ``rounds`` ``R``: its
+    length is the sum over rounds ``i`` of ``P(the run reaches round i) E[min(X_i, L)]``, at
+    most ``min(X, L) (1 - c^R) / (1 - c)`` with ``c`` a bound on the probability that a round
+    ends within ``L`` (the sum over groups of :meth:`GroupFailures.tries_within`, at most 1):
+    ``R min(X, L)`` for a run that ends (``c = 1``), about ``L`` for one that stalls at once
+    (``c`` near 0), in between for one that stalls after a few rounds. Each of ``groups``
+    stands for ``copies`` alike groups.
+    """
+    M = len(groups) * copies
+    K = min(max(int(quorum), 1), M)
+    times = [g.round_time() for g in groups]
+    X = (copies * math.fsum(times) / (M - K + 1) + grace if all(map(math.isfinite, times))
+         else math.inf)
+    c = min(1.0, copies * math.fsum(g.tries_within(stall_limit) for g in groups))
+    per = min(X, stall_limit)
+    if c >= 1.0:
+        return rounds * per
+    reach = -math.expm1(rounds * math.log(c)) if c > 0.0 else 1.0  # 1 - c^R
+    return per * reach / (1.0 - c)

@@ -38,6 +38,7 @@ from ..failures import (
     check_law,
     check_shape,
     check_transitions,
+    cycle_rates,
     distribution_names,
 )
 
@@ -490,14 +491,13 @@ class PipelineConfig:
         """
         if self.failure_trace is not None:
             return 0.0, "failure_trace", None
-        rate = 0.0
-        if 0.0 < self.availability < 1.0:
-            rate += self.workers * (1.0 - self.availability) / self.mean_downtime
         # the study's placement has a domain per stage (``_domain_outages`` gives its one value)
         per = self.stages if self.placement is None else 1
-        domains = per * sum(u / self.domain_downtime for u in self._domain_outages()
-                            if 0.0 < u < 1.0)
-        rate += domains
+        workers, domains, _ = cycle_rates(
+            workers=self.workers, availability=self.availability,
+            mean_downtime=self.mean_downtime, domain_outages=self._domain_outages(),
+            domain_downtime=self.domain_downtime, domain_copies=per)
+        rate = workers + domains
         if rate == 0.0:
             return 0.0, "availability", self.availability
         # stage_time and latency are per-stage / per-hop tuples once the config is built

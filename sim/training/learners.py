@@ -59,7 +59,7 @@ from ..errors import (
     check_positive,
     check_time_terms,
 )
-from ..failures import check_transitions
+from ..failures import check_transitions, cycle_rates
 from ..rng import Streams
 from .stall import STALL_FACTOR
 
@@ -201,15 +201,40 @@ class LearnersConfig:
         check_memory("learners", M, float(M) * BYTES_PER_LEARNER)
         if not math.isfinite(self.mtbf):
             return
-        free = R * (self.every * self.step_time + self.sync_time(M))
-        length = min(self.max_time, free + self.stall_limit())
-        rate = float(M) * self.chips / (self.mtbf + self.replace_time)
+        length, how = self.run_length()
+        rate = cycle_rates(spot=float(M) * self.chips, mtbf=self.mtbf,
+                           replace_time=self.replace_time).spot
         blame = max([(float(self.chips), "chips", self.chips), (float(M), "learners", M),
                      (length / (self.mtbf + self.replace_time), "mtbf", self.mtbf)],
                     key=lambda b: b[0])
-        check_transitions(2.0 * rate * length, blame[1], blame[2],
-                          "the run's length, failure-free plus the whole stall limit or "
-                          "max_time (--max-time bounds a run that ends sooner)")
+        check_transitions(2.0 * rate * length, blame[1], blame[2], how)
+
+    def run_length(self) -> tuple[float, str]:
+        """The length the chips' failures are counted over, and what it is (words): with
+        deterministic steps, the run's expected length under its failures
+        (:func:`sim.analytic.diloco.failure_run_length`: a learner needs its ``n`` chips, lost
+        at rate ``n / mtbf``, each up a fraction ``mtbf / (mtbf + replace_time + D)``, ``D =
+        (e^(chip_download / mtbf) - 1)(mtbf + replace_time)`` its download with restarts;
+        ``tau`` its ``H`` steps and the sync; at most the second), else the failure-free run
+        plus the whole stall limit; either capped by max_time."""
+        M, R = self.learners, self.steps // self.every
+        whole = R * (self.every * self.step_time + self.sync_time(M)) + self.stall_limit()
+        if self.step_time_distribution != "deterministic":
+            return (min(self.max_time, whole),
+                    "the run's length, failure-free plus the whole stall limit or max_time "
+                    "(--max-time bounds a run that ends sooner)")
+        n, mtbf, rt = self.chips, self.mtbf, self.replace_time
+        x = self.chip_download / mtbf
+        down = rt + (math.expm1(x) * (mtbf + rt) if x < 700.0 else math.inf)
+        p = mtbf / (mtbf + down)
+        up = math.exp(n * math.log(p)) if p > 0.0 else 0.0
+        tau = self.every * self.step_time + self.sync_time(M)
+        length = AD.failure_run_length([AD.GroupFailures(n / mtbf, up, tau)], R,
+                                       self.stall_limit(), quorum=self.quorum or 1,
+                                       grace=self.grace, copies=M)
+        return (min(self.max_time, length, whole),
+                "the run's expected length under its failures, the stall limit where it may "
+                "stall, or max_time (--max-time bounds it)")
 
     def sync_time(self, k: int) -> float:
         """The outer all-reduce among ``k`` learners."""

@@ -108,7 +108,7 @@ import simpy
 
 from ..analytic import diloco as AD
 from ..errors import NEVER_PROBED, ConfigError, available_memory, check, format_bytes
-from ..failures import check_transitions
+from ..failures import check_transitions, cycle_rates
 from ..rng import Streams
 from ..timeline import NULL, CoordinatorView
 from .replica import Refetch, SpotSlot
@@ -184,38 +184,141 @@ def _check_failure_work(c: Any, groups: int) -> None:
     outer loop ends or the stall watchdog stops it (:func:`stall_limit_diloco`), however often
     its workers fail meanwhile; ``--mtbf 1e-4 --replace-time 1e-4`` expected 1.3e10 up/down
     transitions (a run of hours and tens of GB). The expected transitions over the run's
-    length (the failure-free rounds plus the stall limit, or max_time if shorter, as
-    :class:`sim.training.learners.LearnersConfig` bounds its own) must be at most
-    :data:`sim.failures.MAX_TRANSITIONS` and their memory must fit. Spot preemptions cycle
-    every ``mtbf + replace_time``, a worker of availability ``a`` every ``mean_downtime /
-    (1 - a)``, a domain of unavailability ``u`` every ``domain_downtime / u``: two
-    transitions a cycle. A replayed trace's transitions are its rows (not counted)."""
+    length must be at most :data:`sim.failures.MAX_TRANSITIONS` and their memory must fit:
+    two a failure cycle (:func:`sim.failures.cycle_rates`: ``mtbf + replace_time`` a spot
+    slot, ``mean_downtime / (1 - a)`` a worker, ``domain_downtime / u`` a domain; a replayed
+    trace's transitions are its rows, not counted). The length is the run's expected length
+    under its failures (:func:`run_length_diloco`), or max_time if shorter."""
     W = c.workers
-    sources: list[tuple[float, str, Any]] = []
-    if c.mtbf < math.inf:
-        sources.append((2.0 * W / (c.mtbf + c.replace_time), "mtbf", c.mtbf))
-    if c.failure_trace is None:
-        if 0.0 < c.availability < 1.0:
-            sources.append((2.0 * W * (1.0 - c.availability) / c.mean_downtime,
-                            "mean_downtime", c.mean_downtime))
-        rhos = [u for u in c.domain_placement.domain_outage.values() if 0.0 < u < 1.0]
-        if rhos:
-            sources.append((2.0 * sum(rhos) / c.domain_downtime, "domain_downtime",
-                            c.domain_downtime))
+    traced = c.failure_trace is not None
+    rates = cycle_rates(
+        workers=0 if traced else W, availability=c.availability, mean_downtime=c.mean_downtime,
+        domain_outages=() if traced else c.domain_placement.domain_outage.values(),
+        domain_downtime=c.domain_downtime, spot=W, mtbf=c.mtbf, replace_time=c.replace_time)
+    sources = [(2.0 * r, name, value) for r, name, value in (
+        (rates.spot, "mtbf", c.mtbf), (rates.workers, "mean_downtime", c.mean_downtime),
+        (rates.domains, "domain_downtime", c.domain_downtime)) if r > 0.0]
     if not sources:
         return
-    limit = stall_limit_diloco(c, groups)
-    rounds = c.steps // c.diloco.every
-    length = min(c.max_time, (rounds / STALL_FACTOR + 1.0) * limit)
+    length, how = run_length_diloco(c, groups)
     n = math.fsum(r for r, _, _ in sources) * length
     _, name, value = max(sources, key=lambda t: t[0])
-    check_transitions(n, name, value, "the run's length, failure-free plus the whole stall limit or "
-                      "max_time (--max-time bounds a run that ends sooner)")
+    check_transitions(n, name, value, how)
     need = n * BYTES_PER_TRANSITION
     if need > NEVER_PROBED and need > (avail := available_memory()):
         raise ConfigError(name, "large enough that the failures a run keeps fit in memory "
                           f"(needs about {format_bytes(need)}, {format_bytes(avail)} available)",
                           value)
+
+
+def run_length_diloco(c: Any, groups: int) -> tuple[float, str]:
+    """The length a DiLoCo run's failures are counted over, and what it is (words).
+
+    With exponential failures, no trace and deterministic passes, the run's expected length
+    under its failures (:func:`sim.analytic.diloco.failure_run_length` over
+    :func:`group_failures`: ``R`` rounds of their expected time, the stall limit only where the
+    run may stall); else the failure-free rounds plus the whole stall limit (a run this model
+    cannot show to end). Either capped by ``max_time``, the first by the second too: the
+    model's retries inside a group of ``k > 1`` pipelines are loose (every activation holder
+    counted over the whole step), and a length above that one would refuse runs it accepted
+    that end."""
+    spec = c.diloco
+    limit = stall_limit_diloco(c, groups)
+    rounds = c.steps // spec.every
+    whole = (rounds / STALL_FACTOR + 1.0) * limit
+    model = group_failures(c, groups)
+    if model is None:
+        return (min(c.max_time, whole),
+                "the run's length, failure-free plus the whole stall limit or max_time "
+                "(--max-time bounds a run that ends sooner)")
+    length = AD.failure_run_length(model, rounds, limit, quorum=spec.quorum or 1,
+                                   grace=spec.grace)
+    return (min(c.max_time, length, whole),
+            "the run's expected length under its failures, the stall limit where it may "
+            "stall, or max_time (--max-time bounds it)")
+
+
+def group_failures(c: Any, groups: int) -> list[AD.GroupFailures] | None:
+    """Each group's :class:`sim.analytic.diloco.GroupFailures` under config ``c``'s failures
+    (None where the model does not apply: a failure trace, non-exponential failures, random
+    pass times).
+
+    A worker fails at rate ``f = (1 - a) / (a d) + 1 / mtbf`` while up and is up a fraction
+    ``p = U / (U + d + w) * mtbf / (mtbf + replace_time + w)`` (``U = a d / (1 - a)``, ``w``
+    its weight download). A stage of ``k`` replicas (``k = r / M``) is lost (all down) at the
+    long-run frequency ``k p (1 - p)^(k-1) f``, i.e. at rate ``lambda_s`` that over its up
+    fraction ``1 - (1 - p)^k`` (``f`` for ``k = 1``, exact); a domain holding every replica of
+    a stage of the group, of unavailability ``u``, at rate ``u / ((1 - u) domain_downtime)``,
+    up ``1 - u`` (a domain holding part of a stage is not counted). The group's ``tau``:
+    ``H`` steps and the outer sync; with ``k > 1`` a step also redoes the micro-batches whose
+    replicas failed: at the live share of its capacity (``T / p``) a micro-batch's try is lost
+    with probability at most ``1 - q``, ``q = e^(-S f T / p)`` (the ``S`` replicas holding its
+    activations), so the slowest of ``m / M`` takes at most ``sum_a min(1, (m/M)(1-q)^a)``
+    tries on average (a union bound), each ``T / p`` plus the detection timeout.
+    """
+    if (c.failure_trace is not None or c.failure_distribution != "exponential"
+            or c.pass_time_distribution != "deterministic"):
+        return None
+    S, k = c.stages, c.replicas[0] // groups
+    w = c.download_time
+    f, p = 0.0, 1.0
+    if c.availability < 1.0:
+        a, d = c.availability, c.mean_downtime
+        if a <= 0.0:
+            p = 0.0
+        else:
+            up = a * d / (1.0 - a)
+            f += 1.0 / up
+            p *= up / (up + d + w)
+    if c.mtbf < math.inf:
+        f += 1.0 / c.mtbf
+        p *= c.mtbf / (c.mtbf + c.replace_time + w)
+    stage_up = -math.expm1(k * math.log1p(-p)) if p < 1.0 else 1.0  # 1 - (1 - p)^k
+    if stage_up <= 0.0:
+        lam_s = 0.0
+    elif p >= 1.0 or k == 1:
+        lam_s = f if p > 0.0 else 0.0
+    else:
+        lam_s = k * p * (1.0 - p) ** (k - 1) * f / stage_up
+    pl = c.domain_placement
+    T, sync = _free_round(c, groups)
+    m = c.microbatches // groups
+    out: list[AD.GroupFailures] = []
+    for g in range(groups):
+        kill: set[str] = set()
+        for stage in pl.replica_domains:
+            chains = [set(ch) for ch in stage[g * k:(g + 1) * k]]
+            kill |= set.intersection(*chains) if chains else set()
+        lam, up = S * lam_s, stage_up ** S
+        for dom in kill:
+            u = pl.domain_outage.get(dom, 0.0)
+            if u >= 1.0:
+                up = 0.0
+            elif u > 0.0:
+                lam += u / ((1.0 - u) * c.domain_downtime)
+                up *= 1.0 - u
+        step = T[g]
+        if k > 1 and f > 0.0:
+            step = step / p if p > 0.0 else math.inf
+            step = _slowest_tries(m, math.exp(-S * f * step)) * (step + c.detection_timeout)
+        out.append(AD.GroupFailures(lam, up, c.diloco.every * step + sync))
+    return out
+
+
+def _slowest_tries(m: int, q: float) -> float:
+    """Upper bound on the mean tries of the slowest of ``m`` micro-batches, each try
+    succeeding with probability at least ``q``: ``sum_{a >= 0} min(1, m (1 - q)^a)``, i.e.
+    ``a0 + m (1 - q)^a0 / q`` with ``a0`` the terms at 1 (``1 / q`` for one micro-batch)."""
+    if q >= 1.0:
+        return 1.0
+    lr = -math.log1p(-q)  # -log(1 - q)
+    if lr <= 0.0:
+        return math.inf
+    x = math.log(max(m, 1)) / lr
+    if x > 1e15:
+        return math.inf
+    a0 = math.floor(x) + 1
+    return a0 + max(m, 1) * math.exp(-a0 * lr) / q
 
 
 def group_config(c: Any, groups: int, g: int) -> Any:
@@ -248,14 +351,20 @@ def stall_limit_diloco(c: Any, groups: int) -> float:
     """Simulated time without an outer sync starting or ending after which a DiLoCo run with
     failures stops (:data:`sim.training.stall.STALL_FACTOR` failure-free rounds): ``every``
     failure-free inner steps of the slowest group plus the closed-form outer sync."""
+    T, sync = _free_round(c, groups)
+    return STALL_FACTOR * (c.diloco.every * max(T) + sync)
+
+
+def _free_round(c: Any, groups: int) -> tuple[list[float], float]:
+    """Each group's failure-free inner step and the closed-form outer sync."""
     spec = c.diloco
-    T = max(nominal_step_time(group_config(c, groups, g)) for g in range(groups))
+    T = [nominal_step_time(group_config(c, groups, g)) for g in range(groups)]
     k = c.replicas[0] // groups
     sync = max(AD.outer_sync_time(groups, S, c.bandwidth, c.mean_latency, bits=spec.bits,
                                   value_bits=c.value_bits, topk=spec.topk, nodes_per_group=k)
                if groups > 1 and (S or c.mean_latency) else 0.0
                for S in stage_sizes(c))
-    return STALL_FACTOR * (spec.every * T + sync)
+    return T, sync
 
 
 def stage_sizes(c: Any) -> list[float]:
