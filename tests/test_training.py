@@ -245,6 +245,29 @@ def test_max_time_stops_a_run_that_would_not_finish():
     assert m["restarts"] > 10
 
 
+@pytest.mark.parametrize("schedule, stages, micro, wall",
+                         [("gpipe", 1, 1, 6.0), ("1f1b", 2, 2, 18.0), ("swarm", 2, 2, 18.0)])
+def test_a_run_that_ends_exactly_at_max_time_is_finished(schedule, stages, micro, wall):
+    """``max_time`` is inclusive: what happens at exactly ``T`` happens. Two steps, no failures,
+    passes of 1 + 2: one stage, one micro-batch: steps end at 3 and 6; two stages, two
+    micro-batches: 9 a step (1f1b at the last stage F1 [1, 2), B1 [2, 4), F2, B2 [5, 7), the
+    first stage's B2 [7, 9)). Bounded at that wall time, the run finishes there, its figures
+    those of the unbounded run (it used to stop before the last step's end, unfinished)."""
+    def run(**kw):
+        s = TrainingSystem(TrainingConfig(stages=stages, microbatches=micro, steps=2,
+                                          forward_time=1.0, schedule=schedule, **kw),
+                           Streams(0).replication(0))
+        return s.env, s.run()
+
+    _, free = run()
+    assert free["training_time"] == wall
+    env, m = run(max_time=wall)
+    assert env.now == wall
+    assert m["finished"] == 1.0 and m["steps_done"] == 2 and m["training_time"] == wall
+    for key in ("throughput", "utilisation", "bubble_fraction", "worker_hours", "passes"):
+        assert m[key] == free[key], key
+
+
 def test_step_released_into_an_out_stage_restarts(tmp_path):
     """A step whose first stage is out at release loses the step from the coordinator itself."""
     trace = _trace(tmp_path, [("s0r0", 0.0, 4.0)])

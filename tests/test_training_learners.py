@@ -209,6 +209,47 @@ def test_a_report_at_the_end_of_the_grace_window_counts_in_both_engines(tmp_path
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key
 
 
+@pytest.mark.parametrize("bound, syncs, goodput, busy", [(6.0, 1, 1.0, 1.0),
+                                                         (5.999, 0, 0.0, 3 / 5.999)])
+def test_a_run_bounded_at_an_outer_step_counts_it_in_both_engines(bound, syncs, goodput, busy):
+    """``max_time`` is inclusive in both engines. Two groups of one worker, T = 3 (1 + 2),
+    H = 2, no payload (a free outer step), bounded at 6: both groups report at 6 and the
+    outer step there happens: 1 sync, goodput 1 (12 of 12 chip time merged), utilisation 1.
+    The DES used to stop before it (0 syncs, goodput 0, utilisation 0.5: the second steps'
+    ends not counted), the learners engine counted it. Bounded at 5.999 neither does (the
+    first steps' 3 of 5.999 counted: a step cut by the end is not)."""
+    eng = learners_model(LearnersConfig(learners=2, chips=1, step_time=3.0, every=2, steps=4,
+                                        max_time=bound), Streams(0).replication(0))
+    des = training_model(TrainingConfig(stages=1, replicas=2, microbatches=2, steps=4,
+                                        forward_time=1.0, sync="diloco:every=2",
+                                        max_time=bound), Streams(0).replication(0))
+    for out in (eng, des):
+        assert out["outer_syncs"] == syncs
+        assert out["goodput_fraction"] == pytest.approx(goodput, rel=1e-12)
+        assert out["compute_utilisation"] == pytest.approx(busy, rel=1e-12)
+        assert out["finished"] == 0.0
+
+
+@pytest.mark.parametrize("bound, syncs, goodput", [(12.0, 2, 18 / 24), (6.0, 1, 6 / 12)])
+def test_a_grace_window_ending_at_max_time_fires_before_the_run_ends(tmp_path, bound, syncs,
+                                                                     goodput):
+    """The grace window case above (W = 2.5: it ends at 12 with learner 0's report) bounded at
+    12, its very end: the outer step fires with both (2 syncs, 18 of 24 chip time merged:
+    learner 0's 4 steps, learner 1's 2 of 3, its first lost to the failure), then the run
+    ends; bounded at 6, learner 0's lone outer step at 6 counts (1 sync, 6 of 12). The DES
+    used to stop first (12: 1 sync, goodput 0.25; 6: 0 syncs), the engine counted both."""
+    eng = _scripted({1: [1.0]}, replace_time=0.5, chip_download=2.0, quorum=1, grace=2.5,
+                    max_time=bound)
+    des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5)],
+                        sync="diloco:every=2,quorum=1,grace=2.5", max_time=bound)
+    for out in (eng, des):
+        assert out["outer_syncs"] == syncs
+        assert out["goodput_fraction"] == pytest.approx(goodput, rel=1e-12)
+    for key in ("goodput_fraction", "outer_downloads", "outer_syncs", "late_merges",
+                "compute_utilisation", "finished"):
+        assert des[key] == pytest.approx(eng[key], rel=1e-12), key
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("q, sync, law, L, ratio", [
     ({}, "diloco:every=4", "deterministic", 3, 2.0),

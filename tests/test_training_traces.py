@@ -10,7 +10,7 @@ import pytest
 from sim.cli import main
 from sim.errors import ConfigError
 from sim.rng import Streams
-from sim.traces import TraceReplay, load_trace, slot_patterns, trace_slots, trace_stats
+from sim.traces import TraceEnded, TraceReplay, load_trace, slot_patterns, trace_slots, trace_stats
 from sim.training import TrainingConfig, TrainingSystem, training_model
 
 #: Shipped trace -> a (stages, replicas) layout with exactly its slots.
@@ -95,6 +95,21 @@ def test_one_worker_down_for_a_known_window_stalls_exactly_that_window_plus_down
     assert m["training_time"] == pytest.approx(20 + 0.25 + 4.0 + 0.5, abs=1e-12)
     assert m["throughput"] == pytest.approx(20 / 24.75, abs=1e-12)
     assert m["worker_availability"] == pytest.approx(1 - 4.0 / 24.75, abs=1e-12)
+
+
+@pytest.mark.parametrize("bound", [99.75, math.inf])
+def test_a_run_that_ends_at_the_traces_last_instant_finishes(tmp_path, bound):
+    """The window trace ends at 399 / 4 = 99.75; 95 steps end there (24.75 for the first 20,
+    then 75 of 1). The trace covers its last instant: the run finishes at 99.75, bounded
+    there or not (it used to stop at the bound unfinished or, unbounded, end with
+    TraceEnded at 99.75). One more step runs past the trace: TraceEnded, as before."""
+    path = _window_trace(tmp_path)
+    m = TrainingSystem(_window_config(path, steps=95, max_time=bound),
+                       Streams(0).replication(0)).run()
+    assert m["finished"] == 1.0 and m["steps_done"] == 95
+    assert m["training_time"] == 99.75
+    with pytest.raises(TraceEnded, match="ended at simulated time 99.75"):
+        TrainingSystem(_window_config(path, steps=96), Streams(0).replication(0)).run()
 
 
 def test_trace_start_moves_the_window(tmp_path):

@@ -70,7 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help=f"a replaced chip's weight fetch time (none when its learner will download "
            f"the model: it is behind the latest): {TIME_HELP}")
     a("--max-time", action=UnlimitedTimeOption, default=math.inf, metavar="TIME",
-      help=f"stop a replication here: {TIME_HELP}")
+      help=f"stop a replication here, inclusive (what happens at exactly TIME happens): "
+           f"{TIME_HELP}")
     add_run_options(p, replications=5)
 
 

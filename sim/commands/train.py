@@ -290,8 +290,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--arrival", default=d.arrival, help="async only: " + ", ".join(ARRIVALS))
     a("--arrival-rate", type=float, default=d.arrival_rate, help="async arrival rate")
     a("--max-time", action=UnlimitedTimeOption, default=math.inf, metavar="TIME",
-      help=f"stop each replication at this simulated time: {RUN_TIME_HELP} (default inf: when "
-           "N steps are done)")
+      help=f"stop each replication at this simulated time, inclusive (what happens at exactly "
+           f"TIME happens): {RUN_TIME_HELP} (default inf: when N steps are done)")
     a("--network", default=None, metavar="SPEC|FILE",
       help="the network every transfer crosses (a topology spec or graph file: links with "
            "bandwidth in B/s and latency in s, or with units, e.g. tree:host_bandwidth="

@@ -544,16 +544,22 @@ class TraceEnded(SimulationError):
 
 
 def end_guard(env: simpy.Environment, replay: TraceReplay):
-    """A SimPy process that raises :class:`TraceEnded` at the replay's end (none if it never ends).
+    """A SimPy process that raises :class:`TraceEnded` once the run passes the replay's end
+    (none if it never ends).
 
     Start it with ``env.process(end_guard(env, replay))`` next to the replayed
     workers, so that a run needing more time than the trace has stops with one
-    clear line instead of silently keeping the last state.
+    clear line instead of silently keeping the last state. The trace covers its
+    last instant (a run bounded at its duration is inclusive, its rows at the end
+    included): the guard fires at the first time after it, ``nextafter(d)``.
     """
     d = replay.duration
     if math.isinf(d):
         return
-    yield env.timeout(d)
+    delay = math.nextafter(d, math.inf) - env.now
+    while env.now + delay <= d:
+        delay = math.nextafter(delay, math.inf)
+    yield env.timeout(delay)
     raise TraceEnded(f"the failure trace {replay.trace!r} ended at simulated time {d:g}; "
                      "pass --trace-loop (trace_loop) or simulate less")
 

@@ -111,6 +111,7 @@ from ..errors import NEVER_PROBED, ConfigError, available_memory, check, format_
 from ..failures import check_transitions, cycle_rates
 from ..rng import Streams
 from ..timeline import NULL, CoordinatorView
+from .instant import GRACE, InstantEnd
 from .replica import Refetch, SpotSlot
 from .stall import STALL_FACTOR, nominal_step_time
 from .sync import DilocoSync
@@ -915,20 +916,15 @@ class OuterLoop:
             r.kth = sorted(r.reported.values())[K - 1]
         if not r.timer:
             r.timer = True
-            ev = self.env.timeout(max(0.0, r.kth + self.spec.grace - self.env.now))
-            ev.callbacks.append(lambda _e, rr=r: self._grace_end(rr))
+            self.system.instant.after(max(0.0, r.kth + self.spec.grace - self.env.now),
+                                      lambda rr=r: self._grace_end(rr), GRACE)
 
     def _grace_end(self, r: _Sync) -> None:
         """Round ``r``'s grace window is over: its outer step fires once every event of this
-        instant is done (the window is closed: a report, or a failure, at its very end comes
-        first, whatever order SimPy holds them in; the learners engine's rule too)."""
+        instant is done (:class:`~sim.training.instant.InstantEnd`: the window is closed, a
+        report, or a failure, at its very end comes first, whatever order SimPy holds them
+        in; the learners engine's rule too; before a run's end at the same time)."""
         if r is not self.round or r.fired:
-            return
-        env = self.env
-        if env.peek() == env.now:  # more at this instant: go behind it
-            ev = env.event()
-            ev.callbacks.append(lambda _e: self._grace_end(r))
-            ev.succeed()
             return
         self._fire_round()
 
@@ -1166,6 +1162,7 @@ class DilocoSystem:
         c = self.config = config
         self.spec = c.diloco
         env = self.env = simpy.Environment()
+        self.instant = InstantEnd(env)  # the grace window's end and the run's end (max_time)
         self.rec = rec = recorder if recorder is not None else NULL  # the timeline
         self.M = M = diloco_groups(c)
         r = c.replicas[0]
@@ -1244,8 +1241,8 @@ class DilocoSystem:
         stop = c.max_time
         if stop < math.inf and not isinstance(c.failure_trace, (str, type(None))):
             stop = min(stop, c.failure_trace.duration)
-        if stop < math.inf:
-            ends.append(env.timeout(stop))
+        if stop < math.inf:  # inclusive: every event at exactly stop happens first
+            ends.append(self.instant.stop_at(stop))
         stalled = None
         if c.failures:  # groups that fail faster than they reach an outer step: stop the run
             stalled = env.event()  # stops the run itself: the ends keep their one condition

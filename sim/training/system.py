@@ -22,6 +22,7 @@ from .billing import Presence
 from .config import TrainingConfig
 from .flow import LOST_CAUSES, ReplicaFlow, live_idle_share
 from .framework import FrameworkFlow
+from .instant import InstantEnd
 from .replica import SpotSlot
 from .schedules import SCHEDULE_POLICIES
 from .stall import Watchdog, diagnose, interval_time, needs_watchdog, stall_limit
@@ -221,8 +222,8 @@ class TrainingSystem:
         if stop < math.inf and not isinstance(self.config.failure_trace, (str, type(None))):
             # the config allows a max_time within rounding of the replay's end: stop at the end
             stop = min(stop, self.config.failure_trace.duration)
-        if stop < math.inf:
-            ends.append(self.env.timeout(stop))
+        if stop < math.inf:  # inclusive: every event at exactly stop happens first
+            ends.append(InstantEnd(self.env).stop_at(stop))
         watch = None
         if needs_watchdog(self.config):
             watch = Watchdog(self.env, self.trainer, stall_limit(self.config))

@@ -39,6 +39,7 @@ from ...timeline import NULL
 from ..billing import Presence
 from ..config import replica_name
 from ..flow import LOST_CAUSES
+from ..instant import InstantEnd
 from ..replica import WorkerState
 from ..system import METRICS, build_failures, training_record
 from .steptime import formation_time
@@ -379,8 +380,8 @@ class JobSystem:
         stop = c.max_time
         if stop < math.inf and not isinstance(c.failure_trace, (str, type(None))):
             stop = min(stop, c.failure_trace.duration)
-        if stop < math.inf:
-            ends.append(env.timeout(stop))
+        if stop < math.inf:  # inclusive: every event at exactly stop happens first
+            ends.append(InstantEnd(env).stop_at(stop))
         from .watch import JobWatchdog
 
         watch = JobWatchdog(self)
