@@ -14,6 +14,7 @@ import math
 from dataclasses import replace
 
 import pytest
+from test_step_collectives import LAT, B, Z, _plan, one_link_profiles
 
 from sim.engines import predictions
 from sim.profiles import Plan, ReplicaSpec, StageSpec, load_profiles
@@ -22,22 +23,10 @@ from sim.profiles.frameworks import DEEPSPEED_TAGS, FrameworkSpec, resolve
 from sim.rng import Streams
 from sim.training import training_model
 
-Z = "us-central1-a"
-B, LAT = 1e9, 5e-3
-
 
 @pytest.fixture(scope="module")
 def prof():
-    p = load_profiles(models=("OPT-350",))
-    return replace(p, network=replace(p.network, links=tuple(
-        replace(x, bandwidth=B, latency=LAT) for x in p.network.links)))
-
-
-def _plan(L, r, tp=1, fw=None):
-    cuts = [round(26 * k / L) for k in range(L + 1)]
-    return Plan(tuple(StageSpec(tuple(range(cuts[j], cuts[j + 1])), tuple(
-        ReplicaSpec("A100-40", tp, gpus_per_node=4, zone=Z) for _ in range(r)))
-        for j in range(L)), 2, 2 * r * 4, model="OPT-350", framework=fw)
+    return one_link_profiles()  # every link B and LAT, as the step collectives' tests
 
 
 def _params(prof, plan, tp):

@@ -23,11 +23,17 @@ Z = "us-central1-a"
 B, LAT = 1e9, 5e-3
 
 
-@pytest.fixture(scope="module")
-def prof():
+def one_link_profiles():
+    """The shipped OPT-350 profiles with every link of bandwidth ``B`` and latency ``LAT``
+    (also tests/test_bf16_optimizer.py's)."""
     p = load_profiles(models=("OPT-350",))
     return replace(p, network=replace(p.network, links=tuple(
         replace(x, bandwidth=B, latency=LAT) for x in p.network.links)))
+
+
+@pytest.fixture(scope="module")
+def prof():
+    return one_link_profiles()
 
 
 def _plan(L, r, tp=1, fw=None):
