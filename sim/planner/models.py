@@ -383,8 +383,16 @@ class ProfilePlanModel:
         g = self.profiles.gpus[gpu]
         return g.memory_bytes - g.overhead(tp)
 
+    @property
+    def memory_dp(self) -> bool:
+        """Whether :meth:`memory_terms` depends on the stage's data-parallel degree ``dp``
+        (DeepSpeed's BF16_Optimizer partitions its fp32 master weights and optimizer state over
+        it: :func:`~sim.profiles.build.bf16_optimizer_memory`); the search passes ``dp`` then."""
+        return self._fb.bf16_allgather is not None
+
     def memory_terms(self, gpu: str, tp: int, microbatch_size: int, stage: int, stages: int,
-                     microbatches: int) -> tuple[tuple[float, tuple[float, ...]], ...]:
+                     microbatches: int, dp: int = 1
+                     ) -> tuple[tuple[float, tuple[float, ...]], ...]:
         """:func:`~sim.profiles.build.plan_memory` as sums over the stage's layers.
 
         A GPU holds weights, gradients and optimizer state, then the larger of
@@ -400,6 +408,14 @@ class ProfilePlanModel:
         counted whole even for a shape-estimated model, whose stage's first
         layer, when a transformer layer, holds one of them in its activations
         (the stage's layers are not known here).
+
+        Under DeepSpeed's BF16_Optimizer (bf16 on 0.9.0 to 0.16.5,
+        :func:`~sim.profiles.build.bf16_optimizer_memory`) a rank of ``dp``
+        replicas holds ``2P + F (6 + (4 + s) / dp)`` bytes for its ``P``
+        parameters, ``F`` being ``P`` padded up to a multiple of ``2 dp``: the
+        sums count ``W_i`` at ``F = P`` and the fixed term the most padding can
+        add, ``(2 dp - 1)`` elements, so they are never below plan_memory and at
+        most ``(2 dp - 1) (6 + (4 + s) / dp)`` bytes above it (18 at dp 1, ~400 at 32).
         """
         m = self.model
         bpv, opt = m.bytes_per_value, m.optimizer_bytes_per_param
@@ -416,11 +432,19 @@ class ProfilePlanModel:
         # the attention masks DeepSpeed 0.3.13 keeps with GPT2ModelPipe (none elsewhere)
         buffers += mask_memory(self._fb.sequence, stage, stages, microbatches, tp,
                                self._fb.pipe_buffers, self.schedule)
-        weights = [s.params * (2 * bpv + opt) for s in sizes]
+        if self._fb.bf16_allgather is not None:  # DeepSpeed's BF16_Optimizer
+            state = max(opt - (4.0 if bpv == 2 else 0.0), 0.0)  # as bf16_optimizer_memory
+            per_flat = 6.0 + (4.0 + state) / dp  # bf16 weights 2, fp32 gradients 4, fp32 part
+            weights = [s.params * (2.0 + per_flat) for s in sizes]
+            pad = (2 * dp - 1) * per_flat  # the most the flat buffer's padding adds
+            buffers += pad
+        else:
+            weights = [s.params * (2 * bpv + opt) for s in sizes]
+            pad = 0.0
         held = tuple(w + n * microbatch_size * s.activation_memory_bytes
                      for w, s in zip(weights, sizes, strict=True))
         bucket = tuple(w + s.params * bpv for w, s in zip(weights, sizes, strict=True))
-        return ((buffers, held), (0.0, bucket))
+        return ((buffers, held), (pad, bucket))
 
 
 def shape_search_model(profiles: Profiles, model: ModelProfile, fleet: Fleet,

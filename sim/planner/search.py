@@ -85,7 +85,9 @@ class PlanModel(Protocol):
     def memory_terms(self, gpu: str, tp: int, microbatch_size: int, stage: int, stages: int,
                      microbatches: int) -> tuple[tuple[float, tuple[float, ...]], ...]:
         """A stage's memory on one GPU as constraints ``fixed + sum of per-layer bytes over its
-        layers <= memory_cap`` (several when the model takes a maximum of sums)."""
+        layers <= memory_cap`` (several when the model takes a maximum of sums). A model whose
+        ``memory_dp`` attribute is true also takes ``dp=``, the stage's replicas (the memory
+        depends on it: DeepSpeed's BF16_Optimizer partitions its optimizer state over them)."""
 
     def memory_cap(self, gpu: str, tp: int) -> float:
         """Bytes a GPU of this type can give the model's tensors at this TP degree."""
@@ -286,6 +288,7 @@ class _Search:
         self._rows: dict[tuple[str, int, int], tuple[float, ...]] = {}
         self._prefix: dict[tuple[str, int, int], list[float]] = {}
         self._mem: dict[tuple, list[tuple[float, list[float]]]] = {}
+        self._mem_dp = bool(getattr(pm, "memory_dp", False))  # memory_terms takes dp
         self._specs: dict[tuple[str, int, str], ReplicaSpec] = {}
         self._tails: dict[tuple, float] = {}
         self._tail_bound = getattr(pm, "tail_bound", None)
@@ -324,17 +327,22 @@ class _Search:
             self._prefix[key] = prefix_sums(r)
         return r
 
-    def memory(self, gpu: str, tp: int, mbs: int, j: int, p: int, m: int
+    def memory(self, gpu: str, tp: int, mbs: int, j: int, p: int, m: int, dp: int
                ) -> list[tuple[float, list[float]]]:
-        """Per memory constraint of stage ``j`` of ``p``: (cap left for the layers, prefix sums
-        of the per-layer bytes)."""
-        key = (gpu, tp, mbs, j, p, m)
+        """Per memory constraint of stage ``j`` of ``p`` of ``dp`` replicas: (cap left for the
+        layers, prefix sums of the per-layer bytes)."""
+        key = self._mem_key(gpu, tp, mbs, j, p, m, dp)
         x = self._mem.get(key)
         if x is None:
             cap = self.pm.memory_cap(gpu, tp) * self.req.memory_fraction
-            x = self._mem[key] = [(cap - fixed, prefix_sums(per)) for fixed, per
-                                  in self.pm.memory_terms(gpu, tp, mbs, j, p, m)]
+            terms = (self.pm.memory_terms(gpu, tp, mbs, j, p, m, dp=dp) if self._mem_dp
+                     else self.pm.memory_terms(gpu, tp, mbs, j, p, m))
+            x = self._mem[key] = [(cap - fixed, prefix_sums(per)) for fixed, per in terms]
         return x
+
+    def _mem_key(self, gpu: str, tp: int, mbs: int, j: int, p: int, m: int, dp: int) -> tuple:
+        """:meth:`memory`'s key: ``dp`` in it only where the model's memory depends on it."""
+        return (gpu, tp, mbs, j, p, m, dp) if self._mem_dp else (gpu, tp, mbs, j, p, m)
 
     def spec(self, t: _Type, tp: int) -> ReplicaSpec:
         """A replica: ``tp`` GPUs of one node (Sailor's convention: the plan's node is the TP group)."""
@@ -460,7 +468,8 @@ class _Search:
             for t, tp in kinds:
                 self.row(t.gpu, mbs, tp)
             times.append([self._prefix[(t.gpu, mbs, tp)] for t, tp in kinds])
-            terms = [x for t, tp in kinds for x in self.memory(t.gpu, tp, mbs, j, p, m)]
+            terms = [x for t, tp in kinds for x in self.memory(t.gpu, tp, mbs, j, p, m,
+                                                                len(reps))]
             if any(c < 0 for c, _ in terms):
                 return None
             mem.append([per for _, per in terms])
@@ -482,8 +491,8 @@ class _Search:
             self.row(t.gpu, mbs, tp)
             crow.append(bank.id((t.gpu, mbs, tp), self._prefix[(t.gpu, mbs, tp)]))
         for t, tp in kinds:
-            key = (t.gpu, tp, mbs, j, p, m)
-            for q, (c, per) in enumerate(self.memory(*key)):
+            key = self._mem_key(t.gpu, tp, mbs, j, p, m, len(reps))
+            for q, (c, per) in enumerate(self.memory(t.gpu, tp, mbs, j, p, m, len(reps))):
                 if c < 0:
                     return -1
                 mrow.append(bank.id((key, q), per))
