@@ -1057,7 +1057,7 @@ def _print_explain(x: dict[str, Any]) -> None:
     coll, loss = x.get("optimizer_collectives", 0.0), x.get("loss", 0.0)
     if coll > 0 or loss > 0:
         print(f"  (the optimizer steps include the one-value all-reduces over the model-parallel "
-              f"group, {coll:.4g}, and the last stage's the loss's all-reduce and broadcast, "
+              f"group, {coll:.4g}, and the loss's all-reduce and broadcast from the last stage, "
               f"{loss:.4g})")
     if x.get("bf16_allgather", 0.0) > 0:
         print("  (and the bf16 optimizer's all-gather of the updated weights over the stage's "
