@@ -83,6 +83,8 @@ from .network import ring_allgather_time, ring_allreduce_time, ring_bytes_sent
 
 __all__ = [
     "GroupFailures",
+    "LENGTH_MODELLED",
+    "LENGTH_WHOLE",
     "failure_run_length",
     "ORDERS",
     "PAYLOAD_BITS",
@@ -817,6 +819,16 @@ def loss_vs_wall_clock(curvature: Any, optimum: Any, lr: float, steps: int, ever
     loss = (0.5 * abar * (means - xs) ** 2).sum(axis=1)
     clock = step_clock(steps, step_time, every, sync_times, overlap=overlap)
     return LossCurve(tuple(float(t) for t in clock), tuple(float(v) for v in loss))
+
+
+#: A failure budget's length in a refusal's words: the run's expected length under its
+#: failures (:func:`failure_run_length`), or, where that model does not apply, the failure-free
+#: run plus the whole stall limit (DiLoCo's :func:`sim.training.outer.run_length_diloco` and
+#: :meth:`sim.training.LearnersConfig.run_length`)
+LENGTH_MODELLED = ("the run's expected length under its failures, the stall limit where it "
+                   "may stall, or max_time (--max-time bounds it)")
+LENGTH_WHOLE = ("the run's length, failure-free plus the whole stall limit or max_time "
+                "(--max-time bounds a run that ends sooner)")
 
 
 @dataclass(frozen=True)

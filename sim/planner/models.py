@@ -26,6 +26,7 @@ from ..network.curves import peak_bandwidth_above
 from ..profiles import Fleet, ModelProfile, Plan, Profiles, ReplicaSpec, StageSpec
 from ..profiles.build import (
     PlanBuild,
+    bf16_state_bytes,
     build_plan,
     check_buckets,
     explain_rows,
@@ -433,7 +434,7 @@ class ProfilePlanModel:
         buffers += mask_memory(self._fb.sequence, stage, stages, microbatches, tp,
                                self._fb.pipe_buffers, self.schedule)
         if self._fb.bf16_allgather is not None:  # DeepSpeed's BF16_Optimizer
-            state = max(opt - (4.0 if bpv == 2 else 0.0), 0.0)  # as bf16_optimizer_memory
+            state = bf16_state_bytes(bpv, opt)
             per_flat = 6.0 + (4.0 + state) / dp  # bf16 weights 2, fp32 gradients 4, fp32 part
             weights = [s.params * (2.0 + per_flat) for s in sizes]
             pad = (2 * dp - 1) * per_flat  # the most the flat buffer's padding adds

@@ -102,7 +102,7 @@ __all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memo
            "explain_rows", "plan_behaviour", "step_collectives", "small_allreduce_time", "SCALAR_BYTES",
            "LOSS_BROADCAST_BYTES", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
-           "physical_network", "bf16_allgather_times", "bf16_optimizer_memory",
+           "physical_network", "bf16_allgather_times", "bf16_optimizer_memory", "bf16_state_bytes",
            "bf16_flat_elements"]
 
 #: DeepSpeed's gradient all-reduce bucket (``MEMORY_OPT_ALLREDUCE_SIZE``), in elements.
@@ -764,8 +764,15 @@ def bf16_optimizer_memory(params: int, dp: int, profile_bytes: int, optimizer_by
     the profile trained in 16 bits (``profile_bytes`` 2: mixed-precision Adam's 12 = master 4
     and moments 8; in fp32 the weight is the master: 8, the moments)."""
     flat = bf16_flat_elements(params, dp)
-    state = optimizer_bytes - (4.0 if profile_bytes == 2 else 0.0)
-    return 2.0 * flat, 2.0 * params + 4.0 * flat, (flat // dp) * (4.0 + max(state, 0.0))
+    state = bf16_state_bytes(profile_bytes, optimizer_bytes)
+    return 2.0 * flat, 2.0 * params + 4.0 * flat, (flat // dp) * (4.0 + state)
+
+
+def bf16_state_bytes(profile_bytes: int, optimizer_bytes: float) -> float:
+    """The base optimizer's state a parameter under BF16_Optimizer (:func:`bf16_optimizer_memory`):
+    the profile's ``optimizer_bytes`` less the 4 bytes of fp32 master weights they include when
+    the profile trained in 16 bits (``profile_bytes`` 2), never below 0."""
+    return max(optimizer_bytes - (4.0 if profile_bytes == 2 else 0.0), 0.0)
 
 
 def bf16_allgather_times(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour,

@@ -221,8 +221,7 @@ class LearnersConfig:
         whole = R * (self.every * self.step_time + self.sync_time(M)) + self.stall_limit()
         if self.step_time_distribution != "deterministic":
             return (min(self.max_time, whole),
-                    "the run's length, failure-free plus the whole stall limit or max_time "
-                    "(--max-time bounds a run that ends sooner)")
+                    AD.LENGTH_WHOLE)
         n, mtbf, rt = self.chips, self.mtbf, self.replace_time
         x = self.chip_download / mtbf
         down = rt + (math.expm1(x) * (mtbf + rt) if x < 700.0 else math.inf)
@@ -233,8 +232,7 @@ class LearnersConfig:
                                        self.stall_limit(), quorum=self.quorum or 1,
                                        grace=self.grace, copies=M)
         return (min(self.max_time, length, whole),
-                "the run's expected length under its failures, the stall limit where it may "
-                "stall, or max_time (--max-time bounds it)")
+                AD.LENGTH_MODELLED)
 
     def sync_time(self, k: int) -> float:
         """The outer all-reduce among ``k`` learners."""

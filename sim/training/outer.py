@@ -230,13 +230,11 @@ def run_length_diloco(c: Any, groups: int) -> tuple[float, str]:
     model = group_failures(c, groups)
     if model is None:
         return (min(c.max_time, whole),
-                "the run's length, failure-free plus the whole stall limit or max_time "
-                "(--max-time bounds a run that ends sooner)")
+                AD.LENGTH_WHOLE)
     length = AD.failure_run_length(model, rounds, limit, quorum=spec.quorum or 1,
                                    grace=spec.grace)
     return (min(c.max_time, length, whole),
-            "the run's expected length under its failures, the stall limit where it may "
-            "stall, or max_time (--max-time bounds it)")
+            AD.LENGTH_MODELLED)
 
 
 def group_failures(c: Any, groups: int) -> list[AD.GroupFailures] | None:
