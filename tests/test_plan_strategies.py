@@ -112,6 +112,102 @@ def test_checkpoint_restart_on_a_scripted_trace_by_hand(tmp_path, capsys):
     assert out["predicted_wall_time"] == pytest.approx(wall, rel=1e-12)
 
 
+#: OPT-350 at TP 4 (the profile's fp32: 4 bytes a weight, Adam's 8 a parameter), per GPU:
+#: layer 0 (embeddings) 15,073,280 parameters, layers 1-24 3,153,664 each, layer 25 12,978,176
+#: (the head). Stage 0 holds layers 0-11, stage 1 layers 12-25.
+STAGE0 = 15_073_280 + 11 * 3_153_664
+STAGE1 = 13 * 3_153_664 + 12_978_176
+
+
+def test_a_checkpoint_is_the_plans_bytes_over_the_bandwidth():
+    """DeepSpeed's pipeline engine without bf16: data-parallel rank 0 of each stage writes its
+    layers and its optimizer state, every TP rank its own (sim.profiles.formations); a
+    restart reads the same on every node. The busiest node holds stage 1: 4 GPUs x (4 + 8)
+    bytes x its parameters, whatever the number of pipelines."""
+    assert (STAGE0, STAGE1) == (49_763_584, 53_975_808)
+    t = _timer()
+    assert t.checkpoint_rule() == "rank0"
+    busiest = 4 * 12 * STAGE1  # 2,590,838,784 bytes
+    assert t.checkpoint_bytes((2, 2)) == (busiest, busiest)
+    assert t.checkpoint_bytes((2,)) == (busiest, busiest)
+    from sim.profiles.formations import node_checkpoint_bytes
+
+    nodes = node_checkpoint_bytes(t._build(2, 2, 32))  # stage-major: s0r0 s0r1 s1r0 s1r1
+    assert nodes == ((4 * 12 * STAGE0, 4 * 12 * STAGE0), (0.0, 4 * 12 * STAGE0),
+                     (busiest, busiest), (0.0, busiest))
+
+
+@pytest.mark.parametrize(("key", "rule"), [("deepspeed", "rank0-bf16"), ("megatron", "spread")])
+def test_the_writers_of_bf16_and_megatron_by_hand(key, rule):
+    """Two stages of 3 replicas at TP 2 in bf16. DeepSpeed's BF16_Optimizer: replica 0 writes
+    its stage's bf16 weights (the flat buffer, 2 bytes an element) and its 1/3 partition of
+    the fp32 master weights and Adam's moments (4 + 8 bytes an element); replicas 1 and 2
+    their partitions alone; each node reads what it holds. Megatron-LM (fully parallel save
+    over the data-parallel group): each node a third of the stage's state, its own whole
+    state read. Per node: its 2 GPUs."""
+    from test_step_collectives import _plan
+
+    from sim.profiles.build import build_plan
+    from sim.profiles.formations import checkpoint_rule, node_checkpoint_bytes
+    from sim.profiles.frameworks import FrameworkSpec
+
+    prof = load_profiles(models=("OPT-350",))
+    plan = _plan(2, 3, tp=2, fw=FrameworkSpec(key, precision="bf16"))
+    b = build_plan(plan, prof, steps=1, check_memory=False)
+    assert checkpoint_rule(b) == rule
+    sizes = prof.model("OPT-350").layer_sizes(2)
+    got = node_checkpoint_bytes(b)
+    for j, st in enumerate(plan.stages):
+        P = sum(sizes[x].params for x in st.layers)
+        if rule == "rank0-bf16":
+            flat = -(-P // 6) * 6  # padded to a multiple of 2 x dp
+            part = 2 * (flat // 3) * (4 + 8)
+            whole = 2 * 2 * flat + part
+            assert got[3 * j:3 * j + 3] == ((whole, whole), (part, whole), (part, whole))
+        else:
+            whole = 2 * (P * 4 + P * 8)  # the memory model's fp32 weights and Adam's 8 bytes
+            assert got[3 * j:3 * j + 3] == ((whole / 3, whole),) * 3
+
+
+def test_checkpoint_restart_with_a_bandwidth_on_a_scripted_trace_by_hand(tmp_path, capsys):
+    """As the scripted run above with ``checkpoint_bandwidth=1GB/s``: a checkpoint takes
+    C = 2,590,838,784 B / 1e9 B/s (the busiest node's bytes), a restart 3 s plus the same
+    bytes read, R = C. s1r1 gone at 6.5 s, after the first checkpoint ends (2 T2 + C) and
+    before the next (3 T2 + C): the restart runs 6.5 to 9.5 + R, then steps 3, 4 on one
+    pipeline (T1 each), a checkpoint, step 5, the final checkpoint:
+    wall = 9.5 + R + 3 T1 + 2 C."""
+    C = 4 * 12 * STAGE1 / 1e9
+    T2 = _step(capsys, PLAN)
+    data = plan_to_data(read_plan(PLAN))
+    one = [dict(s, replicas=[dict(s["replicas"][0], count=1)]) for s in data["stages"]]
+    T1 = _step(capsys, _edited(tmp_path, "one.json", stages=one))
+    assert 2 * T2 + C < 6.5 < 3 * T2 + C  # the loss falls in step 3
+    trace = tmp_path / "trace.csv"
+    trace.write_text(f"worker,start,end\ns1r1,6.5,{BIG}\n")
+    out = _json(capsys, ["--plan", PLAN, "--model", "OPT-350", "--steps", "5",
+                         "--replications", "1", "--failure-trace", str(trace),
+                         "--strategy", "checkpoint-restart:every=2,restart=3,boot=0,"
+                         "checkpoint_bandwidth=1GB/s"])
+    wall = 9.5 + C + 3 * T1 + 2 * C
+    assert out["wall_time_mean"] == pytest.approx(wall, rel=1e-12)
+    assert (out["restarts"], out["checkpoints"], out["steps"]) == (1.0, 3.0, 5)
+    assert out["lost_time"]["checkpoint"] == pytest.approx(3 * C, rel=1e-12)
+    assert out["lost_time"]["work"] == pytest.approx(6.5 - (2 * T2 + C), rel=1e-12)
+    assert out["samples_per_second"] == pytest.approx(5 * 64 / wall, rel=1e-12)
+    cost = out["checkpoint_cost"]
+    assert (cost["checkpoint"], cost["restart"]) == (C, 3.0 + C)
+    assert cost["bytes_written"] == cost["bytes_read"] == 4 * 12 * STAGE1
+    assert out["predicted_wall_time"] is None  # the replay takes given times only
+
+
+def test_without_a_bandwidth_the_run_says_the_cost_is_the_artifacts(capsys):
+    out = _json(capsys, ["--plan", PLAN, "--model", "OPT-350", "--steps", "1",
+                         "--replications", "1", "--strategy", "checkpoint-restart"])
+    cost = out["checkpoint_cost"]
+    assert (cost["checkpoint"], cost["restart"], cost["every"]) == (15.8, 55.5, 10)
+    assert "not this plan's bytes" in cost["source"] and "bandwidth" not in cost
+
+
 def test_reconfiguration_with_a_template_out_of_memory_waits(tmp_path, capsys):
     """GPT-Neo-2.7 on V100-16 nodes (TP 4): 2 stages fit, all 34 layers on one node do not.
     reconfiguration:min_nodes=1 may form a 1-node template, but that re-partition cannot
@@ -142,11 +238,27 @@ def test_reconfiguration_with_a_template_out_of_memory_waits(tmp_path, capsys):
      "'step_times' must be given only without --plan"),
     (["--preemption-notice", "aws", "--failure-trace", "aws-p3"],
      "'notice' must be 0 without a strategy"),
+    (["--strategy", "checkpoint-restart:checkpoint_bandwidth=0"],
+     "'checkpoint_bandwidth' must be a rate > 0 in bytes per second"),
+    (["--strategy", "checkpoint-restart:checkpoint_bandwidth=-2GB/s"],
+     "'checkpoint_bandwidth' must be a rate >= 0"),
+    (["--strategy", "redundancy:checkpoint_bandwidth=2GB"],
+     "'checkpoint_bandwidth' must be a rate, not a size"),
+    (["--strategy", "checkpoint-restart:checkpoint_bandwidth=2GB/s,checkpoint=3"],
+     "'checkpoint' must be unset (or --checkpoint-cost unset) with checkpoint_bandwidth"),
+    (["--strategy", "reconfiguration:checkpoint_bandwidth=2GB/s"],
+     "'checkpoint_bandwidth' must be given only with every > 0"),
 ])
 def test_what_cannot_apply_is_refused_in_one_line(capsys, argv, message):
     assert main(["train", "--plan", PLAN, "--model", "OPT-350", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_a_bandwidth_without_a_plan_is_refused(capsys):
+    assert main(["train", "--strategy", "checkpoint-restart:checkpoint_bandwidth=2GB/s"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "'checkpoint_bandwidth' must be given only with --plan" in err and "\n" not in err
 
 
 def test_a_plan_of_mixed_nodes_is_refused_with_a_strategy(capsys):

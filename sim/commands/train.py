@@ -43,7 +43,7 @@ from ..training import (
 from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ..training.outer import diloco_groups
-from ..units import TIME, parse_quantity
+from ..units import RATE, TIME, format_quantity, parse_quantity
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit, warn
 from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
@@ -327,7 +327,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="swarm (this DES, swarm schedule), checkpoint-restart (Varuna, "
                         "CheckFreq), redundancy (Bamboo) or reconfiguration (Oobleck), with "
                         "parameters, e.g. checkpoint-restart:every=20,interval=adaptive (its times "
-                        "take units: checkpoint=2min); "
+                        "take units: checkpoint=2min); with --plan, checkpoint_bandwidth=1GB/s "
+                        "(each node's storage rate) times a checkpoint and a restart's read from "
+                        "the plan's bytes; "
                         "--checkpoint-every/--checkpoint-cost/--restart-cost set its "
                         "every/checkpoint/restart")
     g.add_argument("--step-times", default=None, metavar="FILE",
@@ -1044,6 +1046,33 @@ def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
         out["explain"] = explain_rows(build)
 
 
+def checkpoint_cost(cfg: TrainingConfig) -> dict[str, Any] | None:
+    """A plan's step-level strategy run: what its checkpoint and restart cost in the full
+    formation and where that came from (None for any other run)."""
+    s, table = cfg.strategy, cfg.step_times
+    if s is None or s.engine != "job" or not hasattr(table, "checkpoint_bytes") \
+            or not hasattr(s, "checkpoint"):
+        return None
+    bw = getattr(s, "checkpoint_bandwidth", None)
+    out: dict[str, Any] = {"every": s.every}
+    if bw is None:
+        default = type(s)()
+        given = s.checkpoint != default.checkpoint or s.restart != default.restart
+        out.update(checkpoint=s.checkpoint, restart=s.restart, source=(
+            "given" if given else f"{s.name}'s defaults (the Oobleck/Bamboo artifacts' values "
+            "for their models, BERT-large's 15.8 s checkpoint)") + ", not this plan's bytes "
+            "(checkpoint_bandwidth=RATE times them from the plan)")
+        return out
+    sizes = (table.stages,) * table.plan.dp[0]
+    written, read = table.checkpoint_bytes(sizes)
+    out.update(checkpoint=written / bw, restart=s.restart + read / bw, bandwidth=bw,
+               bytes_written=written, bytes_read=read, writers=table.checkpoint_rule(),
+               source=f"the plan's bytes over checkpoint_bandwidth (per node; writers: "
+               f"{table.checkpoint_rule()}, sim.profiles.formations), restart {s.restart:g} s "
+               "plus the read")
+    return out
+
+
 def _print_explain(x: dict[str, Any]) -> None:
     print(f"where an iteration's time goes (failure-free, pipeline {x['pipeline']}, "
           f"{x['microbatches']} micro-batches; seconds):")
@@ -1149,6 +1178,9 @@ def run(args: argparse.Namespace) -> int:
         out.update(checkpoint_every=cfg.checkpoint_every, checkpoint_every_auto=True)
     if build is not None:
         _plan_payload(build, out, args.explain)
+        cost = checkpoint_cost(cfg)
+        if cost is not None:
+            out["checkpoint_cost"] = cost
         # (issue 37) the plan's closed form times a data-parallel step; a DiLoCo run's groups
         # all-reduce among fewer replicas: none then
         # a strategy run's references are the job engine's (its replay on the plan's steps)
@@ -1192,6 +1224,13 @@ def run(args: argparse.Namespace) -> int:
     if cfg.strategy is not None:
         notice = f", preemption notice {cfg.notice:g}" if cfg.notice else ""
         print(f"strategy {out['strategy']} ({out['engine']} engine){notice}")
+        cc = out.get("checkpoint_cost")
+        if cc is not None:
+            io = "" if "bandwidth" not in cc else (
+                f" ({format_bytes(cc['bytes_written'])} written, {format_bytes(cc['bytes_read'])} "
+                f"read by the busiest node at {format_quantity(cc['bandwidth'], RATE)})")
+            print(f"  checkpoint {cc['checkpoint']:.4g} s every {cc['every']} steps, restart "
+                  f"{cc['restart']:.4g} s{io}, full formation: {cc['source']}")
     if cfg.failure_trace is not None:
         how = "by worker name" if out["trace_policy"] is None else f"policy {out['trace_policy']}"
         if out["trace_resample"] not in (None, "none"):

@@ -41,6 +41,50 @@ The samples of a step stay the global batch.
 
 The plan's nodes must all be of one kind (GPU type, TP degree, node size,
 zone, no named host): a strategy puts any ready node at any stage.
+
+A formation's checkpoint (:meth:`PlanStepTimes.checkpoint_bytes`, for a strategy's
+``checkpoint_bandwidth``): the bytes each node writes and reads, from the plan's memory
+model (:func:`~sim.profiles.build.plan_memory`: a GPU's ``weights`` and ``optimizer``
+terms, times the node's ``tp`` GPUs), as the plan's framework writes a checkpoint:
+
+* DeepSpeed's pipeline engine (``deepspeed``, ``sailor-deepspeed``; DeepSpeed v0.16.5,
+  commit 38327e0): the layer files of a stage are written by its data-parallel rank 0
+  alone, each TP rank its own (``runtime/pipe/module.py:596-607``, ``save_state_dict``:
+  ``if dp_rank != 0: return`` unless ``checkpoint.parallel_write.pipeline_stage``,
+  default False, ``runtime/constants.py:416``; ``module.py:571-579``, one file per layer
+  and model-parallel rank); the optimizer state, without ZeRO and without bf16, goes
+  into ``mp_rank_XX_model_states.pt`` (``runtime/engine.py:3457`` and ``3471``,
+  ``optimizer.state_dict()`` when not ``zero_optimization() or bfloat16_enabled()``),
+  written only where ``save_non_zero_checkpoint``, data-parallel rank 0
+  (``engine.py:1061-1069``, ``3492-3494``): the node of replica 0 of each stage writes ``tp x (weights +
+  optimizer)``, the others nothing. With bf16 (BF16_Optimizer) every rank also writes
+  its own ``1/dp`` partition of the fp32 master weights and optimizer state
+  (``engine.py:1071-1076``, ``save_zero_checkpoint``; ``3277-3279``, ``3637-3640``):
+  replica 0 writes ``tp x (weights + optimizer)``, the others ``tp x optimizer``
+  (the memory model's partition). DeepSpeed 0.3.13 writes alike (tag v0.3.13:
+  ``runtime/pipe/module.py:536-538``, ``runtime/engine.py:453-455``, ``1648-1653``,
+  ``1600``). A restart reads on every node what its ranks hold:
+  its stage's layer files (``runtime/pipe/module.py:623-637``, ``load_state_dir`` on
+  every rank, ``runtime/pipe/engine.py:1389``) and, without bf16, its model-parallel
+  rank's whole ``mp_rank`` file with the optimizer state (``engine.py:2978-2979``,
+  ``3020-3028``), with bf16 its own partition alone (``engine.py:3175``, unless
+  ``zero_elastic_checkpoint``): ``tp x (weights + optimizer)`` on every node.
+* PyTorch DDP (``ddp``, one stage): rank 0 alone writes (pytorch/tutorials 0168169
+  ``intermediate_source/ddp_tutorial.rst``, ``demo_checkpoint``: ``if rank == 0:
+  torch.save(ddp_model.state_dict(), ...)``, every rank then loads it); a checkpoint to
+  resume from holds the optimizer's ``state_dict`` too, whole on every rank under DDP:
+  as DeepSpeed without bf16.
+* Megatron-LM (``megatron``; NVIDIA/Megatron-LM commit d98e8a64dd): the default
+  ``torch_dist`` format (``megatron/training/config/training_config.py:486``) saved
+  fully parallel (``fully_parallel_save`` default True, ``:511``) over the data-parallel
+  group (``:559``; ``megatron/training/checkpointing.py:862-875``), which spreads the
+  replicated shards over its ranks as evenly as it can
+  (``megatron/core/dist_checkpointing/strategies/fully_parallel.py:46-58``): each node
+  writes ``tp x (weights + optimizer) / dp`` (the even split; the greedy split by
+  tensor is at least that), and reads ``tp x (weights + optimizer)``.
+
+Pipelines of different depths (reconfiguration's mixed templates): the largest node's
+bytes over the depths' plans of ``P`` pipelines.
 """
 
 from __future__ import annotations
@@ -53,7 +97,42 @@ from typing import Any, ClassVar
 from ..errors import ConfigError
 from .values import Plan, Profiles, StageSpec
 
-__all__ = ["PlanStepTimes", "plan_node_kind"]
+__all__ = ["PlanStepTimes", "plan_node_kind", "checkpoint_rule", "node_checkpoint_bytes"]
+
+#: How each framework key writes a checkpoint (module notes): "rank0" (data-parallel rank 0
+#: of each stage writes its state, every rank reads its own) or "spread" (the data-parallel
+#: group shares the writes).
+CHECKPOINT_RULES = {"deepspeed": "rank0", "sailor-deepspeed": "rank0", "ddp": "rank0",
+                    "megatron": "spread"}
+
+
+def checkpoint_rule(build: Any) -> str:
+    """The checkpoint writers of a built plan's framework: ``"rank0"``, ``"rank0-bf16"``
+    (DeepSpeed's BF16_Optimizer: every rank writes its optimizer partition too) or
+    ``"spread"`` (module notes)."""
+    fb = build.behaviour
+    rule = CHECKPOINT_RULES[fb.framework.key]
+    return rule + "-bf16" if rule == "rank0" and fb.bf16_allgather is not None else rule
+
+
+def node_checkpoint_bytes(build: Any) -> tuple[tuple[float, float], ...]:
+    """Per node of a built plan (stage-major, as ``build.memory``): the bytes it writes for a
+    checkpoint and the bytes it reads at a restart (module notes)."""
+    rule = checkpoint_rule(build)
+    dp = {}
+    for g in build.memory:
+        dp[g.stage] = dp.get(g.stage, 0) + 1
+    out = []
+    for g in build.memory:
+        state = g.tp * (g.weights + g.optimizer)
+        if rule == "spread":
+            written = state / dp[g.stage]
+        elif g.replica == 0:
+            written = state
+        else:
+            written = g.tp * g.optimizer if rule == "rank0-bf16" else 0.0
+        out.append((written, state))
+    return tuple(out)
 
 
 def plan_node_kind(plan: Plan) -> Any:
@@ -172,6 +251,25 @@ class PlanStepTimes:
                 b = None
             self._builds[key] = b  # type: ignore[attr-defined]
         return self._builds[key]  # type: ignore[attr-defined]
+
+    # -- a formation's checkpoint ---------------------------------------------------------
+    def checkpoint_bytes(self, sizes: tuple[int, ...]) -> tuple[float, float]:
+        """(written, read): the most bytes any node of pipelines of ``sizes`` nodes writes for
+        a checkpoint and reads at a restart (module notes), from the plan of that formation
+        (``None`` shapes, out of GPU memory, never form)."""
+        P, M = len(sizes), self.microbatches
+        w = r = 0.0
+        for n in sorted(set(sizes)):
+            b = self._build(n, P, math.ceil(M / P))
+            if b is None:  # pragma: no cover - such a formation has no step time: never formed
+                continue
+            for written, read in node_checkpoint_bytes(b):
+                w, r = max(w, written), max(r, read)
+        return w, r
+
+    def checkpoint_rule(self) -> str:
+        """The plan's framework's checkpoint writers (:func:`checkpoint_rule`)."""
+        return checkpoint_rule(self._build(self.stages, self.plan.dp[0], self.plan.microbatches))
 
     # -- a formation's step ---------------------------------------------------------------
     def formation_time(self, sizes: tuple[int, ...]) -> float | None:

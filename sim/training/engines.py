@@ -658,6 +658,9 @@ class StrategyReplayReference(Reference):
              "needs a fixed interval and blocking checkpoints"),
             (s is not None and s.name == "reconfiguration" and s.grow,
              "needs grow off (no worker joins on a removal trace)"),
+            (getattr(s, "checkpoint_bandwidth", None) is not None,
+             "needs the checkpoint and restart times given (not a plan's bytes over "
+             "checkpoint_bandwidth, which vary with the formation)"),
             (s is not None and s.name not in ("checkpoint-restart", "redundancy",
                                               "reconfiguration"),
              "knows the built-in strategies only"),

@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from ...errors import ConfigError, ascii_float, ascii_int, check
-from ...units import TIME, Quantity, parse_quantity, spec_quantities, written_with_unit
+from ...units import RATE, TIME, Quantity, parse_quantity, spec_quantities, written_with_unit
 
 __all__ = ["Strategy", "Formation", "STRATEGIES", "register_strategy", "make_strategy",
            "strategy_names", "strategy_quantities"]
@@ -84,6 +84,9 @@ class Strategy:
     #: the parameters that are times: in a spec text one may carry a unit (``boot=2min``),
     #: read in seconds (:func:`make_strategy`); a plain number is in the run's time units
     times: ClassVar[tuple[str, ...]] = ("boot",)
+    #: the parameters that are rates: with a unit (``checkpoint_bandwidth=2GB/s``) read in
+    #: bytes per second, as a plain number
+    rates: ClassVar[tuple[str, ...]] = ()
     boot: float = 0.0
 
     def __post_init__(self) -> None:
@@ -126,14 +129,17 @@ def strategy_names() -> tuple[str, ...]:
                                                    else len(BUILT_IN), n)))
 
 
-def _value(field: Any, text: str, time: bool = False) -> Any:
+def _value(field: Any, text: str, time: bool = False, rate: bool = False) -> Any:
     """Parse ``text`` for a dataclass field by its default's type; a ``time`` field's text
-    may be a time with a unit (:mod:`sim.units`), in seconds."""
+    may be a time with a unit (:mod:`sim.units`), in seconds, a ``rate`` field's a rate with
+    a unit, in bytes per second."""
     default = field.default
     name = field.name
     low = text.strip().lower()
     if time and written_with_unit(text):
         return parse_quantity(text, TIME, name).value
+    if rate and written_with_unit(text):
+        return parse_quantity(text, RATE, name).value
     if isinstance(default, bool):
         if low in ("1", "true", "yes", "on"):
             return True
@@ -192,7 +198,7 @@ def make_strategy(spec: Any) -> Strategy | None:
         check(eq == "=" and key != "", "strategy", "key=value parameters", part)
         check(key in known, "strategy", f"a parameter of {name} ({', '.join(known)})", key)
         check(key not in kw, "strategy", "each parameter once", key)
-        kw[key] = _value(known[key], val, key in cls.times)
+        kw[key] = _value(known[key], val, key in cls.times, key in cls.rates)
     return cls(**kw)
 
 
@@ -206,7 +212,8 @@ def strategy_quantities(spec: Any) -> list[tuple[str, Quantity]]:
     if not isinstance(spec, str):
         return []
     cls = type(make_strategy(spec))
-    return spec_quantities(spec, dict.fromkeys(cls.times, TIME),
+    return spec_quantities(spec, {**dict.fromkeys(cls.times, TIME),
+                                  **dict.fromkeys(cls.rates, RATE)},
                            key=lambda k: k.replace("-", "_"))
 
 

@@ -49,7 +49,7 @@ from typing import Any
 
 from ...errors import check, check_choice, check_int, check_nonnegative, check_probability
 from .base import register_strategy
-from .common import JobStrategy, RunState, depth_pipelines
+from .common import JobStrategy, RunState, check_rate, depth_pipelines
 from .job import Notice
 
 __all__ = ["CheckpointRestart"]
@@ -87,10 +87,16 @@ class CheckpointRestart(JobStrategy):
     boot : float
         Time from a worker coming up to it being ready (default 45 s, the
         artifacts' instance creation time).
+    checkpoint_bandwidth : float or None
+        With ``--plan``: each node's write and read rate to the checkpoint storage (bytes
+        per second; a unit: ``2GB/s``). A checkpoint then takes the most bytes a node of the
+        formation writes over it and a restart ``restart`` plus the most bytes a node reads
+        (:mod:`sim.profiles.formations`); None (default): ``checkpoint`` and ``restart``.
     """
 
     name = "checkpoint-restart"
     times = ("boot", "checkpoint", "restart", "copy")
+    rates = ("checkpoint_bandwidth",)
     every: int = 10
     checkpoint: float = 15.8
     restart: float = 55.5
@@ -100,6 +106,7 @@ class CheckpointRestart(JobStrategy):
     copy: float = 0.0
     notice: str = "checkpoint"
     boot: float = 45.0
+    checkpoint_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -113,6 +120,8 @@ class CheckpointRestart(JobStrategy):
         check(self.snapshot == "overlapped" or self.copy == 0, "copy",
               "0 unless snapshot is overlapped", self.copy)
         check_choice("notice", self.notice, NOTICE_USES)
+        if self.checkpoint_bandwidth is not None:
+            check_rate("checkpoint_bandwidth", self.checkpoint_bandwidth)
 
     # -- formation ------------------------------------------------------------------
     def formation(self, job: Any, ready: list[int]) -> Any:
@@ -124,7 +133,8 @@ class CheckpointRestart(JobStrategy):
             f = yield from self.wait_for_workers(job)
             if st.started:
                 job.restarts += 1
-            ok = yield from self.pay(job, st, f, self.restart if st.started else 0.0, "restart")
+            ok = yield from self.pay(job, st, f, self.restart_time(job, f) if st.started else 0.0,
+                                     "restart")
             if ok:
                 # a worker ready before the restart ends joins it (it waited for the next
                 # restart before issue 33, so a replacement that arrived during the restart
@@ -140,8 +150,8 @@ class CheckpointRestart(JobStrategy):
                 return
 
     # -- steps ------------------------------------------------------------------------
-    def blocking_part(self) -> float:
-        return self.copy if self.snapshot == "overlapped" else self.checkpoint
+    def blocking_part(self, job: Any) -> float:
+        return self.copy if self.snapshot == "overlapped" else self.checkpoint_time(job)
 
     def current_interval(self, job: Any, st: RunState) -> int:
         """Steps between checkpoints now."""
@@ -149,7 +159,7 @@ class CheckpointRestart(JobStrategy):
             return self.every
         t = job.formation.step_time
         if self.interval == "overhead":  # CheckFreq: stall <= bound x compute
-            return max(1, math.ceil(self.blocking_part() / (self.overhead_bound * t) - 1e-12))
+            return max(1, math.ceil(self.blocking_part(job) / (self.overhead_bound * t) - 1e-12))
         return st.extra.get("interval", self.every)
 
     def _adapt(self, job: Any, st: RunState) -> None:
@@ -158,7 +168,7 @@ class CheckpointRestart(JobStrategy):
             return
         M = job.env.now / st.failures
         t = job.formation.step_time
-        C = self.blocking_part() or 1e-12
+        C = self.blocking_part(job) or 1e-12
         from ...analytic import best_checkpoint_every  # the exact optimum (issue 26)
 
         st.extra["interval"] = max(1, int(best_checkpoint_every(t, C, M)))
@@ -211,7 +221,7 @@ class CheckpointRestart(JobStrategy):
         if emergency:
             job.counts["notices_used"] += 1
         if self.snapshot == "blocking":
-            ok = yield from self.checkpoint_blocking(job, st, self.checkpoint)
+            ok = yield from self.checkpoint_blocking(job, st, self.checkpoint_time(job))
             return ok
         write = st.extra.get("write")
         if write is not None and not write.triggered:  # one write at a time (CheckFreq)
@@ -230,7 +240,7 @@ class CheckpointRestart(JobStrategy):
         """The overlapped write: durable ``checkpoint`` later unless the job failed meanwhile."""
         env = job.env
         steps, formation = job.steps, job.formation
-        ev = env.timeout(self.checkpoint)
+        ev = env.timeout(self.checkpoint_time(job))
         st.extra["write"] = ev
         t0 = env.now
 
@@ -246,7 +256,8 @@ class CheckpointRestart(JobStrategy):
         st = job.run_state
         if st is None or self.notice == "ignore" or w.index not in st.participants or job.formation is None:
             return
-        need = self.checkpoint if self.snapshot == "blocking" else self.copy + self.checkpoint
+        cost = self.checkpoint_time(job)
+        need = cost if self.snapshot == "blocking" else self.copy + cost
         now = job.env.now
         if st.step_end + need <= at:
             st.emergency = True  # checkpoint after this step

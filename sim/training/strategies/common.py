@@ -10,7 +10,16 @@ from typing import Any
 from .base import Formation, Strategy
 from .job import Joined, Lost, Notice
 
-__all__ = ["JobStrategy", "RunState", "depth_pipelines"]
+__all__ = ["JobStrategy", "RunState", "depth_pipelines", "check_rate"]
+
+
+def check_rate(name: str, value: Any) -> None:
+    """Refuse a rate that is not a finite number > 0 (bytes per second)."""
+    from ...errors import check
+
+    check(isinstance(value, (int, float)) and not isinstance(value, bool)
+          and 0 < value < math.inf, name, "a rate > 0 in bytes per second, or with a unit "
+          "(2GB/s, 10Gbit/s), or none", value)
 
 
 class RunState:
@@ -52,6 +61,42 @@ class JobStrategy(Strategy):
     hooks ``lost``, ``joined``, ``noticed``.
     """
 
+    # -- what a checkpoint and a restart cost ---------------------------------------------
+    def check_bandwidth(self, config: Any) -> None:
+        """Refuse a ``checkpoint_bandwidth`` that cannot apply: without a plan (the bytes are
+        the plan's), with no checkpoints (``every=0``), or beside a ``checkpoint`` time."""
+        from ...errors import check
+
+        bw = getattr(self, "checkpoint_bandwidth", None)
+        if bw is None:
+            return
+        check(hasattr(config.step_times, "checkpoint_bytes"), "checkpoint_bandwidth",
+              "given only with --plan (the checkpoint's bytes are the plan's; without a plan "
+              "give the checkpoint's time, checkpoint=)", bw)
+        check(self.every > 0, "checkpoint_bandwidth", f"given only with every > 0 ({self.name} "
+              "with every=0 takes no checkpoint)", bw)
+        default = type(self)().checkpoint
+        check(self.checkpoint == default, "checkpoint", "unset (or --checkpoint-cost unset) with "
+              "checkpoint_bandwidth (the checkpoint's time is then the plan's bytes over it)",
+              self.checkpoint)
+
+    def checkpoint_time(self, job: Any) -> float:
+        """A checkpoint of the current formation: ``checkpoint``, or with ``checkpoint_bandwidth``
+        the most bytes a node of the formation writes over it (the nodes write at once, each at
+        that rate: :meth:`sim.profiles.formations.PlanStepTimes.checkpoint_bytes`)."""
+        bw = getattr(self, "checkpoint_bandwidth", None)
+        if bw is None:
+            return self.checkpoint
+        return job.config.step_times.checkpoint_bytes(job.formation.sizes)[0] / bw
+
+    def restart_time(self, job: Any, f: Formation) -> float:
+        """A restart into formation ``f``: ``restart``, and with ``checkpoint_bandwidth`` plus
+        the most bytes a node of ``f`` reads of the checkpoint over it."""
+        bw = getattr(self, "checkpoint_bandwidth", None)
+        if bw is None:
+            return self.restart
+        return self.restart + job.config.step_times.checkpoint_bytes(f.sizes)[1] / bw
+
     @property
     def checkpoints(self) -> bool:
         """Whether the strategy takes checkpoints (then one follows the last step too)."""
@@ -63,6 +108,7 @@ class JobStrategy(Strategy):
         check(config.schedule != "async", "strategy",
               f"a schedule with a step barrier (gpipe, 1f1b, swarm) for {self.name}",
               config.schedule)
+        self.check_bandwidth(config)
 
     # -- the job asks ---------------------------------------------------------------
     def lost(self, job: Any, w: Any) -> None:
@@ -119,7 +165,7 @@ class JobStrategy(Strategy):
     def reform(self, job: Any, st: RunState, count: str, cost: float):
         """Wait for workers and pay the cost of (re)forming the job; the formation.
 
-        After a fatal loss (``st.extra["fatal"]``) the cost is ``self.restart`` and a
+        After a fatal loss (``st.extra["fatal"]``) the cost is :meth:`restart_time` and a
         restart is counted; after any other loss once the job has started it is ``cost``
         and ``job.counts[count]`` is counted; the first formation is free. A loss while
         paying starts over (a fatal loss stays fatal)."""
@@ -128,7 +174,7 @@ class JobStrategy(Strategy):
             fatal = st.extra.pop("fatal", False)
             if fatal:
                 job.restarts += 1
-                pay = self.restart
+                pay = self.restart_time(job, f)
             elif st.started:
                 job.counts[count] += 1
                 pay = cost

@@ -41,7 +41,7 @@ from typing import Any
 
 from ...errors import check_choice, check_int, check_nonnegative
 from .base import Formation, register_strategy
-from .common import JobStrategy, RunState
+from .common import JobStrategy, RunState, check_rate
 from .job import Lost
 from .steptime import merge_stages, stage_work
 
@@ -95,10 +95,16 @@ class Reconfiguration(JobStrategy):
     notice : {"drain", "ignore"}
     boot : float
         Default 45 s.
+    checkpoint_bandwidth : float or None
+        With ``--plan``: each node's write and read rate to the checkpoint storage (bytes
+        per second; a unit: ``2GB/s``). A checkpoint then takes the most bytes a node of the
+        formation writes over it and a restart ``restart`` plus the most bytes a node reads
+        (:mod:`sim.profiles.formations`); None (default): ``checkpoint`` and ``restart``.
     """
 
     name = "reconfiguration"
     times = ("boot", "reconfigure", "checkpoint", "restart")
+    rates = ("checkpoint_bandwidth",)
     reconfigure: float = 2.0
     min_nodes: int | None = None
     every: int = 0
@@ -107,6 +113,7 @@ class Reconfiguration(JobStrategy):
     grow: bool = False
     notice: str = "drain"
     boot: float = 45.0
+    checkpoint_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -117,6 +124,8 @@ class Reconfiguration(JobStrategy):
         check_nonnegative("checkpoint", self.checkpoint)
         check_nonnegative("restart", self.restart)
         check_choice("notice", self.notice, ("drain", "ignore"))
+        if self.checkpoint_bandwidth is not None:
+            check_rate("checkpoint_bandwidth", self.checkpoint_bandwidth)
 
     def check(self, config: Any) -> None:
         super().check(config)
@@ -190,7 +199,7 @@ class Reconfiguration(JobStrategy):
         if job.done.triggered:
             return
         if self.every and (job.steps - job.committed >= self.every or job.steps >= job.N):
-            ok = yield from self.checkpoint_blocking(job, st, self.checkpoint)
+            ok = yield from self.checkpoint_blocking(job, st, self.checkpoint_time(job))
             if not ok:
                 self._broken(job, st, 0.0, [])
                 return

@@ -43,7 +43,7 @@ from typing import Any
 
 from ...errors import check, check_choice, check_int, check_nonnegative, check_probability
 from .base import register_strategy
-from .common import JobStrategy, RunState, depth_pipelines
+from .common import JobStrategy, RunState, check_rate, depth_pipelines
 from .job import Lost
 from .steptime import is_table
 
@@ -126,10 +126,16 @@ class Redundancy(JobStrategy):
     notice : {"drain", "ignore"}
     boot : float
         Default 45 s (the artifacts' instance creation time).
+    checkpoint_bandwidth : float or None
+        With ``--plan``: each node's write and read rate to the checkpoint storage (bytes
+        per second; a unit: ``2GB/s``). A checkpoint then takes the most bytes a node of the
+        formation writes over it and a restart ``restart`` plus the most bytes a node reads
+        (:mod:`sim.profiles.formations`); None (default): ``checkpoint`` and ``restart``.
     """
 
     name = "redundancy"
     times = ("boot", "rebalance", "restart", "checkpoint")
+    rates = ("checkpoint_bandwidth",)
     overhead: float | None = None
     slowdown: float = 1.5
     rebalance: float = 20.0
@@ -139,6 +145,7 @@ class Redundancy(JobStrategy):
     checkpoint: float = 15.8
     notice: str = "drain"
     boot: float = 45.0
+    checkpoint_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -155,6 +162,8 @@ class Redundancy(JobStrategy):
         check_int("every", self.every, low=0)
         check_nonnegative("checkpoint", self.checkpoint)
         check_choice("notice", self.notice, ("drain", "ignore"))
+        if self.checkpoint_bandwidth is not None:
+            check_rate("checkpoint_bandwidth", self.checkpoint_bandwidth)
 
     # -- formation and step time ----------------------------------------------------------
     def formation(self, job: Any, ready: list[int]) -> Any:
@@ -231,7 +240,7 @@ class Redundancy(JobStrategy):
     def after_step(self, job: Any, st: RunState):
         c = job.config
         if self.every and (job.steps - job.committed >= self.every or job.steps >= job.N):
-            ok = yield from self.checkpoint_blocking(job, st, self.checkpoint)
+            ok = yield from self.checkpoint_blocking(job, st, self.checkpoint_time(job))
             if not ok:
                 self._fatal(job, st, 0.0)
                 return
