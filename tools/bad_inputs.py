@@ -3624,6 +3624,32 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
         good_doc["stages"][0], dict(good_doc["stages"][1], replicas=[dict(gh[0], tp=2)])]))
     add("train/plan-mixed-nodes-with-strategy",
         T("--plan", mixed, *one, "--strategy", "checkpoint-restart"), refuse("plan"))
+    # checkpoint_bandwidth: a plan's checkpoint is its bytes over the storage rate
+    # (sim.profiles.formations); refused where it cannot apply
+    for name, spec, param in (
+            ("zero", "checkpoint-restart:checkpoint_bandwidth=0", "checkpoint_bandwidth"),
+            ("negative", "checkpoint-restart:checkpoint_bandwidth=-1", "checkpoint_bandwidth"),
+            ("negative-unit", "redundancy:checkpoint_bandwidth=-2GB/s", "checkpoint_bandwidth"),
+            ("size", "checkpoint-restart:checkpoint_bandwidth=2GB", "checkpoint_bandwidth"),
+            ("time", "checkpoint-restart:checkpoint_bandwidth=2s", "checkpoint_bandwidth"),
+            ("text", "checkpoint-restart:checkpoint_bandwidth=fast", "checkpoint_bandwidth"),
+            ("inf", "checkpoint-restart:checkpoint_bandwidth=inf", "checkpoint_bandwidth"),
+            ("nan", "checkpoint-restart:checkpoint_bandwidth=nan", "checkpoint_bandwidth"),
+            ("with-checkpoint", "checkpoint-restart:checkpoint_bandwidth=2GB/s,checkpoint=3",
+             "checkpoint"),
+            ("no-checkpoints", "reconfiguration:checkpoint_bandwidth=2GB/s",
+             "checkpoint_bandwidth")):
+        add(f"train/plan-checkpoint-bandwidth-{name}",
+            T("--plan", good, *one, "--strategy", spec), refuse(param))
+    add("train/plan-checkpoint-bandwidth-with-cost",
+        T("--plan", good, *one, "--strategy", "checkpoint-restart:checkpoint_bandwidth=2GB/s",
+          "--checkpoint-cost", "3"), refuse("checkpoint"))
+    add("train/checkpoint-bandwidth-without-plan",
+        T("--steps", "1", "--strategy", "checkpoint-restart:checkpoint_bandwidth=2GB/s"),
+        refuse("checkpoint_bandwidth"))
+    add("train/plan-checkpoint-bandwidth-ok",
+        T("--plan", good, *one, "--strategy", "redundancy:checkpoint_bandwidth=10Gbit/s"),
+        ok("the plan's bytes over checkpoint_bandwidth"))
     add("train/plan-with-price-ok", T("--plan", good, *one, "--price", "2.5"), ok("cost"))
     return cases
 
