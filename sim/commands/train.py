@@ -43,7 +43,7 @@ from ..training import (
 from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ..training.outer import diloco_groups
-from ..units import RATE, TIME, format_quantity, parse_quantity
+from ..units import RATE, SIZE, TIME, format_quantity, parse_quantity
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table, time_unit, warn
 from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
@@ -1227,10 +1227,13 @@ def run(args: argparse.Namespace) -> int:
         cc = out.get("checkpoint_cost")
         if cc is not None:
             io = "" if "bandwidth" not in cc else (
-                f" ({format_bytes(cc['bytes_written'])} written, {format_bytes(cc['bytes_read'])} "
+                f" ({format_quantity(cc['bytes_written'], SIZE)} written, "
+                f"{format_quantity(cc['bytes_read'], SIZE)} "
                 f"read by the busiest node at {format_quantity(cc['bandwidth'], RATE)})")
-            print(f"  checkpoint {cc['checkpoint']:.4g} s every {cc['every']} steps, restart "
-                  f"{cc['restart']:.4g} s{io}, full formation: {cc['source']}")
+            every = f"checkpoint {cc['checkpoint']:.4g} s every {cc['every']} steps" \
+                if cc["every"] else "no checkpoint (every=0)"
+            print(f"  {every}, restart {cc['restart']:.4g} s{io}, full formation: "
+                  f"{cc['source']}")
     if cfg.failure_trace is not None:
         how = "by worker name" if out["trace_policy"] is None else f"policy {out['trace_policy']}"
         if out["trace_resample"] not in (None, "none"):
