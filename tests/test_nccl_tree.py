@@ -112,3 +112,62 @@ def test_four_nodes_ring_unless_tp(prof):
     assert one.optimizer_collective_time == pytest.approx(2 * 6 * (LAT + 1 / B), rel=1e-12)
     two = build_plan(_plan([A] * 4, tp=2), prof, steps=1, check_memory=False)
     assert two.optimizer_collective_time == pytest.approx(2 * 4 * (LAT + 4 / B), rel=1e-12)
+
+
+def _hosted(hosts, tp=1, fw=DS16):
+    """One pipeline, stage ``j`` on physical node ``hosts[j]`` (4-GPU A100-40 nodes, zone A)."""
+    L = len(hosts)
+    cuts = [round(26 * k / L) for k in range(L + 1)]
+    return Plan(tuple(StageSpec(tuple(range(cuts[j], cuts[j + 1])), (
+        ReplicaSpec("A100-40", tp, gpus_per_node=4, zone=A, host=h),)) for j, h in
+        enumerate(hosts)), 2, 8, model="OPT-350", framework=fw)
+
+
+def test_stages_sharing_a_host_are_one_nccl_node(prof):
+    """Stages 0, 1 on node x and 2, 3 on node y, TP 1: NCCL counts 2 nodes of 2 ranks
+    (``init.cc`` 1110-1148), and its tuner picks the tree (LL: ring ``6.6 + (2 x 3 - 2 x 2)
+    + 2 x 2 x 2.7 = 19.4`` us, tree ``6.8 + 2 ((4 / 2 - 1) + log2i(2) x 5) = 18.8``); the tree
+    joins x's first rank (stage 0, the root) and y's (stage 2), stage 1 chained below stage 0
+    and stage 3 below stage 2 over the intra-node link. Reduce: the slowest of 1 -> 0 and
+    3 -> 2 -> 0, ``4 / I + l + 4 / B``; the broadcast back the same: DeepSpeed fp16's two
+    all-reduces take ``2 x 2 (l + 4 / B + 4 / I)``, ``I`` the A100's intra-node bandwidth at
+    4 bytes. Before, each stage was a node of its own: 4 nodes of one rank, the ring
+    (26.2 < 26.8 us), 6 steps of the slowest link, ``l + (4 / 4) / B``: 60 ms against 20."""
+    from sim.profiles.build import intra_bandwidth
+
+    rep = ReplicaSpec("A100-40", 1, gpus_per_node=4, zone=A, host="x")
+    I = intra_bandwidth(prof, rep, 1, 4.0)  # noqa: E741
+    assert analytic.nccl_small_allreduce_algorithm(2, 4) == "tree"
+    b = build_plan(_hosted(["x", "x", "y", "y"]), prof, steps=1, check_memory=False)
+    hand = 2 * 2 * (LAT + 4 / B + 4 / I)
+    assert b.optimizer_collective_time == pytest.approx(hand, rel=1e-12)
+    assert 2 * 6 * (LAT + 1 / B) - hand > 0.039  # the old count's ring
+    # the DES over the plan's physical network agrees with the closed form
+    net = build_plan(_hosted(["x", "x", "y", "y"]), prof, steps=1, check_memory=False,
+                     network=True)
+    des = training_model(net.config, Streams(0).replication(0))["step_time_mean"]
+    assert des == pytest.approx(predictions("training", b.config)["step_time_mean"]["value"],
+                                rel=1e-9)
+    # a node to each stage, named: as without hosts (4 nodes of one rank, the ring)
+    own = build_plan(_hosted(["w", "x", "y", "z"]), prof, steps=1, check_memory=False)
+    assert own.optimizer_collective_time == pytest.approx(2 * 6 * (LAT + 1 / B), rel=1e-12)
+    # three stages on one node: NCCL's ring on one node, 4 steps of (4 / 3) bytes inside it
+    one = build_plan(_hosted(["x", "x", "x"]), prof, steps=1, check_memory=False)
+    I3 = intra_bandwidth(prof, rep, 1, 4 / 3)
+    assert one.optimizer_collective_time == pytest.approx(2 * 4 * (4 / 3) / I3, rel=1e-12)
+
+
+def test_a_ring_across_shared_hosts_counts_the_tuners_steps(prof):
+    """The ring over nodes of several ranks (which the tuner does not pick for a few bytes
+    on 2 or more nodes, timed all the same): ``2 N`` of its ``2 (R - 1)`` steps cross
+    between nodes (``tuning.cc`` 158-162, 248), the others inside one. Stages x, x, y, y:
+    ``2 x 2`` steps of ``l + 1 / B``, 2 of ``1 / I``; the ring order is node by node
+    (stages 0, 2, 1, 3 on x, y, x, y run as x: 0, 1 then y: 2, 3)."""
+    from sim.profiles.build import _shared_host_allreduce_time, intra_bandwidth
+
+    rep = ReplicaSpec("A100-40", 1, gpus_per_node=4, zone=A, host="x")
+    I = intra_bandwidth(prof, rep, 1, 1.0)  # noqa: E741
+    nodes = [(ReplicaSpec("A100-40", 1, gpus_per_node=4, zone=A, host=h), (j, 0))
+             for j, h in enumerate("xyxy")]
+    t = _shared_host_allreduce_time(prof.network, nodes, [[0, 2], [1, 3]], 4.0, "ring", prof)
+    assert t == pytest.approx(4 * (LAT + 1 / B) + 2 * 1 / I, rel=1e-12)

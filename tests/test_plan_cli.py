@@ -670,3 +670,42 @@ def test_a_plan_whose_closed_form_disagrees_says_what_the_exact_column_is(tmp_pa
     assert ("  exact throughput, step time, time to train: plan closed form (transfers and "
             "all-reduces as their times, no contention: exact when no two transfers share a "
             "link): ") in "\n".join(lines)
+
+
+def test_a_trace_of_named_workers_is_replayed_by_name_as_train_replays_it(tmp_path, capsys):
+    """A dtsim CSV of workers s{stage}r{replica} is replayed by name in dtsim plan, as in
+    dtsim train --plan: each plan simulated has every worker it names, plans without one are
+    passed over (said), and the chosen plan's simulated time is train's on the written plan,
+    failures and restarts included. (dtsim plan replayed it by slot: its 2 workers were 2
+    slots, refused for the 8-worker 2x4 plan.) A trace no listed plan can run is refused."""
+    trace = tmp_path / "mine.csv"
+    trace.write_text("worker,start,end\ns1r0,0.05,0.25\ns0r3,0.4,0.5\n")
+    out = tmp_path / "best.json"
+    common = ["--failure-trace", str(trace), "--restart-cost", "0.01", "--steps", "3"]
+    code = main(["plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a",
+                 "--global-batch-size", "8", "--simulate", "2", "--top", "4", *common,
+                 "--json", "--out", str(out)])
+    assert code == 0
+    res = json.loads(capsys.readouterr().out)
+    # 1x2 and 1x4 have no stage 1, 4x2 no replica 3 of stage 0: 2x4 is the one simulated
+    assert res["not_simulated_for_trace"] == {"1": "s1r0", "3": "s1r0", "4": "s0r3"}
+    assert [p["simulated_iteration_time"] is None for p in res["plans"]] == [True, False,
+                                                                             True, True]
+    chosen = res["plans"][res["chosen"]]
+    assert (chosen["stages"], chosen["dp"]) == (2, 4)
+    # the failures cost time: lost passes and restarts over the failure-free prediction
+    assert chosen["simulated_iteration_time"] > 1.5 * chosen["predicted_iteration_time"]
+    code = main(["train", "--plan", str(out), "--model", "OPT-350", *common,
+                 "--replications", "1", "--json"])
+    assert code == 0
+    train = json.loads(capsys.readouterr().out)
+    assert 8 / train["samples_per_second"] == chosen["simulated_iteration_time"]
+    assert train["lost_time"]["restart"] > 0
+    trace.write_text("worker,start,end\ns9r0,0.05,0.25\n")
+    code = main(["plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a",
+                 "--global-batch-size", "8", "--simulate", "2", "--top", "4", *common])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("dtsim plan: error: 'failure_trace' must be a trace of workers "
+                             "s{stage}r{replica} that a listed plan has")
+    assert "(s9r0: not in any of the 4 plans)" in err[0]

@@ -3751,6 +3751,23 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
             ("json", ("--json",), ok('"plans"')),
     ):
         add(name, P(*gh, *q, *extra), expect)
+    # a dtsim CSV of workers s{stage}r{replica}: by name, as dtsim train --plan replays it
+    sim1 = ("--global-batch-size", "8", "--simulate", "1", "--top", "2", "--steps", "1",
+            "--restart-cost", "0.01")
+    named = lambda n, text: ("--failure-trace", str(fx._write(n, text)))  # noqa: E731
+    for name, extra, expect in (
+            ("trace-names-no-listed-plan-has", named("uplan/s9r0.csv",
+                                                     "worker,start,end\ns9r0,0.05,0.1\n"),
+             refuse("failure_trace")),
+            ("trace-names-with-trace-policy", (*named("uplan/s1r0.csv",
+                                                      "worker,start,end\ns1r0,0.05,0.1\n"),
+                                               "--trace-policy", "random"),
+             refuse("trace_policy")),
+            ("trace-names-passes-over-plans", named("uplan/s1r0.csv",
+                                                    "worker,start,end\ns1r0,0.05,0.1\n"),
+             ok("not simulated under it")),
+    ):
+        add(name, P(*gh, *sim1, *extra), expect)
     for name, gbs, expect in (("batch-negative", "-8", refuse("global_batch_size")),
                               ("batch-text", "eight", refuse("--global-batch-size")),
                               ("batch-prime", "7", ok("predicted")),

@@ -38,7 +38,7 @@ from ._units import (
     given_line,
     units_object,
 )
-from .trace import add_failure_trace_options, failure_trace_from_args
+from .trace import add_failure_trace_options, failure_trace_option, trace_workers
 
 NAME = "plan"
 HELP = ("the best training plans for a model on a fleet: pipeline depth, layer cut, data "
@@ -194,10 +194,12 @@ def request_from_args(args: argparse.Namespace, gbs_default: int | None) -> Plan
 
 def _failures(args: argparse.Namespace) -> dict[str, Any]:
     """The failure options as TrainingConfig fields, checked before the search on a one-stage
-    framework run (a trace's worker names are checked against the chosen plans later)."""
+    framework run. A trace follows ``dtsim train``'s rule (:func:`failure_trace_option`): a
+    dtsim CSV of workers ``s{stage}r{replica}`` by name (the plans simulated under it are
+    those that have every worker it names: :func:`_lacks`), any other through slots."""
     refuse_unless(args, "replace_time", math.isfinite(args.mtbf), "with a finite --mtbf")
     refuse_unless(args, "checkpoint_cost", args.checkpoint_every > 0, "with --checkpoint-every > 0")
-    trace = failure_trace_from_args(args)
+    trace = failure_trace_option(args)
     kw: dict[str, Any] = {}
     if args.mtbf != math.inf:
         kw.update(mtbf=args.mtbf, replace_time=args.replace_time)
@@ -214,6 +216,15 @@ def _failures(args: argparse.Namespace) -> dict[str, Any]:
     TrainingConfig(stages=1, replicas=1, p2p=p2p, schedule="1f1b" if p2p == "batched"
                    else "gpipe", sync="allreduce", **probe)
     return kw
+
+
+def _lacks(plan: Any, trace: Any) -> str | None:
+    """The first worker a by-name trace (a path) names that ``plan`` does not have (stage
+    ``j``'s replica ``i``, as ``dtsim train --plan`` names them), else None."""
+    if not isinstance(trace, str):
+        return None
+    dp = plan.dp
+    return next((w for w, j, i in trace_workers(trace) if j >= len(dp) or i >= dp[j]), None)
 
 
 def _p2p_in_force(args: argparse.Namespace) -> str:
@@ -323,12 +334,24 @@ def run(args: argparse.Namespace) -> int:
     res = search_plans(model, fleet, profiles.gpus, req, pm)
     _warn_unlinked(args, fleet)  # after the search's refusals: one line each
     sims: list[dict[str, Any] | None] = []
-    for c in res.candidates:
+    trace = failures.get("failure_trace")
+    lacking: dict[int, str] = {}  # plans a by-name trace passes over: the worker they lack
+    for i, c in enumerate(res.candidates):
         if len([s for s in sims if s is not None]) < args.simulate:
+            w = _lacks(c.plan, trace)
+            if w is not None:
+                lacking[i] = w
+                sims.append(None)
+                continue
             sims.append(simulate_plan(pm, c.plan, steps=args.steps,
                                       replications=args.replications, seed=args.seed, **failures))
         else:
             sims.append(None)
+    if lacking and all(s is None for s in sims):
+        raise ConfigError("failure_trace", "a trace of workers s{stage}r{replica} that a listed "
+                          "plan has (it is replayed by name, as by dtsim train --plan)",
+                          f"{trace} ({next(iter(lacking.values()))}: not in any of the "
+                          f"{len(res.candidates)} plans)")
     chosen = 0
     if any(s is not None for s in sims):  # the best simulated plan is the one chosen
         def sim_key(i: int) -> float:
@@ -372,6 +395,8 @@ def run(args: argparse.Namespace) -> int:
                       "plan": plan_to_data(r.plan), "refused": err}
                      for r, p, s, err in compared],
             "out": args.out, "units": units_object(PLAN_UNITS, args),
+            **({"not_simulated_for_trace": {str(i + 1): w for i, w in lacking.items()}}
+               if isinstance(trace, str) else {}),
         })
         return 0
     print(f"{model.name} on {fleet_gpus(fleet)}; global batch {req.global_batch_size}, "
@@ -397,6 +422,9 @@ def run(args: argparse.Namespace) -> int:
                      _gb(c.peak_memory), f"{c.samples_per_second:.4g}", spd))
     print_table(rows, ("", "#", "layout", "p x dp", "GPUs", "mbs", "layers per stage",
                        "predicted s", "simulated s", "peak GB", "samples/s", "samples/$"))
+    if lacking:
+        print(f"failure trace {trace} (by worker name, as dtsim train --plan): not simulated "
+              "under it, plans " + ", ".join(f"{i + 1} (no {w})" for i, w in lacking.items()))
     for note in _estimates(best):  # what the chosen plan's prediction estimated (as train's)
         print(f"  plan {chosen + 1} estimated, not measured: {note}")
     if compared:

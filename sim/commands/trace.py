@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from ..errors import ConfigError, check_int
@@ -19,10 +20,12 @@ from ..traces import (
     load_trace,
     trace_stats,
 )
+from ._applies import refuse_unless
 from ._common import emit_json, print_table
 from ._units import TimeOption
 
-__all__ = ["add_failure_trace_options", "failure_trace_from_args"]
+__all__ = ["add_failure_trace_options", "failure_trace_from_args", "failure_trace_option",
+           "trace_workers"]
 
 NAME = "trace"
 HELP = "real preemption traces: list the shipped ones; stats, fit and plot any trace"
@@ -83,6 +86,55 @@ def failure_trace_from_args(args: argparse.Namespace) -> TraceReplay | None:
         if exc.name != "trace":
             raise
         raise ConfigError("failure_trace", exc.rule, exc.value) from None
+
+
+#: A worker name of the training system (a dtsim CSV of such names is replayed by name).
+_REPLICA_NAME = re.compile(r"s([0-9]+)r([0-9]+)")
+
+
+def failure_trace_option(args: argparse.Namespace) -> Any:
+    """``--failure-trace`` and its options as a training config's ``failure_trace`` (None
+    without it): the one rule of ``dtsim train`` and ``dtsim plan``.
+
+    A dtsim interval CSV whose workers are all named ``s{stage}r{replica}`` is
+    replayed by name, in its own times (its path is returned; workers it does
+    not list follow the availability model), and the slot options are refused
+    with it. Any other trace (a shipped name, or a file of any format
+    :mod:`sim.traces` reads) is a :class:`~sim.traces.TraceReplay` replayed
+    through its mapping policy, worker ``s{j}r{i}`` on slot ``k`` in
+    stage-major order; the availability model's options are refused with it.
+    """
+    replay = failure_trace_from_args(args)
+    if replay is None:
+        return None
+    tr = replay.load()
+    if tr.format == "dtsim":
+        from ..failures import read_trace
+
+        if all(_REPLICA_NAME.fullmatch(w) for w in read_trace(args.failure_trace).workers):
+            for dest in ("time_unit", "trace_policy", "trace_speedup", "trace_start",
+                         "trace_loop", "trace_resample", "trace_block", "trace_model"):
+                refuse_unless(args, dest, False, "with a trace replayed through slots (a "
+                              "dtsim CSV of workers s{stage}r{replica} is replayed by name, "
+                              "in its own times)")
+            return args.failure_trace
+    for dest in ("availability", "mean_downtime", "failure_distribution", "failure_shape"):
+        refuse_unless(args, dest, False, "without --failure-trace (the trace sets the workers' "
+                      "up and down times)")
+    return replay
+
+
+def trace_workers(path: str) -> tuple[tuple[str, int, int], ...]:
+    """The workers a by-name trace (:func:`failure_trace_option`'s path) lists:
+    ``(name, stage, replica)`` in the file's order."""
+    from ..failures import read_trace
+
+    out = []
+    for w in read_trace(path).workers:
+        m = _REPLICA_NAME.fullmatch(w)
+        if m is not None:
+            out.append((w, int(m.group(1)), int(m.group(2))))
+    return tuple(out)
 
 
 def _trace_args(p: argparse.ArgumentParser) -> None:

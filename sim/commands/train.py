@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import re
 from typing import Any
 
 from ..engines import engine_names, predictions, select
@@ -64,7 +63,7 @@ from ._units import (
     train_units,
     units_object,
 )
-from .trace import add_failure_trace_options, failure_trace_from_args
+from .trace import add_failure_trace_options, failure_trace_option
 
 NAME = "train"
 HELP = "pipeline training in simulated wall clock: throughput, step time, cost; vs exact references"
@@ -426,41 +425,6 @@ def _check_options(args: argparse.Namespace) -> None:
     for dest in ("network_nodes", "tensor_parallel", "nic", "bucket_size", "contention",
                  "network_weighting", "checkpoint_node"):
         refuse_unless(args, dest, args.network is not None, "with --network")
-
-
-#: A worker name of the training system (a dtsim CSV of such names is replayed by name).
-_REPLICA_NAME = re.compile(r"s[0-9]+r[0-9]+")
-
-
-def failure_trace_option(args: argparse.Namespace) -> Any:
-    """``--failure-trace`` and its options as the config's ``failure_trace`` (None without it).
-
-    A dtsim interval CSV whose workers are all named ``s{stage}r{replica}`` is
-    replayed by name, in its own times (its path is returned; workers it does
-    not list follow the availability model), and the slot options are refused
-    with it. Any other trace (a shipped name, or a file of any format
-    :mod:`sim.traces` reads) is a :class:`~sim.traces.TraceReplay` replayed
-    through its mapping policy, worker ``s{j}r{i}`` on slot ``k`` in
-    stage-major order; the availability model's options are refused with it.
-    """
-    replay = failure_trace_from_args(args)
-    if replay is None:
-        return None
-    tr = replay.load()
-    if tr.format == "dtsim":
-        from ..failures import read_trace
-
-        if all(_REPLICA_NAME.fullmatch(w) for w in read_trace(args.failure_trace).workers):
-            for dest in ("time_unit", "trace_policy", "trace_speedup", "trace_start",
-                         "trace_loop", "trace_resample", "trace_block", "trace_model"):
-                refuse_unless(args, dest, False, "with a trace replayed through slots (a "
-                              "dtsim CSV of workers s{stage}r{replica} is replayed by name, "
-                              "in its own times)")
-            return args.failure_trace
-    for dest in ("availability", "mean_downtime", "failure_distribution", "failure_shape"):
-        refuse_unless(args, dest, False, "without --failure-trace (the trace sets the workers' "
-                      "up and down times)")
-    return replay
 
 
 def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:

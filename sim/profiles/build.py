@@ -274,23 +274,40 @@ def small_allreduce_time(network: NetworkProfile, nodes: list[Any], size: float,
                          profiles: Profiles | None = None) -> float:
     """An all-reduce of a few bytes (``size`` per GPU) among ``nodes`` as NCCL runs it.
 
-    ``nodes`` are ``(ReplicaSpec, (stage, index))`` in rank order, one node each, ``t`` GPUs
-    (its TP degree). NCCL's tuner picks the algorithm from its own latency constants
-    (:func:`~sim.analytic.network.nccl_small_allreduce_algorithm`, v2.21.5-1). The ring is
-    :func:`plan_allreduce_time` (``2 (n - 1)`` steps, ``t`` flows of ``size / n``). The tree
-    (:func:`~sim.analytic.network.nccl_tree_parents`, over the nodes in rank order): a reduce
+    ``nodes`` are ``(ReplicaSpec, (stage, index))`` in rank order, ``t`` GPUs each (its TP
+    degree). NCCL counts a communicator's nodes as its distinct hosts, numbered by their
+    lowest rank, and chains the ranks of one host inside it (v2.21.5-1 ``src/init.cc``
+    1110-1148: a node per first rank of the rings' intra-node chains; ``src/graph/connect.cc``
+    43-59: each rank's ring and tree neighbours inside its node the previous and next of its
+    chain, the chain's first rank the one that crosses to other nodes): a replica without a host, or alone
+    on its host, is a node of its own; replicas on one named host are one node. NCCL's tuner
+    picks the algorithm from its own latency constants for the group's ``R`` ranks (sum of
+    ``t``) on ``N`` nodes (:func:`~sim.analytic.network.nccl_small_allreduce_algorithm`).
+
+    With every replica a node of its own: the ring is :func:`plan_allreduce_time` (``2 (n -
+    1)`` steps, ``t`` flows of ``size / n``); the tree
+    (:func:`~sim.analytic.network.nccl_tree_parents`, over the nodes in rank order) a reduce
     up to the root and a broadcast back down, each hop one message of ``size`` bytes between
-    a node and its parent (NCCL's tree crosses between nodes once per hop, the node's other
-    ranks a chain inside it: no time here, as in the ring); a node sends up once its children
-    have, so the reduce is the slowest leaf-to-root path of up-links and the broadcast the
-    slowest root-to-leaf path of down-links (``pair_time``, latency included).
+    a node and its parent; a node sends up once its children have, so the reduce is the
+    slowest leaf-to-root path of up-links and the broadcast the slowest root-to-leaf path of
+    down-links (``pair_time``, latency included). A replica's own TP ranks, a chain inside
+    its node, are not timed (no link of the plan joins them). With replicas sharing a host
+    (:func:`_shared_host_allreduce_time`) the ring runs node by node with the chain inside
+    each, the tree over the ``N`` nodes with each node's chain below its first replica.
     """
     from ..analytic.network import nccl_small_allreduce_algorithm, nccl_tree_parents
 
     n = len(nodes)
     if n <= 1 or size <= 0:
         return 0.0
-    if nccl_small_allreduce_algorithm(n, sum(x[0].tp for x in nodes)) == "ring":
+    groups: dict[str, list[int]] = {}  # each physical node's replicas in rank order
+    for k, x in enumerate(nodes):
+        groups.setdefault(host_of(*x), []).append(k)
+    algorithm = nccl_small_allreduce_algorithm(len(groups), sum(x[0].tp for x in nodes))
+    if len(groups) < n:
+        return _shared_host_allreduce_time(network, nodes, list(groups.values()), size,
+                                           algorithm, profiles)
+    if algorithm == "ring":
         return plan_allreduce_time(network, nodes, [x[0].tp for x in nodes], size, math.inf,
                                    profiles)
     parents = nccl_tree_parents(n)
@@ -309,6 +326,60 @@ def small_allreduce_time(network: NetworkProfile, nodes: list[Any], size: float,
     return max(up) + max(down)
 
 
+def _shared_host_allreduce_time(network: NetworkProfile, nodes: list[Any],
+                                groups: list[list[int]], size: float, algorithm: str,
+                                profiles: Profiles | None) -> float:
+    """:func:`small_allreduce_time` where replicas share a host: ``groups`` the ``N`` nodes'
+    replicas (indices into ``nodes``) in rank order, the nodes by their first replica.
+
+    Ring (NCCL's: node by node, each node's chain inside it, the last replica of a node
+    sending to the first of the next: ``connect.cc`` 43-49, 91-107): of its ``2 (R - 1)``
+    steps over ``R`` replicas, ``2 N`` cross between nodes and the others stay inside one
+    (none cross on one node), as the tuner counts them (``tuning.cc`` 158-162, 248); each
+    step of ``t`` flows of ``size / R`` takes the slowest link of its kind.
+
+    Tree (``connect.cc`` 50-59, 134-160: the binary tree over the nodes joins their first
+    replicas, each node's other replicas a chain below its first, one message a hop): the
+    reduce is the slowest path from a replica up its node's chain and then up the tree of
+    first replicas to the root, the broadcast the slowest path back down; a node's whole
+    chain is its longest path to its first replica. (NCCL may attach a child node one place
+    down its parent's chain, ``pattern`` BALANCED or SPLIT tree, and orders a node's chain
+    by its topology search, which a plan does not know: rank order here; its tuner counts ``R / N - 1`` intra-node hops and ``log2i N``
+    network ones each way, ``tuning.cc`` 250-252, as here.)
+    """
+    from ..analytic.network import nccl_tree_parents
+
+    N, R = len(groups), len(nodes)
+    if algorithm == "ring":
+        order = [k for g in groups for k in g]
+        inter = intra = 0.0
+        for a, b in zip(order, order[1:] + order[:1], strict=True):
+            t = pair_time(network, nodes[a], nodes[b], size / R, nodes[a][0].tp, profiles)
+            if host_of(*nodes[a]) == host_of(*nodes[b]):
+                intra = max(intra, t)
+            else:
+                inter = max(inter, t)
+        crossing = 2 * N if N > 1 else 0
+        return (2 * (R - 1) - crossing) * intra + crossing * inter
+    chain_up = [sum(pair_time(network, nodes[g[k]], nodes[g[k - 1]], size, 1, profiles)
+                    for k in range(len(g) - 1, 0, -1)) for g in groups]
+    chain_down = [sum(pair_time(network, nodes[g[k - 1]], nodes[g[k]], size, 1, profiles)
+                      for k in range(1, len(g))) for g in groups]
+    parents = nccl_tree_parents(N)
+    head = [nodes[g[0]] for g in groups]
+    up, down = chain_up[:], chain_down[:]
+    for k in range(1, N):
+        u = d = 0.0
+        x = k
+        while x > 0:
+            u += pair_time(network, head[x], head[parents[x]], size, 1, profiles)
+            d += pair_time(network, head[parents[x]], head[x], size, 1, profiles)
+            x = parents[x]
+        up[k] += u
+        down[k] += d
+    return max(up) + max(down)
+
+
 def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour,
                      profiles: Profiles | None = None) -> tuple[float, float]:
     """The step's small blocking collectives: ``(optimizer, loss)`` seconds.
@@ -319,7 +390,8 @@ def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour
     other once every stage has reduced its gradients, each over the pipeline's stage
     replicas (``t`` ranks each) as NCCL runs it (:func:`small_allreduce_time`: its tree from
     3 nodes, or 2 with TP > 1, ``2 x depth`` hops; else its ring, ``2 (L - 1)`` steps, each
-    the ring's slowest link, latency included); the largest over the pipelines. A one-stage
+    the ring's slowest link, latency included; stages on one physical node are one node,
+    chained inside it); the largest over the pipelines. A one-stage
     plan's group is its TP group inside one node: 0.
 
     ``loss`` (DeepSpeed's ``_aggregate_total_loss``, ``fb.step_join == "last-stage"``): the
