@@ -271,26 +271,34 @@ LOSS_BROADCAST_BYTES = 8.0
 
 
 def small_allreduce_time(network: NetworkProfile, nodes: list[Any], size: float,
-                         profiles: Profiles | None = None) -> float:
+                         profiles: Profiles | None = None, *, data_parallel: bool = False
+                         ) -> float:
     """An all-reduce of a few bytes (``size`` per GPU) among ``nodes`` as NCCL runs it.
 
     ``nodes`` are ``(ReplicaSpec, (stage, index))`` in rank order, one node each, ``t`` GPUs
-    (its TP degree). NCCL's tuner picks the algorithm from its own latency constants
+    (its TP degree). The communicator is the model-parallel group, all ``t`` ranks of each
+    node, or with ``data_parallel`` a data-parallel group: one TP rank of each node (DeepSpeed's
+    ``get_data_parallel_group``, ranks differing in the data axis alone,
+    ``runtime/pipe/topology.py`` ``get_axis_comm_lists('data')``), the node's ``t`` such groups
+    reducing at once. NCCL's tuner picks the algorithm from its own latency constants for
+    the communicator's nodes and ranks
     (:func:`~sim.analytic.network.nccl_small_allreduce_algorithm`, v2.21.5-1). The ring is
     :func:`plan_allreduce_time` (``2 (n - 1)`` steps, ``t`` flows of ``size / n``). The tree
     (:func:`~sim.analytic.network.nccl_tree_parents`, over the nodes in rank order): a reduce
     up to the root and a broadcast back down, each hop one message of ``size`` bytes between
     a node and its parent (NCCL's tree crosses between nodes once per hop, the node's other
-    ranks a chain inside it: no time here, as in the ring); a node sends up once its children
-    have, so the reduce is the slowest leaf-to-root path of up-links and the broadcast the
-    slowest root-to-leaf path of down-links (``pair_time``, latency included).
+    ranks a chain inside it: no time here, as in the ring; ``t`` messages at once for the
+    ``t`` data-parallel groups); a node sends up once its children have, so the reduce is the
+    slowest leaf-to-root path of up-links and the broadcast the slowest root-to-leaf path of
+    down-links (``pair_time``, latency included).
     """
     from ..analytic.network import nccl_small_allreduce_algorithm, nccl_tree_parents
 
     n = len(nodes)
     if n <= 1 or size <= 0:
         return 0.0
-    if nccl_small_allreduce_algorithm(n, sum(x[0].tp for x in nodes)) == "ring":
+    ranks = n if data_parallel else sum(x[0].tp for x in nodes)
+    if nccl_small_allreduce_algorithm(n, ranks) == "ring":
         return plan_allreduce_time(network, nodes, [x[0].tp for x in nodes], size, math.inf,
                                    profiles)
     parents = nccl_tree_parents(n)
@@ -303,8 +311,9 @@ def small_allreduce_time(network: NetworkProfile, nodes: list[Any], size: float,
             x = parents[x]
         u = d = 0.0
         for x in reversed(chain):
-            u += pair_time(network, nodes[x], nodes[parents[x]], size, 1, profiles)
-            d += pair_time(network, nodes[parents[x]], nodes[x], size, 1, profiles)
+            hop = nodes[x][0].tp if data_parallel else 1  # messages a hop carries at once
+            u += pair_time(network, nodes[x], nodes[parents[x]], size, hop, profiles)
+            d += pair_time(network, nodes[parents[x]], nodes[x], size, hop, profiles)
         up[k], down[k] = u, d
     return max(up) + max(down)
 
@@ -328,7 +337,9 @@ def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour
     no tree: v2.21.5-1 ``src/graph/tuning.cc:166``), the last stage,
     reaches stage 0 first, over the link back to it, and stage 0's next step waits for it
     (the other stages wait for stage 0's activations anyway): the data-parallel all-reduce
-    over the last stage's replicas (:func:`small_allreduce_time`) plus that one link, the
+    over the last stage's replicas, one rank of each (:func:`small_allreduce_time` with
+    ``data_parallel``: with TP ``t`` NCCL's tuner sees ``r`` nodes of one rank, the ring on 2
+    or 4 of them, and the replica's ``t`` groups reduce at once) plus that one link, the
     largest over the pipelines.
     """
     L, r = len(plan.stages), plan.dp[0]
@@ -340,7 +351,8 @@ def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour
     if fb.step_join == "last-stage":
         last = [(x, (L - 1, i)) for i, x in enumerate(plan.stages[-1].replicas)]
         if r > 1:
-            loss += small_allreduce_time(network, last, SCALAR_BYTES, profiles)
+            loss += small_allreduce_time(network, last, SCALAR_BYTES, profiles,
+                                         data_parallel=True)
         if L > 1:
             loss += max(pair_time(network, x, (plan.stages[0].replicas[i], (0, i)),
                                   LOSS_BROADCAST_BYTES, x[0].tp, profiles)
