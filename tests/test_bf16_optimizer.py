@@ -150,3 +150,29 @@ def test_bf16_allgather_on_physical_nodes_is_half_the_ring(prof):
     assert b.config.optimizer_times[0] == pytest.approx(
         b.stage_times[0][0][2] + b.loss_time + b.allreduce_times[0] / 2, rel=1e-12)
     assert b.bf16_allgather_times == (b.allreduce_times[0] / 2,)
+
+
+def test_bf16_gradient_all_reduce_is_one_collective_of_the_flat_buffer():
+    """With BF16_Optimizer the pipeline engine all-reduces the optimizer's fp32 flat gradient
+    buffer, one tensor, which DeepSpeed's ``allreduce_no_retain`` never splits (0.16.5
+    ``runtime/pipe/engine.py:303-304``, ``runtime/engine.py:2523-2534``): one ring of the
+    stage's 2-byte values whatever its size, not ``MEMORY_OPT_ALLREDUCE_SIZE`` (5e8-element)
+    buckets. LLaMA-3-8 on one stage at TP 2 (4.4e9 values a GPU), two replicas: ``2 (l + 2 x
+    (2 P / 2) / B)``; it paid ``2 l`` per bucket, nine of them. fp16 keeps its buckets."""
+    base = load_profiles(models=("LLAMA-3-8",))
+    prof = replace(base, network=replace(base.network, links=tuple(
+        replace(x, bandwidth=B, latency=LAT) for x in base.network.links)))
+    model = prof.model("LLAMA-3-8")
+    reps = tuple(ReplicaSpec("A100-40", 2, gpus_per_node=4, zone=Z) for _ in range(2))
+    stage = StageSpec(tuple(range(model.layers)), reps)
+    b = build_plan(Plan((stage,), 1, 16, model="LLAMA-3-8", framework=BF16), prof, steps=1,
+                   check_memory=False)
+    P = sum(x.params for x in model.layer_sizes(2))
+    assert P > 8 * 5e8
+    assert b.allreduce_times[0] == pytest.approx(2 * (LAT + 2 * (2.0 * P / 2) / B), rel=1e-12)
+    fp16 = build_plan(Plan((stage,), 1, 16, model="LLAMA-3-8",
+                           framework=FrameworkSpec("deepspeed", precision="fp16")), prof,
+                      steps=1, check_memory=False)
+    buckets = math.ceil(P / 5e8)
+    assert fp16.allreduce_times[0] == pytest.approx(
+        2 * (buckets * LAT + 2 * (2.0 * P / 2) / B), rel=1e-12)

@@ -135,3 +135,21 @@ def test_deepspeed_loss_all_reduce_and_broadcast_by_hand(prof):
     assert expect > 0
     assert _step(s) - predictions("training", less)["step_time_mean"]["value"] == \
         pytest.approx(expect, abs=1e-12)
+
+
+@pytest.mark.parametrize("r, steps, flows", [
+    (4, 6, 1),  # NCCL's ring over 4 nodes of one rank: 6 steps of l + 2 (4 / 4) / B
+    (3, 4, 2),  # its tree over 3 (depth 2): 4 hops, each the replica's 2 messages at once
+    (2, 2, 1),  # its ring over 2: 2 steps of l + 2 (4 / 2) / B
+])
+def test_deepspeed_loss_all_reduce_one_rank_a_node_at_tp_2(prof, r, steps, flows):
+    """DeepSpeed's loss all-reduce runs over its data-parallel group, one TP rank of each
+    replica (runtime/pipe/topology.py: ranks differing in the data axis alone): at TP 2,
+    ``r`` nodes of one rank each to NCCL's tuner (the ring on 2 and 4, the tree on 3), the
+    replica's two groups at once. It took the replica's TP ranks as the group's: the tree on
+    4 nodes (4 hops, not the ring's 6) and one message a tree hop."""
+    b = build_plan(_plan(3, r, tp=2, fw=FrameworkSpec("deepspeed", precision="fp32")), prof,
+                   steps=1, check_memory=False)
+    per = 2 * 4.0 / r if flows == 1 else 2 * 4.0  # bytes a step or hop: two groups at once
+    hand = steps * (LAT + per / B) + LAT + 2 * 8.0 / B
+    assert b.loss_time == pytest.approx(hand, rel=1e-12)

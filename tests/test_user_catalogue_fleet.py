@@ -40,6 +40,10 @@ def user(tmp_path):
     ("price_per_hour", "$2.1/h", "a plain number of dollars per GPU-hour (no unit) at "
      "gpus.gpus[0].price_per_hour"),  # said "'price_per_hour' must be >= 0", no place
     ("peak_flops", "312 TFLOPS", "a plain number of FLOP/s (no unit) at gpus.gpus[0].peak_flops"),
+    # a bool: said "'price_per_hour' must be >= 0: True" (True is >= 0), no place
+    ("price_per_hour", True, "a plain number of dollars per GPU-hour (no unit) at "
+     "gpus.gpus[0].price_per_hour"),
+    ("peak_flops_fp32", False, "a plain number of FLOP/s (no unit) at gpus.gpus[0].peak_flops_fp32"),
 ])
 def test_a_catalogue_entry_refuses_what_it_would_not_use(key, value, rule):
     with pytest.raises(ConfigError) as exc:

@@ -3009,7 +3009,8 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
                                        folder("p-gpus", base, gpus, net), *one),
         refuse("intra_node_bandwidth"))
     for id_, key, value in (("key-typo", "price", 1.1), ("price-unit", "price_per_hour", "$2.1/h"),
-                            ("flops-unit", "peak_flops", "312 TFLOPS")):
+                            ("flops-unit", "peak_flops", "312 TFLOPS"),
+                            ("price-bool", "price_per_hour", True)):
         cat = _json.loads((shipped / "gpus.json").read_text())
         for g in cat["gpus"]:
             if g["name"] == "T4":

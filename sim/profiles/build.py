@@ -271,7 +271,8 @@ LOSS_BROADCAST_BYTES = 8.0
 
 
 def small_allreduce_time(network: NetworkProfile, nodes: list[Any], size: float,
-                         profiles: Profiles | None = None) -> float:
+                         profiles: Profiles | None = None, *, data_parallel: bool = False
+                         ) -> float:
     """An all-reduce of a few bytes (``size`` per GPU) among ``nodes`` as NCCL runs it.
 
     ``nodes`` are ``(ReplicaSpec, (stage, index))`` in rank order, ``t`` GPUs each (its TP
@@ -294,6 +295,12 @@ def small_allreduce_time(network: NetworkProfile, nodes: list[Any], size: float,
     its node, are not timed (no link of the plan joins them). With replicas sharing a host
     (:func:`_shared_host_allreduce_time`) the ring runs node by node with the chain inside
     each, the tree over the ``N`` nodes with each node's chain below its first replica.
+
+    The communicator is the model-parallel group, all ``t`` ranks of each node, or with
+    ``data_parallel`` a data-parallel group: one TP rank of each node (DeepSpeed's
+    ``get_data_parallel_group``, ranks differing in the data axis alone,
+    ``runtime/pipe/topology.py`` ``get_axis_comm_lists('data')``): the tuner sees one rank a
+    replica, and a tree hop carries the replica's ``t`` groups' messages at once.
     """
     from ..analytic.network import nccl_small_allreduce_algorithm, nccl_tree_parents
 
@@ -303,10 +310,11 @@ def small_allreduce_time(network: NetworkProfile, nodes: list[Any], size: float,
     groups: dict[str, list[int]] = {}  # each physical node's replicas in rank order
     for k, x in enumerate(nodes):
         groups.setdefault(host_of(*x), []).append(k)
-    algorithm = nccl_small_allreduce_algorithm(len(groups), sum(x[0].tp for x in nodes))
+    ranks = n if data_parallel else sum(x[0].tp for x in nodes)
+    algorithm = nccl_small_allreduce_algorithm(len(groups), ranks)
     if len(groups) < n:
         return _shared_host_allreduce_time(network, nodes, list(groups.values()), size,
-                                           algorithm, profiles)
+                                           algorithm, profiles, data_parallel)
     if algorithm == "ring":
         return plan_allreduce_time(network, nodes, [x[0].tp for x in nodes], size, math.inf,
                                    profiles)
@@ -320,15 +328,17 @@ def small_allreduce_time(network: NetworkProfile, nodes: list[Any], size: float,
             x = parents[x]
         u = d = 0.0
         for x in reversed(chain):
-            u += pair_time(network, nodes[x], nodes[parents[x]], size, 1, profiles)
-            d += pair_time(network, nodes[parents[x]], nodes[x], size, 1, profiles)
+            hop = nodes[x][0].tp if data_parallel else 1  # messages a hop carries at once
+            u += pair_time(network, nodes[x], nodes[parents[x]], size, hop, profiles)
+            d += pair_time(network, nodes[parents[x]], nodes[x], size, hop, profiles)
         up[k], down[k] = u, d
     return max(up) + max(down)
 
 
 def _shared_host_allreduce_time(network: NetworkProfile, nodes: list[Any],
                                 groups: list[list[int]], size: float, algorithm: str,
-                                profiles: Profiles | None) -> float:
+                                profiles: Profiles | None, data_parallel: bool = False
+                                ) -> float:
     """:func:`small_allreduce_time` where replicas share a host: ``groups`` the ``N`` nodes'
     replicas (indices into ``nodes``) in rank order, the nodes by their first replica.
 
@@ -361,10 +371,13 @@ def _shared_host_allreduce_time(network: NetworkProfile, nodes: list[Any],
                 inter = max(inter, t)
         crossing = 2 * N if N > 1 else 0
         return (2 * (R - 1) - crossing) * intra + crossing * inter
-    chain_up = [sum(pair_time(network, nodes[g[k]], nodes[g[k - 1]], size, 1, profiles)
+    def hop(k: int) -> int:  # messages a hop from replica k carries at once
+        return nodes[k][0].tp if data_parallel else 1
+
+    chain_up = [sum(pair_time(network, nodes[g[k]], nodes[g[k - 1]], size, hop(g[k]), profiles)
                     for k in range(len(g) - 1, 0, -1)) for g in groups]
-    chain_down = [sum(pair_time(network, nodes[g[k - 1]], nodes[g[k]], size, 1, profiles)
-                      for k in range(1, len(g))) for g in groups]
+    chain_down = [sum(pair_time(network, nodes[g[k - 1]], nodes[g[k]], size, hop(g[k]),
+                                profiles) for k in range(1, len(g))) for g in groups]
     parents = nccl_tree_parents(N)
     head = [nodes[g[0]] for g in groups]
     up, down = chain_up[:], chain_down[:]
@@ -372,8 +385,8 @@ def _shared_host_allreduce_time(network: NetworkProfile, nodes: list[Any],
         u = d = 0.0
         x = k
         while x > 0:
-            u += pair_time(network, head[x], head[parents[x]], size, 1, profiles)
-            d += pair_time(network, head[parents[x]], head[x], size, 1, profiles)
+            u += pair_time(network, head[x], head[parents[x]], size, hop(groups[x][0]), profiles)
+            d += pair_time(network, head[parents[x]], head[x], size, hop(groups[x][0]), profiles)
             x = parents[x]
         up[k] += u
         down[k] += d
@@ -400,7 +413,9 @@ def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour
     no tree: v2.21.5-1 ``src/graph/tuning.cc:166``), the last stage,
     reaches stage 0 first, over the link back to it, and stage 0's next step waits for it
     (the other stages wait for stage 0's activations anyway): the data-parallel all-reduce
-    over the last stage's replicas (:func:`small_allreduce_time`) plus that one link, the
+    over the last stage's replicas, one rank of each (:func:`small_allreduce_time` with
+    ``data_parallel``: with TP ``t`` NCCL's tuner sees ``r`` nodes of one rank, the ring on 2
+    or 4 of them, and the replica's ``t`` groups reduce at once) plus that one link, the
     largest over the pipelines.
     """
     L, r = len(plan.stages), plan.dp[0]
@@ -412,7 +427,8 @@ def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour
     if fb.step_join == "last-stage":
         last = [(x, (L - 1, i)) for i, x in enumerate(plan.stages[-1].replicas)]
         if r > 1:
-            loss += small_allreduce_time(network, last, SCALAR_BYTES, profiles)
+            loss += small_allreduce_time(network, last, SCALAR_BYTES, profiles,
+                                         data_parallel=True)
         if L > 1:
             loss += max(pair_time(network, x, (plan.stages[0].replicas[i], (0, i)),
                                   LOSS_BROADCAST_BYTES, x[0].tp, profiles)

@@ -473,11 +473,12 @@ _PLAIN = {"price_per_hour": "dollars per GPU-hour", "peak_flops": "FLOP/s",
 
 
 def _plain(g: dict, key: str, at: str) -> Any:
-    """``g[key]`` (None if absent): a number; text (``"$2.1/h"``, ``"312 TFLOPS"``) is refused
-    naming the place and the unit the number is in (sim.units has no price or FLOP/s)."""
+    """``g[key]`` (None if absent): a number; text (``"$2.1/h"``, ``"312 TFLOPS"``) or a bool is
+    refused naming the place and the unit the number is in (sim.units has no price or FLOP/s)."""
     value = g.get(key)
-    check(not isinstance(value, str), "gpus", f"a plain number of {_PLAIN[key]} (no unit) at "
-          f"{at}.{key}", value)
+    # true/false too: a bool is an int to Python, refused below as "must be >= 0: True"
+    check(not isinstance(value, (str, bool)), "gpus", f"a plain number of {_PLAIN[key]} (no "
+          f"unit) at {at}.{key}", value)
     return value
 
 

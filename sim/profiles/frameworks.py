@@ -49,7 +49,8 @@ What a framework decides, and where dtsim uses it:
     and optimizer state partitioned over the data-parallel group, the updated bf16 weights
     all-gathered over it after every optimizer step, in one collective or (before 0.12.4) in
     shards of ``allgather_bucket_size``: :func:`sim.profiles.build.bf16_allgather_times` and
-    :func:`sim.profiles.build.bf16_optimizer_memory`.
+    :func:`sim.profiles.build.bf16_optimizer_memory`; its fp32 flat gradient buffer is
+    all-reduced in one collective (``bucket_elements`` inf).
 ``step_join``
     Whom a stage waits for before its next step: ``"last-stage"`` (DeepSpeed:
     the loss all-reduced among the last stages, then broadcast over each
@@ -1633,6 +1634,18 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
         first = spec.option("bucket_cap_mb") is None
         if not first:
             src["bucket_elements"] = fw.options["bucket_cap_mb"][1]
+    bf16_fact = fw.bf16_optimizer if prec == "bf16" else None
+    bf16 = bf16_fact.value if bf16_fact is not None else None
+    if bf16_fact is not None:  # BF16_Optimizer: the gradients one flat buffer, one collective
+        bucket = math.inf
+        src["bucket_elements"] = (
+            f"{_DS}: with BF16_Optimizer the pipeline engine "
+            "reduces the optimizer's fp32 flat gradient buffer, one tensor ("
+            "runtime/pipe/engine.py:303-304 _bf16_reduce_grads, bf16_optimizer.py:371-374 "
+            "get_grads_for_reduction, 162 the buffer), and a tensor is never split: "
+            "allreduce_no_retain (runtime/engine.py:2523-2534) all-reduces it whole, whatever "
+            "elements_per_buffer (MEMORY_OPT_ALLREDUCE_SIZE); read alike at v0.9.0, v0.12.3, v0.14.0 "
+            "and v0.16.4")
     gb = fw.gather_bytes.value
     act = fw.activation_bytes.value[prec]
     if fw.tp_degrees is not None:
@@ -1662,8 +1675,7 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
         step_join=fw.step_join.value, pipe_groups=fw.pipe_groups.value,
         pipe_buffers=fw.pipe_buffers.value, mask_bytes=mask,
         recv_clones=fw.recv_inputs is not None and fw.recv_inputs.value == "clone",
-        bf16_allgather=(fw.bf16_optimizer.value if prec == "bf16" and fw.bf16_optimizer
-                        is not None else None),
+        bf16_allgather=bf16,
         sequence=seq if fw.hop_mask.value else None, recv_gather=recv_gather,
         tp_degrees=None if fw.tp_degrees is None else tuple(fw.tp_degrees.value))
 
