@@ -736,6 +736,23 @@ def test_gantt_of_a_4_stage_1f1b_step(tmp_path, capsys):
     assert xs == pytest.approx([g.steps[0].start, g.steps[0].end])
 
 
+def test_gantt_row_names_no_host_that_is_the_replicas_own_name(tmp_path):
+    """A plan's replica runs on a network node named as the replica (s0r0): its rows read
+    "s0r0 compute", not "s0r0 @s0r0 compute" (the host said nothing the row did not)."""
+    rep = {"gpu": "GH-96", "tp": 4, "gpus_per_node": 4, "zone": "us-central1-a"}
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"model": "OPT-350", "microbatch_size": 1, "global_batch_size": 2,
+                                "stages": [{"first_layer": 0, "last_layer": 12, "replicas": [rep]},
+                                           {"first_layer": 13, "last_layer": 25,
+                                            "replicas": [rep]}]}))
+    tl = tmp_path / "t.json"
+    assert main(["train", "--plan", str(plan), "--steps", "1", "--replications", "1",
+                 "--quiet", "--timeline", str(tl)]) == 0
+    labels = [r.label for r in gantt(read_timeline(tl)).rows]
+    assert "s0r0 compute" in labels and "s1r0 compute" in labels
+    assert not any("@" in x for x in labels)
+
+
 def test_gantt_shows_every_pass_narrower_than_a_pixel(tmp_path, capsys):
     """Two stages, GPipe, 96 micro-batches of 5 ms forward over hops of 43.6 ms (4 MiB at
     1 Gbit/s after 10 ms) on FIFO channels: the last stage's forward passes come a hop
