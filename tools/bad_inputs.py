@@ -4563,6 +4563,27 @@ def unit_cases(fx: Fixtures) -> list[Case]:
               f'"links": [{{"src": {end}, "dst": {end}, {link}}}]}}\n')
         add(f"units/plan-fleet-{what}", dtsim(*P, str(f)), refuse("network"), note=note)
 
+    # profile files: a model profile's layer times (dtsim train --plan --profiles DIR)
+    plan = w("units/model-plan.json",
+             '{"model": "M", "microbatch_size": 1, "global_batch_size": 2, "stages": '
+             '[{"first_layer": 0, "last_layer": 0, "replicas": [{"gpu": "GH-96", "tp": 1, '
+             '"gpus_per_node": 1, "zone": "z"}]}]}\n')
+    for what, row, expect, note in (
+            ("parsecs", '"1 parsecs", 0.002', refuse("model"), "an unknown unit"),
+            ("plain-text", '"0.001", 0.002', refuse("model"),
+             "a number as text: numbers are written as numbers"),
+            ("size", '"2GB", 0.002', refuse("model"), "a size, not a time"),
+            ("negative", '"-1ms", 0.002', refuse("model"), "a negative time"),
+            ("inf", '"1e400s", 0.002', refuse("model"), "beyond the largest float"),
+            ("ok", '"1.9ms", "3.8 ms", "400us"', ok("throughput"), "times with units run")):
+        w(f"units/model-times-{what}/models/m.json",
+          '{"model": "M", "layers": 1, "sizes": [{"tp": 1, "layers": [{"params": 1000, '
+          '"activation_bytes": 4096, "activation_memory_bytes": 8192}]}], "times": '
+          f'[{{"gpu": "GH-96", "microbatch_size": 1, "tp": 1, "layers": [[{row}]]}}]}}\n')
+        add(f"units/train-model-times-{what}",
+            dtsim(*TR, "--plan", str(plan), "--profiles",
+                  str(fx.root / f"units/model-times-{what}")), expect, note=note)
+
     # with units, each surface runs (exit 0; a mix is one warning line, which is no alarm)
     add("units/train-network-ok", dtsim(*TR, "--network", "tree:racks=1,hosts=8,host_bandwidth="
                                         "100Gbit/s,uplink_bandwidth=400Gbit/s,host_latency=2us,"
