@@ -17,7 +17,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 __all__ = ["check_figure_file", "plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossip_estimates",
-           "plot_trace"]
+           "plot_trace", "LEGEND_INSIDE", "LEGEND_ROWS", "SWEEP_MARKERS"]
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -82,6 +82,16 @@ def _error_bars(ax: Any, x: Sequence[float], mean: Sequence[float], low: Sequenc
 # --------------------------------------------------------------------------- sweeps (runner)
 
 
+#: A sweep figure's legend stays inside its axes up to this many entries, and goes beside
+#: them past it (36 lines of a four-factor sweep filled the axes and hid every line).
+LEGEND_INSIDE = 8
+#: ... in columns of at most this many entries.
+LEGEND_ROWS = 30
+#: The markers of a sweep figure's lines: the first ten groups take ten colours with the
+#: first, the next ten the second, ... (the colour cycle alone repeated past ten lines).
+SWEEP_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
 def plot_sweep(
     rows: Sequence[Mapping[str, Any]],
     x: str,
@@ -140,12 +150,14 @@ def plot_sweep(
         xs = [xs[i] for i in idx]
         rs = [rs[i] for i in idx]
         m = [_num(r.get(f"{y}_mean")) for r in rs]
+        # ten colours, then the next marker: no two lines alike past the colour cycle
         color = f"C{gi % 10}"
+        marker = SWEEP_MARKERS[(gi // 10) % len(SWEEP_MARKERS)]
         label = (", ".join(_group_label(k, v) for k, v in zip(by, g, strict=True)) if by
                  else "simulated (95% CI)")
         _error_bars(ax, xs, m, [_num(r.get(f"{y}_low")) for r in rs],
                     [_num(r.get(f"{y}_high")) for r in rs], logy=logy, color=color, label=label,
-                    fmt="o-")
+                    fmt=f"{marker}-")
         if exact:
             ex = [_num(r.get(exact)) for r in rs]
             ax.plot(xs, ex, linestyle="--", color=color, zorder=3,
@@ -162,7 +174,13 @@ def plot_sweep(
     if title:
         ax.set_title(title)
     if group or exact:
-        ax.legend(fontsize="small")
+        entries = len(ax.get_legend_handles_labels()[1])
+        if entries <= LEGEND_INSIDE:
+            ax.legend(fontsize="small")
+        else:  # beside the axes, in columns of at most LEGEND_ROWS: inside, it hid the lines
+            cols = -(-entries // LEGEND_ROWS)
+            fig.set_size_inches(6 + 3.2 * cols, max(4.0, 0.7 + 0.16 * min(entries, LEGEND_ROWS)))
+            fig.legend(fontsize="x-small", loc="outside right upper", ncols=cols)
     ax.grid(alpha=0.3)
     fig.savefig(path, dpi=120)
     return path
