@@ -1869,6 +1869,9 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("profiles"))
     add("train/plan-interleaved", T("--plan", good, "--schedule", "interleaved", *one),
         refuse("schedule"))
+    add("train/plan-1f1b-dynamic", T("--plan", good, "--schedule", "1f1b-dynamic", *one),
+        refuse("schedule"), note="a plan runs over its network: 1f1b or gpipe, said before "
+        "the plan is read")
     series = fx.root / "plan-prices.csv"
     series.write_text("time,price\n0,1\n")
     add("train/plan-price-series", T("--plan", good, "--price-series", str(series), *one),
@@ -2662,6 +2665,9 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/max-stages-zero", P(*gh, *quick, "--max-stages", "0"), refuse("max_stages"))
     add("plan/schedule-interleaved", P(*gh, *quick, "--schedule", "interleaved"),
         refuse("schedule"))
+    add("plan/schedule-1f1b-dynamic", P(*gh, *quick, "--schedule", "1f1b-dynamic"),
+        refuse("schedule"), note="was taken, then every plan refused: 'fleet' must be GPUs "
+        "enough to hold OPT-350")
     add("plan/p2p-unknown", P(*gh, *quick, "--p2p", "sometimes"), refuse("p2p"))
     add("plan/p2p-batched-gpipe", P(*gh, *quick, "--p2p", "batched", "--schedule", "gpipe"),
         refuse("schedule"))
