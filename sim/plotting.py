@@ -17,7 +17,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 __all__ = ["check_figure_file", "plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossip_estimates",
-           "plot_trace"]
+           "plot_trace", "LEGEND_INSIDE", "LEGEND_ROWS", "SWEEP_MARKERS"]
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -82,6 +82,16 @@ def _error_bars(ax: Any, x: Sequence[float], mean: Sequence[float], low: Sequenc
 # --------------------------------------------------------------------------- sweeps (runner)
 
 
+#: A sweep figure's legend stays inside its axes up to this many entries, and goes beside
+#: them past it (36 lines of a four-factor sweep filled the axes and hid every line).
+LEGEND_INSIDE = 8
+#: ... in columns of at most this many entries.
+LEGEND_ROWS = 30
+#: The markers of a sweep figure's lines: the first ten groups take ten colours with the
+#: first, the next ten the second, ... (the colour cycle alone repeated past ten lines).
+SWEEP_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
 def plot_sweep(
     rows: Sequence[Mapping[str, Any]],
     x: str,
@@ -140,12 +150,14 @@ def plot_sweep(
         xs = [xs[i] for i in idx]
         rs = [rs[i] for i in idx]
         m = [_num(r.get(f"{y}_mean")) for r in rs]
+        # ten colours, then the next marker: no two lines alike past the colour cycle
         color = f"C{gi % 10}"
+        marker = SWEEP_MARKERS[(gi // 10) % len(SWEEP_MARKERS)]
         label = (", ".join(_group_label(k, v) for k, v in zip(by, g, strict=True)) if by
                  else "simulated (95% CI)")
         _error_bars(ax, xs, m, [_num(r.get(f"{y}_low")) for r in rs],
                     [_num(r.get(f"{y}_high")) for r in rs], logy=logy, color=color, label=label,
-                    fmt="o-")
+                    fmt=f"{marker}-")
         if exact:
             ex = [_num(r.get(exact)) for r in rs]
             ax.plot(xs, ex, linestyle="--", color=color, zorder=3,
@@ -162,7 +174,13 @@ def plot_sweep(
     if title:
         ax.set_title(title)
     if group or exact:
-        ax.legend(fontsize="small")
+        entries = len(ax.get_legend_handles_labels()[1])
+        if entries <= LEGEND_INSIDE:
+            ax.legend(fontsize="small")
+        else:  # beside the axes, in columns of at most LEGEND_ROWS: inside, it hid the lines
+            cols = -(-entries // LEGEND_ROWS)
+            fig.set_size_inches(6 + 3.2 * cols, max(4.0, 0.7 + 0.16 * min(entries, LEGEND_ROWS)))
+            fig.legend(fontsize="x-small", loc="outside right upper", ncols=cols)
     ax.grid(alpha=0.3)
     fig.savefig(path, dpi=120)
     return path
@@ -737,7 +755,7 @@ def plot_trace(times: Sequence[float], counts: Sequence[float], end: float, path
 
 # --------------------------------------------------------------------------- timelines (Gantt)
 
-__all__ += ["plot_timeline", "TIMELINE_STYLE", "STEP_LINES", "STEP_LABELS"]
+__all__ += ["plot_timeline", "TIMELINE_STYLE", "STEP_LINES", "STEP_LABELS", "THIN_BAR", "THIN_EDGE"]
 
 #: A Gantt chart draws its steps' boundaries up to this many steps (a lost step's in red
 #: whatever their number, up to as many lost steps); past it they are dashes every few
@@ -746,6 +764,13 @@ STEP_LINES = 60
 #: ... and labels each step with its bubble fraction up to this many (two lines of 7-point
 #: text, about 55 pixels wide: a 10-inch figure holds about a dozen side by side).
 STEP_LABELS = 12
+
+#: A Gantt bar narrower than this fraction of the run's drawn extent (about 1.5 pixels of a
+#: 10-inch figure's axes at 100 dpi) is edged in its own colour, :data:`THIN_EDGE` points wide,
+#: so that it shows: the white edge that parts wider bars would cover it.
+THIN_BAR = 1 / 500
+#: The edge of a thin bar, in points (a pixel at 100 dpi is 0.72 points).
+THIN_EDGE = 0.75
 
 #: Kind -> (face colour, hatch, legend label) of the Gantt chart's bars.
 TIMELINE_STYLE: dict[str, tuple[str, str | None, str]] = {
@@ -807,16 +832,25 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
         ax, cx = fig.add_subplot(), None
     drawn: dict[str, Any] = {"bars": {}, "steps": [], "marks": []}
     used: set[str] = set()
+    # a bar narrower than THIN_BAR of the run's extent (about a pixel and a half of the
+    # axes) is edged in its own colour, THIN_EDGE points wide: the white edge that parts
+    # touching bars covered it whole (an 8-stage step of 96 micro-batches over 20 s showed
+    # its 5 ms passes as near-white specks)
+    ends = [t for r in rows for b in r.bars for t in (b.start, b.end)]
+    thin_width = (max(ends) - min(ends)) * THIN_BAR if ends else 0.0
     for y, r in enumerate(rows):
-        groups: dict[tuple[str, bool, int], list[tuple[float, float]]] = {}
+        groups: dict[tuple[str, bool, int, bool], list[tuple[float, float]]] = {}
         for b in r.bars:
-            groups.setdefault((b.kind, b.lost, b.lane), []).append((b.start, b.end - b.start))
+            thin = not b.lost and b.end - b.start < thin_width
+            groups.setdefault((b.kind, b.lost, b.lane, thin), []).append(
+                (b.start, b.end - b.start))
         out = []
         h = 0.8 / r.lanes  # overlapping events of one stream: sub-rows of the row
-        for (kind, lost, lane), spans in groups.items():
+        for (kind, lost, lane, thin), spans in groups.items():
             face, hatch, _ = TIMELINE_STYLE.get(kind, TIMELINE_STYLE["other"])
+            edge = face if thin else "white" if not lost else "black"
             coll = ax.broken_barh(spans, (y - 0.4 + lane * h, h), facecolors=face,
-                                  edgecolors="white" if not lost else "black", linewidth=0.3,
+                                  edgecolors=edge, linewidth=THIN_EDGE if thin else 0.3,
                                   hatch="xxx" if lost else hatch, alpha=0.55 if lost else 1.0)
             out.append((kind, lost, lane, coll))
             used.add(kind)

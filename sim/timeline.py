@@ -1561,7 +1561,9 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
         if r is None:
             name = pname.get(pid, pid)
             host = plabel.get(pid)
-            if isinstance(host, str) and not _INT_TEXT.fullmatch(host):  # a named host
+            # a named host, unless it is the process's own name (a plan's replica without a
+            # host is a node of its own named as the replica: "s0r0 @s0r0" said nothing more)
+            if isinstance(host, str) and not _INT_TEXT.fullmatch(host) and host != name:
                 name = f"{name} @{host}"
             r = rows[(pid, stream)] = GanttRow(f"{name} {stream}", pid, tid, [], [])
         r.tid = min(r.tid, tid)

@@ -709,3 +709,36 @@ def test_a_trace_of_named_workers_is_replayed_by_name_as_train_replays_it(tmp_pa
     assert err[0].startswith("dtsim plan: error: 'failure_trace' must be a trace of workers "
                              "s{stage}r{replica} that a listed plan has")
     assert "(s9r0: not in any of the 4 plans)" in err[0]
+
+
+@pytest.mark.parametrize("schedule", ["1f1b-dynamic", "interleaved", "swarm", "async"])
+def test_a_plan_runs_1f1b_or_gpipe_and_says_so_before_reading_it(tmp_path, capsys, schedule):
+    """dtsim train --plan runs over the plan's network, whose DES runs fixed device programs:
+    1f1b or gpipe. Any other schedule is one line naming 'schedule' and those two, before
+    the plan or the profiles are read (a missing plan file is not what is reported). Before,
+    build_plan took 1f1b-dynamic ('1f1b, gpipe or 1f1b-dynamic with a plan', its refusal of
+    the others) and the config then refused it as 'gpipe or 1f1b for a plan over a network',
+    after the profiles were read: two rules that disagreed."""
+    assert main(["train", "--plan", str(tmp_path / "nothing.json"), "--model", "OPT-350",
+                 "--steps", "1", "--replications", "1", "--schedule", schedule]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"dtsim train: error: 'schedule' must be 1f1b or gpipe with --plan (a plan "
+                   f"runs over its network, as the frameworks' fixed device programs): "
+                   f"'{schedule}'")
+    shipped = load_profiles()
+    with pytest.raises(ConfigError, match="'schedule' must be 1f1b or gpipe with a plan over "
+                                          "its network: '1f1b-dynamic'"):
+        build_plan(read_plan("sim/profiles/data/runs/mit-N2_D1.json"), shipped,
+                   model="OPT-350", schedule="1f1b-dynamic", network=True)
+
+
+def test_dtsim_plan_refuses_a_schedule_no_plan_runs(capsys):
+    """dtsim plan --schedule 1f1b-dynamic (which its help offered) was taken, every plan was
+    then refused by the DES over the plan's network, and the command said the fleet could
+    not hold the model ('fleet' must be GPUs enough ...): now the schedule is refused."""
+    assert main(["plan", "--model", "OPT-350", "--nodes", "GH-96:4x2@us-central1-a",
+                 "--global-batch-size", "8", "--simulate", "0", "--top", "1",
+                 "--schedule", "1f1b-dynamic"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dtsim plan: error: 'schedule' must be one of 1f1b, gpipe")
+    assert err.endswith(": '1f1b-dynamic'")

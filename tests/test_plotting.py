@@ -161,3 +161,40 @@ def test_default_figures_of_parts_sharing_their_fixed_factors_are_two_files(tmp_
     assert [p.name for p in out] == ["u_replicas=4_by_mtbf.png",
                                      "u_replicas=4_by_availability.png"]
     assert len({p.name for p in tmp_path.iterdir()}) == 2
+
+
+def test_a_sweep_figure_of_many_lines_keeps_its_legend_off_the_axes(tmp_path, monkeypatch):
+    """dtsim plot's default figure of a four-factor sweep (the user trial's: framework on x,
+    3 x 3 x 4 = 36 lines): the legend is beside the axes, not over them (inside, it filled
+    them and squashed the lines into a strip), and no two lines share a colour and a marker
+    (the ten colours alone repeated: 36 lines in 10 looks). Few lines keep it inside."""
+    figs = []
+
+    class Kept(Figure):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            figs.append(self)
+
+    monkeypatch.setattr(plotting, "Figure", Kept)
+    rows = [{"framework": f, "p2p": p, "microbatches": m, "latency_ms": lat,
+             "t_mean": 1.0 + i, "t_low": 0.5 + i, "t_high": 1.5 + i}
+            for i, (p, m, lat) in enumerate((p, m, lat) for p in ("blocking", "overlap", "batched")
+                                            for m in (8, 32, 96) for lat in (0.1, 1, 10, 50))
+            for f in ("deepspeed", "megatron")]
+    plotting.plot_sweep(rows, "framework", "t", tmp_path / "t.png",
+                        group=["p2p", "microbatches", "latency_ms"])
+    fig = figs[-1]
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    legends = fig.legends + ([ax.get_legend()] if ax.get_legend() else [])
+    assert len(legends) == 1
+    box, axbox = legends[0].get_window_extent(), ax.get_window_extent()
+    assert not box.overlaps(axbox)
+    assert axbox.height > 0.6 * fig.bbox.height  # the axes keep the figure's height
+    handles, _ = ax.get_legend_handles_labels()  # error bar containers: [0] is the line
+    looks = [(h[0].get_color(), h[0].get_marker()) for h in handles]
+    assert len(looks) == 36 and len(set(looks)) == 36
+    plotting.plot_sweep(rows[:6], "framework", "t", tmp_path / "few.png", group=["latency_ms"])
+    few = figs[-1]
+    few.canvas.draw()
+    assert few.axes[0].get_legend() is not None and not few.legends

@@ -736,6 +736,55 @@ def test_gantt_of_a_4_stage_1f1b_step(tmp_path, capsys):
     assert xs == pytest.approx([g.steps[0].start, g.steps[0].end])
 
 
+def test_gantt_row_names_no_host_that_is_the_replicas_own_name(tmp_path):
+    """A plan's replica runs on a network node named as the replica (s0r0): its rows read
+    "s0r0 compute", not "s0r0 @s0r0 compute" (the host said nothing the row did not)."""
+    rep = {"gpu": "GH-96", "tp": 4, "gpus_per_node": 4, "zone": "us-central1-a"}
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"model": "OPT-350", "microbatch_size": 1, "global_batch_size": 2,
+                                "stages": [{"first_layer": 0, "last_layer": 12, "replicas": [rep]},
+                                           {"first_layer": 13, "last_layer": 25,
+                                            "replicas": [rep]}]}))
+    tl = tmp_path / "t.json"
+    assert main(["train", "--plan", str(plan), "--steps", "1", "--replications", "1",
+                 "--quiet", "--timeline", str(tl)]) == 0
+    labels = [r.label for r in gantt(read_timeline(tl)).rows]
+    assert "s0r0 compute" in labels and "s1r0 compute" in labels
+    assert not any("@" in x for x in labels)
+
+
+def test_gantt_shows_every_pass_narrower_than_a_pixel(tmp_path, capsys):
+    """Two stages, GPipe, 96 micro-batches of 5 ms forward over hops of 43.6 ms (4 MiB at
+    1 Gbit/s after 10 ms) on FIFO channels: the last stage's forward passes come a hop
+    apart, each about a quarter of a pixel wide in a step of 8.4 s. Each must show in its
+    row in the forward colour: 95 separate runs of pixel columns (the last pass touches the
+    first backward pass, drawn over it) or 96. Before, the white edge
+    that parts touching bars covered each whole (0 columns anywhere near the colour)."""
+    from matplotlib.image import imread
+
+    from sim.plotting import TIMELINE_STYLE, plot_timeline
+
+    tl = tmp_path / "t.json"
+    assert main(["train", "--stages", "2", "--microbatches-per-step", "96", "--steps", "1",
+                 "--schedule", "gpipe", "--forward-time", "5ms", "--backward-time", "10ms",
+                 "--activation-size", "4MiB", "--bandwidth", "1Gbit/s", "--latency", "10ms",
+                 "--p2p", "overlap", "--replications", "1", "--timeline", str(tl)]) == 0
+    capsys.readouterr()
+    g = gantt(read_timeline(tl))
+    y = [r.label for r in g.rows].index("s1r0 compute")
+    assert sum(b.kind == "forward" for b in g.rows[y].bars) == 96
+    path, drawn = plot_timeline(g, tmp_path / "g.png")
+    img = imread(str(path))[:, :, :3]
+    ax = drawn["bars"][y][0][3].axes
+    (x0, top), (x1, bottom) = ax.transData.transform([(0, y - 0.3), (1, y + 0.3)])
+    assert (x1 - x0) * 0.005 < 0.5  # a pass is under half a pixel wide
+    band = img[int(img.shape[0] - top) + 1:int(img.shape[0] - bottom)]
+    face = np.array([int(TIMELINE_STYLE["forward"][0][k:k + 2], 16) for k in (1, 3, 5)]) / 255
+    cols = (np.abs(band - face).sum(axis=2) < 0.25).any(axis=0)
+    runs = int(cols[0]) + int(np.sum(cols[1:] & ~cols[:-1]))
+    assert runs >= 95  # the last touches the first backward pass, drawn over it
+
+
 def test_gantt_of_many_steps_draws_no_boundary_per_step(tmp_path):
     """A DiLoCo run of 200 inner steps (the user trial's): no dashed line per step (they hid
     the bars), the title says so; 20 steps: each boundary, unlabelled; a lost step of a long

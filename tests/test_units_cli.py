@@ -353,6 +353,31 @@ def test_profile_files_take_sizes_rates_and_times_with_units():
                               "network.links[0].bandwidth (the link A@z -> A@z): '10Gbit'")
 
 
+def test_a_profiles_layer_times_take_time_units():
+    """A model profile's times rows, as every time of the profile files: "1.9ms" is the number
+    0.0019 read by sim.units (the same profile as the plain numbers); text without a unit or of
+    another kind, negative or not finite, is refused naming the row and element. Before, any
+    text in a row was refused ('[forward(, backward(, optimizer))] seconds')."""
+    layer = {"params": 10, "activation_bytes": 4096, "activation_memory_bytes": 8192}
+
+    def doc(row):
+        return {"model": "M", "layers": 1, "sizes": [{"tp": 1, "layers": [layer]}],
+                "times": [{"gpu": "A", "microbatch_size": 1, "tp": 1, "layers": [row]}]}
+
+    assert model_from_data(doc(["1.9ms", "3.8 ms", "400us"])) == \
+        model_from_data(doc([parse("1.9ms", "time", "t"), parse("3.8ms", "time", "t"),
+                             parse("400us", "time", "t")]))
+    assert model_from_data(doc(["2s"])).times[0][1][0].forward == 2.0
+    assert model_from_data(doc([0.5, "1s"])).times[0][1][0].backward == 1.0
+    for bad, rule in [("0.002", "a time: seconds, or a number and a time unit"),
+                      ("2GB", "a time, not a size"), ("-1ms", "a time >= 0"),
+                      ("1e400s", "a finite time"), ("0.2 m", "a time with a known unit")]:
+        with pytest.raises(Exception) as exc:
+            model_from_data(doc([1.0, bad]), "m.json")
+        assert str(exc.value).startswith(f"'model' must be {rule}")
+        assert str(exc.value).endswith(f" at m.json.times[0].layers[0][1]: '{bad}'")
+
+
 def test_curve_text_takes_units():
     """polylog2's size_unit/bandwidth_unit and a table's points with units == the numbers."""
     assert parse_curve("table:1kB=500MB/s/1MB=5GB/s/1GB=10GB/s") == \

@@ -1869,6 +1869,9 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("profiles"))
     add("train/plan-interleaved", T("--plan", good, "--schedule", "interleaved", *one),
         refuse("schedule"))
+    add("train/plan-1f1b-dynamic", T("--plan", good, "--schedule", "1f1b-dynamic", *one),
+        refuse("schedule"), note="a plan runs over its network: 1f1b or gpipe, said before "
+        "the plan is read")
     series = fx.root / "plan-prices.csv"
     series.write_text("time,price\n0,1\n")
     add("train/plan-price-series", T("--plan", good, "--price-series", str(series), *one),
@@ -2662,6 +2665,9 @@ def planner_cases(fx: Fixtures) -> list[Case]:
     add("plan/max-stages-zero", P(*gh, *quick, "--max-stages", "0"), refuse("max_stages"))
     add("plan/schedule-interleaved", P(*gh, *quick, "--schedule", "interleaved"),
         refuse("schedule"))
+    add("plan/schedule-1f1b-dynamic", P(*gh, *quick, "--schedule", "1f1b-dynamic"),
+        refuse("schedule"), note="was taken, then every plan refused: 'fleet' must be GPUs "
+        "enough to hold OPT-350")
     add("plan/p2p-unknown", P(*gh, *quick, "--p2p", "sometimes"), refuse("p2p"))
     add("plan/p2p-batched-gpipe", P(*gh, *quick, "--p2p", "batched", "--schedule", "gpipe"),
         refuse("schedule"))
@@ -4606,6 +4612,27 @@ def unit_cases(fx: Fixtures) -> list[Case]:
               '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "z", "count": 2}], '
               f'"links": [{{"src": {end}, "dst": {end}, {link}}}]}}\n')
         add(f"units/plan-fleet-{what}", dtsim(*P, str(f)), refuse("network"), note=note)
+
+    # profile files: a model profile's layer times (dtsim train --plan --profiles DIR)
+    plan = w("units/model-plan.json",
+             '{"model": "M", "microbatch_size": 1, "global_batch_size": 2, "stages": '
+             '[{"first_layer": 0, "last_layer": 0, "replicas": [{"gpu": "GH-96", "tp": 1, '
+             '"gpus_per_node": 1, "zone": "z"}]}]}\n')
+    for what, row, expect, note in (
+            ("parsecs", '"1 parsecs", 0.002', refuse("model"), "an unknown unit"),
+            ("plain-text", '"0.001", 0.002', refuse("model"),
+             "a number as text: numbers are written as numbers"),
+            ("size", '"2GB", 0.002', refuse("model"), "a size, not a time"),
+            ("negative", '"-1ms", 0.002', refuse("model"), "a negative time"),
+            ("inf", '"1e400s", 0.002', refuse("model"), "beyond the largest float"),
+            ("ok", '"1.9ms", "3.8 ms", "400us"', ok("throughput"), "times with units run")):
+        w(f"units/model-times-{what}/models/m.json",
+          '{"model": "M", "layers": 1, "sizes": [{"tp": 1, "layers": [{"params": 1000, '
+          '"activation_bytes": 4096, "activation_memory_bytes": 8192}]}], "times": '
+          f'[{{"gpu": "GH-96", "microbatch_size": 1, "tp": 1, "layers": [[{row}]]}}]}}\n')
+        add(f"units/train-model-times-{what}",
+            dtsim(*TR, "--plan", str(plan), "--profiles",
+                  str(fx.root / f"units/model-times-{what}")), expect, note=note)
 
     # with units, each surface runs (exit 0; a mix is one warning line, which is no alarm)
     add("units/train-network-ok", dtsim(*TR, "--network", "tree:racks=1,hosts=8,host_bandwidth="

@@ -94,7 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="fraction of each GPU's usable memory a plan may fill (default 1)")
     a("--schedule", default="1f1b",
       help="pipeline schedule of the plans: 1f1b (as Megatron-LM and DeepSpeed run it, "
-           "default), gpipe or 1f1b-dynamic")
+           "default) or gpipe (the fixed device programs a plan's network runs)")
     a("--p2p", default=None,
       help="point-to-point transfers: blocking (DeepSpeed's paired send/receive in its "
            "TrainSchedule order), batched (Megatron-LM's 1F1B with its batched send/receive "
@@ -302,7 +302,12 @@ def run(args: argparse.Namespace) -> int:
                  "failure_trace", "steps", "replications", "seed"):
         refuse_unless(args, dest, simulated, "with --simulate > 0 or --compare-runs (it changes "
                       "only the simulations; the search predicts failure-free iterations)")
-    check_choice("schedule", args.schedule, ("1f1b", "gpipe", "1f1b-dynamic"))
+    # a plan runs over its network, whose DES runs fixed programs (dtsim train --plan's
+    # PLAN_SCHEDULES): 1f1b-dynamic was taken here, and every plan then refused, reported
+    # as a fleet holding no plan
+    from ..profiles.build import PLAN_SCHEDULES
+
+    check_choice("schedule", args.schedule, PLAN_SCHEDULES)
     if args.p2p is not None:
         check_choice("p2p", args.p2p, ("blocking", "overlap", "batched"))
     if args.out is not None:

@@ -403,10 +403,18 @@ def _check_options(args: argparse.Namespace) -> None:
     plan = args.plan is not None
     for dest in ("model", "profiles", "fleet", "explain", "framework", "gpu", "zone"):
         refuse_unless(args, dest, plan, "with --plan")
+    # a plan runs over its network (sim.profiles.build.plan_network), where the DES runs the
+    # frameworks' fixed device programs: GPipe and 1F1B (build_plan took 1f1b-dynamic, and
+    # TrainingConfig then refused it, after the profiles were read, naming 'a network')
+    if plan:
+        from ..profiles.build import PLAN_SCHEDULES
+    check(not plan or args.schedule in PLAN_SCHEDULES, "schedule",
+          "1f1b or gpipe with --plan (a plan runs over its network, as the frameworks' fixed "
+          "device programs)", args.schedule)
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
                  "bandwidth", "latency", "optimizer_time", "samples_per_microbatch",
-                 "topology", "placement", "routing", "virtual_stages", "network"):
+                 "topology", "placement", "routing", "network"):
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
     # a plan's strategy run times each formation by the plan re-planned for it (its profiles,
     # framework and network: sim.profiles.formations), never by a table

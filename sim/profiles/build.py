@@ -97,13 +97,17 @@ from .estimates import Estimator
 from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, check_mask_sized, resolve
 from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
 
-__all__ = ["BUCKET_ELEMENTS", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
+__all__ = ["BUCKET_ELEMENTS", "PLAN_SCHEDULES", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
            "in_flight", "mask_memory", "plan_allreduce_time", "pair_link", "pair_time", "plan_network",
            "explain_rows", "plan_behaviour", "step_collectives", "small_allreduce_time", "SCALAR_BYTES",
            "LOSS_BROADCAST_BYTES", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
            "physical_network", "bf16_allgather_times", "bf16_optimizer_memory", "bf16_state_bytes",
            "bf16_flat_elements"]
+
+#: The schedules of a plan over its network (``dtsim train --plan``, ``dtsim plan``): the
+#: fixed device programs the DES runs there (``TrainingConfig`` refuses another).
+PLAN_SCHEDULES = ("1f1b", "gpipe")
 
 #: DeepSpeed's gradient all-reduce bucket (``MEMORY_OPT_ALLREDUCE_SIZE``), in elements.
 BUCKET_ELEMENTS = 500_000_000
@@ -1410,6 +1414,9 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     """
     mp = _model(plan, profiles, model)
     plan.check_covers(mp.layers)
+    if network:  # the DES over a plan's network runs fixed device programs (TrainingConfig)
+        check(schedule in PLAN_SCHEDULES, "schedule",
+              "1f1b or gpipe with a plan over its network", schedule)
     check(schedule in ("1f1b", "gpipe", "1f1b-dynamic"), "schedule",
           "1f1b, gpipe or 1f1b-dynamic with a plan", schedule)
     check(value_sizes in ("framework", "profile"), "value_sizes", "framework or profile",

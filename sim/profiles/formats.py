@@ -68,7 +68,8 @@ Fleet: ``{"nodes": [{"gpu": "A", "gpus_per_node": 8, "zone": "z", "count": 4}],
 Units: a number is in bytes, bytes per second or seconds as above; a size, rate
 or time may instead be text with a unit (:mod:`sim.units`): ``"bandwidth":
 "10Gbit/s"``, ``"latency": "5us"``, ``"memory_bytes": "80GiB"``, ``"min_bytes":
-"64KiB"``, ``"activation_bytes": "1.5MiB"``.
+"64KiB"``, ``"activation_bytes": "1.5MiB"``, a model's ``times`` rows ``["1.9ms", "3.8ms",
+"0.4ms"]`` (a parameter count is a number: ``"params": 350000000``, not ``"350M"``).
 
 A profiles folder (:func:`load_profiles`) holds ``gpus.json`` (or
 ``.toml``; without one, the shipped catalogue), and model profiles and links in
@@ -142,6 +143,18 @@ def _qty(name: str, obj: Any, key: str, where: str, kind: str, *default: Any) ->
         except ConfigError as exc:
             raise ConfigError(name, f"{exc.rule} at {where}.{key}", value) from None
     return value if default else get(name, obj, key, where, _NUM)
+
+
+def _time_text(value: str, where: str) -> float:
+    """A layer time written as text: a time with a unit (``"1.9ms"``), read by :mod:`sim.units`
+    into seconds; text without a unit (``"0.0019"``) is refused, as :func:`_qty` refuses it."""
+    try:
+        q = parse_quantity(value, TIME, "time", overflow="refuse")
+        if q.unit is None:
+            raise ConfigError("time", describe(TIME), value)
+        return q.value
+    except ConfigError as exc:
+        raise ConfigError("model", f"{exc.rule} at {where}", value) from None
 
 
 # --------------------------------------------------------------------------- plan
@@ -412,8 +425,12 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
         rows = []
         for i, x in enumerate(get("model", e, "layers", at, list)):
             check(isinstance(x, list) and len(x) in (1, 2, 3)
-                  and all(isinstance(v, _NUM) and not isinstance(v, bool) for v in x), "model",
-                  f"[forward(, backward(, optimizer))] seconds at {at}.layers[{i}]", x)
+                  and all(isinstance(v, (*_NUM, str)) and not isinstance(v, bool) for v in x),
+                  "model", f"[forward(, backward(, optimizer))] seconds (numbers, or times with "
+                  f"a unit: \"1.9ms\") at {at}.layers[{i}]", x)
+            # a time may be text with a unit, as every time of these files ("1.9ms")
+            x = [_time_text(v, f"{at}.layers[{i}][{n}]") if isinstance(v, str) else v
+                 for n, v in enumerate(x)]
             with located("model", f"{at}.layers[{i}]"):
                 rows.append(LayerTimes(x[0], None, None) if len(x) == 1 else LayerTimes(*x))
         times.append(((get("model", e, "gpu", at, str), get("model", e, "microbatch_size", at, int),
