@@ -554,3 +554,22 @@ def test_a_failure_free_deterministic_run_is_exact(capsys):
     assert set(cfg.fixed_metrics()) == set()
     cfg = LearnersConfig(learners=4, steps=100, every=10, step_time_distribution="exponential")
     assert set(cfg.fixed_metrics()) == {"failures"}
+
+
+@pytest.mark.parametrize("replace, wall, merged", [(0.5, 32.0, 42), (3.0, 32.0, 42)])
+def test_a_failure_as_a_block_ends_comes_after_it_in_both_engines(tmp_path, replace, wall,
+                                                                   merged):
+    """Learner 1's chip fails at 6, exactly when its first block (H = 2 steps of 3) ends. The
+    block is done first (:data:`sim.failures.LATE`): both learners report at 6, the outer
+    step fires with both (ring [6, 8)), learner 1 is down during it, downloads the model and
+    joins the outer step at 14 (as the failure at 6.5 above): the run ends at 32, merged
+    24 + 18 of 64. Both engines used to take the failure first (its event scheduled earlier):
+    learner 1's block lost, learner 0's outer step alone at 6."""
+    eng = _scripted({1: [6.0]}, replace_time=replace, chip_download=2.0)
+    des = _scripted_des(tmp_path, [("s0r1", 6.0, 6.0 + replace)])
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert eng["goodput_fraction"] == pytest.approx(merged / (2 * wall), rel=1e-12)
+    assert eng["outer_syncs"] == 4
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+                "late_merges", "compute_utilisation"):
+        assert des[key] == pytest.approx(eng[key], rel=1e-12), key

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from ...failures import failure_timeout
 from ...rng import Streams
 from ...timeline import NULL
 from ..billing import Presence
@@ -232,7 +233,7 @@ class JobSystem:
             d = float(rng.exponential(c.mtbf))
             if c.notice > 0:
                 self._notice_at(w, env.now + d)
-            yield env.timeout(d)
+            yield failure_timeout(env, d)  # after every other event of its instant
             self.preemptions += 1
             for cb in self._spot_listeners[w.index]:
                 cb(False)
