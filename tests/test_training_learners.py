@@ -573,3 +573,20 @@ def test_a_failure_as_a_block_ends_comes_after_it_in_both_engines(tmp_path, repl
     for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
                 "late_merges", "compute_utilisation"):
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key
+
+
+def test_an_outer_step_at_the_stall_limit_is_progress_in_both_engines(tmp_path):
+    """Both learners' chips fail at 0.5 and are back at 5994 (no fetch): they take their
+    block again over [5994, 6000) and the outer step fires at 6000, the stall limit's very
+    end (1000 failure-free rounds of 2 x 3, no payload: 6000 after the start). The stall
+    check looks after the rest of its instant (as ``max_time`` does): the run finishes at
+    6000 with 1 outer step in both engines. The DES used to stop there first (its timer
+    scheduled at 0): unfinished, 0 outer steps; the learners engine finished."""
+    eng = _scripted({0: [0.5], 1: [0.5]}, replace_time=5993.5, chip_download=0.0, steps=2,
+                    size=0.0)
+    des = _scripted_des(tmp_path, [("s0r0", 0.5, 5994.0), ("s0r1", 0.5, 5994.0)],
+                        steps=2, param_size=0.0)
+    assert eng["training_time"] == 6000.0 and eng["outer_syncs"] == 1
+    for key in ("training_time", "finished", "goodput_fraction", "outer_syncs",
+                "compute_utilisation"):
+        assert des[key] == pytest.approx(eng[key], rel=1e-12), key
