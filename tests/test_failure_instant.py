@@ -96,3 +96,22 @@ def test_a_renewal_failure_at_a_step_end_keeps_the_step():
     drv.initial_state = lambda: True
     fm._drivers[i] = drv
     _check(system.run())
+
+
+def test_a_job_engine_spot_preemption_at_a_step_end_keeps_the_step():
+    """The job engine's spot model (reconfiguration, no boot, reconfigure 1): two workers, 3 s
+    steps at 3 and 6; one preempted at 6 exactly. Step 2 is done, step 3 is cut at once (0 s
+    lost), the job re-forms on the other worker by 7 and ends at 10. It used to take the
+    preemption first: step 2 lost (3 s), 13. At 5.999 step 2 is still lost (2.999 s)."""
+    from sim.training.strategies.job import JobSystem
+
+    for at, wall, lost in ((6.0, 10.0, 0.0), (5.999, 12.999, 2.999)):
+        c = TrainingConfig(stages=1, replicas=2, microbatches=1, steps=3, forward_time=3.0,
+                           backward_ratio=0.0, mtbf=100.0, replace_time=1.0,
+                           strategy="reconfiguration:boot=0,reconfigure=1,restart=2")
+        job = JobSystem(c, Streams(0).replication(0))
+        job._spot_rngs = [_At(at), _At()]
+        m = job.run()
+        assert m["training_time"] == pytest.approx(wall, rel=1e-12)
+        assert m["lost_work"] == pytest.approx(lost, abs=1e-12)
+        assert m["reconfigurations"] == 1.0

@@ -590,3 +590,37 @@ def test_an_outer_step_at_the_stall_limit_is_progress_in_both_engines(tmp_path):
     for key in ("training_time", "finished", "goodput_fraction", "outer_syncs",
                 "compute_utilisation"):
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key
+
+
+def test_a_failure_as_a_report_closes_the_grace_window_comes_after_it_in_both_engines(
+        tmp_path):
+    """The grace window case above (quorum 1, W = 2.5) with learner 0's chip failing at 12,
+    when its block [6, 12) ends at the window's very end (back at 12.5). The block is done
+    first: learner 0 reports, every member has, the outer step fires with both (ring [12,
+    14)); learner 0 is down during it and downloads the model (14 -> 16), takes [16, 22) and
+    reports at 22: its window closes at 24.5 with learner 0 alone (a ring of one: the 4th
+    outer step, the run's end). Learner 1 merges at 12 and alone at 20 ([14, 20)); its block
+    from 20 has 1 step done at 24.5. Merged 6 + 12 + 6 + 6 = 30, compute 18 + 12 + 3 = 33, of
+    2 x 24.5. Both engines used to take the failure first (23.0) and disagreed on the
+    compute (the learners engine counted the block's two steps, the DES its lost passes)."""
+    eng = _scripted({1: [1.0], 0: [12.0]}, replace_time=0.5, chip_download=2.0, quorum=1,
+                    grace=2.5)
+    des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5), ("s0r0", 12.0, 12.5)],
+                        sync="diloco:every=2,quorum=1,grace=2.5")
+    assert eng["training_time"] == 24.5 and eng["outer_syncs"] == 4
+    assert eng["goodput_fraction"] == pytest.approx(30 / 49, rel=1e-12)
+    assert eng["compute_utilisation"] == pytest.approx(33 / 49, rel=1e-12)
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+                "late_merges", "compute_utilisation"):
+        assert des[key] == pytest.approx(eng[key], rel=1e-12), key
+    # W = 2.4: learner 1's window closes at 11.9, when its chip fails again: the failure is
+    # inside the window (its report dropped), as at 11.8999, in both engines (the engine's
+    # timer steps behind the failure, at rank 2, rather than in front of it for ever)
+    for t in (11.9, 11.8999):
+        eng = _scripted({1: [1.0, t]}, replace_time=0.5, chip_download=2.0, quorum=1,
+                        grace=2.4)
+        des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5), ("s0r1", t, t + 0.5)],
+                            sync="diloco:every=2,quorum=1,grace=2.4")
+        assert eng["training_time"] == 18.0 and eng["goodput_fraction"] == 0.5
+        for key in ("training_time", "goodput_fraction", "outer_syncs", "compute_utilisation"):
+            assert des[key] == pytest.approx(eng[key], rel=1e-12), key
