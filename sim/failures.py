@@ -29,6 +29,20 @@ needed. Residual lives are sampled exactly as ``U * X~`` with ``U`` uniform and
 ``alpha - 1`` (same scale) for Pareto, the constant itself for
 deterministic. A replayed trace starts at trace time 0 as recorded (no
 stationarity claim).
+
+A failure closes its instant
+----------------------------
+A component goes down at SimPy priority :data:`LATE`, after every URGENT and
+NORMAL event of its instant (:func:`failure_timeout`): a pass, a step, an
+outer sync or a transfer that ends at exactly the failure's time ``t`` is done
+before the failure takes effect, and what that work starts at ``t`` is cut by
+it. It is the rule of ``--max-time T`` (work ending at ``T`` counts,
+:mod:`sim.training.instant`), which runs after the failures of ``T`` as well;
+the learners engine orders its events the same way
+(:mod:`sim.training.learners`). Without it the order of a failure and a pass
+ending at the same time was the order their events were scheduled in, so a
+trace with whole-second times and 3 s steps lost a step or kept it depending
+on history. Recoveries keep SimPy's NORMAL priority.
 """
 
 from __future__ import annotations
@@ -58,7 +72,22 @@ from .errors import (
 )
 from .rng import Streams
 
+#: SimPy priority of a component's going down: after URGENT (0) and NORMAL (1), so every
+#: other event of its instant, the work ending then included, is done first (the module).
+LATE = 2
+
+
+def failure_timeout(env: simpy.Environment, delay: float) -> simpy.Event:
+    """A timeout of ``delay`` at priority :data:`LATE` (a failure's time: the module)."""
+    ev = simpy.Event(env)
+    ev._ok = True  # triggered, as simpy's Timeout sets it, and scheduled at LATE
+    ev._value = None
+    env.schedule(ev, LATE, delay)
+    return ev
+
 __all__ = [
+    "LATE",
+    "failure_timeout",
     "CycleRates",
     "cycle_rates",
     "DISTRIBUTIONS",
@@ -766,7 +795,7 @@ class _Renewal:
             return
         delay = phase.residual(self.rng)
         comp.next_own_change = env.now + delay
-        yield env.timeout(delay)
+        yield failure_timeout(env, delay) if comp.own_up else env.timeout(delay)
         while True:
             comp._set_own(not comp.own_up)
             phase = self.up if comp.own_up else self.down
@@ -775,7 +804,8 @@ class _Renewal:
                 return
             delay = phase.sample(self.rng)
             comp.next_own_change = env.now + delay
-            yield env.timeout(delay)
+            # going down closes its instant (the module); coming up is a NORMAL event
+            yield failure_timeout(env, delay) if comp.own_up else env.timeout(delay)
 
 
 class _Replay:
@@ -795,7 +825,7 @@ class _Replay:
             start, end = iv
             if start > env.now:
                 self.comp.next_own_change = start
-                yield env.timeout(start - env.now)
+                yield failure_timeout(env, start - env.now)  # after the rest of its instant
             self.comp._set_own(False)
             self.comp.next_own_change = end
             # max: a zero-length outage right after a wait whose sum rounded past it

@@ -554,3 +554,73 @@ def test_a_failure_free_deterministic_run_is_exact(capsys):
     assert set(cfg.fixed_metrics()) == set()
     cfg = LearnersConfig(learners=4, steps=100, every=10, step_time_distribution="exponential")
     assert set(cfg.fixed_metrics()) == {"failures"}
+
+
+@pytest.mark.parametrize("replace, wall, merged", [(0.5, 32.0, 42), (3.0, 32.0, 42)])
+def test_a_failure_as_a_block_ends_comes_after_it_in_both_engines(tmp_path, replace, wall,
+                                                                   merged):
+    """Learner 1's chip fails at 6, exactly when its first block (H = 2 steps of 3) ends. The
+    block is done first (:data:`sim.failures.LATE`): both learners report at 6, the outer
+    step fires with both (ring [6, 8)), learner 1 is down during it, downloads the model and
+    joins the outer step at 14 (as the failure at 6.5 above): the run ends at 32, merged
+    24 + 18 of 64. Both engines used to take the failure first (its event scheduled earlier):
+    learner 1's block lost, learner 0's outer step alone at 6."""
+    eng = _scripted({1: [6.0]}, replace_time=replace, chip_download=2.0)
+    des = _scripted_des(tmp_path, [("s0r1", 6.0, 6.0 + replace)])
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert eng["goodput_fraction"] == pytest.approx(merged / (2 * wall), rel=1e-12)
+    assert eng["outer_syncs"] == 4
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+                "late_merges", "compute_utilisation"):
+        assert des[key] == pytest.approx(eng[key], rel=1e-12), key
+
+
+def test_an_outer_step_at_the_stall_limit_is_progress_in_both_engines(tmp_path):
+    """Both learners' chips fail at 0.5 and are back at 5994 (no fetch): they take their
+    block again over [5994, 6000) and the outer step fires at 6000, the stall limit's very
+    end (1000 failure-free rounds of 2 x 3, no payload: 6000 after the start). The stall
+    check looks after the rest of its instant (as ``max_time`` does): the run finishes at
+    6000 with 1 outer step in both engines. The DES used to stop there first (its timer
+    scheduled at 0): unfinished, 0 outer steps; the learners engine finished."""
+    eng = _scripted({0: [0.5], 1: [0.5]}, replace_time=5993.5, chip_download=0.0, steps=2,
+                    size=0.0)
+    des = _scripted_des(tmp_path, [("s0r0", 0.5, 5994.0), ("s0r1", 0.5, 5994.0)],
+                        steps=2, param_size=0.0)
+    assert eng["training_time"] == 6000.0 and eng["outer_syncs"] == 1
+    for key in ("training_time", "finished", "goodput_fraction", "outer_syncs",
+                "compute_utilisation"):
+        assert des[key] == pytest.approx(eng[key], rel=1e-12), key
+
+
+def test_a_failure_as_a_report_closes_the_grace_window_comes_after_it_in_both_engines(
+        tmp_path):
+    """The grace window case above (quorum 1, W = 2.5) with learner 0's chip failing at 12,
+    when its block [6, 12) ends at the window's very end (back at 12.5). The block is done
+    first: learner 0 reports, every member has, the outer step fires with both (ring [12,
+    14)); learner 0 is down during it and downloads the model (14 -> 16), takes [16, 22) and
+    reports at 22: its window closes at 24.5 with learner 0 alone (a ring of one: the 4th
+    outer step, the run's end). Learner 1 merges at 12 and alone at 20 ([14, 20)); its block
+    from 20 has 1 step done at 24.5. Merged 6 + 12 + 6 + 6 = 30, compute 18 + 12 + 3 = 33, of
+    2 x 24.5. Both engines used to take the failure first (23.0) and disagreed on the
+    compute (the learners engine counted the block's two steps, the DES its lost passes)."""
+    eng = _scripted({1: [1.0], 0: [12.0]}, replace_time=0.5, chip_download=2.0, quorum=1,
+                    grace=2.5)
+    des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5), ("s0r0", 12.0, 12.5)],
+                        sync="diloco:every=2,quorum=1,grace=2.5")
+    assert eng["training_time"] == 24.5 and eng["outer_syncs"] == 4
+    assert eng["goodput_fraction"] == pytest.approx(30 / 49, rel=1e-12)
+    assert eng["compute_utilisation"] == pytest.approx(33 / 49, rel=1e-12)
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+                "late_merges", "compute_utilisation"):
+        assert des[key] == pytest.approx(eng[key], rel=1e-12), key
+    # W = 2.4: learner 1's window closes at 11.9, when its chip fails again: the failure is
+    # inside the window (its report dropped), as at 11.8999, in both engines (the engine's
+    # timer steps behind the failure, at rank 2, rather than in front of it for ever)
+    for t in (11.9, 11.8999):
+        eng = _scripted({1: [1.0, t]}, replace_time=0.5, chip_download=2.0, quorum=1,
+                        grace=2.4)
+        des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5), ("s0r1", t, t + 0.5)],
+                            sync="diloco:every=2,quorum=1,grace=2.4")
+        assert eng["training_time"] == 18.0 and eng["goodput_fraction"] == 0.5
+        for key in ("training_time", "goodput_fraction", "outer_syncs", "compute_utilisation"):
+            assert des[key] == pytest.approx(eng[key], rel=1e-12), key

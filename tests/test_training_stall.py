@@ -83,3 +83,22 @@ def test_stall_limit_must_be_positive():
 
     with pytest.raises(ConfigError, match="'stall_limit' must be"):
         TrainingConfig(stall_limit=0.0)
+
+
+def test_a_step_ending_at_the_stall_limit_is_progress(tmp_path):
+    """One replica, 3 s steps, ``max_wait`` inf, stall limit 7: steps end at 3 and 6; the
+    worker is down over [7, 10) (step 3's pass lost after 1 s, the microbatch waits), the
+    pass runs again over [10, 13) and step 3 ends at 13 = 6 + 7, the limit's very end. The
+    watchdog looks after the rest of its instant (as ``max_time`` does): the step is
+    progress, the run finishes at 13, not stalled. It used to look first (its timer was
+    scheduled at 7, the pass's at 10): the run finished at 13 and said it had stalled ('no
+    progress in the last 0 s')."""
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\ns0r0,7,10\n")
+    out = training_model(TrainingConfig(stages=1, replicas=1, microbatches=1, steps=3,
+                                        forward_time=3.0, backward_ratio=0.0,
+                                        failure_trace=str(p), max_wait=math.inf,
+                                        stall_limit=7.0), Streams(0).replication(0))
+    assert out["finished"] == 1.0 and out["training_time"] == 13.0
+    assert out["lost_lost_pass"] == 1.0
+    assert "stall_reason" not in out

@@ -389,3 +389,70 @@ def test_adaptive_checkpoint_interval_adapts_after_a_failure(tmp_path):
     cycles = int((1000 - 120) // (k * 10 + 3))
     assert cycles == 20
     assert (adaptive["steps_done"], adaptive["checkpoints"]) == (15 + k * cycles + 2, 3 + cycles)
+
+
+@pytest.mark.parametrize("strategy, removals, wall", [
+    ("checkpoint-restart", [(24.0, 5)], 93.0),
+    ("checkpoint-restart", [(26.0, 5)], 63.0),
+    ("reconfiguration", [(16.0, 5)], 57.0),
+    ("redundancy", [(10.0, 1)], 77.0),
+    ("redundancy", [(15.0, 1), (26.5, 0)], 86.5),
+])
+def test_a_removal_as_a_step_or_phase_ends_comes_after_it(tmp_path, strategy, removals, wall):
+    """The scenarios above with a removal at exactly the end of a step or phase: the work
+    ending then is done, what starts then is cut at once (:data:`sim.failures.LATE`), in the
+    job engine and in the replays (which left such a removal undefined and skipped it).
+    Checkpoint-restart (8 s steps at 8, 16, 24, checkpoint to 26): w5 lost at 24 cuts the
+    checkpoint: back to 0, restart to 29 on two pipelines (10 s), steps to 59, checkpoint to
+    61, steps to 91, checkpoint to 93; lost at 26, the checkpoint is done: back to 3, restart
+    to 31, steps to 61, checkpoint to 63. Reconfiguration (8 s): w5 lost at 16 after step 2,
+    re-formed by 17 as two pipelines, four steps of 10: 57. Redundancy (10 s): w1 lost at 10
+    after step 1, step 2 all taken over (1.5 x 10) to 25, rebalance to 29, one ring (16 s)
+    for steps 3-5: 77; w0 lost at 26.5 as the rebalance (after w1 at 15) ends: step 3 taken
+    over at once, 24 s to 50.5, rebalance to 54.5, steps 4-5: 86.5. The job engine used to
+    take the removal first (95, 67, 78, 78.5 where it moved), the replays ignored it."""
+    if strategy == "checkpoint-restart":
+        L, r, N, times = 2, 3, 6, CR_TIMES
+        spec = "checkpoint-restart:every=3,checkpoint=2,restart=5,boot=0"
+        ref = analytic.replay_checkpoint_restart(
+            n0=6, removals=removals, stages=2, replicas=3, steps=6,
+            step_time=lambda sizes, held: CR_TIMES.lookup(len(sizes)), every=3,
+            checkpoint=2.0, restart=5.0)
+    elif strategy == "reconfiguration":
+        L, r, N, times = 2, 3, 6, RC_TIMES
+        spec = "reconfiguration:reconfigure=1,restart=7,boot=0"
+        ref = analytic.replay_reconfiguration(
+            n0=6, removals=removals, stages=2, steps=6,
+            step_time=lambda sizes, held: RC_TIMES.lookup(len(sizes)), work=(3.0, 3.0),
+            reconfigure=1.0, restart=7.0)
+    else:
+        L, r, N, times = 3, 2, 5, RD_TIMES
+        spec = "redundancy:every=0,rebalance=4,restart=6,boot=0"
+        ref = analytic.replay_redundancy(
+            n0=6, removals=removals, stages=3, replicas=2, steps=5,
+            step_time=lambda sizes, held: RD_TIMES.lookup(len(sizes)),
+            overhead=lambda sizes, t: 0.0, slowdown=1.5, rebalance=4.0, restart=6.0,
+            threshold=0.05)
+    cfg = TrainingConfig(stages=L, replicas=r, steps=N, step_times=times,
+                         failure_trace=_removals(tmp_path, removals, L, r), strategy=spec)
+    engine, m = _run(cfg)
+    assert engine == "job"
+    assert m["training_time"] == wall
+    assert ref == wall
+
+
+def test_a_step_ending_at_the_job_stall_limit_is_progress(tmp_path):
+    """One worker, 3 s steps, reconfiguration's boot (45): steps end at 48, 51, 54. With a stall
+    limit of 48 the first step ends at the limit's very end: the watchdog looks after the
+    rest of its instant (as ``max_time`` does), sees it, and the job finishes at 54. It used
+    to look first (its timer scheduled at 0): stopped at 48, unfinished, 'no step completed
+    in the last 0 s'."""
+    p = tmp_path / "late.csv"
+    p.write_text("worker,start,end\ns0r0,1000,1001\n")  # a trace: the job engine, no failure
+    cfg = TrainingConfig(stages=1, replicas=1, microbatches=1, steps=3, forward_time=3.0,
+                         backward_ratio=0.0, failure_trace=str(p), stall_limit=48.0,
+                         strategy="reconfiguration")
+    engine, m = _run(cfg)
+    assert engine == "job" and Reconfiguration().boot == 45.0
+    assert m["finished"] == 1.0 and m["training_time"] == 54.0
+    assert "stall_reason" not in m

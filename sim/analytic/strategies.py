@@ -19,9 +19,9 @@ Shared conventions. ``n0`` workers ``0 .. n0-1`` are up at time 0 and ready
 at ``boot``; ``removals`` are ``(time, worker)``, the worker gone for good.
 ``step_time(sizes, held)`` gives a step's time with pipelines of ``sizes``
 nodes while the job holds ``held`` workers (None: the job cannot run so
-small). A removal exactly at the end of a step or phase is not defined here
-(the engines order simultaneous events their own way): keep removal times
-off those instants.
+small). A removal at exactly the end of a step or phase comes after it (the
+engines' rule, :data:`sim.failures.LATE`): the step is done, and what starts
+then is cut at once (no work lost) by the removal.
 
 References
 ----------
@@ -93,10 +93,12 @@ class _Timeline:
         self.queue = sorted((float(t), int(w)) for t, w in removals)
         self.i = 0
 
-    def through(self, t: float) -> list[int]:
-        """Apply every removal at or before ``t``; the workers removed."""
+    def through(self, t: float, *, before: bool = False) -> list[int]:
+        """Apply every removal at or before ``t`` (``before``: strictly before, those at ``t``
+        left for the work starting then); the workers removed."""
         out = []
-        while self.i < len(self.queue) and self.queue[self.i][0] <= t:
+        while self.i < len(self.queue) and (self.queue[self.i][0] < t if before
+                                             else self.queue[self.i][0] <= t):
             w = self.queue[self.i][1]
             self.i += 1
             if w in self.alive:
@@ -106,12 +108,14 @@ class _Timeline:
 
     def next_in(self, t0: float, t1: float, among: set[int] | frozenset[int] | None = None
                 ) -> tuple[float, int] | None:
-        """The first removal in ``(t0, t1)`` (of a worker in ``among``, if given)."""
+        """The first removal in ``[t0, t1)`` (of a worker in ``among``, if given): one at
+        ``t1`` comes after the work ending then, one still pending at ``t0`` (the end of the
+        work before) cuts the work starting then."""
         for k in range(self.i, len(self.queue)):
             t, w = self.queue[k]
             if t >= t1:
                 return None
-            if t > t0 and w in self.alive and (among is None or w in among):
+            if t >= t0 and w in self.alive and (among is None or w in among):
                 return t, w
         return None
 
@@ -411,7 +415,7 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
                     break
                 if committed == N:
                     return t
-            tl.through(t)
+            tl.through(t, before=True)  # one at t comes after this decision (the engine's)
             P = len(holder)
             o = overloaded()
             live = members - dead

@@ -12,6 +12,11 @@ zero-delay events. Two actions of the DES are meant to close their instant:
   sync or a failure at exactly ``T`` happens before the run stops (the learners
   engine's rule, :mod:`sim.training.learners`).
 
+A failure at ``t`` is itself scheduled behind the other events of ``t``
+(:data:`sim.failures.LATE`), and these actions go behind it: a failure at the
+window's end is inside the window, a failure at ``T`` happens before the run
+stops.
+
 :class:`InstantEnd` runs such actions: while an event of the current time is
 still queued it goes behind it (one marker event at a time, so two actions of
 one instant cannot keep stepping behind each other), then runs the waiting
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from ..failures import LATE
 
 #: ``order`` of the actions of one instant: lower first.
 GRACE, STOP = 0, 1
@@ -57,7 +64,9 @@ class InstantEnd:
                 self._marked = True
                 ev = env.event()
                 ev.callbacks.append(self._settle)
-                ev.succeed()
+                ev._ok, ev._value = True, None
+                # at the failures' priority: behind a failure of this instant too
+                env.schedule(ev, LATE)
                 return
             self._waiting.sort()
             _o, _s, fn = self._waiting.pop(0)

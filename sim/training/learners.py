@@ -25,6 +25,8 @@ module docstring of :mod:`sim.training.outer`) but aggregates what a learner
   end ``H T`` after the round's start (deterministic ``T``), or the sum of
   ``H`` draws of the step-time law. A failure loses the steps since the
   learner's last merge (those completed count as compute, as in the DES).
+  A failure at the very time a block, a sync or a download ends comes after
+  it (the DES's rule, :data:`sim.failures.LATE`): the block is reported.
 * **Outer steps**, **downloads**, **joiners** (and a round whose last member
   fails: its waiting joiners start it again at once) and **late merges**:
   exactly the DES's rules (the grace window closed: its timer goes behind every other event
@@ -265,6 +267,12 @@ class LearnersConfig:
 
 # event kinds (ties at one time: in the order they were scheduled, as SimPy does)
 _ROUND, _FAIL, _LIVE, _REPLACED, _SYNC_END, _DL_END, _TIMER, _FETCH_END = range(8)
+#: Order of the events of one instant (then the order they were pushed in): a chip failure
+#: after the rest of its instant (the DES's :data:`sim.failures.LATE`: a block of steps, a
+#: sync or a download ending at the failure's time is done first), the grace window's end
+#: after everything (the DES's :class:`sim.training.instant.InstantEnd`: it steps behind the
+#: events of its instant, at rank 2 behind a failure).
+_RANK = (0, 1, 0, 0, 0, 0, 0, 0)
 
 
 class _Learner:
@@ -309,7 +317,9 @@ class _Engine:
         self.R = c.steps // c.every
         self.rng_fail = [streams.rng("chips", g) for g in range(self.M)]
         self.rng_step = [streams.rng("steps", g) for g in range(self.M)]
-        self.heap: list[tuple[float, int, int, int, Any]] = []
+        # (time, rank, seq, kind, learner, data): a failure ranks behind the other events of
+        # its instant and the grace window's timer behind it (:data:`_RANK`)
+        self.heap: list[tuple[float, int, int, int, int, Any]] = []
         self.seq = 0
         self.now = 0.0
         self.L = [_Learner(g) for g in range(self.M)]
@@ -334,9 +344,10 @@ class _Engine:
         self.stalled = False
 
     # -- event queue ------------------------------------------------------------------
-    def push(self, t: float, kind: int, g: int, data: Any = None) -> int:
+    def push(self, t: float, kind: int, g: int, data: Any = None, rank: int | None = None) -> int:
         self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, g, data))
+        heapq.heappush(self.heap, (t, _RANK[kind] if rank is None else rank, self.seq, kind, g,
+                                   data))
         return self.seq
 
     def cancel(self, ev: int | None) -> None:
@@ -694,7 +705,7 @@ class _Engine:
             self._begin_round(x)
         heap = self.heap
         while heap and not self.finished:
-            t, seq, kind, g, data = heapq.heappop(heap)
+            t, _r, seq, kind, g, data = heapq.heappop(heap)
             if seq in self.dead:
                 self.dead.discard(seq)
                 continue
@@ -727,8 +738,8 @@ class _Engine:
                     x.version = self.V
             elif kind == _TIMER:  # the grace window is closed: after the rest of this instant
                 if data == self.V and not self.fired:
-                    if heap and heap[0][0] == t:
-                        self.push(t, _TIMER, -1, data)
+                    if heap and heap[0][0] == t:  # behind them (a failure: at rank 2)
+                        self.push(t, _TIMER, -1, data, rank=2 * heap[0][1])
                     else:
                         self._fire()
         wall = self.now

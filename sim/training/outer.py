@@ -111,7 +111,7 @@ from ..errors import NEVER_PROBED, ConfigError, available_memory, check, format_
 from ..failures import check_transitions, cycle_rates
 from ..rng import Streams
 from ..timeline import NULL, CoordinatorView
-from .instant import GRACE, InstantEnd
+from .instant import GRACE, STOP, InstantEnd
 from .replica import Refetch, SpotSlot
 from .stall import STALL_FACTOR, nominal_step_time
 from .sync import DilocoSync
@@ -1263,6 +1263,13 @@ class DilocoSystem:
             out["stall_reason"] = stalled.value
         return out
 
+    def _at_end(self, delay: float) -> simpy.Event:
+        """An event at ``now + delay`` once every other event of that instant is done (the
+        stall check looks after a sync ending then, as ``max_time`` does)."""
+        ev = self.env.event()
+        self.instant.after(delay, lambda: ev.succeed(), STOP)
+        return ev
+
     def _watch(self, stalled: simpy.Event, limit: float):
         """Trigger ``stalled`` (its value: why, one line) once no outer sync has started or
         ended for ``limit`` while none is moving: the groups fail faster than they take
@@ -1270,11 +1277,11 @@ class DilocoSystem:
         o, env = self.outer, self.env
         while not o.done.triggered:
             if o.in_flight:
-                yield env.timeout(limit)
+                yield self._at_end(limit)
                 continue
             left = o.progress_t + limit - env.now
             if left > limit * 1e-12:
-                yield env.timeout(left)
+                yield self._at_end(left)
                 continue
             M, H, n = self.M, o.H, self.config.workers // self.M
             stalled.succeed(

@@ -21,6 +21,8 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL, URGENT
 
+from ..failures import failure_timeout
+
 __all__ = ["Failed", "Aborted", "StageLost", "StepLost", "Refetch", "WorkerState", "Replica",
            "SpotSlot", "Microbatch"]
 
@@ -673,7 +675,7 @@ class SpotSlot:
             d = float(self.rng.exponential(self.mtbf))
             for cb in self.on_draw:
                 cb(env.now + d)
-            yield env.timeout(d)
+            yield failure_timeout(env, d)  # after every other event of its instant
             self.preemptions += 1
             for cb in self.listeners:
                 cb(False)

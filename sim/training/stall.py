@@ -29,6 +29,7 @@ from typing import Any
 import simpy
 
 from ..rng import Streams
+from .instant import STOP
 
 __all__ = ["STALL_FACTOR", "nominal_step_time", "interval_time", "stall_limit",
            "needs_watchdog", "Watchdog", "diagnose"]
@@ -108,20 +109,24 @@ class Watchdog:
     """Ends the run (``event``) after ``limit`` simulated time without progress.
 
     It checks only when the limit would be reached from the last progress it
-    knows of, so it adds one event per limit, never one per step.
+    knows of, so it adds one event per limit, never one per step. It checks once
+    every other event of that instant is done (``instant``, the run's
+    :class:`~sim.training.instant.InstantEnd`, the one its ``max_time`` end uses: two
+    would step behind each other for ever), as ``max_time`` ends a run: a step ending
+    at the limit's very end is progress.
     """
 
-    def __init__(self, env: simpy.Environment, trainer: Any, limit: float) -> None:
-        self.env, self.trainer, self.limit = env, trainer, limit
+    def __init__(self, env: simpy.Environment, trainer: Any, limit: float,
+                 instant: Any) -> None:
+        self.env, self.trainer, self.limit, self.instant = env, trainer, limit, instant
         self.event = env.event()
         self.fired = False
         self._arm(trainer.progress_t)
 
     def _arm(self, since: float) -> None:
-        ev = self.env.timeout(max(since + self.limit - self.env.now, 0.0))
-        ev.callbacks.append(self._check)
+        self.instant.after(max(since + self.limit - self.env.now, 0.0), self._check, STOP)
 
-    def _check(self, _ev: Any) -> None:
+    def _check(self, _ev: Any = None) -> None:
         tr = self.trainer
         if self.event.triggered or tr.done.triggered:
             return

@@ -222,11 +222,12 @@ class TrainingSystem:
         if stop < math.inf and not isinstance(self.config.failure_trace, (str, type(None))):
             # the config allows a max_time within rounding of the replay's end: stop at the end
             stop = min(stop, self.config.failure_trace.duration)
+        instant = InstantEnd(self.env)  # the run's end and the watchdog's: after their instant
         if stop < math.inf:  # inclusive: every event at exactly stop happens first
-            ends.append(InstantEnd(self.env).stop_at(stop))
+            ends.append(instant.stop_at(stop))
         watch = None
         if needs_watchdog(self.config):
-            watch = Watchdog(self.env, self.trainer, stall_limit(self.config))
+            watch = Watchdog(self.env, self.trainer, stall_limit(self.config), instant)
             ends.append(watch.event)
         # one condition over every end (a nested one would end a step of the event order later)
         self.env.run(until=ends[0] if len(ends) == 1 else self.env.any_of(ends))

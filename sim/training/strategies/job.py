@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from ...failures import failure_timeout
 from ...rng import Streams
 from ...timeline import NULL
 from ..billing import Presence
@@ -137,6 +138,7 @@ class JobSystem:
         self.run_state: Any = None  # the strategy's per-run state (set by its coordinator)
         self.proc: simpy.Process | None = None
         self.done = env.event()
+        self.instant = InstantEnd(env)  # the run's end and the watchdog's: after their instant
         self.events: list[Any] = []  # causes not yet seen by the coordinator
         self._pending = False
         self._change: simpy.Event | None = None
@@ -232,7 +234,7 @@ class JobSystem:
             d = float(rng.exponential(c.mtbf))
             if c.notice > 0:
                 self._notice_at(w, env.now + d)
-            yield env.timeout(d)
+            yield failure_timeout(env, d)  # after every other event of its instant
             self.preemptions += 1
             for cb in self._spot_listeners[w.index]:
                 cb(False)
@@ -381,7 +383,7 @@ class JobSystem:
         if stop < math.inf and not isinstance(c.failure_trace, (str, type(None))):
             stop = min(stop, c.failure_trace.duration)
         if stop < math.inf:  # inclusive: every event at exactly stop happens first
-            ends.append(InstantEnd(env).stop_at(stop))
+            ends.append(self.instant.stop_at(stop))
         from .watch import JobWatchdog
 
         watch = JobWatchdog(self)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..instant import STOP
 from .steptime import is_table
 
 __all__ = ["JobWatchdog"]
@@ -44,11 +45,11 @@ class JobWatchdog:
             self._arm(0.0)
 
     def _arm(self, since: float) -> None:
+        # once every other event of that instant is done (the training DES's watchdog)
         env = self.job.env
-        ev = env.timeout(max(since + self.limit - env.now, 0.0))
-        ev.callbacks.append(self._check)
+        self.job.instant.after(max(since + self.limit - env.now, 0.0), self._check, STOP)
 
-    def _check(self, _ev: Any) -> None:
+    def _check(self, _ev: Any = None) -> None:
         job = self.job
         if self.event.triggered or job.done.triggered:
             return
