@@ -222,7 +222,8 @@ class Estimator:
                 f"sizes at TP {tp} from the model's shape (the profile has none there): "
                 f"12 h^2 + 13 h parameters per transformer layer over {tp} GPUs, s h values out "
                 f"of each layer, s h (10 + 24/t + 5 a s / (h t)) bytes of activation memory "
-                "per sample (Narayanan et al. 2021; Korthikanti et al. 2022, eq. 2)",)
+                f"per sample in 2-byte values (Narayanan et al. 2021; Korthikanti et al. 2022, "
+                f"eq. 2), at {m.bytes_per_value} bytes a value",)
         one = m.layer_sizes(1)
         return tuple(LayerSizes(s.params // tp, s.activation_bytes,
                                 s.activation_memory_bytes / tp) for s in one), (
