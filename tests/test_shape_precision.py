@@ -56,3 +56,23 @@ def test_a_measured_profile_keeps_its_precision():
                      shape=SHAPE)
     assert m.trained_at(2).bytes_per_value == 2 and m.trained_at(4) is m
     assert m.trained_at(2).optimizer_bytes_per_param == 12.0
+
+
+def test_a_shapes_tp_time_names_its_all_reduces():
+    """At TP 2 a shape's times hold the layer's FLOPs over 2 GPUs plus Megatron-LM's TP
+    all-reduces over the node's link; the note named neither (only "estimated from the
+    model's shape"), so --explain did not say where the PCIe time came from."""
+    from sim.profiles.estimates import Estimator
+
+    prof = _profiles()
+    est = Estimator(prof, prof.models[0], value_bytes=2)
+    rows, notes = est.layer_times("T4", 2, 2)
+    b = 2
+    ring = 2 * (2 - 1) * (b * S * H * 2 / 2) / 15.75e9           # one all-reduce of b s h fp16
+    flops = (24 * b * S * H * H + 4 * b * S * S * H) / 2         # split over TP 2
+    assert rows[1].forward == pytest.approx(flops / 65e12 + 2 * ring, rel=1e-12)
+    assert rows[1].backward == pytest.approx(2 * flops / 65e12 + 2 * ring, rel=1e-12)
+    assert "TP all-reduces" in notes[0] and "catalogue (T4" in notes[0]
+    assert "cross entropy's 3 of b s fp32 values at s = 1024" in notes[0]
+    _, one = est.layer_times("T4", 2, 1)
+    assert "all-reduces" not in one[0]
