@@ -567,7 +567,8 @@ def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
     check(model is not None, "model", "given (--model NAME) with a Megatron-LM launch plan", where)
     folder = Path(base) if base is not None else Path(where).parent
     launch = parse_launch(text, where, launchers=("deepspeed",),
-                          example="deepspeed ... pretrain_gpt2.py ...")
+                          example="deepspeed ... pretrain_gpt2.py ...",
+                          path=folder / Path(where).name)  # $(realpath $0): the file's own
     script = Path(str(launch.script)).name
     check(script not in OTHER_SCRIPTS, "plan", f"a launch of pretrain_gpt2.py at {where} (the "
           "script that builds GPT2ModelPipe, whose layers and mask this reader models; "

@@ -4,8 +4,9 @@ The file (a shell script or a text file) is data: it is read, never run. A
 small shell reader splits it into statements and words (quotes, ``\\``
 line continuations, ``#`` comments, ``NAME=value``, ``export NAME=value``,
 ``NAME=( ... )`` arrays, ``$NAME``, ``${NAME}``, ``${NAME:-default}`` and
-``${NAME[@]}`` of variables the file sets before use). A command
-substitution (``$(...)``, backticks), a variable the file does not set, a
+``${NAME[@]}`` of variables the file sets before use; ``$(realpath $0)``, the file's
+own path, and ``$(dirname W)`` / ``$(basename W)`` of a known word: :func:`_substitute`).
+Any other command substitution (``$(...)``, backticks), a variable the file does not set, a
 positional parameter (``$1``) is never evaluated: it is an unknown word, and
 the plan is refused (one line naming it) wherever such a word would set what
 dtsim models; as the value of an option dtsim ignores it stays unknown.
@@ -70,6 +71,7 @@ Options that change what dtsim models and that it does not model are refused
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -317,7 +319,12 @@ def _expand(word: list[tuple], env: dict[str, Any]) -> list[Any]:
         if part[0] == "lit":
             out += part[1]
         elif part[0] == "cmd":
-            return [_Unknown(f"{part[1]} (a command substitution: never run)")]
+            got = _substitute(part[1], env)
+            if isinstance(got, _Unknown):
+                return [got]
+            if len(word) == 1:
+                split = got.split()
+            out += got
         else:
             _v, name, default, array, quoted, special = part
             val = None if special else env.get(name)
@@ -337,6 +344,49 @@ def _expand(word: list[tuple], env: dict[str, Any]) -> list[Any]:
     return split if split is not None else [out]
 
 
+#: The environment key of the launch file's own absolute path (not a shell name): what
+#: ``$(realpath $0)`` gives (:func:`_substitute`).
+SELF = "$0"
+
+
+def _substitute(cmd: str, env: dict[str, Any]) -> str | _Unknown:
+    """The text of a command substitution dtsim gives without running anything, else an
+    :class:`_Unknown`: ``$(realpath $0)`` and ``$(readlink -f $0)``, the launch file's own
+    absolute path (whichever folder it is run from: what DeepSpeedExamples' scripts take
+    their ds_config's folder from, ``script_path=$(realpath $0)``; its ``$0`` alone
+    depends on how it is invoked and stays unknown), and ``$(dirname W)`` /
+    ``$(basename W)`` of one known word, as coreutils cuts the text. Any other command
+    (``$(cat f)``, ``$(realpath x)``, ``$(dirname $1)``) is never run: unknown."""
+    unknown = _Unknown(f"{cmd} (a command substitution: never run)")
+    inner = cmd[2:-1] if cmd.startswith("$(") else cmd[1:-1]
+    try:
+        stmts = _lex(inner, "a command substitution")
+    except ConfigError:
+        return unknown
+    if len(stmts) != 1 or not stmts[0] or stmts[0][0][0][0] != "lit":
+        return unknown
+    head, args = stmts[0][0], stmts[0][1:]
+    name = head[0][1] if len(head) == 1 else ""
+    if name == "readlink" and args and args[0] == [("lit", "-f")]:
+        name, args = "realpath", args[1:]
+    if len(args) != 1:
+        return unknown
+    if name == "realpath":
+        arg = args[0]
+        own = len(arg) == 1 and arg[0][0] == "var" and arg[0][1] == "$0"
+        return env[SELF] if own and isinstance(env.get(SELF), str) else unknown
+    if name in ("dirname", "basename"):
+        vals = _expand(args[0], env)
+        if len(vals) != 1 or not isinstance(vals[0], str) or not vals[0]:
+            return unknown
+        text = vals[0].rstrip("/") or "/"
+        if name == "basename":
+            return posixpath.basename(text) or "/"
+        head_ = posixpath.dirname(text)
+        return (head_.rstrip("/") or "/") if head_ else "."
+    return unknown
+
+
 @dataclass(frozen=True)
 class Launch:
     """A launch statement read from a file: its environment, launcher options, script and
@@ -352,12 +402,13 @@ _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
 
 
 def parse_launch(text: str, where: str = "plan", launchers: tuple[str, ...] | None = None,
-                 example: str = "torchrun ... pretrain_gpt.py ...") -> Launch:
+                 example: str = "torchrun ... pretrain_gpt.py ...",
+                 path: str | os.PathLike[str] | None = None) -> Launch:
     """The launch statement of a shell script or text file (never run): a command running a
     ``.py`` script by ``torchrun``, ``python`` or itself, or (``launchers`` given) by one of
     those commands only (e.g. ``("deepspeed",)``; then ``eval WORDS`` is read as the command
     its words joined make, as the shell would run it)."""
-    env: dict[str, Any] = {}
+    env: dict[str, Any] = {} if path is None else {SELF: str(Path(path).resolve())}
     launches: list[Launch] = []
     unread: list[_Unknown] = []  # words an ``eval`` would have run, not evaluated
     for stmt in _lex(text, where):
@@ -562,8 +613,10 @@ def _read(path: str | os.PathLike[str]) -> str:
 
 
 def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
-                            zone: str | None = None) -> Plan:
-    """The :class:`Plan` of a Megatron-LM launch line.
+                            zone: str | None = None,
+                            path: str | os.PathLike[str] | None = None) -> Plan:
+    """The :class:`Plan` of a Megatron-LM launch line (``path``: the launch file, whose own
+    path ``$(realpath $0)`` gives; None: unknown).
 
     ``model`` is the model profile the plan runs (a
     :class:`~sim.profiles.values.ModelProfile`: its layers are the plan's), ``gpu`` the GPU
@@ -572,7 +625,7 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
     check(gpu is not None, "gpu", "given (--gpu NAME) with a Megatron-LM launch plan (it names "
           "no GPU type)", where)
     check(model is not None, "model", "given (--model NAME) with a Megatron-LM launch plan", where)
-    launch = parse_launch(text, where)
+    launch = parse_launch(text, where, path=path)
     opts = _megatron_options(launch.args, where)
     nodes, per = _torchrun(launch.launcher, launch.env, where)
     world = nodes * per
@@ -709,4 +762,4 @@ def read_megatron_plan(path: str | os.PathLike[str], model: Any, gpu: str | None
     if is_deepspeed_launch(text):
         return deepspeed_plan_from_text(text, str(path), model, gpu, zone,
                                         base=Path(path).parent)
-    return megatron_plan_from_text(text, str(path), model, gpu, zone)
+    return megatron_plan_from_text(text, str(path), model, gpu, zone, path=path)
