@@ -1988,6 +1988,17 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     bert.write_text(bert.read_text().replace("pretrain_gpt2.py", "pretrain_bert.py"))
     add("train/deepspeed-launch-bert-script", T("--plan", str(bert), *M), refuse("plan"),
         note="pretrain_bert.py builds BertModel, not GPT2ModelPipe: not read as GPT-2")
+    # user trial 10: if/elif/else/fi, && and || read by their branches; a condition dtsim does
+    # not evaluate (a file test, say) leaves what it guards unknown
+    cond = Path(ds_launch("ds-cond", config=dsc))
+    cond.write_text("if [ -f big.flag ]; then\n" + cond.read_text() + "fi\n")
+    add("train/deepspeed-launch-under-file-test", T("--plan", str(cond), *M), refuse("plan"),
+        note="the launch runs only if big.flag exists: a file test dtsim does not evaluate")
+    condmp = Path(ds_launch("ds-condmp", config=dsc, mp="${mp}"))
+    condmp.write_text("mp=2\n[ -f big.flag ] && mp=4\n" + condmp.read_text())
+    add("train/deepspeed-launch-tp-under-file-test", T("--plan", str(condmp), *M),
+        refuse("plan"), note="--model-parallel-size set under a file test: 2 or 4, unknown "
+        "(before, the && branch was always read: TP 4)")
     add("train/deepspeed-launch-untied-profile",
         T("--plan", ds_launch("ds-ut", config=dsc), *M), refuse("plan"),
         note="GPT2ModelPipe ties its embedding and head; the shipped OPT-350 is untied")

@@ -5,7 +5,9 @@ small shell reader splits it into statements and words (quotes, ``\\``
 line continuations, ``#`` comments, ``NAME=value``, ``export NAME=value``,
 ``NAME=( ... )`` arrays, ``$NAME``, ``${NAME}``, ``${NAME:-default}`` and
 ``${NAME[@]}`` of variables the file sets before use; ``$(realpath $0)``, the file's
-own path, and ``$(dirname W)`` / ``$(basename W)`` of a known word: :func:`_substitute`).
+own path, and ``$(dirname W)`` / ``$(basename W)`` of a known word: :func:`_substitute`;
+``if``/``elif``/``else``/``fi``, ``&&`` and ``||`` by the branch that runs where the test is
+one :func:`_test` evaluates, else what they guard is unknown).
 Any other command substitution (``$(...)``, backticks), a variable the file does not set, a
 positional parameter (``$1``) is never evaluated: it is an unknown word, and
 the plan is refused (one line naming it) wherever such a word would set what
@@ -289,6 +291,9 @@ def _lex(text: str, where: str) -> list[list[tuple]]:
             if words:
                 stmts.append(words)
                 words = []
+            if c in "&|" and i + 1 < n and text[i + 1] == c:
+                stmts.append([[(c * 2,)]])  # the next statement runs on the last one's status
+                i += 1
             i += 1
         elif c in "()":
             end()
@@ -311,7 +316,7 @@ def _lex(text: str, where: str) -> list[list[tuple]]:
 def _expand(word: list[tuple], env: dict[str, Any]) -> list[Any]:
     """The words ``word`` stands for (unquoted and array expansions split on blanks); an unknown
     part makes the whole word one :class:`_Unknown`."""
-    if len(word) == 1 and word[0][0] in "()":
+    if len(word) == 1 and word[0][0] in ("(", ")", "&&", "||"):
         return [word[0][0]]
     out = ""
     split: list[str] | None = None
@@ -387,6 +392,34 @@ def _substitute(cmd: str, env: dict[str, Any]) -> str | _Unknown:
     return unknown
 
 
+def _lit(word: list[tuple]) -> str | None:
+    """The text of a word that is one literal part, else None."""
+    return word[0][1] if len(word) == 1 and word[0][0] == "lit" else None
+
+
+def _test(words: list[Any]) -> bool | None:
+    """A test's value: ``[ A = B ]``, ``[ A == B ]``, ``[ A != B ]``, ``[ -z A ]``, ``[ -n A ]``
+    (or ``[[ ... ]]``, ``test ...``; after ``!``, negated) of known words, as text compares
+    them; anything else (a file test, a number comparison, an unknown word) is None."""
+    if words and words[0] == "test":
+        words = words[1:]
+    elif len(words) >= 2 and (words[0], words[-1]) in (("[", "]"), ("[[", "]]")):
+        words = words[1:-1]
+    else:
+        return None
+    neg = bool(words) and words[0] == "!"
+    words = words[1:] if neg else words
+    if any(not isinstance(w, str) for w in words):
+        return None
+    if len(words) == 3 and words[1] in ("=", "==", "!="):
+        value = (words[0] == words[2]) == (words[1] != "!=")
+    elif len(words) == 2 and words[0] in ("-z", "-n"):
+        value = (words[1] == "") == (words[0] == "-z")
+    else:
+        return None
+    return value != neg
+
+
 @dataclass(frozen=True)
 class Launch:
     """A launch statement read from a file: its environment, launcher options, script and
@@ -411,7 +444,65 @@ def parse_launch(text: str, where: str = "plan", launchers: tuple[str, ...] | No
     env: dict[str, Any] = {} if path is None else {SELF: str(Path(path).resolve())}
     launches: list[Launch] = []
     unread: list[_Unknown] = []  # words an ``eval`` would have run, not evaluated
+    hidden: list[str] = []  # launches under a condition dtsim does not evaluate
+    # if/elif/else/fi: per open ``if``, [this branch's condition, whether a branch ran]
+    # (True, False, or None: a condition dtsim does not evaluate); && and || guard the next
+    # statement by the last one's status (a command other than a test taken to succeed)
+    frames: list[list[Any]] = []
+    status: bool | None = True
+    guard: str | None = None
+    why: str | None = None  # the first condition dtsim does not evaluate, for the refusals
     for stmt in _lex(text, where):
+        if stmt == [[("&&",)]] or stmt == [[("||",)]]:
+            guard = stmt[0][0][0]
+            continue
+        head = _lit(stmt[0]) if stmt else None
+        if head in ("if", "elif", "else", "fi", "then"):
+            words = [x for w in stmt[1:] for x in _expand(w, env)]
+            if head == "then":  # the rest of the statement is the branch's first
+                stmt = stmt[1:]
+                head = _lit(stmt[0]) if stmt else None
+            elif head == "fi":
+                if frames:
+                    frames.pop()
+                continue
+            elif head == "else":
+                if frames:
+                    ran = frames[-1][1]
+                    frames[-1][0] = False if ran is True else (None if ran is None else True)
+                stmt, head = stmt[1:], (_lit(stmt[1]) if len(stmt) > 1 else None)
+            else:
+                cond = _test(words)
+                if cond is None and why is None:
+                    why = " ".join(map(str, words))
+                if head == "if":
+                    frames.append([cond, cond])
+                elif frames:
+                    ran = frames[-1][1]
+                    frames[-1][0] = False if ran is True else (
+                        None if ran is None or cond is None else cond)
+                    frames[-1][1] = True if ran is True or cond is True else (
+                        None if ran is None or cond is None else False)
+                continue
+            if not stmt:
+                continue
+        state: bool | None = True
+        for f in frames:
+            state = False if f[0] is False or state is False else (
+                None if f[0] is None or state is None else True)
+        if guard is not None:
+            g = status if guard == "&&" else (None if status is None else not status)
+            state = False if g is False or state is False else (
+                None if g is None or state is None else True)
+            guard = None
+        if state is False:
+            continue
+        if head in ("[", "[[", "test"):
+            status = _test([x for w in stmt for x in _expand(w, env)])
+            if status is None and why is None:
+                why = " ".join(str(x) for w in stmt for x in _expand(w, env))
+            continue
+        status = True
         k = 0
         local: dict[str, Any] = {}
         while k < len(stmt):
@@ -440,6 +531,9 @@ def parse_launch(text: str, where: str = "plan", launchers: tuple[str, ...] | No
                 " ".join(str(v) for v in vals)
             local[name] = val
             k += 1
+        if state is None:  # under a condition dtsim does not evaluate: set or not, unknown
+            local = {name: _Unknown(f"${name} (set under a condition dtsim does not evaluate: "
+                                    f"{why})") for name in local}
         if k >= len(stmt):
             env.update(local)
             continue
@@ -463,8 +557,15 @@ def parse_launch(text: str, where: str = "plan", launchers: tuple[str, ...] | No
             script == 0 or head == "torchrun" or head.startswith("python")
         if script is None or not ok:
             continue  # another command (cd, mkdir, echo, ...): not run, not read
+        if state is None:  # a launch that may or may not run
+            hidden.append(str(why))
+            continue
         launches.append(Launch(env=scope, launcher=tuple(words[:script]),
                                script=words[script], args=tuple(words[script + 1:])))
+    check(not hidden, "plan", f"a launch file whose launch runs whatever its conditions are "
+          f"(if, &&, ||: dtsim evaluates [ A = B ], [ A != B ], [ -z A ] and [ -n A ] of known "
+          f"words only) at {where}: a command running a .py script under the condition",
+          hidden[0] if hidden else None)
     check(launches or not unread, "plan", f"a launch file with one command running a .py "
           f"script ({example}) at {where}: its eval runs a word dtsim does not evaluate",
           str(unread[0]) if unread else None)
