@@ -1975,6 +1975,17 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         T("--plan", ds_launch("ds-uw", launcher="", config=dsc, hosts=None), *M),
         refuse("plan"), note="no hostfile and no --num_gpus: the local machine's GPU count "
         "(runner.py:262-270) is not in the file")
+    # user trial 10: --gpu per host (a mixed cluster), [NAME,]HOST=NAME,...
+    mixed = [x for x in M if x not in ("--gpu", "RTX-3090")]
+    add("train/deepspeed-launch-gpu-unknown-host",
+        T("--plan", ds_launch("ds-gh", config=dsc), *mixed, "--gpu", "RTX-3090,w9=Titan-RTX"),
+        refuse("gpu"), note="w9 is no host of the hostfile (w0, w1): a typo ran it on the default")
+    add("train/deepspeed-launch-gpu-host-without-type",
+        T("--plan", ds_launch("ds-gn", config=dsc), *mixed, "--gpu", "w0=RTX-3090"),
+        refuse("gpu"), note="w1 has no GPU type and there is no default")
+    add("train/deepspeed-launch-gpu-two-defaults",
+        T("--plan", ds_launch("ds-g2", config=dsc), *mixed, "--gpu", "RTX-3090,Titan-RTX"),
+        refuse("gpu"), note="two default types")
     add("train/deepspeed-launch-hostfile-missing",
         T("--plan", ds_launch("ds-hm", launcher="-H /home/u/hosts", config=dsc), *M),
         refuse("plan"), note="the hostfile --hostfile names is not next to the launch file")

@@ -713,8 +713,9 @@ def _read(path: str | os.PathLike[str]) -> str:
                           f"{path} (byte at offset {exc.start} is not text)") from None
 
 
-def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
-                            zone: str | None = None,
+def megatron_plan_from_text(text: str, where: str, model: Any,
+                            gpu: str | dict[str, str] | None,
+                            zone: str | dict[str, str] | None = None,
                             path: str | os.PathLike[str] | None = None) -> Plan:
     """The :class:`Plan` of a Megatron-LM launch line (``path``: the launch file, whose own
     path ``$(realpath $0)`` gives; None: unknown).
@@ -730,6 +731,11 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
     opts = _megatron_options(launch.args, where)
     nodes, per = _torchrun(launch.launcher, launch.env, where)
     world = nodes * per
+    check_gpu_hosts(gpu, lambda h: re.fullmatch(r"n(0|[1-9][0-9]{0,17})", h) is not None
+                    and int(h[1:]) < nodes, f"n0 to n{nodes - 1}", where)
+    if isinstance(gpu, dict) and "" not in gpu:  # each host a type: the first without one
+        for i in range(min(nodes, len(gpu) + 1)):
+            gpu_on(gpu, f"n{i}", where)
     tp = opts.get("--tensor-model-parallel-size", 1)
     pp = opts.get("--pipeline-model-parallel-size", 1)
     check(world % (tp * pp) == 0, "plan", f"a world size ({world} = {nodes} nodes x {per}) "
@@ -784,12 +790,57 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
         reps = []
         for d in range(dp):
             rank = p * tp * dp + d * tp
-            reps.append(ReplicaSpec(gpu=gpu, tp=tp, gpus_per_node=per, zone=zone or "default",
+            g = gpu_on(gpu, f"n{rank // per}", where)  # type: ignore[arg-type]
+            reps.append(ReplicaSpec(gpu=g, tp=tp, gpus_per_node=per, zone=zone_on(zone, g),
                                     host=f"n{rank // per}"))
         stages.append(StageSpec(layers=tuple(range(a, b + 1)), replicas=tuple(reps)))
         lo = hi
     return Plan(stages=tuple(stages), microbatch_size=mbs, global_batch_size=gbs,
                 model=model.name, framework=fw)
+
+
+def parse_gpus(text: str) -> str | dict[str, str]:
+    """``--gpu``'s value: ``NAME``, the GPU type of every rank, or ``[NAME,]HOST=NAME,...``,
+    each named host's type and the others' ``NAME`` (a mixed cluster: ``V100,g4dn-0=T4``;
+    the hosts are the hostfile's, or ``n0``, ``n1``, ... of a torchrun launch): a dict, the
+    default under the key ``""``."""
+    items = [x.strip() for x in str(text).split(",")]
+    if len(items) == 1 and "=" not in items[0]:
+        return items[0]
+    out: dict[str, str] = {}
+    for x in items:
+        host, eq, gpu = x.rpartition("=")
+        check(bool(gpu) and (bool(host) or not eq) and host not in out, "gpu",
+              "NAME, or [NAME,]HOST=NAME,... (one GPU type per host, one default at most)", text)
+        out[host] = gpu
+    return out
+
+
+def gpu_on(gpu: str | dict[str, str], host: str, where: str) -> str:
+    """The GPU type of ``host``'s ranks under ``--gpu`` (:func:`parse_gpus`)."""
+    if isinstance(gpu, str):
+        return gpu
+    got = gpu.get(host, gpu.get(""))
+    check(got is not None, "gpu", f"a GPU type for every host of the launch (--gpu NAME,"
+          f"HOST=NAME,...: {host} has none) at {where}", ",".join(
+              f"{h}={g}" if h else g for h, g in gpu.items()))
+    return got  # type: ignore[return-value]
+
+
+def check_gpu_hosts(gpu: str | dict[str, str], known: Any, hosts: str, where: str) -> None:
+    """Every host ``--gpu`` names is one of the launch's (``known(host)``; ``hosts`` says which
+    they are): a typo would run it with the default type."""
+    if isinstance(gpu, dict):
+        extra = sorted(h for h in gpu if h and not known(h))
+        check(not extra, "gpu", f"HOST=NAME entries naming hosts of the launch ({hosts}) at "
+              f"{where}", ", ".join(extra))
+
+
+def zone_on(zone: str | dict[str, str] | None, gpu: str) -> str:
+    """The zone of a replica of type ``gpu``: ``zone``, or its entry for the type."""
+    if isinstance(zone, dict):
+        return zone.get(gpu) or "default"
+    return zone or "default"
 
 
 def check_model_shape(opts: dict[str, Any], model: Any, where: str) -> None:
@@ -852,8 +903,9 @@ def _transformer_layers(model: Any) -> int:
     return model.layers - 1 - max(1, untied_tail_layers(model.name))
 
 
-def read_megatron_plan(path: str | os.PathLike[str], model: Any, gpu: str | None,
-                       zone: str | None = None) -> Plan:
+def read_megatron_plan(path: str | os.PathLike[str], model: Any,
+                       gpu: str | dict[str, str] | None,
+                       zone: str | dict[str, str] | None = None) -> Plan:
     """A Megatron-LM launch file as a :class:`Plan` (see the module docstring); one of
     Megatron-LM v1.1.5 on DeepSpeed (:func:`sim.profiles.deepspeed_args.is_deepspeed_launch`)
     by :mod:`sim.profiles.deepspeed_args`."""
