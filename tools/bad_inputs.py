@@ -1978,6 +1978,17 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         T("--plan", ds_launch("ds-uw", launcher="", config=dsc, hosts=None), *M),
         refuse("plan"), note="no hostfile and no --num_gpus: the local machine's GPU count "
         "(runner.py:262-270) is not in the file")
+    # user trial 10: --gpu per host (a mixed cluster), [NAME,]HOST=NAME,...
+    mixed = [x for x in M if x not in ("--gpu", "RTX-3090")]
+    add("train/deepspeed-launch-gpu-unknown-host",
+        T("--plan", ds_launch("ds-gh", config=dsc), *mixed, "--gpu", "RTX-3090,w9=Titan-RTX"),
+        refuse("gpu"), note="w9 is no host of the hostfile (w0, w1): a typo ran it on the default")
+    add("train/deepspeed-launch-gpu-host-without-type",
+        T("--plan", ds_launch("ds-gn", config=dsc), *mixed, "--gpu", "w0=RTX-3090"),
+        refuse("gpu"), note="w1 has no GPU type and there is no default")
+    add("train/deepspeed-launch-gpu-two-defaults",
+        T("--plan", ds_launch("ds-g2", config=dsc), *mixed, "--gpu", "RTX-3090,Titan-RTX"),
+        refuse("gpu"), note="two default types")
     add("train/deepspeed-launch-hostfile-missing",
         T("--plan", ds_launch("ds-hm", launcher="-H /home/u/hosts", config=dsc), *M),
         refuse("plan"), note="the hostfile --hostfile names is not next to the launch file")
@@ -1991,6 +2002,17 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     bert.write_text(bert.read_text().replace("pretrain_gpt2.py", "pretrain_bert.py"))
     add("train/deepspeed-launch-bert-script", T("--plan", str(bert), *M), refuse("plan"),
         note="pretrain_bert.py builds BertModel, not GPT2ModelPipe: not read as GPT-2")
+    # user trial 10: if/elif/else/fi, && and || read by their branches; a condition dtsim does
+    # not evaluate (a file test, say) leaves what it guards unknown
+    cond = Path(ds_launch("ds-cond", config=dsc))
+    cond.write_text("if [ -f big.flag ]; then\n" + cond.read_text() + "fi\n")
+    add("train/deepspeed-launch-under-file-test", T("--plan", str(cond), *M), refuse("plan"),
+        note="the launch runs only if big.flag exists: a file test dtsim does not evaluate")
+    condmp = Path(ds_launch("ds-condmp", config=dsc, mp="${mp}"))
+    condmp.write_text("mp=2\n[ -f big.flag ] && mp=4\n" + condmp.read_text())
+    add("train/deepspeed-launch-tp-under-file-test", T("--plan", str(condmp), *M),
+        refuse("plan"), note="--model-parallel-size set under a file test: 2 or 4, unknown "
+        "(before, the && branch was always read: TP 4)")
     add("train/deepspeed-launch-untied-profile",
         T("--plan", ds_launch("ds-ut", config=dsc), *M), refuse("plan"),
         note="GPT2ModelPipe ties its embedding and head; the shipped OPT-350 is untied")

@@ -187,7 +187,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--model", default=None, metavar="NAME", help="with --plan: the model of the profiles")
     a("--gpu", default=None, metavar="NAME",
       help="with a Megatron-LM launch --plan: the GPU type of every rank (a name of the GPU "
-           "catalogue, e.g. RTX-3090)")
+           "catalogue, e.g. RTX-3090), or of each host, [NAME,]HOST=NAME,... (e.g. "
+           "V100,g4dn-0=T4: the host g4dn-0's ranks on T4s, the others on V100s)")
     a("--zone", default=None, metavar="ZONE",
       help="with a Megatron-LM launch --plan: the zone of its nodes (default: the one zone "
            "the network has for --gpu)")
@@ -491,23 +492,33 @@ def build_from_args(args: argparse.Namespace) -> Any:
         if args.gpu is None:
             raise ConfigError("gpu", "given (--gpu NAME) with a Megatron-LM launch plan (it "
                               "names no GPU type)", args.plan)
+        from ..profiles.megatron_args import parse_gpus
+
+        spec = parse_gpus(args.gpu)  # NAME, or [NAME,]HOST=NAME,... (a mixed cluster)
+        types = [spec] if isinstance(spec, str) else list(dict.fromkeys(spec.values()))
         # the fleet's links first: the zone below is the one they (or the profiles') have
         profiles = _with_fleet(args, load_profiles(args.profiles, models=(args.model,)))
-        if args.gpu not in {g.name for g in profiles.gpus.gpus}:
-            raise ConfigError("gpu", "a GPU of the catalogue ("
-                              + ", ".join(g.name for g in profiles.gpus.gpus) + ")", args.gpu)
-        zone = args.zone
-        known = sorted({z for link in profiles.network.links for g, z in (link.src, link.dst)
-                        if g == args.gpu})
-        if zone is None:  # as dtsim plan --nodes: the one zone the network has for the GPU
-            if len(known) != 1:
-                raise ConfigError("zone", f"given (--zone ZONE) for {args.gpu} (the network has "
-                                  f"{', '.join(known) if known else 'no link'} for it)", None)
-            zone = known[0]
-        elif known and zone not in known:
-            raise ConfigError("zone", f"a zone the network has links for {args.gpu} in ("
-                              + ", ".join(known) + ")", zone)
-        plan = read_plan(args.plan, args.model, gpu=args.gpu, zone=zone, profiles=profiles)
+        for gpu in types:
+            if gpu not in {g.name for g in profiles.gpus.gpus}:
+                raise ConfigError("gpu", "a GPU of the catalogue ("
+                                  + ", ".join(g.name for g in profiles.gpus.gpus) + ")", gpu)
+        zones = {}
+        for gpu in types:
+            zone = args.zone
+            known = sorted({z for link in profiles.network.links
+                            for g, z in (link.src, link.dst) if g == gpu})
+            if zone is None:  # as dtsim plan --nodes: the one zone the network has for the GPU
+                if len(known) != 1:
+                    raise ConfigError("zone", f"given (--zone ZONE) for {gpu} (the network has "
+                                      f"{', '.join(known) if known else 'no link'} for it)", None)
+                zone = known[0]
+            elif known and zone not in known:
+                raise ConfigError("zone", f"a zone the network has links for {gpu} in ("
+                                  + ", ".join(known) + ")", zone)
+            zones[gpu] = zone
+        plan = read_plan(args.plan, args.model, gpu=spec,
+                         zone=zones[spec] if isinstance(spec, str) else zones,
+                         profiles=profiles)
         name = args.model
     else:
         plan = read_plan(args.plan, gpu=args.gpu, zone=args.zone)

@@ -472,6 +472,7 @@ def shape_search_model(profiles: Profiles, model: ModelProfile, fleet: Fleet,
 
     assert model.shape is not None and not model.times
     fb = resolve(framework, model.bytes_per_value, sequence=model.shape.sequence)
+    model = model.trained_at(fb.activation_bytes)  # sized as build_plan sizes it: the run's precision
     est = Estimator(profiles, model, value_bytes=fb.activation_bytes)
     most: dict[str, int] = {}
     for kind, count in fleet.nodes:

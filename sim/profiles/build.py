@@ -1440,6 +1440,9 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                 check(mp.shape.heads % x.tp == 0, "tp",
                       f"a divisor of the model's heads ({mp.shape.heads})", x.tp)
     fb = plan_behaviour(plan, mp, framework)
+    trained = _trained(profiles, mp, fb.activation_bytes)  # a shape alone: the run's precision
+    if trained is not mp:
+        mp, fb = trained, plan_behaviour(plan, trained, framework)
     if fb.tp_degrees is not None:  # the Sailor artifact's Megatron-DeepSpeed: 1, 2 or 4
         *most, last = fb.tp_degrees
         degrees = ", ".join(map(str, most)) + f" or {last} with framework {fb.framework.key}"
@@ -1765,6 +1768,17 @@ def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Se
                          for b in gradient_buckets(sizes[j], bucket, rule=rule,
                                                    first_stage=j == 0)))
     return tuple(out)
+
+
+def _trained(profiles: Profiles, mp: ModelProfile, value_bytes: int) -> ModelProfile:
+    """:meth:`ModelProfile.trained_at`, kept with the profiles (one object per model and
+    precision, so :func:`_estimator` keeps its estimates across plans)."""
+    kept = profiles.__dict__.setdefault("_trained", {})
+    key = (id(mp), value_bytes)
+    hit = kept.get(key)
+    if hit is None or hit[0] is not mp:
+        hit = kept[key] = (mp, mp.trained_at(value_bytes))
+    return hit[1]
 
 
 def _estimator(profiles: Profiles, mp: ModelProfile, tensor_parallel: str, value_bytes: int,

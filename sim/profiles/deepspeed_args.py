@@ -121,8 +121,11 @@ from .megatron_args import (
     _options,
     _transformer_layers,
     _Unknown,
+    check_gpu_hosts,
     check_model_shape,
+    gpu_on,
     parse_launch,
+    zone_on,
 )
 from .values import Plan, ReplicaSpec, StageSpec
 
@@ -556,8 +559,10 @@ OTHER_SCRIPTS = {"pretrain_bert.py": "BertModel (pretrain_bert.py:31-41)",
                  "pretrain_transgan.py": "a TransGAN (AMP's addition to the example)"}
 
 
-def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
-                             zone: str | None = None, base: str | os.PathLike[str] | None = None
+def deepspeed_plan_from_text(text: str, where: str, model: Any,
+                             gpu: str | dict[str, str] | None,
+                             zone: str | dict[str, str] | None = None,
+                             base: str | os.PathLike[str] | None = None
                              ) -> Plan:
     """The :class:`Plan` of a Megatron-LM v1.1.5 launch on DeepSpeed 0.3.13 (see the module
     docstring); ``base`` is the folder its ds_config and hostfile are looked up in (default:
@@ -567,7 +572,8 @@ def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
     check(model is not None, "model", "given (--model NAME) with a Megatron-LM launch plan", where)
     folder = Path(base) if base is not None else Path(where).parent
     launch = parse_launch(text, where, launchers=("deepspeed",),
-                          example="deepspeed ... pretrain_gpt2.py ...")
+                          example="deepspeed ... pretrain_gpt2.py ...",
+                          path=folder / Path(where).name)  # $(realpath $0): the file's own
     script = Path(str(launch.script)).name
     check(script not in OTHER_SCRIPTS, "plan", f"a launch of pretrain_gpt2.py at {where} (the "
           "script that builds GPT2ModelPipe, whose layers and mask this reader models; "
@@ -575,6 +581,10 @@ def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
     opts = _megatron_options(launch.args, where)
     hosts = _world(launch.launcher, folder, where)
     world = sum(n for _, n in hosts)
+    check_gpu_hosts(gpu, {h for h, _ in hosts}.__contains__, ", ".join(h for h, _ in hosts),
+                    where)
+    for h, _ in hosts:  # each a type, before what the plan's layers need
+        gpu_on(gpu, h, where)
     check(opts.get("--deepspeed", False), "plan", f"--deepspeed given: the pipeline runs on "
           f"DeepSpeed's engine only ({EX} megatron/training.py:358) at {where}", "absent")
     pp = opts.get("--pipe-parallel-size", 0)
@@ -640,8 +650,9 @@ def deepspeed_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
         for d in range(dp):
             first = p * dp * tp + d * tp  # topology.py:246-249: axes pipe, data, model
             host = _host_of(hosts, first, tp, where, starts)
-            reps.append(ReplicaSpec(gpu=gpu, tp=tp, gpus_per_node=sizes[host],
-                                    zone=zone or "default", host=host))
+            g = gpu_on(gpu, host, where)
+            reps.append(ReplicaSpec(gpu=g, tp=tp, gpus_per_node=sizes[host],
+                                    zone=zone_on(zone, g), host=host))
         stages.append(StageSpec(layers=tuple(held), replicas=tuple(reps)))
     options: list[tuple[str, Any]] = [("seq_length", opts["--seq-length"])]
     if cfg.get("fp32_allreduce", False):

@@ -222,7 +222,8 @@ class Estimator:
                 f"sizes at TP {tp} from the model's shape (the profile has none there): "
                 f"12 h^2 + 13 h parameters per transformer layer over {tp} GPUs, s h values out "
                 f"of each layer, s h (10 + 24/t + 5 a s / (h t)) bytes of activation memory "
-                "per sample (Narayanan et al. 2021; Korthikanti et al. 2022, eq. 2)",)
+                f"per sample in 2-byte values (Narayanan et al. 2021; Korthikanti et al. 2022, "
+                f"eq. 2), at {m.bytes_per_value} bytes a value",)
         one = m.layer_sizes(1)
         return tuple(LayerSizes(s.params // tp, s.activation_bytes,
                                 s.activation_memory_bytes / tp) for s in one), (
@@ -465,8 +466,17 @@ class Estimator:
             ar = self._allreduce(gpu, tp, float(act))
             out.append(LayerTimes(fwd + nf * ar + self._loss(gpu, tp, b, i, n), bwd + nb * ar,
                                   z.params * ADAM_BYTES_PER_PARAM / g.memory_bandwidth))  # type: ignore[operator]
-        return tuple(out), (f"{gpu} TP {tp} micro-batch {b} estimated from the model's shape at "
-                            "the GPU's datasheet peak (roofline lower bound)",)
+        note = (f"{gpu} TP {tp} micro-batch {b} estimated from the model's shape at the GPU's "
+                "datasheet peak (roofline lower bound)")
+        if tp > 1:  # the split and the TP collectives, named as the derived rule names them
+            _, src = self.profiles.intra_node_bandwidth(gpu, tp, 1.0)
+            note += (f"; each layer's FLOPs and weights split over the {tp} GPUs, plus "
+                     f"Megatron-LM's TP all-reduces of b s h values over the {src} (2 per "
+                     "transformer layer forward and 2 backward, the embedding's 1 forward, the "
+                     "head's 1 backward" + (f", the cross entropy's {LOSS_ALLREDUCES} of b s fp32 "
+                                           f"values at s = {self.sequence}"
+                                           if self.sequence is not None else "") + ")")
+        return tuple(out), (note,)
 
     # -- a profile the planner can search ---------------------------------------------
     def from_shape(self, combinations: tuple[tuple[str, int, int], ...]) -> ModelProfile:

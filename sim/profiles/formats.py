@@ -350,8 +350,9 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
     return out
 
 
-def read_plan(path: str | os.PathLike[str], model: str | None = None, *, gpu: str | None = None,
-              zone: str | None = None, profiles: Profiles | None = None) -> Plan:
+def read_plan(path: str | os.PathLike[str], model: str | None = None, *,
+              gpu: str | dict[str, str] | None = None, zone: str | dict[str, str] | None = None,
+              profiles: Profiles | None = None) -> Plan:
     """A plan file: dtsim's format (JSON/TOML), a Sailor ``plan_config``, or a Megatron-LM
     launch line (:mod:`sim.profiles.megatron_args`: a file not ``.json``/``.toml`` holding
     ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size`` or ``pretrain_``;

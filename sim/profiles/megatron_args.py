@@ -4,8 +4,11 @@ The file (a shell script or a text file) is data: it is read, never run. A
 small shell reader splits it into statements and words (quotes, ``\\``
 line continuations, ``#`` comments, ``NAME=value``, ``export NAME=value``,
 ``NAME=( ... )`` arrays, ``$NAME``, ``${NAME}``, ``${NAME:-default}`` and
-``${NAME[@]}`` of variables the file sets before use). A command
-substitution (``$(...)``, backticks), a variable the file does not set, a
+``${NAME[@]}`` of variables the file sets before use; ``$(realpath $0)``, the file's
+own path, and ``$(dirname W)`` / ``$(basename W)`` of a known word: :func:`_substitute`;
+``if``/``elif``/``else``/``fi``, ``&&`` and ``||`` by the branch that runs where the test is
+one :func:`_test` evaluates, else what they guard is unknown).
+Any other command substitution (``$(...)``, backticks), a variable the file does not set, a
 positional parameter (``$1``) is never evaluated: it is an unknown word, and
 the plan is refused (one line naming it) wherever such a word would set what
 dtsim models; as the value of an option dtsim ignores it stays unknown.
@@ -70,6 +73,7 @@ Options that change what dtsim models and that it does not model are refused
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -287,6 +291,9 @@ def _lex(text: str, where: str) -> list[list[tuple]]:
             if words:
                 stmts.append(words)
                 words = []
+            if c in "&|" and i + 1 < n and text[i + 1] == c:
+                stmts.append([[(c * 2,)]])  # the next statement runs on the last one's status
+                i += 1
             i += 1
         elif c in "()":
             end()
@@ -309,7 +316,7 @@ def _lex(text: str, where: str) -> list[list[tuple]]:
 def _expand(word: list[tuple], env: dict[str, Any]) -> list[Any]:
     """The words ``word`` stands for (unquoted and array expansions split on blanks); an unknown
     part makes the whole word one :class:`_Unknown`."""
-    if len(word) == 1 and word[0][0] in "()":
+    if len(word) == 1 and word[0][0] in ("(", ")", "&&", "||"):
         return [word[0][0]]
     out = ""
     split: list[str] | None = None
@@ -317,7 +324,12 @@ def _expand(word: list[tuple], env: dict[str, Any]) -> list[Any]:
         if part[0] == "lit":
             out += part[1]
         elif part[0] == "cmd":
-            return [_Unknown(f"{part[1]} (a command substitution: never run)")]
+            got = _substitute(part[1], env)
+            if isinstance(got, _Unknown):
+                return [got]
+            if len(word) == 1:
+                split = got.split()
+            out += got
         else:
             _v, name, default, array, quoted, special = part
             val = None if special else env.get(name)
@@ -337,6 +349,77 @@ def _expand(word: list[tuple], env: dict[str, Any]) -> list[Any]:
     return split if split is not None else [out]
 
 
+#: The environment key of the launch file's own absolute path (not a shell name): what
+#: ``$(realpath $0)`` gives (:func:`_substitute`).
+SELF = "$0"
+
+
+def _substitute(cmd: str, env: dict[str, Any]) -> str | _Unknown:
+    """The text of a command substitution dtsim gives without running anything, else an
+    :class:`_Unknown`: ``$(realpath $0)`` and ``$(readlink -f $0)``, the launch file's own
+    absolute path (whichever folder it is run from: what DeepSpeedExamples' scripts take
+    their ds_config's folder from, ``script_path=$(realpath $0)``; its ``$0`` alone
+    depends on how it is invoked and stays unknown), and ``$(dirname W)`` /
+    ``$(basename W)`` of one known word, as coreutils cuts the text. Any other command
+    (``$(cat f)``, ``$(realpath x)``, ``$(dirname $1)``) is never run: unknown."""
+    unknown = _Unknown(f"{cmd} (a command substitution: never run)")
+    inner = cmd[2:-1] if cmd.startswith("$(") else cmd[1:-1]
+    try:
+        stmts = _lex(inner, "a command substitution")
+    except ConfigError:
+        return unknown
+    if len(stmts) != 1 or not stmts[0] or stmts[0][0][0][0] != "lit":
+        return unknown
+    head, args = stmts[0][0], stmts[0][1:]
+    name = head[0][1] if len(head) == 1 else ""
+    if name == "readlink" and args and args[0] == [("lit", "-f")]:
+        name, args = "realpath", args[1:]
+    if len(args) != 1:
+        return unknown
+    if name == "realpath":
+        arg = args[0]
+        own = len(arg) == 1 and arg[0][0] == "var" and arg[0][1] == "$0"
+        return env[SELF] if own and isinstance(env.get(SELF), str) else unknown
+    if name in ("dirname", "basename"):
+        vals = _expand(args[0], env)
+        if len(vals) != 1 or not isinstance(vals[0], str) or not vals[0]:
+            return unknown
+        text = vals[0].rstrip("/") or "/"
+        if name == "basename":
+            return posixpath.basename(text) or "/"
+        head_ = posixpath.dirname(text)
+        return (head_.rstrip("/") or "/") if head_ else "."
+    return unknown
+
+
+def _lit(word: list[tuple]) -> str | None:
+    """The text of a word that is one literal part, else None."""
+    return word[0][1] if len(word) == 1 and word[0][0] == "lit" else None
+
+
+def _test(words: list[Any]) -> bool | None:
+    """A test's value: ``[ A = B ]``, ``[ A == B ]``, ``[ A != B ]``, ``[ -z A ]``, ``[ -n A ]``
+    (or ``[[ ... ]]``, ``test ...``; after ``!``, negated) of known words, as text compares
+    them; anything else (a file test, a number comparison, an unknown word) is None."""
+    if words and words[0] == "test":
+        words = words[1:]
+    elif len(words) >= 2 and (words[0], words[-1]) in (("[", "]"), ("[[", "]]")):
+        words = words[1:-1]
+    else:
+        return None
+    neg = bool(words) and words[0] == "!"
+    words = words[1:] if neg else words
+    if any(not isinstance(w, str) for w in words):
+        return None
+    if len(words) == 3 and words[1] in ("=", "==", "!="):
+        value = (words[0] == words[2]) == (words[1] != "!=")
+    elif len(words) == 2 and words[0] in ("-z", "-n"):
+        value = (words[1] == "") == (words[0] == "-z")
+    else:
+        return None
+    return value != neg
+
+
 @dataclass(frozen=True)
 class Launch:
     """A launch statement read from a file: its environment, launcher options, script and
@@ -352,15 +435,74 @@ _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
 
 
 def parse_launch(text: str, where: str = "plan", launchers: tuple[str, ...] | None = None,
-                 example: str = "torchrun ... pretrain_gpt.py ...") -> Launch:
+                 example: str = "torchrun ... pretrain_gpt.py ...",
+                 path: str | os.PathLike[str] | None = None) -> Launch:
     """The launch statement of a shell script or text file (never run): a command running a
     ``.py`` script by ``torchrun``, ``python`` or itself, or (``launchers`` given) by one of
     those commands only (e.g. ``("deepspeed",)``; then ``eval WORDS`` is read as the command
     its words joined make, as the shell would run it)."""
-    env: dict[str, Any] = {}
+    env: dict[str, Any] = {} if path is None else {SELF: str(Path(path).resolve())}
     launches: list[Launch] = []
     unread: list[_Unknown] = []  # words an ``eval`` would have run, not evaluated
+    hidden: list[str] = []  # launches under a condition dtsim does not evaluate
+    # if/elif/else/fi: per open ``if``, [this branch's condition, whether a branch ran]
+    # (True, False, or None: a condition dtsim does not evaluate); && and || guard the next
+    # statement by the last one's status (a command other than a test taken to succeed)
+    frames: list[list[Any]] = []
+    status: bool | None = True
+    guard: str | None = None
+    why: str | None = None  # the first condition dtsim does not evaluate, for the refusals
     for stmt in _lex(text, where):
+        if stmt == [[("&&",)]] or stmt == [[("||",)]]:
+            guard = stmt[0][0][0]
+            continue
+        head = _lit(stmt[0]) if stmt else None
+        if head in ("if", "elif", "else", "fi", "then"):
+            words = [x for w in stmt[1:] for x in _expand(w, env)]
+            if head == "then":  # the rest of the statement is the branch's first
+                stmt = stmt[1:]
+                head = _lit(stmt[0]) if stmt else None
+            elif head == "fi":
+                if frames:
+                    frames.pop()
+                continue
+            elif head == "else":
+                if frames:
+                    ran = frames[-1][1]
+                    frames[-1][0] = False if ran is True else (None if ran is None else True)
+                stmt, head = stmt[1:], (_lit(stmt[1]) if len(stmt) > 1 else None)
+            else:
+                cond = _test(words)
+                if cond is None and why is None:
+                    why = " ".join(map(str, words))
+                if head == "if":
+                    frames.append([cond, cond])
+                elif frames:
+                    ran = frames[-1][1]
+                    frames[-1][0] = False if ran is True else (
+                        None if ran is None or cond is None else cond)
+                    frames[-1][1] = True if ran is True or cond is True else (
+                        None if ran is None or cond is None else False)
+                continue
+            if not stmt:
+                continue
+        state: bool | None = True
+        for f in frames:
+            state = False if f[0] is False or state is False else (
+                None if f[0] is None or state is None else True)
+        if guard is not None:
+            g = status if guard == "&&" else (None if status is None else not status)
+            state = False if g is False or state is False else (
+                None if g is None or state is None else True)
+            guard = None
+        if state is False:
+            continue
+        if head in ("[", "[[", "test"):
+            status = _test([x for w in stmt for x in _expand(w, env)])
+            if status is None and why is None:
+                why = " ".join(str(x) for w in stmt for x in _expand(w, env))
+            continue
+        status = True
         k = 0
         local: dict[str, Any] = {}
         while k < len(stmt):
@@ -389,6 +531,9 @@ def parse_launch(text: str, where: str = "plan", launchers: tuple[str, ...] | No
                 " ".join(str(v) for v in vals)
             local[name] = val
             k += 1
+        if state is None:  # under a condition dtsim does not evaluate: set or not, unknown
+            local = {name: _Unknown(f"${name} (set under a condition dtsim does not evaluate: "
+                                    f"{why})") for name in local}
         if k >= len(stmt):
             env.update(local)
             continue
@@ -412,8 +557,15 @@ def parse_launch(text: str, where: str = "plan", launchers: tuple[str, ...] | No
             script == 0 or head == "torchrun" or head.startswith("python")
         if script is None or not ok:
             continue  # another command (cd, mkdir, echo, ...): not run, not read
+        if state is None:  # a launch that may or may not run
+            hidden.append(str(why))
+            continue
         launches.append(Launch(env=scope, launcher=tuple(words[:script]),
                                script=words[script], args=tuple(words[script + 1:])))
+    check(not hidden, "plan", f"a launch file whose launch runs whatever its conditions are "
+          f"(if, &&, ||: dtsim evaluates [ A = B ], [ A != B ], [ -z A ] and [ -n A ] of known "
+          f"words only) at {where}: a command running a .py script under the condition",
+          hidden[0] if hidden else None)
     check(launches or not unread, "plan", f"a launch file with one command running a .py "
           f"script ({example}) at {where}: its eval runs a word dtsim does not evaluate",
           str(unread[0]) if unread else None)
@@ -561,9 +713,12 @@ def _read(path: str | os.PathLike[str]) -> str:
                           f"{path} (byte at offset {exc.start} is not text)") from None
 
 
-def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
-                            zone: str | None = None) -> Plan:
-    """The :class:`Plan` of a Megatron-LM launch line.
+def megatron_plan_from_text(text: str, where: str, model: Any,
+                            gpu: str | dict[str, str] | None,
+                            zone: str | dict[str, str] | None = None,
+                            path: str | os.PathLike[str] | None = None) -> Plan:
+    """The :class:`Plan` of a Megatron-LM launch line (``path``: the launch file, whose own
+    path ``$(realpath $0)`` gives; None: unknown).
 
     ``model`` is the model profile the plan runs (a
     :class:`~sim.profiles.values.ModelProfile`: its layers are the plan's), ``gpu`` the GPU
@@ -572,10 +727,15 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
     check(gpu is not None, "gpu", "given (--gpu NAME) with a Megatron-LM launch plan (it names "
           "no GPU type)", where)
     check(model is not None, "model", "given (--model NAME) with a Megatron-LM launch plan", where)
-    launch = parse_launch(text, where)
+    launch = parse_launch(text, where, path=path)
     opts = _megatron_options(launch.args, where)
     nodes, per = _torchrun(launch.launcher, launch.env, where)
     world = nodes * per
+    check_gpu_hosts(gpu, lambda h: re.fullmatch(r"n(0|[1-9][0-9]{0,17})", h) is not None
+                    and int(h[1:]) < nodes, f"n0 to n{nodes - 1}", where)
+    if isinstance(gpu, dict) and "" not in gpu:  # each host a type: the first without one
+        for i in range(min(nodes, len(gpu) + 1)):
+            gpu_on(gpu, f"n{i}", where)
     tp = opts.get("--tensor-model-parallel-size", 1)
     pp = opts.get("--pipeline-model-parallel-size", 1)
     check(world % (tp * pp) == 0, "plan", f"a world size ({world} = {nodes} nodes x {per}) "
@@ -630,12 +790,57 @@ def megatron_plan_from_text(text: str, where: str, model: Any, gpu: str | None,
         reps = []
         for d in range(dp):
             rank = p * tp * dp + d * tp
-            reps.append(ReplicaSpec(gpu=gpu, tp=tp, gpus_per_node=per, zone=zone or "default",
+            g = gpu_on(gpu, f"n{rank // per}", where)  # type: ignore[arg-type]
+            reps.append(ReplicaSpec(gpu=g, tp=tp, gpus_per_node=per, zone=zone_on(zone, g),
                                     host=f"n{rank // per}"))
         stages.append(StageSpec(layers=tuple(range(a, b + 1)), replicas=tuple(reps)))
         lo = hi
     return Plan(stages=tuple(stages), microbatch_size=mbs, global_batch_size=gbs,
                 model=model.name, framework=fw)
+
+
+def parse_gpus(text: str) -> str | dict[str, str]:
+    """``--gpu``'s value: ``NAME``, the GPU type of every rank, or ``[NAME,]HOST=NAME,...``,
+    each named host's type and the others' ``NAME`` (a mixed cluster: ``V100,g4dn-0=T4``;
+    the hosts are the hostfile's, or ``n0``, ``n1``, ... of a torchrun launch): a dict, the
+    default under the key ``""``."""
+    items = [x.strip() for x in str(text).split(",")]
+    if len(items) == 1 and "=" not in items[0]:
+        return items[0]
+    out: dict[str, str] = {}
+    for x in items:
+        host, eq, gpu = x.rpartition("=")
+        check(bool(gpu) and (bool(host) or not eq) and host not in out, "gpu",
+              "NAME, or [NAME,]HOST=NAME,... (one GPU type per host, one default at most)", text)
+        out[host] = gpu
+    return out
+
+
+def gpu_on(gpu: str | dict[str, str], host: str, where: str) -> str:
+    """The GPU type of ``host``'s ranks under ``--gpu`` (:func:`parse_gpus`)."""
+    if isinstance(gpu, str):
+        return gpu
+    got = gpu.get(host, gpu.get(""))
+    check(got is not None, "gpu", f"a GPU type for every host of the launch (--gpu NAME,"
+          f"HOST=NAME,...: {host} has none) at {where}", ",".join(
+              f"{h}={g}" if h else g for h, g in gpu.items()))
+    return got  # type: ignore[return-value]
+
+
+def check_gpu_hosts(gpu: str | dict[str, str], known: Any, hosts: str, where: str) -> None:
+    """Every host ``--gpu`` names is one of the launch's (``known(host)``; ``hosts`` says which
+    they are): a typo would run it with the default type."""
+    if isinstance(gpu, dict):
+        extra = sorted(h for h in gpu if h and not known(h))
+        check(not extra, "gpu", f"HOST=NAME entries naming hosts of the launch ({hosts}) at "
+              f"{where}", ", ".join(extra))
+
+
+def zone_on(zone: str | dict[str, str] | None, gpu: str) -> str:
+    """The zone of a replica of type ``gpu``: ``zone``, or its entry for the type."""
+    if isinstance(zone, dict):
+        return zone.get(gpu) or "default"
+    return zone or "default"
 
 
 def check_model_shape(opts: dict[str, Any], model: Any, where: str) -> None:
@@ -698,8 +903,9 @@ def _transformer_layers(model: Any) -> int:
     return model.layers - 1 - max(1, untied_tail_layers(model.name))
 
 
-def read_megatron_plan(path: str | os.PathLike[str], model: Any, gpu: str | None,
-                       zone: str | None = None) -> Plan:
+def read_megatron_plan(path: str | os.PathLike[str], model: Any,
+                       gpu: str | dict[str, str] | None,
+                       zone: str | dict[str, str] | None = None) -> Plan:
     """A Megatron-LM launch file as a :class:`Plan` (see the module docstring); one of
     Megatron-LM v1.1.5 on DeepSpeed (:func:`sim.profiles.deepspeed_args.is_deepspeed_launch`)
     by :mod:`sim.profiles.deepspeed_args`."""
@@ -709,4 +915,4 @@ def read_megatron_plan(path: str | os.PathLike[str], model: Any, gpu: str | None
     if is_deepspeed_launch(text):
         return deepspeed_plan_from_text(text, str(path), model, gpu, zone,
                                         base=Path(path).parent)
-    return megatron_plan_from_text(text, str(path), model, gpu, zone)
+    return megatron_plan_from_text(text, str(path), model, gpu, zone, path=path)

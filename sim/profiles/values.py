@@ -16,7 +16,7 @@ those of the Sailor artifact's formats in :mod:`sim.profiles.sailor`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -330,6 +330,24 @@ class ModelProfile:
             # profile's tied_params: sim.profiles.sailor, word_embeddings_weight)
             return self.shape.vocabulary * self.shape.hidden // tp
         return self.layer_sizes(tp)[0].params
+
+    def trained_at(self, value_bytes: int) -> ModelProfile:
+        """This model at the precision it trains in, ``value_bytes`` per value (the
+        framework's activations: 2 in fp16 or bf16, 4 in fp32).
+
+        A profile with measured times or sizes keeps its own (its sizes were measured in
+        it). A model given by its shape alone measured nothing: it is sized in the
+        framework's precision, its weights, gradients and activations ``value_bytes`` a
+        value, and the state bytes a parameter, ``2 x bytes_per_value +
+        optimizer_bytes_per_param`` (16 by default: Rajbhandari et al., SC 2020, mixed
+        precision Adam's 2 + 2 + 12 and fp32 Adam's 4 + 4 + 8), kept (the optimizer's at
+        least 0). Before, a shape without ``bytes_per_value`` was sized in fp32 in an fp16
+        or bf16 run: its activation memory, receive buffers and gradient bucket twice what
+        the run holds."""
+        if self.times or self.sizes or self.shape is None or value_bytes == self.bytes_per_value:
+            return self
+        opt = self.optimizer_bytes_per_param + 2.0 * (self.bytes_per_value - value_bytes)
+        return replace(self, bytes_per_value=value_bytes, optimizer_bytes_per_param=max(0.0, opt))
 
     def shape_sized(self, tp: int) -> bool:
         """Whether the layers' sizes at ``tp`` come from the model's shape (the profile has none
