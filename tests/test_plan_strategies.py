@@ -169,6 +169,33 @@ def test_the_writers_of_bf16_and_megatron_by_hand(key, rule):
             assert got[3 * j:3 * j + 3] == ((whole / 3, whole),) * 3
 
 
+def test_megatron_core_0_8_writes_from_data_parallel_rank_0():
+    """Megatron Core 0.8.0 saves the legacy torch format by default (``--use-dist-ckpt`` off,
+    tag core_v0.8.0 arguments.py:1317-1318; checkpointing.py:329-331, 374-377): data-parallel
+    rank 0 of each stage alone writes its whole state, as DeepSpeed without bf16; 0.9.0 on
+    saves torch_dist fully parallel (arguments.py:1425, 1441-1442), a third a node here. Two
+    stages of 3 replicas at TP 2 in bf16; every node reads its own whole state."""
+    from test_step_collectives import _plan
+
+    from sim.profiles.build import build_plan
+    from sim.profiles.formations import checkpoint_rule, node_checkpoint_bytes
+    from sim.profiles.frameworks import FrameworkSpec
+
+    prof = load_profiles(models=("OPT-350",))
+    sizes = prof.model("OPT-350").layer_sizes(2)
+    for version, rule in (("0.8.0", "rank0"), ("0.9.0", "spread")):
+        plan = _plan(2, 3, tp=2, fw=FrameworkSpec("megatron", version=version,
+                                                  precision="bf16"))
+        b = build_plan(plan, prof, steps=1, check_memory=False)
+        assert checkpoint_rule(b) == rule
+        got = node_checkpoint_bytes(b)
+        for j, st in enumerate(plan.stages):
+            whole = 2 * sum(sizes[x].params for x in st.layers) * (4 + 8)
+            want = ((whole, whole), (0.0, whole), (0.0, whole)) if rule == "rank0" else \
+                ((whole / 3, whole),) * 3
+            assert got[3 * j:3 * j + 3] == want
+
+
 def test_checkpoint_restart_with_a_bandwidth_on_a_scripted_trace_by_hand(tmp_path, capsys):
     """As the scripted run above with ``checkpoint_bandwidth=1GB/s``: a checkpoint takes
     C = 2,590,838,784 B / 1e9 B/s (the busiest node's bytes), a restart 3 s plus the same

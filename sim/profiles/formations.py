@@ -81,7 +81,15 @@ terms, times the node's ``tp`` GPUs), as the plan's framework writes a checkpoin
   replicated shards over its ranks as evenly as it can
   (``megatron/core/dist_checkpointing/strategies/fully_parallel.py:46-58``): each node
   writes ``tp x (weights + optimizer) / dp`` (the even split; the greedy split by
-  tensor is at least that), and reads ``tp x (weights + optimizer)``.
+  tensor is at least that), and reads ``tp x (weights + optimizer)``. So from Megatron
+  Core 0.9.0 (tag ``core_v0.9.0``: ``megatron/training/arguments.py:1425``, ``--ckpt-format``
+  default ``torch_dist``; ``1441-1442``, fully parallel save unless
+  ``--no-ckpt-fully-parallel-save``). Megatron Core 0.8.0 saves the legacy ``torch`` format
+  unless ``--use-dist-ckpt`` (tag ``core_v0.8.0``: ``arguments.py:1317-1318``, off by
+  default; ``checkpointing.py:301-304``, ``329-331``, ``374-377``: data-parallel rank 0
+  alone builds its model and optimizer state and saves it with ``torch.save``, the optimizer whole
+  without ``--use-distributed-optimizer``, off by default, ``arguments.py:1453``): as
+  DeepSpeed without bf16, each node reading ``tp x (weights + optimizer)``.
 
 Pipelines of different depths (reconfiguration's mixed templates): the largest node's
 bytes over the depths' plans of ``P`` pipelines.
@@ -104,6 +112,9 @@ __all__ = ["PlanStepTimes", "plan_node_kind", "checkpoint_rule", "node_checkpoin
 #: group shares the writes).
 CHECKPOINT_RULES = {"deepspeed": "rank0", "sailor-deepspeed": "rank0", "ddp": "rank0",
                     "megatron": "spread"}
+#: A release that writes otherwise than its key's rule, by (key, version): Megatron Core
+#: 0.8.0's default legacy format (module notes).
+CHECKPOINT_RULE_RELEASES = {("megatron", "0.8.0"): "rank0"}
 
 
 def checkpoint_rule(build: Any) -> str:
@@ -111,7 +122,8 @@ def checkpoint_rule(build: Any) -> str:
     (DeepSpeed's BF16_Optimizer: every rank writes its optimizer partition too) or
     ``"spread"`` (module notes)."""
     fb = build.behaviour
-    rule = CHECKPOINT_RULES[fb.framework.key]
+    key = fb.framework.key
+    rule = CHECKPOINT_RULE_RELEASES.get((key, fb.framework.versions[0]), CHECKPOINT_RULES[key])
     return rule + "-bf16" if rule == "rank0" and fb.bf16_allgather is not None else rule
 
 
