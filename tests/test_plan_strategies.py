@@ -269,6 +269,28 @@ def test_without_a_bandwidth_the_run_says_the_cost_is_the_artifacts(capsys):
     assert "not this plan's bytes" in cost["source"] and "bandwidth" not in cost
 
 
+def test_the_checkpoint_line_names_a_chosen_interval(capsys):
+    """checkpoint-restart's interval=overhead chooses its interval from each checkpoint's
+    stall (CheckFreq), adaptive from ``every`` at first: the cost line said "every 10 steps"
+    for both (the default ``every``), and the JSON's ``every`` 10, though an overhead run
+    checkpointed far less often."""
+    base = ["--plan", PLAN, "--model", "OPT-350", "--steps", "1", "--replications", "1",
+            "--strategy"]
+    over = _json(capsys, [*base, "checkpoint-restart:interval=overhead"])["checkpoint_cost"]
+    assert (over["every"], over["interval"]) == (None, "overhead")
+    adapt = _json(capsys, [*base, "checkpoint-restart:interval=adaptive,every=7"])
+    assert (adapt["checkpoint_cost"]["every"], adapt["checkpoint_cost"]["interval"]) == \
+        (7, "adaptive")
+    fixed = _json(capsys, [*base, "checkpoint-restart"])["checkpoint_cost"]
+    assert fixed["every"] == 10 and "interval" not in fixed
+    assert main(["train", *base, "checkpoint-restart:interval=overhead,"
+                 "checkpoint_bandwidth=1GB/s"]) == 0
+    text = capsys.readouterr().out
+    assert "at the interval=overhead rule" in text and "every 10 steps" not in text
+    assert main(["train", *base, "checkpoint-restart:interval=adaptive"]) == 0
+    assert "every 10 steps at first (interval=adaptive)" in capsys.readouterr().out
+
+
 def test_reconfiguration_with_a_template_out_of_memory_waits(tmp_path, capsys):
     """GPT-Neo-2.7 on V100-16 nodes (TP 4): 2 stages fit, all 34 layers on one node do not.
     reconfiguration:min_nodes=1 may form a 1-node template, but that re-partition cannot
