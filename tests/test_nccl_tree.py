@@ -171,3 +171,64 @@ def test_a_ring_across_shared_hosts_counts_the_tuners_steps(prof):
              for j, h in enumerate("xyxy")]
     t = _shared_host_allreduce_time(prof.network, nodes, [[0, 2], [1, 3]], 4.0, "ring", prof)
     assert t == pytest.approx(4 * (LAT + 1 / B) + 2 * 1 / I, rel=1e-12)
+
+
+DS32 = FrameworkSpec("deepspeed", precision="fp32")
+
+
+def _dp_hosted(last_hosts, first_hosts, tp=2, fw=DS32):
+    """Two stages of ``len(last_hosts)`` replicas at TP ``tp`` (4-GPU A100-40 nodes, zone A):
+    stage 0's replica ``i`` on ``first_hosts[i]``, stage 1's on ``last_hosts[i]``."""
+    def stage(layers, hosts):
+        return StageSpec(layers, tuple(ReplicaSpec("A100-40", tp, gpus_per_node=4, zone=A,
+                                                   host=h) for h in hosts))
+    r = len(last_hosts)
+    return Plan((stage(tuple(range(13)), first_hosts), stage(tuple(range(13, 26)),
+                 last_hosts)), 2, 2 * r * 4, model="OPT-350", framework=fw)
+
+
+def test_loss_all_reduce_of_data_parallel_ranks_on_shared_hosts(prof):
+    """DeepSpeed fp32, two stages of four replicas at TP 2, the last stage's replicas 0, 1 on
+    node a and 2, 3 on node b (stage 0's on c, c, d, d). The loss all-reduce runs on each of
+    the two data-parallel groups (``runtime/pipe/topology.py``: one TP rank of each replica):
+    4 ranks on 2 NCCL nodes (``init.cc`` 1110-1148), so the tuner's LL latencies (ring
+    ``6.6 + (6 - 4) + 4 x 2.7 = 19.4`` us, tree ``6.8 + 2 ((4 / 2 - 1) + 5) = 18.8``) pick the
+    tree (``tuning.cc`` 158-162, 248-252): a's chain 1 -> 0, b's 3 -> 2, b's first rank below
+    a's (``connect.cc`` 50-59, 134-160). Both groups run at once: each hop carries 2 messages
+    of 4 bytes, inside a node 2 flows at ``I`` (the A100's per-flow intra-node rate with 2
+    flows), between nodes ``l + 2 x 4 / B``. Reduce, the slowest of 1 -> 0 and 3 -> 2 -> 0:
+    ``4 / I + l + 8 / B``; the broadcast back the same. Then each last replica sends
+    ``[loss, mean]`` (8 bytes, 2 flows) to its stage 0 over another node: ``l + 16 / B``.
+
+    Neither half alone gives this: with every replica a node (the data-parallel fix alone) 4
+    nodes of one rank, the ring, 6 steps of ``l + 2 (4 / 4) / B``; with the model-parallel
+    rank count (the shared-host fix alone) 8 ranks on 2 nodes, the tree with one message a
+    hop, ``2 (l + 4 / B + 4 / I1)``."""
+    from sim.profiles.build import intra_bandwidth
+
+    assert analytic.nccl_small_allreduce_algorithm(2, 4) == "tree"
+    assert analytic.nccl_small_allreduce_algorithm(4, 4) == "ring"
+    rep = ReplicaSpec("A100-40", 2, gpus_per_node=4, zone=A, host="a")
+    I2 = intra_bandwidth(prof, rep, 2, 4.0)
+    plan = _dp_hosted("aabb", "ccdd")
+    b = build_plan(plan, prof, steps=1, check_memory=False)
+    allreduce = 2 * (4 / I2 + LAT + 8 / B)
+    hand = allreduce + LAT + 16 / B
+    assert b.loss_time == pytest.approx(hand, rel=1e-12)
+    assert b.optimizer_collective_time == 0.0  # fp32: no clipping, no overflow check
+    assert abs(6 * (LAT + 2 / B) - allreduce) > 0.019  # each half alone, told apart
+    I1 = intra_bandwidth(prof, rep, 1, 4.0)
+    assert abs(2 * (LAT + 4 / B + 4 / I1) - allreduce) > 1e-8
+    # the hosts interleaved (a, b, a, b): the same two nodes, chains 2 -> 0 and 3 -> 1
+    inter = build_plan(_dp_hosted("abab", "cdcd"), prof, steps=1, check_memory=False)
+    assert inter.loss_time == pytest.approx(hand, rel=1e-12)
+    # two replicas on one node: NCCL's ring on one node (both groups at once), 2 steps of
+    # 2 flows of 4 / 2 bytes inside it
+    one = build_plan(_dp_hosted("aa", "cd"), prof, steps=1, check_memory=False)
+    ring = 2 * 2 / intra_bandwidth(prof, rep, 2, 2.0)
+    assert one.loss_time == pytest.approx(ring + LAT + 16 / B, rel=1e-12)
+    # the DES over the plan's physical network agrees with the closed form
+    net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
+    des = training_model(net.config, Streams(0).replication(0))["step_time_mean"]
+    assert des == pytest.approx(predictions("training", b.config)["step_time_mean"]["value"],
+                                rel=1e-9)

@@ -132,7 +132,7 @@ def test_a_checkpoint_is_the_plans_bytes_over_the_bandwidth():
     assert t.checkpoint_bytes((2,)) == (busiest, busiest)
     from sim.profiles.formations import node_checkpoint_bytes
 
-    nodes = node_checkpoint_bytes(t._build(2, 2, 32))  # stage-major: s0r0 s0r1 s1r0 s1r1
+    nodes = node_checkpoint_bytes(t._build(2, 2, 32), t.profiles.model("OPT-350"))  # stage-major: s0r0 s0r1 s1r0 s1r1
     assert nodes == ((4 * 12 * STAGE0, 4 * 12 * STAGE0), (0.0, 4 * 12 * STAGE0),
                      (busiest, busiest), (0.0, busiest))
 
@@ -156,7 +156,7 @@ def test_the_writers_of_bf16_and_megatron_by_hand(key, rule):
     b = build_plan(plan, prof, steps=1, check_memory=False)
     assert checkpoint_rule(b) == rule
     sizes = prof.model("OPT-350").layer_sizes(2)
-    got = node_checkpoint_bytes(b)
+    got = node_checkpoint_bytes(b, prof.model("OPT-350"))
     for j, st in enumerate(plan.stages):
         P = sum(sizes[x].params for x in st.layers)
         if rule == "rank0-bf16":
@@ -165,8 +165,69 @@ def test_the_writers_of_bf16_and_megatron_by_hand(key, rule):
             whole = 2 * 2 * flat + part
             assert got[3 * j:3 * j + 3] == ((whole, whole), (part, whole), (part, whole))
         else:
-            whole = 2 * (P * 4 + P * 8)  # the memory model's fp32 weights and Adam's 8 bytes
+            whole = 2 * P * (2 + 4 + 8)  # bf16 weights, fp32 master weights, Adam's moments
             assert got[3 * j:3 * j + 3] == ((whole / 3, whole),) * 3
+
+
+@pytest.mark.parametrize("fw, per", [
+    (("deepspeed", "fp16"), 2 + 4 + 8),  # fp16 layer files, FP16_Optimizer's fp32 master, Adam
+    (("sailor-deepspeed", "fp16"), 2 + 4 + 8),
+    (("megatron", "fp16"), 2 + 4 + 8),  # Float16Module, fp32_from_fp16_params, Adam
+    (("deepspeed", "fp32"), 4 + 8),  # the profile's own precision: the memory model's terms
+    (("ddp", "fp16"), 4 + 8),  # DDP: the memory model's terms
+])
+def test_a_16_bit_checkpoint_of_an_fp32_profile_holds_the_master_weights(fw, per):
+    """OPT-350's profile is fp32 (4 bytes a weight, Adam's 8 a parameter). Trained in fp16,
+    DeepSpeed writes fp16 layer files and FP16_Optimizer's state with its fp32 master copy
+    (v0.16.4 runtime/fp16/fused_optimizer.py:447-448), Megatron-LM its Float16Module's fp16
+    weights and fp32_from_fp16_params (core_v0.9.0 megatron/core/optimizer/optimizer.py:
+    609-614): 14 bytes a parameter. They took the memory model's 4 + 8 = 12. Replica 0 of
+    one stage (two replicas, TP 1 for DDP's one stage), per node."""
+    from test_step_collectives import _plan
+
+    from sim.profiles.build import build_plan
+    from sim.profiles.formations import node_checkpoint_bytes
+    from sim.profiles.frameworks import FrameworkSpec
+
+    prof = load_profiles(models=("OPT-350",))
+    mp = prof.model("OPT-350")
+    assert (mp.bytes_per_value, mp.optimizer_bytes_per_param) == (4, 8)
+    L, tp = (1, 1) if fw[0] == "ddp" else (2, 2)
+    plan = _plan(L, 2, tp=tp, fw=FrameworkSpec(fw[0], precision=fw[1]))
+    b = build_plan(plan, prof, steps=1, check_memory=False)
+    got = node_checkpoint_bytes(b, mp)
+    sizes = mp.layer_sizes(tp)
+    for j, st in enumerate(plan.stages):
+        whole = tp * (sum(sizes[x].params for x in st.layers) * per)
+        assert got[2 * j][1] == whole
+        assert got[2 * j][0] == (whole / 2 if fw[0] == "megatron" else whole)
+
+
+def test_megatron_core_0_8_writes_from_data_parallel_rank_0():
+    """Megatron Core 0.8.0 saves the legacy torch format by default (``--use-dist-ckpt`` off,
+    tag core_v0.8.0 arguments.py:1317-1318; checkpointing.py:329-331, 374-377): data-parallel
+    rank 0 of each stage alone writes its whole state, as DeepSpeed without bf16; 0.9.0 on
+    saves torch_dist fully parallel (arguments.py:1425, 1441-1442), a third a node here. Two
+    stages of 3 replicas at TP 2 in bf16; every node reads its own whole state."""
+    from test_step_collectives import _plan
+
+    from sim.profiles.build import build_plan
+    from sim.profiles.formations import checkpoint_rule, node_checkpoint_bytes
+    from sim.profiles.frameworks import FrameworkSpec
+
+    prof = load_profiles(models=("OPT-350",))
+    sizes = prof.model("OPT-350").layer_sizes(2)
+    for version, rule in (("0.8.0", "rank0"), ("0.9.0", "spread")):
+        plan = _plan(2, 3, tp=2, fw=FrameworkSpec("megatron", version=version,
+                                                  precision="bf16"))
+        b = build_plan(plan, prof, steps=1, check_memory=False)
+        assert checkpoint_rule(b) == rule
+        got = node_checkpoint_bytes(b, prof.model("OPT-350"))
+        for j, st in enumerate(plan.stages):
+            whole = 2 * (sum(sizes[x].params for x in st.layers) * (2 + 4 + 8))
+            want = ((whole, whole), (0.0, whole), (0.0, whole)) if rule == "rank0" else \
+                ((whole / 3, whole),) * 3
+            assert got[3 * j:3 * j + 3] == want
 
 
 def test_checkpoint_restart_with_a_bandwidth_on_a_scripted_trace_by_hand(tmp_path, capsys):
@@ -206,6 +267,28 @@ def test_without_a_bandwidth_the_run_says_the_cost_is_the_artifacts(capsys):
     cost = out["checkpoint_cost"]
     assert (cost["checkpoint"], cost["restart"], cost["every"]) == (15.8, 55.5, 10)
     assert "not this plan's bytes" in cost["source"] and "bandwidth" not in cost
+
+
+def test_the_checkpoint_line_names_a_chosen_interval(capsys):
+    """checkpoint-restart's interval=overhead chooses its interval from each checkpoint's
+    stall (CheckFreq), adaptive from ``every`` at first: the cost line said "every 10 steps"
+    for both (the default ``every``), and the JSON's ``every`` 10, though an overhead run
+    checkpointed far less often."""
+    base = ["--plan", PLAN, "--model", "OPT-350", "--steps", "1", "--replications", "1",
+            "--strategy"]
+    over = _json(capsys, [*base, "checkpoint-restart:interval=overhead"])["checkpoint_cost"]
+    assert (over["every"], over["interval"]) == (None, "overhead")
+    adapt = _json(capsys, [*base, "checkpoint-restart:interval=adaptive,every=7"])
+    assert (adapt["checkpoint_cost"]["every"], adapt["checkpoint_cost"]["interval"]) == \
+        (7, "adaptive")
+    fixed = _json(capsys, [*base, "checkpoint-restart"])["checkpoint_cost"]
+    assert fixed["every"] == 10 and "interval" not in fixed
+    assert main(["train", *base, "checkpoint-restart:interval=overhead,"
+                 "checkpoint_bandwidth=1GB/s"]) == 0
+    text = capsys.readouterr().out
+    assert "at the interval=overhead rule" in text and "every 10 steps" not in text
+    assert main(["train", *base, "checkpoint-restart:interval=adaptive"]) == 0
+    assert "every 10 steps at first (interval=adaptive)" in capsys.readouterr().out
 
 
 def test_reconfiguration_with_a_template_out_of_memory_waits(tmp_path, capsys):

@@ -1037,7 +1037,12 @@ def checkpoint_cost(cfg: TrainingConfig) -> dict[str, Any] | None:
             or not hasattr(s, "checkpoint"):
         return None
     bw = getattr(s, "checkpoint_bandwidth", None)
-    out: dict[str, Any] = {"every": s.every}
+    # the interval: every ``every`` steps unless the strategy chooses it (checkpoint-restart's
+    # interval=overhead from each checkpoint's stall, adaptive from ``every`` at first)
+    rule = getattr(s, "interval", "fixed")
+    out: dict[str, Any] = {"every": None if rule == "overhead" else s.every}
+    if rule != "fixed":
+        out["interval"] = rule
     if bw is None:
         default = type(s)()
         given = s.checkpoint != default.checkpoint or s.restart != default.restart
@@ -1213,8 +1218,13 @@ def run(args: argparse.Namespace) -> int:
                 f" ({format_quantity(cc['bytes_written'], SIZE)} written, "
                 f"{format_quantity(cc['bytes_read'], SIZE)} "
                 f"read by the busiest node at {format_quantity(cc['bandwidth'], RATE)})")
-            every = f"checkpoint {cc['checkpoint']:.4g} s every {cc['every']} steps" \
-                if cc["every"] else "no checkpoint (every=0)"
+            rule = cc.get("interval")
+            every = f"checkpoint {cc['checkpoint']:.4g} s " + (
+                "at the interval=overhead rule (each checkpoint's stall at most overhead_bound "
+                "of the steps' compute)" if rule == "overhead" else
+                f"every {cc['every']} steps at first (interval=adaptive)" if rule == "adaptive"
+                else f"every {cc['every']} steps") if cc["every"] or rule == "overhead" \
+                else "no checkpoint (every=0)"
             print(f"  {every}, restart {cc['restart']:.4g} s{io}, full formation: "
                   f"{cc['source']}")
     if cfg.failure_trace is not None:

@@ -81,7 +81,28 @@ terms, times the node's ``tp`` GPUs), as the plan's framework writes a checkpoin
   replicated shards over its ranks as evenly as it can
   (``megatron/core/dist_checkpointing/strategies/fully_parallel.py:46-58``): each node
   writes ``tp x (weights + optimizer) / dp`` (the even split; the greedy split by
-  tensor is at least that), and reads ``tp x (weights + optimizer)``.
+  tensor is at least that), and reads ``tp x (weights + optimizer)``. So from Megatron
+  Core 0.9.0 (tag ``core_v0.9.0``: ``megatron/training/arguments.py:1425``, ``--ckpt-format``
+  default ``torch_dist``; ``1441-1442``, fully parallel save unless
+  ``--no-ckpt-fully-parallel-save``). Megatron Core 0.8.0 saves the legacy ``torch`` format
+  unless ``--use-dist-ckpt`` (tag ``core_v0.8.0``: ``arguments.py:1317-1318``, off by
+  default; ``checkpointing.py:301-304``, ``329-331``, ``374-377``: data-parallel rank 0
+  alone builds its model and optimizer state and saves it with ``torch.save``, the optimizer whole
+  without ``--use-distributed-optimizer``, off by default, ``arguments.py:1453``): as
+  DeepSpeed without bf16, each node reading ``tp x (weights + optimizer)``.
+
+The memory model's ``weights`` and ``optimizer`` terms are the model profile's values (its
+``bytes_per_value`` a weight, its ``optimizer_bytes_per_param``): where the plan trains in 16
+bits on a profile measured in fp32 (or in fp32 on a 16-bit profile), DeepSpeed and
+Megatron-LM write otherwise: a 16-bit weight in the layer files and the model state, and in
+the optimizer's state an fp32 master copy (DeepSpeed's FP16_Optimizer, v0.16.4
+``runtime/fp16/fused_optimizer.py:447-448``, ``fp32_groups_flat`` beside the base
+optimizer's state; Megatron Core's Float16OptimizerWithFloat16Params, tag ``core_v0.9.0``
+``megatron/core/optimizer/optimizer.py:609-614``, ``617-644`` sharded:
+``fp32_from_fp16_params``) and the moments (the profile's optimizer bytes less the 4 of
+a master it holds when 16-bit, :func:`~sim.profiles.build.bf16_state_bytes`): ``2 + 4 +
+moments`` bytes a parameter in 16 bits, ``4 + moments`` in fp32 (OPT-350's fp32 profile in
+fp16: 14, not the memory model's 4 + 8). DDP keeps the memory model's terms.
 
 Pipelines of different depths (reconfiguration's mixed templates): the largest node's
 bytes over the depths' plans of ``P`` pipelines.
@@ -104,6 +125,9 @@ __all__ = ["PlanStepTimes", "plan_node_kind", "checkpoint_rule", "node_checkpoin
 #: group shares the writes).
 CHECKPOINT_RULES = {"deepspeed": "rank0", "sailor-deepspeed": "rank0", "ddp": "rank0",
                     "megatron": "spread"}
+#: A release that writes otherwise than its key's rule, by (key, version): Megatron Core
+#: 0.8.0's default legacy format (module notes).
+CHECKPOINT_RULE_RELEASES = {("megatron", "0.8.0"): "rank0"}
 
 
 def checkpoint_rule(build: Any) -> str:
@@ -111,20 +135,45 @@ def checkpoint_rule(build: Any) -> str:
     (DeepSpeed's BF16_Optimizer: every rank writes its optimizer partition too) or
     ``"spread"`` (module notes)."""
     fb = build.behaviour
-    rule = CHECKPOINT_RULES[fb.framework.key]
+    key = fb.framework.key
+    rule = CHECKPOINT_RULE_RELEASES.get((key, fb.framework.versions[0]), CHECKPOINT_RULES[key])
     return rule + "-bf16" if rule == "rank0" and fb.bf16_allgather is not None else rule
 
 
-def node_checkpoint_bytes(build: Any) -> tuple[tuple[float, float], ...]:
-    """Per node of a built plan (stage-major, as ``build.memory``): the bytes it writes for a
-    checkpoint and the bytes it reads at a restart (module notes)."""
+#: The framework keys whose 16-bit training keeps the weights in 16 bits and an fp32 master
+#: copy in the optimizer's state, both in the checkpoint (module notes).
+MASTER_COPY_KEYS = ("deepspeed", "sailor-deepspeed", "megatron")
+
+
+def _param_bytes(build: Any, model: Any) -> float | None:
+    """Checkpoint bytes a parameter takes where the plan's precision is not its model
+    profile's (module notes: a 16-bit weight, an fp32 master copy and the optimizer's
+    moments); None where the memory model's weights and optimizer terms are those bytes."""
+    from .build import bf16_state_bytes
+
+    fb = build.behaviour
+    half = fb.precision in ("fp16", "bf16")
+    if fb.framework.key not in MASTER_COPY_KEYS or half == (model.bytes_per_value == 2):
+        return None
+    moments = bf16_state_bytes(model.bytes_per_value, model.optimizer_bytes_per_param)
+    return (2.0 + 4.0 if half else 4.0) + moments
+
+
+def node_checkpoint_bytes(build: Any, model: Any) -> tuple[tuple[float, float], ...]:
+    """Per node of a built plan of ``model`` (its :class:`~sim.profiles.values.ModelProfile`;
+    stage-major, as ``build.memory``): the bytes it writes for a checkpoint and the bytes it
+    reads at a restart (module notes)."""
     rule = checkpoint_rule(build)
+    per = None if rule == "rank0-bf16" else _param_bytes(build, model)
     dp = {}
     for g in build.memory:
         dp[g.stage] = dp.get(g.stage, 0) + 1
     out = []
     for g in build.memory:
-        state = g.tp * (g.weights + g.optimizer)
+        if per is None:
+            state = g.tp * (g.weights + g.optimizer)
+        else:  # the memory model's weights are the profile's values: its parameters
+            state = g.tp * (g.weights / model.bytes_per_value * per)
         if rule == "spread":
             written = state / dp[g.stage]
         elif g.replica == 0:
@@ -263,9 +312,13 @@ class PlanStepTimes:
             b = self._build(n, P, math.ceil(M / P))
             if b is None:  # pragma: no cover - such a formation has no step time: never formed
                 continue
-            for written, read in node_checkpoint_bytes(b):
+            for written, read in node_checkpoint_bytes(b, self._model_profile()):
                 w, r = max(w, written), max(r, read)
         return w, r
+
+    def _model_profile(self) -> Any:
+        """The profile of the plan's model."""
+        return self.profiles.model(self.model)
 
     def checkpoint_rule(self) -> str:
         """The plan's framework's checkpoint writers (:func:`checkpoint_rule`)."""
