@@ -195,6 +195,23 @@ def test_cli_plan_writes_a_plan_dtsim_train_reads(tmp_path, capsys):
     assert train["step_time_mean"] == pytest.approx(chosen["predicted_iteration_time"], rel=1e-9)
 
 
+def test_plan_and_train_print_peak_memory_in_one_unit(tmp_path, capsys):
+    """dtsim plan's table gives peak memory in GiB, as dtsim train --plan does for the same
+    plan (it gave decimal GB: 18.0 here against train's 16.8 GiB)."""
+    out = tmp_path / "best.json"
+    assert main(["plan", "--model", "OPT-350", "--fleet-from-runs", "mit-N2_D1,mit-N2_D2",
+                 "--top", "1", "--simulate", "0", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(x for x in lines if "layers per stage" in x)
+    row = next(x for x in lines if x.startswith("*"))
+    col = head.index("peak GiB")
+    shown = row[col:].split()[0]
+    assert main(["train", "--plan", str(out), "--model", "OPT-350", "--steps", "1",
+                 "--replications", "1"]) == 0
+    text = capsys.readouterr().out
+    assert f"peak GPU memory {shown} GiB" in text
+
+
 def test_cli_plan_times_plans_on_the_fleet_files_links(tmp_path, capsys):
     """dtsim plan --fleet FILE uses the file's links: with GH200 links of 1e3 B/s the best plan
     keeps to one node (its replicas all-reduce over the node's intra-node link) and is slower

@@ -340,7 +340,7 @@ def test_explain_says_how_much_the_step_barrier_can_add(prof, capsys):
             assert x["step_join"] == ("pipeline" if fw == "megatron" else "last-stage")
             assert x["step_join_bound"] == pytest.approx(want, abs=1e-15)
             if x["step_join_bound"] > 0:
-                _print_explain(x)
+                _print_explain(x, b.config.microbatches)
                 assert "may be up to" in capsys.readouterr().out
                 printed += 1
     assert printed >= 1

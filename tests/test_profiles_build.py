@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -183,6 +184,23 @@ def _two_stage_plan(tmp_path, global_batch_size: int):
                                            {"first_layer": 12, "last_layer": 25,
                                             "replicas": r}]}))
     return plan
+
+
+def test_explain_says_which_micro_batch_count_is_per_pipeline(capsys):
+    """The shipped clariden-OPT-350-N8_D2 plan, 2 pipelines: --explain's header names pipeline
+    0's 32 micro-batches as a part of the step's m=64 (the run line's m), not a bare "32
+    micro-batches" next to "m=64"."""
+    plan = str(Path(__file__).parents[1] / "sim/profiles/data/runs/clariden-OPT-350-N8_D2.json")
+    cmd = ["train", "--plan", plan, "--model", "OPT-350", "--steps", "1", "--replications", "1",
+           "--explain"]
+    assert main(cmd + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    mk, m = out["explain"]["microbatches"], out["microbatches"]
+    assert (mk, m) == (32, 64)
+    assert main(cmd) == 0
+    text = capsys.readouterr().out
+    assert (f"pipeline 0, which runs {mk} of the step's m={m} micro-batches; seconds" in text
+            and f", m={m}, N=1;" in text)
 
 
 def test_cli_plan_json_and_explain(tmp_path, capsys):

@@ -114,6 +114,32 @@ def test_redundancy_replay_is_exact(tmp_path):
     assert ref == 138.0
 
 
+@pytest.mark.parametrize("every,at,old", [(0, 15.0, 74.5), (1, 23.0, 82.0)])
+def test_redundancy_two_losses_at_one_instant_are_both_lost(tmp_path, every, at, old):
+    """Ring 0 = (s0r0 s1r0 s2r0) loses its stage-0 and stage-1 nodes at the same instant:
+    stage 0's copy is on the stage-1 node, so the pair is fatal, as two adjacent losses a
+    moment apart are. 10 s steps (two rings), rebalance 4, restart 6, N=5. Mid step 2 (at
+    15, no checkpoint): back to step 0, restart to 21 on one ring (16 s; 4 workers left):
+    five steps, 101. During the checkpoint after step 2 (every step, 2 s: steps end 10, 22,
+    checkpoints 12, 24; at 23): back to step 1, restart to 29, four steps of 16 + 2: 101.
+    The replay used to lose only the first node and drop the second silently: a takeover,
+    the step (or checkpoint) ran on, rebalance, one ring: 74.5 and 82."""
+    rows = [(at, 0), (at, 2)]  # s0r0 and s1r0 (stage-major indices, replicas=2)
+    spec = f"redundancy:every={every},checkpoint=2,rebalance=4,restart=6,boot=0"
+    cfg = TrainingConfig(stages=3, replicas=2, steps=5, step_times=RD_TIMES,
+                         failure_trace=_removals(tmp_path, rows, 3, 2), strategy=spec)
+    engine, m = _run(cfg)
+    assert engine == "job"
+    assert m["training_time"] == 101.0
+    assert (m["fatal_failures"], m["rebalances"], m["restarts"]) == (1.0, 0.0, 1.0)
+    ref = analytic.replay_redundancy(
+        n0=6, removals=rows, stages=3, replicas=2, steps=5,
+        step_time=lambda sizes, held: RD_TIMES.lookup(len(sizes)),
+        overhead=lambda sizes, t: 0.0, slowdown=1.5, rebalance=4.0, restart=6.0,
+        threshold=0.05, every=every, checkpoint=2.0)
+    assert ref == 101.0 != old
+
+
 def test_redundancy_two_adjacent_losses_are_fatal():
     """Losing a node and then the node holding its copy is fatal; a non-adjacent one is not."""
     from sim.training.strategies.redundancy import Rings

@@ -389,8 +389,7 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
                     break
                 frac = min(frac + (hit[0] - t) / d, 1.0)
                 t = hit[0]
-                tl.through(t)
-                if lose(hit[1]) == "fatal":
+                if "fatal" in [lose(w) for w in tl.through(t)]:  # each one lost at t
                     fatal, done, broke = True, committed, True
                     break
             if broke:
@@ -407,8 +406,7 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
                         committed = done
                         break
                     t = hit[0]
-                    tl.through(t)
-                    if lose(hit[1]) == "fatal":
+                    if "fatal" in [lose(w) for w in tl.through(t)]:
                         fatal, done, broke = True, committed, True
                         break
                 if broke:

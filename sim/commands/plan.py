@@ -254,8 +254,9 @@ def _check_prices(args: argparse.Namespace, fleet: Any) -> None:
         seen.add(gpu)
 
 
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.1f}"
+def _gib(x: float) -> str:
+    """Bytes in GiB, the unit ``dtsim train --plan`` prints peak memory in."""
+    return f"{x / 2**30:.1f}"
 
 
 def _est(e: Any) -> str:
@@ -424,9 +425,9 @@ def run(args: argparse.Namespace) -> int:
             if math.isfinite(c.samples_per_dollar) else "not measured"
         rows.append(("*" if i == chosen else "", i + 1, c.layout, shape, gpus,
                      c.plan.microbatch_size, stages, f"{c.iteration_time:.4g}", sim,
-                     _gb(c.peak_memory), f"{c.samples_per_second:.4g}", spd))
+                     _gib(c.peak_memory), f"{c.samples_per_second:.4g}", spd))
     print_table(rows, ("", "#", "layout", "p x dp", "GPUs", "mbs", "layers per stage",
-                       "predicted s", "simulated s", "peak GB", "samples/s", "samples/$"))
+                       "predicted s", "simulated s", "peak GiB", "samples/s", "samples/$"))
     if lacking:
         print(f"failure trace {trace} (by worker name, as dtsim train --plan): not simulated "
               "under it, plans " + ", ".join(f"{i + 1} (no {w})" for i, w in lacking.items()))

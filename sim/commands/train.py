@@ -1061,9 +1061,10 @@ def checkpoint_cost(cfg: TrainingConfig) -> dict[str, Any] | None:
     return out
 
 
-def _print_explain(x: dict[str, Any]) -> None:
-    print(f"where an iteration's time goes (failure-free, pipeline {x['pipeline']}, "
-          f"{x['microbatches']} micro-batches; seconds):")
+def _print_explain(x: dict[str, Any], m: int) -> None:
+    """``m``: the step's micro-batches over all pipelines (the run line's ``m=``)."""
+    print(f"where an iteration's time goes (failure-free; pipeline {x['pipeline']}, which runs "
+          f"{x['microbatches']} of the step's m={m} micro-batches; seconds):")
     rows = [(str(s["stage"]), f"{s['forward']:.4g}", f"{s['backward']:.4g}",
              f"{s['compute']:.4g}", f"{s['p2p']:.4g}", f"{s['bubble']:.4g}")
             for s in x["stages"]]
@@ -1205,7 +1206,7 @@ def run(args: argparse.Namespace) -> int:
         for note in build.estimates:
             print(f"  estimated, not measured: {note}")
         if args.explain:
-            _print_explain(out["explain"])
+            _print_explain(out["explain"], cfg.microbatches)
     print(f"L={cfg.stages} stages, replicas {','.join(map(str, cfg.replicas))} ({cfg.workers} "
           f"workers), {cfg.schedule}/{cfg.routing}, m={cfg.microbatches}, N={cfg.steps}; "
           f"{args.replications} replications, seed {args.seed}")
