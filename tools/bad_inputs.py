@@ -577,8 +577,15 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("pipeline/availability-above-1", P("--availability", "1.5"), refuse("availability"))
     add("pipeline/availability-nan", P("--availability", "nan"), refuse("availability"))
     add("pipeline/domain-outage-negative", P("--domain-outage", "-0.1"), refuse("domain_outage"))
-    add("pipeline/skip-penalty-above-1", P("--skip-penalty", "2"), refuse("skip_penalty"))
-    add("pipeline/penalty-unknown", P("--penalty", "bogus"), refuse("penalty"))
+    add("pipeline/skip-penalty-above-1", P("--skip-budget", "1", "--skip-penalty", "2"),
+        refuse("skip_penalty"))
+    add("pipeline/penalty-unknown", P("--skip-budget", "1", "--skip-penalty", "0.1", "--penalty",
+                                      "bogus"), refuse("penalty"))
+    # (audit 7) without a skip budget nothing is skipped: kappa and its form were ignored
+    add("pipeline/skip-penalty-without-skip-budget", P("--skip-penalty", "0.1"),
+        refuse("skip_penalty"), note="s = 0: accepted and ignored (kappa only in the header)")
+    add("pipeline/penalty-without-skip-penalty", P("--penalty", "additive"), refuse("penalty"),
+        note="accepted and ignored, as dtsim design refuses it")
     add("pipeline/distribution-unknown", P("--distribution", "bogus"), refuse("failure_distribution"))
     add("pipeline/mean-downtime-zero", P("--mean-downtime", "0"), refuse("mean_downtime"))
     add("pipeline/rate-zero", P("--rate", "0"), refuse("rate"))
@@ -1180,6 +1187,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
             ok("throughput"))
         add("train/skip-penalty-without-skip-budget", TR("--skip-penalty", "0.1"),
             refuse("skip_penalty"))
+        add("train/penalty-without-skip-penalty", TR("--penalty", "additive"), refuse("penalty"),
+            note="audit 7: accepted and ignored (no skip loses quality), as dtsim design "
+                 "refuses it")
         add("train/one-replication-no-interval",
             TR("--replications", "1", "--pass-time-distribution", "exponential"),
             ok("no interval"),
@@ -1873,6 +1883,9 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     series.write_text("time,price\n0,1\n")
     add("train/plan-price-series", T("--plan", good, "--price-series", str(series), *one),
         refuse("price_series"), note="a plan's --price is per GPU-hour")
+    add("train/plan-arrival", T("--plan", good, "--arrival", "poisson", *one), refuse("arrival"),
+        note="audit 7: accepted and ignored (a plan never runs async; without --plan the "
+             "config refuses it)")
     add("train/p2p-unknown-without-network", T("--p2p", "sometimes"), refuse("p2p"))
     add("train/interleaved-microbatches", T("--schedule", "interleaved", "--virtual-stages", "2",
                                             "--stages", "4", "--microbatches-per-step", "6"),

@@ -397,6 +397,8 @@ def _check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "domain_downtime", args.domain_outage > 0 or args.topology is not None,
                   "with --domain-outage > 0 or --topology (no domain outages otherwise)")
     refuse_unless(args, "skip_penalty", args.skip_budget > 0, "with --skip-budget > 0")
+    # (audit 7) it shapes the quality after a skip only: kappa 0 loses nothing either way
+    refuse_unless(args, "penalty", given(args, "skip_penalty"), "with --skip-penalty")
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
     plan = args.plan is not None
@@ -414,6 +416,9 @@ def _check_options(args: argparse.Namespace) -> None:
                   "the framework engine)")
     refuse_unless(args, "hour", not plan, "without --plan (a plan's times are seconds; another "
                   "--hour would only relabel them)")
+    # (audit 7) a plan runs 1f1b, gpipe or 1f1b-dynamic, never async: --arrival was ignored
+    refuse_unless(args, "arrival", not plan, "without --plan (arrivals pace --schedule async "
+                  "only; a plan's schedule has a step barrier)")
     refuse_unless(args, "price_series", not plan, "without --plan (a plan's --price is per "
                   "GPU-hour; a price series per worker-hour is not defined for it yet)")
     for dest in ("sync_wait", "stragglers"):  # they were accepted and ignored with --plan
