@@ -757,6 +757,17 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("gossip/adversary-nodes-by-name-ok",
         G("--topology", str(named), "--adversary", "stubborn", "--adversary-nodes", "lab-b-01",
           "--rounds", "5", "--replications", "2"), ok("gossip"))
+    # (audit 7) an empty item of a list was dropped silently: 1,,2 ran as 1,2 and 1, as 1
+    for id_, opt, text in (("adversary-nodes-empty-item", "--adversary-nodes", "1,,2"),
+                           ("adversary-nodes-trailing-comma", "--adversary-nodes", "1,"),
+                           ("adversary-nodes-empty-name", "--adversary-nodes", "lab-b-01,,"),
+                           ("stubborn-values-empty-item", "--stubborn-values", "1,,2")):
+        extra = ("--topology", str(named)) if "name" in id_ else ("--num-adversaries", "2") \
+            if opt == "--stubborn-values" else ()
+        add(f"gossip/{id_}", G(*extra, "--adversary", "stubborn", opt, text),
+            refuse(opt[2:].replace("-", "_")))
+    add("gossip/step-time-empty-item", G("--objective", "quadratic", "--step-time", "1,,2"),
+        refuse("step_time"))
     add("gossip/num-adversaries-too-many", G("--adversary", "stubborn", "--num-adversaries", "16"),
         refuse("num_adversaries"))
     add("gossip/noise-negative", G("--noise", "-1"), refuse("noise"))
