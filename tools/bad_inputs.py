@@ -1741,6 +1741,16 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
                                            *one), refuse("fleet"))
     add("train/plan-fleet-dev-zero", T("--plan", good, "--fleet", "/dev/zero", *one),
         refuse("fleet"))
+    # (audit 7) only a fleet file's links time a plan: one with no link between the plan's
+    # node kinds (none at all, or another zone's) changed nothing and was accepted
+    nodes_only = fx.root / "fleet-nodes-only.json"
+    nodes_only.write_text(_json.dumps({"nodes": [{"gpu": "GH-96", "gpus_per_node": 4,
+                                                  "zone": "us-central1-a", "count": 2}]}))
+    add("train/plan-fleet-without-links", T("--plan", good, "--fleet", str(nodes_only), *one),
+        refuse("fleet"), note="a fleet of nodes only: its nodes are not used by --plan")
+    add("train/plan-fleet-links-of-another-zone", T("--plan", good, "--fleet", str(eu_fleet),
+                                                    *one),
+        refuse("fleet"), note="links for GH-96@eu only, the plan in us-central1-a")
     tied_tp = plan("plan-tied-tp.json", [{"first_layer": 0, "last_layer": 11,
                                           "replicas": rep("GH-96", 2, 4)},
                                          {"first_layer": 12, "last_layer": 25,

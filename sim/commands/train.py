@@ -197,7 +197,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--fleet", default=None, metavar="FILE",
       help="with --plan: a fleet file (dtsim plan --fleet's); its links time the plan's "
            "transfers in place of the profiles' network for the pairs of node kinds it names, "
-           "as in the search that wrote the plan (its nodes are not used)")
+           "as in the search that wrote the plan (its nodes are not used; a file with no link "
+           "between node kinds of the plan is refused)")
     a("--explain", action="store_true",
       help="with --plan: print where an iteration's time goes (compute per stage, bubbles, "
            "point-to-point, all-reduce, optimizer)")
@@ -487,6 +488,22 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
     return kw
 
 
+def _check_fleet_links(args: argparse.Namespace, plan: Any) -> None:
+    """Refuse a ``--fleet`` none of whose links joins two node kinds of the plan (audit 7).
+
+    Only a fleet file's links time a plan (its nodes are not used), so a file without links,
+    or with links only for other GPU types or zones, changed nothing and was accepted."""
+    if args.fleet is None:
+        return
+    from ._common import fleet_joins_plan
+
+    joins, kinds = fleet_joins_plan(args.fleet, plan)
+    if not joins:
+        raise ConfigError("fleet", "a fleet file with a link between node kinds of the plan ("
+                          + ", ".join(kinds) + "; with --plan only its links are used, its "
+                          "nodes are not)", args.fleet)
+
+
 def _with_fleet(args: argparse.Namespace, profiles: Any) -> Any:
     """The profiles with ``--fleet``'s links (as dtsim plan --fleet timed the plan with)."""
     from ..profiles import with_fleet
@@ -546,6 +563,7 @@ def build_from_args(args: argparse.Namespace) -> Any:
         if name is None:
             raise ConfigError("model", "given (--model NAME) when the plan does not name it", None)
         profiles = _with_fleet(args, load_profiles(args.profiles, models=(name,)))
+    _check_fleet_links(args, plan)
     fw = None
     if args.framework is not None:  # over the plan's own table, key by key
         fw = framework_from_text(args.framework, plan.framework)
