@@ -1896,6 +1896,14 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("skip_budget"), note="DeepSpeed's blocking pipeline cannot skip a stage")
     add("train/plan-failures-without-restart", T("--plan", good, "--mtbf", "100", *one),
         refuse("restart_cost"), note="a framework run restarts from its checkpoint")
+    add("train/plan-restart-without-failures", T("--plan", good, "--restart-cost", "5", *one),
+        refuse("restart_cost"), note="audit 7: no failure, no lost step: accepted and ignored")
+    add("train/restart-cost-without-failures", T("--restart-cost", "5"), refuse("restart_cost"),
+        note="audit 7: accepted and ignored")
+    add("train/restart-cost-with-checkpoints-runs", T("--restart-cost", "5", "--checkpoint-every",
+                                                      "2", "--steps", "2", "--replications", "1"),
+        ok("throughput"), note="a checkpoint interval needs the restart model even without "
+        "failures (its checkpoints cost time)")
     add("train/plan-profiles-not-folder", T("--plan", good, "--profiles", str(fx.file), *one),
         refuse("profiles"))
     add("train/plan-interleaved", T("--plan", good, "--schedule", "interleaved", *one),
@@ -3722,6 +3730,9 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
             ("replace-time-with-simulate-0", ("--mtbf", "100", "--replace-time", "5",
                                               "--restart-cost", "5"), refuse("mtbf|replace_time")),
             ("restart-cost-with-simulate-0", ("--restart-cost", "5"), refuse("restart_cost")),
+            # audit 7: simulated without failures, the restart cost was accepted and ignored
+            ("restart-cost-without-failures", ("--simulate", "1", "--restart-cost", "5"),
+             refuse("restart_cost")),
             ("checkpoint-every-with-simulate-0", ("--checkpoint-every", "2"),
              refuse("checkpoint_every")),
             ("failure-trace-with-simulate-0", ("--failure-trace", "aws-p3"),

@@ -198,6 +198,10 @@ def _failures(args: argparse.Namespace) -> dict[str, Any]:
     refuse_unless(args, "replace_time", math.isfinite(args.mtbf), "with a finite --mtbf")
     refuse_unless(args, "checkpoint_cost", args.checkpoint_every > 0, "with --checkpoint-every > 0")
     trace = failure_trace_from_args(args)
+    # (audit 7) a restart follows a lost iteration: without failures none is lost
+    refuse_unless(args, "restart_cost", math.isfinite(args.mtbf) or trace is not None
+                  or args.checkpoint_every > 0, "with --mtbf, --failure-trace or "
+                  "--checkpoint-every > 0: without failures no iteration is lost")
     kw: dict[str, Any] = {}
     if args.mtbf != math.inf:
         kw.update(mtbf=args.mtbf, replace_time=args.replace_time)

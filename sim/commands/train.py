@@ -888,6 +888,12 @@ def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
     refuse_unless(args, "stall_limit", cfg.failures, "with failures (--availability < 1, "
                   "--mtbf, --domain-outage or --failure-trace): without any, every run "
                   "progresses")
+    # (audit 7) a restart follows a lost step: without failures none is lost and the cost was
+    # ignored (a checkpoint interval needs it in the config; a strategy has its own restarts)
+    refuse_unless(args, "restart_cost", cfg.failures or cfg.checkpoint_every > 0
+                  or cfg.strategy is not None, "with failures (--availability < 1, --mtbf, "
+                  "--domain-outage or --failure-trace) or --checkpoint-every > 0: without any, "
+                  "no step is lost and none restarts")
     lat = cfg.latency
     moves = cfg.stages > 1 and (cfg.activation_size > 0 or cfg.network is not None
                                 or cfg.transfer_times is not None
