@@ -1896,6 +1896,9 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("skip_budget"), note="DeepSpeed's blocking pipeline cannot skip a stage")
     add("train/plan-failures-without-restart", T("--plan", good, "--mtbf", "100", *one),
         refuse("restart_cost"), note="a framework run restarts from its checkpoint")
+    add("train/plan-strategy-rebalance-1e10", T("--plan", good, "--mtbf", "100", "--strategy",
+                                                "redundancy:rebalance=1e10", *one),
+        refuse("rebalance"), note="audit 7: a rebalance failures always interrupt: hours")
     add("train/plan-restart-without-failures", T("--plan", good, "--restart-cost", "5", *one),
         refuse("restart_cost"), note="audit 7: no failure, no lost step: accepted and ignored")
     add("train/restart-cost-without-failures", T("--restart-cost", "5"), refuse("restart_cost"),
@@ -3907,6 +3910,11 @@ def users_strategy_cases(fx: Fixtures) -> list[Case]:
             ("checkpoint-restart:interval=overhead", ok("checkpoint-restart")),
             ("checkpoint-restart:snapshot=overlapped,copy=1", ok("checkpoint-restart")),
             ("redundancy:rebalance=inf", refuse("rebalance")),
+            # audit 7: a cost the failures always interrupt ran for hours (the watchdog waits
+            # 1000 x it): 1.6e12 expected transitions, refused naming it
+            ("redundancy:rebalance=1e10", refuse("rebalance")),
+            ("checkpoint-restart:restart=1e10", refuse("restart")),
+            ("reconfiguration:reconfigure=1e10", refuse("reconfigure")),
             ("redundancy:threshold=-0.1", refuse("threshold")),
             ("redundancy:overhead=-1", refuse("overhead")),
             ("redundancy:overhead=x", refuse("overhead")),
