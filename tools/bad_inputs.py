@@ -1237,6 +1237,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("sync"))
         add("train/diloco-quorum-over-groups", TR(*D4, "--sync", "diloco:every=4,quorum=9"),
             refuse("sync"))
+        add("train/diloco-grace-with-quorum-of-all-groups",
+            TR(*D4, "--sync", "diloco:every=4,quorum=4,grace=2"), refuse("sync"),
+            note="audit 7: quorum = groups: the window had no effect (accepted)")
         add("train/diloco-grace-without-quorum", TR(*D4, "--sync", "diloco:every=4,grace=2"),
             refuse("sync"))
         add("train/diloco-grace-unit-without-quorum",
@@ -1344,6 +1347,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("learners/steps-not-multiple", LR("--steps", "150"), refuse("steps"))
         add("learners/quorum-over-learners", LR("--quorum", "9"), refuse("quorum"))
         add("learners/grace-without-quorum", LR("--grace", "5"), refuse("grace"))
+        add("learners/grace-with-quorum-of-all", LR("--quorum", "4", "--grace", "5"),
+            refuse("grace"), note="audit 7: the 4th report of 4 is the last: no window "
+            "follows it (accepted, results bit-identical)")
         add("learners/mtbf-zero", LR("--mtbf", "0"), refuse("mtbf"))
         add("learners/step-time-shape-deterministic", LR("--step-time-shape", "0.9"),
             refuse("step_time_shape"))
