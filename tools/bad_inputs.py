@@ -158,6 +158,18 @@ def dtsim(*args: str) -> list[str]:
     return [sys.executable, "-m", "sim", *args]
 
 
+def _override(base: Sequence[str], extra: Sequence[str]) -> list[str]:
+    """``base`` (option-value pairs) less the options ``extra`` sets, then ``extra``: an
+    option typed twice with two values is refused (audit 7), so a case that changes a
+    default of its group's options replaces it instead of repeating it."""
+    given = {t for t in extra if t.startswith("--")}
+    out: list[str] = []
+    for opt, value in zip(base[::2], base[1::2], strict=True):
+        if opt not in given:
+            out += [opt, value]
+    return [*out, *extra]
+
+
 class Fixtures:
     """Files, folders and mounts the cases point at; removed by :meth:`close`."""
 
@@ -574,6 +586,21 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("pipeline/replicas-1e9-vector", P("--stages", "4", "--replicas", big), ok("drop rate"),
         timeout=60, note="the vector engine draws stage outages, not workers: it fits")
     add("pipeline/skip-budget-above-L", P("--stages", "3", "--skip-budget", "4"), refuse("skip_budget"))
+    # (audit 7) an option typed twice with two values: argparse kept the last, silently
+    for cmd, opt, a, b in (("pipeline", "--stages", "2", "3"), ("train", "--stages", "2", "3"),
+                           ("learners", "--learners", "2", "3"), ("gossip", "--nodes", "8", "9"),
+                           ("failures", "--horizon", "10", "20")):
+        add(f"{cmd}/option-twice", dtsim(cmd, opt, a, opt, b), refuse(opt[2:].replace("-", "_")))
+    add("learners/option-twice-abbreviated", dtsim("learners", "--learn", "2", "--learners",
+                                                   "3"),
+        refuse("learners"), note="argparse's unique prefix is the same option")
+    add("train/option-twice-with-equals", dtsim("train", "--steps=2", "--steps", "3"),
+        refuse("steps"))
+    add("plan/fleet-twice", dtsim("plan", "--model", "OPT-350", "--fleet", "a.json", "--fleet",
+                                  "b.json"), refuse("fleet"))
+    add("train/option-twice-same-value-runs", dtsim("train", "--replications", "1", "--steps",
+                                                    "2", "--steps", "2"), ok("throughput"),
+        note="nothing ignored: the same value twice")
     add("pipeline/availability-above-1", P("--availability", "1.5"), refuse("availability"))
     add("pipeline/availability-nan", P("--availability", "nan"), refuse("availability"))
     add("pipeline/domain-outage-negative", P("--domain-outage", "-0.1"), refuse("domain_outage"))
@@ -1574,8 +1601,9 @@ def traffic_cases(fx: Fixtures) -> list[Case]:
             refuse("backward_ratio"), note="ran the training programs with zero-time backward "
             "passes and timed gradient transfers before")
         add(f"p2p/{p2p}-strategy-failures-ok",
-            T(*fw3, "--p2p", p2p, "--steps", "4", "--availability", "0.99", "--strategy",
-              "checkpoint-restart:every=2", "--restart-cost", "1"), ok("throughput"),
+            dtsim("train", "--replications", "1", *fw3, "--p2p", p2p, "--steps", "4",
+                  "--availability", "0.99", "--strategy", "checkpoint-restart:every=2",
+                  "--restart-cost", "1"), ok("throughput"),
             note="the strategy's restart cost: was refused as 'restart_cost' must be given")
     return cases
 
@@ -2751,11 +2779,12 @@ def planner_cases(fx: Fixtures) -> list[Case]:
                                             "ddp:bucket_cap_mb=1e-300"),
         refuse("bucket_cap_mb"), note="the search's bounds used to run for ever")
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
-    add("plan/failures-without-restart", P(*gh, *quick, "--simulate", "1", "--mtbf", "100"),
+    add("plan/failures-without-restart", P(*gh, *_override(quick, ("--simulate", "1", "--mtbf",
+                                                                  "100"))),
         refuse("restart_cost"),
         note="a framework run restarts from its last checkpoint")
-    add("plan/failures-without-restart-megatron", P(*gh, *quick, "--simulate", "1", "--mtbf",
-                                                    "100", "--framework", "megatron"),
+    add("plan/failures-without-restart-megatron", P(*gh, *_override(quick, (
+        "--simulate", "1", "--mtbf", "100", "--framework", "megatron"))),
         refuse("restart_cost"), note="names p2p batched, Megatron-LM's (said p2p blocking)")
     add("plan/replace-time-without-mtbf", P(*gh, *quick, "--replace-time", "5"),
         refuse("replace_time"))
@@ -3383,7 +3412,7 @@ def users_network_cases(fx: Fixtures) -> list[Case]:
             ("solver-full", ("--solver", "full"), ok("makespan")),
             ("json", ("--json",), ok('"finish"')),
     ):
-        add(f"option-{name}", N(*topo, "--flows", fl, *extra), expect)
+        add(f"option-{name}", N(*topo, *_override(("--flows", fl), extra)), expect)
     add("option-seed-random-family", N("--topology", "random-regular:n=8,degree=3,bandwidth=5",
                                        "--flows", fl01, "--seed", "3"), ok("makespan"))
     add("option-seed-graph-file", N("--topology", abc, "--flows", flows("ac2", "a,c,1,0\n"),
@@ -3778,7 +3807,7 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
             ("out-under-file", ("--out", fx.under_file + "/p.json"), refuse("out")),
             ("json", ("--json",), ok('"plans"')),
     ):
-        add(name, P(*gh, *q, *extra), expect)
+        add(name, P(*gh, *_override(q, extra)), expect)
     for name, gbs, expect in (("batch-negative", "-8", refuse("global_batch_size")),
                               ("batch-text", "eight", refuse("--global-batch-size")),
                               ("batch-prime", "7", ok("predicted")),
@@ -3850,7 +3879,7 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
         note="a list of every node (15 GB) and a hang before: nodes are kept as runs")
     add("nodes-count-999999999-runs", P("--nodes", "GH-96:4x999999999@us-central1-a", *q),
         ok("predicted"), timeout=60, note="the largest count --nodes takes: a hang before")
-    add("mtbf-1e400s-is-none", P(*gh, *q, "--simulate", "1", "--mtbf", "1e400s"),
+    add("mtbf-1e400s-is-none", P(*gh, *_override(q, ("--simulate", "1", "--mtbf", "1e400s"))),
         ok("predicted"),
         note="as --mtbf 1e400 and inf: no failure (it was refused as not finite)")
     add("restart-cost-1e400-plain", P(*gh, *q, "--mtbf", "1h", "--restart-cost", "1e400"),
@@ -4267,8 +4296,8 @@ def timeline_cases(fx: Fixtures) -> list[Case]:
         refuse("timeline"))
     add("train/timeline-run-too-large", dtsim("train", "--steps", "100000000", "--timeline", out),
         refuse("timeline"), note="about 2.4e10 passes: refused, not run")
-    add("train/timeline-cap-too-small-for-run", dtsim("train", *small, "--steps", "1000",
-                                                      "--timeline", out,
+    add("train/timeline-cap-too-small-for-run", dtsim("train", *_override(small, (
+        "--steps", "1000")), "--timeline", out,
                                                       "--timeline-max-events", "1"),
         refuse("timeline"), note="the run's 8000 passes are more than 50 x a cap of 1")
     add("pipeline/timeline-vector-engine", dtsim("pipeline", "--stages", "3", "--timeline", out),
