@@ -102,6 +102,58 @@ def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> froze
     return frozenset(vars(ns))
 
 
+def repeated_options(parser: argparse.ArgumentParser,
+                     argv: Sequence[str]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """The options ``argv`` types twice or more with different values: ``(dest, option,
+    values)`` each (audit 7: argparse keeps the last, so ``--stages 2 --stages 3`` ran 3 and
+    the 2 was silently ignored). A repeatable option (``action="append"``, ``--price``) is
+    not one; a flag or a value typed twice alike loses nothing and is not one either.
+
+    ``argv`` starts with the subcommand; a token ``--name`` or ``--name=value`` is matched
+    as argparse does (whole, or a unique prefix); ``--`` ends the options."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not argv or not subs or argv[0] not in subs[0].choices:
+        return ()
+    sub = subs[0].choices[argv[0]]
+    strings = {o: a for o, a in sub._option_string_actions.items() if o.startswith("--")}
+    seen: dict[str, tuple[argparse.Action, str, list[str]]] = {}
+    rest = list(argv[1:])
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        i += 1
+        if tok == "--":
+            break
+        if not tok.startswith("--"):
+            continue
+        name, eq, value = tok.partition("=")
+        action = strings.get(name)
+        if action is None:
+            hits = {a for o, a in strings.items() if o.startswith(name)}
+            action = hits.pop() if len(hits) == 1 else None
+        if action is None or isinstance(action, (argparse._AppendAction,
+                                                 argparse._CountAction)):
+            continue
+        if action.nargs == 0:
+            value = ""
+        elif action.nargs is None:
+            if not eq and i < len(rest):
+                value = rest[i]
+                i += 1
+        else:  # an optional or multi-valued option: not compared
+            continue
+        seen.setdefault(action.dest, (action, name, []))[2].append(value)
+    return tuple((dest, a.option_strings[-1], tuple(v)) for dest, (a, _, v) in seen.items()
+                 if len(set(v)) > 1)
+
+
+def refuse_repeated(args: argparse.Namespace) -> None:
+    """Refuse an option typed twice with different values (the first was silently ignored)."""
+    for dest, option, values in getattr(args, "_repeated", ()):
+        raise ConfigError(dest, f"given once ({option} typed {len(values)} times: only the last "
+                          "would count)", ", ".join(values))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dtsim`` and ``python -m sim``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -109,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(argv[0] if argv else None)
         args = parser.parse_args(argv)
         args._given = given_options(parser, argv)
+        args._repeated = repeated_options(parser, argv)
     except KeyboardInterrupt:
         print(f"dtsim{' ' + argv[0] if argv and not argv[0].startswith('-') else ''}: "
               "interrupted", file=sys.stderr)
@@ -133,6 +186,7 @@ def refuse_empty(args: argparse.Namespace) -> None:
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; its errors become one line and an exit status."""
     try:
+        refuse_repeated(args)
         refuse_empty(args)
         return int(args._run(args) or 0)
     except ConfigError as exc:

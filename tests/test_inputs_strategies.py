@@ -99,3 +99,21 @@ def test_infinite_slowdown_and_unreachable_step_table_are_refused(tmp_path):
     f.write_text("workers,step_time\n1000000000000,5\n")
     with pytest.raises(ConfigError, match="'step_times' must be a table with a count the job"):
         TrainingConfig(stages=2, replicas=2, strategy="checkpoint-restart", step_times=str(f))
+
+
+@pytest.mark.parametrize("spec, name", [("redundancy:rebalance=1e10", "rebalance"),
+                                        ("checkpoint-restart:restart=1e10", "restart"),
+                                        ("reconfiguration:reconfigure=1e10", "reconfigure")])
+def test_a_formation_cost_failures_always_interrupt_is_refused_before_any_work(spec, name):
+    """(audit 7) With a worker failing every 100 s on average (8 of them: one every 12.5 s),
+    a 1e10 s formation cost never completes, and the stall watchdog waits 1000 x it: 1.6e12
+    expected up/down transitions before it stops the run (it ran for hours). Refused naming
+    the cost; max_time or stall_limit bound it, so either makes the same config run."""
+    base = dict(stages=4, replicas=2, steps=20, mtbf=100.0, strategy=spec)
+    with pytest.raises(ConfigError) as e:
+        TrainingConfig(**base)
+    assert e.value.name == name and e.value.value == 1e10
+    assert "1.6e+12 here" in str(e.value)
+    for bound in (dict(max_time=1e5), dict(stall_limit=1000.0)):
+        TrainingConfig(**base, **bound)  # 2 x 0.08 x 1e5 = 1.6e4 transitions at most
+    TrainingConfig(**{**base, "strategy": spec.replace("1e10", "1e4")})  # 1.6e6 transitions

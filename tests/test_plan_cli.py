@@ -281,6 +281,36 @@ def test_a_plan_searched_on_a_fleet_files_links_runs_on_them(tmp_path, capsys):
                                                     f"'{fleet}'")
 
 
+def test_a_fleet_file_without_a_link_of_the_plan_is_refused_and_not_printed(tmp_path, capsys):
+    """(audit 7) dtsim train --plan uses a fleet file's links only: a file with none between
+    the plan's node kinds (nodes only, or links of another zone) changed nothing and was
+    accepted; it is refused in one line, and dtsim plan --out no longer prints it in the
+    command it suggests (which would now be refused)."""
+    nodes = [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "us-central1-a", "count": 2}]
+    end = {"gpu": "GH-96", "zone": "eu"}
+    other = [{"src": end, "dst": end, "flows": k, "bandwidth": "100Gbit/s", "latency": "20us"}
+             for k in (1, 2, 4)]
+    out = tmp_path / "best.json"
+    for name, doc in (("nodes-only", {"nodes": nodes}),
+                      ("other-zone", {"nodes": nodes, "links": other})):
+        fleet = tmp_path / f"{name}.json"
+        fleet.write_text(json.dumps(doc))
+        assert main(["plan", "--model", "OPT-350", "--fleet", str(fleet), "--global-batch-size",
+                     "8", "--top", "1", "--simulate", "0", "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert f"(dtsim train --plan {out} --model OPT-350)" in printed
+        argv = ["train", "--plan", str(out), "--model", "OPT-350", "--steps", "1",
+                "--replications", "1"]
+        assert main(argv) == 0  # the printed command runs
+        capsys.readouterr()
+        assert main([*argv, "--fleet", str(fleet)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].endswith(
+            "'fleet' must be a fleet file with a link between node kinds of the plan "
+            "(GH-96@us-central1-a; with --plan only its links are used, its nodes are not): "
+            f"'{fleet}'")
+
+
 def _shape_only(tmp_path, network=True):
     """A profiles folder with model S given by its shape alone (and the shipped curves)."""
     import shutil

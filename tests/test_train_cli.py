@@ -208,3 +208,17 @@ def test_diloco_text_says_exact_once(capsys):
                 if x.startswith("compute utilisation"))
     assert line.startswith("compute utilisation 0.769231 (exact), ")
     assert line.count("exact") == 1
+
+
+def test_an_option_typed_twice_with_two_values_is_refused(capsys):
+    """(audit 7) argparse keeps the last of an option typed twice: --stages 2 --stages 3 ran 3
+    stages and ignored the 2 silently. Refused in one line naming it (also as --stages=2 and
+    by a unique prefix); the same value twice loses nothing and runs."""
+    base = ["train", "--replications", "1", "--steps", "1"]
+    for argv in (["--stages", "2", "--stages", "3"], ["--stages=2", "--stag", "3"]):
+        assert main([*base, *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["dtsim train: error: 'stages' must be given once (--stages typed 2 times: "
+                       "only the last would count): '2, 3'"]
+    assert main([*base, "--stages", "3", "--stages", "3"]) == 0
+    capsys.readouterr()

@@ -624,3 +624,21 @@ def test_a_failure_as_a_report_closes_the_grace_window_comes_after_it_in_both_en
         assert eng["training_time"] == 18.0 and eng["goodput_fraction"] == 0.5
         for key in ("training_time", "goodput_fraction", "outer_syncs", "compute_utilisation"):
             assert des[key] == pytest.approx(eng[key], rel=1e-12), key
+
+
+def test_a_grace_window_with_every_learner_or_group_in_the_quorum_is_refused():
+    """(audit 7) An outer step fires once K have reported and every member still up has, or
+    W after the K-th report: with K the learners (the groups) the K-th report is the last, so
+    W changed nothing (both engines gave bit-identical results with and without it, under
+    failures) and was accepted. Refused in one line; K below M keeps its window."""
+    with pytest.raises(ConfigError) as e:
+        LearnersConfig(learners=4, quorum=4, grace=5.0)
+    assert e.value.name == "grace" and e.value.value == 5.0
+    LearnersConfig(learners=4, quorum=4)
+    LearnersConfig(learners=4, quorum=3, grace=5.0)
+    base = dict(stages=2, replicas=4, microbatches=4, steps=8)
+    with pytest.raises(ConfigError) as e:
+        TrainingConfig(**base, sync="diloco:every=4,groups=2,quorum=2,grace=3")
+    assert e.value.name == "sync" and "quorum equal to groups (2" in str(e.value)
+    TrainingConfig(**base, sync="diloco:every=4,groups=2,quorum=1,grace=3")
+    TrainingConfig(**base, sync="diloco:every=4,groups=2,quorum=2")

@@ -158,6 +158,18 @@ def dtsim(*args: str) -> list[str]:
     return [sys.executable, "-m", "sim", *args]
 
 
+def _override(base: Sequence[str], extra: Sequence[str]) -> list[str]:
+    """``base`` (option-value pairs) less the options ``extra`` sets, then ``extra``: an
+    option typed twice with two values is refused (audit 7), so a case that changes a
+    default of its group's options replaces it instead of repeating it."""
+    given = {t for t in extra if t.startswith("--")}
+    out: list[str] = []
+    for opt, value in zip(base[::2], base[1::2], strict=True):
+        if opt not in given:
+            out += [opt, value]
+    return [*out, *extra]
+
+
 class Fixtures:
     """Files, folders and mounts the cases point at; removed by :meth:`close`."""
 
@@ -574,11 +586,33 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("pipeline/replicas-1e9-vector", P("--stages", "4", "--replicas", big), ok("drop rate"),
         timeout=60, note="the vector engine draws stage outages, not workers: it fits")
     add("pipeline/skip-budget-above-L", P("--stages", "3", "--skip-budget", "4"), refuse("skip_budget"))
+    # (audit 7) an option typed twice with two values: argparse kept the last, silently
+    for cmd, opt, a, b in (("pipeline", "--stages", "2", "3"), ("train", "--stages", "2", "3"),
+                           ("learners", "--learners", "2", "3"), ("gossip", "--nodes", "8", "9"),
+                           ("failures", "--horizon", "10", "20")):
+        add(f"{cmd}/option-twice", dtsim(cmd, opt, a, opt, b), refuse(opt[2:].replace("-", "_")))
+    add("learners/option-twice-abbreviated", dtsim("learners", "--learn", "2", "--learners",
+                                                   "3"),
+        refuse("learners"), note="argparse's unique prefix is the same option")
+    add("train/option-twice-with-equals", dtsim("train", "--steps=2", "--steps", "3"),
+        refuse("steps"))
+    add("plan/fleet-twice", dtsim("plan", "--model", "OPT-350", "--fleet", "a.json", "--fleet",
+                                  "b.json"), refuse("fleet"))
+    add("train/option-twice-same-value-runs", dtsim("train", "--replications", "1", "--steps",
+                                                    "2", "--steps", "2"), ok("throughput"),
+        note="nothing ignored: the same value twice")
     add("pipeline/availability-above-1", P("--availability", "1.5"), refuse("availability"))
     add("pipeline/availability-nan", P("--availability", "nan"), refuse("availability"))
     add("pipeline/domain-outage-negative", P("--domain-outage", "-0.1"), refuse("domain_outage"))
-    add("pipeline/skip-penalty-above-1", P("--skip-penalty", "2"), refuse("skip_penalty"))
-    add("pipeline/penalty-unknown", P("--penalty", "bogus"), refuse("penalty"))
+    add("pipeline/skip-penalty-above-1", P("--skip-budget", "1", "--skip-penalty", "2"),
+        refuse("skip_penalty"))
+    add("pipeline/penalty-unknown", P("--skip-budget", "1", "--skip-penalty", "0.1", "--penalty",
+                                      "bogus"), refuse("penalty"))
+    # (audit 7) without a skip budget nothing is skipped: kappa and its form were ignored
+    add("pipeline/skip-penalty-without-skip-budget", P("--skip-penalty", "0.1"),
+        refuse("skip_penalty"), note="s = 0: accepted and ignored (kappa only in the header)")
+    add("pipeline/penalty-without-skip-penalty", P("--penalty", "additive"), refuse("penalty"),
+        note="accepted and ignored, as dtsim design refuses it")
     add("pipeline/distribution-unknown", P("--distribution", "bogus"), refuse("failure_distribution"))
     add("pipeline/mean-downtime-zero", P("--mean-downtime", "0"), refuse("mean_downtime"))
     add("pipeline/rate-zero", P("--rate", "0"), refuse("rate"))
@@ -750,6 +784,17 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("gossip/adversary-nodes-by-name-ok",
         G("--topology", str(named), "--adversary", "stubborn", "--adversary-nodes", "lab-b-01",
           "--rounds", "5", "--replications", "2"), ok("gossip"))
+    # (audit 7) an empty item of a list was dropped silently: 1,,2 ran as 1,2 and 1, as 1
+    for id_, opt, text in (("adversary-nodes-empty-item", "--adversary-nodes", "1,,2"),
+                           ("adversary-nodes-trailing-comma", "--adversary-nodes", "1,"),
+                           ("adversary-nodes-empty-name", "--adversary-nodes", "lab-b-01,,"),
+                           ("stubborn-values-empty-item", "--stubborn-values", "1,,2")):
+        extra = ("--topology", str(named)) if "name" in id_ else ("--num-adversaries", "2") \
+            if opt == "--stubborn-values" else ()
+        add(f"gossip/{id_}", G(*extra, "--adversary", "stubborn", opt, text),
+            refuse(opt[2:].replace("-", "_")))
+    add("gossip/step-time-empty-item", G("--objective", "quadratic", "--step-time", "1,,2"),
+        refuse("step_time"))
     add("gossip/num-adversaries-too-many", G("--adversary", "stubborn", "--num-adversaries", "16"),
         refuse("num_adversaries"))
     add("gossip/noise-negative", G("--noise", "-1"), refuse("noise"))
@@ -1180,6 +1225,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
             ok("throughput"))
         add("train/skip-penalty-without-skip-budget", TR("--skip-penalty", "0.1"),
             refuse("skip_penalty"))
+        add("train/penalty-without-skip-penalty", TR("--penalty", "additive"), refuse("penalty"),
+            note="audit 7: accepted and ignored (no skip loses quality), as dtsim design "
+                 "refuses it")
         add("train/one-replication-no-interval",
             TR("--replications", "1", "--pass-time-distribution", "exponential"),
             ok("no interval"),
@@ -1216,6 +1264,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("sync"))
         add("train/diloco-quorum-over-groups", TR(*D4, "--sync", "diloco:every=4,quorum=9"),
             refuse("sync"))
+        add("train/diloco-grace-with-quorum-of-all-groups",
+            TR(*D4, "--sync", "diloco:every=4,quorum=4,grace=2"), refuse("sync"),
+            note="audit 7: quorum = groups: the window had no effect (accepted)")
         add("train/diloco-grace-without-quorum", TR(*D4, "--sync", "diloco:every=4,grace=2"),
             refuse("sync"))
         add("train/diloco-grace-unit-without-quorum",
@@ -1323,6 +1374,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("learners/steps-not-multiple", LR("--steps", "150"), refuse("steps"))
         add("learners/quorum-over-learners", LR("--quorum", "9"), refuse("quorum"))
         add("learners/grace-without-quorum", LR("--grace", "5"), refuse("grace"))
+        add("learners/grace-with-quorum-of-all", LR("--quorum", "4", "--grace", "5"),
+            refuse("grace"), note="audit 7: the 4th report of 4 is the last: no window "
+            "follows it (accepted, results bit-identical)")
         add("learners/mtbf-zero", LR("--mtbf", "0"), refuse("mtbf"))
         add("learners/step-time-shape-deterministic", LR("--step-time-shape", "0.9"),
             refuse("step_time_shape"))
@@ -1547,8 +1601,9 @@ def traffic_cases(fx: Fixtures) -> list[Case]:
             refuse("backward_ratio"), note="ran the training programs with zero-time backward "
             "passes and timed gradient transfers before")
         add(f"p2p/{p2p}-strategy-failures-ok",
-            T(*fw3, "--p2p", p2p, "--steps", "4", "--availability", "0.99", "--strategy",
-              "checkpoint-restart:every=2", "--restart-cost", "1"), ok("throughput"),
+            dtsim("train", "--replications", "1", *fw3, "--p2p", p2p, "--steps", "4",
+                  "--availability", "0.99", "--strategy", "checkpoint-restart:every=2",
+                  "--restart-cost", "1"), ok("throughput"),
             note="the strategy's restart cost: was refused as 'restart_cost' must be given")
     return cases
 
@@ -1720,6 +1775,16 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
                                            *one), refuse("fleet"))
     add("train/plan-fleet-dev-zero", T("--plan", good, "--fleet", "/dev/zero", *one),
         refuse("fleet"))
+    # (audit 7) only a fleet file's links time a plan: one with no link between the plan's
+    # node kinds (none at all, or another zone's) changed nothing and was accepted
+    nodes_only = fx.root / "fleet-nodes-only.json"
+    nodes_only.write_text(_json.dumps({"nodes": [{"gpu": "GH-96", "gpus_per_node": 4,
+                                                  "zone": "us-central1-a", "count": 2}]}))
+    add("train/plan-fleet-without-links", T("--plan", good, "--fleet", str(nodes_only), *one),
+        refuse("fleet"), note="a fleet of nodes only: its nodes are not used by --plan")
+    add("train/plan-fleet-links-of-another-zone", T("--plan", good, "--fleet", str(eu_fleet),
+                                                    *one),
+        refuse("fleet"), note="links for GH-96@eu only, the plan in us-central1-a")
     tied_tp = plan("plan-tied-tp.json", [{"first_layer": 0, "last_layer": 11,
                                           "replicas": rep("GH-96", 2, 4)},
                                          {"first_layer": 12, "last_layer": 25,
@@ -1865,6 +1930,17 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("skip_budget"), note="DeepSpeed's blocking pipeline cannot skip a stage")
     add("train/plan-failures-without-restart", T("--plan", good, "--mtbf", "100", *one),
         refuse("restart_cost"), note="a framework run restarts from its checkpoint")
+    add("train/plan-strategy-rebalance-1e10", T("--plan", good, "--mtbf", "100", "--strategy",
+                                                "redundancy:rebalance=1e10", *one),
+        refuse("rebalance"), note="audit 7: a rebalance failures always interrupt: hours")
+    add("train/plan-restart-without-failures", T("--plan", good, "--restart-cost", "5", *one),
+        refuse("restart_cost"), note="audit 7: no failure, no lost step: accepted and ignored")
+    add("train/restart-cost-without-failures", T("--restart-cost", "5"), refuse("restart_cost"),
+        note="audit 7: accepted and ignored")
+    add("train/restart-cost-with-checkpoints-runs", T("--restart-cost", "5", "--checkpoint-every",
+                                                      "2", "--steps", "2", "--replications", "1"),
+        ok("throughput"), note="a checkpoint interval needs the restart model even without "
+        "failures (its checkpoints cost time)")
     add("train/plan-profiles-not-folder", T("--plan", good, "--profiles", str(fx.file), *one),
         refuse("profiles"))
     add("train/plan-interleaved", T("--plan", good, "--schedule", "interleaved", *one),
@@ -1876,6 +1952,9 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     series.write_text("time,price\n0,1\n")
     add("train/plan-price-series", T("--plan", good, "--price-series", str(series), *one),
         refuse("price_series"), note="a plan's --price is per GPU-hour")
+    add("train/plan-arrival", T("--plan", good, "--arrival", "poisson", *one), refuse("arrival"),
+        note="audit 7: accepted and ignored (a plan never runs async; without --plan the "
+             "config refuses it)")
     add("train/p2p-unknown-without-network", T("--p2p", "sometimes"), refuse("p2p"))
     add("train/interleaved-microbatches", T("--schedule", "interleaved", "--virtual-stages", "2",
                                             "--stages", "4", "--microbatches-per-step", "6"),
@@ -2728,11 +2807,12 @@ def planner_cases(fx: Fixtures) -> list[Case]:
                                             "ddp:bucket_cap_mb=1e-300"),
         refuse("bucket_cap_mb"), note="the search's bounds used to run for ever")
     add("plan/compare-without-runs", P(*gh, *quick, "--compare-runs"), refuse("compare_runs"))
-    add("plan/failures-without-restart", P(*gh, *quick, "--simulate", "1", "--mtbf", "100"),
+    add("plan/failures-without-restart", P(*gh, *_override(quick, ("--simulate", "1", "--mtbf",
+                                                                  "100"))),
         refuse("restart_cost"),
         note="a framework run restarts from its last checkpoint")
-    add("plan/failures-without-restart-megatron", P(*gh, *quick, "--simulate", "1", "--mtbf",
-                                                    "100", "--framework", "megatron"),
+    add("plan/failures-without-restart-megatron", P(*gh, *_override(quick, (
+        "--simulate", "1", "--mtbf", "100", "--framework", "megatron"))),
         refuse("restart_cost"), note="names p2p batched, Megatron-LM's (said p2p blocking)")
     add("plan/replace-time-without-mtbf", P(*gh, *quick, "--replace-time", "5"),
         refuse("replace_time"))
@@ -3361,7 +3441,7 @@ def users_network_cases(fx: Fixtures) -> list[Case]:
             ("solver-full", ("--solver", "full"), ok("makespan")),
             ("json", ("--json",), ok('"finish"')),
     ):
-        add(f"option-{name}", N(*topo, "--flows", fl, *extra), expect)
+        add(f"option-{name}", N(*topo, *_override(("--flows", fl), extra)), expect)
     add("option-seed-random-family", N("--topology", "random-regular:n=8,degree=3,bandwidth=5",
                                        "--flows", fl01, "--seed", "3"), ok("makespan"))
     add("option-seed-graph-file", N("--topology", abc, "--flows", flows("ac2", "a,c,1,0\n"),
@@ -3743,6 +3823,9 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
             ("replace-time-with-simulate-0", ("--mtbf", "100", "--replace-time", "5",
                                               "--restart-cost", "5"), refuse("mtbf|replace_time")),
             ("restart-cost-with-simulate-0", ("--restart-cost", "5"), refuse("restart_cost")),
+            # audit 7: simulated without failures, the restart cost was accepted and ignored
+            ("restart-cost-without-failures", ("--simulate", "1", "--restart-cost", "5"),
+             refuse("restart_cost")),
             ("checkpoint-every-with-simulate-0", ("--checkpoint-every", "2"),
              refuse("checkpoint_every")),
             ("failure-trace-with-simulate-0", ("--failure-trace", "aws-p3"),
@@ -3779,7 +3862,7 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
             ("out-under-file", ("--out", fx.under_file + "/p.json"), refuse("out")),
             ("json", ("--json",), ok('"plans"')),
     ):
-        add(name, P(*gh, *q, *extra), expect)
+        add(name, P(*gh, *_override(q, extra)), expect)
     # a dtsim CSV of workers s{stage}r{replica}: by name, as dtsim train --plan replays it
     sim1 = ("--global-batch-size", "8", "--simulate", "1", "--top", "2", "--steps", "1",
             "--restart-cost", "0.01")
@@ -3868,7 +3951,7 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
         note="a list of every node (15 GB) and a hang before: nodes are kept as runs")
     add("nodes-count-999999999-runs", P("--nodes", "GH-96:4x999999999@us-central1-a", *q),
         ok("predicted"), timeout=60, note="the largest count --nodes takes: a hang before")
-    add("mtbf-1e400s-is-none", P(*gh, *q, "--simulate", "1", "--mtbf", "1e400s"),
+    add("mtbf-1e400s-is-none", P(*gh, *_override(q, ("--simulate", "1", "--mtbf", "1e400s"))),
         ok("predicted"),
         note="as --mtbf 1e400 and inf: no failure (it was refused as not finite)")
     add("restart-cost-1e400-plain", P(*gh, *q, "--mtbf", "1h", "--restart-cost", "1e400"),
@@ -3934,6 +4017,11 @@ def users_strategy_cases(fx: Fixtures) -> list[Case]:
             ("checkpoint-restart:interval=overhead", ok("checkpoint-restart")),
             ("checkpoint-restart:snapshot=overlapped,copy=1", ok("checkpoint-restart")),
             ("redundancy:rebalance=inf", refuse("rebalance")),
+            # audit 7: a cost the failures always interrupt ran for hours (the watchdog waits
+            # 1000 x it): 1.6e12 expected transitions, refused naming it
+            ("redundancy:rebalance=1e10", refuse("rebalance")),
+            ("checkpoint-restart:restart=1e10", refuse("restart")),
+            ("reconfiguration:reconfigure=1e10", refuse("reconfigure")),
             ("redundancy:threshold=-0.1", refuse("threshold")),
             ("redundancy:overhead=-1", refuse("overhead")),
             ("redundancy:overhead=x", refuse("overhead")),
@@ -4280,8 +4368,8 @@ def timeline_cases(fx: Fixtures) -> list[Case]:
         refuse("timeline"))
     add("train/timeline-run-too-large", dtsim("train", "--steps", "100000000", "--timeline", out),
         refuse("timeline"), note="about 2.4e10 passes: refused, not run")
-    add("train/timeline-cap-too-small-for-run", dtsim("train", *small, "--steps", "1000",
-                                                      "--timeline", out,
+    add("train/timeline-cap-too-small-for-run", dtsim("train", *_override(small, (
+        "--steps", "1000")), "--timeline", out,
                                                       "--timeline-max-events", "1"),
         refuse("timeline"), note="the run's 8000 passes are more than 50 x a cap of 1")
     add("pipeline/timeline-vector-engine", dtsim("pipeline", "--stages", "3", "--timeline", out),

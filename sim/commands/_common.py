@@ -63,3 +63,16 @@ def announce_fallback(command: str, engine: str, reason: str) -> None:
         print(f"dtsim {command}: note: numba is not installed, so the {engine} engine runs this "
               "(slower; the compiled engine needs pip install 'dtsim[fast]')", file=sys.stderr,
               flush=True)
+
+
+def fleet_joins_plan(fleet: str, plan: Any) -> tuple[bool, list[str]]:
+    """Whether a link of fleet file ``fleet`` joins two node kinds of ``plan`` (a
+    :class:`sim.profiles.Plan`), and those kinds (``GPU@zone``, sorted).
+
+    ``dtsim train --plan P --fleet F`` times the plan on F's links only; with no such link F
+    changes nothing (refused there), and ``dtsim plan --out`` does not print it."""
+    from ..profiles import read_fleet
+
+    kinds = {(r.gpu, r.zone) for st in plan.stages for r in st.replicas}
+    joins = any(x.src in kinds and x.dst in kinds for x in read_fleet(fleet).network.links)
+    return joins, [f"{g}@{z}" for g, z in sorted(kinds)]

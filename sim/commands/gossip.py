@@ -218,8 +218,8 @@ def number(text: str) -> int | float:
 def _int_list(name: str, text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
-    try:
-        return tuple(ascii_int(v) for v in text.split(",") if v.strip() != "")
+    try:  # (audit 7) an empty item (1,,2 or 1,) is refused: it was dropped silently
+        return tuple(ascii_int(v) for v in text.split(","))
     except ValueError:
         raise ConfigError(name, "a comma-separated list of integers", text) from None
 
@@ -235,7 +235,9 @@ def _adversary_positions(args: argparse.Namespace, nodes: int | None) -> tuple[i
         return _int_list("adversary_nodes", text)
     except ConfigError:
         pass
-    names = [v.strip() for v in str(text).split(",") if v.strip() != ""]
+    names = [v.strip() for v in str(text).split(",")]
+    check("" not in names, "adversary_nodes", "a comma-separated list of node positions or "
+          "names, none empty", text)
     graph = GossipConfig(topology=args.topology, nodes=nodes,
                          topology_seed=args.topology_seed).network_graph
     order = {str(v): i for i, v in enumerate(graph.nodes)}
@@ -249,8 +251,8 @@ def _adversary_positions(args: argparse.Namespace, nodes: int | None) -> tuple[i
 def _float_list(name: str, text: str | None) -> tuple[float, ...] | None:
     if text is None:
         return None
-    try:
-        return tuple(ascii_float(v) for v in text.split(",") if v.strip() != "")
+    try:  # (audit 7) an empty item is refused, as in _int_list
+        return tuple(ascii_float(v) for v in text.split(","))
     except ValueError:
         raise ConfigError(name, "a comma-separated list of numbers", text) from None
 

@@ -62,7 +62,7 @@ from ..pipeline import (
     simulate,
 )
 from ..rng import Streams
-from ._applies import refuse_unless, verdict
+from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
 from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
 from ._units import (
@@ -368,6 +368,9 @@ def check_model_options(args: argparse.Namespace, *, topology: bool = False,
     refuse_unless(args, "stage_time_distribution", timed, "with --stage-time > 0")
     refuse_unless(args, "stage_time_shape", timed and args.stage_time_distribution in SHAPED,
                   "with --stage-time > 0 and --stage-time-distribution " + SHAPED_TEXT)
+    # (audit 7) without a skip no quality is lost: kappa and its form were ignored
+    refuse_unless(args, "skip_penalty", args.skip_budget > 0, "with --skip-budget > 0")
+    refuse_unless(args, "penalty", given(args, "skip_penalty"), "with --skip-penalty")
     refuse_unless(args, "rate", args.arrival != "back_to_back",
                   "with --arrival fixed or poisson (back_to_back arrivals have no rate)")
     refuse_unless(args, "domain_outage", not topology,

@@ -29,7 +29,7 @@ from ..errors import (
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
 from ..profiles.formats import fleet_network
 from ._applies import refuse_unless
-from ._common import add_run_options, emit_json, print_table, warn
+from ._common import add_run_options, emit_json, fleet_joins_plan, print_table, warn
 from ._units import (
     PLAN_UNITS,
     TIME_HELP,
@@ -200,6 +200,10 @@ def _failures(args: argparse.Namespace) -> dict[str, Any]:
     refuse_unless(args, "replace_time", math.isfinite(args.mtbf), "with a finite --mtbf")
     refuse_unless(args, "checkpoint_cost", args.checkpoint_every > 0, "with --checkpoint-every > 0")
     trace = failure_trace_option(args)
+    # (audit 7) a restart follows a lost iteration: without failures none is lost
+    refuse_unless(args, "restart_cost", math.isfinite(args.mtbf) or trace is not None
+                  or args.checkpoint_every > 0, "with --mtbf, --failure-trace or "
+                  "--checkpoint-every > 0: without failures no iteration is lost")
     kw: dict[str, Any] = {}
     if args.mtbf != math.inf:
         kw.update(mtbf=args.mtbf, replace_time=args.replace_time)
@@ -449,9 +453,12 @@ def run(args: argparse.Namespace) -> int:
         print_table(rrows, ("run", "p x dp", "GPUs", "mbs", "layers per stage", "measured s",
                             "predicted s", "simulated s", "predicted error"))
     if args.out is not None:
-        # the options the plans were searched with that the plan file does not hold
+        # the options the plans were searched with that the plan file does not hold (the
+        # fleet file only when a link of it times the plan: train refuses it otherwise)
+        fleet = (args.fleet if args.fleet is not None
+                 and fleet_joins_plan(args.fleet, best.plan)[0] else None)
         extra = "".join(f" --{k} {v}" for k, v in (
-            ("profiles", args.profiles), ("fleet", args.fleet), ("schedule", None if args.schedule == "1f1b"
+            ("profiles", args.profiles), ("fleet", fleet), ("schedule", None if args.schedule == "1f1b"
                                           else args.schedule),
             ("p2p", args.p2p if len(best.plan.stages) > 1 else None))  # one stage: none moves
             if v is not None)

@@ -197,7 +197,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--fleet", default=None, metavar="FILE",
       help="with --plan: a fleet file (dtsim plan --fleet's); its links time the plan's "
            "transfers in place of the profiles' network for the pairs of node kinds it names, "
-           "as in the search that wrote the plan (its nodes are not used)")
+           "as in the search that wrote the plan (its nodes are not used; a file with no link "
+           "between node kinds of the plan is refused)")
     a("--explain", action="store_true",
       help="with --plan: print where an iteration's time goes (compute per stage, bubbles, "
            "point-to-point, all-reduce, optimizer)")
@@ -399,6 +400,8 @@ def _check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "domain_downtime", args.domain_outage > 0 or args.topology is not None,
                   "with --domain-outage > 0 or --topology (no domain outages otherwise)")
     refuse_unless(args, "skip_penalty", args.skip_budget > 0, "with --skip-budget > 0")
+    # (audit 7) it shapes the quality after a skip only: kappa 0 loses nothing either way
+    refuse_unless(args, "penalty", given(args, "skip_penalty"), "with --skip-penalty")
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
     plan = args.plan is not None
@@ -424,6 +427,9 @@ def _check_options(args: argparse.Namespace) -> None:
                   "the framework engine)")
     refuse_unless(args, "hour", not plan, "without --plan (a plan's times are seconds; another "
                   "--hour would only relabel them)")
+    # (audit 7) a plan runs 1f1b, gpipe or 1f1b-dynamic, never async: --arrival was ignored
+    refuse_unless(args, "arrival", not plan, "without --plan (arrivals pace --schedule async "
+                  "only; a plan's schedule has a step barrier)")
     refuse_unless(args, "price_series", not plan, "without --plan (a plan's --price is per "
                   "GPU-hour; a price series per worker-hour is not defined for it yet)")
     for dest in ("sync_wait", "stragglers"):  # they were accepted and ignored with --plan
@@ -455,6 +461,22 @@ def _plan_kw(args: argparse.Namespace, failure_trace: Any) -> dict[str, Any]:
     if args.price is not None:
         kw["price"] = args.price  # reshaped per worker once the plan's counts are known
     return kw
+
+
+def _check_fleet_links(args: argparse.Namespace, plan: Any) -> None:
+    """Refuse a ``--fleet`` none of whose links joins two node kinds of the plan (audit 7).
+
+    Only a fleet file's links time a plan (its nodes are not used), so a file without links,
+    or with links only for other GPU types or zones, changed nothing and was accepted."""
+    if args.fleet is None:
+        return
+    from ._common import fleet_joins_plan
+
+    joins, kinds = fleet_joins_plan(args.fleet, plan)
+    if not joins:
+        raise ConfigError("fleet", "a fleet file with a link between node kinds of the plan ("
+                          + ", ".join(kinds) + "; with --plan only its links are used, its "
+                          "nodes are not)", args.fleet)
 
 
 def _with_fleet(args: argparse.Namespace, profiles: Any) -> Any:
@@ -526,6 +548,7 @@ def build_from_args(args: argparse.Namespace) -> Any:
         if name is None:
             raise ConfigError("model", "given (--model NAME) when the plan does not name it", None)
         profiles = _with_fleet(args, load_profiles(args.profiles, models=(name,)))
+    _check_fleet_links(args, plan)
     fw = None
     if args.framework is not None:  # over the plan's own table, key by key
         fw = framework_from_text(args.framework, plan.framework)
@@ -850,6 +873,12 @@ def _check_effects(args: argparse.Namespace, cfg: TrainingConfig) -> None:
     refuse_unless(args, "stall_limit", cfg.failures, "with failures (--availability < 1, "
                   "--mtbf, --domain-outage or --failure-trace): without any, every run "
                   "progresses")
+    # (audit 7) a restart follows a lost step: without failures none is lost and the cost was
+    # ignored (a checkpoint interval needs it in the config; a strategy has its own restarts)
+    refuse_unless(args, "restart_cost", cfg.failures or cfg.checkpoint_every > 0
+                  or cfg.strategy is not None, "with failures (--availability < 1, --mtbf, "
+                  "--domain-outage or --failure-trace) or --checkpoint-every > 0: without any, "
+                  "no step is lost and none restarts")
     lat = cfg.latency
     moves = cfg.stages > 1 and (cfg.activation_size > 0 or cfg.network is not None
                                 or cfg.transfer_times is not None

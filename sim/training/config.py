@@ -1255,6 +1255,50 @@ class TrainingConfig:
                   "times (its steps take the DES's failure-free step time)",
                   self.pass_time_distribution)
         strat.check(self)
+        if job:
+            self._check_strategy_work(strat)
+
+    def _check_strategy_work(self, strat: Any) -> None:
+        """(audit 7) Refuse a runaway before any work: a step-level job whose formation cost
+        its failures keep interrupting never progresses, and its stall watchdog stops it only
+        after ``stall_limit`` (default at least :data:`~sim.training.stall.STALL_FACTOR` times
+        the strategy's checkpoint, restart, reconfigure and rebalance times: the watchdog's
+        own window, :class:`~sim.training.strategies.watch.JobWatchdog`); ``--mtbf 100
+        --strategy redundancy:rebalance=1e10`` simulated every failure of 1e13 s (hours). The
+        expected up/down transitions over that window (or ``max_time`` if shorter) must be at
+        most :data:`sim.failures.MAX_TRANSITIONS`, as a DiLoCo run's are; a replayed trace's
+        transitions are its rows, not counted."""
+        from ..failures import MAX_TRANSITIONS, cycle_rates
+        from .stall import STALL_FACTOR
+
+        if not self.failures:
+            return
+        costs = [(float(getattr(strat, k, 0.0) or 0.0), k)
+                 for k in ("checkpoint", "restart", "reconfigure", "rebalance")]
+        window = (float(self.stall_limit) if self.stall_limit is not None
+                  else STALL_FACTOR * math.fsum(c for c, _ in costs))
+        length = min(self.max_time, window)
+        traced = self.failure_trace is not None
+        W = self.workers
+        rates = cycle_rates(
+            workers=0 if traced else W, availability=self.availability,
+            mean_downtime=self.mean_downtime,
+            domain_outages=() if traced else self.domain_placement.domain_outage.values(),
+            domain_downtime=self.domain_downtime, spot=W, mtbf=self.mtbf,
+            replace_time=self.replace_time)
+        n = 2.0 * rates.total * length
+        if not n > MAX_TRANSITIONS:
+            return
+        if self.stall_limit is not None and self.stall_limit <= self.max_time:
+            name, value = "stall_limit", self.stall_limit
+        else:
+            cost, name = max(costs)
+            value = cost
+        raise ConfigError(name, f"small enough that a job its failures keep interrupting stops "
+                          f"in bounded time (the stall watchdog waits {STALL_FACTOR:g} x the "
+                          f"strategy's checkpoint, restart, reconfigure and rebalance times, or "
+                          f"stall_limit; max_time bounds it): at most {MAX_TRANSITIONS:.0e} "
+                          f"expected up/down transitions in that window, {n:.2g} here", value)
 
     def _check_diloco(self) -> None:
         """(issue 37) DiLoCo's outer loop: what it runs on, and the groups it cuts."""

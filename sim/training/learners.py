@@ -165,6 +165,9 @@ class LearnersConfig:
         check(math.isfinite(self.grace), "grace", "finite", self.grace)
         check(self.quorum is not None or self.grace == 0, "grace", "0 without quorum",
               self.grace)
+        # (audit 7) the M-th report is the last: no window follows it (accepted, no effect)
+        check(self.quorum != M or self.grace == 0, "grace", f"0 with quorum equal to learners "
+              f"({M}: the K-th report is the last, no report can come in a window)", self.grace)
         check_nonnegative("size", self.size)
         check_positive("bandwidth", self.bandwidth, allow_inf=True)
         check_nonnegative("latency", self.latency)

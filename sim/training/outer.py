@@ -153,6 +153,9 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
           spec.bits)
     check(spec.quorum is None or spec.quorum <= M, "sync", f"quorum at most groups ({M})",
           spec.quorum)
+    # (audit 7) with quorum = groups the K-th report is the last: the window had no effect
+    check(spec.quorum != M or spec.grace == 0, "sync", f"grace 0 with quorum equal to groups "
+          f"({M}: the K-th report is the last, no report can come in a window)", spec.grace)
     for name, bad in (("strategy", c.strategy is not None), ("sync_wait", c.sync_wait is not None),
                       ("checkpoint_every", c.checkpoint_every != 0),
                       ("restart_cost", c.restart_cost is not None),
