@@ -40,6 +40,13 @@ def _edited(tmp_path, name, **changes):
     return str(p)
 
 
+def _full_and_one_pipeline(tmp_path, capsys):
+    """The step times of PLAN as written (two pipelines) and edited to one pipeline."""
+    data = plan_to_data(read_plan(PLAN))
+    one = [dict(s, replicas=[dict(s["replicas"][0], count=1)]) for s in data["stages"]]
+    return _step(capsys, PLAN), _step(capsys, _edited(tmp_path, "one.json", stages=one))
+
+
 def _timer(plan=PLAN, model="OPT-350"):
     p = read_plan(plan)
     return PlanStepTimes(p, load_profiles(models=(model,)), model, tuple(dict(
@@ -87,10 +94,7 @@ def test_checkpoint_restart_on_a_scripted_trace_by_hand(tmp_path, capsys):
     pipeline (s0r0 s1r0; s0r1 spare): steps 3, 4 to 7 + 2 T1, checkpoint, step 5, the final
     checkpoint: wall 7 + 3 T1 + 1, 1 restart, 3 checkpoints. Billing: s1r1 for its 4 s, the
     others for the wall, each 4 GPUs at the catalogue's GH-96 11.06 $/GPU-hour."""
-    T2 = _step(capsys, PLAN)
-    data = plan_to_data(read_plan(PLAN))
-    one = [dict(s, replicas=[dict(s["replicas"][0], count=1)]) for s in data["stages"]]
-    T1 = _step(capsys, _edited(tmp_path, "one.json", stages=one))
+    T2, T1 = _full_and_one_pipeline(tmp_path, capsys)
     assert 2 * T2 + 0.5 < 4.0 < 3 * T2 + 0.5  # the loss falls in step 3
     trace = tmp_path / "trace.csv"
     trace.write_text(f"worker,start,end\ns1r1,4.0,{BIG}\n")
@@ -238,10 +242,7 @@ def test_checkpoint_restart_with_a_bandwidth_on_a_scripted_trace_by_hand(tmp_pat
     pipeline (T1 each), a checkpoint, step 5, the final checkpoint:
     wall = 9.5 + R + 3 T1 + 2 C."""
     C = 4 * 12 * STAGE1 / 1e9
-    T2 = _step(capsys, PLAN)
-    data = plan_to_data(read_plan(PLAN))
-    one = [dict(s, replicas=[dict(s["replicas"][0], count=1)]) for s in data["stages"]]
-    T1 = _step(capsys, _edited(tmp_path, "one.json", stages=one))
+    T2, T1 = _full_and_one_pipeline(tmp_path, capsys)
     assert 2 * T2 + C < 6.5 < 3 * T2 + C  # the loss falls in step 3
     trace = tmp_path / "trace.csv"
     trace.write_text(f"worker,start,end\ns1r1,6.5,{BIG}\n")

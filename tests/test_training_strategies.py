@@ -92,6 +92,16 @@ RD_TIMES = _table("pipelines", [(1, 16.0), (2, 10.0)])
 RD_REMOVALS = [(15.0, 1), (50.0, 0), (52.0, 2)]
 
 
+def _rd_replay(removals, **kw):
+    """Bamboo's replay (the exact reference) of the 3 x 2 redundancy runs over RD_TIMES:
+    slowdown 1.5, rebalance 4, restart 6, threshold 0.05, no overhead."""
+    return analytic.replay_redundancy(
+        n0=6, removals=removals, stages=3, replicas=2, steps=5,
+        step_time=lambda sizes, held: RD_TIMES.lookup(len(sizes)),
+        overhead=lambda sizes, t: 0.0, slowdown=1.5, rebalance=4.0, restart=6.0,
+        threshold=0.05, **kw)
+
+
 def test_redundancy_replay_is_exact(tmp_path):
     """2 rings of 3 (w0 w1 w2, w3 w4 w5), 10 s steps, slowdown 1.5, rebalance 4, restart 6, no
     checkpoint, N=5. By hand: w1 lost at 15 (mid step 2): w2 takes stage 1 over, the rest of
@@ -106,11 +116,7 @@ def test_redundancy_replay_is_exact(tmp_path):
     assert engine == "job"
     assert m["training_time"] == 138.0
     assert (m["fatal_failures"], m["rebalances"], m["restarts"]) == (1.0, 1.0, 1.0)
-    ref = analytic.replay_redundancy(
-        n0=6, removals=RD_REMOVALS, stages=3, replicas=2, steps=5,
-        step_time=lambda sizes, held: RD_TIMES.lookup(len(sizes)),
-        overhead=lambda sizes, t: 0.0, slowdown=1.5, rebalance=4.0, restart=6.0,
-        threshold=0.05)
+    ref = _rd_replay(RD_REMOVALS)
     assert ref == 138.0
 
 
@@ -132,11 +138,7 @@ def test_redundancy_two_losses_at_one_instant_are_both_lost(tmp_path, every, at,
     assert engine == "job"
     assert m["training_time"] == 101.0
     assert (m["fatal_failures"], m["rebalances"], m["restarts"]) == (1.0, 0.0, 1.0)
-    ref = analytic.replay_redundancy(
-        n0=6, removals=rows, stages=3, replicas=2, steps=5,
-        step_time=lambda sizes, held: RD_TIMES.lookup(len(sizes)),
-        overhead=lambda sizes, t: 0.0, slowdown=1.5, rebalance=4.0, restart=6.0,
-        threshold=0.05, every=every, checkpoint=2.0)
+    ref = _rd_replay(rows, every=every, checkpoint=2.0)
     assert ref == 101.0 != old
 
 
@@ -454,11 +456,7 @@ def test_a_removal_as_a_step_or_phase_ends_comes_after_it(tmp_path, strategy, re
     else:
         L, r, N, times = 3, 2, 5, RD_TIMES
         spec = "redundancy:every=0,rebalance=4,restart=6,boot=0"
-        ref = analytic.replay_redundancy(
-            n0=6, removals=removals, stages=3, replicas=2, steps=5,
-            step_time=lambda sizes, held: RD_TIMES.lookup(len(sizes)),
-            overhead=lambda sizes, t: 0.0, slowdown=1.5, rebalance=4.0, restart=6.0,
-            threshold=0.05)
+        ref = _rd_replay(removals)
     cfg = TrainingConfig(stages=L, replicas=r, steps=N, step_times=times,
                          failure_trace=_removals(tmp_path, removals, L, r), strategy=spec)
     engine, m = _run(cfg)
