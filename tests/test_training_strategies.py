@@ -147,9 +147,30 @@ def test_redundancy_two_adjacent_losses_are_fatal():
     from sim.training.strategies.redundancy import Rings
 
     r = Rings(((0, 1, 2, 3),), 4)
-    assert r.lose(1) == "takeover" and r.overloaded() == 1  # node 2 runs stages 1 and 2
-    assert r.lose(3) == "takeover"  # stage 3's copy was on node 0
-    assert r.lose(2) == "fatal"  # node 2 ran two stages
+    assert r.lose(1) == "takeover" and r.overloaded() == 1  # node 0 runs stages 0 and 1
+    assert r.lose(3) == "takeover"  # stage 3's copy was on node 2
+    assert r.lose(0) == "fatal"  # node 0 ran two stages
+
+
+def test_redundancy_copies_each_stage_on_its_predecessor_as_bamboo():
+    """Bamboo's node of stage s holds stage s + 1 (mod L) and runs its forwards
+    (get_redundant_stage_ids, (stage_id + 1) % num_stages; EagerRecoverySchedule): a lost
+    stage passes to its predecessor's node, and the redundant forwards a node runs are its
+    successor's. One pipeline of 3, 8 micro-batches, forward (1, 2, 4), backward (2, 4, 8),
+    a 100 s step: idle 76, 52, 4; the last node runs stage 0's 8 forwards (8 s): 4 s over
+    its idle time. dtsim held the copy on the successor: node 2 ran stage 1's (16 s): 12."""
+    from types import SimpleNamespace
+
+    from sim.training.strategies.redundancy import Redundancy, Rings
+
+    r = Rings(((0, 1, 2),), 3)
+    assert r.lose(1) == "takeover" and r.holder[0] == [0, 0, 2]
+    assert r.lose(0) == "fatal"  # stage 0's copy was on node 2, stage 1's only on node 0
+    job = SimpleNamespace(config=SimpleNamespace(
+        stages=3, microbatches=8, forward_time=(1.0, 2.0, 4.0), backward_time=(2.0, 4.0, 8.0),
+        step_times=None))
+    f = SimpleNamespace(pipelines=((0, 1, 2),), step_time=100.0)
+    assert Redundancy().rc_overhead(job, f) == 4.0
 
 
 # ----------------------------------------------------------------------------- reconfiguration

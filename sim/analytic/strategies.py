@@ -310,7 +310,7 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
     -----
     Rings of ``P = min(n // L, r)`` pipelines of ``L`` (free the first time,
     ``rebalance`` after a rebalance, ``restart`` after a fatal loss); stage
-    ``j``'s copy is on the node of stage ``j + 1`` (mod ``L``). A removed node's
+    ``j``'s copy is on the node of stage ``j - 1`` (mod ``L``: Bamboo's). A removed node's
     stage passes to its copy's node, whose copy is then the only one; a stage
     left with no copy is fatal (roll back to the last checkpoint). While a
     node runs two stages a step takes ``slowdown`` times as long (the rest of
@@ -373,7 +373,7 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
             t += cost
             started, fatal = True, False
             holder = [list(p) for p in pipes]
-            copy = [[p[(j + 1) % L] if L > 1 else None for j in range(L)] for p in pipes]
+            copy = [[p[(j - 1) % L] if L > 1 else None for j in range(L)] for p in pipes]
             members, dead = set(part), set()
             base = T + overhead(tuple(len(p) for p in pipes), T)
             break
@@ -611,7 +611,7 @@ def fatal_loss_probability(*, stages: int, pipelines: int, mtbf: float, step: fl
     ``[0, T)``, ``a = P L / M``. The window until the rebalance ends is
     ``V(u) = (T - u) s + D``; each other node fails in it independently with
     ``q = 1 - e^{-V/M}``. The loss is survived when neither neighbour of the
-    lost node fails (its predecessor's copy and its own stage are now single),
+    lost node fails (its successor's copy and its own stage are now single),
     no two adjacent nodes of the ``L - 3`` others of its ring fail, and no
     other ring loses two adjacent nodes:
 

@@ -1,11 +1,15 @@
-"""Redundant computation (Bamboo): a stage's successor holds its weights and takes it over.
+"""Redundant computation (Bamboo): a stage's predecessor holds its weights and takes it over.
 
 The job runs ``P = n // L`` pipelines of the config's depth ``L`` as rings:
-the node of stage ``j`` also holds the weights of stage ``j - 1`` (the last
-node holds the first stage's) and runs that stage's forward passes again in
-its pipeline bubbles, which costs ``overhead`` of the step time in normal
-operation. When a node is lost, the node holding its copy takes its stage
-over and runs both: the step in progress and every step after it run
+the node of stage ``j`` also holds the weights of its successor, stage
+``j + 1`` (the last node holds the first stage's: Bamboo's
+``get_redundant_stage_ids``, ``(stage_id + 1) % num_stages``, in
+``external/deepspeed/deepspeed/runtime/pipe/redundancy.py`` of
+uclasystem/bamboo, and its ``EagerRecoverySchedule`` runs the successor's
+forward passes) and runs that stage's forward passes again in its pipeline
+bubbles, which costs ``overhead`` of the step time in normal operation.
+When a node is lost, the node holding its copy takes its stage over and
+runs both: the step in progress and every step after it run
 ``slowdown`` times slower until a rebalance (cost ``rebalance``) re-forms the
 rings from the workers that are ready. A stage whose copy is gone too (two
 adjacent nodes lost before a rebalance, or a node that had already taken a
@@ -16,7 +20,7 @@ more than ``threshold`` of the active ones counted twice, or the ready
 workers can form one more pipeline.
 
 ``overhead=None`` derives the overhead from the schedule: each node runs
-``b`` extra forward passes of its predecessor's stage (``b`` microbatches
+``b`` extra forward passes of its successor's stage (``b`` microbatches
 per pipeline), and what does not fit in its idle time within the step is
 added to the step (none with a step-time table, which is measured with the
 redundancy on).
@@ -64,7 +68,8 @@ class Rings:
     def __init__(self, pipelines: tuple[tuple[int, ...], ...], L: int) -> None:
         self.L = L
         self.holder = [list(p) for p in pipelines]
-        self.copy: list[list[int | None]] = [[p[(j + 1) % L] if L > 1 else None
+        # stage j's copy is on its predecessor's node (Bamboo: the module notes)
+        self.copy: list[list[int | None]] = [[p[(j - 1) % L] if L > 1 else None
                                               for j in range(L)] for p in pipelines]
         self.members = {w for p in pipelines for w in p}
         self.dead: set[int] = set()
@@ -184,7 +189,7 @@ class Redundancy(JobStrategy):
         extra = 0.0
         for j in range(L):
             busy = b * (fwd[j] + bwd[j])
-            redundant = b * fwd[(j - 1) % L] if L > 1 else 0.0
+            redundant = b * fwd[(j + 1) % L] if L > 1 else 0.0  # its successor's
             extra = max(extra, redundant - (f.step_time - busy))
         return max(extra, 0.0)
 
