@@ -142,22 +142,26 @@ class ProfilePlanModel:
             return None
         # first fit in rank order: per run, the free GPUs of the nodes used so far, always a
         # prefix of the run (its nodes are alike: a new one is taken only when none before fits)
-        used: dict[tuple[str, str], list[list[int]]] = {}
+        # (each run's free GPUs a node, and the first node with any: the nodes before it are
+        # full, so no replica fits there and the first fit starts at it)
+        used: dict[tuple[str, str], list[tuple[list[int], list[int]]]] = {}
         made = self._replicas
         stages = []
         for st in plan.stages:
             reps = []
             for r in st.replicas:
                 runs = self._runs.get((r.gpu, r.zone), [])
-                touched = used.setdefault((r.gpu, r.zone), [[] for _ in runs])
+                touched = used.setdefault((r.gpu, r.zone), [([], [0]) for _ in runs])
                 n = g = None
-                for (gpn, count, start), free in zip(runs, touched, strict=True):
-                    k = next((i for i, f in enumerate(free) if f >= r.tp), None)
+                for (gpn, count, start), (free, lo) in zip(runs, touched, strict=True):
+                    k = next((i for i in range(lo[0], len(free)) if free[i] >= r.tp), None)
                     if k is None and len(free) < count and gpn >= r.tp:
                         free.append(gpn)
                         k = len(free) - 1
                     if k is not None:
                         free[k] -= r.tp
+                        while lo[0] < len(free) and free[lo[0]] == 0:
+                            lo[0] += 1
                         n, g = start + k, gpn
                         break
                 check(n is not None, "plan", "a plan whose replicas fit the fleet's nodes "
