@@ -222,13 +222,11 @@ def _failures(args: argparse.Namespace) -> dict[str, Any]:
     return kw
 
 
-def _lacks(plan: Any, trace: Any) -> str | None:
-    """The first worker a by-name trace (a path) names that ``plan`` does not have (stage
-    ``j``'s replica ``i``, as ``dtsim train --plan`` names them), else None."""
-    if not isinstance(trace, str):
-        return None
+def _lacks(plan: Any, workers: tuple[tuple[str, int, int], ...]) -> str | None:
+    """The first of a by-name trace's ``workers`` (:func:`trace_workers`) that ``plan`` does
+    not have (stage ``j``'s replica ``i``, as ``dtsim train --plan`` names them), else None."""
     dp = plan.dp
-    return next((w for w, j, i in trace_workers(trace) if j >= len(dp) or i >= dp[j]), None)
+    return next((w for w, j, i in workers if j >= len(dp) or i >= dp[j]), None)
 
 
 def _p2p_in_force(args: argparse.Namespace) -> str:
@@ -345,10 +343,11 @@ def run(args: argparse.Namespace) -> int:
     _warn_unlinked(args, fleet)  # after the search's refusals: one line each
     sims: list[dict[str, Any] | None] = []
     trace = failures.get("failure_trace")
+    named = trace_workers(trace) if isinstance(trace, str) else ()  # a by-name trace's, once
     lacking: dict[int, str] = {}  # plans a by-name trace passes over: the worker they lack
     for i, c in enumerate(res.candidates):
         if len([s for s in sims if s is not None]) < args.simulate:
-            w = _lacks(c.plan, trace)
+            w = _lacks(c.plan, named)
             if w is not None:
                 lacking[i] = w
                 sims.append(None)

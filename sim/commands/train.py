@@ -410,11 +410,11 @@ def _check_options(args: argparse.Namespace) -> None:
     # a plan runs over its network (sim.profiles.build.plan_network), where the DES runs the
     # frameworks' fixed device programs: GPipe and 1F1B (build_plan took 1f1b-dynamic, and
     # TrainingConfig then refused it, after the profiles were read, naming 'a network')
-    if plan:
+    if plan:  # (the profiles' modules only for a plan run)
         from ..profiles.build import PLAN_SCHEDULES
-    check(not plan or args.schedule in PLAN_SCHEDULES, "schedule",
-          "1f1b or gpipe with --plan (a plan runs over its network, as the frameworks' fixed "
-          "device programs)", args.schedule)
+
+        check(args.schedule in PLAN_SCHEDULES, "schedule", "1f1b or gpipe with --plan (a plan "
+              "runs over its network, as the frameworks' fixed device programs)", args.schedule)
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
                  "bandwidth", "latency", "optimizer_time", "samples_per_microbatch",
@@ -1082,11 +1082,11 @@ def checkpoint_cost(cfg: TrainingConfig) -> dict[str, Any] | None:
         return out
     sizes = (table.stages,) * table.plan.dp[0]
     written, read = table.checkpoint_bytes(sizes)
+    writers = table.checkpoint_rule()
     out.update(checkpoint=written / bw, restart=s.restart + read / bw, bandwidth=bw,
-               bytes_written=written, bytes_read=read, writers=table.checkpoint_rule(),
+               bytes_written=written, bytes_read=read, writers=writers,
                source=f"the plan's bytes over checkpoint_bandwidth (per node; writers: "
-               f"{table.checkpoint_rule()}, sim.profiles.formations), restart {s.restart:g} s "
-               "plus the read")
+               f"{writers}, sim.profiles.formations), restart {s.restart:g} s plus the read")
     return out
 
 

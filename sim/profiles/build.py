@@ -375,6 +375,7 @@ def _shared_host_allreduce_time(network: NetworkProfile, nodes: list[Any],
                 inter = max(inter, t)
         crossing = 2 * N if N > 1 else 0
         return (2 * (R - 1) - crossing) * intra + crossing * inter
+
     def hop(k: int) -> int:  # messages a hop from replica k carries at once
         return nodes[k][0].tp if data_parallel else 1
 

@@ -305,7 +305,15 @@ class PlanStepTimes:
     def checkpoint_bytes(self, sizes: tuple[int, ...]) -> tuple[float, float]:
         """(written, read): the most bytes any node of pipelines of ``sizes`` nodes writes for
         a checkpoint and reads at a restart (module notes), from the plan of that formation
-        (``None`` shapes, out of GPU memory, never form)."""
+        (``None`` shapes, out of GPU memory, never form); each shape once (a checkpoint, and
+        each step under checkpoint-restart's interval=overhead, asks)."""
+        key = ("checkpoint", tuple(sizes))  # beside formation_time's keys, tuples of ints
+        cache = self._cache  # type: ignore[attr-defined]
+        if key not in cache:
+            cache[key] = self._checkpoint_bytes(tuple(sizes))
+        return cache[key]
+
+    def _checkpoint_bytes(self, sizes: tuple[int, ...]) -> tuple[float, float]:
         P, M = len(sizes), self.microbatches
         w = r = 0.0
         for n in sorted(set(sizes)):
