@@ -100,21 +100,23 @@ def test_pipeline_groups_are_each_pipelines_own(prof):
     """Pipeline 0 all TP 1, pipeline 1 TP 1, 4, 1: the artifact counts each pipeline's own
     largest TP degree (topology.py:105-111), so pipeline 0 sends every tensor once and
     pipeline 1 sends its TP-1 parts four times, one after the other (pipe_group_chains); the
-    old whole-plan largest TP would have made pipeline 0 send four times too."""
+    old whole-plan largest TP would have made pipeline 0 send four times too. Each message
+    is the sending rank's partition metadata (8 (7 + t) bytes), then its part
+    (pipe_engine.py:1069-1071, 1123-1125)."""
     plan = _plan([[1, 1], [1, 4], [1, 1]])
     b = build_plan(plan, prof, steps=1, check_memory=False)
     mp = prof.model("OPT-350")
     size = 2 * mp.layer_sizes(1)[plan.stages[0].layers[-1]].activation_bytes
     rep = lambda j, i: (plan.stages[j].replicas[i], (j, i))  # noqa: E731
+
+    def msg(x, y, part, t):  # one group's message from a rank of TP t: metadata, then part
+        return pair_time(prof.network, x, y, 8 * (7 + t), 1, prof) + \
+            pair_time(prof.network, x, y, part, 1, prof)
     t = b.transfer_times
-    assert t[0][0][0] == pytest.approx(pair_time(prof.network, rep(0, 0), rep(1, 0), size, 1,
-                                                 prof), rel=1e-12)
-    assert t[0][1][0] == pytest.approx(4 * pair_time(prof.network, rep(0, 1), rep(1, 1), size,
-                                                     1, prof), rel=1e-12)
-    assert t[0][1][1] == pytest.approx(4 * pair_time(prof.network, rep(1, 1), rep(0, 1),
-                                                     size / 4, 1, prof), rel=1e-12)
-    assert t[1][1][1] == pytest.approx(4 * pair_time(prof.network, rep(2, 1), rep(1, 1), size,
-                                                     1, prof), rel=1e-12)
+    assert t[0][0][0] == pytest.approx(msg(rep(0, 0), rep(1, 0), size, 1), rel=1e-12)
+    assert t[0][1][0] == pytest.approx(4 * msg(rep(0, 1), rep(1, 1), size, 1), rel=1e-12)
+    assert t[0][1][1] == pytest.approx(4 * msg(rep(1, 1), rep(0, 1), size / 4, 4), rel=1e-12)
+    assert t[1][1][1] == pytest.approx(4 * msg(rep(2, 1), rep(1, 1), size, 1), rel=1e-12)
     net = build_plan(plan, prof, steps=1, check_memory=False, network=True).config
     assert net.hop_size(0, 0) == pytest.approx(size) and net.hop_size(0, 1) == \
         pytest.approx(4 * size)
@@ -174,7 +176,8 @@ def _group_schedule(T, ts, tr, message):
     sends (receives) its groups one after the other, each blocking (pipe_engine.py:1069-1071,
     1150-1162): a message starts once the rank pair's earlier messages have arrived. The
     messages ready at one moment start together and share the link (``message(n)``: the time
-    of ``n`` alike messages at once). Returns the hop's time and each batch's size."""
+    of ``n`` alike messages at once, each its metadata, then its part). Returns the hop's time
+    and each batch's size."""
     done, now, batches = set(), 0.0, []
     while len(done) < T:
         ready = [g for g in range(T) if g not in done and all(
@@ -195,7 +198,8 @@ def test_a_hop_moves_its_groups_messages_in_group_order(prof, ts, tr, latency):
     one after the other into the one receiving rank, 4 -> 1 four, 1 -> 2 the one sending rank's
     two in turn, 4 -> 2 two chains at once of two each. The closed form and the DES over the
     plan's network (one transfer run alone) give that hop time to 1e-9, on the shipped curves
-    (no latency) and with a 2 ms latency on every link.
+    (no latency) and with a 2 ms latency on every link. Each message is the sending rank's
+    partition metadata (8 (7 + t) bytes), then its part (pipe_engine.py:1069-1071, 1123-1125).
 
     The old model (every sending rank's T / t parts as one flow, all the ranks at once), on
     the shipped curves: the same where each sending rank is in one group (alike messages one
@@ -220,9 +224,10 @@ def test_a_hop_moves_its_groups_messages_in_group_order(prof, ts, tr, latency):
     T = max(ts, tr)
     for grad, (x, y, tx, ty) in ((False, (a, z, ts, tr)), (True, (z, a, tr, ts))):
         link = prof.network.link(x.node, y.node, tx, ty)
-        m = S / tx
-        hand, batches = _group_schedule(T, ts, tr, lambda n, link=link, m=m: link.latency
-                                        + n * m / link.bandwidth_at(m))
+        m, mb = S / tx, 8 * (7 + tx)
+        hand, batches = _group_schedule(T, ts, tr, lambda n, link=link, m=m, mb=mb: (
+            link.latency + n * mb / link.bandwidth_at(mb))
+            + (link.latency + n * m / link.bandwidth_at(m)))
         assert batches == [min(ts, tr)] * (T // min(ts, tr))
         closed = b.transfer_times[0][0][grad]
         env = simpy.Environment()
@@ -230,6 +235,8 @@ def test_a_hop_moves_its_groups_messages_in_group_order(prof, ts, tr, latency):
         env.run(ev)
         assert closed == pytest.approx(hand, rel=1e-9) and env.now == pytest.approx(hand,
                                                                                   rel=1e-9)
+        # the model before the group order, which sent no metadata: against the parts alone
+        closed -= sum(link.latency + n * mb / link.bandwidth_at(mb) for n in batches)
         old = pair_time(prof.network, (x, (int(grad), 0)), (y, (1 - int(grad), 0)),
                         *p2p_flows(b.behaviour, S * T / tx, tx), prof)
         turns = len(batches) - 1  # messages that wait for the one before
@@ -248,7 +255,8 @@ def test_pipeline_groups_on_physical_nodes(prof):
     node c): hop 0's activation is each pipeline's TP-1 rank sending the tensor twice in turn
     (T = 2 groups), one flow of each pipeline at a time out of a, over a -> b and into b, so
     two messages timed at two flows per NIC direction and pair; its gradient two halves in
-    turn into the TP-1 rank. The DES over the physical nodes equals the closed form (1e-9)."""
+    turn into the TP-1 rank; each message after its sending rank's partition metadata
+    (8 (7 + t) bytes). The DES over the physical nodes equals the closed form (1e-9)."""
     from sim.profiles.build import physical_pair_time
 
     def reps(gpu, tp, host):
@@ -261,10 +269,12 @@ def test_pipeline_groups_on_physical_nodes(prof):
     net = build_plan(plan, prof, check_memory=False, network=True)
     S = prof.model("OPT-350").layer_sizes(1)[8].activation_bytes
     a0, b0 = (plan.stages[0].replicas[0], (0, 0)), (plan.stages[1].replicas[0], (1, 0))
-    assert b.transfer_times[0][0][0] == pytest.approx(
-        2 * physical_pair_time(prof, a0, b0, S, 1, 2, 2, 2), rel=1e-12)
-    assert b.transfer_times[0][0][1] == pytest.approx(
-        2 * physical_pair_time(prof, b0, a0, S / 2, 1, 2, 2, 2), rel=1e-12)
+    assert b.transfer_times[0][0][0] == pytest.approx(2 * (
+        physical_pair_time(prof, a0, b0, 8 * (7 + 1), 1, 2, 2, 2)
+        + physical_pair_time(prof, a0, b0, S, 1, 2, 2, 2)), rel=1e-12)
+    assert b.transfer_times[0][0][1] == pytest.approx(2 * (
+        physical_pair_time(prof, b0, a0, 8 * (7 + 2), 1, 2, 2, 2)
+        + physical_pair_time(prof, b0, a0, S / 2, 1, 2, 2, 2)), rel=1e-12)
     closed = predictions("training", b.config)["step_time_mean"]["value"]
     assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
         pytest.approx(closed, rel=1e-9)

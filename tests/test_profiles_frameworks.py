@@ -83,7 +83,9 @@ def test_sailor_runs_name_their_framework(runs):
 
 def test_fp16_plan_moves_half_the_bytes(prof, runs):
     """Named fp16 on DeepSpeed, a plan's activations, gradients and tied weights move 2 bytes a
-    value (the profile measured fp32): each transfer is the curve's time of half the bytes."""
+    value (the profile measured fp32): each transfer is the curve's time of half the bytes,
+    after the partition metadata each TP rank sends first (7 + 4 int64 values at TP 4, in
+    every precision)."""
     run = runs["clariden-OPT-350-N4_D2"]
     m = prof.model("OPT-350")
     fp32 = build_plan(replace(run.plan, framework=FrameworkSpec("deepspeed")), prof, steps=1)
@@ -92,7 +94,8 @@ def test_fp16_plan_moves_half_the_bytes(prof, runs):
     a = run.plan.stages[0].replicas[0]
     size = run.plan.microbatch_size * m.layer_sizes(4)[11].activation_bytes
     half = pair_time(prof.network, (a, (0, 0)), (a, (1, 0)), size / 2 / 4, 4)
-    assert fp16.transfer_times[0][0][0] == pytest.approx(half, rel=1e-12)
+    meta = pair_time(prof.network, (a, (0, 0)), (a, (1, 0)), 8 * (7 + 4), 4)
+    assert fp16.transfer_times[0][0][0] == pytest.approx(meta + half, rel=1e-12)
     assert fp16.transfer_times[0][0][0] < fp32.transfer_times[0][0][0]
     net16 = build_plan(replace(run.plan, framework=FrameworkSpec("deepspeed", precision="fp16")),
                        prof, steps=1, check_memory=False, network=True).config
@@ -370,12 +373,18 @@ def test_the_artifact_sends_once_per_pipeline_group(prof):
         times = b.transfer_times
         reps = [(plan.stages[j].replicas[0], (j, 0)) for j in range(3)]
         many = 4 if fw == "sailor-deepspeed" else 1
-        assert times[0][0][0] == pytest.approx(
-            many * pair_time(prof.network, reps[0], reps[1], size, 1, prof), rel=1e-12)
-        assert times[1][0][1] == pytest.approx(
-            many * pair_time(prof.network, reps[2], reps[1], size, 1, prof), rel=1e-12)
+        # the partition metadata before each message: the artifact's at TP 1 too (7 + 1
+        # int64 values), upstream's only from the TP-4 stage (7 + 4)
+        one = 8 * (7 + 1) if fw == "sailor-deepspeed" else 0
+        four = pair_time(prof.network, reps[1], reps[0], 8 * (7 + 4), 4, prof)
+        assert times[0][0][0] == pytest.approx(many * (
+            pair_time(prof.network, reps[0], reps[1], one, 1, prof)
+            + pair_time(prof.network, reps[0], reps[1], size, 1, prof)), rel=1e-12)
+        assert times[1][0][1] == pytest.approx(many * (
+            pair_time(prof.network, reps[2], reps[1], one, 1, prof)
+            + pair_time(prof.network, reps[2], reps[1], size, 1, prof)), rel=1e-12)
         assert times[0][0][1] == pytest.approx(
-            pair_time(prof.network, reps[1], reps[0], size / 4, 4, prof), rel=1e-12)
+            four + pair_time(prof.network, reps[1], reps[0], size / 4, 4, prof), rel=1e-12)
     assert steps["sailor-deepspeed"] > 1.05 * steps["deepspeed"]
     # one TP degree everywhere: one group per rank, the same transfers as upstream DeepSpeed
     same = [build_plan(_tp_plan((2, 2, 2), fw), prof, steps=1, check_memory=False,
@@ -449,12 +458,17 @@ def test_deepspeed_0313_partitions_the_activation_but_not_its_gradient(prof):
             assert fb.gathers == ((1, 2) if v == "0.16.5" else (1, 1))
             a, c = (_ds((t, t), v).stages[j].replicas[0] for j in (0, 1))
             mask = 0 if v == "0.16.5" else MASK  # 0.3.13: each rank's flow carries the mask
-            assert b.transfer_times[0][0][0] == pytest.approx(
-                pair_time(prof.network, (a, (0, 0)), (c, (1, 0)), size / t + mask, t, prof),
-                rel=1e-12)
+            # each partitioned tensor after its metadata, 7 + t int64 values from each rank:
+            # the activation in both releases, the gradient in 0.16.5 only
+            meta = pair_time(prof.network, (a, (0, 0)), (c, (1, 0)), 8 * (7 + t), t, prof)
+            assert b.transfer_times[0][0][0] == pytest.approx(meta + pair_time(
+                prof.network, (a, (0, 0)), (c, (1, 0)), size / t + mask, t, prof), rel=1e-12)
             per_flow = size / t if v == "0.16.5" else size
             assert b.transfer_times[0][0][1] == pytest.approx(
-                pair_time(prof.network, (c, (1, 0)), (a, (0, 0)), per_flow, t, prof), rel=1e-12)
+                (meta if v == "0.16.5" else 0.0)
+                + pair_time(prof.network, (c, (1, 0)), (a, (0, 0)), per_flow, t, prof), rel=1e-12)
+            assert n.meta_sizes == (8 * (7 + t),)
+            assert n.gradient_meta_sizes == (None if v == "0.16.5" else (0.0,))
             assert n.transfer_sizes == (size + t * mask,)
             # None: as the activation's (0.3.13 at TP 2: 16 MiB + 2 x 8 MiB = 2 x 16 MiB)
             assert (n.gradient_transfer_sizes or n.transfer_sizes) == \

@@ -26,7 +26,9 @@ code it was read at):
   ``1/tp`` each when partitioned, of the whole tensor each when not
   (Megatron-LM; DeepSpeed 0.3.13's gradient, whose activation is partitioned:
   ``FrameworkBehaviour.gradient_partitioned``), timed over the pair's curve
-  for that many flows (:func:`pair_time`; replicas on named hosts: :func:`physical_pair_time`);
+  for that many flows (:func:`pair_time`; replicas on named hosts: :func:`physical_pair_time`),
+  after the partition metadata each rank sends first where the framework does
+  (DeepSpeed: :func:`partition_meta_bytes`, a message of its own with its own latency);
   blocking or overlapped as the framework (or ``p2p``) says;
 * **gradient all-reduce** of each stage among its ``dp`` replicas, after the
   last backward (or overlapped with it, as the framework says): the gradients
@@ -94,7 +96,15 @@ from ..errors import ConfigError, check, format_bytes
 from ..training import TrainingConfig
 from ..training.config import dp_group_rounds, pipe_group_chains
 from .estimates import Estimator
-from .frameworks import P2P_MODES, FrameworkBehaviour, FrameworkSpec, check_mask_sized, resolve
+from .frameworks import (
+    META_VALUE_BYTES,
+    META_VALUES,
+    P2P_MODES,
+    FrameworkBehaviour,
+    FrameworkSpec,
+    check_mask_sized,
+    resolve,
+)
 from .values import GPUCatalogue, ModelProfile, NetworkProfile, Plan, Profiles
 
 __all__ = ["BUCKET_ELEMENTS", "PLAN_SCHEDULES", "GPUMemory", "PlanBuild", "build_plan", "plan_memory",
@@ -103,7 +113,7 @@ __all__ = ["BUCKET_ELEMENTS", "PLAN_SCHEDULES", "GPUMemory", "PlanBuild", "build
            "LOSS_BROADCAST_BYTES", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
            "physical_network", "bf16_allgather_times", "bf16_optimizer_memory", "bf16_state_bytes",
-           "bf16_flat_elements"]
+           "bf16_flat_elements", "partition_meta_bytes"]
 
 #: The schedules of a plan over its network (``dtsim train --plan``, ``dtsim plan``): the
 #: fixed device programs the DES runs there (``TrainingConfig`` refuses another).
@@ -1335,6 +1345,23 @@ def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int, gradient: bool = Fal
     return size + mask, tp
 
 
+def partition_meta_bytes(fb: FrameworkBehaviour, tp: int, gradient: bool = False) -> float:
+    """Bytes of the message each of a TP group's ``tp`` ranks sends before its part of an
+    activation (``gradient``: of its gradient), a blocking send of its own, or 0: DeepSpeed's
+    partition metadata (``PartitionedTensor.to_meta``, :data:`~sim.profiles.frameworks.META_VALUES`
+    int64 values and the TP degree), with every tensor it partitions (upstream: TP > 1 and
+    ``pipe_partitioned`` or ``grad_partitioned``; 0.3.13 never the gradient) or, in the Sailor
+    artifact's engine, with every activation and gradient at any TP degree
+    (``FrameworkBehaviour.partition_meta``)."""
+    rule = fb.partition_meta
+    if rule is None:
+        return 0.0
+    if rule == "partitioned" and not (
+            tp > 1 and (fb.gradient_partitioned if gradient else fb.partitioned)):
+        return 0.0
+    return float(META_VALUE_BYTES * (META_VALUES + tp))
+
+
 def tied_bytes(mp: ModelProfile, fb: FrameworkBehaviour, tp: int) -> float:
     """Bytes per GPU of the tied embedding's gradient all-reduce (0 untied); at a TP degree the
     profile has no sizes for, its TP-1 tied weight split over ``tp`` GPUs."""
@@ -1568,13 +1595,19 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         ``b``: the sender's ranks' flows at once; the Sailor artifact's pipeline groups
         (fb.pipe_groups), ``T`` messages of the tensor's part, ``k`` chains at once of
         ``T / k`` one after the other (pipe_group_chains: a rank sends and receives its
-        groups' messages in group order, each a blocking send or receive)."""
+        groups' messages in group order, each a blocking send or receive). Where the
+        framework sends its partition metadata first (:func:`partition_meta_bytes`), each
+        rank's message of it before each of its parts, a transfer of its own: its time too."""
+        meta = partition_meta_bytes(fb, a[0].tp, grad)
         if not fb.pipe_groups:
-            return pair_time(net, a, b, *p2p_flows(fb, (grad_sizes if grad else xfer_sizes)[j][i],
-                                                   a[0].tp, gradient=grad), profiles, shares)
+            t = pair_time(net, a, b, *p2p_flows(fb, (grad_sizes if grad else xfer_sizes)[j][i],
+                                                a[0].tp, gradient=grad), profiles, shares)
+            return t if meta <= 0 else \
+                pair_time(net, a, b, meta, a[0].tp, profiles, shares) + t
         each, _ = p2p_flows(fb, once[j][i], a[0].tp, gradient=grad)  # one group's message
         k, n = pipe_group_chains(tops[i], a[0].tp, b[0].tp)
-        return n * pair_time(net, a, b, each, k, profiles, shares)
+        t = pair_time(net, a, b, each, k, profiles, shares)
+        return n * (t if meta <= 0 else pair_time(net, a, b, meta, k, profiles, shares) + t)
 
     def timed(shares: list[list[tuple[Any, Any]]] | None) -> list[tuple]:
         """Every transfer's time, per hop and pipeline (activation, gradient), with ``shares``
@@ -1698,6 +1731,15 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                 out.append(per[0] if len(set(each)) == 1 else tuple(per))
             return tuple(out)
         flows, back = moved(xfer_sizes, 0), moved(grad_sizes, 1)
+
+        def metas(at: int) -> tuple | None:  # per hop the bytes each sender rank's metadata has
+            out = []
+            for j in range(L - 1):
+                each = [partition_meta_bytes(fb, plan.stages[j + at].replicas[i].tp,
+                                             gradient=at == 1) for i in range(r)]
+                out.append(each[0] if len(set(each)) == 1 else tuple(each))
+            return tuple(out) if any(out) else None
+        meta, meta_back = metas(0), metas(1)
         kw.update(network=physical_network(plan, profiles, mp.tied_embeddings) if plan.physical
                   else plan_network(plan, net, mp.tied_embeddings),
                   network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
@@ -1705,6 +1747,9 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                   bucket_size=math.inf if overlapped else bucket,
                   transfer_sizes=flows or None,
                   gradient_transfer_sizes=back if back != flows else None,
+                  meta_sizes=meta,
+                  gradient_meta_sizes=(None if meta_back == meta else
+                                       meta_back or (0.0,) * (L - 1)),
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size,
                   # the artifact's groups matter where a pipeline's stages differ in TP
                   pipe_groups=fb.pipe_groups and any(

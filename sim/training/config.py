@@ -429,6 +429,13 @@ class TrainingConfig:
         stages' TP degrees differ); None: the same. A hop's entry of either may be a
         tuple of one size per pipeline (its replicas' TP degrees differ:
         :meth:`hop_size`).
+    meta_sizes, gradient_meta_sizes : tuple of float or None
+        With ``transfer_sizes``: per hop (a hop's entry may be a tuple, one per
+        pipeline), the bytes of the message each of the sender's ranks sends
+        before its part of one micro-batch's activation (``gradient_meta_sizes``:
+        of its gradient; None: as ``meta_sizes``), a transfer of its own on the
+        same channel, each rank's part after it: DeepSpeed's partition metadata
+        (:func:`sim.profiles.build.partition_meta_bytes`); 0 or None: none.
     availability, mean_downtime, domain_outage, domain_downtime,
     failure_distribution, failure_shape, placement, failure_trace
         The failure model of :mod:`sim.failures` (as in Study A's pipeline);
@@ -589,6 +596,8 @@ class TrainingConfig:
     tied_allreduce_times: tuple[float, ...] | None = None
     transfer_sizes: tuple[float, ...] | None = None
     gradient_transfer_sizes: tuple[float, ...] | None = None
+    meta_sizes: tuple[float, ...] | None = None
+    gradient_meta_sizes: tuple[float, ...] | None = None
     allreduce_sizes: tuple[float, ...] | None = None
     tied_allreduce_size: float = 0.0
     availability: float = 1.0
@@ -1085,6 +1094,12 @@ class TrainingConfig:
             set_("gradient_transfer_sizes", _hops("gradient_transfer_sizes",
                                                   self.gradient_transfer_sizes, max(L - 1, 1),
                                                   self.replicas[0])[: max(L - 1, 0)])
+        for name in ("meta_sizes", "gradient_meta_sizes"):
+            if getattr(self, name) is not None:
+                check(self.transfer_sizes is not None, name, "given with transfer_sizes",
+                      "given")
+                set_(name, _hops(name, getattr(self, name), max(L - 1, 1),
+                                 self.replicas[0])[: max(L - 1, 0)])
         for name in ("allreduce_barrier", "tied_first", "optimizer_barrier", "pipe_groups"):
             check(isinstance(getattr(self, name), bool), name, "True or False",
                   getattr(self, name))
@@ -1320,6 +1335,17 @@ class TrainingConfig:
                  is not None else self.transfer_sizes)
         if sizes is None:
             return self.activation_size
+        x = sizes[hop]
+        return x[pipeline] if isinstance(x, tuple) else x
+
+    def meta_size(self, hop: int, pipeline: int, grad: bool = False) -> float:
+        """The bytes each sender rank sends as a message of its own before its part of one
+        micro-batch's activation (``grad``: gradient) over ``hop`` of ``pipeline``
+        (``meta_sizes``, ``gradient_meta_sizes``; 0: none)."""
+        sizes = (self.gradient_meta_sizes if grad and self.gradient_meta_sizes is not None
+                 else self.meta_sizes)
+        if sizes is None:
+            return 0.0
         x = sizes[hop]
         return x[pipeline] if isinstance(x, tuple) else x
 

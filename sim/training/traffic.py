@@ -798,6 +798,7 @@ class NetworkTraffic(Traffic):
         if self.groups is not None and not t == self.tp_rows[b][k] == self.groups[k]:
             return self._group_flows(s, k, grad, fifo, i, a, b, src, dst)
         size = c.hop_size(s, k, grad) / t
+        meta = c.meta_size(s, k, grad)  # each rank's message before its part (DeepSpeed's)
         ch = self.channels if fifo else None
         now = self.env.now
         moved: list = [now]  # the timeline's: when it moves (its first rank leaves its channel)
@@ -809,15 +810,44 @@ class NetworkTraffic(Traffic):
             def started() -> None:
                 if moved[0] is None:
                     moved[0] = env.now
-        if ch is not None:
+        if ch is not None:  # a rank's metadata first on its channel, its part queued after it
+            if meta > 0:
+                self._moving.extend(ch.send((k, a, b, r), src, dst, meta, started=started)
+                                    for r in range(t))
             evs = [ch.send((k, a, b, r), src, dst, size, started=started) for r in range(t)]
+            self._moving.extend(evs)
+        elif meta > 0:  # each rank's two blocking sends one after the other
+            evs = [self._messages(src, dst, (meta, size)) for _ in range(t)]
         else:
             evs = [self.service.transfer(src, dst, size) for _ in range(t)]
-        self._moving.extend(evs)
+            self._moving.extend(evs)
         ev = simpy.AllOf(self.env, evs)
         if i is not None and self.rec.on:
             self._record_hop(ev, s, k, grad, i, now, moved)
         return ev
+
+    def _messages(self, src: Any, dst: Any, sizes: tuple[float, ...],
+                  after: list[simpy.Event] | None = None) -> simpy.Event:
+        """Messages of ``sizes`` from ``src`` to ``dst`` one after the other (each a blocking
+        send of one rank), the first once ``after`` have all arrived; the event of the last
+        one's arrival. A step lost meanwhile (:meth:`cancel_step`) starts no more of them."""
+        env, gen = self.env, self._lost
+        if not after:  # the first starts now, as a hop's single transfer would
+            first = self.service.transfer(src, dst, sizes[0])
+            self._moving.append(first)
+            if len(sizes) == 1:
+                return first
+            after, sizes = [first], sizes[1:]
+
+        def run():
+            yield simpy.AllOf(env, after)
+            for x in sizes:
+                if self._lost != gen:  # the step was lost meanwhile: nothing more moves
+                    return
+                ev = self.service.transfer(src, dst, x)
+                self._moving.append(ev)
+                yield ev
+        return env.process(run())
 
     def _group_flows(self, s: int, k: int, grad: bool, fifo: bool, i: int | None, a: int,
                      b: int, src: Any, dst: Any) -> simpy.Event:
@@ -837,6 +867,10 @@ class NetworkTraffic(Traffic):
         T = self.groups[k]  # type: ignore[index]
         ta, tb = self.tp_rows[a][k], self.tp_rows[b][k]
         size = c.hop_size(s, k, grad) / T
+        # each group's message is the sending rank's metadata, then its part (DeepSpeed's
+        # partition metadata: pipe_engine.py:1069-1071, 1123-1125), or the part alone
+        meta = c.meta_size(s, k, grad)
+        sizes = (meta, size) if meta > 0 else (size,)
         now = env.now
         moved: list = [now]
         started = None
@@ -848,31 +882,20 @@ class NetworkTraffic(Traffic):
                 def started() -> None:
                     if moved[0] is None:
                         moved[0] = env.now
-            evs = [self.channels.send((k, a, b, "group", x), src, dst, size,  # type: ignore
-                                      started=started)
-                   for x in range(chains) for _ in range(n)]
-            self._moving.extend(evs)
+            evs = []
+            for x in range(chains):
+                for _ in range(n):
+                    for y in sizes:
+                        ev = self.channels.send((k, a, b, "group", x), src, dst,  # type: ignore
+                                                y, started=started)
+                        self._moving.append(ev)
+                    evs.append(ev)  # the part's arrival
         else:
-            gen = self._lost
             last: dict[tuple[str, int], simpy.Event] = {}
             evs = []
-
-            def message(after: list[simpy.Event]):
-                if after:
-                    yield simpy.AllOf(env, after)
-                if self._lost != gen:  # the step was lost meanwhile: nothing more moves
-                    return
-                ev = self.service.transfer(src, dst, size)
-                self._moving.append(ev)
-                yield ev
-
             for g in range(T):
                 ends = (("a", g // (T // ta)), ("b", g // (T // tb)))
-                after = [last[e] for e in ends if e in last]
-                ev = self.service.transfer(src, dst, size) if not after else \
-                    env.process(message(after))
-                if not after:
-                    self._moving.append(ev)
+                ev = self._messages(src, dst, sizes, [last[e] for e in ends if e in last])
                 for e in ends:
                     last[e] = ev
                 evs.append(ev)

@@ -1,0 +1,168 @@
+"""DeepSpeed's partition metadata: with TP > 1 a stage sends each partitioned activation and
+gradient as two blocking messages, ``PartitionedTensor.to_meta()`` (7 + t int64 values from
+each TP rank) and then its part (v0.16.5 ``runtime/pipe/engine.py:759, 1041, 1094-1095``;
+``runtime/utils.py:690-705``), every micro-batch; 0.3.13 with the activation only (its
+gradient is whole, ``engine.py:107``); the Sailor artifact's engine with every activation and
+gradient at any TP degree (``deepspeed/pipe_engine.py:772-788, 1101-1102``).
+
+Worked by hand on the shipped OPT-350 profiles with every link of ``B`` = 1 Gbit/s and
+latency ``l`` = 10 ms, where ``k`` flows of ``S`` bytes each take ``l + k S / B``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from sim.engines import predictions
+from sim.profiles import Plan, ReplicaSpec, StageSpec, load_profiles
+from sim.profiles.build import build_plan
+from sim.profiles.frameworks import FrameworkSpec
+from sim.rng import Streams
+from sim.training import training_model
+
+Z = "us-central1-a"
+B, LAT = 1e9 / 8, 10e-3  # 1 Gbit/s, 10 ms
+ACT = 2 * 2048 * 1024 * 4  # OPT-350's hidden states at micro-batch 2, fp32: 16 MiB
+
+
+@pytest.fixture(scope="module")
+def prof():
+    p = load_profiles(models=("OPT-350",))
+    return replace(p, network=replace(p.network, links=tuple(
+        replace(x, bandwidth=B, latency=LAT) for x in p.network.links)))
+
+
+def _plan(tp, fw, m=4, L=2):
+    cuts = [round(26 * k / L) for k in range(L + 1)]
+    return Plan(tuple(StageSpec(tuple(range(cuts[j], cuts[j + 1])), (
+        ReplicaSpec("A100-40", tp, gpus_per_node=tp, zone=Z),)) for j in range(L)), 2, 2 * m,
+        model="OPT-350", framework=fw)  # micro-batch 2, m of them
+
+
+def _msg(k, size):
+    """``k`` flows of ``size`` bytes each over one link."""
+    return LAT + k * size / B
+
+
+def _step(cfg):
+    return predictions("training", cfg)["step_time_mean"]["value"]
+
+
+def _des(plan, prof):
+    net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
+    return net, training_model(net.config, Streams(0).replication(0))["step_time_mean"]
+
+
+def test_two_stages_at_tp_2_by_hand(prof):
+    """DeepSpeed 0.16.5, fp32, 2 stages of TP 2, one pipeline, 4 micro-batches, 1F1B with its
+    blocking paired sends in TrainSchedule order. Each hop is the two TP ranks' metadata
+    (``8 (7 + 2)`` = 72 bytes each), then their halves of the 16 MiB activation:
+    ``a = (l + 2 x 72 / B) + (l + 2 x 8 MiB / B)``, the gradient back the same. With stage 0's
+    passes ``f0, b0`` and stage 1's ``f1, b1`` (the build's, all-gathers included) the
+    program (``deepspeed_program``) ends at
+    ``X3 + g + a + max(b0, f1 + b1) + g + b0``, ``X3 = f0 + a + max(f0, f1 + b1) + 2 P``,
+    ``P = g + a + max(b0 + f0, f1 + b1)`` (stage 0 waits for each gradient, then sends the
+    next activation): ``4 a + 4 g`` plus passes, every transfer on the critical path. The
+    step adds the same tail with or without the metadata, so it is ``8 (l + 144 / B)`` =
+    80.009 ms longer, 1.8100 s against the 1.7300 s of the part alone (+4.6%). The DES over
+    the plan's network (each rank's metadata a flow before its part) gives the closed form's
+    step."""
+    plan = _plan(2, FrameworkSpec("deepspeed", "0.16.5", "fp32"))
+    b = build_plan(plan, prof, steps=1, check_memory=False)
+    meta, part = _msg(2, 72.0), _msg(2, ACT / 2)
+    (a, g), = b.transfer_times[0]
+    assert a == pytest.approx(meta + part, rel=1e-12)
+    assert g == pytest.approx(meta + part, rel=1e-12)
+    from sim.profiles.build import partition_meta_bytes
+
+    assert partition_meta_bytes(b.behaviour, 2) == partition_meta_bytes(
+        b.behaviour, 2, gradient=True) == 8 * (7 + 2)
+    (f0, b0), (f1, b1) = (row[0] for row in b.config.replica_times)
+
+    def program(a, g):
+        P = g + a + max(b0 + f0, f1 + b1)
+        X3 = f0 + a + max(f0, f1 + b1) + 2 * P
+        return X3 + g + a + max(b0, f1 + b1) + g + b0
+
+    from sim.analytic.training import program_makespan
+    from sim.training.schedules import deepspeed_program
+
+    progs = [deepspeed_program(2, 4, j) for j in (0, 1)]
+    for x in (a, part):  # with the metadata, and as dtsim had it (the part alone)
+        assert program_makespan(progs, [f0, f1], [b0, b1], [x], [x], blocking=True) == \
+            pytest.approx(program(x, x), rel=1e-12)
+    step = _step(b.config)
+    without = _step(replace(b.config, transfer_times=(((part, part),),)))
+    assert step - without == pytest.approx(program(a, a) - program(part, part), rel=1e-9)
+    assert step - without == pytest.approx(8 * meta, rel=1e-9)
+    net, des = _des(plan, prof)
+    assert net.config.meta_sizes == (72.0,) and net.config.gradient_meta_sizes is None
+    assert des == pytest.approx(step, rel=1e-9)
+
+
+@pytest.mark.parametrize("fw, tp, act, grad", [
+    # upstream DeepSpeed: only what it partitions, only with TP > 1
+    (FrameworkSpec("deepspeed", "0.16.5"), 1, 0, 0),
+    (FrameworkSpec("deepspeed", "0.16.5"), 4, 88, 88),
+    (FrameworkSpec("deepspeed", "0.14.4"), 4, 88, 88),
+    (FrameworkSpec("deepspeed", "0.9.0"), 2, 72, 72),
+    (FrameworkSpec("deepspeed", "0.16.5", options=(("pipe_partitioned", False),)), 2, 0, 0),
+    # 0.3.13: the activation only (its gradient goes whole)
+    (FrameworkSpec("deepspeed", "0.3.13", options=(("seq_length", 16),)), 2, 72, 0),
+    # the Sailor artifact's engine partitions every hop's tensor, even over one rank
+    (FrameworkSpec("sailor-deepspeed"), 1, 64, 64),
+    (FrameworkSpec("sailor-deepspeed"), 2, 72, 72),
+    (FrameworkSpec("megatron"), 2, 0, 0),  # one tensor a hop (p2p_communication.py:494-514)
+])
+def test_which_hops_carry_the_metadata(prof, fw, tp, act, grad):
+    """Per framework, release and TP degree, the bytes of each rank's metadata message before
+    an activation and a gradient (0: none), and the hop's time by hand: ``t`` flows of the
+    metadata, then ``t`` flows of the part (whole from each rank where not partitioned:
+    Megatron-LM, 0.3.13's gradient, ``pipe_partitioned`` off). The DES over the plan's network
+    equals the closed form (1e-9)."""
+    plan = _plan(tp, fw, m=2)
+    b = build_plan(plan, prof, steps=1, check_memory=False)
+    fb = b.behaviour
+    mask = 2 * 16 * 16 if fw.version == "0.3.13" else 0  # its GPT2ModelPipe mask, fp16
+    each = ACT / tp if fb.partitioned or tp == 1 else ACT
+    back = ACT / tp if fb.gradient_partitioned or tp == 1 else ACT
+    (a, g), = b.transfer_times[0]
+    assert a == pytest.approx((_msg(tp, act) if act else 0.0) + _msg(tp, each + mask),
+                              rel=1e-12)
+    assert g == pytest.approx((_msg(tp, grad) if grad else 0.0) + _msg(tp, back), rel=1e-12)
+    _, des = _des(plan, prof)
+    assert des == pytest.approx(_step(b.config), rel=1e-9)
+    from sim.profiles.build import partition_meta_bytes
+
+    assert (partition_meta_bytes(fb, tp), partition_meta_bytes(fb, tp, gradient=True)) == \
+        (act, grad)
+
+
+def test_overlapped_and_grouped_hops_queue_the_metadata_first(prof):
+    """The metadata is a message of its own on the channel of its rank: with ``p2p`` overlap
+    (FIFO channels) the part queues behind it, and in the Sailor artifact's pipeline groups
+    (stages of TP 1, 2, 1: the TP-1 ranks send and receive their two groups' messages in
+    turn, each its metadata then its part) a hop is ``n`` such pairs one after the other; in
+    both the DES over the plan's network gives the closed form's step (1e-9)."""
+    over = _plan(2, FrameworkSpec("deepspeed", "0.16.5"))
+    b = build_plan(over, prof, steps=1, check_memory=False, p2p="overlap")
+    net = build_plan(over, prof, steps=1, check_memory=False, p2p="overlap", network=True)
+    assert training_model(net.config, Streams(0).replication(0))["step_time_mean"] == \
+        pytest.approx(_step(b.config), rel=1e-9)
+    assert b.transfer_times[0][0][0] == pytest.approx(_msg(2, 72.0) + _msg(2, ACT / 2),
+                                                      rel=1e-12)
+    mixed = Plan(tuple(StageSpec(tuple(range(9 * j, min(9 * j + 9, 26))), (
+        ReplicaSpec("A100-40", t, gpus_per_node=t, zone=Z),)) for j, t in enumerate((1, 2, 1))),
+        2, 4, model="OPT-350", framework=FrameworkSpec("sailor-deepspeed"))
+    g = build_plan(mixed, prof, steps=1, check_memory=False)
+    # hop 0's activation: the TP-1 rank sends its 2 groups (64-byte metadata, then the whole
+    # tensor) in turn; its gradient: the TP-1 rank receives its 2 groups' in turn, each a
+    # TP-2 rank's 72-byte metadata, then its half
+    assert g.transfer_times[0][0][0] == pytest.approx(2 * (_msg(1, 64.0) + _msg(1, ACT)),
+                                                      rel=1e-12)
+    assert g.transfer_times[0][0][1] == pytest.approx(2 * (_msg(1, 72.0) + _msg(1, ACT / 2)),
+                                                      rel=1e-12)
+    _, des = _des(mixed, prof)
+    assert des == pytest.approx(_step(g.config), rel=1e-9)
