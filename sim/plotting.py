@@ -182,8 +182,26 @@ def plot_sweep(
             fig.set_size_inches(6 + 3.2 * cols, max(4.0, 0.7 + 0.16 * min(entries, LEGEND_ROWS)))
             fig.legend(fontsize="x-small", loc="outside right upper", ncols=cols)
     ax.grid(alpha=0.3)
+    if not numeric:
+        _upright_when_crowded(fig, ax)
     fig.savefig(path, dpi=120)
     return path
+
+
+def _upright_when_crowded(fig: Figure, ax: Any) -> bool:
+    """Turn the x axis's category labels upright when side by side they overlap (long
+    names: a graph file's path, a sync spec), and make the figure taller by what they then
+    take, so that the axes keep their height; True when it turned them."""
+    fig.draw_without_rendering()
+    labels = [t for t in ax.get_xticklabels() if t.get_text()]
+    boxes = [t.get_window_extent() for t in labels]
+    if not any(a.x1 > b.x0 for a, b in zip(boxes, boxes[1:], strict=False)):
+        return False
+    for t in labels:
+        t.set_rotation(90)
+    w, h = fig.get_size_inches()
+    fig.set_size_inches(w, h + max(b.width for b in boxes) / fig.dpi)
+    return True
 
 
 def _group_label(group: str, value: Any) -> str:

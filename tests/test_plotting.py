@@ -97,6 +97,34 @@ def test_a_point_at_the_base_value_is_not_a_none_tick(tmp_path, monkeypatch):
     assert ticks == ["base value", "1GB/s", "10GB/s"]
 
 
+def test_long_category_ticks_do_not_overlap(tmp_path, monkeypatch):
+    """(user trial 11) A sweep whose x factor is a graph file's path (``network``, one
+    file a bandwidth) drew its six tick labels on top of each other, unreadable: side by side
+    they are turned upright, and the figure grows by their length so the axes keep their
+    height. Short categories stay as they were, level."""
+    seen = {}
+    save = plotting.Figure.savefig
+
+    def spy(fig, *a, **k):
+        fig.draw_without_rendering()
+        ax = fig.axes[0]
+        boxes = [t.get_window_extent() for t in ax.get_xticklabels() if t.get_text()]
+        seen["overlaps"] = sum(a.x1 > b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
+        seen["rotation"] = {t.get_rotation() for t in ax.get_xticklabels()}
+        seen["axes_height"] = ax.get_window_extent().height / fig.dpi
+        return save(fig, *a, **k)
+
+    monkeypatch.setattr(plotting.Figure, "savefig", spy)
+    for names, turned in (([f"/tmp/ut11/zones_{g}G.json" for g in (1, 2.5, 5, 10, 20, 40)],
+                           True), (["a", "b", "c"], False)):
+        rows = [{"network": n, "u_mean": 0.5 + 0.05 * i, "u_low": 0.4, "u_high": 0.9}
+                for i, n in enumerate(names)]
+        plotting.plot_sweep(rows, "network", "u", tmp_path / "u.png")
+        assert seen["overlaps"] == 0
+        assert seen["rotation"] == ({90.0} if turned else {0.0})
+        assert seen["axes_height"] > 2.5  # of the 4-inch figure's axes: not squashed
+
+
 def _spy_error_bars(monkeypatch) -> list:
     """The (label, xs) of every line the default figures draw, in order (plotting still draws)."""
     drawn = []

@@ -498,6 +498,26 @@ def test_a_stage_holding_none_of_a_fragment_takes_no_part_in_its_sync():
     assert [e["args"]["bytes"] for e in _x(trace) if e["name"] == "outer all-reduce"] == [10.0] * 8
 
 
+@pytest.mark.parametrize("extra, wire, span", [
+    ("", 10.0, 2.0),                    # dense bf16: the ring of two, 2 (10 / (2 * 5))
+    (",bits=4", 2.5, 0.5),              # 4-bit values: a quarter on the wire
+    (",topk=0.1", 3.0, 0.6)])           # 10 % of the values, each with a 32-bit index:
+def test_an_outer_sync_says_what_it_moves(extra, wire, span):  # (M - 1) 3 / 5, all-gathered
+    """(user trial 11) An outer sync's ``bytes`` is its fragment's parameters (at
+    ``value_bits``), whatever ``bits`` and ``topk`` send: a 4-bit sync of 1 GB said
+    ``bytes: 1e9`` in Perfetto where 0.25 GB moved. Each outer sync and outer all-reduce
+    also carries ``payload``, the bytes on the wire (``sim.analytic.diloco.payload_size``),
+    which the span's length is the ring law of (two groups of one worker, S = 10, B = 5)."""
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=2, forward_time=1.0,
+                         param_size=10.0, bandwidth=5.0, sync="diloco:every=2" + extra)
+    _, trace = _record(cfg)
+    syncs = [e for e in _x(trace) if e["name"].startswith(("outer sync", "outer all-reduce"))]
+    assert sorted(e["name"] for e in syncs) == ["outer all-reduce"] * 2 + ["outer sync 0"]
+    for e in syncs:
+        assert e["args"]["bytes"] == 10.0 and e["args"]["payload"] == pytest.approx(wire)
+        assert e["dur"] / US == pytest.approx(span)
+
+
 def test_a_diloco_download_cut_by_a_failure_is_recorded_cut(tmp_path):
     """The run above with group 1 down again over [11, 16): its model download (from 10.5)
     is cut at 11 and recorded so, the group lost twice; back at 16 it downloads the model

@@ -621,9 +621,12 @@ class OuterLoop:
             reps = [r for live in stages if live is not None for reps in live
                     for r in reps[:min(len(x) for x in live)]] if len(ring) > 1 else []
             t0, sizes = self.env.now, self.frag[fragment]
+            wire = [AD.payload_size(S, bits=self.spec.bits, value_bits=self.c.value_bits,
+                                    topk=self.spec.topk) for S in sizes]
 
             def done(_e: Any) -> None:
-                self.rec.outer_sync(key, fragment, ring, reps, sizes, t0, self.env.now)
+                self.rec.outer_sync(key, fragment, ring, reps, sizes, t0, self.env.now,
+                                    payloads=wire)
             if ev.triggered and ev.processed:
                 done(None)
             else:
