@@ -559,10 +559,19 @@ def build_from_args(args: argparse.Namespace) -> Any:
     if args.preemption_notice is not None:  # the config refuses one without a strategy
         kw["notice"] = _notice(args.preemption_notice, args.hour)
     price = kw.pop("price", None)
+    eager = getattr(strategy, "mode", None) == "eager"  # Bamboo's copy on the GPU
+    if eager:
+        tps = sorted({x.tp for st in plan.stages for x in st.replicas if x.tp > 1})
+        if tps:
+            raise ConfigError("strategy", "mode=lazy for redundancy with a plan of tensor "
+                              "parallelism (Bamboo's eager copy has no tensor-parallel path: "
+                              "its engine forms pipe x data topologies only)",
+                              ", ".join(f"TP {t}" for t in tps))
+        kw["redundant_copy"] = True
     if strategy is not None:  # each formation's step: the plan re-planned for it
         from ..profiles.formations import PlanStepTimes
 
-        timing = {k: kw[k] for k in ("sync", "value_bits") if k in kw}
+        timing = {k: kw[k] for k in ("sync", "value_bits", "redundant_copy") if k in kw}
         kw.update(strategy=strategy,
                   step_times=PlanStepTimes(plan, profiles, name, tuple(dict(
                       schedule=args.schedule, p2p=args.p2p, framework=fw, network=True,
