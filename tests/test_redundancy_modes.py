@@ -144,3 +144,29 @@ def test_mode_is_lazy_or_eager(bad):
 
     with pytest.raises(ConfigError, match="'mode' must be one of"):
         make_strategy(bad)
+
+
+def test_eager_forms_nothing_its_copy_does_not_fit(tmp_path, capsys):
+    """40 samples a step: two pipelines of 20 micro-batches fit eager (stage 0's GPU holds
+    16 x 9 x 12,596,224 + 20 x (9 x 360,726,528 + 8,388,608) = 66,912,403,456 B more); one
+    pipeline of 40 does not (132,010,950,656 B for the copy alone, beyond the GPU's 95.6 GiB).
+    s1r0 lost at 1 s: lazy rebalances onto one pipeline and finishes; eager takes the stage
+    over, then can form nothing, and says so (the diagnosis blamed the failure rate)."""
+    assert 16 * 9 * DEC + 20 * (9 * ACT + SENT) == 66_912_403_456
+    assert 16 * 9 * DEC + 40 * (9 * ACT + SENT) == 132_010_950_656 > 95.6 * 2**30
+    trace = tmp_path / "rm.csv"
+    trace.write_text(f"worker,start,end\ns1r0,1.0,{BIG}\n")
+    argv = ["--plan", _plan(tmp_path, 40), "--model", "OPT-350", "--steps", "5",
+            "--replications", "1", "--failure-trace", str(trace), "--stall-limit", "1000"]
+    lazy = _json(capsys, [*argv, "--strategy", "redundancy:every=0,boot=0"])
+    assert (lazy["finished"], lazy["steps_done"]) == (1.0, 5.0)
+    eager = _json(capsys, [*argv, "--strategy", "redundancy:mode=eager,every=0,boot=0"])
+    assert (eager["finished"], eager["steps_done"]) == (0.0, 2.0)
+    assert eager["stall_reason"] == (
+        "no step can finish: redundancy can form nothing of the 5 ready workers that fits in "
+        "GPU memory (the plan re-planned for them, with Bamboo's eager copy)")
+
+
+def _json(capsys, argv):
+    assert main(["train", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
