@@ -330,7 +330,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "parameters, e.g. checkpoint-restart:every=20,interval=adaptive (its times "
                         "take units: checkpoint=2min); with --plan, checkpoint_bandwidth=1GB/s "
                         "(each node's storage rate) times a checkpoint and a restart's read from "
-                        "the plan's bytes; "
+                        "the plan's bytes; redundancy:mode=eager runs Bamboo's eager "
+                        "recovery (lazy, its default, otherwise); "
                         "--checkpoint-every/--checkpoint-cost/--restart-cost set its "
                         "every/checkpoint/restart")
     g.add_argument("--step-times", default=None, metavar="FILE",

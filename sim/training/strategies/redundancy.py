@@ -150,7 +150,7 @@ class Redundancy(JobStrategy):
     ----------
     overhead : float or None
         Step-time overhead of the redundant forwards in normal operation (a
-        fraction; None: from the bubble, or 0 with a step-time table).
+        fraction; None: eager, from the bubble, or 0 with a step-time table; lazy, 0).
     slowdown : float
         Step-time factor while a node runs two stages (default 1.5, Bamboo).
     rebalance : float
