@@ -3762,10 +3762,11 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
         T("--plan", good, *one, "--strategy", "redundancy:checkpoint_bandwidth=10Gbit/s"),
         ok("the plan's bytes over checkpoint_bandwidth"))
     add("train/plan-with-price-ok", T("--plan", good, *one, "--price", "2.5"), ok("cost"))
-    # Bamboo's eager mode: its copy on the GPU (sim.profiles.build.eager_copy_memory), no
-    # tensor-parallel path; lazy (the default) keeps the copy in CPU memory
-    add("train/plan-redundancy-eager-tp", T("--plan", good, *one, "--strategy",
-                                            "redundancy:mode=eager"), refuse("strategy"))
+    # Bamboo's eager mode (the default): its copy on the GPU (sim.profiles.build.
+    # eager_copy_memory; with TP, a shard a TP rank: dtsim's extension); lazy keeps the copy
+    # in CPU memory
+    add("train/plan-redundancy-eager-tp-ok", T("--plan", good, *one, "--strategy",
+                                               "redundancy:mode=eager"), ok("strategy"))
     one_gpu = [{"gpu": "GH-96", "tp": 1, "gpus_per_node": 1, "zone": "us-central1-a"}]
     tp1 = {"model": "OPT-350", "microbatch_size": 1, "global_batch_size": 256,
            "framework": {"name": "sailor-deepspeed", "version": "0.16.5"},
@@ -3774,8 +3775,10 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
     tp1_plan = plan("tp1-3stages.json", tp1)
     add("train/plan-redundancy-eager-out-of-memory",
         T("--plan", tp1_plan, *one, "--strategy", "redundancy:mode=eager"), refuse("plan"))
+    add("train/plan-redundancy-default-out-of-memory",
+        T("--plan", tp1_plan, *one, "--strategy", "redundancy"), refuse("plan"))
     add("train/plan-redundancy-lazy-ok",
-        T("--plan", tp1_plan, *one, "--strategy", "redundancy"), ok("strategy"))
+        T("--plan", tp1_plan, *one, "--strategy", "redundancy:mode=lazy"), ok("strategy"))
     return cases
 
 

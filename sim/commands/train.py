@@ -330,8 +330,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "parameters, e.g. checkpoint-restart:every=20,interval=adaptive (its times "
                         "take units: checkpoint=2min); with --plan, checkpoint_bandwidth=1GB/s "
                         "(each node's storage rate) times a checkpoint and a restart's read from "
-                        "the plan's bytes; redundancy:mode=eager runs Bamboo's eager "
-                        "recovery (lazy, its default, otherwise); "
+                        "the plan's bytes; redundancy runs Bamboo's eager recovery (its copy "
+                        "on the GPU; with TP, a shard a TP rank: dtsim's extension), "
+                        "redundancy:mode=lazy its code's default; "
                         "--checkpoint-every/--checkpoint-cost/--restart-cost set its "
                         "every/checkpoint/restart")
     g.add_argument("--step-times", default=None, metavar="FILE",
@@ -560,14 +561,7 @@ def build_from_args(args: argparse.Namespace) -> Any:
     if args.preemption_notice is not None:  # the config refuses one without a strategy
         kw["notice"] = _notice(args.preemption_notice, args.hour)
     price = kw.pop("price", None)
-    eager = getattr(strategy, "mode", None) == "eager"  # Bamboo's copy on the GPU
-    if eager:
-        tps = sorted({x.tp for st in plan.stages for x in st.replicas if x.tp > 1})
-        if tps:
-            raise ConfigError("strategy", "mode=lazy for redundancy with a plan of tensor "
-                              "parallelism (Bamboo's eager copy has no tensor-parallel path: "
-                              "its engine forms pipe x data topologies only)",
-                              ", ".join(f"TP {t}" for t in tps))
+    if getattr(strategy, "mode", None) == "eager":  # Bamboo's copy on the GPU (TP: its shard)
         kw["redundant_copy"] = True
     if strategy is not None:  # each formation's step: the plan re-planned for it
         from ..profiles.formations import PlanStepTimes

@@ -858,14 +858,20 @@ def eager_copy_memory(plan: Plan, sizes_at: Any) -> tuple[float, ...]:
       every micro-batch with autograd on, its output kept in ``output_r`` (``engine.py:1626-
       1647``; never run backward in normal operation) and its input a clone of stage ``j``'s
       output (``engine.py:1999-2005``), both until ``_clean_pipe_buffers`` at the end of
-      ``train_batch`` (``engine.py:1417``): the ``m`` micro-batches' activations of ``r`` (of
+      ``train_batch`` (``engine.py:1417``), a buffer a micro-batch (``TrainSchedule.
+      num_pipe_buffers``, ``schedule.py:299-301``, is ``PipeSchedule``'s ``micro_batches``,
+      ``106-115``): the ``m`` micro-batches' activations of ``r`` (of
       one micro-batch when ``r`` is the last stage, whose output is the loss, not kept,
       ``engine.py:1646-1653``) and ``m`` received inputs (none for ``r = 0``: its input is
       the data), in the plan's memory model's terms (:func:`plan_memory`).
 
-    One stage: nothing (dtsim gives a one-stage job no copy). The layers' sizes are at each
-    replica's TP degree, but Bamboo has no tensor-parallel path: ``dtsim train`` refuses
-    eager mode with TP > 1."""
+    One stage: nothing (dtsim gives a one-stage job no copy). TP > 1 is dtsim's extension
+    (Bamboo's engine forms pipe x data topologies only, ``PipeDataParallelTopology``,
+    ``runtime/pipe/topology.py:262-263``): each TP rank of the node holds its shard, the
+    layers' sizes at the replica's TP degree (``sizes_at(tp)``, the split :func:`plan_memory`
+    gives the plan's own stages: the parameters plan_memory counts for stage ``r`` at that
+    TP, at 16 bytes each), its kept forwards' activations as the plan's activation memory
+    at that TP and the received inputs whole."""
     L = len(plan.stages)
     m, mbs = plan.microbatches, plan.microbatch_size
     out = []
@@ -1449,8 +1455,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         of their closed-form times (which stay in the PlanBuild as the
         reference).
     redundant_copy : bool
-        Count Bamboo's eager redundant copy (``--strategy redundancy:mode=eager``) in each
-        GPU's memory (:func:`eager_copy_memory`); with ``check_memory``, refuse a plan it
+        Count Bamboo's eager redundant copy (``--strategy redundancy``, its default
+        ``mode=eager``; a TP rank its shard) in each GPU's memory (:func:`eager_copy_memory`); with ``check_memory``, refuse a plan it
         no longer fits.
     **config
         Any other :class:`TrainingConfig` field (steps, failures, prices, ...).
@@ -1730,7 +1736,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         for g, extra in zip(memory, eager_copy_memory(plan, sizes_at), strict=True):
             if g.total + extra > g.capacity:
                 raise ConfigError("plan", "a plan that fits in GPU memory with Bamboo's eager "
-                                  "redundant copy (redundancy:mode=eager; mode=lazy keeps it "
+                                  "redundant copy (redundancy, mode=eager; mode=lazy keeps it "
                                   "in CPU memory)",
                                   f"stage {g.stage} on {g.gpu} (replica {g.replica}, TP {g.tp}) "
                                   f"needs {format_bytes(g.total + extra)} "

@@ -22,33 +22,42 @@ workers can form one more pipeline.
 Bamboo's two recovery modes (``mode``; uclasystem/bamboo 8080929, paths under
 ``external/deepspeed/deepspeed/``):
 
-* ``lazy``, the default, as Bamboo's: ``PipelineEngine(..., eager_recovery=False)``
-  (``runtime/pipe/engine.py:104-105``) and ``deepspeed.initialize(...,
-  eager_recovery=False)`` (``__init__.py:76``); its examples' ``--eager`` is off
-  unless given (``DeepSpeedExamples/pipeline_parallelism/gpt2.py``, ``store_true``)
-  and its launch script ``run-project-pactum.sh:28`` passes ``--redundancy_level=1``
-  and no ``--eager``. The copy is kept in CPU memory (``runtime/pipe/engine.py:
+* ``eager``, the default: Bamboo as published, its paper (Thorpe et al., NSDI 2023,
+  abstract) and its repository's README both describing redundant computation run in
+  the pipeline bubbles for a low-pause recovery. The copy's layers and buffers are on the GPU
+  (``engine.py:338-345``) and the successor's forwards run each step
+  (``EagerRecoverySchedule``, ``schedule.py:504-524``), their outputs kept, so a
+  takeover redoes no forward (``_exec_forward_pass`` returns on a kept output,
+  ``engine.py:1627-1628``). ``overhead=None`` derives the overhead from the schedule:
+  each node runs ``b`` extra forward passes of its successor's stage (``b``
+  microbatches per pipeline), and what does not fit in its idle time within the step
+  is added to the step (none with a step-time table, which is measured with the
+  redundancy on). With ``--plan`` the copy and the kept forwards' activations count in
+  each GPU's memory (:func:`sim.profiles.build.eager_copy_memory`: 16 bytes a
+  parameter, fp32 whatever the plan's precision): a plan they do not fit is refused, a
+  formation they do not fit is not formed. Bamboo has no tensor-parallel path (its
+  engine forms pipe x data topologies, ``PipeDataParallelTopology``,
+  ``runtime/pipe/topology.py:262-263``); for a TP > 1 plan dtsim extends it: each TP
+  rank of the node holds its TP shard of the copy, the successor stage's parameters
+  split as the plan's own are at that TP, and the kept forwards' activations as the
+  plan's activation memory at that TP.
+* ``lazy``: Bamboo's code's parameter default, what its examples run without
+  ``--eager``: ``PipelineEngine(..., eager_recovery=False)``
+  (``runtime/pipe/engine.py:104-105``), ``deepspeed.initialize(...,
+  eager_recovery=False)`` (``__init__.py:76``), the examples' ``--eager`` a
+  ``store_true`` (``DeepSpeedExamples/pipeline_parallelism/gpt2.py``); its launch
+  script passes extra arguments through (``run-project-pactum.sh:29``, ``${@:5}``), so
+  it fixes neither mode. The copy is kept in CPU memory (``runtime/pipe/engine.py:
   336-349``), no redundant forward runs (``LazyRecoverySchedule``,
   ``runtime/pipe/schedule.py:469-501``, adds only one-value pings), so there is no
-  per-step overhead here. At a takeover the node builds the copy's layers on its GPU
-  from the CPU buffers (``engine.py:1232-1238``, ``module.py:262-331``) and redoes
-  the lost stage's passes of the step in progress up to the failure
+  per-step overhead. At a takeover the node builds the copy's layers on its GPU from
+  the CPU buffers (``engine.py:1232-1238``, ``module.py:262-331``) and redoes the lost
+  stage's passes of the step in progress up to the failure
   (``NextStageFailoverSchedule``, ``schedule.py:348-353``), its forwards included: the
   step waits for ``done x b x t_f`` (the stage's ``b`` forwards, pro rata of the step
-  done; none with a step-time table) before its rest runs ``slowdown`` times slower. The copy's load from CPU memory is not timed (no
-  host-to-device bandwidth in the profiles).
-* ``eager``: the copy's layers and buffers on the GPU (``engine.py:338-345``) and
-  the successor's forwards run each step (``EagerRecoverySchedule``,
-  ``schedule.py:504-524``), their outputs kept, so a takeover redoes no forward
-  (``_exec_forward_pass`` returns on a kept output, ``engine.py:1627-1628``).
-  ``overhead=None`` derives the overhead from the schedule: each node runs ``b``
-  extra forward passes of its successor's stage (``b`` microbatches per pipeline),
-  and what does not fit in its idle time within the step is added to the step (none
-  with a step-time table, which is measured with the redundancy on). With ``--plan``
-  the copy and the kept forwards' activations count in each GPU's memory
-  (:func:`sim.profiles.build.eager_copy_memory`: 16 bytes a parameter, fp32 whatever
-  the plan's precision): a plan they do not fit is refused, a formation they do not
-  fit is not formed; Bamboo has no tensor-parallel path, so a TP > 1 plan is refused.
+  done; none with a step-time table) before its rest runs ``slowdown`` times slower.
+  The copy's load from CPU memory is not timed (no host-to-device bandwidth in the
+  profiles).
 
 In both modes the lost node's backward passes of the step in progress are redone
 too (the same schedule); neither dtsim nor Bamboo's simulator times that apart from
@@ -171,8 +180,9 @@ class Redundancy(JobStrategy):
         per second; a unit: ``2GB/s``). A checkpoint then takes the most bytes a node of the
         formation writes over it and a restart ``restart`` plus the most bytes a node reads
         (:mod:`sim.profiles.formations`); None (default): ``checkpoint`` and ``restart``.
-    mode : {"lazy", "eager"}
-        Bamboo's recovery mode (module notes); default ``lazy``, Bamboo's own.
+    mode : {"eager", "lazy"}
+        Bamboo's recovery mode (module notes); default ``eager``, Bamboo as published
+        (``lazy``: its code's parameter default).
     """
 
     name = "redundancy"
@@ -188,7 +198,7 @@ class Redundancy(JobStrategy):
     notice: str = "drain"
     boot: float = 45.0
     checkpoint_bandwidth: float | None = None
-    mode: str = "lazy"
+    mode: str = "eager"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -207,7 +217,7 @@ class Redundancy(JobStrategy):
         check_choice("notice", self.notice, ("drain", "ignore"))
         if self.checkpoint_bandwidth is not None:
             check_rate("checkpoint_bandwidth", self.checkpoint_bandwidth)
-        check_choice("mode", self.mode, ("lazy", "eager"))
+        check_choice("mode", self.mode, ("eager", "lazy"))
 
     # -- formation and step time ----------------------------------------------------------
     def formation(self, job: Any, ready: list[int]) -> Any:
