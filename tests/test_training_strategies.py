@@ -170,7 +170,7 @@ def test_redundancy_copies_each_stage_on_its_predecessor_as_bamboo():
         stages=3, microbatches=8, forward_time=(1.0, 2.0, 4.0), backward_time=(2.0, 4.0, 8.0),
         step_times=None))
     f = SimpleNamespace(pipelines=((0, 1, 2),), step_time=100.0)
-    assert Redundancy().rc_overhead(job, f) == 4.0
+    assert Redundancy(mode="eager").rc_overhead(job, f) == 4.0
 
 
 # ----------------------------------------------------------------------------- reconfiguration

@@ -2254,6 +2254,8 @@ def strategy_cases(fx: Fixtures) -> list[Case]:
              refuse("slowdown")),
         Case("train/strategy-threshold-above-1", T("--strategy", "redundancy:threshold=2"),
              refuse("threshold")),
+        Case("train/strategy-redundancy-mode-unknown", T("--strategy", "redundancy:mode=fast"),
+             refuse("mode")),
         Case("train/strategy-boot-negative", T("--strategy", "reconfiguration:boot=-1"),
              refuse("boot")),
         Case("train/strategy-min-nodes-above-L", T("--stages", "4", "--strategy",
@@ -3760,6 +3762,23 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
         T("--plan", good, *one, "--strategy", "redundancy:checkpoint_bandwidth=10Gbit/s"),
         ok("the plan's bytes over checkpoint_bandwidth"))
     add("train/plan-with-price-ok", T("--plan", good, *one, "--price", "2.5"), ok("cost"))
+    # Bamboo's eager mode (the default): its copy on the GPU (sim.profiles.build.
+    # eager_copy_memory; with TP, a shard a TP rank: dtsim's extension); lazy keeps the copy
+    # in CPU memory
+    add("train/plan-redundancy-eager-tp-ok", T("--plan", good, *one, "--strategy",
+                                               "redundancy:mode=eager"), ok("strategy"))
+    one_gpu = [{"gpu": "GH-96", "tp": 1, "gpus_per_node": 1, "zone": "us-central1-a"}]
+    tp1 = {"model": "OPT-350", "microbatch_size": 1, "global_batch_size": 256,
+           "framework": {"name": "sailor-deepspeed", "version": "0.16.5"},
+           "stages": [{"first_layer": a, "last_layer": b, "replicas": one_gpu * 2}
+                      for a, b in ((0, 8), (9, 17), (18, 25))]}
+    tp1_plan = plan("tp1-3stages.json", tp1)
+    add("train/plan-redundancy-eager-out-of-memory",
+        T("--plan", tp1_plan, *one, "--strategy", "redundancy:mode=eager"), refuse("plan"))
+    add("train/plan-redundancy-default-out-of-memory",
+        T("--plan", tp1_plan, *one, "--strategy", "redundancy"), refuse("plan"))
+    add("train/plan-redundancy-lazy-ok",
+        T("--plan", tp1_plan, *one, "--strategy", "redundancy:mode=lazy"), ok("strategy"))
     return cases
 
 

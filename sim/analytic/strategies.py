@@ -303,7 +303,8 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
                       replicas: int, steps: int, step_time: StepTime,
                       overhead: Callable[[tuple[int, ...], float], float], slowdown: float,
                       rebalance: float, restart: float, threshold: float, every: int = 0,
-                      checkpoint: float = 0.0, boot: float = 0.0) -> float:
+                      checkpoint: float = 0.0, boot: float = 0.0,
+                      redo: Callable[[tuple[int, ...], int], float] | None = None) -> float:
     """Wall time of redundancy on a removal timeline (inf if it can never finish).
 
     Notes
@@ -318,7 +319,9 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
     ``every`` steps and after the last step), the job rebalances when spares >= overloaded nodes > 0,
     or ``2 o / (P L - o) > threshold``, or the nodes left form one more
     pipeline. ``overhead(sizes, step)`` is the extra time of the redundant
-    forwards per step.
+    forwards per step. ``redo(sizes, j)`` (lazy mode; None: 0): a whole step's passes
+    of stage ``j`` that the node taking it over recomputes, pro rata of the step done,
+    before the step goes on.
     """
     tl = _Timeline(n0, removals)
     L, N = stages, steps
@@ -380,18 +383,33 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
         broke = False
         while not broke:  # steps
             frac = 0.0
+            owed = 0.0  # lazy mode's recomputation before the step goes on
             while True:
                 d = base * (slowdown if overloaded() else 1.0)
-                end = t + (1.0 - frac) * d
+                end = t + (1.0 - frac) * d if not owed else t + (owed + (1.0 - frac) * d)
                 hit = tl.next_in(t, end, members - dead)
                 if hit is None:
                     t = end
                     break
-                frac = min(frac + (hit[0] - t) / d, 1.0)
+                if not owed:
+                    frac = min(frac + (hit[0] - t) / d, 1.0)
+                elif hit[0] - t <= owed:
+                    owed -= hit[0] - t
+                else:
+                    frac, owed = min(frac + (hit[0] - t - owed) / d, 1.0), 0.0
                 t = hit[0]
-                if "fatal" in [lose(w) for w in tl.through(t)]:  # each one lost at t
+                verdicts, full = [], []
+                for w in tl.through(t):  # each one lost at t
+                    held = [j for row in holder for j, h in enumerate(row) if h == w] \
+                        if w in members and w not in dead else []
+                    verdicts.append(lose(w))
+                    if verdicts[-1] == "takeover" and redo is not None:
+                        full.append(redo(tuple(len(p) for p in holder), held[0]))
+                if "fatal" in verdicts:
                     fatal, done, broke = True, committed, True
                     break
+                for r in full:
+                    owed += frac * r
             if broke:
                 break
             done += 1

@@ -330,7 +330,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "parameters, e.g. checkpoint-restart:every=20,interval=adaptive (its times "
                         "take units: checkpoint=2min); with --plan, checkpoint_bandwidth=1GB/s "
                         "(each node's storage rate) times a checkpoint and a restart's read from "
-                        "the plan's bytes; "
+                        "the plan's bytes; redundancy runs Bamboo's eager recovery (its copy "
+                        "on the GPU; with TP, a shard a TP rank: dtsim's extension), "
+                        "redundancy:mode=lazy its code's default; "
                         "--checkpoint-every/--checkpoint-cost/--restart-cost set its "
                         "every/checkpoint/restart")
     g.add_argument("--step-times", default=None, metavar="FILE",
@@ -559,10 +561,12 @@ def build_from_args(args: argparse.Namespace) -> Any:
     if args.preemption_notice is not None:  # the config refuses one without a strategy
         kw["notice"] = _notice(args.preemption_notice, args.hour)
     price = kw.pop("price", None)
+    if getattr(strategy, "mode", None) == "eager":  # Bamboo's copy on the GPU (TP: its shard)
+        kw["redundant_copy"] = True
     if strategy is not None:  # each formation's step: the plan re-planned for it
         from ..profiles.formations import PlanStepTimes
 
-        timing = {k: kw[k] for k in ("sync", "value_bits") if k in kw}
+        timing = {k: kw[k] for k in ("sync", "value_bits", "redundant_copy") if k in kw}
         kw.update(strategy=strategy,
                   step_times=PlanStepTimes(plan, profiles, name, tuple(dict(
                       schedule=args.schedule, p2p=args.p2p, framework=fw, network=True,

@@ -113,7 +113,8 @@ __all__ = ["BUCKET_ELEMENTS", "PLAN_SCHEDULES", "GPUMemory", "PlanBuild", "build
            "LOSS_BROADCAST_BYTES", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
            "physical_network", "bf16_allgather_times", "bf16_optimizer_memory", "bf16_state_bytes",
-           "bf16_flat_elements", "partition_meta_bytes"]
+           "bf16_flat_elements", "partition_meta_bytes", "eager_copy_memory",
+           "EAGER_COPY_BYTES_PER_PARAM"]
 
 #: The schedules of a plan over its network (``dtsim train --plan``, ``dtsim plan``): the
 #: fixed device programs the DES runs there (``TrainingConfig`` refuses another).
@@ -845,6 +846,62 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     return tuple(out)
 
 
+#: Bamboo's eager mode holds four fp32 tensors the size of the covered stage's parameters
+#: on the GPU: the layers built for it, a parameter buffer and two optimizer-state buffers
+#: (module notes of :func:`eager_copy_memory`).
+EAGER_COPY_BYTES_PER_PARAM = 4 * 4.0
+
+
+def eager_copy_memory(plan: Plan, sizes_at: Any) -> tuple[float, ...]:
+    """Per GPU of ``plan`` (stage-major, as :func:`plan_memory`): the bytes Bamboo's eager
+    recovery mode adds on the GPU of stage ``j``, which covers stage ``r = (j + 1) mod L``
+    (uclasystem/bamboo 8080929, ``external/deepspeed/deepspeed/runtime/pipe/``).
+
+    * The copy: ``init_redundancy`` (``engine.py:317-350``) builds stage ``r``'s layers on
+      the GPU (``module.py:262-331``, ``self.to(cuda)``) and allocates a parameter buffer
+      (``module.py:225-233``, ``zeros_like`` on the device) and two optimizer-state buffers
+      (``runtime/engine.py:347-352``, ``exp_avg`` and ``exp_avg_sq``, ``ones_like``): four
+      tensors of ``r``'s parameters, in fp32 whatever the plan's precision (built after
+      ``DeepSpeedEngine.__init__`` halves the model under fp16, ``runtime/engine.py:226``
+      and ``811-824``, which ``PipelineEngine.__init__`` runs first, ``pipe/engine.py:106``
+      then ``183``): 16 bytes a parameter (:data:`EAGER_COPY_BYTES_PER_PARAM`).
+    * The redundant forwards' activations: ``EagerRecoverySchedule`` runs ``r``'s forward of
+      every micro-batch with autograd on, its output kept in ``output_r`` (``engine.py:1626-
+      1647``; never run backward in normal operation) and its input a clone of stage ``j``'s
+      output (``engine.py:1999-2005``), both until ``_clean_pipe_buffers`` at the end of
+      ``train_batch`` (``engine.py:1417``), a buffer a micro-batch (``TrainSchedule.
+      num_pipe_buffers``, ``schedule.py:299-301``, is ``PipeSchedule``'s ``micro_batches``,
+      ``106-115``): the ``m`` micro-batches' activations of ``r`` (of
+      one micro-batch when ``r`` is the last stage, whose output is the loss, not kept,
+      ``engine.py:1646-1653``) and ``m`` received inputs (none for ``r = 0``: its input is
+      the data), in the plan's memory model's terms (:func:`plan_memory`).
+
+    One stage: nothing (dtsim gives a one-stage job no copy). TP > 1 is dtsim's extension
+    (Bamboo's engine forms pipe x data topologies only, ``PipeDataParallelTopology``,
+    ``runtime/pipe/topology.py:262-263``): each TP rank of the node holds its shard, the
+    layers' sizes at the replica's TP degree (``sizes_at(tp)``, the split :func:`plan_memory`
+    gives the plan's own stages: the parameters plan_memory counts for stage ``r`` at that
+    TP, at 16 bytes each), its kept forwards' activations as the plan's activation memory
+    at that TP and the received inputs whole."""
+    L = len(plan.stages)
+    m, mbs = plan.microbatches, plan.microbatch_size
+    out = []
+    for j, st in enumerate(plan.stages):
+        r = (j + 1) % L
+        for rep in st.replicas:
+            if L == 1:
+                out.append(0.0)
+                continue
+            sizes = sizes_at(rep.tp)
+            layers = plan.stages[r].layers
+            params = sum(sizes[x].params for x in layers)
+            graphs = 1 if r == L - 1 else m
+            act = graphs * mbs * sum(sizes[x].activation_memory_bytes for x in layers)
+            inputs = m * mbs * sizes[st.layers[-1]].activation_bytes if r != 0 else 0.0
+            out.append(EAGER_COPY_BYTES_PER_PARAM * params + act + inputs)
+    return tuple(out)
+
+
 def bf16_flat_elements(params: int, dp: int) -> int:
     """The elements of DeepSpeed's BF16_Optimizer flat bf16 buffer for a rank's ``params``
     over ``dp`` replicas: padded to a multiple of ``2 dp`` (``nccl_start_alignment_factor``
@@ -1385,7 +1442,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                schedule: str = "1f1b", p2p: str | None = None,
                framework: FrameworkSpec | None = None, value_sizes: str = "framework",
                tensor_parallel: str = "profiled", check_memory: bool = True,
-               network: bool = False, **config: Any) -> PlanBuild:
+               network: bool = False, redundant_copy: bool = False, **config: Any) -> PlanBuild:
     """The :class:`TrainingConfig` of ``plan`` on ``profiles``, its memory and its pieces.
 
     Parameters
@@ -1425,6 +1482,10 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         over :func:`plan_network` (contention between them included), instead
         of their closed-form times (which stay in the PlanBuild as the
         reference).
+    redundant_copy : bool
+        Count Bamboo's eager redundant copy (``--strategy redundancy``, its default
+        ``mode=eager``; a TP rank its shard) in each GPU's memory (:func:`eager_copy_memory`); with ``check_memory``, refuse a plan it
+        no longer fits.
     **config
         Any other :class:`TrainingConfig` field (steps, failures, prices, ...).
 
@@ -1705,6 +1766,17 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                 raise ConfigError("plan", "a plan that fits in GPU memory",
                                   f"stage {g.stage} on {g.gpu} (replica {g.replica}, TP {g.tp}) "
                                   f"needs {format_bytes(g.total)} of {format_bytes(g.capacity)}")
+    if redundant_copy and check_memory:
+        for g, extra in zip(memory, eager_copy_memory(plan, sizes_at), strict=True):
+            if g.total + extra > g.capacity:
+                raise ConfigError("plan", "a plan that fits in GPU memory with Bamboo's eager "
+                                  "redundant copy (redundancy, mode=eager; mode=lazy keeps it "
+                                  "in CPU memory)",
+                                  f"stage {g.stage} on {g.gpu} (replica {g.replica}, TP {g.tp}) "
+                                  f"needs {format_bytes(g.total + extra)} "
+                                  f"({format_bytes(extra)} for the copy of stage "
+                                  f"{(g.stage + 1) % len(plan.stages)} and the activations "
+                                  f"of its forwards) of {format_bytes(g.capacity)}")
     prices = None
     if all(gpus[x.gpu].price_per_hour is not None for st in plan.stages for x in st.replicas):
         prices = tuple(tuple(gpus[x.gpu].price_per_hour * x.tp for x in st.replicas)  # type: ignore[operator]

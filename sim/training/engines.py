@@ -623,10 +623,12 @@ def _replay(c: Any) -> tuple[float | None, str]:
         def overhead(sizes: tuple[int, ...], t_step: float) -> float:
             f = Formation(tuple((0,) * n for n in sizes), (), 0, t_step)
             return s.rc_overhead(_ConfigOnly(c), f)
+        def redo(sizes: tuple[int, ...], stage: int) -> float:
+            return s.redo_time(c, len(sizes), stage)
         t = replay_redundancy(
             **common, replicas=max(c.replicas), overhead=overhead, slowdown=s.slowdown,
             rebalance=s.rebalance, restart=s.restart, threshold=s.threshold, every=s.every,
-            checkpoint=s.checkpoint)
+            checkpoint=s.checkpoint, redo=redo)
     if not math.isfinite(t):
         return None, "the workers left can never form the strategy's configuration"
     if any(end < t * (1 + 1e-12) for start, _, end in rows if start < t):

@@ -6,9 +6,9 @@ the node of stage ``j`` also holds the weights of its successor, stage
 ``get_redundant_stage_ids``, ``(stage_id + 1) % num_stages``, in
 ``external/deepspeed/deepspeed/runtime/pipe/redundancy.py`` of
 uclasystem/bamboo, and its ``EagerRecoverySchedule`` runs the successor's
-forward passes) and runs that stage's forward passes again in its pipeline
-bubbles, which costs ``overhead`` of the step time in normal operation.
-When a node is lost, the node holding its copy takes its stage over and
+forward passes); in eager mode (below) it runs that stage's forward passes again
+in its pipeline bubbles, which costs ``overhead`` of the step time in normal
+operation. When a node is lost, the node holding its copy takes its stage over and
 runs both: the step in progress and every step after it run
 ``slowdown`` times slower until a rebalance (cost ``rebalance``) re-forms the
 rings from the workers that are ready. A stage whose copy is gone too (two
@@ -19,11 +19,53 @@ there are as many spares as overloaded nodes, or the overloaded nodes are
 more than ``threshold`` of the active ones counted twice, or the ready
 workers can form one more pipeline.
 
-``overhead=None`` derives the overhead from the schedule: each node runs
-``b`` extra forward passes of its successor's stage (``b`` microbatches
-per pipeline), and what does not fit in its idle time within the step is
-added to the step (none with a step-time table, which is measured with the
-redundancy on).
+Bamboo's two recovery modes (``mode``; uclasystem/bamboo 8080929, paths under
+``external/deepspeed/deepspeed/``):
+
+* ``eager``, the default: Bamboo as published, its paper (Thorpe et al., NSDI 2023,
+  abstract) and its repository's README both describing redundant computation run in
+  the pipeline bubbles for a low-pause recovery. The copy's layers and buffers are on the GPU
+  (``engine.py:338-345``) and the successor's forwards run each step
+  (``EagerRecoverySchedule``, ``schedule.py:504-524``), their outputs kept, so a
+  takeover redoes no forward (``_exec_forward_pass`` returns on a kept output,
+  ``engine.py:1627-1628``). ``overhead=None`` derives the overhead from the schedule:
+  each node runs ``b`` extra forward passes of its successor's stage (``b``
+  microbatches per pipeline), and what does not fit in its idle time within the step
+  is added to the step (none with a step-time table, which is measured with the
+  redundancy on). With ``--plan`` the copy and the kept forwards' activations count in
+  each GPU's memory (:func:`sim.profiles.build.eager_copy_memory`: 16 bytes a
+  parameter, fp32 whatever the plan's precision): a plan they do not fit is refused, a
+  formation they do not fit is not formed. Bamboo has no tensor-parallel path (its
+  engine forms pipe x data topologies, ``PipeDataParallelTopology``,
+  ``runtime/pipe/topology.py:262-263``); for a TP > 1 plan dtsim extends it: each TP
+  rank of the node holds its TP shard of the copy, the successor stage's parameters
+  split as the plan's own are at that TP, and the kept forwards' activations as the
+  plan's activation memory at that TP.
+* ``lazy``: Bamboo's code's parameter default, what its examples run without
+  ``--eager``: ``PipelineEngine(..., eager_recovery=False)``
+  (``runtime/pipe/engine.py:104-105``), ``deepspeed.initialize(...,
+  eager_recovery=False)`` (``__init__.py:76``), the examples' ``--eager`` a
+  ``store_true`` (``DeepSpeedExamples/pipeline_parallelism/gpt2.py``); its launch
+  script passes extra arguments through (``run-project-pactum.sh:29``, ``${@:5}``), so
+  it fixes neither mode. The copy is kept in CPU memory (``runtime/pipe/engine.py:
+  336-349``), no redundant forward runs (``LazyRecoverySchedule``,
+  ``runtime/pipe/schedule.py:469-501``, adds only one-value pings), so there is no
+  per-step overhead. At a takeover the node builds the copy's layers on its GPU from
+  the CPU buffers (``engine.py:1232-1238``, ``module.py:262-331``) and redoes the lost
+  stage's passes of the step in progress up to the failure
+  (``NextStageFailoverSchedule``, ``schedule.py:348-353``), its forwards included: the
+  step waits for ``done x b x t_f`` (the stage's ``b`` forwards, pro rata of the step
+  done; none with a step-time table) before its rest runs ``slowdown`` times slower.
+  The copy's load from CPU memory is not timed (no host-to-device bandwidth in the
+  profiles).
+
+In both modes the lost node's backward passes of the step in progress are redone
+too (the same schedule); neither dtsim nor Bamboo's simulator times that apart from
+``slowdown``, and neither times the device-to-host copies of each step's
+activations and input gradients Bamboo keeps for recovery (``engine.py:1715-1717``,
+``1987-1992``). Bamboo's code sends no weights to the copy during training
+(``TrainSchedule`` emits no ``SendWeights``; ``_exec_recv_weights`` returns at once,
+``engine.py:2110-2112``); dtsim charges no such sync either.
 
 A preemption notice (``notice="drain"``): the job rebalances without the
 leaving node at the next step end if that completes before the preemption,
@@ -56,10 +98,12 @@ __all__ = ["Redundancy", "Rings", "TakenOver"]
 
 @dataclass(frozen=True)
 class TakenOver:
-    """A node was lost and its stage taken over by the node holding its copy."""
+    """A node was lost and its stage taken over by the node holding its copy; ``redo``: the
+    time a whole step's passes of that stage take to redo (lazy mode's forwards; 0 eager)."""
 
     worker: int
     time: float
+    redo: float = 0.0
 
 
 class Rings:
@@ -115,7 +159,7 @@ class Redundancy(JobStrategy):
     ----------
     overhead : float or None
         Step-time overhead of the redundant forwards in normal operation (a
-        fraction; None: from the bubble, or 0 with a step-time table).
+        fraction; None: eager, from the bubble, or 0 with a step-time table; lazy, 0).
     slowdown : float
         Step-time factor while a node runs two stages (default 1.5, Bamboo).
     rebalance : float
@@ -136,6 +180,9 @@ class Redundancy(JobStrategy):
         per second; a unit: ``2GB/s``). A checkpoint then takes the most bytes a node of the
         formation writes over it and a restart ``restart`` plus the most bytes a node reads
         (:mod:`sim.profiles.formations`); None (default): ``checkpoint`` and ``restart``.
+    mode : {"eager", "lazy"}
+        Bamboo's recovery mode (module notes); default ``eager``, Bamboo as published
+        (``lazy``: its code's parameter default).
     """
 
     name = "redundancy"
@@ -151,6 +198,7 @@ class Redundancy(JobStrategy):
     notice: str = "drain"
     boot: float = 45.0
     checkpoint_bandwidth: float | None = None
+    mode: str = "eager"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -169,6 +217,7 @@ class Redundancy(JobStrategy):
         check_choice("notice", self.notice, ("drain", "ignore"))
         if self.checkpoint_bandwidth is not None:
             check_rate("checkpoint_bandwidth", self.checkpoint_bandwidth)
+        check_choice("mode", self.mode, ("eager", "lazy"))
 
     # -- formation and step time ----------------------------------------------------------
     def formation(self, job: Any, ready: list[int]) -> Any:
@@ -181,7 +230,7 @@ class Redundancy(JobStrategy):
         c = job.config
         if self.overhead is not None:
             return self.overhead * f.step_time
-        if is_table(c.step_times):  # measured with the redundancy on
+        if self.mode == "lazy" or is_table(c.step_times):  # none; a table: measured with it
             return 0.0
         P, L = len(f.pipelines), c.stages
         b = math.ceil(c.microbatches / P)
@@ -192,6 +241,14 @@ class Redundancy(JobStrategy):
             redundant = b * fwd[(j + 1) % L] if L > 1 else 0.0  # its successor's
             extra = max(extra, redundant - (f.step_time - busy))
         return max(extra, 0.0)
+
+    def redo_time(self, c: Any, pipelines: int, stage: int) -> float:
+        """Lazy mode: a whole step's forward passes of ``stage`` (``b`` micro-batches), which the
+        node taking it over recomputes pro rata of the step done (module notes); 0 eager, and
+        with a step-time table (no stage times: measured with the redundancy on)."""
+        if self.mode == "eager" or is_table(c.step_times):
+            return 0.0
+        return math.ceil(c.microbatches / pipelines) * c.forward_time[stage]
 
     def duration(self, job: Any, st: RunState) -> float:
         """A whole step's time now (slower while a node runs two stages)."""
@@ -213,16 +270,25 @@ class Redundancy(JobStrategy):
         env = job.env
         t0 = env.now
         done = 0.0  # fraction of the step done
+        redo = 0.0  # lazy mode: recomputation owed before the step goes on (module notes)
         degraded_since = env.now if st.extra["rings"].overloaded() else None
         while True:
             d = self.duration(job, st)
-            left = (1.0 - done) * d
+            left = (1.0 - done) * d if not redo else redo + (1.0 - done) * d
             st.step_end = env.now + left
             causes = yield from job.wait(left)
             st.step_end = math.inf
             if causes is None:
                 break
-            done = min(done + job.waited / d, 1.0)
+            if not redo:
+                done = min(done + job.waited / d, 1.0)
+            elif job.waited <= redo:
+                redo -= job.waited
+            else:
+                done, redo = min(done + (job.waited - redo) / d, 1.0), 0.0
+            for cause in causes:
+                if isinstance(cause, TakenOver) and cause.redo:
+                    redo += done * cause.redo
             if self.losses(causes):  # fatal
                 self._fatal(job, st, env.now - t0)
                 return
@@ -285,13 +351,16 @@ class Redundancy(JobStrategy):
                 job.interrupt(Lost(w.index, job.env.now))
             return
         first = rings.overloaded() == 0 and w.index in rings.members and w.index not in rings.dead
+        held = rings.covers(w.index) if w.index not in rings.dead else []
         verdict = rings.lose(w.index)
         if verdict == "takeover" and first:
             job.counts["takeover_windows"] += 1  # a first loss: the job runs degraded from here
         if verdict == "fatal":
             job.interrupt(Lost(w.index, job.env.now))
         elif verdict == "takeover":
-            job.interrupt(TakenOver(w.index, job.env.now))
+            redo = self.redo_time(job.config, len(rings.holder), held[0][1])
+            job.interrupt(TakenOver(w.index, job.env.now, redo) if redo else
+                          TakenOver(w.index, job.env.now))
 
     def noticed(self, job: Any, w: Any, at: float) -> None:
         st = job.run_state

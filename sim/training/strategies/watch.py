@@ -88,6 +88,13 @@ class JobWatchdog:
             return (f"{what}: {name} needs {need} ready workers and {ready} are ready now "
                     f"({alive} of {len(job.workers)} up); {_g(job.counts['wait_time'], u)} "
                     "went to waiting for workers in the run")
+        st = c.step_times
+        if job.formation is None and ready >= need and getattr(st, "per", None) == "formation" \
+                and c.strategy.formation(job, job.ready_workers()) is None:
+            copy = ", with Bamboo's eager copy" if getattr(c.strategy, "mode", None) == "eager" \
+                else ""
+            return (f"{what}: {name} can form nothing of the {ready} ready workers that fits "
+                    f"in GPU memory (the plan re-planned for them{copy})")
         failures = job.counts["losses"]
         if failures:
             mean = now / failures
