@@ -87,9 +87,11 @@ What a framework decides, and where dtsim uses it:
     activation, whole from every TP rank (never with the gradient), or 0 when a hop
     carries the activation alone: DeepSpeed 0.3.13 with Megatron-LM v1.1.5's
     ``GPT2ModelPipe``, which forwards its ``1 x 1 x seq x seq`` boolean mask
-    between stages and the engine casts to fp16 for NCCL. Its sequence length is
-    the framework option ``seq_length`` or the model profile's ``shape``
-    (:attr:`FrameworkBehaviour.mask_bytes`; :func:`sim.profiles.build.p2p_flows`).
+    between stages and the engine casts to fp16 for NCCL, a blocking message of its
+    own after the activation's part at any TP degree (the output tuple is sent item
+    by item). Its sequence length is the framework option ``seq_length`` or the model
+    profile's ``shape`` (:attr:`FrameworkBehaviour.mask_bytes`;
+    :func:`sim.profiles.build.mask_message_bytes`).
     Not modelled: the shapes sent before a stage's first transfer (a few dozen
     int64 values, once).
 ``partition_meta``
@@ -512,9 +514,13 @@ DEEPSPEED_0313 = Framework(
                     "once the last stages have ended theirs"),
     hop_mask=Cited(2, f"{_DS3}: runtime/pipe/engine.py:520 (a partitioned stage sends the "
                    "metadata, its part and outputs[1], the second tensor its last layer "
-                   "returns, whole from every TP rank) and 776-781 and 788-792 (for "
+                   "returns, whole from every TP rank; at TP 1, 106 and 513, the output "
+                   "(hidden, mask) as returned) and 776-781 and 788-792 (for "
                    "GPT2ModelPipe that tensor, the attention mask, cast to half: 2 bytes an "
-                   "element, then sent), 822-830 (dropped from the gradient sent back); "
+                   "element, then sent: the tuple item by item, each its own blocking "
+                   "p2p.send, a dist.broadcast over the pair's group, p2p.py:31-41, the mask "
+                   "last; received likewise, 873-886), 822-830 (dropped from the gradient "
+                   "sent back); "
                    "Megatron-LM v1.1.5's 3D example (DachengLi1/AMP DeepSpeed/DeepSpeedExamples/"
                    "Megatron-LM-v1.1.5-3D_parallelism) forwards its mask through every stage: "
                    "megatron/model/language_model.py:252-261 (EmbeddingPipe returns "
@@ -1609,8 +1615,9 @@ class FrameworkBehaviour:
     grad_partitioned: bool | None = None
     #: received-input buffers beyond ``min(L - j, m)`` (``Framework.pipe_buffers``)
     pipe_buffers: int = 0
-    #: bytes of the attention mask each TP rank sends with every activation (``hop_mask``
-    #: times the sequence squared; None: the framework sends one but no sequence was given)
+    #: bytes of the attention mask each TP rank sends after its part of every activation, a
+    #: message of its own (``hop_mask`` times the sequence squared; None: the framework sends
+    #: one but no sequence was given)
     mask_bytes: float | None = 0.0
     #: the sequence length that sized it (None: no mask, or not given)
     sequence: int | None = None
@@ -1661,7 +1668,7 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
     attention mask of a framework whose hops carry one (``hop_mask``), unless the
     spec's ``seq_length`` option gives it (both: they must agree). With neither,
     :attr:`FrameworkBehaviour.mask_bytes` is None and a plan with a pipeline hop
-    is refused (:func:`sim.profiles.build.p2p_flows`).
+    is refused (:func:`sim.profiles.build.mask_message_bytes`).
     """
     spec = spec if spec is not None else FrameworkSpec()
     fw = spec.framework
