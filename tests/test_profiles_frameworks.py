@@ -42,8 +42,12 @@ def test_every_fact_names_the_code_it_was_read_in():
         for opt, (_, src) in fw.options.items():
             assert src.startswith((fw.code, FRAMEWORKS["deepspeed"].code)), (fw.key, opt)
         for opt, why in fw.lacks.items():  # an option of another release, refused with why
-            assert opt not in fw.options and any(opt in other.options for other in
-                                                 RELEASES[fw.key].values()), (fw.key, opt)
+            # (the Sailor artifact's: of the upstream release its engine replaces)
+            assert opt not in fw.options and (any(opt in other.options for other in
+                                                  RELEASES[fw.key].values())
+                                              or fw.key == "sailor-deepspeed"
+                                              and opt in FRAMEWORKS["deepspeed"].options), \
+                (fw.key, opt)
             assert re.search(r"\.py:\d+|config\.py", why), (fw.key, opt)
 
 
@@ -554,6 +558,28 @@ def test_deepspeed_versions_and_their_options():
     for kw, msg in bad:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             FrameworkSpec("deepspeed", **kw)
+
+
+@pytest.mark.parametrize("value", [False, True])
+def test_the_artifact_refuses_pipe_partitioned(value):
+    """The Sailor artifact's engine reads ``pipeline.pipe_partitioned`` (pipe_engine.py:162-164)
+    and never uses it: every stage but the last partitions its output (772-788) and every
+    gradient (1101-1102) whatever it says. So the option, which upstream 0.16.5 honours, is
+    refused for sailor-deepspeed in one line naming it and why (off, dtsim had timed whole
+    tensors from every TP rank the engine never sends; on, it would say nothing); its
+    communication_data_type, which the artifact's engine.py casts to (2480), stays."""
+    from sim.profiles.formats import framework_from_text
+
+    msg = ("'framework_options' must be an option sailor-deepspeed 0.16.5 has "
+           "(communication_data_type; pipe_partitioned: the Sailor artifact's engine reads the "
+           "key (deepspeed/pipe_engine.py:162-164) but never uses it")
+    with pytest.raises(ConfigError, match=re.escape(msg) + r".*: 'pipe_partitioned'$"):
+        FrameworkSpec("sailor-deepspeed", options=(("pipe_partitioned", value),))
+    with pytest.raises(ConfigError, match=re.escape(msg)):
+        framework_from_text(f"sailor-deepspeed:pipe_partitioned={str(value).lower()}")
+    assert resolve(FrameworkSpec("sailor-deepspeed", options=(
+        ("communication_data_type", "fp32"),)), 2).dp_bytes == 4
+    assert FrameworkSpec("deepspeed", options=(("pipe_partitioned", value),))  # upstream's
 
 
 def test_the_artifact_runs_tp_1_2_4_only(prof):

@@ -215,7 +215,8 @@ class Framework:
     #: activation and gradient at any TP degree: the Sailor artifact's engine); None: no such
     #: message (the tensor alone)
     partition_meta: Cited | None = None
-    #: options of another release of this key that this one lacks, with why
+    #: options of another release of this key (the Sailor artifact's: of the upstream release
+    #: its engine replaces) that this one lacks or ignores, with why: refused
     lacks: dict[str, str] = field(default_factory=dict)
     #: how a stage after the first holds what it receives: "clone" (upstream DeepSpeed 0.9.0
     #: to 0.16.5: one receive buffer, a clone per micro-batch in flight, and unpartitioned the
@@ -607,7 +608,16 @@ SAILOR = Framework(
                          "376-381, llama_model.py:223-225 and 633-638)"),
        "p2p": Cited("blocking", f"{_SAILOR}: deepspeed/p2p.py:45-69 and 97-120 (send and recv "
                     "call dist.send / dist.recv, blocking, for each pipeline group) in "
-                    "DeepSpeed's TrainSchedule order (deepspeed/pipe_engine.py:417-420)")},
+                    "DeepSpeed's TrainSchedule order (deepspeed/pipe_engine.py:417-420)"),
+       # the artifact's engine reads pipeline.pipe_partitioned and then ignores it: taking
+       # the option would time whole tensors where the engine sends parts
+       "options": {k: v for k, v in _DEEPSPEED_COMMON["options"].items()  # type: ignore
+                   if k != "pipe_partitioned"},
+       "lacks": {"pipe_partitioned": "the Sailor artifact's engine reads the key "
+                                     "(deepspeed/pipe_engine.py:162-164) but never uses it: "
+                                     "every stage but the last partitions its output over its "
+                                     "TP group whatever it says, even of one rank (772-788), "
+                                     "and every gradient (1101-1102)"}},
     partition_meta=Cited("always", f"{_SAILOR}: deepspeed/pipe_engine.py:772-788 (every stage "
                          "but the last partitions its output over its TP group, whatever "
                          "pipe_partitioned says and even of one rank, and sends (part.to_meta(), "
