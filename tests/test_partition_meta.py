@@ -120,7 +120,8 @@ def test_which_hops_carry_the_metadata(prof, fw, tp, act, grad):
     """Per framework, release and TP degree, the bytes of each rank's metadata message before
     an activation and a gradient (0: none), and the hop's time by hand: ``t`` flows of the
     metadata, then ``t`` flows of the part (whole from each rank where not partitioned:
-    Megatron-LM, 0.3.13's gradient, ``pipe_partitioned`` off). The DES over the plan's network
+    Megatron-LM, 0.3.13's gradient, ``pipe_partitioned`` off), then 0.3.13's ``t`` masks, a
+    message of their own (tests/test_mask_message.py). The DES over the plan's network
     equals the closed form (1e-9)."""
     plan = _plan(tp, fw, m=2)
     b = build_plan(plan, prof, steps=1, check_memory=False)
@@ -129,8 +130,8 @@ def test_which_hops_carry_the_metadata(prof, fw, tp, act, grad):
     each = ACT / tp if fb.partitioned or tp == 1 else ACT
     back = ACT / tp if fb.gradient_partitioned or tp == 1 else ACT
     (a, g), = b.transfer_times[0]
-    assert a == pytest.approx((_msg(tp, act) if act else 0.0) + _msg(tp, each + mask),
-                              rel=1e-12)
+    assert a == pytest.approx((_msg(tp, act) if act else 0.0) + _msg(tp, each)
+                              + (_msg(tp, mask) if mask else 0.0), rel=1e-12)
     assert g == pytest.approx((_msg(tp, grad) if grad else 0.0) + _msg(tp, back), rel=1e-12)
     _, des = _des(plan, prof)
     assert des == pytest.approx(_step(b.config), rel=1e-9)

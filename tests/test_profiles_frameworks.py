@@ -42,8 +42,12 @@ def test_every_fact_names_the_code_it_was_read_in():
         for opt, (_, src) in fw.options.items():
             assert src.startswith((fw.code, FRAMEWORKS["deepspeed"].code)), (fw.key, opt)
         for opt, why in fw.lacks.items():  # an option of another release, refused with why
-            assert opt not in fw.options and any(opt in other.options for other in
-                                                 RELEASES[fw.key].values()), (fw.key, opt)
+            # (the Sailor artifact's: of the upstream release its engine replaces)
+            assert opt not in fw.options and (any(opt in other.options for other in
+                                                  RELEASES[fw.key].values())
+                                              or fw.key == "sailor-deepspeed"
+                                              and opt in FRAMEWORKS["deepspeed"].options), \
+                (fw.key, opt)
             assert re.search(r"\.py:\d+|config\.py", why), (fw.key, opt)
 
 
@@ -439,8 +443,8 @@ def test_deepspeed_0313_partitions_the_activation_but_not_its_gradient(prof):
     Hand-worked on OPT-350 at micro-batch 2 (fp32): the hop's activation is 2 x 2048 x 1024
     x 4 = 16 MiB; at TP t both releases send it as t flows of 16/t MiB; the gradient is t
     flows of 16/t MiB under 0.16.5 and t flows of 16 MiB under 0.3.13 (32 MiB moved at TP 2,
-    64 MiB at TP 4); 0.3.13's activation flows each carry the 8 MiB mask too (engine.py:520);
-    one all-gather of 16 MiB over t GPUs is (t - 1) 16/t MiB over the
+    64 MiB at TP 4); after them 0.3.13's ranks each send the 8 MiB mask, a blocking message
+    of its own (engine.py:520, 788-792); one all-gather of 16 MiB over t GPUs is (t - 1) 16/t MiB over the
     node's curve. Each time is exact (1e-12)."""
     from sim.profiles.build import allgather_time
 
@@ -457,20 +461,23 @@ def test_deepspeed_0313_partitions_the_activation_but_not_its_gradient(prof):
             assert fb.gradient_partitioned == (v == "0.16.5")
             assert fb.gathers == ((1, 2) if v == "0.16.5" else (1, 1))
             a, c = (_ds((t, t), v).stages[j].replicas[0] for j in (0, 1))
-            mask = 0 if v == "0.16.5" else MASK  # 0.3.13: each rank's flow carries the mask
             # each partitioned tensor after its metadata, 7 + t int64 values from each rank:
-            # the activation in both releases, the gradient in 0.16.5 only
+            # the activation in both releases, the gradient in 0.16.5 only; 0.3.13's ranks
+            # then each send the mask, a message of its own
             meta = pair_time(prof.network, (a, (0, 0)), (c, (1, 0)), 8 * (7 + t), t, prof)
+            mask = 0.0 if v == "0.16.5" else pair_time(prof.network, (a, (0, 0)), (c, (1, 0)),
+                                                       MASK, t, prof)
             assert b.transfer_times[0][0][0] == pytest.approx(meta + pair_time(
-                prof.network, (a, (0, 0)), (c, (1, 0)), size / t + mask, t, prof), rel=1e-12)
+                prof.network, (a, (0, 0)), (c, (1, 0)), size / t, t, prof) + mask, rel=1e-12)
             per_flow = size / t if v == "0.16.5" else size
             assert b.transfer_times[0][0][1] == pytest.approx(
                 (meta if v == "0.16.5" else 0.0)
                 + pair_time(prof.network, (c, (1, 0)), (a, (0, 0)), per_flow, t, prof), rel=1e-12)
             assert n.meta_sizes == (8 * (7 + t),)
             assert n.gradient_meta_sizes == (None if v == "0.16.5" else (0.0,))
-            assert n.transfer_sizes == (size + t * mask,)
-            # None: as the activation's (0.3.13 at TP 2: 16 MiB + 2 x 8 MiB = 2 x 16 MiB)
+            assert n.transfer_sizes == (size,)
+            assert n.mask_sizes == (None if v == "0.16.5" else (t * MASK,))
+            # None: as the activation's
             assert (n.gradient_transfer_sizes or n.transfer_sizes) == \
                 ((size,) if v == "0.16.5" else (t * size,))
             one = allgather_time(prof, "A100-40", t, size)
@@ -553,6 +560,28 @@ def test_deepspeed_versions_and_their_options():
             FrameworkSpec("deepspeed", **kw)
 
 
+@pytest.mark.parametrize("value", [False, True])
+def test_the_artifact_refuses_pipe_partitioned(value):
+    """The Sailor artifact's engine reads ``pipeline.pipe_partitioned`` (pipe_engine.py:162-164)
+    and never uses it: every stage but the last partitions its output (772-788) and every
+    gradient (1101-1102) whatever it says. So the option, which upstream 0.16.5 honours, is
+    refused for sailor-deepspeed in one line naming it and why (off, dtsim had timed whole
+    tensors from every TP rank the engine never sends; on, it would say nothing); its
+    communication_data_type, which the artifact's engine.py casts to (2480), stays."""
+    from sim.profiles.formats import framework_from_text
+
+    msg = ("'framework_options' must be an option sailor-deepspeed 0.16.5 has "
+           "(communication_data_type; pipe_partitioned: the Sailor artifact's engine reads the "
+           "key (deepspeed/pipe_engine.py:162-164) but never uses it")
+    with pytest.raises(ConfigError, match=re.escape(msg) + r".*: 'pipe_partitioned'$"):
+        FrameworkSpec("sailor-deepspeed", options=(("pipe_partitioned", value),))
+    with pytest.raises(ConfigError, match=re.escape(msg)):
+        framework_from_text(f"sailor-deepspeed:pipe_partitioned={str(value).lower()}")
+    assert resolve(FrameworkSpec("sailor-deepspeed", options=(
+        ("communication_data_type", "fp32"),)), 2).dp_bytes == 4
+    assert FrameworkSpec("deepspeed", options=(("pipe_partitioned", value),))  # upstream's
+
+
 def test_the_artifact_runs_tp_1_2_4_only(prof):
     """The Sailor artifact's Megatron-DeepSpeed asserts every replica's TP degree is 1, 2 or 4
     (core/parallel_state.py:112-114): a TP-8 plan under sailor-deepspeed is refused in one line
@@ -591,19 +620,20 @@ def test_what_a_hop_carries_per_framework(prof):
     Sailor artifact (its models read the mask from args.attn_mask: train_llm.py:89-105) and
     Megatron-LM (p2p_communication.py:494-514: one tensor); under DeepSpeed 0.3.13 with
     Megatron-LM v1.1.5's GPT2ModelPipe also the 1 x 1 x seq x seq mask cast to fp16, whole
-    from every TP rank (engine.py:520, 776-792), and never with the gradient (822-830).
-    Hand-worked on OPT-350 at micro-batch 2 (fp32), two stages of TP t: the activation is
-    16 MiB, the mask 2 x 2048^2 = 8 MiB. At TP 2 the activation flows are 2 x 8 MiB (0.16.5,
-    Sailor), 2 x 16 MiB (Megatron), 2 x (8 + 8) MiB (0.3.13); at TP 1 one flow of 16 MiB, or
-    24 MiB under 0.3.13. The gradient: 2 x 8 MiB (0.16.5, Sailor), 2 x 16 MiB (Megatron and
-    0.3.13), 16 MiB at TP 1. The DES over the plan's network equals the closed form with the
-    mask (1e-9), and the step is longer than without it."""
+    from every TP rank (engine.py:520, 776-792), each rank's a message of its own after its
+    part (the output tuple sent item by item, 788-792), and never with the gradient
+    (822-830). Hand-worked on OPT-350 at micro-batch 2 (fp32), two stages of TP t: the
+    activation is 16 MiB, the mask 2 x 2048^2 = 8 MiB. At TP 2 the activation flows are
+    2 x 8 MiB (0.16.5, Sailor, 0.3.13), 2 x 16 MiB (Megatron); at TP 1 one flow of 16 MiB;
+    0.3.13's masks then t flows of 8 MiB. The gradient: 2 x 8 MiB (0.16.5, Sailor),
+    2 x 16 MiB (Megatron and 0.3.13), 16 MiB at TP 1. The DES over the plan's network equals
+    the closed form with the mask (1e-9), and the step is longer than without it."""
 
     mib = 1024 * 1024
     want = {("deepspeed", 2): ((8, 2), (8, 2)), ("sailor-deepspeed", 2): ((8, 2), (8, 2)),
-            ("megatron", 2): ((16, 2), (16, 2)), ("0.3.13", 2): ((16, 2), (16, 2)),
+            ("megatron", 2): ((16, 2), (16, 2)), ("0.3.13", 2): ((8, 2), (16, 2)),
             ("deepspeed", 1): ((16, 1), (16, 1)), ("sailor-deepspeed", 1): ((16, 1), (16, 1)),
-            ("megatron", 1): ((16, 1), (16, 1)), ("0.3.13", 1): ((24, 1), (16, 1))}
+            ("megatron", 1): ((16, 1), (16, 1)), ("0.3.13", 1): ((16, 1), (16, 1))}
     size = 16 * mib
     for (fw, t), (fwd, bwd) in want.items():
         plan = _ds((t, t), "0.3.13") if fw == "0.3.13" else _tp_plan((t, t), fw)
@@ -614,6 +644,7 @@ def test_what_a_hop_carries_per_framework(prof):
         assert n.transfer_sizes == (fwd[0] * fwd[1] * mib,), (fw, t)
         assert (n.gradient_transfer_sizes or n.transfer_sizes) == (bwd[0] * bwd[1] * mib,)
         assert b.behaviour.mask_bytes == (8 * mib if fw == "0.3.13" else 0.0)
+        assert n.mask_sizes == ((8 * t * mib,) if fw == "0.3.13" else None)
     # DES = closed form on a 0.3.13 plan with the mask (TP 2, three stages); against the same
     # plan with a 1 x 1 mask (seq_length 1: 2 bytes a hop) the 8 MiB mask lengthens the step
     steps = {}

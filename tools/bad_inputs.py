@@ -2971,6 +2971,12 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         T("--plan", good, "--framework", "deepspeed:version=0.12.2,pipe_partitioned=false",
           *one), refuse("framework_options"),
         note="pipeline.pipe_partitioned came in 0.12.3: refused with why")
+    add("train/framework-sailor-pipe-partitioned",
+        T("--plan", good, "--framework", "sailor-deepspeed:pipe_partitioned=false", *one),
+        refuse("framework_options"),
+        note="the Sailor artifact's engine reads pipeline.pipe_partitioned and ignores it "
+        "(it partitions every output and gradient): refused with why, not timed as whole "
+        "tensors")
     add("train/framework-deepspeed-0.14.0-bf16-spelling",
         T("--plan", good, "--framework",
           "deepspeed:version=0.14.0,communication_data_type=bf16", *one),
@@ -3034,6 +3040,8 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
             ("option-number", {"name": "ddp", "bucket_cap_mb": -1}, "bucket_cap_mb"),
             ("0313-option-lacking", {"name": "deepspeed", "version": "0.3.13",
                                      "pipe_partitioned": False}, "framework_options"),
+            ("sailor-pipe-partitioned", {"name": "sailor-deepspeed",
+                                         "pipe_partitioned": False}, "framework_options"),
             ("0313-option-value", {"name": "deepspeed", "version": "0.3.13",
                                    "fp32_allreduce": "yes"}, "fp32_allreduce"),
             ("0313-no-sequence", {"name": "deepspeed", "version": "0.3.13"}, "seq_length"),

@@ -592,7 +592,7 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
     c = build.config
     closed = replace(c, network=None, network_nodes=None, tensor_parallel=1, bucket_size=math.inf,
                      transfer_sizes=None, gradient_transfer_sizes=None, meta_sizes=None,
-                     gradient_meta_sizes=None, allreduce_sizes=None,
+                     gradient_meta_sizes=None, mask_sizes=None, allreduce_sizes=None,
                      tied_allreduce_size=0.0, pipe_groups=False,
                      transfer_times=build.transfer_times or None,
                      allreduce_times=build.allreduce_times,

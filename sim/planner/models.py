@@ -33,6 +33,7 @@ from ..profiles.build import (
     in_flight,
     intra_capacity,
     mask_memory,
+    mask_message_bytes,
     node_links,
     p2p_flows,
     pair_link,
@@ -250,11 +251,15 @@ class ProfilePlanModel:
         m, fb, net = self.model, self._fb, self.profiles.network
         best = math.inf
         scale = fb.activation_bytes / m.bytes_per_value
+        mask = mask_message_bytes(fb)
         for act in {s.activation_bytes for s in m.layer_sizes(a.tp)[:-1]}:
             size = microbatch_size * act * scale
             for pa, pb in self._placements(a, b):
                 try:
-                    t = both(pair_time(net, pa, pb, *p2p_flows(fb, size, a.tp), self.profiles),
+                    fwd = pair_time(net, pa, pb, *p2p_flows(fb, size, a.tp), self.profiles)
+                    if mask > 0:  # DeepSpeed 0.3.13's mask, each rank's message after its part
+                        fwd += pair_time(net, pa, pb, mask, a.tp, self.profiles)
+                    t = both(fwd,
                              pair_time(net, pb, pa, *p2p_flows(fb, size, b.tp, gradient=True),
                                        self.profiles))
                 except ConfigError:

@@ -28,7 +28,9 @@ code it was read at):
   ``FrameworkBehaviour.gradient_partitioned``), timed over the pair's curve
   for that many flows (:func:`pair_time`; replicas on named hosts: :func:`physical_pair_time`),
   after the partition metadata each rank sends first where the framework does
-  (DeepSpeed: :func:`partition_meta_bytes`, a message of its own with its own latency);
+  (DeepSpeed: :func:`partition_meta_bytes`, a message of its own with its own latency)
+  and before the attention mask each rank sends after its part where the framework does
+  (DeepSpeed 0.3.13 with ``GPT2ModelPipe``: :func:`mask_message_bytes`, likewise its own);
   blocking or overlapped as the framework (or ``p2p``) says;
 * **gradient all-reduce** of each stage among its ``dp`` replicas, after the
   last backward (or overlapped with it, as the framework says): the gradients
@@ -113,8 +115,8 @@ __all__ = ["BUCKET_ELEMENTS", "PLAN_SCHEDULES", "GPUMemory", "PlanBuild", "build
            "LOSS_BROADCAST_BYTES", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
            "physical_network", "bf16_allgather_times", "bf16_optimizer_memory", "bf16_state_bytes",
-           "bf16_flat_elements", "partition_meta_bytes", "eager_copy_memory",
-           "EAGER_COPY_BYTES_PER_PARAM"]
+           "bf16_flat_elements", "partition_meta_bytes", "mask_message_bytes",
+           "eager_copy_memory", "EAGER_COPY_BYTES_PER_PARAM"]
 
 #: The schedules of a plan over its network (``dtsim train --plan``, ``dtsim plan``): the
 #: fixed device programs the DES runs there (``TrainingConfig`` refuses another).
@@ -1386,20 +1388,28 @@ def p2p_flows(fb: FrameworkBehaviour, size: float, tp: int, gradient: bool = Fal
     ``size`` bytes sent by a TP group of ``tp`` ranks: partitioned (DeepSpeed's activation;
     its gradient from 0.16.5 on), ``tp`` flows of ``size / tp``; else each rank sends the whole
     tensor (Megatron-LM without sequence parallelism; DeepSpeed 0.3.13's gradient,
-    ``FrameworkBehaviour.gradient_partitioned``). An activation's flows each carry the
-    attention mask too where the framework sends one whole from every TP rank
-    (:attr:`FrameworkBehaviour.mask_bytes`: DeepSpeed 0.3.13 with Megatron-LM v1.1.5's
-    ``GPT2ModelPipe``); the gradient never does.
+    ``FrameworkBehaviour.gradient_partitioned``). The tensor alone: the attention mask some
+    frameworks send after it is a message of its own (:func:`mask_message_bytes`)."""
+    if (fb.gradient_partitioned if gradient else fb.partitioned) or tp == 1:
+        return size / tp, tp
+    return size, tp
+
+
+def mask_message_bytes(fb: FrameworkBehaviour, gradient: bool = False) -> float:
+    """Bytes of the message each TP rank sends after its part of an activation, a blocking
+    send of its own, or 0: the attention mask DeepSpeed 0.3.13 sends whole from every TP rank
+    with Megatron-LM v1.1.5's ``GPT2ModelPipe`` (:attr:`FrameworkBehaviour.mask_bytes`): the
+    stage's output tuple is sent item by item, each a ``dist.broadcast`` over the pair's group
+    (``runtime/pipe/engine.py:788-792``, ``p2p.py:31-41``), the mask last, at any TP degree
+    (TP 1 sends ``(hidden, mask)``, TP > 1 ``(metadata, part, mask)``, ``520``); the gradient
+    never carries it (``822-830``).
 
     Raises
     ------
     ConfigError
         The framework sends a mask but no sequence length sized it.
     """
-    mask = 0.0 if gradient else check_mask_sized(fb)
-    if (fb.gradient_partitioned if gradient else fb.partitioned) or tp == 1:
-        return size / tp + mask, tp
-    return size + mask, tp
+    return 0.0 if gradient else check_mask_sized(fb)
 
 
 def partition_meta_bytes(fb: FrameworkBehaviour, tp: int, gradient: bool = False) -> float:
@@ -1658,17 +1668,21 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         ``T / k`` one after the other (pipe_group_chains: a rank sends and receives its
         groups' messages in group order, each a blocking send or receive). Where the
         framework sends its partition metadata first (:func:`partition_meta_bytes`), each
-        rank's message of it before each of its parts, a transfer of its own: its time too."""
+        rank's message of it before each of its parts, a transfer of its own: its time too;
+        likewise the attention mask each rank sends after its part (:func:`mask_message_bytes`).
+        """
         meta = partition_meta_bytes(fb, a[0].tp, grad)
+        mask = mask_message_bytes(fb, grad)
         if not fb.pipe_groups:
             t = pair_time(net, a, b, *p2p_flows(fb, (grad_sizes if grad else xfer_sizes)[j][i],
                                                 a[0].tp, gradient=grad), profiles, shares)
-            return t if meta <= 0 else \
-                pair_time(net, a, b, meta, a[0].tp, profiles, shares) + t
+            t = t if meta <= 0 else pair_time(net, a, b, meta, a[0].tp, profiles, shares) + t
+            return t if mask <= 0 else t + pair_time(net, a, b, mask, a[0].tp, profiles, shares)
         each, _ = p2p_flows(fb, once[j][i], a[0].tp, gradient=grad)  # one group's message
         k, n = pipe_group_chains(tops[i], a[0].tp, b[0].tp)
         t = pair_time(net, a, b, each, k, profiles, shares)
-        return n * (t if meta <= 0 else pair_time(net, a, b, meta, k, profiles, shares) + t)
+        t = t if meta <= 0 else pair_time(net, a, b, meta, k, profiles, shares) + t
+        return n * (t if mask <= 0 else t + pair_time(net, a, b, mask, k, profiles, shares))
 
     def timed(shares: list[list[tuple[Any, Any]]] | None) -> list[tuple]:
         """Every transfer's time, per hop and pipeline (activation, gradient), with ``shares``
@@ -1812,6 +1826,13 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                 out.append(each[0] if len(set(each)) == 1 else tuple(each))
             return tuple(out) if any(out) else None
         meta, meta_back = metas(0), metas(1)
+        # per hop the bytes of the masks the sender's ranks send after their parts, one each
+        each_mask = mask_message_bytes(fb) if L > 1 else 0.0
+        masks = tuple(
+            each_mask * plan.stages[j].replicas[0].tp
+            if len({x.tp for x in plan.stages[j].replicas}) == 1 else
+            tuple(each_mask * x.tp for x in plan.stages[j].replicas)
+            for j in range(L - 1)) if each_mask > 0 else None
         kw.update(network=physical_network(plan, profiles, mp.tied_embeddings) if plan.physical
                   else plan_network(plan, net, mp.tied_embeddings),
                   network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
@@ -1820,6 +1841,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                   transfer_sizes=flows or None,
                   gradient_transfer_sizes=back if back != flows else None,
                   meta_sizes=meta,
+                  mask_sizes=masks,
                   gradient_meta_sizes=(None if meta_back == meta else
                                        meta_back or (0.0,) * (L - 1)),
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size,

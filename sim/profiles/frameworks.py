@@ -87,9 +87,11 @@ What a framework decides, and where dtsim uses it:
     activation, whole from every TP rank (never with the gradient), or 0 when a hop
     carries the activation alone: DeepSpeed 0.3.13 with Megatron-LM v1.1.5's
     ``GPT2ModelPipe``, which forwards its ``1 x 1 x seq x seq`` boolean mask
-    between stages and the engine casts to fp16 for NCCL. Its sequence length is
-    the framework option ``seq_length`` or the model profile's ``shape``
-    (:attr:`FrameworkBehaviour.mask_bytes`; :func:`sim.profiles.build.p2p_flows`).
+    between stages and the engine casts to fp16 for NCCL, a blocking message of its
+    own after the activation's part at any TP degree (the output tuple is sent item
+    by item). Its sequence length is the framework option ``seq_length`` or the model
+    profile's ``shape`` (:attr:`FrameworkBehaviour.mask_bytes`;
+    :func:`sim.profiles.build.mask_message_bytes`).
     Not modelled: the shapes sent before a stage's first transfer (a few dozen
     int64 values, once).
 ``partition_meta``
@@ -213,7 +215,8 @@ class Framework:
     #: activation and gradient at any TP degree: the Sailor artifact's engine); None: no such
     #: message (the tensor alone)
     partition_meta: Cited | None = None
-    #: options of another release of this key that this one lacks, with why
+    #: options of another release of this key (the Sailor artifact's: of the upstream release
+    #: its engine replaces) that this one lacks or ignores, with why: refused
     lacks: dict[str, str] = field(default_factory=dict)
     #: how a stage after the first holds what it receives: "clone" (upstream DeepSpeed 0.9.0
     #: to 0.16.5: one receive buffer, a clone per micro-batch in flight, and unpartitioned the
@@ -512,9 +515,13 @@ DEEPSPEED_0313 = Framework(
                     "once the last stages have ended theirs"),
     hop_mask=Cited(2, f"{_DS3}: runtime/pipe/engine.py:520 (a partitioned stage sends the "
                    "metadata, its part and outputs[1], the second tensor its last layer "
-                   "returns, whole from every TP rank) and 776-781 and 788-792 (for "
+                   "returns, whole from every TP rank; at TP 1, 106 and 513, the output "
+                   "(hidden, mask) as returned) and 776-781 and 788-792 (for "
                    "GPT2ModelPipe that tensor, the attention mask, cast to half: 2 bytes an "
-                   "element, then sent), 822-830 (dropped from the gradient sent back); "
+                   "element, then sent: the tuple item by item, each its own blocking "
+                   "p2p.send, a dist.broadcast over the pair's group, p2p.py:31-41, the mask "
+                   "last; received likewise, 873-886), 822-830 (dropped from the gradient "
+                   "sent back); "
                    "Megatron-LM v1.1.5's 3D example (DachengLi1/AMP DeepSpeed/DeepSpeedExamples/"
                    "Megatron-LM-v1.1.5-3D_parallelism) forwards its mask through every stage: "
                    "megatron/model/language_model.py:252-261 (EmbeddingPipe returns "
@@ -601,7 +608,16 @@ SAILOR = Framework(
                          "376-381, llama_model.py:223-225 and 633-638)"),
        "p2p": Cited("blocking", f"{_SAILOR}: deepspeed/p2p.py:45-69 and 97-120 (send and recv "
                     "call dist.send / dist.recv, blocking, for each pipeline group) in "
-                    "DeepSpeed's TrainSchedule order (deepspeed/pipe_engine.py:417-420)")},
+                    "DeepSpeed's TrainSchedule order (deepspeed/pipe_engine.py:417-420)"),
+       # the artifact's engine reads pipeline.pipe_partitioned and then ignores it: taking
+       # the option would time whole tensors where the engine sends parts
+       "options": {k: v for k, v in _DEEPSPEED_COMMON["options"].items()  # type: ignore
+                   if k != "pipe_partitioned"},
+       "lacks": {"pipe_partitioned": "the Sailor artifact's engine reads the key "
+                                     "(deepspeed/pipe_engine.py:162-164) but never uses it: "
+                                     "every stage but the last partitions its output over its "
+                                     "TP group whatever it says, even of one rank (772-788), "
+                                     "and every gradient (1101-1102)"}},
     partition_meta=Cited("always", f"{_SAILOR}: deepspeed/pipe_engine.py:772-788 (every stage "
                          "but the last partitions its output over its TP group, whatever "
                          "pipe_partitioned says and even of one rank, and sends (part.to_meta(), "
@@ -1609,8 +1625,9 @@ class FrameworkBehaviour:
     grad_partitioned: bool | None = None
     #: received-input buffers beyond ``min(L - j, m)`` (``Framework.pipe_buffers``)
     pipe_buffers: int = 0
-    #: bytes of the attention mask each TP rank sends with every activation (``hop_mask``
-    #: times the sequence squared; None: the framework sends one but no sequence was given)
+    #: bytes of the attention mask each TP rank sends after its part of every activation, a
+    #: message of its own (``hop_mask`` times the sequence squared; None: the framework sends
+    #: one but no sequence was given)
     mask_bytes: float | None = 0.0
     #: the sequence length that sized it (None: no mask, or not given)
     sequence: int | None = None
@@ -1661,7 +1678,7 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
     attention mask of a framework whose hops carry one (``hop_mask``), unless the
     spec's ``seq_length`` option gives it (both: they must agree). With neither,
     :attr:`FrameworkBehaviour.mask_bytes` is None and a plan with a pipeline hop
-    is refused (:func:`sim.profiles.build.p2p_flows`).
+    is refused (:func:`sim.profiles.build.mask_message_bytes`).
     """
     spec = spec if spec is not None else FrameworkSpec()
     fw = spec.framework

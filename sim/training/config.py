@@ -436,6 +436,14 @@ class TrainingConfig:
         of its gradient; None: as ``meta_sizes``), a transfer of its own on the
         same channel, each rank's part after it: DeepSpeed's partition metadata
         (:func:`sim.profiles.build.partition_meta_bytes`); 0 or None: none.
+    mask_sizes : tuple of float or None
+        With ``transfer_sizes``: per hop (a hop's entry may be a tuple, one per
+        pipeline), the bytes of the messages the sender's ``t`` ranks send after
+        their parts of one micro-batch's activation, ``1/t`` of it from each rank,
+        each a transfer of its own on the same channel after the rank's part: the
+        attention mask DeepSpeed 0.3.13 sends whole from every TP rank
+        (:func:`sim.profiles.build.mask_message_bytes`); never with the gradient;
+        0 or None: none.
     availability, mean_downtime, domain_outage, domain_downtime,
     failure_distribution, failure_shape, placement, failure_trace
         The failure model of :mod:`sim.failures` (as in Study A's pipeline);
@@ -598,6 +606,7 @@ class TrainingConfig:
     gradient_transfer_sizes: tuple[float, ...] | None = None
     meta_sizes: tuple[float, ...] | None = None
     gradient_meta_sizes: tuple[float, ...] | None = None
+    mask_sizes: tuple[float, ...] | None = None
     allreduce_sizes: tuple[float, ...] | None = None
     tied_allreduce_size: float = 0.0
     availability: float = 1.0
@@ -1094,7 +1103,7 @@ class TrainingConfig:
             set_("gradient_transfer_sizes", _hops("gradient_transfer_sizes",
                                                   self.gradient_transfer_sizes, max(L - 1, 1),
                                                   self.replicas[0])[: max(L - 1, 0)])
-        for name in ("meta_sizes", "gradient_meta_sizes"):
+        for name in ("meta_sizes", "gradient_meta_sizes", "mask_sizes"):
             if getattr(self, name) is not None:
                 check(self.transfer_sizes is not None, name, "given with transfer_sizes",
                       "given")
@@ -1347,6 +1356,14 @@ class TrainingConfig:
         if sizes is None:
             return 0.0
         x = sizes[hop]
+        return x[pipeline] if isinstance(x, tuple) else x
+
+    def mask_size(self, hop: int, pipeline: int) -> float:
+        """The bytes the sender's ranks send, one message each after its part, with one
+        micro-batch's activation over ``hop`` of ``pipeline`` (``mask_sizes``; 0: none)."""
+        if self.mask_sizes is None:
+            return 0.0
+        x = self.mask_sizes[hop]
         return x[pipeline] if isinstance(x, tuple) else x
 
     @property

@@ -799,6 +799,7 @@ class NetworkTraffic(Traffic):
             return self._group_flows(s, k, grad, fifo, i, a, b, src, dst)
         size = c.hop_size(s, k, grad) / t
         meta = c.meta_size(s, k, grad)  # each rank's message before its part (DeepSpeed's)
+        mask = 0.0 if grad else c.mask_size(s, k) / t  # each rank's message after its part
         ch = self.channels if fifo else None
         now = self.env.now
         moved: list = [now]  # the timeline's: when it moves (its first rank leaves its channel)
@@ -810,14 +811,18 @@ class NetworkTraffic(Traffic):
             def started() -> None:
                 if moved[0] is None:
                     moved[0] = env.now
-        if ch is not None:  # a rank's metadata first on its channel, its part queued after it
-            if meta > 0:
+        if ch is not None:  # a rank's metadata first on its channel, its part queued after
+            if meta > 0:    # it, then its mask
                 self._moving.extend(ch.send((k, a, b, r), src, dst, meta, started=started)
                                     for r in range(t))
             evs = [ch.send((k, a, b, r), src, dst, size, started=started) for r in range(t)]
             self._moving.extend(evs)
-        elif meta > 0:  # each rank's two blocking sends one after the other
-            evs = [self._messages(src, dst, (meta, size)) for _ in range(t)]
+            if mask > 0:  # the hop has arrived with its masks
+                evs = [ch.send((k, a, b, r), src, dst, mask, started=started) for r in range(t)]
+                self._moving.extend(evs)
+        elif meta > 0 or mask > 0:  # each rank's blocking sends one after the other
+            sizes = (meta,) * (meta > 0) + (size,) + (mask,) * (mask > 0)
+            evs = [self._messages(src, dst, sizes) for _ in range(t)]
         else:
             evs = [self.service.transfer(src, dst, size) for _ in range(t)]
             self._moving.extend(evs)
@@ -868,9 +873,11 @@ class NetworkTraffic(Traffic):
         ta, tb = self.tp_rows[a][k], self.tp_rows[b][k]
         size = c.hop_size(s, k, grad) / T
         # each group's message is the sending rank's metadata, then its part (DeepSpeed's
-        # partition metadata: pipe_engine.py:1069-1071, 1123-1125), or the part alone
+        # partition metadata: pipe_engine.py:1069-1071, 1123-1125), or the part alone; then
+        # a mask where the framework sends one (0.3.13's, which has no groups: none here)
         meta = c.meta_size(s, k, grad)
-        sizes = (meta, size) if meta > 0 else (size,)
+        mask = 0.0 if grad else c.mask_size(s, k) / ta  # a rank's mask after each part
+        sizes = (meta,) * (meta > 0) + (size,) + (mask,) * (mask > 0)
         now = env.now
         moved: list = [now]
         started = None
@@ -889,7 +896,7 @@ class NetworkTraffic(Traffic):
                         ev = self.channels.send((k, a, b, "group", x), src, dst,  # type: ignore
                                                 y, started=started)
                         self._moving.append(ev)
-                    evs.append(ev)  # the part's arrival
+                    evs.append(ev)  # the last message's arrival
         else:
             last: dict[tuple[str, int], simpy.Event] = {}
             evs = []
