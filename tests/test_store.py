@@ -308,3 +308,26 @@ def test_ctrl_c_leaves_a_consistent_store(tmp_path):
     summary = list(csv.DictReader((out / "summary.csv").open()))
     assert sum(int(r["replications"]) for r in summary) == n
     assert all(not math.isnan(float(r["y_mean"])) for r in summary if int(r["replications"]) > 1)
+
+
+def test_a_summary_that_is_not_a_runs_is_refused(tmp_path):
+    """A folder holding someone's own summary.csv (no records.csv, no manifest) is refused before
+    anything is written: a run used to overwrite that file without a word."""
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "summary.csv").write_text("node,accuracy\nlab-pc-01,0.91\n")
+    (d / "notes.txt").write_text("mine\n")
+    with pytest.raises(ConfigError) as e:
+        sweep(model, Cfg(), factors={"p": [0.5]}, replications=2, seed=0, executor="serial",
+              out=d, name="store-test")
+    assert str(e.value) == (
+        f"'out' must be a folder whose summary.csv is a run's (this one has no records.csv and no "
+        f"valid manifest.json, so a run would overwrite it): '{d}'")
+    assert sorted(p.name for p in d.iterdir()) == ["notes.txt", "summary.csv"]
+    assert (d / "summary.csv").read_text() == "node,accuracy\nlab-pc-01,0.91\n"
+    # a run's own folder whose records.csv is gone keeps its manifest: it opens and is filled
+    run(tmp_path / "o")
+    (tmp_path / "o" / "records.csv").unlink()
+    assert (tmp_path / "o" / "summary.csv").exists()
+    res = run(tmp_path / "o")
+    assert len(res.records) > 0
