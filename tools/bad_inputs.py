@@ -4556,6 +4556,18 @@ def usertrial12_cases(fx: Fixtures) -> list[Case]:
                                               "serial", "--quiet", "--out", str(mine)),
         refuse("out"), note="a summary.csv with no records.csv or manifest.json is not a "
                             "run's: it was overwritten")
+    campus = fx._write("ut12_campus.edges", "lab-pc-01 lab-pc-02 200us 1Gbit/s\n"
+                       "lab-pc-02 cloud-a 12ms 500Mbit/s\ncloud-a lab-pc-01 50us 25Gbit/s\n")
+    E = ("gossip", "--topology", str(campus), "--protocol", "edge", "--rounds", "5",
+         "--replications", "2")
+    add("gossip/size-with-edge", dtsim(*E, "--size", "2GB"), refuse("size"),
+        note="edge's clock counts steps (2/n each): the size was read by nothing")
+    add("gossip/size-with-edge-training", dtsim(*E, "--objective", "quadratic", "--size", "2GB"),
+        refuse("size"), note="accepted and unused")
+    add("gossip/size-training-infinite-bandwidth",
+        dtsim("gossip", "--nodes", "8", "--protocol", "neighbourhood", "--rounds", "3",
+              "--replications", "2", "--objective", "quadratic", "--size", "2GB"),
+        refuse("size"), note="plain gossip refused it; training accepted it unused")
     return cases
 
 
