@@ -48,7 +48,7 @@ def test_adversary_nodes_take_a_graph_files_node_names(tmp_path, capsys):
                  "lab-a-03 lab-b-01 12ms 800Mbps\nlab-b-01 lab-b-02 200us 10Gbit/s\n"
                  "lab-b-02 lab-a-01 12ms 800Mbps\n")
     common = ("--topology", str(f), "--adversary", "stubborn", "--adversary-value", "5",
-              "--protocol", "edge", "--rounds", "30", "--replications", "3", "--size", "1MB")
+              "--protocol", "edge", "--rounds", "30", "--replications", "3")
     by_name = _json(capsys, "--adversary-nodes", "lab-b-01,lab-a-02", *common)
     by_pos = _json(capsys, "--adversary-nodes", "3,1", *common)
     assert by_name["honest_mean"] == by_pos["honest_mean"]

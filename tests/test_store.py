@@ -308,3 +308,58 @@ def test_ctrl_c_leaves_a_consistent_store(tmp_path):
     summary = list(csv.DictReader((out / "summary.csv").open()))
     assert sum(int(r["replications"]) for r in summary) == n
     assert all(not math.isnan(float(r["y_mean"])) for r in summary if int(r["replications"]) > 1)
+
+
+@pytest.mark.slow  # fault injection: SIGINT to a running dtsim with a process pool
+def test_ctrl_c_stops_a_pool_at_once(tmp_path):
+    """Ctrl-C with --executor local used to wait for each worker to finish its task (and the
+    one queued behind it), whose records the run no longer takes: a minute here, hours for long
+    tasks. The workers are now stopped at once; the finished tasks stay stored."""
+    exp = tmp_path / "long.py"
+    exp.write_text(
+        "import sys, time\nNAME='long'\nBASE={'p': 0}\nFACTORS={'p': [0, 1]}\nREPLICATIONS=3\n"
+        "def model(config, streams):\n    time.sleep(0.05 if config['p'] == 0 else 60)\n"
+        "    return {'y': streams.rng('y').random()}\n"
+        "if __name__ == '__main__':\n    from sim.cli import main_for\n    sys.exit(main_for(__file__))\n")
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, str(exp), "--executor", "local", "--workers", "2",
+                             "--out", str(out), "--quiet"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if (out / "records.csv").exists() and (out / "records.csv").read_text().count("\n") >= 4:
+            break
+        time.sleep(0.01)
+    time.sleep(1.0)  # the 60 s tasks are running in both workers
+    proc.send_signal(signal.SIGINT)  # the driver alone, as kill -INT or a job scheduler sends it
+    t0 = time.time()
+    _, err = proc.communicate(timeout=180)
+    took = time.time() - t0
+    assert proc.returncode == 130, err
+    assert took < 20, f"Ctrl-C took {took:.1f} s"
+    assert err.strip().endswith("dtsim run: interrupted")
+    assert (out / "records.csv").read_text().count("\n") == 4  # header and the 3 fast tasks
+
+
+def test_a_summary_that_is_not_a_runs_is_refused(tmp_path):
+    """A folder holding someone's own summary.csv (no records.csv, no manifest) is refused before
+    anything is written: a run used to overwrite that file without a word."""
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "summary.csv").write_text("node,accuracy\nlab-pc-01,0.91\n")
+    (d / "notes.txt").write_text("mine\n")
+    with pytest.raises(ConfigError) as e:
+        sweep(model, Cfg(), factors={"p": [0.5]}, replications=2, seed=0, executor="serial",
+              out=d, name="store-test")
+    assert str(e.value) == (
+        f"'out' must be a folder whose summary.csv is a run's (this one has no records.csv and no "
+        f"valid manifest.json, so a run would overwrite it): '{d}'")
+    assert sorted(p.name for p in d.iterdir()) == ["notes.txt", "summary.csv"]
+    assert (d / "summary.csv").read_text() == "node,accuracy\nlab-pc-01,0.91\n"
+    # a run's own folder whose records.csv is gone keeps its manifest: it opens and is filled
+    run(tmp_path / "o")
+    (tmp_path / "o" / "records.csv").unlink()
+    assert (tmp_path / "o" / "summary.csv").exists()
+    res = run(tmp_path / "o")
+    assert len(res.records) > 0

@@ -691,3 +691,32 @@ def test_a_bucket_size_in_sync_is_a_term_of_the_transfer_units_check(capsys):
                 "--sync", sync + "25MiB"]):
         _, err = _run(capsys, ok)
         assert "warning" not in err, err
+
+
+def test_gossip_size_is_refused_where_no_exchange_is_timed(tmp_path, capsys):
+    """``--size`` was read by no exchange time and accepted without a word: with protocol
+    ``edge`` (its clock counts steps, 2/n each) and in gossip training on links of infinite
+    bandwidth. Both are refused in one line; and an edge run over a graph file whose links carry
+    units is not warned about a mix with the default ``--size`` (edge times no transfer)."""
+    f = tmp_path / "campus.edges"
+    f.write_text("lab-pc-01 lab-pc-02 200us 1Gbit/s\nlab-pc-02 cloud-a 12ms 500Mbit/s\n"
+                 "cloud-a lab-pc-01 50us 25Gbit/s\n")
+    edge = ["gossip", "--topology", str(f), "--protocol", "edge", "--rounds", "5",
+            "--replications", "2"]
+    _, err = _run(capsys, [*edge, "--size", "2GB"], status=2)
+    assert err.strip().splitlines()[-1] == (
+        "dtsim gossip: error: 'size' must be given only with a protocol that times its exchanges "
+        "(edge's clock counts steps, 2/n each: no exchange takes latency + size / bandwidth): '2GB'")
+    _, err = _run(capsys, [*edge, "--objective", "quadratic", "--size", "2GB"], status=2)
+    assert "'size' must be given only with a protocol that times its exchanges" in err
+    _, err = _run(capsys, ["gossip", "--nodes", "8", "--protocol", "neighbourhood", "--rounds",
+                           "3", "--replications", "2", "--objective", "quadratic", "--size",
+                           "2GB"], status=2)
+    assert err.strip().splitlines()[-1].startswith(
+        "dtsim gossip: error: 'size' must be given only with links of finite bandwidth")
+    _, err = _run(capsys, edge)
+    assert "warning" not in err
+    # a protocol that times its exchanges over the same links is still warned about the mix
+    _, err = _run(capsys, ["gossip", "--topology", str(f), "--protocol", "async", "--rounds", "1",
+                           "--replications", "2"])
+    assert "mixes numbers with units" in err

@@ -1500,7 +1500,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
                   byzantine_cases, sibling_cases, newcomer_cases, planner_cases, unit_cases,
                   traffic_cases, timeline_cases, real_runs_ii_cases, users_network_cases,
                   users_profile_cases, users_planner_cases, users_strategy_cases,
-                  users_design_cases, users_byzantine_cases, audit6_cases, leftovers_cases):
+                  users_design_cases, users_byzantine_cases, audit6_cases, leftovers_cases,
+                  usertrial12_cases):
         cases.extend(group(fx))
     return cases
 
@@ -4568,6 +4569,33 @@ def audit6_cases(fx: Fixtures) -> list[Case]:
 
 
 # ----------------------------------------------------------------------------- leftovers
+
+
+def usertrial12_cases(fx: Fixtures) -> list[Case]:
+    """usertrial12: a researcher's own folder and graph file (named hosts, links with units)."""
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    mine = fx._write("ut12_mine/summary.csv", "node,accuracy\nlab-pc-01,0.91\n").parent
+    add("run/out-with-foreign-summary", dtsim("run", str(fx.experiments["good"]), "--executor",
+                                              "serial", "--quiet", "--out", str(mine)),
+        refuse("out"), note="a summary.csv with no records.csv or manifest.json is not a "
+                            "run's: it was overwritten")
+    campus = fx._write("ut12_campus.edges", "lab-pc-01 lab-pc-02 200us 1Gbit/s\n"
+                       "lab-pc-02 cloud-a 12ms 500Mbit/s\ncloud-a lab-pc-01 50us 25Gbit/s\n")
+    E = ("gossip", "--topology", str(campus), "--protocol", "edge", "--rounds", "5",
+         "--replications", "2")
+    add("gossip/size-with-edge", dtsim(*E, "--size", "2GB"), refuse("size"),
+        note="edge's clock counts steps (2/n each): the size was read by nothing")
+    add("gossip/size-with-edge-training", dtsim(*E, "--objective", "quadratic", "--size", "2GB"),
+        refuse("size"), note="accepted and unused")
+    add("gossip/size-training-infinite-bandwidth",
+        dtsim("gossip", "--nodes", "8", "--protocol", "neighbourhood", "--rounds", "3",
+              "--replications", "2", "--objective", "quadratic", "--size", "2GB"),
+        refuse("size"), note="plain gossip refused it; training accepted it unused")
+    return cases
 
 
 def leftovers_cases(fx: Fixtures) -> list[Case]:

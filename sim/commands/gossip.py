@@ -107,7 +107,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wake-rate", type=float, default=1.0, metavar="R",
                    help="async: Poisson wake-up rate per node (default 1)")
     p.add_argument("--size", action=SizeOption, default=1.0, metavar="SIZE",
-                   help="message size; an exchange takes latency + size / bandwidth: "
+                   help="message size; an exchange takes latency + size / bandwidth (not "
+                        "with protocol edge, whose clock counts steps): "
                         f"{SIZE_HELP} (default 1)")
     p.add_argument("--nic", action=RateOption, default=None, metavar="RATE",
                    help="NIC capacity (each way) of every node: concurrent exchanges at a node "
@@ -411,6 +412,17 @@ def _size_matters(cfg: GossipConfig) -> bool:
     return a.complete_delay != b.complete_delay or not np.array_equal(a.delay, b.delay)
 
 
+def _check_size(args: argparse.Namespace, cfg: GossipConfig) -> None:
+    """Refuse ``--size`` where no exchange time reads it: the edge protocol's clock (``2/n`` a
+    step, no exchange timed), or links of infinite bandwidth (plain gossip and training alike)."""
+    refuse_unless(args, "size", cfg.protocol != "edge",
+                  "with a protocol that times its exchanges (edge's clock counts steps, 2/n "
+                  "each: no exchange takes latency + size / bandwidth)")
+    refuse_unless(args, "size", _size_matters(cfg),
+                  "with links of finite bandwidth (an exchange takes latency + size / bandwidth; "
+                  "this topology's bandwidth is infinite)")
+
+
 def _contention_matters(cfg: GossipConfig) -> bool:
     """True when exchanges would share something (a finite link or a NIC) with contention on."""
     import dataclasses
@@ -466,9 +478,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = _config_from_args(args)
     if request is not None:
         _check_timeline(cfg, request)
-    refuse_unless(args, "size", _size_matters(cfg),
-                  "with links of finite bandwidth (an exchange takes latency + size / bandwidth; "
-                  "this topology's bandwidth is infinite)")
+    _check_size(args, cfg)
     refuse_unless(args, "contention", _contention_matters(cfg),
                   "with a protocol whose exchanges overlap (not edge) on links of finite "
                   "bandwidth or with --nic (nothing is shared otherwise)")
@@ -590,6 +600,7 @@ def _warn_switches(cfg: GossipConfig) -> None:
 def _run_training(args: argparse.Namespace, tc: GossipTrainingConfig) -> int:
     cfg = tc.gossip
     training_objective(tc)  # build (and so validate) the objective before any replication
+    _check_size(args, cfg)
     check_gossip(args, cfg)
     _warn_switches(cfg)
     lowered, nodes = tc.trim_lowered()

@@ -240,6 +240,14 @@ def _summarize_runs(records: Sequence[Mapping[str, Any]], config: GossipConfig,
             out["capture_rate"] = est.mean
             out["capture_rate_ci"] = est
             out["capture_steps"] = int(steps[t])
+            phm = pred.get("predicted_honest_mean")
+            b = config.value
+            if ("predicted_capture_rate" not in pred and phm is not None
+                    and np.isfinite(b) and phm[0] != b):
+                # no constant rate (sparse graphs): the exact first moment at the same record,
+                # (E[m(t)] - b) / (m(0) - b), as the contraction reads the second moment's
+                pred["predicted_capture_rate"] = float(
+                    ((phm[t] - b) / (phm[0] - b)) ** (1.0 / float(steps[t])))
         if config.clip is not None:
             far = np.stack([np.asarray(r["far"], dtype=bool) for r in ok]).all(axis=0)
             bad = np.flatnonzero(~far)

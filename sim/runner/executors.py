@@ -350,6 +350,14 @@ def _workers_of(pool: Any, known: dict[int, Any]) -> None:
         known[pid] = p
 
 
+def _terminate_workers(pool: Any) -> None:
+    """SIGTERM every live worker process of a local pool (on Ctrl-C: the tasks in flight are lost
+    as with a kill, every finished one is stored)."""
+    for p in list((getattr(pool, "_processes", None) or {}).values()):
+        if p.is_alive():
+            p.terminate()
+
+
 def _exit_cause(known: dict[int, Any], wait_s: float = 3.0) -> str:
     import time
 
@@ -535,6 +543,10 @@ def execute(
             except BaseException as exc:
                 for g in futures:
                     g.cancel()
+                if is_pool and isinstance(exc, KeyboardInterrupt):
+                    # Ctrl-C stops now: a worker would finish its task (and the one queued
+                    # behind it) first, whose records this run no longer takes
+                    _terminate_workers(current)
                 if not is_pool and _is_lost(exc) and not isinstance(exc, KeyboardInterrupt):
                     if isinstance(current, DaskExecutor):
                         current.lost = True

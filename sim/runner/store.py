@@ -414,7 +414,8 @@ class Store:
         ------
         ConfigError
             When the folder holds another experiment's results, has records
-            without a manifest, is not a folder, has a ``records.csv``,
+            without a manifest, a ``summary.csv`` with neither (not a run's: it would be
+            overwritten), is not a folder, has a ``records.csv``,
             ``manifest.json`` or ``.lock`` that is not a regular file, or is
             in use by another run (all before any task runs).
         """
@@ -434,6 +435,11 @@ class Store:
                     "out", f"a folder of experiment {name!r}, not of {other!r}", str(path))
         elif not damaged and (p / RECORDS).exists():
             raise ConfigError("out", f"a folder with a {MANIFEST} beside its {RECORDS}", str(path))
+        elif (p / SUMMARY).exists() and not (p / RECORDS).exists():
+            # not dtsim's summary (no store beside it): the run would overwrite someone's file
+            raise ConfigError("out", f"a folder whose {SUMMARY} is a run's (this one has no "
+                              f"{RECORDS} and no valid {MANIFEST}, so a run would overwrite it)",
+                              str(path))
         if not p.exists():
             check(create, "out", "an existing results folder", str(path))
             p.mkdir(parents=True, exist_ok=True)
