@@ -92,6 +92,10 @@ class ProfilePlanModel:
         #: index of the first): not a list of every node (a count of 10^9 took 15 GB)
         self._runs: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
         self._placed: dict[tuple, list] = {}
+        #: _placed_stages' replicas per plan shape (stage by stage, each stage's replicas, or
+        #: (replica, count) for a stage of one kind: a search's plans of one shape share them,
+        #: whatever their cut and micro-batch size)
+        self._shapes: dict[tuple, tuple[tuple[ReplicaSpec, ...], ...]] = {}
         self._steps: dict[tuple, float] = {}  # _step_bound's, by placed kinds and size
         self._replicas: dict[tuple, ReplicaSpec] = {}  # place()'s, by kind, TP and node
         for kind, count in (fleet.nodes if fleet is not None else ()):
@@ -141,6 +145,19 @@ class ProfilePlanModel:
         """:meth:`place`'s stages (None: the plan as it is)."""
         if self.fleet is None or plan.physical:
             return None
+        # the placement reads each replica's GPU type, zone and TP degree in rank order: alike
+        # replicas (equal values) place alike, so a stage of one kind is keyed by its count
+        shape = tuple((st.replicas[0], len(st.replicas))
+                      if st.replicas.count(st.replicas[0]) == len(st.replicas) else st.replicas
+                      for st in plan.stages)
+        placed = self._shapes.get(shape)
+        if placed is None:
+            placed = self._shapes[shape] = self._first_fit(plan)
+        return tuple(StageSpec(st.layers, reps)
+                     for st, reps in zip(plan.stages, placed, strict=True))
+
+    def _first_fit(self, plan: Plan) -> tuple[tuple[ReplicaSpec, ...], ...]:
+        """:meth:`_placed_stages`' replicas of each stage, worked out."""
         # first fit in rank order: per run, the free GPUs of the nodes used so far, always a
         # prefix of the run (its nodes are alike: a new one is taken only when none before fits)
         # (each run's free GPUs a node, and the first node with any: the nodes before it are
@@ -173,7 +190,7 @@ class ProfilePlanModel:
                     x = made[key] = ReplicaSpec(r.gpu, r.tp, g, r.zone,  # type: ignore[arg-type]
                                                 host=f"{r.gpu}@{r.zone}#{n}")
                 reps.append(x)
-            stages.append(StageSpec(st.layers, tuple(reps)))
+            stages.append(tuple(reps))
         return tuple(stages)
 
     def _placements(self, a: ReplicaSpec, b: ReplicaSpec) -> list[tuple[Any, Any]]:
