@@ -4641,6 +4641,25 @@ def unit_cases(fx: Fixtures) -> list[Case]:
             note=note)
     add("units/train--latency-list-item", dtsim(*TR, "--stages", "3", "--latency", "1ms,2GB"),
         refuse("latency"), note="one bad item of a per-hop list")
+    # (smallfix2) a value with a unit the config refuses is shown as typed, not in B/s or s
+    typed_note = "shown as typed (it showed the library's value: 0.0, 3.6e+303)"
+    for id_, argv, dest in (
+            ("train-bandwidth-zero-as-typed", (*TR, "--bandwidth", "0Gbit/s"), "bandwidth"),
+            ("train-mtbf-zero-as-typed", (*TR, "--mtbf", "0ms"), "mtbf"),
+            ("train-latency-huge-as-typed", (*TR, "--latency", "1e300h"), "latency"),
+            ("train-strategy-rate-zero-as-typed", (*TR, "--replicas", "2", "--strategy",
+                                                   "checkpoint-restart:checkpoint_bandwidth=0GB/s"),
+             "checkpoint_bandwidth"),
+            ("pipeline-bandwidth-zero-as-typed", ("pipeline", "--transfer-size", "1GB",
+                                                  "--bandwidth", "0Gbit/s"), "bandwidth"),
+            ("gossip-nic-zero-as-typed", ("gossip", "--replications", "1", "--nic", "0Gbit/s"),
+             "nic"),
+            ("learners-bandwidth-zero-as-typed", ("learners", "--bandwidth", "0Gbit/s"),
+             "bandwidth"),
+            ("learners-grace-as-typed", ("learners", "--grace", "5min"), "grace"),
+            ("network-nic-zero-as-typed", ("network", "--topology", "tree:racks=2,hosts=4",
+                                           "--flows", str(flows), "--nic", "0Gbit/s"), "nic")):
+        add(f"units/{id_}", dtsim(*argv), refuse(dest), note=typed_note)
 
     # the time unit: a rate or time with a unit needs --hour 3600 (a second)
     add("units/train-hour-with-rate-unit", dtsim(*TR, "--hour", "60", "--param-size", "1GB",
