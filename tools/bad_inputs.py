@@ -2832,6 +2832,16 @@ def planner_cases(fx: Fixtures) -> list[Case]:
                                    '"dst": {"gpu": "GH-96", "zone": "us-central1-a"}, '
                                    '"bandwidth": "100Gbit/s", "latancy": "5us"}]}')), *quick),
         refuse("network"), note="a misspelt latency used to leave the link at 0")
+    # (smallfix2) --nodes GPU:GxN@zone refuses 10^9 and above; the file said nothing and ran
+    z = '{"gpu": "GH-96", "zone": "us-central1-a", '
+    for what, fields in (("gpus-per-node-1e9", '"gpus_per_node": 1000000000}'),
+                         ("count-1e9", '"gpus_per_node": 4, "count": 1000000000}'),
+                         ("count-negative", '"gpus_per_node": 4, "count": -1}')):
+        add(f"plan/fleet-file-{what}",
+            P("--fleet", str(fx._write(f"fleet_{what}.json", '{"nodes": [' + z + fields + ']}')),
+              *quick), refuse("fleet"),
+            note="below 10^9, as --nodes (it ran)" if "1e9" in what else
+            "names the file and the node (it said only 'count')")
     return cases
 
 
@@ -3945,10 +3955,11 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
                 **shape}}))
         add(f"model-shape-{name}", dtsim("plan", "--model", "S", "--profiles", str(d), *gh, *q),
             expect, timeout=60, note=why)
-    big = fx._write("ufleet/count-1e9.json", '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, '
-                    '"zone": "us-central1-a", "count": 1000000000}]}')
-    add("fleet-file-count-1e9-runs", P("--fleet", str(big), *q), ok("predicted"), timeout=60,
-        note="a list of every node (15 GB) and a hang before: nodes are kept as runs")
+    big = fx._write("ufleet/count-999999999.json", '{"nodes": [{"gpu": "GH-96", '
+                    '"gpus_per_node": 4, "zone": "us-central1-a", "count": 999999999}]}')
+    add("fleet-file-count-999999999-runs", P("--fleet", str(big), *q), ok("predicted"),
+        timeout=60, note="the largest count a file takes, as --nodes (10^9 was a list of every "
+        "node, 15 GB, and a hang before: nodes are kept as runs)")
     add("nodes-count-999999999-runs", P("--nodes", "GH-96:4x999999999@us-central1-a", *q),
         ok("predicted"), timeout=60, note="the largest count --nodes takes: a hang before")
     add("mtbf-1e400s-is-none", P(*gh, *_override(q, ("--simulate", "1", "--mtbf", "1e400s"))),
