@@ -189,8 +189,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         refuse_repeated(args)
         refuse_empty(args)
         return int(args._run(args) or 0)
-    except ConfigError as exc:
-        print(f"dtsim {args.command}: error: {exc}", file=sys.stderr)
+    except ConfigError as exc:  # an option typed with a unit is shown as typed
+        from .commands._units import as_typed
+
+        print(f"dtsim {args.command}: error: {as_typed(args, exc)}", file=sys.stderr)
         return 2
     except SimulationError as exc:
         print(f"dtsim {args.command}: error: {exc}", file=sys.stderr)

@@ -218,3 +218,25 @@ def test_a_link_given_twice_is_refused():
         network_from_data({"links": [link, {**link, "flows": 2}, {**link, "bandwidth": 6e9}]})
     net = network_from_data({"links": [link, {**link, "flows": 2}, {**link, "src": b, "dst": a}]})
     assert len(net.links) == 3
+
+
+@pytest.mark.parametrize("node, message", [
+    ({"gpus_per_node": 10**9}, "'fleet' must be GPUs per node and counts below 10^9 (as --nodes) "
+     "for gpus_per_node at F.nodes[1]: 1000000000"),
+    ({"gpus_per_node": 4, "count": 10**9}, "'fleet' must be GPUs per node and counts below 10^9 "
+     "(as --nodes) for count at F.nodes[1]: 1000000000"),
+    ({"gpus_per_node": 4, "count": -1}, "'fleet' must be an integer >= 0 for count at "
+     "F.nodes[1]: -1"),
+    ({"gpus_per_node": 0}, "'fleet' must be an integer >= 1 for gpus_per_node at F.nodes[1]: 0"),
+])
+def test_a_fleet_files_node_numbers_follow_the_nodes_options_rule(node, message):
+    """(smallfix2) ``--nodes GPU:GxN@zone`` refuses GPUs per node and counts of 10^9 and above;
+    a fleet file took them (and a count of -1 was refused as 'count', naming neither the file
+    nor the node). The file follows the same rule, in one line naming the node; 999999999,
+    the largest --nodes takes, is taken."""
+    ok = {"gpu": "A", "gpus_per_node": 8, "zone": "z"}
+    with pytest.raises(ConfigError) as e:
+        fleet_from_data({"nodes": [ok, {"gpu": "A", "zone": "y", **node}]}, "F")
+    assert str(e.value) == message
+    big = fleet_from_data({"nodes": [{**ok, "gpus_per_node": 10**9 - 1, "count": 10**9 - 1}]})
+    assert big.gpus == (10**9 - 1) ** 2

@@ -16,7 +16,7 @@ import pytest
 
 import sim.runner as runner
 from sim.cli import main
-from sim.errors import ConfigError
+from sim.errors import ConfigError, check_probability
 from sim.rng import Streams
 from sim.runner import (
     expand_points,
@@ -419,11 +419,41 @@ def test_experiment_without_definitions(tmp_path, capsys):
 
 
 def test_bad_point_config_is_caught_before_running(tmp_path, capsys):
-    """A point that is not a valid config fails at construction with the config's message."""
+    """A point that is not a valid config fails at construction with the config's message,
+    naming the point and its factor values (it said only ``'p' must be in [0, 1]: 1.5``)."""
     f = write_experiment(tmp_path / "tiny.py", factors={"p": [0.5, 1.5]})
     assert main(["run", str(f), "--executor", "serial", "--out", str(tmp_path / "o")]) == 2
-    assert capsys.readouterr().err == "dtsim run: error: 'p' must be in [0, 1]: 1.5\n"
+    assert capsys.readouterr().err == (
+        "dtsim run: error: 'p' must be in [0, 1] (at point 1: p=1.5): 1.5\n")
     assert not (tmp_path / "o").exists()
+
+
+@dataclass(frozen=True)
+class CheckedCfg:
+    p: float = 0.5
+    n: int = 50
+
+    def __post_init__(self):
+        check_probability("p", self.p)
+
+
+def test_a_refused_point_of_a_grid_names_the_point():
+    """(smallfix2) In a grid of many points the config's refusal, ``'p' must be in [0, 1]:
+    1.5``, did not say which point (here the same value at two of them, with n telling them
+    apart): it names the first point refused, with every factor value, in the one-line form."""
+    params = expand_points({"n": [10, 20], "p": [0.5, 1.5]})
+    with pytest.raises(ConfigError) as e:
+        make_tasks(CheckedCfg(), params, replications=2, seed=0)
+    assert str(e.value) == "'p' must be in [0, 1] (at point 1: n=10, p=1.5): 1.5"
+    assert (e.value.name, e.value.value) == ("p", 1.5)
+    with pytest.raises(ConfigError) as e:  # explicit points, with a run setting left out
+        make_tasks(CheckedCfg(), [{"p": 0.2}, {"p": -1.0, "replications": 3}],
+                   replications=2, seed=0)
+    assert str(e.value) == "'p' must be in [0, 1] (at point 1: p=-1.0): -1.0"
+    # a valid grid is unchanged: same configs as replace(), same tasks
+    configs, tasks = make_tasks(CheckedCfg(), expand_points({"p": [0.2, 0.9]}), replications=2,
+                                seed=0)
+    assert configs == [CheckedCfg(p=0.2), CheckedCfg(p=0.9)] and len(tasks) == 4
 
 
 def test_quick_overrides(tmp_path):
@@ -717,6 +747,21 @@ def test_fixed_may_be_a_function_of_a_dict_points_config(tmp_path, capsys):
                  "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'FIXED(config) of point 0' must be a dict of metric name" in err[0]
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_config_fixed_builds_and_refuses_names_the_point(tmp_path, capsys):
+    """(smallfix2) FIXED(config) builds the TrainingConfig of each point before anything runs;
+    its refusal at one point (here mtbf -5 at point 1) passed as it was, naming no point. It
+    names the point and its values, as the model's own refusal does, exit 2, nothing written."""
+    exp = tmp_path / "bad_point.py"
+    exp.write_text(DICT_TRAINING_SWEEP.replace('["inf", "20"]', '["inf", "-5"]')
+                   + "\n\ndef FIXED(config):\n    return build(config).fixed_metrics()\n")
+    assert main(["run", str(exp), "--out", str(tmp_path / "b"), "--executor", "serial",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dtsim run: error: 'mtbf' must be "), err
+    assert err[0].endswith(" (at point 1: mtbf='-5'): -5.0"), err
     assert not (tmp_path / "b").exists()
 
 

@@ -438,6 +438,36 @@ def test_an_inapplicable_option_with_a_unit_is_refused_as_typed(capsys):
     assert err.strip() == "dtsim train: error: 'nic' must be given only with --network: 5.0"
 
 
+@pytest.mark.parametrize("argv, shown", [
+    (["train", "--bandwidth", "0Gbit/s"], "'bandwidth' must be > 0: '0Gbit/s'"),
+    (["train", "--mtbf", "0ms"], "'mtbf' must be > 0: '0ms'"),
+    (["train", "--latency", "1e300h"], "): '1e300h'"),
+    (["train", "--stages", "2", "--latency", "1ms,2ms,3ms"],
+     "'latency' must be one value or 1 values: '1ms,2ms,3ms'"),
+    (["train", "--replicas", "2", "--strategy", "checkpoint-restart:checkpoint_bandwidth=0GB/s"],
+     "or none: '0GB/s'"),
+    (["pipeline", "--transfer-size", "1GB", "--bandwidth", "0Gbit/s"],
+     "'bandwidth' must be > 0: '0Gbit/s'"),
+    (["gossip", "--nic", "0Gbit/s"], "'nic' must be > 0: '0Gbit/s'"),
+    (["learners", "--bandwidth", "0Gbit/s"], "'bandwidth' must be > 0: '0Gbit/s'"),
+    (["learners", "--grace", "5min"], "'grace' must be 0 without quorum: '5min'"),
+    (["learners", "--step-time", "0ms"], "'step_time' must be > 0: '0ms'"),
+])
+def test_an_option_with_a_unit_the_config_refuses_is_shown_as_typed(capsys, argv, shown):
+    """(smallfix2) --bandwidth 0Gbit/s was refused as \"'bandwidth' must be > 0: 0.0\" and
+    --latency 1e300h as '... at most 1e+300): 3.6e+303': the value the library was given, in
+    B/s or s, not what was typed. The refusal shows the text typed, as the refusals of an
+    inapplicable option (above) and of a bad unit already did; a plain number stays as read."""
+    _, err = _run(capsys, argv, status=2)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith(shown), lines
+    plain = {"0Gbit/s": "0", "0ms": "0", "0GB/s": "0"}
+    if argv[-1].split("=")[-1] in plain:  # the same refusal of a plain number: its float
+        _, err = _run(capsys, [*argv[:-1], argv[-1].replace(argv[-1].split("=")[-1], "0")],
+                      status=2)
+        assert err.strip().endswith(": 0.0"), err
+
+
 def test_plan_and_topologies_json_name_their_units(capsys):
     """dtsim topologies SPEC: latency in s, bandwidth in B/s, in the table and the JSON."""
     d, _ = _json(capsys, ["topologies", "tree:racks=2,hosts=2,host_bandwidth=1Gbit/s"])

@@ -2835,6 +2835,16 @@ def planner_cases(fx: Fixtures) -> list[Case]:
                                    '"dst": {"gpu": "GH-96", "zone": "us-central1-a"}, '
                                    '"bandwidth": "100Gbit/s", "latancy": "5us"}]}')), *quick),
         refuse("network"), note="a misspelt latency used to leave the link at 0")
+    # (smallfix2) --nodes GPU:GxN@zone refuses 10^9 and above; the file said nothing and ran
+    z = '{"gpu": "GH-96", "zone": "us-central1-a", '
+    for what, fields in (("gpus-per-node-1e9", '"gpus_per_node": 1000000000}'),
+                         ("count-1e9", '"gpus_per_node": 4, "count": 1000000000}'),
+                         ("count-negative", '"gpus_per_node": 4, "count": -1}')):
+        add(f"plan/fleet-file-{what}",
+            P("--fleet", str(fx._write(f"fleet_{what}.json", '{"nodes": [' + z + fields + ']}')),
+              *quick), refuse("fleet"),
+            note="below 10^9, as --nodes (it ran)" if "1e9" in what else
+            "names the file and the node (it said only 'count')")
     return cases
 
 
@@ -3973,10 +3983,11 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
                 **shape}}))
         add(f"model-shape-{name}", dtsim("plan", "--model", "S", "--profiles", str(d), *gh, *q),
             expect, timeout=60, note=why)
-    big = fx._write("ufleet/count-1e9.json", '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, '
-                    '"zone": "us-central1-a", "count": 1000000000}]}')
-    add("fleet-file-count-1e9-runs", P("--fleet", str(big), *q), ok("predicted"), timeout=60,
-        note="a list of every node (15 GB) and a hang before: nodes are kept as runs")
+    big = fx._write("ufleet/count-999999999.json", '{"nodes": [{"gpu": "GH-96", '
+                    '"gpus_per_node": 4, "zone": "us-central1-a", "count": 999999999}]}')
+    add("fleet-file-count-999999999-runs", P("--fleet", str(big), *q), ok("predicted"),
+        timeout=60, note="the largest count a file takes, as --nodes (10^9 was a list of every "
+        "node, 15 GB, and a hang before: nodes are kept as runs)")
     add("nodes-count-999999999-runs", P("--nodes", "GH-96:4x999999999@us-central1-a", *q),
         ok("predicted"), timeout=60, note="the largest count --nodes takes: a hang before")
     add("mtbf-1e400s-is-none", P(*gh, *_override(q, ("--simulate", "1", "--mtbf", "1e400s"))),
@@ -4696,6 +4707,25 @@ def unit_cases(fx: Fixtures) -> list[Case]:
             note=note)
     add("units/train--latency-list-item", dtsim(*TR, "--stages", "3", "--latency", "1ms,2GB"),
         refuse("latency"), note="one bad item of a per-hop list")
+    # (smallfix2) a value with a unit the config refuses is shown as typed, not in B/s or s
+    typed_note = "shown as typed (it showed the library's value: 0.0, 3.6e+303)"
+    for id_, argv, dest in (
+            ("train-bandwidth-zero-as-typed", (*TR, "--bandwidth", "0Gbit/s"), "bandwidth"),
+            ("train-mtbf-zero-as-typed", (*TR, "--mtbf", "0ms"), "mtbf"),
+            ("train-latency-huge-as-typed", (*TR, "--latency", "1e300h"), "latency"),
+            ("train-strategy-rate-zero-as-typed", (*TR, "--replicas", "2", "--strategy",
+                                                   "checkpoint-restart:checkpoint_bandwidth=0GB/s"),
+             "checkpoint_bandwidth"),
+            ("pipeline-bandwidth-zero-as-typed", ("pipeline", "--transfer-size", "1GB",
+                                                  "--bandwidth", "0Gbit/s"), "bandwidth"),
+            ("gossip-nic-zero-as-typed", ("gossip", "--replications", "1", "--nic", "0Gbit/s"),
+             "nic"),
+            ("learners-bandwidth-zero-as-typed", ("learners", "--bandwidth", "0Gbit/s"),
+             "bandwidth"),
+            ("learners-grace-as-typed", ("learners", "--grace", "5min"), "grace"),
+            ("network-nic-zero-as-typed", ("network", "--topology", "tree:racks=2,hosts=4",
+                                           "--flows", str(flows), "--nic", "0Gbit/s"), "nic")):
+        add(f"units/{id_}", dtsim(*argv), refuse(dest), note=typed_note)
 
     # the time unit: a rate or time with a unit needs --hour 3600 (a second)
     add("units/train-hour-with-rate-unit", dtsim(*TR, "--hour", "60", "--param-size", "1GB",

@@ -46,7 +46,9 @@ def refuse_unless(args: argparse.Namespace, dest: str, applies: bool, needs: str
     if not applies and given(args, dest):
         typed = (getattr(args, "_quantities", None) or {}).get(dest) or ()
         if any(q.unit is not None for q in typed):  # a quantity with a unit: as typed
-            raise ConfigError(dest, f"given only {needs}", ",".join(q.text.strip() for q in typed))
+            from ._units import typed_text
+
+            raise ConfigError(dest, f"given only {needs}", typed_text(typed))
         raise ConfigError(dest, f"given only {needs}", getattr(args, dest, None))
 
 

@@ -47,7 +47,7 @@ __all__ = ["NETWORK_UNITS", "PIPELINE_UNITS", "PLAN_UNITS", "TOPOLOGY_UNITS",
            "TOPOLOGY_LISTING_UNITS", "LEARNERS_UNITS", "check_train", "check_learners", "train_transfers", "check_pipeline",
            "pipeline_transfers", "check_gossip", "flow_terms",
            "SizeOption", "RateOption", "TimeOption", "UnlimitedTimeOption", "TimesOption",
-           "given_quantities",
+           "given_quantities", "typed_text", "as_typed",
            "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
            "units_object", "given_line", "transfer_line", "network_spans", "check_hour",
            "warn_billions", "sync_terms",
@@ -120,6 +120,51 @@ class TimesOption(_QuantityOption):
     kind = TIME
     many = True
     overflow = "refuse"
+
+
+def typed_text(typed: Iterable[Quantity]) -> str:
+    """How a quantity option was typed, for a refusal: ``10Gbit/s``, ``5us,1ms``."""
+    return ",".join(q.text.strip() for q in typed)
+
+
+def as_typed(args: argparse.Namespace, exc: ConfigError) -> ConfigError:
+    """``exc`` showing the value as the user typed it when it refuses an option given with a
+    unit: ``'bandwidth' must be > 0: '0Gbit/s'``, not the bytes per second the library was
+    given (``0.0``). Only when ``exc`` names the option and shows its value (the whole list,
+    or one item of it); any other refusal is returned unchanged."""
+    typed = given_quantities(args).get(exc.name) or _strategy_typed(args, exc.name)
+    if not any(q.unit is not None for q in typed):
+        return exc
+    v = exc.value
+    values = tuple(q.value for q in typed)
+    if isinstance(v, (tuple, list)):
+        if tuple(v) == values:
+            return ConfigError(exc.name, exc.rule, typed_text(typed))
+        return exc
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        hit = next((q for q in typed if q.value == v), None)
+        if hit is not None:
+            return ConfigError(exc.name, exc.rule, typed_text([hit]))
+    return exc
+
+
+def _strategy_typed(args: argparse.Namespace, key: str) -> tuple[Quantity, ...]:
+    """How key ``key`` of ``--strategy``'s text was typed (``checkpoint_bandwidth=2GB/s``): a
+    strategy refuses its own keys by their names."""
+    spec = getattr(args, "strategy", None)
+    if not isinstance(spec, str):
+        return ()
+    from ..training.strategies import STRATEGIES
+    from ..units import spec_quantities
+
+    cls = STRATEGIES.get(spec.strip().partition(":")[0])  # not built: it may be what is refused
+    if cls is None or key not in (*cls.times, *cls.rates):
+        return ()
+    try:
+        return tuple(q for k, q in spec_quantities(spec, {key: RATE if key in cls.rates else TIME},
+                                                   key=lambda k: k.replace("-", "_")) if k == key)
+    except ConfigError:
+        return ()
 
 
 def given_quantities(args: argparse.Namespace) -> dict[str, tuple[Quantity, ...]]:

@@ -87,7 +87,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, check
+from ..errors import ConfigError, check, check_int
 from ..network.curves import BandwidthCurve, as_curve
 from ..units import RATE, SIZE, TIME, describe, parse_quantity
 from . import sailor
@@ -661,6 +661,11 @@ FLEET_KEYS = ("nodes", "links")
 FLEET_NODE_KEYS = ("gpu", "gpus_per_node", "zone", "count")
 
 
+#: GPUs per node and node counts of a fleet are below this (``--nodes GPU:GxN@zone`` reads at
+#: most nine digits each: :func:`sim.planner.fleets.parse_nodes`).
+MAX_NODE_NUMBER = 10**9
+
+
 def fleet_from_data(doc: Any, where: str = "fleet") -> Fleet:
     """A :class:`Fleet` from parsed data (``nodes`` and optional ``links``; no other key)."""
     nodes = []
@@ -673,9 +678,14 @@ def fleet_from_data(doc: Any, where: str = "fleet") -> Fleet:
         check(isinstance(x, dict), "fleet", f"a table at {at}", x)
         unknown = sorted(set(x) - set(FLEET_NODE_KEYS))
         check(not unknown, "fleet", f"node keys {', '.join(FLEET_NODE_KEYS)} at {at}", unknown)
-        nodes.append((NodeKind(get("fleet", x, "gpu", at, str), get("fleet", x, "gpus_per_node",
-                                                                      at, int),
-                               _opt(x, "zone", "default")), _opt(x, "count", 1)))
+        gpn, count = get("fleet", x, "gpus_per_node", at, int), _opt(x, "count", 1)
+        with located("fleet", at):  # the node kind's own rules (gpus_per_node >= 1, count >= 0)
+            kind = NodeKind(get("fleet", x, "gpu", at, str), gpn, _opt(x, "zone", "default"))
+            check_int("count", count, low=0)
+        for key, v in (("gpus_per_node", gpn), ("count", count)):  # as --nodes GPU:GxN@zone
+            check(v < MAX_NODE_NUMBER, "fleet", f"GPUs per node and counts below 10^9 (as "
+                  f"--nodes) for {key} at {at}", v)
+        nodes.append((kind, count))
     net = network_from_data(doc, where) if isinstance(doc, dict) and "links" in doc else NetworkProfile(())
     return Fleet(tuple(nodes), net)
 

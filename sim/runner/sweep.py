@@ -7,7 +7,8 @@ expanded as a cartesian product with the first factor varying slowest) or
 from ``points`` (an explicit list of dicts). Each point becomes
 ``dataclasses.replace(base, **params)`` (or ``{**base, **params}`` for a dict
 base), validated on the driver before anything runs, so bad input raises
-:class:`~sim.errors.ConfigError` at once. :func:`replicate` is the sweep with
+:class:`~sim.errors.ConfigError` at once (a point's config refused names the point:
+``'p' must be in [0, 1] (at point 1: p=1.5): 1.5``). :func:`replicate` is the sweep with
 no factors. The streams of each task are described in :mod:`sim.runner.tasks`;
 results are bit-identical on every executor, worker count and batch size.
 
@@ -47,6 +48,7 @@ from .tasks import (
     RESERVED,
     Model,
     Task,
+    at_point,
     batches,
     exception_line,
     expand_points,
@@ -246,7 +248,8 @@ def fixed_declaration(fixed: Any, name: str = "fixed"
     return check_fixed_metrics(fixed, name)
 
 
-def point_fixed(fixed: Any, configs: Sequence[Any], name: str = "fixed") -> list[dict[str, str]]:
+def point_fixed(fixed: Any, configs: Sequence[Any], name: str = "fixed",
+                params: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, str]]:
     """What a ``FIXED`` declaration says each point's model computes from its config alone.
 
     Parameters
@@ -261,6 +264,9 @@ def point_fixed(fixed: Any, configs: Sequence[Any], name: str = "fixed") -> list
         The points' configs.
     name : str
         The parameter named in an error (a function: its own name, e.g. ``FIXED``).
+    params : sequence of dict, optional
+        The points' factor values: a function's refusal of a config it builds at a point
+        then names that point (as a refusal when the point's config is built does).
 
     Returns
     -------
@@ -281,8 +287,10 @@ def point_fixed(fixed: Any, configs: Sequence[Any], name: str = "fixed") -> list
     for i, c in enumerate(configs):
         try:
             got = fixed(c)
-        except ConfigError:  # the point's own refusal (a config it builds): as it is
-            raise
+        except ConfigError as exc:  # the point's own refusal (a config it builds): say which
+            if params is None or not params[i]:
+                raise
+            raise at_point(exc, i, params[i]) from None
         except (Exception, SystemExit) as exc:  # (audit6) a traceback, or a silent exit
             what = (f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit)
                     else f"it raised {exception_line(exc)}")
@@ -420,7 +428,8 @@ def sweep(
                          rates=rates, nonnegative=nonnegative, fixed=fixed)
 
     # what each point's config fixes, and what the caller says the model computes from it
-    fixed_at = [{**config_fixed_metrics(c), **d} for c, d in zip(configs, point_fixed(fixed, configs), strict=True)]
+    declared = point_fixed(fixed, configs, params=point_params)
+    fixed_at = [{**config_fixed_metrics(c), **d} for c, d in zip(configs, declared, strict=True)]
     store = None
     done: dict[tuple[int, int], dict[str, Any]] = {}
     changed = ""

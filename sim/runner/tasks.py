@@ -57,6 +57,7 @@ __all__ = [
     "run_one",
     "batches",
     "exception_line",
+    "at_point",
 ]
 
 Model = Callable[[Any, Streams], Mapping[str, Any]]
@@ -145,7 +146,14 @@ def _base_fields(base: Any) -> set[str] | None:
     raise ConfigError("base", "a dataclass instance or a dict", type(base).__name__)
 
 
-def _make_config(base: Any, params: Mapping[str, Any]) -> Any:
+def at_point(exc: ConfigError, point: int, params: Mapping[str, Any]) -> ConfigError:
+    """``exc``, a refusal of the config of point ``point`` (``params`` its factor values), with
+    the point named in its rule: ``'p' must be in [0, 1] (at point 1: p=1.5): 1.5``."""
+    at = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    return ConfigError(exc.name, f"{exc.rule} (at point {point}: {at})", exc.value)
+
+
+def _make_config(base: Any, params: Mapping[str, Any], point: int = 0) -> Any:
     if not params:
         return base
     known = _base_fields(base)
@@ -155,7 +163,10 @@ def _make_config(base: Any, params: Mapping[str, Any]) -> Any:
             check(name in known, "factors", f"fields of {type(base).__name__}", name)
     if known is None:
         return {**base, **params}
-    return replace(base, **params)
+    try:
+        return replace(base, **params)
+    except ConfigError as exc:  # the config's own refusal of this point's values: say which
+        raise at_point(exc, point, params) from None
 
 
 @dataclass(frozen=True)
@@ -229,7 +240,8 @@ def make_tasks(
     Raises
     ------
     ConfigError
-        When a point is not a valid config, or two points are the same.
+        When a point is not a valid config (the config's refusal, naming the point and
+        its values: :func:`at_point`), or two points are the same.
     """
     check_int("replications", replications, low=1)
     check_memory("replications", replications,
@@ -239,7 +251,7 @@ def make_tasks(
     seen: dict[tuple[str, int, bool], int] = {}
     for i, point in enumerate(point_params):
         params, settings = split_point(point)
-        cfg = _make_config(base, params)
+        cfg = _make_config(base, params, i)
         configs.append(cfg)
         stream_seed = int(seed) + settings.get("seed_offset", 0)
         point_stream = "seed_offset" not in settings
@@ -291,9 +303,7 @@ def run_task(model: Model, config: Any, task: Task) -> dict[str, Any]:
         if not task.params:
             raise
         # a config the model builds from the point (a TrainingConfig inside model): say which
-        at = ", ".join(f"{k}={v!r}" for k, v in task.params.items())
-        raise ConfigError(exc.name, f"{exc.rule} (at point {task.point}: {at})",
-                          exc.value) from None
+        raise at_point(exc, task.point, task.params) from None
     except (Exception, SystemExit) as exc:  # recorded, one bad task never kills a sweep
         # (a model calling sys.exit fails its task alone: in this process it would end the
         # run without a word, in a pool worker the whole pool)
