@@ -276,3 +276,16 @@ def test_step_released_into_an_out_stage_restarts(tmp_path):
     _, m = _run(cfg)
     # lost at 0, stage 0 back at 4, restart [4, 5], the step (2 + 1) x 3 = 9: done at 14
     assert m["restarts"] == 1 and m["training_time"] == pytest.approx(14.0)
+
+
+def test_zero_time_fixed_program_has_no_throughput():
+    """Every pass 0 s and no transfer: the step takes 0 s, so its throughput is not measured
+    (the DES says None); the closed form divided by the 0 s step (a ZeroDivisionError)."""
+    from sim.engines import predictions
+
+    cfg = TrainingConfig(stages=4, microbatches=8, steps=3, forward_time=0.0)
+    pred = predictions("training", cfg)
+    assert pred["step_time_mean"]["value"] == 0.0
+    assert math.isnan(pred["throughput"]["value"])
+    rec = training_model(cfg, Streams(0).replication(0))
+    assert rec["step_time_mean"] == 0.0 and math.isnan(rec["throughput"])

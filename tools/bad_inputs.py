@@ -1501,7 +1501,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                   traffic_cases, timeline_cases, real_runs_ii_cases, users_network_cases,
                   users_profile_cases, users_planner_cases, users_strategy_cases,
                   users_design_cases, users_byzantine_cases, audit6_cases, leftovers_cases,
-                  usertrial12_cases):
+                  usertrial12_cases, zero_step_cases):
         cases.extend(group(fx))
     return cases
 
@@ -4607,6 +4607,15 @@ def usertrial12_cases(fx: Fixtures) -> list[Case]:
               "--replications", "2", "--objective", "quadratic", "--size", "2GB"),
         refuse("size"), note="plain gossip refused it; training accepted it unused")
     return cases
+
+
+def zero_step_cases(fx: Fixtures) -> list[Case]:
+    """A fixed program whose every pass, transfer and sync takes 0 s: its step is 0 s."""
+    T = lambda *a: dtsim("train", "--replications", "2", "--steps", "3", *a)  # noqa: E731
+    return [Case(f"train/forward-time-zero-{e}", T("--forward-time", "0", "--engine", e),
+                 ok("not measured"), note="its throughput is not measured (as the DES says); "
+                 "the closed form divided by the 0 s step: a traceback")
+            for e in ("auto", "des")]
 
 
 def leftovers_cases(fx: Fixtures) -> list[Case]:

@@ -375,7 +375,7 @@ def _program_prediction(c: Any) -> dict[str, Any]:
                                tied_first=c.tied_first, optimizer_barrier=c.optimizer_barrier,
                                reduced=reduced)
     return {"step_time_mean": step, "training_time": c.steps * step,
-            "throughput": m / step,
+            "throughput": m / step if step > 0 else math.nan,
             "bubble_fraction": 1.0 - busy / (c.workers * compute) if compute > 0 else math.nan,
             "compute_utilisation": compute / step if step > 0 else math.nan,
             "allreduce_bytes_sent": _allreduce_bytes(c)}
