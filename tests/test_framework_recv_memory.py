@@ -55,7 +55,8 @@ def test_upstream_deepspeed_holds_its_received_inputs_as_allocated(prof):
         assert _buffers(prof, 1, version) == [0, 0, 80, 80, 48, 48], version
         assert _buffers(prof, 2, version) == [0, 0, 40, 40, 24, 24], version
     for version in ("0.16.4", "0.12.3"):
-        assert _buffers(prof, 2, version, (("pipe_partitioned", False),)) == \
+        assert _buffers(prof, 2, version, (("grad_partitioned", False),
+                                           ("pipe_partitioned", False))) == \
             [0, 0, 80, 80, 48, 48], version
     assert _buffers(prof, 1, "0.3.13", (("seq_length", 2048),)) == [28, 28, 76, 76, 52, 52]
     sailor = build_plan(_plan(1, framework=FrameworkSpec("sailor-deepspeed")), prof, steps=1,

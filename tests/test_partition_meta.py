@@ -108,7 +108,8 @@ def test_two_stages_at_tp_2_by_hand(prof):
     (FrameworkSpec("deepspeed", "0.16.5"), 4, 88, 88),
     (FrameworkSpec("deepspeed", "0.14.4"), 4, 88, 88),
     (FrameworkSpec("deepspeed", "0.9.0"), 2, 72, 72),
-    (FrameworkSpec("deepspeed", "0.16.5", options=(("pipe_partitioned", False),)), 2, 0, 0),
+    (FrameworkSpec("deepspeed", "0.16.5", options=(("grad_partitioned", False),
+                                                   ("pipe_partitioned", False))), 2, 0, 0),
     # 0.3.13: the activation only (its gradient goes whole)
     (FrameworkSpec("deepspeed", "0.3.13", options=(("seq_length", 16),)), 2, 72, 0),
     # the Sailor artifact's engine partitions every hop's tensor, even over one rank
@@ -167,3 +168,59 @@ def test_overlapped_and_grouped_hops_queue_the_metadata_first(prof):
                                                       rel=1e-12)
     _, des = _des(mixed, prof)
     assert des == pytest.approx(_step(g.config), rel=1e-9)
+
+
+def test_pipe_and_grad_partitioned_are_two_keys(prof):
+    """DeepSpeed 0.12.3 on reads two pipeline keys, ``pipe_partitioned`` and
+    ``grad_partitioned`` (v0.16.5 ``runtime/config.py:467-468``, both default true), and
+    computes ``is_pipe_partitioned`` and ``is_grad_partitioned`` apart, each with TP > 1
+    (``runtime/pipe/engine.py:144-145``). dtsim had ``pipe_partitioned = false`` turn off
+    both: at TP > 1 that config leaves the gradient partitioned, sent as metadata and a 1/t
+    part (1062-1075, 1094-1095) where the previous stage, its output whole, receives one
+    whole-size tensor (1173-1175, 1204): no assert, the messages do not match, it does not
+    train. Now refused at TP > 1 naming ``grad_partitioned``, and so is the gradient whole
+    under a partitioned activation (its output's all-gather in ``_exec_recv_grads``, 1167,
+    before each gradient receive: not modelled in 0.16.5's step order); both off times what
+    dtsim timed before, bit for bit. By hand, 2 stages of TP 2 (fp32, 16 MiB activation) at
+    1 Gbit/s and 10 ms: default ``(l + 2 x 72 / B) + (l + 2 x 8 MiB / B)`` = 0.15422 s a hop
+    each way; both off ``l + 2 x 16 MiB / B`` = 0.27844 s (dtsim's before for
+    ``pipe_partitioned = false`` alone, now refused). At TP 1 the keys do nothing."""
+    from sim.errors import ConfigError
+    from sim.profiles.frameworks import RELEASES, resolve
+
+    def hop(tp, *opts):
+        fw = FrameworkSpec("deepspeed", "0.16.5", "fp32", options=opts)
+        return build_plan(_plan(tp, fw), prof, steps=1, check_memory=False)
+
+    whole = _msg(2, ACT)
+    (a, g), = hop(2).transfer_times[0]
+    assert a == g == pytest.approx(_msg(2, 72.0) + _msg(2, ACT / 2), rel=1e-12)
+    off = hop(2, ("grad_partitioned", False), ("pipe_partitioned", False))
+    assert off.transfer_times[0] == ((pytest.approx(whole, rel=1e-12),) * 2,)
+    # as the code before timed pipe_partitioned = false alone, bit for bit
+    assert off.transfer_times == (((0.278435456, 0.278435456),),)
+    assert off.config.replica_times == (((0.032589, 0.075887),), ((0.036026, 0.080182),))
+    assert not off.behaviour.partitioned and not off.behaviour.gradient_partitioned
+    assert off.behaviour.gathers == () and off.behaviour.tp_degrees is None
+    for opts, words in (((("pipe_partitioned", False),), "pipe_partitioned=false with "
+                         "grad_partitioned=true"),
+                        ((("grad_partitioned", False),), "pipe_partitioned=true with "
+                         "grad_partitioned=false")):
+        with pytest.raises(ConfigError, match=r"^'tp' must be 1 with framework deepspeed, at "
+                           r"stage 0 replica 0 \(" + words + r".*partition's metadata and 1/t "
+                           r"part \(1094-1095\).*one whole-size tensor \(1204\).*\(1167\).*: 2$"):
+            hop(2, *opts)
+        assert resolve(FrameworkSpec("deepspeed", options=opts), 4).tp_degrees == (1,)
+        # TP 1: neither key does anything (is_model_parallel false)
+        assert hop(1, *opts).transfer_times == hop(1).transfer_times == ((
+            (_msg(1, ACT), _msg(1, ACT)),),)
+    # each release with the keys cites its own lines; before 0.12.3, 0.3.13 and the Sailor
+    # artifact's engine (which partitions every gradient whatever the key says): refused
+    for version, cfg, flag, recv in (("0.12.3", 453, 138, 1128), ("0.14.1", 466, 141, 1217)):
+        src = RELEASES["deepspeed"][version].options["grad_partitioned"][1]
+        assert f"v{version}" in src and f"config.py:{cfg} " in src and f":{flag}," in src and \
+            f"tensor ({recv})" in src, version
+    for name, version in (("deepspeed", "0.12.2"), ("deepspeed", "0.3.13"),
+                          ("sailor-deepspeed", "0.16.5")):
+        with pytest.raises(ConfigError, match=r"grad_partitioned: .*: 'grad_partitioned'$"):
+            FrameworkSpec(name, version, options=(("grad_partitioned", False),))

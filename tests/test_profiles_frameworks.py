@@ -551,7 +551,8 @@ def test_deepspeed_versions_and_their_options():
             "pipe_partitioned: DeepSpeed 0.3.13 always partitions with TP > 1"),
            (dict(options=(("fp32_allreduce", True),)),
             "'framework_options' must be an option deepspeed 0.16.5 has (communication_data_type"
-            ", pipe_partitioned; fp32_allreduce: DeepSpeed 0.16.5's runtime/config.py reads no "
+            ", pipe_partitioned, grad_partitioned; fp32_allreduce: DeepSpeed 0.16.5's "
+            "runtime/config.py reads no "
             "such key (0.3.13's: version=0.3.13)"),
            (dict(version="0.3.12"), "'framework_version' must be a version of deepspeed the "
             "table was read at (0.16.5, 0.3.13, each tagged release 0.9.0 to 0.16.4)")]

@@ -2911,7 +2911,8 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         "each hop with the 2048 x 2048 mask; the plan's fp16 kept (another release keeps the "
         "plan's precision only)")
     add("train/framework-same-release-keeps-options",
-        T("--plan", good, "--framework", "deepspeed:pipe_partitioned=false", *one),
+        T("--plan", good, "--framework",
+          "deepspeed:pipe_partitioned=false,grad_partitioned=false", *one),
         ok("in 4-byte values"), note="the plan's communication_data_type=fp32 stays: the same "
         "framework and release takes the text's keys over the plan's")
     add("train/framework-deepspeed-0.3.13-no-sequence",
@@ -2982,6 +2983,24 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         T("--plan", good, "--framework", "deepspeed:version=0.12.2,pipe_partitioned=false",
           *one), refuse("framework_options"),
         note="pipeline.pipe_partitioned came in 0.12.3: refused with why")
+    add("train/framework-deepspeed-pipe-partitioned-alone",
+        T("--plan", good, "--framework", "deepspeed:pipe_partitioned=false", *one),
+        refuse("tp"), note="the plan's TP 4 with grad_partitioned left true: DeepSpeed sends "
+        "each gradient as metadata and a 1/t part where the previous stage receives one "
+        "whole tensor (engine.py:1094-1095, 1204): it does not train, refused with why")
+    add("train/framework-deepspeed-grad-partitioned-alone",
+        T("--plan", good, "--framework", "deepspeed:grad_partitioned=false", *one),
+        refuse("tp"), note="the activation partitioned, the gradient whole: the output's "
+        "all-gather before each gradient receive (engine.py:1167) is not modelled in 0.16.5's "
+        "step order")
+    add("train/framework-deepspeed-0.12.2-grad-partitioned",
+        T("--plan", good, "--framework", "deepspeed:version=0.12.2,grad_partitioned=false",
+          *one), refuse("framework_options"),
+        note="pipeline.grad_partitioned came in 0.12.3: refused with why")
+    add("train/framework-sailor-grad-partitioned",
+        T("--plan", good, "--framework", "sailor-deepspeed:grad_partitioned=false", *one),
+        refuse("framework_options"), note="the Sailor artifact's engine reads "
+        "pipeline.grad_partitioned and partitions every gradient whatever it says")
     add("train/framework-sailor-pipe-partitioned",
         T("--plan", good, "--framework", "sailor-deepspeed:pipe_partitioned=false", *one),
         refuse("framework_options"),
@@ -3053,6 +3072,11 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
                                      "pipe_partitioned": False}, "framework_options"),
             ("sailor-pipe-partitioned", {"name": "sailor-deepspeed",
                                          "pipe_partitioned": False}, "framework_options"),
+            ("0313-grad-partitioned", {"name": "deepspeed", "version": "0.3.13",
+                                       "grad_partitioned": False}, "framework_options"),
+            ("grad-partitioned-value", {"name": "deepspeed", "grad_partitioned": "no"},
+             "grad_partitioned"),
+            ("pipe-partitioned-alone", {"name": "deepspeed", "pipe_partitioned": False}, "tp"),
             ("0313-option-value", {"name": "deepspeed", "version": "0.3.13",
                                    "fp32_allreduce": "yes"}, "fp32_allreduce"),
             ("0313-no-sequence", {"name": "deepspeed", "version": "0.3.13"}, "seq_length"),

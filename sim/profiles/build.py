@@ -1542,13 +1542,16 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     trained = _trained(profiles, mp, fb.activation_bytes)  # a shape alone: the run's precision
     if trained is not mp:
         mp, fb = trained, plan_behaviour(plan, trained, framework)
-    if fb.tp_degrees is not None:  # the Sailor artifact's Megatron-DeepSpeed: 1, 2 or 4
+    if fb.tp_degrees is not None:  # the Sailor artifact's Megatron-DeepSpeed: 1, 2 or 4; 1
+        # with DeepSpeed's pipe_partitioned and grad_partitioned apart (FrameworkBehaviour)
         *most, last = fb.tp_degrees
-        degrees = ", ".join(map(str, most)) + f" or {last} with framework {fb.framework.key}"
+        degrees = (", ".join(map(str, most)) + " or " if most else "") + \
+            f"{last} with framework {fb.framework.key}"
         for j, st in enumerate(plan.stages):
             for i, x in enumerate(st.replicas):
-                check(x.tp in fb.tp_degrees, "tp", f"{degrees}, at stage {j} replica {i} (a "
-                      f"Sailor plan's tmp_per_stage[{j}][{i}]; {fb.sources['tp_degrees']})", x.tp)
+                where = f"a Sailor plan's tmp_per_stage[{j}][{i}]; " if fb.pipe_groups else ""
+                check(x.tp in fb.tp_degrees, "tp", f"{degrees}, at stage {j} replica {i} ("
+                      f"{where}{fb.sources['tp_degrees']})", x.tp)
     for j, st in enumerate(plan.stages):  # replicas of one stage with different TP degrees
         tps = sorted({x.tp for x in st.replicas})
         if len(tps) == 1:
