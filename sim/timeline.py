@@ -771,7 +771,8 @@ class Recorder(NullRecorder):
         a, b = (hop + 1, hop) if grad else (hop, hop + 1)
         src, dst = flow.stages[a % L][k].name, flow.stages[b % L][k].name
         c = flow.config
-        size = c.hop_size(hop, k) + c.mask_size(hop, k)  # the tensor and its masks, if any
+        # the tensor (the gradient's own size) and, with an activation, its masks, if any
+        size = c.hop_size(hop, k, grad) + (0.0 if grad else c.mask_size(hop, k))
         st = flow.trainer.step
         self.hop(src, dst, "gradient" if grad else "activation", sent, t0, t1, float(size),
                  k + i * flow.r, None if st is None else st.index, b, cut=cut)

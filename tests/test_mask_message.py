@@ -148,3 +148,27 @@ def test_no_mask_elsewhere(prof, fw):
     b = build_plan(_plan(2, fw), prof, steps=1, check_memory=False, network=True)
     assert mask_message_bytes(b.behaviour) == 0.0
     assert b.config.mask_sizes is None
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_timeline_hop_bytes(prof, tp):
+    """The timeline's hop spans say what moved: an activation its part(s) and the ``tp`` masks
+    after them; a gradient its own bytes (whole from every TP rank in 0.3.13, ``engine.py:107``)
+    and never a mask (``822-830``). At micro-batch 1 (hidden states ``H`` = 8 MiB, fp32) the
+    activation is ``H + tp 8 MiB``, the gradient ``tp H``; the gradient had shown the
+    activation's bytes, masks included (16 MiB for 8 at TP 1, 24 MiB for 16 at TP 2)."""
+    import json
+
+    from sim.timeline import Recorder
+
+    H = ACT // 2
+    plan = Plan(tuple(StageSpec(tuple(range(a, b)), (
+        ReplicaSpec("A100-40", tp, gpus_per_node=tp, zone=Z),)) for a, b in ((0, 13), (13, 26))),
+        1, 4, model="OPT-350", framework=DS3)
+    net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
+    rec = Recorder()
+    training_model(net.config, Streams(0).replication(0), recorder=rec)
+    rec.close(1e9)
+    seen = {(e["name"], e["args"]["bytes"]) for e in json.loads(rec.to_json())["traceEvents"]
+            if e.get("name") in ("activation", "gradient") and e.get("ph") == "X"}
+    assert seen == {("activation", float(H + tp * MASK)), ("gradient", float(tp * H))}

@@ -85,6 +85,29 @@ def test_lazy_and_eager_on_a_scripted_failure_by_hand(tmp_path):
         assert predictions("training", cfg)["training_time"]["value"] == wall
 
 
+def test_lazy_takeovers_in_two_rings_recompute_at_once(tmp_path):
+    """The job of test_lazy_and_eager_on_a_scripted_failure_by_hand, s2r1 lost at 9 s and s0r0
+    at 10 s. At 9, 9/30 = 0.3 of the step is done: s1r1 recomputes 0.3 of stage 2's 8
+    forwards (2.4 s, to 11.4). At 10 s2r0 takes stage 0 over and recomputes 0.3 of its 8
+    forwards on its own GPU (2.4 s, to 12.4), while s1r1 finishes: the step goes on at 12.4
+    (not after the two one after the other, 13.8), its rest at 1.5x (0.7 x 45 = 31.5) to
+    43.9; rebalance to 47.9, one ring of the 4 left: 54 s, 101.9 (was 103.3). One loss (s2r1
+    at 9): 9 + 2.4 + 31.5 + 4 + 54 = 100.9. The replay (sim.analytic) gives the same."""
+    p = tmp_path / "r.csv"
+    for rows, wall in (((("s2r1", 9.0),), 100.9), ((("s2r1", 9.0), ("s0r0", 10.0)), 101.9)):
+        p.write_text("worker,start,end\n" + "".join(f"{w},{t},{BIG}\n" for w, t in rows))
+        cfg = TrainingConfig(stages=3, replicas=2, microbatches=16, forward_time=1.0,
+                             backward_ratio=2.0, schedule="gpipe", sync="none", steps=2,
+                             failure_trace=str(p), strategy="redundancy:every=0,rebalance=4,"
+                             "restart=6,boot=0,mode=lazy")
+        sel = select("training", cfg)
+        m = sel.engine.run(cfg, Streams(0).replication(0))
+        assert sel.name == "job" and m["rebalances"] == 1.0
+        assert m["training_time"] == pytest.approx(wall, rel=1e-12)
+        assert predictions("training", cfg)["training_time"]["value"] == pytest.approx(
+            wall, rel=1e-12)
+
+
 def test_eager_copy_memory_of_a_three_stage_plan_by_hand(tmp_path):
     """The 3-stage plan, 8 micro-batches a pipeline. Stage 0 holds stage 1 (9 x 12,596,224
     parameters): 16 B a parameter (4 fp32 tensors) = 1,813,856,256 B, its 8 forwards' held

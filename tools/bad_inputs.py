@@ -2879,6 +2879,23 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/framework-unknown", T("--plan", good, "--framework", "horovod", *one),
         refuse("framework"))
     add("train/framework-without-plan", T("--framework", "deepspeed"), refuse("framework"))
+    # Bamboo's eager copy (the redundancy default) on the GPU: 128 micro-batches a pipeline fit
+    # 1F1B (3 held at once) but not the copy's 128 kept forwards (tests/test_redundancy_modes.py)
+    gh1 = [{"gpu": "GH-96", "tp": 1, "gpus_per_node": 1, "zone": "us-central1-a", "count": 2}]
+    eager = plan("eager-copy.json", [{"first_layer": a, "last_layer": b, "replicas": gh1}
+                                     for a, b in ((0, 8), (9, 17), (18, 25))],
+                 framework={"name": "sailor-deepspeed", "version": "0.16.5"})
+    eager_text = fx.root / "eager-copy.json"
+    eager_text.write_text(eager_text.read_text().replace('"microbatch_size": 2, '
+                                                         '"global_batch_size": 8',
+                                                         '"microbatch_size": 1, '
+                                                         '"global_batch_size": 256'))
+    add("train/strategy-redundancy-eager-copy-does-not-fit",
+        T("--plan", eager, "--strategy", "redundancy", *one), refuse("plan"),
+        note="eager (the default) holds the next stage's copy and its kept forwards on the GPU; "
+             "redundancy:mode=lazy runs (its copy in CPU memory)")
+    add("train/strategy-redundancy-lazy-fits",
+        T("--plan", eager, "--strategy", "redundancy:mode=lazy", *one), ok("redundancy"))
     add("train/framework-options-run", T("--plan", good, "--framework",
                                          "megatron:precision=bf16,overlap_grad_reduce=true",
                                          *one), ok("buckets=megatron"),

@@ -321,7 +321,7 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
     pipeline. ``overhead(sizes, step)`` is the extra time of the redundant
     forwards per step. ``redo(sizes, j)`` (lazy mode; None: 0): a whole step's passes
     of stage ``j`` that the node taking it over recomputes, pro rata of the step done,
-    before the step goes on.
+    before the step goes on (two takeovers' nodes recompute at once: the longer).
     """
     tl = _Timeline(n0, removals)
     L, N = stages, steps
@@ -408,8 +408,8 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
                 if "fatal" in verdicts:
                     fatal, done, broke = True, committed, True
                     break
-                for r in full:
-                    owed += frac * r
+                for r in full:  # each its own node's, at once with the others: the longest
+                    owed = max(owed, frac * r)
             if broke:
                 break
             done += 1

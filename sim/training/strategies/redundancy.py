@@ -55,7 +55,8 @@ Bamboo's two recovery modes (``mode``; uclasystem/bamboo 8080929, paths under
   stage's passes of the step in progress up to the failure
   (``NextStageFailoverSchedule``, ``schedule.py:348-353``), its forwards included: the
   step waits for ``done x b x t_f`` (the stage's ``b`` forwards, pro rata of the step
-  done; none with a step-time table) before its rest runs ``slowdown`` times slower.
+  done; none with a step-time table; two takeovers' nodes recompute at once, each on its
+  own GPU: the longer) before its rest runs ``slowdown`` times slower.
   The copy's load from CPU memory is not timed (no host-to-device bandwidth in the
   profiles).
 
@@ -286,9 +287,9 @@ class Redundancy(JobStrategy):
                 redo -= job.waited
             else:
                 done, redo = min(done + (job.waited - redo) / d, 1.0), 0.0
-            for cause in causes:
-                if isinstance(cause, TakenOver) and cause.redo:
-                    redo += done * cause.redo
+            for cause in causes:  # each takeover's node recomputes on its own GPU, at once
+                if isinstance(cause, TakenOver) and cause.redo:  # with any other's: the longest
+                    redo = max(redo, done * cause.redo)
             if self.losses(causes):  # fatal
                 self._fatal(job, st, env.now - t0)
                 return
