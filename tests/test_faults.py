@@ -640,3 +640,39 @@ def test_a_file_larger_than_any_input_is_not_read_to_hash_a_config(tmp_path, mon
     (tmp_path / "small.csv").write_text("x,1\n")
     assert list(input_files({"data": "small.csv"})) == ["small.csv"]
     assert [p.name for p in opened] == []
+
+
+def _sleepy_model(config, streams):
+    import time
+
+    time.sleep(config["s"])
+    return {"y": 1.0}
+
+
+def _stop(records):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_ctrl_c_stops_only_the_pools_dtsim_made(own):
+    """A Ctrl-C (a KeyboardInterrupt in the driver) stops the workers of a pool dtsim made
+    (``--executor local``) at once; a pool the caller passed stays theirs and usable."""
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    from sim.runner.executors import execute, make_executor
+
+    ex = make_executor("local", 2) if own else ProcessPoolExecutor(max_workers=2)
+    try:
+        fast, slow = pickle.dumps(({"s": 0.0}, [])), pickle.dumps(({"s": 1.0}, []))
+        with pytest.raises(KeyboardInterrupt):
+            execute(_sleepy_model, [fast, slow], [[], []], ex, _stop)
+        if own:  # its workers were sent SIGTERM: the pool is broken
+            from concurrent.futures.process import BrokenProcessPool
+
+            with pytest.raises(BrokenProcessPool):
+                ex.submit(pow, 2, 3).result(timeout=30)
+        else:
+            assert ex.submit(pow, 2, 3).result(timeout=30) == 8
+    finally:
+        ex.shutdown(wait=False, cancel_futures=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import (
     FIRST_COMPLETED,
@@ -269,8 +270,15 @@ def _die_with_parent() -> None:
         pass
 
 
+#: The process pools dtsim made (``--executor local``, a broken pool's replacement): only
+#: their workers are stopped on Ctrl-C; a caller's own pool is left usable.
+_OWN_POOLS: weakref.WeakSet = weakref.WeakSet()
+
+
 def _pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=workers, initializer=_die_with_parent)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_die_with_parent)
+    _OWN_POOLS.add(pool)
+    return pool
 
 
 def make_executor(
@@ -543,9 +551,10 @@ def execute(
             except BaseException as exc:
                 for g in futures:
                     g.cancel()
-                if is_pool and isinstance(exc, KeyboardInterrupt):
+                if is_pool and isinstance(exc, KeyboardInterrupt) and current in _OWN_POOLS:
                     # Ctrl-C stops now: a worker would finish its task (and the one queued
-                    # behind it) first, whose records this run no longer takes
+                    # behind it) first, whose records this run no longer takes (a pool the
+                    # caller passed is theirs: its workers are left to finish, it stays usable)
                     _terminate_workers(current)
                 if not is_pool and _is_lost(exc) and not isinstance(exc, KeyboardInterrupt):
                     if isinstance(current, DaskExecutor):
