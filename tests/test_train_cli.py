@@ -70,6 +70,15 @@ BAD = [
      "'sync' must be given only with an all-reduce to shape when it gives allreduce keys (a "
      "stage of --replicas 2 or more): with one replica a stage there is none: "
      "'allreduce:overlap=backward,bucket_size=25MiB'"),
+    # (review13) a flag folded into a strategy key the spec also sets: the flag won silently
+    (["--stages", "4", "--replicas", "2", "--mtbf", "500", "--strategy",
+      "checkpoint-restart:checkpoint=5", "--checkpoint-cost", "20"],
+     "'checkpoint_cost' must be given once: --checkpoint-cost or --strategy's 'checkpoint=', "
+     "not both: 20.0"),
+    (["--stages", "4", "--replicas", "2", "--mtbf", "500", "--strategy",
+      "redundancy:every=5", "--checkpoint-every", "7"],
+     "'checkpoint_every' must be given once: --checkpoint-every or --strategy's 'every=', not "
+     "both: 7"),
 ]
 
 

@@ -4651,12 +4651,20 @@ def usertrial12_cases(fx: Fixtures) -> list[Case]:
 
 
 def zero_step_cases(fx: Fixtures) -> list[Case]:
-    """A fixed program whose every pass, transfer and sync takes 0 s: its step is 0 s."""
+    """A fixed program whose every pass, transfer and sync takes 0 s (its step is 0 s), and a
+    checkpoint flag folded into a strategy key the spec sets too (the lead's fixes of
+    2026-12-07 from smallfix2's and review13's reports)."""
     T = lambda *a: dtsim("train", "--replications", "2", "--steps", "3", *a)  # noqa: E731
     return [Case(f"train/forward-time-zero-{e}", T("--forward-time", "0", "--engine", e),
                  ok("not measured"), note="its throughput is not measured (as the DES says); "
                  "the closed form divided by the 0 s step: a traceback")
-            for e in ("auto", "des")]
+            for e in ("auto", "des")] + [
+        Case(f"train/strategy-key-and-flag-{flag}", T("--stages", "4", "--replicas", "2",
+             "--mtbf", "500", "--strategy", f"checkpoint-restart:{key}=5", f"--{flag}", "7"),
+             refuse(flag.replace("-", "_")), note="review13: the flag replaced the strategy's "
+             "key silently")
+        for flag, key in (("checkpoint-every", "every"), ("checkpoint-cost", "checkpoint"),
+                          ("restart-cost", "restart"))]
 
 
 def leftovers_cases(fx: Fixtures) -> list[Case]:

@@ -646,11 +646,17 @@ def _strategy(args: argparse.Namespace) -> Any:
              "restart_cost": "restart"}
     changes = {}
     names = {f.name for f in dataclasses.fields(strat)}
+    # the keys the spec text sets itself (review13: --checkpoint-cost 20 silently replaced
+    # the spec's checkpoint=5)
+    typed = {p.partition("=")[0].strip().replace("-", "_")
+             for p in args.strategy.partition(":")[2].split(",") if p.strip()}
     for dest, field in moves.items():
         if given(args, dest) or (dest == "restart_cost" and args.restart_cost is not None):
             value = getattr(args, dest)
             check(field in names, dest, f"given only with a strategy that has '{field}' "
                   f"({strat.name} has none)", value)
+            check(field not in typed, dest, f"given once: --{dest.replace('_', '-')} or "
+                  f"--strategy's '{field}=', not both", value)
             changes[field] = value
             setattr(args, dest, 0 if dest == "checkpoint_every" else
                     (None if dest == "restart_cost" else 0.0))
