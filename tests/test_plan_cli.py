@@ -653,10 +653,26 @@ def test_the_plan_table_names_the_zone_when_plans_differ_in_it(tmp_path, capsys)
     assert main(["plan", "--model", "S", "--profiles", str(d), "--fleet",
                  str(_zones_fleet(tmp_path, True)), "--global-batch-size", "8",
                  "--microbatch-sizes", "1", "--simulate", "0", "--top", "4"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if "xA100-80/tp1" in line]
-    assert any("2xA100-80/tp1@iad" in r for r in rows), rows
-    assert any("2xA100-80/tp1@fra" in r for r in rows), rows
+    rows = [line for line in capsys.readouterr().out.splitlines() if " x tp1)" in line]
+    assert any("2 A100-80@iad (2 x tp1)" in r for r in rows), rows
+    assert any("2 A100-80@fra (2 x tp1)" in r for r in rows), rows
     assert len({r.replace("*", " ").split(None, 1)[1] for r in rows}) == len(rows)
+
+
+def test_the_plan_tables_gpus_column_counts_gpus_as_the_json_does(tmp_path, capsys):
+    """(smallfix3) The GPUs column showed '4xGH-96/tp2' for 8 GPUs (4 replicas of TP 2), read
+    as 4 GPUs where --json's gpus says 8. It leads with the GPUs --json counts, then the
+    replicas and their TP degree: '8 GH-96 (4 x tp2)'."""
+    d = _shape_only(tmp_path)
+    argv = ["plan", "--model", "S", "--profiles", str(d), "--nodes", "GH-96:4x2@us-central1-a",
+            "--global-batch-size", "8", "--simulate", "0", "--top", "1", "--tp", "2"]
+    assert main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
+    replicas = sum(len(st["replicas"]) for st in plan["plan"]["stages"])
+    assert plan["gpus"] == 2 * replicas, plan["gpus"]
+    assert main(argv) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("*"))
+    assert f" {plan['gpus']} GH-96 ({replicas} x tp2) " in row, row
 
 
 @pytest.mark.parametrize("option, dest, text, shown", [

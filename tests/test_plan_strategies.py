@@ -321,7 +321,8 @@ def test_reconfiguration_with_a_template_out_of_memory_waits(tmp_path, capsys):
     (["--strategy", "checkpoint-restart", "--step-times", "x.csv"],
      "'step_times' must be given only without --plan"),
     (["--preemption-notice", "aws", "--failure-trace", "aws-p3"],
-     "'notice' must be 0 without a strategy"),
+     "'preemption_notice' must be 0 without a strategy (a strategy decides what a notice is "
+     "for): 'aws'"),
     (["--strategy", "checkpoint-restart:checkpoint_bandwidth=0"],
      "'checkpoint_bandwidth' must be a rate > 0 in bytes per second"),
     (["--strategy", "checkpoint-restart:checkpoint_bandwidth=-2GB/s"],

@@ -468,6 +468,85 @@ def test_an_option_with_a_unit_the_config_refuses_is_shown_as_typed(capsys, argv
         assert err.strip().endswith(": 0.0"), err
 
 
+@pytest.mark.parametrize("argv, line", [
+    (["topologies", "ring:n=4,bandwidth=0Gbit/s"],
+     "dtsim topologies: error: 'topology' must be a valid ring spec ('bandwidth' must be > 0: "
+     "'0Gbit/s'): 'ring:n=4,bandwidth=0Gbit/s'"),
+    (["topologies", "ring:bandwidth=0Gbit/s", "--nodes", "4"],  # n from --nodes, as resolved
+     "dtsim topologies: error: 'topology' must be a valid ring spec ('bandwidth' must be > 0: "
+     "'0Gbit/s'): 'ring:bandwidth=0Gbit/s,n=4'"),
+    (["topologies", "tree:racks=2,hosts=2,host_bandwidth=0Gbit/s,host_latency=5us"],
+     "dtsim topologies: error: 'topology' must be a valid tree spec ('host_bandwidth' must be "
+     "> 0: '0Gbit/s'): 'tree:racks=2,hosts=2,host_bandwidth=0Gbit/s,host_latency=5us'"),
+    (["topologies", "geo:regions=2,hosts=1,latency_matrix=0/1ms;2ms/0"],
+     "dtsim topologies: error: 'topology' must be a valid geo spec ('latency_matrix' must be a "
+     "2 x 2 symmetric matrix with finite entries >= 0 and zero diagonal: '0/1ms;2ms/0'): "
+     "'geo:regions=2,hosts=1,latency_matrix=0/1ms;2ms/0'"),
+    (["topologies", "ring:n=2,bandwidth=1Gbit/s"],  # another key refused: its value as read
+     "dtsim topologies: error: 'topology' must be a valid ring spec ('n' must be an integer "
+     ">= 3: 2): 'ring:n=2,bandwidth=1Gbit/s'"),
+    (["train", "--topology", "ring:n=4,bandwidth=0Gbit/s"],
+     "dtsim train: error: 'topology' must be a valid ring spec ('bandwidth' must be > 0: "
+     "'0Gbit/s'): 'ring:n=4,bandwidth=0Gbit/s'"),
+    (["train", "--replicas", "2", "--network", "ring:n=4,bandwidth=0Gbit/s"],
+     "dtsim train: error: 'network' must be a valid ring spec ('bandwidth' must be > 0: "
+     "'0Gbit/s'): 'ring:n=4,bandwidth=0Gbit/s'"),
+    (["topologies", "ring:n=4,bandwidth=0"],  # a plain number: as before
+     "dtsim topologies: error: 'topology' must be a valid ring spec ('bandwidth' must be > 0: "
+     "0): 'ring:n=4,bandwidth=0'"),
+])
+def test_a_topology_spec_with_a_unit_is_refused_as_typed(capsys, argv, line):
+    """(smallfix3) A spec's link value with a unit the family refuses was shown as read, in
+    B/s or s, in the spec and in the key's refusal: \"('bandwidth' must be > 0: 0.0):
+    'ring:n=4,bandwidth=0.0'\". Both as typed now, as the options' refusals (above)."""
+    _, err = _run(capsys, argv, status=2)
+    assert err.strip() == line
+
+
+def test_a_topology_specs_text_in_outputs_is_unchanged(capsys):
+    """The spec as resolved (in B/s) stays what the outputs print: only refusals changed."""
+    d, _ = _json(capsys, ["topologies", "ring:n=4,bandwidth=1Gbit/s"])
+    assert d["spec"] == "ring:n=4,bandwidth=125000000.0"
+    assert topologies.build("ring:n=4,bandwidth=1Gbit/s").graph["spec"] == d["spec"]
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--preemption-notice", "1e300h"],
+     "'preemption_notice' must be 0 without preemptions (a spot model or a replayed trace): "
+     "'1e300h'"),
+    (["--preemption-notice", "aws", "--mtbf", "100"],
+     "'preemption_notice' must be 0 without a strategy (a strategy decides what a notice is "
+     "for): 'aws'"),
+    (["--preemption-notice", "1e300h", "--mtbf", "100", "--replicas", "2", "--strategy",
+      "checkpoint-restart"],
+     "'preemption_notice' must be small enough that the run's time stays finite (steps x "
+     "(micro-batches + stages) x stages x the sum of its times at most 1e+300 s): '1e300h'"),
+    (["--preemption-notice", "1e300", "--mtbf", "100", "--replicas", "2", "--strategy",
+      "checkpoint-restart"],  # a plain number: the run's time units, no unit to name
+     "'preemption_notice' must be small enough that the run's time stays finite (steps x "
+     "(micro-batches + stages) x stages x the sum of its times at most 1e+300): '1e300'"),
+    (["--replicas", "2", "--strategy", "checkpoint-restart:notice=bogus", "--preemption-notice",
+      "5", "--mtbf", "100"],  # the strategy's own key notice: its name
+     "'notice' must be one of checkpoint, ignore: 'bogus'"),
+    (["--latency", "1e300h"],
+     "'latency' must be small enough that the run's time stays finite (steps x (micro-batches "
+     "+ stages) x stages x the sum of its times at most 1e+300 s): '1e300h'"),
+    (["--latency", "1e300"],
+     "'latency' must be small enough that the run's time stays finite (steps x (micro-batches "
+     "+ stages) x stages x the sum of its times at most 1e+300): 1e+300"),
+    (["--param-size", "1GB", "--bandwidth", "1e-300B/s"],
+     "'bandwidth' must be large enough that the run's time stays finite (steps x (micro-batches "
+     "+ stages) x stages x the sum of its times at most 1e+300 s): '1e-300B/s'"),
+])
+def test_a_preemption_notice_the_config_refuses_names_the_option_as_typed(capsys, argv, line):
+    """(smallfix3) --preemption-notice 1e300h was refused as the config's 'notice' with
+    3.6e+303 (its seconds), aws as 120.0: the option's name and the text typed now, as its own
+    refusals (above). A bound of the run's time next to a value typed with a unit names its
+    unit, the second (a unit needs it: --hour 3600): '... at most 1e+300 s): '1e300h''."""
+    _, err = _run(capsys, ["train", "--steps", "1", *argv], status=2)
+    assert err.strip() == f"dtsim train: error: {line}"
+
+
 def test_plan_and_topologies_json_name_their_units(capsys):
     """dtsim topologies SPEC: latency in s, bandwidth in B/s, in the table and the JSON."""
     d, _ = _json(capsys, ["topologies", "tree:racks=2,hosts=2,host_bandwidth=1Gbit/s"])

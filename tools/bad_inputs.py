@@ -2309,9 +2309,13 @@ def strategy_cases(fx: Fixtures) -> list[Case]:
                                      "--replications", "2"), ok("time to train")),
         Case("train/notice-without-preemptions", T("--strategy", "redundancy",
                                                   "--preemption-notice", "aws"),
-             refuse("notice")),
+             refuse("preemption_notice"), note="it named the config's 'notice' (120.0)"),
         Case("train/notice-without-strategy", T("--mtbf", "100", "--preemption-notice", "30"),
-             refuse("notice")),
+             refuse("preemption_notice"), note="it named the config's 'notice' (30.0)"),
+        Case("train/notice-huge-hours", T("--strategy", "redundancy", "--mtbf", "100",
+                                          "--preemption-notice", "1e300h"),
+             refuse("preemption_notice"),
+             note="it named the config's 'notice' with 3.6e+303 s, its bound without a unit"),
         Case("train/notice-text", T("--strategy", "redundancy", "--mtbf", "100",
                                     "--preemption-notice", "soon"), refuse("preemption_notice")),
         Case("train/notice-negative", T("--strategy", "redundancy", "--mtbf", "100",
@@ -3769,7 +3773,8 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
             ("strategy-step-times", ("--strategy", "redundancy", "--step-times",
                                      str(fx.root / "none.csv")), "step_times"),
             ("notice-without-strategy", ("--preemption-notice", "aws", "--failure-trace",
-                                         "aws-p3", "--restart-cost", "10"), "notice"),
+                                         "aws-p3", "--restart-cost", "10"),
+             "preemption_notice"),
             ("step-times", ("--step-times", str(fx.root / "none.csv")), "step_times"),
             ("network", ("--network", "tree"), "network"),
             ("virtual-stages", ("--virtual-stages", "2"), "virtual_stages"),
@@ -4784,6 +4789,23 @@ def unit_cases(fx: Fixtures) -> list[Case]:
             ("network-nic-zero-as-typed", ("network", "--topology", "tree:racks=2,hosts=4",
                                            "--flows", str(flows), "--nic", "0Gbit/s"), "nic")):
         add(f"units/{id_}", dtsim(*argv), refuse(dest), note=typed_note)
+    # (smallfix3) a topology spec's link value with a unit: the spec and the value as typed
+    spec_note = "spec and value as typed (it showed 'ring:n=4,bandwidth=0.0' and 0.0)"
+    for id_, argv, dest in (
+            ("topologies-spec-bandwidth-zero-as-typed", ("topologies", "ring:n=4,bandwidth=0Gbit/s"),
+             "topology"),
+            ("topologies-spec-matrix-as-typed", ("topologies", "geo:regions=2,hosts=1,"
+                                                 "bandwidth_matrix=0/1Gbit/s;2Gbit/s/0"),
+             "topology"),
+            ("train-topology-bandwidth-zero-as-typed",
+             (*TR, "--topology", "ring:n=4,bandwidth=0Gbit/s"), "topology"),
+            ("train-network-bandwidth-zero-as-typed",
+             (*TR, "--replicas", "2", "--network", "ring:n=4,bandwidth=0Gbit/s"), "network"),
+            ("pipeline-topology-bandwidth-zero-as-typed",
+             ("pipeline", "--topology", "ring:n=48,bandwidth=0Gbit/s"), "topology"),
+            ("topologies-spec-nodes-bandwidth-zero-as-typed",
+             ("topologies", "ring:bandwidth=0Gbit/s", "--nodes", "4"), "topology")):
+        add(f"units/{id_}", dtsim(*argv), refuse(dest), note=spec_note)
 
     # the time unit: a rate or time with a unit needs --hour 3600 (a second)
     add("units/train-hour-with-rate-unit", dtsim(*TR, "--hour", "60", "--param-size", "1GB",

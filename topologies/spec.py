@@ -37,7 +37,7 @@ from sim.errors import MAX_SOURCE_BYTES, ConfigError, ascii_float, check_input_f
 from .graphs import parse_dims
 from .io import GRAPH_EXTENSIONS, check_simple, domain_chain, is_graph_file, read_graph
 from .registry import REGISTRY, REQUIRED, Family, normalize_name
-from .units import UnitsSeen, link_value, spec_units
+from .units import UnitsSeen, link_value, spec_units, typed_params
 
 __all__ = [
     "TopologySpec",
@@ -397,11 +397,12 @@ def resolve(spec: str | TopologySpec, *, nodes: int | None = None,
             try:
                 params[fam.sized_by] = fam.size_param(nodes, params)
             except ConfigError as exc:
-                raise ConfigError("topology", f"a valid {fam.name} spec ({exc})", str(s)) from None
+                raise ConfigError("topology", f"a valid {fam.name} spec ({exc})",
+                                  shown(spec, s)) from None
         missing = [k for k, v in fam.params.items() if v is REQUIRED and k not in params]
         if missing:
             raise ConfigError("topology", f"given {fam.name} parameter {', '.join(missing)} "
-                              f"(or --nodes) among [{fam.describe_params()}]", str(s))
+                              f"(or --nodes) among [{fam.describe_params()}]", shown(spec, s))
         if fam.seeded and "seed" not in params and seed is not None:
             params["seed"] = seed
         return TopologySpec(family=fam.name, params=params)
@@ -413,6 +414,29 @@ def resolve(spec: str | TopologySpec, *, nodes: int | None = None,
             params["seed"] = seed
         return TopologySpec(target=s.target, params=params)
     return s
+
+
+def shown(spec: str | TopologySpec, r: TopologySpec) -> str:
+    """``r``, the spec ``spec`` parsed or resolved, as a refusal shows it: its text, with each
+    link parameter typed with a unit as typed (``ring:n=4,bandwidth=0Gbit/s``, not the
+    ``bandwidth=0.0`` B/s it was read as)."""
+    typed = typed_params(spec)
+    if not typed or r.path is not None:
+        return str(r)
+    head = r.family if r.family is not None else str(r.target)
+    return head + ":" + ",".join(f"{k}={typed[k] if k in typed else format_value(v)}"
+                                 for k, v in r.params.items())
+
+
+def as_typed(spec: str | TopologySpec, params: Mapping[str, Any],
+             exc: ConfigError) -> ConfigError:
+    """A builder's refusal ``exc`` of a link parameter typed with a unit, showing the value as
+    typed (``'bandwidth' must be > 0: '0Gbit/s'``) when it shows the value read from it
+    (``params[exc.name]``); any other refusal unchanged."""
+    typed = typed_params(spec)
+    if exc.name in typed and exc.name in params and exc.value == params[exc.name]:
+        return ConfigError(exc.name, exc.rule, typed[exc.name])
+    return exc
 
 
 def num_nodes(spec: str | TopologySpec, *, nodes: int | None = None) -> int | None:
@@ -437,7 +461,7 @@ def num_nodes(spec: str | TopologySpec, *, nodes: int | None = None) -> int | No
     try:
         return fam.node_count(r.params)
     except (ConfigError, TypeError, ValueError):
-        raise ConfigError("topology", f"a valid {fam.name} spec", str(r)) from None
+        raise ConfigError("topology", f"a valid {fam.name} spec", shown(spec, r)) from None
 
 
 def is_complete(spec: str | TopologySpec) -> bool:
@@ -483,14 +507,15 @@ def build(spec: str | TopologySpec, *, nodes: int | None = None, seed: int | Non
         ``'topology'`` with one line saying what is wrong with the spec.
     """
     r = resolve(spec, nodes=nodes, seed=seed)
-    text = str(r)
+    text = shown(spec, r)  # for refusals; G.graph["spec"] is str(r)
     if r.family is not None:
         fam = REGISTRY[r.family]
         _check_fits(fam, r.params, parse_spec(spec).params, nodes)
         try:
             G = fam.builder(**r.params)
         except ConfigError as exc:
-            raise ConfigError("topology", f"a valid {fam.name} spec ({exc})", text) from None
+            raise ConfigError("topology", f"a valid {fam.name} spec "
+                              f"({as_typed(spec, r.params, exc)})", text) from None
         label = fam.name
     elif r.path is not None:
         G = read_graph(r.path)
@@ -532,7 +557,7 @@ def build(spec: str | TopologySpec, *, nodes: int | None = None, seed: int | Non
                           f"topology {text}", nodes)
     if r.family is None or require:
         validate_graph(G, require=require, name=text)
-    G.graph["spec"] = text
+    G.graph["spec"] = str(r)
     G.graph["family"] = label
     return G
 

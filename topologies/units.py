@@ -29,7 +29,7 @@ import networkx as nx
 from sim.errors import ConfigError
 from sim.units import RATE, TIME, TIME_UNITS, Quantity, has_unit, parse, parse_quantity
 
-__all__ = ["param_kind", "link_value", "spec_units", "UnitsSeen", "LINK_ATTRS"]
+__all__ = ["param_kind", "link_value", "spec_units", "typed_params", "UnitsSeen", "LINK_ATTRS"]
 
 #: Edge and node attributes that take a quantity, and its kind.
 LINK_ATTRS = {"bandwidth": RATE, "latency": TIME, "nic": RATE, "egress": RATE, "ingress": RATE}
@@ -109,14 +109,15 @@ def link_value(key: str, text: str, spec_text: str) -> Any:
     return one(value)
 
 
-def _typed_units(spec: str) -> dict[str, str]:
-    """Parameter -> the first value written with a unit, from a spec's text."""
+def _unit_values(spec: str) -> dict[str, tuple[str, list[str]]]:
+    """Parameter -> (its value as written, the entries written with a unit), for each link
+    parameter of a spec's text with at least one such entry."""
     from .spec import _CALLABLE
 
     m = _CALLABLE.fullmatch(spec.strip())
     rest = (m["params"] or "") if m is not None and m["params"] is not None \
         else spec.strip().partition(":")[2]
-    typed: dict[str, str] = {}
+    typed: dict[str, tuple[str, list[str]]] = {}
     for item in rest.split(","):
         key, eq, value = item.partition("=")
         if not eq or param_kind(key.strip()) is None:
@@ -126,8 +127,23 @@ def _typed_units(spec: str) -> dict[str, str]:
             x.strip() for row in whole.split(";") for x in _rate_items(row)
             if has_unit(x.strip())]
         if found:
-            typed[key.strip()] = found[0]
+            typed[key.strip()] = (whole, found)
     return typed
+
+
+def _typed_units(spec: str) -> dict[str, str]:
+    """Parameter -> the first value written with a unit, from a spec's text."""
+    return {k: found[0] for k, (_, found) in _unit_values(spec).items()}
+
+
+def typed_params(spec: Any) -> dict[str, str]:
+    """Parameter -> its value as typed, for each link parameter of spec text ``spec`` written
+    with a unit (in whole or in one entry: ``bandwidth=0Gbit/s``, ``latency_matrix=0/1ms;1ms/0``);
+    {} for a parsed spec (numbers only). For refusals, which show what was typed, not the B/s
+    or s it was read as."""
+    if not isinstance(spec, str):
+        return {}
+    return {k: whole for k, (whole, _) in _unit_values(spec).items()}
 
 
 def spec_units(spec: Any, params: Mapping[str, Any], defaults: Mapping[str, Any]

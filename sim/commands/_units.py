@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import TIME_LIMIT, ConfigError
 from ..units import (
     BASE_UNITS,
     RATE,
@@ -47,7 +47,7 @@ __all__ = ["NETWORK_UNITS", "PIPELINE_UNITS", "PLAN_UNITS", "TOPOLOGY_UNITS",
            "TOPOLOGY_LISTING_UNITS", "LEARNERS_UNITS", "check_train", "check_learners", "train_transfers", "check_pipeline",
            "pipeline_transfers", "check_gossip", "flow_terms",
            "SizeOption", "RateOption", "TimeOption", "UnlimitedTimeOption", "TimesOption",
-           "given_quantities", "typed_text", "as_typed",
+           "given_quantities", "typed_text", "as_typed", "in_seconds",
            "quantity", "Term", "mixed_message", "warn_mixed", "network_terms",
            "units_object", "given_line", "transfer_line", "network_spans", "check_hour",
            "warn_billions", "sync_terms",
@@ -139,13 +139,28 @@ def as_typed(args: argparse.Namespace, exc: ConfigError) -> ConfigError:
     values = tuple(q.value for q in typed)
     if isinstance(v, (tuple, list)):
         if tuple(v) == values:
-            return ConfigError(exc.name, exc.rule, typed_text(typed))
+            return ConfigError(exc.name, in_seconds(exc.rule, typed), typed_text(typed))
         return exc
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         hit = next((q for q in typed if q.value == v), None)
         if hit is not None:
-            return ConfigError(exc.name, exc.rule, typed_text([hit]))
+            return ConfigError(exc.name, in_seconds(exc.rule, [hit]), typed_text([hit]))
     return exc
+
+
+#: How a rule of :func:`sim.errors.check_time_terms` ends: its bound, in the run's time units.
+_TIME_BOUND = f" at most {TIME_LIMIT:g})"
+
+
+def in_seconds(rule: str, typed: Iterable[Quantity]) -> str:
+    """``rule`` with its time bound in seconds named (``... at most 1e+300 s)``) when it is one
+    of :func:`sim.errors.check_time_terms` and a time or rate of ``typed`` has a unit: the run's
+    time unit is then the second (a unit needs it: :func:`check_hour`), and a bound without
+    one read oddly next to ``'1e300h'``. Any other rule unchanged."""
+    if rule.endswith(_TIME_BOUND) and any(q.unit is not None and q.kind in (TIME, RATE)
+                                          for q in typed):
+        return rule[:-1] + " s)"
+    return rule
 
 
 def _strategy_typed(args: argparse.Namespace, key: str) -> tuple[Quantity, ...]:

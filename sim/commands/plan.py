@@ -272,13 +272,16 @@ def _est(e: Any) -> str:
 
 def _describe(plan: Any, zones: bool = False) -> tuple[str, str, str]:
     """(shape p x dp, GPUs with TP, layers per stage) of a plan; with ``zones``, each kind of
-    GPU names its zone (``8xA100-80/tp1@iad``: plans alike but in different zones differ)."""
+    GPU names its zone (``8 A100-80@iad (8 x tp1)``: plans alike but in different zones differ).
+
+    GPUs count GPUs, as ``--json``'s ``gpus``: ``3584 GH-96 (1792 x tp2)`` is 1792 replicas of
+    TP 2 (``1792xGH-96/tp2`` read as 1792 GPUs)."""
     kinds: dict[tuple[str, int, str], int] = {}
     for st in plan.stages:
         for r in st.replicas:
             key = (r.gpu, r.tp, f"@{r.zone}" if zones else "")
             kinds[key] = kinds.get(key, 0) + 1
-    gpus = " ".join(f"{n}x{g}/tp{t}{z}" for (g, t, z), n in kinds.items())
+    gpus = ", ".join(f"{n * t} {g}{z} ({n} x tp{t})" for (g, t, z), n in kinds.items())
     stages = []
     for st in plan.stages:
         types = dict.fromkeys(r.gpu for r in st.replicas)

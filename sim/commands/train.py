@@ -58,6 +58,7 @@ from ._units import (
     UnlimitedTimeOption,
     check_train,
     given_line,
+    in_seconds,
     refuse_off_the_second,
     train_transfers,
     train_units,
@@ -631,6 +632,29 @@ def _notice(text: str | None, hour: float) -> float:
     return q.value
 
 
+def _notice_as_typed(args: argparse.Namespace, exc: ConfigError) -> ConfigError:
+    """The config's refusal of its ``notice`` (``'notice' must be 0 without preemptions:
+    3.6e+303``) naming the option, ``--preemption-notice``, with the text typed (``'1e300h'``,
+    ``'aws'``), as the option's own refusals (:func:`_notice`); its time bound in seconds when
+    the text has a unit (:func:`sim.commands._units.in_seconds`; ``aws`` and ``gcp`` have
+    none). Any other refusal, a
+    strategy's ``notice`` key among them, unchanged."""
+    text = args.preemption_notice
+    if exc.name != "notice" or text is None:
+        return exc
+    try:
+        value = _notice(text, args.hour)
+    except ConfigError:
+        return exc
+    if exc.value != value:
+        return exc
+    try:  # aws, gcp: no unit typed (converted by --hour, which may not make the clock seconds)
+        typed = [parse_quantity(text, TIME, "preemption_notice")]
+    except ConfigError:
+        typed = []
+    return ConfigError("preemption_notice", in_seconds(exc.rule, typed), text)
+
+
 def _strategy(args: argparse.Namespace) -> Any:
     """``--strategy`` with ``--checkpoint-every/--checkpoint-cost/--restart-cost`` folded into
     a step-level strategy's ``every/checkpoint/restart`` (None without --strategy)."""
@@ -1181,16 +1205,22 @@ def run(args: argparse.Namespace) -> int:
     check_choice("engine", args.engine, engine_names("training"))
     request = timeline_from_args(args)
     build = None
-    if args.plan is not None:
-        build = build_from_args(args)
-        cfg = build.config
-        _check_effects(args, cfg)
-    else:
-        cfg = _config_from_args(args)
-        check_train(args, cfg)
-        _check_group_regions(args, cfg)
-        _check_edge_list_hosts(args, cfg)
-        _check_trace_clock(args, cfg)
+    try:
+        if args.plan is not None:
+            build = build_from_args(args)
+            cfg = build.config
+            _check_effects(args, cfg)
+        else:
+            cfg = _config_from_args(args)
+            check_train(args, cfg)
+            _check_group_regions(args, cfg)
+            _check_edge_list_hosts(args, cfg)
+            _check_trace_clock(args, cfg)
+    except ConfigError as exc:
+        named = _notice_as_typed(args, exc)
+        if named is exc:
+            raise
+        raise named from None
     _check_one_group(cfg)
     model = None
     if request is not None:
