@@ -109,3 +109,17 @@ def test_graph_value_of_a_disconnected_graph_is_refused():
     with pytest.raises(ConfigError) as e:
         GossipConfig(graph=value, topology="two-pieces", protocol="edge")
     assert str(e.value) == "'topology' must be a connected graph: 'two-pieces'"
+
+
+@pytest.mark.parametrize("spec,said", [
+    ("complete:n=4,bandwidth=0", "('bandwidth' must be > 0: 0)"),
+    ("complete:n=4,bandwidth=0Gbit/s", "('bandwidth' must be > 0: '0Gbit/s')"),
+    ("complete:n=4,latency=-1", "('latency' must be >= 0: -1)"),
+])
+def test_complete_spec_links_checked_though_never_built(spec, said):
+    """The implicit complete graph is never built, so its builder's link checks never ran:
+    bandwidth=0 divided the exchange size by 0 (a traceback), latency=-1 failed every
+    replication ('Negative delay'). Refused as a ring spec's are."""
+    with pytest.raises(ConfigError) as exc:
+        GossipConfig(topology=spec, rounds=3)
+    assert exc.value.name == "topology" and said in str(exc.value)

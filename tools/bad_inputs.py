@@ -4657,8 +4657,9 @@ def usertrial12_cases(fx: Fixtures) -> list[Case]:
 
 def zero_step_cases(fx: Fixtures) -> list[Case]:
     """A fixed program whose every pass, transfer and sync takes 0 s (its step is 0 s), and a
-    checkpoint flag folded into a strategy key the spec sets too (the lead's fixes of
-    2026-12-07 from smallfix2's and review13's reports)."""
+    checkpoint flag folded into a strategy key the spec sets too, and the implicit complete
+    graph's link parameters (the lead's fixes of 2026-12-07 from smallfix2's, review13's and
+    smallfix3's reports)."""
     T = lambda *a: dtsim("train", "--replications", "2", "--steps", "3", *a)  # noqa: E731
     return [Case(f"train/forward-time-zero-{e}", T("--forward-time", "0", "--engine", e),
                  ok("not measured"), note="its throughput is not measured (as the DES says); "
@@ -4669,7 +4670,14 @@ def zero_step_cases(fx: Fixtures) -> list[Case]:
              refuse(flag.replace("-", "_")), note="review13: the flag replaced the strategy's "
              "key silently")
         for flag, key in (("checkpoint-every", "every"), ("checkpoint-cost", "checkpoint"),
-                          ("restart-cost", "restart"))]
+                          ("restart-cost", "restart"))] + [
+        Case(f"gossip/complete-{what}", dtsim("gossip", "--topology", f"complete:n=4,{kv}",
+                                               "--rounds", "3", "--replications", "2"),
+             refuse("topology"), note=f"smallfix3: the complete graph is never built, so its "
+             f"link checks never ran ({was})")
+        for what, kv, was in (("bandwidth-zero", "bandwidth=0", "a ZeroDivisionError traceback"),
+                              ("latency-negative", "latency=-1",
+                               "every replication failed: 'Negative delay'"))]
 
 
 def leftovers_cases(fx: Fixtures) -> list[Case]:

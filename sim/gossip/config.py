@@ -217,11 +217,19 @@ def network_size(topology: str, nodes: int | None, topology_seed: int | None,
         check_int("nodes", nodes, low=2)
     family, params = spec_family(topology)
     if family == "complete":
-        from topologies import num_nodes
+        from topologies import num_nodes, parse_spec
+        from topologies._util import check_link
+        from topologies.spec import as_typed, shown
 
         size = nodes
         if size is None and "n" not in params:
             size = DEFAULT_COMPLETE_NODES
+        try:  # its link parameters as the builder checks them (it is never built)
+            check_link(params.get("latency", 1.0), params.get("bandwidth", math.inf))
+        except ConfigError as exc:  # bandwidth=0 divided a size by it: a traceback
+            raise ConfigError("topology", f"a valid complete spec "
+                              f"({as_typed(topology, params, exc)})",
+                              shown(topology, parse_spec(topology))) from None
         return check_int("nodes", num_nodes(topology, nodes=size), low=2), True
     from .network import topology_graph
 
