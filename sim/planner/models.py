@@ -466,7 +466,8 @@ class ProfilePlanModel:
             pad = (2 * dp - 1) * per_flat  # the most the flat buffer's padding adds
             buffers += pad
         else:
-            weights = [s.params * (2 * bpv + opt) for s in sizes]
+            # the gradients in the framework's buffer's dtype where wider (Megatron-LM bf16)
+            weights = [s.params * (bpv + (self._fb.grad_bytes or bpv) + opt) for s in sizes]
             pad = 0.0
         held = tuple(w + n * microbatch_size * s.activation_memory_bytes
                      for w, s in zip(weights, sizes, strict=True))
