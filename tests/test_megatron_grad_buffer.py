@@ -4,7 +4,8 @@ Megatron-LM allocates every parameter's gradient in its DDP buffer of ``grad_dty
 ``grad_reduce_in_fp32`` (bf16 sets ``accumulate_allreduce_grads_in_fp32``), the parameters' dtype
 otherwise (``core/distributed/param_and_grad_buffer.py``, the citation in
 ``sim.profiles.frameworks``): 2 + 4 + 12 = 18 bytes a parameter in bf16 with Adam, Megatron-LM's
-own table (``docs/source/distrib_optimizer.md``). dtsim counted the gradients at the model's 2.
+own table (``docs/source/api-guide/dist_optimizer.md:10`` at core_v0.9.0: bf16 parameters and
+fp32 gradients, 18 bytes; 6 + 12/d distributed). dtsim counted the gradients at the model's 2.
 """
 
 from __future__ import annotations
