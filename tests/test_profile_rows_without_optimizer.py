@@ -15,7 +15,7 @@ import pytest
 from sim.profiles import Plan, ReplicaSpec, StageSpec, load_profiles
 from sim.profiles.build import build_plan
 from sim.profiles.estimates import ADAM_BYTES_PER_PARAM
-from sim.profiles.formats import model_from_data
+from sim.profiles.formats import model_from_data, model_to_data
 
 SHAPE = {"layers": 2, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 500}
 
@@ -28,6 +28,7 @@ def _doc(rows):
 def test_a_two_value_row_leaves_the_optimizer_to_the_estimate():
     m = model_from_data(_doc([["1ms", "2ms"]] * 4))
     assert all(r.optimizer is None and r.backward == 0.002 for r in m.times[0][1])
+    assert model_from_data(model_to_data(m)) == m  # written back as [forward, backward]
     m3 = model_from_data(_doc([["1ms", "2ms", "0.5ms"]] * 4))
     assert all(r.optimizer == 0.0005 for r in m3.times[0][1])
 

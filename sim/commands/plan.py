@@ -82,7 +82,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--microbatch-sizes", type=_ints, default=None, metavar="B[,B]",
       help="micro-batch sizes to try (default: every measured one dividing the global batch; "
            "for a model given by its shape alone, the powers of two dividing it)")
-    a("--tp", type=_ints, default=None, metavar="T[,T]", help="TP degrees to try (default all)")
+    a("--tp", type=_ints, default=None, metavar="T[,T]",
+      help="TP degrees to try (default all measured; a degree the profile did not measure is "
+           "derived from its TP-1 rows, as dtsim train --plan derives it)")
     a("--max-stages", type=int, default=None, help="deepest pipeline to try")
     a("--layouts", default=",".join(LAYOUTS),
       help="stage (each stage one GPU type) and/or pipeline (each pipeline one type)")
@@ -289,7 +291,12 @@ def _describe(plan: Any, zones: bool = False) -> tuple[str, str, str]:
 def run(args: argparse.Namespace) -> int:
     from ..planner import search_plans
     from ..planner.fleets import fleet_gpus
-    from ..planner.models import ProfilePlanModel, shape_search_model, simulate_plan
+    from ..planner.models import (
+        ProfilePlanModel,
+        derived_tp_model,
+        shape_search_model,
+        simulate_plan,
+    )
     from ..profiles import load_profiles, plan_to_data
     from ..profiles.estimates import Estimator
     from ..profiles.formats import framework_from_text
@@ -333,6 +340,8 @@ def run(args: argparse.Namespace) -> int:
         model, shape_notes = shape_search_model(profiles, model, fleet, req.microbatch_sizes,
                                                 req.tp, req.global_batch_size, fw)
     else:  # a forward-only profile's backward passes (and optimizer steps) by the stated rules
+        if req.tp is not None:  # TP degrees asked for and not measured: derived from TP 1
+            model, shape_notes = derived_tp_model(profiles, model, fleet, req.tp, fw)
         model = Estimator(profiles, model).completed()
     pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p, framework=fw,
                           fleet=fleet)

@@ -469,6 +469,7 @@ def model_to_data(m: ModelProfile) -> dict[str, Any]:
                                         for s in row]} for tp, row in m.sizes],
         "times": [{"gpu": g, "microbatch_size": b, "tp": t,
                    "layers": [[x.forward] if x.backward is None else
+                              [x.forward, x.backward] if x.optimizer is None else
                               [x.forward, x.backward, x.optimizer] for x in row]}
                   for (g, b, t), row in m.times],
         **({"shape": {"layers": m.shape.layers, "hidden": m.shape.hidden, "heads": m.shape.heads,
