@@ -403,8 +403,8 @@ def run(args: argparse.Namespace) -> int:
                        "groups": res.groups, "groups_pruned": res.groups_pruned,
                        "refused": res.refused, "skipped": res.skipped,
                        "seconds": res.seconds},
-            "plans": [_row_json(c, s, pm.place) for c, s in zip(res.candidates, sims,
-                                                                 strict=True)],
+            "plans": [_row_json(c, s, pm.place, pm.framework)
+                      for c, s in zip(res.candidates, sims, strict=True)],
             "runs": [{"name": r.name, "measured_iteration_time": r.iteration_time,
                       "measured_peak_memory": r.peak_memory,
                       "predicted_iteration_time": None if p is None else p.iteration_time,
@@ -481,7 +481,8 @@ def _estimates(c: Any) -> tuple[str, ...]:
     return tuple(build.estimates) if build is not None else ()
 
 
-def _row_json(c: Any, s: dict[str, Any] | None, place: Any = None) -> dict[str, Any]:
+def _row_json(c: Any, s: dict[str, Any] | None, place: Any = None,
+              framework: Any = None) -> dict[str, Any]:
     from ..profiles import plan_to_data
 
     return {
@@ -494,6 +495,10 @@ def _row_json(c: Any, s: dict[str, Any] | None, place: Any = None) -> dict[str, 
         "simulated_iteration_time": None if s is None else s["iteration_time"],
         "simulated_iteration_time_ci": None if s is None else s["iteration_time_ci"],
         "simulated_step_time": None if s is None else s["step_time"],
-        "plan": plan_to_data(place(c.plan) if place is not None else c.plan),
+        # with the framework it was searched on, as --out writes it (before: none, so the
+        # plan run by dtsim train --plan ran on the default framework, DeepSpeed fp32/fp16)
+        "plan": plan_to_data(replace(place(c.plan) if place is not None else c.plan,
+                                     framework=framework if c.plan.framework is None
+                                     else c.plan.framework)),
         "estimates": list(_estimates(c)),
     }
