@@ -3207,6 +3207,16 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         T("--plan", tiny, "--profiles", folder("p-tp-derived", tp1, network=net), *one),
         ok("estimated by roofline"), note="the same plan with the catalogue's T4: derived, "
         "the replicated part named as a roofline estimate")
+    two = {**fwd, "times": [{"gpu": "T4", "microbatch_size": 1, "tp": 2,
+                             "layers": [[0.01, 0.02]] * 4}]}
+    add("train/model-no-optimizer-without-memory-bandwidth",
+        T("--plan", tiny, "--profiles", folder("p-two-blind", two, blind, net), *one),
+        refuse("memory_bandwidth"), note="[forward, backward] rows leave the optimizer step to "
+        "the Adam estimate, at a memory bandwidth the catalogue does not give (before: 0 s)")
+    add("train/model-no-optimizer-runs",
+        T("--plan", tiny, "--profiles", folder("p-two", two, network=net), *one),
+        ok("optimizer step from memory bandwidth"), note="the same rows with the catalogue's "
+        "T4: the optimizer step estimated and named")
     nowhere = {"links": [{**link, "flows": 2, "curve": {"coefficients": [-1.0]}}]}
     add("train/network-curve-valid-nowhere",
         T("--plan", tiny, "--profiles", folder("p-curve", base, network=nowhere), *one),

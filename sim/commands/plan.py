@@ -82,7 +82,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--microbatch-sizes", type=_ints, default=None, metavar="B[,B]",
       help="micro-batch sizes to try (default: every measured one dividing the global batch; "
            "for a model given by its shape alone, the powers of two dividing it)")
-    a("--tp", type=_ints, default=None, metavar="T[,T]", help="TP degrees to try (default all)")
+    a("--tp", type=_ints, default=None, metavar="T[,T]",
+      help="TP degrees to try (default all measured; a degree the profile did not measure is "
+           "derived from its TP-1 rows, as dtsim train --plan derives it)")
     a("--max-stages", type=int, default=None, help="deepest pipeline to try")
     a("--layouts", default=",".join(LAYOUTS),
       help="stage (each stage one GPU type) and/or pipeline (each pipeline one type)")
@@ -292,7 +294,12 @@ def _describe(plan: Any, zones: bool = False) -> tuple[str, str, str]:
 def run(args: argparse.Namespace) -> int:
     from ..planner import search_plans
     from ..planner.fleets import fleet_gpus
-    from ..planner.models import ProfilePlanModel, shape_search_model, simulate_plan
+    from ..planner.models import (
+        ProfilePlanModel,
+        derived_tp_model,
+        shape_search_model,
+        simulate_plan,
+    )
     from ..profiles import load_profiles, plan_to_data
     from ..profiles.estimates import Estimator
     from ..profiles.formats import framework_from_text
@@ -336,6 +343,8 @@ def run(args: argparse.Namespace) -> int:
         model, shape_notes = shape_search_model(profiles, model, fleet, req.microbatch_sizes,
                                                 req.tp, req.global_batch_size, fw)
     else:  # a forward-only profile's backward passes (and optimizer steps) by the stated rules
+        if req.tp is not None:  # TP degrees asked for and not measured: derived from TP 1
+            model, shape_notes = derived_tp_model(profiles, model, fleet, req.tp, fw)
         model = Estimator(profiles, model).completed()
     pm = ProfilePlanModel(profiles, model, schedule=args.schedule, p2p=args.p2p, framework=fw,
                           fleet=fleet)
@@ -397,8 +406,8 @@ def run(args: argparse.Namespace) -> int:
                        "groups": res.groups, "groups_pruned": res.groups_pruned,
                        "refused": res.refused, "skipped": res.skipped,
                        "seconds": res.seconds},
-            "plans": [_row_json(c, s, pm.place) for c, s in zip(res.candidates, sims,
-                                                                 strict=True)],
+            "plans": [_row_json(c, s, pm.place, pm.framework)
+                      for c, s in zip(res.candidates, sims, strict=True)],
             "runs": [{"name": r.name, "measured_iteration_time": r.iteration_time,
                       "measured_peak_memory": r.peak_memory,
                       "predicted_iteration_time": None if p is None else p.iteration_time,
@@ -475,7 +484,8 @@ def _estimates(c: Any) -> tuple[str, ...]:
     return tuple(build.estimates) if build is not None else ()
 
 
-def _row_json(c: Any, s: dict[str, Any] | None, place: Any = None) -> dict[str, Any]:
+def _row_json(c: Any, s: dict[str, Any] | None, place: Any = None,
+              framework: Any = None) -> dict[str, Any]:
     from ..profiles import plan_to_data
 
     return {
@@ -488,6 +498,10 @@ def _row_json(c: Any, s: dict[str, Any] | None, place: Any = None) -> dict[str, 
         "simulated_iteration_time": None if s is None else s["iteration_time"],
         "simulated_iteration_time_ci": None if s is None else s["iteration_time_ci"],
         "simulated_step_time": None if s is None else s["step_time"],
-        "plan": plan_to_data(place(c.plan) if place is not None else c.plan),
+        # with the framework it was searched on, as --out writes it (before: none, so the
+        # plan run by dtsim train --plan ran on the default framework, DeepSpeed fp32/fp16)
+        "plan": plan_to_data(replace(place(c.plan) if place is not None else c.plan,
+                                     framework=framework if c.plan.framework is None
+                                     else c.plan.framework)),
         "estimates": list(_estimates(c)),
     }

@@ -46,7 +46,8 @@ from ..profiles.frameworks import FrameworkSpec, check_mask_sized, resolve
 from ..results import mean_ci, summarize
 from ..runner import replicate
 
-__all__ = ["Prediction", "ProfilePlanModel", "shape_search_model", "simulate_plan"]
+__all__ = ["Prediction", "ProfilePlanModel", "derived_tp_model", "shape_search_model",
+           "simulate_plan"]
 
 
 @dataclass(frozen=True)
@@ -466,7 +467,8 @@ class ProfilePlanModel:
             pad = (2 * dp - 1) * per_flat  # the most the flat buffer's padding adds
             buffers += pad
         else:
-            weights = [s.params * (2 * bpv + opt) for s in sizes]
+            # the gradients in the framework's buffer's dtype where wider (Megatron-LM bf16)
+            weights = [s.params * (bpv + (self._fb.grad_bytes or bpv) + opt) for s in sizes]
             pad = 0.0
         held = tuple(w + n * microbatch_size * s.activation_memory_bytes
                      for w, s in zip(weights, sizes, strict=True))
@@ -530,6 +532,50 @@ def shape_search_model(profiles: Profiles, model: ModelProfile, fleet: Fleet,
         notes += (f"not searched: {', '.join(skipped)} (no datasheet peak FLOP/s or memory "
                   "bandwidth in the catalogue to estimate on)",)
     return est.from_shape(tuple(combos)), notes
+
+
+def derived_tp_model(profiles: Profiles, model: ModelProfile, fleet: Fleet,
+                     tps: tuple[int, ...], framework: FrameworkSpec | None = None
+                     ) -> tuple[ModelProfile, tuple[str, ...]]:
+    """A measured profile with rows at the TP degrees ``tps`` (``--tp``) it did not measure on
+    a GPU type of the fleet, derived from its TP-1 rows as ``dtsim train --plan`` derives them
+    (:mod:`sim.profiles.estimates`: the split compute over ``t``, the replicated work whole,
+    Megatron-LM's TP all-reduces over the node's link), at each micro-batch size it measured
+    at TP 1, for degrees up to the type's largest node and where the profile has sizes there
+    (its own, or its shape's). Before, a degree the profile had not measured was refused by
+    the search, though ``dtsim train --plan`` timed it. Returns the model and one line per
+    degree added (the output names them as estimates); the model itself when none is.
+    """
+    from ..profiles.estimates import Estimator
+
+    fb = resolve(framework, model.bytes_per_value,
+                 sequence=model.shape.sequence if model.shape is not None else None)
+    est = Estimator(profiles, model, value_bytes=fb.activation_bytes, sequence=fb.sequence)
+    most: dict[str, int] = {}
+    for kind, count in fleet.nodes:
+        if count > 0:
+            most[kind.gpu] = max(most.get(kind.gpu, 0), kind.gpus_per_node)
+    sized = {t for t, _ in model.sizes}
+    extra = []
+    added: dict[str, list[int]] = {}
+    for (gpu, b, t), _ in model.times:
+        if t != 1 or gpu not in most:
+            continue
+        for tp in tps:
+            if (tp <= 1 or tp > most[gpu] or any(g == gpu and x == tp for (g, _, x), _
+                                                 in model.times)
+                    or (model.shape is None and tp not in sized)):
+                continue
+            extra.append(((gpu, b, tp), est.layer_times(gpu, b, tp)[0]))
+            added.setdefault(gpu, [])
+            if tp not in added[gpu]:
+                added[gpu].append(tp)
+    if not extra:
+        return model, ()
+    notes = tuple(f"{gpu} TP {', '.join(map(str, ts))}: not measured, derived from the profile's "
+                  "TP 1 rows as dtsim train --plan derives them (docs/real_runs.md, Profiles "
+                  "that hold less)" for gpu, ts in added.items())
+    return replace(model, times=model.times + tuple(extra)), notes
 
 
 def simulate_plan(pm: ProfilePlanModel, plan: Plan, *, steps: int = 3, replications: int = 1,

@@ -60,7 +60,9 @@ Memory of one GPU (stage ``j``, replica on a GPU type with TP ``t``), every term
 per GPU of the TP group:
 
 * weights and gradients, ``params x bytes_per_value`` each (the profiled runs
-  trained in fp32: 4 bytes);
+  trained in fp32: 4 bytes); the gradients in the framework's all-reduce dtype where it
+  keeps them in a wider buffer (Megatron-LM's fp32 ``main_grad`` under bf16:
+  :attr:`FrameworkBehaviour.grad_bytes`);
 * optimizer state, ``params x optimizer_bytes_per_param`` (Adam's two moments,
   8 bytes in fp32; mixed-precision Adam adds fp32 master weights: 12, the
   ZeRO paper's 16 bytes per parameter with the fp16 weight and gradient;
@@ -784,7 +786,8 @@ def _model(plan: Plan, profiles: Profiles, model: str | None) -> ModelProfile:
 def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: str = "1f1b",
                 sizes_at: Any = None, pipe_buffers: int = 0,
                 mask_sequence: int | None = None, recv_clones: bool = False,
-                partitioned: bool = True, bf16_optimizer: bool = False) -> tuple[GPUMemory, ...]:
+                partitioned: bool = True, bf16_optimizer: bool = False,
+                grad_bytes: int | None = None) -> tuple[GPUMemory, ...]:
     """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike).
 
     ``sizes_at(tp)`` gives the layers' sizes at a TP degree (default the profile's,
@@ -797,7 +800,9 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     DeepSpeed holds them (:func:`recv_memory`, with ``partitioned`` its pipe_partitioned;
     :attr:`FrameworkBehaviour.recv_clones`) in place of ``pipe_buffers``' buffers.
     ``bf16_optimizer``: DeepSpeed's BF16_Optimizer holds the weights, gradients and optimizer
-    state as :func:`bf16_optimizer_memory` says (:attr:`FrameworkBehaviour.bf16_allgather`)."""
+    state as :func:`bf16_optimizer_memory` says (:attr:`FrameworkBehaviour.bf16_allgather`).
+    ``grad_bytes``: bytes a value of the gradients (:attr:`FrameworkBehaviour.grad_bytes`,
+    Megatron-LM's fp32 gradient buffer under bf16; None: the model's ``bytes_per_value``)."""
     layer_sizes = sizes_at if sizes_at is not None else model.layer_sizes
     L = len(plan.stages)
     m = plan.microbatches
@@ -839,7 +844,8 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                 weights, gradients, optimizer = bf16_optimizer_memory(
                     P, len(st.replicas), bpv, model.optimizer_bytes_per_param)
             else:
-                weights, gradients, optimizer = P * bpv, P * bpv, P * model.optimizer_bytes_per_param
+                weights, gradients, optimizer = (P * bpv, P * (grad_bytes or bpv),
+                                                 P * model.optimizer_bytes_per_param)
             out.append(GPUMemory(
                 stage=j, replica=i, gpu=rep.gpu, tp=rep.tp, weights=weights, gradients=gradients,
                 optimizer=optimizer, activations=n * act,
@@ -1776,7 +1782,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     if any(gather_ag):
         opt = tuple(o + g for o, g in zip(opt, gather_ag, strict=True))
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers, fb.sequence,
-                         fb.recv_clones, fb.partitioned, fb.bf16_allgather is not None)
+                         fb.recv_clones, fb.partitioned, fb.bf16_allgather is not None,
+                         fb.grad_bytes)
     if check_memory:
         for g in memory:
             if g.total > g.capacity:

@@ -27,7 +27,8 @@ read and never run, with a model and a GPU type given apart:
 :mod:`sim.profiles.megatron_args`).
 
 Model profile (``times`` rows may be ``[forward]`` alone: a forward-only
-profile; a ``shape`` with ``layers``, ``hidden``, ``heads``, ``sequence``,
+profile, or ``[forward, backward]``: the optimizer step is then estimated, as for a
+forward-only one (:mod:`sim.profiles.estimates`); a ``shape`` with ``layers``, ``hidden``, ``heads``, ``sequence``,
 ``vocabulary`` and ``tied`` gives sizes and estimated times where the profile
 has none, and may stand alone: :mod:`sim.profiles.estimates`; its ``tied`` and the
 profile's ``tied_embeddings`` are one fact: either may be given, both must agree, and
@@ -433,7 +434,11 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
             x = [_time_text(v, f"{at}.layers[{i}][{n}]") if isinstance(v, str) else v
                  for n, v in enumerate(x)]
             with located("model", f"{at}.layers[{i}]"):
-                rows.append(LayerTimes(x[0], None, None) if len(x) == 1 else LayerTimes(*x))
+                # a row without its optimizer step leaves it to the estimate (Adam at the GPU's
+                # memory bandwidth, named in the output), as a forward-only row does; before,
+                # [forward, backward] took LayerTimes' default, an optimizer step of 0 s
+                rows.append(LayerTimes(x[0], None, None) if len(x) == 1
+                            else LayerTimes(x[0], x[1], None) if len(x) == 2 else LayerTimes(*x))
         times.append(((get("model", e, "gpu", at, str), get("model", e, "microbatch_size", at, int),
                        get("model", e, "tp", at, int)), tuple(rows)))
     layers = (get("model", doc, "layers", where, int) if shape is None or "layers" in doc
@@ -464,6 +469,7 @@ def model_to_data(m: ModelProfile) -> dict[str, Any]:
                                         for s in row]} for tp, row in m.sizes],
         "times": [{"gpu": g, "microbatch_size": b, "tp": t,
                    "layers": [[x.forward] if x.backward is None else
+                              [x.forward, x.backward] if x.optimizer is None else
                               [x.forward, x.backward, x.optimizer] for x in row]}
                   for (g, b, t), row in m.times],
         **({"shape": {"layers": m.shape.layers, "hidden": m.shape.hidden, "heads": m.shape.heads,

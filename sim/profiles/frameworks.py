@@ -231,6 +231,10 @@ class Framework:
     #: each step; its value the all-gather's shard in elements (inf: one all_gather_into_tensor
     #: of the whole flat buffer). None: no such optimizer
     bf16_optimizer: Cited | None = None
+    #: True: the gradients a rank holds live in the buffer the data-parallel all-reduce reduces,
+    #: of its dtype (``dp_bytes``: Megatron-LM's fp32 ``main_grad`` under bf16), not the model's;
+    #: None: in the model's dtype (``bytes_per_value``)
+    grad_buffer: Cited | None = None
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -243,7 +247,7 @@ class Framework:
             "p2p", "partitioned", "grad_partitioned", "gathers", "gather_bytes", "allreduce",
             "barrier", "tied_first", "optimizer_barrier", "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes",
             "step_join", "pipe_groups", "pipe_buffers", "hop_mask", "recv_inputs",
-            "optimizer_allreduces", "bf16_optimizer", "partition_meta")
+            "optimizer_allreduces", "bf16_optimizer", "partition_meta", "grad_buffer")
             if getattr(self, k) is not None}
 
 
@@ -728,6 +732,10 @@ MEGATRON = Framework(
     tied_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
                      f"{_MEG}: finalize_model_grads.py:250-258 (the embedding's main_grad, the "
                      "gradient buffer's dtype, as dp_bytes)"),
+    grad_buffer=Cited(True, f"{_MEG}: distributed/param_and_grad_buffer.py:924 (grad_dtype = "
+                      "torch.float if grad_reduce_in_fp32 else param.dtype) and 1190-1194 (the "
+                      "buffer, every parameter's main_grad, allocated in grad_dtype): fp32 "
+                      "gradients held under bf16, 4 bytes a parameter beside the 2-byte weights"),
     activation_bytes=Cited(_PREC, f"{_MEG}: pipeline_parallel/p2p_communication.py:340-348 "
                            "(received tensors of config.pipeline_dtype, the model's dtype)"),
     pipe_buffers=Cited(0, f"{_MEG}: schedules.py:2329, 2366, 2421, 2427, 2463 (a received "
@@ -1339,74 +1347,75 @@ _MEG_ANCHORS: tuple[tuple[str, str, str, str], ...] = (
      "grad_norm = reduce_max_stat_across_model_parallel_group(", "opt_step"),
     ("found_inf", "core/optimizer/optimizer.py",
      "found_inf_flag = self._unscale_main_grads_and_check_for_nan()", ""),
+    ("grad_buf", "core/distributed/param_and_grad_buffer.py", "dtype=self.grad_dtype,", ""),
 )
 _MEG_LINES: dict[str, tuple[int, ...]] = {
     "0.8.0": (1256, 1288, 1147, 1170, 1396, 1446, 1474, 1400, 1457, 121, 163, 349, 365, 371,
             423, 324, 621, 0, 274, 305, 1380, 960, 11, 14, 53, 57, 66, 72, 100, 113, 0, 131, 41,
-            435, 142, 106, 611, 0, 307, 0, 385),
+            435, 142, 106, 611, 0, 307, 0, 385, 368),
     "0.9.0": (1274, 1304, 1161, 1186, 1416, 1467, 1495, 1420, 1478, 121, 153, 331, 383, 389,
             457, 292, 671, 0, 289, 336, 1492, 1029, 11, 14, 56, 60, 69, 75, 99, 112, 0, 130, 36,
-            438, 144, 113, 737, 0, 352, 0, 388),
+            438, 144, 113, 737, 0, 352, 0, 388, 507),
     "0.10.0": (1606, 1636, 1485, 1510, 1748, 1799, 1827, 1752, 1810, 119, 151, 328, 385, 391,
             459, 289, 784, 0, 356, 422, 1648, 1153, 11, 14, 56, 60, 69, 75, 212, 225, 0, 252,
-            135, 459, 161, 103, 787, 0, 390, 0, 409),
+            135, 459, 161, 103, 787, 0, 390, 0, 409, 589),
     "0.11.0": (1613, 1643, 1492, 1517, 1755, 1806, 1834, 1759, 1817, 119, 151, 328, 385, 391,
             459, 289, 856, 0, 375, 472, 1738, 1244, 11, 14, 57, 61, 70, 76, 241, 254, 0, 281,
-            136, 483, 174, 120, 816, 821, 432, 824, 431),
+            136, 483, 174, 120, 816, 821, 432, 824, 431, 594),
     "0.12.0": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403,
             476, 295, 1016, 0, 470, 594, 2020, 1478, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296,
-            150, 483, 174, 148, 1266, 1271, 431, 1274, 431),
+            150, 483, 174, 148, 1266, 1271, 431, 1274, 431, 630),
     "0.12.1": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403,
             476, 295, 1016, 0, 470, 594, 2020, 1478, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296,
-            150, 483, 174, 148, 1266, 1271, 431, 1274, 431),
+            150, 483, 174, 148, 1266, 1271, 431, 1274, 431, 630),
     "0.12.2": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403,
             476, 295, 1026, 0, 480, 604, 2030, 1488, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296,
-            150, 483, 174, 148, 1266, 1271, 431, 1274, 431),
+            150, 483, 174, 148, 1266, 1271, 431, 1274, 431, 630),
     "0.12.3": (1719, 1749, 1598, 1623, 1861, 1912, 1940, 1865, 1923, 119, 151, 334, 391, 403,
             476, 295, 1026, 0, 480, 604, 2030, 1488, 11, 14, 58, 62, 71, 77, 256, 269, 0, 296,
-            150, 483, 174, 148, 1266, 1271, 431, 1274, 431),
+            150, 483, 174, 148, 1266, 1271, 431, 1274, 431, 630),
     "0.13.0": (1754, 1785, 1629, 1654, 1903, 1962, 1995, 1909, 1973, 119, 151, 334, 391, 403,
             482, 295, 1132, 0, 576, 686, 2225, 1678, 11, 14, 64, 68, 177, 187, 284, 297, 0, 324,
-            153, 551, 177, 162, 1422, 1427, 480, 1430, 495),
+            153, 551, 177, 162, 1422, 1427, 480, 1430, 495, 649),
     "0.13.1": (1754, 1785, 1629, 1654, 1903, 1962, 1995, 1909, 1973, 119, 151, 334, 391, 403,
             482, 295, 1132, 0, 576, 686, 2225, 1678, 11, 14, 64, 68, 177, 187, 284, 297, 0, 324,
-            153, 551, 177, 162, 1422, 1427, 480, 1430, 495),
+            153, 551, 177, 162, 1422, 1427, 480, 1430, 495, 649),
     "0.14.0": (1959, 1992, 1933, 1952, 2160, 2216, 2251, 2164, 2227, 16, 48, 353, 392, 398, 465,
             314, 1165, 0, 548, 665, 2300, 1727, 11, 14, 64, 68, 177, 187, 376, 422, 449, 0, 250,
-            563, 178, 175, 1248, 1253, 468, 1256, 504),
+            563, 178, 175, 1248, 1253, 468, 1256, 504, 687),
     "0.15.0": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
             314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
-            602, 179, 174, 1295, 1300, 514, 1303, 543),
+            602, 179, 174, 1295, 1300, 514, 1303, 543, 701),
     "0.15.1": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
             314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
-            602, 179, 174, 1295, 1300, 514, 1303, 543),
+            602, 179, 174, 1295, 1300, 514, 1303, 543, 701),
     "0.15.2": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
             314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
-            602, 179, 174, 1295, 1300, 514, 1303, 543),
+            602, 179, 174, 1295, 1300, 514, 1303, 543, 701),
     "0.15.3": (1949, 1982, 1923, 1942, 2150, 2206, 2236, 2154, 2217, 16, 48, 353, 392, 398, 465,
             314, 1253, 0, 614, 745, 2543, 1889, 11, 14, 60, 64, 113, 123, 388, 434, 461, 0, 250,
-            602, 179, 174, 1295, 1300, 514, 1303, 543),
+            602, 179, 174, 1295, 1300, 514, 1303, 543, 701),
     "0.16.0": (1972, 2006, 1946, 1965, 2174, 2230, 2260, 2178, 2241, 16, 48, 353, 392, 398, 465,
             314, 1326, 0, 585, 723, 2194, 1825, 11, 14, 65, 68, 91, 102, 396, 443, 470, 0, 258,
-            606, 182, 331, 1703, 1715, 548, 1718, 547),
+            606, 182, 331, 1703, 1715, 548, 1718, 547, 782),
     "0.16.1": (1972, 2006, 1946, 1965, 2174, 2230, 2260, 2178, 2241, 16, 48, 353, 392, 398, 465,
             314, 1326, 0, 585, 723, 2194, 1825, 11, 14, 65, 68, 91, 102, 396, 443, 470, 0, 258,
-            606, 182, 331, 1703, 1715, 548, 1718, 547),
+            606, 182, 331, 1703, 1715, 548, 1718, 547, 782),
     "0.17.0": (2007, 2043, 1975, 2000, 2224, 2278, 2308, 2228, 2289, 17, 49, 374, 413, 419, 486,
             335, 1661, 0, 844, 999, 2618, 2213, 13, 16, 65, 68, 91, 102, 400, 447, 474, 0, 258,
-            607, 183, 347, 1883, 1895, 548, 1898, 548),
+            607, 183, 347, 1883, 1895, 548, 1898, 548, 983),
     "0.17.1": (2007, 2043, 1975, 2000, 2224, 2278, 2308, 2228, 2289, 17, 49, 374, 413, 419, 486,
             335, 1669, 0, 844, 1004, 2631, 2226, 13, 16, 66, 69, 92, 103, 400, 447, 474, 0, 258,
-            607, 183, 347, 1877, 1889, 548, 1892, 548),
+            607, 183, 347, 1877, 1889, 548, 1892, 548, 1038),
     "0.18.0": (2055, 2091, 2023, 2048, 2278, 2332, 2362, 2282, 2343, 17, 49, 374, 413, 419, 486,
             335, 0, 302, 991, 1184, 2699, 2295, 15, 18, 69, 72, 95, 106, 445, 498, 528, 0, 258,
-            634, 199, 371, 2287, 2303, 547, 2306, 575),
+            634, 199, 371, 2287, 2303, 547, 2306, 575, 1100),
     "0.18.2": (2055, 2091, 2023, 2048, 2278, 2332, 2362, 2282, 2343, 17, 49, 374, 413, 419, 486,
             335, 0, 302, 991, 1184, 2706, 2302, 15, 18, 69, 72, 95, 106, 445, 498, 528, 0, 258,
-            634, 199, 371, 2287, 2303, 547, 2306, 575),
+            634, 199, 371, 2287, 2303, 547, 2306, 575, 1100),
     "0.19.0": (2120, 2156, 2088, 2113, 2328, 2382, 2412, 2332, 2393, 17, 49, 374, 413, 419, 486,
             335, 0, 307, 978, 1193, 2921, 2505, 15, 18, 69, 72, 95, 106, 563, 626, 659, 0, 258,
-            830, 340, 371, 2474, 2503, 601, 2506, 764),
+            830, 340, 371, 2474, 2503, 601, 2506, 764, 1161),
 }
 
 
@@ -1489,6 +1498,9 @@ def _megatron_release(version: str) -> Framework:
         tied_bytes=Cited({"fp32": 4, "fp16": 2, "bf16": 4},
                          f"{src}: {fin}:{at['emb_ar']} (the embedding's main_grad, the gradient "
                          "buffer's dtype, as dp_bytes)"),
+        grad_buffer=Cited(True, f"{src}: core/distributed/param_and_grad_buffer.py:"
+                          f"{at['grad_buf']} (the gradient buffer, every parameter's main_grad, "
+                          "allocated in grad_dtype, fp32 when grad_reduce_in_fp32)"),
         activation_bytes=Cited(_PREC, f"{src}: {p2p}:{at['dtype']} (received tensors of "
                                "config.pipeline_dtype, the model's dtype)"),
         pipe_buffers=Cited(0, f"{src}: {sched}:{at['in_append']} and {at['in_pop']} (a received "
@@ -1682,6 +1694,9 @@ class FrameworkBehaviour:
     #: message of its own ("partitioned": with each partitioned tensor; "always"; None: never;
     #: :func:`sim.profiles.build.partition_meta_bytes`)
     partition_meta: str | None = None
+    #: bytes a value of the gradients a rank holds (``Framework.grad_buffer``: the all-reduce
+    #: buffer's, where wider than the model's values); None: the model's ``bytes_per_value``
+    grad_bytes: int | None = None
 
     @property
     def gradient_partitioned(self) -> bool:
@@ -1817,7 +1832,11 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
         bf16_allgather=bf16,
         partition_meta=None if fw.partition_meta is None else fw.partition_meta.value,
         sequence=seq if fw.hop_mask.value else None, recv_gather=recv_gather,
-        tp_degrees=tp_degrees)
+        tp_degrees=tp_degrees,
+        # the buffer's dtype where it is fp32 (bf16, accumulate_allreduce_grads_in_fp32);
+        # otherwise it is the parameters' dtype, the model's values
+        grad_bytes=dp_bytes if fw.grad_buffer is not None and fw.grad_buffer.value
+        and dp_bytes > profile_bytes else None)
 
 
 def check_mask_sized(fb: FrameworkBehaviour) -> float:
