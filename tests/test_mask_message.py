@@ -16,18 +16,19 @@ from dataclasses import replace
 
 import pytest
 
+# the shipped OPT-350 profiles on links of 1 Gbit/s and 10 ms, and their hand arithmetic, as
+# the partition metadata's tests have them (``prof`` is their fixture)
+from test_partition_meta import ACT, LAT, Z, _msg, _step, slow_link_profiles
+from test_partition_meta import _plan as _plan_of
+
 from sim.analytic.training import program_makespan
-from sim.engines import predictions
-from sim.profiles import Plan, ReplicaSpec, StageSpec, load_profiles
+from sim.profiles import Plan, ReplicaSpec, StageSpec
 from sim.profiles.build import build_plan, mask_message_bytes, p2p_flows
 from sim.profiles.frameworks import FrameworkSpec
 from sim.rng import Streams
 from sim.training import training_model
 from sim.training.schedules import deepspeed_program
 
-Z = "us-central1-a"
-B, LAT = 1e9 / 8, 10e-3  # 1 Gbit/s, 10 ms
-ACT = 2 * 2048 * 1024 * 4  # OPT-350's hidden states at micro-batch 2, fp32: 16 MiB
 SEQ = 2048
 MASK = 2 * SEQ * SEQ  # the 1 x 1 x seq x seq mask in fp16: 8 MiB from every TP rank
 DS3 = FrameworkSpec("deepspeed", "0.3.13", options=(("seq_length", SEQ),))
@@ -35,25 +36,11 @@ DS3 = FrameworkSpec("deepspeed", "0.3.13", options=(("seq_length", SEQ),))
 
 @pytest.fixture(scope="module")
 def prof():
-    p = load_profiles(models=("OPT-350",))
-    return replace(p, network=replace(p.network, links=tuple(
-        replace(x, bandwidth=B, latency=LAT) for x in p.network.links)))
+    return slow_link_profiles()
 
 
 def _plan(tp, fw=DS3, m=4, L=2):
-    cuts = [round(26 * k / L) for k in range(L + 1)]
-    return Plan(tuple(StageSpec(tuple(range(cuts[j], cuts[j + 1])), (
-        ReplicaSpec("A100-40", tp, gpus_per_node=tp, zone=Z),)) for j in range(L)), 2, 2 * m,
-        model="OPT-350", framework=fw)  # micro-batch 2, m of them
-
-
-def _msg(k, size):
-    """``k`` flows of ``size`` bytes each over one link."""
-    return LAT + k * size / B
-
-
-def _step(cfg):
-    return predictions("training", cfg)["step_time_mean"]["value"]
+    return _plan_of(tp, fw, m=m, L=L)
 
 
 @pytest.mark.parametrize("tp, meta, grad", [

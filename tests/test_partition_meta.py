@@ -27,11 +27,16 @@ B, LAT = 1e9 / 8, 10e-3  # 1 Gbit/s, 10 ms
 ACT = 2 * 2048 * 1024 * 4  # OPT-350's hidden states at micro-batch 2, fp32: 16 MiB
 
 
-@pytest.fixture(scope="module")
-def prof():
+def slow_link_profiles():
+    """The shipped OPT-350 profiles with every link ``B`` and latency ``LAT``."""
     p = load_profiles(models=("OPT-350",))
     return replace(p, network=replace(p.network, links=tuple(
         replace(x, bandwidth=B, latency=LAT) for x in p.network.links)))
+
+
+@pytest.fixture(scope="module")
+def prof():
+    return slow_link_profiles()
 
 
 def _plan(tp, fw, m=4, L=2):
