@@ -649,7 +649,7 @@ def _sleepy_model(config, streams):
     return {"y": 1.0}
 
 
-def _stop(records):
+def _interrupt(records):
     raise KeyboardInterrupt
 
 
@@ -666,7 +666,7 @@ def test_ctrl_c_stops_only_the_pools_dtsim_made(own):
     try:
         fast, slow = pickle.dumps(({"s": 0.0}, [])), pickle.dumps(({"s": 1.0}, []))
         with pytest.raises(KeyboardInterrupt):
-            execute(_sleepy_model, [fast, slow], [[], []], ex, _stop)
+            execute(_sleepy_model, [fast, slow], [[], []], ex, _interrupt)
         if own:  # its workers were sent SIGTERM: the pool is broken
             from concurrent.futures.process import BrokenProcessPool
 
