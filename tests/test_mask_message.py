@@ -18,7 +18,7 @@ import pytest
 
 # the shipped OPT-350 profiles on links of 1 Gbit/s and 10 ms, and their hand arithmetic, as
 # the partition metadata's tests have them (``prof`` is their fixture)
-from test_partition_meta import ACT, LAT, Z, _msg, _step, slow_link_profiles
+from test_partition_meta import ACT, LAT, Z, _msg, _step, slow_link_profiles, two_stage_1f1b
 from test_partition_meta import _plan as _plan_of
 
 from sim.analytic.training import program_makespan
@@ -76,9 +76,7 @@ def test_two_stages_by_hand(prof, tp, meta, grad):
     (f0, b0), (f1, b1) = (row[0] for row in b.config.replica_times)
 
     def program(a, g):
-        P = g + a + max(b0 + f0, f1 + b1)
-        X3 = f0 + a + max(f0, f1 + b1) + 2 * P
-        return X3 + g + a + max(b0, f1 + b1) + g + b0
+        return two_stage_1f1b(f0, b0, f1, b1, a, g)
 
     progs = [deepspeed_program(2, 4, j) for j in (0, 1)]
     for x in (a, one):

@@ -55,6 +55,14 @@ def _step(cfg):
     return predictions("training", cfg)["step_time_mean"]["value"]
 
 
+def two_stage_1f1b(f0, b0, f1, b1, a, g):
+    """DeepSpeed's 1F1B step of 2 stages and 4 micro-batches by hand, every hop a blocking
+    paired transfer: the activation ``a`` and the gradient ``g``, passes ``f``/``b`` a stage."""
+    P = g + a + max(b0 + f0, f1 + b1)
+    X3 = f0 + a + max(f0, f1 + b1) + 2 * P
+    return X3 + g + a + max(b0, f1 + b1) + g + b0
+
+
 def _des(plan, prof):
     net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
     return net, training_model(net.config, Streams(0).replication(0))["step_time_mean"]
@@ -87,9 +95,7 @@ def test_two_stages_at_tp_2_by_hand(prof):
     (f0, b0), (f1, b1) = (row[0] for row in b.config.replica_times)
 
     def program(a, g):
-        P = g + a + max(b0 + f0, f1 + b1)
-        X3 = f0 + a + max(f0, f1 + b1) + 2 * P
-        return X3 + g + a + max(b0, f1 + b1) + g + b0
+        return two_stage_1f1b(f0, b0, f1, b1, a, g)
 
     from sim.analytic.training import program_makespan
     from sim.training.schedules import deepspeed_program
