@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from test_step_collectives import one_link_profiles
 
 from sim.engines import predictions
-from sim.profiles import Plan, ReplicaSpec, StageSpec, load_profiles
+from sim.profiles import Plan, ReplicaSpec, StageSpec
 from sim.profiles.build import build_plan
 from sim.profiles.frameworks import FrameworkSpec
 from sim.rng import Streams
@@ -29,9 +30,7 @@ ACT = 2 * 2048 * 1024 * 4  # OPT-350's hidden states at micro-batch 2, fp32: 16 
 
 def slow_link_profiles():
     """The shipped OPT-350 profiles with every link ``B`` and latency ``LAT``."""
-    p = load_profiles(models=("OPT-350",))
-    return replace(p, network=replace(p.network, links=tuple(
-        replace(x, bandwidth=B, latency=LAT) for x in p.network.links)))
+    return one_link_profiles(B, LAT)
 
 
 @pytest.fixture(scope="module")

@@ -23,12 +23,13 @@ Z = "us-central1-a"
 B, LAT = 1e9, 5e-3
 
 
-def one_link_profiles():
-    """The shipped OPT-350 profiles with every link of bandwidth ``B`` and latency ``LAT``
-    (also tests/test_bf16_optimizer.py's)."""
+def one_link_profiles(bandwidth=B, latency=LAT):
+    """The shipped OPT-350 profiles with every link of ``bandwidth`` and ``latency`` (this
+    file's ``B`` and ``LAT`` by default; also tests/test_bf16_optimizer.py's and, at 1 Gbit/s
+    and 10 ms, tests/test_partition_meta.py's)."""
     p = load_profiles(models=("OPT-350",))
     return replace(p, network=replace(p.network, links=tuple(
-        replace(x, bandwidth=B, latency=LAT) for x in p.network.links)))
+        replace(x, bandwidth=bandwidth, latency=latency) for x in p.network.links)))
 
 
 @pytest.fixture(scope="module")
