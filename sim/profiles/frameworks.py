@@ -117,6 +117,16 @@ What a framework decides, and where dtsim uses it:
     release without bf16, DeepSpeed 0.3.13, has no bf16 entry and refuses it),
     before any option.
 
+``attention``
+    Megatron-LM's core attention (Transformer Engine's DotProductAttention by default, its
+    options ``transformer_impl``, ``attention_backend`` from core 0.11.0 and
+    ``recompute_granularity=selective``): what a shape-estimated transformer layer keeps for
+    its backward pass on each GPU type, :func:`attention_path` (the ``s x s`` matrices of
+    Korthikanti et al. 2022's eq. 2, none with flash or fused attention in fp16/bf16 on
+    compute capability 8.0 or later, none of the core attention with selective
+    recomputation). None (DeepSpeed, the Sailor artifact, DDP): the model's own attention,
+    eq. 2. Its lines at every core tag are ``_MEG_ATTN_LINES``.
+
 Versions: a :class:`Framework` is one release, read at its version. A key
 (``deepspeed``) may have several releases (:data:`RELEASES`: DeepSpeed 0.16.5,
 the default, and 0.3.13, whose pipeline engine many published 3D-parallel runs

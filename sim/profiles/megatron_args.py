@@ -60,8 +60,14 @@ before the script, Megatron-LM's after it. A Megatron-LM v1.1.5 launch on DeepSp
 - framework :data:`~sim.profiles.frameworks.MEGATRON` 0.20.0: precision
   ``fp16`` with ``--fp16``, ``bf16`` with ``--bf16``, else ``fp32``
   (``megatron/core/model_parallel_config.py:177-180``); options
-  ``overlap_grad_reduce`` (``--overlap-grad-reduce``, ``arguments.py:3121``)
-  and ``accumulate_allreduce_grads_in_fp32`` (``arguments.py:3069``);
+  ``overlap_grad_reduce`` (``--overlap-grad-reduce``, ``arguments.py:3121``),
+  ``accumulate_allreduce_grads_in_fp32`` (``arguments.py:3069``), and the attention's
+  ``transformer_impl`` (``--transformer-impl``, ``transformer_config.py:1314``),
+  ``attention_backend`` (``--attention-backend``, ``transformer_config.py:151``; ``local``
+  refused, Megatron-LM asserting ``--spec local``, ``arguments.py:436-437``) and
+  ``recompute_granularity=selective`` (``--recompute-activations``, ``arguments.py:607-608``,
+  or ``--recompute-granularity selective``; full recomputation refused), each only where
+  not Megatron-LM's default (:data:`WORDS`);
   micro-batch and global batch size from ``--micro-batch-size`` and
   ``--global-batch-size`` (default ``micro x DP``: ``arguments.py:702-703``).
 
