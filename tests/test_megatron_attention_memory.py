@@ -221,6 +221,16 @@ def test_selective_recomputation_refused_on_measured_times():
         _built(prof, text, "RTX-3090", "OPT-350")
 
 
+def test_planner_refuses_selective_recomputation_on_measured_times(capsys):
+    """Once, before the search (before: every plan refused, read as "no plan fits")."""
+    code = main(["plan", "--model", "OPT-350", "--nodes", f"RTX-3090:4x2@{ZONE}",
+                 "--framework", "megatron:precision=fp16,recompute_granularity=selective",
+                 "--global-batch-size", "16", "--simulate", "0", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "'recompute_granularity' must be unset with the profile of OPT-350" in err
+
+
 def test_attention_backend_option_from_core_0_11():
     """Core 0.9.0 has no attention_backend (refused, naming the release that added it); 0.11.0
     and 0.20.0 take it."""

@@ -2831,6 +2831,17 @@ def planner_cases(fx: Fixtures) -> list[Case]:
         ok("plan 1 written"), note="the written plan's framework table holds the options")
     add("plan/framework-option-unknown", P(*gh, *quick, "--framework", "ddp:bucket_mb=5"),
         refuse("framework_options"))
+    add("plan/megatron-selective-measured", P(*gh, *quick, "--framework",
+                                              "megatron:recompute_granularity=selective"),
+        refuse("recompute_granularity"), note="OPT-350's measured layer times have no part "
+        "for the core attention selective recomputation reruns: refused before the search, "
+        "not every plan dropped")
+    add("plan/megatron-attention-local", P(*gh, *quick, "--framework",
+                                           "megatron:attention_backend=local"),
+        refuse("attention_backend"), note="Megatron-LM asserts --spec local with it")
+    add("plan/megatron-attention-backend-0.9", P(*gh, *quick, "--framework",
+                                                 "megatron:version=0.9.0,attention_backend=auto"),
+        refuse("framework_options"), note="attention_backend came with core 0.11.0")
     add("plan/framework-0.3.13-no-sequence", P(*gh, *quick, "--framework",
                                                "deepspeed:version=0.3.13"),
         refuse("seq_length"), note="its hops carry a seq x seq mask the search cannot size: "

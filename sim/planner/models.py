@@ -108,6 +108,15 @@ class ProfilePlanModel:
         fb = resolve(self.framework, model.bytes_per_value,
                      sequence=model.shape.sequence if model.shape is not None else None)
         check_mask_sized(fb)  # a search times pipeline hops: a mask it cannot size is refused
+        if fb.attention is not None and fb.attention[2]:
+            # selective recomputation reruns the core attention, which a measured layer time has
+            # no part for (sim.profiles.estimates.Estimator): refused once, not plan by plan
+            # (each plan refused would read as "no plan fits")
+            own = next((x for x in profiles.models if x.name == model.name), model)
+            check(not own.times, "recompute_granularity", f"unset with the profile of "
+                  f"{model.name}: its times are whole layers', with no part for the core "
+                  "attention, whose forward selective recomputation reruns in the backward "
+                  "pass (a model given by its shape alone is estimated with it)", "selective")
         self.p2p = p2p if p2p is not None else fb.p2p  # the search's plans' (the bounds)
         self._p2p_override = p2p  # a plan naming its framework keeps that one's unless given
         self._fb = fb if p2p is None else replace(fb, p2p=p2p)
