@@ -2010,6 +2010,39 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         refuse("plan"))
     add("train/megatron-distributed-optimizer",
         T("--plan", launch("ml-do.sh", "--use-distributed-optimizer"), *M), refuse("plan"))
+    # the attention's options (sim.profiles.frameworks.attention_path) and Megatron-LM's
+    # asserts on them, each a one-line refusal before any work
+    add("train/megatron-attention-backend-local",
+        T("--plan", launch("ml-al.sh", "--fp16 --attention-backend local"), *M), refuse("plan"),
+        note="Megatron-LM asserts local runs only with --spec local (arguments.py:436-437)")
+    add("train/megatron-attention-flash-fp32",
+        T("--plan", launch("ml-af.sh", "--attention-backend flash"), *M),
+        refuse("attention_backend"), note="Transformer Engine has no flash attention in fp32")
+    add("train/megatron-attention-flash-v100",
+        T("--plan", launch("ml-av.sh", "--fp16 --attention-backend flash"), "--model",
+          "OPT-350", "--gpu", "V100-16", "--zone", "us-central1-a", *one),
+        refuse("attention_backend"), note="compute capability 7.0: TE's flash and fused "
+        "attention need 8.0")
+    add("train/megatron-transformer-impl-inference",
+        T("--plan", launch("ml-ti.sh", "--fp16 --transformer-impl inference_optimized"), *M),
+        refuse("plan"))
+    add("train/megatron-recompute-full",
+        T("--plan", launch("ml-rf.sh", "--fp16 --recompute-granularity full"), *M),
+        refuse("plan"), note="full recomputation is not modelled")
+    add("train/megatron-recompute-selective-method",
+        T("--plan", launch("ml-rm.sh", "--fp16 --recompute-activations --recompute-method "
+                                       "uniform"), *M),
+        refuse("plan"), note="Megatron-LM asserts selective takes no method "
+        "(arguments.py:1425-1428)")
+    add("train/megatron-recompute-modules",
+        T("--plan", launch("ml-rmo.sh", "--fp16 --recompute-activations --recompute-modules "
+                                        "mlp"), *M), refuse("plan"))
+    add("train/megatron-spec", T("--plan", launch("ml-spec.sh", "--fp16 --spec local"), *M),
+        refuse("plan"), note="a layer spec of its own: its attention is not known")
+    add("train/megatron-recompute-measured",
+        T("--plan", launch("ml-rme.sh", "--fp16 --recompute-activations"), *M),
+        refuse("recompute_granularity"), note="OPT-350's measured times have no part for the "
+        "core attention that selective recomputation reruns")
     add("train/megatron-underscore-spelling",
         T("--plan", launch("ml-us.sh", "--sequence_parallel"), *M), refuse("plan"),
         note="Megatron-LM has no --foo_bar spelling (allow_abbrev=False)")
@@ -2798,6 +2831,17 @@ def planner_cases(fx: Fixtures) -> list[Case]:
         ok("plan 1 written"), note="the written plan's framework table holds the options")
     add("plan/framework-option-unknown", P(*gh, *quick, "--framework", "ddp:bucket_mb=5"),
         refuse("framework_options"))
+    add("plan/megatron-selective-measured", P(*gh, *quick, "--framework",
+                                              "megatron:recompute_granularity=selective"),
+        refuse("recompute_granularity"), note="OPT-350's measured layer times have no part "
+        "for the core attention selective recomputation reruns: refused before the search, "
+        "not every plan dropped")
+    add("plan/megatron-attention-local", P(*gh, *quick, "--framework",
+                                           "megatron:attention_backend=local"),
+        refuse("attention_backend"), note="Megatron-LM asserts --spec local with it")
+    add("plan/megatron-attention-backend-0.9", P(*gh, *quick, "--framework",
+                                                 "megatron:version=0.9.0,attention_backend=auto"),
+        refuse("framework_options"), note="attention_backend came with core 0.11.0")
     add("plan/framework-0.3.13-no-sequence", P(*gh, *quick, "--framework",
                                                "deepspeed:version=0.3.13"),
         refuse("seq_length"), note="its hops carry a seq x seq mask the search cannot size: "
@@ -3193,6 +3237,15 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
                                    folder(f"p-gpus-{id_}", base, cat, net), *one),
             refuse("gpus"), note="a catalogue key it would not use (a typo), or a price or "
             "FLOP/s with a unit (sim.units has neither)")
+    for id_, value, param in (("negative", -7.5, "compute_capability"),
+                              ("text", "7.5", "gpus")):
+        cat = _json.loads((shipped / "gpus.json").read_text())
+        for g in cat["gpus"]:
+            if g["name"] == "T4":
+                g["compute_capability"] = value
+        add(f"train/gpus-compute-capability-{id_}",
+            T("--plan", tiny, "--profiles", folder(f"p-gpus-cc-{id_}", base, cat, net), *one),
+            refuse(param), note="the CUDA compute capability, a plain number > 0 (7.5 for a T4)")
     tp1 = {**fwd, "times": [{"gpu": "T4", "microbatch_size": 1, "tp": 1, "layers": [
         [0.01, 0.0, 0.001], [0.02, 0.04, 0.001], [0.02, 0.04, 0.001], [0.01, 0.02, 0.001]]}]}
     blind = _json.loads((shipped / "gpus.json").read_text())

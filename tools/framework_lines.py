@@ -31,13 +31,15 @@ def _show(repo: str, tag: str, path: str) -> list[str]:
     return out.stdout.splitlines()  # a file absent at the tag: no lines
 
 
-def lines(kind: str, repo: str, version: str) -> tuple[int, ...]:
-    """The line of each anchor of ``kind`` at the tag of ``version`` (0: absent)."""
+def lines(kind: str, repo: str, version: str, anchors: tuple | None = None) -> tuple[int, ...]:
+    """The line of each anchor of ``kind`` at the tag of ``version`` (0: absent); ``anchors``
+    another table of the kind's form (Megatron-LM's attention facts, ``_MEG_ATTN_ANCHORS``)."""
     prefix, root = KINDS[kind]
     tag = prefix + version
     files: dict[str, list[str]] = {}
     at: dict[str, int] = {}
-    anchors = _DS_ANCHORS if kind == "deepspeed" else _MEG_ANCHORS
+    if anchors is None:
+        anchors = _DS_ANCHORS if kind == "deepspeed" else _MEG_ANCHORS
     for name, path, code, where in anchors:
         text = files.setdefault(path, _show(repo, tag, f"{root}/{path}"))
         if kind == "deepspeed":  # where: the occurrence (1: the first)

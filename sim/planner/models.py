@@ -42,7 +42,7 @@ from ..profiles.build import (
     recv_memory,
     tied_bytes,
 )
-from ..profiles.frameworks import FrameworkSpec, check_mask_sized, resolve
+from ..profiles.frameworks import FrameworkSpec, attention_path, check_mask_sized, resolve
 from ..results import mean_ci, summarize
 from ..runner import replicate
 
@@ -108,6 +108,15 @@ class ProfilePlanModel:
         fb = resolve(self.framework, model.bytes_per_value,
                      sequence=model.shape.sequence if model.shape is not None else None)
         check_mask_sized(fb)  # a search times pipeline hops: a mask it cannot size is refused
+        if fb.attention is not None and fb.attention[2]:
+            # selective recomputation reruns the core attention, which a measured layer time has
+            # no part for (sim.profiles.estimates.Estimator): refused once, not plan by plan
+            # (each plan refused would read as "no plan fits")
+            own = next((x for x in profiles.models if x.name == model.name), model)
+            check(not own.times, "recompute_granularity", f"unset with the profile of "
+                  f"{model.name}: its times are whole layers', with no part for the core "
+                  "attention, whose forward selective recomputation reruns in the backward "
+                  "pass (a model given by its shape alone is estimated with it)", "selective")
         self.p2p = p2p if p2p is not None else fb.p2p  # the search's plans' (the bounds)
         self._p2p_override = p2p  # a plan naming its framework keeps that one's unless given
         self._fb = fb if p2p is None else replace(fb, p2p=p2p)
@@ -470,8 +479,12 @@ class ProfilePlanModel:
             # the gradients in the framework's buffer's dtype where wider (Megatron-LM bf16)
             weights = [s.params * (bpv + (self._fb.grad_bytes or bpv) + opt) for s in sizes]
             pad = 0.0
+        kept = sizes  # the activation memory of the attention path on this GPU (Megatron-LM)
+        if self._fb.attention is not None and m.shape_sized(tp):
+            path, _ = attention_path(self._fb, gpu, self.profiles.gpus[gpu].compute_capability)
+            kept = m.layer_sizes(tp, path)
         held = tuple(w + n * microbatch_size * s.activation_memory_bytes
-                     for w, s in zip(weights, sizes, strict=True))
+                     for w, s in zip(weights, kept, strict=True))
         bucket = tuple(w + s.params * bpv for w, s in zip(weights, sizes, strict=True))
         return ((buffers, held), (pad, bucket))
 
@@ -501,7 +514,8 @@ def shape_search_model(profiles: Profiles, model: ModelProfile, fleet: Fleet,
     assert model.shape is not None and not model.times
     fb = resolve(framework, model.bytes_per_value, sequence=model.shape.sequence)
     model = model.trained_at(fb.activation_bytes)  # sized as build_plan sizes it: the run's precision
-    est = Estimator(profiles, model, value_bytes=fb.activation_bytes)
+    est = Estimator(profiles, model, value_bytes=fb.activation_bytes,
+                    recompute_attention=fb.attention is not None and fb.attention[2])
     most: dict[str, int] = {}
     for kind, count in fleet.nodes:
         if count > 0:

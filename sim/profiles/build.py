@@ -106,6 +106,7 @@ from .frameworks import (
     P2P_MODES,
     FrameworkBehaviour,
     FrameworkSpec,
+    attention_path,
     check_mask_sized,
     resolve,
 )
@@ -787,7 +788,8 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                 sizes_at: Any = None, pipe_buffers: int = 0,
                 mask_sequence: int | None = None, recv_clones: bool = False,
                 partitioned: bool = True, bf16_optimizer: bool = False,
-                grad_bytes: int | None = None) -> tuple[GPUMemory, ...]:
+                grad_bytes: int | None = None, memory_sizes_at: Any = None
+                ) -> tuple[GPUMemory, ...]:
     """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike).
 
     ``sizes_at(tp)`` gives the layers' sizes at a TP degree (default the profile's,
@@ -802,7 +804,10 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     ``bf16_optimizer``: DeepSpeed's BF16_Optimizer holds the weights, gradients and optimizer
     state as :func:`bf16_optimizer_memory` says (:attr:`FrameworkBehaviour.bf16_allgather`).
     ``grad_bytes``: bytes a value of the gradients (:attr:`FrameworkBehaviour.grad_bytes`,
-    Megatron-LM's fp32 gradient buffer under bf16; None: the model's ``bytes_per_value``)."""
+    Megatron-LM's fp32 gradient buffer under bf16; None: the model's ``bytes_per_value``).
+    ``memory_sizes_at(gpu, tp)``: the layers' sizes whose activation memory a GPU of that type
+    keeps (the attention path of :func:`sim.profiles.frameworks.attention_path`; None: those of
+    ``sizes_at``)."""
     layer_sizes = sizes_at if sizes_at is not None else model.layer_sizes
     L = len(plan.stages)
     m = plan.microbatches
@@ -822,7 +827,8 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                 g = gpus[rep.gpu]
                 sizes = layer_sizes(rep.tp)
                 P = sum(sizes[x].params for x in st.layers)
-                act = mbs * sum(sizes[x].activation_memory_bytes for x in st.layers)
+                kept = sizes if memory_sizes_at is None else memory_sizes_at(rep.gpu, rep.tp)
+                act = mbs * sum(kept[x].activation_memory_bytes for x in st.layers)
                 buffers = 0.0
                 if j > 0:
                     prev = plan.stages[j - 1]
@@ -860,7 +866,8 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
 EAGER_COPY_BYTES_PER_PARAM = 4 * 4.0
 
 
-def eager_copy_memory(plan: Plan, sizes_at: Any) -> tuple[float, ...]:
+def eager_copy_memory(plan: Plan, sizes_at: Any, memory_sizes_at: Any = None
+                      ) -> tuple[float, ...]:
     """Per GPU of ``plan`` (stage-major, as :func:`plan_memory`): the bytes Bamboo's eager
     recovery mode adds on the GPU of stage ``j``, which covers stage ``r = (j + 1) mod L``
     (uclasystem/bamboo 8080929, ``external/deepspeed/deepspeed/runtime/pipe/``).
@@ -890,7 +897,8 @@ def eager_copy_memory(plan: Plan, sizes_at: Any) -> tuple[float, ...]:
     layers' sizes at the replica's TP degree (``sizes_at(tp)``, the split :func:`plan_memory`
     gives the plan's own stages: the parameters plan_memory counts for stage ``r`` at that
     TP, at 16 bytes each), its kept forwards' activations as the plan's activation memory
-    at that TP and the received inputs whole."""
+    at that TP and the received inputs whole (the activation memory of ``memory_sizes_at(gpu,
+    tp)`` where given, as :func:`plan_memory`'s)."""
     L = len(plan.stages)
     m, mbs = plan.microbatches, plan.microbatch_size
     out = []
@@ -904,7 +912,8 @@ def eager_copy_memory(plan: Plan, sizes_at: Any) -> tuple[float, ...]:
             layers = plan.stages[r].layers
             params = sum(sizes[x].params for x in layers)
             graphs = 1 if r == L - 1 else m
-            act = graphs * mbs * sum(sizes[x].activation_memory_bytes for x in layers)
+            kept = sizes if memory_sizes_at is None else memory_sizes_at(rep.gpu, rep.tp)
+            act = graphs * mbs * sum(kept[x].activation_memory_bytes for x in layers)
             inputs = m * mbs * sizes[st.layers[-1]].activation_bytes if r != 0 else 0.0
             out.append(EAGER_COPY_BYTES_PER_PARAM * params + act + inputs)
     return tuple(out)
@@ -1588,7 +1597,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
           "p2p blocking or overlap for another)", schedule)
     bpv = mp.bytes_per_value
     act_scale = fb.activation_bytes / bpv  # the profile's sizes are in its own precision
-    est = _estimator(profiles, mp, tensor_parallel, fb.activation_bytes, fb.sequence)
+    recompute = fb.attention is not None and fb.attention[2]
+    est = _estimator(profiles, mp, tensor_parallel, fb.activation_bytes, fb.sequence, recompute)
     notes: list[str] = []
     sizes_kept: dict[int, Any] = {}
 
@@ -1600,6 +1610,24 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             sizes_kept[tp] = row
         return row
     gpus = profiles.gpus
+    memory_kept: dict[tuple[str, int], Any] = {}
+
+    def memory_sizes_at(gpu: str, tp: int) -> Any:
+        """The sizes whose activation memory a GPU of type ``gpu`` keeps: its attention path's
+        where the sizes come from the model's shape (a measured size is the profile's)."""
+        row = memory_kept.get((gpu, tp))
+        if row is None:
+            row = sizes_at(tp)
+            # Megatron-LM: the path its attention takes here (refused where TE would fail);
+            # a measured size is the profile's, whatever attention measured it
+            if fb.attention is not None:
+                path, why = attention_path(fb, gpu, gpus[gpu].compute_capability)
+                if mp.shape_sized(tp):
+                    if path != "stored":
+                        row, _ = est.layer_sizes(tp, path)
+                    notes.append(f"attention on {gpu} at TP {tp}: {path}, {why}")
+            memory_kept[(gpu, tp)] = row
+        return row
     mbs = plan.microbatch_size
     net = profiles.network
     # compute: per stage, per replica (forward, backward, optimizer) of one micro-batch, with the
@@ -1783,7 +1811,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         opt = tuple(o + g for o, g in zip(opt, gather_ag, strict=True))
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers, fb.sequence,
                          fb.recv_clones, fb.partitioned, fb.bf16_allgather is not None,
-                         fb.grad_bytes)
+                         fb.grad_bytes, memory_sizes_at)
     if check_memory:
         for g in memory:
             if g.total > g.capacity:
@@ -1791,7 +1819,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                                   f"stage {g.stage} on {g.gpu} (replica {g.replica}, TP {g.tp}) "
                                   f"needs {format_bytes(g.total)} of {format_bytes(g.capacity)}")
     if redundant_copy and check_memory:
-        for g, extra in zip(memory, eager_copy_memory(plan, sizes_at), strict=True):
+        for g, extra in zip(memory, eager_copy_memory(plan, sizes_at, memory_sizes_at),
+                            strict=True):
             if g.total + extra > g.capacity:
                 raise ConfigError("plan", "a plan that fits in GPU memory with Bamboo's eager "
                                   "redundant copy (redundancy, mode=eager; mode=lazy keeps it "
@@ -1932,16 +1961,17 @@ def _trained(profiles: Profiles, mp: ModelProfile, value_bytes: int) -> ModelPro
 
 
 def _estimator(profiles: Profiles, mp: ModelProfile, tensor_parallel: str, value_bytes: int,
-               sequence: int | None = None) -> Estimator:
-    """The :class:`Estimator` of ``mp`` on ``profiles`` (one per model, mode, value size and
-    sequence length, the framework's where it has one, else the shape's: kept with the
-    profiles, its estimates are values of those alone)."""
+               sequence: int | None = None, recompute_attention: bool = False) -> Estimator:
+    """The :class:`Estimator` of ``mp`` on ``profiles`` (one per model, mode, value size,
+    sequence length, the framework's where it has one, else the shape's, and selective
+    recomputation: kept with the profiles, its estimates are values of those alone)."""
     kept = profiles.__dict__.setdefault("_estimators", {})
-    key = (id(mp), tensor_parallel, value_bytes, sequence)
+    key = (id(mp), tensor_parallel, value_bytes, sequence, recompute_attention)
     hit = kept.get(key)
     if hit is None or hit[0] is not mp:
         hit = kept[key] = (mp, Estimator(profiles, mp, tensor_parallel=tensor_parallel,
-                                         value_bytes=value_bytes, sequence=sequence))
+                                         value_bytes=value_bytes, sequence=sequence,
+                                         recompute_attention=recompute_attention))
     return hit[1]
 
 

@@ -195,14 +195,22 @@ class Estimator:
     sequence : int or None
         Tokens per sample, which size the cross entropy's all-reduces (None: the
         shape's; without either they are not counted, and the notes say so).
+    recompute_attention : bool
+        Megatron-LM's selective recomputation: each transformer layer's backward pass
+        reruns its core attention's forward, ``4 b s^2 h / t`` FLOPs (the ``Q K^T`` and
+        attention-times-``V`` products of Narayanan et al. 2021's forward count), added to
+        a shape's estimated backward. A measured layer time has no part for the core
+        attention: refused on a GPU type the profile measured.
     """
 
     def __init__(self, profiles: Profiles, model: ModelProfile, *,
                  tensor_parallel: str = "profiled", value_bytes: int | None = None,
-                 shape: ModelShape | None = None, sequence: int | None = None) -> None:
+                 shape: ModelShape | None = None, sequence: int | None = None,
+                 recompute_attention: bool = False) -> None:
         check(tensor_parallel in TP_MODES, "tensor_parallel", "one of " + ", ".join(TP_MODES),
               tensor_parallel)
         self.profiles, self.model, self.mode = profiles, model, tensor_parallel
+        self.recompute_attention = bool(recompute_attention)
         self.value_bytes = value_bytes if value_bytes is not None else model.bytes_per_value
         self.shape = shape if shape is not None else model.shape
         if sequence is not None:
@@ -212,18 +220,30 @@ class Estimator:
         self._cache: dict[tuple, tuple[tuple[LayerTimes, ...], tuple[str, ...]]] = {}
 
     # -- sizes -----------------------------------------------------------------------
-    def layer_sizes(self, tp: int) -> tuple[tuple[LayerSizes, ...], tuple[str, ...]]:
-        """The layers' sizes at ``tp``: the profile's, else from the shape, else TP 1's split."""
+    def layer_sizes(self, tp: int, attention: str = "stored"
+                    ) -> tuple[tuple[LayerSizes, ...], tuple[str, ...]]:
+        """The layers' sizes at ``tp``: the profile's, else from the shape (its activation
+        memory that of the ``attention`` path, :func:`~sim.profiles.values.shape_sizes`), else
+        TP 1's split."""
         m = self.model
         if any(t == tp for t, _ in m.sizes):
             return m.layer_sizes(tp), ()
         if self.shape is not None:
-            return shape_sizes(self.shape, tp, m.bytes_per_value), (
+            memory = {"stored": "s h (10 + 24/t + 5 a s / (h t)) bytes of activation memory per "
+                                "sample in 2-byte values (Narayanan et al. 2021; Korthikanti "
+                                "et al. 2022, eq. 2)",
+                      "flash": "s h (10 + 24/t) + 4 a s / t bytes of activation memory per "
+                               "sample in 2-byte values, the attention's flash path (Narayanan "
+                               "et al. 2021; Korthikanti et al. 2022, eq. 2 without its 5 a s / "
+                               "(h t); Dao et al. 2022)",
+                      "selective": "s h (10 + 24/t) bytes of activation memory per sample in "
+                                   "2-byte values, the core attention recomputed (Narayanan "
+                                   "et al. 2021; Korthikanti et al. 2022, section 4.3)"}
+            check(attention in memory, "attention", "one of " + ", ".join(memory), attention)
+            return shape_sizes(self.shape, tp, m.bytes_per_value, attention), (
                 f"sizes at TP {tp} from the model's shape (the profile has none there): "
                 f"12 h^2 + 13 h parameters per transformer layer over {tp} GPUs, s h values out "
-                f"of each layer, s h (10 + 24/t + 5 a s / (h t)) bytes of activation memory "
-                f"per sample in 2-byte values (Narayanan et al. 2021; Korthikanti et al. 2022, "
-                f"eq. 2), at {m.bytes_per_value} bytes a value",)
+                f"of each layer, {memory[attention]}, at {m.bytes_per_value} bytes a value",)
         one = m.layer_sizes(1)
         return tuple(LayerSizes(s.params // tp, s.activation_bytes,
                                 s.activation_memory_bytes / tp) for s in one), (
@@ -249,6 +269,10 @@ class Estimator:
                 return self._from_shape(gpu, b, tp)
             check(False, "gpu", f"a GPU type of the profile of {m.name} ({', '.join(m.gpus)}), "
                   "or a model given by its shape on a GPU type of the catalogue", gpu)
+        check(not self.recompute_attention, "recompute_granularity", f"unset with the profile "
+              f"of {m.name} on {gpu}: its times are whole layers', with no part for the core "
+              "attention, whose forward selective recomputation reruns in the backward pass "
+              "(a model given by its shape alone is estimated with it)", "selective")
         if tp > 1 and (self.mode == "derived" or not self._has_tp(gpu, tp)):
             # no TP-1 time to derive from: the TP degree is what cannot be had, at any
             # micro-batch size (naming the micro-batch size, where the profile has none at
@@ -461,13 +485,19 @@ class Estimator:
                 flops = (24.0 * b * s * h * h + 4.0 * b * s * s * h) / tp
             moved = z.params * bpv + 2.0 * act
             fwd = max(flops / peak, moved / g.memory_bandwidth)  # type: ignore[operator]
-            bwd = max(2 * flops / peak, 2 * moved / g.memory_bandwidth)  # type: ignore[operator]
+            back = 2 * flops
+            if self.recompute_attention and 0 < i < n - 1:  # the core attention's forward again
+                back += 4.0 * b * s * s * h / tp
+            bwd = max(back / peak, 2 * moved / g.memory_bandwidth)  # type: ignore[operator]
             nf, nb = tp_collectives(i, n)
             ar = self._allreduce(gpu, tp, float(act))
             out.append(LayerTimes(fwd + nf * ar + self._loss(gpu, tp, b, i, n), bwd + nb * ar,
                                   z.params * ADAM_BYTES_PER_PARAM / g.memory_bandwidth))  # type: ignore[operator]
         note = (f"{gpu} TP {tp} micro-batch {b} estimated from the model's shape at the GPU's "
                 "datasheet peak (roofline lower bound)")
+        if self.recompute_attention:
+            note += ("; each transformer layer's backward pass reruns its core attention's "
+                     "forward, 4 b s^2 h / t FLOPs (selective recomputation)")
         if tp > 1:  # the split and the TP collectives, named as the derived rule names them
             _, src = self.profiles.intra_node_bandwidth(gpu, tp, 1.0)
             note += (f"; each layer's FLOPs and weights split over the {tp} GPUs, plus "

@@ -490,10 +490,11 @@ def read_model(path: str | os.PathLike[str]) -> ModelProfile:
 #: ``"peak_tflops"`` left the GPU unpriced, or without the datasheet a shape's times need).
 GPU_KEYS = ("name", "memory_bytes", "price_per_hour", "overhead_bytes", "overhead_tp1_bytes",
             "source", "intra_node_bandwidth", "peak_flops", "peak_flops_fp32", "memory_bandwidth",
-            "spec_source", "peak_flops_tf32")
+            "spec_source", "peak_flops_tf32", "compute_capability")
 #: A catalogue entry's numbers that take no unit, and what they count.
 _PLAIN = {"price_per_hour": "dollars per GPU-hour", "peak_flops": "FLOP/s",
-          "peak_flops_fp32": "FLOP/s", "peak_flops_tf32": "FLOP/s"}
+          "peak_flops_fp32": "FLOP/s", "peak_flops_tf32": "FLOP/s",
+          "compute_capability": "CUDA compute capability, major.minor (8.0 for an A100)"}
 
 
 def _plain(g: dict, key: str, at: str) -> Any:
@@ -527,7 +528,8 @@ def gpus_from_data(doc: Any, where: str = "gpus") -> GPUCatalogue:
                            peak_flops_fp32=_plain(g, "peak_flops_fp32", at),
                            memory_bandwidth=_qty("gpus", g, "memory_bandwidth", at, RATE, None),
                            spec_source=_opt(g, "spec_source", ""),
-                           peak_flops_tf32=_plain(g, "peak_flops_tf32", at)))
+                           peak_flops_tf32=_plain(g, "peak_flops_tf32", at),
+                           compute_capability=_plain(g, "compute_capability", at)))
     return GPUCatalogue(tuple(out))
 
 
@@ -542,7 +544,8 @@ def gpus_to_data(c: GPUCatalogue) -> dict[str, Any]:
                                          ("peak_flops_fp32", g.peak_flops_fp32),
                                          ("memory_bandwidth", g.memory_bandwidth),
                                          ("spec_source", g.spec_source or None),
-                                         ("peak_flops_tf32", g.peak_flops_tf32))
+                                         ("peak_flops_tf32", g.peak_flops_tf32),
+                                         ("compute_capability", g.compute_capability))
                                         if v is not None}
                      for g in c.gpus]}
 

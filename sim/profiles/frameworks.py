@@ -117,6 +117,16 @@ What a framework decides, and where dtsim uses it:
     release without bf16, DeepSpeed 0.3.13, has no bf16 entry and refuses it),
     before any option.
 
+``attention``
+    Megatron-LM's core attention (Transformer Engine's DotProductAttention by default, its
+    options ``transformer_impl``, ``attention_backend`` from core 0.11.0 and
+    ``recompute_granularity=selective``): what a shape-estimated transformer layer keeps for
+    its backward pass on each GPU type, :func:`attention_path` (the ``s x s`` matrices of
+    Korthikanti et al. 2022's eq. 2, none with flash or fused attention in fp16/bf16 on
+    compute capability 8.0 or later, none of the core attention with selective
+    recomputation). None (DeepSpeed, the Sailor artifact, DDP): the model's own attention,
+    eq. 2. Its lines at every core tag are ``_MEG_ATTN_LINES``.
+
 Versions: a :class:`Framework` is one release, read at its version. A key
 (``deepspeed``) may have several releases (:data:`RELEASES`: DeepSpeed 0.16.5,
 the default, and 0.3.13, whose pipeline engine many published 3D-parallel runs
@@ -143,7 +153,7 @@ from ..errors import check, check_int
 __all__ = ["PRECISIONS", "Cited", "Framework", "FrameworkSpec", "FrameworkBehaviour",
            "FRAMEWORKS", "RELEASES", "DEFAULT_FRAMEWORK", "SAILOR_FRAMEWORK", "framework", "resolve",
            "P2P_MODES", "ALLREDUCE_PLACEMENTS", "check_mask_sized", "META_VALUES",
-           "META_VALUE_BYTES"]
+           "META_VALUE_BYTES", "attention_path", "TE_FLASH_MIN_CC"]
 
 #: Bytes per value of each training precision.
 PRECISIONS = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -235,6 +245,10 @@ class Framework:
     #: of its dtype (``dp_bytes``: Megatron-LM's fp32 ``main_grad`` under bf16), not the model's;
     #: None: in the model's dtype (``bytes_per_value``)
     grad_buffer: Cited | None = None
+    #: Megatron-LM's attention: its default transformer_impl ("transformer_engine"), whose
+    #: core attention keeps what :func:`attention_path` says; None: the model's own attention,
+    #: which keeps its s x s matrices (Korthikanti et al. 2022, eq. 2)
+    attention: Cited | None = None
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -247,7 +261,8 @@ class Framework:
             "p2p", "partitioned", "grad_partitioned", "gathers", "gather_bytes", "allreduce",
             "barrier", "tied_first", "optimizer_barrier", "bucket_elements", "bucket_rule", "dp_bytes", "tied_bytes", "activation_bytes",
             "step_join", "pipe_groups", "pipe_buffers", "hop_mask", "recv_inputs",
-            "optimizer_allreduces", "bf16_optimizer", "partition_meta", "grad_buffer")
+            "optimizer_allreduces", "bf16_optimizer", "partition_meta", "grad_buffer",
+            "attention")
             if getattr(self, k) is not None}
 
 
@@ -669,6 +684,114 @@ SAILOR = Framework(
                      "(sailor/Worker/run_agent.sh:50, elastic_worker_agent.py:144)"),
 )
 
+#: Megatron-LM's attention facts (:func:`attention_path`), read at every tag as ``_MEG_ANCHORS``
+#: and checked alike (``tests/test_megatron_attention_memory.py``); a table apart so that the
+#: rows of ``_MEG_LINES`` stay as they were read.
+_MT = "core/transformer/transformer_config.py"
+_MAT = "core/transformer/attention.py"
+_MDPA = "core/transformer/dot_product_attention.py"
+_MEG_ATTN_ANCHORS: tuple[tuple[str, str, str, str], ...] = (
+    ("impl_arg", "training/arguments.py", "group.add_argument('--transformer-impl', default='transformer_engine',", ""),
+    ("impl_cfg", _MT, "transformer_impl: Literal[", ""),
+    ("attn_cfg", _MT, "attention_backend: AttnBackend = AttnBackend.auto", ""),
+    ("attn_local", "training/arguments.py", "if args.attention_backend == AttnBackend.local:", ""),
+    ("te_dpa", "core/extensions/transformer_engine.py",
+     "class TEDotProductAttention(te.pytorch.DotProductAttention)", ""),
+    ("te_dpa_old", "core/transformer/custom_layers/transformer_engine.py",
+     "class TEDotProductAttention(te.pytorch.DotProductAttention)", ""),
+    ("local_softmax", _MDPA, "self.scale_mask_softmax(", ""),
+    ("local_dropout", _MDPA, "attention_probs = self.attention_dropout(attention_probs)", ""),
+    ("attn_drop", _MT, "attention_dropout: float = 0.1", ""),
+    ("ckpt_attn", _MAT, "self.checkpoint_core_attention = ", ""),
+    ("ckpt_use", _MAT, "if self.checkpoint_core_attention and self.training:", ""),
+    ("recompute_act", "training/arguments.py", "args.recompute_granularity = 'selective'", ""),
+    ("sel_method", "training/arguments.py", "if args.recompute_granularity == 'selective':", ""),
+)
+_MEG_ATTN_LINES: dict[str, tuple[int, ...]] = {
+    "0.8.0": (668, 0, 0, 0, 0, 404, 160, 167, 46, 103, 322, 221, 460),
+    "0.9.0": (721, 0, 0, 0, 429, 0, 157, 164, 54, 95, 290, 236, 492),
+    "0.10.0": (837, 0, 0, 0, 546, 0, 166, 173, 54, 115, 436, 281, 576),
+    "0.11.0": (909, 0, 51, 227, 604, 0, 166, 173, 74, 120, 450, 288, 628),
+    "0.12.0": (1078, 0, 60, 319, 609, 0, 166, 173, 83, 137, 623, 380, 750),
+    "0.12.1": (1078, 0, 60, 319, 609, 0, 166, 173, 83, 137, 623, 380, 750),
+    "0.12.2": (1088, 0, 60, 329, 609, 0, 166, 173, 83, 137, 623, 390, 760),
+    "0.12.3": (1088, 0, 60, 329, 609, 0, 166, 173, 83, 137, 623, 390, 760),
+    "0.13.0": (1205, 0, 101, 386, 705, 0, 177, 184, 124, 161, 724, 447, 842),
+    "0.13.1": (1205, 0, 101, 386, 705, 0, 177, 184, 124, 161, 724, 447, 842),
+    "0.14.0": (1245, 0, 101, 365, 789, 0, 177, 184, 124, 177, 791, 417, 828),
+    "0.15.0": (1339, 0, 102, 378, 831, 0, 200, 208, 130, 186, 865, 461, 914),
+    "0.15.1": (1339, 0, 102, 378, 831, 0, 200, 208, 130, 186, 865, 461, 914),
+    "0.15.2": (1339, 0, 102, 378, 831, 0, 200, 208, 130, 186, 865, 461, 914),
+    "0.15.3": (1339, 0, 102, 378, 831, 0, 200, 208, 130, 186, 865, 461, 914),
+    "0.16.0": (0, 880, 110, 321, 1140, 0, 210, 218, 140, 328, 1134, 431, 899),
+    "0.16.1": (0, 880, 110, 321, 1140, 0, 210, 218, 140, 328, 1134, 431, 899),
+    "0.17.0": (0, 985, 125, 322, 1351, 0, 210, 218, 155, 328, 1143, 499, 1185),
+    "0.17.1": (0, 998, 125, 322, 1351, 0, 210, 218, 155, 328, 1143, 499, 1190),
+    "0.18.0": (0, 1111, 138, 429, 1583, 0, 210, 218, 168, 373, 1268, 606, 1370),
+    "0.18.2": (0, 1111, 138, 429, 1583, 0, 210, 218, 168, 373, 1268, 606, 1370),
+    "0.19.0": (0, 1220, 144, 434, 1770, 0, 210, 218, 184, 392, 1544, 590, 1385),
+}
+#: The same places at d98e8a64dd (core 0.20.0, :data:`MEGATRON`'s commit).
+_MEG_ATTN_020 = (0, 1314, 151, 436, 2041, 0, 210, 218, 191, 392, 1555, 608, 1425)
+#: The least CUDA compute capability on which Transformer Engine runs flash or fused attention
+#: (``transformer_engine/pytorch/attention/dot_product_attention/utils.py``,
+#: get_attention_backend, "Filter: Compute capability": FlashAttention 2 and FusedAttention
+#: disabled below sm80; "Filter: Data type": both only for fp16 and bf16 inputs).
+TE_FLASH_MIN_CC = 8.0
+_TE_RULE = ("Transformer Engine's get_attention_backend (transformer_engine/pytorch/attention/"
+            "dot_product_attention/utils.py: flash and fused attention disabled below compute "
+            "capability 8.0 and for inputs other than fp16 and bf16, the unfused attention "
+            "left)")
+
+
+def _megatron_attention(src: str, at: dict[str, int], version: str
+                        ) -> tuple[Cited, dict[str, tuple[tuple[Any, ...], str]], dict[str, str]]:
+    """Megatron-LM's attention at ``src`` (``at``: the lines of ``_MEG_ATTN_ANCHORS`` there):
+    the fact, its options and the options it lacks."""
+    args = "training/arguments.py"
+    impl = (f"{args}:{at['impl_arg']} (--transformer-impl, default transformer_engine)"
+            if at["impl_arg"] else f"{_MT}:{at['impl_cfg']} (transformer_impl, default "
+            "transformer_engine; --transformer-impl generated from it)")
+    te = (f"core/extensions/transformer_engine.py:{at['te_dpa']}" if at["te_dpa"] else
+          f"core/transformer/custom_layers/transformer_engine.py:{at['te_dpa_old']}")
+    fact = Cited("transformer_engine", (
+        f"{src}: {impl}: the GPT layer's core attention is Transformer Engine's "
+        f"DotProductAttention ({te}, TEDotProductAttention), which runs flash or fused "
+        f"attention in fp16 and bf16 on compute capability {TE_FLASH_MIN_CC:.1f} or later and keeps "
+        f"no s x s matrix (Dao et al. 2022), else its unfused attention ({_TE_RULE}); the "
+        f"unfused and the local attention ({_MDPA}:{at['local_softmax']} the softmax, "
+        f"{at['local_dropout']} its dropout, attention_dropout 0.1 at {_MT}:{at['attn_drop']}) "
+        "keep the softmax output, the dropout mask and the dropped probabilities, 5 a s^2 "
+        "bytes a sample (Korthikanti et al. 2022, eq. 2)"))
+    options: dict[str, tuple[tuple[Any, ...], str]] = {
+        "transformer_impl": (("transformer_engine", "local"), f"{src}: {impl} (local: Megatron "
+                             f"Core's own layers, whose attention is the local one, {_MDPA}:"
+                             f"{at['local_softmax']}-{at['local_dropout']})"),
+        "recompute_granularity": (("selective",), (
+            f"{src}: {args}:{at['recompute_act']} (--recompute-activations sets selective), "
+            f"{at['sel_method']} (selective takes no --recompute-method); {_MAT}:"
+            f"{at['ckpt_attn']} and {at['ckpt_use']} (the core attention checkpointed: none of "
+            "it kept, its forward rerun in the backward pass; Korthikanti et al. 2022, section "
+            "4.3). Full recomputation is not modelled")),
+    }
+    lacks: dict[str, str] = {}
+    if at["attn_cfg"]:
+        options["attention_backend"] = (
+            ("auto", "flash", "fused", "unfused", "local"),
+            f"{src}: {_MT}:{at['attn_cfg']} (attention_backend, default auto: Transformer Engine "
+            f"chooses among flash, fused and unfused; {_TE_RULE}), {args}:{at['attn_local']} "
+            "(local only with --spec local, a layer spec dtsim does not model)")
+    else:
+        lacks["attention_backend"] = (
+            f"Megatron-LM core {version} has no attention_backend (added in core 0.11.0, "
+            f"{_MT}:51 at core_v0.11.0): Transformer Engine chooses its backend itself, as "
+            "auto lets it")
+    return fact, options, lacks
+
+
+_ATTN_020 = _megatron_attention(_MEG, dict(zip((a[0] for a in _MEG_ATTN_ANCHORS), _MEG_ATTN_020,
+                                                strict=True)), "0.20.0")
+
 #: Megatron-LM's own schedules and DistributedDataParallel (Megatron Core).
 MEGATRON = Framework(
     key="megatron", title="Megatron-LM (Megatron Core schedules and DistributedDataParallel)",
@@ -761,7 +884,9 @@ MEGATRON = Framework(
                                                f"{_MEG}: training/arguments.py:1204-1219 "
                                                "(fp32 gradient buffers: dp_bytes and tied_bytes "
                                                "4)"),
+        **_ATTN_020[1],
     },
+    attention=_ATTN_020[0],
 )
 
 #: PyTorch's DistributedDataParallel (data parallelism only).
@@ -1424,6 +1549,8 @@ def _megatron_release(version: str) -> Framework:
     that release's code is the same, each citing its own line at this tag."""
     at = dict(zip((a[0] for a in _MEG_ANCHORS), _MEG_LINES[version], strict=True))
     src = f"NVIDIA/Megatron-LM core_v{version} (tag core_v{version})"
+    attn, attn_options, attn_lacks = _megatron_attention(src, dict(zip(
+        (a[0] for a in _MEG_ATTN_ANCHORS), _MEG_ATTN_LINES[version], strict=True)), version)
     sched, p2p, fin = "core/pipeline_parallel/schedules.py", \
         "core/pipeline_parallel/p2p_communication.py", "core/distributed/finalize_model_grads.py"
     ddp, args = "core/distributed/distributed_data_parallel.py", "training/arguments.py"
@@ -1522,7 +1649,9 @@ def _megatron_release(version: str) -> Framework:
                                                    f"{at['acc_arg']} and {at['bf16_fp32']} (fp32 "
                                                    "gradient buffers: dp_bytes and tied_bytes "
                                                    "4)"),
+            **attn_options,
         },
+        attention=attn, lacks=attn_lacks,
     )
 
 
@@ -1697,6 +1826,10 @@ class FrameworkBehaviour:
     #: bytes a value of the gradients a rank holds (``Framework.grad_buffer``: the all-reduce
     #: buffer's, where wider than the model's values); None: the model's ``bytes_per_value``
     grad_bytes: int | None = None
+    #: Megatron-LM's attention as the plan runs it, ``(transformer_impl, attention_backend,
+    #: selective recomputation)`` (``Framework.attention``; :func:`attention_path` reads it);
+    #: None: the model's own attention, its s x s matrices kept (eq. 2)
+    attention: tuple[str, str, bool] | None = None
 
     @property
     def gradient_partitioned(self) -> bool:
@@ -1807,6 +1940,19 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
     recv_gather = bool(partitioned and fw.recv_gather is not None and fw.recv_gather.value)
     if recv_gather:
         src["recv_gather"] = fw.recv_gather.source  # type: ignore[union-attr]
+    attention = None
+    if fw.attention is not None:
+        backend = spec.option("attention_backend", "auto")
+        if backend == "local":  # Megatron-LM asserts it runs only with its --spec local
+            check(False, "attention_backend", "auto, flash, fused or unfused (Megatron-LM "
+                  "asserts local runs only with --spec local, a layer spec of its own that "
+                  "dtsim does not model: training/arguments.py, its attention_backend check)",
+                  backend)
+        attention = (spec.option("transformer_impl", fw.attention.value), backend,
+                     spec.option("recompute_granularity") == "selective")
+        for k in ("transformer_impl", "attention_backend", "recompute_granularity"):
+            if spec.option(k) is not None:
+                src["attention"] += f"; {k}={spec.option(k)}: {fw.options[k][1]}"
     seq, mask = spec.option("seq_length"), 0.0
     if seq is not None:
         check_int("seq_length", seq, low=1)
@@ -1836,7 +1982,72 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
         # the buffer's dtype where it is fp32 (bf16, accumulate_allreduce_grads_in_fp32);
         # otherwise it is the parameters' dtype, the model's values
         grad_bytes=dp_bytes if fw.grad_buffer is not None and fw.grad_buffer.value
-        and dp_bytes > profile_bytes else None)
+        and dp_bytes > profile_bytes else None, attention=attention)
+
+
+#: What each attention path keeps, as the output names it (:func:`attention_path`).
+_KEEPS = {"stored": "keeps the s x s softmax output, its dropout mask and the dropped "
+                    "probabilities: s h (10 + 24/t + 5 a s / (h t)) bytes a sample (Korthikanti "
+                    "et al. 2022, eq. 2)",
+          "flash": "keeps no s x s matrix, the softmax statistics instead: s h (10 + 24/t) + "
+                   "4 a s / t bytes a sample (Dao et al. 2022)",
+          "selective": "keeps nothing of the core attention, whose forward the backward pass "
+                       "reruns: s h (10 + 24/t) bytes a sample (Korthikanti et al. 2022, section "
+                       "4.3)"}
+
+
+def attention_path(fb: FrameworkBehaviour, gpu: str, compute_capability: float | None
+                   ) -> tuple[str, str]:
+    """``(path, why)``: how a transformer layer's attention keeps what its backward pass needs
+    on a GPU of type ``gpu`` (its catalogue ``compute_capability``, None: not given) under
+    ``fb``, one of :data:`sim.profiles.values.ATTENTION_PATHS`, and the sentence the output
+    gives for it.
+
+    Megatron-LM (``fb.attention``): ``selective`` with selective recomputation; else
+    ``flash`` when Transformer Engine's DotProductAttention may run flash or fused attention
+    (transformer_impl transformer_engine, attention_backend auto, flash or fused, fp16 or
+    bf16, compute capability :data:`TE_FLASH_MIN_CC` or later); else ``stored`` (the local or
+    TE's unfused attention). An explicit flash or fused backend where TE has neither (fp32,
+    or below 8.0) is refused in one line, as TE fails there; with no compute capability in the
+    catalogue the path is ``stored`` and the sentence says why. Every other framework runs its
+    model's own attention: ``stored``."""
+    fw = fb.framework
+    if fb.attention is None:
+        return "stored", (f"{fw.key} {fw.versions[0]} runs the model's own attention, which "
+                          + _KEEPS["stored"])
+    impl, backend, selective = fb.attention
+    if selective:
+        return "selective", "recompute_granularity=selective: the layer " + _KEEPS["selective"]
+    if impl == "local":
+        return "stored", "transformer_impl=local: Megatron Core's local attention " + \
+            _KEEPS["stored"]
+    if backend == "unfused":
+        return "stored", "attention_backend=unfused: Transformer Engine's unfused attention " + \
+            _KEEPS["stored"]
+    explicit = backend in ("flash", "fused")
+    if fb.precision == "fp32":
+        check(not explicit, "attention_backend", "auto or unfused in fp32 (Transformer Engine "
+              "runs flash and fused attention in fp16 and bf16 only, so it would fail)", backend)
+        return "stored", "fp32: Transformer Engine runs its unfused attention, which " + \
+            _KEEPS["stored"]
+    if compute_capability is None:
+        return "stored", (f"{gpu} has no compute_capability in the GPU catalogue: counted as "
+                          "Transformer Engine's unfused attention, which " + _KEEPS["stored"]
+                          + f" (give it: flash or fused attention runs on {TE_FLASH_MIN_CC:.1f} "
+                          "or later)")
+    if compute_capability < TE_FLASH_MIN_CC:
+        check(not explicit, "attention_backend", f"auto or unfused on {gpu} (compute capability "
+              f"{compute_capability:.1f}: Transformer Engine's flash and fused attention need "
+              f"{TE_FLASH_MIN_CC:.1f} or later, so it would fail)", backend)
+        return "stored", (f"{gpu} (compute capability {compute_capability:.1f} < "
+                          f"{TE_FLASH_MIN_CC:.1f}): Transformer Engine runs its unfused "
+                          "attention, which " + _KEEPS["stored"])
+    how = "flash or fused" if backend == "auto" else backend
+    named = f"attention_backend={backend}" if "attention_backend" in fw.options else \
+        "Transformer Engine's own choice (no attention_backend at this release)"
+    return "flash", (f"{named}: Transformer Engine's {how} attention in "
+                     f"{fb.precision} on {gpu} (compute capability {compute_capability:.1f}) "
+                     + _KEEPS["flash"])
 
 
 def check_mask_sized(fb: FrameworkBehaviour) -> float:

@@ -60,8 +60,14 @@ before the script, Megatron-LM's after it. A Megatron-LM v1.1.5 launch on DeepSp
 - framework :data:`~sim.profiles.frameworks.MEGATRON` 0.20.0: precision
   ``fp16`` with ``--fp16``, ``bf16`` with ``--bf16``, else ``fp32``
   (``megatron/core/model_parallel_config.py:177-180``); options
-  ``overlap_grad_reduce`` (``--overlap-grad-reduce``, ``arguments.py:3121``)
-  and ``accumulate_allreduce_grads_in_fp32`` (``arguments.py:3069``);
+  ``overlap_grad_reduce`` (``--overlap-grad-reduce``, ``arguments.py:3121``),
+  ``accumulate_allreduce_grads_in_fp32`` (``arguments.py:3069``), and the attention's
+  ``transformer_impl`` (``--transformer-impl``, ``transformer_config.py:1314``),
+  ``attention_backend`` (``--attention-backend``, ``transformer_config.py:151``; ``local``
+  refused, Megatron-LM asserting ``--spec local``, ``arguments.py:436-437``) and
+  ``recompute_granularity=selective`` (``--recompute-activations``, ``arguments.py:607-608``,
+  or ``--recompute-granularity selective``; full recomputation refused), each only where
+  not Megatron-LM's default (:data:`WORDS`);
   micro-batch and global batch size from ``--micro-batch-size`` and
   ``--global-batch-size`` (default ``micro x DP``: ``arguments.py:702-703``).
 
@@ -102,6 +108,25 @@ READ = {
     "--num-virtual-stages-per-pipeline-rank": "int", "--tensor-parallel-num-weight-shards": "int",
     "--fp16": "flag", "--bf16": "flag", "--overlap-grad-reduce": "flag",
     "--accumulate-allreduce-grads-in-fp32": "flag", "--untie-embeddings-and-output-weights": "flag",
+    "--transformer-impl": "word", "--attention-backend": "word",
+    "--recompute-activations": "flag", "--recompute-granularity": "word",
+    "--recompute-modules": "word",
+}
+#: The values of the word options dtsim reads that it models, with Megatron-LM's rule for the
+#: others (d98e8a64dd: transformer_config.py:1314 transformer_impl, 151 attention_backend
+#: (AttnBackend), 532 and 1901-1904 recompute_granularity, 560 and 1940-1941 recompute_modules).
+WORDS = {
+    "--transformer-impl": (("transformer_engine", "local"), "transformer_engine or local "
+                           "(inference_optimized is an inference path; transformer_config.py:"
+                           "1314)"),
+    "--attention-backend": (("auto", "flash", "fused", "unfused"), "auto, flash, fused or "
+                            "unfused (local runs only with --spec local, a layer spec of its own "
+                            "that dtsim does not model: arguments.py:436-437)"),
+    "--recompute-granularity": (("selective",), "selective (full recomputation, every layer's "
+                                "forward rerun, is not modelled; Megatron-LM takes full or "
+                                "selective, transformer_config.py:1901-1904)"),
+    "--recompute-modules": (("core_attn",), "core_attn, the default (transformer_config.py:"
+                            "1940-1941; other modules' recomputation is not modelled)"),
 }
 #: Options that must keep Megatron-LM's default (1 or unset) for dtsim to model the run.
 ONE = {
@@ -129,9 +154,11 @@ REFUSED = {
     "--overlap-param-gather": "the distributed optimizer's parameter all-gather (arguments.py:3148)",
     "--use-torch-fsdp2": "FSDP (common_config.py:95)",
     "--use-megatron-fsdp": "FSDP (common_config.py:92)",
-    "--recompute-activations": "activation recomputation (arguments.py:2869)",
-    "--recompute-granularity": "activation recomputation (transformer_config.py:532)",
-    "--recompute-method": "activation recomputation (transformer_config.py)",
+    "--recompute-method": "full recomputation's layer choice (transformer_config.py:543; "
+                          "selective recomputation takes none: arguments.py:1425-1428)",
+    "--recompute-num-layers": "full recomputation's layer count (transformer_config.py:551)",
+    "--spec": "a layer spec of its own (arguments.py:3645), whose attention and layers dtsim "
+              "does not know",
     "--num-experts": "a mixture of experts (arguments.py:3518)",
     "--fp8-format": "FP8 training (transformer_config.py:587-589)",
     "--fp4-format": "FP4 training (transformer_config.py:674)",
@@ -629,7 +656,8 @@ def _megatron_options(args: tuple[Any, ...], where: str) -> dict[str, Any]:
     flags = {k for k, v in READ.items() if v == "flag"} | {
         k for k in REFUSED if k not in ("--num-layers-per-virtual-pipeline-stage",
                                         "--pipeline-model-parallel-layout", "--num-experts",
-                                        "--recompute-granularity", "--recompute-method",
+                                        "--recompute-method", "--recompute-num-layers",
+                                        "--spec",
                                         "--fp8-format", "--fp4-format", "--ddp-bucket-size",
                                         "--ddp-num-buckets", "--model-parallel-size",
                                         "--encoder-num-layers", "--decoder-num-layers",
@@ -650,6 +678,15 @@ def _megatron_options(args: tuple[Any, ...], where: str) -> dict[str, Any]:
             if READ[name] == "flag":
                 check(value is None, "plan", f"no value for the flag {name} at {where}", value)
                 got[name] = True
+            elif READ[name] == "word":
+                allowed, rule = WORDS[name]
+                check(value is not None, "plan", f"a value for {name} at {where}", None)
+                if isinstance(value, _Unknown):
+                    raise ConfigError("plan", f"a value dtsim can read for {name} at {where} "
+                                      "(the file does not set it; nothing in it is run)",
+                                      str(value))
+                check(value in allowed, "plan", f"{name} {rule} at {where}", value)
+                got[name] = value
             else:
                 check(value is not None, "plan", f"a value for {name} at {where}", None)
                 got[name] = _int(name, value, where)
@@ -779,6 +816,17 @@ def megatron_plan_from_text(text: str, where: str, model: Any,
         options.append(("overlap_grad_reduce", True))
     if opts.get("--accumulate-allreduce-grads-in-fp32"):
         options.append(("accumulate_allreduce_grads_in_fp32", True))
+    # the attention (sim.profiles.frameworks.attention_path): options only where not Megatron's
+    # defaults, so a launch without them is the plan it was
+    if opts.get("--transformer-impl", "transformer_engine") != "transformer_engine":
+        options.append(("transformer_impl", opts["--transformer-impl"]))
+    if opts.get("--attention-backend", "auto") != "auto":
+        options.append(("attention_backend", opts["--attention-backend"]))
+    # --recompute-activations sets selective (arguments.py:607-608); a granularity given is
+    # read as given (selective: the only one dtsim models)
+    if opts.get("--recompute-activations") or "--recompute-granularity" in opts:
+        options.append(("recompute_granularity", "selective"))
+    # --recompute-modules core_attn alone recomputes nothing (transformer_config.py:1943-1944): ignored
     fw = FrameworkSpec("megatron", "0.20.0", precision, tuple(options))
     stages = []
     lo = 0

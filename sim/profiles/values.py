@@ -29,6 +29,7 @@ __all__ = [
     "LayerSizes",
     "ModelShape",
     "shape_sizes",
+    "ATTENTION_PATHS",
     "ModelProfile",
     "GPUType",
     "GPUCatalogue",
@@ -151,7 +152,21 @@ class ModelShape:
         check(isinstance(self.tied, bool), "tied", "true or false", self.tied)
 
 
-def shape_sizes(shape: ModelShape, tp: int, bytes_per_value: int) -> tuple[LayerSizes, ...]:
+#: How a transformer layer's attention keeps what its backward pass needs
+#: (:func:`shape_sizes`): ``stored`` the ``s x s`` softmax output, its dropout mask and the
+#: dropped probabilities (Korthikanti et al. 2022, eq. 2); ``flash`` none of them, the
+#: softmax statistics instead (FlashAttention and Transformer Engine's fused attention: Dao
+#: et al. 2022); ``selective`` none at all (the core attention recomputed in the backward
+#: pass: Korthikanti et al. 2022, section 4.3). Which one a run takes is the framework's
+#: (:func:`sim.profiles.frameworks.attention_path`).
+ATTENTION_PATHS = ("stored", "flash", "selective")
+#: Bytes a value of FlashAttention's softmax statistics (``softmax_lse``, fp32, one per head
+#: and token: Dao et al. 2022, algorithm 2, which saves ``L`` for the backward pass).
+SOFTMAX_STAT_BYTES = 4
+
+
+def shape_sizes(shape: ModelShape, tp: int, bytes_per_value: int,
+                attention: str = "stored") -> tuple[LayerSizes, ...]:
     """The layers' sizes of a model given by its shape, on one GPU of a TP group of ``tp``.
 
     Parameters per layer (Narayanan et al. 2021, section 5.1): transformer
@@ -161,11 +176,22 @@ def shape_sizes(shape: ModelShape, tp: int, bytes_per_value: int) -> tuple[Layer
     A layer's output per sample is ``s h`` values; the activation memory it
     keeps per sample (Korthikanti et al. 2022, eq. 2, without sequence
     parallelism or recomputation, 2-byte activations) ``s h (10 + 24 / t + 5 a s
-    / (h t))`` bytes, doubled for 4-byte values.
+    / (h t))`` bytes, doubled for 4-byte values: ``attention`` ``"stored"``
+    (:data:`ATTENTION_PATHS`). ``"flash"`` keeps no ``s x s`` matrix: ``s h (10 + 24 /
+    t)`` bytes (the attention's inputs and output, which the eq. 2 terms count already)
+    plus the softmax statistics, ``a s / t`` fp32 values (:data:`SOFTMAX_STAT_BYTES`);
+    ``"selective"`` ``s h (10 + 24 / t)`` bytes (Korthikanti et al. 2022, section 4.3).
     """
+    check(attention in ATTENTION_PATHS, "attention", "one of " + ", ".join(ATTENTION_PATHS),
+          attention)
     s, h, a, V = shape.sequence, shape.hidden, shape.heads, shape.vocabulary
     out_bytes = float(s * h * bytes_per_value)
-    mem = s * h * (10 + 24 / tp + 5 * a * s / (h * tp)) * (bytes_per_value / 2.0)
+    if attention == "stored":
+        mem = s * h * (10 + 24 / tp + 5 * a * s / (h * tp)) * (bytes_per_value / 2.0)
+    else:
+        mem = s * h * (10 + 24 / tp) * (bytes_per_value / 2.0)
+        if attention == "flash":
+            mem += SOFTMAX_STAT_BYTES * a * s / tp
     emb = LayerSizes(V * h // tp + s * h, out_bytes, float(s * h * bytes_per_value))
     layer = LayerSizes((12 * h * h + 13 * h) // tp, out_bytes, mem)
     last = LayerSizes(2 * h + (0 if shape.tied else V * h // tp), out_bytes,
@@ -354,13 +380,14 @@ class ModelProfile:
         there): :func:`shape_sizes`."""
         return tp not in self._sizes and self.shape is not None
 
-    def layer_sizes(self, tp: int) -> tuple[LayerSizes, ...]:
+    def layer_sizes(self, tp: int, attention: str = "stored") -> tuple[LayerSizes, ...]:
         """The layers' sizes on one GPU of a TP group of degree ``tp`` (the shape's where the
-        profile has none)."""
+        profile has none, with the activation memory of the ``attention`` path:
+        :func:`shape_sizes`; measured sizes are the profile's whatever the path)."""
         row = self._sizes.get(tp)
         if row is None:
             if self.shape is not None:
-                return shape_sizes(self.shape, tp, self.bytes_per_value)
+                return shape_sizes(self.shape, tp, self.bytes_per_value, attention)
             # the message is formatted only when it is needed
             raise ConfigError("tp", f"a TP degree with sizes in the profile of {self.name} "
                               f"({', '.join(str(t) for t in sorted(self._sizes))})", tp)
@@ -405,6 +432,12 @@ class GPUType:
         Device memory bandwidth, bytes per second, from its datasheet.
     spec_source : str
         Where those four come from.
+    compute_capability : float or None
+        The GPU's CUDA compute capability (``major.minor`` as a number: 8.0 for the A100),
+        from NVIDIA's CUDA GPUs table (developer.nvidia.com/cuda-gpus): whether Transformer
+        Engine can run flash or fused attention on it (8.0 or later:
+        :func:`sim.profiles.frameworks.attention_path`). None: not given, and a Megatron-LM
+        plan's attention is counted as the stored path, with a note saying so.
     """
 
     name: str
@@ -419,6 +452,7 @@ class GPUType:
     memory_bandwidth: float | None = None
     spec_source: str = ""
     peak_flops_tf32: float | None = None
+    compute_capability: float | None = None
 
     def __post_init__(self) -> None:
         _name("gpu", self.name)
@@ -433,7 +467,7 @@ class GPUType:
                                check_nonnegative("overhead_tp1_bytes", self.overhead_tp1_bytes))
         check(isinstance(self.source, str), "source", "a string", self.source)
         for k in ("intra_node_bandwidth", "peak_flops", "peak_flops_fp32", "memory_bandwidth",
-                  "peak_flops_tf32"):
+                  "peak_flops_tf32", "compute_capability"):
             if getattr(self, k) is not None:
                 object.__setattr__(self, k, check_positive(k, getattr(self, k)))
         check(isinstance(self.spec_source, str), "spec_source", "a string", self.spec_source)
