@@ -60,8 +60,11 @@ before the script, Megatron-LM's after it. A Megatron-LM v1.1.5 launch on DeepSp
 - framework :data:`~sim.profiles.frameworks.MEGATRON` 0.20.0: precision
   ``fp16`` with ``--fp16``, ``bf16`` with ``--bf16``, else ``fp32``
   (``megatron/core/model_parallel_config.py:177-180``); options
-  ``overlap_grad_reduce`` (``--overlap-grad-reduce``, ``arguments.py:3121``)
-  and ``accumulate_allreduce_grads_in_fp32`` (``arguments.py:3069``);
+  ``overlap_grad_reduce`` (``--overlap-grad-reduce``, ``arguments.py:3121``),
+  ``accumulate_allreduce_grads_in_fp32`` (``arguments.py:3069``),
+  ``use_distributed_optimizer`` (``--use-distributed-optimizer``, ``arguments.py:3156``) and
+  ``overlap_param_gather`` (``--overlap-param-gather``, ``arguments.py:3148``; only with the
+  other two, as Megatron-LM asserts at ``arguments.py:1024-1029``);
   micro-batch and global batch size from ``--micro-batch-size`` and
   ``--global-batch-size`` (default ``micro x DP``: ``arguments.py:702-703``).
 
@@ -102,6 +105,7 @@ READ = {
     "--num-virtual-stages-per-pipeline-rank": "int", "--tensor-parallel-num-weight-shards": "int",
     "--fp16": "flag", "--bf16": "flag", "--overlap-grad-reduce": "flag",
     "--accumulate-allreduce-grads-in-fp32": "flag", "--untie-embeddings-and-output-weights": "flag",
+    "--use-distributed-optimizer": "flag", "--overlap-param-gather": "flag",
 }
 #: Options that must keep Megatron-LM's default (1 or unset) for dtsim to model the run.
 ONE = {
@@ -124,9 +128,8 @@ REFUSED = {
     "--account-for-loss-in-pipeline-split": "the loss counted as a layer in the split "
                                             "(transformer_config.py:141)",
     "--use-tp-pp-dp-mapping": "rank order tp-cp-ep-pp-dp (initialize.py:395)",
-    "--use-distributed-optimizer": "a sharded optimizer (reduce-scatter and all-gather in place "
-                                   "of the all-reduce; arguments.py:3156)",
-    "--overlap-param-gather": "the distributed optimizer's parameter all-gather (arguments.py:3148)",
+    "--overlap-param-gather-with-optimizer-step": "the interleaved schedule's first parameter "
+        "all-gather beside the optimizer step (arguments.py:1066-1072)",
     "--use-torch-fsdp2": "FSDP (common_config.py:95)",
     "--use-megatron-fsdp": "FSDP (common_config.py:92)",
     "--recompute-activations": "activation recomputation (arguments.py:2869)",
@@ -779,6 +782,13 @@ def megatron_plan_from_text(text: str, where: str, model: Any,
         options.append(("overlap_grad_reduce", True))
     if opts.get("--accumulate-allreduce-grads-in-fp32"):
         options.append(("accumulate_allreduce_grads_in_fp32", True))
+    if opts.get("--use-distributed-optimizer"):
+        options.append(("use_distributed_optimizer", True))
+    if opts.get("--overlap-param-gather"):  # Megatron-LM's asserts, arguments.py:1024-1029
+        for need in ("--use-distributed-optimizer", "--overlap-grad-reduce"):
+            check(bool(opts.get(need)), "plan", f"--overlap-param-gather only with {need} "
+                  f"({_MEG} megatron/training/arguments.py:1024-1029) at {where}", "without it")
+        options.append(("overlap_param_gather", True))
     fw = FrameworkSpec("megatron", "0.20.0", precision, tuple(options))
     stages = []
     lo = 0
