@@ -911,7 +911,10 @@ def test_a_megatron_release_gets_its_own_table(prof):
                 continue
             assert fact.value == MEGATRON.facts()[name].value, (v, name)
             assert fact.source.startswith(f"NVIDIA/Megatron-LM core_v{v} (tag core_v{v})")
-        assert set(fw.options) == set(MEGATRON.options) and fw.precisions == MEGATRON.precisions
+        # core_v0.8.0's distributed optimizer all-gathers from zero_grad: not read, not offered
+        lacks = {"use_distributed_optimizer", "overlap_param_gather"} if v == "0.8.0" else set()
+        assert set(fw.options) == set(MEGATRON.options) - lacks
+        assert fw.precisions == MEGATRON.precisions
     assert "logical_and" not in MEGATRON_TAGS["0.10.0"].step_join.source
     assert "training/training.py:1422 (optimizer.step()), then 1427 (logical_and" in \
         MEGATRON_TAGS["0.13.1"].step_join.source

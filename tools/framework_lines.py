@@ -34,10 +34,11 @@ def _show(repo: str, tag: str, path: str) -> list[str]:
     return out.stdout.splitlines()  # a file absent at the tag: no lines
 
 
-def lines(kind: str, repo: str, version: str) -> tuple[int, ...]:
-    """The line of each anchor of ``kind`` at the tag of ``version`` (0: absent)."""
+def lines(kind: str, repo: str, version: str, tag: str | None = None) -> tuple[int, ...]:
+    """The line of each anchor of ``kind`` at the tag of ``version`` (0: absent), or at the
+    revision ``tag`` where given (Megatron-LM 0.20.0's d98e8a64dd, no tag)."""
     prefix, root = KINDS[kind]
-    tag = prefix + version
+    tag = prefix + version if tag is None else tag
     files: dict[str, list[str]] = {}
     at: dict[str, int] = {}
     anchors = {"deepspeed": _DS_ANCHORS, "megatron": _MEG_ANCHORS,

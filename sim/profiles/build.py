@@ -1026,7 +1026,8 @@ def param_allgather_times(plan: Plan, network: NetworkProfile, fb: FrameworkBeha
     ``bucket_elements``, overlapped with the backward pass by its ``bucket_rule``
     (:func:`sim.training.traffic.gradient_buckets`: Megatron-LM's cut on the first stage
     only). On physical nodes the stages' rings run at once and share NICs
-    (:func:`concurrent_allreduce_times` of each stage's bytes, halved, as one bucket). With
+    (:func:`concurrent_allreduce_times` of each stage's bytes, halved; overlapped, each bucket
+    with every stage's ring beside it, as :func:`overlapped_buckets`). With
     ``overlap_param_gather`` the same time: the next step's first forward pass waits for it
     (:data:`~sim.profiles.frameworks.MEGATRON`'s option source). One replica: 0."""
     if not fb.dist_optimizer:
@@ -1039,20 +1040,25 @@ def param_allgather_times(plan: Plan, network: NetworkProfile, fb: FrameworkBeha
     pb = float(fb.param_gather_bytes)
     bucket = fb.bucket_elements * pb
     rings = [[(x, (j, i)) for i, x in enumerate(st.replicas)] for j, st in enumerate(plan.stages)]
-    if plan.physical:
+    overlapped = fb.allreduce == "overlap-backward"
+    if plan.physical and not overlapped:
         ends = concurrent_allreduce_times(network, rings, [p * pb for p in params], bucket,
                                           profiles)  # type: ignore[arg-type]
         return tuple(e / 2 for e in ends)
+    # overlapped buckets on physical nodes: each with every stage's ring beside it, as
+    # overlapped_buckets times the gradients' (an upper bound where they do not all overlap)
+    shared = nic_shares((host_of(*ring[i]), host_of(*ring[(i + 1) % r]), ring[i][0].tp)
+                        for ring in rings for i in range(r)) if plan.physical else None
     out = []
     for j, (ring, p) in enumerate(zip(rings, params, strict=True)):
         flows = [x[0].tp for x in ring]
-        if fb.allreduce != "overlap-backward":
+        if not overlapped:
             out.append(plan_allreduce_time(network, ring, flows, p * pb, bucket, profiles) / 2)
             continue
         cuts = gradient_buckets(p * pb, bucket if math.isfinite(bucket) else None,
                                 rule=fb.bucket_rule, first_stage=j == 0)
-        out.append(math.fsum(plan_allreduce_time(network, ring, flows, b, math.inf, profiles) / 2
-                             for b in cuts))
+        out.append(math.fsum(plan_allreduce_time(network, ring, flows, b, math.inf, profiles,
+                                                 shared) / 2 for b in cuts))
     return tuple(out)
 
 
