@@ -337,3 +337,21 @@ def test_cited_lines_hold_in_megatron():
     assert dict(zip((a[0] for a in _MEG_DO_ANCHORS), main_lines, strict=True)) == _MEG_DO_MAIN
     # the launch reader's refusal cites the assert's lines
     assert (_MEG_DO_MAIN["opg_if"], _MEG_DO_MAIN["opg_assert"]) == (1024, 1029)
+
+
+def test_checkpoint_bytes_hold_the_whole_optimizer_state(prof):
+    """A strategy's checkpoint (sim.profiles.formations, Megatron's fully parallel torch_dist
+    save) writes the whole optimizer state over the data-parallel group, though each rank
+    holds 1/d of it; a restart reads the rank's weights and its own shard. Without the option
+    the bytes are as before (each node 1/d of weights and optimizer, reading all of it)."""
+    from sim.profiles.formations import node_checkpoint_bytes
+
+    m = prof.model("L7")
+    for d in (2, 4):
+        whole = build_plan(_hand_plan(d=d), prof, steps=1, check_memory=False)
+        shard = build_plan(_hand_plan(options=DO, d=d), prof, steps=1, check_memory=False)
+        a, b = node_checkpoint_bytes(whole, m), node_checkpoint_bytes(shard, m)
+        for g, (w0, r0), (w1, r1) in zip(shard.memory, a, b, strict=True):
+            assert w1 == pytest.approx(w0, rel=1e-15)  # the same checkpoint, spread alike
+            assert r0 == g.tp * (g.weights + g.optimizer * d)
+            assert r1 == g.tp * (g.weights + g.optimizer) < r0
