@@ -1138,14 +1138,18 @@ def _print_explain(x: dict[str, Any], m: int) -> None:
              f"{s['compute']:.4g}", f"{s['p2p']:.4g}", f"{s['bubble']:.4g}")
             for s in x["stages"]]
     print_table(rows, ("stage", "forward/mb", "backward/mb", "compute", "p2p", "bubble"))
+    # Megatron-LM's distributed optimizer reduce-scatters the gradients (JSON: "allreduce")
+    dp_sync = "reduce-scatter" if x.get("param_allgather") is not None else "all-reduce"
     print(f"pipeline {x['pipeline_time']:.4g} + tied all-reduce {x['tied_allreduce']:.4g} + "
-          f"all-reduce {x['allreduce']:.4g} + optimizer {x['optimizer']:.4g} (stage "
+          f"{dp_sync} {x['allreduce']:.4g} + optimizer {x['optimizer']:.4g} (stage "
           f"{x['tail_stage']}) = {x['iteration']:.4g}")
     coll, loss = x.get("optimizer_collectives", 0.0), x.get("loss", 0.0)
     if coll > 0 or loss > 0:
+        world = " (the gradient norm's over every rank: the distributed optimizer)" \
+            if x.get("param_allgather") is not None else ""
         print(f"  (the optimizer steps include the one-value all-reduces over the model-parallel "
-              f"group, {coll:.4g}, and the loss's all-reduce and broadcast from the last stage, "
-              f"{loss:.4g})")
+              f"group{world}, {coll:.4g}, and the loss's all-reduce and broadcast from the last "
+              f"stage, {loss:.4g})")
     if x.get("param_allgather", 0.0) > 0:
         print("  (and the distributed optimizer's all-gather of the updated parameters over the "
               f"stage's data-parallel group, {x['param_allgather']:.4g})")

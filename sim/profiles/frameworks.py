@@ -51,6 +51,13 @@ What a framework decides, and where dtsim uses it:
     shards of ``allgather_bucket_size``: :func:`sim.profiles.build.bf16_allgather_times` and
     :func:`sim.profiles.build.bf16_optimizer_memory`; its fp32 flat gradient buffer is
     all-reduced in one collective (``bucket_elements`` inf).
+``options`` ``use_distributed_optimizer``, ``overlap_param_gather`` (Megatron-LM 0.9.0 on)
+    Megatron-LM's distributed optimizer: the gradients reduce-scattered over the data-parallel
+    group, the optimizer state and step on the rank's ``1/dp`` shard, the parameters
+    all-gathered after the step, the gradient norm over the world
+    (:attr:`FrameworkBehaviour.dist_optimizer`; :func:`sim.profiles.build.param_allgather_times`,
+    :func:`sim.profiles.build.plan_memory`); ``grad_copy``, the fp32 copy of 16-bit gradients
+    its optimizer step holds until the next step's zero_grad (fp16).
 ``step_join``
     Whom a stage waits for before its next step: ``"last-stage"`` (DeepSpeed:
     the loss all-reduced among the last stages, then broadcast over each
