@@ -355,3 +355,20 @@ def test_checkpoint_bytes_hold_the_whole_optimizer_state(prof):
             assert w1 == pytest.approx(w0, rel=1e-15)  # the same checkpoint, spread alike
             assert r0 == g.tp * (g.weights + g.optimizer * d)
             assert r1 == g.tp * (g.weights + g.optimizer) < r0
+
+
+def test_the_planner_bound_stays_below_the_reduce_scatter(slow):
+    """The search's lower bound on a stage's gradient sync (ProfilePlanModel.allreduce_bound,
+    which prunes plans) counts the reduce-scatter's d - 1 steps under the distributed optimizer:
+    at most the time the plan is given, which the all-reduce's 2 (d - 1) would exceed."""
+    from sim.planner.models import ProfilePlanModel
+
+    plan = _hand_plan(options=DO)
+    b = build_plan(plan, slow, steps=1, check_memory=False)
+    pm = ProfilePlanModel(slow, slow.model("L7"), framework=plan.framework)
+    size = 4.0 * P_HAND
+    bound = pm.allreduce_bound((plan.stages[1].replicas[0],), 2, size)
+    assert 0 < bound <= b.allreduce_times[1]
+    whole = ProfilePlanModel(slow, slow.model("L7"), framework=FrameworkSpec(
+        "megatron", precision="bf16"))
+    assert whole.allreduce_bound((plan.stages[1].replicas[0],), 2, size) > b.allreduce_times[1]

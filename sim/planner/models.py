@@ -295,7 +295,8 @@ class ProfilePlanModel:
         ``bucket / n`` bytes at the link's peak bandwidth for messages of that
         size or more (:meth:`~sim.network.BandwidthCurve.peak_above`), the
         least over every ordered pair of kinds. 0 for one replica or a pair the
-        network lacks (such a plan is refused when it is timed).
+        network lacks (such a plan is refused when it is timed). Under Megatron-LM's
+        distributed optimizer the gradients are reduce-scattered: ``n - 1`` such steps.
         """
         n = replicas
         if n <= 1 or size <= 0:
