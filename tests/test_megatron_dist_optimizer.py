@@ -283,10 +283,21 @@ def test_the_planner_finds_plans_that_fit_only_sharded(tmp_path, capsys):
      r"'overlap_param_gather' must be true only with use_distributed_optimizer=true"),
     ("", "megatron:overlap_param_gather=true,use_distributed_optimizer=true",
      r"'overlap_param_gather' must be true only with overlap_grad_reduce=true"),
+    # allowed by Megatron-LM, not modelled: each stage's first forward pass waits for its
+    # all-gather (the forward pre-hook; align_param_gather off without interleaving)
+    ("--overlap-param-gather --use-distributed-optimizer --overlap-grad-reduce", None,
+     r"'plan' must be a Megatron-LM run dtsim models: --overlap-param-gather makes each "
+     r"stage's first forward pass wait .*arguments\.py:1013"),
+    ("", "megatron:overlap_param_gather=true,use_distributed_optimizer=true,"
+     "overlap_grad_reduce=true", r"'overlap_param_gather' must be false: with it each stage's "
+     r"first forward pass waits"),
 ])
 def test_refusals(tmp_path, capsys, extra, framework, message):
     """Megatron-LM's asserts (training/arguments.py:1024-1029 at d98e8a64dd) as one-line
-    refusals, exit 2, from a launch line or a plan's framework keys."""
+    refusals, exit 2, from a launch line or a plan's framework keys; and --overlap-param-gather
+    where Megatron-LM runs it: on the non-interleaved schedule each stage's first forward pass
+    starts and waits for its all-gather after receiving its input (not an overlap dtsim can
+    time as the step's end)."""
     launch = tmp_path / "launch.sh"
     launch.write_text("torchrun --nnodes 2 --nproc-per-node 4 pretrain_gpt.py "
                       "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
@@ -303,8 +314,9 @@ def test_refusals(tmp_path, capsys, extra, framework, message):
 
 
 def test_releases_offering_the_option():
-    """core 0.9.0 to 0.19.0 and 0.20.0 offer both options (each citing its own lines); 0.8.0,
-    whose all-gather lives in distrib_optimizer.py (from zero_grad) and was not read, does not."""
+    """core 0.9.0 to 0.19.0 and 0.20.0 offer both options (each citing its own lines; the second
+    for Megatron-LM's asserts and its refusal); 0.8.0, whose all-gather lives in
+    distrib_optimizer.py (from zero_grad) and was not read, does not."""
     for v, fw in MEGATRON_TAGS.items():
         has = {"use_distributed_optimizer", "overlap_param_gather"} <= set(fw.options)
         assert has == (v != "0.8.0"), v

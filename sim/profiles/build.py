@@ -1027,9 +1027,7 @@ def param_allgather_times(plan: Plan, network: NetworkProfile, fb: FrameworkBeha
     (:func:`sim.training.traffic.gradient_buckets`: Megatron-LM's cut on the first stage
     only). On physical nodes the stages' rings run at once and share NICs
     (:func:`concurrent_allreduce_times` of each stage's bytes, halved; overlapped, each bucket
-    with every stage's ring beside it, as :func:`overlapped_buckets`). With
-    ``overlap_param_gather`` the same time: the next step's first forward pass waits for it
-    (:data:`~sim.profiles.frameworks.MEGATRON`'s option source). One replica: 0."""
+    with every stage's ring beside it, as :func:`overlapped_buckets`). One replica: 0."""
     if not fb.dist_optimizer:
         return ()
     r = plan.dp[0]

@@ -51,7 +51,8 @@ What a framework decides, and where dtsim uses it:
     shards of ``allgather_bucket_size``: :func:`sim.profiles.build.bf16_allgather_times` and
     :func:`sim.profiles.build.bf16_optimizer_memory`; its fp32 flat gradient buffer is
     all-reduced in one collective (``bucket_elements`` inf).
-``options`` ``use_distributed_optimizer``, ``overlap_param_gather`` (Megatron-LM 0.9.0 on)
+``options`` ``use_distributed_optimizer`` (Megatron-LM 0.9.0 on; ``overlap_param_gather``
+    read for Megatron-LM's asserts, then refused: its source says why)
     Megatron-LM's distributed optimizer: the gradients reduce-scattered over the data-parallel
     group, the optimizer state and step on the rank's ``1/dp`` shard, the parameters
     all-gathered after the step, the gradient norm over the world
@@ -689,7 +690,8 @@ _MEG_DO_MAIN: dict[str, int] = dict(
     do_cfg=29, opg_cfg=21, do_arg=3156, opg_arg=3148, opg_if=1024, opg_assert=1029,
     grad_sync=600, rs_old=782, rs_new=718, param_sync=383, ag_old=0, ag_new=521, shard_main=445,
     shard_grad=2792, step_rg=3168, step_ag=3175, mp_group_do=0, stats_group_do=796,
-    pre_hook=517, finish_ps=538, fp16_copy=1097, zero_grad=3044)
+    pre_hook=517, finish_ps=538, dispatch_ps=557, align_off=1013, fp16_copy=1097,
+    zero_grad=3044)
 
 
 def _dist_optimizer_source(src: str, at: dict[str, int], extra: str = "") -> str:
@@ -720,14 +722,14 @@ def _overlap_param_gather_source(src: str, at: dict[str, int]) -> str:
             f"training/arguments.py:{at['opg_arg']} and {at['opg_if']}-{at['opg_assert']} "
             "(only with the distributed optimizer and overlap_grad_reduce); "
             f"core/optimizer/distrib_optimizer.py:{at['step_rg']}-{at['step_ag']} (the step "
-            "then launches no all-gather: core/distributed/distributed_data_parallel.py:"
-            f"{at['pre_hook']}, the forward pre-hook of the next step's first forward pass, "
-            f"and param_and_grad_buffer.py:{at['finish_ps']} (finish_param_sync) start a "
-            "bucket's all-gather there if not yet started and wait for it before its first "
-            "module runs, only then starting the next bucket's): timed as the synchronous "
-            "all-gather, exact with one bucket (every stage after the first; the first without "
-            "overlap_grad_reduce's buckets), else at most the first forward pass's compute "
-            "above the run's")
+            "then launches no all-gather); without the interleaved schedule align_param_gather "
+            f"is off (training/arguments.py:{at['align_off']}), so each bucket's all-gather "
+            "starts in the forward pre-hook of its first module in the next step "
+            f"(core/distributed/distributed_data_parallel.py:{at['pre_hook']}, "
+            f"param_and_grad_buffer.py:{at['finish_ps']} and {at['dispatch_ps']}: started "
+            "there if not yet, then waited for): each stage's first forward pass, after it "
+            "received its input, waits for its all-gather, a delay of the pipeline's fill "
+            "dtsim's schedules do not model (refused)")
 
 
 def _grad_copy_source(src: str, at: dict[str, int]) -> str:
@@ -1526,55 +1528,57 @@ _MEG_DO_ANCHORS: tuple[tuple[str, str, str, str], ...] = (
     ("stats_group_do", _MO, "def get_grad_stats_parallel_group(", ""),
     ("pre_hook", _MD, "def _make_forward_pre_hook(", ""),
     ("finish_ps", _MB, "def finish_param_sync(", ""),
+    ("dispatch_ps", _MB, "if not self.param_gather_dispatched:", "finish_ps"),
+    ("align_off", _MA, "args.align_param_gather = False", ""),
     ("fp16_copy", "core/optimizer/optimizer.py",
      "main_param.grad = model_param.main_grad.float()", ""),
     ("zero_grad", "training/training.py", "optimizer.zero_grad()", ""),
 )
 _MEG_DO_LINES: dict[str, tuple[int, ...]] = {
-    "0.8.0": (17, 0, 1453, 1429, 279, 0, 96, 135, 0, 0, 0, 0, 319, 1520, 1597, 0, 547, 0, 0, 0,
-            582, 586),
+    "0.8.0": (17, 0, 1453, 1429, 279, 0, 96, 135, 0, 0, 0, 0, 319, 1520, 1597, 0, 547, 0, 0, 0, 0,
+            0, 582, 586),
     "0.9.0": (25, 17, 1584, 1556, 296, 300, 223, 259, 0, 147, 176, 0, 368, 1691, 1816, 1833, 574,
-            0, 307, 193, 580, 712),
+            0, 307, 193, 213, 290, 580, 712),
     "0.10.0": (25, 17, 1746, 1718, 364, 368, 246, 355, 313, 168, 210, 199, 367, 1674, 1799, 1816,
-            0, 550, 327, 216, 601, 759),
+            0, 550, 327, 216, 236, 357, 601, 759),
     "0.11.0": (25, 17, 1839, 1810, 399, 403, 255, 360, 321, 169, 211, 200, 376, 1764, 1907, 1924,
-            0, 589, 326, 217, 636, 787),
+            0, 589, 326, 217, 237, 376, 636, 787),
     "0.12.0": (25, 17, 2131, 2102, 502, 506, 279, 388, 348, 193, 235, 224, 366, 1988, 2088, 2107,
-            0, 584, 359, 241, 636, 1226),
+            0, 584, 359, 241, 261, 471, 636, 1226),
     "0.12.1": (25, 17, 2131, 2102, 502, 506, 279, 388, 348, 193, 235, 224, 366, 1988, 2088, 2107,
-            0, 584, 359, 241, 636, 1226),
+            0, 584, 359, 241, 261, 471, 636, 1226),
     "0.12.2": (25, 17, 2141, 2112, 512, 516, 279, 388, 348, 193, 235, 224, 366, 1988, 2088, 2107,
-            0, 584, 359, 241, 636, 1226),
+            0, 584, 359, 241, 261, 481, 636, 1226),
     "0.12.3": (25, 17, 2141, 2112, 512, 516, 279, 388, 348, 193, 235, 224, 366, 1988, 2088, 2107,
-            0, 584, 359, 241, 636, 1226),
+            0, 584, 359, 241, 261, 481, 636, 1226),
     "0.13.0": (25, 17, 2348, 2319, 594, 598, 291, 402, 360, 205, 247, 236, 373, 2015, 2147, 2166,
-            0, 591, 450, 253, 704, 1372),
+            0, 591, 450, 253, 273, 577, 704, 1372),
     "0.13.1": (25, 17, 2348, 2319, 594, 598, 291, 402, 360, 205, 247, 236, 373, 2015, 2147, 2166,
-            0, 591, 450, 253, 704, 1372),
+            0, 591, 450, 253, 273, 577, 704, 1372),
     "0.14.0": (25, 17, 2412, 2383, 559, 563, 323, 442, 396, 214, 260, 249, 379, 2091, 2270, 2289,
-            0, 597, 467, 266, 716, 1202),
+            0, 597, 467, 266, 286, 549, 716, 1202),
     "0.15.0": (25, 17, 2658, 2629, 625, 629, 322, 441, 395, 213, 259, 248, 395, 2396, 2575, 2594,
-            0, 616, 405, 265, 755, 1249),
+            0, 616, 405, 265, 285, 615, 755, 1249),
     "0.15.1": (25, 17, 2658, 2629, 625, 629, 322, 441, 395, 213, 259, 248, 395, 2396, 2575, 2594,
-            0, 616, 405, 265, 755, 1249),
+            0, 616, 405, 265, 285, 615, 755, 1249),
     "0.15.2": (25, 17, 2658, 2629, 625, 629, 322, 441, 395, 213, 259, 248, 395, 2396, 2575, 2594,
-            0, 616, 405, 265, 755, 1249),
+            0, 616, 405, 265, 285, 615, 755, 1249),
     "0.15.3": (25, 17, 2658, 2629, 625, 629, 322, 441, 395, 213, 259, 248, 395, 2396, 2575, 2594,
-            0, 616, 405, 265, 755, 1249),
+            0, 616, 405, 265, 285, 615, 755, 1249),
     "0.16.0": (25, 17, 2283, 2264, 597, 601, 364, 502, 443, 250, 296, 285, 399, 2419, 2598, 2617,
-            0, 620, 384, 302, 759, 1619),
+            0, 620, 384, 302, 322, 586, 759, 1619),
     "0.16.1": (25, 17, 2283, 2264, 597, 601, 364, 502, 443, 250, 296, 285, 399, 2419, 2598, 2617,
-            0, 620, 384, 302, 759, 1619),
+            0, 620, 384, 302, 322, 586, 759, 1619),
     "0.17.0": (27, 19, 2694, 2683, 856, 861, 520, 666, 607, 297, 0, 417, 399, 2431, 2610, 2629, 0,
-            620, 388, 432, 760, 1799),
+            620, 388, 432, 451, 845, 760, 1799),
     "0.17.1": (27, 19, 2707, 2696, 856, 861, 521, 667, 608, 298, 0, 418, 404, 2476, 2667, 2686, 0,
-            625, 389, 433, 760, 1793),
+            625, 389, 433, 452, 845, 760, 1793),
     "0.18.0": (29, 21, 2772, 2764, 1003, 1008, 556, 719, 660, 351, 0, 477, 422, 2697, 3013, 3020,
-            0, 771, 413, 494, 787, 2184),
+            0, 771, 413, 494, 513, 992, 787, 2184),
     "0.18.2": (29, 21, 2779, 2771, 1003, 1008, 556, 719, 660, 351, 0, 477, 422, 2697, 3013, 3020,
-            0, 771, 413, 494, 787, 2184),
+            0, 771, 413, 494, 513, 992, 787, 2184),
     "0.19.0": (29, 21, 2997, 2989, 990, 995, 594, 776, 712, 377, 0, 515, 445, 2782, 3158, 3165, 0,
-            796, 432, 532, 1097, 2364),
+            796, 432, 532, 551, 979, 1097, 2364),
 }
 
 
@@ -1589,7 +1593,8 @@ def _megatron_release(version: str) -> Framework:
     dist: dict[str, tuple[tuple[Any, ...], str]] = {}
     if do["param_sync"] and (do["ag_new"] or do["ag_old"]) and (do["rs_new"] or do["rs_old"]):
         dist["use_distributed_optimizer"] = ((True, False), _dist_optimizer_source(src, do))
-        if do["opg_cfg"] and do["opg_assert"] and do["step_ag"] and do["finish_ps"]:
+        if do["opg_cfg"] and do["opg_assert"] and do["step_ag"] and do["finish_ps"] \
+                and do["dispatch_ps"] and do["align_off"]:
             dist["overlap_param_gather"] = ((True, False),
                                             _overlap_param_gather_source(src, do))
     sched, p2p, fin = "core/pipeline_parallel/schedules.py", \
@@ -1810,6 +1815,10 @@ class FrameworkSpec:
                 check(got.get(need) is True, "overlap_param_gather", f"true only with {need}="
                       f"true ({opg.partition(':')[0]}: training/arguments.py:"
                       f"{where.group(1) if where else '?'} asserts it)", True)
+            check(False, "overlap_param_gather", "false: with it each stage's first forward "
+                  "pass waits for its parameters' all-gather after receiving its input (the "
+                  "forward pre-hook, align_param_gather off without interleaving), which dtsim "
+                  "does not model", True)
         object.__setattr__(self, "options", tuple(sorted(opts)))
 
     @property
@@ -1883,9 +1892,6 @@ class FrameworkBehaviour:
     dist_optimizer: bool = False
     param_gather_bytes: int = 0
     world_allreduces: int = 0
-    #: ``overlap_param_gather``: the all-gather started by the next step's first forward pass
-    #: (timed as the synchronous one: :attr:`Framework.options`' source)
-    overlap_param_gather: bool = False
     #: bytes a parameter (of the rank's shard with ``dist_optimizer``) of the fp32 gradient copy
     #: Megatron-LM's optimizer step makes from 16-bit gradients (``Framework.grad_copy``), held
     #: after the backward passes until the next step's zero_grad; 0: none
@@ -2023,8 +2029,6 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
         src["optimizer_sharding"] = fw.options["use_distributed_optimizer"][1]
         # the gradient norm, and fp16's found_inf, over the world (grad_stats_parallel_group)
         world = 1 + (prec == "fp16") if fw.optimizer_allreduces is not None else 0
-        if spec.option("overlap_param_gather"):
-            src["param_gather"] = fw.options["overlap_param_gather"][1]
     # the fp32 copy of 16-bit gradients (fp16 without fp32 accumulation): 4 bytes a parameter
     copy = 0.0
     if fw.grad_copy is not None and prec != "fp32" and dp_bytes == 2:
@@ -2052,7 +2056,7 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
         grad_bytes=dp_bytes if fw.grad_buffer is not None and fw.grad_buffer.value
         and dp_bytes > profile_bytes else None,
         dist_optimizer=dist, param_gather_bytes=PRECISIONS[prec] if dist else 0,
-        world_allreduces=world, overlap_param_gather=bool(spec.option("overlap_param_gather")),
+        world_allreduces=world,
         grad_copy_bytes=copy)
 
 

@@ -63,8 +63,10 @@ before the script, Megatron-LM's after it. A Megatron-LM v1.1.5 launch on DeepSp
   ``overlap_grad_reduce`` (``--overlap-grad-reduce``, ``arguments.py:3121``),
   ``accumulate_allreduce_grads_in_fp32`` (``arguments.py:3069``),
   ``use_distributed_optimizer`` (``--use-distributed-optimizer``, ``arguments.py:3156``) and
-  ``overlap_param_gather`` (``--overlap-param-gather``, ``arguments.py:3148``; only with the
-  other two, as Megatron-LM asserts at ``arguments.py:1024-1029``);
+  ``--overlap-param-gather`` (``arguments.py:3148``) refused: first as Megatron-LM does
+  without the other two (``arguments.py:1024-1029``), else as a run dtsim does not model
+  (each stage's first forward pass waits for its all-gather; the option's source in
+  :data:`~sim.profiles.frameworks.MEGATRON`);
   micro-batch and global batch size from ``--micro-batch-size`` and
   ``--global-batch-size`` (default ``micro x DP``: ``arguments.py:702-703``).
 
@@ -788,7 +790,11 @@ def megatron_plan_from_text(text: str, where: str, model: Any,
         for need in ("--use-distributed-optimizer", "--overlap-grad-reduce"):
             check(bool(opts.get(need)), "plan", f"--overlap-param-gather only with {need} "
                   f"({_MEG} megatron/training/arguments.py:1024-1029) at {where}", "without it")
-        options.append(("overlap_param_gather", True))
+        check(False, "plan", f"a Megatron-LM run dtsim models: --overlap-param-gather makes "
+              "each stage's first forward pass wait for its parameters' all-gather after "
+              "receiving its input (align_param_gather off without interleaving, "
+              f"arguments.py:1013; distributed_data_parallel.py:517), which dtsim does not "
+              f"model ({where})", "--overlap-param-gather")
     fw = FrameworkSpec("megatron", "0.20.0", precision, tuple(options))
     stages = []
     lo = 0
