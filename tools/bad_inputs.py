@@ -2009,7 +2009,33 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         T("--plan", launch("ml-vp.sh", "--num-layers-per-virtual-pipeline-stage 6"), *M),
         refuse("plan"))
     add("train/megatron-distributed-optimizer",
-        T("--plan", launch("ml-do.sh", "--use-distributed-optimizer"), *M), refuse("plan"))
+        T("--plan", launch("ml-do.sh", "--fp16 --use-distributed-optimizer"), *M),
+        ok("optimizer: distributed"), note="modelled: the gradients reduce-scattered, the "
+        "optimizer state 1/dp a rank, the parameters all-gathered after the step")
+    add("train/megatron-overlap-param-gather-alone",
+        T("--plan", launch("ml-opg.sh", "--overlap-param-gather --overlap-grad-reduce"), *M),
+        refuse("plan"), note="Megatron-LM asserts --use-distributed-optimizer with it "
+        "(arguments.py:1024-1029)")
+    add("train/megatron-overlap-param-gather-no-overlap-grad",
+        T("--plan", launch("ml-opg2.sh", "--overlap-param-gather --use-distributed-optimizer"),
+          *M), refuse("plan"), note="Megatron-LM asserts --overlap-grad-reduce with it")
+    add("train/megatron-overlap-param-gather-not-modelled",
+        T("--plan", launch("ml-opg3.sh", "--overlap-param-gather --use-distributed-optimizer "
+                           "--overlap-grad-reduce"), *M), refuse("plan"),
+        note="each stage's first forward pass waits for its all-gather after receiving its "
+        "input (the forward pre-hook; align_param_gather off without interleaving)")
+    add("train/megatron-param-gather-with-optimizer-step",
+        T("--plan", launch("ml-opg4.sh", "--overlap-param-gather-with-optimizer-step"), *M),
+        refuse("plan"), note="Megatron-LM runs it only with the interleaved schedule "
+        "(arguments.py:1066-1072)")
+    add("train/framework-overlap-param-gather-alone",
+        T("--plan", launch("ml-opg5.sh"), *M, "--framework",
+          "megatron:overlap_param_gather=true,overlap_grad_reduce=true"),
+        refuse("overlap_param_gather"), note="the same assert on a plan's framework keys")
+    add("train/framework-distributed-optimizer-0.8.0",
+        T("--plan", launch("ml-do8.sh"), *M, "--framework",
+          "megatron:version=0.8.0,use_distributed_optimizer=true"),
+        refuse("framework_options"), note="core_v0.8.0's all-gather (from zero_grad) not read")
     # the attention's options (sim.profiles.frameworks.attention_path) and Megatron-LM's
     # asserts on them, each a one-line refusal before any work
     add("train/megatron-attention-backend-local",
@@ -2829,6 +2855,12 @@ def planner_cases(fx: Fixtures) -> list[Case]:
                                     "megatron:overlap_grad_reduce=true", "--out",
                                     str(fx.root / "plan-out-fw.json")),
         ok("plan 1 written"), note="the written plan's framework table holds the options")
+    add("plan/framework-distributed-optimizer", P(*gh, *quick, "--framework",
+                                                  "megatron:use_distributed_optimizer=true"),
+        ok("searched"))
+    add("plan/framework-overlap-param-gather-alone",
+        P(*gh, *quick, "--framework", "megatron:overlap_param_gather=true"),
+        refuse("overlap_param_gather"))
     add("plan/framework-option-unknown", P(*gh, *quick, "--framework", "ddp:bucket_mb=5"),
         refuse("framework_options"))
     add("plan/megatron-selective-measured", P(*gh, *quick, "--framework",

@@ -594,6 +594,7 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
     closed = replace(c, network=None, network_nodes=None, tensor_parallel=1, bucket_size=math.inf,
                      transfer_sizes=None, gradient_transfer_sizes=None, meta_sizes=None,
                      gradient_meta_sizes=None, mask_sizes=None, allreduce_sizes=None,
+                     reduce_scatter=False,  # the closed form's times are the reduce-scatter's
                      tied_allreduce_size=0.0, pipe_groups=False,
                      transfer_times=build.transfer_times or None,
                      allreduce_times=build.allreduce_times,
@@ -1073,7 +1074,9 @@ def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
                       "total": g.total, "capacity": g.capacity, "weights": g.weights,
                       "gradients": g.gradients, "optimizer": g.optimizer,
                       "activations": g.activations, "input_buffers": g.buffers,
-                      "allreduce_bucket": g.allreduce_bucket, "overhead": g.overhead}
+                      "allreduce_bucket": g.allreduce_bucket, "overhead": g.overhead,
+                      # Megatron-LM fp16's fp32 gradient copy (only where it holds one)
+                      **({"grad_copy": g.grad_copy} if g.grad_copy else {})}
                      for g in build.memory]
     out["p2p"] = build.config.p2p
     fb = build.behaviour
@@ -1086,6 +1089,8 @@ def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
                                 "allreduce": fb.dp_bytes},
                             # bytes of the attention mask each TP rank sends with an activation
                             "hop_mask_bytes": fb.mask_bytes, "sources": fb.sources}
+        if fb.optimizer_sharding is not None:  # named only where the optimizer is sharded
+            out["framework"]["optimizer_sharding"] = fb.optimizer_sharding
     out["estimates"] = list(build.estimates)
     if explain:
         from ..profiles.build import explain_rows
@@ -1133,14 +1138,21 @@ def _print_explain(x: dict[str, Any], m: int) -> None:
              f"{s['compute']:.4g}", f"{s['p2p']:.4g}", f"{s['bubble']:.4g}")
             for s in x["stages"]]
     print_table(rows, ("stage", "forward/mb", "backward/mb", "compute", "p2p", "bubble"))
+    # Megatron-LM's distributed optimizer reduce-scatters the gradients (JSON: "allreduce")
+    dp_sync = "reduce-scatter" if x.get("param_allgather") is not None else "all-reduce"
     print(f"pipeline {x['pipeline_time']:.4g} + tied all-reduce {x['tied_allreduce']:.4g} + "
-          f"all-reduce {x['allreduce']:.4g} + optimizer {x['optimizer']:.4g} (stage "
+          f"{dp_sync} {x['allreduce']:.4g} + optimizer {x['optimizer']:.4g} (stage "
           f"{x['tail_stage']}) = {x['iteration']:.4g}")
     coll, loss = x.get("optimizer_collectives", 0.0), x.get("loss", 0.0)
     if coll > 0 or loss > 0:
+        world = " (the gradient norm's over every rank: the distributed optimizer)" \
+            if x.get("param_allgather") is not None else ""
         print(f"  (the optimizer steps include the one-value all-reduces over the model-parallel "
-              f"group, {coll:.4g}, and the loss's all-reduce and broadcast from the last stage, "
-              f"{loss:.4g})")
+              f"group{world}, {coll:.4g}, and the loss's all-reduce and broadcast from the last "
+              f"stage, {loss:.4g})")
+    if x.get("param_allgather", 0.0) > 0:
+        print("  (and the distributed optimizer's all-gather of the updated parameters over the "
+              f"stage's data-parallel group, {x['param_allgather']:.4g})")
     if x.get("bf16_allgather", 0.0) > 0:
         print("  (and the bf16 optimizer's all-gather of the updated weights over the stage's "
               f"data-parallel group, {x['bf16_allgather']:.4g})")
@@ -1273,6 +1285,8 @@ def run(args: argparse.Namespace) -> int:
               f"{fb.dp_bytes}-byte values, activations {fb.activation_bytes}-byte"
               + (f", each with its {format_bytes(fb.mask_bytes)} attention mask (sequence "
                  f"{fb.sequence})" if fb.mask_bytes else ""))
+        if fb.optimizer_sharding is not None:
+            print(f"  optimizer: {fb.optimizer_sharding}")
         for note in build.estimates:
             print(f"  estimated, not measured: {note}")
         if args.explain:

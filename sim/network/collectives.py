@@ -58,15 +58,15 @@ class _Ring:
     """The state of one all-reduce: ``ranks`` rings over ``k`` participants, bucket by bucket."""
 
     def __init__(self, service: Any, nodes: Sequence[Any], buckets: list[float], ranks: int,
-                 done: simpy.Event, *, gather: bool = False) -> None:
+                 done: simpy.Event, *, gather: bool = False, scatter: bool = False) -> None:
         self.service = service
         self.nodes = list(nodes)
         self.k = len(self.nodes)
         self.buckets = buckets
         self.ranks = ranks
         # an all-reduce: 2 (k - 1) steps of a chunk of bucket / k; an all-gather (issue 37):
-        # k - 1 steps of the whole block
-        self.steps = (self.k - 1) if gather else 2 * (self.k - 1)
+        # k - 1 steps of the whole block; a reduce-scatter: the all-reduce's first k - 1 steps
+        self.steps = (self.k - 1) if gather or scatter else 2 * (self.k - 1)
         self.div = 1 if gather else self.k
         self.done = done
         # per (rank ring r, participant i): bucket index, step, send done, receive done
@@ -134,7 +134,7 @@ class _Ring:
 
 
 def ring_allreduce(service: Any, nodes: Sequence[Any], size: float, *, ranks: int = 1,
-                   bucket_size: float = math.inf) -> simpy.Event:
+                   bucket_size: float = math.inf, scatter: bool = False) -> simpy.Event:
     """Start a ring all-reduce on the network; the event fires when every participant is done.
 
     Parameters
@@ -149,6 +149,9 @@ def ring_allreduce(service: Any, nodes: Sequence[Any], size: float, *, ranks: in
         Rings run at once by every participant (its tensor-parallel ranks).
     bucket_size : float
         Per-rank bucket (inf: the whole ``size`` in one bucket).
+    scatter : bool
+        A ring reduce-scatter instead: each bucket's first ``k - 1`` steps only (each rank
+        ends with its ``1/k`` reduced: Megatron-LM's distributed optimizer).
 
     Returns
     -------
@@ -162,7 +165,7 @@ def ring_allreduce(service: Any, nodes: Sequence[Any], size: float, *, ranks: in
     env = service.env
     done = env.event()
     buckets = bucket_sizes(size, bucket_size)
-    ring = _Ring(service, nodes, buckets, ranks, done)
+    ring = _Ring(service, nodes, buckets, ranks, done, scatter=scatter)
     done.ring = ring  # type: ignore[attr-defined]
     if len(nodes) == 1 or not buckets:
         done.succeed()

@@ -304,7 +304,8 @@ class ProfilePlanModel:
         ``bucket / n`` bytes at the link's peak bandwidth for messages of that
         size or more (:meth:`~sim.network.BandwidthCurve.peak_above`), the
         least over every ordered pair of kinds. 0 for one replica or a pair the
-        network lacks (such a plan is refused when it is timed).
+        network lacks (such a plan is refused when it is timed). Under Megatron-LM's
+        distributed optimizer the gradients are reduce-scattered: ``n - 1`` such steps.
         """
         n = replicas
         if n <= 1 or size <= 0:
@@ -314,6 +315,7 @@ class ProfilePlanModel:
         if fb.framework.key == "megatron" and fb.allreduce == "overlap-backward":
             bucket = 40_000_000.0 * fb.dp_bytes  # its bucket grows with dp: the least one
         msg = min(size, bucket) / n
+        steps = n - 1 if fb.dist_optimizer else 2 * (n - 1)  # a reduce-scatter: half the ring
         kinds = tuple(dict.fromkeys(kinds))
         step = math.inf
         for a in kinds:
@@ -323,7 +325,7 @@ class ProfilePlanModel:
                         step = min(step, self._step_bound(x, y, msg))
                     except ConfigError:
                         return 0.0
-        return 2 * (n - 1) * step
+        return steps * step
 
     def _step_bound(self, x: Any, y: Any, msg: float) -> float:
         """A lower bound on one ring step from ``x`` to ``y`` (``(ReplicaSpec, where)``): ``tp``
@@ -424,8 +426,10 @@ class ProfilePlanModel:
     def memory_dp(self) -> bool:
         """Whether :meth:`memory_terms` depends on the stage's data-parallel degree ``dp``
         (DeepSpeed's BF16_Optimizer partitions its fp32 master weights and optimizer state over
-        it: :func:`~sim.profiles.build.bf16_optimizer_memory`); the search passes ``dp`` then."""
-        return self._fb.bf16_allgather is not None
+        it: :func:`~sim.profiles.build.bf16_optimizer_memory`; Megatron-LM's distributed
+        optimizer its optimizer state: :func:`~sim.profiles.build.plan_memory`); the search
+        passes ``dp`` then."""
+        return self._fb.bf16_allgather is not None or self._fb.dist_optimizer
 
     def memory_terms(self, gpu: str, tp: int, microbatch_size: int, stage: int, stages: int,
                      microbatches: int, dp: int = 1
@@ -453,6 +457,10 @@ class ProfilePlanModel:
         sums count ``W_i`` at ``F = P`` and the fixed term the most padding can
         add, ``(2 dp - 1)`` elements, so they are never below plan_memory and at
         most ``(2 dp - 1) (6 + (4 + s) / dp)`` bytes above it (18 at dp 1, ~400 at 32).
+        Under Megatron-LM's distributed optimizer ``W_i`` holds the optimizer state of the
+        rank's ``1/dp`` shard, and ``K_i`` is the larger of the bucket's share and the fp32
+        gradient copy fp16's step makes (``grad_copy_bytes``, of the shard), every
+        parameter's: never below plan_memory, as the bucket's share.
         """
         m = self.model
         bpv, opt = m.bytes_per_value, m.optimizer_bytes_per_param
@@ -476,8 +484,10 @@ class ProfilePlanModel:
             pad = (2 * dp - 1) * per_flat  # the most the flat buffer's padding adds
             buffers += pad
         else:
-            # the gradients in the framework's buffer's dtype where wider (Megatron-LM bf16)
-            weights = [s.params * (bpv + (self._fb.grad_bytes or bpv) + opt) for s in sizes]
+            # the gradients in the framework's buffer's dtype where wider (Megatron-LM bf16);
+            # Megatron-LM's distributed optimizer: the state of the rank's 1/dp shard
+            state = opt / dp if self._fb.dist_optimizer else opt
+            weights = [s.params * (bpv + (self._fb.grad_bytes or bpv) + state) for s in sizes]
             pad = 0.0
         kept = sizes  # the activation memory of the attention path on this GPU (Megatron-LM)
         if self._fb.attention is not None and m.shape_sized(tp):
@@ -485,7 +495,10 @@ class ProfilePlanModel:
             kept = m.layer_sizes(tp, path)
         held = tuple(w + n * microbatch_size * s.activation_memory_bytes
                      for w, s in zip(weights, kept, strict=True))
-        bucket = tuple(w + s.params * bpv for w, s in zip(weights, sizes, strict=True))
+        # after the backward passes: the bucket, or Megatron-LM's fp32 gradient copy (fp16)
+        copy = self._fb.grad_copy_bytes / (dp if self._fb.dist_optimizer else 1)
+        after = bpv if copy <= bpv else copy
+        bucket = tuple(w + s.params * after for w, s in zip(weights, sizes, strict=True))
         return ((buffers, held), (pad, bucket))
 
 

@@ -117,7 +117,7 @@ __all__ = ["BUCKET_ELEMENTS", "PLAN_SCHEDULES", "GPUMemory", "PlanBuild", "build
            "explain_rows", "plan_behaviour", "step_collectives", "small_allreduce_time", "SCALAR_BYTES",
            "LOSS_BROADCAST_BYTES", "recv_memory", "p2p_flows", "check_buckets", "tied_bytes", "allgather_time", "host_of",
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
-           "physical_network", "bf16_allgather_times", "bf16_optimizer_memory", "bf16_state_bytes",
+           "physical_network", "bf16_allgather_times", "param_allgather_times", "bf16_optimizer_memory", "bf16_state_bytes",
            "bf16_flat_elements", "partition_meta_bytes", "mask_message_bytes",
            "eager_copy_memory", "EAGER_COPY_BYTES_PER_PARAM"]
 
@@ -145,11 +145,17 @@ class GPUMemory:
     allreduce_bucket: float
     overhead: float
     capacity: float
+    #: Megatron-LM's fp32 copy of 16-bit gradients, held from the optimizer step (after the
+    #: backward passes freed the activations) to the next step's zero_grad
+    #: (:attr:`FrameworkBehaviour.grad_copy_bytes`); 0: none
+    grad_copy: float = 0.0
 
     @property
     def total(self) -> float:
+        after = self.allreduce_bucket if self.grad_copy <= self.allreduce_bucket \
+            else self.grad_copy
         return (self.weights + self.gradients + self.optimizer
-                + max(self.activations + self.buffers, self.allreduce_bucket) + self.overhead)
+                + max(self.activations + self.buffers, after) + self.overhead)
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,9 @@ class PlanBuild:
     #: per stage, DeepSpeed's BF16_Optimizer all-gather of the updated bf16 weights, included
     #: in ``optimizer_times`` (() without it: :func:`bf16_allgather_times`)
     bf16_allgather_times: tuple[float, ...] = ()
+    #: per stage, Megatron-LM's distributed optimizer's all-gather of the updated parameters,
+    #: included in ``optimizer_times`` (() without it: :func:`param_allgather_times`)
+    param_allgather_times: tuple[float, ...] = ()
 
     @property
     def peak_memory(self) -> float:
@@ -426,7 +435,10 @@ def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour
     3 nodes, or 2 with TP > 1, ``2 x depth`` hops; else its ring, ``2 (L - 1)`` steps, each
     the ring's slowest link, latency included; stages on one physical node are one node,
     chained inside it); the largest over the pipelines. A one-stage
-    plan's group is its TP group inside one node: 0.
+    plan's group is its TP group inside one node: 0. With Megatron-LM's distributed optimizer
+    ``fb.world_allreduces`` of them (the gradient norm, fp16's found_inf) run over the whole
+    world instead (``get_grad_stats_parallel_group``), every stage's replicas in rank order
+    (stage by stage, ``tp-cp-ep-dp-pp``), by the same rule.
 
     ``loss`` (DeepSpeed's ``_aggregate_total_loss``, ``fb.step_join == "last-stage"``): the
     last stages all-reduce the loss (one value) over their data-parallel group, then each
@@ -441,10 +453,15 @@ def step_collectives(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour
     """
     L, r = len(plan.stages), plan.dp[0]
     opt = loss = 0.0
-    if fb.optimizer_allreduces and L > 1:
-        opt = fb.optimizer_allreduces * max(
+    world = min(fb.world_allreduces, fb.optimizer_allreduces)
+    if fb.optimizer_allreduces - world and L > 1:
+        opt = (fb.optimizer_allreduces - world) * max(
             small_allreduce_time(network, [(plan.stages[j].replicas[i], (j, i)) for j in range(L)],
                                  SCALAR_BYTES, profiles) for i in range(r))
+    if world:  # Megatron-LM's distributed optimizer: these over every rank, in rank order
+        opt += world * small_allreduce_time(
+            network, [(x, (j, i)) for j, st in enumerate(plan.stages)
+                      for i, x in enumerate(st.replicas)], SCALAR_BYTES, profiles)
     if fb.step_join == "last-stage":
         last = [(x, (L - 1, i)) for i, x in enumerate(plan.stages[-1].replicas)]
         if r > 1:
@@ -788,7 +805,8 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                 sizes_at: Any = None, pipe_buffers: int = 0,
                 mask_sequence: int | None = None, recv_clones: bool = False,
                 partitioned: bool = True, bf16_optimizer: bool = False,
-                grad_bytes: int | None = None, memory_sizes_at: Any = None
+                grad_bytes: int | None = None, dist_optimizer: bool = False,
+                grad_copy: float = 0.0, memory_sizes_at: Any = None
                 ) -> tuple[GPUMemory, ...]:
     """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike).
 
@@ -807,7 +825,14 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     Megatron-LM's fp32 gradient buffer under bf16; None: the model's ``bytes_per_value``).
     ``memory_sizes_at(gpu, tp)``: the layers' sizes whose activation memory a GPU of that type
     keeps (the attention path of :func:`sim.profiles.frameworks.attention_path`; None: those of
-    ``sizes_at``)."""
+    ``sizes_at``).
+    ``dist_optimizer``: Megatron-LM's distributed optimizer, the optimizer state (fp32 master
+    weights and Adam's moments, the profile's ``optimizer_bytes_per_param``) of the rank's
+    ``1/dp`` shard of the stage's parameters, ``dp`` its replicas (Megatron-LM's
+    ``dist_optimizer.md`` table: fp16 ``4 + 16/d``, bf16 ``6 + 12/d``, fp32 ``8 + 8/d`` bytes
+    a parameter, fp16's ``16/d`` with the gradient copy). ``grad_copy``: bytes a parameter
+    (of the shard) of Megatron-LM's fp32 copy of 16-bit gradients, held after the backward
+    passes (:attr:`GPUMemory.grad_copy`; :attr:`FrameworkBehaviour.grad_copy_bytes`)."""
     layer_sizes = sizes_at if sizes_at is not None else model.layer_sizes
     L = len(plan.stages)
     m = plan.microbatches
@@ -852,11 +877,15 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
             else:
                 weights, gradients, optimizer = (P * bpv, P * (grad_bytes or bpv),
                                                  P * model.optimizer_bytes_per_param)
+            shard = float(len(st.replicas)) if dist_optimizer else 1.0
+            if dist_optimizer:
+                optimizer = P * model.optimizer_bytes_per_param / shard
             out.append(GPUMemory(
                 stage=j, replica=i, gpu=rep.gpu, tp=rep.tp, weights=weights, gradients=gradients,
                 optimizer=optimizer, activations=n * act,
                 buffers=buffers, allreduce_bucket=min(group, BUCKET_ELEMENTS) * bpv,
-                overhead=g.overhead(rep.tp), capacity=g.memory_bytes))
+                overhead=g.overhead(rep.tp), capacity=g.memory_bytes,
+                grad_copy=P * grad_copy / shard if grad_copy else 0.0))
     return tuple(out)
 
 
@@ -989,6 +1018,54 @@ def bf16_allgather_times(plan: Plan, network: NetworkProfile, fb: FrameworkBehav
         flows = [x[0].tp for x in ring]
         out.append(math.fsum(plan_allreduce_time(network, ring, flows, 2.0 * k * r, math.inf,
                                                  profiles) / 2 for k in sizes))
+    return tuple(out)
+
+
+def param_allgather_times(plan: Plan, network: NetworkProfile, fb: FrameworkBehaviour,
+                          params: Sequence[int], profiles: Profiles | None = None
+                          ) -> tuple[float, ...]:
+    """Per stage, Megatron-LM's distributed optimizer's all-gather of the updated parameters
+    after its optimizer step (``fb.dist_optimizer``; () without it).
+
+    Each bucket of a rank's ``params[j]`` parameters, ``fb.param_gather_bytes`` a value, is
+    all-gathered among the stage's ``r`` replicas, one bucket after the other (a synchronous
+    ``start_param_sync`` a bucket group): the ring's ``r - 1`` steps of ``1/r`` of the bucket,
+    half of :func:`plan_allreduce_time` of it (whose ``2 (r - 1)`` steps are the same chunks).
+    The buckets are the gradients' (Megatron-LM's one buffer, cut once for both): ``fb``'s
+    ``bucket_elements``, overlapped with the backward pass by its ``bucket_rule``
+    (:func:`sim.training.traffic.gradient_buckets`: Megatron-LM's cut on the first stage
+    only). On physical nodes the stages' rings run at once and share NICs
+    (:func:`concurrent_allreduce_times` of each stage's bytes, halved; overlapped, each bucket
+    with every stage's ring beside it, as :func:`overlapped_buckets`). One replica: 0."""
+    if not fb.dist_optimizer:
+        return ()
+    r = plan.dp[0]
+    if r <= 1:
+        return tuple(0.0 for _ in plan.stages)
+    from ..training.traffic import gradient_buckets
+
+    pb = float(fb.param_gather_bytes)
+    bucket = fb.bucket_elements * pb
+    rings = [[(x, (j, i)) for i, x in enumerate(st.replicas)] for j, st in enumerate(plan.stages)]
+    overlapped = fb.allreduce == "overlap-backward"
+    if plan.physical and not overlapped:
+        ends = concurrent_allreduce_times(network, rings, [p * pb for p in params], bucket,
+                                          profiles)  # type: ignore[arg-type]
+        return tuple(e / 2 for e in ends)
+    # overlapped buckets on physical nodes: each with every stage's ring beside it, as
+    # overlapped_buckets times the gradients' (an upper bound where they do not all overlap)
+    shared = nic_shares((host_of(*ring[i]), host_of(*ring[(i + 1) % r]), ring[i][0].tp)
+                        for ring in rings for i in range(r)) if plan.physical else None
+    out = []
+    for j, (ring, p) in enumerate(zip(rings, params, strict=True)):
+        flows = [x[0].tp for x in ring]
+        if not overlapped:
+            out.append(plan_allreduce_time(network, ring, flows, p * pb, bucket, profiles) / 2)
+            continue
+        cuts = gradient_buckets(p * pb, bucket if math.isfinite(bucket) else None,
+                                rule=fb.bucket_rule, first_stage=j == 0)
+        out.append(math.fsum(plan_allreduce_time(network, ring, flows, b, math.inf, profiles,
+                                                 shared) / 2 for b in cuts))
     return tuple(out)
 
 
@@ -1586,7 +1663,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
           f"a pipeline framework for a plan of {L} stages", fb.framework.key)
     if value_sizes == "profile":
         b0 = mp.bytes_per_value
-        fb = replace(fb, dp_bytes=b0, tied_bytes=b0, activation_bytes=b0, gather_bytes=b0)
+        fb = replace(fb, dp_bytes=b0, tied_bytes=b0, activation_bytes=b0, gather_bytes=b0,
+                     param_gather_bytes=b0 if fb.dist_optimizer else 0)
     if p2p is not None:
         # shared (max-min, no queue) is no framework's: an override kept for comparison
         check(p2p in P2P_MODES + ("shared",), "p2p", "one of " + ", ".join(P2P_MODES)
@@ -1779,6 +1857,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
             ar.append(rounds * plan_allreduce_time(net, rings[j], flows, size, bucket, profiles))
     if plan.physical:
         ar = concurrent_allreduce_times(net, rings, ar_sizes, bucket, profiles)
+    if fb.dist_optimizer:  # Megatron-LM's reduce-scatter: the ring's first r - 1 steps, half
+        ar = [t / 2 for t in ar]
     tied, tied_size = 0.0, 0.0
     tied_each: list[float] = []  # per pipeline (its first and last stage's GPUs and link)
     if mp.tied_embeddings and L > 1:
@@ -1795,7 +1875,11 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     if not plan.physical:  # on physical nodes every count used is a measured one (node_links)
         notes.extend(link_estimates(net, plan_pairs(plan, mp.tied_embeddings).values()))
     buckets = overlapped_buckets(plan, net, sync, ar_sizes, profiles) if overlapped else ()
+    if fb.dist_optimizer and buckets:  # each bucket reduce-scattered (half its ring)
+        buckets = tuple(tuple((b, t / 2) for b, t in row) for row in buckets)
     opt = tuple(max(t[2] for t in row) for row in times)
+    if fb.dist_optimizer:  # the optimizer steps the rank's 1/r shard of the stage's parameters
+        opt = tuple(o / r for o in opt)
     # the optimizer's one-value all-reduces over the model-parallel group, after every stage
     # has reduced (each stage's optimizer step waits for them), and DeepSpeed's loss
     # all-reduce and broadcast, which the last stage's step ends with (step_collectives)
@@ -1809,9 +1893,15 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                                                      for st in plan.stages], profiles)
     if any(gather_ag):
         opt = tuple(o + g for o, g in zip(opt, gather_ag, strict=True))
+    # Megatron-LM's distributed optimizer: the step ends by all-gathering the parameters
+    param_ag = param_allgather_times(plan, net, fb, [
+        sum(sizes_at(st.replicas[0].tp)[x].params for x in st.layers) for st in plan.stages],
+        profiles)
+    if param_ag:
+        opt = tuple(o + g for o, g in zip(opt, param_ag, strict=True))
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers, fb.sequence,
                          fb.recv_clones, fb.partitioned, fb.bf16_allgather is not None,
-                         fb.grad_bytes, memory_sizes_at)
+                         fb.grad_bytes, fb.dist_optimizer, fb.grad_copy_bytes, memory_sizes_at)
     if check_memory:
         for g in memory:
             if g.total > g.capacity:
@@ -1884,6 +1974,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                   gradient_meta_sizes=(None if meta_back == meta else
                                        meta_back or (0.0,) * (L - 1)),
                   allreduce_sizes=tuple(ar_sizes), tied_allreduce_size=tied_size,
+                  # Megatron-LM's distributed optimizer: the rings reduce-scatter
+                  **({"reduce_scatter": True} if fb.dist_optimizer else {}),
                   # the artifact's groups matter where a pipeline's stages differ in TP
                   pipe_groups=fb.pipe_groups and any(
                       len({st.replicas[i].tp for st in plan.stages}) > 1 for i in range(r)))
@@ -1907,7 +1999,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                      behaviour=fb, gather_times=tuple(gathers),
                      estimates=tuple(dict.fromkeys(notes)), bucket_times=buckets,
                      optimizer_collective_time=opt_coll, loss_time=loss_time,
-                     bf16_allgather_times=gather_ag)
+                     bf16_allgather_times=gather_ag, param_allgather_times=param_ag)
 
 
 def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Sequence[float],
@@ -2099,6 +2191,8 @@ def explain_rows(build: PlanBuild) -> dict[str, Any]:
            "optimizer_collectives": build.optimizer_collective_time, "loss": build.loss_time}
     if any(build.bf16_allgather_times):  # inside "optimizer" too (DeepSpeed bf16 only)
         out["bf16_allgather"] = build.bf16_allgather_times[tail_stage]
+    if build.param_allgather_times:  # inside "optimizer" too (Megatron's distributed optimizer)
+        out["param_allgather"] = build.param_allgather_times[tail_stage]
     if overlapped:
         out["allreduce_after_backward"] = max(build.allreduce_times)
     return out

@@ -106,6 +106,13 @@ fp16: 14, not the memory model's 4 + 8). DDP keeps the memory model's terms.
 
 Pipelines of different depths (reconfiguration's mixed templates): the largest node's
 bytes over the depths' plans of ``P`` pipelines.
+
+With Megatron-LM's distributed optimizer (``use_distributed_optimizer``) a rank holds its
+``1/dp`` shard of the optimizer state: the checkpoint still holds all of it, spread over the
+group as above (each node writes ``tp x (weights + optimizer) / dp`` of the whole state), and
+a rank reads back its weights and its own shard (d98e8a64dd
+``megatron/core/optimizer/distrib_optimizer.py:1462``, ``sharded_state_dict``: each rank's
+shard of the fp32 main weights and moments, a sharded tensor loaded by its own offsets).
 """
 
 from __future__ import annotations
@@ -168,19 +175,27 @@ def node_checkpoint_bytes(build: Any, model: Any) -> tuple[tuple[float, float], 
     dp = {}
     for g in build.memory:
         dp[g.stage] = dp.get(g.stage, 0) + 1
+    fb = build.behaviour
     out = []
     for g in build.memory:
+        # Megatron-LM's distributed optimizer: a rank holds 1/dp of the optimizer state, the
+        # checkpoint all of it (spread over the group), and a rank reads back its own shard
+        shards = dp[g.stage] if fb.dist_optimizer else 1
         if per is None:
-            state = g.tp * (g.weights + g.optimizer)
+            state = g.tp * (g.weights + g.optimizer * shards)
+            read = state if shards == 1 else g.tp * (g.weights + g.optimizer)
         else:  # the memory model's weights are the profile's values: its parameters
             state = g.tp * (g.weights / model.bytes_per_value * per)
+            wb = 2.0 if fb.precision in ("fp16", "bf16") else 4.0  # the weight's own bytes
+            read = state if shards == 1 else \
+                g.tp * (g.weights / model.bytes_per_value * (wb + (per - wb) / shards))
         if rule == "spread":
             written = state / dp[g.stage]
         elif g.replica == 0:
             written = state
         else:
             written = g.tp * g.optimizer if rule == "rank0-bf16" else 0.0
-        out.append((written, state))
+        out.append((written, read))
     return tuple(out)
 
 

@@ -51,6 +51,14 @@ What a framework decides, and where dtsim uses it:
     shards of ``allgather_bucket_size``: :func:`sim.profiles.build.bf16_allgather_times` and
     :func:`sim.profiles.build.bf16_optimizer_memory`; its fp32 flat gradient buffer is
     all-reduced in one collective (``bucket_elements`` inf).
+``options`` ``use_distributed_optimizer`` (Megatron-LM 0.9.0 on; ``overlap_param_gather``
+    read for Megatron-LM's asserts, then refused: its source says why)
+    Megatron-LM's distributed optimizer: the gradients reduce-scattered over the data-parallel
+    group, the optimizer state and step on the rank's ``1/dp`` shard, the parameters
+    all-gathered after the step, the gradient norm over the world
+    (:attr:`FrameworkBehaviour.dist_optimizer`; :func:`sim.profiles.build.param_allgather_times`,
+    :func:`sim.profiles.build.plan_memory`); ``grad_copy``, the fp32 copy of 16-bit gradients
+    its optimizer step holds until the next step's zero_grad (fp16).
 ``step_join``
     Whom a stage waits for before its next step: ``"last-stage"`` (DeepSpeed:
     the loss all-reduced among the last stages, then broadcast over each
@@ -249,6 +257,12 @@ class Framework:
     #: core attention keeps what :func:`attention_path` says; None: the model's own attention,
     #: which keeps its s x s matrices (Korthikanti et al. 2022, eq. 2)
     attention: Cited | None = None
+    #: Megatron-LM's mixed-precision optimizer step: bytes a parameter of the fp32 copy of the
+    #: gradients it makes where the gradient buffer holds 16-bit values (fp16 without
+    #: accumulate_allreduce_grads_in_fp32), held from the step to the next step's zero_grad
+    #: (None: no such copy). Not one of :meth:`facts`: a plan's sources name it only where it
+    #: applies (``resolve``), so every other plan's stay as they were
+    grad_copy: Cited | None = None
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -792,6 +806,67 @@ def _megatron_attention(src: str, at: dict[str, int], version: str
 _ATTN_020 = _megatron_attention(_MEG, dict(zip((a[0] for a in _MEG_ATTN_ANCHORS), _MEG_ATTN_020,
                                                 strict=True)), "0.20.0")
 
+#: The distributed optimizer's places (``_MEG_DO_ANCHORS``, below) at d98e8a64dd, the
+#: release of :data:`MEGATRON` (0: absent), checked against a clone by
+#: ``tests/test_megatron_dist_optimizer.py``.
+_MEG_DO_MAIN: dict[str, int] = dict(
+    do_cfg=29, opg_cfg=21, do_arg=3156, opg_arg=3148, opg_if=1024, opg_assert=1029,
+    grad_sync=600, rs_old=782, rs_new=718, param_sync=383, ag_old=0, ag_new=521, shard_main=445,
+    shard_grad=2792, step_rg=3168, step_ag=3175, mp_group_do=0, stats_group_do=796,
+    pre_hook=517, finish_ps=538, dispatch_ps=557, align_off=1013, fp16_copy=1097,
+    zero_grad=3044)
+
+
+def _dist_optimizer_source(src: str, at: dict[str, int], extra: str = "") -> str:
+    """Where Megatron-LM's distributed optimizer was read (``at``: the lines of
+    ``_MEG_DO_ANCHORS`` at ``src``)."""
+    rs = at["rs_new"] or at["rs_old"]
+    ag = at["ag_new"] or at["ag_old"]
+    stats = (f"get_grad_stats_parallel_group {at['stats_group_do']}" if at["stats_group_do"]
+             else f"get_model_parallel_group {at['mp_group_do']}")
+    return (f"{src}: core/distributed/distributed_data_parallel_config.py:{at['do_cfg']} and "
+            f"training/arguments.py:{at['do_arg']} (use_distributed_optimizer, off by default); "
+            f"core/distributed/param_and_grad_buffer.py:{at['grad_sync']} and {rs} "
+            "(start_grad_sync reduce-scatters each bucket's gradients, in the gradient "
+            f"buffer's dtype, over the data-parallel group), {at['param_sync']} and {ag} "
+            "(start_param_sync all-gathers each bucket's parameters, in their dtype); "
+            f"core/optimizer/distrib_optimizer.py:{at['shard_main']} (fp32 master weights of "
+            f"the rank's 1/dp shard only), {at['step_rg']}-{at['step_ag']} "
+            "(step_with_ready_grads: the optimizer steps its shard, then the parameters are "
+            f"all-gathered unless overlap_param_gather), {stats} (the gradient norm and "
+            "found_inf reduced over the whole world, not the model-parallel group)"
+            + (f"; {extra}" if extra else ""))
+
+
+def _overlap_param_gather_source(src: str, at: dict[str, int]) -> str:
+    """Where Megatron-LM's ``--overlap-param-gather`` was read (``at``: as
+    :func:`_dist_optimizer_source`)."""
+    return (f"{src}: core/distributed/distributed_data_parallel_config.py:{at['opg_cfg']}, "
+            f"training/arguments.py:{at['opg_arg']} and {at['opg_if']}-{at['opg_assert']} "
+            "(only with the distributed optimizer and overlap_grad_reduce); "
+            f"core/optimizer/distrib_optimizer.py:{at['step_rg']}-{at['step_ag']} (the step "
+            "then launches no all-gather); without the interleaved schedule align_param_gather "
+            f"is off (training/arguments.py:{at['align_off']}), so each bucket's all-gather "
+            "starts in the forward pre-hook of its first module in the next step "
+            f"(core/distributed/distributed_data_parallel.py:{at['pre_hook']}, "
+            f"param_and_grad_buffer.py:{at['finish_ps']} and {at['dispatch_ps']}: started "
+            "there if not yet, then waited for): each stage's first forward pass, after it "
+            "received its input, waits for its all-gather, a delay of the pipeline's fill "
+            "dtsim's schedules do not model (refused)")
+
+
+def _grad_copy_source(src: str, at: dict[str, int]) -> str:
+    """Where Megatron-LM's fp32 gradient copy was read (``at``: as :func:`_dist_optimizer_source`)."""
+    return (f"{src}: core/optimizer/optimizer.py:{at['fp16_copy']} "
+            "(_copy_model_grads_to_main_grads: main_param.grad = model_param.main_grad.float(), "
+            "a new fp32 tensor where main_grad is fp16, the same tensor where it is fp32) and, "
+            f"with the distributed optimizer, distrib_optimizer.py:{at['shard_grad']} (the "
+            "same for the rank's shard); freed by optimizer.zero_grad() (set_to_none) at the "
+            f"start of the next step, training/training.py:{at['zero_grad']}, before its "
+            "forward passes: 4 bytes a parameter (of the shard) held after the backward "
+            "passes, which Megatron's dist_optimizer.md table counts in its fp16 20 and 4 + 16/d")
+
+
 #: Megatron-LM's own schedules and DistributedDataParallel (Megatron Core).
 MEGATRON = Framework(
     key="megatron", title="Megatron-LM (Megatron Core schedules and DistributedDataParallel)",
@@ -884,9 +959,15 @@ MEGATRON = Framework(
                                                f"{_MEG}: training/arguments.py:1204-1219 "
                                                "(fp32 gradient buffers: dp_bytes and tied_bytes "
                                                "4)"),
+        "use_distributed_optimizer": ((True, False), _dist_optimizer_source(
+            _MEG, _MEG_DO_MAIN, "docs/user-guide/features/dist_optimizer.md:16-20 (bytes a parameter: fp16 4 + "
+            "16/d, bf16 6 + 12/d, fp32 8 + 8/d); core/optimizer/__init__.py:674 "
+            "(grad_stats_parallel_group = intra_dist_opt_group: the world, one instance)")),
+        "overlap_param_gather": ((True, False), _overlap_param_gather_source(_MEG, _MEG_DO_MAIN)),
         **_ATTN_020[1],
     },
     attention=_ATTN_020[0],
+    grad_copy=Cited(4, _grad_copy_source(_MEG, _MEG_DO_MAIN)),
 )
 
 #: PyTorch's DistributedDataParallel (data parallelism only).
@@ -1544,13 +1625,105 @@ _MEG_LINES: dict[str, tuple[int, ...]] = {
 }
 
 
+#: The distributed optimizer (``--use-distributed-optimizer``) at each tag of ``_MEG_LINES``: its
+#: own table of places (as ``_MEG_ANCHORS``; ``_MEG_DO_LINES`` the line of each per tag, 0:
+#: absent), checked against a clone by ``tests/test_megatron_dist_optimizer.py``
+#: (``python tools/framework_lines.py megatron-do REPO TAG`` prints a row).
+_MB = "core/distributed/param_and_grad_buffer.py"
+_MO = "core/optimizer/distrib_optimizer.py"
+_MDC = "core/distributed/distributed_data_parallel_config.py"
+_MEG_DO_ANCHORS: tuple[tuple[str, str, str, str], ...] = (
+    ("do_cfg", _MDC, "use_distributed_optimizer: bool = False", ""),
+    ("opg_cfg", _MDC, "overlap_param_gather: bool = False", ""),
+    ("do_arg", _MA, "'--use-distributed-optimizer'", ""),
+    ("opg_arg", _MA, "'--overlap-param-gather'", ""),
+    ("opg_if", _MA, "if args.overlap_param_gather:", ""),
+    ("opg_assert", _MA, "Must use --overlap-param-gather with --overlap-grad-reduce", "opg_if"),
+    ("grad_sync", _MB, "def start_grad_sync(", ""),
+    ("rs_old", _MB, "torch.distributed._reduce_scatter_base(", "grad_sync"),
+    ("rs_new", _MB, "dist_reduce_scatter_func(", "grad_sync"),
+    ("param_sync", _MB, "def start_param_sync(", ""),
+    ("ag_old", _MB, "torch.distributed._all_gather_base(", "param_sync"),
+    ("ag_new", _MB, "dist_all_gather_func(", "param_sync"),
+    ("shard_main", _MO, "shard_main_param = shard_model_param.clone().float()", ""),
+    ("shard_grad", _MO, "shard_main_param.grad = shard_model_grad.float()", ""),
+    ("step_rg", _MO, "def step_with_ready_grads(", ""),
+    ("step_ag", _MO, "not self.ddp_config.overlap_param_gather", "step_rg"),
+    ("mp_group_do", _MO, "def get_model_parallel_group(", ""),
+    ("stats_group_do", _MO, "def get_grad_stats_parallel_group(", ""),
+    ("pre_hook", _MD, "def _make_forward_pre_hook(", ""),
+    ("finish_ps", _MB, "def finish_param_sync(", ""),
+    ("dispatch_ps", _MB, "if not self.param_gather_dispatched:", "finish_ps"),
+    ("align_off", _MA, "args.align_param_gather = False", ""),
+    ("fp16_copy", "core/optimizer/optimizer.py",
+     "main_param.grad = model_param.main_grad.float()", ""),
+    ("zero_grad", "training/training.py", "optimizer.zero_grad()", ""),
+)
+_MEG_DO_LINES: dict[str, tuple[int, ...]] = {
+    "0.8.0": (17, 0, 1453, 1429, 279, 0, 96, 135, 0, 0, 0, 0, 319, 1520, 1597, 0, 547, 0, 0, 0, 0,
+            0, 582, 586),
+    "0.9.0": (25, 17, 1584, 1556, 296, 300, 223, 259, 0, 147, 176, 0, 368, 1691, 1816, 1833, 574,
+            0, 307, 193, 213, 290, 580, 712),
+    "0.10.0": (25, 17, 1746, 1718, 364, 368, 246, 355, 313, 168, 210, 199, 367, 1674, 1799, 1816,
+            0, 550, 327, 216, 236, 357, 601, 759),
+    "0.11.0": (25, 17, 1839, 1810, 399, 403, 255, 360, 321, 169, 211, 200, 376, 1764, 1907, 1924,
+            0, 589, 326, 217, 237, 376, 636, 787),
+    "0.12.0": (25, 17, 2131, 2102, 502, 506, 279, 388, 348, 193, 235, 224, 366, 1988, 2088, 2107,
+            0, 584, 359, 241, 261, 471, 636, 1226),
+    "0.12.1": (25, 17, 2131, 2102, 502, 506, 279, 388, 348, 193, 235, 224, 366, 1988, 2088, 2107,
+            0, 584, 359, 241, 261, 471, 636, 1226),
+    "0.12.2": (25, 17, 2141, 2112, 512, 516, 279, 388, 348, 193, 235, 224, 366, 1988, 2088, 2107,
+            0, 584, 359, 241, 261, 481, 636, 1226),
+    "0.12.3": (25, 17, 2141, 2112, 512, 516, 279, 388, 348, 193, 235, 224, 366, 1988, 2088, 2107,
+            0, 584, 359, 241, 261, 481, 636, 1226),
+    "0.13.0": (25, 17, 2348, 2319, 594, 598, 291, 402, 360, 205, 247, 236, 373, 2015, 2147, 2166,
+            0, 591, 450, 253, 273, 577, 704, 1372),
+    "0.13.1": (25, 17, 2348, 2319, 594, 598, 291, 402, 360, 205, 247, 236, 373, 2015, 2147, 2166,
+            0, 591, 450, 253, 273, 577, 704, 1372),
+    "0.14.0": (25, 17, 2412, 2383, 559, 563, 323, 442, 396, 214, 260, 249, 379, 2091, 2270, 2289,
+            0, 597, 467, 266, 286, 549, 716, 1202),
+    "0.15.0": (25, 17, 2658, 2629, 625, 629, 322, 441, 395, 213, 259, 248, 395, 2396, 2575, 2594,
+            0, 616, 405, 265, 285, 615, 755, 1249),
+    "0.15.1": (25, 17, 2658, 2629, 625, 629, 322, 441, 395, 213, 259, 248, 395, 2396, 2575, 2594,
+            0, 616, 405, 265, 285, 615, 755, 1249),
+    "0.15.2": (25, 17, 2658, 2629, 625, 629, 322, 441, 395, 213, 259, 248, 395, 2396, 2575, 2594,
+            0, 616, 405, 265, 285, 615, 755, 1249),
+    "0.15.3": (25, 17, 2658, 2629, 625, 629, 322, 441, 395, 213, 259, 248, 395, 2396, 2575, 2594,
+            0, 616, 405, 265, 285, 615, 755, 1249),
+    "0.16.0": (25, 17, 2283, 2264, 597, 601, 364, 502, 443, 250, 296, 285, 399, 2419, 2598, 2617,
+            0, 620, 384, 302, 322, 586, 759, 1619),
+    "0.16.1": (25, 17, 2283, 2264, 597, 601, 364, 502, 443, 250, 296, 285, 399, 2419, 2598, 2617,
+            0, 620, 384, 302, 322, 586, 759, 1619),
+    "0.17.0": (27, 19, 2694, 2683, 856, 861, 520, 666, 607, 297, 0, 417, 399, 2431, 2610, 2629, 0,
+            620, 388, 432, 451, 845, 760, 1799),
+    "0.17.1": (27, 19, 2707, 2696, 856, 861, 521, 667, 608, 298, 0, 418, 404, 2476, 2667, 2686, 0,
+            625, 389, 433, 452, 845, 760, 1793),
+    "0.18.0": (29, 21, 2772, 2764, 1003, 1008, 556, 719, 660, 351, 0, 477, 422, 2697, 3013, 3020,
+            0, 771, 413, 494, 513, 992, 787, 2184),
+    "0.18.2": (29, 21, 2779, 2771, 1003, 1008, 556, 719, 660, 351, 0, 477, 422, 2697, 3013, 3020,
+            0, 771, 413, 494, 513, 992, 787, 2184),
+    "0.19.0": (29, 21, 2997, 2989, 990, 995, 594, 776, 712, 377, 0, 515, 445, 2782, 3158, 3165, 0,
+            796, 432, 532, 551, 979, 1097, 2364),
+}
+
+
 def _megatron_release(version: str) -> Framework:
     """Megatron-LM at tag ``core_v{version}`` (a key of :data:`_MEG_LINES`): 0.20.0's facts where
     that release's code is the same, each citing its own line at this tag."""
     at = dict(zip((a[0] for a in _MEG_ANCHORS), _MEG_LINES[version], strict=True))
+    do = dict(zip((a[0] for a in _MEG_DO_ANCHORS), _MEG_DO_LINES[version], strict=True))
     src = f"NVIDIA/Megatron-LM core_v{version} (tag core_v{version})"
     attn, attn_options, attn_lacks = _megatron_attention(src, dict(zip(
         (a[0] for a in _MEG_ATTN_ANCHORS), _MEG_ATTN_LINES[version], strict=True)), version)
+    # the distributed optimizer where its buffer's reduce-scatter and all-gather were read
+    # (core_v0.8.0 all-gathers in distrib_optimizer.py, from zero_grad: not read, not offered)
+    dist: dict[str, tuple[tuple[Any, ...], str]] = {}
+    if do["param_sync"] and (do["ag_new"] or do["ag_old"]) and (do["rs_new"] or do["rs_old"]):
+        dist["use_distributed_optimizer"] = ((True, False), _dist_optimizer_source(src, do))
+        if do["opg_cfg"] and do["opg_assert"] and do["step_ag"] and do["finish_ps"] \
+                and do["dispatch_ps"] and do["align_off"]:
+            dist["overlap_param_gather"] = ((True, False),
+                                            _overlap_param_gather_source(src, do))
     sched, p2p, fin = "core/pipeline_parallel/schedules.py", \
         "core/pipeline_parallel/p2p_communication.py", "core/distributed/finalize_model_grads.py"
     ddp, args = "core/distributed/distributed_data_parallel.py", "training/arguments.py"
@@ -1649,9 +1822,11 @@ def _megatron_release(version: str) -> Framework:
                                                    f"{at['acc_arg']} and {at['bf16_fp32']} (fp32 "
                                                    "gradient buffers: dp_bytes and tied_bytes "
                                                    "4)"),
+            **dist,
             **attn_options,
         },
         attention=attn, lacks=attn_lacks,
+        grad_copy=Cited(4, _grad_copy_source(src, do)),
     )
 
 
@@ -1761,6 +1936,18 @@ class FrameworkSpec:
             else:
                 check(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
                       and math.isfinite(v), k, "a number > 0", v)
+        got = dict(opts)
+        if got.get("overlap_param_gather"):  # Megatron-LM's two asserts (its source's lines)
+            opg = fw.options["overlap_param_gather"][1]
+            where = re.search(r"training/arguments\.py:[0-9]+ and ([0-9]+-[0-9]+)", opg)
+            for need in ("use_distributed_optimizer", "overlap_grad_reduce"):
+                check(got.get(need) is True, "overlap_param_gather", f"true only with {need}="
+                      f"true ({opg.partition(':')[0]}: training/arguments.py:"
+                      f"{where.group(1) if where else '?'} asserts it)", True)
+            check(False, "overlap_param_gather", "false: with it each stage's first forward "
+                  "pass waits for its parameters' all-gather after receiving its input (the "
+                  "forward pre-hook, align_param_gather off without interleaving), which dtsim "
+                  "does not model", True)
         object.__setattr__(self, "options", tuple(sorted(opts)))
 
     @property
@@ -1830,6 +2017,26 @@ class FrameworkBehaviour:
     #: selective recomputation)`` (``Framework.attention``; :func:`attention_path` reads it);
     #: None: the model's own attention, its s x s matrices kept (eq. 2)
     attention: tuple[str, str, bool] | None = None
+    #: Megatron-LM's distributed optimizer (``use_distributed_optimizer``): the gradients
+    #: reduce-scattered over the data-parallel group instead of all-reduced, the optimizer state
+    #: and its step on the rank's ``1/dp`` shard, the parameters all-gathered after the step in
+    #: ``param_gather_bytes`` a value, the gradient norm (and fp16's found_inf) reduced over the
+    #: world (``world_allreduces`` of ``optimizer_allreduces``)
+    dist_optimizer: bool = False
+    param_gather_bytes: int = 0
+    world_allreduces: int = 0
+    #: bytes a parameter (of the rank's shard with ``dist_optimizer``) of the fp32 gradient copy
+    #: Megatron-LM's optimizer step makes from 16-bit gradients (``Framework.grad_copy``), held
+    #: after the backward passes until the next step's zero_grad; 0: none
+    grad_copy_bytes: float = 0.0
+
+    @property
+    def optimizer_sharding(self) -> str | None:
+        """What the output says of the optimizer's sharding (None: none, nothing said)."""
+        if not self.dist_optimizer:
+            return None
+        return ("distributed (Megatron-LM --use-distributed-optimizer): optimizer state 1/dp a "
+                "rank, gradients reduce-scattered, parameters all-gathered after the step")
 
     @property
     def gradient_partitioned(self) -> bool:
@@ -1962,6 +2169,17 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
     seq = seq if seq is not None else sequence
     if fw.hop_mask.value:
         mask = float(fw.hop_mask.value) * seq * seq if seq is not None else None
+    dist = bool(spec.option("use_distributed_optimizer"))
+    world = 0
+    if dist:
+        src["optimizer_sharding"] = fw.options["use_distributed_optimizer"][1]
+        # the gradient norm, and fp16's found_inf, over the world (grad_stats_parallel_group)
+        world = 1 + (prec == "fp16") if fw.optimizer_allreduces is not None else 0
+    # the fp32 copy of 16-bit gradients (fp16 without fp32 accumulation): 4 bytes a parameter
+    copy = 0.0
+    if fw.grad_copy is not None and prec != "fp32" and dp_bytes == 2:
+        copy = float(fw.grad_copy.value)
+        src["grad_copy"] = fw.grad_copy.source
     return FrameworkBehaviour(
         framework=fw, precision=prec, p2p=fw.p2p.value, partitioned=partitioned,
         grad_partitioned=grad_partitioned and partitioned,
@@ -1982,7 +2200,10 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
         # the buffer's dtype where it is fp32 (bf16, accumulate_allreduce_grads_in_fp32);
         # otherwise it is the parameters' dtype, the model's values
         grad_bytes=dp_bytes if fw.grad_buffer is not None and fw.grad_buffer.value
-        and dp_bytes > profile_bytes else None, attention=attention)
+        and dp_bytes > profile_bytes else None, attention=attention,
+        dist_optimizer=dist, param_gather_bytes=PRECISIONS[prec] if dist else 0,
+        world_allreduces=world,
+        grad_copy_bytes=copy)
 
 
 #: What each attention path keeps, as the output names it (:func:`attention_path`).

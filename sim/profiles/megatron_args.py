@@ -61,13 +61,18 @@ before the script, Megatron-LM's after it. A Megatron-LM v1.1.5 launch on DeepSp
   ``fp16`` with ``--fp16``, ``bf16`` with ``--bf16``, else ``fp32``
   (``megatron/core/model_parallel_config.py:177-180``); options
   ``overlap_grad_reduce`` (``--overlap-grad-reduce``, ``arguments.py:3121``),
-  ``accumulate_allreduce_grads_in_fp32`` (``arguments.py:3069``), and the attention's
-  ``transformer_impl`` (``--transformer-impl``, ``transformer_config.py:1314``),
+  ``accumulate_allreduce_grads_in_fp32`` (``arguments.py:3069``),
+  ``use_distributed_optimizer`` (``--use-distributed-optimizer``, ``arguments.py:3156``),
+  the attention's ``transformer_impl`` (``--transformer-impl``, ``transformer_config.py:1314``),
   ``attention_backend`` (``--attention-backend``, ``transformer_config.py:151``; ``local``
   refused, Megatron-LM asserting ``--spec local``, ``arguments.py:436-437``) and
   ``recompute_granularity=selective`` (``--recompute-activations``, ``arguments.py:607-608``,
   or ``--recompute-granularity selective``; full recomputation refused), each only where
-  not Megatron-LM's default (:data:`WORDS`);
+  not Megatron-LM's default (:data:`WORDS`); and
+  ``--overlap-param-gather`` (``arguments.py:3148``) refused: first as Megatron-LM does
+  without the other two (``arguments.py:1024-1029``), else as a run dtsim does not model
+  (each stage's first forward pass waits for its all-gather; the option's source in
+  :data:`~sim.profiles.frameworks.MEGATRON`);
   micro-batch and global batch size from ``--micro-batch-size`` and
   ``--global-batch-size`` (default ``micro x DP``: ``arguments.py:702-703``).
 
@@ -111,6 +116,7 @@ READ = {
     "--transformer-impl": "word", "--attention-backend": "word",
     "--recompute-activations": "flag", "--recompute-granularity": "word",
     "--recompute-modules": "word",
+    "--use-distributed-optimizer": "flag", "--overlap-param-gather": "flag",
 }
 #: The values of the word options dtsim reads that it models, with Megatron-LM's rule for the
 #: others (d98e8a64dd: transformer_config.py:1314 transformer_impl, 151 attention_backend
@@ -149,9 +155,8 @@ REFUSED = {
     "--account-for-loss-in-pipeline-split": "the loss counted as a layer in the split "
                                             "(transformer_config.py:141)",
     "--use-tp-pp-dp-mapping": "rank order tp-cp-ep-pp-dp (initialize.py:395)",
-    "--use-distributed-optimizer": "a sharded optimizer (reduce-scatter and all-gather in place "
-                                   "of the all-reduce; arguments.py:3156)",
-    "--overlap-param-gather": "the distributed optimizer's parameter all-gather (arguments.py:3148)",
+    "--overlap-param-gather-with-optimizer-step": "the interleaved schedule's first parameter "
+        "all-gather beside the optimizer step (arguments.py:1066-1072)",
     "--use-torch-fsdp2": "FSDP (common_config.py:95)",
     "--use-megatron-fsdp": "FSDP (common_config.py:92)",
     "--recompute-method": "full recomputation's layer choice (transformer_config.py:543; "
@@ -816,6 +821,17 @@ def megatron_plan_from_text(text: str, where: str, model: Any,
         options.append(("overlap_grad_reduce", True))
     if opts.get("--accumulate-allreduce-grads-in-fp32"):
         options.append(("accumulate_allreduce_grads_in_fp32", True))
+    if opts.get("--use-distributed-optimizer"):
+        options.append(("use_distributed_optimizer", True))
+    if opts.get("--overlap-param-gather"):  # Megatron-LM's asserts, arguments.py:1024-1029
+        for need in ("--use-distributed-optimizer", "--overlap-grad-reduce"):
+            check(bool(opts.get(need)), "plan", f"--overlap-param-gather only with {need} "
+                  f"({_MEG} megatron/training/arguments.py:1024-1029) at {where}", "without it")
+        check(False, "plan", f"a Megatron-LM run dtsim models: --overlap-param-gather makes "
+              "each stage's first forward pass wait for its parameters' all-gather after "
+              "receiving its input (align_param_gather off without interleaving, "
+              f"arguments.py:1013; distributed_data_parallel.py:517), which dtsim does not "
+              f"model ({where})", "--overlap-param-gather")
     # the attention (sim.profiles.frameworks.attention_path): options only where not Megatron's
     # defaults, so a launch without them is the plan it was
     if opts.get("--transformer-impl", "transformer_engine") != "transformer_engine":

@@ -422,6 +422,11 @@ class TrainingConfig:
         ``bucket_size``); and the tied weights' bytes per GPU, all-reduced
         between the first and last stage of each pipeline first. Such a plan
         runs on the framework engine.
+    reduce_scatter : bool
+        With ``allreduce_sizes``: each stage's gradients (and each overlapped bucket)
+        reduce-scattered over the network instead, the ring all-reduce's first ``k - 1``
+        steps (Megatron-LM's distributed optimizer, whose all-gather of the parameters is in
+        ``optimizer_times``).
     gradient_transfer_sizes : tuple of float or None
         With ``transfer_sizes``: per hop, the bytes of one micro-batch's
         gradient sent back, where they differ from its activation's (the
@@ -651,6 +656,7 @@ class TrainingConfig:
     sync_wait: int | None = None
     stragglers: str = "cancel"
     value_bits: int = 16
+    reduce_scatter: bool = False
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -1042,6 +1048,9 @@ class TrainingConfig:
                       "allreduce_times (they are the all-reduce's times)", self.sync)
             check(self.mean_latency == 0.0, "latency", "0 with allreduce_times (they give the "
                   "all-reduce; transfer_times give the hops)", self.latency)
+        check(self.reduce_scatter is False or self.reduce_scatter is True and
+              self.allreduce_sizes is not None, "reduce_scatter", "false, or true with "
+              "allreduce_sizes (a plan over its network)", self.reduce_scatter)
         if self.optimizer_times is not None:
             check(self.allreduce_times is not None or self.allreduce_sizes is not None,
                   "optimizer_times", "given with allreduce_times or allreduce_sizes",

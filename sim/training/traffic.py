@@ -216,13 +216,15 @@ class Traffic:
         """Ranks a replica of stage ``j`` runs its rings with (1 in the closed form)."""
         return 1
 
-    def _count_ring(self, reps: Any, size: float) -> None:
+    def _count_ring(self, reps: Any, size: float, scatter: bool = False) -> None:
         """Each of the ``n`` members of a ring all-reduce of ``size`` (a node's total) sends
-        ``2 (n - 1) size / n``."""
+        ``2 (n - 1) size / n`` (``scatter``, a reduce-scatter: half of it)."""
         reps = list(reps)
         if len(reps) < 2 or size <= 0:
             return
         x = ring_bytes_sent(len(reps), size)
+        if scatter:
+            x /= 2
         for rep in reps:
             self.sent[rep] = self.sent.get(rep, 0.0) + x
 
@@ -483,7 +485,8 @@ class Traffic:
             return
         red.busy = True
         red.t0 = self.env.now
-        self._count_ring(red.reps, red.sizes[red.next] * self._ranks(red.stage))
+        self._count_ring(red.reps, red.sizes[red.next] * self._ranks(red.stage),
+                         self.config.reduce_scatter)
         ev = self._bucket_ring(red, red.sizes[red.next])
         ev.callbacks.append(lambda _e: self._bucket_done(red))
 
@@ -968,7 +971,7 @@ class NetworkTraffic(Traffic):
         from ..network.collectives import ring_allreduce
 
         ev = ring_allreduce(self.service, [self.node_of(r) for r in red.reps], size,
-                            ranks=self.tp[red.stage])
+                            ranks=self.tp[red.stage], scatter=self.config.reduce_scatter)
         self._moving.append(ev)
         return ev
 
@@ -1005,17 +1008,17 @@ class NetworkTraffic(Traffic):
         rounds, rings = self.rounds[j]
         size = c.allreduce_sizes[j]
         # every replica's ranks send a ring's share of each of the T groups (T = rounds x rings)
-        self._count_ring(self.flow.stages[j], size * rounds * rings)
+        self._count_ring(self.flow.stages[j], size * rounds * rings, c.reduce_scatter)
         if rounds == 1:
             ev = ring_allreduce(self.service, list(self.nodes[j]), size, ranks=rings,
-                                bucket_size=self.ring_bucket)
+                                bucket_size=self.ring_bucket, scatter=c.reduce_scatter)
             self._moving.append(ev)
             return ev
 
         def run():
             for _ in range(rounds):
                 ev = ring_allreduce(self.service, list(self.nodes[j]), size, ranks=rings,
-                                    bucket_size=self.ring_bucket)
+                                    bucket_size=self.ring_bucket, scatter=c.reduce_scatter)
                 self._moving.append(ev)
                 yield ev
         return self.env.process(run())
