@@ -254,7 +254,7 @@ def test_a_launch_line_names_the_sharding(tmp_path, capsys):
 def test_the_planner_finds_plans_that_fit_only_sharded(tmp_path, capsys):
     """dtsim plan reads the option: a model whose one transformer layer at TP 4 needs 18 bytes
     a parameter more than a GH-96 holds has no plan on 16 nodes, and with the optimizer sharded
-    (6 + 12/d, d = 4) it has."""
+    (6 + 12/d, d >= 2) it has."""
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "w.json").write_text(json.dumps({
         "model": "W", "bytes_per_value": 2, "optimizer_bytes_per_param": 12, "shape": {
@@ -269,7 +269,9 @@ def test_the_planner_finds_plans_that_fit_only_sharded(tmp_path, capsys):
     code, out, err = _cli([*argv, "megatron:precision=bf16,use_distributed_optimizer=true"],
                           capsys)
     assert code == 0, err
-    assert re.search(r"\*\s+1\s+\S+\s+\d+x4\s", out), out  # d = 4 replicas
+    # sharded over d >= 2 replicas (d = 2 since Megatron-LM's in-place all-reduce has no
+    # flattened bucket to hold; 4 before)
+    assert re.search(r"\*\s+1\s+\S+\s+\d+x[2-9]\d*\s", out), out
 
 
 @pytest.mark.parametrize("extra, framework, message", [

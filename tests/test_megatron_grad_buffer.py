@@ -71,3 +71,50 @@ def test_planner_sums_count_the_fp32_gradients(profiles):
     total = max(f + sum(per[i] for i in plan.stages[0].layers) for f, per in terms) \
         + profiles.gpus[g.gpu].overhead(g.tp)
     assert total == pytest.approx(g.total, rel=1e-12)
+
+
+WIDE = {"layers": 4, "hidden": 2048, "heads": 16, "sequence": 8, "vocabulary": 1000,
+        "tied": False}
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    """A model whose gradients outweigh its activations (a short sequence): the memory after
+    the backward passes is the larger term, where an all-reduce's bucket would show."""
+    d = tmp_path_factory.mktemp("wide")
+    (d / "models").mkdir()
+    (d / "models" / "m.json").write_text(json.dumps(
+        {"model": "M", "bytes_per_value": 2, "optimizer_bytes_per_param": 12, "shape": WIDE}))
+    return load_profiles(d)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_megatron_reduces_its_gradients_in_place_no_flattened_bucket(wide, precision):
+    """Megatron-LM all-reduces (or reduce-scatters) ``bucket.grad_data``, the buffer the
+    gradients live in (``core/distributed/param_and_grad_buffer.py:730-731`` at d98e8a64dd,
+    ``724-725`` at core_v0.19.0, ``267`` at core_v0.9.0): no copy. DeepSpeed's pipeline engine
+    flattens up to 5e8 elements into a bucket of its own, which dtsim counted for Megatron
+    too (megdistopt noticed): here 2 x P bytes above the activations. Now the GPU holds
+    weights, gradients, optimizer state, then the larger of the activations (with buffers)
+    and fp16's fp32 gradient copy alone; the planner's sums say the same."""
+    meg = FrameworkSpec("megatron", precision=precision)
+    plan = _plan(meg, stages=1)
+    b = build_plan(plan, wide, steps=1)
+    g = b.memory[0]
+    P = g.weights / 2
+    assert g.allreduce_bucket == 0.0
+    assert g.grad_copy == (4 * P if precision == "fp16" else 0.0)
+    assert g.activations + g.buffers < 2 * P  # the old bucket would have been the peak
+    after = max(g.activations + g.buffers, g.grad_copy)
+    assert g.total == pytest.approx(g.weights + g.gradients + g.optimizer + after + g.overhead,
+                                    rel=1e-15)
+    # DeepSpeed on the same plan keeps its flattened bucket (the stage's gradients, < 5e8)
+    ds = build_plan(_plan(FrameworkSpec("deepspeed", precision="fp16"), stages=1), wide,
+                    steps=1).memory[0]
+    assert ds.allreduce_bucket == pytest.approx(2 * P, rel=1e-15)
+    # the search's sums restate plan_memory
+    pm = ProfilePlanModel(wide, wide.model("M"), framework=meg)
+    terms = pm.memory_terms(g.gpu, g.tp, 2, 0, 1, plan.microbatches)
+    total = max(f + sum(per[i] for i in plan.stages[0].layers) for f, per in terms) \
+        + wide.gpus[g.gpu].overhead(g.tp)
+    assert total == pytest.approx(g.total, rel=1e-12)

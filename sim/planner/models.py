@@ -441,7 +441,8 @@ class ProfilePlanModel:
         bucket, so it fits iff both sums fit: ``buffers + sum(W_i + A_i)`` and
         ``sum(W_i + K_i)``, with ``W_i`` a layer's weight, gradient and
         optimizer bytes, ``A_i`` its activations times the micro-batches the
-        schedule holds at this stage, ``K_i`` its share of the bucket. Three
+        schedule holds at this stage, ``K_i`` its share of the bucket (Megatron-LM, which
+        reduces the gradients in place in their buffer, has none: fp16's fp32 copy alone). Three
         readings keep the sums exact or safe: the buffers are sized for the
         largest output a stage can receive (all of OPT's are equal), the
         bucket for all the stage's parameters (it is capped at 5e8 elements),
@@ -497,7 +498,8 @@ class ProfilePlanModel:
                      for w, s in zip(weights, kept, strict=True))
         # after the backward passes: the bucket, or Megatron-LM's fp32 gradient copy (fp16)
         copy = self._fb.grad_copy_bytes / (dp if self._fb.dist_optimizer else 1)
-        after = bpv if copy <= bpv else copy
+        # (Megatron-LM reduces the gradients in place in their buffer: no bucket, the copy only)
+        after = copy if self._fb.grads_in_buffer else bpv if copy <= bpv else copy
         bucket = tuple(w + s.params * after for w, s in zip(weights, sizes, strict=True))
         return ((buffers, held), (pad, bucket))
 

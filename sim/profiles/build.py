@@ -806,8 +806,8 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                 mask_sequence: int | None = None, recv_clones: bool = False,
                 partitioned: bool = True, bf16_optimizer: bool = False,
                 grad_bytes: int | None = None, dist_optimizer: bool = False,
-                grad_copy: float = 0.0, memory_sizes_at: Any = None
-                ) -> tuple[GPUMemory, ...]:
+                grad_copy: float = 0.0, memory_sizes_at: Any = None,
+                flat_bucket: bool = True) -> tuple[GPUMemory, ...]:
     """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike).
 
     ``sizes_at(tp)`` gives the layers' sizes at a TP degree (default the profile's,
@@ -825,7 +825,9 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     Megatron-LM's fp32 gradient buffer under bf16; None: the model's ``bytes_per_value``).
     ``memory_sizes_at(gpu, tp)``: the layers' sizes whose activation memory a GPU of that type
     keeps (the attention path of :func:`sim.profiles.frameworks.attention_path`; None: those of
-    ``sizes_at``).
+    ``sizes_at``). ``flat_bucket``: the all-reduce copies the gradients into a flattened
+    bucket of up to :data:`BUCKET_ELEMENTS` (DeepSpeed); False: it reduces them in place in
+    their buffer, no copy (Megatron-LM: :attr:`FrameworkBehaviour.grads_in_buffer`).
     ``dist_optimizer``: Megatron-LM's distributed optimizer, the optimizer state (fp32 master
     weights and Adam's moments, the profile's ``optimizer_bytes_per_param``) of the rank's
     ``1/dp`` shard of the stage's parameters, ``dp`` its replicas (Megatron-LM's
@@ -883,7 +885,8 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
             out.append(GPUMemory(
                 stage=j, replica=i, gpu=rep.gpu, tp=rep.tp, weights=weights, gradients=gradients,
                 optimizer=optimizer, activations=n * act,
-                buffers=buffers, allreduce_bucket=min(group, BUCKET_ELEMENTS) * bpv,
+                buffers=buffers,
+                allreduce_bucket=min(group, BUCKET_ELEMENTS) * bpv if flat_bucket else 0.0,
                 overhead=g.overhead(rep.tp), capacity=g.memory_bytes,
                 grad_copy=P * grad_copy / shard if grad_copy else 0.0))
     return tuple(out)
@@ -1901,7 +1904,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         opt = tuple(o + g for o, g in zip(opt, param_ag, strict=True))
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers, fb.sequence,
                          fb.recv_clones, fb.partitioned, fb.bf16_allgather is not None,
-                         fb.grad_bytes, fb.dist_optimizer, fb.grad_copy_bytes, memory_sizes_at)
+                         fb.grad_bytes, fb.dist_optimizer, fb.grad_copy_bytes, memory_sizes_at,
+                         not fb.grads_in_buffer)
     if check_memory:
         for g in memory:
             if g.total > g.capacity:

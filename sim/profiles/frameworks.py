@@ -2013,6 +2013,11 @@ class FrameworkBehaviour:
     #: bytes a value of the gradients a rank holds (``Framework.grad_buffer``: the all-reduce
     #: buffer's, where wider than the model's values); None: the model's ``bytes_per_value``
     grad_bytes: int | None = None
+    #: ``Framework.grad_buffer``: the gradients live in the buffer the data-parallel all-reduce
+    #: (or reduce-scatter) reduces in place (Megatron-LM's ``bucket.grad_data``), so the
+    #: all-reduce makes no flattened copy of them (DeepSpeed's pipeline engine flattens up to
+    #: 5e8 elements a bucket: :data:`sim.profiles.build.BUCKET_ELEMENTS`)
+    grads_in_buffer: bool = False
     #: Megatron-LM's attention as the plan runs it, ``(transformer_impl, attention_backend,
     #: selective recomputation)`` (``Framework.attention``; :func:`attention_path` reads it);
     #: None: the model's own attention, its s x s matrices kept (eq. 2)
@@ -2200,7 +2205,9 @@ def resolve(spec: FrameworkSpec | None, profile_bytes: int, dp: int = 1,
         # the buffer's dtype where it is fp32 (bf16, accumulate_allreduce_grads_in_fp32);
         # otherwise it is the parameters' dtype, the model's values
         grad_bytes=dp_bytes if fw.grad_buffer is not None and fw.grad_buffer.value
-        and dp_bytes > profile_bytes else None, attention=attention,
+        and dp_bytes > profile_bytes else None,
+        grads_in_buffer=fw.grad_buffer is not None and bool(fw.grad_buffer.value),
+        attention=attention,
         dist_optimizer=dist, param_gather_bytes=PRECISIONS[prec] if dist else 0,
         world_allreduces=world,
         grad_copy_bytes=copy)
