@@ -241,11 +241,13 @@ class PlanStepTimes:
         if plan_node_kind(self.plan) is None:
             hosts = any(x.host for st in self.plan.stages for x in st.replicas)
             raise ConfigError("plan", "a plan whose replicas are all one node kind (GPU type, "
-                              "TP degree, node size, zone; no named host) with a step-level "
-                              "strategy (it puts any ready node at any stage)" + (
-                                  "; dtsim plan --out names each replica's host: delete the "
-                                  "plan's host keys to run each replica as a node of its own"
-                                  if hosts else ""),
+                              "TP degree, node size, zone; no named host, or one replica a "
+                              "host) with a step-level strategy (it puts any ready node at any "
+                              "stage)" + (
+                                  "; a launch line puts one replica on a host with "
+                                  "--nproc-per-node equal to TP; dtsim plan --out names each "
+                                  "replica's host: delete the plan's host keys to run each "
+                                  "replica as a node of its own" if hosts else ""),
                               ", ".join(sorted({f"{x.gpu} TP {x.tp}" + (f" on {x.host}" if
                                                                          x.host else "")
                                                 for st in self.plan.stages
