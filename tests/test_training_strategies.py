@@ -402,6 +402,29 @@ def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path, every, cost, e
     assert m["lost_work"] == (5.0 if every == 100 else 2.0)  # the step in progress only
 
 
+@pytest.mark.parametrize("stages, strategy", [
+    (1, "reconfiguration:reconfigure=2,boot=0"),
+    (2, "redundancy:every=0,rebalance=2,boot=0,mode=lazy"),
+])
+def test_a_drain_waits_for_the_last_step_end_before_the_preemption(tmp_path, stages, strategy):
+    """Notice 25 s ahead of a removal at 100 (2 pipelines: 10 s a step, 1: 20 s): the job
+    re-forms without the leaving node (2 s) at the last step end from which that still ends
+    before 100: at 90, not at 80 (90 + 2 <= 100 < 90 + 10 + 2). Steps 1-9 at 10..90, the
+    re-formation 90-92, steps 10-12 on one pipeline at 112, 132, 152. It drained at 80
+    before, giving up a step of two pipelines for one of one: 162."""
+    from sim.traces import TraceReplay
+
+    p = tmp_path / "events.csv"
+    nodes = "".join(f"0,add,n{i}\n" for i in range(2 * stages))
+    p.write_text(nodes + "100000,remove,n1\n1000000,add,n9\n")
+    table = StepTimes("pipelines", (1, 2), (20.0, 10.0))
+    cfg = TrainingConfig(stages=stages, replicas=2, steps=12, step_times=table, notice=25.0,
+                         failure_trace=TraceReplay(str(p)), strategy=strategy)
+    _, m = _run(cfg)
+    assert m["notices_used"] == 1.0 and m["lost_work"] == 0.0
+    assert m["training_time"] == 152.0
+
+
 def test_training_model_runs_a_step_level_strategy_on_its_job_engine(tmp_path):
     """An experiment's ``model`` calling ``training_model`` (as the experiment template does)
     with a step-level strategy and a step-time table got the DES, which ignored both: every
