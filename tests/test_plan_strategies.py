@@ -364,3 +364,30 @@ def test_the_plan_options_time_the_formations(capsys):
     assert run["engine"] == "job"
     assert run["step_time_mean"] == _step(capsys, PLAN, *sync)
     assert run["step_time_mean"] != _step(capsys, PLAN)
+
+
+#: OPT-350 as a Megatron-LM launch line on RTX-3090 nodes of 2 GPUs (TP 2, PP 2, DP 2):
+#: torchrun's hosts n0..n3 hold one replica each
+LAUNCH = ("torchrun --nnodes {nodes} --nproc-per-node {per} pretrain_gpt.py "
+          "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers 24 "
+          "--hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+          "--untie-embeddings-and-output-weights --micro-batch-size 2 --global-batch-size 16\n")
+
+
+def test_a_launch_line_of_one_replica_a_host_runs_a_strategy(tmp_path, capsys):
+    """A launch line names its hosts (``n0``, ``n1``, ...); where each holds one replica the
+    host is the replica's node of its own, which a strategy takes (it was refused, saying to
+    delete host keys a launch line has not). With every node up, one step of the strategy
+    run is ``--plan``'s iteration, bit for bit; two replicas a host stay refused."""
+    launch = tmp_path / "launch.sh"
+    launch.write_text(LAUNCH.format(nodes=4, per=2))
+    base = ["--plan", str(launch), "--gpu", "RTX-3090", "--model", "OPT-350", "--steps", "1",
+            "--replications", "1"]
+    plain = _json(capsys, base)["step_time_mean"]
+    run = _json(capsys, [*base, "--strategy", "reconfiguration"])
+    assert run["step_time_mean"] == plain
+    launch.write_text(LAUNCH.format(nodes=2, per=4))
+    assert main(["train", *base, "--strategy", "checkpoint-restart"]) == 2
+    err = capsys.readouterr().err.strip()
+    # the advice was only to delete host keys, which a launch line has not
+    assert "one node kind" in err and "--nproc-per-node equal to TP" in err and "\n" not in err

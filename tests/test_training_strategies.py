@@ -371,10 +371,22 @@ def test_swarm_notice_drains_the_leaving_replica(tmp_path):
     assert with_notice["training_time"] == 12.0
 
 
-def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path):
-    """Notice 25 s ahead of a removal at 100 (step 10 s, K = 100: no periodic checkpoint before):
-    at 75 the job decides to checkpoint after the step ending at 80 (a 5 s checkpoint ends at
-    85 < 100), so the loss at 100 rolls back only the step in progress."""
+@pytest.mark.parametrize("every, cost, end, checkpoints", [
+    # steps at 10..90 (9); at 80 a step and a 5 s checkpoint still fit before 100 (95), at 90
+    # not: checkpoint 90-95, step 10 95-100 lost at 100, restart 100-101, steps 10-12 at
+    # 111, 121, 131, the last checkpoint 131-136 (before: at once after the step ending at
+    # 80, 80-85, so step 9, done at 95, was lost too: 146)
+    (100, 5.0, 136.0, 2.0),
+    # a periodic checkpoint due at 80 (every 8) while the notice's waits: 80-84, step 9
+    # 84-94, the notice's 94-98, step 10 98-100 lost, restart 100-101, steps 10-12, the
+    # last checkpoint 131-135 (before: the periodic one was the notice's, 145)
+    (8, 4.0, 135.0, 3.0),
+])
+def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path, every, cost, end, checkpoints):
+    """Notice 25 s ahead of a removal at 100 (step 10 s): the job checkpoints at the last step
+    end from which the checkpoint still ends before the preemption, so the loss at 100 rolls
+    back only the step in progress (it checkpointed after the first step end, and lost every
+    step done after that checkpoint: more than without the notice)."""
     from sim.traces import TraceReplay
 
     p = tmp_path / "events.csv"
@@ -382,12 +394,35 @@ def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path):
     table = StepTimes("workers", (1, 2), (10.0, 10.0))
     cfg = TrainingConfig(stages=1, replicas=2, steps=12, step_times=table, notice=25.0,
                          failure_trace=TraceReplay(str(p)),
-                         strategy="checkpoint-restart:every=100,checkpoint=5,restart=1,boot=0")
+                         strategy=f"checkpoint-restart:every={every},checkpoint={cost},"
+                                  "restart=1,boot=0")
     _, m = _run(cfg)
-    # steps at 10..80 (8), checkpoint 80-85, step 9 85-95, step 10 95-100 lost at 100,
-    # restart 100-101, steps 9-12 at 111, 121, 131, 141, the last checkpoint 141-146
-    assert m["notices_used"] == 1.0 and m["checkpoints"] == 2.0
-    assert m["training_time"] == 146.0
+    assert m["notices_used"] == 1.0 and m["checkpoints"] == checkpoints
+    assert m["training_time"] == end
+    assert m["lost_work"] == (5.0 if every == 100 else 2.0)  # the step in progress only
+
+
+@pytest.mark.parametrize("stages, strategy", [
+    (1, "reconfiguration:reconfigure=2,boot=0"),
+    (2, "redundancy:every=0,rebalance=2,boot=0,mode=lazy"),
+])
+def test_a_drain_waits_for_the_last_step_end_before_the_preemption(tmp_path, stages, strategy):
+    """Notice 25 s ahead of a removal at 100 (2 pipelines: 10 s a step, 1: 20 s): the job
+    re-forms without the leaving node (2 s) at the last step end from which that still ends
+    before 100: at 90, not at 80 (90 + 2 <= 100 < 90 + 10 + 2). Steps 1-9 at 10..90, the
+    re-formation 90-92, steps 10-12 on one pipeline at 112, 132, 152. It drained at 80
+    before, giving up a step of two pipelines for one of one: 162."""
+    from sim.traces import TraceReplay
+
+    p = tmp_path / "events.csv"
+    nodes = "".join(f"0,add,n{i}\n" for i in range(2 * stages))
+    p.write_text(nodes + "100000,remove,n1\n1000000,add,n9\n")
+    table = StepTimes("pipelines", (1, 2), (20.0, 10.0))
+    cfg = TrainingConfig(stages=stages, replicas=2, steps=12, step_times=table, notice=25.0,
+                         failure_trace=TraceReplay(str(p)), strategy=strategy)
+    _, m = _run(cfg)
+    assert m["notices_used"] == 1.0 and m["lost_work"] == 0.0
+    assert m["training_time"] == 152.0
 
 
 def test_training_model_runs_a_step_level_strategy_on_its_job_engine(tmp_path):

@@ -1980,6 +1980,12 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     M = ("--model", "OPT-350", "--gpu", "RTX-3090", "--zone", "us-central1-a", *one)
     add("train/megatron-launch-runs", T("--plan", launch("ml-good.sh", "--fp16"), *M),
         ok("step time"))
+    # a step-level strategy needs one replica a host (--nproc-per-node equal to TP)
+    add("train/megatron-two-replicas-a-host-strategy",
+        T("--plan", launch("ml-2r.sh"), *M, "--strategy", "checkpoint-restart"), refuse("plan"))
+    add("train/megatron-one-replica-a-host-strategy",
+        T("--plan", launch("ml-1r.sh", nodes=4, per=2), *M, "--strategy", "reconfiguration"),
+        ok("strategy reconfiguration"))
     add("train/megatron-zone-inferred", T("--plan", launch("ml-z.sh"), "--model", "OPT-350",
                                           "--gpu", "RTX-3090", *one), ok("step time"),
         note="the network has one zone for RTX-3090: taken")

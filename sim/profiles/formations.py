@@ -40,7 +40,9 @@ plans this runs; the framework engine's blocking programs need equal shares).
 The samples of a step stay the global batch.
 
 The plan's nodes must all be of one kind (GPU type, TP degree, node size,
-zone, no named host): a strategy puts any ready node at any stage.
+zone, no named host, or each named host holding one replica: its node of its own, as a
+launch line of ``--nproc-per-node`` equal to TP names them): a strategy puts any ready
+node at any stage.
 
 A formation's checkpoint (:meth:`PlanStepTimes.checkpoint_bytes`, for a strategy's
 ``checkpoint_bandwidth``): the bytes each node writes and reads, from the plan's memory
@@ -125,7 +127,7 @@ from typing import Any, ClassVar
 from ..errors import ConfigError
 from .values import Plan, Profiles, StageSpec
 
-__all__ = ["PlanStepTimes", "plan_node_kind", "checkpoint_rule", "node_checkpoint_bytes"]
+__all__ = ["PlanStepTimes", "plan_node_kind", "own_nodes", "checkpoint_rule", "node_checkpoint_bytes"]
 
 #: How each framework key writes a checkpoint (module notes): "rank0" (data-parallel rank 0
 #: of each stage writes its state, every rank reads its own) or "spread" (the data-parallel
@@ -199,10 +201,23 @@ def node_checkpoint_bytes(build: Any, model: Any) -> tuple[tuple[float, float], 
     return tuple(out)
 
 
+def own_nodes(plan: Plan) -> Plan:
+    """``plan`` with its hosts left out when each named host holds one replica: such a host is
+    the replica's node of its own (a launch line of ``--nproc-per-node`` equal to TP names
+    hosts ``n0``, ``n1``, ..., one replica each); else ``plan`` as it is."""
+    hosts = [x.host for st in plan.stages for x in st.replicas if x.host is not None]
+    if not hosts or len(set(hosts)) < len(hosts):
+        return plan
+    return dataclasses.replace(plan, stages=tuple(
+        dataclasses.replace(st, replicas=tuple(dataclasses.replace(x, host=None)
+                                               for x in st.replicas))
+        for st in plan.stages))
+
+
 def plan_node_kind(plan: Plan) -> Any:
     """The one node kind of ``plan`` (a ReplicaSpec without a host), None when its replicas
-    differ or name hosts."""
-    kinds = {x for st in plan.stages for x in st.replicas}
+    differ or name hosts (a host holding one replica is its node of its own: :func:`own_nodes`)."""
+    kinds = {x for st in own_nodes(plan).stages for x in st.replicas}
     if len(kinds) != 1:
         return None
     kind = next(iter(kinds))
@@ -237,14 +252,17 @@ class PlanStepTimes:
     options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "plan", own_nodes(self.plan))
         if plan_node_kind(self.plan) is None:
             hosts = any(x.host for st in self.plan.stages for x in st.replicas)
             raise ConfigError("plan", "a plan whose replicas are all one node kind (GPU type, "
-                              "TP degree, node size, zone; no named host) with a step-level "
-                              "strategy (it puts any ready node at any stage)" + (
-                                  "; dtsim plan --out names each replica's host: delete the "
-                                  "plan's host keys to run each replica as a node of its own"
-                                  if hosts else ""),
+                              "TP degree, node size, zone; no named host, or one replica a "
+                              "host) with a step-level strategy (it puts any ready node at any "
+                              "stage)" + (
+                                  "; a launch line puts one replica on a host with "
+                                  "--nproc-per-node equal to TP; dtsim plan --out names each "
+                                  "replica's host: delete the plan's host keys to run each "
+                                  "replica as a node of its own" if hosts else ""),
                               ", ".join(sorted({f"{x.gpu} TP {x.tp}" + (f" on {x.host}" if
                                                                          x.host else "")
                                                 for st in self.plan.stages

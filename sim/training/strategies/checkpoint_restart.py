@@ -27,9 +27,11 @@ that keep the blocking part of a checkpoint within ``overhead_bound`` of
 the time computing).
 
 A preemption notice (``notice="checkpoint"``): when a worker the job runs on
-announces its preemption, the job checkpoints after the current step if that
-completes before the preemption, or at once (dropping the step in progress)
-if only that fits, so the steps done are kept.
+announces its preemption, the job checkpoints at the last step end from which
+the checkpoint still completes before the preemption (after the current step
+if only that fits), or at once (dropping the step in progress) if only that
+fits, so the preemption loses only the step in progress (checkpointing after
+the first step end lost every step done after it, more than no notice did).
 
 Defaults (seconds; BERT-large on EC2 p3 spot instances, 30 nodes): from the
 Oobleck artifact's Varuna simulator (SymbioticLab/Oobleck, branch
@@ -202,13 +204,31 @@ class CheckpointRestart(JobStrategy):
         job.formation = None
         st.leaving.clear()
         st.emergency = False
+        st.extra.pop("notice_at", None)
+
+    def _notice_need(self, job: Any) -> float:
+        """Time from a checkpoint's start to it being durable."""
+        c = self.checkpoint_time(job)
+        return c if self.snapshot == "blocking" else self.copy + c
 
     def after_step(self, job: Any, st: RunState):
         last = job.steps >= job.N  # the run ends with a checkpoint of its last steps
         due = job.steps - job.committed >= self.current_interval(job, st) or last
-        if not (due or st.emergency):
+        # a notice's checkpoint waits for the last step end from which it still ends before
+        # the preemption (checkpointing at once lost every step done after it to the
+        # preemption: more work than without the notice)
+        later = (st.emergency and not last and job.env.now + job.formation.step_time
+                 + self._notice_need(job) <= st.extra.get("notice_at", -math.inf))
+        if not (due or (st.emergency and not later)):
             return
-        ok = yield from self.checkpoint_now(job, st, emergency=st.emergency)
+        ok = yield from self.checkpoint_now(job, st, emergency=st.emergency and not later)
+        if later and ok:  # a periodic checkpoint: the notice's comes later if one still fits
+            if job.env.now + job.formation.step_time + self._notice_need(job) \
+                    <= st.extra["notice_at"]:
+                st.emergency = True
+            else:  # this one was the last that fits: it is the notice's
+                job.counts["notices_used"] += 1
+                st.extra.pop("notice_at", None)
         if ok and last and self.snapshot == "overlapped":  # done when the write is durable
             causes = yield from job.wait_event(st.extra["write"])
             ok = not self.losses(causes) and job.committed >= job.N
@@ -220,6 +240,7 @@ class CheckpointRestart(JobStrategy):
         st.emergency = False
         if emergency:
             job.counts["notices_used"] += 1
+            st.extra.pop("notice_at", None)
         if self.snapshot == "blocking":
             ok = yield from self.checkpoint_blocking(job, st, self.checkpoint_time(job))
             return ok
@@ -256,10 +277,10 @@ class CheckpointRestart(JobStrategy):
         st = job.run_state
         if st is None or self.notice == "ignore" or w.index not in st.participants or job.formation is None:
             return
-        cost = self.checkpoint_time(job)
-        need = cost if self.snapshot == "blocking" else self.copy + cost
+        need = self._notice_need(job)
         now = job.env.now
         if st.step_end + need <= at:
-            st.emergency = True  # checkpoint after this step
+            st.emergency = True  # checkpoint after this step, or a later one that fits
+            st.extra["notice_at"] = min(at, st.extra.get("notice_at", math.inf))
         elif job.steps > job.committed and now + need <= at and st.step_end < math.inf:
             job.interrupt(Notice(w.index, at, now))  # drop the step, checkpoint now

@@ -80,6 +80,22 @@ class JobStrategy(Strategy):
               "checkpoint_bandwidth (the checkpoint's time is then the plan's bytes over it)",
               self.checkpoint)
 
+    def drain_due(self, job: Any, st: RunState, step: float, cost: float) -> list[int]:
+        """The leaving participants to re-form without at this step end (``cost``: the
+        re-formation), none until the last step end from which it still ends before a
+        preemption: one more ``step`` (and the checkpoint due after it) would not leave that
+        time. Draining at the first step end gave up the leaving nodes' last steps, up to
+        the notice's length, for nothing (module notes of the strategies)."""
+        now = job.env.now
+        fits = {w: at for w, at in st.leaving.items() if w in st.participants and now + cost <= at}
+        every = getattr(self, "every", 0)
+        nxt = job.steps + 1
+        span = step + (self.checkpoint_time(job) if every and (nxt - job.committed >= every
+                                                               or nxt >= job.N) else 0.0)
+        if any(now + span + cost > at for at in fits.values()):
+            return list(fits)
+        return []
+
     def checkpoint_time(self, job: Any) -> float:
         """A checkpoint of the current formation: ``checkpoint``, or with ``checkpoint_bandwidth``
         the most bytes a node of the formation writes over it (the nodes write at once, each at

@@ -23,7 +23,7 @@ steps at cost ``checkpoint``; ``every=0``: none, back to step 0) and restarts
 pipeline).
 
 A preemption notice (``notice="drain"``): the job reconfigures without the
-leaving node at the next step end if that completes before the preemption,
+leaving node at the last step end from which that completes before the preemption,
 losing no step.
 
 Defaults, from the Oobleck artifact's Oobleck simulator (SymbioticLab/Oobleck,
@@ -205,9 +205,7 @@ class Reconfiguration(JobStrategy):
                 return
             if job.done.triggered:  # the checkpoint after the last step
                 return
-        now = job.env.now
-        drain = [w for w, at in st.leaving.items() if w in st.participants
-                 and now + self.reconfigure <= at]
+        drain = self.drain_due(job, st, f.step_time, self.reconfigure)
         grow = False
         if self.grow:
             ready = job.ready_workers()

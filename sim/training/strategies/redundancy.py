@@ -69,7 +69,7 @@ activations and input gradients Bamboo keeps for recovery (``engine.py:1715-1717
 ``engine.py:2110-2112``); dtsim charges no such sync either.
 
 A preemption notice (``notice="drain"``): the job rebalances without the
-leaving node at the next step end if that completes before the preemption,
+leaving node at the last step end from which that completes before the preemption,
 so the node leaves without a takeover.
 
 Defaults, from Bamboo's simulator (uclasystem/bamboo,
@@ -324,9 +324,8 @@ class Redundancy(JobStrategy):
         live = [w for w in rings.members if w not in rings.dead]
         spares = [w for w in job.ready_workers() if w not in rings.members]
         active = P * L - o
-        now = job.env.now
-        drain = [w for w, t in st.leaving.items() if w in rings.members and w not in rings.dead
-                 and now + self.rebalance <= t]
+        drain = [w for w in self.drain_due(job, st, self.duration(job, st), self.rebalance)
+                 if w in rings.members and w not in rings.dead]
         grow = (len(live) + len(spares)) // L > P and P < max(c.replicas)
         if drain:
             job.counts["notices_used"] += len(drain)
