@@ -1,0 +1,97 @@
+"""A DiLoCo member lost during the outer all-reduce (both engines): the ring is aborted, the
+survivors notice after the heartbeat timeout and rerun it among themselves (INTELLECT-1) or
+drop the outer step (``on_loss=discard``, torchft). Hand-derived closed forms."""
+
+import pytest
+
+from sim.rng import Streams
+from sim.training import TrainingConfig, training_model
+from sim.training.learners import LearnersConfig
+
+# 3 one-worker groups, T = 1 + 2 = 3 a step, H = 2, N = 4, S = 10 over B = 5, no latency:
+# a ring of M groups 2 (M - 1) S / (M B): 8/3 for three, 2 for two; s0r2 down from 7.3333
+T, H, N, S, B = 3.0, 2, 4, 10.0, 5.0
+F = 7.333333333333333
+
+
+def _ring(m):
+    return 2 * (m - 1) * S / (m * B)
+
+
+def _des(tmp_path, extra=""):
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\n")
+    cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync="diloco:every=2" + extra,
+                         failure_trace=str(p))
+    return training_model(cfg, Streams(0).replication(0))
+
+
+def _eng(**kw):
+    from sim.training import learners as LM
+
+    c = LearnersConfig(learners=3, chips=1, step_time=T, every=H, steps=N, size=S,
+                       bandwidth=B, replace_time=1000.0, **kw)
+    e = LM._Engine(c, Streams(0).replication(0))
+    left = {2: [F]}
+
+    def draw(x):
+        e.cancel(x.fail_ev)
+        x.fail_ev = None
+        if left.get(x.g) and c.chips - len(x.repl) > 0:
+            x.fail_ev = e.push(left[x.g].pop(0), LM._FAIL, x.g)
+    e._draw_failure = draw
+    return e.run()
+
+
+@pytest.mark.parametrize("hb", [10.0, 6.0])
+def test_a_member_lost_in_the_ring_aborts_it_and_the_survivors_rerun(tmp_path, hb):
+    """The first ring runs [6, 8.67); group 2 dies at 7.33 in it. The survivors notice at
+    7.33 + hb, rerun among two (2), take steps 3-4 (6) and the last ring of two (2):
+    27.33 (hb = 10, INTELLECT-1's code default) or 23.33 (6 s, the report's). Group 2's two
+    steps (6) are lost; the aborted ring wasted 7.33 + hb - 6. The old model (the ring run
+    through the dead member to 8.67, its pseudo-gradient merged) ended at 16.67, lost 0."""
+    wall = F + hb + _ring(2) + H * T + _ring(2)
+    out = _des(tmp_path, "" if hb == 10.0 else f",heartbeat={hb:g}")
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(H * T)
+    assert out["outer_aborts"] == 1
+    assert out["outer_aborted"] == pytest.approx(F + hb - H * T, rel=1e-12)
+    assert out["goodput_fraction"] == pytest.approx(2 * N * T / (3 * wall), rel=1e-12)
+    old = H * T + _ring(3) + H * T + _ring(2)  # 16.67: the ring ran through the dead member
+    assert abs(out["training_time"] - old) > 6
+    eng = _eng(heartbeat=hb)
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert eng["lost_outer_work"] == pytest.approx(H * T)
+    assert eng["outer_aborted"] == pytest.approx(F + hb - H * T, rel=1e-12)
+    assert eng["goodput_fraction"] == pytest.approx(out["goodput_fraction"], rel=1e-12)
+
+
+def test_on_loss_discard_drops_the_outer_step_on_every_survivor(tmp_path):
+    """torchft: at the notice (17.33) the outer step is dropped; the survivors' two steps
+    (6 each) are lost with group 2's (6): lost 18; they take the round again from the last
+    outer parameters (6), ring of two (2), the last round (6 + 2): 33.33."""
+    wall = F + 10 + 2 * (H * T + _ring(2))
+    out = _des(tmp_path, ",on_loss=discard")
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(3 * H * T)
+    eng = _eng(on_loss="discard")
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert eng["lost_outer_work"] == pytest.approx(3 * H * T)
+
+
+def test_streaming_fragment_ring_aborted(tmp_path):
+    """Two groups, every=2, fragments=2 (T = 3; a fragment of S/2 = 5: ring of two 1),
+    group 1 down from 3.5 (in the ring of fragment 0 at step 1, [3, 4)) to the end: the
+    ring is aborted; group 0 notices at 13.5 and syncs alone (no time), then steps 2-4
+    alone: 13.5 + 3 x 3 = 22.5. Group 1's fragment-0 share of step 1 (1.5) and its
+    fragment-1 share (1.5) are lost: 3."""
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\ns0r1,3.5,1000\n")
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=4, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync="diloco:every=2,fragments=2",
+                         failure_trace=str(p))
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["outer_aborts"] == 1
+    assert out["training_time"] == pytest.approx(3.5 + 10 + 3 * T, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(T)
