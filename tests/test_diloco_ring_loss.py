@@ -95,3 +95,52 @@ def test_streaming_fragment_ring_aborted(tmp_path):
     assert out["outer_aborts"] == 1
     assert out["training_time"] == pytest.approx(3.5 + 10 + 3 * T, rel=1e-12)
     assert out["lost_outer_work"] == pytest.approx(T)
+
+
+def test_overlapped_fragment_ring_aborted(tmp_path):
+    """The streaming case with ``overlap=1``: fragment 0's ring [3, 4) runs beside step 2
+    and is aborted at 3.5; group 0 ends step 2 at 6, waits for that sync (due there) until
+    the notice at 13.5, where it syncs alone (no time), then steps 3 and 4 (its syncs alone,
+    no time): 19.5; lost 3 as without overlap."""
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\ns0r1,3.5,1000\n")
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=4, forward_time=1.0,
+                         param_size=S, bandwidth=B,
+                         sync="diloco:every=2,fragments=2,overlap=1", failure_trace=str(p))
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["outer_aborts"] == 1
+    assert out["training_time"] == pytest.approx(3.5 + 10 + 2 * T, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(T)
+
+
+def test_the_quorum_aborts_the_ring_too(tmp_path):
+    """``quorum=2``: every group reports at 6, the outer step fires with the three (its ring
+    is the same) and the loss at 7.33 aborts it: 27.33, lost 6, as synchronous."""
+    out = _des(tmp_path, ",quorum=2")
+    assert out["training_time"] == pytest.approx(F + 10 + 2 * _ring(2) + H * T, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(H * T)
+    eng = _eng(quorum=2)
+    assert eng["training_time"] == pytest.approx(out["training_time"], rel=1e-12)
+
+
+def test_over_a_network_the_aborted_rings_flows_are_withdrawn(tmp_path, monkeypatch):
+    """3 one-host zones linked at 5, no latency (the closed form's figures), ``heartbeat=0.5``:
+    the rerun starts at 7.83 while the aborted ring's flows would still move to 8.67; they
+    are withdrawn, so the rerun takes its 2 (to 9.83) and the run ends at 17.83, as in the
+    closed form. Flows left moving share the links with the rerun: a later end."""
+    from sim.training.traffic import WanTraffic
+
+    wall = F + 0.5 + _ring(2) + H * T + _ring(2)
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\n")
+    base = dict(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
+                param_size=S, sync="diloco:every=2,heartbeat=0.5", failure_trace=str(p))
+    closed = training_model(TrainingConfig(**base, bandwidth=B), Streams(0).replication(0))
+    net = TrainingConfig(**base, network="geo:regions=3,hosts=1,inter_region_bandwidth=5,"
+                                         "inter_region_latency=0")
+    out = training_model(net, Streams(0).replication(0))
+    assert closed["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["training_time"] == pytest.approx(wall, rel=1e-9)
+    monkeypatch.setattr(WanTraffic, "abort_sync", lambda self, ev: None)
+    kept = training_model(net, Streams(0).replication(0))
+    assert kept["training_time"] > wall + 0.1

@@ -601,19 +601,24 @@ def test_a_failure_as_a_report_closes_the_grace_window_comes_after_it_in_both_en
     """The grace window case above (quorum 1, W = 2.5) with learner 0's chip failing at 12,
     when its block [6, 12) ends at the window's very end (back at 12.5). The block is done
     first: learner 0 reports, every member has, the outer step fires with both (ring [12,
-    14)); learner 0 is down during it and downloads the model (14 -> 16), takes [16, 22) and
-    reports at 22: its window closes at 24.5 with learner 0 alone (a ring of one: the 4th
-    outer step, the run's end). Learner 1 merges at 12 and alone at 20 ([14, 20)); its block
-    from 20 has 1 step done at 24.5. Merged 6 + 12 + 6 + 6 = 30, compute 18 + 12 + 3 = 33, of
-    2 x 24.5. Both engines used to take the failure first (23.0) and disagreed on the
-    compute (the learners engine counted the block's two steps, the DES its lost passes)."""
+    14)) and learner 0 goes down in it (the rest below). Both engines used to take the
+    failure first (23.0) and disagreed on the compute (the learners engine counted the
+    block's two steps, the DES its lost passes)."""
     eng = _scripted({1: [1.0], 0: [12.0]}, replace_time=0.5, chip_download=2.0, quorum=1,
                     grace=2.5)
     des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5), ("s0r0", 12.0, 12.5)],
                         sync="diloco:every=2,quorum=1,grace=2.5")
-    # (the ring [12, 14) is aborted by learner 0's failure: both engines now end at 32.5,
-    # not 24.5; the figure is the engines' agreement, not derived here by hand)
+    # The ring [12, 14) is aborted by learner 0's failure (a ring cannot finish through it):
+    # learner 1 notices at 22 and steps alone (V = 2; learner 0's block [6, 12) lost).
+    # Learner 0, back at 12.5, waits for it, downloads (to 24) and takes [24, 30); learner 1
+    # takes [22, 28) and, the round's one member, fires alone at 28 (V = 3), then [28, 34).
+    # Learner 0 reports at 30; its window closes at 32.5, alone: the 4th outer step. Merged
+    # 6 + 6 + 6 + 6 of 2 x 32.5, compute 18 + 15; 5 all-reduces (one aborted). It ended at
+    # 24.5 (merged 30) when the ring ran through the dead learner.
     assert eng["training_time"] == 32.5 and eng["outer_aborts"] == 1
+    assert eng["outer_syncs"] == 5
+    assert eng["goodput_fraction"] == pytest.approx(24 / 65, rel=1e-12)
+    assert eng["compute_utilisation"] == pytest.approx(33 / 65, rel=1e-12)
     for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
                 "late_merges", "compute_utilisation", "lost_outer_work", "outer_aborted"):
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key

@@ -56,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--heartbeat", action=TimeOption, default=d.heartbeat, metavar="TIME",
       help=f"the time the survivors of an outer all-reduce take to notice a learner lost in "
            f"it (INTELLECT-1's heartbeat timeout): {TIME_HELP} (default {d.heartbeat:g})")
-    a("--on-loss", default=d.on_loss, choices=("rerun", "discard"),
+    a("--on-loss", default=d.on_loss,
       help="then: rerun the all-reduce among them (INTELLECT-1; default) or drop the outer "
            "step on every survivor (torchft)")
     a("--retries", type=int, default=d.retries,
@@ -109,8 +109,10 @@ def run(args: argparse.Namespace) -> int:
     # options that would have no effect are refused, never silently ignored
     refuse_unless(args, "step_time_shape", args.step_time_distribution == "lognormal",
                   "with --step-time-distribution lognormal")
-    for dest in ("replace_time", "chip_download"):
+    for dest in ("replace_time", "chip_download", "heartbeat", "on_loss", "retries"):
         refuse_unless(args, dest, math.isfinite(args.mtbf), "with a finite --mtbf")
+    refuse_unless(args, "retries", args.on_loss == "rerun", "with --on-loss rerun (a "
+                  "discarded outer step is not tried again)")
     refuse_unless(args, "workers", args.executor != "serial", "with --executor local")
     cfg = _config_from_args(args)
     # (user trial 3) the payload options act on --size only: without it an outer step moves

@@ -73,6 +73,11 @@ does not wait for it (it is not a member).
   they start the round again at once as its members (DiLoCo's inner phase
   starts from the outer parameters: Douillard et al. 2023, Algorithm 1).
   Quorum: it joins the round in progress at once.
+* A group that goes down while an outer all-reduce it is in runs aborts it (a ring cannot
+  finish through a dead member; every mode's sync, :meth:`OuterLoop._member_lost`): the
+  survivors notice ``heartbeat`` later (INTELLECT-1's 10 s), its pseudo-gradient is out
+  (lost) and, by ``on_loss``, they run the all-reduce again among themselves (up to
+  ``retries`` tries) or drop the outer step, their pseudo-gradients too (torchft).
 * Quorum: a group that has not reported when its round fires is late; it
   finishes its ``H`` steps, keeps that pseudo-gradient to be merged at the
   next outer step (its nodes join that all-reduce, weighted by the steps it
@@ -178,6 +183,11 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
               "downloads the model when it is back; no checkpoint, restart or strategy)",
               (c.strategy.describe() if name == "strategy" and hasattr(c.strategy, "describe")
                else getattr(c, name)))
+    if not c.failures:  # a member lost during an outer all-reduce: only with failures
+        for key, bad in (("heartbeat", spec.heartbeat is not None),
+                         ("on_loss", spec.on_loss != "rerun"), ("retries", spec.retries != 3)):
+            check(not bad, "sync", f"{key} given only with failures (what the survivors of "
+                  "an outer all-reduce do when a member is lost in it)", c.sync)
     if spec.quorum is not None:
         check(spec.fragments == 1, "sync", "diloco with fragments=1 with a quorum (the quorum's "
               "rules are vanilla DiLoCo's rounds)", c.sync)
