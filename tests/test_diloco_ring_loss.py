@@ -144,3 +144,30 @@ def test_over_a_network_the_aborted_rings_flows_are_withdrawn(tmp_path, monkeypa
     monkeypatch.setattr(WanTraffic, "abort_sync", lambda self, ev: None)
     kept = training_model(net, Streams(0).replication(0))
     assert kept["training_time"] > wall + 0.1
+
+
+def test_after_the_last_try_each_survivor_steps_alone(tmp_path):
+    """``retries=1``: the aborted ring was the one try; at the notice (17.33) each survivor
+    takes its outer step with its own pseudo-gradient (prime's fallback "without reduce"),
+    no time: steps 3-4 (6) and the last ring of two (2): 25.33, lost 6."""
+    wall = F + 10 + H * T + _ring(2)
+    out = _des(tmp_path, ",retries=1")
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(H * T)
+    eng = _eng(retries=1)
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+
+
+def test_a_second_member_lost_while_the_survivors_wait_pushes_the_notice(tmp_path):
+    """s0r1 goes down too at 12, while the survivors wait for the notice of s0r2's loss
+    (17.33): the notice moves to 22, where group 0, the one survivor, steps alone (a ring
+    of one), then takes steps 3-4 alone: 28. Both lost groups' two steps: 12."""
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\ns0r1,12.0,1000\n")
+    cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync="diloco:every=2",
+                         failure_trace=str(p))
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["training_time"] == pytest.approx(12 + 10 + H * T, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(2 * H * T)
+    assert out["outer_aborted"] == pytest.approx(22 - H * T, rel=1e-12)

@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         ("goodput (merged chip compute / chip time)", "goodput_fraction"),
         ("compute utilisation (fraction of wall time)", "compute_utilisation"),
         ("time to train (s)", "training_time"),
-        ("outer steps", "outer_syncs"), ("chip failures", "failures"),
+        ("outer all-reduces started (aborted ones too)", "outer_syncs"), ("chip failures", "failures"),
         ("downloads (model, missed outer steps)", "outer_downloads"), ("late merges", "late_merges"),
         ("work lost (chip s)", "lost_outer_work"),
         ("outer all-reduces aborted (a learner lost in them)", "outer_aborts"),

@@ -32,12 +32,17 @@ module docstring of :mod:`sim.training.outer`) but aggregates what a learner
   exactly the DES's rules (the grace window closed: its timer goes behind every other event
   of its instant), with the sync time of :func:`sim.analytic.diloco.outer_sync_time`
   for the learners in the ring and the model download ``latency + size / bandwidth``.
+* **A learner lost during the outer all-reduce** aborts it (the DES's rule,
+  :meth:`sim.training.outer.OuterLoop._member_lost`): the survivors notice ``heartbeat``
+  later; the lost learner's pseudo-gradient is out; they rerun it among themselves (up to
+  ``retries`` tries) or, ``on_loss="discard"``, drop the outer step and their steps.
 
 Same metrics as the DES where they mean the same (``training_time``,
 ``finished``, ``goodput_fraction``: merged compute over chip time;
 ``compute_utilisation``: inner-step compute over wall time, mean over chips,
-``outer_syncs``, ``outer_downloads``, ``late_merges``, ``lost_outer_work`` in
-chip-time), plus ``failures`` and ``events``.
+``outer_syncs`` (all-reduces started, aborted ones too), ``outer_downloads``,
+``late_merges``, ``lost_outer_work`` in chip-time, ``outer_aborts``, ``outer_aborted``),
+plus ``failures`` and ``events``.
 """
 
 from __future__ import annotations
