@@ -171,3 +171,27 @@ def test_a_second_member_lost_while_the_survivors_wait_pushes_the_notice(tmp_pat
     assert out["training_time"] == pytest.approx(12 + 10 + H * T, rel=1e-12)
     assert out["lost_outer_work"] == pytest.approx(2 * H * T)
     assert out["outer_aborted"] == pytest.approx(22 - H * T, rel=1e-12)
+
+
+@pytest.mark.parametrize("back, wall", [(12.0, 21.5 + 2 + 2 * 5 + 2), (1000.0, 21.5 + 2 + 2 * 6 + 2)])
+def test_a_ring_node_lost_in_a_group_that_stays_up_aborts_the_try(tmp_path, back, wall):
+    """Two groups of two one-stage pipelines (``groups=2``): a step is 3 of compute and the
+    group's all-reduce of 10 over 5 between its 2 replicas (2): 5; the outer sync, node i of
+    each group in a ring (2 (M - 1) 10 / (k M B) = 1) then each group's all-gather (1): 2.
+    s0r1 goes down at 11.5, in the first ring [10, 12); its group keeps s0r0 (up), but the
+    ring cannot finish through s0r1: the try is aborted, noticed at 21.5 and run again
+    among both groups on their live replicas (2: s0r1 back at 12 with its weights by 14;
+    or s0r0 alone in its group, 2 (M - 1) 10 / (M B) = 2 and no all-gather), to 23.5. The
+    second round: 2 steps of 5 (s0r1 back) or of 6 (s0r0 alone: 1 + 1 + 2 + 2, no
+    all-reduce), and its ring (2). No group was lost: nothing is lost. The ring used to run
+    through the dead replica to its end: 25 and 26."""
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r1,11.5,{back!r}\n")
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=4, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync="diloco:every=2,groups=2",
+                         failure_trace=str(p))
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["outer_aborts"] == 1
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["outer_aborted"] == pytest.approx(21.5 - 10, rel=1e-12)
+    assert out["lost_outer_work"] == 0.0

@@ -77,7 +77,9 @@ does not wait for it (it is not a member).
   finish through a dead member; every mode's sync, :meth:`OuterLoop._member_lost`): the
   survivors notice ``heartbeat`` later (INTELLECT-1's 10 s), its pseudo-gradient is out
   (lost) and, by ``on_loss``, they run the all-reduce again among themselves (up to
-  ``retries`` tries) or drop the outer step, their pseudo-gradients too (torchft).
+  ``retries`` tries) or drop the outer step, their pseudo-gradients too (torchft). A
+  replica carrying the ring in a group that stays up stops it too
+  (:meth:`OuterLoop.node_lost`): the same groups run it again on their live replicas.
 * Quorum: a group that has not reported when its round fires is late; it
   finishes its ``H`` steps, keeps that pseudo-gradient to be merged at the
   next outer step (its nodes join that all-reduce, weighted by the steps it
@@ -453,6 +455,10 @@ class GroupTrainer(StepTrainer):
         if self.outer.failures:
             self._interrupt(_GroupDown(self.group, j, self.env.now))
 
+    def replica_lost(self, rep: Any) -> None:
+        if self.outer.failures:
+            self.outer.node_lost(self, rep)
+
     def take(self) -> list[Any]:
         """The pseudo-gradient's books since the last merge (reset)."""
         out, self.pend = self.pend, _no_books()
@@ -520,7 +526,7 @@ class _Sync:
 
     __slots__ = ("key", "fragment", "reported", "members", "fired", "done", "kth", "timer",
                  "started", "ended", "ring", "gone", "books", "attempt", "live", "tries",
-                 "t_try", "dead", "token", "end")
+                 "t_try", "dead", "token", "end", "nodes")
 
     def __init__(self, env: simpy.Environment, key: int, fragment: int, members: set[int]) -> None:
         self.key = key
@@ -546,6 +552,7 @@ class _Sync:
         self.dead: set[int] = set()
         self.token: object | None = None
         self.end: Any = None
+        self.nodes: set[int] = set()  # ids of the replicas carrying the try moving (failures)
 
 
 class OuterLoop:
@@ -685,6 +692,13 @@ class OuterLoop:
         s.end = end
         s.tries += 1
         s.t_try = self.env.now
+        if self.failures and len(ring) > 1:  # the replicas carrying it: the fewest live of
+            s.nodes = set()  # each stage holding the fragment, in every group (_allreduce's)
+            for j in self.frag_stages[s.fragment]:
+                live = [self._live_nodes(g, j) for g in ring]
+                kj = min(len(x) for x in live)
+                for reps in live:
+                    s.nodes.update(id(r) for r in reps[:kj])
         ev = s.attempt = self._allreduce(ring, s.fragment, s.key)
 
         def fin(_e: Any) -> None:
@@ -709,20 +723,45 @@ class OuterLoop:
         pushes the notice to its own timeout: the rerun evicts them all."""
         if s.end is None or g not in s.live or g in s.dead:
             return
-        if s.attempt is not None:
-            ev, s.attempt = s.attempt, None
-            ended, done = self._ring_cbs.pop(ev, (None, None))
-            for fn in (ended, done):
-                if fn is not None and ev.callbacks is not None and fn in ev.callbacks:
-                    ev.callbacks.remove(fn)
-            if ended is not None:
-                self.in_flight -= 1
-                self.progress_t = self.env.now
-            if done is not None:
-                done(None, aborted=True)
-            self.system.wan.abort_sync(ev)
-            self.n_aborts += 1
+        self._abort_try(s)
         s.dead.add(g)
+        self._notice_later(s)
+
+    def node_lost(self, tr: GroupTrainer, rep: Any) -> None:
+        """Replica ``rep`` of group ``tr`` went down; its group may still be up (another
+        replica of each stage live). If it carries an outer all-reduce's try moving, the
+        ring cannot finish through it either: the try is aborted and the survivors notice
+        ``heartbeat`` later, then run it again among the same groups, each on its live
+        replicas (or, ``on_loss=discard``, drop it). A group that lost a stage is handled
+        by :meth:`_member_lost` (its pseudo-gradient out)."""
+        syncs = (self.flying if self.schedule_mode else
+                 [self.round] if self.round is not None and self.round.fired else [])
+        for s in syncs:
+            if s.attempt is not None and id(rep) in s.nodes:
+                self._abort_try(s)
+                self._notice_later(s)
+
+    def _abort_try(self, s: _Sync) -> None:
+        """Abort sync ``s``'s try moving, if any: its flows withdrawn, its end ignored, drawn
+        aborted on the timeline."""
+        if s.attempt is None:
+            return
+        ev, s.attempt = s.attempt, None
+        ended, done = self._ring_cbs.pop(ev, (None, None))
+        for fn in (ended, done):
+            if fn is not None and ev.callbacks is not None and fn in ev.callbacks:
+                ev.callbacks.remove(fn)
+        if ended is not None:
+            self.in_flight -= 1
+            self.progress_t = self.env.now
+        if done is not None:
+            done(None, aborted=True)
+        self.system.wan.abort_sync(ev)
+        self.n_aborts += 1
+
+    def _notice_later(self, s: _Sync) -> None:
+        """The survivors of ``s``'s aborted try notice ``heartbeat`` from now (a later loss
+        moves the notice on: :meth:`_noticed` ignores the older timer)."""
         token = s.token = object()
         self.env.timeout(self.heartbeat).callbacks.append(
             lambda _e, tk=token: self._noticed(s, tk))
