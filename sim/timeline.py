@@ -846,19 +846,27 @@ class Recorder(NullRecorder):
 
     def outer_sync(self, key: int, fragment: int, groups: Sequence[int],
                    replicas: Sequence[Any], sizes: Sequence[float], t0: float,
-                   t1: float, payloads: Sequence[float] | None = None) -> None:
+                   t1: float, payloads: Sequence[float] | None = None, *,
+                   aborted: bool = False) -> None:
         """An outer all-reduce (round or step ``key``, fragment ``fragment``) among
         ``groups`` ran from ``t0`` to ``t1``: a span on ``outer`` and on each of its
         ``replicas``' collective stream (``sizes``: each stage's part, in size units;
-        ``payloads``: the same on the wire, after ``bits`` and ``topk``)."""
+        ``payloads``: the same on the wire, after ``bits`` and ``topk``; ``aborted``: a
+        member went down during it, at ``t1``, and it stopped there)."""
         wire = sizes if payloads is None else payloads
         args = {"key": key, "fragment": fragment, "groups": list(groups),
                 "bytes": float(sum(sizes)), "payload": float(sum(wire))}
-        self.span("outer", "collective", f"outer sync {key}", "collective", t0, t1, args)
+        tail = ""
+        if aborted:
+            args["aborted"] = True
+            tail = " aborted"
+        self.span("outer", "collective", f"outer sync {key}{tail}", "collective", t0, t1, args)
         for r in replicas:
-            self.span(r.name, "collective", "outer all-reduce", "collective", t0, t1,
-                      {"key": key, "fragment": fragment, "stage": r.stage,
-                       "bytes": sizes[r.stage], "payload": wire[r.stage]})
+            a = {"key": key, "fragment": fragment, "stage": r.stage,
+                 "bytes": sizes[r.stage], "payload": wire[r.stage]}
+            if aborted:
+                a["aborted"] = True
+            self.span(r.name, "collective", f"outer all-reduce{tail}", "collective", t0, t1, a)
 
     def outer_wait(self, group: int, t0: float, t1: float) -> None:
         """Group ``group`` waited for an outer sync (or its round) from ``t0`` to ``t1``."""

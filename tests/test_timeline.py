@@ -1319,3 +1319,24 @@ def test_a_job_engines_lost_step_names_its_step(tmp_path):
     assert (lost["ts"], lost["dur"], lost["args"]["step"]) == (99e6, 1e6, 15)
     labels = [s for s in gantt(trace).steps if s.lost]
     assert [s.step for s in labels] == [15]
+
+
+def test_an_aborted_outer_all_reduce_is_drawn_aborted(tmp_path):
+    """The same two groups, s0r1 down from 7 (in outer step 0's ring [6, 8)) to 1000: the
+    ring is aborted at 7 (``outer sync 0 aborted`` on ``outer`` and on both replicas, 6 to
+    7, ``aborted`` true); group 0 notices at 17 (the 10 s heartbeat timeout) and syncs
+    alone (a ring of one, no time), then at 23 and 29, the run's end; it waited 6 to 17,
+    group 1 until it went down. Before, the ring ran to 8 through the dead group."""
+    metrics, trace = _record(_two_groups_down(tmp_path, "7.0,1000"))
+    assert metrics["training_time"] == pytest.approx(29.0)
+    got = [e for e in _named(trace) if "outer" in e[1]]
+    want = [("group 0", "outer wait", 6.0, 17.0),
+            ("group 1", "outer wait", 6.0, 7.0),
+            ("outer", "outer sync 0", 17.0, 17.0),
+            ("outer", "outer sync 0 aborted", 6.0, 7.0),
+            ("outer", "outer sync 1", 23.0, 23.0),
+            ("outer", "outer sync 2", 29.0, 29.0),
+            ("s0r0", "outer all-reduce aborted", 6.0, 7.0),
+            ("s0r1", "outer all-reduce aborted", 6.0, 7.0)]
+    assert got == [(p, n, pytest.approx(a), pytest.approx(b)) for p, n, a, b in want]
+    assert all(e["args"]["aborted"] for e in _x(trace) if "aborted" in e["name"])

@@ -173,17 +173,20 @@ def test_a_learner_back_behind_the_latest_model_downloads_it_once(tmp_path, case
 def test_a_learner_down_during_its_outer_step_and_back_before_it_ends_rejoins(tmp_path, fail,
                                                                              replace):
     """Learner 1's chip fails while the outer step it reported to is in flight (rings [6, 8)
-    and [14, 16)) and is replaced before the step ends: the learner waits for it, downloads
-    the model (2) and joins the next outer step; the run ends at 32 (goodput 42 / 64, as in
-    tests/test_training_outer.py), as in the DES (its worker down over the same interval).
+    and [14, 16)) and is replaced before the step ends: the ring is aborted, learner 0 notices
+    10 later and takes its outer step alone; learner 1 waits for it, downloads the model (2)
+    and joins the next outer step; the run ends at f + 34 (f + 26 in the second ring; merged
+    36, as in tests/test_training_outer.py; 32 and 42 when the ring ran through the dead
+    learner), as in the DES (its worker down over the same interval).
     Both engines used to give it the step's model and a member's place while it waited to
     join: the round waited for it for ever (stopped at the stall limit, unfinished)."""
     eng = _scripted({1: [fail]}, replace_time=replace, chip_download=2.0)
     des = _scripted_des(tmp_path, [("s0r1", fail, fail + replace)])
-    assert eng["training_time"] == pytest.approx(32.0)
-    assert eng["goodput_fraction"] == pytest.approx(42 / 64)
+    wall = fail + (34 if fail < 8 else 26)  # the ring aborted, noticed 10 later (the DES's)
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert eng["goodput_fraction"] == pytest.approx(36 / (2 * wall), rel=1e-12)
     for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
-                "compute_utilisation"):
+                "compute_utilisation", "lost_outer_work", "outer_aborts", "outer_aborted"):
         assert des[key] == pytest.approx(eng[key]), key
 
 
@@ -556,20 +559,21 @@ def test_a_failure_free_deterministic_run_is_exact(capsys):
     assert set(cfg.fixed_metrics()) == {"failures"}
 
 
-@pytest.mark.parametrize("replace, wall, merged", [(0.5, 32.0, 42), (3.0, 32.0, 42)])
+@pytest.mark.parametrize("replace, wall, merged", [(0.5, 40.0, 36), (3.0, 40.0, 36)])
 def test_a_failure_as_a_block_ends_comes_after_it_in_both_engines(tmp_path, replace, wall,
                                                                    merged):
     """Learner 1's chip fails at 6, exactly when its first block (H = 2 steps of 3) ends. The
     block is done first (:data:`sim.failures.LATE`): both learners report at 6, the outer
-    step fires with both (ring [6, 8)), learner 1 is down during it, downloads the model and
-    joins the outer step at 14 (as the failure at 6.5 above): the run ends at 32, merged
-    24 + 18 of 64. Both engines used to take the failure first (its event scheduled earlier):
+    step fires with both (ring [6, 8)), learner 1 is down during it: the ring is aborted,
+    learner 0 notices at 16 and steps alone; learner 1 downloads the model and joins the
+    outer step at 22 (as the failure at 6.5 above): the run ends at 40, merged 24 + 12 of 80
+    (32, 42 of 64 when the ring ran through the dead learner). Both engines used to take the failure first (its event scheduled earlier):
     learner 1's block lost, learner 0's outer step alone at 6."""
     eng = _scripted({1: [6.0]}, replace_time=replace, chip_download=2.0)
     des = _scripted_des(tmp_path, [("s0r1", 6.0, 6.0 + replace)])
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
     assert eng["goodput_fraction"] == pytest.approx(merged / (2 * wall), rel=1e-12)
-    assert eng["outer_syncs"] == 4
+    assert eng["outer_syncs"] == 5 and eng["outer_aborts"] == 1
     for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
                 "late_merges", "compute_utilisation"):
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key
@@ -597,21 +601,26 @@ def test_a_failure_as_a_report_closes_the_grace_window_comes_after_it_in_both_en
     """The grace window case above (quorum 1, W = 2.5) with learner 0's chip failing at 12,
     when its block [6, 12) ends at the window's very end (back at 12.5). The block is done
     first: learner 0 reports, every member has, the outer step fires with both (ring [12,
-    14)); learner 0 is down during it and downloads the model (14 -> 16), takes [16, 22) and
-    reports at 22: its window closes at 24.5 with learner 0 alone (a ring of one: the 4th
-    outer step, the run's end). Learner 1 merges at 12 and alone at 20 ([14, 20)); its block
-    from 20 has 1 step done at 24.5. Merged 6 + 12 + 6 + 6 = 30, compute 18 + 12 + 3 = 33, of
-    2 x 24.5. Both engines used to take the failure first (23.0) and disagreed on the
-    compute (the learners engine counted the block's two steps, the DES its lost passes)."""
+    14)) and learner 0 goes down in it (the rest below). Both engines used to take the
+    failure first (23.0) and disagreed on the compute (the learners engine counted the
+    block's two steps, the DES its lost passes)."""
     eng = _scripted({1: [1.0], 0: [12.0]}, replace_time=0.5, chip_download=2.0, quorum=1,
                     grace=2.5)
     des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5), ("s0r0", 12.0, 12.5)],
                         sync="diloco:every=2,quorum=1,grace=2.5")
-    assert eng["training_time"] == 24.5 and eng["outer_syncs"] == 4
-    assert eng["goodput_fraction"] == pytest.approx(30 / 49, rel=1e-12)
-    assert eng["compute_utilisation"] == pytest.approx(33 / 49, rel=1e-12)
+    # The ring [12, 14) is aborted by learner 0's failure (a ring cannot finish through it):
+    # learner 1 notices at 22 and steps alone (V = 2; learner 0's block [6, 12) lost).
+    # Learner 0, back at 12.5, waits for it, downloads (to 24) and takes [24, 30); learner 1
+    # takes [22, 28) and, the round's one member, fires alone at 28 (V = 3), then [28, 34).
+    # Learner 0 reports at 30; its window closes at 32.5, alone: the 4th outer step. Merged
+    # 6 + 6 + 6 + 6 of 2 x 32.5, compute 18 + 15; 5 all-reduces (one aborted). It ended at
+    # 24.5 (merged 30) when the ring ran through the dead learner.
+    assert eng["training_time"] == 32.5 and eng["outer_aborts"] == 1
+    assert eng["outer_syncs"] == 5
+    assert eng["goodput_fraction"] == pytest.approx(24 / 65, rel=1e-12)
+    assert eng["compute_utilisation"] == pytest.approx(33 / 65, rel=1e-12)
     for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
-                "late_merges", "compute_utilisation"):
+                "late_merges", "compute_utilisation", "lost_outer_work", "outer_aborted"):
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key
     # W = 2.4: learner 1's window closes at 11.9, when its chip fails again: the failure is
     # inside the window (its report dropped), as at 11.8999, in both engines (the engine's

@@ -578,32 +578,37 @@ def test_a_group_down_takes_its_own_weight_download_only_while_it_holds_the_late
 
 
 @pytest.mark.parametrize("rows, replicas, wall", [
-    ([("s0r1", 6.5, 7.0)], 2, 32.0),    # in outer step 0's ring (6 to 8), back at once
-    ([("s0r1", 14.6, 15.1)], 2, 32.0),  # in outer step 1's ring (14 to 16)
-    ([("s0r1", 6.1, 6.2)], 3, 104 / 3),  # three groups: its own download (2) ends first too
+    ([("s0r1", 6.5, 7.0)], 2, 6.5 + 34),   # in outer step 0's ring (6 to 8), back at once
+    ([("s0r1", 14.6, 15.1)], 2, 14.6 + 26),  # in outer step 1's ring (14 to 16)
+    ([("s0r1", 6.1, 6.2)], 3, 16.1 + 2 + 6 + 8 / 3 + 2 * (6 + 8 / 3)),  # three groups
 ])
 def test_a_group_down_during_its_outer_step_and_back_before_it_ends_rejoins(tmp_path, rows,
                                                                            replicas, wall):
-    """Group 1 goes down while the outer step it reported to is in flight and is back
-    before the step ends (two groups: T = 3, H = 2, N = 8, a ring of two 2; three groups: a
-    ring of three 8/3). It does not hold the step's model: it waits for the step to end,
-    downloads the model (2) and joins the next outer step as a joiner, then trains the last
-    rounds. Two groups: ring [6, 8), download [8, 10), joins at 14 (ring to 16), rounds to
-    22 and 30, the last ring to 32; goodput (24 + 6 + 12) / (2 x 32) (group 1 merges rounds
-    0, 2 and 3; down in step 1's ring: 0, 1 and 3). It used to get the step's model and a
-    member's place at the step's end (it was up again) while its rejoin waited to join as
-    a joiner: the next round waited for its report for ever (the run stopped at the stall
-    limit, unfinished). Three groups: ring [6, 8.67), joins the step at 14.67 (ring to
-    17.33), two rounds of 6 + 8/3 more. The learners engine is asked the same in
+    """Group 1 goes down while the outer all-reduce it is in runs and is back before that
+    ring would have ended (two groups: T = 3, H = 2, N = 8, a ring of two 2; three groups: a
+    ring of three 8/3). The ring cannot finish through it: it is aborted at the failure and
+    the survivors notice 10 (INTELLECT-1's heartbeat timeout) later, at ``f + 10``; two
+    groups: group 0 alone then takes its outer step (a ring of one, no time), three: the
+    ring runs again among the two survivors (2). Group 1 holds no step's model: it waits for
+    that end, downloads the model (2) and joins the next outer step as a joiner. Two groups,
+    failure in step 0's ring at f: outer step at f + 10, download to f + 12, group 0's round
+    to f + 16, the joined ring to f + 18, two rounds of 8: f + 34; in step 1's ring: f + 26.
+    Group 1's steps of the aborted ring are lost: merged 24 + 12 (it merges rounds 2 and 3;
+    down in step 1's ring: 0 and 3). Three groups: rerun [16.1, 18.1), download to 20.1,
+    round to 26.1, joined ring of three to 28.77, two rounds of 6 + 8/3. Before the abort
+    the ring ran through the dead group to its normal end (32, 32, 34.67) and merged its
+    pseudo-gradient. The learners engine is asked the same in
     tests/test_training_learners.py."""
     out = _run(_two_groups(steps=8, replicas=replicas, microbatches=replicas,
                            failure_trace=_trace(tmp_path, rows)))
     assert out["finished"] == 1.0
-    assert out["training_time"] == pytest.approx(wall)
-    assert out["outer_syncs"] == 4 and out["outer_downloads"] == 1
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["outer_syncs"] == 5 and out["outer_downloads"] == 1
+    assert out["outer_aborts"] == 1
     assert out["lost_download"] == 0.0
     if replicas == 2:
-        assert out["goodput_fraction"] == pytest.approx((24 + 6 + 12) / (2 * 32))
+        assert out["goodput_fraction"] == pytest.approx((24 + 12) / (2 * wall))
+        assert out["lost_outer_work"] == pytest.approx(6.0)
 
 
 #: group 1 (s0r2, s0r3) down over [4, 15), s0r3 again over [15.5, 16), then s0r2 from 16.5
@@ -800,8 +805,12 @@ def test_streaming_rules_with_one_fragment_are_vanillas(monkeypatch, kw):
     streaming = [outer.diloco_model(cfg, Streams(s).replication(0)) for s in range(30)]
     for a, b in zip(vanilla, streaming, strict=True):
         assert a.keys() == b.keys()
-        assert all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in a), \
-            {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+        # (outer_exposed: a joiner's wait is two parts in the schedule mode, its barrier's
+        # then its sync's, one in the rounds: the same time, summed in another order; with
+        # rings aborted by failures, seeds 1 and 25 differ there in the last bit)
+        assert all(a[k] == b[k] or (a[k] != a[k] and b[k] != b[k]) for k in a
+                   if k != "outer_exposed"), {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+        assert a["outer_exposed"] == pytest.approx(b["outer_exposed"], rel=1e-14)
     assert sum(a["lost_outer_work"] > 0 for a in vanilla) >= 25
     assert sum(a["outer_downloads"] > 0 for a in vanilla) >= 10
 

@@ -1272,6 +1272,31 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/diloco-grace-unit-without-quorum",
             TR(*D4, "--sync", "diloco:every=4,grace=5min"), refuse("sync"),
             note="shows 5min as written (it showed 300.0)")
+        # dlabort: a member lost during the outer all-reduce (heartbeat, on_loss, retries)
+        F4 = ("--mtbf", "100", "--replace-time", "5")
+        add("train/diloco-heartbeat-zero", TR(*D4, *F4, "--sync", "diloco:every=4,heartbeat=0"),
+            refuse("sync"))
+        add("train/diloco-heartbeat-negative-unit",
+            TR(*D4, *F4, "--sync", "diloco:every=4,heartbeat=-5s"), refuse("sync"))
+        add("train/diloco-heartbeat-text", TR(*D4, *F4, "--sync", "diloco:every=4,heartbeat=x"),
+            refuse("sync"))
+        add("train/diloco-heartbeat-unit-off-the-second",
+            TR(*D4, *F4, "--hour", "60", "--sync", "diloco:every=4,heartbeat=10s"),
+            refuse("hour"), note="10s is 10 s; with --hour 60 a time unit is a minute")
+        add("train/diloco-heartbeat-without-failures",
+            TR(*D4, "--sync", "diloco:every=4,heartbeat=6"), refuse("sync"),
+            note="no member is ever lost: it would have no effect")
+        add("train/diloco-on-loss-unknown", TR(*D4, *F4, "--sync", "diloco:every=4,on_loss=retry"),
+            refuse("sync"))
+        add("train/diloco-on-loss-without-failures",
+            TR(*D4, "--sync", "diloco:every=4,on_loss=discard"), refuse("sync"))
+        add("train/diloco-retries-zero", TR(*D4, *F4, "--sync", "diloco:every=4,retries=0"),
+            refuse("sync"))
+        add("train/diloco-retries-with-discard",
+            TR(*D4, *F4, "--sync", "diloco:every=4,on_loss=discard,retries=2"), refuse("sync"),
+            note="a discarded outer step is not tried again")
+        add("train/diloco-retries-without-failures", TR(*D4, "--sync", "diloco:every=4,retries=5"),
+            refuse("sync"))
         # polish6: one group has no one to average with: it runs (a one-zone baseline), warned
         add("train/diloco-one-replica-one-group-warns",
             TR("--microbatches-per-step", "4", "--steps", "4", "--sync", "diloco:every=2"),
@@ -1378,6 +1403,17 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("grace"), note="audit 7: the 4th report of 4 is the last: no window "
             "follows it (accepted, results bit-identical)")
         add("learners/mtbf-zero", LR("--mtbf", "0"), refuse("mtbf"))
+        add("learners/heartbeat-without-mtbf", LR("--heartbeat", "6"), refuse("heartbeat"))
+        add("learners/heartbeat-zero", LR("--mtbf", "1e5", "--heartbeat", "0"),
+            refuse("heartbeat"))
+        add("learners/heartbeat-text", LR("--mtbf", "1e5", "--heartbeat", "x"),
+            refuse("heartbeat"))
+        add("learners/on-loss-unknown", LR("--mtbf", "1e5", "--on-loss", "retry"),
+            refuse("on_loss"))
+        add("learners/on-loss-without-mtbf", LR("--on-loss", "discard"), refuse("on_loss"))
+        add("learners/retries-zero", LR("--mtbf", "1e5", "--retries", "0"), refuse("retries"))
+        add("learners/retries-with-discard",
+            LR("--mtbf", "1e5", "--on-loss", "discard", "--retries", "2"), refuse("retries"))
         add("learners/step-time-shape-deterministic", LR("--step-time-shape", "0.9"),
             refuse("step_time_shape"))
         add("learners/replace-time-without-mtbf", LR("--replace-time", "5"),

@@ -53,6 +53,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "--grace passed (default: synchronous)")
     a("--grace", action=TimeOption, default=0.0, metavar="W",
       help=f"the grace window (with --quorum): {TIME_HELP}")
+    a("--heartbeat", action=TimeOption, default=d.heartbeat, metavar="TIME",
+      help=f"the time the survivors of an outer all-reduce take to notice a learner lost in "
+           f"it (INTELLECT-1's heartbeat timeout): {TIME_HELP} (default {d.heartbeat:g})")
+    a("--on-loss", default=d.on_loss,
+      help="then: rerun the all-reduce among them (INTELLECT-1; default) or drop the outer "
+           "step on every survivor (torchft)")
+    a("--retries", type=int, default=d.retries,
+      help=f"tries of an outer all-reduce with --on-loss rerun (default {d.retries})")
     a("--size", action=SizeOption, default=d.size, metavar="SIZE",
       help=f"model parameters: {SIZE_HELP} (default 0)")
     a("--bandwidth", action=RateOption, default=d.bandwidth, metavar="RATE",
@@ -84,7 +92,8 @@ def _config_from_args(args: argparse.Namespace) -> LearnersConfig:
         bandwidth=args.bandwidth, latency=args.latency, bits=args.bits,
         value_bits=args.value_bits, topk=args.topk, mtbf=args.mtbf,
         replace_time=args.replace_time, chip_download=args.chip_download,
-        max_time=args.max_time)
+        max_time=args.max_time, heartbeat=args.heartbeat, on_loss=args.on_loss,
+        retries=args.retries)
 
 
 def _children_cpu() -> float:
@@ -100,8 +109,10 @@ def run(args: argparse.Namespace) -> int:
     # options that would have no effect are refused, never silently ignored
     refuse_unless(args, "step_time_shape", args.step_time_distribution == "lognormal",
                   "with --step-time-distribution lognormal")
-    for dest in ("replace_time", "chip_download"):
+    for dest in ("replace_time", "chip_download", "heartbeat", "on_loss", "retries"):
         refuse_unless(args, dest, math.isfinite(args.mtbf), "with a finite --mtbf")
+    refuse_unless(args, "retries", args.on_loss == "rerun", "with --on-loss rerun (a "
+                  "discarded outer step is not tried again)")
     refuse_unless(args, "workers", args.executor != "serial", "with --executor local")
     cfg = _config_from_args(args)
     # (user trial 3) the payload options act on --size only: without it an outer step moves
@@ -146,9 +157,11 @@ def run(args: argparse.Namespace) -> int:
         ("goodput (merged chip compute / chip time)", "goodput_fraction"),
         ("compute utilisation (fraction of wall time)", "compute_utilisation"),
         ("time to train (s)", "training_time"),
-        ("outer steps", "outer_syncs"), ("chip failures", "failures"),
+        ("outer all-reduces started (aborted ones too)", "outer_syncs"), ("chip failures", "failures"),
         ("downloads (model, missed outer steps)", "outer_downloads"), ("late merges", "late_merges"),
-        ("work lost (chip s)", "lost_outer_work"), ("events", "events"))]
+        ("work lost (chip s)", "lost_outer_work"),
+        ("outer all-reduces aborted (a learner lost in them)", "outer_aborts"),
+        ("time in aborted all-reduces (s)", "outer_aborted"), ("events", "events"))]
     print_table(rows, ("quantity", "mean (95% CI)"))
     stalled = sum(1 for r in records if r.get("stalled"))
     stopped = sum(1 for r in records if not r.get("finished") and not r.get("stalled"))

@@ -1424,3 +1424,7 @@ def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
               f"work lost {out['lost_outer_work']:.4g} ({tu} of worker time), "
               f"{out['outer_downloads']:.4g} downloads (of the model, or of the outer steps a "
               f"late or rejoining group missed), {out['late_merges']:.4g} late merges")
+        if out.get("outer_aborts"):
+            print(f"{out['outer_aborts']:.4g} outer all-reduces aborted (a group lost in them; "
+                  f"rerun or discarded after the heartbeat timeout), {out['outer_aborted']:.4g} "
+                  f"{tu} from their starts to the rerun or discard")

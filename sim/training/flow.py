@@ -307,6 +307,8 @@ class ReplicaFlow:
         out = False
         if was_live:
             self.down.change(self.env.now, 1, (rep,))
+            if self.trainer is not None:
+                self.trainer.replica_lost(rep)
         if self.ordered:
             self._disturb()
         self.idle[j].pop(rep, None)

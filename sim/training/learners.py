@@ -32,12 +32,17 @@ module docstring of :mod:`sim.training.outer`) but aggregates what a learner
   exactly the DES's rules (the grace window closed: its timer goes behind every other event
   of its instant), with the sync time of :func:`sim.analytic.diloco.outer_sync_time`
   for the learners in the ring and the model download ``latency + size / bandwidth``.
+* **A learner lost during the outer all-reduce** aborts it (the DES's rule,
+  :meth:`sim.training.outer.OuterLoop._member_lost`): the survivors notice ``heartbeat``
+  later; the lost learner's pseudo-gradient is out; they rerun it among themselves (up to
+  ``retries`` tries) or, ``on_loss="discard"``, drop the outer step and their steps.
 
 Same metrics as the DES where they mean the same (``training_time``,
 ``finished``, ``goodput_fraction``: merged compute over chip time;
 ``compute_utilisation``: inner-step compute over wall time, mean over chips,
-``outer_syncs``, ``outer_downloads``, ``late_merges``, ``lost_outer_work`` in
-chip-time), plus ``failures`` and ``events``.
+``outer_syncs`` (all-reduces started, aborted ones too), ``outer_downloads``,
+``late_merges``, ``lost_outer_work`` in chip-time, ``outer_aborts``, ``outer_aborted``),
+plus ``failures`` and ``events``.
 """
 
 from __future__ import annotations
@@ -70,7 +75,7 @@ __all__ = ["LearnersConfig", "learners_model", "LEARNER_METRICS", "STEP_LAWS"]
 #: Metrics of one replication of :func:`learners_model`.
 LEARNER_METRICS = ("training_time", "finished", "goodput_fraction", "compute_utilisation",
                    "outer_syncs", "outer_downloads", "late_merges", "lost_outer_work",
-                   "failures", "events", "stalled")
+                   "failures", "events", "stalled", "outer_aborts", "outer_aborted")
 #: A replication stops, unfinished (``stalled`` 1), once no outer step has started or ended
 #: for this many failure-free rounds (the training DES's stall factor,
 #: :data:`sim.training.stall.STALL_FACTOR`): learners that fail faster than they take their
@@ -128,6 +133,14 @@ class LearnersConfig:
         download the model).
     max_time : float
         Stop here if not done.
+    heartbeat : float
+        The time the survivors of an outer all-reduce take to notice a learner lost in it
+        (INTELLECT-1's heartbeat timeout, 10 s: the DES's ``heartbeat``).
+    on_loss : {"rerun", "discard"}
+        Then: the all-reduce again among them, up to ``retries`` tries (INTELLECT-1), or
+        the outer step dropped on every survivor (torchft); the DES's rule.
+    retries : int
+        Tries of an outer all-reduce (prime's ``retry_all_reduce``, 3).
     """
 
     learners: int = 4
@@ -149,6 +162,9 @@ class LearnersConfig:
     replace_time: float = 0.0
     chip_download: float = 0.0
     max_time: float = math.inf
+    heartbeat: float = 10.0
+    on_loss: str = "rerun"
+    retries: int = 3
 
     def __post_init__(self) -> None:
         M = check_int("learners", self.learners, low=1)
@@ -176,6 +192,11 @@ class LearnersConfig:
         check_nonnegative("replace_time", self.replace_time)
         check_nonnegative("chip_download", self.chip_download)
         check_positive("max_time", self.max_time, allow_inf=True)
+        check_positive("heartbeat", self.heartbeat)
+        check_choice("on_loss", self.on_loss, ("rerun", "discard"))
+        check_int("retries", self.retries, low=1)
+        check(self.on_loss == "rerun" or self.retries == 3, "retries", "3 (unset) with on_loss "
+              "discard (a discarded outer step is not tried again)", self.retries)
         # times whose run would overflow to inf: every step, and (at most) a ring all-reduce of
         # 2 (M - 1) hops of latency plus a share of the payload after each
         hop = self.size / self.bandwidth if self.bandwidth < math.inf else 0.0
@@ -183,7 +204,8 @@ class LearnersConfig:
         check_time_terms(2.0 * M * N, [
             ("step_time", self.step_time, self.step_time), ("latency", self.latency, self.latency),
             ("+bandwidth" if big else "size", hop, self.bandwidth if big else self.size),
-            ("grace", self.grace, self.grace), ("replace_time", self.replace_time,
+            ("grace", self.grace, self.grace), ("heartbeat", self.heartbeat, self.heartbeat),
+            ("replace_time", self.replace_time,
                                                  self.replace_time),
             ("chip_download", self.chip_download, self.chip_download)],
             "2 x learners x steps")
@@ -269,13 +291,13 @@ class LearnersConfig:
 
 
 # event kinds (ties at one time: in the order they were scheduled, as SimPy does)
-_ROUND, _FAIL, _LIVE, _REPLACED, _SYNC_END, _DL_END, _TIMER, _FETCH_END = range(8)
+_ROUND, _FAIL, _LIVE, _REPLACED, _SYNC_END, _DL_END, _TIMER, _FETCH_END, _NOTICE = range(9)
 #: Order of the events of one instant (then the order they were pushed in): a chip failure
 #: after the rest of its instant (the DES's :data:`sim.failures.LATE`: a block of steps, a
 #: sync or a download ending at the failure's time is done first), the grace window's end
 #: after everything (the DES's :class:`sim.training.instant.InstantEnd`: it steps behind the
 #: events of its instant, at rank 2 behind a failure).
-_RANK = (0, 1, 0, 0, 0, 0, 0, 0)
+_RANK = (0, 1, 0, 0, 0, 0, 0, 0, 0)
 
 
 class _Learner:
@@ -345,6 +367,21 @@ class _Engine:
         self.progress_t = 0.0
         self.limit = c.stall_limit()
         self.stalled = False
+        # the outer all-reduce in flight (the DES's OuterLoop._outer_ring): its end event (None
+        # while aborted), its learners, tries, when the last began, each one's merged
+        # compute, members lost since the abort and the notice event; a round counter for the
+        # grace timer (V, but for a discarded outer step, which starts the round again)
+        self.sync_ev: int | None = None
+        self.ring_live: list[int] = []
+        self.ring_books: dict[int, float] = {}
+        self.ring_dead: set[int] = set()
+        self.ring_tries = 0
+        self.t_try = 0.0
+        self.notice_ev: int | None = None
+        self.ring_data: Any = None
+        self.rid = 0
+        self.n_aborts = 0
+        self.aborted_time = 0.0
 
     # -- event queue ------------------------------------------------------------------
     def push(self, t: float, kind: int, g: int, data: Any = None, rank: int | None = None) -> int:
@@ -538,7 +575,7 @@ class _Engine:
             self.kth = sorted(self.reported.values())[K - 1]
         if not self.timer:
             self.timer = True
-            self.push(max(self.now, self.kth + self.c.grace), _TIMER, -1, self.V)
+            self.push(max(self.now, self.kth + self.c.grace), _TIMER, -1, self.rid)
 
     def _fire(self) -> None:
         self.fired = True
@@ -547,16 +584,20 @@ class _Engine:
                          and g not in self.reported)
         joiners = sorted(g for g in self.waiting if g not in self.reported)
         ring = set(parts) | set(holders) | set(joiners)
+        books = self.ring_books = {}
         for g in parts:
             x = self.L[g]
             x.merged += x.pend_compute
+            books[g] = x.pend_compute
             x.pend_steps, x.pend_compute = 0, 0.0
             if x.late is not None:
                 x.merged += x.late[1]
+                books[g] += x.late[1]
                 x.late = None
         for g in holders:
             x = self.L[g]
             x.merged += x.late[1]
+            books[g] = x.late[1]
             x.late = None
             self.late_merges += 1
         self.n_syncs += 1
@@ -569,15 +610,71 @@ class _Engine:
                     self.cancel(e[0])
                 x.dl.clear()  # (present chips, still: the failure rate is the same)
                 self._whole(x)
-        self.push(self.now + self.c.sync_time(len(ring)), _SYNC_END, -1, (parts, joiners))
+        self.ring_data = (parts, joiners)
+        self.ring_tries = 0
+        self._ring(sorted(ring))
 
-    def _sync_end(self, parts: list[int], joiners: list[int]) -> None:
-        self.V += 1
+    def _ring(self, ring: list[int]) -> None:
+        """A try of the outer all-reduce among ``ring`` (the DES's ``_outer_ring``)."""
+        self.ring_live = ring
+        self.ring_tries += 1
+        self.t_try = self.now
+        self.sync_ev = self.push(self.now + self.c.sync_time(len(ring)), _SYNC_END, -1,
+                                 self.ring_data)
+
+    def _member_lost(self, g: int) -> None:
+        """Learner ``g``, in the outer all-reduce, went down: the DES's rule
+        (:meth:`sim.training.outer.OuterLoop._member_lost`): the try moving is aborted and
+        the survivors notice ``heartbeat`` later (another loss meanwhile pushes it on)."""
+        if g not in self.ring_live or g in self.ring_dead:
+            return
+        if self.sync_ev is not None:
+            self.cancel(self.sync_ev)
+            self.sync_ev = None
+            self.n_aborts += 1
+            self.progress_t = self.now
+        self.ring_dead.add(g)
+        self.cancel(self.notice_ev)
+        self.notice_ev = self.push(self.now + self.c.heartbeat, _NOTICE, -1)
+
+    def _noticed(self) -> None:
+        """The DES's :meth:`~sim.training.outer.OuterLoop._noticed`: the lost learners'
+        pseudo-gradients are out; rerun among the survivors, or discard, or (tries out) each
+        takes its own outer step now."""
+        self.notice_ev = None
+        n = self.c.chips
+        self.aborted_time += self.now - self.t_try
+        for g in sorted(self.ring_dead):
+            b = self.ring_books.pop(g, 0.0)
+            self.L[g].merged -= b
+            self.L[g].lost += b * n
+        survivors = [g for g in self.ring_live if g not in self.ring_dead]
+        self.ring_dead = set()
+        if not survivors:
+            self._sync_end(*self.ring_data, outcome="void")
+        elif self.c.on_loss == "discard":
+            for g in survivors:
+                b = self.ring_books.pop(g, 0.0)
+                self.L[g].merged -= b
+                self.L[g].lost += b * n
+            self._sync_end(*self.ring_data, outcome="discard")
+        elif self.ring_tries >= self.c.retries:
+            self._sync_end(*self.ring_data, outcome="alone")
+        else:
+            self.n_syncs += 1
+            self._ring(survivors)
+
+    def _sync_end(self, parts: list[int], joiners: list[int], outcome: str = "done") -> None:
+        self.sync_ev = None
+        self.ring_live = []
+        self.rid += 1
         self.progress_t = self.now
         gone, self.gone = self.gone, set()
-        for g in parts + joiners:  # (the DES's rule: one that went down meanwhile, back or not)
-            if not self.L[g].down and g not in gone:
-                self.L[g].version = self.V
+        if outcome in ("done", "alone"):
+            self.V += 1
+            for g in parts + joiners:  # (the DES's rule: one that went down meanwhile)
+                if not self.L[g].down and g not in gone:
+                    self.L[g].version = self.V
         self.waiting.difference_update(joiners)
         up = {g for g in range(self.M) if not self.L[g].down and g not in gone}
         in_parts, in_joiners = set(parts), set(joiners)  # (sets: a lookup a learner below)
@@ -637,6 +734,7 @@ class _Engine:
         x.state = "down"
         if self.busy:  # the outer step in flight: it will not hold it
             self.gone.add(x.g)
+            self._member_lost(x.g)
         if not self.fired:
             self._drop_report(x.g)
             self._discard_member(x.g)
@@ -734,13 +832,15 @@ class _Engine:
                 self._sync_end(*data)
             elif kind == _DL_END:
                 self._dl_end(self.L[g])
+            elif kind == _NOTICE:
+                self._noticed()
             elif kind == _FETCH_END:
                 x = self.L[g]
                 x.fetch_ev = None
                 if not x.down:
                     x.version = self.V
             elif kind == _TIMER:  # the grace window is closed: after the rest of this instant
-                if data == self.V and not self.fired:
+                if data == self.rid and not self.fired:
                     if heap and heap[0][0] == t:  # behind them (a failure: at rank 2)
                         self.push(t, _TIMER, -1, data, rank=2 * heap[0][1])
                     else:
@@ -776,6 +876,8 @@ class _Engine:
             "events": float(self.events),
             "stalled": float(self.stalled),
             "chips": float(n * M),
+            "outer_aborts": float(self.n_aborts),
+            "outer_aborted": float(self.aborted_time),
         }
 
 

@@ -73,6 +73,13 @@ does not wait for it (it is not a member).
   they start the round again at once as its members (DiLoCo's inner phase
   starts from the outer parameters: Douillard et al. 2023, Algorithm 1).
   Quorum: it joins the round in progress at once.
+* A group that goes down while an outer all-reduce it is in runs aborts it (a ring cannot
+  finish through a dead member; every mode's sync, :meth:`OuterLoop._member_lost`): the
+  survivors notice ``heartbeat`` later (INTELLECT-1's 10 s), its pseudo-gradient is out
+  (lost) and, by ``on_loss``, they run the all-reduce again among themselves (up to
+  ``retries`` tries) or drop the outer step, their pseudo-gradients too (torchft). A
+  replica carrying the ring in a group that stays up stops it too
+  (:meth:`OuterLoop.node_lost`): the same groups run it again on their live replicas.
 * Quorum: a group that has not reported when its round fires is late; it
   finishes its ``H`` steps, keeps that pseudo-gradient to be merged at the
   next outer step (its nodes join that all-reduce, weighted by the steps it
@@ -124,7 +131,20 @@ __all__ = ["check_diloco", "diloco_groups", "group_config", "stage_sizes", "frag
 
 #: Metrics a DiLoCo run adds to :data:`sim.training.METRICS`.
 DILOCO_METRICS = ("outer_syncs", "outer_exposed", "goodput_fraction", "lost_outer_work",
-                  "outer_downloads", "late_merges")
+                  "outer_downloads", "late_merges", "outer_aborts", "outer_aborted")
+
+#: INTELLECT-1's heartbeat timeout, seconds: a node whose last heartbeat is older is evicted
+#: (PrimeIntellect-ai/prime, src/zeroband/comms.py, ``HEARTBEAT_TIMEOUT`` default 10; its
+#: heartbeats every ``HEARTBEAT_INTERVAL`` = 2 s). ``heartbeat=`` of the spec overrides it.
+HEARTBEAT_TIMEOUT_S = 10.0
+
+
+def heartbeat_timeout(c: Any) -> float:
+    """The time the survivors of an outer all-reduce take to notice a lost member, in the
+    run's time units: the spec's ``heartbeat``, else INTELLECT-1's 10 s (``hour`` s an
+    hour)."""
+    hb = c.diloco.heartbeat
+    return hb if hb is not None else HEARTBEAT_TIMEOUT_S * c.hour / 3600.0
 
 
 def diloco_groups(c: Any) -> int:
@@ -165,6 +185,11 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
               "downloads the model when it is back; no checkpoint, restart or strategy)",
               (c.strategy.describe() if name == "strategy" and hasattr(c.strategy, "describe")
                else getattr(c, name)))
+    if not c.failures:  # a member lost during an outer all-reduce: only with failures
+        for key, bad in (("heartbeat", spec.heartbeat is not None),
+                         ("on_loss", spec.on_loss != "rerun"), ("retries", spec.retries != 3)):
+            check(not bad, "sync", f"{key} given only with failures (what the survivors of "
+                  "an outer all-reduce do when a member is lost in it)", c.sync)
     if spec.quorum is not None:
         check(spec.fragments == 1, "sync", "diloco with fragments=1 with a quorum (the quorum's "
               "rules are vanilla DiLoCo's rounds)", c.sync)
@@ -430,6 +455,10 @@ class GroupTrainer(StepTrainer):
         if self.outer.failures:
             self._interrupt(_GroupDown(self.group, j, self.env.now))
 
+    def replica_lost(self, rep: Any) -> None:
+        if self.outer.failures:
+            self.outer.node_lost(self, rep)
+
     def take(self) -> list[Any]:
         """The pseudo-gradient's books since the last merge (reset)."""
         out, self.pend = self.pend, _no_books()
@@ -496,7 +525,8 @@ class _Sync:
     """One outer sync: a fragment at a step (schedule mode) or a round (round mode)."""
 
     __slots__ = ("key", "fragment", "reported", "members", "fired", "done", "kth", "timer",
-                 "started", "ended", "ring", "gone", "books")
+                 "started", "ended", "ring", "gone", "books", "attempt", "live", "tries",
+                 "t_try", "dead", "token", "end", "nodes")
 
     def __init__(self, env: simpy.Environment, key: int, fragment: int, members: set[int]) -> None:
         self.key = key
@@ -511,7 +541,18 @@ class _Sync:
         self.ended = math.nan
         self.ring: list[int] = []
         self.gone: set[int] = set()  # groups that went down while it was in flight (fired)
-        self.books: dict[int, list[Any]] = {}  # streaming with failures: each reporter's share
+        self.books: dict[int, list[Any]] = {}  # each merged pseudo-gradient's books (failures)
+        # its all-reduce (:meth:`OuterLoop._outer_ring`): the try moving (its end event, None
+        # while none moves), the groups in it, tries so far, when the last began, members lost
+        # since it was aborted, the notice timer's token, and what to do at its end
+        self.attempt: simpy.Event | None = None
+        self.live: list[int] = []
+        self.tries = 0
+        self.t_try = math.nan
+        self.dead: set[int] = set()
+        self.token: object | None = None
+        self.end: Any = None
+        self.nodes: set[int] = set()  # ids of the replicas carrying the try moving (failures)
 
 
 class OuterLoop:
@@ -551,6 +592,10 @@ class OuterLoop:
         self.progress_t = 0.0  # when the last outer sync started or ended (stall watchdog)
         self.in_flight = 0  # outer syncs moving
         self.late_merges = 0
+        self.n_aborts = 0  # outer all-reduces aborted by a member lost in them
+        self.aborted_time = 0.0  # from each aborted all-reduce's start to its rerun or end
+        self.heartbeat = heartbeat_timeout(self.c)
+        self._ring_cbs: dict[simpy.Event, tuple] = {}  # a try moving -> its own callbacks
         self._fetching: dict[int, Any] = {}  # late groups' background fetches
         self.rec = s.rec  # the timeline (sim.timeline; NULL: off)
         self.waits: dict[int, float] = {}  # group -> since when it waits for the outer loop
@@ -613,10 +658,12 @@ class OuterLoop:
         def ended(_e: Any) -> None:
             self.in_flight -= 1
             self.progress_t = self.env.now
+            self._ring_cbs.pop(ev, None)
         if ev.triggered and ev.processed:
             ended(None)
         else:
             ev.callbacks.append(ended)
+        done: Any = None
         if self.rec.on:  # its replicas: the fewest live of each stage in a group, as it moves
             reps = [r for live in stages if live is not None for reps in live
                     for r in reps[:min(len(x) for x in live)]] if len(ring) > 1 else []
@@ -624,14 +671,143 @@ class OuterLoop:
             wire = [AD.payload_size(S, bits=self.spec.bits, value_bits=self.c.value_bits,
                                     topk=self.spec.topk) for S in sizes]
 
-            def done(_e: Any) -> None:
+            def done(_e: Any, aborted: bool = False) -> None:
                 self.rec.outer_sync(key, fragment, ring, reps, sizes, t0, self.env.now,
-                                    payloads=wire)
+                                    payloads=wire, aborted=aborted)
             if ev.triggered and ev.processed:
                 done(None)
             else:
                 ev.callbacks.append(done)
+        if not (ev.triggered and ev.processed):
+            self._ring_cbs[ev] = (ended, done)
         return ev
+
+    # -- a member lost during an outer all-reduce (both modes, failures) -----------------------
+    def _outer_ring(self, s: _Sync, ring: list[int], end: Any) -> None:
+        """Sync ``s``'s all-reduce among ``ring``; ``end(outcome)`` at its end: ``"done"``,
+        or after a member was lost in it (:meth:`_member_lost`, :meth:`_noticed`)
+        ``"discard"`` (``on_loss=discard``), ``"alone"`` (the tries ran out) or ``"void"``
+        (every group of it lost)."""
+        s.live = list(ring)
+        s.end = end
+        s.tries += 1
+        s.t_try = self.env.now
+        if self.failures and len(ring) > 1:  # the replicas carrying it: the fewest live of
+            s.nodes = set()  # each stage holding the fragment, in every group (_allreduce's)
+            for j in self.frag_stages[s.fragment]:
+                live = [self._live_nodes(g, j) for g in ring]
+                kj = min(len(x) for x in live)
+                for reps in live:
+                    s.nodes.update(id(r) for r in reps[:kj])
+        ev = s.attempt = self._allreduce(ring, s.fragment, s.key)
+
+        def fin(_e: Any) -> None:
+            if s.attempt is not ev:  # aborted (its flows withdrawn, its end ignored)
+                return
+            s.attempt = None
+            s.end = None
+            end("done")
+        if ev.triggered and ev.processed:
+            fin(None)
+        else:
+            ev.callbacks.append(fin)
+
+    def _member_lost(self, s: _Sync, g: int) -> None:
+        """Group ``g``, in sync ``s``'s all-reduce, went down. A ring cannot finish through a
+        dead member: the try moving is aborted (its flows withdrawn, the time spent in it
+        wasted) and the survivors notice the loss once ``g``'s last heartbeat is older than
+        the timeout (INTELLECT-1: Jaghouar et al. 2024, arXiv:2412.01152 sections 2.4.3 and
+        2.4.5; PrimeIntellect-ai/prime ``comms.py`` ``_check_heartbeats``, its ``diloco.py``
+        ``sync_pseudo_gradient`` retry loop); taken at the loss itself (the code's last
+        heartbeat is up to its 2 s interval before it). Another member lost meanwhile
+        pushes the notice to its own timeout: the rerun evicts them all."""
+        if s.end is None or g not in s.live or g in s.dead:
+            return
+        self._abort_try(s)
+        s.dead.add(g)
+        self._notice_later(s)
+
+    def node_lost(self, tr: GroupTrainer, rep: Any) -> None:
+        """Replica ``rep`` of group ``tr`` went down; its group may still be up (another
+        replica of each stage live). If it carries an outer all-reduce's try moving, the
+        ring cannot finish through it either: the try is aborted and the survivors notice
+        ``heartbeat`` later, then run it again among the same groups, each on its live
+        replicas (or, ``on_loss=discard``, drop it). A group that lost a stage is handled
+        by :meth:`_member_lost` (its pseudo-gradient out)."""
+        syncs = (self.flying if self.schedule_mode else
+                 [self.round] if self.round is not None and self.round.fired else [])
+        for s in syncs:
+            if s.attempt is not None and id(rep) in s.nodes:
+                self._abort_try(s)
+                self._notice_later(s)
+
+    def _abort_try(self, s: _Sync) -> None:
+        """Abort sync ``s``'s try moving, if any: its flows withdrawn, its end ignored, drawn
+        aborted on the timeline."""
+        if s.attempt is None:
+            return
+        ev, s.attempt = s.attempt, None
+        ended, done = self._ring_cbs.pop(ev, (None, None))
+        for fn in (ended, done):
+            if fn is not None and ev.callbacks is not None and fn in ev.callbacks:
+                ev.callbacks.remove(fn)
+        if ended is not None:
+            self.in_flight -= 1
+            self.progress_t = self.env.now
+        if done is not None:
+            done(None, aborted=True)
+        self.system.wan.abort_sync(ev)
+        self.n_aborts += 1
+
+    def _notice_later(self, s: _Sync) -> None:
+        """The survivors of ``s``'s aborted try notice ``heartbeat`` from now (a later loss
+        moves the notice on: :meth:`_noticed` ignores the older timer)."""
+        token = s.token = object()
+        self.env.timeout(self.heartbeat).callbacks.append(
+            lambda _e, tk=token: self._noticed(s, tk))
+
+    def _unmerge(self, tr: GroupTrainer, books: list[Any] | None) -> None:
+        """Group ``tr``'s pseudo-gradient ``books``, merged when its sync fired, is not in
+        the outer step after all: its steps are lost (``lost_outer_work``)."""
+        if books is None:
+            return
+        m = tr.merged
+        for i in range(5):
+            m[i] -= books[i]
+        tr.lost_work += books[1] * tr.workers - books[4]
+
+    def _noticed(self, s: _Sync, token: object) -> None:
+        """The survivors of sync ``s``'s aborted all-reduce noticed its lost members: the
+        lost ones' pseudo-gradients are out (their steps lost) and, by ``on_loss``, the
+        all-reduce runs again from its start among the survivors (INTELLECT-1, up to
+        ``retries`` tries, prime's ``retry_all_reduce`` = 3; after the last each takes its
+        outer step with its own pseudo-gradient, prime's fallback, timed here as the
+        outer step ending now) or the outer step is dropped on every survivor, their
+        pseudo-gradients too (torchft: ``should_commit`` false, ``local_sgd.py``
+        ``restore_parameters``)."""
+        if s.token is not token:
+            return
+        s.token = None
+        trs = self.system.trainers
+        self.aborted_time += self.env.now - s.t_try
+        for g in sorted(s.dead):
+            self._unmerge(trs[g], s.books.pop(g, None))
+        survivors = [g for g in s.live if g not in s.dead]
+        s.dead = set()
+        end, s.end = s.end, None
+        if not survivors:
+            s.live = []
+            end("void")
+        elif self.spec.on_loss == "discard":
+            for g in survivors:
+                self._unmerge(trs[g], s.books.pop(g, None))
+            s.live = survivors
+            end("discard")
+        elif s.tries >= self.spec.retries:
+            s.live = survivors
+            end("alone")
+        else:
+            self._outer_ring(s, survivors, end)
 
     # -- schedule mode (fragments, overlap; no failures) ------------------------------
     def step_end(self, tr: GroupTrainer, t: int):
@@ -741,22 +917,24 @@ class OuterLoop:
         for tr in trainers:
             if tr.down and self.fetch_moves:
                 tr.flow.cut_downloads(Refetch(tr.group, self.env.now))
-        ev = self._allreduce(ring, s.fragment, s.key)
 
-        def end(_e: Any) -> None:
-            self.V += 1
+        def end(outcome: str) -> None:
             s.ended = self.env.now
             self.flying.remove(s)
-            for g in ring:
+            if outcome == "void":  # every group of it lost: no sync (vanilla's void round);
+                del self.syncs[(s.key, s.fragment)]  # the groups back report it again
+                s.done.succeed()
+                return
+            # (a sync discarded leaves the fragment's outer parameters as they were, which its
+            # survivors hold: the latest; the schedule goes on)
+            self.V += 1
+            for g in s.live:
                 if not trainers[g].down and g not in s.gone:
                     trainers[g].version = self.V
             if self.V >= self.n_sched:
                 self._finish()
             s.done.succeed()
-        if ev.triggered and ev.processed:
-            end(None)
-        else:
-            ev.callbacks.append(end)
+        self._outer_ring(s, ring, end)
 
     def steps_synced(self) -> int:
         """The last step ``t`` such that every sync at or before ``t`` has ended (failures)."""
@@ -784,6 +962,7 @@ class OuterLoop:
             if s.fired:
                 if g in s.reported and s in self.flying:
                     s.gone.add(g)
+                    self._member_lost(s, g)
                 continue
             if g in s.reported:
                 del s.reported[g]
@@ -950,9 +1129,13 @@ class OuterLoop:
                 books = [a + b for a, b in zip(books, tr.late, strict=True)]
                 tr.late = None
             self._merge(tr, books)
+            if self.failures:
+                r.books[g] = books
         for g in holders:
             tr = trainers[g]
             self._merge(tr, tr.late)
+            if self.failures:
+                r.books[g] = tr.late
             tr.late = None
             self.late_merges += 1
         self.busy = self.env.event()
@@ -961,16 +1144,20 @@ class OuterLoop:
         for tr in trainers:
             if tr.down and self.fetch_moves:
                 tr.flow.cut_downloads(Refetch(tr.group, self.env.now))
-        ev = self._allreduce(ring, 0, r.key)
 
-        def end(_e: Any) -> None:
-            self.V += 1
+        def end(outcome: str) -> None:
             r.ended = self.env.now
-            # a group that went down meanwhile did not get it, though it may be back (its
-            # rejoin then waits for this outer step and downloads the model)
-            for g in parts + joiners:
-                if not trainers[g].down and g not in r.gone:
-                    trainers[g].version = self.V
+            if outcome in ("done", "alone"):
+                self.V += 1
+                # a group that went down meanwhile did not get it, though it may be back (its
+                # rejoin then waits for this outer step and downloads the model)
+                for g in parts + joiners:
+                    if not trainers[g].down and g not in r.gone:
+                        trainers[g].version = self.V
+            elif outcome == "discard":  # no outer step: the survivors start the round again
+                for g in parts:  # from the outer parameters they hold (torchft)
+                    if not trainers[g].down:
+                        trainers[g].k = self.V * self.H
             self.waiting.difference_update(joiners)
             up = {g for g in range(self.M) if self._up(g) and g not in r.gone}
             members = {g for g in set(parts) | set(joiners) if g in up}
@@ -980,10 +1167,7 @@ class OuterLoop:
             self.round = _Sync(self.env, self.V, 0, members)
             r.done.succeed()
             busy.succeed()
-        if ev.triggered and ev.processed:
-            end(None)
-        else:
-            ev.callbacks.append(end)
+        self._outer_ring(r, ring, end)
 
     def _merge(self, tr: GroupTrainer, books: list[Any]) -> None:
         m = tr.merged
@@ -1018,6 +1202,7 @@ class OuterLoop:
         r = self.round
         if r is not None and r.fired:  # its outer step is in flight: it will not hold it
             r.gone.add(tr.group)
+            self._member_lost(r, tr.group)
         if r is not None and not r.fired:
             r.reported.pop(tr.group, None)
             r.members.discard(tr.group)
@@ -1427,6 +1612,8 @@ class DilocoSystem:
             "lost_outer_work": float(sum(tr.lost_work for tr in trs)) + unmerged,
             "outer_downloads": float(sum(tr.downloads for tr in trs)),
             "late_merges": float(o.late_merges),
+            "outer_aborts": float(o.n_aborts),
+            "outer_aborted": float(o.aborted_time),
         })
         return {k: float(v) for k, v in out.items()}  # plain floats (a trace's times are numpy's)
 

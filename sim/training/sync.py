@@ -34,7 +34,11 @@ kind's rules between keys one entry of :data:`CHECKS`:
     ``groups`` (``M``; one group a pipeline), ``quorum`` (``K <= groups``;
     unset: synchronous), ``grace`` (``W >= 0``, only with ``quorum``; 0; in the
     run's time units, or a number and a time unit, ``5min``: seconds),
-    ``layers`` (for the fragments; ``lcm(L, P)``).
+    ``layers`` (for the fragments; ``lcm(L, P)``), and what a member lost during an
+    outer all-reduce does (:mod:`sim.training.outer`): ``heartbeat`` (``> 0``: the time
+    the survivors take to notice it, a time as ``grace``; unset: INTELLECT-1's 10 s),
+    ``on_loss`` (``rerun``: the all-reduce again among the survivors, up to
+    ``retries`` tries, ``>= 1``, 3; ``discard``: torchft's, the outer step is dropped).
 
 A time or size with a unit (:data:`QUANTITIES`; :mod:`sim.units`) is converted
 to seconds or bytes, and the canonical text holds that number (``grace=5min``
@@ -59,11 +63,13 @@ from ..analytic.diloco import ORDERS, PAYLOAD_BITS
 from ..errors import ConfigError, ascii_float, ascii_int
 from ..units import SIZE, TIME, Quantity, parse_quantity, spec_quantities, written_with_unit
 
-__all__ = ["KINDS", "CHECKS", "QUANTITIES", "OVERLAPS", "BUCKET_RULES", "SyncSpec", "DilocoSync",
+__all__ = ["KINDS", "CHECKS", "QUANTITIES", "OVERLAPS", "ON_LOSS", "BUCKET_RULES", "SyncSpec", "DilocoSync",
            "parse_sync", "sync_quantities"]
 
 #: When the all-reduce starts: after the step's backward passes, or bucket by bucket during them.
 OVERLAPS = ("none", "backward")
+#: What the survivors of an outer all-reduce that lost a member do (:mod:`sim.training.outer`).
+ON_LOSS = ("rerun", "discard")
 #: How an overlapped all-reduce cuts the gradients (:func:`sim.training.traffic.gradient_buckets`).
 BUCKET_RULES = ("ddp", "megatron")
 
@@ -146,7 +152,7 @@ def _with_unit(kind: str, plain: Callable[[str, str], float]) -> Callable[[str, 
 #: plain number means what it meant before (a time in the run's time units, a size in its
 #: size units), a number with a unit is converted to seconds or bytes.
 QUANTITIES: dict[str, dict[str, str]] = {"allreduce": {"bucket_size": SIZE},
-                                         "diloco": {"grace": TIME}}
+                                         "diloco": {"grace": TIME, "heartbeat": TIME}}
 
 
 #: kind -> key -> (reader of the value's text, default). A default of None: unset.
@@ -163,6 +169,8 @@ KINDS: dict[str, dict[str, tuple[Callable[[str, str], Any], Any]]] = {
         "quorum": (_integer(1), None),
         "grace": (_with_unit(QUANTITIES["diloco"]["grace"], _nonnegative), 0.0),
         "layers": (_integer(1), None),
+        "heartbeat": (_with_unit(QUANTITIES["diloco"]["heartbeat"], _positive), None),
+        "on_loss": (_choice(ON_LOSS), "rerun"), "retries": (_integer(1), 3),
     },
 }
 
@@ -187,6 +195,9 @@ def _check_diloco(values: dict[str, Any], text: str) -> None:
         raise ConfigError("sync", f"quorum at most groups ({g})", q)
     if q is None and values["grace"] != 0:  # shown as written (5min, not its 300 s)
         raise ConfigError("sync", "grace 0 without quorum", _as_written(text, "grace"))
+    if values["on_loss"] == "discard" and values["retries"] != 3:
+        raise ConfigError("sync", "retries only with on_loss=rerun (a discarded outer step is "
+                          "not tried again)", values["retries"])
 
 
 def _as_written(text: str, key: str) -> str:
@@ -266,6 +277,9 @@ class DilocoSync:
     quorum: int | None = None
     grace: float = 0.0
     layers: int | None = None
+    heartbeat: float | None = None
+    on_loss: str = "rerun"
+    retries: int = 3
 
     @classmethod
     def of(cls, spec: SyncSpec | str) -> DilocoSync:

@@ -1184,6 +1184,8 @@ class WanTraffic:
         self.wan: dict[Any, float] = {}
         self.inside: dict[Any, float] = {}
         self._fetches: dict[Any, list[simpy.Event]] = {}
+        # over a network: each outer sync's end -> (its stage processes, their rings so far)
+        self._syncs: dict[simpy.Event, tuple[list[Any], list[simpy.Event]]] = {}
 
     def _done(self) -> simpy.Event:
         ev = self.env.event()
@@ -1235,16 +1237,34 @@ class WanTraffic:
                                            nodes_per_group=kj))
                 self._count_sync(live, kj, S)
             return env.timeout(T)
-        procs = []
+        procs: list[Any] = []
+        rings: list[simpy.Event] = []
         for j, (live, S) in enumerate(zip(stages, sizes, strict=True)):
             kj = 0 if live is None else min(len(x) for x in live)
             if kj == 0 or (S == 0 and c.mean_latency == 0):
                 continue
             self._count_sync(live, kj, S)
-            procs.append(env.process(self._stage_rings(j, live, kj, S)))
-        return simpy.AllOf(env, procs) if procs else self._done()
+            procs.append(env.process(self._stage_rings(j, live, kj, S, rings)))
+        if not procs:
+            return self._done()
+        ev = simpy.AllOf(env, procs)
+        self._syncs[ev] = (procs, rings)
+        ev.callbacks.append(lambda e: self._syncs.pop(e, None))
+        return ev
 
-    def _stage_rings(self, j: int, live: list[list[Any]], kj: int, S: float):
+    def abort_sync(self, ev: simpy.Event) -> None:
+        """Abort the outer sync whose end is ``ev`` (a member of it went down): over a network
+        its rings' flows still moving are withdrawn and its stages stop; in the closed form
+        nothing moves (its end just comes to nothing: the caller no longer listens)."""
+        procs, rings = self._syncs.pop(ev, ([], []))
+        for ring in rings:
+            ring.ring.cancel()  # type: ignore[attr-defined]
+        for proc in procs:
+            if proc.is_alive:
+                proc.interrupt("aborted")
+
+    def _stage_rings(self, j: int, live: list[list[Any]], kj: int, S: float,
+                     rings: list[simpy.Event]):
         """Stage ``j`` over the network: ``kj`` rings across the groups (each of ``t`` rank
         rings), then each group's all-gather of its averaged shards."""
         from ..analytic.diloco import payload_size
@@ -1263,11 +1283,17 @@ class WanTraffic:
                 evs.append(ring_allreduce(service, ring, dense / kj / t, ranks=t))
             else:
                 evs.append(ring_allgather(service, ring, sparse / kj / t, ranks=t))
-        yield simpy.AllOf(env, evs)
-        if kj > 1:
-            block = dense if sparse is None else min(len(live) * sparse, dense)
-            yield simpy.AllOf(env, [ring_allgather(service, nd, block / kj / t, ranks=t)
-                                    for nd in nodes])
+        rings.extend(evs)  # (aborted: abort_sync withdraws their flows)
+        try:
+            yield simpy.AllOf(env, evs)
+            if kj > 1:
+                block = dense if sparse is None else min(len(live) * sparse, dense)
+                gathers = [ring_allgather(service, nd, block / kj / t, ranks=t)
+                           for nd in nodes]
+                rings.extend(gathers)
+                yield simpy.AllOf(env, gathers)
+        except simpy.Interrupt:  # the sync was aborted (abort_sync): its flows are withdrawn
+            return
 
     def fetch(self, key: Any, sources: list[Any], receivers: list[list[Any]],
               sizes: list[float]) -> simpy.Event | None:

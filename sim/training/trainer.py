@@ -132,6 +132,9 @@ class Trainer:
     def stage_lost(self, j: int) -> None:
         """Stage ``j`` has no live replica left (its weights are gone)."""
 
+    def replica_lost(self, rep: Any) -> None:
+        """``rep``, live, went down (its stage may have other live replicas)."""
+
     def forward_done(self, mb: Microbatch) -> None:
         """``mb`` finished its forward pass at the last stage."""
         raise NotImplementedError  # pragma: no cover

@@ -1,0 +1,197 @@
+"""A DiLoCo member lost during the outer all-reduce (both engines): the ring is aborted, the
+survivors notice after the heartbeat timeout and rerun it among themselves (INTELLECT-1) or
+drop the outer step (``on_loss=discard``, torchft). Hand-derived closed forms."""
+
+import pytest
+
+from sim.rng import Streams
+from sim.training import TrainingConfig, training_model
+from sim.training.learners import LearnersConfig
+
+# 3 one-worker groups, T = 1 + 2 = 3 a step, H = 2, N = 4, S = 10 over B = 5, no latency:
+# a ring of M groups 2 (M - 1) S / (M B): 8/3 for three, 2 for two; s0r2 down from 7.3333
+T, H, N, S, B = 3.0, 2, 4, 10.0, 5.0
+F = 7.333333333333333
+
+
+def _ring(m):
+    return 2 * (m - 1) * S / (m * B)
+
+
+def _des(tmp_path, extra=""):
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\n")
+    cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync="diloco:every=2" + extra,
+                         failure_trace=str(p))
+    return training_model(cfg, Streams(0).replication(0))
+
+
+def _eng(**kw):
+    from sim.training import learners as LM
+
+    c = LearnersConfig(learners=3, chips=1, step_time=T, every=H, steps=N, size=S,
+                       bandwidth=B, replace_time=1000.0, **kw)
+    e = LM._Engine(c, Streams(0).replication(0))
+    left = {2: [F]}
+
+    def draw(x):
+        e.cancel(x.fail_ev)
+        x.fail_ev = None
+        if left.get(x.g) and c.chips - len(x.repl) > 0:
+            x.fail_ev = e.push(left[x.g].pop(0), LM._FAIL, x.g)
+    e._draw_failure = draw
+    return e.run()
+
+
+@pytest.mark.parametrize("hb", [10.0, 6.0])
+def test_a_member_lost_in_the_ring_aborts_it_and_the_survivors_rerun(tmp_path, hb):
+    """The first ring runs [6, 8.67); group 2 dies at 7.33 in it. The survivors notice at
+    7.33 + hb, rerun among two (2), take steps 3-4 (6) and the last ring of two (2):
+    27.33 (hb = 10, INTELLECT-1's code default) or 23.33 (6 s, the report's). Group 2's two
+    steps (6) are lost; the aborted ring wasted 7.33 + hb - 6. The old model (the ring run
+    through the dead member to 8.67, its pseudo-gradient merged) ended at 16.67, lost 0."""
+    wall = F + hb + _ring(2) + H * T + _ring(2)
+    out = _des(tmp_path, "" if hb == 10.0 else f",heartbeat={hb:g}")
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(H * T)
+    assert out["outer_aborts"] == 1
+    assert out["outer_aborted"] == pytest.approx(F + hb - H * T, rel=1e-12)
+    assert out["goodput_fraction"] == pytest.approx(2 * N * T / (3 * wall), rel=1e-12)
+    old = H * T + _ring(3) + H * T + _ring(2)  # 16.67: the ring ran through the dead member
+    assert abs(out["training_time"] - old) > 6
+    eng = _eng(heartbeat=hb)
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert eng["lost_outer_work"] == pytest.approx(H * T)
+    assert eng["outer_aborted"] == pytest.approx(F + hb - H * T, rel=1e-12)
+    assert eng["goodput_fraction"] == pytest.approx(out["goodput_fraction"], rel=1e-12)
+
+
+def test_on_loss_discard_drops_the_outer_step_on_every_survivor(tmp_path):
+    """torchft: at the notice (17.33) the outer step is dropped; the survivors' two steps
+    (6 each) are lost with group 2's (6): lost 18; they take the round again from the last
+    outer parameters (6), ring of two (2), the last round (6 + 2): 33.33."""
+    wall = F + 10 + 2 * (H * T + _ring(2))
+    out = _des(tmp_path, ",on_loss=discard")
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(3 * H * T)
+    eng = _eng(on_loss="discard")
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert eng["lost_outer_work"] == pytest.approx(3 * H * T)
+
+
+def test_streaming_fragment_ring_aborted(tmp_path):
+    """Two groups, every=2, fragments=2 (T = 3; a fragment of S/2 = 5: ring of two 1),
+    group 1 down from 3.5 (in the ring of fragment 0 at step 1, [3, 4)) to the end: the
+    ring is aborted; group 0 notices at 13.5 and syncs alone (no time), then steps 2-4
+    alone: 13.5 + 3 x 3 = 22.5. Group 1's fragment-0 share of step 1 (1.5) and its
+    fragment-1 share (1.5) are lost: 3."""
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\ns0r1,3.5,1000\n")
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=4, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync="diloco:every=2,fragments=2",
+                         failure_trace=str(p))
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["outer_aborts"] == 1
+    assert out["training_time"] == pytest.approx(3.5 + 10 + 3 * T, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(T)
+
+
+def test_overlapped_fragment_ring_aborted(tmp_path):
+    """The streaming case with ``overlap=1``: fragment 0's ring [3, 4) runs beside step 2
+    and is aborted at 3.5; group 0 ends step 2 at 6, waits for that sync (due there) until
+    the notice at 13.5, where it syncs alone (no time), then steps 3 and 4 (its syncs alone,
+    no time): 19.5; lost 3 as without overlap."""
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\ns0r1,3.5,1000\n")
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=4, forward_time=1.0,
+                         param_size=S, bandwidth=B,
+                         sync="diloco:every=2,fragments=2,overlap=1", failure_trace=str(p))
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["outer_aborts"] == 1
+    assert out["training_time"] == pytest.approx(3.5 + 10 + 2 * T, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(T)
+
+
+def test_the_quorum_aborts_the_ring_too(tmp_path):
+    """``quorum=2``: every group reports at 6, the outer step fires with the three (its ring
+    is the same) and the loss at 7.33 aborts it: 27.33, lost 6, as synchronous."""
+    out = _des(tmp_path, ",quorum=2")
+    assert out["training_time"] == pytest.approx(F + 10 + 2 * _ring(2) + H * T, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(H * T)
+    eng = _eng(quorum=2)
+    assert eng["training_time"] == pytest.approx(out["training_time"], rel=1e-12)
+
+
+def test_over_a_network_the_aborted_rings_flows_are_withdrawn(tmp_path, monkeypatch):
+    """3 one-host zones linked at 5, no latency (the closed form's figures), ``heartbeat=0.5``:
+    the rerun starts at 7.83 while the aborted ring's flows would still move to 8.67; they
+    are withdrawn, so the rerun takes its 2 (to 9.83) and the run ends at 17.83, as in the
+    closed form. Flows left moving share the links with the rerun: a later end."""
+    from sim.training.traffic import WanTraffic
+
+    wall = F + 0.5 + _ring(2) + H * T + _ring(2)
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\n")
+    base = dict(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
+                param_size=S, sync="diloco:every=2,heartbeat=0.5", failure_trace=str(p))
+    closed = training_model(TrainingConfig(**base, bandwidth=B), Streams(0).replication(0))
+    net = TrainingConfig(**base, network="geo:regions=3,hosts=1,inter_region_bandwidth=5,"
+                                         "inter_region_latency=0")
+    out = training_model(net, Streams(0).replication(0))
+    assert closed["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["training_time"] == pytest.approx(wall, rel=1e-9)
+    monkeypatch.setattr(WanTraffic, "abort_sync", lambda self, ev: None)
+    kept = training_model(net, Streams(0).replication(0))
+    assert kept["training_time"] > wall + 0.1
+
+
+def test_after_the_last_try_each_survivor_steps_alone(tmp_path):
+    """``retries=1``: the aborted ring was the one try; at the notice (17.33) each survivor
+    takes its outer step with its own pseudo-gradient (prime's fallback "without reduce"),
+    no time: steps 3-4 (6) and the last ring of two (2): 25.33, lost 6."""
+    wall = F + 10 + H * T + _ring(2)
+    out = _des(tmp_path, ",retries=1")
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(H * T)
+    eng = _eng(retries=1)
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+
+
+def test_a_second_member_lost_while_the_survivors_wait_pushes_the_notice(tmp_path):
+    """s0r1 goes down too at 12, while the survivors wait for the notice of s0r2's loss
+    (17.33): the notice moves to 22, where group 0, the one survivor, steps alone (a ring
+    of one), then takes steps 3-4 alone: 28. Both lost groups' two steps: 12."""
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\ns0r1,12.0,1000\n")
+    cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync="diloco:every=2",
+                         failure_trace=str(p))
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["training_time"] == pytest.approx(12 + 10 + H * T, rel=1e-12)
+    assert out["lost_outer_work"] == pytest.approx(2 * H * T)
+    assert out["outer_aborted"] == pytest.approx(22 - H * T, rel=1e-12)
+
+
+@pytest.mark.parametrize("back, wall", [(12.0, 21.5 + 2 + 2 * 5 + 2), (1000.0, 21.5 + 2 + 2 * 6 + 2)])
+def test_a_ring_node_lost_in_a_group_that_stays_up_aborts_the_try(tmp_path, back, wall):
+    """Two groups of two one-stage pipelines (``groups=2``): a step is 3 of compute and the
+    group's all-reduce of 10 over 5 between its 2 replicas (2): 5; the outer sync, node i of
+    each group in a ring (2 (M - 1) 10 / (k M B) = 1) then each group's all-gather (1): 2.
+    s0r1 goes down at 11.5, in the first ring [10, 12); its group keeps s0r0 (up), but the
+    ring cannot finish through s0r1: the try is aborted, noticed at 21.5 and run again
+    among both groups on their live replicas (2: s0r1 back at 12 with its weights by 14;
+    or s0r0 alone in its group, 2 (M - 1) 10 / (M B) = 2 and no all-gather), to 23.5. The
+    second round: 2 steps of 5 (s0r1 back) or of 6 (s0r0 alone: 1 + 1 + 2 + 2, no
+    all-reduce), and its ring (2). No group was lost: nothing is lost. The ring used to run
+    through the dead replica to its end: 25 and 26."""
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r1,11.5,{back!r}\n")
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=4, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync="diloco:every=2,groups=2",
+                         failure_trace=str(p))
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["outer_aborts"] == 1
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["outer_aborted"] == pytest.approx(21.5 - 10, rel=1e-12)
+    assert out["lost_outer_work"] == 0.0
