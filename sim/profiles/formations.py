@@ -163,6 +163,10 @@ def node_checkpoint_bytes(build: Any, model: Any) -> tuple[tuple[float, float], 
     """Per node of a built plan of ``model`` (its :class:`~sim.profiles.values.ModelProfile`;
     stage-major, as ``build.memory``): the bytes it writes for a checkpoint and the bytes it
     reads at a restart (module notes)."""
+    if build.behaviour is not None:  # the model as the build sized it: a shape alone is sized
+        # in the run's precision (ModelProfile.trained_at; the profile's own bytes a value
+        # halved an fp16 shape's parameters: 7 bytes a parameter, not 14)
+        model = model.trained_at(build.behaviour.activation_bytes)
     rule = checkpoint_rule(build)
     per = None if rule == "rank0-bf16" else _param_bytes(build, model)
     dp = {}
