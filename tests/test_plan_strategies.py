@@ -271,7 +271,7 @@ def test_a_shape_in_fp16_checkpoints_fourteen_bytes_a_parameter(tmp_path, capsys
     shape's parameters counted off the fp32 profile's 4 bytes a value, when the build had sized
     the run's weights at 2. The same plan from a launch line names its hosts, which a strategy
     does not run on (docs/strategies.md), with or without checkpoint_bandwidth."""
-    from test_launch_mixed_gpus import GPUS, HAND, LINKS, SHAPE
+    from test_launch_mixed_gpus import GPUS, HAND, LAUNCH, LINKS, SHAPE
 
     (tmp_path / "prof" / "models").mkdir(parents=True)
     (tmp_path / "prof" / "gpus.json").write_text(json.dumps(GPUS))
@@ -296,6 +296,14 @@ def test_a_shape_in_fp16_checkpoints_fourteen_bytes_a_parameter(tmp_path, capsys
     assert cost["checkpoint"] == written / 2e9 and cost["writers"] == "rank0"
     assert main(["train", "--plan", str(tmp_path / "hosts.json"), *argv]) == 2
     assert "no named host" in capsys.readouterr().err
+    (tmp_path / "ds_config.json").write_text(json.dumps(
+        {"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2, "fp16": {"enabled": True}}))
+    (tmp_path / "hostfile").write_text("p3-a slots=4\np3-b slots=4\np3-c slots=4\n"
+                                       "g4dn-0 slots=4\n")
+    (tmp_path / "launch.sh").write_text(LAUNCH)
+    assert main(["train", "--plan", str(tmp_path / "launch.sh"), "--gpu", "V100", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a launch line's ranks sit on its hosts" in err
 
 
 def test_without_a_bandwidth_the_run_says_the_cost_is_the_artifacts(capsys):

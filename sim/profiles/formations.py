@@ -232,7 +232,9 @@ class PlanStepTimes:
                               "TP degree, node size, zone; no named host) with a step-level "
                               "strategy (it puts any ready node at any stage)" + (
                                   "; dtsim plan --out names each replica's host: delete the "
-                                  "plan's host keys to run each replica as a node of its own"
+                                  "plan's host keys to run each replica as a node of its own "
+                                  "(a launch line's ranks sit on its hosts: write it as a dtsim "
+                                  "plan without them)"
                                   if hosts else ""),
                               ", ".join(sorted({f"{x.gpu} TP {x.tp}" + (f" on {x.host}" if
                                                                          x.host else "")
