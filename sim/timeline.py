@@ -194,6 +194,8 @@ _XFER = '{"bytes":%r,"source":%s,"destination":%s,"microbatch":%d,"step":%s,"sta
 _RING = '{"bytes":%r,"source":%s,"destination":%s,"bucket":%d,"ring_step":%d,"rank":%d}'
 _FLOW = '{"flow":%d,"bytes":%r,"source":%s,"destination":%s,"requested":%r,"cut":%s}'
 _EXCH = '{"bytes":%r,"source":%s,"destination":%s}'
+# a framework hop whose messages are more than its tensor: the sum, then the parts
+_XFER_PARTS = _XFER[:-1] + ',"tensor":%r,"metadata":%r,"mask":%r}'
 _SERVE = '{"stage":%d,"replica":%d,"microbatch":%d,"lost":%s}'
 _JSON_TRUE, _JSON_FALSE = "true", "false"
 
@@ -652,21 +654,26 @@ class Recorder(NullRecorder):
 
     # -- training traffic (sim.training.traffic, sim.network) ---------------------------------
     def hop(self, src: str, dst: str, name: str, sent: float, t0: float | None, t1: float,
-            size: float, mb: int, step: int | None, stage: int, *, cut: bool = False) -> None:
+            size: float, mb: int, step: int | None, stage: int, *, cut: bool = False,
+            parts: tuple[float, float, float] | None = None) -> None:
         """A point-to-point transfer of a micro-batch's activations or gradients (``name``)
         from process ``src`` to ``dst``, handed to the traffic at ``sent``, moving from ``t0``
         (when it left its FIFO channel's queue; None: it never did) to ``t1`` (its arrival,
         or the failure that cut it): a ``transfer`` span on both ends, and the wait in the
         channel, if any, as a ``queue`` span on the sender (a wait the file cannot show, under
-        its 0.1 ns, is none: the float residue of two ways to one time)."""
+        its 0.1 ns, is none: the float residue of two ways to one time). ``parts``: the
+        tensor, metadata and mask bytes ``size`` sums, named in the span's args."""
         vals = (size, self._q(src), self._q(dst), mb, "null" if step is None else step, stage,
                 _b(cut))
+        fmt = _XFER
+        if parts is not None:
+            fmt, vals = _XFER_PARTS, (*vals, *parts)
         q1 = t1 if t0 is None else t0
         if q1 > sent and round(q1 * US, 4) > round(sent * US, 4):
-            self._span(src, "send", f"{name} (queued)", "queue", sent, q1, _XFER, vals)
+            self._span(src, "send", f"{name} (queued)", "queue", sent, q1, fmt, vals)
         if t0 is not None:
-            self._span(src, "send", name, "transfer", t0, t1, _XFER, vals)
-            self._span(dst, "receive", name, "transfer", t0, t1, _XFER, vals)
+            self._span(src, "send", name, "transfer", t0, t1, fmt, vals)
+            self._span(dst, "receive", name, "transfer", t0, t1, fmt, vals)
 
     def p2p(self, x: Any, t1: float, *, cut: bool = False) -> None:
         """A transfer between two replica servers arrived (or was cut) at ``t1``: ``x`` (the
@@ -770,12 +777,14 @@ class Recorder(NullRecorder):
         L = flow.L
         a, b = (hop + 1, hop) if grad else (hop, hop + 1)
         src, dst = flow.stages[a % L][k].name, flow.stages[b % L][k].name
-        c = flow.config
-        # the tensor (the gradient's own size) and, with an activation, its masks, if any
-        size = c.hop_size(hop, k, grad) + (0.0 if grad else c.mask_size(hop, k))
+        # the tensor (the gradient's own size) and the messages of their own sent with it:
+        # the partition metadata before each part, with an activation the masks after them
+        tensor, meta, mask = flow.config.hop_bytes(hop, k, grad)
         st = flow.trainer.step
-        self.hop(src, dst, "gradient" if grad else "activation", sent, t0, t1, float(size),
-                 k + i * flow.r, None if st is None else st.index, b, cut=cut)
+        self.hop(src, dst, "gradient" if grad else "activation", sent, t0, t1,
+                 float(tensor + meta + mask), k + i * flow.r, None if st is None else st.index,
+                 b, cut=cut,
+                 parts=(float(tensor), float(meta), float(mask)) if meta or mask else None)
 
     # -- Study A's pipeline DES (sim.pipeline.des) ---------------------------------------------
     def serve(self, mb: int, stage: int, replica: int, t0: float, compute: float, hop: float,

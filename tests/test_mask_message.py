@@ -137,11 +137,13 @@ def test_no_mask_elsewhere(prof, fw):
 
 @pytest.mark.parametrize("tp", [1, 2])
 def test_timeline_hop_bytes(prof, tp):
-    """The timeline's hop spans say what moved: an activation its part(s) and the ``tp`` masks
-    after them; a gradient its own bytes (whole from every TP rank in 0.3.13, ``engine.py:107``)
-    and never a mask (``822-830``). At micro-batch 1 (hidden states ``H`` = 8 MiB, fp32) the
-    activation is ``H + tp 8 MiB``, the gradient ``tp H``; the gradient had shown the
-    activation's bytes, masks included (16 MiB for 8 at TP 1, 24 MiB for 16 at TP 2)."""
+    """The timeline's hop spans say what moved: an activation its part(s), the ``tp`` masks
+    after them and at TP 2 the ranks' metadata before them (``2 x 8 (7 + 2)`` = 144 bytes,
+    named apart with the mask: it was left out); a gradient its own bytes (whole from every
+    TP rank in 0.3.13, ``engine.py:107``), no metadata and never a mask (``822-830``). At
+    micro-batch 1 (hidden states ``H`` = 8 MiB, fp32) the activation is ``H + tp 8 MiB``
+    (+ 144 at TP 2), the gradient ``tp H``; the gradient had shown the activation's bytes,
+    masks included (16 MiB for 8 at TP 1, 24 MiB for 16 at TP 2)."""
     import json
 
     from sim.timeline import Recorder
@@ -154,6 +156,9 @@ def test_timeline_hop_bytes(prof, tp):
     rec = Recorder()
     training_model(net.config, Streams(0).replication(0), recorder=rec)
     rec.close(1e9)
-    seen = {(e["name"], e["args"]["bytes"]) for e in json.loads(rec.to_json())["traceEvents"]
+    meta = 0 if tp == 1 else 2 * 8 * (7 + 2)
+    seen = {(e["name"], e["args"]["bytes"], e["args"].get("metadata"), e["args"].get("mask"))
+            for e in json.loads(rec.to_json())["traceEvents"]
             if e.get("name") in ("activation", "gradient") and e.get("ph") == "X"}
-    assert seen == {("activation", float(H + tp * MASK)), ("gradient", float(tp * H))}
+    assert seen == {("activation", float(H + meta + tp * MASK), float(meta), float(tp * MASK)),
+                    ("gradient", float(tp * H), None, None)}

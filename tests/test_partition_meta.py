@@ -180,6 +180,47 @@ def test_overlapped_and_grouped_hops_queue_the_metadata_first(prof):
     assert des == pytest.approx(_step(g.config), rel=1e-9)
 
 
+def _timeline_hops(plan, prof):
+    """(name, stage, bytes, tensor, metadata, mask) of every hop span of a step over the plan's
+    network."""
+    import json
+
+    from sim.timeline import Recorder
+
+    net = build_plan(plan, prof, steps=1, check_memory=False, network=True)
+    rec = Recorder()
+    training_model(net.config, Streams(0).replication(0), recorder=rec)
+    rec.close(1e9)
+    return {(e["name"], e["args"]["stage"], e["args"]["bytes"], e["args"].get("tensor"),
+             e["args"].get("metadata"), e["args"].get("mask"))
+            for e in json.loads(rec.to_json())["traceEvents"]
+            if e.get("name") in ("activation", "gradient") and e.get("ph") == "X"}
+
+
+def test_timeline_hop_bytes_count_the_metadata(prof):
+    """A hop's span on the timeline says every byte it moves: the tensor, and the partition
+    metadata each message carries before its part, named apart (the span showed the tensor
+    alone). 2 stages of TP 2 on 0.16.5: each way ``ACT`` and 2 ranks x ``8 (7 + 2)`` = 144
+    bytes. The Sailor artifact's groups (TP 1, 2, 1): hop 0's activation is its 2 groups'
+    messages from the TP-1 rank, each 64 bytes of metadata and the whole tensor (2 ACT +
+    128); its gradient the 2 TP-2 ranks' 72 and halves (ACT + 144). At TP 1 upstream
+    DeepSpeed sends no metadata: the span has no parts."""
+    fw = FrameworkSpec("deepspeed", "0.16.5", "fp32")
+    assert _timeline_hops(_plan(2, fw), prof) == {
+        ("activation", 1, float(ACT + 144), float(ACT), 144.0, 0.0),
+        ("gradient", 0, float(ACT + 144), float(ACT), 144.0, 0.0)}
+    assert _timeline_hops(_plan(1, fw), prof) == {
+        ("activation", 1, float(ACT), None, None, None),
+        ("gradient", 0, float(ACT), None, None, None)}
+    mixed = Plan(tuple(StageSpec(tuple(range(9 * j, min(9 * j + 9, 26))), (
+        ReplicaSpec("A100-40", t, gpus_per_node=t, zone=Z),)) for j, t in enumerate((1, 2, 1))),
+        2, 4, model="OPT-350", framework=FrameworkSpec("sailor-deepspeed"))
+    hops = _timeline_hops(mixed, prof)
+    assert ("activation", 1, float(2 * ACT + 128), float(2 * ACT), 128.0, 0.0) in hops
+    assert ("gradient", 0, float(ACT + 144), float(ACT), 144.0, 0.0) in hops
+    assert all(x[2] == x[3] + x[4] + x[5] for x in hops) and len(hops) == 4
+
+
 def test_pipe_and_grad_partitioned_are_two_keys(prof):
     """DeepSpeed 0.12.3 on reads two pipeline keys, ``pipe_partitioned`` and
     ``grad_partitioned`` (v0.16.5 ``runtime/config.py:467-468``, both default true), and

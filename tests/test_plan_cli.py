@@ -370,7 +370,7 @@ def test_a_shape_model_on_gpus_without_a_datasheet_is_refused_naming_the_fleet(t
     """A catalogue GPU type with no peak FLOP/s: nothing to estimate on; one line."""
     d = _shape_only(tmp_path)
     (d / "gpus.json").write_text(json.dumps({"gpus": [
-        {"name": "X1", "memory_bytes": 8e10, "price_per_hour": 1.0}]}))
+        {"name": "X1", "memory_bytes": 8e10, "price_per_hour": 1.0, "overhead_bytes": 0}]}))
     code = main(["plan", "--model", "S", "--profiles", str(d), "--nodes", "X1:4x1@z",
                  "--global-batch-size", "8", "--simulate", "0"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -705,7 +705,7 @@ def test_a_plan_whose_closed_form_disagrees_says_what_the_exact_column_is(tmp_pa
     it); the text now prints that note under the table for the rows that disagree."""
     (tmp_path / "models").mkdir()
     (tmp_path / "gpus.json").write_text(json.dumps({"gpus": [{
-        "name": "L40S", "memory_bytes": "48GB", "price_per_hour": 1.0,
+        "name": "L40S", "memory_bytes": "48GB", "price_per_hour": 1.0, "overhead_bytes": 0,
         "intra_node_bandwidth": "32GB/s", "peak_flops": 3.62e14, "peak_flops_fp32": 9.16e13,
         "memory_bandwidth": "864GB/s"}]}))
     (tmp_path / "models" / "S.json").write_text(json.dumps({

@@ -262,6 +262,50 @@ def test_checkpoint_restart_with_a_bandwidth_on_a_scripted_trace_by_hand(tmp_pat
     assert out["predicted_wall_time"] is None  # the replay takes given times only
 
 
+def test_a_shape_in_fp16_checkpoints_fourteen_bytes_a_parameter(tmp_path, capsys):
+    """A model given by its shape (4 layers, hidden 256, vocabulary 1000, sequence 128) on
+    DeepSpeed 0.3.13 in fp16, 4 stages of 4 V100 replicas: data-parallel rank 0 of each stage
+    writes its fp16 weights, fp32 master copy and Adam's two moments, 2 + 4 + 8 = 14 bytes a
+    parameter; stage 0 (embeddings 1000 x 256 + 128 x 256 = 288,768 and a layer 12 x 256^2 +
+    13 x 256 = 789,760) writes 15,099,392 B, at 2 GB/s 7.549696 ms. It said 7,549,696 B: the
+    shape's parameters counted off the fp32 profile's 4 bytes a value, when the build had sized
+    the run's weights at 2. The same plan from a launch line names its hosts, which a strategy
+    does not run on (docs/strategies.md), with or without checkpoint_bandwidth."""
+    from test_launch_mixed_gpus import GPUS, HAND, LAUNCH, LINKS, SHAPE
+
+    (tmp_path / "prof" / "models").mkdir(parents=True)
+    (tmp_path / "prof" / "gpus.json").write_text(json.dumps(GPUS))
+    (tmp_path / "prof" / "models" / "gpt2.json").write_text(json.dumps(SHAPE))
+    (tmp_path / "fleet.json").write_text(json.dumps({"nodes": [
+        {"gpu": "V100", "gpus_per_node": 4, "zone": "z", "count": 4}], "links": LINKS}))
+    plan = json.loads(json.dumps(HAND))
+    for st in plan["stages"]:
+        for r in st["replicas"]:
+            r["gpu"] = "V100"
+    (tmp_path / "hosts.json").write_text(json.dumps(plan))
+    for st in plan["stages"]:
+        for r in st["replicas"]:
+            del r["host"]
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    argv = ["--model", "gpt2", "--profiles", str(tmp_path / "prof"), "--fleet",
+            str(tmp_path / "fleet.json"), "--steps", "20", "--replications", "1", "--strategy",
+            "checkpoint-restart:every=5,checkpoint_bandwidth=2GB/s"]
+    cost = _json(capsys, ["--plan", str(tmp_path / "plan.json"), *argv])["checkpoint_cost"]
+    written = 14 * (288_768 + 789_760)
+    assert cost["bytes_written"] == cost["bytes_read"] == written == 15_099_392
+    assert cost["checkpoint"] == written / 2e9 and cost["writers"] == "rank0"
+    assert main(["train", "--plan", str(tmp_path / "hosts.json"), *argv]) == 2
+    assert "no named host" in capsys.readouterr().err
+    (tmp_path / "ds_config.json").write_text(json.dumps(
+        {"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2, "fp16": {"enabled": True}}))
+    (tmp_path / "hostfile").write_text("p3-a slots=4\np3-b slots=4\np3-c slots=4\n"
+                                       "g4dn-0 slots=4\n")
+    (tmp_path / "launch.sh").write_text(LAUNCH)
+    assert main(["train", "--plan", str(tmp_path / "launch.sh"), "--gpu", "V100", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "write it as a dtsim plan without them" in err
+
+
 def test_without_a_bandwidth_the_run_says_the_cost_is_the_artifacts(capsys):
     out = _json(capsys, ["--plan", PLAN, "--model", "OPT-350", "--steps", "1",
                          "--replications", "1", "--strategy", "checkpoint-restart"])

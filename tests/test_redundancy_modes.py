@@ -251,20 +251,33 @@ def test_eager_forms_nothing_its_copy_does_not_fit(tmp_path, capsys):
     """40 samples a step: two pipelines of 20 micro-batches fit eager (stage 0's GPU holds
     16 x 9 x 12,596,224 + 20 x (9 x 360,726,528 + 8,388,608) = 66,912,403,456 B more); one
     pipeline of 40 does not (132,010,950,656 B for the copy alone, beyond the GPU's 95.6 GiB).
-    s1r0 lost at 1 s: lazy rebalances onto one pipeline and finishes; eager takes the stage
-    over, then can form nothing, and says so (the diagnosis blamed the failure rate)."""
+    s1r0 lost at 1 s: lazy rebalances onto one pipeline and finishes. Eager's s0r0 takes the
+    stage over; Bamboo's rule asks for a rebalance (1 overloaded of 5 active, 2/5 > 0.05) but
+    the 5 ready workers form nothing, so it runs on degraded: steps of ``T`` (the failure-free
+    run's) until 1 s, the rest of step 2 and steps 3-5 at 1.5 T, ``1 + 1.5 (2 T - 1) + 4.5 T``
+    (it stopped after 2 steps, waiting for a worker: the rebalance tore the rings down first).
+    s0r0 lost too at 2 s is fatal: the restart forms nothing of the 4 left, and says so."""
     assert 16 * 9 * DEC + 20 * (9 * ACT + SENT) == 66_912_403_456
     assert 16 * 9 * DEC + 40 * (9 * ACT + SENT) == 132_010_950_656 > 95.6 * 2**30
     trace = tmp_path / "rm.csv"
     trace.write_text(f"worker,start,end\ns1r0,1.0,{BIG}\n")
-    argv = ["--plan", _plan(tmp_path, 40), "--model", "OPT-350", "--steps", "5",
-            "--replications", "1", "--failure-trace", str(trace), "--stall-limit", "1000"]
+    plan = ["--plan", _plan(tmp_path, 40), "--model", "OPT-350", "--steps", "5",
+            "--replications", "1"]
+    argv = [*plan, "--failure-trace", str(trace), "--stall-limit", "1000"]
     lazy = _json(capsys, [*argv, "--strategy", "redundancy:mode=lazy,every=0,boot=0"])
     assert (lazy["finished"], lazy["steps_done"]) == (1.0, 5.0)
+    T = _json(capsys, [*plan, "--strategy", "redundancy:every=0,boot=0"])["wall_time_mean"] / 5
     eager = _json(capsys, [*argv, "--strategy", "redundancy:every=0,boot=0"])  # default
-    assert (eager["finished"], eager["steps_done"]) == (0.0, 2.0)
-    assert eager["stall_reason"] == (
-        "no step can finish: redundancy can form nothing of the 5 ready workers that fits in "
+    assert (eager["finished"], eager["steps_done"]) == (1.0, 5.0)
+    assert eager["wall_time_mean"] == pytest.approx(1 + 1.5 * (2 * T - 1) + 4.5 * T, rel=1e-12)
+    counts = eager["strategy_counts"]
+    assert (counts["rebalances"], counts["wait_time"], counts["takeover_windows"]) == (0, 0, 1)
+    assert counts["degraded_time"] == pytest.approx(eager["wall_time_mean"] - 1, rel=1e-12)
+    trace.write_text(f"worker,start,end\ns1r0,1.0,{BIG}\ns0r0,2.0,{BIG}\n")
+    fatal = _json(capsys, [*argv, "--strategy", "redundancy:every=0,boot=0"])
+    assert (fatal["finished"], fatal["steps_done"]) == (0.0, 0.0)
+    assert fatal["stall_reason"] == (
+        "no step can finish: redundancy can form nothing of the 4 ready workers that fits in "
         "GPU memory (the plan re-planned for them, with Bamboo's eager copy)")
 
 

@@ -142,6 +142,30 @@ def test_redundancy_two_losses_at_one_instant_are_both_lost(tmp_path, every, at,
     assert ref == 101.0 != old
 
 
+def test_redundancy_runs_on_degraded_when_a_rebalance_forms_nothing(tmp_path):
+    """2 rings of 3, 10 s steps, and no step time for one ring (a table of 2 pipelines only,
+    as eager Bamboo's copy leaves fewer pipelines no room in GPU memory): s1r0 lost at 15
+    (mid step 2), s0r0 takes stage 1 over, the rest of the step at 1.5x to 22.5. Bamboo's
+    rule asks for a rebalance (2 of 5 active overloaded > 5%), but the 5 workers form
+    nothing: the job runs on degraded, steps 3-5 of 15 s, to 67.5. It tore the rings down
+    and waited for a worker that never came (the engine stalled, the replay said inf)."""
+    table = _table("pipelines", [(2, 10.0)])
+    rows = [(15.0, 2)]  # s1r0 (stage-major index, replicas=2)
+    cfg = TrainingConfig(stages=3, replicas=2, steps=5, step_times=table,
+                         failure_trace=_removals(tmp_path, rows, 3, 2), stall_limit=500.0,
+                         strategy="redundancy:every=0,rebalance=4,restart=6,boot=0")
+    engine, m = _run(cfg)
+    assert engine == "job"
+    assert m["training_time"] == 67.5
+    assert (m["fatal_failures"], m["rebalances"], m["degraded_time"]) == (0.0, 0.0, 52.5)
+    ref = analytic.replay_redundancy(
+        n0=6, removals=rows, stages=3, replicas=2, steps=5,
+        step_time=lambda sizes, held: table.lookup(len(sizes)),
+        overhead=lambda sizes, t: 0.0, slowdown=1.5, rebalance=4.0, restart=6.0,
+        threshold=0.05)
+    assert ref == 67.5
+
+
 def test_redundancy_two_adjacent_losses_are_fatal():
     """Losing a node and then the node holding its copy is fatal; a non-adjacent one is not."""
     from sim.training.strategies.redundancy import Rings

@@ -51,6 +51,24 @@ def test_a_catalogue_entry_refuses_what_it_would_not_use(key, value, rule):
     assert exc.value.name == "gpus" and rule in exc.value.rule
 
 
+def test_an_entry_without_overhead_bytes_is_refused_in_one_line(user, capsys):
+    """A user's GPU type without ``overhead_bytes`` was taken as 0 framework memory (no CUDA
+    context, NCCL buffers or allocator reserve), so it held plans the shipped types' 2-5 GB
+    would not. It is now asked for in one line; 0 written is 0."""
+    bare = {k: v for k, v in GPU.items() if k != "overhead_bytes"}
+    (user / "prof" / "gpus.json").write_text(json.dumps({"gpus": [bare]}))
+    argv = ["plan", "--model", "tiny", "--profiles", str(user / "prof"), "--fleet",
+            str(user / "fleet.json"), "--global-batch-size", "8", "--simulate", "0",
+            "--quiet", "--framework", "deepspeed:precision=bf16"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(
+        "dtsim plan: error: 'gpus' must be an overhead_bytes at ") and err.endswith("'big80'")
+    (user / "prof" / "gpus.json").write_text(json.dumps({"gpus": [{**bare, "overhead_bytes": 0}]}))
+    assert main(argv) == 0
+    assert gpus_from_data({"gpus": [GPU]})["big80"].overhead(2) == 3e9
+
+
 def test_a_shape_in_fp32_names_the_peak_it_needs(user, capsys):
     """The default framework runs 4-byte values: the catalogue's ``peak_flops`` (fp16/bf16) is
     not the peak it estimates at; the refusal said "peak FLOP/s" as if none were given."""

@@ -3320,6 +3320,14 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         add(f"train/gpus-compute-capability-{id_}",
             T("--plan", tiny, "--profiles", folder(f"p-gpus-cc-{id_}", base, cat, net), *one),
             refuse(param), note="the CUDA compute capability, a plain number > 0 (7.5 for a T4)")
+    no_overhead = _json.loads((shipped / "gpus.json").read_text())
+    for g in no_overhead["gpus"]:
+        if g["name"] == "T4":
+            del g["overhead_bytes"], g["overhead_tp1_bytes"]
+    add("train/gpus-no-overhead", T("--plan", tiny, "--profiles",
+                                    folder("p-gpus-no-overhead", base, no_overhead, net), *one),
+        refuse("gpus"), note="a GPU type without overhead_bytes was taken as 0: plans fitted "
+        "that the framework's own memory would not")
     tp1 = {**fwd, "times": [{"gpu": "T4", "microbatch_size": 1, "tp": 1, "layers": [
         [0.01, 0.0, 0.001], [0.02, 0.04, 0.001], [0.02, 0.04, 0.001], [0.01, 0.02, 0.001]]}]}
     blind = _json.loads((shipped / "gpus.json").read_text())
@@ -4146,7 +4154,7 @@ def users_planner_cases(fx: Fixtures) -> list[Case]:
     (no_sheet / "models").mkdir(parents=True, exist_ok=True)
     (no_sheet / "models" / "S.json").write_text((shape_only / "models" / "S.json").read_text())
     (no_sheet / "gpus.json").write_text(_json.dumps({"gpus": [
-        {"name": "X1", "memory_bytes": 8e10, "price_per_hour": 1.0}]}))
+        {"name": "X1", "memory_bytes": 8e10, "price_per_hour": 1.0, "overhead_bytes": 0}]}))
     add("model-shape-only-no-datasheet", dtsim("plan", "--model", "S", "--profiles",
                                                str(no_sheet), "--nodes", "X1:4x1@z", *q),
         refuse("fleet"), note="no peak FLOP/s or memory bandwidth to estimate a shape on")

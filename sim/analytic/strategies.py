@@ -318,7 +318,7 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
     the step in progress too). After each step (and its checkpoint, every
     ``every`` steps and after the last step), the job rebalances when spares >= overloaded nodes > 0,
     or ``2 o / (P L - o) > threshold``, or the nodes left form one more
-    pipeline. ``overhead(sizes, step)`` is the extra time of the redundant
+    pipeline, if the nodes left form anything (else it runs on). ``overhead(sizes, step)`` is the extra time of the redundant
     forwards per step. ``redo(sizes, j)`` (lazy mode; None: 0): a whole step's passes
     of stage ``j`` that the node taking it over recomputes, pro rata of the step done,
     before the step goes on (two takeovers' nodes recompute at once: the longer).
@@ -438,9 +438,10 @@ def replay_redundancy(*, n0: int, removals: Sequence[tuple[float, int]], stages:
             spares = [w for w in tl.alive if w not in members]
             active = P * L - o
             grow = (len(live) + len(spares)) // L > P and P < replicas
-            if (o > 0 and len(spares) >= o) or (o > 0 and active > 0 and 2 * o / active > threshold) \
-                    or grow:
-                break  # rebalance
+            if ((o > 0 and len(spares) >= o) or (o > 0 and active > 0 and 2 * o / active >
+                                                  threshold) or grow) and \
+                    _depth(_pipeline_order(tl.alive, n0, L), L, replicas, step_time) is not None:
+                break  # rebalance (onto nothing the nodes left can form: none, run on degraded)
 
 
 # ----------------------------------------------------------------------------- shrink (Daly)

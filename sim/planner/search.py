@@ -50,7 +50,7 @@ import itertools
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -300,8 +300,15 @@ class _Search:
         self.skipped = 0  # plans cut but not ranked: a bound of theirs passed the top-th
         self.over_budget = 0  # plans or groups left out for max_price_per_hour
         self.prune = True
-        self.best: dict[Plan, Candidate] = {}
-        self._keys: list[float] = []  # sorted keys of self.best
+        # the plans ranked, each once (a plan equal to one ranked before takes its place), and
+        # where their candidate is in self.ranked: the order found, which breaks ties
+        self._place: dict[Plan, int] = {}
+        self.ranked: list[Candidate] = []
+        self._keys: list[float] = []  # the top smallest keys of self.ranked, sorted
+        # (rank key, place) of the candidates that still hold their prediction (a plan's
+        # build and rows, in proportion to its replicas): :meth:`_release` keeps them to the
+        # top ranked, the only ones read again
+        self._held: list[tuple[float, int, int, int]] = []
         from .cut import HAVE_NUMBA, RowBank, StageTable
 
         # the prefix-sum rows and stages the compiled cut reads (None: the Python cut)
@@ -310,7 +317,13 @@ class _Search:
         self._stage_ids: dict[tuple, int] = {}
         self._stage_specs: dict[tuple, StageSpec] = {}  # kept: their ids name them below
         self._stage_terms: dict[int, tuple[tuple[float, ...], bool]] = {}  # price terms, priced
-        self._ranked: set[tuple] = set()  # the plans in self.best, by their stages' ids
+        self._ranked: set[tuple] = set()  # the plans ranked, by their stages' ids
+
+    @property
+    def best(self) -> dict[Plan, Candidate]:
+        """The plans ranked and their candidates, in the order found (those past the top-th
+        without their prediction: :meth:`_release`)."""
+        return {plan: self.ranked[at] for plan, at in self._place.items()}
 
     # -- inputs ------------------------------------------------------------------------
     def price(self, gpu: str) -> float | None:
@@ -448,9 +461,28 @@ class _Search:
             self.over_budget += 1
             return
         key = cand.key(self.req.objective)
-        self.best[plan] = cand
+        at = self._place.setdefault(plan, len(self.ranked))
+        if at == len(self.ranked):
+            self.ranked.append(cand)
+        else:
+            self.ranked[at] = cand
         self._ranked.add(ident)
         bisect.insort(self._keys, key)
+        del self._keys[self.req.top:]  # threshold() reads the top-th alone
+        self._held.append((key, cand.gpus, plan.pipeline_stages, at))
+        if len(self._held) > 2 * self.req.top:
+            self._release()
+
+    def _release(self) -> None:
+        """Drop the predictions of the candidates past the top-th in the final ranking (the
+        objective's key, then fewer GPUs, fewer stages, the order found: _search_plans' sort); a
+        candidate past it stays past it, and the output reads only the top's predictions. At
+        GH-96:4x30000 the search kept every ranked plan's build (552 of up to 26,624 nodes:
+        1.9 GB peak RSS)."""
+        held = sorted(set(self._held))  # a plan ranked again is in it twice, alike
+        for *_, at in held[self.req.top:]:
+            self.ranked[at] = replace(self.ranked[at], prediction=None)
+        self._held = held[:self.req.top]
 
     # -- building plans ----------------------------------------------------------------
     def cut(self, stage_types: Sequence[Sequence[tuple[_Type, int]]], mbs: int, m: int
@@ -763,7 +795,7 @@ def _search_plans(model: ModelProfile, fleet: Fleet, gpus: GPUCatalogue, request
               + ("" if runs is None else " and the framework runs (" + ", ".join(map(str, runs))
                  + ")"), request.tp)
     s.run(prune)
-    ranked = sorted(s.best.values(), key=lambda c: (c.key(request.objective), c.gpus,
+    ranked = sorted(s.ranked, key=lambda c: (c.key(request.objective), c.gpus,
                                                     c.plan.pipeline_stages))
     # (audit5) no plan: the option that left plans out is named, not the fleet (--max-price-per-
     # hour 1e-300 or --memory-fraction 1e-300 named 'fleet', which holds the model at the defaults)

@@ -172,6 +172,10 @@ def node_checkpoint_bytes(build: Any, model: Any) -> tuple[tuple[float, float], 
     """Per node of a built plan of ``model`` (its :class:`~sim.profiles.values.ModelProfile`;
     stage-major, as ``build.memory``): the bytes it writes for a checkpoint and the bytes it
     reads at a restart (module notes)."""
+    if build.behaviour is not None:  # the model as the build sized it: a shape alone is sized
+        # in the run's precision (ModelProfile.trained_at; the profile's own bytes a value
+        # halved an fp16 shape's parameters: 7 bytes a parameter, not 14)
+        model = model.trained_at(build.behaviour.activation_bytes)
     rule = checkpoint_rule(build)
     per = None if rule == "rank0-bf16" else _param_bytes(build, model)
     dp = {}
@@ -262,7 +266,9 @@ class PlanStepTimes:
                                   "; a launch line puts one replica on a host with "
                                   "--nproc-per-node equal to TP; dtsim plan --out names each "
                                   "replica's host: delete the plan's host keys to run each "
-                                  "replica as a node of its own" if hosts else ""),
+                                  "replica as a node of its own (a launch line of several "
+                                  "replicas a host: write it as a dtsim plan without them)"
+                                  if hosts else ""),
                               ", ".join(sorted({f"{x.gpu} TP {x.tp}" + (f" on {x.host}" if
                                                                          x.host else "")
                                                 for st in self.plan.stages

@@ -49,8 +49,9 @@ GPU catalogue::
                "intra_node_bandwidth": 3e11, "peak_flops": 3.12e14, "peak_flops_fp32": 1.95e13,
                "memory_bandwidth": 1.555e12, "spec_source": "..."}]}
 
-(any other key is refused; ``price_per_hour`` is dollars per GPU-hour and the peaks FLOP/s,
-plain numbers: ``"$2.1/h"`` and ``"312 TFLOPS"`` are refused, there is no unit for them)
+(any other key is refused; ``overhead_bytes`` is required, 0 to mean none; ``price_per_hour``
+is dollars per GPU-hour and the peaks FLOP/s, plain numbers: ``"$2.1/h"`` and ``"312 TFLOPS"``
+are refused, there is no unit for them)
 
 NetworkProfile (``bandwidth`` in bytes per second, or a ``curve`` in GB/s of
 ``log2(bytes / 1e6)``, highest power first, fitted on ``min_bytes`` to
@@ -515,10 +516,16 @@ def gpus_from_data(doc: Any, where: str = "gpus") -> GPUCatalogue:
         check(isinstance(g, dict), "gpus", f"a table at {at}", g)
         unknown = sorted(set(g) - set(GPU_KEYS))
         check(not unknown, "gpus", f"GPU keys {', '.join(GPU_KEYS)} at {at}", unknown)
+        # No default: 0 let a user's GPU type hold plans that the framework's own memory (CUDA
+        # context, NCCL buffers, allocator reserve, kernels) would not; 0 must be said.
+        check("overhead_bytes" in g, "gpus", f"an overhead_bytes at {at} (the memory the "
+              "framework takes on each GPU beyond the model's tensors; the shipped types take "
+              "Sailor's 3GB, 2GB at TP 1 with overhead_tp1_bytes; 0 for none)",
+              g.get("name"))
         out.append(GPUType(name=get("gpus", g, "name", at, str),
                            memory_bytes=_qty("gpus", g, "memory_bytes", at, SIZE),
                            price_per_hour=_plain(g, "price_per_hour", at),
-                           overhead_bytes=_qty("gpus", g, "overhead_bytes", at, SIZE, 0.0),
+                           overhead_bytes=_qty("gpus", g, "overhead_bytes", at, SIZE),
                            overhead_tp1_bytes=_qty("gpus", g, "overhead_tp1_bytes", at, SIZE,
                                                    None),
                            source=_opt(g, "source", ""),

@@ -1367,6 +1367,26 @@ class TrainingConfig:
         x = sizes[hop]
         return x[pipeline] if isinstance(x, tuple) else x
 
+    def hop_bytes(self, hop: int, pipeline: int, grad: bool = False
+                  ) -> tuple[float, float, float]:
+        """What one micro-batch's activation (``grad``: gradient) over ``hop`` of ``pipeline``
+        moves, summed over the sender's messages, as the network traffic sends it
+        (:class:`sim.training.traffic.NetworkTraffic`): the tensor (:meth:`hop_size`), the
+        partition metadata (:meth:`meta_size` from each of the ``n`` messages that carry a part:
+        the sender's TP ranks, or the pipeline's groups under ``pipe_groups`` when the two
+        stages' degrees differ from the groups') and the mask (:meth:`mask_size`, with the
+        activation; ``1/t`` of it after each part)."""
+        tp = self.tensor_parallel
+        a, b = (hop + 1, hop) if grad else (hop, hop + 1)
+        col = [row[pipeline] for row in tp] if isinstance(tp, tuple) else [tp] * self.stages
+        L = self.stages  # an interleaved schedule's hops run over its chunks: device hop % L
+        n = t = col[a % L]
+        if self.pipe_groups and not t == col[b % L] == max(col):
+            n = max(col)
+        mask = 0.0 if grad else self.mask_size(hop, pipeline)
+        return (self.hop_size(hop, pipeline, grad), n * self.meta_size(hop, pipeline, grad),
+                mask if n == t else n * (mask / t))
+
     def mask_size(self, hop: int, pipeline: int) -> float:
         """The bytes the sender's ranks send, one message each after its part, with one
         micro-batch's activation over ``hop`` of ``pipeline`` (``mask_sizes``; 0: none)."""

@@ -327,12 +327,19 @@ class Redundancy(JobStrategy):
         drain = [w for w in self.drain_due(job, st, self.duration(job, st), self.rebalance)
                  if w in rings.members and w not in rings.dead]
         grow = (len(live) + len(spares)) // L > P and P < max(c.replicas)
+        if not ((o > 0 and len(spares) >= o) or (o > 0 and active > 0 and 2 * o / active >
+                                                  self.threshold) or grow or drain):
+            return
+        # a rebalance re-forms the rings from the ready workers (those leaving left out): when
+        # they form nothing (eager's copy leaves no fewer pipelines room in GPU memory) the job
+        # runs on as it is, degraded, rather than stall for workers (it stalled: N32_D16 on
+        # aws-p3, docs/strategies.md)
+        if self.formation(job, job.ready_workers()) is None:
+            return
         if drain:
             job.counts["notices_used"] += len(drain)
-        if (o > 0 and len(spares) >= o) or (o > 0 and active > 0 and 2 * o / active > self.threshold) \
-                or grow or drain:
-            job.formation = None  # rebalance: re-form the rings from the ready workers
-            st.participants = frozenset(live)
+        job.formation = None
+        st.participants = frozenset(live)
 
     # -- events -----------------------------------------------------------------------
     def lost(self, job: Any, w: Any) -> None:
