@@ -3,10 +3,10 @@ survivors notice after the heartbeat timeout and rerun it among themselves (INTE
 drop the outer step (``on_loss=discard``, torchft). Hand-derived closed forms."""
 
 import pytest
+from test_training_learners import _scripted
 
 from sim.rng import Streams
 from sim.training import TrainingConfig, training_model
-from sim.training.learners import LearnersConfig
 
 # 3 one-worker groups, T = 1 + 2 = 3 a step, H = 2, N = 4, S = 10 over B = 5, no latency:
 # a ring of M groups 2 (M - 1) S / (M B): 8/3 for three, 2 for two; s0r2 down from 7.3333
@@ -28,20 +28,8 @@ def _des(tmp_path, extra=""):
 
 
 def _eng(**kw):
-    from sim.training import learners as LM
-
-    c = LearnersConfig(learners=3, chips=1, step_time=T, every=H, steps=N, size=S,
-                       bandwidth=B, replace_time=1000.0, **kw)
-    e = LM._Engine(c, Streams(0).replication(0))
-    left = {2: [F]}
-
-    def draw(x):
-        e.cancel(x.fail_ev)
-        x.fail_ev = None
-        if left.get(x.g) and c.chips - len(x.repl) > 0:
-            x.fail_ev = e.push(left[x.g].pop(0), LM._FAIL, x.g)
-    e._draw_failure = draw
-    return e.run()
+    return _scripted({2: [F]}, learners=3, step_time=T, every=H, steps=N, size=S, bandwidth=B,
+                     replace_time=1000.0, **kw)
 
 
 @pytest.mark.parametrize("hb", [10.0, 6.0])
