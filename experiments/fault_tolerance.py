@@ -16,7 +16,9 @@ takes work. Every worker costs 0.91 $ per hour while its instance exists
 (the Oobleck artifact's p3 spot price; a worker that a trace has down is not
 billed). Strategies run with their defaults (their papers' and artifacts'
 values, see ``sim.training.strategies``), Oobleck's templates down to 3 nodes
-(a node holds at most two stages).
+(a node holds at most two stages); checkpoint-restart grows as Varuna's job
+morphing does (a poll every 5 minutes; before 2026-12-07 it waited for the next
+failure's restart, as the Oobleck artifact's Varuna simulator does).
 
 * ``traces``: the workers replay each shipped trace once, from its start to
   its end (``recent`` policy, one slot per worker): a deterministic replay,
@@ -33,8 +35,9 @@ SymbioticLab/Oobleck branch ``sosp23-artifact``, ``tools/simulator``, MIT):
 ``6h.csv``: one node removed every 10 minutes, or 6 hours), its measured
 throughput by node count for Oobleck, Varuna and Bamboo as step times (8192
 samples a step), its costs (Oobleck: a 2 s reconfiguration; Varuna: a 15.8 s
-checkpoint every 10 steps, a 55.5 s restart; Bamboo: a 76 s rebalance, a 30 s
-restart, a 1.5x slowdown) and its 45 s node start-up, 12-stage pipelines.
+checkpoint every 10 steps, a 55.5 s restart, no growing when nodes join; Bamboo: a
+76 s rebalance, a 30 s restart, a 1.5x slowdown) and its 45 s node start-up,
+12-stage pipelines.
 What its simulators print for the 10-minute trace (run for issue 33; they are
 the simulators' outputs, not figures published in the paper): 282.1 samples/s
 Oobleck, 173.5 Varuna, 69.84 Bamboo. Section ``bamboo``: Bamboo's own simulator
@@ -202,9 +205,10 @@ class FaultTolerance:
             return self._artifact("reconfiguration:reconfigure=2,min_nodes=2,boot=45",
                                   _bert_table(OOBLECK_TPUT), 12, replicas, BERT_SAMPLES)
         if self.strategy == "checkpoint-restart":
+            # the artifact's Varuna simulator does not grow (its traces only remove nodes)
             return self._artifact("checkpoint-restart:every=10,checkpoint=15.8,restart=55.5,"
-                                  "boot=45", _bert_table(VARUNA_TPUT), 12, replicas,
-                                  BERT_SAMPLES)
+                                  "boot=45,grow=false", _bert_table(VARUNA_TPUT), 12,
+                                  replicas, BERT_SAMPLES)
         keep = "every=1,checkpoint=0" if self.variant == "artifact" else "every=10,checkpoint=15.8"
         return self._artifact(f"redundancy:rebalance=76,restart=30,slowdown=1.5,boot=45,{keep}",
                               _bert_table(BAMBOO_TPUT), 12, replicas, BERT_SAMPLES)

@@ -560,3 +560,64 @@ def test_a_step_ending_at_the_job_stall_limit_is_progress(tmp_path):
     assert engine == "job" and Reconfiguration().boot == 45.0
     assert m["finished"] == 1.0 and m["training_time"] == 54.0
     assert "stall_reason" not in m
+
+
+# ----------------------------------------------------------------------------- growing (Varuna)
+
+@pytest.mark.parametrize("spec, wall, restarts, checkpoints, morphs", [
+    # steps of 20 s from 30 end at 50, 70, ..; the poll at 60 finds w3 ready (since 40) and
+    # 2 pipelines: at the step end at 70 a checkpoint 70-72 (2 steps durable), a restart
+    # 72-77, 18 steps of 10 s to 257, the last checkpoint to 259
+    ("poll=60", 259.0, 2.0, 2.0, 1.0),
+    # overlapped: the morph's copy 70-71 blocks and the job waits for the write, durable at
+    # 73, before the restart 73-78; 18 steps to 258, the last copy and write to 261
+    ("poll=60,snapshot=overlapped,copy=1", 261.0, 2.0, 2.0, 1.0),
+    # a poll at exactly a step end (50) is taken at that step end: checkpoint 50-52, restart
+    # 52-57, 19 steps to 247, the last checkpoint to 249
+    ("poll=50", 249.0, 2.0, 2.0, 1.0),
+    # the poll at 35 finds w3 down (3 ready workers, one pipeline); the next, at 70, is at a
+    # step end: as poll=60 (Varuna's manager decides at the poll, not at the step end: 249)
+    ("poll=35", 259.0, 2.0, 2.0, 1.0),
+    # the default poll, 300 s (Varuna's): steps at 50, .., 290, 310; the poll at 300 finds 2
+    # pipelines: at 310 (14 steps) a checkpoint to 312, a restart to 317, 6 steps to 377, the
+    # last checkpoint to 379 (the code before this rule: 432, the old rule below)
+    ("", 379.0, 2.0, 2.0, 1.0),
+    # the old rule (the Oobleck artifact's Varuna simulator): w3 waits for a failure's
+    # restart, none comes: 20 steps of 20 s from 30 to 430, the last checkpoint to 432
+    ("grow=false", 432.0, 1.0, 1.0, 0.0),
+])
+def test_checkpoint_restart_grows_at_the_poll_when_a_worker_returns(tmp_path, spec, wall,
+                                                                    restarts, checkpoints,
+                                                                    morphs):
+    """Varuna's job morphing. 2 pipelines of 2, (w0 w2) and (w1 w3) (w = 2 stage + replica),
+    a step 10 s on two pipelines and 20 s on one, K=100, C=2, R=5, N=20, boot 0. By hand: w3
+    is lost at 25 (step 3 of 2 pipelines), the job rolls back to 0 and restarts 25-30 on
+    (w0 w2), w1 spare; w3 is back and ready at 40."""
+    p = tmp_path / "back.csv"
+    p.write_text("worker,start,end\ns1r1,25,40\n")
+    table = _table("pipelines", [(1, 20.0), (2, 10.0)])
+    cfg = TrainingConfig(stages=2, replicas=2, steps=20, step_times=table,
+                         failure_trace=str(p),
+                         strategy="checkpoint-restart:every=100,checkpoint=2,restart=5,boot=0,"
+                                  + spec)
+    _, m = _run(cfg)
+    assert m["training_time"] == wall
+    assert (m["restarts"], m["checkpoints"], m["reconfigurations"]) == (restarts, checkpoints,
+                                                                         morphs)
+    assert m["lost_work"] == 25.0  # steps 1-2 and 5 s of step 3: a morph loses no step
+
+
+def test_checkpoint_restart_grow_is_the_default_and_poll_needs_it():
+    """Varuna grows (the default); ``poll`` only with ``grow``; refusals name the parameter."""
+    s = make_strategy("checkpoint-restart")
+    assert (s.grow, s.poll) == (True, 300.0)
+    assert make_strategy("checkpoint-restart:poll=2min").poll == 120.0
+    for spec, name in (("checkpoint-restart:grow=maybe", "grow"),
+                       ("checkpoint-restart:poll=0", "poll"),
+                       ("checkpoint-restart:poll=-5", "poll"),
+                       ("checkpoint-restart:poll=inf", "poll"),
+                       ("checkpoint-restart:grow=false,poll=60", "poll")):
+        with pytest.raises(ConfigError, match=f"'{name}' must be"):
+            make_strategy(spec)
+    with pytest.raises(ConfigError, match="'grow' must be"):
+        CheckpointRestart(grow="yes")

@@ -4246,6 +4246,16 @@ def users_strategy_cases(fx: Fixtures) -> list[Case]:
             ("checkpoint-restart:interval=adaptive", ok("checkpoint-restart")),
             ("checkpoint-restart:interval=overhead", ok("checkpoint-restart")),
             ("checkpoint-restart:snapshot=overlapped,copy=1", ok("checkpoint-restart")),
+            # Varuna's job morphing: grow (a boolean) and its poll (a time > 0, with grow only)
+            ("checkpoint-restart:grow=maybe", refuse("grow")),
+            ("checkpoint-restart:poll=0", refuse("poll")),
+            ("checkpoint-restart:poll=-60", refuse("poll")),
+            ("checkpoint-restart:poll=inf", refuse("poll")),
+            ("checkpoint-restart:poll=nan", refuse("poll")),
+            ("checkpoint-restart:poll=x", refuse("poll")),
+            ("checkpoint-restart:grow=false,poll=60", refuse("poll")),
+            ("checkpoint-restart:grow=false", ok("checkpoint-restart")),
+            ("checkpoint-restart:poll=60", ok("checkpoint-restart")),
             ("redundancy:rebalance=inf", refuse("rebalance")),
             # audit 7: a cost the failures always interrupt ran for hours (the watchdog waits
             # 1000 x it): 1.6e12 expected transitions, refused naming it

@@ -14,9 +14,31 @@ A loss during the restart starts it over. A checkpoint follows the last step
 too (the run is done when it completes), as in the training DES and in
 Megatron-LM's ``pretrain``, which saves after its last iteration unless that
 one was just saved; before issue 33 the run ended with its last step, one
-checkpoint earlier than the DES. Workers that join while the job runs are
-used at the next restart, and a worker ready before a restart ends joins that
+checkpoint earlier than the DES. A worker ready before a restart ends joins that
 restart's formation.
+
+Growing (``grow=True``, the default: Varuna's job morphing). Varuna's manager
+polls the machines available every ``poll`` seconds (300 s) and, when they form a
+larger configuration than the one running, signals the workers, which checkpoint
+at the end of their step and exit; the manager then relaunches the job on the
+machines available. Here: at each poll (``k poll`` from the run's start, ``k >= 1``;
+none during a restart or while the job waits) at which the ready workers form more
+pipelines than the formation running, the job, at the first step end at or after
+the poll, checkpoints (cost ``checkpoint``; a periodic one due at that step end is
+the same checkpoint; overlapped: until it is durable) and restarts (cost
+``restart``, counted in ``restarts`` and in ``reconfigurations``) with the workers
+ready then, losing no step. ``grow=False``: workers that join are used
+at the next restart (a failure's), the Oobleck artifact's Varuna simulator
+(``simulate_should_reconfigure`` returns False: ``varuna_simulator.py:1370-1371``). Sources (microsoft/varuna at
+a2145cc): ``vmss_scripts/continuous_poll.py:23-38`` sends ``morph`` when the
+available machines differ from the running ones (its loop, ``time.sleep(5*60)``,
+is commented out at 55-57; it ran at lines 65-67 of commit eb0f729);
+``vmss_scripts/morph_server.py:197-231`` morphs when the best configuration of the
+machines available has another world size (pipelines x stages) or a running machine
+is gone, unless a morph, restart or preemption is under way; the signal sets a flag
+the training loop checks after each iteration, which checkpoints and exits
+(``examples/Megatron-LM/megatron.patch:380-384, 651-653``; ``docs/morphing.rst:19-20``);
+``morph_server.py:157-161`` then relaunches (``start_remote``, as after a failure).
 
 The interval: ``interval="fixed"`` (every ``every`` steps), ``"adaptive"``
 (re-chosen after each failure from the measured failure rate: the whole
@@ -49,7 +71,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import check, check_choice, check_int, check_nonnegative, check_probability
+from ...errors import (
+    check,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+)
 from .base import register_strategy
 from .common import JobStrategy, RunState, check_rate, depth_pipelines
 from .job import Notice
@@ -59,6 +88,8 @@ __all__ = ["CheckpointRestart"]
 INTERVALS = ("fixed", "adaptive", "overhead")
 SNAPSHOTS = ("blocking", "overlapped")
 NOTICE_USES = ("checkpoint", "ignore")
+#: Varuna's manager polls the available machines every 5 minutes (module notes).
+POLL = 300.0
 
 
 @register_strategy
@@ -94,10 +125,17 @@ class CheckpointRestart(JobStrategy):
         per second; a unit: ``2GB/s``). A checkpoint then takes the most bytes a node of the
         formation writes over it and a restart ``restart`` plus the most bytes a node reads
         (:mod:`sim.profiles.formations`); None (default): ``checkpoint`` and ``restart``.
+    grow : bool
+        Varuna's job morphing: checkpoint and restart at a poll when the ready workers
+        form more pipelines (module notes; default True). False: the Oobleck artifact's
+        Varuna simulator, joined workers wait for the next failure's restart.
+    poll : float
+        Time between the manager's polls of the available machines (default 300 s,
+        Varuna's ``continuous_poll.py``); given only with ``grow``.
     """
 
     name = "checkpoint-restart"
-    times = ("boot", "checkpoint", "restart", "copy")
+    times = ("boot", "checkpoint", "restart", "copy", "poll")
     rates = ("checkpoint_bandwidth",)
     every: int = 10
     checkpoint: float = 15.8
@@ -109,6 +147,8 @@ class CheckpointRestart(JobStrategy):
     notice: str = "checkpoint"
     boot: float = 45.0
     checkpoint_bandwidth: float | None = None
+    grow: bool = True
+    poll: float = 300.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -124,6 +164,9 @@ class CheckpointRestart(JobStrategy):
         check_choice("notice", self.notice, NOTICE_USES)
         if self.checkpoint_bandwidth is not None:
             check_rate("checkpoint_bandwidth", self.checkpoint_bandwidth)
+        check(isinstance(self.grow, bool), "grow", "true or false", self.grow)
+        check_positive("poll", self.poll)
+        check(self.grow or self.poll == POLL, "poll", "unset unless grow is true", self.poll)
 
     # -- formation ------------------------------------------------------------------
     def formation(self, job: Any, ready: list[int]) -> Any:
@@ -149,6 +192,8 @@ class CheckpointRestart(JobStrategy):
                 job.formation = f
                 st.extra.setdefault("interval", self.every)
                 st.extra.pop("write", None)
+                st.extra.pop("morph", None)  # a poll before the restart found the old formation
+                self._arm_poll(job, st)
                 return
 
     # -- steps ------------------------------------------------------------------------
@@ -211,9 +256,43 @@ class CheckpointRestart(JobStrategy):
         c = self.checkpoint_time(job)
         return c if self.snapshot == "blocking" else self.copy + c
 
+    # -- growing (Varuna's morph) --------------------------------------------------------
+    def _arm_poll(self, job: Any, st: RunState) -> None:
+        """(grow) The manager's next poll, the first ``k poll`` after now, for this formation."""
+        if not self.grow:
+            return
+        at = (math.floor(job.env.now / self.poll) + 1) * self.poll
+        self._schedule_poll(job, st, job.formation, at)
+
+    def _schedule_poll(self, job: Any, st: RunState, f: Any, at: float) -> None:
+        st.extra["next_poll"] = at
+        ev = job.env.timeout(max(at - job.env.now, 0.0))
+        ev.callbacks.append(lambda _e: self._poll(job, st, f, at))
+
+    def _poll(self, job: Any, st: RunState, f: Any, at: float) -> None:
+        """A poll at ``at``: a morph is due when the workers ready now form more pipelines
+        than ``f``, the formation running (none while the job re-forms or waits)."""
+        if st.extra.get("next_poll") != at or job.formation is not f:
+            return  # seen already at a step end of its instant, or the job is re-forming
+        g = self.formation(job, job.ready_workers())
+        if g is not None and len(g.pipelines) > len(f.pipelines):
+            st.extra["morph"] = True
+        self._schedule_poll(job, st, f, at + self.poll)
+
+    def _morph_due(self, job: Any, st: RunState) -> bool:
+        """(grow) At a step end: whether a poll since the last one asked for a morph (a poll
+        at this very instant is taken now, whatever the order of the instant's events)."""
+        if not self.grow:
+            return False
+        at = st.extra.get("next_poll")
+        if at is not None and at <= job.env.now:
+            self._poll(job, st, job.formation, at)
+        return bool(st.extra.pop("morph", False))
+
     def after_step(self, job: Any, st: RunState):
         last = job.steps >= job.N  # the run ends with a checkpoint of its last steps
-        due = job.steps - job.committed >= self.current_interval(job, st) or last
+        morph = not last and self._morph_due(job, st)
+        due = job.steps - job.committed >= self.current_interval(job, st) or last or morph
         # a notice's checkpoint waits for the last step end from which it still ends before
         # the preemption (checkpointing at once lost every step done after it to the
         # preemption: more work than without the notice)
@@ -229,11 +308,15 @@ class CheckpointRestart(JobStrategy):
             else:  # this one was the last that fits: it is the notice's
                 job.counts["notices_used"] += 1
                 st.extra.pop("notice_at", None)
-        if ok and last and self.snapshot == "overlapped":  # done when the write is durable
+        if ok and (last or morph) and self.snapshot == "overlapped":  # until it is durable
+            steps = job.steps
             causes = yield from job.wait_event(st.extra["write"])
-            ok = not self.losses(causes) and job.committed >= job.N
+            ok = not self.losses(causes) and job.committed >= steps
         if not ok:
             self._failed(job, st, 0.0)
+        elif morph:  # Varuna's morph: relaunch with the workers ready, no step lost
+            job.counts["reconfigurations"] += 1
+            job.formation = None
 
     def checkpoint_now(self, job: Any, st: RunState, *, emergency: bool):
         """Checkpoint the steps done: False when a participant was lost meanwhile."""
