@@ -203,6 +203,10 @@ def test_compute_capability_is_validated(value, message):
     ("--recompute-activations --recompute-modules mlp", "A100-80", "--bf16",
      "'plan' must be --recompute-modules core_attn, the default"),
     ("--spec local", "A100-80", "--bf16", "--spec sets a layer spec of its own"),
+    # core_v0.9.0 to core_v0.17.0: the legacy GPT model, whose CoreAttention keeps eq. 2's
+    # s x s matrices (flash only with --use-flash-attn); read as Megatron Core's TE flash
+    # attention on the A100 it was counted 268,566,528 bytes a layer, not 939,524,096
+    ("--use-legacy-models", "A100-80", "--bf16", "--use-legacy-models sets the legacy"),
 ])
 def test_launch_refusals(tmp_path, extra, gpu, precision, message):
     prof = _profiles(tmp_path, HAND)

@@ -164,6 +164,11 @@ REFUSED = {
     "--recompute-num-layers": "full recomputation's layer count (transformer_config.py:551)",
     "--spec": "a layer spec of its own (arguments.py:3645), whose attention and layers dtsim "
               "does not know",
+    "--use-legacy-models": "the legacy GPT model, not Megatron Core's (core_v0.9.0 to "
+                           "core_v0.17.0, arguments.py:1255 at core_v0.9.0, pretrain_gpt.py:63; "
+                           "gone from core_v0.18.0) and its own attention "
+                           "(legacy/model/transformer.py:315, CoreAttention; flash only with "
+                           "--use-flash-attn, :539)",
     "--num-experts": "a mixture of experts (arguments.py:3518)",
     "--fp8-format": "FP8 training (transformer_config.py:587-589)",
     "--fp4-format": "FP4 training (transformer_config.py:674)",
