@@ -99,7 +99,8 @@ def test_hand_example_through_a_launch_line_on_a100_and_v100(tmp_path):
 
 @pytest.mark.parametrize("flag", ["--recompute-activations", "--recompute-granularity selective",
                                   "--recompute-granularity selective "
-                                  "--recompute-modules core_attn"])
+                                  "--recompute-modules core_attn",
+                                  "--recompute-modules=core_attn --recompute-activations"])
 def test_selective_recomputation_keeps_nothing_of_the_core_attention(tmp_path, flag):
     """268,435,456 bytes a layer on the A100 and the V100 alike (before: refused), and the
     backward pass of a transformer layer reruns the core attention's forward: 4 b s^2 h / t
@@ -202,7 +203,15 @@ def test_compute_capability_is_validated(value, message):
      "selective recomputation takes none: arguments.py:1425-1428"),
     ("--recompute-activations --recompute-modules mlp", "A100-80", "--bf16",
      "'plan' must be --recompute-modules core_attn, the default"),
+    # a list (nargs "+"): the module not modelled is named, not read as a positional argument
+    ("--recompute-activations --recompute-modules core_attn layernorm", "A100-80", "--bf16",
+     "'plan' must be --recompute-modules core_attn, the default (transformer_config.py:1940-1941; "
+     "other modules' recomputation is not modelled) at launch.sh: 'layernorm'"),
     ("--spec local", "A100-80", "--bf16", "--spec sets a layer spec of its own"),
+    # core_v0.9.0 to core_v0.17.0: the legacy GPT model, whose CoreAttention keeps eq. 2's
+    # s x s matrices (flash only with --use-flash-attn); read as Megatron Core's TE flash
+    # attention on the A100 it was counted 268,566,528 bytes a layer, not 939,524,096
+    ("--use-legacy-models", "A100-80", "--bf16", "--use-legacy-models sets the legacy"),
 ])
 def test_launch_refusals(tmp_path, extra, gpu, precision, message):
     prof = _profiles(tmp_path, HAND)

@@ -449,6 +449,37 @@ def test_a_drain_waits_for_the_last_step_end_before_the_preemption(tmp_path, sta
     assert m["training_time"] == 152.0
 
 
+@pytest.mark.parametrize("stages, strategy, at, end", [
+    (1, "reconfiguration:reconfigure=2,boot=0", 101, 100.0),
+    (2, "redundancy:every=0,rebalance=2,boot=0,mode=lazy", 101, 100.0),
+    (1, "reconfiguration:reconfigure=2,boot=0", 100, 100.0),
+    # a checkpoint every 5 steps (3 s) and after the last: steps to 50, checkpoint 50-53,
+    # steps 6-9 to 93, step 10 to 103, its checkpoint to 106. A preemption at 107 comes after
+    # the end; at 105 inside the last checkpoint (93 + 10 + 3 > 105): the drain at 93 is
+    # needed, 93-95, step 10 on one pipeline to 115, its checkpoint to 118
+    (1, "reconfiguration:reconfigure=2,boot=0,every=5,checkpoint=3", 107, 106.0),
+    (1, "reconfiguration:reconfigure=2,boot=0,every=5,checkpoint=3", 105, 118.0),
+])
+def test_no_drain_when_the_job_ends_before_the_preemption(tmp_path, stages, strategy, at, end):
+    """10 steps of 10 s on 2 pipelines, notice 25 s ahead of a removal at 101: the last step
+    ends at 100, before the preemption, so the job ends there with no re-formation. It
+    re-formed at 90 (90 + 10 + 2 > 101) and ran the last step on one pipeline: 112. At 100 the
+    step ending at the removal's instant is done first. With a checkpoint due after the last
+    step the job ends once it is written."""
+    from sim.traces import TraceReplay
+
+    p = tmp_path / "events.csv"
+    nodes = "".join(f"0,add,n{i}\n" for i in range(2 * stages))
+    p.write_text(nodes + f"{at * 1000},remove,n1\n1000000,add,n9\n")
+    table = StepTimes("pipelines", (1, 2), (20.0, 10.0))
+    cfg = TrainingConfig(stages=stages, replicas=2, steps=10, step_times=table, notice=25.0,
+                         failure_trace=TraceReplay(str(p)), strategy=strategy)
+    _, m = _run(cfg)
+    assert m["lost_work"] == 0.0
+    assert m["training_time"] == end
+    assert m["notices_used"] == (1.0 if end > 106 else 0.0)
+
+
 def test_training_model_runs_a_step_level_strategy_on_its_job_engine(tmp_path):
     """An experiment's ``model`` calling ``training_model`` (as the experiment template does)
     with a step-level strategy and a step-time table got the DES, which ignored both: every

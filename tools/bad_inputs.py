@@ -2105,8 +2105,15 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     add("train/megatron-recompute-modules",
         T("--plan", launch("ml-rmo.sh", "--fp16 --recompute-activations --recompute-modules "
                                         "mlp"), *M), refuse("plan"))
+    add("train/megatron-recompute-modules-list",
+        T("--plan", launch("ml-rml.sh", "--fp16 --recompute-activations --recompute-modules "
+                                        "core_attn layernorm"), *M), refuse("plan"),
+        note="nargs '+': the module not modelled is named, not read as a positional word")
     add("train/megatron-spec", T("--plan", launch("ml-spec.sh", "--fp16 --spec local"), *M),
         refuse("plan"), note="a layer spec of its own: its attention is not known")
+    add("train/megatron-legacy-models",
+        T("--plan", launch("ml-legacy.sh", "--fp16 --use-legacy-models"), *M), refuse("plan"),
+        note="core_v0.9.0 to core_v0.17.0's legacy GPT model: its own attention")
     add("train/megatron-recompute-measured",
         T("--plan", launch("ml-rme.sh", "--fp16 --recompute-activations"), *M),
         refuse("recompute_granularity"), note="OPT-350's measured times have no part for the "

@@ -134,6 +134,9 @@ WORDS = {
     "--recompute-modules": (("core_attn",), "core_attn, the default (transformer_config.py:"
                             "1940-1941; other modules' recomputation is not modelled)"),
 }
+#: Word options that take one or more values (Megatron-LM's List[str] fields: argparse
+#: ``nargs="+"``, d98e8a64dd megatron/training/argument_utils.py:146; transformer_config.py:560).
+LISTS = frozenset({"--recompute-modules"})
 #: Options that must keep Megatron-LM's default (1 or unset) for dtsim to model the run.
 ONE = {
     "--context-parallel-size": ("context parallelism", "model_parallel_config.py:100"),
@@ -164,6 +167,11 @@ REFUSED = {
     "--recompute-num-layers": "full recomputation's layer count (transformer_config.py:551)",
     "--spec": "a layer spec of its own (arguments.py:3645), whose attention and layers dtsim "
               "does not know",
+    "--use-legacy-models": "the legacy GPT model, not Megatron Core's (core_v0.9.0 to "
+                           "core_v0.17.0, arguments.py:1255 at core_v0.9.0, pretrain_gpt.py:63; "
+                           "gone from core_v0.18.0) and its own attention "
+                           "(legacy/model/transformer.py:315, CoreAttention; flash only with "
+                           "--use-flash-attn, :539)",
     "--num-experts": "a mixture of experts (arguments.py:3518)",
     "--fp8-format": "FP8 training (transformer_config.py:587-589)",
     "--fp4-format": "FP4 training (transformer_config.py:674)",
@@ -613,10 +621,12 @@ def _is_option(x: Any) -> bool:
     return isinstance(x, str) and x.startswith("-") and not re.fullmatch(r"-[0-9.]+", x)
 
 
-def _options(words: tuple[Any, ...], where: str, flags: set[str]) -> list[tuple[Any, Any]]:
+def _options(words: tuple[Any, ...], where: str, flags: set[str],
+             lists: frozenset[str] = frozenset()) -> list[tuple[Any, Any]]:
     """(option, value or None) pairs; a word after an option is its value unless the option is a
     flag of ``flags`` (Megatron-LM has no positional argument: a word that is not an option
-    follows an option that takes a value)."""
+    follows an option that takes a value); an option of ``lists`` takes every word up to the
+    next option, its value a tuple of them (argparse's ``nargs="+"``)."""
     out: list[tuple[Any, Any]] = []
     k = 0
     while k < len(words):
@@ -626,8 +636,14 @@ def _options(words: tuple[Any, ...], where: str, flags: set[str]) -> list[tuple[
               str(w))
         if "=" in w and w.startswith("--"):
             name, _, value = w.partition("=")
-            out.append((name, value))
+            out.append((name, (value,) if name in lists else value))
             k += 1
+        elif w in lists:
+            end = k + 1
+            while end < len(words) and not _is_option(words[end]):
+                end += 1
+            out.append((w, tuple(words[k + 1:end]) or None))
+            k = end
         elif w not in flags and k + 1 < len(words) and not _is_option(words[k + 1]):
             out.append((w, words[k + 1]))
             k += 2
@@ -668,7 +684,7 @@ def _megatron_options(args: tuple[Any, ...], where: str) -> dict[str, Any]:
                                         "--encoder-num-layers", "--decoder-num-layers",
                                         "--hybrid-layer-pattern", "--yaml-cfg")}
     got: dict[str, Any] = {}
-    for name, value in _options(args, where, flags):
+    for name, value in _options(args, where, flags, LISTS):
         if isinstance(name, _Unknown):
             raise ConfigError("plan", f"an option dtsim can read at {where}", str(name))
         hyphen = "--" + name.lstrip("-").replace("_", "-")
@@ -686,11 +702,12 @@ def _megatron_options(args: tuple[Any, ...], where: str) -> dict[str, Any]:
             elif READ[name] == "word":
                 allowed, rule = WORDS[name]
                 check(value is not None, "plan", f"a value for {name} at {where}", None)
-                if isinstance(value, _Unknown):
-                    raise ConfigError("plan", f"a value dtsim can read for {name} at {where} "
-                                      "(the file does not set it; nothing in it is run)",
-                                      str(value))
-                check(value in allowed, "plan", f"{name} {rule} at {where}", value)
+                for one in value if name in LISTS else (value,):
+                    if isinstance(one, _Unknown):
+                        raise ConfigError("plan", f"a value dtsim can read for {name} at "
+                                          f"{where} (the file does not set it; nothing in it "
+                                          "is run)", str(one))
+                    check(one in allowed, "plan", f"{name} {rule} at {where}", one)
                 got[name] = value
             else:
                 check(value is not None, "plan", f"a value for {name} at {where}", None)

@@ -85,14 +85,17 @@ class JobStrategy(Strategy):
         re-formation), none until the last step end from which it still ends before a
         preemption: one more ``step`` (and the checkpoint due after it) would not leave that
         time. Draining at the first step end gave up the leaving nodes' last steps, up to
-        the notice's length, for nothing (module notes of the strategies)."""
+        the notice's length, for nothing (module notes of the strategies). Nor when the next
+        step is the last and it (with its checkpoint) ends by the preemption: the job is done
+        before the node leaves (a re-formation then only slowed the last step)."""
         now = job.env.now
         fits = {w: at for w, at in st.leaving.items() if w in st.participants and now + cost <= at}
         every = getattr(self, "every", 0)
         nxt = job.steps + 1
         span = step + (self.checkpoint_time(job) if every and (nxt - job.committed >= every
                                                                or nxt >= job.N) else 0.0)
-        if any(now + span + cost > at for at in fits.values()):
+        ends = now + span if nxt >= job.N else math.inf  # when the job ends, if no one leaves
+        if any(now + span + cost > at and ends > at for at in fits.values()):
             return list(fits)
         return []
 

@@ -23,7 +23,8 @@ steps at cost ``checkpoint``; ``every=0``: none, back to step 0) and restarts
 pipeline).
 
 A preemption notice (``notice="drain"``): the job reconfigures without the
-leaving node at the last step end from which that completes before the preemption,
+leaving node at the last step end from which that completes before the preemption
+(not at all when the job ends by then),
 losing no step.
 
 Defaults, from the Oobleck artifact's Oobleck simulator (SymbioticLab/Oobleck,

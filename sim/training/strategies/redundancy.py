@@ -69,7 +69,8 @@ activations and input gradients Bamboo keeps for recovery (``engine.py:1715-1717
 ``engine.py:2110-2112``); dtsim charges no such sync either.
 
 A preemption notice (``notice="drain"``): the job rebalances without the
-leaving node at the last step end from which that completes before the preemption,
+leaving node at the last step end from which that completes before the preemption
+(not at all when the job ends by then),
 so the node leaves without a takeover.
 
 Defaults, from Bamboo's simulator (uclasystem/bamboo,
