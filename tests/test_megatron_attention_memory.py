@@ -180,7 +180,8 @@ def test_no_compute_capability_is_the_stored_path_with_a_note(tmp_path):
     ("8.0", "'gpus' must be a plain number of CUDA compute capability"),
 ])
 def test_compute_capability_is_validated(value, message):
-    doc = {"gpus": [{"name": "X", "memory_bytes": 1e9, "compute_capability": value}]}
+    doc = {"gpus": [{"name": "X", "memory_bytes": 1e9, "overhead_bytes": 0,
+                     "compute_capability": value}]}
     with pytest.raises(ConfigError, match=re.escape(message)):
         gpus_from_data(doc)
 
