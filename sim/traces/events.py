@@ -53,7 +53,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from decimal import Context, Decimal
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal
 
 import numpy as np
 
@@ -68,7 +68,7 @@ _NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICRO = timedelta(microseconds=1)
-_EXACT = Context(prec=80)
+_EXACT = Context(prec=80, Emax=MAX_EMAX, Emin=MIN_EMIN)  # no overflow: inf is refused after
 
 
 @dataclass(frozen=True)
