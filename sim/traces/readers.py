@@ -18,12 +18,17 @@ simgrid    ``date value`` state-profile lines (``value`` = instances up,  second
 dtsim      CSV ``worker,start,end[,state]`` of per-worker down intervals  seconds unless given
            (:func:`sim.failures.read_trace`); up outside them, span
            from 0 to the last interval's end
+events     a user's CSV event log with a header, read by the columns and  ISO-8601, or seconds
+           words of ``events:worker=COL,time=COL,event=COL,down=W,up=W``  unless given
+           (:mod:`sim.traces.events`)
 =========  =============================================================  ==========================
 
 Time units
 ----------
 ``time_unit`` applies only where the file cannot tell (bamboo, simgrid,
-dtsim); giving it for another format is an error, never silently ignored.
+dtsim, an event log of numbers); giving it for another format is an error, never
+silently ignored. A trace read in seconds for want of a unit has
+``assumed_unit == "s"``, which the commands print.
 A Bamboo file whose timestamps are all integers is read in seconds; one with
 fractional timestamps (the shipped ``aws-p2-3day`` is in hours, 0 to 88.695)
 needs ``time_unit``, unless its content is identical to a shipped trace, whose

@@ -26,7 +26,9 @@ count falls and which come back when it rises:
 An event trace (Oobleck) has identity: a removed node's slot goes down; a node
 that joins takes a down slot by the policy's return rule (the replacement
 takes the slot of the worker it replaces: with ``recent``, of the one lost
-longest ago). A dtsim CSV maps its workers to slots in file order.
+longest ago); a node that returns under its own name (an event log, never an
+Oobleck trace) takes back its own slot if it is still down. A dtsim CSV maps
+its workers to slots by their first up period, ties by name.
 
 Worker ``i`` replays slot ``i``. More workers than slots are refused unless
 the policy ends in ``+tile``: worker ``i`` then replays slot ``i % S`` of copy
