@@ -253,3 +253,17 @@ def test_each_bad_log_is_one_line_before_any_work(tmp_path, capsys, text, extra,
 def test_spec_errors_through_the_library():
     with pytest.raises(ConfigError, match="'trace_format' must be events"):
         load_trace("aws-p3", format="events:down=")
+
+
+def test_fit_censors_the_up_periods_a_log_starts_in(tmp_path):
+    """An instance up at the log's start may have been up before it: its first up period is
+    censored for the fits (an Oobleck trace's joins at 0 are seen). By hand, from DOWN: complete
+    up periods 1500 -> 2700 only; censored 0 -> 1200, 0 -> 600, 0 -> 900 and 2400 -> 3600;
+    complete down periods 1200 -> 2400, 600 -> 1500; censored 2700 -> 3600, 900 -> 3600."""
+    from sim.traces.fit import durations
+
+    d = durations(load_trace(_write(tmp_path, "log.csv", ISO), format=SPEC))
+    assert sorted(d["up"].tolist()) == [1200.0]
+    assert sorted(d["up_censored"].tolist()) == [600.0, 900.0, 1200.0, 1200.0]
+    assert sorted(d["down"].tolist()) == [900.0, 1200.0]
+    assert sorted(d["down_censored"].tolist()) == [900.0, 2700.0]
