@@ -180,9 +180,20 @@ def test_integer_times_read_as_seconds_are_said(tmp_path, capsys):
     assert main(["trace", "stats", p, "--time-unit", "h", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert "time_unit_assumed" not in s and s["duration"] == 3600.0 * 3600
+    note = "  times read in seconds: the file does not say its unit"
     assert main(["train", "--stages", "3", "--replicas", "1", "--steps", "2",
                  "--failure-trace", p, "--replications", "1"]) == 0
-    assert "  times read in seconds: the file does not say its unit" in capsys.readouterr().out
+    assert note in capsys.readouterr().out
+    assert main(["pipeline", "--stages", "3", "--replicas", "1", "--failure-trace", p,
+                 "--microbatches", "5", "--replications", "2"]) == 0
+    assert note in capsys.readouterr().out
+    assert main(["failures", "--trace", p, "--workers", "3", "--replications", "2"]) == 0
+    assert note in capsys.readouterr().out
+    assert main(["failures", "--trace", p, "--workers", "3", "--replications", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trace_time_unit_assumed"] == "s"
+    assert main(["failures", "--trace", p, "--workers", "3", "--replications", "2",
+                 "--time-unit", "s"]) == 0
+    assert note not in capsys.readouterr().out
 
 
 BAD = [  # (file text, more of the spec or a whole spec, more arguments, the one line)
