@@ -107,7 +107,9 @@ BAD = [
                             "(count an integer >= 0): '{p}:2 (5,x)'"),
     ("order", b"0,1\n5,2\n3,2\n", "'trace' must be a trace with non-decreasing times: '{p}:3 (3 after 5)'"),
     ("unknown", b"hello world foo\n", "'trace' must be a trace in a known format (bamboo, gcloud, "
-                                      "oobleck, skypilot, simgrid, dtsim): '{p}:1 (hello world foo)'"),
+                                      "oobleck, skypilot, simgrid, dtsim; a CSV event log of your own: "
+                                      "--trace-format events:worker=COL,time=COL,event=COL,"
+                                      "down=WORD,up=WORD): '{p}:1 (hello world foo)'"),
     ("remove", b"0,add,a\n5,remove,b\n", "'trace' must be an Oobleck trace that removes only nodes "
                                          "that are up: '{p}:2 (b)'"),
     ("twice", b"0,add,a\n5,remove,a\n6,add,a\n", "'trace' must be an Oobleck trace that adds each "

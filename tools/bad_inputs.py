@@ -1489,6 +1489,45 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("trace/stats-dir", TC("stats", str(fx.dir)), refuse("trace"))
         add("trace/fit-binary", TC("fit", str(fx.binary)), refuse("trace"))
         add("trace/plot-without-out", TC("plot", str(fx.trace_ok)), refuse("out"))
+        if (REPO / "sim" / "traces" / "events.py").is_file():  # event logs (--trace-format events:)
+            ev = "events:worker=instance_id,time=timestamp,down=preempted,up=launched"
+            head = "timestamp,instance_id,event\n"
+            good = head + "2024-03-01T12:00:00Z,i-a,launched\n2024-03-01T13:10:00+01:00,i-a,preempted\n"
+            logs = {
+                "ok": good,
+                "unknown-word": good + "2024-03-01T12:20:00Z,i-a,stopping\n",
+                "naive-among-aware": good + "2024-03-01T12:20:00,i-a,launched\n",
+                "iso-among-numbers": head + "1709294400,i-a,launched\n2024-03-01T12:20:00Z,i-a,preempted\n",
+                "not-a-time": head + "yesterday,i-a,launched\n",
+                "no-instance": good + "2024-03-01T12:20:00Z,,launched\n",
+                "short-row": good + "2024-03-01T12:20:00Z,i-a\n",
+                "never-up": head + "5,i-a,preempted\n9,i-a,preempted\n",
+                "no-column": "ts,id,ev\n1,a,launched\n",
+            }
+            for name, text in logs.items():
+                f = str(fx._write(f"events/{name}.csv", text))
+                if name == "ok":
+                    add("trace/events-ok", TC("stats", f, "--trace-format", ev),
+                        ok("slot 0: i-a"))
+                    for spec, why in ((ev + ",bogus=1", "unknown-key"), (ev + ",up=x", "key-twice"),
+                                      (ev + ",ignore=Launched", "word-twice"),
+                                      (ev + ",start=12", "start-clock"),
+                                      (ev + ",start=2024-03-01T12:05:00Z", "before-start")):
+                        add(f"trace/events-{why}", TC("stats", f, "--trace-format", spec),
+                            refuse("trace_format" if why != "before-start" else "trace"))
+                    add("trace/events-time-unit-with-iso",
+                        TC("stats", f, "--trace-format", ev, "--time-unit", "h"),
+                        refuse("time_unit"))
+                    add("train/events-unknown-word-named-as-failure-trace",
+                        dtsim("train", "--steps", "1", "--failure-trace",
+                              str(fx.root / "events" / "unknown-word.csv"), "--trace-format", ev),
+                        refuse("failure_trace"))
+                else:
+                    add(f"trace/events-{name}", TC("stats", f, "--trace-format", ev),
+                        refuse("trace"))
+            add("trace/stats-seconds-assumed-said", TC("stats", str(fx.trace_ok)),
+                ok("times read in seconds"),
+                note="integer times without --time-unit were read as seconds silently")
         add("pipeline/failure-trace-binary", P("--failure-trace", str(fx.binary)),
             refuse("failure_trace"))
         add("pipeline/trace-loop-without-failure-trace", P("--trace-loop"), refuse("trace_loop"))

@@ -20,12 +20,13 @@ from ..traces import (
     load_trace,
     trace_stats,
 )
+from ..traces.replay import slot_nodes
 from ._applies import refuse_unless
 from ._common import emit_json, print_table
 from ._units import TimeOption
 
 __all__ = ["add_failure_trace_options", "failure_trace_from_args", "failure_trace_option",
-           "trace_workers"]
+           "trace_workers", "unit_note"]
 
 NAME = "trace"
 HELP = "real preemption traces: list the shipped ones; stats, fit and plot any trace"
@@ -37,7 +38,9 @@ def add_failure_trace_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--failure-trace", default=None, metavar="NAME|FILE",
                    help="a shipped trace (dtsim trace list) or a trace file to replay")
     g.add_argument("--trace-format", default=None, metavar="FMT",
-                   help="auto (default) or one of " + ", ".join(FORMATS))
+                   help="auto (default) or one of " + ", ".join(FORMATS) + "; an event log "
+                        "of your own: events:worker=COL,time=COL,event=COL,down=WORD,up=WORD "
+                        "(docs/traces.md)")
     g.add_argument("--time-unit", default=None, metavar="UNIT",
                    help="unit of the file's times where it cannot tell (s, ms, min, h)")
     g.add_argument("--trace-policy", default=None, metavar="NAME",
@@ -140,7 +143,9 @@ def trace_workers(path: str) -> tuple[tuple[str, int, int], ...]:
 def _trace_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", metavar="FILE|NAME", help="a shipped trace name or a trace file")
     p.add_argument("--trace-format", default="auto", metavar="FMT",
-                   help="auto (detect, default) or one of " + ", ".join(FORMATS))
+                   help="auto (detect, default) or one of " + ", ".join(FORMATS) + "; an event "
+                        "log of your own: events:worker=COL,time=COL,event=COL,down=WORD,"
+                        "up=WORD (docs/traces.md)")
     p.add_argument("--time-unit", default=None, metavar="UNIT",
                    help="unit of the file's times where it cannot tell: "
                         + ", ".join(u for u in TIME_UNITS if len(u) <= 3))
@@ -219,8 +224,24 @@ STAT_UNITS = {
 }
 
 
+#: How many instances of a slot ``trace stats`` names before it says how many more.
+_SHOWN = 6
+
+
+def unit_note(tr: Any) -> str | None:
+    """The line saying a trace's times were read as seconds for want of a unit, or None."""
+    if tr.assumed_unit is None:
+        return None
+    return ("times read in seconds: the file does not say its unit and --time-unit was not "
+            "given (--time-unit h if they are hours)")
+
+
 def _stats(args: argparse.Namespace) -> int:
-    s = trace_stats(_load(args))
+    tr = _load(args)
+    s = trace_stats(tr)
+    slots = slot_nodes(tr) if tr.format == "events" else None
+    if slots is not None:
+        s["slots"] = slots
     if args.json:
         emit_json(s)
         return 0
@@ -229,6 +250,15 @@ def _stats(args: argparse.Namespace) -> int:
                 ("statistic", "value", "unit"))
     sizes = ", ".join(f"{k}: {v}" for k, v in s["event_sizes"].items())
     print(f"event sizes (size: events): {sizes or 'none'}")
+    note = unit_note(tr)
+    if note is not None:
+        print(note)
+    if slots is not None:
+        print("worker slots (worker k replays slot k; dtsim train: s{j}r{i} is slot k in "
+              "stage-major order), the instances each held under policy recent:")
+        for k, ids in enumerate(slots):
+            more = f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else ""
+            print(f"  slot {k}: {', '.join(ids[:_SHOWN])}{more}")
     return 0
 
 

@@ -77,8 +77,9 @@ def durations(trace: AvailabilityTrace, *, policy: str = "recent",
     """
     pats = slot_patterns(trace, policy=policy, rng=rng)
     P = trace.end
-    # An event trace's joins at time 0 are observed; a count trace's state at 0 is not.
-    joins_seen = trace.nodes is not None and not trace.reuse
+    # An Oobleck trace's joins at time 0 are observed; a count trace's state at 0 is not, nor
+    # an event log's (an instance whose first event is a preemption was up before the log).
+    joins_seen = trace.nodes is not None and not trace.reuse and trace.format != "events"
     up, upc, down, downc = [], [], [], []
     zero = 0
     for pat in pats:

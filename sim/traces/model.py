@@ -65,6 +65,11 @@ class AvailabilityTrace:
         worker); False when a replacement joins under a new name (Oobleck).
     loop_after : float or None
         SimGrid ``LOOPAFTER``: the profile repeats with period ``end``.
+    assumed_unit : str or None
+        ``"s"`` when the file does not say its time unit and none was given, so its
+        numbers were read as seconds (a Bamboo file of integer times, a SimGrid
+        profile, a dtsim CSV, an event log of numeric times): said in the output,
+        since hours read as seconds would otherwise pass silently. None otherwise.
     """
 
     times: np.ndarray
@@ -75,6 +80,7 @@ class AvailabilityTrace:
     nodes: tuple[NodeSpan, ...] | None = None
     reuse: bool = False
     loop_after: float | None = None
+    assumed_unit: str | None = None
 
     @property
     def span(self) -> float:

@@ -18,12 +18,17 @@ simgrid    ``date value`` state-profile lines (``value`` = instances up,  second
 dtsim      CSV ``worker,start,end[,state]`` of per-worker down intervals  seconds unless given
            (:func:`sim.failures.read_trace`); up outside them, span
            from 0 to the last interval's end
+events     a user's CSV event log with a header, read by the columns and  ISO-8601, or seconds
+           words of ``events:worker=COL,time=COL,event=COL,down=W,up=W``  unless given
+           (:mod:`sim.traces.events`)
 =========  =============================================================  ==========================
 
 Time units
 ----------
 ``time_unit`` applies only where the file cannot tell (bamboo, simgrid,
-dtsim); giving it for another format is an error, never silently ignored.
+dtsim, an event log of numbers); giving it for another format is an error, never
+silently ignored. A trace read in seconds for want of a unit has
+``assumed_unit == "s"``, which the commands print.
 A Bamboo file whose timestamps are all integers is read in seconds; one with
 fractional timestamps (the shipped ``aws-p2-3day`` is in hours, 0 to 88.695)
 needs ``time_unit``, unless its content is identical to a shipped trace, whose
@@ -39,6 +44,7 @@ scripts' digits (numbers are ASCII ``0-9`` only, as :func:`sim.errors.ascii_floa
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import io
@@ -51,16 +57,17 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, check, check_choice, read_input_bytes
+from .events import is_events_format, parse_events_spec, read_events
 from .model import AvailabilityTrace, NodeSpan, count_trace
 
 __all__ = ["FORMATS", "TIME_UNITS", "detect_format", "read_trace_file", "parse_trace_text",
-           "unit_seconds"]
+           "unit_seconds", "check_format"]
 
-FORMATS = ("bamboo", "gcloud", "oobleck", "skypilot", "simgrid", "dtsim")
+FORMATS = ("bamboo", "gcloud", "oobleck", "skypilot", "simgrid", "dtsim", "events")
 #: Accepted time units and their length in seconds.
 TIME_UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0,
               "milliseconds": 1e-3, "seconds": 1.0, "minutes": 60.0, "hours": 3600.0}
-_UNIT_FREE = ("bamboo", "simgrid", "dtsim")
+_UNIT_FREE = ("bamboo", "simgrid", "dtsim", "events")
 
 # ASCII digits only: \d would also read other scripts' digits (float("\u0663") == 3.0),
 # which no trace means; a line holding them is refused as malformed, naming path:line.
@@ -72,6 +79,15 @@ _GCLOUD = re.compile(r"^\s*([0-9]{4}-[0-9]{2}-[0-9]{2})\s*,\s*([0-9]{1,2}:[0-9]{
 _OOBLECK = re.compile(rf"^\s*({_NUM})\s*,\s*(add|remove)\s*,\s*(\S+?)\s*$")
 _SIMGRID = re.compile(rf"^\s*({_NUM})\s+({_NUM})\s*$")
 _LOOP = re.compile(rf"^\s*LOOPAFTER\s+({_NUM})\s*$")
+
+
+def check_format(fmt: object) -> str:
+    """A ``--trace-format`` value: ``auto``, a reader's name, or ``events:key=value,...``
+    (checked by :func:`sim.traces.events.parse_events_spec`)."""
+    if is_events_format(fmt):
+        parse_events_spec(fmt)  # type: ignore[arg-type]
+        return str(fmt)
+    return check_choice("trace_format", fmt, ("auto",) + FORMATS[:-1] + ("events[:key=value,...]",))
 
 
 def unit_seconds(time_unit: str) -> float:
@@ -230,8 +246,11 @@ def detect_format(text: str, where: str = "<text>") -> str:
     cols = {c.strip().lower() for c in s.split(",")}
     if {"worker", "start", "end"} <= cols:
         return "dtsim"
-    raise _fail("a trace in a known format (" + ", ".join(FORMATS) + ")", f"{where}:{lineno}",
-                s[:60])
+    if {"worker", "time", "event"} <= {c.strip() for c in s.split(",")}:
+        return "events"
+    raise _fail("a trace in a known format (" + ", ".join(FORMATS[:-1]) + "; a CSV event log "
+                "of your own: --trace-format events:worker=COL,time=COL,event=COL,down=WORD,"
+                "up=WORD)", f"{where}:{lineno}", s[:60])
 
 
 def _numbers_in_order(times: list[float], where_of: list[str]) -> None:
@@ -663,13 +682,21 @@ def _dtsim(path: str, where: str, scale: float, text: str | None = None) -> Avai
 def parse_trace_text(text: str, *, format: str = "auto", time_unit: str | None = None,
                      where: str = "<text>", path: str | None = None) -> AvailabilityTrace:
     """Parse a trace's text (see the module table); ``where`` names it in errors."""
-    fmt = detect_format(text, where) if format == "auto" else check_choice(
-        "trace_format", format, ("auto",) + FORMATS)
+    fmt = detect_format(text, where) if format == "auto" else check_format(format)
     if time_unit is not None:
         unit_seconds(time_unit)
-        check(fmt in _UNIT_FREE, "time_unit",
+        check(fmt in _UNIT_FREE or is_events_format(fmt), "time_unit",
               f"unset for a {fmt} trace (its file gives the unit)", time_unit)
-    scale = None if time_unit is None else TIME_UNITS[time_unit]
+    if is_events_format(fmt):
+        return read_events(text, parse_events_spec(fmt), where, time_unit=time_unit)
+    tr = _parse(text, fmt, where, path, None if time_unit is None else TIME_UNITS[time_unit])
+    if time_unit is None and fmt in _UNIT_FREE:  # read as seconds: say so in the output
+        tr = dataclasses.replace(tr, assumed_unit="s")
+    return tr
+
+
+def _parse(text: str, fmt: str, where: str, path: str | None,
+           scale: float | None) -> AvailabilityTrace:
     if fmt == "bamboo":
         return _bamboo(text, where, scale)
     if fmt == "gcloud":

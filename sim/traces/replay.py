@@ -26,7 +26,9 @@ count falls and which come back when it rises:
 An event trace (Oobleck) has identity: a removed node's slot goes down; a node
 that joins takes a down slot by the policy's return rule (the replacement
 takes the slot of the worker it replaces: with ``recent``, of the one lost
-longest ago). A dtsim CSV maps its workers to slots in file order.
+longest ago); a node that returns under its own name (an event log, never an
+Oobleck trace) takes back its own slot if it is still down. A dtsim CSV maps
+its workers to slots by their first up period, ties by name.
 
 Worker ``i`` replays slot ``i``. More workers than slots are refused unless
 the policy ends in ``+tile``: worker ``i`` then replays slot ``i % S`` of copy
@@ -69,10 +71,11 @@ import simpy
 from ..errors import SimulationError, check, check_choice, check_nonnegative, check_positive
 from ..rng import Streams
 from .model import AvailabilityTrace
-from .readers import FORMATS, TIME_UNITS, trace_digest
+from .readers import TIME_UNITS, check_format, trace_digest
 from .registry import load_trace, trace_bytes
 
-__all__ = ["POLICIES", "RESAMPLING", "MODELS", "TraceReplay", "slot_patterns", "block_bootstrap",
+__all__ = ["POLICIES", "RESAMPLING", "MODELS", "TraceReplay", "slot_patterns", "slot_nodes",
+           "block_bootstrap",
            "trace_slots", "TraceEnded", "end_guard", "attach"]
 
 POLICIES = ("recent", "random", "domain")
@@ -213,20 +216,7 @@ def slot_patterns(trace: AvailabilityTrace, *, policy: str = "recent",
         return out
     slots = _Slots(n, dom, policy, rng)
     if trace.nodes is not None:  # event trace: removals by identity, joins by the policy
-        events: list[tuple[float, int, int, str]] = []
-        for k, sp in enumerate(trace.nodes):
-            events.append((sp.start, 1, k, sp.node))
-            if sp.end is not None:
-                events.append((sp.end, 0, k, sp.node))
-        events.sort()
-        where: dict[str, int] = {}
-        for t, kind, _, node in events:
-            if kind == 0:
-                slots.set_down(where.pop(node), t)
-            else:
-                i = slots.pick_returning()
-                where[node] = i
-                slots.set_up(i, t)
+        _walk_nodes(trace, slots)
         return slots.finish(end)
     c0 = int(trace.counts[0])
     if policy == "random" and c0:
@@ -243,6 +233,46 @@ def slot_patterns(trace: AvailabilityTrace, *, policy: str = "recent",
             slots.set_up(slots.pick_returning(), t)
         prev = c
     return slots.finish(end)
+
+
+def _walk_nodes(trace: AvailabilityTrace, slots: _Slots) -> list[list[str]]:
+    """Walk an event trace's nodes through ``slots``; the nodes each slot held, in order.
+
+    A removed node's slot goes down; a joining node takes back its own slot when
+    it held one that is still down (an event log's instance that returns; an
+    Oobleck trace adds each node once), else a down slot by the policy's return rule.
+    """
+    events: list[tuple[float, int, int, str]] = []
+    for k, sp in enumerate(trace.nodes or ()):
+        events.append((sp.start, 1, k, sp.node))
+        if sp.end is not None:
+            events.append((sp.end, 0, k, sp.node))
+    events.sort()
+    where: dict[str, int] = {}
+    last: dict[str, int] = {}
+    held: list[list[str]] = [[] for _ in range(slots.n)]
+    for t, kind, _, node in events:
+        if kind == 0:
+            i = last[node] = where.pop(node)
+            slots.set_down(i, t)
+        else:
+            i = last.get(node, -1)
+            if i < 0 or slots.up[i]:
+                i = slots.pick_returning()
+            where[node] = i
+            if not held[i] or held[i][-1] != node:
+                held[i].append(node)
+            slots.set_up(i, t)
+    return held
+
+
+def slot_nodes(trace: AvailabilityTrace, *, policy: str = "recent",
+               rng: np.random.Generator | None = None) -> list[list[str]] | None:
+    """The nodes each worker slot of an event trace held, in order (None without identity,
+    and for a dtsim CSV, whose slots are its named workers)."""
+    if trace.nodes is None or trace.reuse:
+        return None
+    return _walk_nodes(trace, _Slots(trace_slots(trace), [0] * trace_slots(trace), policy, rng))
 
 
 #: The most blocks a block bootstrap of a trace's span may take (:class:`TraceReplay`).
@@ -342,7 +372,7 @@ class TraceReplay:
     def __post_init__(self) -> None:
         check(isinstance(self.trace, str) and self.trace != "", "failure_trace",
               "a shipped trace name or a file path", self.trace)
-        check_choice("trace_format", self.format, ("auto",) + FORMATS)
+        check_format(self.format)
         if self.time_unit is not None:
             check_choice("time_unit", self.time_unit, TIME_UNITS)
         leave, _ = self.policy_parts

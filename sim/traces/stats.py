@@ -107,6 +107,8 @@ def trace_stats(trace: AvailabilityTrace) -> dict[str, Any]:
         "mean_down": down / returns if returns else None,
         "returns": returns,
     }
+    if trace.assumed_unit is not None:
+        out["time_unit_assumed"] = trace.assumed_unit
     if trace.loop_after is not None:
         out["loop_after"] = trace.loop_after
     return out
