@@ -48,7 +48,10 @@ def test_a_member_lost_in_the_ring_aborts_it_and_the_survivors_rerun(tmp_path, h
     assert out["goodput_fraction"] == pytest.approx(2 * N * T / (3 * wall), rel=1e-12)
     old = H * T + _ring(3) + H * T + _ring(2)  # 16.67: the ring ran through the dead member
     assert abs(out["training_time"] - old) > 6
+    # 2 outer steps (the rerun's ring and the last one) of 3 all-reduce tries, 1 aborted
+    assert (out["outer_steps"], out["outer_syncs"]) == (2, 3)
     eng = _eng(heartbeat=hb)
+    assert (eng["outer_steps"], eng["outer_syncs"]) == (2, 3)
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
     assert eng["lost_outer_work"] == pytest.approx(H * T)
     assert eng["outer_aborted"] == pytest.approx(F + hb - H * T, rel=1e-12)
@@ -66,6 +69,9 @@ def test_on_loss_discard_drops_the_outer_step_on_every_survivor(tmp_path):
     eng = _eng(on_loss="discard")
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
     assert eng["lost_outer_work"] == pytest.approx(3 * H * T)
+    # the dropped step is not taken: 2 outer steps (the rings of two) of 3 tries
+    for o in (out, eng):
+        assert (o["outer_steps"], o["outer_syncs"]) == (2, 3)
 
 
 def test_streaming_fragment_ring_aborted(tmp_path):
@@ -109,6 +115,8 @@ def test_the_quorum_aborts_the_ring_too(tmp_path):
     assert out["lost_outer_work"] == pytest.approx(H * T)
     eng = _eng(quorum=2)
     assert eng["training_time"] == pytest.approx(out["training_time"], rel=1e-12)
+    for o in (out, eng):
+        assert (o["outer_steps"], o["outer_syncs"]) == (2, 3)
 
 
 def test_over_a_network_the_aborted_rings_flows_are_withdrawn(tmp_path, monkeypatch):
@@ -144,6 +152,10 @@ def test_after_the_last_try_each_survivor_steps_alone(tmp_path):
     assert out["lost_outer_work"] == pytest.approx(H * T)
     eng = _eng(retries=1)
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    # the survivors' steps alone at the notice are one outer step (the run's model moves on
+    # once, on each survivor): 2 outer steps of 2 tries, the first aborted
+    for o in (out, eng):
+        assert (o["outer_steps"], o["outer_syncs"], o["outer_aborts"]) == (2, 2, 1)
 
 
 def test_a_second_member_lost_while_the_survivors_wait_pushes_the_notice(tmp_path):
@@ -183,3 +195,40 @@ def test_a_ring_node_lost_in_a_group_that_stays_up_aborts_the_try(tmp_path, back
     assert out["training_time"] == pytest.approx(wall, rel=1e-12)
     assert out["outer_aborted"] == pytest.approx(21.5 - 10, rel=1e-12)
     assert out["lost_outer_work"] == 0.0
+
+
+@pytest.mark.parametrize("sync, kw", [
+    ("diloco:every=2", {}), ("diloco:every=2,quorum=2,grace=0.5", {"quorum": 2, "grace": 0.5}),
+    ("diloco:every=2,fragments=2", None), ("diloco:every=2,fragments=2,overlap=1", None),
+    ("diloco:every=2,groups=2", None)])
+def test_without_failures_every_try_is_an_outer_step(sync, kw):
+    """No member lost, no try aborted: ``outer_steps`` is ``outer_syncs`` (in round mode N/H;
+    streaming, one a fragment's sync), in the DES and the learners engine alike."""
+    reps = 4 if "groups" in sync else 3
+    cfg = TrainingConfig(stages=1, replicas=reps, microbatches=reps, steps=N, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync=sync)
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["outer_steps"] == out["outer_syncs"] > 0
+    assert out["outer_aborts"] == 0
+    if kw is not None:
+        assert out["outer_steps"] == N // H
+        eng = _scripted({}, learners=3, step_time=T, every=H, steps=N, size=S, bandwidth=B, **kw)
+        assert eng["outer_steps"] == eng["outer_syncs"] == N // H
+
+
+def test_the_text_says_outer_steps_and_the_tries_apart(tmp_path, capsys):
+    """``dtsim train``'s DiLoCo line names the outer steps taken and, where they differ, the
+    all-reduce tries started (it said "3 outer syncs" for the hand case's 2 outer steps);
+    a failure-free run names its outer steps alone."""
+    from sim.cli import main
+
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\n")
+    argv = ["train", "--stages", "1", "--replicas", "3", "--microbatches-per-step", "3",
+            "--steps", "4", "--forward-time", "1", "--param-size", "10", "--bandwidth", "5",
+            "--sync", "diloco:every=2", "--replications", "1"]
+    assert main([*argv, "--failure-trace", str(p)]) == 0
+    assert "3 groups of 1 pipeline, 2 outer steps (3 all-reduce tries, 1 aborted), " in (
+        capsys.readouterr().out)
+    assert main(argv) == 0
+    assert "3 groups of 1 pipeline, 2 outer steps, " in capsys.readouterr().out
