@@ -48,7 +48,10 @@ def test_a_member_lost_in_the_ring_aborts_it_and_the_survivors_rerun(tmp_path, h
     assert out["goodput_fraction"] == pytest.approx(2 * N * T / (3 * wall), rel=1e-12)
     old = H * T + _ring(3) + H * T + _ring(2)  # 16.67: the ring ran through the dead member
     assert abs(out["training_time"] - old) > 6
+    # 2 outer steps (the rerun's ring and the last one) of 3 all-reduce tries, 1 aborted
+    assert (out["outer_steps"], out["outer_syncs"]) == (2, 3)
     eng = _eng(heartbeat=hb)
+    assert (eng["outer_steps"], eng["outer_syncs"]) == (2, 3)
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
     assert eng["lost_outer_work"] == pytest.approx(H * T)
     assert eng["outer_aborted"] == pytest.approx(F + hb - H * T, rel=1e-12)
@@ -66,6 +69,9 @@ def test_on_loss_discard_drops_the_outer_step_on_every_survivor(tmp_path):
     eng = _eng(on_loss="discard")
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
     assert eng["lost_outer_work"] == pytest.approx(3 * H * T)
+    # the dropped step is not taken: 2 outer steps (the rings of two) of 3 tries
+    for o in (out, eng):
+        assert (o["outer_steps"], o["outer_syncs"]) == (2, 3)
 
 
 def test_streaming_fragment_ring_aborted(tmp_path):
@@ -109,6 +115,8 @@ def test_the_quorum_aborts_the_ring_too(tmp_path):
     assert out["lost_outer_work"] == pytest.approx(H * T)
     eng = _eng(quorum=2)
     assert eng["training_time"] == pytest.approx(out["training_time"], rel=1e-12)
+    for o in (out, eng):
+        assert (o["outer_steps"], o["outer_syncs"]) == (2, 3)
 
 
 def test_over_a_network_the_aborted_rings_flows_are_withdrawn(tmp_path, monkeypatch):
@@ -144,6 +152,10 @@ def test_after_the_last_try_each_survivor_steps_alone(tmp_path):
     assert out["lost_outer_work"] == pytest.approx(H * T)
     eng = _eng(retries=1)
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    # the survivors' steps alone at the notice are one outer step (the run's model moves on
+    # once, on each survivor): 2 outer steps of 2 tries, the first aborted
+    for o in (out, eng):
+        assert (o["outer_steps"], o["outer_syncs"], o["outer_aborts"]) == (2, 2, 1)
 
 
 def test_a_second_member_lost_while_the_survivors_wait_pushes_the_notice(tmp_path):
@@ -183,3 +195,106 @@ def test_a_ring_node_lost_in_a_group_that_stays_up_aborts_the_try(tmp_path, back
     assert out["training_time"] == pytest.approx(wall, rel=1e-12)
     assert out["outer_aborted"] == pytest.approx(21.5 - 10, rel=1e-12)
     assert out["lost_outer_work"] == 0.0
+
+
+def test_an_aborted_try_sends_its_bytes_up_to_the_abort_only(tmp_path):
+    """The hand case's WAN bytes. Each member of a ring of M sends ``2 (M - 1) S / M`` (40/3
+    among three, 10 among two). The aborted ring [6, 8.67) sends at an even rate over its
+    8/3 (the closed form's time) and is aborted at 7.33: half of it, 3 x 20/3 = 20; then the
+    rerun (2 x 10) and the last ring (2 x 10): 60 over 3 workers, 20 each. Counted in full,
+    the aborted try made it 80 / 3 = 26.67. Over a network (3 one-host zones at 5, no
+    latency) the ring's 4 steps of a chunk 10/3 take 2/3 each: 2 of them done by 7.33, the
+    same 20 moved. A failure-free run (no abort) is unchanged: 3 rings of three, 40 each."""
+    ring3 = 2 * 2 * S / 3
+    sent = (3 * ring3 * (F - H * T) / _ring(3) + 2 * 10 + 2 * 10) / 3
+    assert sent == pytest.approx(20.0, rel=1e-12)
+    assert _des(tmp_path)["wan_bytes_sent"] == pytest.approx(sent, rel=1e-12)
+    free = training_model(TrainingConfig(stages=1, replicas=3, microbatches=3, steps=N,
+                                         forward_time=1.0, param_size=S, bandwidth=B,
+                                         sync="diloco:every=2"), Streams(0).replication(0))
+    assert free["wan_bytes_sent"] == pytest.approx(2 * ring3, rel=1e-12)
+
+
+def test_an_aborted_try_of_groups_counts_each_phase_up_to_the_abort(tmp_path):
+    """The case of groups of two below (``s0r1`` down at 11.5, not back), closed form: the
+    first try [10, 12) is the ring across the groups [10, 11), each of the 4 ring nodes
+    sending 2 (2 - 1) 5 / 2 = 5 over the WAN, then each group's all-gather [11, 12), 5 a
+    node inside it. At 11.5 the ring is done (5 each) and half the all-gather (2.5 each).
+    The rerun and the last round run with ``s0r0`` alone in group 0 (a ring of two, 10 a
+    node, no all-gather): WAN (20 + 20 + 20) / 4 = 15. In-group: the outer all-gathers' 10
+    and the groups' data-parallel all-reduces (10 a replica a step: 20, 20, 40, 40): 32.5
+    (35 when the aborted try counted its all-gather in full)."""
+    p = tmp_path / "down.csv"
+    p.write_text("worker,start,end\ns0r1,11.5,1000\n")
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=4, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync="diloco:every=2,groups=2",
+                         failure_trace=str(p))
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["outer_aborts"] == 1
+    assert out["wan_bytes_sent"] == pytest.approx(15.0, rel=1e-12)
+    assert out["allreduce_bytes_sent"] == pytest.approx((120 + 4 * 2.5) / 4, rel=1e-12)
+
+
+@pytest.mark.parametrize("sync, kw", [
+    ("diloco:every=2", {}), ("diloco:every=2,quorum=2,grace=0.5", {"quorum": 2, "grace": 0.5}),
+    ("diloco:every=2,fragments=2", None), ("diloco:every=2,fragments=2,overlap=1", None),
+    ("diloco:every=2,groups=2", None)])
+def test_without_failures_every_try_is_an_outer_step(sync, kw):
+    """No member lost, no try aborted: ``outer_steps`` is ``outer_syncs`` (in round mode N/H;
+    streaming, one a fragment's sync), in the DES and the learners engine alike."""
+    reps = 4 if "groups" in sync else 3
+    cfg = TrainingConfig(stages=1, replicas=reps, microbatches=reps, steps=N, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync=sync)
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["outer_steps"] == out["outer_syncs"] > 0
+    assert out["outer_aborts"] == 0
+    if kw is not None:
+        assert out["outer_steps"] == N // H
+        eng = _scripted({}, learners=3, step_time=T, every=H, steps=N, size=S, bandwidth=B, **kw)
+        assert eng["outer_steps"] == eng["outer_syncs"] == N // H
+
+
+@pytest.mark.parametrize("down, engine", [(F, "auto"), (7.0, "auto"), (7.0, "python")])
+def test_over_a_network_an_aborted_try_counts_what_its_flows_moved(tmp_path, monkeypatch,
+                                                                   down, engine):
+    """The hand case over 3 one-host zones linked at 5, no latency: the ring's 4 steps of a
+    chunk 10/3 a node take 2/3 each from 6. Down at 7.33, 2 steps are done (20/3 a node);
+    down at 7, 1.5 (5 a node: the third step's flows half moved, read from the flow engine,
+    compiled or Python). With the rerun and the last ring (2 x 10 each): (3 x 20/3 + 40)/3
+    = 20 and (15 + 40)/3 = 18.33, as the closed form's even rate gives; counted in full,
+    26.67 both."""
+    import sim.network.kernel as K
+
+    if engine == "python":
+        monkeypatch.setattr(K, "HAVE_NUMBA", False)
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r2,{down!r},1000\n")
+    base = dict(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
+                param_size=S, sync="diloco:every=2", failure_trace=str(p))
+    net = training_model(TrainingConfig(**base, network="geo:regions=3,hosts=1,"
+                                        "inter_region_bandwidth=5,inter_region_latency=0"),
+                         Streams(0).replication(0))
+    closed = training_model(TrainingConfig(**base, bandwidth=B), Streams(0).replication(0))
+    per_node = 2 * 2 * S / 3 * (down - H * T) / _ring(3)  # what a node of the ring sent
+    sent = (3 * per_node + 2 * 10 + 2 * 10) / 3
+    assert sent == pytest.approx(20.0 if down == F else 55 / 3, rel=1e-12)
+    assert net["wan_bytes_sent"] == pytest.approx(sent, rel=1e-9)
+    assert closed["wan_bytes_sent"] == pytest.approx(sent, rel=1e-12)
+
+
+def test_the_text_says_outer_steps_and_the_tries_apart(tmp_path, capsys):
+    """``dtsim train``'s DiLoCo line names the outer steps taken and, where they differ, the
+    all-reduce tries started (it said "3 outer syncs" for the hand case's 2 outer steps);
+    a failure-free run names its outer steps alone."""
+    from sim.cli import main
+
+    p = tmp_path / "down.csv"
+    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\n")
+    argv = ["train", "--stages", "1", "--replicas", "3", "--microbatches-per-step", "3",
+            "--steps", "4", "--forward-time", "1", "--param-size", "10", "--bandwidth", "5",
+            "--sync", "diloco:every=2", "--replications", "1"]
+    assert main([*argv, "--failure-trace", str(p)]) == 0
+    assert "3 groups of 1 pipeline, 2 outer steps (3 all-reduce tries, 1 aborted), " in (
+        capsys.readouterr().out)
+    assert main(argv) == 0
+    assert "3 groups of 1 pipeline, 2 outer steps, " in capsys.readouterr().out

@@ -164,7 +164,7 @@ def test_a_learner_back_behind_the_latest_model_downloads_it_once(tmp_path, case
     assert eng["training_time"] == pytest.approx(wall)
     assert eng["goodput_fraction"] == pytest.approx(merged / (2 * wall))
     assert eng["outer_downloads"] == 1 and eng["failures"] == 1
-    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs", "outer_steps",
                 "compute_utilisation"):
         assert des[key] == pytest.approx(eng[key]), key
 
@@ -185,7 +185,7 @@ def test_a_learner_down_during_its_outer_step_and_back_before_it_ends_rejoins(tm
     wall = fail + (34 if fail < 8 else 26)  # the ring aborted, noticed 10 later (the DES's)
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
     assert eng["goodput_fraction"] == pytest.approx(36 / (2 * wall), rel=1e-12)
-    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs", "outer_steps",
                 "compute_utilisation", "lost_outer_work", "outer_aborts", "outer_aborted"):
         assert des[key] == pytest.approx(eng[key]), key
 
@@ -207,7 +207,7 @@ def test_a_report_at_the_end_of_the_grace_window_counts_in_both_engines(tmp_path
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
     if grace == 2.5:
         assert eng["goodput_fraction"] == pytest.approx(42 / 60)
-    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs", "outer_steps",
                 "late_merges", "compute_utilisation"):
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key
 
@@ -248,7 +248,7 @@ def test_a_grace_window_ending_at_max_time_fires_before_the_run_ends(tmp_path, b
     for out in (eng, des):
         assert out["outer_syncs"] == syncs
         assert out["goodput_fraction"] == pytest.approx(goodput, rel=1e-12)
-    for key in ("goodput_fraction", "outer_downloads", "outer_syncs", "late_merges",
+    for key in ("goodput_fraction", "outer_downloads", "outer_syncs", "outer_steps", "late_merges",
                 "compute_utilisation", "finished"):
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key
 
@@ -574,7 +574,8 @@ def test_a_failure_as_a_block_ends_comes_after_it_in_both_engines(tmp_path, repl
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
     assert eng["goodput_fraction"] == pytest.approx(merged / (2 * wall), rel=1e-12)
     assert eng["outer_syncs"] == 5 and eng["outer_aborts"] == 1
-    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+    assert eng["outer_steps"] == 4  # 0 at 16 alone, 22, 28, 34: the aborted try is none
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs", "outer_steps",
                 "late_merges", "compute_utilisation"):
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key
 
@@ -591,7 +592,7 @@ def test_an_outer_step_at_the_stall_limit_is_progress_in_both_engines(tmp_path):
     des = _scripted_des(tmp_path, [("s0r0", 0.5, 5994.0), ("s0r1", 0.5, 5994.0)],
                         steps=2, param_size=0.0)
     assert eng["training_time"] == 6000.0 and eng["outer_syncs"] == 1
-    for key in ("training_time", "finished", "goodput_fraction", "outer_syncs",
+    for key in ("training_time", "finished", "goodput_fraction", "outer_syncs", "outer_steps",
                 "compute_utilisation"):
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key
 
@@ -616,10 +617,10 @@ def test_a_failure_as_a_report_closes_the_grace_window_comes_after_it_in_both_en
     # 6 + 6 + 6 + 6 of 2 x 32.5, compute 18 + 15; 5 all-reduces (one aborted). It ended at
     # 24.5 (merged 30) when the ring ran through the dead learner.
     assert eng["training_time"] == 32.5 and eng["outer_aborts"] == 1
-    assert eng["outer_syncs"] == 5
+    assert eng["outer_syncs"] == 5 and eng["outer_steps"] == 4
     assert eng["goodput_fraction"] == pytest.approx(24 / 65, rel=1e-12)
     assert eng["compute_utilisation"] == pytest.approx(33 / 65, rel=1e-12)
-    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs", "outer_steps",
                 "late_merges", "compute_utilisation", "lost_outer_work", "outer_aborted"):
         assert des[key] == pytest.approx(eng[key], rel=1e-12), key
     # W = 2.4: learner 1's window closes at 11.9, when its chip fails again: the failure is
@@ -631,7 +632,7 @@ def test_a_failure_as_a_report_closes_the_grace_window_comes_after_it_in_both_en
         des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5), ("s0r1", t, t + 0.5)],
                             sync="diloco:every=2,quorum=1,grace=2.4")
         assert eng["training_time"] == 18.0 and eng["goodput_fraction"] == 0.5
-        for key in ("training_time", "goodput_fraction", "outer_syncs", "compute_utilisation"):
+        for key in ("training_time", "goodput_fraction", "outer_syncs", "outer_steps", "compute_utilisation"):
             assert des[key] == pytest.approx(eng[key], rel=1e-12), key
 
 

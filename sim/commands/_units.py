@@ -365,7 +365,8 @@ def train_units(tu: str) -> dict[str, str]:
     keys.update({k: "B" for k in (
         "wan_bytes_sent", "wan_bytes_sent_ci", "wan_bytes_sent_max", "allreduce_bytes_sent",
         "predicted_wan_bytes_sent", "predicted_allreduce_bytes_sent")})
-    keys.update({"outer_exposed": tu, "lost_outer_work": f"worker {tu}", "outer_aborted": tu})
+    keys.update({"outer_exposed": tu, "lost_outer_work": f"worker {tu}", "outer_aborted": tu,
+                 "outer_steps": "1"})
     keys.update({"worker_hours": "h", "cost": "$", "samples_per_dollar": "sample/$",
                  "quality_samples_per_dollar": "sample/$",
                  "quality_samples_per_dollar_ci": "sample/$",
@@ -482,7 +483,7 @@ LEARNERS_UNITS = {"training_time": "s", "training_time_ci": "s", "lost_outer_wor
                   "goodput_fraction": "1", "goodput_fraction_ci": "1",
                   "compute_utilisation": "1", "compute_utilisation_ci": "1", "stalled": "1",
                   "run_seconds": "s", "run_cpu_seconds": "s", "run_peak_rss_mib": "MiB",
-                  "outer_aborts": "1", "outer_aborted": "s"}
+                  "outer_aborts": "1", "outer_aborted": "s", "outer_steps": "1"}
 
 
 def check_learners(args: argparse.Namespace) -> None:

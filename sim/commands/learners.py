@@ -157,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         ("goodput (merged chip compute / chip time)", "goodput_fraction"),
         ("compute utilisation (fraction of wall time)", "compute_utilisation"),
         ("time to train (s)", "training_time"),
+        ("outer steps taken", "outer_steps"),
         ("outer all-reduces started (aborted ones too)", "outer_syncs"), ("chip failures", "failures"),
         ("downloads (model, missed outer steps)", "outer_downloads"), ("late merges", "late_merges"),
         ("work lost (chip s)", "lost_outer_work"),

@@ -1397,13 +1397,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _outer_counts(out: dict[str, Any]) -> str:
+    """The outer steps taken, and the all-reduce tries started where they differ (a try
+    aborted, or one in flight at the end): "2 outer steps (3 all-reduce tries, 1 aborted)"."""
+    steps, tries, aborts = out["outer_steps"], out["outer_syncs"], out["outer_aborts"]
+    text = f"{steps:.4g} outer step{'' if steps == 1 else 's'}"
+    if tries != steps or aborts:
+        text += f" ({tries:.4g} all-reduce tr{'y' if tries == 1 else 'ies'}, {aborts:.4g} aborted)"
+    return text
+
+
 def _print_diloco(out: dict[str, Any], cfg: TrainingConfig, tu: str) -> None:
     """(issue 37) A DiLoCo run's outer loop: utilisation, WAN traffic, syncs, goodput."""
     M = out["groups"]
     k = cfg.replicas[0] // M
     print(f"DiLoCo {out['sync']}: {M} group{'s' if M != 1 else ''} of {k} "
           f"pipeline{'s' if k > 1 else ''}, "
-          f"{out['outer_syncs']:.4g} outer syncs, {out['outer_exposed']:.4g} {tu} a group "
+          f"{_outer_counts(out)}, {out['outer_exposed']:.4g} {tu} a group "
           "waiting for them")
 
     def exact(key: str, shown: str = "") -> str:

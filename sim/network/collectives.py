@@ -80,6 +80,7 @@ class _Ring:
         self.finished = 0
         self.total = n
         self.flows: list[simpy.Event] = []
+        self.sends: list[tuple[int, float, float]] = []  # each flow's (sender, size, start)
 
     def start(self) -> None:
         for r in range(self.ranks):
@@ -95,6 +96,7 @@ class _Ring:
         step = self.step[q]
         ev.callbacks.append(lambda _e: self._arrived(r, i, b, step))
         self.flows.append(ev)
+        self.sends.append((i, chunk, self.t_sent[q]))
 
     def _arrived(self, r: int, i: int, b: int, step: int) -> None:
         """The step ``step`` chunk of bucket ``b`` from ``i`` reached ``i + 1``."""
@@ -126,6 +128,14 @@ class _Ring:
                     self.done.succeed()
                 return
         self._send(r, i)
+
+    def bytes_sent(self) -> list[float]:
+        """What each participant has sent so far (its flows arrived, and the part of those
+        moving that has moved: :meth:`sim.network.service.NetworkService.moved`)."""
+        out = [0.0] * self.k
+        for ev, (i, size, t0) in zip(self.flows, self.sends, strict=True):
+            out[i] += self.service.moved(ev, size, t0)
+        return out
 
     def cancel(self) -> None:
         for ev in self.flows:

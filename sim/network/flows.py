@@ -168,6 +168,17 @@ class FlowEngine:
                 changed[r] = None
             self._resolve(changed, self.now)
 
+    def moved(self, f: int, t: float) -> float:
+        """What flow ``f`` has moved by time ``t`` (no earlier than its last rate change and
+        no later than the next event): its size once done, none while it waits its latency
+        (or withdrawn), else its size less what remains at its rate since the last change."""
+        st = self.f_state[f]
+        if st == _DONE:
+            return self.f_size[f]
+        if st != _ACTIVE:
+            return 0.0
+        return self.f_size[f] - max(0.0, self.f_rem[f] - self.f_rate[f] * (t - self.f_last[f]))
+
     def next_time(self) -> float:
         """Time of the next start or finish (inf when nothing is pending)."""
         heap = self.heap

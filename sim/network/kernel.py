@@ -968,6 +968,19 @@ class CompiledFlowEngine:
         """Withdraw flow ``f`` now (its share goes back to the others)."""
         self._next = _cancel(self.N, self.X, f)
 
+    def moved(self, f: int, t: float) -> float:
+        """What flow ``f`` has moved by time ``t`` (as :meth:`FlowEngine.moved`)."""
+        N, X = self.N, self.X
+        oi, ox = _offsets(N)
+        st = N[oi[_I_STATE] + f]
+        size = float(X[ox[_X_SIZE] + f])
+        if st == _DONE:
+            return size
+        if st != _ACTIVE:
+            return 0.0
+        rem = X[ox[_X_REM] + f] - X[ox[_X_RATE] + f] * (t - X[ox[_X_LAST] + f])
+        return size - max(0.0, float(rem))
+
     def rates(self) -> dict[int, float]:
         """The rate of every flow moving now (its share after the last event)."""
         f, x = _rates(self.N, self.X)

@@ -120,6 +120,18 @@ class NetworkService:
         self.engine.cancel(f)
         self._schedule()
 
+    def moved(self, ev: simpy.Event, size: float, t0: float) -> float:
+        """What the transfer ``ev`` of ``size``, started at ``t0``, has moved by now (before
+        it is withdrawn): all of it once arrived; a flow, what the flow engine has moved; a
+        transfer without sharing (a timeout), ``size`` at an even rate over its delay."""
+        if ev.triggered:
+            return size
+        f = getattr(ev, "flow", None)
+        if f is None:
+            d = getattr(ev, "_delay", 0.0)
+            return size * min(1.0, (self.env.now - t0) / d) if d > 0 else size
+        return self.engine.moved(f, self.env.now)
+
     def _schedule(self) -> None:
         t = self._next_time()
         if t < self._wake_at:

@@ -40,7 +40,9 @@ module docstring of :mod:`sim.training.outer`) but aggregates what a learner
 Same metrics as the DES where they mean the same (``training_time``,
 ``finished``, ``goodput_fraction``: merged compute over chip time;
 ``compute_utilisation``: inner-step compute over wall time, mean over chips,
-``outer_syncs`` (all-reduces started, aborted ones too), ``outer_downloads``,
+``outer_syncs`` (all-reduces started, aborted ones too), ``outer_steps`` (outer steps
+taken: a ring completed, or the tries ran out and each survivor stepped alone; one a
+step, not a survivor; none for a discarded or void one), ``outer_downloads``,
 ``late_merges``, ``lost_outer_work`` in chip-time, ``outer_aborts``, ``outer_aborted``),
 plus ``failures`` and ``events``.
 """
@@ -74,7 +76,7 @@ __all__ = ["LearnersConfig", "learners_model", "LEARNER_METRICS", "STEP_LAWS"]
 
 #: Metrics of one replication of :func:`learners_model`.
 LEARNER_METRICS = ("training_time", "finished", "goodput_fraction", "compute_utilisation",
-                   "outer_syncs", "outer_downloads", "late_merges", "lost_outer_work",
+                   "outer_syncs", "outer_steps", "outer_downloads", "late_merges", "lost_outer_work",
                    "failures", "events", "stalled", "outer_aborts", "outer_aborted")
 #: A replication stops, unfinished (``stalled`` 1), once no outer step has started or ended
 #: for this many failure-free rounds (the training DES's stall factor,
@@ -382,6 +384,7 @@ class _Engine:
         self.rid = 0
         self.n_aborts = 0
         self.aborted_time = 0.0
+        self.n_steps = 0  # outer steps taken (a completed ring, or the tries ran out)
 
     # -- event queue ------------------------------------------------------------------
     def push(self, t: float, kind: int, g: int, data: Any = None, rank: int | None = None) -> int:
@@ -672,6 +675,7 @@ class _Engine:
         gone, self.gone = self.gone, set()
         if outcome in ("done", "alone"):
             self.V += 1
+            self.n_steps += 1
             for g in parts + joiners:  # (the DES's rule: one that went down meanwhile)
                 if not self.L[g].down and g not in gone:
                     self.L[g].version = self.V
@@ -869,6 +873,7 @@ class _Engine:
             "compute_utilisation": (sum(x.compute for x in self.L) / (M * wall)
                                     if wall > 0 else nan),
             "outer_syncs": float(self.n_syncs),
+            "outer_steps": float(self.n_steps),
             "outer_downloads": float(sum(x.downloads for x in self.L)),
             "late_merges": float(self.late_merges),
             "lost_outer_work": float(sum(x.lost for x in self.L)) + unmerged * n,

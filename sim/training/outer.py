@@ -130,7 +130,7 @@ __all__ = ["check_diloco", "diloco_groups", "group_config", "stage_sizes", "frag
            "GroupTrainer", "OuterLoop", "DilocoSystem", "diloco_model", "DILOCO_METRICS"]
 
 #: Metrics a DiLoCo run adds to :data:`sim.training.METRICS`.
-DILOCO_METRICS = ("outer_syncs", "outer_exposed", "goodput_fraction", "lost_outer_work",
+DILOCO_METRICS = ("outer_syncs", "outer_steps", "outer_exposed", "goodput_fraction", "lost_outer_work",
                   "outer_downloads", "late_merges", "outer_aborts", "outer_aborted")
 
 #: INTELLECT-1's heartbeat timeout, seconds: a node whose last heartbeat is older is evicted
@@ -588,7 +588,8 @@ class OuterLoop:
         self.busy: simpy.Event | None = None  # an outer step's all-reduce in progress
         self.waiting: set[int] = set()
         # figures
-        self.n_syncs = 0
+        self.n_syncs = 0  # outer all-reduce tries started (aborted ones too)
+        self.n_steps = 0  # outer steps taken (see outer_steps in docs/diloco.md)
         self.progress_t = 0.0  # when the last outer sync started or ended (stall watchdog)
         self.in_flight = 0  # outer syncs moving
         self.late_merges = 0
@@ -844,6 +845,7 @@ class OuterLoop:
 
         def end(_e: Any) -> None:
             s.ended = self.env.now
+            self.n_steps += 1
             s.done.succeed()
         if ev.triggered and ev.processed:
             end(None)
@@ -927,6 +929,8 @@ class OuterLoop:
                 return
             # (a sync discarded leaves the fragment's outer parameters as they were, which its
             # survivors hold: the latest; the schedule goes on)
+            if outcome in ("done", "alone"):
+                self.n_steps += 1
             self.V += 1
             for g in s.live:
                 if not trainers[g].down and g not in s.gone:
@@ -1149,6 +1153,7 @@ class OuterLoop:
             r.ended = self.env.now
             if outcome in ("done", "alone"):
                 self.V += 1
+                self.n_steps += 1
                 # a group that went down meanwhile did not get it, though it may be back (its
                 # rejoin then waits for this outer step and downloads the model)
                 for g in parts + joiners:
@@ -1607,6 +1612,7 @@ class DilocoSystem:
                            inner + [wan.inside.get(rep, 0.0) for rep in self.reps]))
         out.update({
             "outer_syncs": float(o.n_syncs),
+            "outer_steps": float(o.n_steps),
             "outer_exposed": float(np.mean([tr.exposed for tr in trs])),
             "goodput_fraction": useful / (W * wall) if wall > 0 else nan,
             "lost_outer_work": float(sum(tr.lost_work for tr in trs)) + unmerged,

@@ -1186,15 +1186,19 @@ class WanTraffic:
         self._fetches: dict[Any, list[simpy.Event]] = {}
         # over a network: each outer sync's end -> (its stage processes, their rings so far)
         self._syncs: dict[simpy.Event, tuple[list[Any], list[simpy.Event]]] = {}
+        # in the closed form: each outer sync's end -> (its start, each stage's bytes counted);
+        # over a network: its end -> each stage's bytes counted
+        self._closed: dict[simpy.Event, tuple[float, list[tuple]]] = {}
+        self._counted: dict[simpy.Event, list[tuple]] = {}
 
     def _done(self) -> simpy.Event:
         ev = self.env.event()
         ev.succeed()
         return ev
 
-    def _count_sync(self, live: list[list[Any]], kj: int, S: float) -> None:
+    def _count_sync(self, live: list[list[Any]], kj: int, S: float) -> tuple[float, float]:
         """What each of the ``kj`` ring nodes of every group sends
-        (:func:`sim.analytic.diloco.outer_bytes_sent`)."""
+        (:func:`sim.analytic.diloco.outer_bytes_sent`): counted, and returned (WAN, inside)."""
         from ..analytic.diloco import outer_bytes_sent
 
         spec = self.spec
@@ -1205,6 +1209,7 @@ class WanTraffic:
             for rep in reps[:kj]:
                 self.wan[rep] = self.wan.get(rep, 0.0) + wan
                 self.inside[rep] = self.inside.get(rep, 0.0) + inside
+        return wan, inside
 
     def outer_sync(self, stages: list[list[list[Any]]], sizes: list[float]) -> simpy.Event:
         """An outer all-reduce among the groups of a sync: the event of its end.
@@ -1228,35 +1233,77 @@ class WanTraffic:
             return self._done()
         if self.service is None:
             T = 0.0
+            sent = []  # each stage's (senders, WAN, inside, ring time, time): for an abort
             for live, S in zip(stages, sizes, strict=True):
                 kj = 0 if live is None else min(len(x) for x in live)
                 if kj == 0:
                     continue
-                T = max(T, outer_sync_time(n, S, c.bandwidth, c.mean_latency, bits=spec.bits,
-                                           value_bits=c.value_bits, topk=spec.topk,
-                                           nodes_per_group=kj))
-                self._count_sync(live, kj, S)
-            return env.timeout(T)
+                Tj = outer_sync_time(n, S, c.bandwidth, c.mean_latency, bits=spec.bits,
+                                     value_bits=c.value_bits, topk=spec.topk,
+                                     nodes_per_group=kj)
+                # its ring across the groups alone (the first term: each of the kj rings
+                # carries 1/kj of the payload), the in-group all-gather after it
+                Tr = Tj if kj == 1 else outer_sync_time(
+                    n, S / kj, c.bandwidth, c.mean_latency, bits=spec.bits,
+                    value_bits=c.value_bits, topk=spec.topk)
+                T = max(T, Tj)
+                sent.append(([rep for reps in live for rep in reps[:kj]],
+                             *self._count_sync(live, kj, S), Tr, Tj))
+            ev = env.timeout(T)
+            self._closed[ev] = (env.now, sent)
+            ev.callbacks.append(lambda e: self._closed.pop(e, None))
+            return ev
         procs: list[Any] = []
         rings: list[simpy.Event] = []
+        counted = []  # each stage's (senders, WAN, inside) counted: an abort counts the flows
         for j, (live, S) in enumerate(zip(stages, sizes, strict=True)):
             kj = 0 if live is None else min(len(x) for x in live)
             if kj == 0 or (S == 0 and c.mean_latency == 0):
                 continue
-            self._count_sync(live, kj, S)
+            counted.append(([rep for reps in live for rep in reps[:kj]],
+                            *self._count_sync(live, kj, S)))
             procs.append(env.process(self._stage_rings(j, live, kj, S, rings)))
         if not procs:
             return self._done()
         ev = simpy.AllOf(env, procs)
         self._syncs[ev] = (procs, rings)
-        ev.callbacks.append(lambda e: self._syncs.pop(e, None))
+        self._counted[ev] = counted
+        ev.callbacks.append(lambda e: (self._syncs.pop(e, None), self._counted.pop(e, None)))
         return ev
 
     def abort_sync(self, ev: simpy.Event) -> None:
         """Abort the outer sync whose end is ``ev`` (a member of it went down): over a network
         its rings' flows still moving are withdrawn and its stages stop; in the closed form
-        nothing moves (its end just comes to nothing: the caller no longer listens)."""
+        nothing moves (its end just comes to nothing: the caller no longer listens), and
+        each stage's bytes count up to the abort only: the closed form's time has a node
+        send at an even rate over each phase, its WAN bytes over the ring across the
+        groups, then its in-group bytes over the all-gather, so the share of each phase
+        elapsed; over a network, what its flows moved until now
+        (:meth:`sim.network.collectives._Ring.bytes_sent`). A bug fix: an aborted try counted
+        its bytes in full."""
+        closed = self._closed.pop(ev, None)
+        if closed is not None:  # the part of each stage's bytes not sent by now: not counted
+            t0, sent = closed
+            el = self.env.now - t0
+            for reps, wan, inside, Tr, Tj in sent:
+                out = 1.0 - min(1.0, el / Tr) if Tr > 0 else 0.0
+                Tg = Tj - Tr
+                left = 1.0 - min(1.0, max(0.0, el - Tr) / Tg) if Tg > 0 else float(el < Tr)
+                for rep in reps:
+                    self.wan[rep] -= out * wan
+                    self.inside[rep] -= left * inside
         procs, rings = self._syncs.pop(ev, ([], []))
+        counted = self._counted.pop(ev, None)
+        if counted is not None:  # over a network: what its flows moved until now, not more
+            for reps, wan, inside in counted:
+                for rep in reps:
+                    self.wan[rep] -= wan
+                    self.inside[rep] -= inside
+            for ring in rings:
+                tier = self.wan if ring.tier == "wan" else self.inside  # type: ignore[attr-defined]
+                for rep, x in zip(ring.senders, ring.ring.bytes_sent(),  # type: ignore[attr-defined]
+                                  strict=True):
+                    tier[rep] += x
         for ring in rings:
             ring.ring.cancel()  # type: ignore[attr-defined]
         for proc in procs:
@@ -1283,13 +1330,16 @@ class WanTraffic:
                 evs.append(ring_allreduce(service, ring, dense / kj / t, ranks=t))
             else:
                 evs.append(ring_allgather(service, ring, sparse / kj / t, ranks=t))
-        rings.extend(evs)  # (aborted: abort_sync withdraws their flows)
+            evs[-1].senders, evs[-1].tier = [reps[i] for reps in live], "wan"
+        rings.extend(evs)  # (aborted: abort_sync counts what they sent, withdraws their flows)
         try:
             yield simpy.AllOf(env, evs)
             if kj > 1:
                 block = dense if sparse is None else min(len(live) * sparse, dense)
                 gathers = [ring_allgather(service, nd, block / kj / t, ranks=t)
                            for nd in nodes]
+                for g_ev, reps in zip(gathers, live, strict=True):
+                    g_ev.senders, g_ev.tier = reps[:kj], "inside"
                 rings.extend(gathers)
                 yield simpy.AllOf(env, gathers)
         except simpy.Interrupt:  # the sync was aborted (abort_sync): its flows are withdrawn
