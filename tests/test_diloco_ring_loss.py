@@ -4,6 +4,7 @@ drop the outer step (``on_loss=discard``, torchft). Hand-derived closed forms.""
 
 import pytest
 from test_training_learners import _scripted
+from test_training_outer import _trace
 
 from sim.rng import Streams
 from sim.training import TrainingConfig, training_model
@@ -19,11 +20,10 @@ def _ring(m):
 
 
 def _des(tmp_path, extra=""):
-    p = tmp_path / "down.csv"
-    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\n")
+    p = _trace(tmp_path, [("s0r2", F, 1000)])
     cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
                          param_size=S, bandwidth=B, sync="diloco:every=2" + extra,
-                         failure_trace=str(p))
+                         failure_trace=p)
     return training_model(cfg, Streams(0).replication(0))
 
 
@@ -80,11 +80,10 @@ def test_streaming_fragment_ring_aborted(tmp_path):
     ring is aborted; group 0 notices at 13.5 and syncs alone (no time), then steps 2-4
     alone: 13.5 + 3 x 3 = 22.5. Group 1's fragment-0 share of step 1 (1.5) and its
     fragment-1 share (1.5) are lost: 3."""
-    p = tmp_path / "down.csv"
-    p.write_text("worker,start,end\ns0r1,3.5,1000\n")
+    p = _trace(tmp_path, [("s0r1", 3.5, 1000)])
     cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=4, forward_time=1.0,
                          param_size=S, bandwidth=B, sync="diloco:every=2,fragments=2",
-                         failure_trace=str(p))
+                         failure_trace=p)
     out = training_model(cfg, Streams(0).replication(0))
     assert out["outer_aborts"] == 1
     assert out["training_time"] == pytest.approx(3.5 + 10 + 3 * T, rel=1e-12)
@@ -96,11 +95,10 @@ def test_overlapped_fragment_ring_aborted(tmp_path):
     and is aborted at 3.5; group 0 ends step 2 at 6, waits for that sync (due there) until
     the notice at 13.5, where it syncs alone (no time), then steps 3 and 4 (its syncs alone,
     no time): 19.5; lost 3 as without overlap."""
-    p = tmp_path / "down.csv"
-    p.write_text("worker,start,end\ns0r1,3.5,1000\n")
+    p = _trace(tmp_path, [("s0r1", 3.5, 1000)])
     cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=4, forward_time=1.0,
                          param_size=S, bandwidth=B,
-                         sync="diloco:every=2,fragments=2,overlap=1", failure_trace=str(p))
+                         sync="diloco:every=2,fragments=2,overlap=1", failure_trace=p)
     out = training_model(cfg, Streams(0).replication(0))
     assert out["outer_aborts"] == 1
     assert out["training_time"] == pytest.approx(3.5 + 10 + 2 * T, rel=1e-12)
@@ -127,10 +125,9 @@ def test_over_a_network_the_aborted_rings_flows_are_withdrawn(tmp_path, monkeypa
     from sim.training.traffic import WanTraffic
 
     wall = F + 0.5 + _ring(2) + H * T + _ring(2)
-    p = tmp_path / "down.csv"
-    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\n")
+    p = _trace(tmp_path, [("s0r2", F, 1000)])
     base = dict(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
-                param_size=S, sync="diloco:every=2,heartbeat=0.5", failure_trace=str(p))
+                param_size=S, sync="diloco:every=2,heartbeat=0.5", failure_trace=p)
     closed = training_model(TrainingConfig(**base, bandwidth=B), Streams(0).replication(0))
     net = TrainingConfig(**base, network="geo:regions=3,hosts=1,inter_region_bandwidth=5,"
                                          "inter_region_latency=0")
@@ -162,11 +159,10 @@ def test_a_second_member_lost_while_the_survivors_wait_pushes_the_notice(tmp_pat
     """s0r1 goes down too at 12, while the survivors wait for the notice of s0r2's loss
     (17.33): the notice moves to 22, where group 0, the one survivor, steps alone (a ring
     of one), then takes steps 3-4 alone: 28. Both lost groups' two steps: 12."""
-    p = tmp_path / "down.csv"
-    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\ns0r1,12.0,1000\n")
+    p = _trace(tmp_path, [("s0r2", F, 1000), ("s0r1", 12.0, 1000)])
     cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
                          param_size=S, bandwidth=B, sync="diloco:every=2",
-                         failure_trace=str(p))
+                         failure_trace=p)
     out = training_model(cfg, Streams(0).replication(0))
     assert out["training_time"] == pytest.approx(12 + 10 + H * T, rel=1e-12)
     assert out["lost_outer_work"] == pytest.approx(2 * H * T)
@@ -185,11 +181,10 @@ def test_a_ring_node_lost_in_a_group_that_stays_up_aborts_the_try(tmp_path, back
     second round: 2 steps of 5 (s0r1 back) or of 6 (s0r0 alone: 1 + 1 + 2 + 2, no
     all-reduce), and its ring (2). No group was lost: nothing is lost. The ring used to run
     through the dead replica to its end: 25 and 26."""
-    p = tmp_path / "down.csv"
-    p.write_text(f"worker,start,end\ns0r1,11.5,{back!r}\n")
+    p = _trace(tmp_path, [("s0r1", 11.5, back)])
     cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=4, forward_time=1.0,
                          param_size=S, bandwidth=B, sync="diloco:every=2,groups=2",
-                         failure_trace=str(p))
+                         failure_trace=p)
     out = training_model(cfg, Streams(0).replication(0))
     assert out["outer_aborts"] == 1
     assert out["training_time"] == pytest.approx(wall, rel=1e-12)
@@ -224,11 +219,10 @@ def test_an_aborted_try_of_groups_counts_each_phase_up_to_the_abort(tmp_path):
     node, no all-gather): WAN (20 + 20 + 20) / 4 = 15. In-group: the outer all-gathers' 10
     and the groups' data-parallel all-reduces (10 a replica a step: 20, 20, 40, 40): 32.5
     (35 when the aborted try counted its all-gather in full)."""
-    p = tmp_path / "down.csv"
-    p.write_text("worker,start,end\ns0r1,11.5,1000\n")
+    p = _trace(tmp_path, [("s0r1", 11.5, 1000)])
     cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=4, forward_time=1.0,
                          param_size=S, bandwidth=B, sync="diloco:every=2,groups=2",
-                         failure_trace=str(p))
+                         failure_trace=p)
     out = training_model(cfg, Streams(0).replication(0))
     assert out["outer_aborts"] == 1
     assert out["wan_bytes_sent"] == pytest.approx(15.0, rel=1e-12)
@@ -267,10 +261,9 @@ def test_over_a_network_an_aborted_try_counts_what_its_flows_moved(tmp_path, mon
 
     if engine == "python":
         monkeypatch.setattr(K, "HAVE_NUMBA", False)
-    p = tmp_path / "down.csv"
-    p.write_text(f"worker,start,end\ns0r2,{down!r},1000\n")
+    p = _trace(tmp_path, [("s0r2", down, 1000)])
     base = dict(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
-                param_size=S, sync="diloco:every=2", failure_trace=str(p))
+                param_size=S, sync="diloco:every=2", failure_trace=p)
     net = training_model(TrainingConfig(**base, network="geo:regions=3,hosts=1,"
                                         "inter_region_bandwidth=5,inter_region_latency=0"),
                          Streams(0).replication(0))
@@ -288,12 +281,11 @@ def test_the_text_says_outer_steps_and_the_tries_apart(tmp_path, capsys):
     a failure-free run names its outer steps alone."""
     from sim.cli import main
 
-    p = tmp_path / "down.csv"
-    p.write_text(f"worker,start,end\ns0r2,{F!r},1000\n")
+    p = _trace(tmp_path, [("s0r2", F, 1000)])
     argv = ["train", "--stages", "1", "--replicas", "3", "--microbatches-per-step", "3",
             "--steps", "4", "--forward-time", "1", "--param-size", "10", "--bandwidth", "5",
             "--sync", "diloco:every=2", "--replications", "1"]
-    assert main([*argv, "--failure-trace", str(p)]) == 0
+    assert main([*argv, "--failure-trace", p]) == 0
     assert "3 groups of 1 pipeline, 2 outer steps (3 all-reduce tries, 1 aborted), " in (
         capsys.readouterr().out)
     assert main(argv) == 0
