@@ -196,6 +196,53 @@ def test_integer_times_read_as_seconds_are_said(tmp_path, capsys):
     assert note not in capsys.readouterr().out
 
 
+#: a SimGrid state profile (instances up from each date): numbers without a unit, read in seconds
+PROFILE = "0 4\n600 3\n1500 4\n2700 2\n3600 4\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["gossip", "--protocol", "async", "--nodes", "4", "--rounds", "3", "--record-every", "3",
+     "--replications", "2"],
+    ["gossip", "--protocol", "async", "--nodes", "4", "--rounds", "3", "--record-every", "3",
+     "--replications", "2", "--objective", "quadratic"],
+    ["design", "--stages", "2", "--skip-budget", "0", "--target-drop", "0.5"],
+    ["design", "--stages", "2", "--skip-penalty", "0.1"],
+    ["plan", "--model", "OPT-350", "--nodes", "GH-96:2x1@us-central1-a", "--global-batch-size",
+     "8", "--simulate", "1", "--top", "1", "--steps", "2", "--replications", "1",
+     "--restart-cost", "0.01", "--trace-loop"],
+], ids=["gossip", "gossip-training", "design", "design-optimal", "plan"])
+def test_every_command_reading_a_trace_says_seconds_were_assumed(tmp_path, capsys, argv):
+    """gossip (plain and training), design and plan read a trace as train, pipeline and failures
+    do, and said nothing when its times were taken as seconds for want of a unit: now the same
+    line under their first lines and trace_time_unit_assumed in their JSON ("s"; null with
+    --time-unit)."""
+    argv = [*argv, "--failure-trace", _write(tmp_path, "up.prof", PROFILE)]
+    note = "\n  times read in seconds: the file does not say its unit and --time-unit was not given"
+    assert main(argv) == 0
+    assert note in capsys.readouterr().out
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trace_time_unit_assumed"] == "s"
+    assert main([*argv, "--time-unit", "s"]) == 0
+    assert "times read in seconds" not in capsys.readouterr().out
+    assert main([*argv, "--time-unit", "s", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trace_time_unit_assumed"] is None
+
+
+def test_trace_fit_and_plot_say_seconds_were_assumed(tmp_path, capsys):
+    """trace fit (its durations in s) and trace plot said nothing of a unit taken as seconds,
+    which trace stats says: the same line now, and fit's JSON has stats's time_unit_assumed."""
+    p = _write(tmp_path, "up.prof", PROFILE)
+    note = "times read in seconds: the file does not say its unit and --time-unit was not given"
+    assert main(["trace", "fit", p]) == 0
+    assert f"\n  {note}" in capsys.readouterr().out
+    assert main(["trace", "fit", p, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["time_unit_assumed"] == "s"
+    assert main(["trace", "fit", p, "--time-unit", "s", "--json"]) == 0
+    assert "time_unit_assumed" not in json.loads(capsys.readouterr().out)
+    assert main(["trace", "plot", p, "--out", str(tmp_path / "up.png")]) == 0
+    assert capsys.readouterr().out.startswith(note)
+
+
 BAD = [  # (file text, more of the spec or a whole spec, more arguments, the one line)
     (ISO.replace("pending", "stopping"), "", [],
      "'failure_trace' must be an event log whose events are down (preempted) or up (launched) "

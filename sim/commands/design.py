@@ -12,7 +12,7 @@ from ..pipeline.design import check_verify_size, design, verify, verify_trace
 from ..results import Estimate
 from ._applies import given, refuse_unless, verdict
 from ._common import emit_json, print_table
-from .trace import add_failure_trace_options, failure_trace_from_args
+from .trace import add_failure_trace_options, assumed_unit, failure_trace_from_args, print_unit_note
 
 NAME = "design"
 HELP = "exact pipeline design: replicas needed for a target drop rate, or the cost-optimal (r, s)"
@@ -121,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             out["simulated_drop_rate"] = None
             out["simulated_drop_rate_ci"] = None
+    if trace is not None:
+        out["trace_time_unit_assumed"] = assumed_unit(trace)
     if args.json:
         emit_json(out)
         return 0
@@ -130,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
             f"{out['availability']:.4g}, random policy)")
     if out["mode"] == "optimal":
         print(f"cost-optimal design, {head}, kappa={out['skip_penalty']} ({out['penalty']}):")
+        print_unit_note(trace)
         rows = [
             ("replicas r", str(out["replicas"])), ("skip budget s", str(out["skip_budget"])),
             ("workers L*r", str(out["workers"])),
@@ -145,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"fewest replicas for drop rate <= {out['target_drop']:g}, {head}, "
               f"s={out['skip_budget']}:")
+        print_unit_note(trace)
         rows = [
             ("feasible", "yes" if out["feasible"] else "no"),
             ("replicas r", str(out["replicas"]) if out["feasible"] else "-"),

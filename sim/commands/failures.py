@@ -12,7 +12,7 @@ from ..results import judge_equal, metric_estimate
 from ..runner import replicate
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
-from .trace import add_failure_trace_options, failure_trace_from_args, unit_note
+from .trace import add_failure_trace_options, assumed_unit, failure_trace_from_args, print_unit_note
 
 NAME = "failures"
 HELP = "simulate a cluster of failing workers in domains; print measured vs target availability"
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         out["trace"] = replay.trace
         out["trace_policy"] = replay.policy
         out["trace_availability"] = trace_stats(replay.load())["availability"]
-        out["trace_time_unit_assumed"] = replay.load().assumed_unit
+        out["trace_time_unit_assumed"] = assumed_unit(replay)
     if args.json:
         emit_json(out)
         return 0
@@ -197,7 +197,6 @@ def run(args: argparse.Namespace) -> int:
              if nested else f"{cfg.domains} domains")
     print(f"{cfg.workers} workers in {where}, {law}, "
           f"{args.replications} replications x {cfg.horizon:g} time units, seed {args.seed}")
-    if replay is not None and unit_note(replay.load()) is not None:
-        print(f"  {unit_note(replay.load())}")
+    print_unit_note(replay)
     print_table(rows, ("quantity", "target", "measured (95% CI)", "target in CI"))
     return 0

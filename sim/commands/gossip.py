@@ -48,7 +48,7 @@ from ._units import (
     given_line,
     units_object,
 )
-from .trace import add_failure_trace_options, failure_trace_from_args
+from .trace import add_failure_trace_options, assumed_unit, failure_trace_from_args, print_unit_note
 
 NAME = "gossip"
 HELP = "gossip averaging on a graph with stubborn, adversarial or clipped peers (Study B)"
@@ -509,6 +509,8 @@ def run(args: argparse.Namespace) -> int:
             "errors": errors, **_byzantine_keys(cfg),
         }
         payload.update(report)
+        if cfg.failure_trace is not None:
+            payload["trace_time_unit_assumed"] = assumed_unit(cfg.failure_trace)
         payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
         timeline()
@@ -518,6 +520,7 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"gossip: {cfg.protocol} on {cfg.topology} with n = {cfg.n} "
           f"({cfg.honest_count} honest), {report['replications']} replications, seed {args.seed}")
+    print_unit_note(cfg.failure_trace)
     print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
     rows = [(r["quantity"], _fmt(r["simulated"]), _ci_text(r["interval"]), _fmt(r["exact"]))
             for r in gossip_comparison_rows(report)]
@@ -632,12 +635,15 @@ def _run_training(args: argparse.Namespace, tc: GossipTrainingConfig) -> int:
             "grad_noise": lc.grad_noise, "errors": errors, **_byzantine_keys(cfg, tc),
         }
         payload.update(report)
+        if cfg.failure_trace is not None:
+            payload["trace_time_unit_assumed"] = assumed_unit(cfg.failure_trace)
         payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
         return 0 if not errors else 1
     print(f"gossip training: {lc.objective} on {cfg.protocol} over {cfg.topology} with "
           f"n = {cfg.n} ({int(tc.honest.sum())} honest), lr {lc.lr}, H = {lc.local_steps}, "
           f"{report['replications']} replications, seed {args.seed}")
+    print_unit_note(cfg.failure_trace)
     print(f"engine: {engine} ({engine_why})")
     rows = []
     for key, exact, label in _TRAIN_ROWS:

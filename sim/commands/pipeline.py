@@ -78,7 +78,7 @@ from ._units import (
     pipeline_transfers,
     units_object,
 )
-from .trace import add_failure_trace_options, failure_trace_from_args, unit_note
+from .trace import add_failure_trace_options, assumed_unit, failure_trace_from_args, print_unit_note
 
 NAME = "pipeline"
 HELP = "simulate a pipeline with replicas, failover and skipping; drop rate vs the exact tail"
@@ -575,7 +575,7 @@ def run(args: argparse.Namespace) -> int:
         if cfg.failure_trace is not None:
             out["failure_trace"] = cfg.failure_trace.trace
             out["trace_policy"] = cfg.failure_trace.policy
-            out["trace_time_unit_assumed"] = cfg.failure_trace.load().assumed_unit
+            out["trace_time_unit_assumed"] = assumed_unit(cfg.failure_trace)
     out["units"] = units_object(PIPELINE_UNITS, args)
     if args.json:
         if args.show_placement and placement is not None:
@@ -597,8 +597,7 @@ def run(args: argparse.Namespace) -> int:
           f"rho={cfg.domain_outage if placement is None else 'layout'}, "
           f"kappa={cfg.skip_penalty}; {out['replications']} replications x {cfg.microbatches} "
           f"microbatches, seed {args.seed}")
-    if cfg.failure_trace is not None and unit_note(cfg.failure_trace.load()) is not None:
-        print(f"  {unit_note(cfg.failure_trace.load())}")
+    print_unit_note(cfg.failure_trace)
     print(f"engine: {out['engine']} ({out['engine_reason']})"
           + (f"; routing {out['routing']}" if cfg.queueing else ""))
     if cfg.queueing:

@@ -38,7 +38,13 @@ from ._units import (
     given_line,
     units_object,
 )
-from .trace import add_failure_trace_options, failure_trace_option, trace_workers
+from .trace import (
+    add_failure_trace_options,
+    assumed_unit,
+    failure_trace_option,
+    print_unit_note,
+    trace_workers,
+)
 
 NAME = "plan"
 HELP = ("the best training plans for a model on a fleet: pipeline depth, layer cut, data "
@@ -418,6 +424,7 @@ def run(args: argparse.Namespace) -> int:
             "out": args.out, "units": units_object(PLAN_UNITS, args),
             **({"not_simulated_for_trace": {str(i + 1): w for i, w in lacking.items()}}
                if isinstance(trace, str) else {}),
+            **({"trace_time_unit_assumed": assumed_unit(trace)} if trace is not None else {}),
         })
         return 0
     print(f"{model.name} on {fleet_gpus(fleet)}; global batch {req.global_batch_size}, "
@@ -425,6 +432,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"searched {res.evaluated} plans ({res.partitions} cuts, {res.refused} refused for "
           f"memory or links) in {res.seconds:.2f} s; {res.groups_pruned} groups and {res.skipped} "
           "cuts pruned by the bound")
+    print_unit_note(trace)
     for note in shape_notes:
         print(note)
     units = given_line(args)

@@ -25,8 +25,8 @@ from ._applies import refuse_unless
 from ._common import emit_json, print_table
 from ._units import TimeOption
 
-__all__ = ["add_failure_trace_options", "failure_trace_from_args", "failure_trace_option",
-           "trace_workers", "unit_note"]
+__all__ = ["add_failure_trace_options", "assumed_unit", "failure_trace_from_args",
+           "failure_trace_option", "print_unit_note", "trace_workers"]
 
 NAME = "trace"
 HELP = "real preemption traces: list the shipped ones; stats, fit and plot any trace"
@@ -228,12 +228,28 @@ STAT_UNITS = {
 _SHOWN = 6
 
 
-def unit_note(tr: Any) -> str | None:
-    """The line saying a trace's times were read as seconds for want of a unit, or None."""
-    if tr.assumed_unit is None:
+def assumed_unit(trace: Any) -> str | None:
+    """The unit a command's trace's times were taken in for want of one (``"s"``), else None
+    (the unit known, no trace, or a by-name dtsim CSV, a path replayed in the run's own time
+    units): the ``trace_time_unit_assumed`` of every command that replays a failure trace.
+
+    ``trace`` is what the command read: a :class:`~sim.traces.Trace`, a
+    :class:`~sim.traces.TraceReplay`, a path (:func:`failure_trace_option`'s by-name trace)
+    or None. Every command that reads a trace says this in its JSON and prints
+    :func:`print_unit_note` in its text.
+    """
+    if trace is None or isinstance(trace, str):
         return None
-    return ("times read in seconds: the file does not say its unit and --time-unit was not "
-            "given (--time-unit h if they are hours)")
+    return (trace.load() if isinstance(trace, TraceReplay) else trace).assumed_unit
+
+
+def print_unit_note(trace: Any, indent: str = "  ") -> None:
+    """Print the line saying a command's trace (any :func:`assumed_unit` takes) was read in
+    seconds for want of a unit, under the command's first lines (``indent``); nothing when
+    the unit is known."""
+    if assumed_unit(trace) is not None:
+        print(indent + ("times read in seconds: the file does not say its unit and --time-unit "
+                        "was not given (--time-unit h if they are hours)"))
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -250,9 +266,7 @@ def _stats(args: argparse.Namespace) -> int:
                 ("statistic", "value", "unit"))
     sizes = ", ".join(f"{k}: {v}" for k, v in s["event_sizes"].items())
     print(f"event sizes (size: events): {sizes or 'none'}")
-    note = unit_note(tr)
-    if note is not None:
-        print(note)
+    print_unit_note(tr, indent="")
     if slots is not None:
         print("worker slots (worker k replays slot k; dtsim train: s{j}r{i} is slot k in "
               "stage-major order), the instances each held under policy recent:")
@@ -266,10 +280,13 @@ def _fit(args: argparse.Namespace) -> int:
     tr = _load(args)
     f = fit_trace(tr, policy=args.trace_policy,
                   rng=Streams(args.seed).rng("trace:policy"))
+    if tr.assumed_unit is not None:  # as trace stats says it
+        f["time_unit_assumed"] = tr.assumed_unit
     if args.json:
         emit_json(f)
         return 0
     print(f"trace {f['source']} ({f['format']}), durations under policy {f['policy']}")
+    print_unit_note(tr)
     rows = []
     for which in ("up", "down", "interevent"):
         fd = f[which]
@@ -318,6 +335,7 @@ def _plot(args: argparse.Namespace) -> int:
     check_int("samples", args.samples, low=0)
     check_figure_file("out", args.out)  # before the trace is read and fitted, not after
     tr = _load(args)
+    print_unit_note(tr, indent="")
     band = None
     if args.samples:
         try:

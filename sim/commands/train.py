@@ -64,7 +64,7 @@ from ._units import (
     train_units,
     units_object,
 )
-from .trace import add_failure_trace_options, failure_trace_option, unit_note
+from .trace import add_failure_trace_options, assumed_unit, failure_trace_option, print_unit_note
 
 NAME = "train"
 HELP = "pipeline training in simulated wall clock: throughput, step time, cost; vs exact references"
@@ -1047,8 +1047,7 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
         out["trace_model"] = None if named else cfg.failure_trace.model
         # the unit its times were read in when the file does not say and --time-unit was not
         # given ("s"; None when known, and for a by-name CSV, in the run's own time units)
-        out["trace_time_unit_assumed"] = None if named else \
-            cfg.failure_trace.load().assumed_unit
+        out["trace_time_unit_assumed"] = assumed_unit(cfg.failure_trace)
     out.update(replications=replications, steps=cfg.steps, microbatches=cfg.microbatches,
                seed=seed)
     return out
@@ -1324,8 +1323,7 @@ def run(args: argparse.Namespace) -> int:
             how += f", model {out['trace_model']}"
         print(f"failure trace {out['failure_trace']} ({how}): worker availability "
               f"{out['worker_availability_ci']}")
-        if out["trace_time_unit_assumed"] is not None:
-            print(f"  {unit_note(cfg.failure_trace.load())}")
+        print_unit_note(cfg.failure_trace)
         # the JSON's preemptions are the spot model's: say where the trace's removals are
         counted = "losses (strategy_counts.losses), " if "strategy_counts" in out else ""
         print(f"  the trace's removals are worker failures: {counted}lost time and availability, "
