@@ -51,6 +51,34 @@ def test_a_catalogue_entry_refuses_what_it_would_not_use(key, value, rule):
     assert exc.value.name == "gpus" and rule in exc.value.rule
 
 
+@pytest.mark.parametrize("currency", ["EUR", "usd", "$", 1])
+def test_a_price_in_another_currency_is_refused_in_one_line(user, capsys, currency):
+    """Every price dtsim reads is a plain number of US dollars, printed as $ (plan's samples/$,
+    its JSON's $/h and sample/$): an entry saying its prices are euros was refused as an
+    unknown key, a list of keys that never said why; it is now refused naming USD, before
+    any work. "USD" said is accepted, the same catalogue as without it (no number moves)."""
+    (user / "prof" / "gpus.json").write_text(json.dumps({"gpus": [{**GPU, "currency": currency}]}))
+    argv = ["plan", "--model", "tiny", "--profiles", str(user / "prof"), "--fleet",
+            str(user / "fleet.json"), "--global-batch-size", "8", "--simulate", "0",
+            "--quiet", "--framework", "deepspeed:precision=bf16", "--objective", "cost", "--json"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("dtsim plan: error: 'gpus' must be USD at gpus.gpus[0].currency (price_per_hour "
+                   "is a plain number of US dollars per GPU-hour, printed as $; dtsim converts "
+                   f"no currency): {currency!r}").replace("gpus.gpus", f"{user}/prof/gpus.json.gpus")
+    (user / "prof" / "gpus.json").write_text(json.dumps({"gpus": [{**GPU, "currency": "USD"}]}))
+    assert main(argv) == 0
+    said = json.loads(capsys.readouterr().out)
+    (user / "prof" / "gpus.json").write_text(json.dumps({"gpus": [GPU]}))
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    price = said["plans"][0]["price_per_hour"]  # 2.1 $ per GPU-hour, not converted
+    assert price == pytest.approx(2.1 * round(price / 2.1), rel=1e-12) and price > 0
+    assert said["units"]["keys"]["plans[].samples_per_dollar"] == "sample/$"
+    said["search"].pop("seconds"), plain["search"].pop("seconds")
+    assert said == plain
+
+
 def test_an_entry_without_overhead_bytes_is_refused_in_one_line(user, capsys):
     """A user's GPU type without ``overhead_bytes`` was taken as 0 framework memory (no CUDA
     context, NCCL buffers or allocator reserve), so it held plans the shipped types' 2-5 GB

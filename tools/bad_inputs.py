@@ -3357,6 +3357,14 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
                                    folder(f"p-gpus-{id_}", base, cat, net), *one),
             refuse("gpus"), note="a catalogue key it would not use (a typo), or a price or "
             "FLOP/s with a unit (sim.units has neither)")
+    cat = _json.loads((shipped / "gpus.json").read_text())
+    for g in cat["gpus"]:
+        if g["name"] == "T4":
+            g["currency"] = "EUR"
+    add("train/gpus-currency-eur", T("--plan", tiny, "--profiles",
+                                     folder("p-gpus-currency-eur", base, cat, net), *one),
+        refuse("gpus"), note="prices are plain numbers of US dollars, printed as $ (none is "
+        "converted): a catalogue saying another currency is refused, USD accepted")
     for id_, value, param in (("negative", -7.5, "compute_capability"),
                               ("text", "7.5", "gpus")):
         cat = _json.loads((shipped / "gpus.json").read_text())

@@ -215,7 +215,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
       help="with --sync-wait: cancel (interrupt the others' passes) or drop (let them finish "
            "and throw their work away); default cancel")
     a("--speeds", default=None, metavar="FILE",
-      help="CSV stage,replica,speed[,price] of every replica")
+      help="CSV stage,replica,speed[,price] of every replica (price in US dollars per "
+           "worker-hour)")
     a("--speed-spread", type=float, default=0.0,
       help="without --speeds: lognormal sigma of drawn speeds (mean 1; default 0)")
     a("--param-size", action=SizeOption, default=0.0, metavar="SIZE",
@@ -278,10 +279,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--restart-cost", action=TimeOption, default=None, metavar="Q",
       help=f"restart time after a lost step (the restart model): {RUN_TIME_HELP} (default none)")
     a("--price", type=_floats, default=None,
-      help="price per worker-hour: one value, or one per worker (stage-major); with --plan per "
+      help="US dollars per worker-hour: one value, or one per worker (stage-major); with --plan per "
            "GPU-hour (a replica of TP t costs t times it; default the catalogue's prices)")
     a("--price-series", default=None, metavar="FILE",
-      help="a CSV of time,price: the price per worker-hour over the run's time (instead of "
+      help="a CSV of time,price: US dollars per worker-hour over the run's time (instead of "
            "--price), integrated over each worker's billed time")
     a("--samples-per-microbatch", type=float, default=1.0, help="samples in a microbatch")
     a("--hour", type=float, default=3600.0,

@@ -50,8 +50,9 @@ GPU catalogue::
                "memory_bandwidth": 1.555e12, "spec_source": "..."}]}
 
 (any other key is refused; ``overhead_bytes`` is required, 0 to mean none; ``price_per_hour``
-is dollars per GPU-hour and the peaks FLOP/s, plain numbers: ``"$2.1/h"`` and ``"312 TFLOPS"``
-are refused, there is no unit for them)
+is US dollars per GPU-hour and the peaks FLOP/s, plain numbers: ``"$2.1/h"`` and ``"312 TFLOPS"``
+are refused, there is no unit for them; an optional ``"currency"`` must be ``"USD"``: a price
+in another currency is refused, none is converted)
 
 NetworkProfile (``bandwidth`` in bytes per second, or a ``curve`` in GB/s of
 ``log2(bytes / 1e6)``, highest power first, fitted on ``min_bytes`` to
@@ -491,7 +492,7 @@ def read_model(path: str | os.PathLike[str]) -> ModelProfile:
 #: ``"peak_tflops"`` left the GPU unpriced, or without the datasheet a shape's times need).
 GPU_KEYS = ("name", "memory_bytes", "price_per_hour", "overhead_bytes", "overhead_tp1_bytes",
             "source", "intra_node_bandwidth", "peak_flops", "peak_flops_fp32", "memory_bandwidth",
-            "spec_source", "peak_flops_tf32", "compute_capability")
+            "spec_source", "peak_flops_tf32", "compute_capability", "currency")
 #: A catalogue entry's numbers that take no unit, and what they count.
 _PLAIN = {"price_per_hour": "dollars per GPU-hour", "peak_flops": "FLOP/s",
           "peak_flops_fp32": "FLOP/s", "peak_flops_tf32": "FLOP/s",
@@ -514,6 +515,13 @@ def gpus_from_data(doc: Any, where: str = "gpus") -> GPUCatalogue:
     for k, g in enumerate(get("gpus", doc, "gpus", where, list)):
         at = f"{where}.gpus[{k}]"
         check(isinstance(g, dict), "gpus", f"a table at {at}", g)
+        # every price dtsim reads (here, --price, --max-price-per-hour, --price-series, a speeds
+        # file's) is a plain number of US dollars and is printed as $: a currency said is USD,
+        # any other refused (its prices would be printed as dollars; none is converted)
+        if "currency" in g:
+            check(g["currency"] == "USD", "gpus", f"USD at {at}.currency (price_per_hour is a "
+                  "plain number of US dollars per GPU-hour, printed as $; dtsim converts no "
+                  "currency)", g["currency"])
         unknown = sorted(set(g) - set(GPU_KEYS))
         check(not unknown, "gpus", f"GPU keys {', '.join(GPU_KEYS)} at {at}", unknown)
         # No default: 0 let a user's GPU type hold plans that the framework's own memory (CUDA
