@@ -134,8 +134,10 @@ DILOCO_METRICS = ("outer_syncs", "outer_steps", "outer_exposed", "goodput_fracti
                   "outer_downloads", "late_merges", "outer_aborts", "outer_aborted")
 
 #: INTELLECT-1's heartbeat timeout, seconds: a node whose last heartbeat is older is evicted
-#: (PrimeIntellect-ai/prime, src/zeroband/comms.py, ``HEARTBEAT_TIMEOUT`` default 10; its
-#: heartbeats every ``HEARTBEAT_INTERVAL`` = 2 s). ``heartbeat=`` of the spec overrides it.
+#: (prime's src/zeroband/comms.py:24-26 at Erland366/prime d57965b, ``HEARTBEAT_TIMEOUT``
+#: default 10; its heartbeats every ``HEARTBEAT_INTERVAL`` = 2 s, judged only when the leader
+#: resolves the world: the bounds on prime's notice are in docs/diloco.md, "What is not
+#: modelled"). ``heartbeat=`` of the spec overrides it.
 HEARTBEAT_TIMEOUT_S = 10.0
 
 
@@ -719,9 +721,10 @@ class OuterLoop:
         wasted) and the survivors notice the loss once ``g``'s last heartbeat is older than
         the timeout (INTELLECT-1: Jaghouar et al. 2024, arXiv:2412.01152 sections 2.4.3 and
         2.4.5; PrimeIntellect-ai/prime ``comms.py`` ``_check_heartbeats``, its ``diloco.py``
-        ``sync_pseudo_gradient`` retry loop); taken at the loss itself (the code's last
-        heartbeat is up to its 2 s interval before it). Another member lost meanwhile
-        pushes the notice to its own timeout: the rerun evicts them all."""
+        ``sync_pseudo_gradient`` retry loop); counted from the loss itself (the code's last
+        heartbeat is up to its 2 s interval before it, and staleness is judged only when a
+        try raises or a sync starts: docs/diloco.md gives the bounds). Another member lost
+        meanwhile pushes the notice to its own timeout: the rerun evicts them all."""
         if s.end is None or g not in s.live or g in s.dead:
             return
         self._abort_try(s)
