@@ -2093,6 +2093,10 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
         T("--plan", launch("ml-do.sh", "--fp16 --use-distributed-optimizer"), *M),
         ok("optimizer: distributed"), note="modelled: the gradients reduce-scattered, the "
         "optimizer state 1/dp a rank, the parameters all-gathered after the step")
+    add("train/megatron-ddp-pad-buckets-for-high-nccl-busbw",
+        T("--plan", launch("ml-dpb.sh", "--fp16 --use-distributed-optimizer "
+                           "--ddp-pad-buckets-for-high-nccl-busbw"), *M), refuse("plan"),
+        note="the buckets padded to lcm(dp, 128, 2**16) elements: dtsim models lcm(dp, 128)")
     add("train/megatron-overlap-param-gather-alone",
         T("--plan", launch("ml-opg.sh", "--overlap-param-gather --overlap-grad-reduce"), *M),
         refuse("plan"), note="Megatron-LM asserts --use-distributed-optimizer with it "

@@ -25,10 +25,12 @@ from ..errors import ConfigError, SimulationError, check
 from ..network.curves import peak_bandwidth_above
 from ..profiles import Fleet, ModelProfile, Plan, Profiles, ReplicaSpec, StageSpec
 from ..profiles.build import (
+    DIST_PAD_VALUES,
     PlanBuild,
     bf16_state_bytes,
     build_plan,
     check_buckets,
+    dist_first_bucket,
     explain_rows,
     in_flight,
     intra_capacity,
@@ -461,7 +463,9 @@ class ProfilePlanModel:
         Under Megatron-LM's distributed optimizer ``W_i`` holds the optimizer state of the
         rank's ``1/dp`` shard, and ``K_i`` is the larger of the bucket's share and the fp32
         gradient copy fp16's step makes (``grad_copy_bytes``, of the shard), every
-        parameter's: never below plan_memory, as the bucket's share.
+        parameter's: never below plan_memory, as the bucket's share; its buffer's padding
+        (each bucket to ``lcm(dp, 128)`` elements) counted as the most it can add, ``lcm - 1``
+        elements a bucket (the first stage's overlapped buckets at most ``1 + P / bucket``).
         """
         m = self.model
         bpv, opt = m.bytes_per_value, m.optimizer_bytes_per_param
@@ -490,6 +494,19 @@ class ProfilePlanModel:
             state = opt / dp if self._fb.dist_optimizer else opt
             weights = [s.params * (bpv + (self._fb.grad_bytes or bpv) + state) for s in sizes]
             pad = 0.0
+            if self._fb.dist_optimizer:
+                # Megatron-LM pads each bucket to lcm(dp, 128) elements (dist_optimizer_buckets):
+                # at most div - 1 elements more of weights and gradients a bucket, and of its
+                # shard's optimizer state and gradient copy at most (div - 1) / dp; the first
+                # stage's overlapped buckets number at most 1 + P / bucket
+                div = math.lcm(dp, DIST_PAD_VALUES)
+                pad = (div - 1) * (bpv + (self._fb.grad_bytes or bpv)
+                                   + (opt + self._fb.grad_copy_bytes) / dp)
+                first = dist_first_bucket(self._fb) if stage == 0 else math.inf
+                if math.isfinite(first):
+                    weights = [w + s.params * pad / first for w, s in zip(weights, sizes,
+                                                                          strict=True)]
+                buffers += pad
         kept = sizes  # the activation memory of the attention path on this GPU (Megatron-LM)
         if self._fb.attention is not None and m.shape_sized(tp):
             path, _ = attention_path(self._fb, gpu, self.profiles.gpus[gpu].compute_capability)

@@ -119,7 +119,8 @@ __all__ = ["BUCKET_ELEMENTS", "PLAN_SCHEDULES", "GPUMemory", "PlanBuild", "build
            "node_links", "intra_bandwidth", "intra_capacity", "physical_pair_time",
            "physical_network", "bf16_allgather_times", "param_allgather_times", "bf16_optimizer_memory", "bf16_state_bytes",
            "bf16_flat_elements", "partition_meta_bytes", "mask_message_bytes",
-           "eager_copy_memory", "EAGER_COPY_BYTES_PER_PARAM"]
+           "eager_copy_memory", "EAGER_COPY_BYTES_PER_PARAM", "DIST_PAD_VALUES",
+           "dist_optimizer_buckets", "dist_shard_elements", "dist_first_bucket"]
 
 #: The schedules of a plan over its network (``dtsim train --plan``, ``dtsim plan``): the
 #: fixed device programs the DES runs there (``TrainingConfig`` refuses another).
@@ -801,13 +802,75 @@ def _model(plan: Plan, profiles: Profiles, model: str | None) -> ModelProfile:
     return profiles.model(name)
 
 
+#: Megatron-LM's distributed optimizer pads the end of every bucket of its parameter and
+#: gradient buffer to a multiple of ``lcm(dp, 128)`` elements, so that each bucket (and the
+#: whole buffer) splits evenly over the data-parallel ranks and every bucket starts 256-byte
+#: aligned: NVIDIA/Megatron-LM core_v0.9.0 ``megatron/core/distributed/
+#: param_and_grad_buffer.py:383-395`` (``_pad_end_of_bucket_if_needed``, with
+#: ``use_distributed_optimizer``), 425 and 557 (each bucket's end padded), 488-509 (the
+#: buffer's ``numel`` the last padded end, ``param_data`` and ``grad_data`` that long); the
+#: same rule at every core tag to 0.17.1 (``param_and_grad_buffer.py:852`` there) and from
+#: 0.18.0 in ``megatron/core/optimizer/param_layout.py`` (d98e8a64dd: ``:29-44``,
+#: ``bucket_end_divisor`` / ``pad_bucket_end``, applied by ``distrib_optimizer.py:542-549,
+#: 580``); ``lcm(dp, 128, 2**16)`` only with ``--ddp-pad-buckets-for-high-nccl-busbw``
+#: (refused). Each parameter's start is also padded to 64 elements (``:398-405`` at 0.9.0,
+#: ``param_layout.py:24-26``): a no-op where every parameter tensor has a multiple of 64
+#: elements (a transformer's, ``hidden`` and ``hidden / tp`` multiples of 64); dtsim knows a
+#: stage's parameters, not its tensors, and does not model it.
+DIST_PAD_VALUES = 128
+
+
+def dist_first_bucket(fb: FrameworkBehaviour) -> float:
+    """The elements of a bucket of the first stage's buffer under Megatron-LM's distributed
+    optimizer (``inf``: one bucket): ``fb``'s bucket where its all-reduce overlaps the backward
+    pass by Megatron-LM's rule (``max(4e7, 1e6 dp)`` with ``--overlap-grad-reduce``), else one
+    (``bucket_size`` None: core_v0.9.0 ``distributed_data_parallel.py:56-60``); every other
+    stage holds one bucket (``:69-77``, "Turn off bucketing ...")."""
+    if fb.allreduce == "overlap-backward" and fb.bucket_rule == "megatron":
+        return fb.bucket_elements
+    return math.inf
+
+
+def dist_optimizer_buckets(params: int, dp: int, bucket: float = math.inf
+                           ) -> tuple[tuple[int, int], ...]:
+    """Each bucket of a rank's ``params`` parameters under Megatron-LM's distributed optimizer
+    over ``dp`` replicas, ``(elements, padded elements)`` in the order the backward pass fills
+    them: cut every ``ceil(bucket)`` elements (a bucket closes once it holds ``bucket_size``,
+    :func:`dist_first_bucket`; ``inf``: one bucket), each padded up to a multiple of
+    ``lcm(dp, 128)`` (:data:`DIST_PAD_VALUES`)."""
+    n = int(params)
+    div = math.lcm(int(dp), DIST_PAD_VALUES)
+    b = n if not math.isfinite(bucket) else min(n, math.ceil(bucket))
+    out = []
+    left = n
+    while left > 0:
+        u = min(b, left)
+        out.append((u, -(-u // div) * div))
+        left -= u
+    return tuple(out)
+
+
+def dist_shard_elements(buckets: Sequence[tuple[int, int]], dp: int, rank: int) -> int:
+    """The parameters of data-parallel ``rank``'s shard (of ``dp``): in each bucket the rank
+    owns ``[rank, rank + 1) x padded / dp`` (Megatron-LM's ``_build_model_gbuf_range``,
+    core_v0.9.0 ``core/optimizer/distrib_optimizer.py:178-185``, d98e8a64dd ``:231-238``;
+    its master weights and Adam's moments cover the parameters in that range), of which the bucket's first
+    ``elements`` are parameters and the rest padding: the last ranks own less."""
+    out = 0
+    for u, padded in buckets:
+        each = padded // dp
+        out += max(0, min(each, u - rank * each))
+    return out
+
+
 def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: str = "1f1b",
                 sizes_at: Any = None, pipe_buffers: int = 0,
                 mask_sequence: int | None = None, recv_clones: bool = False,
                 partitioned: bool = True, bf16_optimizer: bool = False,
                 grad_bytes: int | None = None, dist_optimizer: bool = False,
                 grad_copy: float = 0.0, memory_sizes_at: Any = None,
-                flat_bucket: bool = True) -> tuple[GPUMemory, ...]:
+                flat_bucket: bool = True, dist_bucket: float = math.inf
+                ) -> tuple[GPUMemory, ...]:
     """The memory of every GPU of ``plan`` (one entry per replica; its TP GPUs are alike).
 
     ``sizes_at(tp)`` gives the layers' sizes at a TP degree (default the profile's,
@@ -834,7 +897,12 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
     ``dist_optimizer.md`` table: fp16 ``4 + 16/d``, bf16 ``6 + 12/d``, fp32 ``8 + 8/d`` bytes
     a parameter, fp16's ``16/d`` with the gradient copy). ``grad_copy``: bytes a parameter
     (of the shard) of Megatron-LM's fp32 copy of 16-bit gradients, held after the backward
-    passes (:attr:`GPUMemory.grad_copy`; :attr:`FrameworkBehaviour.grad_copy_bytes`)."""
+    passes (:attr:`GPUMemory.grad_copy`; :attr:`FrameworkBehaviour.grad_copy_bytes`).
+    With ``dist_optimizer`` the stage's parameters lie in Megatron-LM's padded buffer
+    (:func:`dist_optimizer_buckets`: one bucket a stage, the first stage's cut every
+    ``dist_bucket`` elements, :func:`dist_first_bucket`): the weights and gradients are the
+    padded buffer's, the optimizer state and the gradient copy replica ``i``'s shard's
+    parameters (:func:`dist_shard_elements`)."""
     layer_sizes = sizes_at if sizes_at is not None else model.layer_sizes
     L = len(plan.stages)
     m = plan.microbatches
@@ -880,15 +948,26 @@ def plan_memory(plan: Plan, model: ModelProfile, gpus: GPUCatalogue, schedule: s
                 weights, gradients, optimizer = (P * bpv, P * (grad_bytes or bpv),
                                                  P * model.optimizer_bytes_per_param)
             shard = float(len(st.replicas)) if dist_optimizer else 1.0
+            copy = P * grad_copy / shard if grad_copy else 0.0
             if dist_optimizer:
                 optimizer = P * model.optimizer_bytes_per_param / shard
+                # Megatron-LM's buffer: each bucket padded to lcm(dp, 128) elements
+                cut = dist_optimizer_buckets(P, len(st.replicas),
+                                             dist_bucket if j == 0 else math.inf)
+                padded = sum(x[1] for x in cut)
+                if padded != P:  # (unpadded: the products as before, bit for bit)
+                    mine = dist_shard_elements(cut, len(st.replicas), i)
+                    weights = padded * bpv
+                    gradients = padded * (grad_bytes or bpv)
+                    optimizer = mine * model.optimizer_bytes_per_param
+                    copy = mine * grad_copy if grad_copy else 0.0
             out.append(GPUMemory(
                 stage=j, replica=i, gpu=rep.gpu, tp=rep.tp, weights=weights, gradients=gradients,
                 optimizer=optimizer, activations=n * act,
                 buffers=buffers,
                 allreduce_bucket=min(group, BUCKET_ELEMENTS) * bpv if flat_bucket else 0.0,
                 overhead=g.overhead(rep.tp), capacity=g.memory_bytes,
-                grad_copy=P * grad_copy / shard if grad_copy else 0.0))
+                grad_copy=copy))
     return tuple(out)
 
 
@@ -1829,6 +1908,7 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     # default: one), or bucket by bucket as the backward pass produces them (Megatron-LM's
     # overlap_grad_reduce, PyTorch DDP): TrainingConfig.sync, fb.sync (a given sync overrides it)
     fb, sync = given_sync(fb, config.pop("sync", None), r)
+    fb_given = fb  # (its bucket unpadded: the buffer's cut)
     overlapped = fb.allreduce == "overlap-backward"
     if any(len({x.tp for x in st.replicas}) > 1 for st in plan.stages):
         # the artifact reduces a mixed stage's groups after the backward pass, one round after
@@ -1838,6 +1918,21 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
               "all-reduce after the backward pass for a plan whose stage mixes TP degrees "
               "(the Sailor artifact's data-parallel groups: deepspeed/engine.py:2614-2632)",
               sync)
+    # Megatron-LM's distributed optimizer: each stage's buffer in buckets padded to
+    # lcm(dp, 128) elements (dist_optimizer_buckets), reduce-scattered and all-gathered whole;
+    # the first stage's overlapped buckets cut at the padded bucket (its padded size), so the
+    # adapter's cut (gradient_buckets) gives each bucket's padded size
+    padded: list[int] | None = None
+    if fb.dist_optimizer:
+        first_cut = dist_first_bucket(fb)
+        padded = [sum(x[1] for x in dist_optimizer_buckets(
+            sum(sizes_at(st.replicas[0].tp)[x].params for x in st.layers), r,
+            first_cut if j == 0 else math.inf)) for j, st in enumerate(plan.stages)]
+        if math.isfinite(first_cut):
+            div = math.lcm(r, DIST_PAD_VALUES)
+            fb = replace(fb, bucket_elements=float(-(-math.ceil(first_cut) // div) * div))
+            if sync == fb_given.sync:
+                sync = fb.sync
     bucket = fb.bucket_bytes
     ar, ar_sizes = [], []
     # on physical nodes the stages' rings run at once (all after the barrier; without one they
@@ -1850,7 +1945,8 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         # differ, the Sailor artifact's groups run in rounds of rings (dp_group_rounds: its
         # deepspeed/topology.py:82-99, engine.py:2614-2632), each ring's flows on the pair link
         tp = max(x.tp for x in st.replicas)
-        size = sum(sizes_at(tp)[x].params for x in st.layers) * float(fb.dp_bytes)
+        size = (padded[j] if padded is not None else
+                sum(sizes_at(tp)[x].params for x in st.layers)) * float(fb.dp_bytes)
         if r > 1:  # an all-reduce to cut
             check_buckets(fb, size, tp)
         ar_sizes.append(size)
@@ -1897,15 +1993,14 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
     if any(gather_ag):
         opt = tuple(o + g for o, g in zip(opt, gather_ag, strict=True))
     # Megatron-LM's distributed optimizer: the step ends by all-gathering the parameters
-    param_ag = param_allgather_times(plan, net, fb, [
-        sum(sizes_at(st.replicas[0].tp)[x].params for x in st.layers) for st in plan.stages],
-        profiles)
+    param_ag = param_allgather_times(plan, net, fb, padded or [], profiles)
     if param_ag:
         opt = tuple(o + g for o, g in zip(opt, param_ag, strict=True))
     memory = plan_memory(plan, mp, gpus, schedule, sizes_at, fb.pipe_buffers, fb.sequence,
                          fb.recv_clones, fb.partitioned, fb.bf16_allgather is not None,
                          fb.grad_bytes, fb.dist_optimizer, fb.grad_copy_bytes, memory_sizes_at,
-                         not fb.grads_in_buffer)
+                         not fb.grads_in_buffer,
+                         dist_first_bucket(fb_given) if fb.dist_optimizer else math.inf)
     if check_memory:
         for g in memory:
             if g.total > g.capacity:

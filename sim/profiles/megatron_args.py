@@ -179,6 +179,9 @@ REFUSED = {
     "--grad-reduce-in-bf16": "gradients reduced in bf16 (arguments.py:3053)",
     "--ddp-bucket-size": "a data-parallel bucket size of its own (arguments.py:3125)",
     "--ddp-num-buckets": "a data-parallel bucket count of its own (arguments.py:3123)",
+    "--ddp-pad-buckets-for-high-nccl-busbw": "the distributed optimizer's buckets padded to "
+        "lcm(dp, 128, 2**16) elements, not lcm(dp, 128) (arguments.py:3127; "
+        "core/optimizer/param_layout.py:29-33)",
     "--model-parallel-size": "the old model-parallel argument (arguments.py:3111)",
     "--encoder-num-layers": "an encoder (arguments.py)",
     "--decoder-num-layers": "a decoder layer count apart from --num-layers (arguments.py)",
