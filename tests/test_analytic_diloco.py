@@ -45,6 +45,21 @@ def test_outer_sync_is_the_ring_of_the_payload_and_hierarchical_adds_the_zone_al
     assert D.outer_sync_time(M, S, B, lat) == ring_allreduce_time(M, S, B, lat)
 
 
+def test_a_groups_model_download_is_one_shard_a_node_then_the_zone_allgather():
+    """S = 10 on 2 nodes over B = 5, l = 0.25: each node's shard 5 from its counterpart
+    (0.25 + 1), then one step of the all-gather inside (0.25 + 1 with the WAN's links, 0.005
+    over 1000 without latency): 2.5 and 1.255. The whole stage to each node from one source
+    (the model before) says 0.25 + 2 either way. One node: l + S / B, bit for bit."""
+    assert D.model_download_time(10.0, 5.0, 0.25, nodes_per_group=2) == pytest.approx(
+        2.5, rel=1e-15)
+    assert D.model_download_time(10.0, 5.0, 0.25, nodes_per_group=2, intra_bandwidth=1000.0,
+                                 intra_latency=0.0) == pytest.approx(1.255, rel=1e-15)
+    assert D.model_download_time(10.0, 5.0, 0.25, nodes_per_group=2) != pytest.approx(2.25)
+    for S, B, lat in ((10.0, 5.0, 0.25), (3.0, 7.0, 0.1), (0.0, 5.0, 0.3), (4.0, math.inf, 0.2)):
+        assert D.model_download_time(S, B, lat) == lat + S / B
+    assert D.model_download_time(0.0, 5.0, 0.3, nodes_per_group=4) == 0.3  # the request alone
+
+
 def test_outer_sync_with_a_latency_and_a_bandwidth_a_hop():
     """3 zones 0.3, 0.4 and 0.6 apart around the ring (0-1, 1-2, 2-0), 10, 5 and 20 between
     them, S = 12: every step ends with its slowest hop, max(0.3 + 4 / 10, 0.4 + 4 / 5,

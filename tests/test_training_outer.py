@@ -924,6 +924,102 @@ def test_a_worker_back_while_its_group_fetches_the_model_holds_it(tmp_path, back
         assert out["compute_utilisation"] == pytest.approx(48 / (4 * 18.06), rel=1e-12)
 
 
+def _fetch_ends(monkeypatch):
+    """The end of each group's model fetch, (group, time), as the run goes."""
+    from sim.training.traffic import WanTraffic
+
+    ends = []
+    fetched = WanTraffic.fetched
+
+    def seen(self, key):
+        ends.append((key, pytest.approx(self.env.now, rel=1e-12)))
+        fetched(self, key)
+    monkeypatch.setattr(WanTraffic, "fetched", seen)
+    return ends
+
+
+#: the same two zones of two hosts as above (1000 inside, 5 between, no latency)
+_ZONES = ("geo:regions=2,hosts=2,intra_region_bandwidth=1000,intra_region_latency=0,"
+          "inter_region_bandwidth=5,inter_region_latency=0")
+
+
+@pytest.mark.parametrize("kw, back, fetch_end, wall, exposed, merged, wan", [
+    # over the network: 5 from s0r0 to s0r2 and 5 from s0r1 to s0r3 (1), one all-gather step
+    # of 5 over 1000 (0.005); before: 10 from s0r0 to each (2)
+    (dict(network=_ZONES), 10.5, 11.505, 20.07, (2.01 + 3.55) / 2, 36 + 12, 12.5),
+    # closed form, l = 0.25: 0.25 + 1, then 0.25 + 1 inside (the WAN's links); before 2.25
+    (dict(bandwidth=5.0, latency=0.25), 19.6, 22.1, 35.75, (2.75 + 16.15) / 2, 36, 7.5),
+])
+def test_a_group_back_fetches_one_shard_a_worker_from_its_counterpart(
+        tmp_path, monkeypatch, kw, back, fetch_end, wall, exposed, merged, wan):
+    """Two groups of two one-stage pipelines (S = 10, T = 3 and the group's all-reduce, H = 2,
+    N = 6); group 1's workers (s0r2, s0r3) down from 4 to ``back``: group 0 takes its outer
+    steps alone (rings of one), group 1 comes back behind the model and fetches it. Each of
+    its workers fetches its shard (5) from its counterpart in group 0 (s0r2 from s0r0, s0r3
+    from s0r1, at once), then the two all-gather the shards inside the zone: INTELLECT-1's
+    live recovery (each GPU its shard from the same local rank of the source node) and
+    torchft's healing (each rank from the same group rank).
+
+    Network (steps 3.01: the all-reduce 10 / 2 / 1000 twice; outer sync 1 + 0.005): the
+    fetch is [10.5, 11.505), before group 0's outer step 2 at 12.04: group 1 joins that
+    step's ring (to 13.045), takes steps 5 and 6 with group 0 (19.065) and the last ring
+    ends at 20.07; its steps 5-6 merge (12). Before, each worker fetched the whole stage
+    from s0r0 (10 / 5 = 2, to 12.5, k copies across the WAN): outer step 2 landed on the
+    way, group 1 joined the ring at 18.06 with no steps: 19.065, exposed 4.785.
+
+    Closed form (l = 0.25, B = 5: steps 3 + 2 (0.25 + 1) = 5.5; outer sync 2 (0.25 + 0.5) +
+    (0.25 + 1) = 2.75): the fetch takes 0.25 + 1 + 0.25 + 1 = 2.5, [19.6, 22.1), after
+    group 0's outer step 2 at 22 (taken on the way): group 1 joins the ring at 33 with no
+    steps: 35.75. Before it took 0.25 + 2 (to 21.85): it joined at 22 (ring to 24.75), took
+    steps 5-6 (35.75) and the last ring ended at 38.5, exposed 6.7."""
+    ends = _fetch_ends(monkeypatch)
+    trace = _trace(tmp_path, [("s0r2", 4.0, back), ("s0r3", 4.0, back)])
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=6, forward_time=1.0,
+                         param_size=10.0, failure_trace=trace, sync="diloco:every=2,groups=2",
+                         **kw)
+    out = _run(cfg)
+    assert ends == [(1, fetch_end)]
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["outer_exposed"] == pytest.approx(exposed, rel=1e-12)
+    assert out["goodput_fraction"] == pytest.approx(merged / (4 * wall), rel=1e-12)
+    assert out["outer_downloads"] == 1 and out["lost_download"] == 0.0
+    # WAN sizes a worker: the fetch's 5 + 5 and 20 a ring of two groups (5 a node)
+    assert out["wan_bytes_sent"] == pytest.approx(wan, rel=1e-12)
+    old = {10.5: 19.065, 19.6: 38.5}[back]  # the whole stage to each worker from one source
+    assert out["training_time"] != pytest.approx(old)
+
+
+@pytest.mark.parametrize("cut_at", [None, 0.5, 1.2])
+def test_a_sharded_fetch_over_a_network_and_its_cut(cut_at):
+    """The WAN tier's fetch on two zones of two hosts (10 inside, 5 between): hosts 2 and 3
+    fetch S = 10 from hosts 0 and 1, a shard of 5 each (1), then all-gather them (5 / 10:
+    0.5): the end at 1.5; the sources send 5 each across the WAN, the receivers 5 each
+    inside. Cut during the shards (0.5) or the all-gather (1.2), nothing of it is left
+    moving on the network and its end never comes."""
+    import simpy
+
+    from sim.training.traffic import WanTraffic
+
+    net = ("geo:regions=2,hosts=2,intra_region_bandwidth=10,intra_region_latency=0,"
+           "inter_region_bandwidth=5,inter_region_latency=0")
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=2, forward_time=1.0,
+                         param_size=10.0, network=net, sync="diloco:every=2,groups=2")
+    env = simpy.Environment()
+    wan = WanTraffic(cfg, env, lambda rep: rep)
+    end = wan.fetch("g1", [[(0, 2), (1, 3)]], [10.0])
+    assert (wan.wan, wan.inside) == ({0: 5.0, 1: 5.0}, {2: 5.0, 3: 5.0})
+    if cut_at is None:
+        env.run(until=end)
+        assert env.now == pytest.approx(1.5, rel=1e-12)
+        return
+    env.run(until=cut_at)
+    assert wan.service._events  # moving
+    wan.cancel_fetch("g1")
+    assert not wan.service._events
+    env.run(until=10.0)
+    assert not end.triggered and not wan.service._events
+
+
 @pytest.mark.parametrize("hosts, sync, kw", [
     (1, "", {}),
     (2, ",groups=3,bits=8", dict(bits=8)),

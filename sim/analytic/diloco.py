@@ -33,6 +33,13 @@ What dtsim takes as the time of each piece (the DES of
   shards inside the zone: ``(g - 1) (l_in + p / (g B_in))`` (the two-level
   scheme of [Hier]_, without its first intra-group reduce, which DiLoCo's inner
   sync has already done);
+* a group back from a failure fetches the model the same way
+  (:func:`model_download_time`): node ``i`` of each stage fetches shard ``i``
+  (``S / g``) from its counterpart in a group holding the model, the ``g`` at
+  once, each over its own link, then the group all-gathers the shards inside
+  the zone: ``l + S / (g B) + (g - 1) (l_in + S / (g B_in))`` (INTELLECT-1's
+  live recovery and torchft's healing: each rank receives its own part from
+  the rank of the same place in the source);
 * fragment ``p`` of a model of ``L`` stages is a set of its layers
   (:func:`fragment_sizes`): ``sequential`` takes consecutive layers,
   ``strided`` every ``P``-th layer [Streaming]_;
@@ -94,6 +101,7 @@ __all__ = [
     "outer_sync_time",
     "ring_hops",
     "outer_bytes_sent",
+    "model_download_time",
     "fragment_sizes",
     "fragment_stages",
     "sync_schedule",
@@ -317,6 +325,58 @@ def outer_bytes_sent(groups: int, size: float, *, bits: int = 16, value_bits: in
     pk = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
     return (ring_bytes_sent(M, pk / g, gather=True),
             ring_bytes_sent(g, min(M * pk, dense) / g, gather=True))
+
+
+def model_download_time(size: float, bandwidth: float, latency: float, *,
+                        nodes_per_group: int = 1, intra_bandwidth: float | None = None,
+                        intra_latency: float | None = None) -> float:
+    """Time of a group's fetch of ``size`` (a stage's parameters, or the payloads a late
+    group missed) across the WAN tier, on ``g`` nodes of the group.
+
+    Parameters
+    ----------
+    size : float
+        What each node of the group must hold at the end (size units).
+    bandwidth, latency : float
+        A WAN link (one a pair of nodes, as :func:`outer_sync_time`'s).
+    nodes_per_group : int
+        ``g`` nodes of the group receiving it (the stage's live data-parallel replicas).
+    intra_bandwidth, intra_latency : float or None
+        Links inside the group (default: the WAN's).
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    .. math:: T = \\ell + \\frac{S}{g B}
+              + (g - 1) \\left(\\ell_{in} + \\frac{S}{g B_{in}}\\right)
+
+    Node ``i`` receives shard ``i`` (``S / g``) from its counterpart, node ``i`` of the
+    source group, the ``g`` transfers at once over ``g`` links; then the group all-gathers
+    its ``g`` shards (:func:`sim.analytic.network.ring_allgather_time`), as the outer sync
+    gathers its averaged shards: a group's data-parallel replicas each hold their whole
+    stage (FSDP ranks would keep their shards and need no all-gather). The references move one copy of the state a group, split
+    over its ranks: INTELLECT-1's live recovery has each GPU of the joining node receive
+    its own FSDP shard from the GPU of the same local rank on the source node, over that
+    rank's own process group across the nodes (PrimeIntellect-ai/prime at d57965b,
+    ``src/zeroband/checkpoint.py:443-467``, ``src/zeroband/comms.py:95-100, 154-163``,
+    ``src/zeroband/diloco.py:147-177``; FSDP on the node's GPUs,
+    ``src/zeroband/train.py:155-168``); torchft's healing has each rank of the healing
+    replica group fetch its own state dict from the checkpoint server of the rank of the
+    same ``group_rank`` in an up-to-date group (pytorch/torchft at 73dafea,
+    ``torchft/manager.py:712-743``, ``src/manager.rs:357-361``, ``404-419``). An empty
+    ``size`` pays the WAN latency alone (the request), and no all-gather.
+    """
+    S = check_nonnegative("size", size)
+    g = check_int("nodes_per_group", nodes_per_group, low=1)
+    B = check_positive("bandwidth", bandwidth, allow_inf=True)
+    lat = check_nonnegative("latency", latency)
+    Bi = B if intra_bandwidth is None else check_positive("intra_bandwidth", intra_bandwidth,
+                                                          allow_inf=True)
+    li = lat if intra_latency is None else check_nonnegative("intra_latency", intra_latency)
+    return lat + S / (g * B) + ring_allgather_time(g, S / g, Bi, li)
 
 
 def fragment_sizes(stage_sizes: Sequence[float], fragments: int, order: str = "sequential",

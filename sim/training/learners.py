@@ -278,8 +278,10 @@ class LearnersConfig:
 
     @property
     def download_time(self) -> float:
-        """A learner's model download (``latency + size / bandwidth``)."""
-        return self.latency + (self.size / self.bandwidth if self.size else 0.0)
+        """A learner's model download (``latency + size / bandwidth``): the DES's
+        (:func:`sim.analytic.diloco.model_download_time`) with one node a learner, as in
+        its outer sync (:meth:`sync_time`)."""
+        return AD.model_download_time(self.size, self.bandwidth, self.latency)
 
     def fixed_metrics(self) -> dict[str, str]:
         """The metrics of :data:`LEARNER_METRICS` this config fixes, each with the reason

@@ -46,9 +46,10 @@ does not wait for it (it is not a member).
   aborted, it leaves the round, and the inner steps it took since its last
   merge are lost (it misses the next outer sync, which averages the others).
 * A group that comes back (every stage live again) first downloads the model
-  (every live replica its stage's parameters at ``value_bits``, from the
-  lowest-index live replica of that stage in a group holding the latest
-  model, across the WAN tier; waiting first for an outer step in progress;
+  (every live replica its stage's parameters at ``value_bits``, across the WAN
+  tier: a shard each from its counterpart in the lowest-index group holding the
+  latest model, then an all-gather inside the group, :meth:`OuterLoop._download`;
+  waiting first for an outer step in progress;
   an outer step that lands during the download is taken on the way, at no
   extra time: the source streams its latest parameters) when it holds an
   older model than the latest or an outer step is in flight. A replica back
@@ -1290,10 +1291,19 @@ class OuterLoop:
         tr.member = True
 
     def _download(self, tr: GroupTrainer, missed: int | None = None, blocking: bool = True):
-        """Every live replica of ``tr``'s group fetches, across the WAN tier, its stage's
-        parameters (``missed`` None) or the payloads of the ``missed`` outer steps, from the
-        lowest-index live replica of its stage in a group holding the latest model
-        (:meth:`sim.training.traffic.WanTraffic.fetch`)."""
+        """``tr``'s group fetches, across the WAN tier, each stage's parameters (``missed``
+        None) or the payloads of the ``missed`` outer steps: each of the stage's ``k`` live
+        replicas a shard (``1/k``) from its counterpart (the replica of the same place in the
+        group) in the lowest-index group holding the latest model, every replica of which is
+        live, the ``k`` at once; then they all-gather the shards inside the group
+        (:meth:`sim.training.traffic.WanTraffic.fetch`). INTELLECT-1's live recovery: each
+        GPU of the joining node receives its own shard from the GPU of the same local rank on
+        the source node (PrimeIntellect-ai/prime d57965b ``src/zeroband/checkpoint.py:443-467``
+        over the per-local-rank ``global_pg``, ``src/zeroband/comms.py:95-100, 154-163``);
+        torchft's healing: each rank from the rank of the same ``group_rank`` (pytorch/torchft
+        73dafea ``torchft/manager.py:712-743``). A bug fix: every live replica fetched the
+        whole stage from the source group's lowest-index replica (``k`` copies a stage across
+        the WAN, all out of one node)."""
         c, sysm = self.c, self.system
         if missed is None:
             sizes = self.sizes
@@ -1301,12 +1311,12 @@ class OuterLoop:
             sizes = [missed * AD.payload_size(S, bits=self.spec.bits, value_bits=c.value_bits)
                      for S in self.sizes]
         tr.downloads += 1
-        src_g = next((t.group for t in sysm.trainers if t is not tr and not t.down
-                      and t.version == self.V and not t.flow.n_out), None)
-        sources = [None if src_g is None else next(iter(self._live_nodes(src_g, j)), None)
-                   for j in range(c.stages)]
-        receivers = [self._live_nodes(tr.group, j) for j in range(c.stages)]
-        ev = sysm.wan.fetch(tr.group, sources, receivers, sizes)
+        src = next((t for t in sysm.trainers if t is not tr and not t.down
+                    and t.version == self.V and not t.flow.n_out), None)
+        pairs = [[(None if src is None else src.flow.stages[j][i], rep)
+                  for i, rep in enumerate(tr.flow.stages[j]) if rep.live]
+                 for j in range(c.stages)]
+        ev = sysm.wan.fetch(tr.group, pairs, sizes)
         if ev is None:
             return
         t0 = self.env.now

@@ -1134,15 +1134,17 @@ class WanTraffic:
       ``latency``; a sync takes :func:`sim.analytic.diloco.outer_sync_time`
       (the ring law :func:`sim.analytic.network.ring_allreduce_time` across the
       groups, or its all-gather half for top-k, then the all-gather inside each
-      group), the stages at once; a download ``latency + S / bandwidth``, the
-      stages at once;
+      group), the stages at once; a download
+      :func:`sim.analytic.diloco.model_download_time` (a shard a receiver, then
+      their all-gather), the stages at once;
     * over a network: flows on one :class:`~sim.network.service.NetworkService`
       (:attr:`service`, which the groups' own adapters share: every byte of the
       run on the same links): node ``i`` of every group of the sync runs a ring
       all-reduce (dense) or all-gather (top-k) of its shard with its
       counterparts (:mod:`sim.network.collectives`), the stages at once, then
-      each group all-gathers its averaged shards; a download is a flow from the
-      source replica's node to each live replica's node.
+      each group all-gathers its averaged shards; a download is a flow of a
+      shard from each receiver's counterpart (its source) to it, then a ring
+      all-gather of the shards among the receivers.
 
     Parameters
     ----------
@@ -1183,7 +1185,8 @@ class WanTraffic:
         self.tp = [row[0] for row in tp] if isinstance(tp, tuple) else [tp] * c.stages
         self.wan: dict[Any, float] = {}
         self.inside: dict[Any, float] = {}
-        self._fetches: dict[Any, list[simpy.Event]] = {}
+        # each download's flows and rings still moving, and its cut (None: no all-gather)
+        self._fetches: dict[Any, tuple[list[simpy.Event], simpy.Event | None]] = {}
         # over a network: each outer sync's end -> (its stage processes, their rings so far)
         self._syncs: dict[simpy.Event, tuple[list[Any], list[simpy.Event]]] = {}
         # in the closed form: each outer sync's end -> (its start, each stage's bytes counted);
@@ -1345,43 +1348,99 @@ class WanTraffic:
         except simpy.Interrupt:  # the sync was aborted (abort_sync): its flows are withdrawn
             return
 
-    def fetch(self, key: Any, sources: list[Any], receivers: list[list[Any]],
+    def fetch(self, key: Any, pairs: list[list[tuple[Any, Any]]],
               sizes: list[float]) -> simpy.Event | None:
-        """A group's download: every replica of ``receivers[j]`` fetches ``sizes[j]`` from
-        ``sources[j]`` (a replica, or None: from ``checkpoint_node`` over a network, else
-        ``latency + S / bandwidth``); the event of its end (None: nothing moves). Its flows
-        are kept under ``key`` until :meth:`fetched` or :meth:`cancel_fetch`."""
+        """A group's download: stage ``j``'s ``k = len(pairs[j])`` receivers each fetch a
+        shard ``sizes[j] / k`` from their source (a replica: the counterpart in a group
+        holding the model; or None: from ``checkpoint_node`` over a network, else
+        ``latency + shard / bandwidth``), the ``k`` at once, then all-gather the shards among
+        themselves (:func:`sim.analytic.diloco.model_download_time`; over a network a flow
+        each, then a ring all-gather of :mod:`sim.network.collectives`, the stages at once);
+        the event of its end (None: nothing moves). Its flows are kept under ``key`` until
+        :meth:`fetched` or :meth:`cancel_fetch`. Every receiver used to fetch the whole
+        ``sizes[j]`` from one source replica (``k`` copies across the WAN, out of one node)."""
+        from ..analytic.diloco import model_download_time
+        from ..analytic.network import ring_bytes_sent
+
         env, c = self.env, self.config
-        for src, dsts, S in zip(sources, receivers, sizes, strict=True):
-            if src is not None:  # the source sends S to each receiver
-                self.wan[src] = self.wan.get(src, 0.0) + S * len(dsts)
+        for row, S in zip(pairs, sizes, strict=True):
+            k = len(row)
+            inside = ring_bytes_sent(k, S / k, gather=True) if k else 0.0
+            for src, dst in row:
+                if src is not None:  # the source sends its shard to its counterpart
+                    self.wan[src] = self.wan.get(src, 0.0) + S / k
+                if inside:  # each receiver passes shards on around its group's ring
+                    self.inside[dst] = self.inside.get(dst, 0.0) + inside
         if self.service is None:
-            return env.timeout(c.mean_latency + max((S / c.bandwidth for S in sizes),
-                                                    default=0.0))
-        evs = []
-        for src, dsts, S in zip(sources, receivers, sizes, strict=True):
-            if S == 0:
-                continue
-            a = (self.node_of(src) if src is not None else c.checkpoint_node)
-            for rep in dsts:
-                if a is None:
-                    evs.append(env.timeout(c.mean_latency + S / c.bandwidth))
-                else:
-                    evs.append(self.service.transfer(a, self.node_of(rep), S))
-        if not evs:
+            return env.timeout(max((model_download_time(S, c.bandwidth, c.mean_latency,
+                                                        nodes_per_group=len(row))
+                                    for row, S in zip(pairs, sizes, strict=True) if row),
+                                   default=c.mean_latency))
+        stages = [(j, row, S) for j, (row, S) in enumerate(zip(pairs, sizes, strict=True))
+                  if row and S]
+        if not stages:
             return None
-        self._fetches[key] = evs
-        return simpy.AllOf(env, evs)
+        moving: list[simpy.Event] = []
+        shards = []
+        for j, row, S in stages:
+            k = len(row)
+            evs = []
+            for src, dst in row:
+                a = self.node_of(src) if src is not None else c.checkpoint_node
+                if a is None:
+                    evs.append(env.timeout(c.mean_latency + S / k / c.bandwidth))
+                else:
+                    evs.append(self.service.transfer(a, self.node_of(dst), S / k))
+            moving.extend(evs)
+            shards.append((j, [dst for _src, dst in row], S, evs))
+        if all(len(dsts) == 1 for _j, dsts, _S, _evs in shards):  # no all-gather: the flows'
+            self._fetches[key] = (moving, None)
+            return simpy.AllOf(env, moving)
+        end, cut = env.event(), env.event()
+        left = [len(shards)]
+        for j, dsts, S, evs in shards:
+            env.process(self._gather(j, dsts, S, evs, moving, cut, end, left))
+        self._fetches[key] = (moving, cut)
+        return end
+
+    def _gather(self, j: int, dsts: list[Any], S: float, evs: list[simpy.Event],
+                moving: list[simpy.Event], cut: simpy.Event, end: simpy.Event,
+                left: list[int]):
+        """Stage ``j`` of a download over the network: once its shards are in, its receivers'
+        ring all-gather of them (``t`` rank rings); ``end`` once every stage's is done, never
+        once ``cut`` (:meth:`cancel_fetch`)."""
+        from ..network.collectives import ring_allgather
+
+        yield simpy.AllOf(self.env, evs) | cut
+        k = len(dsts)
+        if k > 1 and not cut.triggered:
+            t = self.tp[j]
+            ring = ring_allgather(self.service, [self.node_of(d) for d in dsts], S / k / t,
+                                  ranks=t)
+            moving.append(ring)
+            yield ring | cut
+        if cut.triggered:
+            return
+        left[0] -= 1
+        if not left[0]:
+            end.succeed()
 
     def fetched(self, key: Any) -> None:
         """The download under ``key`` is done."""
         self._fetches.pop(key, None)
 
     def cancel_fetch(self, key: Any) -> None:
-        """Withdraw the flows of the download under ``key`` still moving (its group failed)."""
-        for ev in self._fetches.pop(key, []):
-            if not ev.triggered and self.service is not None:
+        """Withdraw the flows of the download under ``key`` still moving (its group failed):
+        its end never comes."""
+        moving, cut = self._fetches.pop(key, ([], None))
+        for ev in moving:
+            ring = getattr(ev, "ring", None)
+            if ring is not None:
+                ring.cancel()
+            elif not ev.triggered:
                 self.service.cancel(ev)
+        if cut is not None and not cut.triggered:
+            cut.succeed()
 
 
 def traffic_for(config: Any, env: simpy.Environment, *, service: Any = None,
