@@ -84,6 +84,7 @@ holds measured runs (Sailor run files).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -114,7 +115,7 @@ from .values import (
 )
 
 __all__ = [
-    "plan_from_data", "plan_to_data", "read_plan", "framework_from_data", "framework_to_data",
+    "plan_from_data", "plan_to_data", "plan_text", "read_plan", "framework_from_data", "framework_to_data",
     "model_from_data", "model_to_data", "read_model",
     "gpus_from_data", "gpus_to_data", "read_gpus",
     "network_from_data", "network_to_data", "read_network",
@@ -350,6 +351,14 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
     if plan.framework is not None:
         out["framework"] = framework_to_data(plan.framework)
     return out
+
+
+def plan_text(plan: Plan) -> str:
+    """The text of a dtsim JSON plan file holding ``plan`` (:func:`plan_to_data`, one space an
+    indent level, a final newline): what ``dtsim plan --out`` and ``--export-plan`` write.
+    :func:`read_plan` reads it back as ``plan``: every field of a :class:`Plan`, its stages,
+    replicas (``host`` included) and :class:`FrameworkSpec`, is written."""
+    return json.dumps(plan_to_data(plan), indent=1) + "\n"
 
 
 def read_plan(path: str | os.PathLike[str], model: str | None = None, *,
