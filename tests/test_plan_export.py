@@ -87,6 +87,34 @@ def test_megatron_launch_round_trip(tmp_path, launch, capsys):
     assert b == base and again.read_bytes() == out.read_bytes()
 
 
+def test_deepspeed_launch_round_trip(tmp_path, capsys, tied_profiles_folder):
+    """Megatron-LM v1.1.5 on DeepSpeed 0.3.13 (a deepspeed launch, its ds_config and hostfile):
+    the exported plan holds the release and its options (seq_length, fp32_allreduce) and the
+    hostfile's hosts, and runs to the same JSON."""
+    (tmp_path / "hostfile").write_text("worker-0 slots=4\nworker-1 slots=4\n")
+    (tmp_path / "ds_config.json").write_text(json.dumps({
+        "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+        "train_batch_size": 16, "fp16": {"enabled": True}, "fp32_allreduce": True}))
+    launch = tmp_path / "ds.sh"
+    launch.write_text("deepspeed --num_nodes 2 --num_gpus 4 pretrain_gpt2.py --model-parallel-size "
+                      "2 --pipe-parallel-size 2 --num-layers 24 --hidden-size 1024 "
+                      "--num-attention-heads 16 --seq-length 2048 --batch-size 2 --gas 4 --fp16 "
+                      "--deepspeed --deepspeed_config ds_config.json\n")
+    out = tmp_path / "ds.json"
+    common = [*RUN, "--profiles", tied_profiles_folder]
+    code, a, err = _cli(["train", "--plan", launch, "--gpu", "RTX-3090", "--model", "OPT-350",
+                         *common, "--export-plan", out], capsys)
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert doc["framework"] == {"name": "deepspeed", "version": "0.3.13", "precision": "fp16",
+                                "fp32_allreduce": True, "seq_length": 2048}
+    assert [[r["host"] for r in s["replicas"]] for s in doc["stages"]] == [["worker-0"],
+                                                                          ["worker-1"]]
+    code, b, err = _cli(["train", "--plan", out, *common], capsys)
+    assert code == 0, err
+    assert a == b and '"step_time_mean"' in a
+
+
 def test_sailor_plan_config_round_trip(tmp_path, capsys):
     """A real run's plan_config: the exported plan names the model and Sailor's framework and
     runs to the same JSON."""

@@ -19,6 +19,9 @@ Plan::
     # a replica may name its physical node: host = "n3" (replicas on one host share its NICs
     # and talk over its intra-node link); without, each replica is a node of its own
 
+:func:`plan_text` writes one (``dtsim plan --out``, ``--export-plan``: every field of a
+:class:`Plan`, read back equal).
+
 A plan file may also be a Sailor ``plan_config`` (it has ``pipeline_list``), or a
 Megatron-LM launch line (a file not ``.json``/``.toml`` holding
 ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size`` or
