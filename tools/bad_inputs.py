@@ -4750,6 +4750,9 @@ def export_plan_cases(fx: Fixtures) -> list[Case]:
     add("train/export-plan-without-plan", dtsim("train", "--export-plan", "p.json"),
         refuse("export_plan"))
     add("train/overwrite-without-export-plan", T("--overwrite"), refuse("overwrite"))
+    add("train/export-plan-is-the-timeline", T("--export-plan", "xp-t.json", "--timeline",
+                                               "./xp-t.json"), refuse("export_plan"),
+        note="the timeline, written after the run, would replace the plan")
     if not _has_option("plan", "--export-plan"):
         return cases
     P = lambda *a: dtsim("plan", "--model", "OPT-350", "--nodes",  # noqa: E731

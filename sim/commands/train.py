@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import sys
 from typing import Any
 
@@ -434,6 +435,10 @@ def _check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "overwrite", export is not None, "with --export-plan")
     if plan and export is not None:
         check_export_file("export_plan", export, getattr(args, "overwrite", False))
+        timeline = getattr(args, "timeline", None)
+        check(timeline is None or os.path.realpath(timeline) != os.path.realpath(export),
+              "export_plan", "another file than --timeline's (the timeline, written after the "
+              "run, would replace the plan)", export)
     # a plan runs over its network (sim.profiles.build.plan_network), where the DES runs the
     # frameworks' fixed device programs: GPipe and 1F1B (build_plan took 1f1b-dynamic, and
     # TrainingConfig then refused it, after the profiles were read, naming 'a network')
