@@ -1576,7 +1576,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                   traffic_cases, timeline_cases, real_runs_ii_cases, users_network_cases,
                   users_profile_cases, users_planner_cases, users_strategy_cases,
                   users_design_cases, users_byzantine_cases, audit6_cases, leftovers_cases,
-                  usertrial12_cases, zero_step_cases):
+                  usertrial12_cases, zero_step_cases, export_plan_cases):
         cases.extend(group(fx))
     return cases
 
@@ -4728,6 +4728,59 @@ def timeline_cases(fx: Fixtures) -> list[Case]:
 
 
 # ----------------------------------------------------------------------------- audit6
+
+
+def export_plan_cases(fx: Fixtures) -> list[Case]:
+    """--export-plan: a plan (a Megatron-LM launch line, a Sailor plan_config, a dtsim plan
+    result) written as dtsim's JSON plan; an existing file is kept unless --overwrite."""
+    if not _has_option("train", "--export-plan"):
+        return []
+    cases: list[Case] = []
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    launch = fx._write("xp-launch.sh", "torchrun --nnodes 4 --nproc-per-node 4 pretrain_gpt.py "
+                       "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                       "--num-layers 24 --untie-embeddings-and-output-weights "
+                       "--micro-batch-size 2 --global-batch-size 64 --fp16 "
+                       "--use-distributed-optimizer\n")
+    existing = fx._write("xp-existing.json", "{}\n")
+    one = ("--steps", "1", "--replications", "1")
+    T = lambda *a: dtsim("train", "--plan", str(launch), "--model", "OPT-350",  # noqa: E731
+                         "--gpu", "RTX-3090", *one, *a)
+    add("train/export-plan-writes", T("--export-plan", str(fx.root / "xp-new.json")),
+        ok("plan written to"))
+    add("train/export-plan-existing-file", T("--export-plan", str(existing)),
+        refuse("export_plan"), note="an existing file is kept (--overwrite replaces it)")
+    add("train/export-plan-overwrite", T("--export-plan", str(fx.root / "xp-over.json"),
+                                         "--overwrite"), ok("plan written to"))
+    add("train/export-plan-folder", T("--export-plan", str(fx.dir)), refuse("export_plan"))
+    add("train/export-plan-under-a-file", T("--export-plan", fx.under_file + "/p.json"),
+        refuse("export_plan"))
+    add("train/export-plan-dev-full", T("--export-plan", "/dev/full"), refuse("export_plan"))
+    add("train/export-plan-without-plan", dtsim("train", "--export-plan", "p.json"),
+        refuse("export_plan"))
+    add("train/overwrite-without-export-plan", T("--overwrite"), refuse("overwrite"))
+    add("train/export-plan-is-the-timeline", T("--export-plan", "xp-t.json", "--timeline",
+                                               "./xp-t.json"), refuse("export_plan"),
+        note="the timeline, written after the run, would replace the plan")
+    if not _has_option("plan", "--export-plan"):
+        return cases
+    P = lambda *a: dtsim("plan", "--model", "OPT-350", "--nodes",  # noqa: E731
+                         "GH-96:4x2@us-central1-a", "--global-batch-size", "8", "--simulate",
+                         "0", "--top", "2", *a)
+    add("plan/export-plan-existing-file", P("--export-plan", str(existing)),
+        refuse("export_plan"))
+    add("plan/export-plan-with-out", P("--export-plan", "p.json", "--out", "o.json"),
+        refuse("export_plan"), note="both write the plan; --out overwrites, --export-plan not")
+    add("plan/overwrite-without-export-plan", P("--overwrite"), refuse("overwrite"))
+    add("plan/rank-without-a-file", P("--rank", "2"), refuse("rank"))
+    add("plan/rank-above-top", P("--rank", "3", "--export-plan", "p.json"), refuse("rank"))
+    add("plan/rank-zero", P("--rank", "0", "--out", "o.json"), refuse("rank"))
+    add("plan/export-plan-rank", P("--rank", "2", "--export-plan",
+                                   str(fx.root / "xp-rank.json")), ok("plan 2 written to"))
+    return cases
 
 
 def audit6_cases(fx: Fixtures) -> list[Case]:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..results import print_table, to_jsonable
 
 __all__ = ["add_run_options", "emit_json", "to_jsonable", "print_table", "time_unit",
-           "announce_fallback"]
+           "announce_fallback", "check_export_file", "write_export"]
 
 #: Names of the time unit for the usual values of ``--hour`` (time units per hour).
 _UNITS_PER_HOUR = {3600.0: "s", 60.0: "min", 1.0: "h", 3.6e6: "ms"}
@@ -76,3 +78,32 @@ def fleet_joins_plan(fleet: str, plan: Any) -> tuple[bool, list[str]]:
     kinds = {(r.gpu, r.zone) for st in plan.stages for r in st.replicas}
     joins = any(x.src in kinds and x.dst in kinds for x in read_fleet(fleet).network.links)
     return joins, [f"{g}@{z}" for g, z in sorted(kinds)]
+
+
+def check_export_file(name: str, path: str, overwrite: bool) -> Path:
+    """Before any work: a file can be written at ``path`` (:func:`sim.errors.check_output_file`:
+    not a folder, a device or a FIFO; its folder writable or creatable) and, unless
+    ``overwrite`` (``--overwrite``), none is there yet (``/dev/null`` aside): ``--export-plan``
+    replaces a file only when told to, where ``--out`` and ``--timeline`` overwrite one."""
+    from ..errors import ConfigError, check_output_file
+
+    p = check_output_file(name, path)
+    if not overwrite and (p.exists() or p.is_symlink()) and os.path.realpath(p) != os.devnull:
+        raise ConfigError(name, "a file that does not exist yet (--overwrite to replace it)",
+                          str(path))
+    return p
+
+
+def write_export(name: str, path: str, text: str, overwrite: bool) -> None:
+    """Write ``text`` to ``path`` (its folder made if missing): created anew (a file that
+    appeared since :func:`check_export_file` is left as it is and named), or replaced with
+    ``overwrite``. A write that fails is one line, exit 1."""
+    from ..errors import SimulationError, one_line
+
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "w" if overwrite else "x", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise SimulationError(f"could not write the {name} to {path}: {one_line(exc)}") from None

@@ -4,14 +4,14 @@ Searches pipeline depth, layer partition, data-parallel width, TP degree and
 micro-batch size (:mod:`sim.planner`); ranks every plan by the closed form
 of its iteration time; simulates the best few in the training DES (the
 engine of ``dtsim train --plan``), optionally under failures or a trace;
-prints the table (or ``--json``) and writes the chosen plan (``--out``) in
-the format ``dtsim train --plan`` reads.
+prints the table (or ``--json``) and writes the chosen plan, or ``--rank N``'s (``--out``, or
+``--export-plan``, which never overwrites a file without ``--overwrite``), in the format
+``dtsim train --plan`` reads.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +29,15 @@ from ..errors import (
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
 from ..profiles.formats import fleet_network
 from ._applies import refuse_unless
-from ._common import add_run_options, emit_json, fleet_joins_plan, print_table, warn
+from ._common import (
+    add_run_options,
+    check_export_file,
+    emit_json,
+    fleet_joins_plan,
+    print_table,
+    warn,
+    write_export,
+)
 from ._units import (
     PLAN_UNITS,
     TIME_HELP,
@@ -121,7 +129,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--compare-runs", action="store_true",
       help="with --fleet-from-runs: also predict and simulate the runs' own plans, beside "
            "their measured times")
-    a("--out", default=None, metavar="FILE", help="write the chosen plan (JSON) for dtsim train --plan")
+    a("--out", default=None, metavar="FILE",
+      help="write the chosen plan (JSON) for dtsim train --plan (an existing FILE is "
+           "overwritten; --export-plan writes the same without overwriting)")
+    a("--export-plan", default=None, metavar="FILE",
+      help="write the chosen plan (or --rank N's) to FILE in dtsim's JSON plan format, the "
+           "plan of --json's plans, as --out does; an existing FILE is refused unless "
+           "--overwrite")
+    a("--overwrite", action="store_true", help="with --export-plan: replace an existing FILE")
+    a("--rank", type=int, default=None, metavar="N",
+      help="with --out or --export-plan: write plan N of the table (its # column, 1 to --top) "
+           "instead of the chosen one (*)")
     f = p.add_argument_group("failures in the simulations")
     f.add_argument("--mtbf", action=UnlimitedTimeOption, default=math.inf, metavar="TIME",
                    help=f"spot: mean time to preemption of each GPU group: {TIME_HELP} "
@@ -306,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
         shape_search_model,
         simulate_plan,
     )
-    from ..profiles import load_profiles, plan_to_data
+    from ..profiles import load_profiles, plan_text, plan_to_data
     from ..profiles.estimates import Estimator
     from ..profiles.formats import framework_from_text
 
@@ -331,6 +349,16 @@ def run(args: argparse.Namespace) -> int:
         check_choice("p2p", args.p2p, ("blocking", "overlap", "batched"))
     if args.out is not None:
         check_output_file("out", args.out)
+    refuse_unless(args, "overwrite", args.export_plan is not None, "with --export-plan")
+    if args.export_plan is not None:
+        check(args.out is None, "export_plan", "given without --out (both write the plan; "
+              "--out overwrites an existing file, --export-plan only with --overwrite)",
+              args.export_plan)
+        check_export_file("export_plan", args.export_plan, args.overwrite)
+    written_file = args.out if args.out is not None else args.export_plan
+    refuse_unless(args, "rank", written_file is not None, "with --out or --export-plan")
+    if args.rank is not None:
+        check_int("rank", args.rank, low=1, high=args.top)
     failures = _failures(args)
     profiles = load_profiles(args.profiles, models=(args.model,))
     fleet, gbs_default, runs = _fleet(args, profiles)
@@ -359,6 +387,9 @@ def run(args: argparse.Namespace) -> int:
           "--p2p blocking or overlap for another)", args.schedule)
     res = search_plans(model, fleet, profiles.gpus, req, pm)
     _warn_unlinked(args, fleet)  # after the search's refusals: one line each
+    # --rank past the plans found is known only now: refused before the simulations
+    check(args.rank is None or args.rank <= len(res.candidates), "rank",
+          f"at most the plans found ({len(res.candidates)})", args.rank)
     sims: list[dict[str, Any] | None] = []
     trace = failures.get("failure_trace")
     named = trace_workers(trace) if isinstance(trace, str) else ()  # a by-name trace's, once
@@ -389,6 +420,7 @@ def run(args: argparse.Namespace) -> int:
             return t
         chosen = min((i for i, s in enumerate(sims) if s is not None), key=sim_key)
     best = res.candidates[chosen]
+    written = chosen if args.rank is None else args.rank - 1  # the plan --out/--export-plan write
     compared = []
     for r in runs if args.compare_runs else ():
         try:
@@ -401,8 +433,10 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        written = replace(pm.place(best.plan), framework=pm.framework)  # on the fleet's nodes
-        out.write_text(json.dumps(plan_to_data(written), indent=1) + "\n")
+        out.write_text(plan_text(_written_plan(res.candidates[written], pm)))
+    if args.export_plan is not None:
+        write_export("plan", args.export_plan, plan_text(_written_plan(res.candidates[written],
+                                                                       pm)), args.overwrite)
     if args.json:
         emit_json({
             "model": model.name, "fleet": fleet_gpus(fleet), "objective": req.objective,
@@ -421,7 +455,9 @@ def run(args: argparse.Namespace) -> int:
                       "simulated_iteration_time": None if s is None else s["iteration_time"],
                       "plan": plan_to_data(r.plan), "refused": err}
                      for r, p, s, err in compared],
-            "out": args.out, "units": units_object(PLAN_UNITS, args),
+            "out": args.out, "export_plan": args.export_plan,
+            "written": None if written_file is None else written,
+            "units": units_object(PLAN_UNITS, args),
             **({"not_simulated_for_trace": {str(i + 1): w for i, w in lacking.items()}}
                if isinstance(trace, str) else {}),
             **({"trace_time_unit_assumed": assumed_unit(trace)} if trace is not None else {}),
@@ -471,19 +507,27 @@ def run(args: argparse.Namespace) -> int:
                           f"{(p.iteration_time / r.iteration_time - 1) * 100:+.1f}%"))
         print_table(rrows, ("run", "p x dp", "GPUs", "mbs", "layers per stage", "measured s",
                             "predicted s", "simulated s", "predicted error"))
-    if args.out is not None:
+    if written_file is not None:
         # the options the plans were searched with that the plan file does not hold (the
         # fleet file only when a link of it times the plan: train refuses it otherwise)
+        plan = res.candidates[written].plan
         fleet = (args.fleet if args.fleet is not None
-                 and fleet_joins_plan(args.fleet, best.plan)[0] else None)
+                 and fleet_joins_plan(args.fleet, plan)[0] else None)
         extra = "".join(f" --{k} {v}" for k, v in (
             ("profiles", args.profiles), ("fleet", fleet), ("schedule", None if args.schedule == "1f1b"
                                           else args.schedule),
-            ("p2p", args.p2p if len(best.plan.stages) > 1 else None))  # one stage: none moves
+            ("p2p", args.p2p if len(plan.stages) > 1 else None))  # one stage: none moves
             if v is not None)
-        print(f"plan {chosen + 1} written to {args.out} (dtsim train --plan {args.out} "
+        print(f"plan {written + 1} written to {written_file} (dtsim train --plan {written_file} "
               f"--model {model.name}{extra})")
     return 0
+
+
+def _written_plan(c: Any, pm: Any) -> Any:
+    """The plan of candidate ``c`` as written and printed: on the fleet's nodes (hosts), with
+    the framework it was searched on (its own, where it names one)."""
+    return replace(pm.place(c.plan), framework=pm.framework if c.plan.framework is None
+                   else c.plan.framework)
 
 
 def _estimates(c: Any) -> tuple[str, ...]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
+import sys
 from typing import Any
 
 from ..engines import engine_names, predictions, select
@@ -44,7 +46,15 @@ from ..training.flow import LOST_CAUSES
 from ..training.outer import diloco_groups
 from ..units import RATE, SIZE, TIME, format_quantity, parse_quantity
 from ._applies import given, refuse_unless, verdict
-from ._common import add_run_options, emit_json, print_table, time_unit, warn
+from ._common import (
+    add_run_options,
+    check_export_file,
+    emit_json,
+    print_table,
+    time_unit,
+    warn,
+    write_export,
+)
 from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
 from ._units import (
     RATE_HELP,
@@ -203,6 +213,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--explain", action="store_true",
       help="with --plan: print where an iteration's time goes (compute per stage, bubbles, "
            "point-to-point, all-reduce, optimizer)")
+    a("--export-plan", default=None, metavar="FILE",
+      help="with --plan: also write the plan as this run reads it to FILE, in dtsim's JSON "
+           "plan format (model, micro-batch and global batch size, each stage's layers and "
+           "replicas with GPU, TP, node size, zone and host, the framework with its version, "
+           "precision and options, --framework's keys applied), then run as without it (the "
+           "numbers are the same): dtsim train --plan FILE with the same options, less --gpu "
+           "and --zone (the file names its GPUs and zones), prints the same; an existing FILE "
+           "is refused unless --overwrite")
+    a("--overwrite", action="store_true",
+      help="with --export-plan: replace an existing FILE")
     a("--pass-time-distribution", default=d.pass_time_distribution,
       help="law of a pass time: " + ", ".join(PASS_TIME_DISTRIBUTIONS))
     a("--pass-time-shape", type=float, default=None,
@@ -409,8 +429,17 @@ def _check_options(args: argparse.Namespace) -> None:
     refuse_unless(args, "mean_downtime", args.availability < 1,
                   "with --availability < 1 (no worker goes down at 1)")
     plan = args.plan is not None
-    for dest in ("model", "profiles", "fleet", "explain", "framework", "gpu", "zone"):
+    for dest in ("model", "profiles", "fleet", "explain", "framework", "gpu", "zone",
+                 "export_plan"):
         refuse_unless(args, dest, plan, "with --plan")
+    export = getattr(args, "export_plan", None)
+    refuse_unless(args, "overwrite", export is not None, "with --export-plan")
+    if plan and export is not None:
+        check_export_file("export_plan", export, getattr(args, "overwrite", False))
+        timeline = getattr(args, "timeline", None)
+        check(timeline is None or os.path.realpath(timeline) != os.path.realpath(export),
+              "export_plan", "another file than --timeline's (the timeline, written after the "
+              "run, would replace the plan)", export)
     # a plan runs over its network (sim.profiles.build.plan_network), where the DES runs the
     # frameworks' fixed device programs: GPipe and 1F1B (build_plan took 1f1b-dynamic, and
     # TrainingConfig then refused it, after the profiles were read, naming 'a network')
@@ -492,8 +521,11 @@ def _with_fleet(args: argparse.Namespace, profiles: Any) -> Any:
 
 def build_from_args(args: argparse.Namespace) -> Any:
     """``--plan``: read the plan and the profiles and build the run (a PlanBuild)."""
+    from dataclasses import replace
+
     from ..profiles import load_profiles, read_plan
     from ..profiles.build import build_plan
+    from ..profiles.frameworks import FrameworkSpec
 
     strategy = _strategy(args)
     if strategy is not None and strategy.engine != "job":  # before _check_options: its line
@@ -575,9 +607,11 @@ def build_from_args(args: argparse.Namespace) -> Any:
                       **timing).items())))
     build = build_plan(plan, profiles, model=name, schedule=args.schedule,
                        p2p=args.p2p, framework=fw, network=True, **kw)
+    # --export-plan's plan: the one built, its model and framework as run (--model, and
+    # --framework's keys over the plan's; no framework: DeepSpeed's, named)
+    args._plan_run = replace(plan, model=name, framework=fw if fw is not None else
+                             plan.framework if plan.framework is not None else FrameworkSpec())
     if price is not None:  # per GPU-hour: a replica (one worker) of TP t costs t times it
-        from dataclasses import replace
-
         grid = _prices(price, build.config.replicas)
         tps = [[x.tp for x in st.replicas] for st in plan.stages]
         grid = tuple(tuple((grid[j][i] if isinstance(grid, tuple) else grid) * t
@@ -1245,6 +1279,10 @@ def run(args: argparse.Namespace) -> int:
             model = RecordingModel(select("training", cfg, args.engine).engine.run,
                                    request.recorder(), args.seed,
                                    request.replication)
+    if getattr(args, "export_plan", None) is not None:  # every check passed: before the run
+        from ..profiles import plan_text
+
+        write_export("plan", args.export_plan, plan_text(args._plan_run), args.overwrite)
     records: list[dict[str, Any]] = []
     out = _simulate(cfg, replications=args.replications, seed=args.seed,
                     executor=args.executor, workers=args.workers, engine=args.engine,
@@ -1273,6 +1311,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(out)
         if request is not None:
             _timeline(args, cfg, request, records[request.replication], model)
+        _exported(args)
         return 0
     for line in (given_line(args), None if build is not None else train_transfers(args, cfg)):
         if line is not None:
@@ -1393,7 +1432,18 @@ def run(args: argparse.Namespace) -> int:
         _print_diloco(out, cfg, tu)
     if request is not None:
         _timeline(args, cfg, request, records[request.replication], model)
+    _exported(args)
     return 0
+
+
+def _exported(args: argparse.Namespace) -> None:
+    """Say where --export-plan wrote the plan and how to run it: on stdout in the text report,
+    on stderr with --json (whose stdout is the one JSON object, the same as without it)."""
+    if getattr(args, "export_plan", None) is None:
+        return
+    print(f"plan written to {args.export_plan} (dtsim train --plan {args.export_plan} with this "
+          "run's other options, less --gpu and --zone, runs the same plan)",
+          file=sys.stderr if args.json else sys.stdout)
 
 
 def _outer_counts(out: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from .formats import (
     network_from_data,
     network_to_data,
     plan_from_data,
+    plan_text,
     plan_to_data,
     read_fleet,
     read_gpus,
@@ -51,7 +52,7 @@ from .values import (
 
 __all__ = [
     "DATA_DIR", "load_profiles", "read_runs",
-    "read_plan", "plan_from_data", "plan_to_data",
+    "read_plan", "plan_from_data", "plan_to_data", "plan_text",
     "read_model", "model_from_data", "model_to_data",
     "read_gpus", "gpus_from_data", "gpus_to_data",
     "read_network", "network_from_data", "network_to_data",

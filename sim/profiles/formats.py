@@ -19,6 +19,9 @@ Plan::
     # a replica may name its physical node: host = "n3" (replicas on one host share its NICs
     # and talk over its intra-node link); without, each replica is a node of its own
 
+:func:`plan_text` writes one (``dtsim plan --out``, ``--export-plan``: every field of a
+:class:`Plan`, read back equal).
+
 A plan file may also be a Sailor ``plan_config`` (it has ``pipeline_list``), or a
 Megatron-LM launch line (a file not ``.json``/``.toml`` holding
 ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size`` or
@@ -85,6 +88,7 @@ holds measured runs (Sailor run files).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -115,7 +119,7 @@ from .values import (
 )
 
 __all__ = [
-    "plan_from_data", "plan_to_data", "read_plan", "framework_from_data", "framework_to_data",
+    "plan_from_data", "plan_to_data", "plan_text", "read_plan", "framework_from_data", "framework_to_data",
     "model_from_data", "model_to_data", "read_model",
     "gpus_from_data", "gpus_to_data", "read_gpus",
     "network_from_data", "network_to_data", "read_network",
@@ -351,6 +355,14 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
     if plan.framework is not None:
         out["framework"] = framework_to_data(plan.framework)
     return out
+
+
+def plan_text(plan: Plan) -> str:
+    """The text of a dtsim JSON plan file holding ``plan`` (:func:`plan_to_data`, one space an
+    indent level, a final newline): what ``dtsim plan --out`` and ``--export-plan`` write.
+    :func:`read_plan` reads it back as ``plan``: every field of a :class:`Plan`, its stages,
+    replicas (``host`` included) and :class:`FrameworkSpec`, is written."""
+    return json.dumps(plan_to_data(plan), indent=1) + "\n"
 
 
 def read_plan(path: str | os.PathLike[str], model: str | None = None, *,
