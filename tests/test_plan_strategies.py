@@ -360,8 +360,10 @@ def test_reconfiguration_with_a_template_out_of_memory_waits(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--strategy", "swarm"], "'strategy' must be a step-level strategy (checkpoint-restart, "
-     "redundancy or reconfiguration) with --plan"),
+    # swarm runs a plan as SWARM's stages and pools (tests/test_plan_swarm.py); this plan's
+    # TP-4 replicas it refuses
+    (["--strategy", "swarm"], "'tp' must be 1 with --strategy swarm (a SWARM server runs its "
+     "stage on one device"),
     (["--strategy", "checkpoint-restart", "--step-times", "x.csv"],
      "'step_times' must be given only without --plan"),
     (["--preemption-notice", "aws", "--failure-trace", "aws-p3"],

@@ -2058,6 +2058,10 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     # a step-level strategy needs one replica a host (--nproc-per-node equal to TP)
     add("train/megatron-two-replicas-a-host-strategy",
         T("--plan", launch("ml-2r.sh"), *M, "--strategy", "checkpoint-restart"), refuse("plan"))
+    add("train/megatron-interleaved-swarm",
+        T("--plan", launch("ml-vp.sh", "--num-layers-per-virtual-pipeline-stage 6", tp=1),
+          *M, "--strategy", "swarm"), refuse("plan"),
+        note="interleaving is refused by the launch reader, with --strategy swarm too")
     add("train/megatron-one-replica-a-host-strategy",
         T("--plan", launch("ml-1r.sh", nodes=4, per=2), *M, "--strategy", "reconfiguration"),
         ok("strategy reconfiguration"))
@@ -3972,7 +3976,8 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
     for name, extra, param in (
             ("sync-wait", ("--sync-wait", "1"), "sync_wait"),
             ("stragglers", ("--stragglers", "drop"), "stragglers"),
-            ("strategy-swarm", ("--strategy", "swarm"), "strategy"),
+            # swarm runs a plan (sim.profiles.swarm): this one's TP-4 replicas are refused
+            ("strategy-swarm", ("--strategy", "swarm"), "tp"),
             ("strategy-step-times", ("--strategy", "redundancy", "--step-times",
                                      str(fx.root / "none.csv")), "step_times"),
             ("notice-without-strategy", ("--preemption-notice", "aws", "--failure-trace",
@@ -4047,6 +4052,26 @@ def users_profile_cases(fx: Fixtures) -> list[Case]:
         T("--plan", tp1_plan, *one, "--strategy", "redundancy"), refuse("plan"))
     add("train/plan-redundancy-lazy-ok",
         T("--plan", tp1_plan, *one, "--strategy", "redundancy:mode=lazy"), ok("strategy"))
+    # --strategy swarm: the plan's stages and replicas as SWARM's stages and peer pools
+    # (sim.profiles.swarm); what SWARM has no meaning for is refused in one line
+    SW = ("--strategy", "swarm")
+    add("train/plan-swarm-ok", T("--plan", tp1_plan, *one, *SW), ok("strategy swarm"))
+    add("train/plan-swarm-queue-ok", T("--plan", tp1_plan, *one, *SW, "--routing", "queue"),
+        ok("swarm/queue"))
+    for name, extra, param in (
+            ("p2p", ("--p2p", "overlap"), "p2p"),
+            ("sync", ("--sync", "allreduce"), "sync"),
+            ("schedule-gpipe", ("--schedule", "gpipe"), "schedule"),
+            ("routing-unknown", ("--routing", "random"), "routing"),
+            ("explain", ("--explain",), "explain")):
+        add(f"train/plan-swarm-{name}", T("--plan", tp1_plan, *one, *SW, *extra), refuse(param))
+    add("train/plan-routing-without-swarm", T("--plan", tp1_plan, *one, "--routing", "queue"),
+        refuse("routing"), note="a plan's pipelines are fixed unless --strategy swarm")
+    hosted = plan("swarm-hosts.json", dict(tp1, stages=[
+        {"first_layer": 0, "last_layer": 12, "replicas": [dict(one_gpu[0], gpus_per_node=2, host="n0")] * 2},
+        {"first_layer": 13, "last_layer": 25, "replicas": [dict(one_gpu[0], gpus_per_node=2, host="n1")] * 2}]))
+    add("train/plan-swarm-named-hosts", T("--plan", hosted, *one, *SW), refuse("plan"),
+        note="peers wired at random sharing a host's NICs are not modelled")
     return cases
 
 

@@ -347,7 +347,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "what it does not model) or job")
     g = p.add_argument_group("fault-tolerance strategies (sim.training.strategies)")
     g.add_argument("--strategy", default=None, metavar="NAME[:K=V,...]",
-                   help="swarm (this DES, swarm schedule), checkpoint-restart (Varuna, "
+                   help="swarm (this DES, swarm schedule; with --plan the plan's stages "
+                        "and replicas as SWARM's stages and peer pools, --routing its "
+                        "routing), checkpoint-restart (Varuna, "
                         "CheckFreq), redundancy (Bamboo) or reconfiguration (Oobleck), with "
                         "parameters, e.g. checkpoint-restart:every=20,interval=adaptive (its times "
                         "take units: checkpoint=2min); with --plan, checkpoint_bandwidth=1GB/s "
@@ -443,7 +445,8 @@ def _check_options(args: argparse.Namespace) -> None:
     # a plan runs over its network (sim.profiles.build.plan_network), where the DES runs the
     # frameworks' fixed device programs: GPipe and 1F1B (build_plan took 1f1b-dynamic, and
     # TrainingConfig then refused it, after the profiles were read, naming 'a network')
-    if plan:  # (the profiles' modules only for a plan run)
+    swarm = getattr(args, "_swarm", False)  # a plan run as SWARM (sim.profiles.swarm)
+    if plan and not swarm:  # (the profiles' modules only for a plan run)
         from ..profiles.build import PLAN_SCHEDULES
 
         check(args.schedule in PLAN_SCHEDULES, "schedule", "1f1b or gpipe with --plan (a plan "
@@ -451,8 +454,19 @@ def _check_options(args: argparse.Namespace) -> None:
     for dest in ("stages", "replicas", "microbatches", "forward_time", "backward_ratio",
                  "backward_times", "speeds", "speed_spread", "param_size", "activation_size",
                  "bandwidth", "latency", "optimizer_time", "samples_per_microbatch",
-                 "topology", "placement", "routing", "network"):
+                 "topology", "placement", "network"):
         refuse_unless(args, dest, not plan, "without --plan (the plan and the profiles set it)")
+    # SWARM routes each pass at its stage among the stage's peers: the swarm schedule's routing
+    refuse_unless(args, "routing", not plan or swarm, "without --plan, or with --plan and "
+                  "--strategy swarm (the plan's pipelines are fixed otherwise)")
+    if swarm:  # a SWARM peer sends beside its compute and its stage averages once a step
+        refuse_unless(args, "explain", False, "without --strategy swarm (it breaks a fixed "
+                      "device program's iteration down; SWARM routes every pass afresh)")
+        refuse_unless(args, "p2p", False, "without --strategy swarm with --plan (SWARM's "
+                      "peers send activations beside their compute: p2p overlap)")
+        refuse_unless(args, "sync", False, "without --strategy swarm with --plan (a stage's "
+                      "peers average their gradients after the step's batch: the plan's "
+                      "all-reduce)")
     # a plan's strategy run times each formation by the plan re-planned for it (its profiles,
     # framework and network: sim.profiles.formations), never by a table
     refuse_unless(args, "step_times", not plan, "without --plan (with --plan and --strategy "
@@ -528,10 +542,13 @@ def build_from_args(args: argparse.Namespace) -> Any:
     from ..profiles.frameworks import FrameworkSpec
 
     strategy = _strategy(args)
-    if strategy is not None and strategy.engine != "job":  # before _check_options: its line
-        raise ConfigError("strategy", "a step-level strategy (checkpoint-restart, redundancy "
-                          "or reconfiguration) with --plan (SWARM's stochastic wiring runs no "
-                          "framework's fixed program: a plan runs its framework's)", args.strategy)
+    # --strategy swarm: the plan's stages and replicas as SWARM's stages and peer pools, on the
+    # training DES's swarm schedule (sim.profiles.swarm); the others on the job engine
+    swarm = strategy is not None and strategy.engine == "des"
+    if swarm:
+        if given(args, "schedule") and args.schedule != "swarm":  # as without --plan
+            raise ConfigError("schedule", "swarm with --strategy swarm", args.schedule)
+        args.schedule, args._swarm = "swarm", True
     _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("replications", args.replications, low=1)
@@ -588,6 +605,11 @@ def build_from_args(args: argparse.Namespace) -> Any:
     fw = None
     if args.framework is not None:  # over the plan's own table, key by key
         fw = framework_from_text(args.framework, plan.framework)
+    if swarm:  # before the profiles' times: what SWARM has no meaning for, in one line
+        from ..profiles.swarm import check_swarm_plan
+
+        check_swarm_plan(plan)
+        check_choice("routing", args.routing, ROUTINGS)
     if args.p2p is not None and len(plan.stages) == 1:  # as without a plan: it would be ignored
         raise ConfigError("p2p", "given only with a plan of two stages or more (one stage sends "
                           "nothing between stages)", args.p2p)
@@ -597,7 +619,18 @@ def build_from_args(args: argparse.Namespace) -> Any:
     price = kw.pop("price", None)
     if getattr(strategy, "mode", None) == "eager":  # Bamboo's copy on the GPU (TP: its shard)
         kw["redundant_copy"] = True
-    if strategy is not None:  # each formation's step: the plan re-planned for it
+    if swarm:  # SWARM's wiring is no framework's program: the plan's pieces as times
+        from ..profiles.swarm import swarm_plan_config
+
+        # the plan's pieces (no config field changes them: --sync is refused); the run's
+        # fields, the strategy and its notice go on the swarm config
+        def rebuild(p: Any) -> Any:
+            return build_plan(p, profiles, model=name, framework=fw)
+        build = rebuild(plan)
+        cfg, notes = swarm_plan_config(plan, build, rebuild, routing=args.routing,
+                                       strategy=strategy, **kw)
+        build = replace(build, config=cfg, estimates=build.estimates + notes)
+    elif strategy is not None:  # each formation's step: the plan re-planned for it
         from ..profiles.formations import PlanStepTimes
 
         timing = {k: kw[k] for k in ("sync", "value_bits", "redundant_copy") if k in kw}
@@ -605,8 +638,9 @@ def build_from_args(args: argparse.Namespace) -> Any:
                   step_times=PlanStepTimes(plan, profiles, name, tuple(dict(
                       schedule=args.schedule, p2p=args.p2p, framework=fw, network=True,
                       **timing).items())))
-    build = build_plan(plan, profiles, model=name, schedule=args.schedule,
-                       p2p=args.p2p, framework=fw, network=True, **kw)
+    if not swarm:
+        build = build_plan(plan, profiles, model=name, schedule=args.schedule,
+                           p2p=args.p2p, framework=fw, network=True, **kw)
     # --export-plan's plan: the one built, its model and framework as run (--model, and
     # --framework's keys over the plan's; no framework: DeepSpeed's, named)
     args._plan_run = replace(plan, model=name, framework=fw if fw is not None else

@@ -1006,8 +1006,11 @@ class TrainingConfig:
                   f"round-robin with {what} (micro-batch k on pipeline k mod r)", self.routing)
         for name in ("replica_times", "transfer_times", "allreduce_times", "optimizer_times"):
             if getattr(self, name) is not None:
-                check(fixed, name, "unset unless schedule is gpipe, 1f1b, 1f1b-dynamic or "
-                      "interleaved", "given")
+                # swarm with a strategy: a plan run as SWARM (sim.profiles.swarm), which
+                # no reference or compiled engine answers (each needs no strategy)
+                check(fixed or (self.schedule == "swarm" and self.strategy is not None), name,
+                      "unset unless schedule is gpipe, 1f1b, 1f1b-dynamic or interleaved, or "
+                      "swarm with a strategy", "given")
         if self.replica_times is not None:
             set_("replica_times", _pair_grid("replica_times", self.replica_times, reps))
         if self.recv_gather_times is not None:

@@ -61,11 +61,15 @@ def _nominal(config: Any) -> float:
     from .system import TrainingSystem
 
     c = config
+    # a DES strategy stays (a plan run as SWARM needs it: sim.profiles.swarm); without a notice
+    # it changes nothing in a failure-free step
+    des = getattr(c.strategy, "engine", None) == "des"
     free = dataclasses.replace(
         c, availability=1.0, domain_outage=0.0, placement=None, failure_trace=None,
         mtbf=math.inf, replace_time=0.0, restart_cost=None, checkpoint_every=0,
         checkpoint_cost=0.0, steps=1, max_time=math.inf, pass_time_distribution="deterministic",
-        speed_spread=0.0, stall_limit=None, max_wait=0.0, strategy=None, step_times=None,
+        speed_spread=0.0, stall_limit=None, max_wait=0.0, strategy=c.strategy if des else None,
+        step_times=None,
         notice=0.0,
         replicas=c.replicas if c.speeds is None else None)
     system = TrainingSystem(free, Streams(0).replication(0))
