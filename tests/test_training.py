@@ -54,6 +54,29 @@ def test_bubble_fraction_is_the_idle_share_of_the_live_workers(tmp_path):
     assert plain["bubble_fraction"] == 0.0 and p.trainer.compute_time == 2.0
 
 
+@pytest.mark.parametrize("sync", ["allreduce", "diloco:every=48"])
+def test_bubble_fraction_without_a_bubble_is_zero_not_a_rounding_residue(sync):
+    """(user trial 15) One stage, three replicas, no failure: no bubble, but ``1 - busy /
+    live`` rounded to -4.1e-14 (data parallel) and -1.3e-15 (DiLoCo) after 96 steps, and an
+    experiment declaring ``bubble_fraction`` a rate or NONNEGATIVE refused its summary. A
+    real idle share is untouched (1/3 above); a residue is 0."""
+    cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=96, forward_time=0.3,
+                         param_size=1e9, bandwidth=1e8, latency=0.1, sync=sync)
+    m = training_model(cfg, Streams(0).replication(0))
+    assert m["bubble_fraction"] == 0.0
+
+
+def test_live_idle_share_keeps_a_share_below_zero_that_is_no_rounding():
+    """Only a residue within IDLE_RESIDUE is read as 0; a busy time beyond the live time by
+    more (a bug to show) stays negative, and no live time is NaN."""
+    from sim.training.flow import IDLE_RESIDUE, live_idle_share
+
+    assert live_idle_share(1.0 + 1e-12, 1.0, 0.0) == 0.0
+    assert live_idle_share(1.0 + 10 * IDLE_RESIDUE, 1.0, 0.0) < 0.0
+    assert live_idle_share(1.0, 4.0, 1.0) == pytest.approx(2 / 3, abs=1e-15)
+    assert math.isnan(live_idle_share(0.0, 1.0, 1.0))
+
+
 @pytest.mark.parametrize("schedule", ["gpipe", "async"])
 def test_bubble_fraction_is_nan_when_no_worker_is_ever_live(tmp_path, schedule):
     """The one replica is down over the whole run (its 2 micro-batches wait 2 at the out
