@@ -1186,7 +1186,8 @@ def metric_estimate(values: Sequence[float], confidence: float = 0.95, *,
     fixed : str, optional
         Why the config fixes the metric: :func:`fixed_ci` (exact, no interval).
     name : str
-        The metric, named in :func:`fixed_ci`'s error.
+        The metric, named in :func:`fixed_ci`'s error and in the refusal of a value out of a
+        declared range (which did not say which metric it was: user trial 15).
 
     Returns
     -------
@@ -1207,13 +1208,15 @@ def metric_estimate(values: Sequence[float], confidence: float = 0.95, *,
             x = np.asarray(values, dtype=float)
             bad = x[~np.isnan(x) & (x < 0)]
             if bad.size:
-                raise ConfigError("nonnegative", "metrics whose values are >= 0", float(bad[0]))
+                raise ConfigError("nonnegative", f"metrics whose values are >= 0 ('{name}' "
+                                  "is not)", float(bad[0]))
             return mean_ci(values, confidence, lower=0.0)
         return mean_ci(values, confidence)
     x = np.asarray(values, dtype=float)
     bad = x[~np.isnan(x) & ((x < 0) | (x > 1))]
     if bad.size:
-        raise ConfigError("rates", "metrics whose values lie in [0, 1]", float(bad[0]))
+        raise ConfigError("rates", f"metrics whose values lie in [0, 1] ('{name}' is not)",
+                          float(bad[0]))
     return rate_ci(x, trials, confidence)
 
 
@@ -1310,9 +1313,11 @@ def summary_rows(
                                     name=f"{m}' at point '{i}")
             elif m in rates:
                 e = metric_estimate(vals, confidence, rate=True,
-                                    trials=_trials(rates[m], use, params))
+                                    trials=_trials(rates[m], use, params),
+                                    name=f"{m}' at point '{i}")
             else:
-                e = metric_estimate(vals, confidence, nonnegative=_is_nonnegative(m, nonneg))
+                e = metric_estimate(vals, confidence, nonnegative=_is_nonnegative(m, nonneg),
+                                    name=f"{m}' at point '{i}")
             row[f"{m}_mean"], row[f"{m}_se"] = e.mean, e.se
             row[f"{m}_low"], row[f"{m}_high"] = e.low, e.high
             if m in kinds:

@@ -559,7 +559,8 @@ def test_summary_rows_give_declared_rates_intervals_inside_the_unit_interval():
     by_field = summary_rows([dict(r, n=1000) for r in recs], points, metrics=["drop"],
                             rates={"drop": "n"})
     assert by_field[1]["drop_high"] == by_int[1]["drop_high"]
-    with pytest.raises(ConfigError, match="'rates' must be metrics whose values lie in \\[0, 1\\]: 2.0"):
+    with pytest.raises(ConfigError, match="'rates' must be metrics whose values lie in \\[0, 1\\] "
+                       "\\('drop' at point '0' is not\\): 2.0"):
         summary_rows(recs + [{"point": 0, "error": "", "drop": 2.0}], points, metrics=["drop"],
                      rates={"drop": None})
     with pytest.raises(ConfigError, match="'RATES' must be a dict"):
@@ -608,7 +609,9 @@ def test_summary_rows_cut_declared_nonnegative_metrics_at_zero():
     star = summary_rows(recs, [{}], metrics=["wait", "shift"], nonnegative="*")[0]
     assert star["shift_low"] == 0.0
     bad = [dict(r, wait=-1.0) for r in recs]
-    with pytest.raises(ConfigError, match="'nonnegative' must be metrics whose values are >= 0"):
+    # (user trial 15) the refusal names the metric and the point: it named neither
+    with pytest.raises(ConfigError, match="'nonnegative' must be metrics whose values are >= 0 "
+                       "\\('wait' at point '0' is not\\): -1.0"):
         summary_rows(bad, [{}], metrics=["wait"], nonnegative="*")
     with pytest.raises(ConfigError, match="'nonnegative'"):
         summary_rows(recs, [{}], metrics=["wait"], nonnegative="wait")

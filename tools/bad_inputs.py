@@ -300,6 +300,9 @@ class Fixtures:
             "analyse3": "NAME = 'analyse3'\n" + good + "analyse = 3\n",
             "rates_none": "NAME = 'rates_none'\n" + good + "RATES = {'no_such_metric': None}\n",
             "nonneg_none": "NAME = 'nonneg_none'\n" + good + "NONNEGATIVE = ('no_such_metric',)\n",
+            "nonneg_neg": "NAME = 'nonneg_neg'\nBASE = {'p': 0.5}\nFACTORS = {'p': [0.1]}\n"
+                          "REPLICATIONS = 2\nNONNEGATIVE = '*'\n"
+                          "def model(config, streams):\n    return {'x': 1.0, 'wait': -1.0}\n",
             "base5": "NAME = 'base5'\nBASE = 5\nFACTORS = {}\nREPLICATIONS = 2\n"
                      "def model(config, streams):\n    return {'x': 1.0}\n",
             "base_nan": "NAME = 'base_nan'\nBASE = {'p': float('nan')}\nFACTORS = {}\n"
@@ -2678,6 +2681,10 @@ def hardening_cases(fx: Fixtures) -> list[Case]:
     add("run/nonnegative-name-no-metric", dtsim("run", hx["nonneg_none"], "--executor", "serial",
                                                 "--quiet", "--out", str(T / "h_r3")),
         refuse("NONNEGATIVE"), allow_work=True)
+    add("run/nonnegative-value-negative", dtsim("run", hx["nonneg_neg"], "--executor", "serial",
+                                                 "--quiet", "--out", str(T / "h_r4")),
+        refuse("NONNEGATIVE"), allow_work=True,
+        note="known once the tasks return; names the metric and point (user trial 15)")
     add("run/analyse-not-callable", dtsim("run", hx["analyse3"], "--out", str(T / "h_a3")),
         refuse("analyse"))
     add("api/replicate-model-not-callable", api(

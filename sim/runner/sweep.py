@@ -170,10 +170,11 @@ class SweepResult:
                 out[m] = metric_estimate(vals, self.confidence, fixed=fixed[m], name=m)
             elif m in self.rates:
                 out[m] = metric_estimate(vals, self.confidence, rate=True,
-                                         trials=_trials(self.rates[m], use, self.points[point]))
+                                         trials=_trials(self.rates[m], use, self.points[point]),
+                                         name=m)
             else:
                 out[m] = metric_estimate(vals, self.confidence, nonnegative=(
-                    self.nonnegative == "*" or m in self.nonnegative))
+                    self.nonnegative == "*" or m in self.nonnegative), name=m)
         return out
 
     def point_records(self) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
