@@ -1642,9 +1642,11 @@ def gantt(obj: dict[str, Any], *, max_rows: int = 80) -> Gantt:
             s.bubble = 1.0 - busy / cap
             tot_busy += busy
             tot_cap += cap
-    if owns:  # the first coordinator's steps are the ones drawn
+    if owns:  # the first coordinator's steps are the ones drawn, and every one's lost steps
+        # (user trial 15: a DiLoCo run's plot said "only the lost steps' starts drawn" and
+        # drew group 0's lost step alone, leaving out the other groups')
         first = min(owns, key=lambda p: (psort.get(p, p), p))
-        steps = [s for s, pid in zip(steps, step_pid, strict=True) if pid == first]
+        steps = [s for s, pid in zip(steps, step_pid, strict=True) if pid == first or s.lost]
     steps.sort(key=lambda s: (s.start, s.end))
     ordered = sorted(rows.values(), key=lambda r: (psort.get(r.pid, r.pid), r.pid,
                                                    tsort.get((r.pid, r.tid), r.tid), r.tid))

@@ -926,6 +926,26 @@ def test_diloco_gantt_bubble_is_the_engines_with_failures():
     assert gantt(trace).bubble == pytest.approx(metrics["bubble_fraction"], abs=1e-12)
 
 
+def test_diloco_gantt_draws_every_groups_lost_steps(tmp_path):
+    """(user trial 15) Three one-worker DiLoCo groups; s0r1 (group 1) down over [5.5, 8.5) and
+    s0r0 (group 0) over [9.5, 10.5): the Gantt's steps are group 0's and the lost steps of
+    every group. It kept group 0's alone, so a plot past 60 steps ("only the lost steps'
+    starts drawn") left out group 1's lost step."""
+    trace_file = tmp_path / "t.csv"
+    trace_file.write_text("worker,start,end\ns0r1,5.5,8.5\ns0r0,9.5,10.5\n")
+    cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=12, forward_time=1.0,
+                         backward_ratio=0.0, sync="diloco:every=4", failure_trace=str(trace_file))
+    _, trace = _record(cfg)
+    lost = {(e["pid"], e["args"]["step"]) for e in _x(trace, "step") if e["args"].get("lost")}
+    pids = {e["args"]["name"]: e["pid"] for e in trace["traceEvents"]
+            if e.get("ph") == "M" and e["name"] == "process_name"}
+    assert {pid for pid, _ in lost} == {pids["group 0"], pids["group 1"]}
+    g = gantt(trace)
+    assert sorted(s.step for s in g.steps if s.lost) == sorted(k for _, k in lost)
+    g0 = [e for e in _x(trace, "step") if e["pid"] == pids["group 0"]]
+    assert len(g.steps) == len(g0) + sum(1 for pid, _ in lost if pid != pids["group 0"])
+
+
 def test_plot_refuses_a_file_that_is_not_a_timeline(tmp_path, capsys):
     """A file that is not Trace Event Format JSON is one line naming 'timeline'."""
     bad = tmp_path / "bad.json"
