@@ -232,3 +232,56 @@ def test_an_option_typed_twice_with_two_values_is_refused(capsys):
                        "only the last would count): '2, 3'"]
     assert main([*base, "--stages", "3", "--stages", "3"]) == 0
     capsys.readouterr()
+
+
+def _zones_plan(tmp_path, precision):
+    """A 2-layer model given by its shape, one stage of 4 replicas in 2 zones (2 on one host
+    each), a slow link between the zones: the layout of user trial 15, small."""
+    d = tmp_path / "prof"
+    (d / "models").mkdir(parents=True)
+    (d / "models" / "m.json").write_text(json.dumps({"model": "m", "shape": {
+        "layers": 2, "hidden": 256, "heads": 4, "sequence": 128, "vocabulary": 1000,
+        "tied": False}}))
+    (d / "gpus.json").write_text(json.dumps({"gpus": [{
+        "name": "G", "memory_bytes": 4.8e10, "price_per_hour": 1.0, "overhead_bytes": 0,
+        "intra_node_bandwidth": 3.2e10, "peak_flops": 3.6e14, "peak_flops_tf32": 1.8e14,
+        "peak_flops_fp32": 9e13, "memory_bandwidth": 8.6e11}]}))
+    links = [{"src": {"gpu": "G", "zone": a}, "dst": {"gpu": "G", "zone": b},
+              "bandwidth": bw, "latency": lat}
+             for a, b, bw, lat in (("a", "b", 5e7, 0.035), ("a", "a", 1.25e10, 1e-5),
+                                   ("b", "b", 1.25e10, 1e-5))]
+    (d / "network.json").write_text(json.dumps({"links": links}))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({
+        "model": "m", "microbatch_size": 1, "global_batch_size": 4,
+        "framework": {"name": "deepspeed", "precision": precision},
+        "stages": [{"first_layer": 0, "last_layer": 3, "replicas": [
+            {"gpu": "G", "tp": 1, "gpus_per_node": 2, "zone": z, "host": f"{z}0", "count": 2}
+            for z in ("a", "b")]}]}))
+    return ["train", "--plan", str(plan), "--profiles", str(d), "--steps", "2",
+            "--replications", "1"]
+
+
+def test_diloco_plan_warns_that_its_data_parallel_collectives_span_every_group(tmp_path,
+                                                                                capsys):
+    """(user trial 15) A bf16 DeepSpeed plan in 2 DiLoCo groups: the build times the bf16
+    all-gather of the updated weights (and the loss all-reduce) over all 4 replicas, across
+    the slow link, not each group's 2; one warning says so with the times, and nothing is
+    said without DiLoCo or with fp32 DeepSpeed's loss all-reduce alone named."""
+    argv = _zones_plan(tmp_path, "bf16")
+    assert main([*argv, "--sync", "diloco:every=1,groups=2"]) == 0
+    err = capsys.readouterr().err
+    line = [x for x in err.splitlines() if "data-parallel group besides" in x]
+    assert len(line) == 1 and "all 4 replicas" in line[0] and "each group's 2" in line[0]
+    assert "bf16 all-gather of the updated weights" in line[0] and "in memory" in line[0]
+    assert main(argv) == 0
+    assert "data-parallel group besides" not in capsys.readouterr().err
+    assert main([*_zones_plan(tmp_path / "f", "fp32"), "--sync", "diloco:every=1,groups=2"]) == 0
+    err = capsys.readouterr().err
+    assert "loss's all-reduce" in err and "bf16" not in err and "in memory" not in err
+    # the docs' plan in DiLoCo (docs/diloco.md): its loss all-reduce takes 2.4e-9 s of a
+    # 1.52 s step over GH200's network: below the warning's share, nothing said
+    assert main(["train", "--plan", "sim/profiles/data/runs/clariden-OPT-350-N4_D2.json",
+                 "--model", "OPT-350", "--steps", "2", "--replications", "1",
+                 "--sync", "diloco:every=1,bits=8"]) == 0
+    assert "data-parallel group besides" not in capsys.readouterr().err
