@@ -79,6 +79,10 @@ def test_fleets_from_runs_and_specs(shipped):
     assert f.gpus == 64
     with pytest.raises(ConfigError, match="'nodes' must be a zone for GH-96"):
         parse_nodes("GH-96:4x2", profiles.network)
+    # (user trial 15) a GPU type the network has no link for: any zone name, and how
+    with pytest.raises(ConfigError, match="'nodes' must be a zone for L40S \\(@ZONE; the network "
+                       "has no link for L40S to take one from: name any, e.g. L40S:8x1@dc1"):
+        parse_nodes("L40S:8x1", profiles.network)
     with pytest.raises(ConfigError, match="'nodes' must be GPU:GPUS_PER_NODExCOUNT"):
         parse_nodes("GH-96:4", profiles.network)
 

@@ -34,8 +34,14 @@ def parse_nodes(spec: str, network: NetworkProfile) -> Fleet:
         gpu, zone = mt["gpu"], mt["zone"]  # type: ignore[index]
         known = sorted(zones.get(gpu, ()))
         if zone is None:
+            # (user trial 15) with no link for the GPU type at all (a user's catalogue without
+            # network.json) no zone can be inferred, and any name does for nodes that talk
+            # over no link: say so, not only that the network has none
             check(len(known) == 1, "nodes", f"a zone for {gpu} (@ZONE; the network has "
-                  f"{', '.join(known) if known else 'no link'} for it)", part)
+                  f"{', '.join(known)} for it)" if known else f"a zone for {gpu} (@ZONE; the "
+                  f"network has no link for {gpu} to take one from: name any, e.g. "
+                  f"{part.strip()}@dc1, and give links between zones in network.json or "
+                  "--fleet for plans across nodes)", part)
             zone = known[0]
         else:  # a typo would leave the nodes without links: every multi-node plan refused
             check(not known or zone in known, "nodes", f"a zone the network has links for "
