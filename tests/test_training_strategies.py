@@ -351,7 +351,8 @@ def test_shrinking_checkpoint_restart_matches_the_extended_daly_law():
     table = StepTimes("workers", tuple(times), tuple(times.values()))
     cfg = TrainingConfig(stages=1, replicas=6, steps=30, step_times=table, mtbf=300.0,
                          replace_time=1e12, stall_limit=2000.0,
-                         strategy="checkpoint-restart:every=5,checkpoint=1,restart=2,boot=0")
+                         strategy="checkpoint-restart:every=5,checkpoint=1,restart=2,boot=0,"
+                                  "settle=0")  # the law's restart: no sleep before it
     p, m = analytic.checkpoint_restart_shrink(steps=30, every=5, checkpoint=1.0, restart=2.0,
                                               mtbf=300.0, step_time=times.get, workers=6)
     recs = replicate(job_model, cfg, replications=2000, seed=5)
