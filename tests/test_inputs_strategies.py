@@ -61,7 +61,8 @@ def test_a_worker_ready_before_a_restart_ends_joins_it(tmp_path):
     1 pipeline of 20 s steps before (166)."""
     cfg = TrainingConfig(stages=2, replicas=2, steps=6, step_times=TABLE,
                          failure_trace=_trace(tmp_path, "s0r1,15,25\n"),
-                         strategy="checkpoint-restart:every=100,checkpoint=1,restart=30,boot=0")
+                         strategy="checkpoint-restart:every=100,checkpoint=1,restart=30,boot=0,"
+                                  "settle=0")
     m = _run(cfg)
     assert m["training_time"] == 106.0 and m["restarts"] == 1.0
 

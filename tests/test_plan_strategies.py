@@ -101,7 +101,7 @@ def test_checkpoint_restart_on_a_scripted_trace_by_hand(tmp_path, capsys):
     out = _json(capsys, ["--plan", PLAN, "--model", "OPT-350", "--steps", "5",
                          "--replications", "1", "--failure-trace", str(trace),
                          "--strategy", "checkpoint-restart:every=2,checkpoint=0.5,restart=3,"
-                         "boot=0"])
+                         "boot=0,settle=0"])
     wall = 7.0 + 3 * T1 + 1.0
     assert out["engine"] == "job"
     assert out["wall_time_mean"] == pytest.approx(wall, rel=1e-12)
@@ -249,7 +249,7 @@ def test_checkpoint_restart_with_a_bandwidth_on_a_scripted_trace_by_hand(tmp_pat
     out = _json(capsys, ["--plan", PLAN, "--model", "OPT-350", "--steps", "5",
                          "--replications", "1", "--failure-trace", str(trace),
                          "--strategy", "checkpoint-restart:every=2,restart=3,boot=0,"
-                         "checkpoint_bandwidth=1GB/s"])
+                         "checkpoint_bandwidth=1GB/s,settle=0"])
     wall = 9.5 + C + 3 * T1 + 2 * C
     assert out["wall_time_mean"] == pytest.approx(wall, rel=1e-12)
     assert (out["restarts"], out["checkpoints"], out["steps"]) == (1.0, 3.0, 5)

@@ -49,30 +49,44 @@ CR_TIMES = _table("pipelines", [(1, 18.0), (2, 10.0), (3, 8.0)])
 CR_REMOVALS = [(12.0, 5), (52.0, 4), (75.0, 1)]
 
 
-def test_checkpoint_restart_replay_is_exact(tmp_path):
+@pytest.mark.parametrize("settle, wall, restarts, lost", [
+    (0.0, 136.0, 3.0, 12.0 + 3.0 + (10.0 + 8.0)),  # 1.5 steps; 3 s of step 4; 4 and 8 s
+    (None, 249.0, 1.0, 8.0 + 4.0),  # Varuna's default: 1.5 steps, once
+])
+def test_checkpoint_restart_replay_is_exact(tmp_path, settle, wall, restarts, lost):
     """6 workers (w = 3 stage + replica) as 3 pipelines of 2, pipeline i = (s0ri, s1ri) =
-    (w0 w3), (w1 w4), (w2 w5); K=3, C=2, R=5, N=6. By hand: w5 lost at 12 (step 2) rolls back
-    to 0; restart to 17 on (w0 w3), (w1 w4), w2 spare (10 s steps): steps at 27, 37, 47,
-    checkpoint to 49; w4 lost at 52 (step 4) rolls back to 3; restart to 57 on (w0 w3),
-    (w1 w2): steps at 67; w1 lost at 75 (step 5) rolls back to 3; restart to 80 on (w0 w3),
-    w2 spare (18 s): steps at 98, 116, 134, the checkpoint after the last step to 136. Wall
-    time 136, 3 restarts, 2 checkpoints.
+    (w0 w3), (w1 w4), (w2 w5); K=3, C=2, R=5, N=6. By hand, settle=0: w5 lost at 12 (step 2)
+    rolls back to 0; restart to 17 on (w0 w3), (w1 w4), w2 spare (10 s steps): steps at 27,
+    37, 47, checkpoint to 49; w4 lost at 52 (step 4) rolls back to 3; restart to 57 on
+    (w0 w3), (w1 w2): steps at 67; w1 lost at 75 (step 5) rolls back to 3; restart to 80 on
+    (w0 w3), w2 spare (18 s): steps at 98, 116, 134, the checkpoint after the last step to
+    136. Wall time 136, 3 restarts, 2 checkpoints.
+
+    With Varuna's manager's 120 s sleep after a failure (the default ``settle``,
+    ``vmss_scripts/morph_server.py:177``): w5 lost at 12 rolls back to 0; the manager sleeps
+    12-132 (w4 at 52 and w1 at 75 go meanwhile: no job runs, nothing is lost); the relaunch
+    132-137 forms (w0 w3), w2 spare (18 s steps): steps at 155, 173, 191, checkpoint to 193,
+    steps at 211, 229, 247, the last checkpoint to 249. Wall time 249, 1 restart, 2
+    checkpoints (the code before it restarted at once: 136).
 
     (Before issue 33 the workers were in stage-major order, so w4 was the spare at 52 and the
     run had 2 restarts, and no checkpoint followed the last step: 134.)"""
+    extra = "" if settle is None else f",settle={settle:g}"
     cfg = TrainingConfig(stages=2, replicas=3, steps=6, step_times=CR_TIMES,
                          failure_trace=_removals(tmp_path, CR_REMOVALS, 2, 3),
-                         strategy="checkpoint-restart:every=3,checkpoint=2,restart=5,boot=0")
+                         strategy="checkpoint-restart:every=3,checkpoint=2,restart=5,boot=0"
+                                  + extra)
     engine, m = _run(cfg)
     assert engine == "job"
-    assert m["training_time"] == 136.0
-    assert (m["restarts"], m["checkpoints"]) == (3.0, 2.0)
-    assert m["lost_work"] == 12.0 + 3.0 + (10.0 + 8.0)  # 1.5 steps; 3 s of step 4; 4 and 8 s
-    ref = analytic.replay_checkpoint_restart(
+    assert CheckpointRestart().settle == 120.0
+    assert m["training_time"] == wall
+    assert (m["restarts"], m["checkpoints"]) == (restarts, 2.0)
+    assert m["lost_work"] == lost
+    ref = [analytic.replay_checkpoint_restart(
         n0=6, removals=CR_REMOVALS, stages=2, replicas=3, steps=6,
         step_time=lambda sizes, held: CR_TIMES.lookup(len(sizes)), every=3, checkpoint=2.0,
-        restart=5.0)
-    assert ref == 136.0
+        restart=5.0, settle=z) for z in (0.0, 120.0)]
+    assert ref == [136.0, 249.0]  # the replay without the sleep is the other model
 
 
 def test_checkpoint_restart_waits_then_says_why(tmp_path):
@@ -337,7 +351,8 @@ def test_shrinking_checkpoint_restart_matches_the_extended_daly_law():
     table = StepTimes("workers", tuple(times), tuple(times.values()))
     cfg = TrainingConfig(stages=1, replicas=6, steps=30, step_times=table, mtbf=300.0,
                          replace_time=1e12, stall_limit=2000.0,
-                         strategy="checkpoint-restart:every=5,checkpoint=1,restart=2,boot=0")
+                         strategy="checkpoint-restart:every=5,checkpoint=1,restart=2,boot=0,"
+                                  "settle=0")  # the law's restart: no sleep before it
     p, m = analytic.checkpoint_restart_shrink(steps=30, every=5, checkpoint=1.0, restart=2.0,
                                               mtbf=300.0, step_time=times.get, workers=6)
     recs = replicate(job_model, cfg, replications=2000, seed=5)
@@ -419,7 +434,7 @@ def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path, every, cost, e
     cfg = TrainingConfig(stages=1, replicas=2, steps=12, step_times=table, notice=25.0,
                          failure_trace=TraceReplay(str(p)),
                          strategy=f"checkpoint-restart:every={every},checkpoint={cost},"
-                                  "restart=1,boot=0")
+                                  "restart=1,boot=0,settle=0")
     _, m = _run(cfg)
     assert m["notices_used"] == 1.0 and m["checkpoints"] == checkpoints
     assert m["training_time"] == end
@@ -520,7 +535,7 @@ def test_adaptive_checkpoint_interval_adapts_after_a_failure(tmp_path):
     base = dict(stages=2, replicas=2, microbatches=4, steps=10**6, max_time=1000.0,
                 step_times=StepTimes("pipelines", (1, 2), (10.0, 6.0)),
                 failure_trace=TraceReplay(str(p)), stall_limit=math.inf)
-    spec = "checkpoint-restart:every=5,checkpoint=3,restart=20,boot=0"
+    spec = "checkpoint-restart:every=5,checkpoint=3,restart=20,boot=0,settle=0"
     fixed = training_model(TrainingConfig(**base, strategy=spec), Streams(0).replication(0))
     adaptive = training_model(TrainingConfig(**base, strategy=spec + ",interval=adaptive"),
                               Streams(0).replication(0))
@@ -552,7 +567,7 @@ def test_a_removal_as_a_step_or_phase_ends_comes_after_it(tmp_path, strategy, re
     take the removal first (95, 67, 78, 78.5 where it moved), the replays ignored it."""
     if strategy == "checkpoint-restart":
         L, r, N, times = 2, 3, 6, CR_TIMES
-        spec = "checkpoint-restart:every=3,checkpoint=2,restart=5,boot=0"
+        spec = "checkpoint-restart:every=3,checkpoint=2,restart=5,boot=0,settle=0"
         ref = analytic.replay_checkpoint_restart(
             n0=6, removals=removals, stages=2, replicas=3, steps=6,
             step_time=lambda sizes, held: CR_TIMES.lookup(len(sizes)), every=3,
@@ -599,20 +614,24 @@ def test_a_step_ending_at_the_job_stall_limit_is_progress(tmp_path):
     # steps of 20 s from 30 end at 50, 70, ..; the poll at 60 finds w3 ready (since 40) and
     # 2 pipelines: at the step end at 70 a checkpoint 70-72 (2 steps durable), a restart
     # 72-77, 18 steps of 10 s to 257, the last checkpoint to 259
-    ("poll=60", 259.0, 2.0, 2.0, 1.0),
+    ("settle=0,poll=60", 259.0, 2.0, 2.0, 1.0),
     # overlapped: the morph's copy 70-71 blocks and the job waits for the write, durable at
     # 73, before the restart 73-78; 18 steps to 258, the last copy and write to 261
-    ("poll=60,snapshot=overlapped,copy=1", 261.0, 2.0, 2.0, 1.0),
+    ("settle=0,poll=60,snapshot=overlapped,copy=1", 261.0, 2.0, 2.0, 1.0),
     # a poll at exactly a step end (50) is taken at that step end: checkpoint 50-52, restart
     # 52-57, 19 steps to 247, the last checkpoint to 249
-    ("poll=50", 249.0, 2.0, 2.0, 1.0),
+    ("settle=0,poll=50", 249.0, 2.0, 2.0, 1.0),
     # the poll at 35 finds w3 down (3 ready workers, one pipeline); the next, at 70, is at a
     # step end: as poll=60 (Varuna's manager decides at the poll, not at the step end: 249)
-    ("poll=35", 259.0, 2.0, 2.0, 1.0),
+    ("settle=0,poll=35", 259.0, 2.0, 2.0, 1.0),
     # the default poll, 300 s (Varuna's): steps at 50, .., 290, 310; the poll at 300 finds 2
     # pipelines: at 310 (14 steps) a checkpoint to 312, a restart to 317, 6 steps to 377, the
     # last checkpoint to 379 (the code before this rule: 432, the old rule below)
-    ("", 379.0, 2.0, 2.0, 1.0),
+    ("settle=0", 379.0, 2.0, 2.0, 1.0),
+    # Varuna's manager sleeps 120 s after the failure (the default settle): 25-145, by when
+    # w3 is back; the restart 145-150 forms 2 pipelines, 20 steps of 10 s to 350, the last
+    # checkpoint to 352; the polls find nothing larger: no morph (a morph has no sleep)
+    ("poll=60", 352.0, 1.0, 1.0, 0.0),
     # the old rule (the Oobleck artifact's Varuna simulator): w3 waits for a failure's
     # restart, none comes: 20 steps of 20 s from 30 to 430, the last checkpoint to 432
     ("grow=false", 432.0, 1.0, 1.0, 0.0),
@@ -622,8 +641,8 @@ def test_checkpoint_restart_grows_at_the_poll_when_a_worker_returns(tmp_path, sp
                                                                     morphs):
     """Varuna's job morphing. 2 pipelines of 2, (w0 w2) and (w1 w3) (w = 2 stage + replica),
     a step 10 s on two pipelines and 20 s on one, K=100, C=2, R=5, N=20, boot 0. By hand: w3
-    is lost at 25 (step 3 of 2 pipelines), the job rolls back to 0 and restarts 25-30 on
-    (w0 w2), w1 spare; w3 is back and ready at 40."""
+    is lost at 25 (step 3 of 2 pipelines), the job rolls back to 0 and (settle=0) restarts
+    25-30 on (w0 w2), w1 spare; w3 is back and ready at 40."""
     p = tmp_path / "back.csv"
     p.write_text("worker,start,end\ns1r1,25,40\n")
     table = _table("pipelines", [(1, 20.0), (2, 10.0)])
@@ -643,11 +662,15 @@ def test_checkpoint_restart_grow_is_the_default_and_poll_needs_it():
     s = make_strategy("checkpoint-restart")
     assert (s.grow, s.poll) == (True, 300.0)
     assert make_strategy("checkpoint-restart:poll=2min").poll == 120.0
+    assert make_strategy("checkpoint-restart:settle=1min").settle == 60.0
     for spec, name in (("checkpoint-restart:grow=maybe", "grow"),
                        ("checkpoint-restart:poll=0", "poll"),
                        ("checkpoint-restart:poll=-5", "poll"),
                        ("checkpoint-restart:poll=inf", "poll"),
-                       ("checkpoint-restart:grow=false,poll=60", "poll")):
+                       ("checkpoint-restart:grow=false,poll=60", "poll"),
+                       ("checkpoint-restart:settle=-1", "settle"),
+                       ("checkpoint-restart:settle=inf", "settle"),
+                       ("checkpoint-restart:grow=false,settle=60", "settle")):
         with pytest.raises(ConfigError, match=f"'{name}' must be"):
             make_strategy(spec)
     with pytest.raises(ConfigError, match="'grow' must be"):

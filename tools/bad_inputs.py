@@ -4350,6 +4350,13 @@ def users_strategy_cases(fx: Fixtures) -> list[Case]:
             ("checkpoint-restart:poll=x", refuse("poll")),
             ("checkpoint-restart:grow=false,poll=60", refuse("poll")),
             ("checkpoint-restart:poll=60", ok("checkpoint-restart")),
+            # the manager's sleep after a failure (a time >= 0, with grow only)
+            ("checkpoint-restart:settle=-1", refuse("settle")),
+            ("checkpoint-restart:settle=inf", refuse("settle")),
+            ("checkpoint-restart:settle=nan", refuse("settle")),
+            ("checkpoint-restart:settle=x", refuse("settle")),
+            ("checkpoint-restart:grow=false,settle=60", refuse("settle")),
+            ("checkpoint-restart:settle=1min", ok("checkpoint-restart")),
             ("redundancy:rebalance=inf", refuse("rebalance")),
             # audit 7: a cost the failures always interrupt ran for hours (the watchdog waits
             # 1000 x it): 1.6e12 expected transitions, refused naming it

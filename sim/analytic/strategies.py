@@ -140,7 +140,7 @@ def _depth(ready: list[int], L: int, r: int, step_time: StepTime):
 def replay_checkpoint_restart(*, n0: int, removals: Sequence[tuple[float, int]], stages: int,
                               replicas: int, steps: int, step_time: StepTime, every: int,
                               checkpoint: float, restart: float, boot: float = 0.0,
-                              all_held: bool = False) -> float:
+                              all_held: bool = False, settle: float = 0.0) -> float:
     """Wall time of checkpoint-restart on a removal timeline (inf if it can never finish).
 
     Notes
@@ -150,7 +150,9 @@ def replay_checkpoint_restart(*, n0: int, removals: Sequence[tuple[float, int]],
     after). A removal of a worker the job runs on (every worker it holds when
     ``all_held``) loses the step in progress and the steps since the last
     checkpoint, during a checkpoint that checkpoint too, and during a restart
-    starts it over at the removal. A checkpoint of ``checkpoint`` follows each
+    starts it over at the removal. After each such removal the job waits
+    ``settle`` (Varuna's manager's sleep, whatever is removed meanwhile) before it
+    forms again from the workers left then. A checkpoint of ``checkpoint`` follows each
     ``every`` steps since the last one, and the last step (the run is done when it
     completes).
     """
@@ -170,7 +172,7 @@ def replay_checkpoint_restart(*, n0: int, removals: Sequence[tuple[float, int]],
             cost = 0.0 if first else restart
             hit = tl.next_in(t, t + cost, part) if cost > 0 else None
             if hit is not None:
-                t = hit[0]
+                t = hit[0] + settle
                 continue
             t += cost
             first = False
@@ -178,14 +180,14 @@ def replay_checkpoint_restart(*, n0: int, removals: Sequence[tuple[float, int]],
         while True:  # steps
             hit = tl.next_in(t, t + T, part)
             if hit is not None:
-                t, done = hit[0], committed
+                t, done = hit[0] + settle, committed
                 break
             t += T
             done += 1
             if done - committed >= K or done == N:  # and after the last step
                 hit = tl.next_in(t, t + checkpoint, part)
                 if hit is not None:
-                    t, done = hit[0], committed
+                    t, done = hit[0] + settle, committed
                     break
                 t += checkpoint
                 committed = done

@@ -612,7 +612,8 @@ def _replay(c: Any) -> tuple[float | None, str]:
     if s.name == "checkpoint-restart":
         t = replay_checkpoint_restart(
             **common, replicas=max(c.replicas), every=s.every, checkpoint=s.checkpoint,
-            restart=s.restart, all_held=table is not None and table.per == "workers")
+            restart=s.restart, all_held=table is not None and table.per == "workers",
+            settle=s.settle if s.grow else 0.0)
     elif s.name == "reconfiguration":
         work = stage_work(c)
         t = replay_reconfiguration(

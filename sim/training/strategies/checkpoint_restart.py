@@ -40,6 +40,22 @@ the training loop checks after each iteration, which checkpoints and exits
 (``examples/Megatron-LM/megatron.patch:380-384, 651-653``; ``docs/morphing.rst:19-20``);
 ``morph_server.py:157-161`` then relaunches (``start_remote``, as after a failure).
 
+The manager's sleep (``settle``, grow only): after a failure its manager sleeps 120 s
+("wait for transient errors to pass", ``vmss_scripts/morph_server.py:177``; the packaged
+``varuna/morph_server.py:155`` sleeps 60 s) before it relaunches on the machines available
+then; a morph relaunches at once (``vmss_scripts/morph_server.py:157-163``). Here each loss
+that interrupts the job (during a step, a checkpoint or a restart) is followed by ``settle``
+(restart time) before the job forms from the workers ready then and pays ``restart``; a
+loss during the sleep interrupts nothing (no job runs). The Oobleck artifact's simulator
+(``grow=False``) has no manager and no sleep. The pipeline depth of a relaunch: the
+released launcher needs ``--nstages`` (``varuna/run_varuna.py:131-132``,
+``varuna/launcher.py:125``), a relaunch reuses the saved launch command
+(``run_varuna.py:148-155``, ``--resume`` from ``varuna/morph_server.py:76-77``) and the
+launcher takes ``gpus_available // nstages`` replicas (``launcher.py:23``): the depth
+``L`` is kept, as here. ``AutoConfig`` (documented for a launch without ``--nstages``,
+``docs/morphing.rst:30-33``) is not reachable in that code (``launcher.py:81`` calls it
+without the ``profile_folder`` that ``auto_config.py:9-10`` requires).
+
 The interval: ``interval="fixed"`` (every ``every`` steps), ``"adaptive"``
 (re-chosen after each failure from the measured failure rate: the whole
 number of steps closest in cost to the exact optimum of
@@ -90,6 +106,8 @@ SNAPSHOTS = ("blocking", "overlapped")
 NOTICE_USES = ("checkpoint", "ignore")
 #: Varuna's manager polls the available machines every 5 minutes (module notes).
 POLL = 300.0
+#: Varuna's manager sleeps 120 s after a failure before it relaunches (module notes).
+SETTLE = 120.0
 
 
 @register_strategy
@@ -132,10 +150,13 @@ class CheckpointRestart(JobStrategy):
     poll : float
         Time between the manager's polls of the available machines (default 300 s,
         Varuna's ``continuous_poll.py``); given only with ``grow``.
+    settle : float
+        (grow) The manager's sleep after a failure before it relaunches the job (default
+        120 s, Varuna's ``morph_server.py``: module notes); given only with ``grow``.
     """
 
     name = "checkpoint-restart"
-    times = ("boot", "checkpoint", "restart", "copy", "poll")
+    times = ("boot", "checkpoint", "restart", "copy", "poll", "settle")
     rates = ("checkpoint_bandwidth",)
     every: int = 10
     checkpoint: float = 15.8
@@ -149,6 +170,7 @@ class CheckpointRestart(JobStrategy):
     checkpoint_bandwidth: float | None = None
     grow: bool = True
     poll: float = 300.0
+    settle: float = SETTLE
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -167,14 +189,20 @@ class CheckpointRestart(JobStrategy):
         check(isinstance(self.grow, bool), "grow", "true or false", self.grow)
         check_positive("poll", self.poll)
         check(self.grow or self.poll == POLL, "poll", "unset unless grow is true", self.poll)
+        check_nonnegative("settle", self.settle)
+        check(self.grow or self.settle == SETTLE, "settle", "unset unless grow is true",
+              self.settle)
 
     # -- formation ------------------------------------------------------------------
     def formation(self, job: Any, ready: list[int]) -> Any:
         return depth_pipelines(job, ready)
 
     def form(self, job: Any, st: RunState):
-        """Wait for enough workers, then restart (free the first time); a loss restarts it."""
+        """Wait for enough workers, then restart (free the first time); a loss restarts it.
+        After a loss (not a morph) the manager first sleeps ``settle`` (grow)."""
         while True:
+            if st.extra.pop("settle", False):
+                yield from self._settle(job, st)
             f = yield from self.wait_for_workers(job)
             if st.started:
                 job.restarts += 1
@@ -195,6 +223,20 @@ class CheckpointRestart(JobStrategy):
                 st.extra.pop("morph", None)  # a poll before the restart found the old formation
                 self._arm_poll(job, st)
                 return
+            st.extra["settle"] = True  # a loss during the relaunch: the manager sleeps again
+
+    def _settle(self, job: Any, st: RunState):
+        """(grow) Varuna's manager sleeps ``settle`` after a failure, whatever happens
+        meanwhile, then relaunches on the machines available (accounted as restart time)."""
+        if not self.grow or self.settle <= 0:
+            return
+        st.participants = frozenset()  # no job runs: a loss meanwhile interrupts nothing
+        t0 = job.env.now
+        end = t0 + self.settle
+        while job.env.now < end:  # an interruption (none expected) does not cut it short
+            yield from job.wait(end - job.env.now)
+        job.lost["restart"] += job.env.now - t0
+        job.rec.job_hold("restart", t0, job.env.now, True)
 
     # -- steps ------------------------------------------------------------------------
     def blocking_part(self, job: Any) -> float:
@@ -243,6 +285,7 @@ class CheckpointRestart(JobStrategy):
     def _failed(self, job: Any, st: RunState, elapsed: float) -> None:
         job.rollback(elapsed)
         st.failures += 1
+        st.extra["settle"] = True  # the manager sleeps before the relaunch (grow)
         # adapt with the failed formation's step time, before it is dissolved (after it,
         # _adapt found no formation and 'adaptive' kept 'every' for the whole run)
         self._adapt(job, st)
