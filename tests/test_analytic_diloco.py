@@ -60,6 +60,23 @@ def test_a_groups_model_download_is_one_shard_a_node_then_the_zone_allgather():
     assert D.model_download_time(0.0, 5.0, 0.3, nodes_per_group=4) == 0.3  # the request alone
 
 
+def test_a_recovery_payload_is_what_each_framework_sends():
+    """S = 10 (the parameters at 16 bits): prime sends the fp32 outer parameters, the outer
+    Nesterov momentum and AdamW's two moments, 4 x 32 bits a parameter: 80; at value_bits
+    32, 40. torchft (its DiLoCo's original parameters and outer momentum, its example's
+    model, AdamW's two moments and outer momentum) 6 copies at the parameters' bits: 60
+    either way. params: S (what dtsim moved before)."""
+    assert D.recovery_size(10.0) == 80.0  # prime's, the default
+    assert D.recovery_size(10.0, value_bits=32, recovery="prime") == 40.0
+    assert D.recovery_size(10.0, value_bits=8, recovery="prime") == 160.0
+    assert D.recovery_size(10.0, recovery="torchft") == 60.0
+    assert D.recovery_size(10.0, value_bits=32, recovery="torchft") == 60.0
+    assert D.recovery_size(10.0, recovery="params") == 10.0
+    assert D.recovery_size(10.0) != 10.0  # the parameters alone, before
+    with pytest.raises(ConfigError, match="'recovery' must be"):
+        D.recovery_size(10.0, recovery="deepspeed")
+
+
 def test_outer_sync_with_a_latency_and_a_bandwidth_a_hop():
     """3 zones 0.3, 0.4 and 0.6 apart around the ring (0-1, 1-2, 2-0), 10, 5 and 20 between
     them, S = 12: every step ends with its slowest hop, max(0.3 + 4 / 10, 0.4 + 4 / 5,

@@ -442,12 +442,13 @@ def _named(trace: dict) -> list[tuple]:
 
 
 def _two_groups_down(tmp_path, rows: str) -> TrainingConfig:
-    """Two DiLoCo groups of one worker (a step of 3, H = 2, N = 6, S = 10 over B = 5), s0r1
-    down over the trace's ``rows`` (``"start,end"`` per line)."""
+    """Two DiLoCo groups of one worker (a step of 3, H = 2, N = 6, S = 10 over B = 5; a group
+    back fetches the parameters alone, ``recovery=params``), s0r1 down over the trace's
+    ``rows`` (``"start,end"`` per line)."""
     trace_file = tmp_path / "down.csv"
     trace_file.write_text("worker,start,end\n" + "".join(f"s0r1,{r}\n" for r in rows.split()))
     return TrainingConfig(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
-                          param_size=10.0, bandwidth=5.0, sync="diloco:every=2",
+                          param_size=10.0, bandwidth=5.0, sync="diloco:every=2,recovery=params",
                           failure_trace=str(trace_file))
 
 
@@ -1305,7 +1306,8 @@ def test_streaming_with_failures_records_who_syncs_each_fragment(tmp_path):
     p = tmp_path / "down.csv"
     p.write_text("worker,start,end\ns0r1,4.5,10.5\n")
     cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
-                         param_size=10.0, bandwidth=5.0, sync="diloco:every=2,fragments=2",
+                         param_size=10.0, bandwidth=5.0,
+                         sync="diloco:every=2,fragments=2,recovery=params",
                          failure_trace=str(p))
     metrics, trace = _record(cfg)
     assert metrics["training_time"] == pytest.approx(22.0)

@@ -115,11 +115,11 @@ def test_engine_matches_the_des_when_rounds_lose_every_member(monkeypatch):
 def _scripted(fails, **kw):
     """The engine with its chip failures at given times (``fails[g]``: learner ``g``'s, one
     chip each): 2 learners, T = 3, H = 2, N = 8, S = 10 over B = 5 (a model download 2, a
-    ring of two 2)."""
+    ring of two 2: the download the parameters alone, ``recovery="params"``)."""
     from sim.training import learners as LM
 
     c = LearnersConfig(**{**dict(learners=2, chips=1, step_time=3.0, every=2, steps=8,
-                                 size=10.0, bandwidth=5.0), **kw})
+                                 size=10.0, bandwidth=5.0, recovery="params"), **kw})
     e = LM._Engine(c, Streams(0).replication(0))
     left = {g: list(ts) for g, ts in fails.items()}
 
@@ -139,8 +139,33 @@ def _scripted_des(tmp_path, rows, **kw):
     p.write_text("worker,start,end\n" + "".join(f"{w},{a},{b}\n" for w, a, b in rows))
     cfg = TrainingConfig(**{**dict(stages=1, replicas=2, microbatches=2, steps=8,
                                    forward_time=1.0, param_size=10.0, bandwidth=5.0,
-                                   sync="diloco:every=2", failure_trace=str(p)), **kw})
+                                   sync="diloco:every=2,recovery=params",
+                                   failure_trace=str(p)), **kw})
     return training_model(cfg, Streams(0).replication(0))
+
+
+@pytest.mark.parametrize("recovery, wall, merged", [
+    ("prime", 32.0, 30),  # 8 S = 80 over 5: [10.5, 26.5), joins the outer step at 30
+    ("torchft", 34.0, 36),  # 6 S = 60: [10.5, 22.5), joins at 24, steps 9-10 merged
+    ("params", 36.0, 42),  # S: [10.5, 12.5), joins at 18, steps 7-10 merged
+])
+def test_a_learner_fetches_what_its_framework_recovery_sends_in_both_engines(
+        tmp_path, recovery, wall, merged):
+    """Learner 1's chip fails at 4, replaced at 10.5 behind the model (N = 10): its download
+    is what the framework's recovery sends (:func:`sim.analytic.diloco.recovery_size`), the
+    same in both engines (the DES's group download, ``tests/test_training_outer.py``). The
+    default is prime's; both engines fetched the parameters alone (36)."""
+    assert LearnersConfig(size=10.0, bandwidth=5.0).download_time == 16.0  # prime's, 8 S
+    eng = _scripted({1: [4.0]}, replace_time=6.5, chip_download=2.0, steps=10,
+                    recovery=recovery)
+    des = _scripted_des(tmp_path, [("s0r1", 4.0, 10.5)], steps=10,
+                        sync="diloco:every=2" + ("" if recovery == "prime" else
+                                                 f",recovery={recovery}"))
+    assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert eng["goodput_fraction"] == pytest.approx(merged / (2 * wall), rel=1e-12)
+    for key in ("training_time", "goodput_fraction", "outer_downloads", "outer_syncs",
+                "outer_steps", "compute_utilisation"):
+        assert des[key] == pytest.approx(eng[key], rel=1e-12), key
 
 
 @pytest.mark.parametrize("case", ["behind", "cut"])
@@ -203,7 +228,7 @@ def test_a_report_at_the_end_of_the_grace_window_counts_in_both_engines(tmp_path
     it. With W = 2.4 the step at 11.9 goes with learner 1 alone."""
     eng = _scripted({1: [1.0]}, replace_time=0.5, chip_download=2.0, quorum=1, grace=grace)
     des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5)],
-                        sync=f"diloco:every=2,quorum=1,grace={grace}")
+                        sync=f"diloco:every=2,quorum=1,grace={grace},recovery=params")
     assert eng["training_time"] == pytest.approx(wall, rel=1e-12)
     if grace == 2.5:
         assert eng["goodput_fraction"] == pytest.approx(42 / 60)
@@ -244,7 +269,7 @@ def test_a_grace_window_ending_at_max_time_fires_before_the_run_ends(tmp_path, b
     eng = _scripted({1: [1.0]}, replace_time=0.5, chip_download=2.0, quorum=1, grace=2.5,
                     max_time=bound)
     des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5)],
-                        sync="diloco:every=2,quorum=1,grace=2.5", max_time=bound)
+                        sync="diloco:every=2,quorum=1,grace=2.5,recovery=params", max_time=bound)
     for out in (eng, des):
         assert out["outer_syncs"] == syncs
         assert out["goodput_fraction"] == pytest.approx(goodput, rel=1e-12)
@@ -608,7 +633,7 @@ def test_a_failure_as_a_report_closes_the_grace_window_comes_after_it_in_both_en
     eng = _scripted({1: [1.0], 0: [12.0]}, replace_time=0.5, chip_download=2.0, quorum=1,
                     grace=2.5)
     des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5), ("s0r0", 12.0, 12.5)],
-                        sync="diloco:every=2,quorum=1,grace=2.5")
+                        sync="diloco:every=2,quorum=1,grace=2.5,recovery=params")
     # The ring [12, 14) is aborted by learner 0's failure (a ring cannot finish through it):
     # learner 1 notices at 22 and steps alone (V = 2; learner 0's block [6, 12) lost).
     # Learner 0, back at 12.5, waits for it, downloads (to 24) and takes [24, 30); learner 1
@@ -630,7 +655,7 @@ def test_a_failure_as_a_report_closes_the_grace_window_comes_after_it_in_both_en
         eng = _scripted({1: [1.0, t]}, replace_time=0.5, chip_download=2.0, quorum=1,
                         grace=2.4)
         des = _scripted_des(tmp_path, [("s0r1", 1.0, 1.5), ("s0r1", t, t + 0.5)],
-                            sync="diloco:every=2,quorum=1,grace=2.4")
+                            sync="diloco:every=2,quorum=1,grace=2.4,recovery=params")
         assert eng["training_time"] == 18.0 and eng["goodput_fraction"] == 0.5
         for key in ("training_time", "goodput_fraction", "outer_syncs", "outer_steps", "compute_utilisation"):
             assert des[key] == pytest.approx(eng[key], rel=1e-12), key

@@ -474,9 +474,11 @@ def _trace(tmp_path, rows):
 
 def _two_groups(**kw):
     """Two groups of one worker, T = 3 (one micro-batch of 1 + 2), H = 2, N = 6, S = 10 over
-    B = 5: a ring of two takes 2, a download 2."""
+    B = 5: a ring of two takes 2, a download 2 (the parameters alone: ``recovery=params``
+    with failures, the key being refused without)."""
+    sync = "diloco:every=2" + (",recovery=params" if "failure_trace" in kw else "")
     base = dict(stages=1, replicas=2, microbatches=2, steps=6, forward_time=1.0,
-                param_size=10.0, bandwidth=5.0, sync="diloco:every=2")
+                param_size=10.0, bandwidth=5.0, sync=sync)
     return TrainingConfig(**{**base, **kw})
 
 
@@ -643,7 +645,7 @@ def test_a_workers_own_download_is_cut_when_its_group_goes_down_behind_the_model
         on_live(self, rep)
     monkeypatch.setattr(ReplicaFlow, "replica_live", seen)
     rows = [*_MID, ("s0r2", 16.5, back)]
-    out = _run(_two_groups(steps=8, replicas=4, microbatches=4, sync="diloco:every=2,groups=2",
+    out = _run(_two_groups(steps=8, replicas=4, microbatches=4, sync="diloco:every=2,recovery=params,groups=2",
                            failure_trace=_trace(tmp_path, rows)))
     assert out["training_time"] == pytest.approx(wall)
     assert out["lost_download"] == pytest.approx(0.5 + 2)
@@ -695,7 +697,7 @@ def test_a_framework_devices_own_download_is_cut_when_an_outer_step_fires(tmp_pa
 def _streaming(tmp_path, rows, overlap):
     from sim.training.outer import DilocoSystem
 
-    cfg = _two_groups(sync=f"diloco:every=2,fragments=2,overlap={overlap}",
+    cfg = _two_groups(sync=f"diloco:every=2,recovery=params,fragments=2,overlap={overlap}",
                       failure_trace=_trace(tmp_path, rows))
     system = DilocoSystem(cfg, Streams(1).replication(0))
     system.run()
@@ -785,11 +787,11 @@ def _forced_schedule(monkeypatch):
 
 @pytest.mark.parametrize("kw", [
     dict(stages=2, microbatches=8, steps=40, forward_time=0.4, param_size=1e9, bandwidth=1e9,
-         latency=0.05, sync="diloco:every=10,groups=2", mtbf=150.0, replace_time=30.0),
+         latency=0.05, sync="diloco:every=10,recovery=params,groups=2", mtbf=150.0, replace_time=30.0),
     dict(stages=2, microbatches=8, steps=40, forward_time=0.4, param_size=1e9, bandwidth=1e9,
-         latency=0.05, sync="diloco:every=5", mtbf=150.0, replace_time=20.0),
+         latency=0.05, sync="diloco:every=5,recovery=params", mtbf=150.0, replace_time=20.0),
     dict(stages=1, microbatches=4, steps=40, forward_time=0.4, param_size=1e9, bandwidth=1e9,
-         latency=0.05, sync="diloco:every=5", availability=0.8, mtbf=60.0),
+         latency=0.05, sync="diloco:every=5,recovery=params", availability=0.8, mtbf=60.0),
 ])
 def test_streaming_rules_with_one_fragment_are_vanillas(monkeypatch, kw):
     """With one fragment and no overlap the streaming failure rules (join at the next sync
@@ -915,7 +917,7 @@ def test_a_worker_back_while_its_group_fetches_the_model_holds_it(tmp_path, back
     trace = _trace(tmp_path, [("s0r2", 4.0, 10.5), ("s0r3", 4.0, back)])
     cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=6, forward_time=1.0,
                          param_size=10.0, network=net, failure_trace=trace,
-                         sync="diloco:every=2,groups=2" + (",quorum=1" if quorum else ""))
+                         sync="diloco:every=2,recovery=params,groups=2" + (",quorum=1" if quorum else ""))
     out = _run(cfg)
     assert out["training_time"] == pytest.approx(wall, rel=1e-12)
     assert out["lost_download"] == pytest.approx(lost_download, rel=1e-9)
@@ -975,7 +977,7 @@ def test_a_group_back_fetches_one_shard_a_worker_from_its_counterpart(
     ends = _fetch_ends(monkeypatch)
     trace = _trace(tmp_path, [("s0r2", 4.0, back), ("s0r3", 4.0, back)])
     cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=6, forward_time=1.0,
-                         param_size=10.0, failure_trace=trace, sync="diloco:every=2,groups=2",
+                         param_size=10.0, failure_trace=trace, sync="diloco:every=2,recovery=params,groups=2",
                          **kw)
     out = _run(cfg)
     assert ends == [(1, fetch_end)]
@@ -987,6 +989,87 @@ def test_a_group_back_fetches_one_shard_a_worker_from_its_counterpart(
     assert out["wan_bytes_sent"] == pytest.approx(wan, rel=1e-12)
     old = {10.5: 19.065, 19.6: 38.5}[back]  # the whole stage to each worker from one source
     assert out["training_time"] != pytest.approx(old)
+
+
+@pytest.mark.parametrize("sync, fetch_end, wall, exposed, wan, merged", [
+    # prime (the default): 8 S = 80 over B = 5: 16, [10.5, 26.5); outer steps 2-4 (12, 18,
+    # 24) land on the way; it joins the outer step at 30 (ring to 32). Exposed: group 0 [30,
+    # 32), group 1 [10.5, 32); WAN: 80 + 10 (ring) from worker 0, 10 from worker 1; merged:
+    # group 0's 10 steps of 3 (group 1 joins with none)
+    ("", 26.5, 32.0, (2 + 21.5) / 2, (90 + 10) / 2, 30),
+    (",recovery=prime", 26.5, 32.0, (2 + 21.5) / 2, (90 + 10) / 2, 30),
+    # torchft: 6 S = 60: 12, [10.5, 22.5); joins the outer step at 24 (ring to 26), steps
+    # 9-10 together [26, 32), ring to 34; exposed: group 0 [24, 26) and [32, 34), group 1
+    # [10.5, 26) and [32, 34); merged: group 1's steps 9-10 too
+    (",recovery=torchft", 22.5, 34.0, (4 + 15.5 + 2) / 2, (60 + 20 + 20) / 2, 30 + 6),
+    # the parameters alone (dtsim before): 2, [10.5, 12.5); joins at 18 (ring to 20), then
+    # the rounds of 26 and 34 together: 36; merged: group 1's steps 7-10 too
+    (",recovery=params", 12.5, 36.0, (6 + 9.5 + 4) / 2, (10 + 30 + 30) / 2, 30 + 12),
+])
+def test_a_group_back_fetches_what_its_framework_recovery_sends(tmp_path, monkeypatch, sync,
+                                                                fetch_end, wall, exposed, wan,
+                                                                merged):
+    """Two groups of one worker (T = 3, H = 2, N = 10, S = 10 at value_bits 16 over B = 5);
+    group 1 down over [4, 10.5), back behind the model. What it fetches is what the
+    framework's live recovery sends (:func:`sim.analytic.diloco.recovery_size`): prime, the
+    fp32 outer parameters, the outer Nesterov momentum and AdamW's two moments, 4 x 32 bits a
+    parameter = 8 S (PrimeIntellect-ai/prime d57965b ``checkpoint.py:443-501``); torchft,
+    its DiLoCo's original parameters and outer momentum and its example's model, AdamW's
+    moments and outer momentum, 6 S (pytorch/torchft 73dafea ``local_sgd.py:256-287``,
+    ``train_diloco.py:55-60``). It fetched the parameters alone (S: the run ended at 36)."""
+    ends = _fetch_ends(monkeypatch)
+    cfg = _two_groups(steps=10, failure_trace=_trace(tmp_path, [("s0r1", 4.0, 10.5)]),
+                      sync="diloco:every=2" + sync)
+    out = _run(cfg)
+    assert ends == [(1, fetch_end)]
+    assert out["training_time"] == pytest.approx(wall, rel=1e-12)
+    assert out["outer_exposed"] == pytest.approx(exposed, rel=1e-12)
+    assert out["wan_bytes_sent"] == pytest.approx(wan, rel=1e-12)
+    assert out["goodput_fraction"] == pytest.approx(merged / (2 * wall), rel=1e-12)
+    if sync != ",recovery=params":  # the old payload (S) says otherwise
+        assert (out["training_time"], out["wan_bytes_sent"]) != (36.0, 35.0)
+
+
+def test_a_cut_group_fetch_counts_the_bytes_it_moved(tmp_path):
+    """Group 1 down over [4, 10.5): its fetch of the parameters (recovery=params, 10 over
+    B = 5, [10.5, 12.5)) is cut at 11 by a failure (back at 11.5): a quarter moved, 2.5. Its
+    fetch again [11.5, 13.5) (outer step 2 at 12 on the way) and it joins the ring at 18 (to
+    20). WAN: worker 0 2.5 + 10 + 10, worker 1 10. The cut fetch counted its 10 in full
+    (20 a worker, 30 the most)."""
+    rows = [("s0r1", 4.0, 10.5), ("s0r1", 11.0, 11.5)]
+    out = _run(_two_groups(failure_trace=_trace(tmp_path, rows),
+                           sync="diloco:every=2,recovery=params"))
+    assert out["training_time"] == pytest.approx(20.0, rel=1e-12)
+    assert out["outer_downloads"] == 2
+    assert out["wan_bytes_sent"] == pytest.approx((22.5 + 10) / 2, rel=1e-12)
+    assert out["wan_bytes_sent_max"] == pytest.approx(22.5, rel=1e-12)
+    assert out["wan_bytes_sent"] != pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("cut_at, wan, inside", [
+    (0.5, 2.0, 0.0),  # 0.5 of the shards' 1.25: 0.4 of 5
+    (2.0, 5.0, 3.0),  # the shards in; 0.75 of the all-gather's 1.25: 0.6 of 5
+    (2.5, 5.0, 5.0),  # at its end: all of it
+])
+def test_a_cut_fetch_in_the_closed_form_counts_each_phase_up_to_the_cut(cut_at, wan, inside):
+    """Closed form (B = 5, l = 0.25): hosts 2 and 3 fetch S = 10 from hosts 0 and 1, a shard
+    of 5 each (0.25 + 1), then all-gather them (0.25 + 1): each phase sends at an even rate,
+    as an aborted outer sync's (``abort_sync``). A cut counted its bytes in full (5, 5)."""
+    import simpy
+
+    from sim.training.traffic import WanTraffic
+
+    cfg = TrainingConfig(stages=1, replicas=4, microbatches=4, steps=2, forward_time=1.0,
+                         param_size=10.0, bandwidth=5.0, latency=0.25,
+                         sync="diloco:every=2,groups=2")
+    env = simpy.Environment()
+    traffic = WanTraffic(cfg, env, lambda rep: rep)
+    traffic.fetch("g1", [[(0, 2), (1, 3)]], [10.0])
+    env.run(until=cut_at)
+    traffic.cancel_fetch("g1")
+    assert traffic.wan == {0: pytest.approx(wan, rel=1e-12), 1: pytest.approx(wan, rel=1e-12)}
+    assert traffic.inside == {2: pytest.approx(inside, rel=1e-12),
+                              3: pytest.approx(inside, rel=1e-12)}
 
 
 @pytest.mark.parametrize("cut_at", [None, 0.5, 1.2])
@@ -1016,6 +1099,12 @@ def test_a_sharded_fetch_over_a_network_and_its_cut(cut_at):
     assert wan.service._events  # moving
     wan.cancel_fetch("g1")
     assert not wan.service._events
+    # what moved by the cut: 0.5 of each shard's 1 (2.5), or the shards and 0.2 of the
+    # all-gather's 0.5 (2 each); the cut used to count them in full (5, 5)
+    moved = {0.5: (2.5, 0.0), 1.2: (5.0, 2.0)}[cut_at]
+    assert wan.wan == {0: pytest.approx(moved[0], rel=1e-9), 1: pytest.approx(moved[0], rel=1e-9)}
+    assert wan.inside == {2: pytest.approx(moved[1], rel=1e-9),
+                          3: pytest.approx(moved[1], rel=1e-9)}
     env.run(until=10.0)
     assert not end.triggered and not wan.service._events
 

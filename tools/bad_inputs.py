@@ -1300,6 +1300,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
             note="a discarded outer step is not tried again")
         add("train/diloco-retries-without-failures", TR(*D4, "--sync", "diloco:every=4,retries=5"),
             refuse("sync"))
+        # dlpayload: what a group back fetches (prime, torchft, params)
+        add("train/diloco-recovery-unknown",
+            TR(*D4, *F4, "--sync", "diloco:every=4,recovery=deepspeed"), refuse("sync"))
+        add("train/diloco-recovery-without-failures",
+            TR(*D4, "--sync", "diloco:every=4,recovery=torchft"), refuse("sync"),
+            note="no group ever comes back: it would have no effect")
         # polish6: one group has no one to average with: it runs (a one-zone baseline), warned
         add("train/diloco-one-replica-one-group-warns",
             TR("--microbatches-per-step", "4", "--steps", "4", "--sync", "diloco:every=2"),
@@ -1415,6 +1421,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("on_loss"))
         add("learners/on-loss-without-mtbf", LR("--on-loss", "discard"), refuse("on_loss"))
         add("learners/retries-zero", LR("--mtbf", "1e5", "--retries", "0"), refuse("retries"))
+        add("learners/recovery-unknown", LR("--mtbf", "1e5", "--recovery", "deepspeed"),
+            refuse("recovery"))
         add("learners/retries-with-discard",
             LR("--mtbf", "1e5", "--on-loss", "discard", "--retries", "2"), refuse("retries"))
         add("learners/step-time-shape-deterministic", LR("--step-time-shape", "0.9"),

@@ -102,6 +102,8 @@ __all__ = [
     "ring_hops",
     "outer_bytes_sent",
     "model_download_time",
+    "RECOVERY",
+    "recovery_size",
     "fragment_sizes",
     "fragment_stages",
     "sync_schedule",
@@ -325,6 +327,51 @@ def outer_bytes_sent(groups: int, size: float, *, bits: int = 16, value_bits: in
     pk = payload_size(size, bits=bits, value_bits=value_bits, topk=topk)
     return (ring_bytes_sent(M, pk / g, gather=True),
             ring_bytes_sent(g, min(M * pk, dense) / g, gather=True))
+
+
+#: What a group back from a failure fetches (:func:`recovery_size`): the framework whose
+#: live recovery it follows, or the parameters alone.
+RECOVERY = ("prime", "torchft", "params")
+
+#: Copies of the parameters each recovery sends, and their bits a value (None: the
+#: parameters' own, ``value_bits``). Read at PrimeIntellect-ai/prime d57965b (Erland366/prime)
+#: and pytorch/torchft 73dafea; the small non-tensor states (step counters, the scheduler,
+#: the training progress, AdamW's scalar ``step``) are left out.
+_RECOVERY_COPIES: dict[str, tuple[int, int | None]] = {
+    # prime, checkpoint.py:443-501 (recv) / 509-541 (send): the offloaded outer parameters,
+    # fp32 (diloco.py:154, 169); the outer optimizer's state, SGD with Nesterov momentum
+    # (diloco.py:72-73): one momentum buffer a parameter, fp32 like the offloaded grads it
+    # is cloned from (diloco.py:155, 170); the inner optimizer's state, AdamW by default
+    # (config.py:56, optimizers.py:24-29): exp_avg and exp_avg_sq a parameter, the dtype of
+    # FSDP's sharded parameters, fp32 (the model is built in fp32, bf16 only in compute:
+    # train.py:144-168). The inner parameters are not sent: the offloaded ones are copied
+    # into them (checkpoint.py:463-467).
+    "prime": (4, 32),
+    # torchft, manager.py:704-709 and 892-899: every registered state dict. DiLoCo's own,
+    # a fragment's original_parameters and outer optimizer state (local_sgd.py:256-287; the
+    # backup at the parameters' dtype, 242-254; Nesterov SGD: one momentum buffer); the
+    # user's, as train_diloco.py:50-60 and 76-81 register it: the model, the inner AdamW's
+    # two moments and the outer SGD's state again (165-170), each tensor sent as it is
+    # (http_transport.py:220-242: copied to CPU one by one, 270-285).
+    "torchft": (6, None),
+    "params": (1, None),
+}
+
+
+def recovery_size(size: float, *, value_bits: int = 16, recovery: str = "prime") -> float:
+    """What a group back from a failure fetches for a stage of ``size`` (its parameters at
+    ``value_bits`` a value), as the framework's live recovery sends it.
+
+    ``prime`` (INTELLECT-1): the fp32 outer parameters, the outer Nesterov momentum (fp32)
+    and the inner AdamW's two moments (fp32): ``4 * 32 / value_bits`` times ``size``.
+    ``torchft``: DiLoCo's original parameters and outer momentum, and the user's state dict
+    of its DiLoCo example (model, AdamW's two moments, the outer momentum again), each at
+    the parameters' dtype: ``6 size``. ``params``: ``size`` (dtsim before: the parameters
+    alone). Sources at ``_RECOVERY_COPIES``.
+    """
+    check_choice("recovery", recovery, RECOVERY)
+    copies, bits = _RECOVERY_COPIES[recovery]
+    return copies * size if bits is None else copies * size * bits / value_bits
 
 
 def model_download_time(size: float, bandwidth: float, latency: float, *,

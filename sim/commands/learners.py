@@ -61,6 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "step on every survivor (torchft)")
     a("--retries", type=int, default=d.retries,
       help=f"tries of an outer all-reduce with --on-loss rerun (default {d.retries})")
+    a("--recovery", default=d.recovery,
+      help="what a learner back downloads: prime (INTELLECT-1's live recovery: fp32 "
+           "parameters, outer momentum, AdamW's moments; default), torchft (its DiLoCo "
+           "example's state dicts) or params (the parameters alone)")
     a("--size", action=SizeOption, default=d.size, metavar="SIZE",
       help=f"model parameters: {SIZE_HELP} (default 0)")
     a("--bandwidth", action=RateOption, default=d.bandwidth, metavar="RATE",
@@ -93,7 +97,7 @@ def _config_from_args(args: argparse.Namespace) -> LearnersConfig:
         value_bits=args.value_bits, topk=args.topk, mtbf=args.mtbf,
         replace_time=args.replace_time, chip_download=args.chip_download,
         max_time=args.max_time, heartbeat=args.heartbeat, on_loss=args.on_loss,
-        retries=args.retries)
+        retries=args.retries, recovery=args.recovery)
 
 
 def _children_cpu() -> float:

@@ -31,7 +31,8 @@ module docstring of :mod:`sim.training.outer`) but aggregates what a learner
   fails: its waiting joiners start it again at once) and **late merges**:
   exactly the DES's rules (the grace window closed: its timer goes behind every other event
   of its instant), with the sync time of :func:`sim.analytic.diloco.outer_sync_time`
-  for the learners in the ring and the model download ``latency + size / bandwidth``.
+  for the learners in the ring and the model download ``latency + R / bandwidth`` (``R`` the recovery state,
+  ``recovery``).
 * **A learner lost during the outer all-reduce** aborts it (the DES's rule,
   :meth:`sim.training.outer.OuterLoop._member_lost`): the survivors notice ``heartbeat``
   later; the lost learner's pseudo-gradient is out; they rerun it among themselves (up to
@@ -125,7 +126,7 @@ class LearnersConfig:
     size, bandwidth, latency : float
         The model's parameters (``value_bits`` a value), the WAN bandwidth of
         a learner and the latency between learners: the ring's sync time and
-        the download ``latency + size / bandwidth``.
+        the download ``latency + R / bandwidth`` (``R``: ``recovery``).
     bits, value_bits, topk
         The payload (:func:`sim.analytic.diloco.payload_size`).
     mtbf : float
@@ -143,6 +144,9 @@ class LearnersConfig:
         the outer step dropped on every survivor (torchft); the DES's rule.
     retries : int
         Tries of an outer all-reduce (prime's ``retry_all_reduce``, 3).
+    recovery : {"prime", "torchft", "params"}
+        What a learner's model download moves (:func:`sim.analytic.diloco.recovery_size`;
+        the DES's ``recovery``): prime's live recovery by default.
     """
 
     learners: int = 4
@@ -167,6 +171,7 @@ class LearnersConfig:
     heartbeat: float = 10.0
     on_loss: str = "rerun"
     retries: int = 3
+    recovery: str = "prime"
 
     def __post_init__(self) -> None:
         M = check_int("learners", self.learners, low=1)
@@ -197,6 +202,7 @@ class LearnersConfig:
         check_positive("heartbeat", self.heartbeat)
         check_choice("on_loss", self.on_loss, ("rerun", "discard"))
         check_int("retries", self.retries, low=1)
+        check_choice("recovery", self.recovery, AD.RECOVERY)
         check(self.on_loss == "rerun" or self.retries == 3, "retries", "3 (unset) with on_loss "
               "discard (a discarded outer step is not tried again)", self.retries)
         # times whose run would overflow to inf: every step, and (at most) a ring all-reduce of
@@ -278,10 +284,13 @@ class LearnersConfig:
 
     @property
     def download_time(self) -> float:
-        """A learner's model download (``latency + size / bandwidth``): the DES's
+        """A learner's model download (``latency + R / bandwidth``, ``R`` what the
+        framework's recovery sends, :func:`sim.analytic.diloco.recovery_size`): the DES's
         (:func:`sim.analytic.diloco.model_download_time`) with one node a learner, as in
-        its outer sync (:meth:`sync_time`)."""
-        return AD.model_download_time(self.size, self.bandwidth, self.latency)
+        its outer sync (:meth:`sync_time`). It was ``size`` (the parameters alone)."""
+        return AD.model_download_time(
+            AD.recovery_size(self.size, value_bits=self.value_bits, recovery=self.recovery),
+            self.bandwidth, self.latency)
 
     def fixed_metrics(self) -> dict[str, str]:
         """The metrics of :data:`LEARNER_METRICS` this config fixes, each with the reason

@@ -46,8 +46,8 @@ does not wait for it (it is not a member).
   aborted, it leaves the round, and the inner steps it took since its last
   merge are lost (it misses the next outer sync, which averages the others).
 * A group that comes back (every stage live again) first downloads the model
-  (every live replica its stage's parameters at ``value_bits``, across the WAN
-  tier: a shard each from its counterpart in the lowest-index group holding the
+  (what the framework's live recovery sends of its stage, ``recovery=``:
+  :func:`sim.analytic.diloco.recovery_size`; across the WAN tier: a shard each from its counterpart in the lowest-index group holding the
   latest model, then an all-gather inside the group, :meth:`OuterLoop._download`;
   waiting first for an outer step in progress;
   an outer step that lands during the download is taken on the way, at no
@@ -193,6 +193,8 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
                          ("on_loss", spec.on_loss != "rerun"), ("retries", spec.retries != 3)):
             check(not bad, "sync", f"{key} given only with failures (what the survivors of "
                   "an outer all-reduce do when a member is lost in it)", c.sync)
+        check(spec.recovery == "prime", "sync", "recovery given only with failures (what a "
+              "group back from one fetches)", c.sync)
     if spec.quorum is not None:
         check(spec.fragments == 1, "sync", "diloco with fragments=1 with a quorum (the quorum's "
               "rules are vanilla DiLoCo's rounds)", c.sync)
@@ -1303,10 +1305,13 @@ class OuterLoop:
         torchft's healing: each rank from the rank of the same ``group_rank`` (pytorch/torchft
         73dafea ``torchft/manager.py:712-743``). A bug fix: every live replica fetched the
         whole stage from the source group's lowest-index replica (``k`` copies a stage across
-        the WAN, all out of one node)."""
+        the WAN, all out of one node). What a model download moves is the framework's
+        recovery state (:func:`sim.analytic.diloco.recovery_size`: ``recovery=``, prime's by
+        default); a bug fix: it was the parameters at ``value_bits`` alone."""
         c, sysm = self.c, self.system
-        if missed is None:
-            sizes = self.sizes
+        if missed is None:  # what the framework's live recovery sends (recovery=)
+            sizes = [AD.recovery_size(S, value_bits=c.value_bits, recovery=self.spec.recovery)
+                     for S in self.sizes]
         else:
             sizes = [missed * AD.payload_size(S, bits=self.spec.bits, value_bits=c.value_bits)
                      for S in self.sizes]

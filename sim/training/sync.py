@@ -38,7 +38,11 @@ kind's rules between keys one entry of :data:`CHECKS`:
     outer all-reduce does (:mod:`sim.training.outer`): ``heartbeat`` (``> 0``: the time
     the survivors take to notice it, a time as ``grace``; unset: INTELLECT-1's 10 s),
     ``on_loss`` (``rerun``: the all-reduce again among the survivors, up to
-    ``retries`` tries, ``>= 1``, 3; ``discard``: torchft's, the outer step is dropped).
+    ``retries`` tries, ``>= 1``, 3; ``discard``: torchft's, the outer step is dropped);
+    ``recovery``, what a group back from a failure fetches
+    (:func:`sim.analytic.diloco.recovery_size`): ``prime`` (INTELLECT-1's live recovery:
+    fp32 parameters, outer momentum and AdamW's moments; the default), ``torchft`` (its
+    DiLoCo example's state dicts) or ``params`` (the parameters at ``value_bits`` alone).
 
 A time or size with a unit (:data:`QUANTITIES`; :mod:`sim.units`) is converted
 to seconds or bytes, and the canonical text holds that number (``grace=5min``
@@ -59,7 +63,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..analytic.diloco import ORDERS, PAYLOAD_BITS
+from ..analytic.diloco import ORDERS, PAYLOAD_BITS, RECOVERY
 from ..errors import ConfigError, ascii_float, ascii_int
 from ..units import SIZE, TIME, Quantity, parse_quantity, spec_quantities, written_with_unit
 
@@ -171,6 +175,7 @@ KINDS: dict[str, dict[str, tuple[Callable[[str, str], Any], Any]]] = {
         "layers": (_integer(1), None),
         "heartbeat": (_with_unit(QUANTITIES["diloco"]["heartbeat"], _positive), None),
         "on_loss": (_choice(ON_LOSS), "rerun"), "retries": (_integer(1), 3),
+        "recovery": (_choice(RECOVERY), "prime"),
     },
 }
 
@@ -280,6 +285,7 @@ class DilocoSync:
     heartbeat: float | None = None
     on_loss: str = "rerun"
     retries: int = 3
+    recovery: str = "prime"
 
     @classmethod
     def of(cls, spec: SyncSpec | str) -> DilocoSync:

@@ -1187,6 +1187,10 @@ class WanTraffic:
         self.inside: dict[Any, float] = {}
         # each download's flows and rings still moving, and its cut (None: no all-gather)
         self._fetches: dict[Any, tuple[list[simpy.Event], simpy.Event | None]] = {}
+        # each download's bytes counted at its start, for a cut to count what moved by then:
+        # its start, each WAN shard (source, bytes, flow or None, its phase's time) and each
+        # stage's all-gather (receivers, bytes each, its shards' time, its own time)
+        self._fetch_sent: dict[Any, tuple[float, list[tuple], list[tuple]]] = {}
         # over a network: each outer sync's end -> (its stage processes, their rings so far)
         self._syncs: dict[simpy.Event, tuple[list[Any], list[simpy.Event]]] = {}
         # in the closed form: each outer sync's end -> (its start, each stage's bytes counted);
@@ -1363,14 +1367,25 @@ class WanTraffic:
         from ..analytic.network import ring_bytes_sent
 
         env, c = self.env, self.config
-        for row, S in zip(pairs, sizes, strict=True):
+        shards: dict[int, list] = {}  # stage -> its [source, bytes, flow, T1]: flows set below
+        gathers: dict[int, list] = {}  # stage -> [receivers, bytes each, T1, T2, its ring]
+        for j, (row, S) in enumerate(zip(pairs, sizes, strict=True)):
             k = len(row)
             inside = ring_bytes_sent(k, S / k, gather=True) if k else 0.0
+            # the closed form's phases: the shards, then the all-gather on the WAN's links
+            T1 = c.mean_latency + S / k / c.bandwidth if k else 0.0
+            T2 = model_download_time(S, c.bandwidth, c.mean_latency, nodes_per_group=k) - T1 \
+                if k else 0.0
             for src, dst in row:
                 if src is not None:  # the source sends its shard to its counterpart
                     self.wan[src] = self.wan.get(src, 0.0) + S / k
+                    shards.setdefault(j, []).append([src, S / k, None, T1])
                 if inside:  # each receiver passes shards on around its group's ring
                     self.inside[dst] = self.inside.get(dst, 0.0) + inside
+            if inside:
+                gathers[j] = [[dst for _src, dst in row], inside, T1, T2, None]
+        self._fetch_sent[key] = (env.now, [x for row in shards.values() for x in row],
+                                 list(gathers.values()))
         if self.service is None:
             return env.timeout(max((model_download_time(S, c.bandwidth, c.mean_latency,
                                                         nodes_per_group=len(row))
@@ -1381,31 +1396,34 @@ class WanTraffic:
         if not stages:
             return None
         moving: list[simpy.Event] = []
-        shards = []
+        parts = []
         for j, row, S in stages:
             k = len(row)
             evs = []
+            flows = iter(shards.get(j, []))  # its WAN shards counted above, in row order
             for src, dst in row:
                 a = self.node_of(src) if src is not None else c.checkpoint_node
                 if a is None:
                     evs.append(env.timeout(c.mean_latency + S / k / c.bandwidth))
                 else:
                     evs.append(self.service.transfer(a, self.node_of(dst), S / k))
+                if src is not None:
+                    next(flows)[2] = evs[-1]
             moving.extend(evs)
-            shards.append((j, [dst for _src, dst in row], S, evs))
-        if all(len(dsts) == 1 for _j, dsts, _S, _evs in shards):  # no all-gather: the flows'
+            parts.append((j, [dst for _src, dst in row], S, evs))
+        if all(len(dsts) == 1 for _j, dsts, _S, _evs in parts):  # no all-gather: the flows'
             self._fetches[key] = (moving, None)
             return simpy.AllOf(env, moving)
         end, cut = env.event(), env.event()
-        left = [len(shards)]
-        for j, dsts, S, evs in shards:
-            env.process(self._gather(j, dsts, S, evs, moving, cut, end, left))
+        left = [len(parts)]
+        for j, dsts, S, evs in parts:
+            env.process(self._gather(j, dsts, S, evs, moving, cut, end, left, gathers.get(j)))
         self._fetches[key] = (moving, cut)
         return end
 
     def _gather(self, j: int, dsts: list[Any], S: float, evs: list[simpy.Event],
                 moving: list[simpy.Event], cut: simpy.Event, end: simpy.Event,
-                left: list[int]):
+                left: list[int], sent: list | None = None):
         """Stage ``j`` of a download over the network: once its shards are in, its receivers'
         ring all-gather of them (``t`` rank rings); ``end`` once every stage's is done, never
         once ``cut`` (:meth:`cancel_fetch`)."""
@@ -1417,6 +1435,8 @@ class WanTraffic:
             t = self.tp[j]
             ring = ring_allgather(self.service, [self.node_of(d) for d in dsts], S / k / t,
                                   ranks=t)
+            if sent is not None:  # for a cut to count what it moved
+                sent[4] = ring
             moving.append(ring)
             yield ring | cut
         if cut.triggered:
@@ -1428,10 +1448,35 @@ class WanTraffic:
     def fetched(self, key: Any) -> None:
         """The download under ``key`` is done."""
         self._fetches.pop(key, None)
+        self._fetch_sent.pop(key, None)
 
     def cancel_fetch(self, key: Any) -> None:
         """Withdraw the flows of the download under ``key`` still moving (its group failed):
-        its end never comes."""
+        its end never comes. Its bytes count up to the cut only, as an aborted outer sync's
+        (:meth:`abort_sync`): over a network what each flow and all-gather moved by now
+        (:meth:`sim.network.service.NetworkService.moved`,
+        :meth:`sim.network.collectives._Ring.bytes_sent`); in the closed form each phase at an
+        even rate, the shards over ``l + S / (k B)``, then the all-gather over the rest of
+        :func:`sim.analytic.diloco.model_download_time`. A bug fix: a cut download counted its
+        bytes in full."""
+        counted = self._fetch_sent.pop(key, None)
+        if counted is not None:
+            t0, shards, gathers = counted
+            el = self.env.now - t0
+            for src, x, ev, T1 in shards:
+                if self.service is not None:
+                    done = x if ev is None else self.service.moved(ev, x, t0)
+                else:
+                    done = x * min(1.0, el / T1) if T1 > 0 else x
+                self.wan[src] -= x - done
+            for dsts, x, T1, T2, ring in gathers:
+                if self.service is not None:
+                    done = [0.0] * len(dsts) if ring is None else ring.ring.bytes_sent()
+                else:
+                    f = min(1.0, max(0.0, el - T1) / T2) if T2 > 0 else float(el >= T1)
+                    done = [x * f] * len(dsts)
+                for dst, y in zip(dsts, done, strict=True):
+                    self.inside[dst] -= x - y
         moving, cut = self._fetches.pop(key, ([], None))
         for ev in moving:
             ring = getattr(ev, "ring", None)
