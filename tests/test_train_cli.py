@@ -262,26 +262,88 @@ def _zones_plan(tmp_path, precision):
             "--replications", "1"]
 
 
-def test_diloco_plan_warns_that_its_data_parallel_collectives_span_every_group(tmp_path,
-                                                                                capsys):
-    """(user trial 15) A bf16 DeepSpeed plan in 2 DiLoCo groups: the build times the bf16
-    all-gather of the updated weights (and the loss all-reduce) over all 4 replicas, across
-    the slow link, not each group's 2; one warning says so with the times, and nothing is
-    said without DiLoCo or with fp32 DeepSpeed's loss all-reduce alone named."""
+def test_diloco_plan_times_each_groups_collectives_over_its_own_replicas(tmp_path, capsys):
+    """(user trial 15, named fix: a plan's per-step data-parallel collectives with DiLoCo
+    groups) A bf16 DeepSpeed plan of 4 replicas, 2 on one host in each of 2 zones (3.2e10 B/s
+    inside a host, 5e7 B/s and 35 ms between the zones), in 2 DiLoCo groups: each group is its
+    own data-parallel job, so the bf16 all-gather of the updated weights, the loss all-reduce
+    and the optimizer-state partition span the group's 2 replicas on their host, not all 4
+    across the slow link. The inner step by hand:
+
+    P = 2 (12 h^2 + 13 h) + 2 V h + s h + 2 h = 2,124,800 parameters (h 256, V 1000, s 128,
+    untied); the gradient all-reduce: a ring of 2, 2 steps of P bf16 values / 2 (P bytes) at
+    3.2e10; the all-gather: 1 step of a rank's half of the bf16 buffer (P bytes); the loss:
+    one fp32 value over the host; compute from the build (not what this fixes).
+    The old model's all-gather: 3 steps of P / 2 bytes over the 35 ms, 5e7 B/s link, and the
+    loss's 2 x 35 ms: 0.2390 s a step where the fix gives 2.85e-4 s."""
+    from sim.profiles import load_profiles, read_plan
+    from sim.profiles.build import build_plan
+
     argv = _zones_plan(tmp_path, "bf16")
-    assert main([*argv, "--sync", "diloco:every=1,groups=2"]) == 0
-    err = capsys.readouterr().err
-    line = [x for x in err.splitlines() if "data-parallel group besides" in x]
-    assert len(line) == 1 and "all 4 replicas" in line[0] and "each group's 2" in line[0]
-    assert "bf16 all-gather of the updated weights" in line[0] and "in memory" in line[0]
-    assert main(argv) == 0
-    assert "data-parallel group besides" not in capsys.readouterr().err
-    assert main([*_zones_plan(tmp_path / "f", "fp32"), "--sync", "diloco:every=1,groups=2"]) == 0
-    err = capsys.readouterr().err
-    assert "loss's all-reduce" in err and "bf16" not in err and "in memory" not in err
-    # the docs' plan in DiLoCo (docs/diloco.md): its loss all-reduce takes 2.4e-9 s of a
-    # 1.52 s step over GH200's network: below the warning's share, nothing said
-    assert main(["train", "--plan", "sim/profiles/data/runs/clariden-OPT-350-N4_D2.json",
-                 "--model", "OPT-350", "--steps", "2", "--replications", "1",
-                 "--sync", "diloco:every=1,bits=8"]) == 0
-    assert "data-parallel group besides" not in capsys.readouterr().err
+    assert main([*argv, "--sync", "diloco:every=1,groups=2", "--json", "--explain"]) == 0
+    out = capsys.readouterr()
+    d = json.loads(out.out)
+    h, V, s = 256, 1000, 128
+    P = 2 * (12 * h * h + 13 * h) + 2 * V * h + s * h + 2 * h
+    assert P == 2_124_800
+    B = 3.2e10
+    prof = load_profiles(str(tmp_path / "prof"), models=("m",))
+    alone = build_plan(read_plan(argv[2]), prof, network=True)  # no DiLoCo: the compute
+    fwd, bwd, opt = alone.stage_times[0][0]
+    grad_ar, gather, loss = 2 * P / B, P / B, 4.0 / B
+    step = (fwd + bwd) + grad_ar + opt + gather + loss
+    assert d["step_time_mean"] == pytest.approx(step, rel=1e-9)
+    old = (fwd + bwd) + grad_ar + opt + 3 * (0.035 + P / 2 / 5e7) + 2 * (0.035 + 8 / 5e7) \
+        + 8 / B
+    assert old == pytest.approx(0.23896, rel=1e-4)  # the trial's model, by hand
+    assert abs(d["step_time_mean"] - old) > 0.2
+    assert "data-parallel group besides" not in out.err  # the old warning: gone with the bug
+    e = d["explain"]  # --explain: the group's collectives, not the whole plan's
+    assert e["bf16_allgather"] == pytest.approx(gather, rel=1e-12)
+    assert e["allreduce"] == pytest.approx(grad_ar, rel=1e-12)
+    assert e["loss"] == pytest.approx(loss, rel=1e-12)
+    assert e["iteration"] == pytest.approx(step, rel=1e-9)
+    assert "group 0 of 2" in e["diloco_group"]
+    # each rank's optimizer partition: 1/2 of the flat buffer, fp32 master + Adam's two
+    # moments (12 bytes a value), not 1/4
+    assert {m["optimizer"] for m in d["memory"]} == {P // 2 * 12.0}
+    assert len(d["memory"]) == 4 and [m["replica"] for m in d["memory"]] == [0, 1, 2, 3]
+    # without DiLoCo the plan's data-parallel group is all 4 replicas, as before
+    assert main([*argv, "--json", "--explain"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["explain"]["bf16_allgather"] == pytest.approx(3 * (0.035 + P / 2 / 5e7), rel=1e-12)
+    assert {m["optimizer"] for m in d["memory"]} == {P // 4 * 12.0}
+
+
+def test_diloco_plan_groups_of_other_gpus_take_their_own_step_times(tmp_path):
+    """(user trial 15, the same fix) Each DiLoCo group of a plan is built as its own job: a
+    group on GPUs whose host moves 1.6e10 B/s (zone b) all-gathers the bf16 weights in P / 1.6e10,
+    the other group's in P / 3.2e10, and each group's config takes its own optimizer step."""
+    from sim.profiles import load_profiles, read_plan
+    from sim.profiles.build import build_plan
+    from sim.training.outer import group_config
+
+    argv = _zones_plan(tmp_path, "bf16")
+    d = tmp_path / "prof"
+    gpus = json.loads((d / "gpus.json").read_text())
+    gpus["gpus"].append(dict(gpus["gpus"][0], name="H", intra_node_bandwidth=1.6e10))
+    (d / "gpus.json").write_text(json.dumps(gpus))
+    links = [{"src": {"gpu": x, "zone": a}, "dst": {"gpu": y, "zone": b}, "bandwidth": bw,
+              "latency": lat}
+             for x, a, y, b, bw, lat in (("G", "a", "H", "b", 5e7, 0.035),
+                                         ("G", "a", "G", "a", 1.25e10, 1e-5),
+                                         ("H", "b", "H", "b", 1.25e10, 1e-5))]
+    (d / "network.json").write_text(json.dumps({"links": links}))
+    plan = json.loads(open(argv[2]).read())
+    plan["stages"][0]["replicas"][1]["gpu"] = "H"
+    open(argv[2], "w").write(json.dumps(plan))
+    P = 2_124_800  # as above
+    prof = load_profiles(str(d), models=("m",))
+    build = build_plan(read_plan(argv[2]), prof, network=True, sync="diloco:every=1,groups=2",
+                       steps=2)
+    assert [b.bf16_allgather_times for b in build.groups] == [
+        pytest.approx((P / 3.2e10,), rel=1e-12), pytest.approx((P / 1.6e10,), rel=1e-12)]
+    opts = [group_config(build.config, 2, g).optimizer_times for g in (0, 1)]
+    assert opts == [b.optimizer_times for b in build.groups] and opts[0] != opts[1]
+    # the whole plan's all-gather, 3 steps of P / 2 bytes over the slow link, is no group's
+    assert build.bf16_allgather_times == pytest.approx((3 * (0.035 + P / 2 / 5e7),), rel=1e-12)

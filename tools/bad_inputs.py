@@ -990,6 +990,18 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("api/TrainingConfig-allreduce-buckets-alone", api(
         "from sim.training import TrainingConfig; TrainingConfig(allreduce_buckets=((1.0, 2.0),))"),
         refuse("allreduce_buckets"), note="a plan's overlapped buckets without its times")
+    add("api/TrainingConfig-group-steps-without-diloco", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=1, replicas=2, "
+        "group_steps=((('optimizer_times', (1.0,)),),))"), refuse("group_steps"),
+        note="a DiLoCo group's step times without DiLoCo")
+    add("api/TrainingConfig-group-steps-count", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=1, replicas=2, steps=2, "
+        "sync='diloco:every=1', group_steps=((('optimizer_times', (1.0,)),),))"),
+        refuse("group_steps"), note="one entry for 2 groups")
+    add("api/TrainingConfig-group-steps-field", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=1, replicas=2, steps=2, "
+        "sync='diloco:every=1', group_steps=((('steps', 3),), (('steps', 3),)))"),
+        refuse("group_steps"), note="a field that is no step time of a group")
     add("api/TrainingConfig-allreduce-buckets-negative", api(
         "from sim.training import TrainingConfig; TrainingConfig(stages=1, schedule='1f1b', allreduce_times=(1.0,), "
         "param_size=0.0, sync='allreduce:overlap=backward', "

@@ -43,8 +43,7 @@ from ..training import (
 )
 from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
-from ..training.outer import diloco_groups, group_config
-from ..training.stall import nominal_step_time
+from ..training.outer import diloco_groups
 from ..units import RATE, SIZE, TIME, format_quantity, parse_quantity
 from ._applies import given, refuse_unless, verdict
 from ._common import (
@@ -938,49 +937,6 @@ def _check_one_group(cfg: TrainingConfig) -> None:
          f"no other group to average with, send nothing over the WAN tier and take no time, {so}")
 
 
-#: :func:`_check_plan_groups` warns when the collectives it names take at least this share of
-#: group 0's failure-free inner step (a warning's threshold, not a model constant).
-PLAN_GROUPS_SHARE = 0.01
-
-
-def _check_plan_groups(build: Any, cfg: TrainingConfig) -> None:
-    """Warn when a plan runs DiLoCo in several groups while its framework times collectives
-    over the data-parallel group other than the gradient all-reduce: the build times them
-    over every replica of a stage, across the groups (over the WAN between zones), although
-    each group's inner optimizer spans its own replicas (user trial 15: a bf16 DeepSpeed plan
-    of 3 zones of 8 replicas on one host each stepped in 53.6 s, 52.97 of them DeepSpeed's
-    all-gather of the updated weights over 24 replicas at 400 Mbit/s). Not modelled per group
-    yet (docs/diloco.md, What is not modelled): the line says which times and how long."""
-    if build is None or cfg.diloco is None or diloco_groups(cfg) < 2:
-        return
-    fb = build.behaviour
-    parts = []
-    if any(build.bf16_allgather_times):
-        parts.append("DeepSpeed's bf16 all-gather of the updated weights "
-                     f"{max(build.bf16_allgather_times):.4g} s")
-    if any(build.param_allgather_times):
-        parts.append("Megatron-LM's distributed optimizer's all-gather of the parameters "
-                     f"{max(build.param_allgather_times):.4g} s, its sharded step and world "
-                     "all-reduces")
-    if build.loss_time > 0:
-        parts.append(f"the loss's all-reduce and broadcast {build.loss_time:.4g} s")
-    # a material share only: the loss's one value over a fast network is nanoseconds (the
-    # shipped clariden-OPT-350-N4_D2 in 2 groups: 2.4e-9 s of a 1.52 s step), said by nobody
-    wrong = (max(build.bf16_allgather_times, default=0.0)
-             + max(build.param_allgather_times, default=0.0) + build.loss_time)
-    if not parts or wrong < PLAN_GROUPS_SHARE * nominal_step_time(group_config(
-            cfg, diloco_groups(cfg), 0)):
-        return
-    mem = (" and the optimizer state is partitioned over all of them in memory"
-           if fb is not None and (fb.bf16_allgather is not None or fb.dist_optimizer) else "")
-    r, M = cfg.replicas[0], diloco_groups(cfg)
-    warn("train", f"--sync {cfg.sync} with a plan: the framework's collectives over the "
-         f"data-parallel group besides the gradient all-reduce are timed over all {r} "
-         f"replicas of a stage, across the {M} groups, not over each group's {r // M} "
-         f"({'; '.join(parts)}, in every inner step){mem}; docs/diloco.md, What is not "
-         "modelled")
-
-
 def _check_edge_list_hosts(args: argparse.Namespace, cfg: TrainingConfig) -> None:
     """Warn when an edge-list ``--network`` (which cannot mark switches) puts a replica on a
     node that links several others while a leaf (a host at the end of one link) gets none:
@@ -1211,7 +1167,16 @@ def _plan_payload(build: Any, out: dict[str, Any], explain: bool) -> None:
     if explain:
         from ..profiles.build import explain_rows
 
-        out["explain"] = explain_rows(build)
+        # DiLoCo's groups: each its own data-parallel job; group 0's step (the others' where
+        # their iteration differs, e.g. other GPUs)
+        out["explain"] = explain_rows(build.groups[0] if build.groups else build)
+        if build.groups:
+            M = len(build.groups)
+            out["explain"]["diloco_group"] = (f"group 0 of {M} ({build.config.replicas[0] // M} "
+                                              "replicas a stage): its own data-parallel job")
+            its = [explain_rows(b)["iteration"] for b in build.groups]
+            if len(set(its)) > 1:
+                out["explain"]["group_iterations"] = its
 
 
 def checkpoint_cost(cfg: TrainingConfig) -> dict[str, Any] | None:
@@ -1247,7 +1212,12 @@ def checkpoint_cost(cfg: TrainingConfig) -> dict[str, Any] | None:
 
 
 def _print_explain(x: dict[str, Any], m: int) -> None:
-    """``m``: the step's micro-batches over all pipelines (the run line's ``m=``)."""
+    """``m``: the step's micro-batches over all pipelines (the run line's ``m=``; with DiLoCo
+    groups a group's ``m / M``)."""
+    if x.get("diloco_group"):
+        its = x.get("group_iterations")
+        print(f"DiLoCo {x['diloco_group']}" + (
+            "; each group's iteration: " + ", ".join(f"{t:.4g}" for t in its) if its else ""))
     print(f"where an iteration's time goes (failure-free; pipeline {x['pipeline']}, which runs "
           f"{x['microbatches']} of the step's m={m} micro-batches; seconds):")
     rows = [(str(s["stage"]), f"{s['forward']:.4g}", f"{s['backward']:.4g}",
@@ -1350,7 +1320,6 @@ def run(args: argparse.Namespace) -> int:
             raise
         raise named from None
     _check_one_group(cfg)
-    _check_plan_groups(build, cfg)
     model = None
     if request is not None:
         _check_timeline(args, cfg, request)
@@ -1412,7 +1381,7 @@ def run(args: argparse.Namespace) -> int:
         for note in build.estimates:
             print(f"  estimated, not measured: {note}")
         if args.explain:
-            _print_explain(out["explain"], cfg.microbatches)
+            _print_explain(out["explain"], cfg.microbatches // max(1, len(build.groups)))
     print(f"L={cfg.stages} stages, replicas {','.join(map(str, cfg.replicas))} ({cfg.workers} "
           f"workers), {cfg.schedule}/{cfg.routing}, m={cfg.microbatches}, N={cfg.steps}; "
           f"{args.replications} replications, seed {args.seed}")

@@ -190,6 +190,10 @@ class PlanBuild:
     #: per stage, Megatron-LM's distributed optimizer's all-gather of the updated parameters,
     #: included in ``optimizer_times`` (() without it: :func:`param_allgather_times`)
     param_allgather_times: tuple[float, ...] = ()
+    #: with DiLoCo groups (``sync`` diloco, two groups or more): each group's own build, of the
+    #: plan cut to its replicas (:func:`group_plan`); ``memory`` is then theirs, and
+    #: ``config.group_steps`` their step fields
+    groups: tuple[PlanBuild, ...] = ()
 
     @property
     def peak_memory(self) -> float:
@@ -1622,6 +1626,39 @@ def allgather_time(profiles: Profiles, gpu: str, tp: int, size: float) -> float:
     return (tp - 1) * part / bw
 
 
+def group_plan(plan: Plan, groups: int, g: int) -> Plan:
+    """DiLoCo group ``g`` of ``groups`` as a plan of its own: replicas ``g k .. (g + 1) k - 1``
+    of every stage (``k = dp / groups``, the pipelines of
+    :func:`sim.training.outer.group_config`) and the global batch's ``1 / groups`` (the same
+    micro-batches a pipeline). Each DiLoCo group is its own data-parallel job, so its
+    framework's collectives over the data-parallel group and its optimizer-state partition
+    span these replicas only (Douillard et al. 2023, arXiv:2311.08105, Algorithm 1; PRIME's
+    INTELLECT-1: each node one FSDP job)."""
+    k = plan.dp[0] // groups
+    return replace(plan, stages=tuple(replace(st, replicas=st.replicas[g * k:(g + 1) * k])
+                                      for st in plan.stages),
+                   global_batch_size=plan.global_batch_size // groups)
+
+
+def _group_builds(plan: Plan, build: PlanBuild, args: dict[str, Any]) -> PlanBuild:
+    """``build`` of ``plan`` with DiLoCo groups: each group's build (:func:`group_plan`), their
+    step fields as the config's ``group_steps`` and their GPUs' memory (each replica numbered as
+    in ``plan``); one group or none: ``build`` itself."""
+    from ..training.outer import GROUP_STEP_FIELDS, diloco_groups
+
+    cfg = build.config
+    if cfg.diloco is None or diloco_groups(cfg) < 2:
+        return build
+    M = diloco_groups(cfg)
+    k = cfg.replicas[0] // M
+    subs = tuple(build_plan(group_plan(plan, M, g), **args) for g in range(M))
+    steps = tuple(tuple((f, getattr(b.config, f)) for f in GROUP_STEP_FIELDS) for b in subs)
+    memory = tuple(sorted((replace(m, replica=m.replica + g * k)
+                           for g, b in enumerate(subs) for m in b.memory),
+                          key=lambda m: (m.stage, m.replica)))
+    return replace(build, config=replace(cfg, group_steps=steps), memory=memory, groups=subs)
+
+
 def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
                schedule: str = "1f1b", p2p: str | None = None,
                framework: FrameworkSpec | None = None, value_sizes: str = "framework",
@@ -2092,13 +2129,16 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
               k, "set by the plan (not given with it)", config[k])
     kw.update(config)
     cfg = TrainingConfig(**kw)
-    return PlanBuild(config=cfg, memory=memory, stage_times=tuple(times),
+    return _group_builds(plan, PlanBuild(config=cfg, memory=memory, stage_times=tuple(times),
                      transfer_times=tuple(xfer), allreduce_times=tuple(ar), optimizer_times=opt,
                      tied_allreduce_time=tied, tied_allreduce_times=tuple(tied_each),
                      behaviour=fb, gather_times=tuple(gathers),
                      estimates=tuple(dict.fromkeys(notes)), bucket_times=buckets,
                      optimizer_collective_time=opt_coll, loss_time=loss_time,
-                     bf16_allgather_times=gather_ag, param_allgather_times=param_ag)
+                     bf16_allgather_times=gather_ag, param_allgather_times=param_ag),
+        dict(profiles=profiles, model=model, schedule=schedule, p2p=p2p, framework=framework,
+             value_sizes=value_sizes, tensor_parallel=tensor_parallel,
+             check_memory=check_memory, network=network, redundant_copy=redundant_copy))
 
 
 def overlapped_buckets(plan: Plan, network: NetworkProfile, sync: str, sizes: Sequence[float],

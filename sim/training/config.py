@@ -427,6 +427,13 @@ class TrainingConfig:
         reduce-scattered over the network instead, the ring all-reduce's first ``k - 1``
         steps (Megatron-LM's distributed optimizer, whose all-gather of the parameters is in
         ``optimizer_times``).
+    group_steps : tuple or None
+        With a plan and ``sync`` diloco: per DiLoCo group, ``(field, value)`` pairs of the
+        fields above that time its step (:data:`sim.training.outer.GROUP_STEP_FIELDS`), from
+        the plan cut to the group's replicas (:func:`sim.profiles.build.group_plan`): each
+        group is its own data-parallel job, whose framework's collectives over the
+        data-parallel group (and its optimizer-state partition) span its replicas only.
+        None: every group takes the config's own.
     gradient_transfer_sizes : tuple of float or None
         With ``transfer_sizes``: per hop, the bytes of one micro-batch's
         gradient sent back, where they differ from its activation's (the
@@ -657,6 +664,7 @@ class TrainingConfig:
     stragglers: str = "cancel"
     value_bits: int = 16
     reduce_scatter: bool = False
+    group_steps: tuple[tuple[tuple[str, Any], ...], ...] | None = None
 
     def __post_init__(self) -> None:
         L = check_int("stages", self.stages, low=1)
@@ -1340,6 +1348,8 @@ class TrainingConfig:
         """(issue 37) DiLoCo's outer loop: what it runs on, and the groups it cuts."""
         spec = self.diloco
         if spec is None:
+            check(self.group_steps is None, "group_steps", "None unless sync is diloco (a "
+                  "DiLoCo group's step times)", self.group_steps)
             check(self.value_bits == 16, "value_bits", "16 (the default) unless sync is diloco "
                   "(it sets the size of a payload of bits/value_bits)", self.value_bits)
             return

@@ -203,7 +203,16 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
     if c.failures and c.framework:
         check(c.pass_time_distribution == "deterministic", "pass_time_distribution",
               "deterministic", c.pass_time_distribution)
-    group_config(c, M, 0)  # a group's config validates as any training system's
+    if c.group_steps is not None:  # a plan's groups, each timed as its own job
+        check(isinstance(c.group_steps, tuple) and len(c.group_steps) == M, "group_steps",
+              f"one entry a DiLoCo group ({M})", c.group_steps)
+        for row in c.group_steps:
+            names = [k for k, _ in row]
+            check(set(names) <= set(GROUP_STEP_FIELDS) and len(set(names)) == len(names),
+                  "group_steps", "(field, value) pairs of distinct fields among "
+                  + ", ".join(GROUP_STEP_FIELDS), names)
+    for g in range(M if c.group_steps is not None else 1):
+        group_config(c, M, g)  # a group's config validates as any training system's
     _check_failure_work(c, M)
 
 
@@ -353,10 +362,26 @@ def _slowest_tries(m: int, q: float) -> float:
     return a0 + max(m, 1) * math.exp(-a0 * lr) / q
 
 
+#: The fields of a plan's step that depend on its data-parallel group (its replicas of a
+#: stage): each DiLoCo group's own, from the plan cut to it (``TrainingConfig.group_steps``,
+#: :func:`sim.profiles.build.group_plan`). In DiLoCo each group is a data-parallel job of its
+#: own (Douillard et al. 2023, arXiv:2311.08105, Algorithm 1: each worker's inner optimizer
+#: over its own shard; PrimeIntellect-ai/prime at d57965b, ``src/zeroband/train.py:155-166``:
+#: ``fully_shard`` over ``elastic_device_mesh.cuda_local_mesh``, the node's own mesh;
+#: pytorch/torchft at 73dafea, ``README.md:89-106``: FSDP inside each replica group, the
+#: manager's all-reduce across them), so every collective its framework runs over the
+#: data-parallel group (the optimizer's in ``optimizer_times``: DeepSpeed's bf16 all-gather
+#: and loss all-reduce, Megatron-LM's distributed optimizer's all-gather) spans the group's.
+GROUP_STEP_FIELDS = ("optimizer_times", "allreduce_times", "allreduce_buckets",
+                     "tied_allreduce_time", "tied_allreduce_times", "allreduce_sizes",
+                     "tied_allreduce_size", "bucket_size")
+
+
 def group_config(c: Any, groups: int, g: int) -> Any:
     """The :class:`~sim.training.TrainingConfig` of group ``g`` of ``groups``: its ``k``
     pipelines, ``m / M`` micro-batches a step, the data-parallel all-reduce inside it, and no
-    failure model of its own (the DiLoCo system's covers every worker)."""
+    failure model of its own (the DiLoCo system's covers every worker). With a plan's
+    ``group_steps``, the group's own step fields (:data:`GROUP_STEP_FIELDS`)."""
     r = c.replicas[0]
     k = r // groups
     lo, hi = g * k, (g + 1) * k
@@ -372,6 +397,8 @@ def group_config(c: Any, groups: int, g: int) -> Any:
         failure_shape=None, speeds=cut(c.speeds), replica_times=cut(c.replica_times),
         recv_gather_times=cut(c.recv_gather_times),
         transfer_times=cut(c.transfer_times), speed_spread=0.0)
+    if c.group_steps is not None:
+        kw.update(c.group_steps[g], group_steps=None)
     if c.network is not None:
         kw["network_nodes"] = cut(c.network_nodes)
         if isinstance(c.tensor_parallel, tuple):
