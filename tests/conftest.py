@@ -15,6 +15,10 @@ the kernels are the same, only which process compiles them first. Without
 xdist, or without numba, this does nothing. It also compiles dtsim's modules
 to bytecode once per run (see ``pytest_configure``).
 
+The property tests (hypothesis) run one fixed set of examples: the profile
+``dtsim`` derandomizes them (examples drawn from a seed of each test's own) and
+keeps no example database, so a run on any machine draws what CI draws.
+
 It also gives the tests ``plain_python``, which runs a kernel's logic as plain
 Python (numba's JIT off) in a fresh interpreter: the default suite checks the
 training kernel (whose compilation costs about 90 s of CPU) and the network
@@ -26,6 +30,14 @@ from __future__ import annotations
 import os
 
 import pytest
+
+try:  # the property tests' examples: the same on every run (a fixed seed, no database)
+    from hypothesis import settings as _hyp_settings
+except ImportError:  # hypothesis is a dev dependency; without it no test uses it
+    pass
+else:
+    _hyp_settings.register_profile("dtsim", derandomize=True, database=None)
+    _hyp_settings.load_profile("dtsim")
 
 
 def _training_kernel() -> None:

@@ -289,6 +289,15 @@ def test_drop_probability_properties(L, r, s, a, rho):
     assert 0.0 <= A.quality_mass(L, A.stage_outage(a, r, rho), s, 0.2) <= 1.0
 
 
+def test_quality_mass_stays_a_probability_at_a_tiny_outage():
+    """The binomial pmf's float sum passes 1 by an ulp at L 24, q 8.9e-18 (1 + 2.1e-16, an
+    example hypothesis drew); the expected quality is at most 1 there, and equals the
+    closed form (1 - kappa q)^L's 1.0 to the ulp."""
+    m = A.quality_mass(24, 8.9e-18, 1, 0.2)
+    assert 0.0 <= m <= 1.0
+    assert m == pytest.approx((1 - 0.2 * 8.9e-18) ** 24, rel=1e-15)
+
+
 @settings(max_examples=40, deadline=None)
 @given(L=st.integers(1, 8), s=st.integers(0, 3), a=st.floats(0.0, 1.0), rho=st.floats(0.0, 0.5),
        reps=st.lists(st.integers(1, 3), min_size=1, max_size=4))
