@@ -121,3 +121,43 @@ def test_a_formation_cost_failures_always_interrupt_is_refused_before_any_work(s
     for bound in (dict(max_time=1e5), dict(stall_limit=1000.0)):
         TrainingConfig(**base, **bound)  # 2 x 0.08 x 1e5 = 1.6e4 transitions at most
     TrainingConfig(**{**base, "strategy": spec.replace("1e10", "1e4")})  # 1.6e6 transitions
+
+
+# (audit 8) a checkpoint-restart parameter given where it does nothing, even at its default,
+# was taken and ignored; a poll so short the run would be its polls hung or ran for minutes
+@pytest.mark.parametrize("spec, line", [
+    ("checkpoint-restart:grow=false,poll=300", "'poll' must be unset unless grow is true: 300.0"),
+    ("checkpoint-restart:copy=0", "'copy' must be unset unless snapshot is overlapped: 0.0"),
+    ("checkpoint-restart:overhead_bound=0.05",
+     "'overhead_bound' must be unset unless interval is overhead: 0.05"),
+    ("checkpoint-restart:poll=1e-300",
+     "'poll' must be long enough for at most 1e+08 polls over the run (max_time, else 1000 x "
+     "its 20 steps of 21 failure-free): 4.2e+305 here with poll: 1e-300"),
+    ("checkpoint-restart:poll=1e-3",
+     "'poll' must be long enough for at most 1e+08 polls over the run (max_time, else 1000 x "
+     "its 20 steps of 21 failure-free): 4.2e+08 here with poll: 0.001"),
+])
+def test_checkpoint_restart_refuses_what_it_would_ignore_or_run_away_on(capsys, spec, line):
+    t0 = time.process_time()
+    assert main(["train", "--replications", "1", "--mtbf", "100", "--steps", "20", "--stages",
+                 "4", "--replicas", "2", "--strategy", spec]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines() == ["dtsim train: error: " + line]
+    assert time.process_time() - t0 < 5.0
+
+
+@pytest.mark.parametrize("spec", [
+    "checkpoint-restart:poll=60", "checkpoint-restart:snapshot=overlapped,copy=0",
+    "checkpoint-restart:interval=overhead,overhead_bound=0.05",
+])
+def test_checkpoint_restart_takes_them_where_they_apply(spec):
+    cfg = TrainingConfig(stages=4, replicas=2, steps=20, mtbf=100.0, strategy=spec)
+    assert cfg.strategy.name == "checkpoint-restart"
+
+
+def test_checkpoint_restart_overhead_bound_through_the_library():
+    from sim.training.strategies import CheckpointRestart
+
+    with pytest.raises(ConfigError, match="'overhead_bound' must be unset unless interval is"):
+        CheckpointRestart(overhead_bound=0.05)
+    assert CheckpointRestart(interval="overhead", overhead_bound=0.05).overhead_bound == 0.05

@@ -178,12 +178,24 @@ def test_no_compute_capability_is_the_stored_path_with_a_note(tmp_path):
     (-8.0, "'compute_capability' must be > 0"),
     (0, "'compute_capability' must be > 0"),
     ("8.0", "'gpus' must be a plain number of CUDA compute capability"),
+    # (audit 8) taken before: 75 (sm_75 written whole) put a T4 on flash attention
+    (75, "'compute_capability' must be major.minor with one digit after the point, below 20 "
+         "(7.5 for a T4, not 75 as in sm_75): 75"),
+    (8.05, "'compute_capability' must be major.minor with one digit after the point"),
+    (1e300, "'compute_capability' must be major.minor with one digit after the point"),
 ])
 def test_compute_capability_is_validated(value, message):
     doc = {"gpus": [{"name": "X", "memory_bytes": 1e9, "overhead_bytes": 0,
                      "compute_capability": value}]}
     with pytest.raises(ConfigError, match=re.escape(message)):
         gpus_from_data(doc)
+
+
+@pytest.mark.parametrize("value", [7.0, 8.6, 12.1])
+def test_compute_capability_of_the_table_is_taken(value):
+    doc = {"gpus": [{"name": "X", "memory_bytes": 1e9, "overhead_bytes": 0,
+                     "compute_capability": value}]}
+    assert gpus_from_data(doc)["X"].compute_capability == value
 
 
 @pytest.mark.parametrize("extra, gpu, precision, message", [

@@ -291,13 +291,28 @@ BAD = [  # (file text, more of the spec or a whole spec, more arguments, the one
     (ISO, "", ["--time-unit", "h"],
      "'time_unit' must be unset for an event log of ISO-8601 times (they give their own unit): "
      "'h'"),
+    # (audit 8) each read silently before: the first of two columns, a row's extra cell dropped,
+    # two times made one by a far start= (a KeyError in the replay)
+    (ISO.replace(",zone", ",timestamp", 1), "", [],
+     "'failure_trace' must be an event log with one column 'timestamp' (time= of "
+     "--trace-format): \"{p}:1 (2 columns named 'timestamp')\""),
+    (ISO.replace("i-c,launched,b", "i-c,launched,b,2", 1), "", [],
+     "'failure_trace' must be an event log row of at most the header's 4 cells: '{p}:2 "
+     "(2024-03-01T13:00:00+01:00,i-c,launched,b,2)'"),
+    (EPOCH, ",start=-1e300", [],
+     "'failure_trace' must be an event log whose different times stay different in seconds "
+     "from its time zero (start=, else its first event): '{p}:3 (1e+300 s as the row before)'"),
+    (ISO, ",end=noon", [],
+     "'trace_format' must be an end= time written as the log's times are (as its first, "
+     "2024-03-01T13:00:00+01:00): 'noon'"),
 ]
 
 
 @pytest.mark.parametrize("text,extra,args,line", BAD, ids=[
     "unknown-word", "naive-among-aware", "iso-among-numbers", "not-a-time", "no-instance",
     "no-column", "short-row", "never-up", "no-span", "before-start", "after-end", "start-clock",
-    "unknown-key", "key-twice", "key-twice-2", "word-twice", "time-unit-with-iso"])
+    "unknown-key", "key-twice", "key-twice-2", "word-twice", "time-unit-with-iso",
+    "column-twice", "row-too-long", "far-start", "end-article"])
 def test_each_bad_log_is_one_line_before_any_work(tmp_path, capsys, text, extra, args, line):
     p = _write(tmp_path, "bad.csv", text)
     assert main(["train", "--stages", "3", "--steps", "2", "--failure-trace", p,

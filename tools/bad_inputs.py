@@ -1599,7 +1599,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                   traffic_cases, timeline_cases, real_runs_ii_cases, users_network_cases,
                   users_profile_cases, users_planner_cases, users_strategy_cases,
                   users_design_cases, users_byzantine_cases, audit6_cases, leftovers_cases,
-                  usertrial12_cases, zero_step_cases, export_plan_cases):
+                  usertrial12_cases, zero_step_cases, export_plan_cases, audit8_cases):
         cases.extend(group(fx))
     return cases
 
@@ -4955,6 +4955,268 @@ def audit6_cases(fx: Fixtures) -> list[Case]:
 
 
 # ----------------------------------------------------------------------------- leftovers
+
+
+def audit8_cases(fx: Fixtures) -> list[Case]:
+    """audit8: the last two sessions' inputs as a user types them (ids hold ``/a8-``): event-log
+    specs and files, DiLoCo's ring-loss keys, checkpoint-restart's grow and poll (and the keys
+    that apply only with another), Megatron launch-line flags, preemption notices, the GPU
+    catalogue's compute_capability, overhead_bytes and currency. Each ``FIXED`` note names a
+    case that misbehaved before (said in its note)."""
+    if not (REPO / "sim" / "traces" / "events.py").is_file():
+        return []
+    import json as _json
+
+    cases: list[Case] = []
+    R = fx.root / "a8"
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    def w(name: str, text: str) -> str:
+        return str(fx._write(f"a8/{name}", text))
+
+    # -- event logs: the spec ------------------------------------------------------------
+    ev = "events:worker=instance_id,time=timestamp,down=preempted,up=launched"
+    head = "timestamp,instance_id,event\n"
+    iso = w("iso.csv", head + "2024-03-01T12:00:00Z,i-a,launched\n"
+            "2024-03-01T13:10:00+01:00,i-a,preempted\n")
+    num = w("num.csv", head + "100,i-a,launched\n200,i-a,preempted\n300,i-b,launched\n")
+    S = lambda f, spec, *a: dtsim("trace", "stats", f, "--trace-format", spec, *a)  # noqa: E731
+    for what, spec in (
+            ("colon-alone", "events:"), ("worker-empty", ev.replace("instance_id", "")),
+            ("event-empty", ev + ",event="), ("down-empty", ev.replace("preempted", "")),
+            ("same-column", ev.replace("timestamp", "instance_id")),
+            ("same-word-down-up", ev.replace("launched", "preempted")),
+            ("name-upper-case", ev.replace("events", "EVENTS")),
+            ("key-upper-case", ev.replace("worker", "Worker")),
+            ("start-end-empty", ev + ",start=,end=")):
+        add(f"trace/a8-events-spec-{what}", S(iso, spec), refuse("trace_format"))
+    for what, bound in (("end-nan", "end=nan"), ("end-inf", "end=inf"),
+                        ("start-minus-inf", "start=-inf"), ("start-rate", "start=10 GB/s"),
+                        ("start-with-unit", "start=100s"), ("start-twice", "start=50,start=60")):
+        add(f"trace/a8-events-{what}", S(num, f"{ev},{bound}"), refuse("trace_format"),
+            note="start= and end= are written as the log's times (epoch numbers here)")
+    add("trace/a8-events-end-before-events", S(iso, ev + ",end=2024-03-01T11:00:00Z"),
+        refuse("trace"))
+    add("trace/a8-events-end-at-first", S(iso, ev + ",end=2024-03-01T12:00:00Z"),
+        refuse("trace"))
+    add("trace/a8-events-start-after-end",
+        S(iso, ev + ",start=2024-03-01T13:00:00Z,end=2024-03-01T12:30:00Z"), refuse("trace"))
+    add("trace/a8-events-time-unit-rate", S(num, ev, "--time-unit", "10GB/s"),
+        refuse("time_unit"))
+    add("trace/a8-events-time-unit-upper-case", S(num, ev, "--time-unit", "MS"),
+        refuse("time_unit"))
+    add("train/a8-events-spec-without-trace", dtsim("train", "--steps", "1", "--trace-format", ev),
+        refuse("trace_format"))
+    add("pipeline/a8-events-spec-without-trace", dtsim("pipeline", "--trace-format", ev),
+        refuse("trace_format"))
+    # -- event logs: the files -------------------------------------------------------------
+    for what, text in (
+            ("time-nan", head + "100,i-a,launched\nnan,i-a,preempted\n"),
+            ("time-inf", head + "100,i-a,launched\ninf,i-a,preempted\n"),
+            ("time-with-unit", head + "10s,i-a,launched\n20s,i-a,preempted\n"),
+            ("empty-file", ""), ("header-only", head),
+            ("empty-word", head + "100,i-a,launched\n150,i-a,\n200,i-a,preempted\n")):
+        add(f"trace/a8-events-{what}", S(w(f"{what}.csv", text), ev), refuse("trace"))
+    fixed = "FIXED (audit8): read silently before"
+    for what, text, note in (
+            ("column-twice", "timestamp,instance_id,event,timestamp\n100,i-a,launched,5\n"
+             "200,i-a,preempted,7\n", fixed + " (the first 'timestamp' column taken)"),
+            ("event-column-twice", "timestamp,instance_id,event,event\n100,i-a,launched,x\n"
+             "200,i-a,preempted,y\n", fixed + " (the first 'event' column taken)"),
+            ("row-too-long", head + "100,i-a,launched,extra\n200,i-a,preempted\n",
+             fixed + " (the cell past the header dropped)")):
+        add(f"trace/a8-events-{what}", S(w(f"{what}.csv", text), ev), refuse("trace"),
+            note=note)
+    add("trace/a8-events-far-start", S(num, ev + ",start=-1e300"), refuse("trace"),
+        note="FIXED (audit8): every time 1e300 s from start=: stats of a zero span")
+    add("train/a8-events-far-start", dtsim("train", "--stages", "1", "--steps", "4",
+                                           "--replications", "1", "--failure-trace", num,
+                                           "--trace-format", ev + ",start=-1e300",
+                                           "--trace-loop"), refuse("failure_trace"),
+        note="FIXED (audit8): exit 1, 'KeyError: i-a' (a launch and a preemption made one "
+        "instant by rounding)")
+    for what, text, spec in (
+            ("words-mixed-case", None, ev.replace("preempted", "PREEMPTED").replace(
+                "launched", "Launched")),
+            ("end-far-future", None, ev + ",end=9999-12-31T23:59:59Z"),
+            ("rows-unsorted", head + "300,i-a,launched\n200,i-a,preempted\n400,i-a,preempted\n",
+             ev),
+            ("epoch-ms", head + "1709294400000,i-a,launched\n1709294500000,i-a,preempted\n", ev),
+            ("negative-epoch", head + "-100,i-a,launched\n200,i-a,preempted\n", ev),
+            ("trailing-empty-cell", head + "100,i-a,launched,\n200,i-a,preempted, \n", ev),
+            ("unused-column-twice", "timestamp,instance_id,event,note,note\n"
+             "100,i-a,launched,x,y\n200,i-a,preempted,,\n", ev),
+            ("bom-crlf-spaces", "\ufefftimestamp, instance_id, event\r\n100, i-a, launched\r\n"
+             "200, i-a, preempted\r\n", ev),
+            ("same-instant", head + "100,i-a,launched\n100,i-a,preempted\n100,i-b,launched\n"
+             "300,i-b,preempted\n", ev)):
+        f = iso if text is None else w(f"ok-{what}.csv", text)
+        add(f"trace/a8-events-ok-{what}", S(f, spec), ok("slot 0: i-a"))
+
+    # -- DiLoCo's ring-loss keys -------------------------------------------------------------
+    dl = ("train", "--replicas", "4", "--microbatches-per-step", "4", "--steps", "8",
+          "--mtbf", "100", "--replace-time", "5", "--replications", "1", "--sync")
+    for key in ("heartbeat=", "heartbeat=nan", "heartbeat=inf", "heartbeat=10GB/s",
+                "heartbeat=5m", "heartbeat=6,heartbeat=7", "on_loss=", "on_loss=Discard",
+                "on_loss=DISCARD", "on_loss=wait", "on_loss=discard,on_loss=discard", "retries=",
+                "retries=-1", "retries=2.5", "retries=1e9", "retries=nan", "retries=inf"):
+        add(f"train/a8-diloco-{key.replace('=', '-').replace(',', '-').replace('/', '-')}",
+            dtsim(*dl, "diloco:every=4," + key), refuse("sync"))
+    add("train/a8-diloco-retries-1e8-ok", dtsim(*dl, "diloco:every=4,retries=100000000"),
+        ok("DiLoCo"), note="an integer count of tries: bounded by the losses, not a runaway")
+    add("train/a8-diloco-heartbeat-tiny-ok", dtsim(*dl, "diloco:every=4,heartbeat=1e-300"),
+        ok("DiLoCo"))
+
+    # -- checkpoint-restart's grow and poll --------------------------------------------------
+    C = ("train", "--replications", "1", "--mtbf", "100", "--steps", "20", "--stages", "4",
+         "--replicas", "2", "--strategy")
+    for spec, param, note in (
+            ("checkpoint-restart:grow=false,poll=300", "poll",
+             "FIXED (audit8): poll at its default with grow=false was taken and ignored"),
+            ("checkpoint-restart:copy=0", "copy",
+             "FIXED (audit8): copy without snapshot=overlapped taken and ignored at 0"),
+            ("checkpoint-restart:overhead_bound=0.05", "overhead_bound",
+             "FIXED (audit8): overhead_bound without interval=overhead taken and ignored"),
+            ("checkpoint-restart:poll=1e-300", "poll",
+             "FIXED (audit8): a hang (at + poll == at: the first poll's instant for ever)"),
+            ("checkpoint-restart:poll=1e-3", "poll",
+             "FIXED (audit8): 4e8 polls over 1000 failure-free runs; 30 s of CPU for 20 steps"),
+            ("checkpoint-restart:grow=", "grow", ""),
+            ("checkpoint-restart:poll=", "poll", ""),
+            ("checkpoint-restart:poll=10GB/s", "poll", "a rate where a time is wanted"),
+            ("checkpoint-restart:poll=5m", "poll", "m: milli or minute?"),
+            ("redundancy:poll=60", "strategy", "poll is checkpoint-restart's"),
+            ("reconfiguration:poll=60", "strategy", "poll is checkpoint-restart's")):
+        tail = spec.replace(":", "-").replace("=", "-").replace(",", "-").replace("/", "-")
+        add(f"train/a8-strategy-{tail}", dtsim(*C, spec), refuse(param), note=note)
+    add("train/a8-strategy-poll-unit-off-the-second",
+        dtsim(*C[:-1], "--hour", "60", "--strategy", "checkpoint-restart:poll=5min"),
+        refuse("hour"))
+    for spec in ("checkpoint-restart:poll=5min", "checkpoint-restart:grow=True",
+                 "checkpoint-restart:poll=0.01", "checkpoint-restart:poll=1e300",
+                 "checkpoint-restart:interval=overhead,overhead_bound=0.05",
+                 "checkpoint-restart:snapshot=overlapped,copy=0"):
+        add(f"train/a8-strategy-ok-{spec.split(':')[1].replace('=', '-').replace(',', '-')}",
+            dtsim(*C, spec), ok("checkpoint-restart"), timeout=60)
+
+    # -- Megatron launch-line flags --------------------------------------------------------
+    def launch(name: str, extra: str) -> str:
+        return w(name, "torchrun --nnodes 2 --nproc-per-node 4 pretrain_gpt.py "
+                 "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers 24 "
+                 "--micro-batch-size 2 --global-batch-size 16 "
+                 f"--untie-embeddings-and-output-weights {extra}\n")
+
+    M = ("--model", "OPT-350", "--gpu", "RTX-3090", "--zone", "us-central1-a", "--steps", "1",
+         "--replications", "1")
+    for what, extra in (
+            ("transformer-impl-no-value", "--fp16 --transformer-impl"),
+            ("transformer-impl-mixed-case", "--fp16 --transformer-impl Transformer_Engine"),
+            ("attention-backend-upper-case", "--fp16 --attention-backend FLASH"),
+            ("attention-backend-no-value", "--fp16 --attention-backend"),
+            ("recompute-granularity-no-value", "--fp16 --recompute-granularity"),
+            ("recompute-granularity-mixed-case", "--fp16 --recompute-granularity Selective"),
+            ("recompute-granularity-last-full",
+             "--fp16 --recompute-granularity selective --recompute-granularity full"),
+            ("recompute-modules-no-value", "--fp16 --recompute-activations --recompute-modules"),
+            ("distributed-optimizer-with-value", "--fp16 --use-distributed-optimizer=true"),
+            ("legacy-models-with-value", "--fp16 --use-legacy-models=false"),
+            ("overlap-param-gather-with-value", "--fp16 --overlap-param-gather=1")):
+        add(f"train/a8-megatron-{what}", dtsim("train", "--plan", launch(f"ml-{what}.sh", extra),
+                                               *M), refuse("plan"))
+    for what, extra in (
+            ("transformer-impl-twice", "--fp16 --transformer-impl local --transformer-impl "
+             "transformer_engine"),
+            ("attention-backend-twice", "--fp16 --attention-backend flash --attention-backend "
+             "unfused"),
+            ("transformer-impl-equals", "--fp16 --transformer-impl=local"),
+            ("attention-backend-equals", "--fp16 --attention-backend=unfused"),
+            ("distributed-optimizer-twice", "--fp16 --use-distributed-optimizer "
+             "--use-distributed-optimizer")):
+        add(f"train/a8-megatron-ok-{what}", dtsim("train", "--plan",
+                                                  launch(f"ml-ok-{what}.sh", extra), *M),
+            ok("step time"), note="argparse's rule, as Megatron-LM's: the last value given")
+
+    # -- preemption notices ------------------------------------------------------------------
+    N = ("train", "--replications", "1", "--mtbf", "3000", "--replace-time", "60")
+    for what, value in (("azure", "azure"), ("empty", ""), ("two-clouds", "aws,gcp"),
+                        ("rate", "10GB/s"), ("nan", "nan")):
+        add(f"train/a8-notice-{what}", dtsim(*N, "--strategy", "checkpoint-restart",
+                                             "--preemption-notice", value),
+            refuse("preemption_notice"))
+    add("train/a8-notice-diloco", dtsim(*N, "--sync", "diloco:every=2", "--replicas", "2",
+                                        "--microbatches-per-step", "2", "--steps", "4",
+                                        "--preemption-notice", "aws"),
+        refuse("preemption_notice"), note="no strategy: nothing would use the notice")
+    add("train/a8-notice-use-mixed-case", dtsim(*N, "--strategy",
+                                                "checkpoint-restart:notice=Checkpoint",
+                                                "--preemption-notice", "aws"), refuse("notice"))
+    for what, value, text in (("upper-case", "AWS", "preemption notice 120"),
+                              ("spaced-unit", "2 min", "preemption notice 120"),
+                              ("zero", "0", "checkpoint-restart"),
+                              ("longer-than-the-run", "1e9", "preemption notice 1e+09")):
+        add(f"train/a8-notice-ok-{what}", dtsim(*N, "--strategy", "checkpoint-restart",
+                                                "--preemption-notice", value), ok(text))
+
+    # -- the GPU catalogue's new fields --------------------------------------------------------
+    shipped = REPO / "sim" / "profiles" / "data"
+    shape = {"layers": 2, "hidden": 64, "heads": 4, "sequence": 32, "vocabulary": 100}
+    link = {"src": {"gpu": "T4", "zone": "z"}, "dst": {"gpu": "T4", "zone": "z"}}
+    net = {"links": [{**link, "flows": k, "bandwidth": 1e9} for k in (1, 2)]}
+    tiny = w("tiny-plan.json", _json.dumps({
+        "model": "Tiny", "microbatch_size": 1, "global_batch_size": 2,
+        "stages": [{"first_layer": 0, "last_layer": 3, "replicas": [
+            {"gpu": "T4", "tp": 2, "gpus_per_node": 2, "zone": "z"}]}]}))
+
+    def catalogue(name: str, key: str, value: Any) -> str:
+        cat = _json.loads((shipped / "gpus.json").read_text())
+        for g in cat["gpus"]:
+            if g["name"] == "T4":
+                if value is _json:  # the key left out
+                    g.pop(key, None)
+                else:
+                    g[key] = value
+        w(f"{name}/gpus.json", _json.dumps(cat))
+        w(f"{name}/models/m.json", _json.dumps({"model": "Tiny", "shape": shape,
+                                                "bytes_per_value": 2}))
+        w(f"{name}/network.json", _json.dumps(net))
+        return str(R / name)
+
+    G = lambda d: dtsim("train", "--plan", tiny, "--profiles", d, "--steps", "1",  # noqa: E731
+                        "--replications", "1")
+    w("p-cc-nan/gpus.json", (shipped / "gpus.json").read_text().replace(
+        '"compute_capability": 7.5}', '"compute_capability": NaN}', 1))
+    w("p-cc-nan/models/m.json", _json.dumps({"model": "Tiny", "shape": shape,
+                                             "bytes_per_value": 2}))
+    w("p-cc-nan/network.json", _json.dumps(net))
+    add("train/a8-gpus-compute-capability-nan", G(str(R / "p-cc-nan")), refuse("gpus"))
+    for what, key, value, param, note in (
+            ("currency-lower-case", "currency", "usd", "gpus", ""),
+            ("currency-empty", "currency", "", "gpus", ""),
+            ("currency-null", "currency", None, "gpus", ""),
+            ("currency-number", "currency", 1, "gpus", ""),
+            ("compute-capability-75", "compute_capability", 75, "compute_capability",
+             "FIXED (audit8): sm_75 written whole was read as >= 8.0 (flash attention on a T4)"),
+            ("compute-capability-two-decimals", "compute_capability", 8.05, "compute_capability",
+             "FIXED (audit8): taken"),
+            ("compute-capability-huge", "compute_capability", 1e300, "compute_capability",
+             "FIXED (audit8): taken"),
+            ("compute-capability-bool", "compute_capability", True, "gpus", ""),
+            ("overhead-parsecs", "overhead_bytes", "2 parsecs", "gpus", "an unknown unit"),
+            ("overhead-rate", "overhead_bytes", "2GB/s", "gpus", "a rate where a size is wanted"),
+            ("overhead-null", "overhead_bytes", None, "gpus", ""),
+            ("overhead-bool", "overhead_bytes", True, "gpus", ""),
+            ("overhead-huge", "overhead_bytes", 1e300, "plan", "no plan fits")):
+        add(f"train/a8-gpus-{what}", G(catalogue(f"p-{what}", key, value)), refuse(param),
+            note=note)
+    for what, key, value in (("compute-capability-null", "compute_capability", None),
+                             ("compute-capability-12.1", "compute_capability", 12.1),
+                             ("overhead-with-unit", "overhead_bytes", "2GB"),
+                             ("overhead-tp1-absent", "overhead_tp1_bytes", _json)):
+        add(f"train/a8-gpus-ok-{what}", G(catalogue(f"p-ok-{what}", key, value)),
+            ok("throughput"))
+    return cases
 
 
 def usertrial12_cases(fx: Fixtures) -> list[Case]:

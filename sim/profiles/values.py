@@ -397,6 +397,11 @@ class ModelProfile:
 # --------------------------------------------------------------------------- GPUs
 
 
+#: A compute capability at or above this is refused as written whole (``75`` for sm_75, 7.5);
+#: the highest in NVIDIA's CUDA GPUs table (developer.nvidia.com/cuda-gpus) at this writing is 12.x.
+CC_BELOW = 20.0
+
+
 @dataclass(frozen=True)
 class GPUType:
     """One GPU type of the catalogue.
@@ -470,6 +475,11 @@ class GPUType:
                   "peak_flops_tf32", "compute_capability"):
             if getattr(self, k) is not None:
                 object.__setattr__(self, k, check_positive(k, getattr(self, k)))
+        cc = self.compute_capability
+        # (audit 8) 75 (sm_75 written whole) read as >= 8.0 put a T4 on flash attention
+        check(cc is None or (cc < CC_BELOW and abs(cc * 10 - round(cc * 10)) < 1e-9),
+              "compute_capability", f"major.minor with one digit after the point, below "
+              f"{CC_BELOW:g} (7.5 for a T4, not 75 as in sm_75)", cc)
         check(isinstance(self.spec_source, str), "spec_source", "a string", self.spec_source)
 
     def overhead(self, tp: int) -> float:

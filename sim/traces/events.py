@@ -199,7 +199,8 @@ def _bound(clock: _Clock, key: str, text: str) -> object:
     try:
         return clock.read(text, key)
     except ConfigError:
-        raise ConfigError("trace_format", f"a {key}= time written as the log's times are "
+        raise ConfigError("trace_format", f"{'an' if key == 'end' else 'a'} {key}= time "
+                          "written as the log's times are "
                           f"(as its first, {clock.first})", text) from None
 
 
@@ -239,6 +240,11 @@ def read_events(text: str, spec: EventSpec, where: str, *,
         if col not in names:
             raise _fail(f"an event log with a column {col!r} ({key}= of --trace-format)",
                         f"{where}:1", "columns: " + ", ".join(names)[:200])
+        # (audit 8) a column named twice: which one the log means is unknown (the first was
+        # read silently)
+        if names.count(col) > 1:
+            raise _fail(f"an event log with one column {col!r} ({key}= of --trace-format)",
+                        f"{where}:1", f"{names.count(col)} columns named {col!r}")
         cols[key] = names.index(col)
     need = max(cols.values()) + 1
     clock = _Clock(scale)
@@ -248,6 +254,11 @@ def read_events(text: str, spec: EventSpec, where: str, *,
             line = f"{where}:{reader.line_num}"
             if not row or all(c.strip() == "" for c in row):
                 continue
+            if len(row) > len(names) and any(c.strip() for c in row[len(names):]):
+                # (audit 8) more cells than the header names: a comma in a cell, columns
+                # shifted (the cells past the header were dropped silently)
+                raise _fail(f"an event log row of at most the header's {len(names)} cells",
+                            line, ",".join(row)[:60])
             if len(row) < need:
                 raise _fail(f"an event log row with the {spec.worker!r}, {spec.time!r} and "
                             f"{spec.event!r} cells", line, ",".join(row)[:60])
@@ -294,8 +305,16 @@ def read_events(text: str, spec: EventSpec, where: str, *,
     known: set[str] = set()
     spans: list[tuple[float, int, str, float | None]] = []  # (start, first-up rank, node, end)
     rank: dict[str, int] = {}
-    for t_raw, kind, _, worker, _ in rows:
+    prev: tuple[object, float] | None = None
+    for t_raw, kind, _, worker, line in rows:
         t = clock.seconds(t_raw, t0)
+        # (audit 8) two times made one by rounding to seconds from a far time zero (start=-1e300
+        # put a launch and a preemption at one instant: a KeyError in the replay)
+        if prev is not None and t_raw != prev[0] and t == prev[1]:
+            raise _fail("an event log whose different times stay different in seconds from its "
+                        "time zero (start=, else its first event)", line, f"{t:g} s as the "
+                        "row before")
+        prev = (t_raw, t)
         if worker not in known:
             known.add(worker)
             if kind == 0 and t > 0:  # first seen going down: up from time zero

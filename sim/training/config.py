@@ -839,6 +839,8 @@ class TrainingConfig:
         self._check_sync()
         self._check_diloco()
         self._check_finite()
+        if self.strategy is not None:
+            self.strategy.check_last(self)
 
     def _check_finite(self) -> None:
         """Refuse times whose run would overflow to inf (:func:`~sim.errors.check_time_terms`):

@@ -97,6 +97,14 @@ class Strategy:
     def check(self, config: Any) -> None:
         """Refuse a config the strategy cannot run (raise ConfigError)."""
 
+    def check_last(self, config: Any) -> None:
+        """Refuse, after every other check of ``config``, what needs its failure-free step time
+        (a valid config to run it on) (raise ConfigError)."""
+
+    def check_given(self, keys: frozenset[str]) -> None:
+        """Refuse a parameter given in a spec text (``keys``) where it does nothing, even at
+        its default value (raise ConfigError); :func:`make_strategy` calls it."""
+
     def prepare_des(self, system: Any) -> None:
         """(DES strategies) Wire anything the strategy needs into a built, started
         :class:`~sim.training.TrainingSystem` before it runs (notices, say)."""
@@ -199,7 +207,9 @@ def make_strategy(spec: Any) -> Strategy | None:
         check(key in known, "strategy", f"a parameter of {name} ({', '.join(known)})", key)
         check(key not in kw, "strategy", "each parameter once", key)
         kw[key] = _value(known[key], val, key in cls.times, key in cls.rates)
-    return cls(**kw)
+    strategy = cls(**kw)
+    strategy.check_given(frozenset(kw))
+    return strategy
 
 
 def strategy_quantities(spec: Any) -> list[tuple[str, Quantity]]:

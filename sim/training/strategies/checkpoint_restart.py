@@ -108,6 +108,8 @@ NOTICE_USES = ("checkpoint", "ignore")
 POLL = 300.0
 #: Varuna's manager sleeps 120 s after a failure before it relaunches (module notes).
 SETTLE = 120.0
+#: CheckFreq's bound on the checkpoint's overhead (``overhead_bound``'s default).
+OVERHEAD_BOUND = 0.035
 
 
 @register_strategy
@@ -162,7 +164,7 @@ class CheckpointRestart(JobStrategy):
     checkpoint: float = 15.8
     restart: float = 55.5
     interval: str = "fixed"
-    overhead_bound: float = 0.035
+    overhead_bound: float = OVERHEAD_BOUND
     snapshot: str = "blocking"
     copy: float = 0.0
     notice: str = "checkpoint"
@@ -192,6 +194,44 @@ class CheckpointRestart(JobStrategy):
         check_nonnegative("settle", self.settle)
         check(self.grow or self.settle == SETTLE, "settle", "unset unless grow is true",
               self.settle)
+        check(self.interval == "overhead" or self.overhead_bound == OVERHEAD_BOUND,
+              "overhead_bound", "unset unless interval is overhead", self.overhead_bound)
+
+    def check_given(self, keys: frozenset[str]) -> None:
+        """(audit 8) poll, settle, copy and overhead_bound given where they do nothing are
+        refused at their default value too (``grow=false,poll=300`` was taken and ignored)."""
+        for key, applies, rule in (("poll", self.grow, "unset unless grow is true"),
+                                   ("settle", self.grow, "unset unless grow is true"),
+                                   ("copy", self.snapshot == "overlapped",
+                                    "unset unless snapshot is overlapped"),
+                                   ("overhead_bound", self.interval == "overhead",
+                                    "unset unless interval is overhead")):
+            check(key not in keys or applies, key, rule, getattr(self, key))
+
+    def check_last(self, config: Any) -> None:
+        if self.grow:
+            self._check_polls(config)
+
+    def _check_polls(self, config: Any) -> None:
+        """(audit 8) A poll so short the run would be its polls is refused before any work:
+        the manager polls every ``poll`` while a formation runs, one event each, so
+        ``poll=1e-300`` never left its first instant (``at + poll == at``) and ``poll=1e-4``
+        took minutes for 20 steps. At most :data:`sim.failures.MAX_TRANSITIONS` polls (the
+        failures' own budget) over ``max_time`` or :data:`~sim.training.stall.STALL_FACTOR`
+        times the steps' failure-free time (the full formation's step, as the watchdog's)."""
+        from ...failures import MAX_TRANSITIONS
+        from ..stall import STALL_FACTOR
+        from .steptime import formation_time
+
+        L, r, W = config.stages, max(config.replicas), config.workers
+        t = formation_time(config, (L,) * min(r, W // L), W) if W >= L else None
+        if t is None or not t > 0:
+            return
+        length = min(config.max_time, STALL_FACTOR * config.steps * t)
+        n = length / self.poll
+        check(n <= MAX_TRANSITIONS, "poll", f"long enough for at most {MAX_TRANSITIONS:.0e} "
+              f"polls over the run (max_time, else {STALL_FACTOR:g} x its {config.steps} steps "
+              f"of {t:.4g} failure-free): {n:.2g} here with poll", self.poll)
 
     # -- formation ------------------------------------------------------------------
     def formation(self, job: Any, ready: list[int]) -> Any:
