@@ -136,6 +136,13 @@ def test_a_formation_cost_failures_always_interrupt_is_refused_before_any_work(s
     ("checkpoint-restart:poll=1e-3",
      "'poll' must be long enough for at most 1e+08 polls over the run (max_time, else 1000 x "
      "its 20 steps of 21 failure-free): 4.2e+08 here with poll: 0.001"),
+    ("checkpoint-restart:grow=false,settle=120",
+     "'settle' must be unset unless grow is true: 120.0"),
+    # a sleep longer than the watchdog's horizon: the job never relaunched after its first
+    # failure, and the stall's reason blamed the workers
+    ("checkpoint-restart:settle=1e300",
+     "'settle' must be shorter than 1000 x the run's 20 steps of 21 failure-free (2.1e+04): "
+     "1e+300"),
 ])
 def test_checkpoint_restart_refuses_what_it_would_ignore_or_run_away_on(capsys, spec, line):
     t0 = time.process_time()

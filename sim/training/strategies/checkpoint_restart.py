@@ -209,7 +209,7 @@ class CheckpointRestart(JobStrategy):
             check(key not in keys or applies, key, rule, getattr(self, key))
 
     def check_last(self, config: Any) -> None:
-        if self.grow:
+        if self.grow:  # poll and settle: a run that is its polls, or its sleep
             self._check_polls(config)
 
     def _check_polls(self, config: Any) -> None:
@@ -232,6 +232,12 @@ class CheckpointRestart(JobStrategy):
         check(n <= MAX_TRANSITIONS, "poll", f"long enough for at most {MAX_TRANSITIONS:.0e} "
               f"polls over the run (max_time, else {STALL_FACTOR:g} x its {config.steps} steps "
               f"of {t:.4g} failure-free): {n:.2g} here with poll", self.poll)
+        # a sleep after each failure longer than the watchdog's horizon: after its first
+        # failure the job never relaunches, and the watchdog blamed the workers
+        # (settle=1e300); a max_time shorter than the sleep is the user's cut, not refused
+        horizon = STALL_FACTOR * config.steps * t
+        check(self.settle < horizon, "settle", f"shorter than {STALL_FACTOR:g} x the run's "
+              f"{config.steps} steps of {t:.4g} failure-free ({horizon:.4g})", self.settle)
 
     # -- formation ------------------------------------------------------------------
     def formation(self, job: Any, ready: list[int]) -> Any:
