@@ -12,7 +12,8 @@ import math
 import os
 import resource
 import stat
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ __all__ = [
     "available_memory",
     "format_bytes",
     "check_output_file",
+    "check_replaceable",
+    "write_atomic",
     "check_output_dir",
     "read_csv_text",
     "read_input_bytes",
@@ -571,6 +574,82 @@ def read_csv_text(name: str, path: str | os.PathLike[str]) -> str:
         raise ConfigError(name, "a CSV text file (UTF-8)",
                           f"{path} (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
                           f"{exc.start} is not text)") from None
+
+
+def check_replaceable(name: str, path: str | os.PathLike[str], *, overwrite: bool,
+                      ours: Callable[[Path], bool], kind: str,
+                      how: str = "--overwrite replaces any file") -> Path:
+    """:func:`check_output_file`, and an existing file is replaced only when dtsim wrote it.
+
+    A file already at ``path`` is replaced when ``overwrite`` (``--overwrite``), when it is
+    empty (nothing to lose), or when ``ours(path)`` recognises it as a ``kind`` dtsim writes
+    (by content dtsim always writes): re-running a command replaces its own output, never a
+    file of the user's. ``/dev/null`` is always accepted.
+
+    Raises
+    ------
+    ConfigError
+        ``'<name>' must be a new file or <kind> dtsim wrote (<how>): <path>``, before any
+        work.
+    """
+    p = check_output_file(name, path)
+    if overwrite or os.path.realpath(p) == os.devnull or not (p.exists() or p.is_symlink()):
+        return p
+    try:
+        mine = not p.is_symlink() and p.is_file() and (p.stat().st_size == 0 or bool(ours(p)))
+    except (OSError, ValueError):
+        mine = False
+    if not mine:
+        raise ConfigError(name, f"a new file or {kind} dtsim wrote ({how})", str(path))
+    return p
+
+
+def head_bytes(path: Path, n: int = 4096) -> bytes:
+    """The first ``n`` bytes of ``path`` (how an output is recognised as dtsim's)."""
+    with open(path, "rb") as fh:
+        return fh.read(n)
+
+
+def tail_bytes(path: Path, n: int = 65536) -> bytes:
+    """The last ``n`` bytes of ``path``."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - n))
+        return fh.read(n)
+
+
+def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str], *,
+                 newline: str | None = None) -> Path:
+    """Write ``text`` (a string or its pieces) to ``path`` atomically: into a temporary file
+    in the same folder (made if missing), synced, then renamed over ``path``. A crash or a
+    failed write midway leaves the earlier file whole (and no temporary file); a new file
+    gets the usual permissions (0666 less the umask), a replaced one keeps its own.
+    ``/dev/null`` is written directly."""
+    p = Path(path)
+    if os.path.realpath(p) == os.devnull:
+        with open(p, "w", encoding="utf-8", newline=newline) as fh:
+            fh.writelines([text] if isinstance(text, str) else text)
+        return p
+    p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(p.stat().st_mode)
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        mode = 0o666 & ~mask
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
+            fh.writelines([text] if isinstance(text, str) else text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
 
 
 def check_output_dir(name: str, path: str | os.PathLike[str]) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-__all__ = ["check_figure_file", "plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossip_estimates",
+__all__ = ["check_figure_file", "is_dtsim_figure", "save_figure", "plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossip_estimates",
            "plot_trace", "LEGEND_INSIDE", "LEGEND_ROWS", "SWEEP_MARKERS"]
 
 
@@ -184,7 +184,7 @@ def plot_sweep(
     ax.grid(alpha=0.3)
     if not numeric:
         _upright_when_crowded(fig, ax)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     return path
 
 
@@ -318,7 +318,7 @@ def _finish_gossip_fig(fig: Figure, ax: Any, path: Path, *, title: str | None, x
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     return path
 
 
@@ -475,7 +475,7 @@ def plot_drop_vs_replicas(curves: Sequence[Mapping[str, Any]], path: str | Path,
                  "dotted: shared-domain floors, circles: simulated (95% CI)", fontsize="small")
     ax.legend(fontsize="x-small", ncols=2)
     ax.grid(alpha=0.3, which="both")
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     return path
 
 
@@ -532,7 +532,7 @@ def plot_workers_vs_skip(series: Sequence[Mapping[str, Any]], path: str | Path, 
                  fontsize="small")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     return path
 
 
@@ -581,7 +581,7 @@ def plot_kappa_sweep(rows: Sequence[Mapping[str, Any]], path: str | Path, *,
     ax2.grid(alpha=0.3)
     fig.suptitle(f"Cost-optimal pipeline design (L={stages}, a={availability}, "
                  f"rho={domain_outage:g})", fontsize="medium")
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     return path
 
 
@@ -704,19 +704,67 @@ def plot_stress_panels(
     if caption:
         fig.get_layout_engine().set(rect=(0, 0.1 / rows, 1, 1 - 0.1 / rows))
         fig.text(0.01, 0.01, caption, fontsize="x-small", wrap=True, va="bottom")
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     return path
 
 
 # --------------------------------------------------------------------------- traces
 
 
-def check_figure_file(name: str, path: str | Path) -> Path:
+#: The creator every figure names in its metadata (PNG, PDF, SVG, PS and EPS): how a later
+#: command knows a figure at its path for dtsim's own, which it may replace.
+FIGURE_CREATOR = "dtsim figure"
+_CREATOR_FORMATS = ("png", "pdf", "svg", "ps", "eps")
+
+
+def save_figure(fig: Figure, path: str | Path, *, dpi: int) -> Path:
+    """``fig.savefig`` into a temporary file beside ``path``, then renamed over it (a crash
+    midway leaves the earlier file whole), the format of ``path``'s suffix, its metadata naming
+    :data:`FIGURE_CREATOR` where the format holds metadata."""
+    import os
+    import tempfile
+
+    p = Path(path)
+    fmt = p.suffix.lower().lstrip(".") or "png"
+    meta = {"Creator": FIGURE_CREATOR} if fmt in _CREATOR_FORMATS else None
+    if os.path.realpath(p) == os.devnull:
+        fig.savefig(p, dpi=dpi, format=fmt, metadata=meta)
+        return p
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=dpi, format=fmt, metadata=meta)
+        try:
+            mode = p.stat().st_mode & 0o777
+        except OSError:
+            mask = os.umask(0o022)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.chmod(tmp, mode)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def is_dtsim_figure(path: str | Path) -> bool:
+    """Whether the figure at ``path`` names :data:`FIGURE_CREATOR` (in its first or last
+    64 KiB, where PNG, SVG, PS and PDF keep their metadata)."""
+    from .errors import head_bytes, tail_bytes
+
+    mark = FIGURE_CREATOR.encode()
+    return mark in head_bytes(Path(path), 2**16) or mark in tail_bytes(Path(path), 2**16)
+
+
+def check_figure_file(name: str, path: str | Path, *, overwrite: bool = False) -> Path:
     """Refuse, before any work, a figure path matplotlib cannot write.
 
     The file name must end in a format matplotlib writes (``.png``, ``.pdf``,
     ``.svg``...) -- without one, matplotlib would add ``.png`` to the name --
-    and be writable (:func:`sim.errors.check_output_file`).
+    and be writable (:func:`sim.errors.check_output_file`); unless ``overwrite``, a file
+    already there must be a figure dtsim wrote (:func:`is_dtsim_figure`).
 
     Raises
     ------
@@ -725,14 +773,15 @@ def check_figure_file(name: str, path: str | Path) -> Path:
     """
     from matplotlib.backend_bases import FigureCanvasBase
 
-    from .errors import ConfigError, check_output_file
+    from .errors import ConfigError, check_replaceable
 
     kinds = sorted(FigureCanvasBase.get_supported_filetypes())
     ext = Path(str(path)).suffix.lower().lstrip(".")
     if ext not in kinds:
         raise ConfigError(name, "a figure file ending in " + ", ".join(f".{k}" for k in kinds),
                           str(path))
-    return check_output_file(name, path)
+    return check_replaceable(name, path, overwrite=overwrite, ours=is_dtsim_figure,
+                             kind="a figure")
 
 
 def plot_trace(times: Sequence[float], counts: Sequence[float], end: float, path: str | Path, *,
@@ -767,7 +816,7 @@ def plot_trace(times: Sequence[float], counts: Sequence[float], end: float, path
         ax.set_title(title)
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     return path
 
 
@@ -947,5 +996,5 @@ def plot_timeline(gantt: Any, path: str | Path, *, dpi: int = 100) -> tuple[Path
         cx.set_xlabel(f"simulated time ({gantt.unit})")
     else:
         ax.set_xlabel(f"simulated time ({gantt.unit})")
-    fig.savefig(path, dpi=dpi)
+    save_figure(fig, path, dpi=dpi)
     return path, drawn

@@ -84,6 +84,7 @@ __all__ = [
     "as_array",
     "crossing",
     "write_report",
+    "is_report_file",
     "text_table",
     "print_table",
     "to_jsonable",
@@ -1650,6 +1651,13 @@ def write_report(
     tmp.write_text("\n".join(lines))
     os.replace(tmp, path)
     return path
+
+
+def is_report_file(path: str | Path) -> bool:
+    """Whether ``path`` begins with the heading :func:`write_report` writes by default (``# dtsim
+    reproduction report``): a report ``dtsim reproduce`` wrote, which a later run replaces."""
+    with Path(path).open("rb") as fh:
+        return fh.readline(256) == b"# dtsim reproduction report\n"
 
 
 def text_table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:

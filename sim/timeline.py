@@ -50,7 +50,17 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError, ascii_float, check, check_int, check_output_file, read_input_text
+from .errors import (
+    ConfigError,
+    ascii_float,
+    check,
+    check_int,
+    check_replaceable,
+    head_bytes,
+    read_input_text,
+    tail_bytes,
+    write_atomic,
+)
 
 __all__ = ["NULL", "NullRecorder", "Recorder", "TimelineRequest", "parse_window",
            "timeline_request", "validate", "read_timeline", "DEFAULT_MAX_EVENTS",
@@ -120,14 +130,30 @@ def parse_window(text: Any, name: str = "timeline_window") -> tuple[float, float
     return (t0, t1)
 
 
-def timeline_request(path: Any, window: Any = None, max_events: Any = None) -> TimelineRequest | None:
+#: What every timeline dtsim writes begins with, and what its ``otherData`` always holds (the
+#: summary's time unit): a file holding both is dtsim's own, which a later run may replace.
+TIMELINE_HEAD = b'{"traceEvents":[\n'
+TIMELINE_MARK = b'"time_unit":"simulated seconds, written as microseconds (1 s = 1e6)"'
+
+
+def is_timeline_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a timeline dtsim wrote (:data:`TIMELINE_HEAD` first,
+    :data:`TIMELINE_MARK` in its last MiB, where ``otherData`` is)."""
+    p = Path(path)
+    return head_bytes(p, len(TIMELINE_HEAD)) == TIMELINE_HEAD and TIMELINE_MARK in tail_bytes(
+        p, 2**20)
+
+
+def timeline_request(path: Any, window: Any = None, max_events: Any = None, *,
+                     overwrite: bool = False) -> TimelineRequest | None:
     """The request of the CLI options (None without ``--timeline``), checked before any work.
 
     Raises
     ------
     ConfigError
         ``'timeline'`` for a path that cannot be written (a folder, a device,
-        an unwritable place), ``'timeline_window'`` for a bad window,
+        an unwritable place) or a file there that is not a timeline dtsim wrote (unless
+        ``overwrite``: ``--overwrite``), ``'timeline_window'`` for a bad window,
         ``'timeline_max_events'`` for a cap below 1, and either of the two
         bounds given without ``--timeline``.
     """
@@ -136,7 +162,8 @@ def timeline_request(path: Any, window: Any = None, max_events: Any = None) -> T
         check(max_events is None, "timeline_max_events", "given only with --timeline",
               max_events)
         return None
-    p = check_output_file("timeline", path)
+    p = check_replaceable("timeline", path, overwrite=overwrite, ours=is_timeline_file,
+                          kind="a timeline")
     w = parse_window(window) if window is not None else (0.0, math.inf)
     cap = DEFAULT_MAX_EVENTS if max_events is None else check_int(
         "timeline_max_events", max_events, low=1, high=10**8)
@@ -1148,22 +1175,13 @@ class Recorder(NullRecorder):
         return "".join(self.lines(other))
 
     def write(self, path: str | os.PathLike[str], other: dict[str, Any] | None = None) -> Path:
-        """Write the timeline to ``path`` (overwritten); the path.
+        """Write the timeline to ``path`` (replaced atomically, its folder made if missing); the
+        path.
 
-        A write that fails midway removes what it wrote (an error, not a torn file).
+        A write that fails or a crash midway leaves the file that was there whole (an error,
+        not a torn file): :func:`sim.errors.write_atomic`.
         """
-        p = Path(path)
-        try:
-            if not p.parent.exists():  # a folder the request's check found creatable
-                p.parent.mkdir(parents=True, exist_ok=True)
-            with open(p, "w", encoding="utf-8") as fh:
-                for piece in self.lines(other):
-                    fh.write(piece)
-        except OSError:
-            if p.is_file():
-                p.unlink(missing_ok=True)
-            raise
-        return p
+        return write_atomic(path, self.lines(other))
 
     def trace(self, other: dict[str, Any] | None = None) -> dict[str, Any]:
         """The timeline as the parsed JSON object (what :meth:`write` writes)."""

@@ -204,7 +204,7 @@ def test_an_existing_file_is_kept_unless_overwrite(tmp_path, launch, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["train", "--export-plan", "x.json"], "'export_plan' must be given only with --plan"),
     (["train", "--plan", "{launch}", "--model", "OPT-350", "--gpu", "RTX-3090", "--overwrite"],
-     "'overwrite' must be given only with --export-plan"),
+     "'overwrite' must be given only with --timeline or --export-plan"),
     (["train", "--plan", "{launch}", "--model", "OPT-350", "--gpu", "RTX-3090",
       "--export-plan", "{tmp}"], "'export_plan' must be a writable file"),
     (["train", "--plan", "{launch}", "--model", "OPT-350", "--gpu", "RTX-3090",
@@ -217,7 +217,7 @@ def test_an_existing_file_is_kept_unless_overwrite(tmp_path, launch, capsys):
     (["plan", "--model", "OPT-350", "--nodes", "RTX-3090:4x2", "--global-batch-size", "32",
       "--out", "a.json", "--export-plan", "x.json"], "'export_plan' must be given without --out"),
     (["plan", "--model", "OPT-350", "--nodes", "RTX-3090:4x2", "--global-batch-size", "32",
-      "--overwrite"], "'overwrite' must be given only with --export-plan"),
+      "--overwrite"], "'overwrite' must be given only with --out or --export-plan"),
     (["plan", "--model", "OPT-350", "--nodes", "RTX-3090:4x2", "--global-batch-size", "32",
       "--export-plan", "{existing}"], "'export_plan' must be a file that does not exist yet"),
 ])

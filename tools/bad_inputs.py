@@ -1599,7 +1599,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
                   traffic_cases, timeline_cases, real_runs_ii_cases, users_network_cases,
                   users_profile_cases, users_planner_cases, users_strategy_cases,
                   users_design_cases, users_byzantine_cases, audit6_cases, leftovers_cases,
-                  usertrial12_cases, zero_step_cases, export_plan_cases, audit8_cases):
+                  usertrial12_cases, zero_step_cases, export_plan_cases, audit8_cases,
+                  outsafe_cases):
         cases.extend(group(fx))
     return cases
 
@@ -4746,10 +4747,11 @@ def timeline_cases(fx: Fixtures) -> list[Case]:
     add("gossip/timeline-too-large", dtsim("gossip", "--protocol", "async", "--engine", "des",
                                            "--nodes", "100000", "--rounds", "1000",
                                            "--timeline", out), refuse("timeline"))
-    # an existing file is overwritten; the run's numbers and its file
+    # a file that is not a timeline dtsim wrote is replaced only with --overwrite (outsafe_cases)
     existing = fx._write("tl_existing.json", "old content, not a timeline\n")
-    add("train/timeline-overwrites-a-file", dtsim("train", *small, "--timeline", str(existing)),
-        ok("timeline:"), timeout=120, note="an existing file is overwritten (documented)")
+    add("train/timeline-overwrites-a-file", dtsim("train", *small, "--timeline", str(existing),
+                                                  "--overwrite"),
+        ok("timeline:"), timeout=120, note="--overwrite replaces any file (documented)")
     add("train/timeline-window-and-cap", dtsim("train", *small, "--timeline", out,
                                                "--timeline-window", "1:2",
                                                "--timeline-max-events", "3"),
@@ -4832,7 +4834,8 @@ def export_plan_cases(fx: Fixtures) -> list[Case]:
     add("plan/export-plan-existing-file", P("--export-plan", str(existing)),
         refuse("export_plan"))
     add("plan/export-plan-with-out", P("--export-plan", "p.json", "--out", "o.json"),
-        refuse("export_plan"), note="both write the plan; --out overwrites, --export-plan not")
+        refuse("export_plan"), note="both write the plan; --out replaces a plan dtsim wrote, "
+        "--export-plan none")
     add("plan/overwrite-without-export-plan", P("--overwrite"), refuse("overwrite"))
     add("plan/rank-without-a-file", P("--rank", "2"), refuse("rank"))
     add("plan/rank-above-top", P("--rank", "3", "--export-plan", "p.json"), refuse("rank"))
@@ -4840,6 +4843,78 @@ def export_plan_cases(fx: Fixtures) -> list[Case]:
     add("plan/export-plan-rank", P("--rank", "2", "--export-plan",
                                    str(fx.root / "xp-rank.json")), ok("plan 2 written to"))
     return cases
+
+def outsafe_cases(fx: Fixtures) -> list[Case]:
+    """Outputs never replace a file of the user's (ids ``*/outsafe-*``): an existing file is
+    replaced only when dtsim wrote it (content it always writes) or with ``--overwrite``; a
+    bench history is appended to only if it is one; a results folder another experiment file
+    of the same NAME wrote is refused. Each refusal before any work, the file left as it was."""
+    if not _has_option("trace", "--overwrite"):
+        return []
+    cases: list[Case] = []
+    T = fx.root
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    mine = str(fx._write("outsafe/notes.json", '{"my": "own notes"}\n'))
+    png = str(fx._write("outsafe/photo.png", "not dtsim's figure\n"))
+    tl = fx._write("outsafe/in.json", '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, '
+                   '"tid": 1, "ts": 0, "dur": 5}]}')
+    small = ("--stages", "2", "--microbatches-per-step", "2", "--steps", "1", "--replications", "1")
+    flows = fx._write("outsafe/flows.csv", "src,dst,size,start\n0,1,10,0\n")
+    per_command = {
+        "train": small,
+        "pipeline": ("--stages", "2", "--stage-time", "1", "--microbatches", "10",
+                     "--replications", "1", "--engine", "des"),
+        "network": ("--topology", "tree:racks=1,hosts=2", "--flows", str(flows)),
+        "gossip": ("--protocol", "edge", "--nodes", "4", "--rounds", "4", "--replications", "1"),
+    }
+    for cmd, base in per_command.items():
+        add(f"{cmd}/outsafe-timeline-a-users-file", dtsim(cmd, *base, "--timeline", mine),
+            refuse("timeline"), note="not a timeline dtsim wrote: kept (--overwrite replaces it)")
+        add(f"{cmd}/outsafe-overwrite-without-a-file", dtsim(cmd, *base, "--overwrite"),
+            refuse("overwrite"))
+    own = fx._write("outsafe/own_tl.json", '{"traceEvents":[\n],"displayTimeUnit":"ms",'
+                    '"otherData":{"generator":"dtsim train","time_unit":"simulated seconds, '
+                    'written as microseconds (1 s = 1e6)"}}\n')
+    add("train/outsafe-timeline-replaces-its-own", dtsim("train", *small, "--timeline", str(own)),
+        ok("timeline:"), timeout=120, note="a timeline dtsim wrote: re-running replaces it")
+    P = per_command["pipeline"]
+    add("pipeline/outsafe-event-log-a-users-file", dtsim("pipeline", *P, "--event-log", mine),
+        refuse("event_log"))
+    add("pipeline/outsafe-event-log-overwrite", dtsim("pipeline", *P, "--event-log",
+                                                      str(T / "outsafe/ev.csv"), "--overwrite"),
+        ok("event log"))
+    PL = lambda *a: dtsim("plan", "--model", "OPT-350", "--nodes",  # noqa: E731
+                          "GH-96:4x2@us-central1-a", "--global-batch-size", "8", "--simulate",
+                          "0", "--top", "2", *a)
+    add("plan/outsafe-out-a-users-file", PL("--out", mine), refuse("out"),
+        note="was overwritten silently")
+    own_plan = fx._write("outsafe/own_plan.json", '{\n "stages": []\n}\n')
+    add("plan/outsafe-out-replaces-its-own", PL("--out", str(own_plan)), ok("written to"),
+        note="a plan in dtsim's exact layout: re-running replaces it")
+    add("plan/outsafe-out-overwrite", PL("--out", str(T / "outsafe/p.json"), "--overwrite"),
+        ok("written to"))
+    add("plot/outsafe-timeline-out-a-users-file", dtsim("plot", "--timeline", str(tl), "--out",
+                                                        png), refuse("out"))
+    add("plot/outsafe-overwrite-without-timeline", dtsim("plot", str(fx.dir), "--overwrite"),
+        refuse("overwrite"))
+    add("trace/outsafe-plot-out-a-users-file", dtsim("trace", "plot", "aws-p3", "--out", png),
+        refuse("out"))
+    add("bench/outsafe-out-not-a-bench-history", dtsim("bench", "--quick", "--parts", "simpy",
+                                                       "--out", mine), refuse("out"),
+        note="a JSON line would have been appended to the user's file")
+    rep = fx._write("outsafe/rep/report.md", "# my own report\n")
+    add("reproduce/outsafe-out-holds-a-users-report", dtsim("reproduce", "--quick", "--out",
+                                                            str(rep.parent)), refuse("out"))
+    other = fx._write("outsafe/res/manifest.json", json.dumps(
+        {"experiment": "good", "file": str(fx.file)}))
+    add("run/outsafe-out-of-another-experiment-file", dtsim(
+        "run", str(fx.experiments["good"]), "--executor", "serial", "--out", str(other.parent)),
+        refuse("out"), note="the folder's manifest names another existing file of NAME 'good'")
+    return cases
+
 
 
 def audit6_cases(fx: Fixtures) -> list[Case]:
@@ -5955,3 +6030,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

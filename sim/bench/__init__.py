@@ -32,8 +32,9 @@ from .suite import (
     Target,
     append_jsonl,
     check_targets,
+    is_bench_history,
     run_bench,
 )
 
 __all__ = ["MATCHING_SIZES", "MEASURED_BY", "PARTS", "SIZES", "TARGETS", "Target", "append_jsonl",
-           "check_targets", "peersim_skip_reason", "run_bench"]
+           "is_bench_history", "check_targets", "peersim_skip_reason", "run_bench"]

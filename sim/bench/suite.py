@@ -106,6 +106,7 @@ __all__ = [
     "run_bench",
     "check_targets",
     "append_jsonl",
+    "is_bench_history",
 ]
 
 PARTS = ("simpy", "pipeline", "async_gossip", "matching", "stylised", "rare", "sweep", "memory",
@@ -365,6 +366,22 @@ def run_bench(quick: bool = False, parts: Iterable[str] | None = None,
     out["targets_missed"] = [r["key"] for r in check_targets(out) if r["met"] is False]
     out["targets_unmeasured"] = [r["key"] for r in check_targets(out) if r["met"] is None]
     return out
+
+
+#: Keys every record of :func:`run_bench` holds: a file whose first line is a JSON object with
+#: them is a bench history dtsim wrote, to which a run appends.
+BENCH_KEYS = ("timestamp", "version", "python", "cpus")
+
+
+def is_bench_history(path: str | Path) -> bool:
+    """Whether the first line of ``path`` is a record of :func:`run_bench` (:data:`BENCH_KEYS`)."""
+    with Path(path).open("rb") as fh:
+        first = fh.readline(2**20)
+    try:
+        doc = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and all(k in doc for k in BENCH_KEYS)
 
 
 def append_jsonl(path: str | Path, record: Mapping[str, Any]) -> Path:

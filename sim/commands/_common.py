@@ -96,14 +96,17 @@ def check_export_file(name: str, path: str, overwrite: bool) -> Path:
 
 def write_export(name: str, path: str, text: str, overwrite: bool) -> None:
     """Write ``text`` to ``path`` (its folder made if missing): created anew (a file that
-    appeared since :func:`check_export_file` is left as it is and named), or replaced with
-    ``overwrite``. A write that fails is one line, exit 1."""
-    from ..errors import SimulationError, one_line
+    appeared since :func:`check_export_file` is left as it is and named), or replaced
+    atomically with ``overwrite``. A write that fails is one line, exit 1."""
+    from ..errors import SimulationError, one_line, write_atomic
 
     p = Path(path)
     try:
+        if overwrite:  # atomically: a crash midway leaves the file it replaces whole
+            write_atomic(p, text)
+            return
         p.parent.mkdir(parents=True, exist_ok=True)
-        with open(p, "w" if overwrite else "x", encoding="utf-8") as f:
+        with open(p, "x", encoding="utf-8") as f:
             f.write(text)
     except OSError as exc:
         raise SimulationError(f"could not write the {name} to {path}: {one_line(exc)}") from None

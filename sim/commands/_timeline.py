@@ -45,7 +45,8 @@ def add_timeline_options(p: argparse.ArgumentParser, *, what: str,
     which = "of replication K (--timeline-replication) " if replications else ""
     g.add_argument("--timeline", default=None, metavar="FILE",
                    help=f"write {what} {which}to FILE as Trace Event Format JSON "
-                        "(simulated seconds as microseconds; an existing FILE is overwritten); "
+                        "(simulated seconds as microseconds; an existing FILE is replaced only "
+                        "if it is a timeline dtsim wrote, or with --overwrite); "
                         "the numbers printed are the same with and without it")
     g.add_argument("--timeline-window", default=None, metavar="T0:T1",
                    help="keep only the events that intersect [T0, T1] (simulated time; "
@@ -54,6 +55,11 @@ def add_timeline_options(p: argparse.ArgumentParser, *, what: str,
                    help=f"keep at most N events (default {DEFAULT_MAX_EVENTS:,}); the ones "
                         "past it are counted by category in the file and on the output; a run "
                         f"of more than {RUN_LIMIT_FACTOR} x N events is refused before it runs")
+    if "--overwrite" not in p._option_string_actions:  # (dtsim train's covers --export-plan too)
+        other = " or --event-log" if any(a.dest == "event_log" for a in p._actions) else ""
+        g.add_argument("--overwrite", action="store_true",
+                       help=f"replace an existing --timeline{other} FILE whatever it holds "
+                            "(without it only a file dtsim wrote is replaced)")
     if replications:
         g.add_argument("--timeline-replication", default=None, metavar="K",
                        help="the replication recorded, 0 <= K < --replications (default 0, the "
@@ -71,8 +77,12 @@ def timeline_from_args(args: argparse.Namespace) -> TimelineRequest | None:
             raise ConfigError("timeline_max_events", "an integer in [1, 100000000]",
                               args.timeline_max_events) from None
         check_int("timeline_max_events", cap, low=1, high=10**8)
+    overwrite = bool(getattr(args, "overwrite", False))
+    users = ["timeline"] + [d for d in ("event_log", "export_plan") if hasattr(args, d)]
+    check(not overwrite or any(getattr(args, d, None) is not None for d in users), "overwrite",
+          "given only with " + " or ".join("--" + d.replace("_", "-") for d in users), True)
     request = timeline_request(getattr(args, "timeline", None),
-                               getattr(args, "timeline_window", None), cap)
+                               getattr(args, "timeline_window", None), cap, overwrite=overwrite)
     k = getattr(args, "timeline_replication", None)
     if k is None:
         return request

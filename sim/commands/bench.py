@@ -12,10 +12,11 @@ from ..bench import (
     PARTS,
     append_jsonl,
     check_targets,
+    is_bench_history,
     peersim_skip_reason,
     run_bench,
 )
-from ..errors import check, check_output_file, one_line
+from ..errors import check, check_replaceable, one_line
 from ._common import emit_json, print_table
 
 NAME = "bench"
@@ -28,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--out", default="out/bench.jsonl", metavar="FILE",
                    help="append the run as one JSON line to FILE (default out/bench.jsonl; "
-                        "'-' to skip)")
+                        "'-' to skip); an existing FILE must be a bench history (its first line "
+                        "a run's)")
     p.add_argument("--parts", default=None, metavar="LIST",
                    help="comma-separated subset of " + ",".join(PARTS) + " (simpy always runs)")
     p.add_argument("--peersim", default=None, metavar="DIR",
@@ -188,7 +190,9 @@ def run(args: argparse.Namespace) -> int:
         check(why is None, "peersim", f"given only where the part can run ({why})", args.peersim)
     writes = bool(args.out) and args.out != "-"
     if writes:  # before the benchmark runs, not after
-        check_output_file("out", args.out)
+        # a file there is appended to only if it is a bench history (its first line a run's)
+        check_replaceable("out", args.out, overwrite=False, ours=is_bench_history,
+                          kind="a bench history", how="each run appends a line to it")
 
     def progress(part: str, seconds: float) -> None:
         if not args.json:

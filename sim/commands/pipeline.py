@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import csv
 import dataclasses
+import io
 import math
 import sys
 from collections.abc import Callable
@@ -45,8 +46,10 @@ from ..errors import (
     check,
     check_choice,
     check_int,
-    check_output_file,
+    check_replaceable,
+    head_bytes,
     one_line,
+    write_atomic,
 )
 from ..failures import DISTRIBUTIONS
 from ..pipeline import (
@@ -236,16 +239,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(replications=None, microbatches=None)
 
 
+EVENT_LOG_COLUMNS = ("time", "microbatch", "event", "stage", "replica")
+#: The first line of every event log written (how a later --event-log knows a file for dtsim's).
+EVENT_LOG_HEAD = (",".join(EVENT_LOG_COLUMNS) + "\r\n").encode()
+
+
+def is_event_log_file(path: str | Path) -> bool:
+    """Whether ``path`` begins with the header line :func:`write_event_log` writes."""
+    return head_bytes(Path(path), len(EVENT_LOG_HEAD) + 1)[:len(EVENT_LOG_HEAD)] == EVENT_LOG_HEAD
+
+
 def write_event_log(cfg: PipelineConfig, seed: int, path: str) -> Path:
-    """Run replication 0 with the event trace on and write it as CSV (``--event-log``)."""
+    """Run replication 0 with the event trace on and write it as CSV (``--event-log``), replacing
+    the file atomically."""
     run_ = run_pipeline(dataclasses.replace(cfg, trace=True), Streams(seed).replication(0))
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(("time", "microbatch", "event", "stage", "replica"))
-        w.writerows(run_.trace or [])
-    return out
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(EVENT_LOG_COLUMNS)
+    w.writerows(run_.trace or [])
+    return write_atomic(path, buf.getvalue(), newline="")
 
 
 def _config_from_args(args: argparse.Namespace, *, layout_latency: bool | None = None,
@@ -419,7 +431,10 @@ def _check_options(args: argparse.Namespace) -> str:
     refuse_unless(args, "workers", args.executor != "serial" or method == "importance",
                   "with --executor local or dask")
     if args.event_log is not None and method == "simulate":
-        check_output_file("event_log", args.event_log)  # before the simulation, not after it
+        # before the simulation, not after it: a file there is replaced only if it is an event
+        # log dtsim wrote (its header line first), or with --overwrite
+        check_replaceable("event_log", args.event_log, overwrite=args.overwrite,
+                          ours=is_event_log_file, kind="an event log")
     if method == "simulate":
         for name, value in (("samples", args.samples), ("target_rel_error", args.target_rel_error)):
             if value is not None:

@@ -24,10 +24,10 @@ from ..errors import (
     check,
     check_choice,
     check_int,
-    check_output_file,
+    check_replaceable,
 )
 from ..planner import LAYOUTS, OBJECTIVES, PlanRequest
-from ..profiles.formats import fleet_network
+from ..profiles.formats import fleet_network, is_plan_text_file
 from ._applies import refuse_unless
 from ._common import (
     add_run_options,
@@ -131,12 +131,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "their measured times")
     a("--out", default=None, metavar="FILE",
       help="write the chosen plan (JSON) for dtsim train --plan (an existing FILE is "
-           "overwritten; --export-plan writes the same without overwriting)")
+           "replaced only if it is a plan dtsim wrote, or with --overwrite; --export-plan "
+           "writes the same and replaces no existing file without --overwrite)")
     a("--export-plan", default=None, metavar="FILE",
       help="write the chosen plan (or --rank N's) to FILE in dtsim's JSON plan format, the "
            "plan of --json's plans, as --out does; an existing FILE is refused unless "
            "--overwrite")
-    a("--overwrite", action="store_true", help="with --export-plan: replace an existing FILE")
+    a("--overwrite", action="store_true",
+      help="with --out or --export-plan: replace an existing FILE, whatever it holds")
     a("--rank", type=int, default=None, metavar="N",
       help="with --out or --export-plan: write plan N of the table (its # column, 1 to --top) "
            "instead of the chosen one (*)")
@@ -347,13 +349,15 @@ def run(args: argparse.Namespace) -> int:
     check_choice("schedule", args.schedule, PLAN_SCHEDULES)
     if args.p2p is not None:
         check_choice("p2p", args.p2p, ("blocking", "overlap", "batched"))
+    refuse_unless(args, "overwrite", args.export_plan is not None or args.out is not None,
+                  "with --out or --export-plan")
     if args.out is not None:
-        check_output_file("out", args.out)
-    refuse_unless(args, "overwrite", args.export_plan is not None, "with --export-plan")
+        check_replaceable("out", args.out, overwrite=args.overwrite, ours=is_plan_text_file,
+                          kind="a plan file")
     if args.export_plan is not None:
         check(args.out is None, "export_plan", "given without --out (both write the plan; "
-              "--out overwrites an existing file, --export-plan only with --overwrite)",
-              args.export_plan)
+              "--out replaces a plan file dtsim wrote, --export-plan no file without "
+              "--overwrite)", args.export_plan)
         check_export_file("export_plan", args.export_plan, args.overwrite)
     written_file = args.out if args.out is not None else args.export_plan
     refuse_unless(args, "rank", written_file is not None, "with --out or --export-plan")
@@ -430,10 +434,9 @@ def run(args: argparse.Namespace) -> int:
             compared.append((r, pred, sim, None))
         except ConfigError as exc:
             compared.append((r, None, None, str(exc)))
-    if args.out is not None:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(plan_text(_written_plan(res.candidates[written], pm)))
+    if args.out is not None:  # replaced atomically: a crash midway leaves the earlier file whole
+        write_export("plan", args.out, plan_text(_written_plan(res.candidates[written], pm)),
+                     True)
     if args.export_plan is not None:
         write_export("plan", args.export_plan, plan_text(_written_plan(res.candidates[written],
                                                                        pm)), args.overwrite)

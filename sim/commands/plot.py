@@ -39,7 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and stream, passes by kind, transfers, failures, step boundaries and "
                         "bubble fractions")
     p.add_argument("--out", default=None, metavar="PNG",
-                   help="with --timeline: the image written (default FILE with .png)")
+                   help="with --timeline: the image written (default FILE with .png; an "
+                        "existing one is replaced only if it is a figure dtsim wrote, or with "
+                        "--overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="with --timeline: replace an existing image, whatever it holds")
     p.add_argument("--experiment", default=None, metavar="FILE",
                    help="the experiment file whose analyse() draws the figures; it is run, so "
                         "name only a file you trust (default: no code runs; one figure per metric "
@@ -180,7 +184,7 @@ def _timeline(args: argparse.Namespace) -> int:
     check(args.outdir is None, "OUTDIR", "not given with --timeline", args.outdir)
     check(args.experiment is None, "experiment", "not given with --timeline", args.experiment)
     out = args.out if args.out is not None else str(Path(args.timeline).with_suffix(".png"))
-    check_figure_file("out", out)
+    check_figure_file("out", out, overwrite=args.overwrite)
     if Path(out).resolve() == Path(args.timeline).resolve():
         raise ConfigError("out", "another file than the timeline it draws", out)
     obj = read_timeline(args.timeline)
@@ -196,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline is not None:
         return _timeline(args)
     check(args.out is None, "out", "given only with --timeline", args.out)
+    check(not args.overwrite, "overwrite", "given only with --timeline", True)
     check(args.outdir is not None, "OUTDIR", "a results folder (or --timeline FILE)", None)
     manifest, result = load_result(args.outdir)
     out = Path(args.outdir)

@@ -23,10 +23,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, check, check_choice, check_output_dir
-from ..results import estimate_text, format_number, print_table, write_report
+from ..errors import ConfigError, check, check_choice, check_output_dir, check_replaceable
+from ..results import estimate_text, format_number, is_report_file, print_table, write_report
 from ..rng import Streams
-from ..runner import EXECUTORS, find_studies, load_experiment, open_executor, run_experiment
+from ..runner import (
+    EXECUTORS,
+    check_results_folder,
+    find_studies,
+    load_experiment,
+    open_executor,
+    run_experiment,
+)
 from ..runner.executors import check_reachable, check_workers
 from ._applies import refuse_unless
 from .run import add_executor_options, resolve_executor
@@ -184,8 +191,15 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("out") / ("reproduce_quick" if args.quick else "reproduce")
     check(not out.exists() or out.is_dir(), "out", "a folder", str(out))
     check_output_dir("out", out)  # writable, before any study runs
+    # before any study runs: report.md is replaced only if it is a report dtsim wrote, and each
+    # study's folder must hold no other experiment's runs (Store.open would refuse it later)
+    check_replaceable("out", out / "report.md", overwrite=False, ours=is_report_file,
+                      kind="a report", how="give --out another folder")
     t0 = time.time()
     loaded = load_studies(files, quick=args.quick)
+    for study in loaded:
+        if study["experiment"] is not None:
+            check_results_folder(study["experiment"], out / study["stem"])
     with open_executor(executor, args.workers, scheduler=args.scheduler) as ex:
         studies = reproduce_studies(loaded, out, seed=seed,
                                     executor="serial" if ex is None else ex,

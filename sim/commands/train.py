@@ -222,7 +222,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
            "and --zone (the file names its GPUs and zones), prints the same; an existing FILE "
            "is refused unless --overwrite")
     a("--overwrite", action="store_true",
-      help="with --export-plan: replace an existing FILE")
+      help="with --export-plan or --timeline: replace an existing FILE, whatever it holds "
+           "(without it --export-plan replaces no file and --timeline only a timeline dtsim "
+           "wrote)")
     a("--pass-time-distribution", default=d.pass_time_distribution,
       help="law of a pass time: " + ", ".join(PASS_TIME_DISTRIBUTIONS))
     a("--pass-time-shape", type=float, default=None,
@@ -435,7 +437,8 @@ def _check_options(args: argparse.Namespace) -> None:
                  "export_plan"):
         refuse_unless(args, dest, plan, "with --plan")
     export = getattr(args, "export_plan", None)
-    refuse_unless(args, "overwrite", export is not None, "with --export-plan")
+    refuse_unless(args, "overwrite", export is not None or getattr(args, "timeline", None)
+                  is not None, "with --export-plan or --timeline")
     if plan and export is not None:
         check_export_file("export_plan", export, getattr(args, "overwrite", False))
         timeline = getattr(args, "timeline", None)

@@ -365,6 +365,23 @@ def plan_text(plan: Plan) -> str:
     return json.dumps(plan_to_data(plan), indent=1) + "\n"
 
 
+def is_plan_text_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds a plan exactly as :func:`plan_text` lays it out (a JSON object of
+    plan keys with ``stages``, one space an indent level, a final newline): a file that
+    ``dtsim plan --out`` wrote, which a later ``--out`` may replace. A plan of the user's
+    (written by hand, by another tool, or edited) is laid out otherwise."""
+    p = Path(path)
+    if p.stat().st_size > 64 * 2**20:
+        return False
+    try:
+        text = p.read_text(encoding="utf-8")
+        doc = json.loads(text)
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return (isinstance(doc, dict) and "stages" in doc and set(doc) <= set(PLAN_KEYS)
+            and json.dumps(doc, indent=1) + "\n" == text)
+
+
 def read_plan(path: str | os.PathLike[str], model: str | None = None, *,
               gpu: str | dict[str, str] | None = None, zone: str | dict[str, str] | None = None,
               profiles: Profiles | None = None) -> Plan:

@@ -34,6 +34,7 @@ from .executors import (
 from .experiments import (
     Experiment,
     ExperimentModel,
+    check_results_folder,
     default_out,
     exec_module,
     find_studies,
@@ -74,6 +75,6 @@ __all__ = [
     "DaskExecutor", "ExecutorLost", "canonical", "point_key", "key_words", "config_hash",
     "expand_points", "Task", "make_tasks", "task_streams", "SweepResult", "sweep", "code_change",
     "Experiment", "ExperimentModel", "exec_module", "load_experiment", "load_module",
-    "code_version", "sources_hash", "user_modules", "experiment_code_hash", "run_experiment",
+    "code_version", "sources_hash", "user_modules", "experiment_code_hash", "run_experiment", "check_results_folder",
     "default_out", "study_marker", "find_studies", "Store", "read_manifest", "read_records",
 ]

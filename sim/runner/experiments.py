@@ -96,6 +96,7 @@ __all__ = [
     "load_experiment",
     "default_out",
     "run_experiment",
+    "check_results_folder",
     "run_analyse",
     "study_marker",
     "find_studies",
@@ -292,7 +293,9 @@ def load_experiment(path: str | Path, *, quick: bool = False) -> Experiment:
     analyse = getattr(mod, "analyse", None)
     check(analyse is None or callable(analyse), "analyse",
           "a function analyse(results, out_dir), or not defined", analyse)
-    p = Path(mod.__file__)
+    # the file asked for, not the cached module's (load_module shares one module between files
+    # of the same content, whose __file__ is the first one's): the manifest names this file
+    p = Path(path).resolve()
     return Experiment(
         name=name, path=p, base=settings["BASE"], factors=settings["FACTORS"],
         points=settings["POINTS"],
@@ -344,6 +347,7 @@ def run_experiment(
     if not isinstance(exp, Experiment):
         exp = load_experiment(exp, quick=quick)
     out_dir = Path(out) if out is not None else default_out(exp)
+    check_results_folder(exp, out_dir)
     version = code_version(exp.path)
     code = canonical(version)
     try:
@@ -357,6 +361,45 @@ def run_experiment(
     if analyse and exp.analyse is not None and not result.interrupted:
         run_analyse(exp, result, out_dir)
     return result
+
+
+def check_results_folder(exp: Experiment, out_dir: Path) -> None:
+    """Refuse, before any task runs, a results folder of another experiment (its manifest names
+    another ``NAME``, as :meth:`Store.open <sim.runner.store.Store.open>` refuses it), or one
+    that another experiment file of the same ``NAME`` wrote (its manifest's ``file``, a file that still exists and is not ``exp``'s):
+    two experiments that share a name share ``out/NAME`` by default, and the second would keep
+    its records beside the first's. A folder whose file is gone (moved or renamed) resumes, as
+    does one the same file wrote after an edit (its records are reused by config hash only).
+
+    Raises
+    ------
+    ConfigError
+        ``'out' must be a folder of experiment 'NAME', not of 'OTHER': <folder>`` or
+        ``'out' must be a folder no other experiment file wrote ...: <folder>``.
+    """
+    import os
+
+    from .store import _manifest_or_damage
+
+    if not out_dir.is_dir():
+        return
+    manifest, _ = _manifest_or_damage(out_dir)
+    if manifest is None:
+        return  # none, or a damaged one: Store.open says what it does with the folder
+    if manifest.get("experiment") != exp.name:
+        raise ConfigError("out", f"a folder of experiment {exp.name!r}, not of "
+                          f"{manifest.get('experiment')!r}", str(out_dir))
+    other = manifest.get("file")
+    if not isinstance(other, str) or not other:
+        return
+    try:
+        same = os.path.samefile(other, exp.path)
+    except (OSError, ValueError):
+        return  # the file that wrote it is gone: the same experiment, moved
+    if not same:
+        raise ConfigError("out", f"a folder no other experiment file wrote (it holds the runs of "
+                          f"{other}, also NAME {exp.name!r}; give --out another folder)",
+                          str(out_dir))
 
 
 def _sweep_experiment(exp: Experiment, out_dir: Path, version: dict[str, Any], code: str, *,
