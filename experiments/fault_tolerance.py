@@ -9,8 +9,9 @@ model). A pipeline of ``L = 6`` stages, 30 workers (5 pipelines), a step of
 30 microbatches of 8 samples, a stage's forward pass 1 s and backward 2 s;
 the step-level strategies take their steps from the training DES without
 failures (GPipe: ``(6 + 5)(1 + 2) = 33`` s on 5 pipelines), SWARM runs on the
-DES itself (swarm schedule, least-loaded routing, a lost pass re-queued after
-1 s, a stage with no live replica waited for). A worker that comes up
+DES itself (swarm schedule, SWARM's balancer: least-assigned-time routing,
+least-loaded before 2026-12-07; a lost pass re-queued after 1 s, a stage with
+no live replica waited for). A worker that comes up
 downloads its weights for 45 s (the artifacts' instance start-up) before it
 takes work. Every worker costs 0.91 $ per hour while its instance exists
 (the Oobleck artifact's p3 spot price; a worker that a trace has down is not
@@ -181,7 +182,7 @@ class FaultTolerance:
             forward_time=1.0, backward_ratio=2.0, sync="none", param_size=45.0, bandwidth=1.0,
             price=PRICE, strategy=strategy,
             schedule="swarm" if swarm else "gpipe",
-            routing="least-loaded" if swarm else "round-robin",
+            routing="least-assigned-time" if swarm else "round-robin",
             detection_timeout=1.0 if swarm else 0.0, max_wait=math.inf if swarm else 0.0,
             stall_limit=math.inf)
         if self.section == "traces":

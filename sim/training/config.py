@@ -70,7 +70,7 @@ FIXED = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved")
 #: each on a connection of its own (no queue; concurrent ones share links max-min), or
 #: Megatron-LM's 1F1B with its batched send/receive pairs (both ends held, on the framework engine).
 P2PS = ("overlap", "blocking", "shared", "batched")
-ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin")
+ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin", "least-assigned-time")
 #: Schedule -> the routings it has. GPipe and 1F1B run fixed pipelines (routing
 #: picks a microbatch's pipeline and any failover), so a shared stage queue has
 #: no meaning there.
@@ -296,8 +296,9 @@ class TrainingConfig:
         ``1f1b-dynamic`` the rule that takes a queued backward first;
         ``interleaved`` Megatron-LM's interleaved 1F1B over ``virtual_stages``
         model chunks per device (see :mod:`sim.training.schedules`).
-    routing : {"queue", "least-loaded", "weighted", "round-robin"}
-        See :data:`PAIRS` for which schedule has which.
+    routing : {"queue", "least-loaded", "weighted", "round-robin", "least-assigned-time"}
+        See :data:`PAIRS` for which schedule has which; ``least-assigned-time`` is SWARM's
+        client balancer (:class:`sim.training.routing.LeastAssignedTime`).
     forward_time : float or tuple of float
         Nominal forward time per stage (>= 0; 0 with no backward is Study A's snapshot); a replica of speed ``v`` takes ``t / v``.
     backward_ratio : float
