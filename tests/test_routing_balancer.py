@@ -113,3 +113,13 @@ def test_least_loaded_is_not_the_balancer():
     a.load, b.load = 0, 1
     assert LeastLoaded().choose([a, b], u) is a
     assert p.choose([a, b], u) is b
+
+
+def test_ties_make_the_routing_random():
+    """Equal keys go to a draw (fresh replicas all enter at the least key), so a run with more
+    than one replica a stage is random: its replications are not declared the same run."""
+    cfg = TrainingConfig(stages=2, replicas=(1, 3), microbatches=5, schedule="swarm",
+                         routing="least-assigned-time")
+    assert cfg.random_sources() == ("least-assigned-time routing's random tie-breaks",)
+    one = TrainingConfig(stages=2, replicas=1, schedule="swarm", routing="least-assigned-time")
+    assert one.random_sources() == ()

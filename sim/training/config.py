@@ -1533,6 +1533,8 @@ class TrainingConfig:
             out.append("Poisson arrivals")
         if self.routing == "weighted" and any(r > 1 for r in self.replicas):  # type: ignore[union-attr]
             out.append("weighted (random) routing")
+        if self.routing == "least-assigned-time" and any(r > 1 for r in self.replicas):  # type: ignore[union-attr]
+            out.append("least-assigned-time routing's random tie-breaks")
         return tuple(out)
 
     def fixed_metrics(self) -> dict[str, str]:
