@@ -1218,7 +1218,7 @@ class TrainingConfig:
               "0 (unset) with a network (its links set the transfer times)", self.latency)
         check(self.routing != "queue", "routing",
               "one that picks the next replica when a pass ends (least-loaded, weighted, "
-              "round-robin) with a network", self.routing)
+              "round-robin, least-assigned-time) with a network", self.routing)
         if self.network_nodes is None:
             hosts = net.hosts
             check(len(hosts) >= self.workers, "network_nodes",
