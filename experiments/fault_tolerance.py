@@ -9,9 +9,8 @@ model). A pipeline of ``L = 6`` stages, 30 workers (5 pipelines), a step of
 30 microbatches of 8 samples, a stage's forward pass 1 s and backward 2 s;
 the step-level strategies take their steps from the training DES without
 failures (GPipe: ``(6 + 5)(1 + 2) = 33`` s on 5 pipelines), SWARM runs on the
-DES itself (swarm schedule, SWARM's balancer: least-assigned-time routing,
-least-loaded before 2026-12-07; a lost pass re-queued after 1 s, a stage with
-no live replica waited for). A worker that comes up
+DES itself (swarm schedule, least-loaded routing, a lost pass re-queued after
+1 s, a stage with no live replica waited for). A worker that comes up
 downloads its weights for 45 s (the artifacts' instance start-up) before it
 takes work. Every worker costs 0.91 $ per hour while its instance exists
 (the Oobleck artifact's p3 spot price; a worker that a trace has down is not
@@ -24,9 +23,7 @@ failure's restart, as the Oobleck artifact's Varuna simulator does).
 * ``traces``: the workers replay each shipped trace once, from its start to
   its end (``recent`` policy, one slot per worker): a deterministic replay,
   one replication, no interval (``aws-p3``, ``synthetic-10m``,
-  ``synthetic-6h``, ``gcp-a100``); SWARM's balancer breaks ties between equal
-  keys by a draw, so its replays are replicated with 95% intervals (one
-  replay before 2026-12-07, under least-loaded routing).
+  ``synthetic-6h``, ``gcp-a100``).
 * ``mtbf``: every worker is preempted after an exponential time of mean
   ``mtbf`` (30, 5 and 1 hour: the 30 workers lose one every hour, 10 minutes,
   2 minutes) and replaced 10 minutes later, over 6 hours; 95% intervals
@@ -152,18 +149,12 @@ class FaultTolerance:
         check_positive("fraction", self.fraction)
         self.training()  # validates everything before any run
 
-    @property
-    def replayed_once(self) -> bool:
-        """Every replication is the same run: a trace replay on deterministic times with
-        nothing random (not SWARM, whose balancer draws between equal keys)."""
-        return self.section != "mtbf" and self.strategy != "swarm"
-
     def fixed_metrics(self) -> dict[str, str]:
-        """Every metric, outside section ``mtbf`` and SWARM: the trace is replayed once from
-        its start (no resampling) on deterministic times, so every replication is the same run
-        and the tables give its value with no interval (:func:`sim.results.fixed_ci` raises if
-        two replications ever differ)."""
-        if not self.replayed_once:
+        """Every metric, outside section ``mtbf``: the trace is replayed once from its start
+        (no resampling) on deterministic times, so every replication is the same run and the
+        tables give its value with no interval (:func:`sim.results.fixed_ci` raises if two
+        replications ever differ)."""
+        if self.section == "mtbf":
             return {}
         why = f"one replay of {self.trace} from its start on deterministic times"
         return dict.fromkeys(METRICS, why)
@@ -190,7 +181,7 @@ class FaultTolerance:
             forward_time=1.0, backward_ratio=2.0, sync="none", param_size=45.0, bandwidth=1.0,
             price=PRICE, strategy=strategy,
             schedule="swarm" if swarm else "gpipe",
-            routing="least-assigned-time" if swarm else "round-robin",
+            routing="least-loaded" if swarm else "round-robin",
             detection_timeout=1.0 if swarm else 0.0, max_wait=math.inf if swarm else 0.0,
             stall_limit=math.inf)
         if self.section == "traces":
@@ -231,8 +222,8 @@ class FaultTolerance:
 
 
 POINTS = (
-    [{"section": "traces", "trace": t, "strategy": s}
-     | ({} if s == "swarm" else {"replications": 1}) for t in TRACES for s in STRATEGIES]
+    [{"section": "traces", "trace": t, "strategy": s, "replications": 1}
+     for t in TRACES for s in STRATEGIES]
     + [{"section": "mtbf", "mtbf": m, "strategy": s} for m in MTBFS for s in STRATEGIES]
     + [{"section": "oobleck", "trace": t, "strategy": s, "replications": 1,
         "variant": "artifact" if s == "redundancy" else "-"}
@@ -258,8 +249,7 @@ SEED = 23
 QUICK = {
     "BASE": {"horizon": 7_200.0, "fraction": 0.25},
     "POINTS": (
-        [{"section": "traces", "trace": t, "strategy": s}
-         | ({} if s == "swarm" else {"replications": 1})
+        [{"section": "traces", "trace": t, "strategy": s, "replications": 1}
          for t in ("aws-p3", "synthetic-10m") for s in STRATEGIES]
         + [{"section": "mtbf", "mtbf": 3_600.0, "strategy": s} for s in STRATEGIES]
         + [{"section": "oobleck", "trace": "synthetic-10m", "strategy": s, "replications": 1,
@@ -319,7 +309,7 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
              for k in ("samples_per_second", "samples_per_dollar", "worker_availability",
                        "artifact_window_sps", "lost_lost_pass", "lost_restart",
                        "lost_checkpoint", "lost_stall")}
-        if cfg.replayed_once:  # one deterministic replay: the value is exact, no interval
+        if cfg.section != "mtbf":  # one deterministic replay: the value is exact, no interval
             e = {k: Estimate(v.mean, v.mean, v.mean) for k, v in e.items()}
         where = (cfg.trace if cfg.section != "mtbf" else f"mtbf {cfg.mtbf / 3600:g} h")
         rows.append({
@@ -350,8 +340,7 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
             "spd_high", "artifact_window_sps", "published", "lost_work", "restart_time",
             "checkpoint_time", "waiting"]
     title = ("Fault-tolerance strategies on the same traces: samples/s and samples/$ "
-             "(traces and artifacts: one deterministic replay, exact; SWARM and mtbf: "
-             "95% CI)")
+             "(traces and artifacts: one deterministic replay, exact; mtbf: 95% CI)")
     text = write_tables(rows, cols, out_dir, NAME, title, fmt=format_4g)
     panels = []
     for section, metric, ylabel in (("traces", "samples_per_second", "samples / s"),
@@ -379,8 +368,7 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
     if panels:
         plot_stress_panels(panels, out_dir / f"{NAME}.png", ncols=2,
                            caption="30 workers, L = 6, 0.91 $ per node-hour; traces: one "
-                                   "deterministic replay (SWARM: 95% CI); mtbf: 95% CI "
-                                   "across replications.")
+                                   "deterministic replay; mtbf: 95% CI across replications.")
     print(f"\n{NAME}: strategies on the same traces\n{text}\n")
     for section in ("traces", "mtbf"):
         scen = list(dict.fromkeys(r["scenario"] for r in rows if r["section"] == section))

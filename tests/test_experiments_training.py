@@ -73,21 +73,3 @@ def test_fault_tolerance_trace_replays_are_exact_and_mtbf_points_have_intervals(
         == trace["samples_per_second_mean"] > 0
     assert mtbf.get("samples_per_second_kind", "two-sided") != "exact"
     assert mtbf["samples_per_second_low"] < mtbf["samples_per_second_high"]
-
-
-def test_fault_tolerance_swarm_replays_have_intervals(tmp_path):
-    """SWARM's balancer draws between equal keys (least-assigned-time routing), so its replay
-    of a trace is not one run: replicated, with an interval (declared exact, fixed_ci would
-    raise here: its replications differ)."""
-    exp = load_experiment(EXPERIMENTS / "fault_tolerance.py", quick=True)
-    points = ({"section": "traces", "trace": "aws-p3", "strategy": "swarm", "fraction": 0.25,
-               "replications": 3},)
-    res = run_experiment(dataclasses.replace(exp, analyse=None, factors=None, points=points),
-                         out=tmp_path / "ft", executor="serial", progress=False)
-    assert res.errors == 0
-    (row,) = res.summary()
-    assert row.get("samples_per_second_kind", "two-sided") != "exact"
-    assert row["samples_per_second_low"] < row["samples_per_second_high"]
-    assert {p["strategy"]: p.get("replications") for p in exp.points
-            if p["section"] == "traces"} == {"swarm": None, "checkpoint-restart": 1,
-                                             "redundancy": 1, "reconfiguration": 1}

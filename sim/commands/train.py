@@ -161,7 +161,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--schedule", default=None,
       help="one of " + ", ".join(SCHEDULES) + f" (default {d.schedule}; 1f1b with --plan)")
     a("--routing", default=d.routing, help="one of " + ", ".join(ROUTINGS)
-      + f" (default {d.routing}; least-assigned-time, SWARM's balancer, with --strategy swarm)")
+      + f" (default {d.routing}; least-assigned-time is SWARM's client balancer)")
     a("--forward-time", action=TimesOption, default=1.0, metavar="TIME[,TIME...]",
       help=f"nominal forward time per stage, or one per stage: {RUN_TIME_HELP} (default 1)")
     a("--backward-ratio", type=float, default=d.backward_ratio,
@@ -550,7 +550,6 @@ def build_from_args(args: argparse.Namespace) -> Any:
         if given(args, "schedule") and args.schedule != "swarm":  # as without --plan
             raise ConfigError("schedule", "swarm with --strategy swarm", args.schedule)
         args.schedule, args._swarm = "swarm", True
-        _swarm_routing(args)
     _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("replications", args.replications, low=1)
@@ -759,22 +758,13 @@ def _strategy(args: argparse.Namespace) -> Any:
     return dataclasses.replace(strat, **changes) if changes else strat
 
 
-def _swarm_routing(args: argparse.Namespace) -> None:
-    """--strategy swarm without --routing: SWARM's client balancer (least-assigned-time,
-    :class:`sim.training.routing.LeastAssignedTime`); before 2026-12-07 it was round-robin."""
-    if not given(args, "routing") and args.routing == TrainingConfig.routing:
-        args.routing = "least-assigned-time"
-
-
 def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
     """Validate every option and build the :class:`TrainingConfig` (before any simulation)."""
     if args.plan is not None:
         return build_from_args(args).config
     strategy = _strategy(args)
-    if args.strategy is not None and strategy.name == "swarm":
-        if not given(args, "schedule"):
-            args.schedule = "swarm"  # --strategy swarm is today's behaviour with a swarm schedule
-        _swarm_routing(args)
+    if args.strategy is not None and strategy.name == "swarm" and not given(args, "schedule"):
+        args.schedule = "swarm"  # --strategy swarm is today's behaviour with a swarm schedule
     _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("stages", args.stages, low=1)
