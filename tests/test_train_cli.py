@@ -32,7 +32,7 @@ BAD = [
     (["--schedule", "1f1b", "--routing", "queue"],
      "'routing' must be one of least-loaded, weighted, round-robin with schedule 1f1b: 'queue'"),
     (["--routing", "random"],
-     "'routing' must be one of queue, least-loaded, weighted, round-robin: 'random'"),
+     "'routing' must be one of queue, least-loaded, weighted, round-robin, least-assigned-time: 'random'"),
     (["--checkpoint-every", "5"],
      "'checkpoint_every' must be 0 without a restart model (give restart_cost): 5"),
     (["--price", "1,2", "--stages", "3"],

@@ -1360,6 +1360,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
             TR(*D4, "--strategy", "redundancy:slowdown=2min"), refuse("slowdown"))
         add("train/diloco-steps-not-multiple", TR(*D4, "--sync", "diloco:every=3"),
             refuse("steps"))
+        add("train/least-assigned-time-fixed-pipelines",
+            TR(*D4, "--schedule", "gpipe", "--routing", "least-assigned-time"), refuse("routing"),
+            note="SWARM's balancer routes every pass afresh: swarm and async schedules only")
         add("train/diloco-swarm", TR(*D4, "--schedule", "swarm", "--routing", "queue", "--sync",
                                      "diloco:every=4"), refuse("schedule"))
         # streaming DiLoCo runs with failures (its rules follow vanilla's); with a quorum not

@@ -160,7 +160,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--steps", type=int, default=d.steps, help=f"training steps N (default {d.steps})")
     a("--schedule", default=None,
       help="one of " + ", ".join(SCHEDULES) + f" (default {d.schedule}; 1f1b with --plan)")
-    a("--routing", default=d.routing, help="one of " + ", ".join(ROUTINGS))
+    a("--routing", default=d.routing, help="one of " + ", ".join(ROUTINGS)
+      + f" (default {d.routing}; least-assigned-time is SWARM's client balancer)")
     a("--forward-time", action=TimesOption, default=1.0, metavar="TIME[,TIME...]",
       help=f"nominal forward time per stage, or one per stage: {RUN_TIME_HELP} (default 1)")
     a("--backward-ratio", type=float, default=d.backward_ratio,

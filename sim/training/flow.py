@@ -201,6 +201,10 @@ class ReplicaFlow:
         self.live: list[list[Replica]] = [[] for _ in range(L)]
         self.n_out = L
         self.policies = [make_routing(c.routing) for _ in range(L)]
+        for p in self.policies:  # a policy that learns from completions (routing module notes)
+            bind = getattr(p, "bind", None)
+            if bind is not None:
+                bind(c.samples_per_microbatch)
         self.uniform = Uniforms(streams.rng("routing"))
         self.track = False  # set by a trainer that needs each stage's participants
         # fastest-k steps kill microbatches whose passes may still be in service
@@ -239,6 +243,9 @@ class ReplicaFlow:
     def _wire(self) -> None:
         """Give each replica what its inline completion path needs (:meth:`Replica.wire`)."""
         L, hops = self.L, self.hops
+        if not self.fixed:  # every forward pass is routed: its policy learns from completions
+            for rep in self.replicas:
+                rep.settle = getattr(self.policies[rep.stage], "settled", None)
         if self.net is not None:  # every movement goes through the network: no inline path
             for rep in self.replicas:
                 rep.ordered = self.ordered  # 1F1B's fixed order holds over a network too

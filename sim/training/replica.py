@@ -217,7 +217,7 @@ class Replica(WorkerState):
         "_inline", "_fwd_kind", "_next_live", "_next_lo", "_next_idle", "_next_policy",
         "_next_stage", "_prev_stage", "_uniform", "ordered", "owed", "held", "gate", "_net_dl",
         "_hold",
-        "bwd_hook", "rec",
+        "bwd_hook", "rec", "settle",
     )
 
     def __init__(self, system: Any, stage: int, index: int, speed: float, name: str,
@@ -248,6 +248,7 @@ class Replica(WorkerState):
         self.bwd_work = system.work[stage][index][1] / speed
         self.ordered = False  # 1F1B's fixed order (set by the flow)
         self.owed = 0  # forwards still owed to this replica in the step (fixed order)
+        self.settle: Any = None  # the stage policy's ``settled`` when it learns from completions
         self.draw = system.draw
         self._in_timeout = False  # a pass or download is in hand and not yet interrupted
         self._downloading = False
@@ -452,6 +453,8 @@ class Replica(WorkerState):
                 self.bwd_hook(self, work)
             if work <= 0.0:  # a zero-time pass cannot be interrupted: no event
                 self.load -= 1
+                if self.settle is not None and not mb.back:
+                    self.settle(self, self.env.now - mb.ready)
                 self.system.pass_done(self, mb, 0.0)
                 continue
             self.current = mb
@@ -562,6 +565,8 @@ class Replica(WorkerState):
             self.rec.pass_done(self, mb, self._t0, work)
         if not mb.back:  # type: ignore[union-attr]
             self.queue_time += self._t0 - mb.ready  # type: ignore[union-attr]
+            if self.settle is not None:  # from the routing choice (mb.ready) to now
+                self.settle(self, self.env.now - mb.ready)  # type: ignore[union-attr]
         if not self._inline or mb.target >= 0:  # type: ignore[union-attr]
             self.system.pass_done(self, mb, work)
         elif mb.back:  # type: ignore[union-attr]

@@ -6,7 +6,10 @@ replicas (each has ``speed`` and ``load``, the passes queued at it plus the one
 in service) and a uniform draw source; it returns one of them, or ``None`` to
 put the pass in the stage's shared FIFO queue (served by whichever live replica
 is free first). A user's subclass of :class:`Routing` plugs in through
-:data:`ROUTING_POLICIES`.
+:data:`ROUTING_POLICIES`. A policy that learns from completions also has
+``bind(samples)`` (told the samples of a micro-batch once) and
+``settled(replica, interval)`` (told, as each forward pass it routed completes,
+the time from its choice to the completion).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["speed_rows", "Routing", "SharedQueue", "LeastLoaded", "Weighted", "RoundRobin",
-           "ROUTING_POLICIES", "Uniforms", "make_routing"]
+           "LeastAssignedTime", "ROUTING_POLICIES", "Uniforms", "make_routing"]
 
 _BLOCK = 4096
 
@@ -110,9 +113,81 @@ class RoundRobin(Routing):
         return best
 
 
+class LeastAssignedTime(Routing):
+    """SWARM's client balancer: the live replica with the least expected time assigned so far.
+
+    yandex-research/swarm at f66855f, ``swarm/pipeline/src/moe/client/balancer.py``:
+    each replica has a key, the sum of the expected times of the passes this router has
+    sent it (never lowered when a pass completes, :101-129); the pass goes to the least key,
+    ties broken by a uniform draw made when the key was set (:84, :126). The chosen key
+    grows by the pass's expected time: ``task_size`` over the replica's measured throughput,
+    or ``initial_throughput * task_size`` (1.0 s per sample, :22) before any measurement
+    (:122-125). The throughput is a bias-corrected exponential moving average of seconds per
+    sample, ``alpha = 0.1`` (``swarm/pipeline/src/optim/performance_ema.py:14-38``), fed the
+    time from the choice to the completion over ``task_size`` (:53-59, the EMA is paused so
+    the time counts from the call's start, balancer.py:81, 131). A replica the router meets
+    for the first time, or again after a failure (a new ``epoch``; the reference bans the
+    failed peer and adds it afresh when it announces itself again, :57-59, 90-98), enters
+    at the least key of the live replicas with a fresh average (:81-86). A forward pass's
+    ``task_size`` is its micro-batch's samples (balanced_expert.py:65). The DHT refresh
+    period (a peer is seen up to 30 s late) is not modelled: a replica is eligible as soon
+    as it is live, as under every routing here.
+    """
+
+    name = "least-assigned-time"
+    #: The reference's defaults (balancer.py:22, performance_ema.py:14).
+    INITIAL_SECONDS_PER_SAMPLE = 1.0
+    ALPHA = 0.1
+    EPS = 1e-20
+
+    def __init__(self) -> None:
+        self.samples = 1.0
+        # replica -> [key, tie, epoch, ema seconds per sample, updates]
+        self.table: dict[Any, list] = {}
+
+    def bind(self, samples: float) -> None:
+        """The samples of one micro-batch (the reference's forward ``task_size``)."""
+        self.samples = float(samples)
+
+    def expected(self, rep: Any) -> float:
+        """The expected time of a forward pass at ``rep`` (balancer.py:122-125)."""
+        e = self.table[rep]
+        if e[4] == 0:
+            return self.INITIAL_SECONDS_PER_SAMPLE * self.samples
+        adjusted = e[3] / (1.0 - (1.0 - self.ALPHA) ** e[4])
+        return self.samples / (1.0 / max(adjusted, self.EPS))
+
+    def choose(self, live: Sequence[Any], uniform: Callable[[], float]) -> Any:
+        table = self.table
+        fresh = [r for r in live if r not in table or table[r][2] != r.epoch]
+        if fresh:
+            known = [table[r][0] for r in live if r in table and table[r][2] == r.epoch]
+            base = min(known) if known else 0.0
+            for r in fresh:
+                table[r] = [base, uniform(), r.epoch, 0.0, 0]
+        best = live[0]
+        bk = table[best]
+        for r in live:
+            e = table[r]
+            if e[0] < bk[0] or (e[0] == bk[0] and e[1] < bk[1]):
+                best, bk = r, e
+        bk[0] += self.expected(best)
+        bk[1] = uniform()
+        return best
+
+    def settled(self, rep: Any, interval: float) -> None:
+        """A forward pass this policy sent to ``rep`` completed ``interval`` after the choice:
+        one update of its average (performance_ema.py:32-35)."""
+        e = self.table.get(rep)
+        if e is None or e[2] != rep.epoch:
+            return
+        e[3] = self.ALPHA * interval / self.samples + (1.0 - self.ALPHA) * e[3]
+        e[4] += 1
+
+
 #: Routing name -> policy class (a new policy is added here by its name).
 ROUTING_POLICIES: dict[str, type[Routing]] = {
-    cls.name: cls for cls in (SharedQueue, LeastLoaded, Weighted, RoundRobin)
+    cls.name: cls for cls in (SharedQueue, LeastLoaded, Weighted, RoundRobin, LeastAssignedTime)
 }
 
 
