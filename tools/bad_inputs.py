@@ -2619,6 +2619,10 @@ def hardening_cases(fx: Fixtures) -> list[Case]:
                                                  good), refuse("experiment"),
         note="named, a file without analyse() is refused, not replaced by default figures")
     add("plot/manifest-wrong-type", dtsim("plot", str(H / "wrong_type")), refuse("OUTDIR"))
+    add("plot/metric-unknown", dtsim("plot", str(H / "planted"), "--metric", "nope"),
+        refuse("metric"), note="--metric names a metric the results measured")
+    add("plot/metric-with-experiment", dtsim("plot", str(H / "planted"), "--metric", "x",
+                                             "--experiment", good), refuse("metric"))
     add("plot/manifest-damaged", dtsim("plot", str(H / "damaged")), refuse("OUTDIR"))
     add("trace/stats-skypilot-nested-100000", dtsim("trace", "stats", str(fx.nested_json)),
         refuse("trace"), note="was a RecursionError")
