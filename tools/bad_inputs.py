@@ -478,7 +478,16 @@ class Fixtures:
                 NAME = "unitvalue"
                 from sim.training import TrainingConfig, training_model
                 BASE = TrainingConfig(stages=1, replicas=2, steps=2)
-                FACTORS = {"param_size": ["20GB"]}
+                FACTORS = {"param_size": ["20 parsecs"]}
+                REPLICATIONS = 1
+                def model(config, streams):
+                    return training_model(config, streams)
+            """,
+            "unithour": """
+                NAME = "unithour"
+                from sim.training import TrainingConfig, training_model
+                BASE = TrainingConfig(stages=1, replicas=2, steps=2, hour=60.0)
+                FACTORS = {"mtbf": ["30min"]}
                 REPLICATIONS = 1
                 def model(config, streams):
                     return training_model(config, streams)
@@ -868,7 +877,11 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("run/factor-not-a-field", R(str(exp["badfactor"]), "--out", str(T / "o5")), refuse("availabilty"))
     add("run/factor-bad-value", R(str(exp["badvalue"]), "--out", str(T / "o6")), refuse("availability"))
     add("run/factor-text-with-unit", R(str(exp["unitvalue"]), "--out", str(T / "o6u")),
-        refuse("param_size"), note="user trial 3: said must be >= 0: '20GB'; now how to give it")
+        refuse("param_size"), note="user trial 3: said must be >= 0: '20GB'; TrainingConfig "
+        "reads units since user trial 15 (20GB is 2e10): an unknown unit is refused")
+    add("run/factor-time-with-unit-off-the-second", R(str(exp["unithour"]), "--out",
+                                                      str(T / "o6h")), refuse("hour"),
+        note="a time with a unit is in seconds: refused on a clock of hour=60, as --hour")
     add("run/model-refuses-its-point", R(str(exp["modelrefuses"]), "--out", str(T / "o6m"),
                                          "--executor", "serial"),
         refuse("sync"), allow_work=True,

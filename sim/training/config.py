@@ -32,6 +32,7 @@ from ..errors import (
     read_csv_text,
 )
 from ..failures import DISTRIBUTIONS, check_law, check_shape, read_trace
+from ..units import RATE, SIZE, TIME, parse_quantity, written_with_unit
 from .routing import speed_rows
 from .sync import KINDS, DilocoSync, parse_sync
 
@@ -275,6 +276,51 @@ def read_speeds(path: str | Path, stages: int) -> tuple[tuple[tuple[float, ...],
         speeds.append(tuple(table[(j, i)][0] for i in range(n)))
         prices.append(tuple(table[(j, i)][1] for i in range(n)))
     return tuple(speeds), (tuple(prices) if priced else None)  # type: ignore[return-value]
+
+
+#: The fields of :class:`TrainingConfig` that take a time (in the run's time units: seconds
+#: unless ``hour`` says otherwise), a size (bytes) or a rate (bytes per time unit); each takes a
+#: plain number as before or a text with a unit (``sim.units``), as the CLI options do.
+QUANTITY_FIELDS = {
+    **dict.fromkeys(("forward_time", "backward_times", "latency", "optimizer_time",
+                     "mean_downtime", "domain_downtime", "mtbf", "replace_time",
+                     "detection_timeout", "max_wait", "checkpoint_cost", "restart_cost",
+                     "max_time", "notice", "stall_limit"), TIME),
+    **dict.fromkeys(("param_size", "activation_size", "bucket_size", "tied_allreduce_size"),
+                    SIZE),
+    **dict.fromkeys(("bandwidth", "nic"), RATE),
+}
+
+
+def _read_units(c: Any) -> None:
+    """Replace every text with a unit in ``c``'s :data:`QUANTITY_FIELDS` (a tuple's items too)
+    by its value in base units; plain numbers, and texts without a unit, stay as given (the
+    checks that follow judge them). A time or rate with a unit is in seconds, so it is refused
+    unless ``hour`` is 3600 (the time unit a second), as ``dtsim train --hour`` refuses it."""
+    timed = []
+
+    def read(name: str, kind: str, v: Any) -> Any:
+        if not (isinstance(v, str) and written_with_unit(v)):
+            return v
+        q = parse_quantity(v, kind, name)
+        if kind in (TIME, RATE):
+            timed.append(q)
+        return q.value
+
+    for name, kind in QUANTITY_FIELDS.items():
+        v = getattr(c, name)
+        new = (tuple(read(name, kind, x) for x in v) if isinstance(v, tuple)
+               else read(name, kind, v))
+        if new is not v and new != v:
+            object.__setattr__(c, name, new)
+    hour = c.hour
+    if timed and not (_is_number(hour) and float(hour) == 3600.0):
+        raise ConfigError("hour", f"3600 (time units of one second) when a rate or time is "
+                          f"given with a unit ({timed[0].text.strip()})", hour)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 @dataclass(frozen=True)
@@ -659,6 +705,7 @@ class TrainingConfig:
     reduce_scatter: bool = False
 
     def __post_init__(self) -> None:
+        _read_units(self)  # "30min", "2.6GB", "400Mbit/s": the numbers they are, as the CLI reads them
         L = check_int("stages", self.stages, low=1)
         check_memory("stages", L, L * BYTES_PER_STAGE)  # before the per-stage tuples
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
