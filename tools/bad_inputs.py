@@ -1519,6 +1519,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                 "short-row": good + "2024-03-01T12:20:00Z,i-a\n",
                 "never-up": head + "5,i-a,preempted\n9,i-a,preempted\n",
                 "no-column": "ts,id,ev\n1,a,launched\n",
+                "partly-named": head + "1,s0r0,launched\n5,i-x,launched\n9,s0r0,preempted\n",
             }
             for name, text in logs.items():
                 f = str(fx._write(f"events/{name}.csv", text))
@@ -1538,6 +1539,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
                         dtsim("train", "--steps", "1", "--failure-trace",
                               str(fx.root / "events" / "unknown-word.csv"), "--trace-format", ev),
                         refuse("failure_trace"))
+                elif name == "partly-named":
+                    add("train/events-instances-partly-named-as-workers",
+                        dtsim("train", "--steps", "1", "--failure-trace", f, "--trace-format", ev),
+                        refuse("failure_trace"),
+                        note="user trial 15: by name when all are workers/hosts, slot order "
+                             "when none; some is refused rather than guessed")
                 else:
                     add(f"trace/events-{name}", TC("stats", f, "--trace-format", ev),
                         refuse("trace"))

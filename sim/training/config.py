@@ -788,7 +788,6 @@ class TrainingConfig:
             check(isinstance(self.failure_trace, TraceReplay), "failure_trace",
                   "a CSV path of workers s{stage}r{replica} or a sim.traces.TraceReplay",
                   self.failure_trace)
-            self.failure_trace.check_workers(self.workers)
             check(self.availability == 1.0, "availability",
                   "1 with a replayed failure trace (the trace sets every worker's up and "
                   "down times)", self.availability)
@@ -875,6 +874,9 @@ class TrainingConfig:
                   f"given with failures under {what} (a framework run restarts from its last "
                   "checkpoint)", self.restart_cost)
         self._check_network()
+        if self.failure_trace is not None and not isinstance(self.failure_trace, str):
+            if self.trace_names is None:  # slot k on worker k: at most the trace's slots
+                self.failure_trace.check_workers(self.workers)
         self._check_sync()
         self._check_diloco()
         self._check_finite()
@@ -1478,6 +1480,21 @@ class TrainingConfig:
     def overlapped_sync(self) -> bool:
         """Whether the gradient all-reduce overlaps the backward pass (``overlap=backward``)."""
         return self.sync_spec.get("overlap") == "backward"
+
+    @property
+    def trace_names(self) -> tuple[str | None, ...] | None:
+        """With a replayed trace (:class:`sim.traces.TraceReplay`) whose instances are named as
+        this run's workers (``s{j}r{i}``) or their hosts (``network_nodes``): the instance each
+        worker replays, stage-major (None: a worker the trace does not name, up throughout);
+        None when the trace is replayed slot by slot (its instances named as none of them,
+        or a count trace). Some named so and some not is refused
+        (:meth:`sim.traces.TraceReplay.by_name`)."""
+        ft = self.failure_trace
+        if ft is None or isinstance(ft, str):
+            return None
+        hosts = self.network_nodes
+        return ft.by_name([(replica_name(j, i),) + ((hosts[j][i],) if hosts else ())
+                           for j, r in enumerate(self.replicas) for i in range(r)])  # type: ignore[arg-type]
 
     @property
     def workers(self) -> int:
