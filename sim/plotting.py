@@ -292,6 +292,18 @@ def unmeasured(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> lis
     return [m for m in metrics if rows and all(nan(r.get(f"{m}_mean")) for r in rows)]
 
 
+def constant(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dict[str, float]:
+    """The metrics whose summary mean is the same number at every point that measured it, with
+    that number, when at least two points measured it (a figure of them is a flat line)."""
+    out = {}
+    for m in metrics:
+        vals = [r.get(f"{m}_mean") for r in rows]
+        vals = [v for v in vals if isinstance(v, (int, float)) and not math.isnan(v)]
+        if len(vals) >= 2 and all(v == vals[0] for v in vals):
+            out[m] = float(vals[0])
+    return out
+
+
 # --------------------------------------------------------------------------- gossip (Study B)
 # Used by experiments/stubborn_gossip.py; series and estimates in, PNG out.
 

@@ -507,6 +507,28 @@ def test_plot_draws_no_empty_figure_for_a_metric_never_measured(tmp_path, capsys
             "record)") in err
 
 
+def test_plot_skips_metrics_constant_over_the_sweep(tmp_path, capsys):
+    """(user trial 15) dtsim plot drew a figure per metric, constants such as ``workers`` too
+    (70 figures, 72 s): a metric the same at every point gets no figure but a note naming it
+    and its value; ``--metric NAME`` still draws it (and only it)."""
+    f = write_experiment(tmp_path / "tiny.py", extra=', "workers": 3.0')
+    out = tmp_path / "o"
+    assert main(["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert (out / "rate.png").exists() and (out / "u.png").exists()
+    assert not (out / "workers.png").exists()
+    assert ("dtsim plot: note: no figure for the metrics the same at every point (--metric NAME "
+            "draws one): workers=3") in err
+    (out / "rate.png").unlink()
+    assert main(["plot", str(out), "--metric", "workers"]) == 0
+    assert (out / "workers.png").exists() and not (out / "rate.png").exists()
+    assert main(["plot", str(out), "--metric", "nope"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(
+        "dtsim plot: error: 'metric' must be a metric measured in these results (rate, u, workers")
+
+
 MARKING = '''"""Writes a marker file when imported: a results folder must never run it."""
 from pathlib import Path
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -255,3 +256,67 @@ def test_drop_rate_without_drops_prints_below_a_bound(capsys):
     out = json.loads(capsys.readouterr().out)
     lo, hi = out["drop_rate_ci"]
     assert 0 <= lo <= out["drop_rate"] <= hi <= 1
+
+
+_NET = """# three hosts on a switch; h0's link is the slow one
+h0 sw 1ms 1Gbit/s
+h1 sw 1ms 100Gbit/s
+h2 sw 1ms 100Gbit/s
+"""
+_EVENTS = {"h0": "h0,0,up\nh0,30,down\nh0,90,up\n", "h1": "h1,0,up\nh1,50,down\nh1,52,up\n",
+           "h2": "h2,0,up\nh2,70,down\nh2,71,up\n"}
+_SPEC = "events:worker=host,time=t,event=e"
+
+
+def _named(tmp_path, order, **kw):
+    """A 1-stage, 3-replica all-reduce run on hosts h0..h2 replaying an event log whose boot
+    rows list the hosts in ``order``."""
+    net = tmp_path / "three.edges"
+    net.write_text(_NET)
+    log = tmp_path / f"log_{''.join(order)}.csv"
+    log.write_text("host,t,e\n" + "".join(_EVENTS[h] for h in order))
+    return TrainingConfig(stages=1, replicas=3, microbatches=3, steps=100, forward_time=0.1,
+                          param_size=1e8, network=str(net), network_nodes=(("h0", "h1", "h2"),),
+                          failure_trace=TraceReplay(str(log), format=_SPEC, loop=True), **kw)
+
+
+def test_a_trace_named_as_the_hosts_is_replayed_by_name(tmp_path):
+    """(user trial 15) A trace's instances took worker slots in the order they first came up,
+    so a log listing the regions in another order than the network's hosts had the wrong
+    worker fail, silently. Named as the run's hosts, each worker now replays its own host's
+    instance: the log's row order no longer matters, and the run equals the one whose rows
+    are in host order (the slot order then agrees)."""
+    a = _named(tmp_path, ("h0", "h1", "h2"))
+    b = _named(tmp_path, ("h2", "h1", "h0"))
+    ra = training_model(a, Streams(0).replication(0))
+    rb = training_model(b, Streams(0).replication(0))
+    assert ra == rb
+    assert a.trace_names == b.trace_names == ("h0", "h1", "h2")
+    # slot by slot, the reversed log has s0r0 (on h0, the slow link) replay h2's outages (its
+    # instances renamed n0..n2, named as no host): the numbers differ, so the test sees a mapping
+    other = tmp_path / "other.csv"
+    other.write_text("host,t,e\n" + "".join(_EVENTS[h] for h in ("h2", "h1", "h0")).replace(
+        "h", "n"))
+    slot = replace(b, failure_trace=TraceReplay(str(other), format=_SPEC, loop=True))
+    assert slot.trace_names is None
+    rs = training_model(slot, Streams(0).replication(0))
+    assert rs["throughput"] < 0.95 * ra["throughput"]
+
+
+def test_a_trace_named_partly_as_the_hosts_is_refused(tmp_path):
+    """Some instances named as hosts and some not: refused in one line rather than guessed;
+    none named so: slot k on worker k, as before (trace_names None)."""
+    cfg = _named(tmp_path, ("h0", "h1", "h2"))
+    log = tmp_path / "partly.csv"
+    log.write_text("host,t,e\n" + _EVENTS["h0"] + _EVENTS["h1"] + _EVENTS["h2"].replace("h2", "x9"))
+    with pytest.raises(ConfigError, match=r"^'failure_trace' must be a trace whose instances are "
+                                          r"all named as workers or hosts of the run .*"
+                                          r"\(2 of 3 instances named so, e\.g\. h0; not x9\)'$"):
+        replace(cfg, failure_trace=TraceReplay(str(log), format=_SPEC))
+    other = tmp_path / "other.csv"
+    other.write_text("host,t,e\n" + "".join(_EVENTS[h] for h in ("h0", "h1", "h2")).replace(
+        "h", "n"))
+    assert replace(cfg, failure_trace=TraceReplay(str(other), format=_SPEC)).trace_names is None
+    with pytest.raises(ConfigError, match=r"^'trace_model' must be trace when"):
+        replace(cfg, failure_trace=TraceReplay(str(tmp_path / "log_h0h1h2.csv"), format=_SPEC,
+                                               model="fitted"))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from sim.errors import ConfigError
+from sim.training import TrainingConfig
 from sim.units import (
     BASE_UNITS,
     PREFIXES,
@@ -190,17 +191,54 @@ def test_a_config_given_a_text_with_a_unit_says_how_to_give_it():
     """(user trial 3) ``TrainingConfig(param_size="20GB")`` in an experiment script said
     ``'param_size' must be >= 0: '20GB'``, as if 20GB were negative: only the command line
     and files read units. The line now says the config takes a number in base units and what
-    reads the text; a text without a unit keeps the line it had."""
-    from sim.training import TrainingConfig
+    reads the text; a text without a unit keeps the line it had. (TrainingConfig takes such
+    texts since user trial 15, below; PipelineConfig still refuses them so.)"""
+    from sim.pipeline import PipelineConfig
 
     hint = ("a number in base units (B, B/s, s; a text with a unit is read by "
             "sim.units.parse(text, kind, name))")
-    for kw, rule in ((dict(param_size="20GB"), ">= 0"), (dict(bandwidth="40Gbit/s"), "> 0"),
+    for kw, rule in ((dict(transfer_size="20GB"), ">= 0"), (dict(bandwidth="40Gbit/s"), "> 0"),
                      (dict(latency="100ms"), ">= 0")):
         with pytest.raises(ConfigError) as e:
-            TrainingConfig(**kw)
+            PipelineConfig(**kw)
         (name, text), = kw.items()
         assert str(e.value) == f"'{name}' must be {rule}, {hint}: '{text}'"
-    with pytest.raises(ConfigError) as e:
-        TrainingConfig(param_size="abc")
-    assert str(e.value) == "'param_size' must be >= 0: 'abc'"
+    for cls in (PipelineConfig, TrainingConfig):
+        name = "transfer_size" if cls is PipelineConfig else "param_size"
+        with pytest.raises(ConfigError) as e:
+            cls(**{name: "abc"})
+        assert str(e.value) == f"'{name}' must be >= 0: 'abc'"
+
+
+def test_config_fields_with_a_dimension_take_unit_texts():
+    """(user trial 15) ``TrainingConfig(mtbf="30min")`` in an experiment script was refused while
+    the network text of the same config took units: every time, size and rate field now takes a
+    text with a unit (sim.units), stored as the number the CLI would store; plain numbers and
+    the config built from them are unchanged."""
+    from sim.training.config import QUANTITY_FIELDS
+
+    kw = dict(stages=2, replicas=3, microbatches=3)
+    given = TrainingConfig(**kw, mtbf="30min", replace_time="2min", param_size="2.6GB",
+                           activation_size="16MiB", bandwidth="400Mbit/s",
+                           forward_time=("300ms", 0.25), latency="35ms", max_wait="5min",
+                           checkpoint_cost="1.5s", restart_cost="90s",
+                           stall_limit="1h", optimizer_time="20ms")
+    plain = TrainingConfig(**kw, mtbf=1800.0, replace_time=120.0, param_size=2.6e9,
+                           activation_size=16 * 2**20, bandwidth=5e7, forward_time=(0.3, 0.25),
+                           latency=0.035, max_wait=300.0, checkpoint_cost=1.5,
+                           restart_cost=90.0, stall_limit=3600.0,
+                           optimizer_time=0.02)
+    assert given == plain
+    for name in QUANTITY_FIELDS:
+        assert getattr(given, name) == getattr(plain, name), name
+    assert given.forward_time == (0.3, 0.25) and given.bandwidth == 5e7
+    net = dict(stages=1, replicas=2, network="complete:n=2,bandwidth=1GB/s")
+    assert (TrainingConfig(**net, bucket_size="25MB", nic="100Gbit/s")
+            == TrainingConfig(**net, bucket_size=2.5e7, nic=1.25e10))
+    # a time or rate with a unit is in seconds: refused on another clock, as dtsim train --hour
+    with pytest.raises(ConfigError, match=r"^'hour' must be 3600 \(time units of one second\) "
+                                          r"when a rate or time is given with a unit \(30min\)"):
+        TrainingConfig(**kw, mtbf="30min", hour=60.0)
+    assert TrainingConfig(**kw, param_size="2GB", hour=60.0).param_size == 2e9  # a size is not
+    with pytest.raises(ConfigError, match=r"^'mtbf' must be a time"):
+        TrainingConfig(**kw, mtbf="30 parsecs")

@@ -478,7 +478,16 @@ class Fixtures:
                 NAME = "unitvalue"
                 from sim.training import TrainingConfig, training_model
                 BASE = TrainingConfig(stages=1, replicas=2, steps=2)
-                FACTORS = {"param_size": ["20GB"]}
+                FACTORS = {"param_size": ["20 parsecs"]}
+                REPLICATIONS = 1
+                def model(config, streams):
+                    return training_model(config, streams)
+            """,
+            "unithour": """
+                NAME = "unithour"
+                from sim.training import TrainingConfig, training_model
+                BASE = TrainingConfig(stages=1, replicas=2, steps=2, hour=60.0)
+                FACTORS = {"mtbf": ["30min"]}
                 REPLICATIONS = 1
                 def model(config, streams):
                     return training_model(config, streams)
@@ -868,7 +877,11 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("run/factor-not-a-field", R(str(exp["badfactor"]), "--out", str(T / "o5")), refuse("availabilty"))
     add("run/factor-bad-value", R(str(exp["badvalue"]), "--out", str(T / "o6")), refuse("availability"))
     add("run/factor-text-with-unit", R(str(exp["unitvalue"]), "--out", str(T / "o6u")),
-        refuse("param_size"), note="user trial 3: said must be >= 0: '20GB'; now how to give it")
+        refuse("param_size"), note="user trial 3: said must be >= 0: '20GB'; TrainingConfig "
+        "reads units since user trial 15 (20GB is 2e10): an unknown unit is refused")
+    add("run/factor-time-with-unit-off-the-second", R(str(exp["unithour"]), "--out",
+                                                      str(T / "o6h")), refuse("hour"),
+        note="a time with a unit is in seconds: refused on a clock of hour=60, as --hour")
     add("run/model-refuses-its-point", R(str(exp["modelrefuses"]), "--out", str(T / "o6m"),
                                          "--executor", "serial"),
         refuse("sync"), allow_work=True,
@@ -1529,6 +1542,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                 "short-row": good + "2024-03-01T12:20:00Z,i-a\n",
                 "never-up": head + "5,i-a,preempted\n9,i-a,preempted\n",
                 "no-column": "ts,id,ev\n1,a,launched\n",
+                "partly-named": head + "1,s0r0,launched\n5,i-x,launched\n9,s0r0,preempted\n",
             }
             for name, text in logs.items():
                 f = str(fx._write(f"events/{name}.csv", text))
@@ -1548,6 +1562,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
                         dtsim("train", "--steps", "1", "--failure-trace",
                               str(fx.root / "events" / "unknown-word.csv"), "--trace-format", ev),
                         refuse("failure_trace"))
+                elif name == "partly-named":
+                    add("train/events-instances-partly-named-as-workers",
+                        dtsim("train", "--steps", "1", "--failure-trace", f, "--trace-format", ev),
+                        refuse("failure_trace"),
+                        note="user trial 15: by name when all are workers/hosts, slot order "
+                             "when none; some is refused rather than guessed")
                 else:
                     add(f"trace/events-{name}", TC("stats", f, "--trace-format", ev),
                         refuse("trace"))
@@ -2643,6 +2663,10 @@ def hardening_cases(fx: Fixtures) -> list[Case]:
                                                  good), refuse("experiment"),
         note="named, a file without analyse() is refused, not replaced by default figures")
     add("plot/manifest-wrong-type", dtsim("plot", str(H / "wrong_type")), refuse("OUTDIR"))
+    add("plot/metric-unknown", dtsim("plot", str(H / "planted"), "--metric", "nope"),
+        refuse("metric"), note="--metric names a metric the results measured")
+    add("plot/metric-with-experiment", dtsim("plot", str(H / "planted"), "--metric", "x",
+                                             "--experiment", good), refuse("metric"))
     add("plot/manifest-damaged", dtsim("plot", str(H / "damaged")), refuse("OUTDIR"))
     add("trace/stats-skypilot-nested-100000", dtsim("trace", "stats", str(fx.nested_json)),
         refuse("trace"), note="was a RecursionError")

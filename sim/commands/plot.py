@@ -2,8 +2,8 @@
 ``dtsim plot --timeline FILE``: draw a run's timeline as a Gantt chart.
 
 A results folder is data, never code: its CSV files and ``manifest.json`` are
-read and checked, and the default figures (one per metric against the first
-factor) are drawn from them alone. The Python file whose path the manifest
+read and checked, and the default figures (one per metric that varies over the
+sweep, against the first factor; ``--metric NAME`` for named ones) are drawn from them alone. The Python file whose path the manifest
 records is never imported or run. An experiment's own ``analyse(results,
 out_dir)`` runs only when the user names the experiment file on the command
 line (``--experiment FILE``), as ``dtsim run FILE`` would run it.
@@ -49,6 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "name only a file you trust (default: no code runs; one figure per metric "
                         "is drawn from the stored data, and the file the folder's manifest names "
                         "is never run)")
+    p.add_argument("--metric", action="append", default=None, metavar="NAME",
+                   help="draw only this metric's default figure, even if it is the same at every "
+                        "point (repeat for several; default: every metric that varies over the "
+                        "sweep, the constant ones named in one line)")
 
 
 def _bad(outdir: str | Path, why: str) -> ConfigError:
@@ -201,6 +205,8 @@ def run(args: argparse.Namespace) -> int:
         return _timeline(args)
     check(args.out is None, "out", "given only with --timeline", args.out)
     check(not args.overwrite, "overwrite", "given only with --timeline", True)
+    check(args.metric is None or args.experiment is None, "metric",
+          "not given with --experiment (its analyse() draws its own figures)", args.metric)
     check(args.outdir is not None, "OUTDIR", "a results folder (or --timeline FILE)", None)
     manifest, result = load_result(args.outdir)
     out = Path(args.outdir)
@@ -209,20 +215,34 @@ def run(args: argparse.Namespace) -> int:
         exp = _analyse(args, manifest, result, out)
         run_analyse(exp, result, out)  # what the user's analyse raises: one line, exit 1
     else:
-        from ..plotting import plot_summary_table, unmeasured
+        from ..plotting import constant, plot_summary_table, unmeasured
 
         _declared(manifest, result, args.outdir)
+        summary = result.summary()
+        skipped = unmeasured(summary, result.metrics)
+        metrics = list(result.metrics)
+        for m in args.metric or ():
+            check(m in metrics and m not in skipped, "metric",
+                  "a metric measured in these results (" + ", ".join(
+                      x for x in metrics if x not in skipped)[:300] + ")", m)
         if manifest.get("file"):
             print(f"dtsim plot: note: default figures from the stored data; the experiment's own "
                   f"analyse() runs only when named: dtsim plot {args.outdir} --experiment FILE",
                   file=sys.stderr)
-        summary = result.summary()
-        skipped = unmeasured(summary, result.metrics)
-        if skipped:
-            print(f"dtsim plot: note: no figure for {', '.join(skipped)}: not measured at any "
-                  "point (NaN in every record)", file=sys.stderr)
+        if args.metric is not None:
+            metrics = list(dict.fromkeys(args.metric))
+        else:
+            if skipped:
+                print(f"dtsim plot: note: no figure for {', '.join(skipped)}: not measured at "
+                      "any point (NaN in every record)", file=sys.stderr)
+            same = constant(summary, [m for m in metrics if m not in skipped])
+            if same:
+                print("dtsim plot: note: no figure for the metrics the same at every point "
+                      "(--metric NAME draws one): "
+                      + ", ".join(f"{m}={v:g}" for m, v in same.items()), file=sys.stderr)
+            metrics = [m for m in metrics if m not in same]
         try:
-            plot_summary_table(summary, result.factors, result.metrics, out)
+            plot_summary_table(summary, result.factors, metrics, out)
         except (TypeError, ValueError) as exc:  # stored values that cannot be drawn
             raise SimulationError(f"cannot draw the stored results of {out} "
                                   f"({one_line(exc)})") from None

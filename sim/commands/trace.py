@@ -273,7 +273,9 @@ def _stats(args: argparse.Namespace) -> int:
     print_unit_note(tr, indent="")
     if slots is not None:
         print("worker slots (worker k replays slot k; dtsim train: s{j}r{i} is slot k in "
-              "stage-major order), the instances each held under policy recent:")
+              "stage-major order, unless every instance is named as a worker or host of the "
+              "run: then each worker replays its own by name), the instances each held under "
+              "policy recent:")
         for k, ids in enumerate(slots):
             more = f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else ""
             print(f"  slot {k}: {', '.join(ids[:_SHOWN])}{more}")

@@ -40,6 +40,7 @@ from ..training import (
     SYNCS,
     TrainingConfig,
     read_speeds,
+    replica_name,
 )
 from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
@@ -682,6 +683,12 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
 NOTICES = {"aws": 120.0, "gcp": 30.0}
 
 
+def _instances(cfg: TrainingConfig, names: tuple[str | None, ...]) -> dict[str, str | None]:
+    """Worker ``s{j}r{i}`` -> the trace instance it replays by name (None: up throughout)."""
+    ws = [replica_name(j, i) for j, r in enumerate(cfg.replicas) for i in range(r)]  # type: ignore[arg-type]
+    return dict(zip(ws, names, strict=True))
+
+
 def _notice(text: str | None, hour: float) -> float:
     """``--preemption-notice`` in the run's time units (``hour`` of them make an hour).
 
@@ -1121,6 +1128,9 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
         # the unit its times were read in when the file does not say and --time-unit was not
         # given ("s"; None when known, and for a by-name CSV, in the run's own time units)
         out["trace_time_unit_assumed"] = assumed_unit(cfg.failure_trace)
+        names = cfg.trace_names
+        if names is not None:  # instances named as the workers or hosts: replayed by name
+            out["trace_instances"] = _instances(cfg, names)
     out.update(replications=replications, steps=cfg.steps, microbatches=cfg.microbatches,
                seed=seed)
     return out
@@ -1408,13 +1418,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {every}, restart {cc['restart']:.4g} s{io}, full formation: "
                   f"{cc['source']}")
     if cfg.failure_trace is not None:
-        how = "by worker name" if out["trace_policy"] is None else f"policy {out['trace_policy']}"
+        how = "by worker name" if out["trace_policy"] is None else (
+            "by instance name" if "trace_instances" in out else f"policy {out['trace_policy']}")
         if out["trace_resample"] not in (None, "none"):
             how += f", resample {out['trace_resample']}"
         if out["trace_model"] not in (None, "trace"):
             how += f", model {out['trace_model']}"
         print(f"failure trace {out['failure_trace']} ({how}): worker availability "
               f"{out['worker_availability_ci']}")
+        if "trace_instances" in out:
+            pairs = [f"{w}={n if n is not None else '(none: up)'}"
+                     for w, n in out["trace_instances"].items()]
+            print(f"  instances replayed by name (named as the run's workers or hosts): "
+                  f"{', '.join(pairs[:12])}{', ...' if len(pairs) > 12 else ''}")
+        elif out["trace_policy"] is not None:
+            print("  slot k replayed on worker k (s{j}r{i} stage-major): the trace's instances "
+                  "are named as none of the run's workers or hosts")
         print_unit_note(cfg.failure_trace)
         # the JSON's preemptions are the spot model's: say where the trace's removals are
         counted = "losses (strategy_counts.losses), " if "strategy_counts" in out else ""

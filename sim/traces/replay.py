@@ -75,6 +75,7 @@ from .readers import TIME_UNITS, check_format, trace_digest
 from .registry import load_trace, trace_bytes
 
 __all__ = ["POLICIES", "RESAMPLING", "MODELS", "TraceReplay", "slot_patterns", "slot_nodes",
+           "node_patterns",
            "block_bootstrap",
            "trace_slots", "TraceEnded", "end_guard", "attach"]
 
@@ -197,23 +198,7 @@ def slot_patterns(trace: AvailabilityTrace, *, policy: str = "recent",
         dom = [0] * n
     end = trace.end
     if trace.reuse and trace.nodes is not None:  # dtsim CSV: one slot per named worker
-        names = list(dict.fromkeys(s.node for s in trace.nodes))
-        index = {w: k for k, w in enumerate(names)}
-        ups: list[list[Interval]] = [[] for _ in names]
-        for sp in trace.nodes:
-            ups[index[sp.node]].append((sp.start, end if sp.end is None else sp.end))
-        out = []
-        for spans in ups:
-            spans.sort()
-            downs, t = [], 0.0
-            for s, e in spans:
-                if s > t:
-                    downs.append((t, s))
-                t = max(t, e)
-            if t < end:
-                downs.append((t, end))
-            out.append(tuple(downs))
-        return out
+        return list(node_patterns(trace).values())
     slots = _Slots(n, dom, policy, rng)
     if trace.nodes is not None:  # event trace: removals by identity, joins by the policy
         _walk_nodes(trace, slots)
@@ -233,6 +218,28 @@ def slot_patterns(trace: AvailabilityTrace, *, policy: str = "recent",
             slots.set_up(slots.pick_returning(), t)
         prev = c
     return slots.finish(end)
+
+
+def node_patterns(trace: AvailabilityTrace) -> dict[str, tuple[Interval, ...]]:
+    """Down intervals of every named instance of a trace with identity over ``[0, end]``, by
+    name in the order of first appearance: the complement of its up periods (down before its
+    first up and after its last down). Empty for a count trace."""
+    end = trace.end
+    ups: dict[str, list[Interval]] = {}
+    for sp in trace.nodes or ():
+        ups.setdefault(sp.node, []).append((sp.start, end if sp.end is None else sp.end))
+    out = {}
+    for name, spans in ups.items():
+        spans.sort()
+        downs, t = [], 0.0
+        for s, e in spans:
+            if s > t:
+                downs.append((t, s))
+            t = max(t, e)
+        if t < end:
+            downs.append((t, end))
+        out[name] = tuple(downs)
+    return out
 
 
 def _walk_nodes(trace: AvailabilityTrace, slots: _Slots) -> list[list[str]]:
@@ -453,6 +460,40 @@ class TraceReplay:
             return math.inf
         return (self.load().end - self.start) / self.speedup
 
+    def by_name(self, workers: Sequence[Sequence[Any]]) -> tuple[str | None, ...] | None:
+        """The instance each worker replays when the trace's instances are named as the run's
+        workers or hosts; None (slot ``k`` on worker ``k``) when none is.
+
+        ``workers[k]`` are worker ``k``'s names (its own, its host's; names that are not
+        text never match). A trace whose every instance name is among them is replayed by
+        name: a worker replays the instance named as it (its first name that is one), or none
+        (up throughout) if the trace has no instance of its names. Some of the instances
+        named so and some not is refused in one line, and so is a replay that keeps no names
+        (``model="fitted"``, ``resample="block"``) of a trace named so.
+        """
+        tr = self.load()
+        if tr.nodes is None:  # a count trace: no names
+            return None
+        inst = list(dict.fromkeys(sp.node for sp in tr.nodes))
+        known = {n for names in workers for n in names if isinstance(n, str)}
+        hit = [n for n in inst if n in known]
+        if not hit:
+            return None
+        miss = [n for n in inst if n not in known]
+        check(not miss, "failure_trace", "a trace whose instances are all named as workers or "
+              "hosts of the run (replayed by name) or none of them (replayed slot by slot)",
+              f"{self.trace} ({len(hit)} of {len(inst)} instances named so, e.g. {hit[0]}; "
+              f"not {', '.join(miss[:3])}{', ...' if len(miss) > 3 else ''})")
+        check(self.model == "trace", "trace_model", "trace when its instances are named as the "
+              "run's workers or hosts (replayed by name; a fitted trace has no names)",
+              self.model)
+        check(self.resample != "block", "trace_resample", "none or offset when the trace's "
+              "instances are named as the run's workers or hosts (replayed by name; a block "
+              "bootstrap keeps no names)", self.resample)
+        have = set(inst)
+        return tuple(next((n for n in names if isinstance(n, str) and n in have), None)
+                     for names in workers)
+
     def check_workers(self, workers: int, *, name: str = "workers") -> None:
         """Refuse more workers than slots unless the policy tiles."""
         if not self.policy_parts[1]:
@@ -491,7 +532,8 @@ class TraceReplay:
         return integral(tr) / (S * P)
 
     def worker_intervals(self, workers: int, *, streams: Streams,
-                         domain_of: Sequence[int] | None = None) -> list[Iterator[Interval]]:
+                         domain_of: Sequence[int] | None = None,
+                         names: Sequence[str | None] | None = None) -> list[Iterator[Interval]]:
         """Down intervals in simulated time, one lazy iterator per worker.
 
         Parameters
@@ -503,6 +545,9 @@ class TraceReplay:
             ``trace:resample`` for offsets and blocks.
         domain_of : sequence of int, optional
             Failure domain of each worker (``domain`` policy).
+        names : sequence of str or None, optional
+            The instance each worker replays by name (:meth:`by_name`; None: up throughout);
+            not given: slot ``k`` on worker ``k`` by the policy.
 
         Returns
         -------
@@ -510,6 +555,9 @@ class TraceReplay:
             Sorted, disjoint ``(start, end)`` intervals (``end`` may be ``inf``
             at an open end); zero-length ones are instantaneous outages.
         """
+        if names is not None:
+            check(len(names) == workers, "names", f"one per worker ({workers})", len(names))
+            return self._named_intervals(names, streams)
         self.check_workers(workers)
         tr = self.load()
         leave, tile = self.policy_parts
@@ -533,6 +581,18 @@ class TraceReplay:
             out.append(_replay(patterns[slot], P, offset, self.speedup,
                                loop=self.loop or copies > 1))
         return out
+
+
+    def _named_intervals(self, names: Sequence[str | None],
+                         streams: Streams) -> list[Iterator[Interval]]:
+        """Each worker's instance's own down intervals (none for None), in simulated time."""
+        tr = self.load()
+        start = self.start
+        if self.resample == "offset":
+            start = float(streams.rng("trace:resample").uniform(0.0, tr.end))
+        patterns = node_patterns(tr)
+        return [_replay(patterns[n] if n is not None else (), tr.end, start, self.speedup,
+                        loop=self.loop) for n in names]
 
 
 def _replay(pattern: tuple[Interval, ...], P: float, offset: float, speedup: float, *,
@@ -595,7 +655,8 @@ def end_guard(env: simpy.Environment, replay: TraceReplay):
 
 
 def attach(model: Any, replay: TraceReplay, workers: Sequence[tuple[str, Any]], *,
-           streams: Streams, domain_of: Sequence[int] | None = None) -> list[Any]:
+           streams: Streams, domain_of: Sequence[int] | None = None,
+           names: Sequence[str | None] | None = None) -> list[Any]:
     """Add replayed workers to a :class:`sim.failures.FailureModel` (the plug-in API).
 
     Parameters
@@ -609,6 +670,8 @@ def attach(model: Any, replay: TraceReplay, workers: Sequence[tuple[str, Any]], 
         The replication's streams.
     domain_of : sequence of int, optional
         Failure domain of each worker for the ``domain`` policy.
+    names : sequence of str or None, optional
+        The instance each worker replays by name (:meth:`TraceReplay.by_name`).
 
     Returns
     -------
@@ -616,7 +679,8 @@ def attach(model: Any, replay: TraceReplay, workers: Sequence[tuple[str, Any]], 
         The added workers; a guard process ends the run with :class:`TraceEnded`
         if it outlasts a trace that does not loop.
     """
-    ivs = replay.worker_intervals(len(workers), streams=streams, domain_of=domain_of)
+    ivs = replay.worker_intervals(len(workers), streams=streams, domain_of=domain_of,
+                                  names=names)
     out = [model.add_worker(name, parent, trace=iv)
            for (name, parent), iv in zip(workers, ivs, strict=True)]
     model.env.process(end_guard(model.env, replay))

@@ -32,6 +32,7 @@ from ..errors import (
     read_csv_text,
 )
 from ..failures import DISTRIBUTIONS, check_law, check_shape, read_trace
+from ..units import RATE, SIZE, TIME, parse_quantity, written_with_unit
 from .routing import speed_rows
 from .sync import KINDS, DilocoSync, parse_sync
 
@@ -275,6 +276,51 @@ def read_speeds(path: str | Path, stages: int) -> tuple[tuple[tuple[float, ...],
         speeds.append(tuple(table[(j, i)][0] for i in range(n)))
         prices.append(tuple(table[(j, i)][1] for i in range(n)))
     return tuple(speeds), (tuple(prices) if priced else None)  # type: ignore[return-value]
+
+
+#: The fields of :class:`TrainingConfig` that take a time (in the run's time units: seconds
+#: unless ``hour`` says otherwise), a size (bytes) or a rate (bytes per time unit); each takes a
+#: plain number as before or a text with a unit (``sim.units``), as the CLI options do.
+QUANTITY_FIELDS = {
+    **dict.fromkeys(("forward_time", "backward_times", "latency", "optimizer_time",
+                     "mean_downtime", "domain_downtime", "mtbf", "replace_time",
+                     "detection_timeout", "max_wait", "checkpoint_cost", "restart_cost",
+                     "max_time", "notice", "stall_limit"), TIME),
+    **dict.fromkeys(("param_size", "activation_size", "bucket_size", "tied_allreduce_size"),
+                    SIZE),
+    **dict.fromkeys(("bandwidth", "nic"), RATE),
+}
+
+
+def _read_units(c: Any) -> None:
+    """Replace every text with a unit in ``c``'s :data:`QUANTITY_FIELDS` (a tuple's items too)
+    by its value in base units; plain numbers, and texts without a unit, stay as given (the
+    checks that follow judge them). A time or rate with a unit is in seconds, so it is refused
+    unless ``hour`` is 3600 (the time unit a second), as ``dtsim train --hour`` refuses it."""
+    timed = []
+
+    def read(name: str, kind: str, v: Any) -> Any:
+        if not (isinstance(v, str) and written_with_unit(v)):
+            return v
+        q = parse_quantity(v, kind, name)
+        if kind in (TIME, RATE):
+            timed.append(q)
+        return q.value
+
+    for name, kind in QUANTITY_FIELDS.items():
+        v = getattr(c, name)
+        new = (tuple(read(name, kind, x) for x in v) if isinstance(v, tuple)
+               else read(name, kind, v))
+        if new is not v and new != v:
+            object.__setattr__(c, name, new)
+    hour = c.hour
+    if timed and not (_is_number(hour) and float(hour) == 3600.0):
+        raise ConfigError("hour", f"3600 (time units of one second) when a rate or time is "
+                          f"given with a unit ({timed[0].text.strip()})", hour)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 @dataclass(frozen=True)
@@ -668,6 +714,7 @@ class TrainingConfig:
     group_steps: tuple[tuple[tuple[str, Any], ...], ...] | None = None
 
     def __post_init__(self) -> None:
+        _read_units(self)  # "30min", "2.6GB", "400Mbit/s": the numbers they are, as the CLI reads them
         L = check_int("stages", self.stages, low=1)
         check_memory("stages", L, L * BYTES_PER_STAGE)  # before the per-stage tuples
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -750,7 +797,6 @@ class TrainingConfig:
             check(isinstance(self.failure_trace, TraceReplay), "failure_trace",
                   "a CSV path of workers s{stage}r{replica} or a sim.traces.TraceReplay",
                   self.failure_trace)
-            self.failure_trace.check_workers(self.workers)
             check(self.availability == 1.0, "availability",
                   "1 with a replayed failure trace (the trace sets every worker's up and "
                   "down times)", self.availability)
@@ -837,6 +883,9 @@ class TrainingConfig:
                   f"given with failures under {what} (a framework run restarts from its last "
                   "checkpoint)", self.restart_cost)
         self._check_network()
+        if self.failure_trace is not None and not isinstance(self.failure_trace, str):
+            if self.trace_names is None:  # slot k on worker k: at most the trace's slots
+                self.failure_trace.check_workers(self.workers)
         self._check_sync()
         self._check_diloco()
         self._check_finite()
@@ -1444,6 +1493,21 @@ class TrainingConfig:
     def overlapped_sync(self) -> bool:
         """Whether the gradient all-reduce overlaps the backward pass (``overlap=backward``)."""
         return self.sync_spec.get("overlap") == "backward"
+
+    @property
+    def trace_names(self) -> tuple[str | None, ...] | None:
+        """With a replayed trace (:class:`sim.traces.TraceReplay`) whose instances are named as
+        this run's workers (``s{j}r{i}``) or their hosts (``network_nodes``): the instance each
+        worker replays, stage-major (None: a worker the trace does not name, up throughout);
+        None when the trace is replayed slot by slot (its instances named as none of them,
+        or a count trace). Some named so and some not is refused
+        (:meth:`sim.traces.TraceReplay.by_name`)."""
+        ft = self.failure_trace
+        if ft is None or isinstance(ft, str):
+            return None
+        hosts = self.network_nodes
+        return ft.by_name([(replica_name(j, i),) + ((hosts[j][i],) if hosts else ())
+                           for j, r in enumerate(self.replicas) for i in range(r)])  # type: ignore[arg-type]
 
     @property
     def workers(self) -> int:

@@ -93,13 +93,23 @@ def draw_speeds(config: TrainingConfig, streams: Streams) -> tuple[tuple[float, 
                  for r in reps)  # type: ignore[union-attr]
 
 
+def _slot_names(c: TrainingConfig, slots: list[tuple[str, int, int]]) -> list[str | None] | None:
+    """The instance each of ``slots`` replays by name (``c.trace_names``), or None."""
+    names = c.trace_names
+    if names is None:
+        return None
+    first = [sum(c.replicas[:j]) for j in range(len(c.replicas))]  # type: ignore[index,arg-type]
+    return [names[first[j] + i] for _, j, i in slots]
+
+
 def build_failures(env: simpy.Environment, config: TrainingConfig, streams: Streams,
                    slots: list[tuple[str, int, int]]) -> tuple[FailureModel, list[Any]]:
     """The failure model of ``config``'s workers (not started) and its workers, in slot order.
 
     ``slots`` are ``(name, stage, replica)`` in stage-major order. The
     placement's domains come first; then either a replayed trace (slot ``k``
-    on worker ``k``, the stages as the domain policy's domains), or each
+    on worker ``k``, the stages as the domain policy's domains; by name when its
+    instances are named as the workers or their hosts: ``config.trace_names``), or each
     worker's availability model, a named CSV trace overriding it by name. The
     training DES and the strategies' job engine build the same model, so a
     seed gives both the same failures.
@@ -119,7 +129,8 @@ def build_failures(env: simpy.Environment, config: TrainingConfig, streams: Stre
         replayed = attach(fm, c.failure_trace,
                           [(name, ch[-1] if ch else None) for (name, _, _), ch in zip(
                               slots, parents, strict=True)],
-                          streams=streams, domain_of=[j for _, j, _ in slots])
+                          streams=streams, domain_of=[j for _, j, _ in slots],
+                          names=_slot_names(c, slots))
     workers = []
     for k, (name, j, i) in enumerate(slots):
         if replayed is not None:
