@@ -320,3 +320,14 @@ def test_a_trace_named_partly_as_the_hosts_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"^'trace_model' must be trace when"):
         replace(cfg, failure_trace=TraceReplay(str(tmp_path / "log_h0h1h2.csv"), format=_SPEC,
                                                model="fitted"))
+
+
+def test_a_trace_replayed_by_name_refuses_a_tiling_policy(tmp_path):
+    """(lead, after smallfix6) Replayed by name, each worker replays its own instance: a
+    ``+tile`` policy (copies of the trace for workers beyond its slots) was taken and ignored."""
+    from sim.errors import ConfigError
+
+    a = _named(tmp_path, ("h0", "h1", "h2"))
+    tiled = replace(a.failure_trace, policy=a.failure_trace.policy_parts[0] + "+tile")
+    with pytest.raises(ConfigError, match=r"'trace_policy' must be without \+tile when the "):
+        replace(a, failure_trace=tiled)

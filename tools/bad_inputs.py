@@ -1543,6 +1543,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                 "never-up": head + "5,i-a,preempted\n9,i-a,preempted\n",
                 "no-column": "ts,id,ev\n1,a,launched\n",
                 "partly-named": head + "1,s0r0,launched\n5,i-x,launched\n9,s0r0,preempted\n",
+                "named-tiled": head + "1,s0r0,launched\n9,s0r0,preempted\n",
             }
             for name, text in logs.items():
                 f = str(fx._write(f"events/{name}.csv", text))
@@ -1562,6 +1563,12 @@ def build_cases(fx: Fixtures) -> list[Case]:
                         dtsim("train", "--steps", "1", "--failure-trace",
                               str(fx.root / "events" / "unknown-word.csv"), "--trace-format", ev),
                         refuse("failure_trace"))
+                elif name == "named-tiled":
+                    add("train/events-named-as-workers-with-tile-policy",
+                        dtsim("train", "--steps", "1", "--failure-trace", f, "--trace-format", ev,
+                              "--trace-policy", "recent+tile"),
+                        refuse("trace_policy"),
+                        note="FIXED (lead): replayed by name, +tile was taken and ignored")
                 elif name == "partly-named":
                     add("train/events-instances-partly-named-as-workers",
                         dtsim("train", "--steps", "1", "--failure-trace", f, "--trace-format", ev),

@@ -490,6 +490,9 @@ class TraceReplay:
         check(self.resample != "block", "trace_resample", "none or offset when the trace's "
               "instances are named as the run's workers or hosts (replayed by name; a block "
               "bootstrap keeps no names)", self.resample)
+        check(not self.policy_parts[1], "trace_policy", "without +tile when the trace's "
+              "instances are named as the run's workers or hosts (replayed by name: a worker "
+              "replays its own instance, no copy of the trace is tiled)", self.policy)
         have = set(inst)
         return tuple(next((n for n in names if isinstance(n, str) and n in have), None)
                      for names in workers)
