@@ -141,8 +141,10 @@ def test_a_formation_cost_failures_always_interrupt_is_refused_before_any_work(s
     # a sleep longer than the watchdog's horizon: the job never relaunched after its first
     # failure, and the stall's reason blamed the workers
     ("checkpoint-restart:settle=1e300",
-     "'settle' must be shorter than 1000 x the run's 20 steps of 21 failure-free (2.1e+04): "
-     "1e+300"),
+     "'settle' must be small enough that a job its failures keep interrupting stops in bounded "
+     "time (the stall watchdog waits 1000 x the strategy's checkpoint, restart, settle, "
+     "reconfigure and rebalance times, or stall_limit; max_time bounds it): at most 1e+08 "
+     "expected up/down transitions in that window, 1.6e+302 here: 1e+300"),
 ])
 def test_checkpoint_restart_refuses_what_it_would_ignore_or_run_away_on(capsys, spec, line):
     t0 = time.process_time()

@@ -89,6 +89,26 @@ def test_checkpoint_restart_replay_is_exact(tmp_path, settle, wall, restarts, lo
     assert ref == [136.0, 249.0]  # the replay without the sleep is the other model
 
 
+def test_checkpoint_restart_sleep_is_inside_the_stall_window(tmp_path):
+    """(lead, named fix) The job watchdog's window is 1000 x (K steps + checkpoint + restart);
+    Varuna's sleep before a relaunch (``settle``) was not in it, so a sleep longer than the
+    window stopped the run as stalled during the sleep (here 5e4 s against 1000 x (3 x 10 +
+    2 + 5)-ish, the steps' failure-free window). Counted with the restart, the run ends as
+    the exact replay with that sleep says: w5 lost at 12, the sleep to 50012, the relaunch
+    on (w0 w3), w2 spare, six 18 s steps and two checkpoints."""
+    cfg = TrainingConfig(stages=2, replicas=3, steps=6, step_times=CR_TIMES,
+                         failure_trace=_removals(tmp_path, CR_REMOVALS, 2, 3),
+                         strategy="checkpoint-restart:every=3,checkpoint=2,restart=5,boot=0,"
+                                  "settle=5e4")
+    engine, m = _run(cfg)
+    assert engine == "job" and m["finished"] == 1 and not m.get("stall_reason")
+    ref = analytic.replay_checkpoint_restart(
+        n0=6, removals=CR_REMOVALS, stages=2, replicas=3, steps=6,
+        step_time=lambda sizes, held: CR_TIMES.lookup(len(sizes)), every=3, checkpoint=2.0,
+        restart=5.0, settle=5e4)
+    assert m["training_time"] == ref == 12.0 + 5e4 + 5.0 + 6 * 18.0 + 2 * 2.0
+
+
 def test_checkpoint_restart_waits_then_says_why(tmp_path):
     """Fewer ready workers than a pipeline needs, for good: the job stops with the reason."""
     cfg = TrainingConfig(stages=2, replicas=1, steps=6, step_times=CR_TIMES, stall_limit=500.0,

@@ -1358,8 +1358,8 @@ class TrainingConfig:
         """(audit 7) Refuse a runaway before any work: a step-level job whose formation cost
         its failures keep interrupting never progresses, and its stall watchdog stops it only
         after ``stall_limit`` (default at least :data:`~sim.training.stall.STALL_FACTOR` times
-        the strategy's checkpoint, restart, reconfigure and rebalance times: the watchdog's
-        own window, :class:`~sim.training.strategies.watch.JobWatchdog`); ``--mtbf 100
+        the strategy's checkpoint, restart (and Varuna's sleep before it), reconfigure and
+        rebalance times: the watchdog's own window, :class:`~sim.training.strategies.watch.JobWatchdog`); ``--mtbf 100
         --strategy redundancy:rebalance=1e10`` simulated every failure of 1e13 s (hours). The
         expected up/down transitions over that window (or ``max_time`` if shorter) must be at
         most :data:`sim.failures.MAX_TRANSITIONS`, as a DiLoCo run's are; a replayed trace's
@@ -1369,8 +1369,9 @@ class TrainingConfig:
 
         if not self.failures:
             return
-        costs = [(float(getattr(strat, k, 0.0) or 0.0), k)
-                 for k in ("checkpoint", "restart", "reconfigure", "rebalance")]
+        costs = [(float(getattr(strat, k, 0.0) or 0.0), name) for k, name in (
+            ("checkpoint", "checkpoint"), ("restart", "restart"), ("reconfigure", "reconfigure"),
+            ("rebalance", "rebalance"), ("sleep", "settle"))]  # sleep: settle when growing
         window = (float(self.stall_limit) if self.stall_limit is not None
                   else STALL_FACTOR * math.fsum(c for c, _ in costs))
         length = min(self.max_time, window)
@@ -1392,7 +1393,7 @@ class TrainingConfig:
             value = cost
         raise ConfigError(name, f"small enough that a job its failures keep interrupting stops "
                           f"in bounded time (the stall watchdog waits {STALL_FACTOR:g} x the "
-                          f"strategy's checkpoint, restart, reconfigure and rebalance times, or "
+                          f"strategy's checkpoint, restart, settle, reconfigure and rebalance times, or "
                           f"stall_limit; max_time bounds it): at most {MAX_TRANSITIONS:.0e} "
                           f"expected up/down transitions in that window, {n:.2g} here", value)
 

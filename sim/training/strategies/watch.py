@@ -3,7 +3,8 @@
 As :mod:`sim.training.stall` does for the training DES: with no progress (no
 new step completed, no checkpoint; a step done again after a rollback is not
 new) for ``stall_limit`` (default 1000 failure-free intervals: ``K`` steps of
-the full configuration's step time plus a checkpoint and a restart, ``K`` the
+the full configuration's step time plus a checkpoint and a restart (with Varuna's
+manager's sleep before it, checkpoint-restart's ``settle``), ``K`` the
 strategy's checkpoint interval, at most the steps to do, or 1 when it loses
 only the step in progress), the run stops with a one-line reason: too few
 ready workers to form the strategy's smallest configuration, or failures
@@ -36,7 +37,7 @@ class JobWatchdog:
         full = job.step_time((L,) * min(r, c.workers // L), c.workers) if c.workers >= L else None
         every = min(getattr(s, "every", 0) or 1, max(c.steps, 1))  # none after the last step
         extra = sum(float(getattr(s, k, 0.0) or 0.0)
-                    for k in ("checkpoint", "restart", "reconfigure", "rebalance"))
+                    for k in ("checkpoint", "restart", "reconfigure", "rebalance", "sleep"))
         self.scale = math.inf if full is None else every * full + extra
         self.limit = float(c.stall_limit) if c.stall_limit is not None else 1000.0 * self.scale
         self.event = job.env.event()
