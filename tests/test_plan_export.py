@@ -243,3 +243,15 @@ def test_rank_past_the_plans_found(tmp_path, capsys):
     assert (code, text) == (2, "")
     assert "'rank' must be at most the plans found (1): 5" in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_export_to_dev_null_runs(capsys):
+    """(review15) --export-plan /dev/null is accepted by the check before the run (writing to
+    the null device replaces no file of the user's); its write then opened it with "x" and
+    failed, exit 1: 'could not write the plan to /dev/null: File exists'."""
+    code, out, err = _cli(["train", "--plan", SAILOR, "--model", "OPT-350", *RUN,
+                           "--export-plan", "/dev/null"],
+                          capsys)
+    assert code == 0, err
+    assert json.loads(out)["replications"] == 2
+    assert err.strip().startswith("plan written to /dev/null")
