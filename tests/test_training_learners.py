@@ -360,6 +360,9 @@ def test_learners_that_never_reach_an_outer_step_stop_at_the_stall_limit():
      "'step_time_shape' must be given only with --step-time-distribution lognormal: 0.9"),
     (["--replace-time", "5"], "'replace_time' must be given only with a finite --mtbf: 5.0"),
     (["--chip-download", "5"], "'chip_download' must be given only with a finite --mtbf: 5.0"),
+    # (review15) what a learner back downloads, with no learner ever down: it ran, ignored
+    (["--recovery", "torchft"], "'recovery' must be given only with a finite --mtbf: "
+     "'torchft'"),
     (["--workers", "2"], "'workers' must be given only with --executor local: 2"),
     # (user trial 3) the payload options without --size: an outer step moved nothing, and
     # "--bandwidth 1Gbit/s" printed utilisation 1 as if the link had been enough

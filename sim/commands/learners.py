@@ -113,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
     # options that would have no effect are refused, never silently ignored
     refuse_unless(args, "step_time_shape", args.step_time_distribution == "lognormal",
                   "with --step-time-distribution lognormal")
-    for dest in ("replace_time", "chip_download", "heartbeat", "on_loss", "retries"):
+    for dest in ("replace_time", "chip_download", "heartbeat", "on_loss", "retries",
+                 "recovery"):
         refuse_unless(args, dest, math.isfinite(args.mtbf), "with a finite --mtbf")
     refuse_unless(args, "retries", args.on_loss == "rerun", "with --on-loss rerun (a "
                   "discarded outer step is not tried again)")
