@@ -374,6 +374,9 @@ def test_learners_that_never_reach_an_outer_step_stop_at_the_stall_limit():
      "all-reduces; default 0: nothing moves): 0.01"),
     (["--value-bits", "32"], "'value_bits' must be given only with --size > 0 (the model an "
      "outer step all-reduces; default 0: nothing moves): 32"),
+    # (review15) a download of no model is its latency whatever the recovery: it was ignored
+    (["--mtbf", "1e5", "--recovery", "torchft"], "'recovery' must be given only with --size "
+     "> 0 (the model an outer step all-reduces; default 0: nothing moves): 'torchft'"),
 ])
 def test_options_without_effect_are_refused(capsys, argv, message):
     """An option the run would ignore (the lognormal's sigma with deterministic steps, a

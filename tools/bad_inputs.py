@@ -1453,6 +1453,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("recovery"))
         add("learners/recovery-without-mtbf", LR("--recovery", "torchft"), refuse("recovery"),
             note="review15: no learner is ever down, so none downloads (ran, ignored)")
+        add("learners/recovery-without-size", LR("--mtbf", "1e5", "--recovery", "torchft"),
+            refuse("recovery"), note="review15: a download of no model (ran, ignored)")
         add("learners/retries-with-discard",
             LR("--mtbf", "1e5", "--on-loss", "discard", "--retries", "2"), refuse("retries"))
         add("learners/step-time-shape-deterministic", LR("--step-time-shape", "0.9"),

@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = _config_from_args(args)
     # (user trial 3) the payload options act on --size only: without it an outer step moves
     # nothing, and --bandwidth 1Gbit/s or --bits 4 would print a utilisation they never set
-    for dest in ("bandwidth", "bits", "topk", "value_bits"):
+    for dest in ("bandwidth", "bits", "topk", "value_bits", "recovery"):
         refuse_unless(args, dest, cfg.size > 0, "with --size > 0 (the model an outer step "
                       "all-reduces; default 0: nothing moves)")
     check_learners(args)
