@@ -290,3 +290,28 @@ def test_the_text_says_outer_steps_and_the_tries_apart(tmp_path, capsys):
         capsys.readouterr().out)
     assert main(argv) == 0
     assert "3 groups of 1 pipeline, 2 outer steps, " in capsys.readouterr().out
+
+
+def test_a_heartbeat_past_the_stall_limit_is_refused(tmp_path):
+    """(smallfix7) The survivors wait ``heartbeat`` for the notice; one at or past the stall
+    limit (1000 x (2 steps of 3 + the ring of three, 8/3) = 8666.67) left every run stalled
+    after its first aborted try, blamed on the groups' failures. Refused in one line, in
+    both engines; just under it the run goes on (a rerun and its steps)."""
+    from sim.errors import ConfigError
+    from sim.training.learners import LearnersConfig
+
+    limit = 1000 * (H * T + _ring(3))
+    for hb in (limit, 1e9, 1e300):
+        with pytest.raises(ConfigError, match=r"^'sync' must be heartbeat shorter than the "
+                           r"stall limit \(8667: "):
+            _des(tmp_path, f",heartbeat={hb!r}")
+        if hb == 1e300:  # the learners' time-overflow refusal comes first
+            continue
+        with pytest.raises(ConfigError, match=r"^'heartbeat' must be shorter than the stall "
+                           r"limit \(8667: "):
+            LearnersConfig(learners=3, step_time=T, every=H, steps=N, size=S, bandwidth=B,
+                           mtbf=100.0, heartbeat=hb)
+    out = _des(tmp_path, f",heartbeat={limit * 0.99!r}")
+    assert out["outer_aborts"] == 1 and "stall_reason" not in out
+    LearnersConfig(learners=3, step_time=T, every=H, steps=N, size=S, bandwidth=B,
+                   mtbf=100.0, heartbeat=limit * 0.99)

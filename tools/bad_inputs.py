@@ -1301,6 +1301,13 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/diloco-heartbeat-without-failures",
             TR(*D4, "--sync", "diloco:every=4,heartbeat=6"), refuse("sync"),
             note="no member is ever lost: it would have no effect")
+        add("train/diloco-heartbeat-past-stall-limit",
+            TR(*D4, *F4, "--param-size", "1GB", "--bandwidth", "1Gbit/s",
+               "--sync", "diloco:every=4,heartbeat=1e300"), refuse("sync"),
+            note="smallfix7: stalled after the first aborted try, blamed on the groups' failures")
+        add("train/diloco-heartbeat-default-past-stall-limit",
+            TR(*D4, *F4, "--forward-time", "1e-6", "--sync", "diloco:every=4"), refuse("sync"),
+            note="smallfix7: INTELLECT-1's 10 s, unset, past 1000 rounds of microsecond steps")
         add("train/diloco-on-loss-unknown", TR(*D4, *F4, "--sync", "diloco:every=4,on_loss=retry"),
             refuse("sync"))
         add("train/diloco-on-loss-without-failures",
@@ -1432,6 +1439,10 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("heartbeat"))
         add("learners/heartbeat-text", LR("--mtbf", "1e5", "--heartbeat", "x"),
             refuse("heartbeat"))
+        add("learners/heartbeat-past-stall-limit",
+            LR("--mtbf", "1000", "--size", "1GB", "--bandwidth", "1Gbit/s", "--every", "4",
+               "--steps", "8", "--heartbeat", "1e9"), refuse("heartbeat"),
+            note="smallfix7: a replication never ended (a wait the stall rule does not see)")
         add("learners/on-loss-unknown", LR("--mtbf", "1e5", "--on-loss", "retry"),
             refuse("on_loss"))
         add("learners/on-loss-without-mtbf", LR("--on-loss", "discard"), refuse("on_loss"))

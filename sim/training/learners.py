@@ -217,6 +217,11 @@ class LearnersConfig:
                                                  self.replace_time),
             ("chip_download", self.chip_download, self.chip_download)],
             "2 x learners x steps")
+        if math.isfinite(self.mtbf):  # (smallfix7) survivors waiting past the watchdog
+            limit = self.stall_limit()
+            check(self.heartbeat < limit, "heartbeat", f"shorter than the stall limit "
+                  f"({limit:.4g}: {STALL_ROUNDS:g} failure-free rounds of every={self.every} "
+                  "steps and the sync)", self.heartbeat)
         self._check_work()
 
     def _check_work(self) -> None:

@@ -195,6 +195,14 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
                   "an outer all-reduce do when a member is lost in it)", c.sync)
         check(spec.recovery == "prime", "sync", "recovery given only with failures (what a "
               "group back from one fetches)", c.sync)
+    else:  # (smallfix7) survivors waiting longer than the watchdog's horizon for a notice:
+        # heartbeat=1e300 stalled after the first aborted try, blamed on the groups' failures
+        T, sync = _free_round(c, M)
+        limit = STALL_FACTOR * (spec.every * max(T) + sync)
+        hb = heartbeat_timeout(c)
+        check(hb < limit, "sync", f"heartbeat shorter than the stall limit ({limit:.4g}: "
+              f"{STALL_FACTOR:g} failure-free rounds of every={spec.every} inner steps and the "
+              "sync; unset, INTELLECT-1's 10 s)", hb)
     if spec.quorum is not None:
         check(spec.fragments == 1, "sync", "diloco with fragments=1 with a quorum (the quorum's "
               "rules are vanilla DiLoCo's rounds)", c.sync)
