@@ -143,6 +143,13 @@ def test_a_formation_cost_failures_always_interrupt_is_refused_before_any_work(s
     ("checkpoint-restart:settle=1e300",
      "'settle' must be shorter than 1000 x the run's 20 steps of 21 failure-free (2.1e+04): "
      "1e+300"),
+    # (smallfix7) what a notice does, with no notice to do it with: taken and ignored
+    ("checkpoint-restart:notice=ignore", "'notice' must be unset without a preemption notice "
+     "(--preemption-notice: what the job does with one): 'ignore'"),
+    ("checkpoint-restart:notice=checkpoint", "'notice' must be unset without a preemption "
+     "notice (--preemption-notice: what the job does with one): 'checkpoint'"),
+    ("reconfiguration:notice=drain", "'notice' must be unset without a preemption notice "
+     "(--preemption-notice: what the job does with one): 'drain'"),
 ])
 def test_checkpoint_restart_refuses_what_it_would_ignore_or_run_away_on(capsys, spec, line):
     t0 = time.process_time()
@@ -160,6 +167,22 @@ def test_checkpoint_restart_refuses_what_it_would_ignore_or_run_away_on(capsys, 
 def test_checkpoint_restart_takes_them_where_they_apply(spec):
     cfg = TrainingConfig(stages=4, replicas=2, steps=20, mtbf=100.0, strategy=spec)
     assert cfg.strategy.name == "checkpoint-restart"
+
+
+def test_a_notice_use_is_taken_with_a_notice():
+    """(smallfix7) ``notice=`` with ``--preemption-notice`` runs (the only source of a notice:
+    a trace's rows carry none); through the library a non-default use without one is refused
+    too, the default (unset) is not."""
+    from sim.training.strategies import CheckpointRestart
+
+    for spec in ("checkpoint-restart:notice=ignore", "reconfiguration:notice=ignore"):
+        cfg = TrainingConfig(stages=4, replicas=2, steps=20, mtbf=100.0, strategy=spec,
+                             notice=30.0)
+        assert cfg.strategy.notice == "ignore"
+    with pytest.raises(ConfigError, match="^'notice' must be unset without a preemption"):
+        TrainingConfig(stages=4, replicas=2, steps=20, mtbf=100.0,
+                       strategy=CheckpointRestart(notice="ignore"))
+    TrainingConfig(stages=4, replicas=2, steps=20, mtbf=100.0, strategy=CheckpointRestart())
 
 
 def test_checkpoint_restart_overhead_bound_through_the_library():

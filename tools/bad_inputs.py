@@ -4392,6 +4392,10 @@ def users_strategy_cases(fx: Fixtures) -> list[Case]:
             ("checkpoint-restart:settle=x", refuse("settle")),
             ("checkpoint-restart:grow=false,settle=60", refuse("settle")),
             ("checkpoint-restart:settle=1min", ok("checkpoint-restart")),
+            # smallfix7: what a notice does, with no --preemption-notice: taken and ignored
+            ("checkpoint-restart:notice=ignore", refuse("notice")),
+            ("checkpoint-restart:notice=checkpoint", refuse("notice")),
+            ("reconfiguration:notice=drain", refuse("notice")),
             ("redundancy:rebalance=inf", refuse("rebalance")),
             # audit 7: a cost the failures always interrupt ran for hours (the watchdog waits
             # 1000 x it): 1.6e12 expected transitions, refused naming it
