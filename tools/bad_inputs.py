@@ -1439,6 +1439,10 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("heartbeat"))
         add("learners/heartbeat-text", LR("--mtbf", "1e5", "--heartbeat", "x"),
             refuse("heartbeat"))
+        add("learners/size-recovery-download-overflows",
+            LR("--size", "5e295", "--bandwidth", "1", "--mtbf", "1e5", "--max-time", "1e3"),
+            refuse("size"), note="smallfix7: the bound took the parameters alone, not prime's "
+            "recovery download (8 x them at 16 bits)")
         add("learners/heartbeat-past-stall-limit",
             LR("--mtbf", "1000", "--size", "1GB", "--bandwidth", "1Gbit/s", "--every", "4",
                "--steps", "8", "--heartbeat", "1e9"), refuse("heartbeat"),

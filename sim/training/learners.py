@@ -206,8 +206,13 @@ class LearnersConfig:
         check(self.on_loss == "rerun" or self.retries == 3, "retries", "3 (unset) with on_loss "
               "discard (a discarded outer step is not tried again)", self.retries)
         # times whose run would overflow to inf: every step, and (at most) a ring all-reduce of
-        # 2 (M - 1) hops of latency plus a share of the payload after each
-        hop = self.size / self.bandwidth if self.bandwidth < math.inf else 0.0
+        # 2 (M - 1) hops of latency plus a share of the payload after each, and with failures
+        # a model download of what the recovery sends (smallfix7: it was the parameters alone,
+        # prime's recovery is 8 x them at 16 bits)
+        moved = self.size + (AD.recovery_size(self.size, value_bits=self.value_bits,
+                                              recovery=self.recovery)
+                             if math.isfinite(self.mtbf) else 0.0)
+        hop = moved / self.bandwidth if self.bandwidth < math.inf else 0.0
         big = bool(self.size) and 2.0 * M * N / self.bandwidth > TIME_LIMIT
         check_time_terms(2.0 * M * N, [
             ("step_time", self.step_time, self.step_time), ("latency", self.latency, self.latency),
