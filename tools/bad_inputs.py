@@ -1305,9 +1305,6 @@ def build_cases(fx: Fixtures) -> list[Case]:
             TR(*D4, *F4, "--param-size", "1GB", "--bandwidth", "1Gbit/s",
                "--sync", "diloco:every=4,heartbeat=1e300"), refuse("sync"),
             note="smallfix7: stalled after the first aborted try, blamed on the groups' failures")
-        add("train/diloco-heartbeat-default-past-stall-limit",
-            TR(*D4, *F4, "--forward-time", "1e-6", "--sync", "diloco:every=4"), refuse("sync"),
-            note="smallfix7: INTELLECT-1's 10 s, unset, past 1000 rounds of microsecond steps")
         add("train/diloco-on-loss-unknown", TR(*D4, *F4, "--sync", "diloco:every=4,on_loss=retry"),
             refuse("sync"))
         add("train/diloco-on-loss-without-failures",
@@ -1443,8 +1440,8 @@ def build_cases(fx: Fixtures) -> list[Case]:
             LR("--size", "5e295", "--bandwidth", "1", "--mtbf", "1e5", "--max-time", "1e3"),
             refuse("size"), note="smallfix7: the bound took the parameters alone, not prime's "
             "recovery download (8 x them at 16 bits)")
-        add("learners/heartbeat-past-stall-limit",
-            LR("--mtbf", "1000", "--size", "1GB", "--bandwidth", "1Gbit/s", "--every", "4",
+        add("learners/heartbeat-failures-during-the-wait",
+            LR("--mtbf", "30", "--size", "1GB", "--bandwidth", "1Gbit/s", "--every", "4",
                "--steps", "8", "--heartbeat", "1e9"), refuse("heartbeat"),
             note="smallfix7: a replication never ended (a wait the stall rule does not see)")
         add("learners/on-loss-unknown", LR("--mtbf", "1e5", "--on-loss", "retry"),

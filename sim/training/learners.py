@@ -69,7 +69,7 @@ from ..errors import (
     check_positive,
     check_time_terms,
 )
-from ..failures import check_transitions, cycle_rates
+from ..failures import MAX_TRANSITIONS, check_transitions, cycle_rates
 from ..rng import Streams
 from .stall import STALL_FACTOR
 
@@ -222,11 +222,6 @@ class LearnersConfig:
                                                  self.replace_time),
             ("chip_download", self.chip_download, self.chip_download)],
             "2 x learners x steps")
-        if math.isfinite(self.mtbf):  # (smallfix7) survivors waiting past the watchdog
-            limit = self.stall_limit()
-            check(self.heartbeat < limit, "heartbeat", f"shorter than the stall limit "
-                  f"({limit:.4g}: {STALL_ROUNDS:g} failure-free rounds of every={self.every} "
-                  "steps and the sync)", self.heartbeat)
         self._check_work()
 
     def _check_work(self) -> None:
@@ -253,6 +248,13 @@ class LearnersConfig:
                      (length / (self.mtbf + self.replace_time), "mtbf", self.mtbf)],
                     key=lambda b: b[0])
         check_transitions(2.0 * rate * length, blame[1], blame[2], how)
+        # (smallfix7) the stall rule does not run while the survivors wait for the notice
+        # (busy): --heartbeat 1e9 --mtbf 30 ran the chips' failures for 1e9 s, never ending
+        n = 2.0 * rate * self.heartbeat
+        check(n <= MAX_TRANSITIONS, "heartbeat", "short enough that the chips' failures "
+              f"during one wait for the notice stay bounded (2 x learners x chips x heartbeat / "
+              f"(mtbf + replace_time) at most {MAX_TRANSITIONS:.0e}: {n:.2g} here)",
+              self.heartbeat)
 
     def run_length(self) -> tuple[float, str]:
         """The length the chips' failures are counted over, and what it is (words): with
