@@ -143,13 +143,6 @@ def test_a_formation_cost_failures_always_interrupt_is_refused_before_any_work(s
     ("checkpoint-restart:settle=1e300",
      "'settle' must be shorter than 1000 x the run's 20 steps of 21 failure-free (2.1e+04): "
      "1e+300"),
-    # (smallfix7) what a notice does, with no notice to do it with: taken and ignored
-    ("checkpoint-restart:notice=ignore", "'notice' must be unset without a preemption notice "
-     "(--preemption-notice: what the job does with one): 'ignore'"),
-    ("checkpoint-restart:notice=checkpoint", "'notice' must be unset without a preemption "
-     "notice (--preemption-notice: what the job does with one): 'checkpoint'"),
-    ("reconfiguration:notice=drain", "'notice' must be unset without a preemption notice "
-     "(--preemption-notice: what the job does with one): 'drain'"),
 ])
 def test_checkpoint_restart_refuses_what_it_would_ignore_or_run_away_on(capsys, spec, line):
     t0 = time.process_time()
@@ -167,6 +160,19 @@ def test_checkpoint_restart_refuses_what_it_would_ignore_or_run_away_on(capsys, 
 def test_checkpoint_restart_takes_them_where_they_apply(spec):
     cfg = TrainingConfig(stages=4, replicas=2, steps=20, mtbf=100.0, strategy=spec)
     assert cfg.strategy.name == "checkpoint-restart"
+
+
+# (smallfix7) what a notice does, with no notice to do it with: taken and ignored
+@pytest.mark.parametrize("spec, use", [("checkpoint-restart:notice=ignore", "ignore"),
+                                       ("checkpoint-restart:notice=checkpoint", "checkpoint"),
+                                       ("reconfiguration:notice=drain", "drain")])
+def test_a_notice_use_without_a_notice_is_refused(capsys, spec, use):
+    assert main(["train", "--replications", "1", "--mtbf", "100", "--steps", "20", "--stages",
+                 "4", "--replicas", "2", "--strategy", spec]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines() == [
+        "dtsim train: error: 'notice' must be unset without a preemption notice "
+        f"(--preemption-notice: what the job does with one): '{use}'"]
 
 
 def test_a_notice_use_is_taken_with_a_notice():
