@@ -177,3 +177,18 @@ def test_recording_part_reports_ratios():
     res = bench_gossip.bench_recording(edge_nodes=(100,), edge_steps=50_000, async_nodes=100,
                                 async_horizon=5, repeats=1)
     assert positive(res["recording_edge_ratio_n100"]) and positive(res["recording_async_ratio"])
+
+
+def test_append_jsonl_keeps_a_record_off_a_torn_last_line(tmp_path):
+    """(smallfix7) A file whose last line was left without its newline (a run killed
+    mid-write): the next record starts on a line of its own (it was glued to the torn one,
+    losing both to a reader of lines); a whole file gets no blank line."""
+    path = tmp_path / "b.jsonl"
+    path.write_text('{"a": 1}\n{"b": 2')
+    bench.append_jsonl(path, {"c": 3})
+    assert path.read_text().splitlines() == ['{"a": 1}', '{"b": 2', '{"c": 3}']
+    bench.append_jsonl(path, {"d": 4})
+    assert path.read_text().endswith('{"c": 3}\n{"d": 4}\n')
+    fresh = tmp_path / "sub" / "new.jsonl"
+    bench.append_jsonl(fresh, {"e": 5})
+    assert fresh.read_text() == '{"e": 5}\n'

@@ -290,3 +290,46 @@ def test_the_text_says_outer_steps_and_the_tries_apart(tmp_path, capsys):
         capsys.readouterr().out)
     assert main(argv) == 0
     assert "3 groups of 1 pipeline, 2 outer steps, " in capsys.readouterr().out
+
+
+def test_a_heartbeat_past_the_stall_limit_is_refused(tmp_path):
+    """(smallfix7) The survivors wait ``heartbeat`` for the notice; one given at or past the
+    stall limit (1000 x (2 steps of 3 + the ring of three, 8/3) = 8666.67) left every run
+    stalled after its first aborted try, blamed on the groups' failures: refused in one line;
+    just under it the run goes on (a rerun and its steps). Unset (INTELLECT-1's 10 s) it is
+    not checked. The learners' stall rule does not run during the wait (--heartbeat 1e9
+    --mtbf 30 never ended): there the chips' failures during one wait are bounded
+    (2 x 3 chips / 100 x heartbeat at most 1e8: 1e10 refused, 1e9 taken)."""
+    from sim.errors import ConfigError
+    from sim.training.learners import LearnersConfig
+
+    limit = 1000 * (H * T + _ring(3))
+    for hb in (limit, 1e300):
+        with pytest.raises(ConfigError, match=r"^'sync' must be heartbeat shorter than the "
+                           r"stall limit \(8667: "):
+            _des(tmp_path, f",heartbeat={hb!r}")
+    out = _des(tmp_path, f",heartbeat={limit * 0.99!r}")
+    assert out["outer_aborts"] == 1 and "stall_reason" not in out
+    kw = dict(learners=3, step_time=T, every=H, steps=N, size=S, bandwidth=B, mtbf=100.0)
+    with pytest.raises(ConfigError, match=r"^'heartbeat' must be short enough that the chips' "
+                       r"failures during one wait .*: 6e\+08 here\): 10000000000\.0$"):
+        LearnersConfig(heartbeat=1e10, **kw)
+    LearnersConfig(heartbeat=1e9, **kw)
+
+
+def test_a_stall_waiting_for_the_notice_names_the_heartbeat(tmp_path):
+    """(smallfix7) heartbeat=6000, under the stall limit (8666.67): group 2 dies in the first
+    ring at 7.33, group 1 during the wait at 5407.33, pushing the notice to 11407.33, past
+    7.33 + 8666.67 = 8674: the run stalls waiting for it, and the reason says so (it blamed
+    the groups' failing faster than they take their inner steps)."""
+    p = _trace(tmp_path, [("s0r2", F, 1e6), ("s0r1", F + 5400, 1e6)])
+    cfg = TrainingConfig(stages=1, replicas=3, microbatches=3, steps=N, forward_time=1.0,
+                         param_size=S, bandwidth=B, sync="diloco:every=2,heartbeat=6000",
+                         failure_trace=p)
+    out = training_model(cfg, Streams(0).replication(0))
+    assert out["outer_aborts"] == 1
+    assert out["stall_reason"] == (
+        "no outer step in the last 8667 (stall limit: 1000 failure-free rounds of every=2 "
+        "inner steps and the sync): 1 outer syncs in 8674; the survivors of 1 aborted outer "
+        "all-reduce are waiting heartbeat=6000 to notice a lost member (a loss during the "
+        "wait starts it again)")

@@ -164,6 +164,35 @@ def test_checkpoint_restart_takes_them_where_they_apply(spec):
     assert cfg.strategy.name == "checkpoint-restart"
 
 
+# (smallfix7) what a notice does, with no notice to do it with: taken and ignored
+@pytest.mark.parametrize("spec, use", [("checkpoint-restart:notice=ignore", "ignore"),
+                                       ("checkpoint-restart:notice=checkpoint", "checkpoint"),
+                                       ("reconfiguration:notice=drain", "drain")])
+def test_a_notice_use_without_a_notice_is_refused(capsys, spec, use):
+    assert main(["train", "--replications", "1", "--mtbf", "100", "--steps", "20", "--stages",
+                 "4", "--replicas", "2", "--strategy", spec]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines() == [
+        "dtsim train: error: 'notice' must be unset without a preemption notice "
+        f"(--preemption-notice: what the job does with one): '{use}'"]
+
+
+def test_a_notice_use_is_taken_with_a_notice():
+    """(smallfix7) ``notice=`` with ``--preemption-notice`` runs (the only source of a notice:
+    a trace's rows carry none); through the library a non-default use without one is refused
+    too, the default (unset) is not."""
+    from sim.training.strategies import CheckpointRestart
+
+    for spec in ("checkpoint-restart:notice=ignore", "reconfiguration:notice=ignore"):
+        cfg = TrainingConfig(stages=4, replicas=2, steps=20, mtbf=100.0, strategy=spec,
+                             notice=30.0)
+        assert cfg.strategy.notice == "ignore"
+    with pytest.raises(ConfigError, match="^'notice' must be unset without a preemption"):
+        TrainingConfig(stages=4, replicas=2, steps=20, mtbf=100.0,
+                       strategy=CheckpointRestart(notice="ignore"))
+    TrainingConfig(stages=4, replicas=2, steps=20, mtbf=100.0, strategy=CheckpointRestart())
+
+
 def test_checkpoint_restart_overhead_bound_through_the_library():
     from sim.training.strategies import CheckpointRestart
 

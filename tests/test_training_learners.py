@@ -683,3 +683,19 @@ def test_a_grace_window_with_every_learner_or_group_in_the_quorum_is_refused():
     assert e.value.name == "sync" and "quorum equal to groups (2" in str(e.value)
     TrainingConfig(**base, sync="diloco:every=4,groups=2,quorum=1,grace=3")
     TrainingConfig(**base, sync="diloco:every=4,groups=2,quorum=2")
+
+
+def test_the_time_overflow_bound_counts_the_recovery_download():
+    """(smallfix7) 2 x 4 learners x 1000 steps = 8000 repetitions of a ring (size / B =
+    5e295: 4e299) and, with failures, a download of what the recovery sends: prime's 8 x the
+    16-bit parameters make 3.6e300, past 1e300 (accepted before: the bound took the
+    parameters alone); the parameters alone (recovery=params) 8e299; failure-free, no
+    download."""
+    from sim.errors import ConfigError
+
+    kw = dict(learners=4, every=100, steps=1000, size=5e295, bandwidth=1.0, max_time=1e3)
+    with pytest.raises(ConfigError, match=r"^'size' must be small enough that the run's "
+                       r"time stays finite .*: 5e\+295$"):
+        LearnersConfig(mtbf=1e5, **kw)
+    LearnersConfig(mtbf=1e5, recovery="params", **kw)
+    LearnersConfig(**kw)

@@ -1314,6 +1314,10 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/diloco-heartbeat-without-failures",
             TR(*D4, "--sync", "diloco:every=4,heartbeat=6"), refuse("sync"),
             note="no member is ever lost: it would have no effect")
+        add("train/diloco-heartbeat-past-stall-limit",
+            TR(*D4, *F4, "--param-size", "1GB", "--bandwidth", "1Gbit/s",
+               "--sync", "diloco:every=4,heartbeat=1e300"), refuse("sync"),
+            note="smallfix7: stalled after the first aborted try, blamed on the groups' failures")
         add("train/diloco-on-loss-unknown", TR(*D4, *F4, "--sync", "diloco:every=4,on_loss=retry"),
             refuse("sync"))
         add("train/diloco-on-loss-without-failures",
@@ -1445,6 +1449,14 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("heartbeat"))
         add("learners/heartbeat-text", LR("--mtbf", "1e5", "--heartbeat", "x"),
             refuse("heartbeat"))
+        add("learners/size-recovery-download-overflows",
+            LR("--size", "5e295", "--bandwidth", "1", "--mtbf", "1e5", "--max-time", "1e3"),
+            refuse("size"), note="smallfix7: the bound took the parameters alone, not prime's "
+            "recovery download (8 x them at 16 bits)")
+        add("learners/heartbeat-failures-during-the-wait",
+            LR("--mtbf", "30", "--size", "1GB", "--bandwidth", "1Gbit/s", "--every", "4",
+               "--steps", "8", "--heartbeat", "1e9"), refuse("heartbeat"),
+            note="smallfix7: a replication never ended (a wait the stall rule does not see)")
         add("learners/on-loss-unknown", LR("--mtbf", "1e5", "--on-loss", "retry"),
             refuse("on_loss"))
         add("learners/on-loss-without-mtbf", LR("--on-loss", "discard"), refuse("on_loss"))
@@ -4416,6 +4428,10 @@ def users_strategy_cases(fx: Fixtures) -> list[Case]:
             ("checkpoint-restart:settle=x", refuse("settle")),
             ("checkpoint-restart:grow=false,settle=60", refuse("settle")),
             ("checkpoint-restart:settle=1min", ok("checkpoint-restart")),
+            # smallfix7: what a notice does, with no --preemption-notice: taken and ignored
+            ("checkpoint-restart:notice=ignore", refuse("notice")),
+            ("checkpoint-restart:notice=checkpoint", refuse("notice")),
+            ("reconfiguration:notice=drain", refuse("notice")),
             ("redundancy:rebalance=inf", refuse("rebalance")),
             # audit 7: a cost the failures always interrupt ran for hours (the watchdog waits
             # 1000 x it): 1.6e12 expected transitions, refused naming it

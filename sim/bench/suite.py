@@ -385,7 +385,10 @@ def is_bench_history(path: str | Path) -> bool:
 
 
 def append_jsonl(path: str | Path, record: Mapping[str, Any]) -> Path:
-    """Append ``record`` as one JSON line (non-finite numbers become null).
+    """Append ``record`` as one JSON line (non-finite numbers become null): the whole line in
+    one write at the file's end (``O_APPEND``), after a newline if the file's last line was
+    left without one (a run killed mid-write: the torn line stays on its own, the record is
+    not glued to it).
 
     Parameters
     ----------
@@ -401,8 +404,16 @@ def append_jsonl(path: str | Path, record: Mapping[str, Any]) -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fh.write(json.dumps(to_jsonable(dict(record)), allow_nan=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    line = (json.dumps(to_jsonable(dict(record)), allow_nan=False) + "\n").encode()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        end = os.fstat(fd).st_size
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            line = b"\n" + line
+        view = memoryview(line)
+        while view:  # a regular file takes it whole; a short write goes on from where it stopped
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return path

@@ -69,7 +69,7 @@ from ..errors import (
     check_positive,
     check_time_terms,
 )
-from ..failures import check_transitions, cycle_rates
+from ..failures import MAX_TRANSITIONS, check_transitions, cycle_rates
 from ..rng import Streams
 from .stall import STALL_FACTOR
 
@@ -206,8 +206,13 @@ class LearnersConfig:
         check(self.on_loss == "rerun" or self.retries == 3, "retries", "3 (unset) with on_loss "
               "discard (a discarded outer step is not tried again)", self.retries)
         # times whose run would overflow to inf: every step, and (at most) a ring all-reduce of
-        # 2 (M - 1) hops of latency plus a share of the payload after each
-        hop = self.size / self.bandwidth if self.bandwidth < math.inf else 0.0
+        # 2 (M - 1) hops of latency plus a share of the payload after each, and with failures
+        # a model download of what the recovery sends (smallfix7: it was the parameters alone,
+        # prime's recovery is 8 x them at 16 bits)
+        moved = self.size + (AD.recovery_size(self.size, value_bits=self.value_bits,
+                                              recovery=self.recovery)
+                             if math.isfinite(self.mtbf) else 0.0)
+        hop = moved / self.bandwidth if self.bandwidth < math.inf else 0.0
         big = bool(self.size) and 2.0 * M * N / self.bandwidth > TIME_LIMIT
         check_time_terms(2.0 * M * N, [
             ("step_time", self.step_time, self.step_time), ("latency", self.latency, self.latency),
@@ -243,6 +248,13 @@ class LearnersConfig:
                      (length / (self.mtbf + self.replace_time), "mtbf", self.mtbf)],
                     key=lambda b: b[0])
         check_transitions(2.0 * rate * length, blame[1], blame[2], how)
+        # (smallfix7) the stall rule does not run while the survivors wait for the notice
+        # (busy): --heartbeat 1e9 --mtbf 30 ran the chips' failures for 1e9 s, never ending
+        n = 2.0 * rate * self.heartbeat
+        check(n <= MAX_TRANSITIONS, "heartbeat", "short enough that the chips' failures "
+              f"during one wait for the notice stay bounded (2 x learners x chips x heartbeat / "
+              f"(mtbf + replace_time) at most {MAX_TRANSITIONS:.0e}: {n:.2g} here)",
+              self.heartbeat)
 
     def run_length(self) -> tuple[float, str]:
         """The length the chips' failures are counted over, and what it is (words): with

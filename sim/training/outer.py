@@ -195,6 +195,15 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
                   "an outer all-reduce do when a member is lost in it)", c.sync)
         check(spec.recovery == "prime", "sync", "recovery given only with failures (what a "
               "group back from one fetches)", c.sync)
+    elif spec.heartbeat is not None:  # (smallfix7) survivors waiting past the watchdog's
+        # horizon: heartbeat=1e300 stalled after the first aborted try, blamed on the groups'
+        # failures. Unset (INTELLECT-1's 10 s) not refused: on runs of short steps it would
+        # refuse runs whose syncs are never aborted (the stall's reason names a wait)
+        T, sync = _free_round(c, M)
+        limit = STALL_FACTOR * (spec.every * max(T) + sync)
+        check(spec.heartbeat < limit, "sync", f"heartbeat shorter than the stall limit "
+              f"({limit:.4g}: {STALL_FACTOR:g} failure-free rounds of every={spec.every} inner "
+              "steps and the sync)", spec.heartbeat)
     if spec.quorum is not None:
         check(spec.fragments == 1, "sync", "diloco with fragments=1 with a quorum (the quorum's "
               "rules are vanilla DiLoCo's rounds)", c.sync)
@@ -792,6 +801,12 @@ class OuterLoop:
             done(None, aborted=True)
         self.system.wan.abort_sync(ev)
         self.n_aborts += 1
+
+    def awaiting_notice(self) -> int:
+        """The aborted all-reduces whose survivors are still waiting ``heartbeat`` to notice
+        a lost member (a group, or a replica carrying the try): the stall watchdog's reason."""
+        syncs = list(self.flying) + ([self.round] if self.round is not None else [])
+        return sum(1 for s in syncs if s.token is not None)
 
     def _notice_later(self, s: _Sync) -> None:
         """The survivors of ``s``'s aborted try notice ``heartbeat`` from now (a later loss
@@ -1525,6 +1540,16 @@ class DilocoSystem:
                 yield self._at_end(left)
                 continue
             M, H, n = self.M, o.H, self.config.workers // self.M
+            waiting = o.awaiting_notice()
+            if waiting:  # (smallfix7) survivors waiting for a notice, not groups failing
+                stalled.succeed(
+                    f"no outer step in the last {limit:.4g} (stall limit: {STALL_FACTOR:.4g} "
+                    f"failure-free rounds of every={H} inner steps and the sync): "
+                    f"{o.n_syncs} outer syncs in {env.now:.4g}; the survivors of {waiting} "
+                    f"aborted outer all-reduce{'s' if waiting != 1 else ''} are waiting "
+                    f"heartbeat={o.heartbeat:.4g} to notice a lost member (a loss during the "
+                    "wait starts it again)")
+                return
             stalled.succeed(
                 f"no outer step in the last {limit:.4g} (stall limit: {STALL_FACTOR:.4g} "
                 f"failure-free rounds of every={H} inner steps and the sync): "

@@ -99,7 +99,20 @@ class Strategy:
 
     def check_last(self, config: Any) -> None:
         """Refuse, after every other check of ``config``, what needs its failure-free step time
-        (a valid config to run it on) (raise ConfigError)."""
+        (a valid config to run it on) (raise ConfigError). Here: a strategy's ``notice`` (what
+        it does with a preemption notice) given, or off its default, in a run without notices
+        (``config.notice`` 0: the only source of one), where it did nothing."""
+        if "notice" not in {f.name for f in fields(self)} or config.notice > 0:
+            return
+        default = next(f.default for f in fields(self) if f.name == "notice")
+        check(not self.given("notice") and self.notice == default, "notice",
+              "unset without a preemption notice (--preemption-notice: what the job does with "
+              "one)", self.notice)
+
+    def given(self, key: str) -> bool:
+        """Whether parameter ``key`` was given in the spec text the strategy was made from
+        (:func:`make_strategy`), even at its default value."""
+        return key in getattr(self, "_given", ())
 
     def check_given(self, keys: frozenset[str]) -> None:
         """Refuse a parameter given in a spec text (``keys``) where it does nothing, even at
@@ -209,6 +222,7 @@ def make_strategy(spec: Any) -> Strategy | None:
         kw[key] = _value(known[key], val, key in cls.times, key in cls.rates)
     strategy = cls(**kw)
     strategy.check_given(frozenset(kw))
+    object.__setattr__(strategy, "_given", frozenset(kw))  # not a field: not in eq, hash, describe
     return strategy
 
 

@@ -215,6 +215,7 @@ class CheckpointRestart(JobStrategy):
             check(key not in keys or applies, key, rule, getattr(self, key))
 
     def check_last(self, config: Any) -> None:
+        super().check_last(config)  # notice without a preemption notice
         if self.grow:  # poll and settle: a run that is its polls, or its sleep
             self._check_polls(config)
 
