@@ -37,6 +37,7 @@ __all__ = [
     "format_bytes",
     "check_output_file",
     "check_replaceable",
+    "replace_atomic",
     "write_atomic",
     "check_output_dir",
     "read_csv_text",
@@ -619,17 +620,14 @@ def tail_bytes(path: Path, n: int = 65536) -> bytes:
         return fh.read(n)
 
 
-def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str], *,
-                 newline: str | None = None) -> Path:
-    """Write ``text`` (a string or its pieces) to ``path`` atomically: into a temporary file
-    in the same folder (made if missing), synced, then renamed over ``path``. A crash or a
-    failed write midway leaves the earlier file whole (and no temporary file); a new file
-    gets the usual permissions (0666 less the umask), a replaced one keeps its own.
-    ``/dev/null`` is written directly."""
+def replace_atomic(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+    """Run ``write(tmp)`` on a temporary file in ``path``'s folder (made if missing), then
+    rename it over ``path``. A crash or a failed write midway leaves the earlier file whole
+    (and no temporary file); a new file gets the usual permissions (0666 less the umask), a
+    replaced one keeps its own. ``/dev/null`` is written directly (``write(path)``)."""
     p = Path(path)
     if os.path.realpath(p) == os.devnull:
-        with open(p, "w", encoding="utf-8", newline=newline) as fh:
-            fh.writelines([text] if isinstance(text, str) else text)
+        write(p)
         return p
     p.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -639,17 +637,29 @@ def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str], *,
         os.umask(mask)
         mode = 0o666 & ~mask
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as fh:
-            fh.writelines([text] if isinstance(text, str) else text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        write(Path(tmp))
         os.chmod(tmp, mode)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return p
+
+
+def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str], *,
+                 newline: str | None = None) -> Path:
+    """Write ``text`` (a string or its pieces) to ``path`` atomically, synced before the
+    rename (:func:`replace_atomic`)."""
+    def write(target: Path) -> None:
+        with open(target, "w", encoding="utf-8", newline=newline) as fh:
+            fh.writelines([text] if isinstance(text, str) else text)
+            if os.path.realpath(target) != os.devnull:
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    return replace_atomic(path, write)
 
 
 def check_output_dir(name: str, path: str | os.PathLike[str]) -> Path:

@@ -731,34 +731,16 @@ _CREATOR_FORMATS = ("png", "pdf", "svg", "ps", "eps")
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int) -> Path:
     """``fig.savefig`` into a temporary file beside ``path``, then renamed over it (a crash
-    midway leaves the earlier file whole), the format of ``path``'s suffix, its metadata naming
-    :data:`FIGURE_CREATOR` where the format holds metadata."""
-    import os
-    import tempfile
+    midway leaves the earlier file whole: :func:`sim.errors.replace_atomic`), the format of
+    ``path``'s suffix, its metadata naming :data:`FIGURE_CREATOR` where the format holds
+    metadata."""
+    from .errors import replace_atomic
 
     p = Path(path)
     fmt = p.suffix.lower().lstrip(".") or "png"
     meta = {"Creator": FIGURE_CREATOR} if fmt in _CREATOR_FORMATS else None
-    if os.path.realpath(p) == os.devnull:
-        fig.savefig(p, dpi=dpi, format=fmt, metadata=meta)
-        return p
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=dpi, format=fmt, metadata=meta)
-        try:
-            mode = p.stat().st_mode & 0o777
-        except OSError:
-            mask = os.umask(0o022)
-            os.umask(mask)
-            mode = 0o666 & ~mask
-        os.chmod(tmp, mode)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    return replace_atomic(p, lambda target: fig.savefig(target, dpi=dpi, format=fmt,
+                                                        metadata=meta))
 
 
 def is_dtsim_figure(path: str | Path) -> bool:
