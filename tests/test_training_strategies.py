@@ -442,7 +442,8 @@ def test_swarm_notice_drains_the_leaving_replica(tmp_path):
     (8, 4.0, 135.0, 3.0),
 ])
 def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path, every, cost, end, checkpoints):
-    """Notice 25 s ahead of a removal at 100 (step 10 s): the job checkpoints at the last step
+    """Notice 25 s ahead of a removal at 100 (step 10 s), ``grow=false`` (dtsim's own rule; a
+    growing job follows Varuna's manager, the next test): the job checkpoints at the last step
     end from which the checkpoint still ends before the preemption, so the loss at 100 rolls
     back only the step in progress (it checkpointed after the first step end, and lost every
     step done after that checkpoint: more than without the notice)."""
@@ -454,11 +455,71 @@ def test_checkpoint_restart_uses_a_notice_to_checkpoint(tmp_path, every, cost, e
     cfg = TrainingConfig(stages=1, replicas=2, steps=12, step_times=table, notice=25.0,
                          failure_trace=TraceReplay(str(p)),
                          strategy=f"checkpoint-restart:every={every},checkpoint={cost},"
-                                  "restart=1,boot=0,settle=0")
+                                  "restart=1,boot=0,grow=false")
     _, m = _run(cfg)
     assert m["notices_used"] == 1.0 and m["checkpoints"] == checkpoints
     assert m["training_time"] == end
     assert m["lost_work"] == (5.0 if every == 100 else 2.0)  # the step in progress only
+
+
+@pytest.mark.parametrize("notice, removal, steps, end, lost_restart", [
+    # notice at 75 of a removal at 100: the manager signals at once (75 > 100 - 60); the
+    # step ending at 80 is the 8th: checkpoint 80-85, the workers exit; the manager sleeps
+    # 85-205 (n2 goes at 100: nothing runs); the relaunch 205-206 on n1; steps 9-12 at 216,
+    # .., 246, the last checkpoint to 251 (before: checkpoint 90-95, step 10 lost at 100,
+    # sleep 100-220, restart to 221, steps to 251, checkpoint to 256)
+    (25.0, 100, 12, 251.0, 121.0),
+    # notice 120 s ahead of a removal at 205 (at 85): the manager sleeps to 145 (60 s before),
+    # signals; the step ending at 150 (the 15th) checkpoints 150-155; sleep to 275, restart
+    # to 276, steps 16-20 to 326, the last checkpoint to 331
+    (120.0, 205, 20, 331.0, 121.0),
+])
+def test_checkpoint_restart_notice_follows_varunas_manager(tmp_path, notice, removal, steps, end,
+                                                           lost_restart):
+    """(named fix: the notice path of a growing checkpoint-restart) Varuna's manager
+    (``vmss_scripts/morph_server.py`` at a2145cc) sleeps until 60 s before the notified
+    preemption (``:125-127``), signals the workers, which checkpoint at their step end and
+    exit; 120 s after that checkpoint (``:151``) it relaunches on the machines available.
+    Two workers of one stage (10 s a step, alone or not), K=100, C=5, R=1, boot 0."""
+    from sim.traces import TraceReplay
+
+    p = tmp_path / "events.csv"
+    p.write_text(f"0,add,n1\n0,add,n2\n{removal * 1000},remove,n2\n1000000000,add,n3\n")
+    table = StepTimes("workers", (1, 2), (10.0, 10.0))
+    cfg = TrainingConfig(stages=1, replicas=2, steps=steps, step_times=table, notice=notice,
+                         failure_trace=TraceReplay(str(p)),
+                         strategy="checkpoint-restart:every=100,checkpoint=5,restart=1,boot=0")
+    _, m = _run(cfg)
+    assert m["training_time"] == end
+    assert m["notices_used"] == 1.0 and m["checkpoints"] == 2.0 and m["restarts"] == 1.0
+    assert m["lost_work"] == 0.0  # nothing runs after the notice's checkpoint
+    assert abs(m["lost_restart"] - lost_restart) <= 1e-12
+
+
+def test_checkpoint_restart_loss_before_the_notice_checkpoint_waits_for_the_signal(tmp_path):
+    """A loss without a notice (a crash) before the notice's checkpoint: its message waits for
+    Varuna's manager's lock, held through the sleep to 60 s before the preemption, then takes
+    the preemption's branch: the relaunch is 120 s after the signal (``morph_server.py:125-129,
+    149-155``). s0r1 (w1) is noticed at 100 of its preemption at 300 (signal at 240); s0r0
+    crashes at 150 (step 15, no checkpoint yet: rollback to 0) and is back at 200; the manager
+    sleeps to 240 + 120 = 360; the relaunch 360-361 on s0r0 (w1 gone at 300); 20 steps of 10 s
+    to 561, the last checkpoint to 566. (Before: sleep 150-270, relaunch 270-271 on both,
+    s0r1 lost at 300 mid-step, sleep 300-420, relaunch to 421, 20 steps and the checkpoint to
+    626.) A named CSV trace gives no notices and the spot model's (MTBF 1e15 s, seed 0) none
+    in the run: the notice is given to the engine directly."""
+    from sim.training.strategies.job import JobSystem
+
+    p = tmp_path / "crash.csv"
+    p.write_text(f"worker,start,end\ns0r0,150,200\ns0r1,300,{BIG}\n")
+    cfg = TrainingConfig(stages=1, replicas=2, steps=20, step_times=_table("workers", [
+        (1, 10.0), (2, 10.0)]), notice=200.0, mtbf=1e15, failure_trace=str(p),
+        strategy="checkpoint-restart:every=100,checkpoint=5,restart=1,boot=0")
+    job = JobSystem(cfg, Streams(0).replication(0))
+    job._notice_at(job.workers[1], 300.0)
+    m = job.run()
+    assert m["preemptions"] == 0.0
+    assert m["training_time"] == 566.0 and m["restarts"] == 1.0
+    assert m["lost_work"] == 150.0 and m["lost_restart"] == 240.0 - 150.0 + 120.0 + 1.0
 
 
 @pytest.mark.parametrize("stages, strategy", [
@@ -677,6 +738,56 @@ def test_checkpoint_restart_grows_at_the_poll_when_a_worker_returns(tmp_path, sp
     assert m["lost_work"] == 25.0  # steps 1-2 and 5 s of step 3: a morph loses no step
 
 
+@pytest.mark.parametrize("window, wall, lost_restart", [
+    # relaunches at 15, 45, 75, 105 (each less than 300 s after the last: counts 0, 1, 2, 3);
+    # the failure at 135 finds 3: nothing is relaunched until the poll at 300, the restart
+    # 300-305, 30 steps of 10 s to 605, the last checkpoint to 607
+    ("", 607.0, 4 * 5.0 + (300.0 - 135.0) + 5.0),
+    # window=0: no limit, the relaunch at 135 (restart to 140, steps to 440, checkpoint 442)
+    (",window=0", 442.0, 5 * 5.0),
+])
+def test_checkpoint_restart_holds_after_three_quick_restarts(tmp_path, window, wall,
+                                                             lost_restart):
+    """(named fix: Varuna's restart limit) ``vmss_scripts/morph_server.py:167-173, 183-188``:
+    a failure after 3 consecutive relaunches (each less than 300 s after the previous) is
+    not relaunched; the next poll's morph relaunches the job (``:232-237``). One stage, s0r0
+    and s0r1 (10 s a step on both, 20 s alone); s0r1 is down 15-19, 45-49, 75-79, 105-109,
+    135-139 (each loss rolls back to 0: K=100, C=2, R=5, settle=0, boot 0; it is back, and
+    joins, before each restart ends)."""
+    p = tmp_path / "flaky.csv"
+    p.write_text("worker,start,end\n" + "".join(f"s0r1,{t},{t + 4}\n"
+                                                 for t in (15, 45, 75, 105, 135)))
+    table = _table("pipelines", [(1, 20.0), (2, 10.0)])
+    cfg = TrainingConfig(stages=1, replicas=2, steps=30, step_times=table, failure_trace=str(p),
+                         strategy="checkpoint-restart:every=100,checkpoint=2,restart=5,boot=0,"
+                                  "settle=0" + window)
+    _, m = _run(cfg)
+    assert m["training_time"] == wall and m["restarts"] == 5.0
+    assert m["finished"] == 1.0 and "stall_reason" not in m
+    assert abs(m["lost_restart"] - lost_restart) <= 1e-12
+    assert CheckpointRestart().window == 300.0
+
+
+def test_checkpoint_restart_trains_b_over_d_per_replica(tmp_path):
+    """(named fix: Varuna's samples) Varuna's launcher gives each of ``D`` replicas ``B // D``
+    samples (``varuna/launcher.py:53-54, 238``): B = 10 on 3 pipelines trains 9 a step, on 2
+    trains 10. One stage, 3 replicas, 10 s a step, K=2, C=2, R=5, settle=0: steps at 10, 20,
+    checkpoint 20-22; s0r2 removed at 25 (step 3): rollback to 2; restart 25-30 on 2
+    pipelines; steps at 40, 50, the checkpoint to 52. Samples 2 x 9 + 2 x 10 = 38 (before:
+    40); the artifact's simulator (grow=false) keeps the global batch."""
+    table = _table("pipelines", [(1, 10.0), (2, 10.0), (3, 10.0)])
+    base = dict(stages=1, replicas=3, steps=4, microbatches=10, samples_per_microbatch=1.0,
+                step_times=table, failure_trace=_removals(tmp_path, [(25.0, 2)], 1, 3))
+    _, m = _run(TrainingConfig(**base, strategy="checkpoint-restart:every=2,checkpoint=2,"
+                                                "restart=5,boot=0,settle=0"))
+    assert m["training_time"] == 52.0 and m["steps_done"] == 4.0
+    assert m["samples"] == 38.0
+    assert abs(m["samples_per_second"] - 38.0 / 52.0) <= 1e-12
+    _, m = _run(TrainingConfig(**base, strategy="checkpoint-restart:every=2,checkpoint=2,"
+                                                "restart=5,boot=0,grow=false"))
+    assert m["training_time"] == 52.0 and m["samples"] == 40.0
+
+
 def test_checkpoint_restart_grow_is_the_default_and_poll_needs_it():
     """Varuna grows (the default); ``poll`` only with ``grow``; refusals name the parameter."""
     s = make_strategy("checkpoint-restart")
@@ -690,7 +801,13 @@ def test_checkpoint_restart_grow_is_the_default_and_poll_needs_it():
                        ("checkpoint-restart:grow=false,poll=60", "poll"),
                        ("checkpoint-restart:settle=-1", "settle"),
                        ("checkpoint-restart:settle=inf", "settle"),
-                       ("checkpoint-restart:grow=false,settle=60", "settle")):
+                       ("checkpoint-restart:grow=false,settle=60", "settle"),
+                       ("checkpoint-restart:lead=-1", "lead"),
+                       ("checkpoint-restart:lead=inf", "lead"),
+                       ("checkpoint-restart:grow=false,lead=30", "lead"),
+                       ("checkpoint-restart:window=-1", "window"),
+                       ("checkpoint-restart:window=nan", "window"),
+                       ("checkpoint-restart:grow=false,window=300", "window")):
         with pytest.raises(ConfigError, match=f"'{name}' must be"):
             make_strategy(spec)
     with pytest.raises(ConfigError, match="'grow' must be"):

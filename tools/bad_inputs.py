@@ -4390,12 +4390,16 @@ def users_strategy_cases(fx: Fixtures) -> list[Case]:
             # every 12.5 s never checkpoints: the watchdog stops it; with growth and no sleep
             # each morph's checkpoint keeps the steps done, and the job finishes (1.1e6 s);
             # with Varuna's manager's 120 s sleep after each failure (the default since
-            # varunadepth) the job is asleep more than it runs: the watchdog stops it again
+            # varunadepth) the job is asleep more than it runs: the watchdog stops it again;
+            # with no sleep but Varuna's restart limit (varunanotice) the relaunches after 3
+            # quick ones wait for the manager's poll, the job stalls and the watchdog stops it
+            # naming the loss rate; window=0 (no limit) keeps the 9 reconfigurations
             ("checkpoint-restart:every=1e18,grow=false", ok("stopped without progress")),
             ("checkpoint-restart:every=1000000000000000000,grow=false",
              ok("stopped without progress")),
             ("checkpoint-restart:grow=false", ok("stopped without progress")),
-            ("checkpoint-restart:settle=0", ok("9 reconfigurations")),
+            ("checkpoint-restart:settle=0", ok("stopped without progress")),
+            ("checkpoint-restart:settle=0,window=0", ok("9 reconfigurations")),
             ("checkpoint-restart", ok("stopped without progress")),
             ("redundancy:slowdown=1e300", ok("stopped without progress")),
             ("redundancy:slowdown=inf", refuse("slowdown")),
@@ -4431,6 +4435,22 @@ def users_strategy_cases(fx: Fixtures) -> list[Case]:
             ("checkpoint-restart:settle=x", refuse("settle")),
             ("checkpoint-restart:grow=false,settle=60", refuse("settle")),
             ("checkpoint-restart:settle=1min", ok("checkpoint-restart")),
+            # varunanotice: the manager's lead before a notified preemption (a time >= 0,
+            # with grow and a preemption notice only) and its restart window (>= 0, grow)
+            ("checkpoint-restart:lead=-1", refuse("lead")),
+            ("checkpoint-restart:lead=inf", refuse("lead")),
+            ("checkpoint-restart:lead=nan", refuse("lead")),
+            ("checkpoint-restart:lead=x", refuse("lead")),
+            ("checkpoint-restart:grow=false,lead=30", refuse("lead")),
+            ("checkpoint-restart:lead=60", refuse("lead")),
+            ("checkpoint-restart:notice=ignore,lead=30", refuse("lead")),
+            ("checkpoint-restart:window=-1", refuse("window")),
+            ("checkpoint-restart:window=inf", refuse("window")),
+            ("checkpoint-restart:window=nan", refuse("window")),
+            ("checkpoint-restart:window=x", refuse("window")),
+            ("checkpoint-restart:grow=false,window=300", refuse("window")),
+            ("checkpoint-restart:window=0", ok("checkpoint-restart")),
+            ("checkpoint-restart:window=5min", ok("checkpoint-restart")),
             # smallfix7: what a notice does, with no --preemption-notice: taken and ignored
             ("checkpoint-restart:notice=ignore", refuse("notice")),
             ("checkpoint-restart:notice=checkpoint", refuse("notice")),

@@ -64,12 +64,43 @@ number of steps closest in cost to the exact optimum of
 that keep the blocking part of a checkpoint within ``overhead_bound`` of
 the time computing).
 
-A preemption notice (``notice="checkpoint"``): when a worker the job runs on
-announces its preemption, the job checkpoints at the last step end from which
-the checkpoint still completes before the preemption (after the current step
-if only that fits), or at once (dropping the step in progress) if only that
-fits, so the preemption loses only the step in progress (checkpointing after
-the first step end lost every step done after it, more than no notice did).
+A preemption notice (``notice="checkpoint"``), growing (Varuna's manager,
+``vmss_scripts/morph_server.py`` at a2145cc): the notice of a worker the job runs on
+(``listen_preemption.py:37``, the preemption's ``NotBefore``) makes the manager sleep until
+``lead`` (60 s) before the preemption (``morph_server.py:125-127``; at once if the notice is
+shorter), then signal the workers (``:129``), which checkpoint at the end of their step and
+exit (the flag of ``megatron.patch:380-384, 651-653``). After that checkpoint the manager
+sleeps 120 s ("wait for scheduled event to occur", ``:151``; here ``settle``) and relaunches
+on the machines available then (``:152-155``); no step runs meanwhile. A loss before the
+checkpoint is done is a failure whose relaunch comes ``settle`` after the later of the loss
+and the signal (the failure's message waits for the manager's lock, held through that sleep,
+and then takes the preemption's branch, ``:149``). Neither relaunch counts towards the
+restart limit below. One preemption at a time (``:115``: another notice meanwhile is not
+taken; the notifier repeats it every 5 s, ``listen_preemption.py:41-44``, so here a notice
+still pending when a formation starts is taken then), none while a morph is under way, and a
+poll's morph is not taken while one is (``:227``).
+``grow=False``: the job checkpoints at the last step end from which the checkpoint still
+completes before the preemption (after the current step if only that fits), or at once
+(dropping the step in progress) if only that fits, so the preemption loses only the step in
+progress (dtsim's own rule; the Oobleck artifact's simulator has no notices).
+
+The restart limit (grow, ``window``): the manager counts a failure's relaunch as consecutive
+when it comes less than 300 s after the previous one (``morph_server.py:183-188``; the count
+starts at 0, the previous relaunch 2 h before the start, ``:25-26``); at a failure after 3
+consecutive relaunches it relaunches nothing, resets the count and waits (``:167-173``) for
+the next poll's morph, which finds nothing running and relaunches at once on the machines
+available (``:232-237``; no sleep). Here: at a failure's relaunch (after ``settle``) the count
+goes up when the relaunch is less than ``window`` after the previous failure's relaunch, else
+to 0; a failure with a count of 3 resets it and holds the job until the first poll (``k
+poll``) after it at which the ready workers form a configuration, then pays ``restart``
+(restart time; ``window=0`` switches the limit off). The job never gives up: the hold ends at
+a poll. The packaged ``varuna/morph_server.py`` has no limit and sleeps 30 s before the
+preemption (``:113``), 120 s after its checkpoint (``:137``) and 60 s after a failure (``:155``).
+
+Samples (grow): Varuna's launcher gives each of the ``D`` data-parallel replicas ``B // D`` of
+the global batch ``B`` (``varuna/launcher.py:53-54, 238, 244``; ``varuna.py:136``), so a step
+of ``D`` pipelines trains ``D (B // D)`` samples: the remainder is not trained and the global
+batch shrinks when a relaunch changes ``D``. The step's time is the formation's as before.
 
 Defaults (seconds; BERT-large on EC2 p3 spot instances, 30 nodes): from the
 Oobleck artifact's Varuna simulator (SymbioticLab/Oobleck, branch
@@ -108,6 +139,12 @@ NOTICE_USES = ("checkpoint", "ignore")
 POLL = 300.0
 #: Varuna's manager sleeps 120 s after a failure before it relaunches (module notes).
 SETTLE = 120.0
+#: Varuna's manager signals the workers 60 s before a notified preemption (module notes).
+LEAD = 60.0
+#: Varuna's manager holds a failure's relaunch after 3 consecutive relaunches (module notes).
+RESTART_LIMIT = 3
+#: ... each less than 300 s after the previous one (module notes).
+WINDOW = 300.0
 #: CheckFreq's bound on the checkpoint's overhead (``overhead_bound``'s default).
 OVERHEAD_BOUND = 0.035
 
@@ -154,11 +191,20 @@ class CheckpointRestart(JobStrategy):
         Varuna's ``continuous_poll.py``); given only with ``grow``.
     settle : float
         (grow) The manager's sleep after a failure before it relaunches the job (default
-        120 s, Varuna's ``morph_server.py``: module notes); given only with ``grow``.
+        120 s, Varuna's ``morph_server.py``: module notes); given only with ``grow``. Also the
+        sleep after a notice's checkpoint (120 s there too).
+    lead : float
+        (grow) How long before a notified preemption the manager signals the workers to
+        checkpoint and stop (default 60 s, Varuna's ``morph_server.py``); given only with
+        ``grow`` and a preemption notice.
+    window : float
+        (grow) A failure's relaunch less than ``window`` after the previous one is consecutive;
+        after 3 the next failure waits for a poll (default 300 s, Varuna's ``morph_server.py``;
+        0: no limit); given only with ``grow``.
     """
 
     name = "checkpoint-restart"
-    times = ("boot", "checkpoint", "restart", "copy", "poll", "settle")
+    times = ("boot", "checkpoint", "restart", "copy", "poll", "settle", "lead", "window")
     rates = ("checkpoint_bandwidth",)
     every: int = 10
     checkpoint: float = 15.8
@@ -173,6 +219,8 @@ class CheckpointRestart(JobStrategy):
     grow: bool = True
     poll: float = 300.0
     settle: float = SETTLE
+    lead: float = LEAD
+    window: float = WINDOW
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -194,6 +242,10 @@ class CheckpointRestart(JobStrategy):
         check_nonnegative("settle", self.settle)
         check(self.grow or self.settle == SETTLE, "settle", "unset unless grow is true",
               self.settle)
+        for key, default in (("lead", LEAD), ("window", WINDOW)):
+            value = getattr(self, key)
+            check_nonnegative(key, value)
+            check(self.grow or value == default, key, "unset unless grow is true", value)
         check(self.interval == "overhead" or self.overhead_bound == OVERHEAD_BOUND,
               "overhead_bound", "unset unless interval is overhead", self.overhead_bound)
 
@@ -208,6 +260,9 @@ class CheckpointRestart(JobStrategy):
         refused at their default value too (``grow=false,poll=300`` was taken and ignored)."""
         for key, applies, rule in (("poll", self.grow, "unset unless grow is true"),
                                    ("settle", self.grow, "unset unless grow is true"),
+                                   ("lead", self.grow and self.notice == "checkpoint",
+                                    "unset unless grow is true and notice is checkpoint"),
+                                   ("window", self.grow, "unset unless grow is true"),
                                    ("copy", self.snapshot == "overlapped",
                                     "unset unless snapshot is overlapped"),
                                    ("overhead_bound", self.interval == "overhead",
@@ -216,6 +271,9 @@ class CheckpointRestart(JobStrategy):
 
     def check_last(self, config: Any) -> None:
         super().check_last(config)  # notice without a preemption notice
+        check(config.notice > 0 or (not self.given("lead") and self.lead == LEAD), "lead",
+              "unset without a preemption notice (--preemption-notice: when the manager "
+              "signals before the preemption)", self.lead)
         if self.grow:  # poll and settle: a run that is its polls, or its sleep
             self._check_polls(config)
 
@@ -248,9 +306,19 @@ class CheckpointRestart(JobStrategy):
         """Wait for enough workers, then restart (free the first time); a loss restarts it.
         After a loss (not a morph) the manager first sleeps ``settle`` (grow)."""
         while True:
+            counted = False
             if st.extra.pop("settle", False):
+                start = st.extra.pop("settle_from", None)  # a preemption under way (grow)
+                if start is None and self._too_many(st):
+                    yield from self._hold(job, st)
+                else:
+                    yield from self._settle(job, st, start)
+                    counted = start is None
+            elif st.extra.pop("preempted", False):  # after a notice's checkpoint (grow)
                 yield from self._settle(job, st)
             f = yield from self.wait_for_workers(job)
+            if counted:
+                self._count_relaunch(job, st)
             if st.started:
                 job.restarts += 1
             ok = yield from self.pay(job, st, f, self.restart_time(job, f) if st.started else 0.0,
@@ -269,19 +337,56 @@ class CheckpointRestart(JobStrategy):
                 st.extra.pop("write", None)
                 st.extra.pop("morph", None)  # a poll before the restart found the old formation
                 self._arm_poll(job, st)
+                self._pending_notices(job, st)
                 return
             st.extra["settle"] = True  # a loss during the relaunch: the manager sleeps again
 
-    def _settle(self, job: Any, st: RunState):
-        """(grow) Varuna's manager sleeps ``settle`` after a failure, whatever happens
-        meanwhile, then relaunches on the machines available (accounted as restart time)."""
-        if not self.grow or self.settle <= 0:
+    def _settle(self, job: Any, st: RunState, start: float | None = None):
+        """(grow) Varuna's manager sleeps ``settle`` after a failure (from ``start`` if later:
+        the end of its sleep before a notified preemption), whatever happens meanwhile, then
+        relaunches on the machines available (accounted as restart time)."""
+        if not self.grow or (self.settle <= 0 and (start is None or start <= job.env.now)):
             return
         st.participants = frozenset()  # no job runs: a loss meanwhile interrupts nothing
         t0 = job.env.now
-        end = t0 + self.settle
+        end = max(t0, start if start is not None else t0) + self.settle
         while job.env.now < end:  # an interruption (none expected) does not cut it short
             yield from job.wait(end - job.env.now)
+        job.lost["restart"] += job.env.now - t0
+        job.rec.job_hold("restart", t0, job.env.now, True)
+
+    # -- the restart limit (grow) ------------------------------------------------------
+    def _too_many(self, st: RunState) -> bool:
+        """(grow) Whether Varuna's manager holds this failure's relaunch: 3 consecutive
+        relaunches before it (the count is then reset, ``morph_server.py:167-173``)."""
+        if not self.grow or self.window <= 0 or st.extra.get("consecutive", 0) < RESTART_LIMIT:
+            return False
+        st.extra["consecutive"] = 0
+        return True
+
+    def _count_relaunch(self, job: Any, st: RunState) -> None:
+        """(grow) A failure's relaunch now: consecutive when less than ``window`` after the
+        previous one (``morph_server.py:183-188``)."""
+        if not self.grow:
+            return
+        now = job.env.now
+        last = st.extra.get("last_relaunch", -math.inf)
+        st.extra["consecutive"] = (st.extra.get("consecutive", 0) + 1
+                                   if now - last < self.window else 0)
+        st.extra["last_relaunch"] = now
+
+    def _hold(self, job: Any, st: RunState):
+        """(grow) Too many consecutive restarts: nothing runs until the first poll after now at
+        which the ready workers form a configuration (its morph relaunches at once, no sleep);
+        accounted as restart time."""
+        st.participants = frozenset()  # no job runs: a loss meanwhile interrupts nothing
+        t0 = job.env.now
+        while True:
+            at = (math.floor(job.env.now / self.poll) + 1) * self.poll
+            while job.env.now < at:
+                yield from job.wait(at - job.env.now)
+            if self.formation(job, job.ready_workers()) is not None:
+                break
         job.lost["restart"] += job.env.now - t0
         job.rec.job_hold("restart", t0, job.env.now, True)
 
@@ -333,6 +438,9 @@ class CheckpointRestart(JobStrategy):
         job.rollback(elapsed)
         st.failures += 1
         st.extra["settle"] = True  # the manager sleeps before the relaunch (grow)
+        signal = st.extra.pop("signal", None)
+        if signal is not None:  # a preemption under way: its branch, after its sleep (grow)
+            st.extra["settle_from"] = signal
         # adapt with the failed formation's step time, before it is dissolved (after it,
         # _adapt found no formation and 'adaptive' kept 'every' for the whole run)
         self._adapt(job, st)
@@ -365,8 +473,8 @@ class CheckpointRestart(JobStrategy):
         if st.extra.get("next_poll") != at or job.formation is not f:
             return  # seen already at a step end of its instant, or the job is re-forming
         g = self.formation(job, job.ready_workers())
-        if g is not None and len(g.pipelines) > len(f.pipelines):
-            st.extra["morph"] = True
+        if g is not None and len(g.pipelines) > len(f.pipelines) and "signal" not in st.extra:
+            st.extra["morph"] = True  # not while a preemption is under way (morph_server.py:227)
         self._schedule_poll(job, st, f, at + self.poll)
 
     def _morph_due(self, job: Any, st: RunState) -> bool:
@@ -382,7 +490,10 @@ class CheckpointRestart(JobStrategy):
     def after_step(self, job: Any, st: RunState):
         last = job.steps >= job.N  # the run ends with a checkpoint of its last steps
         morph = not last and self._morph_due(job, st)
-        due = job.steps - job.committed >= self.current_interval(job, st) or last or morph
+        signal = st.extra.get("signal", math.inf)
+        preempt = not last and signal <= job.env.now  # Varuna's notice: checkpoint and stop
+        due = job.steps - job.committed >= self.current_interval(job, st) or last or morph \
+            or preempt
         # a notice's checkpoint waits for the last step end from which it still ends before
         # the preemption (checkpointing at once lost every step done after it to the
         # preemption: more work than without the notice)
@@ -398,7 +509,7 @@ class CheckpointRestart(JobStrategy):
             else:  # this one was the last that fits: it is the notice's
                 job.counts["notices_used"] += 1
                 st.extra.pop("notice_at", None)
-        if ok and (last or morph) and self.snapshot == "overlapped":  # until it is durable
+        if ok and (last or morph or preempt) and self.snapshot == "overlapped":  # durable
             steps = job.steps
             causes = yield from job.wait_event(st.extra["write"])
             ok = not self.losses(causes) and job.committed >= steps
@@ -406,6 +517,11 @@ class CheckpointRestart(JobStrategy):
             self._failed(job, st, 0.0)
         elif morph:  # Varuna's morph: relaunch with the workers ready, no step lost
             job.counts["reconfigurations"] += 1
+            job.formation = None
+        elif preempt:  # the workers exit; the manager sleeps, then relaunches (grow)
+            job.counts["notices_used"] += 1
+            st.extra.pop("signal", None)
+            st.extra["preempted"] = True
             job.formation = None
 
     def checkpoint_now(self, job: Any, st: RunState, *, emergency: bool):
@@ -450,6 +566,9 @@ class CheckpointRestart(JobStrategy):
         st = job.run_state
         if st is None or self.notice == "ignore" or w.index not in st.participants or job.formation is None:
             return
+        if self.grow:
+            self._signal(job, st, at)
+            return
         need = self._notice_need(job)
         now = job.env.now
         if st.step_end + need <= at:
@@ -457,3 +576,33 @@ class CheckpointRestart(JobStrategy):
             st.extra["notice_at"] = min(at, st.extra.get("notice_at", math.inf))
         elif job.steps > job.committed and now + need <= at and st.step_end < math.inf:
             job.interrupt(Notice(w.index, at, now))  # drop the step, checkpoint now
+
+    def _signal(self, job: Any, st: RunState, at: float) -> None:
+        """(grow) Varuna's manager takes a notice of a preemption at ``at``: it signals the
+        workers ``lead`` before it (at once if later), unless a preemption or a morph is under
+        way or this one was taken (``morph_server.py:115, 122-129``)."""
+        if "signal" in st.extra or "morph" in st.extra \
+                or at <= st.extra.get("handled", -math.inf):
+            return
+        st.extra["handled"] = at
+        st.extra["signal"] = max(job.env.now, at - self.lead)
+
+    def _pending_notices(self, job: Any, st: RunState) -> None:
+        """(grow) A formation starts: a notice of one of its workers still ahead is taken now
+        (Varuna's notifier repeats it every 5 s, ``listen_preemption.py:41-44``)."""
+        if not self.grow or self.notice == "ignore":
+            return
+        now = job.env.now
+        ahead = [at for k in st.participants
+                 if (at := job.workers[k].leaving) is not None and at > now]
+        if ahead:  # the first preemption (one at a time: the others wait for the relaunch)
+            self._signal(job, st, min(ahead))
+
+    def step_samples(self, job: Any) -> float:
+        """(grow) The samples a step of the running formation trains: ``D (B // D)`` on ``D``
+        pipelines (Varuna's launcher, module notes); else the global batch."""
+        B = job.samples_per_step
+        if not self.grow:
+            return B
+        D = len(job.formation.pipelines)
+        return D * (B // D)

@@ -139,6 +139,10 @@ class JobStrategy(Strategy):
     def joined(self, job: Any, w: Any) -> None:
         """A worker became ready: used at the next formation (the artifacts' rule)."""
 
+    def step_samples(self, job: Any) -> float:
+        """The samples a step of the running formation trains: the global batch."""
+        return job.samples_per_step
+
     def noticed(self, job: Any, w: Any, at: float) -> None:
         """A participant will be preempted at ``at``."""
 

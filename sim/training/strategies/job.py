@@ -154,6 +154,7 @@ class JobSystem:
         self.progress_t = 0.0
         self.reached = 0  # the most steps ever done: a step re-done after a rollback is no progress
         self.samples_per_step = c.microbatches * c.samples_per_microbatch
+        self.short: list[float] = []  # per step kept: samples below the global batch
         self._step_cache: dict[tuple, float | None] = {}
 
     # -- worker events (JobWorker.set_state's transitions) ---------------------------------
@@ -316,6 +317,7 @@ class JobSystem:
         self.counts["last_step_end"] = self.env.now
         self.rec.job_step(self, self.env.now - duration, self.env.now)
         self.steps += 1
+        self.short.append(self.samples_per_step - self.strategy.step_samples(self))
         self.step_times.append(duration)
         self.work_since_commit += duration
         if self.steps > self.reached:  # new work, not a step redone after a rollback
@@ -350,6 +352,7 @@ class JobSystem:
         self.lost["lost_pass"] += self.work_since_commit + elapsed
         self.counts["lost_work"] += self.work_since_commit + elapsed
         self.steps = self.committed
+        del self.short[self.committed:]
         self.work_since_commit = 0.0
 
     def abort(self, elapsed: float) -> None:
@@ -429,6 +432,8 @@ class JobSystem:
         finished = self.done.triggered
         steps = self.steps
         samples = steps * self.samples_per_step
+        if any(self.short):  # a strategy whose steps train fewer (Varuna's B // D per replica)
+            samples -= math.fsum(self.short)
         delivered = steps * c.microbatches
         hours = [w.presence.bill.total(wall) / c.hour for w in self.workers]  # type: ignore[union-attr]
         series_cost = None
