@@ -1020,7 +1020,8 @@ class GroupMonitor:
 #: What a failure trace is asked here (:class:`sim.traces.TraceReplay` answers all of
 #: it). The replay is asked, never type-checked, so this floor does not import the
 #: traces package above it.
-_REPLAY_ANSWERS = ("check_workers", "check_horizon", "exact_availability", "worker_intervals")
+_REPLAY_ANSWERS = ("check_workers", "check_horizon", "exact_availability", "worker_intervals",
+                   "by_name")
 
 
 def _answers_as_replay(obj: Any) -> bool:
@@ -1059,7 +1060,9 @@ class ClusterConfig:
     failure_trace : sim.traces.TraceReplay or None
         A real trace (any format, shipped or by path) replayed as the workers'
         own up/down states through its mapping policy; worker ``i``'s domain
-        for the ``domain`` policy is ``i % domains``. Not with ``trace``.
+        for the ``domain`` policy is ``i % domains``. A trace whose instances
+        are all named as the workers ``worker{i}`` is replayed by name
+        (:attr:`trace_names`). Not with ``trace``.
     topology : str or None
         A layout spec (``datacenter:regions=2,racks=4,hosts=4,rack_outage=1e-3``,
         ``geo:...``, a graph file whose nodes carry ``domain`` chains): nested
@@ -1112,7 +1115,8 @@ class ClusterConfig:
                   "a sim.traces.TraceReplay", self.failure_trace)
             check(self.trace is None, "trace", "unset with failure_trace (one trace at a time)",
                   self.trace)
-            self.failure_trace.check_workers(self.workers)
+            if self.trace_names is None:  # slot k on worker k: at most the trace's slots
+                self.failure_trace.check_workers(self.workers)
             self.failure_trace.check_horizon(self.horizon)
         if self.topology is not None:
             check(isinstance(self.topology, str) and self.topology != "", "topology",
@@ -1158,6 +1162,16 @@ class ClusterConfig:
             blame.append((1.0 / self.mean_downtime, "mean_downtime", self.mean_downtime))
         _, name, value = max(blame, key=lambda b: b[0])
         return n, name, value
+
+    @property
+    def trace_names(self) -> tuple[str | None, ...] | None:
+        """The instance each worker replays (None: up throughout) when the failure trace's
+        instances are all named as the workers ``worker{i}``; None when it is replayed slot
+        by slot (none named so; some named so and some not is refused by the replay's
+        ``by_name``, :meth:`sim.traces.TraceReplay.by_name`)."""
+        if self.failure_trace is None:
+            return None
+        return self.failure_trace.by_name([(f"worker{i}",) for i in range(self.workers)])
 
     def layout_domains(self) -> tuple[list[tuple[str, ...]], dict[str, float]]:
         """The nested domains of :attr:`topology` (see :func:`layout_domains`)."""
@@ -1269,7 +1283,8 @@ def build_cluster(config: ClusterConfig, env: simpy.Environment, streams: Stream
     replay = None
     if config.failure_trace is not None:
         replay = config.failure_trace.worker_intervals(
-            config.workers, streams=streams, domain_of=[i % config.domains for i in range(config.workers)])
+            config.workers, streams=streams, domain_of=[i % config.domains for i in range(config.workers)],
+            names=config.trace_names)
     for i in range(config.workers):
         dom = doms[i % config.domains]
         if replay is not None:

@@ -1585,12 +1585,42 @@ def build_cases(fx: Fixtures) -> list[Case]:
                               "--trace-policy", "recent+tile"),
                         refuse("trace_policy"),
                         note="FIXED (lead): replayed by name, +tile was taken and ignored")
+                    add("design/events-named-as-workers",
+                        D("--stages", "1", "--failure-trace", f, "--trace-format", ev),
+                        refuse("failure_trace"),
+                        note="design answers under the random policy: a trace named as its "
+                             "workers s{j}r{i} is refused (dtsim pipeline replays it by name)")
                 elif name == "partly-named":
                     add("train/events-instances-partly-named-as-workers",
                         dtsim("train", "--steps", "1", "--failure-trace", f, "--trace-format", ev),
                         refuse("failure_trace"),
                         note="user trial 15: by name when all are workers/hosts, slot order "
                              "when none; some is refused rather than guessed")
+                    # the same rule in every command that replays a trace (tracename)
+                    add("pipeline/events-instances-partly-named-as-workers",
+                        P("--stages", "2", "--replicas", "1", "--failure-trace", f,
+                          "--trace-format", ev, "--trace-loop"),
+                        refuse("failure_trace"),
+                        note="by name as in train: some named s{j}r{i} and some not is refused")
+                    partly = str(fx._write("events/partly-named-workers.csv", text.replace(
+                        "s0r0", "worker0")))
+                    add("failures/events-instances-partly-named-as-workers",
+                        F("--cluster-workers", "2", "--failure-trace", partly,
+                          "--trace-format", ev),
+                        refuse("failure_trace"),
+                        note="by name as in train: some named worker{i} and some not is refused")
+                    net = str(fx._write("events/named-hosts.edges", "a b\nb s0r0\n"))
+                    add("gossip/events-instances-partly-named-as-nodes",
+                        G("--protocol", "async", "--topology", net, "--rounds", "5",
+                          "--failure-trace", f, "--trace-format", ev),
+                        refuse("failure_trace"),
+                        note="by name as in train: some named as the graph's nodes and some "
+                             "not is refused")
+                    add("design/events-instances-partly-named-as-workers",
+                        D("--stages", "1", "--failure-trace", f, "--trace-format", ev),
+                        refuse("failure_trace"),
+                        note="design answers under the random policy: a trace named as its "
+                             "workers (some or all) is refused, not answered as if unnamed")
                 else:
                     add(f"trace/events-{name}", TC("stats", f, "--trace-format", ev),
                         refuse("trace"))

@@ -10,6 +10,7 @@ from ..errors import ConfigError, SimulationError
 from ..failures import DISTRIBUTIONS, ClusterConfig, failures_model, layout_domains
 from ..results import judge_equal, metric_estimate
 from ..runner import replicate
+from . import trace as _trace
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
 from .trace import add_failure_trace_options, assumed_unit, failure_trace_from_args, print_unit_note
@@ -163,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
     if replay is not None:
         from ..traces import trace_stats
 
+        # by name too: it answers only when each of the trace's slots is replayed once, and a
+        # by-name replay then has one worker per instance (as many as slots, tiling refused),
+        # whose mean up-fraction is the count's integral over workers x span as well
         exact = replay.exact_availability(cfg.workers, cfg.horizon)
         out["target_availability"] = exact
         out["target_effective_availability"] = None if exact is None else exact * (1 - rho)
@@ -171,6 +175,10 @@ def run(args: argparse.Namespace) -> int:
         out["trace_policy"] = replay.policy
         out["trace_availability"] = trace_stats(replay.load())["availability"]
         out["trace_time_unit_assumed"] = assumed_unit(replay)
+        names = cfg.trace_names
+        if names is not None:  # instances named as the workers: replayed by name
+            out["trace_instances"] = _trace.trace_instances(
+                [f"worker{i}" for i in range(cfg.workers)], names)
     if args.json:
         emit_json(out)
         return 0
@@ -198,5 +206,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{cfg.workers} workers in {where}, {law}, "
           f"{args.replications} replications x {cfg.horizon:g} time units, seed {args.seed}")
     print_unit_note(replay)
+    if "trace_instances" in out:
+        _trace.print_trace_instances(out["trace_instances"])
     print_table(rows, ("quantity", "target", "measured (95% CI)", "target in CI"))
     return 0

@@ -36,6 +36,7 @@ from ..learning import (
     training_objective,
 )
 from ..runner import replicate
+from . import trace as _trace
 from ._applies import refuse_unless
 from ._common import add_run_options, announce_fallback, emit_json, print_table, warn
 from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
@@ -190,7 +191,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--bucketing-form", default=None, metavar="F",
                    help="--bucketing: repeat (default, the reference decentralised form) or permute "
                         "(ceil(m/S) buckets of a random permutation)")
-    add_failure_trace_options(p)  # async churn replayed from a real trace (node i = slot i)
+    add_failure_trace_options(p)  # async churn from a real trace (node i = slot i, or by name)
     add_timeline_options(p, what="every exchange (async: from its start to its delivery; edge: "
                          "each step, 2/n long), every node's down interval and the links' "
                          "utilisation (async and edge, the DES engine)")
@@ -464,6 +465,22 @@ def _check_options(args: argparse.Namespace) -> None:
                   "with --contention on")
 
 
+def _add_trace_instances(payload: dict[str, Any], cfg: GossipConfig) -> None:
+    """``trace_instances`` (node -> the instance it replays) when the trace is replayed by
+    name (its instances named as the graph's nodes)."""
+    names = cfg.trace_names
+    if names is not None:
+        payload["trace_instances"] = _trace.trace_instances(cfg.node_names(), names)
+
+
+def _print_trace_instances(cfg: GossipConfig) -> None:
+    """The text's line of :func:`_add_trace_instances` (nothing when replayed slot by slot)."""
+    out: dict[str, Any] = {}
+    _add_trace_instances(out, cfg)
+    if out:
+        _trace.print_trace_instances(out["trace_instances"])
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the replications and print the report (text table or one JSON object)."""
     _check_options(args)
@@ -511,6 +528,7 @@ def run(args: argparse.Namespace) -> int:
         payload.update(report)
         if cfg.failure_trace is not None:
             payload["trace_time_unit_assumed"] = assumed_unit(cfg.failure_trace)
+            _add_trace_instances(payload, cfg)
         payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
         timeline()
@@ -521,6 +539,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"gossip: {cfg.protocol} on {cfg.topology} with n = {cfg.n} "
           f"({cfg.honest_count} honest), {report['replications']} replications, seed {args.seed}")
     print_unit_note(cfg.failure_trace)
+    _print_trace_instances(cfg)
     print(f"engine: {cfg.resolved_engine} ({cfg.engine_reason})")
     rows = [(r["quantity"], _fmt(r["simulated"]), _ci_text(r["interval"]), _fmt(r["exact"]))
             for r in gossip_comparison_rows(report)]
@@ -637,6 +656,7 @@ def _run_training(args: argparse.Namespace, tc: GossipTrainingConfig) -> int:
         payload.update(report)
         if cfg.failure_trace is not None:
             payload["trace_time_unit_assumed"] = assumed_unit(cfg.failure_trace)
+            _add_trace_instances(payload, cfg)
         payload["units"] = units_object({"time": "s"}, args)
         emit_json(payload)
         return 0 if not errors else 1
@@ -644,6 +664,7 @@ def _run_training(args: argparse.Namespace, tc: GossipTrainingConfig) -> int:
           f"n = {cfg.n} ({int(tc.honest.sum())} honest), lr {lc.lr}, H = {lc.local_steps}, "
           f"{report['replications']} replications, seed {args.seed}")
     print_unit_note(cfg.failure_trace)
+    _print_trace_instances(cfg)
     print(f"engine: {engine} ({engine_why})")
     rows = []
     for key, exact, label in _TRAIN_ROWS:

@@ -65,6 +65,8 @@ from ..pipeline import (
     simulate,
 )
 from ..rng import Streams
+from ..training import stage_workers
+from . import trace as _trace
 from ._applies import given, refuse_unless, verdict
 from ._common import add_run_options, emit_json, print_table
 from ._timeline import RecordingModel, add_timeline_options, finish_timeline, timeline_from_args
@@ -592,6 +594,10 @@ def run(args: argparse.Namespace) -> int:
             out["failure_trace"] = cfg.failure_trace.trace
             out["trace_policy"] = cfg.failure_trace.policy
             out["trace_time_unit_assumed"] = assumed_unit(cfg.failure_trace)
+            names = cfg.trace_names
+            if names is not None:  # instances named as the workers or hosts: replayed by name
+                out["trace_instances"] = _trace.trace_instances(
+                    [w for w, *_ in stage_workers(cfg.replicas)], names)  # type: ignore[arg-type]
     out["units"] = units_object(PIPELINE_UNITS, args)
     if args.json:
         if args.show_placement and placement is not None:
@@ -614,6 +620,8 @@ def run(args: argparse.Namespace) -> int:
           f"kappa={cfg.skip_penalty}; {out['replications']} replications x {cfg.microbatches} "
           f"microbatches, seed {args.seed}")
     print_unit_note(cfg.failure_trace)
+    if "trace_instances" in out:
+        _trace.print_trace_instances(out["trace_instances"])
     print(f"engine: {out['engine']} ({out['engine_reason']})"
           + (f"; routing {out['routing']}" if cfg.queueing else ""))
     if cfg.queueing:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError, check_int
@@ -26,7 +27,8 @@ from ._common import emit_json, print_table
 from ._units import TimeOption
 
 __all__ = ["add_failure_trace_options", "assumed_unit", "failure_trace_from_args",
-           "failure_trace_option", "print_unit_note", "trace_workers"]
+           "failure_trace_option", "print_trace_instances", "print_unit_note", "trace_instances",
+           "trace_workers"]
 
 NAME = "trace"
 HELP = "real preemption traces: list the shipped ones; stats, fit and plot any trace"
@@ -125,6 +127,21 @@ def failure_trace_option(args: argparse.Namespace) -> Any:
         refuse_unless(args, dest, False, "without --failure-trace (the trace sets the workers' "
                       "up and down times)")
     return replay
+
+
+def trace_instances(workers: Sequence[Any], names: Sequence[str | None]) -> dict[str, str | None]:
+    """Each worker (its name, as text) -> the trace instance it replays by name (None: up
+    throughout): the ``trace_instances`` of the ``--json`` of every command that replays a
+    trace by name (``names`` from the config's ``trace_names``)."""
+    return {str(w): n for w, n in zip(workers, names, strict=True)}
+
+
+def print_trace_instances(instances: dict[str, str | None], indent: str = "  ") -> None:
+    """Print which instance each worker replays by name (:func:`trace_instances`), the first
+    12 of them, under the command's failure-trace line."""
+    pairs = [f"{w}={n if n is not None else '(none: up)'}" for w, n in instances.items()]
+    print(f"{indent}instances replayed by name (named as the run's workers or hosts): "
+          f"{', '.join(pairs[:12])}{', ...' if len(pairs) > 12 else ''}")
 
 
 def trace_workers(path: str) -> tuple[tuple[str, int, int], ...]:

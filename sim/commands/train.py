@@ -40,7 +40,7 @@ from ..training import (
     SYNCS,
     TrainingConfig,
     read_speeds,
-    replica_name,
+    stage_workers,
 )
 from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
@@ -75,7 +75,14 @@ from ._units import (
     train_units,
     units_object,
 )
-from .trace import add_failure_trace_options, assumed_unit, failure_trace_option, print_unit_note
+from .trace import (
+    add_failure_trace_options,
+    assumed_unit,
+    failure_trace_option,
+    print_trace_instances,
+    print_unit_note,
+    trace_instances,
+)
 
 NAME = "train"
 HELP = "pipeline training in simulated wall clock: throughput, step time, cost; vs exact references"
@@ -683,12 +690,6 @@ def _plan_closed_form(args: argparse.Namespace, build: Any) -> dict[str, Any]:
 NOTICES = {"aws": 120.0, "gcp": 30.0}
 
 
-def _instances(cfg: TrainingConfig, names: tuple[str | None, ...]) -> dict[str, str | None]:
-    """Worker ``s{j}r{i}`` -> the trace instance it replays by name (None: up throughout)."""
-    ws = [replica_name(j, i) for j, r in enumerate(cfg.replicas) for i in range(r)]  # type: ignore[arg-type]
-    return dict(zip(ws, names, strict=True))
-
-
 def _notice(text: str | None, hour: float) -> float:
     """``--preemption-notice`` in the run's time units (``hour`` of them make an hour).
 
@@ -1130,7 +1131,8 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
         out["trace_time_unit_assumed"] = assumed_unit(cfg.failure_trace)
         names = cfg.trace_names
         if names is not None:  # instances named as the workers or hosts: replayed by name
-            out["trace_instances"] = _instances(cfg, names)
+            out["trace_instances"] = trace_instances(
+                [w for w, *_ in stage_workers(cfg.replicas)], names)  # type: ignore[arg-type]
     out.update(replications=replications, steps=cfg.steps, microbatches=cfg.microbatches,
                seed=seed)
     return out
@@ -1427,10 +1429,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"failure trace {out['failure_trace']} ({how}): worker availability "
               f"{out['worker_availability_ci']}")
         if "trace_instances" in out:
-            pairs = [f"{w}={n if n is not None else '(none: up)'}"
-                     for w, n in out["trace_instances"].items()]
-            print(f"  instances replayed by name (named as the run's workers or hosts): "
-                  f"{', '.join(pairs[:12])}{', ...' if len(pairs) > 12 else ''}")
+            print_trace_instances(out["trace_instances"])
         elif out["trace_policy"] is not None:
             print("  slot k replayed on worker k (s{j}r{i} stage-major): the trace's instances "
                   "are named as none of the run's workers or hosts")

@@ -70,7 +70,7 @@ class AsyncGossip(GossipSystem):
 
             fm = FailureModel(env, self.streams)
             self._workers = attach(fm, cfg.failure_trace, [(f"node{i}", None) for i in range(n)],
-                                   streams=self.streams)
+                                   streams=self.streams, names=cfg.trace_names)
             fm.start()
         elif cfg.availability < 1.0:
             from ..failures import FailureModel

@@ -156,7 +156,8 @@ class CompiledAsync(GossipSystem):
         self._period = math.inf
         if cfg.failure_trace is not None:
             replay = cfg.failure_trace
-            self._feed = _ChangeFeed(replay.worker_intervals(n, streams=streams))
+            self._feed = _ChangeFeed(replay.worker_intervals(n, streams=streams,
+                                                             names=cfg.trace_names))
             self._period = float(replay.load().end) / float(replay.speedup)
         self.loop = AsyncLoop(
             self.x, self.honest, kind, param, const, tau, states=states,

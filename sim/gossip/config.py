@@ -318,7 +318,8 @@ class GossipConfig:
         Churn of nodes in ``async`` (:mod:`sim.failures`; availability 1 = none).
     failure_trace : sim.traces.TraceReplay or None
         Churn of nodes in ``async`` replayed from a real trace instead (node
-        ``i`` is slot ``i``; ``availability`` must then be 1).
+        ``i`` is slot ``i``, or by name when the trace's instances are all named
+        as the graph's nodes: :attr:`trace_names`; ``availability`` must then be 1).
     topology_seed : int or None
         Seed of random topology families (the graph is fixed across replications).
     engine : {"auto", "des", "vector", "compiled"}
@@ -458,7 +459,8 @@ class GossipConfig:
         if self.record_every is None:
             object.__setattr__(self, "record_every", default_record_every(self.protocol, n))
         if self.failure_trace is not None:
-            self.failure_trace.check_workers(n, name="nodes")
+            if self.trace_names is None:  # node i on slot i: at most the trace's slots
+                self.failure_trace.check_workers(n, name="nodes")
             self.failure_trace.check_horizon(self.rounds, name="rounds")
         self._check_memory(n)
         if self.protocol == "matching" and complete:
@@ -542,6 +544,29 @@ class GossipConfig:
     def complete(self) -> bool:
         """True when the topology is the (implicit) complete graph."""
         return self._size[1]
+
+    @property
+    def trace_names(self) -> tuple[str | None, ...] | None:
+        """The instance each node replays, by position (None: up throughout), when the failure
+        trace's instances are all named as the graph's nodes (a graph file's own names; a
+        family's integers never match); None when it is replayed slot by slot, node ``i`` on
+        slot ``i`` (some named so and some not is refused:
+        :meth:`sim.traces.TraceReplay.by_name`)."""
+        ft = self.failure_trace
+        if ft is None or ft.instances is None or (self.complete and self.graph is None):
+            return None  # no trace, a count trace, or the implicit complete graph's 0..n-1
+        return ft.by_name([(v,) for v in self.node_names()])
+
+    def node_names(self) -> list[Any]:
+        """The graph's node names in position order (node ``i`` is the ``i``-th): a graph
+        file's own names, a family's integers."""
+        if self.graph is not None:
+            return list(self.graph.nodes)
+        if self.complete:
+            return list(range(self.n))
+        from .network import topology_graph
+
+        return list(topology_graph(self.topology, self.nodes, self.topology_seed).nodes())
 
     @property
     def adversary_positions(self) -> tuple[int, ...]:

@@ -229,7 +229,8 @@ class PipelineConfig:
         ``failure_shape`` then do not apply to workers; domains keep their
         own outages). Workers take trace slots in stage order (stage ``j``'s
         replicas are slots ``j r .. j r + r - 1``), and the ``domain`` policy's
-        domains are the stages. A run that outlasts a trace that does not loop
+        domains are the stages; a trace whose instances are all named as the
+        workers ``s{j}r{i}`` or their hosts is replayed by name (:attr:`trace_names`). A run that outlasts a trace that does not loop
         stops with :class:`sim.traces.TraceEnded`.
     queueing : bool
         Replicas are servers (:mod:`sim.pipeline.queueing`): each serves one
@@ -378,13 +379,26 @@ class PipelineConfig:
 
             check(isinstance(self.failure_trace, TraceReplay), "failure_trace",
                   "a sim.traces.TraceReplay", self.failure_trace)
-            self.failure_trace.check_workers(self.workers)
             if self.arrival == "fixed":
                 last = self.microbatches / self.rate  # microbatch k arrives at (k + 1) / rate
                 check(last < self.failure_trace.duration, "microbatches",
                       f"arriving before the failure trace ends (at {self.failure_trace.duration:g}; "
                       "or loop it)", self.microbatches)
         self._check_network()
+        if self.failure_trace is not None and self.trace_names is None:
+            self.failure_trace.check_workers(self.workers)  # slot k on worker k
+
+    @property
+    def trace_names(self) -> tuple[str | None, ...] | None:
+        """The instance each worker replays (stage-major; None: up throughout) when the
+        failure trace's instances are named as the workers ``s{j}r{i}`` or their hosts
+        (``network_nodes``), as in :attr:`sim.training.TrainingConfig.trace_names`; None
+        when it is replayed slot by slot (some named so and some not is refused)."""
+        if self.failure_trace is None:
+            return None
+        from ..training.config import stage_workers
+
+        return self.failure_trace.by_name(stage_workers(self.replicas, self.network_nodes))  # type: ignore[arg-type]
 
     def _check_network(self) -> None:
         """The network fields: validated through the flow's config, nodes stored as resolved."""

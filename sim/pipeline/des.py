@@ -193,7 +193,8 @@ def build_pipeline_failures(config: PipelineConfig, env: simpy.Environment, stre
         slots = [(f"s{j}r{i}", chain[-1] if chain else None, j)
                  for j, stage in enumerate(pl.replica_domains) for i, chain in enumerate(stage)]
         replayed = iter(attach(fm, c.failure_trace, [(n, p) for n, p, _ in slots],
-                               streams=streams, domain_of=[j for _, _, j in slots]))
+                               streams=streams, domain_of=[j for _, _, j in slots],
+                               names=c.trace_names))
     for j, stage in enumerate(pl.replica_domains):
         ids = []
         for i, chain in enumerate(stage):

@@ -12,6 +12,8 @@ trace (looped, from a uniformly random offset per replication).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import check, check_int, check_probability
@@ -180,6 +182,14 @@ def _trace_design(L: int, replay: Any, *, skip_budget: int | None, target_drop: 
           "random for dtsim design (the exact law needs the up set uniform given the count, "
           "each worker on its own slot)", replay.policy)
     tr = replay.load()
+    inst = replay.instances or ()
+    named = _design_workers(inst, L)
+    check(not named, "failure_trace", "a trace whose instances are named as none of the "
+          "pipeline's workers s{stage}r{replica} for dtsim design (it answers under the random "
+          "policy, any worker on any slot; a trace named as the workers is replayed by name: "
+          "simulate it with dtsim pipeline)",
+          f"{replay.trace} ({len(named)} of {len(inst)} instances named so, e.g. "
+          f"{named[0] if named else ''})")
     check(not (tr.reuse and tr.nodes is not None), "failure_trace",
           "a count or event trace (a dtsim CSV of named workers is replayed by name, not by "
           "the random policy)", replay.trace)
@@ -222,6 +232,20 @@ def _trace_design(L: int, replay: Any, *, skip_budget: int | None, target_drop: 
         "drop_rate": float(d.drop_rate), "floor": float(d.floor), "reason": d.reason,
         **indep,
     }
+
+
+def _design_workers(instances: Sequence[str], stages: int) -> list[str]:
+    """The instances named as a worker ``s{j}r{i}`` of a pipeline of ``stages`` stages (the
+    workers of every design it may answer, whatever its replicas)."""
+    from ..training.config import replica_name
+
+    out = []
+    for n in instances:
+        m = re.fullmatch(r"s([0-9]+)r([0-9]+)", n)
+        if m is not None and int(m.group(1)) < stages and replica_name(
+                int(m.group(1)), int(m.group(2))) == n:
+            out.append(n)
+    return out
 
 
 def verify_trace(out: dict[str, Any], replay: Any, *, microbatches: int, replications: int,

@@ -460,6 +460,14 @@ class TraceReplay:
             return math.inf
         return (self.load().end - self.start) / self.speedup
 
+    @property
+    def instances(self) -> tuple[str, ...] | None:
+        """The trace's instance names in order of first appearance (None for a count trace)."""
+        tr = self.load()
+        if tr.nodes is None:
+            return None
+        return tuple(dict.fromkeys(sp.node for sp in tr.nodes))
+
     def by_name(self, workers: Sequence[Sequence[Any]]) -> tuple[str | None, ...] | None:
         """The instance each worker replays when the trace's instances are named as the run's
         workers or hosts; None (slot ``k`` on worker ``k``) when none is.
@@ -471,10 +479,9 @@ class TraceReplay:
         named so and some not is refused in one line, and so is a replay that keeps no names
         (``model="fitted"``, ``resample="block"``) of a trace named so.
         """
-        tr = self.load()
-        if tr.nodes is None:  # a count trace: no names
+        inst = self.instances
+        if inst is None:  # a count trace: no names
             return None
-        inst = list(dict.fromkeys(sp.node for sp in tr.nodes))
         known = {n for names in workers for n in names if isinstance(n, str)}
         hit = [n for n in inst if n in known]
         if not hit:

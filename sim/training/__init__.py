@@ -35,6 +35,7 @@ from .config import (
     TrainingConfig,
     read_speeds,
     replica_name,
+    stage_workers,
 )
 from .routing import ROUTING_POLICIES, Routing
 from .schedules import SCHEDULE_POLICIES, Schedule
@@ -42,7 +43,7 @@ from .system import METRICS, TrainingSystem, training_model
 
 __all__ = [
     "ARRIVALS", "FIXED", "P2PS", "PAIRS", "PASS_TIME_DISTRIBUTIONS", "ROUTINGS", "SCHEDULES", "SYNCS",
-    "TrainingConfig", "read_speeds", "replica_name", "ROUTING_POLICIES", "Routing",
+    "TrainingConfig", "read_speeds", "replica_name", "stage_workers", "ROUTING_POLICIES", "Routing",
     "SCHEDULE_POLICIES", "Schedule", "METRICS", "TrainingSystem", "training_model",
 ]
 from . import engines  # noqa: F401,E402  (registers the family's engine and references)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ __all__ = [
     "TrainingConfig",
     "read_speeds",
     "replica_name",
+    "stage_workers",
 ]
 
 SCHEDULES = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved", "swarm", "async")
@@ -96,6 +98,14 @@ STRAGGLERS = ("cancel", "drop")
 def replica_name(stage: int, replica: int) -> str:
     """The failure-model name of replica ``replica`` of stage ``stage`` (``s{j}r{i}``)."""
     return f"s{stage}r{replica}"
+
+
+def stage_workers(replicas: Sequence[int], hosts: Any = None) -> list[tuple[Any, ...]]:
+    """Each worker's names, stage-major: ``s{j}r{i}``, then its host ``hosts[j][i]`` when
+    the workers sit on a network's hosts (what a failure trace's instance names are matched
+    against: :meth:`sim.traces.TraceReplay.by_name`)."""
+    return [(replica_name(j, i),) + ((hosts[j][i],) if hosts else ())
+            for j, r in enumerate(replicas) for i in range(r)]
 
 
 def _per(name: str, value: Any, n: int, conv) -> tuple:
@@ -1506,9 +1516,7 @@ class TrainingConfig:
         ft = self.failure_trace
         if ft is None or isinstance(ft, str):
             return None
-        hosts = self.network_nodes
-        return ft.by_name([(replica_name(j, i),) + ((hosts[j][i],) if hosts else ())
-                           for j, r in enumerate(self.replicas) for i in range(r)])  # type: ignore[arg-type]
+        return ft.by_name(stage_workers(self.replicas, self.network_nodes))  # type: ignore[arg-type]
 
     @property
     def workers(self) -> int:
