@@ -263,3 +263,24 @@ def test_design_refuses_a_trace_named_as_pipeline_workers(tmp_path, capsys):
     out = _json(capsys, "design", "--stages", "1", "--failure-trace", other,
                 "--trace-format", SPEC, "--time-unit", "s", "--target-drop", "0.5")
     assert out["slots"] == 3
+
+
+@pytest.mark.parametrize("command", ["pipeline", "failures", "gossip"])
+@pytest.mark.parametrize("policy", ["random", "domain"])
+def test_a_mapping_policy_with_a_trace_replayed_by_name_is_refused(tmp_path, capsys, command,
+                                                                    policy):
+    """Replayed by name, a worker replays its own instance: no policy maps slots to workers,
+    so --trace-policy random or domain would be taken and ignored; refused in one line (the
+    default, recent, named explicitly is the replay itself and runs)."""
+    if command == "pipeline":
+        argv = ("pipeline", "--failure-trace", _log(tmp_path, "named.csv", _PIPE), *_PIPE_ARGS)
+    elif command == "failures":
+        argv = ("failures", "--failure-trace", _log(tmp_path, "named.csv", _FAIL), *_FAIL_ARGS)
+    else:
+        argv = _gossip_args(tmp_path, _log(tmp_path, "named.csv", _GOSSIP))
+    err = _refused(capsys, *argv, "--trace-policy", policy)
+    assert err == (f"dtsim {command}: error: 'trace_policy' must be recent (the default) when "
+                   "the trace's instances are named as the run's workers or hosts (replayed by "
+                   "name: a worker replays its own instance, no policy maps slots to workers): "
+                   f"'{policy}'")
+    assert main([*argv, "--trace-policy", "recent"]) == 0

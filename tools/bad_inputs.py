@@ -1585,6 +1585,22 @@ def build_cases(fx: Fixtures) -> list[Case]:
                               "--trace-policy", "recent+tile"),
                         refuse("trace_policy"),
                         note="FIXED (lead): replayed by name, +tile was taken and ignored")
+                    add("train/events-named-as-workers-with-random-policy",
+                        dtsim("train", "--steps", "1", "--failure-trace", f, "--trace-format", ev,
+                              "--trace-policy", "random"),
+                        refuse("trace_policy"),
+                        note="FIXED (lead): replayed by name, the mapping policy was taken "
+                             "and ignored")
+                    add("pipeline/events-named-as-workers-with-domain-policy",
+                        P("--stages", "1", "--replicas", "1", "--failure-trace", f,
+                          "--trace-format", ev, "--trace-loop", "--trace-policy", "domain"),
+                        refuse("trace_policy"),
+                        note="FIXED (lead): as train")
+                    add("train/events-named-as-workers-recent-policy-ok",
+                        dtsim("train", "--steps", "1", "--failure-trace", f, "--trace-format", ev,
+                              "--trace-loop", "--trace-policy", "recent"),
+                        ok("replayed by name"),
+                        note="the default policy named explicitly is the replay itself")
                     add("design/events-named-as-workers",
                         D("--stages", "1", "--failure-trace", f, "--trace-format", ev),
                         refuse("failure_trace"),

@@ -477,7 +477,8 @@ class TraceReplay:
         name: a worker replays the instance named as it (its first name that is one), or none
         (up throughout) if the trace has no instance of its names. Some of the instances
         named so and some not is refused in one line, and so is a replay that keeps no names
-        (``model="fitted"``, ``resample="block"``) of a trace named so.
+        (``model="fitted"``, ``resample="block"``) or that names a mapping policy (``random``,
+        ``domain``, ``+tile``: a worker replays its own instance) of a trace named so.
         """
         inst = self.instances
         if inst is None:  # a count trace: no names
@@ -500,6 +501,9 @@ class TraceReplay:
         check(not self.policy_parts[1], "trace_policy", "without +tile when the trace's "
               "instances are named as the run's workers or hosts (replayed by name: a worker "
               "replays its own instance, no copy of the trace is tiled)", self.policy)
+        check(self.policy_parts[0] == "recent", "trace_policy", "recent (the default) when "
+              "the trace's instances are named as the run's workers or hosts (replayed by name: "
+              "a worker replays its own instance, no policy maps slots to workers)", self.policy)
         have = set(inst)
         return tuple(next((n for n in names if isinstance(n, str) and n in have), None)
                      for names in workers)
