@@ -1335,6 +1335,18 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/diloco-recovery-without-failures",
             TR(*D4, "--sync", "diloco:every=4,recovery=torchft"), refuse("sync"),
             note="no group ever comes back: it would have no effect")
+        # smallfix8: without a parameter size every payload is empty (as dtsim learners
+        # refuses --recovery, --bits and --topk without --size)
+        add("train/diloco-recovery-without-size",
+            TR(*D4, *F4, "--sync", "diloco:every=4,recovery=torchft"), refuse("sync"),
+            note="smallfix8: ran; a group's download moved 0 bytes in 0 s")
+        add("train/diloco-bits-without-size", TR(*D4, "--sync", "diloco:every=4,bits=4"),
+            refuse("sync"), note="smallfix8: ran; an outer sync of nothing, whatever its bits")
+        add("train/diloco-topk-without-size", TR(*D4, "--sync", "diloco:every=4,topk=0.1"),
+            refuse("sync"), note="smallfix8: ran; an outer sync of nothing, whatever its top-k")
+        add("train/diloco-recovery-with-size-runs",
+            TR(*D4, *F4, "--param-size", "1e6", "--sync", "diloco:every=4,recovery=torchft",
+               "--replications", "1"), ok("DiLoCo"))
         # polish6: one group has no one to average with: it runs (a one-zone baseline), warned
         add("train/diloco-one-replica-one-group-warns",
             TR("--microbatches-per-step", "4", "--steps", "4", "--sync", "diloco:every=2"),
