@@ -322,8 +322,12 @@ class Fixtures:
         subprocess.run(dtsim("run", str(self.hard_exp["analyse_raises"]), "--executor",
                              "serial", "--quiet", "--out", str(self.planted.with_name("analysed"))),
                        capture_output=True, timeout=300, cwd=self.root)
-        for kind in ("wrong_type", "damaged", "duplicate", "renamed"):
+        for kind in ("wrong_type", "damaged", "duplicate", "renamed", "userfig"):
             shutil.copytree(self.planted, self.planted.with_name(kind))
+        # smallfix8: a user's file at the name of each figure dtsim plot would draw
+        header = (self.planted / "records.csv").read_text().split("\n", 1)[0]
+        for col in header.split(","):
+            (self.planted.with_name("userfig") / f"{col}.png").write_bytes(b"a photo")
         m = json.loads((self.planted / "manifest.json").read_text())
         m["file"] = str(self.evil)
         (self.planted / "manifest.json").write_text(json.dumps(m))
@@ -4969,6 +4973,15 @@ def outsafe_cases(fx: Fixtures) -> list[Case]:
                                                         png), refuse("out"))
     add("plot/outsafe-overwrite-without-timeline", dtsim("plot", str(fx.dir), "--overwrite"),
         refuse("overwrite"))
+    add("plot/outsafe-outdir-a-users-figure", dtsim("plot", str(fx.planted.with_name("userfig"))),
+        refuse("OUTDIR"), note="smallfix8: the default figures were drawn over the user's files")
+    linked = fx._write("outsafe/linked_notes.json", '{"my": "own notes"}\n')
+    link = T / "outsafe/link_to_notes.json"  # a link to the user's file: kept a link
+    if not link.is_symlink():
+        os.symlink(linked, link)
+    add("plan/outsafe-out-a-link-to-a-users-file", PL("--out", str(link)), refuse("out"))
+    add("plan/outsafe-out-a-link-overwrite", PL("--out", str(link), "--overwrite"),
+        ok("written to"), note="smallfix8: the link was replaced by a file; now its target is")
     add("trace/outsafe-plot-out-a-users-file", dtsim("trace", "plot", "aws-p3", "--out", png),
         refuse("out"))
     add("bench/outsafe-out-not-a-bench-history", dtsim("bench", "--quick", "--parts", "simpy",
