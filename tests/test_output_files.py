@@ -281,3 +281,41 @@ def test_a_link_is_written_through_never_replaced_by_a_file(tmp_path, capsys):
         with pytest.raises(ConfigError, match=r"^'out' must be a writable file: "):
             check_replaceable("out", loop, overwrite=overwrite, ours=lambda _: True, kind="a x")
 
+
+def test_every_table_and_report_writer_is_the_one_atomic_write(tmp_path):
+    """smallfix8: write_csv (and so write_tables' CSV) opened its file for writing in place, so a
+    failure midway left a torn table where the earlier one was; write_report renamed its own
+    temporary file over the path, turning a link (to a report dtsim wrote) into a file;
+    write_tables' Markdown and write_trace wrote in place. Each goes through
+    sim.errors.replace_atomic now: the earlier file whole after a failed write, a link kept."""
+    from sim.results import write_csv, write_report, write_tables
+    from sim.traces import load_trace, write_trace
+
+    table = tmp_path / "t.csv"
+    write_csv([{"a": 1, "b": 2}], table)
+    before = table.read_text()
+
+    class Broken:
+        def __str__(self):
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        write_csv([{"a": 1, "b": 2}] * 1000 + [{"a": Broken(), "b": 0}], table)
+    assert table.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]  # no temporary file left
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for name, write in (
+            ("report.md", lambda p: write_report([], p)),
+            ("x.csv", lambda p: write_csv([{"a": 1}], p)),
+            ("x.md", lambda p: write_tables([{"a": 1}], ["a"], p.parent, "x", "X")),
+            ("tr.csv", lambda p: write_trace(load_trace("aws-p3"), p, "simgrid"))):
+        target = kept / name
+        target.write_text("earlier\n")
+        link = tmp_path / "links" / name
+        link.parent.mkdir(exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+        write(link)
+        assert link.is_symlink(), name
+        assert target.read_text() != "earlier\n", name
