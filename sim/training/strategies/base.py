@@ -113,7 +113,9 @@ class Strategy:
         default value, or off its default value (a strategy made in Python)."""
         if not self.only_when:
             return
-        defaults = {f.name: f.default for f in fields(self)}
+        defaults = {f.name: (f.default_factory() if f.default is dataclasses.MISSING
+                             and f.default_factory is not dataclasses.MISSING else f.default)
+                    for f in fields(self)}
         for key, (field, value, *off) in self.only_when.items():
             if getattr(self, field) == value:
                 continue
