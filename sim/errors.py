@@ -37,6 +37,7 @@ __all__ = [
     "format_bytes",
     "check_output_file",
     "check_replaceable",
+    "output_target",
     "replace_atomic",
     "write_atomic",
     "check_output_dir",
@@ -587,6 +588,10 @@ def check_replaceable(name: str, path: str | os.PathLike[str], *, overwrite: boo
     (by content dtsim always writes): re-running a command replaces its own output, never a
     file of the user's. ``/dev/null`` is always accepted.
 
+    A symbolic link at ``path`` stays a link: the file it points to is what is checked (by the
+    same rule: dtsim's own output, empty, or ``overwrite``; a link to no file yet only with
+    ``overwrite``) and what :func:`replace_atomic` writes (:func:`output_target`).
+
     Raises
     ------
     ConfigError
@@ -594,15 +599,34 @@ def check_replaceable(name: str, path: str | os.PathLike[str], *, overwrite: boo
         work.
     """
     p = check_output_file(name, path)
-    if overwrite or os.path.realpath(p) == os.devnull or not (p.exists() or p.is_symlink()):
+    if os.path.realpath(p) == os.devnull:
+        return p
+    t = output_target(p)
+    if p.is_symlink():  # the file it points to is checked and written (its folder too)
+        if t.is_symlink():
+            raise ConfigError(name, "a writable file", f"{path} (a symbolic link that leads "
+                                                       "to no file: a loop)")
+        check_output_file(name, t)
+        if not (t.exists() or overwrite):  # a new file only where the user said so
+            raise ConfigError(name, f"a new file or {kind} dtsim wrote ({how})",
+                              f"{path} (a link to {t}, which does not exist)")
+    if overwrite or not t.exists():
         return p
     try:
-        mine = not p.is_symlink() and p.is_file() and (p.stat().st_size == 0 or bool(ours(p)))
+        mine = t.is_file() and (t.stat().st_size == 0 or bool(ours(t)))
     except (OSError, ValueError):
         mine = False
     if not mine:
-        raise ConfigError(name, f"a new file or {kind} dtsim wrote ({how})", str(path))
+        raise ConfigError(name, f"a new file or {kind} dtsim wrote ({how})",
+                          f"{path} (a link to {t})" if p.is_symlink() else str(path))
     return p
+
+
+def output_target(path: str | os.PathLike[str]) -> Path:
+    """The file an output at ``path`` writes: ``path``, or for a symbolic link the file it
+    points to (resolved), so a write never turns the user's link into a file."""
+    p = Path(path)
+    return Path(os.path.realpath(p)) if p.is_symlink() else p
 
 
 def head_bytes(path: Path, n: int = 4096) -> bytes:
@@ -624,11 +648,14 @@ def replace_atomic(path: str | os.PathLike[str], write: Callable[[Path], None]) 
     """Run ``write(tmp)`` on a temporary file in ``path``'s folder (made if missing), then
     rename it over ``path``. A crash or a failed write midway leaves the earlier file whole
     (and no temporary file); a new file gets the usual permissions (0666 less the umask), a
-    replaced one keeps its own. ``/dev/null`` is written directly (``write(path)``)."""
+    replaced one keeps its own. ``/dev/null`` is written directly (``write(path)``). A
+    symbolic link is written through: the file it points to is replaced, the link stays
+    (:func:`output_target`; whether it may be is :func:`check_replaceable`'s question)."""
     p = Path(path)
     if os.path.realpath(p) == os.devnull:
         write(p)
         return p
+    link, p = p, output_target(p)
     p.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode = stat.S_IMODE(p.stat().st_mode)
@@ -645,7 +672,7 @@ def replace_atomic(path: str | os.PathLike[str], write: Callable[[Path], None]) 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return p
+    return link
 
 
 def write_atomic(path: str | os.PathLike[str], text: str | Iterable[str], *,

@@ -16,7 +16,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-__all__ = ["check_figure_file", "is_dtsim_figure", "save_figure", "plot_sweep", "plot_summary_table", "plot_gossip_series", "plot_gossip_estimates",
+__all__ = ["check_figure_file", "is_dtsim_figure", "save_figure", "plot_sweep", "plot_summary_table", "summary_figures", "plot_gossip_series", "plot_gossip_estimates",
            "plot_trace", "LEGEND_INSIDE", "LEGEND_ROWS", "SWEEP_MARKERS"]
 
 
@@ -230,7 +230,15 @@ def plot_summary_table(
     (``goodput_fraction_part=trace.png``). A grid whose every factor varies and
     every point measures the metric is drawn as before.
     """
-    out = []
+    return [plot_sweep(rs, x, m, Path(out_dir) / f"{name}.png", group=group, title=title)
+            for m, rs, x, group, name, title in summary_figures(rows, factors, metrics)]
+
+
+def summary_figures(rows: Sequence[Mapping[str, Any]], factors: Sequence[str],
+                    metrics: Sequence[str]) -> list[tuple[str, list, str, Any, str, Any]]:
+    """The figures :func:`plot_summary_table` draws, in order: ``(metric, rows, x, group,
+    name, title)``, the file being ``{name}.png`` (what a command checks before it draws)."""
+    out: list[tuple[str, list, str, Any, str, Any]] = []
     skip = set(unmeasured(rows, metrics))
     for m in metrics:
         if m in skip:
@@ -270,9 +278,7 @@ def plot_summary_table(
                 f[4] = f"{f[4]}, by {f[1]}" if f[4] else f"by {f[1]}"
                 if [g[3] for g in figs].count(f[3]) > 1:  # the same x too: its index
                     f[3] = f"{f[3]}_{i}"
-        for rs, x, group, name, title in figs:
-            out.append(plot_sweep(rs, x, m, Path(out_dir) / f"{name}.png", group=group,
-                                  title=title))
+        out += [(m, rs, x, group, name, title) for rs, x, group, name, title in figs]
     return out
 
 

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ConfigError, check_choice, check_probability
+from .errors import ConfigError, check_choice, check_probability, write_atomic
 
 __all__ = [
     "Estimate",
@@ -994,18 +994,24 @@ def summarize(
 
 def write_csv(records: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
     """Write records as CSV (union of keys, in first-seen order)."""
+    from .errors import replace_atomic
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fields: list[str] = []
     for r in records:
         for k in r:
             if k not in fields:
                 fields.append(k)
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)
-        w.writeheader()
-        for r in records:
-            w.writerow(r)
+
+    def write(target: Path) -> None:
+        with target.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=fields)
+            w.writeheader()
+            for r in records:
+                w.writerow(r)
+
+    # (smallfix8) the one atomic write: a crash leaves no torn table, a link stays a link
+    replace_atomic(path, write)
     return path
 
 
@@ -1491,7 +1497,7 @@ def write_tables(
     write_csv([{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
               out_dir / f"{stem}.csv")
     text = markdown_table(rows, columns, fmt)
-    (out_dir / f"{stem}.md").write_text(f"# {title}\n\n{text}\n")
+    write_atomic(out_dir / f"{stem}.md", f"# {title}\n\n{text}\n")
     return text
 
 
@@ -1647,9 +1653,7 @@ def write_report(
         for fig in s.get("figures", ()):
             rel = os.path.relpath(Path(fig).resolve(), path.parent.resolve())
             lines += [f"![{Path(fig).stem}]({Path(rel).as_posix()})", ""]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines))
-    os.replace(tmp, path)
+    write_atomic(path, "\n".join(lines))  # (smallfix8) the one atomic write (links kept)
     return path
 
 

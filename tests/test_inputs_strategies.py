@@ -199,3 +199,41 @@ def test_checkpoint_restart_overhead_bound_through_the_library():
     with pytest.raises(ConfigError, match="'overhead_bound' must be unset unless interval is"):
         CheckpointRestart(overhead_bound=0.05)
     assert CheckpointRestart(interval="overhead", overhead_bound=0.05).overhead_bound == 0.05
+
+
+def test_an_option_given_where_it_does_nothing_is_one_rule_for_any_strategy():
+    """(smallfix8) One table (``Strategy.only_when``) says which option acts under which
+    condition, checked in one place for a strategy made from a spec text (given at its default
+    too) or in Python (off its default): a user's strategy declares it like the built-in ones,
+    and checkpoint-restart's refusals read as before."""
+    from dataclasses import dataclass
+
+    from sim.training.strategies import STRATEGIES, CheckpointRestart, make_strategy
+    from sim.training.strategies.base import Strategy, register_strategy
+
+    @dataclass(frozen=True)
+    class Toy(Strategy):
+        name = "toy-only-when"
+        engine = "des"
+        mode: str = "a"
+        knob: float = 1.0
+        only_when = {"knob": ("mode", "b")}
+
+    register_strategy(Toy)
+    try:
+        for make in (lambda: make_strategy("toy-only-when:knob=1"), lambda: Toy(knob=2.0)):
+            with pytest.raises(ConfigError, match=r"^'knob' must be unset unless mode is b: "):
+                make()
+        assert make_strategy("toy-only-when:mode=b,knob=1").knob == 1.0
+        assert Toy(knob=1.0).knob == 1.0  # at its default, not given: nothing to refuse
+    finally:
+        del STRATEGIES["toy-only-when"]
+    # checkpoint-restart's four, by the same table, text and Python alike
+    assert set(CheckpointRestart.only_when) == {"copy", "poll", "settle", "overhead_bound"}
+    for kw, line in ((dict(grow=False, poll=60.0), "'poll' must be unset unless grow is true: 60.0"),
+                     (dict(copy=1.0), "'copy' must be 0 unless snapshot is overlapped: 1.0")):
+        with pytest.raises(ConfigError) as e:
+            CheckpointRestart(**kw)
+        assert str(e.value) == line
+    with pytest.raises(ConfigError, match=r"^'poll' must be > 0: 0"):  # its range first
+        make_strategy("checkpoint-restart:grow=false,poll=0")

@@ -147,9 +147,11 @@ def test_check_replaceable_rules(tmp_path):
     check_replaceable("out", p, overwrite=False, ours=lambda _: True, kind="a x")
     check_replaceable("out", p, overwrite=True, ours=lambda _: False, kind="a x")
     link = tmp_path / "link.txt"
-    link.symlink_to(p)  # a link to the user's file, even one dtsim would recognise
-    with pytest.raises(ConfigError):
-        check_replaceable("out", link, overwrite=False, ours=lambda _: True, kind="a x")
+    link.symlink_to(p)  # a link to the user's file: refused unless --overwrite
+    with pytest.raises(ConfigError, match=r"^'out' must be a new file or a x dtsim wrote .*"
+                                          r"link.txt \(a link to .*f.txt\)'$"):
+        check_replaceable("out", link, overwrite=False, ours=lambda _: False, kind="a x")
+    check_replaceable("out", link, overwrite=True, ours=lambda _: False, kind="a x")
 
 
 def test_figure_out_keeps_a_users_image_and_replaces_its_own(tmp_path, capsys):
@@ -225,3 +227,95 @@ def test_an_experiment_is_the_file_asked_for(tmp_path):
     second.write_text(text)
     assert load_experiment(first).path == first.resolve()
     assert load_experiment(second).path == second.resolve()
+
+
+def test_a_link_is_written_through_never_replaced_by_a_file(tmp_path, capsys):
+    """smallfix8: --overwrite on a symbolic link replaced the link itself with a file. A link
+    stays a link: the file it points to is what is checked and written, replaced when it is
+    dtsim's own output (or empty) or with --overwrite; a link to a user's file, or to no file
+    yet, is refused without --overwrite and left as it was."""
+    from sim.errors import check_replaceable, write_atomic
+
+    own = tmp_path / "own.json"
+    assert _cli([*PLAN, "--out", own], capsys)[0] == 0
+    plan = own.read_text()
+    mine = tmp_path / "mine.json"
+    mine.write_text(MINE)
+    for target, before in ((mine, MINE), (tmp_path / "nothing.json", None)):
+        link = tmp_path / f"to_{target.name}"
+        link.symlink_to(target)
+        code, out, err = _cli([*PLAN, "--out", link], capsys)
+        assert (code, out) == (2, "") and err.count("\n") == 1, err
+        assert "'out' must be a new file or a plan file dtsim wrote" in err and "a link to" in err
+        assert link.is_symlink() and (target.read_text() if before else None) == before
+        assert _cli([*PLAN, "--out", link, "--overwrite"], capsys)[0] == 0  # told to
+        assert link.is_symlink() and target.read_text() == plan
+    link = tmp_path / "to_own.json"  # a link to dtsim's own plan: re-running writes through
+    link.symlink_to(own)
+    ino = own.stat().st_ino
+    assert _cli([*PLAN, "--out", link], capsys)[0] == 0
+    assert link.is_symlink() and own.read_text() == plan and own.stat().st_ino != ino  # anew
+    ex = tmp_path / "to_export.json"  # --export-plan --overwrite: through the link too
+    notes = tmp_path / "notes.json"
+    notes.write_text(MINE)
+    ex.symlink_to(notes)
+    code, _, err = _cli([*PLAN, "--export-plan", ex], capsys)
+    assert code == 2 and "'export_plan' must be a file that does not exist yet" in err
+    assert _cli([*PLAN, "--export-plan", ex, "--overwrite"], capsys)[0] == 0
+    assert ex.is_symlink() and notes.read_text() not in (MINE, "")
+    # the one write path: a link in another folder, written where it points
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    far = sub / "far.txt"
+    far.write_text("old")
+    os.chmod(far, 0o640)
+    near = tmp_path / "near.txt"
+    near.symlink_to(far)
+    assert write_atomic(near, "new") == near
+    assert near.is_symlink() and far.read_text() == "new"
+    assert stat.S_IMODE(far.stat().st_mode) == 0o640
+    assert sorted(p.name for p in sub.iterdir()) == ["far.txt"]  # no temporary file left
+    loop = tmp_path / "loop.txt"
+    loop.symlink_to(loop)
+    for overwrite in (False, True):
+        with pytest.raises(ConfigError, match=r"^'out' must be a writable file: "):
+            check_replaceable("out", loop, overwrite=overwrite, ours=lambda _: True, kind="a x")
+
+
+def test_every_table_and_report_writer_is_the_one_atomic_write(tmp_path):
+    """smallfix8: write_csv (and so write_tables' CSV) opened its file for writing in place, so a
+    failure midway left a torn table where the earlier one was; write_report renamed its own
+    temporary file over the path, turning a link (to a report dtsim wrote) into a file;
+    write_tables' Markdown and write_trace wrote in place. Each goes through
+    sim.errors.replace_atomic now: the earlier file whole after a failed write, a link kept."""
+    from sim.results import write_csv, write_report, write_tables
+    from sim.traces import load_trace, write_trace
+
+    table = tmp_path / "t.csv"
+    write_csv([{"a": 1, "b": 2}], table)
+    before = table.read_text()
+
+    class Broken:
+        def __str__(self):
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        write_csv([{"a": 1, "b": 2}] * 1000 + [{"a": Broken(), "b": 0}], table)
+    assert table.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]  # no temporary file left
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for name, write in (
+            ("report.md", lambda p: write_report([], p)),
+            ("x.csv", lambda p: write_csv([{"a": 1}], p)),
+            ("x.md", lambda p: write_tables([{"a": 1}], ["a"], p.parent, "x", "X")),
+            ("tr.csv", lambda p: write_trace(load_trace("aws-p3"), p, "simgrid"))):
+        target = kept / name
+        target.write_text("earlier\n")
+        link = tmp_path / "links" / name
+        link.parent.mkdir(exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+        write(link)
+        assert link.is_symlink(), name
+        assert target.read_text() != "earlier\n", name

@@ -492,6 +492,37 @@ def test_plot_without_analyse_draws_default_figures(tmp_path, capsys):
     assert (out / "rate.png").exists() and (out / "u.png").exists()
 
 
+def test_plot_default_figures_replace_only_dtsims_own(tmp_path, capsys):
+    """smallfix8: dtsim plot OUTDIR wrote its figures over whatever file was at their names. Each
+    is checked before any is drawn, as every other output: a user's file (or a link to one) is
+    refused in one line naming OUTDIR and left as it was; a figure dtsim drew is replaced, and
+    a link to one is written through (the link stays)."""
+    f = write_experiment(tmp_path / "tiny.py")
+    out = tmp_path / "o"
+    assert main(["run", str(f), "--executor", "serial", "--out", str(out), "--quiet"]) == 0
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(b"a photo")
+    for setup in (lambda p: p.write_bytes(b"a photo"), lambda p: p.symlink_to(photo)):
+        png = out / "u.png"
+        png.unlink(missing_ok=True)
+        setup(png)
+        capsys.readouterr()
+        assert main(["plot", str(out)]) == 2
+        cap = capsys.readouterr()
+        assert cap.out == "" and cap.err.count("\n") == 1, cap.err
+        assert "'OUTDIR' must be a new file or a figure dtsim wrote" in cap.err
+        assert png.read_bytes() == b"a photo" and not (out / "rate.png").exists()
+    png.unlink()
+    assert main(["plot", str(out)]) == 0 and main(["plot", str(out)]) == 0  # its own: again
+    drawn = png.read_bytes()
+    elsewhere = tmp_path / "kept" / "u.png"
+    elsewhere.parent.mkdir()
+    png.rename(elsewhere)
+    png.symlink_to(elsewhere)
+    assert main(["plot", str(out)]) == 0
+    assert png.is_symlink() and elsewhere.stat().st_size == len(drawn)
+
+
 def test_plot_draws_no_empty_figure_for_a_metric_never_measured(tmp_path, capsys):
     """(user trial 3) A metric NaN at every point (the training DES's ``cost`` unpriced,
     ``throughput_steady``) got an empty figure with axes from -0.05 to 0.05 from the default

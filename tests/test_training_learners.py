@@ -621,7 +621,7 @@ def test_an_outer_step_at_the_stall_limit_is_progress_in_both_engines(tmp_path):
     eng = _scripted({0: [0.5], 1: [0.5]}, replace_time=5993.5, chip_download=0.0, steps=2,
                     size=0.0)
     des = _scripted_des(tmp_path, [("s0r0", 0.5, 5994.0), ("s0r1", 0.5, 5994.0)],
-                        steps=2, param_size=0.0)
+                        steps=2, param_size=0.0, sync="diloco:every=2")  # no payload: no recovery=
     assert eng["training_time"] == 6000.0 and eng["outer_syncs"] == 1
     for key in ("training_time", "finished", "goodput_fraction", "outer_syncs", "outer_steps",
                 "compute_utilisation"):

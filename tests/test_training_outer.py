@@ -339,6 +339,30 @@ def test_bad_diloco_configs_are_refused_in_one_line(kw, msg):
     assert str(e.value) == msg
 
 
+@pytest.mark.parametrize("key, value", [("recovery", "torchft"), ("bits", "4"),
+                                        ("topk", "0.1")])
+def test_payload_keys_without_a_parameter_size_are_refused(key, value, capsys):
+    """smallfix8: without --param-size (or a plan) every payload is empty: recovery= ran and a
+    group's download moved 0 bytes in 0 s, bits= and topk= shaped an outer sync of nothing.
+    Refused in one line naming the key (dtsim learners refuses them without --size); with a
+    size the same run goes on."""
+    from sim.cli import main
+
+    sync = f"diloco:every=4,{key}={value}"
+    base = dict(stages=1, replicas=4, microbatches=4, steps=8, mtbf=100.0, replace_time=5.0)
+    with pytest.raises(ConfigError) as e:
+        TrainingConfig(**base, sync=sync)
+    assert str(e.value).startswith(f"'sync' must be {key} given only with a parameter size "
+                                   "(--param-size or a plan: ")
+    assert str(e.value).endswith(f": '{sync}'")
+    TrainingConfig(**base, sync=sync, param_size=1e6)
+    argv = ["train", "--replicas", "4", "--microbatches-per-step", "4", "--steps", "8",
+            "--mtbf", "100", "--replace-time", "5", "--sync", sync, "--replications", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"must be {key} given only with a parameter size" in err
+
+
 def test_a_diloco_run_whose_failures_would_run_away_is_refused(monkeypatch):
     """audit6: a DiLoCo run with failures goes on until its stall watchdog stops it however
     often its workers fail: '--mtbf 1e-4 --replace-time 1e-4' (4 stages x 4 replicas, every=4)

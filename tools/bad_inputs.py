@@ -322,8 +322,12 @@ class Fixtures:
         subprocess.run(dtsim("run", str(self.hard_exp["analyse_raises"]), "--executor",
                              "serial", "--quiet", "--out", str(self.planted.with_name("analysed"))),
                        capture_output=True, timeout=300, cwd=self.root)
-        for kind in ("wrong_type", "damaged", "duplicate", "renamed"):
+        for kind in ("wrong_type", "damaged", "duplicate", "renamed", "userfig"):
             shutil.copytree(self.planted, self.planted.with_name(kind))
+        # smallfix8: a user's file at the name of each figure dtsim plot would draw
+        header = (self.planted / "records.csv").read_text().split("\n", 1)[0]
+        for col in header.split(","):
+            (self.planted.with_name("userfig") / f"{col}.png").write_bytes(b"a photo")
         m = json.loads((self.planted / "manifest.json").read_text())
         m["file"] = str(self.evil)
         (self.planted / "manifest.json").write_text(json.dumps(m))
@@ -1335,6 +1339,18 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/diloco-recovery-without-failures",
             TR(*D4, "--sync", "diloco:every=4,recovery=torchft"), refuse("sync"),
             note="no group ever comes back: it would have no effect")
+        # smallfix8: without a parameter size every payload is empty (as dtsim learners
+        # refuses --recovery, --bits and --topk without --size)
+        add("train/diloco-recovery-without-size",
+            TR(*D4, *F4, "--sync", "diloco:every=4,recovery=torchft"), refuse("sync"),
+            note="smallfix8: ran; a group's download moved 0 bytes in 0 s")
+        add("train/diloco-bits-without-size", TR(*D4, "--sync", "diloco:every=4,bits=4"),
+            refuse("sync"), note="smallfix8: ran; an outer sync of nothing, whatever its bits")
+        add("train/diloco-topk-without-size", TR(*D4, "--sync", "diloco:every=4,topk=0.1"),
+            refuse("sync"), note="smallfix8: ran; an outer sync of nothing, whatever its top-k")
+        add("train/diloco-recovery-with-size-runs",
+            TR(*D4, *F4, "--param-size", "1e6", "--sync", "diloco:every=4,recovery=torchft",
+               "--replications", "1"), ok("DiLoCo"))
         # polish6: one group has no one to average with: it runs (a one-zone baseline), warned
         add("train/diloco-one-replica-one-group-warns",
             TR("--microbatches-per-step", "4", "--steps", "4", "--sync", "diloco:every=2"),
@@ -5023,6 +5039,15 @@ def outsafe_cases(fx: Fixtures) -> list[Case]:
                                                         png), refuse("out"))
     add("plot/outsafe-overwrite-without-timeline", dtsim("plot", str(fx.dir), "--overwrite"),
         refuse("overwrite"))
+    add("plot/outsafe-outdir-a-users-figure", dtsim("plot", str(fx.planted.with_name("userfig"))),
+        refuse("OUTDIR"), note="smallfix8: the default figures were drawn over the user's files")
+    linked = fx._write("outsafe/linked_notes.json", '{"my": "own notes"}\n')
+    link = T / "outsafe/link_to_notes.json"  # a link to the user's file: kept a link
+    if not link.is_symlink():
+        os.symlink(linked, link)
+    add("plan/outsafe-out-a-link-to-a-users-file", PL("--out", str(link)), refuse("out"))
+    add("plan/outsafe-out-a-link-overwrite", PL("--out", str(link), "--overwrite"),
+        ok("written to"), note="smallfix8: the link was replaced by a file; now its target is")
     add("trace/outsafe-plot-out-a-users-file", dtsim("trace", "plot", "aws-p3", "--out", png),
         refuse("out"))
     add("bench/outsafe-out-not-a-bench-history", dtsim("bench", "--quick", "--parts", "simpy",

@@ -84,13 +84,17 @@ def check_export_file(name: str, path: str, overwrite: bool) -> Path:
     """Before any work: a file can be written at ``path`` (:func:`sim.errors.check_output_file`:
     not a folder, a device or a FIFO; its folder writable or creatable) and, unless
     ``overwrite`` (``--overwrite``), none is there yet (``/dev/null`` aside): ``--export-plan``
-    replaces a file only when told to, where ``--out`` and ``--timeline`` overwrite one."""
-    from ..errors import ConfigError, check_output_file
+    replaces a file only when told to, where ``--out`` and ``--timeline`` overwrite one. A
+    symbolic link is such a file; with ``overwrite`` the file it points to is replaced, the
+    link stays (:func:`sim.errors.check_replaceable`'s rule)."""
+    from ..errors import ConfigError, check_output_file, check_replaceable
 
     p = check_output_file(name, path)
     if not overwrite and (p.exists() or p.is_symlink()) and os.path.realpath(p) != os.devnull:
         raise ConfigError(name, "a file that does not exist yet (--overwrite to replace it)",
                           str(path))
+    if p.is_symlink():  # with --overwrite: the file it points to, its folder writable
+        check_replaceable(name, p, overwrite=True, ours=lambda _: False, kind="a file")
     return p
 
 

@@ -215,7 +215,14 @@ def run(args: argparse.Namespace) -> int:
         exp = _analyse(args, manifest, result, out)
         run_analyse(exp, result, out)  # what the user's analyse raises: one line, exit 1
     else:
-        from ..plotting import constant, plot_summary_table, unmeasured
+        from ..errors import check_replaceable
+        from ..plotting import (
+            constant,
+            is_dtsim_figure,
+            plot_summary_table,
+            summary_figures,
+            unmeasured,
+        )
 
         _declared(manifest, result, args.outdir)
         summary = result.summary()
@@ -225,22 +232,28 @@ def run(args: argparse.Namespace) -> int:
             check(m in metrics and m not in skipped, "metric",
                   "a metric measured in these results (" + ", ".join(
                       x for x in metrics if x not in skipped)[:300] + ")", m)
+        same = ({} if args.metric is not None
+                else constant(summary, [m for m in metrics if m not in skipped]))
+        metrics = (list(dict.fromkeys(args.metric)) if args.metric is not None
+                   else [m for m in metrics if m not in same])
+        # (smallfix8) before any is drawn or noted: each figure replaces only a figure dtsim
+        # drew (or an empty file), as every other output does; a user's file there was
+        # overwritten
+        for fig in summary_figures(summary, result.factors, metrics):
+            check_replaceable("OUTDIR", out / f"{fig[4]}.png", overwrite=False,
+                              ours=is_dtsim_figure, kind="a figure",
+                              how="move it: dtsim plot replaces only the figures it drew")
         if manifest.get("file"):
             print(f"dtsim plot: note: default figures from the stored data; the experiment's own "
                   f"analyse() runs only when named: dtsim plot {args.outdir} --experiment FILE",
                   file=sys.stderr)
-        if args.metric is not None:
-            metrics = list(dict.fromkeys(args.metric))
-        else:
-            if skipped:
-                print(f"dtsim plot: note: no figure for {', '.join(skipped)}: not measured at "
-                      "any point (NaN in every record)", file=sys.stderr)
-            same = constant(summary, [m for m in metrics if m not in skipped])
-            if same:
-                print("dtsim plot: note: no figure for the metrics the same at every point "
-                      "(--metric NAME draws one): "
-                      + ", ".join(f"{m}={v:g}" for m, v in same.items()), file=sys.stderr)
-            metrics = [m for m in metrics if m not in same]
+        if args.metric is None and skipped:
+            print(f"dtsim plot: note: no figure for {', '.join(skipped)}: not measured at "
+                  "any point (NaN in every record)", file=sys.stderr)
+        if same:
+            print("dtsim plot: note: no figure for the metrics the same at every point "
+                  "(--metric NAME draws one): "
+                  + ", ".join(f"{m}={v:g}" for m, v in same.items()), file=sys.stderr)
         try:
             plot_summary_table(summary, result.factors, metrics, out)
         except (TypeError, ValueError) as exc:  # stored values that cannot be drawn

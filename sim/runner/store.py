@@ -134,14 +134,20 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _atomic_write(path: Path, data: str | bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
+    """``data`` to ``path`` through the one atomic write (:func:`sim.errors.replace_atomic`:
+    a link written through, never replaced by a file), synced, and its folder synced."""
+    from ..errors import output_target, replace_atomic
+
     raw = data.encode() if isinstance(data, str) else data
-    with tmp.open("wb") as fh:
-        fh.write(raw)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+
+    def write(tmp: Path) -> None:
+        with tmp.open("wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    replace_atomic(path, write)
+    _fsync_dir(output_target(path).parent)
 
 
 def _csv_line(values: Sequence[str]) -> str:

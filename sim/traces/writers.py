@@ -110,6 +110,8 @@ def format_trace(trace: AvailabilityTrace, format: str, *, time_unit: str = "s",
 
 def write_trace(trace: AvailabilityTrace, path: str | Path, format: str, **kw) -> Path:
     """Write ``trace`` to ``path`` in ``format`` (options as for :func:`format_trace`)."""
+    from ..errors import write_atomic
+
     p = Path(path)
-    p.write_text(format_trace(trace, format, **kw))
+    write_atomic(p, format_trace(trace, format, **kw))  # (smallfix8) atomic, links kept
     return p

@@ -204,6 +204,16 @@ def check_diloco(c: Any, spec: DilocoSync) -> None:
         check(spec.heartbeat < limit, "sync", f"heartbeat shorter than the stall limit "
               f"({limit:.4g}: {STALL_FACTOR:g} failure-free rounds of every={spec.every} inner "
               "steps and the sync)", spec.heartbeat)
+    if not any(stage_sizes(c)):  # (smallfix8) no parameters: every payload is empty
+        # what shapes a payload does nothing without one (an outer sync of nothing is no
+        # collective; a group back downloads nothing in 0 s), as dtsim learners refuses it
+        # without --size; each refused in one line rather than ignored
+        for key, bad, what in (("bits", spec.bits != 16, "the outer sync's payload bits"),
+                               ("topk", spec.topk is not None, "the outer sync's sparsity"),
+                               ("recovery", spec.recovery != "prime",
+                                "what a group back from a failure downloads")):
+            check(not bad, "sync", f"{key} given only with a parameter size (--param-size or "
+                  f"a plan: {what}; without one nothing moves)", c.sync)
     if spec.quorum is not None:
         check(spec.fragments == 1, "sync", "diloco with fragments=1 with a quorum (the quorum's "
               "rules are vanilla DiLoCo's rounds)", c.sync)

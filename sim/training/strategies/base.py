@@ -87,12 +87,46 @@ class Strategy:
     #: the parameters that are rates: with a unit (``checkpoint_bandwidth=2GB/s``) read in
     #: bytes per second, as a plain number
     rates: ClassVar[tuple[str, ...]] = ()
+    #: the options that do something only under a condition: option -> (field, value), the
+    #: option acts only when ``field`` is ``value`` (a tuple of fields and one of values:
+    #: when each is). Given where it does nothing (in a spec
+    #: text, even at its default value, or off its default) it is refused in one line
+    #: ``'option' must be unset unless field is value`` (:meth:`check_inert`, the one place
+    #: this is checked); a third item, when present, is the rule a value off the default
+    #: breaks instead (``copy``'s ``0 unless snapshot is overlapped``).
+    only_when: ClassVar[dict[str, tuple[Any, ...]]] = {}
     boot: float = 0.0
 
     def __post_init__(self) -> None:
         from ...errors import check_nonnegative
 
         check_nonnegative("boot", self.boot)
+        self.check_params()
+        self.check_inert()
+
+    def check_params(self) -> None:
+        """Refuse a parameter value out of its range (raise ConfigError); a subclass's own
+        checks, run by ``__post_init__`` after ``boot``'s and before :meth:`check_inert`."""
+
+    def check_inert(self) -> None:
+        """Refuse an option of :attr:`only_when` given where it does nothing (raise
+        ConfigError): in the spec text it was made from (:func:`make_strategy`), even at its
+        default value, or off its default value (a strategy made in Python)."""
+        if not self.only_when:
+            return
+        defaults = {f.name: (f.default_factory() if f.default is dataclasses.MISSING
+                             and f.default_factory is not dataclasses.MISSING else f.default)
+                    for f in fields(self)}
+        for key, (field, value, *off) in self.only_when.items():
+            conds = tuple(zip(field, value)) if isinstance(field, tuple) else ((field, value),)
+            if all(getattr(self, f) == v for f, v in conds):
+                continue
+            words = " and ".join(f"{f} is " + ("true" if v is True else "false" if v is False
+                                               else str(v)) for f, v in conds)
+            moved = getattr(self, key) != defaults[key]
+            check(not moved and not self.given(key), key,
+                  off[0] if moved and off else f"unset unless {words}",
+                  getattr(self, key))
 
     def check(self, config: Any) -> None:
         """Refuse a config the strategy cannot run (raise ConfigError)."""
@@ -113,10 +147,6 @@ class Strategy:
         """Whether parameter ``key`` was given in the spec text the strategy was made from
         (:func:`make_strategy`), even at its default value."""
         return key in getattr(self, "_given", ())
-
-    def check_given(self, keys: frozenset[str]) -> None:
-        """Refuse a parameter given in a spec text (``keys``) where it does nothing, even at
-        its default value (raise ConfigError); :func:`make_strategy` calls it."""
 
     def prepare_des(self, system: Any) -> None:
         """(DES strategies) Wire anything the strategy needs into a built, started
@@ -220,9 +250,12 @@ def make_strategy(spec: Any) -> Strategy | None:
         check(key in known, "strategy", f"a parameter of {name} ({', '.join(known)})", key)
         check(key not in kw, "strategy", "each parameter once", key)
         kw[key] = _value(known[key], val, key in cls.times, key in cls.rates)
-    strategy = cls(**kw)
-    strategy.check_given(frozenset(kw))
-    object.__setattr__(strategy, "_given", frozenset(kw))  # not a field: not in eq, hash, describe
+    # the keys given are known while it is validated (Strategy.check_inert): an option given
+    # where it does nothing is refused even at its default value; not a field: not in eq,
+    # hash or describe
+    strategy = cls.__new__(cls)
+    object.__setattr__(strategy, "_given", frozenset(kw))
+    strategy.__init__(**kw)  # type: ignore[misc]
     return strategy
 
 

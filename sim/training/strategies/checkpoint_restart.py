@@ -206,6 +206,12 @@ class CheckpointRestart(JobStrategy):
     name = "checkpoint-restart"
     times = ("boot", "checkpoint", "restart", "copy", "poll", "settle", "lead", "window")
     rates = ("checkpoint_bandwidth",)
+    #: (audit 8) each given where it does nothing is refused, at its default value too
+    #: (``grow=false,poll=300`` was taken and ignored): :meth:`Strategy.check_inert`
+    only_when = {"copy": ("snapshot", "overlapped", "0 unless snapshot is overlapped"),
+                 "poll": ("grow", True), "settle": ("grow", True), "window": ("grow", True),
+                 "lead": (("grow", "notice"), (True, "checkpoint")),
+                 "overhead_bound": ("interval", "overhead")}
     every: int = 10
     checkpoint: float = 15.8
     restart: float = 55.5
@@ -217,13 +223,12 @@ class CheckpointRestart(JobStrategy):
     boot: float = 45.0
     checkpoint_bandwidth: float | None = None
     grow: bool = True
-    poll: float = 300.0
+    poll: float = POLL
     settle: float = SETTLE
     lead: float = LEAD
     window: float = WINDOW
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check_params(self) -> None:
         check_int("every", self.every, low=1)
         check_nonnegative("checkpoint", self.checkpoint)
         check_nonnegative("restart", self.restart)
@@ -231,43 +236,20 @@ class CheckpointRestart(JobStrategy):
         check_probability("overhead_bound", self.overhead_bound, open_low=True)
         check_choice("snapshot", self.snapshot, SNAPSHOTS)
         check_nonnegative("copy", self.copy)
-        check(self.snapshot == "overlapped" or self.copy == 0, "copy",
-              "0 unless snapshot is overlapped", self.copy)
         check_choice("notice", self.notice, NOTICE_USES)
         if self.checkpoint_bandwidth is not None:
             check_rate("checkpoint_bandwidth", self.checkpoint_bandwidth)
         check(isinstance(self.grow, bool), "grow", "true or false", self.grow)
         check_positive("poll", self.poll)
-        check(self.grow or self.poll == POLL, "poll", "unset unless grow is true", self.poll)
         check_nonnegative("settle", self.settle)
-        check(self.grow or self.settle == SETTLE, "settle", "unset unless grow is true",
-              self.settle)
-        for key, default in (("lead", LEAD), ("window", WINDOW)):
-            value = getattr(self, key)
-            check_nonnegative(key, value)
-            check(self.grow or value == default, key, "unset unless grow is true", value)
-        check(self.interval == "overhead" or self.overhead_bound == OVERHEAD_BOUND,
-              "overhead_bound", "unset unless interval is overhead", self.overhead_bound)
+        check_nonnegative("lead", self.lead)
+        check_nonnegative("window", self.window)
 
     @property
     def sleep(self) -> float:
         """The manager's sleep before a relaunch after a failure: ``settle`` when growing, else
         none (the stall watchdog's window and the runaway check count it with the restart)."""
         return self.settle if self.grow else 0.0
-
-    def check_given(self, keys: frozenset[str]) -> None:
-        """(audit 8) poll, settle, copy and overhead_bound given where they do nothing are
-        refused at their default value too (``grow=false,poll=300`` was taken and ignored)."""
-        for key, applies, rule in (("poll", self.grow, "unset unless grow is true"),
-                                   ("settle", self.grow, "unset unless grow is true"),
-                                   ("lead", self.grow and self.notice == "checkpoint",
-                                    "unset unless grow is true and notice is checkpoint"),
-                                   ("window", self.grow, "unset unless grow is true"),
-                                   ("copy", self.snapshot == "overlapped",
-                                    "unset unless snapshot is overlapped"),
-                                   ("overhead_bound", self.interval == "overhead",
-                                    "unset unless interval is overhead")):
-            check(key not in keys or applies, key, rule, getattr(self, key))
 
     def check_last(self, config: Any) -> None:
         super().check_last(config)  # notice without a preemption notice

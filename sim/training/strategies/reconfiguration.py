@@ -116,8 +116,7 @@ class Reconfiguration(JobStrategy):
     boot: float = 45.0
     checkpoint_bandwidth: float | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check_params(self) -> None:
         check_nonnegative("reconfigure", self.reconfigure)
         if self.min_nodes is not None:
             check_int("min_nodes", self.min_nodes, low=1)

@@ -202,8 +202,7 @@ class Redundancy(JobStrategy):
     checkpoint_bandwidth: float | None = None
     mode: str = "eager"
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check_params(self) -> None:
         if self.overhead is not None:
             check(isinstance(self.overhead, (int, float)), "overhead", "a number or none",
                   self.overhead)
