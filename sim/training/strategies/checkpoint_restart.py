@@ -364,6 +364,11 @@ class CheckpointRestart(JobStrategy):
         st.participants = frozenset()  # no job runs: a loss meanwhile interrupts nothing
         t0 = job.env.now
         while True:
+            # a poll finds a configuration only once the ready workers form one: wait for
+            # that (a worker ready or lost), not poll by poll (a short poll over a long
+            # outage was a runaway: poll=0.01 over 5e3 s without workers, 5e5 wake-ups)
+            while self.formation(job, job.ready_workers()) is None:
+                yield from job.wait_event(job.change())
             at = (math.floor(job.env.now / self.poll) + 1) * self.poll
             while job.env.now < at:
                 yield from job.wait(at - job.env.now)
