@@ -114,7 +114,7 @@ def _every_plan(profiles, model, nodes, request, physical=False):
     return pm, list(s.best.values())
 
 
-@pytest.mark.parametrize("physical", [False, True])
+@pytest.mark.parametrize("physical", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_transfer_and_tail_bounds_never_exceed_the_closed_form(shipped, physical):
     """On every plan of a mixed fleet: each boundary's transfers >= p2p_bound, the tail after
     the pipeline >= tail_bound (the search prunes with them); both exact on one-kind pairs of

@@ -160,7 +160,7 @@ def _law_holds(plan) -> tuple[bool, bool]:
     return bound, bound and alike and spanning <= 1
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", [0, *(pytest.param(s, marks=pytest.mark.slow) for s in (1, 2))])
 def test_random_physical_plans_closed_form_against_des(prof, seed, tie):
     """Random alike-pipeline plans on physical nodes, on the Sailor artifact's engine (its
     barrier: every pipeline's tied ring at once, then every stage's ring at once), where no
@@ -441,7 +441,9 @@ def _paired_plan(prof, rng, framework):
     return ProfilePlanModel(prof, prof.model("OPT-350"), fleet=fleet).place(plan)
 
 
-@pytest.mark.parametrize("mode", ["sailor", "sailor-overlap", "megatron"])
+@pytest.mark.parametrize("mode", [pytest.param("sailor", marks=pytest.mark.slow),
+                                  pytest.param("sailor-overlap", marks=pytest.mark.slow),
+                                  "megatron"])  # the cheapest in the default suite
 def test_alike_pipelines_whose_transfers_never_meet_are_exact(prof, monkeypatch, mode):
     """15 random plans of alike pipelines with two stages per node (blocking, overlapped on
     channels, Megatron-LM's batched pairs). Where no two transfers crossing one NIC or node

@@ -812,10 +812,12 @@ def _forced_schedule(monkeypatch):
 @pytest.mark.parametrize("kw", [
     dict(stages=2, microbatches=8, steps=40, forward_time=0.4, param_size=1e9, bandwidth=1e9,
          latency=0.05, sync="diloco:every=10,recovery=params,groups=2", mtbf=150.0, replace_time=30.0),
-    dict(stages=2, microbatches=8, steps=40, forward_time=0.4, param_size=1e9, bandwidth=1e9,
-         latency=0.05, sync="diloco:every=5,recovery=params", mtbf=150.0, replace_time=20.0),
-    dict(stages=1, microbatches=4, steps=40, forward_time=0.4, param_size=1e9, bandwidth=1e9,
-         latency=0.05, sync="diloco:every=5,recovery=params", availability=0.8, mtbf=60.0),
+    pytest.param(dict(stages=2, microbatches=8, steps=40, forward_time=0.4, param_size=1e9,
+                      bandwidth=1e9, latency=0.05, sync="diloco:every=5,recovery=params",
+                      mtbf=150.0, replace_time=20.0), marks=pytest.mark.slow),
+    pytest.param(dict(stages=1, microbatches=4, steps=40, forward_time=0.4, param_size=1e9,
+                      bandwidth=1e9, latency=0.05, sync="diloco:every=5,recovery=params",
+                      availability=0.8, mtbf=60.0), marks=pytest.mark.slow),
 ])
 def test_streaming_rules_with_one_fragment_are_vanillas(monkeypatch, kw):
     """With one fragment and no overlap the streaming failure rules (join at the next sync

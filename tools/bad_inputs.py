@@ -256,6 +256,9 @@ class Fixtures:
                 Path({str(self.marker)!r}).write_text("its analyse ran")
         """))
         self.planted = h / "planted"  # filled by make_planted() when a case needs it
+        # tables of 10^7 rows (about 100 MB), filled by make_long_tables() when a case needs them
+        self.long_tables = {"steps": self.root / "u33" / "steps_1e7.csv",
+                            "prices": self.root / "u33" / "prices_1e7.csv"}
         # user topology builders that raise, exit, or return a directed graph
         self.builders = self._write("hard/builders.py", textwrap.dedent("""
             import sys
@@ -375,6 +378,19 @@ class Fixtures:
         if leave:
             size = (where / "filler").stat().st_size
             os.truncate(where / "filler", max(0, size - leave))
+
+    def make_long_tables(self) -> None:
+        """A step-time table and a price series of 10^7 rows each (written once)."""
+        heads = {"steps": ("workers,step_time\n", range(1, 10_000_001)),
+                 "prices": ("time,price\n", range(10_000_000))}
+        for kind, path in self.long_tables.items():
+            if path.exists():
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            head, rows = heads[kind]
+            with open(path, "w") as fh:
+                fh.write(head)
+                fh.writelines(f"{i},1.5\n" for i in rows)
 
     def make_ro_results(self) -> None:
         """A finished results folder, then remounted read-only (its .lock cannot be opened)."""
@@ -3896,7 +3912,6 @@ def _sailor_folder(fx: Fixtures, name: str, mutate: Callable[[dict, dict, dict],
     """A Sailor-format profiles folder (OPT-350's profile only, the shipped catalogue and
     bandwidths) changed by ``mutate(profiles, llm_info, bandwidths)`` or with files' ``raw``
     text; written once per audit."""
-    import copy
     import json as _json
 
     d = fx.root / "sailor" / name
@@ -3904,12 +3919,13 @@ def _sailor_folder(fx: Fixtures, name: str, mutate: Callable[[dict, dict, dict],
         return str(d)
     data = REPO / "sim" / "profiles" / "data"
     cache = getattr(fx, "_sailor_data", None)
-    if cache is None:
-        cache = ({"OPT-350": _json.loads((data / "profiles.json").read_text())["OPT-350"]},
-                 {"OPT-350": _json.loads((data / "llm_info.json").read_text())["OPT-350"]},
-                 _json.loads((data / "bandwidths.json").read_text()))
+    if cache is None:  # kept as JSON text: a fresh copy is one parse (a deepcopy took 10x as long)
+        cache = tuple(_json.dumps(x) for x in (
+            {"OPT-350": _json.loads((data / "profiles.json").read_text())["OPT-350"]},
+            {"OPT-350": _json.loads((data / "llm_info.json").read_text())["OPT-350"]},
+            _json.loads((data / "bandwidths.json").read_text())))
         fx._sailor_data = cache  # type: ignore[attr-defined]
-    prof, info, bw = (copy.deepcopy(x) for x in cache)
+    prof, info, bw = (_json.loads(x) for x in cache)
     if mutate is not None:
         mutate(prof, info, bw)
     d.mkdir(parents=True)
@@ -4581,11 +4597,7 @@ def users_strategy_cases(fx: Fixtures) -> list[Case]:
     both = fx._write("u33/both.csv", "workers,pipelines,step_time\n4,2,5\n")
     add("step-times-both-columns", T("--strategy", "redundancy", "--step-times", str(both)),
         refuse("step_times"))
-    big = fx.root / "u33" / "steps_1e7.csv"
-    if not big.exists():
-        with open(big, "w") as fh:
-            fh.write("workers,step_time\n")
-            fh.writelines(f"{i},1.5\n" for i in range(1, 10_000_001))
+    big = fx.long_tables["steps"]  # written by make_long_tables() when a case needs it
     add("step-times-1e7-rows-interrupted", T("--strategy", "redundancy", "--step-times", str(big)),
         Expect("interrupt", "interrupted"), interrupt_after=6.0, timeout=30,
         note="10^7 rows: read with a bar (on a terminal), stopped at Ctrl-C")
@@ -4607,11 +4619,7 @@ def users_strategy_cases(fx: Fixtures) -> list[Case]:
         if name == "bom":
             f.write_text("\ufeff" + f.read_text())
         add(f"price-series-{name}", T("--price-series", str(f)), expect)
-    bigp = fx.root / "u33" / "prices_1e7.csv"
-    if not bigp.exists():
-        with open(bigp, "w") as fh:
-            fh.write("time,price\n")
-            fh.writelines(f"{i},1.5\n" for i in range(10_000_000))
+    bigp = fx.long_tables["prices"]
     add("price-series-1e7-rows-interrupted", T("--price-series", str(bigp)),
         Expect("interrupt", "interrupted"), interrupt_after=6.0, timeout=30)
     # configs whose memory cannot fit
@@ -6140,6 +6148,9 @@ def run_cases(select: Callable[[Case], bool] = lambda c: True, *,
             fx.make_ro_results()
         if any(select(c) and str(fx.planted.parent) in " ".join(c.argv) for c in build_cases(fx)):
             fx.make_planted()
+        tables = [str(t) for t in fx.long_tables.values()]
+        if any(select(c) and any(t in c.argv for t in tables) for c in build_cases(fx)):
+            fx.make_long_tables()
         for case in build_cases(fx):
             if not select(case):
                 continue
