@@ -225,3 +225,23 @@ def test_an_experiment_is_the_file_asked_for(tmp_path):
     second.write_text(text)
     assert load_experiment(first).path == first.resolve()
     assert load_experiment(second).path == second.resolve()
+
+
+@pytest.mark.parametrize("option", ["--export-plan", "--out"])
+def test_an_output_named_as_a_folder_is_refused(tmp_path, capsys, option):
+    """audit9: 'DIR/' (a name ending in '/') was written as the file DIR; now refused."""
+    code, out, err = _cli([*PLAN, option, f"{tmp_path / 'dir'}/"], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1, err
+    assert "a name ending in '/' is a folder's" in err
+    assert not (tmp_path / "dir").exists()
+
+
+def test_plot_timeline_refuses_metric(tmp_path, capsys):
+    """audit9: --metric with --timeline was taken and ignored (the Gantt chart drawn, exit 0)."""
+    tl = tmp_path / "tl.json"
+    assert _cli([*TRAIN, "--timeline", tl], capsys)[0] == 0
+    fig = tmp_path / "tl.png"
+    code, out, err = _cli(["plot", "--timeline", tl, "--metric", "throughput", "--out", fig],
+                          capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1, err
+    assert "'metric' must be not given with --timeline" in err and not fig.exists()
