@@ -245,3 +245,24 @@ def test_plot_timeline_refuses_metric(tmp_path, capsys):
                           capsys)
     assert (code, out) == (2, "") and err.count("\n") == 1, err
     assert "'metric' must be not given with --timeline" in err and not fig.exists()
+
+
+def test_an_output_that_is_an_input_is_refused(tmp_path, capsys):
+    """audit9: with --overwrite, an output named as a file the command reads replaced it:
+    plan --fleet F --export-plan F wrote the plan over the fleet, then failed reading it (exit 2
+    after the work); train --failure-trace T --timeline T replaced the trace. Refused; kept."""
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text('{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "us-central1-a", '
+                     '"count": 2}]}')
+    before = fleet.read_text()
+    base = [a for a in PLAN if a not in ("--nodes", "GH-96:4x2@us-central1-a")]
+    for option in ("--export-plan", "--out"):
+        code, out, err = _cli([*base, "--fleet", fleet, option, fleet, "--overwrite"], capsys)
+        assert (code, out) == (2, "") and err.count("\n") == 1, err
+        assert "another file than --fleet's" in err and fleet.read_text() == before
+    trace = tmp_path / "trace.csv"
+    trace.write_text("worker,start,end\nw0,1,2\nw1,3,4\n")
+    code, out, err = _cli([*TRAIN, "--failure-trace", trace, "--timeline", trace, "--overwrite"],
+                          capsys)
+    assert (code, out) == (2, "") and "another file than --failure-trace's" in err, err
+    assert trace.read_text() == "worker,start,end\nw0,1,2\nw1,3,4\n"
