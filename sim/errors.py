@@ -733,6 +733,8 @@ def check_output_file(name: str, path: str | os.PathLike[str]) -> Path:
     rule = "a writable file"
     if str(path).strip() == "":
         raise ConfigError(name, rule, str(path))
+    if str(path).endswith(("/", os.sep)):  # (audit9) Path() drops the slash: a file was written
+        raise ConfigError(name, rule, f"{path} (a name ending in '/' is a folder's)")
     if p.is_dir():
         raise ConfigError(name, rule, f"{path} (a folder)")
     if p.exists() and not p.is_file() and os.path.realpath(p) != os.devnull:

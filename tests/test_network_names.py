@@ -196,6 +196,24 @@ def test_gml_with_two_equal_labels_is_refused_not_renamed_by_id(tmp_path):
         topologies.read_graph(f)
 
 
+def test_node_link_json_ids_1_and_text_1_are_refused(tmp_path):
+    """audit9: ids 1 and "1" in a node-link JSON file were two nodes named alike (a host name
+    is its text); refused in one line. 1 and "01" stay two nodes, as in an edge list."""
+    import topologies
+
+    f = tmp_path / "g.json"
+    links = [{"source": 1, "target": "b"}, {"source": "1", "target": "b"}]
+    f.write_text(json.dumps({"nodes": [{"id": 1}, {"id": "1"}, {"id": "b"}], "links": links}))
+    with pytest.raises(ConfigError, match="the node id '1' again, as a number and as text"):
+        topologies.read_graph(f)
+    f.write_text(json.dumps({"nodes": [{"id": "1"}, {"id": 1}, {"id": "b"}], "links": links}))
+    with pytest.raises(ConfigError, match="the node id 1 again, as a number and as text"):
+        topologies.read_graph(f)
+    links[1]["source"] = "01"
+    f.write_text(json.dumps({"nodes": [{"id": 1}, {"id": "01"}, {"id": "b"}], "links": links}))
+    assert sorted(map(str, topologies.read_graph(f).nodes)) == ["01", "1", "b"]
+
+
 def test_node_link_json_round_trips_and_refuses_in_one_line(tmp_path):
     """A node-link JSON file (networkx's json_graph.node_link_data, D3's) reads as the graph
     written: write_graph/read_graph round trip with domains and an unlimited bandwidth, networkx's

@@ -319,3 +319,44 @@ def test_every_table_and_report_writer_is_the_one_atomic_write(tmp_path):
         write(link)
         assert link.is_symlink(), name
         assert target.read_text() != "earlier\n", name
+
+
+@pytest.mark.parametrize("option", ["--export-plan", "--out"])
+def test_an_output_named_as_a_folder_is_refused(tmp_path, capsys, option):
+    """audit9: 'DIR/' (a name ending in '/') was written as the file DIR; now refused."""
+    code, out, err = _cli([*PLAN, option, f"{tmp_path / 'dir'}/"], capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1, err
+    assert "a name ending in '/' is a folder's" in err
+    assert not (tmp_path / "dir").exists()
+
+
+def test_plot_timeline_refuses_metric(tmp_path, capsys):
+    """audit9: --metric with --timeline was taken and ignored (the Gantt chart drawn, exit 0)."""
+    tl = tmp_path / "tl.json"
+    assert _cli([*TRAIN, "--timeline", tl], capsys)[0] == 0
+    fig = tmp_path / "tl.png"
+    code, out, err = _cli(["plot", "--timeline", tl, "--metric", "throughput", "--out", fig],
+                          capsys)
+    assert (code, out) == (2, "") and err.count("\n") == 1, err
+    assert "'metric' must be not given with --timeline" in err and not fig.exists()
+
+
+def test_an_output_that_is_an_input_is_refused(tmp_path, capsys):
+    """audit9: with --overwrite, an output named as a file the command reads replaced it:
+    plan --fleet F --export-plan F wrote the plan over the fleet, then failed reading it (exit 2
+    after the work); train --failure-trace T --timeline T replaced the trace. Refused; kept."""
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text('{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, "zone": "us-central1-a", '
+                     '"count": 2}]}')
+    before = fleet.read_text()
+    base = [a for a in PLAN if a not in ("--nodes", "GH-96:4x2@us-central1-a")]
+    for option in ("--export-plan", "--out"):
+        code, out, err = _cli([*base, "--fleet", fleet, option, fleet, "--overwrite"], capsys)
+        assert (code, out) == (2, "") and err.count("\n") == 1, err
+        assert "another file than --fleet's" in err and fleet.read_text() == before
+    trace = tmp_path / "trace.csv"
+    trace.write_text("worker,start,end\nw0,1,2\nw1,3,4\n")
+    code, out, err = _cli([*TRAIN, "--failure-trace", trace, "--timeline", trace, "--overwrite"],
+                          capsys)
+    assert (code, out) == (2, "") and "another file than --failure-trace's" in err, err
+    assert trace.read_text() == "worker,start,end\nw0,1,2\nw1,3,4\n"

@@ -398,6 +398,21 @@ def test_a_diloco_run_whose_failures_would_run_away_is_refused(monkeypatch):
         TrainingConfig(**base, mtbf=1.0, replace_time=1.0)
 
 
+@pytest.mark.parametrize("kw, name", [
+    (dict(steps=8, sync="diloco:every=4,fragments=2,layers=1000000000"), "sync"),
+    (dict(steps=10**9, sync="diloco:every=1000000000,fragments=1000000000"), "sync"),
+    (dict(steps=10**12, sync="diloco:every=1"), "steps"),
+])
+def test_a_diloco_cut_or_schedule_that_cannot_fit_is_refused(kw, name):
+    """audit9: the layers' cut, the fragments' tables and the sync schedule are built whole
+    before the first step; layers=1e9 failed with a MemoryError after 42 s, every=1 with 1e12
+    steps filled the memory. Refused before any work, naming what drives it; 1000 layers run."""
+    base = dict(stages=4, replicas=4, microbatches=4)
+    with pytest.raises(ConfigError, match=f"^'{name}' must be small enough to fit in memory"):
+        TrainingConfig(**base, **kw)
+    TrainingConfig(**base, steps=8, sync="diloco:every=4,fragments=2,layers=1000")
+
+
 def test_a_diloco_run_that_ends_is_not_refused_one_that_stalls_is():
     """review9's false refusal: the budget counted the whole stall limit (1000 failure-free
     rounds) as the run's length, so 200 one-stage workers at availability 0.9 (downtime 1,

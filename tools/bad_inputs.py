@@ -1724,7 +1724,7 @@ def build_cases(fx: Fixtures) -> list[Case]:
                   users_profile_cases, users_planner_cases, users_strategy_cases,
                   users_design_cases, users_byzantine_cases, audit6_cases, leftovers_cases,
                   usertrial12_cases, zero_step_cases, export_plan_cases, audit8_cases,
-                  outsafe_cases):
+                  outsafe_cases, audit9_cases):
         cases.extend(group(fx))
     return cases
 
@@ -5451,6 +5451,331 @@ def audit8_cases(fx: Fixtures) -> list[Case]:
                              ("overhead-tp1-absent", "overhead_tp1_bytes", _json)):
         add(f"train/a8-gpus-ok-{what}", G(catalogue(f"p-ok-{what}", key, value)),
             ok("throughput"))
+    return cases
+
+
+def audit9_cases(fx: Fixtures) -> list[Case]:
+    """audit9: the last two sessions' options and the Python API (ids hold ``/a9-``): DiLoCo's
+    recovery= and what its outer loop builds before the first step (layers, fragments, the sync
+    schedule), routings with schedules and strategies, --export-plan/--overwrite/--rank,
+    checkpoint-restart's settle/grow/notice, dtsim plot --metric, the GPU catalogue's prices,
+    memory and currency, the configs built from Python (unit text, nonsense), event logs (time
+    zones, encodings), graph files with named hosts, Megatron launch lines whose TP x PP does
+    not divide the world. Each ``FIXED (audit9)`` note names a case that misbehaved before."""
+    if not (REPO / "sim" / "traces" / "events.py").is_file():
+        return []
+    import json as _json
+
+    cases: list[Case] = []
+    R = fx.root / "a9"
+
+    def add(id_: str, argv: Sequence[str], expect: Expect, **kw) -> None:
+        cases.append(Case(id_, list(argv), expect, **kw))
+
+    def w(name: str, text: str | bytes) -> str:
+        p = R / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            p.write_bytes(text)
+        else:
+            p.write_text(text)
+        return str(p)
+
+    # -- DiLoCo: recovery=, and what the outer loop builds whole before its first step ---------
+    dl = ("train", "--replicas", "4", "--microbatches-per-step", "4", "--steps", "8",
+          "--mtbf", "100", "--replace-time", "5", "--replications", "1", "--sync")
+    for what, spec in (("recovery-empty", "recovery="), ("recovery-upper-case", "recovery=PRIME"),
+                       ("recovery-unknown", "recovery=zero"),
+                       ("recovery-twice", "recovery=prime,recovery=params")):
+        add(f"train/a9-diloco-{what}", dtsim(*dl, "diloco:every=4," + spec), refuse("sync"))
+    add("train/a9-diloco-recovery-without-failures",
+        dtsim("train", "--replicas", "4", "--microbatches-per-step", "4", "--steps", "8",
+              "--replications", "1", "--sync", "diloco:every=4,recovery=params"), refuse("sync"))
+    add("train/a9-allreduce-recovery", dtsim("train", "--replicas", "4", "--steps", "8",
+                                             "--replications", "1", "--mtbf", "100", "--sync",
+                                             "allreduce:recovery=params"), refuse("sync"))
+    add("train/a9-diloco-ok-recovery-torchft", dtsim(*dl, "diloco:every=4,recovery=torchft"),
+        ok("DiLoCo"))
+    fixed = "FIXED (audit9): "
+    add("train/a9-diloco-layers-1e9", dtsim(*dl, "diloco:every=4,fragments=2,layers=1000000000"),
+        refuse("sync"), timeout=90,
+        note=fixed + "a list of 1e9 layers built for the cut: exit 1, MemoryError after 42 s")
+    nf = ("train", "--replicas", "4", "--microbatches-per-step", "4", "--replications", "1")
+    add("train/a9-diloco-every-1-steps-1e12",
+        dtsim(*nf, "--steps", "1000000000000", "--sync", "diloco:every=1"), refuse("steps"),
+        timeout=90, note=fixed + "the sync schedule built whole before the first step: exit 1, "
+        "MemoryError after minutes (a plain --steps 1e12 runs and is stopped by Ctrl-C)")
+    add("train/a9-diloco-fragments-1e9",
+        dtsim(*nf, "--steps", "1000000000", "--sync",
+              "diloco:every=1000000000,fragments=1000000000"), refuse("sync"), timeout=90,
+        note=fixed + "1e9 fragments' tables: exit 1, MemoryError after 30 s")
+    add("train/a9-diloco-ok-layers-1000", dtsim(*dl, "diloco:every=4,fragments=2,layers=1000"),
+        ok("DiLoCo"))
+    add("api/a9-TrainingConfig-diloco-layers-1e9", api(
+        "from sim.training.config import TrainingConfig\n"
+        "TrainingConfig(replicas=4, microbatches=4, steps=8, "
+        "sync='diloco:every=4,fragments=2,layers=1000000000')"), refuse("sync"),
+        note=fixed + "the config accepted it; its run failed with a MemoryError")
+
+    # -- routings with schedules and strategies ------------------------------------------------
+    rt = ("train", "--replicas", "2", "--steps", "3", "--replications", "2")
+    for sched in ("gpipe", "1f1b", "1f1b-dynamic", "interleaved"):
+        add(f"train/a9-routing-least-assigned-time-{sched}",
+            dtsim(*rt, "--schedule", sched, "--routing", "least-assigned-time"), refuse("routing"))
+    add("train/a9-routing-queue-interleaved", dtsim(*rt, "--schedule", "interleaved", "--routing",
+                                                   "queue"), refuse("routing"))
+    add("train/a9-routing-upper-case", dtsim(*rt, "--schedule", "swarm", "--routing",
+                                            "LEAST-ASSIGNED-TIME"), refuse("routing"))
+    add("train/a9-routing-least-assigned-time-async-strategy",
+        dtsim(*rt, "--schedule", "async", "--routing", "least-assigned-time", "--mtbf", "500",
+              "--strategy", "checkpoint-restart"), refuse("strategy"))
+    for sched in ("swarm", "async"):
+        add(f"train/a9-routing-ok-least-assigned-time-{sched}",
+            dtsim(*rt, "--schedule", sched, "--routing", "least-assigned-time"),
+            ok("least-assigned-time"))
+    add("train/a9-routing-ok-least-assigned-time-swarm-checkpoint-restart",
+        dtsim(*rt, "--schedule", "swarm", "--routing", "least-assigned-time", "--mtbf", "500",
+              "--strategy", "checkpoint-restart"), ok("checkpoint-restart"), timeout=60)
+
+    # -- --export-plan, --overwrite, --rank, outputs named as folders ----------------------------
+    P = lambda *a: dtsim("plan", "--model", "OPT-350", "--nodes",  # noqa: E731
+                         "GH-96:4x2@us-central1-a", "--global-batch-size", "8", "--simulate",
+                         "0", "--top", "2", *a)
+    for what, value in (("negative", "-1"), ("fraction", "1.5"), ("nan", "nan"), ("empty", "")):
+        add(f"plan/a9-rank-{what}", P("--rank", value, "--export-plan", str(R / "r.json")),
+            refuse("rank"))
+    add("plan/a9-rank-twice", P("--rank", "1", "--rank", "2", "--export-plan",
+                                str(R / "r.json")), refuse("rank"))
+    add("plan/a9-export-plan-empty", P("--export-plan", ""), refuse("export_plan"))
+    slash = "FIXED (audit9): a name ending in '/' wrote a file without the slash"
+    add("plan/a9-export-plan-trailing-slash", P("--export-plan", str(R / "xp-dir") + "/"),
+        refuse("export_plan"), note=slash, timeout=60)
+    add("plan/a9-out-trailing-slash", P("--out", str(R / "out-dir") + "/"), refuse("out"),
+        note=slash, timeout=60)
+    add("train/a9-timeline-trailing-slash",
+        dtsim("train", "--steps", "1", "--replications", "1", "--timeline",
+              str(R / "tl-dir") + "/"), refuse("timeline"), note=slash)
+
+    same = ("FIXED (audit9): with --overwrite the output replaced a file the command reads "
+            "(exit 0{})")
+    launch = w("xp-self.sh", "torchrun --nnodes 2 --nproc-per-node 4 pretrain_gpt.py "
+               "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers 24 "
+               "--micro-batch-size 2 --global-batch-size 16 --untie-embeddings-and-output-weights "
+               "--fp16\n")
+    XT = ("train", "--plan", launch, "--model", "OPT-350", "--gpu", "RTX-3090", "--zone",
+          "us-central1-a", "--steps", "1", "--replications", "1", "--overwrite")
+    add("train/a9-export-plan-is-the-plan", dtsim(*XT, "--export-plan", launch),
+        refuse("export_plan"), note=same.format(": the launch line became JSON"))
+    add("train/a9-timeline-is-the-plan", dtsim(*XT, "--timeline", launch), refuse("timeline"),
+        note=same.format(": the launch line became a timeline"))
+    trace2 = w("xp-trace.csv", "worker,start,end\nw0,1,2\nw1,3,4\n")
+    add("train/a9-timeline-is-the-failure-trace",
+        dtsim("train", "--stages", "2", "--microbatches-per-step", "2", "--steps", "1",
+              "--replications", "1", "--failure-trace", trace2, "--timeline", trace2,
+              "--overwrite"), refuse("timeline"), note=same.format(": the trace became a timeline"))
+    fleet = w("xp-fleet.json", '{"nodes": [{"gpu": "GH-96", "gpus_per_node": 4, '
+              '"zone": "us-central1-a", "count": 2}]}')
+    FP = ("plan", "--model", "OPT-350", "--fleet", fleet, "--global-batch-size", "8",
+          "--simulate", "0", "--top", "2", "--overwrite")
+    add("plan/a9-export-plan-is-the-fleet", dtsim(*FP, "--export-plan", fleet),
+        refuse("export_plan"), timeout=60,
+        note="FIXED (audit9): the plan written over the fleet, then 'fleet' refused on reading "
+        "it again (exit 2 after the search)")
+    add("plan/a9-out-is-the-fleet", dtsim(*FP, "--out", fleet), refuse("out"), timeout=60,
+        note=same.format(""))
+
+    # -- checkpoint-restart: settle, grow, notice -------------------------------------------------
+    C = ("train", "--replications", "1", "--mtbf", "100", "--steps", "20", "--stages", "4",
+         "--replicas", "2", "--strategy")
+    for spec, param in (("settle=-1", "settle"), ("settle=nan", "settle"),
+                        ("settle=inf", "settle"), ("settle=", "settle"),
+                        ("settle=2GB", "settle"), ("settle=True", "settle"),
+                        ("settle=1,settle=2", "strategy"), ("grow=nan", "grow"),
+                        ("notice=", "notice"), ("notice=bogus", "notice"),
+                        ("notice=ignore", "notice")):
+        tail = spec.replace("=", "-").replace(",", "-") or "empty"
+        add(f"train/a9-checkpoint-restart-{tail}", dtsim(*C, "checkpoint-restart:" + spec),
+            refuse(param))
+
+    # -- dtsim plot --metric -------------------------------------------------------------------
+    tl = R / "tl.json"
+    add("plot/a9-timeline-with-metric", [sys.executable, "-c", textwrap.dedent(f"""
+        import subprocess, sys
+        r = subprocess.run([sys.executable, "-m", "sim", "train", "--steps", "1",
+                            "--replications", "1", "--quiet", "--timeline", {str(tl)!r}],
+                           capture_output=True)
+        if r.returncode:
+            sys.exit("the timeline was not written")
+        from sim.cli import main
+        sys.exit(main(["plot", "--timeline", {str(tl)!r}, "--metric", "throughput",
+                       "--out", {str(R / "tl.png")!r}]))
+    """)], refuse("metric"), allow_work=True,
+        note="FIXED (audit9): --metric with --timeline was taken and ignored (the Gantt chart "
+        "drawn, exit 0)")
+    add("plot/a9-metric-empty", dtsim("plot", str(fx.planted), "--metric", ""), refuse("metric"))
+
+    # -- the GPU catalogue: prices, memory with units, currency ---------------------------------
+    shipped = REPO / "sim" / "profiles" / "data"
+    shape = {"layers": 2, "hidden": 64, "heads": 4, "sequence": 32, "vocabulary": 100}
+    link = {"src": {"gpu": "T4", "zone": "z"}, "dst": {"gpu": "T4", "zone": "z"}}
+    net = {"links": [{**link, "flows": k, "bandwidth": 1e9} for k in (1, 2)]}
+    tiny = w("tiny-plan.json", _json.dumps({
+        "model": "Tiny", "microbatch_size": 1, "global_batch_size": 2,
+        "stages": [{"first_layer": 0, "last_layer": 3, "replicas": [
+            {"gpu": "T4", "tp": 2, "gpus_per_node": 2, "zone": "z"}]}]}))
+
+    def catalogue(name: str, key: str, value: Any) -> str:
+        cat = _json.loads((shipped / "gpus.json").read_text())
+        for g in cat["gpus"]:
+            if g["name"] == "T4":
+                g[key] = value
+        w(f"{name}/gpus.json", _json.dumps(cat))
+        w(f"{name}/models/m.json", _json.dumps({"model": "Tiny", "shape": shape,
+                                                "bytes_per_value": 2}))
+        w(f"{name}/network.json", _json.dumps(net))
+        return str(R / name)
+
+    G = lambda d: dtsim("train", "--plan", tiny, "--profiles", d, "--steps", "1",  # noqa: E731
+                        "--replications", "1")
+    for what, key, value, param in (
+            ("price-text", "price_per_hour", "2.5", "gpus"),
+            ("price-with-unit", "price_per_hour", "$2.5/h", "gpus"),
+            ("price-negative", "price_per_hour", -1, "price_per_hour"),
+            ("price-bool", "price_per_hour", True, "gpus"),
+            ("memory-rate", "memory_bytes", "16GB/s", "gpus"),
+            ("memory-plain-text", "memory_bytes", "16", "gpus"),
+            ("memory-bool", "memory_bytes", True, "gpus"),
+            ("memory-bits", "memory_bytes", "16Gb", "plan"),
+            ("bandwidth-size", "intra_node_bandwidth", "300GB", "gpus"),
+            ("currency-spaced", "currency", "USD ", "gpus"),
+            ("currency-symbol", "currency", "US$", "gpus"),
+            ("compute-capability-text", "compute_capability", "7.5", "gpus"),
+            ("compute-capability-negative", "compute_capability", -7.5, "compute_capability"),
+            ("name-empty", "name", "", "gpu")):
+        add(f"train/a9-gpus-{what}", G(catalogue(f"p-{what}", key, value)), refuse(param))
+    for what, key, value in (("memory-gib", "memory_bytes", "16 GiB"),
+                             ("memory-gb", "memory_bytes", "16GB"),
+                             ("currency-usd", "currency", "USD"),
+                             ("price-zero", "price_per_hour", 0)):
+        add(f"train/a9-gpus-ok-{what}", G(catalogue(f"p-ok-{what}", key, value)),
+            ok("throughput"))
+
+    # -- configs built from Python: unit text and nonsense ---------------------------------------
+    TC = "from sim.training.config import TrainingConfig as T\n"
+    LC = "from sim.training.learners import LearnersConfig as C\n"
+    for what, snippet, param in (
+            ("mtbf-size", TC + "T(mtbf='2GB')", "mtbf"),
+            ("mtbf-empty", TC + "T(mtbf='')", "mtbf"),
+            ("mtbf-bool", TC + "T(mtbf=True)", "mtbf"),
+            ("steps-bool", TC + "T(steps=True)", "steps"),
+            ("steps-float", TC + "T(steps=1e12)", "steps"),
+            ("value-bits-float", TC + "T(value_bits=16.0)", "value_bits"),
+            ("availability-text", TC + "T(availability='0.9')", "availability"),
+            ("param-size-rate", TC + "T(param_size='2GB/s')", "param_size"),
+            ("param-size-inf", TC + "T(param_size=float('inf'))", "param_size"),
+            ("latency-list-item-size", TC + "T(stages=3, latency=('1ms', '2GB', '3ms'))",
+             "latency"),
+            ("hour-with-unit", TC + "T(hour='1h')", "hour"),
+            ("notice-negative", TC + "T(notice=-1)", "notice"),
+            ("routing-none", TC + "T(routing=None)", "routing"),
+            ("sync-none", TC + "T(sync=None)", "sync"),
+            ("strategy-number", TC + "T(strategy=3, mtbf=100)", "strategy"),
+            ("settle-negative-unit", TC + "T(replicas=2, mtbf=100, "
+             "strategy='checkpoint-restart:settle=-5min')", "settle"),
+            ("samples-1e308", TC + "T(samples_per_microbatch=1e308)", "samples_per_microbatch"),
+            ("contention-text", TC + "T(contention='off')", "contention"),
+            ("learners-heartbeat-unit", LC + "C(heartbeat='5min', mtbf=100)", "heartbeat"),
+            ("learners-heartbeat-nan", LC + "C(heartbeat=float('nan'), mtbf=100)", "heartbeat"),
+            ("learners-heartbeat-1e308", LC + "C(heartbeat=1e308, mtbf=100)", "heartbeat"),
+            ("learners-recovery-upper-case", LC + "C(recovery='PARAMS', mtbf=100, size=1e9)",
+             "recovery"),
+            ("learners-recovery-none", LC + "C(recovery=None, mtbf=100, size=1e9)", "recovery"),
+            ("learners-retries-bool", LC + "C(retries=True, mtbf=100)", "retries"),
+            ("learners-1e9", LC + "C(learners=10**9)", "learners"),
+            ("learners-steps-1e12", LC + "C(steps=10**12, every=1)", "steps")):
+        add(f"api/a9-{what}", api(snippet), refuse(param))
+    for what, snippet, text in (
+            ("units-read", TC + "c = T(mtbf='30min', replace_time='5min', param_size='2GB', "
+             "bandwidth='10Gbit/s', latency='5ms')\nprint(c.mtbf, c.param_size)", "1800.0 2"),
+            ("diloco-heartbeat-unit", TC + "c = T(replicas=4, microbatches=4, steps=8, mtbf=100, "
+             "sync='diloco:every=4,heartbeat=5min')\nprint(c.sync)", "heartbeat=300")):
+        add(f"api/a9-ok-{what}", api(snippet), ok(text))
+
+    # -- event logs: time zones and encodings -----------------------------------------------------
+    ev = "events:worker=instance_id,time=timestamp,down=preempted,up=launched"
+    head = "timestamp,instance_id,event\n"
+    S = lambda f: dtsim("trace", "stats", f, "--trace-format", ev)  # noqa: E731
+    for what, text in (
+            ("zone-and-naive", head + "2024-03-01T12:00:00,i-a,launched\n"
+             "2024-03-01T13:10:00Z,i-a,preempted\n"),
+            ("epoch-and-iso", head + "100,i-a,launched\n2024-03-01T13:10:00Z,i-a,preempted\n"),
+            ("zone-name", head + "2024-03-01T12:00:00Z,i-a,launched\n"
+             "2024-03-01T13:10:00 PST,i-a,preempted\n"),
+            ("zone-out-of-range", head + "2024-03-01T12:00:00Z,i-a,launched\n"
+             "2024-03-01T13:10:00+25:00,i-a,preempted\n"),
+            ("not-utf8", (head + "100,i-\xff,launched\n200,i-\xff,preempted\n").encode("latin-1")),
+            ("utf16", "\ufefftimestamp,instance_id,event\n100,i-a,launched\n".encode("utf-16-le"))):
+        add(f"trace/a9-events-{what}", S(w(f"ev-{what}.csv", text)), refuse("trace"))
+    for what, text in (
+            ("naive", head + "2024-03-01T12:00:00,i-a,launched\n2024-03-01T13:10:00,i-a,"
+             "preempted\n"),
+            ("space-and-fraction", head + "2024-03-01 12:00:00+00:00,i-a,launched\n"
+             "2024-03-01T13:10:00.5Z,i-a,preempted\n")):
+        add(f"trace/a9-events-ok-{what}", S(w(f"ev-ok-{what}.csv", text)), ok("slot 0: i-a"))
+
+    # -- graph files with named hosts -------------------------------------------------------------
+    T = lambda f: dtsim("topologies", f)  # noqa: E731
+    add("topologies/a9-json-node-id-number-and-text", T(w("g-numid.json", _json.dumps({
+        "nodes": [{"id": 1}, {"id": "1"}, {"id": "b"}],
+        "links": [{"source": 1, "target": "b"}, {"source": "1", "target": "b"}]}))),
+        refuse("topology"), note="FIXED (audit9): 1 and \"1\" read as two nodes named alike "
+        "(a trace or --network-nodes naming host 1 could mean either)")
+    for what, name, text in (
+            ("json-node-twice", "g-dup.json", _json.dumps({
+                "nodes": [{"id": "a"}, {"id": "a"}, {"id": "b"}],
+                "links": [{"source": "a", "target": "b"}]})),
+            ("json-node-id-bool", "g-bool.json", _json.dumps({
+                "nodes": [{"id": True}, {"id": "b"}], "links": [{"source": True, "target": "b"}]})),
+            ("edges-self-loop", "g-loop.edges", "a b 1ms 1Gbit/s\nb c 1ms 1Gbit/s\n"
+             "c a 1ms 1Gbit/s\nb b 1ms 1Gbit/s\n"),
+            ("edges-reversed-twice", "g-rev.edges", "a b 1ms 1GB/s\nb c 1ms 1GB/s\n"
+             "c a 1ms 1GB/s\nb a 2ms 2GB/s\n"),
+            ("edges-bandwidth-zero", "g-bw0.edges", "a b 1ms 0Gbit/s\nb c 1ms 1Gbit/s\n"),
+            ("edges-bandwidth-negative", "g-bwneg.edges", "a b 1ms -1Gbit/s\nb c 1ms 1Gbit/s\n"),
+            ("edges-spaced-unit", "g-gbps.edges", "a b 1ms 1 Gbps\nb c 1ms 1Gbit/s\n")):
+        add(f"topologies/a9-{what}", T(w(name, text)), refuse("topology"))
+    for what, name, text in (
+            ("unicode-names", "g-uni.edges", "n\u0153ud-\u03b1 n\u0153ud-\u03b2 1ms 1Gbit/s\n"
+             "n\u0153ud-\u03b2 \u6771\u4eac 1ms 1Gbit/s\n\u6771\u4eac n\u0153ud-\u03b1 1ms 1Gbit/s\n"),
+            ("numbers-and-names", "g-mixed.edges", "lab-1 2 1ms 1Gbit/s\n2 lab-3 1ms 1Gbit/s\n"),
+            ("json-1-and-01", "g-01.json", _json.dumps({
+                "nodes": [{"id": 1}, {"id": "01"}, {"id": "b"}],
+                "links": [{"source": 1, "target": "b"}, {"source": "01", "target": "b"}]})),
+            ("bytes-per-second", "g-GBs.edges", "a b 1ms 1GB/s\nb c 1ms 1GB/s\n")):
+        add(f"topologies/a9-ok-{what}", T(w(name, text)), ok("nodes"))
+
+    # -- Megatron launch lines whose TP x PP does not divide the world ----------------------------
+    M = ("--model", "OPT-350", "--gpu", "RTX-3090", "--zone", "us-central1-a", "--steps", "1",
+         "--replications", "1")
+    for what, nodes, tp, pp, layers in (("tp-pp-not-dividing", 2, 3, 2, 24),
+                                        ("tp-pp-above-world", 1, 4, 2, 24),
+                                        ("layers-1e9", 2, 2, 2, 1000000000)):
+        f = w(f"ml-{what}.sh", f"torchrun --nnodes {nodes} --nproc-per-node 4 pretrain_gpt.py "
+              f"--tensor-model-parallel-size {tp} --pipeline-model-parallel-size {pp} "
+              f"--num-layers {layers} --micro-batch-size 2 --global-batch-size 16 --fp16 "
+              "--untie-embeddings-and-output-weights\n")
+        add(f"train/a9-megatron-{what}", dtsim("train", "--plan", f, *M), refuse("plan"))
+    dsc = _json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+                       "train_batch_size": 16, "fp16": {"enabled": True}})
+    for what, launcher, mp in (("mp-pp-not-dividing", "--num_nodes 2 --num_gpus 4", 3),
+                               ("mp-pp-above-world", "--num_nodes 1 --num_gpus 4", 4)):
+        w(f"ds-{what}/ds_config.json", dsc)
+        w(f"ds-{what}/hostfile", "w0 slots=4\nw1 slots=4\n")
+        f = w(f"ds-{what}/launch.sh", f"deepspeed {launcher} pretrain_gpt2.py "
+              f"--model-parallel-size {mp} --pipe-parallel-size 2 --num-layers 24 "
+              "--hidden-size 1024 --seq-length 2048 --batch-size 2 --fp16 --deepspeed "
+              "--deepspeed_config ds_config.json\n")
+        add(f"train/a9-deepspeed-{what}", dtsim("train", "--plan", f, *M), refuse("plan"))
     return cases
 
 

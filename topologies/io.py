@@ -129,6 +129,7 @@ def _read_node_link(text: str) -> nx.Graph:
             return tuple(v) if isinstance(v, list) else v
         raise ValueError(f"{where}: {k} is not a number or a string: {v!r}"[:200])
 
+    texts: set[str] = set()
     for n, node in enumerate(doc["nodes"]):
         if not isinstance(node, dict) or not isinstance(node.get("id"), (str, int)) \
                 or isinstance(node.get("id"), bool):
@@ -136,6 +137,10 @@ def _read_node_link(text: str) -> nx.Graph:
                              f"integer), got {_shown(json.dumps(node))}")
         if G.has_node(node["id"]):
             raise ValueError(f"nodes[{n}]: the node id {node['id']!r} again (each node once)")
+        if str(node["id"]) in texts:  # (audit9) 1 and "1" were two nodes named alike
+            raise ValueError(f"nodes[{n}]: the node id {node['id']!r} again, as a number and "
+                             "as text (each node once: a host's name is its text)")
+        texts.add(str(node["id"]))
         G.add_node(node["id"], **{str(k): scalar(f"nodes[{n}]", k, v)
                                    for k, v in node.items() if k != "id"})
     for n, link in enumerate(links):

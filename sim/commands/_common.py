@@ -80,6 +80,27 @@ def fleet_joins_plan(fleet: str, plan: Any) -> tuple[bool, list[str]]:
     return joins, [f"{g}@{z}" for g, z in sorted(kinds)]
 
 
+#: The options of ``dtsim train`` and ``dtsim plan`` that name a file the command reads.
+INPUT_FILES = ("plan", "fleet", "speeds", "price_series", "step_times", "failure_trace",
+               "network")
+
+
+def check_not_an_input(name: str, path: str | None, args: Any) -> None:
+    """(audit9) Refuse an output ``path`` that is one of the files the command reads (the
+    options of :data:`INPUT_FILES` ``args`` has): with ``--overwrite`` ``train --plan
+    launch.sh --export-plan launch.sh`` replaced the user's launch line with JSON, and
+    ``plan --fleet F --export-plan F`` replaced the fleet, then failed reading it again."""
+    from ..errors import ConfigError
+
+    if path is None or not os.path.exists(path):
+        return
+    for dest in INPUT_FILES:
+        given = getattr(args, dest, None)
+        if isinstance(given, str) and os.path.isfile(given) and os.path.samefile(given, path):
+            raise ConfigError(name, f"another file than --{dest.replace('_', '-')}'s (it "
+                              "would replace a file the run reads)", path)
+
+
 def check_export_file(name: str, path: str, overwrite: bool) -> Path:
     """Before any work: a file can be written at ``path`` (:func:`sim.errors.check_output_file`:
     not a folder, a device or a FIFO; its folder writable or creatable) and, unless

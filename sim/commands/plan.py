@@ -32,6 +32,7 @@ from ._applies import refuse_unless
 from ._common import (
     add_run_options,
     check_export_file,
+    check_not_an_input,
     emit_json,
     fleet_joins_plan,
     print_table,
@@ -354,11 +355,13 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_replaceable("out", args.out, overwrite=args.overwrite, ours=is_plan_text_file,
                           kind="a plan file")
+        check_not_an_input("out", args.out, args)
     if args.export_plan is not None:
         check(args.out is None, "export_plan", "given without --out (both write the plan; "
               "--out replaces a plan file dtsim wrote, --export-plan no file without "
               "--overwrite)", args.export_plan)
         check_export_file("export_plan", args.export_plan, args.overwrite)
+        check_not_an_input("export_plan", args.export_plan, args)
     written_file = args.out if args.out is not None else args.export_plan
     refuse_unless(args, "rank", written_file is not None, "with --out or --export-plan")
     if args.rank is not None:

@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric", action="append", default=None, metavar="NAME",
                    help="draw only this metric's default figure, even if it is the same at every "
                         "point (repeat for several; default: every metric that varies over the "
-                        "sweep, the constant ones named in one line)")
+                        "sweep, the constant ones named in one line; not with --timeline)")
 
 
 def _bad(outdir: str | Path, why: str) -> ConfigError:
@@ -187,6 +187,8 @@ def _timeline(args: argparse.Namespace) -> int:
 
     check(args.outdir is None, "OUTDIR", "not given with --timeline", args.outdir)
     check(args.experiment is None, "experiment", "not given with --timeline", args.experiment)
+    check(args.metric is None, "metric", "not given with --timeline (a timeline is drawn whole, "
+          "as one Gantt chart)", args.metric)
     out = args.out if args.out is not None else str(Path(args.timeline).with_suffix(".png"))
     check_figure_file("out", out, overwrite=args.overwrite)
     if Path(out).resolve() == Path(args.timeline).resolve():

@@ -50,6 +50,7 @@ from ._applies import given, refuse_unless, verdict
 from ._common import (
     add_run_options,
     check_export_file,
+    check_not_an_input,
     emit_json,
     print_table,
     time_unit,
@@ -450,10 +451,12 @@ def _check_options(args: argparse.Namespace) -> None:
                   is not None, "with --export-plan or --timeline")
     if plan and export is not None:
         check_export_file("export_plan", export, getattr(args, "overwrite", False))
+        check_not_an_input("export_plan", export, args)
         timeline = getattr(args, "timeline", None)
         check(timeline is None or os.path.realpath(timeline) != os.path.realpath(export),
               "export_plan", "another file than --timeline's (the timeline, written after the "
               "run, would replace the plan)", export)
+    check_not_an_input("timeline", getattr(args, "timeline", None), args)
     # a plan runs over its network (sim.profiles.build.plan_network), where the DES runs the
     # frameworks' fixed device programs: GPipe and 1F1B (build_plan took 1f1b-dynamic, and
     # TrainingConfig then refused it, after the profiles were read, naming 'a network')
