@@ -3417,6 +3417,23 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/model-shape-tp-heads", T("--plan", three, "--profiles",
                                         folder("p-shape-tp", base, network=net), *one),
         refuse("tp"), note="TP 3 does not divide the shape's 4 attention heads")
+    # a launch line of another layer than a shape's (12 h^2 + 13 h: two h x 4h MLP matrices,
+    # keys and values for every head) was read as the shape's (usertrial16)
+    shape_dir = folder("p-shape-launch", base, network=net)
+    for id_, extra, why in (
+            ("swiglu", "--swiglu --ffn-hidden-size 176", "a gated MLP"),
+            ("ffn", "--ffn-hidden-size 176", "an MLP of another width than 4 h"),
+            ("gqa", "--group-query-attention --num-query-groups 2", "2 key-value heads of 4"),
+            ("mla", "--multi-latent-attention", "multi-latent attention")):
+        lf = fx.root / f"ml-shape-{id_}.sh"
+        lf.write_text("torchrun --nnodes 1 --nproc-per-node 2 pretrain_gpt.py "
+                      "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 "
+                      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+                      "--micro-batch-size 1 --global-batch-size 2 --bf16 "
+                      f"--untie-embeddings-and-output-weights {extra}\n")
+        add(f"train/megatron-shape-{id_}", T("--plan", str(lf), "--model", "Tiny", "--gpu", "T4",
+                                             "--zone", "z", "--profiles", shape_dir, *one),
+            refuse("plan"), note=f"{why}: accepted and ignored before (usertrial16)")
     fwd = {"model": "Tiny", "layers": 4, "bytes_per_value": 2, "shape": shape,
            "times": [{"gpu": "T4", "microbatch_size": 1, "tp": 1,
                       "layers": [[0.01], [0.02], [0.02], [0.01, 0.02, 0.0, 9.9]]}]}

@@ -117,6 +117,26 @@ READ = {
     "--recompute-activations": "flag", "--recompute-granularity": "word",
     "--recompute-modules": "word",
     "--use-distributed-optimizer": "flag", "--overlap-param-gather": "flag",
+    "--ffn-hidden-size": "int", "--num-query-groups": "int", "--swiglu": "flag",
+    "--quick-geglu": "flag", "--group-query-attention": "flag",
+    "--multi-latent-attention": "flag",
+}
+#: The layer a model given by its shape is (:func:`sim.profiles.values.shape_sizes`:
+#: ``12 h^2 + 13 h``, an MLP of two ``h x 4h`` matrices, every head its own keys and values),
+#: and the Megatron-LM options that build another one (d98e8a64dd): a gated MLP (its first
+#: linear layer twice as wide, three ``h x F`` matrices: ``--swiglu`` and ``--quick-geglu`` set
+#: ``gated_linear_unit``, megatron/training/argument_utils.py:314-326, core/transformer/mlp.py:
+#: 205-206), fewer key-value heads (``--num-query-groups``, read only with
+#: ``--group-query-attention``, argument_utils.py:330-333, its argparse default 1:
+#: core/transformer/transformer_config.py:175-177), multi-latent attention
+#: (transformer_config.py:288). ``--ffn-hidden-size`` is the MLP's width (default ``4 h``
+#: without a gated unit, arguments.py:1320-1329).
+SHAPE_LAYER = "12 h^2 + 13 h a layer: an MLP of two h x 4h matrices, keys and values for every head"
+SHAPE_REFUSED = {
+    "--swiglu": "a gated MLP (SwiGLU: its first linear layer twice as wide, three h x F "
+                "matrices; argument_utils.py:314, core/transformer/mlp.py:205)",
+    "--quick-geglu": "a gated MLP (its first linear layer twice as wide; argument_utils.py:323-325)",
+    "--multi-latent-attention": "multi-latent attention (transformer_config.py:288)",
 }
 #: The values of the word options dtsim reads that it models, with Megatron-LM's rule for the
 #: others (d98e8a64dd: transformer_config.py:1314 transformer_impl, 151 attention_backend
@@ -937,6 +957,25 @@ def check_model_shape(opts: dict[str, Any], model: Any, where: str) -> None:
         if shape is not None and name in opts:
             check(opts[name] == getattr(shape, key), "plan", f"{name} equal to the model "
                   f"profile's {key} ({getattr(shape, key)}) at {where}", opts[name])
+    shape = getattr(model, "shape", None)
+    if shape is not None:
+        # a shape is one layer (SHAPE_LAYER); an option that builds another would be ignored
+        # and every size, FLOP and byte of the estimate would be the shape's, not the run's
+        for name, what in SHAPE_REFUSED.items():
+            check(name not in opts, "plan", f"a launch of the layer a model given by its shape "
+                  f"is ({SHAPE_LAYER}): {name} sets {what}, which a shape does not model "
+                  f"({_MEG}; {where})", name)
+        if "--ffn-hidden-size" in opts:
+            check(opts["--ffn-hidden-size"] == 4 * shape.hidden, "plan", f"--ffn-hidden-size "
+                  f"equal to 4 x the model profile's hidden ({4 * shape.hidden}: the MLP of a "
+                  f"model given by its shape, {SHAPE_LAYER}; another width is not modelled) at "
+                  f"{where}", opts["--ffn-hidden-size"])
+        if "--group-query-attention" in opts:
+            groups = opts.get("--num-query-groups", 1)  # its argparse default
+            check(groups == shape.heads, "plan", f"--num-query-groups equal to the model "
+                  f"profile's heads ({shape.heads}) with --group-query-attention (fewer "
+                  f"key-value heads than heads are not modelled: {SHAPE_LAYER}; "
+                  f"{_MEG} megatron/training/argument_utils.py:330-333) at {where}", groups)
     sizes = dict(getattr(model, "sizes", ()) or ())
     if getattr(model, "shape", None) is None and 1 in sizes and len(sizes[1]) > 1 \
             and "--seq-length" in opts and "--hidden-size" in opts:
