@@ -3424,7 +3424,9 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
             ("swiglu", "--swiglu --ffn-hidden-size 176", "a gated MLP"),
             ("ffn", "--ffn-hidden-size 176", "an MLP of another width than 4 h"),
             ("gqa", "--group-query-attention --num-query-groups 2", "2 key-value heads of 4"),
-            ("mla", "--multi-latent-attention", "multi-latent attention")):
+            ("mla", "--multi-latent-attention", "multi-latent attention"),
+            ("rope", "--position-embedding-type rope", "rope on a shape of learned positions "
+             "(the shape kept its s x h table)")):
         lf = fx.root / f"ml-shape-{id_}.sh"
         lf.write_text("torchrun --nnodes 1 --nproc-per-node 2 pretrain_gpt.py "
                       "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 "
@@ -3434,6 +3436,10 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
         add(f"train/megatron-shape-{id_}", T("--plan", str(lf), "--model", "Tiny", "--gpu", "T4",
                                              "--zone", "z", "--profiles", shape_dir, *one),
             refuse("plan"), note=f"{why}: accepted and ignored before (usertrial16)")
+    add("train/model-shape-position-embedding",
+        T("--plan", tiny, "--profiles", folder("p-shape-pos", {
+            **base, "shape": {**shape, "position_embedding": "alibi"}}, network=net), *one),
+        refuse("position_embedding"), note="a shape's positions: learned_absolute, rope or none")
     fwd = {"model": "Tiny", "layers": 4, "bytes_per_value": 2, "shape": shape,
            "times": [{"gpu": "T4", "microbatch_size": 1, "tp": 1,
                       "layers": [[0.01], [0.02], [0.02], [0.01, 0.02, 0.0, 9.9]]}]}

@@ -119,7 +119,7 @@ READ = {
     "--use-distributed-optimizer": "flag", "--overlap-param-gather": "flag",
     "--ffn-hidden-size": "int", "--num-query-groups": "int", "--swiglu": "flag",
     "--quick-geglu": "flag", "--group-query-attention": "flag",
-    "--multi-latent-attention": "flag",
+    "--multi-latent-attention": "flag", "--position-embedding-type": "word",
 }
 #: The layer a model given by its shape is (:func:`sim.profiles.values.shape_sizes`:
 #: ``12 h^2 + 13 h``, an MLP of two ``h x 4h`` matrices, every head its own keys and values),
@@ -153,6 +153,9 @@ WORDS = {
                                 "selective, transformer_config.py:1901-1904)"),
     "--recompute-modules": (("core_attn",), "core_attn, the default (transformer_config.py:"
                             "1940-1941; other modules' recomputation is not modelled)"),
+    "--position-embedding-type": (("learned_absolute", "rope", "yarn", "mrope", "relative",
+                                   "none"), "one of Megatron-LM's: learned_absolute, rope, "
+                                  "yarn, mrope, relative, none (arguments.py:2397-2398)"),
 }
 #: Word options that take one or more values (Megatron-LM's List[str] fields: argparse
 #: ``nargs="+"``, d98e8a64dd megatron/training/argument_utils.py:146; transformer_config.py:560).
@@ -847,6 +850,7 @@ def megatron_plan_from_text(text: str, where: str, model: Any,
           f"weights ({_MEG} arguments.py:2460) at {where}",
           "given" if untie else "absent")
     check_model_shape(opts, model, where)
+    check_shape_layer(opts, model, where)
     check("--micro-batch-size" in opts, "plan", f"--micro-batch-size given at {where}", None)
     mbs = opts["--micro-batch-size"]
     gbs = opts.get("--global-batch-size", mbs * dp)
@@ -957,6 +961,22 @@ def check_model_shape(opts: dict[str, Any], model: Any, where: str) -> None:
         if shape is not None and name in opts:
             check(opts[name] == getattr(shape, key), "plan", f"{name} equal to the model "
                   f"profile's {key} ({getattr(shape, key)}) at {where}", opts[name])
+    sizes = dict(getattr(model, "sizes", ()) or ())
+    if getattr(model, "shape", None) is None and 1 in sizes and len(sizes[1]) > 1 \
+            and "--seq-length" in opts and "--hidden-size" in opts:
+        # a transformer layer's output per sample is seq x hidden values (sim.profiles.sailor:
+        # llm_info's act_output_bytes): the launch's shape must be the one profiled
+        values = sizes[1][1].activation_bytes / model.bytes_per_value
+        got = opts["--seq-length"] * opts["--hidden-size"]
+        check(got == values, "plan", f"--seq-length x --hidden-size equal to the values a "
+              f"transformer layer of the model profile {model.name} outputs per sample "
+              f"({values:.0f}) at {where}", got)
+
+
+def check_shape_layer(opts: dict[str, Any], model: Any, where: str) -> None:
+    """A Megatron Core launch on a model given by its shape builds the shape's layer
+    (:data:`SHAPE_LAYER`) and position embedding, or is refused (a measured profile is what
+    was measured: not checked)."""
     shape = getattr(model, "shape", None)
     if shape is not None:
         # a shape is one layer (SHAPE_LAYER); an option that builds another would be ignored
@@ -970,22 +990,20 @@ def check_model_shape(opts: dict[str, Any], model: Any, where: str) -> None:
                   f"equal to 4 x the model profile's hidden ({4 * shape.hidden}: the MLP of a "
                   f"model given by its shape, {SHAPE_LAYER}; another width is not modelled) at "
                   f"{where}", opts["--ffn-hidden-size"])
+        # Megatron-LM's default learned_absolute (arguments.py:2397) keeps an s x h table in
+        # the embedding; rope and none keep none (language_model_embedding.py:47, 71): the
+        # launch and the shape must say the same
+        kind = opts.get("--position-embedding-type", "learned_absolute")
+        check(kind == shape.position_embedding, "plan", f"--position-embedding-type equal to "
+              f"the model profile's shape position_embedding ({shape.position_embedding}; "
+              f"Megatron-LM's default learned_absolute, {_MEG} megatron/training/arguments.py:"
+              f"2397; a shape takes learned_absolute, rope or none) at {where}", kind)
         if "--group-query-attention" in opts:
             groups = opts.get("--num-query-groups", 1)  # its argparse default
             check(groups == shape.heads, "plan", f"--num-query-groups equal to the model "
                   f"profile's heads ({shape.heads}) with --group-query-attention (fewer "
                   f"key-value heads than heads are not modelled: {SHAPE_LAYER}; "
                   f"{_MEG} megatron/training/argument_utils.py:330-333) at {where}", groups)
-    sizes = dict(getattr(model, "sizes", ()) or ())
-    if getattr(model, "shape", None) is None and 1 in sizes and len(sizes[1]) > 1 \
-            and "--seq-length" in opts and "--hidden-size" in opts:
-        # a transformer layer's output per sample is seq x hidden values (sim.profiles.sailor:
-        # llm_info's act_output_bytes): the launch's shape must be the one profiled
-        values = sizes[1][1].activation_bytes / model.bytes_per_value
-        got = opts["--seq-length"] * opts["--hidden-size"]
-        check(got == values, "plan", f"--seq-length x --hidden-size equal to the values a "
-              f"transformer layer of the model profile {model.name} outputs per sample "
-              f"({values:.0f}) at {where}", got)
 
 
 def _split(layers: int, pp: int, first: int | None, last: int | None, where: str) -> list[int]:
