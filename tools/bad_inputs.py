@@ -1003,6 +1003,13 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("api/TrainingConfig-allreduce-buckets-alone", api(
         "from sim.training import TrainingConfig; TrainingConfig(allreduce_buckets=((1.0, 2.0),))"),
         refuse("allreduce_buckets"), note="a plan's overlapped buckets without its times")
+    add("api/TrainingConfig-trace-hosts-number", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=1, replicas=2, "
+        "trace_hosts=(('h0', 3),))"), refuse("trace_hosts"),
+        note="a plan's host names for a trace replayed by name (usertrial16)")
+    add("api/TrainingConfig-trace-hosts-shape", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=1, replicas=2, "
+        "trace_hosts=(('h0',),))"), refuse("trace_hosts"))
     add("api/TrainingConfig-group-steps-without-diloco", api(
         "from sim.training import TrainingConfig; TrainingConfig(stages=1, replicas=2, "
         "group_steps=((('optimizer_times', (1.0,)),),))"), refuse("group_steps"),
