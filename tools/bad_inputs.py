@@ -1023,6 +1023,13 @@ def build_cases(fx: Fixtures) -> list[Case]:
     add("api/TrainingConfig-allreduce-buckets-alone", api(
         "from sim.training import TrainingConfig; TrainingConfig(allreduce_buckets=((1.0, 2.0),))"),
         refuse("allreduce_buckets"), note="a plan's overlapped buckets without its times")
+    add("api/TrainingConfig-trace-hosts-number", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=1, replicas=2, "
+        "trace_hosts=(('h0', 3),))"), refuse("trace_hosts"),
+        note="a plan's host names for a trace replayed by name (usertrial16)")
+    add("api/TrainingConfig-trace-hosts-shape", api(
+        "from sim.training import TrainingConfig; TrainingConfig(stages=1, replicas=2, "
+        "trace_hosts=(('h0',),))"), refuse("trace_hosts"))
     add("api/TrainingConfig-group-steps-without-diloco", api(
         "from sim.training import TrainingConfig; TrainingConfig(stages=1, replicas=2, "
         "group_steps=((('optimizer_times', (1.0,)),),))"), refuse("group_steps"),
@@ -3495,6 +3502,29 @@ def real_runs_ii_cases(fx: Fixtures) -> list[Case]:
     add("train/model-shape-tp-heads", T("--plan", three, "--profiles",
                                         folder("p-shape-tp", base, network=net), *one),
         refuse("tp"), note="TP 3 does not divide the shape's 4 attention heads")
+    # a launch line of another layer than a shape's (12 h^2 + 13 h: two h x 4h MLP matrices,
+    # keys and values for every head) was read as the shape's (usertrial16)
+    shape_dir = folder("p-shape-launch", base, network=net)
+    for id_, extra, why in (
+            ("swiglu", "--swiglu --ffn-hidden-size 176", "a gated MLP"),
+            ("ffn", "--ffn-hidden-size 176", "an MLP of another width than 4 h"),
+            ("gqa", "--group-query-attention --num-query-groups 2", "2 key-value heads of 4"),
+            ("mla", "--multi-latent-attention", "multi-latent attention"),
+            ("rope", "--position-embedding-type rope", "rope on a shape of learned positions "
+             "(the shape kept its s x h table)")):
+        lf = fx.root / f"ml-shape-{id_}.sh"
+        lf.write_text("torchrun --nnodes 1 --nproc-per-node 2 pretrain_gpt.py "
+                      "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 "
+                      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+                      "--micro-batch-size 1 --global-batch-size 2 --bf16 "
+                      f"--untie-embeddings-and-output-weights {extra}\n")
+        add(f"train/megatron-shape-{id_}", T("--plan", str(lf), "--model", "Tiny", "--gpu", "T4",
+                                             "--zone", "z", "--profiles", shape_dir, *one),
+            refuse("plan"), note=f"{why}: accepted and ignored before (usertrial16)")
+    add("train/model-shape-position-embedding",
+        T("--plan", tiny, "--profiles", folder("p-shape-pos", {
+            **base, "shape": {**shape, "position_embedding": "alibi"}}, network=net), *one),
+        refuse("position_embedding"), note="a shape's positions: learned_absolute, rope or none")
     fwd = {"model": "Tiny", "layers": 4, "bytes_per_value": 2, "shape": shape,
            "times": [{"gpu": "T4", "microbatch_size": 1, "tp": 1,
                       "layers": [[0.01], [0.02], [0.02], [0.01, 0.02, 0.0, 9.9]]}]}

@@ -2101,6 +2101,10 @@ def build_plan(plan: Plan, profiles: Profiles, *, model: str | None = None,
         kw.update(network=physical_network(plan, profiles, mp.tied_embeddings) if plan.physical
                   else plan_network(plan, net, mp.tied_embeddings),
                   network_nodes=tuple(tuple(f"s{j}r{i}" for i in range(r)) for j in range(L)),
+                  # the plan's hosts name its workers for a trace replayed by name
+                  **({"trace_hosts": tuple(tuple(x.host for x in st.replicas)
+                                           for st in plan.stages)}
+                     if any(x.host for st in plan.stages for x in st.replicas) else {}),
                   tensor_parallel=tuple(tuple(x.tp for x in st.replicas) for st in plan.stages),
                   bucket_size=math.inf if overlapped else bucket,
                   transfer_sizes=flows or None,

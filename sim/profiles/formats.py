@@ -32,7 +32,9 @@ read and never run, with a model and a GPU type given apart:
 Model profile (``times`` rows may be ``[forward]`` alone: a forward-only
 profile, or ``[forward, backward]``: the optimizer step is then estimated, as for a
 forward-only one (:mod:`sim.profiles.estimates`); a ``shape`` with ``layers``, ``hidden``, ``heads``, ``sequence``,
-``vocabulary`` and ``tied`` gives sizes and estimated times where the profile
+``vocabulary``, ``tied`` and optionally ``position_embedding`` (``learned_absolute``, the
+default, ``rope`` or ``none``: Megatron-LM's ``--position-embedding-type``) gives sizes and
+estimated times where the profile
 has none, and may stand alone: :mod:`sim.profiles.estimates`; its ``tied`` and the
 profile's ``tied_embeddings`` are one fact: either may be given, both must agree, and
 with neither the model is untied, ``tied_embeddings``' default; Megatron-LM's GPT ties
@@ -425,9 +427,10 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
     if "shape" in doc:
         sh = get("model", doc, "shape", where, dict)
         at = f"{where}.shape"
-        unknown = set(sh) - {"layers", "hidden", "heads", "sequence", "vocabulary", "tied"}
+        unknown = set(sh) - {"layers", "hidden", "heads", "sequence", "vocabulary", "tied",
+                             "position_embedding"}
         check(not unknown, "model", f"shape keys layers, hidden, heads, sequence, vocabulary, "
-              f"tied at {at}", sorted(unknown))
+              f"tied, position_embedding at {at}", sorted(unknown))
         # the tie is the shape's `tied` or the profile's `tied_embeddings` (both, if given,
         # must agree); neither: untied, the profile's default
         tied = _opt(sh, "tied", _opt(doc, "tied_embeddings", False))
@@ -437,7 +440,9 @@ def model_from_data(doc: Any, where: str = "model") -> ModelProfile:
               (doc.get("tied_embeddings"), sh.get("tied")))
         shape = ModelShape(**{k: get("model", sh, k, at, int) for k in
                               ("layers", "hidden", "heads", "sequence", "vocabulary")},
-                           tied=tied)
+                           tied=tied, position_embedding=get(
+                               "model", sh, "position_embedding", at, str)
+                           if "position_embedding" in sh else "learned_absolute")
     sizes = []
     for k, e in enumerate(get("model", doc, "sizes", where, list)
                           if shape is None or "sizes" in doc else []):
@@ -505,7 +510,10 @@ def model_to_data(m: ModelProfile) -> dict[str, Any]:
                   for (g, b, t), row in m.times],
         **({"shape": {"layers": m.shape.layers, "hidden": m.shape.hidden, "heads": m.shape.heads,
                       "sequence": m.shape.sequence, "vocabulary": m.shape.vocabulary,
-                      "tied": m.shape.tied}} if m.shape is not None else {}),
+                      "tied": m.shape.tied,
+                      **({"position_embedding": m.shape.position_embedding}
+                         if m.shape.position_embedding != "learned_absolute" else {})}}
+           if m.shape is not None else {}),
     }
 
 

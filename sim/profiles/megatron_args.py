@@ -117,6 +117,26 @@ READ = {
     "--recompute-activations": "flag", "--recompute-granularity": "word",
     "--recompute-modules": "word",
     "--use-distributed-optimizer": "flag", "--overlap-param-gather": "flag",
+    "--ffn-hidden-size": "int", "--num-query-groups": "int", "--swiglu": "flag",
+    "--quick-geglu": "flag", "--group-query-attention": "flag",
+    "--multi-latent-attention": "flag", "--position-embedding-type": "word",
+}
+#: The layer a model given by its shape is (:func:`sim.profiles.values.shape_sizes`:
+#: ``12 h^2 + 13 h``, an MLP of two ``h x 4h`` matrices, every head its own keys and values),
+#: and the Megatron-LM options that build another one (d98e8a64dd): a gated MLP (its first
+#: linear layer twice as wide, three ``h x F`` matrices: ``--swiglu`` and ``--quick-geglu`` set
+#: ``gated_linear_unit``, megatron/training/argument_utils.py:314-326, core/transformer/mlp.py:
+#: 205-206), fewer key-value heads (``--num-query-groups``, read only with
+#: ``--group-query-attention``, argument_utils.py:330-333, its argparse default 1:
+#: core/transformer/transformer_config.py:175-177), multi-latent attention
+#: (transformer_config.py:288). ``--ffn-hidden-size`` is the MLP's width (default ``4 h``
+#: without a gated unit, arguments.py:1320-1329).
+SHAPE_LAYER = "12 h^2 + 13 h a layer: an MLP of two h x 4h matrices, keys and values for every head"
+SHAPE_REFUSED = {
+    "--swiglu": "a gated MLP (SwiGLU: its first linear layer twice as wide, three h x F "
+                "matrices; argument_utils.py:314, core/transformer/mlp.py:205)",
+    "--quick-geglu": "a gated MLP (its first linear layer twice as wide; argument_utils.py:323-325)",
+    "--multi-latent-attention": "multi-latent attention (transformer_config.py:288)",
 }
 #: The values of the word options dtsim reads that it models, with Megatron-LM's rule for the
 #: others (d98e8a64dd: transformer_config.py:1314 transformer_impl, 151 attention_backend
@@ -133,6 +153,9 @@ WORDS = {
                                 "selective, transformer_config.py:1901-1904)"),
     "--recompute-modules": (("core_attn",), "core_attn, the default (transformer_config.py:"
                             "1940-1941; other modules' recomputation is not modelled)"),
+    "--position-embedding-type": (("learned_absolute", "rope", "yarn", "mrope", "relative",
+                                   "none"), "one of Megatron-LM's: learned_absolute, rope, "
+                                  "yarn, mrope, relative, none (arguments.py:2397-2398)"),
 }
 #: Word options that take one or more values (Megatron-LM's List[str] fields: argparse
 #: ``nargs="+"``, d98e8a64dd megatron/training/argument_utils.py:146; transformer_config.py:560).
@@ -827,6 +850,7 @@ def megatron_plan_from_text(text: str, where: str, model: Any,
           f"weights ({_MEG} arguments.py:2460) at {where}",
           "given" if untie else "absent")
     check_model_shape(opts, model, where)
+    check_shape_layer(opts, model, where)
     check("--micro-batch-size" in opts, "plan", f"--micro-batch-size given at {where}", None)
     mbs = opts["--micro-batch-size"]
     gbs = opts.get("--global-batch-size", mbs * dp)
@@ -947,6 +971,39 @@ def check_model_shape(opts: dict[str, Any], model: Any, where: str) -> None:
         check(got == values, "plan", f"--seq-length x --hidden-size equal to the values a "
               f"transformer layer of the model profile {model.name} outputs per sample "
               f"({values:.0f}) at {where}", got)
+
+
+def check_shape_layer(opts: dict[str, Any], model: Any, where: str) -> None:
+    """A Megatron Core launch on a model given by its shape builds the shape's layer
+    (:data:`SHAPE_LAYER`) and position embedding, or is refused (a measured profile is what
+    was measured: not checked)."""
+    shape = getattr(model, "shape", None)
+    if shape is not None:
+        # a shape is one layer (SHAPE_LAYER); an option that builds another would be ignored
+        # and every size, FLOP and byte of the estimate would be the shape's, not the run's
+        for name, what in SHAPE_REFUSED.items():
+            check(name not in opts, "plan", f"a launch of the layer a model given by its shape "
+                  f"is ({SHAPE_LAYER}): {name} sets {what}, which a shape does not model "
+                  f"({_MEG}; {where})", name)
+        if "--ffn-hidden-size" in opts:
+            check(opts["--ffn-hidden-size"] == 4 * shape.hidden, "plan", f"--ffn-hidden-size "
+                  f"equal to 4 x the model profile's hidden ({4 * shape.hidden}: the MLP of a "
+                  f"model given by its shape, {SHAPE_LAYER}; another width is not modelled) at "
+                  f"{where}", opts["--ffn-hidden-size"])
+        # Megatron-LM's default learned_absolute (arguments.py:2397) keeps an s x h table in
+        # the embedding; rope and none keep none (language_model_embedding.py:47, 71): the
+        # launch and the shape must say the same
+        kind = opts.get("--position-embedding-type", "learned_absolute")
+        check(kind == shape.position_embedding, "plan", f"--position-embedding-type equal to "
+              f"the model profile's shape position_embedding ({shape.position_embedding}; "
+              f"Megatron-LM's default learned_absolute, {_MEG} megatron/training/arguments.py:"
+              f"2397; a shape takes learned_absolute, rope or none) at {where}", kind)
+        if "--group-query-attention" in opts:
+            groups = opts.get("--num-query-groups", 1)  # its argparse default
+            check(groups == shape.heads, "plan", f"--num-query-groups equal to the model "
+                  f"profile's heads ({shape.heads}) with --group-query-attention (fewer "
+                  f"key-value heads than heads are not modelled: {SHAPE_LAYER}; "
+                  f"{_MEG} megatron/training/argument_utils.py:330-333) at {where}", groups)
 
 
 def _split(layers: int, pp: int, first: int | None, last: int | None, where: str) -> list[int]:

@@ -105,6 +105,10 @@ class LayerSizes:
             object.__setattr__(self, k, check_nonnegative(k, getattr(self, k)))
 
 
+#: A shape's position embeddings (:class:`ModelShape`): Megatron-LM's
+#: ``--position-embedding-type`` values that keep a learned table (``learned_absolute``) or
+#: none (``rope``, ``none``).
+POSITION_EMBEDDINGS = ("learned_absolute", "rope", "none")
 #: The most transformer layers a model given by its shape may have (:class:`ModelShape`).
 MAX_SHAPE_LAYERS = 10_000
 
@@ -129,6 +133,13 @@ class ModelShape:
     tied : bool
         Whether the output head is the word embedding, tied; a profile's
         ``tied_embeddings`` must say the same.
+    position_embedding : str
+        Megatron-LM's ``--position-embedding-type`` of the model (:data:`POSITION_EMBEDDINGS`):
+        ``learned_absolute`` (its default) keeps a learned ``s x h`` position table in the
+        embedding, replicated on every TP rank; ``rope`` and ``none`` keep none
+        (NVIDIA/Megatron-LM d98e8a64dd core/models/common/embeddings/
+        language_model_embedding.py:47, 71: ``add_position_embedding`` only for
+        ``learned_absolute``; the table a plain ``torch.nn.Embedding``).
     """
 
     layers: int
@@ -137,6 +148,7 @@ class ModelShape:
     sequence: int
     vocabulary: int
     tied: bool = True
+    position_embedding: str = "learned_absolute"
 
     def __post_init__(self) -> None:
         for k in ("layers", "hidden", "heads", "sequence", "vocabulary"):
@@ -150,6 +162,8 @@ class ModelShape:
         check(self.hidden % self.heads == 0, "heads", f"a divisor of hidden ({self.hidden})",
               self.heads)
         check(isinstance(self.tied, bool), "tied", "true or false", self.tied)
+        check(self.position_embedding in POSITION_EMBEDDINGS, "position_embedding",
+              "one of " + ", ".join(POSITION_EMBEDDINGS), self.position_embedding)
 
 
 #: How a transformer layer's attention keeps what its backward pass needs
@@ -172,7 +186,7 @@ def shape_sizes(shape: ModelShape, tp: int, bytes_per_value: int,
     Parameters per layer (Narayanan et al. 2021, section 5.1): transformer
     ``12 h^2 + 13 h`` (its matrices split over TP, its layer norms and biases of
     ``h`` taken as split too); embedding ``V h / tp + s h`` (learned positions,
-    replicated); the last layer its norm, ``2 h``, plus an untied head's ``V h / tp``.
+    replicated; ``V h / tp`` with ``rope`` or no position embedding); the last layer its norm, ``2 h``, plus an untied head's ``V h / tp``.
     A layer's output per sample is ``s h`` values; the activation memory it
     keeps per sample (Korthikanti et al. 2022, eq. 2, without sequence
     parallelism or recomputation, 2-byte activations) ``s h (10 + 24 / t + 5 a s
@@ -192,7 +206,8 @@ def shape_sizes(shape: ModelShape, tp: int, bytes_per_value: int,
         mem = s * h * (10 + 24 / tp) * (bytes_per_value / 2.0)
         if attention == "flash":
             mem += SOFTMAX_STAT_BYTES * a * s / tp
-    emb = LayerSizes(V * h // tp + s * h, out_bytes, float(s * h * bytes_per_value))
+    positions = s * h if shape.position_embedding == "learned_absolute" else 0
+    emb = LayerSizes(V * h // tp + positions, out_bytes, float(s * h * bytes_per_value))
     layer = LayerSizes((12 * h * h + 13 * h) // tp, out_bytes, mem)
     last = LayerSizes(2 * h + (0 if shape.tied else V * h // tp), out_bytes,
                       float(s * V * bytes_per_value) / tp)

@@ -100,11 +100,14 @@ def replica_name(stage: int, replica: int) -> str:
     return f"s{stage}r{replica}"
 
 
-def stage_workers(replicas: Sequence[int], hosts: Any = None) -> list[tuple[Any, ...]]:
+def stage_workers(replicas: Sequence[int], hosts: Any = None,
+                  named: Any = None) -> list[tuple[Any, ...]]:
     """Each worker's names, stage-major: ``s{j}r{i}``, then its host ``hosts[j][i]`` when
-    the workers sit on a network's hosts (what a failure trace's instance names are matched
-    against: :meth:`sim.traces.TraceReplay.by_name`)."""
+    the workers sit on a network's hosts, then its plan's host name ``named[j][i]`` when it
+    has one (what a failure trace's instance names are matched against:
+    :meth:`sim.traces.TraceReplay.by_name`)."""
     return [(replica_name(j, i),) + ((hosts[j][i],) if hosts else ())
+            + ((named[j][i],) if named and named[j][i] is not None else ())
             for j, r in enumerate(replicas) for i in range(r)]
 
 
@@ -208,6 +211,13 @@ def _grid(name: str, value: Any, counts: tuple[int, ...], conv) -> tuple[tuple[f
               f"{r} values for stage {j}", row)
         rows.append(tuple(conv(name, v) for v in row))
     return tuple(rows)
+
+
+def _host_name(name: str, value: Any) -> str | None:
+    """A host's name (text) or None (a replica with no host named)."""
+    check(value is None or isinstance(value, str) and value != "", name,
+          "a host name (text) or None", value)
+    return value
 
 
 def _pair_grid(name: str, value: Any, counts: tuple[int, ...]
@@ -484,6 +494,11 @@ class TrainingConfig:
         reduce-scattered over the network instead, the ring all-reduce's first ``k - 1``
         steps (Megatron-LM's distributed optimizer, whose all-gather of the parameters is in
         ``optimizer_times``).
+    trace_hosts : tuple of tuple or None
+        The physical host each replica runs on (``[stage][replica]``, text or None), as a
+        plan names it (``host``): a replayed trace whose instances are named as these hosts
+        is replayed by name (:attr:`trace_names`), as one named as ``network_nodes`` is.
+        Nothing else reads it. None: no host names.
     group_steps : tuple or None
         With a plan and ``sync`` diloco: per DiLoCo group, ``(field, value)`` pairs of the
         fields above that time its step (:data:`sim.training.outer.GROUP_STEP_FIELDS`), from
@@ -722,6 +737,7 @@ class TrainingConfig:
     value_bits: int = 16
     reduce_scatter: bool = False
     group_steps: tuple[tuple[tuple[str, Any], ...], ...] | None = None
+    trace_hosts: Any = None
 
     def __post_init__(self) -> None:
         _read_units(self)  # "30min", "2.6GB", "400Mbit/s": the numbers they are, as the CLI reads them
@@ -893,6 +909,10 @@ class TrainingConfig:
                   f"given with failures under {what} (a framework run restarts from its last "
                   "checkpoint)", self.restart_cost)
         self._check_network()
+        if self.trace_hosts is not None:
+            set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+            set_("trace_hosts", _grid("trace_hosts", self.trace_hosts, self.replicas,
+                                      _host_name))
         if self.failure_trace is not None and not isinstance(self.failure_trace, str):
             if self.trace_names is None:  # slot k on worker k: at most the trace's slots
                 self.failure_trace.check_workers(self.workers)
@@ -1516,7 +1536,8 @@ class TrainingConfig:
         ft = self.failure_trace
         if ft is None or isinstance(ft, str):
             return None
-        return ft.by_name(stage_workers(self.replicas, self.network_nodes))  # type: ignore[arg-type]
+        return ft.by_name(stage_workers(self.replicas, self.network_nodes,  # type: ignore[arg-type]
+                                        self.trace_hosts))
 
     @property
     def workers(self) -> int:

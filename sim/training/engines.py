@@ -574,8 +574,11 @@ def _removal_times(c: Any) -> list[tuple[float, int, float]] | str:
         tr = c.failure_trace
         if tr.loop or tr.resample != "none" or tr.model != "trace":
             return "needs a trace replayed once as it is (no loop, resampling or fitted model)"
+        # by name when the trace names the workers or their hosts (c.trace_names, stage-major
+        # as ``names``), as the engines replay it; else slot k on worker k
         its = tr.worker_intervals(len(names), streams=Streams(0).replication(0),
-                                  domain_of=[j for j in range(L) for _ in range(c.replicas[j])])
+                                  domain_of=[j for j in range(L) for _ in range(c.replicas[j])],
+                                  names=c.trace_names)
         rows = [list(it) for it in its]
     out = []
     for k, row in enumerate(rows):

@@ -451,7 +451,7 @@ def group_config(c: Any, groups: int, g: int) -> Any:
         max_time=math.inf, stall_limit=None, failure_distribution="exponential",
         failure_shape=None, speeds=cut(c.speeds), replica_times=cut(c.replica_times),
         recv_gather_times=cut(c.recv_gather_times),
-        transfer_times=cut(c.transfer_times), speed_spread=0.0)
+        transfer_times=cut(c.transfer_times), speed_spread=0.0, trace_hosts=None)
     if c.group_steps is not None:
         kw.update(c.group_steps[g], group_steps=None)
     if c.network is not None:

@@ -185,7 +185,8 @@ def _free(config: Any) -> Any:
         config, availability=1.0, domain_outage=0.0, placement=None, failure_trace=None,
         mtbf=math.inf, replace_time=0.0, restart_cost=None, checkpoint_every=0,
         checkpoint_cost=0.0, steps=1, max_time=math.inf, stall_limit=None, max_wait=0.0,
-        strategy=None, step_times=None, price=None, price_series=None, notice=0.0)
+        strategy=None, step_times=None, price=None, price_series=None, notice=0.0,
+        trace_hosts=None)
 
 
 @functools.lru_cache(maxsize=512)
