@@ -45,6 +45,7 @@ from ..training import (
 from ..training.checkpointing import with_auto_checkpoint
 from ..training.flow import LOST_CAUSES
 from ..training.outer import diloco_groups
+from ..training.routing import SWARM_ROUTING
 from ..units import RATE, SIZE, TIME, format_quantity, parse_quantity
 from ._applies import given, refuse_unless, verdict
 from ._common import (
@@ -162,7 +163,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--schedule", default=None,
       help="one of " + ", ".join(SCHEDULES) + f" (default {d.schedule}; 1f1b with --plan)")
     a("--routing", default=d.routing, help="one of " + ", ".join(ROUTINGS)
-      + f" (default {d.routing}; least-assigned-time is SWARM's client balancer)")
+      + f" (default {d.routing}, {SWARM_ROUTING} with --strategy swarm: SWARM's client "
+      "balancer, one a trainer at each stage; least-assigned-time is its rule with one "
+      "balancer a stage)")
     a("--forward-time", action=TimesOption, default=1.0, metavar="TIME[,TIME...]",
       help=f"nominal forward time per stage, or one per stage: {RUN_TIME_HELP} (default 1)")
     a("--backward-ratio", type=float, default=d.backward_ratio,
@@ -554,6 +557,8 @@ def build_from_args(args: argparse.Namespace) -> Any:
         if given(args, "schedule") and args.schedule != "swarm":  # as without --plan
             raise ConfigError("schedule", "swarm with --strategy swarm", args.schedule)
         args.schedule, args._swarm = "swarm", True
+        if not given(args, "routing"):  # SWARM's own: a balancer a trainer at each stage
+            args.routing = SWARM_ROUTING
     _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("replications", args.replications, low=1)
@@ -775,6 +780,8 @@ def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
     strategy = _strategy(args)
     if args.strategy is not None and strategy.name == "swarm" and not given(args, "schedule"):
         args.schedule = "swarm"  # --strategy swarm is today's behaviour with a swarm schedule
+    if args.strategy is not None and strategy.name == "swarm" and not given(args, "routing"):
+        args.routing = SWARM_ROUTING  # SWARM's own: a balancer a trainer at each stage
     _check_options(args)
     failure_trace = failure_trace_option(args)
     check_int("stages", args.stages, low=1)
