@@ -9,8 +9,10 @@ model). A pipeline of ``L = 6`` stages, 30 workers (5 pipelines), a step of
 30 microbatches of 8 samples, a stage's forward pass 1 s and backward 2 s;
 the step-level strategies take their steps from the training DES without
 failures (GPipe: ``(6 + 5)(1 + 2) = 33`` s on 5 pipelines), SWARM runs on the
-DES itself (swarm schedule, least-loaded routing, a lost pass re-queued after
-1 s, a stage with no live replica waited for). A worker that comes up
+DES itself (swarm schedule, SWARM's routing: a balancer a trainer at each
+stage, each micro-batch of a step a trainer's, ``trainer-balancer``, least-loaded
+until 2026-12-08; a lost pass re-queued after 1 s, a stage with no live replica
+waited for). A worker that comes up
 downloads its weights for 45 s (the artifacts' instance start-up) before it
 takes work. Every worker costs 0.91 $ per hour while its instance exists
 (the Oobleck artifact's p3 spot price; a worker that a trace has down is not
@@ -23,7 +25,8 @@ failure's restart, as the Oobleck artifact's Varuna simulator does).
 * ``traces``: the workers replay each shipped trace once, from its start to
   its end (``recent`` policy, one slot per worker): a deterministic replay,
   one replication, no interval (``aws-p3``, ``synthetic-10m``,
-  ``synthetic-6h``, ``gcp-a100``).
+  ``synthetic-6h``, ``gcp-a100``); SWARM's replay draws its routing's ties,
+  one draw (seeds 0-2 differ by up to 2%).
 * ``mtbf``: every worker is preempted after an exponential time of mean
   ``mtbf`` (30, 5 and 1 hour: the 30 workers lose one every hour, 10 minutes,
   2 minutes) and replaced 10 minutes later, over 6 hours; 95% intervals
@@ -72,6 +75,7 @@ from sim.results import format_4g, mean_ci, write_tables
 from sim.rng import Streams
 from sim.traces import TraceReplay, load_trace, trace_stats
 from sim.training import TrainingConfig
+from sim.training.routing import SWARM_ROUTING
 from sim.training.strategies import StepTimes
 
 # ----------------------------------------------------------------------------- parameters
@@ -153,8 +157,9 @@ class FaultTolerance:
         """Every metric, outside section ``mtbf``: the trace is replayed once from its start
         (no resampling) on deterministic times, so every replication is the same run and the
         tables give its value with no interval (:func:`sim.results.fixed_ci` raises if two
-        replications ever differ)."""
-        if self.section == "mtbf":
+        replications ever differ). Not SWARM's: its routing draws ties (a balancer a trainer
+        at each stage, ``trainer-balancer``), so its one replay is one draw."""
+        if self.section == "mtbf" or self.strategy == "swarm":  # SWARM's routing draws ties
             return {}
         why = f"one replay of {self.trace} from its start on deterministic times"
         return dict.fromkeys(METRICS, why)
@@ -181,7 +186,7 @@ class FaultTolerance:
             forward_time=1.0, backward_ratio=2.0, sync="none", param_size=45.0, bandwidth=1.0,
             price=PRICE, strategy=strategy,
             schedule="swarm" if swarm else "gpipe",
-            routing="least-loaded" if swarm else "round-robin",
+            routing=SWARM_ROUTING if swarm else "round-robin",
             detection_timeout=1.0 if swarm else 0.0, max_wait=math.inf if swarm else 0.0,
             stall_limit=math.inf)
         if self.section == "traces":
@@ -309,8 +314,11 @@ def table(results: sim.runner.SweepResult) -> list[dict[str, Any]]:
              for k in ("samples_per_second", "samples_per_dollar", "worker_availability",
                        "artifact_window_sps", "lost_lost_pass", "lost_restart",
                        "lost_checkpoint", "lost_stall")}
-        if cfg.section != "mtbf":  # one deterministic replay: the value is exact, no interval
+        if cfg.section != "mtbf" and cfg.strategy != "swarm":
+            # one deterministic replay: the value is exact, no interval
             e = {k: Estimate(v.mean, v.mean, v.mean) for k, v in e.items()}
+        elif cfg.section != "mtbf":  # SWARM's one replay draws its routing's ties: no interval
+            e = {k: Estimate(v.mean, math.nan, math.nan) for k, v in e.items()}
         where = (cfg.trace if cfg.section != "mtbf" else f"mtbf {cfg.mtbf / 3600:g} h")
         rows.append({
             "section": cfg.section, "scenario": where, "strategy": cfg.strategy,
@@ -340,7 +348,8 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
             "spd_high", "artifact_window_sps", "published", "lost_work", "restart_time",
             "checkpoint_time", "waiting"]
     title = ("Fault-tolerance strategies on the same traces: samples/s and samples/$ "
-             "(traces and artifacts: one deterministic replay, exact; mtbf: 95% CI)")
+             "(traces and artifacts: one deterministic replay, exact, SWARM's one replay with "
+             "its routing's draws, no interval; mtbf: 95% CI)")
     text = write_tables(rows, cols, out_dir, NAME, title, fmt=format_4g)
     panels = []
     for section, metric, ylabel in (("traces", "samples_per_second", "samples / s"),
@@ -368,7 +377,8 @@ def analyse(results: sim.runner.SweepResult, out_dir: Path) -> None:
     if panels:
         plot_stress_panels(panels, out_dir / f"{NAME}.png", ncols=2,
                            caption="30 workers, L = 6, 0.91 $ per node-hour; traces: one "
-                                   "deterministic replay; mtbf: 95% CI across replications.")
+                                   "replay (SWARM's draws its routing's ties); mtbf: 95% CI "
+                                   "across replications.")
     print(f"\n{NAME}: strategies on the same traces\n{text}\n")
     for section in ("traces", "mtbf"):
         scen = list(dict.fromkeys(r["scenario"] for r in rows if r["section"] == section))

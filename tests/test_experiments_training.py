@@ -73,3 +73,15 @@ def test_fault_tolerance_trace_replays_are_exact_and_mtbf_points_have_intervals(
         == trace["samples_per_second_mean"] > 0
     assert mtbf.get("samples_per_second_kind", "two-sided") != "exact"
     assert mtbf["samples_per_second_low"] < mtbf["samples_per_second_high"]
+
+
+def test_fault_tolerance_swarm_routes_by_trainer_and_its_replay_is_not_declared_exact():
+    """SWARM's points route by its balancers a trainer (trainer-balancer), whose ties are drawn:
+    its trace replay is one draw, not a fixed value (fixed_ci would raise on two replications)."""
+    exp = load_experiment(EXPERIMENTS / "fault_tolerance.py", quick=True)
+    swarm = dataclasses.replace(exp.base, section="traces", trace="synthetic-10m",
+                                strategy="swarm")
+    assert swarm.training().routing == "trainer-balancer"
+    assert swarm.fixed_metrics() == {}
+    other = dataclasses.replace(swarm, strategy="redundancy")
+    assert other.fixed_metrics()
