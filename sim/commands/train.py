@@ -780,7 +780,8 @@ def _config_from_args(args: argparse.Namespace) -> TrainingConfig:
     strategy = _strategy(args)
     if args.strategy is not None and strategy.name == "swarm" and not given(args, "schedule"):
         args.schedule = "swarm"  # --strategy swarm is today's behaviour with a swarm schedule
-    if args.strategy is not None and strategy.name == "swarm" and not given(args, "routing"):
+    if (args.strategy is not None and strategy.name == "swarm" and args.schedule == "swarm"
+            and not given(args, "routing")):  # (another schedule is refused as such)
         args.routing = SWARM_ROUTING  # SWARM's own: a balancer a trainer at each stage
     _check_options(args)
     failure_trace = failure_trace_option(args)
