@@ -12,7 +12,7 @@ from sim.pipeline import PipelineConfig
 from sim.rng import Streams
 from sim.training import TrainingConfig, training_model
 from sim.training.compiled import compiled_obstacle
-from sim.training.replica import Failed
+from sim.training.replica import Aborted, Failed
 from sim.training.routing import TrainerBalancer, make_routing
 from sim.training.system import TrainingSystem
 
@@ -180,3 +180,22 @@ def test_one_replica_a_stage_is_the_plain_run():
     a = training_model(TrainingConfig(routing="trainer-balancer", **kw), Streams(0))
     b = training_model(TrainingConfig(routing="least-loaded", **kw), Streams(0))
     assert a["training_time"] == b["training_time"]
+
+
+def test_a_pass_aborted_with_its_step_bans_nothing():
+    """A restart aborts the step's passes: no call failed, so no trainer bans the replica;
+    a replica's failure does."""
+    cfg = TrainingConfig(stages=1, replicas=2, microbatches=2, steps=1, forward_time=1.0,
+                         backward_ratio=0.0, schedule="swarm", sync="none",
+                         routing="trainer-balancer")
+    system = TrainingSystem(cfg, Streams(0))
+    flow = system.flow
+    rep = flow.stages[0][0]
+    mb = Mb(0)
+    mb.dead = True  # (not re-queued)
+    seen = []
+    flow.policies[0].failed = lambda r, m: seen.append((r, m))  # type: ignore[method-assign]
+    flow.pass_lost(rep, mb, Aborted(0, 0.0), 0.5)
+    assert seen == []
+    flow.pass_lost(rep, mb, Failed(rep.name, 0.5), 0.5)
+    assert seen == [(rep, mb)]

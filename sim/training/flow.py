@@ -30,7 +30,7 @@ import simpy
 
 from ..timeline import NULL
 from .config import TrainingConfig, replica_name
-from .replica import Microbatch, Replica
+from .replica import Aborted, Microbatch, Replica
 from .routing import SharedQueue, Uniforms, make_routing
 
 __all__ = ["ReplicaFlow", "LOST_CAUSES", "DownClock", "live_idle_share"]
@@ -422,7 +422,8 @@ class ReplicaFlow:
         """``rep`` lost ``mb``'s pass (``cause`` is a frozen dataclass)."""
         self.lost_passes += 1
         self.lost["lost_pass"] += elapsed
-        self._failed(rep, mb)
+        if not isinstance(cause, Aborted):  # a step given up is no failed call
+            self._failed(rep, mb)
         if not mb.dead:
             self.requeue(mb)
 

@@ -1,7 +1,9 @@
 """SWARM parallelism: today's training DES with a swarm schedule, rewiring around a lost peer.
 
 Every pass is routed at its stage to a live replica (SWARM's stochastic
-wiring); a lost replica's passes are re-queued after the detection timeout,
+wiring; ``dtsim train --strategy swarm`` routes by SWARM's balancers a trainer,
+:data:`sim.training.routing.SWARM_ROUTING`, unless ``--routing`` is given; a
+config built in Python keeps its own ``routing``); a lost replica's passes are re-queued after the detection timeout,
 a lost backward recomputes its forwards, and an out stage is skipped, waited
 for or, under a restart model, restarted from the last checkpoint: the rules
 of :mod:`sim.training.flow` and :mod:`sim.training.trainer`. This strategy
