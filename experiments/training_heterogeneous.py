@@ -27,7 +27,7 @@ from typing import Any
 import sim.runner
 from sim import analytic
 from sim.rng import Streams
-from sim.training import ROUTINGS, TrainingConfig, training_model
+from sim.training import PAIRS, TrainingConfig, training_model
 
 # ----------------------------------------------------------------------------- parameters
 
@@ -54,7 +54,7 @@ BASE = TrainingConfig(
 
 
 def _points(spreads) -> list[dict[str, Any]]:
-    return [dict(speeds=speed_table(s), routing=r) for s in spreads for r in ROUTINGS]
+    return [dict(speeds=speed_table(s), routing=r) for s in spreads for r in PAIRS["async"]]
 
 
 POINTS = _points(SPREADS)

@@ -78,9 +78,9 @@ def test_the_interval_counts_the_queue_from_the_choice():
     seen = []
     real = p.settled
 
-    def spy(rep, interval):
+    def spy(rep, interval, mb=None):
         seen.append(interval)
-        real(rep, interval)
+        real(rep, interval, mb)
     p.settled = spy  # type: ignore[method-assign]
     cfg = TrainingConfig(stages=1, replicas=1, microbatches=3, steps=1, forward_time=1.0,
                          backward_ratio=0.0, schedule="swarm", sync="none",

@@ -32,7 +32,8 @@ BAD = [
     (["--schedule", "1f1b", "--routing", "queue"],
      "'routing' must be one of least-loaded, weighted, round-robin with schedule 1f1b: 'queue'"),
     (["--routing", "random"],
-     "'routing' must be one of queue, least-loaded, weighted, round-robin, least-assigned-time: 'random'"),
+     "'routing' must be one of queue, least-loaded, weighted, round-robin, least-assigned-time, "
+     "trainer-balancer: 'random'"),
     (["--checkpoint-every", "5"],
      "'checkpoint_every' must be 0 without a restart model (give restart_cost): 5"),
     (["--price", "1,2", "--stages", "3"],
@@ -148,7 +149,9 @@ def test_strategy_options_and_replay_reference(tmp_path, capsys):
 
 
 def test_strategy_swarm_is_todays_des_with_a_swarm_schedule(capsys):
-    """--strategy swarm picks the swarm schedule and gives the DES's numbers unchanged."""
+    """--strategy swarm picks the swarm schedule and gives the DES's numbers unchanged; a
+    routing given is kept (SWARM's balancers a trainer, trainer-balancer, are an option, not
+    the default: the swarm schedule's step barrier is not SWARM's)."""
     args = ["train", "--stages", "4", "--replicas", "2", "--steps", "3", "--mtbf", "500",
             "--replace-time", "20", "--max-wait", "inf", "--replications", "2", "--json"]
     assert main(args + ["--strategy", "swarm"]) == 0
@@ -157,6 +160,12 @@ def test_strategy_swarm_is_todays_des_with_a_swarm_schedule(capsys):
     b = json.loads(capsys.readouterr().out)
     assert a["engine"] == "des" and a.pop("strategy") == "swarm"
     assert a == b
+    assert main(args + ["--strategy", "swarm", "--routing", "trainer-balancer"]) == 0
+    c = json.loads(capsys.readouterr().out)
+    assert main(args + ["--schedule", "swarm", "--routing", "trainer-balancer"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    c.pop("strategy")
+    assert c == d and c != a
 
 
 def test_a_bubble_within_rounding_of_zero_prints_as_zero(capsys):

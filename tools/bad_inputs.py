@@ -1419,6 +1419,17 @@ def build_cases(fx: Fixtures) -> list[Case]:
         add("train/least-assigned-time-fixed-pipelines",
             TR(*D4, "--schedule", "gpipe", "--routing", "least-assigned-time"), refuse("routing"),
             note="SWARM's balancer routes every pass afresh: swarm and async schedules only")
+        add("train/trainer-balancer-fixed-pipelines",
+            TR(*D4, "--schedule", "gpipe", "--routing", "trainer-balancer"), refuse("routing"),
+            note="a balancer a trainer routes every pass afresh: the swarm schedule only")
+        add("train/trainer-balancer-async",
+            TR(*D4, "--schedule", "async", "--routing", "trainer-balancer"), refuse("routing"),
+            note="a balancer a trainer needs trainers: micro-batch k of every swarm step")
+        add("train/strategy-swarm-routes-by-trainer",
+            TR(*D4, "--strategy", "swarm", "--routing", "trainer-balancer"),
+            ok("swarm/trainer-balancer"),
+            note="SWARM's balancers a trainer, given (not the default: the swarm schedule's "
+                 "step barrier is not SWARM's)")
         add("train/diloco-swarm", TR(*D4, "--schedule", "swarm", "--routing", "queue", "--sync",
                                      "diloco:every=4"), refuse("schedule"))
         # streaming DiLoCo runs with failures (its rules follow vanilla's); with a quorum not
@@ -1701,6 +1712,9 @@ def build_cases(fx: Fixtures) -> list[Case]:
             refuse("queueing"))
         add("pipeline/queueing-routing-unknown", P("--queueing", "--routing", "bogus"),
             refuse("routing"))
+        add("pipeline/queueing-trainer-balancer",
+            P("--queueing", "--routing", "trainer-balancer"), refuse("routing"),
+            note="a balancer a trainer needs the swarm schedule's trainers: a pipeline has none")
     if _has_option("gossip", "--stubborn-values"):
         add("gossip/stubborn-values-count", G("--adversary", "stubborn", "--num-adversaries", "2",
                                               "--stubborn-values", "1"), refuse("stubborn_values"))

@@ -201,7 +201,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--routing", default=None, metavar="NAME",
                    help="with --queueing: routing within a stage: queue (one shared FIFO, the "
                         "default), least-loaded, weighted (by speed), round-robin or "
-                        "least-assigned-time (SWARM's balancer)")
+                        "least-assigned-time (SWARM's balancer rule, one for the stage)")
     p.add_argument("--speeds", default=None, metavar="FILE",
                    help="with --queueing: CSV stage,replica,speed of every replica (default "
                         "all 1; it sets the replicas per stage)")

@@ -170,7 +170,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a("--schedule", default=None,
       help="one of " + ", ".join(SCHEDULES) + f" (default {d.schedule}; 1f1b with --plan)")
     a("--routing", default=d.routing, help="one of " + ", ".join(ROUTINGS)
-      + f" (default {d.routing}; least-assigned-time is SWARM's client balancer)")
+      + f" (default {d.routing}; SWARM's client balancer: trainer-balancer, one a trainer "
+      "at each stage, on the swarm schedule; least-assigned-time, its rule with one "
+      "balancer a stage)")
     a("--forward-time", action=TimesOption, default=1.0, metavar="TIME[,TIME...]",
       help=f"nominal forward time per stage, or one per stage: {RUN_TIME_HELP} (default 1)")
     a("--backward-ratio", type=float, default=d.backward_ratio,

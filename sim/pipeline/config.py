@@ -435,7 +435,9 @@ class PipelineConfig:
             return
         from ..training.routing import ROUTING_POLICIES, speed_rows
 
-        check_choice("routing", self.routing, tuple(ROUTING_POLICIES))
+        # a balancer a trainer needs the swarm schedule's trainers: the pipeline has none
+        check_choice("routing", self.routing, tuple(
+            n for n, cls in ROUTING_POLICIES.items() if not getattr(cls, "per_microbatch", False)))
         check(not self.records, "records", "False with queueing (per-microbatch records are "
               "the no-queueing DES's)", self.records)
         check(not self.trace, "trace", "False with queueing (the event log is the "

@@ -69,8 +69,8 @@ def compiled_obstacle(c: TrainingConfig) -> str | None:
         (c.pass_time_distribution not in ("deterministic", "exponential"),
          f"needs deterministic or exponential passes, not {c.pass_time_distribution}"),
         (c.sync_wait is not None, "fastest-k steps (sync_wait) run on the DES"),
-        (c.routing == "least-assigned-time",
-         "least-assigned-time routing (a throughput average per replica) runs on the DES"),
+        (c.routing in ("least-assigned-time", "trainer-balancer"),
+         f"{c.routing} routing (a throughput average per replica) runs on the DES"),
     )
     for bad, why in checks:
         if bad:

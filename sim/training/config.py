@@ -73,7 +73,8 @@ FIXED = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved")
 #: each on a connection of its own (no queue; concurrent ones share links max-min), or
 #: Megatron-LM's 1F1B with its batched send/receive pairs (both ends held, on the framework engine).
 P2PS = ("overlap", "blocking", "shared", "batched")
-ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin", "least-assigned-time")
+ROUTINGS = ("queue", "least-loaded", "weighted", "round-robin", "least-assigned-time",
+            "trainer-balancer")
 #: Schedule -> the routings it has. GPipe and 1F1B run fixed pipelines (routing
 #: picks a microbatch's pipeline and any failover), so a shared stage queue has
 #: no meaning there.
@@ -83,7 +84,8 @@ PAIRS = {
     "1f1b-dynamic": ("least-loaded", "weighted", "round-robin"),
     "interleaved": ("round-robin",),
     "swarm": ROUTINGS,
-    "async": ROUTINGS,
+    # a balancer a trainer needs the swarm schedule's trainers (micro-batch k of every step)
+    "async": ROUTINGS[:-1],
 }
 ARRIVALS = ("saturated", "poisson", "fixed")
 #: Laws of a pass's nominal time: constant, or a unit-mean duration law of
@@ -362,9 +364,11 @@ class TrainingConfig:
         ``1f1b-dynamic`` the rule that takes a queued backward first;
         ``interleaved`` Megatron-LM's interleaved 1F1B over ``virtual_stages``
         model chunks per device (see :mod:`sim.training.schedules`).
-    routing : {"queue", "least-loaded", "weighted", "round-robin", "least-assigned-time"}
-        See :data:`PAIRS` for which schedule has which; ``least-assigned-time`` is SWARM's
-        client balancer (:class:`sim.training.routing.LeastAssignedTime`).
+    routing : {"queue", "least-loaded", "weighted", "round-robin", "least-assigned-time", "trainer-balancer"}
+        See :data:`PAIRS` for which schedule has which; ``trainer-balancer`` is SWARM's
+        client balancer, one a trainer at each stage
+        (:class:`sim.training.routing.TrainerBalancer`), ``least-assigned-time`` its rule
+        with one balancer a stage (:class:`sim.training.routing.LeastAssignedTime`).
     forward_time : float or tuple of float
         Nominal forward time per stage (>= 0; 0 with no backward is Study A's snapshot); a replica of speed ``v`` takes ``t / v``.
     backward_ratio : float
@@ -1307,7 +1311,7 @@ class TrainingConfig:
               "0 (unset) with a network (its links set the transfer times)", self.latency)
         check(self.routing != "queue", "routing",
               "one that picks the next replica when a pass ends (least-loaded, weighted, "
-              "round-robin, least-assigned-time) with a network", self.routing)
+              "round-robin, least-assigned-time, trainer-balancer) with a network", self.routing)
         if self.network_nodes is None:
             hosts = net.hosts
             check(len(hosts) >= self.workers, "network_nodes",
@@ -1639,8 +1643,8 @@ class TrainingConfig:
             out.append("Poisson arrivals")
         if self.routing == "weighted" and any(r > 1 for r in self.replicas):  # type: ignore[union-attr]
             out.append("weighted (random) routing")
-        if self.routing == "least-assigned-time" and any(r > 1 for r in self.replicas):  # type: ignore[union-attr]
-            out.append("least-assigned-time routing's random tie-breaks")
+        if self.routing in ("least-assigned-time", "trainer-balancer") and any(r > 1 for r in self.replicas):  # type: ignore[union-attr]
+            out.append(f"{self.routing} routing's random tie-breaks")
         return tuple(out)
 
     def fixed_metrics(self) -> dict[str, str]:

@@ -30,7 +30,7 @@ import simpy
 
 from ..timeline import NULL
 from .config import TrainingConfig, replica_name
-from .replica import Microbatch, Replica
+from .replica import Aborted, Microbatch, Replica
 from .routing import SharedQueue, Uniforms, make_routing
 
 __all__ = ["ReplicaFlow", "LOST_CAUSES", "DownClock", "live_idle_share"]
@@ -205,6 +205,8 @@ class ReplicaFlow:
             bind = getattr(p, "bind", None)
             if bind is not None:
                 bind(c.samples_per_microbatch)
+            if getattr(p, "per_microbatch", False):  # a state per trainer: micro-batch k of a step
+                p.trainers = c.microbatches
         self.uniform = Uniforms(streams.rng("routing"))
         self.track = False  # set by a trainer that needs each stage's participants
         # fastest-k steps kill microbatches whose passes may still be in service
@@ -264,7 +266,8 @@ class ReplicaFlow:
             nxt = j + 1
             rep.ordered = self.ordered
             if nxt < L and hops[j] <= 0.0:
-                kind = 1 if self.fixed else 0
+                # a policy per trainer is asked with the micro-batch: ReplicaFlow.arrive_fwd
+                kind = 1 if self.fixed or getattr(self.policies[nxt], "per_microbatch", False) else 0
                 rep.wire(inline=inline, fwd_kind=kind, next_live=self.live[nxt],
                          next_lo=self.shared[nxt][1], next_idle=self.idle[nxt],
                          next_policy=None if shared_only[nxt] else self.policies[nxt],
@@ -349,6 +352,8 @@ class ReplicaFlow:
             if out:
                 self.n_out += 1
         queued = rep.drain()
+        for mb in queued:  # their calls at ``rep`` failed
+            self._failed(rep, mb)
         if out:
             for q in self.shared[j]:
                 queued.extend(q)
@@ -417,8 +422,17 @@ class ReplicaFlow:
         """``rep`` lost ``mb``'s pass (``cause`` is a frozen dataclass)."""
         self.lost_passes += 1
         self.lost["lost_pass"] += elapsed
+        if not isinstance(cause, Aborted):  # a step given up is no failed call
+            self._failed(rep, mb)
         if not mb.dead:
             self.requeue(mb)
+
+    def _failed(self, rep: Replica, mb: Microbatch) -> None:
+        """``mb``'s pass at ``rep`` was lost: a policy per trainer is told (its trainer's call
+        failed: SWARM bans the peer)."""
+        failed = getattr(self.policies[rep.stage], "failed", None)
+        if failed is not None:
+            failed(rep, mb)
 
     def requeue(self, mb: Microbatch) -> None:
         """Re-queue ``mb`` at its stage once the failure is detected."""
@@ -491,7 +505,11 @@ class ReplicaFlow:
                         for st in self.stages:
                             st[rep.index % len(st)].owed += 1
         else:
-            rep = self.policies[j].choose(live, self.uniform)
+            policy = self.policies[j]
+            if getattr(policy, "per_microbatch", False):
+                rep = policy.choose_for(live, self.uniform, mb)
+            else:
+                rep = policy.choose(live, self.uniform)
         if rep is None:
             self.shared[j][0 if mb.target >= 0 else 1].append(mb)
             idle = self.idle[j]

@@ -454,7 +454,7 @@ class Replica(WorkerState):
             if work <= 0.0:  # a zero-time pass cannot be interrupted: no event
                 self.load -= 1
                 if self.settle is not None and not mb.back:
-                    self.settle(self, self.env.now - mb.ready)
+                    self.settle(self, self.env.now - mb.ready, mb)
                 self.system.pass_done(self, mb, 0.0)
                 continue
             self.current = mb
@@ -566,7 +566,7 @@ class Replica(WorkerState):
         if not mb.back:  # type: ignore[union-attr]
             self.queue_time += self._t0 - mb.ready  # type: ignore[union-attr]
             if self.settle is not None:  # from the routing choice (mb.ready) to now
-                self.settle(self, self.env.now - mb.ready)  # type: ignore[union-attr]
+                self.settle(self, self.env.now - mb.ready, mb)  # type: ignore[union-attr]
         if not self._inline or mb.target >= 0:  # type: ignore[union-attr]
             self.system.pass_done(self, mb, work)
         elif mb.back:  # type: ignore[union-attr]

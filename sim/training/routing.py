@@ -9,18 +9,24 @@ is free first). A user's subclass of :class:`Routing` plugs in through
 :data:`ROUTING_POLICIES`. A policy that learns from completions also has
 ``bind(samples)`` (told the samples of a micro-batch once) and
 ``settled(replica, interval)`` (told, as each forward pass it routed completes,
-the time from its choice to the completion).
+the time from its choice to the completion, and the micro-batch).
+
+A policy with ``per_microbatch = True`` keeps a state per trainer: the flow asks it
+``choose_for(live, uniform, mb)`` (the micro-batch ``mb`` names its trainer), sets its
+``trainers`` (the micro-batches of a step), and tells it ``failed(replica, mb)`` when a
+pass of ``mb`` is lost at ``replica``; it runs on the swarm schedule only.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 __all__ = ["speed_rows", "Routing", "SharedQueue", "LeastLoaded", "Weighted", "RoundRobin",
-           "LeastAssignedTime", "ROUTING_POLICIES", "Uniforms", "make_routing"]
+           "LeastAssignedTime", "TrainerBalancer", "SWARM_ROUTING", "ROUTING_POLICIES", "Uniforms", "make_routing"]
 
 _BLOCK = 4096
 
@@ -42,6 +48,8 @@ class Routing:
     """Base policy: subclasses implement :meth:`choose`."""
 
     name = "routing"
+    #: True: one state per trainer (``choose_for``, ``failed``; module notes)
+    per_microbatch = False
 
     def choose(self, live: Sequence[Any], uniform: Callable[[], float]) -> Any:
         """The replica of ``live`` (non-empty) to serve the pass, or None for the shared queue."""
@@ -175,7 +183,7 @@ class LeastAssignedTime(Routing):
         bk[1] = uniform()
         return best
 
-    def settled(self, rep: Any, interval: float) -> None:
+    def settled(self, rep: Any, interval: float, mb: Any = None) -> None:
         """A forward pass this policy sent to ``rep`` completed ``interval`` after the choice:
         one update of its average (performance_ema.py:32-35)."""
         e = self.table.get(rep)
@@ -185,10 +193,162 @@ class LeastAssignedTime(Routing):
         e[4] += 1
 
 
+class _Books:
+    """One trainer's balancer at one stage (balancer.py:27-31): its heap of ``(key, tie,
+    order, replica)`` entries, the entry each replica holds now (``uid_to_queue``; an entry
+    in the heap that is not one is stale) and each replica's throughput average
+    ``[ema seconds per sample, updates, samples per second]`` (``throughputs``)."""
+
+    __slots__ = ("heap", "entry", "ema", "order", "used")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, float, int, Any]] = []
+        self.entry: dict[Any, tuple[float, float, int, Any]] = {}
+        self.ema: dict[Any, list] = {}
+        self.order = 0  # the heap's last resort on equal (key, tie): never compares replicas
+        self.used = False  # its first use is the info call
+
+
+class TrainerBalancer(Routing):
+    """SWARM's client balancer as its trainers run it: one a trainer at each stage.
+
+    yandex-research/swarm at f66855f. Each trainer process builds one
+    ``BalancedRemoteExpert`` a stage (``swarm/train_pipeline.py:31-45``), each with its own
+    ``ExpertBalancer`` (``moe/client/balanced_expert.py:41``), and runs one micro-batch at a
+    time (batch 1, no accumulation: ``swarm/setup_and_launch_trainer.sh:21-25``). Here the
+    swarm schedule's ``m`` micro-batches in flight at once are ``m`` trainers: micro-batch
+    ``k`` of every step is trainer ``k``'s (``id % m``), routed by trainer ``k``'s balancer
+    at the moment it reaches the stage (``balanced_expert.py:121``).
+
+    A balancer's rule is :class:`LeastAssignedTime`'s (the least key, ties to the smaller
+    draw, the key grows by the expected time, never lowered; ``balancer.py:101-129``), over
+    the trainer's own calls and measurements only, with these of its facts:
+
+    * its first use is the ``info`` call (``balanced_expert.py:52, 81-89``): one choice of
+      task size 1 (the chosen key grows by 1.0 s), measured as a call without compute or
+      payload (interval 0: dtsim times no control message), its average's first update;
+    * replicas enter at the key on top of the heap (``balancer.py:83``), stale entries
+      included; a replica popped while not live is dropped (the reference finds it expired,
+      or its call fails and it is banned: ``:112-120, 140-143``) and enters afresh when live
+      again; a trainer whose pass is lost at a replica bans it (its entry and average
+      forgotten, its heap entry left stale: ``:90-98``); a replica that failed and came
+      back unnoticed keeps its entry (``_add_expert`` only refreshes a known uid, ``:79, 87``);
+    * the average is updated when the forward pass completes, with the time from the choice
+      (``performance_ema.py:53-59``), over the micro-batch's samples (``balanced_expert.py:65``).
+
+    The backward pass stays on the replica that ran the forward pass (the swarm schedule's),
+    so only forward passes are routed and measured (the reference's stateless backward is a
+    balancer call of 2.5 times the task: ``balanced_expert.py:31, 75, 143-147``).
+    """
+
+    name = "trainer-balancer"
+    per_microbatch = True
+    #: The reference's defaults: balancer.py:22, performance_ema.py:14, balanced_expert.py:85.
+    INITIAL_SECONDS_PER_SAMPLE = 1.0
+    ALPHA = 0.1
+    EPS = 1e-20
+    INFO_TASK = 1.0
+
+    def __init__(self) -> None:
+        self.samples = 1.0
+        self.trainers = 1
+        self.books: dict[int, _Books] = {}
+        # trainer -> (micro-batch, the average its forward pass in flight will update)
+        self.pending: dict[int, tuple[Any, list]] = {}
+
+    def bind(self, samples: float) -> None:
+        """The samples of one micro-batch (a forward call's ``task_size``)."""
+        self.samples = float(samples)
+
+    def expected(self, ema: list, task: float) -> float:
+        """The expected time of a call of ``task`` samples (balancer.py:122-125)."""
+        if ema[1] == 0:
+            return self.INITIAL_SECONDS_PER_SAMPLE * task
+        return task / ema[2]
+
+    def _update(self, ema: list, interval: float, task: float) -> None:
+        """One update of an average (performance_ema.py:32-37)."""
+        a = self.ALPHA
+        ema[0] = a * interval / task + (1.0 - a) * ema[0]
+        ema[1] += 1
+        adjusted = ema[0] / (1.0 - (1.0 - a) ** ema[1])
+        ema[2] = 1.0 / max(adjusted, self.EPS)
+
+    def _use(self, b: _Books, live: Sequence[Any], uniform: Callable[[], float],
+             task: float) -> tuple[Any, list]:
+        """Pop the least entry still current and live, re-key it (balancer.py:109-129)."""
+        heap = b.heap
+        while True:
+            e = heapq.heappop(heap)
+            rep = e[3]
+            if b.entry.get(rep) is not e:  # stale: banned or dropped
+                continue
+            if rep not in live:  # gone or leaving: dropped
+                del b.entry[rep]
+                del b.ema[rep]
+                continue
+            ema = b.ema[rep]
+            new = (e[0] + self.expected(ema, task), uniform(), b.order, rep)
+            b.order += 1
+            heapq.heappush(heap, new)
+            b.entry[rep] = new
+            return rep, ema
+
+    def choose(self, live: Sequence[Any], uniform: Callable[[], float]) -> Any:
+        raise TypeError("trainer-balancer routes a micro-batch: choose_for(live, uniform, mb)")
+
+    def choose_for(self, live: Sequence[Any], uniform: Callable[[], float], mb: Any) -> Any:
+        """The replica of ``live`` (non-empty) for ``mb``'s forward pass, by its trainer's balancer."""
+        k = mb.id % self.trainers
+        b = self.books.get(k)
+        if b is None:
+            b = self.books[k] = _Books()
+        heap, entry = b.heap, b.entry
+        for rep in live:  # the live replicas it does not hold enter on top (balancer.py:76-86)
+            if rep not in entry:
+                e = (heap[0][0] if heap else 0.0, uniform(), b.order, rep)
+                b.order += 1
+                heapq.heappush(heap, e)
+                entry[rep] = e
+                b.ema[rep] = [0.0, 0, self.EPS]
+        if not b.used:  # the info call (balanced_expert.py:52, 85)
+            b.used = True
+            _rep, ema = self._use(b, live, uniform, self.INFO_TASK)
+            self._update(ema, 0.0, self.INFO_TASK)
+        rep, ema = self._use(b, live, uniform, self.samples)
+        self.pending[k] = (mb, ema)
+        return rep
+
+    def settled(self, rep: Any, interval: float, mb: Any = None) -> None:
+        """``mb``'s forward pass at ``rep`` completed ``interval`` after the choice: one update
+        of the average taken at the choice (a ban meanwhile leaves it orphaned, as there)."""
+        k = mb.id % self.trainers
+        p = self.pending.get(k)
+        if p is None or p[0] is not mb:
+            return
+        del self.pending[k]
+        self._update(p[1], interval, self.samples)
+
+    def failed(self, rep: Any, mb: Any) -> None:
+        """A pass of ``mb`` at ``rep`` was lost: its trainer bans ``rep`` (balancer.py:90-98)."""
+        k = mb.id % self.trainers
+        b = self.books.get(k)
+        if b is not None and b.entry.pop(rep, None) is not None:
+            del b.ema[rep]
+        p = self.pending.get(k)
+        if p is not None and p[0] is mb:
+            del self.pending[k]
+
+
 #: Routing name -> policy class (a new policy is added here by its name).
 ROUTING_POLICIES: dict[str, type[Routing]] = {
-    cls.name: cls for cls in (SharedQueue, LeastLoaded, Weighted, RoundRobin, LeastAssignedTime)
+    cls.name: cls for cls in (SharedQueue, LeastLoaded, Weighted, RoundRobin, LeastAssignedTime,
+                              TrainerBalancer)
 }
+
+#: ``--strategy swarm``'s routing unless one is given: SWARM's balancer, one a trainer at each
+#: stage (until 2026-12-08 the swarm schedule's default, round-robin, which SWARM never runs).
+SWARM_ROUTING = TrainerBalancer.name
 
 
 def make_routing(name: str) -> Routing:

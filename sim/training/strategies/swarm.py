@@ -1,7 +1,9 @@
 """SWARM parallelism: today's training DES with a swarm schedule, rewiring around a lost peer.
 
 Every pass is routed at its stage to a live replica (SWARM's stochastic
-wiring); a lost replica's passes are re-queued after the detection timeout,
+wiring, by the config's ``routing``: SWARM's own balancers, one a trainer at each
+stage, are ``trainer-balancer``, :data:`sim.training.routing.SWARM_ROUTING`, not the
+default while the swarm schedule ends each step at a barrier SWARM does not have); a lost replica's passes are re-queued after the detection timeout,
 a lost backward recomputes its forwards, and an out stage is skipped, waited
 for or, under a restart model, restarted from the last checkpoint: the rules
 of :mod:`sim.training.flow` and :mod:`sim.training.trainer`. This strategy
