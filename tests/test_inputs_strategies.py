@@ -228,10 +228,16 @@ def test_an_option_given_where_it_does_nothing_is_one_rule_for_any_strategy():
         assert Toy(knob=1.0).knob == 1.0  # at its default, not given: nothing to refuse
     finally:
         del STRATEGIES["toy-only-when"]
-    # checkpoint-restart's four, by the same table, text and Python alike
-    assert set(CheckpointRestart.only_when) == {"copy", "poll", "settle", "overhead_bound"}
+    # checkpoint-restart's six, by the same table, text and Python alike (Varuna's lead acts
+    # only when grow is true and notice is checkpoint: a condition of two fields)
+    assert set(CheckpointRestart.only_when) == {"copy", "poll", "settle", "overhead_bound",
+                                                "lead", "window"}
     for kw, line in ((dict(grow=False, poll=60.0), "'poll' must be unset unless grow is true: 60.0"),
-                     (dict(copy=1.0), "'copy' must be 0 unless snapshot is overlapped: 1.0")):
+                     (dict(copy=1.0), "'copy' must be 0 unless snapshot is overlapped: 1.0"),
+                     (dict(notice="ignore", lead=30.0),
+                      "'lead' must be unset unless grow is true and notice is checkpoint: 30.0"),
+                     (dict(grow=False, window=60.0),
+                      "'window' must be unset unless grow is true: 60.0")):
         with pytest.raises(ConfigError) as e:
             CheckpointRestart(**kw)
         assert str(e.value) == line
