@@ -118,7 +118,7 @@ class Strategy:
                              and f.default_factory is not dataclasses.MISSING else f.default)
                     for f in fields(self)}
         for key, (field, value, *off) in self.only_when.items():
-            conds = tuple(zip(field, value)) if isinstance(field, tuple) else ((field, value),)
+            conds = tuple(zip(field, value, strict=True)) if isinstance(field, tuple) else ((field, value),)
             if all(getattr(self, f) == v for f, v in conds):
                 continue
             words = " and ".join(f"{f} is " + ("true" if v is True else "false" if v is False
