@@ -2224,9 +2224,17 @@ def real_run_cases(fx: Fixtures) -> list[Case]:
     M = ("--model", "OPT-350", "--gpu", "RTX-3090", "--zone", "us-central1-a", *one)
     add("train/megatron-launch-runs", T("--plan", launch("ml-good.sh", "--fp16"), *M),
         ok("step time"))
-    # a step-level strategy needs one replica a host (--nproc-per-node equal to TP)
+    # two replicas a host under a step-level strategy: the host fails whole (a trace's
+    # instance, one availability process, one spot slot a host)
     add("train/megatron-two-replicas-a-host-strategy",
-        T("--plan", launch("ml-2r.sh"), *M, "--strategy", "checkpoint-restart"), refuse("plan"))
+        T("--plan", launch("ml-2r.sh"), *M, "--strategy", "checkpoint-restart"),
+        ok("failures per host"))
+    by_worker = fx.root / "ml-2r-workers.csv"
+    by_worker.write_text("worker,start,end\ns0r0,1,2\n")
+    add("train/megatron-two-replicas-a-host-worker-csv",
+        T("--plan", launch("ml-2r.sh"), *M, "--strategy", "checkpoint-restart",
+          "--failure-trace", str(by_worker)), refuse("failure_trace"),
+        note="a CSV of workers s{j}r{i} names replicas, not the host that fails whole")
     add("train/megatron-interleaved-swarm",
         T("--plan", launch("ml-vp.sh", "--num-layers-per-virtual-pipeline-stage 6", tp=1),
           *M, "--strategy", "swarm"), refuse("plan"),

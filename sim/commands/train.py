@@ -39,6 +39,7 @@ from ..training import (
     SCHEDULES,
     SYNCS,
     TrainingConfig,
+    host_groups,
     read_speeds,
     stage_workers,
 )
@@ -651,6 +652,15 @@ def build_from_args(args: argparse.Namespace) -> Any:
         from ..profiles.formations import PlanStepTimes
 
         timing = {k: kw[k] for k in ("sync", "value_bits", "redundant_copy") if k in kw}
+        named = [x.host for st in plan.stages for x in st.replicas if x.host is not None]
+        # a checkpoint's time is a node's bytes over its bandwidth: a host of several replicas
+        # would write theirs over one link, which the formations' per-node bytes do not sum
+        check(getattr(strategy, "checkpoint_bandwidth", None) is None
+              or len(set(named)) == len(named), "checkpoint_bandwidth",
+              "unset when a plan's host holds several replicas (a host writes its replicas' "
+              "checkpoints over one link: not modelled; give checkpoint= and restart=)",
+              strategy.checkpoint_bandwidth if hasattr(strategy, "checkpoint_bandwidth")
+              else None)
         kw.update(strategy=strategy,
                   step_times=PlanStepTimes(plan, profiles, name, tuple(dict(
                       schedule=args.schedule, p2p=args.p2p, framework=fw, network=True,
@@ -1122,6 +1132,9 @@ def _simulate(cfg: TrainingConfig, *, replications: int, seed: int, executor: An
             from ..training.strategies import JOB_METRICS
 
             out["strategy_counts"] = {k: est[k].mean for k in JOB_METRICS}
+            hosts = host_groups(cfg)
+            if len(hosts) < cfg.workers:  # a plan's host holding several replicas
+                out["failure_hosts"] = len(hosts)
             out["checkpoints"] = est["checkpoints"].mean
             out["lost_time"]["work"] = est["lost_work"].mean
     if cfg.failure_trace is not None:
@@ -1409,6 +1422,10 @@ def run(args: argparse.Namespace) -> int:
     if cfg.strategy is not None:
         notice = f", preemption notice {cfg.notice:g}" if cfg.notice else ""
         print(f"strategy {out['strategy']} ({out['engine']} engine){notice}")
+        if "failure_hosts" in out:
+            print(f"failures per host: {out['failure_hosts']} hosts of {cfg.workers} workers go "
+                  "down and come back whole (a spot preemption takes the instance: --mtbf, "
+                  "--availability and a trace's instances are per host; priced per worker)")
         cc = out.get("checkpoint_cost")
         if cc is not None:
             io = "" if "bandwidth" not in cc else (
@@ -1436,7 +1453,10 @@ def run(args: argparse.Namespace) -> int:
         if "trace_instances" in out:
             print_trace_instances(out["trace_instances"])
         elif out["trace_policy"] is not None:
-            print("  slot k replayed on worker k (s{j}r{i} stage-major): the trace's instances "
+            where = ("host k (hosts in the order of their first worker s{j}r{i}, "
+                     "stage-major)" if "failure_hosts" in out else "worker k (s{j}r{i} "
+                     "stage-major)")
+            print(f"  slot k replayed on {where}: the trace's instances "
                   "are named as none of the run's workers or hosts")
         print_unit_note(cfg.failure_trace)
         # the JSON's preemptions are the spot model's: say where the trace's removals are

@@ -220,12 +220,11 @@ def own_nodes(plan: Plan) -> Plan:
 
 def plan_node_kind(plan: Plan) -> Any:
     """The one node kind of ``plan`` (a ReplicaSpec without a host), None when its replicas
-    differ or name hosts (a host holding one replica is its node of its own: :func:`own_nodes`)."""
-    kinds = {x for st in own_nodes(plan).stages for x in st.replicas}
-    if len(kinds) != 1:
-        return None
-    kind = next(iter(kinds))
-    return None if kind.host is not None else kind
+    differ (GPU type, TP degree, node size, zone). A host holding one replica is its node of
+    its own (:func:`own_nodes`); a host holding several is one node of the job engine's
+    failures (``TrainingConfig.trace_hosts``), each replica a worker of its own."""
+    kinds = {dataclasses.replace(x, host=None) for st in plan.stages for x in st.replicas}
+    return next(iter(kinds)) if len(kinds) == 1 else None
 
 
 @dataclass(frozen=True, eq=False)
@@ -258,20 +257,10 @@ class PlanStepTimes:
     def __post_init__(self) -> None:
         object.__setattr__(self, "plan", own_nodes(self.plan))
         if plan_node_kind(self.plan) is None:
-            hosts = any(x.host for st in self.plan.stages for x in st.replicas)
             raise ConfigError("plan", "a plan whose replicas are all one node kind (GPU type, "
-                              "TP degree, node size, zone; no named host, or one replica a "
-                              "host) with a step-level strategy (it puts any ready node at any "
-                              "stage)" + (
-                                  "; a launch line puts one replica on a host with "
-                                  "--nproc-per-node equal to TP; dtsim plan --out names each "
-                                  "replica's host: delete the plan's host keys to run each "
-                                  "replica as a node of its own (a launch line of several "
-                                  "replicas a host: write it as a dtsim plan without them)"
-                                  if hosts else ""),
-                              ", ".join(sorted({f"{x.gpu} TP {x.tp}" + (f" on {x.host}" if
-                                                                         x.host else "")
-                                                for st in self.plan.stages
+                              "TP degree, node size, zone) with a step-level strategy (it puts "
+                              "any ready node at any stage)",
+                              ", ".join(sorted({f"{x.gpu} TP {x.tp}" for st in self.plan.stages
                                                 for x in st.replicas})))
         object.__setattr__(self, "_cache", {})
         object.__setattr__(self, "_builds", {})

@@ -33,6 +33,7 @@ from .config import (
     SCHEDULES,
     SYNCS,
     TrainingConfig,
+    host_groups,
     read_speeds,
     replica_name,
     stage_workers,
@@ -43,7 +44,7 @@ from .system import METRICS, TrainingSystem, training_model
 
 __all__ = [
     "ARRIVALS", "FIXED", "P2PS", "PAIRS", "PASS_TIME_DISTRIBUTIONS", "ROUTINGS", "SCHEDULES", "SYNCS",
-    "TrainingConfig", "read_speeds", "replica_name", "stage_workers", "ROUTING_POLICIES", "Routing",
+    "TrainingConfig", "host_groups", "read_speeds", "replica_name", "stage_workers", "ROUTING_POLICIES", "Routing",
     "SCHEDULE_POLICIES", "Schedule", "METRICS", "TrainingSystem", "training_model",
 ]
 from . import engines  # noqa: F401,E402  (registers the family's engine and references)

@@ -62,6 +62,7 @@ __all__ = [
     "read_speeds",
     "replica_name",
     "stage_workers",
+    "host_groups",
 ]
 
 SCHEDULES = ("gpipe", "1f1b", "1f1b-dynamic", "interleaved", "swarm", "async")
@@ -111,6 +112,28 @@ def stage_workers(replicas: Sequence[int], hosts: Any = None,
     return [(replica_name(j, i),) + ((hosts[j][i],) if hosts else ())
             + ((named[j][i],) if named and named[j][i] is not None else ())
             for j, r in enumerate(replicas) for i in range(r)]
+
+
+def host_groups(config: Any) -> list[list[int]]:
+    """The workers (stage-major indices) on each host, hosts in the order of their first
+    worker: the plan's hosts (``config.trace_hosts``) holding several replicas, every other
+    worker a host of its own. The job engine's unit of failure: a host replays one trace slot
+    (or its instance by name), has one availability process and one spot slot."""
+    named = config.trace_hosts
+    groups: list[list[int]] = []
+    at: dict[str, int] = {}
+    k = 0
+    for j, r in enumerate(config.replicas):
+        for i in range(r):
+            host = named[j][i] if named is not None else None
+            if host is None or host not in at:
+                if host is not None:
+                    at[host] = len(groups)
+                groups.append([k])
+            else:
+                groups[at[host]].append(k)
+            k += 1
+    return groups
 
 
 def _per(name: str, value: Any, n: int, conv) -> tuple:
@@ -917,9 +940,20 @@ class TrainingConfig:
             set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
             set_("trace_hosts", _grid("trace_hosts", self.trace_hosts, self.replicas,
                                       _host_name))
+        if isinstance(self.failure_trace, str) and self.strategy is not None \
+                and self.strategy.engine == "job":
+            hosts = host_groups(self)
+            check(len(hosts) == self.workers, "failure_trace", "a trace of hosts (named as "
+                  "the plan's hosts, or unnamed: slot k on host k), not a CSV of workers "
+                  "s{j}r{i}, when a host holds several replicas under a step-level strategy (a "
+                  "host fails whole)",
+                  self.failure_trace)
         if self.failure_trace is not None and not isinstance(self.failure_trace, str):
             if self.trace_names is None:  # slot k on worker k: at most the trace's slots
-                self.failure_trace.check_workers(self.workers)
+                # (the job engine's slot k on host k: its workers go down together)
+                self.failure_trace.check_workers(
+                    len(host_groups(self)) if self.strategy is not None
+                    and self.strategy.engine == "job" else self.workers)
         self._check_sync()
         self._check_diloco()
         self._check_finite()

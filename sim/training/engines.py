@@ -575,11 +575,22 @@ def _removal_times(c: Any) -> list[tuple[float, int, float]] | str:
         if tr.loop or tr.resample != "none" or tr.model != "trace":
             return "needs a trace replayed once as it is (no loop, resampling or fitted model)"
         # by name when the trace names the workers or their hosts (c.trace_names, stage-major
-        # as ``names``), as the engines replay it; else slot k on worker k
-        its = tr.worker_intervals(len(names), streams=Streams(0).replication(0),
-                                  domain_of=[j for j in range(L) for _ in range(c.replicas[j])],
-                                  names=c.trace_names)
-        rows = [list(it) for it in its]
+        # as ``names``), as the engines replay it; else slot k on host k (the job engine's
+        # unit of failure, sim.training.config.host_groups: a worker of its own but for a
+        # plan's host holding several), each worker its host's intervals
+        from .config import host_groups
+
+        hosts = host_groups(c)
+        stage = [j for j in range(L) for _ in range(c.replicas[j])]
+        tn = c.trace_names
+        its = tr.worker_intervals(len(hosts), streams=Streams(0).replication(0),
+                                  domain_of=[stage[ks[0]] for ks in hosts],
+                                  names=None if tn is None else [tn[ks[0]] for ks in hosts])
+        rows = [[]] * len(names)
+        for ks, it in zip(hosts, its, strict=True):
+            row = list(it)
+            for k in ks:
+                rows[k] = row
     out = []
     for k, row in enumerate(rows):
         if len(row) > 1:

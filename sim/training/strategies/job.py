@@ -38,7 +38,7 @@ from ...failures import failure_timeout
 from ...rng import Streams
 from ...timeline import NULL
 from ..billing import Presence
-from ..config import replica_name
+from ..config import host_groups, replica_name
 from ..flow import LOST_CAUSES
 from ..instant import InstantEnd
 from ..replica import WorkerState
@@ -124,11 +124,19 @@ class JobSystem:
         L = c.stages
         slots = [(replica_name(j, i), j, i) for j in range(L) for i in range(c.replicas[j])]
         self.workers = [JobWorker(self, k, j, i) for k, (_, j, i) in enumerate(slots)]
-        self.failure_model, self.fm_workers = build_failures(env, c, streams, slots)
+        # the unit of failure is the host: its workers go down and come back together
+        self.hosts = host_groups(c)
+        self.host_of = [0] * len(slots)
+        for h, ks in enumerate(self.hosts):
+            for k in ks:
+                self.host_of[k] = h
+        self.failure_model, host_fw = build_failures(env, c, streams,
+                                                     [slots[ks[0]] for ks in self.hosts])
+        self.fm_workers = [host_fw[h] for h in self.host_of]
         for w, fw in zip(self.workers, self.fm_workers, strict=True):
             fw.on_change(w.worker_changed)
-        self._spot_rngs = ([streams.rng("spot", w.stage, w.replica) for w in self.workers]
-                           if c.mtbf < math.inf else [])
+        self._spot_rngs = ([streams.rng("spot", slots[ks[0]][1], slots[ks[0]][2])
+                            for ks in self.hosts] if c.mtbf < math.inf else [])
         self.traced = c.failure_trace is not None and not isinstance(c.failure_trace, str)
         self.join_delay = self.strategy.boot + c.download_time
         self.N = c.steps
@@ -229,21 +237,25 @@ class JobSystem:
         self.strategy.noticed(self, w, at)
 
     # -- the spot model ---------------------------------------------------------------
-    def _spot(self, w: JobWorker, rng: np.random.Generator):
+    def _spot(self, host: list[JobWorker], rng: np.random.Generator):
+        """One host's spot slot: its instance preempted (every worker on it) and replaced."""
         c, env = self.config, self.env
         while True:
             d = float(rng.exponential(c.mtbf))
             if c.notice > 0:
-                self._notice_at(w, env.now + d)
+                for w in host:
+                    self._notice_at(w, env.now + d)
             yield failure_timeout(env, d)  # after every other event of its instant
             self.preemptions += 1
-            for cb in self._spot_listeners[w.index]:
-                cb(False)
-            w.set_state(spot_up=False)
+            for w in host:
+                for cb in self._spot_listeners[w.index]:
+                    cb(False)
+                w.set_state(spot_up=False)
             yield env.timeout(c.replace_time)
-            for cb in self._spot_listeners[w.index]:
-                cb(True)
-            w.set_state(spot_up=True)
+            for w in host:
+                for cb in self._spot_listeners[w.index]:
+                    cb(True)
+                w.set_state(spot_up=True)
 
     # -- primitives for the coordinator ----------------------------------------------
     def ready_workers(self) -> list[int]:
@@ -378,8 +390,8 @@ class JobSystem:
             if w.alive:
                 self._boot(w, self.strategy.boot)
                 self._schedule_notice(w)
-        for w, rng in zip(self.workers, self._spot_rngs, strict=False):
-            env.process(self._spot(w, rng))
+        for ks, rng in zip(self.hosts, self._spot_rngs, strict=False):
+            env.process(self._spot([self.workers[k] for k in ks], rng))
         self.proc = env.process(self.strategy.coordinate(self))
         ends = [self.done]
         stop = c.max_time
