@@ -360,3 +360,29 @@ def test_an_output_that_is_an_input_is_refused(tmp_path, capsys):
                           capsys)
     assert (code, out) == (2, "") and "another file than --failure-trace's" in err, err
     assert trace.read_text() == "worker,start,end\nw0,1,2\nw1,3,4\n"
+
+
+def test_every_command_keeps_its_inputs_from_its_timeline_and_event_log(tmp_path, capsys):
+    """(lead, after review16) audit9's rule was train's and plan's only: dtsim pipeline
+    --failure-trace T --timeline T --overwrite replaced the user's trace with a timeline, and
+    dtsim gossip --topology G --timeline G --overwrite the user's graph. Every command that
+    writes a timeline or an event log now refuses a file it reads, even with --overwrite."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("worker,start,end\nworker0,10,20\n")
+    graph = tmp_path / "g.edges"
+    graph.write_text("a b\nb c\nc a\n")
+    runs = (
+        (["pipeline", "--stages", "1", "--replicas", "1", "--failure-trace", trace,
+          "--trace-loop", "--timeline", trace, "--overwrite"], trace, "failure-trace", "timeline"),
+        (["pipeline", "--stages", "1", "--replicas", "1", "--failure-trace", trace,
+          "--trace-loop", "--event-log", trace, "--overwrite"], trace, "failure-trace",
+         "event_log"),
+        (["gossip", "--topology", graph, "--rounds", "3", "--timeline", graph, "--overwrite"],
+         graph, "topology", "timeline"),
+    )
+    for argv, kept, option, name in runs:
+        before = kept.read_text()
+        code, out, err = _cli(argv, capsys)
+        assert (code, out) == (2, "") and err.count("\n") == 1, err
+        assert f"'{name}' must be another file than --{option}'s" in err, err
+        assert kept.read_text() == before

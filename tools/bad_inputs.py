@@ -5636,6 +5636,20 @@ def audit9_cases(fx: Fixtures) -> list[Case]:
         "it again (exit 2 after the search)")
     add("plan/a9-out-is-the-fleet", dtsim(*FP, "--out", fleet), refuse("out"), timeout=60,
         note=same.format(""))
+    lead = ("FIXED (lead, review16): audit9's rule was train's and plan's only; with "
+            "--overwrite the {} replaced the user's {}")
+    add("pipeline/timeline-is-the-failure-trace",
+        dtsim("pipeline", "--stages", "1", "--replicas", "1", "--failure-trace", trace2,
+              "--trace-loop", "--timeline", trace2, "--overwrite"), refuse("timeline"),
+        note=lead.format("timeline", "trace"))
+    add("pipeline/event-log-is-the-failure-trace",
+        dtsim("pipeline", "--stages", "1", "--replicas", "1", "--failure-trace", trace2,
+              "--trace-loop", "--event-log", trace2, "--overwrite"), refuse("event_log"),
+        note=lead.format("event log", "trace"))
+    graph = w("xp-graph.edges", "a b\nb c\nc a\n")
+    add("gossip/timeline-is-the-topology",
+        dtsim("gossip", "--topology", graph, "--rounds", "3", "--timeline", graph,
+              "--overwrite"), refuse("timeline"), note=lead.format("timeline", "graph file"))
 
     # -- checkpoint-restart: settle, grow, notice -------------------------------------------------
     C = ("train", "--replications", "1", "--mtbf", "100", "--steps", "20", "--stages", "4",

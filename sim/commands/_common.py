@@ -80,9 +80,10 @@ def fleet_joins_plan(fleet: str, plan: Any) -> tuple[bool, list[str]]:
     return joins, [f"{g}@{z}" for g, z in sorted(kinds)]
 
 
-#: The options of ``dtsim train`` and ``dtsim plan`` that name a file the command reads.
+#: The options of the commands that write a timeline, an event log or a plan that name a
+#: file the command reads.
 INPUT_FILES = ("plan", "fleet", "speeds", "price_series", "step_times", "failure_trace",
-               "network")
+               "network", "topology", "trace")
 
 
 def check_not_an_input(name: str, path: str | None, args: Any) -> None:

@@ -81,6 +81,10 @@ def timeline_from_args(args: argparse.Namespace) -> TimelineRequest | None:
     users = ["timeline"] + [d for d in ("event_log", "export_plan") if hasattr(args, d)]
     check(not overwrite or any(getattr(args, d, None) is not None for d in users), "overwrite",
           "given only with " + " or ".join("--" + d.replace("_", "-") for d in users), True)
+    from ._common import check_not_an_input
+
+    for dest in ("timeline", "event_log"):  # every command: never over a file it reads
+        check_not_an_input(dest, getattr(args, dest, None), args)
     request = timeline_request(getattr(args, "timeline", None),
                                getattr(args, "timeline_window", None), cap, overwrite=overwrite)
     k = getattr(args, "timeline_replication", None)
