@@ -459,7 +459,7 @@ def _check_options(args: argparse.Namespace) -> None:
         check(timeline is None or os.path.realpath(timeline) != os.path.realpath(export),
               "export_plan", "another file than --timeline's (the timeline, written after the "
               "run, would replace the plan)", export)
-    check_not_an_input("timeline", getattr(args, "timeline", None), args)
+    # (--timeline over a file the run reads: refused by timeline_from_args, every command)
     # a plan runs over its network (sim.profiles.build.plan_network), where the DES runs the
     # frameworks' fixed device programs: GPipe and 1F1B (build_plan took 1f1b-dynamic, and
     # TrainingConfig then refused it, after the profiles were read, naming 'a network')
