@@ -86,7 +86,7 @@ PAIRS = {
     "interleaved": ("round-robin",),
     "swarm": ROUTINGS,
     # a balancer a trainer needs the swarm schedule's trainers (micro-batch k of every step)
-    "async": ROUTINGS[:-1],
+    "async": tuple(r for r in ROUTINGS if r != "trainer-balancer"),
 }
 ARRIVALS = ("saturated", "poisson", "fixed")
 #: Laws of a pass's nominal time: constant, or a unit-mean duration law of
